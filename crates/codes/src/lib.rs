@@ -1,0 +1,155 @@
+//! The one table of sandgate error codes.
+//!
+//! Every layer of sandgate (the file-access mechanism, the deny-write guard,
+//! the policy, the executor, the facade, the C ABI and the JSON endpoint)
+//! reports failures with one of these codes. The numbers are the C ABI's
+//! `sg_status` values and are never reused; the names are the strings the JSON
+//! endpoint and every binding use.
+//!
+//! This crate has no dependencies so that each layer can share the table
+//! without depending on any other layer.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use core::fmt;
+use core::str::FromStr;
+
+macro_rules! codes {
+    ($( $(#[$doc:meta])* $variant:ident = $value:literal, $name:literal; )*) => {
+        /// A stable sandgate status code (SPEC section 8).
+        ///
+        /// `#[repr(u32)]` with explicit values: a value, once published, is
+        /// never given another meaning.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u32)]
+        pub enum ErrorCode {
+            $( $(#[$doc])* $variant = $value, )*
+        }
+
+        impl ErrorCode {
+            /// Every code, in numeric order.
+            pub const ALL: &'static [ErrorCode] = &[ $( ErrorCode::$variant, )* ];
+
+            /// The code's name as used on the wire (`"E_NOT_FOUND"`).
+            pub const fn as_str(self) -> &'static str {
+                match self { $( ErrorCode::$variant => $name, )* }
+            }
+
+            /// The code's numeric value (the C ABI's `sg_status`).
+            pub const fn value(self) -> u32 {
+                self as u32
+            }
+
+            /// The code with this numeric value, if there is one.
+            pub const fn from_value(value: u32) -> Option<ErrorCode> {
+                match value { $( $value => Some(ErrorCode::$variant), )* _ => None }
+            }
+        }
+
+        impl FromStr for ErrorCode {
+            type Err = UnknownCode;
+            fn from_str(s: &str) -> Result<Self, UnknownCode> {
+                match s { $( $name => Ok(ErrorCode::$variant), )* _ => Err(UnknownCode) }
+            }
+        }
+    };
+}
+
+codes! {
+    /// Success.
+    Ok = 0, "OK";
+    /// The name breaks the agent-facing name rules (reason attached).
+    PathInvalid = 1, "E_PATH_INVALID";
+    /// Resolution would leave the root.
+    PathEscape = 2, "E_PATH_ESCAPE";
+    /// No such file or directory.
+    NotFound = 3, "E_NOT_FOUND";
+    /// The target exists and overwriting it was not granted.
+    Exists = 4, "E_EXISTS";
+    /// A directory or special file where a regular file is needed.
+    NotFile = 5, "E_NOT_FILE";
+    /// Not a directory where a directory is needed.
+    NotDir = 6, "E_NOT_DIR";
+    /// The directory is not empty.
+    NotEmpty = 7, "E_NOT_EMPTY";
+    /// The capability is not granted (no root, exec off, budget spent).
+    Denied = 8, "E_DENIED";
+    /// A deny-write pattern matched (pattern attached).
+    FsProtected = 9, "E_FS_PROTECTED";
+    /// Over a byte cap.
+    TooLarge = 10, "E_TOO_LARGE";
+    /// A final symlink where a write needs a regular file.
+    Symlink = 11, "E_SYMLINK";
+    /// A multiply-linked file under write protection.
+    Hardlink = 12, "E_HARDLINK";
+    /// Too many symbolic links in one resolution.
+    Loop = 13, "E_LOOP";
+    /// The edit's old text does not occur.
+    EditNoMatch = 14, "E_EDIT_NO_MATCH";
+    /// The edit's old text occurs more than once.
+    EditAmbiguous = 15, "E_EDIT_AMBIGUOUS";
+    /// The policy file is refused (key attached).
+    Policy = 16, "E_POLICY";
+    /// A time limit was reached.
+    Timeout = 17, "E_TIMEOUT";
+    /// The operation was aborted.
+    Aborted = 18, "E_ABORTED";
+    /// The executor was not started.
+    NotStarted = 19, "E_NOT_STARTED";
+    /// Kernel confinement was required and the kernel lacks a part of it.
+    ConfineUnavailable = 20, "E_CONFINE_UNAVAILABLE";
+    /// The network authorizer refused the destination.
+    NetDenied = 21, "E_NET_DENIED";
+    /// The handle was closed.
+    Closed = 22, "E_CLOSED";
+    /// A malformed request (JSON endpoint, C arguments).
+    Request = 23, "E_REQUEST";
+    /// Another operating-system error (errno attached).
+    Io = 24, "E_IO";
+    /// A bug in sandgate.
+    Internal = 25, "E_INTERNAL";
+}
+
+/// The string named no sandgate error code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnknownCode;
+
+impl fmt::Display for UnknownCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("not a sandgate error code")
+    }
+}
+
+impl std::error::Error for UnknownCode {}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_dense_and_round_trip() {
+        for (i, code) in ErrorCode::ALL.iter().enumerate() {
+            assert_eq!(code.value() as usize, i, "{code} is out of order");
+            assert_eq!(ErrorCode::from_value(code.value()), Some(*code));
+            assert_eq!(code.as_str().parse::<ErrorCode>(), Ok(*code));
+        }
+        assert_eq!(ErrorCode::ALL.len(), 26);
+        assert_eq!(ErrorCode::from_value(26), None);
+        assert_eq!("E_NOPE".parse::<ErrorCode>(), Err(UnknownCode));
+    }
+
+    #[test]
+    fn spec_numbers_are_fixed() {
+        assert_eq!(ErrorCode::PathEscape.value(), 2);
+        assert_eq!(ErrorCode::FsProtected.value(), 9);
+        assert_eq!(ErrorCode::Loop.value(), 13);
+        assert_eq!(ErrorCode::Internal.value(), 25);
+        assert_eq!(ErrorCode::Ok.as_str(), "OK");
+    }
+}

@@ -1,0 +1,154 @@
+//! Atomic, durable replacement of one directory entry.
+//!
+//! The new bytes are written to an unnamed `O_TMPFILE` in the target's own
+//! directory and fsynced, then linked under a temporary name and renamed over
+//! the target, and the directory is fsynced. Until the link, a killed process
+//! leaves nothing behind (the unnamed file vanishes with its descriptor);
+//! between link and rename (two system calls) it leaves the temporary name,
+//! which the next replace of the same target reclaims. Filesystems without
+//! `O_TMPFILE` get a named temporary file that is removed on every error path.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, CWD};
+use rustix::io::Errno;
+
+/// How often link/rename are retried when a concurrent replace of the same
+/// target reclaims the temporary name in between.
+const RETRIES: usize = 16;
+
+/// The temporary name used for `name`: `.<name>.sandgate-tmp`, shortened to
+/// fit NAME_MAX.
+pub(crate) fn temp_name(name: &[u8]) -> Vec<u8> {
+    const SUFFIX: &[u8] = b".sandgate-tmp";
+    let keep = name.len().min(255 - 1 - SUFFIX.len());
+    let mut t = Vec::with_capacity(keep + 1 + SUFFIX.len());
+    t.push(b'.');
+    t.extend_from_slice(&name[..keep]);
+    t.extend_from_slice(SUFFIX);
+    t
+}
+
+fn io_errno(e: std::io::Error) -> Errno {
+    Errno::from_io_error(&e).unwrap_or(Errno::IO)
+}
+
+/// Replaces the entry `name` in `dir` (a readable directory descriptor) with a
+/// regular file holding `data`. `mode` is the permission to give it (that of
+/// the file being replaced), or `None` for 0o666 less the umask.
+pub(crate) fn replace(
+    dir: impl AsFd,
+    name: &[u8],
+    data: &[u8],
+    mode: Option<u32>,
+) -> Result<(), Errno> {
+    let dir = dir.as_fd();
+    let create_mode = Mode::from_bits_truncate(mode.unwrap_or(0o666));
+    let tmp = match rfs::openat(
+        dir,
+        c".",
+        OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+        create_mode,
+    ) {
+        Ok(fd) => File::from(fd),
+        // No O_TMPFILE on this kernel or filesystem.
+        Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => {
+            return replace_named(dir, name, data, create_mode, mode)
+        }
+        Err(e) => return Err(e),
+    };
+    fill(&tmp, data, mode)?;
+    let tname = temp_name(name);
+    for _ in 0..RETRIES {
+        link_tmpfile(&tmp, dir, &tname)?;
+        match rfs::renameat(dir, &tname[..], dir, name) {
+            Ok(()) => return rfs::fsync(dir),
+            // A concurrent replace reclaimed the temporary name before our
+            // rename: our bytes are still in `tmp`; link again.
+            Err(Errno::NOENT) => continue,
+            Err(e) => {
+                let _ = rfs::unlinkat(dir, &tname[..], AtFlags::empty());
+                return Err(e);
+            }
+        }
+    }
+    Err(Errno::AGAIN)
+}
+
+fn fill(file: &File, data: &[u8], mode: Option<u32>) -> Result<(), Errno> {
+    let mut f = file;
+    f.write_all(data).map_err(io_errno)?;
+    if let Some(m) = mode {
+        // The creation mode went through the umask; restore the exact bits.
+        rfs::fchmod(file, Mode::from_bits_truncate(m))?;
+    }
+    file.sync_all().map_err(io_errno)
+}
+
+/// Gives the unnamed file `tmp` the name `tname` in `dir`, reclaiming a
+/// leftover of an interrupted earlier replace.
+fn link_tmpfile(tmp: &File, dir: rustix::fd::BorrowedFd<'_>, tname: &[u8]) -> Result<(), Errno> {
+    for _ in 0..RETRIES {
+        let r = match rfs::linkat(tmp, c"", dir, tname, AtFlags::EMPTY_PATH) {
+            // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH on many kernels; the
+            // procfs link of our own descriptor needs nothing.
+            Err(Errno::NOENT | Errno::PERM) => {
+                let proc = format!("/proc/self/fd/{}", tmp.as_raw_fd());
+                rfs::linkat(CWD, proc.as_str(), dir, tname, AtFlags::SYMLINK_FOLLOW)
+            }
+            r => r,
+        };
+        match r {
+            Ok(()) => return Ok(()),
+            Err(Errno::EXIST) => match rfs::unlinkat(dir, tname, AtFlags::empty()) {
+                Ok(()) | Err(Errno::NOENT) => continue,
+                Err(e) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Errno::AGAIN)
+}
+
+/// The fallback for filesystems without `O_TMPFILE`: a uniquely named file,
+/// removed on every error path.
+fn replace_named(
+    dir: rustix::fd::BorrowedFd<'_>,
+    name: &[u8],
+    data: &[u8],
+    create_mode: Mode,
+    mode: Option<u32>,
+) -> Result<(), Errno> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut tname = temp_name(name);
+    let unique = format!(
+        ".{}.{}",
+        rustix::process::getpid().as_raw_nonzero(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    tname.truncate(255 - unique.len());
+    tname.extend_from_slice(unique.as_bytes());
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let tmp = File::from(rfs::openat(dir, &tname[..], flags, create_mode)?);
+    let result = fill(&tmp, data, mode)
+        .and_then(|()| rfs::renameat(dir, &tname[..], dir, name))
+        .and_then(|()| rfs::fsync(dir));
+    if result.is_err() {
+        let _ = rfs::unlinkat(dir, &tname[..], AtFlags::empty());
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::temp_name;
+
+    #[test]
+    fn temp_name_fits_name_max() {
+        assert_eq!(temp_name(b"a.txt"), b".a.txt.sandgate-tmp");
+        assert_eq!(temp_name(&[b'x'; 255]).len(), 255);
+    }
+}

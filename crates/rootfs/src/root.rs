@@ -1,0 +1,748 @@
+//! `Root`: a directory descriptor and every operation beneath it.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags};
+use rustix::io::Errno;
+
+use crate::error::{self, Error, ErrorKind, Result};
+use crate::meta::{DirEntry, FileKind, Metadata};
+use crate::path::{self, Split};
+use crate::walk::{self, Final, Resolved};
+
+/// Which resolution mechanism a [`Root`] uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Resolver {
+    /// `openat2` while the kernel offers it; the walk for any call that finds
+    /// it missing (ENOSYS) or filtered (EPERM), remembered from then on.
+    /// Success is never cached: a seccomp filter can arrive later.
+    #[default]
+    Auto,
+    /// Only `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`; an error where
+    /// the kernel lacks it. For tests and benchmarks.
+    Openat2,
+    /// Only the descriptor walk. For tests, benchmarks and kernels before 5.6.
+    Walk,
+}
+
+/// How [`Root::rename`] treats an existing destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RenameMode {
+    /// Replace the destination atomically, like `rename(2)`.
+    Replace,
+    /// Fail with [`ErrorKind::Exists`] if the destination exists
+    /// (`RENAME_NOREPLACE`).
+    NoReplace,
+}
+
+/// Options for [`Root::open_with`], like [`std::fs::OpenOptions`].
+#[derive(Clone, Copy, Debug)]
+pub struct OpenOptions {
+    read: bool,
+    write: bool,
+    append: bool,
+    truncate: bool,
+    create: bool,
+    create_new: bool,
+    follow: bool,
+    mode: u32,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions::new()
+    }
+}
+
+impl OpenOptions {
+    /// Nothing set: read-only once [`read`](Self::read) is, following a
+    /// final symlink beneath the root, new files mode 0o666 before umask.
+    pub fn new() -> Self {
+        OpenOptions {
+            read: false,
+            write: false,
+            append: false,
+            truncate: false,
+            create: false,
+            create_new: false,
+            follow: true,
+            mode: 0o666,
+        }
+    }
+    /// Open for reading.
+    pub fn read(&mut self, on: bool) -> &mut Self {
+        self.read = on;
+        self
+    }
+    /// Open for writing.
+    pub fn write(&mut self, on: bool) -> &mut Self {
+        self.write = on;
+        self
+    }
+    /// Open for appending (implies writing).
+    pub fn append(&mut self, on: bool) -> &mut Self {
+        self.append = on;
+        self
+    }
+    /// Truncate an existing file.
+    pub fn truncate(&mut self, on: bool) -> &mut Self {
+        self.truncate = on;
+        self
+    }
+    /// Create the file if it does not exist.
+    pub fn create(&mut self, on: bool) -> &mut Self {
+        self.create = on;
+        self
+    }
+    /// Create the file, failing if anything (even a dangling symlink) has the
+    /// name (`O_CREAT | O_EXCL`).
+    pub fn create_new(&mut self, on: bool) -> &mut Self {
+        self.create_new = on;
+        self
+    }
+    /// Whether a final symlink is followed (beneath the root); when off, a
+    /// final symlink fails with [`ErrorKind::Symlink`].
+    pub fn follow(&mut self, on: bool) -> &mut Self {
+        self.follow = on;
+        self
+    }
+    /// Permission bits for a created file (before umask).
+    pub fn mode(&mut self, mode: u32) -> &mut Self {
+        self.mode = mode;
+        self
+    }
+
+    fn access_flags(&self) -> OFlags {
+        let write = self.write || self.append;
+        let mut f = match (self.read, write) {
+            (true, true) => OFlags::RDWR,
+            (false, true) => OFlags::WRONLY,
+            _ => OFlags::RDONLY,
+        };
+        if self.append {
+            f |= OFlags::APPEND;
+        }
+        if self.truncate {
+            f |= OFlags::TRUNC;
+        }
+        f
+    }
+}
+
+/// A directory opened once, beneath which every path is resolved.
+///
+/// Like Go's `os.Root` and cap-std's `Dir`: a `Root` holds an `O_PATH`
+/// descriptor of its directory, and every operation names things relative to
+/// that descriptor. Relative paths may use `..` and symlinks as long as every
+/// step stays beneath the root; absolute paths, absolute symlinks, `..` above
+/// the root and procfs magic links fail with [`ErrorKind::Escape`]. Renaming
+/// or replacing the root's own path after opening changes nothing.
+///
+/// Every check is made by the kernel call that performs the operation on a
+/// descriptor; nothing is checked by pathname and then reopened by pathname.
+///
+/// A `Root` is `Send + Sync`; operations from many threads are independent.
+#[derive(Debug)]
+pub struct Root {
+    fd: OwnedFd,
+    resolver: Resolver,
+    openat2_unavailable: AtomicBool,
+    name: PathBuf,
+}
+
+const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
+
+/// How many times an `openat2` that raced with a rename (EAGAIN) is retried
+/// before the walk answers instead.
+const EAGAIN_RETRIES: usize = 16;
+
+/// Where the final entry of a path lives: the root itself, or a directory
+/// beneath it.
+enum Parent<'r> {
+    Root(BorrowedFd<'r>),
+    Dir(OwnedFd),
+}
+
+impl AsFd for Parent<'_> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Parent::Root(fd) => *fd,
+            Parent::Dir(fd) => fd.as_fd(),
+        }
+    }
+}
+
+fn bytes(path: &Path) -> &[u8] {
+    path.as_os_str().as_bytes()
+}
+
+impl Root {
+    /// Opens `dir` as a root with [`Resolver::Auto`].
+    ///
+    /// The directory's own path is resolved normally (it is the operator's
+    /// choice); only what is opened beneath it is confined.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Root> {
+        Root::open_with_resolver(dir, Resolver::Auto)
+    }
+
+    /// Opens `dir` as a root with the given resolver.
+    pub fn open_with_resolver(dir: impl AsRef<Path>, resolver: Resolver) -> Result<Root> {
+        let dir = dir.as_ref();
+        let fd = rfs::open(
+            dir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| error::from_errno(bytes(dir), e))?;
+        Ok(Root::from_fd(fd, resolver, dir.to_path_buf()))
+    }
+
+    /// Wraps an already-open directory descriptor (ideally `O_PATH`).
+    /// `name` is only reported by [`name`](Self::name).
+    pub fn from_fd(fd: OwnedFd, resolver: Resolver, name: PathBuf) -> Root {
+        Root {
+            fd,
+            resolver,
+            openat2_unavailable: AtomicBool::new(false),
+            name,
+        }
+    }
+
+    /// The name the root was opened with, like Go's `Root.Name`.
+    pub fn name(&self) -> &Path {
+        &self.name
+    }
+
+    /// The resolver in use.
+    pub fn resolver(&self) -> Resolver {
+        self.resolver
+    }
+
+    /// The same root with another resolver (the descriptor is kept).
+    pub fn with_resolver(mut self, resolver: Resolver) -> Root {
+        self.resolver = resolver;
+        self
+    }
+
+    /// Whether [`Resolver::Auto`] found `openat2` unavailable and now walks.
+    pub fn openat2_unavailable(&self) -> bool {
+        self.openat2_unavailable.load(Ordering::Relaxed)
+    }
+
+    /// Another `Root` for the same directory (the descriptor is duplicated).
+    pub fn try_clone(&self) -> Result<Root> {
+        let fd =
+            rustix::io::fcntl_dupfd_cloexec(&self.fd, 0).map_err(|e| error::from_errno(b".", e))?;
+        Ok(Root::from_fd(fd, self.resolver, self.name.clone()))
+    }
+
+    // ----- resolution -----
+
+    /// Resolves `path` with the configured resolver.
+    fn resolve(&self, path: &[u8], fin: Final) -> Result<Resolved> {
+        path::check(path)?;
+        match self.resolver {
+            Resolver::Walk => walk::resolve(self.fd.as_fd(), path, fin),
+            Resolver::Openat2 => match self.openat2(path, fin) {
+                Ok(r) => Ok(r),
+                Err(Openat2Error::Unavailable(e)) => Err(error::from_errno(path, e)),
+                Err(Openat2Error::Fallback) => walk::resolve(self.fd.as_fd(), path, fin),
+                Err(Openat2Error::Err(e)) => Err(e),
+            },
+            Resolver::Auto => {
+                if self.openat2_unavailable() {
+                    return walk::resolve(self.fd.as_fd(), path, fin);
+                }
+                match self.openat2(path, fin) {
+                    Ok(r) => Ok(r),
+                    Err(Openat2Error::Unavailable(_)) => {
+                        self.openat2_unavailable.store(true, Ordering::Relaxed);
+                        walk::resolve(self.fd.as_fd(), path, fin)
+                    }
+                    Err(Openat2Error::Fallback) => walk::resolve(self.fd.as_fd(), path, fin),
+                    Err(Openat2Error::Err(e)) => Err(e),
+                }
+            }
+        }
+    }
+
+    fn openat2(&self, path: &[u8], fin: Final) -> std::result::Result<Resolved, Openat2Error> {
+        let flags = match fin {
+            Final::Dir(f) => f | OFlags::DIRECTORY,
+            Final::Open {
+                flags,
+                follow: true,
+            } => flags,
+            Final::Open {
+                flags,
+                follow: false,
+            } => flags | OFlags::NOFOLLOW,
+        } | OFlags::CLOEXEC;
+        for _ in 0..EAGAIN_RETRIES {
+            match rfs::openat2(&self.fd, path, flags, Mode::empty(), RESOLVE) {
+                Ok(fd) => return Ok(Resolved { fd, stat: None }),
+                // A rename or mount raced with a ".." step: try again.
+                Err(Errno::AGAIN) => continue,
+                Err(Errno::XDEV) => {
+                    return Err(Openat2Error::Err(error::escape(
+                        path,
+                        "path escapes the root",
+                    )))
+                }
+                // ELOOP is either more than 40 links, a magic link, or (with
+                // O_NOFOLLOW) a final symlink. Rare, so let the walk say which:
+                // it classifies each exactly. It must not succeed where the
+                // kernel refused; if it does, the kernel's refusal stands.
+                Err(Errno::LOOP) => {
+                    return Err(Openat2Error::Err(
+                        match walk::resolve(self.fd.as_fd(), path, fin) {
+                            Err(e) => e,
+                            Ok(_) => error::loop_error(path),
+                        },
+                    ))
+                }
+                Err(e @ (Errno::NOSYS | Errno::PERM)) => {
+                    // EPERM is also a real answer (e.g. an immutable file):
+                    // only a trivially valid openat2 failing the same way
+                    // shows that a filter or an old kernel refuses openat2.
+                    let probe = rfs::openat2(
+                        &self.fd,
+                        c".",
+                        OFlags::PATH | OFlags::CLOEXEC,
+                        Mode::empty(),
+                        RESOLVE,
+                    );
+                    return Err(match probe {
+                        Err(Errno::NOSYS | Errno::PERM) => Openat2Error::Unavailable(e),
+                        _ => Openat2Error::Err(error::from_errno(path, e)),
+                    });
+                }
+                Err(e) => return Err(Openat2Error::Err(error::from_errno(path, e))),
+            }
+        }
+        Err(Openat2Error::Fallback)
+    }
+
+    /// Resolves the directory holding the final entry of `split`.
+    fn parent(&self, full: &[u8], split: &Split<'_>, flags: OFlags) -> Result<Parent<'_>> {
+        if split.parent.is_empty() {
+            if flags == OFlags::PATH {
+                return Ok(Parent::Root(self.fd.as_fd()));
+            }
+            // A readable descriptor of the root itself (for fsync).
+            let flags = flags | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            return rfs::openat(&self.fd, c".", flags, Mode::empty())
+                .map(Parent::Dir)
+                .map_err(|e| error::from_errno(full, e));
+        }
+        match self.resolve(split.parent, Final::Dir(flags)) {
+            Ok(r) => Ok(Parent::Dir(r.fd)),
+            // Report the error against the whole path the caller gave.
+            Err(e) => {
+                Err(Error::new(e.kind(), full, e.reason().to_owned()).with_errno_opt(e.errno()))
+            }
+        }
+    }
+
+    /// Checks `path` and splits it for an operation on its final entry.
+    fn split_checked<'p>(&self, path: &'p [u8], op: &'static str) -> Result<Split<'p>> {
+        path::check(path)?;
+        let s = path::split(path);
+        if s.name_is_dot() {
+            // Resolve first so that an escaping ".." still reports the escape.
+            self.resolve(path, Final::Dir(OFlags::PATH))?;
+            return Err(error::invalid(path, op));
+        }
+        Ok(s)
+    }
+
+    // ----- opening and reading -----
+
+    /// Opens a file (or directory) for reading, like [`std::fs::File::open`]
+    /// but only reaching paths beneath the root. A final symlink is followed
+    /// beneath the root. The file is opened `O_NONBLOCK` so that a FIFO in the
+    /// tree cannot hang the caller; that flag has no effect on regular files.
+    pub fn open_file(&self, path: impl AsRef<Path>) -> Result<File> {
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
+        Ok(self
+            .resolve(
+                bytes(path.as_ref()),
+                Final::Open {
+                    flags,
+                    follow: true,
+                },
+            )?
+            .fd
+            .into())
+    }
+
+    /// Opens a file with `options`, like [`std::fs::OpenOptions::open`] but
+    /// only beneath the root. Creation happens in the resolved parent
+    /// directory with `O_NOFOLLOW`: a dangling final symlink is never
+    /// followed to create its target ([`ErrorKind::Symlink`]).
+    pub fn open_with(&self, path: impl AsRef<Path>, options: &OpenOptions) -> Result<File> {
+        let p = bytes(path.as_ref());
+        let access = options.access_flags();
+        if options.create_new {
+            return self.create_at(p, access, options.mode);
+        }
+        let fin = Final::Open {
+            flags: access | OFlags::NONBLOCK,
+            follow: options.follow,
+        };
+        match self.resolve(p, fin) {
+            Ok(r) => {
+                let file = File::from(r.fd);
+                clear_nonblock(&file, p)?;
+                Ok(file)
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound && options.create => {
+                match self.create_at(p, access, options.mode) {
+                    // Lost a race with another creator: open what is there.
+                    Err(e) if e.kind() == ErrorKind::Exists => {
+                        let r = self.resolve(p, fin)?;
+                        let file = File::from(r.fd);
+                        clear_nonblock(&file, p)?;
+                        Ok(file)
+                    }
+                    other => other,
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn create_at(&self, p: &[u8], access: OFlags, mode: u32) -> Result<File> {
+        let s = self.split_checked(p, "cannot create '.' or '..'")?;
+        if s.trailing_slash {
+            return Err(
+                Error::new(ErrorKind::NotFile, p, "a file name cannot end in '/'")
+                    .with_errno(Errno::ISDIR),
+            );
+        }
+        let dir = self.parent(p, &s, OFlags::PATH)?;
+        let flags = access | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        rfs::openat(&dir, s.name, flags, Mode::from_bits_truncate(mode))
+            .map(File::from)
+            .map_err(|e| error::from_errno(p, e))
+    }
+
+    /// Creates a new file exclusively and opens it for writing: fails with
+    /// [`ErrorKind::Exists`] if anything has the name, a dangling symlink
+    /// included.
+    pub fn create_new(&self, path: impl AsRef<Path>) -> Result<File> {
+        self.create_at(bytes(path.as_ref()), OFlags::WRONLY, 0o666)
+    }
+
+    /// Reads a whole file, like [`std::fs::read`] beneath the root.
+    pub fn read(&self, path: impl AsRef<Path>) -> Result<Vec<u8>> {
+        let p = bytes(path.as_ref());
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
+        let mut file = File::from(
+            self.resolve(
+                p,
+                Final::Open {
+                    flags,
+                    follow: true,
+                },
+            )?
+            .fd,
+        );
+        let st = rfs::fstat(&file).map_err(|e| error::from_errno(p, e))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(not_file(p, st.st_mode));
+        }
+        let mut buf = Vec::with_capacity(st.st_size as usize);
+        file.read_to_end(&mut buf).map_err(|e| io_error(p, e))?;
+        Ok(buf)
+    }
+
+    /// Resolves `path` (following a final symlink) to an `O_PATH` descriptor
+    /// of what it names. For identity checks and `/proc/self/fd` audits.
+    pub fn resolve_path(&self, path: impl AsRef<Path>) -> Result<OwnedFd> {
+        Ok(self
+            .resolve(
+                bytes(path.as_ref()),
+                Final::Open {
+                    flags: OFlags::PATH,
+                    follow: true,
+                },
+            )?
+            .fd)
+    }
+
+    /// Opens the directory `path` as a new root with the same resolver.
+    pub fn open_dir(&self, path: impl AsRef<Path>) -> Result<Root> {
+        let r = self.resolve(bytes(path.as_ref()), Final::Dir(OFlags::PATH))?;
+        Ok(Root::from_fd(r.fd, self.resolver, self.name.join(path)))
+    }
+
+    // ----- metadata -----
+
+    /// Metadata of what `path` names, following a final symlink beneath the
+    /// root, like [`std::fs::metadata`].
+    pub fn stat(&self, path: impl AsRef<Path>) -> Result<Metadata> {
+        self.stat_impl(bytes(path.as_ref()), true)
+    }
+
+    /// Metadata of `path` itself, not following a final symlink, like
+    /// [`std::fs::symlink_metadata`]. A trailing slash demands a directory
+    /// and so follows, as in the kernel.
+    pub fn lstat(&self, path: impl AsRef<Path>) -> Result<Metadata> {
+        self.stat_impl(bytes(path.as_ref()), false)
+    }
+
+    fn stat_impl(&self, p: &[u8], follow: bool) -> Result<Metadata> {
+        let r = self.resolve(
+            p,
+            Final::Open {
+                flags: OFlags::PATH,
+                follow,
+            },
+        )?;
+        let st = match r.stat {
+            Some(st) => st,
+            None => rfs::fstat(&r.fd).map_err(|e| error::from_errno(p, e))?,
+        };
+        Ok(Metadata::from_stat(&st))
+    }
+
+    /// The hard-link count of `path` itself (not following a final symlink).
+    pub fn link_count(&self, path: impl AsRef<Path>) -> Result<u64> {
+        Ok(self.lstat(path)?.nlink())
+    }
+
+    /// The target of the symbolic link `path`, like [`std::fs::read_link`].
+    /// The target is returned as stored; it is not resolved.
+    pub fn readlink(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
+        let p = bytes(path.as_ref());
+        let s = self.split_checked(p, "'.' and '..' are not symbolic links")?;
+        if s.trailing_slash {
+            return Err(
+                Error::new(ErrorKind::Io, p, "not a symbolic link (trailing slash)")
+                    .with_errno(Errno::INVAL),
+            );
+        }
+        let dir = self.parent(p, &s, OFlags::PATH)?;
+        match rfs::readlinkat(&dir, s.name, Vec::new()) {
+            Ok(t) => Ok(PathBuf::from(OsString::from_vec(t.into_bytes()))),
+            Err(Errno::INVAL) => {
+                Err(Error::new(ErrorKind::Io, p, "not a symbolic link").with_errno(Errno::INVAL))
+            }
+            Err(e) => Err(error::from_errno(p, e)),
+        }
+    }
+
+    /// Lists a directory, like [`std::fs::read_dir`], without `.` and `..`,
+    /// in the order the filesystem gives.
+    pub fn read_dir(&self, path: impl AsRef<Path>) -> Result<Vec<DirEntry>> {
+        let p = bytes(path.as_ref());
+        let r = self.resolve(p, Final::Dir(OFlags::RDONLY))?;
+        let dir = rfs::Dir::read_from(&r.fd).map_err(|e| error::from_errno(p, e))?;
+        let mut out = Vec::new();
+        for entry in dir {
+            let entry = entry.map_err(|e| error::from_errno(p, e))?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let kind = match entry.file_type() {
+                FileType::Unknown => rfs::statat(&r.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                    .map(|st| FileKind::from_type(FileType::from_raw_mode(st.st_mode)))
+                    .unwrap_or(FileKind::Other),
+                t => FileKind::from_type(t),
+            };
+            out.push(DirEntry {
+                name: OsString::from_vec(name.to_vec()),
+                kind,
+                ino: entry.ino(),
+            });
+        }
+        Ok(out)
+    }
+
+    // ----- changing the tree -----
+
+    /// Creates one directory, like [`std::fs::DirBuilder::create`] (mode
+    /// before umask). The parent must exist.
+    pub fn mkdir(&self, path: impl AsRef<Path>, mode: u32) -> Result<()> {
+        let p = bytes(path.as_ref());
+        path::check(p)?;
+        let s = path::split(p);
+        if s.name_is_dot() {
+            self.resolve(p, Final::Dir(OFlags::PATH))?;
+            return Err(error::from_errno(p, Errno::EXIST));
+        }
+        let dir = self.parent(p, &s, OFlags::PATH)?;
+        rfs::mkdirat(&dir, s.name, Mode::from_bits_truncate(mode))
+            .map_err(|e| error::from_errno(p, e))
+    }
+
+    /// Creates a directory and every missing parent, like
+    /// [`std::fs::create_dir_all`]. Existing components may be symlinks to
+    /// directories beneath the root. Succeeds if the directory exists.
+    pub fn mkdir_all(&self, path: impl AsRef<Path>, mode: u32) -> Result<()> {
+        let p = bytes(path.as_ref());
+        path::check(p)?;
+        self.mkdir_all_impl(p, mode)
+    }
+
+    fn mkdir_all_impl(&self, p: &[u8], mode: u32) -> Result<()> {
+        match self.resolve(p, Final::Dir(OFlags::PATH)) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let s = path::split(p);
+        if !s.parent.is_empty() {
+            self.mkdir_all_impl(s.parent, mode)?;
+        }
+        if s.name_is_dot() {
+            return self.resolve(p, Final::Dir(OFlags::PATH)).map(drop);
+        }
+        let dir = self.parent(p, &s, OFlags::PATH)?;
+        match rfs::mkdirat(&dir, s.name, Mode::from_bits_truncate(mode)) {
+            Ok(()) => Ok(()),
+            // Created meanwhile (or a symlink is there): accept only if it
+            // now resolves to a directory.
+            Err(Errno::EXIST) => self.resolve(p, Final::Dir(OFlags::PATH)).map(drop),
+            Err(e) => Err(error::from_errno(p, e)),
+        }
+    }
+
+    /// Removes one file, one symlink entry (never its target) or one empty
+    /// directory. With a trailing slash the entry must be a directory.
+    pub fn remove(&self, path: impl AsRef<Path>) -> Result<()> {
+        let p = bytes(path.as_ref());
+        let s = self.split_checked(p, "cannot remove '.' or '..'")?;
+        let dir = self.parent(p, &s, OFlags::PATH)?;
+        if !s.trailing_slash {
+            match rfs::unlinkat(&dir, s.name, AtFlags::empty()) {
+                Ok(()) => return Ok(()),
+                Err(Errno::ISDIR) => {}
+                Err(e) => return Err(error::from_errno(p, e)),
+            }
+        }
+        rfs::unlinkat(&dir, s.name, AtFlags::REMOVEDIR).map_err(|e| error::from_errno(p, e))
+    }
+
+    /// Renames `from` to `to`, both beneath the root, like
+    /// [`std::fs::rename`]; a final symlink is moved, not followed. With
+    /// [`RenameMode::NoReplace`] an existing destination fails with
+    /// [`ErrorKind::Exists`].
+    pub fn rename(
+        &self,
+        from: impl AsRef<Path>,
+        to: impl AsRef<Path>,
+        mode: RenameMode,
+    ) -> Result<()> {
+        let (fp, tp) = (bytes(from.as_ref()), bytes(to.as_ref()));
+        let fs = self.split_checked(fp, "cannot rename '.' or '..'")?;
+        let ts = self.split_checked(tp, "cannot rename onto '.' or '..'")?;
+        let fdir = self.parent(fp, &fs, OFlags::PATH)?;
+        let tdir = self.parent(tp, &ts, OFlags::PATH)?;
+        if fs.trailing_slash || ts.trailing_slash {
+            // rename(2) accepts trailing slashes only on directories.
+            let st = rfs::statat(&fdir, fs.name, AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|e| error::from_errno(fp, e))?;
+            if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+                return Err(error::not_dir(fp));
+            }
+        }
+        let flags = match mode {
+            RenameMode::Replace => RenameFlags::empty(),
+            RenameMode::NoReplace => RenameFlags::NOREPLACE,
+        };
+        rfs::renameat_with(&fdir, fs.name, &tdir, ts.name, flags).map_err(|e| match e {
+            // The destination or the source, whichever the kernel means.
+            Errno::EXIST | Errno::NOTEMPTY | Errno::ISDIR | Errno::NOTDIR => {
+                error::from_errno(tp, e)
+            }
+            _ => error::from_errno(fp, e),
+        })
+    }
+
+    /// Writes `data` to `path` atomically and durably: the bytes go to an
+    /// unnamed temporary file in the same directory (`O_TMPFILE`), which is
+    /// fsynced, given a temporary name, renamed over `path`, and the
+    /// directory fsynced. Readers see the old content or the new, never a
+    /// mix; a crash leaves one or the other.
+    ///
+    /// An existing regular file keeps its permission bits; a final symlink
+    /// is replaced as an entry (its target is not written). The temporary
+    /// name is `.<name>.sandgate-tmp`: a process killed in the instant
+    /// between link and rename leaves it, and the next replace of the same
+    /// file reclaims it.
+    pub fn replace(&self, path: impl AsRef<Path>, data: &[u8]) -> Result<()> {
+        let p = bytes(path.as_ref());
+        let s = self.split_checked(p, "cannot write '.' or '..'")?;
+        if s.trailing_slash {
+            return Err(
+                Error::new(ErrorKind::NotFile, p, "a file name cannot end in '/'")
+                    .with_errno(Errno::ISDIR),
+            );
+        }
+        // A readable directory descriptor: fsync needs one (O_PATH will not do).
+        let dir = self.parent(p, &s, OFlags::RDONLY)?;
+        let mode = match rfs::statat(&dir, s.name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => return Err(not_file(p, st.st_mode)),
+                FileType::RegularFile => Some(st.st_mode & 0o7777),
+                _ => None,
+            },
+            Err(Errno::NOENT) => None,
+            Err(e) => return Err(error::from_errno(p, e)),
+        };
+        crate::atomic::replace(&dir, s.name, data, mode).map_err(|e| error::from_errno(p, e))
+    }
+}
+
+enum Openat2Error {
+    /// openat2 is missing or filtered (the errno it gave).
+    Unavailable(Errno),
+    /// Retries ran out; let the walk answer.
+    Fallback,
+    /// A real answer.
+    Err(Error),
+}
+
+impl Error {
+    fn with_errno_opt(self, errno: Option<i32>) -> Error {
+        match errno {
+            Some(n) => self.with_errno(Errno::from_raw_os_error(n)),
+            None => self,
+        }
+    }
+}
+
+#[cold]
+fn not_file(p: &[u8], mode: u32) -> Error {
+    let what = match FileType::from_raw_mode(mode) {
+        FileType::Directory => "is a directory",
+        _ => "not a regular file",
+    };
+    Error::new(ErrorKind::NotFile, p, what)
+}
+
+#[cold]
+fn io_error(p: &[u8], e: std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(n) => error::from_errno(p, Errno::from_raw_os_error(n)),
+        None => Error::new(ErrorKind::Io, p, e.to_string()),
+    }
+}
+
+fn clear_nonblock(file: &File, p: &[u8]) -> Result<()> {
+    let fl = rustix::fs::fcntl_getfl(file).map_err(|e| error::from_errno(p, e))?;
+    if fl.contains(OFlags::NONBLOCK) {
+        rustix::fs::fcntl_setfl(file, fl - OFlags::NONBLOCK)
+            .map_err(|e| error::from_errno(p, e))?;
+    }
+    Ok(())
+}

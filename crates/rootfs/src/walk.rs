@@ -1,0 +1,274 @@
+//! The descriptor walk: resolution beneath a root one component at a time.
+//!
+//! Used where `openat2` is missing (ENOSYS), refused by a seccomp filter
+//! (EPERM), or forced with [`Resolver::Walk`](crate::Resolver::Walk). Every
+//! step is `openat(dir_fd, component, O_NOFOLLOW)` relative to a descriptor
+//! already known to lie beneath the root; symbolic links are read with
+//! `readlinkat` and their targets spliced into the remaining components; `..`
+//! pops a stack of directory descriptors and never opens `..` on disk, so it
+//! can never climb above the root's descriptor.
+//!
+//! The rules are those of `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`,
+//! and the tests hold the two to identical answers on every input.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::fs::{self as rfs, FileType, Mode, OFlags, Stat};
+use rustix::io::Errno;
+
+use crate::error::{self, Result};
+
+/// Linux's MAXSYMLINKS: the 41st link in one resolution fails with ELOOP.
+pub(crate) const MAX_SYMLINKS: u32 = 40;
+
+/// procfs's `statfs` magic: its symbolic links may be magic links.
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+
+/// What the last component of a resolution must become.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Final {
+    /// A directory, opened with these flags (`O_DIRECTORY` is added).
+    Dir(OFlags),
+    /// The entry itself, opened with these flags; a final symlink is
+    /// followed when `follow` is set, else opened (`O_PATH`) or refused.
+    Open { flags: OFlags, follow: bool },
+}
+
+/// A resolved descriptor, with its metadata when resolving needed it anyway.
+pub(crate) struct Resolved {
+    pub fd: OwnedFd,
+    pub stat: Option<Stat>,
+}
+
+/// A component still to resolve: a byte range of the input path (`buf ==
+/// INPUT`) or of one of the symlink targets read so far.
+#[derive(Clone, Copy)]
+struct Comp {
+    buf: u32,
+    start: u32,
+    end: u32,
+}
+
+const INPUT: u32 = u32::MAX;
+
+struct Walker<'a> {
+    root: BorrowedFd<'a>,
+    path: &'a [u8],
+    targets: Vec<Vec<u8>>,
+    pending: Vec<Comp>,
+    stack: Vec<OwnedFd>,
+    links: u32,
+}
+
+/// Resolves `path` (already checked: relative, non-empty, no NUL) beneath
+/// `root` by walking descriptors.
+pub(crate) fn resolve(root: BorrowedFd<'_>, path: &[u8], fin: Final) -> Result<Resolved> {
+    let mut w = Walker {
+        root,
+        path,
+        targets: Vec::new(),
+        pending: Vec::with_capacity(16),
+        stack: Vec::with_capacity(8),
+        links: 0,
+    };
+    w.push_components(INPUT, path);
+    w.run(fin)
+}
+
+impl<'a> Walker<'a> {
+    fn bytes(&self, c: Comp) -> &[u8] {
+        let buf = if c.buf == INPUT {
+            self.path
+        } else {
+            &self.targets[c.buf as usize]
+        };
+        &buf[c.start as usize..c.end as usize]
+    }
+
+    fn cur(&self) -> BorrowedFd<'_> {
+        self.stack.last().map_or(self.root, |fd| fd.as_fd())
+    }
+
+    /// Queues the components of `bytes` so that the first is resolved next.
+    /// A trailing slash becomes a final `.`, which demands a directory.
+    fn push_components(&mut self, buf: u32, bytes: &[u8]) {
+        let at = self.pending.len();
+        let mut start = 0usize;
+        for (i, &b) in bytes
+            .iter()
+            .enumerate()
+            .chain(std::iter::once((bytes.len(), &b'/')))
+        {
+            if b == b'/' {
+                if i > start {
+                    self.pending.push(Comp {
+                        buf,
+                        start: start as u32,
+                        end: i as u32,
+                    });
+                }
+                start = i + 1;
+            }
+        }
+        // The stack pops from the end: put the first component there.
+        self.pending[at..].reverse();
+        if bytes.last() == Some(&b'/') {
+            // "x/" resolves like "x/.": x must be a directory (a symlink x is
+            // followed). The empty component stands for "." and goes below the
+            // new ones, so it is resolved after them.
+            self.pending.insert(
+                at,
+                Comp {
+                    buf: INPUT,
+                    start: 0,
+                    end: 0,
+                },
+            );
+        }
+    }
+
+    fn run(mut self, fin: Final) -> Result<Resolved> {
+        while let Some(c) = self.pending.pop() {
+            let last = self.pending.is_empty();
+            let name = self.bytes(c);
+            if name.is_empty() || name == b"." {
+                continue;
+            }
+            if name == b".." {
+                if self.stack.pop().is_none() {
+                    return Err(error::escape(
+                        self.path,
+                        "path escapes the root through '..'",
+                    ));
+                }
+                continue;
+            }
+            match fin {
+                Final::Open { flags, follow } if last => {
+                    if let Some(done) = self.open_final(c, flags, follow)? {
+                        return Ok(done);
+                    }
+                }
+                _ => self.step_dir(c)?,
+            }
+        }
+        // Every component consumed and the last one was a directory step (or
+        // "." / ".."): the answer is the current directory.
+        let flags = match fin {
+            Final::Dir(flags) => flags | OFlags::DIRECTORY,
+            Final::Open { flags, .. } => flags,
+        };
+        let fd = rfs::openat(self.cur(), c".", flags | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| error::from_errno(self.path, e))?;
+        Ok(Resolved { fd, stat: None })
+    }
+
+    /// Enters the directory named by `c`, following it if it is a symlink.
+    fn step_dir(&mut self, c: Comp) -> Result<()> {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let r = rfs::openat(self.cur(), self.bytes(c), flags, Mode::empty());
+        match r {
+            Ok(fd) => {
+                self.stack.push(fd);
+                Ok(())
+            }
+            // A symlink opened O_NOFOLLOW|O_DIRECTORY answers ENOTDIR, as does
+            // a regular file: readlinkat tells them apart.
+            Err(Errno::NOTDIR) => match self.read_link_at(c) {
+                Ok(target) => self.splice(target),
+                Err(Errno::INVAL) => Err(error::not_dir(self.path)),
+                Err(e) => Err(error::from_errno(self.path, e)),
+            },
+            Err(e) => Err(error::from_errno(self.path, e)),
+        }
+    }
+
+    /// Opens the final component. Returns `None` when it was a symlink that
+    /// was followed, so resolution goes on with the link's target.
+    fn open_final(&mut self, c: Comp, flags: OFlags, follow: bool) -> Result<Option<Resolved>> {
+        let o = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let r = rfs::openat(self.cur(), self.bytes(c), o, Mode::empty());
+        match r {
+            Ok(fd) if flags.contains(OFlags::PATH) => {
+                // O_PATH|O_NOFOLLOW opens a symlink itself; look at what we got.
+                let st = rfs::fstat(&fd).map_err(|e| error::from_errno(self.path, e))?;
+                if follow && FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
+                    let target = rfs::readlinkat(&fd, c"", Vec::new())
+                        .map_err(|e| error::from_errno(self.path, e))?;
+                    self.splice(target.into_bytes())?;
+                    return Ok(None);
+                }
+                Ok(Some(Resolved { fd, stat: Some(st) }))
+            }
+            Ok(fd) => Ok(Some(Resolved { fd, stat: None })),
+            // O_NOFOLLOW on a symlink without O_PATH: ELOOP.
+            Err(Errno::LOOP) => {
+                if !follow {
+                    return Err(error::Error::new(
+                        error::ErrorKind::Symlink,
+                        self.path,
+                        "final component is a symbolic link",
+                    )
+                    .with_errno(Errno::LOOP));
+                }
+                match self.read_link_at(c) {
+                    Ok(target) => {
+                        self.splice(target)?;
+                        Ok(None)
+                    }
+                    Err(e) => Err(error::from_errno(self.path, e)),
+                }
+            }
+            Err(e) => Err(error::from_errno(self.path, e)),
+        }
+    }
+
+    fn read_link_at(&self, c: Comp) -> std::result::Result<Vec<u8>, Errno> {
+        rfs::readlinkat(self.cur(), self.bytes(c), Vec::new()).map(|t| t.into_bytes())
+    }
+
+    /// Counts one followed link and queues its target, refusing absolute
+    /// targets and magic links exactly where `RESOLVE_BENEATH |
+    /// RESOLVE_NO_MAGICLINKS` does.
+    fn splice(&mut self, target: Vec<u8>) -> Result<()> {
+        self.links += 1;
+        if self.links > MAX_SYMLINKS {
+            return Err(error::loop_error(self.path));
+        }
+        if target.first() == Some(&b'/') {
+            return Err(error::escape(
+                self.path,
+                "symbolic link with an absolute target",
+            ));
+        }
+        if self.is_magic_link(&target) {
+            return Err(error::escape(
+                self.path,
+                "magic link (procfs) is never followed",
+            ));
+        }
+        let idx = self.targets.len() as u32;
+        self.targets.push(target);
+        let t = std::mem::take(&mut self.targets[idx as usize]);
+        self.push_components(idx, &t);
+        self.targets[idx as usize] = t;
+        Ok(())
+    }
+
+    /// procfs's magic links (`/proc/<pid>/fd/N`, `cwd`, `root`, `exe`,
+    /// `ns/*`, ...) read as absolute paths or as `type:[inode]`. The absolute
+    /// ones are refused as absolute links already; the others are recognised
+    /// by the colon, which procfs's ordinary links (`self`, `thread-self`,
+    /// `mounts`, `net`) never contain. Only checked for links on procfs.
+    fn is_magic_link(&self, target: &[u8]) -> bool {
+        if !target.contains(&b':') {
+            return false;
+        }
+        match rfs::fstatfs(self.cur()) {
+            #[allow(clippy::unnecessary_cast)] // f_type is not i64 on every target
+            Ok(st) => st.f_type as i64 == PROC_SUPER_MAGIC,
+            // Cannot tell: fail closed.
+            Err(_) => true,
+        }
+    }
+}
