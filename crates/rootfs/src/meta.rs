@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use rustix::fs::{FileType, Stat};
 
 /// The kind of a filesystem object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FileKind {
     /// A regular file.
     File,

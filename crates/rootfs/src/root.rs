@@ -404,13 +404,21 @@ impl Root {
             }
             Err(e) if e.kind() == ErrorKind::NotFound && options.create => {
                 match self.create_at(p, access, options.mode) {
-                    // Lost a race with another creator: open what is there.
-                    Err(e) if e.kind() == ErrorKind::Exists => {
-                        let r = self.resolve(p, fin)?;
-                        let file = File::from(r.fd);
-                        clear_nonblock(&file, p)?;
-                        Ok(file)
-                    }
+                    // Lost a race with another creator (open what is there),
+                    // or the name is a dangling symlink (never created through).
+                    Err(e) if e.kind() == ErrorKind::Exists => match self.resolve(p, fin) {
+                        Ok(r) => {
+                            let file = File::from(r.fd);
+                            clear_nonblock(&file, p)?;
+                            Ok(file)
+                        }
+                        Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::new(
+                            ErrorKind::Symlink,
+                            p,
+                            "dangling symbolic link: not created through",
+                        )),
+                        Err(e) => Err(e),
+                    },
                     other => other,
                 }
             }

@@ -1,0 +1,306 @@
+//! What each operation does on real files, under every resolver.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::sync::Arc;
+
+use sandgate_rootfs::{ErrorCode, ErrorKind, FileKind, OpenOptions, RenameMode, Root};
+
+use crate::common::{resolvers, setup, Fixture};
+
+fn each(test: impl Fn(&Fixture, &Root)) {
+    setup();
+    for resolver in resolvers() {
+        let f = Fixture::new();
+        let root = f.root(resolver);
+        test(&f, &root);
+    }
+}
+
+fn names(f: &Fixture, rel: &str) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(f.p(rel))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn replace_creates_then_replaces_and_leaves_no_temporary() {
+    each(|f, root| {
+        f.dir("d");
+        root.replace("d/a.txt", b"one").unwrap();
+        assert_eq!(fs::read(f.p("d/a.txt")).unwrap(), b"one");
+        root.replace("d/a.txt", b"two, longer").unwrap();
+        assert_eq!(fs::read(f.p("d/a.txt")).unwrap(), b"two, longer");
+        root.replace("top.txt", b"at the root").unwrap();
+        assert_eq!(fs::read(f.p("top.txt")).unwrap(), b"at the root");
+        assert_eq!(names(f, "d"), ["a.txt"]);
+    });
+}
+
+#[test]
+fn replace_keeps_permission_bits_of_the_replaced_file() {
+    each(|f, root| {
+        f.file("x.sh", "old");
+        fs::set_permissions(f.p("x.sh"), fs::Permissions::from_mode(0o750)).unwrap();
+        root.replace("x.sh", b"new").unwrap();
+        assert_eq!(
+            fs::metadata(f.p("x.sh")).unwrap().permissions().mode() & 0o7777,
+            0o750
+        );
+    });
+}
+
+#[test]
+fn replace_reclaims_a_leftover_temporary_name() {
+    each(|f, root| {
+        f.file("a.txt", "old")
+            .file(".a.txt.sandgate-tmp", "leftover of a killed writer");
+        root.replace("a.txt", b"new").unwrap();
+        assert_eq!(fs::read(f.p("a.txt")).unwrap(), b"new");
+        assert_eq!(names(f, "."), ["a.txt"]);
+    });
+}
+
+#[test]
+fn replace_gives_a_new_inode_and_never_writes_through_a_link() {
+    each(|f, root| {
+        f.file("target.txt", "target").link("l", "target.txt");
+        root.replace("l", b"entry").unwrap();
+        assert_eq!(fs::read(f.p("target.txt")).unwrap(), b"target");
+        assert!(fs::symlink_metadata(f.p("l")).unwrap().is_file());
+    });
+}
+
+#[test]
+fn replace_in_missing_directory_is_not_found() {
+    each(|_, root| {
+        assert_eq!(
+            root.replace("nope/a.txt", b"x").unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+    });
+}
+
+#[test]
+fn create_new_is_exclusive() {
+    each(|f, root| {
+        let mut file = root.create_new("n.txt").unwrap();
+        file.write_all(b"hello").unwrap();
+        drop(file);
+        assert_eq!(fs::read(f.p("n.txt")).unwrap(), b"hello");
+        let e = root.create_new("n.txt").unwrap_err();
+        assert_eq!(
+            (e.kind(), e.code(), e.errno()),
+            (ErrorKind::Exists, ErrorCode::Exists, Some(libc::EEXIST))
+        );
+        assert_eq!(e.path(), "n.txt");
+    });
+}
+
+#[test]
+fn open_with_create_truncate_append() {
+    each(|f, root| {
+        let mut o = OpenOptions::new();
+        o.write(true).create(true);
+        root.open_with("c.txt", &o)
+            .unwrap()
+            .write_all(b"abc")
+            .unwrap();
+        root.open_with("c.txt", OpenOptions::new().append(true))
+            .unwrap()
+            .write_all(b"def")
+            .unwrap();
+        assert_eq!(fs::read(f.p("c.txt")).unwrap(), b"abcdef");
+        root.open_with("c.txt", OpenOptions::new().write(true).truncate(true))
+            .unwrap()
+            .write_all(b"z")
+            .unwrap();
+        assert_eq!(fs::read(f.p("c.txt")).unwrap(), b"z");
+        let mut s = String::new();
+        root.open_with("c.txt", OpenOptions::new().read(true))
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
+        assert_eq!(s, "z");
+        f.link("lc", "c.txt");
+        let e = root
+            .open_with("lc", OpenOptions::new().read(true).follow(false))
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Symlink);
+    });
+}
+
+#[test]
+fn read_refuses_directories_and_fifos_without_hanging() {
+    each(|f, root| {
+        f.dir("d");
+        assert_eq!(root.read("d").unwrap_err().kind(), ErrorKind::NotFile);
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            f.p("fifo").as_path(),
+            rustix::fs::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        assert_eq!(root.read("fifo").unwrap_err().kind(), ErrorKind::NotFile);
+        assert_eq!(root.stat("fifo").unwrap().kind(), FileKind::Other);
+    });
+}
+
+#[test]
+fn mkdir_and_mkdir_all() {
+    each(|f, root| {
+        root.mkdir("a", 0o755).unwrap();
+        assert_eq!(
+            root.mkdir("a", 0o755).unwrap_err().kind(),
+            ErrorKind::Exists
+        );
+        assert_eq!(
+            root.mkdir("x/y", 0o755).unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+        root.mkdir_all("a/b/c/d", 0o700).unwrap();
+        root.mkdir_all("a/b/c/d", 0o700).unwrap();
+        root.mkdir_all("p/../q/r/", 0o755).unwrap();
+        assert!(f.p("a/b/c/d").is_dir());
+        assert!(f.p("q/r").is_dir());
+        assert!(f.p("p").is_dir());
+        f.file("file", "x");
+        assert_eq!(
+            root.mkdir_all("file/sub", 0o755).unwrap_err().kind(),
+            ErrorKind::NotDir
+        );
+        assert_eq!(
+            root.mkdir_all("file", 0o755).unwrap_err().kind(),
+            ErrorKind::NotDir
+        );
+    });
+}
+
+#[test]
+fn remove_file_link_and_empty_dir_only() {
+    each(|f, root| {
+        f.file("t.txt", "t")
+            .link("l", "t.txt")
+            .dir("empty")
+            .file("full/x", "x");
+        root.remove("l").unwrap();
+        assert!(f.p("t.txt").exists(), "the link's target must survive");
+        root.remove("t.txt").unwrap();
+        root.remove("empty/").unwrap();
+        assert_eq!(root.remove("full").unwrap_err().kind(), ErrorKind::NotEmpty);
+        assert_eq!(root.remove("gone").unwrap_err().kind(), ErrorKind::NotFound);
+        assert_eq!(names(f, "."), ["full"]);
+    });
+}
+
+#[test]
+fn rename_replace_and_no_replace() {
+    each(|f, root| {
+        f.file("a", "A").file("b", "B").dir("d");
+        assert_eq!(
+            root.rename("a", "b", RenameMode::NoReplace)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Exists
+        );
+        root.rename("a", "b", RenameMode::Replace).unwrap();
+        assert_eq!(fs::read(f.p("b")).unwrap(), b"A");
+        root.rename("b", "d/moved", RenameMode::NoReplace).unwrap();
+        root.rename("d", "e/", RenameMode::NoReplace).unwrap();
+        assert_eq!(fs::read(f.p("e/moved")).unwrap(), b"A");
+        assert_eq!(
+            root.rename("gone", "x", RenameMode::Replace)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::NotFound
+        );
+        assert_eq!(
+            root.rename("e/moved/", "y", RenameMode::Replace)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::NotDir
+        );
+    });
+}
+
+#[test]
+fn stat_lstat_readlink_link_count() {
+    each(|f, root| {
+        f.file("f", "12345").link("l", "f");
+        fs::hard_link(f.p("f"), f.p("h")).unwrap();
+        let m = root.stat("l").unwrap();
+        let std_m = fs::metadata(f.p("f")).unwrap();
+        assert_eq!(
+            (m.kind(), m.len(), m.ino(), m.dev()),
+            (FileKind::File, 5, std_m.ino(), std_m.dev())
+        );
+        assert_eq!(m.mode(), std_m.mode() & 0o7777);
+        assert_eq!(root.lstat("l").unwrap().kind(), FileKind::Symlink);
+        assert_eq!(root.link_count("f").unwrap(), 2);
+        assert_eq!(root.link_count("l").unwrap(), 1);
+        assert_eq!(root.readlink("l").unwrap().to_str(), Some("f"));
+    });
+}
+
+#[test]
+fn read_dir_lists_entries_with_kinds() {
+    each(|f, root| {
+        f.file("d/a", "").dir("d/b").link("d/c", "a");
+        let mut got: Vec<(String, FileKind)> = root
+            .read_dir("d")
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name().to_string_lossy().into_owned(), e.kind()))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("a".into(), FileKind::File),
+                ("b".into(), FileKind::Dir),
+                ("c".into(), FileKind::Symlink)
+            ]
+        );
+        assert_eq!(root.read_dir(".").unwrap().len(), 1);
+        assert_eq!(root.read_dir("d/a").unwrap_err().kind(), ErrorKind::NotDir);
+    });
+}
+
+#[test]
+fn one_root_from_many_threads() {
+    each(|f, root| {
+        f.dir("t");
+        let root = Arc::new(root.try_clone().unwrap());
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let root = Arc::clone(&root);
+                std::thread::spawn(move || {
+                    for i in 0..50 {
+                        let p = format!("t/{t}-{i}");
+                        root.replace(&p, p.as_bytes()).unwrap();
+                        assert_eq!(root.read(&p).unwrap(), p.as_bytes());
+                        root.remove(&p).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert!(names(f, "t").is_empty());
+    });
+}
+
+#[test]
+fn errors_convert_to_io_errors() {
+    each(|_, root| {
+        let e: std::io::Error = root.read("missing").unwrap_err().into();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        let e: std::io::Error = root.read("../x").unwrap_err().into();
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+    });
+}
