@@ -10,10 +10,10 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, CWD};
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, RenameFlags, CWD};
 use rustix::io::Errno;
 
 /// How often link/rename are retried when a concurrent replace of the same
@@ -45,25 +45,42 @@ pub(crate) fn replace(
     data: &[u8],
     mode: Option<u32>,
 ) -> Result<(), Errno> {
-    let dir = dir.as_fd();
+    write(dir.as_fd(), name, data, mode, true)
+}
+
+/// Creates `name` in `dir` holding `data`, atomically and durably, failing
+/// with EEXIST if anything has the name. With `O_TMPFILE` the file is linked
+/// straight to its name, so no temporary name ever exists.
+pub(crate) fn create(dir: impl AsFd, name: &[u8], data: &[u8]) -> Result<(), Errno> {
+    write(dir.as_fd(), name, data, None, false)
+}
+
+fn write(
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    data: &[u8],
+    mode: Option<u32>,
+    replace: bool,
+) -> Result<(), Errno> {
     let create_mode = Mode::from_bits_truncate(mode.unwrap_or(0o666));
-    let tmp = match rfs::openat(
-        dir,
-        c".",
-        OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
-        create_mode,
-    ) {
+    let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
+    let tmp = match rfs::openat(dir, c".", flags, create_mode) {
         Ok(fd) => File::from(fd),
         // No O_TMPFILE on this kernel or filesystem.
         Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => {
-            return replace_named(dir, name, data, create_mode, mode)
+            return write_named(dir, name, data, create_mode, mode, replace)
         }
         Err(e) => return Err(e),
     };
     fill(&tmp, data, mode)?;
+    if !replace {
+        // linkat never replaces: EEXIST if anything has the name.
+        link_tmpfile(&tmp, dir, name, false)?;
+        return rfs::fsync(dir);
+    }
     let tname = temp_name(name);
     for _ in 0..RETRIES {
-        link_tmpfile(&tmp, dir, &tname)?;
+        link_tmpfile(&tmp, dir, &tname, true)?;
         match rfs::renameat(dir, &tname[..], dir, name) {
             Ok(()) => return rfs::fsync(dir),
             // A concurrent replace reclaimed the temporary name before our
@@ -88,9 +105,9 @@ fn fill(file: &File, data: &[u8], mode: Option<u32>) -> Result<(), Errno> {
     file.sync_all().map_err(io_errno)
 }
 
-/// Gives the unnamed file `tmp` the name `tname` in `dir`, reclaiming a
-/// leftover of an interrupted earlier replace.
-fn link_tmpfile(tmp: &File, dir: rustix::fd::BorrowedFd<'_>, tname: &[u8]) -> Result<(), Errno> {
+/// Gives the unnamed file `tmp` the name `tname` in `dir`; with `reclaim`, a
+/// leftover of an interrupted earlier replace is removed first.
+fn link_tmpfile(tmp: &File, dir: BorrowedFd<'_>, tname: &[u8], reclaim: bool) -> Result<(), Errno> {
     for _ in 0..RETRIES {
         let r = match rfs::linkat(tmp, c"", dir, tname, AtFlags::EMPTY_PATH) {
             // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH on many kernels; the
@@ -103,7 +120,7 @@ fn link_tmpfile(tmp: &File, dir: rustix::fd::BorrowedFd<'_>, tname: &[u8]) -> Re
         };
         match r {
             Ok(()) => return Ok(()),
-            Err(Errno::EXIST) => match rfs::unlinkat(dir, tname, AtFlags::empty()) {
+            Err(Errno::EXIST) if reclaim => match rfs::unlinkat(dir, tname, AtFlags::empty()) {
                 Ok(()) | Err(Errno::NOENT) => continue,
                 Err(e) => return Err(e),
             },
@@ -115,12 +132,13 @@ fn link_tmpfile(tmp: &File, dir: rustix::fd::BorrowedFd<'_>, tname: &[u8]) -> Re
 
 /// The fallback for filesystems without `O_TMPFILE`: a uniquely named file,
 /// removed on every error path.
-fn replace_named(
-    dir: rustix::fd::BorrowedFd<'_>,
+fn write_named(
+    dir: BorrowedFd<'_>,
     name: &[u8],
     data: &[u8],
     create_mode: Mode,
     mode: Option<u32>,
+    replace: bool,
 ) -> Result<(), Errno> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut tname = temp_name(name);
@@ -133,8 +151,13 @@ fn replace_named(
     tname.extend_from_slice(unique.as_bytes());
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let tmp = File::from(rfs::openat(dir, &tname[..], flags, create_mode)?);
+    let rename = if replace {
+        RenameFlags::empty()
+    } else {
+        RenameFlags::NOREPLACE
+    };
     let result = fill(&tmp, data, mode)
-        .and_then(|()| rfs::renameat(dir, &tname[..], dir, name))
+        .and_then(|()| rfs::renameat_with(dir, &tname[..], dir, name, rename))
         .and_then(|()| rfs::fsync(dir));
     if result.is_err() {
         let _ = rfs::unlinkat(dir, &tname[..], AtFlags::empty());

@@ -688,6 +688,20 @@ impl Root {
     /// between link and rename leaves it, and the next replace of the same
     /// file reclaims it.
     pub fn replace(&self, path: impl AsRef<Path>, data: &[u8]) -> Result<()> {
+        self.write_atomic(path, data, RenameMode::Replace)
+    }
+
+    /// Writes `data` to `path` atomically and durably, as
+    /// [`replace`](Self::replace) does; with [`RenameMode::NoReplace`] the
+    /// file must not exist yet ([`ErrorKind::Exists`], a dangling symlink
+    /// included), and the new file is linked straight to its name, so no
+    /// temporary name is ever used.
+    pub fn write_atomic(
+        &self,
+        path: impl AsRef<Path>,
+        data: &[u8],
+        mode: RenameMode,
+    ) -> Result<()> {
         let p = bytes(path.as_ref());
         let s = self.split_checked(p, "cannot write '.' or '..'")?;
         if s.trailing_slash {
@@ -698,7 +712,10 @@ impl Root {
         }
         // A readable directory descriptor: fsync needs one (O_PATH will not do).
         let dir = self.parent(p, &s, OFlags::RDONLY)?;
-        let mode = match rfs::statat(&dir, s.name, AtFlags::SYMLINK_NOFOLLOW) {
+        let perm = match rfs::statat(&dir, s.name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(_) if mode == RenameMode::NoReplace => {
+                return Err(error::from_errno(p, Errno::EXIST))
+            }
             Ok(st) => match FileType::from_raw_mode(st.st_mode) {
                 FileType::Directory => return Err(not_file(p, st.st_mode)),
                 FileType::RegularFile => Some(st.st_mode & 0o7777),
@@ -707,7 +724,90 @@ impl Root {
             Err(Errno::NOENT) => None,
             Err(e) => return Err(error::from_errno(p, e)),
         };
-        crate::atomic::replace(&dir, s.name, data, mode).map_err(|e| error::from_errno(p, e))
+        match mode {
+            RenameMode::Replace => crate::atomic::replace(&dir, s.name, data, perm),
+            RenameMode::NoReplace => crate::atomic::create(&dir, s.name, data),
+        }
+        .map_err(|e| error::from_errno(p, e))
+    }
+
+    /// The root-relative path that `path` resolves to now, following every
+    /// symlink beneath the root: `docs/a.md` for `link/a.md` when
+    /// `link -> docs`; `.` for the root itself.
+    ///
+    /// The answer is the kernel's name for the resolved descriptor
+    /// (`/proc/self/fd`) relative to its name for the root descriptor. It is
+    /// meant for checks such as deny patterns, made on the descriptor that
+    /// the caller then acts through ([`open_parent`](Self::open_parent)).
+    /// Fails with [`ErrorKind::Escape`] if the object is no longer beneath
+    /// the root (moved out meanwhile), and with [`ErrorKind::Io`] where
+    /// procfs is not mounted.
+    pub fn resolved_path(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
+        let p = bytes(path.as_ref());
+        let r = self.resolve(
+            p,
+            Final::Open {
+                flags: OFlags::PATH,
+                follow: true,
+            },
+        )?;
+        self.locate(p, r.fd.as_fd())
+    }
+
+    /// Where this root's directory is, relative to `outer`'s (for a root
+    /// made by [`open_dir`](Self::open_dir) or
+    /// [`open_parent`](Self::open_parent)); as [`resolved_path`](Self::resolved_path).
+    pub fn path_within(&self, outer: &Root) -> Result<PathBuf> {
+        outer.locate(b".", self.fd.as_fd())
+    }
+
+    fn locate(&self, p: &[u8], fd: BorrowedFd<'_>) -> Result<PathBuf> {
+        let name_of = |fd: BorrowedFd<'_>| -> Result<Vec<u8>> {
+            let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+            rfs::readlink(link.as_str(), Vec::new())
+                .map(|c| c.into_bytes())
+                .map_err(|e| error::from_errno(p, e))
+        };
+        let root = name_of(self.fd.as_fd())?;
+        let target = name_of(fd)?;
+        if target.ends_with(b" (deleted)") {
+            return Err(error::from_errno(p, Errno::NOENT));
+        }
+        if target == root {
+            return Ok(PathBuf::from("."));
+        }
+        let rel = if root == b"/" {
+            target.strip_prefix(b"/")
+        } else {
+            target
+                .strip_prefix(root.as_slice())
+                .and_then(|rest| rest.strip_prefix(b"/"))
+        };
+        match rel {
+            Some(rel) if !rel.is_empty() => Ok(PathBuf::from(OsString::from_vec(rel.to_vec()))),
+            _ => Err(error::escape(
+                p,
+                "resolved object is no longer beneath the root",
+            )),
+        }
+    }
+
+    /// Opens the directory holding the final entry of `path` as a new root
+    /// and returns it with the entry's name, for callers that check the
+    /// directory's resolved location and then act on the entry through the
+    /// very descriptor they checked.
+    pub fn open_parent<'p>(&self, path: &'p Path) -> Result<(Root, &'p Path)> {
+        let p = bytes(path);
+        let s = self.split_checked(p, "'.' and '..' name no entry")?;
+        let fd = match self.parent(p, &s, OFlags::PATH)? {
+            Parent::Root(fd) => {
+                rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(|e| error::from_errno(p, e))?
+            }
+            Parent::Dir(fd) => fd,
+        };
+        let name = Path::new(std::ffi::OsStr::from_bytes(s.name));
+        let sub_name = self.name.join(std::ffi::OsStr::from_bytes(s.parent));
+        Ok((Root::from_fd(fd, self.resolver, sub_name), name))
     }
 }
 

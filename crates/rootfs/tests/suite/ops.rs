@@ -304,3 +304,77 @@ fn errors_convert_to_io_errors() {
         assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
     });
 }
+
+#[test]
+fn write_atomic_no_replace_creates_exclusively_without_a_temporary_name() {
+    each(|f, root| {
+        f.dir("d").link("d/dangling", "nowhere");
+        root.write_atomic("d/new.txt", b"fresh", RenameMode::NoReplace)
+            .unwrap();
+        assert_eq!(fs::read(f.p("d/new.txt")).unwrap(), b"fresh");
+        let e = root
+            .write_atomic("d/new.txt", b"again", RenameMode::NoReplace)
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Exists);
+        let e = root
+            .write_atomic("d/dangling", b"x", RenameMode::NoReplace)
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Exists);
+        assert!(!f.p("d/nowhere").exists());
+        assert_eq!(fs::read(f.p("d/new.txt")).unwrap(), b"fresh");
+        assert_eq!(names(f, "d"), ["dangling", "new.txt"]);
+    });
+}
+
+#[test]
+fn resolved_path_names_where_links_lead() {
+    each(|f, root| {
+        f.file("docs/a.md", "a")
+            .link("l", "docs")
+            .link("docs/self", "../docs");
+        assert_eq!(
+            root.resolved_path("l/a.md").unwrap().to_str(),
+            Some("docs/a.md")
+        );
+        assert_eq!(
+            root.resolved_path("l/self/self").unwrap().to_str(),
+            Some("docs")
+        );
+        assert_eq!(root.resolved_path(".").unwrap().to_str(), Some("."));
+        assert_eq!(root.resolved_path("l/../l").unwrap().to_str(), Some("docs"));
+        assert_eq!(
+            root.resolved_path("l/nope").unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+    });
+}
+
+#[test]
+fn open_parent_acts_through_the_checked_directory() {
+    each(|f, root| {
+        f.file("docs/a.md", "a").link("l", "docs");
+        let (dir, name) = root.open_parent(std::path::Path::new("l/b.md")).unwrap();
+        assert_eq!(name.to_str(), Some("b.md"));
+        assert_eq!(dir.path_within(root).unwrap().to_str(), Some("docs"));
+        dir.write_atomic(name, b"b", RenameMode::NoReplace).unwrap();
+        assert_eq!(fs::read(f.p("docs/b.md")).unwrap(), b"b");
+        let (top, name) = root.open_parent(std::path::Path::new("top.txt")).unwrap();
+        assert_eq!(
+            (top.path_within(root).unwrap().to_str(), name.to_str()),
+            (Some("."), Some("top.txt"))
+        );
+        assert_eq!(
+            root.open_parent(std::path::Path::new("../x"))
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Escape
+        );
+        // A directory moved out of the root after opening is detected.
+        let (moved, _) = root.open_parent(std::path::Path::new("docs/x")).unwrap();
+        fs::rename(f.p("docs"), f.outside_path().join("docs")).unwrap();
+        assert_eq!(
+            moved.path_within(root).unwrap_err().kind(),
+            ErrorKind::Escape
+        );
+    });
+}
