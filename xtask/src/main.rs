@@ -1,1 +1,99 @@
-fn main() {}
+//! `cargo xtask <task>`: the project's own automation, in Rust so that it
+//! needs nothing beyond the toolchain.
+//!
+//! Tasks:
+//! - `ci`: formatting check, clippy with warnings denied, every test.
+//! - `test`: every test (what `ci` runs after the checks).
+//! - `bench`: every criterion benchmark of the workspace.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let task = args.first().map(String::as_str).unwrap_or("help");
+    let result = match task {
+        "ci" => ci(),
+        "test" => test(),
+        "bench" => bench(&args[1..]),
+        "help" | "--help" | "-h" => {
+            println!("usage: cargo xtask <ci|test|bench>");
+            Ok(())
+        }
+        other => Err(format!("unknown task `{other}` (try: ci, test, bench)")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+/// Runs one step, printing its name and duration; fails on a non-zero exit.
+fn step(name: &str, program: &str, args: &[&str]) -> Result<(), String> {
+    eprintln!("==> {name}: {program} {}", args.join(" "));
+    let start = Instant::now();
+    let status = Command::new(program)
+        .args(args)
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| format!("{name}: cannot run {program}: {e}"))?;
+    eprintln!(
+        "<== {name}: {status} in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{name} failed ({status})"))
+    }
+}
+
+fn cargo() -> String {
+    env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
+}
+
+fn ci() -> Result<(), String> {
+    let cargo = cargo();
+    step("fmt", &cargo, &["fmt", "--all", "--check"])?;
+    step(
+        "clippy",
+        &cargo,
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    test()
+}
+
+fn test() -> Result<(), String> {
+    let cargo = cargo();
+    step("test", &cargo, &["test", "--workspace", "--all-targets"])?;
+    step("doctest", &cargo, &["test", "--workspace", "--doc"])
+}
+
+fn bench(extra: &[String]) -> Result<(), String> {
+    let cargo = cargo();
+    let mut args = vec!["bench", "--workspace"];
+    if !extra.is_empty() {
+        args.push("--");
+        args.extend(extra.iter().map(String::as_str));
+    }
+    step("bench", &cargo, &args)
+}

@@ -650,30 +650,27 @@ impl Root {
         to: impl AsRef<Path>,
         mode: RenameMode,
     ) -> Result<()> {
+        self.rename_to(from, self, to, mode)
+    }
+
+    /// Renames `from` (beneath this root) to `to` (beneath `to_root`), both
+    /// resolved beneath their own root, with one `renameat2` between the two
+    /// directory descriptors. With roots from [`open_parent`](Self::open_parent)
+    /// and single-component names, this acts on exactly the directories the
+    /// caller checked.
+    pub fn rename_to(
+        &self,
+        from: impl AsRef<Path>,
+        to_root: &Root,
+        to: impl AsRef<Path>,
+        mode: RenameMode,
+    ) -> Result<()> {
         let (fp, tp) = (bytes(from.as_ref()), bytes(to.as_ref()));
         let fs = self.split_checked(fp, "cannot rename '.' or '..'")?;
-        let ts = self.split_checked(tp, "cannot rename onto '.' or '..'")?;
+        let ts = to_root.split_checked(tp, "cannot rename onto '.' or '..'")?;
         let fdir = self.parent(fp, &fs, OFlags::PATH)?;
-        let tdir = self.parent(tp, &ts, OFlags::PATH)?;
-        if fs.trailing_slash || ts.trailing_slash {
-            // rename(2) accepts trailing slashes only on directories.
-            let st = rfs::statat(&fdir, fs.name, AtFlags::SYMLINK_NOFOLLOW)
-                .map_err(|e| error::from_errno(fp, e))?;
-            if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
-                return Err(error::not_dir(fp));
-            }
-        }
-        let flags = match mode {
-            RenameMode::Replace => RenameFlags::empty(),
-            RenameMode::NoReplace => RenameFlags::NOREPLACE,
-        };
-        rfs::renameat_with(&fdir, fs.name, &tdir, ts.name, flags).map_err(|e| match e {
-            // The destination or the source, whichever the kernel means.
-            Errno::EXIST | Errno::NOTEMPTY | Errno::ISDIR | Errno::NOTDIR => {
-                error::from_errno(tp, e)
-            }
-            _ => error::from_errno(fp, e),
-        })
+        let tdir = to_root.parent(tp, &ts, OFlags::PATH)?;
+        rename_entries((&fdir, fp, &fs), (&tdir, tp, &ts), mode)
     }
 
     /// Writes `data` to `path` atomically and durably: the bytes go to an
@@ -809,6 +806,30 @@ impl Root {
         let sub_name = self.name.join(std::ffi::OsStr::from_bytes(s.parent));
         Ok((Root::from_fd(fd, self.resolver, sub_name), name))
     }
+}
+
+fn rename_entries(
+    (fdir, fp, fs): (&Parent<'_>, &[u8], &Split<'_>),
+    (tdir, tp, ts): (&Parent<'_>, &[u8], &Split<'_>),
+    mode: RenameMode,
+) -> Result<()> {
+    if fs.trailing_slash || ts.trailing_slash {
+        // rename(2) accepts trailing slashes only on directories.
+        let st = rfs::statat(fdir, fs.name, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| error::from_errno(fp, e))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            return Err(error::not_dir(fp));
+        }
+    }
+    let flags = match mode {
+        RenameMode::Replace => RenameFlags::empty(),
+        RenameMode::NoReplace => RenameFlags::NOREPLACE,
+    };
+    rfs::renameat_with(fdir, fs.name, tdir, ts.name, flags).map_err(|e| match e {
+        // The destination or the source, whichever the kernel means.
+        Errno::EXIST | Errno::NOTEMPTY | Errno::ISDIR | Errno::NOTDIR => error::from_errno(tp, e),
+        _ => error::from_errno(fp, e),
+    })
 }
 
 enum Openat2Error {

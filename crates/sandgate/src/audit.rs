@@ -1,0 +1,29 @@
+//! Audit events: one per operation, refused ones included, never content.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use sandgate_codes::ErrorCode;
+
+/// What one sandbox operation did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditEvent {
+    /// The operation: `read`, `write`, `edit`, `list`, `stat`, `mkdir`,
+    /// `delete`, `rename`, `glob`, `grep`.
+    pub op: &'static str,
+    /// The root-relative path. Mutating operations report where the name
+    /// resolved (through in-root symlinks) once it did; read-only operations
+    /// report the normalized name as asked; a name refused before parsing is
+    /// reported as given. For `rename`, `from -> to`.
+    pub path: String,
+    /// Bytes read or written, when the operation moved content.
+    pub size: Option<u64>,
+    /// When the operation finished.
+    pub time: SystemTime,
+    /// `OK` or the refusal's code.
+    pub outcome: ErrorCode,
+}
+
+/// A callback that receives every [`AuditEvent`]. It is called on the thread
+/// that ran the operation, possibly from many threads at once.
+pub type AuditSink = Arc<dyn Fn(&AuditEvent) + Send + Sync>;

@@ -1,0 +1,42 @@
+//! sandgate: one enforcement core for the tools AI agents are handed.
+//!
+//! This facade composes the layers below it:
+//!
+//! - [`RelPath`]: every agent-supplied name is parsed first and refused when
+//!   it could mean something else on another host or climb with `..`;
+//! - [`Sandbox`]: the file toolkit (read, write, edit, list, stat, mkdir,
+//!   delete, rename, glob, grep) confined by the kernel to granted roots
+//!   ([`rootfs`]), guarded by deny-write patterns ([`fileguard`]), capped,
+//!   budgeted and audited.
+//!
+//! ```no_run
+//! use sandgate::{ErrorCode, Sandbox};
+//! let sb = Sandbox::builder()
+//!     .read_root("project")
+//!     .write_root("project")
+//!     .deny_write(".github/**")
+//!     .build()?;
+//! let text = sb.read("README.md")?;
+//! assert_eq!(sb.read("../etc/passwd").unwrap_err().code(), ErrorCode::PathInvalid);
+//! assert_eq!(sb.write(".github/workflows/ci.yml", b"x", false).unwrap_err().code(), ErrorCode::FsProtected);
+//! # Ok::<(), sandgate::Error>(())
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod audit;
+mod error;
+pub mod relpath;
+mod sandbox;
+pub mod search;
+
+pub use audit::{AuditEvent, AuditSink};
+pub use error::{Error, ErrorCode};
+pub use relpath::{RelPath, RelPathError, RelPathReason};
+pub use sandbox::{
+    LinesRead, ListEntry, Sandbox, SandboxBuilder, StatInfo, DEFAULT_MAX_READ_BYTES,
+    DEFAULT_MAX_WRITE_BYTES, MAX_RANGE_LINES,
+};
+pub use sandgate_fileguard as fileguard;
+pub use sandgate_rootfs as rootfs;
+pub use sandgate_rootfs::{FileKind, Resolver};

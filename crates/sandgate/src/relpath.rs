@@ -1,0 +1,336 @@
+//! Agent-facing names (SPEC §2).
+//!
+//! Every path that an agent, a model or any other untrusted caller supplies
+//! is parsed into a [`RelPath`] first. The rules are deliberately stricter
+//! than what the filesystem would accept: a name must mean the same thing on
+//! every host, so Windows spellings are refused everywhere, and `..` is
+//! refused outright even where it would stay inside.
+
+use std::fmt;
+
+/// Longest accepted name, in bytes.
+pub const MAX_NAME_BYTES: usize = 4096;
+/// Longest accepted component, in bytes.
+pub const MAX_COMPONENT_BYTES: usize = 255;
+
+/// A validated, normalized root-relative name.
+///
+/// Normalized means: no empty or `.` components, no leading, trailing or
+/// repeated slashes. The root itself is spelled `.`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RelPath {
+    /// Normalized text; empty for the root.
+    text: String,
+}
+
+/// Why a name was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RelPathReason {
+    /// The empty string.
+    Empty,
+    /// A NUL byte.
+    Nul,
+    /// A leading `/`.
+    Absolute,
+    /// A Windows drive (`C:\x`, `C:x`).
+    Drive,
+    /// A Windows UNC or device path (`\\server\share`, `\\?\x`, `\\.\x`).
+    Unc,
+    /// A backslash anywhere.
+    Backslash,
+    /// A `..` component.
+    ParentComponent,
+    /// A component that is a Windows reserved device name (`CON`, `NUL.txt`).
+    ReservedName,
+    /// A `:` in a component (drive or alternate data stream).
+    Colon,
+    /// Over 4096 bytes.
+    TooLong,
+    /// A component over 255 bytes.
+    ComponentTooLong,
+}
+
+impl RelPathReason {
+    /// A short sentence a user can act on.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RelPathReason::Empty => "empty path",
+            RelPathReason::Nul => "path contains a NUL byte",
+            RelPathReason::Absolute => "absolute path; names are relative to the root",
+            RelPathReason::Drive => "Windows drive path; names are relative to the root",
+            RelPathReason::Unc => "Windows UNC or device path",
+            RelPathReason::Backslash => "backslash in path; use '/' as the only separator",
+            RelPathReason::ParentComponent => "'..' component; traversal is refused",
+            RelPathReason::ReservedName => "Windows reserved device name",
+            RelPathReason::Colon => "':' in a component (drive or alternate data stream)",
+            RelPathReason::TooLong => "path longer than 4096 bytes",
+            RelPathReason::ComponentTooLong => "path component longer than 255 bytes",
+        }
+    }
+}
+
+/// A refused name: the reason and the offending component where there is one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelPathError {
+    reason: RelPathReason,
+    component: Option<String>,
+}
+
+impl RelPathError {
+    /// Why it was refused.
+    pub fn reason(&self) -> RelPathReason {
+        self.reason
+    }
+    /// The component that broke the rule, if one did.
+    pub fn component(&self) -> Option<&str> {
+        self.component.as_deref()
+    }
+}
+
+impl fmt::Display for RelPathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.component {
+            Some(c) => write!(f, "{} ({:?})", self.reason.describe(), c),
+            None => f.write_str(self.reason.describe()),
+        }
+    }
+}
+
+impl std::error::Error for RelPathError {}
+
+fn refuse(reason: RelPathReason, component: Option<&str>) -> RelPathError {
+    RelPathError {
+        reason,
+        component: component.map(str::to_owned),
+    }
+}
+
+/// Whether `component` is a Windows reserved device name, with or without
+/// an extension, in any case (`con`, `Nul.txt`, `COM1.tar.gz`, `lpt9 `).
+fn is_reserved(component: &str) -> bool {
+    let stem = component.split('.').next().unwrap_or("");
+    // Windows ignores trailing spaces in the device part.
+    let stem = stem.trim_end_matches(' ');
+    let upper = stem.to_ascii_uppercase();
+    match upper.as_str() {
+        "CON" | "PRN" | "AUX" | "NUL" => true,
+        _ => {
+            let (head, tail) = upper.split_at(upper.len().min(3));
+            (head == "COM" || head == "LPT")
+                && matches!(
+                    tail,
+                    "1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9" | "¹" | "²" | "³"
+                )
+        }
+    }
+}
+
+impl RelPath {
+    /// Parses an agent-supplied name, or refuses it with the reason.
+    pub fn parse(input: &str) -> Result<RelPath, RelPathError> {
+        if input.is_empty() {
+            return Err(refuse(RelPathReason::Empty, None));
+        }
+        if input.contains('\0') {
+            return Err(refuse(RelPathReason::Nul, None));
+        }
+        if input.len() > MAX_NAME_BYTES {
+            return Err(refuse(RelPathReason::TooLong, None));
+        }
+        let b = input.as_bytes();
+        if b[0] == b'/' {
+            return Err(refuse(RelPathReason::Absolute, None));
+        }
+        if b.starts_with(b"\\\\") {
+            return Err(refuse(RelPathReason::Unc, None));
+        }
+        if b[0] == b'\\' {
+            return Err(refuse(RelPathReason::Absolute, None));
+        }
+        if b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':' {
+            return Err(refuse(RelPathReason::Drive, None));
+        }
+        if input.contains('\\') {
+            return Err(refuse(RelPathReason::Backslash, None));
+        }
+        let mut text = String::with_capacity(input.len());
+        for c in input.split('/') {
+            if c.is_empty() || c == "." {
+                continue;
+            }
+            if c == ".." {
+                return Err(refuse(RelPathReason::ParentComponent, Some(c)));
+            }
+            if c.len() > MAX_COMPONENT_BYTES {
+                return Err(refuse(RelPathReason::ComponentTooLong, Some(c)));
+            }
+            if c.contains(':') {
+                return Err(refuse(RelPathReason::Colon, Some(c)));
+            }
+            if is_reserved(c) {
+                return Err(refuse(RelPathReason::ReservedName, Some(c)));
+            }
+            if !text.is_empty() {
+                text.push('/');
+            }
+            text.push_str(c);
+        }
+        Ok(RelPath { text })
+    }
+
+    /// The root itself.
+    pub fn root() -> RelPath {
+        RelPath {
+            text: String::new(),
+        }
+    }
+
+    /// Whether this names the root itself (`.`).
+    pub fn is_root(&self) -> bool {
+        self.text.is_empty()
+    }
+
+    /// The normalized name: `.` for the root, else `a/b/c`.
+    pub fn as_str(&self) -> &str {
+        if self.text.is_empty() {
+            "."
+        } else {
+            &self.text
+        }
+    }
+
+    /// The components, in order (none for the root).
+    pub fn components(&self) -> impl Iterator<Item = &str> {
+        self.text.split('/').filter(|c| !c.is_empty())
+    }
+
+    /// The last component, if this is not the root.
+    pub fn file_name(&self) -> Option<&str> {
+        self.text.rsplit('/').next().filter(|c| !c.is_empty())
+    }
+
+    /// The name of the directory holding this one (`None` for the root).
+    pub fn parent(&self) -> Option<RelPath> {
+        if self.is_root() {
+            return None;
+        }
+        Some(RelPath {
+            text: self.text.rsplit_once('/').map_or("", |(p, _)| p).to_owned(),
+        })
+    }
+
+    /// This name followed by `child` (a single valid component).
+    pub fn join(&self, child: &str) -> Result<RelPath, RelPathError> {
+        let joined = if self.is_root() {
+            child.to_owned()
+        } else {
+            format!("{}/{child}", self.text)
+        };
+        RelPath::parse(&joined)
+    }
+}
+
+impl fmt::Display for RelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl AsRef<std::path::Path> for RelPath {
+    fn as_ref(&self) -> &std::path::Path {
+        std::path::Path::new(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RelPathReason as R;
+    use super::*;
+
+    macro_rules! refusals {
+        ($($name:ident: $input:expr => $reason:expr;)*) => {$(
+            #[test]
+            fn $name() {
+                let e = RelPath::parse($input).unwrap_err();
+                assert_eq!(e.reason(), $reason, "{:?}", $input);
+            }
+        )*};
+    }
+
+    refusals! {
+        refuses_empty: "" => R::Empty;
+        refuses_nul: "a\0b" => R::Nul;
+        refuses_nul_at_end: "a\0" => R::Nul;
+        refuses_leading_slash: "/etc/passwd" => R::Absolute;
+        refuses_leading_backslash: "\\windows" => R::Absolute;
+        refuses_drive_absolute: "C:\\Windows" => R::Drive;
+        refuses_drive_forward: "c:/x" => R::Drive;
+        refuses_drive_relative: "C:x" => R::Drive;
+        refuses_unc: "\\\\server\\share" => R::Unc;
+        refuses_device_question: "\\\\?\\C:\\x" => R::Unc;
+        refuses_device_dot: "\\\\.\\pipe\\x" => R::Unc;
+        refuses_dotdot: ".." => R::ParentComponent;
+        refuses_dotdot_inside: "a/../b" => R::ParentComponent;
+        refuses_dotdot_trailing: "a/.." => R::ParentComponent;
+        refuses_backslash_inside: "a\\b" => R::Backslash;
+        refuses_backslash_dotdot: "a\\..\\b" => R::Backslash;
+        refuses_con: "CON" => R::ReservedName;
+        refuses_con_lower_ext: "dir/con.txt" => R::ReservedName;
+        refuses_nul_device: "nul" => R::ReservedName;
+        refuses_prn: "Prn.tar.gz" => R::ReservedName;
+        refuses_aux: "aux" => R::ReservedName;
+        refuses_com1: "com1" => R::ReservedName;
+        refuses_com9_ext: "COM9.log" => R::ReservedName;
+        refuses_lpt5: "x/lpt5" => R::ReservedName;
+        refuses_com_superscript: "COM¹" => R::ReservedName;
+        refuses_con_trailing_space: "con .txt" => R::ReservedName;
+        refuses_colon_stream: "file.txt:secret" => R::Colon;
+        refuses_colon_component: "a/b:c" => R::Colon;
+        refuses_too_long: &"a/".repeat(2049) => R::TooLong;
+        refuses_component_too_long: &"x".repeat(256) => R::ComponentTooLong;
+    }
+
+    #[test]
+    fn accepts_and_normalizes() {
+        for (input, want) in [
+            ("a", "a"),
+            ("./a", "a"),
+            ("a//b/", "a/b"),
+            ("a/./b/.", "a/b"),
+            (".", "."),
+            ("./", "."),
+            ("com10", "com10"),
+            ("console.log", "console.log"),
+            ("nul_device", "nul_device"),
+            ("...", "..."),
+            ("..a", "..a"),
+            ("a..", "a.."),
+            ("é/ſ", "é/ſ"),
+            (".github/workflows/ci.yml", ".github/workflows/ci.yml"),
+        ] {
+            assert_eq!(RelPath::parse(input).unwrap().as_str(), want, "{input:?}");
+        }
+        assert!(RelPath::parse("./").unwrap().is_root());
+        assert_eq!(
+            RelPath::parse(&"x".repeat(255)).unwrap().as_str().len(),
+            255
+        );
+        assert!(RelPath::parse(&"ab/".repeat(1365)).is_ok());
+    }
+
+    #[test]
+    fn parent_file_name_join() {
+        let p = RelPath::parse("a/b/c.txt").unwrap();
+        assert_eq!(p.file_name(), Some("c.txt"));
+        assert_eq!(p.parent().unwrap().as_str(), "a/b");
+        assert_eq!(
+            RelPath::parse("x").unwrap().parent().unwrap(),
+            RelPath::root()
+        );
+        assert_eq!(RelPath::root().parent(), None);
+        assert_eq!(RelPath::root().join("z").unwrap().as_str(), "z");
+        assert!(p.join("..").is_err());
+        assert_eq!(p.components().collect::<Vec<_>>(), ["a", "b", "c.txt"]);
+    }
+}

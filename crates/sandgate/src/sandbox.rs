@@ -1,0 +1,1002 @@
+//! The agent-facing sandbox (SPEC §4): every file tool an agent is handed,
+//! confined to granted roots, guarded by deny-write patterns, capped,
+//! budgeted and audited.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
+
+use sandgate_codes::ErrorCode;
+use sandgate_fileguard::{Guard, GuardBuilder, Verdict};
+use sandgate_rootfs::{ErrorKind, FileKind, OpenOptions, RenameMode, Resolver, Root};
+
+use crate::audit::{AuditEvent, AuditSink};
+use crate::error::Error;
+use crate::relpath::RelPath;
+use crate::search;
+
+/// Default cap of one read: 10 MiB.
+pub const DEFAULT_MAX_READ_BYTES: u64 = 10 * 1024 * 1024;
+/// Default cap of one write: 5 MiB.
+pub const DEFAULT_MAX_WRITE_BYTES: u64 = 5 * 1024 * 1024;
+/// Most lines one ranged read serves.
+pub const MAX_RANGE_LINES: usize = 2000;
+
+/// Builds a [`Sandbox`]. Nothing is granted until configured: a sandbox
+/// built from `SandboxBuilder::new()` alone refuses every operation.
+///
+/// The options mirror a Go-style options API: read roots, write root, byte
+/// caps, the host's half of the overwrite rule, deny patterns and an audit
+/// sink.
+#[derive(Clone)]
+pub struct SandboxBuilder {
+    read_roots: Vec<PathBuf>,
+    write_root: Option<PathBuf>,
+    max_read_bytes: u64,
+    max_write_bytes: u64,
+    allow_overwrite: bool,
+    deny_write: Vec<String>,
+    restricted: bool,
+    audit: Option<AuditSink>,
+    resolver: Resolver,
+    fs_ops: Option<u64>,
+}
+
+impl Default for SandboxBuilder {
+    fn default() -> Self {
+        SandboxBuilder::new()
+    }
+}
+
+impl std::fmt::Debug for SandboxBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SandboxBuilder")
+            .field("read_roots", &self.read_roots)
+            .field("write_root", &self.write_root)
+            .field("max_read_bytes", &self.max_read_bytes)
+            .field("max_write_bytes", &self.max_write_bytes)
+            .field("allow_overwrite", &self.allow_overwrite)
+            .field("deny_write", &self.deny_write)
+            .field("restricted", &self.restricted)
+            .field("audit", &self.audit.is_some())
+            .field("resolver", &self.resolver)
+            .field("fs_ops", &self.fs_ops)
+            .finish()
+    }
+}
+
+impl SandboxBuilder {
+    /// Nothing granted; restricted mode; default caps.
+    pub fn new() -> SandboxBuilder {
+        SandboxBuilder {
+            read_roots: Vec::new(),
+            write_root: None,
+            max_read_bytes: DEFAULT_MAX_READ_BYTES,
+            max_write_bytes: DEFAULT_MAX_WRITE_BYTES,
+            allow_overwrite: false,
+            deny_write: Vec::new(),
+            restricted: true,
+            audit: None,
+            resolver: Resolver::Auto,
+            fs_ops: None,
+        }
+    }
+    /// Adds a read root (looked up after those added before it).
+    pub fn read_root(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.read_roots.push(dir.into());
+        self
+    }
+    /// Adds several read roots, in order.
+    pub fn read_roots<I: IntoIterator<Item = P>, P: Into<PathBuf>>(
+        &mut self,
+        dirs: I,
+    ) -> &mut Self {
+        self.read_roots.extend(dirs.into_iter().map(Into::into));
+        self
+    }
+    /// Sets the one write root.
+    pub fn write_root(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.write_root = Some(dir.into());
+        self
+    }
+    /// Caps one read (bytes, at least 1).
+    pub fn max_read_bytes(&mut self, n: u64) -> &mut Self {
+        self.max_read_bytes = n;
+        self
+    }
+    /// Caps one write (bytes, at least 1).
+    pub fn max_write_bytes(&mut self, n: u64) -> &mut Self {
+        self.max_write_bytes = n;
+        self
+    }
+    /// The host's half of the overwrite rule: replacing an existing file also
+    /// needs `overwrite = true` in the call.
+    pub fn allow_overwrite(&mut self, on: bool) -> &mut Self {
+        self.allow_overwrite = on;
+        self
+    }
+    /// Adds a deny-write pattern (SPEC §5).
+    pub fn deny_write(&mut self, pattern: impl Into<String>) -> &mut Self {
+        self.deny_write.push(pattern.into());
+        self
+    }
+    /// Adds several deny-write patterns.
+    pub fn deny_write_patterns<I: IntoIterator<Item = S>, S: Into<String>>(
+        &mut self,
+        patterns: I,
+    ) -> &mut Self {
+        self.deny_write.extend(patterns.into_iter().map(Into::into));
+        self
+    }
+    /// Restricted mode (the default) also protects every `.git` component.
+    pub fn restricted(&mut self, on: bool) -> &mut Self {
+        self.restricted = on;
+        self
+    }
+    /// Calls `sink` after every operation, refused ones included.
+    pub fn audit(&mut self, sink: impl Fn(&AuditEvent) + Send + Sync + 'static) -> &mut Self {
+        self.audit = Some(Arc::new(sink));
+        self
+    }
+    /// Uses an already shared audit sink.
+    pub fn audit_sink(&mut self, sink: AuditSink) -> &mut Self {
+        self.audit = Some(sink);
+        self
+    }
+    /// Forces a resolver (tests and benchmarks; the default is `Auto`).
+    pub fn resolver(&mut self, resolver: Resolver) -> &mut Self {
+        self.resolver = resolver;
+        self
+    }
+    /// Limits the number of file operations (`None`: unlimited; `Some(0)`:
+    /// none allowed).
+    pub fn fs_ops_budget(&mut self, budget: Option<u64>) -> &mut Self {
+        self.fs_ops = budget;
+        self
+    }
+
+    /// Opens the roots and compiles the patterns.
+    ///
+    /// Refuses (`E_POLICY`, naming the setting) zero byte caps and malformed
+    /// patterns; a root that cannot be opened as a directory answers with its
+    /// OS error.
+    pub fn build(&self) -> Result<Sandbox, Error> {
+        if self.max_read_bytes == 0 {
+            return Err(
+                Error::new(ErrorCode::Policy, "max_read_bytes must be at least 1")
+                    .with_key("max_read_bytes"),
+            );
+        }
+        if self.max_write_bytes == 0 {
+            return Err(
+                Error::new(ErrorCode::Policy, "max_write_bytes must be at least 1")
+                    .with_key("max_write_bytes"),
+            );
+        }
+        let guard = GuardBuilder::new()
+            .patterns(self.deny_write.iter())
+            .restricted(self.restricted)
+            .build()
+            .map_err(|e| Error::new(ErrorCode::Policy, e.to_string()).with_key("deny_write"))?;
+        let open = |dir: &Path, what: &str| {
+            Root::open_with_resolver(dir, self.resolver).map_err(|e| {
+                Error::from(e)
+                    .with_key(what.to_owned())
+                    .with_path(dir.display().to_string())
+            })
+        };
+        let read_roots = self
+            .read_roots
+            .iter()
+            .map(|d| open(d, "read_roots"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let write_root = self
+            .write_root
+            .as_deref()
+            .map(|d| open(d, "write_root"))
+            .transpose()?;
+        let inner = Inner {
+            read_roots,
+            write_root,
+            guard_active: guard.has_patterns() || guard.is_restricted(),
+            guard,
+            max_read_bytes: self.max_read_bytes,
+            max_write_bytes: self.max_write_bytes,
+            allow_overwrite: self.allow_overwrite,
+            audit: self.audit.clone(),
+            fs_ops: self.fs_ops.map(AtomicU64::new),
+        };
+        Ok(Sandbox {
+            state: RwLock::new(Some(Arc::new(inner))),
+        })
+    }
+}
+
+/// The confined file toolkit handed to an agent.
+///
+/// `Send + Sync`: share it between threads (in an `Arc`) and call any
+/// operation concurrently. [`close`](Self::close) releases the roots;
+/// operations called afterwards answer `E_CLOSED`.
+pub struct Sandbox {
+    state: RwLock<Option<Arc<Inner>>>,
+}
+
+struct Inner {
+    read_roots: Vec<Root>,
+    write_root: Option<Root>,
+    guard: Guard,
+    /// Whether any deny rule exists: resolved-path checks and the hard-link
+    /// refusal apply only then.
+    guard_active: bool,
+    max_read_bytes: u64,
+    max_write_bytes: u64,
+    allow_overwrite: bool,
+    audit: Option<AuditSink>,
+    fs_ops: Option<AtomicU64>,
+}
+
+/// What the audit event of one operation will say.
+struct Ctx {
+    path: Option<String>,
+    size: Option<u64>,
+    audit: bool,
+}
+
+impl Ctx {
+    fn path(&mut self, p: impl FnOnce() -> String) {
+        if self.audit {
+            self.path = Some(p());
+        }
+    }
+}
+
+/// A ranged read's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinesRead {
+    /// The lines served, with their line endings.
+    pub content: Vec<u8>,
+    /// The first line asked for (1-based).
+    pub offset: usize,
+    /// How many lines were served (fewer than asked at the end of the file
+    /// or where the byte cap cut the range at a whole line).
+    pub lines: usize,
+    /// Lines in the whole file.
+    pub total_lines: usize,
+    /// Whether the byte cap cut the range short.
+    pub truncated: bool,
+}
+
+/// One entry of a listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListEntry {
+    /// The entry's name.
+    pub name: String,
+    /// `file`, `dir`, `symlink` or `other` (symlinks are not followed).
+    pub kind: FileKind,
+    /// Size in bytes (of the link itself for a symlink).
+    pub size: u64,
+}
+
+/// What [`Sandbox::stat`] answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatInfo {
+    /// The kind, following a final symlink beneath the root.
+    pub kind: FileKind,
+    /// Size in bytes.
+    pub size: u64,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+impl Sandbox {
+    /// A builder with nothing granted.
+    pub fn builder() -> SandboxBuilder {
+        SandboxBuilder::new()
+    }
+
+    /// Releases the roots. Operations called afterwards answer `E_CLOSED`;
+    /// those already running finish first.
+    pub fn close(&self) {
+        *self.state.write().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    }
+
+    /// Fs operations left in the budget (`None`: unlimited).
+    pub fn fs_ops_remaining(&self) -> Option<u64> {
+        let inner = self
+            .state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
+        inner.fs_ops.as_ref().map(|b| b.load(Ordering::SeqCst))
+    }
+
+    /// Runs one operation: closed check, budget, the body, then the audit
+    /// event (refusals included).
+    fn op<T>(
+        &self,
+        name: &'static str,
+        raw: &str,
+        body: impl FnOnce(&Inner, &mut Ctx) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let inner = match self
+            .state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            Some(inner) => Arc::clone(inner),
+            None => return Err(Error::new(ErrorCode::Closed, "the sandbox was closed")),
+        };
+        let mut ctx = Ctx {
+            path: None,
+            size: None,
+            audit: inner.audit.is_some(),
+        };
+        let result = inner.take_budget().and_then(|()| body(&inner, &mut ctx));
+        if let Some(sink) = &inner.audit {
+            sink(&AuditEvent {
+                op: name,
+                path: ctx.path.unwrap_or_else(|| raw.to_owned()),
+                size: ctx.size,
+                time: SystemTime::now(),
+                outcome: result.as_ref().err().map_or(ErrorCode::Ok, Error::code),
+            });
+        }
+        result
+    }
+
+    /// Reads a whole file from the first read root that holds it. A file
+    /// larger than `max_read_bytes` is refused (`E_TOO_LARGE`): read it by
+    /// line ranges instead.
+    pub fn read(&self, path: &str) -> Result<Vec<u8>, Error> {
+        self.op("read", path, |inner, ctx| {
+            let rel = RelPath::parse(path)?;
+            ctx.path(|| rel.as_str().to_owned());
+            let mut file = inner.open_read(&rel)?;
+            let meta = file.metadata().map_err(|e| io_error(&rel, e))?;
+            if !meta.is_file() {
+                return Err(not_file(&rel));
+            }
+            if meta.len() > inner.max_read_bytes {
+                return Err(too_large_read(&rel, meta.len(), inner.max_read_bytes));
+            }
+            let mut buf = Vec::with_capacity(meta.len() as usize);
+            // The file may grow after the check: never take more than the cap.
+            (&mut file)
+                .take(inner.max_read_bytes + 1)
+                .read_to_end(&mut buf)
+                .map_err(|e| io_error(&rel, e))?;
+            if buf.len() as u64 > inner.max_read_bytes {
+                return Err(too_large_read(&rel, buf.len() as u64, inner.max_read_bytes));
+            }
+            ctx.size = Some(buf.len() as u64);
+            Ok(buf)
+        })
+    }
+
+    /// Reads `limit` lines (at most 2000) starting at line `offset`
+    /// (1-based), cut at a whole line so the answer stays under
+    /// `max_read_bytes`, and counts the file's lines.
+    pub fn read_lines(&self, path: &str, offset: usize, limit: usize) -> Result<LinesRead, Error> {
+        self.op("read", path, |inner, ctx| {
+            if offset == 0 {
+                return Err(Error::request("offset is 1-based: the first line is 1"));
+            }
+            if limit == 0 || limit > MAX_RANGE_LINES {
+                return Err(Error::request(format!(
+                    "limit must be between 1 and {MAX_RANGE_LINES}"
+                )));
+            }
+            let rel = RelPath::parse(path)?;
+            ctx.path(|| rel.as_str().to_owned());
+            let file = inner.open_read(&rel)?;
+            if !file.metadata().map_err(|e| io_error(&rel, e))?.is_file() {
+                return Err(not_file(&rel));
+            }
+            let mut reader = BufReader::with_capacity(64 * 1024, file);
+            let (mut content, mut lines, mut total, mut truncated) =
+                (Vec::new(), 0usize, 0usize, false);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                // Lines outside the range are only counted, not kept.
+                let keep = total + 1 >= offset && lines < limit && !truncated;
+                let n = if keep {
+                    reader
+                        .read_until(b'\n', &mut line)
+                        .map_err(|e| io_error(&rel, e))?
+                } else {
+                    skip_line(&mut reader).map_err(|e| io_error(&rel, e))?
+                };
+                if n == 0 {
+                    break;
+                }
+                total += 1;
+                if keep {
+                    if (content.len() + line.len()) as u64 > inner.max_read_bytes {
+                        truncated = true;
+                    } else {
+                        content.extend_from_slice(&line);
+                        lines += 1;
+                    }
+                }
+            }
+            if truncated && lines == 0 {
+                return Err(Error::new(
+                    ErrorCode::TooLarge,
+                    format!(
+                        "line {offset} alone is longer than max_read_bytes ({})",
+                        inner.max_read_bytes
+                    ),
+                )
+                .with_path(rel.as_str()));
+            }
+            ctx.size = Some(content.len() as u64);
+            Ok(LinesRead {
+                content,
+                offset,
+                lines,
+                total_lines: total,
+                truncated,
+            })
+        })
+    }
+
+    /// Writes a file below the write root, atomically and durably, creating
+    /// parent directories. A new file is created exclusively; an existing
+    /// regular file is replaced only when the sandbox allows overwriting and
+    /// `overwrite` is true. Returns the bytes written.
+    pub fn write(&self, path: &str, content: &[u8], overwrite: bool) -> Result<u64, Error> {
+        self.op("write", path, |inner, ctx| {
+            let rel = RelPath::parse(path)?;
+            ctx.path(|| rel.as_str().to_owned());
+            let wr = inner.write_root_for(&rel, "write")?;
+            if content.len() as u64 > inner.max_write_bytes {
+                return Err(Error::new(
+                    ErrorCode::TooLarge,
+                    format!(
+                        "{} bytes is over the write cap of {} bytes (max_write_bytes)",
+                        content.len(),
+                        inner.max_write_bytes
+                    ),
+                )
+                .with_path(rel.as_str()));
+            }
+            inner.check_write(rel.as_str(), None)?;
+            inner.ensure_parents(wr, &rel)?;
+            let (dir, name, resolved) = inner.open_checked(wr, &rel, false)?;
+            ctx.path(|| resolved.clone());
+            match dir.lstat(name) {
+                Err(e) if e.kind() == ErrorKind::NotFound => dir
+                    .write_atomic(name, content, RenameMode::NoReplace)
+                    .map_err(|e| at(e, &resolved))?,
+                Err(e) => return Err(at(e, &resolved)),
+                Ok(meta) => {
+                    inner.check_existing(&meta, &resolved)?;
+                    if !(inner.allow_overwrite && overwrite) {
+                        return Err(exists(&resolved, inner.allow_overwrite, overwrite));
+                    }
+                    dir.replace(name, content).map_err(|e| at(e, &resolved))?;
+                }
+            }
+            ctx.size = Some(content.len() as u64);
+            Ok(content.len() as u64)
+        })
+    }
+
+    /// Replaces `old` with `new` in a file below the write root: `old` must
+    /// occur exactly once, or at least once with `all`. Written through the
+    /// same atomic path as [`write`](Self::write); needs the sandbox's
+    /// `allow_overwrite` (an edit replaces an existing file). Returns how many
+    /// occurrences were replaced.
+    pub fn edit(&self, path: &str, old: &str, new: &str, all: bool) -> Result<usize, Error> {
+        self.op("edit", path, |inner, ctx| {
+            let rel = RelPath::parse(path)?;
+            ctx.path(|| rel.as_str().to_owned());
+            let wr = inner.write_root_for(&rel, "edit")?;
+            if old.is_empty() {
+                return Err(Error::request("old text must not be empty"));
+            }
+            if !inner.allow_overwrite {
+                return Err(Error::denied(
+                    "editing replaces an existing file, which this sandbox does not allow (allow_overwrite = false)",
+                )
+                .with_path(rel.as_str()));
+            }
+            inner.check_write(rel.as_str(), None)?;
+            let (dir, name, resolved) = inner.open_checked(wr, &rel, false)?;
+            ctx.path(|| resolved.clone());
+            let meta = dir.lstat(name).map_err(|e| at(e, &resolved))?;
+            inner.check_existing(&meta, &resolved)?;
+            if meta.len() > inner.max_read_bytes {
+                return Err(too_large_read(&rel, meta.len(), inner.max_read_bytes));
+            }
+            let mut text = Vec::with_capacity(meta.len() as usize);
+            dir.open_with(name, OpenOptions::new().read(true).follow(false))
+                .map_err(|e| at(e, &resolved))?
+                .take(inner.max_read_bytes + 1)
+                .read_to_end(&mut text)
+                .map_err(|e| io_error(&rel, e))?;
+            let count = count_occurrences(&text, old.as_bytes());
+            if count == 0 {
+                return Err(Error::new(ErrorCode::EditNoMatch, "the old text does not occur in the file")
+                    .with_path(resolved));
+            }
+            if count > 1 && !all {
+                return Err(Error::new(
+                    ErrorCode::EditAmbiguous,
+                    format!("the old text occurs {count} times; pass all=true or give more context"),
+                )
+                .with_path(resolved));
+            }
+            let out = replace_all(&text, old.as_bytes(), new.as_bytes());
+            if out.len() as u64 > inner.max_write_bytes {
+                return Err(Error::new(
+                    ErrorCode::TooLarge,
+                    format!("the edited file would be {} bytes, over max_write_bytes", out.len()),
+                )
+                .with_path(resolved));
+            }
+            dir.replace(name, &out).map_err(|e| at(e, &resolved))?;
+            ctx.size = Some(out.len() as u64);
+            Ok(count)
+        })
+    }
+
+    /// Lists a directory from the first read root that holds it, sorted by
+    /// name; symlinks are listed, not followed.
+    pub fn list(&self, path: &str) -> Result<Vec<ListEntry>, Error> {
+        self.op("list", path, |inner, ctx| {
+            let rel = RelPath::parse(path)?;
+            ctx.path(|| rel.as_str().to_owned());
+            let root = inner.first_holding(&rel)?;
+            let dir = root.open_dir(&rel).map_err(|e| at(e, rel.as_str()))?;
+            let mut out = Vec::new();
+            for e in dir.read_dir(".").map_err(|e| at(e, rel.as_str()))? {
+                let name = e.name().to_string_lossy().into_owned();
+                let size = dir.lstat(e.name()).map(|m| m.len()).unwrap_or(0);
+                out.push(ListEntry {
+                    name,
+                    kind: e.kind(),
+                    size,
+                });
+            }
+            out.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(out)
+        })
+    }
+
+    /// Kind, size and mode of what `path` names in the first read root that
+    /// holds it (following a final symlink beneath the root).
+    pub fn stat(&self, path: &str) -> Result<StatInfo, Error> {
+        self.op("stat", path, |inner, ctx| {
+            let rel = RelPath::parse(path)?;
+            ctx.path(|| rel.as_str().to_owned());
+            let (_, meta) = inner.stat_first(&rel)?;
+            Ok(StatInfo {
+                kind: meta.kind(),
+                size: meta.len(),
+                mode: meta.mode(),
+            })
+        })
+    }
+
+    /// Creates a directory (and its parents) below the write root. An
+    /// existing directory is fine; an existing non-directory is `E_EXISTS`.
+    pub fn mkdir(&self, path: &str) -> Result<(), Error> {
+        self.op("mkdir", path, |inner, ctx| {
+            let rel = RelPath::parse(path)?;
+            ctx.path(|| rel.as_str().to_owned());
+            let wr = inner.write_root_for(&rel, "mkdir")?;
+            inner.check_write(rel.as_str(), None)?;
+            inner.ensure_parents(wr, &rel)?;
+            let (dir, name, resolved) = inner.open_checked(wr, &rel, false)?;
+            ctx.path(|| resolved.clone());
+            match dir.mkdir(name, 0o777) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == ErrorKind::Exists => match dir.stat(name) {
+                    Ok(m) if m.is_dir() => Ok(()),
+                    _ => Err(at(e, &resolved)),
+                },
+                Err(e) => Err(at(e, &resolved)),
+            }
+        })
+    }
+
+    /// Deletes one file, one symlink entry (never its target) or one empty
+    /// directory below the write root. Deny patterns protect the target and
+    /// its ancestors.
+    pub fn delete(&self, path: &str) -> Result<(), Error> {
+        self.op("delete", path, |inner, ctx| {
+            let rel = RelPath::parse(path)?;
+            ctx.path(|| rel.as_str().to_owned());
+            let wr = inner.write_root_for(&rel, "delete")?;
+            inner.check_move(rel.as_str(), None)?;
+            let (dir, name, resolved) = inner.open_checked(wr, &rel, true)?;
+            ctx.path(|| resolved.clone());
+            dir.remove(name).map_err(|e| at(e, &resolved))
+        })
+    }
+
+    /// Moves `from` to `to` within the write root; the destination must not
+    /// exist. Deny patterns protect both and their ancestors.
+    pub fn rename(&self, from: &str, to: &str) -> Result<(), Error> {
+        let raw = format!("{from} -> {to}");
+        self.op("rename", &raw, |inner, ctx| {
+            let (f, t) = (RelPath::parse(from)?, RelPath::parse(to)?);
+            ctx.path(|| format!("{f} -> {t}"));
+            let wr = inner.write_root_for(&f, "rename")?;
+            inner.write_root_for(&t, "rename")?;
+            inner.check_move(f.as_str(), None)?;
+            inner.check_move(t.as_str(), None)?;
+            let (fdir, fname, fres) = inner.open_checked(wr, &f, true)?;
+            let (tdir, tname, tres) = inner.open_checked(wr, &t, true)?;
+            ctx.path(|| format!("{fres} -> {tres}"));
+            fdir.rename_to(fname, &tdir, tname, RenameMode::NoReplace)
+                .map_err(|e| {
+                    let p = if e.path() == tname.to_string_lossy() {
+                        &tres
+                    } else {
+                        &fres
+                    };
+                    at(e, p)
+                })
+        })
+    }
+
+    /// Paths matching a glob (`*` within a component, `**` across) below
+    /// `path` (default: the root) in every read root, first root winning,
+    /// sorted, capped at [`search::MAX_GLOB_RESULTS`]. Symlinks are matched
+    /// as entries and never followed.
+    pub fn glob(&self, pattern: &str, path: Option<&str>) -> Result<Vec<String>, Error> {
+        self.op("glob", path.unwrap_or("."), |inner, ctx| {
+            let base = RelPath::parse(path.unwrap_or("."))?;
+            ctx.path(|| base.as_str().to_owned());
+            let roots = inner.read_roots()?;
+            search::glob(roots, &base, pattern)
+        })
+    }
+
+    /// Lines matching a regular expression in the files below `path`
+    /// (default: the root) in every read root, first root winning; binary
+    /// files and files over `max_read_bytes` are skipped; symlinks are never
+    /// followed. At most `max_results` (default 100, at most 1000) matches.
+    pub fn grep(
+        &self,
+        pattern: &str,
+        path: Option<&str>,
+        max_results: Option<usize>,
+    ) -> Result<Vec<search::GrepMatch>, Error> {
+        self.op("grep", path.unwrap_or("."), |inner, ctx| {
+            let base = RelPath::parse(path.unwrap_or("."))?;
+            ctx.path(|| base.as_str().to_owned());
+            let roots = inner.read_roots()?;
+            let max = max_results.unwrap_or(search::DEFAULT_GREP_RESULTS);
+            if max == 0 || max > search::MAX_GREP_RESULTS {
+                return Err(Error::request(format!(
+                    "max_results must be between 1 and {}",
+                    search::MAX_GREP_RESULTS
+                )));
+            }
+            search::grep(roots, &base, pattern, max, inner.max_read_bytes)
+        })
+    }
+}
+
+impl Inner {
+    fn take_budget(&self) -> Result<(), Error> {
+        match &self.fs_ops {
+            None => Ok(()),
+            Some(left) => left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .map(drop)
+                .map_err(|_| Error::denied("the fs_ops budget is spent")),
+        }
+    }
+
+    fn read_roots(&self) -> Result<&[Root], Error> {
+        if self.read_roots.is_empty() {
+            return Err(Error::denied("no read roots are granted"));
+        }
+        Ok(&self.read_roots)
+    }
+
+    /// The write root, for an operation that cannot target the root itself.
+    fn write_root_for(&self, rel: &RelPath, op: &str) -> Result<&Root, Error> {
+        let wr = self
+            .write_root
+            .as_ref()
+            .ok_or_else(|| Error::denied("no write root is granted"))?;
+        if rel.is_root() {
+            return Err(Error::new(
+                ErrorCode::PathInvalid,
+                format!("cannot {op} the root itself"),
+            )
+            .with_path("."));
+        }
+        Ok(wr)
+    }
+
+    /// Opens `rel` for reading in the first read root that holds it.
+    fn open_read(&self, rel: &RelPath) -> Result<std::fs::File, Error> {
+        for root in self.read_roots()? {
+            match root.open_file(rel) {
+                Ok(f) => return Ok(f),
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(at(e, rel.as_str())),
+            }
+        }
+        Err(not_found(rel))
+    }
+
+    fn stat_first(&self, rel: &RelPath) -> Result<(&Root, sandgate_rootfs::Metadata), Error> {
+        for root in self.read_roots()? {
+            match root.stat(rel) {
+                Ok(m) => return Ok((root, m)),
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(at(e, rel.as_str())),
+            }
+        }
+        Err(not_found(rel))
+    }
+
+    fn first_holding(&self, rel: &RelPath) -> Result<&Root, Error> {
+        self.stat_first(rel).map(|(root, _)| root)
+    }
+
+    fn verdict(&self, v: Verdict<'_>) -> Result<(), Error> {
+        match v.refusal() {
+            None => Ok(()),
+            Some(r) => Err(Error::new(ErrorCode::FsProtected, r.to_string())
+                .with_path(r.path())
+                .with_pattern(r.rule().as_str())),
+        }
+    }
+
+    fn check_write(&self, spelled: &str, resolved: Option<&str>) -> Result<(), Error> {
+        self.verdict(self.guard.check_write(spelled, resolved))
+    }
+
+    fn check_move(&self, spelled: &str, resolved: Option<&str>) -> Result<(), Error> {
+        self.verdict(self.guard.check_rename_or_delete(spelled, resolved))
+    }
+
+    /// Opens the directory that holds `rel`'s final entry, learns where it
+    /// really is (through in-root symlinks), and checks the resolved name
+    /// against the deny rules. Everything after acts through this very
+    /// descriptor, so the check and the act concern the same directory.
+    fn open_checked<'p>(
+        &self,
+        wr: &Root,
+        rel: &'p RelPath,
+        with_ancestors: bool,
+    ) -> Result<(Root, &'p Path, String), Error> {
+        let (dir, name) = wr
+            .open_parent(Path::new(rel.as_str()))
+            .map_err(|e| at(e, rel.as_str()))?;
+        let resolved = if self.guard_active {
+            let parent = dir.path_within(wr).map_err(|e| at(e, rel.as_str()))?;
+            let name = name.to_string_lossy();
+            let resolved = match parent.to_string_lossy() {
+                p if p == "." => name.into_owned(),
+                p => format!("{p}/{name}"),
+            };
+            if with_ancestors {
+                self.check_move(rel.as_str(), Some(&resolved))?;
+            } else {
+                self.check_write(rel.as_str(), Some(&resolved))?;
+            }
+            resolved
+        } else {
+            rel.as_str().to_owned()
+        };
+        Ok((dir, name, resolved))
+    }
+
+    /// Refuses to overwrite anything but a singly linked regular file.
+    fn check_existing(
+        &self,
+        meta: &sandgate_rootfs::Metadata,
+        resolved: &str,
+    ) -> Result<(), Error> {
+        match meta.kind() {
+            FileKind::Symlink => {
+                return Err(Error::new(
+                    ErrorCode::Symlink,
+                    "the target is a symbolic link; write to the file it names instead",
+                )
+                .with_path(resolved))
+            }
+            FileKind::File => {}
+            _ => {
+                return Err(
+                    Error::new(ErrorCode::NotFile, "the target is not a regular file")
+                        .with_path(resolved),
+                )
+            }
+        }
+        if self.guard_active && meta.nlink() > 1 {
+            return Err(Error::new(
+                ErrorCode::Hardlink,
+                format!(
+                    "the file has {} hard links; its other names cannot be checked against the deny rules",
+                    meta.nlink()
+                ),
+            )
+            .with_path(resolved));
+        }
+        Ok(())
+    }
+
+    /// Creates the missing parent directories of `rel` one at a time, each
+    /// checked where it really lands, so that a write through an in-root
+    /// symlink never creates a directory inside a protected area.
+    fn ensure_parents(&self, wr: &Root, rel: &RelPath) -> Result<(), Error> {
+        let Some(parent) = rel.parent() else {
+            return Ok(());
+        };
+        if parent.is_root() {
+            return Ok(());
+        }
+        match wr.stat(&parent) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => {
+                return Err(Error::new(ErrorCode::NotDir, "a parent is not a directory")
+                    .with_path(parent.as_str()))
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(at(e, parent.as_str())),
+        }
+        let mut prefix = RelPath::root();
+        for c in parent.components() {
+            prefix = prefix.join(c)?;
+            match wr.stat(&prefix) {
+                Ok(m) if m.is_dir() => continue,
+                Ok(_) => {
+                    return Err(Error::new(ErrorCode::NotDir, "a parent is not a directory")
+                        .with_path(prefix.as_str()))
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(at(e, prefix.as_str())),
+            }
+            self.check_write(prefix.as_str(), None)?;
+            let (dir, name, resolved) = self.open_checked(wr, &prefix, false)?;
+            match dir.mkdir(name, 0o777) {
+                Ok(()) => {}
+                // Created meanwhile: fine if it is a directory now.
+                Err(e)
+                    if e.kind() == ErrorKind::Exists
+                        && dir.stat(name).is_ok_and(|m| m.is_dir()) => {}
+                Err(e) => return Err(at(e, &resolved)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Re-anchors a rootfs error on the root-relative name the caller knows.
+#[cold]
+fn at(e: sandgate_rootfs::Error, path: &str) -> Error {
+    Error::from(e).with_path(path)
+}
+
+#[cold]
+fn not_found(rel: &RelPath) -> Error {
+    Error::new(
+        ErrorCode::NotFound,
+        "no such file or directory in any read root",
+    )
+    .with_path(rel.as_str())
+}
+
+#[cold]
+fn not_file(rel: &RelPath) -> Error {
+    Error::new(ErrorCode::NotFile, "not a regular file").with_path(rel.as_str())
+}
+
+#[cold]
+fn too_large_read(rel: &RelPath, size: u64, cap: u64) -> Error {
+    Error::new(
+        ErrorCode::TooLarge,
+        format!("{size} bytes is over the read cap of {cap} bytes (max_read_bytes); read a line range instead"),
+    )
+    .with_path(rel.as_str())
+}
+
+#[cold]
+fn exists(resolved: &str, allowed: bool, asked: bool) -> Error {
+    let why = match (allowed, asked) {
+        (false, _) => {
+            "the file exists and this sandbox does not allow overwriting (allow_overwrite = false)"
+        }
+        (true, false) => "the file exists; pass overwrite=true to replace it",
+        (true, true) => "the file exists",
+    };
+    Error::new(ErrorCode::Exists, why).with_path(resolved)
+}
+
+#[cold]
+fn io_error(rel: &RelPath, e: std::io::Error) -> Error {
+    Error::new(ErrorCode::Io, e.to_string())
+        .with_path(rel.as_str())
+        .with_errno(e.raw_os_error())
+}
+
+/// Consumes one line without keeping it; returns the bytes consumed.
+fn skip_line(reader: &mut impl BufRead) -> std::io::Result<usize> {
+    let mut n = 0;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(n);
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok(n + i + 1);
+            }
+            None => {
+                let len = buf.len();
+                reader.consume(len);
+                n += len;
+            }
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
+    hay.get(from..)?
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|i| i + from)
+}
+
+fn count_occurrences(hay: &[u8], needle: &[u8]) -> usize {
+    let (mut n, mut at) = (0, 0);
+    while let Some(i) = find(hay, needle, at) {
+        n += 1;
+        at = i + needle.len();
+    }
+    n
+}
+
+fn replace_all(hay: &[u8], old: &[u8], new: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(hay.len());
+    let mut at = 0;
+    while let Some(i) = find(hay, old, at) {
+        out.extend_from_slice(&hay[at..i]);
+        out.extend_from_slice(new);
+        at = i + old.len();
+    }
+    out.extend_from_slice(&hay[at..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn occurrences_do_not_overlap() {
+        assert_eq!(count_occurrences(b"aaaa", b"aa"), 2);
+        assert_eq!(replace_all(b"aaaa", b"aa", b"b"), b"bb");
+        assert_eq!(count_occurrences(b"abc", b"x"), 0);
+        assert_eq!(replace_all(b"x-y-x", b"x", b"zz"), b"zz-y-zz");
+    }
+
+    #[test]
+    fn sandbox_is_send_and_sync() {
+        fn is<T: Send + Sync>() {}
+        is::<Sandbox>();
+    }
+}
