@@ -1,0 +1,527 @@
+//! The Sandbox on real files: every rule of SPEC §4 and §5 that the facade
+//! enforces, with the exact code asserted.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use sandgate::{AuditEvent, ErrorCode, FileKind, Resolver, Sandbox, SandboxBuilder};
+
+struct Fx {
+    tmp: tempfile::TempDir,
+}
+
+impl Fx {
+    fn new() -> Fx {
+        let tmp = tempfile::tempdir().unwrap();
+        for d in ["in", "ws", "outside"] {
+            fs::create_dir(tmp.path().join(d)).unwrap();
+        }
+        fs::write(tmp.path().join("outside/secret"), "OUTSIDE").unwrap();
+        Fx { tmp }
+    }
+    fn p(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+    fn put(&self, rel: &str, content: &str) -> &Self {
+        let p = self.p(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, content).unwrap();
+        self
+    }
+    fn link(&self, rel: &str, target: &str) -> &Self {
+        symlink(target, self.p(rel)).unwrap();
+        self
+    }
+    /// Reads from `in` then `ws`; writes to `ws`.
+    fn builder(&self) -> SandboxBuilder {
+        let mut b = Sandbox::builder();
+        b.read_root(self.p("in"))
+            .read_root(self.p("ws"))
+            .write_root(self.p("ws"));
+        b
+    }
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, sandgate::Error>) -> ErrorCode {
+    r.unwrap_err().code()
+}
+
+#[test]
+fn nothing_is_granted_by_default() {
+    let sb = Sandbox::builder().build().unwrap();
+    assert_eq!(code(sb.read("a")), ErrorCode::Denied);
+    assert_eq!(code(sb.write("a", b"x", false)), ErrorCode::Denied);
+    assert_eq!(code(sb.list(".")), ErrorCode::Denied);
+    assert_eq!(code(sb.mkdir("d")), ErrorCode::Denied);
+    assert_eq!(code(sb.glob("*", None)), ErrorCode::Denied);
+}
+
+#[test]
+fn write_root_does_not_grant_reads() {
+    let fx = Fx::new();
+    fx.put("ws/a.txt", "a");
+    let sb = Sandbox::builder().write_root(fx.p("ws")).build().unwrap();
+    assert_eq!(code(sb.read("a.txt")), ErrorCode::Denied);
+    sb.write("b.txt", b"b", false).unwrap();
+}
+
+#[test]
+fn read_roots_are_searched_in_order() {
+    let fx = Fx::new();
+    fx.put("in/both.txt", "from in")
+        .put("ws/both.txt", "from ws")
+        .put("ws/only.txt", "ws");
+    let sb = fx.builder().build().unwrap();
+    assert_eq!(sb.read("both.txt").unwrap(), b"from in");
+    assert_eq!(sb.read("only.txt").unwrap(), b"ws");
+    assert_eq!(code(sb.read("none.txt")), ErrorCode::NotFound);
+}
+
+#[test]
+fn names_are_parsed_before_anything_else() {
+    let fx = Fx::new();
+    let sb = fx.builder().build().unwrap();
+    for bad in [
+        "",
+        "/etc/passwd",
+        "../outside/secret",
+        "a/../b",
+        "C:\\x",
+        "a\\b",
+        "con.txt",
+        "f:stream",
+        "a\0b",
+    ] {
+        assert_eq!(code(sb.read(bad)), ErrorCode::PathInvalid, "{bad:?}");
+        assert_eq!(
+            code(sb.write(bad, b"x", false)),
+            ErrorCode::PathInvalid,
+            "{bad:?}"
+        );
+    }
+    assert_eq!(code(sb.write(".", b"x", false)), ErrorCode::PathInvalid);
+    assert_eq!(code(sb.delete(".")), ErrorCode::PathInvalid);
+    assert_eq!(code(sb.rename(".", "x")), ErrorCode::PathInvalid);
+    assert!(sb.list(".").is_ok());
+    assert!(sb.stat(".").is_ok());
+}
+
+#[test]
+fn symlink_escapes_are_refused() {
+    let fx = Fx::new();
+    let out = fx.p("outside");
+    fx.link("ws/abs", &format!("{}/secret", out.display()))
+        .link("ws/rel", "../outside/secret")
+        .link("ws/dir", "../outside");
+    let sb = fx.builder().build().unwrap();
+    for p in ["abs", "rel", "dir/secret"] {
+        assert_eq!(code(sb.read(p)), ErrorCode::PathEscape, "{p}");
+    }
+    assert_eq!(
+        code(sb.write("dir/new", b"x", false)),
+        ErrorCode::PathEscape
+    );
+    assert!(!out.join("new").exists());
+    let e = sb.read("rel").unwrap_err();
+    assert!(
+        !e.to_string().contains(&*fx.tmp.path().to_string_lossy()),
+        "{e}"
+    );
+}
+
+#[test]
+fn write_is_exclusive_and_overwrite_needs_both_switches() {
+    let fx = Fx::new();
+    fx.put("ws/a.txt", "old");
+    let strict = fx.builder().build().unwrap();
+    assert_eq!(
+        code(strict.write("a.txt", b"new", false)),
+        ErrorCode::Exists
+    );
+    assert_eq!(code(strict.write("a.txt", b"new", true)), ErrorCode::Exists);
+    let open = fx.builder().allow_overwrite(true).build().unwrap();
+    assert_eq!(code(open.write("a.txt", b"new", false)), ErrorCode::Exists);
+    assert_eq!(fs::read(fx.p("ws/a.txt")).unwrap(), b"old");
+    assert_eq!(open.write("a.txt", b"new", true).unwrap(), 3);
+    assert_eq!(fs::read(fx.p("ws/a.txt")).unwrap(), b"new");
+    assert_eq!(open.write("deep/er/b.txt", b"b", false).unwrap(), 1);
+    assert_eq!(fs::read(fx.p("ws/deep/er/b.txt")).unwrap(), b"b");
+}
+
+#[test]
+fn write_refuses_final_symlinks_directories_and_caps() {
+    let fx = Fx::new();
+    fx.put("ws/t.txt", "t").link("ws/l", "t.txt");
+    fs::create_dir(fx.p("ws/d")).unwrap();
+    let sb = fx
+        .builder()
+        .allow_overwrite(true)
+        .max_write_bytes(4)
+        .build()
+        .unwrap();
+    assert_eq!(code(sb.write("l", b"x", true)), ErrorCode::Symlink);
+    assert_eq!(code(sb.write("d", b"x", true)), ErrorCode::NotFile);
+    assert_eq!(code(sb.write("big", b"12345", false)), ErrorCode::TooLarge);
+    assert_eq!(fs::read(fx.p("ws/t.txt")).unwrap(), b"t");
+    assert!(!fx.p("ws/big").exists());
+}
+
+#[test]
+fn deny_patterns_apply_to_spelled_and_resolved_names() {
+    let fx = Fx::new();
+    fx.put("ws/.github/workflows/ci.yml", "ci")
+        .put("ws/src/main.rs", "fn main(){}");
+    fx.link("ws/gh", ".github")
+        .link("ws/ci", ".github/workflows/ci.yml");
+    let sb = fx
+        .builder()
+        .allow_overwrite(true)
+        .deny_write(".github/**")
+        .build()
+        .unwrap();
+    let e = sb
+        .write(".github/workflows/ci.yml", b"x", true)
+        .unwrap_err();
+    assert_eq!(
+        (e.code(), e.pattern()),
+        (ErrorCode::FsProtected, Some(".github/**"))
+    );
+    let e = sb.write("gh/workflows/ci.yml", b"x", true).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::FsProtected);
+    assert_eq!(
+        e.path(),
+        Some(".github/workflows/ci.yml"),
+        "the refusal names the resolved path"
+    );
+    assert_eq!(
+        code(sb.write("gh/new.yml", b"x", false)),
+        ErrorCode::FsProtected
+    );
+    assert_eq!(
+        code(sb.write("gh/newdir/x", b"x", false)),
+        ErrorCode::FsProtected
+    );
+    assert!(
+        !fx.p("ws/.github/newdir").exists(),
+        "no directory created inside a protected area"
+    );
+    assert_eq!(
+        code(sb.delete("gh/workflows/ci.yml")),
+        ErrorCode::FsProtected
+    );
+    assert_eq!(code(sb.mkdir("gh/x")), ErrorCode::FsProtected);
+    // Case and normalization do not help.
+    assert_eq!(
+        code(sb.write(".GitHub/workflows/x.yml", b"x", false)),
+        ErrorCode::FsProtected
+    );
+    assert_eq!(
+        fs::read(fx.p("ws/.github/workflows/ci.yml")).unwrap(),
+        b"ci"
+    );
+    sb.write("src/main.rs", b"fn main() {}", true).unwrap();
+}
+
+#[test]
+fn ancestors_are_protected_on_rename_and_delete() {
+    let fx = Fx::new();
+    fx.put("ws/.claude/settings.json", "{}")
+        .put("ws/a/b/c.txt", "c");
+    fs::create_dir(fx.p("ws/empty")).unwrap();
+    let sb = fx
+        .builder()
+        .deny_write(".claude/settings.json")
+        .deny_write("a/b/**")
+        .build()
+        .unwrap();
+    assert_eq!(
+        code(sb.rename(".claude", "elsewhere")),
+        ErrorCode::FsProtected
+    );
+    assert_eq!(code(sb.rename("a", "z")), ErrorCode::FsProtected);
+    assert_eq!(code(sb.rename("empty", ".claude")), ErrorCode::FsProtected);
+    assert_eq!(code(sb.delete("a/b/c.txt")), ErrorCode::FsProtected);
+    sb.rename("empty", "moved").unwrap();
+    sb.delete("moved").unwrap();
+}
+
+#[test]
+fn restricted_mode_protects_git_components() {
+    let fx = Fx::new();
+    fx.put("ws/repo/.git/config", "[core]");
+    let sb = fx.builder().allow_overwrite(true).build().unwrap();
+    let e = sb.write("repo/.git/config", b"x", true).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::FsProtected);
+    assert_eq!(
+        code(sb.write("repo/.GIT/hooks/post-commit", b"x", false)),
+        ErrorCode::FsProtected
+    );
+    sb.write("repo/.gitignore", b"target\n", false).unwrap();
+    let trusted = fx
+        .builder()
+        .restricted(false)
+        .allow_overwrite(true)
+        .build()
+        .unwrap();
+    trusted
+        .write("repo/.git/config", b"[core]\n", true)
+        .unwrap();
+}
+
+#[test]
+fn hard_links_are_refused_when_any_rule_exists() {
+    let fx = Fx::new();
+    fx.put("ws/protected.txt", "p");
+    fs::hard_link(fx.p("ws/protected.txt"), fx.p("ws/alias.txt")).unwrap();
+    let sb = fx
+        .builder()
+        .allow_overwrite(true)
+        .deny_write("protected.txt")
+        .build()
+        .unwrap();
+    assert_eq!(code(sb.write("alias.txt", b"x", true)), ErrorCode::Hardlink);
+    assert_eq!(
+        code(sb.edit("alias.txt", "p", "q", false)),
+        ErrorCode::Hardlink
+    );
+    assert_eq!(fs::read(fx.p("ws/protected.txt")).unwrap(), b"p");
+}
+
+#[test]
+fn edit_exactly_once_or_all() {
+    let fx = Fx::new();
+    fx.put("ws/f.txt", "a b a");
+    let sb = fx.builder().allow_overwrite(true).build().unwrap();
+    assert_eq!(
+        code(sb.edit("f.txt", "a", "x", false)),
+        ErrorCode::EditAmbiguous
+    );
+    assert_eq!(
+        code(sb.edit("f.txt", "zzz", "x", false)),
+        ErrorCode::EditNoMatch
+    );
+    assert_eq!(code(sb.edit("f.txt", "", "x", false)), ErrorCode::Request);
+    assert_eq!(sb.edit("f.txt", "b", "B", false).unwrap(), 1);
+    assert_eq!(sb.edit("f.txt", "a", "A", true).unwrap(), 2);
+    assert_eq!(fs::read(fx.p("ws/f.txt")).unwrap(), b"A B A");
+    let strict = fx.builder().build().unwrap();
+    assert_eq!(
+        code(strict.edit("f.txt", "A", "a", true)),
+        ErrorCode::Denied
+    );
+}
+
+#[test]
+fn ranged_reads_cut_at_whole_lines() {
+    let fx = Fx::new();
+    let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    fx.put("in/t.txt", &text);
+    let sb = fx.builder().max_read_bytes(20).build().unwrap();
+    assert_eq!(code(sb.read("t.txt")), ErrorCode::TooLarge);
+    let r = sb.read_lines("t.txt", 2, 3).unwrap();
+    assert_eq!(
+        (r.content.as_slice(), r.lines, r.total_lines, r.truncated),
+        (&b"line 2\nline 3\n"[..], 2, 10, true)
+    );
+    let r = sb.read_lines("t.txt", 9, 5).unwrap();
+    assert_eq!(
+        (r.content.as_slice(), r.lines, r.truncated),
+        (&b"line 9\nline 10\n"[..], 2, false)
+    );
+    assert_eq!(code(sb.read_lines("t.txt", 0, 1)), ErrorCode::Request);
+    assert_eq!(code(sb.read_lines("t.txt", 1, 2001)), ErrorCode::Request);
+}
+
+#[test]
+fn list_stat_mkdir_delete_rename() {
+    let fx = Fx::new();
+    fx.put("ws/b.txt", "bb")
+        .put("ws/a/x", "")
+        .link("ws/l", "b.txt");
+    // `.` exists in every root: the first read root answers, so read ws only.
+    let sb = Sandbox::builder()
+        .read_root(fx.p("ws"))
+        .write_root(fx.p("ws"))
+        .build()
+        .unwrap();
+    let names: Vec<(String, FileKind, u64)> = sb
+        .list(".")
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.kind, e.size))
+        .collect();
+    assert_eq!(names[0], ("a".into(), FileKind::Dir, names[0].2));
+    assert_eq!(names[1], ("b.txt".into(), FileKind::File, 2));
+    assert_eq!(names[2].1, FileKind::Symlink);
+    assert_eq!(sb.stat("l").unwrap().kind, FileKind::File);
+    sb.mkdir("n/m").unwrap();
+    sb.mkdir("n/m").unwrap();
+    assert_eq!(code(sb.mkdir("b.txt")), ErrorCode::Exists);
+    assert_eq!(code(sb.delete("a")), ErrorCode::NotEmpty);
+    sb.delete("l").unwrap();
+    assert!(fx.p("ws/b.txt").exists());
+    assert_eq!(code(sb.rename("b.txt", "a/x")), ErrorCode::Exists);
+    sb.rename("b.txt", "n/m/b.txt").unwrap();
+    assert_eq!(fs::read(fx.p("ws/n/m/b.txt")).unwrap(), b"bb");
+}
+
+#[test]
+fn glob_and_grep_stay_inside_and_do_not_follow_links() {
+    let fx = Fx::new();
+    fx.put("in/src/a.rs", "fn alpha() {}\n")
+        .put("in/src/deep/b.rs", "fn beta() {}\nalpha\n");
+    fx.put("outside/c.rs", "fn alpha() {}\n")
+        .link("in/src/out", "../../outside");
+    let sb = fx.builder().build().unwrap();
+    assert_eq!(
+        sb.glob("**/*.rs", None).unwrap(),
+        ["src/a.rs", "src/deep/b.rs"]
+    );
+    assert_eq!(sb.glob("*.rs", Some("src")).unwrap(), ["src/a.rs"]);
+    let hits = sb.grep("alpha", None, None).unwrap();
+    let got: Vec<(&str, usize)> = hits.iter().map(|m| (m.path.as_str(), m.line)).collect();
+    assert_eq!(got, [("src/a.rs", 1), ("src/deep/b.rs", 2)]);
+    assert_eq!(sb.grep("alpha", None, Some(1)).unwrap().len(), 1);
+    assert_eq!(code(sb.grep("(", None, None)), ErrorCode::Request);
+    assert_eq!(
+        code(sb.grep("x", Some("src/out"), None)),
+        ErrorCode::PathEscape
+    );
+}
+
+#[test]
+fn close_answers_closed() {
+    let fx = Fx::new();
+    fx.put("in/a", "a");
+    let sb = fx.builder().build().unwrap();
+    sb.read("a").unwrap();
+    sb.close();
+    assert!(sb.is_closed());
+    assert_eq!(code(sb.read("a")), ErrorCode::Closed);
+    assert_eq!(code(sb.write("b", b"b", false)), ErrorCode::Closed);
+}
+
+#[test]
+fn audit_sees_every_operation_and_no_content() {
+    let fx = Fx::new();
+    fx.put("in/a.txt", "SECRET-CONTENT");
+    let events: Arc<Mutex<Vec<AuditEvent>>> = Arc::default();
+    let sink = Arc::clone(&events);
+    let sb = fx
+        .builder()
+        .audit(move |e| sink.lock().unwrap().push(e.clone()))
+        .build()
+        .unwrap();
+    sb.read("a.txt").unwrap();
+    let _ = sb.read("../x");
+    sb.write("new.txt", b"hello", false).unwrap();
+    let _ = sb.write("new.txt", b"again", false);
+    let ev = events.lock().unwrap();
+    let got: Vec<(&str, &str, Option<u64>, ErrorCode)> = ev
+        .iter()
+        .map(|e| (e.op, e.path.as_str(), e.size, e.outcome))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("read", "a.txt", Some(14), ErrorCode::Ok),
+            ("read", "../x", None, ErrorCode::PathInvalid),
+            ("write", "new.txt", Some(5), ErrorCode::Ok),
+            ("write", "new.txt", None, ErrorCode::Exists),
+        ]
+    );
+    assert!(!format!("{ev:?}").contains("SECRET-CONTENT"));
+}
+
+#[test]
+fn budget_is_exact_under_concurrency() {
+    let fx = Fx::new();
+    fx.put("in/a", "a");
+    let sb = Arc::new(fx.builder().fs_ops_budget(Some(1000)).build().unwrap());
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let sb = Arc::clone(&sb);
+            std::thread::spawn(move || {
+                let (mut ok, mut denied) = (0, 0);
+                for _ in 0..250 {
+                    match sb.read("a") {
+                        Ok(_) => ok += 1,
+                        Err(e) if e.code() == ErrorCode::Denied => denied += 1,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                (ok, denied)
+            })
+        })
+        .collect();
+    let (ok, denied) = handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    assert_eq!((ok, denied), (1000, 1000));
+    assert_eq!(sb.fs_ops_remaining(), Some(0));
+    let none = fx.builder().fs_ops_budget(Some(0)).build().unwrap();
+    assert_eq!(code(none.read("a")), ErrorCode::Denied);
+}
+
+#[test]
+fn many_threads_many_operations_keep_the_tree_consistent() {
+    let fx = Fx::new();
+    for resolver in [Resolver::Openat2, Resolver::Walk] {
+        if resolver == Resolver::Openat2 && !sandgate::rootfs::openat2_supported() {
+            continue;
+        }
+        let ws = fx.p(&format!("ws/{resolver:?}"));
+        fs::create_dir_all(&ws).unwrap();
+        let sb = Arc::new(
+            Sandbox::builder()
+                .read_root(&ws)
+                .write_root(&ws)
+                .allow_overwrite(true)
+                .deny_write("protected/**")
+                .resolver(resolver)
+                .build()
+                .unwrap(),
+        );
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let sb = Arc::clone(&sb);
+                std::thread::spawn(move || {
+                    for i in 0..10_000 {
+                        let p = format!("t{t}/f{}", i % 16);
+                        let r = match i % 5 {
+                            0 => sb.write(&p, p.as_bytes(), true).map(drop),
+                            1 => sb.read(&p).map(|b| assert_eq!(b, p.as_bytes())),
+                            2 => sb.stat(&p).map(drop),
+                            3 => sb.write("protected/x", b"x", true).map(drop),
+                            _ => sb.list(&format!("t{t}")).map(drop),
+                        };
+                        if let Err(e) = r {
+                            assert!(
+                                matches!(e.code(), ErrorCode::NotFound | ErrorCode::FsProtected),
+                                "unexpected {e}"
+                            );
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        for t in 0..8 {
+            for i in 0..16 {
+                let p = format!("t{t}/f{i}");
+                assert_eq!(fs::read(ws.join(&p)).unwrap(), p.as_bytes());
+            }
+            assert_eq!(
+                fs::read_dir(ws.join(format!("t{t}"))).unwrap().count(),
+                16,
+                "no temporaries left"
+            );
+        }
+        assert!(!Path::new(&ws.join("protected")).exists());
+    }
+}
