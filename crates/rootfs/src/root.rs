@@ -2,7 +2,6 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
@@ -452,7 +451,7 @@ impl Root {
     pub fn read(&self, path: impl AsRef<Path>) -> Result<Vec<u8>> {
         let p = bytes(path.as_ref());
         let flags = OFlags::RDONLY | OFlags::NONBLOCK;
-        let mut file = File::from(
+        let file = File::from(
             self.resolve(
                 p,
                 Final::Open {
@@ -466,9 +465,7 @@ impl Root {
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
             return Err(not_file(p, st.st_mode));
         }
-        let mut buf = Vec::with_capacity(st.st_size as usize);
-        file.read_to_end(&mut buf).map_err(|e| io_error(p, e))?;
-        Ok(buf)
+        read_sized(&file, st.st_size as usize).map_err(|e| error::from_errno(p, e))
     }
 
     /// Resolves `path` (following a final symlink) to an `O_PATH` descriptor
@@ -859,11 +856,29 @@ fn not_file(p: &[u8], mode: u32) -> Error {
     Error::new(ErrorKind::NotFile, p, what)
 }
 
-#[cold]
-fn io_error(p: &[u8], e: std::io::Error) -> Error {
-    match e.raw_os_error() {
-        Some(n) => error::from_errno(p, Errno::from_raw_os_error(n)),
-        None => Error::new(ErrorKind::Io, p, e.to_string()),
+/// Reads a file whose size is known, with the system calls of
+/// `std::fs::read` and no more: `read_to_end` on a `File` would stat and
+/// seek again to size its buffer, which is what `size` already says.
+fn read_sized(file: &File, size: usize) -> std::result::Result<Vec<u8>, Errno> {
+    let mut buf = Vec::with_capacity(size);
+    loop {
+        if buf.len() == buf.capacity() {
+            // Probe for end of file (or growth since the stat) with a small
+            // stack buffer before growing the vector.
+            let mut probe = [0u8; 32];
+            match rustix::io::read(file, &mut probe) {
+                Ok(0) => return Ok(buf),
+                Ok(n) => buf.extend_from_slice(&probe[..n]),
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(e),
+            }
+            continue;
+        }
+        match rustix::io::read(file, rustix::buffer::spare_capacity(&mut buf)) {
+            Ok(0) => return Ok(buf),
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
     }
 }
 
