@@ -1,0 +1,394 @@
+//! The sandgate policy file (SPEC §6): strict TOML, gate rules, digest,
+//! summary and the network authorizer.
+//!
+//! A policy states the whole authority of an agent: the roots it may read,
+//! the one root it may write, the patterns it may not write, its byte caps,
+//! whether and how it may run commands, which hosts it may reach, and how
+//! many operations of each kind it gets. This crate turns the file into an
+//! immutable [`Policy`] or refuses it with a [`PolicyError`] that names the
+//! key.
+//!
+//! The crate is pure data. It reads the policy file itself and, to apply the
+//! gate rules, checks that each configured root exists and is a directory
+//! and canonicalizes it; it opens nothing else, and it enforces nothing: the
+//! facade hands the resolved settings to the mechanisms that do.
+//!
+//! ```no_run
+//! use sandgate_policy::Policy;
+//!
+//! let policy = Policy::load("agent-policy.toml")?;
+//! println!("{}", policy.summary());
+//! let decision = policy.authorize("https", "api.example.com", None, None);
+//! assert!(decision.allowed || !decision.reason.is_empty());
+//! # Ok::<(), sandgate_policy::PolicyError>(())
+//! ```
+//!
+//! **Threat model.** The file is written by the operator and trusted; the
+//! agent that runs under it is not. So the gate refuses, at load, settings
+//! that would quietly hand the agent more than the file seems to say: a
+//! write root that holds the policy file (the agent could rewrite its own
+//! policy), a budget for a capability that is not granted (a contradiction
+//! that usually hides a mistake), and in restricted mode process and network
+//! grants that reach outside the confinement (arbitrary programs, every
+//! local port, private networks, the cloud metadata service).
+//!
+//! **Choices where SPEC §6 is silent.**
+//!
+//! - The digest reads `sha256:<64 lowercase hex>`, over the exact bytes.
+//! - `exec.shell` must be an absolute path (its existence is the executor's
+//!   business); `exec.env_inherit` names may not be empty or hold `=`.
+//! - A confined-git `process_allow` entry needs a root to run in, so it is
+//!   refused when the policy grants no read or write root.
+//! - `budgets.exec_ops` needs `exec.enabled = true`, even when
+//!   `process_allow` lists confined git (fail closed; say so if the facade
+//!   counts git runs as exec operations and needs this relaxed).
+//! - `*.suffix` admits names strictly below `suffix`, at any depth, never
+//!   `suffix` itself; list both for both.
+//! - Loopback: restricted mode reaches it only through a port-qualified
+//!   loopback literal; trusted_host also honours bare loopback literals and
+//!   loopback names (`localhost`) as the operator's grant. In every mode a
+//!   name that is not a loopback entry but resolves to loopback is refused
+//!   (DNS rebinding), as is any redirect to loopback and any unspecified
+//!   address (`0.0.0.0` reaches the local host on Linux).
+//! - Address classes: IPv4-mapped, IPv4-compatible and NAT64 IPv6 addresses
+//!   are judged by the IPv4 address they carry; 100.64/10 (shared address
+//!   space) and fec0::/10 count as private, 240/4 as reserved.
+//! - An unbracketed IPv6 entry whose last group could be read as a port
+//!   (`::1:80`, `2001:db8::1:443`) is refused as ambiguous; write
+//!   `[addr]` or `[addr]:PORT`.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod error;
+mod gate;
+mod locate;
+mod net;
+mod schema;
+mod summary;
+
+use std::fs::File;
+use std::io::Read;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub use error::{PolicyError, PolicyErrorKind};
+pub use net::{classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost};
+pub use schema::{
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, DEFAULT_SHELL,
+    DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+};
+pub use summary::{Summary, SummaryNet};
+
+use net::NetRules;
+
+/// The largest policy file [`Policy::load`] reads: 1 MiB. A policy is a
+/// short list of grants; anything larger is a mistake (or `/dev/zero`).
+pub const MAX_POLICY_BYTES: u64 = 1024 * 1024;
+
+/// The three `process_allow` entries restricted mode admits: git run through
+/// the confined adapter (SPEC §7).
+pub const CONFINED_GIT: [&str; 3] = ["git:status", "git:diff", "git:log"];
+
+/// `security_mode`: how far the policy may reach beyond confinement.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecurityMode {
+    /// The default: only confined grants (SPEC §6 gate rules), `.git`
+    /// protected, no private network or loopback beyond port-qualified
+    /// literals.
+    #[default]
+    Restricted,
+    /// Operator-approved host integrations: any `process_allow` entry,
+    /// bare loopback grants, private literals. No confinement claim.
+    TrustedHost,
+}
+
+impl SecurityMode {
+    /// The word used in the policy file (`"restricted"`, `"trusted_host"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SecurityMode::Restricted => "restricted",
+            SecurityMode::TrustedHost => "trusted_host",
+        }
+    }
+}
+
+/// `exec.confine`: how kernel confinement of the shell is applied (SPEC §7).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confine {
+    /// No kernel confinement.
+    Off,
+    /// The default: use what the kernel offers and report what was enforced.
+    #[default]
+    BestEffort,
+    /// Refuse to run (`E_CONFINE_UNAVAILABLE`) if any part is missing.
+    Required,
+}
+
+impl Confine {
+    /// The word used in the policy file (`"off"`, `"best_effort"`,
+    /// `"required"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Confine::Off => "off",
+            Confine::BestEffort => "best_effort",
+            Confine::Required => "required",
+        }
+    }
+}
+
+/// File byte caps and the overwrite switch (`[fs]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Limits {
+    /// `fs.max_read_bytes`: the most one read returns (positive).
+    pub max_read_bytes: u64,
+    /// `fs.max_write_bytes`: the most one write accepts (positive).
+    pub max_write_bytes: u64,
+    /// `fs.allow_overwrite`: whether replacing an existing file may be
+    /// granted (a tool call must also ask for it).
+    pub allow_overwrite: bool,
+}
+
+/// The `[exec]` settings. With no `[exec]` table, or without
+/// `enabled = true`, exec is disabled and the other fields hold defaults.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ExecPolicy {
+    /// `exec.enabled`: whether shell commands may run (default false).
+    pub enabled: bool,
+    /// `exec.shell`: absolute path of the shell run as `shell -c command`.
+    pub shell: String,
+    /// `exec.timeout_ms`: 1..=86_400_000.
+    pub timeout_ms: u64,
+    /// `exec.max_output_bytes`: stdout and stderr together (positive).
+    pub max_output_bytes: u64,
+    /// `exec.env_inherit`: extra variable names passed from the host,
+    /// credentials included (the operator's lever).
+    pub env_inherit: Vec<String>,
+    /// `exec.confine`.
+    pub confine: Confine,
+    /// `exec.process_allow`: in restricted mode only [`CONFINED_GIT`]
+    /// entries.
+    pub process_allow: Vec<String>,
+}
+
+/// `[budgets]`: operation ceilings; `None` is unlimited, `Some(0)` none
+/// allowed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Budgets {
+    /// `budgets.fs_ops`.
+    pub fs_ops: Option<u64>,
+    /// `budgets.exec_ops`.
+    pub exec_ops: Option<u64>,
+    /// `budgets.net_ops`.
+    pub net_ops: Option<u64>,
+}
+
+/// A resolved, immutable policy.
+///
+/// Cloning is cheap (the settings are shared). Every root is a canonical
+/// absolute path that existed and was a directory at load.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    mode: SecurityMode,
+    read_roots: Vec<PathBuf>,
+    write_root: Option<PathBuf>,
+    deny_write: Vec<String>,
+    limits: Limits,
+    exec: ExecPolicy,
+    net: NetRules,
+    budgets: Budgets,
+    digest: String,
+}
+
+impl Policy {
+    /// Reads and resolves the policy file at `path`.
+    ///
+    /// Relative roots resolve against the file's directory; the write root
+    /// may not contain that directory (nor, when the file is a symlink, the
+    /// directory of the file it points to). The digest is taken over the
+    /// exact bytes read. Files over [`MAX_POLICY_BYTES`] are refused.
+    pub fn load(path: impl AsRef<Path>) -> Result<Policy, PolicyError> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(PolicyError::read)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_POLICY_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(PolicyError::read)?;
+        if bytes.len() as u64 > MAX_POLICY_BYTES {
+            return Err(PolicyError::new(
+                PolicyErrorKind::Read,
+                None,
+                format!("the policy file is over {MAX_POLICY_BYTES} bytes"),
+            ));
+        }
+        let base_dir = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        Policy::from_bytes(&bytes, base_dir, Some(path))
+    }
+
+    /// Resolves a policy from its bytes, as if read from a file in
+    /// `base_dir` (relative roots resolve against it).
+    ///
+    /// The write-root containment gate protects `base_dir` and, when
+    /// `policy_path` is given, the directory of that file (as named and as
+    /// its symlinks resolve). Tests pass the path of a notional policy
+    /// file, or `None` to protect `base_dir` alone.
+    pub fn from_bytes(
+        bytes: &[u8],
+        base_dir: &Path,
+        policy_path: Option<&Path>,
+    ) -> Result<Policy, PolicyError> {
+        let digest = digest_of(bytes);
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            PolicyError::new(
+                PolicyErrorKind::Syntax,
+                None,
+                format!(
+                    "the policy file is not UTF-8 (invalid byte at offset {})",
+                    e.valid_up_to()
+                ),
+            )
+        })?;
+        let doc = schema::parse_toml(text)?;
+        let raw = schema::decode(&doc)?;
+        let dirs = gate::PolicyDirs::resolve(base_dir, policy_path)?;
+        let inner = gate::resolve(raw, &dirs, digest)?;
+        Ok(Policy {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// `security_mode`.
+    pub fn security_mode(&self) -> SecurityMode {
+        self.inner.mode
+    }
+
+    /// `fs.read_roots`, canonical and absolute, in the file's order (the
+    /// first root that holds a name wins).
+    pub fn read_roots(&self) -> &[PathBuf] {
+        &self.inner.read_roots
+    }
+
+    /// `fs.write_root`, canonical and absolute, if one is granted.
+    pub fn write_root(&self) -> Option<&Path> {
+        self.inner.write_root.as_deref()
+    }
+
+    /// `fs.deny_write`, verbatim. The patterns are validated by the guard
+    /// that compiles them, not here.
+    pub fn deny_write(&self) -> &[String] {
+        &self.inner.deny_write
+    }
+
+    /// The byte caps and overwrite switch.
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    /// The `[exec]` settings.
+    pub fn exec(&self) -> &ExecPolicy {
+        &self.inner.exec
+    }
+
+    /// `net.allow`, parsed, in the file's order.
+    pub fn net_allow(&self) -> &[NetEntry] {
+        &self.inner.net.allow
+    }
+
+    /// `net.allow_http`.
+    pub fn allow_http(&self) -> bool {
+        self.inner.net.allow_http
+    }
+
+    /// `[budgets]`.
+    pub fn budgets(&self) -> Budgets {
+        self.inner.budgets
+    }
+
+    /// The digest of the policy file's exact bytes: `"sha256:"` followed by
+    /// 64 lowercase hex digits.
+    pub fn digest(&self) -> &str {
+        &self.inner.digest
+    }
+
+    /// What the policy grants, for people (`Display`) and programs
+    /// (`to_json`).
+    pub fn summary(&self) -> Summary {
+        Summary::of(self)
+    }
+
+    /// Decides whether a request to `scheme://host:port` may be made.
+    ///
+    /// - `scheme`: `https` and `wss` (default port 443); `http` and `ws`
+    ///   (default port 80) only with `net.allow_http`; any other is refused.
+    /// - `host`: a DNS name (matched case-insensitively), an IPv4 literal,
+    ///   or an IPv6 literal with or without brackets. Anything else,
+    ///   including spellings like `0x7f.1` that some resolvers read as
+    ///   addresses, is refused.
+    /// - `port`: the explicit port, or `None` for the scheme's default.
+    /// - `resolved_ip`: the address about to be dialled. Pass it: names are
+    ///   matched without it, but the address rules (restricted mode refuses
+    ///   private, link-local, unspecified, reserved and multicast
+    ///   addresses; loopback needs an entry that grants it) can only apply
+    ///   to an address they are shown. Call once before resolving and again
+    ///   with each address before connecting.
+    ///
+    /// Entries: `host` admits any port, `host:PORT` one port, `*.suffix`
+    /// strict subdomains of `suffix` at any depth (not `suffix` itself: list
+    /// it too for that). The first matching entry decides.
+    pub fn authorize(
+        &self,
+        scheme: &str,
+        host: &str,
+        port: Option<u16>,
+        resolved_ip: Option<IpAddr>,
+    ) -> NetDecision {
+        self.inner
+            .net
+            .authorize(scheme, host, port, resolved_ip, false)
+    }
+
+    /// Like [`authorize`](Policy::authorize), for the target of a redirect
+    /// hop: the same rules, and loopback (a loopback literal, a loopback
+    /// name, or a loopback `resolved_ip`) is always refused, the granted
+    /// port included, in every mode.
+    pub fn authorize_redirect(
+        &self,
+        scheme: &str,
+        host: &str,
+        port: Option<u16>,
+        resolved_ip: Option<IpAddr>,
+    ) -> NetDecision {
+        self.inner
+            .net
+            .authorize(scheme, host, port, resolved_ip, true)
+    }
+}
+
+fn digest_of(bytes: &[u8]) -> String {
+    let hash = Sha256::digest(bytes);
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for byte in hash.iter() {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    out
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";

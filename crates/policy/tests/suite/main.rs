@@ -1,0 +1,11 @@
+//! Integration tests for sandgate-policy: one binary, one module per area.
+
+mod authorize;
+mod common;
+mod digest;
+mod gate;
+mod net_entries;
+mod props;
+mod roots;
+mod strict;
+mod summary;

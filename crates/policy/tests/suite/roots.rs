@@ -1,0 +1,185 @@
+//! Roots: resolution, canonical form, existence, and the write-root
+//! containment gate.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+
+use sandgate_policy::{Policy, PolicyErrorKind as K};
+
+use crate::common::{mentions, Fixture};
+
+fn toml_str(path: &std::path::Path) -> String {
+    format!("{:?}", path.to_str().expect("utf-8 temp path"))
+}
+
+#[test]
+fn relative_roots_resolve_against_the_policy_directory() {
+    let fx = Fixture::new();
+    let p = fx
+        .load("[fs]\nread_roots = [\"inputs\", \"./templates\"]\nwrite_root = \"workspace\"\n")
+        .unwrap();
+    assert_eq!(
+        p.read_roots(),
+        [fx.canon("project/inputs"), fx.canon("project/templates")]
+    );
+    assert_eq!(
+        p.write_root(),
+        Some(fx.canon("project/workspace").as_path())
+    );
+}
+
+#[test]
+fn absolute_roots_are_admitted() {
+    let fx = Fixture::new();
+    let text = format!("[fs]\nread_roots = [{}]\n", toml_str(&fx.path("elsewhere")));
+    let p = fx.load(&text).unwrap();
+    assert_eq!(p.read_roots(), [fx.canon("elsewhere")]);
+    assert!(p.read_roots()[0].is_absolute());
+}
+
+#[test]
+fn roots_are_stored_canonical() {
+    let fx = Fixture::new();
+    symlink(fx.path("elsewhere"), fx.path("project/link")).unwrap();
+    let p = fx
+        .load("[fs]\nread_roots = [\"inputs/../templates\", \"link\"]\nwrite_root = \"workspace/.\"\n")
+        .unwrap();
+    assert_eq!(
+        p.read_roots(),
+        [fx.canon("project/templates"), fx.canon("elsewhere")]
+    );
+    assert_eq!(
+        p.write_root(),
+        Some(fx.canon("project/workspace").as_path())
+    );
+}
+
+#[test]
+fn missing_read_root_is_refused() {
+    let fx = Fixture::new();
+    let err = fx
+        .load("[fs]\nread_roots = [\"inputs\", \"nope\"]\n")
+        .unwrap_err();
+    assert_eq!(err.kind(), K::RootMissing);
+    assert_eq!(err.key(), Some("fs.read_roots[1]"));
+    assert!(err.message().contains("\"nope\" does not exist"), "{err}");
+    assert!(
+        !mentions(&err.to_string(), &fx.project()),
+        "no host path beyond the root: {err}"
+    );
+}
+
+#[test]
+fn read_root_that_is_a_file_is_refused() {
+    let fx = Fixture::new();
+    let err = fx
+        .load("[fs]\nread_roots = [\"a-file.txt\"]\n")
+        .unwrap_err();
+    assert_eq!(err.kind(), K::RootNotDirectory);
+    assert_eq!(err.key(), Some("fs.read_roots[0]"));
+}
+
+#[test]
+fn missing_write_root_is_refused() {
+    let fx = Fixture::new();
+    let err = fx.load("[fs]\nwrite_root = \"not-there\"\n").unwrap_err();
+    assert_eq!(err.kind(), K::RootMissing);
+    assert_eq!(err.key(), Some("fs.write_root"));
+}
+
+#[test]
+fn write_root_that_is_a_file_is_refused() {
+    let fx = Fixture::new();
+    let err = fx.load("[fs]\nwrite_root = \"a-file.txt\"\n").unwrap_err();
+    assert_eq!(err.kind(), K::RootNotDirectory);
+    assert_eq!(err.key(), Some("fs.write_root"));
+}
+
+#[test]
+fn empty_root_is_refused() {
+    let fx = Fixture::new();
+    let err = fx.load("[fs]\nwrite_root = \"\"\n").unwrap_err();
+    assert_eq!(err.kind(), K::InvalidValue);
+    assert_eq!(err.key(), Some("fs.write_root"));
+    let err = fx.load("[fs]\nread_roots = [\"\"]\n").unwrap_err();
+    assert_eq!(err.key(), Some("fs.read_roots[0]"));
+}
+
+#[test]
+fn write_root_equal_to_the_policy_directory_is_refused() {
+    let fx = Fixture::new();
+    let err = fx.load("[fs]\nwrite_root = \".\"\n").unwrap_err();
+    assert_eq!(err.kind(), K::WriteRootContainsPolicy);
+    assert_eq!(err.key(), Some("fs.write_root"));
+    assert!(
+        err.to_string().starts_with("policy key `fs.write_root`: "),
+        "{err}"
+    );
+    assert!(!mentions(&err.to_string(), &fx.project()), "{err}");
+}
+
+#[test]
+fn write_root_above_the_policy_directory_is_refused() {
+    let fx = Fixture::new();
+    let err = fx.load("[fs]\nwrite_root = \"..\"\n").unwrap_err();
+    assert_eq!(err.kind(), K::WriteRootContainsPolicy);
+    let text = format!("[fs]\nwrite_root = {}\n", toml_str(fx.tmp.path()));
+    assert_eq!(
+        fx.load(&text).unwrap_err().kind(),
+        K::WriteRootContainsPolicy
+    );
+}
+
+#[test]
+fn write_root_reaching_the_policy_directory_through_a_symlink_is_refused() {
+    let fx = Fixture::new();
+    symlink(fx.tmp.path(), fx.path("project/workspace/up")).unwrap();
+    let err = fx
+        .load("[fs]\nwrite_root = \"workspace/up\"\n")
+        .unwrap_err();
+    assert_eq!(err.kind(), K::WriteRootContainsPolicy);
+}
+
+#[test]
+fn write_root_holding_the_target_of_a_symlinked_policy_is_refused() {
+    let fx = Fixture::new();
+    // The real file lives in `elsewhere`; the project holds a link to it.
+    let real = fx.path("elsewhere/policy.toml");
+    let text = format!("[fs]\nwrite_root = {}\n", toml_str(&fx.path("elsewhere")));
+    fs::write(&real, text).unwrap();
+    let link = fx.project().join("linked.toml");
+    symlink(&real, &link).unwrap();
+    let err = Policy::load(&link).unwrap_err();
+    assert_eq!(err.kind(), K::WriteRootContainsPolicy);
+}
+
+#[test]
+fn write_root_below_the_policy_directory_is_admitted() {
+    let fx = Fixture::new();
+    fs::create_dir(fx.path("project/workspace/sub")).unwrap();
+    assert!(fx.load("[fs]\nwrite_root = \"workspace/sub\"\n").is_ok());
+    let text = format!("[fs]\nwrite_root = {}\n", toml_str(&fx.path("elsewhere")));
+    assert!(fx.load(&text).is_ok());
+}
+
+#[test]
+fn from_bytes_protects_the_base_directory_and_the_named_file() {
+    let fx = Fixture::new();
+    let text = b"[fs]\nwrite_root = \".\"\n";
+    let err = Policy::from_bytes(text, &fx.project(), None).unwrap_err();
+    assert_eq!(err.kind(), K::WriteRootContainsPolicy);
+
+    // Roots resolve against base_dir, the gate also covers the named file.
+    let text = format!("[fs]\nwrite_root = {}\n", toml_str(&fx.path("elsewhere")));
+    let notional = fx.path("elsewhere/policy.toml");
+    let err = Policy::from_bytes(text.as_bytes(), &fx.project(), Some(&notional)).unwrap_err();
+    assert_eq!(err.kind(), K::WriteRootContainsPolicy);
+    assert!(Policy::from_bytes(text.as_bytes(), &fx.project(), None).is_ok());
+}
+
+#[test]
+fn read_root_may_hold_the_policy_directory() {
+    let fx = Fixture::new();
+    let p = fx.load("[fs]\nread_roots = [\".\"]\n").unwrap();
+    assert_eq!(p.read_roots(), [fx.canon("project")]);
+}
