@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, RenameFlags, CWD};
 use rustix::io::Errno;
 
-/// How often link/rename are retried when a concurrent replace of the same
+/// How often a replace starts over when a concurrent replace of the same
 /// target reclaims the temporary name in between.
 const RETRIES: usize = 16;
 
@@ -64,27 +64,29 @@ fn write(
 ) -> Result<(), Errno> {
     let create_mode = Mode::from_bits_truncate(mode.unwrap_or(0o666));
     let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
-    let tmp = match rfs::openat(dir, c".", flags, create_mode) {
-        Ok(fd) => File::from(fd),
-        // No O_TMPFILE on this kernel or filesystem.
-        Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => {
-            return write_named(dir, name, data, create_mode, mode, replace)
-        }
-        Err(e) => return Err(e),
-    };
-    fill(&tmp, data, mode)?;
-    if !replace {
-        // linkat never replaces: EEXIST if anything has the name.
-        link_tmpfile(&tmp, dir, name, false)?;
-        return rfs::fsync(dir);
-    }
     let tname = temp_name(name);
+    // Each attempt uses a fresh unnamed file: once linked and then unlinked
+    // by someone else, an O_TMPFILE inode can never be linked again.
     for _ in 0..RETRIES {
+        let tmp = match rfs::openat(dir, c".", flags, create_mode) {
+            Ok(fd) => File::from(fd),
+            // No O_TMPFILE on this kernel or filesystem.
+            Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => {
+                return write_named(dir, name, data, create_mode, mode, replace)
+            }
+            Err(e) => return Err(e),
+        };
+        fill(&tmp, data, mode)?;
+        if !replace {
+            // linkat never replaces: EEXIST if anything has the name.
+            link_tmpfile(&tmp, dir, name, false)?;
+            return rfs::fsync(dir);
+        }
         link_tmpfile(&tmp, dir, &tname, true)?;
         match rfs::renameat(dir, &tname[..], dir, name) {
             Ok(()) => return rfs::fsync(dir),
-            // A concurrent replace reclaimed the temporary name before our
-            // rename: our bytes are still in `tmp`; link again.
+            // A concurrent replace of the same target reclaimed the temporary
+            // name before our rename: start over.
             Err(Errno::NOENT) => continue,
             Err(e) => {
                 let _ = rfs::unlinkat(dir, &tname[..], AtFlags::empty());

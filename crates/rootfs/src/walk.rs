@@ -21,6 +21,10 @@ use crate::error::{self, Result};
 /// Linux's MAXSYMLINKS: the 41st link in one resolution fails with ELOOP.
 pub(crate) const MAX_SYMLINKS: u32 = 40;
 
+/// How often a step is retried when the entry changes kind between the open
+/// and the `readlinkat` (a concurrent rename swapping a link and a directory).
+const SWAP_RETRIES: u32 = 8;
+
 /// procfs's `statfs` magic: its symbolic links may be magic links.
 const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 
@@ -58,6 +62,7 @@ struct Walker<'a> {
     pending: Vec<Comp>,
     stack: Vec<OwnedFd>,
     links: u32,
+    retries: u32,
 }
 
 /// Resolves `path` (already checked: relative, non-empty, no NUL) beneath
@@ -70,6 +75,7 @@ pub(crate) fn resolve(root: BorrowedFd<'_>, path: &[u8], fin: Final) -> Result<R
         pending: Vec::with_capacity(16),
         stack: Vec::with_capacity(8),
         links: 0,
+        retries: 0,
     };
     w.push_components(INPUT, path);
     w.run(fin)
@@ -166,21 +172,32 @@ impl<'a> Walker<'a> {
     /// Enters the directory named by `c`, following it if it is a symlink.
     fn step_dir(&mut self, c: Comp) -> Result<()> {
         let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let r = rfs::openat(self.cur(), self.bytes(c), flags, Mode::empty());
-        match r {
-            Ok(fd) => {
-                self.stack.push(fd);
-                Ok(())
+        for _ in 0..SWAP_RETRIES {
+            match rfs::openat(self.cur(), self.bytes(c), flags, Mode::empty()) {
+                Ok(fd) => {
+                    self.stack.push(fd);
+                    return Ok(());
+                }
+                // A symlink opened O_NOFOLLOW|O_DIRECTORY answers ENOTDIR, as
+                // does a regular file: readlinkat tells them apart.
+                Err(Errno::NOTDIR) => match self.read_link_at(c) {
+                    Ok(target) => return self.splice(target),
+                    // Not a link: a file, or swapped for a directory since
+                    // the open by a concurrent rename; look once more.
+                    Err(Errno::INVAL) => {
+                        let st =
+                            rfs::statat(self.cur(), self.bytes(c), rfs::AtFlags::SYMLINK_NOFOLLOW);
+                        match st.map(|st| FileType::from_raw_mode(st.st_mode)) {
+                            Ok(FileType::Directory | FileType::Symlink) => continue,
+                            _ => return Err(error::not_dir(self.path)),
+                        }
+                    }
+                    Err(e) => return Err(error::from_errno(self.path, e)),
+                },
+                Err(e) => return Err(error::from_errno(self.path, e)),
             }
-            // A symlink opened O_NOFOLLOW|O_DIRECTORY answers ENOTDIR, as does
-            // a regular file: readlinkat tells them apart.
-            Err(Errno::NOTDIR) => match self.read_link_at(c) {
-                Ok(target) => self.splice(target),
-                Err(Errno::INVAL) => Err(error::not_dir(self.path)),
-                Err(e) => Err(error::from_errno(self.path, e)),
-            },
-            Err(e) => Err(error::from_errno(self.path, e)),
         }
+        Err(error::from_errno(self.path, Errno::AGAIN))
     }
 
     /// Opens the final component. Returns `None` when it was a symlink that
@@ -214,6 +231,13 @@ impl<'a> Walker<'a> {
                 match self.read_link_at(c) {
                     Ok(target) => {
                         self.splice(target)?;
+                        Ok(None)
+                    }
+                    // Swapped for a non-link since the open: open it again
+                    // (`run` goes on while `pending` holds `c` once more).
+                    Err(Errno::INVAL) if self.retries < SWAP_RETRIES => {
+                        self.retries += 1;
+                        self.pending.push(c);
                         Ok(None)
                     }
                     Err(e) => Err(error::from_errno(self.path, e)),

@@ -18,6 +18,7 @@ pub fn setup() {
 /// The resolvers every case runs under. Under the seccomp fallback run,
 /// forcing `Openat2` would only test the filter, so `Auto` stands in.
 pub fn resolvers() -> Vec<Resolver> {
+    setup();
     if crate::seccomp::active() {
         vec![Resolver::Auto, Resolver::Walk]
     } else {
