@@ -1,0 +1,759 @@
+//! The guard: a set of compiled patterns and the checks run against it.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::fold::fold;
+use crate::glob::{Comp, Lit, Name};
+use crate::pattern::{Pattern, PatternError, Shape, Warning};
+
+/// Builds a [`Guard`] from deny-write patterns, in the style of globset's
+/// `GlobSetBuilder`.
+///
+/// ```
+/// use sandgate_fileguard::GuardBuilder;
+///
+/// let guard = GuardBuilder::new()
+///     .pattern(".github/**")
+///     .pattern("*.yml")
+///     .restricted(true)
+///     .build()?;
+/// assert!(guard.check_write("ci/deploy.YML", None).is_refused());
+/// assert!(guard.check_write("src/main.rs", None).is_allowed());
+/// # Ok::<(), sandgate_fileguard::PatternError>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct GuardBuilder {
+    patterns: Vec<String>,
+    restricted: bool,
+}
+
+impl GuardBuilder {
+    /// An empty builder: no patterns, not restricted.
+    pub fn new() -> GuardBuilder {
+        GuardBuilder::default()
+    }
+
+    /// Adds a deny-write pattern. It is checked when [`build`](Self::build)
+    /// runs; patterns are reported in the order added.
+    pub fn pattern(&mut self, pattern: &str) -> &mut GuardBuilder {
+        self.patterns.push(pattern.to_owned());
+        self
+    }
+
+    /// Adds several deny-write patterns.
+    pub fn patterns<I, S>(&mut self, patterns: I) -> &mut GuardBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.patterns
+            .extend(patterns.into_iter().map(|p| p.as_ref().to_owned()));
+        self
+    }
+
+    /// Restricted mode: additionally protect every path with a component
+    /// that folds to `.git`, at any depth (SPEC §5).
+    pub fn restricted(&mut self, yes: bool) -> &mut GuardBuilder {
+        self.restricted = yes;
+        self
+    }
+
+    /// Compiles the patterns. Fails on the first pattern that is empty,
+    /// absolute or has a `..` component (SPEC §5); a malformed component
+    /// does not fail the build but is reported by [`Guard::warnings`].
+    pub fn build(&self) -> Result<Guard, PatternError> {
+        let mut warnings = Vec::new();
+        let patterns = self
+            .patterns
+            .iter()
+            .map(|p| Pattern::parse(p, &mut warnings))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Guard {
+            index: Index::new(&patterns),
+            patterns,
+            restricted: self.restricted,
+            warnings,
+        })
+    }
+}
+
+/// Compiled deny-write protection (SPEC §5): the operator's patterns plus,
+/// in restricted mode, the `.git` rule. Pure: it judges path strings and
+/// touches no file system.
+///
+/// Build it once per policy with [`GuardBuilder`] and share it by reference
+/// (it is `Send + Sync`). A check folds the path once and allocates nothing
+/// when the path is already in folded form (lowercase ASCII, most lowercase
+/// text in other scripts).
+///
+/// # Paths
+///
+/// Checks take root-relative, `/`-separated names that the caller has
+/// already validated (SPEC §2). Empty and `.` components are skipped, so
+/// `a//b/./c` is `a/b/c`. The root itself (`""` or `.`) is always allowed:
+/// it is never a valid target of a mutation, and the caller refuses it with
+/// `E_PATH_INVALID` before asking. A name that still has a `..` component
+/// cannot be judged and is refused ([`Rule::Traversal`]) whenever the guard
+/// protects anything.
+///
+/// # Two flavours of check
+///
+/// - [`check_write`](Guard::check_write), for writing a file and making a
+///   directory: refused when the target matches.
+/// - [`check_rename_or_delete`](Guard::check_rename_or_delete), for both
+///   ends of a rename and for deletion: refused also when the target is an
+///   ancestor of something a pattern could match, since moving or removing
+///   the directory would move or remove that too.
+///
+/// # The ancestor rule
+///
+/// An anchored pattern protects a directory `d` when some path strictly
+/// beneath `d` could match it: `.claude/settings.json` protects `.claude`;
+/// `a/b/**` protects `a` and `a/b`; `a/*/x.txt` protects `a` and every
+/// `a/<name>`; `**/x` protects every directory. It is decided by running the
+/// pattern over `d`'s components and asking whether the pattern can still
+/// continue: a state short of the end is alive.
+///
+/// Unanchored (base-name) patterns such as `*.yml` or `Makefile` protect no
+/// ancestors: they follow files wherever they go rather than freezing the
+/// directories that happen to hold them. The restricted-mode `.git` rule is
+/// base-name-like in the same way: it protects `.git` and everything in it,
+/// but not `sub` in `sub/.git`. A caller deleting a tree recursively must
+/// check each entry.
+///
+/// The rule concerns directories, and the guard cannot tell a directory from
+/// a file: [`check_rename_or_delete`](Guard::check_rename_or_delete) treats
+/// every target as a possible directory. For a target known not to be one
+/// (a regular file or a symlink being removed or renamed), nothing lies
+/// beneath it, so [`check_write`](Guard::check_write) gives the answer;
+/// asking `check_rename_or_delete` about it is safe but over-denies (with
+/// `**/node_modules/**` configured, every name could be a directory that
+/// holds a `node_modules`).
+#[derive(Clone, Default)]
+pub struct Guard {
+    patterns: Vec<Pattern>,
+    index: Index,
+    restricted: bool,
+    warnings: Vec<Warning>,
+}
+
+/// Pattern numbers sorted by the cheapest test that can rule a pattern out,
+/// so a check spends one integer comparison on most patterns. Every list is
+/// in pattern order.
+#[derive(Clone, Default)]
+struct Index {
+    /// Unanchored patterns that are a literal name: refuse when the base
+    /// name equals it.
+    base_literals: Vec<(Lit, u32)>,
+    /// Anchored patterns whose first component is a literal: worth running
+    /// only when the path's first name equals it.
+    first_literals: Vec<(Lit, u32)>,
+    /// The rest, run every time.
+    others: Vec<u32>,
+}
+
+impl Index {
+    fn new(patterns: &[Pattern]) -> Index {
+        let mut index = Index::default();
+        for (i, p) in patterns.iter().enumerate() {
+            let i = i as u32;
+            match (p.is_anchored(), p.comps[0].literal()) {
+                (false, Some(lit)) => index.base_literals.push((lit.clone(), i)),
+                (true, Some(lit)) => index.first_literals.push((lit.clone(), i)),
+                _ => index.others.push(i),
+            }
+        }
+        index
+    }
+}
+
+impl fmt::Debug for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guard")
+            .field(
+                "patterns",
+                &self
+                    .patterns
+                    .iter()
+                    .map(Pattern::as_str)
+                    .collect::<Vec<_>>(),
+            )
+            .field("restricted", &self.restricted)
+            .field("warnings", &self.warnings.len())
+            .finish()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Write,
+    RenameOrDelete,
+}
+
+impl Guard {
+    /// Whether any protection is in force: a written pattern, or restricted
+    /// mode (whose `.git` rule acts as the pattern `**/.git/**`).
+    ///
+    /// The facade refuses to write a regular file with more than one hard
+    /// link (`E_HARDLINK`) whenever this is true, because no path check sees
+    /// a file's other names: in restricted mode, a hard link to
+    /// `.git/config` would otherwise be writable through its second name.
+    pub fn has_patterns(&self) -> bool {
+        !self.patterns.is_empty() || self.restricted
+    }
+
+    /// The patterns as written, in order.
+    pub fn patterns(&self) -> &[Pattern] {
+        &self.patterns
+    }
+
+    /// Whether restricted mode (the `.git` rule) is on.
+    pub fn is_restricted(&self) -> bool {
+        self.restricted
+    }
+
+    /// Malformed pattern components found at build, each treated as `*`.
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    /// Checks an ordinary write or mkdir of `spelled` (SPEC §5): refused when
+    /// the target itself is protected. No ancestor rule.
+    ///
+    /// `resolved` is the same target after in-root symlinks were followed,
+    /// when it differs; a refusal of it names it (an in-root symlink to a
+    /// protected file is refused like its target).
+    pub fn check_write<'a>(&'a self, spelled: &'a str, resolved: Option<&'a str>) -> Verdict<'a> {
+        self.check_str(Op::Write, spelled, resolved)
+    }
+
+    /// Checks one end of a rename, or a deletion, of `spelled` (SPEC §5):
+    /// refused when the target is protected or is an ancestor of something
+    /// an anchored pattern protects (see "The ancestor rule" on [`Guard`]).
+    /// `resolved` as for [`check_write`](Self::check_write).
+    ///
+    /// Meant for targets that are, or after the rename will be, directories;
+    /// for any other target [`check_write`](Self::check_write) answers the
+    /// same question without the over-denial of treating it as a directory.
+    pub fn check_rename_or_delete<'a>(
+        &'a self,
+        spelled: &'a str,
+        resolved: Option<&'a str>,
+    ) -> Verdict<'a> {
+        self.check_str(Op::RenameOrDelete, spelled, resolved)
+    }
+
+    /// [`check_write`](Self::check_write) for prepared candidates.
+    pub fn check_write_candidate<'a>(
+        &'a self,
+        spelled: &Candidate<'a>,
+        resolved: Option<&Candidate<'a>>,
+    ) -> Verdict<'a> {
+        self.check(Op::Write, spelled, resolved)
+    }
+
+    /// [`check_rename_or_delete`](Self::check_rename_or_delete) for prepared
+    /// candidates.
+    pub fn check_rename_or_delete_candidate<'a>(
+        &'a self,
+        spelled: &Candidate<'a>,
+        resolved: Option<&Candidate<'a>>,
+    ) -> Verdict<'a> {
+        self.check(Op::RenameOrDelete, spelled, resolved)
+    }
+
+    fn check_str<'a>(&'a self, op: Op, spelled: &'a str, resolved: Option<&'a str>) -> Verdict<'a> {
+        if !self.has_patterns() {
+            return Verdict::Allow;
+        }
+        let spelled = Candidate::new(spelled);
+        let resolved = resolved.map(Candidate::new);
+        self.check(op, &spelled, resolved.as_ref())
+    }
+
+    fn check<'a>(
+        &'a self,
+        op: Op,
+        spelled: &Candidate<'a>,
+        resolved: Option<&Candidate<'a>>,
+    ) -> Verdict<'a> {
+        if !self.has_patterns() {
+            return Verdict::Allow;
+        }
+        // The resolved path goes first so that, when both match, the refusal
+        // names where the write would really land.
+        let resolved = resolved.filter(|r| r.folded != spelled.folded);
+        for (cand, matched) in [
+            (resolved, Matched::Resolved),
+            (Some(spelled), Matched::Spelled),
+        ] {
+            let Some(cand) = cand else { continue };
+            let judged = with_components(&cand.folded, |path| self.judge(op, path));
+            if let Some((rule, ancestor)) = judged {
+                return Verdict::Refuse(Refusal {
+                    rule,
+                    path: cand.path,
+                    matched,
+                    ancestor,
+                });
+            }
+        }
+        Verdict::Allow
+    }
+
+    /// The rule that refuses the folded, split path, if any, and whether it
+    /// refused it as an ancestor. Direct matches outrank ancestor matches;
+    /// among equals the first pattern written wins.
+    fn judge(&self, op: Op, path: &Split<'_, '_>) -> Option<(Rule<'_>, bool)> {
+        let names = path.names;
+        let (first, last) = (names.first()?, names.last()?);
+        if path.has_parent {
+            return Some((Rule::Traversal, false));
+        }
+        let want_ancestor = op == Op::RenameOrDelete;
+        // The lowest-numbered pattern matching directly, and as an ancestor.
+        let (mut direct, mut ancestor) = (u32::MAX, u32::MAX);
+        let mut run = |i: u32| {
+            if i > direct {
+                return;
+            }
+            let p = &self.patterns[i as usize];
+            let (d, a) = if p.is_anchored() {
+                anchored_match(p, names, want_ancestor && i < ancestor)
+            } else {
+                (p.comps[0].matches(last), false)
+            };
+            if d {
+                direct = direct.min(i);
+            } else if a {
+                ancestor = ancestor.min(i);
+            }
+        };
+        for (lit, i) in &self.index.base_literals {
+            if lit.eq(last) {
+                run(*i);
+                break;
+            }
+        }
+        for (lit, i) in &self.index.first_literals {
+            if lit.eq(first) {
+                run(*i);
+            }
+        }
+        for &i in &self.index.others {
+            run(i);
+        }
+        let pattern = |i: u32| Rule::Pattern(self.patterns[i as usize].as_str());
+        if direct != u32::MAX {
+            return Some((pattern(direct), false));
+        }
+        if self.restricted && path.has_git {
+            return Some((Rule::GitDir, false));
+        }
+        (ancestor != u32::MAX).then(|| (pattern(ancestor), true))
+    }
+}
+
+/// Matches an anchored pattern against path components. Returns whether the
+/// path matches, and (when asked) whether something strictly beneath it
+/// could.
+fn anchored_match(p: &Pattern, path: &[Name<'_>], want_ancestor: bool) -> (bool, bool) {
+    // Two common shapes, decided without the state machine. A leading `**`
+    // keeps the first state alive, so every directory is an ancestor.
+    match p.shape() {
+        Shape::AnyName(lit) => return (path.iter().any(|n| lit.eq(n)), want_ancestor),
+        Shape::LastName(lit) => return (path.last().is_some_and(|n| lit.eq(n)), want_ancestor),
+        Shape::General => {}
+    }
+    let comps = &p.comps;
+    if !p.has_recursive() {
+        // Each pattern component takes exactly one path component.
+        if path.len() > comps.len() || (!want_ancestor && path.len() < comps.len()) {
+            return (false, false);
+        }
+        if !comps.iter().zip(path).all(|(c, name)| c.matches(name)) {
+            return (false, false);
+        }
+        return (path.len() == comps.len(), path.len() < comps.len());
+    }
+    let (end, alive_short_of_end) = match p.recursive_mask() {
+        Some(rec) => run_bits(comps, rec, path),
+        None => run_states(comps, path),
+    };
+    (end, want_ancestor && alive_short_of_end)
+}
+
+/// The component-level NFA for patterns of fewer than 64 components, on a
+/// bit set. Bit `j` means "the path so far matches the first `j` pattern
+/// components"; a `**` at `j` (bit `j` of `rec`) may stay at `j` while
+/// consuming a name, or step to `j + 1` without one. Returns whether the end
+/// state is reached, and whether any earlier state is (then a longer path
+/// beneath could still match, since every component can match some name).
+fn run_bits(comps: &[Comp], rec: u64, path: &[Name<'_>]) -> (bool, bool) {
+    let n = comps.len();
+    let close = |mut s: u64| loop {
+        let t = s | ((s & rec) << 1);
+        if t == s {
+            return s;
+        }
+        s = t;
+    };
+    let mut cur = close(1);
+    for name in path {
+        let mut next = cur & rec;
+        let mut single = cur & !rec & !(1 << n);
+        while single != 0 {
+            let j = single.trailing_zeros() as usize;
+            single &= single - 1;
+            if comps[j].matches(name) {
+                next |= 1 << (j + 1);
+            }
+        }
+        cur = close(next);
+        if cur == 0 {
+            return (false, false);
+        }
+    }
+    (cur & (1 << n) != 0, cur & !(1 << n) != 0)
+}
+
+/// [`run_bits`] for patterns too long for one word.
+fn run_states(comps: &[Comp], path: &[Name<'_>]) -> (bool, bool) {
+    let n = comps.len();
+    let close = |s: &mut Vec<bool>| {
+        for (j, c) in comps.iter().enumerate() {
+            if matches!(c, Comp::Recursive) && s[j] {
+                s[j + 1] = true;
+            }
+        }
+    };
+    let mut cur = vec![false; n + 1];
+    cur[0] = true;
+    close(&mut cur);
+    for name in path {
+        let mut next = vec![false; n + 1];
+        for (j, c) in comps.iter().enumerate() {
+            if !cur[j] {
+                continue;
+            }
+            match c {
+                Comp::Recursive => next[j] = true,
+                c if c.matches(name) => next[j + 1] = true,
+                _ => {}
+            }
+        }
+        close(&mut next);
+        if !next.contains(&true) {
+            return (false, false);
+        }
+        cur = next;
+    }
+    (cur[n], cur[..n].contains(&true))
+}
+
+/// A folded path split into names, with what the special rules need to know.
+struct Split<'a, 'b> {
+    names: &'b [Name<'a>],
+    /// A `..` component is present.
+    has_parent: bool,
+    /// A component is exactly `.git` (the path is folded already).
+    has_git: bool,
+}
+
+/// Splits a folded path into its components, skipping empty and `.` ones,
+/// without allocating for paths of up to 32 components.
+fn with_components<R>(path: &str, f: impl FnOnce(&Split<'_, '_>) -> R) -> R {
+    // Deeper paths are rare; they spill to the heap.
+    const INLINE: usize = 16;
+    let mut buf = [Name::new(""); INLINE];
+    let mut spill: Vec<Name<'_>> = Vec::new();
+    let (mut n, mut has_parent, mut has_git) = (0, false, false);
+    let mut start = 0;
+    for end in slashes(path.as_bytes()).chain([path.len()]) {
+        let c = path.get(start..end).unwrap_or("");
+        start = end + 1;
+        match c {
+            "" | "." => continue,
+            ".." => has_parent = true,
+            ".git" => has_git = true,
+            _ => {}
+        }
+        let name = Name::new(c);
+        if n < INLINE {
+            buf[n] = name;
+        } else {
+            if spill.is_empty() {
+                spill.extend_from_slice(&buf);
+            }
+            spill.push(name);
+        }
+        n += 1;
+    }
+    let names = if n <= INLINE { &buf[..n] } else { &spill[..] };
+    f(&Split {
+        names,
+        has_parent,
+        has_git,
+    })
+}
+
+/// Byte offsets of the `/` in `b`, found eight bytes at a time: path names
+/// are short, and a `memchr` call per name costs more than the scan.
+fn slashes(b: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    const SLASHES: u64 = 0x2F2F_2F2F_2F2F_2F2F;
+    let chunks = b.chunks_exact(8);
+    let rest = chunks.remainder();
+    let whole = chunks.enumerate().flat_map(|(i, chunk)| {
+        let x = chunk
+            .first_chunk::<8>()
+            .map_or(0, |c| u64::from_le_bytes(*c))
+            ^ SLASHES;
+        // High bit set exactly in the bytes of `x` that are zero.
+        let mut zeros = !(((x & LOW7) + LOW7) | x | LOW7);
+        std::iter::from_fn(move || {
+            (zeros != 0).then(|| {
+                let at = i * 8 + (zeros.trailing_zeros() / 8) as usize;
+                zeros &= zeros - 1;
+                at
+            })
+        })
+    });
+    let base = b.len() - rest.len();
+    whole.chain(
+        rest.iter()
+            .enumerate()
+            .filter(|(_, &c)| c == b'/')
+            .map(move |(i, _)| base + i),
+    )
+}
+
+/// A path prepared for checking: folded once, checked many times (like
+/// globset's `Candidate`).
+///
+/// Useful when one path is checked against several guards, or as both the
+/// spelled and the resolved name. Folding borrows when the path is already
+/// in folded form.
+#[derive(Clone, Debug)]
+pub struct Candidate<'a> {
+    path: &'a str,
+    folded: Cow<'a, str>,
+}
+
+impl<'a> Candidate<'a> {
+    /// Prepares a root-relative, `/`-separated path.
+    pub fn new(path: &'a str) -> Candidate<'a> {
+        Candidate {
+            path,
+            folded: fold(path),
+        }
+    }
+
+    /// The path as given.
+    pub fn path(&self) -> &'a str {
+        self.path
+    }
+
+    /// The path in folded form (see [`fold`](crate::fold())).
+    pub fn folded(&self) -> &str {
+        &self.folded
+    }
+}
+
+/// The answer of a check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Verdict<'a> {
+    /// No rule protects the path.
+    Allow,
+    /// A rule protects the path; the facade reports `E_FS_PROTECTED`.
+    Refuse(Refusal<'a>),
+}
+
+impl<'a> Verdict<'a> {
+    /// True for [`Verdict::Allow`].
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Verdict::Allow)
+    }
+
+    /// True for [`Verdict::Refuse`].
+    pub fn is_refused(&self) -> bool {
+        !self.is_allowed()
+    }
+
+    /// The refusal, if refused.
+    pub fn refusal(&self) -> Option<&Refusal<'a>> {
+        match self {
+            Verdict::Allow => None,
+            Verdict::Refuse(r) => Some(r),
+        }
+    }
+}
+
+/// Why a path is protected: which rule, which path, and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refusal<'a> {
+    rule: Rule<'a>,
+    path: &'a str,
+    matched: Matched,
+    ancestor: bool,
+}
+
+impl<'a> Refusal<'a> {
+    /// The rule that matched.
+    pub fn rule(&self) -> Rule<'a> {
+        self.rule
+    }
+
+    /// The pattern exactly as the operator wrote it, when a written pattern
+    /// matched (the text to attach to `E_FS_PROTECTED`).
+    pub fn pattern(&self) -> Option<&'a str> {
+        match self.rule {
+            Rule::Pattern(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The path that matched, as the caller passed it: the resolved path
+    /// when that is what matched.
+    pub fn path(&self) -> &'a str {
+        self.path
+    }
+
+    /// Whether the spelled or the resolved path matched.
+    pub fn matched(&self) -> Matched {
+        self.matched
+    }
+
+    /// Whether the path was refused as an ancestor of protected paths rather
+    /// than as a match itself (rename and delete only).
+    pub fn is_ancestor(&self) -> bool {
+        self.ancestor
+    }
+}
+
+impl fmt::Display for Refusal<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}`", self.path)?;
+        if self.matched == Matched::Resolved {
+            f.write_str(" (where the path resolves)")?;
+        }
+        match (self.rule, self.ancestor) {
+            (Rule::Pattern(p), false) => write!(f, " is protected by deny-write pattern `{p}`"),
+            (Rule::Pattern(p), true) => write!(
+                f,
+                " is above paths protected by deny-write pattern `{p}`, so it cannot be renamed or deleted"
+            ),
+            (Rule::GitDir, _) => {
+                f.write_str(" is a .git directory or inside one, which restricted mode protects")
+            }
+            (Rule::Traversal, _) => {
+                f.write_str(" has a `..` component, which deny-write protection cannot judge")
+            }
+        }
+    }
+}
+
+/// The rule behind a [`Refusal`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Rule<'a> {
+    /// A written pattern, exactly as written.
+    Pattern(&'a str),
+    /// Restricted mode's rule: a path component folds to `.git`.
+    GitDir,
+    /// The path still has a `..` component (it should have been resolved or
+    /// refused before the check); refused because it cannot be judged.
+    Traversal,
+}
+
+impl<'a> Rule<'a> {
+    /// Text naming the rule: the pattern as written, [`GIT_RULE`] or
+    /// [`TRAVERSAL_RULE`].
+    pub fn as_str(&self) -> &'a str {
+        match self {
+            Rule::Pattern(p) => p,
+            Rule::GitDir => GIT_RULE,
+            Rule::Traversal => TRAVERSAL_RULE,
+        }
+    }
+}
+
+impl fmt::Display for Rule<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// [`Rule::as_str`] of [`Rule::GitDir`]: the marker reported in place of a
+/// pattern for the restricted-mode `.git` rule. It starts with `/`, so no
+/// accepted pattern can be spelled the same.
+pub const GIT_RULE: &str = "/(restricted mode: .git)";
+
+/// [`Rule::as_str`] of [`Rule::Traversal`].
+pub const TRAVERSAL_RULE: &str = "/(unresolved ..)";
+
+/// Which of the two names of a target matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Matched {
+    /// The path as spelled by the caller.
+    Spelled,
+    /// The path after in-root symlinks were resolved.
+    Resolved,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync_clone_debug<T: Send + Sync + Clone + fmt::Debug>() {}
+
+    #[test]
+    fn guard_is_send_sync_clone_debug() {
+        assert_send_sync_clone_debug::<Guard>();
+        assert_send_sync_clone_debug::<Candidate<'static>>();
+    }
+
+    fn split(path: &str) -> (String, bool, bool) {
+        with_components(path, |s| {
+            let names: Vec<&str> = s.names.iter().map(|n| n.text).collect();
+            (names.join("|"), s.has_parent, s.has_git)
+        })
+    }
+
+    #[test]
+    fn slashes_are_found_like_split_finds_them() {
+        for path in [
+            "",
+            "/",
+            "a",
+            "a/b",
+            "//a//",
+            "0123456/89/",
+            "a/b/c/d/e/f/g/h/i/j",
+            "ж/日本/x/",
+        ] {
+            let expected: Vec<usize> = path.match_indices('/').map(|(i, _)| i).collect();
+            assert_eq!(
+                slashes(path.as_bytes()).collect::<Vec<_>>(),
+                expected,
+                "{path:?}"
+            );
+        }
+        let all: String = (0u8..=255)
+            .map(|b| if b == b'/' { '/' } else { 'x' })
+            .collect();
+        assert_eq!(slashes(all.as_bytes()).count(), 1);
+    }
+
+    #[test]
+    fn components_skip_empty_and_dot() {
+        assert_eq!(split("a//b/./c/"), ("a|b|c".into(), false, false));
+        assert_eq!(split("."), ("".into(), false, false));
+        assert_eq!(split("a/../.git"), ("a|..|.git".into(), true, true));
+        let long = vec!["x"; 40].join("/") + "/.git";
+        let (joined, _, git) = split(&long);
+        assert_eq!((joined.split('|').count(), git), (41, true));
+    }
+}
