@@ -637,6 +637,28 @@ impl Root {
         rfs::unlinkat(&dir, s.name, AtFlags::REMOVEDIR).map_err(|e| error::from_errno(p, e))
     }
 
+    /// Removes a file or a symlink entry, never a directory
+    /// (`unlinkat` without `AT_REMOVEDIR`: a directory fails with
+    /// [`ErrorKind::NotFile`]).
+    pub fn remove_file(&self, path: impl AsRef<Path>) -> Result<()> {
+        let p = bytes(path.as_ref());
+        let s = self.split_checked(p, "cannot remove '.' or '..'")?;
+        if s.trailing_slash {
+            return Err(error::not_dir(p));
+        }
+        let dir = self.parent(p, &s, OFlags::PATH)?;
+        rfs::unlinkat(&dir, s.name, AtFlags::empty()).map_err(|e| error::from_errno(p, e))
+    }
+
+    /// Removes an empty directory, never a file or a symlink
+    /// ([`ErrorKind::NotDir`]).
+    pub fn remove_dir(&self, path: impl AsRef<Path>) -> Result<()> {
+        let p = bytes(path.as_ref());
+        let s = self.split_checked(p, "cannot remove '.' or '..'")?;
+        let dir = self.parent(p, &s, OFlags::PATH)?;
+        rfs::unlinkat(&dir, s.name, AtFlags::REMOVEDIR).map_err(|e| error::from_errno(p, e))
+    }
+
     /// Renames `from` to `to`, both beneath the root, like
     /// [`std::fs::rename`]; a final symlink is moved, not followed. With
     /// [`RenameMode::NoReplace`] an existing destination fails with

@@ -29,6 +29,7 @@ mod error;
 pub mod relpath;
 mod sandbox;
 pub mod search;
+pub mod tool;
 
 pub use audit::{AuditEvent, AuditSink};
 pub use error::{Error, ErrorCode};
@@ -38,5 +39,7 @@ pub use sandbox::{
     DEFAULT_MAX_WRITE_BYTES, MAX_RANGE_LINES,
 };
 pub use sandgate_fileguard as fileguard;
+pub use sandgate_policy as policy;
 pub use sandgate_rootfs as rootfs;
 pub use sandgate_rootfs::{FileKind, Resolver};
+pub use tool::ToolSession;

@@ -116,11 +116,12 @@ fn is_reserved(component: &str) -> bool {
     match upper.as_str() {
         "CON" | "PRN" | "AUX" | "NUL" => true,
         _ => {
-            let (head, tail) = upper.split_at(upper.len().min(3));
-            (head == "COM" || head == "LPT")
+            // `get` rather than slicing: byte 3 may fall inside a character.
+            let (head, tail) = (upper.get(..3), upper.get(3..));
+            matches!(head, Some("COM" | "LPT"))
                 && matches!(
                     tail,
-                    "1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9" | "¹" | "²" | "³"
+                    Some("1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9" | "¹" | "²" | "³")
                 )
         }
     }
@@ -284,6 +285,7 @@ mod tests {
         refuses_com9_ext: "COM9.log" => R::ReservedName;
         refuses_lpt5: "x/lpt5" => R::ReservedName;
         refuses_com_superscript: "COM¹" => R::ReservedName;
+        refuses_lpt_superscript_ext: "lpt³.txt" => R::ReservedName;
         refuses_con_trailing_space: "con .txt" => R::ReservedName;
         refuses_colon_stream: "file.txt:secret" => R::Colon;
         refuses_colon_component: "a/b:c" => R::Colon;
@@ -307,6 +309,11 @@ mod tests {
             ("..a", "..a"),
             ("a..", "a.."),
             ("é/ſ", "é/ſ"),
+            ("éé.txt", "éé.txt"),
+            ("ééé", "ééé"),
+            ("😀.md", "😀.md"),
+            ("co😀", "co😀"),
+            ("COMé", "COMé"),
             (".github/workflows/ci.yml", ".github/workflows/ci.yml"),
         ] {
             assert_eq!(RelPath::parse(input).unwrap().as_str(), want, "{input:?}");

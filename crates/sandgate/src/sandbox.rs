@@ -83,6 +83,25 @@ impl SandboxBuilder {
             fs_ops: None,
         }
     }
+    /// A builder holding everything a policy grants for files: roots, caps,
+    /// the overwrite switch, deny patterns, the mode and the fs_ops budget.
+    /// Add an audit sink before building if you want one.
+    pub fn from_policy(policy: &sandgate_policy::Policy) -> SandboxBuilder {
+        let limits = policy.limits();
+        let mut b = SandboxBuilder::new();
+        b.read_roots(policy.read_roots().iter().cloned())
+            .max_read_bytes(limits.max_read_bytes)
+            .max_write_bytes(limits.max_write_bytes)
+            .allow_overwrite(limits.allow_overwrite)
+            .deny_write_patterns(policy.deny_write().iter().cloned())
+            .restricted(policy.security_mode() == sandgate_policy::SecurityMode::Restricted)
+            .fs_ops_budget(policy.budgets().fs_ops);
+        if let Some(w) = policy.write_root() {
+            b.write_root(w);
+        }
+        b
+    }
+
     /// Adds a read root (looked up after those added before it).
     pub fn read_root(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
         self.read_roots.push(dir.into());
@@ -179,7 +198,7 @@ impl SandboxBuilder {
             .patterns(self.deny_write.iter())
             .restricted(self.restricted)
             .build()
-            .map_err(|e| Error::new(ErrorCode::Policy, e.to_string()).with_key("deny_write"))?;
+            .map_err(|e| Error::new(ErrorCode::Policy, e.to_string()).with_key("fs.deny_write"))?;
         let open = |dir: &Path, what: &str| {
             Root::open_with_resolver(dir, self.resolver).map_err(|e| {
                 Error::from(e)
@@ -296,6 +315,11 @@ impl Sandbox {
         SandboxBuilder::new()
     }
 
+    /// The sandbox a policy grants (no audit sink).
+    pub fn from_policy(policy: &sandgate_policy::Policy) -> Result<Sandbox, Error> {
+        SandboxBuilder::from_policy(policy).build()
+    }
+
     /// Releases the roots. Operations called afterwards answer `E_CLOSED`;
     /// those already running finish first.
     pub fn close(&self) {
@@ -308,6 +332,25 @@ impl Sandbox {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .is_none()
+    }
+
+    /// Malformed deny-pattern components that were treated as `*` (fail
+    /// closed), one message each, for the operator to see.
+    pub fn warnings(&self) -> Vec<String> {
+        match self
+            .state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            Some(inner) => inner
+                .guard
+                .warnings()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            None => Vec::new(),
+        }
     }
 
     /// Fs operations left in the budget (`None`: unlimited).
@@ -621,10 +664,20 @@ impl Sandbox {
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
             let wr = inner.write_root_for(&rel, "delete")?;
-            inner.check_move(rel.as_str(), None)?;
-            let (dir, name, resolved) = inner.open_checked(wr, &rel, true)?;
+            // Ancestor protection concerns directories: a file or a symlink
+            // has nothing beneath it.
+            let is_dir = inner.entry_is_dir(wr, &rel)?;
+            inner.check_target(rel.as_str(), None, is_dir)?;
+            let (dir, name, resolved) = inner.open_checked(wr, &rel, is_dir)?;
             ctx.path(|| resolved.clone());
-            dir.remove(name).map_err(|e| at(e, &resolved))
+            // Remove the kind that was checked: a file swapped for a
+            // directory meanwhile fails instead of being removed unchecked.
+            if is_dir {
+                dir.remove_dir(name)
+            } else {
+                dir.remove_file(name)
+            }
+            .map_err(|e| at(e, &resolved))
         })
     }
 
@@ -637,10 +690,13 @@ impl Sandbox {
             ctx.path(|| format!("{f} -> {t}"));
             let wr = inner.write_root_for(&f, "rename")?;
             inner.write_root_for(&t, "rename")?;
-            inner.check_move(f.as_str(), None)?;
-            inner.check_move(t.as_str(), None)?;
-            let (fdir, fname, fres) = inner.open_checked(wr, &f, true)?;
-            let (tdir, tname, tres) = inner.open_checked(wr, &t, true)?;
+            // What moves is what the source is: a directory carries whatever
+            // lies beneath it, so both names get the ancestor rule then.
+            let is_dir = inner.entry_is_dir(wr, &f)?;
+            inner.check_target(f.as_str(), None, is_dir)?;
+            inner.check_target(t.as_str(), None, is_dir)?;
+            let (fdir, fname, fres) = inner.open_checked(wr, &f, is_dir)?;
+            let (tdir, tname, tres) = inner.open_checked(wr, &t, is_dir)?;
             ctx.path(|| format!("{fres} -> {tres}"));
             fdir.rename_to(fname, &tdir, tname, RenameMode::NoReplace)
                 .map_err(|e| {
@@ -724,6 +780,15 @@ impl Inner {
             )
             .with_path("."));
         }
+        // The kernel's limit counts the terminating NUL: refuse a name it
+        // cannot take before creating any parent for it.
+        if rel.as_str().len() >= crate::relpath::MAX_NAME_BYTES {
+            return Err(Error::new(
+                ErrorCode::PathInvalid,
+                "path too long for the operating system (4096 bytes)",
+            )
+            .with_path(rel.as_str()));
+        }
         Ok(wr)
     }
 
@@ -771,6 +836,28 @@ impl Inner {
         self.verdict(self.guard.check_rename_or_delete(spelled, resolved))
     }
 
+    /// The rename/delete check for an entry: with the ancestor rule when it
+    /// is a directory, the target alone otherwise.
+    fn check_target(
+        &self,
+        spelled: &str,
+        resolved: Option<&str>,
+        is_dir: bool,
+    ) -> Result<(), Error> {
+        if is_dir {
+            self.check_move(spelled, resolved)
+        } else {
+            self.check_write(spelled, resolved)
+        }
+    }
+
+    /// Whether `rel`'s final entry (not followed) is a directory.
+    fn entry_is_dir(&self, wr: &Root, rel: &RelPath) -> Result<bool, Error> {
+        wr.lstat(rel)
+            .map(|m| m.is_dir())
+            .map_err(|e| at(e, rel.as_str()))
+    }
+
     /// Opens the directory that holds `rel`'s final entry, learns where it
     /// really is (through in-root symlinks), and checks the resolved name
     /// against the deny rules. Everything after acts through this very
@@ -791,11 +878,7 @@ impl Inner {
                 p if p == "." => name.into_owned(),
                 p => format!("{p}/{name}"),
             };
-            if with_ancestors {
-                self.check_move(rel.as_str(), Some(&resolved))?;
-            } else {
-                self.check_write(rel.as_str(), Some(&resolved))?;
-            }
+            self.check_target(rel.as_str(), Some(&resolved), with_ancestors)?;
             resolved
         } else {
             rel.as_str().to_owned()

@@ -378,3 +378,21 @@ fn open_parent_acts_through_the_checked_directory() {
         );
     });
 }
+
+#[test]
+fn remove_file_and_remove_dir_remove_only_their_kind() {
+    each(|f, root| {
+        f.file("f", "x").dir("d").link("l", "d");
+        assert_eq!(
+            root.remove_file("d").unwrap_err().kind(),
+            ErrorKind::NotFile
+        );
+        assert_eq!(root.remove_dir("f").unwrap_err().kind(), ErrorKind::NotDir);
+        assert_eq!(root.remove_dir("l").unwrap_err().kind(), ErrorKind::NotDir);
+        root.remove_file("l").unwrap();
+        assert!(f.p("d").is_dir(), "a symlink entry goes, never its target");
+        root.remove_file("f").unwrap();
+        root.remove_dir("d").unwrap();
+        assert!(names(f, ".").is_empty());
+    });
+}

@@ -1,0 +1,334 @@
+//! The JSON tool endpoint (SPEC §10): one request object in, one answer
+//! object out, for every file tool of a [`Sandbox`].
+//!
+//! Requests are strict: the keys of each op are exact, a key may appear
+//! once, and each value has one JSON type (booleans are booleans, counts are
+//! non-negative integers). Anything else is answered with `E_REQUEST` naming
+//! the key. A bad request never ends a session: [`ToolSession::handle_line`]
+//! always answers.
+
+use std::fmt;
+
+use base64::Engine as _;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::{json, Map, Value};
+
+use crate::error::{Error, ErrorCode};
+use crate::sandbox::Sandbox;
+
+/// A JSON object whose keys were checked to be unique, in request order.
+struct StrictObject(Vec<(String, Value)>);
+
+impl<'de> Deserialize<'de> for StrictObject {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StrictObject;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StrictObject, A::Error> {
+                let mut out: Vec<(String, Value)> = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if out.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format_args!("duplicated key `{key}`")));
+                    }
+                    out.push((key, map.next_value()?));
+                }
+                Ok(StrictObject(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// The fields of one request, consumed key by key; what is left over is an
+/// unknown key.
+struct Fields {
+    op: String,
+    map: Vec<(String, Value)>,
+}
+
+fn bad(message: impl Into<String>) -> Error {
+    Error::new(ErrorCode::Request, message)
+}
+
+impl Fields {
+    fn take(&mut self, key: &str) -> Option<Value> {
+        let i = self.map.iter().position(|(k, _)| k == key)?;
+        Some(self.map.swap_remove(i).1)
+    }
+
+    fn opt_str(&mut self, key: &str) -> Result<Option<String>, Error> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(bad(format!("`{key}` must be a string"))),
+        }
+    }
+
+    fn str(&mut self, key: &str) -> Result<String, Error> {
+        self.opt_str(key)?
+            .ok_or_else(|| bad(format!("`{}` needs `{key}`", self.op)))
+    }
+
+    fn opt_bool(&mut self, key: &str) -> Result<Option<bool>, Error> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(b)),
+            Some(_) => Err(bad(format!(
+                "`{key}` must be a JSON boolean (true or false)"
+            ))),
+        }
+    }
+
+    fn opt_count(&mut self, key: &str) -> Result<Option<usize>, Error> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(v) => Ok(Some(usize::try_from(v).unwrap_or(usize::MAX))),
+                None => Err(bad(format!("`{key}` must be a non-negative integer"))),
+            },
+            Some(_) => Err(bad(format!("`{key}` must be a non-negative integer"))),
+        }
+    }
+
+    /// Refuses whatever key the op did not take.
+    fn done(self) -> Result<(), Error> {
+        match self.map.first() {
+            None => Ok(()),
+            Some((k, _)) => Err(bad(format!("unknown key `{k}` for op `{}`", self.op))),
+        }
+    }
+}
+
+/// The ops a request may name.
+pub const OPS: &[&str] = &[
+    "summary", "read", "write", "edit", "list", "stat", "mkdir", "delete", "rename", "glob",
+    "grep", "exec",
+];
+
+/// One session of the tool endpoint: a sandbox and what `summary` answers.
+pub struct ToolSession {
+    sandbox: Sandbox,
+    summary: Value,
+}
+
+impl ToolSession {
+    /// A session over `sandbox`; `summary` is what the `summary` op answers
+    /// (the policy summary with its digest).
+    pub fn new(sandbox: Sandbox, summary: Value) -> ToolSession {
+        ToolSession { sandbox, summary }
+    }
+
+    /// A session with everything `policy` grants.
+    pub fn from_policy(policy: &sandgate_policy::Policy) -> Result<ToolSession, Error> {
+        let summary = policy.summary().to_json_value();
+        Ok(ToolSession::new(Sandbox::from_policy(policy)?, summary))
+    }
+
+    /// The sandbox behind the session.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// Answers one request line. Never fails: a malformed line gets an
+    /// `E_REQUEST` answer.
+    pub fn handle_line(&self, line: &str) -> Value {
+        match serde_json::from_str::<StrictObject>(line) {
+            Ok(obj) => self.handle_object(obj),
+            Err(e) => error_answer(&bad(format!("not a valid request object: {e}"))),
+        }
+    }
+
+    /// Answers one already-parsed request value (duplicate keys cannot be
+    /// detected in a `Value`; use [`handle_line`](Self::handle_line) for
+    /// untrusted text).
+    pub fn handle_value(&self, request: &Value) -> Value {
+        match request {
+            Value::Object(m) => self.handle_object(StrictObject(m.clone().into_iter().collect())),
+            _ => error_answer(&bad("a request must be a JSON object")),
+        }
+    }
+
+    fn handle_object(&self, obj: StrictObject) -> Value {
+        let mut map = obj.0;
+        let op = match map.iter().position(|(k, _)| k == "op") {
+            Some(i) => match map.swap_remove(i).1 {
+                Value::String(s) => s,
+                _ => return error_answer(&bad("`op` must be a string")),
+            },
+            None => return error_answer(&bad("a request needs `op`")),
+        };
+        let fields = Fields {
+            op: op.clone(),
+            map,
+        };
+        match self.dispatch(&op, fields) {
+            Ok(mut answer) => {
+                answer.insert("ok".into(), Value::Bool(true));
+                Value::Object(answer)
+            }
+            Err(e) => error_answer(&e),
+        }
+    }
+
+    fn dispatch(&self, op: &str, mut f: Fields) -> Result<Map<String, Value>, Error> {
+        let sb = &self.sandbox;
+        let mut out = Map::new();
+        match op {
+            "summary" => {
+                f.done()?;
+                out.insert("summary".into(), self.summary.clone());
+            }
+            "read" => {
+                let path = f.str("path")?;
+                let (offset, limit) = (f.opt_count("offset")?, f.opt_count("limit")?);
+                f.done()?;
+                if offset.is_none() && limit.is_none() {
+                    let bytes = sb.read(&path)?;
+                    out.insert("size".into(), json!(bytes.len()));
+                    put_content(&mut out, bytes);
+                } else {
+                    let (offset, limit) =
+                        (offset.unwrap_or(1), limit.unwrap_or(crate::MAX_RANGE_LINES));
+                    let r = sb.read_lines(&path, offset, limit)?;
+                    out.insert("size".into(), json!(r.content.len()));
+                    out.insert("offset".into(), json!(r.offset));
+                    out.insert("limit".into(), json!(limit));
+                    out.insert("lines".into(), json!(r.lines));
+                    out.insert("total_lines".into(), json!(r.total_lines));
+                    out.insert("truncated".into(), json!(r.truncated));
+                    put_content(&mut out, r.content);
+                }
+            }
+            "write" => {
+                let path = f.str("path")?;
+                let text = f.opt_str("content")?;
+                let b64 = f.opt_str("content_base64")?;
+                let overwrite = f.opt_bool("overwrite")?.unwrap_or(false);
+                f.done()?;
+                let bytes = match (text, b64) {
+                    (Some(t), None) => t.into_bytes(),
+                    (None, Some(b)) => base64::engine::general_purpose::STANDARD
+                        .decode(b)
+                        .map_err(|e| bad(format!("`content_base64` is not valid base64: {e}")))?,
+                    _ => {
+                        return Err(bad(
+                            "`write` needs exactly one of `content` and `content_base64`",
+                        ))
+                    }
+                };
+                out.insert("size".into(), json!(sb.write(&path, &bytes, overwrite)?));
+            }
+            "edit" => {
+                let path = f.str("path")?;
+                let old = f.str("old")?;
+                let new = f.str("new")?;
+                let all = f.opt_bool("all")?.unwrap_or(false);
+                f.done()?;
+                out.insert(
+                    "replacements".into(),
+                    json!(sb.edit(&path, &old, &new, all)?),
+                );
+            }
+            "list" => {
+                let path = f.str("path")?;
+                f.done()?;
+                let entries: Vec<Value> = sb
+                    .list(&path)?
+                    .into_iter()
+                    .map(|e| json!({"name": e.name, "kind": e.kind.as_str(), "size": e.size}))
+                    .collect();
+                out.insert("entries".into(), Value::Array(entries));
+            }
+            "stat" => {
+                let path = f.str("path")?;
+                f.done()?;
+                let s = sb.stat(&path)?;
+                out.insert("kind".into(), json!(s.kind.as_str()));
+                out.insert("size".into(), json!(s.size));
+                out.insert("mode".into(), json!(s.mode));
+            }
+            "mkdir" | "delete" => {
+                let path = f.str("path")?;
+                f.done()?;
+                if op == "mkdir" {
+                    sb.mkdir(&path)?
+                } else {
+                    sb.delete(&path)?
+                }
+            }
+            "rename" => {
+                let from = f.str("from")?;
+                let to = f.str("to")?;
+                f.done()?;
+                sb.rename(&from, &to)?;
+            }
+            "glob" => {
+                let pattern = f.str("pattern")?;
+                let path = f.opt_str("path")?;
+                f.done()?;
+                out.insert("paths".into(), json!(sb.glob(&pattern, path.as_deref())?));
+            }
+            "grep" => {
+                let pattern = f.str("pattern")?;
+                let path = f.opt_str("path")?;
+                let max = f.opt_count("max_results")?;
+                f.done()?;
+                let matches: Vec<Value> = sb
+                    .grep(&pattern, path.as_deref(), max)?
+                    .into_iter()
+                    .map(|m| json!({"path": m.path, "line": m.line, "text": m.text}))
+                    .collect();
+                out.insert("matches".into(), Value::Array(matches));
+            }
+            "exec" => {
+                let _ = (
+                    f.str("command")?,
+                    f.opt_str("cwd")?,
+                    f.opt_count("timeout_ms")?,
+                );
+                f.done()?;
+                return Err(Error::new(
+                    ErrorCode::Denied,
+                    "exec is not enabled in this build: the shell executor is not part of it yet",
+                ));
+            }
+            other => {
+                return Err(bad(format!(
+                    "unknown op `{other}` (ops: {})",
+                    OPS.join(", ")
+                )))
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn put_content(out: &mut Map<String, Value>, bytes: Vec<u8>) {
+    match String::from_utf8(bytes) {
+        Ok(text) => out.insert("content".into(), Value::String(text)),
+        Err(e) => out.insert(
+            "content_base64".into(),
+            Value::String(base64::engine::general_purpose::STANDARD.encode(e.into_bytes())),
+        ),
+    };
+}
+
+/// The `{"ok":false,"error":{…}}` answer for an error.
+pub fn error_answer(e: &Error) -> Value {
+    let mut err = Map::new();
+    err.insert("code".into(), json!(e.code().as_str()));
+    err.insert("message".into(), json!(e.message()));
+    if let Some(p) = e.path() {
+        err.insert("path".into(), json!(p));
+    }
+    if let Some(p) = e.pattern() {
+        err.insert("pattern".into(), json!(p));
+    }
+    if let Some(k) = e.key() {
+        err.insert("key".into(), json!(k));
+    }
+    json!({"ok": false, "error": err})
+}
