@@ -1,0 +1,278 @@
+//! `sandgate`: check a policy, or serve an agent's file tools over JSON lines.
+//!
+//! - `sandgate check POLICY`: print what the policy grants, or why it is
+//!   refused (exit 2, with the `E_POLICY` code and the key).
+//! - `sandgate tool --policy POLICY`: read one JSON request per line on
+//!   stdin, write one JSON answer per line on stdout, in order (SPEC §10).
+//!   `--pretty` prints the exchange for people instead.
+
+use std::io::{self, BufRead, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use sandgate::policy::Policy;
+use sandgate::ToolSession;
+use serde_json::Value;
+
+#[derive(Parser)]
+#[command(
+    name = "sandgate",
+    version,
+    about = "Confined file tools for AI agents, under one policy file."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a policy file: print its summary, or the refusal and exit 2.
+    Check {
+        /// The policy file (TOML).
+        policy: PathBuf,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the JSON tool endpoint on stdin/stdout: one request per line.
+    Tool {
+        /// The policy file (TOML).
+        #[arg(long)]
+        policy: PathBuf,
+        /// Print each request and answer for a person to read. Lines
+        /// starting with `#` are shown as narration and not answered.
+        #[arg(long)]
+        pretty: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { policy, json } => check(&policy, json),
+        Command::Tool { policy, pretty } => tool(&policy, pretty),
+    }
+}
+
+fn load(path: &PathBuf) -> Result<Policy, ExitCode> {
+    Policy::load(path).map_err(|e| {
+        eprintln!("sandgate: {}: {e}", e.code());
+        ExitCode::from(2)
+    })
+}
+
+/// Reports a policy the facade refused (deny patterns are validated there),
+/// naming the key as `sandgate check` does for the parser's refusals.
+fn refused(e: &sandgate::Error) {
+    let key = e
+        .key()
+        .map(|k| format!("policy key `{k}`: "))
+        .unwrap_or_default();
+    eprintln!("sandgate: {}: {key}{}", e.code(), e.message());
+}
+
+fn check(path: &PathBuf, json: bool) -> ExitCode {
+    let policy = match load(path) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    // Deny patterns are validated by the guard, not the policy parser.
+    match sandgate::Sandbox::from_policy(&policy) {
+        Ok(sb) => {
+            for w in sb.warnings() {
+                eprintln!("sandgate: warning: {w}");
+            }
+        }
+        Err(e) => {
+            refused(&e);
+            return ExitCode::from(2);
+        }
+    }
+    let summary = policy.summary();
+    if json {
+        println!("{}", summary.to_json());
+    } else {
+        print!("{summary}");
+    }
+    ExitCode::SUCCESS
+}
+
+fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
+    let policy = match load(path) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let session = match ToolSession::from_policy(&policy) {
+        Ok(s) => s,
+        Err(e) => {
+            refused(&e);
+            return ExitCode::from(2);
+        }
+    };
+    for w in session.sandbox().warnings() {
+        eprintln!("sandgate: warning: {w}");
+    }
+    // Our own buffer (not stdin's) so we can see whether more requests are
+    // already waiting before deciding to flush.
+    let mut input = io::BufReader::with_capacity(64 * 1024, io::stdin().lock());
+    let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match input.read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("sandgate: reading stdin: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        let request = line.trim_end_matches(['\n', '\r']);
+        let result = if pretty {
+            pretty_exchange(&session, &policy, request, &mut out)
+        } else {
+            let answer = session.handle_line(request);
+            serde_json::to_writer(&mut out, &answer)
+                .map_err(io::Error::from)
+                .and_then(|()| out.write_all(b"\n"))
+        };
+        // Answer promptly when no further request is already waiting.
+        let flushed = if input.buffer().is_empty() {
+            out.flush()
+        } else {
+            Ok(())
+        };
+        if let Err(e) = result.and(flushed) {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("sandgate: writing stdout: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    match out.flush() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sandgate: writing stdout: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints one request and its answer for a person.
+fn pretty_exchange(
+    session: &ToolSession,
+    policy: &Policy,
+    request: &str,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    if request.trim().is_empty() {
+        return Ok(());
+    }
+    if let Some(note) = request.strip_prefix('#') {
+        return writeln!(out, "\n# {}", note.trim());
+    }
+    let answer = session.handle_line(request);
+    let shown = serde_json::from_str::<Value>(request)
+        .map(|v| describe_request(&v))
+        .unwrap_or_else(|_| request.to_owned());
+    writeln!(out, "-> {shown}")?;
+    if answer["ok"] == Value::Bool(true) {
+        writeln!(out, "   ok  {}", describe_answer(&answer))?;
+        if !answer["summary"].is_null() {
+            for l in policy.summary().to_string().lines() {
+                writeln!(out, "       | {l}")?;
+            }
+        }
+        if let Value::String(t) = &answer["content"] {
+            for l in t.lines().take(6) {
+                writeln!(out, "       | {l}")?;
+            }
+            if t.lines().count() > 6 {
+                writeln!(out, "       | ... ({} lines in all)", t.lines().count())?;
+            }
+        }
+    } else {
+        let e = &answer["error"];
+        let code = e["code"].as_str().unwrap_or("?");
+        let msg = e["message"].as_str().unwrap_or("");
+        let path = e["path"]
+            .as_str()
+            .map(|p| format!(" [{p}]"))
+            .unwrap_or_default();
+        writeln!(out, "   REFUSED {code}{path}: {msg}")?;
+    }
+    Ok(())
+}
+
+fn describe_request(v: &Value) -> String {
+    let op = v["op"].as_str().unwrap_or("?");
+    let mut parts = vec![op.to_owned()];
+    if let Value::Object(m) = v {
+        for (k, val) in m {
+            if k == "op" {
+                continue;
+            }
+            let shown = match val {
+                Value::String(s) if s.len() > 40 || s.contains('\n') => {
+                    format!("{k}=<{} bytes>", s.len())
+                }
+                Value::String(s) => format!("{k}={s:?}"),
+                other => format!("{k}={other}"),
+            };
+            parts.push(shown);
+        }
+    }
+    parts.join(" ")
+}
+
+fn describe_answer(a: &Value) -> String {
+    let mut parts = Vec::new();
+    for key in [
+        "size",
+        "replacements",
+        "total_lines",
+        "lines",
+        "kind",
+        "mode",
+    ] {
+        if !a[key].is_null() {
+            parts.push(format!("{key}={}", a[key]));
+        }
+    }
+    if let Value::Array(entries) = &a["entries"] {
+        let names: Vec<String> = entries
+            .iter()
+            .map(|e| {
+                let n = e["name"].as_str().unwrap_or("?");
+                if e["kind"] == "dir" {
+                    format!("{n}/")
+                } else {
+                    n.to_owned()
+                }
+            })
+            .collect();
+        parts.push(format!("entries: {}", names.join("  ")));
+    }
+    if let Value::Array(paths) = &a["paths"] {
+        parts.push(format!(
+            "paths: {}",
+            paths
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("  ")
+        ));
+    }
+    if let Value::Array(matches) = &a["matches"] {
+        let hits: Vec<String> = matches
+            .iter()
+            .map(|m| format!("{}:{}", m["path"].as_str().unwrap_or("?"), m["line"]))
+            .collect();
+        parts.push(format!("matches: {}", hits.join("  ")));
+    }
+    parts.join("  ")
+}
