@@ -5,6 +5,11 @@
 //! - `ci`: formatting check, clippy with warnings denied, every test.
 //! - `test`: every test (what `ci` runs after the checks).
 //! - `bench`: every criterion benchmark of the workspace.
+//! - `bench-tool [N] [--runs R] [--cpu C] [--keep]`: requests per second of
+//!   `sandgate tool` on a generated session of N small requests (see
+//!   [`bench_tool`]).
+
+mod bench_tool;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -18,11 +23,14 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "test" => test(),
         "bench" => bench(&args[1..]),
+        "bench-tool" => bench_tool::run(&args[1..]),
         "help" | "--help" | "-h" => {
-            println!("usage: cargo xtask <ci|test|bench>");
+            println!("usage: cargo xtask <ci|test|bench|bench-tool [N]>");
             Ok(())
         }
-        other => Err(format!("unknown task `{other}` (try: ci, test, bench)")),
+        other => Err(format!(
+            "unknown task `{other}` (try: ci, test, bench, bench-tool)"
+        )),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -33,10 +33,9 @@ use std::hint::black_box;
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use criterion::{criterion_group, BenchmarkGroup, Criterion, SamplingMode};
+use criterion::{criterion_group, Criterion, SamplingMode};
 use rustix::fs::{Mode, OFlags};
 use sandgate_rootfs::{Resolver, Root};
 
@@ -44,68 +43,9 @@ use sandgate_rootfs::{Resolver, Root};
 /// other (reads only; writes alternate every iteration).
 const READ_CHUNK: u64 = 32;
 
-type Group<'c> = BenchmarkGroup<'c, criterion::measurement::WallTime>;
-
-/// One interleaved measurement: total time of the variant and of the
-/// reference over the same number of iterations, in the same window.
-struct Pair {
-    label: String,
-    reference: &'static str,
-    iters: u64,
-    own: Duration,
-    refd: Duration,
-}
-
-static PAIRS: Mutex<Vec<Pair>> = Mutex::new(Vec::new());
-
-/// Times `k` calls of `f`.
-fn time<F: FnMut()>(k: u64, f: &mut F) -> Duration {
-    let t = Instant::now();
-    for _ in 0..k {
-        f();
-    }
-    t.elapsed()
-}
-
-/// Measures `own` for criterion while interleaving `reference` in chunks of
-/// `chunk` iterations (alternating which goes first), recording both.
-fn paired<A: FnMut(), B: FnMut()>(
-    g: &mut Group<'_>,
-    group: &str,
-    name: &str,
-    reference: &'static str,
-    chunk: u64,
-    mut own: A,
-    mut refr: B,
-) {
-    let label = format!("{group}/{name}");
-    g.bench_function(name, |b| {
-        b.iter_custom(|iters| {
-            let (mut t_own, mut t_ref) = (Duration::ZERO, Duration::ZERO);
-            let (mut done, mut own_first) = (0, true);
-            while done < iters {
-                let k = chunk.min(iters - done);
-                if own_first {
-                    t_own += time(k, &mut own);
-                    t_ref += time(k, &mut refr);
-                } else {
-                    t_ref += time(k, &mut refr);
-                    t_own += time(k, &mut own);
-                }
-                own_first = !own_first;
-                done += k;
-            }
-            PAIRS.lock().unwrap().push(Pair {
-                label: label.clone(),
-                reference,
-                iters,
-                own: t_own,
-                refd: t_ref,
-            });
-            t_own
-        })
-    });
-}
+#[path = "../../../benches/interleave.rs"]
+mod interleave;
+use interleave::{paired, report, Group};
 
 /// The tree every read benchmark works in.
 struct Tree {
@@ -344,57 +284,6 @@ fn bench_replace_group(c: &mut Criterion, name: &str, len: usize) {
 fn replaces(c: &mut Criterion) {
     bench_replace_group(c, "replace_4KiB", 4096);
     bench_replace_group(c, "replace_100B", 100);
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-/// Prints, per interleaved variant, the medians over criterion's calls of
-/// the variant's and the reference's time per iteration and of their ratio.
-fn report() {
-    let pairs = PAIRS.lock().unwrap();
-    let mut labels: Vec<(&str, &str)> = Vec::new();
-    for p in pairs.iter() {
-        if !labels.iter().any(|(l, _)| *l == p.label) {
-            labels.push((&p.label, p.reference));
-        }
-    }
-    if labels.is_empty() {
-        return;
-    }
-    println!("\nInterleaved ratios (median over samples, variant / reference in the same window):");
-    println!(
-        "{:<40} {:>12} {:>12} {:>8}  reference",
-        "variant", "variant", "reference", "ratio"
-    );
-    for (label, reference) in labels {
-        // Warm-up calls (few iterations) are left out when there is enough else.
-        let mine: Vec<&Pair> = pairs.iter().filter(|p| p.label == label).collect();
-        let max_iters = mine.iter().map(|p| p.iters).max().unwrap_or(0);
-        let kept: Vec<&&Pair> = mine.iter().filter(|p| p.iters * 8 >= max_iters).collect();
-        let per = |d: Duration, n: u64| d.as_secs_f64() * 1e9 / n as f64;
-        let mut own: Vec<f64> = kept.iter().map(|p| per(p.own, p.iters)).collect();
-        let mut refd: Vec<f64> = kept.iter().map(|p| per(p.refd, p.iters)).collect();
-        let mut ratio: Vec<f64> = kept
-            .iter()
-            .map(|p| p.own.as_secs_f64() / p.refd.as_secs_f64())
-            .collect();
-        println!(
-            "{:<40} {:>9.0} ns {:>9.0} ns {:>8.3}  {}",
-            label,
-            median(&mut own),
-            median(&mut refd),
-            median(&mut ratio),
-            reference
-        );
-    }
 }
 
 criterion_group!(benches, reads, floors, replaces);

@@ -34,6 +34,8 @@ pub enum ErrorKind {
     Loop,
     /// The final component is a symbolic link where one is not allowed.
     Symlink,
+    /// Larger than the caller's cap ([`Root::read_max`](crate::Root::read_max)).
+    TooLarge,
     /// Another operating-system error; [`Error::errno`] says which.
     Io,
 }
@@ -51,6 +53,7 @@ impl ErrorKind {
             ErrorKind::NotEmpty => ErrorCode::NotEmpty,
             ErrorKind::Loop => ErrorCode::Loop,
             ErrorKind::Symlink => ErrorCode::Symlink,
+            ErrorKind::TooLarge => ErrorCode::TooLarge,
             ErrorKind::Io => ErrorCode::Io,
         }
     }

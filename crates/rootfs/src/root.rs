@@ -449,6 +449,14 @@ impl Root {
 
     /// Reads a whole file, like [`std::fs::read`] beneath the root.
     pub fn read(&self, path: impl AsRef<Path>) -> Result<Vec<u8>> {
+        self.read_max(path, u64::MAX)
+    }
+
+    /// Reads a whole regular file of at most `max` bytes, with the system
+    /// calls of [`std::fs::read`] and no more: a larger file fails with
+    /// [`ErrorKind::TooLarge`] before any byte is read, and a file that grows
+    /// past `max` while being read fails the same way, never returning more.
+    pub fn read_max(&self, path: impl AsRef<Path>, max: u64) -> Result<Vec<u8>> {
         let p = bytes(path.as_ref());
         let flags = OFlags::RDONLY | OFlags::NONBLOCK;
         let file = File::from(
@@ -465,7 +473,15 @@ impl Root {
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
             return Err(not_file(p, st.st_mode));
         }
-        read_sized(&file, st.st_size as usize).map_err(|e| error::from_errno(p, e))
+        let size = st.st_size as u64;
+        if size > max {
+            return Err(too_large(p, size, max));
+        }
+        let buf = read_sized(&file, size as usize, max).map_err(|e| error::from_errno(p, e))?;
+        if buf.len() as u64 > max {
+            return Err(too_large(p, buf.len() as u64, max));
+        }
+        Ok(buf)
     }
 
     /// Resolves `path` (following a final symlink) to an `O_PATH` descriptor
@@ -870,6 +886,15 @@ impl Error {
 }
 
 #[cold]
+fn too_large(p: &[u8], size: u64, max: u64) -> Error {
+    Error::new(
+        ErrorKind::TooLarge,
+        p,
+        format!("{size} bytes is over the cap of {max} bytes"),
+    )
+}
+
+#[cold]
 fn not_file(p: &[u8], mode: u32) -> Error {
     let what = match FileType::from_raw_mode(mode) {
         FileType::Directory => "is a directory",
@@ -881,9 +906,13 @@ fn not_file(p: &[u8], mode: u32) -> Error {
 /// Reads a file whose size is known, with the system calls of
 /// `std::fs::read` and no more: `read_to_end` on a `File` would stat and
 /// seek again to size its buffer, which is what `size` already says.
-fn read_sized(file: &File, size: usize) -> std::result::Result<Vec<u8>, Errno> {
+fn read_sized(file: &File, size: usize, max: u64) -> std::result::Result<Vec<u8>, Errno> {
     let mut buf = Vec::with_capacity(size);
     loop {
+        if buf.len() as u64 > max {
+            // Grew past the cap while being read: stop; the caller refuses.
+            return Ok(buf);
+        }
         if buf.len() == buf.capacity() {
             // Probe for end of file (or growth since the stat) with a small
             // stack buffer before growing the vector.

@@ -43,7 +43,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, BenchmarkGroup, Criterion, SamplingMode};
+use criterion::{criterion_group, Criterion, SamplingMode};
 use sandgate::rootfs::Root;
 use sandgate::{AuditEvent, Sandbox, SandboxBuilder};
 
@@ -78,101 +78,9 @@ const PATTERNS: [&str; 20] = [
     "документы/**",
 ];
 
-type Group<'c> = BenchmarkGroup<'c, criterion::measurement::WallTime>;
-
-/// One interleaved measurement: total time of the variant and of the
-/// reference over the same number of iterations, in the same window.
-struct Pair {
-    label: String,
-    reference: &'static str,
-    iters: u64,
-    own: Duration,
-    refd: Duration,
-}
-
-static PAIRS: Mutex<Vec<Pair>> = Mutex::new(Vec::new());
-
-fn record(label: &str, reference: &'static str, iters: u64, own: Duration, refd: Duration) {
-    PAIRS.lock().unwrap().push(Pair {
-        label: label.to_owned(),
-        reference,
-        iters,
-        own,
-        refd,
-    });
-}
-
-/// Times `k` calls of `f`.
-fn time<F: FnMut()>(k: u64, f: &mut F) -> Duration {
-    let t = Instant::now();
-    for _ in 0..k {
-        f();
-    }
-    t.elapsed()
-}
-
-/// Measures `own` for criterion while interleaving `reference` in chunks of
-/// `chunk` iterations (alternating which goes first), recording both.
-fn paired<A: FnMut(), B: FnMut()>(
-    g: &mut Group<'_>,
-    group: &str,
-    name: &str,
-    reference: &'static str,
-    chunk: u64,
-    mut own: A,
-    mut refr: B,
-) {
-    let label = format!("{group}/{name}");
-    g.bench_function(name, |b| {
-        b.iter_custom(|iters| {
-            let (mut t_own, mut t_ref) = (Duration::ZERO, Duration::ZERO);
-            let (mut done, mut own_first) = (0, true);
-            while done < iters {
-                let k = chunk.min(iters - done);
-                if own_first {
-                    t_own += time(k, &mut own);
-                    t_ref += time(k, &mut refr);
-                } else {
-                    t_ref += time(k, &mut refr);
-                    t_own += time(k, &mut own);
-                }
-                own_first = !own_first;
-                done += k;
-            }
-            record(&label, reference, iters, t_own, t_ref);
-            t_own
-        })
-    });
-}
-
-/// Like [`paired`], for closures that time themselves (so that cleanup can
-/// stay out of the measurement); alternates every iteration.
-fn paired_self_timed<A: FnMut() -> Duration, B: FnMut() -> Duration>(
-    g: &mut Group<'_>,
-    group: &str,
-    name: &str,
-    reference: &'static str,
-    mut own: A,
-    mut refr: B,
-) {
-    let label = format!("{group}/{name}");
-    g.bench_function(name, |b| {
-        b.iter_custom(|iters| {
-            let (mut t_own, mut t_ref) = (Duration::ZERO, Duration::ZERO);
-            for i in 0..iters {
-                if i % 2 == 0 {
-                    t_own += own();
-                    t_ref += refr();
-                } else {
-                    t_ref += refr();
-                    t_own += own();
-                }
-            }
-            record(&label, reference, iters, t_own, t_ref);
-            t_own
-        })
-    });
-}
+#[path = "../../../benches/interleave.rs"]
+mod interleave;
+use interleave::{paired, paired_self_timed, report, Group};
 
 /// The tree every benchmark works in.
 struct Tree {
@@ -344,60 +252,6 @@ fn writes(c: &mut Criterion) {
         plain,
     );
     g.finish();
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-/// Prints, per interleaved variant, the medians over criterion's calls of
-/// the variant's and the reference's time per iteration and of their ratio.
-fn report() {
-    let pairs = PAIRS.lock().unwrap();
-    let mut labels: Vec<(&str, &str)> = Vec::new();
-    for p in pairs.iter() {
-        if !labels.iter().any(|(l, _)| *l == p.label) {
-            labels.push((&p.label, p.reference));
-        }
-    }
-    if labels.is_empty() {
-        return;
-    }
-    println!("\nInterleaved ratios (median over samples, variant / reference in the same window):");
-    println!(
-        "{:<46} {:>12} {:>12} {:>8}  reference",
-        "variant", "variant", "reference", "ratio"
-    );
-    for (label, reference) in labels {
-        // Warm-up calls (few iterations) are left out when there is enough else.
-        let mine: Vec<&Pair> = pairs.iter().filter(|p| p.label == label).collect();
-        let max_iters = mine.iter().map(|p| p.iters).max().unwrap_or(0);
-        let kept: Vec<&&Pair> = mine.iter().filter(|p| p.iters * 8 >= max_iters).collect();
-        let per = |d: Duration, n: u64| d.as_secs_f64() * 1e9 / n as f64;
-        let mut own: Vec<f64> = kept.iter().map(|p| per(p.own, p.iters)).collect();
-        let mut refd: Vec<f64> = kept.iter().map(|p| per(p.refd, p.iters)).collect();
-        let mut ratio: Vec<f64> = kept
-            .iter()
-            .map(|p| p.own.as_secs_f64() / p.refd.as_secs_f64())
-            .collect();
-        println!(
-            "{:<46} {:>9.0} ns {:>9.0} ns {:>8.3}  {}",
-            label,
-            median(&mut own),
-            median(&mut refd),
-            median(&mut ratio),
-            reference
-        );
-    }
-    println!(
-        "\nTargets: sandbox_read <= 1.05, sandbox_read_audit <= 1.10 (sandbox_write is informational)."
-    );
 }
 
 criterion_group!(benches, reads, writes);

@@ -109,21 +109,20 @@ fn refuse(reason: RelPathReason, component: Option<&str>) -> RelPathError {
 /// Whether `component` is a Windows reserved device name, with or without
 /// an extension, in any case (`con`, `Nul.txt`, `COM1.tar.gz`, `lpt9 `).
 fn is_reserved(component: &str) -> bool {
+    // No allocation: this runs for every component of every name.
     let stem = component.split('.').next().unwrap_or("");
     // Windows ignores trailing spaces in the device part.
-    let stem = stem.trim_end_matches(' ');
-    let upper = stem.to_ascii_uppercase();
-    match upper.as_str() {
-        "CON" | "PRN" | "AUX" | "NUL" => true,
-        _ => {
-            // `get` rather than slicing: byte 3 may fall inside a character.
-            let (head, tail) = (upper.get(..3), upper.get(3..));
-            matches!(head, Some("COM" | "LPT"))
-                && matches!(
-                    tail,
-                    Some("1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9" | "¹" | "²" | "³")
-                )
-        }
+    let b = stem.trim_end_matches(' ').as_bytes();
+    let com_or_lpt =
+        |head: &[u8]| head.eq_ignore_ascii_case(b"COM") || head.eq_ignore_ascii_case(b"LPT");
+    match b.len() {
+        3 => [b"CON", b"PRN", b"AUX", b"NUL"]
+            .iter()
+            .any(|w| b.eq_ignore_ascii_case(*w)),
+        4 => com_or_lpt(&b[..3]) && (b'1'..=b'9').contains(&b[3]),
+        // COM¹, COM², COM³ (U+00B9, U+00B2, U+00B3 are C2 B9, C2 B2, C2 B3).
+        5 => com_or_lpt(&b[..3]) && b[3] == 0xC2 && matches!(b[4], 0xB9 | 0xB2 | 0xB3),
+        _ => false,
     }
 }
 

@@ -405,23 +405,7 @@ impl Sandbox {
         self.op("read", path, |inner, ctx| {
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
-            let mut file = inner.open_read(&rel)?;
-            let meta = file.metadata().map_err(|e| io_error(&rel, e))?;
-            if !meta.is_file() {
-                return Err(not_file(&rel));
-            }
-            if meta.len() > inner.max_read_bytes {
-                return Err(too_large_read(&rel, meta.len(), inner.max_read_bytes));
-            }
-            let mut buf = Vec::with_capacity(meta.len() as usize);
-            // The file may grow after the check: never take more than the cap.
-            (&mut file)
-                .take(inner.max_read_bytes + 1)
-                .read_to_end(&mut buf)
-                .map_err(|e| io_error(&rel, e))?;
-            if buf.len() as u64 > inner.max_read_bytes {
-                return Err(too_large_read(&rel, buf.len() as u64, inner.max_read_bytes));
-            }
+            let buf = inner.read_first(&rel)?;
             ctx.size = Some(buf.len() as u64);
             Ok(buf)
         })
@@ -798,6 +782,30 @@ impl Inner {
             match root.open_file(rel) {
                 Ok(f) => return Ok(f),
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(at(e, rel.as_str())),
+            }
+        }
+        Err(not_found(rel))
+    }
+
+    /// Reads `rel` whole from the first read root that holds it, refusing
+    /// more than `max_read_bytes` before reading a byte.
+    fn read_first(&self, rel: &RelPath) -> Result<Vec<u8>, Error> {
+        for root in self.read_roots()? {
+            match root.read_max(rel, self.max_read_bytes) {
+                Ok(buf) => return Ok(buf),
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) if e.kind() == ErrorKind::TooLarge => {
+                    return Err(Error::new(
+                        ErrorCode::TooLarge,
+                        format!(
+                            "{}; over max_read_bytes ({}): read a line range instead",
+                            e.reason(),
+                            self.max_read_bytes
+                        ),
+                    )
+                    .with_path(rel.as_str()))
+                }
                 Err(e) => return Err(at(e, rel.as_str())),
             }
         }

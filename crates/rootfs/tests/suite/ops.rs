@@ -396,3 +396,21 @@ fn remove_file_and_remove_dir_remove_only_their_kind() {
         assert!(names(f, ".").is_empty());
     });
 }
+
+#[test]
+fn read_max_refuses_larger_files_before_reading() {
+    each(|f, root| {
+        f.file("small", "12345").dir("d");
+        assert_eq!(root.read_max("small", 5).unwrap(), b"12345");
+        let e = root.read_max("small", 4).unwrap_err();
+        assert_eq!(
+            (e.kind(), e.code()),
+            (ErrorKind::TooLarge, ErrorCode::TooLarge)
+        );
+        assert_eq!(
+            root.read_max("d", 10).unwrap_err().kind(),
+            ErrorKind::NotFile
+        );
+        assert_eq!(root.read("small").unwrap(), b"12345");
+    });
+}
