@@ -1,0 +1,896 @@
+//! Kernel confinement of a child process: Landlock, rlimits, no_new_privs.
+//!
+//! The parent builds everything that allocates or may fail ([`prepare`]);
+//! the child, between fork and exec, only makes async-signal-safe system
+//! calls ([`Prepared::apply_in_child`]).
+//!
+//! # Threat model
+//!
+//! The command an agent asks for is untrusted. Confinement limits what the
+//! shell running it, and everything that shell starts, can reach: files
+//! outside the roots, the network, and processes outside the run. It is a
+//! layer on top of the ordinary user and file permissions, never a
+//! replacement: Landlock takes no capability away, so a child running as
+//! root keeps root's other powers (see *Limits* below).
+//!
+//! # What the child is granted
+//!
+//! Landlock denies everything the ruleset *handles* (all file-system rights
+//! of the ABI in use, TCP bind and connect from ABI 4) except:
+//!
+//! | object | rights |
+//! |---|---|
+//! | each `read_dirs` entry | read files, list directories, execute |
+//! | `/usr`, `/bin`, `/sbin`, `/lib`, `/lib32`, `/lib64`, `/libx32`, `/etc` (those that exist) | read files, list directories, execute |
+//! | each `write_dirs` entry | the above, and write, truncate, create regular files, directories, symlinks, fifos and sockets, remove, rename or link across directories, connect to UNIX sockets there (ABI 9); **never** create device nodes, **never** device ioctls |
+//! | `/dev/null` | read, write and truncate (shells redirect to it with `O_TRUNC`) |
+//! | `/dev/zero`, `/dev/urandom` | read |
+//! | `/proc/<pid>` of the confined process itself | read files, list directories |
+//! | TCP (ABI ≥ 4) | connect to the `connect_ports`; bind to none |
+//! | scoping (ABI ≥ 6) | signals and abstract UNIX sockets reach only processes of the same Landlock domain |
+//!
+//! `/dev/tty`, `/dev/shm`, `/tmp`, `/run`, `/var`, `/home`, `/opt` and the
+//! rest of `/proc` and `/dev` are not granted: the executor gives the child a
+//! private temporary directory as a write dir. Files already open when the
+//! child is confined (stdin, stdout, stderr) keep working whatever they are.
+//!
+//! ## Why `/proc/self` is granted in the child
+//!
+//! Landlock rules name inodes, not path strings, and every process has its
+//! own `/proc/<pid>` directory. Opened in the parent, `/proc/self` would grant
+//! the *parent's* directory. So the ruleset is built in the child, from file
+//! descriptors the parent opened ahead, plus `/proc/self` opened by the child
+//! itself just before it confines itself. Consequences:
+//!
+//! - the process that runs the command (the shell, and whatever it execs in
+//!   place) reads its own `/proc/self`; processes it forks do **not** read
+//!   theirs (their pid differs) and no process reads another's `/proc/<pid>`;
+//! - `/dev/fd/N` and `/proc/self/fd/N` of pipes keep working in every
+//!   descendant: Landlock does not check pipes and sockets;
+//! - under memory pressure the kernel may drop and recreate the `/proc/<pid>`
+//!   inode, after which the grant no longer matches: access then fails
+//!   closed.
+//!
+//! The parent builds the same ruleset once in [`prepare`] (and throws it
+//! away) so that a rule the kernel refuses is reported there, not as a
+//! failed spawn.
+//!
+//! # Compatibility
+//!
+//! Modelled on the `landlock` crate's compatibility levels: [`ConfineMode`]
+//! `BestEffort` uses what the kernel offers and the [`ConfinementReport`]
+//! says exactly what will be enforced; `Required` refuses
+//! ([`ErrorCode::ConfineUnavailable`]) when Landlock, TCP restriction (ABI 4)
+//! or scoping (ABI 6) is missing; `Off` uses no Landlock. Every mode sets
+//! no_new_privs and the rlimits: they cost nothing and no mode should let a
+//! child gain privileges through a setuid binary or dump core.
+//!
+//! # Limits
+//!
+//! - Landlock does not restrict `chmod`, `chown`, extended attributes,
+//!   timestamps, UDP, raw sockets, `ptrace` inside the domain, or module
+//!   loading; before ABI 3 it does not restrict `truncate(2)`, before ABI 9
+//!   connecting to a UNIX socket by path (e.g. a daemon's socket under
+//!   `/run`). The report's `notes` say which apply.
+//! - A child running as root can read root-only files under the granted
+//!   directories (`/etc/shadow`) and keeps its capabilities: run the executor
+//!   as an unprivileged user.
+//! - `RLIMIT_NPROC` counts every process of the child's *real user*, not the
+//!   child's descendants, and the kernel does not enforce it for root (uid 0
+//!   in the initial user namespace) nor for a process with
+//!   `CAP_SYS_RESOURCE` or `CAP_SYS_ADMIN`; the report then leaves it out of
+//!   `rlimits` and says so in `notes`.
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use landlock::{Access, AccessFs, AccessNet, BitFlags, Scope, ABI};
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::process::Resource;
+use sandgate_codes::ErrorCode;
+use serde::Serialize;
+
+/// How much confinement a run demands (`exec.confine` in the policy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfineMode {
+    /// No kernel confinement (rlimits and no_new_privs still apply).
+    Off,
+    /// Whatever the kernel offers; the report says what was enforced.
+    BestEffort,
+    /// Refuse to run unless every part is enforced.
+    Required,
+}
+
+/// What the child may touch.
+#[derive(Clone, Debug, Default)]
+pub struct ConfineSpec {
+    /// Directories the child may read (and execute from).
+    pub read_dirs: Vec<PathBuf>,
+    /// Directories the child may read and write.
+    pub write_dirs: Vec<PathBuf>,
+    /// TCP ports the child may connect to (Landlock ABI 4 and later).
+    pub connect_ports: Vec<u16>,
+    /// RLIMIT_FSIZE: the largest file the child may write.
+    pub max_file_size: Option<u64>,
+    /// RLIMIT_NPROC: how many processes the child's user may have.
+    pub max_processes: Option<u64>,
+}
+
+/// What was in force for one run, reported with every result.
+///
+/// Computed by [`prepare`] before any child exists: it states what
+/// [`Prepared::apply_in_child`] will enforce, nothing more.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ConfinementReport {
+    /// The mode asked for.
+    pub mode: Option<ConfineMode>,
+    /// The Landlock ABI version used, if any.
+    pub landlock_abi: Option<u32>,
+    /// The Landlock ABI version the kernel offers, if any (informational).
+    pub kernel_abi: Option<u32>,
+    /// Filesystem access restricted by Landlock.
+    pub fs: bool,
+    /// TCP connect/bind restricted by Landlock.
+    pub net: bool,
+    /// Signals and abstract unix sockets scoped by Landlock.
+    pub scoped: bool,
+    /// no_new_privs set.
+    pub no_new_privs: bool,
+    /// rlimits set and enforced, as (name, value), e.g. `("RLIMIT_CORE", 0)`.
+    pub rlimits: Vec<(String, u64)>,
+    /// What the fields above do not say: gaps in what is enforced.
+    pub notes: Vec<String>,
+}
+
+/// A part of the confinement a kernel may lack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ConfinePart {
+    /// Landlock itself (and with it all filesystem restriction).
+    Landlock,
+    /// TCP connect/bind restriction (Landlock ABI 4).
+    Network,
+    /// Signal and abstract UNIX socket scoping (Landlock ABI 6).
+    Scoping,
+}
+
+impl ConfinePart {
+    /// The Landlock ABI version that brings this part.
+    pub const fn min_abi(self) -> u32 {
+        match self {
+            ConfinePart::Landlock => 1,
+            ConfinePart::Network => NET_ABI,
+            ConfinePart::Scoping => SCOPE_ABI,
+        }
+    }
+}
+
+impl fmt::Display for ConfinePart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConfinePart::Landlock => "Landlock filesystem restriction",
+            ConfinePart::Network => "network (TCP connect/bind) restriction",
+            ConfinePart::Scoping => "scoping of signals and abstract UNIX sockets",
+        })
+    }
+}
+
+/// What went wrong, broadly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfineErrorKind {
+    /// `Required` mode and the kernel lacks a part ([`ConfineError::missing`]).
+    Unavailable,
+    /// A read or write directory could not be opened.
+    Path,
+    /// The kernel refused to build the ruleset.
+    Kernel,
+}
+
+/// Confinement could not be prepared.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ConfineError {
+    kind: ConfineErrorKind,
+    message: String,
+    missing: Vec<ConfinePart>,
+    #[source]
+    source: Option<io::Error>,
+}
+
+impl ConfineError {
+    /// What went wrong, broadly.
+    pub fn kind(&self) -> ConfineErrorKind {
+        self.kind
+    }
+
+    /// The SPEC §8 code: `E_CONFINE_UNAVAILABLE` when a required part is
+    /// missing, `E_NOT_FOUND` for a missing directory, `E_IO` otherwise.
+    pub fn code(&self) -> ErrorCode {
+        match self.kind {
+            ConfineErrorKind::Unavailable => ErrorCode::ConfineUnavailable,
+            ConfineErrorKind::Path if self.errno() == Some(libc::ENOENT) => ErrorCode::NotFound,
+            ConfineErrorKind::Path | ConfineErrorKind::Kernel => ErrorCode::Io,
+        }
+    }
+
+    /// The parts the kernel lacks (empty unless the kind is `Unavailable`).
+    pub fn missing(&self) -> &[ConfinePart] {
+        &self.missing
+    }
+
+    /// The OS error number, where there is one.
+    pub fn errno(&self) -> Option<i32> {
+        self.source.as_ref().and_then(io::Error::raw_os_error)
+    }
+
+    #[cold]
+    fn unavailable(missing: Vec<ConfinePart>, available: Option<u32>, kernel: Option<u32>) -> Self {
+        let offered = match (available, kernel) {
+            (None, None) => "this kernel offers no Landlock".to_owned(),
+            (None, Some(k)) => format!("Landlock disabled by the caller (kernel offers ABI {k})"),
+            (Some(a), Some(k)) if a < k => {
+                format!("Landlock limited to ABI {a} by the caller (kernel offers ABI {k})")
+            }
+            (Some(a), _) => format!("this kernel offers Landlock ABI {a}"),
+        };
+        let parts: Vec<String> = missing
+            .iter()
+            .map(|p| format!("{p} (needs Landlock ABI {})", p.min_abi()))
+            .collect();
+        ConfineError {
+            kind: ConfineErrorKind::Unavailable,
+            message: format!(
+                "confinement is required but unavailable: missing {}; {offered}",
+                parts.join(", ")
+            ),
+            missing,
+            source: None,
+        }
+    }
+
+    #[cold]
+    fn path(what: &str, path: &Path, source: io::Error) -> Self {
+        ConfineError {
+            kind: ConfineErrorKind::Path,
+            message: format!("cannot open {what} {}: {source}", path.display()),
+            missing: Vec::new(),
+            source: Some(source),
+        }
+    }
+
+    #[cold]
+    fn kernel(source: io::Error) -> Self {
+        ConfineError {
+            kind: ConfineErrorKind::Kernel,
+            message: format!("the kernel refused the Landlock ruleset: {source}"),
+            missing: Vec::new(),
+            source: Some(source),
+        }
+    }
+}
+
+/// Confinement ready to be applied to any number of children.
+///
+/// Cloning is cheap (a reference count); clone it into each
+/// `pre_exec` closure. `Send + Sync`: the file descriptors it holds are only
+/// read, by the parent and by children, never closed before the last clone
+/// is dropped.
+#[derive(Clone)]
+pub struct Prepared {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    report: ConfinementReport,
+    rlimits: Vec<(Resource, u64)>,
+    landlock: Option<Plan>,
+}
+
+/// The Landlock ruleset to build, with every path already opened.
+struct Plan {
+    attr: RulesetAttr,
+    paths: Vec<PathRule>,
+    connect_access: u64,
+    connect_ports: Vec<u64>,
+    /// Rights on the child's own `/proc/<pid>`; 0 when not granted.
+    proc_self_access: u64,
+}
+
+struct PathRule {
+    fd: OwnedFd,
+    access: u64,
+}
+
+impl fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plan = self.inner.landlock.as_ref();
+        f.debug_struct("Prepared")
+            .field("report", &self.inner.report)
+            .field("path_rules", &plan.map(|p| p.paths.len()))
+            .field("connect_ports", &plan.map(|p| &p.connect_ports))
+            .finish()
+    }
+}
+
+/// The newest Landlock ABI whose rights this module was written against;
+/// a newer kernel is used at this level (the kernel keeps old ABIs working).
+pub const NEWEST_ABI: u32 = 9;
+const NET_ABI: u32 = 4;
+const SCOPE_ABI: u32 = 6;
+
+/// Directories needed to run a shell and ordinary tools: read and execute.
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+];
+
+// Raw Landlock uapi (include/uapi/linux/landlock.h). The `landlock` crate
+// keeps its own copy private, and the child must not go through an API that
+// allocates.
+const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_uint = 1;
+const LANDLOCK_RULE_NET_PORT: libc::c_uint = 2;
+
+/// `struct landlock_ruleset_attr` up to `scoped`: older kernels accept the
+/// larger size as long as the fields they do not know are zero.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
+}
+
+/// `struct landlock_path_beneath_attr` (packed in the kernel's header).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// `struct landlock_net_port_attr`.
+#[repr(C)]
+struct NetPortAttr {
+    allowed_access: u64,
+    port: u64,
+}
+
+/// `struct rlimit64`, as `prlimit64` takes it.
+#[repr(C)]
+struct Rlimit64 {
+    cur: u64,
+    max: u64,
+}
+
+/// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`—the
+/// Landlock ABI version the running kernel offers.
+///
+/// `None` when the kernel lacks Landlock (`ENOSYS`) or it is disabled at boot
+/// (`EOPNOTSUPP`).
+///
+/// # References
+///  - [landlock_create_ruleset(2)](https://man7.org/linux/man-pages/man2/landlock_create_ruleset.2.html)
+pub fn kernel_abi() -> Option<u32> {
+    // SAFETY: with a NULL attribute pointer, size 0 and the VERSION flag the
+    // kernel reads no memory and only returns the ABI version or an error.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<RulesetAttr>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(v).ok().filter(|&v| v > 0)
+}
+
+/// Prepares confinement for children: see [`prepare_with_abi`].
+pub fn prepare(spec: &ConfineSpec, mode: ConfineMode) -> Result<Prepared, ConfineError> {
+    prepare_with_abi(spec, mode, None)
+}
+
+/// Prepares confinement for children, using at most Landlock ABI `abi_limit`.
+///
+/// Runs in the parent: opens every path to grant, decides what the kernel
+/// (limited to `abi_limit`, which lets tests play an older kernel; `Some(0)`
+/// plays a kernel without Landlock) can enforce, checks it against `mode`,
+/// and builds the ruleset once so that the kernel's refusal surfaces here.
+///
+/// # Errors
+///
+/// - `Required` mode and Landlock, TCP restriction (ABI 4) or scoping
+///   (ABI 6) is missing: [`ErrorCode::ConfineUnavailable`], naming each
+///   missing part;
+/// - a `read_dirs` or `write_dirs` entry cannot be opened (`E_NOT_FOUND`,
+///   `E_IO`);
+/// - the kernel refuses the ruleset (`E_IO`).
+pub fn prepare_with_abi(
+    spec: &ConfineSpec,
+    mode: ConfineMode,
+    abi_limit: Option<u32>,
+) -> Result<Prepared, ConfineError> {
+    let kernel = kernel_abi();
+    let available = match abi_limit {
+        Some(limit) => kernel.map(|k| k.min(limit)).filter(|&a| a > 0),
+        None => kernel,
+    };
+
+    let mut notes = Vec::new();
+    let landlock = match mode {
+        ConfineMode::Off => None,
+        ConfineMode::BestEffort | ConfineMode::Required => {
+            if mode == ConfineMode::Required {
+                let missing = missing_parts(available);
+                if !missing.is_empty() {
+                    return Err(ConfineError::unavailable(missing, available, kernel));
+                }
+            }
+            if let (Some(limit), Some(k)) = (abi_limit, kernel) {
+                if limit < k {
+                    notes.push(format!(
+                        "Landlock limited to ABI {limit} by the caller (kernel offers ABI {k})"
+                    ));
+                }
+            }
+            match available {
+                Some(abi) => Some(plan(spec, abi.min(NEWEST_ABI))?),
+                None => None,
+            }
+        }
+    };
+
+    if let Some(plan) = &landlock {
+        // Build once and discard: the kernel's refusal is reported now.
+        build_ruleset(plan).map_err(ConfineError::kernel)?;
+    }
+
+    let used_abi = landlock.as_ref().and(available.map(|a| a.min(NEWEST_ABI)));
+    if let Some(abi) = used_abi {
+        if abi < 3 {
+            notes.push("truncate(2) is not restricted (needs Landlock ABI 3)".to_owned());
+        }
+        if abi < 9 {
+            notes.push(
+                "connecting to a UNIX socket by path is not restricted (needs Landlock ABI 9)"
+                    .to_owned(),
+            );
+        }
+        notes.push(
+            "Landlock does not restrict chmod, chown, extended attributes, timestamps, \
+             UDP or raw sockets"
+                .to_owned(),
+        );
+    }
+
+    let rlimits = rlimits(spec);
+    let nproc_exempt = nproc_exempt();
+    let mut reported = Vec::new();
+    for &(resource, value) in &rlimits {
+        let name = rlimit_name(resource);
+        if resource == Resource::Nproc && nproc_exempt {
+            notes.push(format!(
+                "{name}={value} is set but not enforced: the process runs as root \
+                 or has CAP_SYS_RESOURCE or CAP_SYS_ADMIN"
+            ));
+        } else {
+            reported.push((name.to_owned(), value));
+        }
+    }
+    if rustix::process::geteuid().is_root() {
+        notes.push(
+            "the child runs as root: it keeps its capabilities and can read \
+             root-only files under the granted directories"
+                .to_owned(),
+        );
+    }
+
+    let report = ConfinementReport {
+        mode: Some(mode),
+        landlock_abi: used_abi,
+        kernel_abi: kernel,
+        fs: landlock.is_some(),
+        net: landlock
+            .as_ref()
+            .is_some_and(|p| p.attr.handled_access_net != 0),
+        scoped: landlock.as_ref().is_some_and(|p| p.attr.scoped != 0),
+        no_new_privs: true,
+        rlimits: reported,
+        notes,
+    };
+    Ok(Prepared {
+        inner: Arc::new(Inner {
+            report,
+            rlimits,
+            landlock,
+        }),
+    })
+}
+
+fn missing_parts(available: Option<u32>) -> Vec<ConfinePart> {
+    [
+        ConfinePart::Landlock,
+        ConfinePart::Network,
+        ConfinePart::Scoping,
+    ]
+    .into_iter()
+    .filter(|p| available.is_none_or(|a| a < p.min_abi()))
+    .collect()
+}
+
+/// The rights to grant, from the `landlock` crate's table of rights per ABI.
+struct Rights {
+    handled: u64,
+    read_exec: u64,
+    write: u64,
+    file: u64,
+}
+
+impl Rights {
+    fn new(abi: ABI) -> Self {
+        let all = AccessFs::from_all(abi);
+        // Device nodes in a writable directory would be a way around every
+        // rule (root could mknod the disk); device ioctls are not needed.
+        let write = all & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
+        Rights {
+            handled: all.bits(),
+            read_exec: AccessFs::from_read(abi).bits(),
+            write: write.bits(),
+            file: AccessFs::from_file(abi).bits(),
+        }
+    }
+}
+
+fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
+    let landlock_abi = ABI::from(i32::try_from(abi).unwrap_or(i32::MAX));
+    let rights = Rights::new(landlock_abi);
+    let read = BitFlags::from(AccessFs::ReadFile).bits();
+    let read_write = (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate).bits();
+
+    let mut paths = Vec::new();
+    for dir in &spec.read_dirs {
+        let fd = open_path(dir).map_err(|e| ConfineError::path("read dir", dir, e))?;
+        push_rule(&mut paths, fd, rights.read_exec, &rights);
+    }
+    for dir in &spec.write_dirs {
+        let fd = open_path(dir).map_err(|e| ConfineError::path("write dir", dir, e))?;
+        push_rule(&mut paths, fd, rights.write, &rights);
+    }
+    let system = SYSTEM_DIRS.iter().map(|p| (*p, rights.read_exec)).chain([
+        ("/dev/null", read_write),
+        ("/dev/zero", read),
+        ("/dev/urandom", read),
+    ]);
+    for (path, access) in system {
+        match open_path(Path::new(path)) {
+            Ok(fd) => push_rule(&mut paths, fd, access, &rights),
+            // Not every system has /lib32 or /libx32: nothing to grant.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(ConfineError::path("system path", Path::new(path), e)),
+        }
+    }
+
+    let (handled_access_net, connect_access, mut connect_ports) = if abi >= NET_ABI {
+        let ports = spec.connect_ports.iter().map(|&p| u64::from(p)).collect();
+        (
+            (AccessNet::BindTcp | AccessNet::ConnectTcp).bits(),
+            BitFlags::from(AccessNet::ConnectTcp).bits(),
+            ports,
+        )
+    } else {
+        (0, 0, Vec::new())
+    };
+    connect_ports.sort_unstable();
+    connect_ports.dedup();
+    let scoped = if abi >= SCOPE_ABI {
+        Scope::from_all(landlock_abi).bits()
+    } else {
+        0
+    };
+    let proc_self_access = if Path::new("/proc/self").exists() {
+        (AccessFs::ReadFile | AccessFs::ReadDir).bits()
+    } else {
+        0
+    };
+
+    Ok(Plan {
+        attr: RulesetAttr {
+            handled_access_fs: rights.handled,
+            handled_access_net,
+            scoped,
+        },
+        paths,
+        connect_access,
+        connect_ports,
+        proc_self_access,
+    })
+}
+
+/// Adds a rule, keeping only the rights the kernel accepts on a non-directory.
+fn push_rule(paths: &mut Vec<PathRule>, fd: OwnedFd, access: u64, rights: &Rights) {
+    let is_dir = rustix::fs::fstat(&fd)
+        .map(|st| FileType::from_raw_mode(st.st_mode).is_dir())
+        .unwrap_or(false);
+    let access = if is_dir { access } else { access & rights.file };
+    if access != 0 {
+        paths.push(PathRule { fd, access });
+    }
+}
+
+/// Opens `path` with `O_PATH | O_CLOEXEC` (following symlinks: rules name
+/// what a path leads to) on a descriptor above 2, so that the stdio set-up
+/// between fork and exec cannot replace it.
+fn open_path(path: &Path) -> io::Result<OwnedFd> {
+    let fd = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
+}
+
+fn rlimits(spec: &ConfineSpec) -> Vec<(Resource, u64)> {
+    let mut out = vec![(Resource::Core, 0)];
+    if let Some(v) = spec.max_file_size {
+        out.push((Resource::Fsize, v));
+    }
+    if let Some(v) = spec.max_processes {
+        out.push((Resource::Nproc, v));
+    }
+    // Never above the current hard limit: only a privileged process may
+    // raise it, and lower is what the caller asked for anyway.
+    for (resource, value) in &mut out {
+        if let Some(max) = rustix::process::getrlimit(*resource).maximum {
+            *value = (*value).min(max);
+        }
+    }
+    out
+}
+
+fn rlimit_name(resource: Resource) -> &'static str {
+    match resource {
+        Resource::Core => "RLIMIT_CORE",
+        Resource::Fsize => "RLIMIT_FSIZE",
+        Resource::Nproc => "RLIMIT_NPROC",
+        _ => "RLIMIT_?",
+    }
+}
+
+/// Whether fork ignores RLIMIT_NPROC for our credentials (kernel/fork.c:
+/// the real user is root, or CAP_SYS_RESOURCE or CAP_SYS_ADMIN). When the
+/// capabilities cannot be read, assume it is ignored: the report must not
+/// claim what may not hold.
+fn nproc_exempt() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_SYS_RESOURCE: u32 = 24;
+    if rustix::process::getuid().is_root() {
+        return true;
+    }
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return true;
+    };
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
+    match cap_eff {
+        Some(caps) => caps & (1 << CAP_SYS_ADMIN | 1 << CAP_SYS_RESOURCE) != 0,
+        None => true,
+    }
+}
+
+impl Prepared {
+    /// What [`apply_in_child`](Self::apply_in_child) enforces.
+    pub fn report(&self) -> &ConfinementReport {
+        &self.inner.report
+    }
+
+    /// Confines the calling process: rlimits, no_new_privs, then Landlock.
+    ///
+    /// In order: `prlimit64(0, …)` sets soft and hard RLIMIT_CORE to 0,
+    /// RLIMIT_FSIZE and RLIMIT_NPROC to the spec's values;
+    /// `prctl(PR_SET_NO_NEW_PRIVS, 1)`; then, unless the mode is `Off` or the
+    /// kernel lacks Landlock, `landlock_create_ruleset`, one
+    /// `landlock_add_rule` per granted path and port and for the process's
+    /// own `/proc/self`, and `landlock_restrict_self`. Only raw system
+    /// calls: no allocation, no lock, so it is safe between fork and exec.
+    /// Meant for `std::os::unix::process::CommandExt::pre_exec`.
+    ///
+    /// # Errors
+    ///
+    /// The first failing call's OS error; the child should then not exec
+    /// (`pre_exec` makes the spawn fail with it).
+    ///
+    /// # Safety
+    ///
+    /// Call it only in a single-threaded child between fork and exec (a
+    /// `pre_exec` closure). The restrictions are irreversible and apply to
+    /// the calling thread and everything it later starts: called in the
+    /// parent it would confine the parent's thread. `self` must have been
+    /// cloned into the child by the parent (as a closure capture is), so
+    /// that its file descriptors are open there.
+    ///
+    /// # References
+    ///  - [landlock_restrict_self(2)](https://man7.org/linux/man-pages/man2/landlock_restrict_self.2.html)
+    ///  - [prctl(2) PR_SET_NO_NEW_PRIVS](https://man7.org/linux/man-pages/man2/prctl.2.html)
+    ///  - [prlimit(2)](https://man7.org/linux/man-pages/man2/prlimit.2.html)
+    pub unsafe fn apply_in_child(&self) -> io::Result<()> {
+        for &(resource, value) in &self.inner.rlimits {
+            let limit = Rlimit64 {
+                cur: value,
+                max: value,
+            };
+            // SAFETY: pid 0 is the calling process; `limit` is a live
+            // `struct rlimit64`; a NULL old-limit pointer is allowed.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_prlimit64,
+                    0 as libc::pid_t,
+                    resource as libc::c_uint,
+                    &limit as *const Rlimit64,
+                    std::ptr::null_mut::<Rlimit64>(),
+                )
+            };
+            if r != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+
+        // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_prctl,
+                libc::PR_SET_NO_NEW_PRIVS as libc::c_ulong,
+                1 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+
+        let Some(plan) = &self.inner.landlock else {
+            return Ok(());
+        };
+        let ruleset = build_ruleset(plan)?;
+        // SAFETY: `ruleset` is a Landlock ruleset descriptor we own; flags 0.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                ruleset.as_raw_fd(),
+                0 as libc::c_uint,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// Builds the plan's ruleset with raw system calls only: async-signal-safe
+/// (`OwnedFd`'s drop is a bare `close`), so the child may call it.
+fn build_ruleset(plan: &Plan) -> io::Result<OwnedFd> {
+    // SAFETY: `plan.attr` is a live `struct landlock_ruleset_attr` prefix of
+    // the size passed; the kernel only reads it.
+    let raw = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &plan.attr as *const RulesetAttr,
+            std::mem::size_of::<RulesetAttr>(),
+            0 as libc::c_uint,
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor (close-on-exec); no
+    // one else owns it.
+    let ruleset = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
+
+    for rule in &plan.paths {
+        add_path_rule(&ruleset, rule.fd.as_raw_fd(), rule.access)?;
+    }
+    if plan.proc_self_access != 0 {
+        // SAFETY: a NUL-terminated literal path; O_PATH opens nothing's
+        // content.
+        let raw = unsafe {
+            libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                c"/proc/self".as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        // No /proc (or no memory): grant nothing, fail closed.
+        if raw >= 0 {
+            // SAFETY: the kernel just returned this descriptor; we own it.
+            let proc_self = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
+            add_path_rule(&ruleset, proc_self.as_raw_fd(), plan.proc_self_access)?;
+        }
+    }
+    for &port in &plan.connect_ports {
+        let attr = NetPortAttr {
+            allowed_access: plan.connect_access,
+            port,
+        };
+        // SAFETY: `ruleset` is ours; `attr` is a live
+        // `struct landlock_net_port_attr`; flags 0.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset.as_fd().as_raw_fd(),
+                LANDLOCK_RULE_NET_PORT,
+                &attr as *const NetPortAttr,
+                0 as libc::c_uint,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(ruleset)
+}
+
+fn add_path_rule(ruleset: &OwnedFd, parent_fd: RawFd, access: u64) -> io::Result<()> {
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd,
+    };
+    // SAFETY: `ruleset` is ours; `attr` is a live (packed)
+    // `struct landlock_path_beneath_attr`; `parent_fd` is open; flags 0.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            LANDLOCK_RULE_PATH_BENEATH,
+            std::ptr::addr_of!(attr),
+            0 as libc::c_uint,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bit(a: AccessFs) -> u64 {
+        BitFlags::from(a).bits()
+    }
+
+    #[test]
+    fn uapi_layouts_match_the_kernel() {
+        assert_eq!(std::mem::size_of::<PathBeneathAttr>(), 12);
+        assert_eq!(std::mem::size_of::<NetPortAttr>(), 16);
+        assert_eq!(std::mem::size_of::<RulesetAttr>(), 24);
+        assert_eq!(std::mem::size_of::<Rlimit64>(), 16);
+    }
+
+    #[test]
+    fn missing_parts_follow_the_abi() {
+        use ConfinePart::*;
+        assert_eq!(missing_parts(None), vec![Landlock, Network, Scoping]);
+        assert_eq!(missing_parts(Some(3)), vec![Network, Scoping]);
+        assert_eq!(missing_parts(Some(5)), vec![Scoping]);
+        assert!(missing_parts(Some(6)).is_empty());
+    }
+
+    #[test]
+    fn write_rights_never_make_devices() {
+        let r = Rights::new(ABI::V6);
+        assert_eq!(r.write & bit(AccessFs::MakeChar), 0);
+        assert_eq!(r.write & bit(AccessFs::MakeBlock), 0);
+        assert_eq!(r.write & bit(AccessFs::IoctlDev), 0);
+        assert_ne!(r.write & bit(AccessFs::Truncate), 0);
+        assert_eq!(r.read_exec & bit(AccessFs::WriteFile), 0);
+    }
+}

@@ -1,0 +1,362 @@
+//! The child's environment (SPEC §7): a fixed allowlist, minus everything
+//! credential-shaped, plus what the operator chose to inherit.
+//!
+//! The threat is accidental exfiltration: an agent's shell command printing
+//! `env`, or a tool it runs forwarding the parent's provider keys. So the
+//! child starts from nothing and gets only the variables a shell needs to
+//! behave (`HOME`, `PATH`, locale, …), and even those are dropped when their
+//! name looks like a credential. The operator can forward more names with
+//! `env_inherit` — credentials included, since that is an explicit choice.
+//!
+//! [`EnvPlan`] also remembers every credential-shaped host variable the
+//! child did *not* get, with its value, so that output redaction
+//! ([`crate::redact`]) can hide those values if the child finds them some
+//! other way (a config file, `/proc`).
+//!
+//! This is defence in depth, not a boundary: the child runs as the same user
+//! and can read whatever that user can read.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+use crate::redact::Redactor;
+
+/// The host variables a child may receive by default, unless their name is
+/// credential-shaped (none of these is, but the rule is applied anyway).
+pub const BASE_ALLOWLIST: [&str; 11] = [
+    "HOME", "LANG", "LC_ALL", "LOGNAME", "PATH", "SHELL", "TEMP", "TERM", "TMP", "TMPDIR", "USER",
+];
+
+/// Whole `_`/`-`-separated segments that make a name credential-shaped.
+const SEGMENTS: [&str; 21] = [
+    "KEY",
+    "KEYS",
+    "TOKEN",
+    "TOKENS",
+    "SECRET",
+    "SECRETS",
+    "PASSWORD",
+    "PASSWD",
+    "PASS",
+    "PWD",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "APIKEY",
+    "PAT",
+    "DSN",
+    "WEBHOOK",
+    "COOKIE",
+    "PRIVATE",
+    "AUTH",
+    "BEARER",
+    "SESSION",
+];
+
+/// Substrings that make a name credential-shaped wherever they occur, so
+/// that camelCase names (`clientSecret`, `accessKeyId`) are caught too.
+/// Upper case: names are compared after folding.
+const SUBSTRINGS: [&str; 15] = [
+    "APIKEY",
+    "API_KEY",
+    "ACCESSKEY",
+    "ACCESS_KEY",
+    "PRIVATEKEY",
+    "PRIVATE_KEY",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "AUTHTOKEN",
+    "AUTH_TOKEN",
+    "ACCESSTOKEN",
+    "REFRESHTOKEN",
+    "IDTOKEN",
+];
+
+/// Whole names that point at credentials without looking like one.
+const EXACT: [&str; 6] = [
+    "SSH_AUTH_SOCK",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "KUBECONFIG",
+    "DOCKER_CONFIG",
+    "NETRC",
+];
+
+/// Cloud-provider prefixes: everything under them is withheld.
+const PREFIXES: [&str; 5] = ["AWS_", "AZURE_", "GOOGLE_", "GCP_", "ARM_CLIENT"];
+
+/// Names the shell sets itself that would otherwise hit the `PWD` segment.
+/// Matched case-sensitively: only the spelling the shell uses is exempt.
+const NOT_CREDENTIALS: [&str; 2] = ["PWD", "OLDPWD"];
+
+/// Whether `name` is credential-shaped (SPEC §7).
+///
+/// Case-insensitively, a name is credential-shaped when any of its `_`/`-`
+/// separated segments is one of KEY, KEYS, TOKEN, TOKENS, SECRET, SECRETS,
+/// PASSWORD, PASSWD, PASS, PWD, CREDENTIAL, CREDENTIALS, APIKEY, PAT, DSN,
+/// WEBHOOK, COOKIE, PRIVATE, AUTH, BEARER, SESSION; or it contains apikey,
+/// api_key, accesskey, access_key, privatekey, private_key, secret,
+/// password, passwd, credential, authtoken, auth_token, accesstoken,
+/// refreshtoken or idtoken; or it is SSH_AUTH_SOCK, GIT_ASKPASS,
+/// SSH_ASKPASS, KUBECONFIG, DOCKER_CONFIG or NETRC; or it starts with AWS_,
+/// AZURE_, GOOGLE_, GCP_ or ARM_CLIENT. The exact names `PWD` and `OLDPWD`
+/// (in that case) are not credentials.
+///
+/// Only `_` and `-` split segments: `githubToken` is one segment and
+/// contains none of the substrings, so it is *not* credential-shaped, while
+/// `MAX_OUTPUT_TOKENS` is (fail closed).
+///
+/// Case folding: the rules are checked against the ASCII upper-case form of
+/// the name and, when different, against its full Unicode folding
+/// (lower-case, then upper-case), so that look-alikes such as `ſecret`
+/// (long s) or the Kelvin sign are caught too; either match is enough.
+pub fn is_credential_name(name: &str) -> bool {
+    if NOT_CREDENTIALS.contains(&name) {
+        return false;
+    }
+    let ascii = name.to_ascii_uppercase();
+    if shaped(&ascii) {
+        return true;
+    }
+    // camelCase words are segments too (`githubToken`, `sessionToken`):
+    // the SPEC asks that camelCase names be caught, and failing closed on
+    // a name like `passEnv` is the safe direction.
+    if camel_segments(name).any(|seg| SEGMENTS.contains(&seg.to_ascii_uppercase().as_str())) {
+        return true;
+    }
+    let folded = name.to_lowercase().to_uppercase();
+    folded != ascii && shaped(&folded)
+}
+
+/// The words of a name split at `_`, `-` and lower-to-upper case changes
+/// (`githubToken` gives `github`, `Token`).
+fn camel_segments(name: &str) -> impl Iterator<Item = &str> {
+    name.split(['_', '-']).flat_map(|part| {
+        let mut cuts = vec![0];
+        let b = part.as_bytes();
+        for i in 1..b.len() {
+            if b[i - 1].is_ascii_lowercase() && b[i].is_ascii_uppercase() {
+                cuts.push(i);
+            }
+        }
+        cuts.push(b.len());
+        cuts.windows(2)
+            .map(move |w| &part[w[0]..w[1]])
+            .collect::<Vec<_>>()
+    })
+}
+
+/// The rules, on an upper-cased name.
+fn shaped(upper: &str) -> bool {
+    upper.split(['_', '-']).any(|seg| SEGMENTS.contains(&seg))
+        || SUBSTRINGS.iter().any(|sub| upper.contains(sub))
+        || EXACT.contains(&upper)
+        || PREFIXES.iter().any(|prefix| upper.starts_with(prefix))
+}
+
+/// Whether `name` can be set in a child's environment at all.
+fn settable_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['=', '\0'])
+}
+
+/// The environment a child gets, and what it was denied.
+///
+/// Built once per exec from the host environment ([`EnvPlan::build`]).
+///
+/// `Debug` prints names only, never values.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EnvPlan {
+    /// What the child receives, sorted by name, one entry per name.
+    vars: Vec<(String, OsString)>,
+    /// Credential-shaped host variables the child does not receive, sorted
+    /// by name then value, without duplicates.
+    withheld: Vec<(String, OsString)>,
+}
+
+impl EnvPlan {
+    /// Plans the child environment from `host_env` (typically
+    /// [`std::env::vars_os`]) with the default [`BASE_ALLOWLIST`].
+    ///
+    /// The child receives:
+    ///
+    /// 1. each [`BASE_ALLOWLIST`] name present in the host, unless
+    ///    [`is_credential_name`] says it is credential-shaped;
+    /// 2. each `env_inherit` name present in the host, credential-shaped or
+    ///    not (the operator chose it); names match case-sensitively;
+    /// 3. each `extra` pair, set by the executor itself (say a private
+    ///    `TMPDIR`), overriding the host value; with a repeated name the
+    ///    last pair wins.
+    ///
+    /// Host entries: when a name occurs more than once the first occurrence
+    /// is the one passed (what `getenv(3)` would return). Names that are
+    /// not UTF-8 are never passed; values are passed as they are
+    /// ([`OsString`], no UTF-8 requirement). Names that cannot be set
+    /// (empty, or containing `=` or NUL) and `extra` values containing NUL
+    /// are ignored.
+    ///
+    /// Withheld: every host entry whose name is credential-shaped and which
+    /// the child does not receive with that same value — dropped, not
+    /// inherited, overridden by `extra`, or a later duplicate. A non-UTF-8
+    /// name is judged (and reported) by its lossy UTF-8 form, so a
+    /// credential under a mangled name is still redacted.
+    pub fn build(
+        host_env: impl IntoIterator<Item = (OsString, OsString)>,
+        env_inherit: &[String],
+        extra: &[(String, String)],
+    ) -> EnvPlan {
+        Self::build_with_base(&BASE_ALLOWLIST, host_env, env_inherit, extra)
+    }
+
+    /// Like [`EnvPlan::build`], with `base` in place of [`BASE_ALLOWLIST`].
+    ///
+    /// Credential-shaped names in `base` are dropped, as in the default
+    /// list; only `env_inherit` can forward a credential.
+    pub fn build_with_base(
+        base: &[&str],
+        host_env: impl IntoIterator<Item = (OsString, OsString)>,
+        env_inherit: &[String],
+        extra: &[(String, String)],
+    ) -> EnvPlan {
+        // Every credential-shaped host entry, duplicates included: each of
+        // their values must be redacted unless passed.
+        let mut credentials: Vec<(String, OsString)> = Vec::new();
+        // The first occurrence of each UTF-8, settable host name.
+        let mut host: BTreeMap<String, OsString> = BTreeMap::new();
+        for (name, value) in host_env {
+            let name = match name.into_string() {
+                Ok(name) => name,
+                Err(raw) => {
+                    let lossy = raw.to_string_lossy().into_owned();
+                    if is_credential_name(&lossy) {
+                        credentials.push((lossy, value));
+                    }
+                    continue;
+                }
+            };
+            if is_credential_name(&name) {
+                credentials.push((name.clone(), value.clone()));
+            }
+            if settable_name(&name) {
+                host.entry(name).or_insert(value);
+            }
+        }
+
+        let mut vars: BTreeMap<String, OsString> = BTreeMap::new();
+        for &name in base {
+            if is_credential_name(name) {
+                continue;
+            }
+            if let Some(value) = host.get(name) {
+                vars.insert(name.to_owned(), value.clone());
+            }
+        }
+        for name in env_inherit {
+            if let Some(value) = host.get(name.as_str()) {
+                vars.insert(name.clone(), value.clone());
+            }
+        }
+        for (name, value) in extra {
+            if settable_name(name) && !value.contains('\0') {
+                vars.insert(name.clone(), OsString::from(value));
+            }
+        }
+
+        let mut withheld: Vec<(String, OsString)> = credentials
+            .into_iter()
+            .filter(|(name, value)| vars.get(name) != Some(value))
+            .collect();
+        withheld.sort();
+        withheld.dedup();
+
+        EnvPlan {
+            vars: vars.into_iter().collect(),
+            withheld,
+        }
+    }
+
+    /// The variables to set in the child (after clearing its environment),
+    /// sorted by name, one entry per name.
+    pub fn vars(&self) -> &[(String, OsString)] {
+        &self.vars
+    }
+
+    /// The value the child receives for `name`, if any.
+    pub fn get(&self, name: &str) -> Option<&OsStr> {
+        self.vars
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()
+            .map(|i| self.vars[i].1.as_os_str())
+    }
+
+    /// The names the child receives, sorted (bytewise).
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.vars.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// The digest of the names the child receives, reported with each
+    /// result so that a change in what a lane inherits is visible.
+    ///
+    /// Encoding: the names, sorted bytewise, joined by a single `"\n"` (no
+    /// trailing newline; no names at all is the empty string), hashed with
+    /// SHA-256, written as `"sha256:"` followed by 64 lower-case hex
+    /// digits. Values are not part of it.
+    pub fn names_digest(&self) -> String {
+        let mut hasher = Sha256::new();
+        for (i, name) in self.names().enumerate() {
+            if i > 0 {
+                hasher.update(b"\n");
+            }
+            hasher.update(name.as_bytes());
+        }
+        let hash = hasher.finalize();
+        let mut out = String::with_capacity(7 + 64);
+        out.push_str("sha256:");
+        for byte in hash.iter() {
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xf)]));
+        }
+        out
+    }
+
+    /// The credential-shaped host variables the child does not receive,
+    /// with their values, sorted by name then value. A name can occur more
+    /// than once (duplicate host entries with different values).
+    ///
+    /// These values are secrets: feed them to a [`Redactor`], never to a
+    /// log. For a log, use [`EnvPlan::withheld_names`].
+    pub fn withheld(&self) -> &[(String, OsString)] {
+        &self.withheld
+    }
+
+    /// The names of [`EnvPlan::withheld`], sorted, each once: safe to log.
+    pub fn withheld_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.withheld.iter().map(|(n, _)| n.as_str()).collect();
+        names.dedup();
+        names
+    }
+
+    /// A [`Redactor`] for the withheld values (as their raw bytes) and the
+    /// well-known token shapes. Use one per output stream.
+    pub fn redactor(&self) -> Redactor {
+        Redactor::new(
+            self.withheld
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_encoded_bytes())),
+        )
+    }
+}
+
+impl fmt::Debug for EnvPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnvPlan")
+            .field("names", &self.names().collect::<Vec<_>>())
+            .field("withheld", &self.withheld_names())
+            .finish()
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";

@@ -1,0 +1,23 @@
+//! A shell executor that confines the shell (SPEC §7): the parts built so
+//! far.
+//!
+//! - [`env`]: the child's environment: a fixed allowlist from the host, minus
+//!   every credential-shaped name, plus the operator's `env_inherit`; the
+//!   digest of the names passed; the withheld values for redaction.
+//! - [`redact`]: a streaming redactor for withheld values and well-known
+//!   token shapes, exact whatever the read boundaries.
+//! - [`lines`]: line provenance for the supervised run: child lines that
+//!   forge `policy:` / `policy-result:` contract lines are marked.
+//! - [`confine`]: Landlock, rlimits and no_new_privs for a child, prepared in
+//!   the parent and applied between fork and exec, with a report of exactly
+//!   what was enforced.
+//!
+//! Not built yet: the executor itself (process group, subreaper, timeouts,
+//! output capture), confined git, and the supervised `sandgate run`. Until
+//! then the facade and `sandgate tool` refuse `exec`.
+#![deny(missing_docs)]
+
+pub mod confine;
+pub mod env;
+pub mod lines;
+pub mod redact;

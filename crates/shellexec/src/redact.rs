@@ -1,0 +1,989 @@
+//! Streaming output redaction (SPEC §7).
+//!
+//! A child may print a secret it should not have: a key read from a config
+//! file, a token echoed by a tool, the value of a variable the executor
+//! withheld (found through `/proc` or a dotfile). The executor passes the
+//! child's output through a [`Redactor`] before anyone sees it.
+//!
+//! # What is replaced
+//!
+//! A *secret occurrence* is a range of the output bytes that is one of:
+//!
+//! - a withheld variable's value, [`MIN_VALUE_LEN`] bytes or longer, byte
+//!   for byte (shorter values would hit ordinary text);
+//! - `sk-` followed by 20 or more of `[A-Za-z0-9_-]` (so `sk-proj-…` too);
+//! - `ghp_`, `gho_`, `ghu_`, `ghs_` or `ghr_` followed by 20 or more of
+//!   `[A-Za-z0-9]`, or `github_pat_` followed by 20 or more of
+//!   `[A-Za-z0-9_]`;
+//! - `AKIA` followed by exactly 16 of `[A-Z0-9]` (an AWS access key id);
+//! - `xoxb-`, `xoxa-`, `xoxp-`, `xoxr-` or `xoxs-` followed by 10 or more of
+//!   `[A-Za-z0-9-]` (Slack);
+//! - the value of an `Authorization:` header (ASCII case-insensitive, also
+//!   `Proxy-Authorization:`, and `"Authorization":` as in JSON): everything
+//!   after the colon and any spaces or tabs up to the end of the line (CR or
+//!   LF); the header name stays visible;
+//! - a `Bearer` token (ASCII case-insensitive): after `Bearer`, one or more
+//!   spaces or tabs, 8 or more of `[A-Za-z0-9._~+/=-]`; the word `Bearer`
+//!   stays visible;
+//! - a PEM private-key block: from `-----BEGIN <LABEL>PRIVATE KEY-----`
+//!   (also `… PRIVATE KEY BLOCK-----`, as PGP writes; `<LABEL>` is up to 64
+//!   of `[A-Z0-9 ]`, as in `RSA `, `EC `, `OPENSSH `) through the end of the
+//!   first `-----END <LABEL>PRIVATE KEY-----` after it. A block with no END
+//!   within [`PEM_BLOCK_MAX`] bytes of its BEGIN (a cut-off key, or a stray
+//!   marker) ends there and scanning resumes. Blocks do not nest.
+//!
+//! The token shapes other than PEM and `Authorization:` must not follow an
+//! ASCII letter or digit (`task-force…` is not an `sk-` key), and the
+//! repeating parts are greedy: the whole run of admitted bytes is covered.
+//!
+//! Occurrences that overlap are merged, so that no byte of any occurrence
+//! survives (two secrets that share bytes are not half-revealed). Each
+//! merged range becomes one marker: `[REDACTED:NAME]` when the occurrence
+//! that starts first is a withheld value (at equal starts a value wins over
+//! a shape and the longer value wins over the shorter), `[REDACTED]`
+//! otherwise. Identical values withheld under several names are labelled
+//! with the first name in sort order.
+//!
+//! # Streaming
+//!
+//! The output is a function of the whole byte stream only: whatever the
+//! read boundaries, the concatenation of what [`Redactor::push`] and
+//! [`Redactor::finish`] return is the same. To get there the redactor holds
+//! back the bytes that could still turn out to be part of a secret — at most
+//! the longest withheld value, or about a hundred bytes for the token
+//! shapes — and emits a marker as soon as a secret is certain. Bytes inside
+//! a secret are dropped as they arrive, never buffered, so a long token, a
+//! header line or a PEM block costs no memory.
+//!
+//! This guards against accidents, not against a child that wants to leak:
+//! a secret printed in base64 or one byte per line passes.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+/// Withheld values shorter than this are not redacted (they would match
+/// ordinary output).
+pub const MIN_VALUE_LEN: usize = 8;
+
+/// The most bytes a PEM private-key block covers when its END line does not
+/// come: then the block ends there and scanning resumes.
+pub const PEM_BLOCK_MAX: u64 = 16 * 1024;
+
+/// Above this capacity, the hold-back buffer is shrunk after each chunk.
+const HOLD_CAPACITY: usize = 64 * 1024;
+
+/// The marker for a token shape.
+const MARKER: &[u8] = b"[REDACTED]";
+
+/// The longest `<LABEL>PRIVATE KEY BLOCK` text between `-----BEGIN ` (or
+/// `-----END `) and the closing dashes.
+const PEM_LABEL_MAX: u8 = 64 + 17;
+
+/// A streaming redactor for one output stream.
+///
+/// Feed it the stream's bytes as they are read with [`Redactor::push`]; at
+/// the end of the stream call [`Redactor::finish`]. Use one per stream
+/// (stdout and stderr each need their own): build one, then clone it before
+/// feeding any bytes; clones share the compiled value matcher.
+#[derive(Clone)]
+pub struct Redactor {
+    rules: Arc<Rules>,
+    /// Input bytes consumed so far.
+    pos: u64,
+    /// The input byte before `pos`, for the left-boundary rule.
+    prev: Option<u8>,
+    /// The value matcher's state.
+    ac_state: u32,
+    /// Live token-shape candidates, in order of creation.
+    cands: Vec<Cand>,
+    /// Start of the PEM block being dropped, if inside one.
+    pem_inside: Option<u64>,
+    /// Live END-marker candidates while inside a PEM block.
+    pem_ends: Vec<Cand>,
+    /// Input bytes `[done, pos)`: not yet emitted nor dropped.
+    pending: VecDeque<u8>,
+    /// Input before this offset has been emitted or dropped.
+    done: u64,
+    /// Known secret ranges not yet fully behind `done`: sorted, disjoint.
+    regions: VecDeque<Region>,
+}
+
+impl Redactor {
+    /// A redactor for the token shapes and for the given withheld values
+    /// (name, value bytes). Values shorter than [`MIN_VALUE_LEN`] are
+    /// ignored.
+    pub fn new<I, N, V>(withheld: I) -> Redactor
+    where
+        I: IntoIterator<Item = (N, V)>,
+        N: AsRef<str>,
+        V: AsRef<[u8]>,
+    {
+        Redactor {
+            rules: Arc::new(Rules::new(withheld)),
+            pos: 0,
+            prev: None,
+            ac_state: 0,
+            cands: Vec::new(),
+            pem_inside: None,
+            pem_ends: Vec::new(),
+            pending: VecDeque::new(),
+            done: 0,
+            regions: VecDeque::new(),
+        }
+    }
+
+    /// A redactor for the token shapes only (no withheld values).
+    pub fn shapes_only() -> Redactor {
+        Redactor::new(std::iter::empty::<(&str, &[u8])>())
+    }
+
+    /// Feeds the next `chunk` of the stream; returns the redacted bytes that
+    /// are now certain. Bytes that could still be the start of a secret are
+    /// held back until a later call (or [`Redactor::finish`]) decides them.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(chunk.len());
+        self.push_into(chunk, &mut out);
+        out
+    }
+
+    /// Like [`Redactor::push`], appending to `out` instead of allocating.
+    pub fn push_into(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
+        self.pending.extend(chunk);
+        let mut rest = chunk;
+        while let Some((&byte, tail)) = rest.split_first() {
+            if self.idle() {
+                // Nothing in progress: skip to the next byte that could
+                // start something (the common case, ordinary text).
+                let quiet = rest
+                    .iter()
+                    .position(|&b| self.rules.wakes[usize::from(b)])
+                    .unwrap_or(rest.len());
+                if quiet > 0 {
+                    self.pos += quiet as u64;
+                    self.prev = Some(rest[quiet - 1]);
+                    rest = &rest[quiet..];
+                    continue;
+                }
+            }
+            self.step(byte);
+            rest = tail;
+        }
+        let frontier = self.frontier();
+        let open = self.growing();
+        self.emit(frontier, open, out);
+        // A huge chunk must not pin its size in the hold-back buffer.
+        if self.pending.capacity() > HOLD_CAPACITY && self.pending.len() < HOLD_CAPACITY / 2 {
+            self.pending.shrink_to(HOLD_CAPACITY / 2);
+        }
+    }
+
+    /// Ends the stream: returns everything still held back, redacted.
+    /// A secret cut off by the end of the stream is redacted up to there
+    /// when it is certain (a long enough token run, a PEM block after its
+    /// BEGIN line); an incomplete prefix is plain text.
+    pub fn finish(mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.cands.clear();
+        self.pem_inside = None;
+        self.pem_ends.clear();
+        let end = self.pos;
+        self.emit(end, false, &mut out);
+        out
+    }
+
+    /// How many input bytes are held back now (neither emitted nor
+    /// dropped). Bounded by the longest withheld value or a PEM marker,
+    /// whichever is longer, plus nothing for secrets being dropped.
+    pub fn held_back(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether no match of any kind is in progress: then a byte that
+    /// starts nothing changes nothing but the position.
+    fn idle(&self) -> bool {
+        self.ac_state == 0 && self.cands.is_empty() && self.pem_inside.is_none()
+    }
+
+    /// Consumes one input byte.
+    fn step(&mut self, byte: u8) {
+        let p = self.pos;
+        self.pos += 1;
+        let end = self.pos;
+        let rules = &*self.rules;
+
+        // Withheld values.
+        if let Some(ac) = &rules.ac {
+            self.ac_state = ac.step(self.ac_state, byte);
+            if let Some((pattern, len)) = ac.output(self.ac_state) {
+                let start = end - u64::from(len);
+                let label = Label::value(start, len, pattern);
+                cover(&mut self.regions, start, end, label);
+            }
+        }
+
+        // Inside a PEM block: drop everything up to its END line. No block
+        // begins on the byte that ends one.
+        let was_inside = self.pem_inside.is_some();
+        if let Some(start) = self.pem_inside {
+            cover(&mut self.regions, start, end, Label::shape(start));
+            let mut closed = false;
+            self.pem_ends
+                .retain_mut(|cand| match cand.advance(byte, p) {
+                    Advance::Live => true,
+                    Advance::Dead => false,
+                    Advance::Confirmed { .. } => {
+                        closed = true;
+                        false
+                    }
+                });
+            if byte == b'-' {
+                self.pem_ends.push(Cand::new(Kind::PemEnd, p));
+            }
+            if closed || end - start >= PEM_BLOCK_MAX {
+                self.pem_inside = None;
+                self.pem_ends.clear();
+            }
+        }
+
+        // Token shapes.
+        let mut pem_begun = None;
+        let regions = &mut self.regions;
+        self.cands.retain_mut(|cand| match cand.advance(byte, p) {
+            Advance::Live => true,
+            Advance::Dead => false,
+            Advance::Confirmed { from, done } => {
+                if cand.kind == Kind::PemBegin {
+                    pem_begun = Some(cand.start);
+                }
+                cover(regions, from, end, Label::shape(from));
+                !done
+            }
+        });
+        if let Some(start) = pem_begun {
+            self.cands.retain(|cand| cand.kind != Kind::PemBegin);
+            self.pem_inside = Some(start);
+        }
+        let boundary = !self.prev.is_some_and(|b| b.is_ascii_alphanumeric());
+        let mut starts = rules.starts[usize::from(byte)];
+        while starts != 0 {
+            let kind = KINDS[starts.trailing_zeros() as usize];
+            starts &= starts - 1;
+            if kind.spec().boundary && !boundary {
+                continue;
+            }
+            if kind == Kind::PemBegin && (was_inside || self.pem_inside.is_some()) {
+                continue;
+            }
+            self.cands.push(Cand::new(kind, p));
+        }
+        if self.cands.len() > 1 {
+            self.prune();
+        }
+        self.prev = Some(byte);
+    }
+
+    /// Drops token candidates that another one of the same kind dominates:
+    /// for greedy shapes, a run that began earlier covers every byte a later
+    /// one could (same admitted bytes, longer so far). Keeps the candidate
+    /// count bounded on input like `sk-sk-sk-…`.
+    fn prune(&mut self) {
+        let mut best: [Option<u64>; KINDS.len()] = [None; KINDS.len()];
+        for cand in &self.cands {
+            if let Some(from) = cand.greedy_body_start() {
+                let slot = &mut best[cand.kind as usize];
+                *slot = Some(slot.map_or(from, |b| b.min(from)));
+            }
+        }
+        if self
+            .cands
+            .iter()
+            .filter(|c| c.greedy_body_start().is_some())
+            .count()
+            <= 1
+        {
+            return;
+        }
+        let mut kept: [bool; KINDS.len()] = [false; KINDS.len()];
+        self.cands.retain(|cand| match cand.greedy_body_start() {
+            None => true,
+            Some(from) => {
+                let k = cand.kind as usize;
+                if kept[k] || best[k] != Some(from) {
+                    false
+                } else {
+                    kept[k] = true;
+                    true
+                }
+            }
+        });
+    }
+
+    /// The first input offset that a live, unconfirmed candidate could
+    /// still claim: everything before it is decided.
+    fn frontier(&self) -> u64 {
+        let mut frontier = self.pos;
+        if let Some(ac) = &self.rules.ac {
+            frontier = frontier.min(self.pos - u64::from(ac.depth(self.ac_state)));
+        }
+        for cand in &self.cands {
+            if let Some(hold) = cand.hold_from() {
+                frontier = frontier.min(hold);
+            }
+        }
+        frontier
+    }
+
+    /// Whether a confirmed secret is still growing at the end of the input
+    /// (a greedy token run, a header value, a PEM block).
+    fn growing(&self) -> bool {
+        self.pem_inside.is_some() || self.cands.iter().any(Cand::is_growing)
+    }
+
+    /// Emits or drops the input before `frontier`.
+    fn emit(&mut self, frontier: u64, open: bool, out: &mut Vec<u8>) {
+        while self.done < frontier {
+            let last = self.regions.len() == 1;
+            match self.regions.front_mut() {
+                Some(region) if region.start <= self.done => {
+                    if !region.announced {
+                        out.extend_from_slice(self.rules.marker(region.label));
+                        region.announced = true;
+                    }
+                    let stop = region.end.min(frontier);
+                    self.pending.drain(..to_usize(stop - self.done));
+                    self.done = stop;
+                    if region.end <= frontier && !(open && last) {
+                        self.regions.pop_front();
+                    }
+                }
+                next => {
+                    let stop = next.map_or(frontier, |r| r.start.min(frontier));
+                    let n = to_usize(stop - self.done);
+                    let (front, back) = self.pending.as_slices();
+                    let from_front = n.min(front.len());
+                    out.extend_from_slice(&front[..from_front]);
+                    out.extend_from_slice(&back[..n - from_front]);
+                    self.pending.drain(..n);
+                    self.done = stop;
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the values, nor the held-back bytes (they may be secret).
+        f.debug_struct("Redactor")
+            .field("values", &self.rules.markers.len())
+            .field("consumed", &self.pos)
+            .field("held_back", &self.pending.len())
+            .finish()
+    }
+}
+
+fn to_usize(n: u64) -> usize {
+    // The distance is at most the pending buffer's length.
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// Adds the secret `[start, end)` (`end` is always the input position) to
+/// the regions, merging with those it overlaps.
+fn cover(regions: &mut VecDeque<Region>, start: u64, end: u64, label: Label) {
+    // The common case, a growing secret: it extends the last region only
+    // (regions are disjoint, so none before it reaches `start`).
+    if let Some(last) = regions.back_mut() {
+        if last.start <= start && start < last.end {
+            last.end = last.end.max(end);
+            if label.key() < last.label.key() {
+                debug_assert!(!last.announced);
+                last.label = label;
+            }
+            return;
+        }
+    }
+    let mut merged = Region {
+        start,
+        end,
+        label,
+        announced: false,
+    };
+    while let Some(last) = regions.pop_back() {
+        if last.end <= start {
+            regions.push_back(last);
+            break;
+        }
+        merged.start = merged.start.min(last.start);
+        merged.end = merged.end.max(last.end);
+        if last.announced {
+            // Decided already: nothing that starts earlier can join it.
+            debug_assert!(last.label.key() <= merged.label.key());
+            merged.label = last.label;
+            merged.announced = true;
+        } else if last.label.key() < merged.label.key() {
+            merged.label = last.label;
+        }
+    }
+    regions.push_back(merged);
+}
+
+/// A merged secret range of the input.
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    start: u64,
+    end: u64,
+    label: Label,
+    /// Its marker has been emitted.
+    announced: bool,
+}
+
+/// Which marker a range gets: that of its occurrence with the least key.
+#[derive(Clone, Copy, Debug)]
+struct Label {
+    start: u64,
+    /// 0 for a value, 1 for a shape.
+    rank: u8,
+    /// `u32::MAX - len` for values (longer first), 0 for shapes.
+    shortness: u32,
+    /// The value's index, for values.
+    pattern: u32,
+}
+
+impl Label {
+    fn value(start: u64, len: u32, pattern: u32) -> Label {
+        Label {
+            start,
+            rank: 0,
+            shortness: u32::MAX - len,
+            pattern,
+        }
+    }
+
+    fn shape(start: u64) -> Label {
+        Label {
+            start,
+            rank: 1,
+            shortness: 0,
+            pattern: u32::MAX,
+        }
+    }
+
+    fn key(&self) -> (u64, u8, u32) {
+        (self.start, self.rank, self.shortness)
+    }
+}
+
+/// What does not change while streaming: the value matcher, markers.
+struct Rules {
+    ac: Option<Ac>,
+    /// `[REDACTED:NAME]` for each value pattern.
+    markers: Vec<Vec<u8>>,
+    /// For each byte, the kinds whose first prefix byte it is (bit set).
+    starts: [u16; 256],
+    /// For each byte, whether it starts a shape or a value.
+    wakes: [bool; 256],
+}
+
+impl Rules {
+    fn new<I, N, V>(withheld: I) -> Rules
+    where
+        I: IntoIterator<Item = (N, V)>,
+        N: AsRef<str>,
+        V: AsRef<[u8]>,
+    {
+        // One pattern per distinct value, labelled with its least name.
+        let mut by_value: BTreeMap<Vec<u8>, String> = BTreeMap::new();
+        for (name, value) in withheld {
+            let (name, value) = (name.as_ref(), value.as_ref());
+            if value.len() < MIN_VALUE_LEN || value.len() > u32::MAX as usize {
+                continue;
+            }
+            match by_value.get_mut(value) {
+                Some(existing) if existing.as_str() <= name => {}
+                Some(existing) => *existing = name.to_owned(),
+                None => {
+                    by_value.insert(value.to_vec(), name.to_owned());
+                }
+            }
+        }
+        let mut patterns = Vec::with_capacity(by_value.len());
+        let mut markers = Vec::with_capacity(by_value.len());
+        for (value, name) in by_value {
+            patterns.push(value);
+            markers.push(format!("[REDACTED:{name}]").into_bytes());
+        }
+        let ac = (!patterns.is_empty()).then(|| Ac::new(&patterns));
+
+        let mut starts = [0u16; 256];
+        for (i, kind) in KINDS.iter().enumerate() {
+            if *kind == Kind::PemEnd {
+                continue;
+            }
+            for &b in kind.spec().prefix[0] {
+                starts[usize::from(b)] |= 1 << i;
+            }
+        }
+        let mut wakes = [false; 256];
+        for (b, wake) in wakes.iter_mut().enumerate() {
+            let value = ac.as_ref().is_some_and(|ac| ac.root[b] != 0);
+            *wake = starts[b] != 0 || value;
+        }
+        Rules {
+            ac,
+            markers,
+            starts,
+            wakes,
+        }
+    }
+
+    fn marker(&self, label: Label) -> &[u8] {
+        match label.rank {
+            0 => &self.markers[label.pattern as usize],
+            _ => MARKER,
+        }
+    }
+}
+
+/// Aho–Corasick automaton over the withheld values: one step per input
+/// byte (amortised), whatever the number of values, and its state's depth
+/// says how far back a value could still have begun.
+struct Ac {
+    /// Transitions out of the root, dense (0 means none: back to root).
+    root: Box<[u32; 256]>,
+    /// Transitions out of every node, sorted by byte.
+    edges: Vec<Vec<(u8, u32)>>,
+    fail: Vec<u32>,
+    depth: Vec<u32>,
+    /// The longest value that ends at this node: (pattern, len), as
+    /// pattern + 1 (0 for none).
+    output: Vec<u32>,
+    lens: Vec<u32>,
+}
+
+impl Ac {
+    fn new(patterns: &[Vec<u8>]) -> Ac {
+        let mut ac = Ac {
+            root: Box::new([0; 256]),
+            edges: vec![Vec::new()],
+            fail: vec![0],
+            depth: vec![0],
+            output: vec![0],
+            lens: Vec::with_capacity(patterns.len()),
+        };
+        let mut terminal = vec![0u32];
+        for (index, pattern) in patterns.iter().enumerate() {
+            let mut node = 0u32;
+            for &b in pattern {
+                node = match ac.goto(node, b) {
+                    Some(next) => next,
+                    None => {
+                        let next = ac.edges.len() as u32;
+                        ac.edges.push(Vec::new());
+                        ac.fail.push(0);
+                        ac.depth.push(ac.depth[node as usize] + 1);
+                        ac.output.push(0);
+                        terminal.push(0);
+                        let list = &mut ac.edges[node as usize];
+                        let at = list.partition_point(|&(c, _)| c < b);
+                        list.insert(at, (b, next));
+                        if node == 0 {
+                            ac.root[usize::from(b)] = next;
+                        }
+                        next
+                    }
+                };
+            }
+            terminal[node as usize] = index as u32 + 1;
+            ac.lens.push(pattern.len() as u32);
+        }
+        // Breadth first, so that a node's failure target is done before it.
+        let mut queue = VecDeque::from([0u32]);
+        while let Some(node) = queue.pop_front() {
+            for i in 0..ac.edges[node as usize].len() {
+                let (b, child) = ac.edges[node as usize][i];
+                let fail = if node == 0 {
+                    0
+                } else {
+                    ac.step(ac.fail[node as usize], b)
+                };
+                ac.fail[child as usize] = fail;
+                ac.output[child as usize] = match terminal[child as usize] {
+                    0 => ac.output[fail as usize],
+                    own => own,
+                };
+                queue.push_back(child);
+            }
+        }
+        ac
+    }
+
+    fn goto(&self, node: u32, b: u8) -> Option<u32> {
+        if node == 0 {
+            let next = self.root[usize::from(b)];
+            return (next != 0).then_some(next);
+        }
+        let list = &self.edges[node as usize];
+        list.binary_search_by_key(&b, |&(c, _)| c)
+            .ok()
+            .map(|i| list[i].1)
+    }
+
+    fn step(&self, mut node: u32, b: u8) -> u32 {
+        loop {
+            if let Some(next) = self.goto(node, b) {
+                return next;
+            }
+            if node == 0 {
+                return 0;
+            }
+            node = self.fail[node as usize];
+        }
+    }
+
+    fn depth(&self, node: u32) -> u32 {
+        self.depth[node as usize]
+    }
+
+    /// The longest value ending here, as (pattern, len).
+    fn output(&self, node: u32) -> Option<(u32, u32)> {
+        match self.output[node as usize] {
+            0 => None,
+            p => Some((p - 1, self.lens[(p - 1) as usize])),
+        }
+    }
+}
+
+/// The token shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Sk,
+    Gh,
+    GithubPat,
+    Akia,
+    Slack,
+    Bearer,
+    Authorization,
+    PemBegin,
+    PemEnd,
+}
+
+const KINDS: [Kind; 9] = [
+    Kind::Sk,
+    Kind::Gh,
+    Kind::GithubPat,
+    Kind::Akia,
+    Kind::Slack,
+    Kind::Bearer,
+    Kind::Authorization,
+    Kind::PemBegin,
+    Kind::PemEnd,
+];
+
+/// What follows a shape's fixed prefix.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum After {
+    /// The body right away; the secret starts with the prefix.
+    Body,
+    /// One or more spaces or tabs, then the body; the secret is the body.
+    Ws,
+    /// An optional quote, spaces, a colon, optional spaces, then the body;
+    /// the secret is the body.
+    Colon,
+    /// A PEM label, then five dashes.
+    Label,
+}
+
+struct Spec {
+    /// The admitted bytes at each prefix position.
+    prefix: &'static [&'static [u8]],
+    after: After,
+    body: fn(u8) -> bool,
+    min: u64,
+    max: Option<u64>,
+    /// Must not follow an ASCII letter or digit.
+    boundary: bool,
+}
+
+impl Kind {
+    fn spec(self) -> &'static Spec {
+        match self {
+            Kind::Sk => &SK,
+            Kind::Gh => &GH,
+            Kind::GithubPat => &GITHUB_PAT,
+            Kind::Akia => &AKIA,
+            Kind::Slack => &SLACK,
+            Kind::Bearer => &BEARER,
+            Kind::Authorization => &AUTHORIZATION,
+            Kind::PemBegin => &PEM_BEGIN,
+            Kind::PemEnd => &PEM_END,
+        }
+    }
+}
+
+static SK: Spec = Spec {
+    prefix: &[b"s", b"k", b"-"],
+    after: After::Body,
+    body: |b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-',
+    min: 20,
+    max: None,
+    boundary: true,
+};
+
+static GH: Spec = Spec {
+    prefix: &[b"g", b"h", b"pousr", b"_"],
+    after: After::Body,
+    body: |b| b.is_ascii_alphanumeric(),
+    min: 20,
+    max: None,
+    boundary: true,
+};
+
+static GITHUB_PAT: Spec = Spec {
+    prefix: &[
+        b"g", b"i", b"t", b"h", b"u", b"b", b"_", b"p", b"a", b"t", b"_",
+    ],
+    after: After::Body,
+    body: |b| b.is_ascii_alphanumeric() || b == b'_',
+    min: 20,
+    max: None,
+    boundary: true,
+};
+
+static AKIA: Spec = Spec {
+    prefix: &[b"A", b"K", b"I", b"A"],
+    after: After::Body,
+    body: |b| b.is_ascii_uppercase() || b.is_ascii_digit(),
+    min: 16,
+    max: Some(16),
+    boundary: true,
+};
+
+static SLACK: Spec = Spec {
+    prefix: &[b"x", b"o", b"x", b"baprs", b"-"],
+    after: After::Body,
+    body: |b| b.is_ascii_alphanumeric() || b == b'-',
+    min: 10,
+    max: None,
+    boundary: true,
+};
+
+static BEARER: Spec = Spec {
+    prefix: &[b"bB", b"eE", b"aA", b"rR", b"eE", b"rR"],
+    after: After::Ws,
+    body: |b| b.is_ascii_alphanumeric() || b"._~+/=-".contains(&b),
+    min: 8,
+    max: None,
+    boundary: true,
+};
+
+static AUTHORIZATION: Spec = Spec {
+    prefix: &[
+        b"aA", b"uU", b"tT", b"hH", b"oO", b"rR", b"iI", b"zZ", b"aA", b"tT", b"iI", b"oO", b"nN",
+    ],
+    after: After::Colon,
+    body: |b| b != b'\n' && b != b'\r',
+    min: 1,
+    max: None,
+    boundary: false,
+};
+
+static PEM_BEGIN: Spec = Spec {
+    prefix: &[
+        b"-", b"-", b"-", b"-", b"-", b"B", b"E", b"G", b"I", b"N", b" ",
+    ],
+    after: After::Label,
+    body: |_| false,
+    min: 0,
+    max: None,
+    boundary: false,
+};
+
+static PEM_END: Spec = Spec {
+    prefix: &[b"-", b"-", b"-", b"-", b"-", b"E", b"N", b"D", b" "],
+    after: After::Label,
+    body: |_| false,
+    min: 0,
+    max: None,
+    boundary: false,
+};
+
+fn is_blank(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+/// A possible token occurrence being matched.
+#[derive(Clone, Copy, Debug)]
+struct Cand {
+    kind: Kind,
+    /// Offset of the prefix's first byte.
+    start: u64,
+    phase: Phase,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Phase {
+    /// This many prefix bytes matched.
+    Prefix(u8),
+    /// After `authorization`, before the colon.
+    Colon { quoted: bool },
+    /// After the keyword (or colon); `ready` once the required blank (if
+    /// any) has been seen.
+    Blank { ready: bool },
+    /// In the body, which began at `from`, `len` bytes so far.
+    Body { from: u64, len: u64 },
+    /// In a PEM label; the last bytes of it, for the suffix check.
+    Label { len: u8, tail: [u8; 17] },
+    /// Closing dashes seen.
+    Close(u8),
+}
+
+/// The outcome of feeding one byte to a candidate.
+enum Advance {
+    Live,
+    Dead,
+    /// The secret `[from, end)` is certain; `done` when it cannot grow.
+    Confirmed {
+        from: u64,
+        done: bool,
+    },
+}
+
+impl Cand {
+    /// A candidate whose first prefix byte is at `start`.
+    fn new(kind: Kind, start: u64) -> Cand {
+        Cand {
+            kind,
+            start,
+            phase: Phase::Prefix(1),
+        }
+    }
+
+    fn advance(&mut self, b: u8, at: u64) -> Advance {
+        let spec = self.kind.spec();
+        match self.phase {
+            Phase::Prefix(n) => {
+                if !spec.prefix[usize::from(n)].contains(&b) {
+                    return Advance::Dead;
+                }
+                let n = n + 1;
+                self.phase = if usize::from(n) < spec.prefix.len() {
+                    Phase::Prefix(n)
+                } else {
+                    match spec.after {
+                        After::Body => Phase::Body {
+                            from: self.start,
+                            len: 0,
+                        },
+                        After::Ws => Phase::Blank { ready: false },
+                        After::Colon => Phase::Colon { quoted: false },
+                        After::Label => Phase::Label {
+                            len: 0,
+                            tail: [0; 17],
+                        },
+                    }
+                };
+                Advance::Live
+            }
+            Phase::Colon { quoted } => {
+                if b == b':' {
+                    self.phase = Phase::Blank { ready: true };
+                } else if (b == b'"' || b == b'\'') && !quoted {
+                    self.phase = Phase::Colon { quoted: true };
+                } else if !is_blank(b) {
+                    return Advance::Dead;
+                }
+                Advance::Live
+            }
+            Phase::Blank { ready } => {
+                if is_blank(b) {
+                    self.phase = Phase::Blank { ready: true };
+                    Advance::Live
+                } else if ready && (spec.body)(b) {
+                    self.phase = Phase::Body { from: at, len: 0 };
+                    self.body_byte(spec)
+                } else {
+                    Advance::Dead
+                }
+            }
+            Phase::Body { .. } => {
+                if (spec.body)(b) {
+                    self.body_byte(spec)
+                } else {
+                    Advance::Dead
+                }
+            }
+            Phase::Label { len, mut tail } => {
+                if b.is_ascii_uppercase() || b.is_ascii_digit() || b == b' ' {
+                    if len == PEM_LABEL_MAX {
+                        return Advance::Dead;
+                    }
+                    tail.copy_within(1.., 0);
+                    tail[16] = b;
+                    self.phase = Phase::Label { len: len + 1, tail };
+                    Advance::Live
+                } else if b == b'-'
+                    && (tail.ends_with(b"PRIVATE KEY") && len >= 11
+                        || tail.ends_with(b"PRIVATE KEY BLOCK") && len >= 17)
+                {
+                    self.phase = Phase::Close(1);
+                    Advance::Live
+                } else {
+                    Advance::Dead
+                }
+            }
+            Phase::Close(n) => {
+                if b != b'-' {
+                    return Advance::Dead;
+                }
+                if n + 1 == 5 {
+                    return Advance::Confirmed {
+                        from: self.start,
+                        done: true,
+                    };
+                }
+                self.phase = Phase::Close(n + 1);
+                Advance::Live
+            }
+        }
+    }
+
+    /// Counts one body byte (already known to be admitted).
+    fn body_byte(&mut self, spec: &Spec) -> Advance {
+        let Phase::Body { from, len } = &mut self.phase else {
+            return Advance::Dead;
+        };
+        *len += 1;
+        if *len < spec.min {
+            return Advance::Live;
+        }
+        let done = spec.max == Some(*len);
+        Advance::Confirmed { from: *from, done }
+    }
+
+    /// Where this candidate's secret would begin, while it is unconfirmed
+    /// and that is already known (bytes from there on must be held back).
+    fn hold_from(&self) -> Option<u64> {
+        let spec = self.kind.spec();
+        match self.phase {
+            Phase::Prefix(_) | Phase::Label { .. } | Phase::Close(_) => {
+                (spec.after == After::Body || spec.after == After::Label).then_some(self.start)
+            }
+            Phase::Colon { .. } | Phase::Blank { .. } => None,
+            Phase::Body { from, len } => (len < spec.min).then_some(from),
+        }
+    }
+
+    /// Whether this is a confirmed secret that may still grow.
+    fn is_growing(&self) -> bool {
+        let spec = self.kind.spec();
+        matches!(self.phase, Phase::Body { len, .. } if len >= spec.min && spec.max.is_none())
+    }
+
+    /// Where the body began, for a greedy shape in its body.
+    fn greedy_body_start(&self) -> Option<u64> {
+        match self.phase {
+            Phase::Body { from, .. } if self.kind.spec().max.is_none() => Some(from),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,700 @@
+//! Streaming redaction: every shape, withheld values, read boundaries
+//! anywhere, overlapping secrets, no false positives, bounded memory, and a
+//! non-streaming reference model the redactor must agree with.
+
+use proptest::prelude::*;
+use std::sync::OnceLock;
+
+use regex::bytes::Regex;
+use sandgate_shellexec::redact::{Redactor, MIN_VALUE_LEN, PEM_BLOCK_MAX};
+
+type Values<'a> = &'a [(&'a str, &'a str)];
+
+fn redactor(values: Values) -> Redactor {
+    Redactor::new(values.iter().map(|&(n, v)| (n, v.as_bytes())))
+}
+
+/// Feeds `input` cut at `cuts` (sorted offsets).
+fn run_cut(values: Values, input: &[u8], cuts: &[usize]) -> Vec<u8> {
+    let mut r = redactor(values);
+    let mut out = Vec::new();
+    let mut at = 0;
+    for &cut in cuts {
+        out.extend(r.push(&input[at..cut]));
+        at = cut;
+    }
+    out.extend(r.push(&input[at..]));
+    out.extend(r.finish());
+    out
+}
+
+fn run(values: Values, input: &str) -> String {
+    String::from_utf8(run_cut(values, input.as_bytes(), &[])).unwrap()
+}
+
+/// The one-chunk output, checked to be the same when cut at every single
+/// offset and when fed one byte at a time.
+fn run_every_way(values: Values, input: &str) -> String {
+    let bytes = input.as_bytes();
+    let whole = run_cut(values, bytes, &[]);
+    for cut in 0..=bytes.len() {
+        let split = run_cut(values, bytes, &[cut]);
+        assert_eq!(
+            String::from_utf8_lossy(&split),
+            String::from_utf8_lossy(&whole),
+            "cut at {cut} of {input:?}"
+        );
+    }
+    let ones: Vec<usize> = (1..bytes.len()).collect();
+    assert_eq!(
+        run_cut(values, bytes, &ones),
+        whole,
+        "1-byte chunks of {input:?}"
+    );
+    String::from_utf8(whole).unwrap()
+}
+
+/// (input, expected output) — each checked every way it can be chunked.
+fn table(values: Values, cases: &[(&str, &str)]) {
+    for &(input, want) in cases {
+        assert_eq!(run_every_way(values, input), want, "input {input:?}");
+    }
+}
+
+#[test]
+fn sk_keys() {
+    table(
+        &[],
+        &[
+            ("key=sk-abcdefghijklmnopqrst end", "key=[REDACTED] end"),
+            (
+                "OPENAI_API_KEY=sk-proj-AbC_dEf-1234567890abcdefXYZ\n",
+                "OPENAI_API_KEY=[REDACTED]\n",
+            ),
+            ("sk-abcdefghijklmnopqrs", "sk-abcdefghijklmnopqrs"), // 19
+            ("sk-abcdefghijklmnopqrst", "[REDACTED]"),            // 20, at EOF
+            ("(sk-ant-api03-aaaaaaaaaaaaaaaaaaaa)", "([REDACTED])"),
+            (
+                "sk_abcdefghijklmnopqrstuvwxyz",
+                "sk_abcdefghijklmnopqrstuvwxyz",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn github_tokens() {
+    let body = "0123456789abcdefghijABCDEFGHIJ012345";
+    for prefix in ["ghp_", "gho_", "ghu_", "ghs_", "ghr_"] {
+        let input = format!("token: {prefix}{body}\n");
+        assert_eq!(
+            run_every_way(&[], &input),
+            "token: [REDACTED]\n",
+            "{prefix}"
+        );
+    }
+    table(
+        &[],
+        &[
+            (
+                "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+                "[REDACTED]",
+            ),
+            (
+                "ghx_0123456789abcdefghijABCD",
+                "ghx_0123456789abcdefghijABCD",
+            ),
+            ("ghp_0123456789abcdefghi", "ghp_0123456789abcdefghi"), // 19
+            ("github_pat_short", "github_pat_short"),
+            // The body stops at the first byte outside it.
+            ("ghp_0123456789abcdefghij-rest", "[REDACTED]-rest"),
+        ],
+    );
+}
+
+#[test]
+fn aws_access_key_ids() {
+    table(
+        &[],
+        &[
+            ("id AKIAIOSFODNN7EXAMPLE ok", "id [REDACTED] ok"),
+            ("AKIAIOSFODNN7EXAMPLEXYZ", "[REDACTED]XYZ"), // exactly 16 after AKIA
+            ("AKIAshort", "AKIAshort"),
+            ("AKIAIOSFODNN7EXAMPL", "AKIAIOSFODNN7EXAMPL"), // 15
+            ("AKIAIOSFODNN7exampl", "AKIAIOSFODNN7exampl"),
+        ],
+    );
+}
+
+#[test]
+fn slack_tokens() {
+    for kind in ['b', 'a', 'p', 'r', 's'] {
+        let input = format!("SLACK=xox{kind}-1234567890-abcdefghij\n");
+        assert_eq!(
+            run_every_way(&[], &input),
+            "SLACK=[REDACTED]\n",
+            "xox{kind}"
+        );
+    }
+    table(
+        &[],
+        &[
+            ("xoxz-1234567890-abc", "xoxz-1234567890-abc"),
+            ("xoxb-123456789", "xoxb-123456789"), // 9
+            ("xoxo and hugs", "xoxo and hugs"),
+        ],
+    );
+}
+
+const RSA_BLOCK: &str = "-----BEGIN RSA PRIVATE KEY-----\n\
+MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n\
+VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n\
+-----END RSA PRIVATE KEY-----";
+
+#[test]
+fn pem_private_key_blocks() {
+    let input = format!("before\n{RSA_BLOCK}\nafter\n");
+    assert_eq!(run_every_way(&[], &input), "before\n[REDACTED]\nafter\n");
+    for label in ["", "EC ", "OPENSSH ", "ENCRYPTED ", "DSA "] {
+        let input = format!(
+            "a\n-----BEGIN {label}PRIVATE KEY-----\nAAAA+/==\n-----END {label}PRIVATE KEY-----\nb"
+        );
+        assert_eq!(run_every_way(&[], &input), "a\n[REDACTED]\nb", "{label:?}");
+    }
+    let pgp = "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQdGBF\n=abcd\n-----END PGP PRIVATE KEY BLOCK-----\n";
+    assert_eq!(run_every_way(&[], pgp), "[REDACTED]\n");
+    // Everything inside goes, whatever it is, and two blocks are two markers.
+    let two = format!("{RSA_BLOCK}\n--\n{RSA_BLOCK}");
+    assert_eq!(run_every_way(&[], &two), "[REDACTED]\n--\n[REDACTED]");
+    table(
+        &[],
+        &[
+            (
+                "-----BEGIN PUBLIC KEY-----\nMFkw\n-----END PUBLIC KEY-----",
+                "-----BEGIN PUBLIC KEY-----\nMFkw\n-----END PUBLIC KEY-----",
+            ),
+            (
+                "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+                "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+            ),
+            ("-----BEGIN PRIVATE KEY----", "-----BEGIN PRIVATE KEY----"),
+            // Cut off by the end of the stream: redacted to the end.
+            (
+                "x -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg",
+                "x [REDACTED]",
+            ),
+            // A sixth dash before BEGIN is ordinary text.
+            (
+                "------BEGIN PRIVATE KEY-----\nAA\n-----END PRIVATE KEY-----!",
+                "-[REDACTED]!",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn pem_block_without_end_stops_at_the_cap() {
+    let begin = "-----BEGIN PRIVATE KEY-----\n";
+    let cap = PEM_BLOCK_MAX as usize;
+    let body = "A".repeat(cap + 100);
+    let input = format!("pre {begin}{body}\nafter");
+    let tail = &input[4 + cap..];
+    let want = format!("pre [REDACTED]{tail}");
+    assert_eq!(run(&[], &input), want);
+    // And with awkward chunk sizes.
+    let bytes = input.as_bytes();
+    let cuts: Vec<usize> = (1..bytes.len()).step_by(997).collect();
+    assert_eq!(run_cut(&[], bytes, &cuts), want.as_bytes());
+    // An END just inside the cap closes the block normally.
+    let end = "\n-----END PRIVATE KEY-----";
+    let body = "A".repeat(cap - begin.len() - end.len());
+    let input = format!("{begin}{body}{end}!");
+    assert_eq!(run(&[], &input), "[REDACTED]!");
+}
+
+#[test]
+fn authorization_header_values() {
+    table(
+        &[],
+        &[
+            (
+                "GET / HTTP/1.1\r\nAuthorization: Basic dXNlcjpwYXNz\r\nHost: x\r\n",
+                "GET / HTTP/1.1\r\nAuthorization: [REDACTED]\r\nHost: x\r\n",
+            ),
+            ("authorization: token abc\n", "authorization: [REDACTED]\n"),
+            ("> AUTHORIZATION:\tx\n", "> AUTHORIZATION:\t[REDACTED]\n"),
+            (
+                "Proxy-Authorization: Digest u=1\n",
+                "Proxy-Authorization: [REDACTED]\n",
+            ),
+            (
+                "{\"Authorization\": \"Basic dXNlcjpwYXNz\"}\n",
+                "{\"Authorization\": [REDACTED]\n",
+            ),
+            ("Authorization:\nnext", "Authorization:\nnext"),
+            ("Authorization: x", "Authorization: [REDACTED]"),
+            ("authorization is required\n", "authorization is required\n"),
+        ],
+    );
+}
+
+#[test]
+fn bearer_tokens() {
+    table(
+        &[],
+        &[
+            (
+                "curl -H 'X-Token: Bearer abcdefgh12345678' https://x",
+                "curl -H 'X-Token: Bearer [REDACTED]' https://x",
+            ),
+            (
+                "bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig_-+/=\n",
+                "bearer [REDACTED]\n",
+            ),
+            ("Bearer token", "Bearer token"), // shorter than 8
+            ("forbearer abcdefghijk", "forbearer abcdefghijk"),
+            ("Bearer\tabcdefgh", "Bearer\t[REDACTED]"),
+            // Inside a header the whole value goes, `Bearer` included.
+            (
+                "Authorization: Bearer abcdefgh12345678\n",
+                "Authorization: [REDACTED]\n",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn withheld_values() {
+    let values = [
+        ("DB_PASSWORD", "hunter2hunter2"),
+        ("SHORT_KEY", "abc1234"), // 7 bytes: ignored
+        ("API_TOKEN", "tok_live_0000"),
+    ];
+    assert_eq!(MIN_VALUE_LEN, 8);
+    table(
+        &values,
+        &[
+            (
+                "pw=hunter2hunter2 short=abc1234 t=tok_live_0000tok_live_0000\n",
+                "pw=[REDACTED:DB_PASSWORD] short=abc1234 t=[REDACTED:API_TOKEN][REDACTED:API_TOKEN]\n",
+            ),
+            ("hunter2hunter", "hunter2hunter"),
+            ("xhunter2hunter2y", "x[REDACTED:DB_PASSWORD]y"),
+        ],
+    );
+}
+
+#[test]
+fn a_value_with_two_names_is_labelled_with_the_first() {
+    let values = [
+        ("ZED_TOKEN", "same-secret-1"),
+        ("ALPHA_TOKEN", "same-secret-1"),
+    ];
+    table(&values, &[("v=same-secret-1", "v=[REDACTED:ALPHA_TOKEN]")]);
+}
+
+#[test]
+fn value_that_is_a_prefix_of_another() {
+    let values = [
+        ("SHORT_SECRET", "abcdefgh"),
+        ("LONG_SECRET", "abcdefghijkl"),
+    ];
+    table(
+        &values,
+        &[
+            ("<abcdefghijkl>", "<[REDACTED:LONG_SECRET]>"),
+            ("<abcdefghXYZ>", "<[REDACTED:SHORT_SECRET]XYZ>"),
+            ("<abcdefghij>", "<[REDACTED:SHORT_SECRET]ij>"),
+            ("<abcdefg>", "<abcdefg>"),
+            (
+                "abcdefghabcdefghijkl",
+                "[REDACTED:SHORT_SECRET][REDACTED:LONG_SECRET]",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn overlapping_secrets_merge_and_leak_nothing() {
+    let values = [
+        ("FIRST_KEY", "AAAAAAAA11111111"),
+        ("SECOND_KEY", "11111111BBBBBBBB"),
+    ];
+    table(
+        &values,
+        &[
+            ("xAAAAAAAA11111111BBBBBBBBy", "x[REDACTED:FIRST_KEY]y"),
+            ("x11111111BBBBBBBBy", "x[REDACTED:SECOND_KEY]y"),
+        ],
+    );
+    // A value that starts inside a token and ends after it.
+    let values = [("TAIL_SECRET", "qrstuvwxyz and more")];
+    table(
+        &values,
+        &[("k=sk-abcdefghijklmnopqrstuvwxyz and more!", "k=[REDACTED]!")],
+    );
+    // A value equal to a token shape: the value's name wins at equal start.
+    let values = [("OPENAI_API_KEY", "sk-abcdefghijklmnopqrstuvwxyz")];
+    table(
+        &values,
+        &[(
+            "k=sk-abcdefghijklmnopqrstuvwxyz0123 ok",
+            "k=[REDACTED:OPENAI_API_KEY] ok",
+        )],
+    );
+    // A value straddling the end of a PEM block.
+    let values = [("EDGE_SECRET", "KEY-----\nleaked-tail")];
+    let input = format!("{RSA_BLOCK}\nleaked-tail rest");
+    assert_eq!(run_every_way(&values, &input), "[REDACTED] rest");
+}
+
+#[test]
+fn ordinary_text_is_untouched() {
+    let text = "skeleton task-force risk-assessment-framework-document-v2 AKIAshort \
+                ghost_town github_patterns xoxo Bearer of news authorization is granted \
+                -----BEGIN CERTIFICATE----- sk- ghp_ AKIA xoxb- \u{2028} caf\u{e9} \
+                desk-lamp-with-very-long-hyphenated-name passenger_count\n";
+    assert_eq!(run_every_way(&[], text), text);
+    // Values shorter than the minimum never match.
+    let values = [("PIN", "1234"), ("EMPTY", "")];
+    assert_eq!(run_every_way(&values, "pin 1234\n"), "pin 1234\n");
+}
+
+#[test]
+fn invalid_utf8_passes_through() {
+    let input: &[u8] = b"\xff\xfe sk-\xc3 AKIA\x80\x80 ok\n";
+    assert_eq!(run_cut(&[], input, &[3, 7]), input);
+}
+
+/// The held-back buffer stays small on input designed to keep candidates
+/// alive, and the work stays linear (a quadratic redactor would not finish).
+#[test]
+fn held_back_memory_is_bounded() {
+    let long_value = "a".repeat(40) + "!";
+    let values = [("LONG_SECRET", long_value.as_str())];
+    let inputs: Vec<(&str, Vec<u8>)> = vec![
+        ("sk-sk-sk", b"sk-".repeat(300_000)),
+        ("a run", b"a".repeat(1_000_000)),
+        ("dashes", b"-".repeat(1_000_000)),
+        ("begins", b"-----BEGIN ".repeat(100_000)),
+        ("bearer", b"bearer ".repeat(150_000)),
+        ("authorization", b"Authorization: ".repeat(60_000)),
+        ("akia", b"AKIA".repeat(250_000)),
+        ("pem body", {
+            let mut v = b"-----BEGIN PRIVATE KEY-----\n".to_vec();
+            v.extend(b"A".repeat(1_000_000));
+            v
+        }),
+    ];
+    for (what, input) in inputs {
+        let mut r = redactor(&values);
+        let mut out = 0;
+        for chunk in input.chunks(4096) {
+            out += r.push(chunk).len();
+            assert!(r.held_back() <= 128, "{what}: {} held", r.held_back());
+        }
+        out += r.finish().len();
+        assert!(out <= input.len(), "{what}");
+    }
+}
+
+/// 100 MB through the redactor, one 64 KiB chunk at a time. Run with
+/// `cargo test --release -- --ignored --nocapture` to see the throughput.
+#[test]
+#[ignore = "timing print; slow in debug builds"]
+fn throughput_100_mb() {
+    let values: Vec<(String, String)> = (0..32)
+        .map(|i| (format!("SECRET_{i}"), format!("secret-value-{i:04}-xyz")))
+        .collect();
+    let mut r = Redactor::new(values.iter().map(|(n, v)| (n.as_str(), v.as_bytes())));
+    let mut line = Vec::new();
+    while line.len() < 64 * 1024 {
+        line.extend_from_slice(
+            b"2024-01-01 INFO request ok path=/api/v1/items sk-short task-force AKIA \
+              Authorization: Bearer abcdefgh12345678 secret-value-0007-xyz\n",
+        );
+    }
+    let mut plain = Vec::new();
+    while plain.len() < 64 * 1024 {
+        plain.extend_from_slice(
+            b"2024-01-01 12:00:00 INFO compiling crate serde v1.0.200 (registry) finished in 1.2s\n",
+        );
+    }
+    for (what, line) in [("dense", line), ("plain", plain)] {
+        throughput(what, &mut r, &line);
+    }
+}
+
+fn throughput(what: &str, r: &mut Redactor, line: &[u8]) {
+    let total = 100 * 1024 * 1024;
+    let start = std::time::Instant::now();
+    let mut fed = 0;
+    let mut out = 0;
+    while fed < total {
+        out += r.push(line).len();
+        fed += line.len();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{what}: redacted {} MiB in {secs:.2}s ({:.0} MiB/s), {} MiB out",
+        fed >> 20,
+        (fed >> 20) as f64 / secs,
+        out >> 20
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Reference model: the documented rules, applied to the whole input at once.
+
+struct Occurrence {
+    start: usize,
+    end: usize,
+    key: (usize, u8, usize),
+    marker: Vec<u8>,
+}
+
+fn shape_regexes() -> &'static [(Regex, bool)] {
+    static SHAPES: OnceLock<Vec<(Regex, bool)>> = OnceLock::new();
+    SHAPES.get_or_init(|| {
+        [
+            (r"^sk-[A-Za-z0-9_-]{20,}", true),
+            (r"^gh[pousr]_[A-Za-z0-9]{20,}", true),
+            (r"^github_pat_[A-Za-z0-9_]{20,}", true),
+            (r"^AKIA[A-Z0-9]{16}", true),
+            (r"^xox[baprs]-[A-Za-z0-9-]{10,}", true),
+            (r"^(?i:bearer)[ \t]+([A-Za-z0-9._~+/=-]{8,})", true),
+            (
+                r#"^(?i:authorization)[ \t]*(?:["'][ \t]*)?:[ \t]*([^\r\n \t][^\r\n]*)"#,
+                false,
+            ),
+        ]
+        .into_iter()
+        .map(|(re, boundary)| (Regex::new(&format!("(?-u){re}")).unwrap(), boundary))
+        .collect()
+    })
+}
+
+fn pem_marker(input: &[u8], at: usize, begin: bool) -> Option<usize> {
+    static MARKERS: OnceLock<[Regex; 2]> = OnceLock::new();
+    let [begin_re, end_re] = MARKERS.get_or_init(|| {
+        ["BEGIN", "END"].map(|word| {
+            Regex::new(&format!(r"(?-u)^-----{word} ([A-Z0-9 ]{{0,81}})-----")).unwrap()
+        })
+    });
+    let re = if begin { begin_re } else { end_re };
+    if !input[at..].starts_with(b"-----") {
+        return None;
+    }
+    let m = re.captures(&input[at..])?;
+    let label = m.get(1).unwrap().as_bytes();
+    (label.ends_with(b"PRIVATE KEY") || label.ends_with(b"PRIVATE KEY BLOCK"))
+        .then(|| at + m.get(0).unwrap().end())
+}
+
+fn reference(values: Values, input: &[u8]) -> Vec<u8> {
+    let mut occ = Vec::new();
+    let mut named: Vec<(&str, &str)> = values
+        .iter()
+        .copied()
+        .filter(|(_, v)| v.len() >= MIN_VALUE_LEN)
+        .collect();
+    named.sort_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)));
+    named.dedup_by(|b, a| a.1 == b.1);
+    for (name, value) in named {
+        let v = value.as_bytes();
+        for i in 0..input.len() {
+            if input[i..].starts_with(v) {
+                occ.push(Occurrence {
+                    start: i,
+                    end: i + v.len(),
+                    key: (i, 0, usize::MAX - v.len()),
+                    marker: format!("[REDACTED:{name}]").into_bytes(),
+                });
+            }
+        }
+    }
+    let shapes = shape_regexes();
+    for i in 0..input.len() {
+        let boundary_ok = i == 0 || !input[i - 1].is_ascii_alphanumeric();
+        for (re, boundary) in shapes {
+            if *boundary && !boundary_ok {
+                continue;
+            }
+            if let Some(c) = re.captures(&input[i..]) {
+                let m = c.get(1).unwrap_or_else(|| c.get(0).unwrap());
+                occ.push(Occurrence {
+                    start: i + m.start(),
+                    end: i + m.end(),
+                    key: (i + m.start(), 1, 0),
+                    marker: b"[REDACTED]".to_vec(),
+                });
+            }
+        }
+    }
+    let cap = PEM_BLOCK_MAX as usize;
+    let mut i = 0;
+    while i < input.len() {
+        let Some(body) = pem_marker(input, i, true) else {
+            i += 1;
+            continue;
+        };
+        let end = (body..input.len())
+            .find_map(|k| pem_marker(input, k, false))
+            .unwrap_or(input.len())
+            .min(i + cap);
+        occ.push(Occurrence {
+            start: i,
+            end,
+            key: (i, 1, 0),
+            marker: b"[REDACTED]".to_vec(),
+        });
+        i = end;
+    }
+
+    occ.sort_by_key(|o| o.start);
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut k = 0;
+    while k < occ.len() {
+        let (start, mut end, mut best) = (occ[k].start, occ[k].end, k);
+        k += 1;
+        while k < occ.len() && occ[k].start < end {
+            end = end.max(occ[k].end);
+            if occ[k].key < occ[best].key {
+                best = k;
+            }
+            k += 1;
+        }
+        out.extend_from_slice(&input[at..start]);
+        out.extend_from_slice(&occ[best].marker);
+        at = end;
+    }
+    out.extend_from_slice(&input[at..]);
+    out
+}
+
+#[test]
+fn reference_model_agrees_on_the_examples() {
+    let values = [
+        ("FIRST_KEY", "AAAAAAAA11111111"),
+        ("SECOND_KEY", "11111111BBBBBBBB"),
+    ];
+    let input = format!(
+        "a AAAAAAAA11111111BBBBBBBB b sk-abcdefghijklmnopqrstuv\n{RSA_BLOCK}\n\
+         Authorization: Bearer abcdefgh12345678\nAKIAIOSFODNN7EXAMPLE"
+    );
+    assert_eq!(
+        String::from_utf8(reference(&values, input.as_bytes())).unwrap(),
+        run(&values, &input)
+    );
+}
+
+/// Pieces that random texts are made of: secrets, near-misses, prefixes
+/// of markers, breaks and filler, so that occurrences overlap and straddle.
+const PIECES: &[&str] = &[
+    "sk-",
+    "sk-proj-",
+    "abcdefghij",
+    "ABCDEFGHIJ0123456789",
+    "ghp_",
+    "github_pat_",
+    "_",
+    "-",
+    "AKIA",
+    "xoxb-",
+    "Bearer ",
+    "bearer\t",
+    "Authorization: ",
+    "\"Authorization\":",
+    "-----BEGIN ",
+    "-----END ",
+    "RSA ",
+    "PRIVATE KEY",
+    " BLOCK",
+    "-----",
+    "\n",
+    "\r\n",
+    " ",
+    "x",
+    "=",
+    "task-force",
+    "secret-value-01",
+    "value-01",
+    "s3cr3t-s3cr3t",
+    "t-s3cr3t-s3cr3t-s3",
+    "\u{e9}",
+];
+
+const VALUES: &[(&str, &str)] = &[
+    ("VALUE_ONE", "secret-value-01"),
+    ("VALUE_TWO", "value-01sk-"),
+    ("REPEATING", "s3cr3t-s3cr3t"),
+    ("SHORT", "value"),
+    ("WITH_NEWLINE", "BLOCK\n-----END "),
+];
+
+fn text() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(
+        prop_oneof![
+            4 => prop::sample::select(PIECES).prop_map(|p| p.as_bytes().to_vec()),
+            1 => prop::collection::vec(any::<u8>(), 0..4),
+        ],
+        0..60,
+    )
+    .prop_map(|parts| parts.concat())
+}
+
+fn cuts_for(len: usize, raw: Vec<usize>) -> Vec<usize> {
+    let mut cuts: Vec<usize> = raw.into_iter().map(|c| c % (len + 1)).collect();
+    cuts.sort_unstable();
+    cuts
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Any chunking gives the one-chunk output, and both match the model.
+    #[test]
+    fn chunking_never_changes_the_output(
+        input in text(),
+        raw_cuts in prop::collection::vec(any::<usize>(), 0..12),
+    ) {
+        let cuts = cuts_for(input.len(), raw_cuts);
+        let whole = run_cut(VALUES, &input, &[]);
+        prop_assert_eq!(&run_cut(VALUES, &input, &cuts), &whole);
+        prop_assert_eq!(&reference(VALUES, &input), &whole);
+    }
+
+    #[test]
+    fn one_byte_chunks_never_change_the_output(input in text()) {
+        let ones: Vec<usize> = (1..input.len()).collect();
+        prop_assert_eq!(run_cut(VALUES, &input, &ones), run_cut(VALUES, &input, &[]));
+    }
+
+    /// A secret set in random text never comes out whole.
+    #[test]
+    fn embedded_secrets_never_survive(
+        before in text(),
+        after in text(),
+        which in 0usize..6,
+        raw_cuts in prop::collection::vec(any::<usize>(), 0..8),
+    ) {
+        let secrets: [&[u8]; 6] = [
+            b"secret-value-01",
+            b" sk-abcdefghijklmnopqrstuvwxyz ",
+            b" ghp_0123456789abcdefghijklmnop ",
+            b" AKIAIOSFODNN7EXAMPLE",
+            b"s3cr3t-s3cr3t",
+            b"\n-----BEGIN PRIVATE KEY-----\nMIIEvQIBADAN\n-----END PRIVATE KEY-----\n",
+        ];
+        let secret = secrets[which];
+        let input = [&before[..], secret, &after[..]].concat();
+        let cuts = cuts_for(input.len(), raw_cuts);
+        let out = run_cut(VALUES, &input, &cuts);
+        let core = secret.trim_ascii();
+        prop_assert!(
+            out.windows(core.len()).all(|w| w != core),
+            "{:?} survived in {:?}", String::from_utf8_lossy(core), String::from_utf8_lossy(&out)
+        );
+    }
+}
