@@ -158,7 +158,4 @@ pub fn report() {
             reference
         );
     }
-    println!(
-        "\nTargets: sandbox_read <= 1.05, sandbox_read_audit <= 1.10 (sandbox_write is informational)."
-    );
 }

@@ -260,4 +260,5 @@ fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
     report();
+    println!("\nTargets: sandbox_read <= 1.05, sandbox_read_audit <= 1.10 (sandbox_write is informational).");
 }
