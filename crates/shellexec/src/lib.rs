@@ -11,13 +11,17 @@
 //! - [`confine`]: Landlock, rlimits and no_new_privs for a child, prepared in
 //!   the parent and applied between fork and exec, with a report of exactly
 //!   what was enforced.
+//! - [`exec`]: the executor: `shell -c command` in a new session under a
+//!   subreaper keeper, confined, with timeouts, abort, capped and redacted
+//!   output, and every descendant killed before the call returns.
 //!
-//! Not built yet: the executor itself (process group, subreaper, timeouts,
-//! output capture), confined git, and the supervised `sandgate run`. Until
-//! then the facade and `sandgate tool` refuse `exec`.
+//! Not built yet: confined git, the supervised `sandgate run`, and the wiring of the
+//! executor into the facade and `sandgate tool` (which refuse `exec` until
+//! then).
 #![deny(missing_docs)]
 
 pub mod confine;
 pub mod env;
+pub mod exec;
 pub mod lines;
 pub mod redact;

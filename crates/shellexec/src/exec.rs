@@ -1,0 +1,1298 @@
+//! The shell executor (SPEC §7): `shell -c command`, confined, with a
+//! filtered environment, capped and redacted output, timeouts, abort, and
+//! the guarantee that nothing the command started outlives the call.
+//!
+//! # Process layout
+//!
+//! Each exec forks a *keeper* process, which makes itself a child
+//! subreaper (`PR_SET_CHILD_SUBREAPER`) and forks the shell. The shell
+//! starts a new session (`setsid`), is confined
+//! ([`crate::confine::Prepared::apply_in_child`]), changes to the caller's
+//! directory, and is exec'd by `std`. The keeper closes every descriptor
+//! but a status pipe, reports the shell's exit status on that pipe as soon
+//! as the shell ends, and then reaps every process that re-parents to it
+//! until none is left.
+//!
+//! Because the keeper is a subreaper, whatever the command starts —
+//! backgrounded, `setsid`, `setpgid`, double-forked — stays in the
+//! keeper's subtree of the parent/child graph. The executor walks that
+//! subtree in `/proc` and signals each process (SIGTERM, then SIGKILL after
+//! the grace period, repeated until the subtree is empty): on timeout, on
+//! abort, and after the shell exits by itself while something it started
+//! is still running. No privilege is needed.
+//!
+//! # Exit codes
+//!
+//! The shell's own status (a signal `n` gives `128 + n`); 124 on timeout;
+//! 130 on abort; 127 when the shell could not be started.
+//!
+//! # Limits
+//!
+//! - The command runs as the executor's user. Unless Landlock signal
+//!   scoping is in force (ABI 6 and a mode other than `Off`; the report's
+//!   `scoped`), it may SIGKILL its keeper (`kill -9 $PPID`): the shell then
+//!   dies too (`PR_SET_PDEATHSIG`), but what it started in the background
+//!   re-parents past the keeper and is no longer found. With scoping the
+//!   kill is refused.
+//! - If the executor process itself dies abruptly, nothing ends the
+//!   command: the keeper and the command run until they end by themselves.
+//! - A descendant that hands an output pipe to an unrelated process (over a
+//!   UNIX socket) can keep the pipe open: the deadline backstop then ends
+//!   the call and marks it timed out.
+//! - A process stuck in uninterruptible sleep cannot be killed until it
+//!   wakes; the backstop returns regardless and a thread reaps the keeper
+//!   later.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::fmt;
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use sandgate_codes::ErrorCode;
+
+use crate::confine::{self, ConfineMode, ConfineSpec, ConfinementReport, Prepared};
+use crate::env::EnvPlan;
+use crate::redact::Redactor;
+
+/// Exit code of a timed-out command.
+pub const EXIT_TIMEOUT: i32 = 124;
+/// Exit code of an aborted command.
+pub const EXIT_ABORTED: i32 = 130;
+/// Exit code when the shell could not be started.
+pub const EXIT_NOT_STARTED: i32 = 127;
+
+/// How long past `timeout + grace` a call may last, whatever the child
+/// does.
+pub const BACKSTOP_MARGIN: Duration = Duration::from_secs(2);
+
+/// How often the subtree is scanned while it is being killed.
+const KILL_SCAN: Duration = Duration::from_millis(10);
+
+/// Bytes read per `read(2)`.
+const READ_CHUNK: usize = 128 * 1024;
+
+/// How the executor runs commands.
+///
+/// `Debug` prints the names of `host_env`, never its values.
+#[derive(Clone)]
+pub struct ExecConfig {
+    /// The shell, run as `shell -c command`.
+    pub shell: PathBuf,
+    /// The timeout when an exec names none.
+    pub default_timeout: Duration,
+    /// The most bytes of stdout and stderr together that are kept (before
+    /// redaction); the rest is read and dropped.
+    pub max_output_bytes: usize,
+    /// Host variables passed on top of the base allowlist
+    /// ([`EnvPlan::build`]).
+    pub env_inherit: Vec<String>,
+    /// How much kernel confinement is demanded.
+    pub confine_mode: ConfineMode,
+    /// What the child may touch; the private temporary directory is added
+    /// to `write_dirs` by [`ShellExecutor::start`].
+    pub confine: ConfineSpec,
+    /// Between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// The host environment the child's is planned from; `None` for the
+    /// executor's own ([`std::env::vars_os`]). Meant for tests and
+    /// embedders that keep their environment elsewhere.
+    pub host_env: Option<Vec<(OsString, OsString)>>,
+}
+
+impl fmt::Debug for ExecConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host_env: Option<Vec<_>> = self
+            .host_env
+            .as_ref()
+            .map(|vars| vars.iter().map(|(name, _)| name).collect());
+        f.debug_struct("ExecConfig")
+            .field("shell", &self.shell)
+            .field("default_timeout", &self.default_timeout)
+            .field("max_output_bytes", &self.max_output_bytes)
+            .field("env_inherit", &self.env_inherit)
+            .field("confine_mode", &self.confine_mode)
+            .field("confine", &self.confine)
+            .field("grace", &self.grace)
+            .field("host_env_names", &host_env)
+            .finish()
+    }
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        ExecConfig {
+            shell: PathBuf::from("/bin/sh"),
+            default_timeout: Duration::from_secs(30),
+            max_output_bytes: 1024 * 1024,
+            env_inherit: Vec::new(),
+            confine_mode: ConfineMode::BestEffort,
+            confine: ConfineSpec::default(),
+            grace: Duration::from_millis(500),
+            host_env: None,
+        }
+    }
+}
+
+/// An executor failure that is not a command result (a command that fails
+/// to start is a result: exit code 127).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ExecError {
+    code: ErrorCode,
+    message: String,
+    #[source]
+    source: Option<io::Error>,
+}
+
+impl ExecError {
+    /// The SPEC §8 code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    /// The OS error number, where there is one.
+    pub fn errno(&self) -> Option<i32> {
+        self.source.as_ref().and_then(io::Error::raw_os_error)
+    }
+
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ExecError {
+            code,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    fn io(message: &str, source: io::Error) -> Self {
+        ExecError {
+            code: ErrorCode::Io,
+            message: format!("{message}: {source}"),
+            source: Some(source),
+        }
+    }
+}
+
+/// A cancellation handle: clone it, pass a clone in [`ExecOptions`], and
+/// call [`AbortSignal::abort`] from anywhere. A running exec wakes at once
+/// (the signal is an eventfd polled with the output pipes). Once aborted it
+/// stays aborted: every exec given it afterwards ends at once.
+#[derive(Clone, Debug)]
+pub struct AbortSignal {
+    inner: Arc<AbortInner>,
+}
+
+#[derive(Debug)]
+struct AbortInner {
+    aborted: AtomicBool,
+    /// Readable once aborted (never read, so it stays readable).
+    event: OwnedFd,
+}
+
+impl AbortSignal {
+    /// A fresh, not aborted signal.
+    ///
+    /// # Panics
+    ///
+    /// When the process cannot create an eventfd (out of descriptors).
+    pub fn new() -> Self {
+        Self::try_new().expect("eventfd for AbortSignal")
+    }
+
+    fn try_new() -> io::Result<Self> {
+        // SAFETY: eventfd takes integer arguments and returns a new
+        // descriptor or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the kernel just returned this descriptor; we own it.
+        let event = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(AbortSignal {
+            inner: Arc::new(AbortInner {
+                aborted: AtomicBool::new(false),
+                event,
+            }),
+        })
+    }
+
+    /// Aborts every exec that was given this signal (or a clone of it).
+    pub fn abort(&self) {
+        if !self.inner.aborted.swap(true, Ordering::SeqCst) {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64 to our eventfd.
+            let _ = unsafe {
+                libc::write(
+                    self.inner.event.as_raw_fd(),
+                    std::ptr::addr_of!(one).cast(),
+                    8,
+                )
+            };
+        }
+    }
+
+    /// Whether [`AbortSignal::abort`] was called.
+    pub fn is_aborted(&self) -> bool {
+        self.inner.aborted.load(Ordering::SeqCst)
+    }
+
+    fn raw_fd(&self) -> RawFd {
+        self.inner.event.as_raw_fd()
+    }
+}
+
+impl Default for AbortSignal {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Per-call options.
+#[derive(Debug, Default)]
+pub struct ExecOptions {
+    /// The directory to run in: a descriptor (`O_PATH` is enough) the
+    /// caller resolved beneath its roots; `None` keeps the executor's.
+    pub cwd: Option<OwnedFd>,
+    /// Overrides [`ExecConfig::default_timeout`].
+    pub timeout: Option<Duration>,
+    /// Ends the call early (exit code 130).
+    pub abort: Option<AbortSignal>,
+}
+
+/// The outcome of one command.
+#[derive(Clone, Debug)]
+pub struct ExecResult {
+    /// The shell's exit code (`128 + n` for signal `n`), or 124, 130, 127.
+    pub exit_code: i32,
+    /// Standard output, redacted.
+    pub stdout: Vec<u8>,
+    /// Standard error, redacted.
+    pub stderr: Vec<u8>,
+    /// Output was dropped past `max_output_bytes`.
+    pub truncated: bool,
+    /// The timeout (or the deadline backstop) ended the call.
+    pub timed_out: bool,
+    /// An abort ended the call.
+    pub aborted: bool,
+    /// [`EnvPlan::names_digest`] of the child's environment.
+    pub env_names_digest: String,
+    /// The confinement in force.
+    pub confined: ConfinementReport,
+    /// Wall-clock time of the call.
+    pub duration: Duration,
+}
+
+/// Runs shell commands for an agent (SPEC §7).
+pub trait ShellExecutor: Send + Sync {
+    /// Prepares the session: a private temporary directory (the child's
+    /// `TMPDIR`, `TMP` and `TEMP`, writable under confinement) and the
+    /// confinement. Starting a started executor does nothing.
+    ///
+    /// # Errors
+    ///
+    /// `E_CONFINE_UNAVAILABLE` when the mode is `Required` and the kernel
+    /// lacks a part (nothing can run then); `E_NOT_FOUND` or `E_IO` for a
+    /// confinement directory that cannot be opened; `E_IO` when the
+    /// temporary directory cannot be made.
+    fn start(&self) -> Result<(), ExecError>;
+
+    /// Runs `command`; may be called concurrently from several threads.
+    /// A command that fails, times out, is aborted or cannot start is a
+    /// result (exit codes 124, 130, 127), not an error.
+    ///
+    /// # Errors
+    ///
+    /// `E_NOT_STARTED` before [`ShellExecutor::start`] or after
+    /// [`ShellExecutor::dispose`]; `E_IO` when the executor cannot make a
+    /// pipe or an eventfd.
+    fn exec(&self, command: &str, opts: ExecOptions) -> Result<ExecResult, ExecError>;
+
+    /// Aborts every running exec (each returns 130 once its processes are
+    /// gone) and removes the temporary directory. Disposing twice, or
+    /// before start, does nothing.
+    ///
+    /// # Errors
+    ///
+    /// `E_IO` when the temporary directory cannot be removed.
+    fn dispose(&self) -> Result<(), ExecError>;
+}
+
+/// The local executor: see the module documentation.
+#[derive(Debug)]
+pub struct LocalShellExecutor {
+    config: ExecConfig,
+    state: Mutex<State>,
+    idle: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    session: Option<Session>,
+    /// The internal abort of each running exec.
+    running: HashMap<u64, AbortSignal>,
+    next_id: u64,
+}
+
+#[derive(Debug)]
+struct Session {
+    tmpdir: PathBuf,
+    tmpdir_str: String,
+    prepared: Prepared,
+}
+
+impl LocalShellExecutor {
+    /// An executor that is not started yet.
+    pub fn new(config: ExecConfig) -> Self {
+        LocalShellExecutor {
+            config,
+            state: Mutex::new(State::default()),
+            idle: Condvar::new(),
+        }
+    }
+
+    /// The private temporary directory, while started.
+    pub fn tmpdir(&self) -> Option<PathBuf> {
+        self.lock().session.as_ref().map(|s| s.tmpdir.clone())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for LocalShellExecutor {
+    fn drop(&mut self) {
+        let _ = self.dispose();
+    }
+}
+
+impl ShellExecutor for LocalShellExecutor {
+    fn start(&self) -> Result<(), ExecError> {
+        let mut state = self.lock();
+        if state.session.is_some() {
+            return Ok(());
+        }
+        let tmpdir = make_tmpdir()?;
+        let Some(tmpdir_str) = tmpdir.to_str().map(str::to_owned) else {
+            let _ = fs::remove_dir(&tmpdir);
+            return Err(ExecError::new(
+                ErrorCode::Io,
+                "the temporary directory's path is not UTF-8",
+            ));
+        };
+        let mut spec = self.config.confine.clone();
+        spec.write_dirs.push(tmpdir.clone());
+        match confine::prepare(&spec, self.config.confine_mode) {
+            Ok(prepared) => {
+                state.session = Some(Session {
+                    tmpdir,
+                    tmpdir_str,
+                    prepared,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                let _ = fs::remove_dir_all(&tmpdir);
+                Err(ExecError {
+                    code: e.code(),
+                    message: e.to_string(),
+                    source: e.errno().map(io::Error::from_raw_os_error),
+                })
+            }
+        }
+    }
+
+    fn exec(&self, command: &str, opts: ExecOptions) -> Result<ExecResult, ExecError> {
+        let began = Instant::now();
+        let (id, internal, tmpdir, prepared) = {
+            let mut state = self.lock();
+            let Some(session) = &state.session else {
+                return Err(ExecError::new(
+                    ErrorCode::NotStarted,
+                    "the executor was not started",
+                ));
+            };
+            let tmpdir = session.tmpdir_str.clone();
+            let prepared = session.prepared.clone();
+            let internal =
+                AbortSignal::try_new().map_err(|e| ExecError::io("cannot create an eventfd", e))?;
+            let id = state.next_id;
+            state.next_id += 1;
+            state.running.insert(id, internal.clone());
+            (id, internal, tmpdir, prepared)
+        };
+        // Deregisters on every way out, a panic included, so that dispose
+        // never waits for an exec that is gone.
+        let _running = Running { executor: self, id };
+        run(
+            &self.config,
+            command,
+            opts,
+            &tmpdir,
+            &prepared,
+            &internal,
+            began,
+        )
+    }
+
+    fn dispose(&self) -> Result<(), ExecError> {
+        let mut state = self.lock();
+        let session = state.session.take();
+        for signal in state.running.values() {
+            signal.abort();
+        }
+        // Each exec returns within grace + margin of its abort; bound the
+        // wait anyway.
+        let limit = later(
+            Instant::now(),
+            self.config.grace.saturating_add(BACKSTOP_MARGIN * 2),
+        );
+        while !state.running.is_empty() {
+            let now = Instant::now();
+            if now >= limit {
+                break;
+            }
+            state = self
+                .idle
+                .wait_timeout(state, limit - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        drop(state);
+        if let Some(session) = session {
+            match fs::remove_dir_all(&session.tmpdir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(ExecError::io("cannot remove the temporary directory", e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A running exec's registration.
+struct Running<'a> {
+    executor: &'a LocalShellExecutor,
+    id: u64,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let mut state = self.executor.lock();
+        state.running.remove(&self.id);
+        if state.running.is_empty() {
+            self.executor.idle.notify_all();
+        }
+    }
+}
+
+/// Creates `sandgate-exec-<random>` under the system temporary directory,
+/// mode 0700.
+fn make_tmpdir() -> Result<PathBuf, ExecError> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let base = std::env::temp_dir();
+    for _ in 0..16 {
+        let name = format!("sandgate-exec-{:016x}", random_u64(&COUNTER));
+        let path = base.join(name);
+        match fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(ExecError::io("cannot create a temporary directory", e)),
+        }
+    }
+    Err(ExecError::new(
+        ErrorCode::Io,
+        "cannot create a temporary directory: every name taken",
+    ))
+}
+
+fn random_u64(counter: &AtomicU64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(counter.fetch_add(1, Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.finish()
+}
+
+/// Why the command is being ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    Timeout,
+    Abort,
+    /// The shell exited; what it left behind is being cleaned up.
+    Exited,
+}
+
+/// Where killing the keeper's subtree stands.
+enum Reap {
+    /// Nothing asked yet.
+    Idle,
+    /// SIGTERM sent (to each process seen) since then.
+    Term(Instant),
+    /// SIGKILL to each process seen, at every scan.
+    Kill,
+    /// The subtree was empty.
+    Done,
+}
+
+fn run(
+    config: &ExecConfig,
+    command: &str,
+    opts: ExecOptions,
+    tmpdir: &str,
+    prepared: &Prepared,
+    internal: &AbortSignal,
+    began: Instant,
+) -> Result<ExecResult, ExecError> {
+    let host: Vec<(OsString, OsString)> = match &config.host_env {
+        Some(vars) => vars.clone(),
+        None => std::env::vars_os().collect(),
+    };
+    let extra: Vec<(String, String)> = ["TMPDIR", "TMP", "TEMP"]
+        .iter()
+        .map(|n| ((*n).to_owned(), tmpdir.to_owned()))
+        .collect();
+    let plan = EnvPlan::build(host, &config.env_inherit, &extra);
+    let timeout = opts.timeout.unwrap_or(config.default_timeout);
+    let mut result = ExecResult {
+        exit_code: 0,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        truncated: false,
+        timed_out: false,
+        aborted: false,
+        env_names_digest: plan.names_digest(),
+        confined: prepared.report().clone(),
+        duration: Duration::ZERO,
+    };
+    if opts.abort.as_ref().is_some_and(AbortSignal::is_aborted) || internal.is_aborted() {
+        result.exit_code = EXIT_ABORTED;
+        result.aborted = true;
+        result.duration = began.elapsed();
+        return Ok(result);
+    }
+
+    // The cwd, on a close-on-exec descriptor above the stdio numbers (the
+    // stdio set-up between fork and exec would replace 0–2).
+    let cwd = match &opts.cwd {
+        Some(fd) => Some(
+            rustix::io::fcntl_dupfd_cloexec(fd, 3)
+                .map_err(|e| ExecError::io("cannot duplicate the cwd descriptor", e.into()))?,
+        ),
+        None => None,
+    };
+    let (status_r, status_w) = pipe()?;
+    // Above the stdio numbers too, for the same reason.
+    let status_w = if status_w.as_raw_fd() > 2 {
+        status_w
+    } else {
+        rustix::io::fcntl_dupfd_cloexec(&status_w, 3)
+            .map_err(|e| ExecError::io("cannot duplicate the status pipe", e.into()))?
+    };
+
+    let mut cmd = Command::new(&config.shell);
+    cmd.arg("-c")
+        .arg(command)
+        .env_clear()
+        .envs(plan.vars().iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child_prepared = prepared.clone();
+    let cwd_raw = cwd.as_ref().map(|fd| fd.as_raw_fd());
+    let status_raw = status_w.as_raw_fd();
+    // SAFETY: the closure only makes async-signal-safe raw system calls
+    // (see `in_child`), as `pre_exec` requires; it allocates nothing and
+    // takes no lock.
+    unsafe {
+        cmd.pre_exec(move || in_child(&child_prepared, cwd_raw, status_raw));
+    }
+    let spawned = cmd.spawn();
+    drop(status_w);
+    drop(cwd);
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            result.exit_code = EXIT_NOT_STARTED;
+            result.stderr = format!("sandgate: cannot start the shell: {e}\n").into_bytes();
+            result.duration = began.elapsed();
+            return Ok(result);
+        }
+    };
+    let keeper = child.id() as i32;
+    let stdout = child.stdout.take().map(OwnedFd::from);
+    let stderr = child.stderr.take().map(OwnedFd::from);
+
+    let deadline = later(began, timeout);
+    let backstop = later(later(deadline, config.grace), BACKSTOP_MARGIN);
+    let mut streams = [
+        Stream::new(stdout, plan.redactor()),
+        Stream::new(stderr, plan.redactor()),
+    ];
+    for s in &streams {
+        if let Some(fd) = &s.fd {
+            set_nonblocking(fd.as_raw_fd());
+            // A larger pipe drains a flood with fewer wake-ups; best effort.
+            // SAFETY: fcntl on our own descriptor with an integer argument.
+            unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+        }
+    }
+    set_nonblocking(status_r.as_raw_fd());
+    let mut status_fd = Some(status_r);
+    let mut status_buf: Vec<u8> = Vec::with_capacity(4);
+    let mut shell_status: Option<i32> = None;
+    let mut end: Option<End> = None;
+    let mut reap = Reap::Idle;
+    let mut signalled: HashSet<(i32, u64)> = HashSet::new();
+    let mut captured = 0usize;
+    let mut buf = vec![0u8; READ_CHUNK];
+    let user_abort = opts.abort.clone();
+    let mut backstop_hit = false;
+    let mut abort_noted = false;
+    let mut next_scan = began;
+
+    loop {
+        let now = Instant::now();
+        if now >= backstop {
+            backstop_hit = true;
+            break;
+        }
+        // Start ending the command when a limit is reached. An abort after
+        // the shell exited only hurries the clean-up.
+        let aborted = !abort_noted
+            && (user_abort.as_ref().is_some_and(AbortSignal::is_aborted) || internal.is_aborted());
+        abort_noted |= aborted;
+        let limit = if aborted {
+            Some(End::Abort)
+        } else if end.is_none() && now >= deadline && shell_status.is_none() {
+            Some(End::Timeout)
+        } else {
+            None
+        };
+        if let Some(limit) = limit {
+            if end.is_none() {
+                end = Some(limit);
+                match limit {
+                    End::Timeout => result.timed_out = true,
+                    End::Abort => result.aborted = true,
+                    End::Exited => {}
+                }
+            }
+            match reap {
+                Reap::Idle | Reap::Done => reap = Reap::Term(now),
+                // Already ending: carry on.
+                Reap::Term(_) | Reap::Kill => {}
+            }
+        }
+        if shell_status.is_some() && end.is_none() {
+            end = Some(End::Exited);
+            reap = Reap::Term(now);
+        }
+        // Kill the subtree: one scan per round, at most one per KILL_SCAN
+        // (a flood makes rounds short). A new stage scans at once.
+        let scan = now >= next_scan || matches!(reap, Reap::Term(since) if since == now);
+        if scan && matches!(reap, Reap::Term(_) | Reap::Kill) {
+            next_scan = now + KILL_SCAN;
+        }
+        match reap {
+            Reap::Idle | Reap::Done => {}
+            _ if !scan => {}
+            Reap::Term(since) => {
+                let kill = now.duration_since(since) >= config.grace;
+                let procs = subtree(keeper);
+                if procs.is_empty() {
+                    reap = Reap::Done;
+                } else {
+                    let sig = if kill { libc::SIGKILL } else { libc::SIGTERM };
+                    for p in &procs {
+                        if kill || signalled.insert((p.pid, p.start)) {
+                            signal(p, sig);
+                            if sig == libc::SIGTERM {
+                                signal(p, libc::SIGCONT);
+                            }
+                        }
+                    }
+                    if kill {
+                        reap = Reap::Kill;
+                    }
+                }
+            }
+            Reap::Kill => {
+                let procs = subtree(keeper);
+                if procs.is_empty() {
+                    reap = Reap::Done;
+                } else {
+                    for p in &procs {
+                        signal(p, libc::SIGKILL);
+                    }
+                }
+            }
+        }
+        // Finished: the shell's status is known (or the keeper is gone),
+        // nothing is left in the subtree, and both pipes are closed.
+        let outputs_open = streams.iter().any(|s| s.fd.is_some());
+        let status_known = shell_status.is_some() || status_fd.is_none();
+        if status_known && matches!(reap, Reap::Done) && !outputs_open {
+            break;
+        }
+        if status_fd.is_none() && shell_status.is_none() && end.is_none() {
+            // The keeper died without reporting: end everything.
+            end = Some(End::Exited);
+            reap = Reap::Term(now);
+        }
+
+        // Wait for output, the status, an abort or the next deadline.
+        let mut wake = backstop;
+        if end.is_none() {
+            wake = wake.min(deadline);
+        }
+        let mut timeout_ms = ms_until(wake, now);
+        if matches!(reap, Reap::Term(_) | Reap::Kill)
+            || (matches!(reap, Reap::Done) && !outputs_open)
+        {
+            timeout_ms = timeout_ms.min(KILL_SCAN.as_millis() as i32);
+        }
+        let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(5);
+        let mut roles: Vec<Role> = Vec::with_capacity(5);
+        for (i, s) in streams.iter().enumerate() {
+            if let Some(fd) = &s.fd {
+                pfds.push(pollfd(fd.as_raw_fd()));
+                roles.push(Role::Output(i));
+            }
+        }
+        if let Some(fd) = &status_fd {
+            pfds.push(pollfd(fd.as_raw_fd()));
+            roles.push(Role::Status);
+        }
+        if !abort_noted {
+            if let Some(a) = &user_abort {
+                pfds.push(pollfd(a.raw_fd()));
+                roles.push(Role::Abort);
+            }
+            pfds.push(pollfd(internal.raw_fd()));
+            roles.push(Role::Abort);
+        }
+        // SAFETY: `pfds` is a live array of `pfds.len()` pollfd structs.
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+        if n < 0 {
+            // EINTR, or a transient ENOMEM: try again (the backstop bounds
+            // the loop). Returning here would leave the command running.
+            if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            continue;
+        }
+        for (pfd, role) in pfds.iter().zip(&roles) {
+            if pfd.revents == 0 {
+                continue;
+            }
+            match *role {
+                Role::Output(i) => {
+                    let cap = config.max_output_bytes;
+                    streams[i].drain(&mut buf, &mut captured, cap, &mut result.truncated);
+                }
+                Role::Status => {
+                    if let Some(fd) = &status_fd {
+                        match read_some(fd.as_raw_fd(), &mut buf[..4]) {
+                            ReadOutcome::Data(n) => {
+                                status_buf.extend_from_slice(&buf[..n]);
+                                if status_buf.len() >= 4 {
+                                    let raw = [
+                                        status_buf[0],
+                                        status_buf[1],
+                                        status_buf[2],
+                                        status_buf[3],
+                                    ];
+                                    shell_status = Some(i32::from_ne_bytes(raw));
+                                    status_fd = None;
+                                }
+                            }
+                            ReadOutcome::Eof => status_fd = None,
+                            ReadOutcome::Again => {}
+                        }
+                    }
+                }
+                // Handled at the top of the loop.
+                Role::Abort => {}
+            }
+        }
+    }
+
+    // Collect the keeper (it exits once its subtree is empty).
+    let keeper_status = if backstop_hit {
+        result.timed_out = !result.aborted;
+        for p in subtree(keeper) {
+            signal(&p, libc::SIGKILL);
+        }
+        match child.try_wait() {
+            Ok(Some(st)) => Some(st),
+            _ => {
+                reap_later(child);
+                None
+            }
+        }
+    } else {
+        wait_until(child, backstop)
+    };
+
+    for s in &mut streams {
+        let tail = s.redactor.take().map(Redactor::finish).unwrap_or_default();
+        s.out.extend_from_slice(&tail);
+    }
+    let [out, err] = streams;
+    result.stdout = out.out;
+    result.stderr = err.out;
+    if shell_status.is_none() && keeper_status.is_none() && end != Some(End::Abort) {
+        // Nothing says how it ended, and the backstop ended the wait.
+        result.timed_out = true;
+    }
+    result.exit_code = match end {
+        Some(End::Timeout) => EXIT_TIMEOUT,
+        Some(End::Abort) => EXIT_ABORTED,
+        _ if result.timed_out => EXIT_TIMEOUT,
+        _ => match (shell_status, keeper_status) {
+            (Some(code), _) => code,
+            (None, Some(st)) => status_code(st),
+            (None, None) => EXIT_TIMEOUT,
+        },
+    };
+    result.duration = began.elapsed();
+    Ok(result)
+}
+
+#[derive(Clone, Copy)]
+enum Role {
+    Output(usize),
+    Status,
+    Abort,
+}
+
+/// One output stream being captured.
+struct Stream {
+    fd: Option<OwnedFd>,
+    redactor: Option<Redactor>,
+    out: Vec<u8>,
+}
+
+impl Stream {
+    fn new(fd: Option<OwnedFd>, redactor: Redactor) -> Self {
+        Stream {
+            fd,
+            redactor: Some(redactor),
+            out: Vec::new(),
+        }
+    }
+
+    /// Reads what is there (a bounded number of chunks, to stay fair to
+    /// the other stream), keeping bytes up to the shared cap.
+    fn drain(&mut self, buf: &mut [u8], captured: &mut usize, cap: usize, truncated: &mut bool) {
+        for _ in 0..16 {
+            let Some(fd) = &self.fd else { return };
+            match read_some(fd.as_raw_fd(), buf) {
+                ReadOutcome::Data(n) => {
+                    let keep = n.min(cap.saturating_sub(*captured));
+                    if keep < n {
+                        *truncated = true;
+                    }
+                    if keep > 0 {
+                        *captured += keep;
+                        if let Some(r) = &mut self.redactor {
+                            r.push_into(&buf[..keep], &mut self.out);
+                        }
+                    }
+                }
+                ReadOutcome::Eof => {
+                    self.fd = None;
+                    return;
+                }
+                ReadOutcome::Again => return,
+            }
+        }
+    }
+}
+
+enum ReadOutcome {
+    Data(usize),
+    Eof,
+    Again,
+}
+
+fn read_some(fd: RawFd, buf: &mut [u8]) -> ReadOutcome {
+    loop {
+        // SAFETY: reads at most `buf.len()` bytes into a live buffer.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n > 0 {
+            return ReadOutcome::Data(n as usize);
+        }
+        if n == 0 {
+            return ReadOutcome::Eof;
+        }
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) => return ReadOutcome::Again,
+            // Any other error: treat the stream as ended.
+            _ => return ReadOutcome::Eof,
+        }
+    }
+}
+
+fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// `t + d`, saturating at a far future instead of overflowing.
+fn later(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d)
+        .or_else(|| t.checked_add(Duration::from_secs(1 << 30)))
+        .unwrap_or(t)
+}
+
+fn ms_until(when: Instant, now: Instant) -> i32 {
+    let d = when.saturating_duration_since(now);
+    // Round up so that a wake-up is never early.
+    let ms = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
+    i32::try_from(ms).unwrap_or(i32::MAX)
+}
+
+fn set_nonblocking(fd: RawFd) {
+    // SAFETY: fcntl on our own descriptor with integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), ExecError> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a live array of two ints for the kernel to fill.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    if r != 0 {
+        return Err(ExecError::io(
+            "cannot create a pipe",
+            io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: the kernel just returned these two descriptors; we own them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A wait status as an exit code: the code, or 128 + the signal.
+fn status_code(st: ExitStatus) -> i32 {
+    match (st.code(), st.signal()) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        (None, None) => EXIT_NOT_STARTED,
+    }
+}
+
+/// Waits for the keeper until `limit`; past it, hands it to a thread.
+fn wait_until(mut child: Child, limit: Instant) -> Option<ExitStatus> {
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => return Some(st),
+            Ok(None) => {}
+            Err(_) => return None,
+        }
+        if Instant::now() >= limit {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    reap_later(child);
+    None
+}
+
+fn reap_later(mut child: Child) {
+    let keeper = child.id() as i32;
+    let _ = std::thread::Builder::new()
+        .name("sandgate-reaper".into())
+        .spawn(move || loop {
+            for p in subtree(keeper) {
+                signal(&p, libc::SIGKILL);
+            }
+            match child.try_wait() {
+                Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+                _ => return,
+            }
+        });
+}
+
+/// A process in the keeper's subtree.
+struct Proc {
+    pid: i32,
+    /// Start time in clock ticks since boot: with the pid, it names one
+    /// process for good.
+    start: u64,
+}
+
+/// `(ppid, start time, state)` of `pid`, from `/proc/<pid>/stat`.
+fn stat(pid: i32) -> Option<(i32, u64, u8)> {
+    let text = fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain anything: fields resume after the last
+    // ')'.
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&text[close + 1..]).ok()?;
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    let state = *fields.first()?.as_bytes().first()?;
+    let ppid = fields.get(1)?.parse().ok()?;
+    // Field 22 of stat(5); `fields[0]` is field 3.
+    let start = fields.get(19)?.parse().ok()?;
+    Some((ppid, start, state))
+}
+
+/// Every process below `root` in the parent/child graph, `root` excluded.
+fn subtree(root: i32) -> Vec<Proc> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut children: HashMap<i32, Vec<(i32, u64, u8)>> = HashMap::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some((ppid, start, state)) = stat(pid) {
+            children.entry(ppid).or_default().push((pid, start, state));
+        }
+    }
+    let mut out = Vec::new();
+    let mut queue = vec![root];
+    let mut seen = HashSet::from([root]);
+    while let Some(parent) = queue.pop() {
+        for &(pid, start, state) in children.get(&parent).into_iter().flatten() {
+            if !seen.insert(pid) {
+                continue;
+            }
+            queue.push(pid);
+            // Zombies count: a thread-group leader that called
+            // pthread_exit shows `Z` while its other threads run (and hold
+            // the pipes). Signalling a true zombie is harmless, and the
+            // keeper reaps those at once.
+            if state != b'X' {
+                out.push(Proc { pid, start });
+            }
+        }
+    }
+    out
+}
+
+/// Signals `p` if it is still the process that was seen (same start time),
+/// through a pidfd where the kernel has them so that a recycled pid is
+/// never hit.
+fn signal(p: &Proc, sig: i32) {
+    // SAFETY: pidfd_open takes a pid and flags; returns a descriptor or -1.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, p.pid, 0 as libc::c_uint) };
+    if raw < 0 {
+        if stat(p.pid).is_some_and(|(_, start, _)| start == p.start) {
+            // SAFETY: kill takes integer arguments; the pid was checked
+            // just above (a small window remains without pidfds).
+            unsafe { libc::kill(p.pid, sig) };
+        }
+        return;
+    }
+    // SAFETY: the kernel just returned this descriptor; we own it.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
+    // The pidfd pins the process: if it is the one seen now, it is the one
+    // signalled.
+    if stat(p.pid).is_some_and(|(_, start, _)| start == p.start) {
+        // SAFETY: `pidfd` is ours; a NULL siginfo and flags 0 are allowed.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                pidfd.as_fd().as_raw_fd(),
+                sig,
+                std::ptr::null::<libc::siginfo_t>(),
+                0 as libc::c_uint,
+            )
+        };
+    }
+}
+
+/// The `pre_exec` hook: runs in the forked child, before `std` execs the
+/// shell. Only raw system calls: async-signal-safe, no allocation.
+///
+/// The child becomes the keeper: a subreaper that forks the shell and never
+/// returns. The shell (grandchild) returns `Ok` so that `std` execs it.
+fn in_child(prepared: &Prepared, cwd: Option<RawFd>, status: RawFd) -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: getpid has no arguments.
+    let keeper = unsafe { libc::getpid() };
+    // A raw fork (clone with only SIGCHLD): no atfork handlers, no locks.
+    // SAFETY: with no stack and no pointers the kernel duplicates the
+    // process as fork(2) does; both sides continue here.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0) };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        return in_shell(prepared, cwd, keeper);
+    }
+    keep(pid as libc::pid_t, status)
+}
+
+/// The shell, between fork and exec.
+fn in_shell(prepared: &Prepared, cwd: Option<RawFd>, keeper: libc::pid_t) -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    if unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // The keeper may already be gone (then the death signal never comes).
+    // SAFETY: getppid has no arguments.
+    if unsafe { libc::getppid() } != keeper {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    // SAFETY: setsid has no arguments.
+    if unsafe { libc::setsid() } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if let Some(fd) = cwd {
+        // SAFETY: fchdir on a descriptor the parent opened for us.
+        if unsafe { libc::fchdir(fd) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // SAFETY: we are the single-threaded child between fork and exec, and
+    // `prepared` was cloned into this process with its descriptors.
+    unsafe { prepared.apply_in_child() }?;
+    // Descriptors the embedding program left inheritable do not reach the
+    // command (best effort: CLOSE_RANGE_CLOEXEC needs Linux 5.11).
+    // SAFETY: close_range with integer arguments; it only sets flags.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    Ok(())
+}
+
+/// The keeper: holds nothing but the status pipe, reports the shell's
+/// status, reaps every descendant, exits with the shell's code.
+fn keep(shell: libc::pid_t, status: RawFd) -> ! {
+    // SAFETY: every call below is a raw system call on integers or on
+    // local buffers; this process never returns to Rust code that could
+    // allocate, and exits with `_exit`.
+    unsafe {
+        for sig in [libc::SIGPIPE, libc::SIGINT, libc::SIGQUIT, libc::SIGHUP] {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+        let fd = if status == 3 {
+            3
+        } else {
+            libc::dup2(status, 3)
+        };
+        if libc::syscall(
+            libc::SYS_close_range,
+            4 as libc::c_uint,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        ) != 0
+        {
+            for other in 4..65536 {
+                libc::close(other);
+            }
+        }
+        libc::close(0);
+        libc::close(1);
+        libc::close(2);
+        let mut code = EXIT_NOT_STARTED;
+        let mut reported = fd < 0;
+        loop {
+            let mut wstatus: libc::c_int = 0;
+            let r = libc::waitpid(-1, &mut wstatus, 0);
+            if r < 0 {
+                if *libc::__errno_location() == libc::EINTR {
+                    continue;
+                }
+                break;
+            }
+            if r == shell {
+                code = if libc::WIFEXITED(wstatus) {
+                    libc::WEXITSTATUS(wstatus)
+                } else if libc::WIFSIGNALED(wstatus) {
+                    128 + libc::WTERMSIG(wstatus)
+                } else {
+                    continue;
+                };
+                if !reported {
+                    let bytes = code.to_ne_bytes();
+                    libc::write(fd, bytes.as_ptr().cast(), 4);
+                    libc::close(fd);
+                    reported = true;
+                }
+            }
+        }
+        libc::_exit(code & 0xff)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_parses_this_process() {
+        let (ppid, start, state) = stat(std::process::id() as i32).unwrap();
+        assert!(ppid > 0);
+        assert!(start > 0);
+        assert!(state.is_ascii_uppercase());
+    }
+
+    #[test]
+    fn ms_until_rounds_up() {
+        let now = Instant::now();
+        assert_eq!(ms_until(now + Duration::from_micros(1), now), 1);
+        assert_eq!(ms_until(now, now + Duration::from_secs(1)), 0);
+    }
+
+    #[test]
+    fn abort_signal_is_shared_by_clones() {
+        let a = AbortSignal::new();
+        let b = a.clone();
+        assert!(!b.is_aborted());
+        a.abort();
+        assert!(b.is_aborted());
+        a.abort();
+    }
+
+    #[test]
+    fn executor_and_signal_are_send_sync() {
+        fn f<T: Send + Sync>() {}
+        f::<LocalShellExecutor>();
+        f::<AbortSignal>();
+    }
+}

@@ -1,0 +1,793 @@
+//! The executor with real processes: exit codes, timeouts, abort, the
+//! deadline backstop, killing every descendant, environment, output caps,
+//! redaction, concurrency, cwd, and the session's temporary directory.
+
+use std::ffi::OsString;
+use std::fs;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use sandgate_codes::ErrorCode;
+use sandgate_shellexec::confine::{kernel_abi, ConfineMode, ConfineSpec};
+use sandgate_shellexec::exec::{
+    AbortSignal, ExecConfig, ExecOptions, ExecResult, LocalShellExecutor, ShellExecutor,
+    BACKSTOP_MARGIN,
+};
+
+const SECRET: &str = "correct-horse-battery-staple-42";
+
+fn host_env() -> Vec<(OsString, OsString)> {
+    [
+        ("HOME", "/root"),
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("LANG", "C.UTF-8"),
+        ("USER", "tester"),
+        ("OPENAI_API_KEY", SECRET),
+        ("MY_PLAIN_VAR", "plain-value"),
+        ("EXTRA_ALLOWED", "extra-value"),
+        ("TMPDIR", "/host/tmp"),
+    ]
+    .iter()
+    .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+    .collect()
+}
+
+fn config() -> ExecConfig {
+    ExecConfig {
+        shell: PathBuf::from("/bin/sh"),
+        default_timeout: Duration::from_secs(10),
+        max_output_bytes: 1 << 20,
+        env_inherit: Vec::new(),
+        confine_mode: ConfineMode::Off,
+        confine: ConfineSpec::default(),
+        grace: Duration::from_millis(500),
+        host_env: Some(host_env()),
+    }
+}
+
+fn started(config: ExecConfig) -> LocalShellExecutor {
+    let ex = LocalShellExecutor::new(config);
+    ex.start().unwrap();
+    ex
+}
+
+fn run(ex: &LocalShellExecutor, command: &str) -> ExecResult {
+    ex.exec(command, ExecOptions::default()).unwrap()
+}
+
+fn with_timeout(ex: &LocalShellExecutor, command: &str, timeout: Duration) -> ExecResult {
+    let opts = ExecOptions {
+        timeout: Some(timeout),
+        ..ExecOptions::default()
+    };
+    ex.exec(command, opts).unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A marker unique to this test run: a `sleep` argument nothing else uses.
+fn marker(tag: u32) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("300.{}{:09}{:05}", tag, nanos, std::process::id() % 100_000)
+}
+
+/// Pids of live processes whose command line contains `marker`.
+fn survivors(marker: &str) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmdline = text(&cmdline).replace('\0', " ");
+        if cmdline.contains(marker) {
+            out.push((pid, cmdline));
+        }
+    }
+    out
+}
+
+/// Starts every kind of escapee, each with the marker in its command line.
+fn escapees(marker: &str) -> String {
+    format!(
+        "setsid sleep {m} & \
+         nohup sleep {m} >/dev/null 2>&1 & \
+         ( ( setsid sh -c 'trap \"\" TERM; sleep {m}; : {m}' & ) & ) ; \
+         ( trap '' TERM; sleep {m} ) & \
+         perl -e 'setpgrp(0,0); sleep 300' {m} 2>/dev/null & \
+         setsid sh -c 'kill -STOP $$; sleep 300' {m} & \
+         sleep 0.3; ",
+        m = marker
+    )
+}
+
+fn assert_none_survive(marker: &str) {
+    let left = survivors(marker);
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
+// --- exit codes -----------------------------------------------------------
+
+#[test]
+fn exit_code_is_the_shells() {
+    let ex = started(config());
+    let r = run(&ex, "echo hi; exit 3");
+    assert_eq!(r.exit_code, 3);
+    assert_eq!(text(&r.stdout), "hi\n");
+    assert!(!r.timed_out && !r.aborted && !r.truncated);
+    assert_eq!(run(&ex, "true").exit_code, 0);
+    let r = run(&ex, "echo oops >&2; false");
+    assert_eq!(r.exit_code, 1);
+    assert_eq!(text(&r.stderr), "oops\n");
+}
+
+#[test]
+fn a_signal_gives_128_plus_the_signal() {
+    let ex = started(config());
+    assert_eq!(run(&ex, "kill -9 $$").exit_code, 137);
+    assert_eq!(run(&ex, "kill -TERM $$").exit_code, 143);
+}
+
+#[test]
+fn timeout_gives_124_promptly() {
+    let ex = started(config());
+    let t = Instant::now();
+    let r = with_timeout(&ex, "sleep 5", Duration::from_millis(200));
+    let took = t.elapsed();
+    assert_eq!(r.exit_code, 124);
+    assert!(r.timed_out && !r.aborted);
+    assert!(took < Duration::from_millis(1500), "took {took:?}");
+    eprintln!("timeout 200 ms: returned after {took:?}");
+}
+
+#[test]
+fn abort_from_another_thread_gives_130() {
+    let ex = started(config());
+    let signal = AbortSignal::new();
+    let remote = signal.clone();
+    let aborter = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(200));
+        remote.abort();
+    });
+    let t = Instant::now();
+    let opts = ExecOptions {
+        abort: Some(signal.clone()),
+        ..ExecOptions::default()
+    };
+    let r = ex.exec("sleep 5", opts).unwrap();
+    let took = t.elapsed();
+    aborter.join().unwrap();
+    assert_eq!(r.exit_code, 130);
+    assert!(r.aborted && !r.timed_out);
+    assert!(took < Duration::from_millis(1500), "took {took:?}");
+    eprintln!("abort after 200 ms: returned after {took:?}");
+    // An aborted signal ends later execs at once.
+    let opts = ExecOptions {
+        abort: Some(signal),
+        ..ExecOptions::default()
+    };
+    assert_eq!(ex.exec("sleep 5", opts).unwrap().exit_code, 130);
+}
+
+#[test]
+fn a_missing_shell_gives_127() {
+    let ex = started(ExecConfig {
+        shell: PathBuf::from("/nonexistent/shell"),
+        ..config()
+    });
+    let t = Instant::now();
+    let r = run(&ex, "echo hi");
+    assert_eq!(r.exit_code, 127);
+    assert!(r.stdout.is_empty());
+    assert!(
+        text(&r.stderr).contains("cannot start"),
+        "{}",
+        text(&r.stderr)
+    );
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn a_command_not_found_is_the_shells_127() {
+    let ex = started(config());
+    assert_eq!(run(&ex, "/nonexistent/program").exit_code, 127);
+}
+
+// --- backstop and killing ----------------------------------------------------
+
+#[test]
+fn the_backstop_holds_against_a_child_ignoring_sigterm() {
+    let ex = started(config());
+    let timeout = Duration::from_millis(200);
+    let t = Instant::now();
+    let r = with_timeout(&ex, "trap '' TERM; sleep 30", timeout);
+    let took = t.elapsed();
+    assert_eq!(r.exit_code, 124);
+    assert!(r.timed_out);
+    assert!(
+        took < timeout + Duration::from_millis(500) + BACKSTOP_MARGIN,
+        "took {took:?}"
+    );
+    // It took the grace period, then SIGKILL.
+    assert!(
+        took >= timeout + Duration::from_millis(450),
+        "took {took:?}"
+    );
+    eprintln!("SIGTERM ignored: returned after {took:?}");
+}
+
+/// The escapees really run while the command does: the tests below are
+/// not vacuous.
+#[test]
+fn the_escapees_do_start() {
+    let ex = Arc::new(started(config()));
+    let m = marker(0);
+    let cmd = format!("{} sleep 30", escapees(&m));
+    let runner = {
+        let ex = Arc::clone(&ex);
+        thread::spawn(move || with_timeout(&ex, &cmd, Duration::from_millis(1500)))
+    };
+    thread::sleep(Duration::from_millis(800));
+    let during = survivors(&m);
+    let sessions: std::collections::HashSet<String> = during
+        .iter()
+        .filter_map(|(pid, _)| {
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let rest = &stat[stat.rfind(')')? + 2..];
+            rest.split(' ').nth(3).map(str::to_owned)
+        })
+        .collect();
+    let r = runner.join().unwrap();
+    assert_eq!(r.exit_code, 124);
+    // The shell, setsid sleep, nohup sleep, the double-forked sh and its
+    // sleep, the TERM-proof subshell and its sleep, perl, the stopped sh.
+    assert!(during.len() >= 8, "{during:?}");
+    assert!(sessions.len() >= 3, "several sessions: {sessions:?}");
+    assert_none_survive(&m);
+}
+
+#[test]
+fn nothing_survives_a_timeout() {
+    let ex = started(config());
+    let m = marker(1);
+    let cmd = format!("{} sleep 30", escapees(&m));
+    let t = Instant::now();
+    let r = with_timeout(&ex, &cmd, Duration::from_millis(800));
+    let took = t.elapsed();
+    assert_eq!(r.exit_code, 124);
+    assert!(took < Duration::from_millis(800) + Duration::from_millis(500) + BACKSTOP_MARGIN);
+    assert_none_survive(&m);
+    eprintln!("escapees + timeout: returned after {took:?}");
+}
+
+#[test]
+fn nothing_survives_an_abort() {
+    let ex = started(config());
+    let m = marker(2);
+    let cmd = format!("{} sleep 30", escapees(&m));
+    let signal = AbortSignal::new();
+    let remote = signal.clone();
+    let aborter = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(800));
+        remote.abort();
+    });
+    let opts = ExecOptions {
+        abort: Some(signal),
+        ..ExecOptions::default()
+    };
+    let r = ex.exec(&cmd, opts).unwrap();
+    aborter.join().unwrap();
+    assert_eq!(r.exit_code, 130);
+    assert_none_survive(&m);
+}
+
+#[test]
+fn nothing_survives_a_quick_normal_exit() {
+    let ex = started(config());
+    let m = marker(3);
+    let cmd = format!("{} echo done; exit 0", escapees(&m));
+    let t = Instant::now();
+    let r = run(&ex, &cmd);
+    let took = t.elapsed();
+    assert_eq!(r.exit_code, 0);
+    assert!(!r.timed_out && !r.aborted);
+    assert_eq!(text(&r.stdout), "done\n");
+    assert_none_survive(&m);
+    eprintln!("escapees + normal exit: returned after {took:?}");
+}
+
+#[test]
+fn a_detached_child_with_closed_pipes_is_killed_too() {
+    let ex = started(config());
+    let m = marker(4);
+    let cmd = format!("setsid sleep {m} </dev/null >/dev/null 2>&1 & exit 5");
+    let r = run(&ex, &cmd);
+    assert_eq!(r.exit_code, 5);
+    assert_none_survive(&m);
+}
+
+#[test]
+fn an_endless_timeout_does_not_overflow() {
+    let ex = started(config());
+    let r = with_timeout(&ex, "exit 4", Duration::MAX);
+    assert_eq!(r.exit_code, 4);
+}
+
+#[test]
+fn a_command_that_closes_its_output_still_times_out() {
+    let ex = started(config());
+    let m = marker(6);
+    let cmd = format!("exec >&- 2>&-; sleep {m}");
+    let t = Instant::now();
+    let r = with_timeout(&ex, &cmd, Duration::from_millis(300));
+    assert_eq!(r.exit_code, 124);
+    assert!(t.elapsed() < Duration::from_millis(1500));
+    assert_none_survive(&m);
+}
+
+#[test]
+fn a_command_that_closes_its_output_and_exits_normally() {
+    let ex = started(config());
+    let r = run(&ex, "echo before; exec >&- 2>&-; sleep 0.2; exit 9");
+    assert_eq!(r.exit_code, 9);
+    assert_eq!(text(&r.stdout), "before\n");
+}
+
+/// A process whose main thread called `pthread_exit` shows as a zombie in
+/// `/proc` while its other threads run and hold the pipes: it is killed
+/// too, without waiting for the backstop.
+#[test]
+fn a_zombie_leader_with_live_threads_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("still-alive");
+    let script = format!(
+        "import threading, time, ctypes\n\
+         def late():\n    time.sleep(1.5)\n    open('{}', 'w').write('x')\n\
+         threading.Thread(target=late).start()\n\
+         ctypes.CDLL(None).pthread_exit(None)\n",
+        flag.display()
+    );
+    fs::write(dir.path().join("z.py"), script).unwrap();
+    let ex = started(config());
+    for (cmd, code) in [
+        (
+            format!("python3 '{}'; sleep 30", dir.path().join("z.py").display()),
+            124,
+        ),
+        (
+            format!(
+                "python3 '{}' & sleep 0.1; exit 0",
+                dir.path().join("z.py").display()
+            ),
+            0,
+        ),
+    ] {
+        let t = Instant::now();
+        let r = with_timeout(&ex, &cmd, Duration::from_millis(300));
+        let took = t.elapsed();
+        assert_eq!(r.exit_code, code, "{}", text(&r.stderr));
+        assert!(!r.timed_out || code == 124);
+        assert!(took < Duration::from_millis(1400), "took {took:?}");
+        thread::sleep(Duration::from_millis(1800).saturating_sub(took));
+        assert!(!flag.exists(), "the thread outlived the call");
+    }
+}
+
+// --- environment --------------------------------------------------------------
+
+#[test]
+fn the_child_sees_only_allowlisted_variables() {
+    let ex = started(config());
+    let r = run(&ex, "env");
+    let out = text(&r.stdout);
+    let mut names: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(n, _)| n))
+        .collect();
+    names.sort();
+    names.dedup();
+    // The shell adds PWD (and may add SHLVL, `_`); nothing of the host's
+    // beyond the allowlist.
+    let shell_own = ["PWD", "SHLVL", "_", "OLDPWD"];
+    let got: Vec<&str> = names
+        .into_iter()
+        .filter(|n| !shell_own.contains(n))
+        .collect();
+    assert_eq!(
+        got,
+        ["HOME", "LANG", "PATH", "TEMP", "TMP", "TMPDIR", "USER"],
+        "{out}"
+    );
+    assert!(!out.contains("OPENAI_API_KEY"));
+    assert!(!out.contains("MY_PLAIN_VAR"));
+}
+
+#[test]
+fn a_withheld_value_is_redacted() {
+    let ex = started(config());
+    let cmd = format!("echo \"key=$OPENAI_API_KEY\"; echo 'leak {SECRET}'; echo '{SECRET}' >&2");
+    let r = run(&ex, &cmd);
+    assert_eq!(
+        text(&r.stdout),
+        "key=\n\
+         leak [REDACTED:OPENAI_API_KEY]\n"
+    );
+    assert_eq!(text(&r.stderr), "[REDACTED:OPENAI_API_KEY]\n");
+}
+
+#[test]
+fn env_inherit_is_honoured_and_the_digest_is_stable() {
+    let plain = started(config());
+    let a = run(&plain, "true");
+    let b = run(&plain, "true");
+    assert_eq!(a.env_names_digest, b.env_names_digest);
+    assert!(a.env_names_digest.starts_with("sha256:"));
+
+    let inherit = started(ExecConfig {
+        env_inherit: vec!["EXTRA_ALLOWED".into(), "OPENAI_API_KEY".into()],
+        ..config()
+    });
+    let r = run(&inherit, "echo \"$EXTRA_ALLOWED $OPENAI_API_KEY\"");
+    // Inherited on purpose: passed, and not redacted.
+    assert_eq!(text(&r.stdout), format!("extra-value {SECRET}\n"));
+    assert_ne!(r.env_names_digest, a.env_names_digest);
+}
+
+#[test]
+fn the_host_environment_is_the_default_source() {
+    let ex = started(ExecConfig {
+        host_env: None,
+        ..config()
+    });
+    let r = run(&ex, "echo \"$TMPDIR\"");
+    assert_eq!(
+        text(&r.stdout).trim_end(),
+        ex.tmpdir().unwrap().to_str().unwrap()
+    );
+}
+
+// --- output ----------------------------------------------------------------------
+
+fn vm_hwm_kib() -> u64 {
+    let status = fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_flood_is_capped_drained_and_bounded_in_memory() {
+    let cap = 1 << 20;
+    let ex = started(ExecConfig {
+        max_output_bytes: cap,
+        ..config()
+    });
+    let before = vm_hwm_kib();
+    let t = Instant::now();
+    let r = with_timeout(
+        &ex,
+        "head -c 1000000000 /dev/zero; echo after >&2; exit 7",
+        Duration::from_secs(60),
+    );
+    let took = t.elapsed();
+    let after = vm_hwm_kib();
+    assert_eq!(r.exit_code, 7, "the child ran to its end");
+    assert!(r.truncated);
+    assert!(!r.timed_out);
+    assert_eq!(r.stdout.len() + r.stderr.len(), cap);
+    assert!(r.stdout.iter().all(|&b| b == 0));
+    assert!(
+        after.saturating_sub(before) < 40 * 1024,
+        "VmHWM grew from {before} kB to {after} kB"
+    );
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    eprintln!("1 GB flood: {took:?}, VmHWM {before} kB -> {after} kB");
+}
+
+#[test]
+fn an_endless_flood_still_times_out_and_a_background_flood_is_killed() {
+    let ex = started(config());
+    let t = Instant::now();
+    let r = with_timeout(
+        &ex,
+        "cat /dev/zero & cat /dev/zero >&2",
+        Duration::from_millis(400),
+    );
+    assert_eq!(r.exit_code, 124);
+    assert!(r.truncated && r.timed_out);
+    assert_eq!(r.stdout.len() + r.stderr.len(), 1 << 20);
+    assert!(
+        t.elapsed() < Duration::from_millis(2000),
+        "{:?}",
+        t.elapsed()
+    );
+
+    // A byte count no other process uses: the flooding process's marker.
+    let m = marker(8).replace('.', "");
+    let t = Instant::now();
+    let r = run(&ex, &format!("head -c {m} /dev/zero & sleep 0.1; exit 6"));
+    assert_eq!(r.exit_code, 6);
+    assert!(r.truncated && !r.timed_out);
+    assert!(
+        t.elapsed() < Duration::from_millis(2000),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_none_survive(&m);
+}
+
+#[test]
+fn both_streams_share_the_cap() {
+    let ex = started(ExecConfig {
+        max_output_bytes: 10,
+        ..config()
+    });
+    let r = run(&ex, "printf 'abcdef'; printf 'ghijkl' >&2");
+    assert!(r.truncated);
+    assert_eq!(r.stdout.len() + r.stderr.len(), 10);
+    let r = run(&ex, "printf 'abc'");
+    assert!(!r.truncated);
+    assert_eq!(text(&r.stdout), "abc");
+}
+
+#[test]
+fn a_token_split_across_writes_is_redacted() {
+    let ex = started(config());
+    let r = run(
+        &ex,
+        "printf 'ghp_'; sleep 0.1; printf 'abcdefghijklmnopqrstuvwxyz0123\\n'",
+    );
+    assert_eq!(text(&r.stdout), "[REDACTED]\n");
+}
+
+#[test]
+fn inheritable_descriptors_of_the_host_do_not_reach_the_command() {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: opens /dev/null without O_CLOEXEC; the descriptor is owned
+    // below.
+    let raw = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY) };
+    assert!(raw >= 0);
+    // SAFETY: `raw` was just opened and is owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let ex = started(config());
+    let r = run(
+        &ex,
+        &format!(
+            "[ -e /proc/self/fd/{n} ] && echo leaked || echo closed",
+            n = fd.as_raw_fd()
+        ),
+    );
+    assert_eq!(text(&r.stdout), "closed\n");
+}
+
+// --- concurrency, cwd, session ------------------------------------------------------
+
+#[test]
+fn concurrent_execs_from_four_threads() {
+    let ex = Arc::new(started(config()));
+    let t = Instant::now();
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let ex = Arc::clone(&ex);
+            thread::spawn(move || {
+                let mut out = Vec::new();
+                for j in 0..5 {
+                    let r = run(&ex, &format!("sleep 0.1; echo {i}-{j}; exit {i}"));
+                    assert_eq!(r.exit_code, i);
+                    out.push(text(&r.stdout));
+                }
+                out
+            })
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        let out = h.join().unwrap();
+        let want: Vec<String> = (0..5).map(|j| format!("{i}-{j}\n")).collect();
+        assert_eq!(out, want);
+    }
+    // Four threads of five 100 ms commands each run side by side.
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+}
+
+fn open_dir(path: &Path) -> OwnedFd {
+    use rustix::fs::{Mode, OFlags};
+    rustix::fs::open(
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn cwd_descriptor_is_where_the_command_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("sub dir");
+    fs::create_dir(&sub).unwrap();
+    let ex = started(config());
+    let opts = ExecOptions {
+        cwd: Some(open_dir(&sub)),
+        ..ExecOptions::default()
+    };
+    let r = ex.exec("pwd; echo x > made", opts).unwrap();
+    assert_eq!(r.exit_code, 0, "{}", text(&r.stderr));
+    assert_eq!(
+        text(&r.stdout).trim_end(),
+        sub.canonicalize().unwrap().to_str().unwrap()
+    );
+    assert!(sub.join("made").exists());
+}
+
+#[test]
+fn exec_before_start_is_not_started() {
+    let ex = LocalShellExecutor::new(config());
+    let err = ex.exec("true", ExecOptions::default()).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NotStarted);
+    ex.start().unwrap();
+    assert_eq!(run(&ex, "exit 0").exit_code, 0);
+    ex.dispose().unwrap();
+    let err = ex.exec("true", ExecOptions::default()).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NotStarted);
+}
+
+#[test]
+fn the_private_tmpdir_is_the_childs_and_dispose_removes_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let ex = started(config());
+    let tmp = ex.tmpdir().unwrap();
+    assert!(tmp.starts_with(std::env::temp_dir()));
+    let mode = fs::metadata(&tmp).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+    let r = run(
+        &ex,
+        "echo \"$TMPDIR|$TMP|$TEMP\"; echo data > \"$TMPDIR/f\"",
+    );
+    let t = tmp.to_str().unwrap();
+    assert_eq!(text(&r.stdout), format!("{t}|{t}|{t}\n"));
+    assert!(tmp.join("f").exists());
+    ex.dispose().unwrap();
+    assert!(!tmp.exists());
+    // Dispose twice is fine.
+    ex.dispose().unwrap();
+}
+
+#[test]
+fn dispose_ends_running_commands() {
+    let ex = Arc::new(started(config()));
+    let m = marker(5);
+    let runner = {
+        let ex = Arc::clone(&ex);
+        let cmd = format!("setsid sleep {m} & sleep 30");
+        thread::spawn(move || run(&ex, &cmd))
+    };
+    thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    ex.dispose().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(3));
+    let r = runner.join().unwrap();
+    assert_eq!(r.exit_code, 130);
+    assert_none_survive(&m);
+}
+
+// --- confinement ---------------------------------------------------------------------
+
+#[test]
+fn best_effort_confines_the_shell() {
+    if kernel_abi().is_none() {
+        eprintln!("no Landlock on this kernel: skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let outside = dir.path().join("outside");
+    fs::create_dir(&root).unwrap();
+    fs::create_dir(&outside).unwrap();
+    fs::write(root.join("in.txt"), "inside\n").unwrap();
+    fs::write(outside.join("secret"), "top secret\n").unwrap();
+    let ex = started(ExecConfig {
+        confine_mode: ConfineMode::BestEffort,
+        confine: ConfineSpec {
+            read_dirs: vec![root.clone()],
+            ..ConfineSpec::default()
+        },
+        ..config()
+    });
+    let cmd = format!(
+        "cat '{}'; cat '{}' || echo denied; echo t > \"$TMPDIR/ok\" && echo wrote",
+        root.join("in.txt").display(),
+        outside.join("secret").display()
+    );
+    let r = run(&ex, &cmd);
+    assert!(r.confined.fs, "{:?}", r.confined);
+    assert_eq!(r.confined.mode, Some(ConfineMode::BestEffort));
+    assert_eq!(
+        text(&r.stdout),
+        "inside\ndenied\nwrote\n",
+        "{}",
+        text(&r.stderr)
+    );
+    assert!(!text(&r.stdout).contains("top secret"));
+}
+
+/// With signal scoping (Landlock ABI 6) the command cannot kill its keeper
+/// (the one way past the subreaper for a same-user process).
+#[test]
+fn a_scoped_command_cannot_kill_its_keeper() {
+    if kernel_abi().is_none_or(|a| a < 6) {
+        eprintln!("no Landlock scoping on this kernel: skipped");
+        return;
+    }
+    let ex = started(ExecConfig {
+        confine_mode: ConfineMode::BestEffort,
+        ..config()
+    });
+    let m = marker(7);
+    let cmd = format!("setsid sleep {m} & kill -9 $PPID 2>/dev/null || echo refused; exit 0");
+    let r = run(&ex, &cmd);
+    assert!(r.confined.scoped);
+    assert_eq!(text(&r.stdout), "refused\n");
+    assert_eq!(r.exit_code, 0);
+    assert_none_survive(&m);
+}
+
+#[test]
+fn required_on_a_kernel_without_it_refuses_at_start() {
+    // Required needs scoping (ABI 6); only meaningful when it is missing.
+    if kernel_abi().is_some_and(|a| a >= 6) {
+        // Still check that Required starts and reports everything.
+        let ex = started(ExecConfig {
+            confine_mode: ConfineMode::Required,
+            ..config()
+        });
+        let r = run(&ex, "true");
+        assert!(r.confined.fs && r.confined.net && r.confined.scoped);
+        return;
+    }
+    let ex = LocalShellExecutor::new(ExecConfig {
+        confine_mode: ConfineMode::Required,
+        ..config()
+    });
+    let err = ex.start().unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ConfineUnavailable);
+    assert_eq!(
+        ex.exec("true", ExecOptions::default()).unwrap_err().code(),
+        ErrorCode::NotStarted
+    );
+}
+
+#[test]
+fn bad_confinement_directories_fail_start_and_leave_no_tmpdir() {
+    let ex = LocalShellExecutor::new(ExecConfig {
+        confine_mode: ConfineMode::BestEffort,
+        confine: ConfineSpec {
+            read_dirs: vec![PathBuf::from("/nonexistent/dir")],
+            ..ConfineSpec::default()
+        },
+        ..config()
+    });
+    if kernel_abi().is_none() {
+        return;
+    }
+    let err = ex.start().unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NotFound);
+    assert!(ex.tmpdir().is_none());
+}
