@@ -36,6 +36,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run one shell command as the policy's executor would, confined; print
+    /// its output and exit with its exit code (2 when refused).
+    Exec {
+        /// The policy file (TOML).
+        #[arg(long)]
+        policy: PathBuf,
+        /// Working directory, a name beneath the write root (or first read root).
+        #[arg(long)]
+        cwd: Option<String>,
+        /// The command, run with `shell -c`; words are joined with spaces.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Serve the JSON tool endpoint on stdin/stdout: one request per line.
     Tool {
         /// The policy file (TOML).
@@ -53,6 +66,11 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { policy, json } => check(&policy, json),
         Command::Tool { policy, pretty } => tool(&policy, pretty),
+        Command::Exec {
+            policy,
+            cwd,
+            command,
+        } => exec(&policy, cwd.as_deref(), &command.join(" ")),
     }
 }
 
@@ -97,6 +115,37 @@ fn check(path: &PathBuf, json: bool) -> ExitCode {
         print!("{summary}");
     }
     ExitCode::SUCCESS
+}
+
+fn exec(path: &PathBuf, cwd: Option<&str>, command: &str) -> ExitCode {
+    let policy = match load(path) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let executor = match sandgate::Executor::from_policy(&policy) {
+        Ok(e) => e,
+        Err(e) => {
+            refused(&e);
+            return ExitCode::from(2);
+        }
+    };
+    match executor.exec(command, cwd, None, None) {
+        Ok(r) => {
+            let _ = io::stdout().write_all(&r.stdout);
+            let _ = io::stderr().write_all(&r.stderr);
+            if r.truncated {
+                eprintln!("sandgate: output truncated at max_output_bytes");
+            }
+            if r.timed_out {
+                eprintln!("sandgate: timed out");
+            }
+            ExitCode::from(u8::try_from(r.exit_code).unwrap_or(1))
+        }
+        Err(e) => {
+            eprintln!("sandgate: {}: {}", e.code(), e.message());
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
@@ -187,6 +236,28 @@ fn pretty_exchange(
                 writeln!(out, "       | {l}")?;
             }
         }
+        if !answer["exit_code"].is_null() {
+            let c = &answer["confined"];
+            let landlock = match c["landlock_abi"].as_u64() {
+                Some(abi) => format!(
+                    "Landlock ABI {abi} (files: {}, tcp ports: {}, signals scoped: {})",
+                    c["fs"], c["net"], c["scoped"]
+                ),
+                None => "no Landlock".to_owned(),
+            };
+            writeln!(
+                out,
+                "       confined: {landlock}; no_new_privs: {}",
+                c["no_new_privs"]
+            )?;
+            for stream in ["stdout", "stderr"] {
+                if let Value::String(t) = &answer[stream] {
+                    for l in t.lines().take(10) {
+                        writeln!(out, "       {stream} | {l}")?;
+                    }
+                }
+            }
+        }
         if let Value::String(t) = &answer["content"] {
             for l in t.lines().take(6) {
                 writeln!(out, "       | {l}")?;
@@ -232,6 +303,7 @@ fn describe_request(v: &Value) -> String {
 fn describe_answer(a: &Value) -> String {
     let mut parts = Vec::new();
     for key in [
+        "exit_code",
         "size",
         "replacements",
         "total_lines",

@@ -241,6 +241,12 @@ impl Root {
         Ok(Root::from_fd(fd, self.resolver, self.name.clone()))
     }
 
+    /// The root's own descriptor (`O_PATH`), for example as a child's
+    /// working directory (`fchdir` accepts it).
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
+    }
+
     // ----- resolution -----
 
     /// Resolves `path` with the configured resolver.
@@ -865,6 +871,12 @@ fn rename_entries(
         Errno::EXIST | Errno::NOTEMPTY | Errno::ISDIR | Errno::NOTDIR => error::from_errno(tp, e),
         _ => error::from_errno(fp, e),
     })
+}
+
+impl AsFd for Root {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
 enum Openat2Error {

@@ -26,6 +26,7 @@
 
 pub mod audit;
 mod error;
+pub mod exec;
 pub mod relpath;
 mod sandbox;
 pub mod search;
@@ -33,6 +34,7 @@ pub mod tool;
 
 pub use audit::{AuditEvent, AuditSink};
 pub use error::{Error, ErrorCode};
+pub use exec::Executor;
 pub use relpath::{RelPath, RelPathError, RelPathReason};
 pub use sandbox::{
     LinesRead, ListEntry, Sandbox, SandboxBuilder, StatInfo, DEFAULT_MAX_READ_BYTES,

@@ -112,19 +112,31 @@ pub const OPS: &[&str] = &[
 pub struct ToolSession {
     sandbox: Sandbox,
     summary: Value,
+    executor: Option<crate::exec::Executor>,
 }
 
 impl ToolSession {
     /// A session over `sandbox`; `summary` is what the `summary` op answers
     /// (the policy summary with its digest).
+    /// It has no executor: `exec` is refused with `E_DENIED`.
     pub fn new(sandbox: Sandbox, summary: Value) -> ToolSession {
-        ToolSession { sandbox, summary }
+        ToolSession {
+            sandbox,
+            summary,
+            executor: None,
+        }
     }
 
-    /// A session with everything `policy` grants.
+    /// A session with everything `policy` grants, the shell included when
+    /// `[exec]` enables it.
     pub fn from_policy(policy: &sandgate_policy::Policy) -> Result<ToolSession, Error> {
         let summary = policy.summary().to_json_value();
-        Ok(ToolSession::new(Sandbox::from_policy(policy)?, summary))
+        let executor = crate::exec::Executor::from_policy(policy)?;
+        Ok(ToolSession {
+            sandbox: Sandbox::from_policy(policy)?,
+            summary,
+            executor: Some(executor),
+        })
     }
 
     /// The sandbox behind the session.
@@ -284,16 +296,31 @@ impl ToolSession {
                 out.insert("matches".into(), Value::Array(matches));
             }
             "exec" => {
-                let _ = (
-                    f.str("command")?,
-                    f.opt_str("cwd")?,
-                    f.opt_count("timeout_ms")?,
-                );
+                let command = f.str("command")?;
+                let cwd = f.opt_str("cwd")?;
+                let timeout = f
+                    .opt_count("timeout_ms")?
+                    .map(|ms| std::time::Duration::from_millis(ms as u64));
                 f.done()?;
-                return Err(Error::new(
-                    ErrorCode::Denied,
-                    "exec is not enabled in this build: the shell executor is not part of it yet",
-                ));
+                let Some(executor) = &self.executor else {
+                    return Err(Error::new(
+                        ErrorCode::Denied,
+                        "this session has no shell executor",
+                    ));
+                };
+                let r = executor.exec(&command, cwd.as_deref(), timeout, None)?;
+                out.insert("exit_code".into(), json!(r.exit_code));
+                put_stream(&mut out, "stdout", r.stdout);
+                put_stream(&mut out, "stderr", r.stderr);
+                out.insert("truncated".into(), json!(r.truncated));
+                out.insert("timed_out".into(), json!(r.timed_out));
+                out.insert("aborted".into(), json!(r.aborted));
+                out.insert(
+                    "confined".into(),
+                    serde_json::to_value(&r.confined).unwrap_or(Value::Null),
+                );
+                out.insert("env_names_digest".into(), json!(r.env_names_digest));
+                out.insert("duration_ms".into(), json!(r.duration.as_millis() as u64));
             }
             other => {
                 return Err(bad(format!(
@@ -304,6 +331,17 @@ impl ToolSession {
         }
         Ok(out)
     }
+}
+
+/// `key` as text, or `key_base64` when the bytes are not UTF-8.
+fn put_stream(out: &mut Map<String, Value>, key: &str, bytes: Vec<u8>) {
+    match String::from_utf8(bytes) {
+        Ok(text) => out.insert(key.into(), Value::String(text)),
+        Err(e) => out.insert(
+            format!("{key}_base64"),
+            Value::String(base64::engine::general_purpose::STANDARD.encode(e.into_bytes())),
+        ),
+    };
 }
 
 fn put_content(out: &mut Map<String, Value>, bytes: Vec<u8>) {

@@ -1,0 +1,197 @@
+//! `exec` through the tool endpoint and `sandgate exec`, on real processes:
+//! refusals before anything runs, results for whatever ran, confinement in
+//! force where the kernel has Landlock.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use sandgate::policy::Policy;
+use sandgate::ToolSession;
+use serde_json::{json, Value};
+
+/// A case directory with `ws/` (write root), `outside/secret`, and a policy.
+fn case(exec_section: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("ws/sub")).unwrap();
+    fs::create_dir_all(dir.path().join("outside")).unwrap();
+    fs::write(dir.path().join("outside/secret"), "OUTSIDE").unwrap();
+    fs::write(dir.path().join("ws/hello.txt"), "hello\n").unwrap();
+    std::os::unix::fs::symlink("../outside", dir.path().join("ws/out")).unwrap();
+    let policy = format!("[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n{exec_section}");
+    fs::write(dir.path().join("policy.toml"), policy).unwrap();
+    dir
+}
+
+fn session(dir: &Path) -> ToolSession {
+    ToolSession::from_policy(&Policy::load(dir.join("policy.toml")).unwrap()).unwrap()
+}
+
+fn ask(s: &ToolSession, req: Value) -> Value {
+    s.handle_line(&req.to_string())
+}
+
+const ENABLED: &str = "[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 5000\n";
+
+#[test]
+fn exec_disabled_is_refused_before_anything_runs() {
+    let dir = case("");
+    let a = ask(
+        &session(dir.path()),
+        json!({"op":"exec","command":"touch ran"}),
+    );
+    assert_eq!(a["error"]["code"], "E_DENIED", "{a}");
+    assert!(!dir.path().join("ws/ran").exists());
+}
+
+#[test]
+fn exec_runs_in_the_write_root_and_reports_confinement() {
+    let dir = case(ENABLED);
+    let s = session(dir.path());
+    let a = ask(&s, json!({"op":"exec","command":"cat hello.txt; pwd"}));
+    assert_eq!(a["ok"], true, "{a}");
+    assert_eq!(a["exit_code"], 0);
+    let out = a["stdout"].as_str().unwrap();
+    assert!(
+        out.starts_with("hello\n") && out.trim_end().ends_with("/ws"),
+        "{out}"
+    );
+    assert!(a["env_names_digest"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256:"));
+    let a = ask(&s, json!({"op":"exec","command":"pwd","cwd":"sub"}));
+    assert!(
+        a["stdout"]
+            .as_str()
+            .unwrap()
+            .trim_end()
+            .ends_with("/ws/sub"),
+        "{a}"
+    );
+    if landlock_abi().is_some() {
+        assert_eq!(a["confined"]["fs"], true, "{a}");
+        let a = ask(&s, json!({"op":"exec","command":"cat ../outside/secret"}));
+        assert_ne!(a["exit_code"], 0, "{a}");
+        assert!(!a["stdout"].as_str().unwrap().contains("OUTSIDE"));
+        let a = ask(&s, json!({"op":"exec","command":"echo x > ../outside/new"}));
+        assert_ne!(a["exit_code"], 0, "{a}");
+        assert!(!dir.path().join("outside/new").exists());
+    } else {
+        eprintln!("note: no Landlock on this kernel; confinement assertions skipped");
+    }
+}
+
+/// The Landlock ABI a trivial run reports (None without Landlock).
+fn landlock_abi() -> Option<u32> {
+    let dir = case(ENABLED);
+    let a = ask(&session(dir.path()), json!({"op":"exec","command":"true"}));
+    a["confined"]["landlock_abi"].as_u64().map(|v| v as u32)
+}
+
+#[test]
+fn exec_cwd_is_resolved_beneath_the_root() {
+    let dir = case(ENABLED);
+    let s = session(dir.path());
+    for (cwd, code) in [
+        ("..", "E_PATH_INVALID"),
+        ("/tmp", "E_PATH_INVALID"),
+        ("out", "E_PATH_ESCAPE"),
+        ("nope", "E_NOT_FOUND"),
+        ("hello.txt", "E_NOT_DIR"),
+    ] {
+        let a = ask(&s, json!({"op":"exec","command":"touch ran","cwd":cwd}));
+        assert_eq!(a["error"]["code"], code, "cwd {cwd}: {a}");
+    }
+    assert!(!dir.path().join("outside/ran").exists());
+}
+
+#[test]
+fn exec_timeout_and_exit_codes_are_results() {
+    let dir = case(ENABLED);
+    let s = session(dir.path());
+    let a = ask(
+        &s,
+        json!({"op":"exec","command":"sleep 20","timeout_ms":200}),
+    );
+    assert_eq!(
+        (
+            a["ok"].clone(),
+            a["exit_code"].clone(),
+            a["timed_out"].clone()
+        ),
+        (json!(true), json!(124), json!(true))
+    );
+    let a = ask(&s, json!({"op":"exec","command":"exit 7"}));
+    assert_eq!(a["exit_code"], 7);
+    let a = ask(&s, json!({"op":"exec","command":"no-such-command-sg"}));
+    assert_eq!(a["exit_code"], 127);
+    let a = ask(&s, json!({"op":"exec","command":"true","timeout_ms":0}));
+    assert_eq!(a["error"]["code"], "E_REQUEST");
+    let a = ask(
+        &s,
+        json!({"op":"exec","command":"true","shell":"/bin/bash"}),
+    );
+    assert_eq!(a["error"]["code"], "E_REQUEST");
+}
+
+#[test]
+fn exec_budget_is_counted() {
+    let dir = case(&format!("{ENABLED}[budgets]\nexec_ops = 2\n"));
+    let s = session(dir.path());
+    for _ in 0..2 {
+        assert_eq!(
+            ask(&s, json!({"op":"exec","command":"true"}))["exit_code"],
+            0
+        );
+    }
+    assert_eq!(
+        ask(&s, json!({"op":"exec","command":"true"}))["error"]["code"],
+        "E_DENIED"
+    );
+}
+
+#[test]
+fn exec_output_is_redacted_and_capped() {
+    let dir = case(&format!("{ENABLED}max_output_bytes = 1000\n"));
+    let s = session(dir.path());
+    let a = ask(
+        &s,
+        json!({"op":"exec","command":"printf 'ghp_'; sleep 0.1; printf 'abcdefghijklmnopqrstuvwxyz0123\\n'"}),
+    );
+    assert_eq!(a["stdout"], "[REDACTED]\n", "{a}");
+    let a = ask(
+        &s,
+        json!({"op":"exec","command":"head -c 100000 /dev/zero | tr '\\0' x"}),
+    );
+    assert_eq!(
+        (a["truncated"].clone(), a["stdout"].as_str().unwrap().len()),
+        (json!(true), 1000),
+        "{a}"
+    );
+}
+
+#[test]
+fn sandgate_exec_passes_the_exit_code_and_refuses_with_2() {
+    let dir = case(ENABLED);
+    let bin = env!("CARGO_BIN_EXE_sandgate");
+    let policy = dir.path().join("policy.toml");
+    let out = Command::new(bin)
+        .args(["exec", "--policy"])
+        .arg(&policy)
+        .args(["--", "cat", "hello.txt;", "exit", "5"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    assert_eq!(out.stdout, b"hello\n");
+    let off = case("");
+    let out = Command::new(bin)
+        .args(["exec", "--policy"])
+        .arg(off.path().join("policy.toml"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("E_DENIED"));
+}
