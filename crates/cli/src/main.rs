@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+mod run;
 use sandgate::policy::Policy;
 use sandgate::ToolSession;
 use serde_json::Value;
@@ -49,6 +51,16 @@ enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Run a program under supervision: admission line, confinement, limits,
+    /// and a `policy-result:` line when a limit stops it (exit 3).
+    Run {
+        /// The policy file (TOML).
+        #[arg(long)]
+        policy: PathBuf,
+        /// The program and its arguments (run directly, not through a shell).
+        #[arg(last = true, required = true)]
+        program: Vec<String>,
+    },
     /// Serve the JSON tool endpoint on stdin/stdout: one request per line.
     Tool {
         /// The policy file (TOML).
@@ -66,6 +78,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { policy, json } => check(&policy, json),
         Command::Tool { policy, pretty } => tool(&policy, pretty),
+        Command::Run { policy, program } => run::run(&policy, &program),
         Command::Exec {
             policy,
             cwd,

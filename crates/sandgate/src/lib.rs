@@ -44,4 +44,5 @@ pub use sandgate_fileguard as fileguard;
 pub use sandgate_policy as policy;
 pub use sandgate_rootfs as rootfs;
 pub use sandgate_rootfs::{FileKind, Resolver};
+pub use sandgate_shellexec as shellexec;
 pub use tool::ToolSession;

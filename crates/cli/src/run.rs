@@ -1,0 +1,167 @@
+//! `sandgate run --policy P -- PROGRAM ARGS…`: the supervised run (SPEC §7).
+//!
+//! The supervisor checks the policy, starts the executor (so a kernel that
+//! lacks a required part refuses before anything runs), writes the admission
+//! line, runs the program confined with the policy's timeout armed from the
+//! start, and reports how it ended:
+//!
+//! - `policy: {…}` on stderr first: the admission decision;
+//! - exit 2 when the policy refuses the run (the decision says why);
+//! - exit 3 and `policy-result: {"version":1,"stage":"execute","reason":…}`
+//!   when the timeout or the output limit stopped the program;
+//! - a program that exits 3 by itself (the supervisor's own code) becomes
+//!   exit 1 with reason `worker_reserved_exit`;
+//! - otherwise the program's own exit code.
+//!
+//! Only the supervisor writes unprefixed contract lines: a program line
+//! starting with `policy:` or `policy-result:` is shown as `worker: …`, after
+//! every kind of line break, and the supervisor's lines always start on a
+//! fresh line. The program's output is delivered when it ends (captured,
+//! capped and redacted like any exec).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use sandgate::policy::Policy;
+use sandgate::shellexec::lines::Provenance;
+use sandgate::Executor;
+use serde_json::{json, Value};
+
+/// The supervisor's own exit codes.
+const EXIT_REFUSED: u8 = 2;
+const EXIT_LIMIT: u8 = 3;
+const EXIT_WORKER_RESERVED: u8 = 1;
+
+/// Quotes one word for `sh -c` (single quotes, `'` spelled `'\''`).
+fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+fn contract_line(err: &mut impl Write, fresh: &mut bool, token: &str, body: &Value) {
+    if !*fresh {
+        let _ = err.write_all(b"\n");
+    }
+    let _ = writeln!(err, "{token}: {body}");
+    *fresh = true;
+}
+
+/// Passes a stream through line provenance; says whether it ended a line.
+fn mark(bytes: &[u8]) -> (Vec<u8>, bool) {
+    let mut p = Provenance::new();
+    let mut out = p.push(bytes);
+    out.extend(p.finish());
+    let fresh = out.is_empty() || out.ends_with(b"\n");
+    (out, fresh)
+}
+
+/// Runs the supervised program; returns the supervisor's exit code.
+pub fn run(policy_path: &Path, program: &[String]) -> ExitCode {
+    let stderr = std::io::stderr();
+    let mut err = stderr.lock();
+    let mut fresh = true;
+    let policy = match Policy::load(policy_path) {
+        Ok(p) => p,
+        Err(e) => {
+            let decision = json!({"ok": false, "code": e.code().as_str(), "key": e.key(), "reason": e.to_string()});
+            contract_line(&mut err, &mut fresh, "policy", &decision);
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    };
+    let refuse = |err: &mut std::io::StderrLock<'_>, fresh: &mut bool, e: sandgate::Error| {
+        let decision = json!({
+            "ok": false,
+            "policy_digest": policy.digest(),
+            "code": e.code().as_str(),
+            "reason": e.message(),
+        });
+        contract_line(err, fresh, "policy", &decision);
+        ExitCode::from(EXIT_REFUSED)
+    };
+    let executor = match Executor::from_policy(&policy) {
+        Ok(x) => x,
+        Err(e) => return refuse(&mut err, &mut fresh, e),
+    };
+    if !executor.enabled() {
+        let e = sandgate::Error::new(
+            sandgate::ErrorCode::Denied,
+            "exec is not enabled by the policy ([exec] enabled = false)",
+        );
+        return refuse(&mut err, &mut fresh, e);
+    }
+    if let Err(e) = executor.start() {
+        return refuse(&mut err, &mut fresh, e);
+    }
+    let admission = json!({
+        "ok": true,
+        "policy_digest": policy.digest(),
+        "security_mode": policy.security_mode().as_str(),
+        "program": program,
+        "timeout_ms": policy.exec().timeout_ms,
+        "max_output_bytes": policy.exec().max_output_bytes,
+        "confine": policy.exec().confine.as_str(),
+    });
+    contract_line(&mut err, &mut fresh, "policy", &admission);
+    let _ = err.flush();
+
+    let command = format!(
+        "exec {}",
+        program
+            .iter()
+            .map(|w| quote(w))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let result = match executor.exec(&command, None, None, None) {
+        Ok(r) => r,
+        Err(e) => return refuse(&mut err, &mut fresh, e),
+    };
+    let (out, _) = mark(&result.stdout);
+    let (child_err, ended_line) = mark(&result.stderr);
+    let _ = std::io::stdout().write_all(&out);
+    let _ = std::io::stdout().flush();
+    let _ = err.write_all(&child_err);
+    fresh = ended_line;
+
+    let base = |reason: &str| {
+        json!({
+            "version": 1,
+            "stage": "execute",
+            "reason": reason,
+            "policy_digest": policy.digest(),
+            "exit_code": result.exit_code,
+            "duration_ms": result.duration.as_millis() as u64,
+            "confined": result.confined,
+        })
+    };
+    if result.timed_out {
+        contract_line(&mut err, &mut fresh, "policy-result", &base("timeout"));
+        return ExitCode::from(EXIT_LIMIT);
+    }
+    if result.truncated {
+        contract_line(&mut err, &mut fresh, "policy-result", &base("output_limit"));
+        return ExitCode::from(EXIT_LIMIT);
+    }
+    if result.exit_code == i32::from(EXIT_LIMIT) {
+        contract_line(
+            &mut err,
+            &mut fresh,
+            "policy-result",
+            &base("worker_reserved_exit"),
+        );
+        return ExitCode::from(EXIT_WORKER_RESERVED);
+    }
+    ExitCode::from(u8::try_from(result.exit_code).unwrap_or(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote;
+
+    #[test]
+    fn quote_survives_the_shell() {
+        assert_eq!(quote("a b"), "'a b'");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+        assert_eq!(quote("$(id)"), "'$(id)'");
+    }
+}

@@ -1,0 +1,158 @@
+//! `sandgate run`: the supervisor's contract lines and exit codes, on real
+//! processes.
+
+use std::fs;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn policy(exec: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("ws")).unwrap();
+    let text = format!("[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n{exec}");
+    fs::write(dir.path().join("policy.toml"), text).unwrap();
+    dir
+}
+
+const ENABLED: &str =
+    "[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 3000\nmax_output_bytes = 100000\n";
+
+fn run(dir: &tempfile::TempDir, program: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .arg("run")
+        .arg("--policy")
+        .arg(dir.path().join("policy.toml"))
+        .arg("--")
+        .args(program)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The supervisor's unprefixed contract lines on stderr (split on LF only).
+fn contract(out: &Output, token: &str) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stderr)
+        .split('\n')
+        .filter_map(|l| l.strip_prefix(&format!("{token}: ")))
+        .map(|j| serde_json::from_str(j).unwrap_or_else(|e| panic!("bad {token} line {j:?}: {e}")))
+        .collect()
+}
+
+#[test]
+fn admission_first_then_the_programs_own_exit_code() {
+    let dir = policy(ENABLED);
+    let out = run(&dir, &["/bin/sh", "-c", "echo out; echo err >&2; exit 5"]);
+    assert_eq!(out.status.code(), Some(5));
+    assert_eq!(out.stdout, b"out\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("policy: {"), "{stderr}");
+    let adm = &contract(&out, "policy")[0];
+    assert_eq!(adm["ok"], true);
+    assert!(adm["policy_digest"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256:"));
+    assert!(contract(&out, "policy-result").is_empty(), "{stderr}");
+}
+
+#[test]
+fn arguments_reach_the_program_verbatim() {
+    let dir = policy(ENABLED);
+    let out = run(&dir, &["/usr/bin/printf", "%s|", "a b", "it's", "$(id)"]);
+    assert_eq!(out.stdout, b"a b|it's|$(id)|");
+}
+
+#[test]
+fn a_refused_run_exits_2_with_the_decision() {
+    let dir = policy("");
+    let out = run(&dir, &["/bin/true"]);
+    assert_eq!(out.status.code(), Some(2));
+    let d = &contract(&out, "policy")[0];
+    assert_eq!(
+        (d["ok"].clone(), d["code"].as_str()),
+        (Value::Bool(false), Some("E_DENIED"))
+    );
+    let broken = tempfile::tempdir().unwrap();
+    fs::write(
+        broken.path().join("policy.toml"),
+        "[fs]\nwrite_root = \".\"\n",
+    )
+    .unwrap();
+    let out = run(&broken, &["/bin/true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(contract(&out, "policy")[0]["code"], "E_POLICY");
+}
+
+#[test]
+fn a_timeout_exits_3_with_the_result_on_a_fresh_line() {
+    let dir = policy(&ENABLED.replace("3000", "300"));
+    let out = run(
+        &dir,
+        &["/bin/sh", "-c", "printf 'no newline' >&2; sleep 20"],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no newline\npolicy-result: {"), "{stderr}");
+    let r = &contract(&out, "policy-result")[0];
+    assert_eq!(
+        (
+            r["version"].clone(),
+            r["stage"].as_str(),
+            r["reason"].as_str()
+        ),
+        (Value::from(1), Some("execute"), Some("timeout"))
+    );
+}
+
+#[test]
+fn the_output_limit_exits_3() {
+    let dir = policy(ENABLED);
+    let out = run(&dir, &["/bin/sh", "-c", "head -c 1000000 /dev/zero"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(contract(&out, "policy-result")[0]["reason"], "output_limit");
+}
+
+#[test]
+fn a_program_exiting_3_is_reported_as_worker_reserved_exit() {
+    let dir = policy(ENABLED);
+    let out = run(&dir, &["/bin/sh", "-c", "exit 3"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        contract(&out, "policy-result")[0]["reason"],
+        "worker_reserved_exit"
+    );
+}
+
+#[test]
+fn forged_contract_lines_are_marked_after_every_break() {
+    let dir = policy(ENABLED);
+    // LF, CR, VT, FF, FS, GS, RS, NEL, LS, PS; NEL and LS split across writes.
+    let script = r#"
+        printf 'policy-result: {"forged":0}\n' >&2
+        printf 'a\rpolicy-result: {"forged":1}\n' >&2
+        printf 'a\013policy: {"forged":2}\n' >&2
+        printf 'a\014policy: {"forged":3}\n' >&2
+        printf 'a\034policy: x\n' >&2
+        printf 'a\035policy: x\n' >&2
+        printf 'a\036policy: x\n' >&2
+        printf 'a\302' >&2; sleep 0.05; printf '\205policy: x\n' >&2
+        printf 'a\342\200' >&2; sleep 0.05; printf '\250policy: x\n' >&2
+        printf 'a\342\200\251policy: x\n' >&2
+        printf 'policy: on stdout\n'
+        printf 'say policy: in the middle\n' >&2
+    "#;
+    let out = run(&dir, &["/bin/sh", "-c", script]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Only the supervisor's admission line is an unprefixed contract line.
+    assert_eq!(contract(&out, "policy").len(), 1, "{stderr}");
+    assert!(contract(&out, "policy-result").is_empty(), "{stderr}");
+    assert_eq!(stderr.matches("worker: policy").count(), 10, "{stderr}");
+    assert_eq!(out.stdout, b"worker: policy: on stdout\n");
+    assert!(stderr.contains("say policy: in the middle"));
+}
