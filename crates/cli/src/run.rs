@@ -33,11 +33,6 @@ const EXIT_REFUSED: u8 = 2;
 const EXIT_LIMIT: u8 = 3;
 const EXIT_WORKER_RESERVED: u8 = 1;
 
-/// Quotes one word for `sh -c` (single quotes, `'` spelled `'\''`).
-fn quote(word: &str) -> String {
-    format!("'{}'", word.replace('\'', r"'\''"))
-}
-
 fn contract_line(err: &mut impl Write, fresh: &mut bool, token: &str, body: &Value) {
     if !*fresh {
         let _ = err.write_all(b"\n");
@@ -82,6 +77,7 @@ pub fn run(policy_path: &Path, program: &[String]) -> ExitCode {
         Ok(x) => x,
         Err(e) => return refuse(&mut err, &mut fresh, e),
     };
+    // `run` starts an arbitrary program: confined git alone does not grant it.
     if !executor.enabled() {
         let e = sandgate::Error::new(
             sandgate::ErrorCode::Denied,
@@ -108,7 +104,7 @@ pub fn run(policy_path: &Path, program: &[String]) -> ExitCode {
         "exec {}",
         program
             .iter()
-            .map(|w| quote(w))
+            .map(|w| sandgate::exec::shell_quote(w))
             .collect::<Vec<_>>()
             .join(" ")
     );
@@ -156,7 +152,7 @@ pub fn run(policy_path: &Path, program: &[String]) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::quote;
+    use sandgate::exec::shell_quote as quote;
 
     #[test]
     fn quote_survives_the_shell() {

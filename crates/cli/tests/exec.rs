@@ -195,3 +195,98 @@ fn sandgate_exec_passes_the_exit_code_and_refuses_with_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("E_DENIED"));
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let st = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .status()
+        .unwrap();
+    assert!(st.success(), "git {args:?}");
+}
+
+/// A repository in the write root whose own config would run programs that
+/// leave sentinels in the write root itself (so only git's hardening, not
+/// Landlock, can stop them).
+fn hostile_repo(exec_section: &str) -> Option<tempfile::TempDir> {
+    if Command::new("git").arg("--version").output().is_err() {
+        eprintln!("note: git missing; confined git tests skipped");
+        return None;
+    }
+    let dir = case(exec_section);
+    let ws = dir.path().join("ws");
+    git(&ws, &["init", "-q"]);
+    git(
+        &ws,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "add",
+            "hello.txt",
+        ],
+    );
+    git(
+        &ws,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "one",
+        ],
+    );
+    let evil = |name: &str| format!("sh -c 'touch {}/sentinel-{name}'", ws.display());
+    let config = format!(
+        "[core]\n\tfsmonitor = \"{}\"\n\tpager = \"{}\"\n[diff]\n\texternal = \"{}\"\n",
+        evil("fsmonitor"),
+        evil("pager"),
+        evil("external")
+    );
+    let mut c = fs::read_to_string(ws.join(".git/config")).unwrap();
+    c.push_str(&config);
+    fs::write(ws.join(".git/config"), c).unwrap();
+    fs::write(ws.join("hello.txt"), "changed\n").unwrap();
+    Some(dir)
+}
+
+#[test]
+fn confined_git_runs_without_the_shell_and_runs_nothing_from_the_repo() {
+    let Some(dir) = hostile_repo("[exec]\nprocess_allow = [\"git:status\", \"git:diff\"]\n") else {
+        return;
+    };
+    let s = session(dir.path());
+    let a = ask(&s, json!({"op":"exec","command":"git status --short"}));
+    assert_eq!(
+        (a["ok"].clone(), a["exit_code"].clone()),
+        (json!(true), json!(0)),
+        "{a}"
+    );
+    assert!(a["stdout"].as_str().unwrap().contains("M hello.txt"), "{a}");
+    let a = ask(&s, json!({"op":"exec","command":"git diff --stat"}));
+    assert_eq!(a["exit_code"], 0, "{a}");
+    assert!(a["stdout"].as_str().unwrap().contains("hello.txt"), "{a}");
+    let a = ask(&s, json!({"op":"exec","command":"git diff"}));
+    assert!(a["stdout"].as_str().unwrap().contains("+changed"), "{a}");
+    let sentinels: Vec<_> = fs::read_dir(dir.path().join("ws"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.starts_with("sentinel"))
+        .collect();
+    assert!(sentinels.is_empty(), "the repository ran {sentinels:?}");
+    for (cmd, code) in [
+        ("git log", "E_DENIED"),
+        ("git diff --output=/tmp/x", "E_DENIED"),
+        ("git -c core.pager=sh status", "E_DENIED"),
+        ("git status; touch pwned", "E_REQUEST"),
+        ("ls", "E_DENIED"),
+    ] {
+        let a = ask(&s, json!({"op":"exec","command":cmd}));
+        assert_eq!(a["error"]["code"], code, "{cmd}: {a}");
+    }
+    assert!(!dir.path().join("ws/pwned").exists());
+}

@@ -15,6 +15,7 @@ use sandgate_policy::{Confine, Policy};
 use sandgate_rootfs::Root;
 use sandgate_shellexec::confine::{ConfineMode, ConfineSpec};
 use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
+use sandgate_shellexec::git::{self, GitSubcommand};
 
 pub use sandgate_shellexec::confine::ConfinementReport;
 pub use sandgate_shellexec::exec::{AbortSignal, ExecResult};
@@ -30,7 +31,12 @@ pub const MAX_PROCESSES: u64 = 4096;
 /// The executor a policy grants.
 pub struct Executor {
     inner: LocalShellExecutor,
+    /// `[exec] enabled`: any command through the shell.
     enabled: bool,
+    /// `process_allow`: confined git subcommands, with or without the shell.
+    git: Vec<GitSubcommand>,
+    /// The directory git runs in (the write root, else the first read root).
+    git_root: Option<std::path::PathBuf>,
     /// Where `cwd` is resolved: the write root, else the first read root.
     cwd_root: Option<Root>,
     max_timeout: Duration,
@@ -92,9 +98,16 @@ impl Executor {
             .map(Root::open)
             .transpose()
             .map_err(|e| Error::from(e).with_key("fs.write_root"))?;
+        let git = exec
+            .process_allow
+            .iter()
+            .filter_map(|e| GitSubcommand::from_allow_entry(e))
+            .collect();
         Ok(Executor {
             inner: LocalShellExecutor::new(config),
             enabled: exec.enabled,
+            git,
+            git_root: cwd_dir.map(|p| p.to_path_buf()),
             cwd_root,
             max_timeout: Duration::from_millis(exec.timeout_ms),
             exec_ops: policy.budgets().exec_ops.map(AtomicU64::new),
@@ -106,10 +119,15 @@ impl Executor {
         self.enabled
     }
 
+    /// Whether the policy grants anything to run: the shell or confined git.
+    pub fn runs_anything(&self) -> bool {
+        self.enabled || !self.git.is_empty()
+    }
+
     /// Creates the private TMPDIR and prepares confinement; with `confine =
     /// "required"` on a kernel that lacks a part, `E_CONFINE_UNAVAILABLE`.
     pub fn start(&self) -> Result<(), Error> {
-        if !self.enabled {
+        if !self.runs_anything() {
             return Ok(());
         }
         self.inner.start().map_err(exec_error)
@@ -125,11 +143,37 @@ impl Executor {
         timeout: Option<Duration>,
         abort: Option<AbortSignal>,
     ) -> Result<ExecResult, Error> {
-        if !self.enabled {
-            return Err(Error::denied(
-                "exec is not enabled by the policy ([exec] enabled = false)",
-            ));
-        }
+        // A git command under `process_allow` runs as confined git: its argv
+        // is rebuilt from the subcommand's schema and git runs hardened,
+        // whether or not the shell itself is enabled.
+        let looks_like_git = command.split_whitespace().next() == Some("git");
+        let git_words = if looks_like_git && !self.git.is_empty() {
+            match git::split_words(command) {
+                Ok(words) => Some(words),
+                // With the shell granted, shell syntax is the shell's business.
+                Err(_) if self.enabled => None,
+                Err(e) => return Err(Error::new(e.code(), e.message().to_owned())),
+            }
+        } else {
+            None
+        };
+        let command =
+            match (&git_words, self.enabled) {
+                (Some(words), _) => self.git_command(words)?,
+                (None, true) => command.to_owned(),
+                (None, false) if self.git.is_empty() => {
+                    return Err(Error::denied(
+                        "exec is not enabled by the policy ([exec] enabled = false)",
+                    ))
+                }
+                (None, false) => {
+                    return Err(Error::denied(format!(
+                    "only confined git is granted (process_allow: {}); the shell is not enabled",
+                    self.git.iter().map(|g| g.allow_entry()).collect::<Vec<_>>().join(", ")
+                )))
+                }
+            };
+        let command = command.as_str();
         if command.contains('\0') {
             return Err(Error::request("the command contains a NUL byte"));
         }
@@ -174,10 +218,42 @@ impl Executor {
             })
     }
 
+    /// The shell command that runs the hardened git invocation `words`
+    /// plans: `exec /usr/bin/env -i VAR=… /abs/git ARGS…`, every word quoted.
+    fn git_command(&self, words: &[String]) -> Result<String, Error> {
+        let root = self
+            .git_root
+            .as_deref()
+            .ok_or_else(|| Error::denied("confined git needs a root to run in"))?;
+        let inv = git::plan(words, &self.git, root)
+            .map_err(|e| Error::new(e.code(), e.message().to_owned()))?;
+        let mut cmd = String::from("exec /usr/bin/env -i");
+        for (k, v) in &inv.env {
+            cmd.push(' ');
+            cmd.push_str(&shell_quote(&format!(
+                "{}={}",
+                k.to_string_lossy(),
+                v.to_string_lossy()
+            )));
+        }
+        cmd.push(' ');
+        cmd.push_str(&shell_quote(&inv.program.to_string_lossy()));
+        for a in &inv.args {
+            cmd.push(' ');
+            cmd.push_str(&shell_quote(&a.to_string_lossy()));
+        }
+        Ok(cmd)
+    }
+
     /// Kills anything still running and removes the private TMPDIR.
     pub fn dispose(&self) {
         let _ = self.inner.dispose();
     }
+}
+
+/// Quotes one word for `sh -c`: single quotes, with `'` spelled `'\''`.
+pub fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 impl Drop for Executor {

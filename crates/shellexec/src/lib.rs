@@ -1,5 +1,4 @@
-//! A shell executor that confines the shell (SPEC §7): the parts built so
-//! far.
+//! A shell executor that confines the shell (SPEC §7).
 //!
 //! - [`env`]: the child's environment: a fixed allowlist from the host, minus
 //!   every credential-shaped name, plus the operator's `env_inherit`; the
@@ -14,14 +13,16 @@
 //! - [`exec`]: the executor: `shell -c command` in a new session under a
 //!   subreaper keeper, confined, with timeouts, abort, capped and redacted
 //!   output, and every descendant killed before the call returns.
+//! - [`git`]: confined git: a strict word splitter and a per-subcommand
+//!   schema that turn `git status|diff|log …` into a hardened invocation.
 //!
-//! Not built yet: confined git, the supervised `sandgate run`, and the wiring of the
-//! executor into the facade and `sandgate tool` (which refuse `exec` until
-//! then).
+//! The facade (`sandgate::Executor`) builds all of this from a policy;
+//! `sandgate run` (the supervised run) lives in the CLI.
 #![deny(missing_docs)]
 
 pub mod confine;
 pub mod env;
 pub mod exec;
+pub mod git;
 pub mod lines;
 pub mod redact;

@@ -1,0 +1,810 @@
+//! Confined git against a real git and a hostile repository: every program
+//! the repository config names (fsmonitor, external diff, pager, textconv,
+//! diff command, hooks, clean/smudge/process filters, gpg) writes its own
+//! sentinel file, and no confined run may create one. Plus the refusals of
+//! the word splitter and the schema, and bounded repository discovery.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sandgate_codes::ErrorCode;
+use sandgate_shellexec::git::{
+    find_git, plan, split_words, GitErrorKind, GitInvocation, GitSubcommand,
+};
+
+const ALL: [GitSubcommand; 3] = GitSubcommand::ALL;
+
+fn have_git() -> bool {
+    if find_git().is_some() {
+        true
+    } else {
+        eprintln!("note: no git at /usr/bin/git, /usr/local/bin/git or /bin/git; skipped");
+        false
+    }
+}
+
+/// Plain git for building fixtures: no host config, fixed identity.
+fn raw_git(dir: &Path, args: &[&str]) -> Output {
+    let out = Command::new(find_git().unwrap())
+        .args([
+            "-c",
+            "user.name=Fixture",
+            "-c",
+            "user.email=fixture@example.invalid",
+            "-c",
+            "commit.gpgSign=false",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "fixture git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    sentinels: PathBuf,
+}
+
+impl Fixture {
+    fn sentinels(&self) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(&self.sentinels)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn clear_sentinels(&self) {
+        for e in fs::read_dir(&self.sentinels).unwrap() {
+            fs::remove_file(e.unwrap().path()).unwrap();
+        }
+    }
+
+    fn config(&self, key: &str, value: &str) {
+        raw_git(&self.root, &["config", key, value]);
+    }
+
+    /// Plans and runs a request the way the executor would.
+    fn run(&self, request: &str) -> Output {
+        let words = split_words(request).unwrap();
+        let inv = plan(&words, &ALL, &self.root).unwrap_or_else(|e| panic!("{request}: {e}"));
+        inv.command().output().unwrap()
+    }
+
+    /// Runs a request, asserts exit 0 and no sentinel; returns stdout.
+    fn run_clean(&self, request: &str) -> String {
+        let out = self.run(request);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{request}: {:?}\nstdout: {stdout}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            self.sentinels(),
+            Vec::<String>::new(),
+            "{request} ran a program named by the repository config"
+        );
+        stdout
+    }
+}
+
+fn script(path: &Path, body: &str) {
+    fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+const HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "p4-changelist",
+    "p4-prepare-changelist",
+    "p4-post-changelist",
+    "p4-pre-submit",
+    "post-index-change",
+];
+
+/// A repository at `<tmp>/root` with three commits, whose config names a
+/// sentinel-writing program at every place git might run one, and whose
+/// tracked files are modified (same size and old mtime for the filtered
+/// ones, so git must read them through the clean filter to compare).
+fn hostile() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let root = base.join("root");
+    let sentinels = base.join("sentinels");
+    let scripts = base.join("scripts");
+    let hooks = scripts.join("hooks");
+    for d in [&root, &sentinels, &scripts, &hooks] {
+        fs::create_dir_all(d).unwrap();
+    }
+    raw_git(&root, &["init", "-q", "."]);
+    fs::write(root.join("a.rs"), "fn main() {}\n").unwrap();
+    fs::write(root.join("notes.txt"), "one\n").unwrap();
+    fs::write(root.join("data.dat"), "aaaa\n").unwrap();
+    fs::write(root.join("blob.bin"), "bbbb\n").unwrap();
+    raw_git(&root, &["add", "."]);
+    raw_git(&root, &["commit", "-q", "-m", "first"]);
+    fs::write(root.join("a.rs"), "fn main() { println!(); }\n").unwrap();
+    raw_git(&root, &["commit", "-q", "-a", "-m", "second"]);
+    fs::write(
+        root.join(".gitattributes"),
+        "*.txt diff=evil\n*.dat filter=evil\n*.bin filter=evil2\n*.rs diff=evil\n",
+    )
+    .unwrap();
+    fs::write(root.join("notes.txt"), "two\n").unwrap();
+    raw_git(&root, &["add", "."]);
+    raw_git(&root, &["commit", "-q", "-m", "third"]);
+    // Re-create the third commit with a (bogus) PGP signature, so that
+    // `log.showSignature` has something to hand to `gpg.program`.
+    let head = raw_git(&root, &["cat-file", "commit", "HEAD"]).stdout;
+    let head = String::from_utf8(head).unwrap();
+    let (headers, message) = head.split_once("\n\n").unwrap();
+    let signed = format!(
+        "{headers}\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEzBAABCAAdFiEE\n =abcd\n \
+         -----END PGP SIGNATURE-----\n\n{message}"
+    );
+    let object = base.join("signed-commit");
+    fs::write(&object, signed).unwrap();
+    let oid = raw_git(
+        &root,
+        &[
+            "hash-object",
+            "-t",
+            "commit",
+            "-w",
+            object.to_str().unwrap(),
+        ],
+    )
+    .stdout;
+    let oid = String::from_utf8(oid).unwrap();
+    raw_git(&root, &["update-ref", "HEAD", oid.trim()]);
+
+    let s = |name: &str| format!("touch '{}'", sentinels.join(name).display());
+    script(&scripts.join("fsmonitor"), &s("fsmonitor"));
+    script(&scripts.join("external"), &s("diff-external"));
+    script(&scripts.join("pager"), &format!("{}\ncat", s("core-pager")));
+    script(
+        &scripts.join("pager-cmd"),
+        &format!("{}\ncat", s("pager-cmd")),
+    );
+    script(
+        &scripts.join("textconv"),
+        &format!("{}\ncat \"$1\"", s("textconv")),
+    );
+    script(&scripts.join("diffcmd"), &s("diff-command"));
+    script(
+        &scripts.join("clean"),
+        &format!("{}\ncat", s("filter-clean")),
+    );
+    script(
+        &scripts.join("smudge"),
+        &format!("{}\ncat", s("filter-smudge")),
+    );
+    script(
+        &scripts.join("process"),
+        &format!("{}\nexit 1", s("filter-process")),
+    );
+    script(
+        &scripts.join("clean2"),
+        &format!("{}\ncat", s("filter2-clean")),
+    );
+    script(&scripts.join("gpg"), &s("gpg"));
+    script(&scripts.join("askpass"), &s("askpass"));
+    for hook in HOOKS {
+        script(&hooks.join(hook), &s(&format!("hooks-path-{hook}")));
+        script(
+            &root.join(".git/hooks").join(hook),
+            &s(&format!("git-hooks-{hook}")),
+        );
+    }
+
+    let f = Fixture {
+        _tmp: tmp,
+        root,
+        sentinels,
+    };
+    let p = |name: &str| scripts.join(name).display().to_string();
+    f.config("core.fsmonitor", &p("fsmonitor"));
+    f.config("diff.external", &p("external"));
+    f.config("core.pager", &p("pager"));
+    for cmd in ["status", "diff", "log"] {
+        f.config(&format!("pager.{cmd}"), &p("pager-cmd"));
+    }
+    f.config("diff.evil.textconv", &p("textconv"));
+    f.config("diff.evil.command", &p("diffcmd"));
+    f.config("core.hooksPath", &hooks.display().to_string());
+    f.config("filter.evil.clean", &p("clean"));
+    f.config("filter.evil.smudge", &p("smudge"));
+    f.config("filter.evil.required", "true");
+    f.config("filter.evil2.process", &p("process"));
+    f.config("filter.evil2.clean", &p("clean2"));
+    f.config("log.showSignature", "true");
+    f.config("gpg.program", &p("gpg"));
+    f.config("core.askPass", &p("askpass"));
+    f.config("credential.helper", &p("askpass"));
+    f.config("pretty.evil", "%GS %h");
+    f.config("alias.status", "!touch /nonexistent-alias");
+
+    // Work for status and diff: same size, old mtime for filtered files.
+    fs::write(f.root.join("data.dat"), "AAAA\n").unwrap();
+    fs::write(f.root.join("blob.bin"), "BBBB\n").unwrap();
+    fs::write(f.root.join("notes.txt"), "three\n").unwrap();
+    fs::write(f.root.join("a.rs"), "fn main() { println!(\"x\"); }\n").unwrap();
+    fs::write(f.root.join("untracked.txt"), "new\n").unwrap();
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    for name in ["data.dat", "blob.bin"] {
+        fs::File::options()
+            .write(true)
+            .open(f.root.join(name))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+    f.clear_sentinels();
+    f
+}
+
+/// The fixture really is hostile: plain git (same clean environment, but
+/// none of the confined overrides) runs its programs.
+#[test]
+fn control_unconfined_git_runs_the_hostile_programs() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let unconfined = |args: &[&str]| {
+        Command::new(find_git().unwrap())
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", "/nonexistent")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .current_dir(&f.root)
+            .output()
+            .unwrap()
+    };
+    unconfined(&["status", "--short"]);
+    let after_status = f.sentinels();
+    eprintln!("unconfined status ran: {after_status:?}");
+    assert!(
+        after_status.contains(&"fsmonitor".to_string()),
+        "{after_status:?}"
+    );
+    assert!(
+        after_status.contains(&"filter-process".to_string()),
+        "{after_status:?}"
+    );
+    // The failing process filter stops git; without it the clean filter
+    // and the external diff run.
+    raw_git(&f.root, &["config", "--unset", "filter.evil2.process"]);
+    f.clear_sentinels();
+    unconfined(&["status", "--short"]);
+    let after_status = f.sentinels();
+    eprintln!("unconfined status ran: {after_status:?}");
+    assert!(
+        after_status.contains(&"filter-clean".to_string()),
+        "{after_status:?}"
+    );
+    assert!(
+        after_status.contains(&"hooks-path-post-index-change".to_string()),
+        "{after_status:?}"
+    );
+    f.clear_sentinels();
+    unconfined(&["diff"]);
+    let after_diff = f.sentinels();
+    eprintln!("unconfined diff ran: {after_diff:?}");
+    assert!(
+        after_diff.contains(&"diff-external".to_string()),
+        "{after_diff:?}"
+    );
+    assert!(
+        after_diff.contains(&"diff-command".to_string()),
+        "{after_diff:?}"
+    );
+    f.clear_sentinels();
+    unconfined(&["diff", "--no-ext-diff", "--", "notes.txt"]);
+    assert!(f.sentinels().contains(&"textconv".to_string()));
+    f.clear_sentinels();
+    unconfined(&["log", "-1"]);
+    assert!(f.sentinels().contains(&"gpg".to_string()));
+}
+
+#[test]
+fn status_runs_nothing_from_the_repository() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let out = f.run_clean("git status");
+    assert!(out.contains("modified:"), "{out}");
+    let out = f.run_clean("git status --short");
+    for name in ["a.rs", "notes.txt", "data.dat", "blob.bin"] {
+        assert!(out.contains(&format!(" M {name}")), "{name}: {out}");
+    }
+    assert!(out.contains("?? untracked.txt"), "{out}");
+    let out = f.run_clean("git status --porcelain=v2 -b");
+    assert!(out.contains("# branch.head main"), "{out}");
+    f.run_clean("git status -s -- data.dat");
+    f.run_clean("git status --untracked-files=all --ignored");
+}
+
+#[test]
+fn diff_runs_nothing_from_the_repository() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let out = f.run_clean("git diff");
+    assert!(out.contains("diff --git a/data.dat b/data.dat"), "{out}");
+    assert!(out.contains("+AAAA"), "{out}");
+    assert!(out.contains("+three"), "{out}");
+    let out = f.run_clean("git diff --stat");
+    assert!(out.contains("4 files changed"), "{out}");
+    let out = f.run_clean("git diff --stat HEAD~1 -- notes.txt");
+    assert!(out.contains("notes.txt"), "{out}");
+    f.run_clean("git diff --cached");
+    f.run_clean("git diff HEAD~2..HEAD");
+    f.run_clean("git diff -U5 --word-diff HEAD -- a.rs");
+    f.run_clean("git diff --name-status HEAD~2 HEAD");
+}
+
+#[test]
+fn log_runs_nothing_from_the_repository() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let out = f.run_clean("git log -n 3 --stat");
+    assert!(out.contains("third") && out.contains("first"), "{out}");
+    assert!(out.contains("notes.txt"), "{out}");
+    let out = f.run_clean("git log --oneline");
+    assert_eq!(out.lines().count(), 3, "{out}");
+    let out = f.run_clean("git log -p -1");
+    assert!(out.contains("+two"), "{out}");
+    let out = f.run_clean("git log --format='%h %an: %s' HEAD~2..HEAD");
+    assert!(out.contains("Fixture: third"), "{out}");
+    f.run_clean("git log --pretty=fuller --date=iso -2 -- a.rs");
+    f.run_clean("git log --max-count=2 --author=Fixture --since='2000-01-01'");
+}
+
+/// `core.worktree` in the repository config cannot point git elsewhere.
+#[test]
+fn core_worktree_is_overridden() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    f.config("core.worktree", "/etc");
+    let out = f.run_clean("git status --short");
+    assert!(out.contains(" M a.rs"), "{out}");
+    assert!(!out.contains("passwd") && !out.contains(" D "), "{out}");
+}
+
+/// A root that is a subdirectory of an enclosing repository (no .git of its
+/// own): git stops at the root and does not read the enclosing repository.
+#[test]
+fn discovery_stops_at_the_root() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let sub = f.root.join("subdir");
+    fs::create_dir(&sub).unwrap();
+    fs::write(sub.join("x.rs"), "x\n").unwrap();
+    for request in ["git status", "git log --oneline"] {
+        let inv = plan(&split_words(request).unwrap(), &ALL, &sub).unwrap();
+        let out = inv.command().output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{request}");
+        assert!(
+            stderr.contains("not a git repository"),
+            "{request}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{request}");
+    }
+    let err = plan(&split_words("git diff").unwrap(), &ALL, &sub).unwrap_err();
+    assert!(err.message().contains("not a git repository"), "{err}");
+    assert_eq!(err.code(), ErrorCode::Denied);
+    assert_eq!(f.sentinels(), Vec::<String>::new());
+}
+
+/// (request, allowed, a substring the refusal must contain)
+const REFUSED: &[(&str, &[GitSubcommand], &str)] = &[
+    ("git diff --output=/tmp/x", &ALL, "`--output=/tmp/x`"),
+    ("git diff --out=x", &ALL, "`--out=x`"),
+    ("git diff --out=x", &ALL, "abbreviation"),
+    ("git diff --no-index a b", &ALL, "`--no-index`"),
+    ("git -c core.pager=sh status", &ALL, "`-c`"),
+    ("git diff -c core.pager=sh", &ALL, "`-c`"),
+    ("git --git-dir=/ status", &ALL, "`--git-dir=/`"),
+    ("git log --git-dir=/", &ALL, "`--git-dir=/`"),
+    ("git status --work-tree=/", &ALL, "`--work-tree=/`"),
+    ("git --work-tree=/ status", &ALL, "`--work-tree=/`"),
+    ("git -C / status", &ALL, "`-C`"),
+    ("git --exec-path=/tmp status", &ALL, "`--exec-path=/tmp`"),
+    ("git diff --ext-diff", &ALL, "`--ext-diff`"),
+    ("git diff --textconv", &ALL, "`--textconv`"),
+    ("git log --textconv", &ALL, "`--textconv`"),
+    ("git log --show-signature", &ALL, "`--show-signature`"),
+    ("git diff -O/etc/passwd", &ALL, "`-O/etc/passwd`"),
+    (
+        "git diff --open-files-in-pager",
+        &ALL,
+        "`--open-files-in-pager`",
+    ),
+    ("git diff --config-env=core.pager=X", &ALL, "`--config-env"),
+    ("git log --all", &ALL, "`--all`"),
+    ("git diff -- ../outside", &ALL, "`../outside`"),
+    ("git diff -- src/../../outside", &ALL, "`src/../../outside`"),
+    ("git diff -- /etc/passwd", &ALL, "`/etc/passwd`"),
+    ("git diff -- ':(top)x'", &ALL, "`:(top)x`"),
+    ("git diff -- ':!x'", &ALL, "`:!x`"),
+    ("git log -- -x", &ALL, "`-x`"),
+    ("git diff HEAD:a.rs", &ALL, "`HEAD:a.rs`"),
+    ("git log HEAD@{1}", &ALL, "`HEAD@{1}`"),
+    ("git status HEAD", &ALL, "`HEAD`"),
+    ("git diff a b c", &ALL, "`c`"),
+    ("git push", &ALL, "`push`"),
+    ("git clone x", &ALL, "`clone`"),
+    ("git status", &[GitSubcommand::Diff], "git:status"),
+    (
+        "git log",
+        &[GitSubcommand::Status, GitSubcommand::Diff],
+        "git:log",
+    ),
+    ("ls -la", &ALL, "`ls`"),
+    ("git", &ALL, "subcommand"),
+    ("git status -sb", &ALL, "`-sb`"),
+    ("git status --porcelain=v3", &ALL, "`--porcelain=v3`"),
+    ("git diff -U1001", &ALL, "`-U1001`"),
+    ("git diff --unified=-1", &ALL, "`--unified=-1`"),
+    ("git log -n 99999", &ALL, "`99999`"),
+    ("git log -n", &ALL, "`-n`"),
+    ("git log --format=evil", &ALL, "`--format=evil`"),
+    ("git log --format=%GS", &ALL, "`--format=%GS`"),
+    (
+        "git log --pretty='%(describe)'",
+        &ALL,
+        "`--pretty=%(describe)`",
+    ),
+    ("git log --author='x\\|y'", &ALL, "\\"),
+    ("git log --stat=1000", &ALL, "`--stat=1000`"),
+    ("git diff --stat=1000", &ALL, "`--stat=1000`"),
+    ("git log --follow", &ALL, "`--follow`"),
+    ("git log --grep=x", &ALL, "`--grep=x`"),
+    ("git diff --color=always", &ALL, "`--color=always`"),
+];
+
+#[test]
+fn injections_are_refused_by_name() {
+    let root = Path::new("/nonexistent/root");
+    for (request, allowed, needle) in REFUSED {
+        let result = split_words(request).and_then(|w| plan(&w, allowed, root));
+        let err = match result {
+            Ok(inv) => panic!("{request} admitted: {inv:?}"),
+            Err(e) => e,
+        };
+        assert!(
+            err.message().contains(needle),
+            "{request}: message {:?} does not name {needle:?}",
+            err.message()
+        );
+        assert!(
+            matches!(
+                err.kind(),
+                GitErrorKind::Refused | GitErrorKind::NotAllowed | GitErrorKind::Syntax
+            ),
+            "{request}: {:?}",
+            err.kind()
+        );
+        assert_ne!(err.code(), ErrorCode::Io, "{request}");
+    }
+}
+
+#[test]
+fn shell_syntax_is_refused_by_the_splitter() {
+    for (request, needle) in [
+        ("git status; rm -rf /", "`;`"),
+        ("git diff HEAD; rm -rf /", "`;`"),
+        ("git log $(id)", "`$`"),
+        ("git log `id`", "metacharacter ```"),
+        ("git status | sh", "`|`"),
+        ("git status && id", "`&`"),
+        ("git status > /tmp/x", "`>`"),
+        ("git status < /etc/passwd", "`<`"),
+        ("git log -- *.rs", "`*`"),
+        ("git log -- a?", "`?`"),
+        ("git log -- [ab]", "`[`"),
+        ("git log -- ~/x", "`~`"),
+        ("git log --since=~x", "`~`"),
+        ("git log !1", "`!`"),
+        ("git log # x", "`#`"),
+        ("git log a\\ b", "`\\`"),
+        ("git log {a,b}", "`{`"),
+        ("git log (x)", "`(`"),
+        ("git status\nid", "control character"),
+        ("git status\rid", "control character"),
+        ("git log 'unterminated", "unterminated"),
+        ("git log \"$(id)\"", "`$`"),
+        ("git log \"`id`\"", "refuses ``` inside"),
+    ] {
+        let err = split_words(request).unwrap_err();
+        assert_eq!(err.kind(), GitErrorKind::Syntax, "{request}");
+        assert_eq!(err.code(), ErrorCode::Request, "{request}");
+        assert!(
+            err.message().contains(needle),
+            "{request:?}: {:?} lacks {needle:?}",
+            err.message()
+        );
+    }
+}
+
+#[test]
+fn the_splitter_keeps_quoted_words_and_revisions() {
+    let w = split_words("git diff --stat HEAD~1 -- src/a.rs").unwrap();
+    assert_eq!(w, ["git", "diff", "--stat", "HEAD~1", "--", "src/a.rs"]);
+    let w = split_words("  git\tlog --format='%h %s' \"--author=A B\" HEAD^2 ").unwrap();
+    assert_eq!(
+        w,
+        ["git", "log", "--format=%h %s", "--author=A B", "HEAD^2"]
+    );
+    let w = split_words("git log -- 'a b.rs' '*.rs' \"x;y\"").unwrap();
+    assert_eq!(w, ["git", "log", "--", "a b.rs", "*.rs", "x;y"]);
+    assert_eq!(split_words("").unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn allow_entries() {
+    assert_eq!(
+        GitSubcommand::from_allow_entry("git:status"),
+        Some(GitSubcommand::Status)
+    );
+    assert_eq!(
+        GitSubcommand::from_allow_entry("git:diff"),
+        Some(GitSubcommand::Diff)
+    );
+    assert_eq!(
+        GitSubcommand::from_allow_entry("git:log"),
+        Some(GitSubcommand::Log)
+    );
+    for bad in [
+        "git:push",
+        "git:*",
+        "git",
+        "sh",
+        "git:Status",
+        "git:status ",
+        "gh:pr",
+    ] {
+        assert_eq!(GitSubcommand::from_allow_entry(bad), None, "{bad}");
+    }
+    for sub in GitSubcommand::ALL {
+        assert_eq!(
+            GitSubcommand::from_allow_entry(sub.allow_entry()),
+            Some(sub)
+        );
+    }
+}
+
+/// The invocation's shape: absolute git, exact environment, hardened argv,
+/// `--` between revisions and paths.
+#[test]
+fn invocation_shape() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let words = split_words("git diff --stat HEAD~1 -- a.rs").unwrap();
+    let inv: GitInvocation = plan(&words, &[GitSubcommand::Diff], &f.root).unwrap();
+    assert!(inv.program.is_absolute());
+    assert_eq!(inv.cwd, f.root);
+    let env: Vec<(String, String)> = inv
+        .env
+        .iter()
+        .map(|(k, v)| (k.to_string_lossy().into(), v.to_string_lossy().into()))
+        .collect();
+    let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "PATH",
+            "HOME",
+            "LANG",
+            "LC_ALL",
+            "GIT_CONFIG_NOSYSTEM",
+            "GIT_CONFIG_GLOBAL",
+            "GIT_ATTR_NOSYSTEM",
+            "GIT_TERMINAL_PROMPT",
+            "GIT_OPTIONAL_LOCKS",
+            "GIT_NO_LAZY_FETCH",
+            "GIT_CEILING_DIRECTORIES",
+            "GIT_PAGER",
+            "PAGER"
+        ]
+    );
+    let ceiling = &env
+        .iter()
+        .find(|(k, _)| k == "GIT_CEILING_DIRECTORIES")
+        .unwrap()
+        .1;
+    assert_eq!(Path::new(ceiling), f.root.parent().unwrap());
+    let args: Vec<String> = inv
+        .args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let joined = args.join(" ");
+    for needed in [
+        "-c core.fsmonitor=false",
+        "-c core.hooksPath=/dev/null",
+        "-c core.pager=cat",
+        "-c diff.external=",
+        "-c safe.bareRepository=explicit",
+        "-c protocol.allow=never",
+        "-c filter.evil.clean=",
+        "-c filter.evil.process=",
+        "-c filter.evil2.process=",
+        "-c filter.evil2.required=false",
+        "--no-optional-locks",
+    ] {
+        assert!(joined.contains(needed), "{needed} missing: {joined}");
+    }
+    let tail: Vec<&str> = args
+        .iter()
+        .skip_while(|a| *a != "diff")
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--ignore-submodules=all",
+            "--stat",
+            "HEAD~1",
+            "--",
+            "a.rs"
+        ]
+    );
+    let cmd = inv.command();
+    assert_eq!(cmd.get_program(), inv.program.as_os_str());
+    assert_eq!(cmd.get_current_dir(), Some(f.root.as_path()));
+    assert_eq!(cmd.get_envs().count(), inv.env.len());
+}
+
+/// Repositories whose config or layout cannot be vetted are refused.
+#[test]
+fn unvettable_repositories_are_refused() {
+    if !have_git() {
+        return;
+    }
+    let status = split_words("git status").unwrap();
+
+    let f = hostile();
+    f.config("include.path", "/nonexistent/other.gitconfig");
+    let err = plan(&status, &ALL, &f.root).unwrap_err();
+    assert!(err.message().contains("include"), "{err}");
+
+    let f = hostile();
+    f.config("includeIf.gitdir:/x/.path", "/nonexistent/other.gitconfig");
+    let err = plan(&status, &ALL, &f.root).unwrap_err();
+    assert!(err.message().contains("include"), "{err}");
+
+    let f = hostile();
+    f.config("remote.origin.promisor", "true");
+    let err = plan(&status, &ALL, &f.root).unwrap_err();
+    assert!(err.message().contains("promisor"), "{err}");
+
+    let f = hostile();
+    fs::write(
+        f.root.join(".git/config.worktree"),
+        "[filter \"a=b\"]\n\tclean = x\n",
+    )
+    .unwrap();
+    let err = plan(&status, &ALL, &f.root).unwrap_err();
+    assert!(err.message().contains("a=b"), "{err}");
+
+    let f = hostile();
+    let cfg = f.root.join(".git/config");
+    let mut text = fs::read_to_string(&cfg).unwrap();
+    text.push_str("[broken\n");
+    fs::write(&cfg, text).unwrap();
+    let err = plan(&status, &ALL, &f.root).unwrap_err();
+    assert!(err.message().contains("does not parse"), "{err}");
+
+    // A `.git` file or symlink could name any repository on the host.
+    let f = hostile();
+    let other = f.root.join("sub");
+    fs::create_dir(&other).unwrap();
+    fs::write(
+        other.join(".git"),
+        format!("gitdir: {}\n", f.root.join(".git").display()),
+    )
+    .unwrap();
+    let err = plan(&status, &ALL, &other).unwrap_err();
+    assert!(err.message().contains("not a directory"), "{err}");
+    let linked = f.root.join("linked");
+    fs::create_dir(&linked).unwrap();
+    std::os::unix::fs::symlink(f.root.join(".git"), linked.join(".git")).unwrap();
+    let err = plan(&status, &ALL, &linked).unwrap_err();
+    assert!(err.message().contains("symbolic link"), "{err}");
+    assert_eq!(err.code(), ErrorCode::Denied);
+    // No error message carries a host path.
+    assert!(!err.message().contains(&*f.root.to_string_lossy()));
+}
+
+/// A filter driver defined in a legacy `[filter.name]` section or with odd
+/// characters is neutralized too.
+#[test]
+fn unusual_filter_names_are_neutralized() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let cfg = f.root.join(".git/config");
+    let mut text = fs::read_to_string(&cfg).unwrap();
+    let touch = format!("touch {}", f.sentinels.join("odd-filter").display());
+    text.push_str(&format!(
+        "[filter \"we\\\"ird\"]\n\tclean = {touch}; cat\n[filter.LeGaCy]\n\tclean = {touch}; cat\n[filter.Dot \"Ted\"]\n\tclean = {touch}; cat\n"
+    ));
+    fs::write(&cfg, text).unwrap();
+    fs::write(
+        f.root.join(".gitattributes"),
+        "*.dat filter=we\"ird\n*.bin filter=legacy\n*.rs filter=dot.Ted\n",
+    )
+    .unwrap();
+    f.run_clean("git status --short");
+    f.run_clean("git diff --stat");
+    // Control: unconfined, git does run those drivers.
+    Command::new(find_git().unwrap())
+        .args(["-c", "core.fsmonitor=false", "status", "--short"])
+        .env_clear()
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .current_dir(&f.root)
+        .output()
+        .unwrap();
+    assert!(f.sentinels().contains(&"odd-filter".to_string()));
+}
