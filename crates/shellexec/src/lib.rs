@@ -1,6 +1,6 @@
 //! A shell executor that confines the shell (SPEC §7).
 //!
-//! - [`env`]: the child's environment: a fixed allowlist from the host, minus
+//! - [`env`](mod@env): the child's environment: a fixed allowlist from the host, minus
 //!   every credential-shaped name, plus the operator's `env_inherit`; the
 //!   digest of the names passed; the withheld values for redaction.
 //! - [`redact`]: a streaming redactor for withheld values and well-known
