@@ -708,6 +708,14 @@ fn run(
         match reap {
             Reap::Idle | Reap::Done => {}
             _ if !scan => {}
+            // After a normal exit the keeper usually follows at once; it
+            // exits only when waitpid says it has no child left, so its exit
+            // proves the subtree empty and spares a scan of all of /proc.
+            Reap::Term(since)
+                if end == Some(End::Exited) && since == now && keeper_gone(&mut child) =>
+            {
+                reap = Reap::Done;
+            }
             Reap::Term(since) => {
                 let kill = now.duration_since(since) >= config.grace;
                 let procs = subtree(keeper);
@@ -1000,6 +1008,19 @@ fn status_code(st: ExitStatus) -> i32 {
         (None, Some(sig)) => 128 + sig,
         (None, None) => EXIT_NOT_STARTED,
     }
+}
+
+/// Whether the keeper has exited, giving it a moment (it exits right after
+/// reporting the shell's status when nothing else is left).
+fn keeper_gone(child: &mut Child) -> bool {
+    for _ in 0..20 {
+        match child.try_wait() {
+            Ok(Some(_)) => return true,
+            Ok(None) => std::thread::sleep(Duration::from_micros(100)),
+            Err(_) => return false,
+        }
+    }
+    false
 }
 
 /// Waits for the keeper until `limit`; past it, hands it to a thread.

@@ -1,0 +1,337 @@
+//! Benchmarks of the shell executor against `std::process::Command`.
+//!
+//! Run with `cargo bench -p sandgate-shellexec --bench exec`.
+//!
+//! Groups:
+//!
+//! - `exec_true`: `true` run by `/bin/bash -c` through
+//!   `std::process::Command::output` (the reference, `command_bash_c_true`)
+//!   and through [`LocalShellExecutor::exec`] with the same shell, without
+//!   kernel confinement (`executor_off`) and with Landlock in best-effort
+//!   mode (`executor_landlock`: a temporary read dir and another write dir).
+//!   Targets: ≤ 1.10× the reference without confinement, ≤ 1.25× with
+//!   Landlock.
+//! - `capture_100MB`: `head -c 100000000 /dev/zero` through `bash -c`,
+//!   captured whole by `Command::output` (the reference, `command_output`)
+//!   and by the executor (`executor_off`, `max_output_bytes` 128 MiB).
+//!   Target: the executor captures ≥ 1 GB/s.
+//!
+//! Every variant is measured *interleaved* with its group's reference (see
+//! `benches/interleave.rs`); the table printed after criterion's report gives
+//! the median ratios, and a second table the capture rates in MB/s.
+//!
+//! After criterion, the bench re-executes itself with `SANDGATE_BENCH_FLOOD=1`
+//! in a fresh process, which only runs a 1 GB flood (`head -c 1000000000
+//! /dev/zero`) through an executor capped at 8 MiB and prints its peak RSS
+//! (`VmHWM`) before and after. Target: growth ≤ cap + 16 MiB. It is a
+//! measurement, printed, never asserted.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
+use sandgate_shellexec::confine::{ConfineMode, ConfineSpec};
+use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
+
+#[path = "../../../benches/interleave.rs"]
+mod interleave;
+use interleave::{paired, report};
+
+const SHELL: &str = "/bin/bash";
+
+/// Bytes of the captured stream.
+const CAPTURE_BYTES: usize = 100_000_000;
+/// Bytes of the flood whose peak RSS is measured.
+const FLOOD_BYTES: usize = 1_000_000_000;
+/// The executor's output cap during the flood.
+const FLOOD_CAP: usize = 8 << 20;
+/// The allowed RSS growth above the cap during the flood.
+const FLOOD_SLACK: usize = 16 << 20;
+/// Set in the child process that runs the flood.
+const FLOOD_ENV: &str = "SANDGATE_BENCH_FLOOD";
+
+fn config(mode: ConfineMode, confine: ConfineSpec, max_output_bytes: usize) -> ExecConfig {
+    ExecConfig {
+        shell: PathBuf::from(SHELL),
+        default_timeout: Duration::from_secs(120),
+        max_output_bytes,
+        confine_mode: mode,
+        confine,
+        ..ExecConfig::default()
+    }
+}
+
+fn started(config: ExecConfig) -> LocalShellExecutor {
+    let ex = LocalShellExecutor::new(config);
+    ex.start().expect("start the executor");
+    ex
+}
+
+fn exec(ex: &LocalShellExecutor, command: &str) -> sandgate_shellexec::exec::ExecResult {
+    ex.exec(command, ExecOptions::default()).expect("exec")
+}
+
+fn std_bash(command: &str) -> std::process::Output {
+    Command::new(SHELL)
+        .args(["-c", command])
+        .output()
+        .expect("spawn bash")
+}
+
+fn exec_true(c: &mut Criterion) {
+    let read_dir = tempfile::tempdir().expect("tempdir");
+    let write_dir = tempfile::tempdir().expect("tempdir");
+    let off = started(config(ConfineMode::Off, ConfineSpec::default(), 1 << 20));
+    let landlock = started(config(
+        ConfineMode::BestEffort,
+        ConfineSpec {
+            read_dirs: vec![read_dir.path().to_owned()],
+            write_dirs: vec![write_dir.path().to_owned()],
+            ..ConfineSpec::default()
+        },
+        1 << 20,
+    ));
+
+    // Every variant must succeed; say what Landlock enforces.
+    assert!(std_bash("true").status.success());
+    assert_eq!(exec(&off, "true").exit_code, 0);
+    let r = exec(&landlock, "true");
+    assert_eq!(r.exit_code, 0);
+    println!(
+        "executor_landlock: Landlock fs={} net={} scoped={} abi={:?} (kernel {:?})",
+        r.confined.fs,
+        r.confined.net,
+        r.confined.scoped,
+        r.confined.landlock_abi,
+        r.confined.kernel_abi
+    );
+
+    let reference = || {
+        black_box(std_bash(black_box("true")));
+    };
+    let mut g = c.benchmark_group("exec_true");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(6))
+        .sample_size(20)
+        .sampling_mode(SamplingMode::Flat);
+    g.bench_function("command_bash_c_true", |b| b.iter(reference));
+    paired(
+        &mut g,
+        "exec_true",
+        "executor_off",
+        "command_bash_c_true",
+        1,
+        || {
+            black_box(exec(&off, black_box("true")));
+        },
+        reference,
+    );
+    paired(
+        &mut g,
+        "exec_true",
+        "executor_landlock",
+        "command_bash_c_true",
+        1,
+        || {
+            black_box(exec(&landlock, black_box("true")));
+        },
+        reference,
+    );
+    g.finish();
+}
+
+/// Per-call capture times, by variant, for the MB/s table.
+static CAPTURES: Mutex<Vec<(&'static str, Duration)>> = Mutex::new(Vec::new());
+
+fn timed<T>(name: &'static str, f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let out = f();
+    let d = t.elapsed();
+    CAPTURES.lock().unwrap().push((name, d));
+    out
+}
+
+fn capture(c: &mut Criterion) {
+    let command = format!("head -c {CAPTURE_BYTES} /dev/zero");
+    let ex = started(config(ConfineMode::Off, ConfineSpec::default(), 128 << 20));
+
+    // Both capture the whole stream.
+    let r = exec(&ex, &command);
+    assert_eq!(r.exit_code, 0);
+    assert!(!r.truncated);
+    assert_eq!(r.stdout.len(), CAPTURE_BYTES);
+    assert_eq!(std_bash(&command).stdout.len(), CAPTURE_BYTES);
+
+    let reference = || {
+        let out = timed("command_output", || std_bash(black_box(&command)));
+        assert_eq!(out.stdout.len(), CAPTURE_BYTES);
+        drop(black_box(out));
+    };
+    let mut g = c.benchmark_group("capture_100MB");
+    g.throughput(Throughput::Bytes(CAPTURE_BYTES as u64))
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(8))
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat);
+    g.bench_function("command_output", |b| b.iter(reference));
+    paired(
+        &mut g,
+        "capture_100MB",
+        "executor_off",
+        "command_output",
+        1,
+        || {
+            let r = timed("executor_off", || exec(&ex, black_box(&command)));
+            assert_eq!(r.stdout.len(), CAPTURE_BYTES);
+            drop(black_box(r));
+        },
+        reference,
+    );
+    g.finish();
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn capture_report() {
+    let all = CAPTURES.lock().unwrap();
+    if all.is_empty() {
+        return;
+    }
+    println!("\nCapture of {CAPTURE_BYTES} bytes (every timed call, warm-up included):");
+    println!(
+        "{:<30} {:>6} {:>12} {:>12} {:>12}",
+        "variant", "calls", "median MB/s", "min MB/s", "max MB/s"
+    );
+    for name in ["command_output", "executor_off"] {
+        let mut rates: Vec<f64> = all
+            .iter()
+            .filter(|(n, _)| *n == name)
+            .map(|(_, d)| CAPTURE_BYTES as f64 / 1e6 / d.as_secs_f64())
+            .collect();
+        if rates.is_empty() {
+            continue;
+        }
+        let n = rates.len();
+        let med = median(&mut rates);
+        println!(
+            "{:<30} {:>6} {:>12.0} {:>12.0} {:>12.0}",
+            format!("capture_100MB/{name}"),
+            n,
+            med,
+            rates[0],
+            rates[n - 1]
+        );
+    }
+}
+
+/// A `kB` field of `/proc/self/status`, in bytes.
+fn status_bytes(field: &str) -> u64 {
+    let text = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .expect("status field")
+}
+
+/// The flood, in the fresh child process: prints one `key=value` line.
+fn flood_child() {
+    let ex = started(config(ConfineMode::Off, ConfineSpec::default(), FLOOD_CAP));
+    // Start the peak from the current RSS (writing 5 to clear_refs resets
+    // VmHWM; best effort).
+    let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
+    let rss_before = status_bytes("VmRSS");
+    let hwm_before = status_bytes("VmHWM");
+    let t = Instant::now();
+    let r = exec(&ex, &format!("head -c {FLOOD_BYTES} /dev/zero"));
+    let took = t.elapsed();
+    let hwm_after = status_bytes("VmHWM");
+    println!(
+        "FLOOD exit={} truncated={} captured={} hwm_reset={} rss_before={} hwm_before={} \
+         hwm_after={} secs={:.3}",
+        r.exit_code,
+        r.truncated,
+        r.stdout.len(),
+        reset,
+        rss_before,
+        hwm_before,
+        hwm_after,
+        took.as_secs_f64()
+    );
+}
+
+/// Runs the flood in a fresh copy of this binary and prints its figures.
+fn flood_report() {
+    let exe = std::env::current_exe().expect("current_exe");
+    let out = Command::new(exe)
+        .env(FLOOD_ENV, "1")
+        .output()
+        .expect("re-exec the bench for the flood");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let Some(line) = text.lines().find(|l| l.starts_with("FLOOD ")) else {
+        println!(
+            "\nflood: the child printed no figures ({}); stderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    };
+    let field = |k: &str| {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
+            .unwrap_or("?")
+            .to_owned()
+    };
+    let num = |k: &str| field(k).parse::<u64>().unwrap_or(0);
+    let (before, after) = (num("hwm_before"), num("hwm_after"));
+    let delta = after.saturating_sub(before);
+    let limit = (FLOOD_CAP + FLOOD_SLACK) as u64;
+    let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
+    println!("\nPeak RSS under a {FLOOD_BYTES}-byte flood (fresh process, executor only):");
+    println!(
+        "  exit={} truncated={} captured={} B in {} s (VmHWM reset: {})",
+        field("exit"),
+        field("truncated"),
+        field("captured"),
+        field("secs"),
+        field("hwm_reset")
+    );
+    println!(
+        "  cap {:.1} MiB; VmRSS before {:.1} MiB; VmHWM before {:.1} MiB, after {:.1} MiB",
+        mib(FLOOD_CAP as u64),
+        mib(num("rss_before")),
+        mib(before),
+        mib(after)
+    );
+    println!(
+        "  VmHWM delta {:.1} MiB; target ≤ cap + 16 MiB = {:.1} MiB: {}",
+        mib(delta),
+        mib(limit),
+        if delta <= limit { "met" } else { "MISSED" }
+    );
+}
+
+criterion_group!(benches, exec_true, capture);
+
+fn main() {
+    if std::env::var_os(FLOOD_ENV).is_some() {
+        flood_child();
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    report();
+    capture_report();
+    flood_report();
+}
