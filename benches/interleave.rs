@@ -109,7 +109,7 @@ pub fn paired_self_timed<A: FnMut() -> Duration, B: FnMut() -> Duration>(
     });
 }
 
-fn median(v: &mut [f64]) -> f64 {
+pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
     if n % 2 == 1 {

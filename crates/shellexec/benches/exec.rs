@@ -38,7 +38,7 @@ use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, Shel
 
 #[path = "../../../benches/interleave.rs"]
 mod interleave;
-use interleave::{paired, report};
+use interleave::{median, paired, report};
 
 const SHELL: &str = "/bin/bash";
 
@@ -191,16 +191,6 @@ fn capture(c: &mut Criterion) {
         reference,
     );
     g.finish();
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 fn capture_report() {
