@@ -916,6 +916,16 @@ impl Stream {
                     if keep > 0 {
                         *captured += keep;
                         if let Some(r) = &mut self.redactor {
+                            // Grow geometrically (double what is there, at
+                            // least this read), never past the cap: the
+                            // redactor emits at most `keep` bytes plus
+                            // markers, so appends rarely reallocate.
+                            let room = self.out.capacity() - self.out.len();
+                            if room < keep {
+                                let len = self.out.len();
+                                let want = len.min(cap.saturating_sub(len)).max(keep);
+                                self.out.reserve_exact(want);
+                            }
                             r.push_into(&buf[..keep], &mut self.out);
                         }
                     }

@@ -148,23 +148,45 @@ impl Redactor {
 
     /// Like [`Redactor::push`], appending to `out` instead of allocating.
     pub fn push_into(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
-        self.pending.extend(chunk);
+        self.push_with(chunk, out, true);
+    }
+
+    /// The body of [`Redactor::push_into`]; `fast` off forces every byte
+    /// through the hold-back buffer (for tests: the output is the same).
+    fn push_with(&mut self, chunk: &[u8], out: &mut Vec<u8>, fast: bool) {
         let mut rest = chunk;
         while let Some((&byte, tail)) = rest.split_first() {
             if self.idle() {
-                // Nothing in progress: skip to the next byte that could
-                // start something (the common case, ordinary text).
-                let quiet = rest
-                    .iter()
-                    .position(|&b| self.rules.wakes[usize::from(b)])
-                    .unwrap_or(rest.len());
+                // Nothing in progress: this point is as good as a chunk
+                // boundary, so decide what is held back (everything, as
+                // nothing can claim it), then copy the run of bytes that
+                // start nothing straight to `out`.
+                if fast && (!self.pending.is_empty() || !self.regions.is_empty()) {
+                    let pos = self.pos;
+                    self.emit(pos, false, out);
+                    // What is left ends at or before `done`: announced.
+                    debug_assert!(self
+                        .regions
+                        .iter()
+                        .all(|r| r.announced && r.end <= self.done));
+                    self.regions.clear();
+                }
+                let quiet = self.rules.quiet_run(rest, !fast);
                 if quiet > 0 {
+                    let run = &rest[..quiet];
+                    if fast {
+                        out.extend_from_slice(run);
+                        self.done += quiet as u64;
+                    } else {
+                        self.pending.extend(run);
+                    }
                     self.pos += quiet as u64;
-                    self.prev = Some(rest[quiet - 1]);
+                    self.prev = Some(run[quiet - 1]);
                     rest = &rest[quiet..];
                     continue;
                 }
             }
+            self.pending.push_back(byte);
             self.step(byte);
             rest = tail;
         }
@@ -175,6 +197,16 @@ impl Redactor {
         if self.pending.capacity() > HOLD_CAPACITY && self.pending.len() < HOLD_CAPACITY / 2 {
             self.pending.shrink_to(HOLD_CAPACITY / 2);
         }
+    }
+
+    /// [`Redactor::push`] without the direct-copy fast path (every byte
+    /// goes through the hold-back buffer, no look-ahead skipping): the
+    /// reference the fast path is tested against.
+    #[cfg(test)]
+    fn push_slow(&mut self, chunk: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(chunk.len());
+        self.push_with(chunk, &mut out, false);
+        out
     }
 
     /// Ends the stream: returns everything still held back, redacted.
@@ -480,8 +512,12 @@ struct Rules {
     markers: Vec<Vec<u8>>,
     /// For each byte, the kinds whose first prefix byte it is (bit set).
     starts: [u16; 256],
-    /// For each byte, whether it starts a shape or a value.
-    wakes: [bool; 256],
+    /// For each byte, 1 if it starts a shape or a value, else 0.
+    wakes: [u8; 256],
+    /// For each byte that starts something, the bytes (bit set) that can
+    /// come next in it: the shapes' second prefix bytes and the values'
+    /// second bytes.
+    seconds: Box<[[u64; 4]; 256]>,
 }
 
 impl Rules {
@@ -523,16 +559,83 @@ impl Rules {
                 starts[usize::from(b)] |= 1 << i;
             }
         }
-        let mut wakes = [false; 256];
+        let mut seconds = Box::new([[0u64; 4]; 256]);
+        for (i, kind) in KINDS.iter().enumerate() {
+            if *kind == Kind::PemEnd {
+                continue;
+            }
+            let prefix = kind.spec().prefix;
+            for &first in prefix[0] {
+                debug_assert!(starts[usize::from(first)] & (1 << i) != 0);
+                for &second in prefix[1] {
+                    seconds[usize::from(first)][usize::from(second >> 6)] |= 1 << (second & 63);
+                }
+            }
+        }
+        let mut wakes = [0u8; 256];
         for (b, wake) in wakes.iter_mut().enumerate() {
-            let value = ac.as_ref().is_some_and(|ac| ac.root[b] != 0);
-            *wake = starts[b] != 0 || value;
+            let value = ac
+                .as_ref()
+                .and_then(|ac| (ac.root[b] != 0).then_some(ac.root[b]));
+            if let (Some(ac), Some(node)) = (&ac, value) {
+                // A value that begins here continues with these bytes.
+                for &(second, _) in &ac.edges[node as usize] {
+                    seconds[b][usize::from(second >> 6)] |= 1 << (second & 63);
+                }
+            }
+            *wake = u8::from(starts[b] != 0 || value.is_some());
         }
         Rules {
             ac,
             markers,
             starts,
             wakes,
+            seconds,
+        }
+    }
+
+    /// The length of the run at the start of `s` that changes nothing but
+    /// the position when no match is in progress: bytes that start
+    /// nothing, and (unless `plain`) bytes whose next byte (in `s`)
+    /// already ends everything they start. Every shape's prefix and every
+    /// value is at least two bytes long, and a value matcher one byte deep
+    /// whose next byte has no edge falls back to the root, where it would
+    /// have been without that byte; so skipping it changes nothing.
+    fn quiet_run(&self, s: &[u8], plain: bool) -> usize {
+        let wakes = &self.wakes;
+        let mut i = 0;
+        loop {
+            while let Some(w) = s.get(i..i + 8) {
+                let any = wakes[usize::from(w[0])]
+                    | wakes[usize::from(w[1])]
+                    | wakes[usize::from(w[2])]
+                    | wakes[usize::from(w[3])]
+                    | wakes[usize::from(w[4])]
+                    | wakes[usize::from(w[5])]
+                    | wakes[usize::from(w[6])]
+                    | wakes[usize::from(w[7])];
+                if any != 0 {
+                    break;
+                }
+                i += 8;
+            }
+            while i < s.len() && wakes[usize::from(s[i])] == 0 {
+                i += 1;
+            }
+            let Some(&b) = s.get(i) else {
+                return s.len();
+            };
+            match s.get(i + 1) {
+                Some(&next)
+                    if !plain
+                        && self.seconds[usize::from(b)][usize::from(next >> 6)]
+                            & (1 << (next & 63))
+                            == 0 =>
+                {
+                    i += 1;
+                }
+                _ => return i,
+            }
         }
     }
 
@@ -985,5 +1088,122 @@ impl Cand {
             Phase::Body { from, .. } if self.kind.spec().max.is_none() => Some(from),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Text dense in bytes that start (or continue) something, so that the
+    /// fast path's look-ahead and direct copies run often, with near misses.
+    fn near_misses() -> impl Strategy<Value = Vec<u8>> {
+        let atoms: Vec<&'static [u8]> = vec![
+            b"s",
+            b"g",
+            b"A",
+            b"x",
+            b"-",
+            b"B",
+            b"b",
+            b"a",
+            b"P",
+            b"p",
+            b"\"",
+            b"k",
+            b"h",
+            b"K",
+            b"o",
+            b"u",
+            b"e",
+            b"E",
+            b" ",
+            b"\n",
+            b":",
+            b"0",
+            b"Z",
+            b"_",
+            b"sk-",
+            b"ghp_",
+            b"github_pat_",
+            b"AKIA",
+            b"xoxb-",
+            b"Bearer ",
+            b"bearer\t",
+            b"Authorization:",
+            b"\"authorization\": ",
+            b"Proxy-Authorization: ",
+            b"-----BEGIN ",
+            b"-----END ",
+            b"RSA PRIVATE KEY",
+            b"-----",
+            b"abcdefghij0123456789",
+            b"ABCDEFGHIJ0123456789",
+            b"topsecret",
+            b"topsecretvalue",
+            b"secretsec",
+        ];
+        prop::collection::vec(prop::sample::select(atoms), 0..120).prop_map(|parts| parts.concat())
+    }
+
+    fn redactor() -> Redactor {
+        Redactor::new([
+            ("A", "topsecretvalue"),
+            ("B", "secretsecret"),
+            ("C", "xoxb-12345"),
+        ])
+    }
+
+    fn fast(input: &[u8], cuts: &[usize]) -> Vec<u8> {
+        let mut r = redactor();
+        let mut out = Vec::new();
+        let mut at = 0;
+        for &cut in cuts.iter().chain(std::iter::once(&input.len())) {
+            let cut = cut.clamp(at, input.len());
+            r.push_into(&input[at..cut], &mut out);
+            at = cut;
+        }
+        out.extend(r.finish());
+        out
+    }
+
+    fn slow(input: &[u8]) -> Vec<u8> {
+        let mut r = redactor();
+        let mut out = Vec::new();
+        for b in input {
+            out.extend(r.push_slow(std::slice::from_ref(b)));
+        }
+        out.extend(r.finish());
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn fast_path_matches_slow_path_on_near_misses(
+            input in near_misses(),
+            mut cuts in prop::collection::vec(0usize..2000, 0..6),
+        ) {
+            cuts.sort_unstable();
+            let reference = slow(&input);
+            prop_assert_eq!(fast(&input, &[]), reference.clone());
+            prop_assert_eq!(fast(&input, &cuts), reference.clone());
+            let mut r = redactor();
+            let mut out = r.push_slow(&input);
+            out.extend(r.finish());
+            prop_assert_eq!(out, reference);
+        }
+    }
+
+    #[test]
+    fn quiet_run_skips_only_dead_starts() {
+        let r = Redactor::shapes_only();
+        assert_eq!(r.rules.quiet_run(b"as is", false), 4);
+        assert_eq!(r.rules.quiet_run(b"as is", true), 0);
+        assert_eq!(r.rules.quiet_run(b"an sk", false), 3);
+        assert_eq!(r.rules.quiet_run(b"zzzzzzzzzzzzauth", false), 12);
+        assert_eq!(r.rules.quiet_run(b"zzzzzzzzzzzzzzzs", false), 15);
+        let v = Redactor::new([("N", "abcdefgh")]);
+        assert_eq!(v.rules.quiet_run(b"xyab", false), 2);
     }
 }
