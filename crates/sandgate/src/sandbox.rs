@@ -500,8 +500,7 @@ impl Sandbox {
                 .with_path(rel.as_str()));
             }
             inner.check_write(rel.as_str(), None)?;
-            inner.ensure_parents(wr, &rel)?;
-            let (dir, name, resolved) = inner.open_checked(wr, &rel, false)?;
+            let (dir, name, resolved) = inner.open_checked_creating(wr, &rel)?;
             ctx.path(|| resolved.clone());
             match dir.lstat(name) {
                 Err(e) if e.kind() == ErrorKind::NotFound => dir
@@ -626,8 +625,7 @@ impl Sandbox {
             ctx.path(|| rel.as_str().to_owned());
             let wr = inner.write_root_for(&rel, "mkdir")?;
             inner.check_write(rel.as_str(), None)?;
-            inner.ensure_parents(wr, &rel)?;
-            let (dir, name, resolved) = inner.open_checked(wr, &rel, false)?;
+            let (dir, name, resolved) = inner.open_checked_creating(wr, &rel)?;
             ctx.path(|| resolved.clone());
             match dir.mkdir(name, 0o777) {
                 Ok(()) => Ok(()),
@@ -892,6 +890,23 @@ impl Inner {
             rel.as_str().to_owned()
         };
         Ok((dir, name, resolved))
+    }
+
+    /// [`open_checked`](Self::open_checked) for a write or mkdir target,
+    /// creating its missing parents first when the parent is missing (the
+    /// common case, an existing parent, resolves it only once).
+    fn open_checked_creating<'p>(
+        &self,
+        wr: &Root,
+        rel: &'p RelPath,
+    ) -> Result<(Root, &'p Path, String), Error> {
+        match self.open_checked(wr, rel, false) {
+            Err(e) if e.code() == ErrorCode::NotFound => {
+                self.ensure_parents(wr, rel)?;
+                self.open_checked(wr, rel, false)
+            }
+            r => r,
+        }
     }
 
     /// Refuses to overwrite anything but a singly linked regular file.
