@@ -5,11 +5,13 @@
 //! - `ci`: formatting check, clippy with warnings denied, every test.
 //! - `test`: every test (what `ci` runs after the checks).
 //! - `bench`: every criterion benchmark of the workspace.
+//! - `codegen [--check]`: generates include/sandgate.h (see [`codegen`]).
 //! - `bench-tool [N] [--runs R] [--cpu C] [--keep]`: requests per second of
 //!   `sandgate tool` on a generated session of N small requests (see
 //!   [`bench_tool`]).
 
 mod bench_tool;
+mod codegen;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -24,6 +26,7 @@ fn main() -> ExitCode {
         "test" => test(),
         "bench" => bench(&args[1..]),
         "bench-tool" => bench_tool::run(&args[1..]),
+        "codegen" => codegen::run(&args[1..]),
         "help" | "--help" | "-h" => {
             println!("usage: cargo xtask <ci|test|bench|bench-tool [N]>");
             Ok(())

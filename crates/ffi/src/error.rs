@@ -1,0 +1,506 @@
+//! Status codes, error objects, byte buffers, and the boundary every entry
+//! point goes through.
+
+use std::ffi::{c_char, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+use facade::{Error, ErrorCode};
+
+/// A status: `SG_OK` (0) or one of the `SG_E_*` codes (SPEC §8).
+pub type sg_status = u32;
+
+/// Success.
+pub const SG_OK: sg_status = 0;
+/// The name is not an acceptable name (absolute, `..`, NUL, too long, …).
+pub const SG_E_PATH_INVALID: sg_status = 1;
+/// The name leads outside its root.
+pub const SG_E_PATH_ESCAPE: sg_status = 2;
+/// Nothing has that name.
+pub const SG_E_NOT_FOUND: sg_status = 3;
+/// Something already has that name.
+pub const SG_E_EXISTS: sg_status = 4;
+/// A file was needed.
+pub const SG_E_NOT_FILE: sg_status = 5;
+/// A directory was needed.
+pub const SG_E_NOT_DIR: sg_status = 6;
+/// The directory is not empty.
+pub const SG_E_NOT_EMPTY: sg_status = 7;
+/// Not granted.
+pub const SG_E_DENIED: sg_status = 8;
+/// A deny-write pattern protects the path.
+pub const SG_E_FS_PROTECTED: sg_status = 9;
+/// Over a byte cap.
+pub const SG_E_TOO_LARGE: sg_status = 10;
+/// A final symbolic link where one is not followed.
+pub const SG_E_SYMLINK: sg_status = 11;
+/// A file with more than one name.
+pub const SG_E_HARDLINK: sg_status = 12;
+/// Too many symbolic links.
+pub const SG_E_LOOP: sg_status = 13;
+/// An edit's old text was not found.
+pub const SG_E_EDIT_NO_MATCH: sg_status = 14;
+/// An edit's old text was found more than once.
+pub const SG_E_EDIT_AMBIGUOUS: sg_status = 15;
+/// The policy was refused.
+pub const SG_E_POLICY: sg_status = 16;
+/// A time limit ended the call.
+pub const SG_E_TIMEOUT: sg_status = 17;
+/// An abort ended the call.
+pub const SG_E_ABORTED: sg_status = 18;
+/// The executor was not started.
+pub const SG_E_NOT_STARTED: sg_status = 19;
+/// Required confinement is not available on this kernel.
+pub const SG_E_CONFINE_UNAVAILABLE: sg_status = 20;
+/// The network authorizer refused the destination.
+pub const SG_E_NET_DENIED: sg_status = 21;
+/// The handle was closed.
+pub const SG_E_CLOSED: sg_status = 22;
+/// The call itself is malformed (NULL handle, bad argument, not UTF-8).
+pub const SG_E_REQUEST: sg_status = 23;
+/// An I/O error the other codes do not describe.
+pub const SG_E_IO: sg_status = 24;
+/// A bug in sandgate (a caught panic).
+pub const SG_E_INTERNAL: sg_status = 25;
+
+/// An error object: code, message and, when known, the root-relative path,
+/// the deny pattern, the policy key and the OS error number. Free it with
+/// `sg_error_free`.
+pub struct sg_error {
+    code: ErrorCode,
+    message: CString,
+    path: Option<CString>,
+    pattern: Option<CString>,
+    key: Option<CString>,
+    errno: i32,
+}
+
+/// Owned bytes handed to the caller: free them with `sg_bytes_free`. An
+/// empty result may have a NULL `ptr`.
+#[repr(C)]
+pub struct sg_bytes {
+    /// The first byte (NULL when `len` is 0).
+    pub ptr: *mut u8,
+    /// How many bytes.
+    pub len: usize,
+}
+
+impl sg_bytes {
+    pub(crate) fn empty() -> sg_bytes {
+        sg_bytes {
+            ptr: ptr::null_mut(),
+            len: 0,
+        }
+    }
+
+    pub(crate) fn from_vec(v: Vec<u8>) -> sg_bytes {
+        if v.is_empty() {
+            return sg_bytes::empty();
+        }
+        let boxed = v.into_boxed_slice();
+        let len = boxed.len();
+        let ptr = Box::into_raw(boxed).cast::<u8>();
+        sg_bytes { ptr, len }
+    }
+}
+
+/// Releases bytes returned by the library and sets `*bytes` to empty, so a
+/// second call does nothing. NULL is accepted.
+///
+/// # Safety
+///
+/// `bytes` is NULL or points to an `sg_bytes` filled by this library (or
+/// zeroed).
+#[no_mangle]
+pub unsafe extern "C" fn sg_bytes_free(bytes: *mut sg_bytes) {
+    let _ = catch_unwind(|| {
+        if bytes.is_null() {
+            return;
+        }
+        // SAFETY: the caller passes a valid sg_bytes (see the contract).
+        let b = unsafe { &mut *bytes };
+        if !b.ptr.is_null() && b.len != 0 {
+            let slice = ptr::slice_from_raw_parts_mut(b.ptr, b.len);
+            // SAFETY: ptr/len came from Box::into_raw of a boxed slice of
+            // exactly this length in `sg_bytes::from_vec`.
+            drop(unsafe { Box::from_raw(slice) });
+        }
+        *b = sg_bytes::empty();
+    });
+}
+
+fn c_string(s: &str) -> CString {
+    // Interior NULs cannot be represented; messages never need them.
+    CString::new(s.replace('\0', "\u{FFFD}")).unwrap_or_default()
+}
+
+impl sg_error {
+    fn from_error(e: &Error) -> sg_error {
+        sg_error {
+            code: e.code(),
+            message: c_string(e.message()),
+            path: e.path().map(c_string),
+            pattern: e.pattern().map(c_string),
+            key: e.key().map(c_string),
+            errno: e.errno().unwrap_or(0),
+        }
+    }
+}
+
+/// The error's code (an `SG_E_*` value); `SG_E_REQUEST` for NULL.
+///
+/// # Safety
+///
+/// `err` is NULL or an error object from this library, not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sg_error_code(err: *const sg_error) -> sg_status {
+    // SAFETY: per the contract, a non-NULL `err` is a live error object.
+    match unsafe { err.as_ref() } {
+        Some(e) => e.code.value(),
+        None => SG_E_REQUEST,
+    }
+}
+
+/// The name of a status code (`"E_NOT_FOUND"`, `"OK"` for 0), a static
+/// NUL-terminated string, or NULL for a number that is not a code.
+#[no_mangle]
+pub extern "C" fn sg_code_name(code: sg_status) -> *const c_char {
+    match ErrorCode::from_value(code) {
+        Some(c) => code_name_ptr(c),
+        None => ptr::null(),
+    }
+}
+
+fn code_name_ptr(c: ErrorCode) -> *const c_char {
+    // One static NUL-terminated name per code, indexed by value.
+    static NAMES: &[&str] = &[
+        "OK\0",
+        "E_PATH_INVALID\0",
+        "E_PATH_ESCAPE\0",
+        "E_NOT_FOUND\0",
+        "E_EXISTS\0",
+        "E_NOT_FILE\0",
+        "E_NOT_DIR\0",
+        "E_NOT_EMPTY\0",
+        "E_DENIED\0",
+        "E_FS_PROTECTED\0",
+        "E_TOO_LARGE\0",
+        "E_SYMLINK\0",
+        "E_HARDLINK\0",
+        "E_LOOP\0",
+        "E_EDIT_NO_MATCH\0",
+        "E_EDIT_AMBIGUOUS\0",
+        "E_POLICY\0",
+        "E_TIMEOUT\0",
+        "E_ABORTED\0",
+        "E_NOT_STARTED\0",
+        "E_CONFINE_UNAVAILABLE\0",
+        "E_NET_DENIED\0",
+        "E_CLOSED\0",
+        "E_REQUEST\0",
+        "E_IO\0",
+        "E_INTERNAL\0",
+    ];
+    match NAMES.get(c.value() as usize) {
+        Some(n) if n.trim_end_matches('\0') == c.as_str() => n.as_ptr().cast(),
+        _ => ptr::null(),
+    }
+}
+
+/// The error's code name (`"E_PATH_ESCAPE"`), static and NUL-terminated;
+/// NULL for a NULL error.
+///
+/// # Safety
+///
+/// `err` is NULL or a live error object from this library.
+#[no_mangle]
+pub unsafe extern "C" fn sg_error_code_name(err: *const sg_error) -> *const c_char {
+    // SAFETY: per the contract, a non-NULL `err` is a live error object.
+    match unsafe { err.as_ref() } {
+        Some(e) => code_name_ptr(e.code),
+        None => ptr::null(),
+    }
+}
+
+/// The error's message (UTF-8, NUL-terminated), valid until the error is
+/// freed; NULL for a NULL error. Paths in it are root-relative.
+///
+/// # Safety
+///
+/// `err` is NULL or a live error object from this library.
+#[no_mangle]
+pub unsafe extern "C" fn sg_error_message(err: *const sg_error) -> *const c_char {
+    // SAFETY: per the contract, a non-NULL `err` is a live error object.
+    match unsafe { err.as_ref() } {
+        Some(e) => e.message.as_ptr(),
+        None => ptr::null(),
+    }
+}
+
+fn opt_ptr(s: &Option<CString>) -> *const c_char {
+    s.as_ref().map_or(ptr::null(), |s| s.as_ptr())
+}
+
+/// The root-relative path the error is about, or NULL when it names none.
+/// Valid until the error is freed.
+///
+/// # Safety
+///
+/// `err` is NULL or a live error object from this library.
+#[no_mangle]
+pub unsafe extern "C" fn sg_error_path(err: *const sg_error) -> *const c_char {
+    // SAFETY: per the contract, a non-NULL `err` is a live error object.
+    unsafe { err.as_ref() }.map_or(ptr::null(), |e| opt_ptr(&e.path))
+}
+
+/// The deny-write pattern that refused the operation (`E_FS_PROTECTED`,
+/// `E_HARDLINK`), or NULL. Valid until the error is freed.
+///
+/// # Safety
+///
+/// `err` is NULL or a live error object from this library.
+#[no_mangle]
+pub unsafe extern "C" fn sg_error_pattern(err: *const sg_error) -> *const c_char {
+    // SAFETY: per the contract, a non-NULL `err` is a live error object.
+    unsafe { err.as_ref() }.map_or(ptr::null(), |e| opt_ptr(&e.pattern))
+}
+
+/// The dotted policy key an `E_POLICY` error names (`"fs.write_root"`), or
+/// NULL. Valid until the error is freed.
+///
+/// # Safety
+///
+/// `err` is NULL or a live error object from this library.
+#[no_mangle]
+pub unsafe extern "C" fn sg_error_key(err: *const sg_error) -> *const c_char {
+    // SAFETY: per the contract, a non-NULL `err` is a live error object.
+    unsafe { err.as_ref() }.map_or(ptr::null(), |e| opt_ptr(&e.key))
+}
+
+/// The OS error number behind the error, or 0 when there is none.
+///
+/// # Safety
+///
+/// `err` is NULL or a live error object from this library.
+#[no_mangle]
+pub unsafe extern "C" fn sg_error_errno(err: *const sg_error) -> i32 {
+    // SAFETY: per the contract, a non-NULL `err` is a live error object.
+    unsafe { err.as_ref() }.map_or(0, |e| e.errno)
+}
+
+/// Frees an error object. NULL is accepted.
+///
+/// # Safety
+///
+/// `err` is NULL or an error object from this library, freed only once.
+#[no_mangle]
+pub unsafe extern "C" fn sg_error_free(err: *mut sg_error) {
+    if !err.is_null() {
+        // SAFETY: `err` came from Box::into_raw in `fail` (the contract).
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(err) })));
+    }
+}
+
+// ----- the boundary -----
+
+pub(crate) fn request(message: impl Into<String>) -> Error {
+    Error::new(ErrorCode::Request, message)
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    format!("internal error (a bug in sandgate): {what}")
+}
+
+/// Stores `e` in `*err` (when `err` is not NULL) and returns its code.
+fn fail(err: *mut *mut sg_error, e: &Error) -> sg_status {
+    if !err.is_null() {
+        let obj = Box::into_raw(Box::new(sg_error::from_error(e)));
+        // SAFETY: the caller's `err` is NULL or a valid out-pointer (every
+        // entry point's contract).
+        unsafe { *err = obj };
+    }
+    e.code().value()
+}
+
+/// Runs an entry point's body: a returned error is stored in `*err`, a
+/// panic becomes `E_INTERNAL`; nothing unwinds into the caller.
+pub(crate) fn boundary(
+    err: *mut *mut sg_error,
+    body: impl FnOnce() -> Result<(), Error>,
+) -> sg_status {
+    if !err.is_null() {
+        // SAFETY: `err` is a valid out-pointer by contract; clearing it
+        // means a caller never reads a stale error after success.
+        unsafe { *err = ptr::null_mut() };
+    }
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => SG_OK,
+        Ok(Err(e)) => fail(err, &e),
+        Err(payload) => fail(
+            err,
+            &Error::new(ErrorCode::Internal, panic_message(payload.as_ref())),
+        ),
+    }
+}
+
+// ----- arguments -----
+
+/// The bytes of a `(ptr, len)` argument. NULL with length 0 is empty.
+///
+/// # Safety
+///
+/// A non-NULL `ptr` points to `len` readable bytes that stay valid and
+/// unchanged for `'a`.
+pub(crate) unsafe fn arg_bytes<'a>(
+    ptr: *const u8,
+    len: usize,
+    what: &str,
+) -> Result<&'a [u8], Error> {
+    if ptr.is_null() {
+        return if len == 0 {
+            Ok(&[])
+        } else {
+            Err(request(format!("{what}: NULL pointer with length {len}")))
+        };
+    }
+    if len > isize::MAX as usize {
+        return Err(request(format!("{what}: length {len} is too large")));
+    }
+    // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// A `(ptr, len)` UTF-8 argument.
+///
+/// # Safety
+///
+/// As [`arg_bytes`].
+pub(crate) unsafe fn arg_str<'a>(
+    ptr: *const c_char,
+    len: usize,
+    what: &str,
+) -> Result<&'a str, Error> {
+    // SAFETY: forwarded contract.
+    let b = unsafe { arg_bytes(ptr.cast(), len, what)? };
+    std::str::from_utf8(b).map_err(|e| {
+        request(format!(
+            "{what} is not UTF-8 (invalid byte at offset {})",
+            e.valid_up_to()
+        ))
+    })
+}
+
+/// An optional `(ptr, len)` UTF-8 argument: NULL means absent.
+///
+/// # Safety
+///
+/// As [`arg_bytes`].
+pub(crate) unsafe fn arg_opt_str<'a>(
+    ptr: *const c_char,
+    len: usize,
+    what: &str,
+) -> Result<Option<&'a str>, Error> {
+    if ptr.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: forwarded contract.
+    unsafe { arg_str(ptr, len, what) }.map(Some)
+}
+
+/// A handle argument: NULL is `E_REQUEST`.
+///
+/// # Safety
+///
+/// A non-NULL `h` points to a live handle of type `T` made by this library.
+pub(crate) unsafe fn handle<'a, T>(h: *const T, what: &str) -> Result<&'a T, Error> {
+    // SAFETY: per the contract, non-NULL means a live handle.
+    unsafe { h.as_ref() }.ok_or_else(|| request(format!("{what} is NULL")))
+}
+
+/// An out-pointer argument: NULL is `E_REQUEST`.
+///
+/// # Safety
+///
+/// A non-NULL `p` is valid for writes of `T`.
+pub(crate) unsafe fn out_ptr<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Error> {
+    // SAFETY: per the contract, non-NULL means writable.
+    unsafe { p.as_mut() }.ok_or_else(|| request(format!("{what} (an out-pointer) is NULL")))
+}
+
+/// Writes `value` into a checked out-pointer without reading or dropping
+/// what was there (the caller's memory may be uninitialized).
+pub(crate) fn put<T>(slot: &mut T, value: T) {
+    // SAFETY: `slot` is a valid, writable, aligned `T`; ptr::write does not
+    // drop the previous (possibly uninitialized) contents.
+    unsafe { ptr::write(slot, value) };
+}
+
+/// Boxes a handle for the caller.
+pub(crate) fn into_handle<T>(value: T) -> *mut T {
+    Box::into_raw(Box::new(value))
+}
+
+/// Frees a handle made by [`into_handle`]; NULL is accepted.
+///
+/// # Safety
+///
+/// `h` is NULL or came from [`into_handle`] with the same `T` and is freed
+/// once.
+pub(crate) unsafe fn free_handle<T>(h: *mut T) {
+    if !h.is_null() {
+        // SAFETY: forwarded contract.
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(h) })));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constants_match_the_code_table() {
+        let consts = [
+            SG_OK,
+            SG_E_PATH_INVALID,
+            SG_E_PATH_ESCAPE,
+            SG_E_NOT_FOUND,
+            SG_E_EXISTS,
+            SG_E_NOT_FILE,
+            SG_E_NOT_DIR,
+            SG_E_NOT_EMPTY,
+            SG_E_DENIED,
+            SG_E_FS_PROTECTED,
+            SG_E_TOO_LARGE,
+            SG_E_SYMLINK,
+            SG_E_HARDLINK,
+            SG_E_LOOP,
+            SG_E_EDIT_NO_MATCH,
+            SG_E_EDIT_AMBIGUOUS,
+            SG_E_POLICY,
+            SG_E_TIMEOUT,
+            SG_E_ABORTED,
+            SG_E_NOT_STARTED,
+            SG_E_CONFINE_UNAVAILABLE,
+            SG_E_NET_DENIED,
+            SG_E_CLOSED,
+            SG_E_REQUEST,
+            SG_E_IO,
+            SG_E_INTERNAL,
+        ];
+        assert_eq!(consts.len(), ErrorCode::ALL.len());
+        for (c, code) in consts.iter().zip(ErrorCode::ALL) {
+            assert_eq!(*c, code.value());
+            let name = sg_code_name(*c);
+            assert!(!name.is_null());
+            // SAFETY: a static NUL-terminated string.
+            let name = unsafe { std::ffi::CStr::from_ptr(name) };
+            assert_eq!(name.to_str().unwrap(), code.as_str());
+        }
+        assert!(sg_code_name(999).is_null());
+    }
+}

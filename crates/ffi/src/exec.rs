@@ -1,0 +1,267 @@
+//! `sg_executor_*` and `sg_abort_*`: the shell executor a policy grants
+//! (SPEC §7).
+
+use std::ffi::c_char;
+use std::time::Duration;
+
+use facade::shellexec::exec::AbortSignal;
+use facade::Executor;
+
+use crate::error::*;
+use crate::policy::sg_policy;
+
+/// The executor a policy grants. Thread-safe: `sg_executor_exec` may run
+/// on several threads at once. Free with `sg_executor_free`.
+pub struct sg_executor {
+    executor: Executor,
+}
+
+/// An abort signal: trigger it from any thread to end the commands it was
+/// passed to (they answer exit code 130). Free with `sg_abort_free`.
+pub struct sg_abort {
+    signal: AbortSignal,
+}
+
+/// What one command did. Free its buffers with `sg_exec_result_free`.
+#[repr(C)]
+pub struct sg_exec_result {
+    /// The shell's exit code (`128 + n` for signal `n`); 124 on timeout,
+    /// 130 on abort, 127 when the shell could not start.
+    pub exit_code: i32,
+    /// Output was dropped past the policy's `max_output_bytes`.
+    pub truncated: bool,
+    /// The timeout ended the command.
+    pub timed_out: bool,
+    /// An abort ended the command.
+    pub aborted: bool,
+    /// Wall-clock time in milliseconds.
+    pub duration_ms: u64,
+    /// Standard output, redacted.
+    pub stdout_bytes: sg_bytes,
+    /// Standard error, redacted.
+    pub stderr_bytes: sg_bytes,
+    /// The confinement in force, as JSON.
+    pub confinement_json: sg_bytes,
+    /// sha256 of the sorted names of the child's environment.
+    pub env_names_digest: sg_bytes,
+}
+
+/// The executor `policy` grants (not started). With `exec.enabled = false`
+/// and no `process_allow`, every command is refused with `E_DENIED`.
+///
+/// # Safety
+///
+/// `policy` is NULL or a live policy; `out` is valid for writes; `err` is
+/// NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_executor_new(
+    policy: *const sg_policy,
+    out: *mut *mut sg_executor,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (p, out) = unsafe { (handle(policy, "policy")?, out_ptr(out, "out")?) };
+        let executor = Executor::from_policy(&p.policy)?;
+        put(out, into_handle(sg_executor { executor }));
+        Ok(())
+    })
+}
+
+/// Disposes of the executor (removing its private temporary directory) and
+/// frees it. NULL is accepted.
+///
+/// # Safety
+///
+/// `executor` is NULL or an executor from this library, freed once, with
+/// no call on it in progress.
+#[no_mangle]
+pub unsafe extern "C" fn sg_executor_free(executor: *mut sg_executor) {
+    if let Some(e) = {
+        // SAFETY: forwarded contract.
+        unsafe { executor.as_ref() }
+    } {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.executor.dispose()));
+    }
+    // SAFETY: forwarded contract.
+    unsafe { free_handle(executor) }
+}
+
+/// Starts the executor: creates its private temporary directory and
+/// prepares confinement (`E_CONFINE_UNAVAILABLE` with `confine =
+/// "required"` on a kernel that lacks a part). Starting twice does nothing.
+///
+/// # Safety
+///
+/// `executor` is NULL or a live executor; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_executor_start(
+    executor: *const sg_executor,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        unsafe { handle(executor, "executor")? }.executor.start()
+    })
+}
+
+/// Ends the session: removes the private temporary directory; later calls
+/// answer `E_NOT_STARTED` until started again.
+///
+/// # Safety
+///
+/// `executor` is NULL or a live executor; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_executor_dispose(
+    executor: *const sg_executor,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        unsafe { handle(executor, "executor")? }.executor.dispose();
+        Ok(())
+    })
+}
+
+/// Runs `command` with the policy's shell, in `cwd` (a name beneath the
+/// write root, or the first read root; NULL: that root), for at most
+/// `timeout_ms` (0: the policy's `timeout_ms`, which also caps it), ended
+/// early by `signal` (may be NULL). A command that ran answers `SG_OK`,
+/// whatever its exit code; refusals before anything runs answer their code.
+///
+/// # Safety
+///
+/// `executor` is NULL or a live executor; strings point to their lengths in
+/// bytes (`cwd` may be NULL); `signal` is NULL or a live abort signal; `out`
+/// is valid for writes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_executor_exec(
+    executor: *const sg_executor,
+    command: *const c_char,
+    command_len: usize,
+    cwd: *const c_char,
+    cwd_len: usize,
+    timeout_ms: u64,
+    signal: *const sg_abort,
+    out: *mut sg_exec_result,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (e, command, cwd, abort, out) = unsafe {
+            (
+                handle(executor, "executor")?,
+                arg_str(command, command_len, "command")?,
+                arg_opt_str(cwd, cwd_len, "cwd")?,
+                signal.as_ref(),
+                out_ptr(out, "out")?,
+            )
+        };
+        let timeout = (timeout_ms != 0).then(|| Duration::from_millis(timeout_ms));
+        let r = e
+            .executor
+            .exec(command, cwd, timeout, abort.map(|a| a.signal.clone()))?;
+        let confinement = serde_json::to_vec(&r.confined).unwrap_or_default();
+        put(
+            out,
+            sg_exec_result {
+                exit_code: r.exit_code,
+                truncated: r.truncated,
+                timed_out: r.timed_out,
+                aborted: r.aborted,
+                duration_ms: u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX),
+                stdout_bytes: sg_bytes::from_vec(r.stdout),
+                stderr_bytes: sg_bytes::from_vec(r.stderr),
+                confinement_json: sg_bytes::from_vec(confinement),
+                env_names_digest: sg_bytes::from_vec(r.env_names_digest.into_bytes()),
+            },
+        );
+        Ok(())
+    })
+}
+
+/// Frees the buffers of a result filled by `sg_executor_exec` (not the
+/// struct itself, which the caller owns) and empties them. NULL is
+/// accepted.
+///
+/// # Safety
+///
+/// `result` is NULL or a result filled by this library (or zeroed).
+#[no_mangle]
+pub unsafe extern "C" fn sg_exec_result_free(result: *mut sg_exec_result) {
+    // SAFETY: forwarded contract.
+    if let Some(r) = unsafe { result.as_mut() } {
+        // SAFETY: each field is an sg_bytes from this library or empty.
+        unsafe {
+            sg_bytes_free(&mut r.stdout_bytes);
+            sg_bytes_free(&mut r.stderr_bytes);
+            sg_bytes_free(&mut r.confinement_json);
+            sg_bytes_free(&mut r.env_names_digest);
+        }
+    }
+}
+
+/// A new, untriggered abort signal.
+///
+/// # Safety
+///
+/// `out` is valid for writes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_abort_new(
+    out: *mut *mut sg_abort,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let out = unsafe { out_ptr(out, "out")? };
+        put(
+            out,
+            into_handle(sg_abort {
+                signal: AbortSignal::new(),
+            }),
+        );
+        Ok(())
+    })
+}
+
+/// Triggers the signal: every command running with it ends (exit code
+/// 130), and later commands given it end at once. Idempotent.
+///
+/// # Safety
+///
+/// `signal` is NULL or a live abort signal; `err` is NULL or valid for
+/// writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_abort_trigger(
+    signal: *const sg_abort,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        unsafe { handle(signal, "signal")? }.signal.abort();
+        Ok(())
+    })
+}
+
+/// Whether the signal was triggered (false for NULL).
+///
+/// # Safety
+///
+/// `signal` is NULL or a live abort signal.
+#[no_mangle]
+pub unsafe extern "C" fn sg_abort_is_triggered(signal: *const sg_abort) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { signal.as_ref() }.is_some_and(|a| a.signal.is_aborted())
+}
+
+/// Frees an abort signal. NULL is accepted.
+///
+/// # Safety
+///
+/// `signal` is NULL or an abort signal from this library, freed once, not
+/// in use by a running command.
+#[no_mangle]
+pub unsafe extern "C" fn sg_abort_free(signal: *mut sg_abort) {
+    // SAFETY: forwarded contract.
+    unsafe { free_handle(signal) }
+}

@@ -1,0 +1,740 @@
+//! `sg_sandbox_*`: the agent-facing sandbox (SPEC §2, §4). Names are
+//! agent-facing: root-relative, `/`-separated, never absolute or `..`.
+
+use std::ffi::{c_char, c_void};
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use facade::{AuditEvent, Error, Sandbox, SandboxBuilder};
+use serde_json::json;
+
+use crate::error::*;
+use crate::policy::sg_policy;
+use crate::root::{kind_value, resolver_of, sg_resolver, sg_stat};
+
+/// A sandbox: read roots, a write root, caps, deny patterns, budget and
+/// audit. Thread-safe. Free with `sg_sandbox_free`.
+pub struct sg_sandbox {
+    sandbox: Sandbox,
+}
+
+/// A sandbox under construction. Use from one thread at a time. Free with
+/// `sg_sandbox_options_free` (building does not consume it).
+pub struct sg_sandbox_options {
+    builder: SandboxBuilder,
+}
+
+/// One audit event, valid only during the callback.
+#[repr(C)]
+pub struct sg_audit_event {
+    /// The operation (`"read"`, `"write"`, …), NUL-terminated.
+    pub op: *const c_char,
+    /// The root-relative path (for `rename`, `"from -> to"`), UTF-8, not
+    /// NUL-terminated.
+    pub path: *const c_char,
+    /// Length of `path` in bytes.
+    pub path_len: usize,
+    /// Bytes read or written, when `has_size`.
+    pub size: u64,
+    /// Whether `size` is meaningful.
+    pub has_size: bool,
+    /// `SG_OK` or the refusal's code.
+    pub outcome: sg_status,
+    /// When the operation finished: seconds since the epoch.
+    pub time_sec: i64,
+    /// When the operation finished: nanoseconds.
+    pub time_nsec: u32,
+}
+
+/// An audit callback. It is called on the thread that ran the operation,
+/// possibly from several threads at once, with the `user_data` given to
+/// `sg_sandbox_options_set_audit`. It must not call back into the same
+/// sandbox.
+pub type sg_audit_fn =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, event: *const sg_audit_event)>;
+
+/// The callback's user data, handed back untouched.
+#[derive(Clone, Copy)]
+struct UserData(*mut c_void);
+// SAFETY: the pointer is never dereferenced here, only passed back to the
+// caller's callback; the header documents that the callback may run on any
+// thread, so thread-safety of what it points to is the caller's contract.
+unsafe impl Send for UserData {}
+// SAFETY: as above.
+unsafe impl Sync for UserData {}
+
+fn deliver(
+    cb: unsafe extern "C" fn(*mut c_void, *const sg_audit_event),
+    user: UserData,
+    e: &AuditEvent,
+) {
+    let op = format!("{}\0", e.op);
+    let (time_sec, time_nsec) = match e.time.duration_since(UNIX_EPOCH) {
+        Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
+        Err(_) => (0, 0),
+    };
+    let ev = sg_audit_event {
+        op: op.as_ptr().cast(),
+        path: e.path.as_ptr().cast(),
+        path_len: e.path.len(),
+        size: e.size.unwrap_or(0),
+        has_size: e.size.is_some(),
+        outcome: e.outcome.value(),
+        time_sec,
+        time_nsec,
+    };
+    // SAFETY: the caller registered `cb` for exactly this call shape; `ev`
+    // and the strings it points to live until the call returns.
+    unsafe { cb(user.0, &ev) };
+}
+
+/// New options with nothing granted. Never NULL.
+#[no_mangle]
+pub extern "C" fn sg_sandbox_options_new() -> *mut sg_sandbox_options {
+    into_handle(sg_sandbox_options {
+        builder: SandboxBuilder::new(),
+    })
+}
+
+/// Options prefilled with what `policy` grants (roots, caps, overwrite
+/// switch, deny patterns, restricted mode, `fs_ops` budget); add an audit
+/// callback, then `sg_sandbox_new`.
+///
+/// # Safety
+///
+/// `policy` is NULL or a live policy; `out` is valid for writes; `err` is
+/// NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_options_from_policy(
+    policy: *const sg_policy,
+    out: *mut *mut sg_sandbox_options,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (p, out) = unsafe { (handle(policy, "policy")?, out_ptr(out, "out")?) };
+        put(
+            out,
+            into_handle(sg_sandbox_options {
+                builder: SandboxBuilder::from_policy(&p.policy),
+            }),
+        );
+        Ok(())
+    })
+}
+
+/// Frees options. NULL is accepted.
+///
+/// # Safety
+///
+/// `options` is NULL or options from this library, freed once.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_options_free(options: *mut sg_sandbox_options) {
+    // SAFETY: forwarded contract.
+    unsafe { free_handle(options) }
+}
+
+/// Mutable access to options for a setter.
+///
+/// # Safety
+///
+/// `o` is NULL or live options not used by another thread meanwhile.
+unsafe fn options<'a>(o: *mut sg_sandbox_options) -> Result<&'a mut SandboxBuilder, Error> {
+    // SAFETY: forwarded contract.
+    unsafe { o.as_mut() }
+        .map(|o| &mut o.builder)
+        .ok_or_else(|| request("options is NULL"))
+}
+
+macro_rules! options_setter {
+    ($(#[$doc:meta])* $name:ident($arg:ident: $ty:ty) |$b:ident| $body:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// `options` is NULL or live options used by this thread only; `err`
+        /// is NULL or valid for writes.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            options: *mut sg_sandbox_options,
+            $arg: $ty,
+            err: *mut *mut sg_error,
+        ) -> sg_status {
+            boundary(err, || {
+                // SAFETY: the caller's contract.
+                let $b = unsafe { self::options(options)? };
+                $body;
+                Ok(())
+            })
+        }
+    };
+}
+
+macro_rules! options_str_setter {
+    ($(#[$doc:meta])* $name:ident, $what:literal, |$b:ident, $s:ident| $body:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// `options` is NULL or live options used by this thread only; the
+        /// string points to its length in bytes; `err` is NULL or valid for
+        /// writes.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            options: *mut sg_sandbox_options,
+            value: *const c_char,
+            value_len: usize,
+            err: *mut *mut sg_error,
+        ) -> sg_status {
+            boundary(err, || {
+                // SAFETY: the caller's contract.
+                let ($b, $s) = unsafe { (self::options(options)?, arg_str(value, value_len, $what)?) };
+                $body;
+                Ok(())
+            })
+        }
+    };
+}
+
+options_str_setter!(
+    /// Adds a read root (a host directory; the first root holding a name
+    /// wins). The write root is readable too.
+    sg_sandbox_options_add_read_root, "read root", |b, s| b.read_root(s)
+);
+options_str_setter!(
+    /// Sets the write root (a host directory).
+    sg_sandbox_options_set_write_root, "write root", |b, s| b.write_root(s)
+);
+options_str_setter!(
+    /// Adds a deny-write pattern (SPEC §5); checked when the sandbox is
+    /// built.
+    sg_sandbox_options_add_deny_write, "deny-write pattern", |b, s| b.deny_write(s)
+);
+options_setter!(
+    /// Sets the read cap in bytes.
+    sg_sandbox_options_set_max_read_bytes(n: u64) |b| b.max_read_bytes(n)
+);
+options_setter!(
+    /// Sets the write cap in bytes.
+    sg_sandbox_options_set_max_write_bytes(n: u64) |b| b.max_write_bytes(n)
+);
+options_setter!(
+    /// The host's half of the overwrite rule: whether existing files may be
+    /// replaced at all (each write must still ask).
+    sg_sandbox_options_set_allow_overwrite(on: bool) |b| b.allow_overwrite(on)
+);
+options_setter!(
+    /// Restricted mode: `.git` is protected and hard links are refused.
+    sg_sandbox_options_set_restricted(on: bool) |b| b.restricted(on)
+);
+options_setter!(
+    /// The resolver the roots use (`SG_RESOLVER_*`).
+    sg_sandbox_options_set_resolver(resolver: sg_resolver) |b| b.resolver(resolver_of(resolver)?)
+);
+options_setter!(
+    /// Limits the number of file operations (every call counts, refused ones
+    /// included).
+    sg_sandbox_options_set_fs_ops_budget(n: u64) |b| b.fs_ops_budget(Some(n))
+);
+
+/// Sets the audit callback (NULL removes it). See `sg_audit_fn`.
+///
+/// # Safety
+///
+/// `options` is NULL or live options used by this thread only; `callback`
+/// and `user_data` stay valid for as long as any sandbox built from these
+/// options lives; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_options_set_audit(
+    options: *mut sg_sandbox_options,
+    callback: sg_audit_fn,
+    user_data: *mut c_void,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let b = unsafe { self::options(options)? };
+        let user = UserData(user_data);
+        match callback {
+            Some(cb) => b.audit_sink(Arc::new(move |e: &AuditEvent| {
+                let user = user;
+                deliver(cb, user, e)
+            })),
+            None => b.audit_sink(Arc::new(|_: &AuditEvent| {})),
+        };
+        Ok(())
+    })
+}
+
+/// Builds a sandbox from `options` (which stay usable and must still be
+/// freed). Refuses missing roots, bad deny patterns, and a write root that
+/// is not a directory.
+///
+/// # Safety
+///
+/// `options` is NULL or live options; `out` is valid for writes; `err` is
+/// NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_new(
+    options: *const sg_sandbox_options,
+    out: *mut *mut sg_sandbox,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (o, out) = unsafe { (handle(options, "options")?, out_ptr(out, "out")?) };
+        let sandbox = o.builder.build()?;
+        put(out, into_handle(sg_sandbox { sandbox }));
+        Ok(())
+    })
+}
+
+/// Frees a sandbox. NULL is accepted.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a sandbox from this library, freed once, with no
+/// call on it in progress.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_free(sandbox: *mut sg_sandbox) {
+    // SAFETY: forwarded contract.
+    unsafe { free_handle(sandbox) }
+}
+
+/// Closes a sandbox: every later call answers `E_CLOSED`. Closing twice is
+/// fine.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_close(
+    sandbox: *const sg_sandbox,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        unsafe { handle(sandbox, "sandbox")? }.sandbox.close();
+        Ok(())
+    })
+}
+
+fn json_bytes(v: serde_json::Value) -> sg_bytes {
+    sg_bytes::from_vec(v.to_string().into_bytes())
+}
+
+/// Warnings about the sandbox's configuration (e.g. a read root inside the
+/// write root), as a JSON array of strings.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; `out` is valid for writes; `err` is
+/// NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_warnings(
+    sandbox: *const sg_sandbox,
+    out: *mut sg_bytes,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, out) = unsafe { (handle(sandbox, "sandbox")?, out_ptr(out, "out")?) };
+        put(out, json_bytes(json!(s.sandbox.warnings())));
+        Ok(())
+    })
+}
+
+/// Reads the whole file `path` (at most the read cap).
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
+/// `out` is valid for writes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_read(
+    sandbox: *const sg_sandbox,
+    path: *const c_char,
+    path_len: usize,
+    out: *mut sg_bytes,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, path, out) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(path, path_len, "path")?,
+                out_ptr(out, "out")?,
+            )
+        };
+        put(out, sg_bytes::from_vec(s.sandbox.read(path)?));
+        Ok(())
+    })
+}
+
+/// What a ranged read served besides its content.
+#[repr(C)]
+pub struct sg_lines {
+    /// The first line served (1-based).
+    pub offset: u64,
+    /// How many lines were served.
+    pub lines: u64,
+    /// Lines in the whole file.
+    pub total_lines: u64,
+    /// Whether the read cap cut the range short.
+    pub truncated: bool,
+}
+
+/// Reads `limit` lines of `path` from line `offset` (1-based); `offset` 0
+/// means 1 and `limit` 0 means the most a range may hold. `content`
+/// receives the lines with their endings.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
+/// `content` and `info` are valid for writes; `err` is NULL or valid for
+/// writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_read_lines(
+    sandbox: *const sg_sandbox,
+    path: *const c_char,
+    path_len: usize,
+    offset: u64,
+    limit: u64,
+    content: *mut sg_bytes,
+    info: *mut sg_lines,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, path, content, info) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(path, path_len, "path")?,
+                out_ptr(content, "content")?,
+                out_ptr(info, "info")?,
+            )
+        };
+        let offset = if offset == 0 {
+            1
+        } else {
+            usize::try_from(offset).unwrap_or(usize::MAX)
+        };
+        let limit = if limit == 0 {
+            facade::MAX_RANGE_LINES
+        } else {
+            usize::try_from(limit).unwrap_or(usize::MAX)
+        };
+        let r = s.sandbox.read_lines(path, offset, limit)?;
+        put(
+            info,
+            sg_lines {
+                offset: r.offset as u64,
+                lines: r.lines as u64,
+                total_lines: r.total_lines as u64,
+                truncated: r.truncated,
+            },
+        );
+        put(content, sg_bytes::from_vec(r.content));
+        Ok(())
+    })
+}
+
+/// Writes `data` to `path` atomically and durably: a new file, or, when
+/// `overwrite` is true and the sandbox allows overwriting, a replacement.
+/// Missing parent directories are created. `size` (may be NULL) receives
+/// the bytes written.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; `path` and `data` point to their
+/// lengths in bytes; `size` is NULL or valid for writes; `err` is NULL or
+/// valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_write(
+    sandbox: *const sg_sandbox,
+    path: *const c_char,
+    path_len: usize,
+    data: *const u8,
+    data_len: usize,
+    overwrite: bool,
+    size: *mut u64,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, path, data) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(path, path_len, "path")?,
+                arg_bytes(data, data_len, "data")?,
+            )
+        };
+        let n = s.sandbox.write(path, data, overwrite)?;
+        if !size.is_null() {
+            // SAFETY: checked non-NULL; writable by the caller's contract.
+            unsafe { *size = n };
+        }
+        Ok(())
+    })
+}
+
+/// Replaces `old` with `new` in `path` (UTF-8 text): exactly one occurrence
+/// unless `all`. `replacements` (may be NULL) receives how many were made.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; strings point to their lengths in
+/// bytes; `replacements` is NULL or valid for writes; `err` is NULL or
+/// valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_edit(
+    sandbox: *const sg_sandbox,
+    path: *const c_char,
+    path_len: usize,
+    old: *const c_char,
+    old_len: usize,
+    new: *const c_char,
+    new_len: usize,
+    all: bool,
+    replacements: *mut u64,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, path, old, new) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(path, path_len, "path")?,
+                arg_str(old, old_len, "old")?,
+                arg_str(new, new_len, "new")?,
+            )
+        };
+        let n = s.sandbox.edit(path, old, new, all)?;
+        if !replacements.is_null() {
+            // SAFETY: checked non-NULL; writable by the caller's contract.
+            unsafe { *replacements = n as u64 };
+        }
+        Ok(())
+    })
+}
+
+/// Lists the directory `path` as JSON: `[{"name","kind","size"}]`, sorted
+/// by name, kinds `file`/`dir`/`symlink`/`other`.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
+/// `out` is valid for writes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_list(
+    sandbox: *const sg_sandbox,
+    path: *const c_char,
+    path_len: usize,
+    out: *mut sg_bytes,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, path, out) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(path, path_len, "path")?,
+                out_ptr(out, "out")?,
+            )
+        };
+        let entries: Vec<_> = s
+            .sandbox
+            .list(path)?
+            .into_iter()
+            .map(|e| json!({"name": e.name, "kind": e.kind.as_str(), "size": e.size}))
+            .collect();
+        put(out, json_bytes(json!(entries)));
+        Ok(())
+    })
+}
+
+/// Describes `path` (following a final symlink beneath the root): fills
+/// `kind`, `mode` and `size`; the other fields are 0.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
+/// `out` is valid for writes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_stat(
+    sandbox: *const sg_sandbox,
+    path: *const c_char,
+    path_len: usize,
+    out: *mut sg_stat,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, path, out) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(path, path_len, "path")?,
+                out_ptr(out, "out")?,
+            )
+        };
+        let st = s.sandbox.stat(path)?;
+        put(
+            out,
+            sg_stat {
+                kind: kind_value(st.kind),
+                mode: st.mode,
+                size: st.size,
+                nlink: 0,
+                dev: 0,
+                ino: 0,
+                uid: 0,
+                gid: 0,
+                mtime_sec: 0,
+                mtime_nsec: 0,
+            },
+        );
+        Ok(())
+    })
+}
+
+macro_rules! sandbox_path_op {
+    ($(#[$doc:meta])* $name:ident, $method:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// `sandbox` is NULL or a live sandbox; `path` points to `path_len`
+        /// bytes; `err` is NULL or valid for writes.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            sandbox: *const sg_sandbox,
+            path: *const c_char,
+            path_len: usize,
+            err: *mut *mut sg_error,
+        ) -> sg_status {
+            boundary(err, || {
+                // SAFETY: the caller's contract.
+                let (s, path) = unsafe { (handle(sandbox, "sandbox")?, arg_str(path, path_len, "path")?) };
+                s.sandbox.$method(path)
+            })
+        }
+    };
+}
+
+sandbox_path_op!(
+    /// Creates the directory `path` and any missing parents beneath the
+    /// write root.
+    sg_sandbox_mkdir,
+    mkdir
+);
+sandbox_path_op!(
+    /// Deletes the file, symlink or empty directory `path` beneath the
+    /// write root.
+    sg_sandbox_delete,
+    delete
+);
+
+/// Renames `from` to `to` beneath the write root; `to` must not exist.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; strings point to their lengths in
+/// bytes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_rename(
+    sandbox: *const sg_sandbox,
+    from: *const c_char,
+    from_len: usize,
+    to: *const c_char,
+    to_len: usize,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, from, to) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(from, from_len, "from")?,
+                arg_str(to, to_len, "to")?,
+            )
+        };
+        s.sandbox.rename(from, to)
+    })
+}
+
+/// Paths matching the glob `pattern` below `path` (NULL: the root) in every
+/// read root, as a JSON array of root-relative names. Symlinks are never
+/// followed.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; strings point to their lengths in
+/// bytes (`path` may be NULL); `out` is valid for writes; `err` is NULL or
+/// valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_glob(
+    sandbox: *const sg_sandbox,
+    pattern: *const c_char,
+    pattern_len: usize,
+    path: *const c_char,
+    path_len: usize,
+    out: *mut sg_bytes,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, pattern, path, out) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(pattern, pattern_len, "pattern")?,
+                arg_opt_str(path, path_len, "path")?,
+                out_ptr(out, "out")?,
+            )
+        };
+        put(out, json_bytes(json!(s.sandbox.glob(pattern, path)?)));
+        Ok(())
+    })
+}
+
+/// Lines matching the regular expression `pattern` in files below `path`
+/// (NULL: the root), at most `max_results` (0: the default of 100), as
+/// JSON: `[{"path","line","text"}]`.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; strings point to their lengths in
+/// bytes (`path` may be NULL); `out` is valid for writes; `err` is NULL or
+/// valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_grep(
+    sandbox: *const sg_sandbox,
+    pattern: *const c_char,
+    pattern_len: usize,
+    path: *const c_char,
+    path_len: usize,
+    max_results: u32,
+    out: *mut sg_bytes,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, pattern, path, out) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(pattern, pattern_len, "pattern")?,
+                arg_opt_str(path, path_len, "path")?,
+                out_ptr(out, "out")?,
+            )
+        };
+        let max = (max_results != 0).then_some(max_results as usize);
+        let matches: Vec<_> = s
+            .sandbox
+            .grep(pattern, path, max)?
+            .into_iter()
+            .map(|m| json!({"path": m.path, "line": m.line, "text": m.text}))
+            .collect();
+        put(out, json_bytes(json!(matches)));
+        Ok(())
+    })
+}
