@@ -6,11 +6,14 @@
 //! - `test`: every test (what `ci` runs after the checks).
 //! - `bench`: every criterion benchmark of the workspace.
 //! - `codegen [--check]`: generates include/sandgate.h (see [`codegen`]).
+//! - `bindings [--release]`: builds libsandgate into target/lib (see
+//!   [`bindings`]).
 //! - `bench-tool [N] [--runs R] [--cpu C] [--keep]`: requests per second of
 //!   `sandgate tool` on a generated session of N small requests (see
 //!   [`bench_tool`]).
 
 mod bench_tool;
+mod bindings;
 mod codegen;
 
 use std::env;
@@ -27,6 +30,7 @@ fn main() -> ExitCode {
         "bench" => bench(&args[1..]),
         "bench-tool" => bench_tool::run(&args[1..]),
         "codegen" => codegen::run(&args[1..]),
+        "bindings" => bindings::run(&args[1..]),
         "help" | "--help" | "-h" => {
             println!("usage: cargo xtask <ci|test|bench|bench-tool [N]>");
             Ok(())

@@ -1,0 +1,56 @@
+//! `cargo xtask bindings [--release]`: builds libsandgate (crates/ffi) once
+//! and puts it where the bindings look for it: `target/lib/` of the
+//! workspace (or `$SANDGATE_LIB_DIR`), as `libsandgate.a` (linked by the Go
+//! binding) and `libsandgate.so` (loaded by the Python binding).
+
+use std::env;
+use std::fs;
+use std::path::PathBuf;
+
+use crate::{cargo, step, workspace_root};
+
+/// Where `cargo build` puts the library for `profile`.
+fn build_dir(profile: &str) -> PathBuf {
+    let target = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    let target = if target.is_absolute() {
+        target
+    } else {
+        workspace_root().join(target)
+    };
+    target.join(profile)
+}
+
+/// The directory the bindings load the library from.
+pub fn lib_dir() -> PathBuf {
+    env::var_os("SANDGATE_LIB_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/lib"))
+}
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let release = match args {
+        [] => false,
+        [a] if a == "--release" => true,
+        _ => return Err("usage: cargo xtask bindings [--release]".into()),
+    };
+    let mut build = vec!["build", "-p", "sandgate-ffi"];
+    if release {
+        build.push("--release");
+    }
+    step("build libsandgate", &cargo(), &build)?;
+    let from = build_dir(if release { "release" } else { "debug" });
+    let to = lib_dir();
+    fs::create_dir_all(&to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
+    for name in ["libsandgate.a", "libsandgate.so"] {
+        let (src, dst) = (from.join(name), to.join(name));
+        // Copy to a temporary name and rename, so a process loading the
+        // library never sees a half-written file.
+        let tmp = to.join(format!(".{name}.tmp"));
+        fs::copy(&src, &tmp).map_err(|e| format!("cannot copy {}: {e}", src.display()))?;
+        fs::rename(&tmp, &dst).map_err(|e| format!("cannot install {}: {e}", dst.display()))?;
+    }
+    eprintln!("libsandgate installed in {}", to.display());
+    Ok(())
+}
