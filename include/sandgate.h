@@ -93,6 +93,34 @@ typedef struct sg_exec_result {
 // Which resolver a root uses.
 typedef uint32_t sg_resolver;
 
+// The kind of a file.
+typedef uint32_t sg_kind;
+
+// What a stat answers. `sg_sandbox_stat` fills `kind`, `mode` and `size`
+// and sets the rest to 0.
+typedef struct sg_stat {
+  // An `SG_KIND_*` value.
+  sg_kind kind;
+  // Permission bits (`st_mode & 07777`).
+  uint32_t mode;
+  // Size in bytes.
+  uint64_t size;
+  // Number of hard links.
+  uint64_t nlink;
+  // Device.
+  uint64_t dev;
+  // Inode number.
+  uint64_t ino;
+  // Owner.
+  uint32_t uid;
+  // Group.
+  uint32_t gid;
+  // Modification time, seconds since the epoch.
+  int64_t mtime_sec;
+  // Modification time, nanoseconds.
+  uint32_t mtime_nsec;
+} sg_stat;
+
 // One audit event, valid only during the callback.
 typedef struct sg_audit_event {
   // The operation (`"read"`, `"write"`, …), NUL-terminated.
@@ -131,34 +159,6 @@ typedef struct sg_lines {
   // Whether the read cap cut the range short.
   bool truncated;
 } sg_lines;
-
-// The kind of a file.
-typedef uint32_t sg_kind;
-
-// What a stat answers. `sg_sandbox_stat` fills `kind`, `mode` and `size`
-// and sets the rest to 0.
-typedef struct sg_stat {
-  // An `SG_KIND_*` value.
-  sg_kind kind;
-  // Permission bits (`st_mode & 07777`).
-  uint32_t mode;
-  // Size in bytes.
-  uint64_t size;
-  // Number of hard links.
-  uint64_t nlink;
-  // Device.
-  uint64_t dev;
-  // Inode number.
-  uint64_t ino;
-  // Owner.
-  uint32_t uid;
-  // Group.
-  uint32_t gid;
-  // Modification time, seconds since the epoch.
-  int64_t mtime_sec;
-  // Modification time, nanoseconds.
-  uint32_t mtime_nsec;
-} sg_stat;
 
 // Success.
 #define SG_OK 0
@@ -365,8 +365,8 @@ sg_status sg_executor_new(const struct sg_policy *policy,
 // no call on it in progress.
 void sg_executor_free(struct sg_executor *executor);
 
-// Starts the executor: creates its private temporary directory and
-// prepares confinement (`E_CONFINE_UNAVAILABLE` with `confine =
+// Starts the executor (a command also starts it on first use): creates
+// its private temporary directory and prepares confinement (`E_CONFINE_UNAVAILABLE` with `confine =
 // "required"` on a kernel that lacks a part). Starting twice does nothing.
 //
 // # Safety
@@ -374,8 +374,8 @@ void sg_executor_free(struct sg_executor *executor);
 // `executor` is NULL or a live executor; `err` is NULL or valid for writes.
 sg_status sg_executor_start(const struct sg_executor *executor, struct sg_error **err);
 
-// Ends the session: removes the private temporary directory; later calls
-// answer `E_NOT_STARTED` until started again.
+// Ends the session: ends running commands and removes the private
+// temporary directory. A later command starts a new session.
 //
 // # Safety
 //
@@ -586,6 +586,18 @@ sg_status sg_root_open_file(const struct sg_root *root,
                             int32_t *fd,
                             struct sg_error **err);
 
+// Removes the file, symlink or empty directory `path` beneath the root (a
+// final symlink is removed, not followed), like Go's `Root.Remove`.
+//
+// # Safety
+//
+// `root` is NULL or a live root; `path` points to `path_len` bytes; `err`
+// is NULL or valid for writes.
+sg_status sg_root_remove(const struct sg_root *root,
+                         const char *path,
+                         size_t path_len,
+                         struct sg_error **err);
+
 // Creates the directory `path` beneath the root with permission bits
 // `mode` (before the umask), like Go's `Root.Mkdir`.
 //
@@ -597,6 +609,32 @@ sg_status sg_root_mkdir(const struct sg_root *root,
                         const char *path,
                         size_t path_len,
                         uint32_t mode,
+                        struct sg_error **err);
+
+// Describes `path` beneath the root, following a final symlink beneath the
+// root (Go's `Root.Stat`).
+//
+// # Safety
+//
+// `root` is NULL or a live root; `path` points to `path_len` bytes; `out`
+// is valid for writes; `err` is NULL or valid for writes.
+sg_status sg_root_stat(const struct sg_root *root,
+                       const char *path,
+                       size_t path_len,
+                       struct sg_stat *out,
+                       struct sg_error **err);
+
+// Describes `path` beneath the root without following a final symlink
+// (Go's `Root.Lstat`).
+//
+// # Safety
+//
+// `root` is NULL or a live root; `path` points to `path_len` bytes; `out`
+// is valid for writes; `err` is NULL or valid for writes.
+sg_status sg_root_lstat(const struct sg_root *root,
+                        const char *path,
+                        size_t path_len,
+                        struct sg_stat *out,
                         struct sg_error **err);
 
 // The stored target of the symlink `path` beneath the root (Go's
@@ -648,6 +686,102 @@ sg_status sg_sandbox_options_from_policy(const struct sg_policy *policy,
 // `options` is NULL or options from this library, freed once.
 void sg_sandbox_options_free(struct sg_sandbox_options *options);
 
+// Adds a read root (a host directory; the first root holding a name wins).
+// The write root grants no reads by itself: add it here too to read it.
+//
+// # Safety
+//
+// `options` is NULL or live options used by this thread only; the string
+// points to its length in bytes; `err` is NULL or valid for writes.
+sg_status sg_sandbox_options_add_read_root(struct sg_sandbox_options *options,
+                                           const char *value,
+                                           size_t value_len,
+                                           struct sg_error **err);
+
+// Sets the write root (a host directory).
+//
+// # Safety
+//
+// `options` is NULL or live options used by this thread only; the string
+// points to its length in bytes; `err` is NULL or valid for writes.
+sg_status sg_sandbox_options_set_write_root(struct sg_sandbox_options *options,
+                                            const char *value,
+                                            size_t value_len,
+                                            struct sg_error **err);
+
+// Adds a deny-write pattern (SPEC §5); checked when the sandbox is built.
+//
+// # Safety
+//
+// `options` is NULL or live options used by this thread only; the string
+// points to its length in bytes; `err` is NULL or valid for writes.
+sg_status sg_sandbox_options_add_deny_write(struct sg_sandbox_options *options,
+                                            const char *value,
+                                            size_t value_len,
+                                            struct sg_error **err);
+
+// Sets the read cap in bytes.
+//
+// # Safety
+//
+// `options` is NULL or live options used by this thread only; `err` is
+// NULL or valid for writes.
+sg_status sg_sandbox_options_set_max_read_bytes(struct sg_sandbox_options *options,
+                                                uint64_t n,
+                                                struct sg_error **err);
+
+// Sets the write cap in bytes.
+//
+// # Safety
+//
+// `options` is NULL or live options used by this thread only; `err` is
+// NULL or valid for writes.
+sg_status sg_sandbox_options_set_max_write_bytes(struct sg_sandbox_options *options,
+                                                 uint64_t n,
+                                                 struct sg_error **err);
+
+// The host's half of the overwrite rule: whether existing files may be
+// replaced at all (each write must still ask).
+//
+// # Safety
+//
+// `options` is NULL or live options used by this thread only; `err` is
+// NULL or valid for writes.
+sg_status sg_sandbox_options_set_allow_overwrite(struct sg_sandbox_options *options,
+                                                 bool on,
+                                                 struct sg_error **err);
+
+// Restricted mode: `.git` is protected and hard links are refused.
+//
+// # Safety
+//
+// `options` is NULL or live options used by this thread only; `err` is
+// NULL or valid for writes.
+sg_status sg_sandbox_options_set_restricted(struct sg_sandbox_options *options,
+                                            bool on,
+                                            struct sg_error **err);
+
+// The resolver the roots use (`SG_RESOLVER_*`).
+//
+// # Safety
+//
+// `options` is NULL or live options used by this thread only; `err` is
+// NULL or valid for writes.
+sg_status sg_sandbox_options_set_resolver(struct sg_sandbox_options *options,
+                                          sg_resolver resolver,
+                                          struct sg_error **err);
+
+// Limits the number of file operations (every call counts, refused ones
+// included).
+//
+// # Safety
+//
+// `options` is NULL or live options used by this thread only; `err` is
+// NULL or valid for writes.
+sg_status sg_sandbox_options_set_fs_ops_budget(struct sg_sandbox_options *options,
+                                               uint64_t n,
+                                               struct sg_error **err);
+
 // Sets the audit callback (NULL removes it). See `sg_audit_fn`.
 //
 // # Safety
@@ -688,8 +822,8 @@ void sg_sandbox_free(struct sg_sandbox *sandbox);
 // `sandbox` is NULL or a live sandbox; `err` is NULL or valid for writes.
 sg_status sg_sandbox_close(const struct sg_sandbox *sandbox, struct sg_error **err);
 
-// Warnings about the sandbox's configuration (e.g. a read root inside the
-// write root), as a JSON array of strings.
+// Deny-pattern components that were malformed and treated as `*` (fail
+// closed), one message each, as a JSON array of strings.
 //
 // # Safety
 //
@@ -792,6 +926,30 @@ sg_status sg_sandbox_stat(const struct sg_sandbox *sandbox,
                           size_t path_len,
                           struct sg_stat *out,
                           struct sg_error **err);
+
+// Creates the directory `path` and any missing parents beneath the write
+// root.
+//
+// # Safety
+//
+// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
+// `err` is NULL or valid for writes.
+sg_status sg_sandbox_mkdir(const struct sg_sandbox *sandbox,
+                           const char *path,
+                           size_t path_len,
+                           struct sg_error **err);
+
+// Deletes the file, symlink or empty directory `path` beneath the write
+// root.
+//
+// # Safety
+//
+// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
+// `err` is NULL or valid for writes.
+sg_status sg_sandbox_delete(const struct sg_sandbox *sandbox,
+                            const char *path,
+                            size_t path_len,
+                            struct sg_error **err);
 
 // Renames `from` to `to` beneath the write root; `to` must not exist.
 //

@@ -2,18 +2,21 @@
 //! needs nothing beyond the toolchain.
 //!
 //! Tasks:
-//! - `ci`: formatting check, clippy with warnings denied, every test.
+//! - `ci`: formatting check, header check, clippy with warnings denied,
+//!   every test (Rust, then C and the bindings).
 //! - `test`: every test (what `ci` runs after the checks).
 //! - `bench`: every criterion benchmark of the workspace.
 //! - `codegen [--check]`: generates include/sandgate.h (see [`codegen`]).
 //! - `bindings [--release]`: builds libsandgate into target/lib (see
 //!   [`bindings`]).
+//! - `c-test`: the C ABI's test program, under valgrind (see [`c_test`]).
 //! - `bench-tool [N] [--runs R] [--cpu C] [--keep]`: requests per second of
 //!   `sandgate tool` on a generated session of N small requests (see
 //!   [`bench_tool`]).
 
 mod bench_tool;
 mod bindings;
+mod c_test;
 mod codegen;
 
 use std::env;
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
         "bench-tool" => bench_tool::run(&args[1..]),
         "codegen" => codegen::run(&args[1..]),
         "bindings" => bindings::run(&args[1..]),
+        "c-test" => c_test::run(&args[1..]),
         "help" | "--help" | "-h" => {
             println!("usage: cargo xtask <ci|test|bench|bench-tool [N]>");
             Ok(())
@@ -82,6 +86,7 @@ fn cargo() -> String {
 fn ci() -> Result<(), String> {
     let cargo = cargo();
     step("fmt", &cargo, &["fmt", "--all", "--check"])?;
+    codegen::run(&["--check".to_owned()])?;
     step(
         "clippy",
         &cargo,
@@ -100,7 +105,9 @@ fn ci() -> Result<(), String> {
 fn test() -> Result<(), String> {
     let cargo = cargo();
     step("test", &cargo, &["test", "--workspace", "--all-targets"])?;
-    step("doctest", &cargo, &["test", "--workspace", "--doc"])
+    step("doctest", &cargo, &["test", "--workspace", "--doc"])?;
+    // The C ABI and the bindings, against the library built once here.
+    c_test::run(&[])
 }
 
 fn bench(extra: &[String]) -> Result<(), String> {

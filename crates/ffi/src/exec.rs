@@ -87,8 +87,8 @@ pub unsafe extern "C" fn sg_executor_free(executor: *mut sg_executor) {
     unsafe { free_handle(executor) }
 }
 
-/// Starts the executor: creates its private temporary directory and
-/// prepares confinement (`E_CONFINE_UNAVAILABLE` with `confine =
+/// Starts the executor (a command also starts it on first use): creates
+/// its private temporary directory and prepares confinement (`E_CONFINE_UNAVAILABLE` with `confine =
 /// "required"` on a kernel that lacks a part). Starting twice does nothing.
 ///
 /// # Safety
@@ -105,8 +105,8 @@ pub unsafe extern "C" fn sg_executor_start(
     })
 }
 
-/// Ends the session: removes the private temporary directory; later calls
-/// answer `E_NOT_STARTED` until started again.
+/// Ends the session: ends running commands and removes the private
+/// temporary directory. A later command starts a new session.
 ///
 /// # Safety
 ///

@@ -8,7 +8,7 @@ use std::os::fd::IntoRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
-use facade::rootfs::{Metadata, OpenOptions, RenameMode, Root};
+use facade::rootfs::{self, Metadata, OpenOptions, RenameMode, Root};
 use facade::{Error, FileKind, Resolver};
 
 use crate::error::*;
@@ -274,37 +274,27 @@ pub unsafe extern "C" fn sg_root_open_file(
     })
 }
 
-macro_rules! path_op {
-    ($(#[$doc:meta])* $name:ident, |$r:ident, $p:ident| $body:expr) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        ///
-        /// `root` is NULL or a live root; `path` points to `path_len` bytes;
-        /// `err` is NULL or valid for writes.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            root: *const sg_root,
-            path: *const c_char,
-            path_len: usize,
-            err: *mut *mut sg_error,
-        ) -> sg_status {
-            boundary(err, || {
-                // SAFETY: the caller's contract.
-                let ($r, $p) = unsafe { (handle(root, "root")?, arg_path(path, path_len, "path")?) };
-                $body?;
-                Ok(())
-            })
-        }
-    };
+/// Removes the file, symlink or empty directory `path` beneath the root (a
+/// final symlink is removed, not followed), like Go's `Root.Remove`.
+///
+/// # Safety
+///
+/// `root` is NULL or a live root; `path` points to `path_len` bytes; `err`
+/// is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_root_remove(
+    root: *const sg_root,
+    path: *const c_char,
+    path_len: usize,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (r, p) = unsafe { (handle(root, "root")?, arg_path(path, path_len, "path")?) };
+        r.root.remove(p)?;
+        Ok(())
+    })
 }
-
-path_op!(
-    /// Removes the file, symlink or empty directory `path` beneath the root
-    /// (a final symlink is removed, not followed), like Go's `Root.Remove`.
-    sg_root_remove,
-    |r, p| r.root.remove(p)
-);
 
 /// Creates the directory `path` beneath the root with permission bits
 /// `mode` (before the umask), like Go's `Root.Mkdir`.
@@ -332,51 +322,71 @@ pub unsafe extern "C" fn sg_root_mkdir(
     })
 }
 
-macro_rules! stat_op {
-    ($(#[$doc:meta])* $name:ident, $method:ident) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        ///
-        /// `root` is NULL or a live root; `path` points to `path_len` bytes;
-        /// `out` is valid for writes; `err` is NULL or valid for writes.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            root: *const sg_root,
-            path: *const c_char,
-            path_len: usize,
-            out: *mut sg_stat,
-            err: *mut *mut sg_error,
-        ) -> sg_status {
-            boundary(err, || {
-                // SAFETY: the caller's contract.
-                let (r, p, out) = unsafe {
-                    (
-                        handle(root, "root")?,
-                        arg_path(path, path_len, "path")?,
-                        out_ptr(out, "out")?,
-                    )
-                };
-                let m = r.root.$method(p)?;
-                put(out, stat_of(&m));
-                Ok(())
-            })
-        }
-    };
+/// The body of `sg_root_stat` and `sg_root_lstat`.
+///
+/// # Safety
+///
+/// As those functions.
+unsafe fn stat_with(
+    root: *const sg_root,
+    path: *const c_char,
+    path_len: usize,
+    out: *mut sg_stat,
+    err: *mut *mut sg_error,
+    f: impl FnOnce(&Root, &Path) -> rootfs::Result<Metadata>,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (r, p, out) = unsafe {
+            (
+                handle(root, "root")?,
+                arg_path(path, path_len, "path")?,
+                out_ptr(out, "out")?,
+            )
+        };
+        let m = f(&r.root, p)?;
+        put(out, stat_of(&m));
+        Ok(())
+    })
 }
 
-stat_op!(
-    /// Describes `path` beneath the root, following a final symlink beneath
-    /// the root (Go's `Root.Stat`).
-    sg_root_stat,
-    stat
-);
-stat_op!(
-    /// Describes `path` beneath the root without following a final symlink
-    /// (Go's `Root.Lstat`).
-    sg_root_lstat,
-    lstat
-);
+/// Describes `path` beneath the root, following a final symlink beneath the
+/// root (Go's `Root.Stat`).
+///
+/// # Safety
+///
+/// `root` is NULL or a live root; `path` points to `path_len` bytes; `out`
+/// is valid for writes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_root_stat(
+    root: *const sg_root,
+    path: *const c_char,
+    path_len: usize,
+    out: *mut sg_stat,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    // SAFETY: forwarded contract.
+    unsafe { stat_with(root, path, path_len, out, err, |r, p| r.stat(p)) }
+}
+
+/// Describes `path` beneath the root without following a final symlink
+/// (Go's `Root.Lstat`).
+///
+/// # Safety
+///
+/// `root` is NULL or a live root; `path` points to `path_len` bytes; `out`
+/// is valid for writes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_root_lstat(
+    root: *const sg_root,
+    path: *const c_char,
+    path_len: usize,
+    out: *mut sg_stat,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    // SAFETY: forwarded contract.
+    unsafe { stat_with(root, path, path_len, out, err, |r, p| r.lstat(p)) }
+}
 
 /// The stored target of the symlink `path` beneath the root (Go's
 /// `Root.Readlink`). The target is returned as stored, never resolved.

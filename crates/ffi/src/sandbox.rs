@@ -146,96 +146,206 @@ unsafe fn options<'a>(o: *mut sg_sandbox_options) -> Result<&'a mut SandboxBuild
         .ok_or_else(|| request("options is NULL"))
 }
 
-macro_rules! options_setter {
-    ($(#[$doc:meta])* $name:ident($arg:ident: $ty:ty) |$b:ident| $body:expr) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        ///
-        /// `options` is NULL or live options used by this thread only; `err`
-        /// is NULL or valid for writes.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            options: *mut sg_sandbox_options,
-            $arg: $ty,
-            err: *mut *mut sg_error,
-        ) -> sg_status {
-            boundary(err, || {
-                // SAFETY: the caller's contract.
-                let $b = unsafe { self::options(options)? };
-                $body;
-                Ok(())
-            })
-        }
-    };
+/// Adds a read root (a host directory; the first root holding a name wins).
+/// The write root grants no reads by itself: add it here too to read it.
+///
+/// # Safety
+///
+/// `options` is NULL or live options used by this thread only; the string
+/// points to its length in bytes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_options_add_read_root(
+    options: *mut sg_sandbox_options,
+    value: *const c_char,
+    value_len: usize,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (b, s) = unsafe {
+            (
+                self::options(options)?,
+                arg_str(value, value_len, "read root")?,
+            )
+        };
+        b.read_root(s);
+        Ok(())
+    })
 }
 
-macro_rules! options_str_setter {
-    ($(#[$doc:meta])* $name:ident, $what:literal, |$b:ident, $s:ident| $body:expr) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        ///
-        /// `options` is NULL or live options used by this thread only; the
-        /// string points to its length in bytes; `err` is NULL or valid for
-        /// writes.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            options: *mut sg_sandbox_options,
-            value: *const c_char,
-            value_len: usize,
-            err: *mut *mut sg_error,
-        ) -> sg_status {
-            boundary(err, || {
-                // SAFETY: the caller's contract.
-                let ($b, $s) = unsafe { (self::options(options)?, arg_str(value, value_len, $what)?) };
-                $body;
-                Ok(())
-            })
-        }
-    };
+/// Sets the write root (a host directory).
+///
+/// # Safety
+///
+/// `options` is NULL or live options used by this thread only; the string
+/// points to its length in bytes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_options_set_write_root(
+    options: *mut sg_sandbox_options,
+    value: *const c_char,
+    value_len: usize,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (b, s) = unsafe {
+            (
+                self::options(options)?,
+                arg_str(value, value_len, "write root")?,
+            )
+        };
+        b.write_root(s);
+        Ok(())
+    })
 }
 
-options_str_setter!(
-    /// Adds a read root (a host directory; the first root holding a name
-    /// wins). The write root is readable too.
-    sg_sandbox_options_add_read_root, "read root", |b, s| b.read_root(s)
-);
-options_str_setter!(
-    /// Sets the write root (a host directory).
-    sg_sandbox_options_set_write_root, "write root", |b, s| b.write_root(s)
-);
-options_str_setter!(
-    /// Adds a deny-write pattern (SPEC §5); checked when the sandbox is
-    /// built.
-    sg_sandbox_options_add_deny_write, "deny-write pattern", |b, s| b.deny_write(s)
-);
-options_setter!(
-    /// Sets the read cap in bytes.
-    sg_sandbox_options_set_max_read_bytes(n: u64) |b| b.max_read_bytes(n)
-);
-options_setter!(
-    /// Sets the write cap in bytes.
-    sg_sandbox_options_set_max_write_bytes(n: u64) |b| b.max_write_bytes(n)
-);
-options_setter!(
-    /// The host's half of the overwrite rule: whether existing files may be
-    /// replaced at all (each write must still ask).
-    sg_sandbox_options_set_allow_overwrite(on: bool) |b| b.allow_overwrite(on)
-);
-options_setter!(
-    /// Restricted mode: `.git` is protected and hard links are refused.
-    sg_sandbox_options_set_restricted(on: bool) |b| b.restricted(on)
-);
-options_setter!(
-    /// The resolver the roots use (`SG_RESOLVER_*`).
-    sg_sandbox_options_set_resolver(resolver: sg_resolver) |b| b.resolver(resolver_of(resolver)?)
-);
-options_setter!(
-    /// Limits the number of file operations (every call counts, refused ones
-    /// included).
-    sg_sandbox_options_set_fs_ops_budget(n: u64) |b| b.fs_ops_budget(Some(n))
-);
+/// Adds a deny-write pattern (SPEC §5); checked when the sandbox is built.
+///
+/// # Safety
+///
+/// `options` is NULL or live options used by this thread only; the string
+/// points to its length in bytes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_options_add_deny_write(
+    options: *mut sg_sandbox_options,
+    value: *const c_char,
+    value_len: usize,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (b, s) = unsafe {
+            (
+                self::options(options)?,
+                arg_str(value, value_len, "deny-write pattern")?,
+            )
+        };
+        b.deny_write(s);
+        Ok(())
+    })
+}
+
+/// Sets the read cap in bytes.
+///
+/// # Safety
+///
+/// `options` is NULL or live options used by this thread only; `err` is
+/// NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_options_set_max_read_bytes(
+    options: *mut sg_sandbox_options,
+    n: u64,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let b = unsafe { self::options(options)? };
+        b.max_read_bytes(n);
+        Ok(())
+    })
+}
+
+/// Sets the write cap in bytes.
+///
+/// # Safety
+///
+/// `options` is NULL or live options used by this thread only; `err` is
+/// NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_options_set_max_write_bytes(
+    options: *mut sg_sandbox_options,
+    n: u64,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let b = unsafe { self::options(options)? };
+        b.max_write_bytes(n);
+        Ok(())
+    })
+}
+
+/// The host's half of the overwrite rule: whether existing files may be
+/// replaced at all (each write must still ask).
+///
+/// # Safety
+///
+/// `options` is NULL or live options used by this thread only; `err` is
+/// NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_options_set_allow_overwrite(
+    options: *mut sg_sandbox_options,
+    on: bool,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let b = unsafe { self::options(options)? };
+        b.allow_overwrite(on);
+        Ok(())
+    })
+}
+
+/// Restricted mode: `.git` is protected and hard links are refused.
+///
+/// # Safety
+///
+/// `options` is NULL or live options used by this thread only; `err` is
+/// NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_options_set_restricted(
+    options: *mut sg_sandbox_options,
+    on: bool,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let b = unsafe { self::options(options)? };
+        b.restricted(on);
+        Ok(())
+    })
+}
+
+/// The resolver the roots use (`SG_RESOLVER_*`).
+///
+/// # Safety
+///
+/// `options` is NULL or live options used by this thread only; `err` is
+/// NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_options_set_resolver(
+    options: *mut sg_sandbox_options,
+    resolver: sg_resolver,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let b = unsafe { self::options(options)? };
+        b.resolver(resolver_of(resolver)?);
+        Ok(())
+    })
+}
+
+/// Limits the number of file operations (every call counts, refused ones
+/// included).
+///
+/// # Safety
+///
+/// `options` is NULL or live options used by this thread only; `err` is
+/// NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_options_set_fs_ops_budget(
+    options: *mut sg_sandbox_options,
+    n: u64,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let b = unsafe { self::options(options)? };
+        b.fs_ops_budget(Some(n));
+        Ok(())
+    })
+}
 
 /// Sets the audit callback (NULL removes it). See `sg_audit_fn`.
 ///
@@ -323,8 +433,8 @@ fn json_bytes(v: serde_json::Value) -> sg_bytes {
     sg_bytes::from_vec(v.to_string().into_bytes())
 }
 
-/// Warnings about the sandbox's configuration (e.g. a read root inside the
-/// write root), as a JSON array of strings.
+/// Deny-pattern components that were malformed and treated as `*` (fail
+/// closed), one message each, as a JSON array of strings.
 ///
 /// # Safety
 ///
@@ -598,42 +708,57 @@ pub unsafe extern "C" fn sg_sandbox_stat(
     })
 }
 
-macro_rules! sandbox_path_op {
-    ($(#[$doc:meta])* $name:ident, $method:ident) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        ///
-        /// `sandbox` is NULL or a live sandbox; `path` points to `path_len`
-        /// bytes; `err` is NULL or valid for writes.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            sandbox: *const sg_sandbox,
-            path: *const c_char,
-            path_len: usize,
-            err: *mut *mut sg_error,
-        ) -> sg_status {
-            boundary(err, || {
-                // SAFETY: the caller's contract.
-                let (s, path) = unsafe { (handle(sandbox, "sandbox")?, arg_str(path, path_len, "path")?) };
-                s.sandbox.$method(path)
-            })
-        }
-    };
+/// Creates the directory `path` and any missing parents beneath the write
+/// root.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
+/// `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_mkdir(
+    sandbox: *const sg_sandbox,
+    path: *const c_char,
+    path_len: usize,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, path) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(path, path_len, "path")?,
+            )
+        };
+        s.sandbox.mkdir(path)
+    })
 }
 
-sandbox_path_op!(
-    /// Creates the directory `path` and any missing parents beneath the
-    /// write root.
-    sg_sandbox_mkdir,
-    mkdir
-);
-sandbox_path_op!(
-    /// Deletes the file, symlink or empty directory `path` beneath the
-    /// write root.
-    sg_sandbox_delete,
-    delete
-);
+/// Deletes the file, symlink or empty directory `path` beneath the write
+/// root.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
+/// `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_delete(
+    sandbox: *const sg_sandbox,
+    path: *const c_char,
+    path_len: usize,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, path) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(path, path_len, "path")?,
+            )
+        };
+        s.sandbox.delete(path)
+    })
+}
 
 /// Renames `from` to `to` beneath the write root; `to` must not exist.
 ///

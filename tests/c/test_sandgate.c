@@ -1,0 +1,627 @@
+/*
+ * The C ABI's own test: calls every function of include/sandgate.h on real
+ * files and processes, checks each answer, and frees everything it is given,
+ * so that a run under valgrind proves no error and no leak.
+ *
+ * Build and run: cargo xtask c-test (compiles with -std=c11 -Wall -Werror
+ * -pedantic and runs under valgrind when it is installed).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sandgate.h"
+
+static int failures;
+static int checks;
+
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    checks++;                                                                  \
+    if (!(cond)) {                                                             \
+      failures++;                                                              \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                          \
+  } while (0)
+
+/* Expects `st` to be `want`; on a failure, prints the error. Frees `err`. */
+#define EXPECT(st, want, err)                                                  \
+  do {                                                                         \
+    sg_status got_ = (st);                                                     \
+    checks++;                                                                  \
+    if (got_ != (want)) {                                                      \
+      failures++;                                                              \
+      fprintf(stderr, "%s:%d: %s: got %s (%s), want %s\n", __FILE__,           \
+              __LINE__, #st, sg_code_name(got_),                               \
+              (err) ? sg_error_message(err) : "no error object",               \
+              sg_code_name(want));                                             \
+    }                                                                          \
+    sg_error_free(err);                                                        \
+    (err) = NULL;                                                              \
+  } while (0)
+
+#define S(lit) (lit), (sizeof(lit) - 1)
+#define B(lit) (const uint8_t *)(lit), (sizeof(lit) - 1)
+
+static char dir[256];
+static char path_buf[512];
+
+static const char *at(const char *rel) {
+  snprintf(path_buf, sizeof path_buf, "%s/%s", dir, rel);
+  return path_buf;
+}
+
+static void put_file(const char *rel, const char *text) {
+  FILE *f = fopen(at(rel), "w");
+  if (f == NULL) {
+    perror(rel);
+    exit(2);
+  }
+  fputs(text, f);
+  fclose(f);
+}
+
+static void make_dir(const char *rel) {
+  if (mkdir(at(rel), 0755) != 0) {
+    perror(rel);
+    exit(2);
+  }
+}
+
+static int bytes_eq(const sg_bytes *b, const char *s) {
+  size_t n = strlen(s);
+  return b->len == n && (n == 0 || memcmp(b->ptr, s, n) == 0);
+}
+
+static int bytes_contains(const sg_bytes *b, const char *s) {
+  size_t n = strlen(s);
+  size_t i;
+  if (b->len < n) {
+    return 0;
+  }
+  for (i = 0; i + n <= b->len; i++) {
+    if (memcmp(b->ptr + i, s, n) == 0) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* ----- version, codes, errors ----- */
+
+static void test_version_and_codes(void) {
+  uint32_t v = sg_abi_version();
+  CHECK(v >> 16 == SANDGATE_ABI_MAJOR);
+  CHECK((long)(v & 0xffff) >= (long)SANDGATE_ABI_MINOR);
+  CHECK(strcmp(sg_version(), SANDGATE_VERSION) == 0);
+  CHECK(strcmp(sg_code_name(SG_OK), "OK") == 0);
+  CHECK(strcmp(sg_code_name(SG_E_PATH_ESCAPE), "E_PATH_ESCAPE") == 0);
+  CHECK(strcmp(sg_code_name(SG_E_INTERNAL), "E_INTERNAL") == 0);
+  CHECK(sg_code_name(1000) == NULL);
+  /* Accessors answer NULL errors without crashing. */
+  CHECK(sg_error_code(NULL) == SG_E_REQUEST);
+  CHECK(sg_error_code_name(NULL) == NULL);
+  CHECK(sg_error_message(NULL) == NULL);
+  CHECK(sg_error_path(NULL) == NULL);
+  CHECK(sg_error_pattern(NULL) == NULL);
+  CHECK(sg_error_key(NULL) == NULL);
+  CHECK(sg_error_errno(NULL) == 0);
+  sg_error_free(NULL);
+  sg_bytes_free(NULL);
+}
+
+/* ----- the root layer ----- */
+
+static void test_root(void) {
+  sg_root *root = NULL, *sub = NULL;
+  sg_error *err = NULL;
+  sg_stat st;
+  sg_bytes b = {NULL, 0};
+  int fd = -1;
+  char buf[64];
+  ssize_t n;
+
+  make_dir("r");
+  make_dir("r/sub");
+  put_file("r/sub/hello.txt", "hello\n");
+  put_file("secret.txt", "TOP SECRET\n");
+  CHECK(symlink("sub/hello.txt", at("r/link")) == 0);
+  CHECK(symlink("../secret.txt", at("r/out")) == 0);
+
+  EXPECT(sg_root_open(at("r"), strlen(at("r")), SG_RESOLVER_AUTO, &root, &err),
+         SG_OK, err);
+  CHECK(root != NULL);
+
+  EXPECT(sg_root_name(root, &b, &err), SG_OK, err);
+  CHECK(bytes_contains(&b, "/r"));
+  sg_bytes_free(&b);
+  CHECK(b.ptr == NULL && b.len == 0);
+
+  /* Open returns a descriptor the caller owns. */
+  EXPECT(sg_root_open_file(root, S("sub/../link"), O_RDONLY, 0, &fd, &err),
+         SG_OK, err);
+  CHECK(fd >= 0);
+  n = read(fd, buf, sizeof buf);
+  CHECK(n == 6 && memcmp(buf, "hello\n", 6) == 0);
+  CHECK(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+  close(fd);
+
+  /* Escapes, every way: the error says so and names the path. */
+  EXPECT(sg_root_open_file(root, S("out"), O_RDONLY, 0, &fd, &err),
+         SG_E_PATH_ESCAPE, err);
+  err = NULL;
+  CHECK(sg_root_open_file(root, S("../secret.txt"), O_RDONLY, 0, &fd, &err) ==
+        SG_E_PATH_ESCAPE);
+  CHECK(err != NULL);
+  CHECK(sg_error_code(err) == SG_E_PATH_ESCAPE);
+  CHECK(strcmp(sg_error_code_name(err), "E_PATH_ESCAPE") == 0);
+  CHECK(sg_error_message(err) != NULL && strlen(sg_error_message(err)) > 0);
+  CHECK(sg_error_path(err) != NULL);
+  CHECK(sg_error_pattern(err) == NULL);
+  CHECK(sg_error_key(err) == NULL);
+  CHECK(strstr(sg_error_message(err), dir) == NULL);
+  sg_error_free(err);
+  err = NULL;
+  EXPECT(sg_root_stat(root, S("/etc/passwd"), &st, &err), SG_E_PATH_ESCAPE,
+         err);
+
+  /* A missing file carries its errno. */
+  CHECK(sg_root_stat(root, S("nope"), &st, &err) == SG_E_NOT_FOUND);
+  CHECK(sg_error_errno(err) == ENOENT);
+  sg_error_free(err);
+  err = NULL;
+
+  /* Create, exclusive create, write through the descriptor. */
+  EXPECT(sg_root_open_file(root, S("sub/new.txt"),
+                           O_WRONLY | O_CREAT | O_EXCL, 0600, &fd, &err),
+         SG_OK, err);
+  CHECK(write(fd, "data", 4) == 4);
+  close(fd);
+  EXPECT(sg_root_open_file(root, S("sub/new.txt"),
+                           O_WRONLY | O_CREAT | O_EXCL, 0600, &fd, &err),
+         SG_E_EXISTS, err);
+  EXPECT(sg_root_open_file(root, S("x"), O_RDONLY | O_DSYNC, 0, &fd, &err),
+         SG_E_REQUEST, err);
+
+  EXPECT(sg_root_stat(root, S("link"), &st, &err), SG_OK, err);
+  CHECK(st.kind == SG_KIND_FILE && st.size == 6 && st.nlink == 1);
+  EXPECT(sg_root_lstat(root, S("link"), &st, &err), SG_OK, err);
+  CHECK(st.kind == SG_KIND_SYMLINK);
+  EXPECT(sg_root_stat(root, S("sub/new.txt"), &st, &err), SG_OK, err);
+  CHECK(st.mode == 0600 && st.size == 4);
+
+  EXPECT(sg_root_readlink(root, S("out"), &b, &err), SG_OK, err);
+  CHECK(bytes_eq(&b, "../secret.txt"));
+  sg_bytes_free(&b);
+
+  EXPECT(sg_root_mkdir(root, S("made"), 0700, &err), SG_OK, err);
+  EXPECT(sg_root_mkdir(root, S("made"), 0700, &err), SG_E_EXISTS, err);
+  EXPECT(sg_root_mkdir(root, S("../escape"), 0700, &err), SG_E_PATH_ESCAPE,
+         err);
+  EXPECT(sg_root_rename(root, S("sub/new.txt"), S("made/moved.txt"), &err),
+         SG_OK, err);
+  EXPECT(sg_root_rename(root, S("made/moved.txt"), S("../moved.txt"), &err),
+         SG_E_PATH_ESCAPE, err);
+  CHECK(access(at("moved.txt"), F_OK) != 0);
+  EXPECT(sg_root_remove(root, S("made"), &err), SG_E_NOT_EMPTY, err);
+  EXPECT(sg_root_remove(root, S("made/moved.txt"), &err), SG_OK, err);
+  EXPECT(sg_root_remove(root, S("made"), &err), SG_OK, err);
+
+  EXPECT(sg_root_open_root(root, S("sub"), &sub, &err), SG_OK, err);
+  EXPECT(sg_root_stat(sub, S("hello.txt"), &st, &err), SG_OK, err);
+  EXPECT(sg_root_stat(sub, S("../link"), &st, &err), SG_E_PATH_ESCAPE, err);
+  sg_root_free(sub);
+
+  /* NULL handles and out-pointers are E_REQUEST, never a crash. */
+  EXPECT(sg_root_stat(NULL, S("x"), &st, &err), SG_E_REQUEST, err);
+  EXPECT(sg_root_stat(root, S("link"), NULL, &err), SG_E_REQUEST, err);
+  EXPECT(sg_root_open(NULL, 3, SG_RESOLVER_AUTO, &sub, &err), SG_E_REQUEST,
+         err);
+  EXPECT(sg_root_open(at("r"), strlen(at("r")), 99, &sub, &err), SG_E_REQUEST,
+         err);
+  /* err may be NULL. */
+  CHECK(sg_root_stat(root, S("nope"), &st, NULL) == SG_E_NOT_FOUND);
+
+  sg_root_free(root);
+  sg_root_free(NULL);
+
+  /* The walk resolver gives the same answers. */
+  EXPECT(sg_root_open(at("r"), strlen(at("r")), SG_RESOLVER_WALK, &root, &err),
+         SG_OK, err);
+  EXPECT(sg_root_stat(root, S("out"), &st, &err), SG_E_PATH_ESCAPE, err);
+  EXPECT(sg_root_stat(root, S("sub/../link"), &st, &err), SG_OK, err);
+  sg_root_free(root);
+}
+
+/* ----- policy ----- */
+
+static void write_policy(void) {
+  char text[1024];
+  make_dir("ws");
+  make_dir("ro");
+  put_file("ro/readme.md", "read only\n");
+  put_file("ws/notes.txt", "one\ntwo\nthree\n");
+  snprintf(text, sizeof text,
+           "[fs]\n"
+           "read_roots = [\"ws\", \"ro\"]\n"
+           "write_root = \"ws\"\n"
+           "allow_overwrite = true\n"
+           "deny_write = [\"**/*.lock\"]\n"
+           "\n[exec]\nenabled = true\nconfine = \"off\"\ntimeout_ms = 5000\n"
+           "\n[net]\nallow = [\"example.com:443\"]\n");
+  put_file("policy.toml", text);
+}
+
+static void test_policy(sg_policy **out) {
+  sg_policy *p = NULL;
+  sg_error *err = NULL;
+  sg_bytes b = {NULL, 0};
+  static const char bad[] = "[fs]\nwrite_root = 3\n";
+
+  EXPECT(sg_policy_load(at("policy.toml"), strlen(at("policy.toml")), &p,
+                        &err),
+         SG_OK, err);
+  EXPECT(sg_policy_digest(p, &b, &err), SG_OK, err);
+  CHECK(b.len == 71 && memcmp(b.ptr, "sha256:", 7) == 0);
+  sg_bytes_free(&b);
+  EXPECT(sg_policy_summary(p, false, &b, &err), SG_OK, err);
+  CHECK(bytes_contains(&b, "\"digest\""));
+  sg_bytes_free(&b);
+  EXPECT(sg_policy_summary(p, true, &b, &err), SG_OK, err);
+  CHECK(b.len > 0);
+  sg_bytes_free(&b);
+
+  EXPECT(sg_policy_authorize(p, S("https"), S("example.com"), -1, NULL, 0,
+                             false, &b, &err),
+         SG_OK, err);
+  CHECK(bytes_contains(&b, "\"allowed\":true"));
+  sg_bytes_free(&b);
+  EXPECT(sg_policy_authorize(p, S("https"), S("example.com"), 8443, NULL, 0,
+                             false, NULL, &err),
+         SG_E_NET_DENIED, err);
+  EXPECT(sg_policy_authorize(p, S("https"), S("example.com"), 443,
+                             S("169.254.169.254"), false, &b, &err),
+         SG_E_NET_DENIED, err);
+  CHECK(bytes_contains(&b, "\"allowed\":false"));
+  sg_bytes_free(&b);
+  EXPECT(sg_policy_authorize(p, S("https"), S("example.com"), 70000, NULL, 0,
+                             false, NULL, &err),
+         SG_E_REQUEST, err);
+
+  /* A refused policy names the key. */
+  CHECK(sg_policy_parse((const uint8_t *)bad, sizeof bad - 1, dir, strlen(dir),
+                        out, &err) == SG_E_POLICY);
+  CHECK(err != NULL && sg_error_key(err) != NULL &&
+        strcmp(sg_error_key(err), "fs.write_root") == 0);
+  sg_error_free(err);
+  err = NULL;
+  EXPECT(sg_policy_load(S("/nonexistent/policy.toml"), out, &err),
+         SG_E_POLICY, err);
+  EXPECT(sg_policy_digest(NULL, &b, &err), SG_E_REQUEST, err);
+  sg_policy_free(NULL);
+  *out = p;
+}
+
+/* ----- sandbox ----- */
+
+struct audit_log {
+  pthread_mutex_t lock;
+  int events;
+  int refused;
+  char last_op[16];
+};
+
+static void on_audit(void *user, const sg_audit_event *e) {
+  struct audit_log *log = user;
+  pthread_mutex_lock(&log->lock);
+  log->events++;
+  if (e->outcome != SG_OK) {
+    log->refused++;
+  }
+  snprintf(log->last_op, sizeof log->last_op, "%s", e->op);
+  pthread_mutex_unlock(&log->lock);
+}
+
+struct reader {
+  sg_sandbox *sb;
+  int ok;
+};
+
+static void *read_many(void *arg) {
+  struct reader *r = arg;
+  int i;
+  for (i = 0; i < 200; i++) {
+    sg_bytes b = {NULL, 0};
+    if (sg_sandbox_read(r->sb, S("notes.txt"), &b, NULL) == SG_OK &&
+        bytes_eq(&b, "one\ntwo\nthree\n")) {
+      r->ok++;
+    }
+    sg_bytes_free(&b);
+  }
+  return NULL;
+}
+
+static void test_sandbox(const sg_policy *p) {
+  sg_sandbox_options *o = NULL;
+  sg_sandbox *sb = NULL;
+  sg_error *err = NULL;
+  sg_bytes b = {NULL, 0};
+  sg_lines lines;
+  sg_stat st;
+  uint64_t n = 0;
+  struct audit_log log;
+  pthread_t threads[4];
+  struct reader readers[4];
+  int i;
+  static const uint8_t binary[] = {0, 1, 2, 0xff};
+
+  memset(&log, 0, sizeof log);
+  pthread_mutex_init(&log.lock, NULL);
+
+  EXPECT(sg_sandbox_options_from_policy(p, &o, &err), SG_OK, err);
+  EXPECT(sg_sandbox_options_set_audit(o, on_audit, &log, &err), SG_OK, err);
+  EXPECT(sg_sandbox_new(o, &sb, &err), SG_OK, err);
+  sg_sandbox_options_free(o);
+
+  EXPECT(sg_sandbox_warnings(sb, &b, &err), SG_OK, err);
+  CHECK(b.len >= 2 && b.ptr[0] == '[');
+  sg_bytes_free(&b);
+
+  EXPECT(sg_sandbox_read(sb, S("readme.md"), &b, &err), SG_OK, err);
+  CHECK(bytes_eq(&b, "read only\n"));
+  sg_bytes_free(&b);
+  EXPECT(sg_sandbox_read(sb, S("../secret.txt"), &b, &err), SG_E_PATH_INVALID,
+         err);
+  EXPECT(sg_sandbox_read(sb, S("/etc/passwd"), &b, &err), SG_E_PATH_INVALID,
+         err);
+
+  EXPECT(sg_sandbox_read_lines(sb, S("notes.txt"), 2, 1, &b, &lines, &err),
+         SG_OK, err);
+  CHECK(bytes_eq(&b, "two\n"));
+  CHECK(lines.offset == 2 && lines.lines == 1 && lines.total_lines == 3 &&
+        !lines.truncated);
+  sg_bytes_free(&b);
+
+  EXPECT(sg_sandbox_write(sb, S("out/new.txt"), B("hi\n"), false, &n, &err),
+         SG_OK, err);
+  CHECK(n == 3);
+  EXPECT(sg_sandbox_write(sb, S("out/new.txt"), B("again\n"), false, &n, &err),
+         SG_E_EXISTS, err);
+  EXPECT(sg_sandbox_write(sb, S("out/bin"), binary, sizeof binary, false, NULL,
+                          &err),
+         SG_OK, err);
+  CHECK(sg_sandbox_write(sb, S("Cargo.lock"), B("x"), false, NULL, &err) ==
+        SG_E_FS_PROTECTED);
+  CHECK(err != NULL && sg_error_pattern(err) != NULL &&
+        strcmp(sg_error_pattern(err), "**/*.lock") == 0);
+  sg_error_free(err);
+  err = NULL;
+  EXPECT(sg_sandbox_write(sb, S("bad"), (const uint8_t *)"\xff", 1, false, NULL,
+                          &err),
+         SG_OK, err);
+  EXPECT(sg_sandbox_write(sb, (const char *)"\xff", 1, B("x"), false, NULL,
+                          &err),
+         SG_E_REQUEST, err);
+
+  EXPECT(sg_sandbox_edit(sb, S("out/new.txt"), S("hi"), S("hello"), false, &n,
+                         &err),
+         SG_OK, err);
+  CHECK(n == 1);
+  EXPECT(sg_sandbox_edit(sb, S("out/new.txt"), S("absent"), S("x"), false, &n,
+                         &err),
+         SG_E_EDIT_NO_MATCH, err);
+
+  EXPECT(sg_sandbox_list(sb, S("out"), &b, &err), SG_OK, err);
+  CHECK(bytes_contains(&b, "\"name\":\"new.txt\""));
+  sg_bytes_free(&b);
+  EXPECT(sg_sandbox_stat(sb, S("out/new.txt"), &st, &err), SG_OK, err);
+  CHECK(st.kind == SG_KIND_FILE && st.size == 6);
+
+  EXPECT(sg_sandbox_mkdir(sb, S("d/e"), &err), SG_OK, err);
+  EXPECT(sg_sandbox_rename(sb, S("out/new.txt"), S("d/e/moved.txt"), &err),
+         SG_OK, err);
+  EXPECT(sg_sandbox_glob(sb, S("**/*.txt"), NULL, 0, &b, &err), SG_OK, err);
+  CHECK(bytes_contains(&b, "d/e/moved.txt"));
+  sg_bytes_free(&b);
+  EXPECT(sg_sandbox_grep(sb, S("hel+o"), S("d"), 10, &b, &err), SG_OK, err);
+  CHECK(bytes_contains(&b, "\"line\":1"));
+  sg_bytes_free(&b);
+  EXPECT(sg_sandbox_delete(sb, S("d/e/moved.txt"), &err), SG_OK, err);
+  EXPECT(sg_sandbox_delete(sb, S("d/e/moved.txt"), &err), SG_E_NOT_FOUND, err);
+
+  /* Several threads share one sandbox. */
+  for (i = 0; i < 4; i++) {
+    readers[i].sb = sb;
+    readers[i].ok = 0;
+    CHECK(pthread_create(&threads[i], NULL, read_many, &readers[i]) == 0);
+  }
+  for (i = 0; i < 4; i++) {
+    pthread_join(threads[i], NULL);
+    CHECK(readers[i].ok == 200);
+  }
+
+  pthread_mutex_lock(&log.lock);
+  CHECK(log.events > 800);
+  CHECK(log.refused >= 6);
+  CHECK(strcmp(log.last_op, "read") == 0);
+  pthread_mutex_unlock(&log.lock);
+
+  EXPECT(sg_sandbox_close(sb, &err), SG_OK, err);
+  EXPECT(sg_sandbox_read(sb, S("readme.md"), &b, &err), SG_E_CLOSED, err);
+  EXPECT(sg_sandbox_close(NULL, &err), SG_E_REQUEST, err);
+  sg_sandbox_free(sb);
+  sg_sandbox_free(NULL);
+  pthread_mutex_destroy(&log.lock);
+}
+
+static void test_options(void) {
+  sg_sandbox_options *o = sg_sandbox_options_new();
+  sg_sandbox *sb = NULL;
+  sg_error *err = NULL;
+  sg_bytes b = {NULL, 0};
+
+  EXPECT(sg_sandbox_options_add_read_root(o, at("ro"), strlen(at("ro")), &err),
+         SG_OK, err);
+  EXPECT(sg_sandbox_options_set_write_root(o, at("ws"), strlen(at("ws")), &err),
+         SG_OK, err);
+  EXPECT(sg_sandbox_options_set_max_read_bytes(o, 4, &err), SG_OK, err);
+  EXPECT(sg_sandbox_options_set_max_write_bytes(o, 2, &err), SG_OK, err);
+  EXPECT(sg_sandbox_options_set_allow_overwrite(o, false, &err), SG_OK, err);
+  EXPECT(sg_sandbox_options_set_restricted(o, true, &err), SG_OK, err);
+  EXPECT(sg_sandbox_options_set_resolver(o, SG_RESOLVER_WALK, &err), SG_OK,
+         err);
+  EXPECT(sg_sandbox_options_set_resolver(o, 7, &err), SG_E_REQUEST, err);
+  EXPECT(sg_sandbox_options_set_fs_ops_budget(o, 3, &err), SG_OK, err);
+  EXPECT(sg_sandbox_options_set_audit(o, NULL, NULL, &err), SG_OK, err);
+  EXPECT(sg_sandbox_options_add_deny_write(o, S("/absolute"), &err), SG_OK,
+         err);
+  /* The bad pattern is refused when the sandbox is built. */
+  CHECK(sg_sandbox_new(o, &sb, &err) != SG_OK);
+  sg_error_free(err);
+  err = NULL;
+  sg_sandbox_options_free(o);
+
+  o = sg_sandbox_options_new();
+  sg_sandbox_options_add_read_root(o, at("ro"), strlen(at("ro")), NULL);
+  sg_sandbox_options_set_write_root(o, at("ws"), strlen(at("ws")), NULL);
+  sg_sandbox_options_set_max_read_bytes(o, 4, NULL);
+  sg_sandbox_options_set_max_write_bytes(o, 2, NULL);
+  sg_sandbox_options_set_fs_ops_budget(o, 3, NULL);
+  EXPECT(sg_sandbox_new(o, &sb, &err), SG_OK, err);
+  sg_sandbox_options_free(o);
+  EXPECT(sg_sandbox_read(sb, S("readme.md"), &b, &err), SG_E_TOO_LARGE, err);
+  EXPECT(sg_sandbox_write(sb, S("big"), B("abc"), false, NULL, &err),
+         SG_E_TOO_LARGE, err);
+  EXPECT(sg_sandbox_stat(sb, S("notes.txt"), NULL, &err), SG_E_REQUEST, err);
+  /* A call refused before it reaches the sandbox spends nothing: the third
+     operation is allowed, the fourth exceeds the budget of 3. */
+  EXPECT(sg_sandbox_mkdir(sb, S("x"), &err), SG_OK, err);
+  EXPECT(sg_sandbox_mkdir(sb, S("y"), &err), SG_E_DENIED, err);
+  sg_sandbox_free(sb);
+
+  EXPECT(sg_sandbox_options_set_max_read_bytes(NULL, 1, &err), SG_E_REQUEST,
+         err);
+  sg_sandbox_options_free(NULL);
+}
+
+/* ----- executor ----- */
+
+struct aborter {
+  sg_abort *signal;
+};
+
+static void *abort_soon(void *arg) {
+  struct aborter *a = arg;
+  struct timespec ts = {0, 200 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  sg_abort_trigger(a->signal, NULL);
+  return NULL;
+}
+
+static void test_executor(const sg_policy *p) {
+  sg_executor *ex = NULL;
+  sg_error *err = NULL;
+  sg_exec_result r;
+  sg_abort *signal = NULL;
+  struct aborter a;
+  pthread_t t;
+
+  memset(&r, 0, sizeof r);
+  EXPECT(sg_executor_new(p, &ex, &err), SG_OK, err);
+  EXPECT(sg_executor_start(ex, &err), SG_OK, err);
+  EXPECT(sg_executor_start(ex, &err), SG_OK, err);
+
+  EXPECT(sg_executor_exec(ex, S("echo out; echo err >&2; exit 3"), NULL, 0, 0,
+                          NULL, &r, &err),
+         SG_OK, err);
+  CHECK(r.exit_code == 3);
+  CHECK(bytes_eq(&r.stdout_bytes, "out\n"));
+  CHECK(bytes_eq(&r.stderr_bytes, "err\n"));
+  CHECK(!r.truncated && !r.timed_out && !r.aborted);
+  CHECK(bytes_contains(&r.confinement_json, "{"));
+  CHECK(r.env_names_digest.len > 0);
+  sg_exec_result_free(&r);
+  CHECK(r.stdout_bytes.ptr == NULL);
+
+  EXPECT(sg_executor_exec(ex, S("pwd"), S("."), 0, NULL, &r, &err), SG_OK, err);
+  CHECK(bytes_contains(&r.stdout_bytes, "/ws"));
+  sg_exec_result_free(&r);
+  EXPECT(sg_executor_exec(ex, S("pwd"), S("../ro"), 0, NULL, &r, &err),
+         SG_E_PATH_INVALID, err);
+
+  EXPECT(sg_executor_exec(ex, S("sleep 5"), NULL, 0, 100, NULL, &r, &err),
+         SG_OK, err);
+  CHECK(r.exit_code == 124 && r.timed_out);
+  sg_exec_result_free(&r);
+
+  EXPECT(sg_abort_new(&signal, &err), SG_OK, err);
+  CHECK(!sg_abort_is_triggered(signal));
+  a.signal = signal;
+  CHECK(pthread_create(&t, NULL, abort_soon, &a) == 0);
+  EXPECT(sg_executor_exec(ex, S("sleep 5"), NULL, 0, 0, signal, &r, &err),
+         SG_OK, err);
+  pthread_join(t, NULL);
+  CHECK(r.exit_code == 130 && r.aborted);
+  CHECK(sg_abort_is_triggered(signal));
+  sg_exec_result_free(&r);
+  sg_abort_free(signal);
+  CHECK(!sg_abort_is_triggered(NULL));
+  EXPECT(sg_abort_trigger(NULL, &err), SG_E_REQUEST, err);
+  EXPECT(sg_abort_new(NULL, &err), SG_E_REQUEST, err);
+  sg_abort_free(NULL);
+
+  EXPECT(sg_executor_dispose(ex, &err), SG_OK, err);
+  /* A disposed executor starts a new session on its next command. */
+  EXPECT(sg_executor_exec(ex, S("echo again"), NULL, 0, 0, NULL, &r, &err),
+         SG_OK, err);
+  CHECK(r.exit_code == 0 && bytes_eq(&r.stdout_bytes, "again\n"));
+  sg_exec_result_free(&r);
+  EXPECT(sg_executor_exec(NULL, S("true"), NULL, 0, 0, NULL, &r, &err),
+         SG_E_REQUEST, err);
+  EXPECT(sg_executor_start(NULL, &err), SG_E_REQUEST, err);
+  EXPECT(sg_executor_dispose(NULL, &err), SG_E_REQUEST, err);
+  sg_exec_result_free(NULL);
+  sg_executor_free(ex);
+  sg_executor_free(NULL);
+}
+
+static void remove_tree(void) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) {
+    fprintf(stderr, "could not remove %s\n", dir);
+  }
+}
+
+int main(void) {
+  sg_policy *p = NULL;
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/sandgate-c-XXXXXX", tmp ? tmp : "/tmp");
+  if (mkdtemp(dir) == NULL) {
+    perror("mkdtemp");
+    return 2;
+  }
+  test_version_and_codes();
+  test_root();
+  write_policy();
+  test_policy(&p);
+  test_sandbox(p);
+  test_options();
+  test_executor(p);
+  sg_policy_free(p);
+  remove_tree();
+  if (failures != 0) {
+    fprintf(stderr, "%d of %d checks failed\n", failures, checks);
+    return 1;
+  }
+  printf("ok: %d checks\n", checks);
+  return 0;
+}
