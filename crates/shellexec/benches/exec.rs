@@ -20,7 +20,13 @@
 //! `benches/interleave.rs`); the table printed after criterion's report gives
 //! the median ratios, and a second table the capture rates in MB/s.
 //!
-//! After criterion, the bench re-executes itself with `SANDGATE_BENCH_FLOOD=1`
+//! After criterion, a CPU-time table: user + system time per call (this
+//! process and its reaped descendants, from `getrusage`) of the three
+//! `exec_true` variants, interleaved in chunks. Unlike wall time it hardly
+//! depends on what else the machine runs, so it shows the executor's own
+//! cost even when the wall-time ratios are swamped by load.
+//!
+//! Then the bench re-executes itself with `SANDGATE_BENCH_FLOOD=1`
 //! in a fresh process, which only runs a 1 GB flood (`head -c 1000000000
 //! /dev/zero`) through an executor capped at 8 MiB and prints its peak RSS
 //! (`VmHWM`) before and after. Target: growth ≤ cap + 16 MiB. It is a
@@ -312,6 +318,83 @@ fn flood_report() {
     );
 }
 
+/// User + system time of this process and of its reaped descendants.
+fn cpu_time() -> Duration {
+    let get = |who: libc::c_int| {
+        // SAFETY: `getrusage` fills the zeroed struct it is given.
+        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; `who` is RUSAGE_SELF or RUSAGE_CHILDREN.
+        unsafe { libc::getrusage(who, &mut r) };
+        let tv = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+        };
+        tv(r.ru_utime) + tv(r.ru_stime)
+    };
+    get(libc::RUSAGE_SELF) + get(libc::RUSAGE_CHILDREN)
+}
+
+/// A named call and the CPU time its calls took.
+type Variant<'a> = (&'static str, Box<dyn Fn() + 'a>, Duration);
+
+/// CPU time per call of `exec true`, executor against `Command`, measured
+/// in alternating chunks of 10 calls.
+fn cpu_report() {
+    const CALLS: u32 = 300;
+    const CHUNK: u32 = 10;
+    let read_dir = tempfile::tempdir().expect("tempdir");
+    let write_dir = tempfile::tempdir().expect("tempdir");
+    let off = started(config(ConfineMode::Off, ConfineSpec::default(), 1 << 20));
+    let landlock = started(config(
+        ConfineMode::BestEffort,
+        ConfineSpec {
+            read_dirs: vec![read_dir.path().to_owned()],
+            write_dirs: vec![write_dir.path().to_owned()],
+            ..ConfineSpec::default()
+        },
+        1 << 20,
+    ));
+    let mut run: [Variant<'_>; 3] = [
+        (
+            "command_bash_c_true",
+            Box::new(|| drop(black_box(std_bash("true")))),
+            Duration::ZERO,
+        ),
+        (
+            "executor_off",
+            Box::new(|| drop(black_box(exec(&off, "true")))),
+            Duration::ZERO,
+        ),
+        (
+            "executor_landlock",
+            Box::new(|| drop(black_box(exec(&landlock, "true")))),
+            Duration::ZERO,
+        ),
+    ];
+    for (_, f, _) in &run {
+        f();
+    }
+    for _ in 0..CALLS / CHUNK {
+        for (_, f, total) in &mut run {
+            let t = cpu_time();
+            for _ in 0..CHUNK {
+                f();
+            }
+            *total += cpu_time().saturating_sub(t);
+        }
+    }
+    let reference = run[0].2;
+    println!("\nCPU time (user + system, this process and its reaped descendants) per exec of `true`, {CALLS} calls each, interleaved:");
+    println!("{:<30} {:>10} {:>8}", "variant", "µs/call", "ratio");
+    for (name, _, total) in &run {
+        println!(
+            "{:<30} {:>10.0} {:>8.3}",
+            format!("exec_true/{name}"),
+            total.as_secs_f64() * 1e6 / f64::from(CALLS),
+            total.as_secs_f64() / reference.as_secs_f64()
+        );
+    }
+}
+
 criterion_group!(benches, exec_true, capture);
 
 fn main() {
@@ -323,5 +406,6 @@ fn main() {
     Criterion::default().configure_from_args().final_summary();
     report();
     capture_report();
+    cpu_report();
     flood_report();
 }

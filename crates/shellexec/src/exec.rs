@@ -4,14 +4,21 @@
 //!
 //! # Process layout
 //!
-//! Each exec forks a *keeper* process, which makes itself a child
-//! subreaper (`PR_SET_CHILD_SUBREAPER`) and forks the shell. The shell
-//! starts a new session (`setsid`), is confined
-//! ([`crate::confine::Prepared::apply_in_child`]), changes to the caller's
-//! directory, and is exec'd by `std`. The keeper closes every descriptor
-//! but a status pipe, reports the shell's exit status on that pipe as soon
-//! as the shell ends, and then reaps every process that re-parents to it
-//! until none is left.
+//! Each exec forks a *keeper* process (through `std`), which makes itself a
+//! child subreaper (`PR_SET_CHILD_SUBREAPER`) and starts the shell with
+//! `clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` does: the shell
+//! borrows the keeper's memory until its `execve` instead of copying the
+//! executor's page tables a second time. The shell starts a new session
+//! (`setsid`), is confined ([`crate::confine::Prepared::apply_in_child`]),
+//! changes to the caller's directory, and execs from an argv and envp made
+//! before the fork. The keeper closes every descriptor but a status pipe,
+//! reports the shell's exit status on that pipe as soon as the shell ends,
+//! and then reaps every process that re-parents to it until none is left.
+//! The executor learns of the keeper's exit from a pidfd.
+//!
+//! The child environment ([`EnvPlan`]), its digest and its redactor are
+//! planned once and reused while the host environment (read at every
+//! exec) and the temporary directory stay the same.
 //!
 //! Because the keeper is a subreaper, whatever the command starts —
 //! backgrounded, `setsid`, `setpgid`, double-forked — stays in the
@@ -44,11 +51,12 @@
 //!   later.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::fmt;
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
@@ -331,6 +339,68 @@ pub struct LocalShellExecutor {
     config: ExecConfig,
     state: Mutex<State>,
     idle: Condvar,
+    /// The last child environment planned, reused while the host
+    /// environment and the temporary directory are unchanged.
+    child_env: Mutex<Option<Arc<ChildEnv>>>,
+}
+
+/// What each exec derives from the host environment: planning it and
+/// compiling its redactor cost tens of microseconds, so it is done once and
+/// reused for as long as its inputs are the same (compared at every exec).
+struct ChildEnv {
+    /// The host environment it was planned from; `None` when it comes from
+    /// [`ExecConfig::host_env`], which never changes.
+    host: Option<Vec<(OsString, OsString)>>,
+    tmpdir: String,
+    plan: EnvPlan,
+    names_digest: String,
+    /// Cloned (sharing its compiled rules) for each stream.
+    redactor: Redactor,
+    /// The plan's variables as `NAME=value` C strings, for `execve`.
+    envp: Vec<CString>,
+}
+
+impl fmt::Debug for ChildEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Names only, never values (the plan's Debug prints no values).
+        f.debug_struct("ChildEnv")
+            .field("plan", &self.plan)
+            .finish()
+    }
+}
+
+impl ChildEnv {
+    fn plan(config: &ExecConfig, host: Option<Vec<(OsString, OsString)>>, tmpdir: &str) -> Self {
+        let source: Vec<(OsString, OsString)> = match (&host, &config.host_env) {
+            (Some(vars), _) | (None, Some(vars)) => vars.clone(),
+            (None, None) => std::env::vars_os().collect(),
+        };
+        let extra: Vec<(String, String)> = ["TMPDIR", "TMP", "TEMP"]
+            .iter()
+            .map(|n| ((*n).to_owned(), tmpdir.to_owned()))
+            .collect();
+        let plan = EnvPlan::build(source, &config.env_inherit, &extra);
+        // Names and values hold no NUL (the plan drops such entries).
+        let envp = plan
+            .vars()
+            .iter()
+            .filter_map(|(name, value)| {
+                let mut kv = Vec::with_capacity(name.len() + 1 + value.len());
+                kv.extend_from_slice(name.as_bytes());
+                kv.push(b'=');
+                kv.extend_from_slice(value.as_bytes());
+                CString::new(kv).ok()
+            })
+            .collect();
+        ChildEnv {
+            envp,
+            host,
+            tmpdir: tmpdir.to_owned(),
+            names_digest: plan.names_digest(),
+            redactor: plan.redactor(),
+            plan,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -355,6 +425,7 @@ impl LocalShellExecutor {
             config,
             state: Mutex::new(State::default()),
             idle: Condvar::new(),
+            child_env: Mutex::new(None),
         }
     }
 
@@ -365,6 +436,29 @@ impl LocalShellExecutor {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The child environment for an exec now: the cached plan when the
+    /// host environment (read afresh at every exec, as before) and the
+    /// temporary directory are what it was planned from, else a new plan.
+    fn child_env(&self, tmpdir: &str) -> Arc<ChildEnv> {
+        let host: Option<Vec<(OsString, OsString)>> = match &self.config.host_env {
+            Some(_) => None,
+            None => Some(std::env::vars_os().collect()),
+        };
+        let cached = self
+            .child_env
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(env) = cached {
+            if env.host == host && env.tmpdir == tmpdir {
+                return env;
+            }
+        }
+        let env = Arc::new(ChildEnv::plan(&self.config, host, tmpdir));
+        *self.child_env.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&env));
+        env
     }
 }
 
@@ -432,11 +526,12 @@ impl ShellExecutor for LocalShellExecutor {
         // Deregisters on every way out, a panic included, so that dispose
         // never waits for an exec that is gone.
         let _running = Running { executor: self, id };
+        let env = self.child_env(&tmpdir);
         run(
             &self.config,
             command,
             opts,
-            &tmpdir,
+            &env,
             &prepared,
             &internal,
             began,
@@ -467,6 +562,7 @@ impl ShellExecutor for LocalShellExecutor {
                 .0;
         }
         drop(state);
+        *self.child_env.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if let Some(session) = session {
             match fs::remove_dir_all(&session.tmpdir) {
                 Ok(()) => {}
@@ -550,20 +646,11 @@ fn run(
     config: &ExecConfig,
     command: &str,
     opts: ExecOptions,
-    tmpdir: &str,
+    env: &Arc<ChildEnv>,
     prepared: &Prepared,
     internal: &AbortSignal,
     began: Instant,
 ) -> Result<ExecResult, ExecError> {
-    let host: Vec<(OsString, OsString)> = match &config.host_env {
-        Some(vars) => vars.clone(),
-        None => std::env::vars_os().collect(),
-    };
-    let extra: Vec<(String, String)> = ["TMPDIR", "TMP", "TEMP"]
-        .iter()
-        .map(|n| ((*n).to_owned(), tmpdir.to_owned()))
-        .collect();
-    let plan = EnvPlan::build(host, &config.env_inherit, &extra);
     let timeout = opts.timeout.unwrap_or(config.default_timeout);
     let mut result = ExecResult {
         exit_code: 0,
@@ -572,7 +659,7 @@ fn run(
         truncated: false,
         timed_out: false,
         aborted: false,
-        env_names_digest: plan.names_digest(),
+        env_names_digest: env.names_digest.clone(),
         confined: prepared.report().clone(),
         duration: Duration::ZERO,
     };
@@ -601,11 +688,14 @@ fn run(
             .map_err(|e| ExecError::io("cannot duplicate the status pipe", e.into()))?
     };
 
+    // `std` forks the keeper (and checks the program and arguments for
+    // NUL bytes, failing the spawn as before); the keeper starts the shell
+    // itself from this image, so `std` never execs anything and needs no
+    // environment of its own.
+    let mut image = ShellImage::new(config, command, env);
     let mut cmd = Command::new(&config.shell);
     cmd.arg("-c")
         .arg(command)
-        .env_clear()
-        .envs(plan.vars().iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -616,7 +706,7 @@ fn run(
     // (see `in_child`), as `pre_exec` requires; it allocates nothing and
     // takes no lock.
     unsafe {
-        cmd.pre_exec(move || in_child(&child_prepared, cwd_raw, status_raw));
+        cmd.pre_exec(move || in_child(&child_prepared, cwd_raw, status_raw, &mut image));
     }
     let spawned = cmd.spawn();
     drop(status_w);
@@ -631,14 +721,18 @@ fn run(
         }
     };
     let keeper = child.id() as i32;
+    // Readable once the keeper exits, so that its end is seen at once
+    // rather than at the next poll of `try_wait`. The keeper is our child
+    // and not yet reaped: its pid cannot be reused before we wait for it.
+    let keeper_fd = pidfd_open(keeper);
     let stdout = child.stdout.take().map(OwnedFd::from);
     let stderr = child.stderr.take().map(OwnedFd::from);
 
     let deadline = later(began, timeout);
     let backstop = later(later(deadline, config.grace), BACKSTOP_MARGIN);
     let mut streams = [
-        Stream::new(stdout, plan.redactor()),
-        Stream::new(stderr, plan.redactor()),
+        Stream::new(stdout, env.redactor.clone()),
+        Stream::new(stderr, env.redactor.clone()),
     ];
     for s in &streams {
         if let Some(fd) = &s.fd {
@@ -656,7 +750,8 @@ fn run(
     let mut reap = Reap::Idle;
     let mut signalled: HashSet<(i32, u64)> = HashSet::new();
     let mut captured = 0usize;
-    let mut buf = vec![0u8; READ_CHUNK];
+    // Allocated at the first output, so that a silent command costs none.
+    let mut buf: Vec<u8> = Vec::new();
     let user_abort = opts.abort.clone();
     let mut backstop_hit = false;
     let mut abort_noted = false;
@@ -712,7 +807,9 @@ fn run(
             // exits only when waitpid says it has no child left, so its exit
             // proves the subtree empty and spares a scan of all of /proc.
             Reap::Term(since)
-                if end == Some(End::Exited) && since == now && keeper_gone(&mut child) =>
+                if end == Some(End::Exited)
+                    && since == now
+                    && keeper_gone(&mut child, keeper_fd.as_ref()) =>
             {
                 reap = Reap::Done;
             }
@@ -807,14 +904,19 @@ fn run(
             }
             match *role {
                 Role::Output(i) => {
+                    if buf.is_empty() {
+                        buf = vec![0u8; READ_CHUNK];
+                    }
                     let cap = config.max_output_bytes;
                     streams[i].drain(&mut buf, &mut captured, cap, &mut result.truncated);
                 }
                 Role::Status => {
                     if let Some(fd) = &status_fd {
-                        match read_some(fd.as_raw_fd(), &mut buf[..4]) {
+                        let mut word = [0u8; 4];
+                        let want = 4 - status_buf.len().min(4);
+                        match read_some(fd.as_raw_fd(), &mut word[..want]) {
                             ReadOutcome::Data(n) => {
-                                status_buf.extend_from_slice(&buf[..n]);
+                                status_buf.extend_from_slice(&word[..n]);
                                 if status_buf.len() >= 4 {
                                     let raw = [
                                         status_buf[0],
@@ -851,7 +953,7 @@ fn run(
             }
         }
     } else {
-        wait_until(child, backstop)
+        wait_until(child, keeper_fd.as_ref(), backstop)
     };
 
     for s in &mut streams {
@@ -1020,31 +1122,63 @@ fn status_code(st: ExitStatus) -> i32 {
     }
 }
 
+/// A pidfd for `pid`, or `None` where the kernel has none (before 5.3).
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags; returns a descriptor or -1.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
+    if raw < 0 {
+        return None;
+    }
+    // SAFETY: the kernel just returned this descriptor; we own it.
+    Some(unsafe { OwnedFd::from_raw_fd(raw as RawFd) })
+}
+
+/// Sleeps until the process behind `pidfd` exits or `d` passes; without a
+/// pidfd, sleeps `step` (at most `d`).
+fn await_exit(pidfd: Option<&OwnedFd>, d: Duration, step: Duration) {
+    match pidfd {
+        Some(fd) => {
+            let mut p = pollfd(fd.as_raw_fd());
+            let ms = i32::try_from(d.as_millis().max(1)).unwrap_or(i32::MAX);
+            // SAFETY: `p` is one live pollfd struct. EINTR or an error only
+            // makes the caller look again sooner.
+            unsafe { libc::poll(&mut p, 1, ms) };
+        }
+        None => std::thread::sleep(step.min(d)),
+    }
+}
+
 /// Whether the keeper has exited, giving it a moment (it exits right after
 /// reporting the shell's status when nothing else is left).
-fn keeper_gone(child: &mut Child) -> bool {
-    for _ in 0..20 {
+fn keeper_gone(child: &mut Child, pidfd: Option<&OwnedFd>) -> bool {
+    let limit = Instant::now() + Duration::from_millis(2);
+    loop {
         match child.try_wait() {
             Ok(Some(_)) => return true,
-            Ok(None) => std::thread::sleep(Duration::from_micros(100)),
+            Ok(None) => {}
             Err(_) => return false,
         }
+        let now = Instant::now();
+        if now >= limit {
+            return false;
+        }
+        await_exit(pidfd, limit - now, Duration::from_micros(100));
     }
-    false
 }
 
 /// Waits for the keeper until `limit`; past it, hands it to a thread.
-fn wait_until(mut child: Child, limit: Instant) -> Option<ExitStatus> {
+fn wait_until(mut child: Child, pidfd: Option<&OwnedFd>, limit: Instant) -> Option<ExitStatus> {
     loop {
         match child.try_wait() {
             Ok(Some(st)) => return Some(st),
             Ok(None) => {}
             Err(_) => return None,
         }
-        if Instant::now() >= limit {
+        let now = Instant::now();
+        if now >= limit {
             break;
         }
-        std::thread::sleep(Duration::from_millis(1));
+        await_exit(pidfd, limit - now, Duration::from_millis(1));
     }
     reap_later(child);
     None
@@ -1159,29 +1293,177 @@ fn signal(p: &Proc, sig: i32) {
     }
 }
 
-/// The `pre_exec` hook: runs in the forked child, before `std` execs the
-/// shell. Only raw system calls: async-signal-safe, no allocation.
+/// Bytes of the stack the shell uses between its `clone` and its `execve`
+/// (in the keeper's memory, which it shares until then).
+const SHELL_STACK: usize = 256 * 1024;
+
+/// Everything the shell needs between `clone` and `execve`, made in the
+/// executor before the keeper is forked: the keeper may not allocate.
+struct ShellImage {
+    /// `argv[0]`: the configured shell.
+    path: CString,
+    /// Search `PATH` (the child's) for the shell: it has no `/`.
+    search: bool,
+    /// Own the strings `argv` and `envp` point into.
+    _args: [CString; 3],
+    _env: Arc<ChildEnv>,
+    /// NULL-terminated.
+    argv: Vec<*const libc::c_char>,
+    /// NULL-terminated.
+    envp: Vec<*const libc::c_char>,
+    /// The shell's stack: the spare capacity of an empty vector (never
+    /// initialised by us, so no per-exec memset; only the shell writes it).
+    stack: Vec<u8>,
+}
+
+// SAFETY: the raw pointers point into strings the image owns (`_args`,
+// `_env`), which never change; they are only read, by the shell.
+unsafe impl Send for ShellImage {}
+// SAFETY: as for `Send`: shared access only reads immutable strings.
+unsafe impl Sync for ShellImage {}
+
+impl ShellImage {
+    fn new(config: &ExecConfig, command: &str, env: &Arc<ChildEnv>) -> Self {
+        // A NUL in the shell or the command makes `std` refuse the spawn
+        // before it forks, so the empty stand-ins are never used.
+        let path = CString::new(config.shell.as_os_str().as_bytes()).unwrap_or_default();
+        let search = !path.as_bytes().contains(&b'/');
+        let args = [
+            path.clone(),
+            CString::from(c"-c"),
+            CString::new(command).unwrap_or_default(),
+        ];
+        let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let mut envp: Vec<*const libc::c_char> = env.envp.iter().map(|e| e.as_ptr()).collect();
+        envp.push(std::ptr::null());
+        ShellImage {
+            path,
+            search,
+            _args: args,
+            _env: Arc::clone(env),
+            argv,
+            envp,
+            stack: Vec::with_capacity(SHELL_STACK),
+        }
+    }
+}
+
+/// What the keeper hands the shell across `clone`.
+struct ShellStart<'a> {
+    prepared: &'a Prepared,
+    cwd: Option<RawFd>,
+    keeper: libc::pid_t,
+    image: &'a ShellImage,
+    /// Set by the shell when it cannot be started: the errno.
+    failed: std::sync::atomic::AtomicI32,
+}
+
+extern "C" {
+    static mut environ: *const *const libc::c_char;
+}
+
+/// The `pre_exec` hook: runs in the forked child, before `std` would exec
+/// (it never does). Only raw system calls: async-signal-safe, no allocation.
 ///
-/// The child becomes the keeper: a subreaper that forks the shell and never
-/// returns. The shell (grandchild) returns `Ok` so that `std` execs it.
-fn in_child(prepared: &Prepared, cwd: Option<RawFd>, status: RawFd) -> io::Result<()> {
+/// The child becomes the keeper: a subreaper that starts the shell and
+/// never returns. The shell is started with `CLONE_VM | CLONE_VFORK`, as
+/// `posix_spawn` does: it borrows the keeper's memory (no second copy of
+/// the executor's page tables) until its `execve`, while the keeper waits.
+/// If the shell cannot be started, the keeper reaps it and returns its
+/// error, which `std` reports to the executor as a failed spawn.
+fn in_child(
+    prepared: &Prepared,
+    cwd: Option<RawFd>,
+    status: RawFd,
+    image: &mut ShellImage,
+) -> io::Result<()> {
     // SAFETY: prctl with integer arguments.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: getpid has no arguments.
     let keeper = unsafe { libc::getpid() };
-    // A raw fork (clone with only SIGCHLD): no atfork handlers, no locks.
-    // SAFETY: with no stack and no pointers the kernel duplicates the
-    // process as fork(2) does; both sides continue here.
-    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0) };
+    // The stack grows down from the (16-byte aligned) end of the buffer's
+    // capacity.
+    let top = {
+        let spare = image.stack.spare_capacity_mut();
+        let end = spare.as_mut_ptr_range().end as usize;
+        (end & !15) as *mut libc::c_void
+    };
+    let start = ShellStart {
+        prepared,
+        cwd,
+        keeper,
+        image,
+        failed: std::sync::atomic::AtomicI32::new(0),
+    };
+    // SAFETY: `shell_main` runs on its own stack (`top`, inside a live
+    // buffer nothing else uses) and only reads `start` (but for its atomic
+    // `failed`), which outlives it:
+    // with CLONE_VFORK this thread is suspended until the shell has called
+    // execve or exited, and the shell never returns into our frames.
+    let pid = unsafe {
+        libc::clone(
+            shell_main,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            std::ptr::addr_of!(start).cast_mut().cast(),
+        )
+    };
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }
-    if pid == 0 {
-        return in_shell(prepared, cwd, keeper);
+    let failed = start.failed.load(Ordering::SeqCst);
+    if failed != 0 {
+        // SAFETY: waitpid on our own child, into a local status.
+        unsafe {
+            let mut wstatus: libc::c_int = 0;
+            while libc::waitpid(pid, &mut wstatus, 0) < 0
+                && *libc::__errno_location() == libc::EINTR
+            {}
+        }
+        return Err(io::Error::from_raw_os_error(failed));
     }
-    keep(pid as libc::pid_t, status)
+    keep(pid, status)
+}
+
+/// The shell, from its `clone` to its `execve`, in the keeper's memory:
+/// raw system calls only. Never returns.
+extern "C" fn shell_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the keeper's `ShellStart`, alive while the keeper
+    // waits for this process to exec or exit.
+    let start = unsafe { &*(arg as *const ShellStart<'_>) };
+    let image = start.image;
+    let err = match in_shell(start.prepared, start.cwd, start.keeper) {
+        Ok(()) => {
+            // SAFETY: the path, argv and envp are NUL-terminated strings in
+            // NULL-terminated arrays that the image owns. `environ` belongs
+            // to the keeper's copy of the executor's memory, which nothing
+            // reads again; `execvp` searches the child's own PATH through
+            // it, as `std` does.
+            unsafe {
+                if image.search {
+                    environ = image.envp.as_ptr();
+                    libc::execvp(image.path.as_ptr(), image.argv.as_ptr());
+                } else {
+                    libc::execve(
+                        image.path.as_ptr(),
+                        image.argv.as_ptr(),
+                        image.envp.as_ptr(),
+                    );
+                }
+            }
+            io::Error::last_os_error()
+        }
+        Err(e) => e,
+    };
+    start.failed.store(
+        err.raw_os_error().unwrap_or(libc::EINVAL).max(1),
+        Ordering::SeqCst,
+    );
+    // SAFETY: ends this process without running anything of the keeper's.
+    unsafe { libc::_exit(EXIT_NOT_STARTED) }
 }
 
 /// The shell, between fork and exec.

@@ -187,6 +187,54 @@ fn abort_from_another_thread_gives_130() {
 }
 
 #[test]
+fn a_shell_without_a_slash_is_found_on_the_childs_path() {
+    // The child's PATH (from the plan) is searched, as `std` did.
+    let ex = started(ExecConfig {
+        shell: PathBuf::from("sh"),
+        ..config()
+    });
+    let r = run(&ex, "echo found; exit 3");
+    assert_eq!(r.exit_code, 3, "{}", text(&r.stderr));
+    assert_eq!(text(&r.stdout), "found\n");
+
+    let ex = started(ExecConfig {
+        shell: PathBuf::from("sandgate-no-such-shell"),
+        ..config()
+    });
+    let r = run(&ex, "echo hi");
+    assert_eq!(r.exit_code, 127);
+    assert!(r.stdout.is_empty());
+    assert!(
+        text(&r.stderr).contains("cannot start"),
+        "{}",
+        text(&r.stderr)
+    );
+}
+
+#[test]
+fn the_cached_environment_plan_is_per_executor_and_still_redacts() {
+    // The plan is cached per executor (and re-planned when the host
+    // environment or the temporary directory changes): each executor keeps
+    // its own, and the result reports the names passed.
+    let a = started(config());
+    let first = run(&a, "echo $MY_PLAIN_VAR");
+    let again = run(&a, "echo $MY_PLAIN_VAR");
+    assert_eq!(first.env_names_digest, again.env_names_digest);
+    let b = started(ExecConfig {
+        env_inherit: vec!["MY_PLAIN_VAR".into()],
+        ..config()
+    });
+    let r = run(&b, "echo $MY_PLAIN_VAR");
+    assert_eq!(text(&r.stdout), "plain-value\n");
+    assert_ne!(r.env_names_digest, first.env_names_digest);
+    // Redaction still uses the withheld values on every (cached) exec.
+    for _ in 0..3 {
+        let r = run(&a, &format!("echo {SECRET}"));
+        assert!(!text(&r.stdout).contains(SECRET), "{}", text(&r.stdout));
+    }
+}
+
+#[test]
 fn a_missing_shell_gives_127() {
     let ex = started(ExecConfig {
         shell: PathBuf::from("/nonexistent/shell"),
