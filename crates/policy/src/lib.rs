@@ -50,9 +50,11 @@
 //!   name that is not a loopback entry but resolves to loopback is refused
 //!   (DNS rebinding), as is any redirect to loopback and any unspecified
 //!   address (`0.0.0.0` reaches the local host on Linux).
-//! - Address classes: IPv4-mapped, IPv4-compatible and NAT64 IPv6 addresses
-//!   are judged by the IPv4 address they carry; 100.64/10 (shared address
-//!   space) and fec0::/10 count as private, 240/4 as reserved.
+//! - Address classes: IPv4-mapped, IPv4-compatible, NAT64 and 6to4 IPv6
+//!   addresses are judged by the IPv4 address they carry (a 6to4 address of
+//!   a loopback or unspecified IPv4 address counts as private); 100.64/10
+//!   (shared address space), fec0::/10 and the local-use NAT64 prefix
+//!   64:ff9b:1::/48 count as private, 240/4 as reserved.
 //! - An unbracketed IPv6 entry whose last group could be read as a port
 //!   (`::1:80`, `2001:db8::1:443`) is refused as ambiguous; write
 //!   `[addr]` or `[addr]:PORT`.

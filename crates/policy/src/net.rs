@@ -60,7 +60,9 @@ pub enum AddrClass {
     /// 127.0.0.0/8, `::1` (and their IPv4-mapped forms).
     Loopback,
     /// 10/8, 172.16/12, 192.168/16, 100.64/10 (shared address space),
-    /// fc00::/7 (unique local) and fec0::/10 (deprecated site-local).
+    /// fc00::/7 (unique local), fec0::/10 (deprecated site-local), the
+    /// local-use NAT64 prefix 64:ff9b:1::/48, and 6to4 addresses of
+    /// loopback or unspecified IPv4 addresses.
     Private,
     /// 169.254/16 (the cloud metadata service 169.254.169.254 included) and
     /// fe80::/10.
@@ -95,8 +97,9 @@ impl AddrClass {
 }
 
 /// Classifies an address; IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible
-/// (`::a.b.c.d`) and NAT64 (`64:ff9b::a.b.c.d`) IPv6 addresses are
-/// classified by the IPv4 address they carry, since that is where they lead.
+/// (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`) and 6to4 (`2002:AABB:CCDD::`)
+/// IPv6 addresses are classified by the IPv4 address they carry, since that
+/// is where they lead.
 pub fn classify(ip: IpAddr) -> AddrClass {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
@@ -133,6 +136,24 @@ fn classify_v6(ip: Ipv6Addr) -> AddrClass {
     // IPv4-compatible ::a.b.c.d (deprecated) and the NAT64 prefix.
     if s[..6] == [0; 6] || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         return classify_v4(embedded);
+    }
+    // 6to4 (2002:AABB:CCDD::/48) leads, through a relay, to the IPv4
+    // address it carries.
+    if s[0] == 0x2002 {
+        let carried = Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8);
+        return match classify_v4(carried) {
+            AddrClass::Public => AddrClass::Public,
+            // A 6to4 address of a loopback or unspecified IPv4 address is
+            // not that host's loopback: refuse it as private, never grant it.
+            AddrClass::Loopback | AddrClass::Unspecified => AddrClass::Private,
+            class => class,
+        };
+    }
+    // The local-use NAT64 prefix 64:ff9b:1::/48 (RFC 8215) translates to
+    // whatever IPv4 the site chooses, at a prefix length the site chooses:
+    // local by definition.
+    if s[..3] == [0x64, 0xff9b, 1] {
+        return AddrClass::Private;
     }
     match s[0] {
         0xfc00..=0xfdff | 0xfec0..=0xfeff => AddrClass::Private,
@@ -699,6 +720,14 @@ mod tests {
             ("::10.0.0.1", Private),
             ("64:ff9b::a9fe:a9fe", LinkLocal),
             ("64:ff9b::808:808", Public),
+            ("64:ff9b:1::a9fe:a9fe", Private),
+            ("64:ff9b:1:ffff::808:808", Private),
+            ("2002:a9fe:a9fe::1", LinkLocal),
+            ("2002:0a00:0001::1", Private),
+            ("2002:7f00:0001::1", Private),
+            ("2002:e000:0001::1", Multicast),
+            ("2002:0808:0808::1", Public),
+            ("2003::1", Public),
             ("fc00::1", Private),
             ("fdff:ffff::1", Private),
             ("fd00:ec2::254", Private),

@@ -7,7 +7,9 @@
 //! - [`Sandbox`]: the file toolkit (read, write, edit, list, stat, mkdir,
 //!   delete, rename, glob, grep) confined by the kernel to granted roots
 //!   ([`rootfs`]), guarded by deny-write patterns ([`fileguard`]), capped,
-//!   budgeted and audited.
+//!   budgeted and audited;
+//! - [`Fetcher`]: a web fetch confined by the policy's network authorizer,
+//!   every redirect hop included, with pinned connections and caps.
 //!
 //! ```no_run
 //! use sandgate::{ErrorCode, Sandbox};
@@ -27,6 +29,7 @@
 pub mod audit;
 mod error;
 pub mod exec;
+pub mod fetch;
 pub mod relpath;
 mod sandbox;
 pub mod search;
@@ -35,6 +38,7 @@ pub mod tool;
 pub use audit::{AuditEvent, AuditSink};
 pub use error::{Error, ErrorCode};
 pub use exec::Executor;
+pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};
 pub use sandbox::{
     LinesRead, ListEntry, Sandbox, SandboxBuilder, StatInfo, DEFAULT_MAX_READ_BYTES,

@@ -105,7 +105,7 @@ impl Fields {
 /// The ops a request may name.
 pub const OPS: &[&str] = &[
     "summary", "read", "write", "edit", "list", "stat", "mkdir", "delete", "rename", "glob",
-    "grep", "exec",
+    "grep", "exec", "fetch",
 ];
 
 /// One session of the tool endpoint: a sandbox and what `summary` answers.
@@ -113,22 +113,25 @@ pub struct ToolSession {
     sandbox: Sandbox,
     summary: Value,
     executor: Option<crate::exec::Executor>,
+    fetcher: Option<crate::fetch::Fetcher>,
 }
 
 impl ToolSession {
     /// A session over `sandbox`; `summary` is what the `summary` op answers
     /// (the policy summary with its digest).
-    /// It has no executor: `exec` is refused with `E_DENIED`.
+    /// It has no executor and no fetcher: `exec` and `fetch` are refused
+    /// with `E_DENIED`.
     pub fn new(sandbox: Sandbox, summary: Value) -> ToolSession {
         ToolSession {
             sandbox,
             summary,
             executor: None,
+            fetcher: None,
         }
     }
 
     /// A session with everything `policy` grants, the shell included when
-    /// `[exec]` enables it.
+    /// `[exec]` enables it, and the fetcher `[net]` grants.
     pub fn from_policy(policy: &sandgate_policy::Policy) -> Result<ToolSession, Error> {
         let summary = policy.summary().to_json_value();
         let executor = crate::exec::Executor::from_policy(policy)?;
@@ -136,6 +139,7 @@ impl ToolSession {
             sandbox: Sandbox::from_policy(policy)?,
             summary,
             executor: Some(executor),
+            fetcher: Some(crate::fetch::from_policy(policy)),
         })
     }
 
@@ -176,6 +180,9 @@ impl ToolSession {
             op: op.clone(),
             map,
         };
+        if op == "fetch" {
+            return self.fetch(fields);
+        }
         match self.dispatch(&op, fields) {
             Ok(mut answer) => {
                 answer.insert("ok".into(), Value::Bool(true));
@@ -331,6 +338,121 @@ impl ToolSession {
         }
         Ok(out)
     }
+}
+
+impl ToolSession {
+    /// The `fetch` op: its own answer shape, since a refusal carries the
+    /// matching rule and the hops taken.
+    fn fetch(&self, f: Fields) -> Value {
+        let (url, opts) = match fetch_request(f) {
+            Ok(r) => r,
+            Err(e) => return error_answer(&e),
+        };
+        let Some(fetcher) = &self.fetcher else {
+            return error_answer(&Error::new(
+                ErrorCode::Denied,
+                "this session has no fetcher",
+            ));
+        };
+        match fetcher.fetch(&url, &opts) {
+            Ok(r) => {
+                let mut out = Map::new();
+                out.insert("ok".into(), Value::Bool(true));
+                out.insert("status".into(), json!(r.status));
+                let mut headers = Map::new();
+                for (k, v) in r.headers {
+                    match headers.get_mut(&k) {
+                        Some(Value::String(prev)) => {
+                            prev.push_str(", ");
+                            prev.push_str(&v);
+                        }
+                        _ => {
+                            headers.insert(k, Value::String(v));
+                        }
+                    }
+                }
+                out.insert("headers".into(), Value::Object(headers));
+                put_stream(&mut out, "body", r.body);
+                out.insert("truncated".into(), json!(r.truncated));
+                out.insert("hops".into(), hops_json(&r.hops));
+                Value::Object(out)
+            }
+            Err(e) => {
+                let mut answer = error_answer(&Error::from(e.clone()));
+                if let Some(err) = answer.get_mut("error").and_then(Value::as_object_mut) {
+                    if let Some(rule) = e.rule() {
+                        err.insert("rule".into(), json!(rule));
+                    }
+                    err.insert("hops".into(), hops_json(e.hops()));
+                }
+                answer
+            }
+        }
+    }
+}
+
+/// The strict keys of a `fetch` request: `url`, `method?`, `headers?` (an
+/// object of strings), `body?` or `body_base64?`, `timeout_ms?`,
+/// `max_bytes?`.
+fn fetch_request(mut f: Fields) -> Result<(String, crate::fetch::FetchOptions), Error> {
+    let url = f.str("url")?;
+    let method = f.opt_str("method")?;
+    let headers = match f.take("headers") {
+        None => Vec::new(),
+        Some(Value::Object(m)) => m
+            .into_iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k, s)),
+                _ => Err(bad(format!("the header `{k}` must be a string"))),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(bad("`headers` must be an object of strings")),
+    };
+    let text = f.opt_str("body")?;
+    let b64 = f.opt_str("body_base64")?;
+    let timeout = f.opt_count("timeout_ms")?;
+    let max_bytes = f.opt_count("max_bytes")?;
+    f.done()?;
+    let body = match (text, b64) {
+        (None, None) => None,
+        (Some(t), None) => Some(t.into_bytes()),
+        (None, Some(b)) => Some(
+            base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .map_err(|e| bad(format!("`body_base64` is not valid base64: {e}")))?,
+        ),
+        (Some(_), Some(_)) => {
+            return Err(bad("`fetch` takes at most one of `body` and `body_base64`"))
+        }
+    };
+    if timeout == Some(0) {
+        return Err(bad("`timeout_ms` must be at least 1"));
+    }
+    let mut opts = crate::fetch::FetchOptions::new();
+    opts.method = method;
+    opts.headers = headers;
+    opts.body = body;
+    opts.timeout = timeout.map(|ms| std::time::Duration::from_millis(ms as u64));
+    opts.max_bytes = max_bytes.map(|n| n as u64);
+    Ok((url, opts))
+}
+
+fn hops_json(hops: &[crate::fetch::Hop]) -> Value {
+    Value::Array(
+        hops.iter()
+            .map(|h| {
+                json!({
+                    "url": h.url,
+                    "method": h.method,
+                    "addresses": h.addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+                    "status": h.status,
+                    "allowed": h.allowed,
+                    "reason": h.reason,
+                    "rule": h.rule,
+                })
+            })
+            .collect(),
+    )
 }
 
 /// `key` as text, or `key_base64` when the bytes are not UTF-8.

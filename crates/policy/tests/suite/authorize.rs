@@ -240,6 +240,9 @@ fn resolved_private_address_is_refused_in_restricted() {
         "100.100.100.100",
         "fd00::5",
         "::ffff:192.168.0.1",
+        "2002:c0a8:0001::1",
+        "2002:7f00:0001::1",
+        "64:ff9b:1::a9fe:a9fe",
     ] {
         let d = denied(p.authorize("https", "api.example.com", None, ip(addr)));
         assert!(d.reason.contains("private"), "{addr}: {d:?}");
@@ -257,6 +260,14 @@ fn resolved_metadata_address_is_refused_in_restricted() {
     let d = denied(p.authorize("http", "metadata.example.com", None, ip("169.254.169.254")));
     assert!(d.reason.contains("link-local"), "{d:?}");
     denied(p.authorize("http", "metadata.example.com", None, ip("fe80::a9fe:a9fe")));
+    for carried in [
+        "::ffff:a9fe:a9fe",
+        "64:ff9b::a9fe:a9fe",
+        "2002:a9fe:a9fe::1",
+    ] {
+        let d = denied(p.authorize("http", "metadata.example.com", None, ip(carried)));
+        assert!(d.reason.contains("link-local"), "{carried}: {d:?}");
+    }
 }
 
 #[test]

@@ -1,0 +1,933 @@
+//! A confined web fetch: every hop authorized by the sandgate policy
+//! (SPEC §6), names resolved by sandgate and connections pinned to the
+//! checked addresses, size and time capped.
+//!
+//! ```no_run
+//! use sandgate_fetch::{Fetcher, FetchOptions};
+//! use sandgate_policy::Policy;
+//!
+//! let policy = Policy::load("agent-policy.toml").unwrap();
+//! let fetcher = Fetcher::builder(&policy).build();
+//! match fetcher.fetch("https://api.example.com/v1/items", &FetchOptions::default()) {
+//!     Ok(r) => println!("{} ({} bytes, truncated: {})", r.status, r.body.len(), r.truncated),
+//!     Err(e) => eprintln!("{}: {}", e.code(), e.message()),
+//! }
+//! ```
+//!
+//! **How a hop is made.**
+//!
+//! 1. The URL's host is taken as written (never normalized: `0x7f.1`,
+//!    `2130706433` and `%31…` stay what they are) and the policy's
+//!    authorizer judges scheme, host and port ([`Policy::authorize`] for the
+//!    first request, [`Policy::authorize_redirect`] for every redirect hop,
+//!    which always refuses loopback). Spellings that alias addresses are
+//!    refused there.
+//! 2. A name is resolved by sandgate through a [`Resolve`] (the system
+//!    resolver by default; tests inject their own), within the total
+//!    timeout. A literal is its own address.
+//! 3. Every address is authorized again with the address shown, so the
+//!    policy's address classes apply (private, link-local and the metadata
+//!    service, unspecified, multicast, reserved, loopback unless granted;
+//!    IPv4-mapped and NAT64 forms judged by the IPv4 address they carry).
+//!    If any address is refused the hop is refused: a name that answers
+//!    with an internal address is a rebinding attempt, not a fallback.
+//! 4. The checked addresses are pinned for this thread and the HTTP client
+//!    (ureq, rustls with the ring provider) is called. Its resolver does not
+//!    resolve: it answers the pinned addresses, and only for the host and
+//!    port they were checked for, so nothing between the check and the dial
+//!    (a second DNS answer included) can reach another address.
+//! 5. The client follows no redirect and uses no proxy. A 301/302/303/307/
+//!    308 with a `Location` is resolved against the current URL and the new
+//!    target goes through steps 1–4 as a redirect hop. `Authorization`,
+//!    `Cookie` and `Proxy-Authorization` are dropped when a hop changes
+//!    origin (scheme, host or port), and 303 (and 301/302 after a POST)
+//!    turn the request into a GET without a body.
+//! 6. The final response's body is read while streaming, up to
+//!    `max_bytes`; one byte more marks it truncated and the connection is
+//!    dropped. One deadline covers resolution, connection, TLS, every hop
+//!    and the body.
+//!
+//! **Proxies.** The client never uses one. A configured proxy (see
+//! [`FetcherBuilder::proxy_from_env`]) makes restricted mode refuse every
+//! fetch, since behind a proxy the destination address cannot be checked
+//! or pinned; trusted_host mode connects directly and ignores it.
+//!
+//! **Budgets.** `[budgets] net_ops` counts fetches (a fetch and all its
+//! redirect hops are one operation); a refused fetch spends one too, as
+//! refused file operations do.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod resolve;
+mod url;
+
+use std::fmt;
+use std::io::{self, Read};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use sandgate_codes::ErrorCode;
+use sandgate_policy::{NetDecision, Policy, SecurityMode};
+use ureq::http;
+
+use resolve::{Pin, PinGuard, PinnedResolver};
+pub use resolve::{Resolve, SystemResolver};
+use url::Target;
+
+/// The total timeout of a fetch that names none: 30 s.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest total timeout a fetch may ask for, unless the builder sets
+/// another: 5 min.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(300);
+/// The body cap of a fetch that names none, and the most one may ask for
+/// unless the builder sets another: 10 MiB.
+pub const DEFAULT_MAX_BYTES: u64 = 10 * 1024 * 1024;
+/// The most redirects one fetch follows.
+pub const MAX_REDIRECTS: usize = 10;
+/// The environment variables that configure a proxy.
+pub const PROXY_VARIABLES: &[&str] = &[
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+
+/// Request headers dropped when a redirect changes origin.
+pub const CROSS_ORIGIN_STRIPPED: &[&str] = &["authorization", "cookie", "proxy-authorization"];
+
+/// Request headers a caller may not set: the client owns framing and the
+/// connection, and `Host` must be the host that was authorized.
+const REFUSED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "keep-alive",
+    "proxy-connection",
+];
+
+/// What to send. Every field is optional: `GET`, no headers, no body, the
+/// fetcher's default timeout and body cap.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FetchOptions {
+    /// The method (`GET` when absent). `CONNECT` is refused.
+    pub method: Option<String>,
+    /// Request headers, in order.
+    pub headers: Vec<(String, String)>,
+    /// The request body.
+    pub body: Option<Vec<u8>>,
+    /// The total timeout (capped at the fetcher's maximum).
+    pub timeout: Option<Duration>,
+    /// The body cap (capped at the fetcher's maximum).
+    pub max_bytes: Option<u64>,
+}
+
+impl FetchOptions {
+    /// The defaults: `GET`, nothing else.
+    pub fn new() -> FetchOptions {
+        FetchOptions::default()
+    }
+
+    /// Sets the method.
+    pub fn method(mut self, method: impl Into<String>) -> Self {
+        self.method = Some(method.into());
+        self
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the body.
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = Some(body.into());
+        self
+    }
+
+    /// Sets the total timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the body cap.
+    pub fn max_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = Some(max_bytes);
+        self
+    }
+}
+
+/// One hop of a fetch: the first request or a redirect target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Hop {
+    /// The URL of the hop (host as written, fragment dropped).
+    pub url: String,
+    /// The method sent (or that would have been).
+    pub method: String,
+    /// The checked addresses the connection was pinned to (empty when the
+    /// hop was refused before resolving).
+    pub addresses: Vec<IpAddr>,
+    /// The status the hop answered, when it was sent.
+    pub status: Option<u16>,
+    /// Whether the authorizer admitted the hop.
+    pub allowed: bool,
+    /// The authorizer's reason: the entry that admitted it, or what refused
+    /// it.
+    pub reason: String,
+    /// The `net.allow` entry that matched, if any.
+    pub rule: Option<String>,
+}
+
+/// A fetched response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FetchResponse {
+    /// The final status (a 3xx only when it had no `Location`).
+    pub status: u16,
+    /// The final response's headers, names lowercased, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body, at most `max_bytes`.
+    pub body: Vec<u8>,
+    /// Whether the body was cut at `max_bytes`.
+    pub truncated: bool,
+    /// Every hop taken, the final one included.
+    pub hops: Vec<Hop>,
+}
+
+/// A refused or failed fetch: the SPEC §8 code (`E_NET_DENIED` for the
+/// authorizer, `E_DENIED` for a spent budget, `E_TIMEOUT`, `E_REQUEST`,
+/// `E_IO`), a message, the matching `net.allow` entry and the hops taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchError {
+    code: ErrorCode,
+    message: String,
+    rule: Option<String>,
+    hops: Vec<Hop>,
+}
+
+impl FetchError {
+    fn new(code: ErrorCode, message: impl Into<String>) -> FetchError {
+        FetchError {
+            code,
+            message: message.into(),
+            rule: None,
+            hops: Vec::new(),
+        }
+    }
+
+    fn with_hops(mut self, hops: &[Hop]) -> FetchError {
+        self.hops = hops.to_vec();
+        self
+    }
+
+    /// The SPEC §8 code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    /// What was refused and why.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The `net.allow` entry that matched the refused destination, if one
+    /// did (the address was then what was refused).
+    pub fn rule(&self) -> Option<&str> {
+        self.rule.as_deref()
+    }
+
+    /// The hops taken, the refused or failed one last.
+    pub fn hops(&self) -> &[Hop] {
+        &self.hops
+    }
+}
+
+impl fmt::Display for FetchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for FetchError {}
+
+/// Configures a [`Fetcher`].
+pub struct FetcherBuilder {
+    policy: Policy,
+    resolver: Arc<dyn Resolve>,
+    proxy: Option<String>,
+    max_timeout: Duration,
+    max_bytes: u64,
+    max_redirects: usize,
+    roots: Option<Vec<ureq::tls::Certificate<'static>>>,
+}
+
+impl fmt::Debug for FetcherBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FetcherBuilder")
+            .field("proxy", &self.proxy)
+            .field("max_timeout", &self.max_timeout)
+            .field("max_bytes", &self.max_bytes)
+            .field("max_redirects", &self.max_redirects)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FetcherBuilder {
+    /// The resolver names go through (default [`SystemResolver`]).
+    pub fn resolver(mut self, resolver: impl Resolve + 'static) -> Self {
+        self.resolver = Arc::new(resolver);
+        self
+    }
+
+    /// Declares a configured proxy (`what` names where it was configured,
+    /// e.g. `HTTPS_PROXY`). Restricted mode then refuses every fetch.
+    pub fn proxy(mut self, what: Option<String>) -> Self {
+        self.proxy = what;
+        self
+    }
+
+    /// Declares the proxy the environment configures, if any
+    /// ([`PROXY_VARIABLES`], non-empty).
+    pub fn proxy_from_env(self) -> Self {
+        let found = PROXY_VARIABLES
+            .iter()
+            .find(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+            .map(|v| (*v).to_owned());
+        self.proxy(found)
+    }
+
+    /// The longest total timeout a fetch may ask for (default
+    /// [`MAX_TIMEOUT`]).
+    pub fn max_timeout(mut self, max: Duration) -> Self {
+        self.max_timeout = max;
+        self
+    }
+
+    /// The largest body cap a fetch may ask for, and the cap of one that
+    /// names none (default [`DEFAULT_MAX_BYTES`]).
+    pub fn max_bytes(mut self, max: u64) -> Self {
+        self.max_bytes = max;
+        self
+    }
+
+    /// The most redirects one fetch follows (default [`MAX_REDIRECTS`]).
+    pub fn max_redirects(mut self, max: usize) -> Self {
+        self.max_redirects = max;
+        self
+    }
+
+    /// Trusts the certificates in `pem` (one or more PEM blocks) as the only
+    /// roots, instead of the bundled Mozilla roots: a private CA, or a test
+    /// server's self-signed certificate.
+    pub fn root_certificates_pem(mut self, pem: &[u8]) -> Result<Self, FetchError> {
+        let mut certs = Vec::new();
+        for item in ureq::tls::parse_pem(pem) {
+            match item {
+                Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c),
+                Ok(_) => {}
+                Err(e) => return Err(request_error(format!("the PEM is not readable: {e}"))),
+            }
+        }
+        if certs.is_empty() {
+            return Err(request_error("the PEM holds no certificate"));
+        }
+        self.roots = Some(certs);
+        Ok(self)
+    }
+
+    /// The fetcher.
+    pub fn build(self) -> Fetcher {
+        let mut tls = ureq::tls::TlsConfig::builder();
+        if let Some(roots) = self.roots {
+            tls = tls.root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots)));
+        }
+        let agent = ureq::Agent::with_parts(
+            client_config(tls.build()),
+            ureq::unversioned::transport::DefaultConnector::default(),
+            PinnedResolver,
+        );
+        Fetcher {
+            net_ops: self.policy.budgets().net_ops.map(AtomicU64::new),
+            policy: self.policy,
+            agent,
+            resolver: self.resolver,
+            proxy: self.proxy,
+            max_timeout: self.max_timeout,
+            max_bytes: self.max_bytes,
+            max_redirects: self.max_redirects,
+        }
+    }
+}
+
+/// The client's settings: no redirects, no proxy, statuses are answers.
+///
+/// Public (hidden) so that the benchmark can build the very same client
+/// without the checks.
+#[doc(hidden)]
+pub fn client_config(tls: ureq::tls::TlsConfig) -> ureq::config::Config {
+    ureq::Agent::config_builder()
+        .tls_config(tls)
+        .proxy(None)
+        .max_redirects(0)
+        .http_status_as_error(false)
+        .user_agent(concat!("sandgate-fetch/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// Fetches URLs as a policy allows. `Send + Sync`; one fetcher serves many
+/// threads and shares its connection pool between them.
+pub struct Fetcher {
+    policy: Policy,
+    agent: ureq::Agent,
+    resolver: Arc<dyn Resolve>,
+    proxy: Option<String>,
+    max_timeout: Duration,
+    max_bytes: u64,
+    max_redirects: usize,
+    net_ops: Option<AtomicU64>,
+}
+
+impl fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fetcher")
+            .field("proxy", &self.proxy)
+            .field("max_timeout", &self.max_timeout)
+            .field("max_bytes", &self.max_bytes)
+            .field("net_ops", &self.net_ops)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A hop that passed the authorizer: its addresses and the decision.
+struct Checked {
+    addrs: Vec<IpAddr>,
+    decision: NetDecision,
+}
+
+impl Fetcher {
+    /// A builder for a fetcher under `policy`, with its `net_ops` budget.
+    pub fn builder(policy: &Policy) -> FetcherBuilder {
+        FetcherBuilder {
+            policy: policy.clone(),
+            resolver: Arc::new(SystemResolver),
+            proxy: None,
+            max_timeout: MAX_TIMEOUT,
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_redirects: MAX_REDIRECTS,
+            roots: None,
+        }
+    }
+
+    /// Fetches left in the `net_ops` budget (`None`: unlimited).
+    pub fn net_ops_left(&self) -> Option<u64> {
+        self.net_ops.as_ref().map(|n| n.load(Ordering::SeqCst))
+    }
+
+    /// Fetches `url`: the authorizer on every hop, pinned connections, the
+    /// body cut at `max_bytes`, one deadline for everything.
+    pub fn fetch(&self, url: &str, opts: &FetchOptions) -> Result<FetchResponse, FetchError> {
+        let start = Instant::now();
+        if let Some(left) = &self.net_ops {
+            left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .map_err(|_| FetchError::new(ErrorCode::Denied, "the net_ops budget is spent"))?;
+        }
+        let timeout = opts
+            .timeout
+            .unwrap_or(DEFAULT_TIMEOUT)
+            .min(self.max_timeout);
+        if timeout.is_zero() {
+            return Err(request_error("timeout_ms must be at least 1"));
+        }
+        let deadline = start + timeout;
+        let max_bytes = opts.max_bytes.unwrap_or(self.max_bytes).min(self.max_bytes);
+        let mut method = parse_method(opts.method.as_deref())?;
+        let mut headers = check_headers(&opts.headers)?;
+        let mut body = opts.body.clone();
+        let mut target = Target::parse(url)
+            .map_err(|m| request_error(format!("`{}` is refused: {m}", url.escape_debug())))?;
+        if let (Some(proxy), SecurityMode::Restricted) = (&self.proxy, self.policy.security_mode())
+        {
+            return Err(FetchError::new(
+                ErrorCode::NetDenied,
+                format!(
+                    "a proxy is configured ({proxy}); restricted mode connects only to addresses \
+                     it checked, and a proxy hides the destination: unset it, or use trusted_host"
+                ),
+            ));
+        }
+
+        let mut hops: Vec<Hop> = Vec::new();
+        let mut redirects = 0;
+        loop {
+            let redirect = !hops.is_empty();
+            let checked = match self.check(&target, redirect, deadline) {
+                Ok(c) => c,
+                Err((err, decision)) => {
+                    hops.push(Hop {
+                        url: target.to_string(),
+                        method: method.to_string(),
+                        addresses: Vec::new(),
+                        status: None,
+                        allowed: false,
+                        reason: decision.unwrap_or_else(|| err.message.clone()),
+                        rule: err.rule.clone(),
+                    });
+                    return Err(err.with_hops(&hops));
+                }
+            };
+            let url = target.to_string();
+            let uri: http::Uri = url.parse().map_err(|e| {
+                request_error(format!("`{url}` is not a URL the client takes: {e}"))
+                    .with_hops(&hops)
+            })?;
+            hops.push(Hop {
+                url,
+                method: method.to_string(),
+                addresses: checked.addrs.clone(),
+                status: None,
+                allowed: true,
+                reason: checked.decision.reason,
+                rule: checked.decision.rule,
+            });
+            let response = self
+                .send(
+                    &target,
+                    uri,
+                    &method,
+                    &headers,
+                    body.as_deref(),
+                    &checked.addrs,
+                    deadline,
+                )
+                .map_err(|e| e.with_hops(&hops))?;
+            let status = response.status().as_u16();
+            if let Some(hop) = hops.last_mut() {
+                hop.status = Some(status);
+            }
+            let location = response.headers().get(http::header::LOCATION);
+            if let (301 | 302 | 303 | 307 | 308, Some(location)) = (status, location) {
+                let next = location
+                    .to_str()
+                    .map_err(|_| "not ASCII".to_owned())
+                    .and_then(|l| target.join(l))
+                    .map_err(|m| {
+                        FetchError::new(
+                            ErrorCode::NetDenied,
+                            format!("the redirect from {target} is refused: its Location {m}"),
+                        )
+                        .with_hops(&hops)
+                    })?;
+                if redirects == self.max_redirects {
+                    return Err(FetchError::new(
+                        ErrorCode::Io,
+                        format!("more than {} redirects", self.max_redirects),
+                    )
+                    .with_hops(&hops));
+                }
+                redirects += 1;
+                drop(response);
+                (method, body) = redirect_request(status, method, body, &mut headers);
+                if next.origin() != target.origin() {
+                    strip_credentials(&mut headers);
+                }
+                target = next;
+                continue;
+            }
+            let headers_out = response
+                .headers()
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect();
+            let (body, truncated) =
+                read_capped(response.into_body(), max_bytes).map_err(|e| e.with_hops(&hops))?;
+            return Ok(FetchResponse {
+                status,
+                headers: headers_out,
+                body,
+                truncated,
+                hops,
+            });
+        }
+    }
+
+    /// Steps 1–3: the authorizer on the name, resolution, the authorizer
+    /// on every address.
+    fn check(
+        &self,
+        t: &Target,
+        redirect: bool,
+        deadline: Instant,
+    ) -> Result<Checked, (FetchError, Option<String>)> {
+        let authorize = |ip: Option<IpAddr>| {
+            if redirect {
+                self.policy
+                    .authorize_redirect(&t.scheme, &t.host, t.port, ip)
+            } else {
+                self.policy.authorize(&t.scheme, &t.host, t.port, ip)
+            }
+        };
+        let denied = |d: NetDecision, what: String| {
+            let mut err = FetchError::new(
+                ErrorCode::NetDenied,
+                format!("{what}{t} is refused: {}", d.reason),
+            );
+            err.rule = d.rule.clone();
+            (err, Some(d.reason))
+        };
+        let hop = if redirect { "the redirect to " } else { "" };
+        let literal_ip = literal(&t.host);
+        // For a literal the one call with its address is the whole check
+        // (the name rules and the address rules); a name is judged first
+        // as a name, before anything is resolved.
+        let decision = authorize(literal_ip);
+        if !decision.allowed {
+            return Err(denied(decision, hop.to_owned()));
+        }
+        if !matches!(t.scheme.as_str(), "http" | "https") {
+            return Err((
+                request_error(format!("fetch speaks http and https, not {}", t.scheme)),
+                None,
+            ));
+        }
+        let port = t.effective_port();
+        let addrs = match literal_ip {
+            Some(ip) => {
+                return Ok(Checked {
+                    addrs: vec![ip],
+                    decision,
+                })
+            }
+            None => {
+                let name = t.host.to_ascii_lowercase();
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err((timeout_error(), None));
+                }
+                let mut addrs = self.resolver.resolve(&name, port, left).map_err(|e| {
+                    if e.kind() == io::ErrorKind::TimedOut || Instant::now() >= deadline {
+                        (timeout_error(), None)
+                    } else {
+                        (
+                            FetchError::new(
+                                ErrorCode::Io,
+                                format!("could not resolve {name}: {e}"),
+                            ),
+                            None,
+                        )
+                    }
+                })?;
+                if Instant::now() >= deadline {
+                    return Err((timeout_error(), None));
+                }
+                let mut seen = Vec::with_capacity(addrs.len());
+                addrs.retain(|a| {
+                    let new = !seen.contains(a);
+                    seen.push(*a);
+                    new
+                });
+                addrs.truncate(resolve::MAX_PINNED);
+                if addrs.is_empty() {
+                    return Err((
+                        FetchError::new(ErrorCode::Io, format!("{name} has no address")),
+                        None,
+                    ));
+                }
+                addrs
+            }
+        };
+        let mut last = decision;
+        for ip in &addrs {
+            let d = authorize(Some(*ip));
+            if !d.allowed {
+                return Err(denied(d, format!("{hop}(resolved to {ip}) ")));
+            }
+            last = d;
+        }
+        Ok(Checked {
+            addrs,
+            decision: last,
+        })
+    }
+
+    /// Step 4: one request through the client, pinned to `addrs`.
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &self,
+        t: &Target,
+        uri: http::Uri,
+        method: &http::Method,
+        headers: &[(String, String)],
+        body: Option<&[u8]>,
+        addrs: &[IpAddr],
+        deadline: Instant,
+    ) -> Result<http::Response<ureq::Body>, FetchError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(timeout_error());
+        }
+        let mut builder = http::Request::builder().method(method.clone()).uri(uri);
+        for (k, v) in headers {
+            builder = builder.header(k.as_str(), v.as_str());
+        }
+        let port = t.effective_port();
+        let _pin = PinGuard::set(Pin {
+            host: t.host.clone(),
+            port,
+            addrs: addrs.iter().map(|ip| SocketAddr::new(*ip, port)).collect(),
+        });
+        let bad = |e: http::Error| request_error(format!("the request cannot be built: {e}"));
+        let result = match body {
+            Some(b) => {
+                let req = builder.body(b.to_vec()).map_err(bad)?;
+                let req = self
+                    .agent
+                    .configure_request(req)
+                    .timeout_global(Some(left))
+                    .build();
+                self.agent.run(req)
+            }
+            None => {
+                let req = builder.body(()).map_err(bad)?;
+                let req = self
+                    .agent
+                    .configure_request(req)
+                    .timeout_global(Some(left))
+                    .build();
+                self.agent.run(req)
+            }
+        };
+        result.map_err(client_error)
+    }
+}
+
+/// The method and body of the request that follows a redirect: 303 (but
+/// for HEAD), and 301/302 after a POST, become a GET without a body (and
+/// without `Content-Type`); 307 and 308 keep both.
+fn redirect_request(
+    status: u16,
+    method: http::Method,
+    body: Option<Vec<u8>>,
+    headers: &mut Vec<(String, String)>,
+) -> (http::Method, Option<Vec<u8>>) {
+    let to_get = (status == 303 && method != http::Method::HEAD)
+        || (matches!(status, 301 | 302) && method == http::Method::POST);
+    if to_get {
+        headers.retain(|(k, _)| k != "content-type");
+        (http::Method::GET, None)
+    } else {
+        (method, body)
+    }
+}
+
+/// Drops the credentials a cross-origin hop must not carry.
+fn strip_credentials(headers: &mut Vec<(String, String)>) {
+    headers.retain(|(k, _)| !CROSS_ORIGIN_STRIPPED.contains(&k.as_str()));
+}
+
+/// What a hop to `next` sends after `from`: the headers, credentials
+/// dropped when the origin changes.
+#[cfg(test)]
+fn headers_for_hop(
+    from: &Target,
+    next: &Target,
+    mut headers: Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    if next.origin() != from.origin() {
+        strip_credentials(&mut headers);
+    }
+    headers
+}
+
+/// Step 6: the body, read while streaming, cut at `max_bytes`.
+fn read_capped(body: ureq::Body, max_bytes: u64) -> Result<(Vec<u8>, bool), FetchError> {
+    let mut buf = Vec::new();
+    body.into_reader()
+        .take(max_bytes.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(io_error)?;
+    let truncated = buf.len() as u64 > max_bytes;
+    if truncated {
+        buf.truncate(usize::try_from(max_bytes).unwrap_or(usize::MAX));
+    }
+    Ok((buf, truncated))
+}
+
+/// An IP literal as a URL writes it (`1.2.3.4`, `[::1]`).
+fn literal(host: &str) -> Option<IpAddr> {
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return inner.parse::<Ipv6Addr>().ok().map(IpAddr::V6);
+    }
+    host.parse::<Ipv4Addr>().ok().map(IpAddr::V4)
+}
+
+fn parse_method(method: Option<&str>) -> Result<http::Method, FetchError> {
+    let Some(m) = method else {
+        return Ok(http::Method::GET);
+    };
+    let m = http::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+        .map_err(|_| request_error(format!("`{}` is not an HTTP method", m.escape_debug())))?;
+    if m == http::Method::CONNECT {
+        return Err(request_error("CONNECT is not a method fetch sends"));
+    }
+    Ok(m)
+}
+
+fn check_headers(headers: &[(String, String)]) -> Result<Vec<(String, String)>, FetchError> {
+    headers
+        .iter()
+        .map(|(k, v)| {
+            let name = http::HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+                request_error(format!("`{}` is not a header name", k.escape_debug()))
+            })?;
+            if REFUSED_HEADERS.contains(&name.as_str()) {
+                return Err(request_error(format!(
+                    "the header `{name}` is set by the client, not the caller"
+                )));
+            }
+            http::HeaderValue::from_str(v).map_err(|_| {
+                request_error(format!("the value of header `{name}` is not a valid value"))
+            })?;
+            Ok((name.as_str().to_owned(), v.clone()))
+        })
+        .collect()
+}
+
+#[cold]
+fn request_error(message: impl Into<String>) -> FetchError {
+    FetchError::new(ErrorCode::Request, message)
+}
+
+#[cold]
+fn timeout_error() -> FetchError {
+    FetchError::new(ErrorCode::Timeout, "the fetch's total timeout ran out")
+}
+
+#[cold]
+fn client_error(e: ureq::Error) -> FetchError {
+    match e {
+        ureq::Error::Timeout(_) => timeout_error(),
+        ureq::Error::Io(e) => io_error(e),
+        ureq::Error::Other(e) => FetchError::new(ErrorCode::Internal, e.to_string()),
+        e => FetchError::new(ErrorCode::Io, e.to_string()),
+    }
+}
+
+#[cold]
+fn io_error(e: io::Error) -> FetchError {
+    let inner_timeout = e
+        .get_ref()
+        .and_then(|i| i.downcast_ref::<ureq::Error>())
+        .is_some_and(|i| matches!(i, ureq::Error::Timeout(_)));
+    if inner_timeout
+        || matches!(
+            e.kind(),
+            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+        )
+    {
+        return timeout_error();
+    }
+    FetchError::new(ErrorCode::Io, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals() {
+        assert_eq!(literal("127.0.0.1"), Some("127.0.0.1".parse().unwrap()));
+        assert_eq!(literal("[::1]"), Some("::1".parse().unwrap()));
+        assert_eq!(literal("::1"), None);
+        assert_eq!(literal("0x7f.1"), None);
+        assert_eq!(literal("2130706433"), None);
+        assert_eq!(literal("0127.0.0.1"), None);
+    }
+
+    fn creds() -> Vec<(String, String)> {
+        check_headers(&[
+            ("Authorization".into(), "Bearer t".into()),
+            ("Cookie".into(), "a=b".into()),
+            ("Proxy-Authorization".into(), "Basic x".into()),
+            ("X-Keep".into(), "1".into()),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn credentials_kept_on_same_origin() {
+        let from = Target::parse("https://api.example.com/a").unwrap();
+        for next in [
+            "/b",
+            "https://api.example.com/c",
+            "https://API.example.com:443/d",
+            "?q",
+        ] {
+            let next = from.join(next).unwrap();
+            assert_eq!(headers_for_hop(&from, &next, creds()), creds(), "{next}");
+        }
+    }
+
+    #[test]
+    fn credentials_stripped_across_origins() {
+        let from = Target::parse("https://api.example.com/a").unwrap();
+        for next in [
+            "https://other.example.com/",
+            "https://api.example.com:8443/",
+            "http://api.example.com/",
+            "//evil.example/",
+        ] {
+            let next = from.join(next).unwrap();
+            assert_eq!(
+                headers_for_hop(&from, &next, creds()),
+                vec![("x-keep".to_owned(), "1".to_owned())],
+                "{next}"
+            );
+        }
+    }
+
+    #[test]
+    fn redirect_methods() {
+        let post = http::Method::POST;
+        let mut h = vec![("content-type".to_owned(), "text/plain".to_owned())];
+        let (m, b) = redirect_request(307, post.clone(), Some(b"x".to_vec()), &mut h);
+        assert_eq!((m, b, h.len()), (post.clone(), Some(b"x".to_vec()), 1));
+        let (m, b) = redirect_request(302, post.clone(), Some(b"x".to_vec()), &mut h);
+        assert_eq!((m, b, h.len()), (http::Method::GET, None, 0));
+        let (m, _) = redirect_request(303, http::Method::HEAD, None, &mut h);
+        assert_eq!(m, http::Method::HEAD);
+        let (m, _) = redirect_request(303, http::Method::PUT, None, &mut h);
+        assert_eq!(m, http::Method::GET);
+        let (m, _) = redirect_request(301, http::Method::DELETE, None, &mut h);
+        assert_eq!(m, http::Method::DELETE);
+    }
+
+    #[test]
+    fn methods_and_headers() {
+        assert_eq!(parse_method(None).unwrap(), http::Method::GET);
+        assert_eq!(parse_method(Some("post")).unwrap(), http::Method::POST);
+        assert!(parse_method(Some("CONNECT")).is_err());
+        assert!(parse_method(Some("GE T")).is_err());
+        assert!(check_headers(&[("Host".into(), "x".into())]).is_err());
+        assert!(check_headers(&[("X-A".into(), "a\nb".into())]).is_err());
+        assert_eq!(
+            check_headers(&[("X-A".into(), "1".into())]).unwrap(),
+            vec![("x-a".to_owned(), "1".to_owned())]
+        );
+    }
+}

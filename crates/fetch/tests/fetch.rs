@@ -1,0 +1,877 @@
+//! The confined fetch against real local servers, on loopback only.
+//!
+//! Every server here listens on 127.0.0.0/8 (or `[::1]`); names are
+//! answered by injected resolvers, and every address outside loopback that
+//! appears below is one the fetcher must refuse before dialling.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use sandgate_fetch::{ErrorCode, FetchError, FetchOptions, FetchResponse, Fetcher};
+use sandgate_policy::Policy;
+
+// ---------------------------------------------------------------------------
+// Local servers
+
+enum Reply {
+    Raw(Vec<u8>),
+    /// A 200 whose body never ends.
+    Endless,
+    /// Never answers.
+    Silent,
+    /// Headers and a part of the body, then nothing.
+    Stall,
+}
+
+fn ok(body: &str) -> Reply {
+    Reply::Raw(
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    )
+}
+
+fn redirect(status: u16, location: &str) -> Reply {
+    Reply::Raw(
+        format!(
+            "HTTP/1.1 {status} Moved\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .into_bytes(),
+    )
+}
+
+type Handler = dyn Fn(&str) -> Reply + Send + Sync;
+
+struct Server {
+    port: u16,
+    /// Connections accepted.
+    hits: Arc<AtomicUsize>,
+    /// Request heads (and bodies) received, in order.
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn serve(ip: &str, handler: impl Fn(&str) -> Reply + Send + Sync + 'static) -> Server {
+    serve_on(
+        TcpListener::bind((ip, 0)).expect("bind a loopback port"),
+        handler,
+    )
+}
+
+fn serve_on(
+    listener: TcpListener,
+    handler: impl Fn(&str) -> Reply + Send + Sync + 'static,
+) -> Server {
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let handler: Arc<Handler> = Arc::new(handler);
+    let (h, r) = (hits.clone(), requests.clone());
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            h.fetch_add(1, Ordering::SeqCst);
+            let (handler, r) = (handler.clone(), r.clone());
+            thread::spawn(move || {
+                let _ = answer(stream, &*handler, &r);
+            });
+        }
+    });
+    Server {
+        port,
+        hits,
+        requests,
+    }
+}
+
+fn read_request(stream: &mut impl Read) -> io::Result<String> {
+    let mut reader = BufReader::new(stream);
+    let mut head = String::new();
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        head.push_str(&line);
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    head.push_str(&String::from_utf8_lossy(&body));
+    Ok(head)
+}
+
+fn answer(mut stream: TcpStream, handler: &Handler, log: &Mutex<Vec<String>>) -> io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(10)))?;
+    let request = read_request(&mut stream)?;
+    let reply = handler(&request);
+    log.lock().unwrap().push(request);
+    write_reply(&mut stream, reply)
+}
+
+fn write_reply(stream: &mut impl Write, reply: Reply) -> io::Result<()> {
+    match reply {
+        Reply::Raw(bytes) => stream.write_all(&bytes),
+        Reply::Endless => {
+            stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n")?;
+            let chunk = vec![b'x'; 64 * 1024];
+            let stop = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < stop {
+                stream.write_all(&chunk)?;
+            }
+            Ok(())
+        }
+        Reply::Silent => {
+            thread::sleep(Duration::from_secs(10));
+            Ok(())
+        }
+        Reply::Stall => {
+            stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")?;
+            stream.flush()?;
+            thread::sleep(Duration::from_secs(10));
+            Ok(())
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Policies and fetchers
+
+fn policy(toml: &str) -> Policy {
+    Policy::from_bytes(toml.as_bytes(), Path::new("."), None).expect("the test policy loads")
+}
+
+fn http_policy(allow: &[String]) -> Policy {
+    let list: Vec<String> = allow.iter().map(|a| format!("{a:?}")).collect();
+    policy(&format!(
+        "[net]\nallow = [{}]\nallow_http = true\n",
+        list.join(", ")
+    ))
+}
+
+/// A resolver that must not be asked.
+fn no_dns(host: &str, _: u16, _: Duration) -> io::Result<Vec<IpAddr>> {
+    panic!("the resolver was asked for {host}")
+}
+
+/// A resolver answering `ips` for every name, counting its calls.
+fn fixed(ips: &[&str], calls: Arc<AtomicUsize>) -> impl sandgate_fetch::Resolve {
+    let ips: Vec<IpAddr> = ips.iter().map(|s| s.parse().unwrap()).collect();
+    move |_: &str, _: u16, _: Duration| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Ok(ips.clone())
+    }
+}
+
+fn get(f: &Fetcher, url: &str) -> Result<FetchResponse, FetchError> {
+    f.fetch(url, &FetchOptions::new().timeout(Duration::from_secs(10)))
+}
+
+fn denied(r: Result<FetchResponse, FetchError>) -> FetchError {
+    match r {
+        Ok(r) => panic!("expected a refusal, got status {}", r.status),
+        Err(e) => {
+            assert_eq!(e.code(), ErrorCode::NetDenied, "{e}");
+            e
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Grants
+
+#[test]
+fn granted_port_works() {
+    let s = serve("127.0.0.1", |_| ok("hello"));
+    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)]))
+        .resolver(no_dns)
+        .build();
+    let r = get(&f, &format!("http://127.0.0.1:{}/path?q=1", s.port)).unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"hello");
+    assert!(!r.truncated);
+    assert!(r
+        .headers
+        .iter()
+        .any(|(k, v)| k == "content-type" && v == "text/plain"));
+    assert_eq!(r.hops.len(), 1);
+    assert_eq!(
+        r.hops[0].addresses,
+        vec!["127.0.0.1".parse::<IpAddr>().unwrap()]
+    );
+    assert_eq!(r.hops[0].status, Some(200));
+    assert_eq!(
+        r.hops[0].rule.as_deref(),
+        Some(format!("127.0.0.1:{}", s.port).as_str())
+    );
+    assert!(s.requests()[0].starts_with("GET /path?q=1 HTTP/1.1\r\n"));
+}
+
+#[test]
+fn method_headers_and_body_are_sent() {
+    let s = serve("127.0.0.1", |_| ok("done"));
+    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)])).build();
+    let opts = FetchOptions::new()
+        .method("PUT")
+        .header("X-Token", "abc")
+        .body("payload");
+    let r = f
+        .fetch(&format!("http://127.0.0.1:{}/u", s.port), &opts)
+        .unwrap();
+    assert_eq!(r.status, 200);
+    let req = &s.requests()[0];
+    assert!(req.starts_with("PUT /u HTTP/1.1\r\n"), "{req}");
+    assert!(req.to_ascii_lowercase().contains("x-token: abc"), "{req}");
+    assert!(req.ends_with("payload"), "{req}");
+}
+
+#[test]
+fn ipv6_loopback_literal_works_when_granted() {
+    let Ok(listener) = TcpListener::bind("[::1]:0") else {
+        eprintln!("no IPv6 loopback here; skipped");
+        return;
+    };
+    let s = serve_on(listener, |_| ok("six"));
+    let f = Fetcher::builder(&http_policy(&[format!("[::1]:{}", s.port)])).build();
+    let r = get(&f, &format!("http://[::1]:{}/", s.port)).unwrap();
+    assert_eq!(r.body, b"six");
+}
+
+#[test]
+fn ungranted_port_is_refused_before_connecting() {
+    let granted = serve("127.0.0.1", |_| ok("a"));
+    let other = serve("127.0.0.1", |_| ok("b"));
+    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", granted.port)])).build();
+    let e = denied(get(&f, &format!("http://127.0.0.1:{}/", other.port)));
+    assert!(e.message().contains("not in net.allow"), "{e}");
+    assert_eq!(e.hops().len(), 1);
+    assert!(!e.hops()[0].allowed);
+    assert_eq!(other.hits(), 0);
+}
+
+#[test]
+fn localhost_is_not_granted_by_the_literal() {
+    let s = serve("127.0.0.1", |_| ok("a"));
+    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)]))
+        .resolver(no_dns)
+        .build();
+    let e = denied(get(&f, &format!("http://localhost:{}/", s.port)));
+    assert!(e.message().contains("not in net.allow"), "{e}");
+    assert_eq!(s.hits(), 0);
+}
+
+#[test]
+fn https_only_unless_allow_http() {
+    let s = serve("127.0.0.1", |_| ok("a"));
+    let p = policy(&format!("[net]\nallow = [\"127.0.0.1:{}\"]\n", s.port));
+    let f = Fetcher::builder(&p).build();
+    let e = denied(get(&f, &format!("http://127.0.0.1:{}/", s.port)));
+    assert!(e.message().contains("allow_http"), "{e}");
+    assert_eq!(s.hits(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// Redirects
+
+/// A granted server that redirects `/go` to `location` and answers
+/// everything else.
+fn redirector(location: String) -> Server {
+    serve("127.0.0.1", move |req| {
+        if req.starts_with("GET /go ") {
+            redirect(302, &location)
+        } else {
+            ok("landed")
+        }
+    })
+}
+
+fn assert_refused_at_second_hop(e: &FetchError, url: &str) {
+    let hops = e.hops();
+    assert_eq!(hops.len(), 2, "{hops:?}");
+    assert!(hops[0].allowed);
+    assert!(matches!(hops[0].status, Some(301 | 302 | 307)), "{hops:?}");
+    assert!(!hops[1].allowed);
+    assert_eq!(hops[1].url, url);
+    assert_eq!(hops[1].status, None);
+    assert!(hops[1].addresses.is_empty());
+}
+
+#[test]
+fn redirect_to_an_ungranted_port_is_refused_at_the_hop() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let s = redirector("http://api.example.com:8080/x".into());
+    let p = http_policy(&[format!("127.0.0.1:{}", s.port), "api.example.com:80".into()]);
+    let f = Fetcher::builder(&p)
+        .resolver(fixed(&["10.0.0.1"], calls.clone()))
+        .build();
+    let e = denied(get(&f, &format!("http://127.0.0.1:{}/go", s.port)));
+    assert!(e.message().contains("port 8080 is not in net.allow"), "{e}");
+    assert_refused_at_second_hop(&e, "http://api.example.com:8080/x");
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "refused before resolving");
+}
+
+#[test]
+fn redirect_to_loopback_is_refused_even_to_the_granted_port() {
+    for location in [
+        "/landing",
+        "http://127.0.0.1:{port}/landing",
+        "//localhost:{port}/",
+    ] {
+        let holder = Arc::new(Mutex::new(String::new()));
+        let h = holder.clone();
+        let s = serve("127.0.0.1", move |req| {
+            if req.starts_with("GET /go ") {
+                redirect(307, &h.lock().unwrap())
+            } else {
+                ok("landed")
+            }
+        });
+        *holder.lock().unwrap() = location.replace("{port}", &s.port.to_string());
+        let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)]))
+            .resolver(no_dns)
+            .build();
+        let e = denied(get(&f, &format!("http://127.0.0.1:{}/go", s.port)));
+        assert_eq!(e.hops().len(), 2, "{location}: {e}");
+        assert!(
+            e.message().contains("loopback"),
+            "{location}: {}",
+            e.message()
+        );
+        assert_eq!(
+            s.requests().len(),
+            1,
+            "{location}: only the first hop was sent"
+        );
+    }
+}
+
+#[test]
+fn redirect_to_the_metadata_service_is_refused() {
+    let s = redirector("http://169.254.169.254/latest/meta-data/".into());
+    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)]))
+        .resolver(no_dns)
+        .build();
+    let e = denied(get(&f, &format!("http://127.0.0.1:{}/go", s.port)));
+    assert_refused_at_second_hop(&e, "http://169.254.169.254/latest/meta-data/");
+
+    // A granted name that resolves there is refused by the address class.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let s = redirector("http://meta.example.com/".into());
+    let p = http_policy(&[format!("127.0.0.1:{}", s.port), "meta.example.com".into()]);
+    let f = Fetcher::builder(&p)
+        .resolver(fixed(&["169.254.169.254"], calls.clone()))
+        .build();
+    let e = denied(get(&f, &format!("http://127.0.0.1:{}/go", s.port)));
+    assert!(e.message().contains("link-local"), "{e}");
+    assert_eq!(e.rule(), Some("meta.example.com"));
+    assert_refused_at_second_hop(&e, "http://meta.example.com/");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn redirect_reports_every_hop_when_it_succeeds_and_caps_the_count() {
+    // A chain that keeps redirecting to loopback is refused at hop 2; the
+    // count cap itself is checked with max_redirects(0).
+    let s = redirector("http://api.example.com/".into());
+    let p = http_policy(&[format!("127.0.0.1:{}", s.port), "api.example.com".into()]);
+    let f = Fetcher::builder(&p)
+        .resolver(no_dns)
+        .max_redirects(0)
+        .build();
+    let e = get(&f, &format!("http://127.0.0.1:{}/go", s.port)).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Io, "{e}");
+    assert!(e.message().contains("redirects"), "{e}");
+    assert_eq!(e.hops().len(), 1);
+}
+
+#[test]
+fn a_redirect_without_location_is_the_answer() {
+    let s = serve("127.0.0.1", |_| {
+        Reply::Raw(
+            b"HTTP/1.1 302 Found\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno".to_vec(),
+        )
+    });
+    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)])).build();
+    let r = get(&f, &format!("http://127.0.0.1:{}/", s.port)).unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (302, &b"no"[..]));
+}
+
+// ---------------------------------------------------------------------------
+// Resolution and pinning
+
+#[test]
+fn a_public_name_resolving_to_a_refused_address_is_refused() {
+    for answer in [
+        &["10.0.0.1"][..],
+        &["192.168.1.10"],
+        &["169.254.169.254"],
+        &["100.64.0.1"],
+        &["0.0.0.0"],
+        &["224.0.0.1"],
+        &["::ffff:10.0.0.1"],
+        &["fd00::1"],
+        &["fe80::1"],
+        &["127.0.0.1"],
+        &["::ffff:127.0.0.1"],
+        &["::1"],
+    ] {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let p = policy("[net]\nallow = [\"api.example.com\"]\n");
+        let f = Fetcher::builder(&p)
+            .resolver(fixed(answer, calls.clone()))
+            .build();
+        let e = denied(get(&f, "https://api.example.com/v1"));
+        assert_eq!(e.rule(), Some("api.example.com"), "{answer:?}");
+        assert!(e.message().contains("resolved to"), "{answer:?}: {e}");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(e.hops().len(), 1);
+    }
+}
+
+#[test]
+fn a_changing_answer_cannot_move_the_connection() {
+    // trusted_host lets the operator grant a loopback name; the resolver
+    // answers 127.0.0.1 first and 127.0.0.2 on any later call. The fetch
+    // resolves once, checks that answer, and the client connects only
+    // there: the server on 127.0.0.2 sees nothing.
+    let first = serve("127.0.0.1", |_| ok("checked"));
+    let Ok(other_listener) = TcpListener::bind(("127.0.0.2", first.port)) else {
+        eprintln!("127.0.0.2:{} is taken; skipped", first.port);
+        return;
+    };
+    let other = serve_on(other_listener, |_| ok("rebound"));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let resolver = move |_: &str, _: u16, _: Duration| {
+        let n = c.fetch_add(1, Ordering::SeqCst);
+        let ip = if n == 0 { "127.0.0.1" } else { "127.0.0.2" };
+        Ok(vec![ip.parse().unwrap()])
+    };
+    let p = policy(&format!(
+        "security_mode = \"trusted_host\"\n[net]\nallow = [\"rebind.localhost:{}\"]\nallow_http = true\n",
+        first.port
+    ));
+    let f = Fetcher::builder(&p).resolver(resolver).build();
+    let r = get(&f, &format!("http://rebind.localhost:{}/", first.port)).unwrap();
+    assert_eq!(r.body, b"checked");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(other.hits(), 0);
+    assert_eq!(first.hits(), 1);
+    assert_eq!(
+        r.hops[0].addresses,
+        vec!["127.0.0.1".parse::<IpAddr>().unwrap()]
+    );
+    // The Host header is the name that was authorized.
+    assert!(first.requests()[0]
+        .to_ascii_lowercase()
+        .contains(&format!("host: rebind.localhost:{}", first.port)));
+}
+
+#[test]
+fn a_name_resolving_to_loopback_is_refused_in_restricted_mode() {
+    let s = serve("127.0.0.1", |_| ok("a"));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let p = http_policy(&[format!("127.0.0.1:{}", s.port), "api.example.com".into()]);
+    let f = Fetcher::builder(&p)
+        .resolver(fixed(&["127.0.0.1"], calls))
+        .build();
+    denied(get(&f, &format!("http://api.example.com:{}/", s.port)));
+    assert_eq!(s.hits(), 0);
+}
+
+#[test]
+fn a_resolver_failure_is_an_io_error() {
+    let p = policy("[net]\nallow = [\"api.example.com\"]\n");
+    let f = Fetcher::builder(&p)
+        .resolver(|_: &str, _: u16, _: Duration| Err(io::Error::other("NXDOMAIN")))
+        .build();
+    let e = get(&f, "https://api.example.com/").unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Io, "{e}");
+}
+
+// ---------------------------------------------------------------------------
+// Alternate spellings
+
+#[test]
+fn alternate_spellings_of_refused_addresses_are_refused() {
+    let s = serve("127.0.0.1", |_| ok("must not be reached"));
+    let p = s.port;
+    let policy = http_policy(&[
+        format!("127.0.0.1:{p}"),
+        format!("[::1]:{p}"),
+        "*.example.com".into(),
+    ]);
+    let f = Fetcher::builder(&policy).resolver(no_dns).build();
+    for host in [
+        "0x7f.1",
+        "0x7f.0.0.1",
+        "0x7f000001",
+        "2130706433",
+        "017700000001",
+        "0177.0.0.1",
+        "0127.0.0.1",
+        "127.1",
+        "127.0.1",
+        "127.0.0.1.",
+        "%31%32%37.0.0.1",
+        "[::ffff:127.0.0.1]",
+        "[::ffff:7f00:1]",
+        "[0:0:0:0:0:ffff:127.0.0.1]",
+        "[::127.0.0.1]",
+        "[64:ff9b::127.0.0.1]",
+        "[::ffff:127.0.0.1%25lo]",
+        "LOCALHOST",
+        "localhost.",
+        "127.0.0.1.example.com.",
+    ] {
+        let e = get(&f, &format!("http://{host}:{p}/")).unwrap_err();
+        assert!(
+            matches!(e.code(), ErrorCode::NetDenied | ErrorCode::Request),
+            "{host}: {e}"
+        );
+    }
+    for host in [
+        "169.254.169.254",
+        "0xa9fea9fe",
+        "2852039166",
+        "0251.0376.0251.0376",
+        "[::ffff:169.254.169.254]",
+        "[::ffff:a9fe:a9fe]",
+        "0.0.0.0",
+        "0",
+        "[::]",
+    ] {
+        let e = get(&f, &format!("http://{host}/latest/meta-data/")).unwrap_err();
+        assert!(
+            matches!(e.code(), ErrorCode::NetDenied | ErrorCode::Request),
+            "{host}: {e}"
+        );
+    }
+    assert_eq!(s.hits(), 0);
+    // The canonical spellings that are granted do work.
+    assert_eq!(
+        get(&f, &format!("http://127.0.0.1:{p}/")).unwrap().status,
+        200
+    );
+}
+
+#[test]
+fn credentials_in_the_url_are_refused() {
+    let s = serve("127.0.0.1", |_| ok("a"));
+    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)])).build();
+    for url in [
+        format!("http://user:pw@127.0.0.1:{}/", s.port),
+        format!("http://127.0.0.1:{}@evil.example/", s.port),
+        format!("http://127.0.0.1:{}\\@evil.example/", s.port),
+    ] {
+        let e = get(&f, &url).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Request, "{url}: {e}");
+    }
+    assert_eq!(s.hits(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// Caps and timeouts
+
+#[test]
+fn an_endless_body_stops_at_max_bytes() {
+    let s = serve("127.0.0.1", |_| Reply::Endless);
+    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)])).build();
+    let started = Instant::now();
+    let r = f
+        .fetch(
+            &format!("http://127.0.0.1:{}/", s.port),
+            &FetchOptions::new()
+                .max_bytes(100_000)
+                .timeout(Duration::from_secs(10)),
+        )
+        .unwrap();
+    assert_eq!(r.body.len(), 100_000);
+    assert!(r.truncated);
+    assert!(r.body.capacity() < 1024 * 1024, "{}", r.body.capacity());
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn the_fetcher_cap_bounds_what_a_request_asks_for() {
+    let s = serve("127.0.0.1", |_| Reply::Endless);
+    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)]))
+        .max_bytes(4096)
+        .build();
+    let r = f
+        .fetch(
+            &format!("http://127.0.0.1:{}/", s.port),
+            &FetchOptions::new().max_bytes(u64::MAX),
+        )
+        .unwrap();
+    assert_eq!((r.body.len(), r.truncated), (4096, true));
+}
+
+#[test]
+fn a_silent_server_meets_the_total_timeout() {
+    let s = serve("127.0.0.1", |_| Reply::Silent);
+    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)])).build();
+    let started = Instant::now();
+    let e = f
+        .fetch(
+            &format!("http://127.0.0.1:{}/", s.port),
+            &FetchOptions::new().timeout(Duration::from_millis(300)),
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Timeout, "{e}");
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(250), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+}
+
+#[test]
+fn a_body_that_stalls_meets_the_total_timeout() {
+    let s = serve("127.0.0.1", |_| Reply::Stall);
+    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)])).build();
+    let started = Instant::now();
+    let e = f
+        .fetch(
+            &format!("http://127.0.0.1:{}/", s.port),
+            &FetchOptions::new().timeout(Duration::from_millis(400)),
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Timeout, "{e}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(e.hops().len(), 1);
+    assert_eq!(e.hops()[0].status, Some(200));
+}
+
+#[test]
+fn a_slow_resolver_meets_the_total_timeout() {
+    let p = policy("[net]\nallow = [\"api.example.com\"]\n");
+    let f = Fetcher::builder(&p)
+        .resolver(|_: &str, _: u16, _: Duration| {
+            thread::sleep(Duration::from_millis(600));
+            Ok(vec!["10.0.0.1".parse().unwrap()])
+        })
+        .build();
+    let e = f
+        .fetch(
+            "https://api.example.com/",
+            &FetchOptions::new().timeout(Duration::from_millis(200)),
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Timeout, "{e}");
+}
+
+// ---------------------------------------------------------------------------
+// Budgets and proxies
+
+#[test]
+fn net_ops_budget_counts_fetches_refused_ones_included() {
+    let s = serve("127.0.0.1", |_| ok("a"));
+    let p = policy(&format!(
+        "[net]\nallow = [\"127.0.0.1:{}\"]\nallow_http = true\n[budgets]\nnet_ops = 2\n",
+        s.port
+    ));
+    let f = Fetcher::builder(&p).build();
+    assert_eq!(f.net_ops_left(), Some(2));
+    denied(get(&f, "http://127.0.0.1:1/"));
+    assert_eq!(
+        get(&f, &format!("http://127.0.0.1:{}/", s.port))
+            .unwrap()
+            .status,
+        200
+    );
+    let e = get(&f, &format!("http://127.0.0.1:{}/", s.port)).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Denied);
+    assert_eq!(s.hits(), 1);
+}
+
+#[test]
+fn restricted_mode_refuses_a_configured_proxy() {
+    let s = serve("127.0.0.1", |_| ok("direct"));
+    let entry = format!("127.0.0.1:{}", s.port);
+    let f = Fetcher::builder(&http_policy(std::slice::from_ref(&entry)))
+        .proxy(Some("HTTPS_PROXY".into()))
+        .build();
+    let e = denied(get(&f, &format!("http://{entry}/")));
+    assert!(e.message().contains("proxy"), "{e}");
+    assert_eq!(s.hits(), 0);
+
+    let trusted = policy(&format!(
+        "security_mode = \"trusted_host\"\n[net]\nallow = [\"{entry}\"]\nallow_http = true\n"
+    ));
+    let f = Fetcher::builder(&trusted)
+        .proxy(Some("HTTPS_PROXY".into()))
+        .build();
+    assert_eq!(
+        get(&f, &format!("http://{entry}/")).unwrap().body,
+        b"direct"
+    );
+}
+
+#[test]
+fn malformed_requests() {
+    let f = Fetcher::builder(&http_policy(&["127.0.0.1:9".into()])).build();
+    for (url, opts) in [
+        ("not a url", FetchOptions::new()),
+        ("http://127.0.0.1:9/", FetchOptions::new().method("CONNECT")),
+        (
+            "http://127.0.0.1:9/",
+            FetchOptions::new().header("Host", "evil"),
+        ),
+        (
+            "http://127.0.0.1:9/",
+            FetchOptions::new().timeout(Duration::ZERO),
+        ),
+    ] {
+        let e = f.fetch(url, &opts).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Request, "{url}: {e}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// TLS: a loopback https server with a self-signed certificate
+
+fn tls_server(handler: impl Fn(&str) -> Reply + Send + Sync + 'static) -> (Server, String) {
+    let key = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let pem = key.cert.pem();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![key.cert.der().clone()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(key.signing_key.serialize_der().into()),
+    )
+    .unwrap();
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let handler: Arc<Handler> = Arc::new(handler);
+    let (h, r) = (hits.clone(), requests.clone());
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            h.fetch_add(1, Ordering::SeqCst);
+            let (handler, r, config) = (handler.clone(), r.clone(), config.clone());
+            thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let Ok(conn) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let Ok(request) = read_request(&mut tls) else {
+                    return;
+                };
+                let reply = handler(&request);
+                r.lock().unwrap().push(request);
+                let _ = write_reply(&mut tls, reply);
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            });
+        }
+    });
+    (
+        Server {
+            port,
+            hits,
+            requests,
+        },
+        pem,
+    )
+}
+
+#[test]
+fn https_to_a_granted_loopback_port_works() {
+    let (s, pem) = tls_server(|_| ok("secure"));
+    let p = policy(&format!("[net]\nallow = [\"127.0.0.1:{}\"]\n", s.port));
+    let f = Fetcher::builder(&p)
+        .root_certificates_pem(pem.as_bytes())
+        .unwrap()
+        .build();
+    let r = get(&f, &format!("https://127.0.0.1:{}/", s.port)).unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"secure"[..]));
+
+    // Without the test root the certificate is not trusted.
+    let f = Fetcher::builder(&p).build();
+    let e = get(&f, &format!("https://127.0.0.1:{}/", s.port)).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Io, "{e}");
+}
+
+#[test]
+fn redirect_to_http_is_refused_when_only_https_is_allowed() {
+    let (s, pem) = tls_server(|req| {
+        if req.starts_with("GET /go ") {
+            redirect(301, "http://api.example.com/plain")
+        } else {
+            ok("x")
+        }
+    });
+    let p = policy(&format!(
+        "[net]\nallow = [\"127.0.0.1:{}\", \"api.example.com\"]\n",
+        s.port
+    ));
+    let f = Fetcher::builder(&p)
+        .root_certificates_pem(pem.as_bytes())
+        .unwrap()
+        .resolver(no_dns)
+        .build();
+    let e = denied(get(&f, &format!("https://127.0.0.1:{}/go", s.port)));
+    assert!(e.message().contains("allow_http"), "{e}");
+    assert_refused_at_second_hop(&e, "http://api.example.com/plain");
+    assert_eq!(s.requests().len(), 1);
+}
+
+#[test]
+fn one_fetcher_serves_many_threads_each_pinned_to_its_own_hop() {
+    let a = serve("127.0.0.1", |_| ok("a"));
+    let b = serve("127.0.0.1", |_| ok("b"));
+    let f = Arc::new(
+        Fetcher::builder(&http_policy(&[
+            format!("127.0.0.1:{}", a.port),
+            format!("127.0.0.1:{}", b.port),
+        ]))
+        .resolver(no_dns)
+        .build(),
+    );
+    let workers: Vec<_> = [(a.port, "a"), (b.port, "b")]
+        .into_iter()
+        .map(|(port, want)| {
+            let f = f.clone();
+            thread::spawn(move || {
+                for _ in 0..20 {
+                    let r = get(&f, &format!("http://127.0.0.1:{port}/")).unwrap();
+                    assert_eq!(r.body, want.as_bytes());
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!((a.requests().len(), b.requests().len()), (20, 20));
+}

@@ -1,0 +1,41 @@
+//! The confined web fetch as a policy grants it: the facade's half.
+//!
+//! [`from_policy`] builds the [`Fetcher`] a policy grants: its `net.allow`
+//! entries, `allow_http`, security mode and `[budgets] net_ops`. Every hop,
+//! redirects included, goes through the policy's authorizer (SPEC §6);
+//! names are resolved by sandgate and connections pinned to the checked
+//! addresses; see [`sandgate_fetch`] for the whole design.
+//!
+//! A proxy configured in the environment (`HTTPS_PROXY`, `HTTP_PROXY`,
+//! `ALL_PROXY`, upper or lower case) makes restricted mode refuse every
+//! fetch with `E_NET_DENIED`: behind a proxy the destination address can be
+//! neither checked nor pinned. trusted_host mode connects directly.
+
+use sandgate_policy::Policy;
+
+pub use sandgate_fetch::{
+    FetchError, FetchOptions, FetchResponse, Fetcher, FetcherBuilder, Hop, Resolve, SystemResolver,
+    CROSS_ORIGIN_STRIPPED, DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT, MAX_REDIRECTS, MAX_TIMEOUT,
+    PROXY_VARIABLES,
+};
+
+use crate::error::Error;
+
+/// The fetcher `policy` grants, with the proxy the environment configures
+/// declared.
+pub fn from_policy(policy: &Policy) -> Fetcher {
+    builder(policy).build()
+}
+
+/// A builder preset from `policy` and the environment's proxy, for callers
+/// that add their own resolver or caps.
+pub fn builder(policy: &Policy) -> FetcherBuilder {
+    Fetcher::builder(policy).proxy_from_env()
+}
+
+impl From<FetchError> for Error {
+    #[cold]
+    fn from(e: FetchError) -> Error {
+        Error::new(e.code(), e.message().to_owned())
+    }
+}
