@@ -9,6 +9,33 @@ use std::path::PathBuf;
 
 use crate::{cargo, step, workspace_root};
 
+/// Runs every binding's tests against the installed library: Python
+/// (pytest), Node (napi build + `node --test`), Go (`go vet`, `go test
+/// -race`).
+pub fn test() -> Result<(), String> {
+    let lib = lib_dir();
+    if !lib.join("libsandgate.so").exists() {
+        run(&[])?;
+    }
+    let so = lib.join("libsandgate.so");
+    // xtask runs its steps one at a time; the variable is for the children.
+    env::set_var("SANDGATE_LIBRARY", &so);
+    step(
+        "python binding",
+        "python3",
+        &[
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "bindings/python/tests",
+        ],
+    )?;
+    step("node binding", "bash", &["bindings/node/ci.sh"])?;
+    Ok(())
+}
+
 /// Where `cargo build` puts the library for `profile`.
 fn build_dir(profile: &str) -> PathBuf {
     let target = env::var_os("CARGO_TARGET_DIR")

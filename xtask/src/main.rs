@@ -107,7 +107,8 @@ fn test() -> Result<(), String> {
     step("test", &cargo, &["test", "--workspace", "--all-targets"])?;
     step("doctest", &cargo, &["test", "--workspace", "--doc"])?;
     // The C ABI and the bindings, against the library built once here.
-    c_test::run(&[])
+    c_test::run(&[])?;
+    bindings::test()
 }
 
 fn bench(extra: &[String]) -> Result<(), String> {

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# CI for the Node binding (bindings/node): install the pinned napi CLI,
+# build the addon, check that the committed loader (index.js) and typings
+# (index.d.ts) are what the build generates, then run the tests.
+#
+# Needs: node >= 18 (20 here), npm, cargo. Honours CARGO_TARGET_DIR.
+# SANDGATE_NODE_RELEASE=1 builds with --release (slower to build).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+npm ci --no-audit --no-fund
+
+saved="$(mktemp -d)"
+trap 'rm -rf "$saved"' EXIT
+cp index.js index.d.ts "$saved/"
+
+if [ "${SANDGATE_NODE_RELEASE:-0}" = 1 ]; then
+  npx napi build --platform --release
+else
+  npx napi build --platform
+fi
+
+for f in index.js index.d.ts; do
+  if ! cmp -s "$f" "$saved/$f"; then
+    echo "bindings/node/$f differs from what 'napi build --platform' generates:" >&2
+    diff -u "$saved/$f" "$f" >&2 || true
+    echo "commit the regenerated file" >&2
+    exit 1
+  fi
+done
+
+node --test

@@ -1,0 +1,279 @@
+//! `Executor`: the shell executor a policy grants (SPEC §7), shaped like
+//! open-multi-agent's `ShellExecutor` (`start()`, `exec(command, {cwd,
+//! timeoutMs, abortSignal})`, `dispose()`, all returning promises).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use napi::bindgen_prelude::{
+    AsyncTask, FnArgs, Function, FunctionRef, JsObjectValue, ObjectRef, Unknown,
+};
+use napi::{Env, Task};
+use napi_derive::napi;
+use sandgate::exec::{AbortSignal, ExecResult};
+
+use crate::policy::Policy;
+use crate::{js_error, request_error, same, to_count, Job, OrThrow};
+
+/// Options of `exec`.
+#[napi(object, object_to_js = false)]
+pub struct ExecOptions {
+    /// Working directory: a name beneath the write root (else the first read
+    /// root), resolved through the root; default: that root itself.
+    pub cwd: Option<String>,
+    /// Timeout in milliseconds (never more than the policy's `timeout_ms`,
+    /// which is also the default). On timeout the result has exit code 124.
+    pub timeout_ms: Option<f64>,
+    /// Aborting it ends the command (exit code 130) and everything it
+    /// started.
+    #[napi(ts_type = "AbortSignal")]
+    pub abort_signal: Option<ObjectRef<false>>,
+}
+
+/// The result of one command. Failures, timeouts (124), aborts (130) and
+/// commands that could not start (127) are results, not rejections.
+#[napi(object)]
+pub struct ExecOutput {
+    /// The exit code (`128 + n` for signal `n`; 124 timeout, 130 abort, 127
+    /// could not start).
+    pub exit_code: i32,
+    /// Standard output, redacted (decoded as UTF-8, invalid sequences as
+    /// U+FFFD).
+    pub stdout: String,
+    /// Standard error, redacted (decoded like `stdout`).
+    pub stderr: String,
+    /// Output was dropped past `max_output_bytes`.
+    pub truncated: bool,
+    /// The timeout ended the command.
+    pub timed_out: bool,
+    /// The abort signal ended the command.
+    pub aborted: bool,
+    /// What confinement was in force (snake_case keys, as in the JSON
+    /// endpoint's `confined`).
+    #[napi(ts_type = "Record<string, unknown>")]
+    pub confined: serde_json::Value,
+    /// sha256 of the sorted environment names passed to the command.
+    pub env_names_digest: String,
+    /// Wall-clock time of the call in milliseconds.
+    pub duration_ms: f64,
+}
+
+fn output(r: ExecResult) -> ExecOutput {
+    ExecOutput {
+        exit_code: r.exit_code,
+        stdout: String::from_utf8_lossy(&r.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&r.stderr).into_owned(),
+        truncated: r.truncated,
+        timed_out: r.timed_out,
+        aborted: r.aborted,
+        confined: serde_json::to_value(&r.confined).unwrap_or(serde_json::Value::Null),
+        env_names_digest: r.env_names_digest,
+        duration_ms: r.duration.as_secs_f64() * 1000.0,
+    }
+}
+
+type Listener = FunctionRef<(), ()>;
+
+/// What the JavaScript `abort` listener aborts; emptied when the exec is
+/// done, so the native signal (an eventfd) is released at once rather than
+/// when the garbage collector finalizes the listener.
+type Slot = Arc<Mutex<Option<AbortSignal>>>;
+
+/// The abort listener, its signal, and the slot it aborts through.
+type Connection = (ObjectRef<false>, Listener, Slot);
+
+/// One `exec` on the libuv pool; removes its abort listener when done.
+pub struct ExecJob {
+    executor: Arc<sandgate::Executor>,
+    command: String,
+    cwd: Option<String>,
+    timeout: Option<Duration>,
+    abort: Option<AbortSignal>,
+    listener: Option<Connection>,
+}
+
+impl Task for ExecJob {
+    type Output = Result<ExecResult, sandgate::Error>;
+    type JsValue = ExecOutput;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        Ok(self.executor.exec(
+            &self.command,
+            self.cwd.as_deref(),
+            self.timeout,
+            self.abort.clone(),
+        ))
+    }
+
+    fn resolve(&mut self, env: Env, out: Self::Output) -> napi::Result<ExecOutput> {
+        out.map(output).map_err(|e| js_error(&env, &e))
+    }
+
+    fn finally(self, env: Env) -> napi::Result<()> {
+        if let Some((signal, listener, slot)) = self.listener {
+            slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let removed = remove_listener(&env, &signal, &listener);
+            signal.unref(&env)?;
+            removed?;
+        }
+        Ok(())
+    }
+}
+
+type ListenerArgs<'a> = FnArgs<(String, Function<'a, (), ()>)>;
+
+fn remove_listener(env: &Env, signal: &ObjectRef<false>, listener: &Listener) -> napi::Result<()> {
+    let obj = signal.get_value(env)?;
+    let remove: Function<ListenerArgs<'_>, Unknown<'_>> =
+        obj.get_named_property("removeEventListener")?;
+    remove.apply(
+        obj,
+        FnArgs::from(("abort".to_owned(), listener.borrow_back(env)?)),
+    )?;
+    Ok(())
+}
+
+/// Connects a JavaScript `AbortSignal` to a native one: already aborted, or
+/// an `abort` listener that aborts the native signal.
+fn connect(
+    env: &Env,
+    signal: &ObjectRef<false>,
+    native: &AbortSignal,
+) -> napi::Result<Option<(Listener, Slot)>> {
+    let obj = signal.get_value(env)?;
+    let aborted: Option<bool> = obj.get_named_property("aborted").ok();
+    let add: Option<Function<ListenerArgs<'_>, Unknown<'_>>> =
+        obj.get_named_property("addEventListener").ok();
+    let (Some(aborted), Some(add)) = (aborted, add) else {
+        return Err(js_error(
+            env,
+            &request_error("`abortSignal` must be an AbortSignal"),
+        ));
+    };
+    if aborted {
+        native.abort();
+        return Ok(None);
+    }
+    let slot: Slot = Arc::new(Mutex::new(Some(native.clone())));
+    let for_listener = Arc::clone(&slot);
+    let listener = env.create_function_from_closure::<(), (), _>("onabort", move |_| {
+        if let Some(s) = for_listener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            s.abort();
+        }
+        Ok(())
+    })?;
+    let kept = listener.create_ref()?;
+    add.apply(obj, FnArgs::from(("abort".to_owned(), listener)))?;
+    Ok(Some((kept, slot)))
+}
+
+/// The shell executor a policy grants: `[exec]` settings, confinement to
+/// the policy's roots, the `exec_ops` budget and confined git.
+///
+/// `exec` may be called concurrently; each call runs on the libuv thread
+/// pool (so at most `UV_THREADPOOL_SIZE`, default 4, run at once, shared
+/// with the sandbox's `…Async` calls).
+#[napi]
+pub struct Executor {
+    inner: Arc<sandgate::Executor>,
+}
+
+#[napi]
+impl Executor {
+    /// The executor `policy` grants (not started). With `[exec] enabled =
+    /// false` and no `process_allow` it exists but refuses every command
+    /// with `E_DENIED`.
+    #[napi(constructor)]
+    pub fn new(env: &Env, policy: &Policy) -> napi::Result<Self> {
+        let inner = sandgate::Executor::from_policy(&policy.inner).or_throw(env)?;
+        Ok(Executor {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Whether the policy enables the shell.
+    #[napi(getter)]
+    pub fn enabled(&self) -> bool {
+        self.inner.enabled()
+    }
+
+    /// Prepares the session (private TMPDIR, confinement). Rejects with
+    /// `E_CONFINE_UNAVAILABLE` when `confine = "required"` and the kernel
+    /// lacks a part. `exec` also starts on first use.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn start(&self) -> AsyncTask<Job<(), ()>> {
+        let ex = Arc::clone(&self.inner);
+        AsyncTask::new(Job::new(move || ex.start(), same))
+    }
+
+    /// Runs `command` with the policy's shell. Resolves with the result
+    /// (whatever the exit code); rejects only when refused before anything
+    /// ran (`E_DENIED`, `E_PATH_*`, `E_REQUEST`, `E_CONFINE_UNAVAILABLE`,
+    /// a spent budget).
+    #[napi(ts_return_type = "Promise<ExecOutput>")]
+    pub fn exec(
+        &self,
+        env: &Env,
+        command: String,
+        options: Option<ExecOptions>,
+    ) -> napi::Result<AsyncTask<ExecJob>> {
+        let (cwd, timeout_ms, signal) = match options {
+            Some(o) => (o.cwd, o.timeout_ms, o.abort_signal),
+            None => (None, None, None),
+        };
+        let timeout = match timeout_ms {
+            Some(ms) => match to_count(ms, "timeoutMs") {
+                Ok(ms) => Some(Duration::from_millis(ms)),
+                Err(e) => {
+                    if let Some(s) = signal {
+                        s.unref(env)?;
+                    }
+                    return Err(js_error(env, &e));
+                }
+            },
+            None => None,
+        };
+        let (abort, listener) = match signal {
+            None => (None, None),
+            Some(signal) => {
+                let native = AbortSignal::new();
+                match connect(env, &signal, &native) {
+                    Ok(Some((listener, slot))) => (Some(native), Some((signal, listener, slot))),
+                    Ok(None) => {
+                        signal.unref(env)?;
+                        (Some(native), None)
+                    }
+                    Err(e) => {
+                        signal.unref(env)?;
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        Ok(AsyncTask::new(ExecJob {
+            executor: Arc::clone(&self.inner),
+            command,
+            cwd,
+            timeout,
+            abort,
+            listener,
+        }))
+    }
+
+    /// Kills anything still running and removes the private TMPDIR.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn dispose(&self) -> AsyncTask<Job<(), ()>> {
+        let ex = Arc::clone(&self.inner);
+        AsyncTask::new(Job::new(
+            move || {
+                ex.dispose();
+                Ok(())
+            },
+            same,
+        ))
+    }
+}

@@ -1,0 +1,141 @@
+//! Node.js binding of sandgate (napi-rs), linked straight to the Rust facade.
+//!
+//! Classes exported to JavaScript:
+//!
+//! - [`Root`]: the mechanism (SPEC §3), beneath semantics, file descriptors
+//!   usable with Node's `fs`;
+//! - [`Policy`]: a loaded policy file (SPEC §6), its digest and summary;
+//! - [`Sandbox`]: the agent-facing file tools (SPEC §2, §4), each as a
+//!   synchronous method and as an `…Async` twin that runs on the libuv pool
+//!   and returns a `Promise`;
+//! - [`Executor`]: the shell executor a policy grants (SPEC §7), in the
+//!   `start()` / `exec()` / `dispose()` shape of open-multi-agent's
+//!   `ShellExecutor`.
+//!
+//! Every refusal is thrown (or rejected) as a JavaScript `Error` whose
+//! `code` is the SPEC §8 code string (`'E_PATH_ESCAPE'`), with `path`,
+//! `pattern`, `key` and `errno` set where the error carries them.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use napi::bindgen_prelude::{JsObjectValue, JsValue, ToNapiValue, TypeName};
+use napi::{Env, Task};
+use sandgate::ErrorCode;
+
+mod executor;
+mod policy;
+mod root;
+mod sandbox;
+
+pub use executor::Executor;
+pub use policy::Policy;
+pub use root::Root;
+pub use sandbox::Sandbox;
+
+/// Builds the JavaScript `Error` for a sandgate error: `message` is
+/// `"<code>: <message>"`, and `code`, `path`, `pattern`, `key`, `errno`
+/// are own properties.
+pub(crate) fn js_error(env: &Env, e: &sandgate::Error) -> napi::Error {
+    build_js_error(env, e).unwrap_or_else(|fallback| fallback)
+}
+
+fn build_js_error(env: &Env, e: &sandgate::Error) -> Result<napi::Error, napi::Error> {
+    let mut obj = env.create_error(napi::Error::new(
+        napi::Status::GenericFailure,
+        e.to_string(),
+    ))?;
+    obj.set_named_property("code", e.code().as_str())?;
+    if let Some(p) = e.path() {
+        obj.set_named_property("path", p)?;
+    }
+    if let Some(p) = e.pattern() {
+        obj.set_named_property("pattern", p)?;
+    }
+    if let Some(k) = e.key() {
+        obj.set_named_property("key", k)?;
+    }
+    if let Some(n) = e.errno() {
+        obj.set_named_property("errno", n)?;
+    }
+    Ok(napi::Error::from(obj.to_unknown()))
+}
+
+/// A malformed argument from JavaScript (`E_REQUEST`).
+pub(crate) fn request_error(message: impl Into<String>) -> sandgate::Error {
+    sandgate::Error::new(ErrorCode::Request, message)
+}
+
+/// Converts a JavaScript number argument to a non-negative integer.
+pub(crate) fn to_count(v: f64, what: &str) -> Result<u64, sandgate::Error> {
+    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= 9_007_199_254_740_991.0 {
+        Ok(v as u64)
+    } else {
+        Err(request_error(format!(
+            "`{what}` must be a non-negative integer"
+        )))
+    }
+}
+
+/// Throws sandgate errors as JavaScript errors carrying their code.
+pub(crate) trait OrThrow<T> {
+    /// The value, or the error converted by [`js_error`].
+    fn or_throw(self, env: &Env) -> napi::Result<T>;
+}
+
+impl<T> OrThrow<T> for Result<T, sandgate::Error> {
+    fn or_throw(self, env: &Env) -> napi::Result<T> {
+        self.map_err(|e| js_error(env, &e))
+    }
+}
+
+type Work<R> = Box<dyn FnOnce() -> Result<R, sandgate::Error> + Send>;
+
+/// One blocking operation run on the libuv thread pool: `work` runs off the
+/// main thread; `convert` turns its result into a JavaScript value on the
+/// main thread, and a sandgate error becomes the rejection.
+pub struct Job<R: Send + 'static, T> {
+    work: Option<Work<R>>,
+    convert: fn(&Env, R) -> napi::Result<T>,
+}
+
+impl<R: Send + 'static, T> Job<R, T> {
+    pub(crate) fn new(
+        work: impl FnOnce() -> Result<R, sandgate::Error> + Send + 'static,
+        convert: fn(&Env, R) -> napi::Result<T>,
+    ) -> Self {
+        Job {
+            work: Some(Box::new(work)),
+            convert,
+        }
+    }
+}
+
+impl<R: Send + 'static, T: ToNapiValue + TypeName> Task for Job<R, T> {
+    type Output = Result<R, sandgate::Error>;
+    type JsValue = T;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        let work = self
+            .work
+            .take()
+            .ok_or_else(|| napi::Error::from_reason("the job already ran"))?;
+        Ok(catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|_| {
+            Err(sandgate::Error::new(
+                ErrorCode::Internal,
+                "a panic in the native operation (a bug)",
+            ))
+        }))
+    }
+
+    fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<T> {
+        match output {
+            Ok(r) => (self.convert)(&env, r),
+            Err(e) => Err(js_error(&env, &e)),
+        }
+    }
+}
+
+/// `convert` for results that are already JavaScript-ready.
+pub(crate) fn same<T>(_: &Env, v: T) -> napi::Result<T> {
+    Ok(v)
+}

@@ -1,0 +1,585 @@
+//! `Sandbox`: the agent-facing file tools (SPEC §2, §4).
+//!
+//! Every operation exists twice: `read(…)` runs on the calling (main)
+//! thread and returns the value or throws; `readAsync(…)` runs on the libuv
+//! thread pool and returns a `Promise` that resolves with the same value or
+//! rejects with the same error.
+
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Unknown};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::{Env, Status};
+use napi_derive::napi;
+
+use crate::policy::Policy;
+use crate::{same, to_count, Job, OrThrow};
+
+/// One audit event: what one sandbox operation did (never file content).
+#[napi(object)]
+pub struct AuditEvent {
+    /// `read`, `write`, `edit`, `list`, `stat`, `mkdir`, `delete`, `rename`,
+    /// `glob` or `grep`.
+    pub op: String,
+    /// The root-relative path (`from -> to` for rename).
+    pub path: String,
+    /// Bytes read or written, when the operation moved content.
+    pub size: Option<f64>,
+    /// When the operation finished, milliseconds since the Unix epoch.
+    pub time: f64,
+    /// `'OK'` or the refusal's code (`'E_…'`).
+    pub outcome: String,
+}
+
+/// The audit callback as the sandbox holds it: weak (it never keeps the
+/// process alive), called without an error argument.
+type AuditFn = ThreadsafeFunction<AuditEvent, Unknown<'static>, AuditEvent, Status, false, true>;
+
+/// Options of `new Sandbox(options)`. Nothing is granted unless given.
+#[napi(object, object_to_js = false)]
+pub struct SandboxOptions {
+    /// Read roots, looked up in order (the first that holds a name wins).
+    pub read_roots: Option<Vec<String>>,
+    /// The one write root.
+    pub write_root: Option<String>,
+    /// Cap of one read in bytes (default 10 MiB).
+    pub max_read_bytes: Option<f64>,
+    /// Cap of one write in bytes (default 5 MiB).
+    pub max_write_bytes: Option<f64>,
+    /// The host's half of the overwrite rule (default false).
+    pub allow_overwrite: Option<bool>,
+    /// Deny-write patterns (SPEC §5).
+    pub deny_write: Option<Vec<String>>,
+    /// Restricted mode, which also protects every `.git` component
+    /// (default true).
+    pub restricted: Option<bool>,
+    /// Most file operations allowed (default unlimited; 0: none).
+    pub fs_ops: Option<f64>,
+    /// Called with an `AuditEvent` after every operation, refused ones too.
+    #[napi(ts_type = "(event: AuditEvent) => void")]
+    pub audit: Option<AuditFn>,
+}
+
+/// Options of `Sandbox.fromPolicy(policy, options)`.
+#[napi(object, object_to_js = false)]
+pub struct FromPolicyOptions {
+    /// Called with an `AuditEvent` after every operation, refused ones too.
+    #[napi(ts_type = "(event: AuditEvent) => void")]
+    pub audit: Option<AuditFn>,
+}
+
+/// Options of `write`.
+#[napi(object)]
+pub struct WriteOptions {
+    /// The call's half of the overwrite rule (default false).
+    pub overwrite: Option<bool>,
+}
+
+/// Options of `edit`.
+#[napi(object)]
+pub struct EditOptions {
+    /// Replace every occurrence instead of exactly one (default false).
+    pub all: Option<bool>,
+}
+
+/// A ranged read's answer.
+#[napi(object)]
+pub struct LinesResult {
+    /// The lines served, with their line endings.
+    pub content: Buffer,
+    /// The first line asked for (1-based).
+    pub offset: u32,
+    /// How many lines were served.
+    pub lines: u32,
+    /// Lines in the whole file.
+    pub total_lines: u32,
+    /// Whether the byte cap cut the range short.
+    pub truncated: bool,
+}
+
+/// One entry of a listing.
+#[napi(object)]
+pub struct ListEntry {
+    /// The entry's name.
+    pub name: String,
+    /// `'file'`, `'dir'`, `'symlink'` or `'other'` (symlinks not followed).
+    pub kind: String,
+    /// Size in bytes.
+    pub size: f64,
+}
+
+/// What `stat` answers.
+#[napi(object)]
+pub struct StatResult {
+    /// `'file'`, `'dir'`, `'symlink'` or `'other'` (a final symlink beneath
+    /// the root is followed).
+    pub kind: String,
+    /// Size in bytes.
+    pub size: f64,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+/// One grep hit.
+#[napi(object)]
+pub struct GrepMatch {
+    /// Root-relative path of the file.
+    pub path: String,
+    /// 1-based line number.
+    pub line: u32,
+    /// The line without its ending (lossy UTF-8, at most 1000 bytes).
+    pub text: String,
+}
+
+fn sat_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn lines_result(_: &Env, r: sandgate::LinesRead) -> napi::Result<LinesResult> {
+    Ok(LinesResult {
+        content: r.content.into(),
+        offset: sat_u32(r.offset),
+        lines: sat_u32(r.lines),
+        total_lines: sat_u32(r.total_lines),
+        truncated: r.truncated,
+    })
+}
+
+fn list_result(_: &Env, v: Vec<sandgate::ListEntry>) -> napi::Result<Vec<ListEntry>> {
+    Ok(v.into_iter()
+        .map(|e| ListEntry {
+            name: e.name,
+            kind: e.kind.as_str().to_owned(),
+            size: e.size as f64,
+        })
+        .collect())
+}
+
+fn stat_result(_: &Env, s: sandgate::StatInfo) -> napi::Result<StatResult> {
+    Ok(StatResult {
+        kind: s.kind.as_str().to_owned(),
+        size: s.size as f64,
+        mode: s.mode,
+    })
+}
+
+fn grep_result(_: &Env, v: Vec<sandgate::search::GrepMatch>) -> napi::Result<Vec<GrepMatch>> {
+    Ok(v.into_iter()
+        .map(|m| GrepMatch {
+            path: m.path,
+            line: sat_u32(m.line),
+            text: m.text,
+        })
+        .collect())
+}
+
+fn buffer(_: &Env, v: Vec<u8>) -> napi::Result<Buffer> {
+    Ok(v.into())
+}
+
+fn text(_: &Env, v: Vec<u8>) -> napi::Result<String> {
+    Ok(String::from_utf8_lossy(&v).into_owned())
+}
+
+fn number(_: &Env, n: u64) -> napi::Result<f64> {
+    Ok(n as f64)
+}
+
+fn count(_: &Env, n: usize) -> napi::Result<u32> {
+    Ok(sat_u32(n))
+}
+
+fn bytes_of(data: Either<String, Buffer>) -> Vec<u8> {
+    match data {
+        Either::A(s) => s.into_bytes(),
+        Either::B(b) => b.to_vec(),
+    }
+}
+
+fn audit_sink(f: AuditFn) -> impl Fn(&sandgate::AuditEvent) + Send + Sync + 'static {
+    move |ev: &sandgate::AuditEvent| {
+        let time = ev
+            .time
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64() * 1000.0)
+            .unwrap_or(0.0);
+        let _ = f.call(
+            AuditEvent {
+                op: ev.op.to_owned(),
+                path: ev.path.clone(),
+                size: ev.size.map(|s| s as f64),
+                time,
+                outcome: ev.outcome.as_str().to_owned(),
+            },
+            ThreadsafeFunctionCallMode::NonBlocking,
+        );
+    }
+}
+
+fn range(offset: Option<u32>, limit: Option<u32>) -> (usize, usize) {
+    (
+        offset.map_or(1, |o| o as usize),
+        limit.map_or(sandgate::MAX_RANGE_LINES, |l| l as usize),
+    )
+}
+
+/// The confined file toolkit handed to an agent (SPEC §4).
+///
+/// Names are root-relative agent-facing names (SPEC §2): `..`, absolute
+/// paths and backslashes are refused with `E_PATH_INVALID`. Audit events
+/// are delivered to the `audit` callback on the main thread, in order, on a
+/// later turn of the event loop than the operation (for a `…Async` call,
+/// possibly after its promise settles).
+#[napi]
+pub struct Sandbox {
+    inner: Arc<sandgate::Sandbox>,
+}
+
+#[napi]
+impl Sandbox {
+    /// A sandbox with exactly what `options` grants (nothing by default).
+    #[napi(constructor)]
+    pub fn new(env: &Env, options: Option<SandboxOptions>) -> napi::Result<Self> {
+        let mut b = sandgate::Sandbox::builder();
+        if let Some(o) = options {
+            if let Some(r) = o.read_roots {
+                b.read_roots(r);
+            }
+            if let Some(w) = o.write_root {
+                b.write_root(w);
+            }
+            if let Some(n) = o.max_read_bytes {
+                b.max_read_bytes(to_count(n, "maxReadBytes").or_throw(env)?);
+            }
+            if let Some(n) = o.max_write_bytes {
+                b.max_write_bytes(to_count(n, "maxWriteBytes").or_throw(env)?);
+            }
+            if let Some(on) = o.allow_overwrite {
+                b.allow_overwrite(on);
+            }
+            if let Some(p) = o.deny_write {
+                b.deny_write_patterns(p);
+            }
+            if let Some(on) = o.restricted {
+                b.restricted(on);
+            }
+            if let Some(n) = o.fs_ops {
+                b.fs_ops_budget(Some(to_count(n, "fsOps").or_throw(env)?));
+            }
+            if let Some(f) = o.audit {
+                b.audit(audit_sink(f));
+            }
+        }
+        let inner = b.build().or_throw(env)?;
+        Ok(Sandbox {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The sandbox `policy` grants for files (roots, caps, overwrite switch,
+    /// deny patterns, mode, `fs_ops` budget), with an optional audit
+    /// callback. Throws `E_POLICY` (with `key`) for a pattern it refuses.
+    #[napi(factory)]
+    pub fn from_policy(
+        env: &Env,
+        policy: &Policy,
+        options: Option<FromPolicyOptions>,
+    ) -> napi::Result<Sandbox> {
+        let mut b = sandgate::SandboxBuilder::from_policy(&policy.inner);
+        if let Some(f) = options.and_then(|o| o.audit) {
+            b.audit(audit_sink(f));
+        }
+        let inner = b.build().or_throw(env)?;
+        Ok(Sandbox {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Releases the roots; later calls throw `E_CLOSED` (calls already
+    /// running finish first).
+    #[napi]
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    /// Whether `close()` was called.
+    #[napi(getter)]
+    pub fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// Malformed deny-pattern components that were treated as `*`.
+    #[napi(getter)]
+    pub fn warnings(&self) -> Vec<String> {
+        self.inner.warnings()
+    }
+
+    /// File operations left in the budget (`null`: unlimited).
+    #[napi(getter)]
+    pub fn fs_ops_remaining(&self) -> Option<f64> {
+        self.inner.fs_ops_remaining().map(|n| n as f64)
+    }
+
+    // ----- read -----
+
+    /// Reads a whole file (first read root that holds it). Over
+    /// `maxReadBytes`: `E_TOO_LARGE` (read by line ranges instead).
+    #[napi]
+    pub fn read(&self, env: &Env, path: String) -> napi::Result<Buffer> {
+        self.inner.read(&path).map(Buffer::from).or_throw(env)
+    }
+
+    /// `read`, off the main thread.
+    #[napi(ts_return_type = "Promise<Buffer>")]
+    pub fn read_async(&self, path: String) -> AsyncTask<Job<Vec<u8>, Buffer>> {
+        let sb = Arc::clone(&self.inner);
+        AsyncTask::new(Job::new(move || sb.read(&path), buffer))
+    }
+
+    /// `read`, decoded as UTF-8 (invalid sequences become U+FFFD, as with
+    /// `buffer.toString()`).
+    #[napi]
+    pub fn read_text(&self, env: &Env, path: String) -> napi::Result<String> {
+        self.inner
+            .read(&path)
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+            .or_throw(env)
+    }
+
+    /// `readText`, off the main thread.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn read_text_async(&self, path: String) -> AsyncTask<Job<Vec<u8>, String>> {
+        let sb = Arc::clone(&self.inner);
+        AsyncTask::new(Job::new(move || sb.read(&path), text))
+    }
+
+    /// Reads `limit` lines (default and most 2000) from line `offset`
+    /// (1-based, default 1), cut at a whole line under `maxReadBytes`.
+    #[napi]
+    pub fn read_lines(
+        &self,
+        env: &Env,
+        path: String,
+        offset: Option<u32>,
+        limit: Option<u32>,
+    ) -> napi::Result<LinesResult> {
+        let (o, l) = range(offset, limit);
+        let r = self.inner.read_lines(&path, o, l).or_throw(env)?;
+        lines_result(env, r)
+    }
+
+    /// `readLines`, off the main thread.
+    #[napi(ts_return_type = "Promise<LinesResult>")]
+    pub fn read_lines_async(
+        &self,
+        path: String,
+        offset: Option<u32>,
+        limit: Option<u32>,
+    ) -> AsyncTask<Job<sandgate::LinesRead, LinesResult>> {
+        let sb = Arc::clone(&self.inner);
+        let (o, l) = range(offset, limit);
+        AsyncTask::new(Job::new(move || sb.read_lines(&path, o, l), lines_result))
+    }
+
+    // ----- write and edit -----
+
+    /// Writes `data` (a string is written as UTF-8) atomically and durably;
+    /// creates exclusively unless `overwrite` is true and the sandbox allows
+    /// overwriting. Returns the bytes written.
+    #[napi]
+    pub fn write(
+        &self,
+        env: &Env,
+        path: String,
+        data: Either<String, Buffer>,
+        options: Option<WriteOptions>,
+    ) -> napi::Result<f64> {
+        let overwrite = options.and_then(|o| o.overwrite).unwrap_or(false);
+        self.inner
+            .write(&path, &bytes_of(data), overwrite)
+            .map(|n| n as f64)
+            .or_throw(env)
+    }
+
+    /// `write`, off the main thread (a Buffer is copied first).
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn write_async(
+        &self,
+        path: String,
+        data: Either<String, Buffer>,
+        options: Option<WriteOptions>,
+    ) -> AsyncTask<Job<u64, f64>> {
+        let sb = Arc::clone(&self.inner);
+        let overwrite = options.and_then(|o| o.overwrite).unwrap_or(false);
+        let bytes = bytes_of(data);
+        AsyncTask::new(Job::new(move || sb.write(&path, &bytes, overwrite), number))
+    }
+
+    /// Replaces the exact string `oldText` by `newText`: it must occur exactly once
+    /// unless `all` (`E_EDIT_NO_MATCH`, `E_EDIT_AMBIGUOUS`). Returns the
+    /// number of replacements.
+    #[napi]
+    pub fn edit(
+        &self,
+        env: &Env,
+        path: String,
+        old_text: String,
+        new_text: String,
+        options: Option<EditOptions>,
+    ) -> napi::Result<u32> {
+        let all = options.and_then(|o| o.all).unwrap_or(false);
+        self.inner
+            .edit(&path, &old_text, &new_text, all)
+            .map(sat_u32)
+            .or_throw(env)
+    }
+
+    /// `edit`, off the main thread.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn edit_async(
+        &self,
+        path: String,
+        old_text: String,
+        new_text: String,
+        options: Option<EditOptions>,
+    ) -> AsyncTask<Job<usize, u32>> {
+        let sb = Arc::clone(&self.inner);
+        let all = options.and_then(|o| o.all).unwrap_or(false);
+        AsyncTask::new(Job::new(
+            move || sb.edit(&path, &old_text, &new_text, all),
+            count,
+        ))
+    }
+
+    // ----- list and stat -----
+
+    /// The entries of a directory, sorted by name.
+    #[napi]
+    pub fn list(&self, env: &Env, path: String) -> napi::Result<Vec<ListEntry>> {
+        let v = self.inner.list(&path).or_throw(env)?;
+        list_result(env, v)
+    }
+
+    /// `list`, off the main thread.
+    #[napi(ts_return_type = "Promise<Array<ListEntry>>")]
+    pub fn list_async(
+        &self,
+        path: String,
+    ) -> AsyncTask<Job<Vec<sandgate::ListEntry>, Vec<ListEntry>>> {
+        let sb = Arc::clone(&self.inner);
+        AsyncTask::new(Job::new(move || sb.list(&path), list_result))
+    }
+
+    /// Kind, size and permission bits.
+    #[napi]
+    pub fn stat(&self, env: &Env, path: String) -> napi::Result<StatResult> {
+        let s = self.inner.stat(&path).or_throw(env)?;
+        stat_result(env, s)
+    }
+
+    /// `stat`, off the main thread.
+    #[napi(ts_return_type = "Promise<StatResult>")]
+    pub fn stat_async(&self, path: String) -> AsyncTask<Job<sandgate::StatInfo, StatResult>> {
+        let sb = Arc::clone(&self.inner);
+        AsyncTask::new(Job::new(move || sb.stat(&path), stat_result))
+    }
+
+    // ----- mkdir, delete, rename -----
+
+    /// Creates a directory (and missing parents) below the write root.
+    #[napi]
+    pub fn mkdir(&self, env: &Env, path: String) -> napi::Result<()> {
+        self.inner.mkdir(&path).or_throw(env)
+    }
+
+    /// `mkdir`, off the main thread.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn mkdir_async(&self, path: String) -> AsyncTask<Job<(), ()>> {
+        let sb = Arc::clone(&self.inner);
+        AsyncTask::new(Job::new(move || sb.mkdir(&path), same))
+    }
+
+    /// Removes one file, one symlink entry or one empty directory.
+    #[napi]
+    pub fn delete(&self, env: &Env, path: String) -> napi::Result<()> {
+        self.inner.delete(&path).or_throw(env)
+    }
+
+    /// `delete`, off the main thread.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn delete_async(&self, path: String) -> AsyncTask<Job<(), ()>> {
+        let sb = Arc::clone(&self.inner);
+        AsyncTask::new(Job::new(move || sb.delete(&path), same))
+    }
+
+    /// Moves `from` to `to` within the write root.
+    #[napi]
+    pub fn rename(&self, env: &Env, from: String, to: String) -> napi::Result<()> {
+        self.inner.rename(&from, &to).or_throw(env)
+    }
+
+    /// `rename`, off the main thread.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn rename_async(&self, from: String, to: String) -> AsyncTask<Job<(), ()>> {
+        let sb = Arc::clone(&self.inner);
+        AsyncTask::new(Job::new(move || sb.rename(&from, &to), same))
+    }
+
+    // ----- glob and grep -----
+
+    /// Paths matching a glob below `path` (default: the root) in every read
+    /// root, sorted, capped; symlinks are never followed.
+    #[napi]
+    pub fn glob(
+        &self,
+        env: &Env,
+        pattern: String,
+        path: Option<String>,
+    ) -> napi::Result<Vec<String>> {
+        self.inner.glob(&pattern, path.as_deref()).or_throw(env)
+    }
+
+    /// `glob`, off the main thread.
+    #[napi(ts_return_type = "Promise<Array<string>>")]
+    pub fn glob_async(
+        &self,
+        pattern: String,
+        path: Option<String>,
+    ) -> AsyncTask<Job<Vec<String>, Vec<String>>> {
+        let sb = Arc::clone(&self.inner);
+        AsyncTask::new(Job::new(move || sb.glob(&pattern, path.as_deref()), same))
+    }
+
+    /// Lines matching a regular expression below `path` (default: the
+    /// root); at most `maxResults` (default 100, at most 1000).
+    #[napi]
+    pub fn grep(
+        &self,
+        env: &Env,
+        pattern: String,
+        path: Option<String>,
+        max_results: Option<u32>,
+    ) -> napi::Result<Vec<GrepMatch>> {
+        let v = self
+            .inner
+            .grep(&pattern, path.as_deref(), max_results.map(|n| n as usize))
+            .or_throw(env)?;
+        grep_result(env, v)
+    }
+
+    /// `grep`, off the main thread.
+    #[napi(ts_return_type = "Promise<Array<GrepMatch>>")]
+    pub fn grep_async(
+        &self,
+        pattern: String,
+        path: Option<String>,
+        max_results: Option<u32>,
+    ) -> AsyncTask<Job<Vec<sandgate::search::GrepMatch>, Vec<GrepMatch>>> {
+        let sb = Arc::clone(&self.inner);
+        AsyncTask::new(Job::new(
+            move || sb.grep(&pattern, path.as_deref(), max_results.map(|n| n as usize)),
+            grep_result,
+        ))
+    }
+}

@@ -1,0 +1,436 @@
+'use strict'
+// The binding's own tests: Root (beneath semantics, fds usable with fs),
+// error codes and properties, the async twins, the audit callback, and the
+// Executor (exit code, output, timeout 124, abort 130, dispose).
+
+const { test, describe, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { setTimeout: sleep } = require('node:timers/promises')
+
+const { Root, Policy, Sandbox, Executor } = require('..')
+
+function tempDir() {
+  return fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'sandgate-node-api-')))
+}
+
+/** Asserts that `fn` throws an Error with `code` (and the other props). */
+function throwsCode(fn, code, props = {}) {
+  assert.throws(fn, (e) => {
+    assert.ok(e instanceof Error, 'an Error')
+    assert.equal(e.code, code, e.message)
+    for (const [k, v] of Object.entries(props)) assert.equal(e[k], v, `.${k}`)
+    return true
+  })
+}
+
+async function rejectsCode(promise, code, props = {}) {
+  await assert.rejects(promise, (e) => {
+    assert.ok(e instanceof Error, 'an Error')
+    assert.equal(e.code, code, e.message)
+    for (const [k, v] of Object.entries(props)) assert.equal(e[k], v, `.${k}`)
+    return true
+  })
+}
+
+/** ws/ (read+write root) with a.txt, sub/, links; outside/secret.txt. */
+function fixture() {
+  const dir = tempDir()
+  fs.mkdirSync(path.join(dir, 'ws/sub'), { recursive: true })
+  fs.mkdirSync(path.join(dir, 'outside'))
+  fs.writeFileSync(path.join(dir, 'ws/a.txt'), 'alpha\nbeta\ngamma\n')
+  fs.writeFileSync(path.join(dir, 'outside/secret.txt'), 'TOP SECRET\n')
+  fs.symlinkSync('../outside/secret.txt', path.join(dir, 'ws/out'))
+  fs.symlinkSync(path.join(dir, 'ws/a.txt'), path.join(dir, 'ws/abs'))
+  fs.symlinkSync('a.txt', path.join(dir, 'ws/in'))
+  return dir
+}
+
+describe('Root', () => {
+  let dir
+  let root
+  before(() => {
+    dir = fixture()
+    root = Root.open(path.join(dir, 'ws'))
+  })
+  after(() => {
+    root.close()
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+
+  test('name is the directory it was opened with', () => {
+    assert.equal(root.name, path.join(dir, 'ws'))
+  })
+
+  test('escapes are refused with E_PATH_ESCAPE', () => {
+    throwsCode(() => root.openFile('../outside/secret.txt'), 'E_PATH_ESCAPE')
+    throwsCode(() => root.openFile('sub/../../outside/secret.txt'), 'E_PATH_ESCAPE')
+    throwsCode(() => root.openFile('/etc/passwd'), 'E_PATH_ESCAPE')
+    throwsCode(() => root.openFile('out'), 'E_PATH_ESCAPE', { path: 'out' })
+    throwsCode(() => root.openFile('abs'), 'E_PATH_ESCAPE')
+    throwsCode(() => root.stat('out'), 'E_PATH_ESCAPE')
+    throwsCode(() => root.openFile('../x', 'wx'), 'E_PATH_ESCAPE')
+    throwsCode(() => root.mkdir('../made'), 'E_PATH_ESCAPE')
+    assert.equal(fs.existsSync(path.join(dir, 'made')), false)
+    assert.equal(fs.existsSync(path.join(dir, 'x')), false)
+  })
+
+  test('.. inside the root and in-root symlinks resolve (beneath semantics)', () => {
+    const fd = root.openFile('sub/../in')
+    try {
+      const buf = Buffer.alloc(64)
+      const n = fs.readSync(fd, buf, 0, buf.length, 0)
+      assert.equal(buf.subarray(0, n).toString(), 'alpha\nbeta\ngamma\n')
+    } finally {
+      fs.closeSync(fd)
+    }
+  })
+
+  test('the fd is usable with fs and owned by the caller', () => {
+    const fd = root.openFile('sub/new.txt', 'wx', 0o600)
+    assert.equal(typeof fd, 'number')
+    fs.writeSync(fd, 'written through fs\n')
+    assert.equal(fs.fstatSync(fd).size, 19)
+    fs.closeSync(fd)
+    assert.equal(fs.readFileSync(path.join(dir, 'ws/sub/new.txt'), 'utf8'), 'written through fs\n')
+    assert.equal(fs.statSync(path.join(dir, 'ws/sub/new.txt')).mode & 0o777, 0o600)
+    throwsCode(() => root.openFile('sub/new.txt', 'wx'), 'E_EXISTS')
+    const fd2 = root.openFile('sub/new.txt', 'a')
+    fs.writeSync(fd2, 'more\n')
+    fs.closeSync(fd2)
+    assert.equal(fs.readFileSync(path.join(dir, 'ws/sub/new.txt'), 'utf8'), 'written through fs\nmore\n')
+    throwsCode(() => root.openFile('a.txt', 'bogus'), 'E_REQUEST')
+  })
+
+  test('creation never follows a final symlink', () => {
+    fs.symlinkSync('nowhere.txt', path.join(dir, 'ws/dangling'))
+    throwsCode(() => root.openFile('dangling', 'wx'), 'E_EXISTS')
+    assert.equal(fs.existsSync(path.join(dir, 'ws/nowhere.txt')), false)
+  })
+
+  test('mkdir, stat, lstat, readlink, rename, readdir, remove', () => {
+    root.mkdir('d1')
+    root.mkdir('d2/e/f', undefined, true)
+    throwsCode(() => root.mkdir('d1'), 'E_EXISTS')
+    assert.equal(root.stat('d2/e/f').kind, 'dir')
+    assert.equal(root.stat('in').kind, 'file')
+    assert.equal(root.stat('in').size, 17)
+    assert.equal(root.lstat('in').kind, 'symlink')
+    assert.equal(root.readlink('in'), 'a.txt')
+    assert.equal(root.readlink('out'), '../outside/secret.txt')
+    root.rename('d1', 'd3')
+    assert.ok(root.readdir('.').includes('d3'))
+    assert.ok(!root.readdir('.').includes('d1'))
+    throwsCode(() => root.rename('d3', '../d3'), 'E_PATH_ESCAPE')
+    root.remove('d3')
+    throwsCode(() => root.stat('d3'), 'E_NOT_FOUND')
+    throwsCode(() => root.remove('d2'), 'E_NOT_EMPTY')
+    root.remove('out')
+    assert.equal(fs.readFileSync(path.join(dir, 'outside/secret.txt'), 'utf8'), 'TOP SECRET\n')
+  })
+
+  test('a closed root answers E_CLOSED; open fds stay valid', () => {
+    const r = Root.open(path.join(dir, 'ws'))
+    const fd = r.openFile('a.txt')
+    r.close()
+    throwsCode(() => r.stat('a.txt'), 'E_CLOSED')
+    assert.equal(fs.fstatSync(fd).size, 17)
+    fs.closeSync(fd)
+  })
+
+  test('opening a missing directory fails with its code', () => {
+    throwsCode(() => Root.open(path.join(dir, 'missing')), 'E_NOT_FOUND')
+  })
+})
+
+describe('Sandbox errors', () => {
+  let dir
+  let sb
+  before(() => {
+    dir = fixture()
+    sb = new Sandbox({
+      readRoots: [path.join(dir, 'ws')],
+      writeRoot: path.join(dir, 'ws'),
+      denyWrite: ['*.lock', '.github/**'],
+      maxReadBytes: 1024,
+      maxWriteBytes: 16,
+    })
+  })
+  after(() => fs.rmSync(dir, { recursive: true, force: true }))
+
+  test('codes and properties', () => {
+    throwsCode(() => sb.read('../outside/secret.txt'), 'E_PATH_INVALID')
+    throwsCode(() => sb.read('/etc/passwd'), 'E_PATH_INVALID')
+    throwsCode(() => sb.read('out'), 'E_PATH_ESCAPE', { path: 'out' })
+    throwsCode(() => sb.read('missing.txt'), 'E_NOT_FOUND', { path: 'missing.txt' })
+    throwsCode(() => sb.write('a.txt', 'x'), 'E_EXISTS', { path: 'a.txt' })
+    throwsCode(() => sb.write('x.lock', 'x'), 'E_FS_PROTECTED', { pattern: '*.lock' })
+    throwsCode(() => sb.write('.github/workflows/ci.yml', 'x'), 'E_FS_PROTECTED', { pattern: '.github/**' })
+    throwsCode(() => sb.write('.git/config', 'x'), 'E_FS_PROTECTED')
+    throwsCode(() => sb.write('big.txt', 'x'.repeat(17)), 'E_TOO_LARGE')
+    throwsCode(() => sb.edit('a.txt', 'nope', 'x'), 'E_DENIED') // edit needs allowOverwrite
+    throwsCode(() => sb.write('in', 'x', { overwrite: true }), 'E_SYMLINK', { path: 'in' })
+    throwsCode(() => sb.readLines('a.txt', 0), 'E_REQUEST')
+    throwsCode(() => new Sandbox({ maxReadBytes: -1 }), 'E_REQUEST')
+  })
+
+  test('the message names the code and no host path', () => {
+    try {
+      sb.read('out')
+      assert.fail('read succeeded')
+    } catch (e) {
+      assert.match(e.message, /^E_PATH_ESCAPE: /)
+      assert.ok(!e.message.includes(dir), e.message)
+    }
+  })
+
+  test('nothing is granted by default (E_DENIED)', () => {
+    const empty = new Sandbox()
+    throwsCode(() => empty.read('a.txt'), 'E_DENIED')
+    throwsCode(() => empty.write('a.txt', 'x'), 'E_DENIED')
+    const ro = new Sandbox({ readRoots: [path.join(dir, 'ws')] })
+    assert.equal(ro.readText('a.txt'), 'alpha\nbeta\ngamma\n')
+    throwsCode(() => ro.write('n.txt', 'x'), 'E_DENIED')
+  })
+
+  test('the fs_ops budget and close()', () => {
+    const b = new Sandbox({ readRoots: [path.join(dir, 'ws')], fsOps: 1 })
+    assert.equal(b.fsOpsRemaining, 1)
+    b.stat('a.txt')
+    throwsCode(() => b.stat('a.txt'), 'E_DENIED')
+    const c = new Sandbox({ readRoots: [path.join(dir, 'ws')] })
+    assert.equal(c.fsOpsRemaining, null)
+    c.close()
+    assert.equal(c.closed, true)
+    throwsCode(() => c.read('a.txt'), 'E_CLOSED')
+  })
+
+  test('a refused policy throws E_POLICY with the key', () => {
+    const p = path.join(dir, 'bad.toml')
+    fs.writeFileSync(p, '[fs]\nmax_read_bytes = 0\n')
+    throwsCode(() => Policy.load(p), 'E_POLICY', { key: 'fs.max_read_bytes' })
+    fs.writeFileSync(p, '[fs]\nbogus = 1\n')
+    throwsCode(() => Policy.load(p), 'E_POLICY', { key: 'fs.bogus' })
+  })
+})
+
+describe('Sandbox operations, sync and async', () => {
+  let dir
+  let sb
+  const events = []
+  before(() => {
+    dir = fixture()
+    sb = new Sandbox({
+      readRoots: [path.join(dir, 'ws')],
+      writeRoot: path.join(dir, 'ws'),
+      allowOverwrite: true,
+      audit: (e) => events.push(e),
+    })
+  })
+  after(() => fs.rmSync(dir, { recursive: true, force: true }))
+
+  test('sync methods', () => {
+    assert.deepEqual(sb.read('a.txt'), Buffer.from('alpha\nbeta\ngamma\n'))
+    const r = sb.readLines('a.txt', 2, 1)
+    assert.equal(r.content.toString(), 'beta\n')
+    assert.equal(r.totalLines, 3)
+    assert.equal(r.lines, 1)
+    assert.equal(sb.write('n/b.bin', Buffer.from([0, 1, 2, 255])), 4)
+    assert.deepEqual(fs.readFileSync(path.join(dir, 'ws/n/b.bin')), Buffer.from([0, 1, 2, 255]))
+    assert.equal(sb.write('n/b.bin', 'text', { overwrite: true }), 4)
+    assert.equal(sb.edit('n/b.bin', 't', 'T', { all: true }), 2)
+    assert.equal(sb.readText('n/b.bin'), 'TexT')
+    assert.deepEqual(
+      sb.list('n').map((e) => [e.name, e.kind, e.size]),
+      [['b.bin', 'file', 4]],
+    )
+    assert.deepEqual(sb.stat('n'), { kind: 'dir', size: sb.stat('n').size, mode: sb.stat('n').mode })
+    sb.mkdir('m/k')
+    sb.rename('n/b.bin', 'm/k/c.txt')
+    assert.deepEqual(sb.glob('**/*.txt'), ['a.txt', 'm/k/c.txt'])
+    assert.deepEqual(sb.grep('^Tex', undefined, 5), [{ path: 'm/k/c.txt', line: 1, text: 'TexT' }])
+    throwsCode(() => sb.edit('a.txt', 'nope', 'x'), 'E_EDIT_NO_MATCH', { path: 'a.txt' })
+    sb.delete('m/k/c.txt')
+    throwsCode(() => sb.stat('m/k/c.txt'), 'E_NOT_FOUND')
+  })
+
+  test('async methods resolve with the same values', async () => {
+    assert.deepEqual(await sb.readAsync('a.txt'), Buffer.from('alpha\nbeta\ngamma\n'))
+    assert.equal(await sb.readTextAsync('a.txt'), 'alpha\nbeta\ngamma\n')
+    assert.equal((await sb.readLinesAsync('a.txt', 3)).content.toString(), 'gamma\n')
+    assert.equal(await sb.writeAsync('p/q.txt', 'hello'), 5)
+    assert.equal(await sb.editAsync('p/q.txt', 'hello', 'bye', { all: false }), 1)
+    assert.deepEqual((await sb.listAsync('p')).map((e) => e.name), ['q.txt'])
+    assert.equal((await sb.statAsync('p/q.txt')).size, 3)
+    await sb.mkdirAsync('r')
+    await sb.renameAsync('p/q.txt', 'r/q.txt')
+    assert.deepEqual(await sb.globAsync('*.txt', 'r'), ['r/q.txt'])
+    assert.equal((await sb.grepAsync('bye')).length, 1)
+    await sb.deleteAsync('r/q.txt')
+    const many = await Promise.all(Array.from({ length: 16 }, () => sb.readTextAsync('a.txt')))
+    assert.equal(many.length, 16)
+  })
+
+  test('async methods reject with coded errors', async () => {
+    await rejectsCode(sb.readAsync('out'), 'E_PATH_ESCAPE', { path: 'out' })
+    await rejectsCode(sb.readAsync('../x'), 'E_PATH_INVALID')
+    await rejectsCode(sb.writeAsync('a.txt', 'x'), 'E_EXISTS')
+    await rejectsCode(sb.editAsync('a.txt', 'a', 'b'), 'E_EDIT_AMBIGUOUS')
+    await rejectsCode(sb.deleteAsync('.'), 'E_PATH_INVALID')
+    await rejectsCode(sb.grepAsync('(unclosed'), 'E_REQUEST')
+  })
+
+  test('the audit callback receives events for sync and async calls', async () => {
+    await sleep(100) // let the events of earlier tests arrive first
+    events.length = 0
+    sb.read('a.txt')
+    throwsCode(() => sb.read('out'), 'E_PATH_ESCAPE')
+    await sb.statAsync('a.txt')
+    await rejectsCode(sb.readAsync('missing'), 'E_NOT_FOUND')
+    // Events arrive on a later turn of the event loop.
+    for (let i = 0; i < 50 && events.length < 4; i++) await sleep(10)
+    assert.deepEqual(
+      events.map((e) => [e.op, e.path, e.outcome]),
+      [
+        ['read', 'a.txt', 'OK'],
+        ['read', 'out', 'E_PATH_ESCAPE'],
+        ['stat', 'a.txt', 'OK'],
+        ['read', 'missing', 'E_NOT_FOUND'],
+      ],
+    )
+    assert.equal(events[0].size, 17)
+    assert.equal(typeof events[0].time, 'number')
+    assert.ok(Math.abs(events[0].time - Date.now()) < 60_000)
+    assert.ok(!JSON.stringify(events).includes('alpha'), 'never content')
+  })
+
+  test('Sandbox.fromPolicy with an audit callback', async () => {
+    fs.writeFileSync(path.join(dir, 'policy.toml'), '[fs]\nread_roots = ["ws"]\n')
+    const policy = Policy.load(path.join(dir, 'policy.toml'))
+    assert.match(policy.digest, /^sha256:[0-9a-f]{64}$/)
+    assert.deepEqual(policy.summary.read_roots, [path.join(dir, 'ws')])
+    assert.equal(policy.summary.write_root, null)
+    assert.match(policy.toString(), /ws/)
+    const seen = []
+    const psb = Sandbox.fromPolicy(policy, { audit: (e) => seen.push(e) })
+    assert.equal(psb.readText('a.txt').length, 17)
+    throwsCode(() => psb.write('z.txt', 'x'), 'E_DENIED')
+    for (let i = 0; i < 50 && seen.length < 2; i++) await sleep(10)
+    assert.deepEqual(seen.map((e) => e.outcome), ['OK', 'E_DENIED'])
+  })
+})
+
+describe('Executor', () => {
+  let dir
+  let policy
+  let ex
+  before(() => {
+    dir = fixture()
+    fs.writeFileSync(
+      path.join(dir, 'policy.toml'),
+      '[fs]\nread_roots = ["ws"]\nwrite_root = "ws"\n[exec]\nenabled = true\nshell = "/bin/sh"\ntimeout_ms = 10000\n',
+    )
+    policy = Policy.load(path.join(dir, 'policy.toml'))
+    ex = new Executor(policy)
+  })
+  after(async () => {
+    await ex.dispose()
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+
+  test('start, exit code, stdout, stderr, cwd', async () => {
+    assert.equal(ex.enabled, true)
+    await ex.start()
+    const r = await ex.exec('cat a.txt; echo oops >&2; exit 3')
+    assert.equal(r.exitCode, 3)
+    assert.equal(r.stdout, 'alpha\nbeta\ngamma\n')
+    assert.equal(r.stderr, 'oops\n')
+    assert.equal(r.timedOut, false)
+    assert.equal(r.aborted, false)
+    assert.equal(typeof r.confined, 'object')
+    const pwd = await ex.exec('pwd', { cwd: 'sub' })
+    assert.equal(pwd.exitCode, 0)
+    assert.equal(pwd.stdout.trim(), path.join(dir, 'ws/sub'))
+    const missing = await ex.exec('no-such-command-sandgate')
+    assert.equal(missing.exitCode, 127)
+  })
+
+  test('concurrent execs', async () => {
+    const rs = await Promise.all([1, 2, 3].map((n) => ex.exec(`echo ${n}`)))
+    assert.deepEqual(rs.map((r) => r.stdout), ['1\n', '2\n', '3\n'])
+  })
+
+  test('timeout is exit code 124', async () => {
+    const t0 = Date.now()
+    const r = await ex.exec('sleep 10', { timeoutMs: 200 })
+    assert.equal(r.exitCode, 124)
+    assert.equal(r.timedOut, true)
+    assert.ok(Date.now() - t0 < 5000)
+  })
+
+  test('AbortController aborts with exit code 130', async () => {
+    const ac = new AbortController()
+    const t0 = Date.now()
+    const p = ex.exec('sleep 10', { abortSignal: ac.signal })
+    setTimeout(() => ac.abort(), 200)
+    const r = await p
+    assert.equal(r.exitCode, 130)
+    assert.equal(r.aborted, true)
+    assert.ok(Date.now() - t0 < 5000)
+  })
+
+  test('an already aborted signal ends the command at once', async () => {
+    const r = await ex.exec('sleep 10', { abortSignal: AbortSignal.abort() })
+    assert.equal(r.exitCode, 130)
+  })
+
+  test('a signal that never fires changes nothing', async () => {
+    const ac = new AbortController()
+    const r = await ex.exec('echo fine', { abortSignal: ac.signal })
+    assert.equal(r.exitCode, 0)
+    assert.equal(r.stdout, 'fine\n')
+    ac.abort()
+  })
+
+  test('signals of finished execs hold no descriptors', async () => {
+    const fds = () => fs.readdirSync('/proc/self/fd').length
+    const controllers = []
+    const before = fds()
+    for (let i = 0; i < 30; i++) {
+      const ac = new AbortController()
+      controllers.push(ac) // kept alive: the listeners must not pin an fd each
+      assert.equal((await ex.exec('true', { abortSignal: ac.signal })).exitCode, 0)
+    }
+    assert.ok(fds() - before < 10, `${fds() - before} more descriptors`)
+    for (const ac of controllers) ac.abort()
+  })
+
+  test('refusals before anything runs reject', async () => {
+    await rejectsCode(ex.exec('touch ran', { cwd: '..' }), 'E_PATH_INVALID')
+    await rejectsCode(ex.exec('true', { timeoutMs: 0 }), 'E_REQUEST')
+    assert.throws(() => ex.exec('true', { abortSignal: {} }), (e) => e.code === 'E_REQUEST')
+    assert.equal(fs.existsSync(path.join(dir, 'ran')), false)
+  })
+
+  test('exec disabled: E_DENIED', async () => {
+    fs.writeFileSync(path.join(dir, 'off.toml'), '[fs]\nread_roots = ["ws"]\n')
+    const off = new Executor(Policy.load(path.join(dir, 'off.toml')))
+    assert.equal(off.enabled, false)
+    await rejectsCode(off.exec('true'), 'E_DENIED')
+    await off.dispose()
+  })
+
+  test('dispose kills what is still running', async () => {
+    const own = new Executor(policy)
+    await own.start()
+    const p = own.exec('sleep 10')
+    await sleep(200)
+    const t0 = Date.now()
+    await own.dispose()
+    const r = await p
+    assert.notEqual(r.exitCode, 0)
+    assert.ok(Date.now() - t0 < 5000)
+  })
+})

@@ -1,0 +1,49 @@
+"""sandgate: confined file tools, policies and a confined shell executor for
+AI agents, over libsandgate's C ABI (ctypes, no compiled extension).
+
+The library is looked up, in order, at ``$SANDGATE_LIBRARY``, next to this
+file (``libsandgate.so``), and in the source checkout's ``target/lib``,
+``target/debug`` and ``target/release``. Its C ABI major must be 1.
+"""
+
+from ._core import (
+    MAX_RANGE_LINES,
+    AbortSignal,
+    AuditEvent,
+    Entry,
+    ExecResult,
+    Executor,
+    Lines,
+    Match,
+    Policy,
+    Root,
+    Sandbox,
+    StatResult,
+    abi_version,
+    version,
+)
+from ._ffi import EXPECTED_ABI_MAJOR, LIBRARY_PATH
+from .errors import *  # noqa: F401,F403
+from .errors import __all__ as _errors_all
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AbortSignal",
+    "AuditEvent",
+    "Entry",
+    "ExecResult",
+    "Executor",
+    "Lines",
+    "Match",
+    "Policy",
+    "Root",
+    "Sandbox",
+    "StatResult",
+    "MAX_RANGE_LINES",
+    "EXPECTED_ABI_MAJOR",
+    "LIBRARY_PATH",
+    "abi_version",
+    "version",
+    *_errors_all,
+]

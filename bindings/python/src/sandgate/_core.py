@@ -1,0 +1,1060 @@
+"""The public classes: Root, Policy, Sandbox, Executor, AbortSignal."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat as _stat
+from ctypes import byref, c_int32, c_uint64, c_void_p
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from . import _ffi
+from ._ffi import CODE_NAMES, SG_KIND, SG_RESOLVER, lib, sg_bytes, sg_exec_result, sg_lines, sg_stat, take_bytes
+from .errors import ClosedError, RequestError, SandgateError, error_for
+
+log = logging.getLogger("sandgate")
+
+_U32_MAX = 0xFFFFFFFF
+_U64_MAX = 0xFFFFFFFFFFFFFFFF
+
+#: The most lines a ranged read may serve (SPEC §4), the default `limit`.
+MAX_RANGE_LINES = 2000
+
+
+# ---------------------------------------------------------------------------
+# Errors across the boundary
+
+
+def _s(p: bytes | None) -> str | None:
+    return None if p is None else p.decode("utf-8", "replace")
+
+
+def _raise(status: int, err: c_void_p) -> None:
+    """Turns a failed call's status and error object into an exception,
+    always freeing the error object."""
+    e = err.value
+    if not e:
+        name = CODE_NAMES[status] if status < len(CODE_NAMES) else f"E_UNKNOWN_{status}"
+        raise error_for(name, f"sandgate call failed with {name} and no error object")
+    try:
+        code = _s(lib.sg_error_code_name(e)) or f"E_UNKNOWN_{status}"
+        message = _s(lib.sg_error_message(e)) or ""
+        path = _s(lib.sg_error_path(e))
+        pattern = _s(lib.sg_error_pattern(e))
+        key = _s(lib.sg_error_key(e))
+        errno = lib.sg_error_errno(e)
+    finally:
+        lib.sg_error_free(e)
+        err.value = None
+    raise error_for(code, message, path=path, pattern=pattern, key=key, errno=errno or None)
+
+
+def _name(p: str | os.PathLike) -> bytes:
+    """An agent-facing name (UTF-8; a lone surrogate makes it invalid, which
+    the library refuses with E_REQUEST)."""
+    if isinstance(p, str):
+        return p.encode("utf-8", "surrogateescape")
+    if isinstance(p, bytes):
+        return p
+    return os.fsencode(p)
+
+
+def _host(p: str | bytes | os.PathLike) -> bytes:
+    return os.fsencode(p)
+
+
+def _resolver(r: str | int) -> int:
+    if isinstance(r, str):
+        try:
+            return SG_RESOLVER[r]
+        except KeyError:
+            raise RequestError(f"unknown resolver {r!r} (auto, openat2, walk)", code="E_REQUEST") from None
+    return int(r)
+
+
+def _closed(what: str) -> ClosedError:
+    return ClosedError(f"the {what} is closed", code="E_CLOSED")
+
+
+class _Handle:
+    """An owned library handle, freed once: by close(), __exit__, or as a
+    fallback by __del__. Calls in flight on other threads keep it alive:
+    close() frees at once when nothing is in flight, else the last call out
+    frees it. (Lock-free: list.append/pop and dict.pop are atomic under the
+    GIL; this keeps the per-call cost low.)"""
+
+    _what = "handle"
+    _free_name = ""
+    _h: int | None = None  # the class default once the handle is gone
+    _closing = False
+
+    def __init__(self, h: int) -> None:
+        self._inflight: list = []
+        self._h = h
+
+    def _acquire(self) -> int:
+        self._inflight.append(None)
+        h = self._h
+        if h is None or self._closing:
+            self._release()
+            raise _closed(self._what)
+        return h
+
+    def _release(self) -> None:
+        inflight = self._inflight
+        inflight.pop()
+        if self._closing and not inflight:
+            self._reap()
+
+    def _reap(self) -> None:
+        h = self.__dict__.pop("_h", None)  # atomic: one caller wins
+        if h is not None:
+            self._free(h)
+
+    def _free(self, h: int) -> None:
+        getattr(lib, self._free_name)(h)
+
+    def _before_free(self, h: int) -> None:
+        """Runs once at close(), before the handle is freed."""
+
+    @property
+    def closed(self) -> bool:
+        return self._h is None or self._closing
+
+    def close(self) -> None:
+        """Frees the handle (at once, or when the last call in flight on
+        another thread returns). Later calls raise ClosedError. Idempotent."""
+        h = self._h
+        if h is None or self._closing:
+            return
+        self._closing = True
+        self._before_free(h)
+        if not self._inflight:
+            self._reap()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self._reap()
+        except Exception:  # interpreter shutdown: lib may be gone
+            pass
+
+
+# ---------------------------------------------------------------------------
+# Results
+
+
+_KIND_FIELD = sg_stat.kind
+
+
+class StatResult(sg_stat):
+    """What a stat answers, shaped like :class:`os.stat_result`.
+
+    ``kind`` is ``"file"``, ``"dir"``, ``"symlink"`` or ``"other"``; ``mode``
+    the permission bits; ``size`` the size; ``st_mode`` the file type bits
+    plus the permission bits, and ``st_size``, ``st_nlink``, ``st_dev``,
+    ``st_ino``, ``st_uid``, ``st_gid``, ``st_mtime``, ``st_mtime_ns`` as in
+    os.stat_result. ``Sandbox.stat`` fills only kind, mode and size; the
+    rest are 0. (It is the C struct itself: no copy is made.)
+    """
+
+    __slots__ = ()
+    _TYPE_BITS = {1: _stat.S_IFREG, 2: _stat.S_IFDIR, 3: _stat.S_IFLNK, 4: 0}
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        return SG_KIND.get(_KIND_FIELD.__get__(self), "other")
+
+    st_size = property(lambda self: self.size)
+    st_mode = property(lambda self: self._TYPE_BITS.get(_KIND_FIELD.__get__(self), 0) | self.mode)
+    st_nlink = property(lambda self: self.nlink)
+    st_dev = property(lambda self: self.dev)
+    st_ino = property(lambda self: self.ino)
+    st_uid = property(lambda self: self.uid)
+    st_gid = property(lambda self: self.gid)
+    st_mtime = property(lambda self: self.mtime_sec + self.mtime_nsec / 1e9)
+    st_mtime_ns = property(lambda self: self.mtime_sec * 1_000_000_000 + self.mtime_nsec)
+
+    def is_file(self) -> bool:
+        return _KIND_FIELD.__get__(self) == 1
+
+    def is_dir(self) -> bool:
+        return _KIND_FIELD.__get__(self) == 2
+
+    def is_symlink(self) -> bool:
+        return _KIND_FIELD.__get__(self) == 3
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "size": self.size, "mode": self.mode}
+
+    def __repr__(self) -> str:
+        return (
+            f"StatResult(kind={self.kind!r}, mode=0o{self.mode:o}, size={self.size}, "
+            f"nlink={self.nlink}, ino={self.ino}, mtime_ns={self.st_mtime_ns})"
+        )
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One directory entry from :meth:`Sandbox.list`."""
+
+    name: str
+    kind: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Match:
+    """One grep hit."""
+
+    path: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Lines:
+    """A ranged read: ``content`` (bytes, line endings kept), the first line
+    served (``offset``, 1-based), how many were served (``lines``), the
+    file's ``total_lines``, and whether the read cap cut it (``truncated``)."""
+
+    content: bytes
+    offset: int
+    lines: int
+    total_lines: int
+    truncated: bool
+    limit: int
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8")
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One audit event: the operation, the root-relative path (``"a -> b"``
+    for rename), bytes read or written (or None), the outcome code (``"OK"``
+    or ``"E_…"``) and when it finished (``time``: seconds since the epoch;
+    ``time_ns``: nanoseconds since the epoch)."""
+
+    op: str
+    path: str
+    size: int | None
+    outcome: str
+    time: float
+    time_ns: int
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "OK"
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one command did."""
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    truncated: bool
+    timed_out: bool
+    aborted: bool
+    duration_ms: int
+    confinement: dict = field(default_factory=dict)
+    env_names_digest: str = ""
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------------------
+# Root
+
+
+def _open_flags(mode: str) -> tuple[int, str]:
+    """open(2) flags for a built-in open() mode string, and the mode to hand
+    to open(fd, …)."""
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a str, not {type(mode).__name__}")
+    chars = set(mode)
+    if len(chars) != len(mode) or not chars <= set("rwxabt+"):
+        raise ValueError(f"invalid mode: {mode!r}")
+    kinds = chars & set("rwxa")
+    if len(kinds) != 1:
+        raise ValueError("must have exactly one of create/read/write/append mode")
+    if "b" in chars and "t" in chars:
+        raise ValueError("can't have text and binary mode at once")
+    plus = "+" in chars
+    (k,) = kinds
+    if k == "r":
+        flags = os.O_RDWR if plus else os.O_RDONLY
+    else:
+        flags = os.O_RDWR if plus else os.O_WRONLY
+        flags |= os.O_CREAT
+        flags |= {"w": os.O_TRUNC, "x": os.O_EXCL, "a": os.O_APPEND}[k]
+    return flags, mode
+
+
+class Root(_Handle):
+    """An opened directory that paths resolve beneath (SPEC §3): like Go's
+    ``os.Root``: relative paths, ``..`` allowed while it stays inside, a
+    symlink followed only while it stays inside, absolute symlinks refused.
+
+    ``Root(path, resolver="auto")`` opens ``path``; ``root.open_root(sub)``
+    opens a directory beneath it as a root of its own.
+
+    Closing a Root while another thread is still calling it is safe: the
+    handle is freed when that call returns, and later calls raise
+    ClosedError.
+    """
+
+    _what = "root"
+    _free_name = "sg_root_free"
+
+    def __init__(self, path: str | bytes | os.PathLike, resolver: str | int = "auto") -> None:
+        r = _resolver(resolver)
+        p = _host(path)
+        out, err = c_void_p(), c_void_p()
+        st = lib.sg_root_open(p, len(p), r, byref(out), byref(err))
+        if st:
+            _raise(st, err)
+        super().__init__(out.value)
+
+    @classmethod
+    def _wrap(cls, h: int) -> "Root":
+        self = cls.__new__(cls)
+        _Handle.__init__(self, h)
+        return self
+
+    def open_root(self, path: str | bytes | os.PathLike) -> "Root":
+        """The directory ``path`` beneath this root, as a root of its own."""
+        p = _host(path)
+        out, err = c_void_p(), c_void_p()
+        h = self._acquire()
+        try:
+            st = lib.sg_root_open_root(h, p, len(p), byref(out), byref(err))
+        finally:
+            self._release()
+        if st:
+            _raise(st, err)
+        return Root._wrap(out.value)
+
+    @property
+    def name(self) -> str:
+        """The name the root was opened with."""
+        out, err = sg_bytes(), c_void_p()
+        h = self._acquire()
+        try:
+            st = lib.sg_root_name(h, byref(out), byref(err))
+        finally:
+            self._release()
+        if st:
+            _raise(st, err)
+        return os.fsdecode(take_bytes(out))
+
+    def open_fd(self, path, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
+        """A raw descriptor for ``path`` opened with ``open(2)`` flags; the
+        caller closes it. Supported flags: O_RDONLY, O_WRONLY, O_RDWR,
+        O_CREAT, O_EXCL, O_TRUNC, O_APPEND, O_NOFOLLOW, O_CLOEXEC (always
+        set)."""
+        p = _host(path)
+        fd, err = c_int32(-1), c_void_p()
+        h = self._acquire()
+        try:
+            st = lib.sg_root_open_file(h, p, len(p), flags, mode, byref(fd), byref(err))
+        finally:
+            self._release()
+        if st:
+            _raise(st, err)
+        return fd.value
+
+    def open(
+        self,
+        path,
+        mode: str = "r",
+        buffering: int = -1,
+        encoding: str | None = None,
+        errors: str | None = None,
+        newline: str | None = None,
+        *,
+        perm: int = 0o666,
+        follow_symlinks: bool = True,
+    ):
+        """Opens ``path`` beneath the root like the built-in :func:`open`
+        (same modes: r, w, x, a, with b/t and +) and returns a normal file
+        object. ``perm`` is the permission bits of a created file (before
+        the umask); ``follow_symlinks=False`` refuses a final symlink."""
+        flags, mode = _open_flags(mode)
+        if not follow_symlinks:
+            flags |= os.O_NOFOLLOW
+        fd = self.open_fd(path, flags, perm)
+        try:
+            return open(fd, mode, buffering, encoding, errors, newline, closefd=True)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def mkdir(self, path, mode: int = 0o777) -> None:
+        p = _host(path)
+        err = c_void_p()
+        h = self._acquire()
+        try:
+            st = lib.sg_root_mkdir(h, p, len(p), mode, byref(err))
+        finally:
+            self._release()
+        if st:
+            _raise(st, err)
+
+    def remove(self, path) -> None:
+        """Removes a file, a symlink (not its target) or an empty directory."""
+        p = _host(path)
+        err = c_void_p()
+        h = self._acquire()
+        try:
+            st = lib.sg_root_remove(h, p, len(p), byref(err))
+        finally:
+            self._release()
+        if st:
+            _raise(st, err)
+
+    # stat and lstat are the hot path: inlined, and no error object is
+    # asked for (NULL); a failure is asked again with one to build the
+    # exception.
+
+    def stat(self, path) -> StatResult:
+        """Describes ``path``, following a final symlink beneath the root."""
+        p = path.encode("utf-8", "surrogateescape") if type(path) is str else os.fsencode(path)
+        out = StatResult()
+        inflight = self._inflight
+        inflight.append(None)
+        try:
+            h = self._h
+            if h is None or self._closing:
+                raise _closed(self._what)
+            st = _root_stat(h, p, len(p), out, None)
+            if st:
+                err = c_void_p()
+                st = _root_stat(h, p, len(p), out, byref(err))
+        finally:
+            inflight.pop()
+            if self._closing and not inflight:
+                self._reap()
+        if st:
+            _raise(st, err)
+        return out
+
+    def lstat(self, path) -> StatResult:
+        """Describes ``path`` without following a final symlink."""
+        p = path.encode("utf-8", "surrogateescape") if type(path) is str else os.fsencode(path)
+        out = StatResult()
+        inflight = self._inflight
+        inflight.append(None)
+        try:
+            h = self._h
+            if h is None or self._closing:
+                raise _closed(self._what)
+            st = _root_lstat(h, p, len(p), out, None)
+            if st:
+                err = c_void_p()
+                st = _root_lstat(h, p, len(p), out, byref(err))
+        finally:
+            inflight.pop()
+            if self._closing and not inflight:
+                self._reap()
+        if st:
+            _raise(st, err)
+        return out
+
+    def readlink(self, path) -> str:
+        """The stored target of the symlink ``path`` (never resolved)."""
+        p = _host(path)
+        out, err = sg_bytes(), c_void_p()
+        h = self._acquire()
+        try:
+            st = lib.sg_root_readlink(h, p, len(p), byref(out), byref(err))
+        finally:
+            self._release()
+        if st:
+            _raise(st, err)
+        return os.fsdecode(take_bytes(out))
+
+    def rename(self, src, dst) -> None:
+        """Renames ``src`` to ``dst`` (replacing a file there, like rename(2))."""
+        a, b = _host(src), _host(dst)
+        err = c_void_p()
+        h = self._acquire()
+        try:
+            st = lib.sg_root_rename(h, a, len(a), b, len(b), byref(err))
+        finally:
+            self._release()
+        if st:
+            _raise(st, err)
+
+    def exists(self, path) -> bool:
+        try:
+            self.stat(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<sandgate.Root closed>"
+        return f"<sandgate.Root {self.name!r}>"
+
+
+_root_stat = lib.sg_root_stat
+_root_lstat = lib.sg_root_lstat
+
+
+# ---------------------------------------------------------------------------
+# Policy
+
+
+class Policy(_Handle):
+    """A loaded, checked policy file (SPEC §6). Immutable and thread-safe.
+    Sandboxes and executors made from it outlive it."""
+
+    _what = "policy"
+    _free_name = "sg_policy_free"
+
+    def __init__(self, *_a, **_k) -> None:
+        raise TypeError("use Policy.load(path) or Policy.parse(text, base_dir)")
+
+    @classmethod
+    def _wrap(cls, h: int) -> "Policy":
+        self = cls.__new__(cls)
+        _Handle.__init__(self, h)
+        return self
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Policy":
+        """Loads and checks the policy file at ``path`` (PolicyError naming
+        the key when refused). Relative roots resolve against its directory."""
+        p = _name(os.fspath(path))
+        out, err = c_void_p(), c_void_p()
+        st = lib.sg_policy_load(p, len(p), byref(out), byref(err))
+        if st:
+            _raise(st, err)
+        return cls._wrap(out.value)
+
+    @classmethod
+    def parse(cls, text: str | bytes, base_dir: str | os.PathLike) -> "Policy":
+        """Checks policy text as if read from a file in ``base_dir``."""
+        t = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        b = _name(os.fspath(base_dir))
+        out, err = c_void_p(), c_void_p()
+        st = lib.sg_policy_parse(t, len(t), b, len(b), byref(out), byref(err))
+        if st:
+            _raise(st, err)
+        return cls._wrap(out.value)
+
+    def _bytes_call(self, fn, *args) -> bytes:
+        out, err = sg_bytes(), c_void_p()
+        h = self._acquire()
+        try:
+            st = fn(h, *args, byref(out), byref(err))
+        finally:
+            self._release()
+        if st:
+            take_bytes(out)
+            _raise(st, err)
+        return take_bytes(out)
+
+    @property
+    def digest(self) -> str:
+        """``"sha256:<hex>"`` of the policy file's bytes."""
+        return self._bytes_call(lib.sg_policy_digest).decode()
+
+    def summary(self) -> dict:
+        """What the policy grants, as a dict (mode, read_roots, write_root,
+        deny_write, limits, exec, net, budgets, digest)."""
+        return json.loads(self._bytes_call(lib.sg_policy_summary, False))
+
+    def summary_text(self) -> str:
+        """The summary as text for people (what ``sandgate check`` prints)."""
+        return self._bytes_call(lib.sg_policy_summary, True).decode("utf-8")
+
+    def authorize(
+        self,
+        scheme: str,
+        host: str,
+        port: int | None = None,
+        ip: str | None = None,
+        *,
+        redirect: bool = False,
+        raise_on_deny: bool = False,
+    ) -> dict:
+        """Asks the network authorizer (SPEC §6) whether ``scheme://host:port``
+        may be dialled; returns the decision ``{"allowed", "reason", "rule"}``.
+        With ``raise_on_deny``, a refusal raises NetDeniedError instead."""
+        s, hs = scheme.encode(), host.encode()
+        i = ip.encode() if ip is not None else None
+        out, err = sg_bytes(), c_void_p()
+        p = -1 if port is None else int(port)
+        h = self._acquire()
+        try:
+            st = lib.sg_policy_authorize(
+                h, s, len(s), hs, len(hs), p, i, len(i) if i else 0, redirect, byref(out), byref(err)
+            )
+        finally:
+            self._release()
+        decision = take_bytes(out)
+        if st and (raise_on_deny or st != 21 or not decision):
+            _raise(st, err)
+        if err.value:
+            lib.sg_error_free(err.value)
+        return json.loads(decision)
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<sandgate.Policy closed>"
+        return f"<sandgate.Policy {self.digest}>"
+
+
+# ---------------------------------------------------------------------------
+# Sandbox
+
+
+def _make_audit(callback: Callable[[AuditEvent], Any], errors: list):
+    """A C callback that converts each event and calls ``callback``; an
+    exception it raises is logged and kept in ``errors`` (the last 100),
+    never propagated into C."""
+
+    def trampoline(_user, ev_ptr):
+        try:
+            ev = ev_ptr.contents
+            path = b"" if not ev.path_len else _ffi.ctypes.string_at(ev.path, ev.path_len)
+            outcome = CODE_NAMES[ev.outcome] if ev.outcome < len(CODE_NAMES) else str(ev.outcome)
+            event = AuditEvent(
+                op=(ev.op or b"").decode("utf-8", "replace"),
+                path=path.decode("utf-8", "replace"),
+                size=ev.size if ev.has_size else None,
+                outcome=outcome,
+                time=ev.time_sec + ev.time_nsec / 1e9,
+                time_ns=ev.time_sec * 1_000_000_000 + ev.time_nsec,
+            )
+            callback(event)
+        except BaseException as e:  # never unwind into C
+            errors.append(e)
+            del errors[:-100]
+            try:
+                log.error("sandgate audit callback raised %r", e, exc_info=e)
+            except BaseException:
+                pass
+
+    return _ffi.sg_audit_fn(trampoline)
+
+
+class Sandbox(_Handle):
+    """The agent-facing sandbox (SPEC §2, §4). Names are root-relative,
+    ``/``-separated, never absolute or ``..``. Thread-safe.
+
+    ``Sandbox(read_roots=[…], write_root=…, max_read_bytes=…,
+    max_write_bytes=…, allow_overwrite=False, deny_write=[…],
+    restricted=False, resolver="auto", fs_ops_budget=None, audit=None)``
+    grants exactly what it is given; :meth:`from_policy` what a policy
+    grants. ``audit`` is a callable taking an :class:`AuditEvent`; it runs on
+    the thread that made the call and must not call back into the sandbox.
+    Exceptions it raises are logged and kept in ``audit_errors``.
+    """
+
+    _what = "sandbox"
+    _free_name = "sg_sandbox_free"
+
+    def __init__(
+        self,
+        *,
+        read_roots: Iterable[str | os.PathLike] = (),
+        write_root: str | os.PathLike | None = None,
+        max_read_bytes: int | None = None,
+        max_write_bytes: int | None = None,
+        allow_overwrite: bool | None = None,
+        deny_write: Iterable[str] = (),
+        restricted: bool | None = None,
+        resolver: str | int | None = None,
+        fs_ops_budget: int | None = None,
+        audit: Callable[[AuditEvent], Any] | None = None,
+    ) -> None:
+        if isinstance(read_roots, (str, bytes, os.PathLike)):
+            read_roots = [read_roots]
+        if isinstance(deny_write, str):
+            deny_write = [deny_write]
+        opts = lib.sg_sandbox_options_new()
+        try:
+            err = c_void_p()
+
+            def check(st):
+                if st:
+                    _raise(st, err)
+
+            for r in read_roots:
+                v = _name(os.fspath(r))
+                check(lib.sg_sandbox_options_add_read_root(opts, v, len(v), byref(err)))
+            if write_root is not None:
+                v = _name(os.fspath(write_root))
+                check(lib.sg_sandbox_options_set_write_root(opts, v, len(v), byref(err)))
+            for d in deny_write:
+                v = _name(d)
+                check(lib.sg_sandbox_options_add_deny_write(opts, v, len(v), byref(err)))
+            if max_read_bytes is not None:
+                check(lib.sg_sandbox_options_set_max_read_bytes(opts, _u64(max_read_bytes, "max_read_bytes"), byref(err)))
+            if max_write_bytes is not None:
+                check(lib.sg_sandbox_options_set_max_write_bytes(opts, _u64(max_write_bytes, "max_write_bytes"), byref(err)))
+            if allow_overwrite is not None:
+                check(lib.sg_sandbox_options_set_allow_overwrite(opts, bool(allow_overwrite), byref(err)))
+            if restricted is not None:
+                check(lib.sg_sandbox_options_set_restricted(opts, bool(restricted), byref(err)))
+            if resolver is not None:
+                r = _resolver(resolver)
+                check(lib.sg_sandbox_options_set_resolver(opts, r, byref(err)))
+            if fs_ops_budget is not None:
+                check(lib.sg_sandbox_options_set_fs_ops_budget(opts, _u64(fs_ops_budget, "fs_ops_budget"), byref(err)))
+            self._build(opts, audit)
+        finally:
+            lib.sg_sandbox_options_free(opts)
+
+    def _build(self, opts: int, audit) -> None:
+        self.audit_errors: list[BaseException] = []
+        self._audit_cb = None
+        err = c_void_p()
+        if audit is not None:
+            if not callable(audit):
+                raise TypeError("audit must be callable")
+            self._audit_cb = _make_audit(audit, self.audit_errors)
+            st = lib.sg_sandbox_options_set_audit(opts, self._audit_cb, None, byref(err))
+            if st:
+                _raise(st, err)
+        out = c_void_p()
+        st = lib.sg_sandbox_new(opts, byref(out), byref(err))
+        if st:
+            _raise(st, err)
+        _Handle.__init__(self, out.value)
+
+    @classmethod
+    def from_policy(cls, policy: Policy, audit: Callable[[AuditEvent], Any] | None = None) -> "Sandbox":
+        """A sandbox with what ``policy`` grants (roots, caps, overwrite
+        switch, deny patterns, restricted mode, ``fs_ops`` budget)."""
+        self = cls.__new__(cls)
+        out, err = c_void_p(), c_void_p()
+        h = policy._acquire()
+        try:
+            st = lib.sg_sandbox_options_from_policy(h, byref(out), byref(err))
+        finally:
+            policy._release()
+        if st:
+            _raise(st, err)
+        try:
+            self._build(out.value, audit)
+        finally:
+            lib.sg_sandbox_options_free(out.value)
+        return self
+
+    def _before_free(self, h: int) -> None:
+        # Later calls already in flight answer E_CLOSED; the handle is freed
+        # when the last of them returns.
+        err = c_void_p()
+        if lib.sg_sandbox_close(h, byref(err)) and err.value:
+            lib.sg_error_free(err.value)
+
+    def _call(self, fn, *args) -> None:
+        err = c_void_p()
+        h = self._acquire()
+        try:
+            st = fn(h, *args, byref(err))
+        finally:
+            self._release()
+        if st:
+            _raise(st, err)
+
+    def _bytes(self, fn, *args) -> bytes:
+        out, err = sg_bytes(), c_void_p()
+        h = self._acquire()
+        try:
+            st = fn(h, *args, byref(out), byref(err))
+        finally:
+            self._release()
+        if st:
+            take_bytes(out)
+            _raise(st, err)
+        return take_bytes(out)
+
+    # -- reads --
+
+    def read(self, path: str) -> bytes:
+        """The whole file (at most ``max_read_bytes``, else TooLargeError)."""
+        p = _name(path)
+        return self._bytes(lib.sg_sandbox_read, p, len(p))
+
+    def read_text(self, path: str, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return self.read(path).decode(encoding, errors)
+
+    def read_lines(self, path: str, offset: int = 1, limit: int = MAX_RANGE_LINES) -> Lines:
+        """``limit`` lines (1..2000) from line ``offset`` (1-based)."""
+        offset, limit = int(offset), int(limit)
+        if offset < 1:
+            raise RequestError(f"offset must be at least 1 (got {offset})", code="E_REQUEST")
+        if limit < 1:
+            raise RequestError(f"limit must be at least 1 (got {limit})", code="E_REQUEST")
+        p = _name(path)
+        content, info, err = sg_bytes(), sg_lines(), c_void_p()
+        h = self._acquire()
+        try:
+            st = lib.sg_sandbox_read_lines(
+                h, p, len(p), min(offset, _U64_MAX), min(limit, _U64_MAX), byref(content), byref(info), byref(err)
+            )
+        finally:
+            self._release()
+        if st:
+            take_bytes(content)
+            _raise(st, err)
+        data = take_bytes(content)
+        return Lines(data, info.offset, info.lines, info.total_lines, bool(info.truncated), limit)
+
+    def list(self, path: str = ".") -> list[Entry]:
+        """The directory's entries, sorted by name."""
+        p = _name(path)
+        return [Entry(e["name"], e["kind"], e["size"]) for e in json.loads(self._bytes(lib.sg_sandbox_list, p, len(p)))]
+
+    def stat(self, path: str) -> StatResult:
+        """kind, mode and size of ``path`` (a final symlink followed)."""
+        p = _name(path)
+        out, err = StatResult(), c_void_p()
+        h = self._acquire()
+        try:
+            st = lib.sg_sandbox_stat(h, p, len(p), out, byref(err))
+        finally:
+            self._release()
+        if st:
+            _raise(st, err)
+        return out
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.stat(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def glob(self, pattern: str, path: str | None = None) -> list[str]:
+        pt = _name(pattern)
+        p = None if path is None else _name(path)
+        return json.loads(self._bytes(lib.sg_sandbox_glob, pt, len(pt), p, len(p) if p else 0))
+
+    def grep(self, pattern: str, path: str | None = None, max_results: int | None = None) -> list[Match]:
+        """Lines matching the regular expression ``pattern`` below ``path``,
+        at most ``max_results`` (default 100, at most 1000)."""
+        if max_results is None:
+            m = 0
+        else:
+            m = int(max_results)
+            if m < 1:
+                raise RequestError(f"max_results must be at least 1 (got {m})", code="E_REQUEST")
+            m = min(m, _U32_MAX)
+        pt = _name(pattern)
+        p = None if path is None else _name(path)
+        raw = self._bytes(lib.sg_sandbox_grep, pt, len(pt), p, len(p) if p else 0, m)
+        return [Match(x["path"], x["line"], x["text"]) for x in json.loads(raw)]
+
+    # -- writes --
+
+    def write(self, path: str, data: str | bytes, overwrite: bool = False) -> int:
+        """Writes ``data`` (str: UTF-8) atomically; a new file unless
+        ``overwrite`` and the sandbox allows it. Returns the bytes written."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        else:
+            data = bytes(data)
+        p = _name(path)
+        size = c_uint64()
+        self._call(lib.sg_sandbox_write, p, len(p), data, len(data), bool(overwrite), byref(size))
+        return size.value
+
+    def edit(self, path: str, old: str, new: str, all: bool = False) -> int:
+        """Replaces ``old`` by ``new`` (exactly once unless ``all``); returns
+        the number of replacements."""
+        p, o, n = _name(path), old.encode("utf-8"), new.encode("utf-8")
+        count = c_uint64()
+        self._call(lib.sg_sandbox_edit, p, len(p), o, len(o), n, len(n), bool(all), byref(count))
+        return count.value
+
+    def mkdir(self, path: str) -> None:
+        """Creates ``path`` and missing parents beneath the write root."""
+        p = _name(path)
+        self._call(lib.sg_sandbox_mkdir, p, len(p))
+
+    def delete(self, path: str) -> None:
+        """Deletes a file, a symlink or an empty directory."""
+        p = _name(path)
+        self._call(lib.sg_sandbox_delete, p, len(p))
+
+    def rename(self, src: str, dst: str) -> None:
+        """Moves ``src`` to ``dst`` (which must not exist) within the write root."""
+        a, b = _name(src), _name(dst)
+        self._call(lib.sg_sandbox_rename, a, len(a), b, len(b))
+
+    def warnings(self) -> list[str]:
+        """Warnings about the configuration (e.g. a read root inside the
+        write root)."""
+        return json.loads(self._bytes(lib.sg_sandbox_warnings))
+
+    def __repr__(self) -> str:
+        return "<sandgate.Sandbox closed>" if self.closed else "<sandgate.Sandbox>"
+
+
+def _u64(v: int, what: str) -> int:
+    v = int(v)
+    if v < 0 or v > _U64_MAX:
+        raise RequestError(f"{what} must be in 0..2**64-1 (got {v})", code="E_REQUEST")
+    return v
+
+
+# ---------------------------------------------------------------------------
+# Executor
+
+
+class AbortSignal(_Handle):
+    """Triggered from any thread with :meth:`abort`: every command running
+    with it ends (exit code 130), and later ones end at once."""
+
+    _what = "abort signal"
+    _free_name = "sg_abort_free"
+
+    def __init__(self) -> None:
+        out, err = c_void_p(), c_void_p()
+        st = lib.sg_abort_new(byref(out), byref(err))
+        if st:
+            _raise(st, err)
+        super().__init__(out.value)
+
+    def abort(self) -> None:
+        err = c_void_p()
+        h = self._acquire()
+        try:
+            st = lib.sg_abort_trigger(h, byref(err))
+        finally:
+            self._release()
+        if st:
+            _raise(st, err)
+
+    @property
+    def aborted(self) -> bool:
+        h = self._acquire()
+        try:
+            return bool(lib.sg_abort_is_triggered(h))
+        finally:
+            self._release()
+
+    is_aborted = aborted
+
+
+class Executor(_Handle):
+    """The shell executor ``policy`` grants (SPEC §7). Thread-safe:
+    :meth:`exec` may run on several threads at once. ``start()`` is optional
+    (the first exec starts it); ``dispose()`` ends the session; ``close()``
+    (or leaving a ``with`` block) disposes and frees it."""
+
+    _what = "executor"
+    _free_name = "sg_executor_free"
+
+    def __init__(self, policy: Policy) -> None:
+        out, err = c_void_p(), c_void_p()
+        h = policy._acquire()
+        try:
+            st = lib.sg_executor_new(h, byref(out), byref(err))
+        finally:
+            policy._release()
+        if st:
+            _raise(st, err)
+        super().__init__(out.value)
+
+    def _call(self, fn) -> None:
+        err = c_void_p()
+        h = self._acquire()
+        try:
+            st = fn(h, byref(err))
+        finally:
+            self._release()
+        if st:
+            _raise(st, err)
+
+    def start(self) -> None:
+        self._call(lib.sg_executor_start)
+
+    def dispose(self) -> None:
+        self._call(lib.sg_executor_dispose)
+
+    def exec(
+        self,
+        command: str,
+        cwd: str | None = None,
+        timeout_ms: int | None = None,
+        abort: AbortSignal | None = None,
+    ) -> ExecResult:
+        """Runs ``command`` with the policy's shell in ``cwd`` (a name beneath
+        the write root, or the first read root) for at most ``timeout_ms``
+        (None: the policy's, which also caps it). A command that ran answers
+        a result whatever its exit code (124 timeout, 130 abort)."""
+        if timeout_ms is None:
+            t = 0
+        else:
+            t = int(timeout_ms)
+            if t < 1:
+                raise RequestError(f"timeout_ms must be at least 1 (got {t})", code="E_REQUEST")
+            t = min(t, _U64_MAX)
+        c = command.encode("utf-8", "surrogateescape")
+        d = None if cwd is None else _name(cwd)
+        out, err = sg_exec_result(), c_void_p()
+        h = self._acquire()
+        try:
+            a = abort._acquire() if abort is not None else None
+            try:
+                st = lib.sg_executor_exec(h, c, len(c), d, len(d) if d else 0, t, a, byref(out), byref(err))
+            finally:
+                if abort is not None:
+                    abort._release()
+        finally:
+            self._release()
+        try:
+            if st:
+                _raise(st, err)
+            confinement = take_bytes(out.confinement_json)
+            return ExecResult(
+                exit_code=out.exit_code,
+                stdout=take_bytes(out.stdout_bytes),
+                stderr=take_bytes(out.stderr_bytes),
+                truncated=bool(out.truncated),
+                timed_out=bool(out.timed_out),
+                aborted=bool(out.aborted),
+                duration_ms=out.duration_ms,
+                confinement=json.loads(confinement) if confinement else {},
+                env_names_digest=take_bytes(out.env_names_digest).decode("utf-8", "replace"),
+            )
+        finally:
+            lib.sg_exec_result_free(byref(out))
+
+    def __repr__(self) -> str:
+        return "<sandgate.Executor closed>" if self.closed else "<sandgate.Executor>"
+
+
+def version() -> str:
+    """The loaded library's version."""
+    return lib.sg_version().decode()
+
+
+def abi_version() -> tuple[int, int]:
+    """The loaded library's C ABI (major, minor)."""
+    v = lib.sg_abi_version()
+    return v >> 16, v & 0xFFFF

@@ -1,0 +1,732 @@
+"""The binding's own tests: Root, errors, context managers, audit, executor,
+misuse after close, library lookup."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import gc
+import io
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import sandgate
+from sandgate import (
+    AbortSignal,
+    AuditEvent,
+    Executor,
+    Policy,
+    Root,
+    Sandbox,
+    SandgateError,
+    _ffi,
+)
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    d = tmp_path.resolve()
+    (d / "ws").mkdir()
+    (d / "ws" / "a.txt").write_text("hello\nworld\n")
+    (d / "ws" / "sub").mkdir()
+    (d / "ws" / "sub" / "b.txt").write_text("bee\n")
+    (d / "outside").mkdir()
+    (d / "outside" / "secret.txt").write_text("TOP SECRET\n")
+    return d
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+# ---------------------------------------------------------------------------
+# Root
+
+
+def test_root_refuses_dotdot_escape(tree):
+    with Root(tree / "ws") as r:
+        with pytest.raises(sandgate.PathEscapeError) as ei:
+            r.open("../outside/secret.txt")
+        assert ei.value.code == "E_PATH_ESCAPE"
+        with pytest.raises(PermissionError):
+            r.stat("sub/../../outside/secret.txt")
+        # `..` that stays inside is fine (beneath semantics).
+        assert r.stat("sub/../a.txt").size == 12
+
+
+def test_root_refuses_absolute_symlink_even_inside(tree):
+    os.symlink(str(tree / "outside" / "secret.txt"), tree / "ws" / "abs_out")
+    os.symlink(str(tree / "ws" / "a.txt"), tree / "ws" / "abs_in")
+    with Root(tree / "ws") as r:
+        for name in ("abs_out", "abs_in"):
+            with pytest.raises(sandgate.PathEscapeError) as ei:
+                r.open(name)
+            assert ei.value.code == "E_PATH_ESCAPE"
+        # lstat and readlink act on the link itself.
+        assert r.lstat("abs_out").kind == "symlink"
+        assert r.readlink("abs_out") == str(tree / "outside" / "secret.txt")
+
+
+def test_root_refuses_symlink_chain_escape(tree):
+    ws = tree / "ws"
+    os.symlink("l2", ws / "l1")
+    os.symlink("sub/l3", ws / "l2")
+    os.symlink("../../outside/secret.txt", ws / "sub" / "l3")
+    os.symlink("sub/b.txt", ws / "ok1")
+    os.symlink("ok1", ws / "ok2")
+    with Root(ws) as r:
+        with pytest.raises(sandgate.PathEscapeError):
+            r.open("l1")
+        with pytest.raises(sandgate.PathEscapeError):
+            r.stat("l1")
+        with r.open("ok2") as f:
+            assert f.read() == "bee\n"
+
+
+def test_root_symlink_loop(tree):
+    os.symlink("loop2", tree / "ws" / "loop1")
+    os.symlink("loop1", tree / "ws" / "loop2")
+    with Root(tree / "ws") as r:
+        with pytest.raises(sandgate.LoopError) as ei:
+            r.stat("loop1")
+        assert isinstance(ei.value, OSError) and ei.value.errno == errno.ELOOP
+
+
+def test_root_open_returns_file_objects(tree):
+    with Root(tree / "ws") as r:
+        with r.open("a.txt") as f:
+            assert isinstance(f, io.TextIOWrapper)
+            assert f.readline() == "hello\n"
+        with r.open("a.txt", "rb") as f:
+            assert isinstance(f, io.BufferedReader)
+            assert f.read() == b"hello\nworld\n"
+        with r.open("new.txt", "w", encoding="utf-8") as f:
+            f.write("caf\u00e9\n")
+        assert (tree / "ws" / "new.txt").read_bytes() == "caf\u00e9\n".encode()
+        with r.open("new.txt", "a") as f:
+            f.write("more\n")
+        assert (tree / "ws" / "new.txt").read_text() == "caf\u00e9\nmore\n"
+        with pytest.raises(FileExistsError):
+            r.open("new.txt", "x")
+        with r.open("x.bin", "xb", perm=0o600) as f:
+            f.write(b"\x00\x01")
+        assert os.stat(tree / "ws" / "x.bin").st_mode & 0o777 == 0o600
+        with r.open("x.bin", "r+b") as f:
+            f.seek(1)
+            f.write(b"\x02")
+        assert (tree / "ws" / "x.bin").read_bytes() == b"\x00\x02"
+        with r.open("x.bin", "wb") as f:
+            pass
+        assert (tree / "ws" / "x.bin").read_bytes() == b""
+        with pytest.raises(ValueError):
+            r.open("a.txt", "rw")
+        with pytest.raises(FileNotFoundError):
+            r.open("missing.txt")
+        with pytest.raises(IsADirectoryError):
+            r.open("sub", "w")
+        os.symlink("a.txt", tree / "ws" / "rel")
+        with pytest.raises(SandgateError):
+            r.open("rel", follow_symlinks=False)
+        with r.open("rel") as f:
+            assert f.read() == "hello\nworld\n"
+
+
+def test_root_file_ops(tree):
+    with Root(str(tree / "ws")) as r:
+        assert r.name == str(tree / "ws")
+        r.mkdir("d", 0o750)
+        st = r.stat("d")
+        assert st.kind == "dir" and st.is_dir() and st.mode == 0o750
+        import stat as S
+
+        assert S.S_ISDIR(st.st_mode)
+        with r.open("d/f", "w") as f:
+            f.write("x")
+        real = os.stat(tree / "ws" / "d" / "f")
+        st = r.stat("d/f")
+        assert (st.st_ino, st.st_dev, st.st_size, st.st_nlink) == (real.st_ino, real.st_dev, 1, 1)
+        assert st.st_mtime_ns == real.st_mtime_ns
+        assert (st.st_uid, st.st_gid) == (real.st_uid, real.st_gid)
+        r.rename("d/f", "d/g")
+        assert not r.exists("d/f") and r.exists("d/g")
+        with pytest.raises(OSError) as ei:
+            r.remove("d")
+        assert isinstance(ei.value, sandgate.NotEmptyError)
+        r.remove("d/g")
+        r.remove("d")
+        assert not (tree / "ws" / "d").exists()
+        with r.open_root("sub") as sub:
+            assert sub.name.endswith("sub")
+            assert sub.stat("b.txt").size == 4
+            with pytest.raises(sandgate.PathEscapeError):
+                sub.stat("../a.txt")
+
+
+def test_root_resolvers_agree(tree):
+    os.symlink("../outside", tree / "ws" / "out")
+    for res in ("auto", "walk", "openat2"):
+        try:
+            r = Root(tree / "ws", resolver=res)
+        except sandgate.SandgateError:
+            assert res == "openat2"  # kernel without openat2
+            continue
+        with r:
+            assert r.stat("a.txt").size == 12
+            with pytest.raises(sandgate.PathEscapeError):
+                r.stat("out/secret.txt")
+
+
+def test_root_open_missing_dir():
+    with pytest.raises(FileNotFoundError):
+        Root("/nonexistent/sandgate/dir")
+
+
+# ---------------------------------------------------------------------------
+# Errors
+
+
+def test_exception_hierarchy(tree):
+    sb = Sandbox(read_roots=[tree / "ws"], write_root=tree / "ws", deny_write=["*.lock"], allow_overwrite=True)
+    with sb:
+        try:
+            sb.read("missing.txt")
+        except FileNotFoundError as e:
+            assert isinstance(e, SandgateError) and isinstance(e, sandgate.NotFoundError)
+            assert e.code == "E_NOT_FOUND" and e.path == "missing.txt"
+            assert str(e) == e.message and "missing.txt" not in str(tree)
+            assert e.errno == errno.ENOENT
+        else:
+            pytest.fail("no error")
+        with pytest.raises(FileExistsError) as ei:
+            sb.write("a.txt", "x")
+        assert ei.value.code == "E_EXISTS"
+        with pytest.raises(PermissionError) as ei:
+            sb.write("x.lock", "x")
+        assert ei.value.code == "E_FS_PROTECTED" and ei.value.pattern == "*.lock"
+        with pytest.raises(ValueError) as ei:
+            sb.read("../x")
+        assert ei.value.code == "E_PATH_INVALID" and ei.value.errno is None
+        with pytest.raises(IsADirectoryError):
+            sb.read("sub")
+        with pytest.raises(NotADirectoryError):
+            sb.list("a.txt")
+        with pytest.raises(sandgate.EditNoMatchError):
+            sb.edit("a.txt", "nope", "x")
+    with pytest.raises(sandgate.PolicyError) as ei:
+        Policy.parse('[fs]\nwrite_root = "nope"\n', str(tree))
+    assert ei.value.key == "fs.write_root" and isinstance(ei.value, ValueError)
+    # Every code has a class; the classes are what `except` expects.
+    table = {
+        "E_NOT_FOUND": FileNotFoundError,
+        "E_EXISTS": FileExistsError,
+        "E_NOT_FILE": IsADirectoryError,
+        "E_NOT_DIR": NotADirectoryError,
+        "E_DENIED": PermissionError,
+        "E_FS_PROTECTED": PermissionError,
+        "E_PATH_ESCAPE": PermissionError,
+        "E_HARDLINK": PermissionError,
+        "E_SYMLINK": PermissionError,
+        "E_NET_DENIED": PermissionError,
+        "E_TIMEOUT": TimeoutError,
+        "E_PATH_INVALID": ValueError,
+        "E_REQUEST": ValueError,
+        "E_POLICY": ValueError,
+        "E_EDIT_NO_MATCH": ValueError,
+        "E_EDIT_AMBIGUOUS": ValueError,
+        "E_NOT_EMPTY": OSError,
+        "E_IO": OSError,
+        "E_LOOP": OSError,
+    }
+    for code, builtin in table.items():
+        cls = sandgate.BY_CODE[code]
+        assert issubclass(cls, builtin) and issubclass(cls, SandgateError), code
+    assert set(sandgate.BY_CODE) == set(_ffi.CODE_NAMES[1:])
+    for code, cls in sandgate.BY_CODE.items():
+        e = sandgate.error_for(code, "msg", path="p", errno=5)
+        assert type(e) is cls and str(e) == "msg" and e.errno == 5 and e.path == "p"
+        assert _ffi.lib.sg_code_name(_ffi.CODE_NAMES.index(code)).decode() == code
+        import pickle
+
+        e2 = pickle.loads(pickle.dumps(e))
+        assert type(e2) is cls and e2.code == code and e2.path == "p"
+
+
+def test_io_error_keeps_os_errno(tree):
+    # A file the process cannot read (unless root): E_IO/E_DENIED with errno.
+    p = tree / "ws" / "locked.txt"
+    p.write_text("x")
+    os.chmod(p, 0)
+    try:
+        with Root(tree / "ws") as r:
+            if os.geteuid() == 0:
+                r.open("locked.txt").close()  # root reads anything
+            else:
+                with pytest.raises(OSError) as ei:
+                    r.open("locked.txt")
+                assert ei.value.errno == errno.EACCES
+    finally:
+        os.chmod(p, 0o644)
+
+
+# ---------------------------------------------------------------------------
+# Sandbox
+
+
+def test_sandbox_keyword_options(tree):
+    ws = tree / "ws"
+    with Sandbox(
+        read_roots=[ws],
+        write_root=ws,
+        max_read_bytes=100,
+        max_write_bytes=10,
+        allow_overwrite=True,
+        deny_write=[".github/**"],
+        restricted=True,
+        resolver="walk",
+        fs_ops_budget=100,
+    ) as sb:
+        assert sb.read("a.txt") == b"hello\nworld\n"
+        assert sb.read_text("a.txt") == "hello\nworld\n"
+        r = sb.read_lines("a.txt", 2, 5)
+        assert (r.content, r.offset, r.lines, r.total_lines, r.truncated) == (b"world\n", 2, 1, 2, False)
+        assert r.text == "world\n"
+        assert sb.write("n/new.txt", "12345") == 5
+        assert sb.write("n/new.txt", b"abc", overwrite=True) == 3
+        with pytest.raises(sandgate.TooLargeError):
+            sb.write("big.txt", "x" * 11)
+        assert sb.edit("n/new.txt", "b", "B") == 1
+        assert sb.read("n/new.txt") == b"aBc"
+        with pytest.raises(sandgate.ProtectedError):
+            sb.write(".git/config", "x")
+        with pytest.raises(sandgate.ProtectedError):
+            sb.write(".github/workflows/x.yml", "x")
+        names = [(e.name, e.kind) for e in sb.list(".")]
+        assert names == [("a.txt", "file"), ("n", "dir"), ("sub", "dir")]
+        st = sb.stat("a.txt")
+        assert (st.kind, st.size, st.mode) == ("file", 12, 0o644)
+        sb.mkdir("m/n")
+        sb.rename("n/new.txt", "m/n/moved.txt")
+        assert sb.glob("**/*.txt") == sorted(sb.glob("**/*.txt"))
+        assert "m/n/moved.txt" in sb.glob("**/*.txt")
+        hits = sb.grep("wor", max_results=5)
+        assert [(m.path, m.line, m.text) for m in hits] == [("a.txt", 2, "world")]
+        sb.delete("m/n/moved.txt")
+        assert not sb.exists("m/n/moved.txt")
+        assert isinstance(sb.warnings(), list)
+        with pytest.raises(sandgate.RequestError):
+            sb.read_lines("a.txt", 0, 1)
+        with pytest.raises(sandgate.RequestError):
+            sb.grep("x", max_results=0)
+
+
+def test_sandbox_grants_nothing_by_default(tree):
+    with Sandbox() as sb:
+        with pytest.raises(sandgate.DeniedError):
+            sb.read("a.txt")
+        with pytest.raises(PermissionError):
+            sb.write("a.txt", "x")
+
+
+def test_sandbox_budget(tree):
+    with Sandbox(read_roots=[tree / "ws"], fs_ops_budget=2) as sb:
+        sb.read("a.txt")
+        with pytest.raises(FileNotFoundError):
+            sb.read("missing")
+        with pytest.raises(sandgate.DeniedError):
+            sb.read("a.txt")
+
+
+def test_sandbox_from_policy_and_warnings(tree):
+    (tree / "policy.toml").write_text('[fs]\nread_roots = ["ws/sub"]\nwrite_root = "ws"\n')
+    with Policy.load(tree / "policy.toml") as p:
+        sb = Sandbox.from_policy(p)
+    # the sandbox outlives the policy
+    with sb:
+        assert sb.read("b.txt") == b"bee\n"
+        assert sb.warnings() == []
+    # a malformed deny pattern fails closed and is reported
+    with Sandbox(write_root=tree / "ws", deny_write=["a/[bc/x"]) as sb:
+        w = sb.warnings()
+        assert len(w) == 1 and "[bc" in w[0], w
+
+
+def test_sandbox_concurrent_use_and_close(tree):
+    sb = Sandbox(read_roots=[tree / "ws"])
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def worker():
+        while not stop.is_set():
+            try:
+                assert sb.read("a.txt") == b"hello\nworld\n"
+            except sandgate.ClosedError:
+                return
+            except BaseException as e:  # pragma: no cover
+                errors.append(e)
+                return
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    sb.close()  # while reads are in flight: no crash, later calls E_CLOSED
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    with pytest.raises(sandgate.ClosedError):
+        sb.read("a.txt")
+
+
+def test_root_concurrent_use_and_close(tree):
+    base = _fds()
+    r = Root(tree / "ws")
+    errors: list[BaseException] = []
+
+    def worker():
+        while True:
+            try:
+                assert r.stat("a.txt").size == 12
+                assert r.lstat("sub").kind == "dir"
+            except sandgate.ClosedError:
+                return
+            except BaseException as e:  # pragma: no cover
+                errors.append(e)
+                return
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    r.close()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert r.closed and _fds() == base
+
+
+# ---------------------------------------------------------------------------
+# Policy
+
+
+def test_policy(tree):
+    text = '[fs]\nread_roots = ["ws"]\n[net]\nallow = ["example.com:443"]\n'
+    (tree / "policy.toml").write_text(text)
+    import hashlib
+
+    with Policy.load(tree / "policy.toml") as p:
+        assert p.digest == "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+        s = p.summary()
+        assert s["mode"] == "restricted" and s["read_roots"] == [str(tree / "ws")]
+        assert s["digest"] == p.digest
+        assert "restricted" in p.summary_text()
+        ok = p.authorize("https", "example.com")
+        assert ok["allowed"] is True
+        no = p.authorize("https", "evil.example", 443)
+        assert no["allowed"] is False and isinstance(no["reason"], str)
+        with pytest.raises(sandgate.NetDeniedError):
+            p.authorize("https", "evil.example", raise_on_deny=True)
+        assert p.authorize("http", "example.com", 443)["allowed"] is False
+        digest = p.digest
+    with Policy.parse(text, str(tree)) as p2:
+        assert p2.digest == digest
+    with pytest.raises(TypeError):
+        Policy()
+
+
+# ---------------------------------------------------------------------------
+# Context managers, close, misuse
+
+
+def test_context_managers_close_and_free(tree):
+    base = _fds()
+    with Root(tree / "ws") as r, Sandbox(read_roots=[tree / "ws"]) as sb:
+        assert not r.closed and not sb.closed
+        assert _fds() > base
+    assert r.closed and sb.closed
+    assert _fds() == base
+    for call in (lambda: r.stat("a.txt"), lambda: r.name, lambda: sb.read("a.txt"), lambda: sb.list(".")):
+        with pytest.raises(sandgate.ClosedError) as ei:
+            call()
+        assert ei.value.code == "E_CLOSED" and isinstance(ei.value, SandgateError)
+    r.close()
+    sb.close()  # twice is fine
+
+
+def test_del_frees_without_close(tree):
+    base = _fds()
+    for _ in range(50):
+        Root(tree / "ws").stat("a.txt")
+        Sandbox(read_roots=[tree / "ws"], write_root=tree / "ws").read("a.txt")
+    gc.collect()
+    assert _fds() == base
+
+
+def test_null_handles_answer_e_request():
+    """Every fallible C function called with NULL handles and NULL/zero
+    arguments answers an error (E_REQUEST), never a crash; run in a child
+    process so a crash fails the test instead of killing pytest."""
+    code = r"""
+import ctypes, sys
+from sandgate import _ffi
+from sandgate._ffi import lib, PROTOTYPES
+bad = []
+for name, (restype, argtypes) in sorted(PROTOTYPES.items()):
+    if restype is not ctypes.c_uint32 or name in ("sg_abi_version", "sg_error_code"):
+        continue
+    args = []
+    err = ctypes.c_void_p()
+    for i, t in enumerate(argtypes):
+        if i == len(argtypes) - 1:
+            args.append(ctypes.byref(err))
+        elif isinstance(t, type) and issubclass(t, ctypes._CFuncPtr):
+            args.append(t())  # a NULL function pointer
+        elif t in (ctypes.c_void_p, ctypes.c_char_p) or issubclass(t, ctypes._Pointer):
+            args.append(None)
+        else:
+            args.append(t(0))
+    st = getattr(lib, name)(*args)
+    code = lib.sg_error_code_name(err.value) if err.value else None
+    if err.value:
+        lib.sg_error_free(err.value)
+    if st != 23 or code != b"E_REQUEST":
+        bad.append((name, st, code))
+# the NULL-accepting ones
+lib.sg_bytes_free(None); lib.sg_error_free(None); lib.sg_exec_result_free(None)
+for f in ("sg_root_free", "sg_policy_free", "sg_sandbox_free", "sg_executor_free", "sg_abort_free", "sg_sandbox_options_free"):
+    getattr(lib, f)(None)
+assert lib.sg_error_code(None) == 23
+assert lib.sg_abort_is_triggered(None) is False
+assert lib.sg_error_message(None) is None
+print("BAD", bad)
+sys.exit(1 if bad else 0)
+"""
+    env = dict(os.environ, PYTHONPATH=SRC)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_no_leaks_of_errors_and_bytes(tree):
+    """Many failing and succeeding calls: memory stays flat (every sg_error
+    and sg_bytes is freed)."""
+
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    with Sandbox(read_roots=[tree / "ws"]) as sb:
+        for _ in range(2000):
+            sb.read("a.txt")
+            try:
+                sb.read("x" * 200)
+            except FileNotFoundError:
+                pass
+        before = rss()
+        for _ in range(30000):
+            sb.read("a.txt")
+            try:
+                sb.read("x" * 200)
+            except FileNotFoundError:
+                pass
+        grown = rss() - before
+    # 30k leaked errors with a 200-byte path would be well over 10 MB.
+    assert grown < 4 * 1024 * 1024, grown
+
+
+# ---------------------------------------------------------------------------
+# Audit
+
+
+def test_audit_callback_receives_events(tree):
+    events: list[AuditEvent] = []
+    with Sandbox(read_roots=[tree / "ws"], write_root=tree / "ws", audit=events.append) as sb:
+        sb.read("a.txt")
+        sb.write("w.txt", "abc")
+        with pytest.raises(FileNotFoundError):
+            sb.read("missing.txt")
+        sb.rename("w.txt", "v.txt")
+    assert [(e.op, e.path, e.size, e.outcome) for e in events] == [
+        ("read", "a.txt", 12, "OK"),
+        ("write", "w.txt", 3, "OK"),
+        ("read", "missing.txt", None, "E_NOT_FOUND"),
+        ("rename", "w.txt -> v.txt", None, "OK"),
+    ]
+    now = time.time()
+    assert all(now - 60 < e.time <= now + 1 for e in events)
+    assert events[0].ok and not events[2].ok
+    assert str(tree) not in repr(events)
+
+
+def test_audit_callback_exception_is_contained(tree, caplog):
+    calls = []
+
+    def bad(ev):
+        calls.append(ev)
+        raise RuntimeError("boom in audit")
+
+    with Policy.parse('[fs]\nread_roots = ["ws"]\n', str(tree)) as p:
+        sb = Sandbox.from_policy(p, audit=bad)
+    with sb:
+        with caplog.at_level("ERROR", logger="sandgate"):
+            assert sb.read("a.txt") == b"hello\nworld\n"
+            assert sb.read("a.txt") == b"hello\nworld\n"
+    assert len(calls) == 2
+    assert len(sb.audit_errors) == 2 and isinstance(sb.audit_errors[0], RuntimeError)
+    assert "boom in audit" in caplog.text
+
+
+def test_audit_from_many_threads(tree):
+    events = []
+    lock = threading.Lock()
+
+    def sink(ev):
+        with lock:
+            events.append(ev)
+
+    with Sandbox(read_roots=[tree / "ws"], audit=sink) as sb:
+        threads = [threading.Thread(target=lambda: [sb.read("a.txt") for _ in range(50)]) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(events) == 200
+
+
+# ---------------------------------------------------------------------------
+# Executor
+
+
+def _exec_policy(tree: Path, extra: str = "") -> Policy:
+    return Policy.parse(
+        '[fs]\nread_roots = ["ws"]\nwrite_root = "ws"\n[exec]\nenabled = true\nshell = "/bin/sh"\ntimeout_ms = 10000\n'
+        + extra,
+        str(tree),
+    )
+
+
+def test_executor_exit_code_and_output(tree):
+    with _exec_policy(tree) as p, Executor(p) as ex:
+        ex.start()
+        r = ex.exec("cat a.txt; echo err >&2; exit 4")
+        assert r.exit_code == 4 and r.stdout == b"hello\nworld\n" and r.stderr == b"err\n"
+        assert not (r.truncated or r.timed_out or r.aborted)
+        assert isinstance(r.confinement, dict) and r.confinement
+        assert r.env_names_digest and r.duration_ms >= 0
+        r = ex.exec("pwd", cwd="sub")
+        assert r.stdout.decode().strip().endswith("/ws/sub")
+        with pytest.raises(sandgate.PathInvalidError):
+            ex.exec("true", cwd="..")
+        with pytest.raises(sandgate.RequestError):
+            ex.exec("true", timeout_ms=0)
+        ex.dispose()
+        assert ex.exec("echo again").stdout == b"again\n"
+
+
+def test_executor_timeout_is_124(tree):
+    with _exec_policy(tree) as p, Executor(p) as ex:
+        t0 = time.monotonic()
+        r = ex.exec("sleep 10", timeout_ms=200)
+        assert r.exit_code == 124 and r.timed_out
+        assert time.monotonic() - t0 < 5
+
+
+def test_executor_abort_from_another_thread_is_130(tree):
+    with _exec_policy(tree) as p, Executor(p) as ex, AbortSignal() as sig:
+        assert not sig.aborted
+        threading.Timer(0.3, sig.abort).start()
+        t0 = time.monotonic()
+        r = ex.exec("sleep 10", abort=sig)
+        assert r.exit_code == 130 and r.aborted
+        assert time.monotonic() - t0 < 5
+        assert sig.aborted
+        # a triggered signal ends later commands at once
+        assert ex.exec("sleep 10", abort=sig).exit_code == 130
+
+
+def test_executor_refusals(tree):
+    with Policy.parse('[fs]\nread_roots = ["ws"]\n', str(tree)) as p, Executor(p) as ex:
+        with pytest.raises(sandgate.DeniedError):
+            ex.exec("true")
+    with _exec_policy(tree) as p, Executor(p) as ex:
+        sig = AbortSignal()
+        sig.close()
+        with pytest.raises(sandgate.ClosedError):
+            ex.exec("true", abort=sig)
+        assert ex.exec("true").exit_code == 0  # still usable
+    with _exec_policy(tree, "[budgets]\nexec_ops = 1\n") as p, Executor(p) as ex:
+        ex.exec("true")
+        with pytest.raises(PermissionError):
+            ex.exec("true")
+    assert ex.closed
+    with pytest.raises(sandgate.ClosedError):
+        ex.exec("true")
+
+
+# ---------------------------------------------------------------------------
+# Library lookup
+
+
+def _import_in_child(env_extra: dict, code: str = "import sandgate; print(sandgate.LIBRARY_PATH)"):
+    env = {k: v for k, v in os.environ.items() if k != "SANDGATE_LIBRARY"}
+    env.update(env_extra)
+    env["PYTHONPATH"] = SRC
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_lookup_env_wins_and_missing_env_is_an_error(tmp_path):
+    p = _import_in_child({"SANDGATE_LIBRARY": _ffi.LIBRARY_PATH})
+    assert p.returncode == 0 and p.stdout.strip() == os.path.abspath(_ffi.LIBRARY_PATH)
+    p = _import_in_child({"SANDGATE_LIBRARY": str(tmp_path / "nope.so")})
+    assert p.returncode != 0 and "ImportError" in p.stderr and "nope.so" in p.stderr
+
+
+def test_lookup_order_and_not_found_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("SANDGATE_LIBRARY", "/x/libsandgate.so")
+    c = _ffi.candidates()
+    assert c[0] == "/x/libsandgate.so"
+    assert c[1] == str(Path(_ffi.__file__).resolve().parent / "libsandgate.so")
+    root = Path(__file__).resolve().parents[3]
+    assert c[2:] == [str(root / s / "libsandgate.so") for s in ("target/lib", "target/debug", "target/release")]
+    # A copy of the package outside any checkout, with no library: the
+    # error names every place tried.
+    import shutil
+
+    pkg = tmp_path / "site" / "sandgate"
+    shutil.copytree(Path(_ffi.__file__).parent, pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "SANDGATE_LIBRARY"}
+    env["PYTHONPATH"] = str(tmp_path / "site")
+    p = subprocess.run([sys.executable, "-c", "import sandgate"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert p.returncode != 0
+    assert "libsandgate.so not found" in p.stderr and str(pkg / "libsandgate.so") in p.stderr
+    # ... and a copy next to __init__.py is found.
+    shutil.copy(_ffi.LIBRARY_PATH, pkg / "libsandgate.so")
+    p = subprocess.run(
+        [sys.executable, "-c", "import sandgate; print(sandgate.LIBRARY_PATH)"],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str(pkg / "libsandgate.so")
+
+
+def test_abi_major_mismatch_is_refused():
+    class FakeLib:
+        pass
+
+    for v, ok in (((1 << 16) | 0, True), ((1 << 16) | 7, True), ((2 << 16) | 0, False), (0, False)):
+        fake = FakeLib()
+        fake.sg_abi_version = lambda v=v: v
+        if ok:
+            _ffi._check_abi(fake, "fake.so")
+        else:
+            with pytest.raises(ImportError, match="C ABI"):
+                _ffi._check_abi(fake, "fake.so")
+    assert sandgate.abi_version()[0] == sandgate.EXPECTED_ABI_MAJOR == 1
+    assert sandgate.version() == "0.1.0"
