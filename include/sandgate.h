@@ -39,6 +39,11 @@ typedef struct sg_error sg_error;
 // on several threads at once. Free with `sg_executor_free`.
 typedef struct sg_executor sg_executor;
 
+// The fetcher a policy grants (its `[net]` section, `[budgets] net_ops`,
+// and a proxy set in the environment, which restricted mode refuses).
+// Thread-safe. Free with `sg_fetcher_free`.
+typedef struct sg_fetcher sg_fetcher;
+
 // A loaded, checked policy. Immutable and thread-safe. Free with
 // `sg_policy_free`.
 typedef struct sg_policy sg_policy;
@@ -442,6 +447,44 @@ bool sg_abort_is_triggered(const struct sg_abort *signal);
 // `signal` is NULL or an abort signal from this library, freed once, not
 // in use by a running command.
 void sg_abort_free(struct sg_abort *signal);
+
+// The fetcher `policy` grants.
+//
+// # Safety
+//
+// `policy` is NULL or a live policy; `out` is valid for writes; `err` is
+// NULL or valid for writes.
+sg_status sg_fetcher_new(const struct sg_policy *policy,
+                         struct sg_fetcher **out,
+                         struct sg_error **err);
+
+// Frees a fetcher. NULL is accepted.
+//
+// # Safety
+//
+// `fetcher` is NULL or a fetcher from this library, freed once, with no
+// call on it in progress.
+void sg_fetcher_free(struct sg_fetcher *fetcher);
+
+// Fetches a URL. `request` is a JSON object: `url`, and optionally
+// `method`, `headers` (an object of strings), `body` (text) or
+// `body_base64`, `timeout_ms`, `max_bytes`; unknown or duplicate keys are
+// `E_REQUEST`. `answer` receives JSON in the shape of `sandgate tool`'s
+// `fetch` op, whatever the outcome: `{"ok": true, "status", "headers",
+// "body" | "body_base64", "truncated", "hops"}` or `{"ok": false,
+// "error": {"code", "message", "rule"?, "hops"}}`. Returns `SG_OK` when a
+// response arrived (whatever its HTTP status), else the refusal's code
+// (`E_NET_DENIED` for a destination the policy refuses, at any hop).
+//
+// # Safety
+//
+// `fetcher` is NULL or a live fetcher; `request` points to `request_len`
+// bytes; `answer` is valid for writes; `err` is NULL or valid for writes.
+sg_status sg_fetcher_fetch(const struct sg_fetcher *fetcher,
+                           const char *request,
+                           size_t request_len,
+                           struct sg_bytes *answer,
+                           struct sg_error **err);
 
 // Loads and checks the policy file at `path` (`E_POLICY` naming the
 // offending key when it is refused). Relative roots resolve against the

@@ -17,6 +17,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "sandgate.h"
 
@@ -593,6 +596,87 @@ static void test_executor(const sg_policy *p) {
   sg_executor_free(NULL);
 }
 
+
+/* ----- fetch ----- */
+
+/* Answers one HTTP request on a loopback listener. */
+static void *serve_once(void *arg) {
+  int listener = *(int *)arg;
+  static const char reply[] =
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi";
+  char buf[2048];
+  int c = accept(listener, NULL, NULL);
+  if (c >= 0) {
+    if (read(c, buf, sizeof buf) > 0 &&
+        write(c, reply, sizeof reply - 1) != (ssize_t)(sizeof reply - 1)) {
+      fprintf(stderr, "short write\n");
+    }
+    close(c);
+  }
+  return NULL;
+}
+
+static void test_fetch(void) {
+  sg_policy *p = NULL;
+  sg_fetcher *f = NULL;
+  sg_error *err = NULL;
+  sg_bytes answer = {NULL, 0};
+  char text[256], request[256];
+  struct sockaddr_in addr;
+  socklen_t len = sizeof addr;
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  int port;
+  int n;
+  pthread_t t;
+
+  memset(&addr, 0, sizeof addr);
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK(bind(listener, (struct sockaddr *)&addr, sizeof addr) == 0);
+  CHECK(listen(listener, 4) == 0);
+  CHECK(getsockname(listener, (struct sockaddr *)&addr, &len) == 0);
+  port = ntohs(addr.sin_port);
+
+  n = snprintf(text, sizeof text,
+               "[net]\nallow = [\"127.0.0.1:%d\"]\nallow_http = true\n", port);
+  EXPECT(sg_policy_parse((const uint8_t *)text, (size_t)n, dir, strlen(dir), &p,
+                         &err),
+         SG_OK, err);
+  EXPECT(sg_fetcher_new(p, &f, &err), SG_OK, err);
+
+  CHECK(pthread_create(&t, NULL, serve_once, &listener) == 0);
+  n = snprintf(request, sizeof request,
+               "{\"url\": \"http://127.0.0.1:%d/x\", \"max_bytes\": 100}", port);
+  EXPECT(sg_fetcher_fetch(f, request, (size_t)n, &answer, &err), SG_OK, err);
+  pthread_join(t, NULL);
+  CHECK(bytes_contains(&answer, "\"status\":200"));
+  CHECK(bytes_contains(&answer, "\"body\":\"hi\""));
+  sg_bytes_free(&answer);
+
+  /* An ungranted port, the metadata address, a malformed request. */
+  n = snprintf(request, sizeof request,
+               "{\"url\": \"http://127.0.0.1:%d/\"}", port == 65535 ? 1 : port + 1);
+  EXPECT(sg_fetcher_fetch(f, request, (size_t)n, &answer, &err),
+         SG_E_NET_DENIED, err);
+  CHECK(bytes_contains(&answer, "\"hops\""));
+  sg_bytes_free(&answer);
+  EXPECT(sg_fetcher_fetch(f, S("{\"url\": \"http://169.254.169.254/\"}"),
+                          &answer, &err),
+         SG_E_NET_DENIED, err);
+  sg_bytes_free(&answer);
+  EXPECT(sg_fetcher_fetch(f, S("{\"url\": \"x\", \"url\": \"y\"}"), &answer,
+                          &err),
+         SG_E_REQUEST, err);
+  sg_bytes_free(&answer);
+  EXPECT(sg_fetcher_fetch(NULL, S("{}"), &answer, &err), SG_E_REQUEST, err);
+  EXPECT(sg_fetcher_new(NULL, &f, &err), SG_E_REQUEST, err);
+
+  close(listener);
+  sg_fetcher_free(f);
+  sg_fetcher_free(NULL);
+  sg_policy_free(p);
+}
+
 static void remove_tree(void) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -616,6 +700,7 @@ int main(void) {
   test_sandbox(p);
   test_options();
   test_executor(p);
+  test_fetch();
   sg_policy_free(p);
   remove_tree();
   if (failures != 0) {

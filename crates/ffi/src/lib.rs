@@ -5,7 +5,7 @@
 //!
 //! - Every exported name starts with `sg_`. Handles (`sg_root`,
 //!   `sg_sandbox`, `sg_sandbox_options`, `sg_policy`, `sg_executor`,
-//!   `sg_abort`) are opaque; each is made by a `_new`/`_open`/`_load`
+//!   `sg_abort`, `sg_fetcher`) are opaque; each is made by a `_new`/`_open`/`_load`
 //!   function and released by its `_free`, which accepts NULL.
 //! - A fallible function returns an `sg_status` (`SG_OK` or an `SG_E_*`
 //!   code, the same numbers as the Rust `ErrorCode`) and takes a last
@@ -30,6 +30,7 @@
 mod abi;
 mod error;
 mod exec;
+mod fetch;
 mod policy;
 mod root;
 mod sandbox;
@@ -37,6 +38,7 @@ mod sandbox;
 pub use abi::{SANDGATE_ABI_MAJOR, SANDGATE_ABI_MINOR};
 pub use error::*;
 pub use exec::*;
+pub use fetch::*;
 pub use policy::*;
 pub use root::*;
 pub use sandbox::*;

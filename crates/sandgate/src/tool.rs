@@ -354,39 +354,68 @@ impl ToolSession {
                 "this session has no fetcher",
             ));
         };
-        match fetcher.fetch(&url, &opts) {
-            Ok(r) => {
-                let mut out = Map::new();
-                out.insert("ok".into(), Value::Bool(true));
-                out.insert("status".into(), json!(r.status));
-                let mut headers = Map::new();
-                for (k, v) in r.headers {
-                    match headers.get_mut(&k) {
-                        Some(Value::String(prev)) => {
-                            prev.push_str(", ");
-                            prev.push_str(&v);
-                        }
-                        _ => {
-                            headers.insert(k, Value::String(v));
-                        }
+        fetch_answer(fetcher, &url, &opts)
+    }
+}
+
+/// Answers one `fetch` request given as JSON text: the keys of the tool's
+/// `fetch` op without `op` (`url`, `method?`, `headers?`, `body?` or
+/// `body_base64?`, `timeout_ms?`, `max_bytes?`; duplicate or unknown keys
+/// are `E_REQUEST`), answered in the op's shape (`ok`, and `status`,
+/// `headers`, `body` or `body_base64`, `truncated`, `hops`; or `error` with
+/// `rule` and `hops`). For hosts that speak JSON, such as the C ABI.
+pub fn fetch_json(fetcher: &crate::fetch::Fetcher, request: &str) -> Value {
+    let map = match serde_json::from_str::<StrictObject>(request) {
+        Ok(obj) => obj.0,
+        Err(e) => return error_answer(&bad(format!("not a valid fetch request: {e}"))),
+    };
+    let fields = Fields {
+        op: "fetch".to_owned(),
+        map,
+    };
+    match fetch_request(fields) {
+        Ok((url, opts)) => fetch_answer(fetcher, &url, &opts),
+        Err(e) => error_answer(&e),
+    }
+}
+
+fn fetch_answer(
+    fetcher: &crate::fetch::Fetcher,
+    url: &str,
+    opts: &crate::fetch::FetchOptions,
+) -> Value {
+    match fetcher.fetch(url, opts) {
+        Ok(r) => {
+            let mut out = Map::new();
+            out.insert("ok".into(), Value::Bool(true));
+            out.insert("status".into(), json!(r.status));
+            let mut headers = Map::new();
+            for (k, v) in r.headers {
+                match headers.get_mut(&k) {
+                    Some(Value::String(prev)) => {
+                        prev.push_str(", ");
+                        prev.push_str(&v);
+                    }
+                    _ => {
+                        headers.insert(k, Value::String(v));
                     }
                 }
-                out.insert("headers".into(), Value::Object(headers));
-                put_stream(&mut out, "body", r.body);
-                out.insert("truncated".into(), json!(r.truncated));
-                out.insert("hops".into(), hops_json(&r.hops));
-                Value::Object(out)
             }
-            Err(e) => {
-                let mut answer = error_answer(&Error::from(e.clone()));
-                if let Some(err) = answer.get_mut("error").and_then(Value::as_object_mut) {
-                    if let Some(rule) = e.rule() {
-                        err.insert("rule".into(), json!(rule));
-                    }
-                    err.insert("hops".into(), hops_json(e.hops()));
+            out.insert("headers".into(), Value::Object(headers));
+            put_stream(&mut out, "body", r.body);
+            out.insert("truncated".into(), json!(r.truncated));
+            out.insert("hops".into(), hops_json(&r.hops));
+            Value::Object(out)
+        }
+        Err(e) => {
+            let mut answer = error_answer(&Error::from(e.clone()));
+            if let Some(err) = answer.get_mut("error").and_then(Value::as_object_mut) {
+                if let Some(rule) = e.rule() {
+                    err.insert("rule".into(), json!(rule));
                 }
-                answer
+                err.insert("hops".into(), hops_json(e.hops()));
             }
+            answer
         }
     }
 }

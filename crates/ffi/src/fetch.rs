@@ -1,0 +1,111 @@
+//! `sg_fetcher_*`: the confined web fetch a policy grants (issue 7): the
+//! network authorizer on the first request and every redirect hop, names
+//! resolved by sandgate and every connection pinned to a checked address.
+
+use std::ffi::c_char;
+
+use facade::fetch::Fetcher;
+use facade::{Error, ErrorCode};
+
+use crate::error::*;
+use crate::policy::sg_policy;
+
+/// The fetcher a policy grants (its `[net]` section, `[budgets] net_ops`,
+/// and a proxy set in the environment, which restricted mode refuses).
+/// Thread-safe. Free with `sg_fetcher_free`.
+pub struct sg_fetcher {
+    fetcher: Fetcher,
+}
+
+/// The fetcher `policy` grants.
+///
+/// # Safety
+///
+/// `policy` is NULL or a live policy; `out` is valid for writes; `err` is
+/// NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_fetcher_new(
+    policy: *const sg_policy,
+    out: *mut *mut sg_fetcher,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (p, out) = unsafe { (handle(policy, "policy")?, out_ptr(out, "out")?) };
+        let fetcher = facade::fetch::from_policy(&p.policy);
+        put(out, into_handle(sg_fetcher { fetcher }));
+        Ok(())
+    })
+}
+
+/// Frees a fetcher. NULL is accepted.
+///
+/// # Safety
+///
+/// `fetcher` is NULL or a fetcher from this library, freed once, with no
+/// call on it in progress.
+#[no_mangle]
+pub unsafe extern "C" fn sg_fetcher_free(fetcher: *mut sg_fetcher) {
+    // SAFETY: forwarded contract.
+    unsafe { free_handle(fetcher) }
+}
+
+/// Fetches a URL. `request` is a JSON object: `url`, and optionally
+/// `method`, `headers` (an object of strings), `body` (text) or
+/// `body_base64`, `timeout_ms`, `max_bytes`; unknown or duplicate keys are
+/// `E_REQUEST`. `answer` receives JSON in the shape of `sandgate tool`'s
+/// `fetch` op, whatever the outcome: `{"ok": true, "status", "headers",
+/// "body" | "body_base64", "truncated", "hops"}` or `{"ok": false,
+/// "error": {"code", "message", "rule"?, "hops"}}`. Returns `SG_OK` when a
+/// response arrived (whatever its HTTP status), else the refusal's code
+/// (`E_NET_DENIED` for a destination the policy refuses, at any hop).
+///
+/// # Safety
+///
+/// `fetcher` is NULL or a live fetcher; `request` points to `request_len`
+/// bytes; `answer` is valid for writes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_fetcher_fetch(
+    fetcher: *const sg_fetcher,
+    request: *const c_char,
+    request_len: usize,
+    answer: *mut sg_bytes,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (f, request, answer) = unsafe {
+            (
+                handle(fetcher, "fetcher")?,
+                arg_str(request, request_len, "request")?,
+                out_ptr(answer, "answer")?,
+            )
+        };
+        let value = facade::tool::fetch_json(&f.fetcher, request);
+        let refusal = refusal_of(&value);
+        put(answer, sg_bytes::from_vec(value.to_string().into_bytes()));
+        match refusal {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    })
+}
+
+/// The error an answer of the fetch op carries, if it is a refusal.
+fn refusal_of(answer: &serde_json::Value) -> Option<Error> {
+    if answer.get("ok").and_then(serde_json::Value::as_bool) == Some(true) {
+        return None;
+    }
+    let err = answer.get("error");
+    let field = |k: &str| {
+        err.and_then(|e| e.get(k))
+            .and_then(serde_json::Value::as_str)
+    };
+    let code = field("code")
+        .and_then(|c| c.parse::<ErrorCode>().ok())
+        .unwrap_or(ErrorCode::Internal);
+    Some(Error::new(
+        code,
+        field("message").unwrap_or("fetch refused"),
+    ))
+}
