@@ -33,7 +33,13 @@ pub fn test() -> Result<(), String> {
         ],
     )?;
     step("node binding", "bash", &["bindings/node/ci.sh"])?;
-    Ok(())
+    // cgo links target/lib/libsandgate.a (see bindings/go/cgo.go).
+    step("go vet", "go", &["-C", "bindings/go", "vet", "./..."])?;
+    step(
+        "go binding",
+        "go",
+        &["-C", "bindings/go", "test", "-race", "-count=1", "./..."],
+    )
 }
 
 /// Where `cargo build` puts the library for `profile`.
