@@ -292,4 +292,5 @@ fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
     report();
+    println!("INFO\topenat2\t{}", sandgate_rootfs::openat2_supported());
 }

@@ -526,6 +526,17 @@ impl Root {
     }
 
     fn stat_impl(&self, p: &[u8], follow: bool) -> Result<Metadata> {
+        // A plain name directly in the root cannot leave it unless it is a
+        // symlink: one fstatat without following answers it. A symlink to
+        // follow, and every error, go through the full resolution, so the
+        // answers (and error reports) are the resolver's.
+        if is_plain_name(p) {
+            if let Ok(st) = rfs::statat(&self.fd, p, AtFlags::SYMLINK_NOFOLLOW) {
+                if !follow || FileType::from_raw_mode(st.st_mode) != FileType::Symlink {
+                    return Ok(Metadata::from_stat(&st));
+                }
+            }
+        }
         let r = self.resolve(
             p,
             Final::Open {
@@ -952,4 +963,14 @@ fn clear_nonblock(file: &File, p: &[u8]) -> Result<()> {
             .map_err(|e| error::from_errno(p, e))?;
     }
     Ok(())
+}
+
+/// One component that names an entry of the directory itself: not empty,
+/// not `.` or `..`, no `/` and no NUL.
+fn is_plain_name(p: &[u8]) -> bool {
+    !p.is_empty()
+        && p != b"."
+        && p != b".."
+        && p.len() <= 255
+        && !p.iter().any(|&b| b == b'/' || b == 0)
 }
