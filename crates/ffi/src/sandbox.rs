@@ -146,6 +146,44 @@ unsafe fn options<'a>(o: *mut sg_sandbox_options) -> Result<&'a mut SandboxBuild
         .ok_or_else(|| request("options is NULL"))
 }
 
+/// The body of an options setter.
+///
+/// # Safety
+///
+/// `o` is NULL or live options used by this thread only; `err` is NULL or
+/// valid for writes.
+unsafe fn set(
+    o: *mut sg_sandbox_options,
+    err: *mut *mut sg_error,
+    f: impl FnOnce(&mut SandboxBuilder) -> Result<(), Error>,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: forwarded contract.
+        f(unsafe { options(o)? })
+    })
+}
+
+/// The body of an options setter taking a string.
+///
+/// # Safety
+///
+/// As [`set`]; `value` points to `value_len` bytes.
+unsafe fn set_str(
+    o: *mut sg_sandbox_options,
+    value: *const c_char,
+    value_len: usize,
+    what: &str,
+    err: *mut *mut sg_error,
+    f: impl FnOnce(&mut SandboxBuilder, &str),
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: forwarded contract.
+        let (b, s) = unsafe { (options(o)?, arg_str(value, value_len, what)?) };
+        f(b, s);
+        Ok(())
+    })
+}
+
 /// Adds a read root (a host directory; the first root holding a name wins).
 /// The write root grants no reads by itself: add it here too to read it.
 ///
@@ -160,17 +198,12 @@ pub unsafe extern "C" fn sg_sandbox_options_add_read_root(
     value_len: usize,
     err: *mut *mut sg_error,
 ) -> sg_status {
-    boundary(err, || {
-        // SAFETY: the caller's contract.
-        let (b, s) = unsafe {
-            (
-                self::options(options)?,
-                arg_str(value, value_len, "read root")?,
-            )
-        };
-        b.read_root(s);
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe {
+        set_str(options, value, value_len, "read root", err, |b, s| {
+            b.read_root(s);
+        })
+    }
 }
 
 /// Sets the write root (a host directory).
@@ -186,17 +219,12 @@ pub unsafe extern "C" fn sg_sandbox_options_set_write_root(
     value_len: usize,
     err: *mut *mut sg_error,
 ) -> sg_status {
-    boundary(err, || {
-        // SAFETY: the caller's contract.
-        let (b, s) = unsafe {
-            (
-                self::options(options)?,
-                arg_str(value, value_len, "write root")?,
-            )
-        };
-        b.write_root(s);
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe {
+        set_str(options, value, value_len, "write root", err, |b, s| {
+            b.write_root(s);
+        })
+    }
 }
 
 /// Adds a deny-write pattern (SPEC §5); checked when the sandbox is built.
@@ -212,17 +240,19 @@ pub unsafe extern "C" fn sg_sandbox_options_add_deny_write(
     value_len: usize,
     err: *mut *mut sg_error,
 ) -> sg_status {
-    boundary(err, || {
-        // SAFETY: the caller's contract.
-        let (b, s) = unsafe {
-            (
-                self::options(options)?,
-                arg_str(value, value_len, "deny-write pattern")?,
-            )
-        };
-        b.deny_write(s);
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe {
+        set_str(
+            options,
+            value,
+            value_len,
+            "deny-write pattern",
+            err,
+            |b, s| {
+                b.deny_write(s);
+            },
+        )
+    }
 }
 
 /// Sets the read cap in bytes.
@@ -237,12 +267,13 @@ pub unsafe extern "C" fn sg_sandbox_options_set_max_read_bytes(
     n: u64,
     err: *mut *mut sg_error,
 ) -> sg_status {
-    boundary(err, || {
-        // SAFETY: the caller's contract.
-        let b = unsafe { self::options(options)? };
-        b.max_read_bytes(n);
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe {
+        set(options, err, |b| {
+            b.max_read_bytes(n);
+            Ok(())
+        })
+    }
 }
 
 /// Sets the write cap in bytes.
@@ -257,12 +288,13 @@ pub unsafe extern "C" fn sg_sandbox_options_set_max_write_bytes(
     n: u64,
     err: *mut *mut sg_error,
 ) -> sg_status {
-    boundary(err, || {
-        // SAFETY: the caller's contract.
-        let b = unsafe { self::options(options)? };
-        b.max_write_bytes(n);
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe {
+        set(options, err, |b| {
+            b.max_write_bytes(n);
+            Ok(())
+        })
+    }
 }
 
 /// The host's half of the overwrite rule: whether existing files may be
@@ -278,12 +310,13 @@ pub unsafe extern "C" fn sg_sandbox_options_set_allow_overwrite(
     on: bool,
     err: *mut *mut sg_error,
 ) -> sg_status {
-    boundary(err, || {
-        // SAFETY: the caller's contract.
-        let b = unsafe { self::options(options)? };
-        b.allow_overwrite(on);
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe {
+        set(options, err, |b| {
+            b.allow_overwrite(on);
+            Ok(())
+        })
+    }
 }
 
 /// Restricted mode: `.git` is protected and hard links are refused.
@@ -298,12 +331,13 @@ pub unsafe extern "C" fn sg_sandbox_options_set_restricted(
     on: bool,
     err: *mut *mut sg_error,
 ) -> sg_status {
-    boundary(err, || {
-        // SAFETY: the caller's contract.
-        let b = unsafe { self::options(options)? };
-        b.restricted(on);
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe {
+        set(options, err, |b| {
+            b.restricted(on);
+            Ok(())
+        })
+    }
 }
 
 /// The resolver the roots use (`SG_RESOLVER_*`).
@@ -318,12 +352,13 @@ pub unsafe extern "C" fn sg_sandbox_options_set_resolver(
     resolver: sg_resolver,
     err: *mut *mut sg_error,
 ) -> sg_status {
-    boundary(err, || {
-        // SAFETY: the caller's contract.
-        let b = unsafe { self::options(options)? };
-        b.resolver(resolver_of(resolver)?);
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe {
+        set(options, err, |b| {
+            b.resolver(resolver_of(resolver)?);
+            Ok(())
+        })
+    }
 }
 
 /// Limits the number of file operations (every call counts, refused ones
@@ -339,12 +374,13 @@ pub unsafe extern "C" fn sg_sandbox_options_set_fs_ops_budget(
     n: u64,
     err: *mut *mut sg_error,
 ) -> sg_status {
-    boundary(err, || {
-        // SAFETY: the caller's contract.
-        let b = unsafe { self::options(options)? };
-        b.fs_ops_budget(Some(n));
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe {
+        set(options, err, |b| {
+            b.fs_ops_budget(Some(n));
+            Ok(())
+        })
+    }
 }
 
 /// Sets the audit callback (NULL removes it). See `sg_audit_fn`.
