@@ -43,6 +43,34 @@ export declare class Executor {
   dispose(): Promise<void>
 }
 
+/**
+ * The confined web fetch a policy grants. A proxy set in the environment
+ * (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`) makes restricted mode refuse
+ * every fetch with `E_NET_DENIED`.
+ *
+ * `fetchAsync` calls may run concurrently on the libuv thread pool (shared
+ * with the sandbox's `…Async` calls and `Executor.exec`).
+ */
+export declare class Fetcher {
+  /** The fetcher `policy` grants (`[net]`, `[budgets] net_ops`). */
+  constructor(policy: Policy)
+  /**
+   * Fetches `url` on the calling thread (blocking it). Returns the
+   * response whatever its HTTP status; throws when refused (`E_NET_DENIED`
+   * for a destination the policy refuses, at any hop; `E_DENIED` for a
+   * spent `net_ops` budget; `E_REQUEST` for a malformed request;
+   * `E_TIMEOUT`, `E_IO`), the error carrying `hops` and `rule`.
+   */
+  fetch(url: string, options?: FetchOptions | undefined | null): FetchResult
+  /**
+   * `fetch` on the libuv thread pool: a Promise resolving the same
+   * result or rejecting with the same error (malformed options too).
+   */
+  fetchAsync(url: string, options?: FetchOptions | undefined | null): Promise<FetchResult>
+  /** Fetches left in the `net_ops` budget (`null`: unlimited). */
+  get netOpsRemaining(): number | null
+}
+
 /** A policy file, loaded and checked. Immutable. */
 export declare class Policy {
   /**
@@ -294,6 +322,61 @@ export interface ExecOutput {
   envNamesDigest: string
   /** Wall-clock time of the call in milliseconds. */
   durationMs: number
+}
+
+/** One hop of a fetch: a request the authorizer judged, and its answer. */
+export interface FetchHop {
+  /** The URL asked for at this hop. */
+  url: string
+  /** The method used at this hop. */
+  method: string
+  /** The addresses the host resolved to (and that were checked). */
+  addresses: Array<string>
+  /** The HTTP status this hop answered (absent when none arrived). */
+  status?: number
+  /** Whether the authorizer allowed the hop. */
+  allowed: boolean
+  /** Why the authorizer decided so. */
+  reason: string
+  /** The `net.allow` entry that matched, if any. */
+  rule?: string
+}
+
+/** Options of `fetch`. An absent option means the library's default. */
+export interface FetchOptions {
+  /** The HTTP method (default `'GET'`; `CONNECT` is refused). */
+  method?: string
+  /**
+   * Request headers. `Host`, `Content-Length`, `Transfer-Encoding` and
+   * `Connection` belong to the client and are refused (`E_REQUEST`).
+   */
+  headers?: Record<string, string>
+  /** The request body: a string (sent as UTF-8) or a Buffer. */
+  body?: string | Buffer
+  /**
+   * One deadline for the whole fetch, redirects included, in
+   * milliseconds (at least 1; capped by the library, default 30 s).
+   */
+  timeoutMs?: number
+  /**
+   * Cap of the body kept, in bytes (the rest is dropped and `truncated`
+   * set; capped by the library's maximum, which is also the default).
+   */
+  maxBytes?: number
+}
+
+/** A response (whatever its HTTP status). */
+export interface FetchResult {
+  /** The final HTTP status. */
+  status: number
+  /** Response headers by name; repeated names joined with `', '`. */
+  headers: Record<string, string>
+  /** The body, cut at `maxBytes`. */
+  body: Buffer
+  /** Whether the body was cut at `maxBytes`. */
+  truncated: boolean
+  /** Every hop, redirects included, in order. */
+  hops: Array<FetchHop>
 }
 
 /** Options of `Sandbox.fromPolicy(policy, options)`. */

@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.Executor = nativeBinding.Executor
+module.exports.Fetcher = nativeBinding.Fetcher
 module.exports.Policy = nativeBinding.Policy
 module.exports.Root = nativeBinding.Root
 module.exports.Sandbox = nativeBinding.Sandbox

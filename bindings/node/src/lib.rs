@@ -10,7 +10,9 @@
 //!   and returns a `Promise`;
 //! - [`Executor`]: the shell executor a policy grants (SPEC §7), in the
 //!   `start()` / `exec()` / `dispose()` shape of open-multi-agent's
-//!   `ShellExecutor`.
+//!   `ShellExecutor`;
+//! - [`Fetcher`]: the confined web fetch a policy grants (SPEC §6), as
+//!   `fetch` and its `fetchAsync` twin.
 //!
 //! Every refusal is thrown (or rejected) as a JavaScript `Error` whose
 //! `code` is the SPEC §8 code string (`'E_PATH_ESCAPE'`), with `path`,
@@ -18,16 +20,18 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use napi::bindgen_prelude::{JsObjectValue, JsValue, ToNapiValue, TypeName};
+use napi::bindgen_prelude::{JsObjectValue, JsValue, Object, ToNapiValue, TypeName};
 use napi::{Env, Task};
 use sandgate::ErrorCode;
 
 mod executor;
+mod fetch;
 mod policy;
 mod root;
 mod sandbox;
 
 pub use executor::Executor;
+pub use fetch::Fetcher;
 pub use policy::Policy;
 pub use root::Root;
 pub use sandbox::Sandbox;
@@ -36,10 +40,23 @@ pub use sandbox::Sandbox;
 /// `"<code>: <message>"`, and `code`, `path`, `pattern`, `key`, `errno`
 /// are own properties.
 pub(crate) fn js_error(env: &Env, e: &sandgate::Error) -> napi::Error {
-    build_js_error(env, e).unwrap_or_else(|fallback| fallback)
+    js_error_with(env, e, |_| Ok(()))
 }
 
-fn build_js_error(env: &Env, e: &sandgate::Error) -> Result<napi::Error, napi::Error> {
+/// [`js_error`], then `extra` sets more own properties on the `Error`.
+pub(crate) fn js_error_with(
+    env: &Env,
+    e: &sandgate::Error,
+    extra: impl FnOnce(&mut Object<'_>) -> napi::Result<()>,
+) -> napi::Error {
+    build_js_error(env, e, extra).unwrap_or_else(|fallback| fallback)
+}
+
+fn build_js_error(
+    env: &Env,
+    e: &sandgate::Error,
+    extra: impl FnOnce(&mut Object<'_>) -> napi::Result<()>,
+) -> Result<napi::Error, napi::Error> {
     let mut obj = env.create_error(napi::Error::new(
         napi::Status::GenericFailure,
         e.to_string(),
@@ -57,6 +74,7 @@ fn build_js_error(env: &Env, e: &sandgate::Error) -> Result<napi::Error, napi::E
     if let Some(n) = e.errno() {
         obj.set_named_property("errno", n)?;
     }
+    extra(&mut obj)?;
     Ok(napi::Error::from(obj.to_unknown()))
 }
 

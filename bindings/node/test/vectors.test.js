@@ -1,8 +1,9 @@
 'use strict'
 // Runs the shared vectors in ../../tests/vectors/*.json (format:
 // tests/vectors/README.md) through the Node API: Policy.load,
-// Sandbox.fromPolicy, new Executor(policy), each request op mapped to its
-// method and the result converted to the SPEC §10 answer shape.
+// Sandbox.fromPolicy, new Executor(policy), new Fetcher(policy), each
+// request op mapped to its method and the result converted to the SPEC §10
+// answer shape.
 //
 // Every case runs twice on a freshly built tree: once with the synchronous
 // methods and once with the `…Async` ones (exec is always a promise).
@@ -15,7 +16,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 
-const { Policy, Sandbox, Executor } = require('..')
+const { Policy, Sandbox, Executor, Fetcher } = require('..')
 
 const VECTORS = process.env.SANDGATE_VECTORS_DIR || path.join(__dirname, '..', '..', '..', 'tests', 'vectors')
 
@@ -25,9 +26,7 @@ const DELIBERATE = {}
 
 // Ops of the JSON endpoint that this binding does not offer: every case
 // with a (non-wire) step using one is skipped, naming the op.
-const UNSUPPORTED_OPS = {
-  fetch: 'the fetch op (issue 7) is not part of the Node binding yet',
-}
+const UNSUPPORTED_OPS = {}
 
 function unsupported(c) {
   for (const s of c.steps || []) {
@@ -146,6 +145,19 @@ function decodeUtf8(buf) {
   }
 }
 
+// A fetch hop in the §10 shape (`hops_json` of crates/sandgate/src/tool.rs).
+function hopJson(h) {
+  return {
+    url: h.url,
+    method: h.method,
+    addresses: h.addresses,
+    status: h.status ?? null,
+    allowed: h.allowed,
+    reason: h.reason,
+    rule: h.rule ?? null,
+  }
+}
+
 function opt(v) {
   return v === undefined ? undefined : v
 }
@@ -153,7 +165,7 @@ function opt(v) {
 // Runs one request through the API; returns the §10 answer fields (without
 // `ok`). `mode` is 'sync' or 'async'.
 async function call(session, req, mode) {
-  const { policy, sandbox: sb, executor } = session
+  const { policy, sandbox: sb, executor, fetcher } = session
   const a = mode === 'async'
   switch (req.op) {
     case 'summary':
@@ -238,6 +250,23 @@ async function call(session, req, mode) {
         duration_ms: r.durationMs,
       }
     }
+    case 'fetch': {
+      const options = {}
+      if (req.method !== undefined) options.method = req.method
+      if (req.headers !== undefined) options.headers = req.headers
+      if (req.body !== undefined) options.body = req.body
+      if (req.body_base64 !== undefined) options.body = Buffer.from(req.body_base64, 'base64')
+      if (req.timeout_ms !== undefined) options.timeoutMs = req.timeout_ms
+      if (req.max_bytes !== undefined) options.maxBytes = req.max_bytes
+      const r = a ? await fetcher.fetchAsync(req.url, options) : fetcher.fetch(req.url, options)
+      const out = { status: r.status, headers: r.headers }
+      const text = decodeUtf8(r.body)
+      if (text === null) out.body_base64 = r.body.toString('base64')
+      else out.body = text
+      out.truncated = r.truncated
+      out.hops = r.hops.map(hopJson)
+      return out
+    }
     default:
       throw new Error(`the runner does not map op \`${req.op}\``)
   }
@@ -246,7 +275,8 @@ async function call(session, req, mode) {
 function refusal(e) {
   if (!(e instanceof Error) || typeof e.code !== 'string' || !e.code.startsWith('E_')) throw e
   const error = { code: e.code, message: e.message }
-  for (const k of ['path', 'pattern', 'key']) if (e[k] !== undefined) error[k] = e[k]
+  for (const k of ['path', 'pattern', 'key', 'rule']) if (e[k] !== undefined) error[k] = e[k]
+  if (Array.isArray(e.hops)) error.hops = e.hops.map(hopJson)
   return { ok: false, error }
 }
 
@@ -309,7 +339,8 @@ function open(dir) {
   const policy = Policy.load(path.join(dir, 'policy.toml'))
   const sandbox = Sandbox.fromPolicy(policy)
   const executor = new Executor(policy)
-  return { policy, sandbox, executor }
+  const fetcher = new Fetcher(policy)
+  return { policy, sandbox, executor, fetcher }
 }
 
 async function runCase(c, mode) {

@@ -1,8 +1,8 @@
 """The shared vectors (tests/vectors/*.json, format in that directory's
 README.md), one pytest case per vector case, run through the Python API:
 Policy.load, Sandbox.from_policy, an Executor from the same policy for
-`exec`, each request op mapped to its method and the result converted to the
-SPEC §10 answer shape before matching."""
+`exec` and a Fetcher for `fetch`, each request op mapped to its method and
+the result converted to the SPEC §10 answer shape before matching."""
 
 from __future__ import annotations
 
@@ -15,15 +15,13 @@ from pathlib import Path
 import pytest
 
 import sandgate
-from sandgate import Executor, Policy, Sandbox, SandgateError
+from sandgate import Executor, Fetcher, Policy, Sandbox, SandgateError
 
 VECTORS = Path(__file__).resolve().parents[3] / "tests" / "vectors"
 
 #: Cases skipped by name, with the reason (see README "Deliberate
-#: differences"). Cases with a `fetch` step are skipped by rule below.
+#: differences"). None: only `wire` cases and wire steps are skipped.
 SKIP: dict[str, str] = {}
-
-FETCH_REASON = "fetch is not part of the C ABI (no sg_fetch_* function); the Python binding has no fetch"
 
 
 def _load_cases():
@@ -128,10 +126,12 @@ def _put_content(out: dict, key: str, data: bytes) -> None:
 
 def error_answer(e: SandgateError) -> dict:
     err = {"code": e.code, "message": e.message}
-    for k in ("path", "pattern", "key"):
+    for k in ("path", "pattern", "key", "rule"):
         v = getattr(e, k)
         if v is not None:
             err[k] = v
+    if e.hops is not None:
+        err["hops"] = [h.as_dict() for h in e.hops]
     return {"ok": False, "error": err}
 
 
@@ -147,8 +147,10 @@ class Session:
         except BaseException:
             self.executor.close()
             raise
+        self.fetcher = Fetcher(policy)
 
     def close(self) -> None:
+        self.fetcher.close()
         self.sandbox.close()
         self.executor.close()
 
@@ -219,6 +221,21 @@ class Session:
                 env_names_digest=res.env_names_digest,
                 duration_ms=res.duration_ms,
             )
+        elif op == "fetch":
+            body = r.get("body")
+            if "body_base64" in r:
+                body = base64.b64decode(r["body_base64"], validate=True)
+            res = self.fetcher.fetch(
+                r["url"],
+                method=r.get("method"),
+                headers=r.get("headers"),
+                body=body,
+                timeout_ms=r.get("timeout_ms"),
+                max_bytes=r.get("max_bytes"),
+            )
+            out.update(status=res.status, headers=res.headers)
+            _put_content(out, "body", res.body)
+            out.update(truncated=res.truncated, hops=[h.as_dict() for h in res.hops])
         else:
             raise AssertionError(f"op {op!r} has no mapping")
         return out
@@ -284,9 +301,6 @@ def _skip_reason(case: dict) -> str | None:
         return "wire case: about the JSON-lines endpoint only"
     if case["name"] in SKIP:
         return SKIP[case["name"]]
-    for s in case.get("steps", []):
-        if not s.get("wire") and s.get("request", {}).get("op") == "fetch":
-            return FETCH_REASON
     return None
 
 

@@ -1,5 +1,6 @@
-"""sandgate: confined file tools, policies and a confined shell executor for
-AI agents, over libsandgate's C ABI (ctypes, no compiled extension).
+"""sandgate: confined file tools, policies, a confined shell executor and a
+confined web fetch for AI agents, over libsandgate's C ABI (ctypes, no
+compiled extension).
 
 The library is looked up, in order, at ``$SANDGATE_LIBRARY``, next to this
 file (``libsandgate.so``), and in the source checkout's ``target/lib``,
@@ -13,6 +14,9 @@ from ._core import (
     Entry,
     ExecResult,
     Executor,
+    Fetcher,
+    FetchResponse,
+    Hop,
     Lines,
     Match,
     Policy,
@@ -34,6 +38,9 @@ __all__ = [
     "Entry",
     "ExecResult",
     "Executor",
+    "Fetcher",
+    "FetchResponse",
+    "Hop",
     "Lines",
     "Match",
     "Policy",

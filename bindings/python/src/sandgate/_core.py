@@ -1,14 +1,15 @@
-"""The public classes: Root, Policy, Sandbox, Executor, AbortSignal."""
+"""The public classes: Root, Policy, Sandbox, Executor, AbortSignal, Fetcher."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
 import stat as _stat
 from ctypes import byref, c_int32, c_uint64, c_void_p
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import _ffi
 from ._ffi import CODE_NAMES, SG_KIND, SG_RESOLVER, lib, sg_bytes, sg_exec_result, sg_lines, sg_stat, take_bytes
@@ -1047,6 +1048,204 @@ class Executor(_Handle):
 
     def __repr__(self) -> str:
         return "<sandgate.Executor closed>" if self.closed else "<sandgate.Executor>"
+
+
+# ---------------------------------------------------------------------------
+# Fetcher
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One hop of a fetch: the request the authorizer judged and its answer.
+    ``addresses`` are the checked addresses the host resolved to;
+    ``status`` the HTTP status the hop answered (None when none arrived);
+    ``rule`` the ``net.allow`` entry that matched (or None)."""
+
+    url: str
+    method: str
+    addresses: list
+    status: int | None
+    allowed: bool
+    reason: str
+    rule: str | None
+
+    @classmethod
+    def _from_json(cls, h: dict) -> "Hop":
+        return cls(
+            url=h.get("url", ""),
+            method=h.get("method", ""),
+            addresses=list(h.get("addresses", [])),
+            status=h.get("status"),
+            allowed=bool(h.get("allowed", False)),
+            reason=h.get("reason", ""),
+            rule=h.get("rule"),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The hop in the JSON endpoint's shape."""
+        return {
+            "url": self.url,
+            "method": self.method,
+            "addresses": list(self.addresses),
+            "status": self.status,
+            "allowed": self.allowed,
+            "reason": self.reason,
+            "rule": self.rule,
+        }
+
+
+@dataclass(frozen=True)
+class FetchResponse:
+    """A response, whatever its HTTP status: ``status``, ``headers`` (a dict
+    by name; repeated names joined with ``", "``), ``body`` (bytes, cut at
+    ``max_bytes``), ``truncated`` (whether it was cut) and ``hops`` (every
+    hop, redirects included, in order)."""
+
+    status: int
+    headers: dict
+    body: bytes
+    truncated: bool
+    hops: list
+
+    @property
+    def text(self) -> str:
+        """The body decoded as UTF-8 (invalid sequences as U+FFFD)."""
+        return self.body.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        """The body parsed as JSON."""
+        return json.loads(self.body)
+
+
+def _opt_count(v: int | None, what: str) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{what} must be an int, not {type(v).__name__}")
+    return v
+
+
+class Fetcher(_Handle):
+    """The confined web fetch ``policy`` grants (SPEC §6): its ``net.allow``
+    entries, ``allow_http``, security mode and ``[budgets] net_ops``. Every
+    hop, redirects included, goes through the policy's authorizer; names
+    are resolved by sandgate and connections pinned to the checked
+    addresses. A proxy set in the environment (``HTTPS_PROXY``,
+    ``HTTP_PROXY``, ``ALL_PROXY``) makes restricted mode refuse every fetch.
+
+    Thread-safe: :meth:`fetch` may run on several threads at once (the GIL
+    is released during the call). A context manager; ``close()`` frees it.
+    """
+
+    _what = "fetcher"
+    _free_name = "sg_fetcher_free"
+
+    def __init__(self, policy: Policy) -> None:
+        out, err = c_void_p(), c_void_p()
+        h = policy._acquire()
+        try:
+            st = lib.sg_fetcher_new(h, byref(out), byref(err))
+        finally:
+            policy._release()
+        if st:
+            _raise(st, err)
+        super().__init__(out.value)
+
+    def fetch(
+        self,
+        url: str,
+        *,
+        method: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        body: str | bytes | None = None,
+        timeout_ms: int | None = None,
+        max_bytes: int | None = None,
+    ) -> FetchResponse:
+        """Fetches ``url`` and returns the response whatever its HTTP status.
+
+        ``method`` defaults to GET (CONNECT is refused); ``headers`` may not
+        set ``Host``, ``Content-Length``, ``Transfer-Encoding`` or
+        ``Connection``; ``body`` is text (sent as UTF-8) or bytes;
+        ``timeout_ms`` is one deadline for the whole fetch (at least 1,
+        capped by the library); ``max_bytes`` caps the body kept.
+
+        Raises NetDeniedError for a destination the policy refuses (at any
+        hop), DeniedError for a spent ``net_ops`` budget, RequestError for a
+        malformed request, TimedOutError, SandgateIOError; the exception
+        carries ``.hops`` and ``.rule``."""
+        if not isinstance(url, str):
+            raise TypeError(f"url must be a str, not {type(url).__name__}")
+        req: dict[str, Any] = {"url": url}
+        if method is not None:
+            if not isinstance(method, str):
+                raise TypeError(f"method must be a str, not {type(method).__name__}")
+            req["method"] = method
+        if headers is not None:
+            hs = {}
+            for k, v in dict(headers).items():
+                if not isinstance(k, str) or not isinstance(v, str):
+                    raise TypeError("headers must map str to str")
+                hs[k] = v
+            req["headers"] = hs
+        if body is not None:
+            if isinstance(body, str):
+                req["body"] = body
+            elif isinstance(body, (bytes, bytearray, memoryview)):
+                req["body_base64"] = base64.b64encode(bytes(body)).decode("ascii")
+            else:
+                raise TypeError(f"body must be str or bytes, not {type(body).__name__}")
+        t = _opt_count(timeout_ms, "timeout_ms")
+        if t is not None:
+            req["timeout_ms"] = t
+        m = _opt_count(max_bytes, "max_bytes")
+        if m is not None:
+            req["max_bytes"] = m
+        # ASCII JSON: a lone surrogate stays a \u escape, which the library
+        # refuses as E_REQUEST.
+        r = json.dumps(req).encode("ascii")
+        out, err = sg_bytes(), c_void_p()
+        h = self._acquire()
+        try:
+            st = lib.sg_fetcher_fetch(h, r, len(r), byref(out), byref(err))
+        finally:
+            self._release()
+        raw = take_bytes(out)
+        answer = json.loads(raw) if raw else None
+        if st or not isinstance(answer, dict) or answer.get("ok") is not True:
+            e = answer.get("error") if isinstance(answer, dict) else None
+            if not isinstance(e, dict):
+                try:
+                    if st:
+                        _raise(st, err)
+                    raise error_for("E_INTERNAL", f"unexpected fetch answer: {raw[:200]!r}")
+                except SandgateError as x:
+                    x.hops = []
+                    raise
+            if err.value:
+                lib.sg_error_free(err.value)
+            raise error_for(
+                e.get("code", "E_INTERNAL"),
+                e.get("message", ""),
+                path=e.get("path"),
+                pattern=e.get("pattern"),
+                key=e.get("key"),
+                hops=[Hop._from_json(x) for x in e.get("hops", [])],
+                rule=e.get("rule"),
+            )
+        if "body_base64" in answer:
+            data = base64.b64decode(answer["body_base64"])
+        else:
+            data = answer.get("body", "").encode("utf-8")
+        return FetchResponse(
+            status=answer["status"],
+            headers=dict(answer.get("headers", {})),
+            body=data,
+            truncated=bool(answer.get("truncated", False)),
+            hops=[Hop._from_json(x) for x in answer.get("hops", [])],
+        )
+
+    def __repr__(self) -> str:
+        return "<sandgate.Fetcher closed>" if self.closed else "<sandgate.Fetcher>"
 
 
 def version() -> str:

@@ -6,7 +6,10 @@ would catch for that situation (``except FileNotFoundError`` catches
 name; ``e.path``/``e.pattern``/``e.key`` what the error names (or None);
 ``e.errno`` the OS error number behind it, or, for an ``OSError`` subclass
 whose error had none, the conventional errno of that builtin (``ENOENT``
-for ``NotFoundError``), else None.
+for ``NotFoundError``), else None. An error raised by ``Fetcher.fetch``
+also carries ``e.hops`` (a list of :class:`sandgate.Hop`, possibly empty)
+and ``e.rule`` (the ``net.allow`` entry that matched, or None); on other
+errors both are None.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ class SandgateError(Exception):
         pattern: str | None = None,
         key: str | None = None,
         errno: int | None = None,
+        hops: list | None = None,
+        rule: str | None = None,
     ) -> None:
         # One positional argument: OSError's constructor then leaves
         # errno/strerror alone; they are set below.
@@ -41,6 +46,8 @@ class SandgateError(Exception):
         self.path = path
         self.pattern = pattern
         self.key = key
+        self.hops = hops
+        self.rule = rule
         if not errno:
             errno = self.default_errno
         self.errno = errno
@@ -54,7 +61,7 @@ class SandgateError(Exception):
     def __repr__(self) -> str:
         extra = "".join(
             f", {k}={v!r}"
-            for k, v in (("path", self.path), ("pattern", self.pattern), ("key", self.key))
+            for k, v in (("path", self.path), ("pattern", self.pattern), ("key", self.key), ("rule", self.rule))
             if v is not None
         )
         return f"{type(self).__name__}({self.code}: {self.message!r}{extra})"
@@ -62,12 +69,22 @@ class SandgateError(Exception):
     def __reduce__(self):  # pickling: keep the keyword fields
         return (
             _rebuild,
-            (type(self), self.message, self.code, self.path, self.pattern, self.key, self.errno),
+            (
+                type(self),
+                self.message,
+                self.code,
+                self.path,
+                self.pattern,
+                self.key,
+                self.errno,
+                self.hops,
+                self.rule,
+            ),
         )
 
 
-def _rebuild(cls, message, code, path, pattern, key, errno):
-    return cls(message, code=code, path=path, pattern=pattern, key=key, errno=errno)
+def _rebuild(cls, message, code, path, pattern, key, errno, hops=None, rule=None):
+    return cls(message, code=code, path=path, pattern=pattern, key=key, errno=errno, hops=hops, rule=rule)
 
 
 def _cls(name: str, code: str, bases: tuple, default_errno: int | None = None, doc: str = ""):
@@ -145,10 +162,12 @@ def error_for(
     pattern: str | None = None,
     key: str | None = None,
     errno: int | None = None,
+    hops: list | None = None,
+    rule: str | None = None,
 ) -> SandgateError:
     """The exception for `code` (unknown codes get the base class)."""
     cls = BY_CODE.get(code, SandgateError)
-    return cls(message, code=code, path=path, pattern=pattern, key=key, errno=errno)
+    return cls(message, code=code, path=path, pattern=pattern, key=key, errno=errno, hops=hops, rule=rule)
 
 
 __all__ = ["SandgateError", "BY_CODE", "error_for"] + [c.__name__ for c in BY_CODE.values()]

@@ -1,0 +1,273 @@
+//! `Fetcher`: the confined web fetch a policy grants (SPEC §6): its
+//! `net.allow` entries, `allow_http`, security mode and `[budgets] net_ops`.
+//! Every hop, redirects included, goes through the policy's authorizer;
+//! names are resolved by sandgate and connections pinned to the checked
+//! addresses.
+//!
+//! `fetch(…)` runs on the calling (main) thread; `fetchAsync(…)` runs on
+//! the libuv thread pool and returns a `Promise`. A refusal is an `Error`
+//! with `code` (`'E_NET_DENIED'`, …), `hops` (what each hop asked and what
+//! the authorizer decided) and, when a `net.allow` entry matched, `rule`.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::{AsyncTask, Buffer, Either, JsObjectValue};
+use napi::{Env, Task};
+use napi_derive::napi;
+use sandgate::fetch::{FetchError, FetchOptions as NativeOptions, FetchResponse, Hop};
+use sandgate::ErrorCode;
+
+use crate::policy::Policy;
+use crate::{js_error_with, request_error, to_count};
+
+/// Options of `fetch`. An absent option means the library's default.
+#[napi(object, object_to_js = false)]
+pub struct FetchOptions {
+    /// The HTTP method (default `'GET'`; `CONNECT` is refused).
+    pub method: Option<String>,
+    /// Request headers. `Host`, `Content-Length`, `Transfer-Encoding` and
+    /// `Connection` belong to the client and are refused (`E_REQUEST`).
+    #[napi(ts_type = "Record<string, string>")]
+    pub headers: Option<serde_json::Value>,
+    /// The request body: a string (sent as UTF-8) or a Buffer.
+    pub body: Option<Either<String, Buffer>>,
+    /// One deadline for the whole fetch, redirects included, in
+    /// milliseconds (at least 1; capped by the library, default 30 s).
+    pub timeout_ms: Option<f64>,
+    /// Cap of the body kept, in bytes (the rest is dropped and `truncated`
+    /// set; capped by the library's maximum, which is also the default).
+    pub max_bytes: Option<f64>,
+}
+
+/// One hop of a fetch: a request the authorizer judged, and its answer.
+#[napi(object)]
+pub struct FetchHop {
+    /// The URL asked for at this hop.
+    pub url: String,
+    /// The method used at this hop.
+    pub method: String,
+    /// The addresses the host resolved to (and that were checked).
+    pub addresses: Vec<String>,
+    /// The HTTP status this hop answered (absent when none arrived).
+    pub status: Option<u32>,
+    /// Whether the authorizer allowed the hop.
+    pub allowed: bool,
+    /// Why the authorizer decided so.
+    pub reason: String,
+    /// The `net.allow` entry that matched, if any.
+    pub rule: Option<String>,
+}
+
+/// A response (whatever its HTTP status).
+#[napi(object)]
+pub struct FetchResult {
+    /// The final HTTP status.
+    pub status: u32,
+    /// Response headers by name; repeated names joined with `', '`.
+    #[napi(ts_type = "Record<string, string>")]
+    pub headers: serde_json::Value,
+    /// The body, cut at `maxBytes`.
+    pub body: Buffer,
+    /// Whether the body was cut at `maxBytes`.
+    pub truncated: bool,
+    /// Every hop, redirects included, in order.
+    pub hops: Vec<FetchHop>,
+}
+
+fn hops_of(hops: &[Hop]) -> Vec<FetchHop> {
+    hops.iter()
+        .map(|h| FetchHop {
+            url: h.url.clone(),
+            method: h.method.clone(),
+            addresses: h.addresses.iter().map(|a| a.to_string()).collect(),
+            status: h.status.map(u32::from),
+            allowed: h.allowed,
+            reason: h.reason.clone(),
+            rule: h.rule.clone(),
+        })
+        .collect()
+}
+
+fn result_of(r: FetchResponse) -> FetchResult {
+    let mut headers = serde_json::Map::new();
+    for (k, v) in r.headers {
+        match headers.get_mut(&k) {
+            Some(serde_json::Value::String(prev)) => {
+                prev.push_str(", ");
+                prev.push_str(&v);
+            }
+            _ => {
+                headers.insert(k, serde_json::Value::String(v));
+            }
+        }
+    }
+    FetchResult {
+        status: u32::from(r.status),
+        headers: serde_json::Value::Object(headers),
+        body: r.body.into(),
+        truncated: r.truncated,
+        hops: hops_of(&r.hops),
+    }
+}
+
+/// Why a fetch failed: refused or failed by the fetcher, or an argument
+/// refused before anything was asked (no hops, no budget spent).
+pub enum Failure {
+    /// The fetcher's refusal or failure, with its hops and rule.
+    Fetch(FetchError),
+    /// An argument refused by the binding, or a panic.
+    Other(sandgate::Error),
+}
+
+/// The JavaScript `Error` of a failed fetch: `code`, `message`, `hops`
+/// (always an array) and, when a `net.allow` entry matched, `rule`.
+fn failure_error(env: &Env, f: &Failure) -> napi::Error {
+    match f {
+        Failure::Fetch(e) => {
+            let base = sandgate::Error::from(e.clone());
+            js_error_with(env, &base, |obj| {
+                obj.set_named_property("hops", hops_of(e.hops()))?;
+                if let Some(rule) = e.rule() {
+                    obj.set_named_property("rule", rule)?;
+                }
+                Ok(())
+            })
+        }
+        Failure::Other(e) => js_error_with(env, e, |obj| {
+            obj.set_named_property("hops", Vec::<FetchHop>::new())
+        }),
+    }
+}
+
+fn bad(message: impl Into<String>) -> sandgate::Error {
+    request_error(message)
+}
+
+fn native_options(o: Option<FetchOptions>) -> Result<NativeOptions, sandgate::Error> {
+    let mut out = NativeOptions::new();
+    let Some(o) = o else {
+        return Ok(out);
+    };
+    out.method = o.method;
+    match o.headers {
+        None | Some(serde_json::Value::Null) => {}
+        Some(serde_json::Value::Object(m)) => {
+            for (k, v) in m {
+                match v {
+                    serde_json::Value::String(s) => out.headers.push((k, s)),
+                    _ => return Err(bad(format!("the header `{k}` must be a string"))),
+                }
+            }
+        }
+        Some(_) => return Err(bad("`headers` must be an object of strings")),
+    }
+    out.body = o.body.map(|b| match b {
+        Either::A(s) => s.into_bytes(),
+        Either::B(b) => b.to_vec(),
+    });
+    if let Some(ms) = o.timeout_ms {
+        let ms = to_count(ms, "timeoutMs")?;
+        if ms == 0 {
+            return Err(bad("`timeoutMs` must be at least 1"));
+        }
+        out.timeout = Some(Duration::from_millis(ms));
+    }
+    if let Some(n) = o.max_bytes {
+        out.max_bytes = Some(to_count(n, "maxBytes")?);
+    }
+    Ok(out)
+}
+
+/// One `fetchAsync` on the libuv pool.
+pub struct FetchJob {
+    fetcher: Arc<sandgate::fetch::Fetcher>,
+    url: String,
+    options: Option<Result<NativeOptions, sandgate::Error>>,
+}
+
+impl Task for FetchJob {
+    type Output = Result<FetchResponse, Failure>;
+    type JsValue = FetchResult;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        let opts = match self.options.take() {
+            Some(Ok(opts)) => opts,
+            Some(Err(e)) => return Ok(Err(Failure::Other(e))),
+            None => return Err(napi::Error::from_reason("the job already ran")),
+        };
+        let (fetcher, url) = (&self.fetcher, &self.url);
+        Ok(
+            match catch_unwind(AssertUnwindSafe(|| fetcher.fetch(url, &opts))) {
+                Ok(r) => r.map_err(Failure::Fetch),
+                Err(_) => Err(Failure::Other(sandgate::Error::new(
+                    ErrorCode::Internal,
+                    "a panic in the native operation (a bug)",
+                ))),
+            },
+        )
+    }
+
+    fn resolve(&mut self, env: Env, out: Self::Output) -> napi::Result<FetchResult> {
+        out.map(result_of).map_err(|e| failure_error(&env, &e))
+    }
+}
+
+/// The confined web fetch a policy grants. A proxy set in the environment
+/// (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`) makes restricted mode refuse
+/// every fetch with `E_NET_DENIED`.
+///
+/// `fetchAsync` calls may run concurrently on the libuv thread pool (shared
+/// with the sandbox's `…Async` calls and `Executor.exec`).
+#[napi]
+pub struct Fetcher {
+    inner: Arc<sandgate::fetch::Fetcher>,
+}
+
+#[napi]
+impl Fetcher {
+    /// The fetcher `policy` grants (`[net]`, `[budgets] net_ops`).
+    #[napi(constructor)]
+    pub fn new(policy: &Policy) -> Self {
+        Fetcher {
+            inner: Arc::new(sandgate::fetch::from_policy(&policy.inner)),
+        }
+    }
+
+    /// Fetches `url` on the calling thread (blocking it). Returns the
+    /// response whatever its HTTP status; throws when refused (`E_NET_DENIED`
+    /// for a destination the policy refuses, at any hop; `E_DENIED` for a
+    /// spent `net_ops` budget; `E_REQUEST` for a malformed request;
+    /// `E_TIMEOUT`, `E_IO`), the error carrying `hops` and `rule`.
+    #[napi]
+    pub fn fetch(
+        &self,
+        env: &Env,
+        url: String,
+        options: Option<FetchOptions>,
+    ) -> napi::Result<FetchResult> {
+        let opts = native_options(options).map_err(|e| failure_error(env, &Failure::Other(e)))?;
+        self.inner
+            .fetch(&url, &opts)
+            .map(result_of)
+            .map_err(|e| failure_error(env, &Failure::Fetch(e)))
+    }
+
+    /// `fetch` on the libuv thread pool: a Promise resolving the same
+    /// result or rejecting with the same error (malformed options too).
+    #[napi(ts_return_type = "Promise<FetchResult>")]
+    pub fn fetch_async(&self, url: String, options: Option<FetchOptions>) -> AsyncTask<FetchJob> {
+        AsyncTask::new(FetchJob {
+            fetcher: Arc::clone(&self.inner),
+            url,
+            options: Some(native_options(options)),
+        })
+    }
+
+    /// Fetches left in the `net_ops` budget (`null`: unlimited).
+    #[napi(getter)]
+    pub fn net_ops_remaining(&self) -> Option<f64> {
+        self.inner.net_ops_left().map(|n| n as f64)
+    }
+}

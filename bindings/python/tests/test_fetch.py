@@ -1,0 +1,222 @@
+"""Fetcher against a loopback HTTP server (http.server in a thread on
+127.0.0.1, port 0): a granted fetch, an ungranted port refused with hops,
+the metadata address refused (directly and as a redirect), the net_ops
+budget, malformed arguments."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+import sandgate
+from sandgate import Fetcher, FetchResponse, Hop, Policy
+
+PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
+T = 10_000  # timeout_ms of every fetch that reaches the server
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a) -> None:  # quiet
+        pass
+
+    def _answer(self) -> None:
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        self.server.seen.append((self.command, self.path, dict(self.headers), body))  # type: ignore[attr-defined]
+        if self.path == "/redirect":
+            self.send_response(302)
+            self.send_header("Location", "http://169.254.169.254/latest/meta-data/")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path == "/binary":
+            data = b"\xff\x00\xfe"
+            ctype = "application/octet-stream"
+        else:
+            data = f"{self.command} {self.path} ".encode() + body
+            ctype = "text/plain"
+        self.send_response(201)
+        self.send_header("Content-Type", ctype)
+        self.send_header("X-Test", "a")
+        self.send_header("X-Test", "b")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = _answer
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv.seen = []  # type: ignore[attr-defined]
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch):
+    # A proxy in the environment makes restricted mode refuse every fetch.
+    for k in PROXY_VARIABLES:
+        monkeypatch.delenv(k, raising=False)
+
+
+def _policy(tmp_path: Path, text: str) -> Policy:
+    p = tmp_path.resolve() / "policy.toml"
+    p.write_text(text)
+    return Policy.load(p)
+
+
+def _granted(port: int, extra: str = "") -> str:
+    return f'[net]\nallow = ["127.0.0.1:{port}"]\nallow_http = true\n{extra}'
+
+
+def test_granted_fetch(tmp_path, server):
+    port = server.server_address[1]
+    with _policy(tmp_path, _granted(port)) as policy, Fetcher(policy) as f:
+        r = f.fetch(f"http://127.0.0.1:{port}/hello", timeout_ms=T)
+        assert isinstance(r, FetchResponse)
+        assert r.status == 201
+        assert r.body == b"GET /hello "
+        assert r.text == "GET /hello "
+        assert r.truncated is False
+        assert r.headers["content-type"] == "text/plain"
+        assert r.headers["x-test"] == "a, b"
+        assert len(r.hops) == 1
+        hop = r.hops[0]
+        assert isinstance(hop, Hop)
+        assert hop.allowed and hop.status == 201 and hop.method == "GET"
+        assert hop.addresses == ["127.0.0.1"]
+        assert hop.rule == f"127.0.0.1:{port}"
+
+        r = f.fetch(
+            f"http://127.0.0.1:{port}/post", method="POST", headers={"X-Agent": "sg"}, body="payload", timeout_ms=T
+        )
+        assert r.text == "POST /post payload"
+        method, path, headers, body = server.seen[-1]
+        assert (method, path, body) == ("POST", "/post", b"payload")
+        assert {k.lower(): v for k, v in headers.items()}["x-agent"] == "sg"
+
+        r = f.fetch(f"http://127.0.0.1:{port}/bin", method="PUT", body=b"\x01\x02\xff", timeout_ms=T)
+        assert server.seen[-1][3] == b"\x01\x02\xff"
+        assert r.body == b"PUT /bin \x01\x02\xff"
+
+        assert f.fetch(f"http://127.0.0.1:{port}/binary", timeout_ms=T).body == b"\xff\x00\xfe"
+
+        r = f.fetch(f"http://127.0.0.1:{port}/long", max_bytes=3, timeout_ms=T)
+        assert r.body == b"GET" and r.truncated is True
+
+
+def test_ungranted_port_is_refused_with_hops(tmp_path, server):
+    port = server.server_address[1]
+    other = 1 if port == 65535 else port + 1
+    before = len(server.seen)
+    with _policy(tmp_path, _granted(port)) as policy, Fetcher(policy) as f:
+        with pytest.raises(sandgate.NetDeniedError) as ei:
+            f.fetch(f"http://127.0.0.1:{other}/")
+    e = ei.value
+    assert e.code == "E_NET_DENIED"
+    assert isinstance(e, PermissionError)
+    assert len(e.hops) == 1
+    assert e.hops[0].allowed is False and e.hops[0].status is None
+    assert e.hops[0].url == f"http://127.0.0.1:{other}/"
+    assert isinstance(e.hops[0].reason, str) and e.hops[0].reason
+    assert len(server.seen) == before
+    # hops and rule survive pickling
+    e2 = pickle.loads(pickle.dumps(e))
+    assert type(e2) is type(e) and e2.hops == e.hops and e2.rule == e.rule
+
+
+def test_metadata_address_refused(tmp_path, server):
+    port = server.server_address[1]
+    with _policy(tmp_path, _granted(port)) as policy, Fetcher(policy) as f:
+        for url in ("http://169.254.169.254/latest/meta-data/", "http://[::ffff:169.254.169.254]/"):
+            with pytest.raises(sandgate.NetDeniedError) as ei:
+                f.fetch(url)
+            assert isinstance(ei.value.hops, list)
+        # ... and as a redirect from a granted server: the second hop is refused.
+        with pytest.raises(sandgate.NetDeniedError) as ei:
+            f.fetch(f"http://127.0.0.1:{port}/redirect", timeout_ms=T)
+        hops = ei.value.hops
+        assert [h.allowed for h in hops] == [True, False]
+        assert hops[0].status == 302
+        assert hops[1].url == "http://169.254.169.254/latest/meta-data/"
+
+
+def test_net_ops_budget(tmp_path, server):
+    port = server.server_address[1]
+    with _policy(tmp_path, _granted(port, "\n[budgets]\nnet_ops = 2\n")) as policy, Fetcher(policy) as f:
+        assert f.fetch(f"http://127.0.0.1:{port}/1", timeout_ms=T).status == 201
+        with pytest.raises(sandgate.NetDeniedError):
+            f.fetch("http://169.254.169.254/")  # refused fetches spend the budget too
+        with pytest.raises(sandgate.DeniedError) as ei:
+            f.fetch(f"http://127.0.0.1:{port}/3", timeout_ms=T)
+        assert ei.value.code == "E_DENIED"
+        assert ei.value.hops == [] and ei.value.rule is None
+
+
+def test_malformed_requests(tmp_path, server):
+    port = server.server_address[1]
+    url = f"http://127.0.0.1:{port}/"
+    with _policy(tmp_path, _granted(port)) as policy, Fetcher(policy) as f:
+        for kw in (
+            {"timeout_ms": 0},
+            {"max_bytes": -1},
+            {"headers": {"Host": "internal"}},
+            {"headers": {"Connection": "close"}},
+            {"method": "CONNECT"},
+        ):
+            with pytest.raises(sandgate.RequestError) as ei:
+                f.fetch(url, **kw)
+            assert ei.value.code == "E_REQUEST", kw
+            assert ei.value.hops == []
+        with pytest.raises(sandgate.RequestError):
+            f.fetch("https://user:pw@127.0.0.1/")
+        with pytest.raises(TypeError):
+            f.fetch(url, body=3)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            f.fetch(url, headers={"a": 1})  # type: ignore[dict-item]
+        with pytest.raises(TypeError):
+            f.fetch(url, timeout_ms=True)
+
+
+def test_close_and_context_manager(tmp_path, server):
+    port = server.server_address[1]
+    with _policy(tmp_path, _granted(port)) as policy:
+        f = Fetcher(policy)
+    # The fetcher outlives the policy handle.
+    assert f.fetch(f"http://127.0.0.1:{port}/after", timeout_ms=T).status == 201
+    assert "closed" not in repr(f)
+    f.close()
+    f.close()
+    assert f.closed and "closed" in repr(f)
+    with pytest.raises(sandgate.ClosedError):
+        f.fetch(f"http://127.0.0.1:{port}/")
+
+
+def test_concurrent_fetches(tmp_path, server):
+    port = server.server_address[1]
+    with _policy(tmp_path, _granted(port)) as policy, Fetcher(policy) as f:
+        results: list = []
+
+        def go(i: int) -> None:
+            results.append(f.fetch(f"http://127.0.0.1:{port}/t{i}", timeout_ms=T).text)
+
+        ts = [threading.Thread(target=go, args=(i,)) for i in range(6)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+        assert sorted(results) == sorted(f"GET /t{i} " for i in range(6))
