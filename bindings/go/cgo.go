@@ -1,0 +1,56 @@
+// Package sandgate is the Go binding of sandgate (https://sandgate.dev):
+// confined file access beneath a root (Root, a drop-in for os.Root), the
+// agent-facing Sandbox, policies and the shell Executor. It links the static
+// libsandgate.a through cgo, so a built program needs no shared library.
+package sandgate
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../include
+#cgo LDFLAGS: ${SRCDIR}/../../target/lib/libsandgate.a -lgcc_s -lutil -lrt -lpthread -lm -ldl
+#include <stdlib.h>
+#include "sandgate.h"
+
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+// ABIMajor and ABIMinor are the ABI version this binding was built against.
+const (
+	ABIMajor = C.SANDGATE_ABI_MAJOR
+	ABIMinor = C.SANDGATE_ABI_MINOR
+)
+
+// Version is the version of the linked library ("0.1.0").
+func Version() string { return C.GoString(C.sg_version()) }
+
+// ABIVersion is (major << 16) | minor of the linked library.
+func ABIVersion() uint32 { return uint32(C.sg_abi_version()) }
+
+// cstr returns a pointer to s's bytes and their length for a (ptr, len)
+// argument. The bytes are Go memory, which cgo keeps alive for the call.
+func cstr(s string) (*C.char, C.size_t) {
+	if len(s) == 0 {
+		return nil, 0
+	}
+	return (*C.char)(unsafe.Pointer(unsafe.StringData(s))), C.size_t(len(s))
+}
+
+// cbytes is cstr for a byte slice.
+func cbytes(b []byte) (*C.uint8_t, C.size_t) {
+	if len(b) == 0 {
+		return nil, 0
+	}
+	return (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(b))), C.size_t(len(b))
+}
+
+// takeBytes copies and frees library-owned bytes.
+func takeBytes(b *C.sg_bytes) []byte {
+	defer C.sg_bytes_free(b)
+	if b.ptr == nil || b.len == 0 {
+		return []byte{}
+	}
+	return C.GoBytes(unsafe.Pointer(b.ptr), C.int(b.len))
+}

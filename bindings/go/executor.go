@@ -1,0 +1,179 @@
+package sandgate
+
+/*
+#include "sandgate.h"
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/json"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Executor runs shell commands as a policy grants (SPEC §7). Exec may be
+// called from several goroutines at once.
+type Executor struct {
+	mu  sync.RWMutex
+	ptr *C.sg_executor
+}
+
+// NewExecutor is the executor p grants (not started; Exec starts it on
+// first use). With exec disabled and no process_allow, every command is
+// refused with E_DENIED.
+func NewExecutor(p *Policy) (*Executor, error) {
+	var out *C.sg_executor
+	err := p.with(func(pp *C.sg_policy) error {
+		var e *C.sg_error
+		if st := C.sg_executor_new(pp, &out, &e); st != C.SG_OK {
+			return takeError(st, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	x := &Executor{ptr: out}
+	runtime.SetFinalizer(x, (*Executor).Close)
+	return x, nil
+}
+
+func (x *Executor) with(f func(p *C.sg_executor, e **C.sg_error) C.sg_status) error {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.ptr == nil {
+		return closedError("executor")
+	}
+	var e *C.sg_error
+	if st := f(x.ptr, &e); st != C.SG_OK {
+		return takeError(st, e)
+	}
+	return nil
+}
+
+// Start creates the private temporary directory and prepares confinement
+// (E_CONFINE_UNAVAILABLE with confine = "required" on a kernel lacking a
+// part). Starting twice does nothing.
+func (x *Executor) Start() error {
+	return x.with(func(p *C.sg_executor, e **C.sg_error) C.sg_status {
+		return C.sg_executor_start(p, e)
+	})
+}
+
+// Dispose ends the session (removes the temporary directory); the executor
+// can be started again.
+func (x *Executor) Dispose() error {
+	return x.with(func(p *C.sg_executor, e **C.sg_error) C.sg_status {
+		return C.sg_executor_dispose(p, e)
+	})
+}
+
+// Close disposes of the executor and frees it, waiting for running
+// commands. Later calls answer E_CLOSED. Closing twice is fine.
+func (x *Executor) Close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.ptr != nil {
+		C.sg_executor_free(x.ptr)
+		x.ptr = nil
+		runtime.SetFinalizer(x, nil)
+	}
+	return nil
+}
+
+// ExecOptions are the per-command settings.
+type ExecOptions struct {
+	// Cwd is a name beneath the write root (or the first read root);
+	// "" means that root itself.
+	Cwd string
+	// Timeout ends the command (exit code 124); 0 means the policy's
+	// timeout_ms, which also caps it. Rounded up to whole milliseconds.
+	Timeout time.Duration
+}
+
+// ExecResult is what one command did.
+type ExecResult struct {
+	ExitCode       int           // the shell's; 124 timeout, 130 abort, 127 could not start
+	Stdout         []byte        // redacted
+	Stderr         []byte        // redacted
+	Truncated      bool          // output past max_output_bytes was dropped
+	TimedOut       bool          // the timeout ended it
+	Aborted        bool          // ctx cancellation ended it
+	Duration       time.Duration // wall-clock time
+	Confinement    map[string]any
+	EnvNamesDigest string // sha256 of the sorted names of the child's environment
+}
+
+// Exec runs command with the policy's shell. Cancelling ctx ends the
+// command (and everything it started) with exit code 130 and Aborted set;
+// a ctx already done when Exec is called ends the command at once. A
+// command that ran answers a result whatever its exit code; an error means
+// it was refused before anything ran.
+func (x *Executor) Exec(ctx context.Context, command string, opts ExecOptions) (*ExecResult, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var timeoutMS uint64
+	if opts.Timeout < 0 {
+		return nil, requestError("timeout must not be negative")
+	}
+	if opts.Timeout > 0 {
+		timeoutMS = uint64((opts.Timeout + time.Millisecond - 1) / time.Millisecond)
+	}
+	var abort *C.sg_abort
+	if ctx.Done() != nil {
+		var e *C.sg_error
+		if st := C.sg_abort_new(&abort, &e); st != C.SG_OK {
+			return nil, takeError(st, e)
+		}
+		defer C.sg_abort_free(abort)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-ctx.Done():
+				var e *C.sg_error
+				if C.sg_abort_trigger(abort, &e) != C.SG_OK {
+					C.sg_error_free(e)
+				}
+			case <-stop:
+			}
+		}()
+		// Runs before sg_abort_free: the watcher is gone before the
+		// signal is freed.
+		defer wg.Wait()
+		defer close(stop)
+	}
+	var r C.sg_exec_result
+	err := x.with(func(p *C.sg_executor, e **C.sg_error) C.sg_status {
+		c, cn := cstr(command)
+		var cwd *C.char
+		var cwdn C.size_t
+		if opts.Cwd != "" {
+			cwd, cwdn = cstr(opts.Cwd)
+		}
+		return C.sg_executor_exec(p, c, cn, cwd, cwdn, C.uint64_t(timeoutMS), abort, &r, e)
+	})
+	defer C.sg_exec_result_free(&r)
+	if err != nil {
+		return nil, err
+	}
+	res := &ExecResult{
+		ExitCode:       int(r.exit_code),
+		Stdout:         takeBytes(&r.stdout_bytes),
+		Stderr:         takeBytes(&r.stderr_bytes),
+		Truncated:      bool(r.truncated),
+		TimedOut:       bool(r.timed_out),
+		Aborted:        bool(r.aborted),
+		Duration:       time.Duration(r.duration_ms) * time.Millisecond,
+		EnvNamesDigest: string(takeBytes(&r.env_names_digest)),
+	}
+	if conf := takeBytes(&r.confinement_json); len(conf) > 0 {
+		_ = json.Unmarshal(conf, &res.Confinement)
+	}
+	return res, nil
+}

@@ -1,0 +1,353 @@
+package sandgate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"sandgate.dev/sandgate"
+)
+
+// loopbackServer is an httptest server on 127.0.0.1 that counts requests.
+type loopbackServer struct {
+	*httptest.Server
+	port string
+	hits atomic.Int64
+}
+
+func newLoopbackServer(t *testing.T, h http.HandlerFunc) *loopbackServer {
+	t.Helper()
+	s := &loopbackServer{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		h(w, r)
+	}))
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no IPv4 loopback: %v", err)
+	}
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	s.Server = srv
+	s.port = strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	return s
+}
+
+// noProxy clears the proxy variables: in restricted mode a configured
+// proxy refuses every fetch, and the fetcher reads them when made.
+func noProxy(t *testing.T) {
+	for _, v := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"} {
+		t.Setenv(v, "")
+	}
+}
+
+func newFetcher(t *testing.T, policy string) *sandgate.Fetcher {
+	t.Helper()
+	p, err := sandgate.ParsePolicy([]byte(policy), tmp(t))
+	if err != nil {
+		t.Fatalf("policy: %v\n%s", err, policy)
+	}
+	defer p.Close() // the fetcher outlives it
+	f, err := sandgate.NewFetcher(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func loopbackPolicy(port, extra string) string {
+	return fmt.Sprintf("[net]\nallow = [\"127.0.0.1:%s\"]\nallow_http = true\n%s", port, extra)
+}
+
+func fetchError(t *testing.T, err error) *sandgate.FetchError {
+	t.Helper()
+	var fe *sandgate.FetchError
+	if !errors.As(err, &fe) {
+		t.Fatalf("not a *FetchError: %T %v", err, err)
+	}
+	var se *sandgate.Error
+	if !errors.As(err, &se) || se != fe.Err {
+		t.Fatalf("errors.As(*Error) does not reach FetchError.Err: %v", err)
+	}
+	return fe
+}
+
+func TestFetchLoopback(t *testing.T) {
+	noProxy(t)
+	echo := func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Method", r.Method)
+		w.Header().Set("X-Got-Header", r.Header.Get("X-Sandgate-Test"))
+		w.Header().Add("X-Twice", "a")
+		w.Header().Add("X-Twice", "b")
+		switch r.URL.Path {
+		case "/binary":
+			w.Write([]byte{0xff, 0x00, 0xfe, 'x'})
+		case "/echo":
+			w.Write(b)
+		case "/teapot":
+			w.WriteHeader(http.StatusTeapot)
+			io.WriteString(w, "short and stout")
+		case "/big":
+			w.Write(bytes.Repeat([]byte("z"), 5000))
+		default:
+			io.WriteString(w, "hello from loopback\n")
+		}
+	}
+	srv := newLoopbackServer(t, echo)
+	other := newLoopbackServer(t, echo) // a port the policy does not grant
+	f := newFetcher(t, loopbackPolicy(srv.port, ""))
+	ctx := context.Background()
+	base := "http://127.0.0.1:" + srv.port
+
+	t.Run("granted", func(t *testing.T) {
+		r, err := f.Fetch(ctx, base+"/", sandgate.FetchOptions{
+			Header: http.Header{"x-sandgate-test": {"yes"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != 200 || string(r.Body) != "hello from loopback\n" || r.Truncated {
+			t.Fatalf("status %d body %q truncated %v", r.Status, r.Body, r.Truncated)
+		}
+		if got := r.Header.Get("X-Got-Header"); got != "yes" {
+			t.Errorf("request header arrived as %q", got)
+		}
+		if got := r.Header.Get("X-Twice"); got != "a, b" {
+			t.Errorf("repeated header %q, want %q", got, "a, b")
+		}
+		if got := r.Header.Get("Content-Type"); got == "" {
+			t.Errorf("no Content-Type in %v", r.Header)
+		}
+		if len(r.Hops) != 1 {
+			t.Fatalf("hops %+v", r.Hops)
+		}
+		h := r.Hops[0]
+		if !h.Allowed || h.Status != 200 || h.Method != "GET" || h.Rule != "127.0.0.1:"+srv.port ||
+			len(h.Addresses) != 1 || h.Addresses[0] != "127.0.0.1" || h.URL != base+"/" || h.Reason == "" {
+			t.Errorf("hop %+v", h)
+		}
+	})
+
+	t.Run("post_bodies", func(t *testing.T) {
+		for _, body := range [][]byte{[]byte("text body é"), {0xff, 0xfe, 0x00, 0x80}} {
+			r, err := f.Fetch(ctx, base+"/echo", sandgate.FetchOptions{Method: "POST", Body: body})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(r.Body, body) || r.Header.Get("X-Method") != "POST" {
+				t.Errorf("echoed %q (method %s), want %q", r.Body, r.Header.Get("X-Method"), body)
+			}
+		}
+		r, err := f.Fetch(ctx, base+"/binary", sandgate.FetchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(r.Body, []byte{0xff, 0x00, 0xfe, 'x'}) {
+			t.Errorf("binary body %q", r.Body)
+		}
+	})
+
+	t.Run("status_is_an_answer", func(t *testing.T) {
+		r, err := f.Fetch(ctx, base+"/teapot", sandgate.FetchOptions{})
+		if err != nil || r.Status != http.StatusTeapot || string(r.Body) != "short and stout" {
+			t.Fatalf("%+v %v", r, err)
+		}
+	})
+
+	t.Run("max_bytes", func(t *testing.T) {
+		r, err := f.Fetch(ctx, base+"/big", sandgate.FetchOptions{MaxBytes: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Body) != 100 || !r.Truncated {
+			t.Errorf("%d bytes, truncated %v", len(r.Body), r.Truncated)
+		}
+	})
+
+	t.Run("ungranted_port", func(t *testing.T) {
+		before := other.hits.Load()
+		_, err := f.Fetch(ctx, "http://127.0.0.1:"+other.port+"/", sandgate.FetchOptions{})
+		if !errors.Is(err, sandgate.ErrNetDenied) || !errors.Is(err, fs.ErrPermission) {
+			t.Fatalf("want E_NET_DENIED, got %v", err)
+		}
+		fe := fetchError(t, err)
+		if len(fe.Hops) != 1 || fe.Hops[0].Allowed || fe.Hops[0].Status != 0 || fe.Hops[0].Reason == "" ||
+			fe.Hops[0].URL != "http://127.0.0.1:"+other.port+"/" || len(fe.Hops[0].Addresses) != 0 {
+			t.Errorf("hops %+v", fe.Hops)
+		}
+		if fe.Rule != "" {
+			t.Errorf("rule %q for an ungranted port", fe.Rule)
+		}
+		if other.hits.Load() != before {
+			t.Error("the ungranted server was reached")
+		}
+	})
+
+	t.Run("redirect_hop_refused", func(t *testing.T) {
+		redir := newLoopbackServer(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://127.0.0.1:"+other.port+"/", http.StatusFound)
+		})
+		f := newFetcher(t, fmt.Sprintf("[net]\nallow = [\"127.0.0.1:%s\", \"127.0.0.1:%s\"]\nallow_http = true\n", redir.port, other.port))
+		before := other.hits.Load()
+		_, err := f.Fetch(ctx, "http://127.0.0.1:"+redir.port+"/start", sandgate.FetchOptions{})
+		if !errors.Is(err, sandgate.ErrNetDenied) {
+			t.Fatalf("want E_NET_DENIED (a redirect hop never goes to loopback), got %v", err)
+		}
+		fe := fetchError(t, err)
+		if len(fe.Hops) != 2 || !fe.Hops[0].Allowed || fe.Hops[0].Status != http.StatusFound || fe.Hops[1].Allowed {
+			t.Errorf("hops %+v", fe.Hops)
+		}
+		if other.hits.Load() != before {
+			t.Error("the redirect target was reached")
+		}
+		t.Logf("%v; rule %q; hops %+v", err, fe.Rule, fe.Hops)
+	})
+
+	t.Run("metadata_address", func(t *testing.T) {
+		// The policy cannot grant it (net.allow refuses link-local entries
+		// at load); the loopback policy, with allow_http, refuses it.
+		if _, err := sandgate.ParsePolicy([]byte("[net]\nallow = [\"169.254.169.254\"]\nallow_http = true\n"), tmp(t)); !errors.Is(err, sandgate.ErrPolicy) {
+			t.Errorf("granting the metadata address: want E_POLICY, got %v", err)
+		}
+		for _, u := range []string{"http://169.254.169.254/latest/meta-data/", "http://[::ffff:169.254.169.254]/"} {
+			_, err := f.Fetch(ctx, u, sandgate.FetchOptions{})
+			if !errors.Is(err, sandgate.ErrNetDenied) {
+				t.Errorf("%s: want E_NET_DENIED, got %v", u, err)
+				continue
+			}
+			fe := fetchError(t, err)
+			if len(fe.Hops) != 1 || fe.Hops[0].Allowed || len(fe.Hops[0].Addresses) != 0 || fe.Hops[0].Reason == "" {
+				t.Errorf("%s: hops %+v", u, fe.Hops)
+			}
+			t.Logf("%s: %v", u, err)
+		}
+	})
+
+	t.Run("request_refusals", func(t *testing.T) {
+		for _, o := range []sandgate.FetchOptions{
+			{Header: http.Header{"Host": {"internal"}}},
+			{Method: "CONNECT"},
+			{Timeout: -time.Second},
+			{MaxBytes: -1},
+		} {
+			if _, err := f.Fetch(ctx, base+"/", o); !errors.Is(err, sandgate.ErrRequest) {
+				t.Errorf("%+v: want E_REQUEST, got %v", o, err)
+			}
+		}
+		if _, err := f.Fetch(ctx, "http://127.0.0.1:"+srv.port+"/\xff", sandgate.FetchOptions{}); !errors.Is(err, sandgate.ErrRequest) {
+			t.Errorf("non-UTF-8 URL: %v", err)
+		}
+	})
+
+	t.Run("concurrent", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := 0; j < 5; j++ {
+					r, err := f.Fetch(ctx, base+"/", sandgate.FetchOptions{})
+					if err != nil || r.Status != 200 {
+						t.Errorf("%v", err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	})
+}
+
+func TestFetchBudget(t *testing.T) {
+	noProxy(t)
+	srv := newLoopbackServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	f := newFetcher(t, loopbackPolicy(srv.port, "\n[budgets]\nnet_ops = 1\n"))
+	url := "http://127.0.0.1:" + srv.port + "/"
+
+	// A fetch not started (ctx already done) spends nothing.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := f.Fetch(ctx, url, sandgate.FetchOptions{})
+	if !errors.Is(err, sandgate.ErrAborted) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled ctx: %v", err)
+	}
+	if srv.hits.Load() != 0 {
+		t.Fatal("a cancelled fetch reached the server")
+	}
+
+	r, err := f.Fetch(context.Background(), url, sandgate.FetchOptions{})
+	if err != nil || r.Status != 200 || string(r.Body) != "ok" {
+		t.Fatalf("first fetch: %+v %v", r, err)
+	}
+	_, err = f.Fetch(context.Background(), url, sandgate.FetchOptions{})
+	if !errors.Is(err, sandgate.ErrDenied) {
+		t.Fatalf("second fetch: want E_DENIED (net_ops spent), got %v", err)
+	}
+	if fe := fetchError(t, err); len(fe.Hops) != 0 {
+		t.Errorf("a spent budget refuses before any hop: %+v", fe.Hops)
+	}
+	if srv.hits.Load() != 1 {
+		t.Errorf("server saw %d requests, want 1", srv.hits.Load())
+	}
+}
+
+func TestFetchContextDeadline(t *testing.T) {
+	noProxy(t)
+	release := make(chan struct{})
+	srv := newLoopbackServer(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+		io.WriteString(w, "late")
+	})
+	defer close(release) // before srv.Close (a cleanup) waits for the handler
+	f := newFetcher(t, loopbackPolicy(srv.port, ""))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := f.Fetch(ctx, "http://127.0.0.1:"+srv.port+"/", sandgate.FetchOptions{Timeout: time.Minute})
+	if !errors.Is(err, sandgate.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want E_TIMEOUT and DeadlineExceeded, got %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the ctx deadline did not bound the fetch: %v", d)
+	}
+	fe := fetchError(t, err)
+	t.Logf("%v after %v; hops %+v", err, time.Since(start), fe.Hops)
+}
+
+func TestFetcherClosed(t *testing.T) {
+	f := newFetcher(t, "[net]\nallow = []\n")
+	f.Close()
+	if err := f.Close(); err != nil {
+		t.Error(err)
+	}
+	_, err := f.Fetch(context.Background(), "https://api.example.com/", sandgate.FetchOptions{})
+	if !errors.Is(err, sandgate.ErrClosed) || !errors.Is(err, fs.ErrClosed) {
+		t.Errorf("closed fetcher: %v", err)
+	}
+	p, err := sandgate.ParsePolicy([]byte("[net]\nallow = []\n"), tmp(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if _, err := sandgate.NewFetcher(p); !errors.Is(err, sandgate.ErrClosed) {
+		t.Errorf("fetcher from a closed policy: %v", err)
+	}
+}

@@ -1,0 +1,3 @@
+module sandgate.dev/sandgate
+
+go 1.24

@@ -1,0 +1,5 @@
+//go:build race
+
+package sandgate_test
+
+const raceEnabled = true

@@ -1,0 +1,487 @@
+package sandgate
+
+/*
+#include <stdint.h>
+#include "sandgate.h"
+
+// The exported Go audit callback (audit.go), and a setter that passes the
+// cgo.Handle as user data without a Go-side uintptr -> pointer conversion.
+extern void sandgateGoAudit(void *user, struct sg_audit_event *event);
+static sg_status sandgate_set_audit(sg_sandbox_options *o, uintptr_t handle, sg_error **err) {
+	return sg_sandbox_options_set_audit(o, (sg_audit_fn)sandgateGoAudit, (void *)handle, err);
+}
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"runtime"
+	"runtime/cgo"
+	"sync"
+)
+
+// MaxRangeLines is the most lines one ranged read serves (SPEC §4).
+const MaxRangeLines = 2000
+
+// DefaultMaxResults is grep's result cap when none is given.
+const DefaultMaxResults = 100
+
+// Option configures a Sandbox.
+type Option func(*config)
+
+type config struct {
+	steps []func(o *C.sg_sandbox_options, e **C.sg_error) C.sg_status
+	audit func(AuditEvent)
+}
+
+func (c *config) add(f func(o *C.sg_sandbox_options, e **C.sg_error) C.sg_status) {
+	c.steps = append(c.steps, f)
+}
+
+// WithReadRoots adds read roots (host directories), looked up in order.
+func WithReadRoots(dirs ...string) Option {
+	return func(c *config) {
+		for _, d := range dirs {
+			c.add(func(o *C.sg_sandbox_options, e **C.sg_error) C.sg_status {
+				p, n := cstr(d)
+				return C.sg_sandbox_options_add_read_root(o, p, n, e)
+			})
+		}
+	}
+}
+
+// WithWriteRoot sets the write root (a host directory).
+func WithWriteRoot(dir string) Option {
+	return func(c *config) {
+		c.add(func(o *C.sg_sandbox_options, e **C.sg_error) C.sg_status {
+			p, n := cstr(dir)
+			return C.sg_sandbox_options_set_write_root(o, p, n, e)
+		})
+	}
+}
+
+// WithMaxReadBytes sets the read cap (default 10 MiB).
+func WithMaxReadBytes(n uint64) Option {
+	return func(c *config) {
+		c.add(func(o *C.sg_sandbox_options, e **C.sg_error) C.sg_status {
+			return C.sg_sandbox_options_set_max_read_bytes(o, C.uint64_t(n), e)
+		})
+	}
+}
+
+// WithMaxWriteBytes sets the write cap (default 5 MiB).
+func WithMaxWriteBytes(n uint64) Option {
+	return func(c *config) {
+		c.add(func(o *C.sg_sandbox_options, e **C.sg_error) C.sg_status {
+			return C.sg_sandbox_options_set_max_write_bytes(o, C.uint64_t(n), e)
+		})
+	}
+}
+
+// WithAllowOverwrite is the host's half of the overwrite rule.
+func WithAllowOverwrite(on bool) Option {
+	return func(c *config) {
+		c.add(func(o *C.sg_sandbox_options, e **C.sg_error) C.sg_status {
+			return C.sg_sandbox_options_set_allow_overwrite(o, C.bool(on), e)
+		})
+	}
+}
+
+// WithDenyWrite adds deny-write patterns (SPEC §5).
+func WithDenyWrite(patterns ...string) Option {
+	return func(c *config) {
+		for _, pat := range patterns {
+			c.add(func(o *C.sg_sandbox_options, e **C.sg_error) C.sg_status {
+				p, n := cstr(pat)
+				return C.sg_sandbox_options_add_deny_write(o, p, n, e)
+			})
+		}
+	}
+}
+
+// WithRestricted turns restricted mode on or off (.git protected, hard
+// links refused).
+func WithRestricted(on bool) Option {
+	return func(c *config) {
+		c.add(func(o *C.sg_sandbox_options, e **C.sg_error) C.sg_status {
+			return C.sg_sandbox_options_set_restricted(o, C.bool(on), e)
+		})
+	}
+}
+
+// WithResolver chooses the resolver of the sandbox's roots.
+func WithResolver(r Resolver) Option {
+	return func(c *config) {
+		c.add(func(o *C.sg_sandbox_options, e **C.sg_error) C.sg_status {
+			return C.sg_sandbox_options_set_resolver(o, C.sg_resolver(r), e)
+		})
+	}
+}
+
+// WithFSOpsBudget limits the number of file operations (refused ones count).
+func WithFSOpsBudget(n uint64) Option {
+	return func(c *config) {
+		c.add(func(o *C.sg_sandbox_options, e **C.sg_error) C.sg_status {
+			return C.sg_sandbox_options_set_fs_ops_budget(o, C.uint64_t(n), e)
+		})
+	}
+}
+
+// WithAudit sets the audit sink, called synchronously after every
+// operation (refused ones too) on the goroutine that ran it. It must not
+// call back into the same sandbox; a panic in it is recovered and dropped.
+func WithAudit(f func(AuditEvent)) Option {
+	return func(c *config) { c.audit = f }
+}
+
+// Sandbox is the agent-facing sandbox (SPEC §4): names are root-relative
+// and checked (SPEC §2), nothing is granted unless configured. It is safe
+// for concurrent use. Errors are *Error.
+type Sandbox struct {
+	mu    sync.RWMutex
+	ptr   *C.sg_sandbox
+	audit cgo.Handle
+}
+
+// NewSandbox builds a sandbox that grants only what opts grant.
+func NewSandbox(opts ...Option) (*Sandbox, error) {
+	return build(C.sg_sandbox_options_new(), opts)
+}
+
+// SandboxFromPolicy builds the sandbox a policy grants (roots, caps,
+// overwrite switch, deny patterns, restricted mode, fs_ops budget), then
+// applies opts (e.g. WithAudit) on top.
+func SandboxFromPolicy(p *Policy, opts ...Option) (*Sandbox, error) {
+	var o *C.sg_sandbox_options
+	err := p.with(func(pp *C.sg_policy) error {
+		var e *C.sg_error
+		if st := C.sg_sandbox_options_from_policy(pp, &o, &e); st != C.SG_OK {
+			return takeError(st, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return build(o, opts)
+}
+
+func build(o *C.sg_sandbox_options, opts []Option) (*Sandbox, error) {
+	defer C.sg_sandbox_options_free(o)
+	var c config
+	for _, opt := range opts {
+		opt(&c)
+	}
+	for _, step := range c.steps {
+		var e *C.sg_error
+		if st := step(o, &e); st != C.SG_OK {
+			return nil, takeError(st, e)
+		}
+	}
+	s := &Sandbox{}
+	if c.audit != nil {
+		s.audit = cgo.NewHandle(c.audit)
+		var e *C.sg_error
+		if st := C.sandgate_set_audit(o, C.uintptr_t(s.audit), &e); st != C.SG_OK {
+			s.audit.Delete()
+			return nil, takeError(st, e)
+		}
+	}
+	var e *C.sg_error
+	if st := C.sg_sandbox_new(o, &s.ptr, &e); st != C.SG_OK {
+		if s.audit != 0 {
+			s.audit.Delete()
+		}
+		return nil, takeError(st, e)
+	}
+	runtime.SetFinalizer(s, (*Sandbox).Close)
+	return s, nil
+}
+
+// Close releases the sandbox; later calls answer E_CLOSED. It waits for
+// calls in progress. Closing twice is fine.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ptr == nil {
+		return nil
+	}
+	var e *C.sg_error
+	st := C.sg_sandbox_close(s.ptr, &e)
+	C.sg_sandbox_free(s.ptr)
+	s.ptr = nil
+	if s.audit != 0 {
+		s.audit.Delete()
+		s.audit = 0
+	}
+	runtime.SetFinalizer(s, nil)
+	if st != C.SG_OK {
+		return takeError(st, e)
+	}
+	return nil
+}
+
+func (s *Sandbox) with(f func(p *C.sg_sandbox, e **C.sg_error) C.sg_status) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.ptr == nil {
+		return closedError("sandbox")
+	}
+	var e *C.sg_error
+	if st := f(s.ptr, &e); st != C.SG_OK {
+		return takeError(st, e)
+	}
+	return nil
+}
+
+func (s *Sandbox) bytesOp(f func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status) ([]byte, error) {
+	var out []byte
+	err := s.with(func(p *C.sg_sandbox, e **C.sg_error) C.sg_status {
+		var b C.sg_bytes
+		st := f(p, &b, e)
+		if st == C.SG_OK {
+			out = takeBytes(&b)
+		} else {
+			C.sg_bytes_free(&b)
+		}
+		return st
+	})
+	return out, err
+}
+
+// Warnings are remarks about the configuration (e.g. a read root inside
+// the write root).
+func (s *Sandbox) Warnings() ([]string, error) {
+	b, err := s.bytesOp(func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status {
+		return C.sg_sandbox_warnings(p, out, e)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var w []string
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, &Error{Code: CodeInternal, Message: "warnings: " + err.Error()}
+	}
+	return w, nil
+}
+
+// Read reads the whole file (at most the read cap, else E_TOO_LARGE).
+func (s *Sandbox) Read(path string) ([]byte, error) {
+	return s.bytesOp(func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status {
+		ps, pn := cstr(path)
+		return C.sg_sandbox_read(p, ps, pn, out, e)
+	})
+}
+
+// Lines is what a ranged read serves.
+type Lines struct {
+	Content    []byte // the lines, with their endings
+	Offset     uint64 // the first line served (1-based)
+	Lines      uint64 // how many lines were served
+	TotalLines uint64 // lines in the whole file
+	Truncated  bool   // the read cap cut the range short
+}
+
+// ReadLines reads limit lines from line offset (1-based). offset and limit
+// must be at least 1 (E_REQUEST otherwise); limit is at most MaxRangeLines.
+func (s *Sandbox) ReadLines(path string, offset, limit int) (*Lines, error) {
+	if offset < 1 {
+		return nil, requestError("offset must be at least 1")
+	}
+	if limit < 1 {
+		return nil, requestError("limit must be at least 1")
+	}
+	var l Lines
+	err := s.with(func(p *C.sg_sandbox, e **C.sg_error) C.sg_status {
+		var b C.sg_bytes
+		var info C.sg_lines
+		ps, pn := cstr(path)
+		st := C.sg_sandbox_read_lines(p, ps, pn, C.uint64_t(offset), C.uint64_t(limit), &b, &info, e)
+		if st == C.SG_OK {
+			l.Content = takeBytes(&b)
+			l.Offset, l.Lines, l.TotalLines = uint64(info.offset), uint64(info.lines), uint64(info.total_lines)
+			l.Truncated = bool(info.truncated)
+		} else {
+			C.sg_bytes_free(&b)
+		}
+		return st
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// Write writes data to path atomically: a new file, or a replacement when
+// overwrite is true and the sandbox allows overwriting. It answers the
+// bytes written.
+func (s *Sandbox) Write(path string, data []byte, overwrite bool) (uint64, error) {
+	var n C.uint64_t
+	err := s.with(func(p *C.sg_sandbox, e **C.sg_error) C.sg_status {
+		ps, pn := cstr(path)
+		d, dn := cbytes(data)
+		return C.sg_sandbox_write(p, ps, pn, d, dn, C.bool(overwrite), &n, e)
+	})
+	return uint64(n), err
+}
+
+// Edit replaces old with new in path: exactly one occurrence unless all.
+// It answers how many replacements were made.
+func (s *Sandbox) Edit(path, old, new string, all bool) (uint64, error) {
+	var n C.uint64_t
+	err := s.with(func(p *C.sg_sandbox, e **C.sg_error) C.sg_status {
+		ps, pn := cstr(path)
+		os, on := cstr(old)
+		ns, nn := cstr(new)
+		return C.sg_sandbox_edit(p, ps, pn, os, on, ns, nn, C.bool(all), &n, e)
+	})
+	return uint64(n), err
+}
+
+// Entry is one directory entry of List.
+type Entry struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"` // file, dir, symlink or other
+	Size uint64 `json:"size"`
+}
+
+// List lists a directory, sorted by name.
+func (s *Sandbox) List(path string) ([]Entry, error) {
+	b, err := s.bytesOp(func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status {
+		ps, pn := cstr(path)
+		return C.sg_sandbox_list(p, ps, pn, out, e)
+	})
+	if err != nil {
+		return nil, err
+	}
+	entries := []Entry{}
+	if err := json.Unmarshal(b, &entries); err != nil {
+		return nil, &Error{Code: CodeInternal, Message: "list: " + err.Error()}
+	}
+	return entries, nil
+}
+
+// StatInfo is what Sandbox.Stat answers.
+type StatInfo struct {
+	Kind string // file, dir, symlink or other
+	Mode uint32 // permission bits
+	Size uint64
+}
+
+var kindNames = map[C.sg_kind]string{
+	C.SG_KIND_FILE: "file", C.SG_KIND_DIR: "dir", C.SG_KIND_SYMLINK: "symlink", C.SG_KIND_OTHER: "other",
+}
+
+// Stat describes path (following a final symlink beneath the root).
+func (s *Sandbox) Stat(path string) (StatInfo, error) {
+	var st C.sg_stat
+	err := s.with(func(p *C.sg_sandbox, e **C.sg_error) C.sg_status {
+		ps, pn := cstr(path)
+		return C.sg_sandbox_stat(p, ps, pn, &st, e)
+	})
+	if err != nil {
+		return StatInfo{}, err
+	}
+	return StatInfo{Kind: kindNames[st.kind], Mode: uint32(st.mode), Size: uint64(st.size)}, nil
+}
+
+// Mkdir creates a directory and any missing parents beneath the write root.
+func (s *Sandbox) Mkdir(path string) error {
+	return s.with(func(p *C.sg_sandbox, e **C.sg_error) C.sg_status {
+		ps, pn := cstr(path)
+		return C.sg_sandbox_mkdir(p, ps, pn, e)
+	})
+}
+
+// Delete deletes a file, a symlink (not its target) or an empty directory.
+func (s *Sandbox) Delete(path string) error {
+	return s.with(func(p *C.sg_sandbox, e **C.sg_error) C.sg_status {
+		ps, pn := cstr(path)
+		return C.sg_sandbox_delete(p, ps, pn, e)
+	})
+}
+
+// Rename moves from to to beneath the write root; to must not exist.
+func (s *Sandbox) Rename(from, to string) error {
+	return s.with(func(p *C.sg_sandbox, e **C.sg_error) C.sg_status {
+		fs, fn := cstr(from)
+		ts, tn := cstr(to)
+		return C.sg_sandbox_rename(p, fs, fn, ts, tn, e)
+	})
+}
+
+// Glob answers the root-relative names matching pattern below path ("" for
+// the root itself) in every read root. Symlinks are never followed.
+func (s *Sandbox) Glob(pattern, path string) ([]string, error) {
+	b, err := s.bytesOp(func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status {
+		ps, pn := cstr(pattern)
+		var dir *C.char
+		var dn C.size_t
+		if path != "" {
+			dir, dn = cstr(path)
+		}
+		return C.sg_sandbox_glob(p, ps, pn, dir, dn, out, e)
+	})
+	if err != nil {
+		return nil, err
+	}
+	paths := []string{}
+	if err := json.Unmarshal(b, &paths); err != nil {
+		return nil, &Error{Code: CodeInternal, Message: "glob: " + err.Error()}
+	}
+	return paths, nil
+}
+
+// Match is one line Grep found.
+type Match struct {
+	Path string `json:"path"`
+	Line uint64 `json:"line"`
+	Text string `json:"text"`
+}
+
+// GrepOption refines Grep.
+type GrepOption func(*grepConfig)
+
+type grepConfig struct {
+	path string
+	max  int
+	set  bool
+}
+
+// GrepIn searches below path instead of the whole root.
+func GrepIn(path string) GrepOption { return func(g *grepConfig) { g.path = path } }
+
+// GrepMaxResults caps the matches (default DefaultMaxResults); n must be
+// at least 1 (E_REQUEST otherwise).
+func GrepMaxResults(n int) GrepOption { return func(g *grepConfig) { g.max, g.set = n, true } }
+
+// Grep answers the lines matching the regular expression pattern.
+func (s *Sandbox) Grep(pattern string, opts ...GrepOption) ([]Match, error) {
+	var g grepConfig
+	for _, o := range opts {
+		o(&g)
+	}
+	if g.set && g.max < 1 {
+		return nil, requestError("max_results must be at least 1")
+	}
+	if g.max > 1<<32-1 {
+		g.max = 1<<32 - 1
+	}
+	b, err := s.bytesOp(func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status {
+		ps, pn := cstr(pattern)
+		var dir *C.char
+		var dn C.size_t
+		if g.path != "" {
+			dir, dn = cstr(g.path)
+		}
+		return C.sg_sandbox_grep(p, ps, pn, dir, dn, C.uint32_t(g.max), out, e)
+	})
+	if err != nil {
+		return nil, err
+	}
+	matches := []Match{}
+	if err := json.Unmarshal(b, &matches); err != nil {
+		return nil, &Error{Code: CodeInternal, Message: "grep: " + err.Error()}
+	}
+	return matches, nil
+}
