@@ -120,7 +120,10 @@ pub fn median(v: &mut [f64]) -> f64 {
 }
 
 /// Prints, per interleaved variant, the medians over criterion's calls of
-/// the variant's and the reference's time per iteration and of their ratio.
+/// the variant's and the reference's time per iteration and of their ratio:
+/// a table for people, then the same figures as one tab-separated line per
+/// variant for `cargo xtask bench`:
+/// `RATIO <package> <group/variant> <variant ns> <reference ns> <ratio> <reference>`.
 pub fn report() {
     let pairs = PAIRS.lock().unwrap();
     let mut labels: Vec<(&str, &str)> = Vec::new();
@@ -137,6 +140,7 @@ pub fn report() {
         "{:<46} {:>12} {:>12} {:>8}  reference",
         "variant", "variant", "reference", "ratio"
     );
+    let mut machine = Vec::new();
     for (label, reference) in labels {
         // Warm-up calls (few iterations) are left out when there is enough else.
         let mine: Vec<&Pair> = pairs.iter().filter(|p| p.label == label).collect();
@@ -149,13 +153,15 @@ pub fn report() {
             .iter()
             .map(|p| p.own.as_secs_f64() / p.refd.as_secs_f64())
             .collect();
-        println!(
-            "{:<46} {:>9.0} ns {:>9.0} ns {:>8.3}  {}",
-            label,
-            median(&mut own),
-            median(&mut refd),
-            median(&mut ratio),
-            reference
-        );
+        let (own, refd, ratio) = (median(&mut own), median(&mut refd), median(&mut ratio));
+        println!("{label:<46} {own:>9.0} ns {refd:>9.0} ns {ratio:>8.3}  {reference}");
+        machine.push(format!(
+            "RATIO\t{}\t{label}\t{own:.1}\t{refd:.1}\t{ratio:.4}\t{reference}",
+            env!("CARGO_PKG_NAME")
+        ));
+    }
+    println!();
+    for line in machine {
+        println!("{line}");
     }
 }

@@ -122,7 +122,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
 }
 
 /// The target directory cargo builds into.
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     match env::var_os("CARGO_TARGET_DIR") {
         Some(d) => crate::workspace_root().join(d),
         None => crate::workspace_root().join("target"),
@@ -299,7 +299,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// `12345678.9` as `12,345,679`.
-fn thousands(x: f64) -> String {
+pub(crate) fn thousands(x: f64) -> String {
     let digits = format!("{:.0}", x.max(0.0));
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -325,8 +325,27 @@ fn describe(run: &Run, n: u64) -> String {
     s
 }
 
+/// The medians of one `bench-tool` run, for `cargo xtask bench`.
+pub struct Summary {
+    /// Requests per run.
+    pub requests: u64,
+    /// Timed runs.
+    pub runs: u32,
+    /// Median requests per second of wall time.
+    pub wall_rps: f64,
+    /// Median requests per CPU-second, when GNU time measured it.
+    pub cpu_rps: Option<f64>,
+    /// Whether the server was pinned to one core.
+    pub pinned: bool,
+}
+
 /// Runs the task (see the module documentation).
 pub fn run(args: &[String]) -> Result<(), String> {
+    run_summary(args).map(drop)
+}
+
+/// Runs the task and returns its medians.
+pub fn run_summary(args: &[String]) -> Result<Summary, String> {
     let o = parse(args)?;
     crate::step(
         "build",
@@ -359,7 +378,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     result
 }
 
-fn measure(o: &Options, bin: &Path, dir: &Path) -> Result<(), String> {
+fn measure(o: &Options, bin: &Path, dir: &Path) -> Result<Summary, String> {
     let (reads, stats, lists) = generate(dir, o.requests)?;
     let empty = dir.join("empty.jsonl");
     fs::write(&empty, "").map_err(|e| format!("{}: {e}", empty.display()))?;
@@ -452,7 +471,8 @@ fn measure(o: &Options, bin: &Path, dir: &Path) -> Result<(), String> {
         }
     }
     let verdict = |x: f64| if x >= TARGET_RPS { "met" } else { "MISSED" };
-    let med = median(rps);
+    let wall_rps = median(rps);
+    let med = wall_rps;
     println!(
         "median over {} runs: {} req/s wall ({}); target {} req/s on one core",
         o.runs,
@@ -460,6 +480,7 @@ fn measure(o: &Options, bin: &Path, dir: &Path) -> Result<(), String> {
         verdict(med),
         thousands(TARGET_RPS)
     );
+    let mut cpu = None;
     if !cpu_rps.is_empty() {
         let runs = cpu_rps.len();
         let med = median(cpu_rps);
@@ -468,6 +489,13 @@ fn measure(o: &Options, bin: &Path, dir: &Path) -> Result<(), String> {
             thousands(med),
             verdict(med)
         );
+        cpu = Some(med);
     }
-    Ok(())
+    Ok(Summary {
+        requests: o.requests,
+        runs: o.runs,
+        wall_rps,
+        cpu_rps: cpu,
+        pinned,
+    })
 }

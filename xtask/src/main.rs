@@ -5,7 +5,8 @@
 //! - `ci`: formatting check, header check, clippy with warnings denied,
 //!   every test (Rust, then C and the bindings).
 //! - `test`: every test (what `ci` runs after the checks).
-//! - `bench`: every criterion benchmark of the workspace.
+//! - `bench [--quick]`: every benchmark of the project, one table of ratios
+//!   against the in-run baselines (see [`bench`]).
 //! - `codegen [--check]`: generates include/sandgate.h (see [`codegen`]).
 //! - `bindings [--release]`: builds libsandgate into target/lib (see
 //!   [`bindings`]).
@@ -14,10 +15,12 @@
 //!   `sandgate tool` on a generated session of N small requests (see
 //!   [`bench_tool`]).
 
+mod bench;
 mod bench_tool;
 mod bindings;
 mod c_test;
 mod codegen;
+mod fuzz;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -30,13 +33,14 @@ fn main() -> ExitCode {
     let result = match task {
         "ci" => ci(),
         "test" => test(),
-        "bench" => bench(&args[1..]),
+        "bench" => bench::run(&args[1..]),
         "bench-tool" => bench_tool::run(&args[1..]),
         "codegen" => codegen::run(&args[1..]),
         "bindings" => bindings::run(&args[1..]),
         "c-test" => c_test::run(&args[1..]),
+        "fuzz" => fuzz::run(&args[1..]),
         "help" | "--help" | "-h" => {
-            println!("usage: cargo xtask <ci|test|bench|bench-tool [N]>");
+            println!("usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]>");
             Ok(())
         }
         other => Err(format!(
@@ -109,14 +113,4 @@ fn test() -> Result<(), String> {
     // The C ABI and the bindings, against the library built once here.
     c_test::run(&[])?;
     bindings::test()
-}
-
-fn bench(extra: &[String]) -> Result<(), String> {
-    let cargo = cargo();
-    let mut args = vec!["bench", "--workspace"];
-    if !extra.is_empty() {
-        args.push("--");
-        args.extend(extra.iter().map(String::as_str));
-    }
-    step("bench", &cargo, &args)
 }

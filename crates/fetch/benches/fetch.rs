@@ -211,6 +211,13 @@ fn ratio_table() {
             at(&checked, q) / at(&base, q)
         );
     }
+    // The median line again, tab-separated, for `cargo xtask bench`.
+    println!(
+        "RATIO\tsandgate-fetch\tfetch_1000_local/checked\t{:.1}\t{:.1}\t{:.4}\tunchecked",
+        us(at(&checked, 0.5)) * 1e3,
+        us(at(&base, 0.5)) * 1e3,
+        at(&checked, 0.5) / at(&base, 0.5)
+    );
     println!(
         "  connections opened: {} for {} requests",
         CONNECTIONS.load(std::sync::atomic::Ordering::Relaxed),

@@ -1,0 +1,9 @@
+//! cargo-fuzz target `tool_request`: the checks live in `src/tool_request.rs`, shared with
+//! the proptest twin that runs in `cargo test` (see README.md).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    sandgate_fuzz::tool_request::check(data);
+});
