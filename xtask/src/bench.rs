@@ -45,8 +45,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Instant, SystemTime};
 
-use crate::bench_tool::{self, target_dir, thousands};
-use crate::{bindings, cargo, step, workspace_root};
+use crate::bench_tool::{self, thousands};
+use crate::{bindings, cargo, step, target_dir, workspace_root};
 
 const USAGE: &str = "usage: cargo xtask bench [--quick]";
 

@@ -52,6 +52,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::target_dir;
+
 /// Requests per second the issue asks for.
 const TARGET_RPS: f64 = 50_000.0;
 /// Default number of requests in the session.
@@ -119,14 +121,6 @@ fn parse(args: &[String]) -> Result<Options, String> {
         }
     }
     Ok(o)
-}
-
-/// The target directory cargo builds into.
-pub(crate) fn target_dir() -> PathBuf {
-    match env::var_os("CARGO_TARGET_DIR") {
-        Some(d) => crate::workspace_root().join(d),
-        None => crate::workspace_root().join("target"),
-    }
 }
 
 /// Whether `program args…` runs and exits successfully.

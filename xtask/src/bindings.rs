@@ -7,7 +7,7 @@ use std::env;
 use std::fs;
 use std::path::PathBuf;
 
-use crate::{cargo, step, workspace_root};
+use crate::{cargo, step, target_dir, workspace_root};
 
 /// Runs every binding's tests against the installed library: Python
 /// (pytest), Node (napi build + `node --test`), Go (`go vet`, `go test
@@ -42,19 +42,6 @@ pub fn test() -> Result<(), String> {
     )
 }
 
-/// Where `cargo build` puts the library for `profile`.
-fn build_dir(profile: &str) -> PathBuf {
-    let target = env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"));
-    let target = if target.is_absolute() {
-        target
-    } else {
-        workspace_root().join(target)
-    };
-    target.join(profile)
-}
-
 /// The directory the bindings load the library from.
 pub fn lib_dir() -> PathBuf {
     env::var_os("SANDGATE_LIB_DIR")
@@ -73,7 +60,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         build.push("--release");
     }
     step("build libsandgate", &cargo(), &build)?;
-    let from = build_dir(if release { "release" } else { "debug" });
+    let from = target_dir().join(if release { "release" } else { "debug" });
     let to = lib_dir();
     fs::create_dir_all(&to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
     for name in ["libsandgate.a", "libsandgate.so"] {

@@ -7,7 +7,7 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::process::Command;
 
-use crate::{bindings, step, workspace_root};
+use crate::{bindings, codegen, step, workspace_root};
 
 pub fn run(args: &[String]) -> Result<(), String> {
     if !args.is_empty() {
@@ -20,12 +20,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     // for that name.
     let header = fs::read_to_string(root.join("include/sandgate.h"))
         .map_err(|e| format!("cannot read include/sandgate.h: {e}"))?;
-    let major = header
-        .lines()
-        .find_map(|l| l.strip_prefix("#define SANDGATE_ABI_MAJOR "))
-        .ok_or("include/sandgate.h has no SANDGATE_ABI_MAJOR")?
-        .trim()
-        .to_owned();
+    let major = codegen::define(&header, "SANDGATE_ABI_MAJOR")
+        .ok_or("include/sandgate.h has no SANDGATE_ABI_MAJOR")?;
     let soname = lib.join(format!("libsandgate.so.{major}"));
     let _ = fs::remove_file(&soname);
     symlink("libsandgate.so", &soname)

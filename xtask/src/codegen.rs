@@ -56,7 +56,7 @@ fn generate(root: &Path, version: &str) -> Result<String, String> {
 }
 
 /// Reads `#define NAME value` from header text.
-fn define<'a>(header: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn define<'a>(header: &'a str, name: &str) -> Option<&'a str> {
     header.lines().find_map(|l| {
         let rest = l.trim().strip_prefix("#define ")?;
         let (n, v) = rest.split_once(char::is_whitespace)?;

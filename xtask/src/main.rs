@@ -83,6 +83,15 @@ fn step(name: &str, program: &str, args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// The target directory cargo builds into: `$CARGO_TARGET_DIR` (relative
+/// to the workspace when relative), else the workspace's `target/`.
+fn target_dir() -> PathBuf {
+    match env::var_os("CARGO_TARGET_DIR") {
+        Some(d) => workspace_root().join(d),
+        None => workspace_root().join("target"),
+    }
+}
+
 fn cargo() -> String {
     env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
 }
