@@ -5,7 +5,6 @@
 use std::ffi::c_char;
 
 use facade::fetch::Fetcher;
-use facade::{Error, ErrorCode};
 
 use crate::error::*;
 use crate::policy::sg_policy;
@@ -81,31 +80,8 @@ pub unsafe extern "C" fn sg_fetcher_fetch(
                 out_ptr(answer, "answer")?,
             )
         };
-        let value = facade::tool::fetch_json(&f.fetcher, request);
-        let refusal = refusal_of(&value);
+        let (value, refusal) = facade::tool::fetch_json(&f.fetcher, request);
         put(answer, sg_bytes::from_vec(value.to_string().into_bytes()));
-        match refusal {
-            None => Ok(()),
-            Some(e) => Err(e),
-        }
+        refusal.map_or(Ok(()), Err)
     })
-}
-
-/// The error an answer of the fetch op carries, if it is a refusal.
-fn refusal_of(answer: &serde_json::Value) -> Option<Error> {
-    if answer.get("ok").and_then(serde_json::Value::as_bool) == Some(true) {
-        return None;
-    }
-    let err = answer.get("error");
-    let field = |k: &str| {
-        err.and_then(|e| e.get(k))
-            .and_then(serde_json::Value::as_str)
-    };
-    let code = field("code")
-        .and_then(|c| c.parse::<ErrorCode>().ok())
-        .unwrap_or(ErrorCode::Internal);
-    Some(Error::new(
-        code,
-        field("message").unwrap_or("fetch refused"),
-    ))
 }

@@ -354,7 +354,7 @@ impl ToolSession {
                 "this session has no fetcher",
             ));
         };
-        fetch_answer(fetcher, &url, &opts)
+        fetch_answer(fetcher, &url, &opts).0
     }
 }
 
@@ -363,27 +363,29 @@ impl ToolSession {
 /// `body_base64?`, `timeout_ms?`, `max_bytes?`; duplicate or unknown keys
 /// are `E_REQUEST`), answered in the op's shape (`ok`, and `status`,
 /// `headers`, `body` or `body_base64`, `truncated`, `hops`; or `error` with
-/// `rule` and `hops`). For hosts that speak JSON, such as the C ABI.
-pub fn fetch_json(fetcher: &crate::fetch::Fetcher, request: &str) -> Value {
-    let map = match serde_json::from_str::<StrictObject>(request) {
-        Ok(obj) => obj.0,
-        Err(e) => return error_answer(&bad(format!("not a valid fetch request: {e}"))),
-    };
-    let fields = Fields {
-        op: "fetch".to_owned(),
-        map,
-    };
-    match fetch_request(fields) {
+/// `rule` and `hops`), with the refusal's error when it is one. For hosts
+/// that speak JSON, such as the C ABI.
+pub fn fetch_json(fetcher: &crate::fetch::Fetcher, request: &str) -> (Value, Option<Error>) {
+    let request = serde_json::from_str::<StrictObject>(request)
+        .map_err(|e| bad(format!("not a valid fetch request: {e}")))
+        .and_then(|obj| {
+            fetch_request(Fields {
+                op: "fetch".to_owned(),
+                map: obj.0,
+            })
+        });
+    match request {
         Ok((url, opts)) => fetch_answer(fetcher, &url, &opts),
-        Err(e) => error_answer(&e),
+        Err(e) => (error_answer(&e), Some(e)),
     }
 }
 
+/// The fetch op's answer, and the refusal's error when it is one.
 fn fetch_answer(
     fetcher: &crate::fetch::Fetcher,
     url: &str,
     opts: &crate::fetch::FetchOptions,
-) -> Value {
+) -> (Value, Option<Error>) {
     match fetcher.fetch(url, opts) {
         Ok(r) => {
             let mut out = Map::new();
@@ -405,17 +407,18 @@ fn fetch_answer(
             put_stream(&mut out, "body", r.body);
             out.insert("truncated".into(), json!(r.truncated));
             out.insert("hops".into(), hops_json(&r.hops));
-            Value::Object(out)
+            (Value::Object(out), None)
         }
         Err(e) => {
-            let mut answer = error_answer(&Error::from(e.clone()));
+            let error = Error::from(e.clone());
+            let mut answer = error_answer(&error);
             if let Some(err) = answer.get_mut("error").and_then(Value::as_object_mut) {
                 if let Some(rule) = e.rule() {
                     err.insert("rule".into(), json!(rule));
                 }
                 err.insert("hops".into(), hops_json(e.hops()));
             }
-            answer
+            (answer, Some(error))
         }
     }
 }
