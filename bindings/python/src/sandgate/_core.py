@@ -308,6 +308,37 @@ def _open_flags(mode: str) -> tuple[int, str]:
     return flags, mode
 
 
+def _stat_method(cfn, doc):
+    """Root.stat and Root.lstat, the hot path: the C function is bound in
+    the closure, the handle bookkeeping is inlined, and no error object is
+    asked for (NULL); a failure is asked again with one to build the
+    exception."""
+
+    def method(self, path) -> "StatResult":
+        p = path.encode("utf-8", "surrogateescape") if type(path) is str else os.fsencode(path)
+        out = StatResult()
+        inflight = self._inflight
+        inflight.append(None)
+        try:
+            h = self._h
+            if h is None or self._closing:
+                raise _closed(self._what)
+            st = cfn(h, p, len(p), out, None)
+            if st:
+                err = c_void_p()
+                st = cfn(h, p, len(p), out, byref(err))
+        finally:
+            inflight.pop()
+            if self._closing and not inflight:
+                self._reap()
+        if st:
+            _raise(st, err)
+        return out
+
+    method.__doc__ = doc
+    return method
+
+
 class Root(_Handle):
     """An opened directory that paths resolve beneath (SPEC §3): like Go's
     ``os.Root``: relative paths, ``..`` allowed while it stays inside, a
@@ -430,53 +461,9 @@ class Root(_Handle):
         if st:
             _raise(st, err)
 
-    # stat and lstat are the hot path: inlined, and no error object is
-    # asked for (NULL); a failure is asked again with one to build the
-    # exception.
-
-    def stat(self, path) -> StatResult:
-        """Describes ``path``, following a final symlink beneath the root."""
-        p = path.encode("utf-8", "surrogateescape") if type(path) is str else os.fsencode(path)
-        out = StatResult()
-        inflight = self._inflight
-        inflight.append(None)
-        try:
-            h = self._h
-            if h is None or self._closing:
-                raise _closed(self._what)
-            st = _root_stat(h, p, len(p), out, None)
-            if st:
-                err = c_void_p()
-                st = _root_stat(h, p, len(p), out, byref(err))
-        finally:
-            inflight.pop()
-            if self._closing and not inflight:
-                self._reap()
-        if st:
-            _raise(st, err)
-        return out
-
-    def lstat(self, path) -> StatResult:
-        """Describes ``path`` without following a final symlink."""
-        p = path.encode("utf-8", "surrogateescape") if type(path) is str else os.fsencode(path)
-        out = StatResult()
-        inflight = self._inflight
-        inflight.append(None)
-        try:
-            h = self._h
-            if h is None or self._closing:
-                raise _closed(self._what)
-            st = _root_lstat(h, p, len(p), out, None)
-            if st:
-                err = c_void_p()
-                st = _root_lstat(h, p, len(p), out, byref(err))
-        finally:
-            inflight.pop()
-            if self._closing and not inflight:
-                self._reap()
-        if st:
-            _raise(st, err)
-        return out
+    # stat and lstat are the hot path (see _stat_method).
+    stat = _stat_method(lib.sg_root_stat, "Describes ``path``, following a final symlink beneath the root.")
+    lstat = _stat_method(lib.sg_root_lstat, "Describes ``path`` without following a final symlink.")
 
     def readlink(self, path) -> str:
         """The stored target of the symlink ``path`` (never resolved)."""
@@ -516,8 +503,6 @@ class Root(_Handle):
         return f"<sandgate.Root {self.name!r}>"
 
 
-_root_stat = lib.sg_root_stat
-_root_lstat = lib.sg_root_lstat
 
 
 # ---------------------------------------------------------------------------
