@@ -55,6 +55,7 @@ use std::ffi::{CString, OsString};
 use std::fmt;
 use std::fs;
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
@@ -914,7 +915,7 @@ fn run(
                     if let Some(fd) = &status_fd {
                         let mut word = [0u8; 4];
                         let want = 4 - status_buf.len().min(4);
-                        match read_some(fd.as_raw_fd(), &mut word[..want]) {
+                        match read_some(fd.as_raw_fd(), as_uninit(&mut word[..want])) {
                             ReadOutcome::Data(n) => {
                                 status_buf.extend_from_slice(&word[..n]);
                                 if status_buf.len() >= 4 {
@@ -1006,32 +1007,54 @@ impl Stream {
 
     /// Reads what is there (a bounded number of chunks, to stay fair to
     /// the other stream), keeping bytes up to the shared cap.
+    ///
+    /// Below the cap the read lands straight in `out`, and the bytes that
+    /// start no secret stay there (the common case: one copy, by the
+    /// kernel); anything else goes back through the redactor via `buf`.
+    /// Past the cap, reads land in `buf` and are dropped.
     fn drain(&mut self, buf: &mut [u8], captured: &mut usize, cap: usize, truncated: &mut bool) {
         for _ in 0..16 {
             let Some(fd) = &self.fd else { return };
-            match read_some(fd.as_raw_fd(), buf) {
-                ReadOutcome::Data(n) => {
-                    let keep = n.min(cap.saturating_sub(*captured));
-                    if keep < n {
-                        *truncated = true;
+            let fd = fd.as_raw_fd();
+            let room = cap.saturating_sub(*captured);
+            let outcome = match &mut self.redactor {
+                Some(r) if room > 0 => {
+                    let want = room.min(buf.len());
+                    if self.out.capacity() - self.out.len() < want {
+                        // Grow geometrically (double what is there, at
+                        // least this read), never past the cap: the
+                        // redactor emits at most what it is fed plus
+                        // markers, so appends rarely reallocate.
+                        let len = self.out.len();
+                        self.out
+                            .reserve_exact(len.min(cap.saturating_sub(len)).max(want));
                     }
-                    if keep > 0 {
-                        *captured += keep;
-                        if let Some(r) = &mut self.redactor {
-                            // Grow geometrically (double what is there, at
-                            // least this read), never past the cap: the
-                            // redactor emits at most `keep` bytes plus
-                            // markers, so appends rarely reallocate.
-                            let room = self.out.capacity() - self.out.len();
-                            if room < keep {
-                                let len = self.out.len();
-                                let want = len.min(cap.saturating_sub(len)).max(keep);
-                                self.out.reserve_exact(want);
-                            }
-                            r.push_into(&buf[..keep], &mut self.out);
+                    let start = self.out.len();
+                    let outcome = read_some(fd, &mut self.out.spare_capacity_mut()[..want]);
+                    if let ReadOutcome::Data(n) = outcome {
+                        // SAFETY: read(2) initialised these `n` bytes.
+                        unsafe { self.out.set_len(start + n) };
+                        *captured += n;
+                        let quiet = r.pass_quiet(&self.out[start..]);
+                        if quiet < n {
+                            let rest = n - quiet;
+                            buf[..rest].copy_from_slice(&self.out[start + quiet..]);
+                            self.out.truncate(start + quiet);
+                            r.push_into(&buf[..rest], &mut self.out);
                         }
                     }
+                    outcome
                 }
+                _ => {
+                    let outcome = read_some(fd, as_uninit(buf));
+                    if matches!(outcome, ReadOutcome::Data(_)) && room == 0 {
+                        *truncated = true;
+                    }
+                    outcome
+                }
+            };
+            match outcome {
+                ReadOutcome::Data(_) => {}
                 ReadOutcome::Eof => {
                     self.fd = None;
                     return;
@@ -1042,13 +1065,20 @@ impl Stream {
     }
 }
 
+/// A byte buffer as the uninitialised memory `read_some` fills.
+fn as_uninit(buf: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: `u8` and `MaybeUninit<u8>` have the same layout, and
+    // `read_some` only writes bytes (never de-initialises any).
+    unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) }
+}
+
 enum ReadOutcome {
     Data(usize),
     Eof,
     Again,
 }
 
-fn read_some(fd: RawFd, buf: &mut [u8]) -> ReadOutcome {
+fn read_some(fd: RawFd, buf: &mut [MaybeUninit<u8>]) -> ReadOutcome {
     loop {
         // SAFETY: reads at most `buf.len()` bytes into a live buffer.
         let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };

@@ -61,6 +61,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use aho_corasick::packed::{self, Searcher};
+
 /// Withheld values shorter than this are not redacted (they would match
 /// ordinary output).
 pub const MIN_VALUE_LEN: usize = 8;
@@ -71,6 +73,10 @@ pub const PEM_BLOCK_MAX: u64 = 16 * 1024;
 
 /// Above this capacity, the hold-back buffer is shrunk after each chunk.
 const HOLD_CAPACITY: usize = 64 * 1024;
+
+/// Bytes of a quiet run checked one by one before the vectorised search
+/// takes over (see `Rules::next_wake`).
+const SKIP_AFTER: usize = 32;
 
 /// The marker for a token shape.
 const MARKER: &[u8] = b"[REDACTED]";
@@ -149,6 +155,26 @@ impl Redactor {
     /// Like [`Redactor::push`], appending to `out` instead of allocating.
     pub fn push_into(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         self.push_with(chunk, out, true);
+    }
+
+    /// The in-place form of the fast path: `bytes` were appended to the
+    /// output unread; returns how many of their leading bytes [`push_into`]
+    /// would have copied straight through (they start nothing), and takes
+    /// them as emitted. The caller feeds the rest, if any, to `push_into`.
+    /// Nothing is taken while anything is held back or in progress.
+    ///
+    /// [`push_into`]: Redactor::push_into
+    pub fn pass_quiet(&mut self, bytes: &[u8]) -> usize {
+        if !self.idle() || !self.pending.is_empty() || !self.regions.is_empty() {
+            return 0;
+        }
+        let quiet = self.rules.quiet_run(bytes, false);
+        if quiet > 0 {
+            self.pos += quiet as u64;
+            self.done += quiet as u64;
+            self.prev = Some(bytes[quiet - 1]);
+        }
+        quiet
     }
 
     /// The body of [`Redactor::push_into`]; `fast` off forces every byte
@@ -514,6 +540,10 @@ struct Rules {
     starts: [u16; 256],
     /// For each byte, 1 if it starts a shape or a value, else 0.
     wakes: [u8; 256],
+    /// A vectorised search for the same bytes (each a one-byte pattern),
+    /// for long runs where none occurs; `None` where the CPU lacks the
+    /// instructions or the set is too large for it.
+    skip: Option<Searcher>,
     /// For each byte that starts something, the bytes (bit set) that can
     /// come next in it: the shapes' second prefix bytes and the values'
     /// second bytes.
@@ -585,11 +615,21 @@ impl Rules {
             }
             *wake = u8::from(starts[b] != 0 || value.is_some());
         }
+        let skip = {
+            let mut config = packed::Config::new();
+            config.only_teddy(true).heuristic_pattern_limits(false);
+            let mut builder = config.builder();
+            for b in (0..=255u8).filter(|&b| wakes[usize::from(b)] != 0) {
+                builder.add([b]);
+            }
+            builder.build()
+        };
         Rules {
             ac,
             markers,
             starts,
             wakes,
+            skip,
             seconds,
         }
     }
@@ -602,26 +642,9 @@ impl Rules {
     /// whose next byte has no edge falls back to the root, where it would
     /// have been without that byte; so skipping it changes nothing.
     fn quiet_run(&self, s: &[u8], plain: bool) -> usize {
-        let wakes = &self.wakes;
         let mut i = 0;
         loop {
-            while let Some(w) = s.get(i..i + 8) {
-                let any = wakes[usize::from(w[0])]
-                    | wakes[usize::from(w[1])]
-                    | wakes[usize::from(w[2])]
-                    | wakes[usize::from(w[3])]
-                    | wakes[usize::from(w[4])]
-                    | wakes[usize::from(w[5])]
-                    | wakes[usize::from(w[6])]
-                    | wakes[usize::from(w[7])];
-                if any != 0 {
-                    break;
-                }
-                i += 8;
-            }
-            while i < s.len() && wakes[usize::from(s[i])] == 0 {
-                i += 1;
-            }
+            i = self.next_wake(s, i);
             let Some(&b) = s.get(i) else {
                 return s.len();
             };
@@ -637,6 +660,48 @@ impl Rules {
                 _ => return i,
             }
         }
+    }
+
+    /// The first index at or after `i` whose byte wakes something
+    /// (`s.len()` if none). The table answers the first [`SKIP_AFTER`]
+    /// bytes, where text usually has a wake byte; past them, a quiet run
+    /// is likely long and the vectorised search takes over.
+    fn next_wake(&self, s: &[u8], mut i: usize) -> usize {
+        let wakes = &self.wakes;
+        let near = s.len().min(i.saturating_add(SKIP_AFTER));
+        while i < near {
+            if wakes[usize::from(s[i])] != 0 {
+                return i;
+            }
+            i += 1;
+        }
+        if let Some(skip) = &self.skip {
+            return skip.find(&s[i..]).map_or(s.len(), |m| i + m.start());
+        }
+        self.next_wake_table(s, i)
+    }
+
+    /// [`Rules::next_wake`] by the table alone, eight bytes a step.
+    fn next_wake_table(&self, s: &[u8], mut i: usize) -> usize {
+        let wakes = &self.wakes;
+        while let Some(w) = s.get(i..i + 8) {
+            let any = wakes[usize::from(w[0])]
+                | wakes[usize::from(w[1])]
+                | wakes[usize::from(w[2])]
+                | wakes[usize::from(w[3])]
+                | wakes[usize::from(w[4])]
+                | wakes[usize::from(w[5])]
+                | wakes[usize::from(w[6])]
+                | wakes[usize::from(w[7])];
+            if any != 0 {
+                break;
+            }
+            i += 8;
+        }
+        while i < s.len() && wakes[usize::from(s[i])] == 0 {
+            i += 1;
+        }
+        i
     }
 
     fn marker(&self, label: Label) -> &[u8] {
@@ -1143,6 +1208,10 @@ mod tests {
             b"topsecret",
             b"topsecretvalue",
             b"secretsec",
+            // Quiet runs longer than SKIP_AFTER, for the vectorised search.
+            &[0u8; 64],
+            b"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz",
+            b"0123456789012345678901234567890123456789 zzzz\n",
         ];
         prop::collection::vec(prop::sample::select(atoms), 0..120).prop_map(|parts| parts.concat())
     }
@@ -1162,6 +1231,26 @@ mod tests {
         for &cut in cuts.iter().chain(std::iter::once(&input.len())) {
             let cut = cut.clamp(at, input.len());
             r.push_into(&input[at..cut], &mut out);
+            at = cut;
+        }
+        out.extend(r.finish());
+        out
+    }
+
+    /// What the executor's drain does: each chunk lands in `out` first;
+    /// the redactor takes its quiet prefix in place and the rest is fed
+    /// through `push_into`.
+    fn in_place(input: &[u8], cuts: &[usize]) -> Vec<u8> {
+        let mut r = redactor();
+        let mut out = Vec::new();
+        let mut at = 0;
+        for &cut in cuts.iter().chain(std::iter::once(&input.len())) {
+            let cut = cut.clamp(at, input.len());
+            let start = out.len();
+            out.extend_from_slice(&input[at..cut]);
+            let quiet = r.pass_quiet(&out[start..]);
+            let rest = out.split_off(start + quiet);
+            r.push_into(&rest, &mut out);
             at = cut;
         }
         out.extend(r.finish());
@@ -1188,10 +1277,58 @@ mod tests {
             let reference = slow(&input);
             prop_assert_eq!(fast(&input, &[]), reference.clone());
             prop_assert_eq!(fast(&input, &cuts), reference.clone());
+            prop_assert_eq!(in_place(&input, &[]), reference.clone());
+            prop_assert_eq!(in_place(&input, &cuts), reference.clone());
             let mut r = redactor();
             let mut out = r.push_slow(&input);
             out.extend(r.finish());
             prop_assert_eq!(out, reference);
+        }
+    }
+
+    /// Haystacks over a few bytes, some of them wake bytes, with long runs.
+    fn sparse_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let run = (
+            prop::sample::select(vec![0u8, b'z', b' ', b's', b'a', b'-', 0xff, b'Q']),
+            0usize..90,
+        );
+        prop::collection::vec(run, 0..12).prop_map(|runs| {
+            runs.into_iter()
+                .flat_map(|(b, n)| std::iter::repeat_n(b, n))
+                .collect()
+        })
+    }
+
+    #[test]
+    fn the_vectorised_search_is_there_where_the_cpu_has_it() {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("ssse3") {
+            assert!(Redactor::shapes_only().rules.skip.is_some());
+        }
+        // More distinct wake bytes than it takes: the table alone.
+        let many: Vec<(String, Vec<u8>)> = (0..=255u8)
+            .map(|b| {
+                (
+                    format!("V{b}"),
+                    vec![b, b'#', b'#', b'#', b'#', b'#', b'#', b'#'],
+                )
+            })
+            .collect();
+        let r = Redactor::new(many);
+        assert!(r.rules.skip.is_none());
+        assert_eq!(r.rules.quiet_run(&[7u8; 100], false), 99);
+    }
+
+    proptest! {
+        #[test]
+        fn next_wake_agrees_with_the_table(
+            hay in sparse_bytes(),
+            values in prop::collection::vec(prop::collection::vec(any::<u8>(), 8..12), 0..20),
+            from in 0usize..200,
+        ) {
+            let r = Redactor::new(values.iter().enumerate().map(|(i, v)| (format!("V{i}"), v.clone())));
+            let from = from.min(hay.len());
+            prop_assert_eq!(r.rules.next_wake(&hay, from), r.rules.next_wake_table(&hay, from));
         }
     }
 
