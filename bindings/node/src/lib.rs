@@ -36,6 +36,13 @@ pub use policy::Policy;
 pub use root::Root;
 pub use sandbox::Sandbox;
 
+/// Module init, after the classes are registered on `exports`: installs
+/// the fast `Root#stat` / `Root#lstat` (see `root.rs`).
+#[napi_derive::napi(module_exports)]
+pub fn init(exports: Object, env: Env) -> napi::Result<()> {
+    root::install_fast_stat(&env, &exports)
+}
+
 /// Builds the JavaScript `Error` for a sandgate error: `message` is
 /// `"<code>: <message>"`, and `code`, `path`, `pattern`, `key`, `errno`
 /// are own properties.

@@ -143,6 +143,82 @@ describe('Root', () => {
   test('opening a missing directory fails with its code', () => {
     throwsCode(() => Root.open(path.join(dir, 'missing')), 'E_NOT_FOUND')
   })
+
+  // stat/lstat take a fast path (a Float64Array filled natively, the object
+  // built in JavaScript): the object must be what fs reports, with the
+  // RootStat properties in order, for every kind and path shape.
+  test('stat and lstat objects match fs, property for property', () => {
+    const keys = ['kind', 'size', 'mode', 'nlink', 'dev', 'ino', 'uid', 'gid', 'mtimeMs']
+    const ws = path.join(dir, 'ws')
+    fs.mkdirSync(path.join(ws, 'é ü'), { recursive: true })
+    fs.writeFileSync(path.join(ws, 'é ü/ñ.txt'), 'unicode\n')
+    const long = `${'l'.repeat(200)}/`.repeat(6) // > 1 KiB: the long-path branch
+    fs.mkdirSync(path.join(ws, long), { recursive: true })
+    fs.writeFileSync(path.join(ws, long, 'f.txt'), 'deep')
+    const cases = [
+      ['stat', 'a.txt', 'a.txt', 'file'],
+      ['stat', 'in', 'a.txt', 'file'],
+      ['lstat', 'in', 'in', 'symlink'],
+      ['stat', 'sub', 'sub', 'dir'],
+      ['stat', '.', '.', 'dir'],
+      ['stat', 'é ü/ñ.txt', 'é ü/ñ.txt', 'file'],
+      ['lstat', 'sub/../é ü', 'é ü', 'dir'],
+      ['stat', `${long}f.txt`, `${long}f.txt`, 'file'],
+    ]
+    for (const [op, rel, host, kind] of cases) {
+      const st = root[op](rel)
+      const ref = (op === 'stat' ? fs.statSync : fs.lstatSync)(path.join(ws, host))
+      assert.deepEqual(Object.keys(st), keys, `${op} ${rel}`)
+      assert.deepEqual(st, {
+        kind,
+        size: ref.size,
+        mode: ref.mode & 0o7777,
+        nlink: ref.nlink,
+        dev: ref.dev,
+        ino: ref.ino,
+        uid: ref.uid,
+        gid: ref.gid,
+        mtimeMs: st.mtimeMs,
+      }, `${op} ${rel}`)
+      assert.ok(Math.abs(st.mtimeMs - ref.mtimeMs) < 1, `${op} ${rel} mtimeMs`)
+    }
+    // Each call returns a fresh object (the shared buffer never leaks).
+    const a = root.stat('a.txt')
+    const b = root.stat('sub')
+    assert.notEqual(a, b)
+    assert.equal(a.kind, 'file')
+    assert.equal(a.size, 17)
+    throwsCode(() => root.lstat(`${long}missing`), 'E_NOT_FOUND')
+    throwsCode(() => root.lstat('../x'), 'E_PATH_ESCAPE')
+  })
+
+  test('stat rejects a non-string path and a foreign receiver', () => {
+    assert.throws(() => root.stat(5), /String/)
+    assert.throws(() => root.lstat(), /String/)
+    assert.throws(() => Root.prototype.stat.call({}, 'a.txt'))
+    assert.throws(() => Root.prototype.lstat.call(new Sandbox({}), 'a.txt'))
+  })
+
+  test('stat works in a worker thread (its own environment)', async () => {
+    const { Worker } = require('node:worker_threads')
+    const w = new Worker(
+      `const { parentPort, workerData } = require('node:worker_threads')
+       const { Root } = require(workerData.mod)
+       const r = Root.open(workerData.ws)
+       parentPort.postMessage([r.stat('a.txt'), r.lstat('in').kind])
+       r.close()`,
+      { eval: true, workerData: { mod: path.join(__dirname, '..'), ws: path.join(dir, 'ws') } },
+    )
+    const [st, kind] = await new Promise((resolve, reject) => {
+      w.once('message', resolve)
+      w.once('error', reject)
+    })
+    await w.terminate()
+    assert.equal(st.kind, 'file')
+    assert.equal(st.size, 17)
+    assert.equal(kind, 'symlink')
+    assert.deepEqual(root.stat('a.txt'), { ...st, mtimeMs: root.stat('a.txt').mtimeMs })
+  })
 })
 
 describe('Sandbox errors', () => {
