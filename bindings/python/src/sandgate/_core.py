@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import stat as _stat
-from ctypes import byref, c_int32, c_uint64, c_void_p
+from ctypes import byref, c_int32, c_size_t, c_uint64, c_void_p
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -79,21 +79,48 @@ def _closed(what: str) -> ClosedError:
     return ClosedError(f"the {what} is closed", code="E_CLOSED")
 
 
+class _Owner:
+    """Owns one library handle and frees it when the last reference to it
+    goes away: its wrapper's (``_Handle._owner``, dropped by ``_reap``) and
+    those of hot-path calls in flight, which hold it in a local while
+    ctypes has released the GIL, so a concurrent close cannot free the
+    handle under them. That is the in-flight bookkeeping of those calls,
+    at no per-call cost. ``arg`` is the handle converted once for an
+    argument declared ``c_void_p`` (see ``_ffi.preconverted``)."""
+
+    __slots__ = ("h", "arg", "_free_fn")
+
+    def __init__(self, h: int, free_fn: Callable[[int], None]) -> None:
+        self.h = h
+        self.arg = c_void_p.from_param(h)
+        self._free_fn = free_fn
+
+    def __del__(self) -> None:
+        try:
+            self._free_fn(self.h)
+        except Exception:  # interpreter shutdown: lib may be gone
+            pass
+
+
 class _Handle:
     """An owned library handle, freed once: by close(), __exit__, or as a
     fallback by __del__. Calls in flight on other threads keep it alive:
     close() frees at once when nothing is in flight, else the last call out
     frees it. (Lock-free: list.append/pop and dict.pop are atomic under the
-    GIL; this keeps the per-call cost low.)"""
+    GIL; this keeps the per-call cost low. The hot path (``_stat_method``)
+    skips the list: it holds the ``_Owner`` itself, see there.)"""
 
     _what = "handle"
     _free_name = ""
     _h: int | None = None  # the class default once the handle is gone
+    _ho: _Owner | None = None  # the owner while open (the hot path's view)
     _closing = False
 
     def __init__(self, h: int) -> None:
         self._inflight: list = []
         self._h = h
+        # _owner lives until _reap; _ho goes at close() already.
+        self._owner = self._ho = _Owner(h, getattr(lib, self._free_name))
 
     def _acquire(self) -> int:
         self._inflight.append(None)
@@ -110,12 +137,13 @@ class _Handle:
             self._reap()
 
     def _reap(self) -> None:
-        h = self.__dict__.pop("_h", None)  # atomic: one caller wins
+        d = self.__dict__
+        h = d.pop("_h", None)  # atomic: one caller wins
         if h is not None:
-            self._free(h)
-
-    def _free(self, h: int) -> None:
-        getattr(lib, self._free_name)(h)
+            d.pop("_ho", None)
+            # Frees the handle now, or when the last hot-path call holding
+            # the owner returns.
+            d.pop("_owner", None)
 
     def _before_free(self, h: int) -> None:
         """Runs once at close(), before the handle is freed."""
@@ -131,6 +159,7 @@ class _Handle:
         if h is None or self._closing:
             return
         self._closing = True
+        self.__dict__.pop("_ho", None)  # hot-path calls raise ClosedError from now on
         self._before_free(h)
         if not self._inflight:
             self._reap()
@@ -308,31 +337,54 @@ def _open_flags(mode: str) -> tuple[int, str]:
     return flags, mode
 
 
-def _stat_method(cfn, doc):
-    """Root.stat and Root.lstat, the hot path: the C function is bound in
-    the closure, the handle bookkeeping is inlined, and no error object is
-    asked for (NULL); a failure is asked again with one to build the
-    exception."""
+#: Path lengths whose size_t argument is converted once (_stat_method).
+_SIZE_ARGS_CACHED = 512
+
+
+def _stat_method(name, doc):
+    """Root.stat and Root.lstat, the hot path. ctypes' own cost is about
+    half the C call's, so:
+
+    - the C function is bound in the closure as a function object without
+      argtypes (``_ffi.preconverted``), each argument being passed already
+      converted with its declared type's ``from_param``: the handle once
+      per root (``_Owner.arg``), the length from a table of converted
+      sizes, the out struct as ``byref`` (what ``POINTER(sg_stat)``'s
+      from_param gives), bytes and None as is;
+    - the call holds the handle's ``_Owner`` in a local instead of the
+      in-flight list: a concurrent close only drops the wrapper's
+      reference, and the handle is freed when this call's goes;
+    - no error object is asked for (NULL); a failure is asked again with
+      one to build the exception."""
+    cfn, (handle_t, path_t, size_t, out_t, err_t) = _ffi.preconverted(name)
+    # What the conversions below assume of the declared prototype.
+    if (handle_t, path_t, size_t, out_t._type_, err_t) != (c_void_p, _ffi._S, c_size_t, sg_stat, _ffi._PP):
+        raise TypeError(f"{name}: prototype changed; update _stat_method")
+    sizes = tuple(size_t.from_param(n) for n in range(_SIZE_ARGS_CACHED))
 
     def method(self, path) -> "StatResult":
-        p = path.encode("utf-8", "surrogateescape") if type(path) is str else os.fsencode(path)
+        if type(path) is str:
+            try:
+                p = path.encode()  # no error handler to look up for the usual case
+            except UnicodeEncodeError:
+                p = path.encode("utf-8", "surrogateescape")
+        else:
+            p = os.fsencode(path)
         out = StatResult()
-        inflight = self._inflight
-        inflight.append(None)
+        owner = self._ho  # keeps the handle alive until this call returns
+        if owner is None:
+            raise _closed(self._what)
         try:
-            h = self._h
-            if h is None or self._closing:
-                raise _closed(self._what)
-            st = cfn(h, p, len(p), out, None)
-            if st:
-                err = c_void_p()
-                st = cfn(h, p, len(p), out, byref(err))
-        finally:
-            inflight.pop()
-            if self._closing and not inflight:
-                self._reap()
+            n = sizes[len(p)]
+        except IndexError:
+            n = size_t.from_param(len(p))
+        st = cfn(owner.arg, p, n, byref(out), None)
         if st:
-            _raise(st, err)
+            err = c_void_p()
+            st = cfn(owner.arg, p, n, byref(out), byref(err))
+            if st:
+                del owner  # not kept alive by the exception's traceback
+                _raise(st, err)
         return out
 
     method.__doc__ = doc
@@ -462,8 +514,8 @@ class Root(_Handle):
             _raise(st, err)
 
     # stat and lstat are the hot path (see _stat_method).
-    stat = _stat_method(lib.sg_root_stat, "Describes ``path``, following a final symlink beneath the root.")
-    lstat = _stat_method(lib.sg_root_lstat, "Describes ``path`` without following a final symlink.")
+    stat = _stat_method("sg_root_stat", "Describes ``path``, following a final symlink beneath the root.")
+    lstat = _stat_method("sg_root_lstat", "Describes ``path`` without following a final symlink.")
 
     def readlink(self, path) -> str:
         """The stored target of the symlink ``path`` (never resolved)."""
