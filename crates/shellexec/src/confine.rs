@@ -83,7 +83,7 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -92,6 +92,7 @@ use rustix::fs::{FileType, Mode, OFlags};
 use rustix::process::Resource;
 use sandgate_codes::ErrorCode;
 use serde::Serialize;
+use syscalls::{Errno, Sysno};
 
 /// How much confinement a run demands (`exec.confine` in the policy).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -446,7 +447,9 @@ pub fn prepare_with_abi(
 
     if let Some(plan) = &landlock {
         // Build once and discard: the kernel's refusal is reported now.
-        build_ruleset(plan).map_err(ConfineError::kernel)?;
+        let ruleset = build_ruleset(plan)
+            .map_err(|e| ConfineError::kernel(io::Error::from_raw_os_error(e.into_raw())))?;
+        close_raw(ruleset);
     }
 
     let used_abi = landlock.as_ref().and(available.map(|a| a.min(NEWEST_ABI)));
@@ -718,6 +721,19 @@ impl Prepared {
     ///  - [prctl(2) PR_SET_NO_NEW_PRIVS](https://man7.org/linux/man-pages/man2/prctl.2.html)
     ///  - [prlimit(2)](https://man7.org/linux/man-pages/man2/prlimit.2.html)
     pub unsafe fn apply_in_child(&self) -> io::Result<()> {
+        // SAFETY: forwarded: the caller is the child between fork and exec.
+        unsafe { self.apply_raw() }.map_err(|e| io::Error::from_raw_os_error(e.into_raw()))
+    }
+
+    /// [`Prepared::apply_in_child`] with the kernel's error number: every
+    /// call is a raw system call that neither sets nor reads `errno`, so a
+    /// child that shares the executor's memory (and so a thread's `errno`)
+    /// may call it.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Prepared::apply_in_child`].
+    pub(crate) unsafe fn apply_raw(&self) -> Result<(), Errno> {
         for &(resource, value) in &self.inner.rlimits {
             let limit = Rlimit64 {
                 cur: value,
@@ -725,138 +741,120 @@ impl Prepared {
             };
             // SAFETY: pid 0 is the calling process; `limit` is a live
             // `struct rlimit64`; a NULL old-limit pointer is allowed.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_prlimit64,
-                    0 as libc::pid_t,
-                    resource as libc::c_uint,
+            unsafe {
+                syscalls::syscall!(
+                    Sysno::prlimit64,
+                    0,
+                    resource as u32,
                     &limit as *const Rlimit64,
-                    std::ptr::null_mut::<Rlimit64>(),
+                    0
                 )
-            };
-            if r != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            }?;
         }
 
         // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_prctl,
-                libc::PR_SET_NO_NEW_PRIVS as libc::c_ulong,
-                1 as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        unsafe { syscalls::syscall!(Sysno::prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }?;
 
         let Some(plan) = &self.inner.landlock else {
             return Ok(());
         };
         let ruleset = build_ruleset(plan)?;
         // SAFETY: `ruleset` is a Landlock ruleset descriptor we own; flags 0.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_restrict_self,
-                ruleset.as_raw_fd(),
-                0 as libc::c_uint,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        let r = unsafe { syscalls::syscall!(Sysno::landlock_restrict_self, ruleset, 0) };
+        close_raw(ruleset);
+        r.map(drop)
     }
 }
 
-/// Builds the plan's ruleset with raw system calls only: async-signal-safe
-/// (`OwnedFd`'s drop is a bare `close`), so the child may call it.
-fn build_ruleset(plan: &Plan) -> io::Result<OwnedFd> {
+/// Closes a descriptor with a raw system call (errors ignored, as `OwnedFd`
+/// does).
+fn close_raw(fd: RawFd) {
+    // SAFETY: the caller owns `fd` and never uses it again.
+    let _ = unsafe { syscalls::syscall!(Sysno::close, fd) };
+}
+
+/// Builds the plan's ruleset with raw system calls only (no allocation, no
+/// `errno`), so the child may call it; returns the ruleset's descriptor,
+/// which the caller closes.
+fn build_ruleset(plan: &Plan) -> Result<RawFd, Errno> {
     // SAFETY: `plan.attr` is a live `struct landlock_ruleset_attr` prefix of
     // the size passed; the kernel only reads it.
-    let raw = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
+    let ruleset = unsafe {
+        syscalls::syscall!(
+            Sysno::landlock_create_ruleset,
             &plan.attr as *const RulesetAttr,
             std::mem::size_of::<RulesetAttr>(),
-            0 as libc::c_uint,
+            0
         )
+    }? as RawFd;
+    let rules = || -> Result<(), Errno> {
+        for rule in &plan.paths {
+            add_path_rule(ruleset, rule.fd.as_raw_fd(), rule.access)?;
+        }
+        if plan.proc_self_access != 0 {
+            // SAFETY: a NUL-terminated literal path; O_PATH opens nothing's
+            // content.
+            let opened = unsafe {
+                syscalls::syscall!(
+                    Sysno::openat,
+                    libc::AT_FDCWD,
+                    c"/proc/self".as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                    0
+                )
+            };
+            // No /proc (or no memory): grant nothing, fail closed.
+            if let Ok(proc_self) = opened {
+                let r = add_path_rule(ruleset, proc_self as RawFd, plan.proc_self_access);
+                close_raw(proc_self as RawFd);
+                r?;
+            }
+        }
+        for &port in &plan.connect_ports {
+            let attr = NetPortAttr {
+                allowed_access: plan.connect_access,
+                port,
+            };
+            // SAFETY: `ruleset` is ours; `attr` is a live
+            // `struct landlock_net_port_attr`; flags 0.
+            unsafe {
+                syscalls::syscall!(
+                    Sysno::landlock_add_rule,
+                    ruleset,
+                    LANDLOCK_RULE_NET_PORT,
+                    &attr as *const NetPortAttr,
+                    0
+                )
+            }?;
+        }
+        Ok(())
     };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor (close-on-exec); no
-    // one else owns it.
-    let ruleset = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
-
-    for rule in &plan.paths {
-        add_path_rule(&ruleset, rule.fd.as_raw_fd(), rule.access)?;
-    }
-    if plan.proc_self_access != 0 {
-        // SAFETY: a NUL-terminated literal path; O_PATH opens nothing's
-        // content.
-        let raw = unsafe {
-            libc::syscall(
-                libc::SYS_openat,
-                libc::AT_FDCWD,
-                c"/proc/self".as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        // No /proc (or no memory): grant nothing, fail closed.
-        if raw >= 0 {
-            // SAFETY: the kernel just returned this descriptor; we own it.
-            let proc_self = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
-            add_path_rule(&ruleset, proc_self.as_raw_fd(), plan.proc_self_access)?;
+    match rules() {
+        Ok(()) => Ok(ruleset),
+        Err(e) => {
+            close_raw(ruleset);
+            Err(e)
         }
     }
-    for &port in &plan.connect_ports {
-        let attr = NetPortAttr {
-            allowed_access: plan.connect_access,
-            port,
-        };
-        // SAFETY: `ruleset` is ours; `attr` is a live
-        // `struct landlock_net_port_attr`; flags 0.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_add_rule,
-                ruleset.as_fd().as_raw_fd(),
-                LANDLOCK_RULE_NET_PORT,
-                &attr as *const NetPortAttr,
-                0 as libc::c_uint,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(ruleset)
 }
 
-fn add_path_rule(ruleset: &OwnedFd, parent_fd: RawFd, access: u64) -> io::Result<()> {
+fn add_path_rule(ruleset: RawFd, parent_fd: RawFd, access: u64) -> Result<(), Errno> {
     let attr = PathBeneathAttr {
         allowed_access: access,
         parent_fd,
     };
     // SAFETY: `ruleset` is ours; `attr` is a live (packed)
     // `struct landlock_path_beneath_attr`; `parent_fd` is open; flags 0.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_add_rule,
-            ruleset.as_raw_fd(),
+    unsafe {
+        syscalls::syscall!(
+            Sysno::landlock_add_rule,
+            ruleset,
             LANDLOCK_RULE_PATH_BENEATH,
             std::ptr::addr_of!(attr),
-            0 as libc::c_uint,
+            0
         )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
     }
-    Ok(())
+    .map(drop)
 }
 
 #[cfg(test)]

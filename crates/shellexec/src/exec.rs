@@ -4,17 +4,19 @@
 //!
 //! # Process layout
 //!
-//! Each exec forks a *keeper* process (through `std`), which makes itself a
+//! Each exec starts a *keeper* process with `clone(CLONE_VM)` (it runs in
+//! the executor's memory, on its own stack, so nothing is copied; see
+//! `spawn.rs` for the rules that makes it follow), which makes itself a
 //! child subreaper (`PR_SET_CHILD_SUBREAPER`) and starts the shell with
-//! `clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` does: the shell
-//! borrows the keeper's memory until its `execve` instead of copying the
-//! executor's page tables a second time. The shell starts a new session
-//! (`setsid`), is confined ([`crate::confine::Prepared::apply_in_child`]),
-//! changes to the caller's directory, and execs from an argv and envp made
-//! before the fork. The keeper closes every descriptor but a status pipe,
-//! reports the shell's exit status on that pipe as soon as the shell ends,
-//! and then reaps every process that re-parents to it until none is left.
-//! The executor learns of the keeper's exit from a pidfd.
+//! `clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` does. The shell starts
+//! a new session (`setsid`), changes to the caller's directory, is confined
+//! ([`crate::confine::Prepared::apply_in_child`]), unblocks signals, and
+//! execs from an argv and envp made before the keeper was started. The
+//! keeper reports on a status pipe that the shell started (or why it
+//! could not), closes every other descriptor, reports the shell's exit
+//! status as soon as the shell ends, and then reaps every process that
+//! re-parents to it until none is left. The executor learns of the
+//! keeper's exit from a pidfd.
 //!
 //! The child environment ([`EnvPlan`]), its digest and its redactor are
 //! planned once and reused while the host environment (read at every
@@ -59,9 +61,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -71,6 +71,7 @@ use sandgate_codes::ErrorCode;
 use crate::confine::{self, ConfineMode, ConfineSpec, ConfinementReport, Prepared};
 use crate::env::EnvPlan;
 use crate::redact::Redactor;
+use crate::spawn::{self, Keeper, Spawned};
 
 /// Exit code of a timed-out command.
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -671,49 +672,16 @@ fn run(
         return Ok(result);
     }
 
-    // The cwd, on a close-on-exec descriptor above the stdio numbers (the
-    // stdio set-up between fork and exec would replace 0–2).
-    let cwd = match &opts.cwd {
-        Some(fd) => Some(
-            rustix::io::fcntl_dupfd_cloexec(fd, 3)
-                .map_err(|e| ExecError::io("cannot duplicate the cwd descriptor", e.into()))?,
-        ),
-        None => None,
-    };
-    let (status_r, status_w) = pipe()?;
-    // Above the stdio numbers too, for the same reason.
-    let status_w = if status_w.as_raw_fd() > 2 {
-        status_w
-    } else {
-        rustix::io::fcntl_dupfd_cloexec(&status_w, 3)
-            .map_err(|e| ExecError::io("cannot duplicate the status pipe", e.into()))?
-    };
-
-    // `std` forks the keeper (and checks the program and arguments for
-    // NUL bytes, failing the spawn as before); the keeper starts the shell
-    // itself from this image, so `std` never execs anything and needs no
-    // environment of its own.
-    let mut image = ShellImage::new(config, command, env);
-    let mut cmd = Command::new(&config.shell);
-    cmd.arg("-c")
-        .arg(command)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child_prepared = prepared.clone();
-    let cwd_raw = cwd.as_ref().map(|fd| fd.as_raw_fd());
-    let status_raw = status_w.as_raw_fd();
-    // SAFETY: the closure only makes async-signal-safe raw system calls
-    // (see `in_child`), as `pre_exec` requires; it allocates nothing and
-    // takes no lock.
-    unsafe {
-        cmd.pre_exec(move || in_child(&child_prepared, cwd_raw, status_raw, &mut image));
-    }
-    let spawned = cmd.spawn();
-    drop(status_w);
-    drop(cwd);
-    let mut child = match spawned {
-        Ok(child) => child,
+    let env_owner: Arc<dyn std::any::Any + Send + Sync> = env.clone();
+    let cwd = opts.cwd.as_ref().map(|fd| fd.as_fd());
+    let spawned = spawn::spawn(&config.shell, command, &env.envp, env_owner, prepared, cwd);
+    let Spawned {
+        mut keeper,
+        stdout,
+        stderr,
+        status: status_r,
+    } = match spawned {
+        Ok(spawned) => spawned,
         Err(e) => {
             result.exit_code = EXIT_NOT_STARTED;
             result.stderr = format!("sandgate: cannot start the shell: {e}\n").into_bytes();
@@ -721,13 +689,8 @@ fn run(
             return Ok(result);
         }
     };
-    let keeper = child.id() as i32;
-    // Readable once the keeper exits, so that its end is seen at once
-    // rather than at the next poll of `try_wait`. The keeper is our child
-    // and not yet reaped: its pid cannot be reused before we wait for it.
-    let keeper_fd = pidfd_open(keeper);
-    let stdout = child.stdout.take().map(OwnedFd::from);
-    let stderr = child.stderr.take().map(OwnedFd::from);
+    let keeper_pid = keeper.pid();
+    let (stdout, stderr) = (Some(stdout), Some(stderr));
 
     let deadline = later(began, timeout);
     let backstop = later(later(deadline, config.grace), BACKSTOP_MARGIN);
@@ -808,15 +771,13 @@ fn run(
             // exits only when waitpid says it has no child left, so its exit
             // proves the subtree empty and spares a scan of all of /proc.
             Reap::Term(since)
-                if end == Some(End::Exited)
-                    && since == now
-                    && keeper_gone(&mut child, keeper_fd.as_ref()) =>
+                if end == Some(End::Exited) && since == now && keeper_gone(&mut keeper) =>
             {
                 reap = Reap::Done;
             }
             Reap::Term(since) => {
                 let kill = now.duration_since(since) >= config.grace;
-                let procs = subtree(keeper);
+                let procs = subtree(keeper_pid);
                 if procs.is_empty() {
                     reap = Reap::Done;
                 } else {
@@ -835,7 +796,7 @@ fn run(
                 }
             }
             Reap::Kill => {
-                let procs = subtree(keeper);
+                let procs = subtree(keeper_pid);
                 if procs.is_empty() {
                     reap = Reap::Done;
                 } else {
@@ -943,18 +904,18 @@ fn run(
     // Collect the keeper (it exits once its subtree is empty).
     let keeper_status = if backstop_hit {
         result.timed_out = !result.aborted;
-        for p in subtree(keeper) {
+        for p in subtree(keeper_pid) {
             signal(&p, libc::SIGKILL);
         }
-        match child.try_wait() {
+        match keeper.try_wait() {
             Ok(Some(st)) => Some(st),
             _ => {
-                reap_later(child);
+                reap_later(keeper);
                 None
             }
         }
     } else {
-        wait_until(child, keeper_fd.as_ref(), backstop)
+        wait_until(keeper, backstop)
     };
 
     for s in &mut streams {
@@ -1129,38 +1090,15 @@ fn set_nonblocking(fd: RawFd) {
     }
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), ExecError> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` is a live array of two ints for the kernel to fill.
-    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    if r != 0 {
-        return Err(ExecError::io(
-            "cannot create a pipe",
-            io::Error::last_os_error(),
-        ));
-    }
-    // SAFETY: the kernel just returned these two descriptors; we own them.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
 /// A wait status as an exit code: the code, or 128 + the signal.
-fn status_code(st: ExitStatus) -> i32 {
-    match (st.code(), st.signal()) {
-        (Some(code), _) => code,
-        (None, Some(sig)) => 128 + sig,
-        (None, None) => EXIT_NOT_STARTED,
+fn status_code(st: i32) -> i32 {
+    if libc::WIFEXITED(st) {
+        libc::WEXITSTATUS(st)
+    } else if libc::WIFSIGNALED(st) {
+        128 + libc::WTERMSIG(st)
+    } else {
+        EXIT_NOT_STARTED
     }
-}
-
-/// A pidfd for `pid`, or `None` where the kernel has none (before 5.3).
-fn pidfd_open(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags; returns a descriptor or -1.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
-    if raw < 0 {
-        return None;
-    }
-    // SAFETY: the kernel just returned this descriptor; we own it.
-    Some(unsafe { OwnedFd::from_raw_fd(raw as RawFd) })
 }
 
 /// Sleeps until the process behind `pidfd` exits or `d` passes; without a
@@ -1180,10 +1118,10 @@ fn await_exit(pidfd: Option<&OwnedFd>, d: Duration, step: Duration) {
 
 /// Whether the keeper has exited, giving it a moment (it exits right after
 /// reporting the shell's status when nothing else is left).
-fn keeper_gone(child: &mut Child, pidfd: Option<&OwnedFd>) -> bool {
+fn keeper_gone(keeper: &mut Keeper) -> bool {
     let limit = Instant::now() + Duration::from_millis(2);
     loop {
-        match child.try_wait() {
+        match keeper.try_wait() {
             Ok(Some(_)) => return true,
             Ok(None) => {}
             Err(_) => return false,
@@ -1192,14 +1130,14 @@ fn keeper_gone(child: &mut Child, pidfd: Option<&OwnedFd>) -> bool {
         if now >= limit {
             return false;
         }
-        await_exit(pidfd, limit - now, Duration::from_micros(100));
+        await_exit(keeper.pidfd(), limit - now, Duration::from_micros(100));
     }
 }
 
 /// Waits for the keeper until `limit`; past it, hands it to a thread.
-fn wait_until(mut child: Child, pidfd: Option<&OwnedFd>, limit: Instant) -> Option<ExitStatus> {
+fn wait_until(mut keeper: Keeper, limit: Instant) -> Option<i32> {
     loop {
-        match child.try_wait() {
+        match keeper.try_wait() {
             Ok(Some(st)) => return Some(st),
             Ok(None) => {}
             Err(_) => return None,
@@ -1208,21 +1146,21 @@ fn wait_until(mut child: Child, pidfd: Option<&OwnedFd>, limit: Instant) -> Opti
         if now >= limit {
             break;
         }
-        await_exit(pidfd, limit - now, Duration::from_millis(1));
+        await_exit(keeper.pidfd(), limit - now, Duration::from_millis(1));
     }
-    reap_later(child);
+    reap_later(keeper);
     None
 }
 
-fn reap_later(mut child: Child) {
-    let keeper = child.id() as i32;
+/// Kills the keeper's subtree until the keeper is reaped, on a thread.
+fn reap_later(mut keeper: Keeper) {
     let _ = std::thread::Builder::new()
         .name("sandgate-reaper".into())
         .spawn(move || loop {
-            for p in subtree(keeper) {
+            for p in subtree(keeper.pid()) {
                 signal(&p, libc::SIGKILL);
             }
-            match child.try_wait() {
+            match keeper.try_wait() {
                 Ok(None) => std::thread::sleep(Duration::from_millis(100)),
                 _ => return,
             }
@@ -1320,286 +1258,6 @@ fn signal(p: &Proc, sig: i32) {
                 0 as libc::c_uint,
             )
         };
-    }
-}
-
-/// Bytes of the stack the shell uses between its `clone` and its `execve`
-/// (in the keeper's memory, which it shares until then).
-const SHELL_STACK: usize = 256 * 1024;
-
-/// Everything the shell needs between `clone` and `execve`, made in the
-/// executor before the keeper is forked: the keeper may not allocate.
-struct ShellImage {
-    /// `argv[0]`: the configured shell.
-    path: CString,
-    /// Search `PATH` (the child's) for the shell: it has no `/`.
-    search: bool,
-    /// Own the strings `argv` and `envp` point into.
-    _args: [CString; 3],
-    _env: Arc<ChildEnv>,
-    /// NULL-terminated.
-    argv: Vec<*const libc::c_char>,
-    /// NULL-terminated.
-    envp: Vec<*const libc::c_char>,
-    /// The shell's stack: the spare capacity of an empty vector (never
-    /// initialised by us, so no per-exec memset; only the shell writes it).
-    stack: Vec<u8>,
-}
-
-// SAFETY: the raw pointers point into strings the image owns (`_args`,
-// `_env`), which never change; they are only read, by the shell.
-unsafe impl Send for ShellImage {}
-// SAFETY: as for `Send`: shared access only reads immutable strings.
-unsafe impl Sync for ShellImage {}
-
-impl ShellImage {
-    fn new(config: &ExecConfig, command: &str, env: &Arc<ChildEnv>) -> Self {
-        // A NUL in the shell or the command makes `std` refuse the spawn
-        // before it forks, so the empty stand-ins are never used.
-        let path = CString::new(config.shell.as_os_str().as_bytes()).unwrap_or_default();
-        let search = !path.as_bytes().contains(&b'/');
-        let args = [
-            path.clone(),
-            CString::from(c"-c"),
-            CString::new(command).unwrap_or_default(),
-        ];
-        let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-        argv.push(std::ptr::null());
-        let mut envp: Vec<*const libc::c_char> = env.envp.iter().map(|e| e.as_ptr()).collect();
-        envp.push(std::ptr::null());
-        ShellImage {
-            path,
-            search,
-            _args: args,
-            _env: Arc::clone(env),
-            argv,
-            envp,
-            stack: Vec::with_capacity(SHELL_STACK),
-        }
-    }
-}
-
-/// What the keeper hands the shell across `clone`.
-struct ShellStart<'a> {
-    prepared: &'a Prepared,
-    cwd: Option<RawFd>,
-    keeper: libc::pid_t,
-    image: &'a ShellImage,
-    /// Set by the shell when it cannot be started: the errno.
-    failed: std::sync::atomic::AtomicI32,
-}
-
-extern "C" {
-    static mut environ: *const *const libc::c_char;
-}
-
-/// The `pre_exec` hook: runs in the forked child, before `std` would exec
-/// (it never does). Only raw system calls: async-signal-safe, no allocation.
-///
-/// The child becomes the keeper: a subreaper that starts the shell and
-/// never returns. The shell is started with `CLONE_VM | CLONE_VFORK`, as
-/// `posix_spawn` does: it borrows the keeper's memory (no second copy of
-/// the executor's page tables) until its `execve`, while the keeper waits.
-/// If the shell cannot be started, the keeper reaps it and returns its
-/// error, which `std` reports to the executor as a failed spawn.
-fn in_child(
-    prepared: &Prepared,
-    cwd: Option<RawFd>,
-    status: RawFd,
-    image: &mut ShellImage,
-) -> io::Result<()> {
-    // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: getpid has no arguments.
-    let keeper = unsafe { libc::getpid() };
-    // The stack grows down from the (16-byte aligned) end of the buffer's
-    // capacity.
-    let top = {
-        let spare = image.stack.spare_capacity_mut();
-        let end = spare.as_mut_ptr_range().end as usize;
-        (end & !15) as *mut libc::c_void
-    };
-    let start = ShellStart {
-        prepared,
-        cwd,
-        keeper,
-        image,
-        failed: std::sync::atomic::AtomicI32::new(0),
-    };
-    // SAFETY: `shell_main` runs on its own stack (`top`, inside a live
-    // buffer nothing else uses) and only reads `start` (but for its atomic
-    // `failed`), which outlives it:
-    // with CLONE_VFORK this thread is suspended until the shell has called
-    // execve or exited, and the shell never returns into our frames.
-    let pid = unsafe {
-        libc::clone(
-            shell_main,
-            top,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            std::ptr::addr_of!(start).cast_mut().cast(),
-        )
-    };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let failed = start.failed.load(Ordering::SeqCst);
-    if failed != 0 {
-        // SAFETY: waitpid on our own child, into a local status.
-        unsafe {
-            let mut wstatus: libc::c_int = 0;
-            while libc::waitpid(pid, &mut wstatus, 0) < 0
-                && *libc::__errno_location() == libc::EINTR
-            {}
-        }
-        return Err(io::Error::from_raw_os_error(failed));
-    }
-    keep(pid, status)
-}
-
-/// The shell, from its `clone` to its `execve`, in the keeper's memory:
-/// raw system calls only. Never returns.
-extern "C" fn shell_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the keeper's `ShellStart`, alive while the keeper
-    // waits for this process to exec or exit.
-    let start = unsafe { &*(arg as *const ShellStart<'_>) };
-    let image = start.image;
-    let err = match in_shell(start.prepared, start.cwd, start.keeper) {
-        Ok(()) => {
-            // SAFETY: the path, argv and envp are NUL-terminated strings in
-            // NULL-terminated arrays that the image owns. `environ` belongs
-            // to the keeper's copy of the executor's memory, which nothing
-            // reads again; `execvp` searches the child's own PATH through
-            // it, as `std` does.
-            unsafe {
-                if image.search {
-                    environ = image.envp.as_ptr();
-                    libc::execvp(image.path.as_ptr(), image.argv.as_ptr());
-                } else {
-                    libc::execve(
-                        image.path.as_ptr(),
-                        image.argv.as_ptr(),
-                        image.envp.as_ptr(),
-                    );
-                }
-            }
-            io::Error::last_os_error()
-        }
-        Err(e) => e,
-    };
-    start.failed.store(
-        err.raw_os_error().unwrap_or(libc::EINVAL).max(1),
-        Ordering::SeqCst,
-    );
-    // SAFETY: ends this process without running anything of the keeper's.
-    unsafe { libc::_exit(EXIT_NOT_STARTED) }
-}
-
-/// The shell, between fork and exec.
-fn in_shell(prepared: &Prepared, cwd: Option<RawFd>, keeper: libc::pid_t) -> io::Result<()> {
-    // SAFETY: prctl with integer arguments.
-    if unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    // The keeper may already be gone (then the death signal never comes).
-    // SAFETY: getppid has no arguments.
-    if unsafe { libc::getppid() } != keeper {
-        return Err(io::Error::from_raw_os_error(libc::ESRCH));
-    }
-    // SAFETY: setsid has no arguments.
-    if unsafe { libc::setsid() } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if let Some(fd) = cwd {
-        // SAFETY: fchdir on a descriptor the parent opened for us.
-        if unsafe { libc::fchdir(fd) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    // SAFETY: we are the single-threaded child between fork and exec, and
-    // `prepared` was cloned into this process with its descriptors.
-    unsafe { prepared.apply_in_child() }?;
-    // Descriptors the embedding program left inheritable do not reach the
-    // command (best effort: CLOSE_RANGE_CLOEXEC needs Linux 5.11).
-    // SAFETY: close_range with integer arguments; it only sets flags.
-    unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3 as libc::c_uint,
-            libc::c_uint::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        )
-    };
-    Ok(())
-}
-
-/// The keeper: holds nothing but the status pipe, reports the shell's
-/// status, reaps every descendant, exits with the shell's code.
-fn keep(shell: libc::pid_t, status: RawFd) -> ! {
-    // SAFETY: every call below is a raw system call on integers or on
-    // local buffers; this process never returns to Rust code that could
-    // allocate, and exits with `_exit`.
-    unsafe {
-        for sig in [libc::SIGPIPE, libc::SIGINT, libc::SIGQUIT, libc::SIGHUP] {
-            libc::signal(sig, libc::SIG_IGN);
-        }
-        let fd = if status == 3 {
-            3
-        } else {
-            libc::dup2(status, 3)
-        };
-        if libc::syscall(
-            libc::SYS_close_range,
-            4 as libc::c_uint,
-            libc::c_uint::MAX,
-            0 as libc::c_uint,
-        ) != 0
-        {
-            for other in 4..65536 {
-                libc::close(other);
-            }
-        }
-        libc::close(0);
-        libc::close(1);
-        libc::close(2);
-        let mut code = EXIT_NOT_STARTED;
-        let mut reported = fd < 0;
-        loop {
-            let mut wstatus: libc::c_int = 0;
-            let r = libc::waitpid(-1, &mut wstatus, 0);
-            if r < 0 {
-                if *libc::__errno_location() == libc::EINTR {
-                    continue;
-                }
-                break;
-            }
-            if r == shell {
-                code = if libc::WIFEXITED(wstatus) {
-                    libc::WEXITSTATUS(wstatus)
-                } else if libc::WIFSIGNALED(wstatus) {
-                    128 + libc::WTERMSIG(wstatus)
-                } else {
-                    continue;
-                };
-                if !reported {
-                    let bytes = code.to_ne_bytes();
-                    libc::write(fd, bytes.as_ptr().cast(), 4);
-                    libc::close(fd);
-                    reported = true;
-                }
-            }
-        }
-        libc::_exit(code & 0xff)
     }
 }
 

@@ -26,3 +26,4 @@ pub mod exec;
 pub mod git;
 pub mod lines;
 pub mod redact;
+mod spawn;

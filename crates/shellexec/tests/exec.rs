@@ -252,6 +252,49 @@ fn a_missing_shell_gives_127() {
     assert!(t.elapsed() < Duration::from_secs(2));
 }
 
+/// A handler of the host's, for the test below.
+extern "C" fn host_handler(_: libc::c_int) {}
+
+/// A signal mask line (`SigBlk`, `SigIgn`, ...) of `/proc/<pid>/status`.
+fn sig_mask(status: &str, field: &str) -> u64 {
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(":\t"))
+        .unwrap_or_else(|| panic!("no {field} in {status}"));
+    u64::from_str_radix(line.trim(), 16).unwrap()
+}
+
+#[test]
+fn the_shell_starts_with_signals_unblocked_and_at_their_defaults() {
+    // The host has a caught signal and an ignored SIGPIPE (as every Rust
+    // program does); the keeper starts with every signal blocked. The
+    // command gets no signal blocked, and ignores what the host ignores
+    // (as `execve` keeps it) but SIGPIPE (as `std` does for its children).
+    let handler: extern "C" fn(libc::c_int) = host_handler;
+    // SAFETY: installs an empty handler for a signal nothing else uses.
+    unsafe { libc::signal(libc::SIGUSR2, handler as libc::sighandler_t) };
+    let host = std::fs::read_to_string("/proc/self/status").unwrap();
+    let pipe_bit = 1u64 << (libc::SIGPIPE - 1);
+    assert_ne!(sig_mask(&host, "SigIgn") & pipe_bit, 0, "{host}");
+    assert_ne!(sig_mask(&host, "SigCgt") & (1 << (libc::SIGUSR2 - 1)), 0);
+
+    let ex = started(config());
+    let r = run(&ex, "cat /proc/$$/status");
+    assert_eq!(r.exit_code, 0, "{}", text(&r.stderr));
+    let shell = text(&r.stdout);
+    assert_eq!(sig_mask(&shell, "SigBlk"), 0, "{shell}");
+    assert_eq!(
+        sig_mask(&shell, "SigIgn"),
+        sig_mask(&host, "SigIgn") & !pipe_bit,
+        "{shell}"
+    );
+    // A signal the shell sends itself is delivered, with the default
+    // action (terminate): 128 + SIGUSR2.
+    let r = run(&ex, "kill -USR2 $$; echo survived");
+    assert_eq!(r.exit_code, 128 + libc::SIGUSR2, "{}", text(&r.stdout));
+    assert!(r.stdout.is_empty());
+}
+
 #[test]
 fn a_command_not_found_is_the_shells_127() {
     let ex = started(config());
@@ -654,6 +697,54 @@ fn concurrent_execs_from_four_threads() {
     }
     // Four threads of five 100 ms commands each run side by side.
     assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+}
+
+#[test]
+fn quick_execs_in_a_busy_host_leave_its_memory_intact() {
+    // The keeper and the shell run in the executor's memory until the
+    // shell's execve: while four threads run short commands, two others
+    // fill and check heap blocks of every size, so a stray write by either
+    // (or a block freed too early and reused) shows as a wrong byte.
+    let ex = Arc::new(started(config()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churners: Vec<_> = (0..2u8)
+        .map(|k| {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                let mut rounds = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || rounds < 10 {
+                    let blocks: Vec<Vec<u8>> = (0..64usize)
+                        .map(|n| vec![k.wrapping_add(n as u8); 1 + n * 4099])
+                        .collect();
+                    for (n, b) in blocks.iter().enumerate() {
+                        let want = k.wrapping_add(n as u8);
+                        assert!(b.iter().all(|&x| x == want), "heap block {n} changed");
+                    }
+                    rounds += 1;
+                }
+                rounds
+            })
+        })
+        .collect();
+    let runners: Vec<_> = (0..4)
+        .map(|i| {
+            let ex = Arc::clone(&ex);
+            thread::spawn(move || {
+                for j in 0..40 {
+                    let r = run(&ex, &format!("echo {i}-{j}"));
+                    assert_eq!(r.exit_code, 0, "{}", text(&r.stderr));
+                    assert_eq!(text(&r.stdout), format!("{i}-{j}\n"));
+                }
+            })
+        })
+        .collect();
+    for h in runners {
+        h.join().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in churners {
+        assert!(h.join().unwrap() >= 10);
+    }
 }
 
 fn open_dir(path: &Path) -> OwnedFd {

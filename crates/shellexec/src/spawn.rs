@@ -1,0 +1,711 @@
+//! Starting a command: the keeper and the shell (see the process layout in
+//! [`crate::exec`]).
+//!
+//! The keeper is started with `clone(CLONE_VM)`: it runs in the executor's
+//! memory, on a stack of its own, so nothing of the executor is copied (a
+//! `fork` copies the page tables, and every page either side then writes
+//! takes a copy-on-write fault). The keeper starts the shell with
+//! `clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` does, and waits until
+//! the shell has called `execve`.
+//!
+//! Both run in memory the executor keeps using, so between their `clone`
+//! and their end (the keeper) or `execve` (the shell) they obey these rules:
+//!
+//! - only raw system calls (the `syscalls` crate), which neither set nor
+//!   read `errno`: `errno` lives in the thread-local storage of the
+//!   executor's thread, whose register the keeper inherits. The one libc
+//!   call is `clone` itself, which writes `errno` only when it fails, while
+//!   the executor's thread is blocked in a raw `read`;
+//! - no allocation, no lock, no panic: they read a [`Shared`] block made
+//!   before the `clone` and write only its two atomics, their stacks and
+//!   their own descriptor tables;
+//! - every signal is blocked from the `clone` on (the executor blocks them
+//!   around it, and the mask is inherited), so no handler of the host's can
+//!   run on these stacks; the keeper resets the caught ones to the default
+//!   before the shell is started, and the shell unblocks signals just
+//!   before `execve`;
+//! - the block is freed only once the keeper has exited *after* reporting
+//!   that the shell was past `execve` (or had exited). A keeper that dies
+//!   before that report (killed from outside) leaves its block allocated
+//!   for good: its shell may still be using it.
+//!
+//! Under valgrind, which refuses `CLONE_VM` without `CLONE_THREAD`, the
+//! keeper is forked instead (a copy of memory; the rules still hold).
+//!
+//! The keeper reports on the status pipe: first 8 bytes (`0` and `0` when
+//! the shell started; `1` and the error number when it could not), then,
+//! once the shell ends, its exit code as 4 bytes.
+
+use std::any::Any;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use syscalls::{Errno, Sysno};
+
+use crate::confine::Prepared;
+
+/// Bytes of the keeper's stack (it makes a few raw system calls).
+const KEEPER_STACK: usize = 64 * 1024;
+/// Bytes of the shell's stack between its `clone` and its `execve`
+/// (confinement is applied there).
+const SHELL_STACK: usize = 128 * 1024;
+
+/// The keeper's exit code when the shell could not be started.
+const NOT_STARTED: i32 = 127;
+
+/// The first report's tags.
+const STARTED: u32 = 0;
+const FAILED: u32 = 1;
+
+/// Everything the keeper and the shell read between `clone` and `execve`,
+/// made before the keeper is started and freed only once it is gone.
+struct Shared {
+    /// Both stacks: the spare capacity of an empty vector (never written
+    /// by the executor, so no per-exec memset).
+    stack: Vec<u8>,
+    keeper_top: usize,
+    shell_top: usize,
+    /// Where to `execve` the shell, in order (a `PATH` search when the
+    /// shell names no directory).
+    paths: Vec<CString>,
+    search: bool,
+    /// NULL-terminated, pointing into `_args` and `_env`.
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    _args: [CString; 3],
+    _env: Arc<dyn Any + Send + Sync>,
+    prepared: Prepared,
+    /// The shell's working directory, or -1.
+    cwd: RawFd,
+    /// The shell's stdin, stdout and stderr (all above 2).
+    stdio: [RawFd; 3],
+    /// The status pipe's write end (above 2).
+    status: RawFd,
+    /// Set by the keeper: its pid, which the shell checks its parent
+    /// against.
+    keeper: AtomicI32,
+    /// Set by the shell when it cannot be started: the error number.
+    failed: AtomicI32,
+}
+
+// SAFETY: the raw pointers point into strings the block owns, which never
+// change; the block is only read (but for its atomics).
+unsafe impl Send for Shared {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Shared {}
+
+/// A started command: the keeper, and the executor's ends of the pipes.
+pub(crate) struct Spawned {
+    pub keeper: Keeper,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    /// The status pipe's read end, past the start report.
+    pub status: OwnedFd,
+}
+
+/// The keeper process: our child until it is reaped.
+pub(crate) struct Keeper {
+    pid: i32,
+    pidfd: Option<OwnedFd>,
+    /// The block its stack lives in; freed once it may be (see the module
+    /// documentation), leaked otherwise.
+    shared: *mut Shared,
+    /// The shell is past `execve` or gone: the block is no longer read by
+    /// the shell.
+    started: bool,
+    /// Its wait status once reaped.
+    status: Option<i32>,
+}
+
+// SAFETY: `shared` is only freed by the one owner of the `Keeper`.
+unsafe impl Send for Keeper {}
+
+impl Keeper {
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Readable once the keeper exits.
+    pub fn pidfd(&self) -> Option<&OwnedFd> {
+        self.pidfd.as_ref()
+    }
+
+    /// Its wait status if it has exited (reaping it), `Ok(None)` if it
+    /// runs, an error if it cannot be waited for (no longer our child).
+    pub fn try_wait(&mut self) -> io::Result<Option<i32>> {
+        if let Some(st) = self.status {
+            return Ok(Some(st));
+        }
+        let mut st: libc::c_int = 0;
+        // SAFETY: waitpid on our own child, into a local status.
+        let r = unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        self.status = Some(st);
+        self.release();
+        Ok(Some(st))
+    }
+
+    /// Blocks until the keeper exits (it is about to).
+    fn wait(&mut self) {
+        loop {
+            let mut st: libc::c_int = 0;
+            // SAFETY: waitpid on our own child, into a local status.
+            let r = unsafe { libc::waitpid(self.pid, &mut st, 0) };
+            if r == self.pid {
+                self.status = Some(st);
+                self.release();
+                return;
+            }
+            if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return;
+            }
+        }
+    }
+
+    /// Whether the keeper is known to have exited: reaped, or its pidfd
+    /// readable (a host that ignores SIGCHLD reaps it for us).
+    fn exited(&self) -> bool {
+        if self.status.is_some() {
+            return true;
+        }
+        let Some(fd) = &self.pidfd else {
+            return false;
+        };
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one live pollfd; a zero timeout.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLIN != 0 }
+    }
+
+    /// Frees the block if nothing can use it any more.
+    fn release(&mut self) {
+        if self.shared.is_null() || !self.started || !self.exited() {
+            return;
+        }
+        // SAFETY: made by `Box::into_raw` in `spawn`; the keeper has exited
+        // and the shell is past `execve`, so nothing else uses it; nulled so
+        // that it is freed once.
+        drop(unsafe { Box::from_raw(self.shared) });
+        self.shared = std::ptr::null_mut();
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        // Freed if the keeper is gone; otherwise left allocated, as its
+        // stack may still be in use.
+        self.release();
+    }
+}
+
+/// Whether the keeper may share the executor's memory (not under
+/// valgrind, which refuses such a `clone`).
+fn share_memory() -> bool {
+    static SHARE: OnceLock<bool> = OnceLock::new();
+    *SHARE.get_or_init(|| {
+        std::fs::read("/proc/self/maps")
+            .map(|maps| !maps.windows(9).any(|w| w == b"vgpreload"))
+            .unwrap_or(true)
+    })
+}
+
+/// A close-on-exec descriptor numbered above 2 (the keeper moves the
+/// shell's stdio onto 0–2, which must not hit any of them).
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a live array of two ints for the kernel to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned these two descriptors; we own them.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok((above_stdio(r)?, above_stdio(w)?))
+}
+
+/// Where `execvp` would look for `name` with the child's `PATH`.
+fn search_paths(name: &[u8], envp: &[CString]) -> Vec<CString> {
+    let path = envp
+        .iter()
+        .find_map(|kv| kv.as_bytes().strip_prefix(b"PATH="))
+        .unwrap_or(b"/bin:/usr/bin");
+    path.split(|&b| b == b':')
+        .filter_map(|dir| {
+            // An empty entry is the working directory.
+            let mut full = Vec::with_capacity(dir.len() + 1 + name.len());
+            if !dir.is_empty() {
+                full.extend_from_slice(dir);
+                full.push(b'/');
+            }
+            full.extend_from_slice(name);
+            CString::new(full).ok()
+        })
+        .collect()
+}
+
+/// Starts the keeper and, through it, `shell -c command`. An error means
+/// nothing runs: the shell could not be started (with the kernel's
+/// reason), or the command cannot be passed to it.
+pub(crate) fn spawn(
+    shell: &Path,
+    command: &str,
+    envp: &[CString],
+    env_owner: Arc<dyn Any + Send + Sync>,
+    prepared: &Prepared,
+    cwd: Option<BorrowedFd<'_>>,
+) -> io::Result<Spawned> {
+    let nul = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} contains a NUL byte"),
+        )
+    };
+    let path = CString::new(shell.as_os_str().as_bytes()).map_err(|_| nul("the shell's path"))?;
+    let args = [
+        path.clone(),
+        CString::from(c"-c"),
+        CString::new(command).map_err(|_| nul("the command"))?,
+    ];
+    let search = !path.as_bytes().contains(&b'/');
+    let paths = if path.as_bytes().is_empty() {
+        Vec::new()
+    } else if search {
+        search_paths(path.as_bytes(), envp)
+    } else {
+        vec![path]
+    };
+    if paths.is_empty() {
+        return Err(io::Error::from_raw_os_error(libc::ENOENT));
+    }
+
+    // The child's ends, all above 2 and close-on-exec in the executor.
+    let cwd = cwd
+        .map(|fd| rustix::io::fcntl_dupfd_cloexec(fd, 3))
+        .transpose()?;
+    let null = above_stdio(rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?)?;
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let (status_r, status_w) = pipe()?;
+
+    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
+    envp_ptrs.push(std::ptr::null());
+    let mut shared = Box::new(Shared {
+        stack: Vec::with_capacity(KEEPER_STACK + SHELL_STACK),
+        keeper_top: 0,
+        shell_top: 0,
+        paths,
+        search,
+        argv,
+        envp: envp_ptrs,
+        _args: args,
+        _env: env_owner,
+        prepared: prepared.clone(),
+        cwd: cwd.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+        stdio: [null.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
+        status: status_w.as_raw_fd(),
+        keeper: AtomicI32::new(0),
+        failed: AtomicI32::new(0),
+    });
+    // Stacks grow down from 16-byte aligned tops inside the capacity.
+    let base = shared.stack.as_mut_ptr() as usize;
+    shared.keeper_top = (base + KEEPER_STACK) & !15;
+    shared.shell_top = (base + KEEPER_STACK + SHELL_STACK) & !15;
+    let keeper_top = shared.keeper_top;
+    let shared = Box::into_raw(shared);
+
+    // SAFETY: sigset_t is plain data; sigfillset initialises it.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `all` and `old` are live sigsets; pthread_sigmask returns an
+    // error number and does not touch errno.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    }
+    let pid = if share_memory() {
+        // SAFETY: `keeper_main` runs on its own stack inside the block,
+        // which stays allocated while it may run (see `Keeper::release`),
+        // and follows the module's rules.
+        unsafe {
+            libc::clone(
+                keeper_main,
+                keeper_top as *mut libc::c_void,
+                libc::CLONE_VM | libc::SIGCHLD,
+                shared.cast(),
+            )
+        }
+    } else {
+        // SAFETY: a fork-like clone (no shared memory, no new stack): the
+        // child returns here on its copy of this stack and becomes the
+        // keeper, which never returns.
+        let r =
+            unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) };
+        if r == 0 {
+            keeper_main(shared.cast());
+        }
+        r as libc::pid_t
+    };
+    let clone_error = io::Error::last_os_error();
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    // The keeper has its own copies of the child's ends.
+    drop((null, out_w, err_w, status_w, cwd));
+    if pid < 0 {
+        // SAFETY: no keeper was started; the block is ours alone.
+        drop(unsafe { Box::from_raw(shared) });
+        return Err(clone_error);
+    }
+    // The keeper is our child and not yet reaped: its pid cannot be reused
+    // before we wait for it.
+    // SAFETY: pidfd_open takes a pid and flags; returns a descriptor or -1.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
+    // SAFETY: the kernel just returned this descriptor; we own it.
+    let pidfd = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw as RawFd) });
+    let mut keeper = Keeper {
+        pid,
+        pidfd,
+        shared,
+        started: false,
+        status: None,
+    };
+
+    // The start report (raw reads: the keeper may write `errno`).
+    let mut report = [0u8; 8];
+    let mut got = 0;
+    while got < report.len() {
+        match rustix::io::read(status_r.as_fd(), &mut report[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => break,
+        }
+    }
+    if got < report.len() {
+        // The keeper died before the shell was started (killed from
+        // outside): its block stays allocated (see the module docs).
+        keeper.wait();
+        return Err(io::Error::other(
+            "the keeper process ended before starting the shell",
+        ));
+    }
+    keeper.started = true;
+    let tag = u32::from_ne_bytes([report[0], report[1], report[2], report[3]]);
+    let errno = i32::from_ne_bytes([report[4], report[5], report[6], report[7]]);
+    if tag != STARTED {
+        keeper.wait();
+        return Err(io::Error::from_raw_os_error(if tag == FAILED {
+            errno
+        } else {
+            libc::EIO
+        }));
+    }
+    Ok(Spawned {
+        keeper,
+        stdout: out_r,
+        stderr: err_r,
+        status: status_r,
+    })
+}
+
+/// Ends the calling process (the keeper or the shell) with `code`.
+fn exit(code: i32) -> ! {
+    // SAFETY: exit_group ends the calling process; it does not return.
+    let _ = unsafe { syscalls::syscall!(Sysno::exit_group, code) };
+    #[allow(clippy::empty_loop)]
+    loop {}
+}
+
+/// Writes all of `bytes` to `fd`, ignoring errors (the executor may be
+/// gone).
+fn write_all(fd: RawFd, bytes: &[u8]) {
+    let mut done = 0;
+    while done < bytes.len() {
+        let rest = &bytes[done..];
+        // SAFETY: `rest` is a live buffer of `rest.len()` bytes.
+        match unsafe { syscalls::syscall!(Sysno::write, fd, rest.as_ptr(), rest.len()) } {
+            Ok(n) => done += n,
+            Err(Errno::EINTR) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+fn report(fd: RawFd, tag: u32, errno: i32) {
+    let mut bytes = [0u8; 8];
+    bytes[..4].copy_from_slice(&tag.to_ne_bytes());
+    bytes[4..].copy_from_slice(&errno.to_ne_bytes());
+    write_all(fd, &bytes);
+}
+
+/// The keeper, from its `clone` to its end (see the module's rules).
+extern "C" fn keeper_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the block, alive while the keeper runs.
+    let s = unsafe { &*(arg as *const Shared) };
+    // SAFETY: this is the keeper.
+    match unsafe { start_shell(s, arg) } {
+        Ok(shell) => {
+            report(s.status, STARTED, 0);
+            // SAFETY: this is the keeper, its shell past `execve`.
+            unsafe { keep(shell, s.status) }
+        }
+        Err(e) => {
+            report(s.status, FAILED, e.into_raw());
+            exit(NOT_STARTED)
+        }
+    }
+}
+
+/// Makes the keeper a subreaper and starts the shell; returns its pid once
+/// it is past `execve`, or why it could not be started (after reaping it).
+///
+/// # Safety
+///
+/// Only in the keeper, with every signal blocked.
+unsafe fn start_shell(s: &Shared, arg: *mut libc::c_void) -> Result<i32, Errno> {
+    // SAFETY: every call below is a raw system call on integers, on the
+    // block, or on locals.
+    unsafe {
+        syscalls::syscall!(Sysno::prctl, libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)?;
+        let me = syscalls::syscall!(Sysno::getpid)? as i32;
+        s.keeper.store(me, Ordering::SeqCst);
+
+        // The host's handlers are functions in the shared memory: reset
+        // them (in this process only) so the shell can unblock signals
+        // before `execve` without running one. SIGPIPE goes back to the
+        // default too, as `std` does for its children.
+        for sig in 1..=64usize {
+            if sig == libc::SIGKILL as usize || sig == libc::SIGSTOP as usize {
+                continue;
+            }
+            let mut old: linux_raw_sys::general::kernel_sigaction = std::mem::zeroed();
+            let got = syscalls::syscall!(
+                Sysno::rt_sigaction,
+                sig,
+                0,
+                &mut old as *mut linux_raw_sys::general::kernel_sigaction,
+                8
+            );
+            if got.is_err() {
+                continue;
+            }
+            let handler = old.sa_handler_kernel.map_or(0, |f| f as usize);
+            if handler > 1 || (handler == 1 && sig == libc::SIGPIPE as usize) {
+                let dfl: linux_raw_sys::general::kernel_sigaction = std::mem::zeroed();
+                syscalls::syscall!(
+                    Sysno::rt_sigaction,
+                    sig,
+                    &dfl as *const linux_raw_sys::general::kernel_sigaction,
+                    0,
+                    8
+                )?;
+            }
+        }
+
+        for (target, &fd) in s.stdio.iter().enumerate() {
+            syscalls::syscall!(Sysno::dup3, fd, target, 0)?;
+        }
+        // glibc's `clone` switches stacks for the child; it writes `errno`
+        // only on failure (read back at once; the executor's thread is
+        // blocked in a raw read meanwhile).
+        let shell = libc::clone(
+            shell_main,
+            s.shell_top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            arg,
+        );
+        if shell < 0 {
+            return Err(Errno::new(*libc::__errno_location()));
+        }
+        let failed = s.failed.load(Ordering::SeqCst);
+        if failed != 0 {
+            let mut st: libc::c_int = 0;
+            while let Err(Errno::EINTR) =
+                syscalls::syscall!(Sysno::wait4, shell, &mut st as *mut libc::c_int, 0, 0)
+            {
+            }
+            return Err(Errno::new(failed));
+        }
+        Ok(shell)
+    }
+}
+
+/// The keeper once the shell runs: holds nothing but the status pipe,
+/// reports the shell's exit code, reaps every descendant, exits with the
+/// shell's code.
+///
+/// # Safety
+///
+/// Only in the keeper.
+unsafe fn keep(shell: i32, status: RawFd) -> ! {
+    // SAFETY: every call below is a raw system call on integers or locals.
+    unsafe {
+        let fd = if status == 3 {
+            3
+        } else {
+            match syscalls::syscall!(Sysno::dup3, status, 3, 0) {
+                Ok(_) => 3,
+                Err(_) => -1,
+            }
+        };
+        if syscalls::syscall!(Sysno::close_range, 4, u32::MAX, 0).is_err() {
+            for other in 4..65536 {
+                let _ = syscalls::syscall!(Sysno::close, other);
+            }
+        }
+        for std_fd in 0..3 {
+            let _ = syscalls::syscall!(Sysno::close, std_fd);
+        }
+        let mut code = NOT_STARTED;
+        let mut reported = fd < 0;
+        loop {
+            let mut st: libc::c_int = 0;
+            let r = match syscalls::syscall!(
+                Sysno::wait4,
+                -1isize,
+                &mut st as *mut libc::c_int,
+                0,
+                0
+            ) {
+                Ok(pid) => pid as i32,
+                Err(Errno::EINTR) => continue,
+                Err(_) => break,
+            };
+            if r != shell {
+                continue;
+            }
+            code = if libc::WIFEXITED(st) {
+                libc::WEXITSTATUS(st)
+            } else if libc::WIFSIGNALED(st) {
+                128 + libc::WTERMSIG(st)
+            } else {
+                continue;
+            };
+            if !reported {
+                write_all(fd, &code.to_ne_bytes());
+                let _ = syscalls::syscall!(Sysno::close, fd);
+                reported = true;
+            }
+        }
+        exit(code & 0xff)
+    }
+}
+
+/// The shell, from its `clone` to its `execve` (see the module's rules).
+/// Never returns.
+extern "C" fn shell_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the block; the keeper waits (CLONE_VFORK) until this
+    // process has called `execve` or exited.
+    let s = unsafe { &*(arg as *const Shared) };
+    // SAFETY: this is the shell before `execve`.
+    let e = match unsafe { prepare_shell(s) } {
+        // SAFETY: as above.
+        Ok(()) => unsafe { exec_shell(s) },
+        Err(e) => e,
+    };
+    s.failed.store(e.into_raw().max(1), Ordering::SeqCst);
+    exit(NOT_STARTED)
+}
+
+/// The shell between `clone` and `execve`: its own session, the caller's
+/// directory, the confinement, inherited descriptors closed on exec, and
+/// signals unblocked.
+///
+/// # Safety
+///
+/// Only in the shell before `execve`.
+unsafe fn prepare_shell(s: &Shared) -> Result<(), Errno> {
+    // SAFETY: every call below is a raw system call on integers or on the
+    // block; `apply_raw` is errno-free and allocates nothing.
+    unsafe {
+        syscalls::syscall!(Sysno::prctl, libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0)?;
+        // The keeper may already be gone (then the death signal never
+        // comes).
+        if syscalls::syscall!(Sysno::getppid)? as i32 != s.keeper.load(Ordering::SeqCst) {
+            return Err(Errno::ESRCH);
+        }
+        syscalls::syscall!(Sysno::setsid)?;
+        if s.cwd >= 0 {
+            syscalls::syscall!(Sysno::fchdir, s.cwd)?;
+        }
+        s.prepared.apply_raw()?;
+        // Descriptors the embedding program left inheritable do not reach
+        // the command (best effort: CLOSE_RANGE_CLOEXEC needs Linux 5.11).
+        let _ = syscalls::syscall!(Sysno::close_range, 3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
+        let empty: u64 = 0;
+        syscalls::syscall!(
+            Sysno::rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &empty as *const u64,
+            0,
+            8
+        )?;
+    }
+    Ok(())
+}
+
+/// `execve`s the shell, searching as `execvp` does; returns why it failed.
+///
+/// # Safety
+///
+/// Only in the shell before `execve`.
+unsafe fn exec_shell(s: &Shared) -> Errno {
+    let mut denied = false;
+    for path in &s.paths {
+        // SAFETY: NUL-terminated path, NULL-terminated argv and envp of
+        // NUL-terminated strings the block owns.
+        let r = unsafe {
+            syscalls::syscall!(
+                Sysno::execve,
+                path.as_ptr(),
+                s.argv.as_ptr(),
+                s.envp.as_ptr()
+            )
+        };
+        match r {
+            Err(e) if s.search && e == Errno::EACCES => denied = true,
+            Err(e)
+                if s.search
+                    && [
+                        Errno::ENOENT,
+                        Errno::ENOTDIR,
+                        Errno::ESTALE,
+                        Errno::ENODEV,
+                        Errno::ETIMEDOUT,
+                    ]
+                    .contains(&e) => {}
+            Err(e) => return e,
+            Ok(_) => return Errno::EINVAL,
+        }
+    }
+    if denied {
+        Errno::EACCES
+    } else {
+        Errno::ENOENT
+    }
+}
