@@ -279,7 +279,12 @@ fn the_shell_starts_with_signals_unblocked_and_at_their_defaults() {
     assert_ne!(sig_mask(&host, "SigCgt") & (1 << (libc::SIGUSR2 - 1)), 0);
 
     let ex = started(config());
-    let r = run(&ex, "cat /proc/$$/status");
+    // Read by the shell itself with builtins: a forked `cat` could catch
+    // the shell in the window where it blocks signals around a fork.
+    let r = run(
+        &ex,
+        "while IFS= read -r l; do echo \"$l\"; done < /proc/self/status",
+    );
     assert_eq!(r.exit_code, 0, "{}", text(&r.stderr));
     let shell = text(&r.stdout);
     assert_eq!(sig_mask(&shell, "SigBlk"), 0, "{shell}");
@@ -671,6 +676,25 @@ fn inheritable_descriptors_of_the_host_do_not_reach_the_command() {
 }
 
 // --- concurrency, cwd, session ------------------------------------------------------
+
+#[test]
+fn a_large_capture_arrives_whole_and_in_order() {
+    // 4.5 MB of numbered lines: the output buffer grows (and is mapped
+    // ahead past 1 MiB) several times on the way; every byte must land
+    // where it belongs. (Small enough not to disturb the flood test's
+    // measure of this process's peak memory.)
+    let ex = started(ExecConfig {
+        max_output_bytes: 64 << 20,
+        ..config()
+    });
+    let r = run(&ex, "seq 1 600000");
+    assert_eq!(r.exit_code, 0, "{}", text(&r.stderr));
+    assert!(!r.truncated);
+    let want: String = (1..=600_000).map(|n| format!("{n}\n")).collect();
+    assert!(want.len() > 4_000_000);
+    assert_eq!(r.stdout.len(), want.len());
+    assert!(r.stdout == want.as_bytes(), "the capture differs");
+}
 
 #[test]
 fn concurrent_execs_from_four_threads() {
