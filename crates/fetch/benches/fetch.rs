@@ -20,7 +20,8 @@
 //! these machines are too noisy for timed tests.
 //!
 //! The server listens on 127.0.0.1 only and answers `200 OK` with a
-//! two-byte body on persistent connections.
+//! two-byte body on persistent connections. The whole process runs on one
+//! CPU (see `pin_to_this_cpu`).
 
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -232,7 +233,31 @@ fn ratio_table() {
 
 criterion_group!(benches, fetch_1000);
 
+/// Pins the process (so every thread it starts: the client and the
+/// server's) to the CPU it runs on. Across two CPUs each request wakes the
+/// server's thread on the other one; on an otherwise idle VM that wake-up
+/// took about 70 µs and landed on whichever variant's server thread the
+/// scheduler had placed there (4× one way, parity the other), which says
+/// nothing of the checks. `cargo xtask bench-tool` pins for the same reason.
+fn pin_to_this_cpu() {
+    // SAFETY: sched_getcpu takes no arguments; the set is plain data,
+    // initialised by CPU_ZERO and CPU_SET before sched_setaffinity reads it.
+    unsafe {
+        let cpu = libc::sched_getcpu();
+        if cpu < 0 {
+            return;
+        }
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu as usize, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
+            println!("fetch bench: pinned to CPU {cpu} (client and server threads)");
+        }
+    }
+}
+
 fn main() {
+    pin_to_this_cpu();
     benches();
     Criterion::default().configure_from_args().final_summary();
     // `cargo test --all-targets` runs this binary once without `--bench`:
