@@ -136,6 +136,42 @@ class _Handle:
         if self._closing and not inflight:
             self._reap()
 
+    def _call(self, fn, *args) -> None:
+        """``fn(handle, *args, &err)``, raising its error."""
+        err = c_void_p()
+        h = self._acquire()
+        try:
+            st = fn(h, *args, byref(err))
+        finally:
+            self._release()
+        if st:
+            _raise(st, err)
+
+    def _out(self, fn, *args) -> int | None:
+        """``fn(handle, *args, &out, &err)``: the pointer it hands out."""
+        out, err = c_void_p(), c_void_p()
+        h = self._acquire()
+        try:
+            st = fn(h, *args, byref(out), byref(err))
+        finally:
+            self._release()
+        if st:
+            _raise(st, err)
+        return out.value
+
+    def _bytes(self, fn, *args) -> bytes:
+        """``fn(handle, *args, &bytes, &err)``: the bytes it hands out."""
+        out, err = sg_bytes(), c_void_p()
+        h = self._acquire()
+        try:
+            st = fn(h, *args, byref(out), byref(err))
+        finally:
+            self._release()
+        if st:
+            take_bytes(out)
+            _raise(st, err)
+        return take_bytes(out)
+
     def _reap(self) -> None:
         d = self.__dict__
         h = d.pop("_h", None)  # atomic: one caller wins
@@ -425,28 +461,12 @@ class Root(_Handle):
     def open_root(self, path: str | bytes | os.PathLike) -> "Root":
         """The directory ``path`` beneath this root, as a root of its own."""
         p = _host(path)
-        out, err = c_void_p(), c_void_p()
-        h = self._acquire()
-        try:
-            st = lib.sg_root_open_root(h, p, len(p), byref(out), byref(err))
-        finally:
-            self._release()
-        if st:
-            _raise(st, err)
-        return Root._wrap(out.value)
+        return Root._wrap(self._out(lib.sg_root_open_root, p, len(p)))
 
     @property
     def name(self) -> str:
         """The name the root was opened with."""
-        out, err = sg_bytes(), c_void_p()
-        h = self._acquire()
-        try:
-            st = lib.sg_root_name(h, byref(out), byref(err))
-        finally:
-            self._release()
-        if st:
-            _raise(st, err)
-        return os.fsdecode(take_bytes(out))
+        return os.fsdecode(self._bytes(lib.sg_root_name))
 
     def open_fd(self, path, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
         """A raw descriptor for ``path`` opened with ``open(2)`` flags; the
@@ -454,14 +474,8 @@ class Root(_Handle):
         O_CREAT, O_EXCL, O_TRUNC, O_APPEND, O_NOFOLLOW, O_CLOEXEC (always
         set)."""
         p = _host(path)
-        fd, err = c_int32(-1), c_void_p()
-        h = self._acquire()
-        try:
-            st = lib.sg_root_open_file(h, p, len(p), flags, mode, byref(fd), byref(err))
-        finally:
-            self._release()
-        if st:
-            _raise(st, err)
+        fd = c_int32(-1)
+        self._call(lib.sg_root_open_file, p, len(p), flags, mode, byref(fd))
         return fd.value
 
     def open(
@@ -492,26 +506,12 @@ class Root(_Handle):
 
     def mkdir(self, path, mode: int = 0o777) -> None:
         p = _host(path)
-        err = c_void_p()
-        h = self._acquire()
-        try:
-            st = lib.sg_root_mkdir(h, p, len(p), mode, byref(err))
-        finally:
-            self._release()
-        if st:
-            _raise(st, err)
+        self._call(lib.sg_root_mkdir, p, len(p), mode)
 
     def remove(self, path) -> None:
         """Removes a file, a symlink (not its target) or an empty directory."""
         p = _host(path)
-        err = c_void_p()
-        h = self._acquire()
-        try:
-            st = lib.sg_root_remove(h, p, len(p), byref(err))
-        finally:
-            self._release()
-        if st:
-            _raise(st, err)
+        self._call(lib.sg_root_remove, p, len(p))
 
     # stat and lstat are the hot path (see _stat_method).
     stat = _stat_method("sg_root_stat", "Describes ``path``, following a final symlink beneath the root.")
@@ -520,27 +520,12 @@ class Root(_Handle):
     def readlink(self, path) -> str:
         """The stored target of the symlink ``path`` (never resolved)."""
         p = _host(path)
-        out, err = sg_bytes(), c_void_p()
-        h = self._acquire()
-        try:
-            st = lib.sg_root_readlink(h, p, len(p), byref(out), byref(err))
-        finally:
-            self._release()
-        if st:
-            _raise(st, err)
-        return os.fsdecode(take_bytes(out))
+        return os.fsdecode(self._bytes(lib.sg_root_readlink, p, len(p)))
 
     def rename(self, src, dst) -> None:
         """Renames ``src`` to ``dst`` (replacing a file there, like rename(2))."""
         a, b = _host(src), _host(dst)
-        err = c_void_p()
-        h = self._acquire()
-        try:
-            st = lib.sg_root_rename(h, a, len(a), b, len(b), byref(err))
-        finally:
-            self._release()
-        if st:
-            _raise(st, err)
+        self._call(lib.sg_root_rename, a, len(a), b, len(b))
 
     def exists(self, path) -> bool:
         try:
@@ -599,31 +584,19 @@ class Policy(_Handle):
             _raise(st, err)
         return cls._wrap(out.value)
 
-    def _bytes_call(self, fn, *args) -> bytes:
-        out, err = sg_bytes(), c_void_p()
-        h = self._acquire()
-        try:
-            st = fn(h, *args, byref(out), byref(err))
-        finally:
-            self._release()
-        if st:
-            take_bytes(out)
-            _raise(st, err)
-        return take_bytes(out)
-
     @property
     def digest(self) -> str:
         """``"sha256:<hex>"`` of the policy file's bytes."""
-        return self._bytes_call(lib.sg_policy_digest).decode()
+        return self._bytes(lib.sg_policy_digest).decode()
 
     def summary(self) -> dict:
         """What the policy grants, as a dict (mode, read_roots, write_root,
         deny_write, limits, exec, net, budgets, digest)."""
-        return json.loads(self._bytes_call(lib.sg_policy_summary, False))
+        return json.loads(self._bytes(lib.sg_policy_summary, False))
 
     def summary_text(self) -> str:
         """The summary as text for people (what ``sandgate check`` prints)."""
-        return self._bytes_call(lib.sg_policy_summary, True).decode("utf-8")
+        return self._bytes(lib.sg_policy_summary, True).decode("utf-8")
 
     def authorize(
         self,
@@ -786,18 +759,11 @@ class Sandbox(_Handle):
         """A sandbox with what ``policy`` grants (roots, caps, overwrite
         switch, deny patterns, restricted mode, ``fs_ops`` budget)."""
         self = cls.__new__(cls)
-        out, err = c_void_p(), c_void_p()
-        h = policy._acquire()
+        opts = policy._out(lib.sg_sandbox_options_from_policy)
         try:
-            st = lib.sg_sandbox_options_from_policy(h, byref(out), byref(err))
+            self._build(opts, audit)
         finally:
-            policy._release()
-        if st:
-            _raise(st, err)
-        try:
-            self._build(out.value, audit)
-        finally:
-            lib.sg_sandbox_options_free(out.value)
+            lib.sg_sandbox_options_free(opts)
         return self
 
     def _before_free(self, h: int) -> None:
@@ -806,28 +772,6 @@ class Sandbox(_Handle):
         err = c_void_p()
         if lib.sg_sandbox_close(h, byref(err)) and err.value:
             lib.sg_error_free(err.value)
-
-    def _call(self, fn, *args) -> None:
-        err = c_void_p()
-        h = self._acquire()
-        try:
-            st = fn(h, *args, byref(err))
-        finally:
-            self._release()
-        if st:
-            _raise(st, err)
-
-    def _bytes(self, fn, *args) -> bytes:
-        out, err = sg_bytes(), c_void_p()
-        h = self._acquire()
-        try:
-            st = fn(h, *args, byref(out), byref(err))
-        finally:
-            self._release()
-        if st:
-            take_bytes(out)
-            _raise(st, err)
-        return take_bytes(out)
 
     # -- reads --
 
@@ -869,14 +813,8 @@ class Sandbox(_Handle):
     def stat(self, path: str) -> StatResult:
         """kind, mode and size of ``path`` (a final symlink followed)."""
         p = _name(path)
-        out, err = StatResult(), c_void_p()
-        h = self._acquire()
-        try:
-            st = lib.sg_sandbox_stat(h, p, len(p), out, byref(err))
-        finally:
-            self._release()
-        if st:
-            _raise(st, err)
+        out = StatResult()
+        self._call(lib.sg_sandbox_stat, p, len(p), out)
         return out
 
     def exists(self, path: str) -> bool:
@@ -978,14 +916,7 @@ class AbortSignal(_Handle):
         super().__init__(out.value)
 
     def abort(self) -> None:
-        err = c_void_p()
-        h = self._acquire()
-        try:
-            st = lib.sg_abort_trigger(h, byref(err))
-        finally:
-            self._release()
-        if st:
-            _raise(st, err)
+        self._call(lib.sg_abort_trigger)
 
     @property
     def aborted(self) -> bool:
@@ -1008,25 +939,7 @@ class Executor(_Handle):
     _free_name = "sg_executor_free"
 
     def __init__(self, policy: Policy) -> None:
-        out, err = c_void_p(), c_void_p()
-        h = policy._acquire()
-        try:
-            st = lib.sg_executor_new(h, byref(out), byref(err))
-        finally:
-            policy._release()
-        if st:
-            _raise(st, err)
-        super().__init__(out.value)
-
-    def _call(self, fn) -> None:
-        err = c_void_p()
-        h = self._acquire()
-        try:
-            st = fn(h, byref(err))
-        finally:
-            self._release()
-        if st:
-            _raise(st, err)
+        super().__init__(policy._out(lib.sg_executor_new))
 
     def start(self) -> None:
         self._call(lib.sg_executor_start)
@@ -1178,15 +1091,7 @@ class Fetcher(_Handle):
     _free_name = "sg_fetcher_free"
 
     def __init__(self, policy: Policy) -> None:
-        out, err = c_void_p(), c_void_p()
-        h = policy._acquire()
-        try:
-            st = lib.sg_fetcher_new(h, byref(out), byref(err))
-        finally:
-            policy._release()
-        if st:
-            _raise(st, err)
-        super().__init__(out.value)
+        super().__init__(policy._out(lib.sg_fetcher_new))
 
     def fetch(
         self,
