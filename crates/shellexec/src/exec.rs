@@ -71,7 +71,7 @@ use sandgate_codes::ErrorCode;
 use crate::confine::{self, ConfineMode, ConfineSpec, ConfinementReport, Prepared};
 use crate::env::EnvPlan;
 use crate::redact::Redactor;
-use crate::spawn::{self, Keeper, Spawned};
+use crate::spawn::{self, exit_code, pidfd_open, pollfd, Keeper, Spawned};
 
 /// Exit code of a timed-out command.
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -696,7 +696,6 @@ fn run(
         }
     };
     let keeper_pid = keeper.pid();
-    let (stdout, stderr) = (Some(stdout), Some(stderr));
 
     let deadline = later(began, timeout);
     let backstop = later(later(deadline, config.grace), BACKSTOP_MARGIN);
@@ -941,7 +940,7 @@ fn run(
         _ if result.timed_out => EXIT_TIMEOUT,
         _ => match (shell_status, keeper_status) {
             (Some(code), _) => code,
-            (None, Some(st)) => status_code(st),
+            (None, Some(st)) => exit_code(st).unwrap_or(EXIT_NOT_STARTED),
             (None, None) => EXIT_TIMEOUT,
         },
     };
@@ -964,9 +963,9 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(fd: Option<OwnedFd>, redactor: Redactor) -> Self {
+    fn new(fd: OwnedFd, redactor: Redactor) -> Self {
         Stream {
-            fd,
+            fd: Some(fd),
             redactor: Some(redactor),
             out: Vec::new(),
         }
@@ -1086,14 +1085,6 @@ fn read_some(fd: RawFd, buf: &mut [MaybeUninit<u8>]) -> ReadOutcome {
     }
 }
 
-fn pollfd(fd: RawFd) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    }
-}
-
 /// `t + d`, saturating at a far future instead of overflowing.
 fn later(t: Instant, d: Duration) -> Instant {
     t.checked_add(d)
@@ -1118,17 +1109,6 @@ fn set_nonblocking(fd: RawFd) {
     }
 }
 
-/// A wait status as an exit code: the code, or 128 + the signal.
-fn status_code(st: i32) -> i32 {
-    if libc::WIFEXITED(st) {
-        libc::WEXITSTATUS(st)
-    } else if libc::WIFSIGNALED(st) {
-        128 + libc::WTERMSIG(st)
-    } else {
-        EXIT_NOT_STARTED
-    }
-}
-
 /// Sleeps until the process behind `pidfd` exits or `d` passes; without a
 /// pidfd, sleeps `step` (at most `d`).
 fn await_exit(pidfd: Option<&OwnedFd>, d: Duration, step: Duration) {
@@ -1144,40 +1124,42 @@ fn await_exit(pidfd: Option<&OwnedFd>, d: Duration, step: Duration) {
     }
 }
 
+/// Waits for the keeper until `limit` (looking every `step` without a
+/// pidfd): its wait status, `Ok(None)` if it still runs at `limit`, an
+/// error if it cannot be waited for.
+fn await_keeper(keeper: &mut Keeper, limit: Instant, step: Duration) -> io::Result<Option<i32>> {
+    loop {
+        if let Some(st) = keeper.try_wait()? {
+            return Ok(Some(st));
+        }
+        let now = Instant::now();
+        if now >= limit {
+            return Ok(None);
+        }
+        await_exit(keeper.pidfd(), limit - now, step);
+    }
+}
+
 /// Whether the keeper has exited, giving it a moment (it exits right after
 /// reporting the shell's status when nothing else is left).
 fn keeper_gone(keeper: &mut Keeper) -> bool {
     let limit = Instant::now() + Duration::from_millis(2);
-    loop {
-        match keeper.try_wait() {
-            Ok(Some(_)) => return true,
-            Ok(None) => {}
-            Err(_) => return false,
-        }
-        let now = Instant::now();
-        if now >= limit {
-            return false;
-        }
-        await_exit(keeper.pidfd(), limit - now, Duration::from_micros(100));
-    }
+    matches!(
+        await_keeper(keeper, limit, Duration::from_micros(100)),
+        Ok(Some(_))
+    )
 }
 
 /// Waits for the keeper until `limit`; past it, hands it to a thread.
 fn wait_until(mut keeper: Keeper, limit: Instant) -> Option<i32> {
-    loop {
-        match keeper.try_wait() {
-            Ok(Some(st)) => return Some(st),
-            Ok(None) => {}
-            Err(_) => return None,
+    match await_keeper(&mut keeper, limit, Duration::from_millis(1)) {
+        Ok(Some(st)) => Some(st),
+        Ok(None) => {
+            reap_later(keeper);
+            None
         }
-        let now = Instant::now();
-        if now >= limit {
-            break;
-        }
-        await_exit(keeper.pidfd(), limit - now, Duration::from_millis(1));
+        Err(_) => None,
     }
-    reap_later(keeper);
-    None
 }
 
 /// Kills the keeper's subtree until the keeper is reaped, on a thread.
@@ -1261,18 +1243,14 @@ fn subtree(root: i32) -> Vec<Proc> {
 /// through a pidfd where the kernel has them so that a recycled pid is
 /// never hit.
 fn signal(p: &Proc, sig: i32) {
-    // SAFETY: pidfd_open takes a pid and flags; returns a descriptor or -1.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, p.pid, 0 as libc::c_uint) };
-    if raw < 0 {
+    let Some(pidfd) = pidfd_open(p.pid) else {
         if stat(p.pid).is_some_and(|(_, start, _)| start == p.start) {
             // SAFETY: kill takes integer arguments; the pid was checked
             // just above (a small window remains without pidfds).
             unsafe { libc::kill(p.pid, sig) };
         }
         return;
-    }
-    // SAFETY: the kernel just returned this descriptor; we own it.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
+    };
     // The pidfd pins the process: if it is the one seen now, it is the one
     // signalled.
     if stat(p.pid).is_some_and(|(_, start, _)| start == p.start) {

@@ -138,37 +138,38 @@ impl Keeper {
     /// Its wait status if it has exited (reaping it), `Ok(None)` if it
     /// runs, an error if it cannot be waited for (no longer our child).
     pub fn try_wait(&mut self) -> io::Result<Option<i32>> {
-        if let Some(st) = self.status {
-            return Ok(Some(st));
-        }
-        let mut st: libc::c_int = 0;
-        // SAFETY: waitpid on our own child, into a local status.
-        let r = unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if r == 0 {
-            return Ok(None);
-        }
-        self.status = Some(st);
-        self.release();
-        Ok(Some(st))
+        self.waitpid(libc::WNOHANG)
     }
 
     /// Blocks until the keeper exits (it is about to).
     fn wait(&mut self) {
+        let _ = self.waitpid(0);
+    }
+
+    /// `waitpid` on the keeper with `flags` (EINTR retried): its status
+    /// once it has exited (freeing the block if it may be), `Ok(None)`
+    /// while it runs (`WNOHANG`).
+    fn waitpid(&mut self, flags: libc::c_int) -> io::Result<Option<i32>> {
+        if let Some(st) = self.status {
+            return Ok(Some(st));
+        }
         loop {
             let mut st: libc::c_int = 0;
             // SAFETY: waitpid on our own child, into a local status.
-            let r = unsafe { libc::waitpid(self.pid, &mut st, 0) };
-            if r == self.pid {
-                self.status = Some(st);
-                self.release();
-                return;
+            let r = unsafe { libc::waitpid(self.pid, &mut st, flags) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
             }
-            if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                return;
+            if r == 0 {
+                return Ok(None);
             }
+            self.status = Some(st);
+            self.release();
+            return Ok(Some(st));
         }
     }
 
@@ -181,11 +182,7 @@ impl Keeper {
         let Some(fd) = &self.pidfd else {
             return false;
         };
-        let mut p = libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut p = pollfd(fd.as_raw_fd());
         // SAFETY: one live pollfd; a zero timeout.
         unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLIN != 0 }
     }
@@ -208,6 +205,35 @@ impl Drop for Keeper {
         // Freed if the keeper is gone; otherwise left allocated, as its
         // stack may still be in use.
         self.release();
+    }
+}
+
+/// A pidfd for `pid`, or `None` where the kernel has none (before 5.3).
+pub(crate) fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags; returns a descriptor or -1.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
+    // SAFETY: the kernel just returned this descriptor; we own it.
+    (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw as RawFd) })
+}
+
+/// A `pollfd` waiting for `fd` to be readable.
+pub(crate) fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// The exit code a wait status stands for: the code, or 128 + the signal;
+/// `None` for a stop or a continue. (Pure arithmetic: the keeper calls it.)
+pub(crate) fn exit_code(st: libc::c_int) -> Option<i32> {
+    if libc::WIFEXITED(st) {
+        Some(libc::WEXITSTATUS(st))
+    } else if libc::WIFSIGNALED(st) {
+        Some(128 + libc::WTERMSIG(st))
+    } else {
+        None
     }
 }
 
@@ -383,13 +409,9 @@ pub(crate) fn spawn(
     }
     // The keeper is our child and not yet reaped: its pid cannot be reused
     // before we wait for it.
-    // SAFETY: pidfd_open takes a pid and flags; returns a descriptor or -1.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
-    // SAFETY: the kernel just returned this descriptor; we own it.
-    let pidfd = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw as RawFd) });
     let mut keeper = Keeper {
         pid,
-        pidfd,
+        pidfd: pidfd_open(pid),
         shared,
         started: false,
         status: None,
@@ -599,13 +621,10 @@ unsafe fn keep(shell: i32, status: RawFd) -> ! {
             if r != shell {
                 continue;
             }
-            code = if libc::WIFEXITED(st) {
-                libc::WEXITSTATUS(st)
-            } else if libc::WIFSIGNALED(st) {
-                128 + libc::WTERMSIG(st)
-            } else {
+            let Some(exited) = exit_code(st) else {
                 continue;
             };
+            code = exited;
             if !reported {
                 write_all(fd, &code.to_ne_bytes());
                 let _ = syscalls::syscall!(Sysno::close, fd);
