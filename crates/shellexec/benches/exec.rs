@@ -87,7 +87,14 @@ fn std_bash(command: &str) -> std::process::Output {
         .expect("spawn bash")
 }
 
-fn exec_true(c: &mut Criterion) {
+/// The two executors `exec true` is measured with: without confinement,
+/// and with Landlock (best effort) over a private read and write directory,
+/// returned first so that, bound first, they are dropped last.
+fn true_executors() -> (
+    [tempfile::TempDir; 2],
+    LocalShellExecutor,
+    LocalShellExecutor,
+) {
     let read_dir = tempfile::tempdir().expect("tempdir");
     let write_dir = tempfile::tempdir().expect("tempdir");
     let off = started(config(ConfineMode::Off, ConfineSpec::default(), 1 << 20));
@@ -100,6 +107,11 @@ fn exec_true(c: &mut Criterion) {
         },
         1 << 20,
     ));
+    ([read_dir, write_dir], off, landlock)
+}
+
+fn exec_true(c: &mut Criterion) {
+    let (_dirs, off, landlock) = true_executors();
 
     // Every variant must succeed; say what Landlock enforces.
     assert!(std_bash("true").status.success());
@@ -341,18 +353,7 @@ type Variant<'a> = (&'static str, Box<dyn Fn() + 'a>, Duration);
 fn cpu_report() {
     const CALLS: u32 = 300;
     const CHUNK: u32 = 10;
-    let read_dir = tempfile::tempdir().expect("tempdir");
-    let write_dir = tempfile::tempdir().expect("tempdir");
-    let off = started(config(ConfineMode::Off, ConfineSpec::default(), 1 << 20));
-    let landlock = started(config(
-        ConfineMode::BestEffort,
-        ConfineSpec {
-            read_dirs: vec![read_dir.path().to_owned()],
-            write_dirs: vec![write_dir.path().to_owned()],
-            ..ConfineSpec::default()
-        },
-        1 << 20,
-    ));
+    let (_dirs, off, landlock) = true_executors();
     let mut run: [Variant<'_>; 3] = [
         (
             "command_bash_c_true",
