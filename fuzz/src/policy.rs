@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use sandgate_policy::{Policy, PolicyErrorKind, SecurityMode, CONFINED_GIT};
+use sandgate_policy::{Policy, PolicyErrorKind, SecurityMode, CONFINED_GIT, KNOWN_KEYS};
 use sha2::{Digest, Sha256};
 
 use crate::bytes::Bytes;
@@ -106,37 +106,10 @@ fn value(b: &mut Bytes, base: &Path) -> String {
     }
 }
 
-const SECTIONS: &[(&str, &[&str])] = &[
-    ("", &["security_mode"]),
-    (
-        "fs",
-        &[
-            "read_roots",
-            "write_root",
-            "deny_write",
-            "max_read_bytes",
-            "max_write_bytes",
-            "allow_overwrite",
-        ],
-    ),
-    (
-        "exec",
-        &[
-            "enabled",
-            "shell",
-            "timeout_ms",
-            "max_output_bytes",
-            "env_inherit",
-            "confine",
-            "process_allow",
-        ],
-    ),
-    ("net", &["allow", "allow_http"]),
-    ("budgets", &["fs_ops", "exec_ops", "net_ops"]),
-];
-
-/// A policy text built from the known sections and keys with values of any
-/// type, now and then an unknown or repeated key or table.
+/// A policy text built from the known sections and keys
+/// ([`KNOWN_KEYS`]: at the top level a section's name comes up as a plain
+/// key too) with values of any type, now and then an unknown or repeated
+/// key or table.
 fn structured(b: &mut Bytes, base: &Path) -> String {
     let mut text = String::new();
     let nsec = 1 + b.below(5);
@@ -144,7 +117,7 @@ fn structured(b: &mut Bytes, base: &Path) -> String {
         let (name, keys) = if b.below(16) == 0 {
             ("bogus", &["x"][..])
         } else {
-            b.pick(SECTIONS)
+            b.pick(KNOWN_KEYS)
         };
         if i > 0 && name.is_empty() {
             continue;

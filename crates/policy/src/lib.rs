@@ -81,7 +81,7 @@ pub use error::{PolicyError, PolicyErrorKind};
 pub use net::{classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost};
 pub use schema::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, DEFAULT_SHELL,
-    DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+    DEFAULT_TIMEOUT_MS, KNOWN_KEYS, MAX_TIMEOUT_MS,
 };
 pub use summary::{Summary, SummaryNet};
 

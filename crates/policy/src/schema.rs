@@ -251,10 +251,50 @@ impl<'a> Section<'a> {
     }
 }
 
+/// The keys a policy may hold, by section: the top level (`""`, where
+/// `fs`, `exec`, `net` and `budgets` are the sections) and each section.
+/// Any other key is refused as unknown.
+pub const KNOWN_KEYS: &[(&str, &[&str])] = &[
+    ("", &["security_mode", "fs", "exec", "net", "budgets"]),
+    (
+        "fs",
+        &[
+            "read_roots",
+            "write_root",
+            "deny_write",
+            "max_read_bytes",
+            "max_write_bytes",
+            "allow_overwrite",
+        ],
+    ),
+    (
+        "exec",
+        &[
+            "enabled",
+            "shell",
+            "timeout_ms",
+            "max_output_bytes",
+            "env_inherit",
+            "confine",
+            "process_allow",
+        ],
+    ),
+    ("net", &["allow", "allow_http"]),
+    ("budgets", &["fs_ops", "exec_ops", "net_ops"]),
+];
+
+/// [`KNOWN_KEYS`] of `section`.
+fn known_keys(section: &str) -> &'static [&'static str] {
+    KNOWN_KEYS
+        .iter()
+        .find(|(name, _)| *name == section)
+        .map_or(&[], |(_, keys)| keys)
+}
+
 /// Decodes the document, refusing unknown keys, wrong types and unknown
 /// words. Ranges and the gate rules are checked by the caller.
 pub(crate) fn decode(doc: &Table) -> Result<RawPolicy, PolicyError> {
-    let top = Section::new("", doc, &["security_mode", "fs", "exec", "net", "budgets"])?;
+    let top = Section::new("", doc, known_keys(""))?;
     let mode = top
         .word(
             "security_mode",
@@ -271,18 +311,7 @@ pub(crate) fn decode(doc: &Table) -> Result<RawPolicy, PolicyError> {
     let net_table = top.table("net")?;
     let budgets_table = top.table("budgets")?;
 
-    let fs = Section::new(
-        "fs",
-        fs_table.unwrap_or(&empty),
-        &[
-            "read_roots",
-            "write_root",
-            "deny_write",
-            "max_read_bytes",
-            "max_write_bytes",
-            "allow_overwrite",
-        ],
-    )?;
+    let fs = Section::new("fs", fs_table.unwrap_or(&empty), known_keys("fs"))?;
     let read_roots = fs.strings("read_roots")?;
     let write_root = fs.string("write_root")?;
     let deny_write = fs
@@ -294,19 +323,7 @@ pub(crate) fn decode(doc: &Table) -> Result<RawPolicy, PolicyError> {
     let max_write_bytes = fs.integer_or("max_write_bytes", DEFAULT_MAX_WRITE_BYTES)?;
     let allow_overwrite = fs.boolean("allow_overwrite")?.unwrap_or(false);
 
-    let exec = Section::new(
-        "exec",
-        exec_table.unwrap_or(&empty),
-        &[
-            "enabled",
-            "shell",
-            "timeout_ms",
-            "max_output_bytes",
-            "env_inherit",
-            "confine",
-            "process_allow",
-        ],
-    )?;
+    let exec = Section::new("exec", exec_table.unwrap_or(&empty), known_keys("exec"))?;
     let exec_enabled = exec.boolean("enabled")?.unwrap_or(false);
     let shell = exec.string("shell")?.unwrap_or_else(|| Keyed {
         key: exec.key("shell"),
@@ -327,14 +344,14 @@ pub(crate) fn decode(doc: &Table) -> Result<RawPolicy, PolicyError> {
         .unwrap_or_default();
     let process_allow = exec.strings("process_allow")?;
 
-    let net = Section::new("net", net_table.unwrap_or(&empty), &["allow", "allow_http"])?;
+    let net = Section::new("net", net_table.unwrap_or(&empty), known_keys("net"))?;
     let net_allow = net.strings("allow")?;
     let allow_http = net.boolean("allow_http")?.unwrap_or(false);
 
     let budgets = Section::new(
         "budgets",
         budgets_table.unwrap_or(&empty),
-        &["fs_ops", "exec_ops", "net_ops"],
+        known_keys("budgets"),
     )?;
     let fs_ops = budgets.integer("fs_ops")?;
     let exec_ops = budgets.integer("exec_ops")?;
