@@ -46,7 +46,7 @@ use std::process::{Command, Stdio};
 use std::time::{Instant, SystemTime};
 
 use crate::bench_tool::{self, thousands};
-use crate::{bindings, cargo, step, target_dir, workspace_root};
+use crate::{bindings, cargo, step, target_dir, works, workspace_root};
 
 const USAGE: &str = "usage: cargo xtask bench [--quick]";
 
@@ -610,17 +610,6 @@ fn tool(o: &Options, r: &mut Results) {
     }
 }
 
-/// Whether `program` runs (`program --version` or the given probe).
-fn have(program: &str, probe: &[&str]) -> bool {
-    Command::new(program)
-        .args(probe)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// `  <name>   <n> ns` lines of bench_stat.py.
 fn python_ns(out: &str, name: &str) -> Option<f64> {
     out.lines().find_map(|l| {
@@ -631,7 +620,7 @@ fn python_ns(out: &str, name: &str) -> Option<f64> {
 
 /// The Python binding: `Root.stat` against `os.stat`.
 fn python(o: &Options, r: &mut Results) {
-    if !have("python3", &["--version"]) {
+    if !works("python3", &["--version"]) {
         return r.skip("python", "stat", "no python3");
     }
     let script = workspace_root().join("bindings/python/bench_stat.py");
@@ -688,7 +677,7 @@ fn go(o: &Options, r: &mut Results) {
     if !has_bench {
         return r.skip("go", "stat", "no BenchmarkStat in bindings/go");
     }
-    if !have("go", &["version"]) {
+    if !works("go", &["version"]) {
         return r.skip("go", "stat", "no go toolchain");
     }
     // cgo links target/lib/libsandgate.a (bindings/go/cgo.go).
@@ -774,12 +763,12 @@ fn go(o: &Options, r: &mut Results) {
 
 /// The Node binding: `Root#stat` against `fs.statSync`.
 fn node(o: &Options, r: &mut Results) {
-    if !have("node", &["--version"]) {
+    if !works("node", &["--version"]) {
         return r.skip("node", "stat", "no node");
     }
     let dir = workspace_root().join("bindings/node");
     if !dir.join("node_modules/.bin/napi").exists() {
-        if !have("npm", &["--version"]) {
+        if !works("npm", &["--version"]) {
             return r.skip("node", "stat", "no npm to install the napi CLI");
         }
         let mut cmd = Command::new("npm");

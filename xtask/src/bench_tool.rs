@@ -52,7 +52,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::target_dir;
+use crate::{target_dir, works};
 
 /// Requests per second the issue asks for.
 const TARGET_RPS: f64 = 50_000.0;
@@ -121,17 +121,6 @@ fn parse(args: &[String]) -> Result<Options, String> {
         }
     }
     Ok(o)
-}
-
-/// Whether `program args…` runs and exits successfully.
-fn works(program: &str, args: &[&str]) -> bool {
-    Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// Quotes a word for a POSIX shell when it needs it.

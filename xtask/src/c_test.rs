@@ -5,9 +5,8 @@
 
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::process::Command;
 
-use crate::{bindings, codegen, step, workspace_root};
+use crate::{bindings, codegen, step, works, workspace_root};
 
 pub fn run(args: &[String]) -> Result<(), String> {
     if !args.is_empty() {
@@ -58,11 +57,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     )?;
     // xtask is single-threaded here; the variable is for the test process.
     std::env::set_var("LD_LIBRARY_PATH", lib_s);
-    let has_valgrind = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if has_valgrind {
+    if works("valgrind", &["--version"]) {
         // Forked children (the executor's keeper) exit without freeing the
         // parent's heap; only the test process itself is checked.
         step(

@@ -24,7 +24,7 @@ mod fuzz;
 
 use std::env;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 fn main() -> ExitCode {
@@ -90,6 +90,17 @@ fn target_dir() -> PathBuf {
         Some(d) => workspace_root().join(d),
         None => workspace_root().join("target"),
     }
+}
+
+/// Whether `program args…` runs and exits successfully (output discarded).
+fn works(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 fn cargo() -> String {
