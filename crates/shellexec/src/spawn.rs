@@ -48,15 +48,13 @@ use std::sync::{Arc, OnceLock};
 use syscalls::{Errno, Sysno};
 
 use crate::confine::Prepared;
+use crate::exec::EXIT_NOT_STARTED;
 
 /// Bytes of the keeper's stack (it makes a few raw system calls).
 const KEEPER_STACK: usize = 64 * 1024;
 /// Bytes of the shell's stack between its `clone` and its `execve`
 /// (confinement is applied there).
 const SHELL_STACK: usize = 128 * 1024;
-
-/// The keeper's exit code when the shell could not be started.
-const NOT_STARTED: i32 = 127;
 
 /// The first report's tags.
 const STARTED: u32 = 0;
@@ -498,7 +496,7 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> libc::c_int {
         }
         Err(e) => {
             report(s.status, FAILED, e.into_raw());
-            exit(NOT_STARTED)
+            exit(EXIT_NOT_STARTED)
         }
     }
 }
@@ -603,7 +601,7 @@ unsafe fn keep(shell: i32, status: RawFd) -> ! {
         for std_fd in 0..3 {
             let _ = syscalls::syscall!(Sysno::close, std_fd);
         }
-        let mut code = NOT_STARTED;
+        let mut code = EXIT_NOT_STARTED;
         let mut reported = fd < 0;
         loop {
             let mut st: libc::c_int = 0;
@@ -648,7 +646,7 @@ extern "C" fn shell_main(arg: *mut libc::c_void) -> libc::c_int {
         Err(e) => e,
     };
     s.failed.store(e.into_raw().max(1), Ordering::SeqCst);
-    exit(NOT_STARTED)
+    exit(EXIT_NOT_STARTED)
 }
 
 /// The shell between `clone` and `execve`: its own session, the caller's
