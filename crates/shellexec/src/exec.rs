@@ -90,6 +90,15 @@ const KILL_SCAN: Duration = Duration::from_millis(10);
 /// Output buffers from this size on are mapped ahead ([`prefault`]).
 const PREFAULT_FROM: usize = 1 << 20;
 
+/// How far past the next read an output buffer is kept mapped.
+const PREFAULT_AHEAD: usize = 512 * 1024;
+
+/// A stream's pipe is widened once this many bytes came through it.
+const WIDEN_FROM: usize = 1 << 20;
+
+/// Pipe sizes tried, in order, when a stream is widened.
+const WIDE_PIPE: [libc::c_int; 2] = [1 << 20, 256 << 10];
+
 /// `madvise` advice (linux/mman.h), not in every `libc` release.
 const MADV_POPULATE_WRITE: libc::c_int = 23;
 
@@ -706,9 +715,6 @@ fn run(
     for s in &streams {
         if let Some(fd) = &s.fd {
             set_nonblocking(fd.as_raw_fd());
-            // A larger pipe drains a flood with fewer wake-ups; best effort.
-            // SAFETY: fcntl on our own descriptor with an integer argument.
-            unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
         }
     }
     set_nonblocking(status_r.as_raw_fd());
@@ -960,6 +966,12 @@ struct Stream {
     fd: Option<OwnedFd>,
     redactor: Option<Redactor>,
     out: Vec<u8>,
+    /// Bytes read from the pipe so far, kept or dropped.
+    read: usize,
+    /// Whether the pipe was widened (tried once, at [`WIDEN_FROM`]).
+    widened: bool,
+    /// Offset in `out` below which its spare capacity is known mapped.
+    mapped: usize,
 }
 
 impl Stream {
@@ -968,6 +980,9 @@ impl Stream {
             fd: Some(fd),
             redactor: Some(redactor),
             out: Vec::new(),
+            read: 0,
+            widened: false,
+            mapped: 0,
         }
     }
 
@@ -994,8 +1009,10 @@ impl Stream {
                         let len = self.out.len();
                         self.out
                             .reserve_exact(len.min(cap.saturating_sub(len)).max(want));
-                        prefault(&mut self.out);
+                        // A moved buffer may be backed anew.
+                        self.mapped = len;
                     }
+                    prefault(&self.out, &mut self.mapped, want);
                     let start = self.out.len();
                     let outcome = read_some(fd, &mut self.out.spare_capacity_mut()[..want]);
                     if let ReadOutcome::Data(n) = outcome {
@@ -1021,7 +1038,13 @@ impl Stream {
                 }
             };
             match outcome {
-                ReadOutcome::Data(_) => {}
+                ReadOutcome::Data(n) => {
+                    self.read += n;
+                    if !self.widened && self.read >= WIDEN_FROM {
+                        self.widened = true;
+                        widen(fd);
+                    }
+                }
                 ReadOutcome::Eof => {
                     self.fd = None;
                     return;
@@ -1032,24 +1055,51 @@ impl Stream {
     }
 }
 
-/// Once the output buffer holds [`PREFAULT_FROM`] bytes, maps its spare
-/// capacity in one call (`MADV_POPULATE_WRITE`, Linux 5.14) instead of one
-/// page fault per 4 KiB as reads fill it: a large capture spends a tenth
-/// of its time in those faults otherwise. The capacity never exceeds the
-/// cap, so neither does what is mapped. Advice only: an older kernel's
-/// `EINVAL` is ignored and the pages fault in as before.
-fn prefault(out: &mut Vec<u8>) {
-    if out.capacity() < PREFAULT_FROM {
+/// Maps the output buffer's memory a little ahead of the next read of
+/// `want` bytes (`MADV_POPULATE_WRITE`, Linux 5.14), in steps about
+/// one read long. Otherwise each 4 KiB page faults in inside `read(2)`,
+/// while the kernel holds the pipe's lock and the writer waits; mapped
+/// here, outside that lock, the writer keeps filling the pipe, and the
+/// freshly zeroed pages are still in cache when the read lands in them.
+/// Only for buffers of [`PREFAULT_FROM`] bytes and more, and never past
+/// the capacity, which never exceeds the cap. Advice only: an older
+/// kernel's `EINVAL` is ignored and the pages fault in as before.
+fn prefault(out: &Vec<u8>, mapped: &mut usize, want: usize) {
+    let cap = out.capacity();
+    if cap < PREFAULT_FROM {
         return;
     }
-    let spare = out.spare_capacity_mut().as_mut_ptr_range();
+    let len = out.len();
+    let target = (len + want + PREFAULT_AHEAD).min(cap);
+    let from = (*mapped).max(len);
+    if from >= target {
+        return;
+    }
     let page = 4096;
-    let start = (spare.start as usize).next_multiple_of(page);
-    let end = spare.end as usize & !(page - 1);
+    let base = out.as_ptr() as usize;
+    let start = (base + from).next_multiple_of(page);
+    let end = (base + target) & !(page - 1);
     if end > start {
-        // SAFETY: the range lies inside the vector's allocation; populating
-        // it changes how it is backed, never its contents.
+        // SAFETY: the range lies inside the vector's allocation, past
+        // its initialised part; populating it changes how it is
+        // backed, never its contents.
         unsafe { libc::madvise(start as *mut libc::c_void, end - start, MADV_POPULATE_WRITE) };
+        *mapped = end - base;
+    }
+}
+
+/// Enlarges a busy stream's pipe (`F_SETPIPE_SZ`): with the default
+/// 64 KiB the writer fills it in a moment and then waits on every read,
+/// so a bulk stream moves in many small turns. Done only for a stream that
+/// has carried [`WIDEN_FROM`] bytes, since wide pipes count against the
+/// user's pipe allowance (`pipe-user-pages-soft`). Best effort: a refusal
+/// (a lower `pipe-max-size`, the allowance spent) keeps the pipe as it is.
+fn widen(fd: RawFd) {
+    for size in WIDE_PIPE {
+        // SAFETY: fcntl on our own descriptor with an integer argument.
+        if unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, size) } >= 0 {
+            return;
+        }
     }
 }
 

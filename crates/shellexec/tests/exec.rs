@@ -697,6 +697,34 @@ fn a_large_capture_arrives_whole_and_in_order() {
 }
 
 #[test]
+fn only_a_busy_stream_gets_a_wider_pipe() {
+    // The executor widens a stream's pipe once a megabyte came through it,
+    // and leaves quiet streams at the system default. When `head` has
+    // written its 2 MB they are in the executor or in a pipe of at most
+    // 1 MiB, so the executor has read past the megabyte by then: no wait
+    // is needed before asking again.
+    let ex = started(ExecConfig {
+        max_output_bytes: 8 << 20,
+        ..config()
+    });
+    let sizes = "python3 -c 'import fcntl, sys; \
+                 print(*(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) for fd in (1, 2)), file=sys.stderr)'";
+    let r = run(&ex, &format!("{sizes}; head -c 2000000 /dev/zero; {sizes}"));
+    assert_eq!(r.exit_code, 0, "{}", text(&r.stderr));
+    assert_eq!(r.stdout.len(), 2_000_000);
+    let sizes: Vec<Vec<u64>> = text(&r.stderr)
+        .lines()
+        .map(|l| l.split(' ').map(|n| n.parse().unwrap()).collect())
+        .collect();
+    let [before, after] = &sizes[..] else {
+        panic!("two lines of sizes: {sizes:?}");
+    };
+    assert!(before[0] < 1 << 20, "stdout wide from the start: {sizes:?}");
+    assert_eq!(after[0], 1 << 20, "stdout not widened: {sizes:?}");
+    assert_eq!(after[1], before[1], "quiet stderr was widened: {sizes:?}");
+}
+
+#[test]
 fn concurrent_execs_from_four_threads() {
     let ex = Arc::new(started(config()));
     let t = Instant::now();
