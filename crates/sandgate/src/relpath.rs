@@ -109,7 +109,12 @@ fn refuse(reason: RelPathReason, component: Option<&str>) -> RelPathError {
 /// Whether `component` is a Windows reserved device name, with or without
 /// an extension, in any case (`con`, `Nul.txt`, `COM1.tar.gz`, `lpt9 `).
 fn is_reserved(component: &str) -> bool {
-    // No allocation: this runs for every component of every name.
+    // No allocation: this runs for every component of every name. Every
+    // reserved name starts with C, P, A, N or L and has three letters.
+    let head = component.as_bytes();
+    if head.len() < 3 || !matches!(head[0] | 0x20, b'a' | b'c' | b'l' | b'n' | b'p') {
+        return false;
+    }
     let stem = component.split('.').next().unwrap_or("");
     // Windows ignores trailing spaces in the device part.
     let b = stem.trim_end_matches(' ').as_bytes();
@@ -154,23 +159,45 @@ impl RelPath {
         if input.contains('\\') {
             return Err(refuse(RelPathReason::Backslash, None));
         }
-        let mut text = String::with_capacity(input.len());
-        for c in input.split('/') {
+        // Every name is parsed on every operation: one pass over the bytes
+        // (components split at ASCII '/', so each is still valid UTF-8),
+        // and a name already in normal form is copied whole.
+        let mut normal = true;
+        let mut start = 0;
+        loop {
+            let end = b[start..]
+                .iter()
+                .position(|&x| x == b'/')
+                .map_or(b.len(), |i| start + i);
+            let c = &input[start..end];
             if c.is_empty() || c == "." {
-                continue;
+                normal = false;
+            } else {
+                if c == ".." {
+                    return Err(refuse(RelPathReason::ParentComponent, Some(c)));
+                }
+                if c.len() > MAX_COMPONENT_BYTES {
+                    return Err(refuse(RelPathReason::ComponentTooLong, Some(c)));
+                }
+                if c.as_bytes().contains(&b':') {
+                    return Err(refuse(RelPathReason::Colon, Some(c)));
+                }
+                if is_reserved(c) {
+                    return Err(refuse(RelPathReason::ReservedName, Some(c)));
+                }
             }
-            if c == ".." {
-                return Err(refuse(RelPathReason::ParentComponent, Some(c)));
+            if end == b.len() {
+                break;
             }
-            if c.len() > MAX_COMPONENT_BYTES {
-                return Err(refuse(RelPathReason::ComponentTooLong, Some(c)));
-            }
-            if c.contains(':') {
-                return Err(refuse(RelPathReason::Colon, Some(c)));
-            }
-            if is_reserved(c) {
-                return Err(refuse(RelPathReason::ReservedName, Some(c)));
-            }
+            start = end + 1;
+        }
+        if normal {
+            return Ok(RelPath {
+                text: input.to_owned(),
+            });
+        }
+        let mut text = String::with_capacity(input.len());
+        for c in input.split('/').filter(|c| !c.is_empty() && *c != ".") {
             if !text.is_empty() {
                 text.push('/');
             }
@@ -197,6 +224,16 @@ impl RelPath {
             "."
         } else {
             &self.text
+        }
+    }
+
+    /// The normalized name as an owned string, as [`RelPath::as_str`]
+    /// spells it.
+    pub fn into_string(self) -> String {
+        if self.text.is_empty() {
+            ".".to_owned()
+        } else {
+            self.text
         }
     }
 
@@ -338,5 +375,63 @@ mod tests {
         assert_eq!(RelPath::root().join("z").unwrap().as_str(), "z");
         assert!(p.join("..").is_err());
         assert_eq!(p.components().collect::<Vec<_>>(), ["a", "b", "c.txt"]);
+        assert_eq!(p.into_string(), "a/b/c.txt");
+        assert_eq!(RelPath::root().into_string(), ".");
+    }
+
+    /// The parser as first written: split at '/', check each component in
+    /// turn, rebuild the text. `parse` must agree with it on every input,
+    /// reason and component included.
+    fn model(input: &str) -> Result<String, RelPathError> {
+        let reserved = |c: &str| {
+            let stem = c.split('.').next().unwrap().trim_end_matches(' ');
+            let (head, tail) = stem.as_bytes().split_at(stem.len().min(3));
+            let is = |w: &str| head.eq_ignore_ascii_case(w.as_bytes());
+            (tail.is_empty() && ["CON", "PRN", "AUX", "NUL"].into_iter().any(is))
+                || (["COM", "LPT"].into_iter().any(is)
+                    && (matches!(tail, [b'1'..=b'9'])
+                        || ["¹", "²", "³"].iter().any(|s| s.as_bytes() == tail)))
+        };
+        match RelPath::parse(input) {
+            // The global checks are shared; only the component walk differs.
+            Err(e) if e.component().is_none() => return Err(e),
+            _ => {}
+        }
+        let mut text = String::new();
+        for c in input.split('/') {
+            if c.is_empty() || c == "." {
+                continue;
+            }
+            let reason = if c == ".." {
+                Some(R::ParentComponent)
+            } else if c.len() > MAX_COMPONENT_BYTES {
+                Some(R::ComponentTooLong)
+            } else if c.contains(':') {
+                Some(R::Colon)
+            } else if reserved(c) {
+                Some(R::ReservedName)
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(refuse(reason, Some(c)));
+            }
+            if !text.is_empty() {
+                text.push('/');
+            }
+            text.push_str(c);
+        }
+        Ok(if text.is_empty() { ".".into() } else { text })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+        #[test]
+        fn parse_agrees_with_the_plain_model(
+            input in "([/.:a-z ]|con|Nul|lPt|COM|aUx|PRN|1|¹|é|\\.\\.|x{250,256}){0,12}"
+        ) {
+            let got = RelPath::parse(&input).map(|p| p.as_str().to_owned());
+            proptest::prop_assert_eq!(got, model(&input));
+        }
     }
 }

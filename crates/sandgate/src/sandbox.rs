@@ -269,6 +269,14 @@ impl Ctx {
             self.path = Some(p());
         }
     }
+
+    /// Keeps a name that is no longer needed as the event's path, without
+    /// copying it (the hot read-only operations).
+    fn keep_path(&mut self, rel: RelPath) {
+        if self.audit {
+            self.path = Some(rel.into_string());
+        }
+    }
 }
 
 /// A ranged read's answer.
@@ -404,8 +412,9 @@ impl Sandbox {
     pub fn read(&self, path: &str) -> Result<Vec<u8>, Error> {
         self.op("read", path, |inner, ctx| {
             let rel = RelPath::parse(path)?;
-            ctx.path(|| rel.as_str().to_owned());
-            let buf = inner.read_first(&rel)?;
+            let buf = inner.read_first(&rel);
+            ctx.keep_path(rel);
+            let buf = buf?;
             ctx.size = Some(buf.len() as u64);
             Ok(buf)
         })
@@ -607,8 +616,9 @@ impl Sandbox {
     pub fn stat(&self, path: &str) -> Result<StatInfo, Error> {
         self.op("stat", path, |inner, ctx| {
             let rel = RelPath::parse(path)?;
-            ctx.path(|| rel.as_str().to_owned());
-            let (_, meta) = inner.stat_first(&rel)?;
+            let meta = inner.stat_first(&rel).map(|(_, meta)| meta);
+            ctx.keep_path(rel);
+            let meta = meta?;
             Ok(StatInfo {
                 kind: meta.kind(),
                 size: meta.len(),
