@@ -149,27 +149,18 @@ class _Handle:
 
     def _out(self, fn, *args) -> int | None:
         """``fn(handle, *args, &out, &err)``: the pointer it hands out."""
-        out, err = c_void_p(), c_void_p()
-        h = self._acquire()
-        try:
-            st = fn(h, *args, byref(out), byref(err))
-        finally:
-            self._release()
-        if st:
-            _raise(st, err)
+        out = c_void_p()
+        self._call(fn, *args, byref(out))
         return out.value
 
     def _bytes(self, fn, *args) -> bytes:
         """``fn(handle, *args, &bytes, &err)``: the bytes it hands out."""
-        out, err = sg_bytes(), c_void_p()
-        h = self._acquire()
+        out = sg_bytes()
         try:
-            st = fn(h, *args, byref(out), byref(err))
-        finally:
-            self._release()
-        if st:
-            take_bytes(out)
-            _raise(st, err)
+            self._call(fn, *args, byref(out))
+        except BaseException:
+            take_bytes(out)  # frees whatever it handed out (nothing if closed)
+            raise
         return take_bytes(out)
 
     def _reap(self) -> None:
