@@ -1224,37 +1224,39 @@ mod tests {
         ])
     }
 
-    fn fast(input: &[u8], cuts: &[usize]) -> Vec<u8> {
+    /// `input` cut at `cuts`, each chunk given to `step`, then finished.
+    fn through(
+        input: &[u8],
+        cuts: &[usize],
+        mut step: impl FnMut(&mut Redactor, &[u8], &mut Vec<u8>),
+    ) -> Vec<u8> {
         let mut r = redactor();
         let mut out = Vec::new();
         let mut at = 0;
         for &cut in cuts.iter().chain(std::iter::once(&input.len())) {
             let cut = cut.clamp(at, input.len());
-            r.push_into(&input[at..cut], &mut out);
+            step(&mut r, &input[at..cut], &mut out);
             at = cut;
         }
         out.extend(r.finish());
         out
     }
 
+    fn fast(input: &[u8], cuts: &[usize]) -> Vec<u8> {
+        through(input, cuts, |r, chunk, out| r.push_into(chunk, out))
+    }
+
     /// What the executor's drain does: each chunk lands in `out` first;
     /// the redactor takes its quiet prefix in place and the rest is fed
     /// through `push_into`.
     fn in_place(input: &[u8], cuts: &[usize]) -> Vec<u8> {
-        let mut r = redactor();
-        let mut out = Vec::new();
-        let mut at = 0;
-        for &cut in cuts.iter().chain(std::iter::once(&input.len())) {
-            let cut = cut.clamp(at, input.len());
+        through(input, cuts, |r, chunk, out| {
             let start = out.len();
-            out.extend_from_slice(&input[at..cut]);
+            out.extend_from_slice(chunk);
             let quiet = r.pass_quiet(&out[start..]);
             let rest = out.split_off(start + quiet);
-            r.push_into(&rest, &mut out);
-            at = cut;
-        }
-        out.extend(r.finish());
-        out
+            r.push_into(&rest, out);
+        })
     }
 
     fn slow(input: &[u8]) -> Vec<u8> {
