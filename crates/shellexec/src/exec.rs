@@ -968,8 +968,6 @@ struct Stream {
     out: Vec<u8>,
     /// Bytes read from the pipe so far, kept or dropped.
     read: usize,
-    /// Whether the pipe was widened (tried once, at [`WIDEN_FROM`]).
-    widened: bool,
     /// Offset in `out` below which its spare capacity is known mapped.
     mapped: usize,
 }
@@ -981,7 +979,6 @@ impl Stream {
             redactor: Some(redactor),
             out: Vec::new(),
             read: 0,
-            widened: false,
             mapped: 0,
         }
     }
@@ -1039,11 +1036,11 @@ impl Stream {
             };
             match outcome {
                 ReadOutcome::Data(n) => {
-                    self.read += n;
-                    if !self.widened && self.read >= WIDEN_FROM {
-                        self.widened = true;
+                    // Widened once: on the read that reaches WIDEN_FROM.
+                    if self.read < WIDEN_FROM && self.read + n >= WIDEN_FROM {
                         widen(fd);
                     }
+                    self.read += n;
                 }
                 ReadOutcome::Eof => {
                     self.fd = None;
