@@ -88,6 +88,7 @@ impl Executor {
                 connect_ports,
                 max_file_size: Some(policy.limits().max_write_bytes),
                 max_processes: Some(MAX_PROCESSES),
+                udp: !policy.net_allow().is_empty(),
             },
             ..ExecConfig::default()
         };

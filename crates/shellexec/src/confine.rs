@@ -94,6 +94,8 @@ use sandgate_codes::ErrorCode;
 use serde::Serialize;
 use syscalls::{Errno, Sysno};
 
+use crate::seccomp::{self, Filters, SeccompSpec};
+
 /// How much confinement a run demands (`exec.confine` in the policy).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -119,6 +121,9 @@ pub struct ConfineSpec {
     pub max_file_size: Option<u64>,
     /// RLIMIT_NPROC: how many processes the child's user may have.
     pub max_processes: Option<u64>,
+    /// Allow UDP sockets under the seccomp filter (name resolution needs
+    /// them while the child has any network access).
+    pub udp: bool,
 }
 
 /// What was in force for one run, reported with every result.
@@ -143,6 +148,10 @@ pub struct ConfinementReport {
     pub no_new_privs: bool,
     /// rlimits set and enforced, as (name, value), e.g. `("RLIMIT_CORE", 0)`.
     pub rlimits: Vec<(String, u64)>,
+    /// A seccomp filter installed (see [`crate::seccomp`]).
+    pub seccomp: bool,
+    /// What the seccomp filter refuses, by class (empty without one).
+    pub seccomp_refuses: Vec<String>,
     /// What the fields above do not say: gaps in what is enforced.
     pub notes: Vec<String>,
 }
@@ -158,6 +167,9 @@ pub enum ConfinePart {
     Network,
     /// Signal and abstract UNIX socket scoping (Landlock ABI 6).
     Scoping,
+    /// The seccomp filter (sockets Landlock cannot judge, `listen`, and
+    /// the system calls no command needs).
+    Seccomp,
 }
 
 impl ConfinePart {
@@ -167,6 +179,7 @@ impl ConfinePart {
             ConfinePart::Landlock => 1,
             ConfinePart::Network => NET_ABI,
             ConfinePart::Scoping => SCOPE_ABI,
+            ConfinePart::Seccomp => 0,
         }
     }
 }
@@ -177,6 +190,7 @@ impl fmt::Display for ConfinePart {
             ConfinePart::Landlock => "Landlock filesystem restriction",
             ConfinePart::Network => "network (TCP connect/bind) restriction",
             ConfinePart::Scoping => "scoping of signals and abstract UNIX sockets",
+            ConfinePart::Seccomp => "the seccomp filter",
         })
     }
 }
@@ -242,7 +256,10 @@ impl ConfineError {
         };
         let parts: Vec<String> = missing
             .iter()
-            .map(|p| format!("{p} (needs Landlock ABI {})", p.min_abi()))
+            .map(|p| match p.min_abi() {
+                0 => format!("{p} (needs seccomp filters in the kernel)"),
+                abi => format!("{p} (needs Landlock ABI {abi})"),
+            })
             .collect();
         ConfineError {
             kind: ConfineErrorKind::Unavailable,
@@ -291,6 +308,7 @@ struct Inner {
     report: ConfinementReport,
     rlimits: Vec<(Resource, u64)>,
     landlock: Option<Plan>,
+    seccomp: Option<Filters>,
 }
 
 /// The Landlock ruleset to build, with every path already opened.
@@ -426,7 +444,10 @@ pub fn prepare_with_abi(
         ConfineMode::Off => None,
         ConfineMode::BestEffort | ConfineMode::Required => {
             if mode == ConfineMode::Required {
-                let missing = missing_parts(available);
+                let mut missing = missing_parts(available);
+                if !seccomp::available() {
+                    missing.push(ConfinePart::Seccomp);
+                }
                 if !missing.is_empty() {
                     return Err(ConfineError::unavailable(missing, available, kernel));
                 }
@@ -470,6 +491,26 @@ pub fn prepare_with_abi(
         );
     }
 
+    let seccomp = match mode {
+        ConfineMode::Off => None,
+        _ if !seccomp::available() => {
+            notes.push(
+                "this kernel has no seccomp filters: sockets other than TCP, \
+                 listen and the system calls listed in the documentation are not refused"
+                    .to_owned(),
+            );
+            None
+        }
+        _ => Some(
+            Filters::build(SeccompSpec { udp: spec.udp }, seccomp::notify_available())
+                .map_err(ConfineError::kernel)?,
+        ),
+    };
+    let seccomp_refuses = seccomp
+        .as_ref()
+        .map(|f| seccomp::refused_names(SeccompSpec { udp: spec.udp }, f.notifies()))
+        .unwrap_or_default();
+
     let rlimits = rlimits(spec);
     let nproc_exempt = nproc_exempt();
     let mut reported = Vec::new();
@@ -503,6 +544,8 @@ pub fn prepare_with_abi(
         scoped: landlock.as_ref().is_some_and(|p| p.attr.scoped != 0),
         no_new_privs: true,
         rlimits: reported,
+        seccomp: seccomp.is_some(),
+        seccomp_refuses,
         notes,
     };
     Ok(Prepared {
@@ -510,6 +553,7 @@ pub fn prepare_with_abi(
             report,
             rlimits,
             landlock,
+            seccomp,
         }),
     })
 }
@@ -722,7 +766,15 @@ impl Prepared {
     ///  - [prlimit(2)](https://man7.org/linux/man-pages/man2/prlimit.2.html)
     pub unsafe fn apply_in_child(&self) -> io::Result<()> {
         // SAFETY: forwarded: the caller is the child between fork and exec.
-        unsafe { self.apply_raw() }.map_err(|e| io::Error::from_raw_os_error(e.into_raw()))
+        unsafe { self.apply_raw(false) }
+            .map(drop)
+            .map_err(|e| io::Error::from_raw_os_error(e.into_raw()))
+    }
+
+    /// Whether the seccomp filter hands `listen` to a supervisor (the
+    /// executor), which must then receive the listener from the child.
+    pub(crate) fn notifies(&self) -> bool {
+        self.inner.seccomp.as_ref().is_some_and(Filters::notifies)
     }
 
     /// [`Prepared::apply_in_child`] with the kernel's error number: every
@@ -730,10 +782,14 @@ impl Prepared {
     /// child that shares the executor's memory (and so a thread's `errno`)
     /// may call it.
     ///
+    /// With `supervised`, `listen` goes to a supervisor through the
+    /// returned seccomp listener (close-on-exec), which the caller hands
+    /// to the executor; without, every `listen` answers `ENOSYS`.
+    ///
     /// # Safety
     ///
     /// As for [`Prepared::apply_in_child`].
-    pub(crate) unsafe fn apply_raw(&self) -> Result<(), Errno> {
+    pub(crate) unsafe fn apply_raw(&self, supervised: bool) -> Result<Option<RawFd>, Errno> {
         for &(resource, value) in &self.inner.rlimits {
             let limit = Rlimit64 {
                 cur: value,
@@ -755,14 +811,18 @@ impl Prepared {
         // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
         unsafe { syscalls::syscall!(Sysno::prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }?;
 
-        let Some(plan) = &self.inner.landlock else {
-            return Ok(());
-        };
-        let ruleset = build_ruleset(plan)?;
-        // SAFETY: `ruleset` is a Landlock ruleset descriptor we own; flags 0.
-        let r = unsafe { syscalls::syscall!(Sysno::landlock_restrict_self, ruleset, 0) };
-        close_raw(ruleset);
-        r.map(drop)
+        if let Some(plan) = &self.inner.landlock {
+            let ruleset = build_ruleset(plan)?;
+            // SAFETY: `ruleset` is a Landlock ruleset descriptor we own;
+            // flags 0.
+            let r = unsafe { syscalls::syscall!(Sysno::landlock_restrict_self, ruleset, 0) };
+            close_raw(ruleset);
+            r?;
+        }
+        match &self.inner.seccomp {
+            Some(filters) => filters.install_raw(supervised),
+            None => Ok(None),
+        }
     }
 }
 

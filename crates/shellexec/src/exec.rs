@@ -695,6 +695,7 @@ fn run(
         stdout,
         stderr,
         status: status_r,
+        notify,
     } = match spawned {
         Ok(spawned) => spawned,
         Err(e) => {
@@ -719,6 +720,9 @@ fn run(
     }
     set_nonblocking(status_r.as_raw_fd());
     let mut status_fd = Some(status_r);
+    // The seccomp listener for `listen` calls, served while anything of
+    // the command may still call it.
+    let mut notify_fd = notify;
     let mut status_buf: Vec<u8> = Vec::with_capacity(4);
     let mut shell_status: Option<i32> = None;
     let mut end: Option<End> = None;
@@ -853,6 +857,10 @@ fn run(
             pfds.push(pollfd(fd.as_raw_fd()));
             roles.push(Role::Status);
         }
+        if let Some(fd) = &notify_fd {
+            pfds.push(pollfd(fd.as_raw_fd()));
+            roles.push(Role::Notify);
+        }
         if !abort_noted {
             if let Some(a) = &user_abort {
                 pfds.push(pollfd(a.raw_fd()));
@@ -904,6 +912,17 @@ fn run(
                             ReadOutcome::Eof => status_fd = None,
                             ReadOutcome::Again => {}
                         }
+                    }
+                }
+                Role::Notify => {
+                    if pfd.revents & libc::POLLIN != 0 {
+                        if let Some(fd) = &notify_fd {
+                            crate::seccomp::serve_one(fd);
+                        }
+                    } else {
+                        // POLLHUP: no process of the command is left
+                        // under the filter.
+                        notify_fd = None;
                     }
                 }
                 // Handled at the top of the loop.
@@ -958,6 +977,7 @@ fn run(
 enum Role {
     Output(usize),
     Status,
+    Notify,
     Abort,
 }
 

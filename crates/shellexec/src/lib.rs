@@ -10,6 +10,9 @@
 //! - [`confine`]: Landlock, rlimits and no_new_privs for a child, prepared in
 //!   the parent and applied between fork and exec, with a report of exactly
 //!   what was enforced.
+//! - [`seccomp`]: the seccomp filter under Landlock: sockets Landlock
+//!   cannot judge, `listen` judged by the executor, and system calls no
+//!   command needs.
 //! - [`exec`]: the executor: `shell -c command` in a new session under a
 //!   subreaper keeper, confined, with timeouts, abort, capped and redacted
 //!   output, and every descendant killed before the call returns.
@@ -26,4 +29,5 @@ pub mod exec;
 pub mod git;
 pub mod lines;
 pub mod redact;
+pub mod seccomp;
 mod spawn;

@@ -84,6 +84,9 @@ struct Shared {
     stdio: [RawFd; 3],
     /// The status pipe's write end (above 2).
     status: RawFd,
+    /// The shell's end of the socket that carries its seccomp listener to
+    /// the executor (above 2), or -1 when the filter notifies nobody.
+    notify: RawFd,
     /// Set by the keeper: its pid, which the shell checks its parent
     /// against.
     keeper: AtomicI32,
@@ -104,6 +107,9 @@ pub(crate) struct Spawned {
     pub stderr: OwnedFd,
     /// The status pipe's read end, past the start report.
     pub status: OwnedFd,
+    /// The seccomp listener for the shell's `listen` calls, when the
+    /// filter hands them to the executor.
+    pub notify: Option<OwnedFd>,
 }
 
 /// The keeper process: our child until it is reaped.
@@ -333,6 +339,17 @@ pub(crate) fn spawn(
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let (status_r, status_w) = pipe()?;
+    let notify = if prepared.notifies() {
+        let (ours, theirs) = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )?;
+        Some((ours, above_stdio(theirs)?))
+    } else {
+        None
+    };
 
     let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
@@ -352,6 +369,7 @@ pub(crate) fn spawn(
         cwd: cwd.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
         stdio: [null.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
         status: status_w.as_raw_fd(),
+        notify: notify.as_ref().map_or(-1, |(_, theirs)| theirs.as_raw_fd()),
         keeper: AtomicI32::new(0),
         failed: AtomicI32::new(0),
     });
@@ -399,6 +417,10 @@ pub(crate) fn spawn(
     // SAFETY: restores the mask saved above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     // The keeper has its own copies of the child's ends.
+    let notify = notify.map(|(ours, theirs)| {
+        drop(theirs);
+        ours
+    });
     drop((null, out_w, err_w, status_w, cwd));
     if pid < 0 {
         // SAFETY: no keeper was started; the block is ours alone.
@@ -445,12 +467,45 @@ pub(crate) fn spawn(
             libc::EIO
         }));
     }
+    // The shell sent its listener before `execve`, so it is queued now.
+    let notify =
+        match notify {
+            Some(sock) => Some(receive_fd(&sock).ok_or_else(|| {
+                io::Error::other("the shell did not hand over its seccomp listener")
+            })?),
+            None => None,
+        };
     Ok(Spawned {
         keeper,
         stdout: out_r,
         stderr: err_r,
         status: status_r,
+        notify,
     })
+}
+
+/// One descriptor queued on `sock` (`SCM_RIGHTS`), without waiting.
+fn receive_fd(sock: &OwnedFd) -> Option<OwnedFd> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut byte = [0u8; 1];
+    rustix::net::recvmsg(
+        sock,
+        &mut [io::IoSliceMut::new(&mut byte)],
+        &mut control,
+        RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
+    )
+    .ok()?;
+    let mut got = None;
+    for msg in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = msg {
+            for fd in fds {
+                got.get_or_insert(fd);
+            }
+        }
+    }
+    got
 }
 
 /// Ends the calling process (the keeper or the shell) with `code`.
@@ -670,7 +725,11 @@ unsafe fn prepare_shell(s: &Shared) -> Result<(), Errno> {
         if s.cwd >= 0 {
             syscalls::syscall!(Sysno::fchdir, s.cwd)?;
         }
-        s.prepared.apply_raw()?;
+        if let Some(listener) = s.prepared.apply_raw(s.notify >= 0)? {
+            let sent = send_fd(s.notify, listener);
+            let _ = syscalls::syscall!(Sysno::close, listener);
+            sent?;
+        }
         // Descriptors the embedding program left inheritable do not reach
         // the command (best effort: CLOSE_RANGE_CLOEXEC needs Linux 5.11).
         let _ = syscalls::syscall!(Sysno::close_range, 3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
@@ -684,6 +743,49 @@ unsafe fn prepare_shell(s: &Shared) -> Result<(), Errno> {
         )?;
     }
     Ok(())
+}
+
+/// Sends `fd` over the UNIX socket `sock` (`SCM_RIGHTS`, one data byte)
+/// with a raw `sendmsg` on stack memory.
+///
+/// # Safety
+///
+/// Only in the shell before `execve` (or any process, but it allocates
+/// nothing and leaves `errno` alone for that).
+unsafe fn send_fd(sock: RawFd, fd: RawFd) -> Result<(), Errno> {
+    /// A control message with one descriptor, padded to `CMSG_SPACE`.
+    #[repr(C)]
+    struct OneFd {
+        hdr: libc::cmsghdr,
+        fd: RawFd,
+        pad: u32,
+    }
+    let byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_ptr() as *mut libc::c_void,
+        iov_len: 1,
+    };
+    // SAFETY: both are plain C structs for which all-zero is valid.
+    let (mut control, mut msg): (OneFd, libc::msghdr) =
+        unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+    control.hdr.cmsg_len = std::mem::size_of::<libc::cmsghdr>() + std::mem::size_of::<RawFd>();
+    control.hdr.cmsg_level = libc::SOL_SOCKET;
+    control.hdr.cmsg_type = libc::SCM_RIGHTS;
+    control.fd = fd;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = (&mut control as *mut OneFd).cast();
+    msg.msg_controllen = std::mem::size_of::<OneFd>();
+    // SAFETY: `msg` points at live locals for the duration of the call.
+    unsafe {
+        syscalls::syscall!(
+            Sysno::sendmsg,
+            sock,
+            &msg as *const libc::msghdr,
+            libc::MSG_NOSIGNAL
+        )
+    }
+    .map(drop)
 }
 
 /// `execve`s the shell, searching as `execvp` does; returns why it failed.

@@ -1,0 +1,571 @@
+//! The seccomp filters a confined child runs under: the kernel objects and
+//! system calls Landlock cannot judge.
+//!
+//! Landlock restricts TCP by port, but a socket of another protocol
+//! (MPTCP, SCTP, UDP) or family (packet, vsock) is outside its view, and
+//! `listen(2)` on an unbound socket binds it implicitly without the bind
+//! hook Landlock watches. These filters close those doors and a few more
+//! that no agent's shell command needs:
+//!
+//! | what | answer |
+//! |---|---|
+//! | a system call of another architecture (32-bit x86) | the process is killed |
+//! | an x32 system call number (`__X32_SYSCALL_BIT`) | `ENOSYS` |
+//! | `socket` of a family other than `AF_UNIX`, `AF_INET`, `AF_INET6`, `AF_NETLINK` | `EAFNOSUPPORT` |
+//! | `socket(AF_NETLINK)` other than `NETLINK_ROUTE` | `EAFNOSUPPORT` |
+//! | `socket(AF_INET*)` other than `SOCK_STREAM` with protocol 0 or `IPPROTO_TCP` (UDP with protocol 0 or `IPPROTO_UDP` too when [`SeccompSpec::udp`]) | `EPROTONOSUPPORT` |
+//! | `socketpair` of a family other than `AF_UNIX` | `EAFNOSUPPORT` |
+//! | `listen` | judged by the executor (below) |
+//! | `clone3` | `ENOSYS` (its flags are in memory a filter cannot read; libcs then use `clone`) |
+//! | `clone` with a namespace flag | `EPERM` |
+//! | `sendto`, `sendmsg`, `sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open connects without the `connect` hook Landlock's port rules watch) | `EPERM` |
+//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct` | `EPERM` |
+//!
+//! `listen` goes to the executor through seccomp user notification: a
+//! plain filter sees only the descriptor number, not the socket's family.
+//! The executor takes a copy of the socket with `pidfd_getfd`, reads its
+//! family (`SO_DOMAIN`), performs the `listen` itself on that copy for a
+//! UNIX socket and answers `EACCES` for anything else. It never lets the
+//! call continue in the caller (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): the
+//! caller's other threads could swap the descriptor in between. A child
+//! whose listener nobody holds (confined outside the executor, through
+//! [`crate::confine::Prepared::apply_in_child`]) gets `ENOSYS` for every
+//! `listen`: closed, never open.
+//!
+//! The filters are built once, in the parent, with the `seccompiler`
+//! crate (one filter per answer, since a seccompiler filter has one match
+//! action). Two checks it cannot express are a short program written here:
+//! the x32 number range (seccompiler compares system call numbers for
+//! equality only) and the user-notification answer for `listen` (it has no
+//! such action). Arguments are compared as the kernel reads them: `int`
+//! arguments on their low 32 bits, flags words whole.
+//!
+//! # References
+//!  - [seccomp(2)](https://man7.org/linux/man-pages/man2/seccomp.2.html)
+//!  - [seccomp_unotify(2)](https://man7.org/linux/man-pages/man2/seccomp_unotify.2.html)
+
+use std::collections::BTreeMap;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd, RawFd};
+
+use seccompiler::{
+    sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
+    SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
+};
+use syscalls::{Errno, Sysno};
+
+/// What the filter lets through that depends on the policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SeccompSpec {
+    /// Allow UDP sockets (name resolution needs them while the policy
+    /// grants any network access and the child shares the host's network).
+    pub udp: bool,
+}
+
+/// Filters ready to install in a child.
+pub(crate) struct Filters {
+    /// Installed in order, without a listener.
+    plain: Vec<BpfProgram>,
+    /// Installed last; with a listener when `notify` is set.
+    last: Vec<sock_filter>,
+    /// Installed last when nobody supervises: `listen` answers `ENOSYS`.
+    last_unsupervised: Vec<sock_filter>,
+    /// Whether `last` answers `listen` with a user notification.
+    notify: bool,
+}
+
+/// `struct sock_fprog`.
+#[repr(C)]
+struct SockFprog {
+    len: u16,
+    filter: *const sock_filter,
+}
+
+const SECCOMP_SET_MODE_FILTER: u32 = 1;
+const SECCOMP_GET_ACTION_AVAIL: u32 = 2;
+const SECCOMP_FILTER_FLAG_NEW_LISTENER: u32 = 1 << 3;
+const SECCOMP_RET_KILL_PROCESS: u32 = 0x8000_0000;
+const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
+const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+/// `__X32_SYSCALL_BIT`.
+const X32_BIT: u32 = 0x4000_0000;
+
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xC000_00B7;
+#[cfg(target_arch = "riscv64")]
+const AUDIT_ARCH: u32 = 0xC000_00F3;
+
+const CLONE_NS_FLAGS: [u64; 8] = [
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    // CLONE_NEWTIME (Linux 5.6), not in every libc release.
+    0x80,
+];
+
+/// System calls refused with `EPERM`.
+const REFUSED: &[i64] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_bpf,
+    libc::SYS_userfaultfd,
+    libc::SYS_perf_event_open,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_open_tree,
+    libc::SYS_move_mount,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+    libc::SYS_pivot_root,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_open_by_handle_at,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_iopl,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_ioperm,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_reboot,
+    libc::SYS_acct,
+];
+
+/// The classes the filters refuse, as the confinement report lists them.
+pub(crate) fn refused_names(spec: SeccompSpec, notify: bool) -> Vec<String> {
+    let mut out: Vec<String> = vec![
+        "foreign-architecture and x32 system calls".into(),
+        "sockets other than UNIX, netlink route and TCP (MPTCP, SCTP, raw, packet, vsock…)".into(),
+    ];
+    out.push(if spec.udp {
+        "UDP is allowed (the policy grants network access)".into()
+    } else {
+        "UDP sockets".into()
+    });
+    out.push("socketpair other than UNIX".into());
+    out.push(if notify {
+        "listen on a non-UNIX socket (judged by the executor)".into()
+    } else {
+        "listen on any socket (no supervisor)".into()
+    });
+    out.push("clone3 (ENOSYS) and clone with namespace flags".into());
+    out.push("TCP Fast Open (sends with MSG_FASTOPEN)".into());
+    out.push(
+        "io_uring, ptrace, process_vm_readv/writev, bpf, userfaultfd, perf_event_open, \
+         keyctl/add_key/request_key, mount/umount2/open_tree/move_mount/fsopen/fsconfig/\
+         fsmount/fspick/mount_setattr/pivot_root, unshare, setns, module and kexec loading, \
+         open_by_handle_at, iopl/ioperm, swapon/swapoff, reboot, acct"
+            .into(),
+    );
+    out
+}
+
+fn cond(arg: u8, len: Len, op: Op, value: u64) -> Cond {
+    Cond::new(arg, len, op, value).expect("argument index below 6")
+}
+
+fn rule(conds: Vec<Cond>) -> SeccompRule {
+    SeccompRule::new(conds).expect("a rule with conditions")
+}
+
+fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> io::Result<BpfProgram> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.to_string()))?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(errno as u32),
+        arch,
+    )
+    .map_err(|e| io::Error::other(e.to_string()))?;
+    BpfProgram::try_from(filter).map_err(|e| io::Error::other(e.to_string()))
+}
+
+/// Allowed `type` words of a TCP socket: `SOCK_STREAM` with or without
+/// `SOCK_NONBLOCK` and `SOCK_CLOEXEC` (the kernel refuses other flags).
+fn type_variants(base: u64) -> [u64; 4] {
+    let nb = libc::SOCK_NONBLOCK as u64;
+    let ce = libc::SOCK_CLOEXEC as u64;
+    [base, base | nb, base | ce, base | nb | ce]
+}
+
+fn socket_family_rules() -> BTreeMap<i64, Vec<SeccompRule>> {
+    let d = |op, v: i32| cond(0, Len::Dword, op, v as u64);
+    let socket = vec![
+        rule(vec![
+            d(Op::Ne, libc::AF_UNIX),
+            d(Op::Ne, libc::AF_INET),
+            d(Op::Ne, libc::AF_INET6),
+            d(Op::Ne, libc::AF_NETLINK),
+        ]),
+        rule(vec![
+            d(Op::Eq, libc::AF_NETLINK),
+            cond(2, Len::Dword, Op::Ne, libc::NETLINK_ROUTE as u64),
+        ]),
+    ];
+    let socketpair = vec![rule(vec![d(Op::Ne, libc::AF_UNIX)])];
+    BTreeMap::from([
+        (libc::SYS_socket, socket),
+        (libc::SYS_socketpair, socketpair),
+    ])
+}
+
+fn socket_protocol_rules(spec: SeccompSpec) -> BTreeMap<i64, Vec<SeccompRule>> {
+    let stream = type_variants(libc::SOCK_STREAM as u64);
+    let dgram = type_variants(libc::SOCK_DGRAM as u64);
+    let mut rules = Vec::new();
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        let fam = || cond(0, Len::Dword, Op::Eq, family as u64);
+        // A type that is neither TCP's nor (when allowed) UDP's.
+        let mut other_type = vec![fam()];
+        let allowed_types: Vec<u64> = if spec.udp {
+            stream.iter().chain(&dgram).copied().collect()
+        } else {
+            stream.to_vec()
+        };
+        other_type.extend(
+            allowed_types
+                .iter()
+                .map(|&t| cond(1, Len::Dword, Op::Ne, t)),
+        );
+        rules.push(rule(other_type));
+        // The right type with another protocol (MPTCP is SOCK_STREAM with
+        // IPPROTO_MPTCP; ICMP "ping" sockets are SOCK_DGRAM).
+        let mut typed: Vec<(u64, i32)> = stream.iter().map(|&t| (t, libc::IPPROTO_TCP)).collect();
+        if spec.udp {
+            typed.extend(dgram.iter().map(|&t| (t, libc::IPPROTO_UDP)));
+        }
+        for (t, proto) in typed {
+            rules.push(rule(vec![
+                fam(),
+                cond(1, Len::Dword, Op::Eq, t),
+                cond(2, Len::Dword, Op::Ne, 0),
+                cond(2, Len::Dword, Op::Ne, proto as u64),
+            ]));
+        }
+    }
+    BTreeMap::from([(libc::SYS_socket, rules)])
+}
+
+fn refused_rules() -> BTreeMap<i64, Vec<SeccompRule>> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        REFUSED.iter().map(|&nr| (nr, Vec::new())).collect();
+    let clone = CLONE_NS_FLAGS
+        .iter()
+        .map(|&flag| rule(vec![cond(0, Len::Qword, Op::MaskedEq(flag), flag)]))
+        .collect();
+    rules.insert(libc::SYS_clone, clone);
+    // TCP Fast Open connects inside sendto/sendmsg, past the connect hook
+    // Landlock's port rules use: a send that asks for it is refused.
+    let fastopen = libc::MSG_FASTOPEN as u64;
+    let flag = |arg| {
+        vec![rule(vec![cond(
+            arg,
+            Len::Dword,
+            Op::MaskedEq(fastopen),
+            fastopen,
+        )])]
+    };
+    rules.insert(libc::SYS_sendto, flag(3));
+    rules.insert(libc::SYS_sendmsg, flag(2));
+    rules.insert(libc::SYS_sendmmsg, flag(3));
+    rules
+}
+
+/// The hand-written filter: the architecture, the x32 range, and (with
+/// `notify`) `listen` to the supervisor — or refused when nobody could
+/// supervise it.
+fn last_filter(notify: bool) -> Vec<sock_filter> {
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const JGE_K: u16 = 0x35;
+    const RET_K: u16 = 0x06;
+    let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    let listen = if notify {
+        SECCOMP_RET_USER_NOTIF
+    } else {
+        SECCOMP_RET_ERRNO | libc::ENOSYS as u32
+    };
+    vec![
+        // seccomp_data.arch
+        ins(LD_W_ABS, 0, 0, 4),
+        ins(JEQ_K, 1, 0, AUDIT_ARCH),
+        ins(RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
+        // seccomp_data.nr
+        ins(LD_W_ABS, 0, 0, 0),
+        ins(JGE_K, 0, 1, X32_BIT),
+        ins(RET_K, 0, 0, SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+        ins(JEQ_K, 0, 1, libc::SYS_listen as u32),
+        ins(RET_K, 0, 0, listen),
+        ins(RET_K, 0, 0, SECCOMP_RET_ALLOW),
+    ]
+}
+
+impl Filters {
+    /// Builds every filter for `spec`; `notify` when the kernel can hand
+    /// `listen` to a supervisor ([`notify_available`]).
+    pub(crate) fn build(spec: SeccompSpec, notify: bool) -> io::Result<Filters> {
+        let plain = vec![
+            compile(refused_rules(), libc::EPERM)?,
+            compile(
+                BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+                libc::ENOSYS,
+            )?,
+            compile(socket_family_rules(), libc::EAFNOSUPPORT)?,
+            compile(socket_protocol_rules(spec), libc::EPROTONOSUPPORT)?,
+        ];
+        Ok(Filters {
+            plain,
+            last: last_filter(notify),
+            last_unsupervised: last_filter(false),
+            notify,
+        })
+    }
+
+    /// Whether `listen` goes to a supervisor.
+    pub(crate) fn notifies(&self) -> bool {
+        self.notify
+    }
+
+    /// Installs every filter in the calling process; returns the listener
+    /// of the last one (when it notifies), close-on-exec.
+    ///
+    /// Raw system calls only: no allocation and no `errno`, so a child
+    /// sharing the executor's memory may call it. No_new_privs must be set.
+    pub(crate) fn install_raw(&self, supervised: bool) -> Result<Option<RawFd>, Errno> {
+        for prog in &self.plain {
+            install(prog, 0)?;
+        }
+        if self.notify && supervised {
+            let fd = install(&self.last, SECCOMP_FILTER_FLAG_NEW_LISTENER)?;
+            Ok(Some(fd as RawFd))
+        } else {
+            install(&self.last_unsupervised, 0)?;
+            Ok(None)
+        }
+    }
+}
+
+fn install(prog: &[sock_filter], flags: u32) -> Result<usize, Errno> {
+    let fprog = SockFprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr(),
+    };
+    // SAFETY: `fprog` points at a live program of `len` instructions; the
+    // kernel copies it.
+    unsafe {
+        syscalls::syscall!(
+            Sysno::seccomp,
+            SECCOMP_SET_MODE_FILTER,
+            flags,
+            &fprog as *const SockFprog
+        )
+    }
+}
+
+/// Whether this kernel has seccomp filters at all.
+pub(crate) fn available() -> bool {
+    // PR_GET_SECCOMP answers EINVAL without CONFIG_SECCOMP; a filter action
+    // query answers EINVAL or ENOSYS without CONFIG_SECCOMP_FILTER.
+    action_available(SECCOMP_RET_ERRNO)
+}
+
+fn action_available(action: u32) -> bool {
+    // SAFETY: the kernel reads one u32 from the pointer.
+    let r = unsafe {
+        syscalls::syscall!(
+            Sysno::seccomp,
+            SECCOMP_GET_ACTION_AVAIL,
+            0,
+            &action as *const u32
+        )
+    };
+    r.is_ok()
+}
+
+/// Whether `listen` can be handed to the executor: user notification
+/// (Linux 5.0) and `pidfd_getfd` (Linux 5.6), tried on this process.
+pub(crate) fn notify_available() -> bool {
+    if !action_available(SECCOMP_RET_USER_NOTIF) {
+        return false;
+    }
+    let Ok(me) = rustix::process::pidfd_open(
+        rustix::process::getpid(),
+        rustix::process::PidfdFlags::empty(),
+    ) else {
+        return false;
+    };
+    let probe = rustix::io::dup(io::stderr().as_fd());
+    let Ok(probe) = probe else { return false };
+    rustix::process::pidfd_getfd(
+        &me,
+        std::os::fd::AsRawFd::as_raw_fd(&probe),
+        rustix::process::PidfdGetfdFlags::empty(),
+    )
+    .is_ok()
+}
+
+// ---------------------------------------------------------------------
+// The supervisor side, run by the executor's thread.
+
+/// `struct seccomp_data`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct SeccompData {
+    nr: i32,
+    arch: u32,
+    instruction_pointer: u64,
+    args: [u64; 6],
+}
+
+/// `struct seccomp_notif`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Notif {
+    id: u64,
+    pid: u32,
+    flags: u32,
+    data: SeccompData,
+}
+
+/// `struct seccomp_notif_resp`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct NotifResp {
+    id: u64,
+    val: i64,
+    error: i32,
+    flags: u32,
+}
+
+const NOTIF_RECV: rustix::ioctl::Opcode = rustix::ioctl::opcode::read_write::<Notif>(b'!', 0);
+const NOTIF_SEND: rustix::ioctl::Opcode = rustix::ioctl::opcode::read_write::<NotifResp>(b'!', 1);
+
+/// What one notification came to.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// A UNIX socket: listened on by the executor.
+    Listened,
+    /// Refused with this errno.
+    Refused(i32),
+    /// Nothing to answer (the caller is gone, or nothing was pending).
+    Gone,
+}
+
+/// Receives one pending notification on `listener` and answers it.
+pub(crate) fn serve_one(listener: &OwnedFd) -> Verdict {
+    let mut notif = Notif::default();
+    // SAFETY: SECCOMP_IOCTL_NOTIF_RECV fills a zeroed `struct
+    // seccomp_notif`, which `Updater` passes by pointer.
+    let got = unsafe {
+        rustix::ioctl::ioctl(
+            listener,
+            rustix::ioctl::Updater::<NOTIF_RECV, Notif>::new(&mut notif),
+        )
+    };
+    if got.is_err() {
+        return Verdict::Gone;
+    }
+    let (val, error, verdict) = judge_listen(&notif);
+    let mut resp = NotifResp {
+        id: notif.id,
+        val,
+        error,
+        flags: 0,
+    };
+    // SAFETY: SECCOMP_IOCTL_NOTIF_SEND reads a `struct seccomp_notif_resp`.
+    let sent = unsafe {
+        rustix::ioctl::ioctl(
+            listener,
+            rustix::ioctl::Updater::<NOTIF_SEND, NotifResp>::new(&mut resp),
+        )
+    };
+    match sent {
+        Ok(()) => verdict,
+        Err(_) => Verdict::Gone,
+    }
+}
+
+/// Performs or refuses the `listen` in `notif`: (return value, negated
+/// errno, verdict).
+fn judge_listen(notif: &Notif) -> (i64, i32, Verdict) {
+    let refuse = |errno: i32| (0, -errno, Verdict::Refused(errno));
+    if notif.data.nr != libc::SYS_listen as i32 {
+        return refuse(libc::ENOSYS);
+    }
+    let Some(pid) = rustix::process::Pid::from_raw(notif.pid as i32) else {
+        return refuse(libc::EACCES);
+    };
+    // The pid names the caller while its notification is pending (it
+    // cannot exit and be reaped before it is answered, but a fatal signal
+    // could end it: then the answer below is simply dropped).
+    let Ok(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) else {
+        return refuse(libc::EACCES);
+    };
+    let target = notif.data.args[0] as u32 as i32;
+    let backlog = notif.data.args[1] as u32 as i32;
+    let sock = match rustix::process::pidfd_getfd(
+        &pidfd,
+        target,
+        rustix::process::PidfdGetfdFlags::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(e) if e == rustix::io::Errno::BADF => return refuse(libc::EBADF),
+        Err(_) => return refuse(libc::EACCES),
+    };
+    match rustix::net::sockopt::socket_domain(&sock) {
+        Ok(rustix::net::AddressFamily::UNIX) => match rustix::net::listen(&sock, backlog) {
+            Ok(()) => (0, 0, Verdict::Listened),
+            Err(e) => refuse(e.raw_os_error()),
+        },
+        Ok(_) => refuse(libc::EACCES),
+        Err(e) => refuse(e.raw_os_error()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_filter_compiles_within_the_kernels_limit() {
+        for udp in [false, true] {
+            let f = Filters::build(SeccompSpec { udp }, true).unwrap();
+            for p in &f.plain {
+                assert!(!p.is_empty() && p.len() < 4096);
+            }
+        }
+    }
+
+    #[test]
+    fn uapi_layouts_match_the_kernel() {
+        assert_eq!(std::mem::size_of::<SeccompData>(), 64);
+        assert_eq!(std::mem::size_of::<Notif>(), 80);
+        assert_eq!(std::mem::size_of::<NotifResp>(), 24);
+        assert_eq!(std::mem::size_of::<SockFprog>(), 16);
+        // SECCOMP_IOCTL_NOTIF_RECV and _SEND as the kernel's header has them.
+        assert_eq!(NOTIF_RECV, 0xc050_2100);
+        assert_eq!(NOTIF_SEND, 0xc018_2101);
+    }
+}

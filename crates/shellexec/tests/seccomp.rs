@@ -1,0 +1,512 @@
+//! The seccomp filter under the executor, with real sockets and system
+//! calls: protocols and families Landlock cannot judge, `listen` judged by
+//! the executor, and the calls no command needs. Each refusal is checked
+//! against a control run without confinement that succeeds, so that the
+//! refusal can only come from the filter.
+//!
+//! Run as root and as an unprivileged user (`cargo xtask test` does both).
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::Duration;
+
+use sandgate_shellexec::confine::{self, ConfineMode, ConfineSpec};
+use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
+
+const PYTHON: &str = "/usr/bin/python3";
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    work: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    fs::create_dir(&work).unwrap();
+    Fixture { _dir: dir, work }
+}
+
+fn executor(f: &Fixture, mode: ConfineMode, ports: &[u16], udp: bool) -> LocalShellExecutor {
+    let config = ExecConfig {
+        shell: PathBuf::from("/bin/sh"),
+        default_timeout: Duration::from_secs(20),
+        max_output_bytes: 1 << 20,
+        confine_mode: mode,
+        confine: ConfineSpec {
+            write_dirs: vec![f.work.clone()],
+            connect_ports: ports.to_vec(),
+            udp,
+            ..ConfineSpec::default()
+        },
+        grace: Duration::from_millis(300),
+        ..ExecConfig::default()
+    };
+    let ex = LocalShellExecutor::new(config);
+    ex.start().unwrap();
+    ex
+}
+
+/// Whether the filter is there to test; prints why a test skips.
+fn usable(test: &str) -> bool {
+    if !Path::new(PYTHON).exists() {
+        eprintln!("note: {test} skipped: {PYTHON} not found");
+        return false;
+    }
+    let p = confine::prepare(&ConfineSpec::default(), ConfineMode::BestEffort).unwrap();
+    if !p.report().seccomp {
+        eprintln!("note: {test} skipped: this kernel has no seccomp filters");
+        return false;
+    }
+    true
+}
+
+/// Runs a Python script in the executor; answers its stdout lines.
+fn python(ex: &LocalShellExecutor, script: &str, args: &[String]) -> Vec<String> {
+    // The script is passed inline: the confined child may not read /tmp.
+    let quoted = script.replace('\'', r"'\''");
+    let mut command = format!("{PYTHON} -c '{quoted}'");
+    for a in args {
+        command.push(' ');
+        command.push_str(a);
+    }
+    let r = ex.exec(&command, ExecOptions::default()).unwrap();
+    assert_eq!(
+        r.exit_code,
+        0,
+        "script failed: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    String::from_utf8(r.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A listener that greets every connection with `banner` (for a while).
+fn banner_server(banner: &'static str) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for mut s in l.incoming().take(16).flatten() {
+            let _ = s.write_all(banner.as_bytes());
+        }
+    });
+    port
+}
+
+/// Opens sockets as asked (`family:type:proto[:port]`) and prints `ok`
+/// or the errno name for each; with a port, connects to 127.0.0.1:port
+/// and prints what it read.
+const SOCKET_PROBE: &str = r#"
+import errno, socket, sys
+for spec in sys.argv[1:]:
+    parts = spec.split(":")
+    fam, typ, proto = (int(x) for x in parts[:3])
+    try:
+        s = socket.socket(fam, typ, proto)
+        if len(parts) > 3:
+            s.settimeout(5)
+            s.connect(("127.0.0.1", int(parts[3])))
+            print("read:" + s.recv(64).decode())
+        else:
+            print("ok")
+        s.close()
+    except OSError as e:
+        print(errno.errorcode.get(e.errno, str(e.errno)))
+"#;
+
+const AF_INET: i32 = 2;
+const AF_INET6: i32 = 10;
+const SOCK_STREAM: i32 = 1;
+const SOCK_DGRAM: i32 = 2;
+const SOCK_RAW: i32 = 3;
+const SOCK_SEQPACKET: i32 = 5;
+const IPPROTO_TCP: i32 = 6;
+const IPPROTO_UDP: i32 = 17;
+const IPPROTO_SCTP: i32 = 132;
+const IPPROTO_MPTCP: i32 = 262;
+
+fn mptcp_enabled() -> bool {
+    fs::read_to_string("/proc/sys/net/mptcp/enabled").is_ok_and(|v| v.trim() == "1")
+}
+
+#[test]
+fn mptcp_cannot_pass_the_tcp_port_rules() {
+    if !usable("mptcp_cannot_pass_the_tcp_port_rules") {
+        return;
+    }
+    let allowed = banner_server("allowed");
+    let other = banner_server("other-banner");
+    let f = fixture();
+    let probe = |ex: &LocalShellExecutor, proto: i32| {
+        python(
+            ex,
+            SOCKET_PROBE,
+            &[format!("{AF_INET}:{SOCK_STREAM}:{proto}:{other}")],
+        )
+    };
+    if mptcp_enabled() {
+        // The attack works without confinement: MPTCP reaches the other
+        // port (falling back to TCP with a plain listener).
+        let off = executor(&f, ConfineMode::Off, &[allowed], false);
+        assert_eq!(probe(&off, IPPROTO_MPTCP), ["read:other-banner"]);
+    } else {
+        eprintln!("note: MPTCP is disabled in this kernel: the control run is skipped");
+    }
+    let ex = executor(&f, ConfineMode::BestEffort, &[allowed], false);
+    assert!(ex.start().is_ok());
+    assert_eq!(probe(&ex, IPPROTO_MPTCP), ["EPROTONOSUPPORT"]);
+    // TCP itself still gets as far as Landlock (where Landlock judges
+    // ports, the other port is refused; the allowed one is reached).
+    let tcp = python(
+        &ex,
+        SOCKET_PROBE,
+        &[format!("{AF_INET}:{SOCK_STREAM}:{IPPROTO_TCP}:{allowed}")],
+    );
+    assert_eq!(tcp, ["read:allowed"]);
+    if confine::kernel_abi().is_some_and(|a| a >= 4) {
+        for proto in [0, IPPROTO_TCP] {
+            assert_eq!(probe(&ex, proto), ["EACCES"]);
+        }
+    }
+}
+
+#[test]
+fn only_tcp_unix_and_route_netlink_sockets_are_made() {
+    if !usable("only_tcp_unix_and_route_netlink_sockets_are_made") {
+        return;
+    }
+    let f = fixture();
+    let specs: Vec<String> = [
+        (AF_INET, SOCK_STREAM, 0),
+        (AF_INET6, SOCK_STREAM, IPPROTO_TCP),
+        (AF_INET, SOCK_STREAM | 0o4000, 0), // SOCK_NONBLOCK
+        (AF_INET, SOCK_DGRAM, 0),
+        (AF_INET6, SOCK_DGRAM, IPPROTO_UDP),
+        (AF_INET, SOCK_DGRAM, 1), // ICMP "ping" socket
+        (AF_INET, SOCK_STREAM, IPPROTO_SCTP),
+        (AF_INET, SOCK_SEQPACKET, IPPROTO_SCTP),
+        (AF_INET, SOCK_RAW, 1),
+        (17, SOCK_RAW, 0),    // AF_PACKET
+        (40, SOCK_STREAM, 0), // AF_VSOCK
+        (16, SOCK_RAW, 0),    // AF_NETLINK, NETLINK_ROUTE
+        (16, SOCK_RAW, 9),    // AF_NETLINK, NETLINK_AUDIT
+        (1, SOCK_STREAM, 0),  // AF_UNIX
+    ]
+    .iter()
+    .map(|(a, b, c)| format!("{a}:{b}:{c}"))
+    .collect();
+    let no_udp = executor(&f, ConfineMode::BestEffort, &[], false);
+    let got = python(&no_udp, SOCKET_PROBE, &specs);
+    assert_eq!(
+        got,
+        [
+            "ok",
+            "ok",
+            "ok",
+            "EPROTONOSUPPORT",
+            "EPROTONOSUPPORT",
+            "EPROTONOSUPPORT",
+            "EPROTONOSUPPORT",
+            "EPROTONOSUPPORT",
+            "EPROTONOSUPPORT",
+            "EAFNOSUPPORT",
+            "EAFNOSUPPORT",
+            "ok",
+            "EAFNOSUPPORT",
+            "ok",
+        ]
+    );
+    // With network access granted, UDP (protocol 0 or UDP only) is made.
+    let udp = executor(&f, ConfineMode::BestEffort, &[443], true);
+    let got = python(&udp, SOCKET_PROBE, &specs[3..6]);
+    assert_eq!(got, ["ok", "ok", "EPROTONOSUPPORT"]);
+    // socketpair: UNIX only.
+    let pair = r#"
+import socket
+for fam in (socket.AF_UNIX, socket.AF_INET):
+    try:
+        a, b = socket.socketpair(fam, socket.SOCK_STREAM)
+        print("ok")
+    except OSError as e:
+        import errno
+        print(errno.errorcode[e.errno])
+"#;
+    assert_eq!(python(&no_udp, pair, &[]), ["ok", "EAFNOSUPPORT"]);
+}
+
+/// Listens on a fresh socket of `family` without binding it (TCP) or on a
+/// path in the working directory (UNIX), prints the outcome and the port
+/// or path, then accepts one connection and echoes a line to it.
+const LISTEN_PROBE: &str = r#"
+import errno, os, socket, sys
+fam = sys.argv[1]
+if fam == "unix":
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind("sock")
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, int(sys.argv[2]))
+try:
+    s.listen(5)
+except OSError as e:
+    print(errno.errorcode[e.errno], flush=True)
+    sys.exit(0)
+print("listening " + str(s.getsockname()[1] if fam != "unix" else "sock"), flush=True)
+s.settimeout(10)
+c, _ = s.accept()
+c.sendall(b"hello from the command\n")
+c.close()
+"#;
+
+#[test]
+fn listen_without_bind_opens_no_port() {
+    if !usable("listen_without_bind_opens_no_port") {
+        return;
+    }
+    let f = fixture();
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    for proto in [0, IPPROTO_TCP] {
+        let got = python(&ex, LISTEN_PROBE, &["tcp".into(), proto.to_string()]);
+        assert_eq!(got, ["EACCES"], "listen on TCP (protocol {proto})");
+    }
+
+    // Control: without confinement the same script opens a port the host
+    // reaches.
+    let port = control_listen_port(&f);
+    assert!(port.is_some(), "the control listener was not reachable");
+}
+
+/// Runs the listen probe unconfined in the background and connects to the
+/// port it prints: `Some(port)` when the host reached it.
+fn control_listen_port(f: &Fixture) -> Option<u16> {
+    let off = executor(f, ConfineMode::Off, &[], false);
+    let out = f.work.join("port.txt");
+    let command = format!(
+        "{PYTHON} -c '{}' tcp 0 > port.txt",
+        LISTEN_PROBE.replace('\'', r"'\''")
+    );
+    let cwd = rustix::fs::open(
+        &f.work,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let handle = thread::spawn(move || {
+        off.exec(
+            &command,
+            ExecOptions {
+                cwd: Some(cwd),
+                ..ExecOptions::default()
+            },
+        )
+        .unwrap()
+    });
+    let mut port = None;
+    for _ in 0..200 {
+        if let Ok(text) = fs::read_to_string(&out) {
+            if let Some(p) = text.strip_prefix("listening ") {
+                port = p.trim().parse::<u16>().ok();
+                break;
+            }
+        }
+        thread::sleep(Duration::from_millis(25));
+    }
+    let reached = port.and_then(|p| {
+        let mut s = TcpStream::connect(("127.0.0.1", p)).ok()?;
+        let mut line = String::new();
+        s.read_to_string(&mut line).ok()?;
+        (line == "hello from the command\n").then_some(p)
+    });
+    handle.join().unwrap();
+    reached
+}
+
+#[test]
+fn a_unix_socket_still_listens_and_is_reached() {
+    if !usable("a_unix_socket_still_listens_and_is_reached") {
+        return;
+    }
+    let f = fixture();
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    let command = format!(
+        "{PYTHON} -c '{}' unix > out.txt",
+        LISTEN_PROBE.replace('\'', r"'\''")
+    );
+    let cwd = rustix::fs::open(
+        &f.work,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let work = f.work.clone();
+    let handle = thread::spawn(move || {
+        ex.exec(
+            &command,
+            ExecOptions {
+                cwd: Some(cwd),
+                ..ExecOptions::default()
+            },
+        )
+        .unwrap()
+    });
+    let mut line = String::new();
+    for _ in 0..200 {
+        if fs::read_to_string(work.join("out.txt")).is_ok_and(|t| t.starts_with("listening")) {
+            let mut s = UnixStream::connect(work.join("sock")).unwrap();
+            s.read_to_string(&mut line).unwrap();
+            break;
+        }
+        thread::sleep(Duration::from_millis(25));
+    }
+    let r = handle.join().unwrap();
+    assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(line, "hello from the command\n");
+}
+
+/// Makes raw system calls through ctypes and prints each errno name (or
+/// `ok`).
+const SYSCALL_PROBE: &str = r#"
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+for spec in sys.argv[1:]:
+    nums = [int(x, 0) for x in spec.split(",")]
+    r = libc.syscall(*[ctypes.c_long(n) for n in nums])
+    e = ctypes.get_errno()
+    print("ok" if r >= 0 else errno.errorcode.get(e, str(e)), flush=True)
+"#;
+
+#[test]
+fn calls_no_command_needs_are_refused() {
+    if !usable("calls_no_command_needs_are_refused") {
+        return;
+    }
+    let f = fixture();
+    let calls = [
+        format!("{}", libc::SYS_getpid),             // control
+        format!("{},0,0", libc::SYS_io_uring_setup), // io_uring
+        format!("{},0,1,0,0", libc::SYS_ptrace),     // PTRACE_TRACEME... (0)
+        format!("{},{}", libc::SYS_unshare, libc::CLONE_NEWUSER),
+        format!("{},0,0", libc::SYS_setns),
+        format!("{},0,0", libc::SYS_clone3),
+        format!("{},0,0,0,0", libc::SYS_bpf),
+        format!("{},0", libc::SYS_userfaultfd),
+        format!("{},0,0,0", libc::SYS_keyctl),
+        format!("{},0,0,0,0,0", libc::SYS_mount),
+        format!("{},0,0", libc::SYS_fsopen),
+        format!("{},0,0,0", libc::SYS_open_tree),
+        format!("{},{}", 0x4000_0000 + libc::SYS_getpid, 0), // x32 getpid
+        format!(
+            "{},{},0,0,0,0",
+            libc::SYS_clone,
+            libc::CLONE_NEWNET | libc::SIGCHLD
+        ),
+    ];
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    let got = python(&ex, SYSCALL_PROBE, &calls);
+    assert_eq!(
+        got,
+        [
+            "ok", "EPERM", "EPERM", "EPERM", "EPERM", "ENOSYS", "EPERM", "EPERM", "EPERM", "EPERM",
+            "EPERM", "EPERM", "ENOSYS", "EPERM",
+        ]
+    );
+    // Ordinary work still runs under the filter: threads, forks, pipes.
+    let r = ex
+        .exec(
+            "echo a | tr a b; (sleep 0 &); wait; python3 -c 'import threading; t=threading.Thread(target=print, args=(\"t\",)); t.start(); t.join()'",
+            ExecOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "b\nt\n");
+}
+
+#[test]
+fn the_report_names_what_the_filter_refuses() {
+    if !usable("the_report_names_what_the_filter_refuses") {
+        return;
+    }
+    let f = fixture();
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    let r = ex.exec("true", ExecOptions::default()).unwrap();
+    assert!(r.confined.seccomp);
+    let all = r.confined.seccomp_refuses.join("\n");
+    for word in [
+        "MPTCP", "UDP", "listen", "clone3", "io_uring", "ptrace", "unshare",
+    ] {
+        assert!(all.contains(word), "{word} missing from {all}");
+    }
+    let off = executor(&f, ConfineMode::Off, &[], false);
+    let r = off.exec("true", ExecOptions::default()).unwrap();
+    assert!(!r.confined.seccomp && r.confined.seccomp_refuses.is_empty());
+}
+
+#[test]
+fn a_child_confined_without_the_executor_cannot_listen_at_all() {
+    if !usable("a_child_confined_without_the_executor_cannot_listen_at_all") {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let f = fixture();
+    let p = confine::prepare(
+        &ConfineSpec {
+            write_dirs: vec![f.work.clone()],
+            ..ConfineSpec::default()
+        },
+        ConfineMode::BestEffort,
+    )
+    .unwrap();
+    let mut cmd = std::process::Command::new(PYTHON);
+    cmd.args(["-c", LISTEN_PROBE, "unix"]).current_dir(&f.work);
+    let child = p.clone();
+    // SAFETY: apply_in_child makes only raw system calls.
+    unsafe { cmd.pre_exec(move || child.apply_in_child()) };
+    let o = cmd.output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ENOSYS\n");
+}
+
+/// Connects with TCP Fast Open (`sendto` with `MSG_FASTOPEN`, which
+/// connects without `connect(2)`) and prints what it read or the errno.
+const FASTOPEN_PROBE: &str = r#"
+import errno, socket, sys
+import signal
+signal.alarm(5)
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+try:
+    s.sendto(b"x", socket.MSG_FASTOPEN, ("127.0.0.1", int(sys.argv[1])))
+    print("read:" + s.recv(64).decode())
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))
+"#;
+
+#[test]
+fn tcp_fast_open_cannot_pass_the_port_rules() {
+    if !usable("tcp_fast_open_cannot_pass_the_port_rules")
+        || confine::kernel_abi().is_none_or(|a| a < 4)
+    {
+        return;
+    }
+    let allowed = banner_server("allowed");
+    let other = banner_server("other-banner");
+    let f = fixture();
+    let off = executor(&f, ConfineMode::Off, &[allowed], false);
+    // The control reaches the other port where the kernel's client side of
+    // Fast Open is on (net.ipv4.tcp_fastopen bit 1, the default).
+    let control = python(&off, FASTOPEN_PROBE, &[other.to_string()]);
+    if control != ["read:other-banner"] {
+        eprintln!("note: TCP Fast Open unavailable here ({control:?}); checking the refusal only");
+    }
+    let ex = executor(&f, ConfineMode::BestEffort, &[allowed], false);
+    assert_eq!(python(&ex, FASTOPEN_PROBE, &[other.to_string()]), ["EPERM"]);
+    // An allowed port is refused the same way: Fast Open is off entirely.
+    assert_eq!(
+        python(&ex, FASTOPEN_PROBE, &[allowed.to_string()]),
+        ["EPERM"]
+    );
+}
