@@ -949,8 +949,7 @@ fn run(
     };
 
     for s in &mut streams {
-        let tail = s.redactor.take().map(Redactor::finish).unwrap_or_default();
-        s.out.extend_from_slice(&tail);
+        s.finish();
     }
     let [out, err] = streams;
     result.stdout = out.out;
@@ -990,6 +989,10 @@ struct Stream {
     read: usize,
     /// Offset in `out` below which its spare capacity is known mapped.
     mapped: usize,
+    /// Bytes past the cap came through and were dropped: whatever the
+    /// redactor still holds back at the cap may be the start of a secret
+    /// whose rest was dropped, so it is never emitted.
+    dropped: bool,
 }
 
 impl Stream {
@@ -1000,6 +1003,20 @@ impl Stream {
             out: Vec::new(),
             read: 0,
             mapped: 0,
+            dropped: false,
+        }
+    }
+
+    /// What the redactor still holds back, redacted, once the stream is
+    /// over: nothing when bytes past the cap were dropped (the held-back
+    /// tail could be a prefix of a withheld value or a token whose rest
+    /// was cut off).
+    fn finish(&mut self) {
+        if let Some(r) = self.redactor.take() {
+            if !self.dropped {
+                let tail = r.finish();
+                self.out.extend_from_slice(&tail);
+            }
         }
     }
 
@@ -1050,6 +1067,7 @@ impl Stream {
                     let outcome = read_some(fd, as_uninit(buf));
                     if matches!(outcome, ReadOutcome::Data(_)) && room == 0 {
                         *truncated = true;
+                        self.dropped = true;
                     }
                     outcome
                 }

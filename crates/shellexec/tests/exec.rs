@@ -645,6 +645,68 @@ fn both_streams_share_the_cap() {
     assert_eq!(text(&r.stdout), "abc");
 }
 
+/// Every prefix of `secret` 8 bytes or longer that `out` shows.
+fn prefixes_shown(out: &[u8], secret: &str) -> Vec<String> {
+    let out = text(out);
+    (8..=secret.len())
+        .map(|k| &secret[..k])
+        .filter(|p| out.contains(p))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_cap_never_returns_a_prefix_of_a_withheld_value() {
+    let ex = started(ExecConfig {
+        max_output_bytes: 100,
+        ..config()
+    });
+    // The value cut by the cap at every position, in one write and with
+    // the rest arriving later; and on stderr, where the cap is shared.
+    for pad in 70..100 {
+        for command in [
+            format!("printf %0{pad}d 0; printf %s {SECRET}; echo after"),
+            format!("printf %0{pad}d 0; printf %s {SECRET} | head -c 12; sleep 0.05; printf %s {SECRET} | tail -c +13"),
+            format!("printf %0{pad}d 0 >&2; printf %s {SECRET} >&2; echo after >&2"),
+        ] {
+            let r = run(&ex, &command);
+            assert!(r.truncated, "{command}");
+            for out in [&r.stdout, &r.stderr] {
+                assert_eq!(prefixes_shown(out, SECRET), Vec::<String>::new(), "{command}");
+            }
+        }
+    }
+    // A value that fits whole is redacted as before, the marker included.
+    let r = run(&ex, &format!("printf %s {SECRET}; printf %0100d 0"));
+    assert!(r.truncated);
+    assert!(text(&r.stdout).starts_with("[REDACTED:OPENAI_API_KEY]"));
+}
+
+#[test]
+fn the_cap_never_returns_a_prefix_of_a_token_shape() {
+    let ex = started(ExecConfig {
+        max_output_bytes: 100,
+        ..config()
+    });
+    let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    for pad in 70..100 {
+        // A space before it: a token shape must not follow a letter or digit.
+        let r = run(&ex, &format!("printf %0{pad}d 0; echo ' {token} more'"));
+        assert!(r.truncated);
+        let shown = prefixes_shown(&r.stdout, token);
+        assert_eq!(
+            shown,
+            Vec::<String>::new(),
+            "pad {pad}: {:?}",
+            text(&r.stdout)
+        );
+    }
+    // Output that ends at the cap without anything dropped keeps its tail.
+    let r = run(&ex, "printf %095d 0; printf ' ghp_'");
+    assert!(!r.truncated);
+    assert!(text(&r.stdout).ends_with(" ghp_"));
+}
+
 #[test]
 fn a_token_split_across_writes_is_redacted() {
     let ex = started(config());
