@@ -10,6 +10,8 @@
 //! - `codegen [--check]`: generates include/sandgate.h (see [`codegen`]).
 //! - `bindings [--release]`: builds libsandgate into target/lib (see
 //!   [`bindings`]).
+//! - `unprivileged`: the confinement tests again as uid 65534 (see
+//!   [`unprivileged`]).
 //! - `c-test`: the C ABI's test program, under valgrind (see [`c_test`]).
 //! - `bench-tool [N] [--runs R] [--cpu C] [--keep]`: requests per second of
 //!   `sandgate tool` on a generated session of N small requests (see
@@ -21,6 +23,7 @@ mod bindings;
 mod c_test;
 mod codegen;
 mod fuzz;
+mod unprivileged;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         "bindings" => bindings::run(&args[1..]),
         "c-test" => c_test::run(&args[1..]),
         "fuzz" => fuzz::run(&args[1..]),
+        "unprivileged" => unprivileged::run(&args[1..]),
         "help" | "--help" | "-h" => {
             println!("usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]>");
             Ok(())
@@ -129,6 +133,7 @@ fn ci() -> Result<(), String> {
 fn test() -> Result<(), String> {
     let cargo = cargo();
     step("test", &cargo, &["test", "--workspace", "--all-targets"])?;
+    unprivileged::run(&[])?;
     step("doctest", &cargo, &["test", "--workspace", "--doc"])?;
     // The C ABI and the bindings, against the library built once here.
     c_test::run(&[])?;
