@@ -659,6 +659,8 @@ fn invocation_shape() {
             "GIT_OPTIONAL_LOCKS",
             "GIT_NO_LAZY_FETCH",
             "GIT_CEILING_DIRECTORIES",
+            "GIT_DIR",
+            "GIT_WORK_TREE",
             "GIT_PAGER",
             "PAGER"
         ]
@@ -669,6 +671,15 @@ fn invocation_shape() {
         .unwrap()
         .1;
     assert_eq!(Path::new(ceiling), f.root.parent().unwrap());
+    let value = |name: &str| &env.iter().find(|(k, _)| k == name).unwrap().1;
+    assert_eq!(Path::new(value("GIT_DIR")), f.root.join(".git"));
+    assert_eq!(Path::new(value("GIT_WORK_TREE")), f.root);
+    // Without a repository at the root, GIT_DIR names one that never is.
+    let bare = tempfile::tempdir().unwrap();
+    let inv_bare = plan(&split_words("git status").unwrap(), &ALL, bare.path()).unwrap();
+    assert!(inv_bare
+        .env
+        .contains(&("GIT_DIR".into(), "/dev/null".into())));
     let args: Vec<String> = inv
         .args
         .iter()
@@ -764,7 +775,7 @@ fn unvettable_repositories_are_refused() {
     )
     .unwrap();
     let err = plan(&status, &ALL, &other).unwrap_err();
-    assert!(err.message().contains("not a directory"), "{err}");
+    assert!(err.message().contains("`gitdir:` file"), "{err}");
     let linked = f.root.join("linked");
     fs::create_dir(&linked).unwrap();
     std::os::unix::fs::symlink(f.root.join(".git"), linked.join(".git")).unwrap();
@@ -773,6 +784,33 @@ fn unvettable_repositories_are_refused() {
     assert_eq!(err.code(), ErrorCode::Denied);
     // No error message carries a host path.
     assert!(!err.message().contains(&*f.root.to_string_lossy()));
+}
+
+/// A driver whose name is not UTF-8 is overridden by its exact bytes.
+#[test]
+fn filter_names_reach_git_as_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let cfg = f.root.join(".git/config");
+    let mut text = fs::read(&cfg).unwrap();
+    text.extend_from_slice(b"[filter \"\xff\xfe\"]\n\tclean = cat\n");
+    fs::write(&cfg, text).unwrap();
+    let inv = plan(&split_words("git status").unwrap(), &ALL, &f.root).unwrap();
+    let wanted: &[u8] = b"filter.\xff\xfe.clean=";
+    assert!(
+        inv.args.iter().any(|a| a.as_bytes() == wanted),
+        "{:?}",
+        inv.args
+    );
+    // Nothing was decoded lossily on the way.
+    let replacement = "\u{fffd}".as_bytes();
+    assert!(!inv
+        .args
+        .iter()
+        .any(|a| a.as_bytes().windows(3).any(|w| w == replacement)));
 }
 
 /// A filter driver defined in a legacy `[filter.name]` section or with odd
