@@ -1560,7 +1560,7 @@ mod tests {
         );
         let mut config = RepoConfig::default();
         scan_config(b"[filter \"\xff\"]\n\tclean = x\n", &mut config).unwrap();
-        assert!(config.filters.contains(&b"\xff".to_vec()));
+        assert!(config.filters.contains(b"\xff".as_slice()));
         for bad in [&b"[filter \"a=\xff\"]\n"[..], b"[filter \"\"]\n"] {
             let err = scan_config(bad, &mut RepoConfig::default()).unwrap_err();
             assert!(err.message().contains("byte for byte"), "{err}");
