@@ -1316,7 +1316,7 @@ impl GitInvocation {
             write_dirs: Vec::new(),
             connect_ports: Vec::new(),
             max_file_size: Some(0),
-            max_processes: None,
+            ..ConfineSpec::default()
         }
     }
 }

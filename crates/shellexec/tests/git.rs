@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use sandgate_codes::ErrorCode;
+use sandgate_shellexec::confine::{prepare, ConfineMode};
+use sandgate_shellexec::exec::{
+    ExecConfig, ExecOptions, ExecResult, LocalShellExecutor, ShellExecutor,
+};
 use sandgate_shellexec::git::{
     find_git, plan, split_words, GitErrorKind, GitInvocation, GitSubcommand,
 };
@@ -89,6 +93,8 @@ impl Fixture {
     }
 
     /// Runs a request, asserts exit 0 and no sentinel; returns stdout.
+    /// Then runs it again as the executor does, under git's read-only
+    /// ruleset, and asserts the same answer: git needs no more.
     fn run_clean(&self, request: &str) -> String {
         let out = self.run(request);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -103,7 +109,32 @@ impl Fixture {
             Vec::<String>::new(),
             "{request} ran a program named by the repository config"
         );
+        let confined = self.run_confined(request);
+        assert_eq!(
+            (confined.exit_code, &confined.stdout),
+            (0, &out.stdout),
+            "{request} under git's ruleset: {}",
+            String::from_utf8_lossy(&confined.stderr)
+        );
         stdout
+    }
+
+    /// Plans and runs a request through the executor, confined by git's
+    /// own ruleset.
+    fn run_confined(&self, request: &str) -> ExecResult {
+        let words = split_words(request).unwrap();
+        let inv = plan(&words, &ALL, &self.root).unwrap();
+        let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+        let ex = LocalShellExecutor::new(ExecConfig::default());
+        ex.start().unwrap();
+        ex.exec_program(
+            &inv.program,
+            &inv.args,
+            &inv.env,
+            &prepared,
+            ExecOptions::default(),
+        )
+        .unwrap()
     }
 }
 
