@@ -21,6 +21,7 @@ const SUITES: &[(&str, &str)] = &[
     ("sandgate-shellexec", "confine"),
     ("sandgate-shellexec", "exec"),
     ("sandgate-shellexec", "git"),
+    ("sandgate", "git"),
     ("sandgate-cli", "run"),
     ("sandgate-cli", "exec"),
 ];

@@ -6,14 +6,22 @@
 //! the budget, and runs the command. Refusals before anything runs are
 //! errors (`E_DENIED`, `E_PATH_*`, `E_CONFINE_UNAVAILABLE`); a command that
 //! ran, timed out, was aborted or could not start is a result.
+//!
+//! A `git status|diff|log` request under `process_allow` is confined git
+//! ([`sandgate_shellexec::git`]): vetted and planned, then run from its
+//! argv (no shell) under a Landlock ruleset of its own that reads the root
+//! and writes nothing, never the shell's, whose write root and ports a
+//! driver the vetting missed could otherwise use.
 
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use sandgate_codes::ErrorCode;
 use sandgate_policy::{Confine, Policy};
 use sandgate_rootfs::Root;
-use sandgate_shellexec::confine::{ConfineMode, ConfineSpec};
+use sandgate_shellexec::confine::{self, ConfineMode, ConfineSpec, Prepared};
 use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
 use sandgate_shellexec::git::{self, GitSubcommand};
 
@@ -37,6 +45,13 @@ pub struct Executor {
     git: Vec<GitSubcommand>,
     /// The directory git runs in (the write root, else the first read root).
     git_root: Option<std::path::PathBuf>,
+    /// How much of git's own ruleset is demanded: `required` when the
+    /// policy requires confinement, else best effort (never off: the ruleset
+    /// costs nothing and git needs nothing it takes away).
+    git_mode: ConfineMode,
+    /// Git's own ruleset (read the root, write nothing, no TCP), prepared
+    /// on first use.
+    git_confine: Mutex<Option<Prepared>>,
     /// Where `cwd` is resolved: the write root, else the first read root.
     cwd_root: Option<Root>,
     max_timeout: Duration,
@@ -53,6 +68,15 @@ impl std::fmt::Debug for Executor {
 
 fn exec_error(e: sandgate_shellexec::exec::ExecError) -> Error {
     Error::new(e.code(), e.to_string()).with_errno(e.errno())
+}
+
+/// [`exec_error`], for an executor that was disposed meanwhile.
+fn run_error(e: sandgate_shellexec::exec::ExecError) -> Error {
+    if e.code() == ErrorCode::NotStarted {
+        Error::new(ErrorCode::NotStarted, "the executor was not started")
+    } else {
+        exec_error(e)
+    }
 }
 
 impl Executor {
@@ -109,6 +133,11 @@ impl Executor {
             enabled: exec.enabled,
             git,
             git_root: cwd_dir.map(|p| p.to_path_buf()),
+            git_mode: match confine_mode {
+                ConfineMode::Required => ConfineMode::Required,
+                ConfineMode::Off | ConfineMode::BestEffort => ConfineMode::BestEffort,
+            },
+            git_confine: Mutex::new(None),
             cwd_root,
             max_timeout: Duration::from_millis(exec.timeout_ms),
             exec_ops: policy.budgets().exec_ops.map(AtomicU64::new),
@@ -136,7 +165,8 @@ impl Executor {
 
     /// Runs `command` with `shell -c`, in `cwd` (a name beneath the write
     /// root, or the first read root; default: that root itself), for at most
-    /// `timeout` (never more than the policy's `timeout_ms`).
+    /// `timeout` (never more than the policy's `timeout_ms`). A confined git
+    /// request runs git itself in `cwd`, on the repository at the root.
     pub fn exec(
         &self,
         command: &str,
@@ -160,8 +190,8 @@ impl Executor {
         };
         let command =
             match (&git_words, self.enabled) {
-                (Some(words), _) => self.git_command(words)?,
-                (None, true) => command.to_owned(),
+                (Some(words), _) => return self.exec_git(words, cwd, timeout, abort),
+                (None, true) => command,
                 (None, false) if self.git.is_empty() => {
                     return Err(Error::denied(
                         "exec is not enabled by the policy ([exec] enabled = false)",
@@ -174,10 +204,21 @@ impl Executor {
                 )))
                 }
             };
-        let command = command.as_str();
         if command.contains('\0') {
             return Err(Error::request("the command contains a NUL byte"));
         }
+        let opts = self.call_options(cwd, timeout, abort)?;
+        self.inner.exec(command, opts).map_err(run_error)
+    }
+
+    /// Checks the timeout, starts the executor, spends one `exec_ops` and
+    /// resolves `cwd` beneath the root by descriptor.
+    fn call_options(
+        &self,
+        cwd: Option<&str>,
+        timeout: Option<Duration>,
+        abort: Option<AbortSignal>,
+    ) -> Result<ExecOptions, Error> {
         if timeout == Some(Duration::ZERO) {
             return Err(Error::request("timeout_ms must be at least 1"));
         }
@@ -189,7 +230,7 @@ impl Executor {
             left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .map_err(|_| Error::denied("the exec_ops budget is spent"))?;
         }
-        let cwd = match (&self.cwd_root, cwd) {
+        let cwd: Option<OwnedFd> = match (&self.cwd_root, cwd) {
             (None, _) => None,
             (Some(root), None) => Some(root.try_clone().map_err(Error::from)?.into_fd()),
             (Some(root), Some(name)) => {
@@ -201,49 +242,53 @@ impl Executor {
             }
         };
         let timeout = Some(timeout.map_or(self.max_timeout, |t| t.min(self.max_timeout)));
-        self.inner
-            .exec(
-                command,
-                ExecOptions {
-                    cwd,
-                    timeout,
-                    abort,
-                },
-            )
-            .map_err(|e| {
-                if e.code() == ErrorCode::NotStarted {
-                    Error::new(ErrorCode::NotStarted, "the executor was not started")
-                } else {
-                    exec_error(e)
-                }
-            })
+        Ok(ExecOptions {
+            cwd,
+            timeout,
+            abort,
+        })
     }
 
-    /// The shell command that runs the hardened git invocation `words`
-    /// plans: `exec /usr/bin/env -i VAR=… /abs/git ARGS…`, every word quoted.
-    fn git_command(&self, words: &[String]) -> Result<String, Error> {
+    /// Runs the hardened git invocation `words` plans, from its argv (no
+    /// shell), under git's own read-only ruleset rather than the shell's.
+    fn exec_git(
+        &self,
+        words: &[String],
+        cwd: Option<&str>,
+        timeout: Option<Duration>,
+        abort: Option<AbortSignal>,
+    ) -> Result<ExecResult, Error> {
         let root = self
             .git_root
             .as_deref()
             .ok_or_else(|| Error::denied("confined git needs a root to run in"))?;
         let inv = git::plan(words, &self.git, root)
             .map_err(|e| Error::new(e.code(), e.message().to_owned()))?;
-        let mut cmd = String::from("exec /usr/bin/env -i");
-        for (k, v) in &inv.env {
-            cmd.push(' ');
-            cmd.push_str(&shell_quote(&format!(
-                "{}={}",
-                k.to_string_lossy(),
-                v.to_string_lossy()
-            )));
+        let opts = self.call_options(cwd, timeout, abort)?;
+        let prepared = self.git_prepared(&inv)?;
+        let mut result = self
+            .inner
+            .exec_program(&inv.program, &inv.args, &inv.env, &prepared, opts)
+            .map_err(run_error)?;
+        result.confined.notes.insert(
+            0,
+            "confined git runs under a ruleset of its own: it may read the root and the \
+             system directories, write no file, and connect to or bind no TCP port"
+                .to_owned(),
+        );
+        Ok(result)
+    }
+
+    /// Git's ruleset, prepared once (the root does not change).
+    fn git_prepared(&self, inv: &git::GitInvocation) -> Result<Prepared, Error> {
+        let mut slot = self.git_confine.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(prepared) = &*slot {
+            return Ok(prepared.clone());
         }
-        cmd.push(' ');
-        cmd.push_str(&shell_quote(&inv.program.to_string_lossy()));
-        for a in &inv.args {
-            cmd.push(' ');
-            cmd.push_str(&shell_quote(&a.to_string_lossy()));
-        }
-        Ok(cmd)
+        let prepared = confine::prepare(&inv.confine_spec(), self.git_mode)
+            .map_err(|e| Error::new(e.code(), e.to_string()).with_errno(e.errno()))?;
+        *slot = Some(prepared.clone());
+        Ok(prepared)
     }
 
     /// Kills anything still running and removes the private TMPDIR.

@@ -305,21 +305,7 @@ impl EnvPlan {
     /// SHA-256, written as `"sha256:"` followed by 64 lower-case hex
     /// digits. Values are not part of it.
     pub fn names_digest(&self) -> String {
-        let mut hasher = Sha256::new();
-        for (i, name) in self.names().enumerate() {
-            if i > 0 {
-                hasher.update(b"\n");
-            }
-            hasher.update(name.as_bytes());
-        }
-        let hash = hasher.finalize();
-        let mut out = String::with_capacity(7 + 64);
-        out.push_str("sha256:");
-        for byte in hash.iter() {
-            out.push(char::from(HEX[usize::from(byte >> 4)]));
-            out.push(char::from(HEX[usize::from(byte & 0xf)]));
-        }
-        out
+        names_digest(self.names().map(str::as_bytes))
     }
 
     /// The credential-shaped host variables the child does not receive,
@@ -348,6 +334,26 @@ impl EnvPlan {
                 .map(|(name, value)| (name.as_str(), value.as_encoded_bytes())),
         )
     }
+}
+
+/// [`EnvPlan::names_digest`] of `names`, which the caller has sorted
+/// bytewise and freed of duplicates.
+pub(crate) fn names_digest<'a>(names: impl IntoIterator<Item = &'a [u8]>) -> String {
+    let mut hasher = Sha256::new();
+    for (i, name) in names.into_iter().enumerate() {
+        if i > 0 {
+            hasher.update(b"\n");
+        }
+        hasher.update(name);
+    }
+    let hash = hasher.finalize();
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for byte in hash.iter() {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    out
 }
 
 impl fmt::Debug for EnvPlan {

@@ -61,7 +61,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -377,6 +377,47 @@ struct ChildEnv {
     envp: Vec<CString>,
 }
 
+impl ChildEnv {
+    /// The environment of a program run without a shell: exactly `env`;
+    /// every credential-shaped host variable is withheld, so redacted.
+    fn for_program(config: &ExecConfig, env: &[(OsString, OsString)]) -> Result<Self, ExecError> {
+        let host: Vec<(OsString, OsString)> = match &config.host_env {
+            Some(vars) => vars.clone(),
+            None => std::env::vars_os().collect(),
+        };
+        let plan = EnvPlan::build_with_base(&[], host, &[], &[]);
+        let mut envp = Vec::with_capacity(env.len());
+        let mut names = Vec::with_capacity(env.len());
+        for (name, value) in env {
+            let (name, value) = (name.as_bytes(), value.as_bytes());
+            if name.is_empty() || name.contains(&b'=') {
+                return Err(ExecError::new(
+                    ErrorCode::Request,
+                    "an environment variable's name is empty or holds `=`",
+                ));
+            }
+            let kv = [name, b"=", value].concat();
+            envp.push(CString::new(kv).map_err(|_| {
+                ExecError::new(
+                    ErrorCode::Request,
+                    "an environment variable holds a NUL byte",
+                )
+            })?);
+            names.push(name);
+        }
+        names.sort_unstable();
+        names.dedup();
+        Ok(ChildEnv {
+            host: None,
+            tmpdir: String::new(),
+            names_digest: crate::env::names_digest(names),
+            redactor: plan.redactor(),
+            plan,
+            envp,
+        })
+    }
+}
+
 impl fmt::Debug for ChildEnv {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Names only, never values (the plan's Debug prints no values).
@@ -479,6 +520,75 @@ impl LocalShellExecutor {
     }
 }
 
+impl LocalShellExecutor {
+    /// Registers an exec with the running session: its registration
+    /// (which deregisters when dropped, a panic included, so that dispose
+    /// never waits for an exec that is gone), its internal abort, the
+    /// temporary directory and the session's confinement.
+    fn register(&self) -> Result<(Running<'_>, AbortSignal, String, Prepared), ExecError> {
+        let mut state = self.lock();
+        let Some(session) = &state.session else {
+            return Err(ExecError::new(
+                ErrorCode::NotStarted,
+                "the executor was not started",
+            ));
+        };
+        let tmpdir = session.tmpdir_str.clone();
+        let prepared = session.prepared.clone();
+        let internal =
+            AbortSignal::try_new().map_err(|e| ExecError::io("cannot create an eventfd", e))?;
+        let id = state.next_id;
+        state.next_id += 1;
+        state.running.insert(id, internal.clone());
+        Ok((Running { executor: self, id }, internal, tmpdir, prepared))
+    }
+
+    /// Runs `program` with `args` directly, without a shell:
+    /// `execve(program, [program, args…], env)`, where `env` is the whole
+    /// environment (nothing of the host's is added), confined by `confine`
+    /// in place of the executor's own confinement (prepared by the caller
+    /// with [`confine::prepare`]). Everything else is as for
+    /// [`ShellExecutor::exec`]: a session of its own, the keeper, the
+    /// timeout, abort, the output cap, and redaction of every
+    /// credential-shaped host variable's value (none reaches the program)
+    /// and of token shapes. `args` are passed as bytes, unchanged.
+    ///
+    /// # Errors
+    ///
+    /// `E_NOT_STARTED` before [`ShellExecutor::start`] or after
+    /// [`ShellExecutor::dispose`]; `E_REQUEST` when an argument or a
+    /// variable holds a NUL byte, or a variable's name is empty or holds
+    /// `=`; `E_IO` when the executor cannot make a pipe or an eventfd.
+    pub fn exec_program(
+        &self,
+        program: &Path,
+        args: &[OsString],
+        env: &[(OsString, OsString)],
+        confine: &Prepared,
+        opts: ExecOptions,
+    ) -> Result<ExecResult, ExecError> {
+        let began = Instant::now();
+        let argv = std::iter::once(program.as_os_str())
+            .chain(args.iter().map(OsString::as_os_str))
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| ExecError::new(ErrorCode::Request, "an argument holds a NUL byte"))?;
+        let env = Arc::new(ChildEnv::for_program(&self.config, env)?);
+        let (running, internal, _, _) = self.register()?;
+        let result = run(
+            &self.config,
+            Start::Program(program, argv),
+            opts,
+            &env,
+            confine,
+            &internal,
+            began,
+        );
+        drop(running);
+        result
+    }
+}
+
 impl Drop for LocalShellExecutor {
     fn drop(&mut self) {
         let _ = self.dispose();
@@ -523,36 +633,19 @@ impl ShellExecutor for LocalShellExecutor {
 
     fn exec(&self, command: &str, opts: ExecOptions) -> Result<ExecResult, ExecError> {
         let began = Instant::now();
-        let (id, internal, tmpdir, prepared) = {
-            let mut state = self.lock();
-            let Some(session) = &state.session else {
-                return Err(ExecError::new(
-                    ErrorCode::NotStarted,
-                    "the executor was not started",
-                ));
-            };
-            let tmpdir = session.tmpdir_str.clone();
-            let prepared = session.prepared.clone();
-            let internal =
-                AbortSignal::try_new().map_err(|e| ExecError::io("cannot create an eventfd", e))?;
-            let id = state.next_id;
-            state.next_id += 1;
-            state.running.insert(id, internal.clone());
-            (id, internal, tmpdir, prepared)
-        };
-        // Deregisters on every way out, a panic included, so that dispose
-        // never waits for an exec that is gone.
-        let _running = Running { executor: self, id };
+        let (running, internal, tmpdir, prepared) = self.register()?;
         let env = self.child_env(&tmpdir);
-        run(
+        let result = run(
             &self.config,
-            command,
+            Start::Shell(command),
             opts,
             &env,
             &prepared,
             &internal,
             began,
-        )
+        );
+        drop(running);
+        result
     }
 
     fn dispose(&self) -> Result<(), ExecError> {
@@ -659,9 +752,17 @@ enum Reap {
     Done,
 }
 
+/// What a run starts.
+enum Start<'a> {
+    /// `shell -c command`, the shell being [`ExecConfig::shell`].
+    Shell(&'a str),
+    /// A program, from its argv (`argv[0]` included).
+    Program(&'a Path, Vec<CString>),
+}
+
 fn run(
     config: &ExecConfig,
-    command: &str,
+    start: Start<'_>,
     opts: ExecOptions,
     env: &Arc<ChildEnv>,
     prepared: &Prepared,
@@ -689,7 +790,16 @@ fn run(
 
     let env_owner: Arc<dyn std::any::Any + Send + Sync> = env.clone();
     let cwd = opts.cwd.as_ref().map(|fd| fd.as_fd());
-    let spawned = spawn::spawn(&config.shell, command, &env.envp, env_owner, prepared, cwd);
+    let (program, argv, what) = match start {
+        Start::Shell(command) => (
+            config.shell.as_path(),
+            spawn::shell_argv(&config.shell, command),
+            "the shell".to_owned(),
+        ),
+        Start::Program(program, argv) => (program, Ok(argv), program.display().to_string()),
+    };
+    let spawned =
+        argv.and_then(|argv| spawn::spawn(program, argv, &env.envp, env_owner, prepared, cwd));
     let Spawned {
         mut keeper,
         stdout,
@@ -700,7 +810,7 @@ fn run(
         Ok(spawned) => spawned,
         Err(e) => {
             result.exit_code = EXIT_NOT_STARTED;
-            result.stderr = format!("sandgate: cannot start the shell: {e}\n").into_bytes();
+            result.stderr = format!("sandgate: cannot start {what}: {e}\n").into_bytes();
             result.duration = began.elapsed();
             return Ok(result);
         }

@@ -18,8 +18,12 @@
 //!    pathspecs, inspects the repository at the root and builds the
 //!    hardened argv and environment.
 //!
-//! This module never runs a process itself; [`GitInvocation::command`] is a
-//! convenience that builds the [`std::process::Command`].
+//! This module never runs a process itself. The executor runs the
+//! invocation from its argv (never re-quoted into a shell string) with
+//! [`crate::exec::LocalShellExecutor::exec_program`], confined by the
+//! read-only ruleset [`GitInvocation::confine_spec`] describes;
+//! [`GitInvocation::command`] is a convenience that builds an unconfined
+//! [`std::process::Command`].
 //!
 //! # The schema
 //!
@@ -77,18 +81,25 @@
 //!
 //! - git by absolute path, the first of `/usr/bin/git`, `/usr/local/bin/git`
 //!   and `/bin/git` that is an executable file; never a `PATH` lookup.
-//! - cwd = the root (canonicalized), and `--work-tree=<root>` so a
-//!   `core.worktree` in the repository config cannot point git at another
-//!   directory.
+//! - The repository is pinned: `GIT_DIR=<root>/.git` (the one that was
+//!   vetted) and `GIT_WORK_TREE=<root>` (so a `core.worktree` in the
+//!   repository config cannot point git at another directory). git then
+//!   never searches from its working directory, so a repository nested
+//!   beneath the root is never the one it uses, whatever directory it runs
+//!   in. With no `.git` at the root, `GIT_DIR=/dev/null`, which is never a
+//!   repository. git runs in the root (canonicalized), or in a directory
+//!   beneath it that the caller chose, which then only sets the prefix
+//!   relative paths are taken from.
 //! - The environment is cleared, then only: `PATH=/usr/bin:/bin`,
 //!   `HOME=/nonexistent`, `LANG=C`, `LC_ALL=C`, `GIT_CONFIG_NOSYSTEM=1`,
 //!   `GIT_CONFIG_GLOBAL=/dev/null`, `GIT_ATTR_NOSYSTEM=1`,
 //!   `GIT_TERMINAL_PROMPT=0`, `GIT_OPTIONAL_LOCKS=0`, `GIT_NO_LAZY_FETCH=1`
 //!   (honoured by git ≥ 2.44; see below for older git),
-//!   `GIT_CEILING_DIRECTORIES=<root's parent>`, `GIT_PAGER=cat`,
-//!   `PAGER=cat`. No other `GIT_*` variable reaches git.
-//! - Global options: `--no-pager --no-optional-locks --work-tree=<root>` and
-//!   these `-c` overrides (command-line config wins over the repository's):
+//!   `GIT_CEILING_DIRECTORIES=<root's parent>`, `GIT_DIR`, `GIT_WORK_TREE`
+//!   (above), `GIT_PAGER=cat`, `PAGER=cat`. No other `GIT_*` variable
+//!   reaches git.
+//! - Global options: `--no-pager --no-optional-locks` and these `-c`
+//!   overrides (command-line config wins over the repository's):
 //!   `core.fsmonitor=false`, `core.hooksPath=/dev/null`, `core.pager=cat`,
 //!   `pager.status=false`, `pager.diff=false`, `pager.log=false`,
 //!   `diff.external=`, `safe.bareRepository=explicit`,
@@ -99,7 +110,10 @@
 //!   every filter driver `<d>` defined in the repository config:
 //!   `filter.<d>.clean=`, `filter.<d>.smudge=`, `filter.<d>.process=`,
 //!   `filter.<d>.required=false` (an empty command disables the driver;
-//!   git then uses the file's bytes as they are).
+//!   git then uses the file's bytes as they are). `<d>` is the name's
+//!   bytes exactly as the config holds them, invalid UTF-8 included: git
+//!   matches the `filter` attribute against them byte for byte, and the
+//!   arguments are passed as bytes.
 //! - `diff` and `log` get `--no-ext-diff --no-textconv` (which disable every
 //!   `diff.<driver>.command` and `diff.<driver>.textconv`); `status` and
 //!   `diff` get `--ignore-submodules=all` (no recursion into a submodule,
@@ -108,8 +122,8 @@
 //! # The repository at the root
 //!
 //! [`plan`] reads the repository's config files (`.git/config`,
-//! `.git/config.worktree`) with a parser that follows git's own syntax, to
-//! learn the filter drivers' names. Filters are chosen by `.gitattributes`
+//! `.git/config.worktree`) as bytes, with a parser that follows git's own
+//! syntax, to learn the filter drivers' names. Filters are chosen by `.gitattributes`
 //! inside the tree, and `git status` and `git diff` run a clean filter on
 //! modified files; no single switch turns filters off in git 2.39, so each
 //! driver is neutralized by name. For the same reason `plan` refuses (fail
@@ -119,15 +133,20 @@
 //! - a partial clone (`extensions.partialClone`, `remote.*.promisor`): a
 //!   missing object would make git fetch lazily, which older git cannot
 //!   be told not to do;
-//! - a driver name git's `-c` cannot express (containing `=`);
+//! - a driver name git's `-c` cannot express byte for byte (empty, or
+//!   containing `=`, NUL or a newline);
 //! - a config file that does not parse, or is over 1 MiB;
-//! - a `.git` that is a symbolic link or a file (`gitdir:` indirection can
-//!   name any repository on the host), or a `.git/commondir` (a linked
-//!   worktree's repository lives elsewhere).
+//! - a config file that is not a regular file: a symbolic link (git would
+//!   read whatever it leads to when git runs), a FIFO or a device (which
+//!   could answer the vetting and git differently, or never answer);
+//! - a `.git` that is a symbolic link or a `gitdir:` file (the indirection
+//!   can name any repository on the host, and only `<root>/.git` itself is
+//!   vetted), or a `.git/commondir` (a linked worktree's repository lives
+//!   elsewhere).
 //!
 //! With no `.git` at the root, `status` and `log` run and git answers "not
-//! a git repository": `GIT_CEILING_DIRECTORIES` stops discovery at the root,
-//! so an enclosing repository is never read. `diff` is refused outright
+//! a git repository" (`GIT_DIR=/dev/null`): neither an enclosing
+//! repository nor one nested beneath the root is ever read. `diff` is refused outright
 //! there, since outside a repository `git diff a b` compares two arbitrary
 //! files.
 //!
@@ -144,8 +163,14 @@
 //!   `mailmap.file`, `core.excludesFile`, `objects/info/alternates`) are not
 //!   overridden: they run nothing, but the repository's `.git/` must be
 //!   trusted (the launcher's clone, read-only to the agent; SPEC §7).
-//! - An agent that can write a `.git` directory at the root before git runs
-//!   controls the repository; the write guard must keep `.git/` read-only.
+//! - The vetting and git's own read of the config are two reads: a command
+//!   that can write `.git/` (a shell exec granted the write root) can
+//!   rewrite the config between them, and a `.git` planted at the root
+//!   controls the repository. The write guard must keep `.git/` read-only;
+//!   what the rewritten config could start still runs under git's
+//!   read-only ruleset ([`GitInvocation::confine_spec`]): it reads the
+//!   root, writes no file and opens no TCP connection, but its output
+//!   reaches the caller.
 //! - `safe.directory` still applies: a root owned by another user is
 //!   refused by git itself.
 
@@ -153,9 +178,12 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
 use sandgate_codes::ErrorCode;
+
+use crate::confine::ConfineSpec;
 
 /// Where git is looked for, in order. Never `PATH`.
 pub const GIT_CANDIDATES: [&str; 3] = ["/usr/bin/git", "/usr/local/bin/git", "/bin/git"];
@@ -343,6 +371,19 @@ fn shown(word: &str) -> String {
             out.extend(c.escape_default());
         } else {
             out.push(c);
+        }
+    }
+    out
+}
+
+/// Bytes as shown in a message: UTF-8 as [`shown`] shows it, every invalid
+/// byte as `\xNN`.
+fn shown_bytes(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(&shown(chunk.valid()));
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
         }
     }
     out
@@ -873,9 +914,15 @@ fn check_args(sub: GitSubcommand, args: &[String]) -> Result<Checked, GitError> 
 /// What [`plan`] learned from the repository config.
 #[derive(Debug, Default)]
 struct RepoConfig {
-    /// Subsection names of `filter` sections.
-    filters: BTreeSet<String>,
+    /// Subsection names of `filter` sections, as the bytes git reads
+    /// (neither decoded nor re-encoded: git compares them byte for byte
+    /// with the `filter` attribute).
+    filters: BTreeSet<Vec<u8>>,
 }
+
+/// One config entry: the section (lower case), the subsection (the bytes
+/// of the file, unchanged) and the key (lower case; empty for a header).
+type Entry = (String, Option<Vec<u8>>, String);
 
 /// A reader of git config syntax (git 2.39 `config.c`), enough to learn
 /// section names and keys; values are parsed only to find where they end.
@@ -904,7 +951,7 @@ impl ConfigParser<'_> {
     /// splits the variable name: the section up to the first dot, the
     /// subsection after it (`[filter.A "B"]` is filter `a.B`; the legacy
     /// `[filter.A]` is filter `a`).
-    fn header(&mut self) -> Option<(String, Option<String>)> {
+    fn header(&mut self) -> Option<(String, Option<Vec<u8>>)> {
         let mut base = Vec::new();
         let mut extended = None;
         loop {
@@ -941,7 +988,7 @@ impl ConfigParser<'_> {
                 if self.next()? != b']' {
                     return None;
                 }
-                extended = Some(String::from_utf8_lossy(&sub).into_owned());
+                extended = Some(sub);
                 break;
             }
             if !Self::is_keychar(c) && c != b'.' {
@@ -958,8 +1005,13 @@ impl ConfigParser<'_> {
             None => (base, None),
         };
         let sub = match (rest, extended) {
-            (Some(rest), Some(ext)) => Some(format!("{rest}.{ext}")),
-            (Some(rest), None) => Some(rest),
+            (Some(rest), Some(ext)) => {
+                let mut sub = rest.into_bytes();
+                sub.push(b'.');
+                sub.extend_from_slice(&ext);
+                Some(sub)
+            }
+            (Some(rest), None) => Some(rest.into_bytes()),
             (None, ext) => ext,
         };
         Some((section, sub))
@@ -1020,10 +1072,10 @@ impl ConfigParser<'_> {
 
     /// Every `(section, subsection, key)`, or `None` if the file does not
     /// parse.
-    fn entries(bytes: &[u8]) -> Option<Vec<(String, Option<String>, String)>> {
+    fn entries(bytes: &[u8]) -> Option<Vec<Entry>> {
         let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
         let mut p = ConfigParser { bytes, pos: 0 };
-        let mut section: Option<(String, Option<String>)> = None;
+        let mut section: Option<(String, Option<Vec<u8>>)> = None;
         let mut out = Vec::new();
         let mut comment = false;
         while let Some(c) = p.next() {
@@ -1057,6 +1109,25 @@ impl ConfigParser<'_> {
     }
 }
 
+/// Why `-c filter.<name>.clean=` cannot name the driver `name` exactly, if
+/// it cannot. git splits a `-c` argument at its first `=` and refuses a
+/// key with a newline; an argument cannot hold NUL. Every other byte,
+/// invalid UTF-8 included, reaches git unchanged, since the argument is
+/// passed as bytes.
+fn unoverridable(name: &[u8]) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("an empty name")
+    } else if name.contains(&b'=') {
+        Some("`=` would end the key")
+    } else if name.contains(&0) {
+        Some("a NUL byte")
+    } else if name.contains(&b'\n') {
+        Some("a newline")
+    } else {
+        None
+    }
+}
+
 fn scan_config(bytes: &[u8], into: &mut RepoConfig) -> Result<(), GitError> {
     let entries = ConfigParser::entries(bytes).ok_or_else(|| {
         GitError::repository(
@@ -1084,15 +1155,11 @@ fn scan_config(bytes: &[u8], into: &mut RepoConfig) -> Result<(), GitError> {
             }
             "filter" => {
                 if let Some(name) = sub {
-                    if name.is_empty()
-                        || name.contains('=')
-                        || name.contains('\0')
-                        || name.contains('\n')
-                    {
+                    if let Some(why) = unoverridable(&name) {
                         return Err(GitError::repository(format!(
                             "confined git refuses the repository: filter driver `{}` cannot be \
-                             neutralized with -c",
-                            shown(&name)
+                             neutralized byte for byte on git's command line ({why})",
+                            shown_bytes(&name)
                         )));
                     }
                     into.filters.insert(name);
@@ -1118,10 +1185,16 @@ fn inspect_repository(root: &Path) -> Result<Option<RepoConfig>, GitError> {
             "confined git refuses the repository: the root's .git is a symbolic link",
         ));
     }
+    if meta.is_file() {
+        return Err(GitError::repository(
+            "confined git refuses the repository: the root's .git is a `gitdir:` file, which \
+             names a git directory elsewhere (a linked worktree or a submodule), and only \
+             <root>/.git itself is vetted",
+        ));
+    }
     if !meta.is_dir() {
         return Err(GitError::repository(
-            "confined git refuses the repository: the root's .git is not a directory (a \
-             `gitdir:` file can name any repository on the host)",
+            "confined git refuses the repository: the root's .git is not a directory",
         ));
     }
     match std::fs::symlink_metadata(dot_git.join("commondir")) {
@@ -1135,23 +1208,61 @@ fn inspect_repository(root: &Path) -> Result<Option<RepoConfig>, GitError> {
     }
     let mut config = RepoConfig::default();
     for name in ["config", "config.worktree"] {
-        let path = dot_git.join(name);
-        let meta = match std::fs::metadata(&path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(GitError::io(&format!("cannot read .git/{name}"), e)),
-        };
-        if meta.len() > MAX_CONFIG_BYTES {
-            return Err(GitError::repository(format!(
-                "confined git refuses the repository: .git/{name} is over {MAX_CONFIG_BYTES} \
-                 bytes"
-            )));
+        if let Some(bytes) = read_config_file(&dot_git, name)? {
+            scan_config(&bytes, &mut config)?;
         }
-        let bytes = std::fs::read(&path)
-            .map_err(|e| GitError::io(&format!("cannot read .git/{name}"), e))?;
-        scan_config(&bytes, &mut config)?;
     }
     Ok(Some(config))
+}
+
+/// The bytes of `.git/<name>`, `None` when it does not exist. The file must
+/// be a regular file, not a symbolic link (git would follow one to a file
+/// that is not vetted when it changes) and not a FIFO or device (which
+/// could answer the vetting and git differently, or never answer); it is
+/// opened without following links and without blocking, and checked on
+/// the open descriptor.
+fn read_config_file(dot_git: &Path, name: &str) -> Result<Option<Vec<u8>>, GitError> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let refused = |what: &str| {
+        GitError::repository(format!(
+            "confined git refuses the repository: .git/{name} is {what}; only a regular file \
+             can be vetted"
+        ))
+    };
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(dot_git.join(name))
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(refused("a symbolic link")),
+        Err(e) => return Err(GitError::io(&format!("cannot read .git/{name}"), e)),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| GitError::io(&format!("cannot read .git/{name}"), e))?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        return Err(refused(if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        }));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| GitError::io(&format!("cannot read .git/{name}"), e))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(GitError::repository(format!(
+            "confined git refuses the repository: .git/{name} is over {MAX_CONFIG_BYTES} bytes"
+        )));
+    }
+    Ok(Some(bytes))
 }
 
 // ---------------------------------------------------------------------------
@@ -1159,7 +1270,7 @@ fn inspect_repository(root: &Path) -> Result<Option<RepoConfig>, GitError> {
 // ---------------------------------------------------------------------------
 
 /// A vetted git run: program, argv, environment and directory. Run it
-/// without a shell ([`GitInvocation::command`]).
+/// without a shell, confined by [`GitInvocation::confine_spec`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GitInvocation {
     /// Git, by absolute path.
@@ -1168,7 +1279,10 @@ pub struct GitInvocation {
     pub args: Vec<OsString>,
     /// The complete environment (the child gets nothing else).
     pub env: Vec<(OsString, OsString)>,
-    /// The directory to run in: the canonical root.
+    /// The canonical root: git's work tree, and the directory it runs in
+    /// unless the caller picks one beneath it (the repository is pinned by
+    /// `GIT_DIR` and `GIT_WORK_TREE`, so the directory only sets the prefix
+    /// that relative paths are taken from).
     pub cwd: PathBuf,
     /// The subcommand.
     pub subcommand: GitSubcommand,
@@ -1185,6 +1299,25 @@ impl GitInvocation {
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.cwd);
         cmd
+    }
+
+    /// What git may touch when confined (a ruleset of its own, not the
+    /// shell's): read and execute beneath the root and the system
+    /// directories, write nothing (no write directory at all; `/dev/null`
+    /// only), connect to and bind no TCP port, and `RLIMIT_FSIZE` 0 so that
+    /// even without Landlock no regular file gains a byte. git needs no more
+    /// for `status`, `diff` and `log` with `--no-optional-locks`: it writes
+    /// no index, lock or temporary file. A driver the vetting missed, or a
+    /// config rewritten between the vetting and git's own read, runs under
+    /// the same ruleset. Prepare it with [`crate::confine::prepare`].
+    pub fn confine_spec(&self) -> ConfineSpec {
+        ConfineSpec {
+            read_dirs: vec![self.cwd.clone()],
+            write_dirs: Vec::new(),
+            connect_ports: Vec::new(),
+            max_file_size: Some(0),
+            ..ConfineSpec::default()
+        }
     }
 }
 
@@ -1304,6 +1437,15 @@ pub fn plan(
              outside one git diff compares arbitrary paths",
         ));
     }
+    // git is pinned to the vetted repository: with GIT_DIR set it never
+    // searches from its working directory, so a repository nested beneath
+    // the root (or planted there after this check) is never the one it
+    // uses. Without a repository at the root, GIT_DIR names /dev/null,
+    // which is never one: git answers "not a git repository".
+    let git_dir = match &repo {
+        Some(_) => root.join(".git").into_os_string(),
+        None => OsString::from("/dev/null"),
+    };
     let repo = repo.unwrap_or_default();
 
     let mut args: Vec<OsString> = Vec::new();
@@ -1312,21 +1454,19 @@ pub fn plan(
         args.push((*kv).into());
     }
     for name in &repo.filters {
-        for (key, value) in [
-            ("clean", ""),
-            ("smudge", ""),
-            ("process", ""),
-            ("required", "false"),
-        ] {
+        for kv in ["clean=", "smudge=", "process=", "required=false"] {
+            // `filter.<name>.<kv>`, the name's bytes exactly as the config
+            // holds them.
+            let mut arg = b"filter.".to_vec();
+            arg.extend_from_slice(name);
+            arg.push(b'.');
+            arg.extend_from_slice(kv.as_bytes());
             args.push("-c".into());
-            args.push(format!("filter.{name}.{key}={value}").into());
+            args.push(OsString::from_vec(arg));
         }
     }
     args.push("--no-pager".into());
     args.push("--no-optional-locks".into());
-    let mut work_tree = OsString::from("--work-tree=");
-    work_tree.push(root.as_os_str());
-    args.push(work_tree);
     args.push(sub.as_str().into());
     match sub {
         GitSubcommand::Status => args.push("--ignore-submodules=all".into()),
@@ -1357,6 +1497,8 @@ pub fn plan(
         ("GIT_OPTIONAL_LOCKS", "0".into()),
         ("GIT_NO_LAZY_FETCH", "1".into()),
         ("GIT_CEILING_DIRECTORIES", parent.into_os_string()),
+        ("GIT_DIR", git_dir),
+        ("GIT_WORK_TREE", root.clone().into_os_string()),
         ("GIT_PAGER", "cat".into()),
         ("PAGER", "cat".into()),
     ]
@@ -1377,7 +1519,7 @@ pub fn plan(
 mod tests {
     use super::*;
 
-    fn entries(s: &str) -> Option<Vec<(String, Option<String>, String)>> {
+    fn entries(s: &str) -> Option<Vec<Entry>> {
         ConfigParser::entries(s.as_bytes())
     }
 
@@ -1393,10 +1535,10 @@ mod tests {
             .filter(|(s, _, _)| s == "filter")
             .filter_map(|(_, sub, _)| sub.clone())
             .collect();
-        assert!(filters.contains(&"Ev\"il".to_string()));
-        assert!(filters.contains(&"legacy".to_string()));
+        assert!(filters.contains(&b"Ev\"il".to_vec()));
+        assert!(filters.contains(&b"legacy".to_vec()));
         let e = entries("[filter.A \"B\"]\n\tclean = x\n").unwrap();
-        assert!(e.contains(&("filter".into(), Some("a.B".into()), "clean".into())));
+        assert!(e.contains(&("filter".into(), Some(b"a.B".to_vec()), "clean".into())));
         assert!(!e.iter().any(|(s, _, _)| s == "include"));
         // A continued value hides a would-be header.
         let e = entries("[core]\n x = a \\\n[include]\n").unwrap();
@@ -1407,6 +1549,24 @@ mod tests {
         assert!(entries("[core\n").is_none());
         assert!(entries("[core]\n x = \"open\n").is_none());
         assert!(entries("x = 1\n").is_none());
+    }
+
+    #[test]
+    fn subsections_keep_their_bytes() {
+        let e = ConfigParser::entries(b"[filter \"\xff\\\xfe\"]\n\tclean = x\n").unwrap();
+        assert_eq!(
+            e[1],
+            ("filter".into(), Some(b"\xff\xfe".to_vec()), "clean".into())
+        );
+        let mut config = RepoConfig::default();
+        scan_config(b"[filter \"\xff\"]\n\tclean = x\n", &mut config).unwrap();
+        assert!(config.filters.contains(b"\xff".as_slice()));
+        for bad in [&b"[filter \"a=\xff\"]\n"[..], b"[filter \"\"]\n"] {
+            let err = scan_config(bad, &mut RepoConfig::default()).unwrap_err();
+            assert!(err.message().contains("byte for byte"), "{err}");
+        }
+        let err = scan_config(b"[filter \"a=\xff\"]\n", &mut RepoConfig::default()).unwrap_err();
+        assert!(err.message().contains("`a=\\xff`"), "{err}");
     }
 
     #[test]

@@ -75,7 +75,7 @@ struct Shared {
     /// NULL-terminated, pointing into `_args` and `_env`.
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
-    _args: [CString; 3],
+    _args: Vec<CString>,
     _env: Arc<dyn Any + Send + Sync>,
     prepared: Prepared,
     /// The shell's working directory, or -1.
@@ -292,29 +292,36 @@ fn search_paths(name: &[u8], envp: &[CString]) -> Vec<CString> {
         .collect()
 }
 
-/// Starts the keeper and, through it, `shell -c command`. An error means
-/// nothing runs: the shell could not be started (with the kernel's
-/// reason), or the command cannot be passed to it.
+fn nul(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{what} contains a NUL byte"),
+    )
+}
+
+/// The argv of `shell -c command`.
+pub(crate) fn shell_argv(shell: &Path, command: &str) -> io::Result<Vec<CString>> {
+    Ok(vec![
+        CString::new(shell.as_os_str().as_bytes()).map_err(|_| nul("the shell's path"))?,
+        CString::from(c"-c"),
+        CString::new(command).map_err(|_| nul("the command"))?,
+    ])
+}
+
+/// Starts the keeper and, through it, `program` with `args` (`args[0]`
+/// included; [`shell_argv`] for a shell command). An error means nothing
+/// runs: the program could not be started (with the kernel's reason), or
+/// its path holds a NUL byte.
 pub(crate) fn spawn(
-    shell: &Path,
-    command: &str,
+    program: &Path,
+    args: Vec<CString>,
     envp: &[CString],
     env_owner: Arc<dyn Any + Send + Sync>,
     prepared: &Prepared,
     cwd: Option<BorrowedFd<'_>>,
 ) -> io::Result<Spawned> {
-    let nul = |what: &str| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{what} contains a NUL byte"),
-        )
-    };
-    let path = CString::new(shell.as_os_str().as_bytes()).map_err(|_| nul("the shell's path"))?;
-    let args = [
-        path.clone(),
-        CString::from(c"-c"),
-        CString::new(command).map_err(|_| nul("the command"))?,
-    ];
+    let path =
+        CString::new(program.as_os_str().as_bytes()).map_err(|_| nul("the program's path"))?;
     let search = !path.as_bytes().contains(&b'/');
     let paths = if path.as_bytes().is_empty() {
         Vec::new()

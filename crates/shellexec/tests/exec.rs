@@ -1044,3 +1044,99 @@ fn bad_confinement_directories_fail_start_and_leave_no_tmpdir() {
     assert_eq!(err.code(), ErrorCode::NotFound);
     assert!(ex.tmpdir().is_none());
 }
+
+/// `exec_program`: the argv reaches the program as bytes, the environment
+/// is exactly the one given, host credentials are redacted, and the
+/// caller's ruleset (not the session's) confines it.
+#[test]
+fn exec_program_runs_an_argv_under_the_callers_ruleset() {
+    use sandgate_shellexec::confine::prepare;
+    use std::os::unix::ffi::OsStringExt;
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let mut cfg = config();
+    cfg.confine_mode = ConfineMode::BestEffort;
+    cfg.confine.write_dirs = vec![dir.clone()];
+    let ex = started(cfg);
+    let env = [(OsString::from("ONLY"), OsString::from("this"))];
+    let none = prepare(&ConfineSpec::default(), ConfineMode::Off).unwrap();
+
+    let arg = OsString::from_vec(b"a\xffb".to_vec());
+    let r = ex
+        .exec_program(
+            Path::new("/usr/bin/printf"),
+            &["%s".into(), arg],
+            &env,
+            &none,
+            ExecOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(r.exit_code, 0, "{}", text(&r.stderr));
+    assert_eq!(r.stdout, b"a\xffb");
+
+    let r = ex
+        .exec_program(
+            Path::new("/usr/bin/env"),
+            &[],
+            &env,
+            &none,
+            ExecOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(text(&r.stdout), "ONLY=this\n");
+
+    let r = ex
+        .exec_program(
+            Path::new("/usr/bin/printf"),
+            &["%s".into(), SECRET.into()],
+            &env,
+            &none,
+            ExecOptions::default(),
+        )
+        .unwrap();
+    assert!(!text(&r.stdout).contains(SECRET), "{}", text(&r.stdout));
+
+    // The session's ruleset grants `dir`; a read-only one does not.
+    if kernel_abi().is_none() {
+        eprintln!("note: no Landlock; the ruleset part is skipped");
+        return;
+    }
+    let read_only = prepare(
+        &ConfineSpec {
+            read_dirs: vec![dir.clone()],
+            ..ConfineSpec::default()
+        },
+        ConfineMode::Required,
+    );
+    let Ok(read_only) = read_only else {
+        eprintln!("note: Landlock lacks a part; the ruleset part is skipped");
+        return;
+    };
+    let target = dir.join("written");
+    let r = ex
+        .exec_program(
+            Path::new("/usr/bin/touch"),
+            &[target.as_os_str().to_owned()],
+            &env,
+            &read_only,
+            ExecOptions::default(),
+        )
+        .unwrap();
+    assert_ne!(r.exit_code, 0);
+    assert!(!target.exists());
+    assert!(r.confined.fs);
+    let r = run(&ex, &format!("touch '{}'", target.display()));
+    assert_eq!(r.exit_code, 0, "{}", text(&r.stderr));
+    assert!(target.exists());
+    // A NUL byte in an argument is a request error, not a truncated run.
+    let err = ex
+        .exec_program(
+            Path::new("/usr/bin/printf"),
+            &[OsString::from_vec(b"a\0b".to_vec())],
+            &env,
+            &none,
+            ExecOptions::default(),
+        )
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Request);
+}

@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use sandgate_codes::ErrorCode;
+use sandgate_shellexec::confine::{prepare, ConfineMode};
+use sandgate_shellexec::exec::{
+    ExecConfig, ExecOptions, ExecResult, LocalShellExecutor, ShellExecutor,
+};
 use sandgate_shellexec::git::{
     find_git, plan, split_words, GitErrorKind, GitInvocation, GitSubcommand,
 };
@@ -89,6 +93,8 @@ impl Fixture {
     }
 
     /// Runs a request, asserts exit 0 and no sentinel; returns stdout.
+    /// Then runs it again as the executor does, under git's read-only
+    /// ruleset, and asserts the same answer: git needs no more.
     fn run_clean(&self, request: &str) -> String {
         let out = self.run(request);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -103,7 +109,32 @@ impl Fixture {
             Vec::<String>::new(),
             "{request} ran a program named by the repository config"
         );
+        let confined = self.run_confined(request);
+        assert_eq!(
+            (confined.exit_code, &confined.stdout),
+            (0, &out.stdout),
+            "{request} under git's ruleset: {}",
+            String::from_utf8_lossy(&confined.stderr)
+        );
         stdout
+    }
+
+    /// Plans and runs a request through the executor, confined by git's
+    /// own ruleset.
+    fn run_confined(&self, request: &str) -> ExecResult {
+        let words = split_words(request).unwrap();
+        let inv = plan(&words, &ALL, &self.root).unwrap();
+        let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+        let ex = LocalShellExecutor::new(ExecConfig::default());
+        ex.start().unwrap();
+        ex.exec_program(
+            &inv.program,
+            &inv.args,
+            &inv.env,
+            &prepared,
+            ExecOptions::default(),
+        )
+        .unwrap()
     }
 }
 
@@ -659,6 +690,8 @@ fn invocation_shape() {
             "GIT_OPTIONAL_LOCKS",
             "GIT_NO_LAZY_FETCH",
             "GIT_CEILING_DIRECTORIES",
+            "GIT_DIR",
+            "GIT_WORK_TREE",
             "GIT_PAGER",
             "PAGER"
         ]
@@ -669,6 +702,15 @@ fn invocation_shape() {
         .unwrap()
         .1;
     assert_eq!(Path::new(ceiling), f.root.parent().unwrap());
+    let value = |name: &str| &env.iter().find(|(k, _)| k == name).unwrap().1;
+    assert_eq!(Path::new(value("GIT_DIR")), f.root.join(".git"));
+    assert_eq!(Path::new(value("GIT_WORK_TREE")), f.root);
+    // Without a repository at the root, GIT_DIR names one that never is.
+    let bare = tempfile::tempdir().unwrap();
+    let inv_bare = plan(&split_words("git status").unwrap(), &ALL, bare.path()).unwrap();
+    assert!(inv_bare
+        .env
+        .contains(&("GIT_DIR".into(), "/dev/null".into())));
     let args: Vec<String> = inv
         .args
         .iter()
@@ -764,7 +806,7 @@ fn unvettable_repositories_are_refused() {
     )
     .unwrap();
     let err = plan(&status, &ALL, &other).unwrap_err();
-    assert!(err.message().contains("not a directory"), "{err}");
+    assert!(err.message().contains("`gitdir:` file"), "{err}");
     let linked = f.root.join("linked");
     fs::create_dir(&linked).unwrap();
     std::os::unix::fs::symlink(f.root.join(".git"), linked.join(".git")).unwrap();
@@ -773,6 +815,33 @@ fn unvettable_repositories_are_refused() {
     assert_eq!(err.code(), ErrorCode::Denied);
     // No error message carries a host path.
     assert!(!err.message().contains(&*f.root.to_string_lossy()));
+}
+
+/// A driver whose name is not UTF-8 is overridden by its exact bytes.
+#[test]
+fn filter_names_reach_git_as_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let cfg = f.root.join(".git/config");
+    let mut text = fs::read(&cfg).unwrap();
+    text.extend_from_slice(b"[filter \"\xff\xfe\"]\n\tclean = cat\n");
+    fs::write(&cfg, text).unwrap();
+    let inv = plan(&split_words("git status").unwrap(), &ALL, &f.root).unwrap();
+    let wanted: &[u8] = b"filter.\xff\xfe.clean=";
+    assert!(
+        inv.args.iter().any(|a| a.as_bytes() == wanted),
+        "{:?}",
+        inv.args
+    );
+    // Nothing was decoded lossily on the way.
+    let replacement = "\u{fffd}".as_bytes();
+    assert!(!inv
+        .args
+        .iter()
+        .any(|a| a.as_bytes().windows(3).any(|w| w == replacement)));
 }
 
 /// A filter driver defined in a legacy `[filter.name]` section or with odd
