@@ -57,9 +57,10 @@ enum Command {
         /// The policy file (TOML).
         #[arg(long)]
         policy: PathBuf,
-        /// The program and its arguments (run directly, not through a shell).
-        #[arg(last = true, required = true)]
-        program: Vec<String>,
+        /// The program and its arguments (run directly, not through a shell;
+        /// passed byte for byte).
+        #[arg(last = true, required = true, value_parser = clap::value_parser!(std::ffi::OsString))]
+        program: Vec<std::ffi::OsString>,
     },
     /// Serve the JSON tool endpoint on stdin/stdout: one request per line.
     Tool {

@@ -51,7 +51,7 @@ fn mark(bytes: &[u8]) -> (Vec<u8>, bool) {
 }
 
 /// Runs the supervised program; returns the supervisor's exit code.
-pub fn run(policy_path: &Path, program: &[String]) -> ExitCode {
+pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
     let stderr = std::io::stderr();
     let mut err = stderr.lock();
     let mut fresh = true;
@@ -92,7 +92,8 @@ pub fn run(policy_path: &Path, program: &[String]) -> ExitCode {
         "ok": true,
         "policy_digest": policy.digest(),
         "security_mode": policy.security_mode().as_str(),
-        "program": program,
+        // Shown as text; the program still gets its words byte for byte.
+        "program": program.iter().map(|w| w.to_string_lossy()).collect::<Vec<_>>(),
         "timeout_ms": policy.exec().timeout_ms,
         "max_output_bytes": policy.exec().max_output_bytes,
         "confine": policy.exec().confine.as_str(),
@@ -100,15 +101,7 @@ pub fn run(policy_path: &Path, program: &[String]) -> ExitCode {
     contract_line(&mut err, &mut fresh, "policy", &admission);
     let _ = err.flush();
 
-    let command = format!(
-        "exec {}",
-        program
-            .iter()
-            .map(|w| sandgate::exec::shell_quote(w))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let result = match executor.exec(&command, None, None, None) {
+    let result = match executor.exec_argv(program, None, None, None) {
         Ok(r) => r,
         Err(e) => return refuse(&mut err, &mut fresh, e),
     };
@@ -148,16 +141,4 @@ pub fn run(policy_path: &Path, program: &[String]) -> ExitCode {
         return ExitCode::from(EXIT_WORKER_RESERVED);
     }
     ExitCode::from(u8::try_from(result.exit_code).unwrap_or(1))
-}
-
-#[cfg(test)]
-mod tests {
-    use sandgate::exec::shell_quote as quote;
-
-    #[test]
-    fn quote_survives_the_shell() {
-        assert_eq!(quote("a b"), "'a b'");
-        assert_eq!(quote("it's"), r"'it'\''s'");
-        assert_eq!(quote("$(id)"), "'$(id)'");
-    }
 }

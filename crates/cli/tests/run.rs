@@ -63,6 +63,33 @@ fn arguments_reach_the_program_verbatim() {
 }
 
 #[test]
+fn a_non_utf8_argument_reaches_the_program_byte_for_byte() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = policy(ENABLED);
+    let word = OsStr::from_bytes(b"caf\xe9 \xff'\"$x");
+    let out = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .arg("run")
+        .arg("--policy")
+        .arg(dir.path().join("policy.toml"))
+        .arg("--")
+        .args([OsStr::new("/usr/bin/printf"), OsStr::new("%s|"), word])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"caf\xe9 \xff'\"$x|");
+    // The program is found in the child's PATH when it names no directory.
+    let out = run(&dir, &["printf", "%s", "found"]);
+    assert_eq!(out.stdout, b"found");
+}
+
+#[test]
 fn a_refused_run_exits_2_with_the_decision() {
     let dir = policy("");
     let out = run(&dir, &["/bin/true"]);

@@ -211,6 +211,37 @@ impl Executor {
         self.inner.exec(command, opts).map_err(run_error)
     }
 
+    /// Runs a program from its argv (`argv[0]` is the program, searched in
+    /// the child's `PATH` when it names no directory), without a shell, under
+    /// the same environment plan, confinement, limits and budget as
+    /// [`Executor::exec`]. The words reach the program byte for byte.
+    ///
+    /// # Errors
+    ///
+    /// `E_DENIED` when the policy does not enable the shell (a program can
+    /// do what a shell can) or the budget is spent; `E_REQUEST` for an
+    /// empty argv or a NUL byte; otherwise as [`Executor::exec`].
+    pub fn exec_argv(
+        &self,
+        argv: &[std::ffi::OsString],
+        cwd: Option<&str>,
+        timeout: Option<Duration>,
+        abort: Option<AbortSignal>,
+    ) -> Result<ExecResult, Error> {
+        if !self.enabled {
+            return Err(Error::denied(
+                "exec is not enabled by the policy ([exec] enabled = false)",
+            ));
+        }
+        let Some((program, args)) = argv.split_first() else {
+            return Err(Error::request("the program's argv is empty"));
+        };
+        let opts = self.call_options(cwd, timeout, abort)?;
+        self.inner
+            .exec_argv(std::path::Path::new(program), args, opts)
+            .map_err(run_error)
+    }
+
     /// Checks the timeout, starts the executor, spends one `exec_ops` and
     /// resolves `cwd` beneath the root by descriptor.
     fn call_options(
@@ -295,11 +326,6 @@ impl Executor {
     pub fn dispose(&self) {
         let _ = self.inner.dispose();
     }
-}
-
-/// Quotes one word for `sh -c`: single quotes, with `'` spelled `'\''`.
-pub fn shell_quote(word: &str) -> String {
-    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 impl Drop for Executor {

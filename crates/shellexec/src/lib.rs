@@ -23,11 +23,15 @@
 //! `sandgate run` (the supervised run) lives in the CLI.
 #![deny(missing_docs)]
 
+mod capture;
 pub mod confine;
 pub mod env;
 pub mod exec;
 pub mod git;
 pub mod lines;
+mod proctree;
 pub mod redact;
+mod run;
 pub mod seccomp;
 mod spawn;
+mod sys;

@@ -39,16 +39,17 @@
 use std::any::Any;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use rustix::process::{Pid, WaitOptions};
 use syscalls::{Errno, Sysno};
 
 use crate::confine::Prepared;
-use crate::exec::EXIT_NOT_STARTED;
+use crate::sys::{above_stdio, exit_code, pidfd_open, pipe, readable, EXIT_NOT_STARTED};
 
 /// Bytes of the keeper's stack (it makes a few raw system calls).
 const KEEPER_STACK: usize = 64 * 1024;
@@ -63,10 +64,8 @@ const FAILED: u32 = 1;
 /// Everything the keeper and the shell read between `clone` and `execve`,
 /// made before the keeper is started and freed only once it is gone.
 struct Shared {
-    /// Both stacks: the spare capacity of an empty vector (never written
-    /// by the executor, so no per-exec memset).
-    stack: Vec<u8>,
-    keeper_top: usize,
+    /// Both stacks, behind guard pages.
+    _stacks: Stacks,
     shell_top: usize,
     /// Where to `execve` the shell, in order (a `PATH` search when the
     /// shell names no directory).
@@ -142,53 +141,42 @@ impl Keeper {
     /// Its wait status if it has exited (reaping it), `Ok(None)` if it
     /// runs, an error if it cannot be waited for (no longer our child).
     pub fn try_wait(&mut self) -> io::Result<Option<i32>> {
-        self.waitpid(libc::WNOHANG)
+        self.waitpid(WaitOptions::NOHANG)
     }
 
     /// Blocks until the keeper exits (it is about to).
     fn wait(&mut self) {
-        let _ = self.waitpid(0);
+        let _ = self.waitpid(WaitOptions::empty());
     }
 
-    /// `waitpid` on the keeper with `flags` (EINTR retried): its status
-    /// once it has exited (freeing the block if it may be), `Ok(None)`
-    /// while it runs (`WNOHANG`).
-    fn waitpid(&mut self, flags: libc::c_int) -> io::Result<Option<i32>> {
+    /// `waitpid` on the keeper (EINTR retried): its status once it has
+    /// exited (freeing the block if it may be), `Ok(None)` while it runs
+    /// (`WNOHANG`).
+    fn waitpid(&mut self, options: WaitOptions) -> io::Result<Option<i32>> {
         if let Some(st) = self.status {
             return Ok(Some(st));
         }
+        let pid =
+            Pid::from_raw(self.pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
         loop {
-            let mut st: libc::c_int = 0;
-            // SAFETY: waitpid on our own child, into a local status.
-            let r = unsafe { libc::waitpid(self.pid, &mut st, flags) };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
+            match rustix::process::waitpid(Some(pid), options) {
+                Ok(None) => return Ok(None),
+                Ok(Some((_, st))) => {
+                    let st = st.as_raw();
+                    self.status = Some(st);
+                    self.release();
+                    return Ok(Some(st));
                 }
-                return Err(e);
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
             }
-            if r == 0 {
-                return Ok(None);
-            }
-            self.status = Some(st);
-            self.release();
-            return Ok(Some(st));
         }
     }
 
     /// Whether the keeper is known to have exited: reaped, or its pidfd
     /// readable (a host that ignores SIGCHLD reaps it for us).
     fn exited(&self) -> bool {
-        if self.status.is_some() {
-            return true;
-        }
-        let Some(fd) = &self.pidfd else {
-            return false;
-        };
-        let mut p = pollfd(fd.as_raw_fd());
-        // SAFETY: one live pollfd; a zero timeout.
-        unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLIN != 0 }
+        self.status.is_some() || self.pidfd.as_ref().is_some_and(|fd| readable(fd, 0))
     }
 
     /// Frees the block if nothing can use it any more.
@@ -212,35 +200,6 @@ impl Drop for Keeper {
     }
 }
 
-/// A pidfd for `pid`, or `None` where the kernel has none (before 5.3).
-pub(crate) fn pidfd_open(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags; returns a descriptor or -1.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
-    // SAFETY: the kernel just returned this descriptor; we own it.
-    (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw as RawFd) })
-}
-
-/// A `pollfd` waiting for `fd` to be readable.
-pub(crate) fn pollfd(fd: RawFd) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    }
-}
-
-/// The exit code a wait status stands for: the code, or 128 + the signal;
-/// `None` for a stop or a continue. (Pure arithmetic: the keeper calls it.)
-pub(crate) fn exit_code(st: libc::c_int) -> Option<i32> {
-    if libc::WIFEXITED(st) {
-        Some(libc::WEXITSTATUS(st))
-    } else if libc::WIFSIGNALED(st) {
-        Some(128 + libc::WTERMSIG(st))
-    } else {
-        None
-    }
-}
-
 /// Whether the keeper may share the executor's memory (not under
 /// valgrind, which refuses such a `clone`).
 fn share_memory() -> bool {
@@ -250,26 +209,6 @@ fn share_memory() -> bool {
             .map(|maps| !maps.windows(9).any(|w| w == b"vgpreload"))
             .unwrap_or(true)
     })
-}
-
-/// A close-on-exec descriptor numbered above 2 (the keeper moves the
-/// shell's stdio onto 0–2, which must not hit any of them).
-fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
-    if fd.as_raw_fd() > 2 {
-        return Ok(fd);
-    }
-    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
-}
-
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` is a live array of two ints for the kernel to fill.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned these two descriptors; we own them.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    Ok((above_stdio(r)?, above_stdio(w)?))
 }
 
 /// Where `execvp` would look for `name` with the child's `PATH`.
@@ -299,29 +238,111 @@ fn nul(what: &str) -> io::Error {
     )
 }
 
-/// The argv of `shell -c command`.
-pub(crate) fn shell_argv(shell: &Path, command: &str) -> io::Result<Vec<CString>> {
-    Ok(vec![
-        CString::new(shell.as_os_str().as_bytes()).map_err(|_| nul("the shell's path"))?,
-        CString::from(c"-c"),
-        CString::new(command).map_err(|_| nul("the command"))?,
-    ])
+/// What the keeper starts.
+pub(crate) enum Program<'a> {
+    /// `shell -c command`.
+    Shell { shell: &'a Path, command: &'a str },
+    /// A program by path (searched in the child's `PATH` when it names no
+    /// directory), from its argv (`args[0]` included), passed as bytes.
+    Argv { path: &'a Path, args: Vec<CString> },
 }
 
-/// Starts the keeper and, through it, `program` with `args` (`args[0]`
-/// included; [`shell_argv`] for a shell command). An error means nothing
+impl Program<'_> {
+    /// The path to `execve` and the argv.
+    fn parts(self) -> io::Result<(CString, Vec<CString>)> {
+        match self {
+            Program::Shell { shell, command } => {
+                let path = CString::new(shell.as_os_str().as_bytes())
+                    .map_err(|_| nul("the shell's path"))?;
+                let args = vec![
+                    path.clone(),
+                    CString::from(c"-c"),
+                    CString::new(command).map_err(|_| nul("the command"))?,
+                ];
+                Ok((path, args))
+            }
+            Program::Argv { path, args } => {
+                let path = CString::new(path.as_os_str().as_bytes())
+                    .map_err(|_| nul("the program's path"))?;
+                Ok((path, args))
+            }
+        }
+    }
+}
+
+/// The keeper's and the shell's stacks, each with a `PROT_NONE` guard
+/// page below it, so that an overflow faults (SIGSEGV in that process)
+/// instead of writing into the executor's heap or the other stack.
+///
+/// Layout, low to high: guard, keeper stack, guard, shell stack.
+struct Stacks {
+    base: *mut std::ffi::c_void,
+    len: usize,
+}
+
+const GUARD: usize = 4096;
+
+impl Stacks {
+    fn map() -> io::Result<Stacks> {
+        use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
+        let len = GUARD + KEEPER_STACK + GUARD + SHELL_STACK;
+        // SAFETY: a fresh private anonymous mapping at an address the
+        // kernel picks; nothing else refers to it.
+        let base = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::STACK,
+            )?
+        };
+        let stacks = Stacks { base, len };
+        for at in [0, GUARD + KEEPER_STACK] {
+            // SAFETY: a page-aligned page inside the mapping just made.
+            unsafe {
+                rustix::mm::mprotect(
+                    base.cast::<u8>().add(at).cast(),
+                    GUARD,
+                    MprotectFlags::empty(),
+                )?
+            };
+        }
+        Ok(stacks)
+    }
+
+    /// The keeper's stack top (stacks grow down).
+    fn keeper_top(&self) -> usize {
+        self.base as usize + GUARD + KEEPER_STACK
+    }
+
+    /// The shell's stack top.
+    fn shell_top(&self) -> usize {
+        self.base as usize + self.len
+    }
+}
+
+impl Drop for Stacks {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, used by nothing any more (the
+        // block holding it is freed only when the keeper and the shell are
+        // done with it).
+        unsafe {
+            let _ = rustix::mm::munmap(self.base, self.len);
+        }
+    }
+}
+
+/// Starts the keeper and, through it, `program`. An error means nothing
 /// runs: the program could not be started (with the kernel's reason), or
-/// its path holds a NUL byte.
+/// its path or an argument holds a NUL byte.
 pub(crate) fn spawn(
-    program: &Path,
-    args: Vec<CString>,
+    program: Program<'_>,
     envp: &[CString],
     env_owner: Arc<dyn Any + Send + Sync>,
     prepared: &Prepared,
     cwd: Option<BorrowedFd<'_>>,
 ) -> io::Result<Spawned> {
-    let path =
-        CString::new(program.as_os_str().as_bytes()).map_err(|_| nul("the program's path"))?;
+    let (path, args) = program.parts()?;
     let search = !path.as_bytes().contains(&b'/');
     let paths = if path.as_bytes().is_empty() {
         Vec::new()
@@ -362,10 +383,11 @@ pub(crate) fn spawn(
     argv.push(std::ptr::null());
     let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
     envp_ptrs.push(std::ptr::null());
-    let mut shared = Box::new(Shared {
-        stack: Vec::with_capacity(KEEPER_STACK + SHELL_STACK),
-        keeper_top: 0,
-        shell_top: 0,
+    let stacks = Stacks::map()?;
+    let keeper_top = stacks.keeper_top();
+    let shared = Box::new(Shared {
+        shell_top: stacks.shell_top(),
+        _stacks: stacks,
         paths,
         search,
         argv,
@@ -380,23 +402,24 @@ pub(crate) fn spawn(
         keeper: AtomicI32::new(0),
         failed: AtomicI32::new(0),
     });
-    // Stacks grow down from 16-byte aligned tops inside the capacity.
-    let base = shared.stack.as_mut_ptr() as usize;
-    shared.keeper_top = (base + KEEPER_STACK) & !15;
-    shared.shell_top = (base + KEEPER_STACK + SHELL_STACK) & !15;
-    let keeper_top = shared.keeper_top;
     let shared = Box::into_raw(shared);
 
-    // SAFETY: sigset_t is plain data; sigfillset initialises it.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `all` and `old` are live sigsets; pthread_sigmask returns an
-    // error number and does not touch errno.
-    unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-    }
+    // Every signal blocked, with the raw call: glibc's pthread_sigmask
+    // silently keeps its own SIGCANCEL and SIGSETXID unblocked, and their
+    // handlers must not run on the keeper's stack either (glibc's
+    // posix_spawn blocks them the same way). The keeper inherits the mask.
+    let all: u64 = !0;
+    let mut old: u64 = 0;
+    // SAFETY: two live 8-byte sigsets; the kernel writes only `old`.
+    let _ = unsafe {
+        syscalls::syscall!(
+            Sysno::rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &all as *const u64,
+            &mut old as *mut u64,
+            8
+        )
+    };
     let pid = if share_memory() {
         // SAFETY: `keeper_main` runs on its own stack inside the block,
         // which stays allocated while it may run (see `Keeper::release`),
@@ -421,8 +444,16 @@ pub(crate) fn spawn(
         r as libc::pid_t
     };
     let clone_error = io::Error::last_os_error();
-    // SAFETY: restores the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    // SAFETY: restores the mask saved above from a live sigset.
+    let _ = unsafe {
+        syscalls::syscall!(
+            Sysno::rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &old as *const u64,
+            0,
+            8
+        )
+    };
     // The keeper has its own copies of the child's ends.
     let notify = notify.map(|(ours, theirs)| {
         drop(theirs);

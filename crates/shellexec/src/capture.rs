@@ -1,0 +1,252 @@
+//! Capturing a command's stdout and stderr: pipes read without blocking,
+//! one shared cap across both streams, redaction on the way in, and the
+//! memory tuning that keeps a 100 MB stream fast (widening busy pipes,
+//! mapping the buffer ahead of the reads).
+
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
+
+use crate::redact::Redactor;
+use crate::sys::{read_some, ReadOutcome};
+
+/// Output buffers from this size on are mapped ahead ([`prefault`]).
+const PREFAULT_FROM: usize = 1 << 20;
+
+/// How far past the next read an output buffer is kept mapped.
+const PREFAULT_AHEAD: usize = 512 * 1024;
+
+/// A stream's pipe is widened once this many bytes came through it.
+const WIDEN_FROM: usize = 1 << 20;
+
+/// Pipe sizes tried, in order, when a stream is widened.
+const WIDE_PIPE: [usize; 2] = [1 << 20, 256 << 10];
+
+/// Bytes read per `read(2)`.
+pub(crate) const READ_CHUNK: usize = 128 * 1024;
+
+/// Both streams of one command, and the cap they share.
+pub(crate) struct Capture {
+    pub streams: [Stream; 2],
+    /// Scratch for reads past the cap and for redaction, allocated at the
+    /// first output so that a silent command costs none.
+    buf: Vec<u8>,
+    /// Bytes kept so far, both streams together.
+    captured: usize,
+    cap: usize,
+    /// Bytes past the cap came through and were dropped.
+    pub truncated: bool,
+}
+
+impl Capture {
+    pub fn new(stdout: OwnedFd, stderr: OwnedFd, redactor: &Redactor, cap: usize) -> Self {
+        for fd in [&stdout, &stderr] {
+            crate::sys::set_nonblocking(fd);
+        }
+        Capture {
+            streams: [
+                Stream::new(stdout, redactor.clone()),
+                Stream::new(stderr, redactor.clone()),
+            ],
+            buf: Vec::new(),
+            captured: 0,
+            cap,
+            truncated: false,
+        }
+    }
+
+    /// Whether either pipe is still open.
+    pub fn open(&self) -> bool {
+        self.streams.iter().any(|s| s.fd.is_some())
+    }
+
+    /// Reads what stream `i` has.
+    pub fn drain(&mut self, i: usize) {
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; READ_CHUNK];
+        }
+        let (buf, captured, cap, truncated) = (
+            &mut self.buf,
+            &mut self.captured,
+            self.cap,
+            &mut self.truncated,
+        );
+        self.streams[i].drain(buf, captured, cap, truncated);
+    }
+
+    /// Ends both streams: (stdout, stderr), redacted, tails included.
+    pub fn finish(self) -> (Vec<u8>, Vec<u8>) {
+        let [mut out, mut err] = self.streams;
+        out.finish();
+        err.finish();
+        (out.out, err.out)
+    }
+}
+
+/// One output stream being captured.
+pub(crate) struct Stream {
+    pub fd: Option<OwnedFd>,
+    redactor: Option<Redactor>,
+    out: Vec<u8>,
+    /// Bytes read from the pipe so far, kept or dropped.
+    read: usize,
+    /// Offset in `out` below which its spare capacity is known mapped.
+    mapped: usize,
+    /// Bytes past the cap came through and were dropped: whatever the
+    /// redactor still holds back at the cap may be the start of a secret
+    /// whose rest was dropped, so it is never emitted.
+    dropped: bool,
+}
+
+impl Stream {
+    fn new(fd: OwnedFd, redactor: Redactor) -> Self {
+        Stream {
+            fd: Some(fd),
+            redactor: Some(redactor),
+            out: Vec::new(),
+            read: 0,
+            mapped: 0,
+            dropped: false,
+        }
+    }
+
+    /// What the redactor still holds back, redacted, once the stream is
+    /// over: nothing when bytes past the cap were dropped (the held-back
+    /// tail could be a prefix of a withheld value or a token whose rest
+    /// was cut off).
+    fn finish(&mut self) {
+        if let Some(r) = self.redactor.take() {
+            if !self.dropped {
+                let tail = r.finish();
+                self.out.extend_from_slice(&tail);
+            }
+        }
+    }
+
+    /// Reads what is there (a bounded number of chunks, to stay fair to
+    /// the other stream), keeping bytes up to the shared cap.
+    ///
+    /// Below the cap the read lands straight in `out`, and the bytes that
+    /// start no secret stay there (the common case: one copy, by the
+    /// kernel); anything else goes back through the redactor via `buf`.
+    /// Past the cap, reads land in `buf` and are dropped.
+    fn drain(&mut self, buf: &mut [u8], captured: &mut usize, cap: usize, truncated: &mut bool) {
+        for _ in 0..16 {
+            let Some(fd) = &self.fd else { return };
+            let room = cap.saturating_sub(*captured);
+            let outcome = match &mut self.redactor {
+                Some(r) if room > 0 => {
+                    let want = room.min(buf.len());
+                    if self.out.capacity() - self.out.len() < want {
+                        // Grow geometrically (double what is there, at
+                        // least this read), never past the cap: the
+                        // redactor emits at most what it is fed plus
+                        // markers, so appends rarely reallocate.
+                        let len = self.out.len();
+                        self.out
+                            .reserve_exact(len.min(cap.saturating_sub(len)).max(want));
+                        // A moved buffer may be backed anew.
+                        self.mapped = len;
+                    }
+                    prefault(&self.out, &mut self.mapped, want);
+                    let start = self.out.len();
+                    let outcome = read_some(fd, &mut self.out.spare_capacity_mut()[..want]);
+                    if let ReadOutcome::Data(n) = outcome {
+                        // SAFETY: read(2) initialised these `n` bytes.
+                        unsafe { self.out.set_len(start + n) };
+                        *captured += n;
+                        let quiet = r.pass_quiet(&self.out[start..]);
+                        if quiet < n {
+                            let rest = n - quiet;
+                            buf[..rest].copy_from_slice(&self.out[start + quiet..]);
+                            self.out.truncate(start + quiet);
+                            r.push_into(&buf[..rest], &mut self.out);
+                        }
+                    }
+                    outcome
+                }
+                _ => {
+                    let outcome = read_some(fd, as_uninit(buf));
+                    if matches!(outcome, ReadOutcome::Data(_)) && room == 0 {
+                        *truncated = true;
+                        self.dropped = true;
+                    }
+                    outcome
+                }
+            };
+            match outcome {
+                ReadOutcome::Data(n) => {
+                    // Widened once: on the read that reaches WIDEN_FROM.
+                    if self.read < WIDEN_FROM && self.read + n >= WIDEN_FROM {
+                        widen(fd);
+                    }
+                    self.read += n;
+                }
+                ReadOutcome::Eof => {
+                    self.fd = None;
+                    return;
+                }
+                ReadOutcome::Again => return,
+            }
+        }
+    }
+}
+
+/// Maps the output buffer's memory a little ahead of the next read of
+/// `want` bytes (`MADV_POPULATE_WRITE`, Linux 5.14), in steps about
+/// one read long. Otherwise each 4 KiB page faults in inside `read(2)`,
+/// while the kernel holds the pipe's lock and the writer waits; mapped
+/// here, outside that lock, the writer keeps filling the pipe, and the
+/// freshly zeroed pages are still in cache when the read lands in them.
+/// Only for buffers of [`PREFAULT_FROM`] bytes and more, and never past
+/// the capacity, which never exceeds the cap. Advice only: an older
+/// kernel's `EINVAL` is ignored and the pages fault in as before.
+fn prefault(out: &Vec<u8>, mapped: &mut usize, want: usize) {
+    let cap = out.capacity();
+    if cap < PREFAULT_FROM {
+        return;
+    }
+    let len = out.len();
+    let target = (len + want + PREFAULT_AHEAD).min(cap);
+    let from = (*mapped).max(len);
+    if from >= target {
+        return;
+    }
+    let page = 4096;
+    let base = out.as_ptr() as usize;
+    let start = (base + from).next_multiple_of(page);
+    let end = (base + target) & !(page - 1);
+    if end > start {
+        // SAFETY: the range lies inside the vector's allocation, past
+        // its initialised part; populating it changes how it is
+        // backed, never its contents.
+        unsafe {
+            let _ = rustix::mm::madvise(
+                start as *mut std::ffi::c_void,
+                end - start,
+                rustix::mm::Advice::LinuxPopulateWrite,
+            );
+        }
+        *mapped = end - base;
+    }
+}
+
+/// Enlarges a busy stream's pipe (`F_SETPIPE_SZ`): with the default
+/// 64 KiB the writer fills it in a moment and then waits on every read,
+/// so a bulk stream moves in many small turns. Done only for a stream that
+/// has carried [`WIDEN_FROM`] bytes, since wide pipes count against the
+/// user's pipe allowance (`pipe-user-pages-soft`). Best effort: a refusal
+/// (a lower `pipe-max-size`, the allowance spent) keeps the pipe as it is.
+fn widen(fd: &OwnedFd) {
+    for size in WIDE_PIPE {
+        if rustix::pipe::fcntl_setpipe_size(fd, size).is_ok() {
+            return;
+        }
+    }
+}
+
+/// A byte buffer as the uninitialised memory `read_some` fills.
+fn as_uninit(buf: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: `u8` and `MaybeUninit<u8>` have the same layout, and
+    // `read_some` only writes bytes (never de-initialises any).
+    unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) }
+}

@@ -1,0 +1,263 @@
+//! Finding and ending every process a command started: the keeper's
+//! subtree of the parent/child graph, read from `/proc`, and the
+//! SIGTERM-then-SIGKILL sequence that empties it.
+//!
+//! The keeper is a child subreaper, so whatever the command starts —
+//! backgrounded, `setsid`, double-forked — stays below it. Each process
+//! is named by its pid and start time, and signalled through a pidfd, so a
+//! recycled pid is never hit.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io;
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal};
+
+use crate::spawn::Keeper;
+use crate::sys::{await_exit, pidfd_open};
+
+/// How often the subtree is scanned while it is being killed.
+pub(crate) const KILL_SCAN: Duration = Duration::from_millis(10);
+
+/// Where killing the keeper's subtree stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reap {
+    /// Nothing asked yet.
+    Idle,
+    /// SIGTERM sent (to each process seen) since then.
+    Term(Instant),
+    /// SIGKILL to each process seen, at every scan.
+    Kill,
+    /// The subtree was empty.
+    Done,
+}
+
+/// Empties a keeper's subtree: SIGTERM (with SIGCONT, so a stopped
+/// process sees it) to each process once, SIGKILL to all after the grace
+/// period, a scan at most every [`KILL_SCAN`], until a scan finds nothing.
+pub(crate) struct Killer {
+    root: i32,
+    grace: Duration,
+    pub reap: Reap,
+    signalled: HashSet<(i32, u64)>,
+    next_scan: Instant,
+}
+
+impl Killer {
+    pub fn new(root: i32, grace: Duration, now: Instant) -> Self {
+        Killer {
+            root,
+            grace,
+            reap: Reap::Idle,
+            signalled: HashSet::new(),
+            next_scan: now,
+        }
+    }
+
+    /// Starts ending the subtree, unless that is under way.
+    pub fn begin(&mut self, now: Instant) {
+        if matches!(self.reap, Reap::Idle | Reap::Done) {
+            self.reap = Reap::Term(now);
+        }
+    }
+
+    /// Whether signals are being sent (the loop then wakes every scan).
+    pub fn active(&self) -> bool {
+        matches!(self.reap, Reap::Term(_) | Reap::Kill)
+    }
+
+    pub fn done(&self) -> bool {
+        self.reap == Reap::Done
+    }
+
+    /// One round: scans and signals if a scan is due. `after_exit` says
+    /// the command's own process exited normally: then the keeper usually
+    /// exits at once (it exits only when it has no child left), which
+    /// proves the subtree empty and spares a scan of all of /proc.
+    pub fn step(&mut self, now: Instant, keeper: &mut Keeper, after_exit: bool) {
+        let fresh = matches!(self.reap, Reap::Term(since) if since == now);
+        let scan = now >= self.next_scan || fresh;
+        if !scan || !self.active() {
+            return;
+        }
+        self.next_scan = now + KILL_SCAN;
+        if fresh && after_exit && keeper_gone(keeper) {
+            self.reap = Reap::Done;
+            return;
+        }
+        let procs = subtree(self.root);
+        if procs.is_empty() {
+            self.reap = Reap::Done;
+            return;
+        }
+        match self.reap {
+            Reap::Term(since) if now.duration_since(since) < self.grace => {
+                for p in &procs {
+                    if self.signalled.insert((p.pid, p.start)) {
+                        signal(p, Signal::TERM);
+                        signal(p, Signal::CONT);
+                    }
+                }
+            }
+            _ => {
+                for p in &procs {
+                    signal(p, Signal::KILL);
+                }
+                self.reap = Reap::Kill;
+            }
+        }
+    }
+}
+
+/// Waits for the keeper until `limit` (looking every `step` without a
+/// pidfd): its wait status, `Ok(None)` if it still runs at `limit`, an
+/// error if it cannot be waited for.
+pub(crate) fn await_keeper(
+    keeper: &mut Keeper,
+    limit: Instant,
+    step: Duration,
+) -> io::Result<Option<i32>> {
+    loop {
+        if let Some(st) = keeper.try_wait()? {
+            return Ok(Some(st));
+        }
+        let now = Instant::now();
+        if now >= limit {
+            return Ok(None);
+        }
+        await_exit(keeper.pidfd(), limit - now, step);
+    }
+}
+
+/// Whether the keeper has exited, giving it a moment (it exits right after
+/// reporting the shell's status when nothing else is left).
+fn keeper_gone(keeper: &mut Keeper) -> bool {
+    let limit = Instant::now() + Duration::from_millis(2);
+    matches!(
+        await_keeper(keeper, limit, Duration::from_micros(100)),
+        Ok(Some(_))
+    )
+}
+
+/// Waits for the keeper until `limit`; past it, hands it to a thread.
+pub(crate) fn wait_until(mut keeper: Keeper, limit: Instant) -> Option<i32> {
+    match await_keeper(&mut keeper, limit, Duration::from_millis(1)) {
+        Ok(Some(st)) => Some(st),
+        Ok(None) => {
+            reap_later(keeper);
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// Kills the keeper's subtree until the keeper is reaped, on a thread.
+pub(crate) fn reap_later(mut keeper: Keeper) {
+    let _ = std::thread::Builder::new()
+        .name("sandgate-reaper".into())
+        .spawn(move || loop {
+            for p in subtree(keeper.pid()) {
+                signal(&p, Signal::KILL);
+            }
+            match keeper.try_wait() {
+                Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+                _ => return,
+            }
+        });
+}
+
+/// A process in the keeper's subtree.
+pub(crate) struct Proc {
+    pid: i32,
+    /// Start time in clock ticks since boot: with the pid, it names one
+    /// process for good.
+    start: u64,
+}
+
+/// `(ppid, start time, state)` of `pid`, from `/proc/<pid>/stat`.
+fn stat(pid: i32) -> Option<(i32, u64, u8)> {
+    let text = fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain anything: fields resume after the last
+    // ')'.
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&text[close + 1..]).ok()?;
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    let state = *fields.first()?.as_bytes().first()?;
+    let ppid = fields.get(1)?.parse().ok()?;
+    // Field 22 of stat(5); `fields[0]` is field 3.
+    let start = fields.get(19)?.parse().ok()?;
+    Some((ppid, start, state))
+}
+
+/// Every process below `root` in the parent/child graph, `root` excluded.
+pub(crate) fn subtree(root: i32) -> Vec<Proc> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut children: HashMap<i32, Vec<(i32, u64, u8)>> = HashMap::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some((ppid, start, state)) = stat(pid) {
+            children.entry(ppid).or_default().push((pid, start, state));
+        }
+    }
+    let mut out = Vec::new();
+    let mut queue = vec![root];
+    let mut seen = HashSet::from([root]);
+    while let Some(parent) = queue.pop() {
+        for &(pid, start, state) in children.get(&parent).into_iter().flatten() {
+            if !seen.insert(pid) {
+                continue;
+            }
+            queue.push(pid);
+            // Zombies count: a thread-group leader that called
+            // pthread_exit shows `Z` while its other threads run (and hold
+            // the pipes). Signalling a true zombie is harmless, and the
+            // keeper reaps those at once.
+            if state != b'X' {
+                out.push(Proc { pid, start });
+            }
+        }
+    }
+    out
+}
+
+/// Signals `p` if it is still the process that was seen (same start time),
+/// through a pidfd where the kernel has them so that a recycled pid is
+/// never hit.
+pub(crate) fn signal(p: &Proc, sig: Signal) {
+    let Some(pidfd) = pidfd_open(p.pid) else {
+        if stat(p.pid).is_some_and(|(_, start, _)| start == p.start) {
+            // A small window remains without pidfds (before Linux 5.3).
+            if let Some(pid) = Pid::from_raw(p.pid) {
+                let _ = rustix::process::kill_process(pid, sig);
+            }
+        }
+        return;
+    };
+    // The pidfd pins the process: if it is the one seen now, it is the one
+    // signalled.
+    if stat(p.pid).is_some_and(|(_, start, _)| start == p.start) {
+        let _ = rustix::process::pidfd_send_signal(&pidfd, sig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_parses_this_process() {
+        let (ppid, start, state) = stat(std::process::id() as i32).unwrap();
+        assert!(ppid > 0);
+        assert!(start > 0);
+        assert!(state.is_ascii_uppercase());
+    }
+}
