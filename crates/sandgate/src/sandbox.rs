@@ -509,6 +509,9 @@ impl Sandbox {
                 .with_path(rel.as_str()));
             }
             inner.check_write(rel.as_str(), None)?;
+            if rel.must_be_dir() {
+                return Err(file_name_with_slash(wr, &rel));
+            }
             let (dir, name, resolved) = inner.open_checked_creating(wr, &rel)?;
             ctx.path(|| resolved.clone());
             match dir.lstat(name) {
@@ -549,6 +552,9 @@ impl Sandbox {
                 .with_path(rel.as_str()));
             }
             inner.check_write(rel.as_str(), None)?;
+            if rel.must_be_dir() {
+                return Err(file_name_with_slash(wr, &rel));
+            }
             let (dir, name, resolved) = inner.open_checked(wr, &rel, false)?;
             ctx.path(|| resolved.clone());
             let meta = dir.lstat(name).map_err(|e| at(e, &resolved))?;
@@ -685,6 +691,14 @@ impl Sandbox {
             // What moves is what the source is: a directory carries whatever
             // lies beneath it, so both names get the ancestor rule then.
             let is_dir = inner.entry_is_dir(wr, &f)?;
+            if t.must_be_dir() && !is_dir {
+                // `to/` demands a directory, and what would arrive is not one.
+                return Err(Error::new(
+                    ErrorCode::NotDir,
+                    "the destination ends in '/' but the source is not a directory",
+                )
+                .with_path(f.as_str()));
+            }
             inner.check_target(f.as_str(), None, is_dir)?;
             inner.check_target(t.as_str(), None, is_dir)?;
             let (fdir, fname, fres) = inner.open_checked(wr, &f, is_dir)?;
@@ -884,8 +898,10 @@ impl Inner {
         rel: &'p RelPath,
         with_ancestors: bool,
     ) -> Result<(Root, &'p Path, String), Error> {
+        // With its trailing slash, if any: `file/` is refused (E_NOT_DIR)
+        // here for mkdir, delete and rename alike.
         let (dir, name) = wr
-            .open_parent(Path::new(rel.as_str()))
+            .open_parent(Path::new(rel.as_resolved_str()))
             .map_err(|e| at(e, rel.as_str()))?;
         let resolved = if self.guard_active {
             let parent = dir.path_within(wr).map_err(|e| at(e, rel.as_str()))?;
@@ -1004,6 +1020,18 @@ impl Inner {
 #[cold]
 fn at(e: sandgate_rootfs::Error, path: &str) -> Error {
     Error::from(e).with_path(path)
+}
+
+/// Why a file cannot be written or edited under a name that ends in `/`:
+/// `E_NOT_DIR` when the name holds something that is not a directory (a
+/// file, or a link to one), the resolver's refusal where it has one, else
+/// `E_NOT_FILE`.
+#[cold]
+fn file_name_with_slash(wr: &Root, rel: &RelPath) -> Error {
+    match wr.stat(rel) {
+        Err(e) if e.kind() != ErrorKind::NotFound => at(e, rel.as_str()),
+        _ => Error::new(ErrorCode::NotFile, "a file name cannot end in '/'").with_path(rel.as_str()),
+    }
 }
 
 #[cold]

@@ -525,3 +525,90 @@ fn many_threads_many_operations_keep_the_tree_consistent() {
         assert!(!Path::new(&ws.join("protected")).exists());
     }
 }
+
+/// The resolvers a test runs under (openat2 only where the kernel has it).
+fn resolvers() -> Vec<Resolver> {
+    let mut v = vec![Resolver::Walk];
+    if sandgate::rootfs::openat2_supported() {
+        v.push(Resolver::Openat2);
+    }
+    v
+}
+
+/// A trailing slash demands a directory: `file/` and `link/` (a link to a
+/// file) answer E_NOT_DIR for every operation, change nothing, and never
+/// serve the file's content.
+#[test]
+fn trailing_slash_on_a_file_is_not_dir_for_every_operation() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/real.txt", "REAL CONTENT\n").put("ws/d/x.txt", "x");
+        fx.link("ws/file_link", "real.txt");
+        let sb = fx
+            .builder()
+            .allow_overwrite(true)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        for p in ["real.txt/", "file_link/", "real.txt//", "real.txt/.", "./file_link/"] {
+            let mut got = vec![
+                ("read", code(sb.read(p))),
+                ("read_lines", code(sb.read_lines(p, 1, 10))),
+                ("stat", code(sb.stat(p))),
+                ("list", code(sb.list(p))),
+                ("write", code(sb.write(p, b"new", false))),
+                ("write overwrite", code(sb.write(p, b"new", true))),
+                ("edit", code(sb.edit(p, "REAL", "FAKE", false))),
+                ("mkdir", code(sb.mkdir(p))),
+                ("delete", code(sb.delete(p))),
+                ("rename from", code(sb.rename(p, "moved"))),
+                ("glob", code(sb.glob("*", Some(p)))),
+                ("grep", code(sb.grep("REAL", Some(p), None))),
+            ];
+            got.retain(|(_, c)| *c != ErrorCode::NotDir);
+            assert!(got.is_empty(), "{p:?} under {resolver:?}: {got:?}");
+        }
+        // A file moved onto a name that demands a directory.
+        assert_eq!(code(sb.rename("d/x.txt", "newdir/")), ErrorCode::NotDir);
+        assert_eq!(
+            fs::read_to_string(fx.p("ws/real.txt")).unwrap(),
+            "REAL CONTENT\n"
+        );
+        assert_eq!(
+            fs::read_link(fx.p("ws/file_link")).unwrap(),
+            Path::new("real.txt")
+        );
+        assert!(fx.p("ws/d/x.txt").is_file());
+        assert!(!fx.p("ws/moved").exists() && !fx.p("ws/newdir").exists());
+    }
+}
+
+/// On a directory a trailing slash is an ordinary spelling; a new name with
+/// one is a directory to make, never a file to write.
+#[test]
+fn trailing_slash_on_a_directory_works_and_never_makes_a_file() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/d/x.txt", "x");
+        fx.link("ws/dir_link", "d");
+        let sb = fx.builder().resolver(resolver).build().unwrap();
+        assert_eq!(sb.stat("d/").unwrap().kind, FileKind::Dir);
+        assert_eq!(sb.stat("dir_link/").unwrap().kind, FileKind::Dir);
+        assert_eq!(sb.list("dir_link/").unwrap().len(), 1);
+        assert_eq!(sb.glob("*.txt", Some("d/")).unwrap(), ["d/x.txt"]);
+        assert_eq!(code(sb.read("d/")), ErrorCode::NotFile);
+        assert_eq!(code(sb.write("new.txt/", b"x", false)), ErrorCode::NotFile);
+        assert_eq!(code(sb.write("d/", b"x", false)), ErrorCode::NotFile);
+        assert!(!fx.p("ws/new.txt").exists(), "{resolver:?}");
+        sb.mkdir("made/").unwrap();
+        assert!(fx.p("ws/made").is_dir());
+        sb.rename("made/", "renamed/").unwrap();
+        assert!(fx.p("ws/renamed").is_dir());
+        sb.delete("renamed/").unwrap();
+        assert!(!fx.p("ws/renamed").exists());
+        // The link is not a directory entry: rmdir through it fails and
+        // neither the link nor its target goes.
+        assert_eq!(code(sb.delete("dir_link/")), ErrorCode::NotDir);
+        assert!(fx.p("ws/d/x.txt").is_file());
+    }
+}
