@@ -530,6 +530,31 @@ impl Root {
         Ok(Root::from_fd(r.fd, self.resolver, self.name.join(path)))
     }
 
+    /// Opens `name`, an entry of this root's own directory, as a new root,
+    /// never following a symbolic link: `openat(O_PATH | O_DIRECTORY |
+    /// O_NOFOLLOW)` on this root's descriptor. A symlink (even one to a
+    /// directory), a file or any other entry fails with
+    /// [`ErrorKind::NotDir`]; a name that is not one plain component (empty,
+    /// `.`, `..`, holding `/`) with [`ErrorKind::InvalidPath`].
+    ///
+    /// With [`read_dir`](Self::read_dir) of `"."`, this is a walk through
+    /// descriptors that can never leave a subtree through a link, for
+    /// callers that must see every entry a directory really holds.
+    ///
+    /// # References
+    ///
+    /// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
+    pub fn open_child_dir(&self, name: impl AsRef<Path>) -> Result<Root> {
+        let n = bytes(name.as_ref());
+        if !is_plain_name(n) {
+            return Err(error::invalid(n, "not a single entry name"));
+        }
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rfs::openat(&self.fd, n, flags, Mode::empty())
+            .map_err(|e| error::from_errno(n, e))?;
+        Ok(Root::from_fd(fd, self.resolver, self.name.join(name)))
+    }
+
     // ----- metadata -----
 
     /// Metadata of what `path` names, following a final symlink beneath the

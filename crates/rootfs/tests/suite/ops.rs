@@ -538,3 +538,50 @@ fn trailing_slash_on_a_directory_and_dotdot_slash_stay_beneath() {
         assert_eq!(fs::read(f.outside_path().join("secret")).unwrap(), b"OUTSIDE-SECRET");
     });
 }
+
+/// `open_child_dir` opens one real directory entry and never follows a link,
+/// so a walk built on it stays inside the subtree it started in.
+#[test]
+fn open_child_dir_opens_only_real_directory_entries() {
+    each(|f, root| {
+        f.file("d/inner.txt", "in")
+            .dir("d/sub")
+            .link("dir_link", "d")
+            .link("d/out", "../../outside/dir")
+            .file("f", "x");
+        let d = root.open_child_dir("d").unwrap();
+        let mut listed: Vec<(String, FileKind)> = d
+            .read_dir(".")
+            .unwrap()
+            .iter()
+            .map(|e| (e.name().to_string_lossy().into_owned(), e.kind()))
+            .collect();
+        listed.sort();
+        assert_eq!(
+            listed,
+            [
+                ("inner.txt".to_owned(), FileKind::File),
+                ("out".to_owned(), FileKind::Symlink),
+                ("sub".to_owned(), FileKind::Dir),
+            ]
+        );
+        assert!(d.open_child_dir("sub").unwrap().read_dir(".").unwrap().is_empty());
+        for (name, kind) in [
+            ("dir_link", ErrorKind::NotDir),
+            ("f", ErrorKind::NotDir),
+            ("missing", ErrorKind::NotFound),
+            ("d/sub", ErrorKind::InvalidPath),
+            ("..", ErrorKind::InvalidPath),
+            (".", ErrorKind::InvalidPath),
+            ("", ErrorKind::InvalidPath),
+        ] {
+            assert_eq!(
+                root.open_child_dir(name).unwrap_err().kind(),
+                kind,
+                "{name:?} under {:?}",
+                root.resolver()
+            );
+        }
+        assert_eq!(d.open_child_dir("out").unwrap_err().kind(), ErrorKind::NotDir);
+    });
+}
