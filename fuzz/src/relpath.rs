@@ -169,7 +169,11 @@ fn check_valid(p: &RelPath) {
     assert!(!s.ends_with('/'), "{s:?}");
     assert_eq!(s == ".", p.is_root());
     let spelled = p.as_resolved_str();
-    assert_eq!(RelPath::parse(spelled).as_ref(), Ok(p), "re-parse of {spelled:?}");
+    assert_eq!(
+        RelPath::parse(spelled).as_ref(),
+        Ok(p),
+        "re-parse of {spelled:?}"
+    );
     assert!(s.len() <= 4096);
     assert!(!s.contains(['\\', '\0', ':']));
     if p.is_root() {

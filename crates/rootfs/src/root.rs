@@ -550,8 +550,8 @@ impl Root {
             return Err(error::invalid(n, "not a single entry name"));
         }
         let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rfs::openat(&self.fd, n, flags, Mode::empty())
-            .map_err(|e| error::from_errno(n, e))?;
+        let fd =
+            rfs::openat(&self.fd, n, flags, Mode::empty()).map_err(|e| error::from_errno(n, e))?;
         Ok(Root::from_fd(fd, self.resolver, self.name.join(name)))
     }
 

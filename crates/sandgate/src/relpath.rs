@@ -297,7 +297,11 @@ impl RelPath {
             return None;
         }
         Some(RelPath {
-            text: self.bare().rsplit_once('/').map_or("", |(p, _)| p).to_owned(),
+            text: self
+                .bare()
+                .rsplit_once('/')
+                .map_or("", |(p, _)| p)
+                .to_owned(),
         })
     }
 

@@ -969,7 +969,10 @@ impl Inner {
                     if let Some(refusal) = self.guard.check_write(&s, Some(&r)).refusal() {
                         return Err(Error::new(
                             ErrorCode::FsProtected,
-                            format!("the directory `{}` cannot be moved: beneath it, {refusal}", from.0),
+                            format!(
+                                "the directory `{}` cannot be moved: beneath it, {refusal}",
+                                from.0
+                            ),
                         )
                         .with_path(refusal.path())
                         .with_pattern(refusal.rule().as_str()));
@@ -981,9 +984,7 @@ impl Inner {
             }
             Ok(Level { dir, subdirs })
         };
-        let top = parent
-            .open_child_dir(name)
-            .map_err(|e| at(e, from.0))?;
+        let top = parent.open_child_dir(name).map_err(|e| at(e, from.0))?;
         let mut stack = vec![visit(top, "", &mut left)?];
         while let Some(level) = stack.last_mut() {
             let Some((child, rel)) = level.subdirs.pop() else {
@@ -1142,7 +1143,9 @@ fn at(e: sandgate_rootfs::Error, path: &str) -> Error {
 fn file_name_with_slash(wr: &Root, rel: &RelPath) -> Error {
     match wr.stat(rel) {
         Err(e) if e.kind() != ErrorKind::NotFound => at(e, rel.as_str()),
-        _ => Error::new(ErrorCode::NotFile, "a file name cannot end in '/'").with_path(rel.as_str()),
+        _ => {
+            Error::new(ErrorCode::NotFile, "a file name cannot end in '/'").with_path(rel.as_str())
+        }
     }
 }
 

@@ -542,7 +542,8 @@ fn resolvers() -> Vec<Resolver> {
 fn trailing_slash_on_a_file_is_not_dir_for_every_operation() {
     for resolver in resolvers() {
         let fx = Fx::new();
-        fx.put("ws/real.txt", "REAL CONTENT\n").put("ws/d/x.txt", "x");
+        fx.put("ws/real.txt", "REAL CONTENT\n")
+            .put("ws/d/x.txt", "x");
         fx.link("ws/file_link", "real.txt");
         let sb = fx
             .builder()
@@ -550,7 +551,13 @@ fn trailing_slash_on_a_file_is_not_dir_for_every_operation() {
             .resolver(resolver)
             .build()
             .unwrap();
-        for p in ["real.txt/", "file_link/", "real.txt//", "real.txt/.", "./file_link/"] {
+        for p in [
+            "real.txt/",
+            "file_link/",
+            "real.txt//",
+            "real.txt/.",
+            "./file_link/",
+        ] {
             let mut got = vec![
                 ("read", code(sb.read(p))),
                 ("read_lines", code(sb.read_lines(p, 1, 10))),
@@ -748,11 +755,20 @@ fn rename_and_delete_of_a_link_with_a_trailing_slash_are_not_dir() {
         fx.put("ws/d/x.txt", "x");
         fs::create_dir(fx.p("ws/empty")).unwrap();
         fx.link("ws/dir_link", "d").link("ws/empty_link", "empty");
-        let sb = fx.builder().restricted(false).resolver(resolver).build().unwrap();
+        let sb = fx
+            .builder()
+            .restricted(false)
+            .resolver(resolver)
+            .build()
+            .unwrap();
         assert_eq!(code(sb.rename("dir_link/", "moved")), ErrorCode::NotDir);
         assert_eq!(code(sb.delete("empty_link/")), ErrorCode::NotDir);
-        assert!(fs::symlink_metadata(fx.p("ws/dir_link")).unwrap().is_symlink());
-        assert!(fs::symlink_metadata(fx.p("ws/empty_link")).unwrap().is_symlink());
+        assert!(fs::symlink_metadata(fx.p("ws/dir_link"))
+            .unwrap()
+            .is_symlink());
+        assert!(fs::symlink_metadata(fx.p("ws/empty_link"))
+            .unwrap()
+            .is_symlink());
         assert!(fx.p("ws/empty").is_dir() && !fx.p("ws/moved").exists());
     }
 }

@@ -467,14 +467,22 @@ fn trailing_slash_on_a_file_is_not_dir_for_every_operation() {
             not_dir("remove", root.remove(p));
             not_dir("remove_file", root.remove_file(p));
             not_dir("remove_dir", root.remove_dir(p));
-            not_dir("rename from", root.rename(p, "moved", RenameMode::NoReplace));
+            not_dir(
+                "rename from",
+                root.rename(p, "moved", RenameMode::NoReplace),
+            );
             not_dir(
                 "rename onto",
                 root.rename("real.txt", p, RenameMode::Replace),
             );
         }
         let wrong = wrong.into_inner();
-        assert!(wrong.is_empty(), "under {:?}:\n{}", root.resolver(), wrong.join("\n"));
+        assert!(
+            wrong.is_empty(),
+            "under {:?}:\n{}",
+            root.resolver(),
+            wrong.join("\n")
+        );
         assert_eq!(fs::read(f.p("real.txt")).unwrap(), b"content");
         assert_eq!(
             fs::read_link(f.p("file_link")).unwrap(),
@@ -511,7 +519,10 @@ fn trailing_slash_on_a_directory_and_dotdot_slash_stay_beneath() {
             root.resolved_path("d/../").unwrap(),
             std::path::Path::new(".")
         );
-        assert_eq!(root.stat("d/../").unwrap().ino(), root.stat(".").unwrap().ino());
+        assert_eq!(
+            root.stat("d/../").unwrap().ino(),
+            root.stat(".").unwrap().ino()
+        );
         for p in ["d/../../", "d/../..", "dir_link/../../", "../"] {
             assert_eq!(
                 root.stat(p).unwrap_err().kind(),
@@ -531,11 +542,15 @@ fn trailing_slash_on_a_directory_and_dotdot_slash_stay_beneath() {
         );
         root.mkdir("new/", 0o755).unwrap();
         assert!(f.p("new").is_dir());
-        root.rename("new/", "renamed/", RenameMode::NoReplace).unwrap();
+        root.rename("new/", "renamed/", RenameMode::NoReplace)
+            .unwrap();
         assert!(f.p("renamed").is_dir());
         root.remove("renamed/").unwrap();
         assert!(!f.p("renamed").exists());
-        assert_eq!(fs::read(f.outside_path().join("secret")).unwrap(), b"OUTSIDE-SECRET");
+        assert_eq!(
+            fs::read(f.outside_path().join("secret")).unwrap(),
+            b"OUTSIDE-SECRET"
+        );
     });
 }
 
@@ -565,7 +580,12 @@ fn open_child_dir_opens_only_real_directory_entries() {
                 ("sub".to_owned(), FileKind::Dir),
             ]
         );
-        assert!(d.open_child_dir("sub").unwrap().read_dir(".").unwrap().is_empty());
+        assert!(d
+            .open_child_dir("sub")
+            .unwrap()
+            .read_dir(".")
+            .unwrap()
+            .is_empty());
         for (name, kind) in [
             ("dir_link", ErrorKind::NotDir),
             ("f", ErrorKind::NotDir),
@@ -582,6 +602,9 @@ fn open_child_dir_opens_only_real_directory_entries() {
                 root.resolver()
             );
         }
-        assert_eq!(d.open_child_dir("out").unwrap_err().kind(), ErrorKind::NotDir);
+        assert_eq!(
+            d.open_child_dir("out").unwrap_err().kind(),
+            ErrorKind::NotDir
+        );
     });
 }
