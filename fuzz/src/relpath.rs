@@ -71,7 +71,9 @@ pub fn check(data: &[u8]) {
 }
 
 /// What the rules of SPEC §2 say about `input`, written independently of the
-/// parser: `Ok(normalized)` or the reason.
+/// parser: `Ok(normalized)` or the reason. The normalized form keeps one
+/// trailing `/` after a non-root name that ends in `/` or `/.` (it must be a
+/// directory).
 pub fn model(input: &str) -> Result<String, RelPathReason> {
     use RelPathReason as R;
     if input.is_empty() {
@@ -107,11 +109,14 @@ pub fn model(input: &str) -> Result<String, RelPathReason> {
             _ => kept.push(c),
         }
     }
-    Ok(if kept.is_empty() {
-        ".".to_owned()
-    } else {
-        kept.join("/")
-    })
+    if kept.is_empty() {
+        return Ok(".".to_owned());
+    }
+    let mut out = kept.join("/");
+    if input.ends_with('/') || input.ends_with("/.") {
+        out.push('/');
+    }
+    Ok(out)
 }
 
 /// A Windows device name, with or without extension, any ASCII case,
@@ -142,7 +147,8 @@ pub fn check_name(input: &str) {
     let expected = model(input);
     match (&parsed, &expected) {
         (Ok(p), Ok(want)) => {
-            assert_eq!(p.as_str(), want, "normalized form of {input:?}");
+            assert_eq!(p.as_resolved_str(), want, "normalized form of {input:?}");
+            assert_eq!(p.must_be_dir(), want.ends_with('/'), "{input:?}");
             check_valid(p);
         }
         (Err(e), Err(reason)) => {
@@ -160,8 +166,14 @@ pub fn check_name(input: &str) {
 fn check_valid(p: &RelPath) {
     let s = p.as_str();
     assert!(!s.is_empty());
+    assert!(!s.ends_with('/'), "{s:?}");
     assert_eq!(s == ".", p.is_root());
-    assert_eq!(RelPath::parse(s).as_ref(), Ok(p), "re-parse of {s:?}");
+    let spelled = p.as_resolved_str();
+    assert_eq!(
+        RelPath::parse(spelled).as_ref(),
+        Ok(p),
+        "re-parse of {spelled:?}"
+    );
     assert!(s.len() <= 4096);
     assert!(!s.contains(['\\', '\0', ':']));
     if p.is_root() {
@@ -183,5 +195,7 @@ fn check_valid(p: &RelPath) {
     let parent = p.parent().expect("a non-root name has a parent");
     let name = p.file_name().expect("a non-root name has a file name");
     assert_eq!(name, *comps.last().unwrap());
-    assert_eq!(parent.join(name).as_ref(), Ok(p), "parent+name of {s:?}");
+    let joined = parent.join(name).expect("parent+name parses");
+    assert_eq!(joined.as_str(), s, "parent+name of {s:?}");
+    assert!(!joined.must_be_dir());
 }

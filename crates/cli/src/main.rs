@@ -181,10 +181,12 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
     // already waiting before deciding to flush.
     let mut input = io::BufReader::with_capacity(64 * 1024, io::stdin().lock());
     let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
-    let mut line = String::new();
+    // Lines are read as bytes: one that is not UTF-8 is a bad request to
+    // answer, not the end of the session.
+    let mut line = Vec::new();
     loop {
         line.clear();
-        match input.read_line(&mut line) {
+        match input.read_until(b'\n', &mut line) {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => {
@@ -192,14 +194,18 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
-        let request = line.trim_end_matches(['\n', '\r']);
+        let request = line.strip_suffix(b"\n").unwrap_or(&line);
+        let request = request.strip_suffix(b"\r").unwrap_or(request);
         let result = if pretty {
             pretty_exchange(&session, &policy, request, &mut out)
         } else {
-            let answer = session.handle_line(request);
-            serde_json::to_writer(&mut out, &answer)
-                .map_err(io::Error::from)
-                .and_then(|()| out.write_all(b"\n"))
+            match session.handle_input(request) {
+                // Blank and comment lines get no answer.
+                None => Ok(()),
+                Some(answer) => serde_json::to_writer(&mut out, &answer)
+                    .map_err(io::Error::from)
+                    .and_then(|()| out.write_all(b"\n")),
+            }
         };
         // Answer promptly when no further request is already waiting.
         let flushed = if input.buffer().is_empty() {
@@ -225,23 +231,25 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
     }
 }
 
-/// Prints one request and its answer for a person.
+/// Prints one request and its answer for a person. A blank line is skipped
+/// and a comment line shown as a heading; neither gets an answer.
 fn pretty_exchange(
     session: &ToolSession,
     policy: &Policy,
-    request: &str,
+    request: &[u8],
     out: &mut impl Write,
 ) -> io::Result<()> {
-    if request.trim().is_empty() {
-        return Ok(());
-    }
-    if let Some(note) = request.strip_prefix('#') {
-        return writeln!(out, "\n# {}", note.trim());
-    }
-    let answer = session.handle_line(request);
-    let shown = serde_json::from_str::<Value>(request)
+    let Some(answer) = session.handle_input(request) else {
+        let text = String::from_utf8_lossy(request);
+        return match text.trim_start().strip_prefix('#') {
+            Some(note) => writeln!(out, "\n# {}", note.trim()),
+            None => Ok(()),
+        };
+    };
+    let text = String::from_utf8_lossy(request);
+    let shown = serde_json::from_str::<Value>(&text)
         .map(|v| describe_request(&v))
-        .unwrap_or_else(|_| request.to_owned());
+        .unwrap_or_else(|_| text.into_owned());
     writeln!(out, "-> {shown}")?;
     if answer["ok"] == Value::Bool(true) {
         writeln!(out, "   ok  {}", describe_answer(&answer))?;

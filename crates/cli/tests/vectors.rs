@@ -195,10 +195,17 @@ fn check_entry(e: &Value, after: bool, what: &str) -> Result<(), String> {
 
 fn check_expect(x: &Value, what: &str) -> Result<(), String> {
     let x = as_obj(x, what)?;
+    if x.contains_key("skipped") {
+        check_keys(x, &["skipped"], what)?;
+        return match x["skipped"] {
+            Value::Bool(true) => Ok(()),
+            _ => Err(format!("{what}: `skipped` must be true")),
+        };
+    }
     match x.get("ok") {
         Some(Value::Bool(true)) => Ok(()),
         Some(Value::Bool(false)) => {
-            check_keys(x, &["ok", "code", "path", "pattern", "key"], what)?;
+            check_keys(x, &["ok", "code", "path", "pattern", "key", "id"], what)?;
             match x.get("code").and_then(Value::as_str) {
                 Some(c) if c.starts_with("E_") => Ok(()),
                 _ => Err(format!("{what}: a refusal needs `code` (\"E_…\")")),
@@ -272,23 +279,31 @@ fn validate(case: &Case) -> Result<(), String> {
     for (i, s) in steps.iter().enumerate() {
         let what = format!("steps[{i}]");
         let s = as_obj(s, &what)?;
-        check_keys(s, &["request", "line", "wire", "expect"], &what)?;
-        match (s.get("request"), s.get("line")) {
-            (Some(Value::Object(_)), None) => {}
-            (None, Some(Value::String(l))) => {
-                if l.contains(['\n']) {
-                    return Err(format!("{what}: a `line` may not hold a line feed"));
-                }
-                let wire = s.get("wire") == Some(&Value::Bool(true))
-                    || b.get("wire") == Some(&Value::Bool(true));
-                if !wire {
-                    return Err(format!("{what}: a `line` step must be marked `wire`"));
-                }
+        check_keys(
+            s,
+            &["request", "line", "line_base64", "wire", "expect"],
+            &what,
+        )?;
+        let line = match (s.get("request"), s.get("line"), s.get("line_base64")) {
+            (Some(Value::Object(_)), None, None) => None,
+            (None, Some(Value::String(l)), None) => Some(l.as_bytes().to_vec()),
+            (None, None, Some(Value::String(b))) => {
+                Some(b64decode(b).map_err(|m| format!("{what}: `line_base64`: {m}"))?)
             }
             _ => {
                 return Err(format!(
-                    "{what}: needs exactly one of `request` (object) and `line` (string)"
+                    "{what}: needs exactly one of `request` (object), `line` (string) and `line_base64` (string)"
                 ))
+            }
+        };
+        if let Some(l) = &line {
+            if l.contains(&b'\n') {
+                return Err(format!("{what}: a line may not hold a line feed"));
+            }
+            let wire = s.get("wire") == Some(&Value::Bool(true))
+                || b.get("wire") == Some(&Value::Bool(true));
+            if !wire {
+                return Err(format!("{what}: a line step must be marked `wire`"));
             }
         }
         if let Some(w) = s.get("wire") {
@@ -300,6 +315,11 @@ fn validate(case: &Case) -> Result<(), String> {
             .get("expect")
             .ok_or_else(|| format!("{what}: needs `expect`"))?;
         check_expect(expect, &format!("{what}.expect"))?;
+        if expect.get("skipped").is_some() && line.is_none() {
+            return Err(format!(
+                "{what}: only a raw line can be skipped without an answer"
+            ));
+        }
         // A binding skips a wire step of an ordinary case: it must be a
         // refusal that changes nothing, so the later steps stay valid.
         let step_wire = s.get("wire") == Some(&Value::Bool(true));
@@ -308,9 +328,10 @@ fn validate(case: &Case) -> Result<(), String> {
                 "{what}: a wire step in an ordinary case must expect E_REQUEST"
             ));
         }
-        let text = s
-            .get("request")
-            .map_or_else(|| s["line"].to_string(), Value::to_string);
+        let text = match s.get("request") {
+            Some(r) => r.to_string(),
+            None => String::from_utf8_lossy(line.as_deref().unwrap_or_default()).into_owned(),
+        };
         if text.contains("{case_dir}") || expect.to_string().contains("{case_dir}") {
             return Err(format!(
                 "{what}: `{{case_dir}}` is for tree symlink targets and the policy only"
@@ -538,6 +559,14 @@ fn check_answer(expect: &Value, answer: &Value) -> Vec<String> {
             out.push(format!("an ok answer carries `error`: {answer}"));
         }
     } else {
+        match (expect.get("id"), answer.get("id")) {
+            (None, _) | (Some(Value::Null), None) => {}
+            (Some(want), got) if got != Some(want) => out.push(format!(
+                "id: {}, want {want}",
+                got.map_or("none".to_owned(), Value::to_string)
+            )),
+            _ => {}
+        }
         let error = &answer["error"];
         for key in ["code", "path", "pattern", "key"] {
             let got = error.get(key);
@@ -566,21 +595,28 @@ fn check_answer(expect: &Value, answer: &Value) -> Vec<String> {
     out
 }
 
-/// The request lines of a case, in order.
-fn request_lines(case: &Case) -> Vec<String> {
+/// The request lines of a case, in order, as bytes.
+fn request_lines(case: &Case) -> Vec<Vec<u8>> {
     as_array(case.body.get("steps"), "steps")
         .unwrap()
         .iter()
-        .map(|s| match s.get("line") {
-            Some(Value::String(l)) => l.clone(),
-            _ => serde_json::to_string(&s["request"]).unwrap(),
+        .map(|s| match (s.get("line"), s.get("line_base64")) {
+            (Some(Value::String(l)), _) => l.as_bytes().to_vec(),
+            (_, Some(Value::String(b))) => b64decode(b).unwrap(),
+            _ => serde_json::to_vec(&s["request"]).unwrap(),
         })
         .collect()
 }
 
-/// Checks every answer against its step; also that no answer but a
-/// `summary` names the case directory (answers speak root-relative names).
-fn check_answers(case: &Case, dir: &Path, answers: &[Value]) -> Vec<String> {
+/// Whether a step's line must be skipped without an answer.
+fn is_skipped_step(step: &Value) -> bool {
+    step["expect"]["skipped"] == Value::Bool(true)
+}
+
+/// Checks every answer against its step (`None`: the step got no answer);
+/// also that no answer but a `summary` names the case directory (answers
+/// speak root-relative names).
+fn check_answers(case: &Case, dir: &Path, answers: &[Option<Value>]) -> Vec<String> {
     let steps = as_array(case.body.get("steps"), "steps").unwrap();
     let mut out = Vec::new();
     if answers.len() != steps.len() {
@@ -592,8 +628,29 @@ fn check_answers(case: &Case, dir: &Path, answers: &[Value]) -> Vec<String> {
     }
     let host = dir.to_string_lossy().into_owned();
     for (i, (step, answer)) in steps.iter().zip(answers).enumerate() {
+        let answer = match (is_skipped_step(step), answer) {
+            (true, None) => continue,
+            (true, Some(a)) => {
+                out.push(format!(
+                    "step {i} {}: answered a line that must be skipped: {a}",
+                    request_lines_one(step)
+                ));
+                continue;
+            }
+            (false, None) => {
+                out.push(format!("step {i} {}: no answer", request_lines_one(step)));
+                continue;
+            }
+            (false, Some(a)) => a,
+        };
         let mut diffs = check_answer(&step["expect"], answer);
-        let is_summary = step["request"]["op"] == "summary";
+        let line_op = step
+            .get("line")
+            .and_then(Value::as_str)
+            .and_then(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| v["op"].clone());
+        let is_summary =
+            step["request"]["op"] == "summary" || line_op.is_some_and(|op| op == "summary");
         if !is_summary && answer.to_string().contains(&host) {
             diffs.push(format!("the answer names a host path: {answer}"));
         }
@@ -605,8 +662,9 @@ fn check_answers(case: &Case, dir: &Path, answers: &[Value]) -> Vec<String> {
 }
 
 fn request_lines_one(step: &Value) -> String {
-    match step.get("line") {
-        Some(Value::String(l)) => shorten(l),
+    match (step.get("line"), step.get("line_base64")) {
+        (Some(Value::String(l)), _) => shorten(l),
+        (_, Some(Value::String(b))) => format!("(base64 {b})"),
         _ => shorten(&step["request"].to_string()),
     }
 }
@@ -662,9 +720,9 @@ fn run_in_process(case: &Case) -> Vec<String> {
         Ok(s) => s,
         Err((code, key)) => return vec![format!("the policy was refused: {code} {key:?}")],
     };
-    let answers: Vec<Value> = request_lines(case)
+    let answers: Vec<Option<Value>> = request_lines(case)
         .iter()
-        .map(|l| session.handle_line(l))
+        .map(|l| session.handle_input(l))
         .collect();
     drop(session);
     let mut out = check_answers(case, &dir, &answers);
@@ -688,15 +746,15 @@ fn run_binary(case: &Case) -> Vec<String> {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn sandgate");
-    let mut input = String::new();
+    let mut input = Vec::new();
     for l in request_lines(case) {
-        input.push_str(&l);
-        input.push('\n');
+        input.extend_from_slice(&l);
+        input.push(b'\n');
     }
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || {
         // The process may exit early (a refused policy): ignore EPIPE.
-        let _ = stdin.write_all(input.as_bytes());
+        let _ = stdin.write_all(&input);
     });
     let output = child.wait_with_output().expect("wait for sandgate");
     writer.join().unwrap();
@@ -727,12 +785,34 @@ fn run_binary(case: &Case) -> Vec<String> {
             shorten(&stderr)
         ));
     }
-    let mut answers = Vec::new();
+    let mut parsed = Vec::new();
     for (i, l) in stdout.lines().enumerate() {
         match serde_json::from_str::<Value>(l) {
-            Ok(v) => answers.push(v),
+            Ok(v) => parsed.push(v),
             Err(e) => out.push(format!("answer line {i} is not JSON ({e}): {l:?}")),
         }
+    }
+    // Answers come for the steps that are not skipped, in order; a surplus
+    // answer lands on a skipped step (or after the last) and is reported.
+    let steps = as_array(case.body.get("steps"), "steps").unwrap();
+    let mut parsed = parsed.into_iter();
+    let answers: Vec<Option<Value>> = steps
+        .iter()
+        .map(|s| {
+            if is_skipped_step(s) {
+                None
+            } else {
+                parsed.next()
+            }
+        })
+        .collect();
+    let surplus: Vec<Value> = parsed.collect();
+    if !surplus.is_empty() {
+        out.push(format!(
+            "{} answer(s) more than the steps that must be answered: {}",
+            surplus.len(),
+            shorten(&Value::Array(surplus).to_string())
+        ));
     }
     out.extend(check_answers(case, &dir, &answers));
     out.extend(check_tree_after(case, &dir));

@@ -355,6 +355,29 @@ impl Root {
         }
     }
 
+    /// A name that ends in `/` must be a directory: when what it names
+    /// (following links beneath the root) exists and is not one, that is the
+    /// answer ([`ErrorKind::NotDir`]), whatever the operation. Anything else
+    /// (a directory, nothing, another error) is left to the operation.
+    fn demand_dir(&self, p: &[u8]) -> Result<()> {
+        match self.resolve(p, Final::Dir(OFlags::PATH)) {
+            Err(e) if e.kind() == ErrorKind::NotDir => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// A file cannot be created or written under a name ending in `/`:
+    /// [`ErrorKind::NotDir`] when the name holds a non-directory, else
+    /// [`ErrorKind::NotFile`] (the kernel's EISDIR).
+    #[cold]
+    fn file_name_with_slash(&self, p: &[u8]) -> Error {
+        match self.demand_dir(p) {
+            Err(e) => e,
+            Ok(()) => Error::new(ErrorKind::NotFile, p, "a file name cannot end in '/'")
+                .with_errno(Errno::ISDIR),
+        }
+    }
+
     /// Checks `path` and splits it for an operation on its final entry.
     fn split_checked<'p>(&self, path: &'p [u8], op: &'static str) -> Result<Split<'p>> {
         path::check(path)?;
@@ -434,10 +457,7 @@ impl Root {
     fn create_at(&self, p: &[u8], access: OFlags, mode: u32) -> Result<File> {
         let s = self.split_checked(p, "cannot create '.' or '..'")?;
         if s.trailing_slash {
-            return Err(
-                Error::new(ErrorKind::NotFile, p, "a file name cannot end in '/'")
-                    .with_errno(Errno::ISDIR),
-            );
+            return Err(self.file_name_with_slash(p));
         }
         let dir = self.parent(p, &s, OFlags::PATH)?;
         let flags = access | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -510,6 +530,31 @@ impl Root {
         Ok(Root::from_fd(r.fd, self.resolver, self.name.join(path)))
     }
 
+    /// Opens `name`, an entry of this root's own directory, as a new root,
+    /// never following a symbolic link: `openat(O_PATH | O_DIRECTORY |
+    /// O_NOFOLLOW)` on this root's descriptor. A symlink (even one to a
+    /// directory), a file or any other entry fails with
+    /// [`ErrorKind::NotDir`]; a name that is not one plain component (empty,
+    /// `.`, `..`, holding `/`) with [`ErrorKind::InvalidPath`].
+    ///
+    /// With [`read_dir`](Self::read_dir) of `"."`, this is a walk through
+    /// descriptors that can never leave a subtree through a link, for
+    /// callers that must see every entry a directory really holds.
+    ///
+    /// # References
+    ///
+    /// - [`openat(2)`](https://man7.org/linux/man-pages/man2/openat.2.html)
+    pub fn open_child_dir(&self, name: impl AsRef<Path>) -> Result<Root> {
+        let n = bytes(name.as_ref());
+        if !is_plain_name(n) {
+            return Err(error::invalid(n, "not a single entry name"));
+        }
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd =
+            rfs::openat(&self.fd, n, flags, Mode::empty()).map_err(|e| error::from_errno(n, e))?;
+        Ok(Root::from_fd(fd, self.resolver, self.name.join(name)))
+    }
+
     // ----- metadata -----
 
     /// Metadata of what `path` names, following a final symlink beneath the
@@ -562,6 +607,8 @@ impl Root {
         let p = bytes(path.as_ref());
         let s = self.split_checked(p, "'.' and '..' are not symbolic links")?;
         if s.trailing_slash {
+            // "link/" names what the link leads to, which must be a directory.
+            self.demand_dir(p)?;
             return Err(
                 Error::new(ErrorKind::Io, p, "not a symbolic link (trailing slash)")
                     .with_errno(Errno::INVAL),
@@ -618,8 +665,14 @@ impl Root {
             return Err(error::from_errno(p, Errno::EXIST));
         }
         let dir = self.parent(p, &s, OFlags::PATH)?;
-        rfs::mkdirat(&dir, s.name, Mode::from_bits_truncate(mode))
-            .map_err(|e| error::from_errno(p, e))
+        match rfs::mkdirat(&dir, s.name, Mode::from_bits_truncate(mode)) {
+            Ok(()) => Ok(()),
+            Err(Errno::EXIST) if s.trailing_slash => {
+                self.demand_dir(p)?;
+                Err(error::from_errno(p, Errno::EXIST))
+            }
+            Err(e) => Err(error::from_errno(p, e)),
+        }
     }
 
     /// Creates a directory and every missing parent, like
@@ -754,10 +807,7 @@ impl Root {
         let p = bytes(path.as_ref());
         let s = self.split_checked(p, "cannot write '.' or '..'")?;
         if s.trailing_slash {
-            return Err(
-                Error::new(ErrorKind::NotFile, p, "a file name cannot end in '/'")
-                    .with_errno(Errno::ISDIR),
-            );
+            return Err(self.file_name_with_slash(p));
         }
         // A readable directory descriptor: fsync needs one (O_PATH will not do).
         let dir = self.parent(p, &s, OFlags::RDONLY)?;
@@ -845,9 +895,16 @@ impl Root {
     /// and returns it with the entry's name, for callers that check the
     /// directory's resolved location and then act on the entry through the
     /// very descriptor they checked.
+    ///
+    /// A name ending in `/` whose entry exists and is not a directory (a
+    /// link to one included) fails with [`ErrorKind::NotDir`]; the entry's
+    /// name is returned without the slash.
     pub fn open_parent<'p>(&self, path: &'p Path) -> Result<(Root, &'p Path)> {
         let p = bytes(path);
         let s = self.split_checked(p, "'.' and '..' name no entry")?;
+        if s.trailing_slash {
+            self.demand_dir(p)?;
+        }
         let fd = match self.parent(p, &s, OFlags::PATH)? {
             Parent::Root(fd) => {
                 rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(|e| error::from_errno(p, e))?

@@ -42,7 +42,7 @@ pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};
 pub use sandbox::{
     LinesRead, ListEntry, Sandbox, SandboxBuilder, StatInfo, DEFAULT_MAX_READ_BYTES,
-    DEFAULT_MAX_WRITE_BYTES, MAX_RANGE_LINES,
+    DEFAULT_MAX_WRITE_BYTES, MAX_RANGE_LINES, MAX_RENAME_WALK_ENTRIES,
 };
 pub use sandgate_fileguard as fileguard;
 pub use sandgate_policy as policy;

@@ -15,11 +15,15 @@ pub const MAX_COMPONENT_BYTES: usize = 255;
 
 /// A validated, normalized root-relative name.
 ///
-/// Normalized means: no empty or `.` components, no leading, trailing or
-/// repeated slashes. The root itself is spelled `.`.
+/// Normalized means: no empty or `.` components, no leading or repeated
+/// slashes. The root itself is spelled `.`. A trailing slash is kept as one
+/// `/` and means "must be a directory" (`a.txt/` names nothing when `a.txt`
+/// is a file, as in POSIX): [`as_str`](Self::as_str) spells the name without
+/// it, and [`AsRef<Path>`] hands it to resolution with it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RelPath {
-    /// Normalized text; empty for the root.
+    /// Normalized text, ending in `/` when the name must be a directory;
+    /// empty for the root.
     text: String,
 }
 
@@ -164,6 +168,9 @@ impl RelPath {
         // and a name already in normal form is copied whole.
         let mut normal = true;
         let mut start = 0;
+        // A name that ends in one slash after a component keeps it as is; any
+        // other spelling of the end (`a//`, `a/.`, `a/./`) is folded.
+        let trailing = b[b.len() - 1] == b'/';
         loop {
             let end = b[start..]
                 .iter()
@@ -171,7 +178,12 @@ impl RelPath {
                 .map_or(b.len(), |i| start + i);
             let c = &input[start..end];
             if c.is_empty() || c == "." {
-                normal = false;
+                // The one empty component after a final single slash is the
+                // kept trailing slash, not something to fold.
+                let kept_slash = c.is_empty() && end == b.len() && end >= 2 && b[end - 2] != b'/';
+                if !kept_slash {
+                    normal = false;
+                }
             } else {
                 if c == ".." {
                     return Err(refuse(RelPathReason::ParentComponent, Some(c)));
@@ -203,6 +215,12 @@ impl RelPath {
             }
             text.push_str(c);
         }
+        // `a/.` and `a/./` mean a directory as much as `a/` does; the root
+        // is a directory anyway.
+        let dir = trailing || input.ends_with("/.");
+        if dir && !text.is_empty() {
+            text.push('/');
+        }
         Ok(RelPath { text })
     }
 
@@ -218,8 +236,31 @@ impl RelPath {
         self.text.is_empty()
     }
 
-    /// The normalized name: `.` for the root, else `a/b/c`.
+    /// Whether the name was spelled with a trailing slash (`a/`, `a/.`):
+    /// what it names must be a directory.
+    pub fn must_be_dir(&self) -> bool {
+        self.text.ends_with('/')
+    }
+
+    /// The name without its trailing slash, empty for the root.
+    fn bare(&self) -> &str {
+        self.text.strip_suffix('/').unwrap_or(&self.text)
+    }
+
+    /// The normalized name: `.` for the root, else `a/b/c`, without a
+    /// trailing slash (see [`must_be_dir`](Self::must_be_dir)). This is the
+    /// spelling deny patterns and error reports use.
     pub fn as_str(&self) -> &str {
+        if self.text.is_empty() {
+            "."
+        } else {
+            self.bare()
+        }
+    }
+
+    /// The name as resolution takes it: [`as_str`](Self::as_str) followed by
+    /// `/` when it must be a directory.
+    pub fn as_resolved_str(&self) -> &str {
         if self.text.is_empty() {
             "."
         } else {
@@ -229,10 +270,13 @@ impl RelPath {
 
     /// The normalized name as an owned string, as [`RelPath::as_str`]
     /// spells it.
-    pub fn into_string(self) -> String {
+    pub fn into_string(mut self) -> String {
         if self.text.is_empty() {
             ".".to_owned()
         } else {
+            if self.must_be_dir() {
+                self.text.pop();
+            }
             self.text
         }
     }
@@ -244,7 +288,7 @@ impl RelPath {
 
     /// The last component, if this is not the root.
     pub fn file_name(&self) -> Option<&str> {
-        self.text.rsplit('/').next().filter(|c| !c.is_empty())
+        self.bare().rsplit('/').next().filter(|c| !c.is_empty())
     }
 
     /// The name of the directory holding this one (`None` for the root).
@@ -253,7 +297,11 @@ impl RelPath {
             return None;
         }
         Some(RelPath {
-            text: self.text.rsplit_once('/').map_or("", |(p, _)| p).to_owned(),
+            text: self
+                .bare()
+                .rsplit_once('/')
+                .map_or("", |(p, _)| p)
+                .to_owned(),
         })
     }
 
@@ -262,7 +310,7 @@ impl RelPath {
         let joined = if self.is_root() {
             child.to_owned()
         } else {
-            format!("{}/{child}", self.text)
+            format!("{}/{child}", self.bare())
         };
         RelPath::parse(&joined)
     }
@@ -274,9 +322,11 @@ impl fmt::Display for RelPath {
     }
 }
 
+/// The name as resolution takes it, trailing slash included
+/// ([`RelPath::as_resolved_str`]).
 impl AsRef<std::path::Path> for RelPath {
     fn as_ref(&self) -> &std::path::Path {
-        std::path::Path::new(self.as_str())
+        std::path::Path::new(self.as_resolved_str())
     }
 }
 
@@ -355,11 +405,46 @@ mod tests {
             assert_eq!(RelPath::parse(input).unwrap().as_str(), want, "{input:?}");
         }
         assert!(RelPath::parse("./").unwrap().is_root());
+        assert!(!RelPath::parse("./").unwrap().must_be_dir());
         assert_eq!(
             RelPath::parse(&"x".repeat(255)).unwrap().as_str().len(),
             255
         );
         assert!(RelPath::parse(&"ab/".repeat(1365)).is_ok());
+    }
+
+    #[test]
+    fn keeps_the_meaning_of_a_trailing_slash() {
+        for (input, bare, resolved) in [
+            ("a/", "a", "a/"),
+            ("a//", "a", "a/"),
+            ("a/.", "a", "a/"),
+            ("a/./", "a", "a/"),
+            ("./a/b/", "a/b", "a/b/"),
+            ("a//b//", "a/b", "a/b/"),
+            ("real.txt/", "real.txt", "real.txt/"),
+        ] {
+            let p = RelPath::parse(input).unwrap();
+            assert!(p.must_be_dir(), "{input:?}");
+            assert_eq!(p.as_str(), bare, "{input:?}");
+            assert_eq!(p.as_resolved_str(), resolved, "{input:?}");
+            let as_path: &std::path::Path = p.as_ref();
+            assert_eq!(as_path, std::path::Path::new(resolved));
+            assert_eq!(p.to_string(), bare);
+            assert_eq!(p.clone().into_string(), bare);
+        }
+        for input in ["a", "a/b", ".", "./", "a/./b"] {
+            let p = RelPath::parse(input).unwrap();
+            assert!(!p.must_be_dir(), "{input:?}");
+            assert_eq!(p.as_resolved_str(), p.as_str(), "{input:?}");
+        }
+        let p = RelPath::parse("a/b/").unwrap();
+        assert_eq!(p.file_name(), Some("b"));
+        assert_eq!(p.parent().unwrap().as_str(), "a");
+        assert!(!p.parent().unwrap().must_be_dir());
+        assert_eq!(p.components().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(p.join("c").unwrap().as_resolved_str(), "a/b/c");
+        assert_ne!(p, RelPath::parse("a/b").unwrap());
     }
 
     #[test]
@@ -380,8 +465,9 @@ mod tests {
     }
 
     /// The parser as first written: split at '/', check each component in
-    /// turn, rebuild the text. `parse` must agree with it on every input,
-    /// reason and component included.
+    /// turn, rebuild the text, and keep a final slash (or a final `/.`) as
+    /// one `/` after a non-root name. `parse` must agree with it on every
+    /// input, reason and component included.
     fn model(input: &str) -> Result<String, RelPathError> {
         let reserved = |c: &str| {
             let stem = c.split('.').next().unwrap().trim_end_matches(' ');
@@ -421,7 +507,13 @@ mod tests {
             }
             text.push_str(c);
         }
-        Ok(if text.is_empty() { ".".into() } else { text })
+        if text.is_empty() {
+            return Ok(".".into());
+        }
+        if input.ends_with('/') || input.ends_with("/.") {
+            text.push('/');
+        }
+        Ok(text)
     }
 
     proptest::proptest! {
@@ -430,7 +522,7 @@ mod tests {
         fn parse_agrees_with_the_plain_model(
             input in "([/.:a-z ]|con|Nul|lPt|COM|aUx|PRN|1|¹|é|\\.\\.|x{250,256}){0,12}"
         ) {
-            let got = RelPath::parse(&input).map(|p| p.as_str().to_owned());
+            let got = RelPath::parse(&input).map(|p| p.as_resolved_str().to_owned());
             proptest::prop_assert_eq!(got, model(&input));
         }
     }

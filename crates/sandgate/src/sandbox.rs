@@ -23,6 +23,9 @@ pub const DEFAULT_MAX_READ_BYTES: u64 = 10 * 1024 * 1024;
 pub const DEFAULT_MAX_WRITE_BYTES: u64 = 5 * 1024 * 1024;
 /// Most lines one ranged read serves.
 pub const MAX_RANGE_LINES: usize = 2000;
+/// Most entries a directory rename looks through for protected names; a
+/// directory holding more (at any depth) is not moved.
+pub const MAX_RENAME_WALK_ENTRIES: usize = 10_000;
 
 /// Builds a [`Sandbox`]. Nothing is granted until configured: a sandbox
 /// built from `SandboxBuilder::new()` alone refuses every operation.
@@ -509,6 +512,9 @@ impl Sandbox {
                 .with_path(rel.as_str()));
             }
             inner.check_write(rel.as_str(), None)?;
+            if rel.must_be_dir() {
+                return Err(file_name_with_slash(wr, &rel));
+            }
             let (dir, name, resolved) = inner.open_checked_creating(wr, &rel)?;
             ctx.path(|| resolved.clone());
             match dir.lstat(name) {
@@ -549,6 +555,9 @@ impl Sandbox {
                 .with_path(rel.as_str()));
             }
             inner.check_write(rel.as_str(), None)?;
+            if rel.must_be_dir() {
+                return Err(file_name_with_slash(wr, &rel));
+            }
             let (dir, name, resolved) = inner.open_checked(wr, &rel, false)?;
             ctx.path(|| resolved.clone());
             let meta = dir.lstat(name).map_err(|e| at(e, &resolved))?;
@@ -674,7 +683,11 @@ impl Sandbox {
     }
 
     /// Moves `from` to `to` within the write root; the destination must not
-    /// exist. Deny patterns protect both and their ancestors.
+    /// exist. Deny patterns protect both and their ancestors. A directory
+    /// is moved only when nothing beneath it is protected: every entry it
+    /// holds (links as entries, never followed; at most
+    /// [`MAX_RENAME_WALK_ENTRIES`]) is checked where it is and where it would
+    /// land, and a larger directory is refused.
     pub fn rename(&self, from: &str, to: &str) -> Result<(), Error> {
         let raw = format!("{from} -> {to}");
         self.op("rename", &raw, |inner, ctx| {
@@ -685,11 +698,27 @@ impl Sandbox {
             // What moves is what the source is: a directory carries whatever
             // lies beneath it, so both names get the ancestor rule then.
             let is_dir = inner.entry_is_dir(wr, &f)?;
+            if t.must_be_dir() && !is_dir {
+                // `to/` demands a directory, and what would arrive is not one.
+                return Err(Error::new(
+                    ErrorCode::NotDir,
+                    "the destination ends in '/' but the source is not a directory",
+                )
+                .with_path(f.as_str()));
+            }
             inner.check_target(f.as_str(), None, is_dir)?;
             inner.check_target(t.as_str(), None, is_dir)?;
             let (fdir, fname, fres) = inner.open_checked(wr, &f, is_dir)?;
             let (tdir, tname, tres) = inner.open_checked(wr, &t, is_dir)?;
             ctx.path(|| format!("{fres} -> {tres}"));
+            if is_dir && inner.guard_active {
+                inner.check_moved_entries(
+                    &fdir,
+                    fname,
+                    (f.as_str(), &fres),
+                    (t.as_str(), &tres),
+                )?;
+            }
             fdir.rename_to(fname, &tdir, tname, RenameMode::NoReplace)
                 .map_err(|e| {
                     let p = if e.path() == tname.to_string_lossy() {
@@ -867,11 +896,109 @@ impl Inner {
         }
     }
 
-    /// Whether `rel`'s final entry (not followed) is a directory.
+    /// Whether `rel`'s final entry (not followed) is a directory. Spelled
+    /// with a trailing slash, it must be one: `file/` and `link/` (a link,
+    /// even to a directory, is no directory entry to remove or move) are
+    /// `E_NOT_DIR`.
     fn entry_is_dir(&self, wr: &Root, rel: &RelPath) -> Result<bool, Error> {
-        wr.lstat(rel)
+        let is_dir = wr
+            .lstat(rel)
             .map(|m| m.is_dir())
-            .map_err(|e| at(e, rel.as_str()))
+            .map_err(|e| at(e, rel.as_str()))?;
+        if rel.must_be_dir() {
+            let entry = wr.lstat(rel.as_str()).map_err(|e| at(e, rel.as_str()))?;
+            if !entry.is_dir() {
+                return Err(Error::new(
+                    ErrorCode::NotDir,
+                    "not a directory (a name ending in '/' must name a directory, not a link to one)",
+                )
+                .with_path(rel.as_str()));
+            }
+        }
+        Ok(is_dir)
+    }
+
+    /// Refuses to move the directory `name` (in `parent`) when anything it
+    /// holds is protected: walks beneath it through descriptors, one per
+    /// level, never following a link (a link is checked as an entry by its
+    /// own name), and checks every entry's name under the source and the
+    /// destination (each as spelled and as resolved). More than
+    /// [`MAX_RENAME_WALK_ENTRIES`] entries, or any error while walking, is
+    /// a refusal: what was not seen was not checked.
+    fn check_moved_entries(
+        &self,
+        parent: &Root,
+        name: &Path,
+        from: (&str, &str),
+        to: (&str, &str),
+    ) -> Result<(), Error> {
+        /// One open directory of the walk and its subdirectories still to
+        /// visit.
+        struct Level {
+            dir: Root,
+            subdirs: Vec<(std::ffi::OsString, String)>,
+        }
+        let mut left = MAX_RENAME_WALK_ENTRIES;
+        let visit = |dir: Root, prefix: &str, left: &mut usize| -> Result<Level, Error> {
+            let shown = |rel: &str| format!("{}/{rel}", from.0);
+            let entries = dir.read_dir(".").map_err(|e| at(e, &shown(prefix)))?;
+            let mut subdirs = Vec::new();
+            for e in entries {
+                if *left == 0 {
+                    return Err(Error::new(
+                        ErrorCode::FsProtected,
+                        format!(
+                            "`{}` holds more than {MAX_RENAME_WALK_ENTRIES} entries, too many to check against the deny-write rules, so it is not moved",
+                            from.0
+                        ),
+                    )
+                    .with_path(from.0));
+                }
+                *left -= 1;
+                // A name that is not UTF-8 is judged in its lossy spelling:
+                // patterns are text, and a replacement character can only
+                // widen what a wildcard matches.
+                let entry = e.name().to_string_lossy();
+                let rel = if prefix.is_empty() {
+                    entry.into_owned()
+                } else {
+                    format!("{prefix}/{entry}")
+                };
+                for (spelled, resolved) in [from, to] {
+                    let (s, r) = (format!("{spelled}/{rel}"), format!("{resolved}/{rel}"));
+                    if let Some(refusal) = self.guard.check_write(&s, Some(&r)).refusal() {
+                        return Err(Error::new(
+                            ErrorCode::FsProtected,
+                            format!(
+                                "the directory `{}` cannot be moved: beneath it, {refusal}",
+                                from.0
+                            ),
+                        )
+                        .with_path(refusal.path())
+                        .with_pattern(refusal.rule().as_str()));
+                    }
+                }
+                if e.kind() == FileKind::Dir {
+                    subdirs.push((e.name().to_owned(), rel));
+                }
+            }
+            Ok(Level { dir, subdirs })
+        };
+        let top = parent.open_child_dir(name).map_err(|e| at(e, from.0))?;
+        let mut stack = vec![visit(top, "", &mut left)?];
+        while let Some(level) = stack.last_mut() {
+            let Some((child, rel)) = level.subdirs.pop() else {
+                stack.pop();
+                continue;
+            };
+            let dir = level
+                .dir
+                .open_child_dir(&child)
+                .map_err(|e| at(e, &format!("{}/{rel}", from.0)))?;
+            let next = visit(dir, &rel, &mut left)?;
+            stack.push(next);
+        }
+        Ok(())
     }
 
     /// Opens the directory that holds `rel`'s final entry, learns where it
@@ -884,8 +1011,10 @@ impl Inner {
         rel: &'p RelPath,
         with_ancestors: bool,
     ) -> Result<(Root, &'p Path, String), Error> {
+        // With its trailing slash, if any: `file/` is refused (E_NOT_DIR)
+        // here for mkdir, delete and rename alike.
         let (dir, name) = wr
-            .open_parent(Path::new(rel.as_str()))
+            .open_parent(Path::new(rel.as_resolved_str()))
             .map_err(|e| at(e, rel.as_str()))?;
         let resolved = if self.guard_active {
             let parent = dir.path_within(wr).map_err(|e| at(e, rel.as_str()))?;
@@ -1004,6 +1133,20 @@ impl Inner {
 #[cold]
 fn at(e: sandgate_rootfs::Error, path: &str) -> Error {
     Error::from(e).with_path(path)
+}
+
+/// Why a file cannot be written or edited under a name that ends in `/`:
+/// `E_NOT_DIR` when the name holds something that is not a directory (a
+/// file, or a link to one), the resolver's refusal where it has one, else
+/// `E_NOT_FILE`.
+#[cold]
+fn file_name_with_slash(wr: &Root, rel: &RelPath) -> Error {
+    match wr.stat(rel) {
+        Err(e) if e.kind() != ErrorKind::NotFound => at(e, rel.as_str()),
+        _ => {
+            Error::new(ErrorCode::NotFile, "a file name cannot end in '/'").with_path(rel.as_str())
+        }
+    }
 }
 
 #[cold]

@@ -6,18 +6,40 @@
 //! non-negative integers). Anything else is answered with `E_REQUEST` naming
 //! the key. A bad request never ends a session: [`ToolSession::handle_line`]
 //! always answers.
+//!
+//! A request may carry an `id` (a JSON string or number); its answer
+//! carries the same `id`, refusals included, whenever the id could be read.
+//! At the level of a stream of lines ([`ToolSession::handle_input`]), a line
+//! is bytes: blank lines and lines starting with `#` are skipped without an
+//! answer, and a line that is not UTF-8 is answered with `E_REQUEST`.
 
 use std::fmt;
 
 use base64::Engine as _;
-use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, ErrorCode};
 use crate::sandbox::Sandbox;
 
-/// A JSON object whose keys were checked to be unique, in request order.
-struct StrictObject(Vec<(String, Value)>);
+/// A JSON object in request order, with the first key that appeared twice
+/// (a request holding one is refused, but its `id` can still be answered).
+struct StrictObject {
+    fields: Vec<(String, Value)>,
+    duplicate: Option<String>,
+}
+
+impl StrictObject {
+    /// The fields, or `E_REQUEST` naming the duplicated key.
+    fn into_fields(self) -> Result<Vec<(String, Value)>, Error> {
+        match self.duplicate {
+            None => Ok(self.fields),
+            Some(key) => Err(bad(format!(
+                "not a valid request object: duplicated key `{key}`"
+            ))),
+        }
+    }
+}
 
 impl<'de> Deserialize<'de> for StrictObject {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -28,14 +50,17 @@ impl<'de> Deserialize<'de> for StrictObject {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StrictObject, A::Error> {
-                let mut out: Vec<(String, Value)> = Vec::new();
+                let mut fields: Vec<(String, Value)> = Vec::new();
+                let mut duplicate = None;
                 while let Some(key) = map.next_key::<String>()? {
-                    if out.iter().any(|(k, _)| *k == key) {
-                        return Err(de::Error::custom(format_args!("duplicated key `{key}`")));
+                    let value = map.next_value()?;
+                    if fields.iter().any(|(k, _)| *k == key) {
+                        duplicate.get_or_insert(key);
+                        continue;
                     }
-                    out.push((key, map.next_value()?));
+                    fields.push((key, value));
                 }
-                Ok(StrictObject(out))
+                Ok(StrictObject { fields, duplicate })
             }
         }
         d.deserialize_map(V)
@@ -148,8 +173,33 @@ impl ToolSession {
         &self.sandbox
     }
 
+    /// Answers one line of the endpoint's input, given as the bytes between
+    /// two line feeds (a final `\r` is JSON whitespace and ignored).
+    ///
+    /// `None` for a line that is skipped without an answer: blank (only
+    /// ASCII whitespace) or a comment (its first non-blank byte is `#`).
+    /// Every other line is answered, never ending the session: a line that
+    /// is not UTF-8 with `E_REQUEST` (and the request's `id` where it can be
+    /// read), the rest as [`handle_line`](Self::handle_line) answers.
+    pub fn handle_input(&self, line: &[u8]) -> Option<Value> {
+        if is_skipped(line) {
+            return None;
+        }
+        Some(match std::str::from_utf8(line) {
+            Ok(text) => self.handle_line(text),
+            Err(e) => with_id(
+                error_answer(&bad(format!(
+                    "the request line is not valid UTF-8 (at byte {})",
+                    e.valid_up_to()
+                ))),
+                id_of_lossy(line),
+            ),
+        })
+    }
+
     /// Answers one request line. Never fails: a malformed line gets an
-    /// `E_REQUEST` answer.
+    /// `E_REQUEST` answer (with the request's `id` when the line is a JSON
+    /// object whose `id` could be read).
     pub fn handle_line(&self, line: &str) -> Value {
         match serde_json::from_str::<StrictObject>(line) {
             Ok(obj) => self.handle_object(obj),
@@ -162,13 +212,31 @@ impl ToolSession {
     /// untrusted text).
     pub fn handle_value(&self, request: &Value) -> Value {
         match request {
-            Value::Object(m) => self.handle_object(StrictObject(m.clone().into_iter().collect())),
+            Value::Object(m) => self.handle_object(StrictObject {
+                fields: m.clone().into_iter().collect(),
+                duplicate: None,
+            }),
             _ => error_answer(&bad("a request must be a JSON object")),
         }
     }
 
+    /// Answers a request object, echoing its `id`.
     fn handle_object(&self, obj: StrictObject) -> Value {
-        let mut map = obj.0;
+        let id = match request_id(&obj) {
+            Ok(id) => id,
+            Err(e) => return error_answer(&e),
+        };
+        let answer = match obj.into_fields() {
+            Ok(map) => self.handle_fields(map),
+            Err(e) => error_answer(&e),
+        };
+        with_id(answer, id)
+    }
+
+    fn handle_fields(&self, mut map: Vec<(String, Value)>) -> Value {
+        if let Some(i) = map.iter().position(|(k, _)| k == "id") {
+            map.swap_remove(i);
+        }
         let op = match map.iter().position(|(k, _)| k == "op") {
             Some(i) => match map.swap_remove(i).1 {
                 Value::String(s) => s,
@@ -358,6 +426,48 @@ impl ToolSession {
     }
 }
 
+/// Whether the endpoint skips `line` without an answer: it is blank (ASCII
+/// whitespace only, a `\r` before the line feed included) or a comment
+/// (its first non-blank byte is `#`).
+pub fn is_skipped(line: &[u8]) -> bool {
+    matches!(line.trim_ascii_start().first(), None | Some(b'#'))
+}
+
+/// The request's `id`: `None` when it has none; `E_REQUEST` when it is
+/// neither a string nor a number, or appears twice (then it cannot be
+/// echoed, since no one value is the id).
+fn request_id(obj: &StrictObject) -> Result<Option<Value>, Error> {
+    if obj.duplicate.as_deref() == Some("id") {
+        return Err(bad("not a valid request object: duplicated key `id`"));
+    }
+    match obj.fields.iter().find(|(k, _)| k == "id") {
+        None => Ok(None),
+        Some((_, v @ (Value::String(_) | Value::Number(_)))) => Ok(Some(v.clone())),
+        Some(_) => Err(bad("`id` must be a string or a number")),
+    }
+}
+
+/// The `id` of a line that is not UTF-8, when it can still be read exactly:
+/// invalid bytes become U+FFFD in the lossy text but never change its JSON
+/// structure (every structural byte is ASCII), so an id that is a number,
+/// or a string without U+FFFD, is the one the caller sent.
+fn id_of_lossy(line: &[u8]) -> Option<Value> {
+    let text = String::from_utf8_lossy(line);
+    let obj = serde_json::from_str::<StrictObject>(&text).ok()?;
+    match request_id(&obj).ok()?? {
+        Value::String(s) if s.contains('\u{fffd}') => None,
+        id => Some(id),
+    }
+}
+
+/// `answer` with `"id": id` added when there is one.
+fn with_id(mut answer: Value, id: Option<Value>) -> Value {
+    if let (Some(id), Value::Object(m)) = (id, &mut answer) {
+        m.insert("id".into(), id);
+    }
+    answer
+}
+
 /// Answers one `fetch` request given as JSON text: the keys of the tool's
 /// `fetch` op without `op` (`url`, `method?`, `headers?`, `body?` or
 /// `body_base64?`, `timeout_ms?`, `max_bytes?`; duplicate or unknown keys
@@ -368,10 +478,11 @@ impl ToolSession {
 pub fn fetch_json(fetcher: &crate::fetch::Fetcher, request: &str) -> (Value, Option<Error>) {
     let request = serde_json::from_str::<StrictObject>(request)
         .map_err(|e| bad(format!("not a valid fetch request: {e}")))
-        .and_then(|obj| {
+        .and_then(StrictObject::into_fields)
+        .and_then(|map| {
             fetch_request(Fields {
                 op: "fetch".to_owned(),
-                map: obj.0,
+                map,
             })
         });
     match request {

@@ -525,3 +525,250 @@ fn many_threads_many_operations_keep_the_tree_consistent() {
         assert!(!Path::new(&ws.join("protected")).exists());
     }
 }
+
+/// The resolvers a test runs under (openat2 only where the kernel has it).
+fn resolvers() -> Vec<Resolver> {
+    let mut v = vec![Resolver::Walk];
+    if sandgate::rootfs::openat2_supported() {
+        v.push(Resolver::Openat2);
+    }
+    v
+}
+
+/// A trailing slash demands a directory: `file/` and `link/` (a link to a
+/// file) answer E_NOT_DIR for every operation, change nothing, and never
+/// serve the file's content.
+#[test]
+fn trailing_slash_on_a_file_is_not_dir_for_every_operation() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/real.txt", "REAL CONTENT\n")
+            .put("ws/d/x.txt", "x");
+        fx.link("ws/file_link", "real.txt");
+        let sb = fx
+            .builder()
+            .allow_overwrite(true)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        for p in [
+            "real.txt/",
+            "file_link/",
+            "real.txt//",
+            "real.txt/.",
+            "./file_link/",
+        ] {
+            let mut got = vec![
+                ("read", code(sb.read(p))),
+                ("read_lines", code(sb.read_lines(p, 1, 10))),
+                ("stat", code(sb.stat(p))),
+                ("list", code(sb.list(p))),
+                ("write", code(sb.write(p, b"new", false))),
+                ("write overwrite", code(sb.write(p, b"new", true))),
+                ("edit", code(sb.edit(p, "REAL", "FAKE", false))),
+                ("mkdir", code(sb.mkdir(p))),
+                ("delete", code(sb.delete(p))),
+                ("rename from", code(sb.rename(p, "moved"))),
+                ("glob", code(sb.glob("*", Some(p)))),
+                ("grep", code(sb.grep("REAL", Some(p), None))),
+            ];
+            got.retain(|(_, c)| *c != ErrorCode::NotDir);
+            assert!(got.is_empty(), "{p:?} under {resolver:?}: {got:?}");
+        }
+        // A file moved onto a name that demands a directory.
+        assert_eq!(code(sb.rename("d/x.txt", "newdir/")), ErrorCode::NotDir);
+        assert_eq!(
+            fs::read_to_string(fx.p("ws/real.txt")).unwrap(),
+            "REAL CONTENT\n"
+        );
+        assert_eq!(
+            fs::read_link(fx.p("ws/file_link")).unwrap(),
+            Path::new("real.txt")
+        );
+        assert!(fx.p("ws/d/x.txt").is_file());
+        assert!(!fx.p("ws/moved").exists() && !fx.p("ws/newdir").exists());
+    }
+}
+
+/// On a directory a trailing slash is an ordinary spelling; a new name with
+/// one is a directory to make, never a file to write.
+#[test]
+fn trailing_slash_on_a_directory_works_and_never_makes_a_file() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/d/x.txt", "x");
+        fx.link("ws/dir_link", "d");
+        let sb = fx.builder().resolver(resolver).build().unwrap();
+        assert_eq!(sb.stat("d/").unwrap().kind, FileKind::Dir);
+        assert_eq!(sb.stat("dir_link/").unwrap().kind, FileKind::Dir);
+        assert_eq!(sb.list("dir_link/").unwrap().len(), 1);
+        assert_eq!(sb.glob("*.txt", Some("d/")).unwrap(), ["d/x.txt"]);
+        assert_eq!(code(sb.read("d/")), ErrorCode::NotFile);
+        assert_eq!(code(sb.write("new.txt/", b"x", false)), ErrorCode::NotFile);
+        assert_eq!(code(sb.write("d/", b"x", false)), ErrorCode::NotFile);
+        assert!(!fx.p("ws/new.txt").exists(), "{resolver:?}");
+        sb.mkdir("made/").unwrap();
+        assert!(fx.p("ws/made").is_dir());
+        sb.rename("made/", "renamed/").unwrap();
+        assert!(fx.p("ws/renamed").is_dir());
+        sb.delete("renamed/").unwrap();
+        assert!(!fx.p("ws/renamed").exists());
+        // The link is not a directory entry: rmdir through it fails and
+        // neither the link nor its target goes.
+        assert_eq!(code(sb.delete("dir_link/")), ErrorCode::NotDir);
+        assert!(fx.p("ws/d/x.txt").is_file());
+    }
+}
+
+/// A directory rename carries everything beneath it: it is refused, naming
+/// the entry and the pattern, when anything beneath is protected, whatever
+/// the spelling of the protected name (case, Unicode normalization).
+#[test]
+fn directory_rename_is_refused_when_it_holds_a_protected_entry() {
+    for resolver in resolvers() {
+        for lock in ["Cargo.lock", "CARGO.LOCK", "deep/er/Cargo.LocK"] {
+            let fx = Fx::new();
+            fx.put("ws/pkg/src/main.rs", "fn main() {}")
+                .put(&format!("ws/pkg/{lock}"), "# lock");
+            let sb = fx
+                .builder()
+                .deny_write("*.lock")
+                .resolver(resolver)
+                .build()
+                .unwrap();
+            let e = sb.rename("pkg", "pkg_moved").unwrap_err();
+            assert_eq!(e.code(), ErrorCode::FsProtected, "{lock} {resolver:?}: {e}");
+            assert_eq!(e.path(), Some(format!("pkg/{lock}").as_str()));
+            assert_eq!(e.pattern(), Some("*.lock"));
+            assert!(e.message().contains(&format!("pkg/{lock}")), "{e}");
+            assert!(fx.p(&format!("ws/pkg/{lock}")).is_file());
+            assert!(!fx.p("ws/pkg_moved").exists());
+            // Delete removes only empty directories: it needs no walk.
+            assert_eq!(code(sb.delete("pkg")), ErrorCode::NotEmpty);
+            assert!(fx.p(&format!("ws/pkg/{lock}")).is_file());
+        }
+        // NFD spelling of a protected NFC pattern, beneath the moved dir.
+        let fx = Fx::new();
+        fx.put("ws/docs/cafe\u{301}.md", "nfd");
+        let sb = fx
+            .builder()
+            .deny_write("caf\u{e9}.md")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        assert_eq!(code(sb.rename("docs", "docs2")), ErrorCode::FsProtected);
+        assert!(fx.p("ws/docs/cafe\u{301}.md").is_file());
+    }
+}
+
+/// In restricted mode a nested `.git` (any spelling that folds to it) is
+/// protected: the directory holding it is not moved; in trusted_host mode
+/// without patterns it is.
+#[test]
+fn directory_rename_is_refused_when_it_holds_a_nested_git_dir() {
+    for resolver in resolvers() {
+        for git in [".git", ".GIT", ".Git"] {
+            let fx = Fx::new();
+            fx.put(&format!("ws/vendor/lib/{git}/config"), "[core]")
+                .put("ws/vendor/lib/src.c", "int x;");
+            let sb = fx.builder().resolver(resolver).build().unwrap();
+            let e = sb.rename("vendor", "vendor2").unwrap_err();
+            assert_eq!(e.code(), ErrorCode::FsProtected, "{git} {resolver:?}: {e}");
+            assert_eq!(e.path(), Some(format!("vendor/lib/{git}").as_str()));
+            assert_eq!(e.pattern(), Some(sandgate::fileguard::GIT_RULE));
+            assert!(fx.p(&format!("ws/vendor/lib/{git}/config")).is_file());
+            assert!(!fx.p("ws/vendor2").exists());
+            let trusted = fx
+                .builder()
+                .restricted(false)
+                .resolver(resolver)
+                .build()
+                .unwrap();
+            trusted.rename("vendor", "vendor2").unwrap();
+            assert!(fx.p(&format!("ws/vendor2/lib/{git}/config")).is_file());
+        }
+    }
+}
+
+/// Links inside the moved directory are entries, never followed: a link to
+/// a protected file elsewhere does not hold the move back, and the file it
+/// points at stays where it is.
+#[test]
+fn directory_rename_does_not_follow_links_inside() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/Cargo.lock", "# lock")
+            .put("ws/.git/config", "[core]")
+            .put("ws/pkg/a.txt", "a");
+        fx.link("ws/pkg/lock_link", "../Cargo.lock");
+        fx.link("ws/pkg/git_link", "../.git");
+        fs::create_dir(fx.p("ws/pkg/sub")).unwrap();
+        fx.link("ws/pkg/sub/up", "../..");
+        let sb = fx
+            .builder()
+            .deny_write("*.lock")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        sb.rename("pkg", "pkg_moved").unwrap();
+        assert!(fx.p("ws/pkg_moved/a.txt").is_file());
+        assert_eq!(fs::read_to_string(fx.p("ws/Cargo.lock")).unwrap(), "# lock");
+        assert!(fx.p("ws/.git/config").is_file());
+        // A link whose own name is protected is an entry that matches.
+        fx.link("ws/pkg_moved/named.lock", "a.txt");
+        assert_eq!(
+            code(sb.rename("pkg_moved", "pkg_again")),
+            ErrorCode::FsProtected
+        );
+    }
+}
+
+/// A directory with more entries than the walk looks through is not moved:
+/// what was not checked is refused.
+#[test]
+fn directory_rename_over_the_walk_bound_is_refused() {
+    let fx = Fx::new();
+    let sb = fx.builder().deny_write("*.lock").build().unwrap();
+    // Exactly at the bound (`sub` and 9,999 files beneath `big`): moved.
+    fs::create_dir_all(fx.p("ws/big/sub")).unwrap();
+    for i in 0..sandgate::MAX_RENAME_WALK_ENTRIES - 1 {
+        let dir = if i % 2 == 0 { "ws/big" } else { "ws/big/sub" };
+        fs::write(fx.p(&format!("{dir}/f{i}")), "").unwrap();
+    }
+    sb.rename("big", "big2").unwrap();
+    // One more entry, anywhere beneath: refused, and nothing moved.
+    fs::write(fx.p("ws/big2/sub/one_more"), "").unwrap();
+    let e = sb.rename("big2", "big3").unwrap_err();
+    assert_eq!(e.code(), ErrorCode::FsProtected, "{e}");
+    assert_eq!(e.path(), Some("big2"));
+    assert!(e.message().contains("10000"), "{e}");
+    assert!(fx.p("ws/big2/sub/one_more").is_file());
+    assert!(!fx.p("ws/big3").exists());
+}
+
+/// `link/` where the link leads to a directory names that directory, but
+/// rename and delete act on entries: the link entry is no directory.
+#[test]
+fn rename_and_delete_of_a_link_with_a_trailing_slash_are_not_dir() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/d/x.txt", "x");
+        fs::create_dir(fx.p("ws/empty")).unwrap();
+        fx.link("ws/dir_link", "d").link("ws/empty_link", "empty");
+        let sb = fx
+            .builder()
+            .restricted(false)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        assert_eq!(code(sb.rename("dir_link/", "moved")), ErrorCode::NotDir);
+        assert_eq!(code(sb.delete("empty_link/")), ErrorCode::NotDir);
+        assert!(fs::symlink_metadata(fx.p("ws/dir_link"))
+            .unwrap()
+            .is_symlink());
+        assert!(fs::symlink_metadata(fx.p("ws/empty_link"))
+            .unwrap()
+            .is_symlink());
+        assert!(fx.p("ws/empty").is_dir() && !fx.p("ws/moved").exists());
+    }
+}

@@ -414,3 +414,197 @@ fn read_max_refuses_larger_files_before_reading() {
         assert_eq!(root.read("small").unwrap(), b"12345");
     });
 }
+
+/// `file/` and `link/` (a link to a file) demand a directory: every
+/// operation answers `NotDir`, as POSIX answers ENOTDIR, and nothing changes.
+#[test]
+fn trailing_slash_on_a_file_is_not_dir_for_every_operation() {
+    each(|f, root| {
+        f.file("real.txt", "content")
+            .link("file_link", "real.txt")
+            .dir("d");
+        let wrong = std::cell::RefCell::new(Vec::new());
+        for p in ["real.txt/", "file_link/", "real.txt//", "d/../real.txt/"] {
+            let not_dir = |what: &str, r: Result<(), sandgate_rootfs::Error>| match r {
+                Err(e) if (e.kind(), e.code()) == (ErrorKind::NotDir, ErrorCode::NotDir) => {}
+                Err(e) => wrong
+                    .borrow_mut()
+                    .push(format!("{what} {p:?}: {:?} ({e})", e.kind())),
+                Ok(()) => wrong.borrow_mut().push(format!("{what} {p:?} succeeded")),
+            };
+            not_dir("read", root.read(p).map(drop));
+            not_dir("read_max", root.read_max(p, 100).map(drop));
+            not_dir("open_file", root.open_file(p).map(drop));
+            not_dir(
+                "open_with(write)",
+                root.open_with(p, OpenOptions::new().write(true)).map(drop),
+            );
+            not_dir(
+                "open_with(create)",
+                root.open_with(p, OpenOptions::new().write(true).create(true))
+                    .map(drop),
+            );
+            not_dir("create_new", root.create_new(p).map(drop));
+            not_dir("stat", root.stat(p).map(drop));
+            not_dir("lstat", root.lstat(p).map(drop));
+            not_dir("link_count", root.link_count(p).map(drop));
+            not_dir("readlink", root.readlink(p).map(drop));
+            not_dir("read_dir", root.read_dir(p).map(drop));
+            not_dir("open_dir", root.open_dir(p).map(drop));
+            not_dir("resolve_path", root.resolve_path(p).map(drop));
+            not_dir("resolved_path", root.resolved_path(p).map(drop));
+            not_dir(
+                "open_parent",
+                root.open_parent(std::path::Path::new(p)).map(drop),
+            );
+            not_dir("mkdir", root.mkdir(p, 0o755));
+            not_dir("mkdir_all", root.mkdir_all(p, 0o755));
+            not_dir("replace", root.replace(p, b"new"));
+            not_dir(
+                "write_atomic",
+                root.write_atomic(p, b"new", RenameMode::NoReplace),
+            );
+            not_dir("remove", root.remove(p));
+            not_dir("remove_file", root.remove_file(p));
+            not_dir("remove_dir", root.remove_dir(p));
+            not_dir(
+                "rename from",
+                root.rename(p, "moved", RenameMode::NoReplace),
+            );
+            not_dir(
+                "rename onto",
+                root.rename("real.txt", p, RenameMode::Replace),
+            );
+        }
+        let wrong = wrong.into_inner();
+        assert!(
+            wrong.is_empty(),
+            "under {:?}:\n{}",
+            root.resolver(),
+            wrong.join("\n")
+        );
+        assert_eq!(fs::read(f.p("real.txt")).unwrap(), b"content");
+        assert_eq!(
+            fs::read_link(f.p("file_link")).unwrap(),
+            std::path::Path::new("real.txt")
+        );
+        assert_eq!(names(f, "."), ["d", "file_link", "real.txt"]);
+    });
+}
+
+/// A trailing slash on a directory, or on a link to one, is an ordinary
+/// directory name; `dir/../` is the root itself and never its parent.
+#[test]
+fn trailing_slash_on_a_directory_and_dotdot_slash_stay_beneath() {
+    each(|f, root| {
+        f.file("d/inner.txt", "in").link("dir_link", "d");
+        assert!(root.stat("d/").unwrap().is_dir());
+        assert!(root.stat("dir_link/").unwrap().is_dir());
+        assert!(root.lstat("dir_link/").unwrap().is_dir());
+        assert_eq!(root.read("d/inner.txt").unwrap(), b"in");
+        assert_eq!(
+            root.read("d/").unwrap_err().kind(),
+            ErrorKind::NotFile,
+            "a directory is no file to read"
+        );
+        let mut listed: Vec<String> = root
+            .read_dir("d/../")
+            .unwrap()
+            .iter()
+            .map(|e| e.name().to_string_lossy().into_owned())
+            .collect();
+        listed.sort();
+        assert_eq!(listed, ["d", "dir_link"], "d/../ lists the root itself");
+        assert_eq!(
+            root.resolved_path("d/../").unwrap(),
+            std::path::Path::new(".")
+        );
+        assert_eq!(
+            root.stat("d/../").unwrap().ino(),
+            root.stat(".").unwrap().ino()
+        );
+        for p in ["d/../../", "d/../..", "dir_link/../../", "../"] {
+            assert_eq!(
+                root.stat(p).unwrap_err().kind(),
+                ErrorKind::Escape,
+                "{p:?} under {:?}",
+                root.resolver()
+            );
+            assert_eq!(root.read_dir(p).unwrap_err().kind(), ErrorKind::Escape);
+        }
+        assert_eq!(
+            root.mkdir("d/../", 0o755).unwrap_err().kind(),
+            ErrorKind::Exists
+        );
+        assert_eq!(
+            root.remove("d/../").unwrap_err().kind(),
+            ErrorKind::InvalidPath
+        );
+        root.mkdir("new/", 0o755).unwrap();
+        assert!(f.p("new").is_dir());
+        root.rename("new/", "renamed/", RenameMode::NoReplace)
+            .unwrap();
+        assert!(f.p("renamed").is_dir());
+        root.remove("renamed/").unwrap();
+        assert!(!f.p("renamed").exists());
+        assert_eq!(
+            fs::read(f.outside_path().join("secret")).unwrap(),
+            b"OUTSIDE-SECRET"
+        );
+    });
+}
+
+/// `open_child_dir` opens one real directory entry and never follows a link,
+/// so a walk built on it stays inside the subtree it started in.
+#[test]
+fn open_child_dir_opens_only_real_directory_entries() {
+    each(|f, root| {
+        f.file("d/inner.txt", "in")
+            .dir("d/sub")
+            .link("dir_link", "d")
+            .link("d/out", "../../outside/dir")
+            .file("f", "x");
+        let d = root.open_child_dir("d").unwrap();
+        let mut listed: Vec<(String, FileKind)> = d
+            .read_dir(".")
+            .unwrap()
+            .iter()
+            .map(|e| (e.name().to_string_lossy().into_owned(), e.kind()))
+            .collect();
+        listed.sort();
+        assert_eq!(
+            listed,
+            [
+                ("inner.txt".to_owned(), FileKind::File),
+                ("out".to_owned(), FileKind::Symlink),
+                ("sub".to_owned(), FileKind::Dir),
+            ]
+        );
+        assert!(d
+            .open_child_dir("sub")
+            .unwrap()
+            .read_dir(".")
+            .unwrap()
+            .is_empty());
+        for (name, kind) in [
+            ("dir_link", ErrorKind::NotDir),
+            ("f", ErrorKind::NotDir),
+            ("missing", ErrorKind::NotFound),
+            ("d/sub", ErrorKind::InvalidPath),
+            ("..", ErrorKind::InvalidPath),
+            (".", ErrorKind::InvalidPath),
+            ("", ErrorKind::InvalidPath),
+        ] {
+            assert_eq!(
+                root.open_child_dir(name).unwrap_err().kind(),
+                kind,
+                "{name:?} under {:?}",
+                root.resolver()
+            );
+        }
+        assert_eq!(
+            d.open_child_dir("out").unwrap_err().kind(),
+            ErrorKind::NotDir
+        );
+    });
+}
