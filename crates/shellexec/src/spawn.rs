@@ -866,3 +866,65 @@ unsafe fn exec_shell(s: &Shared) -> Errno {
         Errno::ENOENT
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Recurses `depth` frames of about 1 KiB each, touching every frame.
+    #[inline(never)]
+    fn deep(depth: usize) -> u8 {
+        let frame = std::hint::black_box([depth as u8; 1024]);
+        if depth == 0 {
+            return frame[0];
+        }
+        deep(depth - 1).wrapping_add(std::hint::black_box(frame[512]))
+    }
+
+    extern "C" fn overflow(_: *mut libc::c_void) -> libc::c_int {
+        // Past the keeper's stack by 16 KiB: into the guard page below it.
+        let r = deep(KEEPER_STACK / 1024 + 16);
+        exit(i32::from(r) & 1)
+    }
+
+    #[test]
+    fn a_keeper_stack_overflow_hits_the_guard_page() {
+        let stacks = Stacks::map().unwrap();
+        // The page below each stack is mapped, but with no access.
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let base = stacks.base as usize;
+        for guard in [base, base + GUARD + KEEPER_STACK] {
+            let line = maps
+                .lines()
+                .find(|l| {
+                    let range = l.split(' ').next().unwrap();
+                    let (lo, hi) = range.split_once('-').unwrap();
+                    let (lo, hi) = (
+                        usize::from_str_radix(lo, 16).unwrap(),
+                        usize::from_str_radix(hi, 16).unwrap(),
+                    );
+                    lo <= guard && guard < hi
+                })
+                .expect("the guard page is mapped");
+            assert!(line.split(' ').nth(1).unwrap().starts_with("---"), "{line}");
+        }
+        // A keeper (sharing this process's memory) that overflows its stack
+        // dies of SIGSEGV at the guard page, writing nothing below it.
+        // SAFETY: `overflow` runs on the mapped stack, which outlives it
+        // (waited for below), and makes only raw system calls besides the
+        // recursion.
+        let pid = unsafe {
+            libc::clone(
+                overflow,
+                stacks.keeper_top() as *mut libc::c_void,
+                libc::CLONE_VM | libc::SIGCHLD,
+                std::ptr::null_mut(),
+            )
+        };
+        assert!(pid > 0);
+        let (_, st) = rustix::process::waitpid(Pid::from_raw(pid), WaitOptions::empty())
+            .unwrap()
+            .unwrap();
+        assert_eq!(exit_code(st.as_raw()), Some(128 + libc::SIGSEGV));
+    }
+}

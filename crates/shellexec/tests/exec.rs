@@ -1140,3 +1140,73 @@ fn exec_program_runs_an_argv_under_the_callers_ruleset() {
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Request);
 }
+
+// --- the keeper's own hazards --------------------------------------------------------
+
+/// This process's children that run this test binary without having
+/// exec'd anything else: the keepers (they share the binary's image).
+fn keepers() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let exe = fs::read_link("/proc/self/exe").unwrap();
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| {
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
+            ppid == Some(me)
+                && fs::read_link(format!("/proc/{pid}/exe")).ok().as_ref() == Some(&exe)
+        })
+        .collect()
+}
+
+#[test]
+fn the_keeper_blocks_every_signal_glibcs_internal_ones_included() {
+    let ex = Arc::new(started(config()));
+    let runner = {
+        let ex = Arc::clone(&ex);
+        thread::spawn(move || run(&ex, "sleep 1"))
+    };
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        for pid in keepers() {
+            let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            if let Some(mask) = status.lines().find_map(|l| l.strip_prefix("SigBlk:")) {
+                seen.push(u64::from_str_radix(mask.trim(), 16).unwrap());
+            }
+        }
+        if !seen.is_empty() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    runner.join().unwrap();
+    assert!(!seen.is_empty(), "no keeper found");
+    // All 64 signals but SIGKILL and SIGSTOP (which cannot be blocked),
+    // SIGCANCEL (32) and SIGSETXID (33) included: no handler of the
+    // host's can run on the keeper's stack.
+    let unblockable = 1u64 << (libc::SIGKILL - 1) | 1u64 << (libc::SIGSTOP - 1);
+    for mask in seen {
+        assert_eq!(mask, !unblockable, "keeper's blocked mask {mask:#x}");
+    }
+}
+
+#[test]
+fn an_errno_left_by_the_executor_thread_never_shows_in_a_spawn_report() {
+    let ex = started(ExecConfig {
+        shell: PathBuf::from("/nonexistent/sandgate-shell"),
+        ..config()
+    });
+    for _ in 0..20 {
+        // SAFETY: writes this thread's own errno.
+        unsafe { *libc::__errno_location() = libc::EXDEV };
+        let r = run(&ex, "true");
+        assert_eq!(r.exit_code, 127);
+        let msg = text(&r.stderr);
+        assert!(msg.contains("No such file or directory"), "{msg}");
+        assert!(!msg.contains("cross-device"), "{msg}");
+    }
+}
