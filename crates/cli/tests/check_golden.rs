@@ -109,7 +109,10 @@ fn outputs() -> String {
                 continue;
             }
             let tmp = tempfile::tempdir().unwrap();
-            build_tree(tmp.path(), case["tree"].as_array().map_or(&[], Vec::as_slice));
+            build_tree(
+                tmp.path(),
+                case["tree"].as_array().map_or(&[], Vec::as_slice),
+            );
             let path = tmp.path().join("policy.toml");
             fs::write(&path, policy).unwrap();
             let label = format!("{name}: {}", case["name"].as_str().unwrap());
@@ -134,7 +137,13 @@ fn check_outputs_match_the_recorded_ones() {
             .zip(recorded.lines())
             .position(|(a, b)| a != b)
             .unwrap_or(now.lines().count().min(recorded.lines().count()));
-        let context = |s: &str| s.lines().skip(first.saturating_sub(3)).take(8).collect::<Vec<_>>().join("\n");
+        let context = |s: &str| {
+            s.lines()
+                .skip(first.saturating_sub(3))
+                .take(8)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
         panic!(
             "sandgate check output changed at line {}:\n--- now\n{}\n--- recorded\n{}",
             first + 1,
