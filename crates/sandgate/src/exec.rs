@@ -28,6 +28,23 @@ use crate::relpath::RelPath;
 /// it stops fork bombs, not ordinary builds.
 pub const MAX_PROCESSES: u64 = 4096;
 
+/// Which grant admits a command ([`Executor::explain`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExecGrant {
+    /// `exec.enabled = true`: the command runs through the shell.
+    Shell,
+    /// A `process_allow` entry (`"git:status"`, …): the command runs as
+    /// confined git.
+    ConfinedGit(&'static str),
+}
+
+/// A command admitted to run, and the grant that admits it.
+struct Admitted {
+    command: String,
+    grant: ExecGrant,
+}
+
 /// The executor a policy grants.
 pub struct Executor {
     inner: LocalShellExecutor,
@@ -124,6 +141,74 @@ impl Executor {
         self.enabled || !self.git.is_empty()
     }
 
+    /// Whether `command` would be run, and how, without running it: the
+    /// same decision [`exec`](Self::exec) takes before anything starts
+    /// (`E_DENIED` when neither the shell nor a matching confined-git
+    /// grant admits it). Budgets and the kernel's confinement are not
+    /// consulted.
+    pub fn explain(&self, command: &str) -> Result<ExecGrant, Error> {
+        self.admit(command).map(|a| a.grant)
+    }
+
+    /// The decision [`exec`](Self::exec) and [`explain`](Self::explain)
+    /// share: which grant admits `command`, and the command line to run.
+    fn admit(&self, command: &str) -> Result<Admitted, Error> {
+        // A git command under `process_allow` runs as confined git: its argv
+        // is rebuilt from the subcommand's schema and git runs hardened,
+        // whether or not the shell itself is enabled.
+        let looks_like_git = command.split_whitespace().next() == Some("git");
+        let git_words = if looks_like_git && !self.git.is_empty() {
+            match git::split_words(command) {
+                Ok(words) => Some(words),
+                // With the shell granted, shell syntax is the shell's business.
+                Err(_) if self.enabled => None,
+                Err(e) => return Err(Error::new(e.code(), e.message().to_owned())),
+            }
+        } else {
+            None
+        };
+        let admitted = match (&git_words, self.enabled) {
+            (Some(words), _) => {
+                let command = self.git_command(words)?;
+                let entry = words
+                    .get(1)
+                    .and_then(|sub| {
+                        self.git
+                            .iter()
+                            .find(|g| g.allow_entry().strip_prefix("git:") == Some(sub.as_str()))
+                    })
+                    .map_or("git", |g| g.allow_entry());
+                Admitted {
+                    command,
+                    grant: ExecGrant::ConfinedGit(entry),
+                }
+            }
+            (None, true) => Admitted {
+                command: command.to_owned(),
+                grant: ExecGrant::Shell,
+            },
+            (None, false) if self.git.is_empty() => {
+                return Err(Error::denied(
+                    "exec is not enabled by the policy ([exec] enabled = false)",
+                ))
+            }
+            (None, false) => {
+                return Err(Error::denied(format!(
+                    "only confined git is granted (process_allow: {}); the shell is not enabled",
+                    self.git
+                        .iter()
+                        .map(|g| g.allow_entry())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
+        };
+        if admitted.command.contains('\0') {
+            return Err(Error::request("the command contains a NUL byte"));
+        }
+        Ok(admitted)
+    }
+
     /// Creates the private TMPDIR and prepares confinement; with `confine =
     /// "required"` on a kernel that lacks a part, `E_CONFINE_UNAVAILABLE`.
     pub fn start(&self) -> Result<(), Error> {
@@ -143,40 +228,8 @@ impl Executor {
         timeout: Option<Duration>,
         abort: Option<AbortSignal>,
     ) -> Result<ExecResult, Error> {
-        // A git command under `process_allow` runs as confined git: its argv
-        // is rebuilt from the subcommand's schema and git runs hardened,
-        // whether or not the shell itself is enabled.
-        let looks_like_git = command.split_whitespace().next() == Some("git");
-        let git_words = if looks_like_git && !self.git.is_empty() {
-            match git::split_words(command) {
-                Ok(words) => Some(words),
-                // With the shell granted, shell syntax is the shell's business.
-                Err(_) if self.enabled => None,
-                Err(e) => return Err(Error::new(e.code(), e.message().to_owned())),
-            }
-        } else {
-            None
-        };
-        let command =
-            match (&git_words, self.enabled) {
-                (Some(words), _) => self.git_command(words)?,
-                (None, true) => command.to_owned(),
-                (None, false) if self.git.is_empty() => {
-                    return Err(Error::denied(
-                        "exec is not enabled by the policy ([exec] enabled = false)",
-                    ))
-                }
-                (None, false) => {
-                    return Err(Error::denied(format!(
-                    "only confined git is granted (process_allow: {}); the shell is not enabled",
-                    self.git.iter().map(|g| g.allow_entry()).collect::<Vec<_>>().join(", ")
-                )))
-                }
-            };
-        let command = command.as_str();
-        if command.contains('\0') {
-            return Err(Error::request("the command contains a NUL byte"));
-        }
+        let admitted = self.admit(command)?;
+        let command = admitted.command.as_str();
         if timeout == Some(Duration::ZERO) {
             return Err(Error::request("timeout_ms must be at least 1"));
         }
