@@ -11,6 +11,8 @@
 //! - `bindings [--release]`: builds libsandgate into target/lib (see
 //!   [`bindings`]).
 //! - `c-test`: the C ABI's test program, under valgrind (see [`c_test`]).
+//! - `man`: the man page, generated from the CLI's definitions, into
+//!   dist/man/sandgate.1 (see [`man`]).
 //! - `bench-tool [N] [--runs R] [--cpu C] [--keep]`: requests per second of
 //!   `sandgate tool` on a generated session of N small requests (see
 //!   [`bench_tool`]).
@@ -21,6 +23,7 @@ mod bindings;
 mod c_test;
 mod codegen;
 mod fuzz;
+mod man;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         "bindings" => bindings::run(&args[1..]),
         "c-test" => c_test::run(&args[1..]),
         "fuzz" => fuzz::run(&args[1..]),
+        "man" => man::run(&args[1..]),
         "help" | "--help" | "-h" => {
             println!("usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]>");
             Ok(())
