@@ -197,7 +197,7 @@ fn print_generated(bytes: &[u8]) -> ExitCode {
     }
 }
 
-fn load(path: &std::path::Path) -> Result<Policy, ExitCode> {
+fn load(path: &PathBuf) -> Result<Policy, ExitCode> {
     Policy::load(path).map_err(|e| {
         eprintln!("sandgate: {}: {e}", e.code());
         ExitCode::from(2)
