@@ -5,8 +5,10 @@
 //! the one root it may write, the patterns it may not write, its byte caps,
 //! whether and how it may run commands, which hosts it may reach, and how
 //! many operations of each kind it gets. This crate turns the file into an
-//! immutable [`Policy`] or refuses it with a [`PolicyError`] that names the
-//! key.
+//! immutable [`Policy`] or refuses it with a [`PolicyError`] that holds every
+//! independent problem, in file order, each naming the dotted key, the line
+//! and column, and showing the line with a caret under the offending part
+//! (and a "did you mean" for a misspelt key or word).
 //!
 //! The crate is pure data. It reads the policy file itself and, to apply the
 //! gate rules, checks that each configured root exists and is a directory
