@@ -44,7 +44,7 @@ fn main() -> ExitCode {
         "fuzz" => fuzz::run(&args[1..]),
         "man" => man::run(&args[1..]),
         "help" | "--help" | "-h" => {
-            println!("usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]>");
+            println!("usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|bindings|c-test|fuzz|man>");
             Ok(())
         }
         other => Err(format!(
