@@ -193,10 +193,38 @@ pub fn check_bytes(bytes: &[u8], base: &Path) {
         (Err(e), Err(e2)) => {
             assert_eq!(e.code().as_str(), "E_POLICY");
             assert_eq!((e.kind(), e.key()), (e2.kind(), e2.key()));
+            assert_eq!(e.problems(), e2.problems());
             assert!(!e.message().is_empty());
             assert!(e.to_string().starts_with("policy"));
+            check_problems(e, bytes);
         }
         _ => panic!("loading twice answered differently"),
+    }
+}
+
+/// Every problem is located where it says, in file order.
+fn check_problems(e: &sandgate_policy::PolicyError, bytes: &[u8]) {
+    let problems = e.problems();
+    assert!(!problems.is_empty());
+    assert_eq!((problems[0].kind(), problems[0].key()), (e.kind(), e.key()));
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return;
+    };
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut last = 0;
+    for p in problems {
+        assert!(!p.message().is_empty());
+        let Some(at) = p.location() else {
+            continue;
+        };
+        assert!(at.span().start >= last, "problems out of file order: {e}");
+        last = at.span().start;
+        let line = lines.get(at.line() - 1).expect("the line exists");
+        assert_eq!(at.source_line(), line.trim_end_matches('\r'), "{e}");
+        assert!(
+            at.column() >= 1 && at.column() <= line.chars().count() + 1,
+            "{e}"
+        );
     }
 }
 

@@ -13,6 +13,8 @@
 //! - `unprivileged`: the confinement tests again as uid 65534 (see
 //!   [`unprivileged`]).
 //! - `c-test`: the C ABI's test program, under valgrind (see [`c_test`]).
+//! - `man`: the man page, generated from the CLI's definitions, into
+//!   dist/man/sandgate.1 (see [`man`]).
 //! - `bench-tool [N] [--runs R] [--cpu C] [--keep]`: requests per second of
 //!   `sandgate tool` on a generated session of N small requests (see
 //!   [`bench_tool`]).
@@ -23,6 +25,7 @@ mod bindings;
 mod c_test;
 mod codegen;
 mod fuzz;
+mod man;
 mod unprivileged;
 
 use std::env;
@@ -43,8 +46,9 @@ fn main() -> ExitCode {
         "c-test" => c_test::run(&args[1..]),
         "fuzz" => fuzz::run(&args[1..]),
         "unprivileged" => unprivileged::run(&args[1..]),
+        "man" => man::run(&args[1..]),
         "help" | "--help" | "-h" => {
-            println!("usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]>");
+            println!("usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|bindings|c-test|fuzz|man>");
             Ok(())
         }
         other => Err(format!(

@@ -1,17 +1,29 @@
 //! `sandgate`: check a policy, or serve an agent's file tools over JSON lines.
 //!
-//! - `sandgate check POLICY`: print what the policy grants, or why it is
-//!   refused (exit 2, with the `E_POLICY` code and the key).
-//! - `sandgate tool --policy POLICY`: read one JSON request per line on
-//!   stdin, write one JSON answer per line on stdout, in order (SPEC §10).
-//!   `--pretty` prints the exchange for people instead.
+//! Every subcommand names the policy the same way: `--policy POLICY`, or
+//! the `SANDGATE_POLICY` environment variable when the flag is absent
+//! (`check` also takes it as its one positional argument).
+//!
+//! - `sandgate check`: print what the policy grants (`--json`: as JSON), or
+//!   every problem found in it (exit 2, with the `E_POLICY` code, the key,
+//!   the line and a caret under the offending part).
+//! - `sandgate explain TARGET`: whether the policy lets an agent read or
+//!   write a path, connect to a host, or run a command, and which rule
+//!   decides, without doing any of it.
+//! - `sandgate tool`: read one JSON request per line on stdin, write one
+//!   JSON answer per line on stdout, in order. `--pretty` prints the
+//!   exchange for people instead.
+//! - `sandgate exec` and `sandgate run`: one command under the executor.
+//! - `sandgate completions SHELL` and `sandgate man`: generated from these
+//!   definitions.
 
 use std::io::{self, BufRead, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+mod explain;
 mod run;
 use sandgate::policy::Policy;
 use sandgate::ToolSession;
@@ -21,28 +33,64 @@ use serde_json::Value;
 #[command(
     name = "sandgate",
     version,
-    about = "Confined file tools for AI agents, under one policy file."
+    about = "Confined file tools for AI agents, under one policy file.",
+    after_help = "Every subcommand takes the policy as --policy POLICY, or from the \
+                  SANDGATE_POLICY environment variable."
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
+/// What `sandgate tool --help` shows after the options: each op with one
+/// request.
+const TOOL_OPS: &str = "\
+Ops (one JSON object per line; every answer is {\"ok\":true,...} or
+{\"ok\":false,\"error\":{\"code\",\"message\",\"path\"}}):
+  summary  {\"op\":\"summary\"}
+  read     {\"op\":\"read\",\"path\":\"src/main.rs\",\"offset\":1,\"limit\":40}
+  write    {\"op\":\"write\",\"path\":\"notes/todo.md\",\"content\":\"- ship\\n\",\"overwrite\":true}
+  edit     {\"op\":\"edit\",\"path\":\"notes/todo.md\",\"old\":\"ship\",\"new\":\"ship it\"}
+  list     {\"op\":\"list\",\"path\":\"src\"}
+  stat     {\"op\":\"stat\",\"path\":\"src/main.rs\"}
+  mkdir    {\"op\":\"mkdir\",\"path\":\"build/out\"}
+  delete   {\"op\":\"delete\",\"path\":\"build/out\"}
+  rename   {\"op\":\"rename\",\"from\":\"a.txt\",\"to\":\"b.txt\"}
+  glob     {\"op\":\"glob\",\"pattern\":\"**/*.rs\",\"path\":\"src\"}
+  grep     {\"op\":\"grep\",\"pattern\":\"fn main\",\"path\":\"src\",\"max_results\":20}
+  exec     {\"op\":\"exec\",\"command\":\"ls -l\",\"cwd\":\"src\",\"timeout_ms\":5000}
+
+Paths are names beneath the policy's roots (no leading /, no ..). A request
+may carry an \"id\" (string or number); its answer carries the same id.
+
+Example:
+  printf '%s\\n' '{\"op\":\"list\",\"path\":\".\"}' | sandgate tool --policy agent-policy.toml";
+
 #[derive(Subcommand)]
 enum Command {
-    /// Check a policy file: print its summary, or the refusal and exit 2.
+    /// Check a policy file: print its summary, or every problem found in it
+    /// and exit 2.
     Check {
+        /// The policy file (TOML); the same as --policy.
+        #[arg(value_name = "POLICY")]
+        file: Option<PathBuf>,
         /// The policy file (TOML).
-        policy: PathBuf,
+        #[arg(long, env = "SANDGATE_POLICY", value_name = "POLICY")]
+        policy: Option<PathBuf>,
         /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
     },
+    /// Say whether the policy lets an agent read or write a path, connect
+    /// to HOST:PORT, or run a command, and which rule decides; nothing is
+    /// read, written, connected or run.
+    #[command(after_help = explain::AFTER_HELP)]
+    Explain(explain::Args),
     /// Run one shell command as the policy's executor would, confined; print
     /// its output and exit with its exit code (2 when refused).
     Exec {
         /// The policy file (TOML).
-        #[arg(long)]
+        #[arg(long, env = "SANDGATE_POLICY", value_name = "POLICY")]
         policy: PathBuf,
         /// Working directory, a name beneath the write root (or first read root).
         #[arg(long)]
@@ -55,7 +103,7 @@ enum Command {
     /// and a `policy-result:` line when a limit stops it (exit 3).
     Run {
         /// The policy file (TOML).
-        #[arg(long)]
+        #[arg(long, env = "SANDGATE_POLICY", value_name = "POLICY")]
         policy: PathBuf,
         /// The program and its arguments (run directly, not through a shell;
         /// passed byte for byte).
@@ -63,21 +111,54 @@ enum Command {
         program: Vec<std::ffi::OsString>,
     },
     /// Serve the JSON tool endpoint on stdin/stdout: one request per line.
+    #[command(after_help = TOOL_OPS)]
     Tool {
         /// The policy file (TOML).
-        #[arg(long)]
+        #[arg(long, env = "SANDGATE_POLICY", value_name = "POLICY")]
         policy: PathBuf,
         /// Print each request and answer for a person to read. Lines
         /// starting with `#` are shown as narration and not answered.
         #[arg(long)]
         pretty: bool,
     },
+    /// Print a completion script for a shell (bash, zsh, fish, elvish,
+    /// powershell) on stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout; `cargo xtask man` writes it to
+    /// dist/man/sandgate.1.
+    Man,
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    // `check POLICY` and `check --policy POLICY` are one argument spelled
+    // two ways: both at once is a mistake, while SANDGATE_POLICY yields to
+    // either.
+    let flag_given = matches
+        .subcommand_matches("check")
+        .is_some_and(|m| m.value_source("policy") == Some(clap::parser::ValueSource::CommandLine));
     match cli.command {
-        Command::Check { policy, json } => check(&policy, json),
+        Command::Check { file: Some(_), .. } if flag_given => {
+            eprintln!("sandgate: the policy is given twice: as POLICY and as --policy");
+            ExitCode::from(2)
+        }
+        Command::Check { file, policy, json } => match file.or(policy) {
+            Some(path) => check(&path, json),
+            None => {
+                eprintln!(
+                    "sandgate: no policy: give --policy POLICY (or POLICY), or set SANDGATE_POLICY"
+                );
+                ExitCode::from(2)
+            }
+        },
+        Command::Explain(args) => explain::run(&args),
         Command::Tool { policy, pretty } => tool(&policy, pretty),
         Command::Run { policy, program } => run::run(&policy, &program),
         Command::Exec {
@@ -85,6 +166,35 @@ fn main() -> ExitCode {
             cwd,
             command,
         } => exec(&policy, cwd.as_deref(), &command.join(" ")),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "sandgate", &mut script);
+            print_generated(&script)
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            match clap_mangen::Man::new(Cli::command()).render(&mut page) {
+                Ok(()) => print_generated(&page),
+                Err(e) => {
+                    eprintln!("sandgate: rendering the man page: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+/// Writes generated text to stdout; a reader that went away is not an
+/// error.
+fn print_generated(bytes: &[u8]) -> ExitCode {
+    let mut out = io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sandgate: writing stdout: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

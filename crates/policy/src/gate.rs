@@ -1,12 +1,19 @@
-//! The gate rules: from decoded settings to a resolved policy, or a refusal
-//! that names the key.
+//! The gate rules: from decoded settings to a resolved policy, or every
+//! problem found, each naming its key.
 
+use std::collections::BTreeSet;
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use crate::error::{PolicyError, PolicyErrorKind};
-use crate::net::{NetEntry, NetRules};
-use crate::schema::{Keyed, RawPolicy, MAX_TIMEOUT_MS};
+use toml::Spanned;
+
+use crate::decode::{
+    RawPolicy, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES,
+    DEFAULT_SHELL, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+};
+use crate::error::{PolicyError, PolicyErrorKind, Problem};
+use crate::net::{self, NetRules};
 use crate::{Budgets, ExecPolicy, Inner, Limits, SecurityMode, CONFINED_GIT};
 
 /// The directories the write root may not contain: where the policy file
@@ -46,248 +53,365 @@ impl PolicyDirs {
     }
 }
 
-#[cold]
-fn invalid(key: &str, message: impl Into<String>) -> PolicyError {
-    PolicyError::at(PolicyErrorKind::InvalidValue, key, message)
+/// A setting with its dotted key and, when it was written, its place.
+pub(crate) struct Field<T> {
+    pub(crate) key: String,
+    pub(crate) value: T,
+    pub(crate) span: Option<Range<usize>>,
 }
 
-fn positive_bytes(value: &Keyed<i64>) -> Result<u64, PolicyError> {
-    match u64::try_from(value.value) {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(invalid(
-            &value.key,
-            format!(
-                "a byte cap must be a positive number of bytes, found {}",
-                value.value
-            ),
-        )),
+impl<T> Field<T> {
+    fn written(key: impl Into<String>, value: Spanned<T>) -> Field<T> {
+        let span = value.span();
+        Field {
+            key: key.into(),
+            value: value.into_inner(),
+            span: Some(span),
+        }
+    }
+
+    fn or(key: &str, value: Option<Spanned<T>>, default: T) -> Field<T> {
+        match value {
+            Some(v) => Field::written(key, v),
+            None => Field {
+                key: key.to_owned(),
+                value: default,
+                span: None,
+            },
+        }
+    }
+
+    fn list(key: &str, items: Vec<Spanned<T>>) -> Vec<Field<T>> {
+        items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| Field::written(format!("{key}[{i}]"), v))
+            .collect()
     }
 }
 
-fn resolve_root(root: &Keyed<String>, base: &Path) -> Result<PathBuf, PolicyError> {
-    let written = &root.value;
-    if written.is_empty() {
-        return Err(invalid(&root.key, "an empty path is not a root"));
+/// Collects problems; a rule that depends on a key the shape pass removed
+/// asks [`Gate::removed`] first and stays quiet.
+struct Gate<'a> {
+    problems: Vec<Problem>,
+    removed: &'a BTreeSet<String>,
+}
+
+impl Gate<'_> {
+    fn refuse<T>(&mut self, kind: PolicyErrorKind, field: &Field<T>, message: impl Into<String>) {
+        self.problems.push(Problem::new(
+            kind,
+            Some(field.key.clone()),
+            message,
+            field.span.clone(),
+        ));
     }
-    if written.contains('\0') {
-        return Err(invalid(&root.key, "a root path may not contain a NUL byte"));
+
+    fn invalid<T>(&mut self, field: &Field<T>, message: impl Into<String>) {
+        self.refuse(PolicyErrorKind::InvalidValue, field, message);
     }
-    let path = Path::new(written);
-    let joined = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        base.join(path)
-    };
-    let quoted = written.escape_debug();
-    let canonical = joined.canonicalize().map_err(|err| {
-        let message = if err.kind() == io::ErrorKind::NotFound {
-            format!("the root \"{quoted}\" does not exist")
+
+    /// Whether `key`, or the section holding it, was refused by the shape
+    /// pass (so its default stands in for what the file meant).
+    fn removed(&self, key: &str) -> bool {
+        self.removed.contains(key)
+            || key
+                .split_once('.')
+                .is_some_and(|(section, _)| self.removed.contains(section))
+    }
+
+    fn positive_bytes(&mut self, value: &Field<i64>) -> u64 {
+        match u64::try_from(value.value) {
+            Ok(n) if n > 0 => n,
+            _ => {
+                self.invalid(
+                    value,
+                    format!(
+                        "a byte cap must be a positive number of bytes, found {}",
+                        value.value
+                    ),
+                );
+                1
+            }
+        }
+    }
+
+    fn root(&mut self, root: &Field<String>, base: &Path) -> Option<PathBuf> {
+        let written = &root.value;
+        if written.is_empty() {
+            self.invalid(root, "an empty path is not a root");
+            return None;
+        }
+        if written.contains('\0') {
+            self.invalid(root, "a root path may not contain a NUL byte");
+            return None;
+        }
+        let path = Path::new(written);
+        let joined = if path.is_absolute() {
+            path.to_path_buf()
         } else {
-            format!("the root \"{quoted}\" cannot be resolved: {err}")
+            base.join(path)
         };
-        PolicyError::at(PolicyErrorKind::RootMissing, root.key.clone(), message)
-    })?;
-    let is_dir = std::fs::metadata(&canonical)
-        .map(|m| m.is_dir())
-        .unwrap_or(false);
-    if !is_dir {
-        return Err(PolicyError::at(
-            PolicyErrorKind::RootNotDirectory,
-            root.key.clone(),
-            format!("the root \"{quoted}\" is not a directory"),
-        ));
+        let quoted = written.escape_debug();
+        let canonical = match joined.canonicalize() {
+            Ok(c) => c,
+            Err(err) => {
+                let message = if err.kind() == io::ErrorKind::NotFound {
+                    format!(
+                        "the root \"{quoted}\" does not exist (looked for {})",
+                        joined.display()
+                    )
+                } else {
+                    format!(
+                        "the root \"{quoted}\" ({}) cannot be resolved: {err}",
+                        joined.display()
+                    )
+                };
+                self.refuse(PolicyErrorKind::RootMissing, root, message);
+                return None;
+            }
+        };
+        let is_dir = std::fs::metadata(&canonical)
+            .map(|m| m.is_dir())
+            .unwrap_or(false);
+        if !is_dir {
+            self.refuse(
+                PolicyErrorKind::RootNotDirectory,
+                root,
+                format!(
+                    "the root \"{quoted}\" ({}) is not a directory",
+                    canonical.display()
+                ),
+            );
+            return None;
+        }
+        Some(canonical)
     }
-    Ok(canonical)
+
+    /// A budget: `Some` when written and valid; a budget for a capability
+    /// not granted is refused unless that grant's own key was refused.
+    fn budget(
+        &mut self,
+        budget: Option<&Field<i64>>,
+        granted: Option<bool>,
+        missing: &str,
+    ) -> Option<u64> {
+        let budget = budget?;
+        let Ok(n) = u64::try_from(budget.value) else {
+            self.invalid(
+                budget,
+                format!(
+                    "a budget is 0 (none allowed) or more, found {}; leave it out for unlimited",
+                    budget.value
+                ),
+            );
+            return None;
+        };
+        if granted == Some(false) {
+            self.refuse(
+                PolicyErrorKind::BudgetWithoutCapability,
+                budget,
+                format!("a budget for a capability the policy does not grant: {missing}"),
+            );
+        }
+        Some(n)
+    }
 }
 
-fn check_budget(
-    budget: &Option<Keyed<i64>>,
-    granted: bool,
-    missing: &str,
-) -> Result<Option<u64>, PolicyError> {
-    let Some(budget) = budget else {
-        return Ok(None);
-    };
-    let Ok(n) = u64::try_from(budget.value) else {
-        return Err(invalid(
-            &budget.key,
-            format!(
-                "a budget is 0 (none allowed) or more, found {}; leave it out for unlimited",
-                budget.value
-            ),
-        ));
-    };
-    if !granted {
-        return Err(PolicyError::at(
-            PolicyErrorKind::BudgetWithoutCapability,
-            budget.key.clone(),
-            format!("a budget for a capability the policy does not grant: {missing}"),
-        ));
-    }
-    Ok(Some(n))
-}
-
-/// Applies every gate rule, in the order of the file's sections.
+/// Applies every gate rule and answers the resolved policy, or every
+/// problem found (those of `earlier` passes included).
 pub(crate) fn resolve(
     raw: RawPolicy,
+    removed: &BTreeSet<String>,
+    earlier: Vec<Problem>,
     dirs: &PolicyDirs,
     digest: String,
-) -> Result<Inner, PolicyError> {
-    let mode = raw.mode;
+) -> Result<Inner, Vec<Problem>> {
+    let mut gate = Gate {
+        problems: earlier,
+        removed,
+    };
+    let mode = raw.security_mode.unwrap_or_default();
+    // With `security_mode` refused, the mode-dependent rules would judge
+    // the file by a mode it did not ask for.
+    let mode_known = !gate.removed("security_mode");
+    let restricted = mode_known && mode == SecurityMode::Restricted;
 
     // [fs]
+    let fs = raw.fs;
+    let max_read_bytes = Field::or(
+        "fs.max_read_bytes",
+        fs.max_read_bytes,
+        DEFAULT_MAX_READ_BYTES as i64,
+    );
+    let max_write_bytes = Field::or(
+        "fs.max_write_bytes",
+        fs.max_write_bytes,
+        DEFAULT_MAX_WRITE_BYTES as i64,
+    );
     let limits = Limits {
-        max_read_bytes: positive_bytes(&raw.max_read_bytes)?,
-        max_write_bytes: positive_bytes(&raw.max_write_bytes)?,
-        allow_overwrite: raw.allow_overwrite,
+        max_read_bytes: gate.positive_bytes(&max_read_bytes),
+        max_write_bytes: gate.positive_bytes(&max_write_bytes),
+        allow_overwrite: fs.allow_overwrite,
     };
-    let read_roots = raw
-        .read_roots
+    let read_root_fields = Field::list("fs.read_roots", fs.read_roots);
+    let read_roots: Vec<PathBuf> = read_root_fields
         .iter()
-        .map(|root| resolve_root(root, &dirs.base))
-        .collect::<Result<Vec<_>, _>>()?;
-    let write_root = match &raw.write_root {
+        .filter_map(|root| gate.root(root, &dirs.base))
+        .collect();
+    let write_root_field = fs.write_root.map(|w| Field::written("fs.write_root", w));
+    let write_root = match &write_root_field {
         None => None,
-        Some(root) => {
-            let resolved = resolve_root(root, &dirs.base)?;
-            if dirs.protected.iter().any(|dir| dir.starts_with(&resolved)) {
-                return Err(PolicyError::at(
+        Some(root) => match gate.root(root, &dirs.base) {
+            Some(resolved) if dirs.protected.iter().any(|dir| dir.starts_with(&resolved)) => {
+                gate.refuse(
                     PolicyErrorKind::WriteRootContainsPolicy,
-                    root.key.clone(),
+                    root,
                     format!(
                         "the write root \"{}\" contains the policy file's own directory, so the \
                          agent could rewrite its own policy; choose a directory that does not \
                          hold the policy file (a subdirectory such as \"workspace\")",
                         root.value.escape_debug()
                     ),
-                ));
+                );
+                None
             }
-            Some(resolved)
-        }
+            resolved => resolved,
+        },
     };
-    let has_root = !read_roots.is_empty() || write_root.is_some();
+    // What the file grants as written: a root that failed to resolve is
+    // reported on its own, not again through the rules that need a root.
+    let has_root = if gate.removed("fs.read_roots") || gate.removed("fs.write_root") {
+        None
+    } else {
+        Some(!read_root_fields.is_empty() || write_root_field.is_some())
+    };
 
     // [exec]
-    let timeout_ms = match u64::try_from(raw.timeout_ms.value) {
+    let ex = raw.exec;
+    let timeout = Field::or("exec.timeout_ms", ex.timeout_ms, DEFAULT_TIMEOUT_MS as i64);
+    let timeout_ms = match u64::try_from(timeout.value) {
         Ok(ms @ 1..=MAX_TIMEOUT_MS) => ms,
         _ => {
-            return Err(invalid(
-                &raw.timeout_ms.key,
+            gate.invalid(
+                &timeout,
                 format!(
                     "must be between 1 and {MAX_TIMEOUT_MS} ms (24 h), found {}",
-                    raw.timeout_ms.value
+                    timeout.value
                 ),
-            ))
+            );
+            DEFAULT_TIMEOUT_MS
         }
     };
-    let max_output_bytes = positive_bytes(&raw.max_output_bytes)?;
-    let shell = &raw.shell;
+    let max_output = Field::or(
+        "exec.max_output_bytes",
+        ex.max_output_bytes,
+        DEFAULT_MAX_OUTPUT_BYTES as i64,
+    );
+    let max_output_bytes = gate.positive_bytes(&max_output);
+    let shell = Field::or("exec.shell", ex.shell, DEFAULT_SHELL.to_owned());
     if !shell.value.starts_with('/') || shell.value.contains('\0') {
-        return Err(invalid(
-            &shell.key,
+        gate.invalid(
+            &shell,
             format!(
                 "the shell must be an absolute path without NUL bytes, found \"{}\"",
                 shell.value.escape_debug()
             ),
-        ));
+        );
     }
-    for name in &raw.env_inherit {
+    let env_inherit = Field::list("exec.env_inherit", ex.env_inherit);
+    for name in &env_inherit {
         if name.value.is_empty() || name.value.contains(['=', '\0']) {
-            return Err(invalid(
-                &name.key,
+            gate.invalid(
+                name,
                 format!(
                     "\"{}\" is not an environment variable name (empty, or holds `=` or NUL)",
                     name.value.escape_debug()
                 ),
-            ));
+            );
         }
     }
-    for entry in &raw.process_allow {
+    let process_allow = Field::list("exec.process_allow", ex.process_allow);
+    for entry in &process_allow {
         let value = &entry.value;
         let confined = CONFINED_GIT.contains(&value.as_str());
-        if mode == SecurityMode::Restricted && !confined {
-            return Err(PolicyError::at(
+        if restricted && !confined {
+            gate.refuse(
                 PolicyErrorKind::ProcessNotAllowed,
-                entry.key.clone(),
+                entry,
                 format!(
                     "\"{}\" is not admitted in restricted mode: only \"git:status\", \
                      \"git:diff\" and \"git:log\" (confined git); anything else needs \
                      security_mode = \"trusted_host\"",
                     value.escape_debug()
                 ),
-            ));
-        }
-        if value.is_empty() || value.chars().any(char::is_control) {
-            return Err(invalid(
-                &entry.key,
+            );
+        } else if value.is_empty() || value.chars().any(char::is_control) {
+            gate.invalid(
+                entry,
                 "a process_allow entry is a non-empty name without control characters",
-            ));
-        }
-        if confined && !has_root {
-            return Err(PolicyError::at(
+            );
+        } else if confined && has_root == Some(false) {
+            gate.refuse(
                 PolicyErrorKind::ProcessNotAllowed,
-                entry.key.clone(),
+                entry,
                 format!(
                     "\"{value}\" runs confined git in a root, and the policy grants none: set \
                      fs.write_root or fs.read_roots"
                 ),
-            ));
+            );
         }
     }
+    let exec_enabled = (!gate.removed("exec.enabled")).then_some(ex.enabled);
     let exec = ExecPolicy {
-        enabled: raw.exec_enabled,
-        shell: raw.shell.value,
+        enabled: ex.enabled,
+        shell: shell.value,
         timeout_ms,
         max_output_bytes,
-        env_inherit: raw.env_inherit.into_iter().map(|k| k.value).collect(),
-        confine: raw.confine,
-        process_allow: raw.process_allow.into_iter().map(|k| k.value).collect(),
+        env_inherit: env_inherit.into_iter().map(|k| k.value).collect(),
+        confine: ex.confine.unwrap_or_default(),
+        process_allow: process_allow.into_iter().map(|k| k.value).collect(),
     };
 
     // [net]
-    let mut allow = Vec::with_capacity(raw.net_allow.len());
-    for item in &raw.net_allow {
-        let quoted = item.value.escape_debug();
-        let entry = NetEntry::parse(&item.value).map_err(|why| {
-            PolicyError::at(
-                PolicyErrorKind::NetEntryMalformed,
-                item.key.clone(),
-                format!("\"{quoted}\" is malformed: {why}"),
-            )
-        })?;
-        if mode == SecurityMode::Restricted {
-            if let Some(why) = entry.restricted_refusal() {
-                return Err(PolicyError::at(
-                    PolicyErrorKind::NetEntryRefused,
-                    item.key.clone(),
-                    format!("\"{quoted}\": {why}"),
-                ));
-            }
+    let net_fields = Field::list("net.allow", raw.net.allow);
+    let mut allow = Vec::with_capacity(net_fields.len());
+    for item in &net_fields {
+        match net::gate_entry(&item.value, mode_known.then_some(mode)) {
+            Ok(entry) => allow.push(entry),
+            Err((kind, message)) => gate.refuse(kind, item, message),
         }
-        allow.push(entry);
     }
+    let net_granted = (!gate.removed("net.allow")).then_some(!net_fields.is_empty());
     let net = NetRules {
         mode,
         allow,
-        allow_http: raw.allow_http,
+        allow_http: raw.net.allow_http,
     };
 
     // [budgets]
+    let b = raw.budgets;
+    let fs_ops = b.fs_ops.map(|v| Field::written("budgets.fs_ops", v));
+    let exec_ops = b.exec_ops.map(|v| Field::written("budgets.exec_ops", v));
+    let net_ops = b.net_ops.map(|v| Field::written("budgets.net_ops", v));
     let budgets = Budgets {
-        fs_ops: check_budget(
-            &raw.fs_ops,
+        fs_ops: gate.budget(
+            fs_ops.as_ref(),
             has_root,
             "no fs.read_roots and no fs.write_root",
-        )?,
-        exec_ops: check_budget(&raw.exec_ops, exec.enabled, "exec.enabled is not true")?,
-        net_ops: check_budget(&raw.net_ops, !net.allow.is_empty(), "net.allow is empty")?,
+        ),
+        exec_ops: gate.budget(exec_ops.as_ref(), exec_enabled, "exec.enabled is not true"),
+        net_ops: gate.budget(net_ops.as_ref(), net_granted, "net.allow is empty"),
     };
 
+    if !gate.problems.is_empty() {
+        return Err(gate.problems);
+    }
     Ok(Inner {
         mode,
         read_roots,
         write_root,
-        deny_write: raw.deny_write,
+        deny_write: fs.deny_write,
         limits,
         exec,
         net,

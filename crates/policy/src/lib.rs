@@ -5,8 +5,10 @@
 //! the one root it may write, the patterns it may not write, its byte caps,
 //! whether and how it may run commands, which hosts it may reach, and how
 //! many operations of each kind it gets. This crate turns the file into an
-//! immutable [`Policy`] or refuses it with a [`PolicyError`] that names the
-//! key.
+//! immutable [`Policy`] or refuses it with a [`PolicyError`] that holds every
+//! independent problem, in file order, each naming the dotted key, the line
+//! and column, and showing the line with a caret under the offending part
+//! (and a "did you mean" for a misspelt key or word).
 //!
 //! The crate is pure data. It reads the policy file itself and, to apply the
 //! gate rules, checks that each configured root exists and is a directory
@@ -61,11 +63,11 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod decode;
 mod error;
 mod gate;
-mod locate;
 mod net;
-mod schema;
+mod shape;
 mod summary;
 
 use std::fs::File;
@@ -77,12 +79,13 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use error::{PolicyError, PolicyErrorKind};
-pub use net::{classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost};
-pub use schema::{
+pub use decode::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, DEFAULT_SHELL,
-    DEFAULT_TIMEOUT_MS, KNOWN_KEYS, MAX_TIMEOUT_MS,
+    DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
 };
+pub use error::{Location, PolicyError, PolicyErrorKind, Problem};
+pub use net::{classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost};
+pub use shape::KNOWN_KEYS;
 pub use summary::{Summary, SummaryNet};
 
 use net::NetRules;
@@ -224,23 +227,24 @@ impl Policy {
     /// exact bytes read. Files over [`MAX_POLICY_BYTES`] are refused.
     pub fn load(path: impl AsRef<Path>) -> Result<Policy, PolicyError> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(PolicyError::read)?;
+        let file = File::open(path).map_err(|e| PolicyError::read(path, e))?;
         let mut bytes = Vec::new();
         file.take(MAX_POLICY_BYTES + 1)
             .read_to_end(&mut bytes)
-            .map_err(PolicyError::read)?;
+            .map_err(|e| PolicyError::read(path, e))?;
         if bytes.len() as u64 > MAX_POLICY_BYTES {
             return Err(PolicyError::new(
                 PolicyErrorKind::Read,
                 None,
                 format!("the policy file is over {MAX_POLICY_BYTES} bytes"),
-            ));
+            )
+            .in_file(path));
         }
         let base_dir = match path.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
         };
-        Policy::from_bytes(&bytes, base_dir, Some(path))
+        Policy::from_bytes(&bytes, base_dir, Some(path)).map_err(|e| e.in_file(path))
     }
 
     /// Resolves a policy from its bytes, as if read from a file in
@@ -250,6 +254,11 @@ impl Policy {
     /// `policy_path` is given, the directory of that file (as named and as
     /// its symlinks resolve). Tests pass the path of a notional policy
     /// file, or `None` to protect `base_dir` alone.
+    ///
+    /// Every independent problem is reported at once, in file order: all
+    /// syntax errors and duplicated keys; or else every unknown key, wrong
+    /// type and unknown word, together with every gate rule broken by the
+    /// keys that were well-formed.
     pub fn from_bytes(
         bytes: &[u8],
         base_dir: &Path,
@@ -266,10 +275,16 @@ impl Policy {
                 ),
             )
         })?;
-        let doc = schema::parse_toml(text)?;
-        let raw = schema::decode(&doc)?;
+        let decoded = decode::decode(text).map_err(|p| PolicyError::found(p, text))?;
         let dirs = gate::PolicyDirs::resolve(base_dir, policy_path)?;
-        let inner = gate::resolve(raw, &dirs, digest)?;
+        let inner = gate::resolve(
+            decoded.raw,
+            &decoded.removed,
+            decoded.problems,
+            &dirs,
+            digest,
+        )
+        .map_err(|p| PolicyError::found(p, text))?;
         Ok(Policy {
             inner: Arc::new(inner),
         })

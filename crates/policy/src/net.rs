@@ -21,6 +21,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use sandgate_codes::ErrorCode;
 
+use crate::error::PolicyErrorKind;
 use crate::SecurityMode;
 
 /// One parsed `net.allow` entry.
@@ -550,6 +551,31 @@ impl NetDecision {
             ErrorCode::NetDenied
         }
     }
+}
+
+/// The gate rule for one `net.allow` entry: well-formed in every mode,
+/// and admitted by restricted mode when `mode` says so (`None`: the mode
+/// is unknown because its own key was refused; only the form is checked).
+pub(crate) fn gate_entry(
+    raw: &str,
+    mode: Option<SecurityMode>,
+) -> Result<NetEntry, (PolicyErrorKind, String)> {
+    let quoted = raw.escape_debug();
+    let entry = NetEntry::parse(raw).map_err(|why| {
+        (
+            PolicyErrorKind::NetEntryMalformed,
+            format!("\"{quoted}\" is malformed: {why}"),
+        )
+    })?;
+    if mode == Some(SecurityMode::Restricted) {
+        if let Some(why) = entry.restricted_refusal() {
+            return Err((
+                PolicyErrorKind::NetEntryRefused,
+                format!("\"{quoted}\": {why}"),
+            ));
+        }
+    }
+    Ok(entry)
 }
 
 /// The network half of a resolved policy.

@@ -36,6 +36,31 @@ use crate::relpath::RelPath;
 /// it stops fork bombs, not ordinary builds.
 pub const MAX_PROCESSES: u64 = 4096;
 
+/// Which grant admits a command ([`Executor::explain`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExecGrant {
+    /// `exec.enabled = true`: the command runs through the shell.
+    Shell,
+    /// A `process_allow` entry (`"git:status"`, …): the command runs as
+    /// confined git.
+    ConfinedGit(&'static str),
+}
+
+/// A command admitted to run, and the grant that admits it.
+struct Admitted {
+    run: Run,
+    grant: ExecGrant,
+}
+
+/// How an admitted command runs.
+enum Run {
+    /// `shell -c command`.
+    Shell(String),
+    /// Confined git, from these words (already checked against the schema).
+    Git(Vec<String>),
+}
+
 /// The executor a policy grants.
 pub struct Executor {
     inner: LocalShellExecutor,
@@ -154,6 +179,78 @@ impl Executor {
         self.enabled || !self.git.is_empty()
     }
 
+    /// Whether `command` would be run, and how, without running it: the
+    /// same decision [`exec`](Self::exec) takes before anything starts
+    /// (`E_DENIED` when neither the shell nor a matching confined-git
+    /// grant admits it). Budgets and the kernel's confinement are not
+    /// consulted.
+    pub fn explain(&self, command: &str) -> Result<ExecGrant, Error> {
+        self.admit(command).map(|a| a.grant)
+    }
+
+    /// The decision [`exec`](Self::exec) and [`explain`](Self::explain)
+    /// share: which grant admits `command`, and the command line to run.
+    fn admit(&self, command: &str) -> Result<Admitted, Error> {
+        // A git command under `process_allow` runs as confined git: its argv
+        // is rebuilt from the subcommand's schema and git runs hardened,
+        // whether or not the shell itself is enabled.
+        let looks_like_git = command.split_whitespace().next() == Some("git");
+        let git_words = if looks_like_git && !self.git.is_empty() {
+            match git::split_words(command) {
+                Ok(words) => Some(words),
+                // With the shell granted, shell syntax is the shell's business.
+                Err(_) if self.enabled => None,
+                Err(e) => return Err(Error::new(e.code(), e.message().to_owned())),
+            }
+        } else {
+            None
+        };
+        let admitted = match (&git_words, self.enabled) {
+            (Some(words), _) => {
+                // The same planning exec does: a refused flag or pathspec
+                // is refused here too.
+                self.git_plan(words)?;
+                let entry = words
+                    .get(1)
+                    .and_then(|sub| {
+                        self.git
+                            .iter()
+                            .find(|g| g.allow_entry().strip_prefix("git:") == Some(sub.as_str()))
+                    })
+                    .map_or("git", |g| g.allow_entry());
+                Admitted {
+                    run: Run::Git(words.clone()),
+                    grant: ExecGrant::ConfinedGit(entry),
+                }
+            }
+            (None, true) => {
+                if command.contains('\0') {
+                    return Err(Error::request("the command contains a NUL byte"));
+                }
+                Admitted {
+                    run: Run::Shell(command.to_owned()),
+                    grant: ExecGrant::Shell,
+                }
+            }
+            (None, false) if self.git.is_empty() => {
+                return Err(Error::denied(
+                    "exec is not enabled by the policy ([exec] enabled = false)",
+                ))
+            }
+            (None, false) => {
+                return Err(Error::denied(format!(
+                    "only confined git is granted (process_allow: {}); the shell is not enabled",
+                    self.git
+                        .iter()
+                        .map(|g| g.allow_entry())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
+        };
+        Ok(admitted)
+    }
+
     /// Creates the private TMPDIR and prepares confinement; with `confine =
     /// "required"` on a kernel that lacks a part, `E_CONFINE_UNAVAILABLE`.
     pub fn start(&self) -> Result<(), Error> {
@@ -174,41 +271,12 @@ impl Executor {
         timeout: Option<Duration>,
         abort: Option<AbortSignal>,
     ) -> Result<ExecResult, Error> {
-        // A git command under `process_allow` runs as confined git: its argv
-        // is rebuilt from the subcommand's schema and git runs hardened,
-        // whether or not the shell itself is enabled.
-        let looks_like_git = command.split_whitespace().next() == Some("git");
-        let git_words = if looks_like_git && !self.git.is_empty() {
-            match git::split_words(command) {
-                Ok(words) => Some(words),
-                // With the shell granted, shell syntax is the shell's business.
-                Err(_) if self.enabled => None,
-                Err(e) => return Err(Error::new(e.code(), e.message().to_owned())),
-            }
-        } else {
-            None
+        let command = match self.admit(command)?.run {
+            Run::Git(words) => return self.exec_git(&words, cwd, timeout, abort),
+            Run::Shell(command) => command,
         };
-        let command =
-            match (&git_words, self.enabled) {
-                (Some(words), _) => return self.exec_git(words, cwd, timeout, abort),
-                (None, true) => command,
-                (None, false) if self.git.is_empty() => {
-                    return Err(Error::denied(
-                        "exec is not enabled by the policy ([exec] enabled = false)",
-                    ))
-                }
-                (None, false) => {
-                    return Err(Error::denied(format!(
-                    "only confined git is granted (process_allow: {}); the shell is not enabled",
-                    self.git.iter().map(|g| g.allow_entry()).collect::<Vec<_>>().join(", ")
-                )))
-                }
-            };
-        if command.contains('\0') {
-            return Err(Error::request("the command contains a NUL byte"));
-        }
         let opts = self.call_options(cwd, timeout, abort)?;
-        self.inner.exec(command, opts).map_err(run_error)
+        self.inner.exec(&command, opts).map_err(run_error)
     }
 
     /// Runs a program from its argv (`argv[0]` is the program, searched in
@@ -280,6 +348,16 @@ impl Executor {
         })
     }
 
+    /// The hardened git invocation `words` plan to (refused as exec
+    /// would refuse it).
+    fn git_plan(&self, words: &[String]) -> Result<git::GitInvocation, Error> {
+        let root = self
+            .git_root
+            .as_deref()
+            .ok_or_else(|| Error::denied("confined git needs a root to run in"))?;
+        git::plan(words, &self.git, root).map_err(|e| Error::new(e.code(), e.message().to_owned()))
+    }
+
     /// Runs the hardened git invocation `words` plans, from its argv (no
     /// shell), under git's own read-only ruleset rather than the shell's.
     fn exec_git(
@@ -289,12 +367,7 @@ impl Executor {
         timeout: Option<Duration>,
         abort: Option<AbortSignal>,
     ) -> Result<ExecResult, Error> {
-        let root = self
-            .git_root
-            .as_deref()
-            .ok_or_else(|| Error::denied("confined git needs a root to run in"))?;
-        let inv = git::plan(words, &self.git, root)
-            .map_err(|e| Error::new(e.code(), e.message().to_owned()))?;
+        let inv = self.git_plan(words)?;
         let opts = self.call_options(cwd, timeout, abort)?;
         let prepared = self.git_prepared(&inv)?;
         let mut result = self

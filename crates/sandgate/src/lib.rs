@@ -37,11 +37,11 @@ pub mod tool;
 
 pub use audit::{AuditEvent, AuditSink};
 pub use error::{Error, ErrorCode};
-pub use exec::Executor;
+pub use exec::{ExecGrant, Executor};
 pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};
 pub use sandbox::{
-    LinesRead, ListEntry, Sandbox, SandboxBuilder, StatInfo, DEFAULT_MAX_READ_BYTES,
+    FsGrant, LinesRead, ListEntry, Sandbox, SandboxBuilder, StatInfo, DEFAULT_MAX_READ_BYTES,
     DEFAULT_MAX_WRITE_BYTES, MAX_RANGE_LINES, MAX_RENAME_WALK_ENTRIES,
 };
 pub use sandgate_fileguard as fileguard;

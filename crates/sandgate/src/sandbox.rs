@@ -320,6 +320,25 @@ pub struct StatInfo {
     pub mode: u32,
 }
 
+/// What [`Sandbox::explain_read`] and [`Sandbox::explain_write`] answer
+/// when the operation would be allowed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FsGrant {
+    /// Readable; `root` is the index in `fs.read_roots` of the first root
+    /// that holds the name (the one a read uses).
+    Read {
+        /// Index in the read roots.
+        root: usize,
+    },
+    /// Writable beneath the write root; `exists` when the write would
+    /// replace an existing file (which `allow_overwrite` grants).
+    Write {
+        /// Whether a file is already there.
+        exists: bool,
+    },
+}
+
 impl Sandbox {
     /// A builder with nothing granted.
     pub fn builder() -> SandboxBuilder {
@@ -407,6 +426,72 @@ impl Sandbox {
             });
         }
         result
+    }
+
+    /// Whether [`read`](Self::read) of `path` would succeed, and from
+    /// which read root, decided by the checks `read` makes (the name, the
+    /// granted roots in order, the kind and the byte cap) without reading
+    /// the file or spending the budget.
+    pub fn explain_read(&self, path: &str) -> Result<FsGrant, Error> {
+        let inner = self.current()?;
+        let rel = RelPath::parse(path)?;
+        let (index, meta) = inner.stat_first_index(&rel)?;
+        if !meta.is_file() {
+            return Err(not_file(&rel));
+        }
+        if meta.len() > inner.max_read_bytes {
+            return Err(Error::new(
+                ErrorCode::TooLarge,
+                format!(
+                    "{} bytes is over max_read_bytes ({}): read a line range instead",
+                    meta.len(),
+                    inner.max_read_bytes
+                ),
+            )
+            .with_path(rel.as_str()));
+        }
+        Ok(FsGrant::Read { root: index })
+    }
+
+    /// Whether [`write`](Self::write) of `path` with `overwrite` asked for
+    /// would succeed, decided by the checks `write` makes (the name, the
+    /// write root, the deny rules on the name as spelled and as it
+    /// resolves through in-root symlinks, and for an existing entry its
+    /// kind, links and the overwrite grant) without writing, creating a
+    /// directory or spending the budget.
+    pub fn explain_write(&self, path: &str) -> Result<FsGrant, Error> {
+        let inner = self.current()?;
+        let rel = RelPath::parse(path)?;
+        let wr = inner.admit_write(&rel, None)?;
+        let (dir, name, resolved) = match inner.open_checked(wr, &rel, false) {
+            Ok(found) => found,
+            // Missing parents are created by `write`, each checked as
+            // spelled (done above) and where it lands (nothing there yet).
+            Err(e) if e.code() == ErrorCode::NotFound => {
+                return Ok(FsGrant::Write { exists: false })
+            }
+            Err(e) => return Err(e),
+        };
+        match dir.lstat(name) {
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(FsGrant::Write { exists: false }),
+            Err(e) => Err(at(e, &resolved)),
+            Ok(meta) => {
+                inner.check_existing(&meta, &resolved)?;
+                if !inner.allow_overwrite {
+                    return Err(exists(&resolved, inner.allow_overwrite, true));
+                }
+                Ok(FsGrant::Write { exists: true })
+            }
+        }
+    }
+
+    fn current(&self) -> Result<Arc<Inner>, Error> {
+        self.state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(Arc::clone)
+            .ok_or_else(|| Error::new(ErrorCode::Closed, "the sandbox was closed"))
     }
 
     /// Reads a whole file from the first read root that holds it. A file
@@ -499,22 +584,7 @@ impl Sandbox {
         self.op("write", path, |inner, ctx| {
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
-            let wr = inner.write_root_for(&rel, "write")?;
-            if content.len() as u64 > inner.max_write_bytes {
-                return Err(Error::new(
-                    ErrorCode::TooLarge,
-                    format!(
-                        "{} bytes is over the write cap of {} bytes (max_write_bytes)",
-                        content.len(),
-                        inner.max_write_bytes
-                    ),
-                )
-                .with_path(rel.as_str()));
-            }
-            inner.check_write(rel.as_str(), None)?;
-            if rel.must_be_dir() {
-                return Err(file_name_with_slash(wr, &rel));
-            }
+            let wr = inner.admit_write(&rel, Some(content.len() as u64))?;
             let (dir, name, resolved) = inner.open_checked_creating(wr, &rel)?;
             ctx.path(|| resolved.clone());
             match dir.lstat(name) {
@@ -813,24 +883,40 @@ impl Inner {
         Ok(wr)
     }
 
-    /// Opens `rel` for reading in the first read root that holds it.
-    fn open_read(&self, rel: &RelPath) -> Result<std::fs::File, Error> {
-        for root in self.read_roots()? {
-            match root.open_file(rel) {
-                Ok(f) => return Ok(f),
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => return Err(at(e, rel.as_str())),
-            }
+    /// The checks a write makes before touching anything: a write root is
+    /// granted and `rel` is not the root itself, `size` (when known) is
+    /// within the cap, and the deny rules admit the name as spelled.
+    fn admit_write(&self, rel: &RelPath, size: Option<u64>) -> Result<&Root, Error> {
+        let wr = self.write_root_for(rel, "write")?;
+        if let Some(size) = size.filter(|n| *n > self.max_write_bytes) {
+            return Err(Error::new(
+                ErrorCode::TooLarge,
+                format!(
+                    "{size} bytes is over the write cap of {} bytes (max_write_bytes)",
+                    self.max_write_bytes
+                ),
+            )
+            .with_path(rel.as_str()));
         }
-        Err(not_found(rel))
+        self.check_write(rel.as_str(), None)?;
+        if rel.must_be_dir() {
+            return Err(file_name_with_slash(wr, rel));
+        }
+        Ok(wr)
     }
 
-    /// Reads `rel` whole from the first read root that holds it, refusing
-    /// more than `max_read_bytes` before reading a byte.
-    fn read_first(&self, rel: &RelPath) -> Result<Vec<u8>, Error> {
-        for root in self.read_roots()? {
-            match root.read_max(rel, self.max_read_bytes) {
-                Ok(buf) => return Ok(buf),
+    /// Runs `op` in each read root in order until one holds `rel`: the
+    /// one walk every read-side operation (and [`Sandbox::explain_read`])
+    /// makes. Answers the root's index in `fs.read_roots` and `op`'s
+    /// result; `E_NOT_FOUND` when no root holds `rel`.
+    fn in_first_root<T>(
+        &self,
+        rel: &RelPath,
+        mut op: impl FnMut(&Root) -> sandgate_rootfs::Result<T>,
+    ) -> Result<(usize, T), Error> {
+        for (index, root) in self.read_roots()?.iter().enumerate() {
+            match op(root) {
+                Ok(t) => return Ok((index, t)),
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,
                 Err(e) if e.kind() == ErrorKind::TooLarge => {
                     return Err(Error::new(
@@ -849,15 +935,28 @@ impl Inner {
         Err(not_found(rel))
     }
 
+    /// Opens `rel` for reading in the first read root that holds it.
+    fn open_read(&self, rel: &RelPath) -> Result<std::fs::File, Error> {
+        self.in_first_root(rel, |root| root.open_file(rel))
+            .map(|(_, f)| f)
+    }
+
+    /// Reads `rel` whole from the first read root that holds it, refusing
+    /// more than `max_read_bytes` before reading a byte.
+    fn read_first(&self, rel: &RelPath) -> Result<Vec<u8>, Error> {
+        self.in_first_root(rel, |root| root.read_max(rel, self.max_read_bytes))
+            .map(|(_, buf)| buf)
+    }
+
     fn stat_first(&self, rel: &RelPath) -> Result<(&Root, sandgate_rootfs::Metadata), Error> {
-        for root in self.read_roots()? {
-            match root.stat(rel) {
-                Ok(m) => return Ok((root, m)),
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => return Err(at(e, rel.as_str())),
-            }
-        }
-        Err(not_found(rel))
+        let (index, meta) = self.stat_first_index(rel)?;
+        Ok((&self.read_roots[index], meta))
+    }
+
+    /// The first read root (by its place in `fs.read_roots`) that holds
+    /// `rel`, and what is there.
+    fn stat_first_index(&self, rel: &RelPath) -> Result<(usize, sandgate_rootfs::Metadata), Error> {
+        self.in_first_root(rel, |root| root.stat(rel))
     }
 
     fn first_holding(&self, rel: &RelPath) -> Result<&Root, Error> {

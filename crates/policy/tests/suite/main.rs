@@ -3,6 +3,7 @@
 mod authorize;
 mod common;
 mod digest;
+mod errors;
 mod gate;
 mod net_entries;
 mod props;

@@ -1,0 +1,299 @@
+//! `sandgate explain [POLICY] TARGET`: whether the policy lets an agent
+//! read or write a path, connect to HOST:PORT or run a command, and which
+//! rule decides, answered without doing any of it.
+//!
+//! The answers come from the checks the tool endpoint itself makes:
+//! [`Sandbox::explain_read`] and [`Sandbox::explain_write`] share the root
+//! walk and the write admission with `read` and `write`,
+//! [`Executor::explain`] is the admission `exec` runs first, and a
+//! connection is [`Policy::authorize`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use sandgate::policy::Policy;
+use sandgate::{Error, ErrorCode, ExecGrant, Executor, FsGrant, Sandbox};
+use serde_json::{json, Value};
+
+/// Shown after `sandgate explain --help`.
+pub const AFTER_HELP: &str = "\
+TARGET is guessed from its form unless --as says: HOST:PORT asks about a
+connection, anything with a space is a command, anything else a path
+(asked both for read and write). Exit 0 when everything asked is allowed,
+1 when something is refused, 2 when the policy itself is refused.
+
+Examples:
+  sandgate explain agent-policy.toml workspace/notes/todo.md
+  sandgate explain --policy agent-policy.toml 'git status'
+  SANDGATE_POLICY=agent-policy.toml sandgate explain api.example.com:443";
+
+/// What to ask about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// Reading a path.
+    Read,
+    /// Writing (creating or replacing) a path.
+    Write,
+    /// Connecting to HOST:PORT.
+    Connect,
+    /// Running a command.
+    Run,
+}
+
+/// `sandgate explain`'s arguments.
+#[derive(clap::Args)]
+pub struct Args {
+    /// `POLICY TARGET`, or `TARGET` alone with --policy or SANDGATE_POLICY.
+    /// Quote a command that has spaces.
+    #[arg(value_name = "[POLICY] TARGET", num_args = 1..=2, required = true)]
+    words: Vec<String>,
+    /// The policy file (TOML).
+    #[arg(long, env = "SANDGATE_POLICY", value_name = "POLICY")]
+    policy: Option<PathBuf>,
+    /// What to ask about (default: guessed from TARGET).
+    #[arg(long = "as", value_enum, value_name = "KIND")]
+    kind: Option<Kind>,
+    /// Print the answers as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One answer: the operation, whether it is allowed, the rule that
+/// decides, and the refusal's code and message.
+pub struct Answer {
+    /// `read`, `write`, `connect` or `run`.
+    pub op: &'static str,
+    /// Whether the agent may do it.
+    pub allowed: bool,
+    /// The policy rule that decides.
+    pub rule: String,
+    /// The refusal's code, when refused.
+    pub code: Option<ErrorCode>,
+    /// Why, in words.
+    pub detail: String,
+}
+
+impl Answer {
+    fn to_json(&self) -> Value {
+        json!({
+            "op": self.op,
+            "allowed": self.allowed,
+            "rule": self.rule,
+            "code": self.code.map(|c| c.as_str()),
+            "detail": self.detail,
+        })
+    }
+}
+
+/// Guesses what `target` names.
+fn guess(target: &str) -> &'static [Kind] {
+    if target.contains(char::is_whitespace) {
+        return &[Kind::Run];
+    }
+    let host_port = target.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty() && !host.contains('/') && port.parse::<u16>().is_ok()
+    });
+    if host_port {
+        &[Kind::Connect]
+    } else {
+        &[Kind::Read, Kind::Write]
+    }
+}
+
+fn refused(op: &'static str, e: &Error, rule: String) -> Answer {
+    Answer {
+        op,
+        allowed: false,
+        rule,
+        code: Some(e.code()),
+        detail: e.message().to_owned(),
+    }
+}
+
+/// The rule behind a file refusal, named as the policy file names it.
+fn fs_rule(policy: &Policy, op: &str, e: &Error) -> String {
+    match e.code() {
+        ErrorCode::FsProtected => match e.pattern() {
+            Some(p) if policy.deny_write().iter().any(|d| d == p) => {
+                format!("fs.deny_write \"{p}\"")
+            }
+            Some(p) => format!("built-in protection \"{p}\""),
+            None => "fs.deny_write".to_owned(),
+        },
+        ErrorCode::Denied if op == "read" => "fs.read_roots (none granted)".to_owned(),
+        ErrorCode::Denied => "fs.write_root (none granted)".to_owned(),
+        ErrorCode::NotFound if op == "read" => "fs.read_roots (no read root holds it)".to_owned(),
+        ErrorCode::TooLarge if op == "read" => "fs.max_read_bytes".to_owned(),
+        ErrorCode::TooLarge => "fs.max_write_bytes".to_owned(),
+        ErrorCode::Exists => "fs.allow_overwrite = false".to_owned(),
+        ErrorCode::PathInvalid | ErrorCode::PathEscape => {
+            "agent-facing names (relative, no `..`)".to_owned()
+        }
+        _ => "the file beneath the root".to_owned(),
+    }
+}
+
+/// Answers `kind` about `target` under `policy`.
+pub fn answer(
+    policy: &Policy,
+    sandbox: &Sandbox,
+    executor: &Executor,
+    kind: Kind,
+    target: &str,
+) -> Answer {
+    match kind {
+        Kind::Read => match sandbox.explain_read(target) {
+            Ok(FsGrant::Read { root }) => Answer {
+                op: "read",
+                allowed: true,
+                rule: format!("fs.read_roots[{root}]"),
+                code: None,
+                detail: format!(
+                    "read from {}",
+                    policy
+                        .read_roots()
+                        .get(root)
+                        .map_or_else(String::new, |p| p.display().to_string())
+                ),
+            },
+            Ok(_) => unreachable_grant("read"),
+            Err(e) => refused("read", &e, fs_rule(policy, "read", &e)),
+        },
+        Kind::Write => match sandbox.explain_write(target) {
+            Ok(FsGrant::Write { exists }) => Answer {
+                op: "write",
+                allowed: true,
+                rule: if exists {
+                    "fs.write_root, fs.allow_overwrite = true".to_owned()
+                } else {
+                    "fs.write_root".to_owned()
+                },
+                code: None,
+                detail: if exists {
+                    "replaces the existing file when the call asks for overwrite".to_owned()
+                } else {
+                    "creates a new file".to_owned()
+                },
+            },
+            Ok(_) => unreachable_grant("write"),
+            Err(e) => refused("write", &e, fs_rule(policy, "write", &e)),
+        },
+        Kind::Run => match executor.explain(target) {
+            Ok(ExecGrant::ConfinedGit(entry)) => Answer {
+                op: "run",
+                allowed: true,
+                rule: format!("exec.process_allow \"{entry}\""),
+                code: None,
+                detail: "runs as confined git".to_owned(),
+            },
+            Ok(_) => Answer {
+                op: "run",
+                allowed: true,
+                rule: "exec.enabled = true".to_owned(),
+                code: None,
+                detail: format!(
+                    "runs as {} -c COMMAND, confine = {}",
+                    policy.exec().shell,
+                    policy.exec().confine.as_str()
+                ),
+            },
+            Err(e) => {
+                let rule = match e.code() {
+                    ErrorCode::Denied => "exec.enabled = false".to_owned(),
+                    _ => "exec.process_allow".to_owned(),
+                };
+                refused("run", &e, rule)
+            }
+        },
+        Kind::Connect => {
+            let (host, port) = match target.rsplit_once(':') {
+                Some((h, p)) if p.parse::<u16>().is_ok() => (
+                    h.trim_start_matches('[').trim_end_matches(']'),
+                    p.parse().ok(),
+                ),
+                _ => (target, None),
+            };
+            let decision = policy.authorize("https", host, port, None);
+            Answer {
+                op: "connect",
+                allowed: decision.allowed,
+                rule: decision
+                    .rule
+                    .as_ref()
+                    .map_or_else(|| "net.allow".to_owned(), |r| format!("net.allow \"{r}\"")),
+                code: (!decision.allowed).then(|| decision.code()),
+                detail: decision.reason,
+            }
+        }
+    }
+}
+
+fn unreachable_grant(op: &'static str) -> Answer {
+    Answer {
+        op,
+        allowed: false,
+        rule: String::new(),
+        code: Some(ErrorCode::Internal),
+        detail: "an answer of another kind".to_owned(),
+    }
+}
+
+/// `sandgate explain`.
+pub fn run(args: &Args) -> ExitCode {
+    let (path, target) = match args.words.as_slice() {
+        [policy, target] => (Some(PathBuf::from(policy)), target),
+        [target] => (args.policy.clone(), target),
+        _ => unreachable!("clap takes one or two words"),
+    };
+    let Some(path) = path else {
+        eprintln!(
+            "sandgate: no policy: give POLICY TARGET, or --policy POLICY, or set SANDGATE_POLICY"
+        );
+        return ExitCode::from(2);
+    };
+    let policy = match crate::load(&path) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let built =
+        Sandbox::from_policy(&policy).and_then(|sb| Ok((sb, Executor::from_policy(&policy)?)));
+    let (sandbox, executor) = match built {
+        Ok(both) => both,
+        Err(e) => {
+            crate::refused(&e);
+            return ExitCode::from(2);
+        }
+    };
+    let kinds = match args.kind {
+        Some(k) => vec![k],
+        None => guess(target).to_vec(),
+    };
+    let answers: Vec<Answer> = kinds
+        .iter()
+        .map(|k| answer(&policy, &sandbox, &executor, *k, target))
+        .collect();
+    if args.json {
+        let out = json!({
+            "target": target,
+            "answers": answers.iter().map(Answer::to_json).collect::<Vec<_>>(),
+        });
+        println!("{out}");
+    } else {
+        for a in &answers {
+            if a.allowed {
+                println!("{} {target}: allowed by {} ({})", a.op, a.rule, a.detail);
+            } else {
+                let code = a.code.map_or("", |c| c.as_str());
+                println!(
+                    "{} {target}: refused ({code}) by {}: {}",
+                    a.op, a.rule, a.detail
+                );
+            }
+        }
+    }
+    if answers.iter().all(|a| a.allowed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

@@ -1,0 +1,269 @@
+//! The `sandgate` command line as a user meets it: one way to name the
+//! policy in every subcommand (`--policy`, `SANDGATE_POLICY`, and `check`'s
+//! positional form), help that shows the tool ops, generated completions
+//! and man page, and refusals that name the file, the line and the key.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+const SANDGATE: &str = env!("CARGO_BIN_EXE_sandgate");
+
+const GOOD: &str = "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n";
+
+fn fixture(policy: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::create_dir(tmp.path().join("ws")).unwrap();
+    fs::write(tmp.path().join("ws/a.txt"), "hello\n").unwrap();
+    fs::write(tmp.path().join("policy.toml"), policy).unwrap();
+    tmp
+}
+
+/// Runs sandgate in `dir` with `args`, `env` set (SANDGATE_POLICY always
+/// cleared first) and `input` on stdin.
+fn run(dir: &Path, args: &[&str], env: Option<&str>, input: &str) -> Output {
+    let mut cmd = Command::new(SANDGATE);
+    cmd.args(args)
+        .current_dir(dir)
+        .env_remove("SANDGATE_POLICY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(p) = env {
+        cmd.env("SANDGATE_POLICY", p);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(input.as_bytes());
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+const SUMMARY: &str = "{\"op\":\"summary\"}\n";
+
+#[test]
+fn every_subcommand_takes_the_policy_by_flag_and_by_environment() {
+    let fx = fixture(GOOD);
+    let dir = fx.path();
+    let forms: &[(&[&str], Option<&str>)] = &[
+        (&["check", "policy.toml"], None),
+        (&["check", "--policy", "policy.toml"], None),
+        (&["check"], Some("policy.toml")),
+        (&["tool", "--policy", "policy.toml"], None),
+        (&["tool"], Some("policy.toml")),
+        (&["explain", "--as", "read", "policy.toml", "a.txt"], None),
+        (
+            &[
+                "explain",
+                "--as",
+                "read",
+                "--policy",
+                "policy.toml",
+                "a.txt",
+            ],
+            None,
+        ),
+        (&["explain", "--as", "read", "a.txt"], Some("policy.toml")),
+        (&["exec", "--policy", "policy.toml", "--", "true"], None),
+        (&["exec", "--", "true"], Some("policy.toml")),
+        (&["run", "--policy", "policy.toml", "--", "/bin/true"], None),
+        (&["run", "--", "/bin/true"], Some("policy.toml")),
+    ];
+    let mut problems = Vec::new();
+    for (args, env) in forms {
+        let out = run(dir, args, *env, SUMMARY);
+        // exec and run are refused (exit 2) by this policy: exec is off.
+        let refused_exec = matches!(args[0], "exec" | "run");
+        let ok = if refused_exec {
+            out.status.code() == Some(2) && text(&out.stderr).contains("E_DENIED")
+        } else {
+            out.status.success()
+        };
+        if !ok {
+            problems.push(format!(
+                "{args:?} env {env:?}: exit {:?}: {}",
+                out.status.code(),
+                text(&out.stderr)
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_command_line_wins_over_the_environment() {
+    let fx = fixture(GOOD);
+    fs::write(fx.path().join("bad.toml"), "[fs]\nbogus = 1\n").unwrap();
+    let out = run(fx.path(), &["check", "policy.toml"], Some("bad.toml"), "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(
+        fx.path(),
+        &["check", "--policy", "policy.toml"],
+        Some("bad.toml"),
+        "",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(fx.path(), &["check"], Some("bad.toml"), "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("bad.toml:2:1"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn no_policy_or_two_policies_are_refused_with_a_clear_message() {
+    let fx = fixture(GOOD);
+    let out = run(fx.path(), &["check"], None, "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("SANDGATE_POLICY"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(
+        fx.path(),
+        &["check", "policy.toml", "--policy", "policy.toml"],
+        None,
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("given twice"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(fx.path(), &["tool"], None, SUMMARY);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--policy"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_missing_policy_file_is_named() {
+    let fx = fixture(GOOD);
+    for args in [
+        &["check", "nope.toml"][..],
+        &["tool", "--policy", "nope.toml"],
+    ] {
+        let out = run(fx.path(), args, None, SUMMARY);
+        assert_eq!(out.status.code(), Some(2));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("E_POLICY") && err.contains("`nope.toml`"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn check_shows_every_problem_with_file_line_and_caret() {
+    let fx = fixture("[fs]\nread_roots = [\"ws\", \"nope\"]\nwrite_rot = \"ws\"\n");
+    let out = run(fx.path(), &["check", "policy.toml"], None, "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = text(&out.stderr);
+    let want = [
+        "policy key `fs.read_roots[1]`: the root \"nope\" does not exist",
+        " --> policy.toml:2:21",
+        "2 | read_roots = [\"ws\", \"nope\"]",
+        "  |                     ^^^^^^",
+        "policy key `fs.write_rot`: unknown key in [fs]; did you mean `write_root`?",
+        " --> policy.toml:3:1",
+        "3 | write_rot = \"ws\"",
+        "  | ^^^^^^^^^",
+    ];
+    let mut at = 0;
+    for line in want {
+        let found = err[at..]
+            .find(line)
+            .unwrap_or_else(|| panic!("{line:?} not in order in:\n{err}"));
+        at += found + line.len();
+    }
+}
+
+#[test]
+fn check_json_is_the_summary() {
+    let fx = fixture(GOOD);
+    let out = run(fx.path(), &["check", "--json", "policy.toml"], None, "");
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ws = fx.path().canonicalize().unwrap().join("ws");
+    assert_eq!(v["write_root"], ws.display().to_string());
+    assert_eq!(v["read_roots"][0], ws.display().to_string());
+    assert!(v["digest"].as_str().unwrap().starts_with("sha256:"));
+    let tool = run(
+        fx.path(),
+        &["tool", "--policy", "policy.toml"],
+        None,
+        SUMMARY,
+    );
+    let answer: Value = serde_json::from_slice(&tool.stdout).unwrap();
+    assert_eq!(
+        answer["summary"], v,
+        "check --json and the summary op agree"
+    );
+}
+
+#[test]
+fn tool_help_lists_every_op_with_a_request() {
+    let out = run(Path::new("."), &["tool", "--help"], None, "");
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    for op in [
+        "summary", "read", "write", "edit", "list", "stat", "mkdir", "delete", "rename", "glob",
+        "grep", "exec",
+    ] {
+        let request = format!("{{\"op\":\"{op}\"");
+        let line = help
+            .lines()
+            .find(|l| l.contains(&request))
+            .unwrap_or_else(|| panic!("no example for {op} in:\n{help}"));
+        let json = &line[line.find('{').unwrap()..];
+        let v: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{op}: {e}: {json}"));
+        assert_eq!(v["op"], op);
+    }
+    assert!(help.contains("SANDGATE_POLICY"), "{help}");
+}
+
+#[test]
+fn completions_are_generated_for_each_shell() {
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef sandgate"),
+        ("fish", "complete -c sandgate"),
+    ] {
+        let out = run(Path::new("."), &["completions", shell], None, "");
+        assert!(out.status.success(), "{shell}");
+        let script = text(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {script}");
+        for sub in ["check", "explain", "tool", "exec", "run", "completions"] {
+            assert!(script.contains(sub), "{shell} lacks {sub}");
+        }
+    }
+    let out = run(Path::new("."), &["completions", "tcsh"], None, "");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn the_man_page_is_roff_and_names_every_subcommand() {
+    let out = run(Path::new("."), &["man"], None, "");
+    assert!(out.status.success());
+    let page = text(&out.stdout);
+    assert!(page.contains(".TH sandgate 1"), "{page}");
+    for sub in ["check", "explain", "tool", "exec", "run", "completions"] {
+        assert!(page.contains(sub), "the man page lacks {sub}");
+    }
+}

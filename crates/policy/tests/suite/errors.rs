@@ -1,0 +1,149 @@
+//! The refusal texts a user reads, against tests/golden/errors.txt: the
+//! file, the dotted key, line and column, the source line with a caret
+//! under the offending part, a "did you mean" where a known spelling is
+//! close, and every independent problem at once, in file order.
+//!
+//! The fixture's directory differs from run to run and is written `$DIR`.
+//! Run with `SANDGATE_BLESS=1` to record the texts anew when a change is
+//! intended, and read the diff.
+
+use std::fs;
+use std::path::Path;
+
+use crate::common::Fixture;
+
+/// Malformed policies, each with a name.
+const CASES: &[(&str, &str)] = &[
+    (
+        "unknown key, close to a known one",
+        "[fs]\nread_rots = [\"inputs\"]\n",
+    ),
+    ("unknown key, nothing close", "colour = \"blue\"\n"),
+    (
+        "unknown table, close to a known one",
+        "[exce]\nenabled = true\n",
+    ),
+    (
+        "unknown key in an inline table",
+        "net = { allow = [], alow_http = true }\n",
+    ),
+    ("keys are case-sensitive", "[fs]\nMax_Read_Bytes = 1\n"),
+    ("wrong type", "[fs]\nmax_read_bytes = \"10\"\n"),
+    (
+        "wrong type of an array element",
+        "[fs]\nread_roots = [\"inputs\", 1]\n",
+    ),
+    ("a section that is not a table", "budgets = [1]\n"),
+    ("confine word misspelt", "[exec]\nconfine = \"requried\"\n"),
+    (
+        "security_mode word misspelt",
+        "security_mode = \"trusted-host\"\n",
+    ),
+    (
+        "security_mode word unknown",
+        "security_mode = \"paranoid\"\n",
+    ),
+    (
+        "duplicated key",
+        "[fs]\nwrite_root = \"workspace\"\nwrite_root = \"inputs\"\n",
+    ),
+    (
+        "duplicated table",
+        "[exec]\nenabled = true\n[net]\n[exec]\nshell = \"/bin/sh\"\n",
+    ),
+    (
+        "syntax error: unclosed table header",
+        "security_mode = \"restricted\"\n[fs\nread_roots = [\"inputs\"]\n",
+    ),
+    (
+        "syntax error: a value missing",
+        "[fs]\nallow_overwrite = true\nmax_read_bytes = \n",
+    ),
+    (
+        "two bad keys at once, in file order",
+        "[fs]\nread_roots = [\"inputs\"]\nmax_read_byte = 10\n\n[exec]\nenabeld = true\n",
+    ),
+    (
+        "a bad key and a missing root together",
+        "[fs]\nread_roots = [\"inputs\", \"nope\"]\nwrite_rot = \"workspace\"\n",
+    ),
+    (
+        "timeout out of range",
+        "[exec]\nenabled = true\ntimeout_ms = 86400001\n",
+    ),
+    (
+        "write root holding the policy",
+        "[fs]\nwrite_root = \".\"\n",
+    ),
+    (
+        "process_allow in restricted mode",
+        "[fs]\nwrite_root = \"workspace\"\n[exec]\nprocess_allow = [\"git:status\", \"curl\"]\n",
+    ),
+    (
+        "net entries: malformed, and refused in restricted mode",
+        "[net]\nallow = [\"http://example.com\", \"localhost:7655\", \"api.example.com\"]\n",
+    ),
+    (
+        "a budget without its capability",
+        "[exec]\nenabled = false\n[budgets]\nexec_ops = 3\n",
+    ),
+    (
+        "a refused grant does not also refuse its budget",
+        "[exec]\nenabled = \"yes\"\n[budgets]\nexec_ops = 3\n",
+    ),
+    (
+        "columns count characters",
+        "[fs]\ndeny_write = [\"é\", \"ü\", 1]\n",
+    ),
+    (
+        "an integer beyond 64 bits",
+        "[fs]\nread_roots = [\"inputs\"]\n[budgets]\nfs_ops = 99999999999999999999\n",
+    ),
+];
+
+fn render(fx: &Fixture, name: &str, text: &str) -> String {
+    let err = fx
+        .load(text)
+        .err()
+        .unwrap_or_else(|| panic!("{name}: loaded"));
+    let dir = fx.project().display().to_string();
+    let canon = fx.canon("project").display().to_string();
+    let shown = err
+        .to_string()
+        .replace(&canon, "$DIR")
+        .replace(&dir, "$DIR");
+    format!("=== {name}\n{text}---\n{shown}\n\n")
+}
+
+#[test]
+fn refusal_texts_match_the_recorded_ones() {
+    let fx = Fixture::new();
+    let now: String = CASES.iter().map(|(n, t)| render(&fx, n, t)).collect();
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/errors.txt");
+    if std::env::var_os("SANDGATE_BLESS").is_some() {
+        fs::create_dir_all(golden.parent().unwrap()).unwrap();
+        fs::write(&golden, &now).unwrap();
+        return;
+    }
+    let recorded = fs::read_to_string(&golden).expect("tests/golden/errors.txt");
+    for (a, b) in now.split("=== ").zip(recorded.split("=== ")) {
+        assert_eq!(a, b, "a refusal text changed");
+    }
+    assert_eq!(now, recorded);
+}
+
+#[test]
+fn every_problem_is_reported_in_file_order() {
+    let fx = Fixture::new();
+    let err = fx
+        .load("[fs]\nread_roots = [\"inputs\", \"nope\"]\nwrite_rot = \"workspace\"\n[exec]\nconfine = \"strict\"\n")
+        .unwrap_err();
+    let keys: Vec<_> = err.problems().iter().map(|p| p.key().unwrap()).collect();
+    assert_eq!(keys, ["fs.read_roots[1]", "fs.write_rot", "exec.confine"]);
+    let lines: Vec<_> = err
+        .problems()
+        .iter()
+        .map(|p| p.location().unwrap().line())
+        .collect();
+    assert_eq!(lines, [2, 3, 5]);
+}
