@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod lines;
 mod run;
 use sandgate::policy::Policy;
 use sandgate::ToolSession;

@@ -23,8 +23,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+use crate::lines::Provenance;
 use sandgate::policy::Policy;
-use sandgate::shellexec::lines::Provenance;
 use sandgate::Executor;
 use serde_json::{json, Value};
 

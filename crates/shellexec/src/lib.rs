@@ -5,8 +5,6 @@
 //!   digest of the names passed; the withheld values for redaction.
 //! - [`redact`]: a streaming redactor for withheld values and well-known
 //!   token shapes, exact whatever the read boundaries.
-//! - [`lines`]: line provenance for the supervised run: child lines that
-//!   forge `policy:` / `policy-result:` contract lines are marked.
 //! - [`confine`]: Landlock, rlimits and no_new_privs for a child, prepared in
 //!   the parent and applied between fork and exec, with a report of exactly
 //!   what was enforced.
@@ -27,7 +25,6 @@ pub mod confine;
 pub mod env;
 pub mod exec;
 pub mod git;
-pub mod lines;
 pub mod redact;
 pub mod seccomp;
 mod spawn;
