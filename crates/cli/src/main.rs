@@ -5,6 +5,7 @@
 //! - `sandgate tool --policy POLICY`: read one JSON request per line on
 //!   stdin, write one JSON answer per line on stdout, in order (SPEC §10).
 //!   `--pretty` prints the exchange for people instead.
+#![forbid(unsafe_code)]
 
 use std::io::{self, BufRead, BufWriter, Write};
 use std::path::PathBuf;
