@@ -17,7 +17,7 @@
 //!    come from criterion's `estimates.json` (median), against globset in
 //!    the same run but another window.
 //! 3. `cargo xtask bench-tool` (requests per second of `sandgate tool`, an
-//!    absolute figure against the issue's 50,000/s).
+//!    absolute figure against the target of 50,000/s).
 //! 4. The bindings' stat benches, each against its language's native
 //!    `stat` in the same process: Python (`bindings/python/bench_stat.py`,
 //!    with `SANDGATE_LIBRARY` set to the release libsandgate), Go
@@ -30,8 +30,8 @@
 //!    row, with the reason.
 //!
 //! Then it prints one table (area, variant, its time, the reference and
-//! its time, the ratio, the issue's target where there is one, met or
-//! missed) under a description of the machine (CPU, cores, memory, kernel,
+//! its time, the ratio, the target docs/BENCHMARKS.md states where there
+//! is one, met or missed) under a description of the machine (CPU, cores, memory, kernel,
 //! load average at the start and at the end, rustc, openat2 and Landlock),
 //! and writes the same markdown to `<target>/bench/table.md`, with every
 //! step's output in `<target>/bench/*.log`.
@@ -104,7 +104,7 @@ struct Pair {
     reference: String,
 }
 
-/// What the issue asks of a variant.
+/// What a variant is held to.
 enum Target {
     /// ratio at most this.
     Ratio(f64),
@@ -132,7 +132,7 @@ impl Target {
     }
 }
 
-/// The targets the issues state (docs/BENCHMARKS.md), by package and
+/// The targets docs/BENCHMARKS.md states, by package and
 /// `group/variant`.
 fn target_for(package: &str, label: &str) -> Option<Target> {
     if package == "python" {
@@ -968,7 +968,7 @@ fn render(command: &str, m: &Machine, load_end: &str, elapsed: f64, r: &Results)
           (except fileguard) interleave each variant with its reference in the same \
           time window (median over samples), Python and Node alternate them by \
           rounds, Go's sub-benchmarks run one after the other. `met`/`MISSED` \
-          compare with the issue's target; `—`: no target stated.\n";
+          compare with the target; `—`: no target stated.\n";
     for n in &r.notes {
         s += &format!("\n- {n}");
     }

@@ -1,4 +1,4 @@
-//! A shell executor that confines the shell (SPEC §7).
+//! A shell executor that confines the shell.
 //!
 //! - [`env`](mod@env): the child's environment: a fixed allowlist from the host, minus
 //!   every credential-shaped name, plus the operator's `env_inherit`; the
