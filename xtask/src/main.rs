@@ -18,6 +18,7 @@
 //! - `bench-tool [N] [--runs R] [--cpu C] [--keep]`: requests per second of
 //!   `sandgate tool` on a generated session of N small requests (see
 //!   [`bench_tool`]).
+#![forbid(unsafe_code)]
 
 mod bench;
 mod bench_tool;

@@ -16,6 +16,7 @@
 //! - `sandgate exec` and `sandgate run`: one command under the executor.
 //! - `sandgate completions SHELL` and `sandgate man`: generated from these
 //!   definitions.
+#![forbid(unsafe_code)]
 
 use std::io::{self, BufRead, BufWriter, Write};
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod explain;
+mod lines;
 mod run;
 use sandgate::policy::Policy;
 use sandgate::ToolSession;

@@ -1,4 +1,4 @@
-//! `sandgate run --policy P -- PROGRAM ARGS…`: the supervised run (SPEC §7).
+//! `sandgate run --policy P -- PROGRAM ARGS…`: the supervised run.
 //!
 //! The supervisor checks the policy, starts the executor (so a kernel that
 //! lacks a required part refuses before anything runs), writes the admission
@@ -23,8 +23,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+use crate::lines::Provenance;
 use sandgate::policy::Policy;
-use sandgate::shellexec::lines::Provenance;
 use sandgate::Executor;
 use serde_json::{json, Value};
 

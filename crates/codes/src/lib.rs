@@ -7,7 +7,10 @@
 //! endpoint and every binding use.
 //!
 //! This crate has no dependencies so that each layer can share the table
-//! without depending on any other layer.
+//! without depending on any other layer. For the same reason it also holds
+//! the one text form of a SHA-256 digest that layers report
+//! ([`sha256_text`]: the policy's digest, the executor's environment names
+//! digest).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -16,7 +19,7 @@ use core::str::FromStr;
 
 macro_rules! codes {
     ($( $(#[$doc:meta])* $variant:ident = $value:literal, $name:literal; )*) => {
-        /// A stable sandgate status code (SPEC section 8).
+        /// A stable sandgate status code.
         ///
         /// `#[repr(u32)]` with explicit values: a value, once published, is
         /// never given another meaning.
@@ -128,9 +131,34 @@ impl fmt::Display for ErrorCode {
     }
 }
 
+/// A SHA-256 digest as sandgate reports it: `sha256:` followed by 64
+/// lower-case hex digits.
+pub fn sha256_text(digest: &[u8; 32]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for byte in digest {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sha256_text_is_prefixed_lower_hex() {
+        let mut digest = [0u8; 32];
+        digest[0] = 0x0f;
+        digest[1] = 0xa0;
+        digest[31] = 0xff;
+        let text = sha256_text(&digest);
+        assert_eq!(text.len(), 7 + 64);
+        assert!(text.starts_with("sha256:0fa00000"), "{text}");
+        assert!(text.ends_with("00ff"), "{text}");
+    }
 
     #[test]
     fn values_are_dense_and_round_trip() {

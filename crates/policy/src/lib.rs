@@ -1,4 +1,4 @@
-//! The sandgate policy file (SPEC §6): strict TOML, gate rules, digest,
+//! The sandgate policy file: strict TOML, gate rules, digest,
 //! summary and the network authorizer.
 //!
 //! A policy states the whole authority of an agent: the roots it may read,
@@ -34,7 +34,7 @@
 //! grants that reach outside the confinement (arbitrary programs, every
 //! local port, private networks, the cloud metadata service).
 //!
-//! **Choices where SPEC §6 is silent.**
+//! **Choices the policy format leaves open.**
 //!
 //! - The digest reads `sha256:<64 lowercase hex>`, over the exact bytes.
 //! - `exec.shell` must be an absolute path (its existence is the executor's
@@ -95,14 +95,14 @@ use net::NetRules;
 pub const MAX_POLICY_BYTES: u64 = 1024 * 1024;
 
 /// The three `process_allow` entries restricted mode admits: git run through
-/// the confined adapter (SPEC §7).
+/// the confined adapter (confined git).
 pub const CONFINED_GIT: [&str; 3] = ["git:status", "git:diff", "git:log"];
 
 /// `security_mode`: how far the policy may reach beyond confinement.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SecurityMode {
-    /// The default: only confined grants (SPEC §6 gate rules), `.git`
+    /// The default: only confined grants (the gate rules), `.git`
     /// protected, no private network or loopback beyond port-qualified
     /// literals.
     #[default]
@@ -122,7 +122,7 @@ impl SecurityMode {
     }
 }
 
-/// `exec.confine`: how kernel confinement of the shell is applied (SPEC §7).
+/// `exec.confine`: how kernel confinement of the shell is applied.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Confine {
@@ -398,14 +398,5 @@ impl Policy {
 }
 
 fn digest_of(bytes: &[u8]) -> String {
-    let hash = Sha256::digest(bytes);
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for byte in hash.iter() {
-        out.push(char::from(HEX[usize::from(byte >> 4)]));
-        out.push(char::from(HEX[usize::from(byte & 0xf)]));
-    }
-    out
+    sandgate_codes::sha256_text(&Sha256::digest(bytes).into())
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";

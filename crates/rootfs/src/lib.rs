@@ -28,6 +28,7 @@
 //! # Ok::<(), sandgate_rootfs::Error>(())
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod atomic;
 mod error;

@@ -1,4 +1,4 @@
-//! The child's environment (SPEC §7): a fixed allowlist, minus everything
+//! The child's environment: a fixed allowlist, minus everything
 //! credential-shaped, plus what the operator chose to inherit.
 //!
 //! The threat is accidental exfiltration: an agent's shell command printing
@@ -93,7 +93,7 @@ const PREFIXES: [&str; 5] = ["AWS_", "AZURE_", "GOOGLE_", "GCP_", "ARM_CLIENT"];
 /// Matched case-sensitively: only the spelling the shell uses is exempt.
 const NOT_CREDENTIALS: [&str; 2] = ["PWD", "OLDPWD"];
 
-/// Whether `name` is credential-shaped (SPEC §7).
+/// Whether `name` is credential-shaped.
 ///
 /// Case-insensitively, a name is credential-shaped when any of its `_`/`-`
 /// separated segments is one of KEY, KEYS, TOKEN, TOKENS, SECRET, SECRETS,
@@ -123,8 +123,8 @@ pub fn is_credential_name(name: &str) -> bool {
         return true;
     }
     // camelCase words are segments too (`githubToken`, `sessionToken`):
-    // the SPEC asks that camelCase names be caught, and failing closed on
-    // a name like `passEnv` is the safe direction.
+    // a credential named in camelCase is still a credential, and failing
+    // closed on a name like `passEnv` is the safe direction.
     if camel_segments(name).any(|seg| SEGMENTS.contains(&seg.to_ascii_uppercase().as_str())) {
         return true;
     }
@@ -346,14 +346,7 @@ pub(crate) fn names_digest<'a>(names: impl IntoIterator<Item = &'a [u8]>) -> Str
         }
         hasher.update(name);
     }
-    let hash = hasher.finalize();
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for byte in hash.iter() {
-        out.push(char::from(HEX[usize::from(byte >> 4)]));
-        out.push(char::from(HEX[usize::from(byte & 0xf)]));
-    }
-    out
+    sandgate_codes::sha256_text(&hasher.finalize().into())
 }
 
 impl fmt::Debug for EnvPlan {
@@ -364,5 +357,3 @@ impl fmt::Debug for EnvPlan {
             .finish()
     }
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";

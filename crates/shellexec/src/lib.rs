@@ -1,12 +1,10 @@
-//! A shell executor that confines the shell (SPEC §7).
+//! A shell executor that confines the shell.
 //!
 //! - [`env`](mod@env): the child's environment: a fixed allowlist from the host, minus
 //!   every credential-shaped name, plus the operator's `env_inherit`; the
 //!   digest of the names passed; the withheld values for redaction.
 //! - [`redact`]: a streaming redactor for withheld values and well-known
 //!   token shapes, exact whatever the read boundaries.
-//! - [`lines`]: line provenance for the supervised run: child lines that
-//!   forge `policy:` / `policy-result:` contract lines are marked.
 //! - [`confine`]: Landlock, rlimits and no_new_privs for a child, prepared in
 //!   the parent and applied between fork and exec, with a report of exactly
 //!   what was enforced.
@@ -28,7 +26,6 @@ pub mod confine;
 pub mod env;
 pub mod exec;
 pub mod git;
-pub mod lines;
 mod proctree;
 pub mod redact;
 mod run;

@@ -1,8 +1,8 @@
 //! Supervised-run line provenance: forged contract lines are marked after
 //! every kind of break, whatever the read boundaries.
 
+use super::{Provenance, CONTRACT_TOKENS, WORKER_PREFIX};
 use proptest::prelude::*;
-use sandgate_shellexec::lines::{Provenance, CONTRACT_TOKENS, WORKER_PREFIX};
 
 /// Every line break the marker recognises.
 const BREAKS: &[&str] = &[

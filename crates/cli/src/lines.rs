@@ -1,4 +1,4 @@
-//! Line provenance for a supervised run (SPEC §7, `sandgate run`).
+//! Line provenance for a supervised run (`sandgate run`).
 //!
 //! The supervisor reports on stderr with contract lines that begin with
 //! `policy:` (admission) and `policy-result:` (a limit's verdict). The child
@@ -112,11 +112,13 @@ impl Provenance {
     /// ends with LF: a line the supervisor writes now starts a fresh
     /// LF-delimited line. When false, write `"\n"` first. Any other break
     /// (a lone CR, U+2028, …) does not count: hosts split on LF.
+    #[cfg(test)]
     pub fn at_line_start(&self) -> bool {
         self.after_lf
     }
 
     /// How many child lines have been marked so far.
+    #[cfg(test)]
     pub fn marked_lines(&self) -> u64 {
         self.marked
     }
@@ -171,3 +173,6 @@ impl Provenance {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

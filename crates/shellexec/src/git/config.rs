@@ -1,0 +1,422 @@
+//! The vetting reader of the repository at the root: `.git` must be a plain
+//! directory, and its config files, read as bytes with a parser that
+//! follows git's own syntax, must hold nothing git could be led by that the
+//! invocation cannot neutralize.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::path::Path;
+
+use super::{shown_bytes, GitError};
+
+/// The largest repository config file [`super::plan()`] reads.
+const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// What [`super::plan()`] learned from the repository config.
+#[derive(Debug, Default)]
+pub(super) struct RepoConfig {
+    /// Subsection names of `filter` sections, as the bytes git reads
+    /// (neither decoded nor re-encoded: git compares them byte for byte
+    /// with the `filter` attribute).
+    pub(super) filters: BTreeSet<Vec<u8>>,
+}
+
+/// One config entry: the section (lower case), the subsection (the bytes
+/// of the file, unchanged) and the key (lower case; empty for a header).
+type Entry = (String, Option<Vec<u8>>, String);
+
+/// A reader of git config syntax (git 2.39 `config.c`), enough to learn
+/// section names and keys; values are parsed only to find where they end.
+struct ConfigParser<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl ConfigParser<'_> {
+    /// The next character, with `\r\n` read as `\n`; `None` at the end.
+    fn next(&mut self) -> Option<u8> {
+        let c = *self.bytes.get(self.pos)?;
+        self.pos += 1;
+        if c == b'\r' && self.bytes.get(self.pos) == Some(&b'\n') {
+            self.pos += 1;
+            return Some(b'\n');
+        }
+        Some(c)
+    }
+
+    fn is_keychar(c: u8) -> bool {
+        c.is_ascii_alphanumeric() || c == b'-'
+    }
+
+    /// After `[`: the section (lowercased) and subsection, split as git
+    /// splits the variable name: the section up to the first dot, the
+    /// subsection after it (`[filter.A "B"]` is filter `a.B`; the legacy
+    /// `[filter.A]` is filter `a`).
+    fn header(&mut self) -> Option<(String, Option<Vec<u8>>)> {
+        let mut base = Vec::new();
+        let mut extended = None;
+        loop {
+            let c = self.next()?;
+            if c == b']' {
+                break;
+            }
+            if c == b' ' || c == b'\t' {
+                // `[section "subsection"]`
+                let mut c = self.next()?;
+                while c == b' ' || c == b'\t' {
+                    c = self.next()?;
+                }
+                if c != b'"' {
+                    return None;
+                }
+                let mut sub = Vec::new();
+                loop {
+                    let mut c = self.next()?;
+                    if c == b'\n' {
+                        return None;
+                    }
+                    if c == b'"' {
+                        break;
+                    }
+                    if c == b'\\' {
+                        c = self.next()?;
+                        if c == b'\n' {
+                            return None;
+                        }
+                    }
+                    sub.push(c);
+                }
+                if self.next()? != b']' {
+                    return None;
+                }
+                extended = Some(sub);
+                break;
+            }
+            if !Self::is_keychar(c) && c != b'.' {
+                return None;
+            }
+            base.push(c.to_ascii_lowercase());
+        }
+        let base = String::from_utf8(base).ok()?;
+        if base.is_empty() {
+            return None;
+        }
+        let (section, rest) = match base.split_once('.') {
+            Some((section, rest)) => (section.to_string(), Some(rest.to_string())),
+            None => (base, None),
+        };
+        let sub = match (rest, extended) {
+            (Some(rest), Some(ext)) => {
+                let mut sub = rest.into_bytes();
+                sub.push(b'.');
+                sub.extend_from_slice(&ext);
+                Some(sub)
+            }
+            (Some(rest), None) => Some(rest.into_bytes()),
+            (None, ext) => ext,
+        };
+        Some((section, sub))
+    }
+
+    /// After a key's first character: the rest of the key (lowercased) and
+    /// the value's end; `None` on a syntax error.
+    fn key_value(&mut self, first: u8) -> Option<String> {
+        let mut key = vec![first.to_ascii_lowercase()];
+        let mut c;
+        loop {
+            c = self.next();
+            match c {
+                Some(k) if Self::is_keychar(k) => key.push(k.to_ascii_lowercase()),
+                _ => break,
+            }
+        }
+        while matches!(c, Some(b' ' | b'\t')) {
+            c = self.next();
+        }
+        match c {
+            None | Some(b'\n') => {}
+            Some(b'=') => self.value()?,
+            Some(_) => return None,
+        }
+        String::from_utf8(key).ok()
+    }
+
+    /// After `=`: skips the value (quotes, comments, escapes,
+    /// continuations) through its end of line.
+    fn value(&mut self) -> Option<()> {
+        let mut quote = false;
+        let mut comment = false;
+        loop {
+            let Some(c) = self.next() else {
+                return if quote { None } else { Some(()) };
+            };
+            if c == b'\n' {
+                return if quote { None } else { Some(()) };
+            }
+            if comment {
+                continue;
+            }
+            if !quote && (c == b';' || c == b'#') {
+                comment = true;
+                continue;
+            }
+            match c {
+                b'\\' => match self.next() {
+                    Some(b'\n' | b'\\' | b'"' | b'n' | b't' | b'b') => {}
+                    _ => return None,
+                },
+                b'"' => quote = !quote,
+                _ => {}
+            }
+        }
+    }
+
+    /// Every `(section, subsection, key)`, or `None` if the file does not
+    /// parse.
+    fn entries(bytes: &[u8]) -> Option<Vec<Entry>> {
+        let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        let mut p = ConfigParser { bytes, pos: 0 };
+        let mut section: Option<(String, Option<Vec<u8>>)> = None;
+        let mut out = Vec::new();
+        let mut comment = false;
+        while let Some(c) = p.next() {
+            if c == b'\n' {
+                comment = false;
+                continue;
+            }
+            if comment || matches!(c, b' ' | b'\t' | b'\r' | 0x0b | 0x0c) {
+                continue;
+            }
+            if c == b'#' || c == b';' {
+                comment = true;
+                continue;
+            }
+            if c == b'[' {
+                let (name, sub) = p.header()?;
+                // A section header alone is recorded too: an empty
+                // `[include]` is as suspicious as a full one.
+                out.push((name.clone(), sub.clone(), String::new()));
+                section = Some((name, sub));
+                continue;
+            }
+            if !c.is_ascii_alphabetic() {
+                return None;
+            }
+            let (name, sub) = section.clone()?;
+            let key = p.key_value(c)?;
+            out.push((name, sub, key));
+        }
+        Some(out)
+    }
+}
+
+/// Why `-c filter.<name>.clean=` cannot name the driver `name` exactly, if
+/// it cannot. git splits a `-c` argument at its first `=` and refuses a
+/// key with a newline; an argument cannot hold NUL. Every other byte,
+/// invalid UTF-8 included, reaches git unchanged, since the argument is
+/// passed as bytes.
+fn unoverridable(name: &[u8]) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("an empty name")
+    } else if name.contains(&b'=') {
+        Some("`=` would end the key")
+    } else if name.contains(&0) {
+        Some("a NUL byte")
+    } else if name.contains(&b'\n') {
+        Some("a newline")
+    } else {
+        None
+    }
+}
+
+fn scan_config(bytes: &[u8], into: &mut RepoConfig) -> Result<(), GitError> {
+    let entries = ConfigParser::entries(bytes).ok_or_else(|| {
+        GitError::repository(
+            "confined git refuses the repository: its config does not parse (as git 2.39 reads it)",
+        )
+    })?;
+    for (section, sub, key) in entries {
+        match section.as_str() {
+            "include" | "includeif" => {
+                return Err(GitError::repository(
+                    "confined git refuses the repository: its config includes other files \
+                     (include/includeIf), which cannot be vetted",
+                ))
+            }
+            "extensions" if key == "partialclone" => {
+                return Err(GitError::repository(
+                    "confined git refuses the repository: it is a partial clone, and a missing \
+                     object would make git fetch",
+                ))
+            }
+            "remote" if key == "promisor" => {
+                return Err(GitError::repository(
+                    "confined git refuses the repository: a promisor remote would make git fetch",
+                ))
+            }
+            "filter" => {
+                if let Some(name) = sub {
+                    if let Some(why) = unoverridable(&name) {
+                        return Err(GitError::repository(format!(
+                            "confined git refuses the repository: filter driver `{}` cannot be \
+                             neutralized byte for byte on git's command line ({why})",
+                            shown_bytes(&name)
+                        )));
+                    }
+                    into.filters.insert(name);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Inspects `<root>/.git`: `Ok(None)` when there is none, the vetted config
+/// when it is a plain directory.
+pub(super) fn inspect_repository(root: &Path) -> Result<Option<RepoConfig>, GitError> {
+    let dot_git = root.join(".git");
+    let meta = match std::fs::symlink_metadata(&dot_git) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(GitError::io("cannot inspect the root's .git", e)),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(GitError::repository(
+            "confined git refuses the repository: the root's .git is a symbolic link",
+        ));
+    }
+    if meta.is_file() {
+        return Err(GitError::repository(
+            "confined git refuses the repository: the root's .git is a `gitdir:` file, which \
+             names a git directory elsewhere (a linked worktree or a submodule), and only \
+             <root>/.git itself is vetted",
+        ));
+    }
+    if !meta.is_dir() {
+        return Err(GitError::repository(
+            "confined git refuses the repository: the root's .git is not a directory",
+        ));
+    }
+    match std::fs::symlink_metadata(dot_git.join("commondir")) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        _ => {
+            return Err(GitError::repository(
+                "confined git refuses the repository: .git/commondir names a repository \
+                 elsewhere (linked worktree)",
+            ))
+        }
+    }
+    let mut config = RepoConfig::default();
+    for name in ["config", "config.worktree"] {
+        if let Some(bytes) = read_config_file(&dot_git, name)? {
+            scan_config(&bytes, &mut config)?;
+        }
+    }
+    Ok(Some(config))
+}
+
+/// The bytes of `.git/<name>`, `None` when it does not exist. The file must
+/// be a regular file, not a symbolic link (git would follow one to a file
+/// that is not vetted when it changes) and not a FIFO or device (which
+/// could answer the vetting and git differently, or never answer); it is
+/// opened without following links and without blocking, and checked on
+/// the open descriptor.
+fn read_config_file(dot_git: &Path, name: &str) -> Result<Option<Vec<u8>>, GitError> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let refused = |what: &str| {
+        GitError::repository(format!(
+            "confined git refuses the repository: .git/{name} is {what}; only a regular file \
+             can be vetted"
+        ))
+    };
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(dot_git.join(name))
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(refused("a symbolic link")),
+        Err(e) => return Err(GitError::io(&format!("cannot read .git/{name}"), e)),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| GitError::io(&format!("cannot read .git/{name}"), e))?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        return Err(refused(if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        }));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| GitError::io(&format!("cannot read .git/{name}"), e))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(GitError::repository(format!(
+            "confined git refuses the repository: .git/{name} is over {MAX_CONFIG_BYTES} bytes"
+        )));
+    }
+    Ok(Some(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(s: &str) -> Option<Vec<Entry>> {
+        ConfigParser::entries(s.as_bytes())
+    }
+
+    #[test]
+    fn config_parser_reads_git_syntax() {
+        let e = entries(
+            "[core]\n\tbare = false # c \\\n[filter \"Ev\\\"il\"] clean = \"a;b\" \\\n  more\n\
+             [Filter.LEGACY]\nsmudge\n; [include]\n",
+        )
+        .unwrap();
+        let filters: Vec<_> = e
+            .iter()
+            .filter(|(s, _, _)| s == "filter")
+            .filter_map(|(_, sub, _)| sub.clone())
+            .collect();
+        assert!(filters.contains(&b"Ev\"il".to_vec()));
+        assert!(filters.contains(&b"legacy".to_vec()));
+        let e = entries("[filter.A \"B\"]\n\tclean = x\n").unwrap();
+        assert!(e.contains(&("filter".into(), Some(b"a.B".to_vec()), "clean".into())));
+        assert!(!e.iter().any(|(s, _, _)| s == "include"));
+        // A continued value hides a would-be header.
+        let e = entries("[core]\n x = a \\\n[include]\n").unwrap();
+        assert!(!e.iter().any(|(s, _, _)| s == "include"));
+        // Two headers on one line.
+        let e = entries("[core] [include] path = x\n").unwrap();
+        assert!(e.iter().any(|(s, _, _)| s == "include"));
+        assert!(entries("[core\n").is_none());
+        assert!(entries("[core]\n x = \"open\n").is_none());
+        assert!(entries("x = 1\n").is_none());
+    }
+
+    #[test]
+    fn subsections_keep_their_bytes() {
+        let e = ConfigParser::entries(b"[filter \"\xff\\\xfe\"]\n\tclean = x\n").unwrap();
+        assert_eq!(
+            e[1],
+            ("filter".into(), Some(b"\xff\xfe".to_vec()), "clean".into())
+        );
+        let mut config = RepoConfig::default();
+        scan_config(b"[filter \"\xff\"]\n\tclean = x\n", &mut config).unwrap();
+        assert!(config.filters.contains(b"\xff".as_slice()));
+        for bad in [&b"[filter \"a=\xff\"]\n"[..], b"[filter \"\"]\n"] {
+            let err = scan_config(bad, &mut RepoConfig::default()).unwrap_err();
+            assert!(err.message().contains("byte for byte"), "{err}");
+        }
+        let err = scan_config(b"[filter \"a=\xff\"]\n", &mut RepoConfig::default()).unwrap_err();
+        assert!(err.message().contains("`a=\\xff`"), "{err}");
+    }
+}

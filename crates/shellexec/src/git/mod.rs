@@ -1,0 +1,383 @@
+//! Confined git: `process_allow = ["git:status", "git:diff",
+//! "git:log"]` as a boundary, not a prefix match.
+//!
+//! A subcommand name is not enough to make git safe. The repository's own
+//! configuration can name programs that git runs during an ordinary
+//! `status` or `diff` (an fsmonitor hook, an external diff, a textconv or
+//! clean filter, a pager), and the read-only subcommands take flags that
+//! reach outside the clone (`--output`, `--no-index`, `-c`, `--git-dir`,
+//! `-C`, `--exec-path`). This module turns a request such as
+//! `git diff --stat HEAD~1 -- src/a.rs` into a [`GitInvocation`] that the
+//! executor runs without a shell:
+//!
+//! 1. [`split_words`] splits the request into words. Single and double
+//!    quotes group words; every shell metacharacter outside quotes is
+//!    refused, so nothing can chain, redirect or substitute.
+//! 2. [`plan()`] checks the subcommand against `process_allow`, admits only
+//!    the flags of that subcommand's schema (below), checks revisions and
+//!    pathspecs, inspects the repository at the root and builds the
+//!    hardened argv and environment.
+//!
+//! This module never runs a process itself. The executor runs the
+//! invocation from its argv (never re-quoted into a shell string) with
+//! [`crate::exec::LocalShellExecutor::exec_program`], confined by the
+//! read-only ruleset [`GitInvocation::confine_spec`] describes;
+//! [`GitInvocation::command`] is a convenience that builds an unconfined
+//! [`std::process::Command`].
+//!
+//! The module is admission policy, in four parts: `words` (the splitter),
+//! `schema` (each subcommand's flags, revisions and pathspecs), `config`
+//! (the vetting reader of the repository config, on bytes) and `plan` (the
+//! argv, the environment and the read-only ruleset). What is public is
+//! re-exported here.
+//!
+//! # The schema
+//!
+//! A flag is admitted only when it is *exactly* one of these words (git
+//! expands unique prefixes of long options, so `--out=x` would mean
+//! `--output=x`: a prefix is never accepted). Short flags are not bundled
+//! (`-sb` is refused; write `-s -b`). `<n>` is a decimal number without
+//! sign.
+//!
+//! | subcommand | admitted flags |
+//! |---|---|
+//! | `status` | `-s` `--short` `-b` `--branch` `--long` `--porcelain` `--porcelain=v1` `--porcelain=v2` `-z` `--ignored` `--untracked-files=no\|normal\|all` `-uno` `-unormal` `-uall` `--renames` `--no-renames` `--ahead-behind` `--no-ahead-behind` |
+//! | `diff` | `--stat` `--numstat` `--shortstat` `--name-only` `--name-status` `--summary` `--raw` `--cached` `--staged` `-p` `--patch` `-w` `--ignore-all-space` `--ignore-space-change` `--word-diff` `--color=never` `--no-color` `-M` `--find-renames` `--no-renames` `-R` `--minimal` `--patience` `--histogram` `-z` `--exit-code` `--quiet` `-U<n>` `--unified=<n>` (n ≤ 1000) |
+//! | `log` | `--oneline` `--stat` `--shortstat` `--numstat` `--name-only` `--name-status` `-p` `--patch` `--reverse` `--first-parent` `--no-merges` `--merges` `--graph` `--decorate` `--no-decorate` `--abbrev-commit` `--topo-order` `--date-order` `--no-color` `--color=never` `--no-renames` `-n <n>` `-n<n>` `-<n>` `--max-count=<n>` `--skip=<n>` (n ≤ 10000) `--format=<f>` `--pretty=<f>` `--date=<d>` `--since=<t>` `--until=<t>` `--after=<t>` `--before=<t>` `--author=<s>` `--committer=<s>` |
+//!
+//! Values:
+//!
+//! - `--format`/`--pretty`: a built-in format name (`oneline`, `short`,
+//!   `medium`, `full`, `fuller`, `reference`, `email`, `raw`), or a format
+//!   string (containing `%`, or prefixed `format:`/`tformat:`) of the
+//!   characters `A-Z a-z 0-9 % < > ( ) . _ : , -`, space and `|`, without
+//!   `%G` (signature atoms run gpg) and without `%(` (the atoms that call
+//!   into other machinery). A bare name that is not built in would be a
+//!   `pretty.<name>` alias from the repository config: refused.
+//! - `--date`: `relative`, `local`, `iso`, `iso8601`, `iso-strict`,
+//!   `iso8601-strict`, `rfc`, `rfc2822`, `short`, `raw`, `unix`, `human`,
+//!   `default`.
+//! - `--since`/`--until`/`--after`/`--before`: at most 64 of
+//!   `A-Z a-z 0-9 : . , / + -` and space.
+//! - `--author`/`--committer`: at most 100 of `A-Z a-z 0-9 . _ @ + -` and
+//!   space.
+//!
+//! Other words before `--` are revisions (`status` takes none; `diff` at
+//! most two, `log` at most 16): at most 200 characters of the form
+//! `^?NAME([~^][0-9]*)*`, or a range `A..B` / `A...B` of such names without
+//! `^` (one side may be empty), where `NAME` is `A-Z a-z 0-9 . _ / -`, does
+//! not start with `-`, `/` or `.`, and contains no `..` or `//`. So no
+//! `HEAD:path` blob names, no `:/text` searches, no `@{…}` reflog
+//! selectors, no `^{…}` peeling, and nothing that git could take as an
+//! option.
+//!
+//! Words after `--` are pathspecs (at most 64): relative, not starting with
+//! `/`, `-` or `:` (no pathspec magic such as `:(top)` or `:!`), with no
+//! `..` component and no control character, so each stays lexically inside
+//! the root. The built argv always puts `--` between revisions and
+//! pathspecs, so git never guesses which a word is.
+//!
+//! Everything else is refused with an [`GitError`] that names the word;
+//! the known-dangerous flags (`--output`, `--no-index`, `-c`,
+//! `--config-env`, `--git-dir`, `--work-tree`, `-C`, `--exec-path`,
+//! `--ext-diff`, `--textconv`, `--upload-pack`, `-O`,
+//! `--open-files-in-pager`, `--show-signature`, …) with a reason.
+//!
+//! # The hardened invocation
+//!
+//! - git by absolute path, the first of `/usr/bin/git`, `/usr/local/bin/git`
+//!   and `/bin/git` that is an executable file; never a `PATH` lookup.
+//! - The repository is pinned: `GIT_DIR=<root>/.git` (the one that was
+//!   vetted) and `GIT_WORK_TREE=<root>` (so a `core.worktree` in the
+//!   repository config cannot point git at another directory). git then
+//!   never searches from its working directory, so a repository nested
+//!   beneath the root is never the one it uses, whatever directory it runs
+//!   in. With no `.git` at the root, `GIT_DIR=/dev/null`, which is never a
+//!   repository. git runs in the root (canonicalized), or in a directory
+//!   beneath it that the caller chose, which then only sets the prefix
+//!   relative paths are taken from.
+//! - The environment is cleared, then only: `PATH=/usr/bin:/bin`,
+//!   `HOME=/nonexistent`, `LANG=C`, `LC_ALL=C`, `GIT_CONFIG_NOSYSTEM=1`,
+//!   `GIT_CONFIG_GLOBAL=/dev/null`, `GIT_ATTR_NOSYSTEM=1`,
+//!   `GIT_TERMINAL_PROMPT=0`, `GIT_OPTIONAL_LOCKS=0`, `GIT_NO_LAZY_FETCH=1`
+//!   (honoured by git ≥ 2.44; see below for older git),
+//!   `GIT_CEILING_DIRECTORIES=<root's parent>`, `GIT_DIR`, `GIT_WORK_TREE`
+//!   (above), `GIT_PAGER=cat`, `PAGER=cat`. No other `GIT_*` variable
+//!   reaches git.
+//! - Global options: `--no-pager --no-optional-locks` and these `-c`
+//!   overrides (command-line config wins over the repository's):
+//!   `core.fsmonitor=false`, `core.hooksPath=/dev/null`, `core.pager=cat`,
+//!   `pager.status=false`, `pager.diff=false`, `pager.log=false`,
+//!   `diff.external=`, `safe.bareRepository=explicit`,
+//!   `protocol.allow=never`, `core.attributesFile=/dev/null`,
+//!   `log.showSignature=false`, `gpg.program=/bin/false`,
+//!   `gpg.ssh.program=/bin/false`, `gpg.x509.program=/bin/false`,
+//!   `credential.helper=`, `core.askPass=`, `diff.submodule=short`, and for
+//!   every filter driver `<d>` defined in the repository config:
+//!   `filter.<d>.clean=`, `filter.<d>.smudge=`, `filter.<d>.process=`,
+//!   `filter.<d>.required=false` (an empty command disables the driver;
+//!   git then uses the file's bytes as they are). `<d>` is the name's
+//!   bytes exactly as the config holds them, invalid UTF-8 included: git
+//!   matches the `filter` attribute against them byte for byte, and the
+//!   arguments are passed as bytes.
+//! - `diff` and `log` get `--no-ext-diff --no-textconv` (which disable every
+//!   `diff.<driver>.command` and `diff.<driver>.textconv`); `status` and
+//!   `diff` get `--ignore-submodules=all` (no recursion into a submodule,
+//!   whose config was not vetted).
+//!
+//! # The repository at the root
+//!
+//! [`plan()`] reads the repository's config files (`.git/config`,
+//! `.git/config.worktree`) as bytes, with a parser that follows git's own
+//! syntax, to learn the filter drivers' names. Filters are chosen by `.gitattributes`
+//! inside the tree, and `git status` and `git diff` run a clean filter on
+//! modified files; no single switch turns filters off in git 2.39, so each
+//! driver is neutralized by name. For the same reason `plan` refuses (fail
+//! closed) a repository whose config it cannot fully vet:
+//!
+//! - `include.path` / `includeIf.*.path` (config from elsewhere);
+//! - a partial clone (`extensions.partialClone`, `remote.*.promisor`): a
+//!   missing object would make git fetch lazily, which older git cannot
+//!   be told not to do;
+//! - a driver name git's `-c` cannot express byte for byte (empty, or
+//!   containing `=`, NUL or a newline);
+//! - a config file that does not parse, or is over 1 MiB;
+//! - a config file that is not a regular file: a symbolic link (git would
+//!   read whatever it leads to when git runs), a FIFO or a device (which
+//!   could answer the vetting and git differently, or never answer);
+//! - a `.git` that is a symbolic link or a `gitdir:` file (the indirection
+//!   can name any repository on the host, and only `<root>/.git` itself is
+//!   vetted), or a `.git/commondir` (a linked worktree's repository lives
+//!   elsewhere).
+//!
+//! With no `.git` at the root, `status` and `log` run and git answers "not
+//! a git repository" (`GIT_DIR=/dev/null`): neither an enclosing
+//! repository nor one nested beneath the root is ever read. `diff` is refused outright
+//! there, since outside a repository `git diff a b` compares two arbitrary
+//! files.
+//!
+//! # Limits (honest)
+//!
+//! - The parse of the repository config is this module's, not git's; the
+//!   two agree on the syntax git 2.39 accepts, and a file this module does
+//!   not understand is refused.
+//! - Config keys that only matter to other subcommands (`core.editor`,
+//!   `sequence.editor`, `interactive.diffFilter`, `uploadpack.*`,
+//!   `core.alternateRefsCommand`, `core.sshCommand`) are not overridden:
+//!   status, diff and log with the admitted flags do not consult them.
+//! - Keys that make git *read* another file on the host (`diff.orderFile`,
+//!   `mailmap.file`, `core.excludesFile`, `objects/info/alternates`) are not
+//!   overridden: they run nothing, but the repository's `.git/` must be
+//!   trusted (the launcher's clone, read-only to the agent).
+//! - The vetting and git's own read of the config are two reads: a command
+//!   that can write `.git/` (a shell exec granted the write root) can
+//!   rewrite the config between them, and a `.git` planted at the root
+//!   controls the repository. The write guard must keep `.git/` read-only;
+//!   what the rewritten config could start still runs under git's
+//!   read-only ruleset ([`GitInvocation::confine_spec`]): it reads the
+//!   root, writes no file and opens no TCP connection, but its output
+//!   reaches the caller.
+//! - `safe.directory` still applies: a root owned by another user is
+//!   refused by git itself.
+
+use std::fmt;
+use std::io;
+
+use sandgate_codes::ErrorCode;
+
+mod config;
+mod plan;
+mod schema;
+mod words;
+
+pub use plan::{find_git, plan, GitInvocation, CONFIG_OVERRIDES, GIT_CANDIDATES};
+pub use schema::is_revision;
+pub use words::split_words;
+
+/// A confined git subcommand (a `process_allow` entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GitSubcommand {
+    /// `git status` (`git:status`).
+    Status,
+    /// `git diff` (`git:diff`).
+    Diff,
+    /// `git log` (`git:log`).
+    Log,
+}
+
+impl GitSubcommand {
+    /// Every confined subcommand.
+    pub const ALL: [GitSubcommand; 3] = [
+        GitSubcommand::Status,
+        GitSubcommand::Diff,
+        GitSubcommand::Log,
+    ];
+
+    /// The subcommand named by a `process_allow` entry: exactly
+    /// `git:status`, `git:diff` or `git:log`; anything else is `None`.
+    pub fn from_allow_entry(entry: &str) -> Option<GitSubcommand> {
+        match entry {
+            "git:status" => Some(GitSubcommand::Status),
+            "git:diff" => Some(GitSubcommand::Diff),
+            "git:log" => Some(GitSubcommand::Log),
+            _ => None,
+        }
+    }
+
+    /// The subcommand named by git's own word (`status`, `diff`, `log`).
+    pub fn from_word(word: &str) -> Option<GitSubcommand> {
+        match word {
+            "status" => Some(GitSubcommand::Status),
+            "diff" => Some(GitSubcommand::Diff),
+            "log" => Some(GitSubcommand::Log),
+            _ => None,
+        }
+    }
+
+    /// Git's word for the subcommand.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GitSubcommand::Status => "status",
+            GitSubcommand::Diff => "diff",
+            GitSubcommand::Log => "log",
+        }
+    }
+
+    /// The `process_allow` entry (`git:status`, …).
+    pub fn allow_entry(self) -> &'static str {
+        match self {
+            GitSubcommand::Status => "git:status",
+            GitSubcommand::Diff => "git:diff",
+            GitSubcommand::Log => "git:log",
+        }
+    }
+}
+
+impl fmt::Display for GitSubcommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.allow_entry())
+    }
+}
+
+/// What kind of refusal or failure a [`GitError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitErrorKind {
+    /// The request does not split into words (a shell metacharacter, an
+    /// unterminated quote, a control character).
+    Syntax,
+    /// A word is not admitted (not `git`, not a confined subcommand, a flag
+    /// outside the schema, a bad revision or pathspec).
+    Refused,
+    /// The subcommand is confined git but not in `process_allow`.
+    NotAllowed,
+    /// The repository at the root cannot be used safely (not a repository
+    /// for `diff`, `.git` indirection, config that cannot be vetted).
+    Repository,
+    /// No git executable in the fixed locations.
+    NoGit,
+    /// The root could not be inspected.
+    Io,
+}
+
+/// A refusal or failure from [`split_words`] or [`plan()`]. The message names
+/// the refused word; it never contains a host path outside the root.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct GitError {
+    kind: GitErrorKind,
+    message: String,
+    #[source]
+    source: Option<io::Error>,
+}
+
+impl GitError {
+    fn new(kind: GitErrorKind, message: impl Into<String>) -> GitError {
+        GitError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    fn syntax(message: impl Into<String>) -> GitError {
+        GitError::new(GitErrorKind::Syntax, message)
+    }
+
+    fn refused(word: &str, why: impl fmt::Display) -> GitError {
+        GitError::new(
+            GitErrorKind::Refused,
+            format!("confined git refuses `{}`: {why}", shown(word)),
+        )
+    }
+
+    fn repository(message: impl Into<String>) -> GitError {
+        GitError::new(GitErrorKind::Repository, message)
+    }
+
+    fn io(what: &str, err: io::Error) -> GitError {
+        GitError {
+            kind: GitErrorKind::Io,
+            message: format!("confined git: {what}: {err}"),
+            source: Some(err),
+        }
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> GitErrorKind {
+        self.kind
+    }
+
+    /// The message (also the `Display` form).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The error code for the caller: a malformed request is `E_REQUEST`, a refusal
+    /// `E_DENIED`, a missing git `E_NOT_STARTED`, an OS failure `E_IO`.
+    pub fn code(&self) -> ErrorCode {
+        match self.kind {
+            GitErrorKind::Syntax => ErrorCode::Request,
+            GitErrorKind::Refused | GitErrorKind::NotAllowed | GitErrorKind::Repository => {
+                ErrorCode::Denied
+            }
+            GitErrorKind::NoGit => ErrorCode::NotStarted,
+            GitErrorKind::Io => ErrorCode::Io,
+        }
+    }
+
+    /// The OS error number, where there is one.
+    pub fn errno(&self) -> Option<i32> {
+        self.source.as_ref().and_then(io::Error::raw_os_error)
+    }
+}
+
+/// A word as shown in a message: control characters escaped, long words
+/// cut.
+fn shown(word: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in word.chars().enumerate() {
+        if i == 120 {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Bytes as shown in a message: UTF-8 as [`shown`] shows it, every invalid
+/// byte as `\xNN`.
+fn shown_bytes(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(&shown(chunk.valid()));
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,260 @@
+//! The hardened invocation: git's argv and environment for a vetted
+//! request, and the read-only ruleset it runs under.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+
+use super::config::inspect_repository;
+use super::schema::{check_args, refuse_flag, DANGEROUS_LONG, DANGEROUS_SHORT};
+use super::{shown, GitError, GitErrorKind, GitSubcommand};
+use crate::confine::ConfineSpec;
+
+/// Where git is looked for, in order. Never `PATH`.
+pub const GIT_CANDIDATES: [&str; 3] = ["/usr/bin/git", "/usr/local/bin/git", "/bin/git"];
+
+/// A vetted git run: program, argv, environment and directory. Run it
+/// without a shell, confined by [`GitInvocation::confine_spec`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitInvocation {
+    /// Git, by absolute path.
+    pub program: PathBuf,
+    /// The arguments after the program name.
+    pub args: Vec<OsString>,
+    /// The complete environment (the child gets nothing else).
+    pub env: Vec<(OsString, OsString)>,
+    /// The canonical root: git's work tree, and the directory it runs in
+    /// unless the caller picks one beneath it (the repository is pinned by
+    /// `GIT_DIR` and `GIT_WORK_TREE`, so the directory only sets the prefix
+    /// that relative paths are taken from).
+    pub cwd: PathBuf,
+    /// The subcommand.
+    pub subcommand: GitSubcommand,
+}
+
+impl GitInvocation {
+    /// A [`std::process::Command`] for the invocation: program, args, a
+    /// cleared environment with exactly [`GitInvocation::env`], and
+    /// [`GitInvocation::cwd`]. Stdio is left to the caller.
+    pub fn command(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&self.program);
+        cmd.args(&self.args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&self.cwd);
+        cmd
+    }
+
+    /// What git may touch when confined (a ruleset of its own, not the
+    /// shell's): read and execute beneath the root and the system
+    /// directories, write nothing (no write directory at all; `/dev/null`
+    /// only), connect to and bind no TCP port, and `RLIMIT_FSIZE` 0 so that
+    /// even without Landlock no regular file gains a byte. git needs no more
+    /// for `status`, `diff` and `log` with `--no-optional-locks`: it writes
+    /// no index, lock or temporary file. A driver the vetting missed, or a
+    /// config rewritten between the vetting and git's own read, runs under
+    /// the same ruleset. Prepare it with [`crate::confine::prepare`].
+    pub fn confine_spec(&self) -> ConfineSpec {
+        ConfineSpec {
+            read_dirs: vec![self.cwd.clone()],
+            write_dirs: Vec::new(),
+            connect_ports: Vec::new(),
+            max_file_size: Some(0),
+            ..ConfineSpec::default()
+        }
+    }
+}
+
+/// The first of [`GIT_CANDIDATES`] that is an executable regular file.
+pub fn find_git() -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    GIT_CANDIDATES.iter().map(PathBuf::from).find(|p| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// The fixed `-c` overrides every invocation gets (before the per-driver
+/// ones).
+pub const CONFIG_OVERRIDES: &[&str] = &[
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.pager=cat",
+    "pager.status=false",
+    "pager.diff=false",
+    "pager.log=false",
+    "diff.external=",
+    "safe.bareRepository=explicit",
+    "protocol.allow=never",
+    "core.attributesFile=/dev/null",
+    "log.showSignature=false",
+    "gpg.program=/bin/false",
+    "gpg.ssh.program=/bin/false",
+    "gpg.x509.program=/bin/false",
+    "credential.helper=",
+    "core.askPass=",
+    "diff.submodule=short",
+];
+
+/// Plans a confined git run from a request split by [`super::split_words`].
+///
+/// `words[0]` must be `git`, `words[1]` a confined subcommand that is in
+/// `allowed`; the rest must fit the subcommand's schema (see the module
+/// documentation). `root` is the directory git runs in (the policy's root);
+/// its repository is inspected (`.git` must be a plain directory whose
+/// config can be vetted, or absent). Refusals name the refused word.
+pub fn plan(
+    words: &[String],
+    allowed: &[GitSubcommand],
+    root: &Path,
+) -> Result<GitInvocation, GitError> {
+    match words.first() {
+        Some(w) if w == "git" => {}
+        Some(w) => {
+            return Err(GitError::refused(
+                w,
+                "only `git` runs under confined git (process_allow git:status, git:diff, git:log)",
+            ))
+        }
+        None => return Err(GitError::syntax("confined git refuses an empty request")),
+    }
+    let Some(word) = words.get(1) else {
+        return Err(GitError::refused("git", "a subcommand is required"));
+    };
+    if word.starts_with('-') {
+        let known = DANGEROUS_LONG
+            .iter()
+            .chain(DANGEROUS_SHORT)
+            .any(|(f, _)| word == f || word.starts_with(&format!("{f}=")));
+        return Err(if known {
+            refuse_flag(GitSubcommand::Status, word)
+        } else {
+            GitError::refused(word, "git's global options are not admitted")
+        });
+    }
+    let Some(sub) = GitSubcommand::from_word(word) else {
+        return Err(GitError::refused(
+            word,
+            format_args!(
+                "`git {}` is not a confined git subcommand (only status, diff and log)",
+                shown(word)
+            ),
+        ));
+    };
+    if !allowed.contains(&sub) {
+        return Err(GitError::new(
+            GitErrorKind::NotAllowed,
+            format!(
+                "confined git refuses `git {}`: {} is not in process_allow",
+                sub.as_str(),
+                sub.allow_entry()
+            ),
+        ));
+    }
+    let checked = check_args(sub, &words[2..])?;
+
+    let program = find_git().ok_or_else(|| {
+        GitError::new(
+            GitErrorKind::NoGit,
+            "confined git: no git executable at /usr/bin/git, /usr/local/bin/git or /bin/git",
+        )
+    })?;
+    let root =
+        std::fs::canonicalize(root).map_err(|e| GitError::io("cannot resolve the root", e))?;
+    let parent = match root.parent() {
+        Some(p) if root != Path::new("/") => p.to_path_buf(),
+        _ => {
+            return Err(GitError::repository(
+                "confined git refuses to run with the filesystem root as its root",
+            ))
+        }
+    };
+    if parent.as_os_str().as_encoded_bytes().contains(&b':') {
+        return Err(GitError::repository(
+            "confined git refuses a root whose parent path contains `:` (it cannot be a \
+             GIT_CEILING_DIRECTORIES entry)",
+        ));
+    }
+    let repo = inspect_repository(&root)?;
+    if repo.is_none() && sub == GitSubcommand::Diff {
+        return Err(GitError::repository(
+            "confined git refuses `git diff`: the root is not a git repository (no .git), and \
+             outside one git diff compares arbitrary paths",
+        ));
+    }
+    // git is pinned to the vetted repository: with GIT_DIR set it never
+    // searches from its working directory, so a repository nested beneath
+    // the root (or planted there after this check) is never the one it
+    // uses. Without a repository at the root, GIT_DIR names /dev/null,
+    // which is never one: git answers "not a git repository".
+    let git_dir = match &repo {
+        Some(_) => root.join(".git").into_os_string(),
+        None => OsString::from("/dev/null"),
+    };
+    let repo = repo.unwrap_or_default();
+
+    let mut args: Vec<OsString> = Vec::new();
+    for kv in CONFIG_OVERRIDES {
+        args.push("-c".into());
+        args.push((*kv).into());
+    }
+    for name in &repo.filters {
+        for kv in ["clean=", "smudge=", "process=", "required=false"] {
+            // `filter.<name>.<kv>`, the name's bytes exactly as the config
+            // holds them.
+            let mut arg = b"filter.".to_vec();
+            arg.extend_from_slice(name);
+            arg.push(b'.');
+            arg.extend_from_slice(kv.as_bytes());
+            args.push("-c".into());
+            args.push(OsString::from_vec(arg));
+        }
+    }
+    args.push("--no-pager".into());
+    args.push("--no-optional-locks".into());
+    args.push(sub.as_str().into());
+    match sub {
+        GitSubcommand::Status => args.push("--ignore-submodules=all".into()),
+        GitSubcommand::Diff => {
+            args.push("--no-ext-diff".into());
+            args.push("--no-textconv".into());
+            args.push("--ignore-submodules=all".into());
+        }
+        GitSubcommand::Log => {
+            args.push("--no-ext-diff".into());
+            args.push("--no-textconv".into());
+        }
+    }
+    args.extend(checked.flags.into_iter().map(OsString::from));
+    args.extend(checked.revisions.into_iter().map(OsString::from));
+    args.push("--".into());
+    args.extend(checked.pathspecs.into_iter().map(OsString::from));
+
+    let env: Vec<(OsString, OsString)> = [
+        ("PATH", OsString::from("/usr/bin:/bin")),
+        ("HOME", "/nonexistent".into()),
+        ("LANG", "C".into()),
+        ("LC_ALL", "C".into()),
+        ("GIT_CONFIG_NOSYSTEM", "1".into()),
+        ("GIT_CONFIG_GLOBAL", "/dev/null".into()),
+        ("GIT_ATTR_NOSYSTEM", "1".into()),
+        ("GIT_TERMINAL_PROMPT", "0".into()),
+        ("GIT_OPTIONAL_LOCKS", "0".into()),
+        ("GIT_NO_LAZY_FETCH", "1".into()),
+        ("GIT_CEILING_DIRECTORIES", parent.into_os_string()),
+        ("GIT_DIR", git_dir),
+        ("GIT_WORK_TREE", root.clone().into_os_string()),
+        ("GIT_PAGER", "cat".into()),
+        ("PAGER", "cat".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (OsString::from(k), v))
+    .collect();
+
+    Ok(GitInvocation {
+        program,
+        args,
+        env,
+        cwd: root,
+        subcommand: sub,
+    })
+}
