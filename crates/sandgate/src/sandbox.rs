@@ -719,24 +719,39 @@ impl Sandbox {
     /// (default: the root) in every read root, first root winning; binary
     /// files and files over `max_read_bytes` are skipped; symlinks are never
     /// followed. At most `max_results` (default 100, at most 1000) matches.
+    /// [`grep_with`](Self::grep_with) offers the other search options.
     pub fn grep(
         &self,
         pattern: &str,
         path: Option<&str>,
         max_results: Option<usize>,
     ) -> Result<Vec<search::GrepMatch>, Error> {
+        let opts = search::GrepOptions {
+            max_results,
+            ..Default::default()
+        };
+        match self.grep_with(pattern, path, &opts)? {
+            search::GrepOutput::Lines(m) => Ok(m),
+            _ => unreachable!("the default grep mode answers lines"),
+        }
+    }
+
+    /// Like [`grep`](Self::grep), with an include glob, case folding,
+    /// context lines, an answer mode (lines, files, counts), a result cap
+    /// and `.gitignore`/`.ignore` filtering as `opts` says. The ignore files
+    /// are read through the same confined opens as every other file, and
+    /// the walk stays on descriptors beneath each root.
+    pub fn grep_with(
+        &self,
+        pattern: &str,
+        path: Option<&str>,
+        opts: &search::GrepOptions,
+    ) -> Result<search::GrepOutput, Error> {
         self.op("grep", path.unwrap_or("."), |inner, ctx| {
             let base = RelPath::parse(path.unwrap_or("."))?;
             ctx.path(|| base.as_str().to_owned());
             let roots = inner.read_roots()?;
-            let max = max_results.unwrap_or(search::DEFAULT_GREP_RESULTS);
-            if max == 0 || max > search::MAX_GREP_RESULTS {
-                return Err(Error::request(format!(
-                    "max_results must be between 1 and {}",
-                    search::MAX_GREP_RESULTS
-                )));
-            }
-            search::grep(roots, &base, pattern, max, inner.max_read_bytes)
+            search::grep(roots, &base, pattern, opts, inner.max_read_bytes)
         })
     }
 }

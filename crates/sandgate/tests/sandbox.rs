@@ -392,6 +392,33 @@ fn glob_and_grep_stay_inside_and_do_not_follow_links() {
 }
 
 #[test]
+fn grep_with_modes_gitignore_and_cancel() {
+    use sandgate::search::{GrepMode, GrepOptions, GrepOutput};
+    use std::sync::atomic::AtomicBool;
+    let fx = Fx::new();
+    fx.put("in/.gitignore", "target/\n")
+        .put("in/src/a.rs", "Alpha\nalpha\n")
+        .put("in/target/gen.rs", "alpha\n");
+    let sb = fx.builder().build().unwrap();
+    let mut opts = GrepOptions::default();
+    opts.mode = GrepMode::Count;
+    opts.case_insensitive = true;
+    assert_eq!(
+        sb.grep_with("alpha", None, &opts).unwrap(),
+        GrepOutput::Counts(vec![("src/a.rs".into(), 2), ("target/gen.rs".into(), 1)])
+    );
+    opts.gitignore = true;
+    assert_eq!(
+        sb.grep_with("alpha", None, &opts).unwrap(),
+        GrepOutput::Counts(vec![("src/a.rs".into(), 2)])
+    );
+    // A search cancelled from elsewhere answers E_ABORTED.
+    let flag = Arc::new(AtomicBool::new(true));
+    opts.cancel = Some(flag);
+    assert_eq!(code(sb.grep_with("alpha", None, &opts)), ErrorCode::Aborted);
+}
+
+#[test]
 fn close_answers_closed() {
     let fx = Fx::new();
     fx.put("in/a", "a");
