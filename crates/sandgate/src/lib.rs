@@ -41,7 +41,7 @@ pub use exec::Executor;
 pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};
 pub use sandbox::{
-    LinesRead, ListEntry, Sandbox, SandboxBuilder, StatInfo, DEFAULT_MAX_READ_BYTES,
+    EditPreview, LinesRead, ListEntry, Sandbox, SandboxBuilder, StatInfo, DEFAULT_MAX_READ_BYTES,
     DEFAULT_MAX_WRITE_BYTES, MAX_RANGE_LINES,
 };
 pub use sandgate_fileguard as fileguard;

@@ -419,6 +419,47 @@ fn grep_with_modes_gitignore_and_cancel() {
 }
 
 #[test]
+fn edit_many_is_all_or_nothing_and_dry_run_checks_first() {
+    let fx = Fx::new();
+    fx.put("ws/a.txt", "one two three\n");
+    let sb = {
+        let mut b = fx.builder();
+        b.allow_overwrite(true).restricted(true);
+        b.build().unwrap()
+    };
+    // The second edit does not match: nothing is written.
+    assert_eq!(
+        code(sb.edit_many("a.txt", &[("one", "1"), ("four", "4")], false)),
+        ErrorCode::EditNoMatch
+    );
+    assert_eq!(
+        fs::read_to_string(fx.p("ws/a.txt")).unwrap(),
+        "one two three\n"
+    );
+    // Edits apply in order, each to what the previous left.
+    let p = sb
+        .edit_many("a.txt", &[("one", "1 two"), ("1 two two", "x")], true)
+        .unwrap();
+    assert_eq!(p.after, b"x three\n");
+    assert_eq!(
+        fs::read_to_string(fx.p("ws/a.txt")).unwrap(),
+        "one two three\n"
+    );
+    sb.edit_many("a.txt", &[("three", "3")], false).unwrap();
+    assert_eq!(fs::read_to_string(fx.p("ws/a.txt")).unwrap(), "one two 3\n");
+    // A hard link to a file outside: refused before its content is read,
+    // dry run included.
+    fs::hard_link(fx.p("outside/secret"), fx.p("ws/alias")).unwrap();
+    let e = sb.edit_many("alias", &[("OUT", "IN")], true).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Hardlink);
+    assert!(!e.message().contains("OUTSIDE"));
+    assert_eq!(
+        fs::read_to_string(fx.p("outside/secret")).unwrap(),
+        "OUTSIDE"
+    );
+}
+
+#[test]
 fn close_answers_closed() {
     let fx = Fx::new();
     fx.put("in/a", "a");
