@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod mcp;
 mod run;
 use sandgate::policy::Policy;
 use sandgate::ToolSession;
@@ -61,6 +62,21 @@ enum Command {
         #[arg(last = true, required = true)]
         program: Vec<String>,
     },
+    /// Serve the policy's tools over the Model Context Protocol on
+    /// stdin/stdout, for MCP hosts. `sandgate mcp DIR...` is the reference
+    /// filesystem server's form: every DIR a read root, the first also the
+    /// write root, overwriting allowed, restricted mode (every `.git`
+    /// protected), no shell and no network.
+    Mcp {
+        /// The policy file (TOML).
+        #[arg(long, conflicts_with = "dirs")]
+        policy: Option<PathBuf>,
+        /// Append one JSON line per file operation (refusals included) here.
+        #[arg(long)]
+        audit: Option<PathBuf>,
+        /// Directories to serve when no policy is given.
+        dirs: Vec<PathBuf>,
+    },
     /// Serve the JSON tool endpoint on stdin/stdout: one request per line.
     Tool {
         /// The policy file (TOML).
@@ -79,6 +95,11 @@ fn main() -> ExitCode {
         Command::Check { policy, json } => check(&policy, json),
         Command::Tool { policy, pretty } => tool(&policy, pretty),
         Command::Run { policy, program } => run::run(&policy, &program),
+        Command::Mcp {
+            policy,
+            audit,
+            dirs,
+        } => mcp::mcp(policy, audit, dirs),
         Command::Exec {
             policy,
             cwd,

@@ -1,0 +1,50 @@
+//! `sandgate mcp`: the policy's tools over the Model Context Protocol.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `sandgate mcp --policy P.toml [--audit FILE]` or `sandgate mcp DIR…`.
+pub fn mcp(policy: Option<PathBuf>, audit: Option<PathBuf>, dirs: Vec<PathBuf>) -> ExitCode {
+    let loaded = match (&policy, dirs.is_empty()) {
+        (Some(p), true) => match sandgate::policy::Policy::load(p) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("sandgate: {}: {e}", e.code());
+                return ExitCode::from(2);
+            }
+        },
+        (None, false) => match sandgate_mcp::policy_for_dirs(&dirs) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("sandgate: {}: {}", e.code(), e.message());
+                return ExitCode::from(2);
+            }
+        },
+        _ => {
+            eprintln!("sandgate: mcp takes either --policy FILE or one or more directories");
+            return ExitCode::from(2);
+        }
+    };
+    let sink = match audit.as_deref().map(sandgate_mcp::audit::json_lines_file) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            eprintln!("sandgate: cannot open the audit file: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let server = match sandgate_mcp::Server::from_policy(&loaded, sink, dirs) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sandgate: {}: {}", e.code(), e.message());
+            return ExitCode::from(2);
+        }
+    };
+    match server.serve_stdio_blocking() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sandgate: mcp: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
