@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod init;
 mod mcp;
 mod run;
 use sandgate::policy::Policy;
@@ -62,6 +63,17 @@ enum Command {
         #[arg(last = true, required = true)]
         program: Vec<String>,
     },
+    /// Write a starter policy for a directory (read and write root; .git,
+    /// .github and lockfiles protected; no shell, no network) and print
+    /// where it went.
+    Init {
+        /// The directory the policy grants.
+        dir: PathBuf,
+        /// Where to write it (default: `<dir>.sandgate.toml` beside the
+        /// directory); an existing file is never replaced.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
     /// Serve the policy's tools over the Model Context Protocol on
     /// stdin/stdout, for MCP hosts. `sandgate mcp DIR...` is the reference
     /// filesystem server's form: every DIR a read root, the first also the
@@ -95,6 +107,7 @@ fn main() -> ExitCode {
         Command::Check { policy, json } => check(&policy, json),
         Command::Tool { policy, pretty } => tool(&policy, pretty),
         Command::Run { policy, program } => run::run(&policy, &program),
+        Command::Init { dir, output } => init::init(&dir, output),
         Command::Mcp {
             policy,
             audit,
