@@ -86,6 +86,17 @@ enum Command {
         /// Append one JSON line per file operation (refusals included) here.
         #[arg(long)]
         audit: Option<PathBuf>,
+        /// Serve streamable HTTP on this loopback address (e.g.
+        /// 127.0.0.1:8765) instead of stdio; any other address is refused.
+        /// Clients must present the generated bearer token.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// With --http: write the bearer token to this new file (mode 0600).
+        #[arg(long, value_name = "FILE", requires = "http")]
+        token_file: Option<PathBuf>,
+        /// Serve on a UNIX socket (mode 0600) at this path instead of stdio.
+        #[arg(long, value_name = "PATH", conflicts_with = "http")]
+        unix: Option<PathBuf>,
         /// Directories to serve when no policy is given.
         dirs: Vec<PathBuf>,
     },
@@ -111,8 +122,20 @@ fn main() -> ExitCode {
         Command::Mcp {
             policy,
             audit,
+            http,
+            token_file,
+            unix,
             dirs,
-        } => mcp::mcp(policy, audit, dirs),
+        } => mcp::mcp(
+            policy,
+            audit,
+            dirs,
+            mcp::Transport {
+                http,
+                token_file,
+                unix,
+            },
+        ),
         Command::Exec {
             policy,
             cwd,

@@ -249,3 +249,112 @@ fn closing_stdin_mid_call_ends_the_server_cleanly() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+fn policy_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("ws")).unwrap();
+    fs::write(dir.path().join("ws/a.txt"), "hello\n").unwrap();
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn http_refuses_addresses_off_loopback_and_an_existing_token_file() {
+    let dir = policy_dir();
+    for addr in ["0.0.0.0:0", "192.0.2.1:8080", "[::]:0"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(["mcp", "--policy"])
+            .arg(dir.path().join("policy.toml"))
+            .args(["--http", addr, "--token-file"])
+            .arg(dir.path().join("tok"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{addr}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
+        assert!(
+            !dir.path().join("tok").exists(),
+            "no token for a refused address"
+        );
+    }
+    // --http without a token file is refused too.
+    let out = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .args(["--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // A token file that exists is never overwritten (nor followed if a link).
+    std::os::unix::fs::symlink(dir.path().join("ws/a.txt"), dir.path().join("tok")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .args(["--http", "127.0.0.1:0", "--token-file"])
+        .arg(dir.path().join("tok"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(
+        fs::read_to_string(dir.path().join("ws/a.txt")).unwrap(),
+        "hello\n"
+    );
+}
+
+#[test]
+fn unix_socket_serves_sessions_with_mode_0600() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixStream;
+    let dir = policy_dir();
+    let sock = dir.path().join("mcp.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "no socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        fs::metadata(&sock).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    for _ in 0..2 {
+        let stream = UnixStream::connect(&sock).unwrap();
+        let mut w = stream.try_clone().unwrap();
+        let mut r = BufReader::new(stream);
+        let mut send = |v: Value| {
+            writeln!(w, "{v}").unwrap();
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        );
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}));
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let mut line = String::new();
+            assert!(r.read_line(&mut line).unwrap() > 0);
+            got.push(serde_json::from_str::<Value>(&line).unwrap());
+        }
+        assert_eq!(got[0]["result"]["protocolVersion"], "2025-11-25");
+        assert_eq!(got[1]["result"]["content"][0]["text"], "hello\n");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

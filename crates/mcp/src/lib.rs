@@ -23,6 +23,7 @@
 pub mod audit;
 pub mod paths;
 pub mod tools;
+pub mod transport;
 
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -361,15 +362,36 @@ impl ServerHandler for Server {
     }
 }
 
+/// Where a server listens.
+#[derive(Clone, Debug)]
+pub enum Listen {
+    /// stdin and stdout, until stdin closes.
+    Stdio,
+    /// Streamable HTTP on a loopback address, with the bearer token written
+    /// to the file.
+    Http(std::net::SocketAddr, PathBuf),
+    /// A UNIX socket at the path.
+    Unix(PathBuf),
+}
+
 impl Server {
-    /// Serves MCP on stdin and stdout until stdin closes, on a runtime of
-    /// its own (for callers that are not async).
-    pub fn serve_stdio_blocking(self) -> Result<(), std::io::Error> {
-        tokio::runtime::Builder::new_multi_thread()
+    /// Serves MCP as `listen` says, on a runtime of its own (for callers
+    /// that are not async).
+    pub fn serve_blocking(self, listen: Listen) -> Result<(), std::io::Error> {
+        if let Listen::Http(addr, _) = &listen {
+            transport::check_loopback(addr).map_err(std::io::Error::other)?;
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
-            .build()?
-            .block_on(self.serve_stdio())
+            .build()?;
+        rt.block_on(async move {
+            match listen {
+                Listen::Stdio => self.serve_stdio().await,
+                Listen::Http(addr, token) => transport::serve_http(self, addr, &token).await,
+                Listen::Unix(path) => transport::serve_unix(self, &path).await,
+            }
+        })
     }
 }
 

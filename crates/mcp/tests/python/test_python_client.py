@@ -344,3 +344,66 @@ def test_reference_form_dirs(tree):
     run(tmp, body, args=["mcp", str(app)])
     assert (app / "via-dirs.txt").read_text() == "ok\n"
     outside_unchanged(tmp)
+
+
+def start_http(tmp: Path):
+    import re
+    import subprocess
+
+    proc = subprocess.Popen(
+        [os.environ["SANDGATE_BIN"], "mcp", "--policy", str(tmp / "policy.toml"),
+         "--http", "127.0.0.1:0", "--token-file", str(tmp / "token")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    url = None
+    for line in proc.stderr:
+        m = re.search(r"serving MCP on (http://\S+)", line)
+        if m:
+            url = m.group(1)
+            break
+    assert url, "the server did not say where it listens"
+    return proc, url
+
+
+def test_streamable_http_with_the_bearer_token(tree):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    tmp, app = tree
+    proc, url = start_http(tmp)
+    try:
+        token_file = tmp / "token"
+        assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+        token = token_file.read_text()
+
+        async def session(headers, body):
+            async with httpx2.AsyncClient(headers=headers) as http:
+                async with streamable_http_client(url, http_client=http) as (r, w):
+                    async with ClientSession(r, w) as s:
+                        await s.initialize()
+                        return await body(s)
+
+        async def body(s):
+            assert await ok(s, "read_text_file", {"path": "a.txt", "head": 1}) == "line 1\n"
+            await ok(s, "write_file", {"path": "via-http.txt", "content": "h\n"})
+            await refused(s, "read_text_file", {"path": str(tmp / "srv/app-secrets/key")}, "E_PATH_ESCAPE")
+            await refused(s, "write_file", {"path": ".git/config", "content": "x"}, "E_FS_PROTECTED")
+
+        asyncio.run(session({"Authorization": f"Bearer {token}"}, body))
+        assert (app / "via-http.txt").read_text() == "h\n"
+
+        # Without the token, or with another one, nothing is served.
+        for headers in [{}, {"Authorization": "Bearer " + "0" * 64}, {"Authorization": token}]:
+            r = httpx2.post(url, headers={**headers, "Accept": "application/json, text/event-stream"},
+                            json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            assert r.status_code == 401, (headers, r.status_code)
+        # A page in a browser naming another origin, or a rebinding host name.
+        auth = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}
+        assert httpx2.post(url, headers={**auth, "Origin": "http://evil.example"}, json=init).status_code == 403
+        assert httpx2.post(url, headers={**auth, "Host": "evil.example"}, json=init).status_code == 403
+    finally:
+        proc.kill()
+        proc.wait()
+    outside_unchanged(tmp)
