@@ -48,9 +48,9 @@ use crate::paths::GrantedDir;
 /// Tools answered per `tools/list` page.
 pub const TOOLS_PAGE: usize = 50;
 
-/// What every call shares: the sandbox, the executor and fetcher when
+/// What every session shares: the sandbox, the executor and fetcher when
 /// granted, and the granted directories for mapping host paths.
-pub(crate) struct Shared {
+pub(crate) struct Core {
     pub(crate) sandbox: Sandbox,
     pub(crate) executor: Option<Executor>,
     pub(crate) fetcher: Option<Fetcher>,
@@ -59,12 +59,113 @@ pub(crate) struct Shared {
     read_roots: Vec<sandgate::rootfs::Root>,
 }
 
+/// A client's roots, as far as they lie inside the granted directories.
+#[derive(Clone, Debug)]
+pub(crate) enum Narrow {
+    /// The client offers no roots: the policy's roots apply.
+    None,
+    /// Asked for; calls wait (a little) for the answer.
+    Pending,
+    /// Names must lie below one of these: a granted directory's index and a
+    /// root-relative prefix (`.` for the whole directory).
+    To(Vec<(usize, String)>),
+}
+
+/// One session: the shared core and what this client narrowed it to.
+pub(crate) struct Shared {
+    core: Arc<Core>,
+    narrow: std::sync::RwLock<Narrow>,
+}
+
+impl std::ops::Deref for Shared {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+/// Whether root-relative `rel` lies at or below `prefix`, by components.
+fn rel_below(rel: &str, prefix: &str) -> bool {
+    if prefix == "." {
+        return true;
+    }
+    let mut r = rel.split('/').filter(|c| !c.is_empty() && *c != ".");
+    prefix
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .all(|p| r.next() == Some(p))
+}
+
 impl Shared {
+    /// Refuses a name outside the client's roots (when it gave any). A
+    /// relative name is inside when some client root covers it in any
+    /// granted directory.
+    fn within_client_roots(&self, m: &paths::Mapped) -> Result<(), Error> {
+        let narrow = self
+            .narrow
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let Narrow::To(roots) = narrow else {
+            return Ok(());
+        };
+        let inside = roots
+            .iter()
+            .any(|(dir, prefix)| m.dir.is_none_or(|d| d == *dir) && rel_below(&m.rel, prefix));
+        if inside {
+            Ok(())
+        } else {
+            Err(
+                Error::new(ErrorCode::Denied, "outside the roots this client declared")
+                    .with_path(m.rel.clone()),
+            )
+        }
+    }
+
+    /// Sets the session's narrowing from a client's root URIs: each root
+    /// inside a granted directory narrows to it, a root holding a granted
+    /// directory keeps that directory whole, a root elsewhere adds nothing.
+    pub(crate) fn narrow_to(&self, uris: &[String]) {
+        let mut out = Vec::new();
+        for uri in uris {
+            let Some(path) = file_uri_path(uri) else {
+                continue;
+            };
+            if let Ok(m) = paths::map(&self.dirs, &path) {
+                if let Some(d) = m.dir {
+                    if !m.rel.split('/').any(|c| c == "..") {
+                        out.push((d, m.rel));
+                    }
+                }
+                continue;
+            }
+            let p = std::path::Path::new(&path);
+            for (i, d) in self.dirs.iter().enumerate() {
+                if d.spelled.starts_with(p) || d.resolved.starts_with(p) {
+                    out.push((i, ".".to_owned()));
+                }
+            }
+        }
+        *self.narrow.write().unwrap_or_else(|p| p.into_inner()) = Narrow::To(out);
+    }
+
+    fn set_narrow(&self, n: Narrow) {
+        *self.narrow.write().unwrap_or_else(|p| p.into_inner()) = n;
+    }
+
+    fn narrow_pending(&self) -> bool {
+        matches!(
+            *self.narrow.read().unwrap_or_else(|p| p.into_inner()),
+            Narrow::Pending
+        )
+    }
+
     /// The name a read-side tool uses for `given`. An absolute path in a
     /// read root after the first is refused when an earlier root holds the
     /// same name, since names resolve in the first root that holds them.
     pub(crate) fn read_name(&self, given: &str) -> Result<String, Error> {
         let m = paths::map(&self.dirs, given)?;
+        self.within_client_roots(&m)?;
         if let Some(i) = m.dir {
             match self.dirs[i].read_index {
                 None => {
@@ -91,6 +192,7 @@ impl Shared {
     /// in the write root.
     pub(crate) fn write_name(&self, given: &str) -> Result<String, Error> {
         let m = paths::map(&self.dirs, given)?;
+        self.within_client_roots(&m)?;
         if let Some(i) = m.dir {
             if !self.dirs[i].is_write {
                 return Err(Error::new(
@@ -176,11 +278,14 @@ impl Server {
         );
         Ok(Server {
             shared: Arc::new(Shared {
-                sandbox,
-                executor,
-                fetcher,
-                dirs,
-                read_roots,
+                core: Arc::new(Core {
+                    sandbox,
+                    executor,
+                    fetcher,
+                    dirs,
+                    read_roots,
+                }),
+                narrow: std::sync::RwLock::new(Narrow::None),
             }),
             tools: Arc::new(tools),
             instructions,
@@ -190,6 +295,45 @@ impl Server {
     /// The tools this server lists.
     pub fn tools(&self) -> &[Tool] {
         &self.tools
+    }
+
+    /// A server for another session: the same sandbox (and budgets), with
+    /// its own client roots.
+    pub fn new_session(&self) -> Server {
+        Server {
+            shared: Arc::new(Shared {
+                core: Arc::clone(&self.shared.core),
+                narrow: std::sync::RwLock::new(Narrow::None),
+            }),
+            tools: Arc::clone(&self.tools),
+            instructions: self.instructions.clone(),
+        }
+    }
+
+    /// Asks the client for its roots (when it has any) and narrows this
+    /// session to them; a client that does not answer leaves the policy's
+    /// roots in force.
+    // Roots are part of the revisions this server speaks (up to
+    // 2025-11-25); the SDK marks them deprecated for a later one.
+    #[allow(deprecated)]
+    fn fetch_client_roots(&self, peer: rmcp::Peer<RoleServer>) {
+        let has_roots = peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.roots.is_some());
+        if !has_roots {
+            return;
+        }
+        self.shared.set_narrow(Narrow::Pending);
+        let shared = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            match tokio::time::timeout(Duration::from_secs(10), peer.list_roots()).await {
+                Ok(Ok(r)) => {
+                    let uris: Vec<String> = r.roots.into_iter().map(|r| r.uri).collect();
+                    shared.narrow_to(&uris);
+                }
+                _ => shared.set_narrow(Narrow::None),
+            }
+        });
     }
 
     /// Serves MCP on stdin and stdout until stdin closes.
@@ -236,6 +380,29 @@ impl Server {
             }
         })
     }
+}
+
+/// The local path of a `file://` URI (percent-decoded), if it is one.
+fn file_uri_path(uri: &str) -> Option<String> {
+    let rest = uri.strip_prefix("file://")?;
+    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+    if !rest.starts_with('/') {
+        return None;
+    }
+    let bytes = rest.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// The ways a running call can be told to stop.
@@ -302,6 +469,14 @@ impl ServerHandler for Server {
         Ok(page)
     }
 
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.fetch_client_roots(context.peer);
+    }
+
+    async fn on_roots_list_changed(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.fetch_client_roots(context.peer);
+    }
+
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.tools.iter().find(|t| t.name == name).cloned()
     }
@@ -317,6 +492,13 @@ impl ServerHandler for Server {
                 format!("unknown tool `{name}`"),
                 None,
             ));
+        }
+        // The client's roots narrow every call: wait briefly for them.
+        for _ in 0..500 {
+            if !self.shared.narrow_pending() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let cancel = Cancel {

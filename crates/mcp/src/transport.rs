@@ -105,7 +105,7 @@ pub async fn serve_http(
         .with_allowed_origins(origins)
         .enforce_origin_validation();
     let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.new_session()),
         LocalSessionManager::default().into(),
         config,
     );
@@ -172,7 +172,7 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     );
     loop {
         let (stream, _) = listener.accept().await?;
-        let server = server.clone();
+        let server = server.new_session();
         tokio::spawn(async move {
             let (r, w) = stream.into_split();
             if let Ok(running) = server.serve((r, w)).await {

@@ -284,9 +284,30 @@ def test_client_roots_never_widen(tree):
     async def body(s):
         await refused(s, "read_text_file", {"path": str(tmp / "srv/app-secrets/key")}, "E_PATH_ESCAPE")
         await refused(s, "list_directory", {"path": str(tmp / "srv/app-secrets")}, "E_PATH_ESCAPE")
+        # A root outside everything granted adds nothing: the intersection
+        # is empty, so even the policy's own files are refused.
+        await refused(s, "read_text_file", {"path": "a.txt"}, "E_DENIED")
 
     run(tmp, body, list_roots_callback=roots)
     outside_unchanged(tmp)
+
+
+def test_client_roots_narrow_the_policy(tree):
+    tmp, app = tree
+    import mcp_types as types
+
+    async def roots(_ctx):
+        return types.ListRootsResult(roots=[types.Root(uri=(app / "src").as_uri())])
+
+    async def body(s):
+        assert "fn alpha" in await ok(s, "read_text_file", {"path": "src/lib.rs"})
+        assert "fn alpha" in await ok(s, "read_text_file", {"path": str(app / "src/lib.rs")})
+        await ok(s, "write_file", {"path": "src/new.rs", "content": "x"})
+        await refused(s, "read_text_file", {"path": "a.txt"}, "E_DENIED")
+        await refused(s, "write_file", {"path": str(app / "outside-src.txt"), "content": "x"}, "E_DENIED")
+
+    run(tmp, body, list_roots_callback=roots)
+    assert not (app / "outside-src.txt").exists()
 
 
 def test_attack_path_swapped_while_calls_run(tree):
