@@ -10,6 +10,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { spawn } from 'node:child_process';
 
 const SECRET = 'TOP-SECRET-OUTSIDE';
 
@@ -123,5 +125,49 @@ test('the reference form: sandgate mcp DIR', async () => {
     await c.close();
   }
   assert.equal(fs.readFileSync(path.join(app, 'd.txt'), 'utf8'), 'd');
+  outsideUnchanged(sec);
+});
+
+test('streamable HTTP with the bearer token', async () => {
+  const { tmp, app, sec } = build();
+  const tokenFile = path.join(tmp, 'token');
+  const proc = spawn(
+    process.env.SANDGATE_BIN,
+    ['mcp', '--policy', path.join(tmp, 'policy.toml'), '--http', '127.0.0.1:0', '--token-file', tokenFile],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  try {
+    const url = await new Promise((resolve, reject) => {
+      let err = '';
+      proc.stderr.on('data', (d) => {
+        err += d;
+        // Only a whole line: the address may arrive in pieces.
+        const m = err.match(/serving MCP on (http:\/\/\S+\/) /);
+        if (m) resolve(m[1]);
+      });
+      proc.on('exit', () => reject(new Error(`server exited: ${err}`)));
+    });
+    assert.equal(fs.statSync(tokenFile).mode & 0o777, 0o600);
+    const token = fs.readFileSync(tokenFile, 'utf8');
+    const c = new Client({ name: 'sandgate-ts-http', version: '1.0.0' });
+    await c.connect(
+      new StreamableHTTPClientTransport(new URL(url), {
+        requestInit: { headers: { Authorization: `Bearer ${token}` } },
+      }),
+    );
+    try {
+      assert.equal(await ok(c, 'read_text_file', { path: 'a.txt', head: 1 }), 'one\n');
+      await ok(c, 'write_file', { path: 'h.txt', content: 'h' });
+      await refused(c, 'read_text_file', { path: path.join(tmp, 'srv/app-secrets/key') }, 'E_PATH_ESCAPE');
+    } finally {
+      await c.close();
+    }
+    assert.equal(fs.readFileSync(path.join(app, 'h.txt'), 'utf8'), 'h');
+    // Without the token the client cannot even initialize.
+    const anon = new Client({ name: 'anon', version: '1.0.0' });
+    await assert.rejects(anon.connect(new StreamableHTTPClientTransport(new URL(url))));
+  } finally {
+    proc.kill();
+  }
   outsideUnchanged(sec);
 });
