@@ -4,7 +4,8 @@
 //! Tasks:
 //! - `ci`: formatting check, header check, clippy with warnings denied,
 //!   every test (Rust, then C and the bindings).
-//! - `test`: every test (what `ci` runs after the checks).
+//! - `test`: every test (what `ci` runs after the checks), the MCP server
+//!   under the official Python and TypeScript SDK clients included.
 //! - `bench [--quick]`: every benchmark of the project, one table of ratios
 //!   against the in-run baselines (see [`bench`]).
 //! - `codegen [--check]`: generates include/sandgate.h (see [`codegen`]).
@@ -142,5 +143,21 @@ fn test() -> Result<(), String> {
     step("doctest", &cargo, &["test", "--workspace", "--doc"])?;
     // The C ABI and the bindings, against the library built once here.
     c_test::run(&[])?;
-    bindings::test()
+    bindings::test()?;
+    mcp_clients()
+}
+
+/// `sandgate mcp` under the official MCP SDK clients (Python and
+/// TypeScript), installed by crates/mcp/tests/clients.sh.
+fn mcp_clients() -> Result<(), String> {
+    step(
+        "build sandgate",
+        &cargo(),
+        &["build", "-p", "sandgate-cli", "--bin", "sandgate"],
+    )?;
+    let target = target_dir();
+    // xtask runs its steps one at a time; the variables are for the children.
+    env::set_var("SANDGATE_BIN", target.join("debug/sandgate"));
+    env::set_var("SANDGATE_MCP_VENV", target.join("mcp-venv"));
+    step("mcp clients", "bash", &["crates/mcp/tests/clients.sh"])
 }

@@ -25,7 +25,9 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod explain;
+mod init;
 mod lines;
+mod mcp;
 mod run;
 use sandgate::policy::Policy;
 use sandgate::ToolSession;
@@ -112,6 +114,43 @@ enum Command {
         #[arg(last = true, required = true, value_parser = clap::value_parser!(std::ffi::OsString))]
         program: Vec<std::ffi::OsString>,
     },
+    /// Write a starter policy for a directory (read and write root; .git,
+    /// .github and lockfiles protected; no shell, no network) and print
+    /// where it went.
+    Init {
+        /// The directory the policy grants.
+        dir: PathBuf,
+        /// Where to write it (default: `<dir>.sandgate.toml` beside the
+        /// directory); an existing file is never replaced.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Serve the policy's tools over the Model Context Protocol on
+    /// stdin/stdout, for MCP hosts. `sandgate mcp DIR...` is the reference
+    /// filesystem server's form: every DIR a read root, the first also the
+    /// write root, overwriting allowed, restricted mode (every `.git`
+    /// protected), no shell and no network.
+    Mcp {
+        /// The policy file (TOML).
+        #[arg(long, conflicts_with = "dirs")]
+        policy: Option<PathBuf>,
+        /// Append one JSON line per file operation (refusals included) here.
+        #[arg(long)]
+        audit: Option<PathBuf>,
+        /// Serve streamable HTTP on this loopback address (e.g.
+        /// 127.0.0.1:8765) instead of stdio; any other address is refused.
+        /// Clients must present the generated bearer token.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// With --http: write the bearer token to this new file (mode 0600).
+        #[arg(long, value_name = "FILE", requires = "http")]
+        token_file: Option<PathBuf>,
+        /// Serve on a UNIX socket (mode 0600) at this path instead of stdio.
+        #[arg(long, value_name = "PATH", conflicts_with = "http")]
+        unix: Option<PathBuf>,
+        /// Directories to serve when no policy is given.
+        dirs: Vec<PathBuf>,
+    },
     /// Serve the JSON tool endpoint on stdin/stdout: one request per line.
     #[command(after_help = TOOL_OPS)]
     Tool {
@@ -163,6 +202,24 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain::run(&args),
         Command::Tool { policy, pretty } => tool(&policy, pretty),
         Command::Run { policy, program } => run::run(&policy, &program),
+        Command::Init { dir, output } => init::init(&dir, output),
+        Command::Mcp {
+            policy,
+            audit,
+            http,
+            token_file,
+            unix,
+            dirs,
+        } => mcp::mcp(
+            policy,
+            audit,
+            dirs,
+            mcp::Transport {
+                http,
+                token_file,
+                unix,
+            },
+        ),
         Command::Exec {
             policy,
             cwd,

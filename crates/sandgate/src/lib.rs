@@ -41,8 +41,8 @@ pub use exec::{ExecGrant, Executor};
 pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};
 pub use sandbox::{
-    FsGrant, LinesRead, ListEntry, Sandbox, SandboxBuilder, StatInfo, DEFAULT_MAX_READ_BYTES,
-    DEFAULT_MAX_WRITE_BYTES, MAX_RANGE_LINES, MAX_RENAME_WALK_ENTRIES,
+    EditPreview, FsGrant, LinesRead, ListEntry, Sandbox, SandboxBuilder, StatInfo,
+    DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, MAX_RANGE_LINES, MAX_RENAME_WALK_ENTRIES,
 };
 pub use sandgate_fileguard as fileguard;
 pub use sandgate_policy as policy;

@@ -298,6 +298,16 @@ pub struct LinesRead {
     pub truncated: bool,
 }
 
+/// What [`Sandbox::edit_many`] answers: the file's bytes before and after
+/// the edits (after is what was written, or would be on a dry run).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EditPreview {
+    /// The file as it was read.
+    pub before: Vec<u8>,
+    /// The file with every edit applied.
+    pub after: Vec<u8>,
+}
+
 /// One entry of a listing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListEntry {
@@ -611,13 +621,102 @@ impl Sandbox {
     /// `allow_overwrite` (an edit replaces an existing file). Returns how many
     /// occurrences were replaced.
     pub fn edit(&self, path: &str, old: &str, new: &str, all: bool) -> Result<usize, Error> {
+        let mut count = 0;
+        let request_ok = || match old.is_empty() {
+            true => Err(Error::request("old text must not be empty")),
+            false => Ok(()),
+        };
+        self.edit_file(path, false, request_ok, |text, resolved| {
+            count = count_occurrences(text, old.as_bytes());
+            if count == 0 {
+                return Err(Error::new(
+                    ErrorCode::EditNoMatch,
+                    "the old text does not occur in the file",
+                )
+                .with_path(resolved));
+            }
+            if count > 1 && !all {
+                return Err(Error::new(
+                    ErrorCode::EditAmbiguous,
+                    format!(
+                        "the old text occurs {count} times; pass all=true or give more context"
+                    ),
+                )
+                .with_path(resolved));
+            }
+            Ok(replace_all(text, old.as_bytes(), new.as_bytes()))
+        })?;
+        Ok(count)
+    }
+
+    /// Applies several `(old, new)` replacements to one file below the write
+    /// root, in order, each to the text the previous ones left; each `old`
+    /// must occur exactly once at its turn. Either every edit applies and the
+    /// file is replaced once (atomically, as [`write`](Self::write)), or
+    /// nothing changes. With `dry_run` nothing is written, but every check a
+    /// real edit makes (write root, deny patterns, hard links, overwrite
+    /// rule, caps) still runs first, so a dry run never shows the content of
+    /// a file the edit would be refused on. Answers the file's bytes before
+    /// and after.
+    pub fn edit_many(
+        &self,
+        path: &str,
+        edits: &[(&str, &str)],
+        dry_run: bool,
+    ) -> Result<EditPreview, Error> {
+        let request_ok = || match edits.iter().position(|(old, _)| old.is_empty()) {
+            Some(i) => Err(Error::request(format!(
+                "edit #{}: old text must not be empty",
+                i + 1
+            ))),
+            None => Ok(()),
+        };
+        let mut before = Vec::new();
+        let after = self.edit_file(path, dry_run, request_ok, |text, resolved| {
+            before = text.to_vec();
+            let mut cur = text.to_vec();
+            for (i, (old, new)) in edits.iter().enumerate() {
+                match count_occurrences(&cur, old.as_bytes()) {
+                    1 => cur = replace_all(&cur, old.as_bytes(), new.as_bytes()),
+                    0 => {
+                        return Err(Error::new(
+                            ErrorCode::EditNoMatch,
+                            format!("edit #{}: the old text does not occur in the file", i + 1),
+                        )
+                        .with_path(resolved))
+                    }
+                    n => {
+                        return Err(Error::new(
+                            ErrorCode::EditAmbiguous,
+                            format!(
+                                "edit #{}: the old text occurs {n} times; give more context",
+                                i + 1
+                            ),
+                        )
+                        .with_path(resolved))
+                    }
+                }
+            }
+            Ok(cur)
+        })?;
+        Ok(EditPreview { before, after })
+    }
+
+    /// The shared body of the edits: the name and write root, the request's
+    /// own check, every write check, then the file's text through `change`,
+    /// then one atomic replace unless `dry_run`.
+    fn edit_file(
+        &self,
+        path: &str,
+        dry_run: bool,
+        request_ok: impl FnOnce() -> Result<(), Error>,
+        change: impl FnOnce(&[u8], &str) -> Result<Vec<u8>, Error>,
+    ) -> Result<Vec<u8>, Error> {
         self.op("edit", path, |inner, ctx| {
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
             let wr = inner.write_root_for(&rel, "edit")?;
-            if old.is_empty() {
-                return Err(Error::request("old text must not be empty"));
-            }
+            request_ok()?;
             if !inner.allow_overwrite {
                 return Err(Error::denied(
                     "editing replaces an existing file, which this sandbox does not allow (allow_overwrite = false)",
@@ -641,19 +740,7 @@ impl Sandbox {
                 .take(inner.max_read_bytes + 1)
                 .read_to_end(&mut text)
                 .map_err(|e| io_error(&rel, e))?;
-            let count = count_occurrences(&text, old.as_bytes());
-            if count == 0 {
-                return Err(Error::new(ErrorCode::EditNoMatch, "the old text does not occur in the file")
-                    .with_path(resolved));
-            }
-            if count > 1 && !all {
-                return Err(Error::new(
-                    ErrorCode::EditAmbiguous,
-                    format!("the old text occurs {count} times; pass all=true or give more context"),
-                )
-                .with_path(resolved));
-            }
-            let out = replace_all(&text, old.as_bytes(), new.as_bytes());
+            let out = change(&text, &resolved)?;
             if out.len() as u64 > inner.max_write_bytes {
                 return Err(Error::new(
                     ErrorCode::TooLarge,
@@ -661,9 +748,11 @@ impl Sandbox {
                 )
                 .with_path(resolved));
             }
-            dir.replace(name, &out).map_err(|e| at(e, &resolved))?;
-            ctx.size = Some(out.len() as u64);
-            Ok(count)
+            if !dry_run {
+                dir.replace(name, &out).map_err(|e| at(e, &resolved))?;
+                ctx.size = Some(out.len() as u64);
+            }
+            Ok(out)
         })
     }
 
@@ -818,24 +907,39 @@ impl Sandbox {
     /// (default: the root) in every read root, first root winning; binary
     /// files and files over `max_read_bytes` are skipped; symlinks are never
     /// followed. At most `max_results` (default 100, at most 1000) matches.
+    /// [`grep_with`](Self::grep_with) offers the other search options.
     pub fn grep(
         &self,
         pattern: &str,
         path: Option<&str>,
         max_results: Option<usize>,
     ) -> Result<Vec<search::GrepMatch>, Error> {
+        let opts = search::GrepOptions {
+            max_results,
+            ..Default::default()
+        };
+        match self.grep_with(pattern, path, &opts)? {
+            search::GrepOutput::Lines(m) => Ok(m),
+            _ => unreachable!("the default grep mode answers lines"),
+        }
+    }
+
+    /// Like [`grep`](Self::grep), with an include glob, case folding,
+    /// context lines, an answer mode (lines, files, counts), a result cap
+    /// and `.gitignore`/`.ignore` filtering as `opts` says. The ignore files
+    /// are read through the same confined opens as every other file, and
+    /// the walk stays on descriptors beneath each root.
+    pub fn grep_with(
+        &self,
+        pattern: &str,
+        path: Option<&str>,
+        opts: &search::GrepOptions,
+    ) -> Result<search::GrepOutput, Error> {
         self.op("grep", path.unwrap_or("."), |inner, ctx| {
             let base = RelPath::parse(path.unwrap_or("."))?;
             ctx.path(|| base.as_str().to_owned());
             let roots = inner.read_roots()?;
-            let max = max_results.unwrap_or(search::DEFAULT_GREP_RESULTS);
-            if max == 0 || max > search::MAX_GREP_RESULTS {
-                return Err(Error::request(format!(
-                    "max_results must be between 1 and {}",
-                    search::MAX_GREP_RESULTS
-                )));
-            }
-            search::grep(roots, &base, pattern, max, inner.max_read_bytes)
+            search::grep(roots, &base, pattern, opts, inner.max_read_bytes)
         })
     }
 }

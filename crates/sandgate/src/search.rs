@@ -1,12 +1,20 @@
-//! `glob` and `grep` below the read roots: bounded walks that list symlinks
-//! as entries and never follow them.
+//! `glob` and `grep` below the read roots: bounded walks over directory
+//! descriptors that list symlinks as entries and never follow them.
+//!
+//! grep can honour `.gitignore` and `.ignore` files. They are read through
+//! the same confined opens as everything else and matched with the `ignore`
+//! crate's gitignore matcher while the walk goes; nothing here ever walks
+//! host paths.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use sandgate_codes::ErrorCode;
-use sandgate_rootfs::{ErrorKind, FileKind, Root};
+use sandgate_rootfs::{ErrorKind, FileKind, OpenOptions, Root};
 
 use crate::error::Error;
 use crate::relpath::RelPath;
@@ -22,6 +30,10 @@ pub const MAX_GREP_RESULTS: usize = 1000;
 pub const MAX_WALK_ENTRIES: usize = 200_000;
 /// Longest matched line text returned, in bytes.
 pub const MAX_LINE_TEXT: usize = 1000;
+/// Most context lines asked for before or after a match.
+pub const MAX_CONTEXT_LINES: usize = 100;
+/// Largest ignore file read; a longer one is read up to this size.
+const MAX_IGNORE_FILE: u64 = 1 << 20;
 
 /// One grep hit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,19 +44,233 @@ pub struct GrepMatch {
     pub line: usize,
     /// The line (lossy UTF-8, without its line ending, cut at 1000 bytes).
     pub text: String,
+    /// Up to [`GrepOptions::before`] lines just before the match, oldest
+    /// first, in the same form as `text`.
+    pub before: Vec<String>,
+    /// Up to [`GrepOptions::after`] lines just after the match.
+    pub after: Vec<String>,
+}
+
+/// What a grep answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GrepMode {
+    /// Each matching line ([`GrepOutput::Lines`]).
+    #[default]
+    Lines,
+    /// The paths of files with at least one match ([`GrepOutput::Files`]).
+    Files,
+    /// How many lines match in each file that has any
+    /// ([`GrepOutput::Counts`]).
+    Count,
+}
+
+impl GrepMode {
+    /// The mode's wire name: `lines`, `files` or `count`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrepMode::Lines => "lines",
+            GrepMode::Files => "files",
+            GrepMode::Count => "count",
+        }
+    }
+}
+
+impl std::str::FromStr for GrepMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<GrepMode, Error> {
+        match s {
+            "lines" => Ok(GrepMode::Lines),
+            "files" => Ok(GrepMode::Files),
+            "count" => Ok(GrepMode::Count),
+            other => Err(Error::request(format!(
+                "unknown grep mode `{other}` (modes: lines, files, count)"
+            ))),
+        }
+    }
+}
+
+/// How a grep searches, beyond its pattern and base path. Start from
+/// `GrepOptions::default()` and set the fields you need.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct GrepOptions {
+    /// Only files matching this glob are searched. A pattern without `/`
+    /// is matched against the file's name (`*.rs`), one with `/` against
+    /// its path below the search base (`src/**/*.rs`).
+    pub glob: Option<String>,
+    /// Matches letters case-insensitively (Unicode simple case folding).
+    pub case_insensitive: bool,
+    /// Context lines answered before each match (at most
+    /// [`MAX_CONTEXT_LINES`]); `Lines` mode only.
+    pub before: usize,
+    /// Context lines answered after each match (at most
+    /// [`MAX_CONTEXT_LINES`]); `Lines` mode only.
+    pub after: usize,
+    /// What the grep answers.
+    pub mode: GrepMode,
+    /// The most results answered (lines, files or counts by mode; default
+    /// [`DEFAULT_GREP_RESULTS`], at most [`MAX_GREP_RESULTS`]).
+    pub max_results: Option<usize>,
+    /// Skips what `.gitignore` and `.ignore` files inside the root exclude
+    /// (and the `.git` directory), as git and ripgrep read them: a file's
+    /// patterns apply below its directory, deeper files and `.ignore` over
+    /// `.gitignore` win, `!` re-includes. Files outside the root (global
+    /// excludes, `.git/info/exclude`) are not read.
+    pub gitignore: bool,
+    /// Set to true from another thread to stop the search: it then answers
+    /// `E_ABORTED`.
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+/// A grep's answer, by [`GrepMode`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GrepOutput {
+    /// Matching lines, in walk order.
+    Lines(Vec<GrepMatch>),
+    /// Root-relative paths of files with matches, in walk order.
+    Files(Vec<String>),
+    /// `(path, matching lines)` of files with matches, in walk order.
+    Counts(Vec<(String, usize)>),
+}
+
+impl GrepOptions {
+    /// Checks the limits, answering the effective result cap.
+    pub(crate) fn checked_max(&self) -> Result<usize, Error> {
+        let max = self.max_results.unwrap_or(DEFAULT_GREP_RESULTS);
+        if max == 0 || max > MAX_GREP_RESULTS {
+            return Err(Error::request(format!(
+                "max_results must be between 1 and {MAX_GREP_RESULTS}"
+            )));
+        }
+        for (name, n) in [("before", self.before), ("after", self.after)] {
+            if n > MAX_CONTEXT_LINES {
+                return Err(Error::request(format!(
+                    "`{name}` must be at most {MAX_CONTEXT_LINES} lines"
+                )));
+            }
+        }
+        Ok(max)
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// The ignore files in force for one directory: its own matchers (`.ignore`
+/// first, then `.gitignore`) and its parent's chain.
+struct IgnoreChain {
+    parent: Option<Arc<IgnoreChain>>,
+    matchers: Vec<Gitignore>,
+}
+
+impl IgnoreChain {
+    /// Whether `path` (root-relative) is excluded: the deepest matcher with
+    /// an opinion decides.
+    fn excluded(&self, path: &str, is_dir: bool) -> bool {
+        let virt = virtual_path(path);
+        let mut chain = Some(self);
+        while let Some(c) = chain {
+            for m in &c.matchers {
+                let r = m.matched(&virt, is_dir);
+                if r.is_ignore() {
+                    return true;
+                }
+                if r.is_whitelist() {
+                    return false;
+                }
+            }
+            chain = c.parent.as_deref();
+        }
+        false
+    }
+}
+
+/// A root-relative name as an absolute-looking path, so that the matcher
+/// (which strips its base directory) sees names below a virtual `/`. It is
+/// never used to touch the filesystem.
+fn virtual_path(rel: &str) -> PathBuf {
+    if rel == "." {
+        PathBuf::from("/")
+    } else {
+        Path::new("/").join(rel)
+    }
+}
+
+/// Reads `.ignore` and `.gitignore` of directory `dir` in `root` through
+/// no-follow opens, and chains them onto `parent`.
+fn load_ignores(root: &Root, dir: &str, parent: Option<Arc<IgnoreChain>>) -> Arc<IgnoreChain> {
+    let mut matchers = Vec::new();
+    for name in [".ignore", ".gitignore"] {
+        let path = if dir == "." {
+            name.to_owned()
+        } else {
+            format!("{dir}/{name}")
+        };
+        let Ok(file) = root.open_with(&path, OpenOptions::new().read(true).follow(false)) else {
+            continue;
+        };
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let mut text = Vec::new();
+        if file.take(MAX_IGNORE_FILE).read_to_end(&mut text).is_err() {
+            continue;
+        }
+        let mut b = GitignoreBuilder::new(virtual_path(dir));
+        for line in String::from_utf8_lossy(&text).lines() {
+            // A malformed line is skipped, as git does.
+            let _ = b.add_line(None, line);
+        }
+        if let Ok(m) = b.build() {
+            matchers.push(m);
+        }
+    }
+    Arc::new(IgnoreChain { parent, matchers })
+}
+
+/// The chain in force just above `base`: the ignore files of the root and
+/// of every directory down to `base`'s parent (`base`'s own are read when
+/// the walk lists it).
+fn ignores_above(root: &Root, base: &RelPath) -> Arc<IgnoreChain> {
+    let mut chain = Arc::new(IgnoreChain {
+        parent: None,
+        matchers: Vec::new(),
+    });
+    if base.is_root() {
+        return chain;
+    }
+    chain = load_ignores(root, ".", Some(chain));
+    let parts: Vec<&str> = base.as_str().split('/').collect();
+    let mut dir = String::new();
+    for part in &parts[..parts.len() - 1] {
+        if !dir.is_empty() {
+            dir.push('/');
+        }
+        dir.push_str(part);
+        chain = load_ignores(root, &dir, Some(chain));
+    }
+    chain
 }
 
 /// Walks below `base` in `root` depth-first in name order, calling `visit`
 /// with each entry's root-relative path and kind; directories reached
-/// through a symlink are never entered. `visit` returns false to stop.
+/// through a symlink are never entered. With `gitignore`, entries the
+/// ignore files exclude (and `.git`) are neither visited nor entered.
+/// `visit` returns false to stop.
 fn walk(
     root: &Root,
     base: &RelPath,
+    gitignore: bool,
     mut visit: impl FnMut(&str, FileKind) -> bool,
 ) -> Result<(), Error> {
-    let mut stack = vec![base.as_str().to_owned()];
+    let start = gitignore.then(|| ignores_above(root, base));
+    let mut stack = vec![(base.as_str().to_owned(), start)];
     let mut seen = 0usize;
-    while let Some(dir) = stack.pop() {
+    while let Some((dir, above)) = stack.pop() {
         let entries = match root.read_dir(&dir) {
             Ok(e) => e,
             // Removed meanwhile: nothing to list.
@@ -56,22 +282,42 @@ fn walk(
             .map(|e| (e.name().to_string_lossy().into_owned(), e.kind()))
             .collect();
         names.sort();
+        // This directory's own ignore files, read only where the listing
+        // shows one.
+        let ignores = above.map(|chain| {
+            if names
+                .iter()
+                .any(|(n, k)| *k == FileKind::File && (n == ".ignore" || n == ".gitignore"))
+            {
+                load_ignores(root, &dir, Some(chain))
+            } else {
+                chain
+            }
+        });
         let mut subdirs = Vec::new();
         for (name, kind) in names {
             seen += 1;
             if seen > MAX_WALK_ENTRIES {
                 return Ok(());
             }
+            if ignores.is_some() && kind == FileKind::Dir && name == ".git" {
+                continue;
+            }
             let path = if dir == "." {
                 name
             } else {
                 format!("{dir}/{name}")
             };
+            if let Some(chain) = &ignores {
+                if chain.excluded(&path, kind == FileKind::Dir) {
+                    continue;
+                }
+            }
             if !visit(&path, kind) {
                 return Ok(());
             }
             if kind == FileKind::Dir {
-                subdirs.push(path);
+                subdirs.push((path, ignores.clone()));
             }
         }
         stack.extend(subdirs.into_iter().rev());
@@ -104,22 +350,30 @@ fn roots_holding<'r>(roots: &'r [Root], base: &RelPath) -> Result<Vec<&'r Root>,
     Ok(out)
 }
 
-pub(crate) fn glob(roots: &[Root], base: &RelPath, pattern: &str) -> Result<Vec<String>, Error> {
-    let glob = globset::GlobBuilder::new(pattern)
+/// The part of a root-relative `path` below `base`.
+fn below<'p>(base: &RelPath, path: &'p str) -> &'p str {
+    if base.is_root() {
+        path
+    } else {
+        &path[base.as_str().len() + 1..]
+    }
+}
+
+fn compile_glob(pattern: &str) -> Result<globset::GlobMatcher, Error> {
+    Ok(globset::GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
         .map_err(|e| Error::request(format!("invalid glob pattern: {e}")))?
-        .compile_matcher();
-    let prefix_len = if base.is_root() {
-        0
-    } else {
-        base.as_str().len() + 1
-    };
+        .compile_matcher())
+}
+
+pub(crate) fn glob(roots: &[Root], base: &RelPath, pattern: &str) -> Result<Vec<String>, Error> {
+    let glob = compile_glob(pattern)?;
     let mut found = BTreeMap::new();
     for root in roots_holding(roots, base)? {
-        walk(root, base, |path, _| {
-            if glob.is_match(Path::new(&path[prefix_len..])) {
+        walk(root, base, false, |path, _| {
+            if glob.is_match(Path::new(below(base, path))) {
                 found.entry(path.to_owned()).or_insert(());
             }
             found.len() < MAX_GLOB_RESULTS
@@ -128,20 +382,186 @@ pub(crate) fn glob(roots: &[Root], base: &RelPath, pattern: &str) -> Result<Vec<
     Ok(found.into_keys().collect())
 }
 
+/// The include filter of a grep: a name glob or a path glob.
+struct Include {
+    matcher: globset::GlobMatcher,
+    by_name: bool,
+}
+
+impl Include {
+    fn new(pattern: &str) -> Result<Include, Error> {
+        Ok(Include {
+            matcher: compile_glob(pattern)?,
+            by_name: !pattern.contains('/'),
+        })
+    }
+
+    fn admits(&self, base: &RelPath, path: &str) -> bool {
+        let rel = below(base, path);
+        let subject = if self.by_name {
+            rel.rsplit('/').next().unwrap_or(rel)
+        } else {
+            rel
+        };
+        self.matcher.is_match(Path::new(subject))
+    }
+}
+
+/// A line as answered: without its ending, cut, lossy UTF-8.
+fn line_text(raw: &[u8]) -> String {
+    let text = raw.strip_suffix(b"\n").unwrap_or(raw);
+    let text = text.strip_suffix(b"\r").unwrap_or(text);
+    String::from_utf8_lossy(&text[..text.len().min(MAX_LINE_TEXT)]).into_owned()
+}
+
+/// Collects a grep's results in any mode, up to the cap.
+struct Collector {
+    mode: GrepMode,
+    max: usize,
+    before: usize,
+    after: usize,
+    lines: Vec<GrepMatch>,
+    files: Vec<String>,
+    counts: Vec<(String, usize)>,
+}
+
+impl Collector {
+    fn full(&self) -> bool {
+        let n = match self.mode {
+            GrepMode::Lines => self.lines.len(),
+            GrepMode::Files => self.files.len(),
+            GrepMode::Count => self.counts.len(),
+        };
+        n >= self.max
+    }
+
+    fn finish(self) -> GrepOutput {
+        match self.mode {
+            GrepMode::Lines => GrepOutput::Lines(self.lines),
+            GrepMode::Files => GrepOutput::Files(self.files),
+            GrepMode::Count => GrepOutput::Counts(self.counts),
+        }
+    }
+
+    /// Searches one open file.
+    fn search(
+        &mut self,
+        re: &regex::bytes::Regex,
+        path: &str,
+        file: std::fs::File,
+        max_file_bytes: u64,
+        opts: &GrepOptions,
+    ) -> Result<(), Error> {
+        let mut reader = BufReader::new(file.take(max_file_bytes));
+        if reader
+            .fill_buf()
+            .map(|b| b[..b.len().min(8192)].contains(&0))
+            .unwrap_or(true)
+        {
+            return Ok(()); // binary
+        }
+        let mut line = Vec::new();
+        let mut n = 0usize;
+        let mut count = 0usize;
+        let mut recent: std::collections::VecDeque<String> =
+            std::collections::VecDeque::with_capacity(self.before);
+        // Matches of this file still collecting `after` lines.
+        let mut open_from = self.lines.len();
+        loop {
+            if n % 4096 == 0 && opts.cancelled() {
+                return Err(Error::new(ErrorCode::Aborted, "the search was cancelled"));
+            }
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            n += 1;
+            let stripped = line.strip_suffix(b"\n").unwrap_or(&line);
+            let stripped = stripped.strip_suffix(b"\r").unwrap_or(stripped);
+            let full = self.full();
+            if self.mode == GrepMode::Lines && self.after > 0 {
+                let text = line_text(&line);
+                while open_from < self.lines.len()
+                    && self.lines[open_from].after.len() >= self.after
+                {
+                    open_from += 1;
+                }
+                for m in &mut self.lines[open_from..] {
+                    if m.after.len() < self.after {
+                        m.after.push(text.clone());
+                    }
+                }
+            }
+            if full {
+                // Only trailing context is still wanted.
+                if self.mode == GrepMode::Lines
+                    && open_from < self.lines.len()
+                    && self
+                        .lines
+                        .last()
+                        .is_some_and(|m| m.after.len() < self.after)
+                {
+                    continue;
+                }
+                break;
+            }
+            if re.is_match(stripped) {
+                match self.mode {
+                    GrepMode::Lines => self.lines.push(GrepMatch {
+                        path: path.to_owned(),
+                        line: n,
+                        text: line_text(&line),
+                        before: recent.iter().cloned().collect(),
+                        after: Vec::new(),
+                    }),
+                    GrepMode::Files => {
+                        self.files.push(path.to_owned());
+                        return Ok(());
+                    }
+                    GrepMode::Count => count += 1,
+                }
+            }
+            if self.before > 0 {
+                if recent.len() == self.before {
+                    recent.pop_front();
+                }
+                recent.push_back(line_text(&line));
+            }
+        }
+        if count > 0 {
+            self.counts.push((path.to_owned(), count));
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn grep(
     roots: &[Root],
     base: &RelPath,
     pattern: &str,
-    max: usize,
+    opts: &GrepOptions,
     max_file_bytes: u64,
-) -> Result<Vec<GrepMatch>, Error> {
+) -> Result<GrepOutput, Error> {
+    let max = opts.checked_max()?;
     let re = regex::bytes::RegexBuilder::new(pattern)
+        .case_insensitive(opts.case_insensitive)
         .size_limit(1 << 20)
         .build()
         .map_err(|e| Error::request(format!("invalid regular expression: {e}")))?;
-    let mut out = Vec::new();
-    let mut searched = std::collections::HashSet::new();
-    // A single file may be named directly.
+    let include = opts.glob.as_deref().map(Include::new).transpose()?;
+    let mut out = Collector {
+        mode: opts.mode,
+        max,
+        before: opts.before,
+        after: opts.after,
+        lines: Vec::new(),
+        files: Vec::new(),
+        counts: Vec::new(),
+    };
+    let mut searched = HashSet::new();
+    // A single file may be named directly; the include glob and the ignore
+    // files do not apply to it.
     let files: Vec<(&Root, Vec<String>)> =
         match roots.iter().find_map(|r| r.stat(base).ok().map(|m| (r, m))) {
             Some((root, m)) if m.is_file() => vec![(root, vec![base.as_str().to_owned()])],
@@ -149,11 +569,12 @@ pub(crate) fn grep(
                 let mut v = Vec::new();
                 for root in roots_holding(roots, base)? {
                     let mut paths = Vec::new();
-                    walk(root, base, |p, k| {
-                        if k == FileKind::File {
+                    walk(root, base, opts.gitignore, |p, k| {
+                        if k == FileKind::File && include.as_ref().is_none_or(|i| i.admits(base, p))
+                        {
                             paths.push(p.to_owned());
                         }
-                        true
+                        !opts.cancelled()
                     })?;
                     v.push((root, paths));
                 }
@@ -162,15 +583,15 @@ pub(crate) fn grep(
         };
     for (root, paths) in files {
         for path in paths {
+            if opts.cancelled() {
+                return Err(Error::new(ErrorCode::Aborted, "the search was cancelled"));
+            }
             if !searched.insert(path.clone()) {
                 continue;
             }
             // Read through a no-follow open: a file swapped for a symlink
             // after the listing is skipped, not followed.
-            let file = match root.open_with(
-                &path,
-                sandgate_rootfs::OpenOptions::new().read(true).follow(false),
-            ) {
+            let file = match root.open_with(&path, OpenOptions::new().read(true).follow(false)) {
                 Ok(f) => f,
                 Err(_) => continue,
             };
@@ -178,38 +599,14 @@ pub(crate) fn grep(
             if !meta.is_file() || meta.len() > max_file_bytes {
                 continue;
             }
-            let mut reader = BufReader::new(file.take(max_file_bytes));
-            if reader
-                .fill_buf()
-                .map(|b| b[..b.len().min(8192)].contains(&0))
-                .unwrap_or(true)
-            {
-                continue; // binary
-            }
-            let mut line = Vec::new();
-            let mut n = 0usize;
-            loop {
-                line.clear();
-                match reader.read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                n += 1;
-                let text = line.strip_suffix(b"\n").unwrap_or(&line);
-                let text = text.strip_suffix(b"\r").unwrap_or(text);
-                if re.is_match(text) {
-                    let cut = &text[..text.len().min(MAX_LINE_TEXT)];
-                    out.push(GrepMatch {
-                        path: path.clone(),
-                        line: n,
-                        text: String::from_utf8_lossy(cut).into_owned(),
-                    });
-                    if out.len() >= max {
-                        return Ok(out);
-                    }
-                }
+            out.search(&re, &path, file, max_file_bytes, opts)?;
+            if out.full() {
+                break;
             }
         }
+        if out.full() {
+            break;
+        }
     }
-    Ok(out)
+    Ok(out.finish())
 }

@@ -361,14 +361,31 @@ impl ToolSession {
             "grep" => {
                 let pattern = f.str("pattern")?;
                 let path = f.opt_str("path")?;
-                let max = f.opt_count("max_results")?;
+                // Fields are read in this order, so a bad one is named first.
+                let opts = crate::search::GrepOptions {
+                    max_results: f.opt_count("max_results")?,
+                    glob: f.opt_str("glob")?,
+                    case_insensitive: f.opt_bool("case_insensitive")?.unwrap_or(false),
+                    before: f.opt_count("before")?.unwrap_or(0),
+                    after: f.opt_count("after")?.unwrap_or(0),
+                    mode: match f.opt_str("mode")? {
+                        Some(mode) => mode.parse()?,
+                        None => crate::search::GrepMode::Lines,
+                    },
+                    gitignore: f.opt_bool("gitignore")?.unwrap_or(false),
+                    cancel: None,
+                };
                 f.done()?;
-                let matches: Vec<Value> = sb
-                    .grep(&pattern, path.as_deref(), max)?
-                    .into_iter()
-                    .map(|m| json!({"path": m.path, "line": m.line, "text": m.text}))
-                    .collect();
-                out.insert("matches".into(), Value::Array(matches));
+                if opts.mode != crate::search::GrepMode::Lines
+                    && (opts.before > 0 || opts.after > 0)
+                {
+                    return Err(bad("`before` and `after` apply to mode `lines` only"));
+                }
+                grep_answer(
+                    &mut out,
+                    sb.grep_with(&pattern, path.as_deref(), &opts)?,
+                    &opts,
+                );
             }
             "exec" => {
                 let command = f.str("command")?;
@@ -596,6 +613,47 @@ fn hops_json(hops: &[crate::fetch::Hop]) -> Value {
             })
             .collect(),
     )
+}
+
+/// The grep op's answer fields: `matches` (with `before`/`after` when
+/// context was asked for), `files` or `counts` by mode.
+fn grep_answer(
+    out: &mut Map<String, Value>,
+    found: crate::search::GrepOutput,
+    opts: &crate::search::GrepOptions,
+) {
+    use crate::search::GrepOutput;
+    match found {
+        GrepOutput::Lines(matches) => {
+            let matches = matches
+                .into_iter()
+                .map(|m| {
+                    let mut o = Map::new();
+                    o.insert("path".into(), json!(m.path));
+                    o.insert("line".into(), json!(m.line));
+                    o.insert("text".into(), json!(m.text));
+                    if opts.before > 0 {
+                        o.insert("before".into(), json!(m.before));
+                    }
+                    if opts.after > 0 {
+                        o.insert("after".into(), json!(m.after));
+                    }
+                    Value::Object(o)
+                })
+                .collect();
+            out.insert("matches".into(), Value::Array(matches));
+        }
+        GrepOutput::Files(files) => {
+            out.insert("files".into(), json!(files));
+        }
+        GrepOutput::Counts(counts) => {
+            let counts = counts
+                .into_iter()
+                .map(|(path, count)| json!({"path": path, "count": count}))
+                .collect();
+            out.insert("counts".into(), Value::Array(counts));
+        }
+    }
 }
 
 /// `key` as text, or `key_base64` when the bytes are not UTF-8.

@@ -392,6 +392,74 @@ fn glob_and_grep_stay_inside_and_do_not_follow_links() {
 }
 
 #[test]
+fn grep_with_modes_gitignore_and_cancel() {
+    use sandgate::search::{GrepMode, GrepOptions, GrepOutput};
+    use std::sync::atomic::AtomicBool;
+    let fx = Fx::new();
+    fx.put("in/.gitignore", "target/\n")
+        .put("in/src/a.rs", "Alpha\nalpha\n")
+        .put("in/target/gen.rs", "alpha\n");
+    let sb = fx.builder().build().unwrap();
+    let mut opts = GrepOptions::default();
+    opts.mode = GrepMode::Count;
+    opts.case_insensitive = true;
+    assert_eq!(
+        sb.grep_with("alpha", None, &opts).unwrap(),
+        GrepOutput::Counts(vec![("src/a.rs".into(), 2), ("target/gen.rs".into(), 1)])
+    );
+    opts.gitignore = true;
+    assert_eq!(
+        sb.grep_with("alpha", None, &opts).unwrap(),
+        GrepOutput::Counts(vec![("src/a.rs".into(), 2)])
+    );
+    // A search cancelled from elsewhere answers E_ABORTED.
+    let flag = Arc::new(AtomicBool::new(true));
+    opts.cancel = Some(flag);
+    assert_eq!(code(sb.grep_with("alpha", None, &opts)), ErrorCode::Aborted);
+}
+
+#[test]
+fn edit_many_is_all_or_nothing_and_dry_run_checks_first() {
+    let fx = Fx::new();
+    fx.put("ws/a.txt", "one two three\n");
+    let sb = {
+        let mut b = fx.builder();
+        b.allow_overwrite(true).restricted(true);
+        b.build().unwrap()
+    };
+    // The second edit does not match: nothing is written.
+    assert_eq!(
+        code(sb.edit_many("a.txt", &[("one", "1"), ("four", "4")], false)),
+        ErrorCode::EditNoMatch
+    );
+    assert_eq!(
+        fs::read_to_string(fx.p("ws/a.txt")).unwrap(),
+        "one two three\n"
+    );
+    // Edits apply in order, each to what the previous left.
+    let p = sb
+        .edit_many("a.txt", &[("one", "1 two"), ("1 two two", "x")], true)
+        .unwrap();
+    assert_eq!(p.after, b"x three\n");
+    assert_eq!(
+        fs::read_to_string(fx.p("ws/a.txt")).unwrap(),
+        "one two three\n"
+    );
+    sb.edit_many("a.txt", &[("three", "3")], false).unwrap();
+    assert_eq!(fs::read_to_string(fx.p("ws/a.txt")).unwrap(), "one two 3\n");
+    // A hard link to a file outside: refused before its content is read,
+    // dry run included.
+    fs::hard_link(fx.p("outside/secret"), fx.p("ws/alias")).unwrap();
+    let e = sb.edit_many("alias", &[("OUT", "IN")], true).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Hardlink);
+    assert!(!e.message().contains("OUTSIDE"));
+    assert_eq!(
+        fs::read_to_string(fx.p("outside/secret")).unwrap(),
+        "OUTSIDE"
+    );
+}
+
+#[test]
 fn close_answers_closed() {
     let fx = Fx::new();
     fx.put("in/a", "a");

@@ -1,0 +1,86 @@
+//! `sandgate mcp`: the policy's tools over the Model Context Protocol.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Where `sandgate mcp` listens, from its options.
+pub struct Transport {
+    /// `--http ADDR`.
+    pub http: Option<std::net::SocketAddr>,
+    /// `--token-file FILE`.
+    pub token_file: Option<PathBuf>,
+    /// `--unix PATH`.
+    pub unix: Option<PathBuf>,
+}
+
+/// `sandgate mcp --policy P.toml [--audit FILE]` or `sandgate mcp DIR…`.
+pub fn mcp(
+    policy: Option<PathBuf>,
+    audit: Option<PathBuf>,
+    dirs: Vec<PathBuf>,
+    transport: Transport,
+) -> ExitCode {
+    let listen = match (transport.http, transport.token_file, transport.unix) {
+        (None, None, None) => sandgate_mcp::Listen::Stdio,
+        (Some(addr), Some(token), None) => {
+            if let Err(e) = sandgate_mcp::transport::check_loopback(&addr) {
+                eprintln!("sandgate: {e}");
+                return ExitCode::from(2);
+            }
+            sandgate_mcp::Listen::Http(addr, token)
+        }
+        (Some(_), None, _) => {
+            eprintln!("sandgate: --http needs --token-file FILE (where the bearer token is written, mode 0600)");
+            return ExitCode::from(2);
+        }
+        (None, None, Some(path)) => sandgate_mcp::Listen::Unix(path),
+        _ => {
+            eprintln!(
+                "sandgate: choose one of stdio (the default), --http with --token-file, or --unix"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let loaded = match (&policy, dirs.is_empty()) {
+        (Some(p), true) => match sandgate::policy::Policy::load(p) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("sandgate: {}: {e}", e.code());
+                return ExitCode::from(2);
+            }
+        },
+        (None, false) => match sandgate_mcp::policy_for_dirs(&dirs) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("sandgate: {}: {}", e.code(), e.message());
+                return ExitCode::from(2);
+            }
+        },
+        _ => {
+            eprintln!("sandgate: mcp takes either --policy FILE or one or more directories");
+            return ExitCode::from(2);
+        }
+    };
+    let sink = match audit.as_deref().map(sandgate_mcp::audit::json_lines_file) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            eprintln!("sandgate: cannot open the audit file: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let server = match sandgate_mcp::Server::from_policy(&loaded, sink, dirs) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sandgate: {}: {}", e.code(), e.message());
+            return ExitCode::from(2);
+        }
+    };
+    match server.serve_blocking(listen) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sandgate: mcp: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

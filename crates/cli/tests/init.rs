@@ -1,0 +1,77 @@
+//! `sandgate init DIR`: a starter policy that loads and protects what it says.
+
+use std::fs;
+use std::process::Command;
+
+fn sandgate() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sandgate"))
+}
+
+#[test]
+fn init_writes_a_policy_beside_the_directory_and_never_replaces_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("proj");
+    fs::create_dir(&proj).unwrap();
+    let out = sandgate().arg("init").arg(&proj).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = tmp.path().join("proj.sandgate.toml");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        written.canonicalize().unwrap().to_str().unwrap()
+    );
+    let check = sandgate()
+        .arg("check")
+        .arg("--json")
+        .arg(&written)
+        .output()
+        .unwrap();
+    assert!(check.status.success());
+    let summary: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(summary["mode"], "restricted");
+    assert_eq!(summary["exec"]["enabled"], false);
+    // The policy protects what it says, through the tool endpoint.
+    let mut tool = sandgate()
+        .args(["tool", "--policy"])
+        .arg(&written)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let stdin = tool.stdin.as_mut().unwrap();
+        for p in [
+            ".github/workflows/ci.yml",
+            "Cargo.lock",
+            ".git/config",
+            "package-lock.json",
+        ] {
+            writeln!(stdin, r#"{{"op":"write","path":"{p}","content":"x"}}"#).unwrap();
+        }
+        writeln!(stdin, r#"{{"op":"write","path":"ok.txt","content":"x"}}"#).unwrap();
+    }
+    let answers = tool.wait_with_output().unwrap();
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&answers.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5);
+    for a in &lines[..4] {
+        assert_eq!(a["error"]["code"], "E_FS_PROTECTED", "{a}");
+    }
+    assert_eq!(lines[4]["ok"], true);
+    // A second init leaves the first policy alone.
+    let before = fs::read(&written).unwrap();
+    let again = sandgate().arg("init").arg(&proj).output().unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(fs::read(&written).unwrap(), before);
+    // Not a directory: refused, nothing written.
+    let file = proj.join("ok.txt");
+    let bad = sandgate().arg("init").arg(&file).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(!proj.join("ok.txt.sandgate.toml").exists());
+}

@@ -1,0 +1,360 @@
+//! `sandgate mcp` at the JSON-RPC level: what a client sends that is not a
+//! well-formed call never ends the server; only closing its input does.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        fs::create_dir_all(ws.join("src")).unwrap();
+        fs::write(ws.join("a.txt"), "hello\n").unwrap();
+        for i in 0..2000 {
+            fs::write(ws.join(format!("src/f{i}.txt")), "needle\n".repeat(50)).unwrap();
+        }
+        fs::write(
+            dir.path().join("policy.toml"),
+            "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(["mcp", "--policy"])
+            .arg(dir.path().join("policy.toml"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("the server wrote a line that is not JSON: {e}"));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut s = Server {
+            stdin: child.stdin.take(),
+            child,
+            lines: rx,
+            _dir: dir,
+        };
+        s.send_json(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        );
+        let init = s.answer(0);
+        assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+        s.send_json(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        s
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        let w = self.stdin.as_mut().unwrap();
+        w.write_all(bytes).unwrap();
+        w.write_all(b"\n").unwrap();
+        w.flush().unwrap();
+    }
+
+    fn send_json(&mut self, v: Value) {
+        self.send(v.to_string().as_bytes());
+    }
+
+    /// The next message whose id is `id`, skipping notifications.
+    fn answer(&self, id: i64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(v) if v["id"] == json!(id) => return v,
+                Ok(_) => continue,
+                Err(e) => panic!("no answer for id {id}: {e:?}"),
+            }
+        }
+    }
+
+    /// Whatever arrives within `wait`.
+    fn drain(&self, wait: Duration) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            match self.lines.recv_timeout(wait) {
+                Ok(v) => out.push(v),
+                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => return out,
+            }
+        }
+    }
+
+    fn ping(&mut self, id: i64) {
+        self.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
+        assert_eq!(self.answer(id)["result"], json!({}));
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn malformed_input_never_ends_the_server() {
+    let mut s = Server::start();
+    // Not JSON, not UTF-8, blank: ignored (as the official SDKs do), and
+    // the next request is served.
+    s.send(b"{not json");
+    s.send(b"\xff\xfe\x80");
+    s.send(b"");
+    s.send(b"[1, 2");
+    s.ping(1);
+    // Well-formed JSON that is not JSON-RPC 2.0: Invalid Request.
+    s.send_json(json!({"jsonrpc": "1.0", "id": 2, "method": "ping"}));
+    let got = s.drain(Duration::from_millis(500));
+    assert!(
+        got.iter().any(|v| v["error"]["code"] == json!(-32600)),
+        "{got:?}"
+    );
+    s.ping(3);
+    // An unknown method.
+    s.send_json(json!({"jsonrpc": "2.0", "id": 4, "method": "no/such"}));
+    assert_eq!(s.answer(4)["error"]["code"], json!(-32601));
+    // A line over the size limit is dropped whole.
+    let mut huge = br#"{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":""#.to_vec();
+    huge.extend(std::iter::repeat_n(b'a', 17 * 1024 * 1024));
+    huge.extend(br#""}}"#);
+    s.send(&huge);
+    s.ping(6);
+    assert!(s
+        .drain(Duration::from_millis(200))
+        .iter()
+        .all(|v| v["id"] != json!(5)));
+}
+
+#[test]
+fn ids_may_be_reused_and_protocol_errors_are_jsonrpc_errors() {
+    let mut s = Server::start();
+    for _ in 0..3 {
+        s.send_json(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}));
+        let a = s.answer(7);
+        assert_eq!(a["result"]["content"][0]["text"], "hello\n");
+        assert_eq!(a["result"]["isError"], false);
+    }
+    // Unknown tool and bad arguments: JSON-RPC errors (invalid params).
+    s.send_json(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "nope", "arguments": {}}}));
+    assert_eq!(s.answer(8)["error"]["code"], json!(-32602));
+    s.send_json(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "read_text_file", "arguments": {"path": 1}}}));
+    assert_eq!(s.answer(9)["error"]["code"], json!(-32602));
+    // A refusal is a result the model can read.
+    s.send_json(json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+        "params": {"name": "read_text_file", "arguments": {"path": "../x"}}}));
+    let a = s.answer(10);
+    assert_eq!(a["result"]["isError"], true);
+    assert!(a["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("E_PATH_INVALID"));
+}
+
+#[test]
+fn tools_list_pages_with_a_cursor() {
+    let mut s = Server::start();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let a = s.answer(1);
+    let tools = a["result"]["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 14);
+    for t in tools {
+        let ann = &t["annotations"];
+        for hint in [
+            "readOnlyHint",
+            "destructiveHint",
+            "idempotentHint",
+            "openWorldHint",
+        ] {
+            assert!(ann[hint].is_boolean(), "{} lacks {hint}", t["name"]);
+        }
+    }
+    s.send_json(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"cursor": "bogus"}}),
+    );
+    assert_eq!(s.answer(2)["error"]["code"], json!(-32602));
+}
+
+#[test]
+fn a_cancelled_call_leaves_the_server_serving() {
+    let mut s = Server::start();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "mode": "count", "max_results": 1000},
+                   "_meta": {"progressToken": "p20"}}}));
+    s.send_json(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 20, "reason": "test"}}),
+    );
+    // A cancellation for something never asked is ignored too.
+    s.send_json(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 999}}),
+    );
+    s.ping(21);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 22, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "mode": "files", "max_results": 3}}}));
+    let a = s.answer(22);
+    assert_eq!(a["result"]["isError"], false);
+    assert_eq!(
+        a["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn closing_stdin_mid_call_ends_the_server_cleanly() {
+    let mut s = Server::start();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "mode": "count", "max_results": 1000}}}));
+    drop(s.stdin.take());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server did not exit after stdin closed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn policy_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("ws")).unwrap();
+    fs::write(dir.path().join("ws/a.txt"), "hello\n").unwrap();
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn http_refuses_addresses_off_loopback_and_an_existing_token_file() {
+    let dir = policy_dir();
+    for addr in ["0.0.0.0:0", "192.0.2.1:8080", "[::]:0"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(["mcp", "--policy"])
+            .arg(dir.path().join("policy.toml"))
+            .args(["--http", addr, "--token-file"])
+            .arg(dir.path().join("tok"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{addr}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
+        assert!(
+            !dir.path().join("tok").exists(),
+            "no token for a refused address"
+        );
+    }
+    // --http without a token file is refused too.
+    let out = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .args(["--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // A token file that exists is never overwritten (nor followed if a link).
+    std::os::unix::fs::symlink(dir.path().join("ws/a.txt"), dir.path().join("tok")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .args(["--http", "127.0.0.1:0", "--token-file"])
+        .arg(dir.path().join("tok"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(
+        fs::read_to_string(dir.path().join("ws/a.txt")).unwrap(),
+        "hello\n"
+    );
+}
+
+#[test]
+fn unix_socket_serves_sessions_with_mode_0600() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixStream;
+    let dir = policy_dir();
+    let sock = dir.path().join("mcp.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "no socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        fs::metadata(&sock).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    for _ in 0..2 {
+        let stream = UnixStream::connect(&sock).unwrap();
+        let mut w = stream.try_clone().unwrap();
+        let mut r = BufReader::new(stream);
+        let mut send = |v: Value| {
+            writeln!(w, "{v}").unwrap();
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        );
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}));
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let mut line = String::new();
+            assert!(r.read_line(&mut line).unwrap() > 0);
+            got.push(serde_json::from_str::<Value>(&line).unwrap());
+        }
+        assert_eq!(got[0]["result"]["protocolVersion"], "2025-11-25");
+        assert_eq!(got[1]["result"]["content"][0]["text"], "hello\n");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -1,0 +1,611 @@
+//! sandgate's Model Context Protocol server: a policy's confined tools for
+//! any MCP host.
+//!
+//! The tools carry the names and argument shapes of the reference
+//! filesystem server, so a host configuration switches by changing its
+//! command; each call goes through one [`Sandbox`](sandgate::Sandbox) (the
+//! policy's roots, deny patterns, caps, budgets and audit), so what the
+//! kernel refuses the model reads as a tool result with `isError: true`
+//! naming the code. Protocol errors (an unknown tool, arguments that do not
+//! fit the tool's schema) are JSON-RPC errors. The server ends only when its
+//! input closes.
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! let policy = sandgate::policy::Policy::load("policy.toml")?;
+//! let server = sandgate_mcp::Server::from_policy(&policy, None, Vec::new())?;
+//! server.serve_stdio().await?;
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod audit;
+pub mod paths;
+pub mod tools;
+pub mod transport;
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProtocolVersion, ServerCapabilities, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde::de::DeserializeOwned;
+
+use sandgate::policy::Policy;
+use sandgate::{AuditSink, Error, ErrorCode, Executor, Fetcher, Sandbox, SandboxBuilder};
+
+use crate::paths::GrantedDir;
+
+/// Tools answered per `tools/list` page.
+pub const TOOLS_PAGE: usize = 50;
+
+/// What every session shares: the sandbox, the executor and fetcher when
+/// granted, and the granted directories for mapping host paths.
+pub(crate) struct Core {
+    pub(crate) sandbox: Sandbox,
+    pub(crate) executor: Option<Executor>,
+    pub(crate) fetcher: Option<Fetcher>,
+    pub(crate) dirs: Vec<GrantedDir>,
+    /// The read roots, opened, to tell which one answers for a name.
+    read_roots: Vec<sandgate::rootfs::Root>,
+}
+
+/// A client's roots, as far as they lie inside the granted directories.
+#[derive(Clone, Debug)]
+pub(crate) enum Narrow {
+    /// The client offers no roots: the policy's roots apply.
+    None,
+    /// Asked for; calls wait (a little) for the answer.
+    Pending,
+    /// Names must lie below one of these: a granted directory's index and a
+    /// root-relative prefix (`.` for the whole directory).
+    To(Vec<(usize, String)>),
+}
+
+/// One session: the shared core and what this client narrowed it to.
+pub(crate) struct Shared {
+    core: Arc<Core>,
+    narrow: std::sync::RwLock<Narrow>,
+}
+
+impl std::ops::Deref for Shared {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+/// Whether root-relative `rel` lies at or below `prefix`, by components.
+fn rel_below(rel: &str, prefix: &str) -> bool {
+    if prefix == "." {
+        return true;
+    }
+    let mut r = rel.split('/').filter(|c| !c.is_empty() && *c != ".");
+    prefix
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .all(|p| r.next() == Some(p))
+}
+
+impl Shared {
+    /// Refuses a name outside the client's roots (when it gave any). A
+    /// relative name is inside when some client root covers it in any
+    /// granted directory.
+    fn within_client_roots(&self, m: &paths::Mapped) -> Result<(), Error> {
+        let narrow = self
+            .narrow
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let Narrow::To(roots) = narrow else {
+            return Ok(());
+        };
+        let inside = roots
+            .iter()
+            .any(|(dir, prefix)| m.dir.is_none_or(|d| d == *dir) && rel_below(&m.rel, prefix));
+        if inside {
+            Ok(())
+        } else {
+            Err(
+                Error::new(ErrorCode::Denied, "outside the roots this client declared")
+                    .with_path(m.rel.clone()),
+            )
+        }
+    }
+
+    /// Sets the session's narrowing from a client's root URIs: each root
+    /// inside a granted directory narrows to it, a root holding a granted
+    /// directory keeps that directory whole, a root elsewhere adds nothing.
+    pub(crate) fn narrow_to(&self, uris: &[String]) {
+        let mut out = Vec::new();
+        for uri in uris {
+            let Some(path) = file_uri_path(uri) else {
+                continue;
+            };
+            if let Ok(m) = paths::map(&self.dirs, &path) {
+                if let Some(d) = m.dir {
+                    if !m.rel.split('/').any(|c| c == "..") {
+                        out.push((d, m.rel));
+                    }
+                }
+                continue;
+            }
+            let p = std::path::Path::new(&path);
+            for (i, d) in self.dirs.iter().enumerate() {
+                if d.spelled.starts_with(p) || d.resolved.starts_with(p) {
+                    out.push((i, ".".to_owned()));
+                }
+            }
+        }
+        *self.narrow.write().unwrap_or_else(|p| p.into_inner()) = Narrow::To(out);
+    }
+
+    fn set_narrow(&self, n: Narrow) {
+        *self.narrow.write().unwrap_or_else(|p| p.into_inner()) = n;
+    }
+
+    fn narrow_pending(&self) -> bool {
+        matches!(
+            *self.narrow.read().unwrap_or_else(|p| p.into_inner()),
+            Narrow::Pending
+        )
+    }
+
+    /// The name a read-side tool uses for `given`. An absolute path in a
+    /// read root after the first is refused when an earlier root holds the
+    /// same name, since names resolve in the first root that holds them.
+    pub(crate) fn read_name(&self, given: &str) -> Result<String, Error> {
+        let m = paths::map(&self.dirs, given)?;
+        self.within_client_roots(&m)?;
+        if let Some(i) = m.dir {
+            match self.dirs[i].read_index {
+                None => {
+                    return Err(Error::new(
+                        ErrorCode::Denied,
+                        "this path is in the write root, which is not a read root",
+                    ))
+                }
+                Some(k) => {
+                    if self.read_roots[..k].iter().any(|r| r.lstat(&m.rel).is_ok()) {
+                        return Err(Error::new(
+                            ErrorCode::PathInvalid,
+                            "an earlier read root holds the same name and answers for it; this copy cannot be reached",
+                        )
+                        .with_path(m.rel));
+                    }
+                }
+            }
+        }
+        Ok(m.rel)
+    }
+
+    /// The name a write-side tool uses for `given`: an absolute path must be
+    /// in the write root.
+    pub(crate) fn write_name(&self, given: &str) -> Result<String, Error> {
+        let m = paths::map(&self.dirs, given)?;
+        self.within_client_roots(&m)?;
+        if let Some(i) = m.dir {
+            if !self.dirs[i].is_write {
+                return Err(Error::new(
+                    ErrorCode::Denied,
+                    "this path is in a read-only directory; writes go to the write root",
+                )
+                .with_path(m.rel));
+            }
+        }
+        Ok(m.rel)
+    }
+}
+
+/// The MCP server over one policy.
+#[derive(Clone)]
+pub struct Server {
+    shared: Arc<Shared>,
+    tools: Arc<Vec<Tool>>,
+    instructions: String,
+}
+
+impl Server {
+    /// A server with everything `policy` grants: the sandbox (with `audit`
+    /// as its sink), the shell when `[exec]` grants it, fetch when `[net]`
+    /// does. `spelled` lists other spellings of the roots (as the operator
+    /// typed them, symlinks kept) that absolute paths may use; each must
+    /// resolve to a granted root.
+    pub fn from_policy(
+        policy: &Policy,
+        audit: Option<AuditSink>,
+        spelled: Vec<PathBuf>,
+    ) -> Result<Server, Error> {
+        let mut b = SandboxBuilder::from_policy(policy);
+        if let Some(sink) = audit {
+            b.audit_sink(sink);
+        }
+        let sandbox = b.build()?;
+        let executor = Executor::from_policy(policy)?;
+        let executor = executor.runs_anything().then_some(executor);
+        let fetcher =
+            (!policy.net_allow().is_empty()).then(|| sandgate::fetch::from_policy(policy));
+        let mut dirs: Vec<GrantedDir> = Vec::new();
+        let mut read_roots = Vec::new();
+        for (i, r) in policy.read_roots().iter().enumerate() {
+            dirs.push(GrantedDir {
+                spelled: r.clone(),
+                resolved: r.clone(),
+                read_index: Some(i),
+                is_write: policy.write_root() == Some(r.as_path()),
+            });
+            read_roots.push(sandgate::rootfs::Root::open(r).map_err(Error::from)?);
+        }
+        if let Some(w) = policy.write_root() {
+            if !dirs.iter().any(|d| d.is_write) {
+                dirs.push(GrantedDir {
+                    spelled: w.to_owned(),
+                    resolved: w.to_owned(),
+                    read_index: None,
+                    is_write: true,
+                });
+            }
+        }
+        // Other spellings of the same directories.
+        for s in spelled {
+            let abs = std::path::absolute(&s).unwrap_or(s);
+            if let Ok(real) = std::fs::canonicalize(&abs) {
+                if let Some(d) = dirs.iter().find(|d| d.resolved == real).cloned() {
+                    if d.spelled != abs {
+                        dirs.push(GrantedDir { spelled: abs, ..d });
+                    }
+                }
+            }
+        }
+        let tools = tools::definitions(executor.is_some(), fetcher.is_some());
+        let instructions = format!(
+            "Files are confined by sandgate to {} (names relative to the root, or absolute paths inside it). Refusals name a code such as E_PATH_ESCAPE or E_FS_PROTECTED and are final.",
+            policy
+                .read_roots()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Ok(Server {
+            shared: Arc::new(Shared {
+                core: Arc::new(Core {
+                    sandbox,
+                    executor,
+                    fetcher,
+                    dirs,
+                    read_roots,
+                }),
+                narrow: std::sync::RwLock::new(Narrow::None),
+            }),
+            tools: Arc::new(tools),
+            instructions,
+        })
+    }
+
+    /// The tools this server lists.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    /// A server for another session: the same sandbox (and budgets), with
+    /// its own client roots.
+    pub fn new_session(&self) -> Server {
+        Server {
+            shared: Arc::new(Shared {
+                core: Arc::clone(&self.shared.core),
+                narrow: std::sync::RwLock::new(Narrow::None),
+            }),
+            tools: Arc::clone(&self.tools),
+            instructions: self.instructions.clone(),
+        }
+    }
+
+    /// Asks the client for its roots (when it has any) and narrows this
+    /// session to them; a client that does not answer leaves the policy's
+    /// roots in force.
+    // Roots are part of the revisions this server speaks (up to
+    // 2025-11-25); the SDK marks them deprecated for a later one.
+    #[allow(deprecated)]
+    fn fetch_client_roots(&self, peer: rmcp::Peer<RoleServer>) {
+        let has_roots = peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.roots.is_some());
+        if !has_roots {
+            return;
+        }
+        self.shared.set_narrow(Narrow::Pending);
+        let shared = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            match tokio::time::timeout(Duration::from_secs(10), peer.list_roots()).await {
+                Ok(Ok(r)) => {
+                    let uris: Vec<String> = r.roots.into_iter().map(|r| r.uri).collect();
+                    shared.narrow_to(&uris);
+                }
+                _ => shared.set_narrow(Narrow::None),
+            }
+        });
+    }
+
+    /// Serves MCP on stdin and stdout until stdin closes.
+    pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
+        let running = self
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(std::io::Error::other)?;
+        running.waiting().await.map_err(std::io::Error::other)?;
+        Ok(())
+    }
+
+    /// Runs one tool call to its answer. `cancel` stops a long search or
+    /// command when set.
+    fn run(
+        &self,
+        name: &str,
+        args: serde_json::Value,
+        cancel: Cancel,
+    ) -> Result<tools::Answer, ErrorData> {
+        let s = &*self.shared;
+        Ok(match name {
+            "read_text_file" => tools::read_text_file(s, parse(args)?),
+            "read_media_file" => tools::read_media_file(s, parse(args)?),
+            "read_multiple_files" => tools::read_multiple_files(s, parse(args)?),
+            "write_file" => tools::write_file(s, parse(args)?),
+            "edit_file" => tools::edit_file(s, parse(args)?),
+            "create_directory" => tools::create_directory(s, parse(args)?),
+            "list_directory" => tools::list_directory(s, parse(args)?),
+            "list_directory_with_sizes" => tools::list_directory_with_sizes(s, parse(args)?),
+            "directory_tree" => tools::directory_tree(s, parse(args)?),
+            "move_file" => tools::move_file(s, parse(args)?),
+            "search_files" => tools::search_files(s, parse(args)?),
+            "get_file_info" => tools::get_file_info(s, parse(args)?),
+            "list_allowed_directories" => tools::list_allowed_directories(s, parse(args)?),
+            "grep" => tools::grep(s, parse(args)?, cancel.flag),
+            "exec" if s.executor.is_some() => tools::exec(s, parse(args)?, cancel.abort),
+            "fetch" if s.fetcher.is_some() => tools::fetch(s, parse(args)?),
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool `{other}`"),
+                    None,
+                ))
+            }
+        })
+    }
+}
+
+/// The local path of a `file://` URI (percent-decoded), if it is one.
+fn file_uri_path(uri: &str) -> Option<String> {
+    let rest = uri.strip_prefix("file://")?;
+    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+    if !rest.starts_with('/') {
+        return None;
+    }
+    let bytes = rest.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The ways a running call can be told to stop.
+#[derive(Clone)]
+struct Cancel {
+    flag: Arc<AtomicBool>,
+    abort: sandgate::exec::AbortSignal,
+}
+
+fn parse<T: DeserializeOwned>(args: serde_json::Value) -> Result<T, ErrorData> {
+    serde_json::from_value(args)
+        .map_err(|e| ErrorData::invalid_params(format!("invalid arguments: {e}"), None))
+}
+
+impl ServerHandler for Server {
+    #[allow(deprecated)]
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("sandgate", env!("CARGO_PKG_VERSION"))
+                .with_title("sandgate: confined file tools"),
+        )
+        .with_instructions(self.instructions.clone())
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    // Logging is part of the revisions this server speaks (up to
+    // 2025-11-25); the SDK marks it deprecated for a later one.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(c) => c
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n <= self.tools.len())
+                .ok_or_else(|| ErrorData::invalid_params("invalid cursor", None))?,
+        };
+        let end = (start + TOOLS_PAGE).min(self.tools.len());
+        let mut page = ListToolsResult::with_all_items(self.tools[start..end].to_vec());
+        if end < self.tools.len() {
+            page.next_cursor = Some(end.to_string());
+        }
+        Ok(page)
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.fetch_client_roots(context.peer);
+    }
+
+    async fn on_roots_list_changed(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.fetch_client_roots(context.peer);
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        if !self.tools.iter().any(|t| t.name == name) {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{name}`"),
+                None,
+            ));
+        }
+        // The client's roots narrow every call: wait briefly for them.
+        for _ in 0..500 {
+            if !self.shared.narrow_pending() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let cancel = Cancel {
+            flag: Arc::new(AtomicBool::new(false)),
+            abort: sandgate::exec::AbortSignal::new(),
+        };
+        let this = self.clone();
+        let c2 = cancel.clone();
+        let mut job = tokio::task::spawn_blocking(move || this.run(&name, args, c2));
+        let progress = context.meta.get_progress_token();
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        tick.tick().await;
+        let mut ticks = 0u32;
+        let done = loop {
+            tokio::select! {
+                r = &mut job => break r,
+                _ = context.ct.cancelled() => {
+                    cancel.flag.store(true, Ordering::Relaxed);
+                    cancel.abort.abort();
+                    // Let the work stop, then answer (the client has
+                    // stopped waiting; the answer is dropped).
+                    let _ = (&mut job).await;
+                    return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+                _ = tick.tick(), if progress.is_some() => {
+                    ticks += 1;
+                    if let Some(token) = &progress {
+                        let _ = context.peer.notify_progress(
+                            ProgressNotificationParam::new(token.clone(), f64::from(ticks))
+                                .with_message("still running"),
+                        ).await;
+                    }
+                }
+            }
+        };
+        let answer =
+            done.map_err(|e| ErrorData::internal_error(format!("the call failed: {e}"), None))??;
+        Ok(match answer {
+            Ok(content) => CallToolResult::success(content),
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(tools::describe(&e))]),
+        }
+        .into())
+    }
+}
+
+/// Where a server listens.
+#[derive(Clone, Debug)]
+pub enum Listen {
+    /// stdin and stdout, until stdin closes.
+    Stdio,
+    /// Streamable HTTP on a loopback address, with the bearer token written
+    /// to the file.
+    Http(std::net::SocketAddr, PathBuf),
+    /// A UNIX socket at the path.
+    Unix(PathBuf),
+}
+
+impl Server {
+    /// Serves MCP as `listen` says, on a runtime of its own (for callers
+    /// that are not async).
+    pub fn serve_blocking(self, listen: Listen) -> Result<(), std::io::Error> {
+        if let Listen::Http(addr, _) = &listen {
+            transport::check_loopback(addr).map_err(std::io::Error::other)?;
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        rt.block_on(async move {
+            match listen {
+                Listen::Stdio => self.serve_stdio().await,
+                Listen::Http(addr, token) => transport::serve_http(self, addr, &token).await,
+                Listen::Unix(path) => transport::serve_unix(self, &path).await,
+            }
+        })
+    }
+}
+
+/// The policy of the reference server's command-line form: every directory
+/// a read root, the first also the write root, overwriting allowed (its
+/// `write_file` and `edit_file` replace files), restricted mode (every
+/// `.git` component protected), no shell, no network.
+pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
+    if dirs.is_empty() {
+        return Err(Error::new(
+            ErrorCode::Request,
+            "name at least one directory",
+        ));
+    }
+    let mut roots = Vec::new();
+    for d in dirs {
+        let real = std::fs::canonicalize(d)
+            .map_err(|e| Error::new(ErrorCode::NotFound, format!("{}: {e}", d.display())))?;
+        let s = real.to_str().ok_or_else(|| {
+            Error::new(
+                ErrorCode::PathInvalid,
+                format!("{}: not UTF-8", d.display()),
+            )
+        })?;
+        // A JSON string is a valid TOML basic string.
+        roots.push(serde_json::to_string(s).unwrap_or_default());
+    }
+    let toml = format!(
+        "security_mode = \"restricted\"\n\n[fs]\nread_roots = [{}]\nwrite_root = {}\nallow_overwrite = true\n",
+        roots.join(", "),
+        roots[0]
+    );
+    Policy::from_bytes(toml.as_bytes(), std::path::Path::new("/"), None)
+        .map_err(|e| Error::new(ErrorCode::Policy, e.to_string()))
+}

@@ -1,0 +1,858 @@
+//! The tools: their argument types (from which the input schemas are
+//! derived), their descriptions and annotations, and what each one does
+//! with the sandbox.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use rmcp::model::{ContentBlock, JsonObject, ResourceContents, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use sandgate::search::{GrepMode, GrepOptions, GrepOutput};
+use sandgate::{Error, ErrorCode, FileKind};
+
+use crate::Shared;
+
+/// `read_text_file` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadTextFile {
+    /// The file: a name relative to the root, or an absolute path inside an allowed directory.
+    pub path: String,
+    /// If provided, returns only the last N lines of the file.
+    pub tail: Option<usize>,
+    /// If provided, returns only the first N lines of the file.
+    pub head: Option<usize>,
+}
+
+/// Arguments of the tools that take one path.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OnePath {
+    /// A name relative to the root, or an absolute path inside an allowed directory.
+    pub path: String,
+}
+
+/// `read_multiple_files` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadMultipleFiles {
+    /// The files to read; one failing does not fail the others.
+    #[schemars(length(min = 1))]
+    pub paths: Vec<String>,
+}
+
+/// `write_file` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteFile {
+    /// Where to write, below the write root.
+    pub path: String,
+    /// The file's new content (UTF-8 text).
+    pub content: String,
+}
+
+/// One edit of `edit_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EditOperation {
+    /// Text to search for - must match exactly, and once.
+    pub old_text: String,
+    /// Text to replace with.
+    pub new_text: String,
+}
+
+/// `edit_file` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EditFile {
+    /// The file to edit, below the write root.
+    pub path: String,
+    /// Edits applied in order; either all apply or none.
+    pub edits: Vec<EditOperation>,
+    /// Preview changes using git-style diff format, writing nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// How `list_directory_with_sizes` sorts.
+#[derive(Debug, Default, Deserialize, JsonSchema, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum SortBy {
+    /// By name.
+    #[default]
+    Name,
+    /// By size, largest first.
+    Size,
+}
+
+/// `list_directory_with_sizes` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ListWithSizes {
+    /// The directory.
+    pub path: String,
+    /// Sort entries by name or size.
+    #[serde(default)]
+    pub sort_by: SortBy,
+}
+
+/// `directory_tree` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DirectoryTree {
+    /// The directory.
+    pub path: String,
+    /// Glob patterns of entries to leave out (a pattern without `*` also
+    /// matches the name at any depth).
+    #[serde(default)]
+    pub exclude_patterns: Vec<String>,
+}
+
+/// `move_file` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveFile {
+    /// What to move, below the write root.
+    pub source: String,
+    /// Where to move it; must not exist.
+    pub destination: String,
+}
+
+/// `search_files` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SearchFiles {
+    /// The directory to search below.
+    pub path: String,
+    /// Glob matched against paths below `path` (`*.ext` in that directory,
+    /// `**/*.ext` at any depth).
+    pub pattern: String,
+    /// Glob patterns of results to leave out.
+    #[serde(default)]
+    pub exclude_patterns: Vec<String>,
+}
+
+/// `list_allowed_directories` takes nothing.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+/// What `grep` answers.
+#[derive(Debug, Default, Deserialize, JsonSchema, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum GrepModeArg {
+    /// Matching lines as `path:line:text`.
+    #[default]
+    Lines,
+    /// Paths of files with a match.
+    Files,
+    /// `path:count` of matching lines per file.
+    Count,
+}
+
+/// `grep` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Grep {
+    /// A regular expression (Rust regex syntax).
+    pub pattern: String,
+    /// A directory to search below, or one file (default: the root).
+    pub path: Option<String>,
+    /// Only files matching this glob: without `/` it matches the file name
+    /// (`*.rs`), with `/` the path below `path`.
+    pub glob: Option<String>,
+    /// Match letters case-insensitively.
+    #[serde(default)]
+    pub case_insensitive: bool,
+    /// Lines of context before each match (lines mode).
+    pub before: Option<usize>,
+    /// Lines of context after each match (lines mode).
+    pub after: Option<usize>,
+    /// lines, files or count.
+    #[serde(default)]
+    pub mode: GrepModeArg,
+    /// The most results answered (1 to 1000, default 100).
+    pub max_results: Option<usize>,
+    /// Skip what .gitignore and .ignore files exclude, and .git.
+    #[serde(default)]
+    pub gitignore: bool,
+}
+
+/// `exec` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Exec {
+    /// A shell command line, run with `sh -c` under the policy's confinement.
+    pub command: String,
+    /// Working directory: a name below the write root (default: the root).
+    pub cwd: Option<String>,
+    /// Time limit in milliseconds (never more than the policy's).
+    pub timeout_ms: Option<u64>,
+}
+
+/// `fetch` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fetch {
+    /// The URL (only hosts the policy allows).
+    pub url: String,
+    /// HTTP method (default GET).
+    pub method: Option<String>,
+    /// Request headers.
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
+    /// Request body (text).
+    pub body: Option<String>,
+    /// Time limit in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Most body bytes answered.
+    pub max_bytes: Option<u64>,
+}
+
+fn schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    rmcp::handler::server::common::schema_for_type::<T>()
+}
+
+fn ann(read_only: bool, destructive: bool, idempotent: bool, open_world: bool) -> ToolAnnotations {
+    ToolAnnotations::new()
+        .read_only(read_only)
+        .destructive(destructive)
+        .idempotent(idempotent)
+        .open_world(open_world)
+}
+
+/// Every tool this server offers, in listing order; `exec` and `fetch` only
+/// when granted.
+pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
+    let ro = || ann(true, false, true, false);
+    let mut tools = vec![
+        Tool::new(
+            "read_text_file",
+            "Read a file as text. Use 'head' for only the first N lines or 'tail' for only the last N lines. Paths are names relative to the root, or absolute paths inside an allowed directory.",
+            schema::<ReadTextFile>(),
+        )
+        .with_title("Read Text File")
+        .with_annotations(ro()),
+        Tool::new(
+            "read_media_file",
+            "Read an image or audio file and answer it as base64 data with its MIME type; any other file comes back as an embedded binary resource.",
+            schema::<OnePath>(),
+        )
+        .with_title("Read Media File")
+        .with_annotations(ro()),
+        Tool::new(
+            "read_multiple_files",
+            "Read several files at once. Each file's content is answered after its path; one failing does not fail the others.",
+            schema::<ReadMultipleFiles>(),
+        )
+        .with_title("Read Multiple Files")
+        .with_annotations(ro()),
+        Tool::new(
+            "write_file",
+            "Create a file, or replace an existing one when the policy allows overwriting. Protected paths are refused.",
+            schema::<WriteFile>(),
+        )
+        .with_title("Write File")
+        .with_annotations(ann(false, true, true, false)),
+        Tool::new(
+            "edit_file",
+            "Replace exact text in a file: each edit's oldText must occur exactly once. All edits apply or none. Answers a git-style diff; with dryRun nothing is written.",
+            schema::<EditFile>(),
+        )
+        .with_title("Edit File")
+        .with_annotations(ann(false, true, false, false)),
+        Tool::new(
+            "create_directory",
+            "Create a directory and any missing parents; succeeds when it already exists.",
+            schema::<OnePath>(),
+        )
+        .with_title("Create Directory")
+        .with_annotations(ann(false, false, true, false)),
+        Tool::new(
+            "list_directory",
+            "List a directory: one entry per line, prefixed [DIR], [FILE] or [LINK] (symbolic links are listed, never followed).",
+            schema::<OnePath>(),
+        )
+        .with_title("List Directory")
+        .with_annotations(ro()),
+        Tool::new(
+            "list_directory_with_sizes",
+            "List a directory with file sizes, sorted by name or size, with totals.",
+            schema::<ListWithSizes>(),
+        )
+        .with_title("List Directory with Sizes")
+        .with_annotations(ro()),
+        Tool::new(
+            "directory_tree",
+            "A recursive tree of a directory as JSON: entries with 'name', 'type' (file, directory, symlink) and 'children' for directories. Symbolic links are not entered.",
+            schema::<DirectoryTree>(),
+        )
+        .with_title("Directory Tree")
+        .with_annotations(ro()),
+        Tool::new(
+            "move_file",
+            "Move or rename a file or directory below the write root; the destination must not exist.",
+            schema::<MoveFile>(),
+        )
+        .with_title("Move File")
+        .with_annotations(ann(false, true, false, false)),
+        Tool::new(
+            "search_files",
+            "Find files and directories whose path below 'path' matches a glob ('*.ext' there, '**/*.ext' at any depth). Answers one root-relative path per line.",
+            schema::<SearchFiles>(),
+        )
+        .with_title("Search Files")
+        .with_annotations(ro()),
+        Tool::new(
+            "get_file_info",
+            "Metadata of a file or directory: type, size, permissions.",
+            schema::<OnePath>(),
+        )
+        .with_title("Get File Info")
+        .with_annotations(ro()),
+        Tool::new(
+            "list_allowed_directories",
+            "The directories this server may read, and the one it may write.",
+            schema::<NoArgs>(),
+        )
+        .with_title("List Allowed Directories")
+        .with_annotations(ro()),
+        Tool::new(
+            "grep",
+            "Search file contents with a regular expression below a directory: include glob, case-insensitive matching, context lines, modes lines/files/count, a result cap, and optional .gitignore filtering. Symbolic links are never followed.",
+            schema::<Grep>(),
+        )
+        .with_title("Grep")
+        .with_annotations(ro()),
+    ];
+    if exec {
+        tools.push(
+            Tool::new(
+                "exec",
+                "Run a shell command confined by the policy (filesystem and limits enforced by the kernel). Answers the exit code, stdout and stderr.",
+                schema::<Exec>(),
+            )
+            .with_title("Execute Command")
+            .with_annotations(ann(false, true, false, true)),
+        );
+    }
+    if fetch {
+        tools.push(
+            Tool::new(
+                "fetch",
+                "Fetch a URL the policy allows (every redirect hop checked). Answers the status, headers and body.",
+                schema::<Fetch>(),
+            )
+            .with_title("Fetch URL")
+            .with_annotations(ann(true, false, false, true)),
+        );
+    }
+    tools
+}
+
+/// A tool's answer: content blocks, or a refusal.
+pub type Answer = Result<Vec<ContentBlock>, Error>;
+
+fn text(s: impl Into<String>) -> Answer {
+    Ok(vec![ContentBlock::text(s)])
+}
+
+fn lossy(bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
+}
+
+fn kind_tag(k: FileKind) -> &'static str {
+    match k {
+        FileKind::Dir => "[DIR]",
+        FileKind::File => "[FILE]",
+        FileKind::Symlink => "[LINK]",
+        _ => "[OTHER]",
+    }
+}
+
+pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile) -> Answer {
+    let rel = s.read_name(&a.path)?;
+    let sb = &s.sandbox;
+    match (a.head, a.tail) {
+        (Some(_), Some(_)) => Err(Error::new(
+            ErrorCode::Request,
+            "give head or tail, not both",
+        )),
+        (Some(0), None) | (None, Some(0)) => text(""),
+        (Some(n), None) => text(lossy(sb.read_lines(&rel, 1, n)?.content)),
+        (None, Some(n)) => {
+            let total = sb.read_lines(&rel, 1, 1)?.total_lines;
+            let from = total.saturating_sub(n) + 1;
+            text(lossy(sb.read_lines(&rel, from, n)?.content))
+        }
+        (None, None) => text(lossy(sb.read(&rel)?)),
+    }
+}
+
+fn mime_of(name: &str) -> &'static str {
+    let ext = name
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    match ext.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "bmp" => "image/bmp",
+        "svg" => "image/svg+xml",
+        "mp3" => "audio/mpeg",
+        "wav" => "audio/wav",
+        "ogg" => "audio/ogg",
+        "flac" => "audio/flac",
+        _ => "application/octet-stream",
+    }
+}
+
+pub(crate) fn read_media_file(s: &Shared, a: OnePath) -> Answer {
+    let rel = s.read_name(&a.path)?;
+    let data = base64::engine::general_purpose::STANDARD.encode(s.sandbox.read(&rel)?);
+    let mime = mime_of(&rel);
+    Ok(vec![if mime.starts_with("image/") {
+        ContentBlock::image(data, mime)
+    } else if mime.starts_with("audio/") {
+        ContentBlock::audio(data, mime)
+    } else {
+        ContentBlock::resource(ResourceContents::BlobResourceContents {
+            uri: format!("sandgate:///{}", rel.trim_start_matches("./")),
+            mime_type: Some(mime.to_owned()),
+            blob: data,
+            meta: None,
+        })
+    }])
+}
+
+pub(crate) fn read_multiple_files(s: &Shared, a: ReadMultipleFiles) -> Answer {
+    if a.paths.is_empty() {
+        return Err(Error::new(
+            ErrorCode::Request,
+            "paths must name at least one file",
+        ));
+    }
+    let parts: Vec<String> = a
+        .paths
+        .iter()
+        .map(
+            |p| match s.read_name(p).and_then(|rel| s.sandbox.read(&rel)) {
+                Ok(bytes) => format!("{p}:\n{}\n", lossy(bytes)),
+                Err(e) => format!("{p}: Error - {}", describe(&e)),
+            },
+        )
+        .collect();
+    text(parts.join("\n---\n"))
+}
+
+pub(crate) fn write_file(s: &Shared, a: WriteFile) -> Answer {
+    let rel = s.write_name(&a.path)?;
+    let n = s.sandbox.write(&rel, a.content.as_bytes(), true)?;
+    text(format!("Successfully wrote {n} bytes to {}", a.path))
+}
+
+pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
+    let rel = s.write_name(&a.path)?;
+    let edits: Vec<(&str, &str)> = a
+        .edits
+        .iter()
+        .map(|e| (e.old_text.as_str(), e.new_text.as_str()))
+        .collect();
+    if edits.is_empty() {
+        return Err(Error::new(
+            ErrorCode::Request,
+            "edits must hold at least one edit",
+        ));
+    }
+    let p = s.sandbox.edit_many(&rel, &edits, a.dry_run)?;
+    let before = lossy(p.before);
+    let after = lossy(p.after);
+    let diff = similar::TextDiff::from_lines(&before, &after)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{rel}"), &format!("b/{rel}"))
+        .to_string();
+    text(format!("```diff\n{diff}```\n"))
+}
+
+pub(crate) fn create_directory(s: &Shared, a: OnePath) -> Answer {
+    let rel = s.write_name(&a.path)?;
+    let mut prefix = String::new();
+    for part in rel.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+        match s.sandbox.mkdir(&prefix) {
+            Ok(()) => {}
+            Err(e) if e.code() == ErrorCode::Exists => {
+                if s.sandbox.stat(&prefix)?.kind != FileKind::Dir {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    text(format!("Successfully created directory {}", a.path))
+}
+
+pub(crate) fn list_directory(s: &Shared, a: OnePath) -> Answer {
+    let rel = s.read_name(&a.path)?;
+    let lines: Vec<String> = s
+        .sandbox
+        .list(&rel)?
+        .into_iter()
+        .map(|e| format!("{} {}", kind_tag(e.kind), e.name))
+        .collect();
+    text(lines.join("\n"))
+}
+
+fn human(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.2} {}", UNITS[u])
+}
+
+pub(crate) fn list_directory_with_sizes(s: &Shared, a: ListWithSizes) -> Answer {
+    let rel = s.read_name(&a.path)?;
+    let mut entries = s.sandbox.list(&rel)?;
+    if a.sort_by == SortBy::Size {
+        entries.sort_by(|x, y| y.size.cmp(&x.size).then_with(|| x.name.cmp(&y.name)));
+    }
+    let mut out = String::new();
+    let (mut files, mut dirs, mut total) = (0, 0, 0u64);
+    for e in &entries {
+        if e.kind == FileKind::Dir {
+            dirs += 1;
+            let _ = writeln!(out, "{} {}", kind_tag(e.kind), e.name);
+        } else {
+            files += 1;
+            total += e.size;
+            let _ = writeln!(
+                out,
+                "{} {:<30} {:>10}",
+                kind_tag(e.kind),
+                e.name,
+                human(e.size)
+            );
+        }
+    }
+    let _ = write!(
+        out,
+        "\nTotal: {files} files, {dirs} directories\nCombined size: {}",
+        human(total)
+    );
+    text(out)
+}
+
+/// Exclude patterns as the reference server reads them: a pattern with `*`
+/// matches the relative path; one without also matches a name at any depth
+/// and everything below it.
+struct Excludes(Vec<globset::GlobMatcher>);
+
+impl Excludes {
+    fn new(patterns: &[String]) -> Result<Excludes, Error> {
+        let mut v = Vec::new();
+        for p in patterns {
+            let mut forms = vec![p.clone()];
+            if !p.contains('*') {
+                forms.push(format!("**/{p}"));
+                forms.push(format!("**/{p}/**"));
+            }
+            for f in forms {
+                let g = globset::GlobBuilder::new(&f)
+                    .literal_separator(true)
+                    .build()
+                    .map_err(|e| {
+                        Error::new(ErrorCode::Request, format!("invalid exclude pattern: {e}"))
+                    })?;
+                v.push(g.compile_matcher());
+            }
+        }
+        Ok(Excludes(v))
+    }
+
+    fn hit(&self, rel: &str) -> bool {
+        self.0.iter().any(|g| g.is_match(rel))
+    }
+}
+
+/// Most entries one directory_tree answers, so a huge tree cannot exhaust
+/// the server.
+const MAX_TREE_ENTRIES: usize = 10_000;
+
+pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
+    let rel = s.read_name(&a.path)?;
+    let ex = Excludes::new(&a.exclude_patterns)?;
+    let mut budget = MAX_TREE_ENTRIES;
+    fn build(
+        s: &Shared,
+        dir: &str,
+        below: &str,
+        ex: &Excludes,
+        budget: &mut usize,
+    ) -> Result<Vec<serde_json::Value>, Error> {
+        let mut out = Vec::new();
+        for e in s.sandbox.list(dir)? {
+            let sub = if below.is_empty() {
+                e.name.clone()
+            } else {
+                format!("{below}/{}", e.name)
+            };
+            if ex.hit(&sub) {
+                continue;
+            }
+            if *budget == 0 {
+                break;
+            }
+            *budget -= 1;
+            let path = if dir == "." {
+                e.name.clone()
+            } else {
+                format!("{dir}/{}", e.name)
+            };
+            out.push(match e.kind {
+                FileKind::Dir => serde_json::json!({
+                    "name": e.name,
+                    "type": "directory",
+                    "children": build(s, &path, &sub, ex, budget)?,
+                }),
+                FileKind::Symlink => serde_json::json!({"name": e.name, "type": "symlink"}),
+                _ => serde_json::json!({"name": e.name, "type": "file"}),
+            });
+        }
+        Ok(out)
+    }
+    let tree = build(s, &rel, "", &ex, &mut budget)?;
+    text(serde_json::to_string_pretty(&tree).unwrap_or_default())
+}
+
+pub(crate) fn move_file(s: &Shared, a: MoveFile) -> Answer {
+    let from = s.write_name(&a.source)?;
+    let to = s.write_name(&a.destination)?;
+    s.sandbox.rename(&from, &to)?;
+    text(format!(
+        "Successfully moved {} to {}",
+        a.source, a.destination
+    ))
+}
+
+pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
+    let rel = s.read_name(&a.path)?;
+    let ex = Excludes::new(&a.exclude_patterns)?;
+    let base = if rel == "." { None } else { Some(rel.as_str()) };
+    let prefix_len = base.map_or(0, |b| b.trim_end_matches('/').len() + 1);
+    let found: Vec<String> = s
+        .sandbox
+        .glob(&a.pattern, base)?
+        .into_iter()
+        .filter(|p| !ex.hit(p.get(prefix_len..).unwrap_or(p)))
+        .collect();
+    if found.is_empty() {
+        text("No matches found")
+    } else {
+        text(found.join("\n"))
+    }
+}
+
+pub(crate) fn get_file_info(s: &Shared, a: OnePath) -> Answer {
+    let rel = s.read_name(&a.path)?;
+    let st = s.sandbox.stat(&rel)?;
+    let kind = match st.kind {
+        FileKind::Dir => "directory",
+        FileKind::File => "file",
+        FileKind::Symlink => "symlink",
+        _ => "other",
+    };
+    text(format!(
+        "type: {kind}\nsize: {}\npermissions: {:o}\nisDirectory: {}\nisFile: {}",
+        st.size,
+        st.mode & 0o7777,
+        st.kind == FileKind::Dir,
+        st.kind == FileKind::File
+    ))
+}
+
+pub(crate) fn list_allowed_directories(s: &Shared, _: NoArgs) -> Answer {
+    let mut out = String::from("Allowed directories:");
+    for d in &s.dirs {
+        let what = match (d.read_index.is_some(), d.is_write) {
+            (true, true) => "read, write",
+            (true, false) => "read",
+            (false, true) => "write",
+            (false, false) => continue,
+        };
+        let _ = write!(out, "\n{} ({what})", d.resolved.display());
+    }
+    out.push_str(
+        "\nNames relative to the root are read from these in order; writes go to the write root.",
+    );
+    text(out)
+}
+
+pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBool>) -> Answer {
+    let rel = match &a.path {
+        Some(p) => Some(s.read_name(p)?),
+        None => None,
+    };
+    let mode = match a.mode {
+        GrepModeArg::Lines => GrepMode::Lines,
+        GrepModeArg::Files => GrepMode::Files,
+        GrepModeArg::Count => GrepMode::Count,
+    };
+    let mut opts = GrepOptions::default();
+    opts.glob = a.glob;
+    opts.case_insensitive = a.case_insensitive;
+    opts.before = a.before.unwrap_or(0);
+    opts.after = a.after.unwrap_or(0);
+    opts.mode = mode;
+    opts.max_results = a.max_results;
+    opts.gitignore = a.gitignore;
+    opts.cancel = Some(cancel);
+    if mode != GrepMode::Lines && (opts.before > 0 || opts.after > 0) {
+        return Err(Error::new(
+            ErrorCode::Request,
+            "before and after apply to mode lines only",
+        ));
+    }
+    let out = match s.sandbox.grep_with(&a.pattern, rel.as_deref(), &opts)? {
+        GrepOutput::Lines(ms) => {
+            let mut out = String::new();
+            for m in ms {
+                let first = m.line - m.before.len();
+                for (i, l) in m.before.iter().enumerate() {
+                    let _ = writeln!(out, "{}-{}-{l}", m.path, first + i);
+                }
+                let _ = writeln!(out, "{}:{}:{}", m.path, m.line, m.text);
+                for (i, l) in m.after.iter().enumerate() {
+                    let _ = writeln!(out, "{}-{}-{l}", m.path, m.line + 1 + i);
+                }
+                if opts.before > 0 || opts.after > 0 {
+                    out.push_str("--\n");
+                }
+            }
+            out
+        }
+        GrepOutput::Files(fs) => fs.join("\n"),
+        GrepOutput::Counts(cs) => cs
+            .into_iter()
+            .map(|(p, n)| format!("{p}:{n}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    if out.is_empty() {
+        text("No matches found")
+    } else {
+        text(out)
+    }
+}
+
+pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> Answer {
+    let Some(executor) = &s.executor else {
+        return Err(Error::new(ErrorCode::Denied, "the policy grants no exec"));
+    };
+    let cwd = match &a.cwd {
+        Some(c) => Some(s.write_name(c)?),
+        None => None,
+    };
+    let r = executor.exec(
+        &a.command,
+        cwd.as_deref(),
+        a.timeout_ms.map(std::time::Duration::from_millis),
+        Some(abort),
+    )?;
+    let mut out = format!("exit code: {}\n", r.exit_code);
+    if r.timed_out {
+        out.push_str("timed out\n");
+    }
+    if r.truncated {
+        out.push_str("output truncated at the policy's max_output_bytes\n");
+    }
+    let _ = write!(
+        out,
+        "--- stdout ---\n{}\n--- stderr ---\n{}",
+        lossy(r.stdout),
+        lossy(r.stderr)
+    );
+    text(out)
+}
+
+pub(crate) fn fetch(s: &Shared, a: Fetch) -> Answer {
+    let Some(fetcher) = &s.fetcher else {
+        return Err(Error::new(ErrorCode::Denied, "the policy grants no fetch"));
+    };
+    let mut req = serde_json::Map::new();
+    req.insert("url".into(), a.url.into());
+    if let Some(m) = a.method {
+        req.insert("method".into(), m.into());
+    }
+    if let Some(h) = a.headers {
+        req.insert(
+            "headers".into(),
+            serde_json::to_value(h).unwrap_or_default(),
+        );
+    }
+    if let Some(b) = a.body {
+        req.insert("body".into(), b.into());
+    }
+    if let Some(t) = a.timeout_ms {
+        req.insert("timeout_ms".into(), t.into());
+    }
+    if let Some(m) = a.max_bytes {
+        req.insert("max_bytes".into(), m.into());
+    }
+    let (answer, err) =
+        sandgate::tool::fetch_json(fetcher, &serde_json::Value::Object(req).to_string());
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let mut out = format!("status: {}\n", answer["status"]);
+    if let Some(h) = answer["headers"].as_object() {
+        for (k, v) in h {
+            let _ = writeln!(out, "{k}: {}", v.as_str().unwrap_or_default());
+        }
+    }
+    if answer["truncated"] == serde_json::Value::Bool(true) {
+        out.push_str("(body truncated)\n");
+    }
+    out.push('\n');
+    match answer.get("body").and_then(|b| b.as_str()) {
+        Some(b) => out.push_str(b),
+        None => {
+            let _ = write!(
+                out,
+                "(binary body, base64)\n{}",
+                answer["body_base64"].as_str().unwrap_or_default()
+            );
+        }
+    }
+    text(out)
+}
+
+/// A refusal as the model reads it: the code, the reason, and the
+/// root-relative path or pattern it concerns.
+pub fn describe(e: &Error) -> String {
+    let mut s = format!("{}: {}", e.code().as_str(), e.message());
+    if let Some(p) = e.path() {
+        let _ = write!(s, " (path: {p})");
+    }
+    if let Some(p) = e.pattern() {
+        let _ = write!(s, " (pattern: {p})");
+    }
+    s
+}

@@ -1,0 +1,183 @@
+//! The transports beside stdio: streamable HTTP on a loopback address with
+//! a bearer token, and a UNIX socket.
+//!
+//! Every session on either transport shares the one [`Server`]: one
+//! sandbox, so budgets last for the process's lifetime whatever the number
+//! of clients.
+
+use std::convert::Infallible;
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::ServiceExt;
+use tower_service::Service as _;
+
+use crate::Server;
+
+/// A fresh bearer token: 32 bytes from the kernel's random source, as hex.
+fn new_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Compares without stopping at the first difference, so the time taken
+/// does not tell how much of a guess was right.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+fn authorized<B>(req: &Request<B>, token: &str) -> bool {
+    req.headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| same(t.as_bytes(), token.as_bytes()))
+}
+
+/// Checks that `addr` is a loopback address: any other would hand the
+/// policy's authority to the network.
+pub fn check_loopback(addr: &SocketAddr) -> Result<(), String> {
+    if addr.ip().is_loopback() {
+        Ok(())
+    } else {
+        Err(format!(
+            "--http serves loopback addresses only (127.0.0.1 or [::1]), not {}",
+            addr.ip()
+        ))
+    }
+}
+
+/// Serves streamable HTTP on `addr` (loopback only) until the process ends.
+/// A token is generated, written to `token_file` (created, mode 0600; an
+/// existing file is refused) and printed once to stderr; every request must
+/// carry it as `Authorization: Bearer …`, a `Host` naming this address, and
+/// no `Origin` other than this address.
+pub async fn serve_http(
+    server: Server,
+    addr: SocketAddr,
+    token_file: &Path,
+) -> std::io::Result<()> {
+    check_loopback(&addr).map_err(std::io::Error::other)?;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let token = new_token()?;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(token_file)
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "the token file {}: {e} (remove it first)",
+                    token_file.display()
+                ),
+            )
+        })?;
+    f.write_all(token.as_bytes())?;
+    drop(f);
+    let port = addr.port();
+    let host = match addr {
+        SocketAddr::V4(a) => a.ip().to_string(),
+        SocketAddr::V6(a) => format!("[{}]", a.ip()),
+    };
+    let mut hosts = vec![format!("{host}:{port}")];
+    let mut origins = vec![format!("http://{host}:{port}")];
+    if addr.ip().is_loopback() {
+        hosts.push(format!("localhost:{port}"));
+        origins.push(format!("http://localhost:{port}"));
+    }
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation();
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.new_session()),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    eprintln!(
+        "sandgate: serving MCP on http://{host}:{port}/ (token written to {})",
+        token_file.display()
+    );
+    eprintln!("sandgate: bearer token: {token}");
+    let token = Arc::new(token);
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let mcp = mcp.clone();
+        let token = Arc::clone(&token);
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let mut mcp = mcp.clone();
+                let token = Arc::clone(&token);
+                async move {
+                    if !authorized(&req, &token) {
+                        let body: BoxBody<Bytes, Infallible> =
+                            Full::new(Bytes::from_static(b"a bearer token is required\n")).boxed();
+                        let mut resp = Response::new(body);
+                        *resp.status_mut() = StatusCode::UNAUTHORIZED;
+                        resp.headers_mut().insert(
+                            hyper::header::WWW_AUTHENTICATE,
+                            hyper::header::HeaderValue::from_static("Bearer"),
+                        );
+                        return Ok::<_, Infallible>(resp);
+                    }
+                    mcp.call(req).await
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+/// Serves MCP (newline-delimited JSON-RPC, as on stdio) on a UNIX socket at
+/// `path`, one session per connection, until the process ends. The socket
+/// is made in a private directory, set to mode 0600 and only then moved to
+/// `path`, so no other user can connect in between.
+pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let private = parent.join(format!(".sandgate-mcp-{}", std::process::id()));
+    std::fs::DirBuilder::new().mode(0o700).create(&private)?;
+    let staged = private.join("sock");
+    let bound = (|| {
+        let l = tokio::net::UnixListener::bind(&staged)?;
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&staged, path)?;
+        Ok::<_, std::io::Error>(l)
+    })();
+    let _ = std::fs::remove_file(&staged);
+    let _ = std::fs::remove_dir(&private);
+    let listener = bound?;
+    eprintln!(
+        "sandgate: serving MCP on the UNIX socket {}",
+        path.display()
+    );
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let server = server.new_session();
+        tokio::spawn(async move {
+            let (r, w) = stream.into_split();
+            if let Ok(running) = server.serve((r, w)).await {
+                let _ = running.waiting().await;
+            }
+        });
+    }
+}

@@ -1,0 +1,430 @@
+"""`sandgate mcp` driven by the official MCP Python SDK over stdio.
+
+Every tool is called through a real client session; refusals must come back
+as tool results with isError and the code, protocol errors as MCPError, and
+nothing outside the root may be read or changed. SANDGATE_BIN names the
+binary under test.
+"""
+
+import asyncio
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+
+SECRET = "TOP-SECRET-OUTSIDE"
+
+POLICY = """security_mode = "restricted"
+
+[fs]
+read_roots = ["srv/app"]
+write_root = "srv/app"
+allow_overwrite = true
+deny_write = [".github/**", "Cargo.lock", "secrets.txt"]
+"""
+
+
+def build(tmp: Path) -> Path:
+    app = tmp / "srv/app"
+    (app / "src").mkdir(parents=True)
+    (app / ".git").mkdir()
+    (app / ".github/workflows").mkdir(parents=True)
+    sec = tmp / "srv/app-secrets"
+    sec.mkdir(parents=True)
+    (sec / "key").write_text(SECRET + "\n")
+    (app / "a.txt").write_text("line 1\nline 2\nline 3\nline 4\n")
+    (app / "src/lib.rs").write_text("fn alpha() {}\nfn beta() {}\n")
+    (app / "src/big.txt").write_text("x" * 5000)
+    (app / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\nfake")
+    (app / "blob.bin").write_bytes(b"\x00\x01\x02")
+    (app / ".git/config").write_text("[core]\n")
+    (app / ".github/workflows/ci.yml").write_text("on: push\n")
+    (app / "Cargo.lock").write_text("# lock\n")
+    (app / "secrets.txt").write_text("in-root but protected\n")
+    os.symlink("../app-secrets", app / "rel_out")
+    os.symlink(str(sec / "key"), app / "abs_out")
+    os.symlink("../app-secrets/new-file", app / "dangling")
+    (tmp / "policy.toml").write_text(POLICY)
+    return app
+
+
+@pytest.fixture
+def tree(tmp_path):
+    tmp = tmp_path.resolve()
+    app = build(tmp)
+    return tmp, app
+
+
+def outside_unchanged(tmp: Path):
+    sec = tmp / "srv/app-secrets"
+    assert sorted(os.listdir(sec)) == ["key"], "nothing may appear outside the root"
+    assert (sec / "key").read_text() == SECRET + "\n"
+
+
+async def with_session(tmp: Path, body, args=None, **session_kw):
+    args = args or ["mcp", "--policy", str(tmp / "policy.toml"), "--audit", str(tmp / "audit.jsonl")]
+    params = StdioServerParameters(command=os.environ["SANDGATE_BIN"], args=args, cwd=str(tmp))
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w, **session_kw) as s:
+            await s.initialize()
+            return await body(s)
+
+
+def run(tmp, body, **kw):
+    return asyncio.run(with_session(tmp, body, **kw))
+
+
+def text_of(res) -> str:
+    return "\n".join(c.text for c in res.content if getattr(c, "type", "") == "text")
+
+
+async def ok(s, name, args):
+    res = await s.call_tool(name, args)
+    assert not res.is_error, f"{name} {args}: {text_of(res)}"
+    return text_of(res)
+
+
+async def refused(s, name, args, code):
+    res = await s.call_tool(name, args)
+    t = text_of(res)
+    assert res.is_error, f"{name} {args} should be refused, got: {t}"
+    assert t.startswith(code), f"{name} {args}: want {code}, got: {t}"
+    assert SECRET not in t
+    assert "app-secrets" not in t, f"a refusal named a host path outside the root: {t}"
+    return t
+
+
+def test_lists_tools_with_schemas_and_annotations(tree):
+    tmp, _ = tree
+
+    async def body(s):
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        want = {
+            "read_text_file", "read_media_file", "read_multiple_files", "write_file", "edit_file",
+            "create_directory", "list_directory", "list_directory_with_sizes", "directory_tree",
+            "move_file", "search_files", "get_file_info", "list_allowed_directories", "grep",
+        }
+        # exec and fetch are not granted by this policy.
+        assert set(tools) == want
+        for t in tools.values():
+            a = t.annotations
+            assert a is not None and a.read_only_hint is not None and a.open_world_hint is False
+            assert t.input_schema["type"] == "object"
+        assert tools["read_text_file"].annotations.read_only_hint is True
+        assert tools["write_file"].annotations.destructive_hint is True
+        assert set(tools["edit_file"].input_schema["properties"]) == {"path", "edits", "dryRun"}
+        assert "excludePatterns" in tools["search_files"].input_schema["properties"]
+        assert "sortBy" in tools["list_directory_with_sizes"].input_schema["properties"]
+
+    run(tmp, body)
+
+
+def test_every_tool_answers(tree):
+    tmp, app = tree
+
+    async def body(s):
+        assert await ok(s, "read_text_file", {"path": "a.txt"}) == "line 1\nline 2\nline 3\nline 4\n"
+        assert await ok(s, "read_text_file", {"path": str(app / "a.txt"), "head": 2}) == "line 1\nline 2\n"
+        assert await ok(s, "read_text_file", {"path": "a.txt", "tail": 1}) == "line 4\n"
+        await refused(s, "read_text_file", {"path": "a.txt", "head": 1, "tail": 1}, "E_REQUEST")
+
+        media = await s.call_tool("read_media_file", {"path": "pic.png"})
+        assert not media.is_error and media.content[0].type == "image"
+        assert media.content[0].mime_type == "image/png"
+        blob = await s.call_tool("read_media_file", {"path": "blob.bin"})
+        assert blob.content[0].type == "resource"
+
+        multi = await ok(s, "read_multiple_files", {"paths": ["a.txt", "missing.txt", "src/lib.rs"]})
+        assert "line 1" in multi and "fn alpha" in multi and "missing.txt: Error - E_NOT_FOUND" in multi
+
+        await ok(s, "write_file", {"path": "new/file.txt", "content": "fresh\n"})
+        assert (app / "new/file.txt").read_text() == "fresh\n"
+        await ok(s, "write_file", {"path": "new/file.txt", "content": "again\n"})
+        assert (app / "new/file.txt").read_text() == "again\n"
+
+        diff = await ok(s, "edit_file", {"path": "a.txt", "edits": [{"oldText": "line 2", "newText": "LINE TWO"}], "dryRun": True})
+        assert "-line 2" in diff and "+LINE TWO" in diff
+        assert "line 2" in (app / "a.txt").read_text()
+        await ok(s, "edit_file", {"path": "a.txt", "edits": [{"oldText": "line 2", "newText": "LINE TWO"}, {"oldText": "line 3", "newText": "LINE THREE"}]})
+        assert (app / "a.txt").read_text() == "line 1\nLINE TWO\nLINE THREE\nline 4\n"
+        # One edit failing leaves the file as it was.
+        await refused(s, "edit_file", {"path": "a.txt", "edits": [{"oldText": "line 1", "newText": "x"}, {"oldText": "nope", "newText": "y"}]}, "E_EDIT_NO_MATCH")
+        assert (app / "a.txt").read_text().startswith("line 1\n")
+
+        await ok(s, "create_directory", {"path": "d1/d2/d3"})
+        await ok(s, "create_directory", {"path": "d1/d2"})
+        assert (app / "d1/d2/d3").is_dir()
+
+        listing = await ok(s, "list_directory", {"path": "."})
+        assert "[DIR] src" in listing and "[FILE] a.txt" in listing and "[LINK] rel_out" in listing
+        sized = await ok(s, "list_directory_with_sizes", {"path": "src", "sortBy": "size"})
+        assert sized.index("big.txt") < sized.index("lib.rs") and "Total: 2 files" in sized
+
+        tree_json = await ok(s, "directory_tree", {"path": "src", "excludePatterns": ["big.txt"]})
+        assert '"lib.rs"' in tree_json and "big.txt" not in tree_json
+
+        await ok(s, "move_file", {"source": "new/file.txt", "destination": "new/moved.txt"})
+        assert (app / "new/moved.txt").exists() and not (app / "new/file.txt").exists()
+
+        found = await ok(s, "search_files", {"path": ".", "pattern": "**/*.rs"})
+        assert found.splitlines() == ["src/lib.rs"]
+        assert await ok(s, "search_files", {"path": "src", "pattern": "*.txt", "excludePatterns": ["big*"]}) == "No matches found"
+
+        info = await ok(s, "get_file_info", {"path": "a.txt"})
+        assert "type: file" in info
+
+        allowed = await ok(s, "list_allowed_directories", {})
+        assert str(app) in allowed
+
+        hits = await ok(s, "grep", {"pattern": "ALPHA", "case_insensitive": True, "glob": "*.rs"})
+        assert hits.strip() == "src/lib.rs:1:fn alpha() {}"
+        files = await ok(s, "grep", {"pattern": "fn", "mode": "files"})
+        assert files.strip() == "src/lib.rs"
+        ctx = await ok(s, "grep", {"pattern": "beta", "before": 1, "path": "src/lib.rs"})
+        assert "src/lib.rs-1-fn alpha() {}" in ctx and "src/lib.rs:2:fn beta() {}" in ctx
+
+    run(tmp, body)
+    outside_unchanged(tmp)
+    audit = (tmp / "audit.jsonl").read_text().splitlines()
+    assert any('"op":"write"' in l and '"outcome":"OK"' in l for l in audit)
+
+
+def test_protocol_errors_are_jsonrpc_errors(tree):
+    tmp, _ = tree
+
+    async def body(s):
+        with pytest.raises(MCPError):
+            await s.call_tool("no_such_tool", {})
+        with pytest.raises(MCPError):
+            await s.call_tool("read_text_file", {"path": 3})
+        with pytest.raises(MCPError):
+            await s.call_tool("read_text_file", {"path": "a.txt", "unknown": 1})
+        # exec is not granted, so it is not a tool here.
+        with pytest.raises(MCPError):
+            await s.call_tool("exec", {"command": "true"})
+        # The session goes on.
+        await s.send_ping()
+        assert await ok(s, "read_text_file", {"path": "a.txt", "head": 1}) == "line 1\n"
+
+    run(tmp, body)
+
+
+def test_attack_symlinks_prefix_siblings_and_dotdot(tree):
+    tmp, app = tree
+
+    async def body(s):
+        for p in ["rel_out/key", "abs_out", str(app / "rel_out/key"), str(app / "abs_out")]:
+            await refused(s, "read_text_file", {"path": p}, "E_PATH_ESCAPE")
+        await refused(s, "list_directory", {"path": "rel_out"}, "E_PATH_ESCAPE")
+        # A sibling sharing the root's name as a prefix is outside.
+        sibling = str(tmp / "srv/app-secrets/key")
+        await refused(s, "read_text_file", {"path": sibling}, "E_PATH_ESCAPE")
+        await refused(s, "write_file", {"path": str(tmp / "srv/app-secrets/new"), "content": "x"}, "E_PATH_ESCAPE")
+        # `..` in every position.
+        for p in ["..", "../app-secrets/key", "src/../../app-secrets/key", "src/..", "a.txt/..",
+                  str(app) + "/../app-secrets/key", str(app) + "/src/../../app-secrets/key"]:
+            await refused(s, "read_text_file", {"path": p}, "E_PATH_INVALID")
+            await refused(s, "write_file", {"path": p, "content": "x"}, "E_PATH_INVALID")
+        await refused(s, "move_file", {"source": "a.txt", "destination": "../app-secrets/moved"}, "E_PATH_INVALID")
+        multi = await ok(s, "read_multiple_files", {"paths": ["rel_out/key", sibling, "a.txt"]})
+        assert SECRET not in multi and "line 1" in multi
+        for tool, args in [("grep", {"pattern": "SECRET"}), ("search_files", {"path": ".", "pattern": "**/key"}),
+                           ("directory_tree", {"path": "."})]:
+            out = await ok(s, tool, args)
+            assert SECRET not in out and "key" not in out.replace("keys", "")
+
+    run(tmp, body)
+    outside_unchanged(tmp)
+
+
+def test_attack_dangling_symlink_and_hard_link(tree):
+    tmp, app = tree
+    os.link(tmp / "srv/app-secrets/key", app / "hard")
+
+    async def body(s):
+        await refused(s, "write_file", {"path": "dangling", "content": "x"}, "E_")
+        # A hard link to an outside file: refused, and a dry run shows nothing.
+        await refused(s, "edit_file", {"path": "hard", "edits": [{"oldText": "TOP", "newText": "x"}], "dryRun": True}, "E_HARDLINK")
+        await refused(s, "edit_file", {"path": "hard", "edits": [{"oldText": "TOP", "newText": "x"}]}, "E_HARDLINK")
+        await refused(s, "write_file", {"path": "hard", "content": "x"}, "E_HARDLINK")
+
+    run(tmp, body)
+    outside_unchanged(tmp)
+
+
+def test_attack_case_and_unicode_spellings_of_protected_names(tree):
+    tmp, app = tree
+
+    async def body(s):
+        for p in [".git/config", ".GIT/config", ".Git/hooks/pre-commit", ".github/workflows/ci.yml",
+                  ".GitHub/workflows/x.yml", "Cargo.lock", "CARGO.LOCK", "cargo.lock", "sub/Cargo.lock",
+                  "secrets.txt", "SECRETS.TXT", "\u017fecrets.txt", "se\u0441rets.txt".replace("\u0441", "c")]:
+            await refused(s, "write_file", {"path": p, "content": "x"}, "E_FS_PROTECTED")
+        await refused(s, "edit_file", {"path": ".git/config", "edits": [{"oldText": "core", "newText": "x"}], "dryRun": True}, "E_FS_PROTECTED")
+        await refused(s, "move_file", {"source": "a.txt", "destination": ".GIT/a"}, "E_FS_PROTECTED")
+        await refused(s, "move_file", {"source": ".github", "destination": "gh"}, "E_FS_PROTECTED")
+
+    run(tmp, body)
+    assert (app / ".git/config").read_text() == "[core]\n"
+    assert not (app / ".GIT").exists() and not (app / "\u017fecrets.txt").exists()
+
+
+def test_client_roots_never_widen(tree):
+    tmp, _ = tree
+    import mcp_types as types
+
+    async def roots(_ctx):
+        return types.ListRootsResult(roots=[types.Root(uri=(tmp / "srv/app-secrets").as_uri())])
+
+    async def body(s):
+        await refused(s, "read_text_file", {"path": str(tmp / "srv/app-secrets/key")}, "E_PATH_ESCAPE")
+        await refused(s, "list_directory", {"path": str(tmp / "srv/app-secrets")}, "E_PATH_ESCAPE")
+        # A root outside everything granted adds nothing: the intersection
+        # is empty, so even the policy's own files are refused.
+        await refused(s, "read_text_file", {"path": "a.txt"}, "E_DENIED")
+
+    run(tmp, body, list_roots_callback=roots)
+    outside_unchanged(tmp)
+
+
+def test_client_roots_narrow_the_policy(tree):
+    tmp, app = tree
+    import mcp_types as types
+
+    async def roots(_ctx):
+        return types.ListRootsResult(roots=[types.Root(uri=(app / "src").as_uri())])
+
+    async def body(s):
+        assert "fn alpha" in await ok(s, "read_text_file", {"path": "src/lib.rs"})
+        assert "fn alpha" in await ok(s, "read_text_file", {"path": str(app / "src/lib.rs")})
+        await ok(s, "write_file", {"path": "src/new.rs", "content": "x"})
+        await refused(s, "read_text_file", {"path": "a.txt"}, "E_DENIED")
+        await refused(s, "write_file", {"path": str(app / "outside-src.txt"), "content": "x"}, "E_DENIED")
+
+    run(tmp, body, list_roots_callback=roots)
+    assert not (app / "outside-src.txt").exists()
+
+
+def test_attack_path_swapped_while_calls_run(tree):
+    tmp, app = tree
+    stop = threading.Event()
+    swap = app / "swap"
+    swap.mkdir()
+    (swap / "key").write_text("inside\n")
+
+    def swapper():
+        inside = app / "swap_dir"
+        link = app / "swap_link"
+        os.symlink(str(tmp / "srv/app-secrets"), link)
+        while not stop.is_set():
+            # A write may recreate `swap` as a directory between two renames;
+            # then this round is skipped.
+            try:
+                os.rename(swap, inside)
+                os.rename(link, swap)
+                time.sleep(0)
+                os.rename(swap, link)
+                os.rename(inside, swap)
+            except OSError:
+                time.sleep(0)
+
+    t = threading.Thread(target=swapper)
+    t.start()
+
+    async def body(s):
+        for _ in range(150):
+            r = await s.call_tool("read_text_file", {"path": "swap/key"})
+            assert SECRET not in text_of(r)
+            w = await s.call_tool("write_file", {"path": "swap/planted", "content": "x"})
+            assert SECRET not in text_of(w)
+
+    try:
+        run(tmp, body)
+    finally:
+        stop.set()
+        t.join()
+    outside_unchanged(tmp)
+
+
+def test_reference_form_dirs(tree):
+    tmp, app = tree
+
+    async def body(s):
+        allowed = await ok(s, "list_allowed_directories", {})
+        assert str(app) in allowed
+        await ok(s, "write_file", {"path": str(app / "via-dirs.txt"), "content": "ok\n"})
+        # The restricted form protects .git.
+        await refused(s, "write_file", {"path": ".git/config", "content": "x"}, "E_FS_PROTECTED")
+        await refused(s, "read_text_file", {"path": str(tmp / "srv/app-secrets/key")}, "E_PATH_ESCAPE")
+
+    run(tmp, body, args=["mcp", str(app)])
+    assert (app / "via-dirs.txt").read_text() == "ok\n"
+    outside_unchanged(tmp)
+
+
+def start_http(tmp: Path):
+    import re
+    import subprocess
+
+    proc = subprocess.Popen(
+        [os.environ["SANDGATE_BIN"], "mcp", "--policy", str(tmp / "policy.toml"),
+         "--http", "127.0.0.1:0", "--token-file", str(tmp / "token")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    url = None
+    for line in proc.stderr:
+        m = re.search(r"serving MCP on (http://\S+)", line)
+        if m:
+            url = m.group(1)
+            break
+    assert url, "the server did not say where it listens"
+    return proc, url
+
+
+def test_streamable_http_with_the_bearer_token(tree):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    tmp, app = tree
+    proc, url = start_http(tmp)
+    try:
+        token_file = tmp / "token"
+        assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+        token = token_file.read_text()
+
+        async def session(headers, body):
+            async with httpx2.AsyncClient(headers=headers) as http:
+                async with streamable_http_client(url, http_client=http) as (r, w):
+                    async with ClientSession(r, w) as s:
+                        await s.initialize()
+                        return await body(s)
+
+        async def body(s):
+            assert await ok(s, "read_text_file", {"path": "a.txt", "head": 1}) == "line 1\n"
+            await ok(s, "write_file", {"path": "via-http.txt", "content": "h\n"})
+            await refused(s, "read_text_file", {"path": str(tmp / "srv/app-secrets/key")}, "E_PATH_ESCAPE")
+            await refused(s, "write_file", {"path": ".git/config", "content": "x"}, "E_FS_PROTECTED")
+
+        asyncio.run(session({"Authorization": f"Bearer {token}"}, body))
+        assert (app / "via-http.txt").read_text() == "h\n"
+
+        # Without the token, or with another one, nothing is served.
+        for headers in [{}, {"Authorization": "Bearer " + "0" * 64}, {"Authorization": token}]:
+            r = httpx2.post(url, headers={**headers, "Accept": "application/json, text/event-stream"},
+                            json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            assert r.status_code == 401, (headers, r.status_code)
+        # A page in a browser naming another origin, or a rebinding host name.
+        auth = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}
+        assert httpx2.post(url, headers={**auth, "Origin": "http://evil.example"}, json=init).status_code == 403
+        assert httpx2.post(url, headers={**auth, "Host": "evil.example"}, json=init).status_code == 403
+    finally:
+        proc.kill()
+        proc.wait()
+    outside_unchanged(tmp)
