@@ -150,7 +150,11 @@ fn thousand_sandboxes_hold_two_descriptors_each() {
     for sb in boxes.iter() {
         sb.close();
     }
-    assert_eq!(open_fds(), before, "closed sandboxes still hold descriptors");
+    assert_eq!(
+        open_fds(),
+        before,
+        "closed sandboxes still hold descriptors"
+    );
     for sb in boxes.iter().take(3) {
         assert_eq!(sb.read("sub/id.txt").unwrap_err().code(), ErrorCode::Closed);
     }
@@ -192,7 +196,9 @@ fn churn_of_ten_thousand_sandboxes_leaks_nothing() {
     let per_sandbox = rss_bytes().saturating_sub(rss0) / ALIVE as u64;
     drop(many);
     let leak_all = per_sandbox * CHURN as u64;
-    eprintln!("one live sandbox: about {per_sandbox} B resident; losing {CHURN} would cost {leak_all} B");
+    eprintln!(
+        "one live sandbox: about {per_sandbox} B resident; losing {CHURN} would cost {leak_all} B"
+    );
     assert!(
         leak_all >= 3 * TOLERANCE,
         "a sandbox costs {per_sandbox} B: a leak of all {CHURN} ({leak_all} B) would hide under the {TOLERANCE} B tolerance"
@@ -205,10 +211,8 @@ fn churn_of_ten_thousand_sandboxes_leaks_nothing() {
                 thread::spawn(move || {
                     for round in 0..rounds / (2 * WINDOW) {
                         let ids: Vec<_> = (0..WINDOW).map(|k| t * WINDOW + k).collect();
-                        let boxes: Vec<_> = ids
-                            .iter()
-                            .map(|&i| build(&dirs[i].0, &dirs[i].1))
-                            .collect();
+                        let boxes: Vec<_> =
+                            ids.iter().map(|&i| build(&dirs[i].0, &dirs[i].1)).collect();
                         for (sb, &i) in boxes.iter().zip(&ids) {
                             use_once(sb, i, t + 2 * round);
                         }
@@ -234,7 +238,9 @@ fn churn_of_ten_thousand_sandboxes_leaks_nothing() {
     churn(CHURN);
     let fds_after = open_fds();
     let rss_after = rss_bytes();
-    eprintln!("after {CHURN} sandboxes: descriptors {fds} -> {fds_after}, RSS {rss} -> {rss_after} B");
+    eprintln!(
+        "after {CHURN} sandboxes: descriptors {fds} -> {fds_after}, RSS {rss} -> {rss_after} B"
+    );
     assert_eq!(fds_after, fds, "descriptors leaked over {CHURN} sandboxes");
     let grew = rss_after.saturating_sub(rss);
     assert!(
