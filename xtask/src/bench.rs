@@ -153,6 +153,11 @@ fn target_for(package: &str, label: &str) -> Option<Target> {
             _ => None,
         };
     }
+    // Two threads reading through their sandboxes: at least 1.7× the reads
+    // of one thread, so at most 1/1.7 of its time per read.
+    if label == "scale_read/two_threads_own" || label == "scale_read/two_threads_shared" {
+        return Some(Target::Ratio(0.588));
+    }
     match label {
         "exec_true/executor_off" => Some(Target::Ratio(1.10)),
         "exec_true/executor_landlock" => Some(Target::Ratio(1.25)),
