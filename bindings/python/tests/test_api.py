@@ -691,10 +691,12 @@ def test_lookup_env_wins_and_missing_env_is_an_error(tmp_path):
 def test_lookup_order_and_not_found_message(tmp_path, monkeypatch):
     monkeypatch.setenv("SANDGATE_LIBRARY", "/x/libsandgate.so")
     c = _ffi.candidates()
-    assert c[0] == "/x/libsandgate.so"
-    assert c[1] == str(Path(_ffi.__file__).resolve().parent / "libsandgate.so")
+    assert c[0] == str(Path(_ffi.__file__).resolve().parent / "libsandgate.so")
+    assert c[1] == "/x/libsandgate.so"
     root = Path(__file__).resolve().parents[3]
-    assert c[2:] == [str(root / s / "libsandgate.so") for s in ("target/lib", "target/debug", "target/release")]
+    assert c[2:5] == [str(root / s / "libsandgate.so") for s in ("target/lib", "target/debug", "target/release")]
+    # Last, the system's library, when the loader's cache names one.
+    assert c[5:] == ([_ffi._system_library()] if _ffi._system_library() else [])
     # A copy of the package outside any checkout, with no library: the
     # error names every place tried.
     import shutil
@@ -706,6 +708,7 @@ def test_lookup_order_and_not_found_message(tmp_path, monkeypatch):
     p = subprocess.run([sys.executable, "-c", "import sandgate"], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert p.returncode != 0
     assert "libsandgate.so not found" in p.stderr and str(pkg / "libsandgate.so") in p.stderr
+    assert "find_library" in p.stderr and "SANDGATE_LIBRARY" in p.stderr and "To fix" in p.stderr
     # ... and a copy next to __init__.py is found.
     shutil.copy(_ffi.LIBRARY_PATH, pkg / "libsandgate.so")
     p = subprocess.run(
