@@ -4,7 +4,8 @@
 //! Tasks:
 //! - `ci`: formatting check, header check, clippy with warnings denied,
 //!   every test (Rust, then C and the bindings).
-//! - `test`: every test (what `ci` runs after the checks).
+//! - `test`: every test (what `ci` runs after the checks), then `dist` and
+//!   `install-test`.
 //! - `bench [--quick]`: every benchmark of the project, one table of ratios
 //!   against the in-run baselines (see [`bench`]).
 //! - `codegen [--check]`: generates include/sandgate.h (see [`codegen`]).
@@ -14,13 +15,21 @@
 //! - `bench-tool [N] [--runs R] [--cpu C] [--keep]`: requests per second of
 //!   `sandgate tool` on a generated session of N small requests (see
 //!   [`bench_tool`]).
+//! - `install --prefix DIR`: installs the C library, header and pkg-config
+//!   files under DIR, release-built (see [`install`]).
+//! - `dist`: every artifact a user installs from, into dist/ (see [`dist`]).
+//! - `install-test`: installs dist/'s artifacts away from the checkout and
+//!   checks each (see [`install_test`]).
 
 mod bench;
 mod bench_tool;
 mod bindings;
 mod c_test;
 mod codegen;
+mod dist;
 mod fuzz;
+mod install;
+mod install_test;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -39,12 +48,17 @@ fn main() -> ExitCode {
         "bindings" => bindings::run(&args[1..]),
         "c-test" => c_test::run(&args[1..]),
         "fuzz" => fuzz::run(&args[1..]),
+        "install" => install::run(&args[1..]),
+        "dist" => dist::run(&args[1..]),
+        "install-test" => install_test::run(&args[1..]),
         "help" | "--help" | "-h" => {
-            println!("usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]>");
+            println!(
+                "usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|install --prefix DIR|dist|install-test>"
+            );
             Ok(())
         }
         other => Err(format!(
-            "unknown task `{other}` (try: ci, test, bench, bench-tool)"
+            "unknown task `{other}` (try: ci, test, bench, bench-tool, install, dist, install-test)"
         )),
     };
     match result {
@@ -132,5 +146,9 @@ fn test() -> Result<(), String> {
     step("doctest", &cargo, &["test", "--workspace", "--doc"])?;
     // The C ABI and the bindings, against the library built once here.
     c_test::run(&[])?;
-    bindings::test()
+    bindings::test()?;
+    // What a user installs, built once in release and installed away from
+    // the checkout.
+    dist::run(&[])?;
+    install_test::run(&[])
 }
