@@ -703,17 +703,35 @@ def test_lookup_order_and_not_found_message(tmp_path, monkeypatch):
 
     pkg = tmp_path / "site" / "sandgate"
     shutil.copytree(Path(_ffi.__file__).parent, pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    env = {k: v for k, v in os.environ.items() if k != "SANDGATE_LIBRARY"}
+    # No library anywhere: neither named, nor on the paths the system
+    # lookup (ctypes.util.find_library) searches besides its cache.
+    hidden = {"SANDGATE_LIBRARY", "LD_LIBRARY_PATH", "LIBRARY_PATH"}
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
     env["PYTHONPATH"] = str(tmp_path / "site")
     p = subprocess.run([sys.executable, "-c", "import sandgate"], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert p.returncode != 0
     assert "libsandgate.so not found" in p.stderr and str(pkg / "libsandgate.so") in p.stderr
     assert "find_library" in p.stderr and "SANDGATE_LIBRARY" in p.stderr and "To fix" in p.stderr
-    # ... and a copy next to __init__.py is found.
+    # A library the system lookup finds (here through LD_LIBRARY_PATH, as
+    # after an install under a prefix) is loaded by the name it answers.
+    sysdir = tmp_path / "syslib"
+    sysdir.mkdir()
+    # Laid out as `cargo xtask install` does: the file, its SONAME, the
+    # development link.
+    shutil.copy(_ffi.LIBRARY_PATH, sysdir / "libsandgate.so.1.0.0")
+    os.symlink("libsandgate.so.1.0.0", sysdir / "libsandgate.so.1")
+    os.symlink("libsandgate.so.1", sysdir / "libsandgate.so")
+    p = subprocess.run(
+        [sys.executable, "-c", "import sandgate; print(sandgate.LIBRARY_PATH)"],
+        capture_output=True, text=True, env={**env, "LD_LIBRARY_PATH": str(sysdir)}, cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "libsandgate.so.1", p.stdout
+    # ... and a copy next to __init__.py is found first.
     shutil.copy(_ffi.LIBRARY_PATH, pkg / "libsandgate.so")
     p = subprocess.run(
         [sys.executable, "-c", "import sandgate; print(sandgate.LIBRARY_PATH)"],
-        capture_output=True, text=True, env=env, cwd=tmp_path,
+        capture_output=True, text=True, env={**env, "LD_LIBRARY_PATH": str(sysdir)}, cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == str(pkg / "libsandgate.so")
