@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"sandgate.dev/sandgate"
+	"github.com/sandgate-dev/sandgate/bindings/go"
 )
 
 // BenchmarkStat compares a confined stat of a small file with os.Stat:

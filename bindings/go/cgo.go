@@ -1,12 +1,17 @@
-// Package sandgate is the Go binding of sandgate (https://sandgate.dev):
-// confined file access beneath a root (Root, a drop-in for os.Root), the
-// agent-facing Sandbox, policies and the shell Executor. It links the static
-// libsandgate.a through cgo, so a built program needs no shared library.
+// Package sandgate is the Go binding of sandgate
+// (https://github.com/sandgate-dev/sandgate): confined file access beneath a
+// root (Root, a drop-in for os.Root), the agent-facing Sandbox, policies and
+// the shell Executor.
+//
+// It links the installed libsandgate statically: cgo asks pkg-config for
+// the module sandgate-static, whose flags name libsandgate.a and the system
+// libraries it needs, so a built program needs no shared library. Install
+// the C library first (see the README) and, for a prefix pkg-config does not
+// search, set PKG_CONFIG_PATH to its lib/pkgconfig directory.
 package sandgate
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include
-#cgo LDFLAGS: ${SRCDIR}/../../target/lib/libsandgate.a -lgcc_s -lutil -lrt -lpthread -lm -ldl
+#cgo pkg-config: sandgate-static
 #include <stdlib.h>
 #include "sandgate.h"
 

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"sandgate.dev/sandgate"
+	"github.com/sandgate-dev/sandgate/bindings/go"
 )
 
 func ExampleOpenRoot() {

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"sandgate.dev/sandgate"
+	"github.com/sandgate-dev/sandgate/bindings/go"
 )
 
 // loopbackServer is an httptest server on 127.0.0.1 that counts requests.

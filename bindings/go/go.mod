@@ -1,3 +1,3 @@
-module sandgate.dev/sandgate
+module github.com/sandgate-dev/sandgate/bindings/go
 
 go 1.24

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"sandgate.dev/sandgate"
+	"github.com/sandgate-dev/sandgate/bindings/go"
 )
 
 func rssKB(t *testing.T) int {

@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"testing"
 
-	"sandgate.dev/sandgate"
+	"github.com/sandgate-dev/sandgate/bindings/go"
 )
 
 // rootAPI is the part of os.Root's method set the rows use; both *os.Root

@@ -17,7 +17,7 @@ import (
 	"testing/fstest"
 	"time"
 
-	"sandgate.dev/sandgate"
+	"github.com/sandgate-dev/sandgate/bindings/go"
 )
 
 func tmp(t testing.TB) string {
@@ -613,14 +613,14 @@ func TestStaticLinking(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	write(t, filepath.Join(dir, "go.mod"), "module tiny\n\ngo 1.24\n\nrequire sandgate.dev/sandgate v0.0.0\n\nreplace sandgate.dev/sandgate => "+mod+"\n")
+	write(t, filepath.Join(dir, "go.mod"), "module tiny\n\ngo 1.24\n\nrequire github.com/sandgate-dev/sandgate/bindings/go v0.0.0\n\nreplace github.com/sandgate-dev/sandgate/bindings/go => "+mod+"\n")
 	write(t, filepath.Join(dir, "main.go"), `package main
 
 import (
 	"fmt"
 	"os"
 
-	"sandgate.dev/sandgate"
+	"github.com/sandgate-dev/sandgate/bindings/go"
 )
 
 func main() {

@@ -24,7 +24,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"sandgate.dev/sandgate"
+	"github.com/sandgate-dev/sandgate/bindings/go"
 )
 
 const vectorsDir = "../../tests/vectors"

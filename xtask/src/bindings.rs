@@ -1,12 +1,16 @@
 //! `cargo xtask bindings [--release]`: builds libsandgate (crates/ffi) once
 //! and puts it where the bindings look for it: `target/lib/` of the
 //! workspace (or `$SANDGATE_LIB_DIR`), as `libsandgate.a` (linked by the Go
-//! binding) and `libsandgate.so` (loaded by the Python binding).
+//! binding) and `libsandgate.so` (loaded by the Python binding), with
+//! `pkgconfig/sandgate-static.pc` naming that archive and the checkout's
+//! include/: the Go binding finds the library through pkg-config, and
+//! xtask points `PKG_CONFIG_PATH` there for its own steps.
 
 use std::env;
 use std::fs;
 use std::path::PathBuf;
 
+use crate::install::{pc_static_at, write_atomic, Versions};
 use crate::{cargo, step, target_dir, workspace_root};
 
 /// Runs every binding's tests against the installed library: Python
@@ -18,6 +22,7 @@ pub fn test() -> Result<(), String> {
         run(&[])?;
     }
     let so = lib.join("libsandgate.so");
+    use_pkg_config()?;
     // xtask runs its steps one at a time; the variable is for the children.
     env::set_var("SANDGATE_LIBRARY", &so);
     step(
@@ -33,7 +38,7 @@ pub fn test() -> Result<(), String> {
         ],
     )?;
     step("node binding", "bash", &["bindings/node/ci.sh"])?;
-    // cgo links target/lib/libsandgate.a (see bindings/go/cgo.go).
+    // cgo links target/lib/libsandgate.a, named by sandgate-static.pc.
     step("go vet", "go", &["-C", "bindings/go", "vet", "./..."])?;
     step(
         "go binding",
@@ -71,6 +76,36 @@ pub fn run(args: &[String]) -> Result<(), String> {
         fs::copy(&src, &tmp).map_err(|e| format!("cannot copy {}: {e}", src.display()))?;
         fs::rename(&tmp, &dst).map_err(|e| format!("cannot install {}: {e}", dst.display()))?;
     }
+    use_pkg_config()?;
     eprintln!("libsandgate installed in {}", to.display());
+    Ok(())
+}
+
+/// Writes `<lib dir>/pkgconfig/sandgate-static.pc` for the library in the
+/// lib dir and the checkout's header, and puts that directory first on
+/// `PKG_CONFIG_PATH` for the steps xtask runs after this.
+pub fn use_pkg_config() -> Result<(), String> {
+    let lib = lib_dir();
+    let dir = lib.join("pkgconfig");
+    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let utf8 = |p: &std::path::Path| {
+        p.to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{}: not UTF-8", p.display()))
+    };
+    let (lib_s, inc_s) = (utf8(&lib)?, utf8(&workspace_root().join("include"))?);
+    let pc = pc_static_at(&lib_s, &lib_s, &inc_s, &Versions::read()?);
+    write_atomic(&dir.join("sandgate-static.pc"), &pc)?;
+    let mut path = utf8(&dir)?;
+    let old = env::var_os("PKG_CONFIG_PATH").unwrap_or_default();
+    if env::split_paths(&old).next().as_deref() == Some(dir.as_path()) {
+        return Ok(());
+    }
+    if !old.is_empty() {
+        path.push(':');
+        path.push_str(&old.to_string_lossy());
+    }
+    // xtask is single-threaded here; the variable is for the children.
+    env::set_var("PKG_CONFIG_PATH", path);
     Ok(())
 }

@@ -5,7 +5,8 @@
 //! - `ci`: formatting check, header check, clippy with warnings denied,
 //!   every test (Rust, then C and the bindings).
 //! - `test`: every test (what `ci` runs after the checks), the MCP server
-//!   under the official Python and TypeScript SDK clients included.
+//!   under the official Python and TypeScript SDK clients included, then
+//!   `dist` and `install-test`.
 //! - `bench [--quick]`: every benchmark of the project, one table of ratios
 //!   against the in-run baselines (see [`bench`]).
 //! - `codegen [--check]`: generates include/sandgate.h (see [`codegen`]).
@@ -19,6 +20,11 @@
 //! - `bench-tool [N] [--runs R] [--cpu C] [--keep]`: requests per second of
 //!   `sandgate tool` on a generated session of N small requests (see
 //!   [`bench_tool`]).
+//! - `install --prefix DIR`: installs the C library, header and pkg-config
+//!   files under DIR, release-built (see [`install`]).
+//! - `dist`: every artifact a user installs from, into dist/ (see [`dist`]).
+//! - `install-test`: installs dist/'s artifacts away from the checkout and
+//!   checks each (see [`install_test`]).
 #![forbid(unsafe_code)]
 
 mod bench;
@@ -26,7 +32,10 @@ mod bench_tool;
 mod bindings;
 mod c_test;
 mod codegen;
+mod dist;
 mod fuzz;
+mod install;
+mod install_test;
 mod man;
 mod unprivileged;
 
@@ -49,12 +58,17 @@ fn main() -> ExitCode {
         "fuzz" => fuzz::run(&args[1..]),
         "unprivileged" => unprivileged::run(&args[1..]),
         "man" => man::run(&args[1..]),
+        "install" => install::run(&args[1..]),
+        "dist" => dist::run(&args[1..]),
+        "install-test" => install_test::run(&args[1..]),
         "help" | "--help" | "-h" => {
-            println!("usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|bindings|c-test|fuzz|man>");
+            println!(
+                "usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|bindings|c-test|fuzz|man|unprivileged|install --prefix DIR|dist|install-test>"
+            );
             Ok(())
         }
         other => Err(format!(
-            "unknown task `{other}` (try: ci, test, bench, bench-tool)"
+            "unknown task `{other}` (try: ci, test, bench, bench-tool, install, dist, install-test)"
         )),
     };
     match result {
@@ -144,7 +158,11 @@ fn test() -> Result<(), String> {
     // The C ABI and the bindings, against the library built once here.
     c_test::run(&[])?;
     bindings::test()?;
-    mcp_clients()
+    mcp_clients()?;
+    // What a user installs, built once in release and installed away from
+    // the checkout.
+    dist::run(&[])?;
+    install_test::run(&[])
 }
 
 /// `sandgate mcp` under the official MCP SDK clients (Python and

@@ -691,26 +691,47 @@ def test_lookup_env_wins_and_missing_env_is_an_error(tmp_path):
 def test_lookup_order_and_not_found_message(tmp_path, monkeypatch):
     monkeypatch.setenv("SANDGATE_LIBRARY", "/x/libsandgate.so")
     c = _ffi.candidates()
-    assert c[0] == "/x/libsandgate.so"
-    assert c[1] == str(Path(_ffi.__file__).resolve().parent / "libsandgate.so")
+    assert c[0] == str(Path(_ffi.__file__).resolve().parent / "libsandgate.so")
+    assert c[1] == "/x/libsandgate.so"
     root = Path(__file__).resolve().parents[3]
-    assert c[2:] == [str(root / s / "libsandgate.so") for s in ("target/lib", "target/debug", "target/release")]
+    assert c[2:5] == [str(root / s / "libsandgate.so") for s in ("target/lib", "target/debug", "target/release")]
+    # Last, the system's library, when the loader's cache names one.
+    assert c[5:] == ([_ffi._system_library()] if _ffi._system_library() else [])
     # A copy of the package outside any checkout, with no library: the
     # error names every place tried.
     import shutil
 
     pkg = tmp_path / "site" / "sandgate"
     shutil.copytree(Path(_ffi.__file__).parent, pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    env = {k: v for k, v in os.environ.items() if k != "SANDGATE_LIBRARY"}
+    # No library anywhere: neither named, nor on the paths the system
+    # lookup (ctypes.util.find_library) searches besides its cache.
+    hidden = {"SANDGATE_LIBRARY", "LD_LIBRARY_PATH", "LIBRARY_PATH"}
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
     env["PYTHONPATH"] = str(tmp_path / "site")
     p = subprocess.run([sys.executable, "-c", "import sandgate"], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert p.returncode != 0
     assert "libsandgate.so not found" in p.stderr and str(pkg / "libsandgate.so") in p.stderr
-    # ... and a copy next to __init__.py is found.
+    assert "find_library" in p.stderr and "SANDGATE_LIBRARY" in p.stderr and "To fix" in p.stderr
+    # A library the system lookup finds (here through LD_LIBRARY_PATH, as
+    # after an install under a prefix) is loaded by the name it answers.
+    sysdir = tmp_path / "syslib"
+    sysdir.mkdir()
+    # Laid out as `cargo xtask install` does: the file, its SONAME, the
+    # development link.
+    shutil.copy(_ffi.LIBRARY_PATH, sysdir / "libsandgate.so.1.0.0")
+    os.symlink("libsandgate.so.1.0.0", sysdir / "libsandgate.so.1")
+    os.symlink("libsandgate.so.1", sysdir / "libsandgate.so")
+    p = subprocess.run(
+        [sys.executable, "-c", "import sandgate; print(sandgate.LIBRARY_PATH)"],
+        capture_output=True, text=True, env={**env, "LD_LIBRARY_PATH": str(sysdir)}, cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "libsandgate.so.1", p.stdout
+    # ... and a copy next to __init__.py is found first.
     shutil.copy(_ffi.LIBRARY_PATH, pkg / "libsandgate.so")
     p = subprocess.run(
         [sys.executable, "-c", "import sandgate; print(sandgate.LIBRARY_PATH)"],
-        capture_output=True, text=True, env=env, cwd=tmp_path,
+        capture_output=True, text=True, env={**env, "LD_LIBRARY_PATH": str(sysdir)}, cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == str(pkg / "libsandgate.so")

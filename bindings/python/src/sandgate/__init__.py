@@ -2,9 +2,10 @@
 confined web fetch for AI agents, over libsandgate's C ABI (ctypes, no
 compiled extension).
 
-The library is looked up, in order, at ``$SANDGATE_LIBRARY``, next to this
-file (``libsandgate.so``), and in the source checkout's ``target/lib``,
-``target/debug`` and ``target/release``. Its C ABI major must be 1.
+The library is looked up, in order, next to this file (``libsandgate.so``,
+where a wheel puts it), at ``$SANDGATE_LIBRARY``, in the source checkout's
+``target/lib``, ``target/debug`` and ``target/release``, then as the
+system's (``ctypes.util.find_library``). Its C ABI major must be 1.
 """
 
 from ._core import (

@@ -7,6 +7,7 @@ Nothing here is public API; use the classes exported by :mod:`sandgate`.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import os
 from ctypes import (
     CFUNCTYPE,
@@ -251,27 +252,39 @@ def _repo_root() -> Path | None:
     return None
 
 
+def _system_library() -> str | None:
+    """The installed system library's name as the dynamic loader knows it
+    (``libsandgate.so.1``), if ``ldconfig`` or the compiler can find one."""
+    return ctypes.util.find_library("sandgate")
+
+
 def candidates() -> list[str]:
-    """Where the library is looked for, in order."""
-    out: list[str] = []
+    """Where the library is looked for, in order: beside the package (a
+    wheel's own copy), ``$SANDGATE_LIBRARY``, a source checkout's build
+    directories, then the system's (``ctypes.util.find_library``)."""
+    out: list[str] = [str(Path(__file__).resolve().parent / _LIB_NAME)]
     env = os.environ.get(LIBRARY_ENV)
     if env:
         out.append(os.path.abspath(env))
-    out.append(str(Path(__file__).resolve().parent / _LIB_NAME))
     root = _repo_root()
     if root is not None:
         for sub in ("target/lib", "target/debug", "target/release"):
             out.append(str(root / sub / _LIB_NAME))
+    system = _system_library()
+    if system is not None:
+        out.append(system)
     return out
 
 
 def _load() -> ctypes.CDLL:
     tried: list[str] = []
     env = os.environ.get(LIBRARY_ENV)
+    env_path = os.path.abspath(env) if env else None
     for path in candidates():
-        if not os.path.isfile(path):
+        # A bare name (from find_library) is resolved by the dynamic loader.
+        if os.sep in path and not os.path.isfile(path):
             tried.append(f"{path} (not found)")
-            if env and path == os.path.abspath(env):
+            if path == env_path:
                 # An explicit choice that does not exist is an error, not a
                 # reason to load something else silently.
                 raise ImportError(
@@ -281,17 +294,22 @@ def _load() -> ctypes.CDLL:
         try:
             lib = ctypes.CDLL(path)
         except OSError as e:
-            if env and path == os.path.abspath(env):
+            if path == env_path:
                 raise ImportError(f"sandgate: cannot load {path}: {e}") from e
             tried.append(f"{path} ({e})")
             continue
         _check_abi(lib, path)
         lib._sandgate_path = path  # type: ignore[attr-defined]
         return lib
+    if _system_library() is None:
+        tried.append("the system's libsandgate (ctypes.util.find_library found none)")
     raise ImportError(
-        "sandgate: libsandgate.so not found; set "
-        f"{LIBRARY_ENV} to its path or build it with `cargo xtask bindings`. "
-        "Tried: " + "; ".join(tried)
+        "sandgate: libsandgate.so not found. Tried: "
+        + "; ".join(tried)
+        + ". To fix: install a sandgate wheel for this platform (its library "
+        "sits beside the package), or install the C library system-wide "
+        "(`cargo xtask install --prefix /usr/local` in a checkout, then "
+        f"`ldconfig`), or set {LIBRARY_ENV} to a libsandgate.so"
     )
 
 
