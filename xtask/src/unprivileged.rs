@@ -15,15 +15,16 @@ use std::time::Instant;
 
 use crate::{cargo, workspace_root};
 
-/// `(package, test target)` pairs whose subject is confinement.
+/// `(crate directory under crates/, test target)` pairs whose subject is
+/// confinement.
 const SUITES: &[(&str, &str)] = &[
-    ("sandgate-shellexec", "seccomp"),
-    ("sandgate-shellexec", "confine"),
-    ("sandgate-shellexec", "exec"),
-    ("sandgate-shellexec", "git"),
+    ("shellexec", "seccomp"),
+    ("shellexec", "confine"),
+    ("shellexec", "exec"),
+    ("shellexec", "git"),
     ("sandgate", "git"),
-    ("sandgate-cli", "run"),
-    ("sandgate-cli", "exec"),
+    ("cli", "run"),
+    ("cli", "exec"),
 ];
 
 const NOBODY: &str = "65534";
@@ -92,9 +93,12 @@ fn build_plan() -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The path of `package`'s integration test `test` in the build plan.
+/// The path of the integration test `test` of the crate in
+/// `crates/<package>` in the build plan (found by the test's source path:
+/// cargo spells a package id without the name when the name is the
+/// directory's).
 fn find_test(plan: &str, package: &str, test: &str) -> Result<String, String> {
-    let pkg = format!("#{package}@");
+    let pkg = format!("/crates/{package}/tests/{test}.rs\"");
     let name = format!("\"name\":\"{test}\"");
     plan.lines()
         .filter(|l| l.contains("\"reason\":\"compiler-artifact\""))
