@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"sandgate.dev/sandgate"
+	"github.com/sandgate-dev/sandgate/bindings/go"
 )
 
 func openFDs(t *testing.T) int {
