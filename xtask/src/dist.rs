@@ -36,6 +36,7 @@ pub const CRATES: &[&str] = &[
     "sandgate-shellexec",
     "sandgate-fetch",
     "sandgate",
+    "sandgate-mcp",
     "sandgate-cli",
 ];
 
