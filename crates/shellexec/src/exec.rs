@@ -568,17 +568,20 @@ impl LocalShellExecutor {
     ) -> Result<ExecResult, ExecError> {
         let began = Instant::now();
         let argv = argv_of(path, args)?;
+        self.run_in_session(Start::Program(path, argv), opts, began)
+    }
+
+    /// Runs `start` under the session's environment plan and confinement,
+    /// registered so that dispose can abort it.
+    fn run_in_session(
+        &self,
+        start: Start<'_>,
+        opts: ExecOptions,
+        began: Instant,
+    ) -> Result<ExecResult, ExecError> {
         let (running, internal, tmpdir, prepared) = self.register()?;
         let env = self.child_env(&tmpdir);
-        let result = run(
-            &self.config,
-            Start::Program(path, argv),
-            opts,
-            &env,
-            &prepared,
-            &internal,
-            began,
-        );
+        let result = run(&self.config, start, opts, &env, &prepared, &internal, began);
         drop(running);
         result
     }
@@ -637,19 +640,7 @@ impl ShellExecutor for LocalShellExecutor {
 
     fn exec(&self, command: &str, opts: ExecOptions) -> Result<ExecResult, ExecError> {
         let began = Instant::now();
-        let (running, internal, tmpdir, prepared) = self.register()?;
-        let env = self.child_env(&tmpdir);
-        let result = run(
-            &self.config,
-            Start::Shell(command),
-            opts,
-            &env,
-            &prepared,
-            &internal,
-            began,
-        );
-        drop(running);
-        result
+        self.run_in_session(Start::Shell(command), opts, began)
     }
 
     fn dispose(&self) -> Result<(), ExecError> {
