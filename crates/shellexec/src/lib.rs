@@ -21,14 +21,33 @@
 //! `sandgate run` (the supervised run) lives in the CLI.
 #![deny(missing_docs)]
 
+// Process groups, pidfds, Landlock and seccomp are Linux interfaces; another
+// system gets one clear message instead of a page of unresolved names.
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "sandgate-shellexec builds only on Linux: the executor confines the shell with Landlock, \
+     seccomp and pidfds. x86_64 Linux with glibc is the platform that is built and tested."
+);
+
+#[cfg(target_os = "linux")]
 mod capture;
+#[cfg(target_os = "linux")]
 pub mod confine;
+#[cfg(target_os = "linux")]
 pub mod env;
+#[cfg(target_os = "linux")]
 pub mod exec;
+#[cfg(target_os = "linux")]
 pub mod git;
+#[cfg(target_os = "linux")]
 mod proctree;
+#[cfg(target_os = "linux")]
 pub mod redact;
+#[cfg(target_os = "linux")]
 mod run;
+#[cfg(target_os = "linux")]
 pub mod seccomp;
+#[cfg(target_os = "linux")]
 mod spawn;
+#[cfg(target_os = "linux")]
 mod sys;
