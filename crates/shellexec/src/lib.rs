@@ -42,6 +42,8 @@ pub mod git;
 #[cfg(target_os = "linux")]
 mod proctree;
 #[cfg(target_os = "linux")]
+mod rawclone;
+#[cfg(target_os = "linux")]
 pub mod redact;
 #[cfg(target_os = "linux")]
 mod run;

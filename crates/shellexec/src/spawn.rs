@@ -11,11 +11,10 @@
 //! Both run in memory the executor keeps using, so between their `clone`
 //! and their end (the keeper) or `execve` (the shell) they obey these rules:
 //!
-//! - only raw system calls (the `syscalls` crate), which neither set nor
-//!   read `errno`: `errno` lives in the thread-local storage of the
-//!   executor's thread, whose register the keeper inherits. The one libc
-//!   call is `clone` itself, which writes `errno` only when it fails, while
-//!   the executor's thread is blocked in a raw `read`;
+//! - only raw system calls (the `syscalls` crate, and a raw `clone` for
+//!   the shell in [`crate::rawclone`]), which neither set nor read
+//!   `errno`: `errno` lives in the thread-local storage of the executor's
+//!   thread, whose register the keeper inherits;
 //! - no allocation, no lock, no panic: they read a [`Shared`] block made
 //!   before the `clone` and write only its two atomics, their stacks and
 //!   their own descriptor tables;
@@ -643,18 +642,15 @@ unsafe fn start_shell(s: &Shared, arg: *mut libc::c_void) -> Result<i32, Errno> 
         for (target, &fd) in s.stdio.iter().enumerate() {
             syscalls::syscall!(Sysno::dup3, fd, target, 0)?;
         }
-        // glibc's `clone` switches stacks for the child; it writes `errno`
-        // only on failure (read back at once; the executor's thread is
-        // blocked in a raw read meanwhile).
-        let shell = libc::clone(
+        // The raw clone switches stacks for the child as glibc's does, but
+        // answers its error number instead of writing `errno`.
+        let shell = crate::rawclone::clone_on_stack(
+            (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as u64,
+            s.shell_top as *mut u8,
             shell_main,
-            s.shell_top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
             arg,
-        );
-        if shell < 0 {
-            return Err(Errno::new(*libc::__errno_location()));
-        }
+        )
+        .map_err(Errno::new)?;
         let failed = s.failed.load(Ordering::SeqCst);
         if failed != 0 {
             let mut st: libc::c_int = 0;
