@@ -398,7 +398,9 @@ mod tests {
     #[test]
     fn admit_refuses_before_resolution() {
         let r = rules(Mode::Restricted, &["api.example.com:443"], false);
-        assert!(r.admit(Some("https"), "api.example.com", Some(8443)).is_err());
+        assert!(r
+            .admit(Some("https"), "api.example.com", Some(8443))
+            .is_err());
         assert!(r.admit(Some("https"), "0x7f.1", None).is_err());
         assert!(r.admit(Some("http"), "api.example.com", None).is_err());
         assert!(r.admit(Some("gopher"), "api.example.com", None).is_err());
@@ -407,7 +409,11 @@ mod tests {
 
     #[test]
     fn tunnel_without_scheme_needs_a_port() {
-        let r = rules(Mode::Restricted, &["api.example.com:443", "10.0.0.1:22"], false);
+        let r = rules(
+            Mode::Restricted,
+            &["api.example.com:443", "10.0.0.1:22"],
+            false,
+        );
         let d = r.admit(None, "api.example.com", None).unwrap_err();
         assert!(d.reason.contains("port"), "{}", d.reason);
         assert!(r.admit(None, "api.example.com", Some(443)).is_ok());
@@ -429,8 +435,12 @@ mod tests {
     fn redirect_admission_never_reaches_loopback() {
         let r = rules(Mode::TrustedHost, &["localhost", "api.example.com"], true);
         assert!(r.admit(Some("http"), "localhost", Some(80)).is_ok());
-        assert!(r.admit_redirect(Some("http"), "localhost", Some(80)).is_err());
-        let a = r.admit_redirect(Some("https"), "api.example.com", None).unwrap();
+        assert!(r
+            .admit_redirect(Some("http"), "localhost", Some(80))
+            .is_err());
+        let a = r
+            .admit_redirect(Some("https"), "api.example.com", None)
+            .unwrap();
         assert!(!a.check(ip("127.0.0.1")).allowed);
         assert!(a.check(ip("93.184.216.34")).allowed);
     }
