@@ -22,9 +22,9 @@
 //!
 //! 1. The URL's host is taken as written (never normalized: `0x7f.1`,
 //!    `2130706433` and `%31…` stay what they are) and the rules judge
-//!    scheme, host and port ([`Rules::admit`] for the first request,
-//!    [`Rules::admit_redirect`] for every redirect hop, which always refuses
-//!    loopback). Spellings that alias addresses are refused there.
+//!    scheme, host and port ([`Rules::admit`], as a first request or as a
+//!    redirect hop, which always refuses loopback). Spellings that alias
+//!    addresses are refused there.
 //! 2. A name is resolved by sandgate through a [`Resolve`] (the system
 //!    resolver by default; tests inject their own), within the total
 //!    timeout. A literal is its own address.
@@ -74,7 +74,7 @@ use std::time::{Duration, Instant};
 pub use sandgate_codes::ErrorCode;
 #[cfg(doc)]
 use sandgate_netguard::Admitted;
-use sandgate_netguard::{url_literal, Mode, NetDecision, Rules, Target};
+use sandgate_netguard::{url_literal, Hop as Leg, Mode, NetDecision, Rules, Target};
 use ureq::http;
 
 use resolve::{Pin, PinGuard, PinnedResolver};
@@ -600,13 +600,11 @@ impl Fetcher {
         let hop = if redirect { "the redirect to " } else { "" };
         // A name is judged first as a name, before anything is resolved;
         // for a literal the address rules apply at once, to the literal.
-        let admitted = if redirect {
-            self.rules
-                .admit_redirect(Some(t.scheme()), t.host(), t.port())
-        } else {
-            self.rules.admit(Some(t.scheme()), t.host(), t.port())
-        }
-        .map_err(|d| denied(d, hop.to_owned()))?;
+        let leg = if redirect { Leg::Redirect } else { Leg::First };
+        let admitted = self
+            .rules
+            .admit(leg, Some(t.scheme()), t.host(), t.port())
+            .map_err(|d| denied(d, hop.to_owned()))?;
         let literal_ip = url_literal(t.host());
         let decision = match literal_ip {
             Some(ip) => admitted.check(ip),

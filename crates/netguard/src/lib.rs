@@ -25,18 +25,19 @@
 //! and connects only to the addresses that passed.
 //!
 //! ```
-//! use sandgate_netguard::{Mode, NetEntry, Rules};
+//! use sandgate_netguard::{Hop, Mode, NetEntry, Rules};
 //!
 //! let allow = vec![NetEntry::parse("api.example.com").unwrap()];
 //! let rules = Rules::new(Mode::Restricted, allow, false);
 //!
 //! // Before resolution: scheme, host and port.
-//! let admitted = rules.admit(Some("https"), "api.example.com", None).unwrap();
+//! let admitted = rules.admit(Hop::First, Some("https"), "api.example.com", None);
+//! let admitted = admitted.unwrap();
 //! // After: every address the name resolved to.
 //! assert!(admitted.check("93.184.216.34".parse().unwrap()).allowed);
 //! assert!(!admitted.check("169.254.169.254".parse().unwrap()).allowed);
 //! // Alternate spellings of addresses are refused outright.
-//! assert!(rules.admit(Some("https"), "0x7f.1", None).is_err());
+//! assert!(rules.admit(Hop::First, Some("https"), "0x7f.1", None).is_err());
 //! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -50,5 +51,5 @@ mod url;
 pub use class::{classify, AddrClass};
 pub use entry::{MalformedEntry, NetEntry, NetHost, RefusedEntry};
 pub use host::{is_dns_name, is_loopback_name, url_literal, Host};
-pub use rules::{Admitted, Mode, NetDecision, Rules};
+pub use rules::{Admitted, Hop, Mode, NetDecision, Rules};
 pub use url::{Target, UrlError};

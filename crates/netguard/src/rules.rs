@@ -35,6 +35,15 @@ impl Mode {
     }
 }
 
+/// Which request of a fetch a destination is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Hop {
+    /// The request the caller asked for (a proxy's every connection).
+    First,
+    /// The target of a redirect the caller is following: never loopback.
+    Redirect,
+}
+
 /// The authorizer's answer for one destination.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NetDecision {
@@ -97,7 +106,7 @@ pub struct Admitted<'r> {
     entry: &'r NetEntry,
     host: Host,
     port: u16,
-    redirect: bool,
+    hop: Hop,
 }
 
 impl Rules {
@@ -132,6 +141,9 @@ impl Rules {
 
     /// Judges a destination before anything is resolved.
     ///
+    /// - `hop`: a first request, or the target of a redirect (loopback is
+    ///   then always refused: a loopback literal, a loopback name, or later
+    ///   a loopback address, the granted port included, in every mode).
     /// - `scheme`: `https` and `wss` (default port 443); `http` and `ws`
     ///   (default port 80) only with `allow_http`; any other is refused.
     ///   `None` when the protocol is unknown (a `CONNECT` tunnel): `port`
@@ -146,24 +158,12 @@ impl Rules {
     /// once per resolved address.
     pub fn admit(
         &self,
+        hop: Hop,
         scheme: Option<&str>,
         host: &str,
         port: Option<u16>,
     ) -> Result<Admitted<'_>, NetDecision> {
-        self.judge(scheme, host, port, None, false)
-    }
-
-    /// Like [`Rules::admit`], for the target of a redirect: the same rules,
-    /// and loopback (a loopback literal, a loopback name, or later a
-    /// loopback address) is always refused, the granted port included, in
-    /// every mode.
-    pub fn admit_redirect(
-        &self,
-        scheme: Option<&str>,
-        host: &str,
-        port: Option<u16>,
-    ) -> Result<Admitted<'_>, NetDecision> {
-        self.judge(scheme, host, port, None, true)
+        self.judge(scheme, host, port, None, hop)
     }
 
     /// Decides in one call whether a request to `scheme://host:port` may be
@@ -171,35 +171,13 @@ impl Rules {
     /// before resolution): [`Rules::admit`] and then [`Admitted::check`].
     pub fn authorize(
         &self,
+        hop: Hop,
         scheme: &str,
         host: &str,
         port: Option<u16>,
         resolved_ip: Option<IpAddr>,
     ) -> NetDecision {
-        self.decide(scheme, host, port, resolved_ip, false)
-    }
-
-    /// Like [`Rules::authorize`], for the target of a redirect hop (see
-    /// [`Rules::admit_redirect`]).
-    pub fn authorize_redirect(
-        &self,
-        scheme: &str,
-        host: &str,
-        port: Option<u16>,
-        resolved_ip: Option<IpAddr>,
-    ) -> NetDecision {
-        self.decide(scheme, host, port, resolved_ip, true)
-    }
-
-    fn decide(
-        &self,
-        scheme: &str,
-        host: &str,
-        port: Option<u16>,
-        resolved_ip: Option<IpAddr>,
-        redirect: bool,
-    ) -> NetDecision {
-        match self.judge(Some(scheme), host, port, resolved_ip, redirect) {
+        match self.judge(Some(scheme), host, port, resolved_ip, hop) {
             Ok(admitted) => admitted.decision(),
             Err(denied) => denied,
         }
@@ -212,7 +190,7 @@ impl Rules {
         host: &str,
         port: Option<u16>,
         resolved_ip: Option<IpAddr>,
-        redirect: bool,
+        hop: Hop,
     ) -> Result<Admitted<'_>, NetDecision> {
         let default_port = match scheme.map(str::to_ascii_lowercase).as_deref() {
             None => None,
@@ -256,13 +234,13 @@ impl Rules {
         if port == 0 {
             return Err(NetDecision::deny("port 0 is not a destination", None));
         }
-        let entry = self.judge_parsed(&req, port, resolved_ip, redirect)?;
+        let entry = self.judge_parsed(&req, port, resolved_ip, hop)?;
         Ok(Admitted {
             rules: self,
             entry,
             host: req,
             port,
-            redirect,
+            hop,
         })
     }
 
@@ -275,10 +253,10 @@ impl Rules {
         req: &Host,
         port: u16,
         resolved_ip: Option<IpAddr>,
-        redirect: bool,
+        hop: Hop,
     ) -> Result<&NetEntry, NetDecision> {
         let resolved_loopback = resolved_ip.is_some_and(|ip| classify(ip) == AddrClass::Loopback);
-        if redirect && (req.is_loopback() || resolved_loopback) {
+        if hop == Hop::Redirect && (req.is_loopback() || resolved_loopback) {
             return Err(NetDecision::deny(
                 "a redirect to loopback is always refused, the granted port included",
                 None,
@@ -358,7 +336,7 @@ impl Admitted<'_> {
     pub fn check(&self, ip: IpAddr) -> NetDecision {
         match self
             .rules
-            .judge_parsed(&self.host, self.port, Some(ip), self.redirect)
+            .judge_parsed(&self.host, self.port, Some(ip), self.hop)
         {
             Ok(entry) => NetDecision::allow(entry),
             Err(denied) => denied,
@@ -382,7 +360,9 @@ mod tests {
     #[test]
     fn admit_then_check_each_address() {
         let r = rules(Mode::Restricted, &["api.example.com"], false);
-        let a = r.admit(Some("https"), "API.example.com", None).unwrap();
+        let a = r
+            .admit(Hop::First, Some("https"), "API.example.com", None)
+            .unwrap();
         assert_eq!(a.host(), &Host::Name("api.example.com".into()));
         assert_eq!(a.port(), 443);
         assert!(a.decision().allowed);
@@ -399,12 +379,18 @@ mod tests {
     fn admit_refuses_before_resolution() {
         let r = rules(Mode::Restricted, &["api.example.com:443"], false);
         assert!(r
-            .admit(Some("https"), "api.example.com", Some(8443))
+            .admit(Hop::First, Some("https"), "api.example.com", Some(8443))
             .is_err());
-        assert!(r.admit(Some("https"), "0x7f.1", None).is_err());
-        assert!(r.admit(Some("http"), "api.example.com", None).is_err());
-        assert!(r.admit(Some("gopher"), "api.example.com", None).is_err());
-        assert!(r.admit(Some("https"), "other.example.com", None).is_err());
+        assert!(r.admit(Hop::First, Some("https"), "0x7f.1", None).is_err());
+        assert!(r
+            .admit(Hop::First, Some("http"), "api.example.com", None)
+            .is_err());
+        assert!(r
+            .admit(Hop::First, Some("gopher"), "api.example.com", None)
+            .is_err());
+        assert!(r
+            .admit(Hop::First, Some("https"), "other.example.com", None)
+            .is_err());
     }
 
     #[test]
@@ -414,19 +400,27 @@ mod tests {
             &["api.example.com:443", "10.0.0.1:22"],
             false,
         );
-        let d = r.admit(None, "api.example.com", None).unwrap_err();
+        let d = r
+            .admit(Hop::First, None, "api.example.com", None)
+            .unwrap_err();
         assert!(d.reason.contains("port"), "{}", d.reason);
-        assert!(r.admit(None, "api.example.com", Some(443)).is_ok());
-        assert!(r.admit(None, "api.example.com", Some(80)).is_err());
+        assert!(r
+            .admit(Hop::First, None, "api.example.com", Some(443))
+            .is_ok());
+        assert!(r
+            .admit(Hop::First, None, "api.example.com", Some(80))
+            .is_err());
         // A private literal is refused at admission: it is its own address.
-        let d = r.admit(None, "10.0.0.1", Some(22)).unwrap_err();
+        let d = r.admit(Hop::First, None, "10.0.0.1", Some(22)).unwrap_err();
         assert_eq!(d.rule.as_deref(), Some("10.0.0.1:22"));
     }
 
     #[test]
     fn literal_is_only_itself() {
         let r = rules(Mode::TrustedHost, &["203.0.113.7"], false);
-        let a = r.admit(Some("https"), "203.0.113.7", None).unwrap();
+        let a = r
+            .admit(Hop::First, Some("https"), "203.0.113.7", None)
+            .unwrap();
         assert!(a.check(ip("203.0.113.7")).allowed);
         assert!(!a.check(ip("203.0.113.8")).allowed);
     }
@@ -434,12 +428,14 @@ mod tests {
     #[test]
     fn redirect_admission_never_reaches_loopback() {
         let r = rules(Mode::TrustedHost, &["localhost", "api.example.com"], true);
-        assert!(r.admit(Some("http"), "localhost", Some(80)).is_ok());
         assert!(r
-            .admit_redirect(Some("http"), "localhost", Some(80))
+            .admit(Hop::First, Some("http"), "localhost", Some(80))
+            .is_ok());
+        assert!(r
+            .admit(Hop::Redirect, Some("http"), "localhost", Some(80))
             .is_err());
         let a = r
-            .admit_redirect(Some("https"), "api.example.com", None)
+            .admit(Hop::Redirect, Some("https"), "api.example.com", None)
             .unwrap();
         assert!(!a.check(ip("127.0.0.1")).allowed);
         assert!(a.check(ip("93.184.216.34")).allowed);
@@ -454,20 +450,12 @@ mod tests {
         );
         let hosts = ["api.example.com", "127.0.0.1", "a.svc.example", "localhost"];
         let addrs = ["93.184.216.34", "127.0.0.1", "10.0.0.1", "::1", "0.0.0.0"];
-        for redirect in [false, true] {
+        for hop in [Hop::First, Hop::Redirect] {
             for host in hosts {
                 for port in [None, Some(7655)] {
                     for addr in addrs {
-                        let one = if redirect {
-                            r.authorize_redirect("http", host, port, Some(ip(addr)))
-                        } else {
-                            r.authorize("http", host, port, Some(ip(addr)))
-                        };
-                        let admitted = if redirect {
-                            r.admit_redirect(Some("http"), host, port)
-                        } else {
-                            r.admit(Some("http"), host, port)
-                        };
+                        let one = r.authorize(hop, "http", host, port, Some(ip(addr)));
+                        let admitted = r.admit(hop, Some("http"), host, port);
                         if let Ok(a) = admitted {
                             assert_eq!(a.check(ip(addr)), one, "{host} {port:?} {addr}");
                         } else {

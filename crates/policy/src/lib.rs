@@ -80,6 +80,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use sandgate_netguard::Hop;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -386,7 +387,9 @@ impl Policy {
         port: Option<u16>,
         resolved_ip: Option<IpAddr>,
     ) -> NetDecision {
-        self.inner.net.authorize(scheme, host, port, resolved_ip)
+        self.inner
+            .net
+            .authorize(Hop::First, scheme, host, port, resolved_ip)
     }
 
     /// Like [`authorize`](Policy::authorize), for the target of a redirect
@@ -402,7 +405,7 @@ impl Policy {
     ) -> NetDecision {
         self.inner
             .net
-            .authorize_redirect(scheme, host, port, resolved_ip)
+            .authorize(Hop::Redirect, scheme, host, port, resolved_ip)
     }
 }
 
