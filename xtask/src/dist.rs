@@ -30,6 +30,7 @@ use crate::{cargo, step, target_dir, works, workspace_root};
 /// The crates published to crates.io, in dependency order.
 pub const CRATES: &[&str] = &[
     "sandgate-codes",
+    "sandgate-netguard",
     "sandgate-rootfs",
     "sandgate-fileguard",
     "sandgate-policy",

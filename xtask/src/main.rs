@@ -2,8 +2,10 @@
 //! needs nothing beyond the toolchain.
 //!
 //! Tasks:
-//! - `ci`: formatting check, header check, clippy with warnings denied,
-//!   every test (Rust, then C and the bindings).
+//! - `ci`: formatting check, header check, the import graph, clippy with
+//!   warnings denied, every test (Rust, then C and the bindings).
+//! - `deps`: prints the workspace's import graph and fails on an edge the
+//!   layering forbids or a cycle (see [`deps`]).
 //! - `test`: every test (what `ci` runs after the checks), the MCP server
 //!   under the official Python and TypeScript SDK clients included, then
 //!   `dist` and `install-test`.
@@ -32,6 +34,7 @@ mod bench_tool;
 mod bindings;
 mod c_test;
 mod codegen;
+mod deps;
 mod dist;
 mod fuzz;
 mod install;
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         "bench" => bench::run(&args[1..]),
         "bench-tool" => bench_tool::run(&args[1..]),
         "codegen" => codegen::run(&args[1..]),
+        "deps" => deps::run(&args[1..]),
         "bindings" => bindings::run(&args[1..]),
         "c-test" => c_test::run(&args[1..]),
         "fuzz" => fuzz::run(&args[1..]),
@@ -63,7 +67,7 @@ fn main() -> ExitCode {
         "install-test" => install_test::run(&args[1..]),
         "help" | "--help" | "-h" => {
             println!(
-                "usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|bindings|c-test|fuzz|man|unprivileged|install --prefix DIR|dist|install-test>"
+                "usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|deps|bindings|c-test|fuzz|man|unprivileged|install --prefix DIR|dist|install-test>"
             );
             Ok(())
         }
@@ -135,6 +139,7 @@ fn ci() -> Result<(), String> {
     let cargo = cargo();
     step("fmt", &cargo, &["fmt", "--all", "--check"])?;
     codegen::run(&["--check".to_owned()])?;
+    deps::run(&[])?;
     step(
         "clippy",
         &cargo,

@@ -26,13 +26,12 @@
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, ToSocketAddrs};
-use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
 use sandgate_fetch::{FetchOptions, Fetcher};
-use sandgate_policy::Policy;
+use sandgate_netguard::{Mode, NetEntry, Rules};
 
 /// The baseline's resolver: what a client without sandgate does, with no
 /// thread per lookup.
@@ -110,16 +109,12 @@ struct Bench {
 impl Bench {
     fn new() -> Bench {
         let port = serve();
-        let policy = Policy::from_bytes(
-            format!("[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n").as_bytes(),
-            Path::new("."),
-            None,
-        )
-        .expect("the bench policy loads");
+        let entry = NetEntry::parse(&format!("127.0.0.1:{port}")).expect("the bench entry parses");
+        let rules = Rules::new(Mode::Restricted, vec![entry], true);
         let tls = ureq::tls::TlsConfig::builder().build();
         Bench {
             url: format!("http://127.0.0.1:{port}/item"),
-            fetcher: Fetcher::builder(&policy).build(),
+            fetcher: Fetcher::builder(rules).build(),
             baseline: ureq::Agent::with_parts(
                 sandgate_fetch::client_config(tls),
                 ureq::unversioned::transport::DefaultConnector::default(),

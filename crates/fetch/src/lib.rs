@@ -1,13 +1,17 @@
-//! A confined web fetch: every hop authorized by the sandgate policy
-//! (SPEC §6), names resolved by sandgate and connections pinned to the
-//! checked addresses, size and time capped.
+//! A confined web fetch: every hop authorized by sandgate's network rules
+//! ([`sandgate_netguard`]), names resolved by sandgate and connections
+//! pinned to the checked addresses, size and time capped.
+//!
+//! The fetcher takes its rules and caps as plain values; it knows nothing
+//! of the policy file (the `sandgate` facade builds a fetcher from one).
 //!
 //! ```no_run
 //! use sandgate_fetch::{Fetcher, FetchOptions};
-//! use sandgate_policy::Policy;
+//! use sandgate_netguard::{Mode, NetEntry, Rules};
 //!
-//! let policy = Policy::load("agent-policy.toml").unwrap();
-//! let fetcher = Fetcher::builder(&policy).build();
+//! let allow = vec![NetEntry::parse("api.example.com").unwrap()];
+//! let rules = Rules::new(Mode::Restricted, allow, false);
+//! let fetcher = Fetcher::builder(rules).net_ops(Some(100)).build();
 //! match fetcher.fetch("https://api.example.com/v1/items", &FetchOptions::default()) {
 //!     Ok(r) => println!("{} ({} bytes, truncated: {})", r.status, r.body.len(), r.truncated),
 //!     Err(e) => eprintln!("{}: {}", e.code(), e.message()),
@@ -17,16 +21,15 @@
 //! **How a hop is made.**
 //!
 //! 1. The URL's host is taken as written (never normalized: `0x7f.1`,
-//!    `2130706433` and `%31…` stay what they are) and the policy's
-//!    authorizer judges scheme, host and port ([`Policy::authorize`] for the
-//!    first request, [`Policy::authorize_redirect`] for every redirect hop,
-//!    which always refuses loopback). Spellings that alias addresses are
-//!    refused there.
+//!    `2130706433` and `%31…` stay what they are) and the rules judge
+//!    scheme, host and port ([`Rules::admit`], as a first request or as a
+//!    redirect hop, which always refuses loopback). Spellings that alias
+//!    addresses are refused there.
 //! 2. A name is resolved by sandgate through a [`Resolve`] (the system
 //!    resolver by default; tests inject their own), within the total
 //!    timeout. A literal is its own address.
-//! 3. Every address is authorized again with the address shown, so the
-//!    policy's address classes apply (private, link-local and the metadata
+//! 3. Every address is checked ([`Admitted::check`]), so the address
+//!    classes apply (private, link-local and the metadata
 //!    service, unspecified, multicast, reserved, loopback unless granted;
 //!    IPv4-mapped and NAT64 forms judged by the IPv4 address they carry).
 //!    If any address is refused the hop is refused: a name that answers
@@ -52,29 +55,30 @@
 //! fetch, since behind a proxy the destination address cannot be checked
 //! or pinned; trusted_host mode connects directly and ignores it.
 //!
-//! **Budgets.** `[budgets] net_ops` counts fetches (a fetch and all its
+//! **Budgets.** [`FetcherBuilder::net_ops`] (a policy's `[budgets]
+//! net_ops`) counts fetches (a fetch and all its
 //! redirect hops are one operation); a refused fetch spends one too, as
 //! refused file operations do.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod resolve;
-mod url;
 
 use std::fmt;
 use std::io::{self, Read};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use sandgate_codes::ErrorCode;
-use sandgate_policy::{NetDecision, Policy, SecurityMode};
+#[cfg(doc)]
+use sandgate_netguard::Admitted;
+use sandgate_netguard::{url_literal, Hop as Leg, Mode, NetDecision, Rules, Target};
 use ureq::http;
 
 use resolve::{Pin, PinGuard, PinnedResolver};
 pub use resolve::{Resolve, SystemResolver};
-use url::Target;
 
 /// The total timeout of a fetch that names none: 30 s.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -263,7 +267,8 @@ impl std::error::Error for FetchError {}
 
 /// Configures a [`Fetcher`].
 pub struct FetcherBuilder {
-    policy: Policy,
+    rules: Rules,
+    net_ops: Option<u64>,
     resolver: Arc<dyn Resolve>,
     proxy: Option<String>,
     max_timeout: Duration,
@@ -275,6 +280,8 @@ pub struct FetcherBuilder {
 impl fmt::Debug for FetcherBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FetcherBuilder")
+            .field("rules", &self.rules)
+            .field("net_ops", &self.net_ops)
             .field("proxy", &self.proxy)
             .field("max_timeout", &self.max_timeout)
             .field("max_bytes", &self.max_bytes)
@@ -284,6 +291,14 @@ impl fmt::Debug for FetcherBuilder {
 }
 
 impl FetcherBuilder {
+    /// The most fetches the fetcher makes (`None`, the default: no limit).
+    /// A fetch and all its redirect hops are one; a refused fetch counts
+    /// too.
+    pub fn net_ops(mut self, budget: Option<u64>) -> Self {
+        self.net_ops = budget;
+        self
+    }
+
     /// The resolver names go through (default [`SystemResolver`]).
     pub fn resolver(mut self, resolver: impl Resolve + 'static) -> Self {
         self.resolver = Arc::new(resolver);
@@ -358,8 +373,8 @@ impl FetcherBuilder {
             PinnedResolver,
         );
         Fetcher {
-            net_ops: self.policy.budgets().net_ops.map(AtomicU64::new),
-            policy: self.policy,
+            net_ops: self.net_ops.map(AtomicU64::new),
+            rules: self.rules,
             agent,
             resolver: self.resolver,
             proxy: self.proxy,
@@ -385,10 +400,10 @@ pub fn client_config(tls: ureq::tls::TlsConfig) -> ureq::config::Config {
         .build()
 }
 
-/// Fetches URLs as a policy allows. `Send + Sync`; one fetcher serves many
+/// Fetches URLs as its network rules allow. `Send + Sync`; one fetcher serves many
 /// threads and shares its connection pool between them.
 pub struct Fetcher {
-    policy: Policy,
+    rules: Rules,
     agent: ureq::Agent,
     resolver: Arc<dyn Resolve>,
     proxy: Option<String>,
@@ -416,10 +431,11 @@ struct Checked {
 }
 
 impl Fetcher {
-    /// A builder for a fetcher under `policy`, with its `net_ops` budget.
-    pub fn builder(policy: &Policy) -> FetcherBuilder {
+    /// A builder for a fetcher under `rules`, with no `net_ops` budget.
+    pub fn builder(rules: Rules) -> FetcherBuilder {
         FetcherBuilder {
-            policy: policy.clone(),
+            rules,
+            net_ops: None,
             resolver: Arc::new(SystemResolver),
             proxy: None,
             max_timeout: MAX_TIMEOUT,
@@ -456,8 +472,7 @@ impl Fetcher {
         let mut body = opts.body.clone();
         let mut target = Target::parse(url)
             .map_err(|m| request_error(format!("`{}` is refused: {m}", url.escape_debug())))?;
-        if let (Some(proxy), SecurityMode::Restricted) = (&self.proxy, self.policy.security_mode())
-        {
+        if let (Some(proxy), Mode::Restricted) = (&self.proxy, self.rules.mode()) {
             return Err(FetchError::new(
                 ErrorCode::NetDenied,
                 format!(
@@ -520,7 +535,7 @@ impl Fetcher {
                 let next = location
                     .to_str()
                     .map_err(|_| "not ASCII".to_owned())
-                    .and_then(|l| target.join(l))
+                    .and_then(|l| target.join(l).map_err(|e| e.to_string()))
                     .map_err(|m| {
                         FetchError::new(
                             ErrorCode::NetDenied,
@@ -574,14 +589,6 @@ impl Fetcher {
         redirect: bool,
         deadline: Instant,
     ) -> Result<Checked, (FetchError, Option<String>)> {
-        let authorize = |ip: Option<IpAddr>| {
-            if redirect {
-                self.policy
-                    .authorize_redirect(&t.scheme, &t.host, t.port, ip)
-            } else {
-                self.policy.authorize(&t.scheme, &t.host, t.port, ip)
-            }
-        };
         let denied = |d: NetDecision, what: String| {
             let mut err = FetchError::new(
                 ErrorCode::NetDenied,
@@ -591,17 +598,24 @@ impl Fetcher {
             (err, Some(d.reason))
         };
         let hop = if redirect { "the redirect to " } else { "" };
-        let literal_ip = literal(&t.host);
-        // For a literal the one call with its address is the whole check
-        // (the name rules and the address rules); a name is judged first
-        // as a name, before anything is resolved.
-        let decision = authorize(literal_ip);
+        // A name is judged first as a name, before anything is resolved;
+        // for a literal the address rules apply at once, to the literal.
+        let leg = if redirect { Leg::Redirect } else { Leg::First };
+        let admitted = self
+            .rules
+            .admit(leg, Some(t.scheme()), t.host(), t.port())
+            .map_err(|d| denied(d, hop.to_owned()))?;
+        let literal_ip = url_literal(t.host());
+        let decision = match literal_ip {
+            Some(ip) => admitted.check(ip),
+            None => admitted.decision(),
+        };
         if !decision.allowed {
             return Err(denied(decision, hop.to_owned()));
         }
-        if !matches!(t.scheme.as_str(), "http" | "https") {
+        if !matches!(t.scheme(), "http" | "https") {
             return Err((
-                request_error(format!("fetch speaks http and https, not {}", t.scheme)),
+                request_error(format!("fetch speaks http and https, not {}", t.scheme())),
                 None,
             ));
         }
@@ -614,7 +628,7 @@ impl Fetcher {
                 })
             }
             None => {
-                let name = t.host.to_ascii_lowercase();
+                let name = t.host().to_ascii_lowercase();
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     return Err((timeout_error(), None));
@@ -653,7 +667,7 @@ impl Fetcher {
         };
         let mut last = decision;
         for ip in &addrs {
-            let d = authorize(Some(*ip));
+            let d = admitted.check(*ip);
             if !d.allowed {
                 return Err(denied(d, format!("{hop}(resolved to {ip}) ")));
             }
@@ -687,7 +701,7 @@ impl Fetcher {
         }
         let port = t.effective_port();
         let _pin = PinGuard::set(Pin {
-            host: t.host.clone(),
+            host: t.host().to_owned(),
             port,
             addrs: addrs.iter().map(|ip| SocketAddr::new(*ip, port)).collect(),
         });
@@ -768,14 +782,6 @@ fn read_capped(body: ureq::Body, max_bytes: u64) -> Result<(Vec<u8>, bool), Fetc
     Ok((buf, truncated))
 }
 
-/// An IP literal as a URL writes it (`1.2.3.4`, `[::1]`).
-fn literal(host: &str) -> Option<IpAddr> {
-    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return inner.parse::<Ipv6Addr>().ok().map(IpAddr::V6);
-    }
-    host.parse::<Ipv4Addr>().ok().map(IpAddr::V4)
-}
-
 fn parse_method(method: Option<&str>) -> Result<http::Method, FetchError> {
     let Some(m) = method else {
         return Ok(http::Method::GET);
@@ -848,16 +854,6 @@ fn io_error(e: io::Error) -> FetchError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn literals() {
-        assert_eq!(literal("127.0.0.1"), Some("127.0.0.1".parse().unwrap()));
-        assert_eq!(literal("[::1]"), Some("::1".parse().unwrap()));
-        assert_eq!(literal("::1"), None);
-        assert_eq!(literal("0x7f.1"), None);
-        assert_eq!(literal("2130706433"), None);
-        assert_eq!(literal("0127.0.0.1"), None);
-    }
 
     fn creds() -> Vec<(String, String)> {
         check_headers(&[

@@ -6,14 +6,13 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, TcpListener, TcpStream};
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use sandgate_fetch::{ErrorCode, FetchError, FetchOptions, FetchResponse, Fetcher};
-use sandgate_policy::Policy;
+use sandgate_netguard::{Mode, NetEntry, Rules};
 
 // ---------------------------------------------------------------------------
 // Local servers
@@ -158,18 +157,27 @@ fn write_reply(stream: &mut impl Write, reply: Reply) -> io::Result<()> {
 }
 
 // ---------------------------------------------------------------------------
-// Policies and fetchers
+// Rules and fetchers
 
-fn policy(toml: &str) -> Policy {
-    Policy::from_bytes(toml.as_bytes(), Path::new("."), None).expect("the test policy loads")
+/// Rules as a policy would grant them: each entry well-formed and, in
+/// restricted mode, one that restricted mode admits.
+fn rules<S: AsRef<str>>(mode: Mode, allow: &[S], allow_http: bool) -> Rules {
+    let allow = allow
+        .iter()
+        .map(|raw| {
+            let entry = NetEntry::parse(raw.as_ref()).expect("the test entry parses");
+            if mode == Mode::Restricted {
+                entry.check_restricted().expect("restricted mode admits it");
+            }
+            entry
+        })
+        .collect();
+    Rules::new(mode, allow, allow_http)
 }
 
-fn http_policy(allow: &[String]) -> Policy {
-    let list: Vec<String> = allow.iter().map(|a| format!("{a:?}")).collect();
-    policy(&format!(
-        "[net]\nallow = [{}]\nallow_http = true\n",
-        list.join(", ")
-    ))
+/// Restricted rules with `allow_http`.
+fn http_rules<S: AsRef<str>>(allow: &[S]) -> Rules {
+    rules(Mode::Restricted, allow, true)
 }
 
 /// A resolver that must not be asked.
@@ -206,7 +214,7 @@ fn denied(r: Result<FetchResponse, FetchError>) -> FetchError {
 #[test]
 fn granted_port_works() {
     let s = serve("127.0.0.1", |_| ok("hello"));
-    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)]))
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)]))
         .resolver(no_dns)
         .build();
     let r = get(&f, &format!("http://127.0.0.1:{}/path?q=1", s.port)).unwrap();
@@ -233,7 +241,7 @@ fn granted_port_works() {
 #[test]
 fn method_headers_and_body_are_sent() {
     let s = serve("127.0.0.1", |_| ok("done"));
-    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)])).build();
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
     let opts = FetchOptions::new()
         .method("PUT")
         .header("X-Token", "abc")
@@ -255,7 +263,7 @@ fn ipv6_loopback_literal_works_when_granted() {
         return;
     };
     let s = serve_on(listener, |_| ok("six"));
-    let f = Fetcher::builder(&http_policy(&[format!("[::1]:{}", s.port)])).build();
+    let f = Fetcher::builder(http_rules(&[format!("[::1]:{}", s.port)])).build();
     let r = get(&f, &format!("http://[::1]:{}/", s.port)).unwrap();
     assert_eq!(r.body, b"six");
 }
@@ -264,7 +272,7 @@ fn ipv6_loopback_literal_works_when_granted() {
 fn ungranted_port_is_refused_before_connecting() {
     let granted = serve("127.0.0.1", |_| ok("a"));
     let other = serve("127.0.0.1", |_| ok("b"));
-    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", granted.port)])).build();
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", granted.port)])).build();
     let e = denied(get(&f, &format!("http://127.0.0.1:{}/", other.port)));
     assert!(e.message().contains("not in net.allow"), "{e}");
     assert_eq!(e.hops().len(), 1);
@@ -275,7 +283,7 @@ fn ungranted_port_is_refused_before_connecting() {
 #[test]
 fn localhost_is_not_granted_by_the_literal() {
     let s = serve("127.0.0.1", |_| ok("a"));
-    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)]))
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)]))
         .resolver(no_dns)
         .build();
     let e = denied(get(&f, &format!("http://localhost:{}/", s.port)));
@@ -286,8 +294,8 @@ fn localhost_is_not_granted_by_the_literal() {
 #[test]
 fn https_only_unless_allow_http() {
     let s = serve("127.0.0.1", |_| ok("a"));
-    let p = policy(&format!("[net]\nallow = [\"127.0.0.1:{}\"]\n", s.port));
-    let f = Fetcher::builder(&p).build();
+    let p = rules(Mode::Restricted, &[format!("127.0.0.1:{}", s.port)], false);
+    let f = Fetcher::builder(p.clone()).build();
     let e = denied(get(&f, &format!("http://127.0.0.1:{}/", s.port)));
     assert!(e.message().contains("allow_http"), "{e}");
     assert_eq!(s.hits(), 0);
@@ -323,8 +331,8 @@ fn assert_refused_at_second_hop(e: &FetchError, url: &str) {
 fn redirect_to_an_ungranted_port_is_refused_at_the_hop() {
     let calls = Arc::new(AtomicUsize::new(0));
     let s = redirector("http://api.example.com:8080/x".into());
-    let p = http_policy(&[format!("127.0.0.1:{}", s.port), "api.example.com:80".into()]);
-    let f = Fetcher::builder(&p)
+    let p = http_rules(&[format!("127.0.0.1:{}", s.port), "api.example.com:80".into()]);
+    let f = Fetcher::builder(p.clone())
         .resolver(fixed(&["10.0.0.1"], calls.clone()))
         .build();
     let e = denied(get(&f, &format!("http://127.0.0.1:{}/go", s.port)));
@@ -350,7 +358,7 @@ fn redirect_to_loopback_is_refused_even_to_the_granted_port() {
             }
         });
         *holder.lock().unwrap() = location.replace("{port}", &s.port.to_string());
-        let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)]))
+        let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)]))
             .resolver(no_dns)
             .build();
         let e = denied(get(&f, &format!("http://127.0.0.1:{}/go", s.port)));
@@ -371,7 +379,7 @@ fn redirect_to_loopback_is_refused_even_to_the_granted_port() {
 #[test]
 fn redirect_to_the_metadata_service_is_refused() {
     let s = redirector("http://169.254.169.254/latest/meta-data/".into());
-    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)]))
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)]))
         .resolver(no_dns)
         .build();
     let e = denied(get(&f, &format!("http://127.0.0.1:{}/go", s.port)));
@@ -380,8 +388,8 @@ fn redirect_to_the_metadata_service_is_refused() {
     // A granted name that resolves there is refused by the address class.
     let calls = Arc::new(AtomicUsize::new(0));
     let s = redirector("http://meta.example.com/".into());
-    let p = http_policy(&[format!("127.0.0.1:{}", s.port), "meta.example.com".into()]);
-    let f = Fetcher::builder(&p)
+    let p = http_rules(&[format!("127.0.0.1:{}", s.port), "meta.example.com".into()]);
+    let f = Fetcher::builder(p.clone())
         .resolver(fixed(&["169.254.169.254"], calls.clone()))
         .build();
     let e = denied(get(&f, &format!("http://127.0.0.1:{}/go", s.port)));
@@ -396,8 +404,8 @@ fn redirect_reports_every_hop_when_it_succeeds_and_caps_the_count() {
     // A chain that keeps redirecting to loopback is refused at hop 2; the
     // count cap itself is checked with max_redirects(0).
     let s = redirector("http://api.example.com/".into());
-    let p = http_policy(&[format!("127.0.0.1:{}", s.port), "api.example.com".into()]);
-    let f = Fetcher::builder(&p)
+    let p = http_rules(&[format!("127.0.0.1:{}", s.port), "api.example.com".into()]);
+    let f = Fetcher::builder(p.clone())
         .resolver(no_dns)
         .max_redirects(0)
         .build();
@@ -414,7 +422,7 @@ fn a_redirect_without_location_is_the_answer() {
             b"HTTP/1.1 302 Found\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno".to_vec(),
         )
     });
-    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)])).build();
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
     let r = get(&f, &format!("http://127.0.0.1:{}/", s.port)).unwrap();
     assert_eq!((r.status, r.body.as_slice()), (302, &b"no"[..]));
 }
@@ -439,8 +447,8 @@ fn a_public_name_resolving_to_a_refused_address_is_refused() {
         &["::1"],
     ] {
         let calls = Arc::new(AtomicUsize::new(0));
-        let p = policy("[net]\nallow = [\"api.example.com\"]\n");
-        let f = Fetcher::builder(&p)
+        let p = rules(Mode::Restricted, &["api.example.com"], false);
+        let f = Fetcher::builder(p.clone())
             .resolver(fixed(answer, calls.clone()))
             .build();
         let e = denied(get(&f, "https://api.example.com/v1"));
@@ -470,11 +478,12 @@ fn a_changing_answer_cannot_move_the_connection() {
         let ip = if n == 0 { "127.0.0.1" } else { "127.0.0.2" };
         Ok(vec![ip.parse().unwrap()])
     };
-    let p = policy(&format!(
-        "security_mode = \"trusted_host\"\n[net]\nallow = [\"rebind.localhost:{}\"]\nallow_http = true\n",
-        first.port
-    ));
-    let f = Fetcher::builder(&p).resolver(resolver).build();
+    let p = rules(
+        Mode::TrustedHost,
+        &[format!("rebind.localhost:{}", first.port)],
+        true,
+    );
+    let f = Fetcher::builder(p.clone()).resolver(resolver).build();
     let r = get(&f, &format!("http://rebind.localhost:{}/", first.port)).unwrap();
     assert_eq!(r.body, b"checked");
     assert_eq!(calls.load(Ordering::SeqCst), 1);
@@ -494,8 +503,8 @@ fn a_changing_answer_cannot_move_the_connection() {
 fn a_name_resolving_to_loopback_is_refused_in_restricted_mode() {
     let s = serve("127.0.0.1", |_| ok("a"));
     let calls = Arc::new(AtomicUsize::new(0));
-    let p = http_policy(&[format!("127.0.0.1:{}", s.port), "api.example.com".into()]);
-    let f = Fetcher::builder(&p)
+    let p = http_rules(&[format!("127.0.0.1:{}", s.port), "api.example.com".into()]);
+    let f = Fetcher::builder(p.clone())
         .resolver(fixed(&["127.0.0.1"], calls))
         .build();
     denied(get(&f, &format!("http://api.example.com:{}/", s.port)));
@@ -504,8 +513,8 @@ fn a_name_resolving_to_loopback_is_refused_in_restricted_mode() {
 
 #[test]
 fn a_resolver_failure_is_an_io_error() {
-    let p = policy("[net]\nallow = [\"api.example.com\"]\n");
-    let f = Fetcher::builder(&p)
+    let p = rules(Mode::Restricted, &["api.example.com"], false);
+    let f = Fetcher::builder(p.clone())
         .resolver(|_: &str, _: u16, _: Duration| Err(io::Error::other("NXDOMAIN")))
         .build();
     let e = get(&f, "https://api.example.com/").unwrap_err();
@@ -519,12 +528,12 @@ fn a_resolver_failure_is_an_io_error() {
 fn alternate_spellings_of_refused_addresses_are_refused() {
     let s = serve("127.0.0.1", |_| ok("must not be reached"));
     let p = s.port;
-    let policy = http_policy(&[
+    let rules = http_rules(&[
         format!("127.0.0.1:{p}"),
         format!("[::1]:{p}"),
         "*.example.com".into(),
     ]);
-    let f = Fetcher::builder(&policy).resolver(no_dns).build();
+    let f = Fetcher::builder(rules).resolver(no_dns).build();
     for host in [
         "0x7f.1",
         "0x7f.0.0.1",
@@ -581,7 +590,7 @@ fn alternate_spellings_of_refused_addresses_are_refused() {
 #[test]
 fn credentials_in_the_url_are_refused() {
     let s = serve("127.0.0.1", |_| ok("a"));
-    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)])).build();
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
     for url in [
         format!("http://user:pw@127.0.0.1:{}/", s.port),
         format!("http://127.0.0.1:{}@evil.example/", s.port),
@@ -599,7 +608,7 @@ fn credentials_in_the_url_are_refused() {
 #[test]
 fn an_endless_body_stops_at_max_bytes() {
     let s = serve("127.0.0.1", |_| Reply::Endless);
-    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)])).build();
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
     let started = Instant::now();
     let r = f
         .fetch(
@@ -618,7 +627,7 @@ fn an_endless_body_stops_at_max_bytes() {
 #[test]
 fn the_fetcher_cap_bounds_what_a_request_asks_for() {
     let s = serve("127.0.0.1", |_| Reply::Endless);
-    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)]))
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)]))
         .max_bytes(4096)
         .build();
     let r = f
@@ -633,7 +642,7 @@ fn the_fetcher_cap_bounds_what_a_request_asks_for() {
 #[test]
 fn a_silent_server_meets_the_total_timeout() {
     let s = serve("127.0.0.1", |_| Reply::Silent);
-    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)])).build();
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
     let started = Instant::now();
     let e = f
         .fetch(
@@ -650,7 +659,7 @@ fn a_silent_server_meets_the_total_timeout() {
 #[test]
 fn a_body_that_stalls_meets_the_total_timeout() {
     let s = serve("127.0.0.1", |_| Reply::Stall);
-    let f = Fetcher::builder(&http_policy(&[format!("127.0.0.1:{}", s.port)])).build();
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
     let started = Instant::now();
     let e = f
         .fetch(
@@ -666,8 +675,8 @@ fn a_body_that_stalls_meets_the_total_timeout() {
 
 #[test]
 fn a_slow_resolver_meets_the_total_timeout() {
-    let p = policy("[net]\nallow = [\"api.example.com\"]\n");
-    let f = Fetcher::builder(&p)
+    let p = rules(Mode::Restricted, &["api.example.com"], false);
+    let f = Fetcher::builder(p.clone())
         .resolver(|_: &str, _: u16, _: Duration| {
             thread::sleep(Duration::from_millis(600));
             Ok(vec!["10.0.0.1".parse().unwrap()])
@@ -688,11 +697,8 @@ fn a_slow_resolver_meets_the_total_timeout() {
 #[test]
 fn net_ops_budget_counts_fetches_refused_ones_included() {
     let s = serve("127.0.0.1", |_| ok("a"));
-    let p = policy(&format!(
-        "[net]\nallow = [\"127.0.0.1:{}\"]\nallow_http = true\n[budgets]\nnet_ops = 2\n",
-        s.port
-    ));
-    let f = Fetcher::builder(&p).build();
+    let p = http_rules(&[format!("127.0.0.1:{}", s.port)]);
+    let f = Fetcher::builder(p).net_ops(Some(2)).build();
     assert_eq!(f.net_ops_left(), Some(2));
     denied(get(&f, "http://127.0.0.1:1/"));
     assert_eq!(
@@ -710,17 +716,15 @@ fn net_ops_budget_counts_fetches_refused_ones_included() {
 fn restricted_mode_refuses_a_configured_proxy() {
     let s = serve("127.0.0.1", |_| ok("direct"));
     let entry = format!("127.0.0.1:{}", s.port);
-    let f = Fetcher::builder(&http_policy(std::slice::from_ref(&entry)))
+    let f = Fetcher::builder(http_rules(std::slice::from_ref(&entry)))
         .proxy(Some("HTTPS_PROXY".into()))
         .build();
     let e = denied(get(&f, &format!("http://{entry}/")));
     assert!(e.message().contains("proxy"), "{e}");
     assert_eq!(s.hits(), 0);
 
-    let trusted = policy(&format!(
-        "security_mode = \"trusted_host\"\n[net]\nallow = [\"{entry}\"]\nallow_http = true\n"
-    ));
-    let f = Fetcher::builder(&trusted)
+    let trusted = rules(Mode::TrustedHost, &[entry.as_str()], true);
+    let f = Fetcher::builder(trusted)
         .proxy(Some("HTTPS_PROXY".into()))
         .build();
     assert_eq!(
@@ -731,7 +735,7 @@ fn restricted_mode_refuses_a_configured_proxy() {
 
 #[test]
 fn malformed_requests() {
-    let f = Fetcher::builder(&http_policy(&["127.0.0.1:9".into()])).build();
+    let f = Fetcher::builder(http_rules(&["127.0.0.1:9"])).build();
     for (url, opts) in [
         ("not a url", FetchOptions::new()),
         ("http://127.0.0.1:9/", FetchOptions::new().method("CONNECT")),
@@ -808,8 +812,8 @@ fn tls_server(handler: impl Fn(&str) -> Reply + Send + Sync + 'static) -> (Serve
 #[test]
 fn https_to_a_granted_loopback_port_works() {
     let (s, pem) = tls_server(|_| ok("secure"));
-    let p = policy(&format!("[net]\nallow = [\"127.0.0.1:{}\"]\n", s.port));
-    let f = Fetcher::builder(&p)
+    let p = rules(Mode::Restricted, &[format!("127.0.0.1:{}", s.port)], false);
+    let f = Fetcher::builder(p.clone())
         .root_certificates_pem(pem.as_bytes())
         .unwrap()
         .build();
@@ -817,7 +821,7 @@ fn https_to_a_granted_loopback_port_works() {
     assert_eq!((r.status, r.body.as_slice()), (200, &b"secure"[..]));
 
     // Without the test root the certificate is not trusted.
-    let f = Fetcher::builder(&p).build();
+    let f = Fetcher::builder(p.clone()).build();
     let e = get(&f, &format!("https://127.0.0.1:{}/", s.port)).unwrap_err();
     assert_eq!(e.code(), ErrorCode::Io, "{e}");
 }
@@ -831,11 +835,12 @@ fn redirect_to_http_is_refused_when_only_https_is_allowed() {
             ok("x")
         }
     });
-    let p = policy(&format!(
-        "[net]\nallow = [\"127.0.0.1:{}\", \"api.example.com\"]\n",
-        s.port
-    ));
-    let f = Fetcher::builder(&p)
+    let p = rules(
+        Mode::Restricted,
+        &[format!("127.0.0.1:{}", s.port), "api.example.com".into()],
+        false,
+    );
+    let f = Fetcher::builder(p.clone())
         .root_certificates_pem(pem.as_bytes())
         .unwrap()
         .resolver(no_dns)
@@ -851,7 +856,7 @@ fn one_fetcher_serves_many_threads_each_pinned_to_its_own_hop() {
     let a = serve("127.0.0.1", |_| ok("a"));
     let b = serve("127.0.0.1", |_| ok("b"));
     let f = Arc::new(
-        Fetcher::builder(&http_policy(&[
+        Fetcher::builder(http_rules(&[
             format!("127.0.0.1:{}", a.port),
             format!("127.0.0.1:{}", b.port),
         ]))

@@ -13,7 +13,7 @@ use crate::decode::{
     DEFAULT_SHELL, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
 };
 use crate::error::{PolicyError, PolicyErrorKind, Problem};
-use crate::net::{self, NetRules};
+use crate::net;
 use crate::{Budgets, ExecPolicy, Inner, Limits, SecurityMode, CONFINED_GIT};
 
 /// The directories the write root may not contain: where the policy file
@@ -383,11 +383,7 @@ pub(crate) fn resolve(
         }
     }
     let net_granted = (!gate.removed("net.allow")).then_some(!net_fields.is_empty());
-    let net = NetRules {
-        mode,
-        allow,
-        allow_http: raw.net.allow_http,
-    };
+    let net = sandgate_netguard::Rules::new(mode.into(), allow, raw.net.allow_http);
 
     // [budgets]
     let b = raw.budgets;

@@ -1,5 +1,5 @@
-//! The sandgate policy file: strict TOML, gate rules, digest,
-//! summary and the network authorizer.
+//! The sandgate policy file: strict TOML, gate rules, digest, summary,
+//! and the network rules it grants.
 //!
 //! A policy states the whole authority of an agent: the roots it may read,
 //! the one root it may write, the patterns it may not write, its byte caps,
@@ -13,7 +13,11 @@
 //! The crate is pure data. It reads the policy file itself and, to apply the
 //! gate rules, checks that each configured root exists and is a directory
 //! and canonicalizes it; it opens nothing else, and it enforces nothing: the
-//! facade hands the resolved settings to the mechanisms that do.
+//! facade hands the resolved settings to the mechanisms that do. The
+//! network rules themselves (entry syntax, address classes, the authorizer)
+//! live in `sandgate-netguard`; this crate parses `net.allow` with it,
+//! applies restricted mode's refusals at load, and produces its
+//! [`NetRules`] ([`Policy::net_rules`]).
 //!
 //! ```no_run
 //! use sandgate_policy::Policy;
@@ -76,6 +80,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use sandgate_netguard::Hop;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -84,11 +89,11 @@ pub use decode::{
     DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
 };
 pub use error::{Location, PolicyError, PolicyErrorKind, Problem};
-pub use net::{classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost};
+pub use sandgate_netguard::{
+    classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost, Rules as NetRules,
+};
 pub use shape::KNOWN_KEYS;
 pub use summary::{Summary, SummaryNet};
-
-use net::NetRules;
 
 /// The largest policy file [`Policy::load`] reads: 1 MiB. A policy is a
 /// short list of grants; anything larger is a mistake (or `/dev/zero`).
@@ -324,12 +329,19 @@ impl Policy {
 
     /// `net.allow`, parsed, in the file's order.
     pub fn net_allow(&self) -> &[NetEntry] {
-        &self.inner.net.allow
+        self.inner.net.allow()
     }
 
     /// `net.allow_http`.
     pub fn allow_http(&self) -> bool {
-        self.inner.net.allow_http
+        self.inner.net.allow_http()
+    }
+
+    /// The network rules the policy grants (`security_mode`, `net.allow`,
+    /// `net.allow_http`), for the mechanisms that enforce them: the
+    /// confined fetch, and anything else that dials on the agent's behalf.
+    pub fn net_rules(&self) -> &NetRules {
+        &self.inner.net
     }
 
     /// `[budgets]`.
@@ -377,7 +389,7 @@ impl Policy {
     ) -> NetDecision {
         self.inner
             .net
-            .authorize(scheme, host, port, resolved_ip, false)
+            .authorize(Hop::First, scheme, host, port, resolved_ip)
     }
 
     /// Like [`authorize`](Policy::authorize), for the target of a redirect
@@ -393,7 +405,7 @@ impl Policy {
     ) -> NetDecision {
         self.inner
             .net
-            .authorize(scheme, host, port, resolved_ip, true)
+            .authorize(Hop::Redirect, scheme, host, port, resolved_ip)
     }
 }
 

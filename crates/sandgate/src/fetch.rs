@@ -1,10 +1,12 @@
 //! The confined web fetch as a policy grants it: the facade's half.
 //!
-//! [`from_policy`] builds the [`Fetcher`] a policy grants: its `net.allow`
-//! entries, `allow_http`, security mode and `[budgets] net_ops`. Every hop,
-//! redirects included, goes through the policy's authorizer (SPEC §6);
-//! names are resolved by sandgate and connections pinned to the checked
-//! addresses; see [`sandgate_fetch`] for the whole design.
+//! [`from_policy`] builds the [`Fetcher`] a policy grants: the policy
+//! produces its network rules (`net.allow` entries, `allow_http`, security
+//! mode; see [`sandgate_netguard`]) and its `[budgets] net_ops`, and the
+//! fetcher takes both as plain values. Every hop, redirects included, goes
+//! through those rules; names are resolved by sandgate and connections
+//! pinned to the checked addresses; see [`sandgate_fetch`] for the whole
+//! design.
 //!
 //! A proxy configured in the environment (`HTTPS_PROXY`, `HTTP_PROXY`,
 //! `ALL_PROXY`, upper or lower case) makes restricted mode refuse every
@@ -30,7 +32,9 @@ pub fn from_policy(policy: &Policy) -> Fetcher {
 /// A builder preset from `policy` and the environment's proxy, for callers
 /// that add their own resolver or caps.
 pub fn builder(policy: &Policy) -> FetcherBuilder {
-    Fetcher::builder(policy).proxy_from_env()
+    Fetcher::builder(policy.net_rules().clone())
+        .net_ops(policy.budgets().net_ops)
+        .proxy_from_env()
 }
 
 impl From<FetchError> for Error {

@@ -8,8 +8,9 @@
 //!   delete, rename, glob, grep) confined by the kernel to granted roots
 //!   ([`rootfs`]), guarded by deny-write patterns ([`fileguard`]), capped,
 //!   budgeted and audited;
-//! - [`Fetcher`]: a web fetch confined by the policy's network authorizer,
-//!   every redirect hop included, with pinned connections and caps.
+//! - [`Fetcher`]: a web fetch confined by the network rules the policy
+//!   grants ([`netguard`]), every redirect hop included, with pinned
+//!   connections and caps.
 //!
 //! ```no_run
 //! use sandgate::{ErrorCode, Sandbox};
@@ -45,6 +46,7 @@ pub use sandbox::{
     DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, MAX_RANGE_LINES, MAX_RENAME_WALK_ENTRIES,
 };
 pub use sandgate_fileguard as fileguard;
+pub use sandgate_netguard as netguard;
 pub use sandgate_policy as policy;
 pub use sandgate_rootfs as rootfs;
 pub use sandgate_rootfs::{FileKind, Resolver};

@@ -5,18 +5,20 @@
 //! the word splitter and the schema, and bounded repository discovery.
 
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use sandgate_codes::ErrorCode;
-use sandgate_shellexec::confine::{prepare, ConfineMode};
+use sandgate_shellexec::confine::{prepare, ConfineMode, ConfineSpec, Prepared};
 use sandgate_shellexec::exec::{
     ExecConfig, ExecOptions, ExecResult, LocalShellExecutor, ShellExecutor,
 };
 use sandgate_shellexec::git::{
     find_git, plan, split_words, GitErrorKind, GitInvocation, GitSubcommand,
 };
+use sha2::{Digest, Sha256};
 
 const ALL: [GitSubcommand; 3] = GitSubcommand::ALL;
 
@@ -85,11 +87,13 @@ impl Fixture {
         raw_git(&self.root, &["config", key, value]);
     }
 
-    /// Plans and runs a request the way the executor would.
-    fn run(&self, request: &str) -> Output {
+    /// Plans a request and runs it as the executor does, from its argv,
+    /// but with no kernel confinement: what keeps the repository's
+    /// programs from running here is the plan alone.
+    fn run(&self, request: &str) -> ExecResult {
         let words = split_words(request).unwrap();
         let inv = plan(&words, &ALL, &self.root).unwrap_or_else(|e| panic!("{request}: {e}"));
-        inv.command().output().unwrap()
+        exec_unconfined(&inv)
     }
 
     /// Runs a request, asserts exit 0 and no sentinel; returns stdout.
@@ -99,9 +103,9 @@ impl Fixture {
         let out = self.run(request);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(
-            out.status.success(),
-            "{request}: {:?}\nstdout: {stdout}\nstderr: {}",
-            out.status,
+            out.exit_code == 0,
+            "{request}: exit {}\nstdout: {stdout}\nstderr: {}",
+            out.exit_code,
             String::from_utf8_lossy(&out.stderr)
         );
         assert_eq!(
@@ -125,17 +129,30 @@ impl Fixture {
         let words = split_words(request).unwrap();
         let inv = plan(&words, &ALL, &self.root).unwrap();
         let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
-        let ex = LocalShellExecutor::new(ExecConfig::default());
-        ex.start().unwrap();
-        ex.exec_program(
-            &inv.program,
-            &inv.args,
-            &inv.env,
-            &prepared,
-            ExecOptions::default(),
-        )
-        .unwrap()
+        exec_planned(&inv, &prepared)
     }
+}
+
+/// Runs a planned invocation the way the facade's confined git does: the
+/// executor's argv entry point, git's program, argv and complete
+/// environment, in the invocation's directory (by descriptor).
+fn exec_planned(inv: &GitInvocation, prepared: &Prepared) -> ExecResult {
+    let ex = LocalShellExecutor::new(ExecConfig::default());
+    ex.start().unwrap();
+    let cwd = fs::File::open(&inv.cwd).unwrap();
+    let opts = ExecOptions {
+        cwd: Some(cwd.into()),
+        ..ExecOptions::default()
+    };
+    ex.exec_program(&inv.program, &inv.args, &inv.env, prepared, opts)
+        .unwrap()
+}
+
+/// [`exec_planned`] with confinement off and no file-size limit, so that
+/// nothing but the plan stands between git and the repository's programs.
+fn exec_unconfined(inv: &GitInvocation) -> ExecResult {
+    let prepared = prepare(&ConfineSpec::default(), ConfineMode::Off).unwrap();
+    exec_planned(inv, &prepared)
 }
 
 fn script(path: &Path, body: &str) {
@@ -465,9 +482,9 @@ fn discovery_stops_at_the_root() {
     fs::write(sub.join("x.rs"), "x\n").unwrap();
     for request in ["git status", "git log --oneline"] {
         let inv = plan(&split_words(request).unwrap(), &ALL, &sub).unwrap();
-        let out = inv.command().output().unwrap();
+        let out = exec_unconfined(&inv);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{request}");
+        assert!(out.exit_code != 0, "{request}");
         assert!(
             stderr.contains("not a git repository"),
             "{request}: {stderr}"
@@ -750,10 +767,21 @@ fn invocation_shape() {
             "a.rs"
         ]
     );
-    let cmd = inv.command();
-    assert_eq!(cmd.get_program(), inv.program.as_os_str());
-    assert_eq!(cmd.get_current_dir(), Some(f.root.as_path()));
-    assert_eq!(cmd.get_envs().count(), inv.env.len());
+    // Run as production runs it: git's program and argv, in the root, with
+    // exactly the planned environment (the digest covers every name the
+    // child got).
+    let out = exec_unconfined(&inv);
+    assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("a.rs"));
+    let mut planned: Vec<&[u8]> = inv.env.iter().map(|(k, _)| k.as_bytes()).collect();
+    planned.sort_unstable();
+    planned.dedup();
+    assert_eq!(planned.len(), inv.env.len());
+    let digest = Sha256::digest(planned.join(&b"\n"[..]));
+    assert_eq!(
+        out.env_names_digest,
+        sandgate_codes::sha256_text(&digest.into())
+    );
 }
 
 /// Repositories whose config or layout cannot be vetted are refused.
@@ -820,7 +848,6 @@ fn unvettable_repositories_are_refused() {
 /// A driver whose name is not UTF-8 is overridden by its exact bytes.
 #[test]
 fn filter_names_reach_git_as_bytes() {
-    use std::os::unix::ffi::OsStrExt;
     if !have_git() {
         return;
     }

@@ -21,9 +21,8 @@
 //! This module never runs a process itself. The executor runs the
 //! invocation from its argv (never re-quoted into a shell string) with
 //! [`crate::exec::LocalShellExecutor::exec_program`], confined by the
-//! read-only ruleset [`GitInvocation::confine_spec`] describes;
-//! [`GitInvocation::command`] is a convenience that builds an unconfined
-//! [`std::process::Command`].
+//! read-only ruleset [`GitInvocation::confine_spec`] describes. There is no
+//! other way to run it: the tests go through the same entry point.
 //!
 //! The module is admission policy, in four parts: `words` (the splitter),
 //! `schema` (each subcommand's flags, revisions and pathspecs), `config`

@@ -14,7 +14,9 @@ use crate::confine::ConfineSpec;
 pub const GIT_CANDIDATES: [&str; 3] = ["/usr/bin/git", "/usr/local/bin/git", "/bin/git"];
 
 /// A vetted git run: program, argv, environment and directory. Run it
-/// without a shell, confined by [`GitInvocation::confine_spec`].
+/// without a shell, through the executor's argv entry point
+/// ([`crate::exec::LocalShellExecutor::exec_program`]) in
+/// [`GitInvocation::cwd`], confined by [`GitInvocation::confine_spec`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GitInvocation {
     /// Git, by absolute path.
@@ -33,18 +35,6 @@ pub struct GitInvocation {
 }
 
 impl GitInvocation {
-    /// A [`std::process::Command`] for the invocation: program, args, a
-    /// cleared environment with exactly [`GitInvocation::env`], and
-    /// [`GitInvocation::cwd`]. Stdio is left to the caller.
-    pub fn command(&self) -> std::process::Command {
-        let mut cmd = std::process::Command::new(&self.program);
-        cmd.args(&self.args)
-            .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&self.cwd);
-        cmd
-    }
-
     /// What git may touch when confined (a ruleset of its own, not the
     /// shell's): read and execute beneath the root and the system
     /// directories, write nothing (no write directory at all; `/dev/null`

@@ -1,31 +1,73 @@
-//! The few URL rules a confined fetch needs, applied to the text as given.
+//! The few URL rules a confined client needs, applied to the text as
+//! given.
 //!
 //! The host is taken verbatim from the URL (never normalized the way a
 //! WHATWG parser would turn `0x7f.1` or `2130706433` into `127.0.0.1`), so
 //! the authorizer judges the spelling that was written and refuses the
-//! ones that alias addresses. The same text is what the client sends and
-//! what the pinning resolver compares against, so there is one host, not
+//! ones that alias addresses. The same text is what a client sends and
+//! what a pinning resolver compares against, so there is one host, not
 //! two parsers' readings of it.
 
 use std::fmt;
 
-/// A URL split into the parts the fetcher uses.
+/// Why a URL (or a redirect's `Location`) is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct UrlError {
+    reason: String,
+}
+
+impl From<&str> for UrlError {
+    #[cold]
+    fn from(reason: &str) -> UrlError {
+        UrlError {
+            reason: reason.to_owned(),
+        }
+    }
+}
+
+impl From<String> for UrlError {
+    #[cold]
+    fn from(reason: String) -> UrlError {
+        UrlError { reason }
+    }
+}
+
+/// An absolute URL split into the parts a client uses:
+/// `scheme://host[:port][/path][?query]`, the fragment dropped.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Target {
-    /// Lowercased scheme (`https`).
-    pub(crate) scheme: String,
-    /// The host as written: a name, an IPv4 literal or a bracketed IPv6
-    /// literal.
-    pub(crate) host: String,
-    /// The explicit port, if the URL names one.
-    pub(crate) port: Option<u16>,
-    /// Path and query (at least `/`), without the fragment.
-    pub(crate) path: String,
+pub struct Target {
+    scheme: String,
+    host: String,
+    port: Option<u16>,
+    path: String,
 }
 
 impl Target {
-    /// The port the connection goes to.
-    pub(crate) fn effective_port(&self) -> u16 {
+    /// The scheme, lowercased (`https`).
+    pub fn scheme(&self) -> &str {
+        &self.scheme
+    }
+
+    /// The host as written: a name, an IPv4 literal or a bracketed IPv6
+    /// literal (or anything else, for the authorizer to refuse).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The explicit port, if the URL names one.
+    pub fn port(&self) -> Option<u16> {
+        self.port
+    }
+
+    /// Path and query (at least `/`), without the fragment.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The port the connection goes to: the explicit one, else 80 for
+    /// `http` and 443 for anything else.
+    pub fn effective_port(&self) -> u16 {
         self.port.unwrap_or(match self.scheme.as_str() {
             "http" => 80,
             _ => 443,
@@ -34,7 +76,7 @@ impl Target {
 
     /// `(scheme, host, port)`, case-folded: what a redirect must keep to be
     /// same-origin.
-    pub(crate) fn origin(&self) -> (String, String, u16) {
+    pub fn origin(&self) -> (String, String, u16) {
         (
             self.scheme.clone(),
             self.host.to_ascii_lowercase(),
@@ -50,7 +92,7 @@ impl Target {
     }
 
     /// Resolves a `Location` header against this URL.
-    pub(crate) fn join(&self, location: &str) -> Result<Target, String> {
+    pub fn join(&self, location: &str) -> Result<Target, UrlError> {
         check_chars(location)?;
         if has_scheme(location) {
             return Target::parse(location);
@@ -74,7 +116,7 @@ impl Target {
     }
 
     /// Parses an absolute `scheme://host[:port][/path][?query][#fragment]`.
-    pub(crate) fn parse(url: &str) -> Result<Target, String> {
+    pub fn parse(url: &str) -> Result<Target, UrlError> {
         check_chars(url)?;
         if !has_scheme(url) {
             return Err("not an absolute URL (`https://host/path`)".into());
@@ -112,7 +154,7 @@ impl fmt::Display for Target {
     }
 }
 
-fn check_chars(url: &str) -> Result<(), String> {
+fn check_chars(url: &str) -> Result<(), UrlError> {
     if url
         .bytes()
         .any(|b| b <= b' ' || b == 0x7f || b == b'\\' || !b.is_ascii())
@@ -136,7 +178,7 @@ fn has_scheme(s: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
-fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), String> {
+fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), UrlError> {
     let (host, port) = if authority.starts_with('[') {
         let close = authority
             .find(']')
@@ -160,9 +202,9 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), String> {
         None => None,
         Some(p) if !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => Some(
             p.parse::<u16>()
-                .map_err(|_| format!("the port `{p}` is over 65535"))?,
+                .map_err(|_| UrlError::from(format!("the port `{p}` is over 65535")))?,
         ),
-        Some(p) => return Err(format!("the port `{p}` is not a decimal number")),
+        Some(p) => return Err(format!("the port `{p}` is not a decimal number").into()),
     };
     Ok((host, port))
 }
