@@ -67,6 +67,7 @@ mod decode;
 mod error;
 mod gate;
 mod net;
+mod options;
 mod shape;
 mod summary;
 
@@ -84,6 +85,7 @@ pub use decode::{
     DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
 };
 pub use error::{Location, PolicyError, PolicyErrorKind, Problem};
+pub use options::{BudgetOptions, ExecutorOptions, FsOptions, NetOptions, PolicyOptions};
 pub use net::{classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost};
 pub use shape::KNOWN_KEYS;
 pub use summary::{Summary, SummaryNet};
