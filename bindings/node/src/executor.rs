@@ -3,7 +3,6 @@
 //! timeoutMs, abortSignal})`, `dispose()`, all returning promises).
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use napi::bindgen_prelude::{
     AsyncTask, FnArgs, Function, FunctionRef, JsObjectValue, ObjectRef, Unknown,
@@ -87,7 +86,7 @@ pub struct ExecJob {
     executor: Arc<sandgate::Executor>,
     command: String,
     cwd: Option<String>,
-    timeout: Option<Duration>,
+    timeout_ms: Option<u64>,
     abort: Option<AbortSignal>,
     listener: Option<Connection>,
 }
@@ -99,9 +98,11 @@ impl Task for ExecJob {
     fn compute(&mut self) -> napi::Result<Self::Output> {
         Ok(self.executor.exec(
             &self.command,
-            self.cwd.as_deref(),
-            self.timeout,
-            self.abort.clone(),
+            sandgate::ExecOptions {
+                cwd: self.cwd.clone(),
+                timeout_ms: self.timeout_ms,
+                abort: self.abort.clone(),
+            },
         ))
     }
 
@@ -227,7 +228,7 @@ impl Executor {
         };
         let timeout = match timeout_ms {
             Some(ms) => match to_count(ms, "timeoutMs") {
-                Ok(ms) => Some(Duration::from_millis(ms)),
+                Ok(ms) => Some(ms),
                 Err(e) => {
                     if let Some(s) = signal {
                         s.unref(env)?;
@@ -258,7 +259,7 @@ impl Executor {
             executor: Arc::clone(&self.inner),
             command,
             cwd,
-            timeout,
+            timeout_ms: timeout,
             abort,
             listener,
         }))

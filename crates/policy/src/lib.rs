@@ -85,8 +85,8 @@ pub use decode::{
     DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
 };
 pub use error::{Location, PolicyError, PolicyErrorKind, Problem};
-pub use options::{BudgetOptions, ExecutorOptions, FsOptions, NetOptions, PolicyOptions};
 pub use net::{classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost};
+pub use options::{BudgetOptions, ExecutorOptions, FsOptions, NetOptions, PolicyOptions};
 pub use shape::KNOWN_KEYS;
 pub use summary::{Summary, SummaryNet};
 

@@ -176,8 +176,8 @@ impl Policy {
     pub fn from_options(options: &PolicyOptions, base_dir: &Path) -> Result<Policy, PolicyError> {
         let text = options.to_toml()?;
         let digest = crate::digest_of(text.as_bytes());
-        let decoded = decode::decode(&text)
-            .map_err(|p| PolicyError::found(p, &text).without_locations())?;
+        let decoded =
+            decode::decode(&text).map_err(|p| PolicyError::found(p, &text).without_locations())?;
         let dirs = gate::PolicyDirs::unprotected(base_dir)?;
         let inner = gate::resolve(
             decoded.raw,
@@ -280,8 +280,8 @@ mod tests {
         assert!(e.message().contains("write_roots"), "{e}");
         let e = PolicyOptions::from_json(r#"{"exec": {"timeout_ms": "5"}}"#).unwrap_err();
         assert_eq!(e.kind(), PolicyErrorKind::WrongType);
-        let o = PolicyOptions::from_json(r#"{"exec": {"enabled": true, "confine": "off"}}"#)
-            .unwrap();
+        let o =
+            PolicyOptions::from_json(r#"{"exec": {"enabled": true, "confine": "off"}}"#).unwrap();
         assert!(o.exec.enabled);
         assert_eq!(o.exec.confine, Some(Confine::Off));
     }

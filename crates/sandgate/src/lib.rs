@@ -30,6 +30,7 @@ pub mod audit;
 mod error;
 pub mod exec;
 pub mod fetch;
+pub mod hostpath;
 pub mod relpath;
 mod sandbox;
 pub mod search;
@@ -37,7 +38,7 @@ pub mod tool;
 
 pub use audit::{AuditEvent, AuditSink};
 pub use error::{Error, ErrorCode};
-pub use exec::{ExecGrant, Executor};
+pub use exec::{ExecGrant, ExecOptions, ExecResult, Executor, ExecutorBuilder};
 pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};
 pub use sandbox::{
@@ -46,6 +47,7 @@ pub use sandbox::{
 };
 pub use sandgate_fileguard as fileguard;
 pub use sandgate_policy as policy;
+pub use sandgate_policy::{Policy, PolicyError, PolicyOptions};
 pub use sandgate_rootfs as rootfs;
 pub use sandgate_rootfs::{FileKind, Resolver};
 pub use sandgate_shellexec as shellexec;

@@ -390,9 +390,7 @@ impl ToolSession {
             "exec" => {
                 let command = f.str("command")?;
                 let cwd = f.opt_str("cwd")?;
-                let timeout = f
-                    .opt_count("timeout_ms")?
-                    .map(|ms| std::time::Duration::from_millis(ms as u64));
+                let timeout_ms = f.opt_count("timeout_ms")?.map(|ms| ms as u64);
                 f.done()?;
                 let Some(executor) = &self.executor else {
                     return Err(Error::new(
@@ -400,7 +398,14 @@ impl ToolSession {
                         "this session has no shell executor",
                     ));
                 };
-                let r = executor.exec(&command, cwd.as_deref(), timeout, None)?;
+                let r = executor.exec(
+                    &command,
+                    crate::ExecOptions {
+                        cwd,
+                        timeout_ms,
+                        abort: None,
+                    },
+                )?;
                 out.insert("exit_code".into(), json!(r.exit_code));
                 put_stream(&mut out, "stdout", r.stdout);
                 put_stream(&mut out, "stderr", r.stderr);

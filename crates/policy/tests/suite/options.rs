@@ -128,7 +128,10 @@ fn options_break_the_same_gate_rules_naming_the_key() {
         assert_eq!(err.kind(), kind, "{err}");
         assert_eq!(err.key(), Some(key), "{err}");
         // No file, so no line of a file is shown.
-        assert!(err.problems().iter().all(|p| p.location().is_none()), "{err}");
+        assert!(
+            err.problems().iter().all(|p| p.location().is_none()),
+            "{err}"
+        );
     }
 }
 
