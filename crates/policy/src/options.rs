@@ -131,6 +131,17 @@ pub struct BudgetOptions {
     pub net_ops: Option<u64>,
 }
 
+/// The section a bare key name belongs to (`""` for the top level), from
+/// the one list of keys.
+fn section_of(key: &str) -> Option<&'static str> {
+    crate::KNOWN_KEYS
+        .iter()
+        .find(|(section, keys)| {
+            keys.contains(&key) && !(section.is_empty() && crate::KNOWN_KEYS.iter().any(|(s, _)| *s == key))
+        })
+        .map(|(section, _)| *section)
+}
+
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -148,6 +159,47 @@ impl PolicyOptions {
             };
             PolicyError::new(kind, None, format!("the policy options are refused: {e}"))
         })
+    }
+
+    /// Options from a flat JSON object whose keys are the policy file's
+    /// key names without their section (`{"write_root": "work", "enabled":
+    /// true, "timeout_ms": 5000}`): every key name is unique across the
+    /// sections, so each says where it belongs. A section may also be
+    /// given whole, as in [`from_json`](Self::from_json). This is the shape
+    /// the bindings' keyword arguments and option objects arrive in.
+    pub fn from_flat_json(json: &str) -> Result<PolicyOptions, PolicyError> {
+        let flat: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json)
+            .map_err(|e| {
+                PolicyError::new(
+                    PolicyErrorKind::WrongType,
+                    None,
+                    format!("the policy options are not a JSON object: {e}"),
+                )
+            })?;
+        let mut nested = serde_json::Map::new();
+        for (key, value) in flat {
+            let is_section = crate::KNOWN_KEYS.iter().any(|(s, _)| *s == key);
+            let (section, entries) = match (section_of(&key), value) {
+                // A whole section: merged with its keys given flat.
+                (_, serde_json::Value::Object(t)) if is_section => (key, t),
+                (Some(section), value) if !section.is_empty() => {
+                    (section.to_owned(), [(key, value)].into_iter().collect())
+                }
+                // Top-level and unknown keys stay where they are, for the
+                // decoder to take or refuse by name.
+                (_, value) => {
+                    nested.insert(key, value);
+                    continue;
+                }
+            };
+            let table = nested
+                .entry(section)
+                .or_insert_with(|| serde_json::Value::Object(Default::default()));
+            if let serde_json::Value::Object(t) = table {
+                t.extend(entries);
+            }
+        }
+        Self::from_json(&serde_json::Value::Object(nested).to_string())
     }
 
     /// The policy file these options stand for: what
@@ -261,6 +313,39 @@ mod tests {
             want.sort_unstable();
             assert_eq!(have, want, "[{section}] options");
         }
+    }
+
+    #[test]
+    fn key_names_are_unique_across_sections() {
+        let mut seen = std::collections::BTreeSet::new();
+        for (section, keys) in crate::KNOWN_KEYS {
+            for key in *keys {
+                let is_section = crate::KNOWN_KEYS.iter().any(|(s, _)| s == key);
+                if section.is_empty() && is_section {
+                    continue;
+                }
+                assert!(seen.insert(*key), "`{key}` is in two sections");
+            }
+        }
+    }
+
+    #[test]
+    fn flat_json_places_each_key_in_its_section() {
+        let o = PolicyOptions::from_flat_json(
+            r#"{"write_root": "w", "enabled": true, "timeout_ms": 5, "allow": ["a.example"],
+                "exec_ops": 2, "security_mode": "trusted_host", "net": {"allow_http": true}}"#,
+        )
+        .unwrap();
+        assert_eq!(o.fs.write_root.as_deref(), Some(Path::new("w")));
+        assert!(o.exec.enabled);
+        assert_eq!(o.exec.timeout_ms, Some(5));
+        assert_eq!(o.net.allow, ["a.example"]);
+        assert!(o.net.allow_http);
+        assert_eq!(o.budgets.exec_ops, Some(2));
+        assert_eq!(o.security_mode, Some(SecurityMode::TrustedHost));
+        let e = PolicyOptions::from_flat_json(r#"{"write_roots": "w"}"#).unwrap_err();
+        assert_eq!(e.kind(), PolicyErrorKind::UnknownKey);
+        assert!(e.message().contains("write_roots"), "{e}");
     }
 
     #[test]
