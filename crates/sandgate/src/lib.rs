@@ -21,6 +21,16 @@
 //! let text = sb.read("README.md")?;
 //! assert_eq!(sb.read("../etc/passwd").unwrap_err().code(), ErrorCode::PathInvalid);
 //! assert_eq!(sb.write(".github/workflows/ci.yml", b"x", false).unwrap_err().code(), ErrorCode::FsProtected);
+//!
+//! // No policy file: the executor's settings are the policy's keys.
+//! let ex = sandgate::Executor::builder()
+//!     .write_root("project")
+//!     .enabled(true)
+//!     .timeout_ms(30_000)
+//!     .build()?;
+//! let name = sb.host_read_name("/abs/path/to/project/src/lib.rs")?; // a host path
+//! let r = ex.exec("cargo test", sandgate::ExecOptions { cwd: Some("/abs/path/to/project/crates".into()), ..Default::default() })?;
+//! # let _ = (name, r);
 //! # Ok::<(), sandgate::Error>(())
 //! ```
 #![deny(missing_docs)]
