@@ -137,7 +137,8 @@ fn section_of(key: &str) -> Option<&'static str> {
     crate::KNOWN_KEYS
         .iter()
         .find(|(section, keys)| {
-            keys.contains(&key) && !(section.is_empty() && crate::KNOWN_KEYS.iter().any(|(s, _)| *s == key))
+            keys.contains(&key)
+                && !(section.is_empty() && crate::KNOWN_KEYS.iter().any(|(s, _)| *s == key))
         })
         .map(|(section, _)| *section)
 }
@@ -168,8 +169,8 @@ impl PolicyOptions {
     /// given whole, as in [`from_json`](Self::from_json). This is the shape
     /// the bindings' keyword arguments and option objects arrive in.
     pub fn from_flat_json(json: &str) -> Result<PolicyOptions, PolicyError> {
-        let flat: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json)
-            .map_err(|e| {
+        let flat: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(json).map_err(|e| {
                 PolicyError::new(
                     PolicyErrorKind::WrongType,
                     None,
