@@ -392,6 +392,11 @@ impl ToolSession {
                 let cwd = f.opt_str("cwd")?;
                 let timeout_ms = f.opt_count("timeout_ms")?.map(|ms| ms as u64);
                 f.done()?;
+                // The endpoint speaks for an agent: its cwd is a root-relative
+                // name, never a host path, even one the executor would map.
+                if let Some(c) = &cwd {
+                    crate::relpath::RelPath::parse(c)?;
+                }
                 let Some(executor) = &self.executor else {
                     return Err(Error::new(
                         ErrorCode::Denied,
