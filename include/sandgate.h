@@ -514,6 +514,33 @@ sg_status sg_policy_parse(const uint8_t *text,
                           struct sg_policy **out,
                           struct sg_error **err);
 
+// Checks a policy stated as options rather than a file: a JSON object
+// whose keys are the policy file's key names without their section
+// (`{"write_root":"work","enabled":true,"timeout_ms":5000}`; a whole
+// section as a nested object is accepted too). The options take the
+// file's defaults and go through the same gate rules; a refusal
+// (`E_POLICY`) names the dotted key. Relative roots resolve against
+// `base_dir`; no directory is kept out of the write root, since there is
+// no policy file to protect. The digest is taken over the policy text the
+// options stand for.
+//
+// # Safety
+//
+// `options_json` and `base_dir` point to their lengths in bytes; `out` is
+// valid for writes; `err` is NULL or valid for writes.
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to a new policy (free it with
+// `sg_policy_free`); `SG_E_POLICY` for refused options; `SG_E_REQUEST`
+// for a NULL or non-UTF-8 argument.
+sg_status sg_policy_from_options(const char *options_json,
+                                 size_t options_json_len,
+                                 const char *base_dir,
+                                 size_t base_dir_len,
+                                 struct sg_policy **out,
+                                 struct sg_error **err);
+
 // Frees a policy. Sandboxes and executors made from it keep working.
 // NULL is accepted.
 //

@@ -85,11 +85,12 @@ func (x *Executor) Close() error {
 
 // ExecOptions are the per-command settings.
 type ExecOptions struct {
-	// Cwd is a name beneath the write root (or the first read root);
-	// "" means that root itself.
+	// Cwd is a name beneath the write root (or the first read root), or
+	// an absolute host path inside that root; "" means that root itself.
 	Cwd string
 	// Timeout ends the command (exit code 124); 0 means the policy's
-	// timeout_ms, which also caps it. Rounded up to whole milliseconds.
+	// timeout_ms. A longer one runs under the policy's, and
+	// Confinement["notes"] says so. Rounded up to whole milliseconds.
 	Timeout time.Duration
 }
 

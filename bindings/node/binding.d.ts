@@ -24,6 +24,12 @@ export declare class Executor {
    * with `E_DENIED`.
    */
   constructor(policy: Policy)
+  /**
+   * The executor a policy stated from code grants
+   * ([`Policy.fromOptions`]): `Executor.fromOptions({ write_root:
+   * '/srv/work', enabled: true, timeout_ms: 30000 })`.
+   */
+  static fromOptions(options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; allow?: string[]; allow_http?: boolean; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null): Executor
   /** Whether the policy enables the shell. */
   get enabled(): boolean
   /**
@@ -39,6 +45,11 @@ export declare class Executor {
    * a spent budget).
    */
   exec(command: string, options?: ExecOptions | undefined | null): Promise<ExecOutput>
+  /**
+   * `dispose` on the calling thread: for a `process.on('exit')`
+   * handler, where a Promise never settles.
+   */
+  disposeSync(): void
   /** Kills anything still running and removes the private TMPDIR. */
   dispose(): Promise<void>
 }
@@ -78,6 +89,21 @@ export declare class Policy {
    * against its directory. Throws `E_POLICY` (with `key`) when refused.
    */
   static load(path: string): Policy
+  /**
+   * Checks policy text as if read from a file in `baseDir` (relative
+   * roots resolve against it; the write root may not contain it).
+   * Throws `E_POLICY` (with `key`) when refused.
+   */
+  static parse(text: string, baseDir: string): Policy
+  /**
+   * A policy stated from code: an object whose keys are the policy
+   * file's key names, verbatim (`{ write_root: 'work', enabled: true,
+   * timeout_ms: 5000 }`; a section may be given whole, `{ exec: {...}
+   * }`). Absent keys take the file's defaults and the file's gate rules
+   * apply: a refusal throws `E_POLICY` naming the dotted key. Relative
+   * roots resolve against `baseDir` (default: the working directory).
+   */
+  static fromOptions(options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; allow?: string[]; allow_http?: boolean; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null): Policy
   /** `sha256:<hex>` of the file's exact bytes. */
   get digest(): string
   /**
@@ -275,7 +301,8 @@ export interface EditOptions {
 export interface ExecOptions {
   /**
    * Working directory: a name beneath the write root (else the first read
-   * root), resolved through the root; default: that root itself.
+   * root), or an absolute host path inside that root, resolved through
+   * the root; default: that root itself.
    */
   cwd?: string
   /**

@@ -3,6 +3,14 @@
 // carries.
 
 export * from './binding'
+import type { Policy } from './binding'
+
+/**
+ * A policy stated from code: the policy file's key names, verbatim, each
+ * optional (absent keys take the file's defaults). `Policy.fromOptions`
+ * and `Executor.fromOptions` take it.
+ */
+export type PolicyOptions = Parameters<typeof Policy.fromOptions>[0]
 
 /** The code of a sandgate refusal: `err.code` of a thrown error, `outcome` of an audit event. */
 export type ErrorCode =

@@ -308,6 +308,30 @@ static void test_policy(sg_policy **out) {
   err = NULL;
   EXPECT(sg_policy_load(S("/nonexistent/policy.toml"), out, &err),
          SG_E_POLICY, err);
+
+  /* Options instead of a file: the file's key names, defaults and gate. */
+  {
+    sg_policy *o = NULL;
+    EXPECT(sg_policy_from_options(
+               S("{\"write_root\": \"ws\", \"enabled\": true, "
+                 "\"timeout_ms\": 4321}"),
+               dir, strlen(dir), &o, &err),
+           SG_OK, err);
+    EXPECT(sg_policy_summary(o, false, &b, &err), SG_OK, err);
+    CHECK(bytes_contains(&b, "4321"));
+    sg_bytes_free(&b);
+    sg_policy_free(o);
+    o = NULL;
+    CHECK(sg_policy_from_options(S("{\"timeout_ms\": 0}"), dir, strlen(dir),
+                                 &o, &err) == SG_E_POLICY);
+    CHECK(o == NULL && err != NULL && sg_error_key(err) != NULL &&
+          strcmp(sg_error_key(err), "exec.timeout_ms") == 0);
+    sg_error_free(err);
+    err = NULL;
+    EXPECT(sg_policy_from_options(S("{\"write_roots\": \"ws\"}"), dir,
+                                  strlen(dir), &o, &err),
+           SG_E_POLICY, err);
+  }
   EXPECT(sg_policy_digest(NULL, &b, &err), SG_E_REQUEST, err);
   sg_policy_free(NULL);
   *out = p;

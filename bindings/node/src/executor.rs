@@ -3,7 +3,6 @@
 //! timeoutMs, abortSignal})`, `dispose()`, all returning promises).
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use napi::bindgen_prelude::{
     AsyncTask, FnArgs, Function, FunctionRef, JsObjectValue, ObjectRef, Unknown,
@@ -19,7 +18,8 @@ use crate::{js_error, request_error, same, to_count, Job, OrThrow};
 #[napi(object, object_to_js = false)]
 pub struct ExecOptions {
     /// Working directory: a name beneath the write root (else the first read
-    /// root), resolved through the root; default: that root itself.
+    /// root), or an absolute host path inside that root, resolved through
+    /// the root; default: that root itself.
     pub cwd: Option<String>,
     /// Timeout in milliseconds (never more than the policy's `timeout_ms`,
     /// which is also the default). On timeout the result has exit code 124.
@@ -87,7 +87,7 @@ pub struct ExecJob {
     executor: Arc<sandgate::Executor>,
     command: String,
     cwd: Option<String>,
-    timeout: Option<Duration>,
+    timeout_ms: Option<u64>,
     abort: Option<AbortSignal>,
     listener: Option<Connection>,
 }
@@ -99,9 +99,11 @@ impl Task for ExecJob {
     fn compute(&mut self) -> napi::Result<Self::Output> {
         Ok(self.executor.exec(
             &self.command,
-            self.cwd.as_deref(),
-            self.timeout,
-            self.abort.clone(),
+            sandgate::ExecOptions {
+                cwd: self.cwd.clone(),
+                timeout_ms: self.timeout_ms,
+                abort: self.abort.clone(),
+            },
         ))
     }
 
@@ -195,6 +197,25 @@ impl Executor {
         })
     }
 
+    /// The executor a policy stated from code grants
+    /// ([`Policy.fromOptions`]): `Executor.fromOptions({ write_root:
+    /// '/srv/work', enabled: true, timeout_ms: 30000 })`.
+    #[napi(
+        factory,
+        ts_args_type = "options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; allow?: string[]; allow_http?: boolean; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null"
+    )]
+    pub fn from_options(
+        env: &Env,
+        options: serde_json::Value,
+        base_dir: Option<String>,
+    ) -> napi::Result<Executor> {
+        let policy = crate::policy::from_options(&options, base_dir).or_throw(env)?;
+        let inner = sandgate::Executor::from_policy(&policy).or_throw(env)?;
+        Ok(Executor {
+            inner: Arc::new(inner),
+        })
+    }
+
     /// Whether the policy enables the shell.
     #[napi(getter)]
     pub fn enabled(&self) -> bool {
@@ -227,7 +248,7 @@ impl Executor {
         };
         let timeout = match timeout_ms {
             Some(ms) => match to_count(ms, "timeoutMs") {
-                Ok(ms) => Some(Duration::from_millis(ms)),
+                Ok(ms) => Some(ms),
                 Err(e) => {
                     if let Some(s) = signal {
                         s.unref(env)?;
@@ -258,10 +279,17 @@ impl Executor {
             executor: Arc::clone(&self.inner),
             command,
             cwd,
-            timeout,
+            timeout_ms: timeout,
             abort,
             listener,
         }))
+    }
+
+    /// `dispose` on the calling thread: for a `process.on('exit')`
+    /// handler, where a Promise never settles.
+    #[napi]
+    pub fn dispose_sync(&self) {
+        self.inner.dispose();
     }
 
     /// Kills anything still running and removes the private TMPDIR.

@@ -20,6 +20,26 @@ pub(crate) fn policy_error(e: &sandgate::policy::PolicyError) -> sandgate::Error
     out
 }
 
+/// The policy `options` (an object of the policy file's keys) state.
+pub(crate) fn from_options(
+    options: &serde_json::Value,
+    base_dir: Option<String>,
+) -> Result<sandgate::policy::Policy, sandgate::Error> {
+    use sandgate::policy::{Policy, PolicyOptions};
+    let base = match base_dir {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::env::current_dir().map_err(|e| {
+            sandgate::Error::new(
+                sandgate::ErrorCode::Io,
+                format!("cannot find the working directory: {e}"),
+            )
+        })?,
+    };
+    let options =
+        PolicyOptions::from_flat_json(&options.to_string()).map_err(|e| policy_error(&e))?;
+    Policy::from_options(&options, &base).map_err(|e| policy_error(&e))
+}
+
 #[napi]
 impl Policy {
     /// Reads and checks the policy file at `path`; relative roots resolve
@@ -29,6 +49,37 @@ impl Policy {
         sandgate::policy::Policy::load(&path)
             .map(|inner| Policy { inner })
             .map_err(|e| policy_error(&e))
+            .or_throw(env)
+    }
+
+    /// Checks policy text as if read from a file in `baseDir` (relative
+    /// roots resolve against it; the write root may not contain it).
+    /// Throws `E_POLICY` (with `key`) when refused.
+    #[napi(factory)]
+    pub fn parse(env: &Env, text: String, base_dir: String) -> napi::Result<Policy> {
+        sandgate::policy::Policy::from_bytes(text.as_bytes(), std::path::Path::new(&base_dir), None)
+            .map(|inner| Policy { inner })
+            .map_err(|e| policy_error(&e))
+            .or_throw(env)
+    }
+
+    /// A policy stated from code: an object whose keys are the policy
+    /// file's key names, verbatim (`{ write_root: 'work', enabled: true,
+    /// timeout_ms: 5000 }`; a section may be given whole, `{ exec: {...}
+    /// }`). Absent keys take the file's defaults and the file's gate rules
+    /// apply: a refusal throws `E_POLICY` naming the dotted key. Relative
+    /// roots resolve against `baseDir` (default: the working directory).
+    #[napi(
+        factory,
+        ts_args_type = "options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; allow?: string[]; allow_http?: boolean; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null"
+    )]
+    pub fn from_options(
+        env: &Env,
+        options: serde_json::Value,
+        base_dir: Option<String>,
+    ) -> napi::Result<Policy> {
+        from_options(&options, base_dir)
+            .map(|inner| Policy { inner })
             .or_throw(env)
     }
 

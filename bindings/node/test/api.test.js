@@ -510,3 +510,48 @@ describe('Executor', () => {
     assert.ok(Date.now() - t0 < 5000)
   })
 })
+
+describe('options instead of a policy file', () => {
+  test('Policy.parse checks text against a base directory', () => {
+    const dir = tempDir()
+    fs.mkdirSync(path.join(dir, 'ws'))
+    const p = Policy.parse('[fs]\nread_roots = ["ws"]\n', dir)
+    assert.deepEqual(p.summary.read_roots, [path.join(dir, 'ws')])
+    throwsCode(() => Policy.parse('[fs]\nwrite_root = 3\n', dir), 'E_POLICY', { key: 'fs.write_root' })
+  })
+
+  test('Policy.fromOptions takes every key of the file and its gate', () => {
+    const dir = tempDir()
+    fs.mkdirSync(path.join(dir, 'ws'))
+    const every = {
+      security_mode: 'restricted', read_roots: ['ws'], write_root: 'ws', deny_write: ['*.lock'],
+      max_read_bytes: 100, max_write_bytes: 100, allow_overwrite: true, enabled: true,
+      shell: '/bin/sh', timeout_ms: 4321, max_output_bytes: 1000, env_inherit: ['LANG'],
+      confine: 'best_effort', process_allow: ['git:status'], allow: ['example.com'],
+      allow_http: true, exec_ops: 3, fs_ops: 10, net_ops: 2,
+    }
+    const p = Policy.fromOptions(every, dir)
+    assert.equal(p.summary.write_root, path.join(dir, 'ws'))
+    assert.equal(p.summary.exec.timeout_ms, 4321)
+    throwsCode(() => Policy.fromOptions({ timeout_ms: 0 }, dir), 'E_POLICY', { key: 'exec.timeout_ms' })
+    assert.throws(() => Policy.fromOptions({ write_roots: 'ws' }, dir), /write_roots/)
+  })
+
+  test('Executor.fromOptions runs in an absolute cwd inside the root', async () => {
+    const dir = tempDir()
+    fs.mkdirSync(path.join(dir, 'ws', 'sub'), { recursive: true })
+    fs.mkdirSync(path.join(dir, 'ws-secrets'))
+    const ex = Executor.fromOptions({ write_root: path.join(dir, 'ws'), enabled: true, timeout_ms: 300 })
+    try {
+      const r = await ex.exec('pwd', { cwd: path.join(dir, 'ws', 'sub') })
+      assert.equal(r.exitCode, 0)
+      assert.equal(r.stdout.trim(), path.join(dir, 'ws', 'sub'))
+      await rejectsCode(ex.exec('true', { cwd: path.join(dir, 'ws-secrets') }), 'E_PATH_ESCAPE')
+      const slow = await ex.exec('sleep 5', { timeoutMs: 60000 })
+      assert.equal(slow.exitCode, 124)
+      assert.ok(slow.confined.notes.some((n) => n.includes('exec.timeout_ms (300 ms)')), slow.confined.notes)
+    } finally {
+      await ex.dispose()
+    }
+  })
+})

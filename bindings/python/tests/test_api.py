@@ -751,3 +751,40 @@ def test_abi_major_mismatch_is_refused():
                 _ffi._check_abi(fake, "fake.so")
     assert sandgate.abi_version()[0] == sandgate.EXPECTED_ABI_MAJOR == 1
     assert sandgate.version() == "0.1.0"
+
+
+# ---------------------------------------------------------------------------
+# Options instead of a policy file; host paths
+
+
+def test_executor_from_keyword_options(tree):
+    with Executor(write_root=tree / "ws", enabled=True, timeout_ms=300, base_dir=tree) as ex:
+        r = ex.exec("pwd", cwd=str(tree / "ws" / "sub"))
+        assert r.exit_code == 0 and r.stdout.decode().strip().endswith("/ws/sub")
+        # A sibling spelled with the root's prefix is outside.
+        (tree / "ws-secrets").mkdir()
+        with pytest.raises(sandgate.PathEscapeError):
+            ex.exec("true", cwd=str(tree / "ws-secrets"))
+        # A longer call timeout runs under the policy's and says so.
+        r = ex.exec("sleep 5", timeout_ms=60_000)
+        assert r.exit_code == 124
+        assert any("exec.timeout_ms (300 ms)" in n for n in r.confinement["notes"])
+
+
+def test_policy_options_use_the_file_keys_and_gate(tree):
+    with Policy.from_options(base_dir=tree, write_root="ws", enabled=True, timeout_ms=4321) as p:
+        s = p.summary()
+        assert "4321" in str(s)
+        assert s["write_root"].endswith("/ws")
+    with pytest.raises(sandgate.PolicyError) as ei:
+        Policy.from_options(base_dir=tree, write_root="ws", timeout_ms=0)
+    assert ei.value.key == "exec.timeout_ms"
+    with pytest.raises(sandgate.PolicyError) as ei:
+        Policy.from_options(base_dir=tree, write_roots="ws")
+    assert "write_roots" in str(ei.value)
+    with pytest.raises(sandgate.PolicyError) as ei:
+        Executor(write_root=tree / "nope", enabled=True)
+    assert ei.value.key == "fs.write_root"
+    with pytest.raises(TypeError):
+        with Policy.from_options(base_dir=tree) as p:
+            Executor(p, enabled=True)

@@ -312,7 +312,13 @@ fn exec(path: &PathBuf, cwd: Option<&str>, command: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match executor.exec(command, cwd, None, None) {
+    match executor.exec(
+        command,
+        sandgate::ExecOptions {
+            cwd: cwd.map(str::to_owned),
+            ..Default::default()
+        },
+    ) {
         Ok(r) => {
             let _ = io::stdout().write_all(&r.stdout);
             let _ = io::stderr().write_all(&r.stderr);

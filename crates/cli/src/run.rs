@@ -101,7 +101,7 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
     contract_line(&mut err, &mut fresh, "policy", &admission);
     let _ = err.flush();
 
-    let result = match executor.exec_argv(program, None, None, None) {
+    let result = match executor.exec_argv(program, Default::default()) {
         Ok(r) => r,
         Err(e) => return refuse(&mut err, &mut fresh, e),
     };

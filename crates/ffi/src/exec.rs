@@ -2,10 +2,9 @@
 //! (SPEC §7).
 
 use std::ffi::c_char;
-use std::time::Duration;
 
 use facade::shellexec::exec::AbortSignal;
-use facade::Executor;
+use facade::{ExecOptions, Executor};
 
 use crate::error::*;
 use crate::policy::sg_policy;
@@ -157,10 +156,14 @@ pub unsafe extern "C" fn sg_executor_exec(
                 out_ptr(out, "out")?,
             )
         };
-        let timeout = (timeout_ms != 0).then(|| Duration::from_millis(timeout_ms));
-        let r = e
-            .executor
-            .exec(command, cwd, timeout, abort.map(|a| a.signal.clone()))?;
+        let r = e.executor.exec(
+            command,
+            ExecOptions {
+                cwd: cwd.map(str::to_owned),
+                timeout_ms: (timeout_ms != 0).then_some(timeout_ms),
+                abort: abort.map(|a| a.signal.clone()),
+            },
+        )?;
         let confinement = serde_json::to_vec(&r.confined).unwrap_or_default();
         put(
             out,

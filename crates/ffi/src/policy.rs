@@ -4,7 +4,7 @@ use std::ffi::c_char;
 use std::net::IpAddr;
 use std::path::Path;
 
-use facade::policy::{Policy, PolicyError};
+use facade::policy::{Policy, PolicyError, PolicyOptions};
 use facade::{Error, ErrorCode};
 
 use crate::error::*;
@@ -74,6 +74,51 @@ pub unsafe extern "C" fn sg_policy_parse(
             )
         };
         let policy = Policy::from_bytes(text, Path::new(base), None).map_err(policy_error)?;
+        put(out, into_handle(sg_policy { policy }));
+        Ok(())
+    })
+}
+
+/// Checks a policy stated as options rather than a file: a JSON object
+/// whose keys are the policy file's key names without their section
+/// (`{"write_root":"work","enabled":true,"timeout_ms":5000}`; a whole
+/// section as a nested object is accepted too). The options take the
+/// file's defaults and go through the same gate rules; a refusal
+/// (`E_POLICY`) names the dotted key. Relative roots resolve against
+/// `base_dir`; no directory is kept out of the write root, since there is
+/// no policy file to protect. The digest is taken over the policy text the
+/// options stand for.
+///
+/// # Safety
+///
+/// `options_json` and `base_dir` point to their lengths in bytes; `out` is
+/// valid for writes; `err` is NULL or valid for writes.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to a new policy (free it with
+/// `sg_policy_free`); `SG_E_POLICY` for refused options; `SG_E_REQUEST`
+/// for a NULL or non-UTF-8 argument.
+#[no_mangle]
+pub unsafe extern "C" fn sg_policy_from_options(
+    options_json: *const c_char,
+    options_json_len: usize,
+    base_dir: *const c_char,
+    base_dir_len: usize,
+    out: *mut *mut sg_policy,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (json, base, out) = unsafe {
+            (
+                arg_str(options_json, options_json_len, "options_json")?,
+                arg_str(base_dir, base_dir_len, "base_dir")?,
+                out_ptr(out, "out")?,
+            )
+        };
+        let options = PolicyOptions::from_flat_json(json).map_err(policy_error)?;
+        let policy = Policy::from_options(&options, Path::new(base)).map_err(policy_error)?;
         put(out, into_handle(sg_policy { policy }));
         Ok(())
     })

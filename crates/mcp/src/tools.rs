@@ -772,9 +772,11 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
     };
     let r = executor.exec(
         &a.command,
-        cwd.as_deref(),
-        a.timeout_ms.map(std::time::Duration::from_millis),
-        Some(abort),
+        sandgate::ExecOptions {
+            cwd,
+            timeout_ms: a.timeout_ms,
+            abort: Some(abort),
+        },
     )?;
     let mut out = format!("exit code: {}\n", r.exit_code);
     if r.timed_out {

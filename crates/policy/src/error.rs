@@ -241,6 +241,16 @@ impl PolicyError {
     }
 
     /// Names the file the problems were found in.
+    /// Drops every problem's place: for text that no one wrote (a policy
+    /// stated from code), where the dotted key alone says what to change.
+    pub(crate) fn without_locations(mut self) -> Self {
+        for p in &mut self.problems {
+            p.location = None;
+            p.span = None;
+        }
+        self
+    }
+
     pub(crate) fn in_file(mut self, file: &Path) -> Self {
         self.file = Some(file.to_path_buf());
         self

@@ -51,6 +51,25 @@ impl PolicyDirs {
         }
         Ok(PolicyDirs { base, protected })
     }
+
+    /// A policy with no file (stated from code): relative roots resolve
+    /// against `base_dir`, and no directory is kept out of the write root.
+    pub(crate) fn unprotected(base_dir: &Path) -> Result<Self, PolicyError> {
+        let base = base_dir.canonicalize().map_err(|err| {
+            PolicyError::new(
+                PolicyErrorKind::Read,
+                None,
+                format!(
+                    "cannot resolve the base directory `{}`: {err}",
+                    base_dir.display()
+                ),
+            )
+        })?;
+        Ok(PolicyDirs {
+            base,
+            protected: Vec::new(),
+        })
+    }
 }
 
 /// A setting with its dotted key and, when it was written, its place.

@@ -71,6 +71,7 @@ mod decode;
 mod error;
 mod gate;
 mod net;
+mod options;
 mod shape;
 mod summary;
 
@@ -92,6 +93,7 @@ pub use error::{Location, PolicyError, PolicyErrorKind, Problem};
 pub use sandgate_netguard::{
     classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost, Rules as NetRules,
 };
+pub use options::{BudgetOptions, ExecutorOptions, FsOptions, NetOptions, PolicyOptions};
 pub use shape::KNOWN_KEYS;
 pub use summary::{Summary, SummaryNet};
 

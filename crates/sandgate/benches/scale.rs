@@ -226,7 +226,7 @@ fn exec_latency() {
                     let mut total = Duration::ZERO;
                     for _ in 0..per {
                         let t0 = Instant::now();
-                        let r = ex[t].exec("true", None, None, None).unwrap();
+                        let r = ex[t].exec("true", Default::default()).unwrap();
                         total += t0.elapsed();
                         assert_eq!(r.exit_code, 0);
                     }

@@ -14,21 +14,25 @@
 //! driver the vetting missed could otherwise use.
 
 use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use sandgate_codes::ErrorCode;
-use sandgate_policy::{Confine, Policy};
+use sandgate_policy::{Confine, Policy, PolicyError, PolicyOptions, SecurityMode};
 use sandgate_rootfs::Root;
 use sandgate_shellexec::confine::{self, ConfineMode, ConfineSpec, Prepared};
-use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
+use sandgate_shellexec::exec::{
+    ExecConfig, ExecOptions as RunOptions, LocalShellExecutor, ShellExecutor,
+};
 use sandgate_shellexec::git::{self, GitSubcommand};
 
 pub use sandgate_shellexec::confine::ConfinementReport;
 pub use sandgate_shellexec::exec::{AbortSignal, ExecResult};
 
 use crate::error::Error;
+use crate::hostpath::{self, GrantedDir};
 use crate::relpath::RelPath;
 
 /// How many processes a confined command's user may have (RLIMIT_NPROC).
@@ -79,6 +83,8 @@ pub struct Executor {
     git_confine: Mutex<Option<Prepared>>,
     /// Where `cwd` is resolved: the write root, else the first read root.
     cwd_root: Option<Root>,
+    /// That root's host paths, for an absolute `cwd` inside it.
+    cwd_dirs: Vec<GrantedDir>,
     max_timeout: Duration,
     exec_ops: Option<AtomicU64>,
 }
@@ -104,7 +110,197 @@ fn run_error(e: sandgate_shellexec::exec::ExecError) -> Error {
     }
 }
 
+/// The options of one [`Executor::exec`] call. `Default` is the root
+/// itself, the policy's `timeout_ms`, and no abort signal.
+///
+/// ```no_run
+/// # use sandgate::{ExecOptions, Executor};
+/// # let ex: Executor = todo!();
+/// let r = ex.exec("cargo test", ExecOptions { cwd: Some("crates/core".into()), ..Default::default() })?;
+/// # Ok::<(), sandgate::Error>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ExecOptions {
+    /// The working directory: a name beneath the root commands run in (the
+    /// write root, else the first read root), or an absolute host path
+    /// inside that root, mapped to its name component by component; the
+    /// directory is then opened beneath the root by descriptor, as any
+    /// name is. `None`: the root itself.
+    pub cwd: Option<String>,
+    /// The call's timeout in milliseconds (at least 1). One longer than
+    /// the policy's `exec.timeout_ms` runs under the policy's, and the
+    /// result's `confined.notes` says so: the operator's limit holds, and
+    /// the caller can see it did.
+    pub timeout_ms: Option<u64>,
+    /// Aborting it ends the call with exit code 130.
+    pub abort: Option<AbortSignal>,
+}
+
+/// Builds an [`Executor`] from code, with the policy file's option names
+/// and defaults ([`PolicyOptions`]): the options go through the same gate
+/// rules as a file, so what a file may not grant, code may not either.
+///
+/// ```no_run
+/// use sandgate::Executor;
+/// let ex = Executor::builder()
+///     .write_root("/srv/work")
+///     .enabled(true)
+///     .timeout_ms(10_000)
+///     .build()?;
+/// # Ok::<(), sandgate::Error>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ExecutorBuilder {
+    options: PolicyOptions,
+    base_dir: Option<PathBuf>,
+}
+
+impl ExecutorBuilder {
+    /// Everything at the policy file's defaults: nothing granted.
+    pub fn new() -> ExecutorBuilder {
+        ExecutorBuilder::default()
+    }
+    /// Starts from a whole set of options (the same a policy file holds).
+    pub fn options(&mut self, options: PolicyOptions) -> &mut Self {
+        self.options = options;
+        self
+    }
+    /// Where relative roots resolve (default: the current directory).
+    pub fn base_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.base_dir = Some(dir.into());
+        self
+    }
+    /// `security_mode`.
+    pub fn security_mode(&mut self, mode: SecurityMode) -> &mut Self {
+        self.options.security_mode = Some(mode);
+        self
+    }
+    /// Adds one of `fs.read_roots` (the command may read it).
+    pub fn read_root(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.options.fs.read_roots.push(dir.into());
+        self
+    }
+    /// `fs.write_root`: the command may write it, and runs in it.
+    pub fn write_root(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.options.fs.write_root = Some(dir.into());
+        self
+    }
+    /// Adds one of `fs.deny_write` (protected from the shell too).
+    pub fn deny_write(&mut self, pattern: impl Into<String>) -> &mut Self {
+        self.options.fs.deny_write.push(pattern.into());
+        self
+    }
+    /// `exec.enabled`.
+    pub fn enabled(&mut self, on: bool) -> &mut Self {
+        self.options.exec.enabled = on;
+        self
+    }
+    /// `exec.shell` (an absolute path).
+    pub fn shell(&mut self, shell: impl Into<String>) -> &mut Self {
+        self.options.exec.shell = Some(shell.into());
+        self
+    }
+    /// `exec.timeout_ms`: the longest any call runs.
+    pub fn timeout_ms(&mut self, ms: u64) -> &mut Self {
+        self.options.exec.timeout_ms = Some(ms);
+        self
+    }
+    /// `exec.max_output_bytes` (stdout and stderr together).
+    pub fn max_output_bytes(&mut self, n: u64) -> &mut Self {
+        self.options.exec.max_output_bytes = Some(n);
+        self
+    }
+    /// Adds one of `exec.env_inherit`.
+    pub fn env_inherit(&mut self, name: impl Into<String>) -> &mut Self {
+        self.options.exec.env_inherit.push(name.into());
+        self
+    }
+    /// `exec.confine`.
+    pub fn confine(&mut self, mode: Confine) -> &mut Self {
+        self.options.exec.confine = Some(mode);
+        self
+    }
+    /// Adds one of `exec.process_allow`.
+    pub fn process_allow(&mut self, entry: impl Into<String>) -> &mut Self {
+        self.options.exec.process_allow.push(entry.into());
+        self
+    }
+    /// Adds one of `net.allow`.
+    pub fn net_allow(&mut self, entry: impl Into<String>) -> &mut Self {
+        self.options.net.allow.push(entry.into());
+        self
+    }
+    /// `net.allow_http`.
+    pub fn allow_http(&mut self, on: bool) -> &mut Self {
+        self.options.net.allow_http = on;
+        self
+    }
+    /// `budgets.exec_ops` (`None`: unlimited).
+    pub fn exec_ops(&mut self, budget: Option<u64>) -> &mut Self {
+        self.options.budgets.exec_ops = budget;
+        self
+    }
+    /// Resolves the options as a policy and builds its executor (not
+    /// started). A setting the gate refuses answers `E_POLICY` naming its
+    /// key.
+    pub fn build(&self) -> Result<Executor, Error> {
+        let base = match &self.base_dir {
+            Some(d) => d.clone(),
+            None => std::env::current_dir().map_err(|e| {
+                Error::new(
+                    ErrorCode::Io,
+                    format!("cannot find the current directory: {e}"),
+                )
+                .with_errno(e.raw_os_error())
+            })?,
+        };
+        let policy = Policy::from_options(&self.options, &base).map_err(policy_error)?;
+        let mut ex = Executor::from_policy(&policy)?;
+        // The roots as the caller spelled them, so an absolute cwd written
+        // that way maps too (the policy keeps them resolved).
+        let cwd_dir = self
+            .options
+            .fs
+            .write_root
+            .as_ref()
+            .or(self.options.fs.read_roots.first());
+        if let (Some(dir), Some(first)) = (cwd_dir, ex.cwd_dirs.first().cloned()) {
+            let spelled = std::path::absolute(base.join(dir)).unwrap_or_else(|_| base.join(dir));
+            if spelled != first.spelled {
+                ex.cwd_dirs.push(GrantedDir { spelled, ..first });
+            }
+        }
+        Ok(ex)
+    }
+}
+
+/// A refused policy as the facade's error: `E_POLICY`, the first
+/// problem's key, and every problem in the message.
+fn policy_error(e: PolicyError) -> Error {
+    let err = Error::new(ErrorCode::Policy, e.to_string());
+    match e.key() {
+        Some(key) => err.with_key(key.to_owned()),
+        None => err,
+    }
+}
+
 impl Executor {
+    /// An [`ExecutorBuilder`]: an executor from options rather than a
+    /// policy file.
+    pub fn builder() -> ExecutorBuilder {
+        ExecutorBuilder::new()
+    }
+
+    /// The executor `options` grant, as if they were a policy file in
+    /// `base_dir` ([`Policy::from_options`]).
+    pub fn from_options(options: &PolicyOptions, base_dir: &Path) -> Result<Executor, Error> {
+        ExecutorBuilder {
+            options: options.clone(),
+            base_dir: Some(base_dir.to_path_buf()),
+        }
+        .build()
+    }
+
     /// The executor `policy` grants (not started). With `exec.enabled =
     /// false` it exists but refuses every command with `E_DENIED`.
     pub fn from_policy(policy: &Policy) -> Result<Executor, Error> {
@@ -164,6 +360,15 @@ impl Executor {
             },
             git_confine: Mutex::new(None),
             cwd_root,
+            cwd_dirs: cwd_dir
+                .map(|d| GrantedDir {
+                    spelled: d.to_path_buf(),
+                    resolved: d.to_path_buf(),
+                    read_index: None,
+                    is_write: true,
+                })
+                .into_iter()
+                .collect(),
             max_timeout: Duration::from_millis(exec.timeout_ms),
             exec_ops: policy.budgets().exec_ops.map(AtomicU64::new),
         })
@@ -260,23 +465,17 @@ impl Executor {
         self.inner.start().map_err(exec_error)
     }
 
-    /// Runs `command` with `shell -c`, in `cwd` (a name beneath the write
-    /// root, or the first read root; default: that root itself), for at most
-    /// `timeout` (never more than the policy's `timeout_ms`). A confined git
+    /// Runs `command` with `shell -c` under `opts` ([`ExecOptions`]: the
+    /// working directory, the timeout, an abort signal). A confined git
     /// request runs git itself in `cwd`, on the repository at the root.
-    pub fn exec(
-        &self,
-        command: &str,
-        cwd: Option<&str>,
-        timeout: Option<Duration>,
-        abort: Option<AbortSignal>,
-    ) -> Result<ExecResult, Error> {
+    pub fn exec(&self, command: &str, opts: ExecOptions) -> Result<ExecResult, Error> {
         let command = match self.admit(command)?.run {
-            Run::Git(words) => return self.exec_git(&words, cwd, timeout, abort),
+            Run::Git(words) => return self.exec_git(&words, opts),
             Run::Shell(command) => command,
         };
-        let opts = self.call_options(cwd, timeout, abort)?;
-        self.inner.exec(&command, opts).map_err(run_error)
+        let (run, note) = self.call_options(opts)?;
+        let result = self.inner.exec(&command, run).map_err(run_error)?;
+        Ok(with_note(result, note))
     }
 
     /// Runs a program from its argv (`argv[0]` is the program, searched in
@@ -292,9 +491,7 @@ impl Executor {
     pub fn exec_argv(
         &self,
         argv: &[std::ffi::OsString],
-        cwd: Option<&str>,
-        timeout: Option<Duration>,
-        abort: Option<AbortSignal>,
+        opts: ExecOptions,
     ) -> Result<ExecResult, Error> {
         if !self.enabled {
             return Err(Error::denied(
@@ -304,21 +501,20 @@ impl Executor {
         let Some((program, args)) = argv.split_first() else {
             return Err(Error::request("the program's argv is empty"));
         };
-        let opts = self.call_options(cwd, timeout, abort)?;
-        self.inner
-            .exec_argv(std::path::Path::new(program), args, opts)
-            .map_err(run_error)
+        let (run, note) = self.call_options(opts)?;
+        let result = self
+            .inner
+            .exec_argv(std::path::Path::new(program), args, run)
+            .map_err(run_error)?;
+        Ok(with_note(result, note))
     }
 
     /// Checks the timeout, starts the executor, spends one `exec_ops` and
-    /// resolves `cwd` beneath the root by descriptor.
-    fn call_options(
-        &self,
-        cwd: Option<&str>,
-        timeout: Option<Duration>,
-        abort: Option<AbortSignal>,
-    ) -> Result<ExecOptions, Error> {
-        if timeout == Some(Duration::ZERO) {
+    /// resolves `cwd` beneath the root by descriptor. Answers the run's
+    /// options and, when the caller asked for more time than the policy
+    /// grants, the note saying so.
+    fn call_options(&self, opts: ExecOptions) -> Result<(RunOptions, Option<String>), Error> {
+        if opts.timeout_ms == Some(0) {
             return Err(Error::request("timeout_ms must be at least 1"));
         }
         // Started on first use (starting again does nothing), so that a
@@ -329,23 +525,35 @@ impl Executor {
             left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .map_err(|_| Error::denied("the exec_ops budget is spent"))?;
         }
-        let cwd: Option<OwnedFd> = match (&self.cwd_root, cwd) {
+        let cwd: Option<OwnedFd> = match (&self.cwd_root, opts.cwd.as_deref()) {
             (None, _) => None,
             (Some(root), None) => Some(root.try_clone().map_err(Error::from)?.into_fd()),
-            (Some(root), Some(name)) => {
-                let rel = RelPath::parse(name)?;
+            (Some(root), Some(given)) => {
+                let name = hostpath::map(&self.cwd_dirs, given)?.rel;
+                let rel = RelPath::parse(&name)?;
                 let dir = root
                     .open_dir(&rel)
                     .map_err(|e| Error::from(e).with_path(rel.as_str()))?;
                 Some(dir.into_fd())
             }
         };
-        let timeout = Some(timeout.map_or(self.max_timeout, |t| t.min(self.max_timeout)));
-        Ok(ExecOptions {
-            cwd,
-            timeout,
-            abort,
-        })
+        let asked = opts.timeout_ms.map(Duration::from_millis);
+        let note = asked.filter(|t| *t > self.max_timeout).map(|t| {
+            format!(
+                "the call asked for a {} ms timeout; the policy's exec.timeout_ms ({} ms) applied",
+                t.as_millis(),
+                self.max_timeout.as_millis()
+            )
+        });
+        let timeout = Some(asked.map_or(self.max_timeout, |t| t.min(self.max_timeout)));
+        Ok((
+            RunOptions {
+                cwd,
+                timeout,
+                abort: opts.abort,
+            },
+            note,
+        ))
     }
 
     /// The hardened git invocation `words` plan to (refused as exec
@@ -360,19 +568,13 @@ impl Executor {
 
     /// Runs the hardened git invocation `words` plans, from its argv (no
     /// shell), under git's own read-only ruleset rather than the shell's.
-    fn exec_git(
-        &self,
-        words: &[String],
-        cwd: Option<&str>,
-        timeout: Option<Duration>,
-        abort: Option<AbortSignal>,
-    ) -> Result<ExecResult, Error> {
+    fn exec_git(&self, words: &[String], opts: ExecOptions) -> Result<ExecResult, Error> {
         let inv = self.git_plan(words)?;
-        let opts = self.call_options(cwd, timeout, abort)?;
+        let (run, note) = self.call_options(opts)?;
         let prepared = self.git_prepared(&inv)?;
         let mut result = self
             .inner
-            .exec_program(&inv.program, &inv.args, &inv.env, &prepared, opts)
+            .exec_program(&inv.program, &inv.args, &inv.env, &prepared, run)
             .map_err(run_error)?;
         result.confined.notes.insert(
             0,
@@ -380,7 +582,7 @@ impl Executor {
              system directories, write no file, and connect to or bind no TCP port"
                 .to_owned(),
         );
-        Ok(result)
+        Ok(with_note(result, note))
     }
 
     /// Git's ruleset, prepared once (the root does not change).
@@ -399,6 +601,14 @@ impl Executor {
     pub fn dispose(&self) {
         let _ = self.inner.dispose();
     }
+}
+
+/// Adds the timeout note, when there is one, to the result's notes.
+fn with_note(mut result: ExecResult, note: Option<String>) -> ExecResult {
+    if let Some(note) = note {
+        result.confined.notes.push(note);
+    }
+    result
 }
 
 impl Drop for Executor {

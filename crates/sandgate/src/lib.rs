@@ -22,6 +22,16 @@
 //! let text = sb.read("README.md")?;
 //! assert_eq!(sb.read("../etc/passwd").unwrap_err().code(), ErrorCode::PathInvalid);
 //! assert_eq!(sb.write(".github/workflows/ci.yml", b"x", false).unwrap_err().code(), ErrorCode::FsProtected);
+//!
+//! // No policy file: the executor's settings are the policy's keys.
+//! let ex = sandgate::Executor::builder()
+//!     .write_root("project")
+//!     .enabled(true)
+//!     .timeout_ms(30_000)
+//!     .build()?;
+//! let name = sb.host_read_name("/abs/path/to/project/src/lib.rs")?; // a host path
+//! let r = ex.exec("cargo test", sandgate::ExecOptions { cwd: Some("/abs/path/to/project/crates".into()), ..Default::default() })?;
+//! # let _ = (name, r);
 //! # Ok::<(), sandgate::Error>(())
 //! ```
 #![deny(missing_docs)]
@@ -31,6 +41,7 @@ pub mod audit;
 mod error;
 pub mod exec;
 pub mod fetch;
+pub mod hostpath;
 pub mod relpath;
 mod sandbox;
 pub mod search;
@@ -38,7 +49,7 @@ pub mod tool;
 
 pub use audit::{AuditEvent, AuditSink};
 pub use error::{Error, ErrorCode};
-pub use exec::{ExecGrant, Executor};
+pub use exec::{ExecGrant, ExecOptions, ExecResult, Executor, ExecutorBuilder};
 pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};
 pub use sandbox::{
@@ -48,6 +59,7 @@ pub use sandbox::{
 pub use sandgate_fileguard as fileguard;
 pub use sandgate_netguard as netguard;
 pub use sandgate_policy as policy;
+pub use sandgate_policy::{Policy, PolicyError, PolicyOptions};
 pub use sandgate_rootfs as rootfs;
 pub use sandgate_rootfs::{FileKind, Resolver};
 pub use sandgate_shellexec as shellexec;

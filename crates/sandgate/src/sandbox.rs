@@ -14,6 +14,7 @@ use sandgate_rootfs::{ErrorKind, FileKind, OpenOptions, RenameMode, Resolver, Ro
 
 use crate::audit::{AuditEvent, AuditSink};
 use crate::error::Error;
+use crate::hostpath::{self, GrantedDir};
 use crate::relpath::RelPath;
 use crate::search;
 
@@ -220,6 +221,7 @@ impl SandboxBuilder {
             .map(|d| open(d, "write_root"))
             .transpose()?;
         let inner = Inner {
+            dirs: granted_dirs(&self.read_roots, self.write_root.as_deref()),
             read_roots,
             write_root,
             guard_active: guard.has_patterns() || guard.is_restricted(),
@@ -236,6 +238,43 @@ impl SandboxBuilder {
     }
 }
 
+/// The granted directories' host paths: each read root in order (marked
+/// as the write root when it is the same directory), then the write root
+/// when it is not also a read root. A directory whose path cannot be
+/// resolved keeps its spelling for both.
+fn granted_dirs(read_roots: &[PathBuf], write_root: Option<&Path>) -> Vec<GrantedDir> {
+    let both = |dir: &Path| {
+        let spelled = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let resolved = std::fs::canonicalize(dir).unwrap_or_else(|_| spelled.clone());
+        (spelled, resolved)
+    };
+    let write = write_root.map(both);
+    let mut dirs: Vec<GrantedDir> = read_roots
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let (spelled, resolved) = both(dir);
+            GrantedDir {
+                is_write: write.as_ref().is_some_and(|(_, w)| *w == resolved),
+                spelled,
+                resolved,
+                read_index: Some(i),
+            }
+        })
+        .collect();
+    if let Some((spelled, resolved)) = write {
+        if !dirs.iter().any(|d| d.is_write) {
+            dirs.push(GrantedDir {
+                spelled,
+                resolved,
+                read_index: None,
+                is_write: true,
+            });
+        }
+    }
+    dirs
+}
+
 /// The confined file toolkit handed to an agent.
 ///
 /// `Send + Sync`: share it between threads (in an `Arc`) and call any
@@ -246,6 +285,9 @@ pub struct Sandbox {
 }
 
 struct Inner {
+    /// The roots' host paths, as spelled and resolved, for
+    /// [`Sandbox::host_read_name`] and [`Sandbox::host_write_name`].
+    dirs: Vec<GrantedDir>,
     read_roots: Vec<Root>,
     write_root: Option<Root>,
     guard: Guard,
@@ -492,6 +534,69 @@ impl Sandbox {
                 }
                 Ok(FsGrant::Write { exists: true })
             }
+        }
+    }
+
+    /// The name a read-side operation takes for `path`, given by the host:
+    /// an absolute host path inside a read root (compared with each root
+    /// component by component, as its directory was spelled and as its
+    /// symlinks resolve, never by string prefix) becomes its root-relative
+    /// name; anything else is returned as given, for the operation's own
+    /// name check to judge. Agent-supplied names never need this.
+    ///
+    /// # Errors
+    ///
+    /// `E_PATH_ESCAPE` for an absolute path outside every root (the
+    /// message does not repeat it); `E_DENIED` for one in the write root
+    /// when that is not also a read root; `E_PATH_INVALID` for one in a
+    /// later read root whose name an earlier root also holds, since
+    /// names resolve in the first root that holds them and the read would
+    /// reach the other file.
+    pub fn host_read_name(&self, path: &str) -> Result<String, Error> {
+        let inner = self.current()?;
+        let m = hostpath::map(&inner.dirs, path)?;
+        let Some(i) = m.dir else { return Ok(m.rel) };
+        match inner.dirs[i].read_index {
+            None => Err(Error::denied(
+                "this path is in the write root, which is not a read root",
+            )),
+            Some(k) => {
+                let shadowed = RelPath::parse(&m.rel).is_ok_and(|rel| {
+                    inner.read_roots[..k]
+                        .iter()
+                        .any(|r| r.lstat(rel.as_str()).is_ok())
+                });
+                if shadowed {
+                    return Err(Error::new(
+                        ErrorCode::PathInvalid,
+                        "an earlier read root holds the same name and answers for it; this copy \
+                         cannot be reached",
+                    )
+                    .with_path(m.rel));
+                }
+                Ok(m.rel)
+            }
+        }
+    }
+
+    /// The name a write-side operation takes for `path`, given by the
+    /// host: an absolute host path inside the write root becomes its
+    /// root-relative name (compared as [`host_read_name`](Self::host_read_name)
+    /// does); anything else is returned as given.
+    ///
+    /// # Errors
+    ///
+    /// `E_PATH_ESCAPE` for an absolute path outside every root; `E_DENIED`
+    /// for one inside a read root that is not the write root.
+    pub fn host_write_name(&self, path: &str) -> Result<String, Error> {
+        let inner = self.current()?;
+        let m = hostpath::map(&inner.dirs, path)?;
+        match m.dir {
+            Some(i) if !inner.dirs[i].is_write => Err(Error::denied(
+                "this path is in a read-only root; writes go to the write root",
+            )
+            .with_path(m.rel)),
+            _ => Ok(m.rel),
         }
     }
 

@@ -390,17 +390,27 @@ impl ToolSession {
             "exec" => {
                 let command = f.str("command")?;
                 let cwd = f.opt_str("cwd")?;
-                let timeout = f
-                    .opt_count("timeout_ms")?
-                    .map(|ms| std::time::Duration::from_millis(ms as u64));
+                let timeout_ms = f.opt_count("timeout_ms")?.map(|ms| ms as u64);
                 f.done()?;
+                // The endpoint speaks for an agent: its cwd is a root-relative
+                // name, never a host path, even one the executor would map.
+                if let Some(c) = &cwd {
+                    crate::relpath::RelPath::parse(c)?;
+                }
                 let Some(executor) = &self.executor else {
                     return Err(Error::new(
                         ErrorCode::Denied,
                         "this session has no shell executor",
                     ));
                 };
-                let r = executor.exec(&command, cwd.as_deref(), timeout, None)?;
+                let r = executor.exec(
+                    &command,
+                    crate::ExecOptions {
+                        cwd,
+                        timeout_ms,
+                        abort: None,
+                    },
+                )?;
                 out.insert("exit_code".into(), json!(r.exit_code));
                 put_stream(&mut out, "stdout", r.stdout);
                 put_stream(&mut out, "stderr", r.stderr);

@@ -545,7 +545,9 @@ class Policy(_Handle):
     _free_name = "sg_policy_free"
 
     def __init__(self, *_a, **_k) -> None:
-        raise TypeError("use Policy.load(path) or Policy.parse(text, base_dir)")
+        raise TypeError(
+            "use Policy.load(path), Policy.parse(text, base_dir) or Policy.from_options(**options)"
+        )
 
     @classmethod
     def _wrap(cls, h: int) -> "Policy":
@@ -571,6 +573,35 @@ class Policy(_Handle):
         b = _name(os.fspath(base_dir))
         out, err = c_void_p(), c_void_p()
         st = lib.sg_policy_parse(t, len(t), b, len(b), byref(out), byref(err))
+        if st:
+            _raise(st, err)
+        return cls._wrap(out.value)
+
+    @classmethod
+    def from_options(cls, base_dir: str | os.PathLike | None = None, **options: Any) -> "Policy":
+        """A policy from keyword arguments named like the policy file's keys
+        (``write_root="work", enabled=True, timeout_ms=5000``; a section may
+        be given whole as a dict, ``exec={...}``). Absent keys take the
+        file's defaults, and the file's gate rules apply: a refusal is a
+        PolicyError naming the dotted key. Relative roots resolve against
+        ``base_dir`` (default: the current directory). Paths may be
+        ``os.PathLike``."""
+        def plain(v: Any) -> Any:
+            if isinstance(v, os.PathLike):
+                return os.fspath(v)
+            if isinstance(v, dict):
+                return {k: plain(x) for k, x in v.items()}
+            if isinstance(v, (list, tuple)):
+                return [plain(x) for x in v]
+            return v
+
+        for k in ("read_roots", "deny_write", "env_inherit", "process_allow", "allow"):
+            if isinstance(options.get(k), (str, os.PathLike)):
+                options[k] = [options[k]]
+        j = json.dumps({k: plain(v) for k, v in options.items()}).encode("utf-8")
+        b = _name(os.fspath(base_dir if base_dir is not None else os.getcwd()))
+        out, err = c_void_p(), c_void_p()
+        st = lib.sg_policy_from_options(j, len(j), b, len(b), byref(out), byref(err))
         if st:
             _raise(st, err)
         return cls._wrap(out.value)
@@ -929,7 +960,25 @@ class Executor(_Handle):
     _what = "executor"
     _free_name = "sg_executor_free"
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(
+        self,
+        policy: Policy | None = None,
+        *,
+        base_dir: str | os.PathLike | None = None,
+        **options: Any,
+    ) -> None:
+        """``Executor(policy)``, or ``Executor(write_root=..., enabled=True,
+        timeout_ms=..., ...)`` with the policy file's key names as keyword
+        arguments (:meth:`Policy.from_options`)."""
+        if policy is None:
+            policy = Policy.from_options(base_dir, **options)
+            try:
+                super().__init__(policy._out(lib.sg_executor_new))
+            finally:
+                policy.close()
+            return
+        if options or base_dir is not None:
+            raise TypeError("give either a policy or options, not both")
         super().__init__(policy._out(lib.sg_executor_new))
 
     def start(self) -> None:
@@ -946,9 +995,11 @@ class Executor(_Handle):
         abort: AbortSignal | None = None,
     ) -> ExecResult:
         """Runs ``command`` with the policy's shell in ``cwd`` (a name beneath
-        the write root, or the first read root) for at most ``timeout_ms``
-        (None: the policy's, which also caps it). A command that ran answers
-        a result whatever its exit code (124 timeout, 130 abort)."""
+        the write root, or the first read root, or an absolute host path
+        inside that root) for at most ``timeout_ms`` (None: the policy's; a
+        longer one runs under the policy's, and ``confinement["notes"]``
+        says so). A command that ran answers a result whatever its exit
+        code (124 timeout, 130 abort)."""
         if timeout_ms is None:
             t = 0
         else:

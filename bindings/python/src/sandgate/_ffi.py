@@ -173,6 +173,7 @@ PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     # policy
     "sg_policy_load": (_ST, [_S, c_size_t, _PP, _PP]),
     "sg_policy_parse": (_ST, [_S, c_size_t, _S, c_size_t, _PP, _PP]),
+    "sg_policy_from_options": (_ST, [_S, c_size_t, _S, c_size_t, _PP, _PP]),
     "sg_policy_free": (None, [_P]),
     "sg_policy_digest": (_ST, [_P, _B, _PP]),
     "sg_policy_summary": (_ST, [_P, c_bool, _B, _PP]),

@@ -6,6 +6,7 @@ mod digest;
 mod errors;
 mod gate;
 mod net_entries;
+mod options;
 mod props;
 mod roots;
 mod strict;

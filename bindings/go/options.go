@@ -1,0 +1,114 @@
+package sandgate
+
+/*
+#include "sandgate.h"
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"os"
+)
+
+// PolicyOption sets one key of a policy stated from code (NewPolicy,
+// NewExecutorWith). Each sets the policy file's key of the same name;
+// keys left out take the file's defaults, and the file's gate rules apply.
+type PolicyOption func(*policyOptions)
+
+type policyOptions struct {
+	baseDir string
+	keys    map[string]any
+}
+
+// Set sets the policy key named key (the file's name without its section:
+// "write_root", "timeout_ms", "allow", "exec_ops", ...) to value. The
+// typed options below are shorthands for it; an unknown key is refused by
+// NewPolicy with E_POLICY naming it.
+func Set(key string, value any) PolicyOption {
+	return func(o *policyOptions) { o.keys[key] = value }
+}
+
+// BaseDir is where relative roots resolve (default: the working directory).
+func BaseDir(dir string) PolicyOption { return func(o *policyOptions) { o.baseDir = dir } }
+
+// SecurityMode sets security_mode ("restricted" or "trusted_host").
+func SecurityMode(mode string) PolicyOption { return Set("security_mode", mode) }
+
+// ReadRoots sets fs.read_roots.
+func ReadRoots(dirs ...string) PolicyOption { return Set("read_roots", dirs) }
+
+// WriteRoot sets fs.write_root.
+func WriteRoot(dir string) PolicyOption { return Set("write_root", dir) }
+
+// DenyWrite sets fs.deny_write.
+func DenyWrite(patterns ...string) PolicyOption { return Set("deny_write", patterns) }
+
+// ExecEnabled sets exec.enabled.
+func ExecEnabled(on bool) PolicyOption { return Set("enabled", on) }
+
+// Shell sets exec.shell (an absolute path).
+func Shell(path string) PolicyOption { return Set("shell", path) }
+
+// TimeoutMs sets exec.timeout_ms, the longest any command runs.
+func TimeoutMs(ms uint64) PolicyOption { return Set("timeout_ms", ms) }
+
+// MaxOutputBytes sets exec.max_output_bytes.
+func MaxOutputBytes(n uint64) PolicyOption { return Set("max_output_bytes", n) }
+
+// EnvInherit sets exec.env_inherit.
+func EnvInherit(names ...string) PolicyOption { return Set("env_inherit", names) }
+
+// Confine sets exec.confine ("off", "best_effort", "required").
+func Confine(mode string) PolicyOption { return Set("confine", mode) }
+
+// ProcessAllow sets exec.process_allow.
+func ProcessAllow(entries ...string) PolicyOption { return Set("process_allow", entries) }
+
+// NetAllow sets net.allow.
+func NetAllow(entries ...string) PolicyOption { return Set("allow", entries) }
+
+// AllowHTTP sets net.allow_http.
+func AllowHTTP(on bool) PolicyOption { return Set("allow_http", on) }
+
+// ExecOps sets budgets.exec_ops.
+func ExecOps(n uint64) PolicyOption { return Set("exec_ops", n) }
+
+// NewPolicy states a policy from code: the options are the policy file's
+// keys, resolved through the same decoder and gate rules (a refusal is an
+// *Error with code E_POLICY naming the dotted key).
+func NewPolicy(opts ...PolicyOption) (*Policy, error) {
+	o := policyOptions{keys: map[string]any{}}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.baseDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		o.baseDir = wd
+	}
+	text, err := json.Marshal(o.keys)
+	if err != nil {
+		return nil, requestError("policy options: " + err.Error())
+	}
+	var out *C.sg_policy
+	var e *C.sg_error
+	j, jn := cstr(string(text))
+	b, bn := cstr(o.baseDir)
+	if st := C.sg_policy_from_options(j, jn, b, bn, &out, &e); st != C.SG_OK {
+		return nil, takeError(st, e)
+	}
+	return newPolicy(out), nil
+}
+
+// NewExecutorWith is the executor a policy stated from code grants:
+// NewExecutorWith(WriteRoot("/srv/work"), ExecEnabled(true), TimeoutMs(30000)).
+func NewExecutorWith(opts ...PolicyOption) (*Executor, error) {
+	p, err := NewPolicy(opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	return NewExecutor(p)
+}

@@ -1,0 +1,374 @@
+//! A policy stated from code: the same keys, defaults and gate rules as
+//! the file, as typed structs.
+//!
+//! [`PolicyOptions`] mirrors the file section by section and key by key
+//! (its field names are the file's keys; a test checks them against
+//! [`KNOWN_KEYS`](crate::KNOWN_KEYS)). [`Policy::from_options`] writes the
+//! options out as the policy text they stand for and resolves that text
+//! through the one decoder and the one set of gate rules, so a setting
+//! refused in a file is refused from code with the same message, naming
+//! the same dotted key. The bindings' options (Python keyword arguments, Go
+//! functional options, Node object literals) arrive as JSON in this shape
+//! ([`PolicyOptions::from_json`]).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{PolicyError, PolicyErrorKind};
+use crate::{decode, gate, Confine, Policy, SecurityMode};
+
+/// A whole policy, from code. Every field is optional: what is left out
+/// takes the same default as a key left out of a file, so
+/// `PolicyOptions::default()` grants nothing.
+///
+/// ```
+/// use sandgate_policy::{ExecutorOptions, FsOptions, Policy, PolicyOptions};
+/// # let dir = tempfile::tempdir()?;
+/// # std::fs::create_dir(dir.path().join("work"))?;
+/// let policy = Policy::from_options(
+///     &PolicyOptions {
+///         fs: FsOptions { write_root: Some("work".into()), ..Default::default() },
+///         exec: ExecutorOptions { enabled: true, timeout_ms: Some(5_000), ..Default::default() },
+///         ..Default::default()
+///     },
+///     dir.path(),
+/// )?;
+/// assert_eq!(policy.exec().timeout_ms, 5_000);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyOptions {
+    /// `security_mode` (default restricted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security_mode: Option<SecurityMode>,
+    /// `[fs]`.
+    pub fs: FsOptions,
+    /// `[exec]`.
+    pub exec: ExecutorOptions,
+    /// `[net]`.
+    pub net: NetOptions,
+    /// `[budgets]`.
+    pub budgets: BudgetOptions,
+}
+
+/// `[fs]` from code.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FsOptions {
+    /// `fs.read_roots`: relative to the base directory, or absolute.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub read_roots: Vec<PathBuf>,
+    /// `fs.write_root`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_root: Option<PathBuf>,
+    /// `fs.deny_write` patterns.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deny_write: Vec<String>,
+    /// `fs.max_read_bytes` (default [`DEFAULT_MAX_READ_BYTES`](crate::DEFAULT_MAX_READ_BYTES)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_read_bytes: Option<u64>,
+    /// `fs.max_write_bytes` (default [`DEFAULT_MAX_WRITE_BYTES`](crate::DEFAULT_MAX_WRITE_BYTES)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_write_bytes: Option<u64>,
+    /// `fs.allow_overwrite` (default false).
+    #[serde(skip_serializing_if = "is_false")]
+    pub allow_overwrite: bool,
+}
+
+/// `[exec]` from code.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecutorOptions {
+    /// `exec.enabled` (default false).
+    #[serde(skip_serializing_if = "is_false")]
+    pub enabled: bool,
+    /// `exec.shell` (default [`DEFAULT_SHELL`](crate::DEFAULT_SHELL)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
+    /// `exec.timeout_ms` (default [`DEFAULT_TIMEOUT_MS`](crate::DEFAULT_TIMEOUT_MS)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// `exec.max_output_bytes` (default [`DEFAULT_MAX_OUTPUT_BYTES`](crate::DEFAULT_MAX_OUTPUT_BYTES)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_bytes: Option<u64>,
+    /// `exec.env_inherit`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env_inherit: Vec<String>,
+    /// `exec.confine` (default best effort).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confine: Option<Confine>,
+    /// `exec.process_allow`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub process_allow: Vec<String>,
+}
+
+/// `[net]` from code.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetOptions {
+    /// `net.allow` entries.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// `net.allow_http` (default false).
+    #[serde(skip_serializing_if = "is_false")]
+    pub allow_http: bool,
+}
+
+/// `[budgets]` from code: `None` is unlimited, `Some(0)` none allowed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetOptions {
+    /// `budgets.fs_ops`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fs_ops: Option<u64>,
+    /// `budgets.exec_ops`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exec_ops: Option<u64>,
+    /// `budgets.net_ops`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub net_ops: Option<u64>,
+}
+
+/// The section a bare key name belongs to (`""` for the top level), from
+/// the one list of keys.
+fn section_of(key: &str) -> Option<&'static str> {
+    crate::KNOWN_KEYS
+        .iter()
+        .find(|(section, keys)| {
+            keys.contains(&key)
+                && !(section.is_empty() && crate::KNOWN_KEYS.iter().any(|(s, _)| *s == key))
+        })
+        .map(|(section, _)| *section)
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl PolicyOptions {
+    /// Options from a JSON object shaped like the policy file (sections as
+    /// nested objects: `{"fs": {"write_root": "work"}, "exec": {...}}`).
+    /// An unknown key or a wrong type is refused, naming it.
+    pub fn from_json(json: &str) -> Result<PolicyOptions, PolicyError> {
+        serde_json::from_str(json).map_err(|e| {
+            let kind = if e.to_string().starts_with("unknown field") {
+                PolicyErrorKind::UnknownKey
+            } else {
+                PolicyErrorKind::WrongType
+            };
+            PolicyError::new(kind, None, format!("the policy options are refused: {e}"))
+        })
+    }
+
+    /// Options from a flat JSON object whose keys are the policy file's
+    /// key names without their section (`{"write_root": "work", "enabled":
+    /// true, "timeout_ms": 5000}`): every key name is unique across the
+    /// sections, so each says where it belongs. A section may also be
+    /// given whole, as in [`from_json`](Self::from_json). This is the shape
+    /// the bindings' keyword arguments and option objects arrive in.
+    pub fn from_flat_json(json: &str) -> Result<PolicyOptions, PolicyError> {
+        let flat: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(json).map_err(|e| {
+                PolicyError::new(
+                    PolicyErrorKind::WrongType,
+                    None,
+                    format!("the policy options are not a JSON object: {e}"),
+                )
+            })?;
+        let mut nested = serde_json::Map::new();
+        for (key, value) in flat {
+            let is_section = crate::KNOWN_KEYS.iter().any(|(s, _)| *s == key);
+            let (section, entries) = match (section_of(&key), value) {
+                // A whole section: merged with its keys given flat.
+                (_, serde_json::Value::Object(t)) if is_section => (key, t),
+                (Some(section), value) if !section.is_empty() => {
+                    (section.to_owned(), [(key, value)].into_iter().collect())
+                }
+                // Top-level and unknown keys stay where they are, for the
+                // decoder to take or refuse by name.
+                (_, value) => {
+                    nested.insert(key, value);
+                    continue;
+                }
+            };
+            let table = nested
+                .entry(section)
+                .or_insert_with(|| serde_json::Value::Object(Default::default()));
+            if let serde_json::Value::Object(t) = table {
+                t.extend(entries);
+            }
+        }
+        Self::from_json(&serde_json::Value::Object(nested).to_string())
+    }
+
+    /// The policy file these options stand for: what
+    /// [`Policy::from_options`] resolves and digests. A host can print it
+    /// to show the authority it grants, or save it as a policy file (with
+    /// roots made absolute, or written beside them).
+    pub fn to_toml(&self) -> Result<String, PolicyError> {
+        toml::to_string(self).map_err(|e| {
+            PolicyError::new(
+                PolicyErrorKind::InvalidValue,
+                None,
+                format!("the policy options cannot be written as a policy: {e}"),
+            )
+        })
+    }
+}
+
+impl Policy {
+    /// Resolves a policy stated from code, as if it were the file
+    /// [`PolicyOptions::to_toml`] writes: the same defaults, the same gate
+    /// rules, every problem at once, each naming its dotted key (the
+    /// problems carry no line: there is no file). Relative roots resolve
+    /// against `base_dir`. No policy file exists, so no directory is kept
+    /// out of the write root on its account. The digest is taken over that
+    /// text.
+    pub fn from_options(options: &PolicyOptions, base_dir: &Path) -> Result<Policy, PolicyError> {
+        let text = options.to_toml()?;
+        let digest = crate::digest_of(text.as_bytes());
+        let decoded =
+            decode::decode(&text).map_err(|p| PolicyError::found(p, &text).without_locations())?;
+        let dirs = gate::PolicyDirs::unprotected(base_dir)?;
+        let inner = gate::resolve(
+            decoded.raw,
+            &decoded.removed,
+            decoded.problems,
+            &dirs,
+            digest,
+        )
+        .map_err(|p| PolicyError::found(p, &text).without_locations())?;
+        Ok(Policy {
+            inner: std::sync::Arc::new(inner),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every field set, so that serialization writes every key.
+    fn everything() -> PolicyOptions {
+        PolicyOptions {
+            security_mode: Some(SecurityMode::TrustedHost),
+            fs: FsOptions {
+                read_roots: vec!["r".into()],
+                write_root: Some("w".into()),
+                deny_write: vec!["*.lock".into()],
+                max_read_bytes: Some(1),
+                max_write_bytes: Some(1),
+                allow_overwrite: true,
+            },
+            exec: ExecutorOptions {
+                enabled: true,
+                shell: Some("/bin/sh".into()),
+                timeout_ms: Some(1),
+                max_output_bytes: Some(1),
+                env_inherit: vec!["X".into()],
+                confine: Some(Confine::Off),
+                process_allow: vec!["git:status".into()],
+            },
+            net: NetOptions {
+                allow: vec!["example.com".into()],
+                allow_http: true,
+            },
+            budgets: BudgetOptions {
+                fs_ops: Some(1),
+                exec_ops: Some(1),
+                net_ops: Some(1),
+            },
+        }
+    }
+
+    /// The options' names are the file's keys: one table, checked here
+    /// against the decoder's list rather than typed a second time.
+    #[test]
+    fn option_names_are_the_policy_keys() {
+        let json = serde_json::to_value(everything()).unwrap();
+        let top: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        for (section, keys) in crate::KNOWN_KEYS {
+            if section.is_empty() {
+                let mut want: Vec<&str> = keys.to_vec();
+                let mut have = top.clone();
+                want.sort_unstable();
+                have.sort_unstable();
+                assert_eq!(have, want, "top-level options");
+                continue;
+            }
+            let mut have: Vec<&str> = json[*section]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            let mut want = keys.to_vec();
+            have.sort_unstable();
+            want.sort_unstable();
+            assert_eq!(have, want, "[{section}] options");
+        }
+    }
+
+    #[test]
+    fn key_names_are_unique_across_sections() {
+        let mut seen = std::collections::BTreeSet::new();
+        for (section, keys) in crate::KNOWN_KEYS {
+            for key in *keys {
+                let is_section = crate::KNOWN_KEYS.iter().any(|(s, _)| s == key);
+                if section.is_empty() && is_section {
+                    continue;
+                }
+                assert!(seen.insert(*key), "`{key}` is in two sections");
+            }
+        }
+    }
+
+    #[test]
+    fn flat_json_places_each_key_in_its_section() {
+        let o = PolicyOptions::from_flat_json(
+            r#"{"write_root": "w", "enabled": true, "timeout_ms": 5, "allow": ["a.example"],
+                "exec_ops": 2, "security_mode": "trusted_host", "net": {"allow_http": true}}"#,
+        )
+        .unwrap();
+        assert_eq!(o.fs.write_root.as_deref(), Some(Path::new("w")));
+        assert!(o.exec.enabled);
+        assert_eq!(o.exec.timeout_ms, Some(5));
+        assert_eq!(o.net.allow, ["a.example"]);
+        assert!(o.net.allow_http);
+        assert_eq!(o.budgets.exec_ops, Some(2));
+        assert_eq!(o.security_mode, Some(SecurityMode::TrustedHost));
+        let e = PolicyOptions::from_flat_json(r#"{"write_roots": "w"}"#).unwrap_err();
+        assert_eq!(e.kind(), PolicyErrorKind::UnknownKey);
+        assert!(e.message().contains("write_roots"), "{e}");
+    }
+
+    #[test]
+    fn defaults_write_an_empty_policy() {
+        let text = PolicyOptions::default().to_toml().unwrap();
+        assert!(
+            text.lines()
+                .all(|l| l.trim().is_empty() || l.starts_with('[')),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn json_refuses_unknown_keys_naming_them() {
+        let e = PolicyOptions::from_json(r#"{"fs": {"write_roots": "w"}}"#).unwrap_err();
+        assert_eq!(e.kind(), PolicyErrorKind::UnknownKey);
+        assert!(e.message().contains("write_roots"), "{e}");
+        let e = PolicyOptions::from_json(r#"{"exec": {"timeout_ms": "5"}}"#).unwrap_err();
+        assert_eq!(e.kind(), PolicyErrorKind::WrongType);
+        let o =
+            PolicyOptions::from_json(r#"{"exec": {"enabled": true, "confine": "off"}}"#).unwrap();
+        assert!(o.exec.enabled);
+        assert_eq!(o.exec.confine, Some(Confine::Off));
+    }
+}

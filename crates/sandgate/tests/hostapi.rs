@@ -1,0 +1,261 @@
+//! The host-side API: options from code instead of a policy file, absolute
+//! host paths inside a granted root, and an executor's per-call options.
+//! Real directories, real symlinks, real processes.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use sandgate::policy::Confine;
+use sandgate::{ErrorCode, ExecOptions, Executor, Sandbox};
+
+/// `<tmp>/app` (a file and a subdirectory), `<tmp>/app-secrets/key` (a
+/// sibling whose name starts with the root's), `<tmp>/link -> app`.
+struct Tree {
+    tmp: tempfile::TempDir,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = Tree { tmp };
+        fs::create_dir_all(t.p("app/src")).unwrap();
+        fs::write(t.p("app/a.txt"), "inside\n").unwrap();
+        fs::create_dir_all(t.p("app-secrets")).unwrap();
+        fs::write(t.p("app-secrets/key"), "secret\n").unwrap();
+        symlink(t.p("app"), t.p("link")).unwrap();
+        t
+    }
+    fn p(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+    fn s(&self, rel: &str) -> String {
+        self.p(rel).to_str().unwrap().to_owned()
+    }
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, sandgate::Error>) -> ErrorCode {
+    r.unwrap_err().code()
+}
+
+#[test]
+fn host_paths_map_by_components_never_by_string_prefix() {
+    let t = Tree::new();
+    let sb = Sandbox::builder().read_root(t.p("app")).build().unwrap();
+    assert_eq!(sb.host_read_name(&t.s("app/a.txt")).unwrap(), "a.txt");
+    assert_eq!(sb.host_read_name(&t.s("app")).unwrap(), ".");
+    assert_eq!(sb.host_read_name(&t.s("app/src/")).unwrap(), "src/");
+    let name = sb.host_read_name(&t.s("app/a.txt")).unwrap();
+    assert_eq!(sb.read(&name).unwrap(), b"inside\n");
+    // A sibling that shares the root's spelling as a prefix is outside,
+    // and the refusal does not repeat the path.
+    let e = sb.host_read_name(&t.s("app-secrets/key")).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::PathEscape);
+    assert!(
+        !e.message().contains("secrets") && e.path().is_none(),
+        "{e}"
+    );
+    assert_eq!(
+        code(sb.host_read_name("/etc/passwd")),
+        ErrorCode::PathEscape
+    );
+    // `..` survives the mapping, and the name check refuses it.
+    let climbed = sb.host_read_name(&t.s("app/../app-secrets/key")).unwrap();
+    assert_eq!(code(sb.read(&climbed)), ErrorCode::PathInvalid);
+    // A relative name is the operation's to judge.
+    assert_eq!(sb.host_read_name("src").unwrap(), "src");
+}
+
+#[test]
+fn host_paths_match_the_root_as_spelled_and_as_resolved() {
+    let t = Tree::new();
+    // The root is named through a symlink: both spellings reach it.
+    let sb = Sandbox::builder().read_root(t.p("link")).build().unwrap();
+    assert_eq!(sb.host_read_name(&t.s("link/a.txt")).unwrap(), "a.txt");
+    assert_eq!(sb.host_read_name(&t.s("app/a.txt")).unwrap(), "a.txt");
+    assert_eq!(
+        code(sb.host_read_name(&t.s("app-secrets/key"))),
+        ErrorCode::PathEscape
+    );
+}
+
+#[test]
+fn an_in_root_absolute_symlink_stays_refused_after_mapping() {
+    let t = Tree::new();
+    symlink(t.p("app-secrets"), t.p("app/out")).unwrap();
+    let sb = Sandbox::builder().read_root(t.p("app")).build().unwrap();
+    let name = sb.host_read_name(&t.s("app/out/key")).unwrap();
+    assert_eq!(name, "out/key");
+    assert_eq!(code(sb.read(&name)), ErrorCode::PathEscape);
+}
+
+#[test]
+fn host_paths_keep_each_root_to_its_grant() {
+    let t = Tree::new();
+    fs::create_dir_all(t.p("first")).unwrap();
+    fs::write(t.p("first/a.txt"), "first\n").unwrap();
+    fs::create_dir_all(t.p("work")).unwrap();
+    let sb = Sandbox::builder()
+        .read_root(t.p("first"))
+        .read_root(t.p("app"))
+        .write_root(t.p("work"))
+        .build()
+        .unwrap();
+    // `a.txt` in the second read root is hidden by the first one's: the
+    // host named one file, and reading the name would serve the other.
+    assert_eq!(
+        code(sb.host_read_name(&t.s("app/a.txt"))),
+        ErrorCode::PathInvalid
+    );
+    assert_eq!(sb.host_read_name(&t.s("app/src")).unwrap(), "src");
+    // The write root is not readable by itself; read roots are not writable.
+    assert_eq!(code(sb.host_read_name(&t.s("work/x"))), ErrorCode::Denied);
+    assert_eq!(code(sb.host_write_name(&t.s("app/x"))), ErrorCode::Denied);
+    let name = sb.host_write_name(&t.s("work/new.txt")).unwrap();
+    sb.write(&name, b"hi", false).unwrap();
+    assert_eq!(fs::read(t.p("work/new.txt")).unwrap(), b"hi");
+    assert_eq!(
+        code(sb.host_write_name(&t.s("app-secrets/key"))),
+        ErrorCode::PathEscape
+    );
+}
+
+fn executor(root: &Path, timeout_ms: u64) -> Executor {
+    Executor::builder()
+        .write_root(root)
+        .enabled(true)
+        .confine(Confine::BestEffort)
+        .timeout_ms(timeout_ms)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn exec_takes_an_absolute_cwd_inside_the_root() {
+    let t = Tree::new();
+    let ex = executor(&t.p("app"), 10_000);
+    let r = ex
+        .exec(
+            "pwd; cat ../a.txt",
+            ExecOptions {
+                cwd: Some(t.s("app/src")),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(out.lines().next().unwrap().ends_with("/src"), "{out}");
+    assert!(out.contains("inside"), "{out}");
+    // A root named through a symlink: the path as spelled and as resolved
+    // both map.
+    let ex = executor(&t.p("link"), 10_000);
+    for cwd in [t.s("link/src"), t.s("app/src")] {
+        let r = ex
+            .exec(
+                "pwd",
+                ExecOptions {
+                    cwd: Some(cwd),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(r.exit_code, 0);
+    }
+}
+
+#[test]
+fn exec_refuses_an_absolute_cwd_outside_the_root_before_running() {
+    let t = Tree::new();
+    symlink(t.p("app-secrets"), t.p("app/out")).unwrap();
+    let ex = executor(&t.p("app"), 10_000);
+    let marker = t.p("app/ran");
+    let run = |cwd: String| {
+        ex.exec(
+            &format!("touch {}", marker.display()),
+            ExecOptions {
+                cwd: Some(cwd),
+                ..Default::default()
+            },
+        )
+    };
+    assert_eq!(code(run(t.s("app-secrets"))), ErrorCode::PathEscape);
+    assert_eq!(code(run("/tmp".into())), ErrorCode::PathEscape);
+    assert_eq!(code(run(t.s("app/../app-secrets"))), ErrorCode::PathInvalid);
+    // Mapped to `out`, then opened beneath the root: the absolute link is
+    // refused there.
+    assert_eq!(code(run(t.s("app/out"))), ErrorCode::PathEscape);
+    assert!(!marker.exists(), "a refused exec ran");
+}
+
+#[test]
+fn a_longer_call_timeout_runs_under_the_policy_and_says_so() {
+    let t = Tree::new();
+    let ex = executor(&t.p("app"), 300);
+    let started = Instant::now();
+    let r = ex
+        .exec(
+            "sleep 5",
+            ExecOptions {
+                timeout_ms: Some(60_000),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(r.exit_code, 124);
+    assert!(started.elapsed() < Duration::from_secs(4));
+    assert!(
+        r.confined
+            .notes
+            .iter()
+            .any(|n| n.contains("60000 ms") && n.contains("exec.timeout_ms (300 ms)")),
+        "{:?}",
+        r.confined.notes
+    );
+    // Within the policy's limit: no note.
+    let r = ex
+        .exec(
+            "true",
+            ExecOptions {
+                timeout_ms: Some(200),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(r.exit_code, 0);
+    assert!(
+        !r.confined
+            .notes
+            .iter()
+            .any(|n| n.contains("exec.timeout_ms")),
+        "{:?}",
+        r.confined.notes
+    );
+}
+
+#[test]
+fn the_executor_builder_keeps_the_policy_gate() {
+    let t = Tree::new();
+    let e = Executor::builder()
+        .write_root(t.p("app"))
+        .enabled(true)
+        .timeout_ms(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Policy);
+    assert_eq!(e.key(), Some("exec.timeout_ms"));
+    let e = Executor::builder()
+        .write_root(t.p("app"))
+        .process_allow("python")
+        .build()
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Policy);
+    assert_eq!(e.key(), Some("exec.process_allow[0]"));
+    // Nothing enabled: built, and every command is refused.
+    let ex = Executor::builder().write_root(t.p("app")).build().unwrap();
+    assert_eq!(
+        code(ex.exec("true", ExecOptions::default())),
+        ErrorCode::Denied
+    );
+}
