@@ -26,6 +26,7 @@ pub mod confine;
 pub mod env;
 pub mod exec;
 pub mod git;
+mod ns;
 mod proctree;
 pub mod redact;
 mod run;

@@ -45,6 +45,7 @@ fn config() -> ExecConfig {
         confine: ConfineSpec::default(),
         grace: Duration::from_millis(500),
         host_env: Some(host_env()),
+        namespaces: true,
     }
 }
 
