@@ -1,6 +1,7 @@
 //! Namespaces of the executor's own: a user and a network namespace made
 //! once per executor and held by descriptor, and the allowlist view each
-//! exec builds in a fresh mount namespace (see `docs/executor.md`).
+//! exec builds in a fresh mount namespace (SECURITY.md says what they add
+//! to the floor and what they do not).
 //!
 //! [`Namespaces::create`] is also the probe: a throwaway child really
 //! unshares a user and a network namespace, brings loopback up, unshares a
