@@ -734,7 +734,13 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
             handled_access_net: 0,
             scoped,
         },
-        view_tmp_access: rights.write,
+        // A spec that grants no write (confined git) writes nothing, not
+        // even the view's private tmpfs.
+        view_tmp_access: if spec.write_dirs.is_empty() {
+            0
+        } else {
+            rights.write
+        },
         paths,
         connect_access,
         connect_ports,
@@ -1007,7 +1013,7 @@ fn build_ruleset(plan: &Plan, in_view: bool) -> Result<RawFd, Errno> {
                 r?;
             }
         }
-        if in_view {
+        if in_view && plan.view_tmp_access != 0 {
             for path in [c"/tmp", c"/var/tmp", c"/run", c"/dev/shm"] {
                 // SAFETY: a NUL-terminated literal path, opened O_PATH.
                 let opened = unsafe {
