@@ -410,8 +410,8 @@ type Variant<'a> = (&'static str, Box<dyn Fn() + 'a>, Duration);
 fn cpu_report() {
     const CALLS: u32 = 300;
     const CHUNK: u32 = 10;
-    let (_dirs, off, landlock) = true_executors();
-    let mut run: [Variant<'_>; 3] = [
+    let (_dirs, off, landlock, namespaces) = true_executors();
+    let mut run: [Variant<'_>; 4] = [
         (
             "command_bash_c_true",
             Box::new(|| drop(black_box(std_bash("true")))),
@@ -425,6 +425,11 @@ fn cpu_report() {
         (
             "executor_landlock",
             Box::new(|| drop(black_box(exec(&landlock, "true")))),
+            Duration::ZERO,
+        ),
+        (
+            "executor_namespaces",
+            Box::new(|| drop(black_box(exec(&namespaces, "true")))),
             Duration::ZERO,
         ),
     ];

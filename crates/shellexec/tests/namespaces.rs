@@ -479,10 +479,8 @@ fn fallback_helper() {
     .unwrap();
     let prog: seccompiler::BpfProgram = filter.try_into().unwrap();
     // SAFETY: PR_SET_NO_NEW_PRIVS takes integers only.
-    assert_eq!(
-        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) },
-        0
-    );
+    let nnp = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    assert_eq!(nnp, 0);
     // This thread (the one that starts the executors below) and its
     // children run under the filter.
     seccompiler::apply_filter(&prog).unwrap();
