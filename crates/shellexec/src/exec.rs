@@ -18,6 +18,22 @@
 //! re-parents to it until none is left. The executor learns of the
 //! keeper's exit from a pidfd.
 //!
+//! # In namespaces
+//!
+//! Where the host allows it (a probe at [`ShellExecutor::start`] really
+//! does it, once per executor) and the mode is not `Off`, the keeper
+//! first joins the executor's user and network namespace (loopback only)
+//! and starts, by `clone`, a second keeper that is PID 1 of a fresh PID
+//! and mount namespace. PID 1 builds the allowlist view (a tmpfs root with
+//! the system directories read-only, the roots at their own paths, a
+//! minimal `/dev`, its own `/proc`, private tmpfs for `/tmp`, `/var/tmp`,
+//! `/run`, `/dev/shm`) and starts the shell as above; the shell is never
+//! PID 1. Once the shell has exited, PID 1 ends every other process of the
+//! namespace (SIGTERM, the grace period, SIGKILL) and exits; its death
+//! ends whatever is left. A policy that grants network access runs on the
+//! floor: the namespace has no route out yet. The result's `confined`
+//! report says which applied (`namespaces`, `view`, `missing`).
+//!
 //! The child environment ([`EnvPlan`]), its digest and its redactor are
 //! planned once and reused while the host environment (read at every
 //! exec) and the temporary directory stay the same.
