@@ -11,10 +11,11 @@
 //! Both run in memory the executor keeps using, so between their `clone`
 //! and their end (the keeper) or `execve` (the shell) they obey these rules:
 //!
-//! - only raw system calls (the `syscalls` crate), which neither set nor
-//!   read `errno`: `errno` lives in the thread-local storage of the
-//!   executor's thread, whose register the keeper inherits. The one libc
-//!   call is `clone` itself, which writes `errno` only when it fails, while
+//! - only raw system calls (the `syscalls` crate, and a `clone` written in
+//!   assembly on x86_64 and aarch64), which neither set nor read `errno`:
+//!   `errno` lives in the thread-local storage of the executor's thread,
+//!   whose register the keeper inherits. On other architectures `clone`
+//!   goes through glibc, which writes `errno` only when it fails, while
 //!   the executor's thread is blocked in a raw `read`;
 //! - no allocation, no lock, no panic: they read a [`Shared`] block made
 //!   before the `clone` and write only its two atomics, their stacks and
@@ -696,17 +697,119 @@ unsafe fn start_pid1(s: &Shared, ns: NsJoin, arg: *mut libc::c_void) -> Result<i
     unsafe {
         syscalls::syscall!(Sysno::setns, ns.user, libc::CLONE_NEWUSER)?;
         syscalls::syscall!(Sysno::setns, ns.net, libc::CLONE_NEWNET)?;
-        let pid = libc::clone(
+        raw_clone(
+            (libc::CLONE_VM | libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::SIGCHLD) as usize,
+            s.pid1_top,
             pid1_main,
-            s.pid1_top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::SIGCHLD,
             arg,
-        );
-        if pid < 0 {
-            return Err(Errno::new(*libc::__errno_location()));
-        }
-        Ok(pid)
+        )
     }
+}
+
+/// `clone(flags, stack_top)` as a raw system call: the child runs
+/// `f(arg)` on the new stack and exits with its return value. Unlike
+/// glibc's `clone`, it never writes `errno`, which lives in the executor
+/// thread's storage that the keeper shares.
+///
+/// # Safety
+///
+/// `stack_top` is the 16-byte aligned top of a stack that stays mapped
+/// while the child runs; `f` follows the module's rules.
+///
+/// # References
+///  - [clone(2)](https://man7.org/linux/man-pages/man2/clone.2.html)
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+unsafe fn raw_clone(
+    flags: usize,
+    stack_top: usize,
+    f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> Result<i32, Errno> {
+    let ret: isize;
+    // SAFETY: the child starts on `stack_top` with the parent's registers
+    // but the stack pointer and the return value; it calls `f` (which
+    // never returns into this frame: it ends with `exit_group`) and
+    // exits itself should `f` return. The parent returns from the system
+    // call as from any other.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, r13",
+            "call r12",
+            "mov edi, eax",
+            "mov eax, 231",
+            "syscall",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone as isize => ret,
+            in("rdi") flags,
+            in("rsi") stack_top,
+            in("rdx") 0usize,
+            in("r10") 0usize,
+            in("r8") 0usize,
+            in("r12") f as usize,
+            in("r13") arg as usize,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    // SAFETY: as above.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            "cbnz x0, 2f",
+            "mov x29, xzr",
+            "mov x0, x21",
+            "blr x20",
+            "mov x8, #94",
+            "svc 0",
+            "brk #1",
+            "2:",
+            inlateout("x0") flags as isize => ret,
+            in("x1") stack_top,
+            in("x2") 0usize,
+            in("x3") 0usize,
+            in("x4") 0usize,
+            in("x8") libc::SYS_clone as usize,
+            in("x20") f as usize,
+            in("x21") arg as usize,
+            options(nostack),
+        );
+    }
+    if (-4095..0).contains(&ret) {
+        Err(Errno::new(-ret as i32))
+    } else {
+        Ok(ret as i32)
+    }
+}
+
+/// `clone` through glibc where no raw version is written: it writes
+/// `errno` only on failure (read back at once; the executor's thread is
+/// blocked in a raw read meanwhile).
+///
+/// # Safety
+///
+/// As for the raw version.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+unsafe fn raw_clone(
+    flags: usize,
+    stack_top: usize,
+    f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> Result<i32, Errno> {
+    // SAFETY: forwarded.
+    let pid = unsafe { libc::clone(f, stack_top as *mut libc::c_void, flags as i32, arg) };
+    if pid < 0 {
+        // SAFETY: glibc's thread-local errno of this thread.
+        return Err(Errno::new(unsafe { *libc::__errno_location() }));
+    }
+    Ok(pid)
 }
 
 /// The keeper once PID 1 runs: holds no descriptor, waits for PID 1 and
@@ -809,18 +912,12 @@ unsafe fn start_shell(s: &Shared, arg: *mut libc::c_void) -> Result<i32, Errno> 
         for (target, &fd) in s.stdio.iter().enumerate() {
             syscalls::syscall!(Sysno::dup3, fd, target, 0)?;
         }
-        // glibc's `clone` switches stacks for the child; it writes `errno`
-        // only on failure (read back at once; the executor's thread is
-        // blocked in a raw read meanwhile).
-        let shell = libc::clone(
+        let shell = raw_clone(
+            (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as usize,
+            s.shell_top,
             shell_main,
-            s.shell_top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
             arg,
-        );
-        if shell < 0 {
-            return Err(Errno::new(*libc::__errno_location()));
-        }
+        )?;
         let failed = s.failed.load(Ordering::SeqCst);
         if failed != 0 {
             let mut st: libc::c_int = 0;
