@@ -96,13 +96,17 @@ type ExecOptions struct {
 
 // ExecResult is what one command did.
 type ExecResult struct {
-	ExitCode       int           // the shell's; 124 timeout, 130 abort, 127 could not start
-	Stdout         []byte        // redacted
-	Stderr         []byte        // redacted
-	Truncated      bool          // output past max_output_bytes was dropped
-	TimedOut       bool          // the timeout ended it
-	Aborted        bool          // ctx cancellation ended it
-	Duration       time.Duration // wall-clock time
+	ExitCode  int           // the shell's; 124 timeout, 130 abort, 127 could not start
+	Stdout    []byte        // redacted
+	Stderr    []byte        // redacted
+	Truncated bool          // output past max_output_bytes was dropped
+	TimedOut  bool          // the timeout ended it
+	Aborted   bool          // ctx cancellation ended it
+	Duration  time.Duration // wall-clock time
+	// Confinement is the report of what was in force, as the JSON
+	// endpoint's "confined": "fs", "net", "scoped", "seccomp",
+	// "namespaces" and "view" (booleans), "missing" (each guarantee not in
+	// force, e.g. "namespaces"), "notes".
 	Confinement    map[string]any
 	EnvNamesDigest string // sha256 of the sorted names of the child's environment
 }

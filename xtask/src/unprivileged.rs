@@ -21,6 +21,7 @@ const SUITES: &[(&str, &str)] = &[
     ("shellexec", "seccomp"),
     ("shellexec", "confine"),
     ("shellexec", "exec"),
+    ("shellexec", "namespaces"),
     ("shellexec", "git"),
     ("sandgate", "git"),
     ("cli", "run"),

@@ -87,31 +87,42 @@ fn std_bash(command: &str) -> std::process::Output {
         .expect("spawn bash")
 }
 
-/// The two executors `exec true` is measured with: without confinement,
-/// and with Landlock (best effort) over a private read and write directory,
+/// The executors `exec true` is measured with: without confinement, on
+/// the floor (Landlock and seccomp, best effort, no namespaces) and in
+/// namespaces with the view, over a private read and write directory
 /// returned first so that, bound first, they are dropped last.
 fn true_executors() -> (
     [tempfile::TempDir; 2],
+    LocalShellExecutor,
     LocalShellExecutor,
     LocalShellExecutor,
 ) {
     let read_dir = tempfile::tempdir().expect("tempdir");
     let write_dir = tempfile::tempdir().expect("tempdir");
     let off = started(config(ConfineMode::Off, ConfineSpec::default(), 1 << 20));
-    let landlock = started(config(
-        ConfineMode::BestEffort,
-        ConfineSpec {
-            read_dirs: vec![read_dir.path().to_owned()],
-            write_dirs: vec![write_dir.path().to_owned()],
-            ..ConfineSpec::default()
-        },
-        1 << 20,
-    ));
-    ([read_dir, write_dir], off, landlock)
+    let spec = ConfineSpec {
+        read_dirs: vec![read_dir.path().to_owned()],
+        write_dirs: vec![write_dir.path().to_owned()],
+        ..ConfineSpec::default()
+    };
+    let landlock = started(ExecConfig {
+        namespaces: false,
+        ..config(ConfineMode::BestEffort, spec.clone(), 1 << 20)
+    });
+    let namespaces = started(config(ConfineMode::BestEffort, spec, 1 << 20));
+    ([read_dir, write_dir], off, landlock, namespaces)
+}
+
+/// Where bubblewrap is installed, for the information row.
+fn bwrap() -> Option<PathBuf> {
+    ["/usr/bin/bwrap", "/bin/bwrap"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
 }
 
 fn exec_true(c: &mut Criterion) {
-    let (_dirs, off, landlock) = true_executors();
+    let (_dirs, off, landlock, namespaces) = true_executors();
 
     // Every variant must succeed; say what Landlock enforces.
     assert!(std_bash("true").status.success());
@@ -126,6 +137,17 @@ fn exec_true(c: &mut Criterion) {
         r.confined.landlock_abi,
         r.confined.kernel_abi
     );
+
+    let r = exec(&namespaces, "true");
+    assert_eq!(r.exit_code, 0);
+    println!(
+        "executor_namespaces: namespaces={} view={} missing={:?}",
+        r.confined.namespaces, r.confined.view, r.confined.missing
+    );
+    let bwrap = bwrap();
+    if bwrap.is_none() {
+        println!("bwrap_unshare_all: skipped: bubblewrap is not installed");
+    }
 
     let reference = || {
         black_box(std_bash(black_box("true")));
@@ -158,6 +180,41 @@ fn exec_true(c: &mut Criterion) {
         },
         reference,
     );
+    if r.confined.namespaces {
+        paired(
+            &mut g,
+            "exec_true",
+            "executor_namespaces",
+            "command_bash_c_true",
+            1,
+            || {
+                black_box(exec(&namespaces, black_box("true")));
+            },
+            reference,
+        );
+    } else {
+        println!(
+            "executor_namespaces: skipped: {:?}",
+            r.confined.notes.last()
+        );
+    }
+    if let Some(bwrap) = bwrap {
+        paired(
+            &mut g,
+            "exec_true",
+            "bwrap_unshare_all",
+            "command_bash_c_true",
+            1,
+            || {
+                let out = Command::new(&bwrap)
+                    .args(["--unshare-all", "--ro-bind", "/", "/", "true"])
+                    .output()
+                    .expect("spawn bwrap");
+                black_box(out);
+            },
+            reference,
+        );
+    }
     g.finish();
 }
 
@@ -353,8 +410,8 @@ type Variant<'a> = (&'static str, Box<dyn Fn() + 'a>, Duration);
 fn cpu_report() {
     const CALLS: u32 = 300;
     const CHUNK: u32 = 10;
-    let (_dirs, off, landlock) = true_executors();
-    let mut run: [Variant<'_>; 3] = [
+    let (_dirs, off, landlock, namespaces) = true_executors();
+    let mut run: [Variant<'_>; 4] = [
         (
             "command_bash_c_true",
             Box::new(|| drop(black_box(std_bash("true")))),
@@ -368,6 +425,11 @@ fn cpu_report() {
         (
             "executor_landlock",
             Box::new(|| drop(black_box(exec(&landlock, "true")))),
+            Duration::ZERO,
+        ),
+        (
+            "executor_namespaces",
+            Box::new(|| drop(black_box(exec(&namespaces, "true")))),
             Duration::ZERO,
         ),
     ];

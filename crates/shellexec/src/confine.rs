@@ -94,7 +94,8 @@ use sandgate_codes::ErrorCode;
 use serde::Serialize;
 use syscalls::{Errno, Sysno};
 
-use crate::seccomp::{self, Filters, SeccompSpec};
+use crate::ns::ViewPlan;
+use crate::seccomp::{self, Filters, Listen, SeccompSpec};
 
 /// How much confinement a run demands (`exec.confine` in the policy).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -152,6 +153,17 @@ pub struct ConfinementReport {
     pub seccomp: bool,
     /// What the seccomp filter refuses, by class (empty without one).
     pub seccomp_refuses: Vec<String>,
+    /// The command ran in namespaces of its own: the executor's user and
+    /// network namespace (loopback only), a fresh mount namespace, and a
+    /// PID namespace whose PID 1 is the keeper.
+    pub namespaces: bool,
+    /// The command saw the allowlist view (a tmpfs root holding the
+    /// system directories read-only, the roots, a minimal `/dev`, its own
+    /// `/proc` and private tmpfs for `/tmp`, `/var/tmp`, `/run`,
+    /// `/dev/shm`) instead of the host's tree.
+    pub view: bool,
+    /// Each guarantee that was not in force.
+    pub missing: Vec<ConfinePart>,
     /// What the fields above do not say: gaps in what is enforced.
     pub notes: Vec<String>,
 }
@@ -170,6 +182,11 @@ pub enum ConfinePart {
     /// The seccomp filter (sockets Landlock cannot judge, `listen`, and
     /// the system calls no command needs).
     Seccomp,
+    /// User, network (loopback only), mount and PID namespaces of the
+    /// command's own, the keeper as PID 1.
+    Namespaces,
+    /// The allowlist view of the host's files (`pivot_root` onto a tmpfs).
+    View,
 }
 
 impl ConfinePart {
@@ -179,7 +196,7 @@ impl ConfinePart {
             ConfinePart::Landlock => 1,
             ConfinePart::Network => NET_ABI,
             ConfinePart::Scoping => SCOPE_ABI,
-            ConfinePart::Seccomp => 0,
+            ConfinePart::Seccomp | ConfinePart::Namespaces | ConfinePart::View => 0,
         }
     }
 }
@@ -191,6 +208,8 @@ impl fmt::Display for ConfinePart {
             ConfinePart::Network => "network (TCP connect/bind) restriction",
             ConfinePart::Scoping => "scoping of signals and abstract UNIX sockets",
             ConfinePart::Seccomp => "the seccomp filter",
+            ConfinePart::Namespaces => "namespaces of the command's own",
+            ConfinePart::View => "the allowlist view of the host's files",
         })
     }
 }
@@ -256,9 +275,10 @@ impl ConfineError {
         };
         let parts: Vec<String> = missing
             .iter()
-            .map(|p| match p.min_abi() {
-                0 => format!("{p} (needs seccomp filters in the kernel)"),
-                abi => format!("{p} (needs Landlock ABI {abi})"),
+            .map(|p| match (p, p.min_abi()) {
+                (ConfinePart::Seccomp, _) => format!("{p} (needs seccomp filters in the kernel)"),
+                (_, 0) => p.to_string(),
+                (_, abi) => format!("{p} (needs Landlock ABI {abi})"),
             })
             .collect();
         ConfineError {
@@ -268,6 +288,22 @@ impl ConfineError {
                 parts.join(", ")
             ),
             missing,
+            source: None,
+        }
+    }
+
+    /// `Required` mode and the executor cannot give the command
+    /// namespaces of its own (`why` says which step the host refused).
+    #[cold]
+    pub(crate) fn namespaces_unavailable(why: &str) -> Self {
+        ConfineError {
+            kind: ConfineErrorKind::Unavailable,
+            message: format!(
+                "confinement is required but unavailable: missing {} and {}; {why}",
+                ConfinePart::Namespaces,
+                ConfinePart::View
+            ),
+            missing: vec![ConfinePart::Namespaces, ConfinePart::View],
             source: None,
         }
     }
@@ -309,16 +345,27 @@ struct Inner {
     rlimits: Vec<(Resource, u64)>,
     landlock: Option<Plan>,
     seccomp: Option<Filters>,
+    /// The view of the spec's directories; `None` in `Off` mode, or when
+    /// the spec grants network access (which the namespace would cut).
+    view: Option<ViewPlan>,
+    seccomp_spec: SeccompSpec,
 }
 
 /// The Landlock ruleset to build, with every path already opened.
 struct Plan {
     attr: RulesetAttr,
+    /// The same without TCP rules: in a network namespace of its own the
+    /// command may bind and connect on its loopback, and reaches nothing
+    /// else.
+    attr_own_network: RulesetAttr,
     paths: Vec<PathRule>,
     connect_access: u64,
     connect_ports: Vec<u64>,
     /// Rights on the child's own `/proc/<pid>`; 0 when not granted.
     proc_self_access: u64,
+    /// Rights on the view's private tmpfs mounts (granted only inside the
+    /// view, where they are the command's own).
+    view_tmp_access: u64,
 }
 
 struct PathRule {
@@ -468,7 +515,7 @@ pub fn prepare_with_abi(
 
     if let Some(plan) = &landlock {
         // Build once and discard: the kernel's refusal is reported now.
-        let ruleset = build_ruleset(plan)
+        let ruleset = build_ruleset(plan, false)
             .map_err(|e| ConfineError::kernel(io::Error::from_raw_os_error(e.into_raw())))?;
         close_raw(ruleset);
     }
@@ -506,10 +553,37 @@ pub fn prepare_with_abi(
                 .map_err(ConfineError::kernel)?,
         ),
     };
+    let seccomp_spec = SeccompSpec { udp: spec.udp };
     let seccomp_refuses = seccomp
         .as_ref()
-        .map(|f| seccomp::refused_names(SeccompSpec { udp: spec.udp }, f.notifies()))
+        .map(|f| {
+            let listen = if f.notifies() {
+                Listen::Supervised
+            } else {
+                Listen::Refused
+            };
+            seccomp::refused_names(seccomp_spec, listen)
+        })
         .unwrap_or_default();
+    // The view needs a network namespace of the command's own, which has
+    // no route out yet: a spec that grants network access runs without.
+    let view = if mode == ConfineMode::Off || !spec.connect_ports.is_empty() || spec.udp {
+        None
+    } else {
+        Some(
+            ViewPlan::new(&spec.read_dirs, &spec.write_dirs)
+                .map_err(|e| ConfineError::path("a directory of the view", Path::new(""), e))?,
+        )
+    };
+    let mut missing = if mode == ConfineMode::Off {
+        missing_parts(None)
+    } else {
+        missing_parts(available)
+    };
+    if seccomp.is_none() {
+        missing.push(ConfinePart::Seccomp);
+    }
+    missing.extend([ConfinePart::Namespaces, ConfinePart::View]);
 
     let rlimits = rlimits(spec);
     let nproc_exempt = nproc_exempt();
@@ -546,6 +620,9 @@ pub fn prepare_with_abi(
         rlimits: reported,
         seccomp: seccomp.is_some(),
         seccomp_refuses,
+        namespaces: false,
+        view: false,
+        missing,
         notes,
     };
     Ok(Prepared {
@@ -554,6 +631,8 @@ pub fn prepare_with_abi(
             rlimits,
             landlock,
             seccomp,
+            view,
+            seccomp_spec,
         }),
     })
 }
@@ -650,6 +729,18 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
             handled_access_net,
             scoped,
         },
+        attr_own_network: RulesetAttr {
+            handled_access_fs: rights.handled,
+            handled_access_net: 0,
+            scoped,
+        },
+        // A spec that grants no write (confined git) writes nothing, not
+        // even the view's private tmpfs.
+        view_tmp_access: if spec.write_dirs.is_empty() {
+            0
+        } else {
+            rights.write
+        },
         paths,
         connect_access,
         connect_ports,
@@ -735,6 +826,44 @@ impl Prepared {
         &self.inner.report
     }
 
+    /// The view to build when the command runs in namespaces of its own;
+    /// `None` when it must not (`Off` mode, or network access granted).
+    pub(crate) fn view(&self) -> Option<&ViewPlan> {
+        self.inner.view.as_ref()
+    }
+
+    /// What is enforced for a command run in namespaces of its own with
+    /// the view (`root`: the caller is root).
+    pub(crate) fn report_in_namespaces(&self, root: bool) -> ConfinementReport {
+        let mut r = self.inner.report.clone();
+        r.namespaces = true;
+        r.view = true;
+        r.missing
+            .retain(|p| !matches!(p, ConfinePart::Namespaces | ConfinePart::View));
+        // TCP is left to the network namespace (loopback only), not to
+        // Landlock's port rules.
+        r.net = false;
+        if r.seccomp {
+            r.seccomp_refuses = seccomp::refused_names(self.inner.seccomp_spec, Listen::OwnNetwork);
+        }
+        r.notes.retain(|n| !n.starts_with("the child runs as root"));
+        r.notes.push(
+            "TCP is confined by the command's network namespace, whose only interface is \
+             its own loopback; Landlock's port rules are not used"
+                .to_owned(),
+        );
+        if root {
+            r.notes.push(
+                "the child runs as root in its user namespace (an identity map): it has lost \
+                 CAP_SYS_*, CAP_NET_* and CAP_MKNOD, keeps the file capabilities such as \
+                 CAP_DAC_OVERRIDE within the namespace, and can read root-only files in \
+                 the view"
+                    .to_owned(),
+            );
+        }
+        r
+    }
+
     /// Confines the calling process: rlimits, no_new_privs, then Landlock.
     ///
     /// In order: `prlimit64(0, …)` sets soft and hard RLIMIT_CORE to 0,
@@ -766,7 +895,7 @@ impl Prepared {
     ///  - [prlimit(2)](https://man7.org/linux/man-pages/man2/prlimit.2.html)
     pub unsafe fn apply_in_child(&self) -> io::Result<()> {
         // SAFETY: forwarded: the caller is the child between fork and exec.
-        unsafe { self.apply_raw(false) }
+        unsafe { self.apply_raw(Listen::Refused, false) }
             .map(drop)
             .map_err(|e| io::Error::from_raw_os_error(e.into_raw()))
     }
@@ -782,14 +911,22 @@ impl Prepared {
     /// child that shares the executor's memory (and so a thread's `errno`)
     /// may call it.
     ///
-    /// With `supervised`, `listen` goes to a supervisor through the
-    /// returned seccomp listener (close-on-exec), which the caller hands
-    /// to the executor; without, every `listen` answers `ENOSYS`.
+    /// With [`Listen::Supervised`], `listen` goes to a supervisor through
+    /// the returned seccomp listener (close-on-exec), which the caller
+    /// hands to the executor; with [`Listen::Refused`], every `listen`
+    /// answers `ENOSYS`; with [`Listen::OwnNetwork`] (`in_view` set) the
+    /// child is in the view and a network namespace of its own: `listen`
+    /// is allowed, Landlock leaves TCP alone and grants the view's private
+    /// tmpfs mounts.
     ///
     /// # Safety
     ///
     /// As for [`Prepared::apply_in_child`].
-    pub(crate) unsafe fn apply_raw(&self, supervised: bool) -> Result<Option<RawFd>, Errno> {
+    pub(crate) unsafe fn apply_raw(
+        &self,
+        listen: Listen,
+        in_view: bool,
+    ) -> Result<Option<RawFd>, Errno> {
         for &(resource, value) in &self.inner.rlimits {
             let limit = Rlimit64 {
                 cur: value,
@@ -812,7 +949,7 @@ impl Prepared {
         unsafe { syscalls::syscall!(Sysno::prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }?;
 
         if let Some(plan) = &self.inner.landlock {
-            let ruleset = build_ruleset(plan)?;
+            let ruleset = build_ruleset(plan, in_view)?;
             // SAFETY: `ruleset` is a Landlock ruleset descriptor we own;
             // flags 0.
             let r = unsafe { syscalls::syscall!(Sysno::landlock_restrict_self, ruleset, 0) };
@@ -820,7 +957,7 @@ impl Prepared {
             r?;
         }
         match &self.inner.seccomp {
-            Some(filters) => filters.install_raw(supervised),
+            Some(filters) => filters.install_raw(listen),
             None => Ok(None),
         }
     }
@@ -835,14 +972,20 @@ fn close_raw(fd: RawFd) {
 
 /// Builds the plan's ruleset with raw system calls only (no allocation, no
 /// `errno`), so the child may call it; returns the ruleset's descriptor,
-/// which the caller closes.
-fn build_ruleset(plan: &Plan) -> Result<RawFd, Errno> {
-    // SAFETY: `plan.attr` is a live `struct landlock_ruleset_attr` prefix of
+/// which the caller closes. `in_view`: the caller is inside the view, in a
+/// network namespace of its own.
+fn build_ruleset(plan: &Plan, in_view: bool) -> Result<RawFd, Errno> {
+    let attr = if in_view {
+        &plan.attr_own_network
+    } else {
+        &plan.attr
+    };
+    // SAFETY: `attr` is a live `struct landlock_ruleset_attr` prefix of
     // the size passed; the kernel only reads it.
     let ruleset = unsafe {
         syscalls::syscall!(
             Sysno::landlock_create_ruleset,
-            &plan.attr as *const RulesetAttr,
+            attr as *const RulesetAttr,
             std::mem::size_of::<RulesetAttr>(),
             0
         )
@@ -870,7 +1013,28 @@ fn build_ruleset(plan: &Plan) -> Result<RawFd, Errno> {
                 r?;
             }
         }
-        for &port in &plan.connect_ports {
+        if in_view && plan.view_tmp_access != 0 {
+            for path in [c"/tmp", c"/var/tmp", c"/run", c"/dev/shm"] {
+                // SAFETY: a NUL-terminated literal path, opened O_PATH.
+                let opened = unsafe {
+                    syscalls::syscall!(
+                        Sysno::openat,
+                        libc::AT_FDCWD,
+                        path.as_ptr(),
+                        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                        0
+                    )
+                };
+                // Missing from the view: nothing to grant.
+                if let Ok(fd) = opened {
+                    let r = add_path_rule(ruleset, fd as RawFd, plan.view_tmp_access);
+                    close_raw(fd as RawFd);
+                    r?;
+                }
+            }
+        }
+        let ports: &[u64] = if in_view { &[] } else { &plan.connect_ports };
+        for &port in ports {
             let attr = NetPortAttr {
                 allowed_access: plan.connect_access,
                 port,

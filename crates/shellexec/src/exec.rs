@@ -18,6 +18,22 @@
 //! re-parents to it until none is left. The executor learns of the
 //! keeper's exit from a pidfd.
 //!
+//! # In namespaces
+//!
+//! Where the host allows it (a probe at [`ShellExecutor::start`] really
+//! does it, once per executor) and the mode is not `Off`, the keeper
+//! first joins the executor's user and network namespace (loopback only)
+//! and starts, by `clone`, a second keeper that is PID 1 of a fresh PID
+//! and mount namespace. PID 1 builds the allowlist view (a tmpfs root with
+//! the system directories read-only, the roots at their own paths, a
+//! minimal `/dev`, its own `/proc`, private tmpfs for `/tmp`, `/var/tmp`,
+//! `/run`, `/dev/shm`) and starts the shell as above; the shell is never
+//! PID 1. Once the shell has exited, PID 1 ends every other process of the
+//! namespace (SIGTERM, the grace period, SIGKILL) and exits; its death
+//! ends whatever is left. A policy that grants network access runs on the
+//! floor: the namespace has no route out yet. The result's `confined`
+//! report says which applied (`namespaces`, `view`, `missing`).
+//!
 //! The child environment ([`EnvPlan`]), its digest and its redactor are
 //! planned once and reused while the host environment (read at every
 //! exec) and the temporary directory stay the same.
@@ -68,8 +84,9 @@ use std::time::{Duration, Instant};
 use sandgate_codes::ErrorCode;
 
 use crate::capture::Capture;
-use crate::confine::{self, ConfineMode, ConfineSpec, ConfinementReport, Prepared};
+use crate::confine::{self, ConfineError, ConfineMode, ConfineSpec, ConfinementReport, Prepared};
 use crate::env::EnvPlan;
+use crate::ns::Namespaces;
 use crate::redact::Redactor;
 use crate::run::Run;
 use crate::spawn::{self, Spawned};
@@ -107,6 +124,11 @@ pub struct ExecConfig {
     /// executor's own ([`std::env::vars_os`]). Meant for tests and
     /// embedders that keep their environment elsewhere.
     pub host_env: Option<Vec<(OsString, OsString)>>,
+    /// Run commands in namespaces of their own with the allowlist view
+    /// where the host allows it (probed at [`ShellExecutor::start`]); in
+    /// `Off` mode never. `false` keeps every command on the floor
+    /// (Landlock and seccomp only), as on a host without namespaces.
+    pub namespaces: bool,
 }
 
 impl fmt::Debug for ExecConfig {
@@ -124,6 +146,7 @@ impl fmt::Debug for ExecConfig {
             .field("confine", &self.confine)
             .field("grace", &self.grace)
             .field("host_env_names", &host_env)
+            .field("namespaces", &self.namespaces)
             .finish()
     }
 }
@@ -139,6 +162,7 @@ impl Default for ExecConfig {
             confine: ConfineSpec::default(),
             grace: Duration::from_millis(500),
             host_env: None,
+            namespaces: true,
         }
     }
 }
@@ -437,6 +461,8 @@ struct Session {
     tmpdir: PathBuf,
     tmpdir_str: String,
     prepared: Prepared,
+    /// The executor's namespaces, or why there are none.
+    namespaces: Result<Arc<Namespaces>, String>,
 }
 
 impl LocalShellExecutor {
@@ -488,7 +514,19 @@ impl LocalShellExecutor {
     /// (which deregisters when dropped, a panic included, so that dispose
     /// never waits for an exec that is gone), its internal abort, the
     /// temporary directory and the session's confinement.
-    fn register(&self) -> Result<(Running<'_>, AbortSignal, String, Prepared), ExecError> {
+    #[allow(clippy::type_complexity)]
+    fn register(
+        &self,
+    ) -> Result<
+        (
+            Running<'_>,
+            AbortSignal,
+            String,
+            Prepared,
+            Result<Arc<Namespaces>, String>,
+        ),
+        ExecError,
+    > {
         let mut state = self.lock();
         let Some(session) = &state.session else {
             return Err(ExecError::new(
@@ -498,12 +536,19 @@ impl LocalShellExecutor {
         };
         let tmpdir = session.tmpdir_str.clone();
         let prepared = session.prepared.clone();
+        let namespaces = session.namespaces.clone();
         let internal =
             AbortSignal::try_new().map_err(|e| ExecError::io("cannot create an eventfd", e))?;
         let id = state.next_id;
         state.next_id += 1;
         state.running.insert(id, internal.clone());
-        Ok((Running { executor: self, id }, internal, tmpdir, prepared))
+        Ok((
+            Running { executor: self, id },
+            internal,
+            tmpdir,
+            prepared,
+            namespaces,
+        ))
     }
 
     /// Runs `program` with `args` directly, without a shell:
@@ -533,13 +578,13 @@ impl LocalShellExecutor {
         let began = Instant::now();
         let argv = argv_of(program, args)?;
         let env = Arc::new(ChildEnv::for_program(&self.config, env)?);
-        let (running, internal, _, _) = self.register()?;
+        let (running, internal, _, _, namespaces) = self.register()?;
         let result = run(
             &self.config,
             Start::Program(program, argv),
             opts,
             &env,
-            confine,
+            (confine, &namespaces),
             &internal,
             began,
         );
@@ -579,9 +624,17 @@ impl LocalShellExecutor {
         opts: ExecOptions,
         began: Instant,
     ) -> Result<ExecResult, ExecError> {
-        let (running, internal, tmpdir, prepared) = self.register()?;
+        let (running, internal, tmpdir, prepared, namespaces) = self.register()?;
         let env = self.child_env(&tmpdir);
-        let result = run(&self.config, start, opts, &env, &prepared, &internal, began);
+        let result = run(
+            &self.config,
+            start,
+            opts,
+            &env,
+            (&prepared, &namespaces),
+            &internal,
+            began,
+        );
         drop(running);
         result
     }
@@ -618,12 +671,33 @@ impl ShellExecutor for LocalShellExecutor {
         };
         let mut spec = self.config.confine.clone();
         spec.write_dirs.push(tmpdir.clone());
-        match confine::prepare(&spec, self.config.confine_mode) {
-            Ok(prepared) => {
+        let mode = self.config.confine_mode;
+        let prepared = confine::prepare(&spec, mode).and_then(|prepared| {
+            let namespaces = if mode == ConfineMode::Off {
+                Err("confinement is off".to_owned())
+            } else if !self.config.namespaces {
+                Err("namespaces are turned off in the executor's configuration".to_owned())
+            } else if prepared.view().is_none() {
+                Err(
+                    "the policy grants network access, which a network namespace of the \
+                     command's own cannot reach yet"
+                        .to_owned(),
+                )
+            } else {
+                Namespaces::create().map(Arc::new).map_err(|e| e.0)
+            };
+            match (&namespaces, mode) {
+                (Err(why), ConfineMode::Required) => Err(ConfineError::namespaces_unavailable(why)),
+                _ => Ok((prepared, namespaces)),
+            }
+        });
+        match prepared {
+            Ok((prepared, namespaces)) => {
                 state.session = Some(Session {
                     tmpdir,
                     tmpdir_str,
                     prepared,
+                    namespaces,
                 });
                 Ok(())
             }
@@ -739,11 +813,30 @@ fn run(
     start: Start<'_>,
     opts: ExecOptions,
     env: &Arc<ChildEnv>,
-    prepared: &Prepared,
+    confinement: (&Prepared, &Result<Arc<Namespaces>, String>),
     internal: &AbortSignal,
     began: Instant,
 ) -> Result<ExecResult, ExecError> {
+    let (prepared, namespaces) = confinement;
     let timeout = opts.timeout.unwrap_or(config.default_timeout);
+    let in_ns = match namespaces {
+        Ok(ns) if prepared.view().is_some() => Some(spawn::InNamespaces {
+            namespaces: ns,
+            grace: config.grace,
+            default_cwd: std::env::current_dir().ok(),
+        }),
+        _ => None,
+    };
+    let confined = match (&in_ns, namespaces) {
+        (Some(n), _) => prepared.report_in_namespaces(n.namespaces.root),
+        (None, Err(why)) if prepared.report().mode != Some(ConfineMode::Off) => {
+            let mut r = prepared.report().clone();
+            r.notes
+                .push(format!("no namespaces of the command's own: {why}"));
+            r
+        }
+        (None, _) => prepared.report().clone(),
+    };
     let mut result = ExecResult {
         exit_code: 0,
         stdout: Vec::new(),
@@ -752,7 +845,7 @@ fn run(
         timed_out: false,
         aborted: false,
         env_names_digest: env.names_digest.clone(),
-        confined: prepared.report().clone(),
+        confined,
         duration: Duration::ZERO,
     };
     if opts.abort.as_ref().is_some_and(AbortSignal::is_aborted) || internal.is_aborted() {
@@ -777,7 +870,7 @@ fn run(
             path.display().to_string(),
         ),
     };
-    let spawned = match spawn::spawn(program, &env.envp, env_owner, prepared, cwd) {
+    let spawned = match spawn::spawn(program, &env.envp, env_owner, prepared, cwd, in_ns) {
         Ok(spawned) => spawned,
         Err(e) => {
             result.exit_code = EXIT_NOT_STARTED;

@@ -40,9 +40,9 @@ pub mod exec;
 #[cfg(target_os = "linux")]
 pub mod git;
 #[cfg(target_os = "linux")]
-mod proctree;
+mod ns;
 #[cfg(target_os = "linux")]
-mod rawclone;
+mod proctree;
 #[cfg(target_os = "linux")]
 pub mod redact;
 #[cfg(target_os = "linux")]

@@ -70,6 +70,9 @@ pub(crate) struct Filters {
     last: Vec<sock_filter>,
     /// Installed last when nobody supervises: `listen` answers `ENOSYS`.
     last_unsupervised: Vec<sock_filter>,
+    /// Installed last in a network namespace of the command's own, where
+    /// only its own loopback can be listened on: `listen` is allowed.
+    last_own_network: Vec<sock_filter>,
     /// Whether `last` answers `listen` with a user notification.
     notify: bool,
 }
@@ -153,7 +156,7 @@ const REFUSED: &[i64] = &[
 ];
 
 /// The classes the filters refuse, as the confinement report lists them.
-pub(crate) fn refused_names(spec: SeccompSpec, notify: bool) -> Vec<String> {
+pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
     let mut out: Vec<String> = vec![
         "foreign-architecture and x32 system calls".into(),
         "sockets other than UNIX, netlink route and TCP (MPTCP, SCTP, raw, packet, vsock…)".into(),
@@ -164,10 +167,12 @@ pub(crate) fn refused_names(spec: SeccompSpec, notify: bool) -> Vec<String> {
         "UDP sockets".into()
     });
     out.push("socketpair other than UNIX".into());
-    out.push(if notify {
-        "listen on a non-UNIX socket (judged by the executor)".into()
-    } else {
-        "listen on any socket (no supervisor)".into()
+    out.push(match listen {
+        Listen::Supervised => "listen on a non-UNIX socket (judged by the executor)".into(),
+        Listen::Refused => "listen on any socket (no supervisor)".into(),
+        Listen::OwnNetwork => {
+            "nothing on listen (the command's own network namespace has only its loopback)".into()
+        }
     });
     out.push("clone3 (ENOSYS) and clone with namespace flags".into());
     out.push("TCP Fast Open (sends with MSG_FASTOPEN)".into());
@@ -293,19 +298,30 @@ fn refused_rules() -> BTreeMap<i64, Vec<SeccompRule>> {
     rules
 }
 
-/// The hand-written filter: the architecture, the x32 range, and (with
-/// `notify`) `listen` to the supervisor — or refused when nobody could
-/// supervise it.
-fn last_filter(notify: bool) -> Vec<sock_filter> {
+/// Who answers `listen` in the child.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Listen {
+    /// The executor, through the returned listener.
+    Supervised,
+    /// Nobody: every `listen` answers `ENOSYS`.
+    Refused,
+    /// The kernel: the child has a network namespace of its own, whose
+    /// only interface is its own loopback.
+    OwnNetwork,
+}
+
+/// The hand-written filter: the architecture, the x32 range, and `listen`
+/// as `listen` says.
+fn last_filter(listen: Listen) -> Vec<sock_filter> {
     const LD_W_ABS: u16 = 0x20;
     const JEQ_K: u16 = 0x15;
     const JGE_K: u16 = 0x35;
     const RET_K: u16 = 0x06;
     let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
-    let listen = if notify {
-        SECCOMP_RET_USER_NOTIF
-    } else {
-        SECCOMP_RET_ERRNO | libc::ENOSYS as u32
+    let listen = match listen {
+        Listen::Supervised => SECCOMP_RET_USER_NOTIF,
+        Listen::Refused => SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+        Listen::OwnNetwork => SECCOMP_RET_ALLOW,
     };
     vec![
         // seccomp_data.arch
@@ -337,8 +353,13 @@ impl Filters {
         ];
         Ok(Filters {
             plain,
-            last: last_filter(notify),
-            last_unsupervised: last_filter(false),
+            last: last_filter(if notify {
+                Listen::Supervised
+            } else {
+                Listen::Refused
+            }),
+            last_unsupervised: last_filter(Listen::Refused),
+            last_own_network: last_filter(Listen::OwnNetwork),
             notify,
         })
     }
@@ -349,20 +370,28 @@ impl Filters {
     }
 
     /// Installs every filter in the calling process; returns the listener
-    /// of the last one (when it notifies), close-on-exec.
+    /// of the last one (when `listen` is supervised and the kernel can
+    /// notify), close-on-exec.
     ///
     /// Raw system calls only: no allocation and no `errno`, so a child
     /// sharing the executor's memory may call it. No_new_privs must be set.
-    pub(crate) fn install_raw(&self, supervised: bool) -> Result<Option<RawFd>, Errno> {
+    pub(crate) fn install_raw(&self, listen: Listen) -> Result<Option<RawFd>, Errno> {
         for prog in &self.plain {
             install(prog, 0)?;
         }
-        if self.notify && supervised {
-            let fd = install(&self.last, SECCOMP_FILTER_FLAG_NEW_LISTENER)?;
-            Ok(Some(fd as RawFd))
-        } else {
-            install(&self.last_unsupervised, 0)?;
-            Ok(None)
+        match listen {
+            Listen::Supervised if self.notify => {
+                let fd = install(&self.last, SECCOMP_FILTER_FLAG_NEW_LISTENER)?;
+                Ok(Some(fd as RawFd))
+            }
+            Listen::OwnNetwork => {
+                install(&self.last_own_network, 0)?;
+                Ok(None)
+            }
+            _ => {
+                install(&self.last_unsupervised, 0)?;
+                Ok(None)
+            }
         }
     }
 }

@@ -11,10 +11,12 @@
 //! Both run in memory the executor keeps using, so between their `clone`
 //! and their end (the keeper) or `execve` (the shell) they obey these rules:
 //!
-//! - only raw system calls (the `syscalls` crate, and a raw `clone` for
-//!   the shell in [`crate::rawclone`]), which neither set nor read
-//!   `errno`: `errno` lives in the thread-local storage of the executor's
-//!   thread, whose register the keeper inherits;
+//! - only raw system calls (the `syscalls` crate, and a `clone` written in
+//!   assembly on x86_64 and aarch64), which neither set nor read `errno`:
+//!   `errno` lives in the thread-local storage of the executor's thread,
+//!   whose register the keeper inherits. On other architectures `clone`
+//!   goes through glibc, which writes `errno` only when it fails, while
+//!   the executor's thread is blocked in a raw `read`;
 //! - no allocation, no lock, no panic: they read a [`Shared`] block made
 //!   before the `clone` and write only its two atomics, their stacks and
 //!   their own descriptor tables;
@@ -48,6 +50,8 @@ use rustix::process::{Pid, WaitOptions};
 use syscalls::{Errno, Sysno};
 
 use crate::confine::Prepared;
+use crate::ns::{self, Namespaces};
+use crate::seccomp::Listen;
 use crate::sys::{above_stdio, exit_code, pidfd_open, pipe, readable, EXIT_NOT_STARTED};
 
 /// Bytes of the keeper's stack (it makes a few raw system calls).
@@ -55,6 +59,9 @@ const KEEPER_STACK: usize = 64 * 1024;
 /// Bytes of the shell's stack between its `clone` and its `execve`
 /// (confinement is applied there).
 const SHELL_STACK: usize = 128 * 1024;
+/// Bytes of the stack of the keeper that is PID 1 of the command's PID
+/// namespace (it builds the view).
+const PID1_STACK: usize = 64 * 1024;
 
 /// The first report's tags.
 const STARTED: u32 = 0;
@@ -66,6 +73,12 @@ struct Shared {
     /// Both stacks, behind guard pages.
     _stacks: Stacks,
     shell_top: usize,
+    pid1_top: usize,
+    /// Set when the command runs in namespaces of its own.
+    ns: Option<NsJoin>,
+    /// In namespaces: the working directory's path (the view binds it at
+    /// its host path), checked against `cwd` when that is set.
+    cwd_path: Option<CString>,
     /// Where to `execve` the shell, in order (a `PATH` search when the
     /// shell names no directory).
     paths: Vec<CString>,
@@ -97,6 +110,26 @@ struct Shared {
 unsafe impl Send for Shared {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Shared {}
+
+/// The namespaces an exec joins, as raw descriptors the keeper inherits.
+#[derive(Clone, Copy)]
+struct NsJoin {
+    user: RawFd,
+    net: RawFd,
+    root: bool,
+    last_cap: u32,
+    /// How long PID 1 lets what the command left behind end after SIGTERM.
+    grace_ms: u32,
+}
+
+/// Namespaces to run a command in (see `ns.rs`).
+pub(crate) struct InNamespaces<'a> {
+    pub namespaces: &'a Namespaces,
+    /// Between SIGTERM and SIGKILL for what the command leaves behind.
+    pub grace: std::time::Duration,
+    /// The working directory's path when the caller gave none.
+    pub default_cwd: Option<std::path::PathBuf>,
+}
 
 /// A started command: the keeper, and the executor's ends of the pipes.
 pub(crate) struct Spawned {
@@ -273,7 +306,8 @@ impl Program<'_> {
 /// page below it, so that an overflow faults (SIGSEGV in that process)
 /// instead of writing into the executor's heap or the other stack.
 ///
-/// Layout, low to high: guard, keeper stack, guard, shell stack.
+/// Layout, low to high: guard, keeper stack, guard, shell stack, guard,
+/// PID 1's stack.
 struct Stacks {
     base: *mut std::ffi::c_void,
     len: usize,
@@ -284,7 +318,7 @@ const GUARD: usize = 4096;
 impl Stacks {
     fn map() -> io::Result<Stacks> {
         use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
-        let len = GUARD + KEEPER_STACK + GUARD + SHELL_STACK;
+        let len = GUARD + KEEPER_STACK + GUARD + SHELL_STACK + GUARD + PID1_STACK;
         // SAFETY: a fresh private anonymous mapping at an address the
         // kernel picks; nothing else refers to it.
         let base = unsafe {
@@ -296,7 +330,11 @@ impl Stacks {
             )?
         };
         let stacks = Stacks { base, len };
-        for at in [0, GUARD + KEEPER_STACK] {
+        for at in [
+            0,
+            GUARD + KEEPER_STACK,
+            GUARD + KEEPER_STACK + GUARD + SHELL_STACK,
+        ] {
             // SAFETY: a page-aligned page inside the mapping just made.
             unsafe {
                 rustix::mm::mprotect(
@@ -316,6 +354,11 @@ impl Stacks {
 
     /// The shell's stack top.
     fn shell_top(&self) -> usize {
+        self.base as usize + GUARD + KEEPER_STACK + GUARD + SHELL_STACK
+    }
+
+    /// PID 1's stack top.
+    fn pid1_top(&self) -> usize {
         self.base as usize + self.len
     }
 }
@@ -340,8 +383,29 @@ pub(crate) fn spawn(
     env_owner: Arc<dyn Any + Send + Sync>,
     prepared: &Prepared,
     cwd: Option<BorrowedFd<'_>>,
+    in_ns: Option<InNamespaces<'_>>,
 ) -> io::Result<Spawned> {
     let (path, args) = program.parts()?;
+    // In the view the working directory is found by its path (the same as
+    // on the host), and checked against the descriptor.
+    let cwd_path = match (&in_ns, cwd) {
+        (None, _) => None,
+        (Some(_), Some(fd)) => {
+            let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+            Some(CString::new(link.as_os_str().as_bytes()).map_err(|_| nul("the directory"))?)
+        }
+        (Some(n), None) => n
+            .default_cwd
+            .as_ref()
+            .and_then(|p| CString::new(p.as_os_str().as_bytes()).ok()),
+    };
+    let ns_join = in_ns.as_ref().map(|n| NsJoin {
+        user: n.namespaces.user.as_raw_fd(),
+        net: n.namespaces.net.as_raw_fd(),
+        root: n.namespaces.root,
+        last_cap: n.namespaces.last_cap,
+        grace_ms: u32::try_from(n.grace.as_millis()).unwrap_or(u32::MAX),
+    });
     let search = !path.as_bytes().contains(&b'/');
     let paths = if path.as_bytes().is_empty() {
         Vec::new()
@@ -366,7 +430,7 @@ pub(crate) fn spawn(
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let (status_r, status_w) = pipe()?;
-    let notify = if prepared.notifies() {
+    let notify = if prepared.notifies() && ns_join.is_none() {
         let (ours, theirs) = rustix::net::socketpair(
             rustix::net::AddressFamily::UNIX,
             rustix::net::SocketType::SEQPACKET,
@@ -386,6 +450,9 @@ pub(crate) fn spawn(
     let keeper_top = stacks.keeper_top();
     let shared = Box::new(Shared {
         shell_top: stacks.shell_top(),
+        pid1_top: stacks.pid1_top(),
+        ns: ns_join,
+        cwd_path,
         _stacks: stacks,
         paths,
         search,
@@ -576,21 +643,224 @@ fn report(fd: RawFd, tag: u32, errno: i32) {
 }
 
 /// The keeper, from its `clone` to its end (see the module's rules).
+///
+/// In namespaces it joins the executor's user and network namespace and
+/// starts PID 1 of a new PID and mount namespace ([`pid1_main`]), which
+/// does the rest; it then only waits for PID 1 and exits with its code.
 extern "C" fn keeper_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the block, alive while the keeper runs.
     let s = unsafe { &*(arg as *const Shared) };
+    if let Some(ns) = s.ns {
+        // SAFETY: this is the keeper.
+        match unsafe { start_pid1(s, ns, arg) } {
+            // SAFETY: as above; PID 1 has its own copies of every
+            // descriptor.
+            Ok(pid1) => unsafe { relay(pid1) },
+            Err(e) => {
+                report(s.status, FAILED, e.into_raw());
+                exit(EXIT_NOT_STARTED)
+            }
+        }
+    }
     // SAFETY: this is the keeper.
+    keeper_body(s, arg, None)
+}
+
+/// Starts the shell and keeps it: the keeper's work (or PID 1's, with the
+/// grace of its clean-up).
+fn keeper_body(s: &Shared, arg: *mut libc::c_void, cleanup_ms: Option<u32>) -> ! {
+    // SAFETY: called only by the keeper or PID 1.
     match unsafe { start_shell(s, arg) } {
         Ok(shell) => {
             report(s.status, STARTED, 0);
             // SAFETY: this is the keeper, its shell past `execve`.
-            unsafe { keep(shell, s.status) }
+            unsafe { keep(shell, s.status, cleanup_ms) }
         }
         Err(e) => {
             report(s.status, FAILED, e.into_raw());
             exit(EXIT_NOT_STARTED)
         }
     }
+}
+
+/// Joins the user and network namespace and starts PID 1 of a new PID
+/// and mount namespace (by `clone`: the process that calls
+/// `unshare(CLONE_NEWPID)` stays outside, and its first child would be
+/// PID 1).
+///
+/// # Safety
+///
+/// Only in the keeper, with every signal blocked.
+unsafe fn start_pid1(s: &Shared, ns: NsJoin, arg: *mut libc::c_void) -> Result<i32, Errno> {
+    // SAFETY: raw calls on descriptors the keeper inherited; `clone` as in
+    // `start_shell`.
+    unsafe {
+        syscalls::syscall!(Sysno::setns, ns.user, libc::CLONE_NEWUSER)?;
+        syscalls::syscall!(Sysno::setns, ns.net, libc::CLONE_NEWNET)?;
+        raw_clone(
+            (libc::CLONE_VM | libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::SIGCHLD) as usize,
+            s.pid1_top,
+            pid1_main,
+            arg,
+        )
+    }
+}
+
+/// `clone(flags, stack_top)` as a raw system call: the child runs
+/// `f(arg)` on the new stack and exits with its return value. Unlike
+/// glibc's `clone`, it never writes `errno`, which lives in the executor
+/// thread's storage that the keeper shares.
+///
+/// # Safety
+///
+/// `stack_top` is the 16-byte aligned top of a stack that stays mapped
+/// while the child runs; `f` follows the module's rules.
+///
+/// # References
+///  - [clone(2)](https://man7.org/linux/man-pages/man2/clone.2.html)
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+unsafe fn raw_clone(
+    flags: usize,
+    stack_top: usize,
+    f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> Result<i32, Errno> {
+    let ret: isize;
+    // SAFETY: the child starts on `stack_top` with the parent's registers
+    // but the stack pointer and the return value; it calls `f` (which
+    // never returns into this frame: it ends with `exit_group`) and
+    // exits itself should `f` return. The parent returns from the system
+    // call as from any other.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, r13",
+            "call r12",
+            "mov edi, eax",
+            "mov eax, 231",
+            "syscall",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone as isize => ret,
+            in("rdi") flags,
+            in("rsi") stack_top,
+            in("rdx") 0usize,
+            in("r10") 0usize,
+            in("r8") 0usize,
+            in("r12") f as usize,
+            in("r13") arg as usize,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    // SAFETY: as above.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            "cbnz x0, 2f",
+            "mov x29, xzr",
+            "mov x0, x21",
+            "blr x20",
+            "mov x8, #94",
+            "svc 0",
+            "brk #1",
+            "2:",
+            inlateout("x0") flags as isize => ret,
+            in("x1") stack_top,
+            in("x2") 0usize,
+            in("x3") 0usize,
+            in("x4") 0usize,
+            in("x8") libc::SYS_clone as usize,
+            in("x20") f as usize,
+            in("x21") arg as usize,
+            options(nostack),
+        );
+    }
+    if (-4095..0).contains(&ret) {
+        Err(Errno::new(-ret as i32))
+    } else {
+        Ok(ret as i32)
+    }
+}
+
+/// `clone` through glibc where no raw version is written: it writes
+/// `errno` only on failure (read back at once; the executor's thread is
+/// blocked in a raw read meanwhile).
+///
+/// # Safety
+///
+/// As for the raw version.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+unsafe fn raw_clone(
+    flags: usize,
+    stack_top: usize,
+    f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> Result<i32, Errno> {
+    // SAFETY: forwarded.
+    let pid = unsafe { libc::clone(f, stack_top as *mut libc::c_void, flags as i32, arg) };
+    if pid < 0 {
+        // SAFETY: glibc's thread-local errno of this thread.
+        return Err(Errno::new(unsafe { *libc::__errno_location() }));
+    }
+    Ok(pid)
+}
+
+/// The keeper once PID 1 runs: holds no descriptor, waits for PID 1 and
+/// exits with its code.
+///
+/// # Safety
+///
+/// Only in the keeper.
+unsafe fn relay(pid1: i32) -> ! {
+    // SAFETY: raw calls on integers and locals.
+    unsafe {
+        let _ = syscalls::syscall!(Sysno::close_range, 0, u32::MAX, 0);
+        loop {
+            let mut st: libc::c_int = 0;
+            match syscalls::syscall!(Sysno::wait4, pid1, &mut st as *mut libc::c_int, 0, 0) {
+                Err(Errno::EINTR) => continue,
+                Ok(_) => match exit_code(st) {
+                    Some(code) => exit(code & 0xff),
+                    None => continue,
+                },
+                Err(_) => exit(EXIT_NOT_STARTED),
+            }
+        }
+    }
+}
+
+/// PID 1 of the command's PID namespace: dies with the keeper, builds the
+/// view in its fresh mount namespace, then starts and keeps the shell;
+/// once the shell ends it ends everything else in the namespace.
+extern "C" fn pid1_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the block, alive while PID 1 runs (the keeper waits
+    // for it).
+    let s = unsafe { &*(arg as *const Shared) };
+    let Some(ns) = s.ns else {
+        exit(EXIT_NOT_STARTED)
+    };
+    // SAFETY: raw calls; `enter_view` runs in this process's own mount
+    // namespace.
+    let set_up = unsafe {
+        syscalls::syscall!(Sysno::prctl, libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0)
+            .map(drop)
+            .and_then(|()| match s.prepared.view() {
+                Some(view) => ns::enter_view(view),
+                None => Err(Errno::EINVAL),
+            })
+    };
+    if let Err(e) = set_up {
+        report(s.status, FAILED, e.into_raw());
+        exit(EXIT_NOT_STARTED)
+    }
+    keeper_body(s, arg, Some(ns.grace_ms))
 }
 
 /// Makes the keeper a subreaper and starts the shell; returns its pid once
@@ -642,15 +912,12 @@ unsafe fn start_shell(s: &Shared, arg: *mut libc::c_void) -> Result<i32, Errno> 
         for (target, &fd) in s.stdio.iter().enumerate() {
             syscalls::syscall!(Sysno::dup3, fd, target, 0)?;
         }
-        // The raw clone switches stacks for the child as glibc's does, but
-        // answers its error number instead of writing `errno`.
-        let shell = crate::rawclone::clone_on_stack(
-            (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as u64,
-            s.shell_top as *mut u8,
+        let shell = raw_clone(
+            (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as usize,
+            s.shell_top,
             shell_main,
             arg,
-        )
-        .map_err(Errno::new)?;
+        )?;
         let failed = s.failed.load(Ordering::SeqCst);
         if failed != 0 {
             let mut st: libc::c_int = 0;
@@ -668,10 +935,14 @@ unsafe fn start_shell(s: &Shared, arg: *mut libc::c_void) -> Result<i32, Errno> 
 /// reports the shell's exit code, reaps every descendant, exits with the
 /// shell's code.
 ///
+/// As PID 1 (`cleanup_ms` set), once the shell has ended it sends SIGTERM
+/// (and SIGCONT) to every other process of the namespace, SIGKILL to those
+/// left after `cleanup_ms`, and exits when none is left.
+///
 /// # Safety
 ///
-/// Only in the keeper.
-unsafe fn keep(shell: i32, status: RawFd) -> ! {
+/// Only in the keeper or PID 1.
+unsafe fn keep(shell: i32, status: RawFd, cleanup_ms: Option<u32>) -> ! {
     // SAFETY: every call below is a raw system call on integers or locals.
     unsafe {
         let fd = if status == 3 {
@@ -717,8 +988,54 @@ unsafe fn keep(shell: i32, status: RawFd) -> ! {
                 let _ = syscalls::syscall!(Sysno::close, fd);
                 reported = true;
             }
+            if let Some(grace_ms) = cleanup_ms {
+                end_namespace(grace_ms);
+            }
         }
         exit(code & 0xff)
+    }
+}
+
+/// PID 1 ends every other process of its namespace: SIGTERM and SIGCONT,
+/// then SIGKILL to what is left after `grace_ms`, reaping as they go.
+/// Returns once it has no child left.
+fn end_namespace(grace_ms: u32) {
+    // SAFETY: raw calls on integers and locals; `kill(-1)` from PID 1
+    // reaches every process of its namespace but itself.
+    unsafe {
+        let _ = syscalls::syscall!(Sysno::kill, -1isize, libc::SIGTERM);
+        let _ = syscalls::syscall!(Sysno::kill, -1isize, libc::SIGCONT);
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        };
+        let mut waited = 0u32;
+        loop {
+            let mut st: libc::c_int = 0;
+            match syscalls::syscall!(
+                Sysno::wait4,
+                -1isize,
+                &mut st as *mut libc::c_int,
+                libc::WNOHANG,
+                0
+            ) {
+                Ok(0) => {}
+                Ok(_) | Err(Errno::EINTR) => continue,
+                Err(_) => return,
+            }
+            if waited >= grace_ms {
+                break;
+            }
+            let _ = syscalls::syscall!(
+                Sysno::clock_nanosleep,
+                libc::CLOCK_MONOTONIC,
+                0,
+                &pause as *const libc::timespec,
+                0
+            );
+            waited += 1;
+        }
+        let _ = syscalls::syscall!(Sysno::kill, -1isize, libc::SIGKILL);
     }
 }
 
@@ -756,10 +1073,24 @@ unsafe fn prepare_shell(s: &Shared) -> Result<(), Errno> {
             return Err(Errno::ESRCH);
         }
         syscalls::syscall!(Sysno::setsid)?;
-        if s.cwd >= 0 {
-            syscalls::syscall!(Sysno::fchdir, s.cwd)?;
-        }
-        if let Some(listener) = s.prepared.apply_raw(s.notify >= 0)? {
+        let listen = match s.ns {
+            Some(ns) => {
+                enter_cwd(s)?;
+                ns::drop_caps(ns.root, ns.last_cap)?;
+                Listen::OwnNetwork
+            }
+            None => {
+                if s.cwd >= 0 {
+                    syscalls::syscall!(Sysno::fchdir, s.cwd)?;
+                }
+                if s.notify >= 0 {
+                    Listen::Supervised
+                } else {
+                    Listen::Refused
+                }
+            }
+        };
+        if let Some(listener) = s.prepared.apply_raw(listen, s.ns.is_some())? {
             let sent = send_fd(s.notify, listener);
             let _ = syscalls::syscall!(Sysno::close, listener);
             sent?;
@@ -775,6 +1106,45 @@ unsafe fn prepare_shell(s: &Shared) -> Result<(), Errno> {
             0,
             8
         )?;
+    }
+    Ok(())
+}
+
+/// In the view: changes to the working directory by its path and checks
+/// that it is the directory the caller's descriptor names (same device and
+/// inode); without a descriptor, a path that is not in the view leaves the
+/// shell at `/`.
+///
+/// # Safety
+///
+/// Only in the shell before `execve`.
+unsafe fn enter_cwd(s: &Shared) -> Result<(), Errno> {
+    let Some(path) = &s.cwd_path else {
+        return Ok(());
+    };
+    // SAFETY: raw calls on a NUL-terminated path, descriptors and locals.
+    unsafe {
+        let moved = syscalls::syscall!(Sysno::chdir, path.as_ptr());
+        if s.cwd < 0 {
+            return Ok(());
+        }
+        moved?;
+        let mut want: libc::stat = std::mem::zeroed();
+        let mut got: libc::stat = std::mem::zeroed();
+        syscalls::syscall!(Sysno::fstat, s.cwd, &mut want as *mut libc::stat)?;
+        let here = syscalls::syscall!(
+            Sysno::openat,
+            libc::AT_FDCWD,
+            c".".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            0
+        )?;
+        let r = syscalls::syscall!(Sysno::fstat, here, &mut got as *mut libc::stat);
+        let _ = syscalls::syscall!(Sysno::close, here);
+        r?;
+        if want.st_dev != got.st_dev || want.st_ino != got.st_ino {
+            return Err(Errno::ENOENT);
+        }
     }
     Ok(())
 }
@@ -922,5 +1292,61 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(exit_code(st.as_raw()), Some(128 + libc::SIGSEGV));
+    }
+
+    extern "C" fn mark(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: the test passes a live `AtomicI32`.
+        let cell = unsafe { &*(arg as *const AtomicI32) };
+        cell.store(42, Ordering::SeqCst);
+        7
+    }
+
+    fn small_stack() -> (Vec<u128>, usize) {
+        let mut stack = vec![0u128; 8 * 1024];
+        // One past the end, 16-byte aligned (u128 elements).
+        let top = stack.as_mut_ptr_range().end as usize;
+        (stack, top)
+    }
+
+    #[test]
+    fn the_raw_clone_runs_the_child_on_its_stack_in_shared_memory() {
+        let (_stack, top) = small_stack();
+        let cell = AtomicI32::new(0);
+        // SAFETY: the child uses only its stack and the atomic; VFORK keeps
+        // this thread suspended until the child has exited.
+        let pid = unsafe {
+            raw_clone(
+                (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as usize,
+                top,
+                mark,
+                &cell as *const AtomicI32 as *mut libc::c_void,
+            )
+        }
+        .expect("clone");
+        assert_eq!(cell.load(Ordering::SeqCst), 42, "the child shares memory");
+        let (_, st) = rustix::process::waitpid(Pid::from_raw(pid), WaitOptions::empty())
+            .unwrap()
+            .unwrap();
+        assert_eq!(exit_code(st.as_raw()), Some(7));
+    }
+
+    #[test]
+    fn a_refused_raw_clone_answers_its_error_number_and_leaves_errno_alone() {
+        let (_stack, top) = small_stack();
+        // SAFETY: this thread's own errno.
+        unsafe { *libc::__errno_location() = 12345 };
+        // CLONE_SIGHAND without CLONE_VM is invalid: EINVAL, and no child.
+        // SAFETY: the call fails before any child exists.
+        let got = unsafe {
+            raw_clone(
+                (libc::CLONE_SIGHAND | libc::SIGCHLD) as usize,
+                top,
+                mark,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(got.unwrap_err(), Errno::new(libc::EINVAL));
+        // SAFETY: this thread's own errno.
+        assert_eq!(unsafe { *libc::__errno_location() }, 12345);
     }
 }

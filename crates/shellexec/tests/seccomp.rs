@@ -44,6 +44,9 @@ fn executor(f: &Fixture, mode: ConfineMode, ports: &[u16], udp: bool) -> LocalSh
             ..ConfineSpec::default()
         },
         grace: Duration::from_millis(300),
+        // The floor's filter: `listen` judged by the executor, TCP by
+        // Landlock's ports (tests/namespaces.rs covers the namespaces).
+        namespaces: false,
         ..ExecConfig::default()
     };
     let ex = LocalShellExecutor::new(config);

@@ -324,6 +324,9 @@ class ExecResult:
     timed_out: bool
     aborted: bool
     duration_ms: int
+    # What was in force, as the JSON endpoint's "confined": "fs", "net",
+    # "scoped", "seccomp", "namespaces" and "view" (booleans), "missing"
+    # (each guarantee not in force, e.g. "namespaces"), "notes".
     confinement: dict = field(default_factory=dict)
     env_names_digest: str = ""
 

@@ -1,0 +1,530 @@
+//! The executor's namespaces and the allowlist view, on the real kernel:
+//! what the command can no longer see or reach, the keeper as PID 1, the
+//! end of everything the command started, no leaks over many execs, and
+//! the fallback to the floor when the host refuses a step of the probe.
+//!
+//! Run as root and as an unprivileged user (`cargo xtask unprivileged`).
+//! A test skips, saying why, only when the probe finds namespaces
+//! unavailable on this host; `SANDGATE_REQUIRE_NAMESPACES=1` turns such a
+//! skip into a failure.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use sandgate_shellexec::confine::{ConfineMode, ConfinePart, ConfineSpec};
+use sandgate_shellexec::exec::{
+    ExecConfig, ExecOptions, ExecResult, LocalShellExecutor, ShellExecutor,
+};
+
+const PYTHON: &str = "/usr/bin/python3";
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    work: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    fs::create_dir(&work).unwrap();
+    Fixture { dir, work }
+}
+
+fn config(f: &Fixture, mode: ConfineMode) -> ExecConfig {
+    ExecConfig {
+        shell: PathBuf::from("/bin/sh"),
+        default_timeout: Duration::from_secs(20),
+        confine_mode: mode,
+        confine: ConfineSpec {
+            write_dirs: vec![f.work.clone()],
+            ..ConfineSpec::default()
+        },
+        grace: Duration::from_millis(200),
+        ..ExecConfig::default()
+    }
+}
+
+/// A started executor whose commands run in namespaces; `None` (printed)
+/// when this host cannot give them.
+fn in_namespaces(test: &str, config: ExecConfig) -> Option<LocalShellExecutor> {
+    let ex = LocalShellExecutor::new(config);
+    ex.start().unwrap();
+    let r = exec(&ex, "true");
+    if r.confined.namespaces {
+        return Some(ex);
+    }
+    let why = r.confined.notes.join("; ");
+    assert!(
+        std::env::var_os("SANDGATE_REQUIRE_NAMESPACES").is_none(),
+        "{test}: namespaces unavailable: {why}"
+    );
+    eprintln!("note: {test} skipped: namespaces unavailable here: {why}");
+    None
+}
+
+fn exec(ex: &LocalShellExecutor, command: &str) -> ExecResult {
+    ex.exec(command, ExecOptions::default()).unwrap()
+}
+
+fn exec_in(ex: &LocalShellExecutor, command: &str, cwd: &Path) -> ExecResult {
+    let fd = rustix::fs::open(
+        cwd,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let opts = ExecOptions {
+        cwd: Some(fd),
+        ..ExecOptions::default()
+    };
+    ex.exec(command, opts).unwrap()
+}
+
+fn out(r: &ExecResult) -> String {
+    String::from_utf8_lossy(&r.stdout).into_owned()
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+#[test]
+fn the_view_hides_the_hosts_tmp_run_home_and_sockets() {
+    let f = fixture();
+    // The host's /tmp: a marker file and a listening UNIX socket.
+    let marker = tempfile::NamedTempFile::new_in(std::env::temp_dir()).unwrap();
+    let sock_dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let sock = sock_dir.path().join("agent.sock");
+    let _listener = UnixListener::bind(&sock).unwrap();
+    // A home directory with a file in it, outside every root.
+    let home = f.dir.path().join("home");
+    fs::create_dir(&home).unwrap();
+    fs::write(home.join(".netrc"), "machine example.com password x").unwrap();
+    let mut c = config(&f, ConfineMode::BestEffort);
+    c.host_env = Some(vec![
+        ("HOME".into(), home.clone().into_os_string()),
+        ("PATH".into(), "/usr/bin:/bin".into()),
+    ]);
+    let Some(ex) = in_namespaces("view", c) else {
+        return;
+    };
+    // A marker under the host's /run, where root may write.
+    let run_marker = if is_root() {
+        let p = PathBuf::from(format!("/run/sandgate-test-{}", std::process::id()));
+        fs::write(&p, "host").unwrap();
+        Some(p)
+    } else {
+        eprintln!("note: the /run marker needs root; the command's /run is checked to be empty");
+        None
+    };
+    assert!(fs::read_dir("/run").unwrap().next().is_some());
+
+    let check = |path: &Path| {
+        let r = exec(
+            &ex,
+            &format!(
+                "test -e '{}' && echo present || echo absent",
+                path.display()
+            ),
+        );
+        assert_eq!(out(&r).trim(), "absent", "{} is visible", path.display());
+        assert!(path.exists(), "{} is there on the host", path.display());
+    };
+    check(marker.path());
+    check(&sock);
+    check(&home);
+    if let Some(p) = &run_marker {
+        check(p);
+    }
+    let r = exec(&ex, "ls -A /run | wc -l; echo \"$HOME\"; ls -A /tmp");
+    let text = out(&r);
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    assert_eq!(lines[0], "0", "the command's /run is its own, empty tmpfs");
+    assert_eq!(lines[1], home.display().to_string());
+    // The command's /tmp holds only the mount points of what it was
+    // given: the private TMPDIR and, when the write root is under /tmp,
+    // the way to it.
+    let tmp = fs::canonicalize(std::env::temp_dir()).unwrap();
+    let mut given = vec![ex.tmpdir().unwrap()];
+    given.push(fs::canonicalize(&f.work).unwrap());
+    let expected: std::collections::BTreeSet<String> = given
+        .iter()
+        .filter_map(|p| p.strip_prefix(&tmp).ok())
+        .filter_map(|p| p.components().next())
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let seen: std::collections::BTreeSet<String> =
+        lines[2..].iter().map(|s| (*s).to_owned()).collect();
+    assert_eq!(seen, expected);
+
+    if Path::new(PYTHON).exists() {
+        let script = format!(
+            "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect('{}')\n    print('connected')\nexcept OSError as e:\n    print('refused', e.errno)",
+            sock.display()
+        );
+        let r = exec(&ex, &format!("{PYTHON} -c \"{script}\""));
+        assert!(out(&r).starts_with("refused"), "{}", out(&r));
+    }
+    // The write root and the private TMPDIR work as before.
+    let r = exec_in(
+        &ex,
+        "echo data > file && cat file && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && pwd",
+        &f.work,
+    );
+    assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(
+        out(&r),
+        format!(
+            "data\nt\n{}\n",
+            fs::canonicalize(&f.work).unwrap().display()
+        )
+    );
+    if let Some(p) = run_marker {
+        fs::remove_file(p).unwrap();
+    }
+}
+
+#[test]
+fn mounts_and_namespace_changes_are_refused() {
+    let f = fixture();
+    let Some(ex) = in_namespaces("mounts", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    for cmd in [
+        "mount -o remount,rw /usr",
+        "mount -t tmpfs none /tmp",
+        "umount /usr",
+        "umount -l /proc",
+        "unshare -m true",
+        "unshare -U true",
+        "nsenter -t 1 -m true",
+        "nsenter -t 1 -U true",
+    ] {
+        let r = exec(&ex, cmd);
+        assert_ne!(r.exit_code, 0, "`{cmd}` succeeded");
+    }
+    // Still read-only, still mounted.
+    let r = exec(
+        &ex,
+        "touch /usr/sandgate-x 2>/dev/null && echo wrote; test -e /usr/bin/env && echo ok",
+    );
+    assert_eq!(out(&r), "ok\n");
+}
+
+#[test]
+fn a_root_caller_loses_the_dropped_capabilities() {
+    let f = fixture();
+    let Some(ex) = in_namespaces("caps", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    // The shell reads its own status (the one /proc entry it is granted).
+    let r = exec(
+        &ex,
+        "while read k v; do case $k in CapBnd:|CapEff:|CapAmb:) echo $k $v;; esac; done < /proc/self/status",
+    );
+    let caps: BTreeMap<String, u64> = out(&r)
+        .lines()
+        .map(|l| {
+            let (k, v) = l.split_once(' ').unwrap();
+            (k.to_owned(), u64::from_str_radix(v, 16).unwrap())
+        })
+        .collect();
+    let dropped: u64 = (10..=13).chain(16..=27).map(|c| 1u64 << c).sum();
+    assert_eq!(caps["CapBnd:"] & dropped, 0, "{caps:?}");
+    assert_eq!(caps["CapEff:"] & dropped, 0, "{caps:?}");
+    if is_root() {
+        // CAP_DAC_OVERRIDE (1) stays, so root keeps working on files of
+        // other users in the roots.
+        assert_ne!(caps["CapEff:"] & 1 << 1, 0, "{caps:?}");
+    } else {
+        assert_eq!(caps["CapEff:"], 0, "{caps:?}");
+    }
+}
+
+#[test]
+fn the_keeper_is_pid_1_and_the_shell_is_not() {
+    let f = fixture();
+    let Some(ex) = in_namespaces("pid1", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    let r = exec(&ex, "echo $$ $PPID");
+    let o = out(&r);
+    let (me, parent) = o.trim().split_once(' ').unwrap();
+    assert_ne!(me, "1");
+    assert_eq!(parent, "1");
+}
+
+#[test]
+fn kill_minus_one_ends_only_the_commands_tree() {
+    let f = fixture();
+    let Some(ex) = in_namespaces("kill -1", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    // A process of the same user outside the command.
+    let mut bystander = Command::new("sleep").arg("30").spawn().unwrap();
+    let r = exec(&ex, "sleep 30 & kill -9 -1; wait; echo survived");
+    assert_eq!(out(&r), "survived\n");
+    assert!(r.duration < Duration::from_secs(10));
+    assert!(
+        bystander.try_wait().unwrap().is_none(),
+        "the bystander was killed"
+    );
+    let r = exec(&ex, "echo again");
+    assert_eq!(out(&r), "again\n");
+    bystander.kill().unwrap();
+    bystander.wait().unwrap();
+}
+
+#[test]
+fn a_double_forked_daemon_dies_with_the_exec() {
+    let f = fixture();
+    let Some(ex) = in_namespaces("daemon", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    let beat = f.work.join("beat");
+    let r = exec_in(
+        &ex,
+        "(setsid sh -c 'while :; do date +%s%N > beat; sleep 0.02; done' &) ; sleep 0.1; echo started",
+        &f.work,
+    );
+    assert_eq!(out(&r), "started\n");
+    let first = fs::read_to_string(&beat).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        fs::read_to_string(&beat).unwrap(),
+        first,
+        "the daemon still runs"
+    );
+}
+
+#[test]
+fn the_namespace_loopback_serves_the_command_and_nothing_else() {
+    let f = fixture();
+    if !Path::new(PYTHON).exists() {
+        eprintln!("note: loopback test skipped: {PYTHON} not found");
+        return;
+    }
+    let Some(ex) = in_namespaces("loopback", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    // A server and a client inside.
+    let script = "import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\nc = socket.create_connection(s.getsockname())\na, _ = s.accept()\nc.send(b'ok')\nprint(a.recv(2).decode())";
+    let r = exec(&ex, &format!("{PYTHON} -c \"{script}\""));
+    assert_eq!(out(&r), "ok\n", "{}", String::from_utf8_lossy(&r.stderr));
+
+    // The host's loopback listener is unreachable from inside.
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
+    let script = format!("import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n    print('connected')\nexcept OSError as e:\n    print('refused')");
+    let r = exec(&ex, &format!("{PYTHON} -c \"{script}\""));
+    assert_eq!(out(&r), "refused\n");
+
+    // A server inside is unreachable from the host.
+    let port_file = f.work.join("port");
+    let script = "import socket, time\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\nopen('port.tmp', 'w').write(str(s.getsockname()[1]))\nimport os\nos.rename('port.tmp', 'port')\ntime.sleep(3)";
+    std::thread::scope(|scope| {
+        let runner = scope.spawn(|| exec_in(&ex, &format!("{PYTHON} -c \"{script}\""), &f.work));
+        let mut port = None;
+        for _ in 0..200 {
+            if let Ok(p) = fs::read_to_string(&port_file) {
+                port = Some(p.parse::<u16>().unwrap());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let port = port.expect("the server inside started");
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+        assert_eq!(runner.join().unwrap().exit_code, 0);
+    });
+}
+
+fn fd_count() -> usize {
+    fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+fn mount_count() -> usize {
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .count()
+}
+
+fn child_count() -> usize {
+    let me = std::process::id().to_string();
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            fs::read_to_string(e.path().join("stat")).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1).map(|p| p == me))
+                    .unwrap_or(false)
+            })
+        })
+        .count()
+}
+
+#[test]
+fn two_hundred_execs_leak_no_descriptor_mount_or_process() {
+    // Descriptors and children are counted for the whole process: the
+    // count runs in a process of its own, where no other test runs.
+    const ALONE: &str = "SANDGATE_TEST_ALONE";
+    if std::env::var_os(ALONE).is_none() {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "two_hundred_execs_leak_no_descriptor_mount_or_process",
+                "--nocapture",
+            ])
+            .env(ALONE, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("1 passed"), "{text}");
+        return;
+    }
+    let f = fixture();
+    let Some(ex) = in_namespaces("leaks", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    exec(&ex, "true");
+    let (fds, mounts, children) = (fd_count(), mount_count(), child_count());
+    for i in 0..200 {
+        let r = exec(&ex, "true");
+        assert_eq!(r.exit_code, 0, "exec {i}");
+        assert!(r.confined.namespaces);
+    }
+    assert_eq!(
+        mount_count(),
+        mounts,
+        "a mount leaked into the host's table"
+    );
+    assert_eq!(child_count(), children, "a process outlived its exec");
+    assert_eq!(fd_count(), fds, "a descriptor leaked");
+}
+
+#[test]
+fn concurrent_execs_keep_their_own_directories() {
+    let f = fixture();
+    let Some(ex) = in_namespaces("concurrent", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    let dirs: Vec<PathBuf> = (0..4)
+        .map(|i| {
+            let d = f.work.join(format!("d{i}"));
+            fs::create_dir(&d).unwrap();
+            fs::canonicalize(d).unwrap()
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        for d in &dirs {
+            let ex = &ex;
+            scope.spawn(move || {
+                for _ in 0..10 {
+                    let r = exec_in(ex, "pwd; echo x > here; sleep 0.01", d);
+                    assert_eq!(out(&r), format!("{}\n", d.display()));
+                }
+            });
+        }
+    });
+    for d in &dirs {
+        assert!(d.join("here").exists());
+    }
+}
+
+/// Re-runs `helper` in a child process of this test binary with
+/// `SANDGATE_TEST_REFUSE=call`, where it installs a seccomp filter that
+/// refuses `call` before anything else happens.
+fn run_refusing(call: &str) {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .args([
+            "--exact",
+            "fallback_helper",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SANDGATE_TEST_REFUSE", call)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("FALLBACK-CHECKED"), "{text}");
+}
+
+#[test]
+fn a_host_that_refuses_mount_gets_the_floor_or_a_refusal() {
+    let f = fixture();
+    if in_namespaces("fallback (mount)", config(&f, ConfineMode::BestEffort)).is_none() {
+        return;
+    }
+    run_refusing("mount");
+}
+
+#[test]
+fn a_host_that_refuses_unshare_gets_the_floor_or_a_refusal() {
+    let f = fixture();
+    if in_namespaces("fallback (unshare)", config(&f, ConfineMode::BestEffort)).is_none() {
+        return;
+    }
+    run_refusing("unshare");
+}
+
+#[test]
+#[ignore = "run in a child process by the fallback tests"]
+fn fallback_helper() {
+    let Some(call) = std::env::var_os("SANDGATE_TEST_REFUSE") else {
+        return;
+    };
+    let nr = match call.to_str() {
+        Some("mount") => libc::SYS_mount,
+        Some("unshare") => libc::SYS_unshare,
+        other => panic!("unknown call {other:?}"),
+    };
+    let filter = seccompiler::SeccompFilter::new(
+        BTreeMap::from([(nr, Vec::new())]),
+        seccompiler::SeccompAction::Allow,
+        seccompiler::SeccompAction::Errno(libc::EPERM as u32),
+        std::env::consts::ARCH.try_into().unwrap(),
+    )
+    .unwrap();
+    let prog: seccompiler::BpfProgram = filter.try_into().unwrap();
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes integers only.
+    let nnp = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    assert_eq!(nnp, 0);
+    // This thread (the one that starts the executors below) and its
+    // children run under the filter.
+    seccompiler::apply_filter(&prog).unwrap();
+
+    let f = fixture();
+    let ex = LocalShellExecutor::new(config(&f, ConfineMode::BestEffort));
+    ex.start().unwrap();
+    let r = exec_in(&ex, "echo floor > f && cat f", &f.work);
+    assert_eq!(out(&r), "floor\n", "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(!r.confined.namespaces && !r.confined.view);
+    assert!(r.confined.missing.contains(&ConfinePart::Namespaces));
+    assert!(r.confined.missing.contains(&ConfinePart::View));
+    assert!(
+        r.confined.notes.iter().any(|n| n.contains("no namespaces")),
+        "{:?}",
+        r.confined.notes
+    );
+    // The floor still confines: Landlock and seccomp are in force.
+    assert!(r.confined.fs && r.confined.seccomp);
+
+    let ex = LocalShellExecutor::new(config(&f, ConfineMode::Required));
+    let e = ex.start().unwrap_err();
+    assert_eq!(e.code(), sandgate_codes::ErrorCode::ConfineUnavailable);
+    assert!(e.to_string().contains("namespaces"), "{e}");
+    // Nothing runs.
+    assert!(ex.exec("true", ExecOptions::default()).is_err());
+    println!("FALLBACK-CHECKED");
+}
