@@ -21,6 +21,7 @@ const SUITES: &[(&str, &str)] = &[
     ("shellexec", "seccomp"),
     ("shellexec", "confine"),
     ("shellexec", "exec"),
+    ("shellexec", "limits"),
     ("shellexec", "git"),
     ("sandgate", "git"),
     ("cli", "run"),

@@ -70,6 +70,8 @@ use sandgate_codes::ErrorCode;
 use crate::capture::Capture;
 use crate::confine::{self, ConfineMode, ConfineSpec, ConfinementReport, Prepared};
 use crate::env::EnvPlan;
+use crate::limits::{self, Limit, ResourceLimits};
+use crate::monitor::Monitor;
 use crate::redact::Redactor;
 use crate::run::Run;
 use crate::spawn::{self, Spawned};
@@ -101,6 +103,9 @@ pub struct ExecConfig {
     /// What the child may touch; the private temporary directory is added
     /// to `write_dirs` by [`ShellExecutor::start`].
     pub confine: ConfineSpec,
+    /// Memory, task and CPU limits of each command's tree
+    /// ([`crate::limits`]).
+    pub limits: ResourceLimits,
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
     /// The host environment the child's is planned from; `None` for the
@@ -122,6 +127,7 @@ impl fmt::Debug for ExecConfig {
             .field("env_inherit", &self.env_inherit)
             .field("confine_mode", &self.confine_mode)
             .field("confine", &self.confine)
+            .field("limits", &self.limits)
             .field("grace", &self.grace)
             .field("host_env_names", &host_env)
             .finish()
@@ -137,6 +143,7 @@ impl Default for ExecConfig {
             env_inherit: Vec::new(),
             confine_mode: ConfineMode::BestEffort,
             confine: ConfineSpec::default(),
+            limits: ResourceLimits::default(),
             grace: Duration::from_millis(500),
             host_env: None,
         }
@@ -270,6 +277,12 @@ pub struct ExecResult {
     pub timed_out: bool,
     /// An abort ended the call.
     pub aborted: bool,
+    /// The limit that ended the command, when it is known: a resource
+    /// limit a cgroup event, the monitor or `SIGXCPU` showed reached, else
+    /// the timeout, else the output cap. `None` otherwise (and after an
+    /// abort); a process that failed an allocation under `RLIMIT_DATA`
+    /// and exited is not attributed.
+    pub limit: Option<Limit>,
     /// [`EnvPlan::names_digest`] of the child's environment.
     pub env_names_digest: String,
     /// The confinement in force.
@@ -437,6 +450,7 @@ struct Session {
     tmpdir: PathBuf,
     tmpdir_str: String,
     prepared: Prepared,
+    limits: Arc<limits::Setup>,
 }
 
 impl LocalShellExecutor {
@@ -488,7 +502,19 @@ impl LocalShellExecutor {
     /// (which deregisters when dropped, a panic included, so that dispose
     /// never waits for an exec that is gone), its internal abort, the
     /// temporary directory and the session's confinement.
-    fn register(&self) -> Result<(Running<'_>, AbortSignal, String, Prepared), ExecError> {
+    #[allow(clippy::type_complexity)]
+    fn register(
+        &self,
+    ) -> Result<
+        (
+            Running<'_>,
+            AbortSignal,
+            String,
+            Prepared,
+            Arc<limits::Setup>,
+        ),
+        ExecError,
+    > {
         let mut state = self.lock();
         let Some(session) = &state.session else {
             return Err(ExecError::new(
@@ -498,12 +524,19 @@ impl LocalShellExecutor {
         };
         let tmpdir = session.tmpdir_str.clone();
         let prepared = session.prepared.clone();
+        let limits = Arc::clone(&session.limits);
         let internal =
             AbortSignal::try_new().map_err(|e| ExecError::io("cannot create an eventfd", e))?;
         let id = state.next_id;
         state.next_id += 1;
         state.running.insert(id, internal.clone());
-        Ok((Running { executor: self, id }, internal, tmpdir, prepared))
+        Ok((
+            Running { executor: self, id },
+            internal,
+            tmpdir,
+            prepared,
+            limits,
+        ))
     }
 
     /// Runs `program` with `args` directly, without a shell:
@@ -533,13 +566,12 @@ impl LocalShellExecutor {
         let began = Instant::now();
         let argv = argv_of(program, args)?;
         let env = Arc::new(ChildEnv::for_program(&self.config, env)?);
-        let (running, internal, _, _) = self.register()?;
+        let (running, internal, _, _, limits) = self.register()?;
         let result = run(
             &self.config,
             Start::Program(program, argv),
             opts,
-            &env,
-            confine,
+            (&env, confine, &limits),
             &internal,
             began,
         );
@@ -579,9 +611,16 @@ impl LocalShellExecutor {
         opts: ExecOptions,
         began: Instant,
     ) -> Result<ExecResult, ExecError> {
-        let (running, internal, tmpdir, prepared) = self.register()?;
+        let (running, internal, tmpdir, prepared, limits) = self.register()?;
         let env = self.child_env(&tmpdir);
-        let result = run(&self.config, start, opts, &env, &prepared, &internal, began);
+        let result = run(
+            &self.config,
+            start,
+            opts,
+            (&env, &prepared, &limits),
+            &internal,
+            began,
+        );
         drop(running);
         result
     }
@@ -616,14 +655,24 @@ impl ShellExecutor for LocalShellExecutor {
                 "the temporary directory's path is not UTF-8",
             ));
         };
+        let limits = match limits::setup(&self.config.limits) {
+            Ok(limits) => limits,
+            Err(why) => {
+                let _ = fs::remove_dir_all(&tmpdir);
+                return Err(ExecError::new(ErrorCode::ConfineUnavailable, why));
+            }
+        };
         let mut spec = self.config.confine.clone();
         spec.write_dirs.push(tmpdir.clone());
+        spec.max_data_bytes = spec.max_data_bytes.or(limits.data_bytes);
+        spec.max_cpu_secs = spec.max_cpu_secs.or(limits.cpu_secs);
         match confine::prepare(&spec, self.config.confine_mode) {
             Ok(prepared) => {
                 state.session = Some(Session {
                     tmpdir,
                     tmpdir_str,
                     prepared,
+                    limits: Arc::new(limits),
                 });
                 Ok(())
             }
@@ -738,8 +787,7 @@ fn run(
     config: &ExecConfig,
     start: Start<'_>,
     opts: ExecOptions,
-    env: &Arc<ChildEnv>,
-    prepared: &Prepared,
+    (env, prepared, limits): (&Arc<ChildEnv>, &Prepared, &Arc<limits::Setup>),
     internal: &AbortSignal,
     began: Instant,
 ) -> Result<ExecResult, ExecError> {
@@ -751,10 +799,14 @@ fn run(
         truncated: false,
         timed_out: false,
         aborted: false,
+        limit: None,
         env_names_digest: env.names_digest.clone(),
         confined: prepared.report().clone(),
         duration: Duration::ZERO,
     };
+    if limits.report != limits::LimitsReport::default() {
+        result.confined.limits = Some(limits.report.clone());
+    }
     if opts.abort.as_ref().is_some_and(AbortSignal::is_aborted) || internal.is_aborted() {
         result.exit_code = EXIT_ABORTED;
         result.aborted = true;
@@ -777,9 +829,26 @@ fn run(
             path.display().to_string(),
         ),
     };
-    let spawned = match spawn::spawn(program, &env.envp, env_owner, prepared, cwd) {
+    let pool = limits.pool.as_ref();
+    let lease = match pool.map(crate::cgroup::Pool::lease).transpose() {
+        Ok(lease) => lease,
+        Err(e) => {
+            // Never run outside the cgroup that holds the limits.
+            result.exit_code = EXIT_NOT_STARTED;
+            result.stderr =
+                format!("sandgate: cannot start {what}: no cgroup for its limits: {e}\n")
+                    .into_bytes();
+            result.duration = began.elapsed();
+            return Ok(result);
+        }
+    };
+    let placement = lease.as_ref().map(|l| l.placement()).unwrap_or_default();
+    let spawned = match spawn::spawn(program, &env.envp, env_owner, prepared, cwd, placement) {
         Ok(spawned) => spawned,
         Err(e) => {
+            if let (Some(pool), Some(lease)) = (pool, lease) {
+                pool.release(lease);
+            }
             result.exit_code = EXIT_NOT_STARTED;
             result.stderr = format!("sandgate: cannot start {what}: {e}\n").into_bytes();
             result.duration = began.elapsed();
@@ -794,6 +863,7 @@ fn run(
         notify,
     } = spawned;
     let capture = Capture::new(stdout, stderr, &env.redactor, config.max_output_bytes);
+    let monitor = Monitor::new(keeper.pid(), limits.walked, lease, began);
     let outcome = Run::new(
         keeper,
         status,
@@ -803,7 +873,12 @@ fn run(
         opts.abort.clone(),
         internal.clone(),
     )
+    .with_monitor(monitor)
     .finish();
+    if let (Some(pool), Some(lease)) = (pool, outcome.lease) {
+        pool.release(lease);
+    }
+    result.limit = outcome.limit;
     result.exit_code = outcome.exit_code;
     result.stdout = outcome.stdout;
     result.stderr = outcome.stderr;

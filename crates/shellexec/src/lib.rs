@@ -11,6 +11,9 @@
 //! - [`seccomp`]: the seccomp filter under Landlock: sockets Landlock
 //!   cannot judge, `listen` judged by the executor, and system calls no
 //!   command needs.
+//! - [`limits`]: memory, task and CPU limits of each command's tree: a
+//!   cgroup v1 of its own as root, otherwise a sampling monitor with rlimit
+//!   backstops; the result names the limit that ended a command.
 //! - [`exec`]: the executor: `shell -c command` in a new session under a
 //!   subreaper keeper, confined, with timeouts, abort, capped and redacted
 //!   output, and every descendant killed before the call returns.
@@ -22,10 +25,13 @@
 #![deny(missing_docs)]
 
 mod capture;
+mod cgroup;
 pub mod confine;
 pub mod env;
 pub mod exec;
 pub mod git;
+pub mod limits;
+mod monitor;
 mod proctree;
 pub mod redact;
 mod run;

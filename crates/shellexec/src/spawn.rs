@@ -48,6 +48,7 @@ use std::sync::{Arc, OnceLock};
 use rustix::process::{Pid, WaitOptions};
 use syscalls::{Errno, Sysno};
 
+use crate::cgroup::Placement;
 use crate::confine::Prepared;
 use crate::sys::{above_stdio, exit_code, pidfd_open, pipe, readable, EXIT_NOT_STARTED};
 
@@ -86,6 +87,8 @@ struct Shared {
     /// The shell's end of the socket that carries its seccomp listener to
     /// the executor (above 2), or -1 when the filter notifies nobody.
     notify: RawFd,
+    /// The cgroups the shell enters before `execve`.
+    placement: Placement,
     /// Set by the keeper: its pid, which the shell checks its parent
     /// against.
     keeper: AtomicI32,
@@ -341,6 +344,7 @@ pub(crate) fn spawn(
     env_owner: Arc<dyn Any + Send + Sync>,
     prepared: &Prepared,
     cwd: Option<BorrowedFd<'_>>,
+    placement: Placement,
 ) -> io::Result<Spawned> {
     let (path, args) = program.parts()?;
     let search = !path.as_bytes().contains(&b'/');
@@ -399,6 +403,7 @@ pub(crate) fn spawn(
         stdio: [null.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
         status: status_w.as_raw_fd(),
         notify: notify.as_ref().map_or(-1, |(_, theirs)| theirs.as_raw_fd()),
+        placement,
         keeper: AtomicI32::new(0),
         failed: AtomicI32::new(0),
     });
@@ -759,6 +764,9 @@ unsafe fn prepare_shell(s: &Shared) -> Result<(), Errno> {
         if syscalls::syscall!(Sysno::getppid)? as i32 != s.keeper.load(Ordering::SeqCst) {
             return Err(Errno::ESRCH);
         }
+        // Into the exec's cgroups (the keeper stays out), before anything
+        // of the command runs.
+        s.placement.enter()?;
         syscalls::syscall!(Sysno::setsid)?;
         if s.cwd >= 0 {
             syscalls::syscall!(Sysno::fchdir, s.cwd)?;
