@@ -37,7 +37,7 @@ pub mod tool;
 
 pub use audit::{AuditEvent, AuditSink};
 pub use error::{Error, ErrorCode};
-pub use exec::{ExecGrant, Executor};
+pub use exec::{ExecGrant, Executor, Limit, LimitsReport, Mechanism};
 pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};
 pub use sandbox::{
