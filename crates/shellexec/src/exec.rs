@@ -30,6 +30,14 @@
 //! abort, and after the shell exits by itself while something it started
 //! is still running. No privilege is needed.
 //!
+//! # Resource limits
+//!
+//! [`ExecConfig::limits`] bounds memory, tasks and CPU time of each
+//! command's tree ([`crate::limits`]): the shell enters a cgroup of its own
+//! before `execve` where the executor holds cgroups, and the run loop
+//! samples the tree otherwise, ending it past a limit. The result's
+//! [`ExecResult::limit`] names the limit that ended the command.
+//!
 //! # Exit codes
 //!
 //! The shell's own status (a signal `n` gives `128 + n`); 124 on timeout;
