@@ -10,7 +10,10 @@
 //!   kernel confinement (`executor_off`) and with Landlock in best-effort
 //!   mode (`executor_landlock`: a temporary read dir and another write dir).
 //!   Targets: ≤ 1.10× the reference without confinement, ≤ 1.25× with
-//!   Landlock.
+//!   Landlock. `executor_limits` adds the resource limits (memory, tasks
+//!   and CPU time: cgroups as root on a cgroup v1 host, the monitor
+//!   otherwise) to `executor_landlock`, and is paired with it. Target:
+//!   ≤ 1.10× `executor_landlock`.
 //! - `capture_100MB`: `head -c 100000000 /dev/zero` through `bash -c`,
 //!   captured whole by `Command::output` (the reference, `command_output`)
 //!   and by the executor (`executor_off`, `max_output_bytes` 128 MiB).
@@ -41,6 +44,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
 use sandgate_shellexec::confine::{ConfineMode, ConfineSpec};
 use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
+use sandgate_shellexec::limits::ResourceLimits;
 
 #[path = "../../../benches/interleave.rs"]
 mod interleave;
@@ -157,6 +161,48 @@ fn exec_true(c: &mut Criterion) {
             black_box(exec(&landlock, black_box("true")));
         },
         reference,
+    );
+    // The same Landlock executor with the policy defaults' limits and a
+    // CPU limit: cgroup placement and reuse (as root), the monitor.
+    let limited = {
+        let mut cfg = config(
+            ConfineMode::BestEffort,
+            ConfineSpec {
+                read_dirs: vec![_dirs[0].path().to_owned()],
+                write_dirs: vec![_dirs[1].path().to_owned()],
+                ..ConfineSpec::default()
+            },
+            1 << 20,
+        );
+        cfg.limits = ResourceLimits {
+            max_memory_bytes: Some(2 << 30),
+            max_tasks: Some(4096),
+            max_cpu_ms: Some(30_000),
+            ..ResourceLimits::default()
+        };
+        started(cfg)
+    };
+    let r = exec(&limited, "true");
+    assert_eq!(r.exit_code, 0);
+    println!(
+        "executor_limits: {:?}",
+        r.confined
+            .limits
+            .as_ref()
+            .map(|l| (l.memory, l.tasks, l.cpu))
+    );
+    paired(
+        &mut g,
+        "exec_true",
+        "executor_limits",
+        "executor_landlock",
+        1,
+        || {
+            black_box(exec(&limited, black_box("true")));
+        },
+        || {
+            black_box(exec(&landlock, black_box("true")));
+        },
     );
     g.finish();
 }

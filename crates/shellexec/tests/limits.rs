@@ -443,3 +443,30 @@ fn a_read_only_cgroup_hierarchy_is_reported_and_the_monitor_holds() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("1 passed"), "{text}");
 }
+
+/// Many execs hitting their limit at once are each stopped, and nothing of
+/// any of them survives: the executor stays bounded however many run.
+#[test]
+fn concurrent_execs_each_stopped_at_their_limit() {
+    let ex = started(ResourceLimits {
+        max_tasks: Some(8),
+        ..ResourceLimits::default()
+    });
+    let marker = format!("sgmany{}", std::process::id());
+    // At most 2^5 processes each if the limit fails.
+    let bomb = format!(
+        "f() {{ if [ $1 -gt 0 ]; then f $(($1 - 1)) & f $(($1 - 1)) & fi; \
+         exec -a {marker} sleep 30; }}; f 4; wait"
+    );
+    let results: Vec<ExecResult> = thread::scope(|s| {
+        let runs: Vec<_> = (0..16)
+            .map(|_| s.spawn(|| run(&ex, &bomb, Duration::from_secs(30))))
+            .collect();
+        runs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in &results {
+        assert_eq!(r.limit, Some(Limit::Tasks), "{r:?}");
+        assert!(!r.timed_out, "{r:?}");
+    }
+    assert!(survivors(&marker).is_empty(), "{:?}", survivors(&marker));
+}
