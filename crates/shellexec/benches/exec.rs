@@ -10,10 +10,11 @@
 //!   kernel confinement (`executor_off`) and with Landlock in best-effort
 //!   mode (`executor_landlock`: a temporary read dir and another write dir).
 //!   Targets: ≤ 1.10× the reference without confinement, ≤ 1.25× with
-//!   Landlock. `executor_limits` adds the resource limits (memory, tasks
-//!   and CPU time: cgroups as root on a cgroup v1 host, the monitor
-//!   otherwise) to `executor_landlock`, and is paired with it. Target:
-//!   ≤ 1.10× `executor_landlock`.
+//!   Landlock. `executor_limits` adds the policy's default resource limits
+//!   (memory and tasks: cgroups as root on a cgroup v1 host, the monitor
+//!   otherwise) to `executor_landlock`, and `executor_limits_cpu` a CPU
+//!   limit too (the monitor); both are paired with `executor_landlock`.
+//!   Target: ≤ 1.10× `executor_landlock`.
 //! - `capture_100MB`: `head -c 100000000 /dev/zero` through `bash -c`,
 //!   captured whole by `Command::output` (the reference, `command_output`)
 //!   and by the executor (`executor_off`, `max_output_bytes` 128 MiB).
@@ -162,9 +163,10 @@ fn exec_true(c: &mut Criterion) {
         },
         reference,
     );
-    // The same Landlock executor with the policy defaults' limits and a
-    // CPU limit: cgroup placement and reuse (as root), the monitor.
-    let limited = {
+    // The same Landlock executor with the policy's default limits (memory
+    // and tasks: cgroup placement and reuse as root), then with a CPU
+    // limit as well (the monitor's walk of /proc every 20 ms).
+    let limited = |cpu: Option<u64>| {
         let mut cfg = config(
             ConfineMode::BestEffort,
             ConfineSpec {
@@ -177,33 +179,38 @@ fn exec_true(c: &mut Criterion) {
         cfg.limits = ResourceLimits {
             max_memory_bytes: Some(2 << 30),
             max_tasks: Some(4096),
-            max_cpu_ms: Some(30_000),
+            max_cpu_ms: cpu,
             ..ResourceLimits::default()
         };
         started(cfg)
     };
-    let r = exec(&limited, "true");
-    assert_eq!(r.exit_code, 0);
-    println!(
-        "executor_limits: {:?}",
-        r.confined
-            .limits
-            .as_ref()
-            .map(|l| (l.memory, l.tasks, l.cpu))
-    );
-    paired(
-        &mut g,
-        "exec_true",
-        "executor_limits",
-        "executor_landlock",
-        1,
-        || {
-            black_box(exec(&limited, black_box("true")));
-        },
-        || {
-            black_box(exec(&landlock, black_box("true")));
-        },
-    );
+    for (name, ex) in [
+        ("executor_limits", limited(None)),
+        ("executor_limits_cpu", limited(Some(30_000))),
+    ] {
+        let r = exec(&ex, "true");
+        assert_eq!(r.exit_code, 0);
+        println!(
+            "{name}: {:?}",
+            r.confined
+                .limits
+                .as_ref()
+                .map(|l| (l.memory, l.tasks, l.cpu))
+        );
+        paired(
+            &mut g,
+            "exec_true",
+            name,
+            "executor_landlock",
+            1,
+            || {
+                black_box(exec(&ex, black_box("true")));
+            },
+            || {
+                black_box(exec(&landlock, black_box("true")));
+            },
+        );
+    }
     g.finish();
 }
 
