@@ -93,6 +93,9 @@ typedef struct sg_exec_result {
   struct sg_bytes confinement_json;
   // sha256 of the sorted names of the child's environment.
   struct sg_bytes env_names_digest;
+  // The limit that ended the command, when known: `memory`, `tasks`,
+  // `cpu`, `output` or `timeout` (ASCII); empty otherwise.
+  struct sg_bytes limit;
 } sg_exec_result;
 
 // Which resolver a root uses.

@@ -109,6 +109,9 @@ type ExecResult struct {
 	// force, e.g. "namespaces"), "notes".
 	Confinement    map[string]any
 	EnvNamesDigest string // sha256 of the sorted names of the child's environment
+	// Limit names the limit that ended the command, when known: "memory",
+	// "tasks", "cpu", "output" or "timeout"; empty otherwise.
+	Limit string
 }
 
 // Exec runs command with the policy's shell. Cancelling ctx ends the
@@ -176,6 +179,7 @@ func (x *Executor) Exec(ctx context.Context, command string, opts ExecOptions) (
 		Aborted:        bool(r.aborted),
 		Duration:       time.Duration(r.duration_ms) * time.Millisecond,
 		EnvNamesDigest: string(takeBytes(&r.env_names_digest)),
+		Limit:          string(takeBytes(&r.limit)),
 	}
 	if conf := takeBytes(&r.confinement_json); len(conf) > 0 {
 		_ = json.Unmarshal(conf, &res.Confinement)

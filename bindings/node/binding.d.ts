@@ -349,6 +349,11 @@ export interface ExecOutput {
   envNamesDigest: string
   /** Wall-clock time of the call in milliseconds. */
   durationMs: number
+  /**
+   * The limit that ended the command, when known: `memory`, `tasks`,
+   * `cpu`, `output` or `timeout`.
+   */
+  limit?: string
 }
 
 /** One hop of a fetch: a request the authorizer judged, and its answer. */

@@ -22,6 +22,7 @@ const SUITES: &[(&str, &str)] = &[
     ("shellexec", "confine"),
     ("shellexec", "exec"),
     ("shellexec", "namespaces"),
+    ("shellexec", "limits"),
     ("shellexec", "git"),
     ("sandgate", "git"),
     ("cli", "run"),

@@ -56,6 +56,9 @@ pub struct ExecOutput {
     pub env_names_digest: String,
     /// Wall-clock time of the call in milliseconds.
     pub duration_ms: f64,
+    /// The limit that ended the command, when known: `memory`, `tasks`,
+    /// `cpu`, `output` or `timeout`.
+    pub limit: Option<String>,
 }
 
 fn output(r: ExecResult) -> ExecOutput {
@@ -69,6 +72,7 @@ fn output(r: ExecResult) -> ExecOutput {
         confined: serde_json::to_value(&r.confined).unwrap_or(serde_json::Value::Null),
         env_names_digest: r.env_names_digest,
         duration_ms: r.duration.as_secs_f64() * 1000.0,
+        limit: r.limit.map(|l| l.as_str().to_owned()),
     }
 }
 

@@ -638,6 +638,16 @@ def test_executor_timeout_is_124(tree):
         assert time.monotonic() - t0 < 5
 
 
+def test_executor_names_the_limit_that_stopped_a_command(tree):
+    with _exec_policy(tree, "max_cpu_ms = 300\n") as p, Executor(p) as ex:
+        r = ex.exec("while :; do :; done")
+        assert r.limit == "cpu" and not r.timed_out, r
+        assert r.confinement["limits"]["max_cpu_ms"] == 300
+        r = ex.exec("sleep 10", timeout_ms=200)
+        assert r.limit == "timeout"
+        assert ex.exec("true").limit is None
+
+
 def test_executor_abort_from_another_thread_is_130(tree):
     with _exec_policy(tree) as p, Executor(p) as ex, AbortSignal() as sig:
         assert not sig.aborted

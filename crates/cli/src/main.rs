@@ -328,6 +328,12 @@ fn exec(path: &PathBuf, cwd: Option<&str>, command: &str) -> ExitCode {
             if r.timed_out {
                 eprintln!("sandgate: timed out");
             }
+            if let Some(
+                l @ (sandgate::Limit::Memory | sandgate::Limit::Tasks | sandgate::Limit::Cpu),
+            ) = r.limit
+            {
+                eprintln!("sandgate: stopped by the {} limit", l.as_str());
+            }
             ExitCode::from(u8::try_from(r.exit_code).unwrap_or(1))
         }
         Err(e) => {

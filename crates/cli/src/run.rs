@@ -25,7 +25,7 @@ use std::process::ExitCode;
 
 use crate::lines::Provenance;
 use sandgate::policy::Policy;
-use sandgate::Executor;
+use sandgate::{Executor, Limit};
 use serde_json::{json, Value};
 
 /// The supervisor's own exit codes.
@@ -96,6 +96,9 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
         "program": program.iter().map(|w| w.to_string_lossy()).collect::<Vec<_>>(),
         "timeout_ms": policy.exec().timeout_ms,
         "max_output_bytes": policy.exec().max_output_bytes,
+        "max_memory_bytes": policy.exec().max_memory_bytes,
+        "max_tasks": policy.exec().max_tasks,
+        "max_cpu_ms": policy.exec().max_cpu_ms,
         "confine": policy.exec().confine.as_str(),
     });
     contract_line(&mut err, &mut fresh, "policy", &admission);
@@ -123,6 +126,16 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
             "confined": result.confined,
         })
     };
+    let resource = match result.limit {
+        Some(Limit::Memory) => Some("memory_limit"),
+        Some(Limit::Tasks) => Some("task_limit"),
+        Some(Limit::Cpu) => Some("cpu_limit"),
+        _ => None,
+    };
+    if let Some(reason) = resource {
+        contract_line(&mut err, &mut fresh, "policy-result", &base(reason));
+        return ExitCode::from(EXIT_LIMIT);
+    }
     if result.timed_out {
         contract_line(&mut err, &mut fresh, "policy-result", &base("timeout"));
         return ExitCode::from(EXIT_LIMIT);

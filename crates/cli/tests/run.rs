@@ -183,3 +183,46 @@ fn forged_contract_lines_are_marked_after_every_break() {
     assert_eq!(out.stdout, b"worker: policy: on stdout\n");
     assert!(stderr.contains("say policy: in the middle"));
 }
+
+/// A resource limit that stops the program is exit 3 with its reason; each
+/// attack is bounded by construction (a bounded fork bomb, a timeout, a
+/// fixed number of allocations).
+#[test]
+fn resource_limits_exit_3_with_their_reason() {
+    let limited = |extra: &str| {
+        policy(&format!(
+            "[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 20000\n{extra}"
+        ))
+    };
+    let dir = limited("max_cpu_ms = 300\n");
+    let out = run(&dir, &["/bin/sh", "-c", "while :; do :; done"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let result = &contract(&out, "policy-result")[0];
+    assert_eq!(result["reason"], "cpu_limit", "{result}");
+    assert_eq!(result["confined"]["limits"]["cpu"], "monitor", "{result}");
+
+    let dir = limited("max_tasks = 16\n");
+    let bomb = "f() { if [ $1 -gt 0 ]; then f $(($1 - 1)) & f $(($1 - 1)) & fi; \
+                exec sleep 20; }; f 6; wait";
+    let out = run(&dir, &["/bin/bash", "-c", bomb]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let result = &contract(&out, "policy-result")[0];
+    assert_eq!(result["reason"], "task_limit", "{result}");
+
+    let python = "/usr/bin/python3";
+    if !std::path::Path::new(python).exists() {
+        eprintln!("note: the memory half skipped: {python} not found");
+        return;
+    }
+    // Four processes of 48 MiB each under 128 MiB: one alone fits.
+    let dir = limited("max_memory_bytes = 134217728\n");
+    let hold =
+        format!("{python} -c 'import time; b = bytearray(b\"x\") * (48 << 20); time.sleep(20)'");
+    let cmd = format!("{hold} & {hold} & {hold} & {hold} & wait");
+    let out = run(&dir, &["/bin/sh", "-c", &cmd]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let result = &contract(&out, "policy-result")[0];
+    assert_eq!(result["reason"], "memory_limit", "{result}");
+    let adm = &contract(&out, "policy")[0];
+    assert_eq!(adm["max_memory_bytes"], 134217728, "{adm}");
+}

@@ -43,6 +43,9 @@ pub struct sg_exec_result {
     pub confinement_json: sg_bytes,
     /// sha256 of the sorted names of the child's environment.
     pub env_names_digest: sg_bytes,
+    /// The limit that ended the command, when known: `memory`, `tasks`,
+    /// `cpu`, `output` or `timeout` (ASCII); empty otherwise.
+    pub limit: sg_bytes,
 }
 
 /// The executor `policy` grants (not started). With `exec.enabled = false`
@@ -177,6 +180,11 @@ pub unsafe extern "C" fn sg_executor_exec(
                 stderr_bytes: sg_bytes::from_vec(r.stderr),
                 confinement_json: sg_bytes::from_vec(confinement),
                 env_names_digest: sg_bytes::from_vec(r.env_names_digest.into_bytes()),
+                limit: sg_bytes::from_vec(
+                    r.limit
+                        .map(|l| l.as_str().as_bytes().to_vec())
+                        .unwrap_or_default(),
+                ),
             },
         );
         Ok(())
@@ -200,6 +208,7 @@ pub unsafe extern "C" fn sg_exec_result_free(result: *mut sg_exec_result) {
             sg_bytes_free(&mut r.stderr_bytes);
             sg_bytes_free(&mut r.confinement_json);
             sg_bytes_free(&mut r.env_names_digest);
+            sg_bytes_free(&mut r.limit);
         }
     }
 }

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use sandgate::search::{GrepMode, GrepOptions, GrepOutput};
-use sandgate::{Error, ErrorCode, FileKind};
+use sandgate::{Error, ErrorCode, FileKind, Limit};
 
 use crate::Shared;
 
@@ -784,6 +784,12 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
     }
     if r.truncated {
         out.push_str("output truncated at the policy's max_output_bytes\n");
+    }
+    if let Some(limit) = r
+        .limit
+        .filter(|l| !matches!(l, Limit::Timeout | Limit::Output))
+    {
+        let _ = writeln!(out, "stopped by the {} limit", limit.as_str());
     }
     let _ = write!(
         out,

@@ -21,6 +21,17 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 8 * 1024 * 1024;
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 /// The largest admitted `exec.timeout_ms`: 24 h.
 pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
+/// Default `exec.max_memory_bytes`: 2 GiB for the command's whole tree.
+pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 2 << 30;
+/// The smallest admitted `exec.max_memory_bytes`: 16 MiB (a shell and a
+/// small tool need a few MiB each).
+pub const MIN_MEMORY_BYTES: u64 = 16 << 20;
+/// Default `exec.max_tasks`: processes and threads of the command's tree.
+pub const DEFAULT_MAX_TASKS: u64 = 4096;
+/// The smallest admitted `exec.max_tasks`: the shell and a command.
+pub const MIN_TASKS: u64 = 2;
+/// The smallest admitted `exec.max_cpu_ms`.
+pub const MIN_CPU_MS: u64 = 10;
 /// Default `exec.shell`.
 pub const DEFAULT_SHELL: &str = "/bin/bash";
 
@@ -56,6 +67,9 @@ pub(crate) struct RawExec {
     pub(crate) shell: Option<Spanned<String>>,
     pub(crate) timeout_ms: Option<Spanned<i64>>,
     pub(crate) max_output_bytes: Option<Spanned<i64>>,
+    pub(crate) max_memory_bytes: Option<Spanned<i64>>,
+    pub(crate) max_tasks: Option<Spanned<i64>>,
+    pub(crate) max_cpu_ms: Option<Spanned<i64>>,
     pub(crate) env_inherit: Vec<Spanned<String>>,
     pub(crate) confine: Option<Confine>,
     pub(crate) process_allow: Vec<Spanned<String>>,

@@ -9,12 +9,13 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 
 use crate::decode::{
-    RawPolicy, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES,
-    DEFAULT_SHELL, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+    RawPolicy, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_READ_BYTES,
+    DEFAULT_MAX_TASKS, DEFAULT_MAX_WRITE_BYTES, DEFAULT_SHELL, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+    MIN_CPU_MS, MIN_MEMORY_BYTES, MIN_TASKS,
 };
 use crate::error::{PolicyError, PolicyErrorKind, Problem};
 use crate::net;
-use crate::{Budgets, ExecPolicy, Inner, Limits, SecurityMode, CONFINED_GIT};
+use crate::{Budgets, ExecPolicy, Inner, Limits, SecurityMode, StatedLimits, CONFINED_GIT};
 
 /// The directories the write root may not contain: where the policy file
 /// lives, as named and as resolved.
@@ -151,6 +152,25 @@ impl Gate<'_> {
                     ),
                 );
                 1
+            }
+        }
+    }
+
+    /// A resource limit: at least `min` (a smaller one could not even
+    /// start a shell), else refused with `what` naming the unit.
+    fn at_least(&mut self, value: &Field<i64>, min: u64, what: &str) -> u64 {
+        match u64::try_from(value.value) {
+            Ok(n) if n >= min => n,
+            _ => {
+                self.invalid(
+                    value,
+                    format!(
+                        "must be at least {min} {what} (a smaller limit cannot start a shell), \
+                         found {}",
+                        value.value
+                    ),
+                );
+                min
             }
         }
     }
@@ -328,6 +348,20 @@ pub(crate) fn resolve(
         DEFAULT_MAX_OUTPUT_BYTES as i64,
     );
     let max_output_bytes = gate.positive_bytes(&max_output);
+    let memory = Field::or(
+        "exec.max_memory_bytes",
+        ex.max_memory_bytes,
+        DEFAULT_MAX_MEMORY_BYTES as i64,
+    );
+    let max_memory_bytes = gate.at_least(&memory, MIN_MEMORY_BYTES, "bytes (16 MiB)");
+    let tasks = Field::or("exec.max_tasks", ex.max_tasks, DEFAULT_MAX_TASKS as i64);
+    let max_tasks = gate.at_least(&tasks, MIN_TASKS, "processes and threads");
+    let cpu = ex.max_cpu_ms.map(|v| Field::written("exec.max_cpu_ms", v));
+    let max_cpu_ms = cpu.as_ref().map(|cpu| gate.at_least(cpu, MIN_CPU_MS, "ms"));
+    let stated_limits = StatedLimits {
+        memory: memory.span.is_some(),
+        tasks: tasks.span.is_some(),
+    };
     let shell = Field::or("exec.shell", ex.shell, DEFAULT_SHELL.to_owned());
     if !shell.value.starts_with('/') || shell.value.contains('\0') {
         gate.invalid(
@@ -387,6 +421,10 @@ pub(crate) fn resolve(
         shell: shell.value,
         timeout_ms,
         max_output_bytes,
+        max_memory_bytes,
+        max_tasks,
+        max_cpu_ms,
+        stated_limits,
         env_inherit: env_inherit.into_iter().map(|k| k.value).collect(),
         confine: ex.confine.unwrap_or_default(),
         process_allow: process_allow.into_iter().map(|k| k.value).collect(),

@@ -86,8 +86,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use decode::{
-    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, DEFAULT_SHELL,
-    DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+    DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_TASKS,
+    DEFAULT_MAX_WRITE_BYTES, DEFAULT_SHELL, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_CPU_MS,
+    MIN_MEMORY_BYTES, MIN_TASKS,
 };
 pub use error::{Location, PolicyError, PolicyErrorKind, Problem};
 pub use sandgate_netguard::{
@@ -180,6 +181,19 @@ pub struct ExecPolicy {
     pub timeout_ms: u64,
     /// `exec.max_output_bytes`: stdout and stderr together (positive).
     pub max_output_bytes: u64,
+    /// `exec.max_memory_bytes`: memory of the command's whole tree
+    /// (default 2 GiB, at least 16 MiB).
+    pub max_memory_bytes: u64,
+    /// `exec.max_tasks`: processes and threads of the command's whole
+    /// tree (default 4096, at least 2).
+    pub max_tasks: u64,
+    /// `exec.max_cpu_ms`: CPU time of the command's whole tree (default
+    /// none, at least 10).
+    pub max_cpu_ms: Option<u64>,
+    /// Which of the limits with a default the file states itself (so
+    /// that `confine = "required"` demands them).
+    #[serde(skip)]
+    pub stated_limits: StatedLimits,
     /// `exec.env_inherit`: extra variable names passed from the host,
     /// credentials included (the operator's lever).
     pub env_inherit: Vec<String>,
@@ -188,6 +202,17 @@ pub struct ExecPolicy {
     /// `exec.process_allow`: in restricted mode only [`CONFINED_GIT`]
     /// entries.
     pub process_allow: Vec<String>,
+}
+
+/// Which resource limits with a default a policy file states itself
+/// (`exec.max_cpu_ms` has none: it is stated when present).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StatedLimits {
+    /// `exec.max_memory_bytes` is written in the file.
+    pub memory: bool,
+    /// `exec.max_tasks` is written in the file.
+    pub tasks: bool,
 }
 
 /// `[budgets]`: operation ceilings; `None` is unlimited, `Some(0)` none

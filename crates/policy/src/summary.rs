@@ -17,6 +17,7 @@ use crate::{Budgets, Confine, ExecPolicy, Limits, Policy, SecurityMode};
 ///  "deny_write":["*.yml"],
 ///  "limits":{"max_read_bytes":10485760,"max_write_bytes":5242880,"allow_overwrite":false},
 ///  "exec":{"enabled":true,"shell":"/bin/bash","timeout_ms":30000,"max_output_bytes":8388608,
+///          "max_memory_bytes":2147483648,"max_tasks":4096,"max_cpu_ms":null,
 ///          "env_inherit":[],"confine":"best_effort","process_allow":[]},
 ///  "net":{"allow":["api.example.com"],"allow_http":false},
 ///  "budgets":{"fs_ops":1000,"exec_ops":null,"net_ops":null},
@@ -197,6 +198,30 @@ impl fmt::Display for Summary {
                 "{}, stdout and stderr together",
                 bytes(self.exec.max_output_bytes)
             ),
+        )?;
+        row(
+            f,
+            "max memory",
+            format!(
+                "{}, the command's whole tree",
+                bytes(self.exec.max_memory_bytes)
+            ),
+        )?;
+        row(
+            f,
+            "max tasks",
+            format!(
+                "{} processes and threads of the command's tree",
+                self.exec.max_tasks
+            ),
+        )?;
+        row(
+            f,
+            "max cpu",
+            match self.exec.max_cpu_ms {
+                Some(ms) => format!("{}, the command's whole tree", millis(ms)),
+                None => "unlimited (the timeout bounds it)".to_owned(),
+            },
         )?;
         list(
             f,

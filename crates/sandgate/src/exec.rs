@@ -27,9 +27,11 @@ use sandgate_shellexec::exec::{
     ExecConfig, ExecOptions as RunOptions, LocalShellExecutor, ShellExecutor,
 };
 use sandgate_shellexec::git::{self, GitSubcommand};
+use sandgate_shellexec::limits::ResourceLimits;
 
 pub use sandgate_shellexec::confine::ConfinementReport;
 pub use sandgate_shellexec::exec::{AbortSignal, ExecResult};
+pub use sandgate_shellexec::limits::{Limit, LimitsReport, Mechanism};
 
 use crate::error::Error;
 use crate::hostpath::{self, GrantedDir};
@@ -321,6 +323,19 @@ impl Executor {
             policy.net_allow().iter().filter_map(|e| e.port()).collect();
         connect_ports.sort_unstable();
         connect_ports.dedup();
+        // `required` demands only the limits the file states itself.
+        let required = if confine_mode == ConfineMode::Required {
+            [
+                (Limit::Memory, exec.stated_limits.memory),
+                (Limit::Tasks, exec.stated_limits.tasks),
+                (Limit::Cpu, exec.max_cpu_ms.is_some()),
+            ]
+            .into_iter()
+            .filter_map(|(limit, stated)| stated.then_some(limit))
+            .collect()
+        } else {
+            Vec::new()
+        };
         let config = ExecConfig {
             shell: exec.shell.clone().into(),
             default_timeout: Duration::from_millis(exec.timeout_ms),
@@ -334,6 +349,14 @@ impl Executor {
                 max_file_size: Some(policy.limits().max_write_bytes),
                 max_processes: Some(MAX_PROCESSES),
                 udp: !policy.net_allow().is_empty(),
+                ..ConfineSpec::default()
+            },
+            limits: ResourceLimits {
+                max_memory_bytes: Some(exec.max_memory_bytes),
+                max_tasks: Some(exec.max_tasks),
+                max_cpu_ms: exec.max_cpu_ms,
+                required,
+                ..ResourceLimits::default()
             },
             ..ExecConfig::default()
         };

@@ -49,7 +49,9 @@ pub mod tool;
 
 pub use audit::{AuditEvent, AuditSink};
 pub use error::{Error, ErrorCode};
-pub use exec::{ExecGrant, ExecOptions, ExecResult, Executor, ExecutorBuilder};
+pub use exec::{
+    ExecGrant, ExecOptions, ExecResult, Executor, ExecutorBuilder, Limit, LimitsReport, Mechanism,
+};
 pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};
 pub use sandbox::{

@@ -417,6 +417,7 @@ impl ToolSession {
                 out.insert("truncated".into(), json!(r.truncated));
                 out.insert("timed_out".into(), json!(r.timed_out));
                 out.insert("aborted".into(), json!(r.aborted));
+                out.insert("limit".into(), json!(r.limit.map(|l| l.as_str())));
                 out.insert(
                     "confined".into(),
                     serde_json::to_value(&r.confined).unwrap_or(Value::Null),

@@ -10,7 +10,11 @@
 //!   kernel confinement (`executor_off`) and with Landlock in best-effort
 //!   mode (`executor_landlock`: a temporary read dir and another write dir).
 //!   Targets: ≤ 1.10× the reference without confinement, ≤ 1.25× with
-//!   Landlock.
+//!   Landlock. `executor_limits` adds the policy's default resource limits
+//!   (memory and tasks: cgroups as root on a cgroup v1 host, the monitor
+//!   otherwise) to `executor_landlock`, and `executor_limits_cpu` a CPU
+//!   limit too (the monitor); both are paired with `executor_landlock`.
+//!   Target: ≤ 1.10× `executor_landlock`.
 //! - `capture_100MB`: `head -c 100000000 /dev/zero` through `bash -c`,
 //!   captured whole by `Command::output` (the reference, `command_output`)
 //!   and by the executor (`executor_off`, `max_output_bytes` 128 MiB).
@@ -41,6 +45,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
 use sandgate_shellexec::confine::{ConfineMode, ConfineSpec};
 use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
+use sandgate_shellexec::limits::ResourceLimits;
 
 #[path = "../../../benches/interleave.rs"]
 mod interleave;
@@ -213,6 +218,56 @@ fn exec_true(c: &mut Criterion) {
                 black_box(out);
             },
             reference,
+        );
+    }
+    // The same Landlock executor with the policy's default limits (memory
+    // and tasks: cgroup placement and reuse as root), then with a CPU
+    // limit as well (the monitor's walk of /proc every 20 ms).
+    let limited = |cpu: Option<u64>| {
+        let mut cfg = config(
+            ConfineMode::BestEffort,
+            ConfineSpec {
+                read_dirs: vec![_dirs[0].path().to_owned()],
+                write_dirs: vec![_dirs[1].path().to_owned()],
+                ..ConfineSpec::default()
+            },
+            1 << 20,
+        );
+        cfg.limits = ResourceLimits {
+            max_memory_bytes: Some(2 << 30),
+            max_tasks: Some(4096),
+            max_cpu_ms: cpu,
+            ..ResourceLimits::default()
+        };
+        // Compared with the floor executor above, so the same layers.
+        cfg.namespaces = false;
+        started(cfg)
+    };
+    for (name, ex) in [
+        ("executor_limits", limited(None)),
+        ("executor_limits_cpu", limited(Some(30_000))),
+    ] {
+        let r = exec(&ex, "true");
+        assert_eq!(r.exit_code, 0);
+        println!(
+            "{name}: {:?}",
+            r.confined
+                .limits
+                .as_ref()
+                .map(|l| (l.memory, l.tasks, l.cpu))
+        );
+        paired(
+            &mut g,
+            "exec_true",
+            name,
+            "executor_landlock",
+            1,
+            || {
+                black_box(exec(&ex, black_box("true")));
+            },
+            || {
+                black_box(exec(&landlock, black_box("true")));
+            },
         );
     }
     g.finish();

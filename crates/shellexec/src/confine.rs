@@ -122,6 +122,14 @@ pub struct ConfineSpec {
     pub max_file_size: Option<u64>,
     /// RLIMIT_NPROC: how many processes the child's user may have.
     pub max_processes: Option<u64>,
+    /// RLIMIT_DATA: the most data memory (heap and private writable
+    /// mappings) of each process, in bytes; a backstop of the executor's
+    /// memory limit.
+    pub max_data_bytes: Option<u64>,
+    /// RLIMIT_CPU: the most CPU seconds of each process (soft limit:
+    /// `SIGXCPU`; the hard limit, a second later, `SIGKILL`); a backstop of
+    /// the executor's CPU limit.
+    pub max_cpu_secs: Option<u64>,
     /// Allow UDP sockets under the seccomp filter (name resolution needs
     /// them while the child has any network access).
     pub udp: bool,
@@ -166,6 +174,10 @@ pub struct ConfinementReport {
     pub missing: Vec<ConfinePart>,
     /// What the fields above do not say: gaps in what is enforced.
     pub notes: Vec<String>,
+    /// The resource limits and the mechanism holding each (set by the
+    /// executor for each result; absent from a bare [`prepare`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::limits::LimitsReport>,
 }
 
 /// A part of the confinement a kernel may lack.
@@ -342,7 +354,8 @@ pub struct Prepared {
 
 struct Inner {
     report: ConfinementReport,
-    rlimits: Vec<(Resource, u64)>,
+    /// (resource, soft, hard).
+    rlimits: Vec<(Resource, u64, u64)>,
     landlock: Option<Plan>,
     seccomp: Option<Filters>,
     /// The view of the spec's directories; `None` in `Off` mode, or when
@@ -588,7 +601,7 @@ pub fn prepare_with_abi(
     let rlimits = rlimits(spec);
     let nproc_exempt = nproc_exempt();
     let mut reported = Vec::new();
-    for &(resource, value) in &rlimits {
+    for &(resource, value, _) in &rlimits {
         let name = rlimit_name(resource);
         if resource == Resource::Nproc && nproc_exempt {
             notes.push(format!(
@@ -624,6 +637,7 @@ pub fn prepare_with_abi(
         view: false,
         missing,
         notes,
+        limits: None,
     };
     Ok(Prepared {
         inner: Arc::new(Inner {
@@ -770,19 +784,28 @@ fn open_path(path: &Path) -> io::Result<OwnedFd> {
     Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
 }
 
-fn rlimits(spec: &ConfineSpec) -> Vec<(Resource, u64)> {
-    let mut out = vec![(Resource::Core, 0)];
+fn rlimits(spec: &ConfineSpec) -> Vec<(Resource, u64, u64)> {
+    let mut out = vec![(Resource::Core, 0, 0)];
     if let Some(v) = spec.max_file_size {
-        out.push((Resource::Fsize, v));
+        out.push((Resource::Fsize, v, v));
     }
     if let Some(v) = spec.max_processes {
-        out.push((Resource::Nproc, v));
+        out.push((Resource::Nproc, v, v));
+    }
+    if let Some(v) = spec.max_data_bytes {
+        out.push((Resource::Data, v, v));
+    }
+    if let Some(v) = spec.max_cpu_secs {
+        // The soft limit sends SIGXCPU (which names the limit in the
+        // result); the hard one, a second later, SIGKILL.
+        out.push((Resource::Cpu, v, v.saturating_add(1)));
     }
     // Never above the current hard limit: only a privileged process may
     // raise it, and lower is what the caller asked for anyway.
-    for (resource, value) in &mut out {
+    for (resource, soft, hard) in &mut out {
         if let Some(max) = rustix::process::getrlimit(*resource).maximum {
-            *value = (*value).min(max);
+            *soft = (*soft).min(max);
+            *hard = (*hard).min(max);
         }
     }
     out
@@ -793,6 +816,8 @@ fn rlimit_name(resource: Resource) -> &'static str {
         Resource::Core => "RLIMIT_CORE",
         Resource::Fsize => "RLIMIT_FSIZE",
         Resource::Nproc => "RLIMIT_NPROC",
+        Resource::Data => "RLIMIT_DATA",
+        Resource::Cpu => "RLIMIT_CPU",
         _ => "RLIMIT_?",
     }
 }
@@ -927,11 +952,8 @@ impl Prepared {
         listen: Listen,
         in_view: bool,
     ) -> Result<Option<RawFd>, Errno> {
-        for &(resource, value) in &self.inner.rlimits {
-            let limit = Rlimit64 {
-                cur: value,
-                max: value,
-            };
+        for &(resource, cur, max) in &self.inner.rlimits {
+            let limit = Rlimit64 { cur, max };
             // SAFETY: pid 0 is the calling process; `limit` is a live
             // `struct rlimit64`; a NULL old-limit pointer is allowed.
             unsafe {

@@ -46,6 +46,14 @@
 //! abort, and after the shell exits by itself while something it started
 //! is still running. No privilege is needed.
 //!
+//! # Resource limits
+//!
+//! [`ExecConfig::limits`] bounds memory, tasks and CPU time of each
+//! command's tree ([`crate::limits`]): the shell enters a cgroup of its own
+//! before `execve` where the executor holds cgroups, and the run loop
+//! samples the tree otherwise, ending it past a limit. The result's
+//! [`ExecResult::limit`] names the limit that ended the command.
+//!
 //! # Exit codes
 //!
 //! The shell's own status (a signal `n` gives `128 + n`); 124 on timeout;
@@ -87,6 +95,8 @@ use crate::capture::Capture;
 use crate::confine::{self, ConfineError, ConfineMode, ConfineSpec, ConfinementReport, Prepared};
 use crate::env::EnvPlan;
 use crate::ns::Namespaces;
+use crate::limits::{self, Limit, ResourceLimits};
+use crate::monitor::Monitor;
 use crate::redact::Redactor;
 use crate::run::Run;
 use crate::spawn::{self, Spawned};
@@ -118,6 +128,9 @@ pub struct ExecConfig {
     /// What the child may touch; the private temporary directory is added
     /// to `write_dirs` by [`ShellExecutor::start`].
     pub confine: ConfineSpec,
+    /// Memory, task and CPU limits of each command's tree
+    /// ([`crate::limits`]).
+    pub limits: ResourceLimits,
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
     /// The host environment the child's is planned from; `None` for the
@@ -144,6 +157,7 @@ impl fmt::Debug for ExecConfig {
             .field("env_inherit", &self.env_inherit)
             .field("confine_mode", &self.confine_mode)
             .field("confine", &self.confine)
+            .field("limits", &self.limits)
             .field("grace", &self.grace)
             .field("host_env_names", &host_env)
             .field("namespaces", &self.namespaces)
@@ -160,6 +174,7 @@ impl Default for ExecConfig {
             env_inherit: Vec::new(),
             confine_mode: ConfineMode::BestEffort,
             confine: ConfineSpec::default(),
+            limits: ResourceLimits::default(),
             grace: Duration::from_millis(500),
             host_env: None,
             namespaces: true,
@@ -294,6 +309,12 @@ pub struct ExecResult {
     pub timed_out: bool,
     /// An abort ended the call.
     pub aborted: bool,
+    /// The limit that ended the command, when it is known: a resource
+    /// limit a cgroup event, the monitor or `SIGXCPU` showed reached, else
+    /// the timeout, else the output cap. `None` otherwise (and after an
+    /// abort); a process that failed an allocation under `RLIMIT_DATA`
+    /// and exited is not attributed.
+    pub limit: Option<Limit>,
     /// [`EnvPlan::names_digest`] of the child's environment.
     pub env_names_digest: String,
     /// The confinement in force.
@@ -463,6 +484,7 @@ struct Session {
     prepared: Prepared,
     /// The executor's namespaces, or why there are none.
     namespaces: Result<Arc<Namespaces>, String>,
+    limits: Arc<limits::Setup>,
 }
 
 impl LocalShellExecutor {
@@ -524,6 +546,7 @@ impl LocalShellExecutor {
             String,
             Prepared,
             Result<Arc<Namespaces>, String>,
+            Arc<limits::Setup>,
         ),
         ExecError,
     > {
@@ -537,6 +560,7 @@ impl LocalShellExecutor {
         let tmpdir = session.tmpdir_str.clone();
         let prepared = session.prepared.clone();
         let namespaces = session.namespaces.clone();
+        let limits = Arc::clone(&session.limits);
         let internal =
             AbortSignal::try_new().map_err(|e| ExecError::io("cannot create an eventfd", e))?;
         let id = state.next_id;
@@ -548,6 +572,7 @@ impl LocalShellExecutor {
             tmpdir,
             prepared,
             namespaces,
+            limits,
         ))
     }
 
@@ -578,13 +603,13 @@ impl LocalShellExecutor {
         let began = Instant::now();
         let argv = argv_of(program, args)?;
         let env = Arc::new(ChildEnv::for_program(&self.config, env)?);
-        let (running, internal, _, _, namespaces) = self.register()?;
+        let (running, internal, _, _, namespaces, limits) = self.register()?;
         let result = run(
             &self.config,
             Start::Program(program, argv),
             opts,
             &env,
-            (confine, &namespaces),
+            (confine, &namespaces, &limits),
             &internal,
             began,
         );
@@ -624,14 +649,14 @@ impl LocalShellExecutor {
         opts: ExecOptions,
         began: Instant,
     ) -> Result<ExecResult, ExecError> {
-        let (running, internal, tmpdir, prepared, namespaces) = self.register()?;
+        let (running, internal, tmpdir, prepared, namespaces, limits) = self.register()?;
         let env = self.child_env(&tmpdir);
         let result = run(
             &self.config,
             start,
             opts,
             &env,
-            (&prepared, &namespaces),
+            (&prepared, &namespaces, &limits),
             &internal,
             began,
         );
@@ -669,8 +694,17 @@ impl ShellExecutor for LocalShellExecutor {
                 "the temporary directory's path is not UTF-8",
             ));
         };
+        let limits = match limits::setup(&self.config.limits) {
+            Ok(limits) => limits,
+            Err(why) => {
+                let _ = fs::remove_dir_all(&tmpdir);
+                return Err(ExecError::new(ErrorCode::ConfineUnavailable, why));
+            }
+        };
         let mut spec = self.config.confine.clone();
         spec.write_dirs.push(tmpdir.clone());
+        spec.max_data_bytes = spec.max_data_bytes.or(limits.data_bytes);
+        spec.max_cpu_secs = spec.max_cpu_secs.or(limits.cpu_secs);
         let mode = self.config.confine_mode;
         let prepared = confine::prepare(&spec, mode).and_then(|prepared| {
             let namespaces = if mode == ConfineMode::Off {
@@ -698,6 +732,7 @@ impl ShellExecutor for LocalShellExecutor {
                     tmpdir_str,
                     prepared,
                     namespaces,
+                    limits: Arc::new(limits),
                 });
                 Ok(())
             }
@@ -813,11 +848,15 @@ fn run(
     start: Start<'_>,
     opts: ExecOptions,
     env: &Arc<ChildEnv>,
-    confinement: (&Prepared, &Result<Arc<Namespaces>, String>),
+    confinement: (
+        &Prepared,
+        &Result<Arc<Namespaces>, String>,
+        &Arc<limits::Setup>,
+    ),
     internal: &AbortSignal,
     began: Instant,
 ) -> Result<ExecResult, ExecError> {
-    let (prepared, namespaces) = confinement;
+    let (prepared, namespaces, limits) = confinement;
     let timeout = opts.timeout.unwrap_or(config.default_timeout);
     let in_ns = match namespaces {
         Ok(ns) if prepared.view().is_some() => Some(spawn::InNamespaces {
@@ -844,10 +883,14 @@ fn run(
         truncated: false,
         timed_out: false,
         aborted: false,
+        limit: None,
         env_names_digest: env.names_digest.clone(),
         confined,
         duration: Duration::ZERO,
     };
+    if limits.report != limits::LimitsReport::default() {
+        result.confined.limits = Some(limits.report.clone());
+    }
     if opts.abort.as_ref().is_some_and(AbortSignal::is_aborted) || internal.is_aborted() {
         result.exit_code = EXIT_ABORTED;
         result.aborted = true;
@@ -870,9 +913,26 @@ fn run(
             path.display().to_string(),
         ),
     };
-    let spawned = match spawn::spawn(program, &env.envp, env_owner, prepared, cwd, in_ns) {
+    let pool = limits.pool.as_ref();
+    let lease = match pool.map(crate::cgroup::Pool::lease).transpose() {
+        Ok(lease) => lease,
+        Err(e) => {
+            // Never run outside the cgroup that holds the limits.
+            result.exit_code = EXIT_NOT_STARTED;
+            result.stderr =
+                format!("sandgate: cannot start {what}: no cgroup for its limits: {e}\n")
+                    .into_bytes();
+            result.duration = began.elapsed();
+            return Ok(result);
+        }
+    };
+    let placement = lease.as_ref().map(|l| l.placement()).unwrap_or_default();
+    let spawned = match spawn::spawn(program, &env.envp, env_owner, prepared, cwd, in_ns, placement) {
         Ok(spawned) => spawned,
         Err(e) => {
+            if let (Some(pool), Some(lease)) = (pool, lease) {
+                pool.release(lease);
+            }
             result.exit_code = EXIT_NOT_STARTED;
             result.stderr = format!("sandgate: cannot start {what}: {e}\n").into_bytes();
             result.duration = began.elapsed();
@@ -887,6 +947,7 @@ fn run(
         notify,
     } = spawned;
     let capture = Capture::new(stdout, stderr, &env.redactor, config.max_output_bytes);
+    let monitor = Monitor::new(keeper.pid(), limits.walked, lease, began);
     let outcome = Run::new(
         keeper,
         status,
@@ -896,7 +957,12 @@ fn run(
         opts.abort.clone(),
         internal.clone(),
     )
+    .with_monitor(monitor)
     .finish();
+    if let (Some(pool), Some(lease)) = (pool, outcome.lease) {
+        pool.release(lease);
+    }
+    result.limit = outcome.limit;
     result.exit_code = outcome.exit_code;
     result.stdout = outcome.stdout;
     result.stderr = outcome.stderr;

@@ -11,6 +11,9 @@
 //! - [`seccomp`]: the seccomp filter under Landlock: sockets Landlock
 //!   cannot judge, `listen` judged by the executor, and system calls no
 //!   command needs.
+//! - [`limits`]: memory, task and CPU limits of each command's tree: a
+//!   cgroup v1 of its own as root, otherwise a sampling monitor with rlimit
+//!   backstops; the result names the limit that ended a command.
 //! - [`exec`]: the executor: `shell -c command` in a new session under a
 //!   subreaper keeper, confined, with timeouts, abort, capped and redacted
 //!   output, and every descendant killed before the call returns.
@@ -32,6 +35,8 @@ compile_error!(
 #[cfg(target_os = "linux")]
 mod capture;
 #[cfg(target_os = "linux")]
+mod cgroup;
+#[cfg(target_os = "linux")]
 pub mod confine;
 #[cfg(target_os = "linux")]
 pub mod env;
@@ -39,6 +44,10 @@ pub mod env;
 pub mod exec;
 #[cfg(target_os = "linux")]
 pub mod git;
+#[cfg(target_os = "linux")]
+pub mod limits;
+#[cfg(target_os = "linux")]
+mod monitor;
 #[cfg(target_os = "linux")]
 mod ns;
 #[cfg(target_os = "linux")]

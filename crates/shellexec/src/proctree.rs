@@ -175,27 +175,63 @@ pub(crate) struct Proc {
     start: u64,
 }
 
-/// `(ppid, start time, state)` of `pid`, from `/proc/<pid>/stat`.
-fn stat(pid: i32) -> Option<(i32, u64, u8)> {
+/// What `/proc/<pid>/stat` says of a process (see proc_pid_stat(5)).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Stat {
+    pub pid: i32,
+    pub state: u8,
+    pub ppid: i32,
+    /// User and system time, then those of its reaped children, in clock
+    /// ticks.
+    pub utime: u64,
+    pub stime: u64,
+    pub cutime: u64,
+    pub cstime: u64,
+    pub threads: u64,
+    /// Start time in clock ticks since boot.
+    pub start: u64,
+    /// Resident set size in pages.
+    pub rss: u64,
+}
+
+/// `/proc/<pid>/stat`, parsed.
+pub(crate) fn stat_of(pid: i32) -> Option<Stat> {
     let text = fs::read(format!("/proc/{pid}/stat")).ok()?;
     // The command name may contain anything: fields resume after the last
     // ')'.
     let close = text.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(&text[close + 1..]).ok()?;
     let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    let state = *fields.first()?.as_bytes().first()?;
-    let ppid = fields.get(1)?.parse().ok()?;
-    // Field 22 of stat(5); `fields[0]` is field 3.
-    let start = fields.get(19)?.parse().ok()?;
-    Some((ppid, start, state))
+    // `fields[0]` is field 3 of stat(5).
+    let num = |field: usize| -> Option<u64> { fields.get(field - 3)?.parse().ok() };
+    Some(Stat {
+        pid,
+        state: *fields.first()?.as_bytes().first()?,
+        ppid: fields.get(1)?.parse().ok()?,
+        utime: num(14)?,
+        stime: num(15)?,
+        // Signed in the kernel's format; never negative in practice.
+        cutime: num(16).unwrap_or(0),
+        cstime: num(17).unwrap_or(0),
+        threads: num(20).unwrap_or(1),
+        start: num(22)?,
+        rss: num(24).unwrap_or(0),
+    })
 }
 
-/// Every process below `root` in the parent/child graph, `root` excluded.
-pub(crate) fn subtree(root: i32) -> Vec<Proc> {
+/// `(ppid, start time, state)` of `pid`.
+fn stat(pid: i32) -> Option<(i32, u64, u8)> {
+    stat_of(pid).map(|s| (s.ppid, s.start, s.state))
+}
+
+/// Every process below `root` in the parent/child graph, `root` excluded,
+/// with its `/proc/<pid>/stat` (zombies included); and `root`'s own.
+pub(crate) fn subtree_stats(root: i32) -> (Option<Stat>, Vec<Stat>) {
     let Ok(dir) = fs::read_dir("/proc") else {
-        return Vec::new();
+        return (None, Vec::new());
     };
-    let mut children: HashMap<i32, Vec<(i32, u64, u8)>> = HashMap::new();
+    let mut children: HashMap<i32, Vec<Stat>> = HashMap::new();
+    let mut root_stat = None;
     for entry in dir.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -204,29 +240,44 @@ pub(crate) fn subtree(root: i32) -> Vec<Proc> {
         else {
             continue;
         };
-        if let Some((ppid, start, state)) = stat(pid) {
-            children.entry(ppid).or_default().push((pid, start, state));
+        if let Some(st) = stat_of(pid) {
+            if pid == root {
+                root_stat = Some(st);
+            }
+            children.entry(st.ppid).or_default().push(st);
         }
     }
     let mut out = Vec::new();
     let mut queue = vec![root];
     let mut seen = HashSet::from([root]);
     while let Some(parent) = queue.pop() {
-        for &(pid, start, state) in children.get(&parent).into_iter().flatten() {
-            if !seen.insert(pid) {
+        for st in children.get(&parent).into_iter().flatten() {
+            if !seen.insert(st.pid) {
                 continue;
             }
-            queue.push(pid);
+            queue.push(st.pid);
             // Zombies count: a thread-group leader that called
             // pthread_exit shows `Z` while its other threads run (and hold
             // the pipes). Signalling a true zombie is harmless, and the
             // keeper reaps those at once.
-            if state != b'X' {
-                out.push(Proc { pid, start });
+            if st.state != b'X' {
+                out.push(*st);
             }
         }
     }
-    out
+    (root_stat, out)
+}
+
+/// Every process below `root` in the parent/child graph, `root` excluded.
+pub(crate) fn subtree(root: i32) -> Vec<Proc> {
+    subtree_stats(root)
+        .1
+        .into_iter()
+        .map(|st| Proc {
+            pid: st.pid,
+            start: st.start,
+        })
+        .collect()
 }
 
 /// Signals `p` if it is still the process that was seen (same start time),

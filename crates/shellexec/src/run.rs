@@ -6,7 +6,8 @@
 //! The phases:
 //!
 //! - `Running`: the command runs; nothing asked it to end.
-//! - `Ending(why)`: a timeout, an abort, or the command's own exit (then
+//! - `Ending(why)`: a timeout, an abort, a resource limit the monitor saw
+//!   reached, or the command's own exit (then
 //!   what it left behind is cleaned up); the [`Killer`] empties the
 //!   keeper's subtree while output is still read.
 //! - `Finished`: the exit status is known (or the keeper is gone), the
@@ -21,7 +22,10 @@ use std::time::Instant;
 use rustix::event::{PollFd, PollFlags};
 
 use crate::capture::Capture;
+use crate::cgroup::Lease;
 use crate::exec::{AbortSignal, BACKSTOP_MARGIN};
+use crate::limits::Limit;
+use crate::monitor::Monitor;
 use crate::proctree::{self, Killer, KILL_SCAN};
 use crate::spawn::Keeper;
 use crate::sys::{self, exit_code, later, ms_until, read_some, ReadOutcome};
@@ -34,6 +38,8 @@ pub(crate) enum End {
     Abort,
     /// The command exited by itself; what it left behind is cleaned up.
     Exited,
+    /// The monitor saw a resource limit reached.
+    Limit,
 }
 
 /// Where a run stands.
@@ -60,6 +66,10 @@ pub(crate) struct Outcome {
     pub truncated: bool,
     pub timed_out: bool,
     pub aborted: bool,
+    /// The limit that ended the command, when known.
+    pub limit: Option<Limit>,
+    /// The cgroup lease, to give back to the pool.
+    pub lease: Option<Lease>,
 }
 
 pub(crate) struct Run {
@@ -83,6 +93,10 @@ pub(crate) struct Run {
     why: Option<End>,
     timed_out: bool,
     aborted: bool,
+    /// Samples the tree against the resource limits while it runs.
+    monitor: Option<Monitor>,
+    /// The resource limit the monitor saw reached.
+    limit: Option<Limit>,
 }
 
 /// What a polled descriptor stands for.
@@ -130,7 +144,15 @@ impl Run {
             why: None,
             timed_out: false,
             aborted: false,
+            monitor: None,
+            limit: None,
         }
+    }
+
+    /// Samples the tree against resource limits while the command runs.
+    pub fn with_monitor(mut self, monitor: Option<Monitor>) -> Run {
+        self.monitor = monitor;
+        self
     }
 
     /// Steps until the run is over; then collects the keeper and the
@@ -150,6 +172,7 @@ impl Run {
             return;
         }
         self.check_limits(now);
+        self.check_resources(now);
         let after_exit = self.phase == Phase::Ending(End::Exited);
         self.killer.step(now, &mut self.keeper, after_exit);
 
@@ -186,6 +209,17 @@ impl Run {
         }
     }
 
+    /// Samples the tree when a sample is due, and ends it past a limit.
+    fn check_resources(&mut self, now: Instant) {
+        if self.phase != Phase::Running || self.exited.is_some() {
+            return;
+        }
+        if let Some(limit) = self.monitor.as_mut().and_then(|m| m.sample(now)) {
+            self.limit = Some(limit);
+            self.end(End::Limit, now);
+        }
+    }
+
     /// Enters `Ending(why)` (the first reason stays) and starts the kill.
     fn end(&mut self, why: End, now: Instant) {
         if self.phase == Phase::Running {
@@ -194,7 +228,7 @@ impl Run {
             match why {
                 End::Timeout => self.timed_out = true,
                 End::Abort => self.aborted = true,
-                End::Exited => {}
+                End::Exited | End::Limit => {}
             }
         }
         self.killer.begin(now);
@@ -206,6 +240,9 @@ impl Run {
         let mut wake = self.backstop;
         if self.phase == Phase::Running {
             wake = wake.min(self.deadline);
+            if let Some(m) = &self.monitor {
+                wake = wake.min(m.next());
+            }
         }
         let mut timeout_ms = ms_until(wake, now);
         if self.killer.active() || (self.killer.done() && !self.capture.open()) {
@@ -307,6 +344,8 @@ impl Run {
             why,
             mut timed_out,
             aborted,
+            monitor,
+            limit,
             ..
         } = self;
         let keeper_status = if phase == Phase::Backstop {
@@ -340,6 +379,14 @@ impl Run {
                 (None, None) => EXIT_TIMEOUT,
             },
         };
+        // What ended it, most specific first: a limit the monitor saw, a
+        // cgroup counter that rose (an OOM kill between two samples), a
+        // process killed by its CPU rlimit, the timeout, the output cap.
+        let limit = limit
+            .or_else(|| monitor.as_ref().and_then(Monitor::last_word))
+            .or_else(|| (exit_code == 128 + libc::SIGXCPU).then_some(Limit::Cpu))
+            .or(timed_out.then_some(Limit::Timeout))
+            .or(truncated.then_some(Limit::Output));
         Outcome {
             exit_code,
             stdout,
@@ -347,6 +394,8 @@ impl Run {
             truncated,
             timed_out,
             aborted,
+            limit: if aborted { None } else { limit },
+            lease: monitor.and_then(Monitor::into_lease),
         }
     }
 }

@@ -49,6 +49,7 @@ use std::sync::{Arc, OnceLock};
 use rustix::process::{Pid, WaitOptions};
 use syscalls::{Errno, Sysno};
 
+use crate::cgroup::Placement;
 use crate::confine::Prepared;
 use crate::ns::{self, Namespaces};
 use crate::seccomp::Listen;
@@ -98,6 +99,8 @@ struct Shared {
     /// The shell's end of the socket that carries its seccomp listener to
     /// the executor (above 2), or -1 when the filter notifies nobody.
     notify: RawFd,
+    /// The cgroups the shell enters before `execve`.
+    placement: Placement,
     /// Set by the keeper: its pid, which the shell checks its parent
     /// against.
     keeper: AtomicI32,
@@ -384,6 +387,7 @@ pub(crate) fn spawn(
     prepared: &Prepared,
     cwd: Option<BorrowedFd<'_>>,
     in_ns: Option<InNamespaces<'_>>,
+    placement: Placement,
 ) -> io::Result<Spawned> {
     let (path, args) = program.parts()?;
     // In the view the working directory is found by its path (the same as
@@ -465,6 +469,7 @@ pub(crate) fn spawn(
         stdio: [null.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
         status: status_w.as_raw_fd(),
         notify: notify.as_ref().map_or(-1, |(_, theirs)| theirs.as_raw_fd()),
+        placement,
         keeper: AtomicI32::new(0),
         failed: AtomicI32::new(0),
     });
@@ -1072,6 +1077,9 @@ unsafe fn prepare_shell(s: &Shared) -> Result<(), Errno> {
         if syscalls::syscall!(Sysno::getppid)? as i32 != s.keeper.load(Ordering::SeqCst) {
             return Err(Errno::ESRCH);
         }
+        // Into the exec's cgroups (the keeper stays out), before anything
+        // of the command runs.
+        s.placement.enter()?;
         syscalls::syscall!(Sysno::setsid)?;
         let listen = match s.ns {
             Some(ns) => {

@@ -43,6 +43,7 @@ fn config() -> ExecConfig {
         env_inherit: Vec::new(),
         confine_mode: ConfineMode::Off,
         confine: ConfineSpec::default(),
+        limits: Default::default(),
         grace: Duration::from_millis(500),
         host_env: Some(host_env()),
         namespaces: true,

@@ -329,6 +329,9 @@ class ExecResult:
     # (each guarantee not in force, e.g. "namespaces"), "notes".
     confinement: dict = field(default_factory=dict)
     env_names_digest: str = ""
+    #: The limit that ended the command, when known: "memory", "tasks",
+    #: "cpu", "output" or "timeout"; None otherwise.
+    limit: str | None = None
 
     @property
     def stdout_text(self) -> str:
@@ -1037,6 +1040,7 @@ class Executor(_Handle):
                 duration_ms=out.duration_ms,
                 confinement=json.loads(confinement) if confinement else {},
                 env_names_digest=take_bytes(out.env_names_digest).decode("utf-8", "replace"),
+                limit=take_bytes(out.limit).decode("ascii", "replace") or None,
             )
         finally:
             lib.sg_exec_result_free(byref(out))

@@ -53,6 +53,7 @@ class sg_exec_result(Structure):
         ("stderr_bytes", sg_bytes),
         ("confinement_json", sg_bytes),
         ("env_names_digest", sg_bytes),
+        ("limit", sg_bytes),
     ]
 
 

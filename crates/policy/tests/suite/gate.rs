@@ -103,6 +103,46 @@ fn one_byte_caps_are_admitted() {
 // ---- exec values ----
 
 #[test]
+fn resource_limits_default_and_are_read() {
+    let p = ok("[exec]\nenabled = true\n");
+    assert_eq!(p.exec().max_memory_bytes, 2 << 30);
+    assert_eq!(p.exec().max_tasks, 4096);
+    assert_eq!(p.exec().max_cpu_ms, None);
+    assert!(!p.exec().stated_limits.memory && !p.exec().stated_limits.tasks);
+    let p = ok("[exec]\nmax_memory_bytes = 268435456\nmax_tasks = 64\nmax_cpu_ms = 500\n");
+    assert_eq!(p.exec().max_memory_bytes, 256 << 20);
+    assert_eq!(p.exec().max_tasks, 64);
+    assert_eq!(p.exec().max_cpu_ms, Some(500));
+    assert!(p.exec().stated_limits.memory && p.exec().stated_limits.tasks);
+}
+
+#[test]
+fn zero_negative_or_too_small_resource_limits_are_refused() {
+    for (text, key) in [
+        ("max_memory_bytes = 0", "exec.max_memory_bytes"),
+        ("max_memory_bytes = -1", "exec.max_memory_bytes"),
+        ("max_memory_bytes = 1048576", "exec.max_memory_bytes"),
+        ("max_tasks = 0", "exec.max_tasks"),
+        ("max_tasks = 1", "exec.max_tasks"),
+        ("max_cpu_ms = 0", "exec.max_cpu_ms"),
+        ("max_cpu_ms = -5", "exec.max_cpu_ms"),
+        ("max_cpu_ms = 9", "exec.max_cpu_ms"),
+    ] {
+        let err = refused(&format!("[exec]\n{text}\n"), K::InvalidValue, key);
+        assert!(err.message().contains("cannot start a shell"), "{err}");
+    }
+}
+
+#[test]
+fn resource_limits_must_be_integers() {
+    refused(
+        "[exec]\nmax_memory_bytes = \"2G\"\n",
+        K::WrongType,
+        "exec.max_memory_bytes",
+    );
+}
+
+#[test]
 fn relative_shell_is_refused() {
     refused("[exec]\nshell = \"bash\"\n", K::InvalidValue, "exec.shell");
     refused("[exec]\nshell = \"\"\n", K::InvalidValue, "exec.shell");

@@ -69,6 +69,7 @@ fn summary_json_shape() {
         v["exec"],
         serde_json::json!({
             "enabled": true, "shell": "/bin/bash", "timeout_ms": 30000, "max_output_bytes": 8388608,
+            "max_memory_bytes": 2147483648u64, "max_tasks": 4096, "max_cpu_ms": null,
             "env_inherit": ["GITHUB_TOKEN"], "confine": "best_effort", "process_allow": ["git:status"]
         })
     );

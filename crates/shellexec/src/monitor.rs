@@ -1,0 +1,146 @@
+//! The sampling monitor: every [`SAMPLE`] while a command runs, the
+//! executor reads its cgroup counters (when a cgroup holds a limit) and
+//! walks the keeper's subtree in `/proc` for the limits no cgroup holds,
+//! and names the first limit reached. The run then ends the whole tree
+//! (see `run.rs`).
+//!
+//! What is summed over the tree (every process below the keeper, zombies
+//! included, which the keeper reaps at once):
+//!
+//! - memory: resident pages (`rss` of `/proc/<pid>/stat`) times the page
+//!   size; pages shared between processes count once per process;
+//! - tasks: threads (`num_threads`), so processes and threads;
+//! - CPU time: user and system time of each process and of the children
+//!   it reaped, plus those the keeper reaped (the time of a process that
+//!   ended is added to its reaper's), in clock ticks.
+
+use std::time::{Duration, Instant};
+
+use crate::cgroup::Lease;
+use crate::limits::Limit;
+use crate::proctree;
+
+/// How often the tree is sampled.
+pub(crate) const SAMPLE: Duration = Duration::from_millis(20);
+/// When the first sample is taken: a command that ends sooner (`true`)
+/// costs no walk of `/proc`.
+const FIRST_SAMPLE: Duration = Duration::from_millis(10);
+
+/// The limits to check by walking `/proc` (those no cgroup holds).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Walked {
+    pub memory_bytes: Option<u64>,
+    pub tasks: Option<u64>,
+    pub cpu_ms: Option<u64>,
+}
+
+impl Walked {
+    fn any(&self) -> bool {
+        self.memory_bytes.is_some() || self.tasks.is_some() || self.cpu_ms.is_some()
+    }
+}
+
+/// One run's monitor.
+#[derive(Debug)]
+pub(crate) struct Monitor {
+    keeper: i32,
+    walked: Walked,
+    lease: Option<Lease>,
+    next: Instant,
+    page_size: u64,
+    ticks_per_sec: u64,
+}
+
+impl Monitor {
+    /// A monitor of the tree below `keeper`, or `None` when there is
+    /// nothing to check.
+    pub(crate) fn new(
+        keeper: i32,
+        walked: Walked,
+        lease: Option<Lease>,
+        began: Instant,
+    ) -> Option<Monitor> {
+        if !walked.any() && lease.is_none() {
+            return None;
+        }
+        Some(Monitor {
+            keeper,
+            walked,
+            lease,
+            next: began + FIRST_SAMPLE,
+            page_size: page_size(),
+            ticks_per_sec: clock_ticks(),
+        })
+    }
+
+    /// When the next sample is due.
+    pub(crate) fn next(&self) -> Instant {
+        self.next
+    }
+
+    /// Takes a sample if one is due: the first limit reached, if any.
+    pub(crate) fn sample(&mut self, now: Instant) -> Option<Limit> {
+        if now < self.next {
+            return None;
+        }
+        self.next = now + SAMPLE;
+        if let Some(limit) = self.lease.as_ref().and_then(Lease::reached) {
+            return Some(limit);
+        }
+        if !self.walked.any() {
+            return None;
+        }
+        let (keeper, tree) = proctree::subtree_stats(self.keeper);
+        let w = self.walked;
+        if let Some(max) = w.tasks {
+            let tasks: u64 = tree.iter().map(|p| p.threads).sum();
+            if tasks > max {
+                return Some(Limit::Tasks);
+            }
+        }
+        if let Some(max) = w.memory_bytes {
+            let pages: u64 = tree.iter().map(|p| p.rss).sum();
+            if pages.saturating_mul(self.page_size) > max {
+                return Some(Limit::Memory);
+            }
+        }
+        if let Some(max) = w.cpu_ms {
+            let reaped = keeper.map_or(0, |k| k.cutime + k.cstime);
+            let ticks: u64 = reaped
+                + tree
+                    .iter()
+                    .map(|p| p.utime + p.stime + p.cutime + p.cstime)
+                    .sum::<u64>();
+            if ticks.saturating_mul(1000) / self.ticks_per_sec >= max {
+                return Some(Limit::Cpu);
+            }
+        }
+        None
+    }
+
+    /// The limit a cgroup counter shows reached, looked at once more when
+    /// the run is over (an OOM kill that ended the command between two
+    /// samples).
+    pub(crate) fn last_word(&self) -> Option<Limit> {
+        self.lease.as_ref().and_then(Lease::reached)
+    }
+
+    /// The cgroup lease, to give back once the run is over.
+    pub(crate) fn into_lease(self) -> Option<Lease> {
+        self.lease
+    }
+}
+
+/// `sysconf(_SC_PAGESIZE)`: the unit of `rss` in `/proc/<pid>/stat`.
+fn page_size() -> u64 {
+    // SAFETY: sysconf reads a constant.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
+}
+
+/// `sysconf(_SC_CLK_TCK)`: the unit of the times in `/proc/<pid>/stat`.
+fn clock_ticks() -> u64 {
+    // SAFETY: sysconf reads a constant.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(t).ok().filter(|&t| t > 0).unwrap_or(100)
+}

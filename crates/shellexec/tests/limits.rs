@@ -1,0 +1,472 @@
+//! Memory, task and CPU limits with real processes: each attack is bounded
+//! by a guard of its own (an address-space `ulimit` well above the limit,
+//! a fork bomb of bounded depth, a timeout) so that a limit that fails
+//! shows as a failed assertion, never as a host in trouble.
+//!
+//! As root on a cgroup v1 host the executor holds memory and tasks with
+//! cgroups; otherwise (and under `cargo xtask unprivileged`) with the
+//! sampling monitor. Each test asserts what the mechanism in force must
+//! give, and says which it saw.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use sandgate_shellexec::confine::{ConfineMode, ConfineSpec};
+use sandgate_shellexec::exec::{
+    ExecConfig, ExecOptions, ExecResult, LocalShellExecutor, ShellExecutor,
+};
+use sandgate_shellexec::limits::{Limit, LimitsReport, Mechanism, ResourceLimits};
+
+const PYTHON: &str = "/usr/bin/python3";
+const MIB: u64 = 1 << 20;
+
+fn config(limits: ResourceLimits) -> ExecConfig {
+    ExecConfig {
+        shell: PathBuf::from("/bin/bash"),
+        default_timeout: Duration::from_secs(60),
+        max_output_bytes: 1 << 20,
+        confine_mode: ConfineMode::BestEffort,
+        confine: ConfineSpec::default(),
+        limits,
+        grace: Duration::from_millis(300),
+        host_env: Some(vec![("PATH".into(), "/usr/bin:/bin".into())]),
+        ..ExecConfig::default()
+    }
+}
+
+fn started(limits: ResourceLimits) -> LocalShellExecutor {
+    let ex = LocalShellExecutor::new(config(limits));
+    ex.start().unwrap();
+    ex
+}
+
+fn run(ex: &LocalShellExecutor, command: &str, timeout: Duration) -> ExecResult {
+    ex.exec(
+        command,
+        ExecOptions {
+            timeout: Some(timeout),
+            ..ExecOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+fn report(r: &ExecResult) -> &LimitsReport {
+    r.confined.limits.as_ref().expect("a limits report")
+}
+
+fn memory(bytes: u64) -> ResourceLimits {
+    ResourceLimits {
+        max_memory_bytes: Some(bytes),
+        ..ResourceLimits::default()
+    }
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Whether this host gives root cgroup v1 memory and pids hierarchies.
+fn cgroup_v1() -> bool {
+    Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists()
+        && Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists()
+}
+
+fn python(test: &str) -> bool {
+    if Path::new(PYTHON).exists() {
+        return true;
+    }
+    eprintln!("note: {test} skipped: {PYTHON} not found");
+    false
+}
+
+/// Processes whose command line holds `marker`.
+fn survivors(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if text.contains(marker) && entry.file_name() != "self" {
+            found.push(format!("{:?}: {text}", entry.file_name()));
+        }
+    }
+    found
+}
+
+/// A Python program that allocates (and touches) 16 MiB at a time up to
+/// `total` MiB, printing the running total after each step.
+fn allocate(total_mib: u64, step_ms: u64) -> String {
+    format!(
+        "{PYTHON} -c 'import sys, time\n\
+         chunks = []\n\
+         for i in range({n}):\n    \
+           chunks.append(bytearray(b\"x\") * (16 << 20))\n    \
+           print((i + 1) * 16, flush=True)\n    \
+           time.sleep({s})\n'",
+        n = total_mib / 16,
+        s = step_ms as f64 / 1000.0
+    )
+}
+
+fn last_total(stdout: &[u8]) -> u64 {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_gradual_3_gib_allocation_is_stopped_at_256_mib() {
+    if !python("a_gradual_3_gib_allocation_is_stopped_at_256_mib") {
+        return;
+    }
+    let ex = started(memory(256 * MIB));
+    // The guard: 1.5 GiB of address space. A limit that fails shows as a
+    // running total past 256 MiB (up to the guard), never as a host out of
+    // memory.
+    let cmd = format!("ulimit -v 1572864; {}", allocate(3072, 5));
+    let r = run(&ex, &cmd, Duration::from_secs(60));
+    let got = last_total(&r.stdout);
+    let by = report(&r).memory;
+    eprintln!(
+        "memory held by {by:?}: exit {}, limit {:?}, reached {got} MiB",
+        r.exit_code, r.limit
+    );
+    assert!(got < 256, "the command got {got} MiB: {r:?}");
+    assert_ne!(r.exit_code, 0, "{r:?}");
+    assert!(!r.timed_out, "{r:?}");
+    match by {
+        Some(Mechanism::CgroupV1) => assert_eq!(r.limit, Some(Limit::Memory), "{r:?}"),
+        // RLIMIT_DATA may refuse the allocation before a sample sees it:
+        // then the process exits with MemoryError and nothing is
+        // attributed.
+        Some(Mechanism::Monitor) => assert!(
+            r.limit == Some(Limit::Memory)
+                || (r.limit.is_none()
+                    && String::from_utf8_lossy(&r.stderr).contains("MemoryError")),
+            "{r:?}"
+        ),
+        None => panic!("memory is not held: {:?}", report(&r)),
+    }
+    if is_root() && cgroup_v1() {
+        assert_eq!(by, Some(Mechanism::CgroupV1));
+    }
+}
+
+#[test]
+fn the_memory_of_the_whole_tree_is_limited() {
+    if !python("the_memory_of_the_whole_tree_is_limited") {
+        return;
+    }
+    let ex = started(memory(256 * MIB));
+    // Four processes of 96 MiB each (bounded: 384 MiB in all), each under
+    // any per-process limit; one of them in a session of its own.
+    let marker = format!("sgtree{}", std::process::id());
+    let hold = format!(
+        "{PYTHON} -c 'import time; b = bytearray(b\"x\") * (96 << 20); time.sleep(30)' {marker}"
+    );
+    let cmd = format!("{hold} & {hold} & setsid {hold} & {hold} & wait");
+    let began = Instant::now();
+    let r = run(&ex, &cmd, Duration::from_secs(30));
+    eprintln!(
+        "memory held by {:?}: exit {}, limit {:?} after {:?}",
+        report(&r).memory,
+        r.exit_code,
+        r.limit,
+        began.elapsed()
+    );
+    assert_eq!(r.limit, Some(Limit::Memory), "{r:?}");
+    assert!(!r.timed_out, "{r:?}");
+    assert!(began.elapsed() < Duration::from_secs(15), "{r:?}");
+    assert!(survivors(&marker).is_empty(), "{:?}", survivors(&marker));
+}
+
+#[test]
+fn a_fork_bomb_is_stopped_and_a_concurrent_exec_runs_normally() {
+    let ex = started(ResourceLimits {
+        max_tasks: Some(64),
+        ..ResourceLimits::default()
+    });
+    let marker = format!("sgbomb{}", std::process::id());
+    // Bounded by its depth: at most 2^8 processes if the limit fails (four
+    // times the limit, and few enough not to starve the other tests).
+    let bomb = format!(
+        "f() {{ if [ $1 -gt 0 ]; then f $(($1 - 1)) & f $(($1 - 1)) & fi; \
+         exec -a {marker} sleep 30; }}; f 7; wait"
+    );
+    thread::scope(|s| {
+        let bombing = s.spawn(|| run(&ex, &bomb, Duration::from_secs(30)));
+        thread::sleep(Duration::from_millis(50));
+        let other = run(
+            &ex,
+            "echo fine; sleep 0.2; echo done",
+            Duration::from_secs(20),
+        );
+        assert_eq!(other.exit_code, 0, "{other:?}");
+        assert_eq!(other.stdout, b"fine\ndone\n");
+        assert_eq!(other.limit, None, "{other:?}");
+        let r = bombing.join().unwrap();
+        eprintln!(
+            "tasks held by {:?}: exit {}, limit {:?}",
+            report(&r).tasks,
+            r.exit_code,
+            r.limit
+        );
+        assert_eq!(r.limit, Some(Limit::Tasks), "{r:?}");
+        assert!(!r.timed_out, "{r:?}");
+        if is_root() && cgroup_v1() {
+            assert_eq!(report(&r).tasks, Some(Mechanism::CgroupV1));
+        }
+    });
+    assert!(survivors(&marker).is_empty(), "{:?}", survivors(&marker));
+}
+
+fn cpu(ms: u64) -> ResourceLimits {
+    ResourceLimits {
+        max_cpu_ms: Some(ms),
+        ..ResourceLimits::default()
+    }
+}
+
+#[test]
+fn a_busy_loop_ends_at_its_cpu_limit() {
+    let ex = started(cpu(500));
+    let began = Instant::now();
+    let r = run(&ex, "while :; do :; done", Duration::from_secs(10));
+    let took = began.elapsed();
+    eprintln!(
+        "busy loop: exit {}, limit {:?} after {took:?}",
+        r.exit_code, r.limit
+    );
+    assert_eq!(r.limit, Some(Limit::Cpu), "{r:?}");
+    assert!(!r.timed_out, "{r:?}");
+    assert_eq!(report(&r).cpu, Some(Mechanism::Monitor));
+    // 500 ms of CPU and a sample; a loaded machine gives less than a core.
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+}
+
+#[test]
+fn cpu_time_counts_the_whole_tree_and_processes_that_ended() {
+    let ex = started(cpu(500));
+    let marker = format!("sgcpu{}", std::process::id());
+    // Four loops in the background (one in a session of its own) while
+    // the shell waits: each stays under the per-process RLIMIT_CPU of one
+    // second until the tree together passes 500 ms.
+    let cmd = format!(
+        "for i in 1 2 3; do bash -c 'while :; do :; done' {marker} & done; \
+         setsid bash -c 'while :; do :; done' {marker} & wait"
+    );
+    let began = Instant::now();
+    let r = run(&ex, &cmd, Duration::from_secs(10));
+    eprintln!(
+        "tree: exit {}, limit {:?} after {:?}",
+        r.exit_code,
+        r.limit,
+        began.elapsed()
+    );
+    // Per-process rlimits alone would end each loop after a second of its
+    // own and name nothing (the shell's `wait` returns 0). Well inside the
+    // timeout even on a loaded machine.
+    assert_eq!(r.limit, Some(Limit::Cpu), "{r:?}");
+    assert!(began.elapsed() < Duration::from_secs(6), "{r:?}");
+    assert!(survivors(&marker).is_empty(), "{:?}", survivors(&marker));
+
+    // A re-forker: each generation spins a little, forks the next and
+    // exits, faster than a scan; the time of those that ended still
+    // counts (the keeper reaps them).
+    let reforker = "f() { i=0; while [ $i -lt 2000 ]; do i=$((i + 1)); done; f & exit 0; }; \
+                    f & wait; sleep 20";
+    let began = Instant::now();
+    let r = run(&ex, reforker, Duration::from_secs(10));
+    eprintln!(
+        "re-forker: exit {}, limit {:?} after {:?}",
+        r.exit_code,
+        r.limit,
+        began.elapsed()
+    );
+    assert_eq!(r.limit, Some(Limit::Cpu), "{r:?}");
+    assert!(began.elapsed() < Duration::from_secs(6), "{r:?}");
+}
+
+#[test]
+fn timeout_and_output_name_their_limit() {
+    let ex = started(ResourceLimits::default());
+    let r = run(&ex, "sleep 5", Duration::from_millis(200));
+    assert_eq!(r.limit, Some(Limit::Timeout), "{r:?}");
+    let r = run(&ex, "head -c 3000000 /dev/zero", Duration::from_secs(10));
+    assert!(r.truncated);
+    assert_eq!(r.limit, Some(Limit::Output), "{r:?}");
+    let r = run(&ex, "exit 3", Duration::from_secs(10));
+    assert_eq!(r.limit, None, "{r:?}");
+    assert!(r.confined.limits.is_none(), "no limits, no report: {r:?}");
+}
+
+/// Cgroups are reused: many execs leave one pool, and dropping the
+/// executor removes every cgroup it made.
+#[test]
+fn cgroups_are_pooled_and_removed() {
+    if !(is_root() && cgroup_v1()) {
+        eprintln!("note: cgroups_are_pooled_and_removed skipped: needs root and cgroup v1");
+        return;
+    }
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap();
+    let path = own
+        .lines()
+        .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_owned()))
+        .unwrap();
+    let base = Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/'));
+    let prefix = format!("sandgate-{}-", std::process::id());
+    let ours = || -> Vec<PathBuf> {
+        fs::read_dir(&base)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| e.path())
+            .collect()
+    };
+    let before = ours().len();
+    let ex = started(ResourceLimits {
+        max_memory_bytes: Some(256 * MIB),
+        max_tasks: Some(64),
+        ..ResourceLimits::default()
+    });
+    let mine: Vec<PathBuf> = ours().into_iter().collect();
+    assert!(mine.len() > before);
+    for _ in 0..20 {
+        let r = run(&ex, "cat /proc/self/cgroup", Duration::from_secs(10));
+        let text = String::from_utf8_lossy(&r.stdout);
+        assert!(text.contains(&prefix), "{text}");
+    }
+    let children = |dir: &Path| {
+        fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .count()
+    };
+    let parent = mine
+        .iter()
+        .find(|p| children(p) > 0)
+        .expect("a parent with children");
+    assert_eq!(children(parent), 1, "sequential execs reuse one cgroup");
+    drop(ex);
+    assert_eq!(ours().len(), before, "the executor's cgroups are removed");
+}
+
+/// The report is truthful where cgroups cannot be made: pointed at a place
+/// that is not a cgroup hierarchy, the executor says so and the monitor
+/// holds the limits.
+#[test]
+fn without_cgroups_the_monitor_holds_and_the_report_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let ex = started(ResourceLimits {
+        max_memory_bytes: Some(256 * MIB),
+        max_tasks: Some(64),
+        cgroup_root: Some(dir.path().to_path_buf()),
+        ..ResourceLimits::default()
+    });
+    let r = run(&ex, "true", Duration::from_secs(10));
+    let rep = report(&r);
+    assert_eq!(rep.memory, Some(Mechanism::Monitor), "{rep:?}");
+    assert_eq!(rep.tasks, Some(Mechanism::Monitor), "{rep:?}");
+    let notes = rep.notes.join("\n");
+    if is_root() {
+        assert!(notes.contains("cannot create a cgroup v1"), "{notes}");
+    } else {
+        assert!(
+            notes.contains("only when the executor runs as root"),
+            "{notes}"
+        );
+    }
+    assert!(r
+        .confined
+        .rlimits
+        .iter()
+        .any(|(n, v)| n == "RLIMIT_DATA" && *v == 256 * MIB));
+    assert!(fs::read_dir(dir.path()).unwrap().next().is_none());
+}
+
+/// Set (to a directory) in the re-executed test process that sees a
+/// read-only cgroup hierarchy.
+const RO_ROOT: &str = "SANDGATE_TEST_READ_ONLY_CGROUP_ROOT";
+
+/// A real cgroup v1 hierarchy mounted read-only (in a mount namespace of
+/// the test's own): the executor cannot create its cgroups, says so, and
+/// the monitor still stops a fork bomb.
+#[test]
+fn a_read_only_cgroup_hierarchy_is_reported_and_the_monitor_holds() {
+    if let Some(root) = std::env::var_os(RO_ROOT) {
+        let ex = started(ResourceLimits {
+            max_memory_bytes: Some(256 * MIB),
+            max_tasks: Some(64),
+            cgroup_root: Some(PathBuf::from(root)),
+            ..ResourceLimits::default()
+        });
+        let bomb = "f() { if [ $1 -gt 0 ]; then f $(($1 - 1)) & f $(($1 - 1)) & fi; \
+                    exec sleep 30; }; f 7; wait";
+        let r = run(&ex, bomb, Duration::from_secs(30));
+        let rep = report(&r);
+        let notes = rep.notes.join("\n");
+        assert_eq!(rep.tasks, Some(Mechanism::Monitor), "{rep:?}");
+        assert!(notes.contains("Read-only file system"), "{notes}");
+        assert_eq!(r.limit, Some(Limit::Tasks), "{r:?}");
+        return;
+    }
+    if !(is_root() && cgroup_v1() && Path::new("/usr/bin/unshare").exists()) {
+        eprintln!("note: read-only cgroup test skipped: needs root, cgroup v1 and unshare");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for c in ["memory", "pids"] {
+        fs::create_dir(root.join(c)).unwrap();
+    }
+    let script = format!(
+        "set -e; for c in memory pids; do mount --bind /sys/fs/cgroup/$c {r}/$c; \
+         mount -o remount,bind,ro {r}/$c; done; exec \"$0\" --exact --nocapture \
+         a_read_only_cgroup_hierarchy_is_reported_and_the_monitor_holds",
+        r = root.display()
+    );
+    let out = std::process::Command::new("/usr/bin/unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .arg(std::env::current_exe().unwrap())
+        .env(RO_ROOT, root)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+}
+
+/// Many execs hitting their limit at once are each stopped, and nothing of
+/// any of them survives: the executor stays bounded however many run.
+#[test]
+fn concurrent_execs_each_stopped_at_their_limit() {
+    let ex = started(ResourceLimits {
+        max_tasks: Some(8),
+        ..ResourceLimits::default()
+    });
+    let marker = format!("sgmany{}", std::process::id());
+    // At most 2^5 processes each if the limit fails.
+    let bomb = format!(
+        "f() {{ if [ $1 -gt 0 ]; then f $(($1 - 1)) & f $(($1 - 1)) & fi; \
+         exec -a {marker} sleep 30; }}; f 4; wait"
+    );
+    let results: Vec<ExecResult> = thread::scope(|s| {
+        let runs: Vec<_> = (0..16)
+            .map(|_| s.spawn(|| run(&ex, &bomb, Duration::from_secs(30))))
+            .collect();
+        runs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in &results {
+        assert_eq!(r.limit, Some(Limit::Tasks), "{r:?}");
+        assert!(!r.timed_out, "{r:?}");
+    }
+    assert!(survivors(&marker).is_empty(), "{:?}", survivors(&marker));
+}
