@@ -102,6 +102,15 @@ pub struct ExecutorOptions {
     /// `exec.process_allow`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub process_allow: Vec<String>,
+    /// `exec.max_memory_bytes` (default [`DEFAULT_MAX_MEMORY_BYTES`](crate::DEFAULT_MAX_MEMORY_BYTES)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_memory_bytes: Option<u64>,
+    /// `exec.max_tasks` (default [`DEFAULT_MAX_TASKS`](crate::DEFAULT_MAX_TASKS)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tasks: Option<u64>,
+    /// `exec.max_cpu_ms` (default: no CPU limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cpu_ms: Option<u64>,
 }
 
 /// `[net]` from code.
@@ -270,6 +279,9 @@ mod tests {
                 env_inherit: vec!["X".into()],
                 confine: Some(Confine::Off),
                 process_allow: vec!["git:status".into()],
+                max_memory_bytes: Some(1),
+                max_tasks: Some(1),
+                max_cpu_ms: Some(1),
             },
             net: NetOptions {
                 allow: vec!["example.com".into()],
