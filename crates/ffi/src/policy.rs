@@ -16,11 +16,7 @@ pub struct sg_policy {
 }
 
 fn policy_error(e: PolicyError) -> Error {
-    let mut err = Error::new(e.code(), e.to_string());
-    if let Some(k) = e.key() {
-        err = err.with_key(k);
-    }
-    err
+    Error::from(e)
 }
 
 /// Loads and checks the policy file at `path` (`E_POLICY` naming the

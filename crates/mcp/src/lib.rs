@@ -606,6 +606,5 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
         roots.join(", "),
         roots[0]
     );
-    Policy::from_bytes(toml.as_bytes(), std::path::Path::new("/"), None)
-        .map_err(|e| Error::new(ErrorCode::Policy, e.to_string()))
+    Policy::from_bytes(toml.as_bytes(), std::path::Path::new("/"), None).map_err(Error::from)
 }

@@ -2,7 +2,8 @@
 //!
 //! [`from_policy`] builds the [`Fetcher`] a policy grants: its `net.allow`
 //! entries, `allow_http`, security mode and `[budgets] net_ops`. Every hop,
-//! redirects included, goes through the policy's authorizer (SPEC §6);
+//! redirects included, goes through the policy's authorizer (see
+//! `docs/reference/policy.md`);
 //! names are resolved by sandgate and connections pinned to the checked
 //! addresses; see [`sandgate_fetch`] for the whole design.
 //!
@@ -19,7 +20,7 @@ pub use sandgate_fetch::{
     PROXY_VARIABLES,
 };
 
-use crate::error::Error;
+use crate::error::{with_causes, Error};
 
 /// The fetcher `policy` grants, with the proxy the environment configures
 /// declared.
@@ -34,8 +35,9 @@ pub fn builder(policy: &Policy) -> FetcherBuilder {
 }
 
 impl From<FetchError> for Error {
+    /// The fetch's message (its `Display` repeats the code).
     #[cold]
     fn from(e: FetchError) -> Error {
-        Error::new(e.code(), e.message().to_owned())
+        Error::caused_by(e.code(), with_causes(e.message(), &e), e)
     }
 }

@@ -36,7 +36,7 @@ pub mod search;
 pub mod tool;
 
 pub use audit::{AuditEvent, AuditSink};
-pub use error::{Error, ErrorCode};
+pub use error::{chain_message, Error, ErrorCode};
 pub use exec::{ExecGrant, Executor};
 pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};

@@ -201,7 +201,7 @@ impl SandboxBuilder {
             .patterns(self.deny_write.iter())
             .restricted(self.restricted)
             .build()
-            .map_err(|e| Error::new(ErrorCode::Policy, e.to_string()).with_key("fs.deny_write"))?;
+            .map_err(|e| Error::from(e).with_key("fs.deny_write"))?;
         let open = |dir: &Path, what: &str| {
             Root::open_with_resolver(dir, self.resolver).map_err(|e| {
                 Error::from(e)
@@ -1389,9 +1389,7 @@ fn exists(resolved: &str, allowed: bool, asked: bool) -> Error {
 
 #[cold]
 fn io_error(rel: &RelPath, e: std::io::Error) -> Error {
-    Error::new(ErrorCode::Io, e.to_string())
-        .with_path(rel.as_str())
-        .with_errno(e.raw_os_error())
+    Error::from(e).with_path(rel.as_str())
 }
 
 /// Consumes one line without keeping it; returns the bytes consumed.

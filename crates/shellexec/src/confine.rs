@@ -276,7 +276,7 @@ impl ConfineError {
     fn path(what: &str, path: &Path, source: io::Error) -> Self {
         ConfineError {
             kind: ConfineErrorKind::Path,
-            message: format!("cannot open {what} {}: {source}", path.display()),
+            message: format!("cannot open {what} {}", path.display()),
             missing: Vec::new(),
             source: Some(source),
         }
@@ -286,7 +286,7 @@ impl ConfineError {
     fn kernel(source: io::Error) -> Self {
         ConfineError {
             kind: ConfineErrorKind::Kernel,
-            message: format!("the kernel refused the Landlock ruleset: {source}"),
+            message: "the kernel refused the Landlock ruleset".to_owned(),
             missing: Vec::new(),
             source: Some(source),
         }

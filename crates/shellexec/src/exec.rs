@@ -176,7 +176,7 @@ impl ExecError {
     fn io(message: &str, source: io::Error) -> Self {
         ExecError {
             code: ErrorCode::Io,
-            message: format!("{message}: {source}"),
+            message: message.to_owned(),
             source: Some(source),
         }
     }
