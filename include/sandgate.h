@@ -69,7 +69,8 @@ typedef struct sg_bytes {
   size_t len;
 } sg_bytes;
 
-// A status: `SG_OK` (0) or one of the `SG_E_*` codes (SPEC §8).
+// A status: `SG_OK` (0) or one of the `SG_E_*` codes (the table is in
+// `docs/reference/errors.md`).
 typedef uint32_t sg_status;
 
 // What one command did. Free its buffers with `sg_exec_result_free`.
@@ -165,82 +166,82 @@ typedef struct sg_lines {
   bool truncated;
 } sg_lines;
 
-// Success.
+// `OK`: Success.
 #define SG_OK 0
 
-// The name is not an acceptable name (absolute, `..`, NUL, too long, …).
+// `E_PATH_INVALID`: The name breaks the agent-facing name rules (reason attached).
 #define SG_E_PATH_INVALID 1
 
-// The name leads outside its root.
+// `E_PATH_ESCAPE`: Resolution would leave the root.
 #define SG_E_PATH_ESCAPE 2
 
-// Nothing has that name.
+// `E_NOT_FOUND`: No such file or directory.
 #define SG_E_NOT_FOUND 3
 
-// Something already has that name.
+// `E_EXISTS`: The target exists and overwriting it was not granted.
 #define SG_E_EXISTS 4
 
-// A file was needed.
+// `E_NOT_FILE`: A directory or special file where a regular file is needed.
 #define SG_E_NOT_FILE 5
 
-// A directory was needed.
+// `E_NOT_DIR`: Not a directory where a directory is needed.
 #define SG_E_NOT_DIR 6
 
-// The directory is not empty.
+// `E_NOT_EMPTY`: The directory is not empty.
 #define SG_E_NOT_EMPTY 7
 
-// Not granted.
+// `E_DENIED`: The capability is not granted (no root, exec off, budget spent).
 #define SG_E_DENIED 8
 
-// A deny-write pattern protects the path.
+// `E_FS_PROTECTED`: A deny-write pattern matched (pattern attached).
 #define SG_E_FS_PROTECTED 9
 
-// Over a byte cap.
+// `E_TOO_LARGE`: Over a byte cap.
 #define SG_E_TOO_LARGE 10
 
-// A final symbolic link where one is not followed.
+// `E_SYMLINK`: A final symlink where a write needs a regular file.
 #define SG_E_SYMLINK 11
 
-// A file with more than one name.
+// `E_HARDLINK`: A multiply-linked file under write protection.
 #define SG_E_HARDLINK 12
 
-// Too many symbolic links.
+// `E_LOOP`: Too many symbolic links in one resolution.
 #define SG_E_LOOP 13
 
-// An edit's old text was not found.
+// `E_EDIT_NO_MATCH`: The edit's old text does not occur.
 #define SG_E_EDIT_NO_MATCH 14
 
-// An edit's old text was found more than once.
+// `E_EDIT_AMBIGUOUS`: The edit's old text occurs more than once.
 #define SG_E_EDIT_AMBIGUOUS 15
 
-// The policy was refused.
+// `E_POLICY`: The policy file is refused (key attached).
 #define SG_E_POLICY 16
 
-// A time limit ended the call.
+// `E_TIMEOUT`: A time limit was reached.
 #define SG_E_TIMEOUT 17
 
-// An abort ended the call.
+// `E_ABORTED`: The operation was aborted.
 #define SG_E_ABORTED 18
 
-// The executor was not started.
+// `E_NOT_STARTED`: The executor was not started.
 #define SG_E_NOT_STARTED 19
 
-// Required confinement is not available on this kernel.
+// `E_CONFINE_UNAVAILABLE`: Kernel confinement was required and the kernel lacks a part of it.
 #define SG_E_CONFINE_UNAVAILABLE 20
 
-// The network authorizer refused the destination.
+// `E_NET_DENIED`: The network authorizer refused the destination.
 #define SG_E_NET_DENIED 21
 
-// The handle was closed.
+// `E_CLOSED`: The handle was closed.
 #define SG_E_CLOSED 22
 
-// The call itself is malformed (NULL handle, bad argument, not UTF-8).
+// `E_REQUEST`: A malformed request (JSON endpoint, C arguments).
 #define SG_E_REQUEST 23
 
-// An I/O error the other codes do not describe.
+// `E_IO`: Another operating-system error (errno attached).
 #define SG_E_IO 24
 
-// A bug in sandgate (a caught panic).
+// `E_INTERNAL`: A bug in sandgate.
 #define SG_E_INTERNAL 25
 
 // openat2 where the kernel has it, else the descriptor walk (recommended).

@@ -1,12 +1,13 @@
-//! `cargo xtask codegen [--check]`: generates `include/sandgate.h` from
-//! crates/ffi with the pinned cbindgen; `--check` fails when the committed
-//! header differs from a fresh generation or when its version defines
-//! disagree with the workspace's version.
+//! `cargo xtask codegen [--check]`: generates the error-code tables from
+//! crates/codes (see [`crate::codetables`]) and `include/sandgate.h` from
+//! crates/ffi with the pinned cbindgen; `--check` fails when a committed
+//! file differs from a fresh generation or when the header's version
+//! defines disagree with the workspace's version.
 
 use std::fs;
 use std::path::Path;
 
-use crate::workspace_root;
+use crate::{codetables, workspace_root};
 
 const HEADER: &str = "include/sandgate.h";
 
@@ -102,33 +103,67 @@ pub fn run(args: &[String]) -> Result<(), String> {
     };
     let root = workspace_root();
     let version = workspace_version(&root)?;
+    // The tables first: the header is generated from crates/ffi's sources,
+    // the code constants among them.
+    let mut stale = Vec::new();
+    for (rel, fresh) in codetables::all() {
+        if check {
+            let committed = fs::read_to_string(root.join(rel)).unwrap_or_default();
+            if committed != fresh {
+                stale.push(format!(
+                    "{rel} is stale{}",
+                    first_difference(&committed, &fresh)
+                ));
+            }
+        } else {
+            write_file(&root, rel, &fresh)?;
+        }
+    }
+    if !stale.is_empty() {
+        return Err(format!(
+            "{}; run `cargo xtask codegen` and commit the result",
+            stale.join("; ")
+        ));
+    }
     let fresh = generate(&root, &version)?;
     check_versions(&fresh, &version)?;
-    let path = root.join(HEADER);
     if check {
-        let committed = fs::read_to_string(&path)
+        let committed = fs::read_to_string(root.join(HEADER))
             .map_err(|e| format!("cannot read {HEADER}: {e}; run `cargo xtask codegen`"))?;
         check_versions(&committed, &version)?;
         if committed != fresh {
-            let line = committed
-                .lines()
-                .zip(fresh.lines())
-                .position(|(a, b)| a != b)
-                .map_or_else(
-                    || committed.lines().count().min(fresh.lines().count()) + 1,
-                    |i| i + 1,
-                );
             return Err(format!(
-                "{HEADER} is stale (first difference at line {line}); run `cargo xtask codegen` and commit it"
+                "{HEADER} is stale{}; run `cargo xtask codegen` and commit it",
+                first_difference(&committed, &fresh)
             ));
         }
-        eprintln!("{HEADER} is up to date (version {version})");
+        eprintln!("{HEADER} and the code tables are up to date (version {version})");
     } else {
-        fs::create_dir_all(path.parent().expect("include/"))
-            .map_err(|e| format!("cannot create include/: {e}"))?;
-        fs::write(&path, fresh).map_err(|e| format!("cannot write {HEADER}: {e}"))?;
-        eprintln!("wrote {HEADER} (version {version})");
+        write_file(&root, HEADER, &fresh)?;
     }
+    Ok(())
+}
+
+/// ` (first difference at line N)`, for a stale file's message.
+fn first_difference(committed: &str, fresh: &str) -> String {
+    let line = committed
+        .lines()
+        .zip(fresh.lines())
+        .position(|(a, b)| a != b)
+        .map_or_else(
+            || committed.lines().count().min(fresh.lines().count()) + 1,
+            |i| i + 1,
+        );
+    format!(" (first difference at line {line})")
+}
+
+fn write_file(root: &Path, rel: &str, text: &str) -> Result<(), String> {
+    let path = root.join(rel);
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    fs::write(&path, text).map_err(|e| format!("cannot write {rel}: {e}"))?;
+    eprintln!("wrote {rel}");
     Ok(())
 }
 

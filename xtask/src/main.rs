@@ -9,7 +9,8 @@
 //!   `dist` and `install-test`.
 //! - `bench [--quick]`: every benchmark of the project, one table of ratios
 //!   against the in-run baselines (see [`bench`]).
-//! - `codegen [--check]`: generates include/sandgate.h (see [`codegen`]).
+//! - `codegen [--check]`: generates include/sandgate.h and the error-code
+//!   tables of the C ABI, Python and Go (see [`codegen`]).
 //! - `bindings [--release]`: builds libsandgate into target/lib (see
 //!   [`bindings`]).
 //! - `unprivileged`: the confinement tests again as uid 65534 (see
@@ -32,6 +33,7 @@ mod bench_tool;
 mod bindings;
 mod c_test;
 mod codegen;
+mod codetables;
 mod dist;
 mod fuzz;
 mod install;

@@ -28,6 +28,7 @@
 #![allow(non_camel_case_types)]
 
 mod abi;
+mod codes;
 mod error;
 mod exec;
 mod fetch;
@@ -36,6 +37,7 @@ mod root;
 mod sandbox;
 
 pub use abi::{SANDGATE_ABI_MAJOR, SANDGATE_ABI_MINOR};
+pub use codes::*;
 pub use error::*;
 pub use exec::*;
 pub use fetch::*;
