@@ -127,6 +127,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let fresh = generate(&root, &version)?;
     check_versions(&fresh, &version)?;
+    check_function_docs(&fresh)?;
     if check {
         let committed = fs::read_to_string(root.join(HEADER))
             .map_err(|e| format!("cannot read {HEADER}: {e}; run `cargo xtask codegen`"))?;
@@ -142,6 +143,52 @@ pub fn run(args: &[String]) -> Result<(), String> {
         write_file(&root, HEADER, &fresh)?;
     }
     Ok(())
+}
+
+/// Checks that every function the header declares documents its return
+/// value and its safety contract: the comment block right above each
+/// prototype has a `# Return value` and a `# Safety` section.
+fn check_function_docs(header: &str) -> Result<(), String> {
+    let lines: Vec<&str> = header.lines().collect();
+    let mut undocumented = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(open) = line.find("sg_").filter(|_| line.contains('(')) else {
+            continue;
+        };
+        // A prototype starts at column 0 with its return type.
+        if line.starts_with(char::is_whitespace) || line.starts_with("//") || line.starts_with('#')
+        {
+            continue;
+        }
+        let name: String = line[open..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !line[open + name.len()..].starts_with('(') {
+            continue;
+        }
+        let doc: Vec<&str> = lines[..i]
+            .iter()
+            .rev()
+            .take_while(|l| l.starts_with("//"))
+            .copied()
+            .collect();
+        let has = |section: &str| {
+            doc.iter()
+                .any(|l| l.trim_start_matches('/').trim() == section)
+        };
+        if !has("# Return value") || !has("# Safety") {
+            undocumented.push(name);
+        }
+    }
+    if undocumented.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{HEADER}: these functions lack a `# Return value` or `# Safety` section in their doc comment (crates/ffi): {}",
+            undocumented.join(", ")
+        ))
+    }
 }
 
 /// ` (first difference at line N)`, for a stale file's message.
@@ -170,6 +217,14 @@ fn write_file(root: &Path, rel: &str, text: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn undocumented_functions_are_named() {
+        let good = "// Frees it.\n//\n// # Return value\n//\n// None.\n//\n// # Safety\n//\n// Live.\nvoid sg_x_free(struct sg_x *x);\n";
+        assert!(check_function_docs(good).is_ok());
+        let bad = "// Frees it.\n//\n// # Safety\n//\n// Live.\nvoid sg_x_free(struct sg_x *x);\n";
+        assert!(check_function_docs(bad).unwrap_err().contains("sg_x_free"));
+    }
 
     #[test]
     fn version_defines_are_checked() {

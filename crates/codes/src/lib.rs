@@ -38,6 +38,18 @@ macro_rules! codes {
                 match self { $( ErrorCode::$variant => $name, )* }
             }
 
+            /// The code's name as a NUL-terminated C string, for the C ABI.
+            pub const fn as_c_str(self) -> &'static core::ffi::CStr {
+                match self {
+                    $( ErrorCode::$variant => match core::ffi::CStr::from_bytes_with_nul(
+                        concat!($name, "\0").as_bytes(),
+                    ) {
+                        Ok(name) => name,
+                        Err(_) => panic!("a code name holds a NUL byte"),
+                    }, )*
+                }
+            }
+
             /// What the code means, in one sentence (the table's text, also
             /// carried into the generated C, Python and Go tables).
             pub const fn meaning(self) -> &'static str {
@@ -172,6 +184,7 @@ mod tests {
             assert_eq!(code.value() as usize, i, "{code} is out of order");
             assert_eq!(ErrorCode::from_value(code.value()), Some(*code));
             assert_eq!(code.as_str().parse::<ErrorCode>(), Ok(*code));
+            assert_eq!(code.as_c_str().to_str(), Ok(code.as_str()));
         }
         assert_eq!(ErrorCode::ALL.len(), 26);
         assert_eq!(ErrorCode::from_value(26), None);

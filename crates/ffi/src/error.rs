@@ -57,6 +57,11 @@ impl sg_bytes {
 /// Releases bytes returned by the library and sets `*bytes` to empty, so a
 /// second call does nothing. NULL is accepted.
 ///
+/// # Return value
+///
+/// None. NULL, an empty buffer and an already freed one are accepted; the
+/// buffer is left empty.
+///
 /// # Safety
 ///
 /// `bytes` is NULL or points to an `sg_bytes` filled by this library (or
@@ -99,6 +104,10 @@ impl sg_error {
 
 /// The error's code (an `SG_E_*` value); `SG_E_REQUEST` for NULL.
 ///
+/// # Return value
+///
+/// The error's code, or `SG_E_REQUEST` when `err` is NULL.
+///
 /// # Safety
 ///
 /// `err` is NULL or an error object from this library, not yet freed.
@@ -113,6 +122,15 @@ pub unsafe extern "C" fn sg_error_code(err: *const sg_error) -> sg_status {
 
 /// The name of a status code (`"E_NOT_FOUND"`, `"OK"` for 0), a static
 /// NUL-terminated string, or NULL for a number that is not a code.
+///
+/// # Return value
+///
+/// A static NUL-terminated name that is never freed, or NULL when `code` is
+/// not a code.
+///
+/// # Safety
+///
+/// None: every argument value is accepted.
 #[no_mangle]
 pub extern "C" fn sg_code_name(code: sg_status) -> *const c_char {
     match ErrorCode::from_value(code) {
@@ -122,43 +140,15 @@ pub extern "C" fn sg_code_name(code: sg_status) -> *const c_char {
 }
 
 fn code_name_ptr(c: ErrorCode) -> *const c_char {
-    // One static NUL-terminated name per code, indexed by value.
-    static NAMES: &[&str] = &[
-        "OK\0",
-        "E_PATH_INVALID\0",
-        "E_PATH_ESCAPE\0",
-        "E_NOT_FOUND\0",
-        "E_EXISTS\0",
-        "E_NOT_FILE\0",
-        "E_NOT_DIR\0",
-        "E_NOT_EMPTY\0",
-        "E_DENIED\0",
-        "E_FS_PROTECTED\0",
-        "E_TOO_LARGE\0",
-        "E_SYMLINK\0",
-        "E_HARDLINK\0",
-        "E_LOOP\0",
-        "E_EDIT_NO_MATCH\0",
-        "E_EDIT_AMBIGUOUS\0",
-        "E_POLICY\0",
-        "E_TIMEOUT\0",
-        "E_ABORTED\0",
-        "E_NOT_STARTED\0",
-        "E_CONFINE_UNAVAILABLE\0",
-        "E_NET_DENIED\0",
-        "E_CLOSED\0",
-        "E_REQUEST\0",
-        "E_IO\0",
-        "E_INTERNAL\0",
-    ];
-    match NAMES.get(c.value() as usize) {
-        Some(n) if n.trim_end_matches('\0') == c.as_str() => n.as_ptr().cast(),
-        _ => ptr::null(),
-    }
+    c.as_c_str().as_ptr()
 }
 
 /// The error's code name (`"E_PATH_ESCAPE"`), static and NUL-terminated;
 /// NULL for a NULL error.
+///
+/// # Return value
+///
+/// A static NUL-terminated name that is never freed; NULL when `err` is NULL.
 ///
 /// # Safety
 ///
@@ -174,6 +164,11 @@ pub unsafe extern "C" fn sg_error_code_name(err: *const sg_error) -> *const c_ch
 
 /// The error's message (UTF-8, NUL-terminated), valid until the error is
 /// freed; NULL for a NULL error. Paths in it are root-relative.
+///
+/// # Return value
+///
+/// A NUL-terminated string owned by the error object, valid until
+/// `sg_error_free`; NULL when `err` is NULL.
 ///
 /// # Safety
 ///
@@ -194,6 +189,11 @@ fn opt_ptr(s: &Option<CString>) -> *const c_char {
 /// The root-relative path the error is about, or NULL when it names none.
 /// Valid until the error is freed.
 ///
+/// # Return value
+///
+/// A NUL-terminated string owned by the error object, valid until
+/// `sg_error_free`; NULL when the error names no path or `err` is NULL.
+///
 /// # Safety
 ///
 /// `err` is NULL or a live error object from this library.
@@ -205,6 +205,11 @@ pub unsafe extern "C" fn sg_error_path(err: *const sg_error) -> *const c_char {
 
 /// The deny-write pattern that refused the operation (`E_FS_PROTECTED`,
 /// `E_HARDLINK`), or NULL. Valid until the error is freed.
+///
+/// # Return value
+///
+/// A NUL-terminated string owned by the error object, valid until
+/// `sg_error_free`; NULL when no pattern matched or `err` is NULL.
 ///
 /// # Safety
 ///
@@ -218,6 +223,11 @@ pub unsafe extern "C" fn sg_error_pattern(err: *const sg_error) -> *const c_char
 /// The dotted policy key an `E_POLICY` error names (`"fs.write_root"`), or
 /// NULL. Valid until the error is freed.
 ///
+/// # Return value
+///
+/// A NUL-terminated string owned by the error object, valid until
+/// `sg_error_free`; NULL when no key is to blame or `err` is NULL.
+///
 /// # Safety
 ///
 /// `err` is NULL or a live error object from this library.
@@ -229,6 +239,10 @@ pub unsafe extern "C" fn sg_error_key(err: *const sg_error) -> *const c_char {
 
 /// The OS error number behind the error, or 0 when there is none.
 ///
+/// # Return value
+///
+/// The OS error number, or 0 when there is none or `err` is NULL.
+///
 /// # Safety
 ///
 /// `err` is NULL or a live error object from this library.
@@ -239,6 +253,10 @@ pub unsafe extern "C" fn sg_error_errno(err: *const sg_error) -> i32 {
 }
 
 /// Frees an error object. NULL is accepted.
+///
+/// # Return value
+///
+/// None.
 ///
 /// # Safety
 ///

@@ -23,6 +23,15 @@ fn policy_error(e: PolicyError) -> Error {
 /// offending key when it is refused). Relative roots resolve against the
 /// file's directory.
 ///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to a new policy that the caller owns and frees
+/// with `sg_policy_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
+///
 /// # Safety
 ///
 /// `path` points to `path_len` bytes; `out` is valid for writes; `err` is
@@ -46,6 +55,15 @@ pub unsafe extern "C" fn sg_policy_load(
 /// Checks a policy from its bytes, as if read from a file in `base_dir`
 /// (relative roots resolve against it, and the write root may not contain
 /// it). The digest is taken over exactly these bytes.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to a new policy that the caller owns and frees
+/// with `sg_policy_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -78,6 +96,10 @@ pub unsafe extern "C" fn sg_policy_parse(
 /// Frees a policy. Sandboxes and executors made from it keep working.
 /// NULL is accepted.
 ///
+/// # Return value
+///
+/// None.
+///
 /// # Safety
 ///
 /// `policy` is NULL or a policy from this library, freed once.
@@ -88,6 +110,15 @@ pub unsafe extern "C" fn sg_policy_free(policy: *mut sg_policy) {
 }
 
 /// The policy's digest, `"sha256:<64 hex digits>"` of the file's bytes.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the digest text, owned by the caller and freed
+/// with `sg_bytes_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -113,6 +144,15 @@ pub unsafe extern "C" fn sg_policy_digest(
 /// What the policy grants, as JSON (`mode`, `read_roots`, `write_root`,
 /// `deny_write`, `limits`, `exec`, `net`, `budgets`, `digest`) when `text`
 /// is false, or as text for people when it is true.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the summary as JSON, owned by the caller and
+/// freed with `sg_bytes_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -141,6 +181,16 @@ pub unsafe extern "C" fn sg_policy_summary(
 /// redirect-hop rules. Returns `SG_OK` when allowed, else `SG_E_NET_DENIED`
 /// whose message says which rule refused it. `decision` (may be NULL)
 /// receives the decision as JSON: `{"allowed", "reason", "rule"}`.
+///
+/// # Return value
+///
+/// `SG_OK` when the destination is allowed and `SG_E_NET_DENIED` when it is
+/// refused; in both cases `*decision` (when `decision` is not NULL) is set to
+/// the decision as JSON, owned by the caller and freed with `sg_bytes_free`.
+/// `SG_E_REQUEST` for a NULL handle or a malformed argument, with `*decision`
+/// left as it was. On every code but `SG_OK`, `*err` is set to a new error
+/// object that the caller frees with `sg_error_free` (when `err` is not
+/// NULL).
 ///
 /// # Safety
 ///

@@ -37,7 +37,8 @@ use crate::relpath::RelPathError;
 #[derive(Debug, thiserror::Error)]
 pub struct Error {
     code: ErrorCode,
-    message: String,
+    // Boxed rather than a String: keeps `Result<T, Error>` small.
+    message: Box<str>,
     path: Option<String>,
     pattern: Option<String>,
     key: Option<String>,
@@ -64,7 +65,7 @@ impl Error {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Error {
         Error {
             code,
-            message: message.into(),
+            message: message.into().into_boxed_str(),
             path: None,
             pattern: None,
             key: None,
