@@ -106,7 +106,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     // The tables first: the header is generated from crates/ffi's sources,
     // the code constants among them.
     let mut stale = Vec::new();
-    for (rel, fresh) in codetables::all() {
+    let docs = fs::read_to_string(root.join(codetables::DOCS_ERRORS))
+        .map_err(|e| format!("cannot read {}: {e}", codetables::DOCS_ERRORS))?;
+    for (rel, fresh) in codetables::all(&docs)? {
         if check {
             let committed = fs::read_to_string(root.join(rel)).unwrap_or_default();
             if committed != fresh {
