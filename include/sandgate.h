@@ -745,7 +745,7 @@ sg_status sg_policy_summary(const struct sg_policy *policy,
                             struct sg_bytes *out,
                             struct sg_error **err);
 
-// Asks the network authorizer (SPEC §6) whether `scheme://host:port` may
+// Asks the network authorizer (docs/reference/policy.md) whether `scheme://host:port` may
 // be dialled. `port` < 0 means the scheme's default; `ip` (NULL for none)
 // is the address about to be dialled; `redirect` applies the stricter
 // redirect-hop rules. Returns `SG_OK` when allowed, else `SG_E_NET_DENIED`
@@ -1089,7 +1089,7 @@ sg_status sg_sandbox_options_set_write_root(struct sg_sandbox_options *options,
                                             size_t value_len,
                                             struct sg_error **err);
 
-// Adds a deny-write pattern (SPEC §5); checked when the sandbox is built.
+// Adds a deny-write pattern (docs/reference/deny-write.md); checked when the sandbox is built.
 //
 // # Return value
 //

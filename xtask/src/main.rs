@@ -8,7 +8,7 @@
 //!   under the official Python and TypeScript SDK clients included, then
 //!   `dist` and `install-test`.
 //! - `bench [--quick]`: every benchmark of the project, one table of ratios
-//!   against the in-run baselines (see [`bench`]).
+//!   against the in-run baselines (see [`mod@bench`]).
 //! - `codegen [--check]`: generates include/sandgate.h and the error-code
 //!   tables of the C ABI, Python and Go (see [`codegen`]).
 //! - `bindings [--release]`: builds libsandgate into target/lib (see

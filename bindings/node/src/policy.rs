@@ -1,4 +1,4 @@
-//! `Policy`: a loaded, checked policy file (SPEC §6).
+//! `Policy`: a loaded, checked policy file (docs/reference/policy.md).
 
 use napi::Env;
 use napi_derive::napi;

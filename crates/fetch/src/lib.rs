@@ -1,5 +1,5 @@
 //! A confined web fetch: every hop authorized by the sandgate policy
-//! (SPEC §6), names resolved by sandgate and connections pinned to the
+//! (docs/reference/policy.md), names resolved by sandgate and connections pinned to the
 //! checked addresses, size and time capped.
 //!
 //! ```no_run

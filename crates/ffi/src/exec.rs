@@ -1,5 +1,5 @@
 //! `sg_executor_*` and `sg_abort_*`: the shell executor a policy grants
-//! (SPEC §7).
+//! (docs/reference/executor.md).
 
 use std::ffi::c_char;
 use std::time::Duration;

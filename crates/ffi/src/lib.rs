@@ -1,4 +1,4 @@
-//! The C ABI of sandgate (SPEC §9): `libsandgate`, as a shared and a static
+//! The C ABI of sandgate (docs/reference/c-abi.md): `libsandgate`, as a shared and a static
 //! library, described by `include/sandgate.h`.
 //!
 //! # Conventions

@@ -1,4 +1,4 @@
-//! `sg_policy_*`: the policy file (SPEC §6).
+//! `sg_policy_*`: the policy file (docs/reference/policy.md).
 
 use std::ffi::c_char;
 use std::net::IpAddr;
@@ -175,7 +175,7 @@ pub unsafe extern "C" fn sg_policy_summary(
     })
 }
 
-/// Asks the network authorizer (SPEC §6) whether `scheme://host:port` may
+/// Asks the network authorizer (docs/reference/policy.md) whether `scheme://host:port` may
 /// be dialled. `port` < 0 means the scheme's default; `ip` (NULL for none)
 /// is the address about to be dialled; `redirect` applies the stricter
 /// redirect-hop rules. Returns `SG_OK` when allowed, else `SG_E_NET_DENIED`

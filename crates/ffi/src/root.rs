@@ -1,4 +1,4 @@
-//! `sg_root_*`: the mechanism layer (SPEC §3). Names resolve beneath an
+//! `sg_root_*`: the mechanism layer (docs/reference/resolution.md). Names resolve beneath an
 //! opened directory; `..` is allowed while it stays inside; a symlink is
 //! followed only while it stays inside. Opened files are descriptors the
 //! caller owns.

@@ -1,4 +1,4 @@
-//! `sg_sandbox_*`: the agent-facing sandbox (SPEC §2, §4). Names are
+//! `sg_sandbox_*`: the agent-facing sandbox (docs/reference/names.md and docs/reference/sandbox.md). Names are
 //! agent-facing: root-relative, `/`-separated, never absolute or `..`.
 
 use std::ffi::{c_char, c_void};
@@ -265,7 +265,7 @@ pub unsafe extern "C" fn sg_sandbox_options_set_write_root(
     }
 }
 
-/// Adds a deny-write pattern (SPEC §5); checked when the sandbox is built.
+/// Adds a deny-write pattern (docs/reference/deny-write.md); checked when the sandbox is built.
 ///
 /// # Return value
 ///

@@ -131,7 +131,7 @@ impl Pattern {
     }
 }
 
-/// A pattern refused at load (SPEC §5): the guard is not built.
+/// A pattern refused at load (docs/reference/deny-write.md): the guard is not built.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("deny-write pattern `{pattern}` is refused: {kind}")]
 pub struct PatternError {
@@ -178,7 +178,7 @@ impl fmt::Display for PatternErrorKind {
 
 /// A malformed pattern component, reported at load. The guard was built and
 /// the component matches like `*`, so it protects more than intended, never
-/// less (SPEC §5: fails closed). Show these to the operator.
+/// less (docs/reference/deny-write.md: fails closed). Show these to the operator.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Warning {
     pattern: String,

@@ -278,7 +278,7 @@ impl PolicyError {
         self.file.as_deref()
     }
 
-    /// The SPEC §8 code: always [`ErrorCode::Policy`].
+    /// The error code: always [`ErrorCode::Policy`].
     pub fn code(&self) -> ErrorCode {
         ErrorCode::Policy
     }

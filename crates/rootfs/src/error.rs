@@ -8,7 +8,7 @@ use sandgate_codes::ErrorCode;
 
 /// What went wrong, in terms a caller can act on.
 ///
-/// Each kind maps to exactly one SPEC §8 code through [`Error::code`].
+/// Each kind maps to exactly one error code through [`Error::code`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -40,7 +40,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// The SPEC §8 code of this kind.
+    /// The error code of this kind.
     pub const fn code(self) -> ErrorCode {
         match self {
             ErrorKind::InvalidPath => ErrorCode::PathInvalid,
@@ -87,7 +87,7 @@ impl Error {
         self.kind
     }
 
-    /// The SPEC §8 code.
+    /// The error code (docs/reference/errors.md).
     pub fn code(&self) -> ErrorCode {
         self.kind.code()
     }

@@ -112,7 +112,7 @@ impl Error {
         self
     }
 
-    /// The SPEC §8 code.
+    /// The error code (docs/reference/errors.md).
     pub fn code(&self) -> ErrorCode {
         self.code
     }

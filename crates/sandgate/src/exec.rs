@@ -1,4 +1,4 @@
-//! The shell executor as a policy grants it (SPEC §7): the facade's half.
+//! The shell executor as a policy grants it (docs/reference/executor.md): the facade's half.
 //!
 //! [`Executor::from_policy`] turns a policy's `[exec]`, roots, `net.allow`
 //! ports and budgets into a confined [`LocalShellExecutor`]; [`Executor::exec`]

@@ -1,4 +1,4 @@
-//! Agent-facing names (SPEC §2).
+//! Agent-facing names (docs/reference/names.md).
 //!
 //! Every path that an agent, a model or any other untrusted caller supplies
 //! is parsed into a [`RelPath`] first. The rules are deliberately stricter

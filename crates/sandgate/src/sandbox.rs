@@ -1,4 +1,4 @@
-//! The agent-facing sandbox (SPEC §4): every file tool an agent is handed,
+//! The agent-facing sandbox (docs/reference/sandbox.md): every file tool an agent is handed,
 //! confined to granted roots, guarded by deny-write patterns, capped,
 //! budgeted and audited.
 
@@ -139,7 +139,7 @@ impl SandboxBuilder {
         self.allow_overwrite = on;
         self
     }
-    /// Adds a deny-write pattern (SPEC §5).
+    /// Adds a deny-write pattern (docs/reference/deny-write.md).
     pub fn deny_write(&mut self, pattern: impl Into<String>) -> &mut Self {
         self.deny_write.push(pattern.into());
         self

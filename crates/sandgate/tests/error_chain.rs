@@ -245,9 +245,9 @@ fn pattern_errors_of_every_kind() {
 fn confine_errors_unavailable_and_path() {
     // Playing a kernel without Landlock (`Some(0)`) makes `required` fail
     // on any host.
-    let e = prepare_with_abi(&ConfineSpec::default(), ConfineMode::Required, Some(0))
-        .err()
-        .expect("required confinement without Landlock is refused");
+    let Err(e) = prepare_with_abi(&ConfineSpec::default(), ConfineMode::Required, Some(0)) else {
+        panic!("required confinement without Landlock is refused");
+    };
     assert_eq!(e.kind(), ConfineErrorKind::Unavailable);
     check_chain("confine Unavailable", &e);
     let facade = Error::from(e);
@@ -295,9 +295,14 @@ fn exec_errors_not_started_and_io() {
     // Starting fails when a directory to grant is missing: the OS error is
     // the source, printed once.
     let dir = tmp();
-    let mut config = ExecConfig::default();
-    config.confine_mode = ConfineMode::BestEffort;
-    config.confine.read_dirs = vec![dir.path().join("gone")];
+    let config = ExecConfig {
+        confine_mode: ConfineMode::BestEffort,
+        confine: ConfineSpec {
+            read_dirs: vec![dir.path().join("gone")],
+            ..ConfineSpec::default()
+        },
+        ..ExecConfig::default()
+    };
     match LocalShellExecutor::new(config).start() {
         Ok(()) => eprintln!("SKIP exec start: no Landlock here, so no directory is opened"),
         Err(e) => {

@@ -224,7 +224,7 @@ impl ConfineError {
         self.kind
     }
 
-    /// The SPEC §8 code: `E_CONFINE_UNAVAILABLE` when a required part is
+    /// The error code: `E_CONFINE_UNAVAILABLE` when a required part is
     /// missing, `E_NOT_FOUND` for a missing directory, `E_IO` otherwise.
     pub fn code(&self) -> ErrorCode {
         match self.kind {

@@ -1,4 +1,4 @@
-//! The shell executor (SPEC §7): `shell -c command`, confined, with a
+//! The shell executor (docs/reference/executor.md): `shell -c command`, confined, with a
 //! filtered environment, capped and redacted output, timeouts, abort, and
 //! the guarantee that nothing the command started outlives the call.
 //!
@@ -155,7 +155,7 @@ pub struct ExecError {
 }
 
 impl ExecError {
-    /// The SPEC §8 code.
+    /// The error code (docs/reference/errors.md).
     pub fn code(&self) -> ErrorCode {
         self.code
     }
@@ -278,7 +278,7 @@ pub struct ExecResult {
     pub duration: Duration,
 }
 
-/// Runs shell commands for an agent (SPEC §7).
+/// Runs shell commands for an agent (docs/reference/executor.md).
 pub trait ShellExecutor: Send + Sync {
     /// Prepares the session: a private temporary directory (the child's
     /// `TMPDIR`, `TMP` and `TEMP`, writable under confinement) and the
