@@ -66,7 +66,8 @@ fn build_js_error(
 ) -> Result<napi::Error, napi::Error> {
     let mut obj = env.create_error(napi::Error::new(
         napi::Status::GenericFailure,
-        e.to_string(),
+        // The whole text: an error with a cause displays only its code.
+        format!("{}: {}", e.code(), e.message()),
     ))?;
     obj.set_named_property("code", e.code().as_str())?;
     if let Some(p) = e.path() {
