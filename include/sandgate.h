@@ -69,7 +69,8 @@ typedef struct sg_bytes {
   size_t len;
 } sg_bytes;
 
-// A status: `SG_OK` (0) or one of the `SG_E_*` codes (SPEC §8).
+// A status: `SG_OK` (0) or one of the `SG_E_*` codes (the table is in
+// `docs/reference/errors.md`).
 typedef uint32_t sg_status;
 
 // What one command did. Free its buffers with `sg_exec_result_free`.
@@ -168,82 +169,82 @@ typedef struct sg_lines {
   bool truncated;
 } sg_lines;
 
-// Success.
+// `OK`: Success.
 #define SG_OK 0
 
-// The name is not an acceptable name (absolute, `..`, NUL, too long, …).
+// `E_PATH_INVALID`: The name breaks the agent-facing name rules (reason attached).
 #define SG_E_PATH_INVALID 1
 
-// The name leads outside its root.
+// `E_PATH_ESCAPE`: Resolution would leave the root.
 #define SG_E_PATH_ESCAPE 2
 
-// Nothing has that name.
+// `E_NOT_FOUND`: No such file or directory.
 #define SG_E_NOT_FOUND 3
 
-// Something already has that name.
+// `E_EXISTS`: The target exists and overwriting it was not granted.
 #define SG_E_EXISTS 4
 
-// A file was needed.
+// `E_NOT_FILE`: A directory or special file where a regular file is needed.
 #define SG_E_NOT_FILE 5
 
-// A directory was needed.
+// `E_NOT_DIR`: Not a directory where a directory is needed.
 #define SG_E_NOT_DIR 6
 
-// The directory is not empty.
+// `E_NOT_EMPTY`: The directory is not empty.
 #define SG_E_NOT_EMPTY 7
 
-// Not granted.
+// `E_DENIED`: The capability is not granted (no root, exec off, budget spent).
 #define SG_E_DENIED 8
 
-// A deny-write pattern protects the path.
+// `E_FS_PROTECTED`: A deny-write pattern matched (pattern attached).
 #define SG_E_FS_PROTECTED 9
 
-// Over a byte cap.
+// `E_TOO_LARGE`: Over a byte cap.
 #define SG_E_TOO_LARGE 10
 
-// A final symbolic link where one is not followed.
+// `E_SYMLINK`: A final symlink where a write needs a regular file.
 #define SG_E_SYMLINK 11
 
-// A file with more than one name.
+// `E_HARDLINK`: A multiply-linked file under write protection.
 #define SG_E_HARDLINK 12
 
-// Too many symbolic links.
+// `E_LOOP`: Too many symbolic links in one resolution.
 #define SG_E_LOOP 13
 
-// An edit's old text was not found.
+// `E_EDIT_NO_MATCH`: The edit's old text does not occur.
 #define SG_E_EDIT_NO_MATCH 14
 
-// An edit's old text was found more than once.
+// `E_EDIT_AMBIGUOUS`: The edit's old text occurs more than once.
 #define SG_E_EDIT_AMBIGUOUS 15
 
-// The policy was refused.
+// `E_POLICY`: The policy file is refused (key attached).
 #define SG_E_POLICY 16
 
-// A time limit ended the call.
+// `E_TIMEOUT`: A time limit was reached.
 #define SG_E_TIMEOUT 17
 
-// An abort ended the call.
+// `E_ABORTED`: The operation was aborted.
 #define SG_E_ABORTED 18
 
-// The executor was not started.
+// `E_NOT_STARTED`: The executor was not started.
 #define SG_E_NOT_STARTED 19
 
-// Required confinement is not available on this kernel.
+// `E_CONFINE_UNAVAILABLE`: Kernel confinement was required and the kernel lacks a part of it.
 #define SG_E_CONFINE_UNAVAILABLE 20
 
-// The network authorizer refused the destination.
+// `E_NET_DENIED`: The network authorizer refused the destination.
 #define SG_E_NET_DENIED 21
 
-// The handle was closed.
+// `E_CLOSED`: The handle was closed.
 #define SG_E_CLOSED 22
 
-// The call itself is malformed (NULL handle, bad argument, not UTF-8).
+// `E_REQUEST`: A malformed request (JSON endpoint, C arguments).
 #define SG_E_REQUEST 23
 
-// An I/O error the other codes do not describe.
+// `E_IO`: Another operating-system error (errno attached).
 #define SG_E_IO 24
 
-// A bug in sandgate (a caught panic).
+// `E_INTERNAL`: A bug in sandgate.
 #define SG_E_INTERNAL 25
 
 // openat2 where the kernel has it, else the descriptor walk (recommended).
@@ -274,13 +275,35 @@ extern "C" {
 // `(SANDGATE_ABI_MAJOR << 16) | SANDGATE_ABI_MINOR` of the loaded library.
 // A caller built against a header compares the major with its own
 // `SANDGATE_ABI_MAJOR` and needs a minor at least its own.
+//
+// # Return value
+//
+// `(SANDGATE_ABI_MAJOR << 16) | SANDGATE_ABI_MINOR` of the loaded library.
+//
+// # Safety
+//
+// None: every argument value is accepted.
 uint32_t sg_abi_version(void);
 
 // The library's version (`"0.1.0"`), a static NUL-terminated string.
+//
+// # Return value
+//
+// The library's version (`"0.1.0"`), a static NUL-terminated string that is
+// never freed.
+//
+// # Safety
+//
+// None: every argument value is accepted.
 const char *sg_version(void);
 
 // Releases bytes returned by the library and sets `*bytes` to empty, so a
 // second call does nothing. NULL is accepted.
+//
+// # Return value
+//
+// None. NULL, an empty buffer and an already freed one are accepted; the
+// buffer is left empty.
 //
 // # Safety
 //
@@ -290,6 +313,10 @@ void sg_bytes_free(struct sg_bytes *bytes);
 
 // The error's code (an `SG_E_*` value); `SG_E_REQUEST` for NULL.
 //
+// # Return value
+//
+// The error's code, or `SG_E_REQUEST` when `err` is NULL.
+//
 // # Safety
 //
 // `err` is NULL or an error object from this library, not yet freed.
@@ -297,10 +324,23 @@ sg_status sg_error_code(const struct sg_error *err);
 
 // The name of a status code (`"E_NOT_FOUND"`, `"OK"` for 0), a static
 // NUL-terminated string, or NULL for a number that is not a code.
+//
+// # Return value
+//
+// A static NUL-terminated name that is never freed, or NULL when `code` is
+// not a code.
+//
+// # Safety
+//
+// None: every argument value is accepted.
 const char *sg_code_name(sg_status code);
 
 // The error's code name (`"E_PATH_ESCAPE"`), static and NUL-terminated;
 // NULL for a NULL error.
+//
+// # Return value
+//
+// A static NUL-terminated name that is never freed; NULL when `err` is NULL.
 //
 // # Safety
 //
@@ -310,6 +350,11 @@ const char *sg_error_code_name(const struct sg_error *err);
 // The error's message (UTF-8, NUL-terminated), valid until the error is
 // freed; NULL for a NULL error. Paths in it are root-relative.
 //
+// # Return value
+//
+// A NUL-terminated string owned by the error object, valid until
+// `sg_error_free`; NULL when `err` is NULL.
+//
 // # Safety
 //
 // `err` is NULL or a live error object from this library.
@@ -317,6 +362,11 @@ const char *sg_error_message(const struct sg_error *err);
 
 // The root-relative path the error is about, or NULL when it names none.
 // Valid until the error is freed.
+//
+// # Return value
+//
+// A NUL-terminated string owned by the error object, valid until
+// `sg_error_free`; NULL when the error names no path or `err` is NULL.
 //
 // # Safety
 //
@@ -326,6 +376,11 @@ const char *sg_error_path(const struct sg_error *err);
 // The deny-write pattern that refused the operation (`E_FS_PROTECTED`,
 // `E_HARDLINK`), or NULL. Valid until the error is freed.
 //
+// # Return value
+//
+// A NUL-terminated string owned by the error object, valid until
+// `sg_error_free`; NULL when no pattern matched or `err` is NULL.
+//
 // # Safety
 //
 // `err` is NULL or a live error object from this library.
@@ -334,12 +389,21 @@ const char *sg_error_pattern(const struct sg_error *err);
 // The dotted policy key an `E_POLICY` error names (`"fs.write_root"`), or
 // NULL. Valid until the error is freed.
 //
+// # Return value
+//
+// A NUL-terminated string owned by the error object, valid until
+// `sg_error_free`; NULL when no key is to blame or `err` is NULL.
+//
 // # Safety
 //
 // `err` is NULL or a live error object from this library.
 const char *sg_error_key(const struct sg_error *err);
 
 // The OS error number behind the error, or 0 when there is none.
+//
+// # Return value
+//
+// The OS error number, or 0 when there is none or `err` is NULL.
 //
 // # Safety
 //
@@ -348,6 +412,10 @@ int32_t sg_error_errno(const struct sg_error *err);
 
 // Frees an error object. NULL is accepted.
 //
+// # Return value
+//
+// None.
+//
 // # Safety
 //
 // `err` is NULL or an error object from this library, freed only once.
@@ -355,6 +423,15 @@ void sg_error_free(struct sg_error *err);
 
 // The executor `policy` grants (not started). With `exec.enabled = false`
 // and no `process_allow`, every command is refused with `E_DENIED`.
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to a new executor (not started) that the caller
+// owns and frees with `sg_executor_free`; otherwise the code of the refusal
+// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL) and the outputs
+// left as they were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -367,6 +444,10 @@ sg_status sg_executor_new(const struct sg_policy *policy,
 // Disposes of the executor (removing its private temporary directory) and
 // frees it. NULL is accepted.
 //
+// # Return value
+//
+// None.
+//
 // # Safety
 //
 // `executor` is NULL or an executor from this library, freed once, with
@@ -377,6 +458,14 @@ void sg_executor_free(struct sg_executor *executor);
 // its private temporary directory and prepares confinement (`E_CONFINE_UNAVAILABLE` with `confine =
 // "required"` on a kernel that lacks a part). Starting twice does nothing.
 //
+// # Return value
+//
+// `SG_OK` on success (also when it was already started); otherwise the code
+// of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a malformed
+// argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new error
+// object that the caller frees with `sg_error_free` (when `err` is not
+// NULL). `*err` is set to NULL on success.
+//
 // # Safety
 //
 // `executor` is NULL or a live executor; `err` is NULL or valid for writes.
@@ -384,6 +473,14 @@ sg_status sg_executor_start(const struct sg_executor *executor, struct sg_error 
 
 // Ends the session: ends running commands and removes the private
 // temporary directory. A later command starts a new session.
+//
+// # Return value
+//
+// `SG_OK` on success; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+// success.
 //
 // # Safety
 //
@@ -395,6 +492,17 @@ sg_status sg_executor_dispose(const struct sg_executor *executor, struct sg_erro
 // `timeout_ms` (0: the policy's `timeout_ms`, which also caps it), ended
 // early by `signal` (may be NULL). A command that ran answers `SG_OK`,
 // whatever its exit code; refusals before anything runs answer their code.
+//
+// # Return value
+//
+// `SG_OK` whenever the command was started or the shell reported it could
+// not run it (exit codes 124, 127 and 130 included), with `*out` filled; its
+// buffers are owned by the caller and freed with `sg_exec_result_free`;
+// otherwise the code of the refusal or failure (`SG_E_REQUEST` for a NULL
+// handle or a malformed argument, `SG_E_INTERNAL` for a bug), with `*err`
+// set to a new error object that the caller frees with `sg_error_free` (when
+// `err` is not NULL) and the outputs left as they were. `*err` is set to
+// NULL on success.
 //
 // # Safety
 //
@@ -415,12 +523,25 @@ sg_status sg_executor_exec(const struct sg_executor *executor,
 // struct itself, which the caller owns) and empties them. NULL is
 // accepted.
 //
+// # Return value
+//
+// None. NULL is accepted; the result's buffers are left empty.
+//
 // # Safety
 //
 // `result` is NULL or a result filled by this library (or zeroed).
 void sg_exec_result_free(struct sg_exec_result *result);
 
 // A new, untriggered abort signal.
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to a new abort signal that the caller owns and
+// frees with `sg_abort_free`; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -430,6 +551,14 @@ sg_status sg_abort_new(struct sg_abort **out, struct sg_error **err);
 // Triggers the signal: every command running with it ends (exit code
 // 130), and later commands given it end at once. Idempotent.
 //
+// # Return value
+//
+// `SG_OK` on success (also when it was already triggered); otherwise the
+// code of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a
+// malformed argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new
+// error object that the caller frees with `sg_error_free` (when `err` is not
+// NULL). `*err` is set to NULL on success.
+//
 // # Safety
 //
 // `signal` is NULL or a live abort signal; `err` is NULL or valid for
@@ -438,12 +567,20 @@ sg_status sg_abort_trigger(const struct sg_abort *signal, struct sg_error **err)
 
 // Whether the signal was triggered (false for NULL).
 //
+// # Return value
+//
+// Whether the signal was triggered; false for NULL.
+//
 // # Safety
 //
 // `signal` is NULL or a live abort signal.
 bool sg_abort_is_triggered(const struct sg_abort *signal);
 
 // Frees an abort signal. NULL is accepted.
+//
+// # Return value
+//
+// None.
 //
 // # Safety
 //
@@ -452,6 +589,15 @@ bool sg_abort_is_triggered(const struct sg_abort *signal);
 void sg_abort_free(struct sg_abort *signal);
 
 // The fetcher `policy` grants.
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to a new fetcher that the caller owns and frees
+// with `sg_fetcher_free`; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -462,6 +608,10 @@ sg_status sg_fetcher_new(const struct sg_policy *policy,
                          struct sg_error **err);
 
 // Frees a fetcher. NULL is accepted.
+//
+// # Return value
+//
+// None.
 //
 // # Safety
 //
@@ -479,6 +629,16 @@ void sg_fetcher_free(struct sg_fetcher *fetcher);
 // response arrived (whatever its HTTP status), else the refusal's code
 // (`E_NET_DENIED` for a destination the policy refuses, at any hop).
 //
+// # Return value
+//
+// `SG_OK` when a response arrived, whatever its HTTP status; otherwise the
+// refusal's or failure's code, with `*err` set to a new error object that
+// the caller frees with `sg_error_free` (when `err` is not NULL). In both
+// cases `*answer` is set to the JSON answer, owned by the caller and freed
+// with `sg_bytes_free`; only when an argument is refused before the request
+// is read (a NULL handle or `answer`, a request that is not UTF-8) is
+// `*answer` left as it was, with `SG_E_REQUEST`.
+//
 // # Safety
 //
 // `fetcher` is NULL or a live fetcher; `request` points to `request_len`
@@ -493,6 +653,15 @@ sg_status sg_fetcher_fetch(const struct sg_fetcher *fetcher,
 // offending key when it is refused). Relative roots resolve against the
 // file's directory.
 //
+// # Return value
+//
+// `SG_OK` with `*out` set to a new policy that the caller owns and frees
+// with `sg_policy_free`; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
+//
 // # Safety
 //
 // `path` points to `path_len` bytes; `out` is valid for writes; `err` is
@@ -505,6 +674,15 @@ sg_status sg_policy_load(const char *path,
 // Checks a policy from its bytes, as if read from a file in `base_dir`
 // (relative roots resolve against it, and the write root may not contain
 // it). The digest is taken over exactly these bytes.
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to a new policy that the caller owns and frees
+// with `sg_policy_free`; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -547,12 +725,25 @@ sg_status sg_policy_from_options(const char *options_json,
 // Frees a policy. Sandboxes and executors made from it keep working.
 // NULL is accepted.
 //
+// # Return value
+//
+// None.
+//
 // # Safety
 //
 // `policy` is NULL or a policy from this library, freed once.
 void sg_policy_free(struct sg_policy *policy);
 
 // The policy's digest, `"sha256:<64 hex digits>"` of the file's bytes.
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to the digest text, owned by the caller and freed
+// with `sg_bytes_free`; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -566,6 +757,15 @@ sg_status sg_policy_digest(const struct sg_policy *policy,
 // `deny_write`, `limits`, `exec`, `net`, `budgets`, `digest`) when `text`
 // is false, or as text for people when it is true.
 //
+// # Return value
+//
+// `SG_OK` with `*out` set to the summary as JSON, owned by the caller and
+// freed with `sg_bytes_free`; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
+//
 // # Safety
 //
 // `policy` is NULL or a live policy; `out` is valid for writes; `err` is
@@ -575,12 +775,22 @@ sg_status sg_policy_summary(const struct sg_policy *policy,
                             struct sg_bytes *out,
                             struct sg_error **err);
 
-// Asks the network authorizer (SPEC §6) whether `scheme://host:port` may
+// Asks the network authorizer (docs/reference/policy.md) whether `scheme://host:port` may
 // be dialled. `port` < 0 means the scheme's default; `ip` (NULL for none)
 // is the address about to be dialled; `redirect` applies the stricter
 // redirect-hop rules. Returns `SG_OK` when allowed, else `SG_E_NET_DENIED`
 // whose message says which rule refused it. `decision` (may be NULL)
 // receives the decision as JSON: `{"allowed", "reason", "rule"}`.
+//
+// # Return value
+//
+// `SG_OK` when the destination is allowed and `SG_E_NET_DENIED` when it is
+// refused; in both cases `*decision` (when `decision` is not NULL) is set to
+// the decision as JSON, owned by the caller and freed with `sg_bytes_free`.
+// `SG_E_REQUEST` for a NULL handle or a malformed argument, with `*decision`
+// left as it was. On every code but `SG_OK`, `*err` is set to a new error
+// object that the caller frees with `sg_error_free` (when `err` is not
+// NULL).
 //
 // # Safety
 //
@@ -601,6 +811,15 @@ sg_status sg_policy_authorize(const struct sg_policy *policy,
 
 // Opens the directory `dir` (a host path, resolved normally) as a root.
 //
+// # Return value
+//
+// `SG_OK` with `*out` set to a new root that the caller owns and frees with
+// `sg_root_free`; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
+//
 // # Safety
 //
 // `dir` points to `dir_len` bytes; `out` is valid for writes; `err` is
@@ -614,6 +833,15 @@ sg_status sg_root_open(const char *dir,
 // Opens the directory `path` beneath `root` as a root of its own (Go's
 // `Root.OpenRoot`).
 //
+// # Return value
+//
+// `SG_OK` with `*out` set to a new root that the caller owns and frees with
+// `sg_root_free`; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
+//
 // # Safety
 //
 // `root` is NULL or a live root; `path` points to `path_len` bytes; `out`
@@ -626,6 +854,10 @@ sg_status sg_root_open_root(const struct sg_root *root,
 
 // Frees a root (closing its directory). NULL is accepted.
 //
+// # Return value
+//
+// None.
+//
 // # Safety
 //
 // `root` is NULL or a root from this library, freed once, not in use.
@@ -633,6 +865,15 @@ void sg_root_free(struct sg_root *root);
 
 // The name the root was opened with (for `sg_root_open_root`, the parent's
 // name joined with the path).
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to the name the root was opened with, owned by the
+// caller and freed with `sg_bytes_free`; otherwise the code of the refusal
+// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL) and the outputs
+// left as they were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -646,6 +887,15 @@ sg_status sg_root_name(const struct sg_root *root, struct sg_bytes *out, struct 
 // created file, like Go's `Root.OpenFile`. `*fd` receives a descriptor the
 // caller owns and closes. A final symlink is followed beneath the root
 // unless `O_NOFOLLOW`; a file is never created through a dangling symlink.
+//
+// # Return value
+//
+// `SG_OK` with `*fd` set to a new close-on-exec descriptor that the caller
+// owns and closes with `close(2)`; otherwise the code of the refusal or
+// failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL) and the outputs
+// left as they were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -662,6 +912,14 @@ sg_status sg_root_open_file(const struct sg_root *root,
 // Removes the file, symlink or empty directory `path` beneath the root (a
 // final symlink is removed, not followed), like Go's `Root.Remove`.
 //
+// # Return value
+//
+// `SG_OK` on success; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+// success.
+//
 // # Safety
 //
 // `root` is NULL or a live root; `path` points to `path_len` bytes; `err`
@@ -673,6 +931,14 @@ sg_status sg_root_remove(const struct sg_root *root,
 
 // Creates the directory `path` beneath the root with permission bits
 // `mode` (before the umask), like Go's `Root.Mkdir`.
+//
+// # Return value
+//
+// `SG_OK` on success; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+// success.
 //
 // # Safety
 //
@@ -687,6 +953,14 @@ sg_status sg_root_mkdir(const struct sg_root *root,
 // Describes `path` beneath the root, following a final symlink beneath the
 // root (Go's `Root.Stat`).
 //
+// # Return value
+//
+// `SG_OK` with `*out` filled (plain values, nothing to free); otherwise the
+// code of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a
+// malformed argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new
+// error object that the caller frees with `sg_error_free` (when `err` is not
+// NULL) and the outputs left as they were. `*err` is set to NULL on success.
+//
 // # Safety
 //
 // `root` is NULL or a live root; `path` points to `path_len` bytes; `out`
@@ -699,6 +973,14 @@ sg_status sg_root_stat(const struct sg_root *root,
 
 // Describes `path` beneath the root without following a final symlink
 // (Go's `Root.Lstat`).
+//
+// # Return value
+//
+// `SG_OK` with `*out` filled (plain values, nothing to free); otherwise the
+// code of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a
+// malformed argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new
+// error object that the caller frees with `sg_error_free` (when `err` is not
+// NULL) and the outputs left as they were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -713,6 +995,15 @@ sg_status sg_root_lstat(const struct sg_root *root,
 // The stored target of the symlink `path` beneath the root (Go's
 // `Root.Readlink`). The target is returned as stored, never resolved.
 //
+// # Return value
+//
+// `SG_OK` with `*out` set to the link's target, owned by the caller and
+// freed with `sg_bytes_free`; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
+//
 // # Safety
 //
 // `root` is NULL or a live root; `path` points to `path_len` bytes; `out`
@@ -726,6 +1017,14 @@ sg_status sg_root_readlink(const struct sg_root *root,
 // Renames `from` to `to`, both beneath the root, replacing a file at `to`
 // like `rename(2)` and Go's `Root.Rename`.
 //
+// # Return value
+//
+// `SG_OK` on success; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+// success.
+//
 // # Safety
 //
 // `root` is NULL or a live root; `from`/`to` point to their lengths in
@@ -738,11 +1037,29 @@ sg_status sg_root_rename(const struct sg_root *root,
                          struct sg_error **err);
 
 // New options with nothing granted. Never NULL.
+//
+// # Return value
+//
+// New options that the caller owns and frees with `sg_sandbox_options_free`
+// (or passes to `sg_sandbox_new`, which does not take them). Never NULL.
+//
+// # Safety
+//
+// None: every argument value is accepted.
 struct sg_sandbox_options *sg_sandbox_options_new(void);
 
 // Options prefilled with what `policy` grants (roots, caps, overwrite
 // switch, deny patterns, restricted mode, `fs_ops` budget); add an audit
 // callback, then `sg_sandbox_new`.
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to a new set of options that the caller owns and
+// frees with `sg_sandbox_options_free`; otherwise the code of the refusal or
+// failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL) and the outputs
+// left as they were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -754,6 +1071,10 @@ sg_status sg_sandbox_options_from_policy(const struct sg_policy *policy,
 
 // Frees options. NULL is accepted.
 //
+// # Return value
+//
+// None.
+//
 // # Safety
 //
 // `options` is NULL or options from this library, freed once.
@@ -761,6 +1082,14 @@ void sg_sandbox_options_free(struct sg_sandbox_options *options);
 
 // Adds a read root (a host directory; the first root holding a name wins).
 // The write root grants no reads by itself: add it here too to read it.
+//
+// # Return value
+//
+// `SG_OK` on success, the options changed; otherwise the code of the refusal
+// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+// to NULL on success.
 //
 // # Safety
 //
@@ -773,6 +1102,14 @@ sg_status sg_sandbox_options_add_read_root(struct sg_sandbox_options *options,
 
 // Sets the write root (a host directory).
 //
+// # Return value
+//
+// `SG_OK` on success, the options changed; otherwise the code of the refusal
+// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+// to NULL on success.
+//
 // # Safety
 //
 // `options` is NULL or live options used by this thread only; the string
@@ -782,7 +1119,15 @@ sg_status sg_sandbox_options_set_write_root(struct sg_sandbox_options *options,
                                             size_t value_len,
                                             struct sg_error **err);
 
-// Adds a deny-write pattern (SPEC §5); checked when the sandbox is built.
+// Adds a deny-write pattern (docs/reference/deny-write.md); checked when the sandbox is built.
+//
+// # Return value
+//
+// `SG_OK` on success, the options changed; otherwise the code of the refusal
+// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+// to NULL on success.
 //
 // # Safety
 //
@@ -795,6 +1140,14 @@ sg_status sg_sandbox_options_add_deny_write(struct sg_sandbox_options *options,
 
 // Sets the read cap in bytes.
 //
+// # Return value
+//
+// `SG_OK` on success, the options changed; otherwise the code of the refusal
+// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+// to NULL on success.
+//
 // # Safety
 //
 // `options` is NULL or live options used by this thread only; `err` is
@@ -804,6 +1157,14 @@ sg_status sg_sandbox_options_set_max_read_bytes(struct sg_sandbox_options *optio
                                                 struct sg_error **err);
 
 // Sets the write cap in bytes.
+//
+// # Return value
+//
+// `SG_OK` on success, the options changed; otherwise the code of the refusal
+// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+// to NULL on success.
 //
 // # Safety
 //
@@ -816,6 +1177,14 @@ sg_status sg_sandbox_options_set_max_write_bytes(struct sg_sandbox_options *opti
 // The host's half of the overwrite rule: whether existing files may be
 // replaced at all (each write must still ask).
 //
+// # Return value
+//
+// `SG_OK` on success, the options changed; otherwise the code of the refusal
+// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+// to NULL on success.
+//
 // # Safety
 //
 // `options` is NULL or live options used by this thread only; `err` is
@@ -826,6 +1195,14 @@ sg_status sg_sandbox_options_set_allow_overwrite(struct sg_sandbox_options *opti
 
 // Restricted mode: `.git` is protected and hard links are refused.
 //
+// # Return value
+//
+// `SG_OK` on success, the options changed; otherwise the code of the refusal
+// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+// to NULL on success.
+//
 // # Safety
 //
 // `options` is NULL or live options used by this thread only; `err` is
@@ -835,6 +1212,14 @@ sg_status sg_sandbox_options_set_restricted(struct sg_sandbox_options *options,
                                             struct sg_error **err);
 
 // The resolver the roots use (`SG_RESOLVER_*`).
+//
+// # Return value
+//
+// `SG_OK` on success, the options changed; otherwise the code of the refusal
+// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+// to NULL on success.
 //
 // # Safety
 //
@@ -847,6 +1232,14 @@ sg_status sg_sandbox_options_set_resolver(struct sg_sandbox_options *options,
 // Limits the number of file operations (every call counts, refused ones
 // included).
 //
+// # Return value
+//
+// `SG_OK` on success, the options changed; otherwise the code of the refusal
+// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+// to NULL on success.
+//
 // # Safety
 //
 // `options` is NULL or live options used by this thread only; `err` is
@@ -856,6 +1249,14 @@ sg_status sg_sandbox_options_set_fs_ops_budget(struct sg_sandbox_options *option
                                                struct sg_error **err);
 
 // Sets the audit callback (NULL removes it). See `sg_audit_fn`.
+//
+// # Return value
+//
+// `SG_OK` on success, the options changed; otherwise the code of the refusal
+// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+// to NULL on success.
 //
 // # Safety
 //
@@ -871,6 +1272,15 @@ sg_status sg_sandbox_options_set_audit(struct sg_sandbox_options *options,
 // freed). Refuses missing roots, bad deny patterns, and a write root that
 // is not a directory.
 //
+// # Return value
+//
+// `SG_OK` with `*out` set to a new sandbox that the caller owns and frees
+// with `sg_sandbox_free`; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
+//
 // # Safety
 //
 // `options` is NULL or live options; `out` is valid for writes; `err` is
@@ -881,6 +1291,10 @@ sg_status sg_sandbox_new(const struct sg_sandbox_options *options,
 
 // Frees a sandbox. NULL is accepted.
 //
+// # Return value
+//
+// None.
+//
 // # Safety
 //
 // `sandbox` is NULL or a sandbox from this library, freed once, with no
@@ -890,6 +1304,14 @@ void sg_sandbox_free(struct sg_sandbox *sandbox);
 // Closes a sandbox: every later call answers `E_CLOSED`. Closing twice is
 // fine.
 //
+// # Return value
+//
+// `SG_OK` on success (also when it was already closed); otherwise the code
+// of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a malformed
+// argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new error
+// object that the caller frees with `sg_error_free` (when `err` is not
+// NULL). `*err` is set to NULL on success.
+//
 // # Safety
 //
 // `sandbox` is NULL or a live sandbox; `err` is NULL or valid for writes.
@@ -897,6 +1319,15 @@ sg_status sg_sandbox_close(const struct sg_sandbox *sandbox, struct sg_error **e
 
 // Deny-pattern components that were malformed and treated as `*` (fail
 // closed), one message each, as a JSON array of strings.
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to the warnings as a JSON array of strings, owned
+// by the caller and freed with `sg_bytes_free`; otherwise the code of the
+// refusal or failure (`SG_E_REQUEST` for a NULL handle or a malformed
+// argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new error
+// object that the caller frees with `sg_error_free` (when `err` is not NULL)
+// and the outputs left as they were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -907,6 +1338,15 @@ sg_status sg_sandbox_warnings(const struct sg_sandbox *sandbox,
                               struct sg_error **err);
 
 // Reads the whole file `path` (at most the read cap).
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to the file's content, owned by the caller and
+// freed with `sg_bytes_free`; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -921,6 +1361,15 @@ sg_status sg_sandbox_read(const struct sg_sandbox *sandbox,
 // Reads `limit` lines of `path` from line `offset` (1-based); `offset` 0
 // means 1 and `limit` 0 means the most a range may hold. `content`
 // receives the lines with their endings.
+//
+// # Return value
+//
+// `SG_OK` with `*content` set to the lines served, owned by the caller and
+// freed with `sg_bytes_free`, and `*info` filled (plain values); otherwise
+// the code of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a
+// malformed argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new
+// error object that the caller frees with `sg_error_free` (when `err` is not
+// NULL) and the outputs left as they were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -941,6 +1390,15 @@ sg_status sg_sandbox_read_lines(const struct sg_sandbox *sandbox,
 // Missing parent directories are created. `size` (may be NULL) receives
 // the bytes written.
 //
+// # Return value
+//
+// `SG_OK` with `*size` (when `size` is not NULL) set to the bytes written;
+// otherwise the code of the refusal or failure (`SG_E_REQUEST` for a NULL
+// handle or a malformed argument, `SG_E_INTERNAL` for a bug), with `*err`
+// set to a new error object that the caller frees with `sg_error_free` (when
+// `err` is not NULL) and the outputs left as they were. `*err` is set to
+// NULL on success.
+//
 // # Safety
 //
 // `sandbox` is NULL or a live sandbox; `path` and `data` point to their
@@ -957,6 +1415,15 @@ sg_status sg_sandbox_write(const struct sg_sandbox *sandbox,
 
 // Replaces `old` with `new` in `path` (UTF-8 text): exactly one occurrence
 // unless `all`. `replacements` (may be NULL) receives how many were made.
+//
+// # Return value
+//
+// `SG_OK` with `*replacements` (when not NULL) set to how many were made;
+// otherwise the code of the refusal or failure (`SG_E_REQUEST` for a NULL
+// handle or a malformed argument, `SG_E_INTERNAL` for a bug), with `*err`
+// set to a new error object that the caller frees with `sg_error_free` (when
+// `err` is not NULL) and the outputs left as they were. `*err` is set to
+// NULL on success.
 //
 // # Safety
 //
@@ -977,6 +1444,15 @@ sg_status sg_sandbox_edit(const struct sg_sandbox *sandbox,
 // Lists the directory `path` as JSON: `[{"name","kind","size"}]`, sorted
 // by name, kinds `file`/`dir`/`symlink`/`other`.
 //
+// # Return value
+//
+// `SG_OK` with `*out` set to the entries as JSON, owned by the caller and
+// freed with `sg_bytes_free`; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
+//
 // # Safety
 //
 // `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
@@ -989,6 +1465,14 @@ sg_status sg_sandbox_list(const struct sg_sandbox *sandbox,
 
 // Describes `path` (following a final symlink beneath the root): fills
 // `kind`, `mode` and `size`; the other fields are 0.
+//
+// # Return value
+//
+// `SG_OK` with `*out` filled (plain values, nothing to free); otherwise the
+// code of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a
+// malformed argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new
+// error object that the caller frees with `sg_error_free` (when `err` is not
+// NULL) and the outputs left as they were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -1003,6 +1487,14 @@ sg_status sg_sandbox_stat(const struct sg_sandbox *sandbox,
 // Creates the directory `path` and any missing parents beneath the write
 // root.
 //
+// # Return value
+//
+// `SG_OK` on success; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+// success.
+//
 // # Safety
 //
 // `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
@@ -1015,6 +1507,14 @@ sg_status sg_sandbox_mkdir(const struct sg_sandbox *sandbox,
 // Deletes the file, symlink or empty directory `path` beneath the write
 // root.
 //
+// # Return value
+//
+// `SG_OK` on success; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+// success.
+//
 // # Safety
 //
 // `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
@@ -1025,6 +1525,14 @@ sg_status sg_sandbox_delete(const struct sg_sandbox *sandbox,
                             struct sg_error **err);
 
 // Renames `from` to `to` beneath the write root; `to` must not exist.
+//
+// # Return value
+//
+// `SG_OK` on success; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+// success.
 //
 // # Safety
 //
@@ -1040,6 +1548,15 @@ sg_status sg_sandbox_rename(const struct sg_sandbox *sandbox,
 // Paths matching the glob `pattern` below `path` (NULL: the root) in every
 // read root, as a JSON array of root-relative names. Symlinks are never
 // followed.
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to the matching names as JSON, owned by the caller
+// and freed with `sg_bytes_free`; otherwise the code of the refusal or
+// failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+// caller frees with `sg_error_free` (when `err` is not NULL) and the outputs
+// left as they were. `*err` is set to NULL on success.
 //
 // # Safety
 //
@@ -1057,6 +1574,15 @@ sg_status sg_sandbox_glob(const struct sg_sandbox *sandbox,
 // Lines matching the regular expression `pattern` in files below `path`
 // (NULL: the root), at most `max_results` (0: the default of 100), as
 // JSON: `[{"path","line","text"}]`.
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to the matches as JSON, owned by the caller and
+// freed with `sg_bytes_free`; otherwise the code of the refusal or failure
+// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
 //
 // # Safety
 //

@@ -12,39 +12,14 @@ import (
 	"syscall"
 )
 
-// Code is a SPEC §8 error code name such as "E_PATH_ESCAPE".
+// Code is an error code name such as "E_PATH_ESCAPE" (the table is in
+// docs/reference/errors.md).
 type Code string
 
-// The SPEC §8 codes, in C-value order (E_PATH_INVALID = 1 … E_INTERNAL = 25).
-const (
-	CodePathInvalid        Code = "E_PATH_INVALID"
-	CodePathEscape         Code = "E_PATH_ESCAPE"
-	CodeNotFound           Code = "E_NOT_FOUND"
-	CodeExists             Code = "E_EXISTS"
-	CodeNotFile            Code = "E_NOT_FILE"
-	CodeNotDir             Code = "E_NOT_DIR"
-	CodeNotEmpty           Code = "E_NOT_EMPTY"
-	CodeDenied             Code = "E_DENIED"
-	CodeFSProtected        Code = "E_FS_PROTECTED"
-	CodeTooLarge           Code = "E_TOO_LARGE"
-	CodeSymlink            Code = "E_SYMLINK"
-	CodeHardlink           Code = "E_HARDLINK"
-	CodeLoop               Code = "E_LOOP"
-	CodeEditNoMatch        Code = "E_EDIT_NO_MATCH"
-	CodeEditAmbiguous      Code = "E_EDIT_AMBIGUOUS"
-	CodePolicy             Code = "E_POLICY"
-	CodeTimeout            Code = "E_TIMEOUT"
-	CodeAborted            Code = "E_ABORTED"
-	CodeNotStarted         Code = "E_NOT_STARTED"
-	CodeConfineUnavailable Code = "E_CONFINE_UNAVAILABLE"
-	CodeNetDenied          Code = "E_NET_DENIED"
-	CodeClosed             Code = "E_CLOSED"
-	CodeRequest            Code = "E_REQUEST"
-	CodeIO                 Code = "E_IO"
-	CodeInternal           Code = "E_INTERNAL"
-)
+// The codes themselves (CodePathInvalid … CodeInternal), their sentinels
+// (ErrPathInvalid … ErrInternal) and AllCodes are generated into codes.go.
 
-// Error is a sandgate error: its SPEC §8 code, a message, and, when known,
+// Error is a sandgate error: its code, a message, and, when known,
 // the root-relative path, the deny pattern, the policy key and the errno.
 //
 // errors.Is(err, ErrX) compares codes; errors.Is also answers true for
@@ -97,46 +72,6 @@ func (e *Error) Is(target error) bool {
 		return e.Code == CodeClosed
 	}
 	return false
-}
-
-// Sentinels, one per SPEC §8 code, for errors.Is.
-var (
-	ErrPathInvalid        = &Error{Code: CodePathInvalid}
-	ErrPathEscape         = &Error{Code: CodePathEscape}
-	ErrNotFound           = &Error{Code: CodeNotFound}
-	ErrExists             = &Error{Code: CodeExists}
-	ErrNotFile            = &Error{Code: CodeNotFile}
-	ErrNotDir             = &Error{Code: CodeNotDir}
-	ErrNotEmpty           = &Error{Code: CodeNotEmpty}
-	ErrDenied             = &Error{Code: CodeDenied}
-	ErrFSProtected        = &Error{Code: CodeFSProtected}
-	ErrTooLarge           = &Error{Code: CodeTooLarge}
-	ErrSymlink            = &Error{Code: CodeSymlink}
-	ErrHardlink           = &Error{Code: CodeHardlink}
-	ErrLoop               = &Error{Code: CodeLoop}
-	ErrEditNoMatch        = &Error{Code: CodeEditNoMatch}
-	ErrEditAmbiguous      = &Error{Code: CodeEditAmbiguous}
-	ErrPolicy             = &Error{Code: CodePolicy}
-	ErrTimeout            = &Error{Code: CodeTimeout}
-	ErrAborted            = &Error{Code: CodeAborted}
-	ErrNotStarted         = &Error{Code: CodeNotStarted}
-	ErrConfineUnavailable = &Error{Code: CodeConfineUnavailable}
-	ErrNetDenied          = &Error{Code: CodeNetDenied}
-	ErrClosed             = &Error{Code: CodeClosed}
-	ErrRequest            = &Error{Code: CodeRequest}
-	ErrIO                 = &Error{Code: CodeIO}
-	ErrInternal           = &Error{Code: CodeInternal}
-)
-
-// AllCodes lists every SPEC §8 error code in C-value order (index i is
-// value i+1).
-var AllCodes = []Code{
-	CodePathInvalid, CodePathEscape, CodeNotFound, CodeExists, CodeNotFile,
-	CodeNotDir, CodeNotEmpty, CodeDenied, CodeFSProtected, CodeTooLarge,
-	CodeSymlink, CodeHardlink, CodeLoop, CodeEditNoMatch, CodeEditAmbiguous,
-	CodePolicy, CodeTimeout, CodeAborted, CodeNotStarted,
-	CodeConfineUnavailable, CodeNetDenied, CodeClosed, CodeRequest, CodeIO,
-	CodeInternal,
 }
 
 // CodeName is the library's name for a status value ("" if not a code).

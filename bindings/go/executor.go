@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Executor runs shell commands as a policy grants (SPEC §7). Exec may be
+// Executor runs shell commands as a policy grants (docs/reference/executor.md). Exec may be
 // called from several goroutines at once.
 type Executor struct {
 	mu  sync.RWMutex

@@ -20,7 +20,7 @@ import (
 	"unsafe"
 )
 
-// Fetcher is the confined web fetch a policy grants (SPEC §6): its [net]
+// Fetcher is the confined web fetch a policy grants (docs/reference/policy.md): its [net]
 // section and [budgets] net_ops. The library authorizes the first request
 // and every redirect hop, resolves names itself and pins each connection
 // to the checked addresses; it never uses a proxy (in restricted mode a
@@ -119,7 +119,7 @@ type FetchResponse struct {
 	Hops []Hop
 }
 
-// FetchError is every error Fetch returns. Err holds the SPEC §8 code
+// FetchError is every error Fetch returns. Err holds the error code
 // and message, so errors.Is(err, ErrNetDenied) and errors.As(err, &e)
 // with e a *Error work through it. Hops are the requests made or refused
 // (the last is the one that failed; empty for a malformed request, a

@@ -11,7 +11,7 @@ import (
 	"sync"
 )
 
-// Policy is a loaded, checked policy file (SPEC §6). Immutable and safe
+// Policy is a loaded, checked policy file (docs/reference/policy.md). Immutable and safe
 // for concurrent use. Sandboxes and executors made from it outlive it.
 type Policy struct {
 	mu  sync.RWMutex
@@ -143,7 +143,7 @@ type AuthorizeRequest struct {
 	Redirect bool   // apply the stricter redirect-hop rules
 }
 
-// Authorize asks the network authorizer (SPEC §6) whether the destination
+// Authorize asks the network authorizer (docs/reference/policy.md) whether the destination
 // may be dialled. A refusal answers the decision and an *Error with code
 // E_NET_DENIED.
 func (p *Policy) Authorize(r AuthorizeRequest) (Decision, error) {

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// Resolver selects how a Root resolves names (SPEC §3).
+// Resolver selects how a Root resolves names (docs/reference/resolution.md).
 type Resolver uint32
 
 const (
@@ -29,7 +29,7 @@ const (
 )
 
 // Root is a directory that names resolve beneath, with the method set and
-// signatures of os.Root (SPEC §3: `..` inside is allowed, escapes are
+// signatures of os.Root (docs/reference/resolution.md: `..` inside is allowed, escapes are
 // refused). Its errors are *os.PathError / *os.LinkError wrapping *Error.
 // A Root is safe for concurrent use; Close waits for calls in progress.
 type Root struct {

@@ -20,7 +20,7 @@ import (
 	"sync"
 )
 
-// MaxRangeLines is the most lines one ranged read serves (SPEC §4).
+// MaxRangeLines is the most lines one ranged read serves (docs/reference/sandbox.md).
 const MaxRangeLines = 2000
 
 // DefaultMaxResults is grep's result cap when none is given.
@@ -87,7 +87,7 @@ func WithAllowOverwrite(on bool) Option {
 	}
 }
 
-// WithDenyWrite adds deny-write patterns (SPEC §5).
+// WithDenyWrite adds deny-write patterns (docs/reference/deny-write.md).
 func WithDenyWrite(patterns ...string) Option {
 	return func(c *config) {
 		for _, pat := range patterns {
@@ -134,8 +134,8 @@ func WithAudit(f func(AuditEvent)) Option {
 	return func(c *config) { c.audit = f }
 }
 
-// Sandbox is the agent-facing sandbox (SPEC §4): names are root-relative
-// and checked (SPEC §2), nothing is granted unless configured. It is safe
+// Sandbox is the agent-facing sandbox (docs/reference/sandbox.md): names are root-relative
+// and checked (docs/reference/names.md), nothing is granted unless configured. It is safe
 // for concurrent use. Errors are *Error.
 type Sandbox struct {
 	mu    sync.RWMutex

@@ -344,8 +344,8 @@ func num(req map[string]any, k string) (int, bool) {
 	return int(v), ok
 }
 
-// do maps one §10 request to the binding's API and converts the result to
-// the §10 answer shape.
+// do maps one JSON endpoint request to the binding's API and converts the result to
+// the JSON endpoint's answer shape.
 func (s *session) do(req map[string]any) map[string]any {
 	out := map[string]any{"ok": true}
 	sb := s.sandbox

@@ -173,9 +173,9 @@ export declare class Root {
 }
 
 /**
- * The confined file toolkit handed to an agent (SPEC §4).
+ * The confined file toolkit handed to an agent (docs/reference/sandbox.md).
  *
- * Names are root-relative agent-facing names (SPEC §2): `..`, absolute
+ * Names are root-relative agent-facing names (docs/reference/names.md): `..`, absolute
  * paths and backslashes are refused with `E_PATH_INVALID`. Audit events
  * are delivered to the `audit` callback on the main thread, in order, on a
  * later turn of the event loop than the operation (for a `…Async` call,
@@ -485,7 +485,7 @@ export interface SandboxOptions {
   maxWriteBytes?: number
   /** The host's half of the overwrite rule (default false). */
   allowOverwrite?: boolean
-  /** Deny-write patterns (SPEC §5). */
+  /** Deny-write patterns (docs/reference/deny-write.md). */
   denyWrite?: Array<string>
   /**
    * Restricted mode, which also protects every `.git` component

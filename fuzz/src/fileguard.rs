@@ -1,4 +1,4 @@
-//! Deny-write patterns (SPEC §5): compiling and matching never panic; a
+//! Deny-write patterns (docs/reference/deny-write.md): compiling and matching never panic; a
 //! respelling of the candidate in another case or normalization form never
 //! changes the verdict (so a refusal never becomes an allow); the same holds
 //! for respelling a pattern's literal text; rename/delete refuse at least

@@ -1,4 +1,4 @@
-//! The policy file (SPEC §6): loading never panics; a refusal carries
+//! The policy file (docs/reference/policy.md): loading never panics; a refusal carries
 //! `E_POLICY`; an accepted policy obeys every gate rule (roots are existing
 //! canonical directories, the write root does not contain the policy's
 //! directory, caps positive, timeout in range, budgets only for granted

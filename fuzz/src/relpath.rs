@@ -1,4 +1,4 @@
-//! Agent-facing names (SPEC §2): `RelPath::parse` never panics, accepts
+//! Agent-facing names (docs/reference/names.md): `RelPath::parse` never panics, accepts
 //! exactly what an independent model of the rules accepts, gives the reason
 //! the model finds, and yields a normalized name that parses to itself.
 
@@ -70,7 +70,7 @@ pub fn check(data: &[u8]) {
     check_name(&name);
 }
 
-/// What the rules of SPEC §2 say about `input`, written independently of the
+/// What the rules of docs/reference/names.md say about `input`, written independently of the
 /// parser: `Ok(normalized)` or the reason. The normalized form keeps one
 /// trailing `/` after a non-root name that ends in `/` or `/.` (it must be a
 /// directory).

@@ -1,4 +1,4 @@
-//! Operation plans beneath a root (SPEC §3), in the style of cap-std's
+//! Operation plans beneath a root (docs/reference/resolution.md), in the style of cap-std's
 //! `fs_ops` fuzz target: a random sequence of operations over paths made of
 //! a few tokens (`a`, `b`, `..`, `.`, `/`, a symlink name `l`), including
 //! symlinks planted inside the tree that point anywhere (`..`, out of the

@@ -1,4 +1,4 @@
-//! The JSON tool endpoint (SPEC §10): `ToolSession::handle_line` never
+//! The JSON tool endpoint (docs/reference/json-endpoint.md): `ToolSession::handle_line` never
 //! panics and always answers one JSON object on one line, `{"ok":true,…}`
 //! or `{"ok":false,"error":{"code":"E_…","message":…}}` with a known code;
 //! text that is not a JSON object, a duplicated key, an unknown key, a

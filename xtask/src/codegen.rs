@@ -1,12 +1,13 @@
-//! `cargo xtask codegen [--check]`: generates `include/sandgate.h` from
-//! crates/ffi with the pinned cbindgen; `--check` fails when the committed
-//! header differs from a fresh generation or when its version defines
-//! disagree with the workspace's version.
+//! `cargo xtask codegen [--check]`: generates the error-code tables from
+//! crates/codes (see [`crate::codetables`]) and `include/sandgate.h` from
+//! crates/ffi with the pinned cbindgen; `--check` fails when a committed
+//! file differs from a fresh generation or when the header's version
+//! defines disagree with the workspace's version.
 
 use std::fs;
 use std::path::Path;
 
-use crate::workspace_root;
+use crate::{codetables, workspace_root};
 
 const HEADER: &str = "include/sandgate.h";
 
@@ -102,39 +103,130 @@ pub fn run(args: &[String]) -> Result<(), String> {
     };
     let root = workspace_root();
     let version = workspace_version(&root)?;
+    // The tables first: the header is generated from crates/ffi's sources,
+    // the code constants among them.
+    let mut stale = Vec::new();
+    let docs = fs::read_to_string(root.join(codetables::DOCS_ERRORS))
+        .map_err(|e| format!("cannot read {}: {e}", codetables::DOCS_ERRORS))?;
+    for (rel, fresh) in codetables::all(&docs)? {
+        if check {
+            let committed = fs::read_to_string(root.join(rel)).unwrap_or_default();
+            if committed != fresh {
+                stale.push(format!(
+                    "{rel} is stale{}",
+                    first_difference(&committed, &fresh)
+                ));
+            }
+        } else {
+            write_file(&root, rel, &fresh)?;
+        }
+    }
+    if !stale.is_empty() {
+        return Err(format!(
+            "{}; run `cargo xtask codegen` and commit the result",
+            stale.join("; ")
+        ));
+    }
     let fresh = generate(&root, &version)?;
     check_versions(&fresh, &version)?;
-    let path = root.join(HEADER);
+    check_function_docs(&fresh)?;
     if check {
-        let committed = fs::read_to_string(&path)
+        let committed = fs::read_to_string(root.join(HEADER))
             .map_err(|e| format!("cannot read {HEADER}: {e}; run `cargo xtask codegen`"))?;
         check_versions(&committed, &version)?;
         if committed != fresh {
-            let line = committed
-                .lines()
-                .zip(fresh.lines())
-                .position(|(a, b)| a != b)
-                .map_or_else(
-                    || committed.lines().count().min(fresh.lines().count()) + 1,
-                    |i| i + 1,
-                );
             return Err(format!(
-                "{HEADER} is stale (first difference at line {line}); run `cargo xtask codegen` and commit it"
+                "{HEADER} is stale{}; run `cargo xtask codegen` and commit it",
+                first_difference(&committed, &fresh)
             ));
         }
-        eprintln!("{HEADER} is up to date (version {version})");
+        eprintln!("{HEADER} and the code tables are up to date (version {version})");
     } else {
-        fs::create_dir_all(path.parent().expect("include/"))
-            .map_err(|e| format!("cannot create include/: {e}"))?;
-        fs::write(&path, fresh).map_err(|e| format!("cannot write {HEADER}: {e}"))?;
-        eprintln!("wrote {HEADER} (version {version})");
+        write_file(&root, HEADER, &fresh)?;
     }
+    Ok(())
+}
+
+/// Checks that every function the header declares documents its return
+/// value and its safety contract: the comment block right above each
+/// prototype has a `# Return value` and a `# Safety` section.
+fn check_function_docs(header: &str) -> Result<(), String> {
+    let lines: Vec<&str> = header.lines().collect();
+    let mut undocumented = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(open) = line.find("sg_").filter(|_| line.contains('(')) else {
+            continue;
+        };
+        // A prototype starts at column 0 with its return type.
+        if line.starts_with(char::is_whitespace) || line.starts_with("//") || line.starts_with('#')
+        {
+            continue;
+        }
+        let name: String = line[open..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !line[open + name.len()..].starts_with('(') {
+            continue;
+        }
+        let doc: Vec<&str> = lines[..i]
+            .iter()
+            .rev()
+            .take_while(|l| l.starts_with("//"))
+            .copied()
+            .collect();
+        let has = |section: &str| {
+            doc.iter()
+                .any(|l| l.trim_start_matches('/').trim() == section)
+        };
+        if !has("# Return value") || !has("# Safety") {
+            undocumented.push(name);
+        }
+    }
+    if undocumented.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{HEADER}: these functions lack a `# Return value` or `# Safety` section in their doc comment (crates/ffi): {}",
+            undocumented.join(", ")
+        ))
+    }
+}
+
+/// ` (first difference at line N)`, for a stale file's message.
+fn first_difference(committed: &str, fresh: &str) -> String {
+    let line = committed
+        .lines()
+        .zip(fresh.lines())
+        .position(|(a, b)| a != b)
+        .map_or_else(
+            || committed.lines().count().min(fresh.lines().count()) + 1,
+            |i| i + 1,
+        );
+    format!(" (first difference at line {line})")
+}
+
+fn write_file(root: &Path, rel: &str, text: &str) -> Result<(), String> {
+    let path = root.join(rel);
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    fs::write(&path, text).map_err(|e| format!("cannot write {rel}: {e}"))?;
+    eprintln!("wrote {rel}");
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn undocumented_functions_are_named() {
+        let good = "// Frees it.\n//\n// # Return value\n//\n// None.\n//\n// # Safety\n//\n// Live.\nvoid sg_x_free(struct sg_x *x);\n";
+        assert!(check_function_docs(good).is_ok());
+        let bad = "// Frees it.\n//\n// # Safety\n//\n// Live.\nvoid sg_x_free(struct sg_x *x);\n";
+        assert!(check_function_docs(bad).unwrap_err().contains("sg_x_free"));
+    }
 
     #[test]
     fn version_defines_are_checked() {

@@ -4,8 +4,8 @@
 //! fails with the command that installs whichever is missing.
 //!
 //! Not part of `ci`: CI runs each target's proptest twin in `cargo test`
-//! (fuzz/README.md). Crashes land in fuzz/artifacts/<target>/; the corpus
-//! grows in fuzz/corpus/<target>/ and is reused by the next run.
+//! (fuzz/README.md). Crashes land in `fuzz/artifacts/<target>/`; the corpus
+//! grows in `fuzz/corpus/<target>/` and is reused by the next run.
 
 use std::process::{Command, Stdio};
 use std::time::Instant;

@@ -10,8 +10,9 @@
 //!   under the official Python and TypeScript SDK clients included, then
 //!   `dist` and `install-test`.
 //! - `bench [--quick]`: every benchmark of the project, one table of ratios
-//!   against the in-run baselines (see [`bench`]).
-//! - `codegen [--check]`: generates include/sandgate.h (see [`codegen`]).
+//!   against the in-run baselines (see [`mod@bench`]).
+//! - `codegen [--check]`: generates include/sandgate.h and the error-code
+//!   tables of the C ABI, Python and Go (see [`codegen`]).
 //! - `bindings [--release]`: builds libsandgate into target/lib (see
 //!   [`bindings`]).
 //! - `unprivileged`: the confinement tests again as uid 65534 (see
@@ -34,6 +35,7 @@ mod bench_tool;
 mod bindings;
 mod c_test;
 mod codegen;
+mod codetables;
 mod deps;
 mod dist;
 mod fuzz;

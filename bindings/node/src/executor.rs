@@ -1,4 +1,4 @@
-//! `Executor`: the shell executor a policy grants (SPEC §7), shaped like
+//! `Executor`: the shell executor a policy grants (docs/reference/executor.md), shaped like
 //! open-multi-agent's `ShellExecutor` (`start()`, `exec(command, {cwd,
 //! timeoutMs, abortSignal})`, `dispose()`, all returning promises).
 

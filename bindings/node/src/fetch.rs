@@ -1,4 +1,4 @@
-//! `Fetcher`: the confined web fetch a policy grants (SPEC §6): its
+//! `Fetcher`: the confined web fetch a policy grants (docs/reference/policy.md): its
 //! `net.allow` entries, `allow_http`, security mode and `[budgets] net_ops`.
 //! Every hop, redirects included, goes through the policy's authorizer;
 //! names are resolved by sandgate and connections pinned to the checked

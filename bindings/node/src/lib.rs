@@ -2,20 +2,20 @@
 //!
 //! Classes exported to JavaScript:
 //!
-//! - [`Root`]: the mechanism (SPEC §3), beneath semantics, file descriptors
+//! - [`Root`]: the mechanism (docs/reference/resolution.md), beneath semantics, file descriptors
 //!   usable with Node's `fs`;
-//! - [`Policy`]: a loaded policy file (SPEC §6), its digest and summary;
-//! - [`Sandbox`]: the agent-facing file tools (SPEC §2, §4), each as a
+//! - [`Policy`]: a loaded policy file (docs/reference/policy.md), its digest and summary;
+//! - [`Sandbox`]: the agent-facing file tools (docs/reference/names.md and docs/reference/sandbox.md), each as a
 //!   synchronous method and as an `…Async` twin that runs on the libuv pool
 //!   and returns a `Promise`;
-//! - [`Executor`]: the shell executor a policy grants (SPEC §7), in the
+//! - [`Executor`]: the shell executor a policy grants (docs/reference/executor.md), in the
 //!   `start()` / `exec()` / `dispose()` shape of open-multi-agent's
 //!   `ShellExecutor`;
-//! - [`Fetcher`]: the confined web fetch a policy grants (SPEC §6), as
+//! - [`Fetcher`]: the confined web fetch a policy grants (docs/reference/policy.md), as
 //!   `fetch` and its `fetchAsync` twin.
 //!
 //! Every refusal is thrown (or rejected) as a JavaScript `Error` whose
-//! `code` is the SPEC §8 code string (`'E_PATH_ESCAPE'`), with `path`,
+//! `code` is the error code string (`'E_PATH_ESCAPE'`), with `path`,
 //! `pattern`, `key` and `errno` set where the error carries them.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -66,7 +66,8 @@ fn build_js_error(
 ) -> Result<napi::Error, napi::Error> {
     let mut obj = env.create_error(napi::Error::new(
         napi::Status::GenericFailure,
-        e.to_string(),
+        // The whole text: an error with a cause displays only its code.
+        format!("{}: {}", e.code(), e.message()),
     ))?;
     obj.set_named_property("code", e.code().as_str())?;
     if let Some(p) = e.path() {

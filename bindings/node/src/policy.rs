@@ -1,4 +1,4 @@
-//! `Policy`: a loaded, checked policy file (SPEC §6).
+//! `Policy`: a loaded, checked policy file (docs/reference/policy.md).
 
 use napi::Env;
 use napi_derive::napi;
@@ -11,13 +11,21 @@ pub struct Policy {
     pub(crate) inner: sandgate::policy::Policy,
 }
 
-/// The policy error as a sandgate error (`E_POLICY` with the key).
-pub(crate) fn policy_error(e: &sandgate::policy::PolicyError) -> sandgate::Error {
-    let mut out = sandgate::Error::new(e.code(), e.message().to_owned());
-    if let Some(k) = e.key() {
-        out = out.with_key(k);
+/// The policy error as a sandgate error (`E_POLICY` with the key): the
+/// first problem's message, then the file's read error where there is one;
+/// the policy error stays its source.
+pub(crate) fn policy_error(e: sandgate::policy::PolicyError) -> sandgate::Error {
+    let mut message = e.message().to_owned();
+    if let Some(cause) = std::error::Error::source(&e) {
+        message.push_str(": ");
+        message.push_str(&sandgate::chain_message(cause));
     }
-    out
+    let key = e.key().map(str::to_owned);
+    let out = sandgate::Error::caused_by(e.code(), message, e);
+    match key {
+        Some(k) => out.with_key(k),
+        None => out,
+    }
 }
 
 /// The policy `options` (an object of the policy file's keys) state.
@@ -36,8 +44,8 @@ pub(crate) fn from_options(
         })?,
     };
     let options =
-        PolicyOptions::from_flat_json(&options.to_string()).map_err(|e| policy_error(&e))?;
-    Policy::from_options(&options, &base).map_err(|e| policy_error(&e))
+        PolicyOptions::from_flat_json(&options.to_string()).map_err(|e| policy_error(e))?;
+    Policy::from_options(&options, &base).map_err(|e| policy_error(e))
 }
 
 #[napi]
@@ -48,7 +56,7 @@ impl Policy {
     pub fn load(env: &Env, path: String) -> napi::Result<Policy> {
         sandgate::policy::Policy::load(&path)
             .map(|inner| Policy { inner })
-            .map_err(|e| policy_error(&e))
+            .map_err(policy_error)
             .or_throw(env)
     }
 
@@ -59,7 +67,7 @@ impl Policy {
     pub fn parse(env: &Env, text: String, base_dir: String) -> napi::Result<Policy> {
         sandgate::policy::Policy::from_bytes(text.as_bytes(), std::path::Path::new(&base_dir), None)
             .map(|inner| Policy { inner })
-            .map_err(|e| policy_error(&e))
+            .map_err(|e| policy_error(e))
             .or_throw(env)
     }
 

@@ -1,5 +1,5 @@
 //! `Root`: a directory opened once, beneath which every path is resolved
-//! (SPEC §3), like Go's `os.Root`.
+//! (docs/reference/resolution.md), like Go's `os.Root`.
 
 use std::os::fd::IntoRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};

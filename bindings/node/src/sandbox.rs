@@ -1,4 +1,4 @@
-//! `Sandbox`: the agent-facing file tools (SPEC §2, §4).
+//! `Sandbox`: the agent-facing file tools (docs/reference/names.md and docs/reference/sandbox.md).
 //!
 //! Every operation exists twice: `read(…)` runs on the calling (main)
 //! thread and returns the value or throws; `readAsync(…)` runs on the libuv
@@ -49,7 +49,7 @@ pub struct SandboxOptions {
     pub max_write_bytes: Option<f64>,
     /// The host's half of the overwrite rule (default false).
     pub allow_overwrite: Option<bool>,
-    /// Deny-write patterns (SPEC §5).
+    /// Deny-write patterns (docs/reference/deny-write.md).
     pub deny_write: Option<Vec<String>>,
     /// Restricted mode, which also protects every `.git` component
     /// (default true).
@@ -224,9 +224,9 @@ fn range(offset: Option<u32>, limit: Option<u32>) -> (usize, usize) {
     )
 }
 
-/// The confined file toolkit handed to an agent (SPEC §4).
+/// The confined file toolkit handed to an agent (docs/reference/sandbox.md).
 ///
-/// Names are root-relative agent-facing names (SPEC §2): `..`, absolute
+/// Names are root-relative agent-facing names (docs/reference/names.md): `..`, absolute
 /// paths and backslashes are refused with `E_PATH_INVALID`. Audit events
 /// are delivered to the `audit` callback on the main thread, in order, on a
 /// later turn of the event loop than the operation (for a `…Async` call,

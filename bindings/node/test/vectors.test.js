@@ -2,7 +2,7 @@
 // Runs the shared vectors in ../../tests/vectors/*.json (format:
 // tests/vectors/README.md) through the Node API: Policy.load,
 // Sandbox.fromPolicy, new Executor(policy), new Fetcher(policy), each
-// request op mapped to its method and the result converted to the SPEC §10
+// request op mapped to its method and the result converted to the docs/reference/json-endpoint.md
 // answer shape.
 //
 // Every case runs twice on a freshly built tree: once with the synchronous
@@ -145,7 +145,7 @@ function decodeUtf8(buf) {
   }
 }
 
-// A fetch hop in the §10 shape (`hops_json` of crates/sandgate/src/tool.rs).
+// A fetch hop in the JSON endpoint's shape (`hops_json` of crates/sandgate/src/tool.rs).
 function hopJson(h) {
   return {
     url: h.url,
@@ -162,7 +162,7 @@ function opt(v) {
   return v === undefined ? undefined : v
 }
 
-// Runs one request through the API; returns the §10 answer fields (without
+// Runs one request through the API; returns the JSON endpoint's answer fields (without
 // `ok`). `mode` is 'sync' or 'async'.
 async function call(session, req, mode) {
   const { policy, sandbox: sb, executor, fetcher } = session

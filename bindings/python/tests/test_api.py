@@ -248,7 +248,6 @@ def test_exception_hierarchy(tree):
     for code, builtin in table.items():
         cls = sandgate.BY_CODE[code]
         assert issubclass(cls, builtin) and issubclass(cls, SandgateError), code
-    assert set(sandgate.BY_CODE) == set(_ffi.CODE_NAMES[1:])
     for code, cls in sandgate.BY_CODE.items():
         e = sandgate.error_for(code, "msg", path="p", errno=5)
         assert type(e) is cls and str(e) == "msg" and e.errno == 5 and e.path == "p"

@@ -2,7 +2,7 @@
 README.md), one pytest case per vector case, run through the Python API:
 Policy.load, Sandbox.from_policy, an Executor from the same policy for
 `exec` and a Fetcher for `fetch`, each request op mapped to its method and
-the result converted to the SPEC §10 answer shape before matching."""
+the result converted to the docs/reference/json-endpoint.md answer shape before matching."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def check_tree_after(case: dict, d: Path) -> list[str]:
 
 
 # ---------------------------------------------------------------------------
-# Requests -> API calls -> §10 answers
+# Requests -> API calls -> JSON endpoint answers
 
 
 def _put_content(out: dict, key: str, data: bytes) -> None:

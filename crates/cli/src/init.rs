@@ -88,9 +88,10 @@ pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
     if let Err(e) = sandgate::policy::Policy::load(&out) {
         let _ = std::fs::remove_file(&out);
         eprintln!(
-            "sandgate: the starter policy for {} was refused ({}: {e}); nothing written",
+            "sandgate: the starter policy for {} was refused ({}: {}); nothing written",
             root.display(),
-            e.code()
+            e.code(),
+            sandgate::chain_message(&e)
         );
         return ExitCode::from(2);
     }

@@ -259,7 +259,8 @@ fn print_generated(bytes: &[u8]) -> ExitCode {
 
 fn load(path: &PathBuf) -> Result<Policy, ExitCode> {
     Policy::load(path).map_err(|e| {
-        eprintln!("sandgate: {}: {e}", e.code());
+        let e = sandgate::Error::from(e);
+        eprintln!("sandgate: {}: {}", e.code(), e.message());
         ExitCode::from(2)
     })
 }

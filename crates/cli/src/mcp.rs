@@ -45,7 +45,7 @@ pub fn mcp(
         (Some(p), true) => match sandgate::policy::Policy::load(p) {
             Ok(p) => p,
             Err(e) => {
-                eprintln!("sandgate: {}: {e}", e.code());
+                eprintln!("sandgate: {}: {}", e.code(), sandgate::chain_message(&e));
                 return ExitCode::from(2);
             }
         },

@@ -58,7 +58,8 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
     let policy = match Policy::load(policy_path) {
         Ok(p) => p,
         Err(e) => {
-            let decision = json!({"ok": false, "code": e.code().as_str(), "key": e.key(), "reason": e.to_string()});
+            let e = sandgate::Error::from(e);
+            let decision = json!({"ok": false, "code": e.code().as_str(), "key": e.key(), "reason": e.message()});
             contract_line(&mut err, &mut fresh, "policy", &decision);
             return ExitCode::from(EXIT_REFUSED);
         }

@@ -1,6 +1,6 @@
 //! The `sandgate` binary as a program: the JSON-lines protocol of
-//! `sandgate tool` (SPEC §10), `sandgate check` on good and refused
-//! policies (SPEC §6), and the example session under `--pretty`.
+//! `sandgate tool` (docs/reference/json-endpoint.md), `sandgate check` on good and refused
+//! policies (docs/reference/policy.md), and the example session under `--pretty`.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -114,7 +114,7 @@ fn line(v: Value) -> String {
     v.to_string()
 }
 
-/// Every malformed request of SPEC §10, as raw lines.
+/// Every malformed request of docs/reference/json-endpoint.md, as raw lines.
 const BAD_LINES: &[&str] = &[
     // unknown op
     r#"{"op":"remove","path":"a.txt"}"#,

@@ -18,7 +18,7 @@ use core::fmt;
 use core::str::FromStr;
 
 macro_rules! codes {
-    ($( $(#[$doc:meta])* $variant:ident = $value:literal, $name:literal; )*) => {
+    ($( $variant:ident = $value:literal, $name:literal, $meaning:literal; )*) => {
         /// A stable sandgate status code.
         ///
         /// `#[repr(u32)]` with explicit values: a value, once published, is
@@ -26,7 +26,7 @@ macro_rules! codes {
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(u32)]
         pub enum ErrorCode {
-            $( $(#[$doc])* $variant = $value, )*
+            $( #[doc = $meaning] $variant = $value, )*
         }
 
         impl ErrorCode {
@@ -36,6 +36,24 @@ macro_rules! codes {
             /// The code's name as used on the wire (`"E_NOT_FOUND"`).
             pub const fn as_str(self) -> &'static str {
                 match self { $( ErrorCode::$variant => $name, )* }
+            }
+
+            /// The code's name as a NUL-terminated C string, for the C ABI.
+            pub const fn as_c_str(self) -> &'static core::ffi::CStr {
+                match self {
+                    $( ErrorCode::$variant => match core::ffi::CStr::from_bytes_with_nul(
+                        concat!($name, "\0").as_bytes(),
+                    ) {
+                        Ok(name) => name,
+                        Err(_) => panic!("a code name holds a NUL byte"),
+                    }, )*
+                }
+            }
+
+            /// What the code means, in one sentence (the table's text, also
+            /// carried into the generated C, Python and Go tables).
+            pub const fn meaning(self) -> &'static str {
+                match self { $( ErrorCode::$variant => $meaning, )* }
             }
 
             /// The code's numeric value (the C ABI's `sg_status`).
@@ -59,58 +77,58 @@ macro_rules! codes {
 }
 
 codes! {
-    /// Success.
-    Ok = 0, "OK";
-    /// The name breaks the agent-facing name rules (reason attached).
-    PathInvalid = 1, "E_PATH_INVALID";
-    /// Resolution would leave the root.
-    PathEscape = 2, "E_PATH_ESCAPE";
-    /// No such file or directory.
-    NotFound = 3, "E_NOT_FOUND";
-    /// The target exists and overwriting it was not granted.
-    Exists = 4, "E_EXISTS";
-    /// A directory or special file where a regular file is needed.
-    NotFile = 5, "E_NOT_FILE";
-    /// Not a directory where a directory is needed.
-    NotDir = 6, "E_NOT_DIR";
-    /// The directory is not empty.
-    NotEmpty = 7, "E_NOT_EMPTY";
-    /// The capability is not granted (no root, exec off, budget spent).
-    Denied = 8, "E_DENIED";
-    /// A deny-write pattern matched (pattern attached).
-    FsProtected = 9, "E_FS_PROTECTED";
-    /// Over a byte cap.
-    TooLarge = 10, "E_TOO_LARGE";
-    /// A final symlink where a write needs a regular file.
-    Symlink = 11, "E_SYMLINK";
-    /// A multiply-linked file under write protection.
-    Hardlink = 12, "E_HARDLINK";
-    /// Too many symbolic links in one resolution.
-    Loop = 13, "E_LOOP";
-    /// The edit's old text does not occur.
-    EditNoMatch = 14, "E_EDIT_NO_MATCH";
-    /// The edit's old text occurs more than once.
-    EditAmbiguous = 15, "E_EDIT_AMBIGUOUS";
-    /// The policy file is refused (key attached).
-    Policy = 16, "E_POLICY";
-    /// A time limit was reached.
-    Timeout = 17, "E_TIMEOUT";
-    /// The operation was aborted.
-    Aborted = 18, "E_ABORTED";
-    /// The executor was not started.
-    NotStarted = 19, "E_NOT_STARTED";
-    /// Kernel confinement was required and the kernel lacks a part of it.
-    ConfineUnavailable = 20, "E_CONFINE_UNAVAILABLE";
-    /// The network authorizer refused the destination.
-    NetDenied = 21, "E_NET_DENIED";
-    /// The handle was closed.
-    Closed = 22, "E_CLOSED";
-    /// A malformed request (JSON endpoint, C arguments).
-    Request = 23, "E_REQUEST";
-    /// Another operating-system error (errno attached).
-    Io = 24, "E_IO";
-    /// A bug in sandgate.
-    Internal = 25, "E_INTERNAL";
+    Ok = 0, "OK",
+        "Success.";
+    PathInvalid = 1, "E_PATH_INVALID",
+        "The name breaks the agent-facing name rules (reason attached).";
+    PathEscape = 2, "E_PATH_ESCAPE",
+        "Resolution would leave the root.";
+    NotFound = 3, "E_NOT_FOUND",
+        "No such file or directory.";
+    Exists = 4, "E_EXISTS",
+        "The target exists and overwriting it was not granted.";
+    NotFile = 5, "E_NOT_FILE",
+        "A directory or special file where a regular file is needed.";
+    NotDir = 6, "E_NOT_DIR",
+        "Not a directory where a directory is needed.";
+    NotEmpty = 7, "E_NOT_EMPTY",
+        "The directory is not empty.";
+    Denied = 8, "E_DENIED",
+        "The capability is not granted (no root, exec off, budget spent).";
+    FsProtected = 9, "E_FS_PROTECTED",
+        "A deny-write pattern matched (pattern attached).";
+    TooLarge = 10, "E_TOO_LARGE",
+        "Over a byte cap.";
+    Symlink = 11, "E_SYMLINK",
+        "A final symlink where a write needs a regular file.";
+    Hardlink = 12, "E_HARDLINK",
+        "A multiply-linked file under write protection.";
+    Loop = 13, "E_LOOP",
+        "Too many symbolic links in one resolution.";
+    EditNoMatch = 14, "E_EDIT_NO_MATCH",
+        "The edit's old text does not occur.";
+    EditAmbiguous = 15, "E_EDIT_AMBIGUOUS",
+        "The edit's old text occurs more than once.";
+    Policy = 16, "E_POLICY",
+        "The policy file is refused (key attached).";
+    Timeout = 17, "E_TIMEOUT",
+        "A time limit was reached.";
+    Aborted = 18, "E_ABORTED",
+        "The operation was aborted.";
+    NotStarted = 19, "E_NOT_STARTED",
+        "The executor was not started.";
+    ConfineUnavailable = 20, "E_CONFINE_UNAVAILABLE",
+        "Kernel confinement was required and the kernel lacks a part of it.";
+    NetDenied = 21, "E_NET_DENIED",
+        "The network authorizer refused the destination.";
+    Closed = 22, "E_CLOSED",
+        "The handle was closed.";
+    Request = 23, "E_REQUEST",
+        "A malformed request (JSON endpoint, C arguments).";
+    Io = 24, "E_IO",
+        "Another operating-system error (errno attached).";
+    Internal = 25, "E_INTERNAL",
+        "A bug in sandgate.";
 }
 
 /// The string named no sandgate error code.
@@ -166,6 +184,7 @@ mod tests {
             assert_eq!(code.value() as usize, i, "{code} is out of order");
             assert_eq!(ErrorCode::from_value(code.value()), Some(*code));
             assert_eq!(code.as_str().parse::<ErrorCode>(), Ok(*code));
+            assert_eq!(code.as_c_str().to_str(), Ok(code.as_str()));
         }
         assert_eq!(ErrorCode::ALL.len(), 26);
         assert_eq!(ErrorCode::from_value(26), None);

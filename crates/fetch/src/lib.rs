@@ -209,10 +209,11 @@ pub struct FetchResponse {
     pub hops: Vec<Hop>,
 }
 
-/// A refused or failed fetch: the SPEC §8 code (`E_NET_DENIED` for the
+/// A refused or failed fetch: the error code (`E_NET_DENIED` for the
 /// authorizer, `E_DENIED` for a spent budget, `E_TIMEOUT`, `E_REQUEST`,
 /// `E_IO`), a message, the matching `net.allow` entry and the hops taken.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
 pub struct FetchError {
     code: ErrorCode,
     message: String,
@@ -235,7 +236,7 @@ impl FetchError {
         self
     }
 
-    /// The SPEC §8 code.
+    /// The error code.
     pub fn code(&self) -> ErrorCode {
         self.code
     }
@@ -256,14 +257,6 @@ impl FetchError {
         &self.hops
     }
 }
-
-impl fmt::Display for FetchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
-    }
-}
-
-impl std::error::Error for FetchError {}
 
 /// Configures a [`Fetcher`].
 pub struct FetcherBuilder {

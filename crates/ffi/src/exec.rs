@@ -1,5 +1,5 @@
 //! `sg_executor_*` and `sg_abort_*`: the shell executor a policy grants
-//! (SPEC §7).
+//! (docs/reference/executor.md).
 
 use std::ffi::c_char;
 
@@ -51,6 +51,15 @@ pub struct sg_exec_result {
 /// The executor `policy` grants (not started). With `exec.enabled = false`
 /// and no `process_allow`, every command is refused with `E_DENIED`.
 ///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to a new executor (not started) that the caller
+/// owns and frees with `sg_executor_free`; otherwise the code of the refusal
+/// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL) and the outputs
+/// left as they were. `*err` is set to NULL on success.
+///
 /// # Safety
 ///
 /// `policy` is NULL or a live policy; `out` is valid for writes; `err` is
@@ -73,6 +82,10 @@ pub unsafe extern "C" fn sg_executor_new(
 /// Disposes of the executor (removing its private temporary directory) and
 /// frees it. NULL is accepted.
 ///
+/// # Return value
+///
+/// None.
+///
 /// # Safety
 ///
 /// `executor` is NULL or an executor from this library, freed once, with
@@ -93,6 +106,14 @@ pub unsafe extern "C" fn sg_executor_free(executor: *mut sg_executor) {
 /// its private temporary directory and prepares confinement (`E_CONFINE_UNAVAILABLE` with `confine =
 /// "required"` on a kernel that lacks a part). Starting twice does nothing.
 ///
+/// # Return value
+///
+/// `SG_OK` on success (also when it was already started); otherwise the code
+/// of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a malformed
+/// argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new error
+/// object that the caller frees with `sg_error_free` (when `err` is not
+/// NULL). `*err` is set to NULL on success.
+///
 /// # Safety
 ///
 /// `executor` is NULL or a live executor; `err` is NULL or valid for writes.
@@ -109,6 +130,14 @@ pub unsafe extern "C" fn sg_executor_start(
 
 /// Ends the session: ends running commands and removes the private
 /// temporary directory. A later command starts a new session.
+///
+/// # Return value
+///
+/// `SG_OK` on success; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+/// success.
 ///
 /// # Safety
 ///
@@ -130,6 +159,17 @@ pub unsafe extern "C" fn sg_executor_dispose(
 /// `timeout_ms` (0: the policy's `timeout_ms`, which also caps it), ended
 /// early by `signal` (may be NULL). A command that ran answers `SG_OK`,
 /// whatever its exit code; refusals before anything runs answer their code.
+///
+/// # Return value
+///
+/// `SG_OK` whenever the command was started or the shell reported it could
+/// not run it (exit codes 124, 127 and 130 included), with `*out` filled; its
+/// buffers are owned by the caller and freed with `sg_exec_result_free`;
+/// otherwise the code of the refusal or failure (`SG_E_REQUEST` for a NULL
+/// handle or a malformed argument, `SG_E_INTERNAL` for a bug), with `*err`
+/// set to a new error object that the caller frees with `sg_error_free` (when
+/// `err` is not NULL) and the outputs left as they were. `*err` is set to
+/// NULL on success.
 ///
 /// # Safety
 ///
@@ -195,6 +235,10 @@ pub unsafe extern "C" fn sg_executor_exec(
 /// struct itself, which the caller owns) and empties them. NULL is
 /// accepted.
 ///
+/// # Return value
+///
+/// None. NULL is accepted; the result's buffers are left empty.
+///
 /// # Safety
 ///
 /// `result` is NULL or a result filled by this library (or zeroed).
@@ -214,6 +258,15 @@ pub unsafe extern "C" fn sg_exec_result_free(result: *mut sg_exec_result) {
 }
 
 /// A new, untriggered abort signal.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to a new abort signal that the caller owns and
+/// frees with `sg_abort_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -239,6 +292,14 @@ pub unsafe extern "C" fn sg_abort_new(
 /// Triggers the signal: every command running with it ends (exit code
 /// 130), and later commands given it end at once. Idempotent.
 ///
+/// # Return value
+///
+/// `SG_OK` on success (also when it was already triggered); otherwise the
+/// code of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a
+/// malformed argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new
+/// error object that the caller frees with `sg_error_free` (when `err` is not
+/// NULL). `*err` is set to NULL on success.
+///
 /// # Safety
 ///
 /// `signal` is NULL or a live abort signal; `err` is NULL or valid for
@@ -257,6 +318,10 @@ pub unsafe extern "C" fn sg_abort_trigger(
 
 /// Whether the signal was triggered (false for NULL).
 ///
+/// # Return value
+///
+/// Whether the signal was triggered; false for NULL.
+///
 /// # Safety
 ///
 /// `signal` is NULL or a live abort signal.
@@ -267,6 +332,10 @@ pub unsafe extern "C" fn sg_abort_is_triggered(signal: *const sg_abort) -> bool 
 }
 
 /// Frees an abort signal. NULL is accepted.
+///
+/// # Return value
+///
+/// None.
 ///
 /// # Safety
 ///

@@ -18,6 +18,15 @@ pub struct sg_fetcher {
 
 /// The fetcher `policy` grants.
 ///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to a new fetcher that the caller owns and frees
+/// with `sg_fetcher_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
+///
 /// # Safety
 ///
 /// `policy` is NULL or a live policy; `out` is valid for writes; `err` is
@@ -39,6 +48,10 @@ pub unsafe extern "C" fn sg_fetcher_new(
 
 /// Frees a fetcher. NULL is accepted.
 ///
+/// # Return value
+///
+/// None.
+///
 /// # Safety
 ///
 /// `fetcher` is NULL or a fetcher from this library, freed once, with no
@@ -58,6 +71,16 @@ pub unsafe extern "C" fn sg_fetcher_free(fetcher: *mut sg_fetcher) {
 /// "error": {"code", "message", "rule"?, "hops"}}`. Returns `SG_OK` when a
 /// response arrived (whatever its HTTP status), else the refusal's code
 /// (`E_NET_DENIED` for a destination the policy refuses, at any hop).
+///
+/// # Return value
+///
+/// `SG_OK` when a response arrived, whatever its HTTP status; otherwise the
+/// refusal's or failure's code, with `*err` set to a new error object that
+/// the caller frees with `sg_error_free` (when `err` is not NULL). In both
+/// cases `*answer` is set to the JSON answer, owned by the caller and freed
+/// with `sg_bytes_free`; only when an argument is refused before the request
+/// is read (a NULL handle or `answer`, a request that is not UTF-8) is
+/// `*answer` left as it was, with `SG_E_REQUEST`.
 ///
 /// # Safety
 ///

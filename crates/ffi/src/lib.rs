@@ -1,4 +1,4 @@
-//! The C ABI of sandgate (SPEC §9): `libsandgate`, as a shared and a static
+//! The C ABI of sandgate (docs/reference/c-abi.md): `libsandgate`, as a shared and a static
 //! library, described by `include/sandgate.h`.
 //!
 //! # Conventions
@@ -28,6 +28,7 @@
 #![allow(non_camel_case_types)]
 
 mod abi;
+mod codes;
 mod error;
 mod exec;
 mod fetch;
@@ -36,6 +37,7 @@ mod root;
 mod sandbox;
 
 pub use abi::{SANDGATE_ABI_MAJOR, SANDGATE_ABI_MINOR};
+pub use codes::*;
 pub use error::*;
 pub use exec::*;
 pub use fetch::*;
@@ -51,12 +53,29 @@ const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
 /// `(SANDGATE_ABI_MAJOR << 16) | SANDGATE_ABI_MINOR` of the loaded library.
 /// A caller built against a header compares the major with its own
 /// `SANDGATE_ABI_MAJOR` and needs a minor at least its own.
+///
+/// # Return value
+///
+/// `(SANDGATE_ABI_MAJOR << 16) | SANDGATE_ABI_MINOR` of the loaded library.
+///
+/// # Safety
+///
+/// None: every argument value is accepted.
 #[no_mangle]
 pub extern "C" fn sg_abi_version() -> u32 {
     (SANDGATE_ABI_MAJOR << 16) | SANDGATE_ABI_MINOR
 }
 
 /// The library's version (`"0.1.0"`), a static NUL-terminated string.
+///
+/// # Return value
+///
+/// The library's version (`"0.1.0"`), a static NUL-terminated string that is
+/// never freed.
+///
+/// # Safety
+///
+/// None: every argument value is accepted.
 #[no_mangle]
 pub extern "C" fn sg_version() -> *const c_char {
     VERSION.as_ptr().cast()

@@ -1,4 +1,4 @@
-//! `sg_policy_*`: the policy file (SPEC §6).
+//! `sg_policy_*`: the policy file (docs/reference/policy.md).
 
 use std::ffi::c_char;
 use std::net::IpAddr;
@@ -16,16 +16,21 @@ pub struct sg_policy {
 }
 
 fn policy_error(e: PolicyError) -> Error {
-    let mut err = Error::new(e.code(), e.to_string());
-    if let Some(k) = e.key() {
-        err = err.with_key(k);
-    }
-    err
+    Error::from(e)
 }
 
 /// Loads and checks the policy file at `path` (`E_POLICY` naming the
 /// offending key when it is refused). Relative roots resolve against the
 /// file's directory.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to a new policy that the caller owns and frees
+/// with `sg_policy_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -50,6 +55,15 @@ pub unsafe extern "C" fn sg_policy_load(
 /// Checks a policy from its bytes, as if read from a file in `base_dir`
 /// (relative roots resolve against it, and the write root may not contain
 /// it). The digest is taken over exactly these bytes.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to a new policy that the caller owns and frees
+/// with `sg_policy_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -127,6 +141,10 @@ pub unsafe extern "C" fn sg_policy_from_options(
 /// Frees a policy. Sandboxes and executors made from it keep working.
 /// NULL is accepted.
 ///
+/// # Return value
+///
+/// None.
+///
 /// # Safety
 ///
 /// `policy` is NULL or a policy from this library, freed once.
@@ -137,6 +155,15 @@ pub unsafe extern "C" fn sg_policy_free(policy: *mut sg_policy) {
 }
 
 /// The policy's digest, `"sha256:<64 hex digits>"` of the file's bytes.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the digest text, owned by the caller and freed
+/// with `sg_bytes_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -163,6 +190,15 @@ pub unsafe extern "C" fn sg_policy_digest(
 /// `deny_write`, `limits`, `exec`, `net`, `budgets`, `digest`) when `text`
 /// is false, or as text for people when it is true.
 ///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the summary as JSON, owned by the caller and
+/// freed with `sg_bytes_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
+///
 /// # Safety
 ///
 /// `policy` is NULL or a live policy; `out` is valid for writes; `err` is
@@ -184,12 +220,22 @@ pub unsafe extern "C" fn sg_policy_summary(
     })
 }
 
-/// Asks the network authorizer (SPEC §6) whether `scheme://host:port` may
+/// Asks the network authorizer (docs/reference/policy.md) whether `scheme://host:port` may
 /// be dialled. `port` < 0 means the scheme's default; `ip` (NULL for none)
 /// is the address about to be dialled; `redirect` applies the stricter
 /// redirect-hop rules. Returns `SG_OK` when allowed, else `SG_E_NET_DENIED`
 /// whose message says which rule refused it. `decision` (may be NULL)
 /// receives the decision as JSON: `{"allowed", "reason", "rule"}`.
+///
+/// # Return value
+///
+/// `SG_OK` when the destination is allowed and `SG_E_NET_DENIED` when it is
+/// refused; in both cases `*decision` (when `decision` is not NULL) is set to
+/// the decision as JSON, owned by the caller and freed with `sg_bytes_free`.
+/// `SG_E_REQUEST` for a NULL handle or a malformed argument, with `*decision`
+/// left as it was. On every code but `SG_OK`, `*err` is set to a new error
+/// object that the caller frees with `sg_error_free` (when `err` is not
+/// NULL).
 ///
 /// # Safety
 ///

@@ -1,4 +1,4 @@
-//! `sg_root_*`: the mechanism layer (SPEC §3). Names resolve beneath an
+//! `sg_root_*`: the mechanism layer (docs/reference/resolution.md). Names resolve beneath an
 //! opened directory; `..` is allowed while it stays inside; a symlink is
 //! followed only while it stays inside. Opened files are descriptors the
 //! caller owns.
@@ -112,6 +112,15 @@ unsafe fn arg_path<'a>(ptr: *const c_char, len: usize, what: &str) -> Result<&'a
 
 /// Opens the directory `dir` (a host path, resolved normally) as a root.
 ///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to a new root that the caller owns and frees with
+/// `sg_root_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
+///
 /// # Safety
 ///
 /// `dir` points to `dir_len` bytes; `out` is valid for writes; `err` is
@@ -135,6 +144,15 @@ pub unsafe extern "C" fn sg_root_open(
 
 /// Opens the directory `path` beneath `root` as a root of its own (Go's
 /// `Root.OpenRoot`).
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to a new root that the caller owns and frees with
+/// `sg_root_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -165,6 +183,10 @@ pub unsafe extern "C" fn sg_root_open_root(
 
 /// Frees a root (closing its directory). NULL is accepted.
 ///
+/// # Return value
+///
+/// None.
+///
 /// # Safety
 ///
 /// `root` is NULL or a root from this library, freed once, not in use.
@@ -176,6 +198,15 @@ pub unsafe extern "C" fn sg_root_free(root: *mut sg_root) {
 
 /// The name the root was opened with (for `sg_root_open_root`, the parent's
 /// name joined with the path).
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the name the root was opened with, owned by the
+/// caller and freed with `sg_bytes_free`; otherwise the code of the refusal
+/// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL) and the outputs
+/// left as they were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -244,6 +275,15 @@ fn options_of(flags: i32, mode: u32) -> Result<OpenOptions, Error> {
 /// caller owns and closes. A final symlink is followed beneath the root
 /// unless `O_NOFOLLOW`; a file is never created through a dangling symlink.
 ///
+/// # Return value
+///
+/// `SG_OK` with `*fd` set to a new close-on-exec descriptor that the caller
+/// owns and closes with `close(2)`; otherwise the code of the refusal or
+/// failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL) and the outputs
+/// left as they were. `*err` is set to NULL on success.
+///
 /// # Safety
 ///
 /// `root` is NULL or a live root; `path` points to `path_len` bytes; `fd`
@@ -277,6 +317,14 @@ pub unsafe extern "C" fn sg_root_open_file(
 /// Removes the file, symlink or empty directory `path` beneath the root (a
 /// final symlink is removed, not followed), like Go's `Root.Remove`.
 ///
+/// # Return value
+///
+/// `SG_OK` on success; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+/// success.
+///
 /// # Safety
 ///
 /// `root` is NULL or a live root; `path` points to `path_len` bytes; `err`
@@ -298,6 +346,14 @@ pub unsafe extern "C" fn sg_root_remove(
 
 /// Creates the directory `path` beneath the root with permission bits
 /// `mode` (before the umask), like Go's `Root.Mkdir`.
+///
+/// # Return value
+///
+/// `SG_OK` on success; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+/// success.
 ///
 /// # Safety
 ///
@@ -353,6 +409,14 @@ unsafe fn stat_with(
 /// Describes `path` beneath the root, following a final symlink beneath the
 /// root (Go's `Root.Stat`).
 ///
+/// # Return value
+///
+/// `SG_OK` with `*out` filled (plain values, nothing to free); otherwise the
+/// code of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a
+/// malformed argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new
+/// error object that the caller frees with `sg_error_free` (when `err` is not
+/// NULL) and the outputs left as they were. `*err` is set to NULL on success.
+///
 /// # Safety
 ///
 /// `root` is NULL or a live root; `path` points to `path_len` bytes; `out`
@@ -372,6 +436,14 @@ pub unsafe extern "C" fn sg_root_stat(
 /// Describes `path` beneath the root without following a final symlink
 /// (Go's `Root.Lstat`).
 ///
+/// # Return value
+///
+/// `SG_OK` with `*out` filled (plain values, nothing to free); otherwise the
+/// code of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a
+/// malformed argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new
+/// error object that the caller frees with `sg_error_free` (when `err` is not
+/// NULL) and the outputs left as they were. `*err` is set to NULL on success.
+///
 /// # Safety
 ///
 /// `root` is NULL or a live root; `path` points to `path_len` bytes; `out`
@@ -390,6 +462,15 @@ pub unsafe extern "C" fn sg_root_lstat(
 
 /// The stored target of the symlink `path` beneath the root (Go's
 /// `Root.Readlink`). The target is returned as stored, never resolved.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the link's target, owned by the caller and
+/// freed with `sg_bytes_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -420,6 +501,14 @@ pub unsafe extern "C" fn sg_root_readlink(
 
 /// Renames `from` to `to`, both beneath the root, replacing a file at `to`
 /// like `rename(2)` and Go's `Root.Rename`.
+///
+/// # Return value
+///
+/// `SG_OK` on success; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+/// success.
 ///
 /// # Safety
 ///

@@ -1,4 +1,4 @@
-//! `sg_sandbox_*`: the agent-facing sandbox (SPEC §2, §4). Names are
+//! `sg_sandbox_*`: the agent-facing sandbox (docs/reference/names.md and docs/reference/sandbox.md). Names are
 //! agent-facing: root-relative, `/`-separated, never absolute or `..`.
 
 use std::ffi::{c_char, c_void};
@@ -89,6 +89,15 @@ fn deliver(
 }
 
 /// New options with nothing granted. Never NULL.
+///
+/// # Return value
+///
+/// New options that the caller owns and frees with `sg_sandbox_options_free`
+/// (or passes to `sg_sandbox_new`, which does not take them). Never NULL.
+///
+/// # Safety
+///
+/// None: every argument value is accepted.
 #[no_mangle]
 pub extern "C" fn sg_sandbox_options_new() -> *mut sg_sandbox_options {
     into_handle(sg_sandbox_options {
@@ -99,6 +108,15 @@ pub extern "C" fn sg_sandbox_options_new() -> *mut sg_sandbox_options {
 /// Options prefilled with what `policy` grants (roots, caps, overwrite
 /// switch, deny patterns, restricted mode, `fs_ops` budget); add an audit
 /// callback, then `sg_sandbox_new`.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to a new set of options that the caller owns and
+/// frees with `sg_sandbox_options_free`; otherwise the code of the refusal or
+/// failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL) and the outputs
+/// left as they were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -124,6 +142,10 @@ pub unsafe extern "C" fn sg_sandbox_options_from_policy(
 }
 
 /// Frees options. NULL is accepted.
+///
+/// # Return value
+///
+/// None.
 ///
 /// # Safety
 ///
@@ -187,6 +209,14 @@ unsafe fn set_str(
 /// Adds a read root (a host directory; the first root holding a name wins).
 /// The write root grants no reads by itself: add it here too to read it.
 ///
+/// # Return value
+///
+/// `SG_OK` on success, the options changed; otherwise the code of the refusal
+/// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+/// to NULL on success.
+///
 /// # Safety
 ///
 /// `options` is NULL or live options used by this thread only; the string
@@ -208,6 +238,14 @@ pub unsafe extern "C" fn sg_sandbox_options_add_read_root(
 
 /// Sets the write root (a host directory).
 ///
+/// # Return value
+///
+/// `SG_OK` on success, the options changed; otherwise the code of the refusal
+/// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+/// to NULL on success.
+///
 /// # Safety
 ///
 /// `options` is NULL or live options used by this thread only; the string
@@ -227,7 +265,15 @@ pub unsafe extern "C" fn sg_sandbox_options_set_write_root(
     }
 }
 
-/// Adds a deny-write pattern (SPEC §5); checked when the sandbox is built.
+/// Adds a deny-write pattern (docs/reference/deny-write.md); checked when the sandbox is built.
+///
+/// # Return value
+///
+/// `SG_OK` on success, the options changed; otherwise the code of the refusal
+/// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+/// to NULL on success.
 ///
 /// # Safety
 ///
@@ -257,6 +303,14 @@ pub unsafe extern "C" fn sg_sandbox_options_add_deny_write(
 
 /// Sets the read cap in bytes.
 ///
+/// # Return value
+///
+/// `SG_OK` on success, the options changed; otherwise the code of the refusal
+/// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+/// to NULL on success.
+///
 /// # Safety
 ///
 /// `options` is NULL or live options used by this thread only; `err` is
@@ -277,6 +331,14 @@ pub unsafe extern "C" fn sg_sandbox_options_set_max_read_bytes(
 }
 
 /// Sets the write cap in bytes.
+///
+/// # Return value
+///
+/// `SG_OK` on success, the options changed; otherwise the code of the refusal
+/// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+/// to NULL on success.
 ///
 /// # Safety
 ///
@@ -300,6 +362,14 @@ pub unsafe extern "C" fn sg_sandbox_options_set_max_write_bytes(
 /// The host's half of the overwrite rule: whether existing files may be
 /// replaced at all (each write must still ask).
 ///
+/// # Return value
+///
+/// `SG_OK` on success, the options changed; otherwise the code of the refusal
+/// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+/// to NULL on success.
+///
 /// # Safety
 ///
 /// `options` is NULL or live options used by this thread only; `err` is
@@ -321,6 +391,14 @@ pub unsafe extern "C" fn sg_sandbox_options_set_allow_overwrite(
 
 /// Restricted mode: `.git` is protected and hard links are refused.
 ///
+/// # Return value
+///
+/// `SG_OK` on success, the options changed; otherwise the code of the refusal
+/// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+/// to NULL on success.
+///
 /// # Safety
 ///
 /// `options` is NULL or live options used by this thread only; `err` is
@@ -341,6 +419,14 @@ pub unsafe extern "C" fn sg_sandbox_options_set_restricted(
 }
 
 /// The resolver the roots use (`SG_RESOLVER_*`).
+///
+/// # Return value
+///
+/// `SG_OK` on success, the options changed; otherwise the code of the refusal
+/// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+/// to NULL on success.
 ///
 /// # Safety
 ///
@@ -364,6 +450,14 @@ pub unsafe extern "C" fn sg_sandbox_options_set_resolver(
 /// Limits the number of file operations (every call counts, refused ones
 /// included).
 ///
+/// # Return value
+///
+/// `SG_OK` on success, the options changed; otherwise the code of the refusal
+/// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+/// to NULL on success.
+///
 /// # Safety
 ///
 /// `options` is NULL or live options used by this thread only; `err` is
@@ -384,6 +478,14 @@ pub unsafe extern "C" fn sg_sandbox_options_set_fs_ops_budget(
 }
 
 /// Sets the audit callback (NULL removes it). See `sg_audit_fn`.
+///
+/// # Return value
+///
+/// `SG_OK` on success, the options changed; otherwise the code of the refusal
+/// or failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL). `*err` is set
+/// to NULL on success.
 ///
 /// # Safety
 ///
@@ -416,6 +518,15 @@ pub unsafe extern "C" fn sg_sandbox_options_set_audit(
 /// freed). Refuses missing roots, bad deny patterns, and a write root that
 /// is not a directory.
 ///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to a new sandbox that the caller owns and frees
+/// with `sg_sandbox_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
+///
 /// # Safety
 ///
 /// `options` is NULL or live options; `out` is valid for writes; `err` is
@@ -437,6 +548,10 @@ pub unsafe extern "C" fn sg_sandbox_new(
 
 /// Frees a sandbox. NULL is accepted.
 ///
+/// # Return value
+///
+/// None.
+///
 /// # Safety
 ///
 /// `sandbox` is NULL or a sandbox from this library, freed once, with no
@@ -449,6 +564,14 @@ pub unsafe extern "C" fn sg_sandbox_free(sandbox: *mut sg_sandbox) {
 
 /// Closes a sandbox: every later call answers `E_CLOSED`. Closing twice is
 /// fine.
+///
+/// # Return value
+///
+/// `SG_OK` on success (also when it was already closed); otherwise the code
+/// of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a malformed
+/// argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new error
+/// object that the caller frees with `sg_error_free` (when `err` is not
+/// NULL). `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -472,6 +595,15 @@ fn json_bytes(v: serde_json::Value) -> sg_bytes {
 /// Deny-pattern components that were malformed and treated as `*` (fail
 /// closed), one message each, as a JSON array of strings.
 ///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the warnings as a JSON array of strings, owned
+/// by the caller and freed with `sg_bytes_free`; otherwise the code of the
+/// refusal or failure (`SG_E_REQUEST` for a NULL handle or a malformed
+/// argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new error
+/// object that the caller frees with `sg_error_free` (when `err` is not NULL)
+/// and the outputs left as they were. `*err` is set to NULL on success.
+///
 /// # Safety
 ///
 /// `sandbox` is NULL or a live sandbox; `out` is valid for writes; `err` is
@@ -491,6 +623,15 @@ pub unsafe extern "C" fn sg_sandbox_warnings(
 }
 
 /// Reads the whole file `path` (at most the read cap).
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the file's content, owned by the caller and
+/// freed with `sg_bytes_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -534,6 +675,15 @@ pub struct sg_lines {
 /// Reads `limit` lines of `path` from line `offset` (1-based); `offset` 0
 /// means 1 and `limit` 0 means the most a range may hold. `content`
 /// receives the lines with their endings.
+///
+/// # Return value
+///
+/// `SG_OK` with `*content` set to the lines served, owned by the caller and
+/// freed with `sg_bytes_free`, and `*info` filled (plain values); otherwise
+/// the code of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a
+/// malformed argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new
+/// error object that the caller frees with `sg_error_free` (when `err` is not
+/// NULL) and the outputs left as they were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -591,6 +741,15 @@ pub unsafe extern "C" fn sg_sandbox_read_lines(
 /// Missing parent directories are created. `size` (may be NULL) receives
 /// the bytes written.
 ///
+/// # Return value
+///
+/// `SG_OK` with `*size` (when `size` is not NULL) set to the bytes written;
+/// otherwise the code of the refusal or failure (`SG_E_REQUEST` for a NULL
+/// handle or a malformed argument, `SG_E_INTERNAL` for a bug), with `*err`
+/// set to a new error object that the caller frees with `sg_error_free` (when
+/// `err` is not NULL) and the outputs left as they were. `*err` is set to
+/// NULL on success.
+///
 /// # Safety
 ///
 /// `sandbox` is NULL or a live sandbox; `path` and `data` point to their
@@ -627,6 +786,15 @@ pub unsafe extern "C" fn sg_sandbox_write(
 
 /// Replaces `old` with `new` in `path` (UTF-8 text): exactly one occurrence
 /// unless `all`. `replacements` (may be NULL) receives how many were made.
+///
+/// # Return value
+///
+/// `SG_OK` with `*replacements` (when not NULL) set to how many were made;
+/// otherwise the code of the refusal or failure (`SG_E_REQUEST` for a NULL
+/// handle or a malformed argument, `SG_E_INTERNAL` for a bug), with `*err`
+/// set to a new error object that the caller frees with `sg_error_free` (when
+/// `err` is not NULL) and the outputs left as they were. `*err` is set to
+/// NULL on success.
 ///
 /// # Safety
 ///
@@ -668,6 +836,15 @@ pub unsafe extern "C" fn sg_sandbox_edit(
 /// Lists the directory `path` as JSON: `[{"name","kind","size"}]`, sorted
 /// by name, kinds `file`/`dir`/`symlink`/`other`.
 ///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the entries as JSON, owned by the caller and
+/// freed with `sg_bytes_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
+///
 /// # Safety
 ///
 /// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
@@ -702,6 +879,14 @@ pub unsafe extern "C" fn sg_sandbox_list(
 
 /// Describes `path` (following a final symlink beneath the root): fills
 /// `kind`, `mode` and `size`; the other fields are 0.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` filled (plain values, nothing to free); otherwise the
+/// code of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a
+/// malformed argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new
+/// error object that the caller frees with `sg_error_free` (when `err` is not
+/// NULL) and the outputs left as they were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -747,6 +932,14 @@ pub unsafe extern "C" fn sg_sandbox_stat(
 /// Creates the directory `path` and any missing parents beneath the write
 /// root.
 ///
+/// # Return value
+///
+/// `SG_OK` on success; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+/// success.
+///
 /// # Safety
 ///
 /// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
@@ -773,6 +966,14 @@ pub unsafe extern "C" fn sg_sandbox_mkdir(
 /// Deletes the file, symlink or empty directory `path` beneath the write
 /// root.
 ///
+/// # Return value
+///
+/// `SG_OK` on success; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+/// success.
+///
 /// # Safety
 ///
 /// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
@@ -797,6 +998,14 @@ pub unsafe extern "C" fn sg_sandbox_delete(
 }
 
 /// Renames `from` to `to` beneath the write root; `to` must not exist.
+///
+/// # Return value
+///
+/// `SG_OK` on success; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL). `*err` is set to NULL on
+/// success.
 ///
 /// # Safety
 ///
@@ -827,6 +1036,15 @@ pub unsafe extern "C" fn sg_sandbox_rename(
 /// Paths matching the glob `pattern` below `path` (NULL: the root) in every
 /// read root, as a JSON array of root-relative names. Symlinks are never
 /// followed.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the matching names as JSON, owned by the caller
+/// and freed with `sg_bytes_free`; otherwise the code of the refusal or
+/// failure (`SG_E_REQUEST` for a NULL handle or a malformed argument,
+/// `SG_E_INTERNAL` for a bug), with `*err` set to a new error object that the
+/// caller frees with `sg_error_free` (when `err` is not NULL) and the outputs
+/// left as they were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///
@@ -861,6 +1079,15 @@ pub unsafe extern "C" fn sg_sandbox_glob(
 /// Lines matching the regular expression `pattern` in files below `path`
 /// (NULL: the root), at most `max_results` (0: the default of 100), as
 /// JSON: `[{"path","line","text"}]`.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the matches as JSON, owned by the caller and
+/// freed with `sg_bytes_free`; otherwise the code of the refusal or failure
+/// (`SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
 ///
 /// # Safety
 ///

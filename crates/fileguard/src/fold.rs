@@ -23,7 +23,7 @@ use unicode_normalization::char::canonical_combining_class;
 use unicode_normalization::{is_nfc, is_nfc_quick, IsNormalized, UnicodeNormalization};
 
 /// Folds `s` to the representative of its equivalence class: the form in
-/// which deny-write patterns and paths are compared (SPEC §5). Two strings
+/// which deny-write patterns and paths are compared (docs/reference/deny-write.md). Two strings
 /// name the same protected thing exactly when their folds are equal.
 ///
 /// Borrows `s` when it is already folded (lowercase ASCII, most lowercase

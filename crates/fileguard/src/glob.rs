@@ -28,7 +28,7 @@ use crate::fold::{case_tables, fold};
 use unicode_normalization::char::is_combining_mark;
 
 /// Why a pattern component could not be compiled. The component then
-/// matches like `*` (SPEC §5: a malformed pattern fails closed).
+/// matches like `*` (docs/reference/deny-write.md: a malformed pattern fails closed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Malformed {

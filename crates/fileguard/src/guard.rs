@@ -53,14 +53,14 @@ impl GuardBuilder {
     }
 
     /// Restricted mode: additionally protect every path with a component
-    /// that folds to `.git`, at any depth (SPEC §5).
+    /// that folds to `.git`, at any depth (docs/reference/deny-write.md).
     pub fn restricted(&mut self, yes: bool) -> &mut GuardBuilder {
         self.restricted = yes;
         self
     }
 
     /// Compiles the patterns. Fails on the first pattern that is empty,
-    /// absolute or has a `..` component (SPEC §5); a malformed component
+    /// absolute or has a `..` component (docs/reference/deny-write.md); a malformed component
     /// does not fail the build but is reported by [`Guard::warnings`].
     pub fn build(&self) -> Result<Guard, PatternError> {
         let mut warnings = Vec::new();
@@ -78,7 +78,7 @@ impl GuardBuilder {
     }
 }
 
-/// Compiled deny-write protection (SPEC §5): the operator's patterns plus,
+/// Compiled deny-write protection (docs/reference/deny-write.md): the operator's patterns plus,
 /// in restricted mode, the `.git` rule. Pure: it judges path strings and
 /// touches no file system.
 ///
@@ -90,7 +90,7 @@ impl GuardBuilder {
 /// # Paths
 ///
 /// Checks take root-relative, `/`-separated names that the caller has
-/// already validated (SPEC §2). Empty and `.` components are skipped, so
+/// already validated (docs/reference/names.md). Empty and `.` components are skipped, so
 /// `a//b/./c` is `a/b/c`. The root itself (`""` or `.`) is always allowed:
 /// it is never a valid target of a mutation, and the caller refuses it with
 /// `E_PATH_INVALID` before asking. A name that still has a `..` component
@@ -218,7 +218,7 @@ impl Guard {
         &self.warnings
     }
 
-    /// Checks an ordinary write or mkdir of `spelled` (SPEC §5): refused when
+    /// Checks an ordinary write or mkdir of `spelled` (docs/reference/deny-write.md): refused when
     /// the target itself is protected. No ancestor rule.
     ///
     /// `resolved` is the same target after in-root symlinks were followed,
@@ -228,7 +228,7 @@ impl Guard {
         self.check_str(Op::Write, spelled, resolved)
     }
 
-    /// Checks one end of a rename, or a deletion, of `spelled` (SPEC §5):
+    /// Checks one end of a rename, or a deletion, of `spelled` (docs/reference/deny-write.md):
     /// refused when the target is protected or is an ancestor of something
     /// an anchored pattern protects (see "The ancestor rule" on [`Guard`]).
     /// `resolved` as for [`check_write`](Self::check_write).

@@ -1,4 +1,4 @@
-//! Deny-write patterns for sandgate (SPEC §5).
+//! Deny-write patterns for sandgate (docs/reference/deny-write.md).
 //!
 //! An operator lists paths inside a sandbox root that an agent may read but
 //! not change: the project's own supply chain (`.github/**`, `Makefile`,

@@ -1,7 +1,6 @@
 //! Deny-write patterns as written and as compiled; load-time errors and
 //! warnings.
 
-use std::error::Error;
 use std::fmt;
 
 use crate::glob::{Comp, Lit, Malformed};
@@ -132,8 +131,9 @@ impl Pattern {
     }
 }
 
-/// A pattern refused at load (SPEC §5): the guard is not built.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A pattern refused at load (docs/reference/deny-write.md): the guard is not built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("deny-write pattern `{pattern}` is refused: {kind}")]
 pub struct PatternError {
     pattern: String,
     kind: PatternErrorKind,
@@ -176,21 +176,9 @@ impl fmt::Display for PatternErrorKind {
     }
 }
 
-impl fmt::Display for PatternError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "deny-write pattern `{}` is refused: {}",
-            self.pattern, self.kind
-        )
-    }
-}
-
-impl Error for PatternError {}
-
 /// A malformed pattern component, reported at load. The guard was built and
 /// the component matches like `*`, so it protects more than intended, never
-/// less (SPEC §5: fails closed). Show these to the operator.
+/// less (docs/reference/deny-write.md: fails closed). Show these to the operator.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Warning {
     pattern: String,

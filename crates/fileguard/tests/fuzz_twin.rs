@@ -26,7 +26,7 @@ fn strings(v: &[&str]) -> Vec<String> {
 #[test]
 fn fileguard_regressions() {
     // `.` as a pattern is refused as empty (it names the root): found by
-    // the fuzz target, the check's oracle was widened to match SPEC §5.
+    // the fuzz target, the check's oracle was widened to match docs/reference/deny-write.md.
     fileguard::check_case(&strings(&["."]), false, "a", None, &[true]);
     fileguard::check_case(&strings(&["././/."]), true, "a", None, &[true]);
     fileguard::check_case(

@@ -3,7 +3,7 @@
 //!
 //! The tools carry the names and argument shapes of the reference
 //! filesystem server, so a host configuration switches by changing its
-//! command; each call goes through one [`Sandbox`](sandgate::Sandbox) (the
+//! command; each call goes through one [`Sandbox`] (the
 //! policy's roots, deny patterns, caps, budgets and audit), so what the
 //! kernel refuses the model reads as a tool result with `isError: true`
 //! naming the code. Protocol errors (an unknown tool, arguments that do not
@@ -606,6 +606,5 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
         roots.join(", "),
         roots[0]
     );
-    Policy::from_bytes(toml.as_bytes(), std::path::Path::new("/"), None)
-        .map_err(|e| Error::new(ErrorCode::Policy, e.to_string()))
+    Policy::from_bytes(toml.as_bytes(), std::path::Path::new("/"), None).map_err(Error::from)
 }

@@ -232,7 +232,7 @@ impl PolicyError {
             problems: vec![Problem::new(
                 PolicyErrorKind::Read,
                 None,
-                format!("cannot read the policy file `{}`: {err}", file.display()),
+                format!("cannot read the policy file `{}`", file.display()),
                 None,
             )],
             file: Some(file.to_path_buf()),
@@ -288,7 +288,7 @@ impl PolicyError {
         self.file.as_deref()
     }
 
-    /// The SPEC §8 code: always [`ErrorCode::Policy`].
+    /// The error code: always [`ErrorCode::Policy`].
     pub fn code(&self) -> ErrorCode {
         ErrorCode::Policy
     }

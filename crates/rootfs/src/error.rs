@@ -1,7 +1,6 @@
 //! The error type of every `Root` operation.
 
 use std::borrow::Cow;
-use std::fmt;
 use std::io;
 
 use rustix::io::Errno;
@@ -9,7 +8,7 @@ use sandgate_codes::ErrorCode;
 
 /// What went wrong, in terms a caller can act on.
 ///
-/// Each kind maps to exactly one SPEC §8 code through [`Error::code`].
+/// Each kind maps to exactly one error code through [`Error::code`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -41,7 +40,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// The SPEC §8 code of this kind.
+    /// The error code of this kind.
     pub const fn code(self) -> ErrorCode {
         match self {
             ErrorKind::InvalidPath => ErrorCode::PathInvalid,
@@ -64,7 +63,8 @@ impl ErrorKind {
 ///
 /// The message never contains a host absolute path: only the name the caller
 /// passed, which is relative to the root.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}{reason}", display_path(.path))]
 pub struct Error {
     kind: ErrorKind,
     path: String,
@@ -87,7 +87,7 @@ impl Error {
         self.kind
     }
 
-    /// The SPEC §8 code.
+    /// The error code (docs/reference/errors.md).
     pub fn code(&self) -> ErrorCode {
         self.kind.code()
     }
@@ -113,17 +113,14 @@ impl Error {
     }
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            write!(f, "{}", self.reason)
-        } else {
-            write!(f, "{}: {}", self.path, self.reason)
-        }
+/// `path: ` before the reason, or nothing when the operation had no path.
+fn display_path(path: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!("{path}: ")
     }
 }
-
-impl std::error::Error for Error {}
 
 impl From<Error> for io::Error {
     fn from(e: Error) -> io::Error {

@@ -6,7 +6,7 @@
 //! must agree on every outcome, for `stat` (a final symlink followed) and for
 //! `lstat` (not followed): which inode is reached, or which error.
 //!
-//! - `model`: a pure in-memory resolver written from the rules (SPEC §3,
+//! - `model`: a pure in-memory resolver written from the rules (docs/reference/resolution.md,
 //!   openat2(2) with `RESOLVE_BENEATH`); it never touches the filesystem;
 //! - `kernel`: a bare `openat2(O_PATH, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`
 //!   with its errno mapped to a kind, so that the model is held to the kernel
@@ -516,7 +516,7 @@ fn via_root(root: &Root, disk: &Disk, path: &str, follow: bool) -> Outcome {
 /// EAGAIN answers the bare `openat2` retried, in all.
 static EAGAIN_RETRIES: AtomicUsize = AtomicUsize::new(0);
 
-/// `openat2` called directly, its errno mapped as SPEC §3 and §8 read it.
+/// `openat2` called directly, its errno mapped as docs/reference/resolution.md and docs/reference/errors.md read it.
 fn via_kernel(fd: &OwnedFd, disk: &Disk, path: &str, follow: bool) -> Outcome {
     let mut flags = OFlags::PATH | OFlags::CLOEXEC;
     if !follow {

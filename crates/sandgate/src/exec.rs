@@ -1,4 +1,4 @@
-//! The shell executor as a policy grants it (SPEC §7): the facade's half.
+//! The shell executor as a policy grants it (docs/reference/executor.md): the facade's half.
 //!
 //! [`Executor::from_policy`] turns a policy's `[exec]`, roots, `net.allow`
 //! ports and budgets into a confined [`LocalShellExecutor`]; [`Executor::exec`]
@@ -99,16 +99,13 @@ impl std::fmt::Debug for Executor {
     }
 }
 
-fn exec_error(e: sandgate_shellexec::exec::ExecError) -> Error {
-    Error::new(e.code(), e.to_string()).with_errno(e.errno())
-}
-
-/// [`exec_error`], for an executor that was disposed meanwhile.
+/// The executor's error, or `E_NOT_STARTED` for an executor that was
+/// disposed meanwhile.
 fn run_error(e: sandgate_shellexec::exec::ExecError) -> Error {
     if e.code() == ErrorCode::NotStarted {
         Error::new(ErrorCode::NotStarted, "the executor was not started")
     } else {
-        exec_error(e)
+        Error::from(e)
     }
 }
 
@@ -428,7 +425,7 @@ impl Executor {
                 Ok(words) => Some(words),
                 // With the shell granted, shell syntax is the shell's business.
                 Err(_) if self.enabled => None,
-                Err(e) => return Err(Error::new(e.code(), e.message().to_owned())),
+                Err(e) => return Err(Error::from(e)),
             }
         } else {
             None
@@ -485,7 +482,7 @@ impl Executor {
         if !self.runs_anything() {
             return Ok(());
         }
-        self.inner.start().map_err(exec_error)
+        self.inner.start().map_err(Error::from)
     }
 
     /// Runs `command` with `shell -c` under `opts` ([`ExecOptions`]: the
@@ -543,7 +540,7 @@ impl Executor {
         // Started on first use (starting again does nothing), so that a
         // kernel lacking a required part answers E_CONFINE_UNAVAILABLE for
         // each request and runs nothing.
-        self.inner.start().map_err(exec_error)?;
+        self.inner.start().map_err(Error::from)?;
         if let Some(left) = &self.exec_ops {
             left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .map_err(|_| Error::denied("the exec_ops budget is spent"))?;
@@ -586,7 +583,7 @@ impl Executor {
             .git_root
             .as_deref()
             .ok_or_else(|| Error::denied("confined git needs a root to run in"))?;
-        git::plan(words, &self.git, root).map_err(|e| Error::new(e.code(), e.message().to_owned()))
+        git::plan(words, &self.git, root).map_err(Error::from)
     }
 
     /// Runs the hardened git invocation `words` plans, from its argv (no
@@ -614,8 +611,7 @@ impl Executor {
         if let Some(prepared) = &*slot {
             return Ok(prepared.clone());
         }
-        let prepared = confine::prepare(&inv.confine_spec(), self.git_mode)
-            .map_err(|e| Error::new(e.code(), e.to_string()).with_errno(e.errno()))?;
+        let prepared = confine::prepare(&inv.confine_spec(), self.git_mode).map_err(Error::from)?;
         *slot = Some(prepared.clone());
         Ok(prepared)
     }

@@ -21,7 +21,7 @@ pub use sandgate_fetch::{
     PROXY_VARIABLES,
 };
 
-use crate::error::Error;
+use crate::error::{with_causes, Error};
 
 /// The fetcher `policy` grants, with the proxy the environment configures
 /// declared.
@@ -38,8 +38,9 @@ pub fn builder(policy: &Policy) -> FetcherBuilder {
 }
 
 impl From<FetchError> for Error {
+    /// The fetch's message (its `Display` repeats the code).
     #[cold]
     fn from(e: FetchError) -> Error {
-        Error::new(e.code(), e.message().to_owned())
+        Error::caused_by(e.code(), with_causes(e.message(), &e), e)
     }
 }

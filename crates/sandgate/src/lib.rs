@@ -48,7 +48,7 @@ pub mod search;
 pub mod tool;
 
 pub use audit::{AuditEvent, AuditSink};
-pub use error::{Error, ErrorCode};
+pub use error::{chain_message, Error, ErrorCode};
 pub use exec::{
     ExecGrant, ExecOptions, ExecResult, Executor, ExecutorBuilder, Limit, LimitsReport, Mechanism,
 };

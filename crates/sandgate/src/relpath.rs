@@ -1,4 +1,4 @@
-//! Agent-facing names (SPEC §2).
+//! Agent-facing names (docs/reference/names.md).
 //!
 //! Every path that an agent, a model or any other untrusted caller supplies
 //! is parsed into a [`RelPath`] first. The rules are deliberately stricter
@@ -75,7 +75,8 @@ impl RelPathReason {
 }
 
 /// A refused name: the reason and the offending component where there is one.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}{}", reason.describe(), shown_component(.component))]
 pub struct RelPathError {
     reason: RelPathReason,
     component: Option<String>,
@@ -92,16 +93,13 @@ impl RelPathError {
     }
 }
 
-impl fmt::Display for RelPathError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.component {
-            Some(c) => write!(f, "{} ({:?})", self.reason.describe(), c),
-            None => f.write_str(self.reason.describe()),
-        }
+/// ` ("component")` after the reason, when a component broke the rule.
+fn shown_component(component: &Option<String>) -> String {
+    match component {
+        Some(c) => format!(" ({c:?})"),
+        None => String::new(),
     }
 }
-
-impl std::error::Error for RelPathError {}
 
 fn refuse(reason: RelPathReason, component: Option<&str>) -> RelPathError {
     RelPathError {

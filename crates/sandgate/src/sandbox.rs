@@ -1,4 +1,4 @@
-//! The agent-facing sandbox (SPEC §4): every file tool an agent is handed,
+//! The agent-facing sandbox (docs/reference/sandbox.md): every file tool an agent is handed,
 //! confined to granted roots, guarded by deny-write patterns, capped,
 //! budgeted and audited.
 
@@ -140,7 +140,7 @@ impl SandboxBuilder {
         self.allow_overwrite = on;
         self
     }
-    /// Adds a deny-write pattern (SPEC §5).
+    /// Adds a deny-write pattern (docs/reference/deny-write.md).
     pub fn deny_write(&mut self, pattern: impl Into<String>) -> &mut Self {
         self.deny_write.push(pattern.into());
         self
@@ -202,7 +202,7 @@ impl SandboxBuilder {
             .patterns(self.deny_write.iter())
             .restricted(self.restricted)
             .build()
-            .map_err(|e| Error::new(ErrorCode::Policy, e.to_string()).with_key("fs.deny_write"))?;
+            .map_err(|e| Error::from(e).with_key("fs.deny_write"))?;
         let open = |dir: &Path, what: &str| {
             Root::open_with_resolver(dir, self.resolver).map_err(|e| {
                 Error::from(e)
@@ -1494,9 +1494,7 @@ fn exists(resolved: &str, allowed: bool, asked: bool) -> Error {
 
 #[cold]
 fn io_error(rel: &RelPath, e: std::io::Error) -> Error {
-    Error::new(ErrorCode::Io, e.to_string())
-        .with_path(rel.as_str())
-        .with_errno(e.raw_os_error())
+    Error::from(e).with_path(rel.as_str())
 }
 
 /// Consumes one line without keeping it; returns the bytes consumed.

@@ -1,4 +1,4 @@
-//! The JSON tool endpoint (SPEC §10): one request object in, one answer
+//! The JSON tool endpoint (docs/reference/json-endpoint.md): one request object in, one answer
 //! object out, for every file tool of a [`Sandbox`].
 //!
 //! Requests are strict: the keys of each op are exact, a key may appear

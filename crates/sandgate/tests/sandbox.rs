@@ -1,4 +1,4 @@
-//! The Sandbox on real files: every rule of SPEC §4 and §5 that the facade
+//! The Sandbox on real files: every rule of docs/reference/sandbox.md and docs/reference/deny-write.md that the facade
 //! enforces, with the exact code asserted.
 
 use std::fs;

@@ -255,7 +255,7 @@ impl ConfineError {
         self.kind
     }
 
-    /// The SPEC §8 code: `E_CONFINE_UNAVAILABLE` when a required part is
+    /// The error code: `E_CONFINE_UNAVAILABLE` when a required part is
     /// missing, `E_NOT_FOUND` for a missing directory, `E_IO` otherwise.
     pub fn code(&self) -> ErrorCode {
         match self.kind {
@@ -324,7 +324,7 @@ impl ConfineError {
     fn path(what: &str, path: &Path, source: io::Error) -> Self {
         ConfineError {
             kind: ConfineErrorKind::Path,
-            message: format!("cannot open {what} {}: {source}", path.display()),
+            message: format!("cannot open {what} {}", path.display()),
             missing: Vec::new(),
             source: Some(source),
         }
@@ -334,7 +334,7 @@ impl ConfineError {
     fn kernel(source: io::Error) -> Self {
         ConfineError {
             kind: ConfineErrorKind::Kernel,
-            message: format!("the kernel refused the Landlock ruleset: {source}"),
+            message: "the kernel refused the Landlock ruleset".to_owned(),
             missing: Vec::new(),
             source: Some(source),
         }

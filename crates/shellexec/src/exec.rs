@@ -1,4 +1,4 @@
-//! The shell executor (SPEC §7): `shell -c command`, confined, with a
+//! The shell executor (docs/reference/executor.md): `shell -c command`, confined, with a
 //! filtered environment, capped and redacted output, timeouts, abort, and
 //! the guarantee that nothing the command started outlives the call.
 //!
@@ -194,7 +194,7 @@ pub struct ExecError {
 }
 
 impl ExecError {
-    /// The SPEC §8 code.
+    /// The error code (docs/reference/errors.md).
     pub fn code(&self) -> ErrorCode {
         self.code
     }
@@ -215,7 +215,7 @@ impl ExecError {
     fn io(message: &str, source: io::Error) -> Self {
         ExecError {
             code: ErrorCode::Io,
-            message: format!("{message}: {source}"),
+            message: message.to_owned(),
             source: Some(source),
         }
     }
@@ -323,7 +323,7 @@ pub struct ExecResult {
     pub duration: Duration,
 }
 
-/// Runs shell commands for an agent (SPEC §7).
+/// Runs shell commands for an agent (docs/reference/executor.md).
 pub trait ShellExecutor: Send + Sync {
     /// Prepares the session: a private temporary directory (the child's
     /// `TMPDIR`, `TMP` and `TEMP`, writable under confinement) and the

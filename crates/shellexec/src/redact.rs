@@ -1,4 +1,4 @@
-//! Streaming output redaction (SPEC §7).
+//! Streaming output redaction (docs/reference/executor.md).
 //!
 //! A child may print a secret it should not have: a key read from a config
 //! file, a token echoed by a tool, the value of a variable the executor

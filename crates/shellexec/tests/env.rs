@@ -5,7 +5,7 @@ use std::ffi::OsString;
 
 use sandgate_shellexec::env::{is_credential_name, EnvPlan, BASE_ALLOWLIST};
 
-/// (name, credential-shaped?) — each verdict follows SPEC §7 to the letter,
+/// (name, credential-shaped?) — each verdict follows docs/reference/executor.md to the letter,
 /// with the rule that decides it.
 const NAMES: &[(&str, bool)] = &[
     // Segments (split on `_` and `-`, case-insensitive).

@@ -20,7 +20,7 @@ log = logging.getLogger("sandgate")
 _U32_MAX = 0xFFFFFFFF
 _U64_MAX = 0xFFFFFFFFFFFFFFFF
 
-#: The most lines a ranged read may serve (SPEC §4), the default `limit`.
+#: The most lines a ranged read may serve (docs/reference/sandbox.md), the default `limit`.
 MAX_RANGE_LINES = 2000
 
 
@@ -425,7 +425,7 @@ def _stat_method(name, doc):
 
 
 class Root(_Handle):
-    """An opened directory that paths resolve beneath (SPEC §3): like Go's
+    """An opened directory that paths resolve beneath (docs/reference/resolution.md): like Go's
     ``os.Root``: relative paths, ``..`` allowed while it stays inside, a
     symlink followed only while it stays inside, absolute symlinks refused.
 
@@ -544,7 +544,7 @@ class Root(_Handle):
 
 
 class Policy(_Handle):
-    """A loaded, checked policy file (SPEC §6). Immutable and thread-safe.
+    """A loaded, checked policy file (docs/reference/policy.md). Immutable and thread-safe.
     Sandboxes and executors made from it outlive it."""
 
     _what = "policy"
@@ -636,7 +636,7 @@ class Policy(_Handle):
         redirect: bool = False,
         raise_on_deny: bool = False,
     ) -> dict:
-        """Asks the network authorizer (SPEC §6) whether ``scheme://host:port``
+        """Asks the network authorizer (docs/reference/policy.md) whether ``scheme://host:port``
         may be dialled; returns the decision ``{"allowed", "reason", "rule"}``.
         With ``raise_on_deny``, a refusal raises NetDeniedError instead."""
         s, hs = scheme.encode(), host.encode()
@@ -698,7 +698,7 @@ def _make_audit(callback: Callable[[AuditEvent], Any], errors: list):
 
 
 class Sandbox(_Handle):
-    """The agent-facing sandbox (SPEC §2, §4). Names are root-relative,
+    """The agent-facing sandbox (docs/reference/names.md and docs/reference/sandbox.md). Names are root-relative,
     ``/``-separated, never absolute or ``..``. Thread-safe.
 
     ``Sandbox(read_roots=[…], write_root=…, max_read_bytes=…,
@@ -958,7 +958,7 @@ class AbortSignal(_Handle):
 
 
 class Executor(_Handle):
-    """The shell executor ``policy`` grants (SPEC §7). Thread-safe:
+    """The shell executor ``policy`` grants (docs/reference/executor.md). Thread-safe:
     :meth:`exec` may run on several threads at once. ``start()`` is optional
     (the first exec starts it); ``dispose()`` ends the session; ``close()``
     (or leaving a ``with`` block) disposes and frees it."""
@@ -1125,7 +1125,7 @@ def _opt_count(v: int | None, what: str) -> int | None:
 
 
 class Fetcher(_Handle):
-    """The confined web fetch ``policy`` grants (SPEC §6): its ``net.allow``
+    """The confined web fetch ``policy`` grants (docs/reference/policy.md): its ``net.allow``
     entries, ``allow_http``, security mode and ``[budgets] net_ops``. Every
     hop, redirects included, goes through the policy's authorizer; names
     are resolved by sandgate and connections pinned to the checked

@@ -25,6 +25,9 @@ from ctypes import (
 )
 from pathlib import Path
 
+# Status value -> code name, generated from the one code table.
+from ._codes import CODE_NAMES  # noqa: F401
+
 #: The ABI major this binding was written against (``SANDGATE_ABI_MAJOR``).
 EXPECTED_ABI_MAJOR = 1
 #: The least ABI minor this binding needs (``SANDGATE_ABI_MINOR``).
@@ -96,35 +99,6 @@ class sg_stat(Structure):
 
 sg_audit_fn = CFUNCTYPE(None, c_void_p, POINTER(sg_audit_event))
 
-# Status codes (SPEC §8), value -> name.
-CODE_NAMES = (
-    "OK",
-    "E_PATH_INVALID",
-    "E_PATH_ESCAPE",
-    "E_NOT_FOUND",
-    "E_EXISTS",
-    "E_NOT_FILE",
-    "E_NOT_DIR",
-    "E_NOT_EMPTY",
-    "E_DENIED",
-    "E_FS_PROTECTED",
-    "E_TOO_LARGE",
-    "E_SYMLINK",
-    "E_HARDLINK",
-    "E_LOOP",
-    "E_EDIT_NO_MATCH",
-    "E_EDIT_AMBIGUOUS",
-    "E_POLICY",
-    "E_TIMEOUT",
-    "E_ABORTED",
-    "E_NOT_STARTED",
-    "E_CONFINE_UNAVAILABLE",
-    "E_NET_DENIED",
-    "E_CLOSED",
-    "E_REQUEST",
-    "E_IO",
-    "E_INTERNAL",
-)
 
 SG_RESOLVER = {"auto": 0, "openat2": 1, "walk": 2}
 SG_KIND = {1: "file", 2: "dir", 3: "symlink", 4: "other"}

@@ -78,7 +78,7 @@ fs_ops   = 1000
 exec_ops = 100
 "#,
         )
-        .expect("the SPEC example loads");
+        .expect("the reference example loads");
     assert_eq!(
         p.read_roots(),
         [fx.canon("project/inputs"), fx.canon("project/templates")]

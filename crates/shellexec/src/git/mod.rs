@@ -316,7 +316,7 @@ impl GitError {
     fn io(what: &str, err: io::Error) -> GitError {
         GitError {
             kind: GitErrorKind::Io,
-            message: format!("confined git: {what}: {err}"),
+            message: format!("confined git: {what}"),
             source: Some(err),
         }
     }

@@ -11,7 +11,7 @@ use super::{GitError, GitSubcommand};
 const MAX_REVISION: usize = 200;
 
 /// The most pathspecs.
-const MAX_PATHSPECS: usize = 64;
+const MAX_PATH_ARGS: usize = 64;
 
 const STATUS_FLAGS: &[&str] = &[
     "-s",
@@ -359,10 +359,10 @@ pub(super) fn check_args(sub: GitSubcommand, args: &[String]) -> Result<Checked,
             if let Some(why) = pathspec_problem(word) {
                 return Err(GitError::refused(word, why));
             }
-            if checked.pathspecs.len() == MAX_PATHSPECS {
+            if checked.pathspecs.len() == MAX_PATH_ARGS {
                 return Err(GitError::refused(
                     word,
-                    format_args!("more than {MAX_PATHSPECS} pathspecs"),
+                    format_args!("more than {MAX_PATH_ARGS} pathspecs"),
                 ));
             }
             checked.pathspecs.push(word.clone());
