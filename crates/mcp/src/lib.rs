@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod lines;
 pub mod paths;
 pub mod tools;
 pub mod transport;
@@ -339,7 +340,10 @@ impl Server {
     /// Serves MCP on stdin and stdout until stdin closes.
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
         let running = self
-            .serve(rmcp::transport::stdio())
+            .serve(lines::LineTransport::new(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+            ))
             .await
             .map_err(std::io::Error::other)?;
         running.waiting().await.map_err(std::io::Error::other)?;
