@@ -194,8 +194,20 @@ fn ids_may_be_reused_and_protocol_errors_are_jsonrpc_errors() {
             "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}));
         let a = s.answer(7);
         assert_eq!(a["result"]["content"][0]["text"], "hello\n");
+        assert_eq!(
+            a["result"]["structuredContent"],
+            json!({"content": "hello\n"})
+        );
         assert_eq!(a["result"]["isError"], false);
     }
+    // Media: the same base64 data and type in both forms.
+    s.send_json(json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+        "params": {"name": "read_media_file", "arguments": {"path": "a.txt"}}}));
+    let a = s.answer(11);
+    let item = &a["result"]["structuredContent"]["content"][0];
+    assert_eq!(item["type"], "blob", "{a}");
+    assert_eq!(item["data"], "aGVsbG8K", "{a}");
+    assert_eq!(item["mimeType"], "application/octet-stream", "{a}");
     // Unknown tool and bad arguments: JSON-RPC errors (invalid params).
     s.send_json(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
         "params": {"name": "nope", "arguments": {}}}));
@@ -208,6 +220,7 @@ fn ids_may_be_reused_and_protocol_errors_are_jsonrpc_errors() {
         "params": {"name": "read_text_file", "arguments": {"path": "../x"}}}));
     let a = s.answer(10);
     assert_eq!(a["result"]["isError"], true);
+    assert!(a["result"].get("structuredContent").is_none(), "{a}");
     assert!(a["result"]["content"][0]["text"]
         .as_str()
         .unwrap()
@@ -230,6 +243,28 @@ fn tools_list_pages_with_a_cursor() {
             "openWorldHint",
         ] {
             assert!(ann[hint].is_boolean(), "{} lacks {hint}", t["name"]);
+        }
+    }
+    // The reference server's tools declare the reference's output schema:
+    // an object whose `content` is the answer's text (media: a list of
+    // typed base64 items); sandgate's own tools declare none.
+    for t in tools {
+        let name = t["name"].as_str().unwrap();
+        let out = &t["outputSchema"];
+        match name {
+            "grep" | "exec" | "fetch" => assert!(out.is_null(), "{name}: {out}"),
+            "read_media_file" => {
+                assert_eq!(out["properties"]["content"]["type"], "array", "{out}");
+                assert_eq!(out["required"], json!(["content"]), "{out}");
+            }
+            _ => {
+                assert_eq!(out["type"], "object", "{name}: {out}");
+                assert_eq!(
+                    out["properties"]["content"]["type"], "string",
+                    "{name}: {out}"
+                );
+                assert_eq!(out["required"], json!(["content"]), "{name}: {out}");
+            }
         }
     }
     s.send_json(
