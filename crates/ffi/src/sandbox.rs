@@ -910,8 +910,8 @@ fn grep_options(json: Option<&str>) -> Result<facade::search::GrepOptions, Error
     let Some(json) = json.filter(|j| !j.trim().is_empty()) else {
         return Ok(opts);
     };
-    let v: serde_json::Value = serde_json::from_str(json)
-        .map_err(|e| request(format!("options: not JSON ({e})")))?;
+    let v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| request(format!("options: not JSON ({e})")))?;
     let serde_json::Value::Object(map) = v else {
         return Err(request("options: must be a JSON object"));
     };
