@@ -24,7 +24,7 @@
 #define SANDGATE_ABI_MAJOR 1
 
 // The ABI's minor version: bumped when functions are added.
-#define SANDGATE_ABI_MINOR 0
+#define SANDGATE_ABI_MINOR 1
 
 // An abort signal: trigger it from any thread to end the commands it was
 // passed to (they answer exit code 130). Free with `sg_abort_free`.
@@ -1597,6 +1597,36 @@ sg_status sg_sandbox_grep(const struct sg_sandbox *sandbox,
                           uint32_t max_results,
                           struct sg_bytes *out,
                           struct sg_error **err);
+
+// `sg_sandbox_grep` with the full set of options, given as a JSON object
+// in `options` (NULL or empty: the defaults): `glob` (only files whose
+// name, or path below `path` when the glob has a `/`, matches),
+// `case_insensitive`, `before`/`after` (context lines, mode `lines` only),
+// `mode` (`"lines"`, `"files"` or `"count"`), `max_results` (default 100)
+// and `gitignore` (skip what `.gitignore`/`.ignore` files inside the root
+// exclude). Answers JSON by mode: `lines`,
+// `[{"path","line","text","before":[..],"after":[..]}]`; `files`, an array
+// of paths; `count`, `[{"path","count"}]`. An unknown key or a value of
+// the wrong type is refused with `SG_E_REQUEST` naming it.
+//
+// # Safety
+//
+// `sandbox` is NULL or a live sandbox; strings point to their lengths in
+// bytes (`path` and `options` may be NULL); `out` is valid for writes;
+// `err` is NULL or valid for writes.
+//
+// # Return value
+//
+// `SG_OK` with the JSON in `*out`, or the error's status.
+sg_status sg_sandbox_grep_with(const struct sg_sandbox *sandbox,
+                               const char *pattern,
+                               size_t pattern_len,
+                               const char *path,
+                               size_t path_len,
+                               const char *options,
+                               size_t options_len,
+                               struct sg_bytes *out,
+                               struct sg_error **err);
 
 #ifdef __cplusplus
 }  // extern "C"

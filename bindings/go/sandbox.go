@@ -432,40 +432,101 @@ func (s *Sandbox) Glob(pattern, path string) ([]string, error) {
 	return paths, nil
 }
 
-// Match is one line Grep found.
+// Match is one line Grep found, with the context lines GrepContext asked
+// for (Before oldest first).
 type Match struct {
-	Path string `json:"path"`
-	Line uint64 `json:"line"`
-	Text string `json:"text"`
+	Path   string   `json:"path"`
+	Line   uint64   `json:"line"`
+	Text   string   `json:"text"`
+	Before []string `json:"before,omitempty"`
+	After  []string `json:"after,omitempty"`
 }
 
-// GrepOption refines Grep.
+// FileCount is how many lines match in one file (GrepCount).
+type FileCount struct {
+	Path  string `json:"path"`
+	Count uint64 `json:"count"`
+}
+
+// GrepOption refines Grep, GrepFiles and GrepCount.
 type GrepOption func(*grepConfig)
 
 type grepConfig struct {
-	path string
-	max  int
-	set  bool
+	path    string
+	max     int
+	set     bool
+	glob    string
+	fold    bool
+	before  int
+	after   int
+	ignore  bool
+	context bool
 }
 
 // GrepIn searches below path instead of the whole root.
 func GrepIn(path string) GrepOption { return func(g *grepConfig) { g.path = path } }
 
-// GrepMaxResults caps the matches (default DefaultMaxResults); n must be
+// GrepMaxResults caps the results (default DefaultMaxResults); n must be
 // at least 1 (E_REQUEST otherwise).
 func GrepMaxResults(n int) GrepOption { return func(g *grepConfig) { g.max, g.set = n, true } }
 
-// Grep answers the lines matching the regular expression pattern.
-func (s *Sandbox) Grep(pattern string, opts ...GrepOption) ([]Match, error) {
+// GrepGlob searches only files matching glob: a glob without "/" is
+// matched against the file's name ("*.go"), one with "/" against its path
+// below the search base ("cmd/**/*.go").
+func GrepGlob(glob string) GrepOption { return func(g *grepConfig) { g.glob = glob } }
+
+// GrepCaseInsensitive matches letters in either case.
+func GrepCaseInsensitive() GrepOption { return func(g *grepConfig) { g.fold = true } }
+
+// GrepContext answers up to before lines before and after lines after each
+// match (Grep only; GrepFiles and GrepCount refuse it).
+func GrepContext(before, after int) GrepOption {
+	return func(g *grepConfig) { g.before, g.after, g.context = before, after, true }
+}
+
+// GrepGitignore skips what .gitignore and .ignore files inside the root
+// exclude, and the .git directory.
+func GrepGitignore() GrepOption { return func(g *grepConfig) { g.ignore = true } }
+
+// grep runs sg_sandbox_grep_with in mode and decodes its JSON into into.
+func (s *Sandbox) grep(pattern, mode string, opts []GrepOption, into any) error {
 	var g grepConfig
 	for _, o := range opts {
 		o(&g)
 	}
-	if g.set && g.max < 1 {
-		return nil, requestError("max_results must be at least 1")
+	o := map[string]any{}
+	if g.set {
+		if g.max < 1 {
+			return requestError("max_results must be at least 1")
+		}
+		o["max_results"] = g.max
 	}
-	if g.max > 1<<32-1 {
-		g.max = 1<<32 - 1
+	if g.context {
+		if g.before < 0 || g.after < 0 {
+			return requestError("context line counts must not be negative")
+		}
+		if g.before > 0 {
+			o["before"] = g.before
+		}
+		if g.after > 0 {
+			o["after"] = g.after
+		}
+	}
+	if g.glob != "" {
+		o["glob"] = g.glob
+	}
+	if g.fold {
+		o["case_insensitive"] = true
+	}
+	if g.ignore {
+		o["gitignore"] = true
+	}
+	if mode != "lines" {
+		o["mode"] = mode
+	}
+	js, err := json.Marshal(o)
+	if err != nil {
+		return &Error{Code: CodeInternal, Message: "grep: " + err.Error()}
 	}
 	b, err := s.bytesOp(func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status {
 		ps, pn := cstr(pattern)
@@ -474,14 +535,43 @@ func (s *Sandbox) Grep(pattern string, opts ...GrepOption) ([]Match, error) {
 		if g.path != "" {
 			dir, dn = cstr(g.path)
 		}
-		return C.sg_sandbox_grep(p, ps, pn, dir, dn, C.uint32_t(g.max), out, e)
+		jp, jn := cstr(string(js))
+		return C.sg_sandbox_grep_with(p, ps, pn, dir, dn, jp, jn, out, e)
 	})
 	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		return &Error{Code: CodeInternal, Message: "grep: " + err.Error()}
+	}
+	return nil
+}
+
+// Grep answers the lines matching the regular expression pattern.
+func (s *Sandbox) Grep(pattern string, opts ...GrepOption) ([]Match, error) {
+	matches := []Match{}
+	if err := s.grep(pattern, "lines", opts, &matches); err != nil {
 		return nil, err
 	}
-	matches := []Match{}
-	if err := json.Unmarshal(b, &matches); err != nil {
-		return nil, &Error{Code: CodeInternal, Message: "grep: " + err.Error()}
-	}
 	return matches, nil
+}
+
+// GrepFiles answers the paths of the files with a line matching pattern,
+// in walk order.
+func (s *Sandbox) GrepFiles(pattern string, opts ...GrepOption) ([]string, error) {
+	files := []string{}
+	if err := s.grep(pattern, "files", opts, &files); err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+// GrepCount answers, for each file with a line matching pattern, how many
+// lines match.
+func (s *Sandbox) GrepCount(pattern string, opts ...GrepOption) ([]FileCount, error) {
+	counts := []FileCount{}
+	if err := s.grep(pattern, "count", opts, &counts); err != nil {
+		return nil, err
+	}
+	return counts, nil
 }

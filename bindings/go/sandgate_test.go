@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -144,6 +145,45 @@ func TestErrorsFromTheLibrary(t *testing.T) {
 	_, err = sandgate.ParsePolicy([]byte("[fs]\nwrite_root = 3\n"), dir)
 	if !errors.As(err, &se) || se.Code != sandgate.CodePolicy || se.Key != "fs.write_root" {
 		t.Errorf("bad policy: %#v", err)
+	}
+}
+
+func TestGrepOptions(t *testing.T) {
+	dir := tmp(t)
+	write(t, filepath.Join(dir, "src/m.rs"), "one\nFn alpha\nthree\nfn beta\n")
+	write(t, filepath.Join(dir, "src/skip.rs"), "fn gamma\n")
+	write(t, filepath.Join(dir, "notes.md"), "fn in a note\n")
+	write(t, filepath.Join(dir, ".gitignore"), "src/skip.rs\n")
+	sb, err := sandgate.NewSandbox(sandgate.WithReadRoots(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	ms, err := sb.Grep("fn", sandgate.GrepGlob("*.rs"), sandgate.GrepCaseInsensitive(), sandgate.GrepContext(1, 1))
+	if err != nil || len(ms) != 3 || ms[0].Path != "src/m.rs" || ms[0].Line != 2 || ms[2].Path != "src/skip.rs" {
+		t.Fatalf("grep: %+v %v", ms, err)
+	}
+	if !reflect.DeepEqual(ms[0].Before, []string{"one"}) || !reflect.DeepEqual(ms[0].After, []string{"three"}) || len(ms[1].After) != 0 {
+		t.Errorf("context: %+v", ms)
+	}
+	if files, err := sb.GrepFiles("fn", sandgate.GrepGlob("*.rs"), sandgate.GrepGitignore()); err != nil || !reflect.DeepEqual(files, []string{"src/m.rs"}) {
+		t.Errorf("files, gitignore: %v %v", files, err)
+	}
+	if files, err := sb.GrepFiles("fn"); err != nil || !reflect.DeepEqual(files, []string{"notes.md", "src/m.rs", "src/skip.rs"}) {
+		t.Errorf("files: %v %v", files, err)
+	}
+	if files, err := sb.GrepFiles("fn", sandgate.GrepMaxResults(1)); err != nil || !reflect.DeepEqual(files, []string{"notes.md"}) {
+		t.Errorf("files, head limit: %v %v", files, err)
+	}
+	counts, err := sb.GrepCount("fn", sandgate.GrepCaseInsensitive(), sandgate.GrepGlob("*.rs"))
+	if err != nil || !reflect.DeepEqual(counts, []sandgate.FileCount{{Path: "src/m.rs", Count: 2}, {Path: "src/skip.rs", Count: 1}}) {
+		t.Errorf("count: %+v %v", counts, err)
+	}
+	if _, err := sb.GrepFiles("fn", sandgate.GrepContext(2, 0)); !errors.Is(err, sandgate.ErrRequest) {
+		t.Errorf("context in files mode: %v", err)
+	}
+	if _, err := sb.Grep("fn", sandgate.GrepContext(-1, 0)); !errors.Is(err, sandgate.ErrRequest) {
+		t.Errorf("negative context: %v", err)
 	}
 }
 

@@ -266,12 +266,16 @@ export declare class Sandbox {
   /** `glob`, off the main thread. */
   globAsync(pattern: string, path?: string | undefined | null): Promise<Array<string>>
   /**
-   * Lines matching a regular expression below `path` (default: the
-   * root); at most `maxResults` (default 100, at most 1000).
+   * Searches files below `path` (default: the root) for a regular
+   * expression, answering at most `maxResults` results (default 100, at
+   * most 1000). `options` adds an include glob, case-insensitive
+   * matching, context lines, the mode (`lines`: GrepMatch objects,
+   * `files`: paths, `count`: GrepCount objects) and `.gitignore`
+   * filtering. Symbolic links are never followed.
    */
-  grep(pattern: string, path?: string | undefined | null, maxResults?: number | undefined | null): Array<GrepMatch>
+  grep(pattern: string, path?: string | undefined | null, maxResults?: number | undefined | null, options?: GrepOptions | undefined | null): Array<GrepMatch> | Array<string> | Array<GrepCount>
   /** `grep`, off the main thread. */
-  grepAsync(pattern: string, path?: string | undefined | null, maxResults?: number | undefined | null): Promise<Array<GrepMatch>>
+  grepAsync(pattern: string, path?: string | undefined | null, maxResults?: number | undefined | null, options?: GrepOptions | undefined | null): Promise<Array<GrepMatch> | Array<string> | Array<GrepCount>>
 }
 
 /** One audit event: what one sandbox operation did (never file content). */
@@ -417,6 +421,14 @@ export interface FromPolicyOptions {
   audit?: (event: AuditEvent) => void
 }
 
+/** How many lines match in one file (grep mode `count`). */
+export interface GrepCount {
+  /** Root-relative path of the file. */
+  path: string
+  /** Matching lines in it. */
+  count: number
+}
+
 /** One grep hit. */
 export interface GrepMatch {
   /** Root-relative path of the file. */
@@ -425,6 +437,35 @@ export interface GrepMatch {
   line: number
   /** The line without its ending (lossy UTF-8, at most 1000 bytes). */
   text: string
+  /**
+   * The lines just before the match, oldest first (when `before` was
+   * asked for).
+   */
+  before?: Array<string>
+  /** The lines just after the match (when `after` was asked for). */
+  after?: Array<string>
+}
+
+/** What else a grep may be asked. */
+export interface GrepOptions {
+  /**
+   * Only files matching this glob: without `/` against the file's name
+   * (`*.ts`), with `/` against its path below the search base.
+   */
+  glob?: string
+  /** Match letters in either case. */
+  caseInsensitive?: boolean
+  /** Context lines before each match (mode `lines` only). */
+  before?: number
+  /** Context lines after each match (mode `lines` only). */
+  after?: number
+  /**
+   * `lines` (default: an array of GrepMatch), `files` (an array of
+   * paths) or `count` (an array of GrepCount).
+   */
+  mode?: string
+  /** Skip what `.gitignore` and `.ignore` files inside the root exclude. */
+  gitignore?: boolean
 }
 
 /** A ranged read's answer. */

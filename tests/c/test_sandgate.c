@@ -461,6 +461,24 @@ static void test_sandbox(const sg_policy *p) {
   EXPECT(sg_sandbox_grep(sb, S("hel+o"), S("d"), 10, &b, &err), SG_OK, err);
   CHECK(bytes_contains(&b, "\"line\":1"));
   sg_bytes_free(&b);
+  /* The options: case folding and mode `files` answer the paths. */
+  EXPECT(sg_sandbox_grep_with(sb, S("HEL+O"), S("d"),
+                              S("{\"case_insensitive\":true,\"mode\":\"files\"}"),
+                              &b, &err),
+         SG_OK, err);
+  CHECK(bytes_contains(&b, "[\"d/e/moved.txt\"]"));
+  sg_bytes_free(&b);
+  /* NULL options: the defaults, lines with context arrays. */
+  EXPECT(sg_sandbox_grep_with(sb, S("hel+o"), S("d"), NULL, 0, &b, &err), SG_OK,
+         err);
+  CHECK(bytes_contains(&b, "\"before\":[]"));
+  sg_bytes_free(&b);
+  /* An unknown key is refused by name. */
+  CHECK(sg_sandbox_grep_with(sb, S("x"), NULL, 0, S("{\"nope\":1}"), &b, &err) ==
+        SG_E_REQUEST);
+  CHECK(err && strstr(sg_error_message(err), "nope") != NULL);
+  sg_error_free(err);
+  err = NULL;
   EXPECT(sg_sandbox_delete(sb, S("d/e/moved.txt"), &err), SG_OK, err);
   EXPECT(sg_sandbox_delete(sb, S("d/e/moved.txt"), &err), SG_E_NOT_FOUND, err);
 

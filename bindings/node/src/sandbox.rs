@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Unknown};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Either3, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 use napi_derive::napi;
@@ -130,6 +130,98 @@ pub struct GrepMatch {
     pub line: u32,
     /// The line without its ending (lossy UTF-8, at most 1000 bytes).
     pub text: String,
+    /// The lines just before the match, oldest first (when `before` was
+    /// asked for).
+    pub before: Option<Vec<String>>,
+    /// The lines just after the match (when `after` was asked for).
+    pub after: Option<Vec<String>>,
+}
+
+/// How many lines match in one file (grep mode `count`).
+#[napi(object)]
+pub struct GrepCount {
+    /// Root-relative path of the file.
+    pub path: String,
+    /// Matching lines in it.
+    pub count: u32,
+}
+
+/// What else a grep may be asked.
+#[napi(object)]
+#[derive(Default)]
+pub struct GrepOptions {
+    /// Only files matching this glob: without `/` against the file's name
+    /// (`*.ts`), with `/` against its path below the search base.
+    pub glob: Option<String>,
+    /// Match letters in either case.
+    pub case_insensitive: Option<bool>,
+    /// Context lines before each match (mode `lines` only).
+    pub before: Option<u32>,
+    /// Context lines after each match (mode `lines` only).
+    pub after: Option<u32>,
+    /// `lines` (default: an array of GrepMatch), `files` (an array of
+    /// paths) or `count` (an array of GrepCount).
+    pub mode: Option<String>,
+    /// Skip what `.gitignore` and `.ignore` files inside the root exclude.
+    pub gitignore: Option<bool>,
+}
+
+/// A grep's answer, by mode.
+type GrepAnswer = Either3<Vec<GrepMatch>, Vec<String>, Vec<GrepCount>>;
+
+/// The facade's options from the binding's, with the result cap.
+fn grep_options(
+    max_results: Option<u32>,
+    o: Option<GrepOptions>,
+) -> Result<(sandgate::search::GrepOptions, bool), sandgate::Error> {
+    let o = o.unwrap_or_default();
+    let mut opts = sandgate::search::GrepOptions::default();
+    opts.max_results = max_results.map(|n| n as usize);
+    opts.glob = o.glob;
+    opts.case_insensitive = o.case_insensitive.unwrap_or(false);
+    opts.before = o.before.unwrap_or(0) as usize;
+    opts.after = o.after.unwrap_or(0) as usize;
+    opts.gitignore = o.gitignore.unwrap_or(false);
+    if let Some(mode) = o.mode {
+        opts.mode = mode.parse()?;
+    }
+    if opts.mode != sandgate::search::GrepMode::Lines && (opts.before > 0 || opts.after > 0) {
+        return Err(sandgate::Error::new(
+            sandgate::ErrorCode::Request,
+            "`before` and `after` apply to mode `lines` only",
+        ));
+    }
+    let context = opts.before > 0 || opts.after > 0;
+    Ok((opts, context))
+}
+
+fn grep_answer(
+    _: &Env,
+    (out, context): (sandgate::search::GrepOutput, bool),
+) -> napi::Result<GrepAnswer> {
+    use sandgate::search::GrepOutput;
+    Ok(match out {
+        GrepOutput::Lines(v) => Either3::A(
+            v.into_iter()
+                .map(|m| GrepMatch {
+                    path: m.path,
+                    line: sat_u32(m.line),
+                    text: m.text,
+                    before: context.then_some(m.before),
+                    after: context.then_some(m.after),
+                })
+                .collect(),
+        ),
+        GrepOutput::Files(v) => Either3::B(v),
+        GrepOutput::Counts(v) => Either3::C(
+            v.into_iter()
+                .map(|(path, n)| GrepCount {
+                    path,
+                    count: sat_u32(n),
+                })
+                .collect(),
+        ),
+    })
 }
 
 fn sat_u32(n: usize) -> u32 {
@@ -162,16 +254,6 @@ fn stat_result(_: &Env, s: sandgate::StatInfo) -> napi::Result<StatResult> {
         size: s.size as f64,
         mode: s.mode,
     })
-}
-
-fn grep_result(_: &Env, v: Vec<sandgate::search::GrepMatch>) -> napi::Result<Vec<GrepMatch>> {
-    Ok(v.into_iter()
-        .map(|m| GrepMatch {
-            path: m.path,
-            line: sat_u32(m.line),
-            text: m.text,
-        })
-        .collect())
 }
 
 fn buffer(_: &Env, v: Vec<u8>) -> napi::Result<Buffer> {
@@ -551,35 +633,45 @@ impl Sandbox {
         AsyncTask::new(Job::new(move || sb.glob(&pattern, path.as_deref()), same))
     }
 
-    /// Lines matching a regular expression below `path` (default: the
-    /// root); at most `maxResults` (default 100, at most 1000).
-    #[napi]
+    /// Searches files below `path` (default: the root) for a regular
+    /// expression, answering at most `maxResults` results (default 100, at
+    /// most 1000). `options` adds an include glob, case-insensitive
+    /// matching, context lines, the mode (`lines`: GrepMatch objects,
+    /// `files`: paths, `count`: GrepCount objects) and `.gitignore`
+    /// filtering. Symbolic links are never followed.
+    #[napi(ts_return_type = "Array<GrepMatch> | Array<string> | Array<GrepCount>")]
     pub fn grep(
         &self,
         env: &Env,
         pattern: String,
         path: Option<String>,
         max_results: Option<u32>,
-    ) -> napi::Result<Vec<GrepMatch>> {
-        let v = self
+        options: Option<GrepOptions>,
+    ) -> napi::Result<GrepAnswer> {
+        let (opts, context) = grep_options(max_results, options).or_throw(env)?;
+        let out = self
             .inner
-            .grep(&pattern, path.as_deref(), max_results.map(|n| n as usize))
+            .grep_with(&pattern, path.as_deref(), &opts)
             .or_throw(env)?;
-        grep_result(env, v)
+        grep_answer(env, (out, context))
     }
 
     /// `grep`, off the main thread.
-    #[napi(ts_return_type = "Promise<Array<GrepMatch>>")]
+    #[napi(ts_return_type = "Promise<Array<GrepMatch> | Array<string> | Array<GrepCount>>")]
     pub fn grep_async(
         &self,
         pattern: String,
         path: Option<String>,
         max_results: Option<u32>,
-    ) -> AsyncTask<Job<Vec<sandgate::search::GrepMatch>, Vec<GrepMatch>>> {
+        options: Option<GrepOptions>,
+    ) -> AsyncTask<Job<(sandgate::search::GrepOutput, bool), GrepAnswer>> {
         let sb = Arc::clone(&self.inner);
         AsyncTask::new(Job::new(
-            move || sb.grep(&pattern, path.as_deref(), max_results.map(|n| n as usize)),
-            grep_result,
+            move || {
+                let (opts, context) = grep_options(max_results, options)?;
+                Ok((sb.grep_with(&pattern, path.as_deref(), &opts)?, context))
+            },
+            grep_answer,
         ))
     }
 }

@@ -358,6 +358,38 @@ describe('Sandbox operations, sync and async', () => {
     await rejectsCode(sb.grepAsync('(unclosed'), 'E_REQUEST')
   })
 
+  test('grep options: glob, case, context, modes, head limit, gitignore', async () => {
+    sb.write('g/src/m.rs', 'one\nFn alpha\nthree\nfn beta\n')
+    sb.write('g/src/skip.rs', 'fn gamma\n')
+    sb.write('g/notes.md', 'fn in a note\n')
+    sb.write('.gitignore', 'g/src/skip.rs\n')
+    try {
+      // The old call forms answer as before.
+      assert.deepEqual(sb.grep('alpha', 'g'), [{ path: 'g/src/m.rs', line: 2, text: 'Fn alpha' }])
+      const hits = sb.grep('fn', 'g', undefined, { glob: '*.rs', caseInsensitive: true, before: 1, after: 1 })
+      assert.deepEqual(
+        hits.map((m) => [m.path, m.line]),
+        [['g/src/m.rs', 2], ['g/src/m.rs', 4], ['g/src/skip.rs', 1]],
+      )
+      assert.deepEqual([hits[0].before, hits[0].after, hits[1].after], [['one'], ['three'], []])
+      assert.deepEqual(sb.grep('fn', 'g', undefined, { mode: 'files' }), ['g/notes.md', 'g/src/m.rs', 'g/src/skip.rs'])
+      assert.deepEqual(sb.grep('fn', 'g', 1, { mode: 'files' }), ['g/notes.md'])
+      assert.deepEqual(
+        await sb.grepAsync('fn', 'g', undefined, { mode: 'files', glob: '*.rs', gitignore: true }),
+        ['g/src/m.rs'],
+      )
+      assert.deepEqual(await sb.grepAsync('FN', 'g', undefined, { mode: 'count', caseInsensitive: true, glob: '*.rs' }), [
+        { path: 'g/src/m.rs', count: 2 },
+        { path: 'g/src/skip.rs', count: 1 },
+      ])
+      throwsCode(() => sb.grep('fn', 'g', undefined, { mode: 'everything' }), 'E_REQUEST')
+      await rejectsCode(sb.grepAsync('fn', 'g', undefined, { mode: 'files', before: 2 }), 'E_REQUEST')
+    } finally {
+      for (const f of ['g/src/m.rs', 'g/src/skip.rs', 'g/notes.md', '.gitignore']) sb.delete(f)
+      for (const d of ['g/src', 'g']) sb.delete(d)
+    }
+  })
+
   test('the audit callback receives events for sync and async calls', async () => {
     await sleep(100) // let the events of earlier tests arrive first
     events.length = 0

@@ -326,6 +326,40 @@ def test_sandbox_keyword_options(tree):
             sb.grep("x", max_results=0)
 
 
+def test_sandbox_grep_options(tree):
+    ws = tree / "ws"
+    (ws / "src").mkdir()
+    (ws / "src" / "m.rs").write_text("one\nFn alpha\nthree\nfn beta\n")
+    (ws / "src" / "skip.rs").write_text("fn gamma\n")
+    (ws / "notes.md").write_text("fn in a note\n")
+    (ws / ".gitignore").write_text("src/skip.rs\n")
+    with Sandbox(read_roots=[ws]) as sb:
+        # The old call forms answer as before.
+        assert [m.text for m in sb.grep("alpha")] == ["Fn alpha"]
+        assert len(sb.grep("fn", "src", 1)) == 1
+        # Include glob, case folding, context.
+        hits = sb.grep("fn", glob="*.rs", case_insensitive=True, before=1, after=1)
+        assert [(m.path, m.line) for m in hits] == [("src/m.rs", 2), ("src/m.rs", 4), ("src/skip.rs", 1)]
+        assert hits[0].before == ("one",) and hits[0].after == ("three",)
+        assert hits[1].after == ()
+        assert [m.path for m in sb.grep("fn", glob="*.rs")] == ["src/m.rs", "src/skip.rs"]
+        # Modes, a head limit and .gitignore.
+        assert sb.grep("fn", mode="files", glob="*.rs", gitignore=True) == ["src/m.rs"]
+        assert sb.grep("fn", mode="files") == ["notes.md", "src/m.rs", "src/skip.rs"]
+        assert sb.grep("fn", mode="files", max_results=1) == ["notes.md"]
+        assert sb.grep("fn", mode="count", case_insensitive=True, glob="*.rs") == [
+            sandgate.Count("src/m.rs", 2),
+            sandgate.Count("src/skip.rs", 1),
+        ]
+        # Refusals name what was wrong.
+        with pytest.raises(sandgate.RequestError, match="mode"):
+            sb.grep("fn", mode="everything")
+        with pytest.raises(sandgate.RequestError, match="lines"):
+            sb.grep("fn", mode="files", before=2)
+        with pytest.raises(sandgate.RequestError, match="before"):
+            sb.grep("fn", before=-1)
+
+
 def test_sandbox_grants_nothing_by_default(tree):
     with Sandbox() as sb:
         with pytest.raises(sandgate.DeniedError):
@@ -750,7 +784,14 @@ def test_abi_major_mismatch_is_refused():
     class FakeLib:
         pass
 
-    for v, ok in (((1 << 16) | 0, True), ((1 << 16) | 7, True), ((2 << 16) | 0, False), (0, False)):
+    # A library older than the binding (a lower minor) lacks functions it calls.
+    for v, ok in (
+        ((1 << 16) | 0, False),
+        ((1 << 16) | 1, True),
+        ((1 << 16) | 7, True),
+        ((2 << 16) | 0, False),
+        (0, False),
+    ):
         fake = FakeLib()
         fake.sg_abi_version = lambda v=v: v
         if ok:

@@ -18,6 +18,11 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with("")
+    }
+
+    /// A server whose policy has `extra` appended.
+    fn start_with(extra: &str) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
         fs::create_dir_all(ws.join("src")).unwrap();
@@ -27,7 +32,7 @@ impl Server {
         }
         fs::write(
             dir.path().join("policy.toml"),
-            "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
+            format!("[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n{extra}"),
         )
         .unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
@@ -115,32 +120,65 @@ impl Drop for Server {
     }
 }
 
+/// The next error answer with a `null` id, which is how a line that could
+/// not be read as a request is answered.
+fn null_id_error(s: &Server) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match s.lines.recv_timeout(left) {
+            Ok(v) if v["id"].is_null() && v.get("error").is_some() => return v,
+            Ok(_) => continue,
+            Err(e) => panic!("no error answer: {e:?}"),
+        }
+    }
+}
+
 #[test]
-fn malformed_input_never_ends_the_server() {
+fn malformed_input_is_answered_and_never_ends_the_server() {
     let mut s = Server::start();
-    // Not JSON, not UTF-8, blank: ignored (as the official SDKs do), and
-    // the next request is served.
-    s.send(b"{not json");
-    s.send(b"\xff\xfe\x80");
+    // Not JSON, not UTF-8, cut short: each answered with a parse error
+    // (id null), and the next request is served.
+    for (bad, says) in [
+        (&b"{not json"[..], "not JSON"),
+        (&b"\xff\xfe\x80"[..], "not UTF-8"),
+        (&b"[1, 2"[..], "not JSON"),
+    ] {
+        s.send(bad);
+        let e = null_id_error(&s);
+        assert_eq!(e["jsonrpc"], "2.0");
+        assert_eq!(e["error"]["code"], json!(-32700), "{e}");
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains(says),
+            "{e}"
+        );
+    }
+    // A blank line is no message and gets no answer.
     s.send(b"");
-    s.send(b"[1, 2");
+    s.send(b"   ");
     s.ping(1);
-    // Well-formed JSON that is not JSON-RPC 2.0: Invalid Request.
+    assert!(s.drain(Duration::from_millis(200)).is_empty());
+    // Well-formed JSON that is not JSON-RPC 2.0: Invalid Request, with the
+    // request's id.
     s.send_json(json!({"jsonrpc": "1.0", "id": 2, "method": "ping"}));
-    let got = s.drain(Duration::from_millis(500));
-    assert!(
-        got.iter().any(|v| v["error"]["code"] == json!(-32600)),
-        "{got:?}"
-    );
+    let e = s.answer(2);
+    assert_eq!(e["error"]["code"], json!(-32600), "{e}");
     s.ping(3);
     // An unknown method.
     s.send_json(json!({"jsonrpc": "2.0", "id": 4, "method": "no/such"}));
     assert_eq!(s.answer(4)["error"]["code"], json!(-32601));
-    // A line over the size limit is dropped whole.
+    // A line over the size limit is answered with a parse error naming the
+    // limit, and dropped whole: its request is never run.
     let mut huge = br#"{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":""#.to_vec();
     huge.extend(std::iter::repeat_n(b'a', 17 * 1024 * 1024));
     huge.extend(br#""}}"#);
     s.send(&huge);
+    let e = null_id_error(&s);
+    assert_eq!(e["error"]["code"], json!(-32700), "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("limit"),
+        "{e}"
+    );
     s.ping(6);
     assert!(s
         .drain(Duration::from_millis(200))
@@ -156,8 +194,20 @@ fn ids_may_be_reused_and_protocol_errors_are_jsonrpc_errors() {
             "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}));
         let a = s.answer(7);
         assert_eq!(a["result"]["content"][0]["text"], "hello\n");
+        assert_eq!(
+            a["result"]["structuredContent"],
+            json!({"content": "hello\n"})
+        );
         assert_eq!(a["result"]["isError"], false);
     }
+    // Media: the same base64 data and type in both forms.
+    s.send_json(json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+        "params": {"name": "read_media_file", "arguments": {"path": "a.txt"}}}));
+    let a = s.answer(11);
+    let item = &a["result"]["structuredContent"]["content"][0];
+    assert_eq!(item["type"], "blob", "{a}");
+    assert_eq!(item["data"], "aGVsbG8K", "{a}");
+    assert_eq!(item["mimeType"], "application/octet-stream", "{a}");
     // Unknown tool and bad arguments: JSON-RPC errors (invalid params).
     s.send_json(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
         "params": {"name": "nope", "arguments": {}}}));
@@ -170,6 +220,7 @@ fn ids_may_be_reused_and_protocol_errors_are_jsonrpc_errors() {
         "params": {"name": "read_text_file", "arguments": {"path": "../x"}}}));
     let a = s.answer(10);
     assert_eq!(a["result"]["isError"], true);
+    assert!(a["result"].get("structuredContent").is_none(), "{a}");
     assert!(a["result"]["content"][0]["text"]
         .as_str()
         .unwrap()
@@ -192,6 +243,28 @@ fn tools_list_pages_with_a_cursor() {
             "openWorldHint",
         ] {
             assert!(ann[hint].is_boolean(), "{} lacks {hint}", t["name"]);
+        }
+    }
+    // The reference server's tools declare the reference's output schema:
+    // an object whose `content` is the answer's text (media: a list of
+    // typed base64 items); sandgate's own tools declare none.
+    for t in tools {
+        let name = t["name"].as_str().unwrap();
+        let out = &t["outputSchema"];
+        match name {
+            "grep" | "exec" | "fetch" => assert!(out.is_null(), "{name}: {out}"),
+            "read_media_file" => {
+                assert_eq!(out["properties"]["content"]["type"], "array", "{out}");
+                assert_eq!(out["required"], json!(["content"]), "{out}");
+            }
+            _ => {
+                assert_eq!(out["type"], "object", "{name}: {out}");
+                assert_eq!(
+                    out["properties"]["content"]["type"], "string",
+                    "{name}: {out}"
+                );
+                assert_eq!(out["required"], json!(["content"]), "{name}: {out}");
+            }
         }
     }
     s.send_json(
@@ -228,6 +301,62 @@ fn a_cancelled_call_leaves_the_server_serving() {
             .count(),
         3
     );
+}
+
+#[test]
+fn a_long_call_reports_progress_when_asked_and_only_then() {
+    let mut s =
+        Server::start_with("[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 20000\n");
+    s.send_json(json!({"jsonrpc": "2.0", "id": 40, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "sleep 1.7; echo done"},
+                   "_meta": {"progressToken": "tok-40"}}}));
+    let mut progress = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let answer = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let v = s
+            .lines
+            .recv_timeout(left)
+            .expect("no answer to the long call");
+        if v["id"] == json!(40) {
+            break v;
+        }
+        if v["method"] == "notifications/progress" {
+            progress.push(v["params"].clone());
+        }
+    };
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("done"),
+        "{answer}"
+    );
+    // One tick every half second while the command sleeps.
+    assert!(progress.len() >= 2, "{progress:?}");
+    let mut last = 0.0;
+    for p in &progress {
+        assert_eq!(p["progressToken"], "tok-40", "{p}");
+        let n = p["progress"].as_f64().unwrap();
+        assert!(n > last, "progress must increase: {progress:?}");
+        last = n;
+    }
+    // Without a token, the same call sends no progress.
+    s.send_json(json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "sleep 1.2"}}}));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let v = s
+            .lines
+            .recv_timeout(left)
+            .expect("no answer to the second call");
+        if v["id"] == json!(41) {
+            break;
+        }
+        assert_ne!(v["method"], "notifications/progress", "{v}");
+    }
 }
 
 #[test]

@@ -1126,3 +1126,123 @@ pub unsafe extern "C" fn sg_sandbox_grep(
         Ok(())
     })
 }
+
+/// Reads grep options from a JSON object: `glob` (string),
+/// `case_insensitive` (bool), `before` and `after` (context line counts),
+/// `mode` (`"lines"`, `"files"` or `"count"`), `max_results` (count) and
+/// `gitignore` (bool). Any other key, or a value of the wrong type, is
+/// refused by name.
+fn grep_options(json: Option<&str>) -> Result<facade::search::GrepOptions, Error> {
+    let mut opts = facade::search::GrepOptions::default();
+    let Some(json) = json.filter(|j| !j.trim().is_empty()) else {
+        return Ok(opts);
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| request(format!("options: not JSON ({e})")))?;
+    let serde_json::Value::Object(map) = v else {
+        return Err(request("options: must be a JSON object"));
+    };
+    let count = |k: &str, v: &serde_json::Value| {
+        v.as_u64()
+            .map(|n| n as usize)
+            .ok_or_else(|| request(format!("options: `{k}` must be a whole number")))
+    };
+    let flag = |k: &str, v: &serde_json::Value| {
+        v.as_bool()
+            .ok_or_else(|| request(format!("options: `{k}` must be true or false")))
+    };
+    for (k, v) in &map {
+        match k.as_str() {
+            "glob" => {
+                opts.glob = Some(
+                    v.as_str()
+                        .ok_or_else(|| request("options: `glob` must be a string"))?
+                        .to_owned(),
+                )
+            }
+            "case_insensitive" => opts.case_insensitive = flag(k, v)?,
+            "before" => opts.before = count(k, v)?,
+            "after" => opts.after = count(k, v)?,
+            "max_results" => opts.max_results = Some(count(k, v)?),
+            "gitignore" => opts.gitignore = flag(k, v)?,
+            "mode" => {
+                opts.mode = v
+                    .as_str()
+                    .ok_or_else(|| request("options: `mode` must be a string"))?
+                    .parse()?
+            }
+            other => {
+                return Err(request(format!(
+                    "options: unknown key `{other}` (keys: glob, case_insensitive, before, after, mode, max_results, gitignore)"
+                )))
+            }
+        }
+    }
+    if opts.mode != facade::search::GrepMode::Lines && (opts.before > 0 || opts.after > 0) {
+        return Err(request(
+            "options: `before` and `after` apply to mode `lines` only",
+        ));
+    }
+    Ok(opts)
+}
+
+/// `sg_sandbox_grep` with the full set of options, given as a JSON object
+/// in `options` (NULL or empty: the defaults): `glob` (only files whose
+/// name, or path below `path` when the glob has a `/`, matches),
+/// `case_insensitive`, `before`/`after` (context lines, mode `lines` only),
+/// `mode` (`"lines"`, `"files"` or `"count"`), `max_results` (default 100)
+/// and `gitignore` (skip what `.gitignore`/`.ignore` files inside the root
+/// exclude). Answers JSON by mode: `lines`,
+/// `[{"path","line","text","before":[..],"after":[..]}]`; `files`, an array
+/// of paths; `count`, `[{"path","count"}]`. An unknown key or a value of
+/// the wrong type is refused with `SG_E_REQUEST` naming it.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; strings point to their lengths in
+/// bytes (`path` and `options` may be NULL); `out` is valid for writes;
+/// `err` is NULL or valid for writes.
+///
+/// # Return value
+///
+/// `SG_OK` with the JSON in `*out`, or the error's status.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_grep_with(
+    sandbox: *const sg_sandbox,
+    pattern: *const c_char,
+    pattern_len: usize,
+    path: *const c_char,
+    path_len: usize,
+    options: *const c_char,
+    options_len: usize,
+    out: *mut sg_bytes,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, pattern, path, options, out) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(pattern, pattern_len, "pattern")?,
+                arg_opt_str(path, path_len, "path")?,
+                arg_opt_str(options, options_len, "options")?,
+                out_ptr(out, "out")?,
+            )
+        };
+        let opts = grep_options(options)?;
+        let answer = match s.sandbox.grep_with(pattern, path, &opts)? {
+            facade::search::GrepOutput::Lines(ms) => json!(ms
+                .into_iter()
+                .map(|m| json!({"path": m.path, "line": m.line, "text": m.text,
+                                "before": m.before, "after": m.after}))
+                .collect::<Vec<_>>()),
+            facade::search::GrepOutput::Files(files) => json!(files),
+            facade::search::GrepOutput::Counts(counts) => json!(counts
+                .into_iter()
+                .map(|(path, count)| json!({"path": path, "count": count}))
+                .collect::<Vec<_>>()),
+        };
+        put(out, json_bytes(answer));
+        Ok(())
+    })
+}

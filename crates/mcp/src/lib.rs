@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod lines;
 pub mod paths;
 pub mod tools;
 pub mod transport;
@@ -339,7 +340,10 @@ impl Server {
     /// Serves MCP on stdin and stdout until stdin closes.
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
         let running = self
-            .serve(rmcp::transport::stdio())
+            .serve(lines::LineTransport::new(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+            ))
             .await
             .map_err(std::io::Error::other)?;
         running.waiting().await.map_err(std::io::Error::other)?;
@@ -487,6 +491,7 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        let request_name = name.clone();
         if !self.tools.iter().any(|t| t.name == name) {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool `{name}`"),
@@ -537,7 +542,16 @@ impl ServerHandler for Server {
         let answer =
             done.map_err(|e| ErrorData::internal_error(format!("the call failed: {e}"), None))??;
         Ok(match answer {
-            Ok(content) => CallToolResult::success(content),
+            Ok(content) => {
+                let structured = self
+                    .tools
+                    .iter()
+                    .find(|t| t.name == request_name)
+                    .and_then(|t| tools::structured(t, &content));
+                let mut r = CallToolResult::success(content);
+                r.structured_content = structured;
+                r
+            }
             Err(e) => CallToolResult::error(vec![ContentBlock::text(tools::describe(&e))]),
         }
         .into())

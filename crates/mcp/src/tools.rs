@@ -8,7 +8,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use rmcp::model::{ContentBlock, JsonObject, ResourceContents, Tool, ToolAnnotations};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use sandgate::search::{GrepMode, GrepOptions, GrepOutput};
 use sandgate::{Error, ErrorCode, FileKind, Limit};
@@ -234,6 +234,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
             schema::<ReadTextFile>(),
         )
         .with_title("Read Text File")
+        .with_output_schema::<TextOutput>()
         .with_annotations(ro()),
         Tool::new(
             "read_media_file",
@@ -241,6 +242,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
             schema::<OnePath>(),
         )
         .with_title("Read Media File")
+        .with_output_schema::<MediaOutput>()
         .with_annotations(ro()),
         Tool::new(
             "read_multiple_files",
@@ -248,6 +250,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
             schema::<ReadMultipleFiles>(),
         )
         .with_title("Read Multiple Files")
+        .with_output_schema::<TextOutput>()
         .with_annotations(ro()),
         Tool::new(
             "write_file",
@@ -255,6 +258,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
             schema::<WriteFile>(),
         )
         .with_title("Write File")
+        .with_output_schema::<TextOutput>()
         .with_annotations(ann(false, true, true, false)),
         Tool::new(
             "edit_file",
@@ -262,6 +266,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
             schema::<EditFile>(),
         )
         .with_title("Edit File")
+        .with_output_schema::<TextOutput>()
         .with_annotations(ann(false, true, false, false)),
         Tool::new(
             "create_directory",
@@ -269,6 +274,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
             schema::<OnePath>(),
         )
         .with_title("Create Directory")
+        .with_output_schema::<TextOutput>()
         .with_annotations(ann(false, false, true, false)),
         Tool::new(
             "list_directory",
@@ -276,6 +282,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
             schema::<OnePath>(),
         )
         .with_title("List Directory")
+        .with_output_schema::<TextOutput>()
         .with_annotations(ro()),
         Tool::new(
             "list_directory_with_sizes",
@@ -283,6 +290,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
             schema::<ListWithSizes>(),
         )
         .with_title("List Directory with Sizes")
+        .with_output_schema::<TextOutput>()
         .with_annotations(ro()),
         Tool::new(
             "directory_tree",
@@ -290,6 +298,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
             schema::<DirectoryTree>(),
         )
         .with_title("Directory Tree")
+        .with_output_schema::<TextOutput>()
         .with_annotations(ro()),
         Tool::new(
             "move_file",
@@ -297,6 +306,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
             schema::<MoveFile>(),
         )
         .with_title("Move File")
+        .with_output_schema::<TextOutput>()
         .with_annotations(ann(false, true, false, false)),
         Tool::new(
             "search_files",
@@ -304,6 +314,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
             schema::<SearchFiles>(),
         )
         .with_title("Search Files")
+        .with_output_schema::<TextOutput>()
         .with_annotations(ro()),
         Tool::new(
             "get_file_info",
@@ -311,6 +322,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
             schema::<OnePath>(),
         )
         .with_title("Get File Info")
+        .with_output_schema::<TextOutput>()
         .with_annotations(ro()),
         Tool::new(
             "list_allowed_directories",
@@ -318,6 +330,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
             schema::<NoArgs>(),
         )
         .with_title("List Allowed Directories")
+        .with_output_schema::<TextOutput>()
         .with_annotations(ro()),
         Tool::new(
             "grep",
@@ -350,6 +363,92 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
         );
     }
     tools
+}
+
+/// The structured answer of the reference server's text tools: the same
+/// text as the content block.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TextOutput {
+    /// The answer's text.
+    pub content: String,
+}
+
+/// What kind of data a [`MediaItem`] holds.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MediaKind {
+    /// An `image/*` type.
+    Image,
+    /// An `audio/*` type.
+    Audio,
+    /// Any other type.
+    Blob,
+}
+
+/// One file's data in a [`MediaOutput`].
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct MediaItem {
+    /// Image, audio, or other binary data.
+    #[serde(rename = "type")]
+    pub kind: MediaKind,
+    /// The bytes, base64-encoded.
+    pub data: String,
+    /// The MIME type, from the file's extension.
+    #[serde(rename = "mimeType")]
+    pub mime_type: String,
+}
+
+/// The structured answer of `read_media_file`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct MediaOutput {
+    /// The file's data (one item).
+    pub content: Vec<MediaItem>,
+}
+
+/// The structured form of a successful answer, for the tools that declare
+/// an output schema: the same text, or the same media, as the content
+/// blocks. `None` for the tools without one.
+pub(crate) fn structured(tool: &Tool, content: &[ContentBlock]) -> Option<serde_json::Value> {
+    tool.output_schema.as_ref()?;
+    let value = if tool.name == "read_media_file" {
+        let items = content
+            .iter()
+            .filter_map(|c| match c {
+                ContentBlock::Image(i) => Some(MediaItem {
+                    kind: MediaKind::Image,
+                    data: i.data.clone(),
+                    mime_type: i.mime_type.clone(),
+                }),
+                ContentBlock::Audio(a) => Some(MediaItem {
+                    kind: MediaKind::Audio,
+                    data: a.data.clone(),
+                    mime_type: a.mime_type.clone(),
+                }),
+                ContentBlock::Resource(r) => match &r.resource {
+                    ResourceContents::BlobResourceContents {
+                        blob, mime_type, ..
+                    } => Some(MediaItem {
+                        kind: MediaKind::Blob,
+                        data: blob.clone(),
+                        mime_type: mime_type
+                            .clone()
+                            .unwrap_or_else(|| "application/octet-stream".to_owned()),
+                    }),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        serde_json::to_value(MediaOutput { content: items })
+    } else {
+        let text = content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        serde_json::to_value(TextOutput { content: text })
+    };
+    value.ok()
 }
 
 /// A tool's answer: content blocks, or a refusal.

@@ -175,7 +175,7 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
         let server = server.new_session();
         tokio::spawn(async move {
             let (r, w) = stream.into_split();
-            if let Ok(running) = server.serve((r, w)).await {
+            if let Ok(running) = server.serve(crate::lines::LineTransport::new(r, w)).await {
                 let _ = running.waiting().await;
             }
         });

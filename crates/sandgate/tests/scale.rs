@@ -248,3 +248,93 @@ fn churn_of_ten_thousand_sandboxes_leaks_nothing() {
         "RSS grew by {grew} B over {CHURN} sandboxes (tolerance {TOLERANCE} B)"
     );
 }
+
+/// Processes whose parent is this process (scanning /proc).
+fn children() -> Vec<u32> {
+    let me = std::process::id().to_string();
+    fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            // Field 4 of stat is the parent's pid; the name (field 2) may
+            // hold spaces, so count from the closing parenthesis.
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let rest = &s[s.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1).map(|p| p == me)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// 100 executors alive at once, all running short commands at the same
+/// time: every command answers its own executor's output, running them
+/// opens no descriptor that stays, and disposing of the executors leaves
+/// neither a descriptor nor a child process behind.
+#[test]
+fn hundred_executors_run_at_once_and_leave_nothing() {
+    const EXECUTORS: usize = 100;
+    let _serial = serial();
+    ensure_nofile(4096);
+    let base = tempfile::tempdir().unwrap();
+    let fds0 = open_fds();
+    let children0 = children();
+    let executors: Arc<Vec<sandgate::Executor>> = Arc::new(
+        (0..EXECUTORS)
+            .map(|i| {
+                let d = base.path().join(format!("x{i}"));
+                fs::create_dir_all(d.join("ws")).unwrap();
+                fs::write(d.join("ws/id"), format!("{i}\n")).unwrap();
+                let path = d.join("policy.toml");
+                fs::write(
+                    &path,
+                    "[fs]\nwrite_root = \"ws\"\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 60000\n",
+                )
+                .unwrap();
+                let ex = sandgate::Executor::from_policy(
+                    &sandgate::policy::Policy::load(&path).unwrap(),
+                )
+                .unwrap();
+                ex.start().unwrap();
+                ex
+            })
+            .collect(),
+    );
+    let fds_alive = open_fds();
+    for round in 0..2 {
+        let start = Arc::new(std::sync::Barrier::new(EXECUTORS));
+        let workers: Vec<_> = (0..EXECUTORS)
+            .map(|i| {
+                let ex = Arc::clone(&executors);
+                let start = Arc::clone(&start);
+                thread::spawn(move || {
+                    start.wait();
+                    let r = ex[i].exec("cat id", None, None, None).unwrap();
+                    assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+                    assert_eq!(r.stdout, format!("{i}\n").into_bytes());
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert_eq!(
+            open_fds(),
+            fds_alive,
+            "round {round}: running commands left descriptors behind"
+        );
+    }
+    for ex in executors.iter() {
+        ex.dispose();
+    }
+    drop(executors);
+    assert_eq!(open_fds(), fds0, "disposed executors left descriptors");
+    // Reaping may lag dispose by a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while children() != children0 && std::time::Instant::now() < deadline {
+        thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(children(), children0, "disposed executors left processes");
+}

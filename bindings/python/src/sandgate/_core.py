@@ -269,11 +269,22 @@ class Entry:
 
 @dataclass(frozen=True)
 class Match:
-    """One grep hit."""
+    """One grep hit, with the context lines asked for (``before``, oldest
+    first, and ``after``)."""
 
     path: str
     line: int
     text: str
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Count:
+    """How many lines match in one file (``Sandbox.grep(mode="count")``)."""
+
+    path: str
+    count: int
 
 
 @dataclass(frozen=True)
@@ -857,20 +868,64 @@ class Sandbox(_Handle):
         p = None if path is None else _name(path)
         return json.loads(self._bytes(lib.sg_sandbox_glob, pt, len(pt), p, len(p) if p else 0))
 
-    def grep(self, pattern: str, path: str | None = None, max_results: int | None = None) -> list[Match]:
-        """Lines matching the regular expression ``pattern`` below ``path``,
-        at most ``max_results`` (default 100, at most 1000)."""
-        if max_results is None:
-            m = 0
-        else:
+    def grep(
+        self,
+        pattern: str,
+        path: str | None = None,
+        max_results: int | None = None,
+        *,
+        glob: str | None = None,
+        case_insensitive: bool = False,
+        before: int = 0,
+        after: int = 0,
+        mode: str = "lines",
+        gitignore: bool = False,
+    ) -> list[Match] | list[str] | list[Count]:
+        """Searches files below ``path`` for the regular expression
+        ``pattern``, answering at most ``max_results`` results (default 100,
+        at most 1000).
+
+        ``glob`` keeps only files whose name (or, with a ``/``, path below
+        ``path``) matches; ``case_insensitive`` folds case; ``before`` and
+        ``after`` add context lines to each match. ``mode`` says what comes
+        back: ``"lines"`` a list of :class:`Match`, ``"files"`` the paths of
+        files with a match, ``"count"`` a :class:`Count` per such file.
+        ``gitignore`` skips what ``.gitignore``/``.ignore`` files inside the
+        root exclude. Symbolic links are never followed."""
+        opts: dict = {}
+        if max_results is not None:
             m = int(max_results)
             if m < 1:
                 raise RequestError(f"max_results must be at least 1 (got {m})", code="E_REQUEST")
-            m = min(m, _U32_MAX)
+            opts["max_results"] = m
+        if glob is not None:
+            opts["glob"] = str(glob)
+        if case_insensitive:
+            opts["case_insensitive"] = True
+        for name, n in (("before", before), ("after", after)):
+            n = int(n)
+            if n < 0:
+                raise RequestError(f"{name} must not be negative (got {n})", code="E_REQUEST")
+            if n:
+                opts[name] = n
+        if mode != "lines":
+            opts["mode"] = str(mode)
+        if gitignore:
+            opts["gitignore"] = True
         pt = _name(pattern)
         p = None if path is None else _name(path)
-        raw = self._bytes(lib.sg_sandbox_grep, pt, len(pt), p, len(p) if p else 0, m)
-        return [Match(x["path"], x["line"], x["text"]) for x in json.loads(raw)]
+        o = json.dumps(opts).encode("utf-8")
+        raw = json.loads(
+            self._bytes(lib.sg_sandbox_grep_with, pt, len(pt), p, len(p) if p else 0, o, len(o))
+        )
+        if mode == "files":
+            return list(raw)
+        if mode == "count":
+            return [Count(x["path"], x["count"]) for x in raw]
+        return [
+            Match(x["path"], x["line"], x["text"], tuple(x.get("before", ())), tuple(x.get("after", ())))
+            for x in raw
+        ]
 
     # -- writes --
 

@@ -83,9 +83,19 @@ def text_of(res) -> str:
     return "\n".join(c.text for c in res.content if getattr(c, "type", "") == "text")
 
 
+# sandgate's own tools; every other tool declares the reference server's
+# output schema and answers structured content (which the SDK validates
+# against that schema on every call).
+OWN_TOOLS = {"grep", "exec", "fetch"}
+
+
 async def ok(s, name, args):
     res = await s.call_tool(name, args)
     assert not res.is_error, f"{name} {args}: {text_of(res)}"
+    if name in OWN_TOOLS:
+        assert res.structured_content is None
+    else:
+        assert res.structured_content == {"content": text_of(res)}
     return text_of(res)
 
 
@@ -115,6 +125,10 @@ def test_lists_tools_with_schemas_and_annotations(tree):
             a = t.annotations
             assert a is not None and a.read_only_hint is not None and a.open_world_hint is False
             assert t.input_schema["type"] == "object"
+            if t.name in OWN_TOOLS:
+                assert t.output_schema is None
+            else:
+                assert t.output_schema["required"] == ["content"], t.name
         assert tools["read_text_file"].annotations.read_only_hint is True
         assert tools["write_file"].annotations.destructive_hint is True
         assert set(tools["edit_file"].input_schema["properties"]) == {"path", "edits", "dryRun"}
@@ -138,6 +152,13 @@ def test_every_tool_answers(tree):
         assert media.content[0].mime_type == "image/png"
         blob = await s.call_tool("read_media_file", {"path": "blob.bin"})
         assert blob.content[0].type == "resource"
+        # The structured form carries the same data, typed as the reference
+        # server types it.
+        assert media.structured_content["content"] == [
+            {"type": "image", "data": media.content[0].data, "mimeType": "image/png"}
+        ]
+        assert blob.structured_content["content"][0]["type"] == "blob"
+        assert blob.structured_content["content"][0]["data"] == blob.content[0].resource.blob
 
         multi = await ok(s, "read_multiple_files", {"paths": ["a.txt", "missing.txt", "src/lib.rs"]})
         assert "line 1" in multi and "fn alpha" in multi and "missing.txt: Error - E_NOT_FOUND" in multi
