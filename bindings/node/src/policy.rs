@@ -43,9 +43,8 @@ pub(crate) fn from_options(
             )
         })?,
     };
-    let options =
-        PolicyOptions::from_flat_json(&options.to_string()).map_err(|e| policy_error(e))?;
-    Policy::from_options(&options, &base).map_err(|e| policy_error(e))
+    let options = PolicyOptions::from_flat_json(&options.to_string()).map_err(policy_error)?;
+    Policy::from_options(&options, &base).map_err(policy_error)
 }
 
 #[napi]
@@ -67,7 +66,7 @@ impl Policy {
     pub fn parse(env: &Env, text: String, base_dir: String) -> napi::Result<Policy> {
         sandgate::policy::Policy::from_bytes(text.as_bytes(), std::path::Path::new(&base_dir), None)
             .map(|inner| Policy { inner })
-            .map_err(|e| policy_error(e))
+            .map_err(policy_error)
             .or_throw(env)
     }
 

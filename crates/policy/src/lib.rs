@@ -91,10 +91,10 @@ pub use decode::{
     MIN_MEMORY_BYTES, MIN_TASKS,
 };
 pub use error::{Location, PolicyError, PolicyErrorKind, Problem};
+pub use options::{BudgetOptions, ExecutorOptions, FsOptions, NetOptions, PolicyOptions};
 pub use sandgate_netguard::{
     classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost, Rules as NetRules,
 };
-pub use options::{BudgetOptions, ExecutorOptions, FsOptions, NetOptions, PolicyOptions};
 pub use shape::KNOWN_KEYS;
 pub use summary::{Summary, SummaryNet};
 

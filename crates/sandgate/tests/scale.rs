@@ -311,7 +311,9 @@ fn hundred_executors_run_at_once_and_leave_nothing() {
                 let start = Arc::clone(&start);
                 thread::spawn(move || {
                     start.wait();
-                    let r = ex[i].exec("cat id", None, None, None).unwrap();
+                    let r = ex[i]
+                        .exec("cat id", sandgate::ExecOptions::default())
+                        .unwrap();
                     assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
                     assert_eq!(r.stdout, format!("{i}\n").into_bytes());
                 })

@@ -94,9 +94,9 @@ use sandgate_codes::ErrorCode;
 use crate::capture::Capture;
 use crate::confine::{self, ConfineError, ConfineMode, ConfineSpec, ConfinementReport, Prepared};
 use crate::env::EnvPlan;
-use crate::ns::Namespaces;
 use crate::limits::{self, Limit, ResourceLimits};
 use crate::monitor::Monitor;
+use crate::ns::Namespaces;
 use crate::redact::Redactor;
 use crate::run::Run;
 use crate::spawn::{self, Spawned};
@@ -927,7 +927,9 @@ fn run(
         }
     };
     let placement = lease.as_ref().map(|l| l.placement()).unwrap_or_default();
-    let spawned = match spawn::spawn(program, &env.envp, env_owner, prepared, cwd, in_ns, placement) {
+    let spawned = match spawn::spawn(
+        program, &env.envp, env_owner, prepared, cwd, in_ns, placement,
+    ) {
         Ok(spawned) => spawned,
         Err(e) => {
             if let (Some(pool), Some(lease)) = (pool, lease) {
