@@ -212,14 +212,32 @@ pub struct FetchResponse {
 /// A refused or failed fetch: the error code (`E_NET_DENIED` for the
 /// authorizer, `E_DENIED` for a spent budget, `E_TIMEOUT`, `E_REQUEST`,
 /// `E_IO`), a message, the matching `net.allow` entry and the hops taken.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+///
+/// A failure of the transport (a refused connection, a TLS or protocol
+/// error) keeps that error as its `source()`; the message says what failed
+/// without repeating it.
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct FetchError {
     code: ErrorCode,
     message: String,
     rule: Option<String>,
     hops: Vec<Hop>,
+    #[source]
+    cause: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
+
+/// Equal when code, message, rule and hops are (the cause is not compared).
+impl PartialEq for FetchError {
+    fn eq(&self, other: &FetchError) -> bool {
+        self.code == other.code
+            && self.message == other.message
+            && self.rule == other.rule
+            && self.hops == other.hops
+    }
+}
+
+impl Eq for FetchError {}
 
 impl FetchError {
     fn new(code: ErrorCode, message: impl Into<String>) -> FetchError {
@@ -228,7 +246,16 @@ impl FetchError {
             message: message.into(),
             rule: None,
             hops: Vec::new(),
+            cause: None,
         }
+    }
+
+    fn caused_by(
+        mut self,
+        cause: impl Into<Arc<dyn std::error::Error + Send + Sync>>,
+    ) -> FetchError {
+        self.cause = Some(cause.into());
+        self
     }
 
     fn with_hops(mut self, hops: &[Hop]) -> FetchError {
@@ -822,8 +849,11 @@ fn client_error(e: ureq::Error) -> FetchError {
     match e {
         ureq::Error::Timeout(_) => timeout_error(),
         ureq::Error::Io(e) => io_error(e),
-        ureq::Error::Other(e) => FetchError::new(ErrorCode::Internal, e.to_string()),
-        e => FetchError::new(ErrorCode::Io, e.to_string()),
+        ureq::Error::Other(e) => {
+            FetchError::new(ErrorCode::Internal, "the HTTP client failed").caused_by(e)
+        }
+        e => FetchError::new(ErrorCode::Io, "the request failed")
+            .caused_by(Arc::new(e) as Arc<dyn std::error::Error + Send + Sync>),
     }
 }
 
@@ -841,7 +871,8 @@ fn io_error(e: io::Error) -> FetchError {
     {
         return timeout_error();
     }
-    FetchError::new(ErrorCode::Io, e.to_string())
+    FetchError::new(ErrorCode::Io, "the connection failed")
+        .caused_by(Arc::new(e) as Arc<dyn std::error::Error + Send + Sync>)
 }
 
 #[cfg(test)]

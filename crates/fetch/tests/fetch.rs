@@ -880,3 +880,22 @@ fn one_fetcher_serves_many_threads_each_pinned_to_its_own_hop() {
     }
     assert_eq!((a.requests().len(), b.requests().len()), (20, 20));
 }
+
+#[test]
+fn a_transport_failure_keeps_its_cause_as_the_source_and_prints_it_once() {
+    // A port that was just free: nothing listens, the connection is refused.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{port}")])).build();
+    let e = get(&f, &format!("http://127.0.0.1:{port}/")).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Io, "{e}");
+    let source = std::error::Error::source(&e).expect("the transport error is the source");
+    let cause = source.to_string();
+    assert!(!cause.is_empty());
+    assert!(
+        !e.to_string().contains(&cause),
+        "the cause is printed by the source, not again by `{e}`"
+    );
+}
