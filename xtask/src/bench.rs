@@ -41,7 +41,7 @@
 
 use std::fs;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Instant, SystemTime};
 
@@ -436,6 +436,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
         &["build", "--release", "-p", "sandgate-ffi"],
     )?;
 
+    install_bwrap();
+
     let mut r = Results::default();
     let benches_start = SystemTime::now();
     criterion_benches(&o, &mut r)?;
@@ -462,6 +464,29 @@ pub fn run(args: &[String]) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("failed: {}", r.failed.join("; ")))
+    }
+}
+
+/// Installs bubblewrap from the distribution's packages for the exec
+/// bench's information row (`bwrap --unshare-all`), where it is missing and
+/// this process may: as root with apt-get. Otherwise the row says skipped.
+fn install_bwrap() {
+    if ["/usr/bin/bwrap", "/bin/bwrap"]
+        .iter()
+        .any(|p| Path::new(p).exists())
+    {
+        return;
+    }
+    if !crate::install_test::is_root() || !works("apt-get", &["--version"]) {
+        eprintln!("bubblewrap is missing and cannot be installed here: its row will be skipped");
+        return;
+    }
+    let mut cmd = Command::new("apt-get");
+    cmd.args(["install", "-y", "--no-install-recommends", "bubblewrap"])
+        .env("DEBIAN_FRONTEND", "noninteractive");
+    match run_capture("apt-get install bubblewrap", "apt-bwrap", &mut cmd) {
+        Ok((true, _)) => eprintln!("installed bubblewrap for the exec bench's bwrap row"),
+        _ => eprintln!("bubblewrap could not be installed: its row will be skipped"),
     }
 }
 

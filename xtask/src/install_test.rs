@@ -171,7 +171,7 @@ fn hidden(root: &Path) -> Command {
     cmd
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
