@@ -24,6 +24,7 @@ use std::path::{Component, Path, PathBuf};
 
 use syscalls::{Errno, Sysno};
 
+use crate::spawn::{exit, write_all};
 use crate::sys::above_stdio;
 
 /// Directories a shell needs, bound read-only into the view (those that
@@ -384,27 +385,6 @@ fn landlock_probe() -> Result<(), Errno> {
         let r = syscalls::syscall!(Sysno::landlock_restrict_self, ruleset, 0);
         let _ = syscalls::syscall!(Sysno::close, ruleset);
         r.map(drop)
-    }
-}
-
-/// Ends the calling process.
-fn exit(code: i32) -> ! {
-    // SAFETY: exit_group does not return.
-    let _ = unsafe { syscalls::syscall!(Sysno::exit_group, code) };
-    #[allow(clippy::empty_loop)]
-    loop {}
-}
-
-fn write_all(fd: RawFd, bytes: &[u8]) {
-    let mut done = 0;
-    while done < bytes.len() {
-        let rest = &bytes[done..];
-        // SAFETY: a live buffer of `rest.len()` bytes.
-        match unsafe { syscalls::syscall!(Sysno::write, fd, rest.as_ptr(), rest.len()) } {
-            Ok(n) => done += n,
-            Err(Errno::EINTR) => {}
-            Err(_) => return,
-        }
     }
 }
 

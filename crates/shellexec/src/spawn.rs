@@ -618,7 +618,7 @@ fn receive_fd(sock: &OwnedFd) -> Option<OwnedFd> {
 }
 
 /// Ends the calling process (the keeper or the shell) with `code`.
-fn exit(code: i32) -> ! {
+pub(crate) fn exit(code: i32) -> ! {
     // SAFETY: exit_group ends the calling process; it does not return.
     let _ = unsafe { syscalls::syscall!(Sysno::exit_group, code) };
     #[allow(clippy::empty_loop)]
@@ -627,7 +627,7 @@ fn exit(code: i32) -> ! {
 
 /// Writes all of `bytes` to `fd`, ignoring errors (the executor may be
 /// gone).
-fn write_all(fd: RawFd, bytes: &[u8]) {
+pub(crate) fn write_all(fd: RawFd, bytes: &[u8]) {
     let mut done = 0;
     while done < bytes.len() {
         let rest = &bytes[done..];
