@@ -181,7 +181,7 @@ func TestExecutorFromOptions(t *testing.T) {
 		sandgate.ExecEnabled(true), sandgate.Shell("/bin/sh"), sandgate.TimeoutMs(1000),
 		sandgate.MaxOutputBytes(1000), sandgate.EnvInherit("LANG"), sandgate.Confine("best_effort"),
 		sandgate.ProcessAllow("git:status"), sandgate.NetAllow("example.com"), sandgate.AllowHTTP(true),
-		sandgate.ExecOps(3))
+		sandgate.ExecOps(3), sandgate.MaxMemoryBytes(64<<20), sandgate.MaxTasks(64), sandgate.MaxCPUMs(1000))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,15 @@ func EnvInherit(names ...string) PolicyOption { return Set("env_inherit", names)
 // Confine sets exec.confine ("off", "best_effort", "required").
 func Confine(mode string) PolicyOption { return Set("confine", mode) }
 
+// MaxMemoryBytes sets exec.max_memory_bytes: the memory of a command's tree.
+func MaxMemoryBytes(n uint64) PolicyOption { return Set("max_memory_bytes", n) }
+
+// MaxTasks sets exec.max_tasks: the processes and threads of a command's tree.
+func MaxTasks(n uint64) PolicyOption { return Set("max_tasks", n) }
+
+// MaxCPUMs sets exec.max_cpu_ms: the CPU time of a command's tree.
+func MaxCPUMs(ms uint64) PolicyOption { return Set("max_cpu_ms", ms) }
+
 // ProcessAllow sets exec.process_allow.
 func ProcessAllow(entries ...string) PolicyOption { return Set("process_allow", entries) }
 
