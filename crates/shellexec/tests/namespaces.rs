@@ -368,6 +368,16 @@ fn child_count() -> usize {
         .count()
 }
 
+/// The host's shared memory (tmpfs pages among it), in KiB.
+fn shmem_kib() -> u64 {
+    fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Shmem:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("Shmem in /proc/meminfo")
+}
+
 #[test]
 fn two_hundred_execs_leak_no_descriptor_mount_or_process() {
     // Descriptors and children are counted for the whole process: the
@@ -393,13 +403,27 @@ fn two_hundred_execs_leak_no_descriptor_mount_or_process() {
     let Some(ex) = in_namespaces("leaks", config(&f, ConfineMode::BestEffort)) else {
         return;
     };
-    exec(&ex, "true");
+    // Each exec fills 1 MiB of its private /tmp: were the tmpfs kept after
+    // the exec, 200 MiB of shared memory would stay behind.
+    let fill = "head -c 1048576 /dev/zero > /tmp/fill";
+    exec(&ex, fill);
     let (fds, mounts, children) = (fd_count(), mount_count(), child_count());
+    let shmem = shmem_kib();
     for i in 0..200 {
-        let r = exec(&ex, "true");
-        assert_eq!(r.exit_code, 0, "exec {i}");
+        let r = exec(&ex, fill);
+        assert_eq!(
+            r.exit_code,
+            0,
+            "exec {i}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
         assert!(r.confined.namespaces);
     }
+    let grown = shmem_kib().saturating_sub(shmem);
+    assert!(
+        grown < 100 * 1024,
+        "shared memory grew by {grown} KiB over 200 execs: their tmpfs stayed"
+    );
     assert_eq!(
         mount_count(),
         mounts,
