@@ -384,7 +384,9 @@ fn two_hundred_execs_leak_no_descriptor_mount_or_process() {
     // count runs in a process of its own, where no other test runs.
     const ALONE: &str = "SANDGATE_TEST_ALONE";
     if std::env::var_os(ALONE).is_none() {
-        let out = Command::new(std::env::current_exe().unwrap())
+        // By /proc/self/exe: the binary's own path may lie in a directory
+        // the unprivileged user cannot search.
+        let out = Command::new("/proc/self/exe")
             .args([
                 "--exact",
                 "two_hundred_execs_leak_no_descriptor_mount_or_process",
@@ -466,8 +468,9 @@ fn concurrent_execs_keep_their_own_directories() {
 /// `SANDGATE_TEST_REFUSE=call`, where it installs a seccomp filter that
 /// refuses `call` before anything else happens.
 fn run_refusing(call: &str) {
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
+    // By /proc/self/exe: the binary's own path may lie in a directory the
+    // unprivileged user cannot search.
+    let out = Command::new("/proc/self/exe")
         .args([
             "--exact",
             "fallback_helper",
