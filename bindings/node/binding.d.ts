@@ -26,7 +26,7 @@ export declare class Executor {
   constructor(policy: Policy)
   /**
    * The executor a policy stated from code grants
-   * ([`Policy.fromOptions`]): `Executor.fromOptions({ write_root:
+   * (`Policy.fromOptions`): `Executor.fromOptions({ write_root:
    * '/srv/work', enabled: true, timeout_ms: 30000 })`.
    */
   static fromOptions(options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; max_memory_bytes?: number; max_tasks?: number; max_cpu_ms?: number; allow?: string[]; allow_http?: boolean; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null): Executor

@@ -202,7 +202,7 @@ impl Executor {
     }
 
     /// The executor a policy stated from code grants
-    /// ([`Policy.fromOptions`]): `Executor.fromOptions({ write_root:
+    /// (`Policy.fromOptions`): `Executor.fromOptions({ write_root:
     /// '/srv/work', enabled: true, timeout_ms: 30000 })`.
     #[napi(
         factory,

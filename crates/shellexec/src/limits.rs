@@ -14,7 +14,7 @@
 //!   memory controller's OOM killer, `fork` failing at `pids.max`); the
 //!   executor reads `memory.oom_control` (`oom_kill`) and `pids.events`
 //!   (`max`) every sample and ends the whole tree at the first event.
-//! - **the monitor** otherwise: every [`SAMPLE`](crate::monitor::SAMPLE)
+//! - **the monitor** otherwise: every 20 ms
 //!   the executor walks the command's tree in `/proc` and sums resident
 //!   memory, threads and CPU time (the tree's live processes, and what
 //!   reaped ones used), and ends the tree past a limit. Per-process
