@@ -24,7 +24,7 @@ use std::path::{Component, Path, PathBuf};
 
 use syscalls::{Errno, Sysno};
 
-use crate::spawn::{exit, write_all};
+use crate::spawn::{block_all_signals, exit, restore_signals, write_all};
 use crate::sys::above_stdio;
 
 /// Directories a shell needs, bound read-only into the view (those that
@@ -142,18 +142,7 @@ impl Namespaces {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(40);
 
-        let all: u64 = !0;
-        let mut old: u64 = 0;
-        // SAFETY: two live 8-byte sigsets; the kernel writes only `old`.
-        let _ = unsafe {
-            syscalls::syscall!(
-                Sysno::rt_sigprocmask,
-                libc::SIG_SETMASK,
-                &all as *const u64,
-                &mut old as *mut u64,
-                8
-            )
-        };
+        let old = block_all_signals();
         // A fork-like clone (a copy of memory, no new stack): the child
         // returns here on its copy of this stack and never returns from
         // `holder`. Signals stay blocked in it, so no handler of the
@@ -164,16 +153,7 @@ impl Namespaces {
             // SAFETY: this is the child of a fork-like clone.
             unsafe { holder(go_r.as_raw_fd(), ack_w.as_raw_fd(), &probe, landlock) }
         }
-        // SAFETY: restores the mask saved above from a live sigset.
-        let _ = unsafe {
-            syscalls::syscall!(
-                Sysno::rt_sigprocmask,
-                libc::SIG_SETMASK,
-                &old as *const u64,
-                0,
-                8
-            )
-        };
+        restore_signals(old);
         drop((go_r, ack_w));
         let pid = match pid {
             Ok(pid) => pid as i32,

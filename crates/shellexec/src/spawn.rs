@@ -479,18 +479,7 @@ pub(crate) fn spawn(
     // silently keeps its own SIGCANCEL and SIGSETXID unblocked, and their
     // handlers must not run on the keeper's stack either (glibc's
     // posix_spawn blocks them the same way). The keeper inherits the mask.
-    let all: u64 = !0;
-    let mut old: u64 = 0;
-    // SAFETY: two live 8-byte sigsets; the kernel writes only `old`.
-    let _ = unsafe {
-        syscalls::syscall!(
-            Sysno::rt_sigprocmask,
-            libc::SIG_SETMASK,
-            &all as *const u64,
-            &mut old as *mut u64,
-            8
-        )
-    };
+    let old = block_all_signals();
     let pid = if share_memory() {
         // SAFETY: `keeper_main` runs on its own stack inside the block,
         // which stays allocated while it may run (see `Keeper::release`),
@@ -515,16 +504,7 @@ pub(crate) fn spawn(
         r as libc::pid_t
     };
     let clone_error = io::Error::last_os_error();
-    // SAFETY: restores the mask saved above from a live sigset.
-    let _ = unsafe {
-        syscalls::syscall!(
-            Sysno::rt_sigprocmask,
-            libc::SIG_SETMASK,
-            &old as *const u64,
-            0,
-            8
-        )
-    };
+    restore_signals(old);
     // The keeper has its own copies of the child's ends.
     let notify = notify.map(|(ours, theirs)| {
         drop(theirs);
@@ -615,6 +595,39 @@ fn receive_fd(sock: &OwnedFd) -> Option<OwnedFd> {
         }
     }
     got
+}
+
+/// Blocks every signal of the calling thread with the raw call (glibc's
+/// `pthread_sigmask` silently keeps its own SIGCANCEL and SIGSETXID
+/// unblocked) and returns the mask it replaced.
+pub(crate) fn block_all_signals() -> u64 {
+    let all: u64 = !0;
+    let mut old: u64 = 0;
+    // SAFETY: two live 8-byte sigsets; the kernel writes only `old`.
+    let _ = unsafe {
+        syscalls::syscall!(
+            Sysno::rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &all as *const u64,
+            &mut old as *mut u64,
+            8
+        )
+    };
+    old
+}
+
+/// Puts back a mask [`block_all_signals`] returned.
+pub(crate) fn restore_signals(old: u64) {
+    // SAFETY: a live 8-byte sigset; no old mask is asked for.
+    let _ = unsafe {
+        syscalls::syscall!(
+            Sysno::rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &old as *const u64,
+            0,
+            8
+        )
+    };
 }
 
 /// Ends the calling process (the keeper or the shell) with `code`.
