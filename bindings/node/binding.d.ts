@@ -348,7 +348,7 @@ export interface ExecOutput {
    * What confinement was in force (snake_case keys, as in the JSON
    * endpoint's `confined`).
    */
-  confined: Confinement
+  confined: Record<string, unknown>
   /** sha256 of the sorted environment names passed to the command. */
   envNamesDigest: string
   /** Wall-clock time of the call in milliseconds. */
@@ -556,32 +556,4 @@ export interface StatResult {
 export interface WriteOptions {
   /** The call's half of the overwrite rule (default false). */
   overwrite?: boolean
-}
-
-/**
- * The confinement report of one exec (the JSON endpoint's `confined`).
- * Keys not listed here may be added; none is renamed.
- */
-export interface Confinement {
-  /** `"off"`, `"best_effort"` or `"required"`. */
-  mode: string | null
-  /** The Landlock ABI used, if any. */
-  landlock_abi: number | null
-  /** Files restricted by Landlock. */
-  fs: boolean
-  /** TCP ports restricted by Landlock. */
-  net: boolean
-  /** Signals and abstract UNIX sockets scoped by Landlock. */
-  scoped: boolean
-  /** A seccomp filter installed. */
-  seccomp: boolean
-  /** The command ran in namespaces of its own (user, network with loopback only, mount, PID). */
-  namespaces: boolean
-  /** The command saw the allowlist view of the host's files. */
-  view: boolean
-  /** Each guarantee not in force, e.g. `"namespaces"`, `"view"`, `"scoping"`. */
-  missing: string[]
-  /** Gaps in what the fields above say. */
-  notes: string[]
-  [key: string]: unknown
 }

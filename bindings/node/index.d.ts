@@ -12,6 +12,37 @@ import type { Policy } from './binding'
  */
 export type PolicyOptions = Parameters<typeof Policy.fromOptions>[0]
 
+/**
+ * The confinement report of one exec (`ExecResult.confined`, the JSON
+ * endpoint's `confined`, snake_case keys). Keys not listed here may be
+ * added; none is renamed.
+ */
+export interface Confinement {
+  /** `"off"`, `"best_effort"` or `"required"`. */
+  mode: string | null
+  /** The Landlock ABI used, if any. */
+  landlock_abi: number | null
+  /** Files restricted by Landlock. */
+  fs: boolean
+  /** TCP ports restricted by Landlock. */
+  net: boolean
+  /** Signals and abstract UNIX sockets scoped by Landlock. */
+  scoped: boolean
+  /** A seccomp filter installed. */
+  seccomp: boolean
+  /** The command ran in namespaces of its own (user, network with loopback only, mount, PID). */
+  namespaces: boolean
+  /** The command saw the allowlist view of the host's files. */
+  view: boolean
+  /** Each guarantee not in force, e.g. `"namespaces"`, `"view"`, `"scoping"`. */
+  missing: string[]
+  /** The mechanism holding each resource limit, where limits are set. */
+  limits?: Record<string, unknown> | null
+  /** Gaps in what the fields above say. */
+  notes: string[]
+  [key: string]: unknown
+}
+
 /** The code of a sandgate refusal: `err.code` of a thrown error, `outcome` of an audit event. */
 export type ErrorCode =
   | 'E_PATH_INVALID'
