@@ -586,8 +586,9 @@ pub fn prepare_with_abi(
             seccomp::refused_names(seccomp_spec, listen)
         })
         .unwrap_or_default();
-    // The view needs a network namespace of the command's own, which has
-    // no route out yet: a spec that grants network access runs without.
+    // The view needs a network namespace of the command's own, whose only
+    // interface is its loopback: a spec that grants network access runs
+    // without, unless the embedder serves those grants there.
     let grants_network = !spec.connect_ports.is_empty() || spec.udp;
     let view = if mode == ConfineMode::Off || (grants_network && !spec.network_in_namespace) {
         None
