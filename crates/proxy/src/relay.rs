@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 use rustix::io::Errno;
 use rustix::pipe::{splice, SpliceFlags};
 
-/// The most bytes moved by one `splice` (the pipe's default capacity).
-const CHUNK: usize = 64 * 1024;
+/// The pipe's capacity asked for, and the most bytes moved by one
+/// `splice` (a pipe keeps its default 64 KiB where the larger size is
+/// refused, e.g. past `/proc/sys/fs/pipe-user-pages-soft`).
+const CHUNK: usize = 1024 * 1024;
 
 /// When either direction last moved, shared by both.
 pub(crate) struct Activity {
@@ -97,6 +99,7 @@ fn one_way(src: &TcpStream, dst: &TcpStream, activity: &Activity, idle: Duration
         abort();
         return 0;
     };
+    let _ = rustix::pipe::fcntl_setpipe_size(&pw, CHUNK);
     let mut moved = 0u64;
     loop {
         match splice(
@@ -105,7 +108,7 @@ fn one_way(src: &TcpStream, dst: &TcpStream, activity: &Activity, idle: Duration
             &pw,
             None,
             CHUNK,
-            SpliceFlags::MOVE | SpliceFlags::MORE,
+            SpliceFlags::MOVE,
         ) {
             Ok(0) => {
                 let _ = dst.shutdown(Shutdown::Write);
@@ -143,7 +146,7 @@ fn drain(pr: &OwnedFd, dst: &TcpStream, mut n: usize, activity: &Activity, idle:
             dst,
             None,
             n,
-            SpliceFlags::MOVE | SpliceFlags::MORE,
+            SpliceFlags::MOVE,
         ) {
             Ok(0) => return false,
             Ok(m) => {

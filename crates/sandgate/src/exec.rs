@@ -7,6 +7,13 @@
 //! errors (`E_DENIED`, `E_PATH_*`, `E_CONFINE_UNAVAILABLE`); a command that
 //! ran, timed out, was aborted or could not start is a result.
 //!
+//! Where `net.allow` grants anything and commands run in namespaces of
+//! their own, starting the executor also starts its egress proxy
+//! ([`sandgate_proxy`]) on listeners made inside the command's network
+//! namespace, and sets the proxy variables for every command; the proxy
+//! stops at dispose. Without namespaces the grants are Landlock port
+//! rules on the floor.
+//!
 //! A `git status|diff|log` request under `process_allow` is confined git
 //! ([`sandgate_shellexec::git`]): vetted and planned, then run from its
 //! argv (no shell) under a Landlock ruleset of its own that reads the root
