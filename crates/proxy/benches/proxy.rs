@@ -63,7 +63,11 @@ fn open(server: SocketAddr, proxy: Option<SocketAddr>) -> TcpStream {
         write!(s, "CONNECT {server} HTTP/1.1\r\n\r\n").unwrap();
         let mut head = [0u8; 39];
         s.read_exact(&mut head).unwrap();
-        assert!(head.starts_with(b"HTTP/1.1 200"), "{:?}", String::from_utf8_lossy(&head));
+        assert!(
+            head.starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&head)
+        );
     }
     let mut first = [0u8; 1];
     s.read_exact(&mut first).unwrap();
@@ -101,7 +105,11 @@ fn main() {
     let runs = if quick { 7 } else { 31 };
     let server = server();
     let entry = NetEntry::parse(&server.to_string()).unwrap();
-    let proxy = Proxy::new(ProxyConfig::new(Rules::new(Mode::Restricted, vec![entry], false)));
+    let proxy = Proxy::new(ProxyConfig::new(Rules::new(
+        Mode::Restricted,
+        vec![entry],
+        false,
+    )));
     let proxy_addr = proxy
         .serve(TcpListener::bind("127.0.0.1:0").unwrap().into())
         .unwrap();

@@ -102,14 +102,7 @@ fn one_way(src: &TcpStream, dst: &TcpStream, activity: &Activity, idle: Duration
     let _ = rustix::pipe::fcntl_setpipe_size(&pw, CHUNK);
     let mut moved = 0u64;
     loop {
-        match splice(
-            src,
-            None,
-            &pw,
-            None,
-            CHUNK,
-            SpliceFlags::MOVE,
-        ) {
+        match splice(src, None, &pw, None, CHUNK, SpliceFlags::MOVE) {
             Ok(0) => {
                 let _ = dst.shutdown(Shutdown::Write);
                 return moved;
@@ -140,14 +133,7 @@ fn one_way(src: &TcpStream, dst: &TcpStream, activity: &Activity, idle: Duration
 /// Moves `n` bytes from the pipe into `dst`.
 fn drain(pr: &OwnedFd, dst: &TcpStream, mut n: usize, activity: &Activity, idle: Duration) -> bool {
     while n > 0 {
-        match splice(
-            pr,
-            None,
-            dst,
-            None,
-            n,
-            SpliceFlags::MOVE,
-        ) {
+        match splice(pr, None, dst, None, n, SpliceFlags::MOVE) {
             Ok(0) => return false,
             Ok(m) => {
                 activity.touch();

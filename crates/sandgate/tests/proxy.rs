@@ -732,3 +732,56 @@ fn a_policy_without_network_gets_no_proxy() {
     let env = String::from_utf8_lossy(&r.stdout).to_ascii_lowercase();
     assert!(!env.contains("proxy"), "{env}");
 }
+
+/// The host's own address on its default route (no packet is sent), or
+/// `None` where it has none.
+fn host_address() -> Option<std::net::IpAddr> {
+    let s = UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.200:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+#[test]
+fn a_literal_grant_outside_loopback_is_forwarded_at_its_own_address() {
+    let Some(ip) = host_address() else {
+        eprintln!("note: literal outside loopback skipped: this host has no address but loopback");
+        return;
+    };
+    let a = server(&ip.to_string(), 0, "outside");
+    let other = server(&ip.to_string(), 0, "other port");
+    // Trusted-host mode: the host's address may be private.
+    let Some(f) = executor(
+        "literal outside loopback",
+        &[lit(a.addr)],
+        false,
+        SecurityMode::TrustedHost,
+        None,
+    ) else {
+        return;
+    };
+    let connect = |port: u16| {
+        format!(
+            "import socket\ntry:\n    s = socket.create_connection(('{ip}', {port}), timeout=10)\n    s.sendall(b'GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n    data = b''\n    while True:\n        c = s.recv(4096)\n        if not c: break\n        data += c\n    print(data.split(b'\\r\\n\\r\\n', 1)[1].decode(), end='')\nexcept OSError as e:\n    print('refused', e)\n"
+        )
+    };
+    let r = python(&f, &connect(a.addr.port()));
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "hello from outside\n",
+        "{}",
+        text(&r)
+    );
+    // Only the granted port of that address is there.
+    let r = python(&f, &connect(other.addr.port()));
+    assert!(
+        String::from_utf8_lossy(&r.stdout).starts_with("refused"),
+        "{}",
+        text(&r)
+    );
+    assert_eq!((a.hits(), other.hits()), (1, 0));
+    let audit = f.ex.net_audit();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].protocol, NetProtocol::Forward);
+    assert_eq!(audit[0].address, Some(a.addr));
+}

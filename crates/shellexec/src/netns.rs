@@ -24,11 +24,55 @@ struct RawAddr {
     storage: libc::sockaddr_storage,
     len: u32,
     family: i32,
+    /// An `RTM_NEWADDR` request that puts the address on `lo` first, for
+    /// an address outside the loopback range (its length, then its bytes).
+    add: Option<(usize, [u8; 64])>,
+}
+
+/// The `RTM_NEWADDR` netlink request adding `ip` (host scope, a /32 or
+/// /128, without duplicate address detection) to interface 1, which is
+/// `lo` in a fresh network namespace.
+///
+/// # References
+///  - [rtnetlink(7)](https://man7.org/linux/man-pages/man7/rtnetlink.7.html)
+fn new_addr_request(ip: std::net::IpAddr) -> (usize, [u8; 64]) {
+    const RTM_NEWADDR: u16 = 20;
+    const NLM_F_REQUEST: u16 = 1;
+    const NLM_F_ACK: u16 = 4;
+    const NLM_F_EXCL: u16 = 0x200;
+    const NLM_F_CREATE: u16 = 0x400;
+    const IFA_ADDRESS: u16 = 1;
+    const IFA_LOCAL: u16 = 2;
+    const IFA_F_NODAD: u8 = 2;
+    const RT_SCOPE_HOST: u8 = 254;
+    let (family, prefix, bytes): (u8, u8, Vec<u8>) = match ip {
+        std::net::IpAddr::V4(v4) => (libc::AF_INET as u8, 32, v4.octets().to_vec()),
+        std::net::IpAddr::V6(v6) => (libc::AF_INET6 as u8, 128, v6.octets().to_vec()),
+    };
+    let attr_len = 4 + bytes.len();
+    let total = 16 + 8 + 2 * attr_len;
+    let mut m = Vec::with_capacity(64);
+    m.extend_from_slice(&(total as u32).to_ne_bytes());
+    m.extend_from_slice(&RTM_NEWADDR.to_ne_bytes());
+    m.extend_from_slice(&(NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE).to_ne_bytes());
+    m.extend_from_slice(&1u32.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    m.extend_from_slice(&[family, prefix, IFA_F_NODAD, RT_SCOPE_HOST]);
+    m.extend_from_slice(&1u32.to_ne_bytes());
+    for kind in [IFA_LOCAL, IFA_ADDRESS] {
+        m.extend_from_slice(&(attr_len as u16).to_ne_bytes());
+        m.extend_from_slice(&kind.to_ne_bytes());
+        m.extend_from_slice(&bytes);
+    }
+    let mut out = [0u8; 64];
+    out[..m.len()].copy_from_slice(&m);
+    (m.len(), out)
 }
 
 fn raw_addr(addr: &SocketAddr) -> RawAddr {
     // SAFETY: all-zero is a valid `sockaddr_storage`.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let add = (!addr.ip().is_loopback()).then(|| new_addr_request(addr.ip()));
     match addr {
         SocketAddr::V4(a) => {
             let sin = libc::sockaddr_in {
@@ -46,6 +90,7 @@ fn raw_addr(addr: &SocketAddr) -> RawAddr {
                 storage,
                 len: std::mem::size_of::<libc::sockaddr_in>() as u32,
                 family: libc::AF_INET,
+                add,
             }
         }
         SocketAddr::V6(a) => {
@@ -64,13 +109,15 @@ fn raw_addr(addr: &SocketAddr) -> RawAddr {
                 storage,
                 len: std::mem::size_of::<libc::sockaddr_in6>() as u32,
                 family: libc::AF_INET6,
+                add,
             }
         }
     }
 }
 
 /// Creates a TCP listener at each of `addrs` inside the namespaces (port 0
-/// for a port the kernel picks). Each address gets its own answer: the
+/// for a port the kernel picks); an address outside the loopback range is
+/// first added to the namespace's `lo`. Each address gets its own answer: the
 /// listener, or why it could not be made (an IPv6 address in a namespace
 /// without IPv6, an address taken). `Err` when the child could not be run
 /// at all.
@@ -174,6 +221,12 @@ unsafe fn child(user: RawFd, net: RawFd, sock: RawFd, addrs: &[RawAddr]) -> ! {
             exit(1)
         }
         for a in addrs {
+            if let Some((len, req)) = &a.add {
+                if let Err(e) = add_address(&req[..*len]) {
+                    send(sock, e.into_raw(), -1);
+                    continue;
+                }
+            }
             match listener(a) {
                 Ok(fd) => {
                     send(sock, 0, fd);
@@ -183,6 +236,46 @@ unsafe fn child(user: RawFd, net: RawFd, sock: RawFd, addrs: &[RawAddr]) -> ! {
             }
         }
         exit(0)
+    }
+}
+
+/// Sends an `RTM_NEWADDR` request on a fresh route netlink socket and
+/// reads the kernel's acknowledgement (an address already there is fine).
+///
+/// # Safety
+///
+/// Any process; it allocates nothing.
+unsafe fn add_address(req: &[u8]) -> Result<(), Errno> {
+    // SAFETY: raw system calls on integers and on live stack buffers.
+    unsafe {
+        let fd = syscalls::syscall!(
+            Sysno::socket,
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE
+        )? as RawFd;
+        let done = (|| {
+            syscalls::syscall!(Sysno::sendto, fd, req.as_ptr(), req.len(), 0, 0, 0)?;
+            let mut ack = [0u8; 256];
+            let n = loop {
+                match syscalls::syscall!(Sysno::recvfrom, fd, ack.as_mut_ptr(), ack.len(), 0, 0, 0)
+                {
+                    Err(Errno::EINTR) => continue,
+                    other => break other?,
+                }
+            };
+            // struct nlmsghdr, then for NLMSG_ERROR (2) the error (0: done).
+            if n < 20 || u16::from_ne_bytes([ack[4], ack[5]]) != 2 {
+                return Err(Errno::EPROTO);
+            }
+            match i32::from_ne_bytes([ack[16], ack[17], ack[18], ack[19]]) {
+                0 => Ok(()),
+                e if -e == libc::EEXIST => Ok(()),
+                e => Err(Errno::new(-e)),
+            }
+        })();
+        let _ = syscalls::syscall!(Sysno::close, fd);
+        done
     }
 }
 
