@@ -785,3 +785,107 @@ fn a_literal_grant_outside_loopback_is_forwarded_at_its_own_address() {
     assert_eq!(audit[0].protocol, NetProtocol::Forward);
     assert_eq!(audit[0].address, Some(a.addr));
 }
+
+/// A loopback https server (a self-signed certificate for `localhost`)
+/// that answers every request; returns it and the certificate's PEM.
+fn tls_server(ip: &str) -> (Server, String) {
+    let key = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let pem = key.cert.pem();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![key.cert.der().clone()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(key.signing_key.serialize_der().into()),
+    )
+    .unwrap();
+    let config = Arc::new(config);
+    let listener = TcpListener::bind((ip, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            h.fetch_add(1, Ordering::SeqCst);
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let Ok(conn) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tls.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let body = "hello over tls\n";
+                let _ = write!(
+                    tls,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            });
+        }
+    });
+    (Server { addr, hits }, pem)
+}
+
+#[test]
+fn https_through_the_tunnel_reaches_a_granted_name() {
+    let (s, pem) = tls_server("127.0.0.2");
+    let port = s.addr.port();
+    let (resolver, asked) = counting(vec![vec!["127.0.0.2"]]);
+    // A loopback name reaches loopback only in trusted-host mode; plain
+    // text is refused, so only TLS naming `localhost` passes the tunnel.
+    let Some(f) = executor(
+        "https",
+        &["localhost".to_owned()],
+        false,
+        SecurityMode::TrustedHost,
+        Some(resolver),
+    ) else {
+        return;
+    };
+    std::fs::write(f._dir.path().join("work").join("ca.pem"), pem).unwrap();
+    let r = run(
+        &f,
+        &format!("{CURL} --noproxy '' -sS --max-time 20 --cacert ca.pem https://localhost:{port}/"),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "hello over tls\n",
+        "{}",
+        text(&r)
+    );
+    let r = python(
+        &f,
+        &format!(
+            "import os, ssl, urllib.request\nos.environ['no_proxy'] = os.environ['NO_PROXY'] = ''\nctx = ssl.create_default_context(cafile='ca.pem')\nprint(urllib.request.urlopen('https://localhost:{port}/', timeout=20, context=ctx).read().decode(), end='')\n"
+        ),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "hello over tls\n",
+        "{}",
+        text(&r)
+    );
+    assert_eq!(s.hits(), 2);
+    assert_eq!(asked.lock().unwrap().len(), 2);
+    let audit = f.ex.net_audit();
+    assert!(
+        audit
+            .iter()
+            .all(|r| r.allowed && r.protocol == NetProtocol::Connect),
+        "{audit:?}"
+    );
+}
