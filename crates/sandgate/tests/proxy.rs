@@ -43,7 +43,7 @@ fn server(ip: &str, port: u16, tag: &'static str) -> Server {
             let Ok(mut conn) = conn else { continue };
             h.fetch_add(1, Ordering::SeqCst);
             std::thread::spawn(move || {
-                let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(3)));
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
                 while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
