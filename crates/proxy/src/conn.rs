@@ -282,9 +282,11 @@ fn tunnel(
             return r;
         }
     };
-    let (up, first) = if cleared.opaque {
+    if cleared.opaque {
         // The operator granted this port for a protocol of its own (ssh,
-        // a database): the server may speak first, nothing is inspected.
+        // a database): the server may speak first, so it is dialled now and
+        // its bytes flow at once; the client's first bytes are still held
+        // back until judged (a TLS ClientHello must name the host).
         let up = match dial(inner, &cleared) {
             Ok(up) => up,
             Err((addr, why)) => {
@@ -295,8 +297,25 @@ fn tunnel(
             }
         };
         reply.ok(&c);
-        (up, c.rest())
-    } else {
+        r.address = up.peer_addr().ok();
+        r.allowed = true;
+        r.reason = cleared.reason.clone();
+        let up = Arc::new(up);
+        inner.track(id, &up);
+        let pending = c.rest();
+        let (cl, host) = (Arc::clone(client), cleared.host.clone());
+        let (handshake, idle) = (inner.config.handshake_timeout, inner.config.idle_timeout);
+        let prelude: relay::Prelude =
+            Box::new(move || opaque_first(&cl, pending, &host, handshake, idle));
+        let (u, d, refused) = relay::both_after(client, &up, idle, prelude);
+        (r.bytes_up, r.bytes_down) = (u, d);
+        if let Some(why) = refused {
+            r.allowed = false;
+            r.reason = why;
+        }
+        return r;
+    }
+    let (up, first) = {
         // A web port: the client speaks first. Look at its first flight
         // before anything is dialled.
         reply.ok(&c);
@@ -343,6 +362,40 @@ fn first_flight(inner: &Inner, c: &mut Client<'_>, cleared: &Cleared) -> Result<
                 .into(),
         );
     }
+    check_sni(&cleared.host, hello_sni(c)?.as_deref())
+}
+
+/// The first bytes of an opaque tunnel: nothing to judge unless they start
+/// a TLS handshake, whose ClientHello must then name the tunnel's host.
+/// Waits for them up to `idle` (the server may speak first).
+fn opaque_first(
+    client: &TcpStream,
+    pending: Vec<u8>,
+    host: &Host,
+    handshake: std::time::Duration,
+    idle: std::time::Duration,
+) -> Result<Vec<u8>, String> {
+    let mut c = Client {
+        s: client,
+        buf: pending,
+        pos: 0,
+    };
+    if c.buf.is_empty() {
+        let _ = client.set_read_timeout(Some(idle));
+        if !c.fill() {
+            return Ok(Vec::new());
+        }
+    }
+    if c.buf[0] == 0x16 {
+        let _ = client.set_read_timeout(Some(handshake));
+        check_sni(host, hello_sni(&mut c)?.as_deref())?;
+    }
+    Ok(c.buf)
+}
+
+/// Reads a TLS ClientHello from `c` (from its unread bytes on, reading
+/// more as needed, consuming nothing) and answers its server name.
+fn hello_sni(c: &mut Client<'_>) -> Result<Option<String>, String> {
     let mut acceptor = rustls::server::Acceptor::default();
     let mut fed = c.pos;
     loop {
@@ -356,8 +409,7 @@ fn first_flight(inner: &Inner, c: &mut Client<'_>, cleared: &Cleared) -> Result<
         }
         match acceptor.accept() {
             Ok(Some(accepted)) => {
-                let sni = accepted.client_hello().server_name().map(str::to_owned);
-                return check_sni(&cleared.host, sni.as_deref());
+                return Ok(accepted.client_hello().server_name().map(str::to_owned));
             }
             Ok(None) => {}
             Err((e, _)) => return Err(format!("the TLS ClientHello is malformed: {e}")),

@@ -3,6 +3,7 @@
 //! One thread per direction; a connection on which neither direction moved
 //! for the idle timeout is shut down.
 
+use std::io::Write;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,6 +57,24 @@ pub(crate) fn both(
     upstream: &Arc<TcpStream>,
     idle: Duration,
 ) -> (u64, u64) {
+    let (up, down, _) = both_after(client, upstream, idle, Box::new(|| Ok(Vec::new())));
+    (up, down)
+}
+
+/// What the upward direction does before relaying: reads and judges the
+/// client's first bytes, and answers those to send on (or why the
+/// connection must end).
+pub(crate) type Prelude = Box<dyn FnOnce() -> Result<Vec<u8>, String> + Send>;
+
+/// [`both`], the upward direction starting with `prelude` while the
+/// downward one already runs (a server may speak first). When the prelude
+/// refuses, both sockets are shut and its reason is returned.
+pub(crate) fn both_after(
+    client: &Arc<TcpStream>,
+    upstream: &Arc<TcpStream>,
+    idle: Duration,
+    prelude: Prelude,
+) -> (u64, u64, Option<String>) {
     for s in [client, upstream] {
         let _ = s.set_read_timeout(Some(tick(idle)));
         let _ = s.set_write_timeout(Some(idle));
@@ -68,18 +87,35 @@ pub(crate) fn both(
     );
     let up = std::thread::Builder::new()
         .name("sandgate-proxy-up".into())
-        .spawn(move || one_way(&c, &u, &a, idle));
+        .spawn(move || {
+            let first = match prelude() {
+                Ok(first) => first,
+                Err(why) => {
+                    let _ = c.shutdown(Shutdown::Both);
+                    let _ = u.shutdown(Shutdown::Both);
+                    return (0, Some(why));
+                }
+            };
+            let _ = c.set_read_timeout(Some(tick(idle)));
+            a.touch();
+            if !first.is_empty() && (&*u).write_all(&first).is_err() {
+                let _ = c.shutdown(Shutdown::Both);
+                let _ = u.shutdown(Shutdown::Both);
+                return (0, None);
+            }
+            (first.len() as u64 + one_way(&c, &u, &a, idle), None)
+        });
     let down = one_way(upstream, client, &activity, idle);
-    let up = match up {
-        Ok(t) => t.join().unwrap_or(0),
+    let (up, why) = match up {
+        Ok(t) => t.join().unwrap_or((0, None)),
         Err(_) => {
             // No thread for the other direction: end the connection.
             let _ = client.shutdown(Shutdown::Both);
             let _ = upstream.shutdown(Shutdown::Both);
-            0
+            (0, None)
         }
     };
-    (up, down)
+    (up, down, why)
 }
 
 /// Relays `src` to `dst` until `src` ends; returns the bytes moved. Sets

@@ -241,3 +241,91 @@ fn stop_ends_every_connection() {
     // The listener is closed once stop returns.
     assert!(TcpStream::connect(addr).is_err());
 }
+
+/// A server that speaks first (`220 ready`), then keeps what it receives.
+fn greeter() -> Server {
+    let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let (h, g) = (Arc::clone(&hits), Arc::clone(&got));
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            h.fetch_add(1, Ordering::SeqCst);
+            let g = Arc::clone(&g);
+            std::thread::spawn(move || {
+                let _ = conn.write_all(b"220 ready\r\n");
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut chunk = [0u8; 4096];
+                while let Ok(n @ 1..) = conn.read(&mut chunk) {
+                    g.lock().unwrap().extend_from_slice(&chunk[..n]);
+                }
+            });
+        }
+    });
+    Server { addr, hits, got }
+}
+
+/// The first flight of a TLS client naming `name`.
+fn client_hello(name: &str) -> Vec<u8> {
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth();
+    let mut conn =
+        rustls::ClientConnection::new(Arc::new(config), name.to_owned().try_into().unwrap())
+            .unwrap();
+    let mut out = Vec::new();
+    conn.write_tls(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn an_opaque_tunnel_lets_the_server_speak_first_but_judges_a_client_hello() {
+    let g = greeter();
+    // The entry names a port other than 80 and 443: the protocol is the
+    // operator's, dialled at once.
+    let (p, addr) = proxy(&[g.addr.to_string()], |_| {});
+    let open = || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(s, "CONNECT {} HTTP/1.1\r\n\r\n", g.addr).unwrap();
+        let mut head = [0u8; 39];
+        s.read_exact(&mut head).unwrap();
+        assert!(head.starts_with(b"HTTP/1.1 200"));
+        // The server's greeting arrives before the client says anything.
+        let mut greeting = [0u8; 11];
+        s.read_exact(&mut greeting).unwrap();
+        assert_eq!(&greeting, b"220 ready\r\n");
+        s
+    };
+    // Plain bytes pass.
+    let mut s = open();
+    s.write_all(b"EHLO me\r\n").unwrap();
+    wait_until("the bytes relayed", || {
+        g.got.lock().unwrap().ends_with(b"EHLO me\r\n")
+    });
+    drop(s);
+    // A ClientHello naming another server than the tunnel's host (an
+    // address: no name at all is admitted) is refused; not a byte of it
+    // reaches the server.
+    let before = g.got.lock().unwrap().len();
+    let mut s = open();
+    s.write_all(&client_hello("evil.example")).unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    wait_until("the tunnel ended", || p.active() == 0);
+    assert_eq!(g.got.lock().unwrap().len(), before);
+    assert_eq!(g.hits.load(Ordering::SeqCst), 2);
+    let audit = p.audit();
+    let last = audit.last().unwrap();
+    assert!(
+        !last.allowed && last.reason.contains("evil.example"),
+        "{audit:?}"
+    );
+    p.stop();
+}
