@@ -36,8 +36,9 @@ use sandgate_shellexec::exec::{
 use sandgate_shellexec::git::{self, GitSubcommand};
 use sandgate_shellexec::limits::ResourceLimits;
 
+pub use sandgate_proxy::Resolve as NetResolve;
+use sandgate_proxy::SystemResolver;
 pub use sandgate_proxy::{AuditRecord as NetAuditRecord, Protocol as NetProtocol};
-pub use sandgate_proxy::{Resolve, SystemResolver};
 
 pub use sandgate_shellexec::confine::ConfinementReport;
 pub use sandgate_shellexec::exec::{AbortSignal, ExecResult};
@@ -107,7 +108,7 @@ pub struct Executor {
 /// through, started with the executor.
 struct NetState {
     rules: sandgate_netguard::Rules,
-    resolver: Mutex<Arc<dyn Resolve>>,
+    resolver: Mutex<Arc<dyn NetResolve>>,
     /// The running proxy and what the commands are told about it.
     served: Mutex<Option<Served>>,
 }
@@ -434,7 +435,7 @@ impl Executor {
     /// answer differently each time, and for embedders with a resolver of
     /// their own. Takes effect at the next start; does nothing when the
     /// policy grants no network access.
-    pub fn set_net_resolver(&self, resolver: Arc<dyn Resolve>) {
+    pub fn set_net_resolver(&self, resolver: Arc<dyn NetResolve>) {
         if let Some(net) = &self.net {
             *net.resolver.lock().unwrap_or_else(|e| e.into_inner()) = resolver;
         }

@@ -76,7 +76,7 @@ fn executor(
     allow: &[String],
     allow_http: bool,
     mode: SecurityMode,
-    resolver: Option<Arc<dyn sandgate::Resolve>>,
+    resolver: Option<Arc<dyn sandgate::NetResolve>>,
 ) -> Option<Fixture> {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("work")).unwrap();
@@ -336,7 +336,7 @@ fn private_metadata_and_alternate_spellings_are_refused_before_any_connect() {
 /// A resolver that counts its queries and answers from a script.
 fn counting(
     answers: Vec<Vec<&'static str>>,
-) -> (Arc<dyn sandgate::Resolve>, Arc<Mutex<Vec<String>>>) {
+) -> (Arc<dyn sandgate::NetResolve>, Arc<Mutex<Vec<String>>>) {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let a = Arc::clone(&asked);
     let resolver = move |host: &str, _port: u16, _t: Duration| {
