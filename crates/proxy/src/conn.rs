@@ -798,6 +798,7 @@ fn plain(
         "upgrade",
         "te",
         "trailer",
+        "expect",
     ];
     for (n, v) in &head.headers {
         if !HOP.iter().any(|h| n.eq_ignore_ascii_case(h)) {
@@ -823,6 +824,12 @@ fn plain(
         r.bytes_up = sent + early.len() as u64 + u;
         r.bytes_down = d;
         return r;
+    }
+    // A client that waits for `100 Continue` before its body gets it from
+    // the proxy, now that the target is dialled (the header is not
+    // forwarded, so the target answers only once).
+    if body > 0 && head.has_token("expect", "100-continue") && c.available().is_empty() {
+        c.send(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
     // Exactly the body: bytes past it (a pipelined request) are never
     // relayed.

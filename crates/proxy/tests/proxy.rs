@@ -329,3 +329,28 @@ fn an_opaque_tunnel_lets_the_server_speak_first_but_judges_a_client_hello() {
     );
     p.stop();
 }
+
+#[test]
+fn a_client_waiting_for_100_continue_gets_it_and_its_body_is_relayed() {
+    let granted = server("127.0.0.2");
+    let (p, addr) = proxy(&[granted.addr.to_string()], |_| {});
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "PUT http://{g}/up HTTP/1.1\r\nHost: {g}\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n",
+        g = granted.addr
+    )
+    .unwrap();
+    let mut cont = [0u8; 25];
+    s.read_exact(&mut cont).unwrap();
+    assert_eq!(&cont, b"HTTP/1.1 100 Continue\r\n\r\n");
+    s.write_all(b"hello").unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    let got = String::from_utf8_lossy(&granted.got.lock().unwrap()).into_owned();
+    assert!(!got.to_ascii_lowercase().contains("expect:"), "{got}");
+    assert!(got.ends_with("\r\n\r\nhello"), "{got}");
+    p.stop();
+}
