@@ -484,17 +484,17 @@ impl Executor {
         }
         // Forwarders first, at each literal grant's own address and port,
         // so the proxy's port (picked by the kernel) cannot take one.
-        let literals: Vec<std::net::SocketAddr> = net
-            .rules
-            .allow()
-            .iter()
-            .filter_map(|e| match (e.host(), e.port()) {
-                (sandgate_netguard::NetHost::Ip(ip), Some(port)) => {
-                    Some(std::net::SocketAddr::new(*ip, port))
+        // (An unspecified or multicast literal is nothing to listen at, and
+        // the rules refuse to dial it anyway.)
+        let mut literals: Vec<std::net::SocketAddr> = Vec::new();
+        for e in net.rules.allow() {
+            if let (sandgate_netguard::NetHost::Ip(ip), Some(port)) = (e.host(), e.port()) {
+                let addr = std::net::SocketAddr::new(*ip, port);
+                if !ip.is_unspecified() && !ip.is_multicast() && !literals.contains(&addr) {
+                    literals.push(addr);
                 }
-                _ => None,
-            })
-            .collect();
+            }
+        }
         let mut addrs = literals.clone();
         addrs.push("127.0.0.1:0".parse().expect("a literal address"));
         addrs.push("[::1]:0".parse().expect("a literal address"));
