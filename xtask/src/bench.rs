@@ -167,6 +167,7 @@ fn target_for(package: &str, label: &str) -> Option<Target> {
         }),
         "ffi/sg_root_stat_via_c" => Some(Target::ExtraNs(100.0)),
         "fetch_1000_local/checked" => Some(Target::Ratio(1.10)),
+        "download_10MB/proxied" => Some(Target::Ratio(1.15)),
         _ => None,
     }
 }
@@ -561,6 +562,7 @@ fn criterion_benches(o: &Options, r: &mut Results) -> Result<(), String> {
         ("sandgate-shellexec", "exec"),
         ("sandgate-ffi", "ffi"),
         ("sandgate-fetch", "fetch"),
+        ("sandgate-proxy", "proxy"),
     ] {
         if !seen.iter().any(|s| s == package) {
             r.fail(

@@ -46,6 +46,7 @@ const LAYERS: &[(&str, Layer)] = &[
     ("sandgate-netguard", Layer::Mechanism),
     ("sandgate-shellexec", Layer::Mechanism),
     ("sandgate-fetch", Layer::Mechanism),
+    ("sandgate-proxy", Layer::Mechanism),
     ("sandgate-policy", Layer::Policy),
     ("sandgate", Layer::Facade),
     ("sandgate-ffi", Layer::Frontend),
@@ -55,10 +56,11 @@ const LAYERS: &[(&str, Layer)] = &[
     ("xtask", Layer::Tool),
 ];
 
-/// Edges within one layer that the layering admits: fetch enforces
-/// netguard's rules, and the CLI serves MCP.
+/// Edges within one layer that the layering admits: fetch and the shell's
+/// egress proxy enforce netguard's rules, and the CLI serves MCP.
 const SIDEWAYS: &[(&str, &str)] = &[
     ("sandgate-fetch", "sandgate-netguard"),
+    ("sandgate-proxy", "sandgate-netguard"),
     ("sandgate-cli", "sandgate-mcp"),
 ];
 

@@ -7,6 +7,13 @@
 //! errors (`E_DENIED`, `E_PATH_*`, `E_CONFINE_UNAVAILABLE`); a command that
 //! ran, timed out, was aborted or could not start is a result.
 //!
+//! Where `net.allow` grants anything and commands run in namespaces of
+//! their own, starting the executor also starts its egress proxy
+//! ([`sandgate_proxy`]) on listeners made inside the command's network
+//! namespace, and sets the proxy variables for every command; the proxy
+//! stops at dispose. Without namespaces the grants are Landlock port
+//! rules on the floor.
+//!
 //! A `git status|diff|log` request under `process_allow` is confined git
 //! ([`sandgate_shellexec::git`]): vetted and planned, then run from its
 //! argv (no shell) under a Landlock ruleset of its own that reads the root
@@ -16,7 +23,7 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandgate_codes::ErrorCode;
@@ -28,6 +35,10 @@ use sandgate_shellexec::exec::{
 };
 use sandgate_shellexec::git::{self, GitSubcommand};
 use sandgate_shellexec::limits::ResourceLimits;
+
+pub use sandgate_proxy::Resolve as NetResolve;
+use sandgate_proxy::SystemResolver;
+pub use sandgate_proxy::{AuditRecord as NetAuditRecord, Protocol as NetProtocol};
 
 pub use sandgate_shellexec::confine::ConfinementReport;
 pub use sandgate_shellexec::exec::{AbortSignal, ExecResult};
@@ -89,6 +100,25 @@ pub struct Executor {
     cwd_dirs: Vec<GrantedDir>,
     max_timeout: Duration,
     exec_ops: Option<AtomicU64>,
+    /// The egress proxy's state when `net.allow` grants anything.
+    net: Option<NetState>,
+}
+
+/// The proxy a command in namespaces of its own reaches the network
+/// through, started with the executor.
+struct NetState {
+    rules: sandgate_netguard::Rules,
+    resolver: Mutex<Arc<dyn NetResolve>>,
+    /// The running proxy and what the commands are told about it.
+    served: Mutex<Option<Served>>,
+}
+
+struct Served {
+    proxy: sandgate_proxy::Proxy,
+    /// The proxy's address inside the namespace (IPv4 loopback).
+    address: std::net::SocketAddr,
+    /// What each result's notes say about the network.
+    notes: Vec<String>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -346,6 +376,7 @@ impl Executor {
                 max_file_size: Some(policy.limits().max_write_bytes),
                 max_processes: Some(MAX_PROCESSES),
                 udp: !policy.net_allow().is_empty(),
+                network_in_namespace: !policy.net_allow().is_empty(),
                 ..ConfineSpec::default()
             },
             limits: ResourceLimits {
@@ -391,7 +422,161 @@ impl Executor {
                 .collect(),
             max_timeout: Duration::from_millis(exec.timeout_ms),
             exec_ops: policy.budgets().exec_ops.map(AtomicU64::new),
+            net: (!policy.net_allow().is_empty()).then(|| NetState {
+                rules: policy.net_rules().clone(),
+                resolver: Mutex::new(Arc::new(SystemResolver)),
+                served: Mutex::new(None),
+            }),
         })
+    }
+
+    /// Replaces the resolver the egress proxy turns names into addresses
+    /// with (the system's by default): for tests that count queries or
+    /// answer differently each time, and for embedders with a resolver of
+    /// their own. Takes effect at the next start; does nothing when the
+    /// policy grants no network access.
+    pub fn set_net_resolver(&self, resolver: Arc<dyn NetResolve>) {
+        if let Some(net) = &self.net {
+            *net.resolver.lock().unwrap_or_else(|e| e.into_inner()) = resolver;
+        }
+    }
+
+    /// What the egress proxy did with each connection the commands made
+    /// (oldest first; the last 4,096 are kept). Empty when the policy
+    /// grants no network access or commands run without namespaces (then
+    /// the policy's ports are reached directly, on the floor).
+    pub fn net_audit(&self) -> Vec<NetAuditRecord> {
+        self.net
+            .as_ref()
+            .and_then(|n| {
+                n.served
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()
+                    .map(|s| s.proxy.audit())
+            })
+            .unwrap_or_default()
+    }
+
+    /// The egress proxy's address inside the commands' network namespace,
+    /// while it runs.
+    pub fn proxy_address(&self) -> Option<std::net::SocketAddr> {
+        self.net.as_ref().and_then(|n| {
+            n.served
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .map(|s| s.address)
+        })
+    }
+
+    /// Starts the shell executor and, where commands run in namespaces of
+    /// their own and the policy grants network access, the egress proxy
+    /// (once).
+    fn start_all(&self) -> Result<(), Error> {
+        self.inner.start().map_err(Error::from)?;
+        let Some(net) = &self.net else {
+            return Ok(());
+        };
+        let mut served = net.served.lock().unwrap_or_else(|e| e.into_inner());
+        if served.is_some() || !self.inner.in_namespaces() {
+            return Ok(());
+        }
+        // Forwarders first, at each literal grant's own address and port,
+        // so the proxy's port (picked by the kernel) cannot take one.
+        // (An unspecified or multicast literal is nothing to listen at, and
+        // the rules refuse to dial it anyway.)
+        let mut literals: Vec<std::net::SocketAddr> = Vec::new();
+        for e in net.rules.allow() {
+            if let (sandgate_netguard::NetHost::Ip(ip), Some(port)) = (e.host(), e.port()) {
+                let addr = std::net::SocketAddr::new(*ip, port);
+                if !ip.is_unspecified() && !ip.is_multicast() && !literals.contains(&addr) {
+                    literals.push(addr);
+                }
+            }
+        }
+        let mut addrs = literals.clone();
+        addrs.push("127.0.0.1:0".parse().expect("a literal address"));
+        addrs.push("[::1]:0".parse().expect("a literal address"));
+        let net_error = |what: String| Error::new(ErrorCode::Io, what);
+        let Some(mut listeners) = self
+            .inner
+            .listen_in_namespace(&addrs)
+            .map_err(Error::from)?
+        else {
+            return Ok(());
+        };
+        let v6 = listeners.pop().expect("one answer per address");
+        let v4 = listeners.pop().expect("one answer per address");
+        let v4 = v4.map_err(|e| {
+            net_error(format!(
+                "cannot listen for the egress proxy inside the command's network namespace: {e}"
+            ))
+        })?;
+        let mut config = sandgate_proxy::ProxyConfig::new(net.rules.clone());
+        config.resolver = Arc::clone(&net.resolver.lock().unwrap_or_else(|e| e.into_inner()));
+        let proxy = sandgate_proxy::Proxy::new(config);
+        let fail = |proxy: &sandgate_proxy::Proxy, e: std::io::Error| {
+            proxy.stop();
+            net_error(format!("cannot start the egress proxy: {e}"))
+        };
+        let address = proxy.serve(v4).map_err(|e| fail(&proxy, e))?;
+        let mut notes = vec![format!(
+            "network: through sandgate's egress proxy at {address} inside the command's network \
+             namespace (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY); every target is judged by net.allow"
+        )];
+        if let Ok(v6) = v6 {
+            proxy.serve(v6).map_err(|e| fail(&proxy, e))?;
+        }
+        for (target, listener) in literals.iter().zip(listeners) {
+            match listener {
+                Ok(l) => {
+                    proxy.forward(l, *target).map_err(|e| fail(&proxy, e))?;
+                    notes.push(format!(
+                        "network: {target} is forwarded for programs that ignore proxies"
+                    ));
+                }
+                Err(e) => notes.push(format!(
+                    "network: {target} is reachable through the proxy only (no forwarder inside \
+                     the namespace: {e})"
+                )),
+            }
+        }
+        let http = format!("http://{address}");
+        let socks = format!("socks5h://{address}");
+        let no_proxy = "localhost,127.0.0.1,::1".to_owned();
+        let mut vars = Vec::new();
+        for (name, value) in [
+            ("HTTP_PROXY", &http),
+            ("HTTPS_PROXY", &http),
+            ("ALL_PROXY", &socks),
+            ("NO_PROXY", &no_proxy),
+        ] {
+            vars.push((name.to_owned(), value.clone()));
+            vars.push((name.to_ascii_lowercase(), value.clone()));
+        }
+        vars.push(("NODE_USE_ENV_PROXY".to_owned(), "1".to_owned()));
+        self.inner.set_child_env(vars);
+        *served = Some(Served {
+            proxy,
+            address,
+            notes,
+        });
+        Ok(())
+    }
+
+    /// The network notes for a result, while the proxy runs.
+    fn net_notes(&self, result: &mut ExecResult) {
+        if let Some(net) = &self.net {
+            if let Some(s) = net
+                .served
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+            {
+                result.confined.notes.extend(s.notes.iter().cloned());
+            }
+        }
     }
 
     /// Whether the policy enables the shell.
@@ -482,7 +667,7 @@ impl Executor {
         if !self.runs_anything() {
             return Ok(());
         }
-        self.inner.start().map_err(Error::from)
+        self.start_all()
     }
 
     /// Runs `command` with `shell -c` under `opts` ([`ExecOptions`]: the
@@ -494,7 +679,8 @@ impl Executor {
             Run::Shell(command) => command,
         };
         let (run, note) = self.call_options(opts)?;
-        let result = self.inner.exec(&command, run).map_err(run_error)?;
+        let mut result = self.inner.exec(&command, run).map_err(run_error)?;
+        self.net_notes(&mut result);
         Ok(with_note(result, note))
     }
 
@@ -522,10 +708,11 @@ impl Executor {
             return Err(Error::request("the program's argv is empty"));
         };
         let (run, note) = self.call_options(opts)?;
-        let result = self
+        let mut result = self
             .inner
             .exec_argv(std::path::Path::new(program), args, run)
             .map_err(run_error)?;
+        self.net_notes(&mut result);
         Ok(with_note(result, note))
     }
 
@@ -540,7 +727,7 @@ impl Executor {
         // Started on first use (starting again does nothing), so that a
         // kernel lacking a required part answers E_CONFINE_UNAVAILABLE for
         // each request and runs nothing.
-        self.inner.start().map_err(Error::from)?;
+        self.start_all()?;
         if let Some(left) = &self.exec_ops {
             left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .map_err(|_| Error::denied("the exec_ops budget is spent"))?;
@@ -619,6 +806,11 @@ impl Executor {
     /// Kills anything still running and removes the private TMPDIR.
     pub fn dispose(&self) {
         let _ = self.inner.dispose();
+        if let Some(net) = &self.net {
+            if let Some(s) = net.served.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                s.proxy.stop();
+            }
+        }
     }
 }
 

@@ -51,6 +51,7 @@ pub use audit::{AuditEvent, AuditSink};
 pub use error::{chain_message, Error, ErrorCode};
 pub use exec::{
     ExecGrant, ExecOptions, ExecResult, Executor, ExecutorBuilder, Limit, LimitsReport, Mechanism,
+    NetAuditRecord, NetProtocol, NetResolve,
 };
 pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};

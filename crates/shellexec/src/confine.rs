@@ -133,6 +133,14 @@ pub struct ConfineSpec {
     /// Allow UDP sockets under the seccomp filter (name resolution needs
     /// them while the child has any network access).
     pub udp: bool,
+    /// The embedder serves the network grants (`connect_ports`, `udp`)
+    /// through a proxy inside a network namespace of the command's own
+    /// where namespaces are available: the view is planned even though
+    /// the spec grants network access. Without namespaces the command
+    /// runs on the floor with `connect_ports` and `udp` as given; inside
+    /// them TCP reaches only the namespace's loopback and UDP sockets are
+    /// refused.
+    pub network_in_namespace: bool,
 }
 
 /// What was in force for one run, reported with every result.
@@ -359,9 +367,9 @@ struct Inner {
     landlock: Option<Plan>,
     seccomp: Option<Filters>,
     /// The view of the spec's directories; `None` in `Off` mode, or when
-    /// the spec grants network access (which the namespace would cut).
+    /// the spec grants network access without
+    /// [`ConfineSpec::network_in_namespace`] (the namespace would cut it).
     view: Option<ViewPlan>,
-    seccomp_spec: SeccompSpec,
 }
 
 /// The Landlock ruleset to build, with every path already opened.
@@ -578,9 +586,11 @@ pub fn prepare_with_abi(
             seccomp::refused_names(seccomp_spec, listen)
         })
         .unwrap_or_default();
-    // The view needs a network namespace of the command's own, which has
-    // no route out yet: a spec that grants network access runs without.
-    let view = if mode == ConfineMode::Off || !spec.connect_ports.is_empty() || spec.udp {
+    // The view needs a network namespace of the command's own, whose only
+    // interface is its loopback: a spec that grants network access runs
+    // without, unless the embedder serves those grants there.
+    let grants_network = !spec.connect_ports.is_empty() || spec.udp;
+    let view = if mode == ConfineMode::Off || (grants_network && !spec.network_in_namespace) {
         None
     } else {
         Some(
@@ -646,7 +656,6 @@ pub fn prepare_with_abi(
             landlock,
             seccomp,
             view,
-            seccomp_spec,
         }),
     })
 }
@@ -869,7 +878,9 @@ impl Prepared {
         // Landlock's port rules.
         r.net = false;
         if r.seccomp {
-            r.seccomp_refuses = seccomp::refused_names(self.inner.seccomp_spec, Listen::OwnNetwork);
+            // Inside the namespace UDP reaches nothing and is refused.
+            r.seccomp_refuses =
+                seccomp::refused_names(SeccompSpec { udp: false }, Listen::OwnNetwork);
         }
         r.notes.retain(|n| !n.starts_with("the child runs as root"));
         r.notes.push(

@@ -30,9 +30,13 @@
 //! `/run`, `/dev/shm`) and starts the shell as above; the shell is never
 //! PID 1. Once the shell has exited, PID 1 ends every other process of the
 //! namespace (SIGTERM, the grace period, SIGKILL) and exits; its death
-//! ends whatever is left. A policy that grants network access runs on the
-//! floor: the namespace has no route out yet. The result's `confined`
-//! report says which applied (`namespaces`, `view`, `missing`).
+//! ends whatever is left. A spec that grants network access runs on the
+//! floor unless [`ConfineSpec::network_in_namespace`] says the embedder
+//! serves those grants through a proxy inside the namespace: it then asks
+//! for listeners there ([`LocalShellExecutor::listen_in_namespace`]) and
+//! adds the proxy variables ([`LocalShellExecutor::set_child_env`]). The
+//! result's `confined` report says which applied (`namespaces`, `view`,
+//! `missing`).
 //!
 //! The child environment ([`EnvPlan`]), its digest and its redactor are
 //! planned once and reused while the host environment (read at every
@@ -367,6 +371,9 @@ pub struct LocalShellExecutor {
     /// The last child environment planned, reused while the host
     /// environment and the temporary directory are unchanged.
     child_env: Mutex<Option<Arc<ChildEnv>>>,
+    /// Variables the embedder adds to every shell's environment
+    /// ([`LocalShellExecutor::set_child_env`]).
+    extra_env: Mutex<Vec<(String, String)>>,
 }
 
 /// What each exec derives from the host environment: planning it and
@@ -436,15 +443,21 @@ impl fmt::Debug for ChildEnv {
 }
 
 impl ChildEnv {
-    fn plan(config: &ExecConfig, host: Option<Vec<(OsString, OsString)>>, tmpdir: &str) -> Self {
+    fn plan(
+        config: &ExecConfig,
+        host: Option<Vec<(OsString, OsString)>>,
+        tmpdir: &str,
+        added: &[(String, String)],
+    ) -> Self {
         let source: Vec<(OsString, OsString)> = match (&host, &config.host_env) {
             (Some(vars), _) | (None, Some(vars)) => vars.clone(),
             (None, None) => std::env::vars_os().collect(),
         };
-        let extra: Vec<(String, String)> = ["TMPDIR", "TMP", "TEMP"]
+        let mut extra: Vec<(String, String)> = ["TMPDIR", "TMP", "TEMP"]
             .iter()
             .map(|n| ((*n).to_owned(), tmpdir.to_owned()))
             .collect();
+        extra.extend(added.iter().cloned());
         let plan = EnvPlan::build(source, &config.env_inherit, &extra);
         // Names and values hold no NUL (the plan drops such entries).
         let envp = plan
@@ -495,7 +508,59 @@ impl LocalShellExecutor {
             state: Mutex::new(State::default()),
             idle: Condvar::new(),
             child_env: Mutex::new(None),
+            extra_env: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Adds `vars` to the environment of every command run from now on
+    /// (after the host's allowlist; a name given twice keeps the last
+    /// value). The facade sets the proxy variables this way once the
+    /// proxy listens. Replaces what an earlier call set.
+    pub fn set_child_env(&self, vars: Vec<(String, String)>) {
+        *self.extra_env.lock().unwrap_or_else(|e| e.into_inner()) = vars;
+        *self.child_env.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Whether commands run in the executor's own namespaces (started,
+    /// the probe succeeded and the confinement plans a view).
+    pub fn in_namespaces(&self) -> bool {
+        self.lock()
+            .session
+            .as_ref()
+            .is_some_and(|s| s.namespaces.is_ok() && s.prepared.view().is_some())
+    }
+
+    /// Creates a TCP listener at each of `addrs` inside the executor's
+    /// network namespace (port 0: the kernel picks one), for the executor
+    /// to serve from the host's side: the proxy and the literal-address
+    /// forwarders. `Ok(None)` when commands do not run in namespaces
+    /// ([`LocalShellExecutor::in_namespaces`]); otherwise one answer per
+    /// address.
+    ///
+    /// # Errors
+    ///
+    /// `E_NOT_STARTED` before start; `E_IO` when the helper process that
+    /// joins the namespace cannot run.
+    pub fn listen_in_namespace(
+        &self,
+        addrs: &[std::net::SocketAddr],
+    ) -> Result<Option<Vec<io::Result<OwnedFd>>>, ExecError> {
+        let ns = {
+            let state = self.lock();
+            let Some(session) = &state.session else {
+                return Err(ExecError::new(
+                    ErrorCode::NotStarted,
+                    "the executor was not started",
+                ));
+            };
+            match (&session.namespaces, session.prepared.view()) {
+                (Ok(ns), Some(_)) => Arc::clone(ns),
+                _ => return Ok(None),
+            }
+        };
+        crate::netns::listen_inside(&ns, addrs)
+            .map(Some)
+            .map_err(|e| ExecError::io("cannot create a listener in the network namespace", e))
     }
 
     /// The private temporary directory, while started.
@@ -525,7 +590,12 @@ impl LocalShellExecutor {
                 return env;
             }
         }
-        let env = Arc::new(ChildEnv::plan(&self.config, host, tmpdir));
+        let added = self
+            .extra_env
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let env = Arc::new(ChildEnv::plan(&self.config, host, tmpdir, &added));
         *self.child_env.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&env));
         env
     }
@@ -713,8 +783,8 @@ impl ShellExecutor for LocalShellExecutor {
                 Err("namespaces are turned off in the executor's configuration".to_owned())
             } else if prepared.view().is_none() {
                 Err(
-                    "the policy grants network access, which a network namespace of the \
-                     command's own cannot reach yet"
+                    "the policy grants network access and the executor serves no proxy \
+                     inside a network namespace of the command's own"
                         .to_owned(),
                 )
             } else {
@@ -777,6 +847,10 @@ impl ShellExecutor for LocalShellExecutor {
         }
         drop(state);
         *self.child_env.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.extra_env
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         if let Some(session) = session {
             match fs::remove_dir_all(&session.tmpdir) {
                 Ok(()) => {}

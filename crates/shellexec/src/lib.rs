@@ -49,6 +49,8 @@ pub mod limits;
 #[cfg(target_os = "linux")]
 mod monitor;
 #[cfg(target_os = "linux")]
+mod netns;
+#[cfg(target_os = "linux")]
 mod ns;
 #[cfg(target_os = "linux")]
 mod proctree;

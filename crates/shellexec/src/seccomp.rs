@@ -66,6 +66,10 @@ pub struct SeccompSpec {
 pub(crate) struct Filters {
     /// Installed in order, without a listener.
     plain: Vec<BpfProgram>,
+    /// `plain` for a command in a network namespace of its own: UDP
+    /// sockets refused whatever the spec (only loopback is there; name
+    /// resolution goes through the executor's proxy).
+    plain_own_network: Vec<BpfProgram>,
     /// Installed last; with a listener when `notify` is set.
     last: Vec<sock_filter>,
     /// Installed last when nobody supervises: `listen` answers `ENOSYS`.
@@ -342,17 +346,26 @@ impl Filters {
     /// Builds every filter for `spec`; `notify` when the kernel can hand
     /// `listen` to a supervisor ([`notify_available`]).
     pub(crate) fn build(spec: SeccompSpec, notify: bool) -> io::Result<Filters> {
-        let plain = vec![
-            compile(refused_rules(), libc::EPERM)?,
-            compile(
-                BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-                libc::ENOSYS,
-            )?,
-            compile(socket_family_rules(), libc::EAFNOSUPPORT)?,
-            compile(socket_protocol_rules(spec), libc::EPROTONOSUPPORT)?,
-        ];
+        let plain_for = |spec: SeccompSpec| -> io::Result<Vec<BpfProgram>> {
+            Ok(vec![
+                compile(refused_rules(), libc::EPERM)?,
+                compile(
+                    BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+                    libc::ENOSYS,
+                )?,
+                compile(socket_family_rules(), libc::EAFNOSUPPORT)?,
+                compile(socket_protocol_rules(spec), libc::EPROTONOSUPPORT)?,
+            ])
+        };
+        let plain = plain_for(spec)?;
+        let plain_own_network = if spec.udp {
+            plain_for(SeccompSpec { udp: false })?
+        } else {
+            plain.clone()
+        };
         Ok(Filters {
             plain,
+            plain_own_network,
             last: last_filter(if notify {
                 Listen::Supervised
             } else {
@@ -376,7 +389,12 @@ impl Filters {
     /// Raw system calls only: no allocation and no `errno`, so a child
     /// sharing the executor's memory may call it. No_new_privs must be set.
     pub(crate) fn install_raw(&self, listen: Listen) -> Result<Option<RawFd>, Errno> {
-        for prog in &self.plain {
+        let plain = if listen == Listen::OwnNetwork {
+            &self.plain_own_network
+        } else {
+            &self.plain
+        };
+        for prog in plain {
             install(prog, 0)?;
         }
         match listen {

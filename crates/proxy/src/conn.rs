@@ -1,0 +1,904 @@
+//! One client connection: the protocol (SOCKS5 or HTTP, told apart by the
+//! first byte), the authorization of its target, the first flight of a
+//! tunnel, and the relay.
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpStream};
+use std::sync::Arc;
+
+use sandgate_netguard::{Hop, Host};
+
+use crate::{relay, AuditRecord, Inner, Protocol};
+
+/// The most bytes of a request head (request line and headers) read.
+const MAX_HEAD: usize = 16 * 1024;
+/// The most bytes of a TLS first flight buffered while looking for the SNI.
+const MAX_HELLO: usize = 64 * 1024;
+
+/// The client socket with what was read from it and not yet used.
+struct Client<'a> {
+    s: &'a TcpStream,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl Client<'_> {
+    fn available(&self) -> &[u8] {
+        &self.buf[self.pos..]
+    }
+
+    /// Reads once more; `false` at EOF or on an error (the timeout among
+    /// them).
+    fn fill(&mut self) -> bool {
+        let mut chunk = [0u8; 4096];
+        loop {
+            match (&*self.s).read(&mut chunk) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Ensures `n` unread bytes.
+    fn need(&mut self, n: usize) -> bool {
+        while self.available().len() < n {
+            if !self.fill() {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn take(&mut self, n: usize) -> Vec<u8> {
+        let out = self.buf[self.pos..self.pos + n].to_vec();
+        self.pos += n;
+        out
+    }
+
+    /// The unread bytes, consumed.
+    fn rest(&mut self) -> Vec<u8> {
+        let out = self.buf[self.pos..].to_vec();
+        self.pos = self.buf.len();
+        out
+    }
+
+    fn send(&self, bytes: &[u8]) {
+        let _ = (&*self.s).write_all(bytes);
+    }
+}
+
+/// A target that passed the rules: the addresses checked, in the order to
+/// try, and whether its tunnel is opaque.
+struct Cleared {
+    host: Host,
+    port: u16,
+    addrs: Vec<IpAddr>,
+    /// The admitting entry names a port other than 80 and 443: a protocol
+    /// of the operator's choosing, relayed without looking at it.
+    opaque: bool,
+    reason: String,
+}
+
+fn record(protocol: Protocol, host: &str, port: u16) -> AuditRecord {
+    AuditRecord {
+        protocol,
+        host: host.to_owned(),
+        port,
+        address: None,
+        allowed: false,
+        reason: String::new(),
+        bytes_up: 0,
+        bytes_down: 0,
+    }
+}
+
+/// Judges `host:port` before resolving it, then resolves a name and checks
+/// every address. A refusal is the reason, in words.
+fn clear(inner: &Inner, scheme: Option<&str>, host: &str, port: u16) -> Result<Cleared, String> {
+    let rules = &inner.config.rules;
+    let admitted = rules
+        .admit(Hop::First, scheme, host, Some(port))
+        .map_err(|d| d.reason)?;
+    let addrs = match admitted.host() {
+        Host::Ip(ip) => vec![*ip],
+        Host::Name(name) => inner
+            .config
+            .resolver
+            .resolve(name, port, inner.config.handshake_timeout)
+            .map_err(|e| format!("cannot resolve {name}: {e}"))?,
+        other => return Err(format!("{other} is of an unknown kind of host")),
+    };
+    if addrs.is_empty() {
+        return Err(format!("{} resolved to no address", admitted.host()));
+    }
+    // Every address is checked before any is dialled: one refused address
+    // is a rebinding attempt, not a fallback.
+    for ip in &addrs {
+        let d = admitted.check(*ip);
+        if !d.allowed {
+            return Err(d.reason);
+        }
+    }
+    let opaque = admitted.entry().port().is_some_and(|p| p != 80 && p != 443);
+    Ok(Cleared {
+        host: admitted.host().clone(),
+        port: admitted.port(),
+        addrs,
+        opaque,
+        reason: admitted.decision().reason,
+    })
+}
+
+/// Connects to the first checked address that answers.
+fn dial(inner: &Inner, c: &Cleared) -> Result<TcpStream, (SocketAddr, String)> {
+    let mut last = None;
+    for ip in &c.addrs {
+        let addr = SocketAddr::new(*ip, c.port);
+        match TcpStream::connect_timeout(&addr, inner.config.connect_timeout) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) => last = Some((addr, format!("cannot connect to {addr}: {e}"))),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        (
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+            "no address".to_owned(),
+        )
+    }))
+}
+
+/// Serves one connection on the proxy listener.
+pub(crate) fn serve(inner: &Inner, id: u64, client: &Arc<TcpStream>) -> AuditRecord {
+    let _ = client.set_read_timeout(Some(inner.config.handshake_timeout));
+    let _ = client.set_write_timeout(Some(inner.config.handshake_timeout));
+    let _ = client.set_nodelay(true);
+    let mut c = Client {
+        s: client,
+        buf: Vec::new(),
+        pos: 0,
+    };
+    if !c.need(1) {
+        let mut r = record(Protocol::Unknown, "", 0);
+        r.reason = "the client sent nothing".into();
+        return r;
+    }
+    if c.available()[0] == 5 {
+        socks5(inner, id, client, c)
+    } else {
+        http(inner, id, client, c)
+    }
+}
+
+/// A literal-address forwarder's connection.
+pub(crate) fn forward(
+    inner: &Inner,
+    id: u64,
+    client: &Arc<TcpStream>,
+    target: SocketAddr,
+) -> AuditRecord {
+    let host = target.ip().to_string();
+    let mut r = record(Protocol::Forward, &host, target.port());
+    let cleared = match clear(inner, None, &host, target.port()) {
+        Ok(c) => c,
+        Err(why) => {
+            r.reason = why;
+            return r;
+        }
+    };
+    match dial(inner, &cleared) {
+        Ok(up) => {
+            r.address = up.peer_addr().ok();
+            r.allowed = true;
+            r.reason = cleared.reason;
+            let up = Arc::new(up);
+            inner.track(id, &up);
+            let _ = client.set_nodelay(true);
+            (r.bytes_up, r.bytes_down) = relay::both(client, &up, inner.config.idle_timeout);
+        }
+        Err((addr, why)) => {
+            r.address = Some(addr);
+            r.reason = why;
+        }
+    }
+    r
+}
+
+/// How a tunnel answers the client, by protocol.
+trait Reply {
+    fn ok(&self, c: &Client<'_>);
+    fn refused(&self, c: &Client<'_>, why: &str);
+    fn failed(&self, c: &Client<'_>, why: &str);
+}
+
+struct ConnectReply;
+
+impl Reply for ConnectReply {
+    fn ok(&self, c: &Client<'_>) {
+        c.send(b"HTTP/1.1 200 Connection established\r\n\r\n");
+    }
+    fn refused(&self, c: &Client<'_>, why: &str) {
+        c.send(&status(403, "Forbidden", why));
+    }
+    fn failed(&self, c: &Client<'_>, why: &str) {
+        c.send(&status(502, "Bad Gateway", why));
+    }
+}
+
+struct SocksReply;
+
+impl SocksReply {
+    fn code(c: &Client<'_>, code: u8) {
+        c.send(&[5, code, 0, 1, 0, 0, 0, 0, 0, 0]);
+    }
+}
+
+impl Reply for SocksReply {
+    fn ok(&self, c: &Client<'_>) {
+        Self::code(c, 0);
+    }
+    fn refused(&self, c: &Client<'_>, _why: &str) {
+        // 2: connection not allowed by ruleset.
+        Self::code(c, 2);
+    }
+    fn failed(&self, c: &Client<'_>, _why: &str) {
+        // 5: connection refused.
+        Self::code(c, 5);
+    }
+}
+
+fn status(code: u16, text: &str, why: &str) -> Vec<u8> {
+    let body = format!("sandgate: {why}\n");
+    format!(
+        "HTTP/1.1 {code} {text}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// A tunnel (CONNECT or SOCKS5) to `host:port`: authorized, its first
+/// flight inspected unless opaque, then relayed.
+fn tunnel(
+    inner: &Inner,
+    id: u64,
+    client: &Arc<TcpStream>,
+    mut c: Client<'_>,
+    mut r: AuditRecord,
+    reply: &dyn Reply,
+) -> AuditRecord {
+    let cleared = match clear(inner, None, &r.host, r.port) {
+        Ok(cl) => cl,
+        Err(why) => {
+            reply.refused(&c, &why);
+            r.reason = why;
+            return r;
+        }
+    };
+    if cleared.opaque {
+        // The operator granted this port for a protocol of its own (ssh,
+        // a database): the server may speak first, so it is dialled now and
+        // its bytes flow at once; the client's first bytes are still held
+        // back until judged (a TLS ClientHello must name the host).
+        let up = match dial(inner, &cleared) {
+            Ok(up) => up,
+            Err((addr, why)) => {
+                reply.failed(&c, &why);
+                r.address = Some(addr);
+                r.reason = why;
+                return r;
+            }
+        };
+        reply.ok(&c);
+        r.address = up.peer_addr().ok();
+        r.allowed = true;
+        r.reason = cleared.reason.clone();
+        let up = Arc::new(up);
+        inner.track(id, &up);
+        let pending = c.rest();
+        let (cl, host) = (Arc::clone(client), cleared.host.clone());
+        let (handshake, idle) = (inner.config.handshake_timeout, inner.config.idle_timeout);
+        let prelude: relay::Prelude =
+            Box::new(move || opaque_first(&cl, pending, &host, handshake, idle));
+        let (u, d, refused) = relay::both_after(client, &up, idle, prelude);
+        (r.bytes_up, r.bytes_down) = (u, d);
+        if let Some(why) = refused {
+            r.allowed = false;
+            r.reason = why;
+        }
+        return r;
+    }
+    let (up, first) = {
+        // A web port: the client speaks first. Look at its first flight
+        // before anything is dialled.
+        reply.ok(&c);
+        if let Err(why) = first_flight(inner, &mut c, &cleared) {
+            r.reason = why;
+            return r;
+        }
+        match dial(inner, &cleared) {
+            Ok(up) => (up, c.rest()),
+            Err((addr, why)) => {
+                r.address = Some(addr);
+                r.reason = why;
+                return r;
+            }
+        }
+    };
+    r.address = up.peer_addr().ok();
+    r.allowed = true;
+    r.reason = cleared.reason;
+    let up = Arc::new(up);
+    inner.track(id, &up);
+    if !first.is_empty() && (&*up).write_all(&first).is_err() {
+        return r;
+    }
+    let (u, d) = relay::both(client, &up, inner.config.idle_timeout);
+    r.bytes_up = first.len() as u64 + u;
+    r.bytes_down = d;
+    r
+}
+
+/// Reads the tunnel's first flight: a TLS ClientHello whose server name is
+/// the tunnel's host, or plain text where the rules admit plain HTTP.
+fn first_flight(inner: &Inner, c: &mut Client<'_>, cleared: &Cleared) -> Result<(), String> {
+    if !c.need(1) {
+        return Err("the tunnel carried nothing before the timeout".into());
+    }
+    if c.available()[0] != 0x16 {
+        if inner.config.rules.allow_http() {
+            return Ok(());
+        }
+        return Err(
+            "the tunnel does not start with TLS and net.allow_http is false (plain text is \
+             not admitted)"
+                .into(),
+        );
+    }
+    check_sni(&cleared.host, hello_sni(c)?.as_deref())
+}
+
+/// The first bytes of an opaque tunnel: nothing to judge unless they start
+/// a TLS handshake, whose ClientHello must then name the tunnel's host.
+/// Waits for them up to `idle` (the server may speak first).
+fn opaque_first(
+    client: &TcpStream,
+    pending: Vec<u8>,
+    host: &Host,
+    handshake: std::time::Duration,
+    idle: std::time::Duration,
+) -> Result<Vec<u8>, String> {
+    let mut c = Client {
+        s: client,
+        buf: pending,
+        pos: 0,
+    };
+    if c.buf.is_empty() {
+        let _ = client.set_read_timeout(Some(idle));
+        if !c.fill() {
+            return Ok(Vec::new());
+        }
+    }
+    if c.buf[0] == 0x16 {
+        let _ = client.set_read_timeout(Some(handshake));
+        check_sni(host, hello_sni(&mut c)?.as_deref())?;
+    }
+    Ok(c.buf)
+}
+
+/// Reads a TLS ClientHello from `c` (from its unread bytes on, reading
+/// more as needed, consuming nothing) and answers its server name.
+fn hello_sni(c: &mut Client<'_>) -> Result<Option<String>, String> {
+    let mut acceptor = rustls::server::Acceptor::default();
+    let mut fed = c.pos;
+    loop {
+        let mut chunk = &c.buf[fed..];
+        let before = chunk.len();
+        if before > 0 {
+            match acceptor.read_tls(&mut chunk) {
+                Ok(n) => fed += n,
+                Err(e) => return Err(format!("the TLS ClientHello is malformed: {e}")),
+            }
+        }
+        match acceptor.accept() {
+            Ok(Some(accepted)) => {
+                return Ok(accepted.client_hello().server_name().map(str::to_owned));
+            }
+            Ok(None) => {}
+            Err((e, _)) => return Err(format!("the TLS ClientHello is malformed: {e}")),
+        }
+        if fed < c.buf.len() {
+            continue;
+        }
+        if c.buf.len() - c.pos > MAX_HELLO || !c.fill() {
+            return Err("the TLS ClientHello is incomplete or too large".into());
+        }
+    }
+}
+
+/// The ClientHello's server name must be the tunnel's host (domain
+/// fronting otherwise). A literal host takes no server name.
+fn check_sni(host: &Host, sni: Option<&str>) -> Result<(), String> {
+    match (host, sni) {
+        (Host::Name(name), Some(sni)) if sni.eq_ignore_ascii_case(name) => Ok(()),
+        (Host::Name(name), Some(sni)) => Err(format!(
+            "the TLS ClientHello names {} but the tunnel is to {name} (domain fronting)",
+            sni.escape_debug()
+        )),
+        (Host::Name(name), None) => Err(format!(
+            "the TLS ClientHello names no server; the tunnel is to {name}"
+        )),
+        (Host::Ip(_), None) => Ok(()),
+        (Host::Ip(ip), Some(sni)) => Err(format!(
+            "the TLS ClientHello names {} but the tunnel is to the address {ip}",
+            sni.escape_debug()
+        )),
+        (_, _) => Err("the tunnel's host is of an unknown kind".into()),
+    }
+}
+
+/// SOCKS5 (RFC 1928): no authentication, `CONNECT` only, names resolved
+/// by the proxy.
+fn socks5(inner: &Inner, id: u64, client: &Arc<TcpStream>, mut c: Client<'_>) -> AuditRecord {
+    let mut r = record(Protocol::Socks5, "", 0);
+    if !c.need(2) {
+        r.reason = "an incomplete SOCKS5 greeting".into();
+        return r;
+    }
+    let n = c.available()[1] as usize;
+    if !c.need(2 + n) {
+        r.reason = "an incomplete SOCKS5 greeting".into();
+        return r;
+    }
+    let greeting = c.take(2 + n);
+    if !greeting[2..].contains(&0) {
+        c.send(&[5, 0xff]);
+        r.reason = "the SOCKS5 client offers no method without authentication".into();
+        return r;
+    }
+    c.send(&[5, 0]);
+    if !c.need(4) {
+        r.reason = "an incomplete SOCKS5 request".into();
+        return r;
+    }
+    let head = c.take(4);
+    let (ver, cmd, atyp) = (head[0], head[1], head[3]);
+    let host = match atyp {
+        1 => {
+            if !c.need(4) {
+                r.reason = "an incomplete SOCKS5 request".into();
+                return r;
+            }
+            let b = c.take(4);
+            Ipv4Addr::new(b[0], b[1], b[2], b[3]).to_string()
+        }
+        3 => {
+            if !c.need(1) {
+                r.reason = "an incomplete SOCKS5 request".into();
+                return r;
+            }
+            let len = c.take(1)[0] as usize;
+            if !c.need(len) {
+                r.reason = "an incomplete SOCKS5 request".into();
+                return r;
+            }
+            match String::from_utf8(c.take(len)) {
+                Ok(name) => name,
+                Err(_) => {
+                    SocksReply.refused(&c, "");
+                    r.reason = "the SOCKS5 host name is not UTF-8".into();
+                    return r;
+                }
+            }
+        }
+        4 => {
+            if !c.need(16) {
+                r.reason = "an incomplete SOCKS5 request".into();
+                return r;
+            }
+            let b: [u8; 16] = c.take(16).try_into().unwrap_or([0; 16]);
+            Ipv6Addr::from(b).to_string()
+        }
+        _ => {
+            SocksReply::code(&c, 8);
+            r.reason = format!("SOCKS5 address type {atyp} is not supported");
+            return r;
+        }
+    };
+    if !c.need(2) {
+        r.reason = "an incomplete SOCKS5 request".into();
+        return r;
+    }
+    let p = c.take(2);
+    r.host = host;
+    r.port = u16::from_be_bytes([p[0], p[1]]);
+    if ver != 5 || cmd != 1 {
+        SocksReply::code(&c, 7);
+        r.reason = format!("SOCKS5 command {cmd} is not supported (CONNECT only)");
+        return r;
+    }
+    tunnel(inner, id, client, c, r, &SocksReply)
+}
+
+/// A parsed request head.
+struct Head {
+    method: String,
+    target: String,
+    headers: Vec<(String, String)>,
+}
+
+impl Head {
+    fn header<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn has_token(&self, name: &str, token: &str) -> bool {
+        self.header(name)
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case(token))
+    }
+}
+
+/// Reads and parses a request head; consumes it from `c`.
+fn read_head(c: &mut Client<'_>) -> Result<Head, String> {
+    let end = loop {
+        if let Some(i) = find(c.available(), b"\r\n\r\n") {
+            break i;
+        }
+        if c.available().len() > MAX_HEAD {
+            return Err(format!("the request head is longer than {MAX_HEAD} bytes"));
+        }
+        if !c.fill() {
+            return Err("an incomplete request head".into());
+        }
+    };
+    let raw = c.take(end + 4);
+    let text = std::str::from_utf8(&raw[..end]).map_err(|_| "the request head is not UTF-8")?;
+    let mut lines = text.split("\r\n");
+    let line = lines.next().unwrap_or_default();
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("a malformed request line".into());
+    };
+    if !version.starts_with("HTTP/1.")
+        || method.is_empty()
+        || !method.bytes().all(|b| b.is_ascii_alphabetic())
+    {
+        return Err("a malformed request line".into());
+    }
+    let mut headers = Vec::new();
+    for l in lines {
+        if l.starts_with([' ', '\t']) {
+            return Err("folded header lines are refused".into());
+        }
+        let Some((n, v)) = l.split_once(':') else {
+            return Err("a malformed header line".into());
+        };
+        if n.is_empty() || n.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return Err("a malformed header name".into());
+        }
+        headers.push((n.to_owned(), v.trim().to_owned()));
+    }
+    Ok(Head {
+        method: method.to_owned(),
+        target: target.to_owned(),
+        headers,
+    })
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// `host:port` or `[v6]:port`, the port required when `default` is None.
+fn split_authority(auth: &str, default: Option<u16>) -> Option<(String, u16)> {
+    if auth.is_empty() || auth.contains('@') {
+        return None;
+    }
+    let (host, port) = if let Some(rest) = auth.strip_prefix('[') {
+        let (h, after) = rest.split_once(']')?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(p),
+            None if after.is_empty() => None,
+            None => return None,
+        };
+        (format!("[{h}]"), port)
+    } else {
+        match auth.rsplit_once(':') {
+            Some((h, p)) => (h.to_owned(), Some(p)),
+            None => (auth.to_owned(), None),
+        }
+    };
+    let port = match port {
+        Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && p.len() <= 5 => {
+            p.parse().ok()?
+        }
+        Some(_) => return None,
+        None => default?,
+    };
+    if host.is_empty() {
+        return None;
+    }
+    Some((host, port))
+}
+
+/// Plain HTTP: `CONNECT` or an absolute-form request.
+fn http(inner: &Inner, id: u64, client: &Arc<TcpStream>, mut c: Client<'_>) -> AuditRecord {
+    let head = match read_head(&mut c) {
+        Ok(h) => h,
+        Err(why) => {
+            c.send(&status(400, "Bad Request", &why));
+            let mut r = record(Protocol::Unknown, "", 0);
+            r.reason = why;
+            return r;
+        }
+    };
+    if head.method.eq_ignore_ascii_case("CONNECT") {
+        let mut r = record(Protocol::Connect, &head.target, 0);
+        let Some((host, port)) = split_authority(&head.target, None) else {
+            let why = format!("`{}` is not a host:port", head.target.escape_debug());
+            c.send(&status(400, "Bad Request", &why));
+            r.reason = why;
+            return r;
+        };
+        r.host = host;
+        r.port = port;
+        return tunnel(inner, id, client, c, r, &ConnectReply);
+    }
+    plain(inner, id, client, c, head)
+}
+
+/// One absolute-form request, forwarded with `Connection: close`; the
+/// client connection ends with the response, so that every request is
+/// authorized on a connection of its own.
+fn plain(
+    inner: &Inner,
+    id: u64,
+    client: &Arc<TcpStream>,
+    mut c: Client<'_>,
+    head: Head,
+) -> AuditRecord {
+    let mut r = record(Protocol::Http, "", 0);
+    let refuse = |c: &Client<'_>, r: &mut AuditRecord, code: u16, text: &str, why: String| {
+        c.send(&status(code, text, &why));
+        r.reason = why;
+    };
+    let lower = head.target.to_ascii_lowercase();
+    let Some(rest) = lower
+        .starts_with("http://")
+        .then(|| &head.target["http://".len()..])
+    else {
+        let why = format!(
+            "`{}` is not an absolute http:// URL (send https through CONNECT)",
+            head.target.escape_debug()
+        );
+        refuse(&c, &mut r, 400, "Bad Request", why);
+        return r;
+    };
+    let cut = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (auth, path) = rest.split_at(cut);
+    let path = path.split('#').next().unwrap_or_default();
+    let path = if path.is_empty() {
+        "/".to_owned()
+    } else if path.starts_with('?') {
+        format!("/{path}")
+    } else {
+        path.to_owned()
+    };
+    let Some((host, port)) = split_authority(auth, Some(80)) else {
+        let why = format!("`{}` is not a host[:port]", auth.escape_debug());
+        refuse(&c, &mut r, 400, "Bad Request", why);
+        return r;
+    };
+    r.host = host.clone();
+    r.port = port;
+    if head.has_token("upgrade", "h2c") || head.header("http2-settings").next().is_some() {
+        refuse(
+            &c,
+            &mut r,
+            403,
+            "Forbidden",
+            "Upgrade: h2c is refused".into(),
+        );
+        return r;
+    }
+    let websocket = head.has_token("upgrade", "websocket");
+    if head.header("upgrade").next().is_some() && !websocket {
+        refuse(
+            &c,
+            &mut r,
+            403,
+            "Forbidden",
+            "only websocket upgrades are relayed".into(),
+        );
+        return r;
+    }
+    if head.header("transfer-encoding").next().is_some() {
+        refuse(
+            &c,
+            &mut r,
+            411,
+            "Length Required",
+            "request bodies must have a Content-Length (chunked uploads are not relayed)".into(),
+        );
+        return r;
+    }
+    let lengths: Vec<&str> = head.header("content-length").collect();
+    let body: u64 = match lengths.as_slice() {
+        [] => 0,
+        [one] => match one.parse() {
+            Ok(n) => n,
+            Err(_) => {
+                refuse(
+                    &c,
+                    &mut r,
+                    400,
+                    "Bad Request",
+                    "a malformed Content-Length".into(),
+                );
+                return r;
+            }
+        },
+        _ => {
+            refuse(
+                &c,
+                &mut r,
+                400,
+                "Bad Request",
+                "more than one Content-Length".into(),
+            );
+            return r;
+        }
+    };
+    let scheme = if websocket { "ws" } else { "http" };
+    let cleared = match clear(inner, Some(scheme), &host, port) {
+        Ok(cl) => cl,
+        Err(why) => {
+            refuse(&c, &mut r, 403, "Forbidden", why);
+            return r;
+        }
+    };
+    let up = match dial(inner, &cleared) {
+        Ok(up) => up,
+        Err((addr, why)) => {
+            r.address = Some(addr);
+            refuse(&c, &mut r, 502, "Bad Gateway", why);
+            return r;
+        }
+    };
+    r.address = up.peer_addr().ok();
+    r.allowed = true;
+    r.reason = cleared.reason.clone();
+    let up = Arc::new(up);
+    inner.track(id, &up);
+    let authority = if port == 80 {
+        cleared.host.to_string()
+    } else {
+        format!("{}:{port}", cleared.host)
+    };
+    let mut out = format!("{} {path} HTTP/1.1\r\nHost: {authority}\r\n", head.method);
+    const HOP: &[&str] = &[
+        "host",
+        "connection",
+        "proxy-connection",
+        "proxy-authorization",
+        "keep-alive",
+        "upgrade",
+        "te",
+        "trailer",
+        "expect",
+    ];
+    for (n, v) in &head.headers {
+        if !HOP.iter().any(|h| n.eq_ignore_ascii_case(h)) {
+            out.push_str(&format!("{n}: {v}\r\n"));
+        }
+    }
+    if websocket {
+        out.push_str("Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+    } else {
+        out.push_str("Connection: close\r\n\r\n");
+    }
+    let mut sent = out.len() as u64;
+    if (&*up).write_all(out.as_bytes()).is_err() {
+        r.bytes_up = 0;
+        return r;
+    }
+    if websocket {
+        let early = c.rest();
+        if !early.is_empty() && (&*up).write_all(&early).is_err() {
+            return r;
+        }
+        let (u, d) = relay::both(client, &up, inner.config.idle_timeout);
+        r.bytes_up = sent + early.len() as u64 + u;
+        r.bytes_down = d;
+        return r;
+    }
+    // A client that waits for `100 Continue` before its body gets it from
+    // the proxy, now that the target is dialled (the header is not
+    // forwarded, so the target answers only once).
+    if body > 0 && head.has_token("expect", "100-continue") && c.available().is_empty() {
+        c.send(b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    // Exactly the body: bytes past it (a pipelined request) are never
+    // relayed.
+    let mut left = body;
+    let have = c.available().len() as u64;
+    let now = have.min(left) as usize;
+    let first = c.take(now);
+    if (&*up).write_all(&first).is_err() {
+        return r;
+    }
+    left -= now as u64;
+    sent += now as u64;
+    let _ = client.set_read_timeout(Some(inner.config.idle_timeout));
+    let mut chunk = vec![0u8; 64 * 1024];
+    while left > 0 {
+        let want = left.min(chunk.len() as u64) as usize;
+        match (&**client).read(&mut chunk[..want]) {
+            Ok(0) => break,
+            Ok(n) => {
+                if (&*up).write_all(&chunk[..n]).is_err() {
+                    break;
+                }
+                left -= n as u64;
+                sent += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    r.bytes_up = sent;
+    r.bytes_down = relay::down_only(&up, client, inner.config.idle_timeout);
+    let _ = client.shutdown(Shutdown::Both);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authorities() {
+        assert_eq!(
+            split_authority("example.com:443", None),
+            Some(("example.com".into(), 443))
+        );
+        assert_eq!(
+            split_authority("[::1]:22", None),
+            Some(("[::1]".into(), 22))
+        );
+        assert_eq!(split_authority("example.com", None), None);
+        assert_eq!(
+            split_authority("example.com", Some(80)),
+            Some(("example.com".into(), 80))
+        );
+        assert_eq!(split_authority("user@example.com:443", None), None);
+        assert_eq!(split_authority("example.com:+443", None), None);
+        assert_eq!(split_authority("example.com:99999", None), None);
+        assert_eq!(split_authority(":443", None), None);
+        assert_eq!(split_authority("[::1]x", None), None);
+    }
+
+    #[test]
+    fn sni_must_name_the_host() {
+        let name = Host::Name("a.example".into());
+        assert!(check_sni(&name, Some("A.example")).is_ok());
+        assert!(check_sni(&name, Some("b.example")).is_err());
+        assert!(check_sni(&name, None).is_err());
+        let ip = Host::Ip("127.0.0.1".parse().unwrap());
+        assert!(check_sni(&ip, None).is_ok());
+        assert!(check_sni(&ip, Some("a.example")).is_err());
+    }
+}

@@ -1,0 +1,356 @@
+//! The proxy served on a host loopback listener, attacked with raw
+//! requests: plain-HTTP smuggling (pipelined requests, `Upgrade: h2c`,
+//! websocket upgrades), the connection cap and the idle timeout. The same
+//! proxy inside a command's network namespace is tested by the facade
+//! (crates/sandgate/tests/proxy.rs).
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sandgate_netguard::{Mode, NetEntry, Rules};
+use sandgate_proxy::{Protocol, Proxy, ProxyConfig};
+
+/// A host loopback server that keeps every byte it received and answers
+/// each request head with a small response.
+struct Server {
+    addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+    got: Arc<Mutex<Vec<u8>>>,
+}
+
+fn server(ip: &str) -> Server {
+    let listener = TcpListener::bind((ip, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let (h, g) = (Arc::clone(&hits), Arc::clone(&got));
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            h.fetch_add(1, Ordering::SeqCst);
+            let g = Arc::clone(&g);
+            std::thread::spawn(move || {
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut chunk = [0u8; 4096];
+                let mut mine = Vec::new();
+                loop {
+                    match conn.read(&mut chunk) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            g.lock().unwrap().extend_from_slice(&chunk[..n]);
+                            mine.extend_from_slice(&chunk[..n]);
+                            if mine.windows(4).any(|w| w == b"\r\n\r\n") {
+                                let _ = conn
+                                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+                                mine.clear();
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    Server { addr, hits, got }
+}
+
+fn proxy(allow: &[String], tune: impl FnOnce(&mut ProxyConfig)) -> (Proxy, SocketAddr) {
+    let allow = allow.iter().map(|a| NetEntry::parse(a).unwrap()).collect();
+    let mut config = ProxyConfig::new(Rules::new(Mode::Restricted, allow, true));
+    tune(&mut config);
+    let p = Proxy::new(config);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = p.serve(l.into()).unwrap();
+    (p, addr)
+}
+
+/// Sends `bytes` and reads until the proxy closes (or 10 s pass).
+fn exchange(proxy: SocketAddr, bytes: &[u8]) -> String {
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ok() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_pipelined_request_never_reaches_the_target() {
+    let granted = server("127.0.0.2");
+    let other = server("127.0.0.3");
+    let (p, addr) = proxy(&[granted.addr.to_string()], |_| {});
+    let req = format!(
+        "POST http://{g}/a HTTP/1.1\r\nHost: {g}\r\nContent-Length: 4\r\n\r\nbody\
+         GET http://{o}/b HTTP/1.1\r\nHost: {o}\r\n\r\n\
+         GET http://{g}/c HTTP/1.1\r\nHost: {g}\r\n\r\n",
+        g = granted.addr,
+        o = other.addr
+    );
+    let answer = exchange(addr, req.as_bytes());
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    wait_until("the proxy to end the connection", || p.active() == 0);
+    let got = String::from_utf8_lossy(&granted.got.lock().unwrap()).into_owned();
+    assert!(got.starts_with("POST /a HTTP/1.1\r\nHost: "), "{got}");
+    assert!(got.contains("Connection: close\r\n"), "{got}");
+    assert!(got.ends_with("\r\n\r\nbody"), "{got}");
+    assert!(!got.contains("/b") && !got.contains("/c"), "{got}");
+    assert_eq!(other.hits.load(Ordering::SeqCst), 0);
+    let audit = p.audit();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].protocol, Protocol::Http);
+    assert!(audit[0].allowed);
+    p.stop();
+}
+
+#[test]
+fn h2c_and_other_upgrades_are_refused_and_websocket_only_to_granted_hosts() {
+    let granted = server("127.0.0.2");
+    let other = server("127.0.0.3");
+    let (p, addr) = proxy(&[granted.addr.to_string()], |_| {});
+    let g = granted.addr;
+    for (req, want) in [
+        (
+            format!(
+                "GET http://{g}/ HTTP/1.1\r\nHost: {g}\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+                 Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n"
+            ),
+            "HTTP/1.1 403",
+        ),
+        (
+            format!("GET http://{g}/ HTTP/1.1\r\nHost: {g}\r\nUpgrade: TLS/1.2\r\n\r\n"),
+            "HTTP/1.1 403",
+        ),
+        (
+            format!(
+                "GET http://{o}/ HTTP/1.1\r\nHost: {o}\r\nConnection: Upgrade\r\n\
+                 Upgrade: websocket\r\n\r\n",
+                o = other.addr
+            ),
+            "HTTP/1.1 403",
+        ),
+        (
+            "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_owned(),
+            "HTTP/1.1 400",
+        ),
+    ] {
+        let answer = exchange(addr, req.as_bytes());
+        assert!(answer.starts_with(want), "{req:?}: {answer}");
+    }
+    assert_eq!(granted.hits.load(Ordering::SeqCst), 0);
+    assert_eq!(other.hits.load(Ordering::SeqCst), 0);
+    // A websocket upgrade to the granted host is relayed as one.
+    let answer = exchange(
+        addr,
+        format!(
+            "GET http://{g}/ws HTTP/1.1\r\nHost: {g}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let got = String::from_utf8_lossy(&granted.got.lock().unwrap()).into_owned();
+    assert!(got.contains("Upgrade: websocket\r\n"), "{got}");
+    assert_eq!(granted.hits.load(Ordering::SeqCst), 1);
+    p.stop();
+}
+
+#[test]
+fn connections_past_the_cap_are_closed_and_audited() {
+    let granted = server("127.0.0.2");
+    let (p, addr) = proxy(&[granted.addr.to_string()], |c| c.max_connections = 2);
+    // Two clients that say nothing hold both places.
+    let held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    wait_until("two connections served", || p.active() == 2);
+    let mut third = TcpStream::connect(addr).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(third.read(&mut buf).unwrap_or(0), 0, "the third was served");
+    wait_until("the refusal audited", || {
+        p.audit().iter().any(|r| r.reason.contains("cap of 2"))
+    });
+    for s in &held {
+        s.shutdown(Shutdown::Both).unwrap();
+    }
+    drop(held);
+    wait_until("the places freed", || p.active() == 0);
+    let answer = exchange(
+        addr,
+        format!(
+            "GET http://{g}/ HTTP/1.1\r\nHost: {g}\r\n\r\n",
+            g = granted.addr
+        )
+        .as_bytes(),
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    p.stop();
+}
+
+#[test]
+fn an_idle_tunnel_is_closed() {
+    let granted = server("127.0.0.2");
+    let (p, addr) = proxy(&[granted.addr.to_string()], |c| {
+        c.idle_timeout = Duration::from_millis(200)
+    });
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // The entry names a port other than 80 and 443: an opaque tunnel,
+    // dialled at once.
+    write!(s, "CONNECT {} HTTP/1.1\r\n\r\n", granted.addr).unwrap();
+    let mut head = [0u8; 39];
+    s.read_exact(&mut head).unwrap();
+    assert!(head.starts_with(b"HTTP/1.1 200"));
+    // Nothing moves: the proxy ends the tunnel (EOF, not the 10 s
+    // timeout of this read).
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+    wait_until("the tunnel ended", || p.active() == 0);
+    let audit = p.audit();
+    assert!(
+        audit[0].allowed && audit[0].protocol == Protocol::Connect,
+        "{audit:?}"
+    );
+    p.stop();
+}
+
+#[test]
+fn stop_ends_every_connection() {
+    let granted = server("127.0.0.2");
+    let (p, addr) = proxy(&[granted.addr.to_string()], |_| {});
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "CONNECT {} HTTP/1.1\r\n\r\n", granted.addr).unwrap();
+    let mut head = [0u8; 39];
+    s.read_exact(&mut head).unwrap();
+    p.stop();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    wait_until("the connection ended", || p.active() == 0);
+    // The listener is closed once stop returns.
+    assert!(TcpStream::connect(addr).is_err());
+}
+
+/// A server that speaks first (`220 ready`), then keeps what it receives.
+fn greeter() -> Server {
+    let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let (h, g) = (Arc::clone(&hits), Arc::clone(&got));
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            h.fetch_add(1, Ordering::SeqCst);
+            let g = Arc::clone(&g);
+            std::thread::spawn(move || {
+                let _ = conn.write_all(b"220 ready\r\n");
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut chunk = [0u8; 4096];
+                while let Ok(n @ 1..) = conn.read(&mut chunk) {
+                    g.lock().unwrap().extend_from_slice(&chunk[..n]);
+                }
+            });
+        }
+    });
+    Server { addr, hits, got }
+}
+
+/// The first flight of a TLS client naming `name`.
+fn client_hello(name: &str) -> Vec<u8> {
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth();
+    let mut conn =
+        rustls::ClientConnection::new(Arc::new(config), name.to_owned().try_into().unwrap())
+            .unwrap();
+    let mut out = Vec::new();
+    conn.write_tls(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn an_opaque_tunnel_lets_the_server_speak_first_but_judges_a_client_hello() {
+    let g = greeter();
+    // The entry names a port other than 80 and 443: the protocol is the
+    // operator's, dialled at once.
+    let (p, addr) = proxy(&[g.addr.to_string()], |_| {});
+    let open = || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(s, "CONNECT {} HTTP/1.1\r\n\r\n", g.addr).unwrap();
+        let mut head = [0u8; 39];
+        s.read_exact(&mut head).unwrap();
+        assert!(head.starts_with(b"HTTP/1.1 200"));
+        // The server's greeting arrives before the client says anything.
+        let mut greeting = [0u8; 11];
+        s.read_exact(&mut greeting).unwrap();
+        assert_eq!(&greeting, b"220 ready\r\n");
+        s
+    };
+    // Plain bytes pass.
+    let mut s = open();
+    s.write_all(b"EHLO me\r\n").unwrap();
+    wait_until("the bytes relayed", || {
+        g.got.lock().unwrap().ends_with(b"EHLO me\r\n")
+    });
+    drop(s);
+    // A ClientHello naming another server than the tunnel's host (an
+    // address: no name at all is admitted) is refused; not a byte of it
+    // reaches the server.
+    let before = g.got.lock().unwrap().len();
+    let mut s = open();
+    s.write_all(&client_hello("evil.example")).unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    wait_until("the tunnel ended", || p.active() == 0);
+    assert_eq!(g.got.lock().unwrap().len(), before);
+    assert_eq!(g.hits.load(Ordering::SeqCst), 2);
+    let audit = p.audit();
+    let last = audit.last().unwrap();
+    assert!(
+        !last.allowed && last.reason.contains("evil.example"),
+        "{audit:?}"
+    );
+    p.stop();
+}
+
+#[test]
+fn a_client_waiting_for_100_continue_gets_it_and_its_body_is_relayed() {
+    let granted = server("127.0.0.2");
+    let (p, addr) = proxy(&[granted.addr.to_string()], |_| {});
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "PUT http://{g}/up HTTP/1.1\r\nHost: {g}\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n",
+        g = granted.addr
+    )
+    .unwrap();
+    let mut cont = [0u8; 25];
+    s.read_exact(&mut cont).unwrap();
+    assert_eq!(&cont, b"HTTP/1.1 100 Continue\r\n\r\n");
+    s.write_all(b"hello").unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    let got = String::from_utf8_lossy(&granted.got.lock().unwrap()).into_owned();
+    assert!(!got.to_ascii_lowercase().contains("expect:"), "{got}");
+    assert!(got.ends_with("\r\n\r\nhello"), "{got}");
+    p.stop();
+}
