@@ -299,6 +299,14 @@ fn audit_sink(f: AuditFn) -> impl Fn(&sandgate::AuditEvent) + Send + Sync + 'sta
     }
 }
 
+fn write_options(overwrite: bool) -> sandgate::WriteOptions {
+    sandgate::WriteOptions::default().overwrite(overwrite)
+}
+
+fn edit_options(all: bool) -> sandgate::EditOptions {
+    sandgate::EditOptions::default().replace_all(all)
+}
+
 fn range(offset: Option<u32>, limit: Option<u32>) -> (usize, usize) {
     (
         offset.map_or(1, |o| o as usize),
@@ -479,7 +487,7 @@ impl Sandbox {
     ) -> napi::Result<f64> {
         let overwrite = options.and_then(|o| o.overwrite).unwrap_or(false);
         self.inner
-            .write(&path, &bytes_of(data), overwrite)
+            .write(&path, &bytes_of(data), write_options(overwrite))
             .map(|n| n as f64)
             .or_throw(env)
     }
@@ -495,7 +503,10 @@ impl Sandbox {
         let sb = Arc::clone(&self.inner);
         let overwrite = options.and_then(|o| o.overwrite).unwrap_or(false);
         let bytes = bytes_of(data);
-        AsyncTask::new(Job::new(move || sb.write(&path, &bytes, overwrite), number))
+        AsyncTask::new(Job::new(
+            move || sb.write(&path, &bytes, write_options(overwrite)),
+            number,
+        ))
     }
 
     /// Replaces the exact string `oldText` by `newText`: it must occur exactly once
@@ -512,7 +523,7 @@ impl Sandbox {
     ) -> napi::Result<u32> {
         let all = options.and_then(|o| o.all).unwrap_or(false);
         self.inner
-            .edit(&path, &old_text, &new_text, all)
+            .edit(&path, &old_text, &new_text, edit_options(all))
             .map(sat_u32)
             .or_throw(env)
     }
@@ -529,7 +540,7 @@ impl Sandbox {
         let sb = Arc::clone(&self.inner);
         let all = options.and_then(|o| o.all).unwrap_or(false);
         AsyncTask::new(Job::new(
-            move || sb.edit(&path, &old_text, &new_text, all),
+            move || sb.edit(&path, &old_text, &new_text, edit_options(all)),
             count,
         ))
     }

@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use facade::{AuditEvent, Error, Sandbox, SandboxBuilder};
+use facade::{AuditEvent, EditOptions, Error, Sandbox, SandboxBuilder, WriteOptions};
 use serde_json::json;
 
 use crate::error::*;
@@ -775,7 +775,9 @@ pub unsafe extern "C" fn sg_sandbox_write(
                 arg_bytes(data, data_len, "data")?,
             )
         };
-        let n = s.sandbox.write(path, data, overwrite)?;
+        let n = s
+            .sandbox
+            .write(path, data, WriteOptions::default().overwrite(overwrite))?;
         if !size.is_null() {
             // SAFETY: checked non-NULL; writable by the caller's contract.
             unsafe { *size = n };
@@ -824,7 +826,9 @@ pub unsafe extern "C" fn sg_sandbox_edit(
                 arg_str(new, new_len, "new")?,
             )
         };
-        let n = s.sandbox.edit(path, old, new, all)?;
+        let n = s
+            .sandbox
+            .edit(path, old, new, EditOptions::default().replace_all(all))?;
         if !replacements.is_null() {
             // SAFETY: checked non-NULL; writable by the caller's contract.
             unsafe { *replacements = n as u64 };

@@ -28,6 +28,58 @@ pub const MAX_RANGE_LINES: usize = 2000;
 /// directory holding more (at any depth) is not moved.
 pub const MAX_RENAME_WALK_ENTRIES: usize = 10_000;
 
+/// The options of one [`Sandbox::write`]. `Default`: create the file
+/// exclusively (an existing file is refused with `E_EXISTS`).
+///
+/// ```no_run
+/// # use sandgate::{Sandbox, WriteOptions};
+/// # let sb: Sandbox = todo!();
+/// sb.write("notes.md", b"new", WriteOptions::default())?; // create only
+/// sb.write("notes.md", b"again", WriteOptions::default().overwrite(true))?;
+/// # Ok::<(), sandgate::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// The call's half of the overwrite rule: an existing regular file is
+    /// replaced only when this is true and the sandbox allows overwriting
+    /// (`allow_overwrite`). Default false.
+    pub overwrite: bool,
+}
+
+impl WriteOptions {
+    /// Sets [`overwrite`](Self::overwrite).
+    #[must_use]
+    pub fn overwrite(mut self, on: bool) -> Self {
+        self.overwrite = on;
+        self
+    }
+}
+
+/// The options of one [`Sandbox::edit`]. `Default`: the old text must occur
+/// exactly once.
+///
+/// ```no_run
+/// # use sandgate::{EditOptions, Sandbox};
+/// # let sb: Sandbox = todo!();
+/// sb.edit("src/lib.rs", "old_name", "new_name", EditOptions::default().replace_all(true))?;
+/// # Ok::<(), sandgate::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EditOptions {
+    /// Replace every occurrence (at least one) instead of exactly one.
+    /// Default false.
+    pub replace_all: bool,
+}
+
+impl EditOptions {
+    /// Sets [`replace_all`](Self::replace_all).
+    #[must_use]
+    pub fn replace_all(mut self, on: bool) -> Self {
+        self.replace_all = on;
+        self
+    }
+}
+
 /// Builds a [`Sandbox`]. Nothing is granted until configured: a sandbox
 /// built from `SandboxBuilder::new()` alone refuses every operation.
 ///
@@ -694,8 +746,10 @@ impl Sandbox {
     /// Writes a file below the write root, atomically and durably, creating
     /// parent directories. A new file is created exclusively; an existing
     /// regular file is replaced only when the sandbox allows overwriting and
-    /// `overwrite` is true. Returns the bytes written.
-    pub fn write(&self, path: &str, content: &[u8], overwrite: bool) -> Result<u64, Error> {
+    /// the call asks for it ([`WriteOptions::overwrite`]). Returns the bytes
+    /// written.
+    pub fn write(&self, path: &str, content: &[u8], options: WriteOptions) -> Result<u64, Error> {
+        let overwrite = options.overwrite;
         self.op("write", path, |inner, ctx| {
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
@@ -721,11 +775,19 @@ impl Sandbox {
     }
 
     /// Replaces `old` with `new` in a file below the write root: `old` must
-    /// occur exactly once, or at least once with `all`. Written through the
+    /// occur exactly once, or at least once with
+    /// [`EditOptions::replace_all`]. Written through the
     /// same atomic path as [`write`](Self::write); needs the sandbox's
     /// `allow_overwrite` (an edit replaces an existing file). Returns how many
     /// occurrences were replaced.
-    pub fn edit(&self, path: &str, old: &str, new: &str, all: bool) -> Result<usize, Error> {
+    pub fn edit(
+        &self,
+        path: &str,
+        old: &str,
+        new: &str,
+        options: EditOptions,
+    ) -> Result<usize, Error> {
+        let all = options.replace_all;
         let mut count = 0;
         let request_ok = || match old.is_empty() {
             true => Err(Error::request("old text must not be empty")),

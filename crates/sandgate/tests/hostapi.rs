@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use sandgate::policy::Confine;
-use sandgate::{ErrorCode, ExecOptions, Executor, Sandbox};
+use sandgate::{ErrorCode, ExecOptions, Executor, Sandbox, WriteOptions};
 
 /// `<tmp>/app` (a file and a subdirectory), `<tmp>/app-secrets/key` (a
 /// sibling whose name starts with the root's), `<tmp>/link -> app`.
@@ -113,7 +113,7 @@ fn host_paths_keep_each_root_to_its_grant() {
     assert_eq!(code(sb.host_read_name(&t.s("work/x"))), ErrorCode::Denied);
     assert_eq!(code(sb.host_write_name(&t.s("app/x"))), ErrorCode::Denied);
     let name = sb.host_write_name(&t.s("work/new.txt")).unwrap();
-    sb.write(&name, b"hi", false).unwrap();
+    sb.write(&name, b"hi", WriteOptions::default()).unwrap();
     assert_eq!(fs::read(t.p("work/new.txt")).unwrap(), b"hi");
     assert_eq!(
         code(sb.host_write_name(&t.s("app-secrets/key"))),
