@@ -76,6 +76,14 @@ pub struct WriteOptions {
     pub overwrite: Option<bool>,
 }
 
+/// Options of `hostName`.
+#[napi(object)]
+pub struct HostNameOptions {
+    /// Map for a write-side operation: the path must lie in the write root
+    /// (default false: in a read root).
+    pub write: Option<bool>,
+}
+
 /// Options of `edit`.
 #[napi(object)]
 pub struct EditOptions {
@@ -409,6 +417,28 @@ impl Sandbox {
     #[napi(getter)]
     pub fn fs_ops_remaining(&self) -> Option<f64> {
         self.inner.fs_ops_remaining().map(|n| n as f64)
+    }
+
+    /// The root-relative name of a path the host gives: an absolute host
+    /// path inside a read root (with `{ write: true }`: inside the write
+    /// root) is compared with the root component by component, as the root
+    /// was spelled and as its symlinks resolve, never by string prefix
+    /// (`/srv/app-secrets` is not inside `/srv/app`); a relative name is
+    /// returned as given. Throws `E_PATH_ESCAPE` for an absolute path
+    /// outside every root, `E_DENIED` for one in a root of the other kind.
+    /// Agent-supplied names never need this.
+    #[napi]
+    pub fn host_name(
+        &self,
+        env: &Env,
+        path: String,
+        options: Option<HostNameOptions>,
+    ) -> napi::Result<String> {
+        if options.and_then(|o| o.write).unwrap_or(false) {
+            self.inner.host_write_name(&path).or_throw(env)
+        } else {
+            self.inner.host_read_name(&path).or_throw(env)
+        }
     }
 
     // ----- read -----
