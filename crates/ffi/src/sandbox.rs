@@ -622,6 +622,57 @@ pub unsafe extern "C" fn sg_sandbox_warnings(
     })
 }
 
+/// The root-relative name of a path the host gives (not one an agent
+/// gives): an absolute host path inside a read root (with `write`: inside
+/// the write root) is compared with the root component by component, as
+/// the root was spelled and as its symlinks resolve, never by string prefix
+/// (`/srv/app-secrets` is not inside `/srv/app`); a relative name comes back
+/// as given, for the operation's own name check to judge.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the name (UTF-8, not NUL-terminated), owned by
+/// the caller and freed with `sg_bytes_free`; otherwise the code of the
+/// refusal (`SG_E_PATH_ESCAPE` for an absolute path outside every root,
+/// `SG_E_DENIED` for one in a root of the other kind, `SG_E_PATH_INVALID`
+/// for one in a later read root whose name an earlier root holds,
+/// `SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
+/// `out` is valid for writes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_host_name(
+    sandbox: *const sg_sandbox,
+    path: *const c_char,
+    path_len: usize,
+    write: bool,
+    out: *mut sg_bytes,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, path, out) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(path, path_len, "path")?,
+                out_ptr(out, "out")?,
+            )
+        };
+        let name = if write {
+            s.sandbox.host_write_name(path)?
+        } else {
+            s.sandbox.host_read_name(path)?
+        };
+        put(out, sg_bytes::from_vec(name.into_bytes()));
+        Ok(())
+    })
+}
+
 /// Reads the whole file `path` (at most the read cap).
 ///
 /// # Return value
