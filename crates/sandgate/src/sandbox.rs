@@ -98,6 +98,9 @@ pub struct SandboxBuilder {
     audit: Option<AuditSink>,
     resolver: Resolver,
     fs_ops: Option<u64>,
+    /// Roots as a policy named them (canonical path, path as named), so a
+    /// host path spelled through a symlinked root maps too.
+    named: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Default for SandboxBuilder {
@@ -137,6 +140,7 @@ impl SandboxBuilder {
             audit: None,
             resolver: Resolver::Auto,
             fs_ops: None,
+            named: Vec::new(),
         }
     }
     /// A builder holding everything a policy grants for files: roots, caps,
@@ -155,6 +159,18 @@ impl SandboxBuilder {
         if let Some(w) = policy.write_root() {
             b.write_root(w);
         }
+        b.named = policy
+            .read_roots()
+            .iter()
+            .cloned()
+            .zip(policy.read_roots_as_named().iter().cloned())
+            .chain(
+                policy
+                    .write_root()
+                    .map(Path::to_path_buf)
+                    .zip(policy.write_root_as_named().map(Path::to_path_buf)),
+            )
+            .collect();
         b
     }
 
@@ -273,7 +289,7 @@ impl SandboxBuilder {
             .map(|d| open(d, "write_root"))
             .transpose()?;
         let inner = Inner {
-            dirs: granted_dirs(&self.read_roots, self.write_root.as_deref()),
+            dirs: granted_dirs(&self.read_roots, self.write_root.as_deref(), &self.named),
             read_roots,
             write_root,
             guard_active: guard.has_patterns() || guard.is_restricted(),
@@ -293,10 +309,19 @@ impl SandboxBuilder {
 /// The granted directories' host paths: each read root in order (marked
 /// as the write root when it is the same directory), then the write root
 /// when it is not also a read root. A directory whose path cannot be
-/// resolved keeps its spelling for both.
-fn granted_dirs(read_roots: &[PathBuf], write_root: Option<&Path>) -> Vec<GrantedDir> {
+/// resolved keeps its spelling for both. A root a policy named through a
+/// symlink (`named`: canonical path, path as named) is spelled as named.
+fn granted_dirs(
+    read_roots: &[PathBuf],
+    write_root: Option<&Path>,
+    named: &[(PathBuf, PathBuf)],
+) -> Vec<GrantedDir> {
     let both = |dir: &Path| {
-        let spelled = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let as_named = named.iter().find(|(c, _)| c == dir).map(|(_, n)| n);
+        let spelled = as_named
+            .cloned()
+            .or_else(|| std::path::absolute(dir).ok())
+            .unwrap_or_else(|| dir.to_path_buf());
         let resolved = std::fs::canonicalize(dir).unwrap_or_else(|_| spelled.clone());
         (spelled, resolved)
     };

@@ -243,18 +243,26 @@ test('one sandbox serves all five tools: one budget, one audit trail', async () 
   )
 })
 
-test('a sandbox given by the host: a symlinked root answers host paths spelled both ways', async () => {
+test('a symlinked root answers host paths spelled both ways, from keys or a Sandbox', async () => {
   const { dir, app } = tree()
   const link = path.join(dir, 'app-link')
   fs.symlinkSync(app, link)
   const sandbox = new Sandbox({ readRoots: [link], writeRoot: link })
-  const tools = createSandgateFileTools(sandbox)
-  assert.equal(tools.sandbox, sandbox)
-  const { file_read } = byName(tools)
-  for (const p of [path.join(link, 'notes.txt'), path.join(app, 'notes.txt')]) {
-    assert.deepEqual(await call(file_read, { path: p, limit: 1 }), {
-      data: '1\tone\n\n(showing lines 1\u20131 of 3)',
-      isError: false,
-    })
+  const given = createSandgateFileTools(sandbox)
+  assert.equal(given.sandbox, sandbox)
+  for (const tools of [given, createSandgateFileTools({ write_root: link })]) {
+    const { file_read, file_write } = byName(tools)
+    for (const p of [path.join(link, 'notes.txt'), path.join(app, 'notes.txt')]) {
+      assert.deepEqual(await call(file_read, { path: p, limit: 1 }), {
+        data: '1\tone\n\n(showing lines 1\u20131 of 3)',
+        isError: false,
+      })
+    }
+    const w = await call(file_write, { path: path.join(link, 'via-link.txt'), content: 'l' })
+    assert.equal(w.isError, false, w.data)
+    const sibling = await call(file_read, { path: `${link}-secrets/key` })
+    assert.equal(sibling.isError, true)
+    assert.match(sibling.data, /E_PATH_ESCAPE/)
   }
+  assert.equal(fs.readFileSync(path.join(app, 'via-link.txt'), 'utf8'), 'l')
 })
