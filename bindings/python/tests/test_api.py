@@ -876,3 +876,10 @@ def test_host_name_takes_a_symlinked_root_spelled_both_ways(tree):
             assert sb.host_name(str(root / "b.txt"), write=True) == "b.txt"
         with pytest.raises(sandgate.PathEscapeError):
             sb.host_name(str(tree / "link-other" / "a.txt"))
+    # A policy resolves the root when it loads and keeps it as named too.
+    with Policy.from_options(base_dir=tree, write_root="link", read_roots=["link"]) as p:
+        with Sandbox.from_policy(p) as sb:
+            for root in (tree / "link", tree / "ws"):
+                assert sb.host_name(str(root / "a.txt")) == "a.txt"
+            with pytest.raises(sandgate.PathEscapeError):
+                sb.host_name(str(tree / "link-other" / "a.txt"))
