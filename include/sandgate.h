@@ -24,7 +24,7 @@
 #define SANDGATE_ABI_MAJOR 1
 
 // The ABI's minor version: bumped when functions are added.
-#define SANDGATE_ABI_MINOR 1
+#define SANDGATE_ABI_MINOR 2
 
 // An abort signal: trigger it from any thread to end the commands it was
 // passed to (they answer exit code 130). Free with `sg_abort_free`.
@@ -1336,6 +1336,36 @@ sg_status sg_sandbox_close(const struct sg_sandbox *sandbox, struct sg_error **e
 sg_status sg_sandbox_warnings(const struct sg_sandbox *sandbox,
                               struct sg_bytes *out,
                               struct sg_error **err);
+
+// The root-relative name of a path the host gives (not one an agent
+// gives): an absolute host path inside a read root (with `write`: inside
+// the write root) is compared with the root component by component, as
+// the root was spelled and as its symlinks resolve, never by string prefix
+// (`/srv/app-secrets` is not inside `/srv/app`); a relative name comes back
+// as given, for the operation's own name check to judge.
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to the name (UTF-8, not NUL-terminated), owned by
+// the caller and freed with `sg_bytes_free`; otherwise the code of the
+// refusal (`SG_E_PATH_ESCAPE` for an absolute path outside every root,
+// `SG_E_DENIED` for one in a root of the other kind, `SG_E_PATH_INVALID`
+// for one in a later read root whose name an earlier root holds,
+// `SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+// for a bug), with `*err` set to a new error object that the caller frees
+// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+// were. `*err` is set to NULL on success.
+//
+// # Safety
+//
+// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
+// `out` is valid for writes; `err` is NULL or valid for writes.
+sg_status sg_sandbox_host_name(const struct sg_sandbox *sandbox,
+                               const char *path,
+                               size_t path_len,
+                               bool write,
+                               struct sg_bytes *out,
+                               struct sg_error **err);
 
 // Reads the whole file `path` (at most the read cap).
 //

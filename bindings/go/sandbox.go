@@ -265,6 +265,34 @@ func (s *Sandbox) Warnings() ([]string, error) {
 	return w, nil
 }
 
+// HostName is the root-relative name of a path the host holds (not one an
+// agent gives), for the read-side operations: an absolute path inside a
+// read root is compared with the root component by component, as the root
+// was spelled and as its symlinks resolve, never by string prefix
+// ("/srv/app-secrets" is not inside "/srv/app"). A relative name comes back
+// as given. E_PATH_ESCAPE for an absolute path outside every root, E_DENIED
+// for one only in the write root when that is not a read root.
+func (s *Sandbox) HostName(path string) (string, error) {
+	return s.hostName(path, false)
+}
+
+// HostWriteName is HostName for the write-side operations: the path must
+// lie in the write root (E_DENIED for one in a read-only root).
+func (s *Sandbox) HostWriteName(path string) (string, error) {
+	return s.hostName(path, true)
+}
+
+func (s *Sandbox) hostName(path string, write bool) (string, error) {
+	b, err := s.bytesOp(func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status {
+		ps, pn := cstr(path)
+		return C.sg_sandbox_host_name(p, ps, pn, C.bool(write), out, e)
+	})
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
 // Read reads the whole file (at most the read cap, else E_TOO_LARGE).
 func (s *Sandbox) Read(path string) ([]byte, error) {
 	return s.bytesOp(func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status {

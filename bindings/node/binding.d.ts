@@ -202,6 +202,17 @@ export declare class Sandbox {
   /** File operations left in the budget (`null`: unlimited). */
   get fsOpsRemaining(): number | null
   /**
+   * The root-relative name of a path the host gives: an absolute host
+   * path inside a read root (with `{ write: true }`: inside the write
+   * root) is compared with the root component by component, as the root
+   * was spelled and as its symlinks resolve, never by string prefix
+   * (`/srv/app-secrets` is not inside `/srv/app`); a relative name is
+   * returned as given. Throws `E_PATH_ESCAPE` for an absolute path
+   * outside every root, `E_DENIED` for one in a root of the other kind.
+   * Agent-supplied names never need this.
+   */
+  hostName(path: string, options?: HostNameOptions | undefined | null): string
+  /**
    * Reads a whole file (first read root that holds it). Over
    * `maxReadBytes`: `E_TOO_LARGE` (read by line ranges instead).
    */
@@ -466,6 +477,15 @@ export interface GrepOptions {
   mode?: string
   /** Skip what `.gitignore` and `.ignore` files inside the root exclude. */
   gitignore?: boolean
+}
+
+/** Options of `hostName`. */
+export interface HostNameOptions {
+  /**
+   * Map for a write-side operation: the path must lie in the write root
+   * (default false: in a read root).
+   */
+  write?: boolean
 }
 
 /** A ranged read's answer. */

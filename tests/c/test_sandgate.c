@@ -550,6 +550,27 @@ static void test_options(void) {
      operation is allowed, the fourth exceeds the budget of 3. */
   EXPECT(sg_sandbox_mkdir(sb, S("x"), &err), SG_OK, err);
   EXPECT(sg_sandbox_mkdir(sb, S("y"), &err), SG_E_DENIED, err);
+  /* A host path maps to its root-relative name by components, spending no
+     budget: the prefix sibling ws-secrets is outside ws. */
+  {
+    char host[600];
+    snprintf(host, sizeof host, "%s/sub/n.txt", at("ws"));
+    EXPECT(sg_sandbox_host_name(sb, host, strlen(host), true, &b, &err), SG_OK,
+           err);
+    CHECK(bytes_eq(&b, "sub/n.txt"));
+    sg_bytes_free(&b);
+    snprintf(host, sizeof host, "%s-secrets/key", at("ws"));
+    EXPECT(sg_sandbox_host_name(sb, host, strlen(host), false, &b, &err),
+           SG_E_PATH_ESCAPE, err);
+    EXPECT(sg_sandbox_host_name(sb, at("ro"), strlen(at("ro")), true, &b, &err),
+           SG_E_DENIED, err);
+    EXPECT(sg_sandbox_host_name(sb, S("rel/name"), false, &b, &err), SG_OK,
+           err);
+    CHECK(bytes_eq(&b, "rel/name"));
+    sg_bytes_free(&b);
+    EXPECT(sg_sandbox_host_name(NULL, S("x"), false, &b, &err), SG_E_REQUEST,
+           err);
+  }
   sg_sandbox_free(sb);
 
   EXPECT(sg_sandbox_options_set_max_read_bytes(NULL, 1, &err), SG_E_REQUEST,

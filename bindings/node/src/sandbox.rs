@@ -76,6 +76,14 @@ pub struct WriteOptions {
     pub overwrite: Option<bool>,
 }
 
+/// Options of `hostName`.
+#[napi(object)]
+pub struct HostNameOptions {
+    /// Map for a write-side operation: the path must lie in the write root
+    /// (default false: in a read root).
+    pub write: Option<bool>,
+}
+
 /// Options of `edit`.
 #[napi(object)]
 pub struct EditOptions {
@@ -299,6 +307,14 @@ fn audit_sink(f: AuditFn) -> impl Fn(&sandgate::AuditEvent) + Send + Sync + 'sta
     }
 }
 
+fn write_options(overwrite: bool) -> sandgate::WriteOptions {
+    sandgate::WriteOptions::default().overwrite(overwrite)
+}
+
+fn edit_options(all: bool) -> sandgate::EditOptions {
+    sandgate::EditOptions::default().replace_all(all)
+}
+
 fn range(offset: Option<u32>, limit: Option<u32>) -> (usize, usize) {
     (
         offset.map_or(1, |o| o as usize),
@@ -403,6 +419,28 @@ impl Sandbox {
         self.inner.fs_ops_remaining().map(|n| n as f64)
     }
 
+    /// The root-relative name of a path the host gives: an absolute host
+    /// path inside a read root (with `{ write: true }`: inside the write
+    /// root) is compared with the root component by component, as the root
+    /// was spelled and as its symlinks resolve, never by string prefix
+    /// (`/srv/app-secrets` is not inside `/srv/app`); a relative name is
+    /// returned as given. Throws `E_PATH_ESCAPE` for an absolute path
+    /// outside every root, `E_DENIED` for one in a root of the other kind.
+    /// Agent-supplied names never need this.
+    #[napi]
+    pub fn host_name(
+        &self,
+        env: &Env,
+        path: String,
+        options: Option<HostNameOptions>,
+    ) -> napi::Result<String> {
+        if options.and_then(|o| o.write).unwrap_or(false) {
+            self.inner.host_write_name(&path).or_throw(env)
+        } else {
+            self.inner.host_read_name(&path).or_throw(env)
+        }
+    }
+
     // ----- read -----
 
     /// Reads a whole file (first read root that holds it). Over
@@ -479,7 +517,7 @@ impl Sandbox {
     ) -> napi::Result<f64> {
         let overwrite = options.and_then(|o| o.overwrite).unwrap_or(false);
         self.inner
-            .write(&path, &bytes_of(data), overwrite)
+            .write(&path, &bytes_of(data), write_options(overwrite))
             .map(|n| n as f64)
             .or_throw(env)
     }
@@ -495,7 +533,10 @@ impl Sandbox {
         let sb = Arc::clone(&self.inner);
         let overwrite = options.and_then(|o| o.overwrite).unwrap_or(false);
         let bytes = bytes_of(data);
-        AsyncTask::new(Job::new(move || sb.write(&path, &bytes, overwrite), number))
+        AsyncTask::new(Job::new(
+            move || sb.write(&path, &bytes, write_options(overwrite)),
+            number,
+        ))
     }
 
     /// Replaces the exact string `oldText` by `newText`: it must occur exactly once
@@ -512,7 +553,7 @@ impl Sandbox {
     ) -> napi::Result<u32> {
         let all = options.and_then(|o| o.all).unwrap_or(false);
         self.inner
-            .edit(&path, &old_text, &new_text, all)
+            .edit(&path, &old_text, &new_text, edit_options(all))
             .map(sat_u32)
             .or_throw(env)
     }
@@ -529,7 +570,7 @@ impl Sandbox {
         let sb = Arc::clone(&self.inner);
         let all = options.and_then(|o| o.all).unwrap_or(false);
         AsyncTask::new(Job::new(
-            move || sb.edit(&path, &old_text, &new_text, all),
+            move || sb.edit(&path, &old_text, &new_text, edit_options(all)),
             count,
         ))
     }

@@ -587,3 +587,43 @@ describe('options instead of a policy file', () => {
     }
   })
 })
+
+describe('host paths', () => {
+  test('hostName maps a host path by components: a prefix sibling and a climb are not inside', () => {
+    const dir = tempDir()
+    fs.mkdirSync(path.join(dir, 'app', 'src'), { recursive: true })
+    fs.mkdirSync(path.join(dir, 'app-secrets'))
+    fs.writeFileSync(path.join(dir, 'app-secrets', 'key'), 'secret')
+    fs.mkdirSync(path.join(dir, 'docs'))
+    const sb = new Sandbox({ readRoots: [path.join(dir, 'app'), path.join(dir, 'docs')], writeRoot: path.join(dir, 'app') })
+    assert.equal(sb.hostName(path.join(dir, 'app', 'src', 'a.js')), 'src/a.js')
+    assert.equal(sb.hostName(path.join(dir, 'app')), '.')
+    assert.equal(sb.hostName(`${path.join(dir, 'app', 'src')}/`), 'src/')
+    assert.equal(sb.hostName('src/a.js'), 'src/a.js')
+    throwsCode(() => sb.hostName(path.join(dir, 'app-secrets', 'key')), 'E_PATH_ESCAPE')
+    throwsCode(() => sb.hostName('/etc/passwd'), 'E_PATH_ESCAPE')
+    // The climb maps to a name the sandbox then refuses.
+    const climbed = sb.hostName(`${path.join(dir, 'app')}/../app-secrets/key`)
+    assert.equal(climbed, '../app-secrets/key')
+    throwsCode(() => sb.read(climbed), 'E_PATH_INVALID')
+    // Write-side: the write root only.
+    assert.equal(sb.hostName(path.join(dir, 'app', 'new.txt'), { write: true }), 'new.txt')
+    throwsCode(() => sb.hostName(path.join(dir, 'docs', 'x'), { write: true }), 'E_DENIED')
+    assert.equal(sb.hostName(path.join(dir, 'docs', 'x')), 'x')
+  })
+
+  test('hostName takes a symlinked root spelled through the link and resolved', () => {
+    const dir = tempDir()
+    fs.mkdirSync(path.join(dir, 'real'))
+    fs.writeFileSync(path.join(dir, 'real', 'a.txt'), 'a')
+    fs.symlinkSync(path.join(dir, 'real'), path.join(dir, 'link'))
+    const sb = new Sandbox({ readRoots: [path.join(dir, 'link')], writeRoot: path.join(dir, 'link') })
+    for (const spelling of ['link', 'real']) {
+      const name = sb.hostName(path.join(dir, spelling, 'a.txt'))
+      assert.equal(name, 'a.txt')
+      assert.equal(sb.readText(name), 'a')
+      assert.equal(sb.hostName(path.join(dir, spelling, 'b.txt'), { write: true }), 'b.txt')
+    }
+    throwsCode(() => sb.hostName(path.join(dir, 'link-other', 'a.txt')), 'E_PATH_ESCAPE')
+  })
+})

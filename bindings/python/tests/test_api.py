@@ -787,7 +787,8 @@ def test_abi_major_mismatch_is_refused():
     # A library older than the binding (a lower minor) lacks functions it calls.
     for v, ok in (
         ((1 << 16) | 0, False),
-        ((1 << 16) | 1, True),
+        ((1 << 16) | 1, False),
+        ((1 << 16) | 2, True),
         ((1 << 16) | 7, True),
         ((2 << 16) | 0, False),
         (0, False),
@@ -838,3 +839,47 @@ def test_policy_options_use_the_file_keys_and_gate(tree):
     with pytest.raises(TypeError):
         with Policy.from_options(base_dir=tree) as p:
             Executor(p, enabled=True)
+
+
+def test_host_name_maps_by_components_never_by_prefix(tree):
+    (tree / "ws-secrets").mkdir()
+    (tree / "ws-secrets" / "key").write_text("secret")
+    (tree / "docs").mkdir()
+    with Sandbox(read_roots=[tree / "ws", tree / "docs"], write_root=tree / "ws") as sb:
+        assert sb.host_name(str(tree / "ws" / "sub" / "b.txt")) == "sub/b.txt"
+        assert sb.host_name(tree / "ws") == "."
+        assert sb.host_name(str(tree / "ws" / "sub") + "/") == "sub/"
+        assert sb.host_name("sub/b.txt") == "sub/b.txt"
+        assert sb.host_name(str(tree / "ws" / "new.txt"), write=True) == "new.txt"
+        assert sb.host_name(str(tree / "docs" / "x")) == "x"
+        for p in (tree / "ws-secrets" / "key", tree, "/etc/passwd"):
+            with pytest.raises(sandgate.PathEscapeError):
+                sb.host_name(str(p))
+        with pytest.raises(sandgate.PathEscapeError):
+            sb.host_name(str(tree / "ws-secrets" / "key"), write=True)
+        with pytest.raises(sandgate.DeniedError):
+            sb.host_name(str(tree / "docs" / "x"), write=True)
+        # A climb maps to a name with "..", which every operation refuses.
+        climbed = sb.host_name(f"{tree / 'ws'}/../ws-secrets/key")
+        assert climbed == "../ws-secrets/key"
+        with pytest.raises(sandgate.PathInvalidError):
+            sb.read(climbed)
+
+
+def test_host_name_takes_a_symlinked_root_spelled_both_ways(tree):
+    (tree / "link").symlink_to(tree / "ws")
+    with Sandbox(read_roots=[tree / "link"], write_root=tree / "link") as sb:
+        for root in (tree / "link", tree / "ws"):
+            name = sb.host_name(str(root / "a.txt"))
+            assert name == "a.txt"
+            assert sb.read(name) == b"hello\nworld\n"
+            assert sb.host_name(str(root / "b.txt"), write=True) == "b.txt"
+        with pytest.raises(sandgate.PathEscapeError):
+            sb.host_name(str(tree / "link-other" / "a.txt"))
+    # A policy resolves the root when it loads and keeps it as named too.
+    with Policy.from_options(base_dir=tree, write_root="link", read_roots=["link"]) as p:
+        with Sandbox.from_policy(p) as sb:
+            for root in (tree / "link", tree / "ws"):
+                assert sb.host_name(str(root / "a.txt")) == "a.txt"
+            with pytest.raises(sandgate.PathEscapeError):
+                sb.host_name(str(tree / "link-other" / "a.txt"))

@@ -2,4 +2,4 @@
 /// incompatibly. It is the shared library's SONAME suffix.
 pub const SANDGATE_ABI_MAJOR: u32 = 1;
 /// The ABI's minor version: bumped when functions are added.
-pub const SANDGATE_ABI_MINOR: u32 = 1;
+pub const SANDGATE_ABI_MINOR: u32 = 2;

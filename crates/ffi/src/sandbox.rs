@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use facade::{AuditEvent, Error, Sandbox, SandboxBuilder};
+use facade::{AuditEvent, EditOptions, Error, Sandbox, SandboxBuilder, WriteOptions};
 use serde_json::json;
 
 use crate::error::*;
@@ -622,6 +622,57 @@ pub unsafe extern "C" fn sg_sandbox_warnings(
     })
 }
 
+/// The root-relative name of a path the host gives (not one an agent
+/// gives): an absolute host path inside a read root (with `write`: inside
+/// the write root) is compared with the root component by component, as
+/// the root was spelled and as its symlinks resolve, never by string prefix
+/// (`/srv/app-secrets` is not inside `/srv/app`); a relative name comes back
+/// as given, for the operation's own name check to judge.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the name (UTF-8, not NUL-terminated), owned by
+/// the caller and freed with `sg_bytes_free`; otherwise the code of the
+/// refusal (`SG_E_PATH_ESCAPE` for an absolute path outside every root,
+/// `SG_E_DENIED` for one in a root of the other kind, `SG_E_PATH_INVALID`
+/// for one in a later read root whose name an earlier root holds,
+/// `SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`
+/// for a bug), with `*err` set to a new error object that the caller frees
+/// with `sg_error_free` (when `err` is not NULL) and the outputs left as they
+/// were. `*err` is set to NULL on success.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
+/// `out` is valid for writes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_host_name(
+    sandbox: *const sg_sandbox,
+    path: *const c_char,
+    path_len: usize,
+    write: bool,
+    out: *mut sg_bytes,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, path, out) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(path, path_len, "path")?,
+                out_ptr(out, "out")?,
+            )
+        };
+        let name = if write {
+            s.sandbox.host_write_name(path)?
+        } else {
+            s.sandbox.host_read_name(path)?
+        };
+        put(out, sg_bytes::from_vec(name.into_bytes()));
+        Ok(())
+    })
+}
+
 /// Reads the whole file `path` (at most the read cap).
 ///
 /// # Return value
@@ -775,7 +826,9 @@ pub unsafe extern "C" fn sg_sandbox_write(
                 arg_bytes(data, data_len, "data")?,
             )
         };
-        let n = s.sandbox.write(path, data, overwrite)?;
+        let n = s
+            .sandbox
+            .write(path, data, WriteOptions::default().overwrite(overwrite))?;
         if !size.is_null() {
             // SAFETY: checked non-NULL; writable by the caller's contract.
             unsafe { *size = n };
@@ -824,7 +877,9 @@ pub unsafe extern "C" fn sg_sandbox_edit(
                 arg_str(new, new_len, "new")?,
             )
         };
-        let n = s.sandbox.edit(path, old, new, all)?;
+        let n = s
+            .sandbox
+            .edit(path, old, new, EditOptions::default().replace_all(all))?;
         if !replacements.is_null() {
             // SAFETY: checked non-NULL; writable by the caller's contract.
             unsafe { *replacements = n as u64 };

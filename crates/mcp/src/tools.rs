@@ -553,7 +553,11 @@ pub(crate) fn read_multiple_files(s: &Shared, a: ReadMultipleFiles) -> Answer {
 
 pub(crate) fn write_file(s: &Shared, a: WriteFile) -> Answer {
     let rel = s.write_name(&a.path)?;
-    let n = s.sandbox.write(&rel, a.content.as_bytes(), true)?;
+    let n = s.sandbox.write(
+        &rel,
+        a.content.as_bytes(),
+        sandgate::WriteOptions::default().overwrite(true),
+    )?;
     text(format!("Successfully wrote {n} bytes to {}", a.path))
 }
 

@@ -175,7 +175,9 @@ impl Gate<'_> {
         }
     }
 
-    fn root(&mut self, root: &Field<String>, base: &Path) -> Option<PathBuf> {
+    /// A root as written, resolved: `(canonical, as named)`, the second the
+    /// absolute path before its symlinks were resolved.
+    fn root(&mut self, root: &Field<String>, base: &Path) -> Option<(PathBuf, PathBuf)> {
         let written = &root.value;
         if written.is_empty() {
             self.invalid(root, "an empty path is not a root");
@@ -224,7 +226,7 @@ impl Gate<'_> {
             );
             return None;
         }
-        Some(canonical)
+        Some((canonical, joined))
     }
 
     /// A budget: `Some` when written and valid; a budget for a capability
@@ -294,15 +296,15 @@ pub(crate) fn resolve(
         allow_overwrite: fs.allow_overwrite,
     };
     let read_root_fields = Field::list("fs.read_roots", fs.read_roots);
-    let read_roots: Vec<PathBuf> = read_root_fields
+    let (read_roots, read_roots_named): (Vec<PathBuf>, Vec<PathBuf>) = read_root_fields
         .iter()
         .filter_map(|root| gate.root(root, &dirs.base))
-        .collect();
+        .unzip();
     let write_root_field = fs.write_root.map(|w| Field::written("fs.write_root", w));
     let write_root = match &write_root_field {
         None => None,
         Some(root) => match gate.root(root, &dirs.base) {
-            Some(resolved) if dirs.protected.iter().any(|dir| dir.starts_with(&resolved)) => {
+            Some((resolved, _)) if dirs.protected.iter().any(|dir| dir.starts_with(&resolved)) => {
                 gate.refuse(
                     PolicyErrorKind::WriteRootContainsPolicy,
                     root,
@@ -318,6 +320,7 @@ pub(crate) fn resolve(
             resolved => resolved,
         },
     };
+    let (write_root, write_root_named) = write_root.unzip();
     // What the file grants as written: a root that failed to resolve is
     // reported on its own, not again through the rules that need a root.
     let has_root = if gate.removed("fs.read_roots") || gate.removed("fs.write_root") {
@@ -463,7 +466,9 @@ pub(crate) fn resolve(
     Ok(Inner {
         mode,
         read_roots,
+        read_roots_named,
         write_root,
+        write_root_named,
         deny_write: fs.deny_write,
         limits,
         exec,

@@ -241,7 +241,9 @@ pub struct Policy {
 struct Inner {
     mode: SecurityMode,
     read_roots: Vec<PathBuf>,
+    read_roots_named: Vec<PathBuf>,
     write_root: Option<PathBuf>,
+    write_root_named: Option<PathBuf>,
     deny_write: Vec<String>,
     limits: Limits,
     exec: ExecPolicy,
@@ -336,6 +338,20 @@ impl Policy {
     /// `fs.write_root`, canonical and absolute, if one is granted.
     pub fn write_root(&self) -> Option<&Path> {
         self.inner.write_root.as_deref()
+    }
+
+    /// `fs.read_roots` as named: absolute, in the same order as
+    /// [`read_roots`](Self::read_roots), with their symlinks kept. Only for
+    /// recognising a host path spelled through a symlinked root; a root is
+    /// opened by its canonical path.
+    pub fn read_roots_as_named(&self) -> &[PathBuf] {
+        &self.inner.read_roots_named
+    }
+
+    /// `fs.write_root` as named (absolute, symlinks kept); see
+    /// [`read_roots_as_named`](Self::read_roots_as_named).
+    pub fn write_root_as_named(&self) -> Option<&Path> {
+        self.inner.write_root_named.as_deref()
     }
 
     /// `fs.deny_write`, verbatim. The patterns are validated by the guard

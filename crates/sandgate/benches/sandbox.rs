@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion, SamplingMode};
 use sandgate::rootfs::Root;
-use sandgate::{AuditEvent, Sandbox, SandboxBuilder};
+use sandgate::{AuditEvent, Sandbox, SandboxBuilder, WriteOptions};
 
 /// Iterations of one read variant timed back to back before switching to
 /// the other (writes alternate every iteration).
@@ -211,7 +211,7 @@ fn writes(c: &mut Criterion) {
     let plain_abs = t.dir.join("w/plain.bin");
     let sandboxed = || {
         let start = Instant::now();
-        sb.write(black_box("w/sandboxed.bin"), &data, false)
+        sb.write(black_box("w/sandboxed.bin"), &data, WriteOptions::default())
             .unwrap();
         let took = start.elapsed();
         std::fs::remove_file(&sb_abs).unwrap();
@@ -232,7 +232,8 @@ fn writes(c: &mut Criterion) {
         took
     };
     // Both leave nothing behind; check the sandbox wrote the bytes.
-    sb.write("w/check.bin", &data, false).unwrap();
+    sb.write("w/check.bin", &data, WriteOptions::default())
+        .unwrap();
     assert_eq!(std::fs::read(t.dir.join("w/check.bin")).unwrap(), data);
 
     let mut g = c.benchmark_group(name);

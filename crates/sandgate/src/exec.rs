@@ -391,6 +391,12 @@ impl Executor {
         let cwd_dir = policy
             .write_root()
             .or_else(|| policy.read_roots().first().map(|p| p.as_path()));
+        // The same root as the policy named it (symlinks kept), so a cwd
+        // spelled through a symlinked root maps too.
+        let cwd_named = match policy.write_root() {
+            Some(_) => policy.write_root_as_named(),
+            None => policy.read_roots_as_named().first().map(|p| p.as_path()),
+        };
         let cwd_root = cwd_dir
             .map(Root::open)
             .transpose()
@@ -413,7 +419,7 @@ impl Executor {
             cwd_root,
             cwd_dirs: cwd_dir
                 .map(|d| GrantedDir {
-                    spelled: d.to_path_buf(),
+                    spelled: cwd_named.unwrap_or(d).to_path_buf(),
                     resolved: d.to_path_buf(),
                     read_index: None,
                     is_write: true,

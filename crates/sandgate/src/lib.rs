@@ -21,7 +21,8 @@
 //!     .build()?;
 //! let text = sb.read("README.md")?;
 //! assert_eq!(sb.read("../etc/passwd").unwrap_err().code(), ErrorCode::PathInvalid);
-//! assert_eq!(sb.write(".github/workflows/ci.yml", b"x", false).unwrap_err().code(), ErrorCode::FsProtected);
+//! let refused = sb.write(".github/workflows/ci.yml", b"x", sandgate::WriteOptions::default());
+//! assert_eq!(refused.unwrap_err().code(), ErrorCode::FsProtected);
 //!
 //! // No policy file: the executor's settings are the policy's keys.
 //! let ex = sandgate::Executor::builder()
@@ -56,8 +57,9 @@ pub use exec::{
 pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};
 pub use sandbox::{
-    EditPreview, FsGrant, LinesRead, ListEntry, Sandbox, SandboxBuilder, StatInfo,
-    DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, MAX_RANGE_LINES, MAX_RENAME_WALK_ENTRIES,
+    EditOptions, EditPreview, FsGrant, LinesRead, ListEntry, Sandbox, SandboxBuilder, StatInfo,
+    WriteOptions, DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, MAX_RANGE_LINES,
+    MAX_RENAME_WALK_ENTRIES,
 };
 pub use sandgate_fileguard as fileguard;
 pub use sandgate_netguard as netguard;

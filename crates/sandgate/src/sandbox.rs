@@ -28,6 +28,58 @@ pub const MAX_RANGE_LINES: usize = 2000;
 /// directory holding more (at any depth) is not moved.
 pub const MAX_RENAME_WALK_ENTRIES: usize = 10_000;
 
+/// The options of one [`Sandbox::write`]. `Default`: create the file
+/// exclusively (an existing file is refused with `E_EXISTS`).
+///
+/// ```no_run
+/// # use sandgate::{Sandbox, WriteOptions};
+/// # let sb: Sandbox = todo!();
+/// sb.write("notes.md", b"new", WriteOptions::default())?; // create only
+/// sb.write("notes.md", b"again", WriteOptions::default().overwrite(true))?;
+/// # Ok::<(), sandgate::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// The call's half of the overwrite rule: an existing regular file is
+    /// replaced only when this is true and the sandbox allows overwriting
+    /// (`allow_overwrite`). Default false.
+    pub overwrite: bool,
+}
+
+impl WriteOptions {
+    /// Sets [`overwrite`](Self::overwrite).
+    #[must_use]
+    pub fn overwrite(mut self, on: bool) -> Self {
+        self.overwrite = on;
+        self
+    }
+}
+
+/// The options of one [`Sandbox::edit`]. `Default`: the old text must occur
+/// exactly once.
+///
+/// ```no_run
+/// # use sandgate::{EditOptions, Sandbox};
+/// # let sb: Sandbox = todo!();
+/// sb.edit("src/lib.rs", "old_name", "new_name", EditOptions::default().replace_all(true))?;
+/// # Ok::<(), sandgate::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EditOptions {
+    /// Replace every occurrence (at least one) instead of exactly one.
+    /// Default false.
+    pub replace_all: bool,
+}
+
+impl EditOptions {
+    /// Sets [`replace_all`](Self::replace_all).
+    #[must_use]
+    pub fn replace_all(mut self, on: bool) -> Self {
+        self.replace_all = on;
+        self
+    }
+}
+
 /// Builds a [`Sandbox`]. Nothing is granted until configured: a sandbox
 /// built from `SandboxBuilder::new()` alone refuses every operation.
 ///
@@ -46,6 +98,9 @@ pub struct SandboxBuilder {
     audit: Option<AuditSink>,
     resolver: Resolver,
     fs_ops: Option<u64>,
+    /// Roots as a policy named them (canonical path, path as named), so a
+    /// host path spelled through a symlinked root maps too.
+    named: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Default for SandboxBuilder {
@@ -85,6 +140,7 @@ impl SandboxBuilder {
             audit: None,
             resolver: Resolver::Auto,
             fs_ops: None,
+            named: Vec::new(),
         }
     }
     /// A builder holding everything a policy grants for files: roots, caps,
@@ -103,6 +159,18 @@ impl SandboxBuilder {
         if let Some(w) = policy.write_root() {
             b.write_root(w);
         }
+        b.named = policy
+            .read_roots()
+            .iter()
+            .cloned()
+            .zip(policy.read_roots_as_named().iter().cloned())
+            .chain(
+                policy
+                    .write_root()
+                    .map(Path::to_path_buf)
+                    .zip(policy.write_root_as_named().map(Path::to_path_buf)),
+            )
+            .collect();
         b
     }
 
@@ -221,7 +289,7 @@ impl SandboxBuilder {
             .map(|d| open(d, "write_root"))
             .transpose()?;
         let inner = Inner {
-            dirs: granted_dirs(&self.read_roots, self.write_root.as_deref()),
+            dirs: granted_dirs(&self.read_roots, self.write_root.as_deref(), &self.named),
             read_roots,
             write_root,
             guard_active: guard.has_patterns() || guard.is_restricted(),
@@ -241,10 +309,19 @@ impl SandboxBuilder {
 /// The granted directories' host paths: each read root in order (marked
 /// as the write root when it is the same directory), then the write root
 /// when it is not also a read root. A directory whose path cannot be
-/// resolved keeps its spelling for both.
-fn granted_dirs(read_roots: &[PathBuf], write_root: Option<&Path>) -> Vec<GrantedDir> {
+/// resolved keeps its spelling for both. A root a policy named through a
+/// symlink (`named`: canonical path, path as named) is spelled as named.
+fn granted_dirs(
+    read_roots: &[PathBuf],
+    write_root: Option<&Path>,
+    named: &[(PathBuf, PathBuf)],
+) -> Vec<GrantedDir> {
     let both = |dir: &Path| {
-        let spelled = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let as_named = named.iter().find(|(c, _)| c == dir).map(|(_, n)| n);
+        let spelled = as_named
+            .cloned()
+            .or_else(|| std::path::absolute(dir).ok())
+            .unwrap_or_else(|| dir.to_path_buf());
         let resolved = std::fs::canonicalize(dir).unwrap_or_else(|_| spelled.clone());
         (spelled, resolved)
     };
@@ -694,8 +771,10 @@ impl Sandbox {
     /// Writes a file below the write root, atomically and durably, creating
     /// parent directories. A new file is created exclusively; an existing
     /// regular file is replaced only when the sandbox allows overwriting and
-    /// `overwrite` is true. Returns the bytes written.
-    pub fn write(&self, path: &str, content: &[u8], overwrite: bool) -> Result<u64, Error> {
+    /// the call asks for it ([`WriteOptions::overwrite`]). Returns the bytes
+    /// written.
+    pub fn write(&self, path: &str, content: &[u8], options: WriteOptions) -> Result<u64, Error> {
+        let overwrite = options.overwrite;
         self.op("write", path, |inner, ctx| {
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
@@ -721,11 +800,19 @@ impl Sandbox {
     }
 
     /// Replaces `old` with `new` in a file below the write root: `old` must
-    /// occur exactly once, or at least once with `all`. Written through the
+    /// occur exactly once, or at least once with
+    /// [`EditOptions::replace_all`]. Written through the
     /// same atomic path as [`write`](Self::write); needs the sandbox's
     /// `allow_overwrite` (an edit replaces an existing file). Returns how many
     /// occurrences were replaced.
-    pub fn edit(&self, path: &str, old: &str, new: &str, all: bool) -> Result<usize, Error> {
+    pub fn edit(
+        &self,
+        path: &str,
+        old: &str,
+        new: &str,
+        options: EditOptions,
+    ) -> Result<usize, Error> {
+        let all = options.replace_all;
         let mut count = 0;
         let request_ok = || match old.is_empty() {
             true => Err(Error::request("old text must not be empty")),

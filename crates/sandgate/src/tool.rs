@@ -20,7 +20,7 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, ErrorCode};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{EditOptions, Sandbox, WriteOptions};
 
 /// A JSON object in request order, with the first key that appeared twice
 /// (a request holding one is refused, but its `id` can still be answered).
@@ -306,7 +306,10 @@ impl ToolSession {
                         ))
                     }
                 };
-                out.insert("size".into(), json!(sb.write(&path, &bytes, overwrite)?));
+                out.insert(
+                    "size".into(),
+                    json!(sb.write(&path, &bytes, WriteOptions::default().overwrite(overwrite))?),
+                );
             }
             "edit" => {
                 let path = f.str("path")?;
@@ -316,7 +319,7 @@ impl ToolSession {
                 f.done()?;
                 out.insert(
                     "replacements".into(),
-                    json!(sb.edit(&path, &old, &new, all)?),
+                    json!(sb.edit(&path, &old, &new, EditOptions::default().replace_all(all))?),
                 );
             }
             "list" => {

@@ -16,7 +16,9 @@ use sandgate::rootfs::{ErrorKind, Root};
 use sandgate::shellexec::confine::{prepare_with_abi, ConfineErrorKind, ConfineMode, ConfineSpec};
 use sandgate::shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
 use sandgate::shellexec::git::{self, GitErrorKind, GitSubcommand};
-use sandgate::{chain_message, Error, ErrorCode, RelPath, RelPathReason, Sandbox};
+use sandgate::{
+    chain_message, EditOptions, Error, ErrorCode, RelPath, RelPathReason, Sandbox, WriteOptions,
+};
 
 /// The texts of `e` and of every cause below it, outermost first.
 fn texts(e: &(dyn StdError + 'static)) -> Vec<String> {
@@ -409,14 +411,23 @@ fn facade_errors_from_the_sandbox() {
     // Raised by the facade itself: no source, and the text is all in
     // Display.
     for (what, e) in [
-        ("exists", sandbox.write("kept", b"new", false).unwrap_err()),
+        (
+            "exists",
+            sandbox
+                .write("kept", b"new", WriteOptions::default())
+                .unwrap_err(),
+        ),
         (
             "protected",
-            sandbox.write("Cargo.lock", b"x", false).unwrap_err(),
+            sandbox
+                .write("Cargo.lock", b"x", WriteOptions::default())
+                .unwrap_err(),
         ),
         (
             "edit no match",
-            sandbox.edit("kept", "absent", "x", false).unwrap_err(),
+            sandbox
+                .edit("kept", "absent", "x", EditOptions::default())
+                .unwrap_err(),
         ),
     ] {
         assert!(e.source().is_none(), "{what}: {e:?}");

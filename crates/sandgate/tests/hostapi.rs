@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use sandgate::policy::Confine;
-use sandgate::{ErrorCode, ExecOptions, Executor, Sandbox};
+use sandgate::{ErrorCode, ExecOptions, Executor, Sandbox, WriteOptions};
 
 /// `<tmp>/app` (a file and a subdirectory), `<tmp>/app-secrets/key` (a
 /// sibling whose name starts with the root's), `<tmp>/link -> app`.
@@ -113,7 +113,7 @@ fn host_paths_keep_each_root_to_its_grant() {
     assert_eq!(code(sb.host_read_name(&t.s("work/x"))), ErrorCode::Denied);
     assert_eq!(code(sb.host_write_name(&t.s("app/x"))), ErrorCode::Denied);
     let name = sb.host_write_name(&t.s("work/new.txt")).unwrap();
-    sb.write(&name, b"hi", false).unwrap();
+    sb.write(&name, b"hi", WriteOptions::default()).unwrap();
     assert_eq!(fs::read(t.p("work/new.txt")).unwrap(), b"hi");
     assert_eq!(
         code(sb.host_write_name(&t.s("app-secrets/key"))),
@@ -257,5 +257,81 @@ fn the_executor_builder_keeps_the_policy_gate() {
     assert_eq!(
         code(ex.exec("true", ExecOptions::default())),
         ErrorCode::Denied
+    );
+}
+
+#[test]
+fn a_policy_keeps_a_symlinked_root_as_named_for_host_paths() {
+    let t = Tree::new();
+    // The policy file names its roots through the symlink; it resolves
+    // them when it loads, and remembers how they were named.
+    let policy_dir = t.p("policy");
+    fs::create_dir_all(&policy_dir).unwrap();
+    let file = policy_dir.join("agent.toml");
+    let link = t.s("link");
+    fs::write(
+        &file,
+        format!(
+            "[fs]\nread_roots = [\"{link}\"]\nwrite_root = \"{link}\"\nallow_overwrite = true\n\
+             [exec]\nenabled = true\nconfine = \"best_effort\"\ntimeout_ms = 10000\n"
+        ),
+    )
+    .unwrap();
+    let policy = sandgate::Policy::load(&file).unwrap();
+    assert_eq!(policy.write_root_as_named(), Some(t.p("link").as_path()));
+    assert_eq!(policy.read_roots_as_named(), [t.p("link")]);
+    assert_ne!(policy.write_root(), Some(t.p("link").as_path()));
+
+    let sb = Sandbox::from_policy(&policy).unwrap();
+    for root in ["link", "app"] {
+        assert_eq!(
+            sb.host_read_name(&t.s(&format!("{root}/a.txt"))).unwrap(),
+            "a.txt"
+        );
+        assert_eq!(
+            sb.host_write_name(&t.s(&format!("{root}/new.txt")))
+                .unwrap(),
+            "new.txt"
+        );
+    }
+    assert_eq!(
+        code(sb.host_read_name(&t.s("link-secrets/key"))),
+        ErrorCode::PathEscape
+    );
+    assert_eq!(
+        code(sb.host_read_name(&t.s("app-secrets/key"))),
+        ErrorCode::PathEscape
+    );
+
+    let ex = Executor::from_policy(&policy).unwrap();
+    for cwd in [t.s("link/src"), t.s("app/src")] {
+        let r = ex
+            .exec(
+                "pwd",
+                ExecOptions {
+                    cwd: Some(cwd.clone()),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            r.exit_code,
+            0,
+            "{cwd}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        assert!(String::from_utf8_lossy(&r.stdout)
+            .trim_end()
+            .ends_with("/src"));
+    }
+    assert_eq!(
+        code(ex.exec(
+            "true",
+            ExecOptions {
+                cwd: Some(t.s("app-secrets")),
+                ..Default::default()
+            },
+        )),
+        ErrorCode::PathEscape
     );
 }

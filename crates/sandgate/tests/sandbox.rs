@@ -6,7 +6,9 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use sandgate::{AuditEvent, ErrorCode, FileKind, Resolver, Sandbox, SandboxBuilder};
+use sandgate::{
+    AuditEvent, EditOptions, ErrorCode, FileKind, Resolver, Sandbox, SandboxBuilder, WriteOptions,
+};
 
 struct Fx {
     tmp: tempfile::TempDir,
@@ -52,7 +54,10 @@ fn code<T: std::fmt::Debug>(r: Result<T, sandgate::Error>) -> ErrorCode {
 fn nothing_is_granted_by_default() {
     let sb = Sandbox::builder().build().unwrap();
     assert_eq!(code(sb.read("a")), ErrorCode::Denied);
-    assert_eq!(code(sb.write("a", b"x", false)), ErrorCode::Denied);
+    assert_eq!(
+        code(sb.write("a", b"x", WriteOptions::default())),
+        ErrorCode::Denied
+    );
     assert_eq!(code(sb.list(".")), ErrorCode::Denied);
     assert_eq!(code(sb.mkdir("d")), ErrorCode::Denied);
     assert_eq!(code(sb.glob("*", None)), ErrorCode::Denied);
@@ -64,7 +69,7 @@ fn write_root_does_not_grant_reads() {
     fx.put("ws/a.txt", "a");
     let sb = Sandbox::builder().write_root(fx.p("ws")).build().unwrap();
     assert_eq!(code(sb.read("a.txt")), ErrorCode::Denied);
-    sb.write("b.txt", b"b", false).unwrap();
+    sb.write("b.txt", b"b", WriteOptions::default()).unwrap();
 }
 
 #[test]
@@ -96,12 +101,15 @@ fn names_are_parsed_before_anything_else() {
     ] {
         assert_eq!(code(sb.read(bad)), ErrorCode::PathInvalid, "{bad:?}");
         assert_eq!(
-            code(sb.write(bad, b"x", false)),
+            code(sb.write(bad, b"x", WriteOptions::default())),
             ErrorCode::PathInvalid,
             "{bad:?}"
         );
     }
-    assert_eq!(code(sb.write(".", b"x", false)), ErrorCode::PathInvalid);
+    assert_eq!(
+        code(sb.write(".", b"x", WriteOptions::default())),
+        ErrorCode::PathInvalid
+    );
     assert_eq!(code(sb.delete(".")), ErrorCode::PathInvalid);
     assert_eq!(code(sb.rename(".", "x")), ErrorCode::PathInvalid);
     assert!(sb.list(".").is_ok());
@@ -120,7 +128,7 @@ fn symlink_escapes_are_refused() {
         assert_eq!(code(sb.read(p)), ErrorCode::PathEscape, "{p}");
     }
     assert_eq!(
-        code(sb.write("dir/new", b"x", false)),
+        code(sb.write("dir/new", b"x", WriteOptions::default())),
         ErrorCode::PathEscape
     );
     assert!(!out.join("new").exists());
@@ -137,16 +145,30 @@ fn write_is_exclusive_and_overwrite_needs_both_switches() {
     fx.put("ws/a.txt", "old");
     let strict = fx.builder().build().unwrap();
     assert_eq!(
-        code(strict.write("a.txt", b"new", false)),
+        code(strict.write("a.txt", b"new", WriteOptions::default())),
         ErrorCode::Exists
     );
-    assert_eq!(code(strict.write("a.txt", b"new", true)), ErrorCode::Exists);
+    assert_eq!(
+        code(strict.write("a.txt", b"new", WriteOptions::default().overwrite(true))),
+        ErrorCode::Exists
+    );
     let open = fx.builder().allow_overwrite(true).build().unwrap();
-    assert_eq!(code(open.write("a.txt", b"new", false)), ErrorCode::Exists);
+    assert_eq!(
+        code(open.write("a.txt", b"new", WriteOptions::default())),
+        ErrorCode::Exists
+    );
     assert_eq!(fs::read(fx.p("ws/a.txt")).unwrap(), b"old");
-    assert_eq!(open.write("a.txt", b"new", true).unwrap(), 3);
+    assert_eq!(
+        open.write("a.txt", b"new", WriteOptions::default().overwrite(true))
+            .unwrap(),
+        3
+    );
     assert_eq!(fs::read(fx.p("ws/a.txt")).unwrap(), b"new");
-    assert_eq!(open.write("deep/er/b.txt", b"b", false).unwrap(), 1);
+    assert_eq!(
+        open.write("deep/er/b.txt", b"b", WriteOptions::default())
+            .unwrap(),
+        1
+    );
     assert_eq!(fs::read(fx.p("ws/deep/er/b.txt")).unwrap(), b"b");
 }
 
@@ -161,9 +183,18 @@ fn write_refuses_final_symlinks_directories_and_caps() {
         .max_write_bytes(4)
         .build()
         .unwrap();
-    assert_eq!(code(sb.write("l", b"x", true)), ErrorCode::Symlink);
-    assert_eq!(code(sb.write("d", b"x", true)), ErrorCode::NotFile);
-    assert_eq!(code(sb.write("big", b"12345", false)), ErrorCode::TooLarge);
+    assert_eq!(
+        code(sb.write("l", b"x", WriteOptions::default().overwrite(true))),
+        ErrorCode::Symlink
+    );
+    assert_eq!(
+        code(sb.write("d", b"x", WriteOptions::default().overwrite(true))),
+        ErrorCode::NotFile
+    );
+    assert_eq!(
+        code(sb.write("big", b"12345", WriteOptions::default())),
+        ErrorCode::TooLarge
+    );
     assert_eq!(fs::read(fx.p("ws/t.txt")).unwrap(), b"t");
     assert!(!fx.p("ws/big").exists());
 }
@@ -182,13 +213,23 @@ fn deny_patterns_apply_to_spelled_and_resolved_names() {
         .build()
         .unwrap();
     let e = sb
-        .write(".github/workflows/ci.yml", b"x", true)
+        .write(
+            ".github/workflows/ci.yml",
+            b"x",
+            WriteOptions::default().overwrite(true),
+        )
         .unwrap_err();
     assert_eq!(
         (e.code(), e.pattern()),
         (ErrorCode::FsProtected, Some(".github/**"))
     );
-    let e = sb.write("gh/workflows/ci.yml", b"x", true).unwrap_err();
+    let e = sb
+        .write(
+            "gh/workflows/ci.yml",
+            b"x",
+            WriteOptions::default().overwrite(true),
+        )
+        .unwrap_err();
     assert_eq!(e.code(), ErrorCode::FsProtected);
     assert_eq!(
         e.path(),
@@ -196,11 +237,11 @@ fn deny_patterns_apply_to_spelled_and_resolved_names() {
         "the refusal names the resolved path"
     );
     assert_eq!(
-        code(sb.write("gh/new.yml", b"x", false)),
+        code(sb.write("gh/new.yml", b"x", WriteOptions::default())),
         ErrorCode::FsProtected
     );
     assert_eq!(
-        code(sb.write("gh/newdir/x", b"x", false)),
+        code(sb.write("gh/newdir/x", b"x", WriteOptions::default())),
         ErrorCode::FsProtected
     );
     assert!(
@@ -214,14 +255,19 @@ fn deny_patterns_apply_to_spelled_and_resolved_names() {
     assert_eq!(code(sb.mkdir("gh/x")), ErrorCode::FsProtected);
     // Case and normalization do not help.
     assert_eq!(
-        code(sb.write(".GitHub/workflows/x.yml", b"x", false)),
+        code(sb.write(".GitHub/workflows/x.yml", b"x", WriteOptions::default())),
         ErrorCode::FsProtected
     );
     assert_eq!(
         fs::read(fx.p("ws/.github/workflows/ci.yml")).unwrap(),
         b"ci"
     );
-    sb.write("src/main.rs", b"fn main() {}", true).unwrap();
+    sb.write(
+        "src/main.rs",
+        b"fn main() {}",
+        WriteOptions::default().overwrite(true),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -252,13 +298,20 @@ fn restricted_mode_protects_git_components() {
     let fx = Fx::new();
     fx.put("ws/repo/.git/config", "[core]");
     let sb = fx.builder().allow_overwrite(true).build().unwrap();
-    let e = sb.write("repo/.git/config", b"x", true).unwrap_err();
+    let e = sb
+        .write(
+            "repo/.git/config",
+            b"x",
+            WriteOptions::default().overwrite(true),
+        )
+        .unwrap_err();
     assert_eq!(e.code(), ErrorCode::FsProtected);
     assert_eq!(
-        code(sb.write("repo/.GIT/hooks/post-commit", b"x", false)),
+        code(sb.write("repo/.GIT/hooks/post-commit", b"x", WriteOptions::default())),
         ErrorCode::FsProtected
     );
-    sb.write("repo/.gitignore", b"target\n", false).unwrap();
+    sb.write("repo/.gitignore", b"target\n", WriteOptions::default())
+        .unwrap();
     let trusted = fx
         .builder()
         .restricted(false)
@@ -266,7 +319,11 @@ fn restricted_mode_protects_git_components() {
         .build()
         .unwrap();
     trusted
-        .write("repo/.git/config", b"[core]\n", true)
+        .write(
+            "repo/.git/config",
+            b"[core]\n",
+            WriteOptions::default().overwrite(true),
+        )
         .unwrap();
 }
 
@@ -281,9 +338,12 @@ fn hard_links_are_refused_when_any_rule_exists() {
         .deny_write("protected.txt")
         .build()
         .unwrap();
-    assert_eq!(code(sb.write("alias.txt", b"x", true)), ErrorCode::Hardlink);
     assert_eq!(
-        code(sb.edit("alias.txt", "p", "q", false)),
+        code(sb.write("alias.txt", b"x", WriteOptions::default().overwrite(true))),
+        ErrorCode::Hardlink
+    );
+    assert_eq!(
+        code(sb.edit("alias.txt", "p", "q", EditOptions::default())),
         ErrorCode::Hardlink
     );
     assert_eq!(fs::read(fx.p("ws/protected.txt")).unwrap(), b"p");
@@ -295,20 +355,30 @@ fn edit_exactly_once_or_all() {
     fx.put("ws/f.txt", "a b a");
     let sb = fx.builder().allow_overwrite(true).build().unwrap();
     assert_eq!(
-        code(sb.edit("f.txt", "a", "x", false)),
+        code(sb.edit("f.txt", "a", "x", EditOptions::default())),
         ErrorCode::EditAmbiguous
     );
     assert_eq!(
-        code(sb.edit("f.txt", "zzz", "x", false)),
+        code(sb.edit("f.txt", "zzz", "x", EditOptions::default())),
         ErrorCode::EditNoMatch
     );
-    assert_eq!(code(sb.edit("f.txt", "", "x", false)), ErrorCode::Request);
-    assert_eq!(sb.edit("f.txt", "b", "B", false).unwrap(), 1);
-    assert_eq!(sb.edit("f.txt", "a", "A", true).unwrap(), 2);
+    assert_eq!(
+        code(sb.edit("f.txt", "", "x", EditOptions::default())),
+        ErrorCode::Request
+    );
+    assert_eq!(
+        sb.edit("f.txt", "b", "B", EditOptions::default()).unwrap(),
+        1
+    );
+    assert_eq!(
+        sb.edit("f.txt", "a", "A", EditOptions::default().replace_all(true))
+            .unwrap(),
+        2
+    );
     assert_eq!(fs::read(fx.p("ws/f.txt")).unwrap(), b"A B A");
     let strict = fx.builder().build().unwrap();
     assert_eq!(
-        code(strict.edit("f.txt", "A", "a", true)),
+        code(strict.edit("f.txt", "A", "a", EditOptions::default().replace_all(true))),
         ErrorCode::Denied
     );
 }
@@ -468,7 +538,10 @@ fn close_answers_closed() {
     sb.close();
     assert!(sb.is_closed());
     assert_eq!(code(sb.read("a")), ErrorCode::Closed);
-    assert_eq!(code(sb.write("b", b"b", false)), ErrorCode::Closed);
+    assert_eq!(
+        code(sb.write("b", b"b", WriteOptions::default())),
+        ErrorCode::Closed
+    );
 }
 
 #[test]
@@ -484,8 +557,9 @@ fn audit_sees_every_operation_and_no_content() {
         .unwrap();
     sb.read("a.txt").unwrap();
     let _ = sb.read("../x");
-    sb.write("new.txt", b"hello", false).unwrap();
-    let _ = sb.write("new.txt", b"again", false);
+    sb.write("new.txt", b"hello", WriteOptions::default())
+        .unwrap();
+    let _ = sb.write("new.txt", b"again", WriteOptions::default());
     let ev = events.lock().unwrap();
     let got: Vec<(&str, &str, Option<u64>, ErrorCode)> = ev
         .iter()
@@ -560,10 +634,14 @@ fn many_threads_many_operations_keep_the_tree_consistent() {
                     for i in 0..10_000 {
                         let p = format!("t{t}/f{}", i % 16);
                         let r = match i % 5 {
-                            0 => sb.write(&p, p.as_bytes(), true).map(drop),
+                            0 => sb
+                                .write(&p, p.as_bytes(), WriteOptions::default().overwrite(true))
+                                .map(drop),
                             1 => sb.read(&p).map(|b| assert_eq!(b, p.as_bytes())),
                             2 => sb.stat(&p).map(drop),
-                            3 => sb.write("protected/x", b"x", true).map(drop),
+                            3 => sb
+                                .write("protected/x", b"x", WriteOptions::default().overwrite(true))
+                                .map(drop),
                             _ => sb.list(&format!("t{t}")).map(drop),
                         };
                         if let Err(e) = r {
@@ -631,9 +709,15 @@ fn trailing_slash_on_a_file_is_not_dir_for_every_operation() {
                 ("read_lines", code(sb.read_lines(p, 1, 10))),
                 ("stat", code(sb.stat(p))),
                 ("list", code(sb.list(p))),
-                ("write", code(sb.write(p, b"new", false))),
-                ("write overwrite", code(sb.write(p, b"new", true))),
-                ("edit", code(sb.edit(p, "REAL", "FAKE", false))),
+                ("write", code(sb.write(p, b"new", WriteOptions::default()))),
+                (
+                    "write overwrite",
+                    code(sb.write(p, b"new", WriteOptions::default().overwrite(true))),
+                ),
+                (
+                    "edit",
+                    code(sb.edit(p, "REAL", "FAKE", EditOptions::default())),
+                ),
                 ("mkdir", code(sb.mkdir(p))),
                 ("delete", code(sb.delete(p))),
                 ("rename from", code(sb.rename(p, "moved"))),
@@ -672,8 +756,14 @@ fn trailing_slash_on_a_directory_works_and_never_makes_a_file() {
         assert_eq!(sb.list("dir_link/").unwrap().len(), 1);
         assert_eq!(sb.glob("*.txt", Some("d/")).unwrap(), ["d/x.txt"]);
         assert_eq!(code(sb.read("d/")), ErrorCode::NotFile);
-        assert_eq!(code(sb.write("new.txt/", b"x", false)), ErrorCode::NotFile);
-        assert_eq!(code(sb.write("d/", b"x", false)), ErrorCode::NotFile);
+        assert_eq!(
+            code(sb.write("new.txt/", b"x", WriteOptions::default())),
+            ErrorCode::NotFile
+        );
+        assert_eq!(
+            code(sb.write("d/", b"x", WriteOptions::default())),
+            ErrorCode::NotFile
+        );
         assert!(!fx.p("ws/new.txt").exists(), "{resolver:?}");
         sb.mkdir("made/").unwrap();
         assert!(fx.p("ws/made").is_dir());

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 
-use sandgate::{ErrorCode, Sandbox};
+use sandgate::{ErrorCode, Sandbox, WriteOptions};
 
 /// Sandboxes alive at once.
 const ALIVE: usize = 1000;
@@ -99,9 +99,12 @@ fn use_once(sb: &Sandbox, i: usize, t: usize) {
     let got = sb.read("sub/id.txt").unwrap();
     assert_eq!(got, format!("sandbox {i}\n").into_bytes(), "sandbox {i}");
     let name = format!("t{t}.txt");
-    sb.write(&name, name.as_bytes(), false).unwrap();
+    sb.write(&name, name.as_bytes(), WriteOptions::default())
+        .unwrap();
     assert_eq!(
-        sb.write("key.pem", b"x", false).unwrap_err().code(),
+        sb.write("key.pem", b"x", WriteOptions::default())
+            .unwrap_err()
+            .code(),
         ErrorCode::FsProtected
     );
     assert_eq!(sb.list("sub").unwrap().len(), 1);

@@ -1,4 +1,4 @@
-import type { Policy, PolicyOptions } from 'sandgate'
+import type { AuditEvent, Policy, PolicyOptions, Sandbox } from 'sandgate'
 
 /** open-multi-agent's options for one shell command. */
 export interface ShellExecOptions {
@@ -22,3 +22,44 @@ export declare class SandgateShellExecutor {
   exec(command: string, options: ShellExecOptions): Promise<ShellExecResult>
   dispose(): Promise<void>
 }
+
+/** What an open-multi-agent tool's `execute` resolves. */
+export interface ToolResult {
+  readonly data: string
+  readonly isError: boolean
+}
+
+/**
+ * One of open-multi-agent's file tools (`ToolDefinition` there): register
+ * it with `ToolRegistry.register`. `inputSchema` is a zod object schema.
+ */
+export interface SandgateFileTool {
+  readonly name: 'file_read' | 'file_write' | 'file_edit' | 'glob' | 'grep'
+  readonly description: string
+  readonly inputSchema: import('zod').ZodTypeAny
+  readonly consequential?: boolean
+  execute(input: Record<string, unknown>, context?: unknown): Promise<ToolResult>
+}
+
+/** The five tools, and the one sandbox they share. */
+export interface SandgateFileTools extends Array<SandgateFileTool> {
+  readonly sandbox: Sandbox
+}
+
+/** Options of `createSandgateFileTools` besides the policy. */
+export interface FileToolsOptions {
+  /** Resolves relative roots in policy options. */
+  baseDir?: string
+  /** Receives every file operation's audit event, refused ones too. */
+  audit?: (event: AuditEvent) => void
+}
+
+/**
+ * open-multi-agent's `file_read`, `file_write`, `file_edit`, `glob` and
+ * `grep` over one sandgate Sandbox (policy keys with `allow_overwrite`
+ * defaulting to true, a `Policy`, or a `Sandbox`).
+ */
+export declare function createSandgateFileTools(
+  source?: PolicyOptions | Policy | Sandbox,
+  options?: FileToolsOptions,
+): SandgateFileTools

@@ -1,7 +1,8 @@
 'use strict'
 // sandgate's confined shell behind open-multi-agent's ShellExecutor seam:
 // `start?()`, `exec(command, { cwd, timeoutMs, abortSignal })`, `dispose?()`,
-// results `{ stdout, stderr, exitCode }`.
+// results `{ stdout, stderr, exitCode }`; and OMA's five file tools over one
+// sandgate Sandbox (files.js).
 
 /** The sandgate binding: the installed package, else this repository's. */
 function loadSandgate() {
@@ -107,4 +108,6 @@ function refused(e) {
   return { stdout: '', stderr: `sandgate: ${reason}\n`, exitCode: NOT_STARTED }
 }
 
-module.exports = { SandgateShellExecutor }
+const { createSandgateFileTools } = require('./files.js')
+
+module.exports = { SandgateShellExecutor, createSandgateFileTools }

@@ -812,6 +812,19 @@ class Sandbox(_Handle):
         if lib.sg_sandbox_close(h, byref(err)) and err.value:
             lib.sg_error_free(err.value)
 
+    # -- host paths --
+
+    def host_name(self, path: str | os.PathLike, *, write: bool = False) -> str:
+        """The root-relative name of a path the host holds (not one an agent
+        gives): an absolute path inside a read root (``write=True``: inside
+        the write root), compared with the root component by component, as
+        the root was spelled and as its symlinks resolve, never by string
+        prefix (``/srv/app-secrets`` is not inside ``/srv/app``). A relative
+        name comes back as given. Raises PathEscapeError for an absolute path
+        outside every root, DeniedError for one in a root of the other kind."""
+        p = _host(path)
+        return self._bytes(lib.sg_sandbox_host_name, p, len(p), bool(write)).decode("utf-8")
+
     # -- reads --
 
     def read(self, path: str) -> bytes:

@@ -31,7 +31,7 @@ from ._codes import CODE_NAMES  # noqa: F401
 #: The ABI major this binding was written against (``SANDGATE_ABI_MAJOR``).
 EXPECTED_ABI_MAJOR = 1
 #: The least ABI minor this binding needs (``SANDGATE_ABI_MINOR``).
-EXPECTED_ABI_MINOR = 1
+EXPECTED_ABI_MINOR = 2
 
 LIBRARY_ENV = "SANDGATE_LIBRARY"
 _LIB_NAME = "libsandgate.so"
@@ -190,6 +190,7 @@ PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "sg_sandbox_free": (None, [_P]),
     "sg_sandbox_close": (_ST, [_P, _PP]),
     "sg_sandbox_warnings": (_ST, [_P, _B, _PP]),
+    "sg_sandbox_host_name": (_ST, [_P, _S, c_size_t, c_bool, _B, _PP]),
     "sg_sandbox_read": (_ST, [_P, _S, c_size_t, _B, _PP]),
     "sg_sandbox_read_lines": (
         _ST,

@@ -1,0 +1,268 @@
+'use strict'
+// createSandgateFileTools against open-multi-agent's documented file-tool
+// contract (packages/core/src/tool/built-in/*.ts and ToolDefinition in
+// packages/core/src/types.ts there): the five names, their input fields and
+// which are required, results `{ data, isError }` with OMA's texts, never a
+// rejection. OMA itself cannot be installed here; its executor validates
+// input with `inputSchema.safeParse` before `execute`, which the tests do too.
+// Real files in real directories.
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+
+const { createSandgateFileTools } = require('..')
+const { Sandbox } = require('../../../index.js')
+
+function tree() {
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'sandgate-omafiles-')))
+  const app = path.join(dir, 'app')
+  fs.mkdirSync(path.join(app, 'src', 'lib'), { recursive: true })
+  fs.mkdirSync(path.join(app, 'node_modules', 'dep'), { recursive: true })
+  fs.mkdirSync(path.join(dir, 'app-secrets'))
+  fs.writeFileSync(path.join(dir, 'app-secrets', 'key'), 'secret\n')
+  fs.writeFileSync(path.join(app, 'notes.txt'), 'one\ntwo\nthree\n')
+  fs.writeFileSync(path.join(app, 'src', 'main.js'), 'const a = 1\nconsole.log(a)\n')
+  fs.writeFileSync(path.join(app, 'src', 'lib', 'util.js'), 'export const b = 2 // TODO\n')
+  fs.writeFileSync(path.join(app, 'node_modules', 'dep', 'index.js'), 'module.exports = 1 // TODO\n')
+  return { dir, app }
+}
+
+function byName(tools) {
+  return Object.fromEntries(tools.map((t) => [t.name, t]))
+}
+
+/** What OMA's executor does with a tool call: validate, then execute. */
+async function call(tool, input) {
+  const parsed = tool.inputSchema.safeParse(input)
+  assert.ok(parsed.success, `input refused by ${tool.name}'s schema: ${JSON.stringify(input)}`)
+  return tool.execute(parsed.data, { agent: { name: 't', role: 't', model: 't' } })
+}
+
+test('the five tools carry OMA names, input fields, required keys and side-effect flags', () => {
+  const { app } = tree()
+  const tools = createSandgateFileTools({ write_root: app })
+  assert.deepEqual(
+    tools.map((t) => t.name),
+    ['file_read', 'file_write', 'file_edit', 'glob', 'grep'],
+  )
+  const shape = (t) => {
+    const s = t.inputSchema.shape
+    return Object.fromEntries(Object.entries(s).map(([k, v]) => [k, v.isOptional() ? 'optional' : 'required']))
+  }
+  const t = byName(tools)
+  assert.deepEqual(shape(t.file_read), { path: 'required', offset: 'optional', limit: 'optional' })
+  assert.deepEqual(shape(t.file_write), { path: 'required', content: 'required' })
+  assert.deepEqual(shape(t.file_edit), {
+    path: 'required',
+    old_string: 'required',
+    new_string: 'required',
+    replace_all: 'optional',
+  })
+  assert.deepEqual(shape(t.glob), { path: 'optional', pattern: 'optional', maxFiles: 'optional' })
+  assert.deepEqual(shape(t.grep), { pattern: 'required', path: 'optional', glob: 'optional', maxResults: 'optional' })
+  assert.equal(t.file_write.consequential, true)
+  assert.equal(t.file_edit.consequential, true)
+  assert.ok(!t.file_read.consequential && !t.glob.consequential && !t.grep.consequential)
+  // OMA's numeric bounds: offset >= 0, limit and the caps > 0, integers.
+  assert.equal(t.file_read.inputSchema.safeParse({ path: 'a', offset: -1 }).success, false)
+  assert.equal(t.file_read.inputSchema.safeParse({ path: 'a', limit: 0 }).success, false)
+  assert.equal(t.glob.inputSchema.safeParse({ maxFiles: 1.5 }).success, false)
+  assert.equal(t.grep.inputSchema.safeParse({}).success, false)
+  for (const tool of tools) assert.equal(typeof tool.description, 'string')
+})
+
+test('file_read answers numbered lines, slices and OMA texts for the end and for errors', async () => {
+  const { app } = tree()
+  const { file_read } = byName(createSandgateFileTools({ write_root: app }))
+  const abs = path.join(app, 'notes.txt')
+  assert.deepEqual(await call(file_read, { path: abs }), { data: '1\tone\n2\ttwo\n3\tthree', isError: false })
+  assert.deepEqual(await call(file_read, { path: abs, offset: 2, limit: 1 }), {
+    data: '2\ttwo\n\n(showing lines 2\u20132 of 3)',
+    isError: false,
+  })
+  assert.deepEqual(await call(file_read, { path: abs, offset: 9 }), {
+    data: `File "${abs}" has 3 lines but offset 9 is beyond the end.`,
+    isError: true,
+  })
+  // A root-relative name is read too.
+  assert.equal((await call(file_read, { path: 'src/main.js' })).data, '1\tconst a = 1\n2\tconsole.log(a)')
+  const missing = await call(file_read, { path: path.join(app, 'nope.txt') })
+  assert.equal(missing.isError, true)
+  assert.match(missing.data, /^Could not read file ".*nope\.txt": E_NOT_FOUND/)
+})
+
+test('a prefix sibling of the root is outside it: /x/app-secrets is refused, never read', async () => {
+  const { dir, app } = tree()
+  const t = byName(createSandgateFileTools({ write_root: app }))
+  const secret = path.join(dir, 'app-secrets', 'key')
+  const r = await call(t.file_read, { path: secret })
+  assert.equal(r.isError, true)
+  assert.match(r.data, /E_PATH_ESCAPE/)
+  assert.doesNotMatch(r.data, /secret\n/)
+  const w = await call(t.file_write, { path: path.join(dir, 'app-secrets', 'new'), content: 'x' })
+  assert.equal(w.isError, true)
+  assert.equal(fs.existsSync(path.join(dir, 'app-secrets', 'new')), false)
+  const up = await call(t.file_read, { path: path.join(app, '..', 'app-secrets', 'key') })
+  assert.equal(up.isError, true)
+  assert.match(up.data, /E_PATH_INVALID|E_PATH_ESCAPE/)
+})
+
+test('file_write creates with parents, then updates, with OMA texts', async () => {
+  const { app } = tree()
+  const { file_write } = byName(createSandgateFileTools({ write_root: app }))
+  const target = path.join(app, 'out', 'deep', 'new.txt')
+  assert.deepEqual(await call(file_write, { path: target, content: 'a\nb\u00e9' }), {
+    data: `Created "${target}" (2 lines, 5 bytes).`,
+    isError: false,
+  })
+  assert.equal(fs.readFileSync(target, 'utf8'), 'a\nb\u00e9')
+  assert.deepEqual(await call(file_write, { path: target, content: 'x' }), {
+    data: `Updated "${target}" (1 line, 1 bytes).`,
+    isError: false,
+  })
+  assert.equal(fs.readFileSync(target, 'utf8'), 'x')
+})
+
+test('file_write honours allow_overwrite = false: a second write is refused and the file kept', async () => {
+  const { app } = tree()
+  const { file_write } = byName(createSandgateFileTools({ write_root: app, allow_overwrite: false }))
+  const target = path.join(app, 'notes.txt')
+  const r = await call(file_write, { path: target, content: 'gone' })
+  assert.equal(r.isError, true)
+  assert.match(r.data, /^Failed to write file ".*notes\.txt": E_EXISTS/)
+  assert.equal(fs.readFileSync(target, 'utf8'), 'one\ntwo\nthree\n')
+})
+
+test('file_edit replaces once or all, and answers OMA texts for none, many and an empty string', async () => {
+  const { app } = tree()
+  const { file_edit } = byName(createSandgateFileTools({ write_root: app }))
+  const f = path.join(app, 'e.txt')
+  fs.writeFileSync(f, 'x-y-x-$&')
+  assert.deepEqual(await call(file_edit, { path: f, old_string: 'y', new_string: 'Y' }), {
+    data: `Replaced 1 occurrence in "${f}".`,
+    isError: false,
+  })
+  const many = await call(file_edit, { path: f, old_string: 'x', new_string: 'z' })
+  assert.equal(many.isError, true)
+  assert.match(many.data, /^`old_string` appears 2 times in ".*e\.txt"\./)
+  assert.equal(fs.readFileSync(f, 'utf8'), 'x-Y-x-$&')
+  assert.deepEqual(await call(file_edit, { path: f, old_string: 'x', new_string: '$&!', replace_all: true }), {
+    data: `Replaced 2 occurrences in "${f}".`,
+    isError: false,
+  })
+  // The replacement is literal text.
+  assert.equal(fs.readFileSync(f, 'utf8'), '$&!-Y-$&!-$&')
+  const none = await call(file_edit, { path: f, old_string: 'absent', new_string: 'q' })
+  assert.equal(none.isError, true)
+  assert.match(none.data, /^The string to replace was not found in ".*e\.txt"\.\n/)
+  const empty = await call(file_edit, { path: f, old_string: '', new_string: 'q' })
+  assert.deepEqual(empty, { data: none.data, isError: true })
+  assert.equal(fs.readFileSync(f, 'utf8'), '$&!-Y-$&!-$&')
+})
+
+test('glob lists by name at every depth, skips node_modules, caps with a note', async () => {
+  const { app } = tree()
+  const { glob } = byName(createSandgateFileTools({ write_root: app }))
+  assert.deepEqual(await call(glob, { pattern: '*.js' }), { data: 'src/lib/util.js\nsrc/main.js', isError: false })
+  assert.deepEqual(await call(glob, { pattern: '**/*.js', path: path.join(app, 'src', 'lib') }), {
+    data: 'src/lib/util.js',
+    isError: false,
+  })
+  assert.deepEqual(await call(glob, { pattern: '*.rs' }), { data: 'No files matched.', isError: false })
+  assert.deepEqual(await call(glob, { pattern: '*.js', maxFiles: 1 }), {
+    data: 'src/lib/util.js\n\n(listing capped at 1 paths; raise maxFiles for more)',
+    isError: false,
+  })
+  // A file named directly is answered when its name matches.
+  assert.deepEqual(await call(glob, { path: path.join(app, 'src', 'main.js'), pattern: '*.js' }), {
+    data: 'src/main.js',
+    isError: false,
+  })
+  // Searching inside a skipped directory named as the base still works.
+  assert.equal((await call(glob, { path: path.join(app, 'node_modules'), pattern: '*.js' })).data, 'node_modules/dep/index.js')
+})
+
+test('grep answers path:line:text, filters by glob, skips node_modules, refuses a bad regex', async () => {
+  const { app } = tree()
+  const { grep } = byName(createSandgateFileTools({ write_root: app }))
+  assert.deepEqual(await call(grep, { pattern: 'TODO' }), {
+    data: 'src/lib/util.js:1:export const b = 2 // TODO',
+    isError: false,
+  })
+  assert.deepEqual(await call(grep, { pattern: 'console', glob: '*.js' }), {
+    data: 'src/main.js:2:console.log(a)',
+    isError: false,
+  })
+  assert.deepEqual(await call(grep, { pattern: 'console', glob: '*.txt' }), { data: 'No matches found.', isError: false })
+  assert.deepEqual(await call(grep, { pattern: '(' }), { data: 'Invalid regular expression: "("', isError: true })
+  assert.deepEqual(await call(grep, { pattern: 'o', path: path.join(app, 'notes.txt'), maxResults: 2 }), {
+    data: 'notes.txt:1:one\nnotes.txt:2:two\n\n(results capped at 2; use maxResults to raise the limit)',
+    isError: false,
+  })
+})
+
+test('the escapes OMA allows are refused: a dangling in-root symlink, an in-root hard link', async () => {
+  const { dir, app } = tree()
+  const t = byName(createSandgateFileTools({ write_root: app }))
+  const outside = path.join(dir, 'created-outside')
+  fs.symlinkSync(outside, path.join(app, 'dangling'))
+  const w = await call(t.file_write, { path: path.join(app, 'dangling'), content: 'pwned' })
+  assert.equal(w.isError, true)
+  assert.equal(fs.existsSync(outside), false)
+
+  const victim = path.join(dir, 'victim')
+  fs.writeFileSync(victim, 'original')
+  fs.linkSync(victim, path.join(app, 'hard'))
+  const e = await call(t.file_edit, { path: path.join(app, 'hard'), old_string: 'original', new_string: 'changed' })
+  assert.equal(e.isError, true)
+  assert.match(e.data, /E_HARDLINK/)
+  assert.equal(fs.readFileSync(victim, 'utf8'), 'original')
+})
+
+test('one sandbox serves all five tools: one budget, one audit trail', async () => {
+  const { app } = tree()
+  const events = []
+  const tools = createSandgateFileTools({ write_root: app, fs_ops: 3 }, { audit: (ev) => events.push(ev) })
+  const t = byName(tools)
+  assert.equal(tools.sandbox.fsOpsRemaining, 3)
+  assert.equal((await call(t.file_read, { path: 'notes.txt' })).isError, false)
+  assert.equal((await call(t.grep, { pattern: 'one' })).isError, false)
+  assert.equal((await call(t.file_write, { path: 'w.txt', content: 'w' })).isError, false)
+  assert.equal(tools.sandbox.fsOpsRemaining, 0)
+  const spent = await call(t.glob, { pattern: '*' })
+  assert.equal(spent.isError, true)
+  assert.match(spent.data, /E_/)
+  // Audit events arrive on a later turn of the event loop.
+  await new Promise((r) => setImmediate(r))
+  assert.deepEqual(
+    events.map((ev) => ev.op).slice(0, 3),
+    ['read', 'grep', 'write'],
+  )
+})
+
+test('a symlinked root answers host paths spelled both ways, from keys or a Sandbox', async () => {
+  const { dir, app } = tree()
+  const link = path.join(dir, 'app-link')
+  fs.symlinkSync(app, link)
+  const sandbox = new Sandbox({ readRoots: [link], writeRoot: link })
+  const given = createSandgateFileTools(sandbox)
+  assert.equal(given.sandbox, sandbox)
+  for (const tools of [given, createSandgateFileTools({ write_root: link })]) {
+    const { file_read, file_write } = byName(tools)
+    for (const p of [path.join(link, 'notes.txt'), path.join(app, 'notes.txt')]) {
+      assert.deepEqual(await call(file_read, { path: p, limit: 1 }), {
+        data: '1\tone\n\n(showing lines 1\u20131 of 3)',
+        isError: false,
+      })
+    }
+    const w = await call(file_write, { path: path.join(link, 'via-link.txt'), content: 'l' })
+    assert.equal(w.isError, false, w.data)
+    const sibling = await call(file_read, { path: `${link}-secrets/key` })
+    assert.equal(sibling.isError, true)
+    assert.match(sibling.data, /E_PATH_ESCAPE/)
+  }
+  assert.equal(fs.readFileSync(path.join(app, 'via-link.txt'), 'utf8'), 'l')
+})
