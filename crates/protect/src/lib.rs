@@ -370,6 +370,15 @@ impl Meta {
         FileType::from_raw_mode(self.mode)
     }
 
+    /// Equal in everything but the access time (which reading the file
+    /// for the record moves).
+    fn same_as(&self, other: &Meta) -> bool {
+        Meta {
+            atime: other.atime,
+            ..*self
+        } == *other
+    }
+
     fn perm(&self) -> u32 {
         self.mode & 0o7777
     }
@@ -671,11 +680,14 @@ impl Record {
             }
             match open_dir(ctx.root, &rel) {
                 Ok(fd) => {
-                    let same = rfs::fstat(&fd).ok().map(|st| Meta::of(&st)).is_some_and(|m| {
-                        self.dirs
-                            .get(&rel)
-                            .is_some_and(|r| r.meta.ino == m.ino && r.meta.dev == m.dev)
-                    });
+                    let same = rfs::fstat(&fd)
+                        .ok()
+                        .map(|st| Meta::of(&st))
+                        .is_some_and(|m| {
+                            self.dirs
+                                .get(&rel)
+                                .is_some_and(|r| r.meta.ino == m.ino && r.meta.dev == m.dev)
+                        });
                     if same {
                         self.relist(ctx, &rel, fd);
                     } else {
@@ -696,7 +708,7 @@ impl Record {
             match lstat(ctx.root, rel) {
                 Ok(st) => {
                     let m = Meta::of(&st);
-                    if m != e.meta || m.ctime >= self.t0 - GRANULARITY_NS {
+                    if !m.same_as(&e.meta) || m.ctime >= self.t0 - GRANULARITY_NS {
                         stale.push(rel.clone());
                     }
                 }
@@ -1067,8 +1079,8 @@ impl Settle<'_> {
             let Some(rec) = record.dirs.get(rel) else {
                 continue;
             };
-            let holds = record.entries.contains_key(rel)
-                || beneath(&record.entries, rel).next().is_some();
+            let holds =
+                record.entries.contains_key(rel) || beneath(&record.entries, rel).next().is_some();
             if !holds {
                 continue;
             }
@@ -1224,10 +1236,7 @@ impl Settle<'_> {
                             action: Action::Quarantined,
                         });
                     }
-                    let mode = record
-                        .dirs
-                        .get(prefix)
-                        .map_or(0o755, |d| d.meta.perm());
+                    let mode = record.dirs.get(prefix).map_or(0o755, |d| d.meta.perm());
                     rfs::mkdirat(&dir, OsStr::from_bytes(name), Mode::from_raw_mode(mode))?;
                     if let Some(d) = record.dirs.get(prefix) {
                         let _ = rfs::chownat(
@@ -1387,7 +1396,7 @@ fn judge(
             Verdict::Same
         };
     }
-    if m != r {
+    if !m.same_as(r) {
         return Verdict::Differs;
     }
     if m.ctime >= threshold {

@@ -20,17 +20,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandgate_codes::ErrorCode;
+use sandgate_fileguard::GuardBuilder;
 use sandgate_policy::{Confine, Policy, PolicyError, PolicyOptions, SecurityMode};
+use sandgate_protect::{Action, Protector};
 use sandgate_rootfs::Root;
 use sandgate_shellexec::confine::{self, ConfineMode, ConfineSpec, Prepared};
 use sandgate_shellexec::exec::{
     ExecConfig, ExecOptions as RunOptions, LocalShellExecutor, ShellExecutor,
 };
-use sandgate_fileguard::GuardBuilder;
-use sandgate_protect::{Action, Protector};
 use sandgate_shellexec::git::{self, GitSubcommand};
-use sandgate_shellexec::protected::{Checkpoint, ProtectedPaths};
 use sandgate_shellexec::limits::ResourceLimits;
+use sandgate_shellexec::protected::{Checkpoint, ProtectedPaths};
 
 pub use sandgate_shellexec::confine::ConfinementReport;
 pub use sandgate_shellexec::exec::{AbortSignal, ExecResult};

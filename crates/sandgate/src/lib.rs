@@ -50,7 +50,8 @@ pub mod tool;
 pub use audit::{AuditEvent, AuditSink};
 pub use error::{chain_message, Error, ErrorCode};
 pub use exec::{
-    ExecGrant, ExecOptions, ExecResult, Executor, ExecutorBuilder, Limit, LimitsReport, Mechanism, ProtectedAction, ProtectedChange,
+    ExecGrant, ExecOptions, ExecResult, Executor, ExecutorBuilder, Limit, LimitsReport, Mechanism,
+    ProtectedAction, ProtectedChange,
 };
 pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};
