@@ -25,6 +25,7 @@ const SUITES: &[(&str, &str)] = &[
     ("shellexec", "limits"),
     ("shellexec", "git"),
     ("sandgate", "git"),
+    ("sandgate", "protect"),
     ("cli", "run"),
     ("cli", "exec"),
 ];

@@ -541,6 +541,11 @@ fn host_edits_between_commands_become_the_record() {
         let g = guard(false, PATTERNS);
         let r = run(&ex, "true");
         assert!(r.protected_changes.is_empty(), "{:?}", r.protected_changes);
+        // The floor really runs without namespaces.
+        if !ns {
+            assert!(!r.confined.namespaces);
+        }
+        eprintln!("namespaces={ns}: in force: {}", r.confined.namespaces);
         fs::write(fx.root.join("Cargo.lock"), "host v2\n").unwrap();
         fs::write(fx.root.join("host.lock"), "host\n").unwrap();
         let before = state(&fx.root, &g);
