@@ -1176,11 +1176,12 @@ impl Settle<'_> {
     /// entry in its place. False when it cannot be recreated.
     fn recreate(&mut self, record: &Record, rel: &[u8], entry: &Entry, present: bool) -> bool {
         let kind = entry.meta.kind();
-        let restorable = match (&entry.data, kind) {
-            (Data::Copy(_), FileType::RegularFile) | (Data::Link(_), FileType::Symlink) => true,
-            (_, FileType::Directory) => true,
-            _ => false,
-        };
+        let restorable = matches!(
+            (&entry.data, kind),
+            (Data::Copy(_), FileType::RegularFile)
+                | (Data::Link(_), FileType::Symlink)
+                | (_, FileType::Directory)
+        );
         if !restorable {
             return false;
         }
