@@ -561,3 +561,65 @@ fn host_edits_between_commands_become_the_record() {
         assert!(r.protected_changes.is_empty(), "{:?}", r.protected_changes);
     }
 }
+
+/// Two commands on one write root at once: the record is shared, the one
+/// that ends first undoes (and reports) the other's change, and the state
+/// after both equals the state before.
+#[test]
+fn concurrent_commands_on_one_root_share_one_record() {
+    for ns in modes() {
+        let fx = fixture(false);
+        let ex = std::sync::Arc::new(executor(&fx, ns, false, PATTERNS));
+        let g = guard(false, PATTERNS);
+        let before = state(&fx.root, &g);
+        let waiting = {
+            let ex = ex.clone();
+            std::thread::spawn(move || {
+                run(
+                    &ex,
+                    "touch a-ready && while [ ! -e b-done ]; do sleep 0.01; done",
+                )
+            })
+        };
+        while !fx.root.join("a-ready").exists() {
+            std::thread::yield_now();
+        }
+        let b = run(
+            &ex,
+            "echo evil > Cargo.lock && touch new.lock && touch b-done",
+        );
+        let a = waiting.join().unwrap();
+        assert_eq!(state(&fx.root, &g), before);
+        assert_eq!(b.protected_changes.len(), 2, "{:?}", b.protected_changes);
+        assert!(a.protected_changes.is_empty(), "{:?}", a.protected_changes);
+    }
+}
+
+/// What the floor cannot attribute: a host edit to a protected file while
+/// a command runs on that root is undone like the command's own, and
+/// reported.
+#[test]
+fn a_host_edit_to_a_protected_file_during_a_command_is_undone_and_reported() {
+    for ns in modes() {
+        let fx = fixture(false);
+        let ex = executor(&fx, ns, false, PATTERNS);
+        let root = fx.root.clone();
+        let host = std::thread::spawn(move || {
+            while !root.join("ready").exists() {
+                std::thread::yield_now();
+            }
+            fs::write(root.join("Cargo.lock"), "host edit\n").unwrap();
+            fs::write(root.join("go"), "").unwrap();
+        });
+        let r = run(&ex, "touch ready && while [ ! -e go ]; do sleep 0.01; done");
+        host.join().unwrap();
+        assert_eq!(
+            fs::read_to_string(fx.root.join("Cargo.lock")).unwrap(),
+            "lock v1\n"
+        );
+        assert!(r
+            .protected_changes
+            .iter()
+            .any(|c| c.path == "Cargo.lock" && c.action == ProtectedAction::Restored));
+    }
+}
