@@ -97,6 +97,10 @@ typedef struct sg_exec_result {
   // The limit that ended the command, when known: `memory`, `tasks`,
   // `cpu`, `output` or `timeout` (ASCII); empty otherwise.
   struct sg_bytes limit;
+  // What the command did to protected paths and what was done about
+  // it, as a JSON array of `{"path", "pattern", "action"}` (`action`:
+  // `restored`, `quarantined` or `reported`); `[]` when nothing.
+  struct sg_bytes protected_changes_json;
 } sg_exec_result;
 
 // Which resolver a root uses.

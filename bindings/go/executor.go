@@ -112,6 +112,16 @@ type ExecResult struct {
 	// Limit names the limit that ended the command, when known: "memory",
 	// "tasks", "cpu", "output" or "timeout"; empty otherwise.
 	Limit string
+	// ProtectedChanges lists what the command did to protected paths and
+	// what was done about it.
+	ProtectedChanges []ProtectedChange
+}
+
+// ProtectedChange is one protected entry a command changed.
+type ProtectedChange struct {
+	Path    string `json:"path"`    // beneath the write root
+	Pattern string `json:"pattern"` // the deny-write pattern, as written
+	Action  string `json:"action"`  // "restored", "quarantined" or "reported"
 }
 
 // Exec runs command with the policy's shell. Cancelling ctx ends the
@@ -180,6 +190,9 @@ func (x *Executor) Exec(ctx context.Context, command string, opts ExecOptions) (
 		Duration:       time.Duration(r.duration_ms) * time.Millisecond,
 		EnvNamesDigest: string(takeBytes(&r.env_names_digest)),
 		Limit:          string(takeBytes(&r.limit)),
+	}
+	if pc := takeBytes(&r.protected_changes_json); len(pc) > 0 {
+		_ = json.Unmarshal(pc, &res.ProtectedChanges)
 	}
 	if conf := takeBytes(&r.confinement_json); len(conf) > 0 {
 		_ = json.Unmarshal(conf, &res.Confinement)

@@ -707,3 +707,38 @@ func TestRootFS(t *testing.T) {
 		t.Errorf("invalid FS path: %v", err)
 	}
 }
+
+func TestExecutorProtectedChanges(t *testing.T) {
+	dir := tmp(t)
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	os.WriteFile(filepath.Join(ws, "Cargo.lock"), []byte("v1\n"), 0o644)
+	text := []byte("[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\ndeny_write = [\"*.lock\"]\n[exec]\nenabled = true\nshell = \"/bin/sh\"\n")
+	p, err := sandgate.ParsePolicy(text, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	x, err := sandgate.NewExecutor(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	r, err := x.Exec(context.Background(), "echo evil > Cargo.lock; touch new.lock", sandgate.ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sandgate.ProtectedChange{
+		{Path: "Cargo.lock", Pattern: "*.lock", Action: "restored"},
+		{Path: "new.lock", Pattern: "*.lock", Action: "quarantined"},
+	}
+	if len(r.ProtectedChanges) != len(want) || r.ProtectedChanges[0] != want[0] || r.ProtectedChanges[1] != want[1] {
+		t.Fatalf("protected changes: %+v", r.ProtectedChanges)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "Cargo.lock")); string(b) != "v1\n" {
+		t.Errorf("Cargo.lock: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new.lock")); !os.IsNotExist(err) {
+		t.Errorf("new.lock stayed: %v", err)
+	}
+}

@@ -369,6 +369,12 @@ export interface ExecOutput {
    * `cpu`, `output` or `timeout`.
    */
   limit?: string
+  /**
+   * What the command did to protected paths and what was done about
+   * it: `{ path, pattern, action }` each, `action` being `restored`,
+   * `quarantined` or `reported`.
+   */
+  protectedChanges: Array<ProtectedChange>
 }
 
 /** One hop of a fetch: a request the authorizer judged, and its answer. */
@@ -510,6 +516,16 @@ export interface ListEntry {
   kind: string
   /** Size in bytes. */
   size: number
+}
+
+/** One protected entry a command changed, and what was done about it. */
+export interface ProtectedChange {
+  /** The entry's path beneath the write root. */
+  path: string
+  /** The deny-write pattern that protects it, as written. */
+  pattern: string
+  /** `restored`, `quarantined` or `reported`. */
+  action: string
 }
 
 /** Metadata of one filesystem object beneath a root. */

@@ -24,7 +24,7 @@ use std::process::Command;
 enum Layer {
     /// The error-code table every layer maps to.
     Base,
-    /// rootfs, fileguard, netguard, shellexec, fetch: they enforce, take
+    /// rootfs, fileguard, netguard, shellexec, fetch, protect: they enforce, take
     /// plain values, and know nothing of the policy file or the facade.
     Mechanism,
     /// The policy file: pure data, which produces the mechanisms'
@@ -47,6 +47,7 @@ const LAYERS: &[(&str, Layer)] = &[
     ("sandgate-shellexec", Layer::Mechanism),
     ("sandgate-fetch", Layer::Mechanism),
     ("sandgate-proxy", Layer::Mechanism),
+    ("sandgate-protect", Layer::Mechanism),
     ("sandgate-policy", Layer::Policy),
     ("sandgate", Layer::Facade),
     ("sandgate-ffi", Layer::Frontend),
@@ -57,10 +58,13 @@ const LAYERS: &[(&str, Layer)] = &[
 ];
 
 /// Edges within one layer that the layering admits: fetch and the shell's
-/// egress proxy enforce netguard's rules, and the CLI serves MCP.
+/// egress proxy enforce netguard's rules, protect enforces fileguard's
+/// patterns through rootfs, and the CLI serves MCP.
 const SIDEWAYS: &[(&str, &str)] = &[
     ("sandgate-fetch", "sandgate-netguard"),
     ("sandgate-proxy", "sandgate-netguard"),
+    ("sandgate-protect", "sandgate-rootfs"),
+    ("sandgate-protect", "sandgate-fileguard"),
     ("sandgate-cli", "sandgate-mcp"),
 ];
 

@@ -34,6 +34,7 @@ pub const CRATES: &[&str] = &[
     "sandgate-proxy",
     "sandgate-rootfs",
     "sandgate-fileguard",
+    "sandgate-protect",
     "sandgate-policy",
     "sandgate-shellexec",
     "sandgate-fetch",

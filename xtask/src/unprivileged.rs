@@ -26,6 +26,8 @@ const SUITES: &[(&str, &str)] = &[
     ("shellexec", "git"),
     ("sandgate", "git"),
     ("sandgate", "proxy"),
+    ("sandgate", "protect"),
+    ("protect", "settle"),
     ("cli", "run"),
     ("cli", "exec"),
 ];

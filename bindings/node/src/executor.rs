@@ -59,6 +59,21 @@ pub struct ExecOutput {
     /// The limit that ended the command, when known: `memory`, `tasks`,
     /// `cpu`, `output` or `timeout`.
     pub limit: Option<String>,
+    /// What the command did to protected paths and what was done about
+    /// it: `{ path, pattern, action }` each, `action` being `restored`,
+    /// `quarantined` or `reported`.
+    pub protected_changes: Vec<ProtectedChange>,
+}
+
+/// One protected entry a command changed, and what was done about it.
+#[napi(object)]
+pub struct ProtectedChange {
+    /// The entry's path beneath the write root.
+    pub path: String,
+    /// The deny-write pattern that protects it, as written.
+    pub pattern: String,
+    /// `restored`, `quarantined` or `reported`.
+    pub action: String,
 }
 
 fn output(r: ExecResult) -> ExecOutput {
@@ -73,6 +88,15 @@ fn output(r: ExecResult) -> ExecOutput {
         env_names_digest: r.env_names_digest,
         duration_ms: r.duration.as_secs_f64() * 1000.0,
         limit: r.limit.map(|l| l.as_str().to_owned()),
+        protected_changes: r
+            .protected_changes
+            .into_iter()
+            .map(|c| ProtectedChange {
+                path: c.path,
+                pattern: c.pattern,
+                action: c.action.as_str().to_owned(),
+            })
+            .collect(),
     }
 }
 

@@ -430,6 +430,32 @@ describe('Sandbox operations, sync and async', () => {
   })
 })
 
+describe('Executor and protected paths', () => {
+  test('protectedChanges lists what the command changed; it is undone', async () => {
+    const dir = fixture()
+    const ws = path.join(dir, 'ws')
+    fs.writeFileSync(path.join(ws, 'Cargo.lock'), 'v1\n')
+    fs.writeFileSync(
+      path.join(dir, 'policy.toml'),
+      '[fs]\nread_roots = ["ws"]\nwrite_root = "ws"\ndeny_write = ["*.lock"]\n[exec]\nenabled = true\nshell = "/bin/sh"\ntimeout_ms = 10000\n',
+    )
+    const ex = new Executor(Policy.load(path.join(dir, 'policy.toml')))
+    try {
+      const r = await ex.exec('echo evil > Cargo.lock; touch new.lock')
+      assert.deepEqual(r.protectedChanges, [
+        { path: 'Cargo.lock', pattern: '*.lock', action: 'restored' },
+        { path: 'new.lock', pattern: '*.lock', action: 'quarantined' },
+      ])
+      assert.equal(fs.readFileSync(path.join(ws, 'Cargo.lock'), 'utf8'), 'v1\n')
+      assert.equal(fs.existsSync(path.join(ws, 'new.lock')), false)
+      assert.deepEqual((await ex.exec('true')).protectedChanges, [])
+    } finally {
+      await ex.dispose()
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
 describe('Executor', () => {
   let dir
   let policy

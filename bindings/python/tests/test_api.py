@@ -681,6 +681,25 @@ def test_executor_names_the_limit_that_stopped_a_command(tree):
         assert ex.exec("true").limit is None
 
 
+def test_executor_reports_and_undoes_changes_to_protected_paths(tree):
+    (tree / "ws" / "Cargo.lock").write_text("v1\n")
+    policy = Policy.parse(
+        '[fs]\nread_roots = ["ws"]\nwrite_root = "ws"\ndeny_write = ["*.lock"]\n'
+        '[exec]\nenabled = true\nshell = "/bin/sh"\ntimeout_ms = 10000\n',
+        str(tree),
+    )
+    with policy as p, Executor(p) as ex:
+        r = ex.exec("echo ok > free.txt; echo evil > Cargo.lock; touch new.lock")
+        assert r.protected_changes == [
+            {"path": "Cargo.lock", "pattern": "*.lock", "action": "restored"},
+            {"path": "new.lock", "pattern": "*.lock", "action": "quarantined"},
+        ], r
+        assert (tree / "ws" / "Cargo.lock").read_text() == "v1\n"
+        assert not (tree / "ws" / "new.lock").exists()
+        assert (tree / "ws" / "free.txt").read_text() == "ok\n"
+        assert ex.exec("true").protected_changes == []
+
+
 def test_executor_abort_from_another_thread_is_130(tree):
     with _exec_policy(tree) as p, Executor(p) as ex, AbortSignal() as sig:
         assert not sig.aborted

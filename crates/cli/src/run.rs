@@ -11,7 +11,12 @@
 //!   when the timeout or the output limit stopped the program;
 //! - a program that exits 3 by itself (the supervisor's own code) becomes
 //!   exit 1 with reason `worker_reserved_exit`;
-//! - otherwise the program's own exit code.
+//! - otherwise the program's own exit code, after a `policy-result:` line
+//!   with reason `protected_changes` when the program changed protected
+//!   paths (which were restored or quarantined after it ended).
+//!
+//! Every `policy-result:` line carries `protected_changes`: each protected
+//! entry the program changed (`path`, `pattern`, `action`).
 //!
 //! Only the supervisor writes unprefixed contract lines: a program line
 //! starting with `policy:` or `policy-result:` is shown as `worker: …`, after
@@ -125,6 +130,7 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
             "exit_code": result.exit_code,
             "duration_ms": result.duration.as_millis() as u64,
             "confined": result.confined,
+            "protected_changes": result.protected_changes,
         })
     };
     let resource = match result.limit {
@@ -153,6 +159,14 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
             &base("worker_reserved_exit"),
         );
         return ExitCode::from(EXIT_WORKER_RESERVED);
+    }
+    if !result.protected_changes.is_empty() {
+        contract_line(
+            &mut err,
+            &mut fresh,
+            "policy-result",
+            &base("protected_changes"),
+        );
     }
     ExitCode::from(u8::try_from(result.exit_code).unwrap_or(1))
 }

@@ -226,3 +226,59 @@ fn resource_limits_exit_3_with_their_reason() {
     let adm = &contract(&out, "policy")[0];
     assert_eq!(adm["max_memory_bytes"], 134217728, "{adm}");
 }
+
+#[test]
+fn protected_paths_a_program_changed_are_reported_and_undone() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("ws")).unwrap();
+    fs::write(dir.path().join("ws/Cargo.lock"), "v1\n").unwrap();
+    let text = format!(
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\ndeny_write = [\"*.lock\"]\n{ENABLED}"
+    );
+    fs::write(dir.path().join("policy.toml"), text).unwrap();
+    let out = run(
+        &dir,
+        &[
+            "/bin/sh",
+            "-c",
+            "echo ok > free.txt; echo evil > Cargo.lock; touch new.lock; exit 7",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The program's own exit code stands.
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    let results = contract(&out, "policy-result");
+    assert_eq!(results.len(), 1, "{stderr}");
+    assert_eq!(results[0]["reason"], "protected_changes");
+    let changes = results[0]["protected_changes"].as_array().unwrap();
+    let got: Vec<(&str, &str, &str)> = changes
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap(),
+                c["pattern"].as_str().unwrap(),
+                c["action"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("Cargo.lock", "*.lock", "restored"),
+            ("new.lock", "*.lock", "quarantined")
+        ]
+    );
+    assert_eq!(
+        fs::read_to_string(dir.path().join("ws/Cargo.lock")).unwrap(),
+        "v1\n"
+    );
+    assert!(!dir.path().join("ws/new.lock").exists());
+    assert_eq!(
+        fs::read_to_string(dir.path().join("ws/free.txt")).unwrap(),
+        "ok\n"
+    );
+    // A program that changes nothing protected gets no such line.
+    let out = run(&dir, &["/bin/sh", "-c", "echo again > free.txt"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(contract(&out, "policy-result").is_empty());
+}

@@ -46,6 +46,10 @@ pub struct sg_exec_result {
     /// The limit that ended the command, when known: `memory`, `tasks`,
     /// `cpu`, `output` or `timeout` (ASCII); empty otherwise.
     pub limit: sg_bytes,
+    /// What the command did to protected paths and what was done about
+    /// it, as a JSON array of `{"path", "pattern", "action"}` (`action`:
+    /// `restored`, `quarantined` or `reported`); `[]` when nothing.
+    pub protected_changes_json: sg_bytes,
 }
 
 /// The executor `policy` grants (not started). With `exec.enabled = false`
@@ -208,6 +212,7 @@ pub unsafe extern "C" fn sg_executor_exec(
             },
         )?;
         let confinement = serde_json::to_vec(&r.confined).unwrap_or_default();
+        let protected = serde_json::to_vec(&r.protected_changes).unwrap_or_default();
         put(
             out,
             sg_exec_result {
@@ -225,6 +230,7 @@ pub unsafe extern "C" fn sg_executor_exec(
                         .map(|l| l.as_str().as_bytes().to_vec())
                         .unwrap_or_default(),
                 ),
+                protected_changes_json: sg_bytes::from_vec(protected),
             },
         );
         Ok(())
@@ -253,6 +259,7 @@ pub unsafe extern "C" fn sg_exec_result_free(result: *mut sg_exec_result) {
             sg_bytes_free(&mut r.confinement_json);
             sg_bytes_free(&mut r.env_names_digest);
             sg_bytes_free(&mut r.limit);
+            sg_bytes_free(&mut r.protected_changes_json);
         }
     }
 }

@@ -894,6 +894,14 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
     {
         let _ = writeln!(out, "stopped by the {} limit", limit.as_str());
     }
+    // The agent learns that its change to a protected path did not stay.
+    for c in &r.protected_changes {
+        let _ = writeln!(
+            out,
+            "protected path {} (deny-write `{}`): {}",
+            c.path, c.pattern, c.action
+        );
+    }
     let _ = write!(
         out,
         "--- stdout ---\n{}\n--- stderr ---\n{}",

@@ -27,7 +27,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandgate_codes::ErrorCode;
+use sandgate_fileguard::GuardBuilder;
 use sandgate_policy::{Confine, Policy, PolicyError, PolicyOptions, SecurityMode};
+use sandgate_protect::{Action, Protector};
 use sandgate_rootfs::Root;
 use sandgate_shellexec::confine::{self, ConfineMode, ConfineSpec, Prepared};
 use sandgate_shellexec::exec::{
@@ -35,6 +37,7 @@ use sandgate_shellexec::exec::{
 };
 use sandgate_shellexec::git::{self, GitSubcommand};
 use sandgate_shellexec::limits::ResourceLimits;
+use sandgate_shellexec::protected::{Checkpoint, ProtectedPaths};
 
 pub use sandgate_proxy::Resolve as NetResolve;
 use sandgate_proxy::SystemResolver;
@@ -43,6 +46,7 @@ pub use sandgate_proxy::{AuditRecord as NetAuditRecord, Protocol as NetProtocol}
 pub use sandgate_shellexec::confine::ConfinementReport;
 pub use sandgate_shellexec::exec::{AbortSignal, ExecResult};
 pub use sandgate_shellexec::limits::{Limit, LimitsReport, Mechanism};
+pub use sandgate_shellexec::protected::{ProtectedAction, ProtectedChange};
 
 use crate::error::Error;
 use crate::hostpath::{self, GrantedDir};
@@ -182,6 +186,7 @@ pub struct ExecOptions {
 pub struct ExecutorBuilder {
     options: PolicyOptions,
     base_dir: Option<PathBuf>,
+    floor_only: bool,
 }
 
 impl ExecutorBuilder {
@@ -269,6 +274,14 @@ impl ExecutorBuilder {
         self.options.budgets.exec_ops = budget;
         self
     }
+    /// `false` keeps every command on the floor — Landlock, seccomp and
+    /// the after-the-fact check of protected paths, without namespaces of
+    /// its own — as on a host that refuses namespaces. Default `true`:
+    /// namespaces where the host allows them.
+    pub fn namespaces(&mut self, on: bool) -> &mut Self {
+        self.floor_only = !on;
+        self
+    }
     /// Resolves the options as a policy and builds its executor (not
     /// started). A setting the gate refuses answers `E_POLICY` naming its
     /// key.
@@ -284,7 +297,7 @@ impl ExecutorBuilder {
             })?,
         };
         let policy = Policy::from_options(&self.options, &base).map_err(policy_error)?;
-        let mut ex = Executor::from_policy(&policy)?;
+        let mut ex = Executor::with_policy(&policy, !self.floor_only)?;
         // The roots as the caller spelled them, so an absolute cwd written
         // that way maps too (the policy keeps them resolved).
         let cwd_dir = self
@@ -326,6 +339,7 @@ impl Executor {
         ExecutorBuilder {
             options: options.clone(),
             base_dir: Some(base_dir.to_path_buf()),
+            floor_only: false,
         }
         .build()
     }
@@ -333,6 +347,11 @@ impl Executor {
     /// The executor `policy` grants (not started). With `exec.enabled =
     /// false` it exists but refuses every command with `E_DENIED`.
     pub fn from_policy(policy: &Policy) -> Result<Executor, Error> {
+        Executor::with_policy(policy, true)
+    }
+
+    /// [`from_policy`](Self::from_policy), with or without namespaces.
+    fn with_policy(policy: &Policy, namespaces: bool) -> Result<Executor, Error> {
         let exec = policy.exec();
         let confine_mode = match exec.confine {
             Confine::Off => ConfineMode::Off,
@@ -385,6 +404,12 @@ impl Executor {
                 max_cpu_ms: exec.max_cpu_ms,
                 required,
                 ..ResourceLimits::default()
+            },
+            namespaces,
+            protected: if exec.enabled {
+                protection(policy)?
+            } else {
+                None
             },
             ..ExecConfig::default()
         };
@@ -817,6 +842,80 @@ impl Executor {
                 s.proxy.stop();
             }
         }
+    }
+}
+
+/// The check of protected paths around each shell command: the policy's
+/// deny-write patterns and restricted mode's `.git` beneath the write root,
+/// and `.git/config` wherever git hooks are protected (`core.hooksPath`
+/// there can point hooks anywhere). `None` without a write root or without
+/// any protection.
+fn protection(policy: &Policy) -> Result<Option<Arc<dyn ProtectedPaths>>, Error> {
+    let Some(write_root) = policy.write_root() else {
+        return Ok(None);
+    };
+    let mut builder = GuardBuilder::new();
+    builder
+        .patterns(policy.deny_write().iter())
+        .restricted(policy.security_mode() == SecurityMode::Restricted);
+    let guard = builder
+        .build()
+        .map_err(|e| Error::from(e).with_key("fs.deny_write"))?;
+    if !guard.has_patterns() {
+        return Ok(None);
+    }
+    let guard = if guard.check_write(GIT_HOOK_PROBE, None).is_refused()
+        && guard.check_write(GIT_CONFIG, None).is_allowed()
+    {
+        builder
+            .pattern(GIT_CONFIG)
+            .build()
+            .map_err(|e| Error::from(e).with_key("fs.deny_write"))?
+    } else {
+        guard
+    };
+    let protector = Protector::new(write_root, guard).map_err(|e| {
+        Error::new(
+            ErrorCode::Io,
+            format!("cannot protect paths beneath the write root: {e}"),
+        )
+        .with_key("fs.write_root")
+        .with_errno(e.raw_os_error())
+    })?;
+    Ok(Some(Arc::new(Protection(Arc::new(protector)))))
+}
+
+/// A name under `.git/hooks`: when it is protected, so is `.git/config`.
+const GIT_HOOK_PROBE: &str = ".git/hooks/pre-commit";
+/// Where `core.hooksPath` is set.
+const GIT_CONFIG: &str = ".git/config";
+
+/// [`Protector`] as the executor's hook.
+struct Protection(Arc<Protector>);
+
+impl ProtectedPaths for Protection {
+    fn before(&self) -> std::io::Result<Box<dyn Checkpoint>> {
+        Ok(Box::new(Settling(self.0.begin()?)))
+    }
+}
+
+struct Settling(sandgate_protect::Checkpoint);
+
+impl Checkpoint for Settling {
+    fn after(self: Box<Self>) -> Vec<ProtectedChange> {
+        self.0
+            .settle()
+            .into_iter()
+            .map(|c| ProtectedChange {
+                path: c.path,
+                pattern: c.pattern,
+                action: match c.action {
+                    Action::Restored => ProtectedAction::Restored,
+                    Action::Quarantined => ProtectedAction::Quarantined,
+                    Action::Reported => ProtectedAction::Reported,
+                },
+            })
+            .collect()
     }
 }
 

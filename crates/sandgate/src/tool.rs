@@ -426,6 +426,10 @@ impl ToolSession {
                     serde_json::to_value(&r.confined).unwrap_or(Value::Null),
                 );
                 out.insert("env_names_digest".into(), json!(r.env_names_digest));
+                out.insert(
+                    "protected_changes".into(),
+                    serde_json::to_value(&r.protected_changes).unwrap_or(Value::Null),
+                );
                 out.insert("duration_ms".into(), json!(r.duration.as_millis() as u64));
             }
             other => {

@@ -101,6 +101,7 @@ use crate::env::EnvPlan;
 use crate::limits::{self, Limit, ResourceLimits};
 use crate::monitor::Monitor;
 use crate::ns::Namespaces;
+use crate::protected::{ProtectedChange, ProtectedPaths};
 use crate::redact::Redactor;
 use crate::run::Run;
 use crate::spawn::{self, Spawned};
@@ -146,6 +147,9 @@ pub struct ExecConfig {
     /// `Off` mode never. `false` keeps every command on the floor
     /// (Landlock and seccomp only), as on a host without namespaces.
     pub namespaces: bool,
+    /// Called around every command to find and undo changes to protected
+    /// paths ([`crate::protected`]); `None` protects nothing.
+    pub protected: Option<Arc<dyn ProtectedPaths>>,
 }
 
 impl fmt::Debug for ExecConfig {
@@ -165,6 +169,7 @@ impl fmt::Debug for ExecConfig {
             .field("grace", &self.grace)
             .field("host_env_names", &host_env)
             .field("namespaces", &self.namespaces)
+            .field("protected", &self.protected.is_some())
             .finish()
     }
 }
@@ -182,6 +187,7 @@ impl Default for ExecConfig {
             grace: Duration::from_millis(500),
             host_env: None,
             namespaces: true,
+            protected: None,
         }
     }
 }
@@ -325,6 +331,10 @@ pub struct ExecResult {
     pub confined: ConfinementReport,
     /// Wall-clock time of the call.
     pub duration: Duration,
+    /// Changes the command made to protected paths, each undone or
+    /// reported ([`ExecConfig::protected`]); empty when nothing is
+    /// protected or nothing protected changed.
+    pub protected_changes: Vec<ProtectedChange>,
 }
 
 /// Runs shell commands for an agent (docs/reference/executor.md).
@@ -961,6 +971,7 @@ fn run(
         env_names_digest: env.names_digest.clone(),
         confined,
         duration: Duration::ZERO,
+        protected_changes: Vec::new(),
     };
     if limits.report != limits::LimitsReport::default() {
         result.confined.limits = Some(limits.report.clone());
@@ -1001,6 +1012,22 @@ fn run(
         }
     };
     let placement = lease.as_ref().map(|l| l.placement()).unwrap_or_default();
+    // The protected state is recorded before anything of the command runs;
+    // without a record the command does not run.
+    let checkpoint = match config.protected.as_ref().map(|p| p.before()).transpose() {
+        Ok(checkpoint) => checkpoint,
+        Err(e) => {
+            if let (Some(pool), Some(lease)) = (pool, lease) {
+                pool.release(lease);
+            }
+            result.exit_code = EXIT_NOT_STARTED;
+            result.stderr =
+                format!("sandgate: cannot start {what}: cannot record the protected paths: {e}\n")
+                    .into_bytes();
+            result.duration = began.elapsed();
+            return Ok(result);
+        }
+    };
     let spawned = match spawn::spawn(
         program, &env.envp, env_owner, prepared, cwd, in_ns, placement,
     ) {
@@ -1035,6 +1062,11 @@ fn run(
     )
     .with_monitor(monitor)
     .finish();
+    // Every process of the command is dead now: undo what it did to
+    // protected paths.
+    if let Some(checkpoint) = checkpoint {
+        result.protected_changes = checkpoint.after();
+    }
     if let (Some(pool), Some(lease)) = (pool, outcome.lease) {
         pool.release(lease);
     }

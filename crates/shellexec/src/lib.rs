@@ -17,6 +17,8 @@
 //! - [`exec`]: the executor: `shell -c command` in a new session under a
 //!   subreaper keeper, confined, with timeouts, abort, capped and redacted
 //!   output, and every descendant killed before the call returns.
+//! - [`protected`]: the hook around each command through which an embedder
+//!   finds and undoes changes to protected paths.
 //! - [`git`]: confined git: a strict word splitter and a per-subcommand
 //!   schema that turn `git status|diff|log …` into a hardened invocation.
 //!
@@ -54,6 +56,8 @@ mod netns;
 mod ns;
 #[cfg(target_os = "linux")]
 mod proctree;
+#[cfg(target_os = "linux")]
+pub mod protected;
 #[cfg(target_os = "linux")]
 pub mod redact;
 #[cfg(target_os = "linux")]

@@ -47,6 +47,7 @@ fn config() -> ExecConfig {
         grace: Duration::from_millis(500),
         host_env: Some(host_env()),
         namespaces: true,
+        protected: None,
     }
 }
 

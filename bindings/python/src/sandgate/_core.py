@@ -343,6 +343,10 @@ class ExecResult:
     #: The limit that ended the command, when known: "memory", "tasks",
     #: "cpu", "output" or "timeout"; None otherwise.
     limit: str | None = None
+    #: What the command did to protected paths and what was done about it:
+    #: one dict per entry, {"path", "pattern", "action"} with action
+    #: "restored", "quarantined" or "reported".
+    protected_changes: list = field(default_factory=list)
 
     @property
     def stdout_text(self) -> str:
@@ -1098,6 +1102,7 @@ class Executor(_Handle):
             if st:
                 _raise(st, err)
             confinement = take_bytes(out.confinement_json)
+            protected = take_bytes(out.protected_changes_json)
             return ExecResult(
                 exit_code=out.exit_code,
                 stdout=take_bytes(out.stdout_bytes),
@@ -1109,6 +1114,7 @@ class Executor(_Handle):
                 confinement=json.loads(confinement) if confinement else {},
                 env_names_digest=take_bytes(out.env_names_digest).decode("utf-8", "replace"),
                 limit=take_bytes(out.limit).decode("ascii", "replace") or None,
+                protected_changes=json.loads(protected) if protected else [],
             )
         finally:
             lib.sg_exec_result_free(byref(out))

@@ -57,6 +57,7 @@ class sg_exec_result(Structure):
         ("confinement_json", sg_bytes),
         ("env_names_digest", sg_bytes),
         ("limit", sg_bytes),
+        ("protected_changes_json", sg_bytes),
     ]
 
 

@@ -1,0 +1,1501 @@
+//! Deny-write patterns for a shell, enforced after the fact.
+//!
+//! A shell command cannot be asked before each write whether a path is
+//! protected, so this crate checks afterwards. Before a command,
+//! [`Protector::begin`] records every *protected entry* beneath the write
+//! root — every entry a deny-write pattern matches, or, in restricted mode,
+//! every `.git` component and what is beneath it — with its identity
+//! (device and inode), metadata (type, mode, owner, link count, size,
+//! times), a copy of its content when it is a small file, and its target
+//! when it is a symlink. It also records every directory beneath the root,
+//! with its ctime. After the command, with every process it started dead,
+//! [`Checkpoint::settle`] finds what changed and undoes it:
+//!
+//! - a protected entry that was changed, replaced or removed is restored
+//!   from the record: what the command left at its name is moved to the
+//!   quarantine first (nothing is deleted), then the recorded file, symlink
+//!   or directory is created under a temporary name, given its mode, owner
+//!   and times, and renamed into place;
+//! - a protected directory, or a directory that holds protected entries,
+//!   that was renamed elsewhere beneath the root is renamed back (found by
+//!   its inode);
+//! - a new protected entry (`touch x.lock`, `mkdir .github`, a nested
+//!   `git init` in restricted mode) is moved into the quarantine;
+//! - each of these is reported as a [`Change`].
+//!
+//! Changes are found by ctime, which a process cannot set (`touch -d` sets
+//! mtime and atime, and moves ctime to now). Only directories whose ctime
+//! moved since the record began are read again, with an allowance for the
+//! filesystem's timestamp granularity; protected entries are compared one
+//! by one, and a small file whose ctime falls within that allowance has its
+//! content compared too.
+//!
+//! Every directory is opened beneath the root one component at a time
+//! without following symlinks (`O_NOFOLLOW | O_DIRECTORY`), and every
+//! rename goes through [`sandgate_rootfs::Root`] between those
+//! descriptors, so a symlink the command planted cannot redirect a
+//! restore.
+//!
+//! # The quarantine
+//!
+//! `<parent>/.<rootname>.sandgate-quarantine/<time>-<pid>/<path>` beside
+//! the write root, or, when that directory cannot be made there (no
+//! permission, another filesystem), `.sandgate-quarantine/<time>-<pid>/`
+//! inside the root.
+//!
+//! # Serialization and attribution
+//!
+//! All protectors of one write root in a process share one lock and one
+//! count of running commands. The record is brought up to date (accepting
+//! whatever changed since, as the host's own doing) only when no command
+//! on that root is running; a settle reverts every change since the record.
+//! So a change the host makes to a protected entry *while* a command runs
+//! on that root cannot be told from the command's and is undone, and with
+//! two commands running on one root, the first to end reports (and undoes)
+//! the changes of both.
+//!
+//! # Limits
+//!
+//! - A regular file larger than [`MAX_COPY_BYTES`], or past
+//!   [`MAX_TOTAL_COPY_BYTES`] of copies per root, is recorded by identity
+//!   and metadata only: a change to it is reported
+//!   ([`Action::Reported`]), and it is restored only when renamed away
+//!   and found again by its inode. The same holds for protected fifos,
+//!   sockets and devices.
+//! - A change made within one timestamp tick of the record to a large file
+//!   that keeps its size, ctime and mtime is not seen (small files are
+//!   compared by content).
+//! - A protected file's other hard links (made before the record) are
+//!   outside the walk; writes through them change the recorded file and
+//!   are undone, but the other names keep the new content.
+
+#![cfg(target_os = "linux")]
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsStr;
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rustix::fs::{self as rfs, AtFlags, Dir, FileType, Mode, OFlags, Stat, Timestamps};
+use rustix::io::Errno;
+use sandgate_fileguard::Guard;
+use sandgate_rootfs::{RenameMode, Resolver, Root};
+
+/// The largest regular file whose content is copied into the record.
+pub const MAX_COPY_BYTES: u64 = 1 << 20;
+
+/// The most bytes of content copied for one write root, all files together.
+pub const MAX_TOTAL_COPY_BYTES: u64 = 64 << 20;
+
+/// How far before the record began a ctime still counts as "moved since":
+/// the coarse clock inode times are stamped from may lag by a tick.
+pub const GRANULARITY_NS: i128 = 20_000_000;
+
+/// The most entries a settle walks inside directories the command created
+/// before it stops looking (and reports that it stopped).
+pub const MAX_NEW_ENTRIES: usize = 1_000_000;
+
+/// What was done about one protected entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Put back as recorded (content, mode, owner, times, or a directory
+    /// renamed back); what the command left there is in the quarantine.
+    Restored,
+    /// A new protected entry, moved into the quarantine.
+    Quarantined,
+    /// Changed, and could not be undone (see the crate's limits).
+    Reported,
+}
+
+impl Action {
+    /// `restored`, `quarantined` or `reported`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Restored => "restored",
+            Action::Quarantined => "quarantined",
+            Action::Reported => "reported",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One protected entry a command changed, and what was done about it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Change {
+    /// The entry's path beneath the write root.
+    pub path: String,
+    /// The pattern that protects it, as written (restricted mode's `.git`
+    /// rule is [`sandgate_fileguard::GIT_RULE`]).
+    pub pattern: String,
+    /// What was done.
+    pub action: Action,
+}
+
+/// The protection of one write root under one set of patterns. Cheap to
+/// share; every protector of the same root directory (by device and
+/// inode) in this process shares one lock.
+pub struct Protector {
+    root: Root,
+    guard: Guard,
+    guard_key: String,
+    shared: Arc<Mutex<Shared>>,
+    quarantine: Quarantine,
+}
+
+impl fmt::Debug for Protector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Protector")
+            .field("root", &self.root.name())
+            .field("guard", &self.guard)
+            .finish()
+    }
+}
+
+/// What all protectors of one root share.
+#[derive(Default)]
+struct Shared {
+    /// Commands on this root between `begin` and `settle`.
+    active: usize,
+    /// One record per set of patterns.
+    records: HashMap<String, Record>,
+}
+
+type Registry = Mutex<HashMap<(u64, u64), Weak<Mutex<Shared>>>>;
+
+fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(Default::default)
+}
+
+fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Protector {
+    /// Protects the directory `root` (opened beneath nothing: it is the
+    /// write root itself) with `guard`'s patterns and restricted mode.
+    ///
+    /// # Errors
+    ///
+    /// When `root` cannot be opened or is not a directory.
+    pub fn new(root: &Path, guard: Guard) -> io::Result<Protector> {
+        let root = Root::open(root).map_err(io::Error::other)?;
+        Protector::with_root(root, guard)
+    }
+
+    /// As [`new`](Self::new), from a root already open. Its
+    /// [`name`](Root::name) is the host path the quarantine is made beside.
+    ///
+    /// # Errors
+    ///
+    /// When the root cannot be examined.
+    pub fn with_root(root: Root, guard: Guard) -> io::Result<Protector> {
+        let st = rfs::fstat(&root)?;
+        let key = (st.st_dev, st.st_ino);
+        let shared = {
+            let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
+            reg.retain(|_, w| w.strong_count() > 0);
+            match reg.get(&key).and_then(Weak::upgrade) {
+                Some(s) => s,
+                None => {
+                    let s = Arc::new(Mutex::new(Shared::default()));
+                    reg.insert(key, Arc::downgrade(&s));
+                    s
+                }
+            }
+        };
+        let guard_key = format!(
+            "{}\0{}",
+            guard.is_restricted(),
+            guard
+                .patterns()
+                .iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join("\0")
+        );
+        let quarantine = Quarantine::new(root.name());
+        Ok(Protector {
+            root,
+            guard,
+            guard_key,
+            shared,
+            quarantine,
+        })
+    }
+
+    /// The guard whose patterns are enforced.
+    pub fn guard(&self) -> &Guard {
+        &self.guard
+    }
+
+    /// Records the protected state before a command. The record is brought
+    /// up to date only when no other command on this root is running
+    /// (otherwise the one they share is kept, so their changes are not
+    /// taken for the host's). The returned checkpoint must be
+    /// [settled](Checkpoint::settle) once the command and everything it
+    /// started are dead; dropping it unsettled only ends its registration.
+    ///
+    /// # Errors
+    ///
+    /// When the root itself cannot be read; the command must not run then.
+    pub fn begin(self: &Arc<Self>) -> io::Result<Checkpoint> {
+        let mut shared = lock(&self.shared);
+        if shared.active == 0 || !shared.records.contains_key(&self.guard_key) {
+            let ctx = self.ctx();
+            let record = match shared.records.remove(&self.guard_key) {
+                Some(mut record) => {
+                    record.refresh(&ctx)?;
+                    record
+                }
+                None => Record::take(&ctx)?,
+            };
+            shared.records.insert(self.guard_key.clone(), record);
+        }
+        shared.active += 1;
+        Ok(Checkpoint {
+            protector: Some(self.clone()),
+        })
+    }
+
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            root: self.root.as_fd(),
+            guard: &self.guard,
+        }
+    }
+}
+
+/// One command's registration with its root's protection
+/// ([`Protector::begin`]).
+#[derive(Debug)]
+pub struct Checkpoint {
+    protector: Option<Arc<Protector>>,
+}
+
+impl Checkpoint {
+    /// Finds every change to the protected state since the record and
+    /// undoes it; answers what was found and done, in path order. Call it
+    /// once every process the command started is dead.
+    pub fn settle(mut self) -> Vec<Change> {
+        let Some(p) = self.protector.take() else {
+            return Vec::new();
+        };
+        let mut shared = lock(&p.shared);
+        shared.active = shared.active.saturating_sub(1);
+        let ctx = p.ctx();
+        let Some(record) = shared.records.get_mut(&p.guard_key) else {
+            return Vec::new();
+        };
+        let mut settle = Settle {
+            ctx,
+            root: &p.root,
+            quarantine: &p.quarantine,
+            changes: Vec::new(),
+        };
+        settle.run(record);
+        std::mem::take(&mut settle.changes)
+    }
+}
+
+impl Drop for Checkpoint {
+    fn drop(&mut self) {
+        if let Some(p) = self.protector.take() {
+            let mut shared = lock(&p.shared);
+            shared.active = shared.active.saturating_sub(1);
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    root: BorrowedFd<'a>,
+    guard: &'a Guard,
+}
+
+impl Ctx<'_> {
+    /// The rule protecting `rel`, if any.
+    fn protects(&self, rel: &[u8]) -> Option<String> {
+        let text = String::from_utf8_lossy(rel);
+        self.guard
+            .check_write(&text, None)
+            .refusal()
+            .map(|r| r.rule().as_str().to_owned())
+    }
+}
+
+/// Identity and metadata of one entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Meta {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    nlink: u64,
+    size: u64,
+    dev: u64,
+    ino: u64,
+    ctime: i128,
+    mtime: (i64, i64),
+    atime: (i64, i64),
+}
+
+impl Meta {
+    fn of(st: &Stat) -> Meta {
+        Meta {
+            mode: st.st_mode,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            nlink: st.st_nlink,
+            size: st.st_size as u64,
+            dev: st.st_dev,
+            ino: st.st_ino,
+            ctime: i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec),
+            mtime: (st.st_mtime, st.st_mtime_nsec as i64),
+            atime: (st.st_atime, st.st_atime_nsec as i64),
+        }
+    }
+
+    fn kind(&self) -> FileType {
+        FileType::from_raw_mode(self.mode)
+    }
+
+    /// Equal in everything but the access time (which reading the file
+    /// for the record moves).
+    fn same_as(&self, other: &Meta) -> bool {
+        Meta {
+            atime: other.atime,
+            ..*self
+        } == *other
+    }
+
+    fn perm(&self) -> u32 {
+        self.mode & 0o7777
+    }
+}
+
+/// A protected entry as recorded.
+#[derive(Clone, Debug)]
+struct Entry {
+    pattern: String,
+    meta: Meta,
+    data: Data,
+}
+
+#[derive(Clone, Debug)]
+enum Data {
+    /// A directory, or a file recorded by identity and metadata only.
+    None,
+    /// A regular file's content.
+    Copy(Arc<[u8]>),
+    /// A symlink's target.
+    Link(Vec<u8>),
+}
+
+/// A directory beneath the root, as recorded.
+#[derive(Clone, Debug)]
+struct DirRec {
+    meta: Meta,
+    /// Names of its subdirectories.
+    subdirs: BTreeSet<Vec<u8>>,
+    /// Names of its protected entries (any type).
+    protected: BTreeSet<Vec<u8>>,
+}
+
+/// The protected state of one root under one set of patterns.
+struct Record {
+    /// When the record was last brought up to date (ns since the epoch).
+    t0: i128,
+    dirs: BTreeMap<Vec<u8>, DirRec>,
+    entries: BTreeMap<Vec<u8>, Entry>,
+    copied: u64,
+}
+
+fn now_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0)
+}
+
+fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
+    if rel.is_empty() {
+        name.to_vec()
+    } else {
+        let mut v = Vec::with_capacity(rel.len() + 1 + name.len());
+        v.extend_from_slice(rel);
+        v.push(b'/');
+        v.extend_from_slice(name);
+        v
+    }
+}
+
+fn parent_of(rel: &[u8]) -> (&[u8], &[u8]) {
+    match rel.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&rel[..i], &rel[i + 1..]),
+        None => (&[][..], rel),
+    }
+}
+
+/// Whether `rel` is `base` or beneath it.
+fn within(rel: &[u8], base: &[u8]) -> bool {
+    base.is_empty() || rel == base || (rel.starts_with(base) && rel.get(base.len()) == Some(&b'/'))
+}
+
+/// The keys of `map` strictly beneath `base`.
+fn beneath<'m, V>(
+    map: &'m BTreeMap<Vec<u8>, V>,
+    base: &[u8],
+) -> impl Iterator<Item = (&'m Vec<u8>, &'m V)> + 'm {
+    let mut lo = base.to_vec();
+    lo.push(b'/');
+    let mut hi = base.to_vec();
+    hi.push(b'/' + 1);
+    map.range(lo..hi)
+}
+
+fn bytes_path(b: &[u8]) -> &Path {
+    Path::new(OsStr::from_bytes(b))
+}
+
+fn show(rel: &[u8]) -> String {
+    if rel.is_empty() {
+        ".".to_owned()
+    } else {
+        String::from_utf8_lossy(rel).into_owned()
+    }
+}
+
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// Opens the directory `rel` beneath `root` one component at a time,
+/// following no symlink.
+fn open_dir(root: BorrowedFd<'_>, rel: &[u8]) -> Result<OwnedFd, Errno> {
+    let mut fd = rfs::openat(root, c".", DIR_FLAGS, Mode::empty())?;
+    if rel.is_empty() {
+        return Ok(fd);
+    }
+    for comp in rel.split(|&b| b == b'/') {
+        fd = rfs::openat(&fd, OsStr::from_bytes(comp), DIR_FLAGS, Mode::empty())?;
+    }
+    Ok(fd)
+}
+
+/// `lstat` of `rel` beneath `root` (intermediate components resolved by
+/// the kernel; callers only trust it where no ancestor changed).
+fn lstat(root: BorrowedFd<'_>, rel: &[u8]) -> Result<Stat, Errno> {
+    if rel.is_empty() {
+        rfs::fstat(root)
+    } else {
+        rfs::statat(root, bytes_path(rel), AtFlags::SYMLINK_NOFOLLOW)
+    }
+}
+
+/// One directory entry: name, type (from `lstat` when the directory does not
+/// say) and inode.
+struct Listed {
+    name: Vec<u8>,
+    kind: FileType,
+    ino: u64,
+}
+
+fn list(dir: &OwnedFd) -> Result<Vec<Listed>, Errno> {
+    let dup = rustix::io::fcntl_dupfd_cloexec(dir, 0)?;
+    let mut d = Dir::new(dup)?;
+    let mut out = Vec::new();
+    while let Some(e) = d.read() {
+        let e = e?;
+        let name = e.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let mut kind = e.file_type();
+        if kind == FileType::Unknown {
+            kind = match rfs::statat(dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => FileType::from_raw_mode(st.st_mode),
+                Err(_) => continue,
+            };
+        }
+        out.push(Listed {
+            name: name.to_vec(),
+            kind,
+            ino: e.ino(),
+        });
+    }
+    Ok(out)
+}
+
+impl Record {
+    /// A full walk of the root.
+    fn take(ctx: &Ctx<'_>) -> io::Result<Record> {
+        let mut record = Record {
+            t0: now_ns(),
+            dirs: BTreeMap::new(),
+            entries: BTreeMap::new(),
+            copied: 0,
+        };
+        let fd = open_dir(ctx.root, b"")?;
+        record.walk_add(ctx, Vec::new(), fd);
+        if !record.dirs.contains_key(&b""[..]) {
+            return Err(io::Error::other("cannot read the write root"));
+        }
+        Ok(record)
+    }
+
+    /// Adds the directory `rel` (open as `fd`) and everything beneath it,
+    /// breadth first so that shallow files are copied first.
+    fn walk_add(&mut self, ctx: &Ctx<'_>, rel: Vec<u8>, fd: OwnedFd) {
+        let mut queue = std::collections::VecDeque::new();
+        queue.push_back((rel, fd));
+        while let Some((rel, fd)) = queue.pop_front() {
+            let Ok(st) = rfs::fstat(&fd) else { continue };
+            let Ok(listing) = list(&fd) else { continue };
+            let mut rec = DirRec {
+                meta: Meta::of(&st),
+                subdirs: BTreeSet::new(),
+                protected: BTreeSet::new(),
+            };
+            for e in listing {
+                let child = join(&rel, &e.name);
+                if let Some(pattern) = ctx.protects(&child) {
+                    if self.record_entry(&fd, &e.name, child.clone(), pattern) {
+                        rec.protected.insert(e.name.clone());
+                    }
+                }
+                if e.kind == FileType::Directory {
+                    if let Ok(sub) =
+                        rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
+                    {
+                        rec.subdirs.insert(e.name.clone());
+                        queue.push_back((child, sub));
+                    }
+                }
+            }
+            self.dirs.insert(rel, rec);
+        }
+    }
+
+    /// Records the protected entry `name` of `dir` as `rel`. False when it
+    /// vanished meanwhile.
+    fn record_entry(&mut self, dir: &OwnedFd, name: &[u8], rel: Vec<u8>, pattern: String) -> bool {
+        let Ok(st) = rfs::statat(dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW) else {
+            return false;
+        };
+        let meta = Meta::of(&st);
+        if let Some(old) = self.entries.remove(&rel) {
+            if let Data::Copy(c) = &old.data {
+                self.copied = self.copied.saturating_sub(c.len() as u64);
+            }
+        }
+        let data = match meta.kind() {
+            FileType::RegularFile
+                if meta.size <= MAX_COPY_BYTES
+                    && self.copied + meta.size <= MAX_TOTAL_COPY_BYTES =>
+            {
+                match read_file(dir, name, &meta) {
+                    Some(c) => {
+                        self.copied += c.len() as u64;
+                        Data::Copy(c.into())
+                    }
+                    None => Data::None,
+                }
+            }
+            FileType::Symlink => match rfs::readlinkat(dir, OsStr::from_bytes(name), Vec::new()) {
+                Ok(t) => Data::Link(t.into_bytes()),
+                Err(_) => Data::None,
+            },
+            _ => Data::None,
+        };
+        self.entries.insert(
+            rel,
+            Entry {
+                pattern,
+                meta,
+                data,
+            },
+        );
+        true
+    }
+
+    /// Drops `rel` and everything beneath it from the record.
+    fn drop_subtree(&mut self, rel: &[u8]) {
+        let dirs: Vec<_> = beneath(&self.dirs, rel).map(|(k, _)| k.clone()).collect();
+        for k in dirs {
+            self.dirs.remove(&k);
+        }
+        self.dirs.remove(rel);
+        let entries: Vec<_> = beneath(&self.entries, rel)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in entries {
+            self.drop_entry(&k);
+        }
+    }
+
+    fn drop_entry(&mut self, rel: &[u8]) {
+        if let Some(old) = self.entries.remove(rel) {
+            if let Data::Copy(c) = &old.data {
+                self.copied = self.copied.saturating_sub(c.len() as u64);
+            }
+        }
+    }
+
+    /// Brings the record up to date, accepting every change since it was
+    /// made (no command on the root is running).
+    fn refresh(&mut self, ctx: &Ctx<'_>) -> io::Result<()> {
+        let t0 = now_ns();
+        let mut moved = Vec::new();
+        for (rel, rec) in &self.dirs {
+            match lstat(ctx.root, rel) {
+                Ok(st) => {
+                    let m = Meta::of(&st);
+                    if m.kind() != FileType::Directory
+                        || m.ino != rec.meta.ino
+                        || m.dev != rec.meta.dev
+                        || m.ctime != rec.meta.ctime
+                        || m.ctime >= self.t0 - GRANULARITY_NS
+                    {
+                        moved.push(rel.clone());
+                    }
+                }
+                Err(_) => moved.push(rel.clone()),
+            }
+        }
+        for rel in moved {
+            if !self.dirs.contains_key(&rel) {
+                continue; // dropped with an ancestor, or re-added whole
+            }
+            match open_dir(ctx.root, &rel) {
+                Ok(fd) => {
+                    let same = rfs::fstat(&fd)
+                        .ok()
+                        .map(|st| Meta::of(&st))
+                        .is_some_and(|m| {
+                            self.dirs
+                                .get(&rel)
+                                .is_some_and(|r| r.meta.ino == m.ino && r.meta.dev == m.dev)
+                        });
+                    if same {
+                        self.relist(ctx, &rel, fd);
+                    } else {
+                        self.drop_subtree(&rel);
+                        self.walk_add(ctx, rel, fd);
+                    }
+                }
+                Err(_) if rel.is_empty() => {
+                    return Err(io::Error::other("cannot read the write root"))
+                }
+                Err(_) => self.drop_subtree(&rel),
+            }
+        }
+        // Protected entries whose own metadata changed (a write does not
+        // move its directory's ctime).
+        let mut stale = Vec::new();
+        for (rel, e) in &self.entries {
+            match lstat(ctx.root, rel) {
+                Ok(st) => {
+                    let m = Meta::of(&st);
+                    if !m.same_as(&e.meta) || m.ctime >= self.t0 - GRANULARITY_NS {
+                        stale.push(rel.clone());
+                    }
+                }
+                Err(_) => stale.push(rel.clone()),
+            }
+        }
+        for rel in stale {
+            let Some(pattern) = self.entries.get(&rel).map(|e| e.pattern.clone()) else {
+                continue;
+            };
+            let (parent, name) = parent_of(&rel);
+            let ok = match open_dir(ctx.root, parent) {
+                Ok(dir) => self.record_entry(&dir, name, rel.clone(), pattern),
+                Err(_) => false,
+            };
+            if !ok {
+                self.drop_entry(&rel);
+                if let Some(d) = self.dirs.get_mut(parent) {
+                    d.protected.remove(name);
+                }
+            }
+        }
+        self.t0 = t0;
+        Ok(())
+    }
+
+    /// Reads the directory `rel` again (same inode as recorded) and takes
+    /// what changed in it.
+    fn relist(&mut self, ctx: &Ctx<'_>, rel: &[u8], fd: OwnedFd) {
+        let Ok(st) = rfs::fstat(&fd) else { return };
+        let Ok(listing) = list(&fd) else { return };
+        let Some(old) = self.dirs.get(rel).cloned() else {
+            return;
+        };
+        let mut rec = DirRec {
+            meta: Meta::of(&st),
+            subdirs: BTreeSet::new(),
+            protected: BTreeSet::new(),
+        };
+        let mut seen = BTreeSet::new();
+        for e in listing {
+            let child = join(rel, &e.name);
+            seen.insert(e.name.clone());
+            if let Some(pattern) = ctx.protects(&child) {
+                let same = self.entries.get(&child).is_some_and(|r| {
+                    r.meta.ino == e.ino && r.meta.kind() == e.kind && r.pattern == pattern
+                });
+                if same || self.record_entry(&fd, &e.name, child.clone(), pattern) {
+                    rec.protected.insert(e.name.clone());
+                }
+            } else {
+                self.drop_entry(&child);
+            }
+            if e.kind == FileType::Directory {
+                let known = self.dirs.get(&child).map(|d| (d.meta.ino, d.meta.dev));
+                let Ok(sub) =
+                    rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
+                else {
+                    continue;
+                };
+                let now = rfs::fstat(&sub).ok().map(|s| (s.st_ino, s.st_dev));
+                rec.subdirs.insert(e.name.clone());
+                if known.is_none() || known != now {
+                    self.drop_subtree(&child);
+                    self.walk_add(ctx, child, sub);
+                }
+            } else if self.dirs.contains_key(&child) {
+                self.drop_subtree(&child);
+            }
+        }
+        for gone in old.subdirs.iter().filter(|n| !seen.contains(*n)) {
+            self.drop_subtree(&join(rel, gone));
+        }
+        for gone in old.protected.iter().filter(|n| !seen.contains(*n)) {
+            self.drop_entry(&join(rel, gone));
+        }
+        self.dirs.insert(rel.to_vec(), rec);
+    }
+}
+
+/// Reads the regular file `name` of `dir` if it is still the one `meta`
+/// describes.
+fn read_file(dir: &OwnedFd, name: &[u8], meta: &Meta) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let fd = rfs::openat(
+        dir,
+        OsStr::from_bytes(name),
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .ok()?;
+    let st = rfs::fstat(&fd).ok()?;
+    if st.st_ino != meta.ino || st.st_dev != meta.dev {
+        return None;
+    }
+    let mut f = std::fs::File::from(fd);
+    let mut buf = Vec::with_capacity(meta.size as usize);
+    f.by_ref()
+        .take(MAX_COPY_BYTES + 1)
+        .read_to_end(&mut buf)
+        .ok()?;
+    (buf.len() as u64 <= MAX_COPY_BYTES).then_some(buf)
+}
+
+/// Where entries are moved aside to.
+struct Quarantine {
+    /// `<parent>/.<rootname>.sandgate-quarantine`, when the root has a
+    /// parent and a name.
+    beside: Option<PathBuf>,
+    /// This settle's directory, once made: the host path, or the path
+    /// beneath the root (fallback), and an open root of it.
+    current: Mutex<Option<Root>>,
+}
+
+impl Quarantine {
+    fn new(root: &Path) -> Quarantine {
+        let beside = match (root.parent(), root.file_name()) {
+            (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => {
+                let mut n = std::ffi::OsString::from(".");
+                n.push(name);
+                n.push(".sandgate-quarantine");
+                Some(parent.join(n))
+            }
+            _ => None,
+        };
+        Quarantine {
+            beside,
+            current: Mutex::new(None),
+        }
+    }
+}
+
+fn stamp() -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "{}.{:09}-{}-{}",
+        t.as_secs(),
+        t.subsec_nanos(),
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// What a settle found.
+#[derive(Default)]
+struct Scan {
+    /// Recorded directories that are gone, replaced, or no longer
+    /// directories (the top of each such subtree, and possibly more).
+    missing: BTreeSet<Vec<u8>>,
+    /// New protected entries (the topmost of each new subtree) and the
+    /// rule protecting each.
+    new_protected: Vec<(Vec<u8>, String)>,
+    /// Every new directory seen, by inode.
+    new_dirs: HashMap<(u64, u64), Vec<u8>>,
+    /// Walking new directories stopped at [`MAX_NEW_ENTRIES`].
+    truncated: bool,
+}
+
+impl Scan {
+    fn ancestor_missing(&self, rel: &[u8]) -> bool {
+        let mut r = rel;
+        loop {
+            if self.missing.contains(r) {
+                return true;
+            }
+            if r.is_empty() {
+                return false;
+            }
+            r = parent_of(r).0;
+        }
+    }
+}
+
+struct Settle<'a> {
+    ctx: Ctx<'a>,
+    root: &'a Root,
+    quarantine: &'a Quarantine,
+    changes: Vec<Change>,
+}
+
+impl Settle<'_> {
+    fn run(&mut self, record: &mut Record) {
+        let mut scan = self.scan(record);
+        // Directories renamed elsewhere beneath the root go back first;
+        // then everything is looked at again from their places.
+        for _ in 0..4 {
+            if !self.rename_back(record, &scan) {
+                break;
+            }
+            scan = self.scan(record);
+        }
+        for (rel, pattern) in std::mem::take(&mut scan.new_protected) {
+            let action = match self.quarantine(&rel) {
+                Ok(()) => Action::Quarantined,
+                Err(_) => Action::Reported,
+            };
+            self.changes.push(Change {
+                path: show(&rel),
+                pattern,
+                action,
+            });
+        }
+        if scan.truncated {
+            self.changes.push(Change {
+                path: ".".to_owned(),
+                pattern: String::new(),
+                action: Action::Reported,
+            });
+        }
+        self.restore(record, &scan);
+        self.changes.sort_by(|a, b| a.path.cmp(&b.path));
+    }
+
+    fn root_fd(&self) -> BorrowedFd<'_> {
+        self.ctx.root
+    }
+
+    fn scan(&self, record: &Record) -> Scan {
+        let mut scan = Scan::default();
+        let threshold = record.t0 - GRANULARITY_NS;
+        let mut moved = Vec::new();
+        for (rel, rec) in &record.dirs {
+            if scan.ancestor_missing(rel) {
+                continue;
+            }
+            match lstat(self.root_fd(), rel) {
+                Ok(st) => {
+                    let m = Meta::of(&st);
+                    if m.kind() != FileType::Directory
+                        || m.ino != rec.meta.ino
+                        || m.dev != rec.meta.dev
+                    {
+                        scan.missing.insert(rel.clone());
+                    } else if m.ctime != rec.meta.ctime || m.ctime >= threshold {
+                        moved.push(rel.clone());
+                    }
+                }
+                Err(_) => {
+                    scan.missing.insert(rel.clone());
+                }
+            }
+        }
+        for rel in moved {
+            if scan.ancestor_missing(&rel) {
+                continue;
+            }
+            self.relist(record, &rel, &mut scan);
+        }
+        // A replaced directory's parent moved too, so what replaced it was
+        // seen there.
+        scan
+    }
+
+    fn relist(&self, record: &Record, rel: &[u8], scan: &mut Scan) {
+        let Some(rec) = record.dirs.get(rel) else {
+            return;
+        };
+        let fd = match open_dir(self.root_fd(), rel) {
+            Ok(fd) => fd,
+            Err(_) => {
+                scan.missing.insert(rel.to_vec());
+                return;
+            }
+        };
+        let Ok(listing) = list(&fd) else { return };
+        let mut seen_dirs = BTreeSet::new();
+        for e in listing {
+            let child = join(rel, &e.name);
+            let ident = if e.kind == FileType::Directory {
+                rfs::statat(&fd, OsStr::from_bytes(&e.name), AtFlags::SYMLINK_NOFOLLOW)
+                    .ok()
+                    .map(|s| (s.st_dev, s.st_ino))
+            } else {
+                None
+            };
+            if e.kind == FileType::Directory {
+                seen_dirs.insert(e.name.clone());
+            }
+            if let Some(entry) = record.entries.get(&child) {
+                // A recorded protected entry: compared one by one later.
+                if entry.meta.kind() == FileType::Directory
+                    && ident != Some((entry.meta.dev, entry.meta.ino))
+                {
+                    scan.missing.insert(child.clone());
+                    if let Some(id) = ident {
+                        scan.new_dirs.insert(id, child);
+                    }
+                }
+                continue;
+            }
+            if let Some(known) = record.dirs.get(&child) {
+                if ident == Some((known.meta.dev, known.meta.ino)) {
+                    continue;
+                }
+                scan.missing.insert(child.clone());
+            }
+            if let Some(pattern) = self.ctx.protects(&child) {
+                if let Some(id) = ident {
+                    scan.new_dirs.insert(id, child.clone());
+                }
+                scan.new_protected.push((child, pattern));
+                continue;
+            }
+            if let Some(id) = ident {
+                scan.new_dirs.insert(id, child.clone());
+                if let Ok(sub) =
+                    rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
+                {
+                    self.walk_new(child, sub, scan);
+                }
+            }
+        }
+        for gone in rec.subdirs.iter().filter(|n| !seen_dirs.contains(*n)) {
+            scan.missing.insert(join(rel, gone));
+        }
+    }
+
+    /// Looks through a directory the command made for protected entries.
+    fn walk_new(&self, rel: Vec<u8>, fd: OwnedFd, scan: &mut Scan) {
+        let mut stack = vec![(rel, fd)];
+        let mut count = 0usize;
+        while let Some((rel, fd)) = stack.pop() {
+            let Ok(listing) = list(&fd) else { continue };
+            for e in listing {
+                count += 1;
+                if count > MAX_NEW_ENTRIES {
+                    scan.truncated = true;
+                    return;
+                }
+                let child = join(&rel, &e.name);
+                let ident = if e.kind == FileType::Directory {
+                    rfs::statat(&fd, OsStr::from_bytes(&e.name), AtFlags::SYMLINK_NOFOLLOW)
+                        .ok()
+                        .map(|s| (s.st_dev, s.st_ino))
+                } else {
+                    None
+                };
+                if let Some(id) = ident {
+                    scan.new_dirs.insert(id, child.clone());
+                }
+                if let Some(pattern) = self.ctx.protects(&child) {
+                    scan.new_protected.push((child, pattern));
+                    continue;
+                }
+                if ident.is_some() {
+                    if let Ok(sub) =
+                        rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
+                    {
+                        stack.push((child, sub));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Renames back recorded directories (protected, or holding protected
+    /// entries) that the command moved elsewhere beneath the root. True if
+    /// any was.
+    fn rename_back(&mut self, record: &Record, scan: &Scan) -> bool {
+        let mut done: Vec<Vec<u8>> = Vec::new();
+        for rel in &scan.missing {
+            if done.iter().any(|d| within(rel, d)) {
+                continue;
+            }
+            let Some(rec) = record.dirs.get(rel) else {
+                continue;
+            };
+            let holds =
+                record.entries.contains_key(rel) || beneath(&record.entries, rel).next().is_some();
+            if !holds {
+                continue;
+            }
+            let Some(src) = scan.new_dirs.get(&(rec.meta.dev, rec.meta.ino)) else {
+                continue;
+            };
+            if src == rel || within(rel, src) || within(src, rel) {
+                continue;
+            }
+            let pattern = record
+                .entries
+                .get(rel)
+                .or_else(|| beneath(&record.entries, rel).next().map(|(_, e)| e))
+                .map(|e| e.pattern.clone())
+                .unwrap_or_default();
+            // Whatever took its name goes to the quarantine.
+            if lstat(self.root_fd(), rel).is_ok() && self.quarantine(rel).is_err() {
+                continue;
+            }
+            let (parent, _) = parent_of(rel);
+            if self.ensure_dirs(record, parent, &pattern).is_err() {
+                continue;
+            }
+            if self.rename_within(src, rel).is_ok() {
+                self.changes.push(Change {
+                    path: show(rel),
+                    pattern,
+                    action: Action::Restored,
+                });
+                done.push(rel.clone());
+            }
+        }
+        !done.is_empty()
+    }
+
+    /// Restores every recorded protected entry that differs.
+    fn restore(&mut self, record: &mut Record, scan: &Scan) {
+        let threshold = record.t0 - GRANULARITY_NS;
+        let rels: Vec<Vec<u8>> = record.entries.keys().cloned().collect();
+        let mut lost: Vec<Vec<u8>> = Vec::new();
+        for rel in rels {
+            if lost.iter().any(|l| within(&rel, l)) {
+                continue;
+            }
+            let Some(entry) = record.entries.get(&rel).cloned() else {
+                continue;
+            };
+            let present = if scan.ancestor_missing(parent_of(&rel).0) && !rel.is_empty() {
+                // Its directory was replaced: look at it through descriptors.
+                let (parent, name) = parent_of(&rel);
+                open_dir(self.root_fd(), parent).ok().and_then(|d| {
+                    rfs::statat(&d, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW).ok()
+                })
+            } else {
+                lstat(self.root_fd(), &rel).ok()
+            }
+            .map(|st| Meta::of(&st));
+            let verdict = judge(&entry, present.as_ref(), threshold, || {
+                let (parent, name) = parent_of(&rel);
+                let dir = open_dir(self.root_fd(), parent).ok()?;
+                present.and_then(|m| read_file(&dir, name, &m))
+            });
+            let fixed = match verdict {
+                Verdict::Same => continue,
+                Verdict::DirMeta => self.fix_dir_meta(&rel, &entry.meta).is_ok(),
+                Verdict::Differs => self.recreate(record, &rel, &entry, present.is_some()),
+            };
+            let action = if fixed {
+                Action::Restored
+            } else {
+                if entry.meta.kind() == FileType::Directory {
+                    lost.push(rel.clone());
+                }
+                Action::Reported
+            };
+            self.changes.push(Change {
+                path: show(&rel),
+                pattern: entry.pattern.clone(),
+                action,
+            });
+            if fixed {
+                // The restored entry is the record from now on.
+                if let Ok(st) = lstat(self.root_fd(), &rel) {
+                    if let Some(e) = record.entries.get_mut(&rel) {
+                        e.meta = Meta::of(&st);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves what is at `rel` aside (if anything) and creates the recorded
+    /// entry in its place. False when it cannot be recreated.
+    fn recreate(&mut self, record: &Record, rel: &[u8], entry: &Entry, present: bool) -> bool {
+        let kind = entry.meta.kind();
+        let restorable = matches!(
+            (&entry.data, kind),
+            (Data::Copy(_), FileType::RegularFile)
+                | (Data::Link(_), FileType::Symlink)
+                | (_, FileType::Directory)
+        );
+        if !restorable {
+            return false;
+        }
+        let (parent, name) = parent_of(rel);
+        if self.ensure_dirs(record, parent, &entry.pattern).is_err() {
+            return false;
+        }
+        if present && self.quarantine(rel).is_err() {
+            return false;
+        }
+        let Ok(dir) = open_dir(self.root_fd(), parent) else {
+            return false;
+        };
+        create_entry(&dir, self.root, parent, name, entry).is_ok()
+    }
+
+    fn fix_dir_meta(&self, rel: &[u8], meta: &Meta) -> Result<(), Errno> {
+        let fd = open_dir(self.root_fd(), rel)?;
+        let _ = rfs::fchown(
+            &fd,
+            Some(rfs::Uid::from_raw(meta.uid)),
+            Some(rfs::Gid::from_raw(meta.gid)),
+        );
+        rfs::fchmod(&fd, Mode::from_raw_mode(meta.perm()))
+    }
+
+    /// Makes sure every component of `rel` is a directory: a missing one is
+    /// made (with its recorded mode when recorded), a non-directory in the
+    /// way is moved to the quarantine.
+    fn ensure_dirs(&mut self, record: &Record, rel: &[u8], pattern: &str) -> Result<(), Errno> {
+        if rel.is_empty() {
+            return Ok(());
+        }
+        let mut done = 0;
+        loop {
+            let end = rel[done..]
+                .iter()
+                .position(|&b| b == b'/')
+                .map_or(rel.len(), |i| done + i);
+            let prefix = &rel[..end];
+            let (parent, name) = parent_of(prefix);
+            let dir = open_dir(self.root_fd(), parent)?;
+            match rfs::statat(&dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {}
+                other => {
+                    if other.is_ok() {
+                        if self.quarantine(prefix).is_err() {
+                            return Err(Errno::NOTDIR);
+                        }
+                        self.changes.push(Change {
+                            path: show(prefix),
+                            pattern: pattern.to_owned(),
+                            action: Action::Quarantined,
+                        });
+                    }
+                    let mode = record.dirs.get(prefix).map_or(0o755, |d| d.meta.perm());
+                    rfs::mkdirat(&dir, OsStr::from_bytes(name), Mode::from_raw_mode(mode))?;
+                    if let Some(d) = record.dirs.get(prefix) {
+                        let _ = rfs::chownat(
+                            &dir,
+                            OsStr::from_bytes(name),
+                            Some(rfs::Uid::from_raw(d.meta.uid)),
+                            Some(rfs::Gid::from_raw(d.meta.gid)),
+                            AtFlags::SYMLINK_NOFOLLOW,
+                        );
+                        let _ = rfs::chmodat(
+                            &dir,
+                            OsStr::from_bytes(name),
+                            Mode::from_raw_mode(mode),
+                            AtFlags::empty(),
+                        );
+                    }
+                }
+            }
+            if end == rel.len() {
+                return Ok(());
+            }
+            done = end + 1;
+        }
+    }
+
+    /// Renames `from` to `to`, both beneath the root, their parents opened
+    /// without following links.
+    fn rename_within(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
+        let (fp, fname) = parent_of(from);
+        let (tp, tname) = parent_of(to);
+        let fdir = self.dir_root(fp)?;
+        let tdir = self.dir_root(tp)?;
+        fdir.rename_to(
+            bytes_path(fname),
+            &tdir,
+            bytes_path(tname),
+            RenameMode::NoReplace,
+        )
+        .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
+    }
+
+    /// The directory `rel` as a [`Root`], opened without following links.
+    fn dir_root(&self, rel: &[u8]) -> Result<Root, Errno> {
+        let fd = open_dir(self.root_fd(), rel)?;
+        Ok(Root::from_fd(
+            fd,
+            Resolver::Auto,
+            self.root.name().join(bytes_path(rel)),
+        ))
+    }
+
+    /// Moves `rel` into this settle's quarantine directory, at the same
+    /// relative path.
+    fn quarantine(&self, rel: &[u8]) -> Result<(), Errno> {
+        let mut current = self
+            .quarantine
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if current.is_none() {
+            *current = Some(self.make_quarantine()?);
+        }
+        let Some(q) = current.as_ref() else {
+            return Err(Errno::IO);
+        };
+        let (parent, name) = parent_of(rel);
+        if !parent.is_empty() {
+            q.mkdir_all(bytes_path(parent), 0o700)
+                .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))?;
+        }
+        let from = self.dir_root(parent)?;
+        let to = if parent.is_empty() {
+            q.try_clone()
+        } else {
+            q.open_dir(bytes_path(parent))
+        }
+        .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))?;
+        from.rename_to(
+            bytes_path(name),
+            &to,
+            bytes_path(name),
+            RenameMode::NoReplace,
+        )
+        .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
+    }
+
+    /// This settle's quarantine directory: beside the root when possible,
+    /// else inside it. Made once per settle and per protector.
+    fn make_quarantine(&self) -> Result<Root, Errno> {
+        let stamp = stamp();
+        if let Some(beside) = &self.quarantine.beside {
+            let dir = beside.join(&stamp);
+            let made = std::fs::DirBuilder::new()
+                .recursive(true)
+                .create(&dir)
+                .and_then(|()| Root::open(&dir).map_err(io::Error::other));
+            if let Ok(q) = made {
+                // Only usable if renames from the root can reach it.
+                let same_fs = rfs::fstat(&q)
+                    .ok()
+                    .zip(rfs::fstat(self.root_fd()).ok())
+                    .is_some_and(|(a, b)| a.st_dev == b.st_dev);
+                if same_fs {
+                    return Ok(q);
+                }
+                let _ = std::fs::remove_dir(&dir);
+            }
+        }
+        let inside = format!(".sandgate-quarantine/{stamp}");
+        self.root
+            .mkdir_all(&inside, 0o700)
+            .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))?;
+        let fd = open_dir(self.root_fd(), inside.as_bytes())?;
+        Ok(Root::from_fd(
+            fd,
+            Resolver::Auto,
+            self.root.name().join(&inside),
+        ))
+    }
+}
+
+impl Drop for Settle<'_> {
+    fn drop(&mut self) {
+        // The next settle gets a directory of its own.
+        *self
+            .quarantine
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+enum Verdict {
+    Same,
+    /// A protected directory whose mode or owner changed.
+    DirMeta,
+    Differs,
+}
+
+fn judge(
+    entry: &Entry,
+    present: Option<&Meta>,
+    threshold: i128,
+    content: impl FnOnce() -> Option<Vec<u8>>,
+) -> Verdict {
+    let Some(m) = present else {
+        return Verdict::Differs;
+    };
+    let r = &entry.meta;
+    if m.kind() != r.kind() || m.ino != r.ino || m.dev != r.dev {
+        return Verdict::Differs;
+    }
+    if r.kind() == FileType::Directory {
+        return if m.mode != r.mode || m.uid != r.uid || m.gid != r.gid {
+            Verdict::DirMeta
+        } else {
+            Verdict::Same
+        };
+    }
+    if !m.same_as(r) {
+        return Verdict::Differs;
+    }
+    if m.ctime >= threshold {
+        if let Data::Copy(c) = &entry.data {
+            if content().as_deref() != Some(&c[..]) {
+                return Verdict::Differs;
+            }
+        }
+    }
+    Verdict::Same
+}
+
+/// Creates `name` in `dir` as `entry` records it: under a temporary name,
+/// with its mode, owner and times, then renamed to `name` (which must be
+/// free).
+fn create_entry(
+    dir: &OwnedFd,
+    root: &Root,
+    parent: &[u8],
+    name: &[u8],
+    entry: &Entry,
+) -> Result<(), Errno> {
+    let m = &entry.meta;
+    let owner = (
+        Some(rfs::Uid::from_raw(m.uid)),
+        Some(rfs::Gid::from_raw(m.gid)),
+    );
+    let times = Timestamps {
+        last_access: rfs::Timespec {
+            tv_sec: m.atime.0,
+            tv_nsec: m.atime.1 as _,
+        },
+        last_modification: rfs::Timespec {
+            tv_sec: m.mtime.0,
+            tv_nsec: m.mtime.1 as _,
+        },
+    };
+    if m.kind() == FileType::Directory {
+        rfs::mkdirat(dir, OsStr::from_bytes(name), Mode::from_raw_mode(0o700))?;
+        let fd = rfs::openat(dir, OsStr::from_bytes(name), DIR_FLAGS, Mode::empty())?;
+        let _ = rfs::fchown(&fd, owner.0, owner.1);
+        rfs::fchmod(&fd, Mode::from_raw_mode(m.perm()))?;
+        return Ok(());
+    }
+    let tmp = {
+        let mut t = b".".to_vec();
+        t.extend_from_slice(&name[..name.len().min(200)]);
+        t.extend_from_slice(format!(".sandgate-restore-{}", stamp()).as_bytes());
+        t
+    };
+    match &entry.data {
+        Data::Copy(content) => {
+            use std::io::Write;
+            let fd = rfs::openat(
+                dir,
+                OsStr::from_bytes(&tmp),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            )?;
+            let mut f = std::fs::File::from(fd);
+            let written = f
+                .write_all(content)
+                .and_then(|()| f.sync_data())
+                .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO));
+            let finish = written.and_then(|()| {
+                let _ = rfs::fchown(&f, owner.0, owner.1);
+                rfs::fchmod(&f, Mode::from_raw_mode(m.perm()))?;
+                rfs::futimens(&f, &times)
+            });
+            if let Err(e) = finish {
+                let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
+                return Err(e);
+            }
+        }
+        Data::Link(target) => {
+            rfs::symlinkat(OsStr::from_bytes(target), dir, OsStr::from_bytes(&tmp))?;
+            let _ = rfs::chownat(
+                dir,
+                OsStr::from_bytes(&tmp),
+                owner.0,
+                owner.1,
+                AtFlags::SYMLINK_NOFOLLOW,
+            );
+            let _ = rfs::utimensat(
+                dir,
+                OsStr::from_bytes(&tmp),
+                &times,
+                AtFlags::SYMLINK_NOFOLLOW,
+            );
+        }
+        Data::None => return Err(Errno::NOENT),
+    }
+    let dup = rustix::io::fcntl_dupfd_cloexec(dir, 0)?;
+    let droot = Root::from_fd(dup, Resolver::Auto, root.name().join(bytes_path(parent)));
+    droot
+        .rename(bytes_path(&tmp), bytes_path(name), RenameMode::NoReplace)
+        .map_err(|e| {
+            let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
+            e.errno().map_or(Errno::IO, Errno::from_raw_os_error)
+        })
+}

@@ -1,0 +1,625 @@
+//! Deny-write patterns bind the shell: every attack on a protected path
+//! runs in one command after a control that does the same to an
+//! unprotected path, and afterwards the protected state (entries, content,
+//! mode, owner, link count, link targets) equals the state before. Each
+//! test runs on the floor (no namespaces) and, where the host allows them,
+//! in namespaces. Run as root and as uid 65534 (`cargo xtask
+//! unprivileged`).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sandgate::fileguard::{Guard, GuardBuilder};
+use sandgate::policy::SecurityMode;
+use sandgate::{ExecOptions, ExecResult, Executor, ProtectedAction};
+
+const PATTERNS: &[&str] = &["*.lock", ".github/**"];
+
+struct Fx {
+    _tmp: tempfile::TempDir,
+    base: PathBuf,
+    root: PathBuf,
+}
+
+fn write(p: &Path, data: &str) {
+    if let Some(d) = p.parent() {
+        fs::create_dir_all(d).unwrap();
+    }
+    fs::write(p, data).unwrap();
+}
+
+fn have_git() -> bool {
+    Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A write root with protected files at several depths, a workflow, a
+/// protected symlink, unprotected files, and (with `git`) a repository.
+fn fixture(git: bool) -> Fx {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().to_path_buf();
+    fs::set_permissions(&base, fs::Permissions::from_mode(0o755)).unwrap();
+    let root = base.join("work");
+    fs::create_dir(&root).unwrap();
+    write(&root.join("Cargo.lock"), "lock v1\n");
+    write(&root.join("pkg/deep/yarn.lock"), "yarn v1\n");
+    write(&root.join(".github/workflows/ci.yml"), "on: push\n");
+    write(&root.join("free.txt"), "free\n");
+    write(&root.join("src/main.rs"), "fn main() {}\n");
+    fs::set_permissions(root.join("Cargo.lock"), fs::Permissions::from_mode(0o640)).unwrap();
+    std::os::unix::fs::symlink("Cargo.lock", root.join("link.lock")).unwrap();
+    if git && have_git() {
+        let ok = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&root)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        write(&root.join(".git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+    }
+    Fx {
+        _tmp: tmp,
+        base,
+        root,
+    }
+}
+
+fn executor(fx: &Fx, namespaces: bool, restricted: bool, patterns: &[&str]) -> Executor {
+    let mut b = Executor::builder();
+    b.write_root(&fx.root)
+        .enabled(true)
+        .timeout_ms(60_000)
+        .namespaces(namespaces)
+        .security_mode(if restricted {
+            SecurityMode::Restricted
+        } else {
+            SecurityMode::TrustedHost
+        });
+    for p in patterns {
+        b.deny_write(*p);
+    }
+    let ex = b.build().unwrap();
+    ex.start().unwrap();
+    ex
+}
+
+fn guard(restricted: bool, patterns: &[&str]) -> Guard {
+    GuardBuilder::new()
+        .patterns(patterns.iter())
+        .restricted(restricted)
+        .build()
+        .unwrap()
+}
+
+/// What the protected state is made of, per entry.
+#[derive(Debug, PartialEq, Eq, Clone)]
+struct Snap {
+    kind: &'static str,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    nlink: u64,
+    body: Vec<u8>,
+}
+
+/// Every protected entry beneath `root`, found by a walk that follows no
+/// symlink.
+fn state(root: &Path, guard: &Guard) -> BTreeMap<String, Snap> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        for e in fs::read_dir(root.join(&rel)).unwrap() {
+            let e = e.unwrap();
+            let child = rel.join(e.file_name());
+            let md = fs::symlink_metadata(root.join(&child)).unwrap();
+            let text = String::from_utf8_lossy(child.as_os_str().as_bytes()).into_owned();
+            if guard.check_write(&text, None).is_refused() {
+                let (kind, body) = if md.file_type().is_symlink() {
+                    let t = fs::read_link(root.join(&child)).unwrap();
+                    ("symlink", t.as_os_str().as_bytes().to_vec())
+                } else if md.is_dir() {
+                    ("dir", Vec::new())
+                } else {
+                    ("file", fs::read(root.join(&child)).unwrap())
+                };
+                out.insert(
+                    text,
+                    Snap {
+                        kind,
+                        mode: md.mode(),
+                        uid: md.uid(),
+                        gid: md.gid(),
+                        nlink: if md.is_dir() { 0 } else { md.nlink() },
+                        body,
+                    },
+                );
+            }
+            if md.is_dir() {
+                stack.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// Modes to run in: always the floor; namespaces too when the host has
+/// them.
+fn modes() -> Vec<bool> {
+    vec![false, true]
+}
+
+fn run(ex: &Executor, command: &str) -> ExecResult {
+    ex.exec(command, ExecOptions::default()).unwrap()
+}
+
+/// Runs `control && attack` in one command; the control must take effect
+/// (checked by `control_ok`), the protected state must be unchanged, and
+/// at least one change must be reported. Answers the result.
+fn attack_with(
+    fx: &Fx,
+    ex: &Executor,
+    g: &Guard,
+    control: &str,
+    attack: &str,
+    control_ok: impl Fn(&Path) -> bool,
+) -> ExecResult {
+    let before = state(&fx.root, g);
+    let r = run(ex, &format!("{control} && {{ {attack} ; }}; exit 0"));
+    assert!(
+        control_ok(&fx.root),
+        "the control `{control}` did not take effect: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let after = state(&fx.root, g);
+    assert_eq!(
+        before,
+        after,
+        "`{attack}` changed the protected state; reported {:?}; stderr {}",
+        r.protected_changes,
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(
+        !r.protected_changes.is_empty(),
+        "`{attack}` was undone but not reported: exit {} stderr {}",
+        r.exit_code,
+        String::from_utf8_lossy(&r.stderr)
+    );
+    r
+}
+
+/// A control writing `free.txt`, and its check.
+const CONTROL: &str = "echo control > ctl.txt";
+fn control_ok(root: &Path) -> bool {
+    fs::read_to_string(root.join("ctl.txt")).is_ok_and(|s| s == "control\n")
+}
+
+/// Runs each attack in a fresh fixture, in every mode.
+fn each_attack(git: bool, restricted: bool, patterns: &[&str], attacks: &[&str]) {
+    for ns in modes() {
+        for attack in attacks {
+            let fx = fixture(git);
+            let ex = executor(&fx, ns, restricted, patterns);
+            let g = guard(restricted, patterns);
+            attack_with(&fx, &ex, &g, CONTROL, attack, control_ok);
+        }
+    }
+}
+
+#[test]
+fn writes_to_existing_and_missing_workflows_are_undone() {
+    each_attack(
+        false,
+        false,
+        PATTERNS,
+        &[
+            "echo evil > .github/workflows/ci.yml",
+            "echo evil > .github/workflows/x.yml",
+            "echo evil >> .github/workflows/ci.yml",
+            "rm -rf .github",
+            "mv .github gh && echo evil > gh/workflows/ci.yml",
+            "rm -rf .github && mkdir -p .github/workflows && echo evil > .github/workflows/ci.yml",
+        ],
+    );
+}
+
+#[test]
+fn a_workflow_directory_made_from_nothing_is_quarantined_never_deleted() {
+    for ns in modes() {
+        let fx = fixture(false);
+        fs::remove_dir_all(fx.root.join(".github")).unwrap();
+        let ex = executor(&fx, ns, false, PATTERNS);
+        let g = guard(false, PATTERNS);
+        let r = attack_with(
+            &fx,
+            &ex,
+            &g,
+            CONTROL,
+            "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/x.yml",
+            control_ok,
+        );
+        assert!(!fx.root.join(".github").exists());
+        assert_eq!(r.protected_changes.len(), 1, "{:?}", r.protected_changes);
+        let c = &r.protected_changes[0];
+        assert_eq!(
+            (c.path.as_str(), c.pattern.as_str(), c.action),
+            (".github", ".github/**", ProtectedAction::Quarantined)
+        );
+        // The quarantine beside the root holds it, whole.
+        let q = fx.base.join(".work.sandgate-quarantine");
+        let stamps: Vec<_> = fs::read_dir(&q)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(stamps.len(), 1);
+        assert_eq!(
+            fs::read_to_string(stamps[0].join(".github/workflows/x.yml")).unwrap(),
+            "on: push\n"
+        );
+    }
+}
+
+#[test]
+fn new_lock_files_at_any_depth_and_spelling_are_quarantined() {
+    each_attack(
+        false,
+        false,
+        PATTERNS,
+        &[
+            "touch new.lock",
+            "mkdir -p a/b/c && touch a/b/c/new.lock",
+            "touch pkg/deep/other.lock",
+            "echo x > Cargo.LOCK",
+            "mkdir -p .GITHUB/workflows && echo x > .GITHUB/workflows/x.yml",
+            // NFD: `é` as `e` + combining acute, in a name the pattern spells
+            // in NFC.
+            "touch \"$(printf 'caf\\x65\\xcc\\x81.lock')\"",
+        ],
+    );
+}
+
+#[test]
+fn unicode_spellings_of_a_pattern_are_protected() {
+    let nfc: &[&str] = &["caf\u{e9}/**"];
+    for ns in modes() {
+        let fx = fixture(false);
+        let ex = executor(&fx, ns, false, nfc);
+        let g = guard(false, nfc);
+        attack_with(
+            &fx,
+            &ex,
+            &g,
+            CONTROL,
+            "mkdir -p \"$(printf 'cafe\\xcc\\x81')\" && touch \"$(printf 'cafe\\xcc\\x81/x')\"",
+            control_ok,
+        );
+    }
+}
+
+#[test]
+fn overwrite_append_and_chmod_of_a_protected_file_are_undone() {
+    each_attack(
+        false,
+        false,
+        PATTERNS,
+        &[
+            "echo evil > Cargo.lock",
+            "echo evil >> Cargo.lock",
+            "chmod 777 Cargo.lock",
+            "echo evil > pkg/deep/yarn.lock",
+            ": > Cargo.lock",
+            "truncate -s 0 Cargo.lock",
+        ],
+    );
+}
+
+#[test]
+fn mv_rm_ln_cp_install_onto_or_from_protected_files_are_undone() {
+    each_attack(
+        false,
+        false,
+        PATTERNS,
+        &[
+            "mv Cargo.lock moved",
+            "mv free.txt Cargo.lock",
+            "rm Cargo.lock",
+            "rm -f link.lock",
+            "ln Cargo.lock hard",
+            "ln -f free.txt Cargo.lock",
+            "ln -sf /etc/passwd Cargo.lock",
+            "ln -sfn src link.lock",
+            "cp --remove-destination free.txt Cargo.lock",
+            "install -m 0755 free.txt Cargo.lock",
+            "install -D -m 0644 free.txt .github/workflows/new.yml",
+        ],
+    );
+}
+
+#[test]
+fn renaming_a_protected_files_parent_is_undone() {
+    each_attack(
+        false,
+        false,
+        PATTERNS,
+        &[
+            "mv pkg pkg2",
+            "mv pkg pkg2 && echo evil > pkg2/deep/yarn.lock",
+            "mv pkg/deep pkg/deep2 && mkdir pkg/deep && echo evil > pkg/deep/yarn.lock",
+            "rm -rf pkg",
+            "mv pkg pkg2 && ln -s pkg2 pkg",
+        ],
+    );
+}
+
+#[test]
+fn python_renames_links_and_exchanges_are_undone() {
+    if Command::new("/usr/bin/python3").arg("-V").output().is_err() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    each_attack(
+        false,
+        false,
+        PATTERNS,
+        &[
+            "/usr/bin/python3 -c 'import os; os.rename(\"free.txt\", \"Cargo.lock\")'",
+            "/usr/bin/python3 -c 'import os; os.replace(\"src/main.rs\", \"pkg/deep/yarn.lock\")'",
+            "/usr/bin/python3 -c 'import os; os.link(\"free.txt\", \"new.lock\")'",
+            "/usr/bin/python3 -c 'import os; os.link(\"Cargo.lock\", \"hard\")'",
+            // renameat2(AT_FDCWD, "free.txt", AT_FDCWD, "Cargo.lock", RENAME_EXCHANGE)
+            "/usr/bin/python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+             r = l.syscall(316, -100, b\"free.txt\", -100, b\"Cargo.lock\", 2); \
+             assert r == 0, ctypes.get_errno()'",
+        ],
+    );
+}
+
+#[test]
+fn writes_through_a_symlink_the_command_made_are_undone() {
+    each_attack(
+        false,
+        false,
+        PATTERNS,
+        &[
+            "ln -s Cargo.lock l && echo evil > l",
+            "ln -s .github/workflows w && echo evil > w/ci.yml",
+            "echo evil > link.lock",
+        ],
+    );
+}
+
+/// `touch -d` sets mtime back; the same-size rewrite keeps the size. ctime
+/// still moves, and the content is compared.
+#[test]
+fn a_forged_mtime_does_not_hide_a_change() {
+    for ns in modes() {
+        let fx = fixture(false);
+        let ex = executor(&fx, ns, false, PATTERNS);
+        let g = guard(false, PATTERNS);
+        let md = fs::metadata(fx.root.join("Cargo.lock")).unwrap();
+        let attack = format!(
+            "printf 'lock v2\\n' > Cargo.lock && touch -d @{}.{:09} Cargo.lock",
+            md.mtime(),
+            md.mtime_nsec()
+        );
+        attack_with(&fx, &ex, &g, CONTROL, &attack, control_ok);
+        // And an old forged time on a new file does not hide it either.
+        attack_with(
+            &fx,
+            &ex,
+            &g,
+            "echo again > free.txt",
+            "touch -d 2001-01-01 made.lock",
+            |r: &Path| fs::read_to_string(r.join("free.txt")).unwrap() == "again\n",
+        );
+    }
+}
+
+#[test]
+fn git_metadata_is_protected_in_restricted_mode() {
+    if !have_git() {
+        eprintln!("skipped: no git");
+        return;
+    }
+    each_attack(
+        true,
+        true,
+        PATTERNS,
+        &[
+            "mv .git .git2 && echo 'echo pwned' > .git2/hooks/pre-commit",
+            "rm -rf .git/hooks",
+            "env GIT_CONFIG_GLOBAL=/dev/null git config core.hooksPath /tmp/hooks",
+            "echo 'echo pwned' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout",
+            "mkdir -p sub && env GIT_CONFIG_GLOBAL=/dev/null git init -q sub",
+            "mkdir -p x && mv .git x/",
+        ],
+    );
+}
+
+#[test]
+fn git_config_is_protected_with_the_hooks() {
+    if !have_git() {
+        eprintln!("skipped: no git");
+        return;
+    }
+    let hooks: &[&str] = &[".git/hooks/**"];
+    for ns in modes() {
+        let fx = fixture(true);
+        let ex = executor(&fx, ns, false, hooks);
+        // The state as the executor's guard sees it: hooks and config.
+        let g = guard(false, &[".git/hooks/**", ".git/config"]);
+        let r = attack_with(
+            &fx,
+            &ex,
+            &g,
+            CONTROL,
+            "env GIT_CONFIG_GLOBAL=/dev/null git config core.hooksPath /tmp/hooks",
+            control_ok,
+        );
+        assert!(r.protected_changes.iter().any(|c| c.path == ".git/config"
+            && c.pattern == ".git/config"
+            && c.action == ProtectedAction::Restored));
+        // Everything else in .git stays the command's to change.
+        let r = run(&ex, "echo x > .git/description");
+        assert!(r.protected_changes.is_empty());
+        assert_eq!(
+            fs::read_to_string(fx.root.join(".git/description")).unwrap(),
+            "x\n"
+        );
+    }
+}
+
+#[test]
+fn a_nested_repository_is_quarantined_in_restricted_mode() {
+    if !have_git() {
+        eprintln!("skipped: no git");
+        return;
+    }
+    for ns in modes() {
+        let fx = fixture(true);
+        let ex = executor(&fx, ns, true, PATTERNS);
+        let r = run(&ex, "mkdir -p crate && env GIT_CONFIG_GLOBAL=/dev/null git init -q crate && echo kept > crate/a.rs");
+        assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+        assert!(!fx.root.join("crate/.git").exists());
+        assert_eq!(
+            fs::read_to_string(fx.root.join("crate/a.rs")).unwrap(),
+            "kept\n"
+        );
+        assert!(r
+            .protected_changes
+            .iter()
+            .any(|c| c.path == "crate/.git" && c.action == ProtectedAction::Quarantined));
+    }
+}
+
+/// The host edits an unprotected file while a command runs: its edit is
+/// kept. The command and the host hand over through files, not time.
+#[test]
+fn a_host_edit_to_an_unprotected_file_during_a_command_is_kept() {
+    for ns in modes() {
+        let fx = fixture(false);
+        let ex = executor(&fx, ns, false, PATTERNS);
+        let root = fx.root.clone();
+        let host = std::thread::spawn(move || {
+            while !root.join("ready").exists() {
+                std::thread::yield_now();
+            }
+            fs::write(root.join("src/main.rs"), "host edit\n").unwrap();
+            fs::write(root.join("go"), "").unwrap();
+        });
+        let r = run(
+            &ex,
+            "touch ready && while [ ! -e go ]; do sleep 0.01; done; echo cmd > free.txt",
+        );
+        host.join().unwrap();
+        assert_eq!(r.exit_code, 0);
+        assert!(r.protected_changes.is_empty(), "{:?}", r.protected_changes);
+        assert_eq!(
+            fs::read_to_string(fx.root.join("src/main.rs")).unwrap(),
+            "host edit\n"
+        );
+        assert_eq!(
+            fs::read_to_string(fx.root.join("free.txt")).unwrap(),
+            "cmd\n"
+        );
+    }
+}
+
+/// Between commands the host may change protected files: the next command
+/// starts from the host's version, and only its own change is undone.
+#[test]
+fn host_edits_between_commands_become_the_record() {
+    for ns in modes() {
+        let fx = fixture(false);
+        let ex = executor(&fx, ns, false, PATTERNS);
+        let g = guard(false, PATTERNS);
+        let r = run(&ex, "true");
+        assert!(r.protected_changes.is_empty(), "{:?}", r.protected_changes);
+        // The floor really runs without namespaces.
+        if !ns {
+            assert!(!r.confined.namespaces);
+        }
+        eprintln!("namespaces={ns}: in force: {}", r.confined.namespaces);
+        fs::write(fx.root.join("Cargo.lock"), "host v2\n").unwrap();
+        fs::write(fx.root.join("host.lock"), "host\n").unwrap();
+        let before = state(&fx.root, &g);
+        let r = run(&ex, "echo evil > Cargo.lock; echo evil > host.lock");
+        assert_eq!(state(&fx.root, &g), before);
+        assert_eq!(
+            fs::read_to_string(fx.root.join("Cargo.lock")).unwrap(),
+            "host v2\n"
+        );
+        assert_eq!(r.protected_changes.len(), 2, "{:?}", r.protected_changes);
+        // A command that changes nothing protected reports nothing.
+        let r = run(&ex, "echo ok > free.txt");
+        assert!(r.protected_changes.is_empty(), "{:?}", r.protected_changes);
+    }
+}
+
+/// Two commands on one write root at once: the record is shared, the one
+/// that ends first undoes (and reports) the other's change, and the state
+/// after both equals the state before.
+#[test]
+fn concurrent_commands_on_one_root_share_one_record() {
+    for ns in modes() {
+        let fx = fixture(false);
+        let ex = std::sync::Arc::new(executor(&fx, ns, false, PATTERNS));
+        let g = guard(false, PATTERNS);
+        let before = state(&fx.root, &g);
+        let waiting = {
+            let ex = ex.clone();
+            std::thread::spawn(move || {
+                run(
+                    &ex,
+                    "touch a-ready && while [ ! -e b-done ]; do sleep 0.01; done",
+                )
+            })
+        };
+        while !fx.root.join("a-ready").exists() {
+            std::thread::yield_now();
+        }
+        let b = run(
+            &ex,
+            "echo evil > Cargo.lock && touch new.lock && touch b-done",
+        );
+        let a = waiting.join().unwrap();
+        assert_eq!(state(&fx.root, &g), before);
+        assert_eq!(b.protected_changes.len(), 2, "{:?}", b.protected_changes);
+        assert!(a.protected_changes.is_empty(), "{:?}", a.protected_changes);
+    }
+}
+
+/// What the floor cannot attribute: a host edit to a protected file while
+/// a command runs on that root is undone like the command's own, and
+/// reported.
+#[test]
+fn a_host_edit_to_a_protected_file_during_a_command_is_undone_and_reported() {
+    for ns in modes() {
+        let fx = fixture(false);
+        let ex = executor(&fx, ns, false, PATTERNS);
+        let root = fx.root.clone();
+        let host = std::thread::spawn(move || {
+            while !root.join("ready").exists() {
+                std::thread::yield_now();
+            }
+            fs::write(root.join("Cargo.lock"), "host edit\n").unwrap();
+            fs::write(root.join("go"), "").unwrap();
+        });
+        let r = run(&ex, "touch ready && while [ ! -e go ]; do sleep 0.01; done");
+        host.join().unwrap();
+        assert_eq!(
+            fs::read_to_string(fx.root.join("Cargo.lock")).unwrap(),
+            "lock v1\n"
+        );
+        assert!(r
+            .protected_changes
+            .iter()
+            .any(|c| c.path == "Cargo.lock" && c.action == ProtectedAction::Restored));
+    }
+}

@@ -1,0 +1,73 @@
+//! The hook through which deny-write patterns bind the shell.
+//!
+//! The executor knows nothing of patterns. An embedder that protects paths
+//! beneath the write root sets [`ExecConfig::protected`](crate::exec::ExecConfig::protected);
+//! around every command the executor calls [`ProtectedPaths::before`] before
+//! the command starts (a failure there runs nothing: exit code 127) and
+//! [`Checkpoint::after`] once the command and every process it started
+//! are dead, before the call returns. What `after` answers is the result's
+//! [`protected_changes`](crate::exec::ExecResult::protected_changes).
+
+use std::fmt;
+use std::io;
+
+use serde::{Deserialize, Serialize};
+
+/// Records the protected state before each command ([`before`](Self::before)).
+pub trait ProtectedPaths: Send + Sync {
+    /// Called before each command starts. An error keeps the command from
+    /// running.
+    ///
+    /// # Errors
+    ///
+    /// When the protected state cannot be recorded.
+    fn before(&self) -> io::Result<Box<dyn Checkpoint>>;
+}
+
+/// One command's record of the protected state.
+pub trait Checkpoint: Send {
+    /// Called once, after the command and everything it started are dead:
+    /// finds what changed since [`ProtectedPaths::before`], undoes it, and
+    /// answers what was found and done.
+    fn after(self: Box<Self>) -> Vec<ProtectedChange>;
+}
+
+/// What was done about a protected entry a command changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProtectedAction {
+    /// Put back as it was before the command.
+    Restored,
+    /// A new protected entry, moved into the quarantine beside the write root.
+    Quarantined,
+    /// Changed, and could not be undone.
+    Reported,
+}
+
+impl ProtectedAction {
+    /// `restored`, `quarantined` or `reported`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtectedAction::Restored => "restored",
+            ProtectedAction::Quarantined => "quarantined",
+            ProtectedAction::Reported => "reported",
+        }
+    }
+}
+
+impl fmt::Display for ProtectedAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One protected entry a command changed, and what was done about it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProtectedChange {
+    /// The entry's path beneath the write root.
+    pub path: String,
+    /// The deny-write pattern that protects it, as written.
+    pub pattern: String,
+    /// What was done.
+    pub action: ProtectedAction,
+}
