@@ -21,10 +21,10 @@
 
 // The ABI's major version: bumped only when a function or type changes
 // incompatibly. It is the shared library's SONAME suffix.
-#define SANDGATE_ABI_MAJOR 1
+#define SANDGATE_ABI_MAJOR 2
 
 // The ABI's minor version: bumped when functions are added.
-#define SANDGATE_ABI_MINOR 2
+#define SANDGATE_ABI_MINOR 0
 
 // An abort signal: trigger it from any thread to end the commands it was
 // passed to (they answer exit code 130). Free with `sg_abort_free`.

@@ -57,8 +57,8 @@ tar -xzf "$dist/sandgate-$v-x86_64-linux-gnu.tar.gz" -C "$prefix" --strip-compon
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 # shellcheck disable=SC2046 # pkg-config's flags are words
 gcc -std=c11 -Wall -Wextra -Werror -o c-shared check.c $(pkg-config --cflags --libs sandgate)
-readelf -d c-shared | grep -q 'NEEDED.*\[libsandgate\.so\.1\]' || fail "c-shared does not load libsandgate.so.1"
-echo "-- linked to libsandgate.so.1 (pkg-config sandgate)"
+readelf -d c-shared | grep -q 'NEEDED.*\[libsandgate\.so\.2\]' || fail "c-shared does not load libsandgate.so.2"
+echo "-- linked to libsandgate.so.2 (pkg-config sandgate)"
 LD_LIBRARY_PATH="$prefix/lib" ./c-shared "$policy"
 # shellcheck disable=SC2046
 gcc -std=c11 -Wall -Wextra -Werror -o c-static check.c $(pkg-config --static --cflags --libs sandgate-static)

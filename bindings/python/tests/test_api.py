@@ -780,15 +780,15 @@ def test_lookup_order_and_not_found_message(tmp_path, monkeypatch):
     sysdir.mkdir()
     # Laid out as `cargo xtask install` does: the file, its SONAME, the
     # development link.
-    shutil.copy(_ffi.LIBRARY_PATH, sysdir / "libsandgate.so.1.0.0")
-    os.symlink("libsandgate.so.1.0.0", sysdir / "libsandgate.so.1")
-    os.symlink("libsandgate.so.1", sysdir / "libsandgate.so")
+    shutil.copy(_ffi.LIBRARY_PATH, sysdir / "libsandgate.so.2.0.0")
+    os.symlink("libsandgate.so.2.0.0", sysdir / "libsandgate.so.2")
+    os.symlink("libsandgate.so.2", sysdir / "libsandgate.so")
     p = subprocess.run(
         [sys.executable, "-c", "import sandgate; print(sandgate.LIBRARY_PATH)"],
         capture_output=True, text=True, env={**env, "LD_LIBRARY_PATH": str(sysdir)}, cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr
-    assert p.stdout.strip() == "libsandgate.so.1", p.stdout
+    assert p.stdout.strip() == "libsandgate.so.2", p.stdout
     # ... and a copy next to __init__.py is found first.
     shutil.copy(_ffi.LIBRARY_PATH, pkg / "libsandgate.so")
     p = subprocess.run(
@@ -819,7 +819,7 @@ def test_abi_major_mismatch_is_refused():
         else:
             with pytest.raises(ImportError, match="C ABI"):
                 _ffi._check_abi(fake, "fake.so")
-    assert sandgate.abi_version()[0] == sandgate.EXPECTED_ABI_MAJOR == 1
+    assert sandgate.abi_version()[0] == sandgate.EXPECTED_ABI_MAJOR == 2
     assert sandgate.version() == "0.1.0"
 
 

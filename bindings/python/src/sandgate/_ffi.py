@@ -29,9 +29,9 @@ from pathlib import Path
 from ._codes import CODE_NAMES  # noqa: F401
 
 #: The ABI major this binding was written against (``SANDGATE_ABI_MAJOR``).
-EXPECTED_ABI_MAJOR = 1
+EXPECTED_ABI_MAJOR = 2
 #: The least ABI minor this binding needs (``SANDGATE_ABI_MINOR``).
-EXPECTED_ABI_MINOR = 2
+EXPECTED_ABI_MINOR = 0
 
 LIBRARY_ENV = "SANDGATE_LIBRARY"
 _LIB_NAME = "libsandgate.so"
@@ -236,7 +236,7 @@ def _repo_root() -> Path | None:
 
 def _system_library() -> str | None:
     """The installed system library's name as the dynamic loader knows it
-    (``libsandgate.so.1``), if ``ldconfig`` or the compiler can find one."""
+    (``libsandgate.so.2``), if ``ldconfig`` or the compiler can find one."""
     return ctypes.util.find_library("sandgate")
 
 
