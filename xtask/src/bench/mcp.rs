@@ -17,10 +17,14 @@
 //! 1. `read_text_file` of a 4 KiB file with a pipelining client (a window
 //!    of [`WINDOW`] requests in flight): sandgate's time per call against
 //!    the JSON endpoint's `read` of the same file (`sandgate tool`, same
-//!    client, same window), in alternating rounds; the medians' ratio.
+//!    client, same window), in alternating rounds. Two figures: the
+//!    server's own CPU time per call (user + system of every thread, from
+//!    `/proc/PID/stat`, which a loaded machine does not inflate) and the
+//!    wall time per call (median of the rounds).
 //! 2. The same call with one request in flight: calls per second, median
-//!    and p99 round trip, sandgate against the reference server, in
-//!    alternating rounds after a warm-up (the reference runs on a JIT).
+//!    and p99 round trip, and the server's CPU time per call, sandgate
+//!    against the reference server, in alternating rounds after a warm-up
+//!    (the reference runs on a JIT).
 //! 3. `search_files` (`**/*.md`) over a tree of [`TREE_FILES`] files, both
 //!    servers, alternating; and sandgate's `grep` (files mode, a pattern
 //!    found in 50 files) against `rg -j1 -l` on the same tree: sandgate's
@@ -248,6 +252,26 @@ impl Server {
         tool_text(&r).map_err(|e| format!("{}: {tool}: {e}", self.name))
     }
 
+    /// CPU time (user + system, every thread's, those ended included) the
+    /// server process has used so far, in ns, at the clock tick's
+    /// resolution.
+    fn cpu_ns(&self) -> Result<f64, String> {
+        let path = format!("/proc/{}/stat", self.child.id());
+        let stat = fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+        // Fields after the command's closing parenthesis start at the
+        // third: utime and stime are the 14th and 15th.
+        let f: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+        match (
+            f.get(11).and_then(|v| v.parse::<f64>().ok()),
+            f.get(12).and_then(|v| v.parse::<f64>().ok()),
+        ) {
+            (Some(u), Some(s)) => Ok((u + s) * 1e9 / clock_ticks()),
+            _ => Err(format!("{path}: cannot read utime and stime")),
+        }
+    }
+
     /// VmRSS of the server process, in KiB.
     fn rss_kib(&self) -> Option<u64> {
         let status = fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
@@ -273,6 +297,18 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Clock ticks per second of /proc's CPU times (`getconf CLK_TCK`; 100,
+/// the value of Linux's ABI, when getconf cannot say).
+fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        crate::bench::first_line("getconf", &["CLK_TCK"])
+            .and_then(|t| t.parse().ok())
+            .filter(|t: &f64| *t > 0.0)
+            .unwrap_or(100.0)
+    })
 }
 
 /// The text of a `tools/call` result, or why it is not a success.
@@ -327,12 +363,11 @@ fn pipelined(
     Ok((start.elapsed(), answers))
 }
 
+/// Round trips in ns, the wall time, and the answer lines (unchecked).
+type Timed = (Vec<f64>, Duration, Vec<Vec<u8>>);
+
 /// Sends `reqs` one at a time, each after the answer to the one before.
-/// Returns each round trip in ns, the wall time and the answer lines.
-fn sequential(
-    s: &mut Server,
-    reqs: &[Vec<u8>],
-) -> Result<(Vec<f64>, Duration, Vec<Vec<u8>>), String> {
+fn sequential(s: &mut Server, reqs: &[Vec<u8>]) -> Result<Timed, String> {
     let mut lat = Vec::with_capacity(reqs.len());
     let mut answers = Vec::with_capacity(reqs.len());
     let start = Instant::now();
@@ -544,14 +579,7 @@ pub(super) fn run(o: &Options, r: &mut Results) {
     if let Err(e) = step(
         "build sandgate",
         &cargo(),
-        &[
-            "build",
-            "--release",
-            "-p",
-            "sandgate-cli",
-            "--bin",
-            "sandgate",
-        ],
+        &["build", "--release", "-p", "sandgate-cli"],
     ) {
         return r.fail(AREA, "build", e);
     }
@@ -630,26 +658,46 @@ fn measure(
     // 1. Pipelined: sandgate mcp against the endpoint, alternating rounds.
     let endpoint_req = requests(0, z.piped, |_| json!({"op": "read", "path": "read4k.txt"}));
     let (mut own_piped, mut ep_piped) = (Vec::new(), Vec::new());
+    let (mut own_cpu, mut ep_cpu) = (0.0, 0.0);
     for round in 0..=z.piped_rounds {
         let first = own.next_id + 1;
         let reqs = requests(first, z.piped, read_call);
         own.next_id += z.piped as u64;
+        let c = own.cpu_ns()?;
         let (t, answers) = pipelined(&mut own, &reqs, WINDOW)?;
+        let c = own.cpu_ns()? - c;
         check_mcp(own.name, &answers, first, READ_BYTES)?;
+        let ce = endpoint.cpu_ns()?;
         let (te, answers) = pipelined(&mut endpoint, &endpoint_req, WINDOW)?;
+        let ce = endpoint.cpu_ns()? - ce;
         check_endpoint(&answers)?;
         // Round 0 warms up.
         if round > 0 {
             own_piped.push(t.as_nanos() as f64 / z.piped as f64);
             ep_piped.push(te.as_nanos() as f64 / z.piped as f64);
+            own_cpu += c;
+            ep_cpu += ce;
         }
     }
     drop(endpoint);
+    let calls = (z.piped * z.piped_rounds) as f64;
+    let (own_cpu, ep_cpu) = (own_cpu / calls, ep_cpu / calls);
+    let piped_variant = format!("read_text_file 4 KiB, pipelined ({WINDOW} in flight)");
+    let endpoint_name = "sandgate tool `read`, same client";
+    r.rows.push(row(
+        &format!("{piped_variant}: server CPU per call"),
+        human_ns(own_cpu),
+        endpoint_name,
+        human_ns(ep_cpu),
+        own_cpu / ep_cpu,
+        "≤ 1.30",
+        Some(own_cpu / ep_cpu <= 1.30),
+    ));
     let (own_ns, ep_ns) = (median(own_piped), median(ep_piped));
     r.rows.push(row(
-        &format!("read_text_file 4 KiB, pipelined ({WINDOW} in flight), per call"),
+        &format!("{piped_variant}: wall time per call"),
         human_ns(own_ns),
-        "sandgate tool `read`, same client",
+        endpoint_name,
         human_ns(ep_ns),
         own_ns / ep_ns,
         "≤ 1.30",
@@ -657,7 +705,9 @@ fn measure(
     ));
     r.notes.push(format!(
         "mcp: pipelined: {} rounds of {} calls each after a warm-up round, the two servers \
-         alternating; median of the rounds' time per call",
+         alternating; wall time: median of the rounds' time per call; server CPU: the \
+         process's user + system time (every thread, from /proc/PID/stat) over the timed \
+         rounds, per call: the server's own time, which the machine's load does not inflate",
         z.piped_rounds,
         thousands(z.piped as f64)
     ));
@@ -675,18 +725,23 @@ fn measure(
     if let Some(t) = theirs.as_mut() {
         seq(t, z.seq_warm)?;
     }
-    let (mut own_lat, mut own_wall) = (Vec::new(), Duration::ZERO);
-    let (mut their_lat, mut their_wall) = (Vec::new(), Duration::ZERO);
+    let (mut own_lat, mut own_wall, mut own_cpu) = (Vec::new(), Duration::ZERO, 0.0);
+    let (mut their_lat, mut their_wall, mut their_cpu) = (Vec::new(), Duration::ZERO, 0.0);
     for _ in 0..z.seq_rounds {
+        let c = own.cpu_ns()?;
         let (l, w) = seq(&mut own, z.seq_own)?;
+        own_cpu += own.cpu_ns()? - c;
         own_lat.extend(l);
         own_wall += w;
         if let Some(t) = theirs.as_mut() {
+            let c = t.cpu_ns()?;
             let (l, w) = seq(t, z.seq_ref)?;
+            their_cpu += t.cpu_ns()? - c;
             their_lat.extend(l);
             their_wall += w;
         }
     }
+    let own_cpu = own_cpu / own_lat.len() as f64;
     let own_cps = own_lat.len() as f64 / own_wall.as_secs_f64();
     let (own_med, own_p99) = (quantile(&own_lat, 0.5), quantile(&own_lat, 0.99));
     let seq_variant = "read_text_file 4 KiB, sequential";
@@ -721,6 +776,16 @@ fn measure(
                 own_p99 / their_med,
                 "< 1.00",
                 Some(own_p99 < their_med),
+            ));
+            let their_cpu = their_cpu / their_lat.len() as f64;
+            r.rows.push(row(
+                &format!("{seq_variant}: server CPU per call"),
+                human_ns(own_cpu),
+                "reference server",
+                human_ns(their_cpu),
+                own_cpu / their_cpu,
+                "—",
+                None,
             ));
             r.rows.push(row(
                 &format!("{seq_variant}: p99 round trip"),
