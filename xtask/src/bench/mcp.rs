@@ -19,8 +19,8 @@
 //!    the JSON endpoint's `read` of the same file (`sandgate tool`, same
 //!    client, same window), in alternating rounds. Two figures: the
 //!    server's own CPU time per call (user + system of every thread, from
-//!    `/proc/PID/stat`, which a loaded machine does not inflate) and the
-//!    wall time per call (median of the rounds).
+//!    `/proc/PID/stat`, far less swayed by other jobs than the wall
+//!    time) and the wall time per call (median of the rounds).
 //! 2. The same call with one request in flight: calls per second, median
 //!    and p99 round trip, and the server's CPU time per call, sandgate
 //!    against the reference server, in alternating rounds after a warm-up
@@ -707,7 +707,8 @@ fn measure(
         "mcp: pipelined: {} rounds of {} calls each after a warm-up round, the two servers \
          alternating; wall time: median of the rounds' time per call; server CPU: the \
          process's user + system time (every thread, from /proc/PID/stat) over the timed \
-         rounds, per call: the server's own time, which the machine's load does not inflate",
+         rounds, per call: the server's own time, far less swayed by the machine's load than \
+         the wall time",
         z.piped_rounds,
         thousands(z.piped as f64)
     ));
