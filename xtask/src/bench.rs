@@ -1,6 +1,7 @@
-//! `cargo xtask bench [--quick]`: every benchmark of the project in one go,
-//! summed up in one table of ratios against the baselines measured in the
-//! same run.
+//! `cargo xtask bench [--quick] [--only GROUP]`: every benchmark of the
+//! project in one go, summed up in one table of ratios against the
+//! baselines measured in the same run. `--only` runs one group of rows:
+//! `criterion` (steps 1 and 2), `tool`, `python`, `go`, `node` or `mcp`.
 //!
 //! What it runs, in this order:
 //!
@@ -28,6 +29,8 @@
 //!    loaded through `NAPI_RS_NATIVE_LIBRARY_PATH` so that the binding's
 //!    own files are left alone). A missing toolchain or bench is a skipped
 //!    row, with the reason.
+//! 5. `sandgate mcp` against the reference MCP filesystem server, its own
+//!    JSON endpoint and ripgrep (see [`mcp`]).
 //!
 //! Then it prints one table (area, variant, its time, the reference and
 //! its time, the ratio, the target docs/BENCHMARKS.md states where there
@@ -48,7 +51,12 @@ use std::time::{Instant, SystemTime};
 use crate::bench_tool::{self, thousands};
 use crate::{bindings, cargo, step, target_dir, works, workspace_root};
 
-const USAGE: &str = "usage: cargo xtask bench [--quick]";
+mod mcp;
+
+const USAGE: &str = "usage: cargo xtask bench [--quick] [--only criterion|tool|python|go|node|mcp]";
+
+/// The groups `--only` selects.
+const GROUPS: [&str; 6] = ["criterion", "tool", "python", "go", "node", "mcp"];
 
 /// Paths per iteration of the fileguard bench (crates/fileguard/benches).
 const FILEGUARD_PATHS: f64 = 10_000.0;
@@ -66,6 +74,7 @@ const AREAS: [&str; 11] = [
     "python",
     "go",
     "node",
+    "mcp",
 ];
 
 /// One line of the table.
@@ -389,13 +398,33 @@ fn machine() -> Machine {
 
 struct Options {
     quick: bool,
+    /// The one group to run (`--only`), or every group.
+    only: Option<String>,
+}
+
+impl Options {
+    /// Whether the group runs.
+    fn runs(&self, group: &str) -> bool {
+        self.only.as_deref().is_none_or(|g| g == group)
+    }
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
-    let mut o = Options { quick: false };
-    for a in args {
+    let mut o = Options {
+        quick: false,
+        only: None,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
         match a.as_str() {
             "--quick" => o.quick = true,
+            "--only" => {
+                let g = it.next().ok_or(USAGE)?;
+                if !GROUPS.contains(&g.as_str()) {
+                    return Err(format!("--only: unknown group `{g}` ({USAGE})"));
+                }
+                o.only = Some(g.clone());
+            }
             _ => return Err(USAGE.into()),
         }
     }
@@ -430,31 +459,48 @@ impl Results {
 pub fn run(args: &[String]) -> Result<(), String> {
     let o = parse(args)?;
     let start = Instant::now();
-    let command = if o.quick {
-        "cargo xtask bench --quick"
-    } else {
-        "cargo xtask bench"
-    };
+    let mut command = String::from("cargo xtask bench");
+    if o.quick {
+        command += " --quick";
+    }
+    if let Some(g) = &o.only {
+        command += &format!(" --only {g}");
+    }
+    let command = command.as_str();
     fs::create_dir_all(out_dir()).map_err(|e| format!("{}: {e}", out_dir().display()))?;
     let m = machine();
     eprintln!("{command}: load average at the start {}", m.load_start);
 
-    step(
-        "build",
-        &cargo(),
-        &["build", "--release", "-p", "sandgate-ffi"],
-    )?;
-
-    install_bwrap();
+    if o.runs("criterion") || o.runs("python") {
+        step(
+            "build",
+            &cargo(),
+            &["build", "--release", "-p", "sandgate-ffi"],
+        )?;
+    }
 
     let mut r = Results::default();
-    let benches_start = SystemTime::now();
-    criterion_benches(&o, &mut r)?;
-    fileguard(&mut r, benches_start);
-    tool(&o, &mut r);
-    python(&o, &mut r);
-    go(&o, &mut r);
-    node(&o, &mut r);
+    if o.runs("criterion") {
+        install_bwrap();
+        let benches_start = SystemTime::now();
+        criterion_benches(&o, &mut r)?;
+        fileguard(&mut r, benches_start);
+    }
+    if o.runs("tool") {
+        tool(&o, &mut r);
+    }
+    if o.runs("python") {
+        python(&o, &mut r);
+    }
+    if o.runs("go") {
+        go(&o, &mut r);
+    }
+    if o.runs("node") {
+        node(&o, &mut r);
+    }
+    if o.runs("mcp") {
+        mcp::run(&o, &mut r);
+    }
 
     r.rows.sort_by_key(|row| {
         AREAS

@@ -359,6 +359,49 @@ fn a_long_call_reports_progress_when_asked_and_only_then() {
     }
 }
 
+/// Whether a process whose command line holds `token` is running.
+fn running_with(token: &str) -> bool {
+    fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        fs::read(e.path().join("cmdline"))
+            .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == token.as_bytes()))
+    })
+}
+
+/// Waits (up to `secs`) until `cond` holds; answers whether it did.
+fn eventually(secs: u64, cond: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+#[test]
+fn a_cancelled_exec_is_stopped() {
+    let mut s =
+        Server::start_with("[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n");
+    // A sleep no other process runs, found by its argument.
+    let token = format!("5{}.25", std::process::id());
+    s.send_json(json!({"jsonrpc": "2.0", "id": 50, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}}));
+    assert!(
+        eventually(30, || running_with(&token)),
+        "the command never started"
+    );
+    s.send_json(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 50, "reason": "test"}}),
+    );
+    assert!(
+        eventually(30, || !running_with(&token)),
+        "the cancelled command still runs"
+    );
+    s.ping(51);
+}
+
 #[test]
 fn closing_stdin_mid_call_ends_the_server_cleanly() {
     let mut s = Server::start();

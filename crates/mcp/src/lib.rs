@@ -374,7 +374,9 @@ impl Server {
             "get_file_info" => tools::get_file_info(s, parse(args)?),
             "list_allowed_directories" => tools::list_allowed_directories(s, parse(args)?),
             "grep" => tools::grep(s, parse(args)?, cancel.flag),
-            "exec" if s.executor.is_some() => tools::exec(s, parse(args)?, cancel.abort),
+            "exec" if s.executor.is_some() => {
+                tools::exec(s, parse(args)?, cancel.abort.unwrap_or_default())
+            }
             "fetch" if s.fetcher.is_some() => tools::fetch(s, parse(args)?),
             other => {
                 return Err(ErrorData::invalid_params(
@@ -409,11 +411,12 @@ fn file_uri_path(uri: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// The ways a running call can be told to stop.
+/// The ways a running call can be told to stop. The abort signal (an
+/// eventfd) is made only for `exec`, the one tool that polls it.
 #[derive(Clone)]
 struct Cancel {
     flag: Arc<AtomicBool>,
-    abort: sandgate::exec::AbortSignal,
+    abort: Option<sandgate::exec::AbortSignal>,
 }
 
 fn parse<T: DeserializeOwned>(args: serde_json::Value) -> Result<T, ErrorData> {
@@ -508,7 +511,7 @@ impl ServerHandler for Server {
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let cancel = Cancel {
             flag: Arc::new(AtomicBool::new(false)),
-            abort: sandgate::exec::AbortSignal::new(),
+            abort: (name == "exec").then(sandgate::exec::AbortSignal::new),
         };
         let this = self.clone();
         let c2 = cancel.clone();
@@ -522,7 +525,9 @@ impl ServerHandler for Server {
                 r = &mut job => break r,
                 _ = context.ct.cancelled() => {
                     cancel.flag.store(true, Ordering::Relaxed);
-                    cancel.abort.abort();
+                    if let Some(a) = &cancel.abort {
+                        a.abort();
+                    }
                     // Let the work stop, then answer (the client has
                     // stopped waiting; the answer is dropped).
                     let _ = (&mut job).await;
@@ -577,8 +582,12 @@ impl Server {
         if let Listen::Http(addr, _) = &listen {
             transport::check_loopback(addr).map_err(std::io::Error::other)?;
         }
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+        // One thread serves the protocol; tool calls run on the blocking
+        // pool. Two workers stealing each other's tasks cost about three
+        // times the CPU per call here (measured by `cargo xtask bench
+        // --only mcp`: futex wake-ups between the workers, for a 4 KiB read
+        // that takes a few microseconds of its own).
+        let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         rt.block_on(async move {
