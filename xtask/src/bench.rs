@@ -62,13 +62,14 @@ const GROUPS: [&str; 6] = ["criterion", "tool", "python", "go", "node", "mcp"];
 const FILEGUARD_PATHS: f64 = 10_000.0;
 
 /// The order of the table's areas.
-const AREAS: [&str; 11] = [
+const AREAS: [&str; 13] = [
     "rootfs",
     "sandbox",
     "fileguard",
     "exec",
     "protect",
     "fetch",
+    "proxy",
     "tool",
     "C ABI",
     "python",
