@@ -321,41 +321,62 @@ fn cgroups_are_pooled_and_removed() {
         .unwrap();
     let base = Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/'));
     let prefix = format!("sandgate-{}-", std::process::id());
-    let ours = || -> Vec<PathBuf> {
-        fs::read_dir(&base)
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-            .map(|e| e.path())
-            .collect()
-    };
-    let before = ours().len();
     let ex = started(ResourceLimits {
         max_memory_bytes: Some(256 * MIB),
         max_tasks: Some(64),
         ..ResourceLimits::default()
     });
-    let mine: Vec<PathBuf> = ours().into_iter().collect();
-    assert!(mine.len() > before);
+    // Other tests of this process run executors at the same time under the
+    // same prefix, so this one finds its own executor's cgroup from where
+    // its commands ran.
+    let mut ran_in = std::collections::BTreeSet::new();
     for _ in 0..20 {
         let r = run(&ex, "cat /proc/self/cgroup", Duration::from_secs(10));
         let text = String::from_utf8_lossy(&r.stdout);
-        assert!(text.contains(&prefix), "{text}");
+        let line = text
+            .lines()
+            .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_owned()))
+            .unwrap_or_else(|| panic!("no memory cgroup in {text}"));
+        ran_in.insert(line);
     }
-    let children = |dir: &Path| {
-        fs::read_dir(dir)
-            .unwrap()
-            .flatten()
-            .filter(|e| e.path().is_dir())
-            .count()
-    };
-    let parent = mine
-        .iter()
-        .find(|p| children(p) > 0)
-        .expect("a parent with children");
-    assert_eq!(children(parent), 1, "sequential execs reuse one cgroup");
+    assert_eq!(
+        ran_in.len(),
+        1,
+        "sequential execs reuse one cgroup: {ran_in:?}"
+    );
+    let child = base.join(
+        Path::new(ran_in.first().unwrap())
+            .strip_prefix(&path)
+            .unwrap_or_else(|_| panic!("{ran_in:?} is not beneath {path}")),
+    );
+    let executors = child.parent().unwrap().to_path_buf();
+    let name = executors
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with(&prefix),
+        "{} is not the executor's",
+        executors.display()
+    );
+    let children = fs::read_dir(&executors)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .count();
+    assert_eq!(
+        children,
+        1,
+        "one pooled cgroup under {}",
+        executors.display()
+    );
     drop(ex);
-    assert_eq!(ours().len(), before, "the executor's cgroups are removed");
+    assert!(
+        !executors.exists(),
+        "{} is removed with the executor",
+        executors.display()
+    );
 }
 
 /// The report is truthful where cgroups cannot be made: pointed at a place
