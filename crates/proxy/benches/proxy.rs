@@ -7,11 +7,8 @@
 //! - `connect_setup`: from `connect` to the first byte of the server's
 //!   answer, directly and through the tunnel (reported, no target).
 //!
-//! Where the machine has two CPUs, the server runs on CPU 1 and the client
-//! and the proxy on CPU 0: the proxy's threads are spawned from the pinned
-//! main thread and inherit its CPU. That is the deployment's shape: the
-//! proxy runs in the host process beside the command it serves, and the
-//! server is elsewhere.
+//! The client runs on CPU 0 and the server on CPU 1 where the machine has
+//! two; the proxy's threads are left to the scheduler.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -108,10 +105,6 @@ fn main() {
     let runs = if quick { 7 } else { 31 };
     let server = server();
     let entry = NetEntry::parse(&server.to_string()).unwrap();
-    // Pinned before the proxy starts, so that its threads inherit CPU 0.
-    if cpus() > 1 {
-        pin(0);
-    }
     let proxy = Proxy::new(ProxyConfig::new(Rules::new(
         Mode::Restricted,
         vec![entry],
@@ -120,6 +113,9 @@ fn main() {
     let proxy_addr = proxy
         .serve(TcpListener::bind("127.0.0.1:0").unwrap().into())
         .unwrap();
+    if cpus() > 1 {
+        pin(0);
+    }
     let mut buf = vec![0u8; 256 * 1024];
     // Warm up both paths.
     download(server, None, &mut buf);
