@@ -27,7 +27,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandgate_codes::ErrorCode;
-use sandgate_fileguard::GuardBuilder;
 use sandgate_policy::{Confine, Policy, PolicyError, PolicyOptions, SecurityMode};
 use sandgate_protect::{Action, Protector};
 use sandgate_rootfs::Root;
@@ -854,26 +853,13 @@ fn protection(policy: &Policy) -> Result<Option<Arc<dyn ProtectedPaths>>, Error>
     let Some(write_root) = policy.write_root() else {
         return Ok(None);
     };
-    let mut builder = GuardBuilder::new();
-    builder
-        .patterns(policy.deny_write().iter())
-        .restricted(policy.security_mode() == SecurityMode::Restricted);
-    let guard = builder
-        .build()
-        .map_err(|e| Error::from(e).with_key("fs.deny_write"))?;
+    let guard = crate::sandbox::deny_write_guard(
+        policy.deny_write().iter(),
+        policy.security_mode() == SecurityMode::Restricted,
+    )?;
     if !guard.has_patterns() {
         return Ok(None);
     }
-    let guard = if guard.check_write(GIT_HOOK_PROBE, None).is_refused()
-        && guard.check_write(GIT_CONFIG, None).is_allowed()
-    {
-        builder
-            .pattern(GIT_CONFIG)
-            .build()
-            .map_err(|e| Error::from(e).with_key("fs.deny_write"))?
-    } else {
-        guard
-    };
     let protector = Protector::new(write_root, guard).map_err(|e| {
         Error::new(
             ErrorCode::Io,
@@ -884,11 +870,6 @@ fn protection(policy: &Policy) -> Result<Option<Arc<dyn ProtectedPaths>>, Error>
     })?;
     Ok(Some(Arc::new(Protection(Arc::new(protector)))))
 }
-
-/// A name under `.git/hooks`: when it is protected, so is `.git/config`.
-const GIT_HOOK_PROBE: &str = ".git/hooks/pre-commit";
-/// Where `core.hooksPath` is set.
-const GIT_CONFIG: &str = ".git/config";
 
 /// [`Protector`] as the executor's hook.
 struct Protection(Arc<Protector>);

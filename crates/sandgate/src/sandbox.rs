@@ -266,11 +266,7 @@ impl SandboxBuilder {
                     .with_key("max_write_bytes"),
             );
         }
-        let guard = GuardBuilder::new()
-            .patterns(self.deny_write.iter())
-            .restricted(self.restricted)
-            .build()
-            .map_err(|e| Error::from(e).with_key("fs.deny_write"))?;
+        let guard = deny_write_guard(self.deny_write.iter(), self.restricted)?;
         let open = |dir: &Path, what: &str| {
             Root::open_with_resolver(dir, self.resolver).map_err(|e| {
                 Error::from(e)
@@ -1632,6 +1628,51 @@ fn replace_all(hay: &[u8], old: &[u8], new: &[u8]) -> Vec<u8> {
     }
     out.extend_from_slice(&hay[at..]);
     out
+}
+
+/// Where git's hooks and config live, at the root and in a repository
+/// nested beneath it: when the hooks are protected at one of these places,
+/// so is the config beside them.
+/// Each entry: a hook's name, the config's name there, and the pattern
+/// that protects that config.
+const GIT_HOOKS_AND_CONFIG: [(&str, &str, &str); 2] = [
+    (".git/hooks/pre-commit", ".git/config", ".git/config"),
+    (
+        "nested/.git/hooks/pre-commit",
+        "nested/.git/config",
+        "**/.git/config",
+    ),
+];
+
+/// The deny-write guard of `patterns` (and restricted mode's `.git`), for
+/// the file tools and the shell alike: where it protects git's hooks it
+/// protects `.git/config` too, since `core.hooksPath` set there points the
+/// hooks anywhere.
+pub(crate) fn deny_write_guard<I, S>(patterns: I, restricted: bool) -> Result<Guard, Error>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let mut builder = GuardBuilder::new();
+    builder.patterns(patterns).restricted(restricted);
+    let built = |b: &GuardBuilder| {
+        b.build()
+            .map_err(|e| Error::from(e).with_key("fs.deny_write"))
+    };
+    let guard = built(&builder)?;
+    let mut added = false;
+    for (hook, config, pattern) in GIT_HOOKS_AND_CONFIG {
+        if guard.check_write(hook, None).is_refused()
+            && guard.check_write(config, None).is_allowed()
+        {
+            builder.pattern(pattern);
+            added = true;
+        }
+    }
+    if added {
+        return built(&builder);
+    }
+    Ok(guard)
 }
 
 #[cfg(test)]

@@ -327,6 +327,60 @@ fn restricted_mode_protects_git_components() {
         .unwrap();
 }
 
+/// Protecting git's hooks protects the file that can move them: a write to
+/// `.git/config` could set `core.hooksPath` to a directory no pattern
+/// covers. A control without the hooks pattern writes it.
+#[test]
+fn protecting_git_hooks_protects_git_config_too() {
+    let fx = Fx::new();
+    fx.put("ws/repo/.git/config", "[core]\n");
+    fx.put("ws/repo/.git/hooks/keep", "");
+    let control = fx
+        .builder()
+        .restricted(false)
+        .allow_overwrite(true)
+        .deny_write(".github/**")
+        .build()
+        .unwrap();
+    control
+        .write(
+            "repo/.git/config",
+            b"[core]\n",
+            WriteOptions::default().overwrite(true),
+        )
+        .unwrap();
+    let sb = fx
+        .builder()
+        .restricted(false)
+        .allow_overwrite(true)
+        .deny_write("**/.git/hooks/**")
+        .build()
+        .unwrap();
+    for name in ["repo/.git/config", "repo/.GIT/Config"] {
+        let e = sb
+            .write(
+                name,
+                b"[core]\n\thooksPath = /tmp/elsewhere\n",
+                WriteOptions::default().overwrite(true),
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::FsProtected, "{name}: {e}");
+    }
+    assert_eq!(
+        fs::read_to_string(fx.p("ws/repo/.git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert_eq!(
+        code(sb.edit(
+            "repo/.git/config",
+            "[core]",
+            "[core]\n\thooksPath = x",
+            EditOptions::default()
+        )),
+        ErrorCode::FsProtected
+    );
+}
+
 #[test]
 fn hard_links_are_refused_when_any_rule_exists() {
     let fx = Fx::new();
