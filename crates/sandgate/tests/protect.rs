@@ -563,8 +563,8 @@ fn host_edits_between_commands_become_the_record() {
 }
 
 /// Two commands on one write root at once: the record is shared, the one
-/// that ends first undoes (and reports) the other's change, and the state
-/// after both equals the state before.
+/// that settles first undoes (and reports) what either changed, each change
+/// is reported once, and the state after both equals the state before.
 #[test]
 fn concurrent_commands_on_one_root_share_one_record() {
     for ns in modes() {
@@ -590,8 +590,17 @@ fn concurrent_commands_on_one_root_share_one_record() {
         );
         let a = waiting.join().unwrap();
         assert_eq!(state(&fx.root, &g), before);
-        assert_eq!(b.protected_changes.len(), 2, "{:?}", b.protected_changes);
-        assert!(a.protected_changes.is_empty(), "{:?}", a.protected_changes);
+        // Whichever settles first finds both changes (a may see b-done
+        // and end before b's own check runs); together they report each
+        // change once.
+        let mut all: Vec<_> = a
+            .protected_changes
+            .iter()
+            .chain(&b.protected_changes)
+            .map(|c| c.path.clone())
+            .collect();
+        all.sort();
+        assert_eq!(all, ["Cargo.lock", "new.lock"], "a: {a:?}\nb: {b:?}");
     }
 }
 
