@@ -149,8 +149,33 @@ pub struct Protector {
     root: Root,
     guard: Guard,
     guard_key: String,
+    /// The root's device and inode: its key in the registry.
+    key: (u64, u64),
     shared: Arc<Mutex<Shared>>,
     quarantine: Quarantine,
+}
+
+impl Drop for Protector {
+    /// The last protector of a root takes its entry out of the registry
+    /// (and the registry's table goes once it is empty), so that opening
+    /// and dropping protectors of many roots leaves nothing behind.
+    fn drop(&mut self) {
+        let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
+        // Under the registry's lock no other strong reference can appear:
+        // new ones are made only by upgrading the registry's entry.
+        if Arc::strong_count(&self.shared) == 1 {
+            let ours = reg
+                .get(&self.key)
+                .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.shared)));
+            if ours {
+                reg.remove(&self.key);
+            }
+        }
+        reg.retain(|_, w| w.strong_count() > 0);
+        if reg.is_empty() {
+            reg.shrink_to_fit();
+        }
+    }
 }
 
 impl fmt::Debug for Protector {
@@ -230,6 +255,7 @@ impl Protector {
             root,
             guard,
             guard_key,
+            key,
             shared,
             quarantine,
         })
@@ -1498,4 +1524,40 @@ fn create_entry(
             let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
             e.errno().map_or(Errno::IO, Errno::from_raw_os_error)
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The registry keeps an entry only while a protector of that root
+    /// lives: protectors of many roots, made and dropped, leave it empty
+    /// (its table freed too), and two protectors of one root share it until
+    /// the last goes. The only test in this crate's unit tests that makes
+    /// protectors, so nothing else touches the registry meanwhile.
+    #[test]
+    fn the_registry_forgets_a_root_with_its_last_protector() {
+        let guard = || {
+            sandgate_fileguard::GuardBuilder::new()
+                .pattern("*.lock")
+                .build()
+                .unwrap()
+        };
+        let dirs: Vec<_> = (0..50).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ps: Vec<_> = dirs
+            .iter()
+            .map(|d| Protector::new(d.path(), guard()).unwrap())
+            .collect();
+        assert_eq!(registry().lock().unwrap().len(), 50);
+        drop(ps);
+        assert!(registry().lock().unwrap().is_empty());
+        assert_eq!(registry().lock().unwrap().capacity(), 0);
+        let a = Protector::new(dirs[0].path(), guard()).unwrap();
+        let b = Protector::new(dirs[0].path(), guard()).unwrap();
+        assert!(Arc::ptr_eq(&a.shared, &b.shared));
+        drop(a);
+        assert_eq!(registry().lock().unwrap().len(), 1);
+        drop(b);
+        assert!(registry().lock().unwrap().is_empty());
+    }
 }
