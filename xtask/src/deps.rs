@@ -47,6 +47,7 @@ const LAYERS: &[(&str, Layer)] = &[
     ("sandgate-shellexec", Layer::Mechanism),
     ("sandgate-fetch", Layer::Mechanism),
     ("sandgate-proxy", Layer::Mechanism),
+    ("sandgate-resolve", Layer::Mechanism),
     ("sandgate-protect", Layer::Mechanism),
     ("sandgate-policy", Layer::Policy),
     ("sandgate", Layer::Facade),
@@ -58,11 +59,13 @@ const LAYERS: &[(&str, Layer)] = &[
 ];
 
 /// Edges within one layer that the layering admits: fetch and the shell's
-/// egress proxy enforce netguard's rules, protect enforces fileguard's
+/// egress proxy enforce netguard's rules and share one resolver, protect enforces fileguard's
 /// patterns through rootfs, and the CLI serves MCP.
 const SIDEWAYS: &[(&str, &str)] = &[
     ("sandgate-fetch", "sandgate-netguard"),
     ("sandgate-proxy", "sandgate-netguard"),
+    ("sandgate-fetch", "sandgate-resolve"),
+    ("sandgate-proxy", "sandgate-resolve"),
     ("sandgate-protect", "sandgate-rootfs"),
     ("sandgate-protect", "sandgate-fileguard"),
     ("sandgate-cli", "sandgate-mcp"),

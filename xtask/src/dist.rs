@@ -31,6 +31,7 @@ use crate::{cargo, step, target_dir, works, workspace_root};
 pub const CRATES: &[&str] = &[
     "sandgate-codes",
     "sandgate-netguard",
+    "sandgate-resolve",
     "sandgate-proxy",
     "sandgate-rootfs",
     "sandgate-fileguard",

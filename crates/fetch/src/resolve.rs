@@ -3,63 +3,16 @@
 
 use std::cell::RefCell;
 use std::fmt;
-use std::io;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::net::SocketAddr;
 
 use ureq::config::Config;
 use ureq::http::Uri;
 use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::NextTimeout;
 
-/// Turns a DNS name into addresses. The fetcher calls it once per hop,
-/// checks every address it answers, and connects only to those.
-///
-/// Tests inject their own (a fixed answer, or one that changes between
-/// calls); closures `Fn(&str, u16, Duration) -> io::Result<Vec<IpAddr>>`
-/// implement it.
-pub trait Resolve: Send + Sync {
-    /// The addresses of `host` (a strict, lowercased DNS name: literals never
-    /// reach a resolver) for a connection to `port`, within `timeout`.
-    fn resolve(&self, host: &str, port: u16, timeout: Duration) -> io::Result<Vec<IpAddr>>;
-}
-
-impl<F> Resolve for F
-where
-    F: Fn(&str, u16, Duration) -> io::Result<Vec<IpAddr>> + Send + Sync,
-{
-    fn resolve(&self, host: &str, port: u16, timeout: Duration) -> io::Result<Vec<IpAddr>> {
-        self(host, port, timeout)
-    }
-}
-
-/// The system resolver (`getaddrinfo`), on a helper thread so that the
-/// total timeout holds while it waits.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemResolver;
-
-impl Resolve for SystemResolver {
-    fn resolve(&self, host: &str, port: u16, timeout: Duration) -> io::Result<Vec<IpAddr>> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        let query = (host.to_owned(), port);
-        std::thread::Builder::new()
-            .name("sandgate-dns".into())
-            .spawn(move || {
-                let answer = query
-                    .to_socket_addrs()
-                    .map(|addrs| addrs.map(|a| a.ip()).collect::<Vec<_>>());
-                let _ = tx.send(answer);
-            })?;
-        match rx.recv_timeout(timeout) {
-            Ok(answer) => answer,
-            Err(_) => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "name resolution timed out",
-            )),
-        }
-    }
-}
+/// The trait and the system resolver are shared with the shell's egress
+/// proxy, so a host injects one resolver for both.
+pub use sandgate_resolve::{Resolve, SystemResolver};
 
 /// The addresses checked for the hop being sent on this thread.
 #[derive(Debug)]

@@ -38,6 +38,9 @@ use sandgate_shellexec::git::{self, GitSubcommand};
 use sandgate_shellexec::limits::ResourceLimits;
 use sandgate_shellexec::protected::{Checkpoint, ProtectedPaths};
 
+/// The resolver trait the egress proxy asks; the same trait as
+/// [`crate::fetch::Resolve`], so one resolver serves the shell's proxy and
+/// the confined fetch.
 pub use sandgate_proxy::Resolve as NetResolve;
 use sandgate_proxy::SystemResolver;
 pub use sandgate_proxy::{AuditRecord as NetAuditRecord, Protocol as NetProtocol};
