@@ -370,6 +370,10 @@ struct Inner {
     /// the spec grants network access without
     /// [`ConfineSpec::network_in_namespace`] (the namespace would cut it).
     view: Option<ViewPlan>,
+    /// Landlock is enforced, handles every right that changes a file or a
+    /// directory (truncate needs ABI 3), and grants none of them beneath
+    /// any directory: see [`Prepared::writes_nothing`].
+    writes_nothing: bool,
 }
 
 /// The Landlock ruleset to build, with every path already opened.
@@ -649,6 +653,10 @@ pub fn prepare_with_abi(
         notes,
         limits: None,
     };
+    let writes_nothing = spec.write_dirs.is_empty()
+        && landlock
+            .as_ref()
+            .is_some_and(|p| p.attr.handled_access_fs & WRITE_RIGHTS == WRITE_RIGHTS);
     Ok(Prepared {
         inner: Arc::new(Inner {
             report,
@@ -656,6 +664,7 @@ pub fn prepare_with_abi(
             landlock,
             seccomp,
             view,
+            writes_nothing,
         }),
     })
 }
@@ -670,6 +679,25 @@ fn missing_parts(available: Option<u32>) -> Vec<ConfinePart> {
     .filter(|p| available.is_none_or(|a| a < p.min_abi()))
     .collect()
 }
+
+/// Every right that changes a file or a directory: with all of them handled
+/// and none granted beneath a directory, a child cannot change what is
+/// there (device nodes aside, and none is granted).
+const WRITE_RIGHTS: u64 = {
+    use AccessFs::*;
+    WriteFile as u64
+        | RemoveDir as u64
+        | RemoveFile as u64
+        | MakeChar as u64
+        | MakeDir as u64
+        | MakeReg as u64
+        | MakeSock as u64
+        | MakeFifo as u64
+        | MakeBlock as u64
+        | MakeSym as u64
+        | Refer as u64
+        | Truncate as u64
+};
 
 /// The rights to grant, from the `landlock` crate's table of rights per ABI.
 struct Rights {
@@ -858,6 +886,16 @@ impl Prepared {
     /// What [`apply_in_child`](Self::apply_in_child) enforces.
     pub fn report(&self) -> &ConfinementReport {
         &self.inner.report
+    }
+
+    /// Whether a child under this confinement can change nothing on any
+    /// filesystem but its private tmpfs mounts and `/dev/null`: Landlock is
+    /// enforced, handles every right that writes, truncates, creates,
+    /// removes, renames or links (so ABI 3 or later), and the spec grants
+    /// no write directory. Confined git runs so; the executor then skips
+    /// the protected-paths record and check, which cannot find anything.
+    pub fn writes_nothing(&self) -> bool {
+        self.inner.writes_nothing
     }
 
     /// The view to build when the command runs in namespaces of its own;

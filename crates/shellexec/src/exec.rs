@@ -1013,8 +1013,13 @@ fn run(
     };
     let placement = lease.as_ref().map(|l| l.placement()).unwrap_or_default();
     // The protected state is recorded before anything of the command runs;
-    // without a record the command does not run.
-    let checkpoint = match config.protected.as_ref().map(|p| p.before()).transpose() {
+    // without a record the command does not run. A command that can write
+    // nowhere (confined git) cannot change it: no record, no check.
+    let protected = config
+        .protected
+        .as_ref()
+        .filter(|_| !prepared.writes_nothing());
+    let checkpoint = match protected.map(|p| p.before()).transpose() {
         Ok(checkpoint) => checkpoint,
         Err(e) => {
             if let (Some(pool), Some(lease)) = (pool, lease) {

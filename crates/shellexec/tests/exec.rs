@@ -1216,3 +1216,98 @@ fn an_errno_left_by_the_executor_thread_never_shows_in_a_spawn_report() {
         assert!(!msg.contains("cross-device"), "{msg}");
     }
 }
+
+// --- the protected-paths hook -------------------------------------------------------
+
+/// A protected-paths hook that counts its records and reports nothing: the
+/// executor's side of the hook is what is under test here (the record and
+/// the check themselves are sandgate-protect's, tested there).
+struct CountingHook(Arc<std::sync::atomic::AtomicUsize>);
+
+struct NoChanges;
+
+impl sandgate_shellexec::protected::Checkpoint for NoChanges {
+    fn after(self: Box<Self>) -> Vec<sandgate_shellexec::protected::ProtectedChange> {
+        Vec::new()
+    }
+}
+
+impl sandgate_shellexec::protected::ProtectedPaths for CountingHook {
+    fn before(&self) -> std::io::Result<Box<dyn sandgate_shellexec::protected::Checkpoint>> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(Box::new(NoChanges))
+    }
+}
+
+/// The record and check run around every command that could write, and are
+/// skipped only for one whose ruleset lets it write nowhere (confined git),
+/// which is shown to be unable to write. A kernel playing an ABI without
+/// truncate control (2) or without Landlock keeps the hook.
+#[test]
+fn the_protected_paths_hook_is_skipped_only_where_nothing_can_be_written() {
+    use sandgate_shellexec::confine::{prepare, prepare_with_abi};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let victim = dir.join("victim");
+    fs::write(&victim, "kept").unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let mut cfg = config();
+    cfg.confine_mode = ConfineMode::BestEffort;
+    cfg.confine.write_dirs = vec![dir.clone()];
+    cfg.protected = Some(Arc::new(CountingHook(Arc::clone(&count))));
+    let ex = started(cfg);
+    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+    let truncate = |ruleset: &sandgate_shellexec::confine::Prepared| {
+        ex.exec_program(
+            Path::new("/usr/bin/truncate"),
+            &["-s".into(), "0".into(), victim.as_os_str().to_owned()],
+            &env,
+            ruleset,
+            ExecOptions::default(),
+        )
+        .unwrap()
+    };
+
+    // The session's own ruleset writes the write root: recorded.
+    run(&ex, "true");
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+
+    let read_only_spec = ConfineSpec {
+        read_dirs: vec![dir.clone()],
+        ..ConfineSpec::default()
+    };
+    // No Landlock, or an ABI without truncate control: recorded (whether the
+    // write then succeeds depends on the rest: a read-only view refuses it
+    // where namespaces exist).
+    for abi in [0, 2] {
+        let ruleset =
+            prepare_with_abi(&read_only_spec, ConfineMode::BestEffort, Some(abi)).unwrap();
+        assert!(!ruleset.writes_nothing(), "ABI {abi}");
+        let before = count.load(Ordering::SeqCst);
+        truncate(&ruleset);
+        assert_eq!(count.load(Ordering::SeqCst), before + 1, "ABI {abi}");
+        fs::write(&victim, "kept").unwrap();
+    }
+    let off = prepare(&read_only_spec, ConfineMode::Off).unwrap();
+    assert!(!off.writes_nothing());
+
+    if kernel_abi().is_none_or(|a| a < 3) {
+        eprintln!("note: no Landlock with truncate control; the skipped case is not shown");
+        return;
+    }
+    let read_only = prepare(&read_only_spec, ConfineMode::BestEffort).unwrap();
+    assert!(read_only.writes_nothing());
+    let before = count.load(Ordering::SeqCst);
+    let r = truncate(&read_only);
+    assert_ne!(
+        r.exit_code, 0,
+        "truncate under a read-only ruleset succeeded"
+    );
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "kept");
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        before,
+        "recorded for a command that cannot write"
+    );
+}
