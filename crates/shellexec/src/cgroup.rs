@@ -176,6 +176,45 @@ fn own_path(controller: &str) -> io::Result<String> {
         })
 }
 
+/// Removes what executors of processes that are gone left under `base`.
+///
+/// A pool removes its cgroups when it is dropped, but a host process that
+/// ends without dropping it (killed, `exit` from a binding whose objects
+/// are never finalized) leaves `sandgate-<pid>-<n>/` and its slots behind.
+/// The next pool made under the same parent removes those whose `<pid>` no
+/// longer exists; the kernel refuses to remove a cgroup that still holds a
+/// process, so nothing running is disturbed. A `<pid>` reused by another
+/// process keeps its leftovers until that one ends.
+fn sweep_stale(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("sandgate-"))
+            .and_then(|rest| rest.split_once('-'))
+            .filter(|(_, seq)| !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists() {
+            continue;
+        }
+        let dir = entry.path();
+        if let Ok(slots) = fs::read_dir(&dir) {
+            for slot in slots.flatten() {
+                if slot.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = fs::remove_dir(slot.path());
+                }
+            }
+        }
+        let _ = fs::remove_dir(&dir);
+    }
+}
+
 /// Whether `dir` is on a cgroup v1 file system.
 fn is_cgroup_v1(dir: &Path) -> io::Result<bool> {
     let st = rustix::fs::statfs(dir)?;
@@ -240,6 +279,7 @@ impl Pool {
                         base.display()
                     )));
                 }
+                sweep_stale(&base);
                 let parent = base.join(&name);
                 fs::create_dir(&parent)?;
                 Ok(parent)

@@ -379,6 +379,83 @@ fn cgroups_are_pooled_and_removed() {
     );
 }
 
+/// A host process that ends without dropping its executor (killed, or a
+/// binding whose objects are never finalized) leaves its cgroups behind;
+/// the next executor removes those of processes that are gone, and leaves
+/// a live process's cgroups and any cgroup that still holds a process.
+#[test]
+fn cgroups_left_by_a_process_that_is_gone_are_removed() {
+    if !(is_root() && cgroup_v1()) {
+        eprintln!("note: cgroups_left_by_a_process_that_is_gone skipped: needs root and cgroup v1");
+        return;
+    }
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap();
+    let path = own
+        .lines()
+        .find_map(|l| l.split_once(":pids:").map(|(_, p)| p.to_owned()))
+        .unwrap();
+    let base = Path::new("/sys/fs/cgroup/pids").join(path.trim_start_matches('/'));
+    // A pid that was and is no longer; a pid that lives.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    gone.wait().unwrap();
+    let mut alive = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let stale = base.join(format!("sandgate-{gone_pid}-0"));
+    let live = base.join(format!("sandgate-{}-0", alive.id()));
+    let busy = base.join(format!("sandgate-{gone_pid}-1"));
+    for dir in [&stale, &live, &busy] {
+        fs::create_dir_all(dir.join("0")).unwrap();
+    }
+    // A process still in a leftover cgroup keeps it.
+    let mut held = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    fs::write(busy.join("0/cgroup.procs"), held.id().to_string()).unwrap();
+
+    let ex = started(ResourceLimits {
+        max_tasks: Some(64),
+        ..ResourceLimits::default()
+    });
+    let r = run(&ex, "true", Duration::from_secs(10));
+    assert_eq!(
+        report(&r).tasks,
+        Some(Mechanism::CgroupV1),
+        "{:?}",
+        report(&r)
+    );
+    let (stale_gone, live_kept, busy_kept) = (!stale.exists(), live.exists(), busy.exists());
+
+    // Clean up before asserting: move the held process back, remove ours.
+    let _ = fs::write(base.join("cgroup.procs"), held.id().to_string());
+    let _ = held.kill();
+    let _ = held.wait();
+    let _ = alive.kill();
+    let _ = alive.wait();
+    for dir in [&stale, &live, &busy] {
+        let _ = fs::remove_dir(dir.join("0"));
+        let _ = fs::remove_dir(dir);
+    }
+    assert!(
+        stale_gone,
+        "{} of a process that is gone was left",
+        stale.display()
+    );
+    assert!(
+        live_kept,
+        "{} of a live process was removed",
+        live.display()
+    );
+    assert!(
+        busy_kept,
+        "{} holding a process was removed",
+        busy.display()
+    );
+}
+
 /// The report is truthful where cgroups cannot be made: pointed at a place
 /// that is not a cgroup hierarchy, the executor says so and the monitor
 /// holds the limits.
