@@ -23,7 +23,12 @@ impl Server {
 
     /// A server whose policy has `extra` appended.
     fn start_with(extra: &str) -> Server {
-        let dir = tempfile::tempdir().unwrap();
+        Server::start_in(tempfile::tempdir().unwrap(), extra, &[])
+    }
+
+    /// A server in `dir`, whose policy has `extra` appended, started with
+    /// `args` after the policy.
+    fn start_in(dir: tempfile::TempDir, extra: &str, args: &[&std::ffi::OsStr]) -> Server {
         let ws = dir.path().join("ws");
         fs::create_dir_all(ws.join("src")).unwrap();
         fs::write(ws.join("a.txt"), "hello\n").unwrap();
@@ -38,6 +43,7 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
             .args(["mcp", "--policy"])
             .arg(dir.path().join("policy.toml"))
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -420,6 +426,41 @@ fn closing_stdin_mid_call_ends_the_server_cleanly() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// `--audit FILE` gets one line per call, the shell's included: its exit
+/// code and the limit that stopped it, never the command or its output.
+#[test]
+fn the_audit_file_records_exec_calls_with_exit_code_and_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let mut s = Server::start_in(
+        dir,
+        "[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 20000\n",
+        &["--audit".as_ref(), audit.as_os_str()],
+    );
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "echo secret-words; exit 4"}}}));
+    s.answer(1);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "sleep 30", "timeout_ms": 200}}}));
+    s.answer(2);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}));
+    s.answer(3);
+    let text = fs::read_to_string(&audit).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let execs: Vec<&Value> = lines.iter().filter(|l| l["op"] == "exec").collect();
+    assert_eq!(execs.len(), 2, "{text}");
+    assert_eq!(execs[0]["exit_code"], 4, "{text}");
+    assert_eq!(execs[0]["outcome"], "OK", "{text}");
+    assert!(execs[0].get("limit").is_none(), "{text}");
+    assert_eq!(execs[1]["limit"], "timeout", "{text}");
+    assert!(lines.iter().any(|l| l["op"] == "read"), "{text}");
+    assert!(!text.contains("secret-words"), "{text}");
 }
 
 fn policy_dir() -> tempfile::TempDir {

@@ -11,7 +11,8 @@ use std::time::UNIX_EPOCH;
 use sandgate::{AuditEvent, AuditSink};
 
 /// Appends each event to `path` as a JSON line (`time` in milliseconds since
-/// the epoch, `op`, `path`, `size`, `outcome`). The file is created with
+/// the epoch, `op`, `path`, `size`, `outcome`, and for `exec` and `git`
+/// `exit_code` when the command ran and `limit` when one stopped it). The file is created with
 /// mode 0600 when missing.
 pub fn json_lines_file(path: &Path) -> std::io::Result<AuditSink> {
     let file = OpenOptions::new()
@@ -21,13 +22,19 @@ pub fn json_lines_file(path: &Path) -> std::io::Result<AuditSink> {
         .open(path)?;
     let file = Mutex::new(file);
     Ok(Arc::new(move |e: &AuditEvent| {
-        let line = serde_json::json!({
+        let mut line = serde_json::json!({
             "time_ms": e.time.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
             "op": e.op,
             "path": e.path,
             "size": e.size,
             "outcome": e.outcome.as_str(),
         });
+        if let Some(code) = e.exit_code {
+            line["exit_code"] = code.into();
+        }
+        if let Some(limit) = e.limit {
+            line["limit"] = limit.into();
+        }
         let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
         // A full disk must not fail the operation itself.
         let _ = writeln!(f, "{line}");

@@ -216,8 +216,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// A server with everything `policy` grants: the sandbox (with `audit`
-    /// as its sink), the shell when `[exec]` grants it, fetch when `[net]`
+    /// A server with everything `policy` grants: the sandbox and the
+    /// executor (with `audit` as their sink), the shell when `[exec]` grants it, fetch when `[net]`
     /// does. `spelled` lists other spellings of the roots (as the operator
     /// typed them, symlinks kept) that absolute paths may use; each must
     /// resolve to a granted root.
@@ -227,11 +227,12 @@ impl Server {
         spelled: Vec<PathBuf>,
     ) -> Result<Server, Error> {
         let mut b = SandboxBuilder::from_policy(policy);
-        if let Some(sink) = audit {
-            b.audit_sink(sink);
+        if let Some(sink) = &audit {
+            b.audit_sink(Arc::clone(sink));
         }
         let sandbox = b.build()?;
         let executor = Executor::from_policy(policy)?;
+        executor.set_audit_sink(audit);
         let executor = executor.runs_anything().then_some(executor);
         let fetcher =
             (!policy.net_allow().is_empty()).then(|| sandgate::fetch::from_policy(policy));

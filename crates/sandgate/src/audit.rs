@@ -9,19 +9,29 @@ use sandgate_codes::ErrorCode;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuditEvent {
     /// The operation: `read`, `write`, `edit`, `list`, `stat`, `mkdir`,
-    /// `delete`, `rename`, `glob`, `grep`.
+    /// `delete`, `rename`, `glob`, `grep`; an executor's `exec` (a shell
+    /// command or an argv) and `git` (confined git).
     pub op: &'static str,
     /// The root-relative path. Mutating operations report where the name
     /// resolved (through in-root symlinks) once it did; read-only operations
     /// report the normalized name as asked; a name refused before parsing is
-    /// reported as given. For `rename`, `from -> to`.
+    /// reported as given. For `rename`, `from -> to`. For `exec` and `git`,
+    /// the working directory as asked (empty for the root); the command
+    /// itself is not recorded.
     pub path: String,
-    /// Bytes read or written, when the operation moved content.
+    /// Bytes read or written, when the operation moved content; for `exec`
+    /// and `git`, the bytes of output returned (stdout and stderr).
     pub size: Option<u64>,
     /// When the operation finished.
     pub time: SystemTime,
     /// `OK` or the refusal's code.
     pub outcome: ErrorCode,
+    /// For `exec` and `git`: the command's exit code, when it ran.
+    pub exit_code: Option<i32>,
+    /// For `exec` and `git`: the limit that stopped the command (`memory`,
+    /// `tasks`, `cpu`, `output`, `timeout`), when one did and sandgate saw
+    /// it.
+    pub limit: Option<&'static str>,
 }
 
 /// A callback that receives every [`AuditEvent`]. It is called on the thread

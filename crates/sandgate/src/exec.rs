@@ -50,6 +50,7 @@ pub use sandgate_shellexec::exec::{AbortSignal, ExecResult};
 pub use sandgate_shellexec::limits::{Limit, LimitsReport, Mechanism};
 pub use sandgate_shellexec::protected::{ProtectedAction, ProtectedChange};
 
+use crate::audit::{AuditEvent, AuditSink};
 use crate::error::Error;
 use crate::hostpath::{self, GrantedDir};
 use crate::relpath::RelPath;
@@ -108,6 +109,8 @@ pub struct Executor {
     exec_ops: Option<AtomicU64>,
     /// The egress proxy's state when `net.allow` grants anything.
     net: Option<NetState>,
+    /// Where each call is reported ([`Executor::set_audit_sink`]).
+    audit: Mutex<Option<AuditSink>>,
 }
 
 /// The proxy a command in namespaces of its own reaches the network
@@ -460,6 +463,7 @@ impl Executor {
                 resolver: Mutex::new(Arc::new(SystemResolver)),
                 served: Mutex::new(None),
             }),
+            audit: Mutex::new(None),
         })
     }
 
@@ -707,14 +711,62 @@ impl Executor {
     /// working directory, the timeout, an abort signal). A confined git
     /// request runs git itself in `cwd`, on the repository at the root.
     pub fn exec(&self, command: &str, opts: ExecOptions) -> Result<ExecResult, Error> {
-        let command = match self.admit(command)?.run {
-            Run::Git(words) => return self.exec_git(&words, opts),
+        let cwd = opts.cwd.clone().unwrap_or_default();
+        let command = match self.admit(command) {
+            Ok(grant) => grant.run,
+            Err(e) => return self.audited("exec", &cwd, Err(e)),
+        };
+        let command = match command {
+            Run::Git(words) => return self.audited("git", &cwd, self.exec_git(&words, opts)),
             Run::Shell(command) => command,
         };
-        let (run, note) = self.call_options(opts)?;
-        let mut result = self.inner.exec(&command, run).map_err(run_error)?;
-        self.net_notes(&mut result);
-        Ok(with_note(result, note))
+        let result = self.call_options(opts).and_then(|(run, note)| {
+            let mut result = self.inner.exec(&command, run).map_err(run_error)?;
+            self.net_notes(&mut result);
+            Ok(with_note(result, note))
+        });
+        self.audited("exec", &cwd, result)
+    }
+
+    /// Sets where each call of [`exec`](Self::exec) and
+    /// [`exec_argv`](Self::exec_argv) is reported, refused ones included:
+    /// an [`AuditEvent`] with `op` `exec` (or `git` for confined git), the
+    /// working directory as asked, the bytes of output, the exit code and
+    /// the limit that stopped the command. Never the command's text or
+    /// output. A sandbox and an executor of one policy usually share one
+    /// sink.
+    pub fn set_audit_sink(&self, sink: Option<AuditSink>) {
+        *self.audit.lock().unwrap_or_else(|e| e.into_inner()) = sink;
+    }
+
+    /// Reports `result` to the audit sink, if any, and hands it back.
+    fn audited(
+        &self,
+        op: &'static str,
+        cwd: &str,
+        result: Result<ExecResult, Error>,
+    ) -> Result<ExecResult, Error> {
+        let sink = self.audit.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(sink) = sink {
+            let (size, exit_code, limit) = match &result {
+                Ok(r) => (
+                    Some((r.stdout.len() + r.stderr.len()) as u64),
+                    Some(r.exit_code),
+                    r.limit.map(|l| l.as_str()),
+                ),
+                Err(_) => (None, None, None),
+            };
+            sink(&AuditEvent {
+                op,
+                path: cwd.to_owned(),
+                size,
+                time: std::time::SystemTime::now(),
+                outcome: result.as_ref().err().map_or(ErrorCode::Ok, Error::code),
+                exit_code,
+                limit,
+            });
+        }
+        result
     }
 
     /// Runs a program from its argv (`argv[0]` is the program, searched in
@@ -728,6 +780,16 @@ impl Executor {
     /// do what a shell can) or the budget is spent; `E_REQUEST` for an
     /// empty argv or a NUL byte; otherwise as [`Executor::exec`].
     pub fn exec_argv(
+        &self,
+        argv: &[std::ffi::OsString],
+        opts: ExecOptions,
+    ) -> Result<ExecResult, Error> {
+        let cwd = opts.cwd.clone().unwrap_or_default();
+        let result = self.run_argv(argv, opts);
+        self.audited("exec", &cwd, result)
+    }
+
+    fn run_argv(
         &self,
         argv: &[std::ffi::OsString],
         opts: ExecOptions,

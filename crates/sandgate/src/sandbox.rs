@@ -548,6 +548,8 @@ impl Sandbox {
                 size: ctx.size,
                 time: SystemTime::now(),
                 outcome: result.as_ref().err().map_or(ErrorCode::Ok, Error::code),
+                exit_code: None,
+                limit: None,
             });
         }
         result
