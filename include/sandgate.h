@@ -23,8 +23,9 @@
 // incompatibly. It is the shared library's SONAME suffix.
 #define SANDGATE_ABI_MAJOR 2
 
-// The ABI's minor version: bumped when functions are added.
-#define SANDGATE_ABI_MINOR 0
+// The ABI's minor version: bumped when functions are added or fields are
+// appended to a struct the library allocates.
+#define SANDGATE_ABI_MINOR 1
 
 // An abort signal: trigger it from any thread to end the commands it was
 // passed to (they answer exit code 130). Free with `sg_abort_free`.
@@ -72,6 +73,46 @@ typedef struct sg_bytes {
 // A status: `SG_OK` (0) or one of the `SG_E_*` codes (the table is in
 // `docs/reference/errors.md`).
 typedef uint32_t sg_status;
+
+// One audit event, valid only during the callback. The library allocates
+// it and passes it by const pointer, so fields are only ever appended at
+// its end: a caller built against an older header reads the fields it
+// knows and keeps working (`has_exit_code`, `exit_code` and `limit` came
+// with ABI 2.1).
+typedef struct sg_audit_event {
+  // The operation (`"read"`, `"write"`, …), NUL-terminated.
+  const char *op;
+  // The root-relative path (for `rename`, `"from -> to"`), UTF-8, not
+  // NUL-terminated.
+  const char *path;
+  // Length of `path` in bytes.
+  size_t path_len;
+  // Bytes read or written, when `has_size`.
+  uint64_t size;
+  // Whether `size` is meaningful.
+  bool has_size;
+  // `SG_OK` or the refusal's code.
+  sg_status outcome;
+  // When the operation finished: seconds since the epoch.
+  int64_t time_sec;
+  // When the operation finished: nanoseconds.
+  uint32_t time_nsec;
+  // Whether `exit_code` is meaningful: an executor's `exec` or `git`
+  // call whose command ran.
+  bool has_exit_code;
+  // The command's exit code, when `has_exit_code`.
+  int32_t exit_code;
+  // The limit that stopped the command (`"memory"`, `"tasks"`, `"cpu"`,
+  // `"output"` or `"timeout"`), NUL-terminated; NULL when none did or
+  // sandgate did not see it, and for every file operation.
+  const char *limit;
+} sg_audit_event;
+
+// An audit callback. It is called on the thread that ran the operation,
+// possibly from several threads at once, with the `user_data` given to
+// `sg_sandbox_options_set_audit` or `sg_executor_set_audit`. It must not
+// call back into the same sandbox or executor.
+typedef void (*sg_audit_fn)(void *user_data, const struct sg_audit_event *event);
 
 // What one command did. Free its buffers with `sg_exec_result_free`.
 typedef struct sg_exec_result {
@@ -133,33 +174,6 @@ typedef struct sg_stat {
   // Modification time, nanoseconds.
   uint32_t mtime_nsec;
 } sg_stat;
-
-// One audit event, valid only during the callback.
-typedef struct sg_audit_event {
-  // The operation (`"read"`, `"write"`, …), NUL-terminated.
-  const char *op;
-  // The root-relative path (for `rename`, `"from -> to"`), UTF-8, not
-  // NUL-terminated.
-  const char *path;
-  // Length of `path` in bytes.
-  size_t path_len;
-  // Bytes read or written, when `has_size`.
-  uint64_t size;
-  // Whether `size` is meaningful.
-  bool has_size;
-  // `SG_OK` or the refusal's code.
-  sg_status outcome;
-  // When the operation finished: seconds since the epoch.
-  int64_t time_sec;
-  // When the operation finished: nanoseconds.
-  uint32_t time_nsec;
-} sg_audit_event;
-
-// An audit callback. It is called on the thread that ran the operation,
-// possibly from several threads at once, with the `user_data` given to
-// `sg_sandbox_options_set_audit`. It must not call back into the same
-// sandbox.
-typedef void (*sg_audit_fn)(void *user_data, const struct sg_audit_event *event);
 
 // What a ranged read served besides its content.
 typedef struct sg_lines {
@@ -444,6 +458,33 @@ void sg_error_free(struct sg_error *err);
 sg_status sg_executor_new(const struct sg_policy *policy,
                           struct sg_executor **out,
                           struct sg_error **err);
+
+// Sets the executor's audit callback (NULL removes it). Every later
+// `sg_executor_exec` call, refused ones included, reports one event: `op`
+// `"exec"`, `path` the working directory as asked (empty for the root),
+// `size` the bytes of output returned, `outcome`, the exit code when the
+// command ran and the limit that stopped it, if any. The command's text
+// and output are never part of an event. See `sg_audit_fn`. Added in ABI
+// 2.1.
+//
+// # Return value
+//
+// `SG_OK` on success, the callback replaced; otherwise the code of the
+// refusal or failure (`SG_E_REQUEST` for a NULL handle or a malformed
+// argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new error
+// object that the caller frees with `sg_error_free` (when `err` is not
+// NULL). `*err` is set to NULL on success.
+//
+// # Safety
+//
+// `executor` is NULL or a live executor; `callback` and `user_data` stay
+// valid until the callback is replaced or removed and no call that could
+// still report to it is in progress, or until the executor is freed;
+// `err` is NULL or valid for writes.
+sg_status sg_executor_set_audit(const struct sg_executor *executor,
+                                sg_audit_fn callback,
+                                void *user_data,
+                                struct sg_error **err);
 
 // Disposes of the executor (removing its private temporary directory) and
 // frees it. NULL is accepted.

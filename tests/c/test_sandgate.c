@@ -344,6 +344,12 @@ struct audit_log {
   int events;
   int refused;
   char last_op[16];
+  sg_status last_outcome;
+  bool last_has_exit_code;
+  int32_t last_exit_code;
+  bool last_has_limit;
+  char last_limit[16];
+  char last_path[64];
 };
 
 static void on_audit(void *user, const sg_audit_event *e) {
@@ -354,6 +360,14 @@ static void on_audit(void *user, const sg_audit_event *e) {
     log->refused++;
   }
   snprintf(log->last_op, sizeof log->last_op, "%s", e->op);
+  log->last_outcome = e->outcome;
+  log->last_has_exit_code = e->has_exit_code;
+  log->last_exit_code = e->exit_code;
+  log->last_has_limit = e->limit != NULL;
+  snprintf(log->last_limit, sizeof log->last_limit, "%s",
+           e->limit != NULL ? e->limit : "");
+  snprintf(log->last_path, sizeof log->last_path, "%.*s",
+           (int)(e->path_len < 63 ? e->path_len : 63), e->path);
   pthread_mutex_unlock(&log->lock);
 }
 
@@ -598,17 +612,29 @@ static void test_executor(const sg_policy *p) {
   sg_exec_result r;
   sg_abort *signal = NULL;
   struct aborter a;
+  struct audit_log log;
   pthread_t t;
 
   memset(&r, 0, sizeof r);
+  memset(&log, 0, sizeof log);
+  pthread_mutex_init(&log.lock, NULL);
   EXPECT(sg_executor_new(p, &ex, &err), SG_OK, err);
+  EXPECT(sg_executor_set_audit(ex, on_audit, &log, &err), SG_OK, err);
+  EXPECT(sg_executor_set_audit(NULL, on_audit, &log, &err), SG_E_REQUEST, err);
   EXPECT(sg_executor_start(ex, &err), SG_OK, err);
   EXPECT(sg_executor_start(ex, &err), SG_OK, err);
+  CHECK(log.events == 0);
 
   EXPECT(sg_executor_exec(ex, S("echo out; echo err >&2; exit 3"), NULL, 0, 0,
                           NULL, &r, &err),
          SG_OK, err);
   CHECK(r.exit_code == 3);
+  /* One event: the exit code and the output's size, not the command. */
+  CHECK(log.events == 1 && strcmp(log.last_op, "exec") == 0);
+  CHECK(log.last_outcome == SG_OK);
+  CHECK(log.last_has_exit_code && log.last_exit_code == 3);
+  CHECK(!log.last_has_limit);
+  CHECK(strstr(log.last_path, "echo") == NULL);
   CHECK(bytes_eq(&r.stdout_bytes, "out\n"));
   CHECK(bytes_eq(&r.stderr_bytes, "err\n"));
   CHECK(!r.truncated && !r.timed_out && !r.aborted);
@@ -622,11 +648,20 @@ static void test_executor(const sg_policy *p) {
   sg_exec_result_free(&r);
   EXPECT(sg_executor_exec(ex, S("pwd"), S("../ro"), 0, NULL, &r, &err),
          SG_E_PATH_INVALID, err);
+  /* A refused call is reported too, with its code and no exit code. */
+  CHECK(log.events == 3 && log.refused == 1);
+  CHECK(log.last_outcome == SG_E_PATH_INVALID && !log.last_has_exit_code);
+  CHECK(strcmp(log.last_path, "../ro") == 0);
 
   EXPECT(sg_executor_exec(ex, S("sleep 5"), NULL, 0, 100, NULL, &r, &err),
          SG_OK, err);
   CHECK(r.exit_code == 124 && r.timed_out);
   sg_exec_result_free(&r);
+  CHECK(log.events == 4 && log.last_has_exit_code &&
+        log.last_exit_code == 124);
+  CHECK(log.last_has_limit && strcmp(log.last_limit, "timeout") == 0);
+  /* NULL removes the callback. */
+  EXPECT(sg_executor_set_audit(ex, NULL, NULL, &err), SG_OK, err);
 
   EXPECT(sg_abort_new(&signal, &err), SG_OK, err);
   CHECK(!sg_abort_is_triggered(signal));
@@ -657,6 +692,8 @@ static void test_executor(const sg_policy *p) {
   sg_exec_result_free(NULL);
   sg_executor_free(ex);
   sg_executor_free(NULL);
+  CHECK(log.events == 4);
+  pthread_mutex_destroy(&log.lock);
 }
 
 

@@ -1,13 +1,15 @@
 //! `sg_executor_*` and `sg_abort_*`: the shell executor a policy grants
 //! (docs/reference/executor.md).
 
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
+use std::sync::Arc;
 
 use facade::shellexec::exec::AbortSignal;
-use facade::{ExecOptions, Executor};
+use facade::{AuditEvent, ExecOptions, Executor};
 
 use crate::error::*;
 use crate::policy::sg_policy;
+use crate::sandbox::{deliver, sg_audit_fn, UserData};
 
 /// The executor a policy grants. Thread-safe: `sg_executor_exec` may run
 /// on several threads at once. Free with `sg_executor_free`.
@@ -79,6 +81,49 @@ pub unsafe extern "C" fn sg_executor_new(
         let (p, out) = unsafe { (handle(policy, "policy")?, out_ptr(out, "out")?) };
         let executor = Executor::from_policy(&p.policy)?;
         put(out, into_handle(sg_executor { executor }));
+        Ok(())
+    })
+}
+
+/// Sets the executor's audit callback (NULL removes it). Every later
+/// `sg_executor_exec` call, refused ones included, reports one event: `op`
+/// `"exec"`, `path` the working directory as asked (empty for the root),
+/// `size` the bytes of output returned, `outcome`, the exit code when the
+/// command ran and the limit that stopped it, if any. The command's text
+/// and output are never part of an event. See `sg_audit_fn`. Added in ABI
+/// 2.1.
+///
+/// # Return value
+///
+/// `SG_OK` on success, the callback replaced; otherwise the code of the
+/// refusal or failure (`SG_E_REQUEST` for a NULL handle or a malformed
+/// argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new error
+/// object that the caller frees with `sg_error_free` (when `err` is not
+/// NULL). `*err` is set to NULL on success.
+///
+/// # Safety
+///
+/// `executor` is NULL or a live executor; `callback` and `user_data` stay
+/// valid until the callback is replaced or removed and no call that could
+/// still report to it is in progress, or until the executor is freed;
+/// `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_executor_set_audit(
+    executor: *const sg_executor,
+    callback: sg_audit_fn,
+    user_data: *mut c_void,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let e = unsafe { handle(executor, "executor")? };
+        let user = UserData(user_data);
+        e.executor.set_audit_sink(callback.map(|cb| {
+            Arc::new(move |ev: &AuditEvent| {
+                let user = user;
+                deliver(cb, user, ev)
+            }) as facade::AuditSink
+        }));
         Ok(())
     })
 }

@@ -24,7 +24,11 @@ pub struct sg_sandbox_options {
     builder: SandboxBuilder,
 }
 
-/// One audit event, valid only during the callback.
+/// One audit event, valid only during the callback. The library allocates
+/// it and passes it by const pointer, so fields are only ever appended at
+/// its end: a caller built against an older header reads the fields it
+/// knows and keeps working (`has_exit_code`, `exit_code` and `limit` came
+/// with ABI 2.1).
 #[repr(C)]
 pub struct sg_audit_event {
     /// The operation (`"read"`, `"write"`, …), NUL-terminated.
@@ -44,18 +48,27 @@ pub struct sg_audit_event {
     pub time_sec: i64,
     /// When the operation finished: nanoseconds.
     pub time_nsec: u32,
+    /// Whether `exit_code` is meaningful: an executor's `exec` or `git`
+    /// call whose command ran.
+    pub has_exit_code: bool,
+    /// The command's exit code, when `has_exit_code`.
+    pub exit_code: i32,
+    /// The limit that stopped the command (`"memory"`, `"tasks"`, `"cpu"`,
+    /// `"output"` or `"timeout"`), NUL-terminated; NULL when none did or
+    /// sandgate did not see it, and for every file operation.
+    pub limit: *const c_char,
 }
 
 /// An audit callback. It is called on the thread that ran the operation,
 /// possibly from several threads at once, with the `user_data` given to
-/// `sg_sandbox_options_set_audit`. It must not call back into the same
-/// sandbox.
+/// `sg_sandbox_options_set_audit` or `sg_executor_set_audit`. It must not
+/// call back into the same sandbox or executor.
 pub type sg_audit_fn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, event: *const sg_audit_event)>;
 
 /// The callback's user data, handed back untouched.
 #[derive(Clone, Copy)]
-struct UserData(*mut c_void);
+pub(crate) struct UserData(pub(crate) *mut c_void);
 // SAFETY: the pointer is never dereferenced here, only passed back to the
 // caller's callback; the header documents that the callback may run on any
 // thread, so thread-safety of what it points to is the caller's contract.
@@ -63,12 +76,13 @@ unsafe impl Send for UserData {}
 // SAFETY: as above.
 unsafe impl Sync for UserData {}
 
-fn deliver(
+pub(crate) fn deliver(
     cb: unsafe extern "C" fn(*mut c_void, *const sg_audit_event),
     user: UserData,
     e: &AuditEvent,
 ) {
     let op = format!("{}\0", e.op);
+    let limit = e.limit.map(|l| format!("{l}\0"));
     let (time_sec, time_nsec) = match e.time.duration_since(UNIX_EPOCH) {
         Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
         Err(_) => (0, 0),
@@ -82,6 +96,9 @@ fn deliver(
         outcome: e.outcome.value(),
         time_sec,
         time_nsec,
+        has_exit_code: e.exit_code.is_some(),
+        exit_code: e.exit_code.unwrap_or(0),
+        limit: limit.as_ref().map_or(std::ptr::null(), |l| l.as_ptr().cast()),
     };
     // SAFETY: the caller registered `cb` for exactly this call shape; `ev`
     // and the strings it points to live until the call returns.
