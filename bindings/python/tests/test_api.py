@@ -732,6 +732,64 @@ def test_executor_refusals(tree):
         ex.exec("true")
 
 
+def test_executor_audit_reports_exit_code_limit_and_refusals(tree):
+    events: list[AuditEvent] = []
+    secret = "marker-7f3a-not-in-audit"
+    with _exec_policy(tree) as p, Executor(p, audit=events.append) as ex:
+        r = ex.exec(f"echo {secret}; exit 3")
+        assert r.exit_code == 3
+        r = ex.exec(f"sleep 10 # {secret}", timeout_ms=200)
+        assert r.timed_out
+        with pytest.raises(sandgate.PathInvalidError):
+            ex.exec(f"echo {secret}", cwd="..")
+        ex.exec("true", cwd="sub")
+    assert [(e.op, e.path, e.outcome, e.exit_code, e.limit) for e in events] == [
+        ("exec", "", "OK", 3, None),
+        ("exec", "", "OK", 124, "timeout"),
+        ("exec", "..", "E_PATH_INVALID", None, None),
+        ("exec", "sub", "OK", 0, None),
+    ]
+    # The size is the output's, never the text: neither the command nor what
+    # it printed is in any event.
+    assert events[0].size == len(secret) + 1
+    assert events[2].size is None and not events[2].ok
+    assert secret not in repr(events)
+    assert ex.audit_errors == []
+
+
+def test_executor_audit_from_policy_and_options_with_errors_contained(tree, caplog):
+    calls = []
+
+    def bad(ev):
+        calls.append(ev)
+        raise RuntimeError("boom in exec audit")
+
+    with _exec_policy(tree) as p:
+        ex = Executor.from_policy(p, audit=bad)
+    with ex, caplog.at_level("ERROR", logger="sandgate"):
+        assert ex.exec("echo hi").stdout == b"hi\n"
+    assert [c.exit_code for c in calls] == [0]
+    assert len(ex.audit_errors) == 1 and isinstance(ex.audit_errors[0], RuntimeError)
+    assert "boom in exec audit" in caplog.text
+
+    events = []
+    with Executor(
+        base_dir=tree, read_roots=["ws"], write_root="ws", enabled=True, shell="/bin/sh", audit=events.append
+    ) as ex:
+        ex.exec("exit 5")
+    assert [(e.op, e.exit_code) for e in events] == [("exec", 5)]
+    with pytest.raises(TypeError):
+        with _exec_policy(tree) as p:
+            Executor(p, audit="not callable")
+
+
+def test_file_audit_events_have_no_exit_code_or_limit(tree):
+    events: list[AuditEvent] = []
+    with Sandbox(read_roots=[tree / "ws"], audit=events.append) as sb:
+        sb.read("a.txt")
+    assert [(e.op, e.exit_code, e.limit) for e in events] == [("read", None, None)]
+
+
 # ---------------------------------------------------------------------------
 # Library lookup
 

@@ -310,7 +310,14 @@ class AuditEvent:
     """One audit event: the operation, the root-relative path (``"a -> b"``
     for rename), bytes read or written (or None), the outcome code (``"OK"``
     or ``"E_…"``) and when it finished (``time``: seconds since the epoch;
-    ``time_ns``: nanoseconds since the epoch)."""
+    ``time_ns``: nanoseconds since the epoch).
+
+    An executor's event (``op`` ``"exec"``) has the working directory as
+    asked in ``path`` (``""`` for the root), the bytes of output returned in
+    ``size``, the command's ``exit_code`` when it ran, and ``limit``
+    (``"memory"``, ``"tasks"``, ``"cpu"``, ``"output"`` or ``"timeout"``)
+    when one of those stopped it; never the command's text or output. Both
+    are None for file operations and refused calls."""
 
     op: str
     path: str
@@ -318,6 +325,8 @@ class AuditEvent:
     outcome: str
     time: float
     time_ns: int
+    exit_code: int | None = None
+    limit: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -699,6 +708,8 @@ def _make_audit(callback: Callable[[AuditEvent], Any], errors: list):
                 outcome=outcome,
                 time=ev.time_sec + ev.time_nsec / 1e9,
                 time_ns=ev.time_sec * 1_000_000_000 + ev.time_nsec,
+                exit_code=ev.exit_code if ev.has_exit_code else None,
+                limit=ev.limit.decode("ascii", "replace") if ev.limit else None,
             )
             callback(event)
         except BaseException as e:  # never unwind into C
@@ -1043,21 +1054,49 @@ class Executor(_Handle):
         policy: Policy | None = None,
         *,
         base_dir: str | os.PathLike | None = None,
+        audit: Callable[[AuditEvent], Any] | None = None,
         **options: Any,
     ) -> None:
         """``Executor(policy)``, or ``Executor(write_root=..., enabled=True,
         timeout_ms=..., ...)`` with the policy file's key names as keyword
-        arguments (:meth:`Policy.from_options`)."""
+        arguments (:meth:`Policy.from_options`). ``audit`` is a callable
+        taking an :class:`AuditEvent`, called once per :meth:`exec` (refused
+        ones included) on the thread that made the call; it must not call
+        back into the executor. Exceptions it raises are logged and kept in
+        ``audit_errors``."""
+        if audit is not None and not callable(audit):
+            raise TypeError("audit must be callable")
         if policy is None:
             policy = Policy.from_options(base_dir, **options)
             try:
                 super().__init__(policy._out(lib.sg_executor_new))
             finally:
                 policy.close()
+        else:
+            if options or base_dir is not None:
+                raise TypeError("give either a policy or options, not both")
+            super().__init__(policy._out(lib.sg_executor_new))
+        self._set_audit(audit)
+
+    @classmethod
+    def from_policy(cls, policy: Policy, audit: Callable[[AuditEvent], Any] | None = None) -> "Executor":
+        """The executor ``policy`` grants, reporting to ``audit`` (see the
+        class)."""
+        return cls(policy, audit=audit)
+
+    def _set_audit(self, audit) -> None:
+        self.audit_errors: list[BaseException] = []
+        # Kept on the object: the C library holds only the pointer, which
+        # must outlive the handle.
+        self._audit_cb = None
+        if audit is None:
             return
-        if options or base_dir is not None:
-            raise TypeError("give either a policy or options, not both")
-        super().__init__(policy._out(lib.sg_executor_new))
+        self._audit_cb = _make_audit(audit, self.audit_errors)
+        try:
+            self._call(lib.sg_executor_set_audit, self._audit_cb, None)
+        except BaseException:
+            self.close()
+            raise
 
     def start(self) -> None:
         self._call(lib.sg_executor_start)

@@ -31,7 +31,7 @@ from ._codes import CODE_NAMES  # noqa: F401
 #: The ABI major this binding was written against (``SANDGATE_ABI_MAJOR``).
 EXPECTED_ABI_MAJOR = 2
 #: The least ABI minor this binding needs (``SANDGATE_ABI_MINOR``).
-EXPECTED_ABI_MINOR = 0
+EXPECTED_ABI_MINOR = 1
 
 LIBRARY_ENV = "SANDGATE_LIBRARY"
 _LIB_NAME = "libsandgate.so"
@@ -71,6 +71,10 @@ class sg_audit_event(Structure):
         ("outcome", c_uint32),
         ("time_sec", c_int64),
         ("time_nsec", c_uint32),
+        # ABI 2.1
+        ("has_exit_code", c_bool),
+        ("exit_code", c_int32),
+        ("limit", c_char_p),
     ]
 
 
@@ -131,6 +135,7 @@ PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     # executor
     "sg_executor_new": (_ST, [_P, _PP, _PP]),
     "sg_executor_free": (None, [_P]),
+    "sg_executor_set_audit": (_ST, [_P, sg_audit_fn, c_void_p, _PP]),
     "sg_executor_start": (_ST, [_P, _PP]),
     "sg_executor_dispose": (_ST, [_P, _PP]),
     "sg_executor_exec": (
