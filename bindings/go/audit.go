@@ -11,14 +11,27 @@ import (
 	"unsafe"
 )
 
-// AuditEvent is one audited operation. It never holds file content.
+// AuditEvent is one audited operation. It never holds file content, nor a
+// command's text or output.
+//
+// An Executor's event (WithExecAudit) has Op "exec", Path the working
+// directory as asked ("" for the root), Size the bytes of output returned,
+// ExitCode when the command ran and Limit when a limit stopped it. File
+// operations and refused commands have no exit code and an empty Limit.
 type AuditEvent struct {
-	Op      string    // "read", "write", …
+	Op      string    // "read", "write", …, "exec"
 	Path    string    // root-relative ("from -> to" for rename)
 	Size    uint64    // bytes read or written, when HasSize
 	HasSize bool      //
 	Outcome Code      // "OK" or the refusal's code
 	Time    time.Time // when the operation finished
+	// ExitCode is the command's exit code, when HasExitCode.
+	ExitCode    int
+	HasExitCode bool
+	// Limit names the limit that stopped the command ("memory", "tasks",
+	// "cpu", "output" or "timeout"), when one did and sandgate saw it;
+	// empty otherwise.
+	Limit string
 }
 
 //export sandgateGoAudit
@@ -34,6 +47,12 @@ func sandgateGoAudit(user unsafe.Pointer, ev *C.struct_sg_audit_event) {
 		HasSize: bool(ev.has_size),
 		Outcome: CodeName(uint32(ev.outcome)),
 		Time:    time.Unix(int64(ev.time_sec), int64(ev.time_nsec)),
+
+		ExitCode:    int(ev.exit_code),
+		HasExitCode: bool(ev.has_exit_code),
+	}
+	if ev.limit != nil {
+		e.Limit = C.GoString(ev.limit)
 	}
 	if ev.path != nil && ev.path_len > 0 {
 		e.Path = C.GoStringN(ev.path, C.int(ev.path_len))

@@ -1,7 +1,15 @@
 package sandgate
 
 /*
+#include <stdint.h>
 #include "sandgate.h"
+
+// The exported Go audit callback (audit.go), set on an executor with the
+// cgo.Handle as user data (no Go-side uintptr -> pointer conversion).
+extern void sandgateGoAudit(void *user, struct sg_audit_event *event);
+static sg_status sandgate_executor_set_audit(const sg_executor *x, uintptr_t handle, sg_error **err) {
+	return sg_executor_set_audit(x, (sg_audit_fn)sandgateGoAudit, (void *)handle, err);
+}
 */
 import "C"
 
@@ -9,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"runtime"
+	"runtime/cgo"
 	"sync"
 	"time"
 )
@@ -16,14 +25,35 @@ import (
 // Executor runs shell commands as a policy grants (docs/reference/executor.md). Exec may be
 // called from several goroutines at once.
 type Executor struct {
-	mu  sync.RWMutex
-	ptr *C.sg_executor
+	mu    sync.RWMutex
+	ptr   *C.sg_executor
+	audit cgo.Handle
+}
+
+// ExecutorOption configures an Executor (NewExecutor).
+type ExecutorOption func(*executorConfig)
+
+type executorConfig struct {
+	audit func(AuditEvent)
+}
+
+// WithExecAudit sets the executor's audit sink, called synchronously once
+// per Exec (refused ones too) on the goroutine that ran it, with the exit
+// code and the limit that stopped the command; never the command's text or
+// output. It must not call back into the same executor; a panic in it is
+// recovered and dropped.
+func WithExecAudit(f func(AuditEvent)) ExecutorOption {
+	return func(c *executorConfig) { c.audit = f }
 }
 
 // NewExecutor is the executor p grants (not started; Exec starts it on
-// first use). With exec disabled and no process_allow, every command is
-// refused with E_DENIED.
-func NewExecutor(p *Policy) (*Executor, error) {
+// first use), configured by opts (e.g. WithExecAudit). With exec disabled
+// and no process_allow, every command is refused with E_DENIED.
+func NewExecutor(p *Policy, opts ...ExecutorOption) (*Executor, error) {
+	var c executorConfig
+	for _, opt := range opts {
+		opt(&c)
+	}
 	var out *C.sg_executor
 	err := p.with(func(pp *C.sg_policy) error {
 		var e *C.sg_error
@@ -36,6 +66,15 @@ func NewExecutor(p *Policy) (*Executor, error) {
 		return nil, err
 	}
 	x := &Executor{ptr: out}
+	if c.audit != nil {
+		x.audit = cgo.NewHandle(c.audit)
+		var e *C.sg_error
+		if st := C.sandgate_executor_set_audit(out, C.uintptr_t(x.audit), &e); st != C.SG_OK {
+			C.sg_executor_free(out)
+			x.audit.Delete()
+			return nil, takeError(st, e)
+		}
+	}
 	runtime.SetFinalizer(x, (*Executor).Close)
 	return x, nil
 }
@@ -78,6 +117,10 @@ func (x *Executor) Close() error {
 	if x.ptr != nil {
 		C.sg_executor_free(x.ptr)
 		x.ptr = nil
+		if x.audit != 0 {
+			x.audit.Delete()
+			x.audit = 0
+		}
 		runtime.SetFinalizer(x, nil)
 	}
 	return nil

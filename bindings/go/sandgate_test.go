@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -412,6 +413,91 @@ func TestExecutor(t *testing.T) {
 	}
 	if _, err := x.Exec(ctx, "true", sandgate.ExecOptions{}); err != nil && !errors.Is(err, sandgate.ErrNotStarted) {
 		t.Errorf("after dispose: %v", err)
+	}
+}
+
+func TestExecutorAudit(t *testing.T) {
+	p := execPolicy(t, "")
+	const secret = "marker-7f3a-not-in-audit"
+	var mu sync.Mutex
+	var events []sandgate.AuditEvent
+	x, err := sandgate.NewExecutor(p, sandgate.WithExecAudit(func(e sandgate.AuditEvent) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if r, err := x.Exec(ctx, "echo "+secret+"; exit 3", sandgate.ExecOptions{}); err != nil || r.ExitCode != 3 {
+		t.Fatalf("exit 3: %+v %v", r, err)
+	}
+	if r, err := x.Exec(ctx, "sleep 10 # "+secret, sandgate.ExecOptions{Timeout: 200 * time.Millisecond}); err != nil || !r.TimedOut {
+		t.Fatalf("timeout: %+v %v", r, err)
+	}
+	if _, err := x.Exec(ctx, "echo "+secret, sandgate.ExecOptions{Cwd: "../"}); !errors.Is(err, sandgate.ErrPathInvalid) {
+		t.Fatalf("cwd: %v", err)
+	}
+	// From several goroutines at once.
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := x.Exec(ctx, "true", sandgate.ExecOptions{}); err != nil {
+				t.Errorf("concurrent: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 3+4 {
+		t.Fatalf("%d events: %+v", len(events), events)
+	}
+	want := []struct {
+		path     string
+		outcome  sandgate.Code
+		hasExit  bool
+		exitCode int
+		limit    string
+	}{
+		{"", "OK", true, 3, ""},
+		{"", "OK", true, 124, "timeout"},
+		{"../", sandgate.CodePathInvalid, false, 0, ""},
+	}
+	for i, w := range want {
+		e := events[i]
+		if e.Op != "exec" || e.Path != w.path || e.Outcome != w.outcome || e.HasExitCode != w.hasExit ||
+			(w.hasExit && e.ExitCode != w.exitCode) || e.Limit != w.limit {
+			t.Errorf("event %d: %+v, want %+v", i, e, w)
+		}
+	}
+	if !events[0].HasSize || events[0].Size != uint64(len(secret)+1) {
+		t.Errorf("size of event 0: %+v", events[0])
+	}
+	for i, e := range events {
+		if strings.Contains(fmt.Sprintf("%+v", e), secret) {
+			t.Errorf("event %d holds the command: %+v", i, e)
+		}
+		if i >= 3 && (e.Op != "exec" || !e.HasExitCode || e.ExitCode != 0 || e.Limit != "") {
+			t.Errorf("event %d: %+v", i, e)
+		}
+	}
+}
+
+func TestExecutorAuditPanicIsContained(t *testing.T) {
+	x, err := sandgate.NewExecutor(execPolicy(t, ""), sandgate.WithExecAudit(func(sandgate.AuditEvent) { panic("boom") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if r, err := x.Exec(context.Background(), "echo hi", sandgate.ExecOptions{}); err != nil || string(r.Stdout) != "hi\n" {
+		t.Fatalf("exec: %+v %v", r, err)
 	}
 }
 
