@@ -19,17 +19,18 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
  */
 export declare class Executor {
   /**
-   * The executor `policy` grants (not started). With `[exec] enabled =
-   * false` and no `process_allow` it exists but refuses every command
-   * with `E_DENIED`.
+   * The executor `policy` grants (not started), with an optional audit
+   * callback. With `[exec] enabled = false` and no `process_allow` it
+   * exists but refuses every command with `E_DENIED`.
    */
-  constructor(policy: Policy)
+  constructor(policy: Policy, options?: ExecutorOptions | undefined | null)
   /**
    * The executor a policy stated from code grants
    * (`Policy.fromOptions`): `Executor.fromOptions({ write_root:
-   * '/srv/work', enabled: true, timeout_ms: 30000 })`.
+   * '/srv/work', enabled: true, timeout_ms: 30000 })`; `executorOptions`
+   * as for the constructor.
    */
-  static fromOptions(options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; max_memory_bytes?: number; max_tasks?: number; max_cpu_ms?: number; allow?: string[]; allow_http?: boolean; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null): Executor
+  static fromOptions(options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; max_memory_bytes?: number; max_tasks?: number; max_cpu_ms?: number; allow?: string[]; allow_http?: boolean; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null, executorOptions?: ExecutorOptions | undefined | null): Executor
   /** Whether the policy enables the shell. */
   get enabled(): boolean
   /**
@@ -289,21 +290,37 @@ export declare class Sandbox {
   grepAsync(pattern: string, path?: string | undefined | null, maxResults?: number | undefined | null, options?: GrepOptions | undefined | null): Promise<Array<GrepMatch> | Array<string> | Array<GrepCount>>
 }
 
-/** One audit event: what one sandbox operation did (never file content). */
+/**
+ * One audit event: what one sandbox operation or one executor command did
+ * (never file content, nor a command's text or output).
+ */
 export interface AuditEvent {
   /**
    * `read`, `write`, `edit`, `list`, `stat`, `mkdir`, `delete`, `rename`,
-   * `glob` or `grep`.
+   * `glob` or `grep`; `exec` for an executor's command.
    */
   op: string
-  /** The root-relative path (`from -> to` for rename). */
+  /**
+   * The root-relative path (`from -> to` for rename); for `exec`, the
+   * working directory as asked (`''` for the root).
+   */
   path: string
-  /** Bytes read or written, when the operation moved content. */
+  /**
+   * Bytes read or written, when the operation moved content; for `exec`,
+   * the bytes of output returned.
+   */
   size?: number
   /** When the operation finished, milliseconds since the Unix epoch. */
   time: number
   /** `'OK'` or the refusal's code (`'E_…'`). */
   outcome: string
+  /** For `exec`: the command's exit code, when it ran. */
+  exitCode?: number
+  /**
+   * For `exec`: the limit that stopped the command (`memory`, `tasks`,
+   * `cpu`, `output` or `timeout`), when one did and sandgate saw it.
+   */
+  limit?: string
 }
 
 /** Options of `edit`. */
@@ -375,6 +392,16 @@ export interface ExecOutput {
    * `quarantined` or `reported`.
    */
   protectedChanges: Array<ProtectedChange>
+}
+
+/** Options of `new Executor(policy, options)` and `Executor.fromOptions`. */
+export interface ExecutorOptions {
+  /**
+   * Called with an `AuditEvent` after every `exec`, refused ones too:
+   * `op` `'exec'`, the working directory as asked, the output's size,
+   * `exitCode` and `limit`; never the command's text or output.
+   */
+  audit?: (event: AuditEvent) => void
 }
 
 /** One hop of a fetch: a request the authorizer judged, and its answer. */

@@ -12,7 +12,28 @@ use napi_derive::napi;
 use sandgate::exec::{AbortSignal, ExecResult};
 
 use crate::policy::Policy;
+use crate::sandbox::{audit_sink, AuditFn};
 use crate::{js_error, request_error, same, to_count, Job, OrThrow};
+
+/// Options of `new Executor(policy, options)` and `Executor.fromOptions`.
+#[napi(object, object_to_js = false)]
+pub struct ExecutorOptions {
+    /// Called with an `AuditEvent` after every `exec`, refused ones too:
+    /// `op` `'exec'`, the working directory as asked, the output's size,
+    /// `exitCode` and `limit`; never the command's text or output.
+    #[napi(ts_type = "(event: AuditEvent) => void")]
+    pub audit: Option<AuditFn>,
+}
+
+/// An executor with `options` applied.
+fn executor_with(inner: sandgate::Executor, options: Option<ExecutorOptions>) -> Executor {
+    if let Some(f) = options.and_then(|o| o.audit) {
+        inner.set_audit_sink(Some(Arc::new(audit_sink(f))));
+    }
+    Executor {
+        inner: Arc::new(inner),
+    }
+}
 
 /// Options of `exec`.
 #[napi(object, object_to_js = false)]
@@ -214,34 +235,32 @@ pub struct Executor {
 
 #[napi]
 impl Executor {
-    /// The executor `policy` grants (not started). With `[exec] enabled =
-    /// false` and no `process_allow` it exists but refuses every command
-    /// with `E_DENIED`.
+    /// The executor `policy` grants (not started), with an optional audit
+    /// callback. With `[exec] enabled = false` and no `process_allow` it
+    /// exists but refuses every command with `E_DENIED`.
     #[napi(constructor)]
-    pub fn new(env: &Env, policy: &Policy) -> napi::Result<Self> {
+    pub fn new(env: &Env, policy: &Policy, options: Option<ExecutorOptions>) -> napi::Result<Self> {
         let inner = sandgate::Executor::from_policy(&policy.inner).or_throw(env)?;
-        Ok(Executor {
-            inner: Arc::new(inner),
-        })
+        Ok(executor_with(inner, options))
     }
 
     /// The executor a policy stated from code grants
     /// (`Policy.fromOptions`): `Executor.fromOptions({ write_root:
-    /// '/srv/work', enabled: true, timeout_ms: 30000 })`.
+    /// '/srv/work', enabled: true, timeout_ms: 30000 })`; `executorOptions`
+    /// as for the constructor.
     #[napi(
         factory,
-        ts_args_type = "options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; max_memory_bytes?: number; max_tasks?: number; max_cpu_ms?: number; allow?: string[]; allow_http?: boolean; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null"
+        ts_args_type = "options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; max_memory_bytes?: number; max_tasks?: number; max_cpu_ms?: number; allow?: string[]; allow_http?: boolean; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null, executorOptions?: ExecutorOptions | undefined | null"
     )]
     pub fn from_options(
         env: &Env,
         options: serde_json::Value,
         base_dir: Option<String>,
+        executor_options: Option<ExecutorOptions>,
     ) -> napi::Result<Executor> {
         let policy = crate::policy::from_options(&options, base_dir).or_throw(env)?;
         let inner = sandgate::Executor::from_policy(&policy).or_throw(env)?;
-        Ok(Executor {
-            inner: Arc::new(inner),
-        })
+        Ok(executor_with(inner, executor_options))
     }
 
     /// Whether the policy enables the shell.

@@ -16,25 +16,34 @@ use napi_derive::napi;
 use crate::policy::Policy;
 use crate::{same, to_count, Job, OrThrow};
 
-/// One audit event: what one sandbox operation did (never file content).
+/// One audit event: what one sandbox operation or one executor command did
+/// (never file content, nor a command's text or output).
 #[napi(object)]
 pub struct AuditEvent {
     /// `read`, `write`, `edit`, `list`, `stat`, `mkdir`, `delete`, `rename`,
-    /// `glob` or `grep`.
+    /// `glob` or `grep`; `exec` for an executor's command.
     pub op: String,
-    /// The root-relative path (`from -> to` for rename).
+    /// The root-relative path (`from -> to` for rename); for `exec`, the
+    /// working directory as asked (`''` for the root).
     pub path: String,
-    /// Bytes read or written, when the operation moved content.
+    /// Bytes read or written, when the operation moved content; for `exec`,
+    /// the bytes of output returned.
     pub size: Option<f64>,
     /// When the operation finished, milliseconds since the Unix epoch.
     pub time: f64,
     /// `'OK'` or the refusal's code (`'E_…'`).
     pub outcome: String,
+    /// For `exec`: the command's exit code, when it ran.
+    pub exit_code: Option<i32>,
+    /// For `exec`: the limit that stopped the command (`memory`, `tasks`,
+    /// `cpu`, `output` or `timeout`), when one did and sandgate saw it.
+    pub limit: Option<String>,
 }
 
-/// The audit callback as the sandbox holds it: weak (it never keeps the
-/// process alive), called without an error argument.
-type AuditFn = ThreadsafeFunction<AuditEvent, Unknown<'static>, AuditEvent, Status, false, true>;
+/// The audit callback as the sandbox or executor holds it: weak (it never
+/// keeps the process alive), called without an error argument.
+pub(crate) type AuditFn =
+    ThreadsafeFunction<AuditEvent, Unknown<'static>, AuditEvent, Status, false, true>;
 
 /// Options of `new Sandbox(options)`. Nothing is granted unless given.
 #[napi(object, object_to_js = false)]
@@ -287,7 +296,7 @@ fn bytes_of(data: Either<String, Buffer>) -> Vec<u8> {
     }
 }
 
-fn audit_sink(f: AuditFn) -> impl Fn(&sandgate::AuditEvent) + Send + Sync + 'static {
+pub(crate) fn audit_sink(f: AuditFn) -> impl Fn(&sandgate::AuditEvent) + Send + Sync + 'static {
     move |ev: &sandgate::AuditEvent| {
         let time = ev
             .time
@@ -301,6 +310,8 @@ fn audit_sink(f: AuditFn) -> impl Fn(&sandgate::AuditEvent) + Send + Sync + 'sta
                 size: ev.size.map(|s| s as f64),
                 time,
                 outcome: ev.outcome.as_str().to_owned(),
+                exit_code: ev.exit_code,
+                limit: ev.limit.map(str::to_owned),
             },
             ThreadsafeFunctionCallMode::NonBlocking,
         );

@@ -548,6 +548,42 @@ describe('Executor', () => {
     assert.equal(fs.existsSync(path.join(dir, 'ran')), false)
   })
 
+  test('the audit option reports each exec: exit code, limit, refusals, never the command', async () => {
+    const secret = 'marker-7f3a-not-in-audit'
+    const events = []
+    const own = new Executor(policy, { audit: (e) => events.push(e) })
+    try {
+      assert.equal((await own.exec(`echo ${secret}; exit 3`)).exitCode, 3)
+      assert.equal((await own.exec(`sleep 10 # ${secret}`, { timeoutMs: 200 })).timedOut, true)
+      await rejectsCode(own.exec(`echo ${secret}`, { cwd: '..' }), 'E_PATH_INVALID')
+      // Events arrive on a later turn of the event loop.
+      for (let i = 0; i < 100 && events.length < 3; i++) await sleep(10)
+      assert.deepEqual(
+        events.map((e) => [e.op, e.path, e.outcome, e.exitCode, e.limit]),
+        [
+          ['exec', '', 'OK', 3, undefined],
+          ['exec', '', 'OK', 124, 'timeout'],
+          ['exec', '..', 'E_PATH_INVALID', undefined, undefined],
+        ],
+      )
+      assert.equal(events[0].size, secret.length + 1)
+      assert.ok(!JSON.stringify(events).includes(secret), 'never the command or its output')
+    } finally {
+      await own.dispose()
+    }
+    const seen = []
+    const opt = Executor.fromOptions({ write_root: path.join(dir, 'ws'), enabled: true }, undefined, {
+      audit: (e) => seen.push(e),
+    })
+    try {
+      assert.equal((await opt.exec('exit 5')).exitCode, 5)
+      for (let i = 0; i < 100 && seen.length < 1; i++) await sleep(10)
+      assert.deepEqual(seen.map((e) => [e.op, e.exitCode]), [['exec', 5]])
+    } finally {
+      await opt.dispose()
+    }
+  })
+
   test('exec disabled: E_DENIED', async () => {
     fs.writeFileSync(path.join(dir, 'off.toml'), '[fs]\nread_roots = ["ws"]\n')
     const off = new Executor(Policy.load(path.join(dir, 'off.toml')))

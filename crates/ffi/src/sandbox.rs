@@ -98,7 +98,9 @@ pub(crate) fn deliver(
         time_nsec,
         has_exit_code: e.exit_code.is_some(),
         exit_code: e.exit_code.unwrap_or(0),
-        limit: limit.as_ref().map_or(std::ptr::null(), |l| l.as_ptr().cast()),
+        limit: limit
+            .as_ref()
+            .map_or(std::ptr::null(), |l| l.as_ptr().cast()),
     };
     // SAFETY: the caller registered `cb` for exactly this call shape; `ev`
     // and the strings it points to live until the call returns.
