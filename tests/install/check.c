@@ -16,6 +16,22 @@ static void fail(const char *what, sg_error *err) {
   exit(1);
 }
 
+/* The executor's audit event of the one command: its op and exit code. */
+struct seen {
+  int events;
+  char op[8];
+  int has_exit_code;
+  int exit_code;
+};
+
+static void on_audit(void *user, const sg_audit_event *e) {
+  struct seen *s = user;
+  s->events++;
+  snprintf(s->op, sizeof s->op, "%s", e->op);
+  s->has_exit_code = e->has_exit_code;
+  s->exit_code = e->exit_code;
+}
+
 int main(int argc, char **argv) {
   sg_error *err = NULL;
   sg_policy *policy = NULL;
@@ -30,6 +46,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   printf("c: sandgate %s, ABI %u.%u\n", sg_version(), sg_abi_version() >> 16, sg_abi_version() & 0xffff);
+  /* The installed library answers the ABI of the installed header. */
+  if (sg_abi_version() >> 16 != SANDGATE_ABI_MAJOR || (sg_abi_version() & 0xffff) < SANDGATE_ABI_MINOR)
+    fail("the library's ABI is older than its header's", NULL);
   if (sg_policy_load(argv[1], strlen(argv[1]), &policy, &err) != SG_OK) fail("load the policy", err);
   if (sg_sandbox_options_from_policy(policy, &options, &err) != SG_OK) fail("sandbox options", err);
   if (sg_sandbox_new(options, &sb, &err) != SG_OK) fail("sandbox", err);
@@ -48,6 +67,8 @@ int main(int argc, char **argv) {
   sg_sandbox_free(sb);
 
   if (sg_executor_new(policy, &ex, &err) != SG_OK) fail("executor", err);
+  struct seen seen = {0, "", 0, 0};
+  if (sg_executor_set_audit(ex, on_audit, &seen, &err) != SG_OK) fail("executor audit", err);
   memset(&r, 0, sizeof r);
   if (sg_executor_exec(ex, COMMAND, strlen(COMMAND), NULL, 0, 0, NULL, &r, &err) != SG_OK) fail("exec", err);
   const char *out = (const char *)r.stdout_bytes.ptr;
@@ -63,6 +84,9 @@ int main(int argc, char **argv) {
          out ? out : "", fs ? "true" : "false");
   if (out_len < strlen(NOTE) || memcmp(out, NOTE, strlen(NOTE)) != 0) fail("the command's output lacks the note", NULL);
   if (fs && (r.exit_code == 0 || (out_len > strlen(NOTE)))) fail("the shell read outside its roots", NULL);
+  if (seen.events != 1 || strcmp(seen.op, "exec") != 0 || !seen.has_exit_code || seen.exit_code != r.exit_code)
+    fail("the executor's audit event", NULL);
+  printf("c: audit -> op %s, exit %d\n", seen.op, seen.exit_code);
   sg_exec_result_free(&r);
   sg_executor_free(ex);
   sg_policy_free(policy);
