@@ -91,7 +91,11 @@ pub use decode::{
     MIN_MEMORY_BYTES, MIN_TASKS,
 };
 pub use error::{Location, PolicyError, PolicyErrorKind, Problem};
-pub use options::{BudgetOptions, ExecutorOptions, FsOptions, NetOptions, PolicyOptions};
+pub use net::{CredentialScheme, CredentialSource, NetCredential, NetRequestRule, RuleAction};
+pub use options::{
+    BudgetOptions, CredentialOptions, ExecutorOptions, FsOptions, NetOptions, PolicyOptions,
+    RequestRuleOptions,
+};
 pub use sandgate_netguard::{
     classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost, Rules as NetRules,
 };
@@ -248,6 +252,8 @@ struct Inner {
     limits: Limits,
     exec: ExecPolicy,
     net: NetRules,
+    credentials: Vec<NetCredential>,
+    request_rules: Vec<NetRequestRule>,
     budgets: Budgets,
     digest: String,
 }
@@ -385,6 +391,24 @@ impl Policy {
     /// confined fetch, and anything else that dials on the agent's behalf.
     pub fn net_rules(&self) -> &NetRules {
         &self.inner.net
+    }
+
+    /// `[[net.credentials]]`: the headers the shell's egress proxy sets on
+    /// requests to each host (the values are read by the executor when it
+    /// starts, from their sources; the policy holds none).
+    pub fn net_credentials(&self) -> &[NetCredential] {
+        &self.inner.credentials
+    }
+
+    /// `[[net.rules]]`: the method and path rules of the hosts the shell's
+    /// egress proxy intercepts. For a request to such a host: one that
+    /// matches a `deny` rule is refused; when the host has any `allow`
+    /// rule, one that matches none of them is refused; the rest pass. A
+    /// rule matches when its methods (any, if none are listed) hold the
+    /// request's and one of its path prefixes (any, if none) holds the
+    /// request's path, at a `/` boundary.
+    pub fn net_request_rules(&self) -> &[NetRequestRule] {
+        &self.inner.request_rules
     }
 
     /// `[budgets]`.
