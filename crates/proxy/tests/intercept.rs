@@ -1,0 +1,419 @@
+//! TLS interception for hosts with credentials or request rules, attacked
+//! from a client on the host loopback: the upstream sees the real
+//! credential and the client never does; a forged header is replaced; a
+//! request outside the rules reaches no upstream; an upstream the roots do
+//! not trust is refused; kept-alive connections are judged per request;
+//! other tunnels stay opaque.
+//!
+//! The upstreams are loopback TLS servers with certificates of a test CA
+//! (the proxy's upstream roots hold that CA only). Every name resolves to
+//! loopback through a test resolver, so the rules are trusted-host mode
+//! with `localhost`; the hosts are told apart by port.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustls::pki_types::{PrivateKeyDer, ServerName};
+use sandgate_netguard::{Mode, NetEntry, Rules};
+use sandgate_proxy::{
+    roots_from_pem, CertAuthority, Injection, Intercept, Proxy, ProxyConfig, RequestMatch,
+    RequestRule, Secret, Verdict,
+};
+
+const SECRET: &str = "ghp_realSecretValue0123456789";
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A test CA and a certificate for `localhost` signed by it.
+fn test_ca() -> (String, rustls::ServerConfig) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    (ca_cert.pem(), config)
+}
+
+/// A loopback TLS upstream: counts connections, keeps every request head
+/// it got, answers each with its path as the body.
+struct Upstream {
+    addr: SocketAddr,
+    conns: Arc<AtomicUsize>,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+fn upstream(config: rustls::ServerConfig) -> Upstream {
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (c, h) = (Arc::clone(&conns), Arc::clone(&heads));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            c.fetch_add(1, Ordering::SeqCst);
+            let (config, h) = (Arc::clone(&config), Arc::clone(&h));
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match tls.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    buf.drain(..end + 4);
+                    let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
+                    let body = if path == "/big" {
+                        "x".repeat(1 << 20)
+                    } else {
+                        format!("path {path}\n")
+                    };
+                    h.lock().unwrap().push(head);
+                    let _ = write!(
+                        tls,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tls.flush();
+                }
+            });
+        }
+    });
+    Upstream { addr, conns, heads }
+}
+
+fn target(port: u16, methods: &[&str], prefixes: &[&str]) -> RequestMatch {
+    RequestMatch {
+        host: "localhost".into(),
+        port: Some(port),
+        methods: methods.iter().map(|s| (*s).to_owned()).collect(),
+        path_prefixes: prefixes.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+struct Setup {
+    proxy: Proxy,
+    addr: SocketAddr,
+    /// The proxy CA's PEM, which the client trusts.
+    ca: String,
+}
+
+fn setup(test_ca_pem: &str, injections: Vec<Injection>, rules: Vec<RequestRule>) -> Setup {
+    let authority = Arc::new(CertAuthority::generate(&["localhost".to_owned()]).unwrap());
+    let ca = authority.certificate_pem().to_owned();
+    let intercept = Intercept {
+        authority,
+        upstream_roots: Arc::new(roots_from_pem(test_ca_pem)),
+        injections,
+        rules,
+    };
+    let allow = vec![NetEntry::parse("localhost").unwrap()];
+    let mut config = ProxyConfig::new(Rules::new(Mode::TrustedHost, allow, false));
+    config.resolver =
+        Arc::new(|_: &str, _: u16, _: Duration| Ok(vec!["127.0.0.1".parse().unwrap()]));
+    config.intercept = Some(Arc::new(intercept));
+    let proxy = Proxy::new(config);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = proxy.serve(l.into()).unwrap();
+    Setup { proxy, addr, ca }
+}
+
+/// A TLS connection to `localhost:port` through the proxy's CONNECT,
+/// trusting `ca_pem`.
+fn connect(
+    proxy: SocketAddr,
+    port: u16,
+    ca_pem: &str,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut b).unwrap() == 0 {
+            return Err(String::from_utf8_lossy(&head).into_owned());
+        }
+        head.push(b[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots_from_pem(ca_pem))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let mut conn =
+        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("localhost").unwrap())
+            .unwrap();
+    while conn.is_handshaking() {
+        conn.complete_io(&mut s).map_err(|e| e.to_string())?;
+    }
+    Ok(rustls::StreamOwned::new(conn, s))
+}
+
+/// Sends one request and reads one response (its head and a
+/// Content-Length body). Answers the status line, head and body.
+fn request<S: Read + Write>(s: &mut S, req: &str) -> (String, String) {
+    s.write_all(req.as_bytes()).unwrap();
+    s.flush().unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => return (String::from_utf8_lossy(&head).into_owned(), String::new()),
+        }
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    (head, String::from_utf8_lossy(&body).into_owned())
+}
+
+fn injection(port: u16, methods: &[&str], prefixes: &[&str]) -> Injection {
+    Injection {
+        target: target(port, methods, prefixes),
+        header: "Authorization".into(),
+        value: Secret::new(format!("Bearer {SECRET}").into_bytes()).unwrap(),
+        label: "net.credentials[0]".into(),
+    }
+}
+
+#[test]
+fn the_upstream_sees_the_credential_and_a_forged_one_is_replaced_on_each_kept_alive_request() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    // HTTP/2 is not offered: the client falls back to HTTP/1.1.
+    assert_eq!(tls.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let (head, body) = request(
+        &mut tls,
+        "GET /repos/a HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer placeholder\r\n\r\n",
+    );
+    assert!(
+        head.starts_with("HTTP/1.1 200"),
+        "{head:?} {:?}",
+        s.proxy.requests()
+    );
+    assert_eq!(body, "path /repos/a\n");
+    assert!(!head.contains(SECRET) && !body.contains(SECRET));
+    // The same connection, a forged value in another spelling.
+    let (head, body) = request(
+        &mut tls,
+        "POST /x HTTP/1.1\r\nHost: localhost\r\nauthorization: token forged\r\nContent-Length: 2\r\n\r\nhi",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "path /x\n");
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    for h in &heads {
+        let auth: Vec<&str> = h
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().starts_with("authorization:"))
+            .collect();
+        assert_eq!(auth, [format!("Authorization: Bearer {SECRET}")], "{h}");
+        assert!(!h.contains("placeholder") && !h.contains("forged"), "{h}");
+    }
+    let reqs = s.proxy.requests();
+    assert_eq!(reqs.len(), 2, "{reqs:?}");
+    assert!(reqs
+        .iter()
+        .all(|r| r.verdict == Verdict::Injected && r.status == 200));
+    assert_eq!(reqs[0].path, "/repos/a");
+    assert_eq!(reqs[1].method, "POST");
+    assert!(!format!("{reqs:?}{:?}", s.proxy.audit()).contains(SECRET));
+}
+
+#[test]
+fn outside_the_credential_s_paths_the_header_is_stripped() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = setup(
+        &pem,
+        vec![injection(port, &["GET"], &["/repos/org"])],
+        vec![],
+    );
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    for req in [
+        "GET /repos/organization HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer mine\r\n\r\n",
+        "DELETE /repos/org/x HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer mine\r\n\r\n",
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    ] {
+        let (head, _) = request(&mut tls, req);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    }
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 3);
+    assert!(
+        !heads[0].to_ascii_lowercase().contains("authorization"),
+        "{}",
+        heads[0]
+    );
+    assert!(
+        !heads[1].to_ascii_lowercase().contains("authorization"),
+        "{}",
+        heads[1]
+    );
+    assert!(heads[2].contains(SECRET), "{}", heads[2]);
+    let v: Vec<Verdict> = s.proxy.requests().iter().map(|r| r.verdict).collect();
+    assert_eq!(v, [Verdict::Stripped, Verdict::Stripped, Verdict::Injected]);
+}
+
+#[test]
+fn a_request_outside_the_rules_reaches_no_upstream() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![
+        RequestRule {
+            target: target(port, &["GET"], &["/repos/org/"]),
+            allow: true,
+            label: "net.rules[0]".into(),
+        },
+        RequestRule {
+            target: target(port, &[], &["/repos/org/secret"]),
+            allow: false,
+            label: "net.rules[1]".into(),
+        },
+    ];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for req in [
+        "POST /repos/org/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
+        "GET /repos/other/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "GET /repos/org/secret/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "GET /repos/org/../other/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "GET /repos/org/%2e%2e/other HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "GET /repos/org//secret/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "GET /repos/org/%73ecret/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, body) = request(&mut tls, req);
+        assert!(head.starts_with("HTTP/1.1 403"), "{req}: {head}");
+        assert!(body.starts_with("sandgate: "), "{body}");
+    }
+    assert_eq!(
+        up.conns.load(Ordering::SeqCst),
+        0,
+        "a refused request reached the upstream"
+    );
+    let reqs = s.proxy.requests();
+    assert_eq!(reqs.len(), 7);
+    assert!(
+        reqs.iter().all(|r| r.verdict == Verdict::Refused),
+        "{reqs:?}"
+    );
+    assert_eq!(reqs[0].rule, "net.rules");
+    assert_eq!(reqs[2].rule, "net.rules[1]");
+    assert_eq!(reqs[6].rule, "net.rules[1]", "the decoded path is judged");
+    // Inside the rules: through, with the credential.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(up.conns.load(Ordering::SeqCst), 1);
+    let last = s.proxy.requests().pop().unwrap();
+    assert_eq!(last.verdict, Verdict::Injected);
+    assert_eq!(last.rule, "net.rules[0], net.credentials[0]");
+}
+
+#[test]
+fn an_upstream_the_roots_do_not_trust_is_refused() {
+    let (pem, _) = test_ca();
+    let (_, other_cfg) = test_ca();
+    let up = upstream(other_cfg);
+    let port = up.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, body) = request(&mut tls, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    assert!(body.contains("certificate"), "{body}");
+    assert!(up.heads.lock().unwrap().is_empty(), "a request reached it");
+}
+
+#[test]
+fn other_tunnels_stay_opaque_and_a_fronted_hello_is_refused() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    // Credentials for another port: this one is not intercepted, so the
+    // client must trust the upstream's own CA, and the proxy's is useless.
+    let s = setup(&pem, vec![injection(port + 1, &[], &[])], vec![]);
+    assert!(connect(s.addr, port, &s.ca).is_err());
+    let mut tls = connect(s.addr, port, &pem).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET / HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer mine\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(up.heads.lock().unwrap()[0].contains("Bearer mine"));
+    assert!(s.proxy.requests().is_empty());
+}
+
+#[test]
+fn the_authority_s_pem_holds_no_key() {
+    let a = CertAuthority::generate(&["api.example.com".to_owned()]).unwrap();
+    let pem = a.certificate_pem();
+    assert!(pem.contains("BEGIN CERTIFICATE"));
+    assert!(!pem.contains("PRIVATE KEY"));
+    assert!(!format!("{a:?}").contains("PRIVATE"));
+}
+
+#[test]
+fn a_value_with_a_line_break_is_refused() {
+    assert!(Secret::new(b"a\r\nX-Evil: 1".to_vec()).is_err());
+    assert!(Secret::new(Vec::new()).is_err());
+    assert!(!format!("{:?}", Secret::new(b"tok".to_vec()).unwrap()).contains("tok"));
+}
