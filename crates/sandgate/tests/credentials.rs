@@ -311,7 +311,16 @@ fn curl_and_python_reach_the_upstream_with_the_real_credential_the_command_never
     assert!(files_holding(&f.work(), SECRET.as_bytes()).is_empty());
     assert!(!text(&r).contains(SECRET) && !text(&r).contains("REDACTED"));
     let env = std::fs::read_to_string(f.work().join("env.txt")).unwrap();
-    assert!(env.contains("SSL_CERT_FILE="), "{env}");
+    let bundle_path = env
+        .lines()
+        .find_map(|l| l.strip_prefix("SSL_CERT_FILE="))
+        .unwrap_or_else(|| panic!("{env}"));
+    // The CA's key touches no disk the executor wrote: neither its private
+    // directory (where the bundle is) nor the write root.
+    let private_dir = Path::new(bundle_path).parent().unwrap();
+    assert!(private_dir.is_dir(), "{bundle_path}");
+    assert!(files_holding(private_dir, b"PRIVATE KEY").is_empty());
+    assert!(files_holding(&f.work(), b"PRIVATE KEY").is_empty());
     // The bundle: the proxy's CA certificate, no key.
     let bundle = std::fs::read_to_string(f.work().join("bundle.pem")).unwrap();
     assert!(bundle.contains("BEGIN CERTIFICATE"));
