@@ -943,8 +943,9 @@ const HOP: &[&str] = &[
 /// A tunnel (CONNECT or SOCKS5) to an intercepted host: TLS terminated
 /// with a certificate of the proxy's authority, then each request of the
 /// kept-alive connection judged, its credential set or stripped, and
-/// forwarded on a TLS connection of its own to the upstream, verified
-/// against the configured roots. A refused request reaches no upstream.
+/// forwarded over a kept-alive TLS connection to the upstream (opened on
+/// the first admitted request), verified against the configured roots. A
+/// refused request reaches no upstream.
 #[allow(clippy::too_many_arguments)]
 fn intercepted(
     inner: &Inner,
@@ -983,6 +984,7 @@ fn intercepted(
     let _ = client.set_write_timeout(Some(idle));
     let port = cleared.port;
     let mut buf = Vec::new();
+    let mut upstream: Option<Upstream> = None;
     loop {
         let head = match read_head_from(&mut tls, &mut buf) {
             Ok(Some(h)) => h,
@@ -1010,7 +1012,18 @@ fn intercepted(
         }
         let mut rec = Some(rec);
         let done = forward_one(
-            inner, id, ic, cleared, name, head, &d, &mut tls, &mut buf, &mut r, &mut rec,
+            inner,
+            id,
+            ic,
+            cleared,
+            name,
+            head,
+            &d,
+            &mut tls,
+            &mut buf,
+            &mut r,
+            &mut rec,
+            &mut upstream,
         );
         if let Some(rec) = rec.take() {
             inner.record_request(rec);
@@ -1028,6 +1041,7 @@ fn intercepted(
             }
         }
     }
+    drop_upstream(inner, id, &mut upstream);
     tls.conn.send_close_notify();
     let _ = tls.flush();
     r
@@ -1079,6 +1093,7 @@ fn forward_one<S: Read + Write>(
     buf: &mut Vec<u8>,
     r: &mut AuditRecord,
     rec: &mut Option<intercept::RequestRecord>,
+    upstream: &mut Option<Upstream>,
 ) -> Result<bool, String> {
     let body: u64 = head
         .header("content-length")
@@ -1088,12 +1103,6 @@ fn forward_one<S: Read + Write>(
     let client_close = head.has_token("connection", "close");
     let expect = head.has_token("expect", "100-continue");
     d.apply(&mut head.headers);
-    let up = dial(inner, cleared).map_err(|(_, why)| why)?;
-    r.address = up.peer_addr().ok();
-    let up = Arc::new(up);
-    inner.track(id, &up);
-    let _ = up.set_read_timeout(Some(inner.config.idle_timeout));
-    let mut utls = intercept::connect(ic, name, &up)?;
     let authority = if cleared.port == 443 {
         name.to_owned()
     } else {
@@ -1111,40 +1120,83 @@ fn forward_one<S: Read + Write>(
             out.push_str("\r\n");
         }
     }
-    out.push_str("Connection: close\r\n\r\n");
+    out.push_str("\r\n");
     let up_err = |e: io::Error| format!("cannot write to {name}: {e}");
-    utls.write_all(out.as_bytes()).map_err(up_err)?;
-    r.bytes_up += out.len() as u64;
-    if body > 0 && expect && buf.is_empty() {
-        let _ = tls.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
-        let _ = tls.flush();
+    // A request with a body goes on a fresh connection (it could not be
+    // sent again); one without reuses the kept-alive upstream connection,
+    // and is sent once more on a fresh one if that connection turns out to
+    // have been closed before any answer.
+    if body > 0 {
+        drop_upstream(inner, id, upstream);
     }
-    let mut left = body;
-    let now = (buf.len() as u64).min(left) as usize;
-    utls.write_all(&buf[..now]).map_err(up_err)?;
-    buf.drain(..now);
-    left -= now as u64;
-    let mut chunk = vec![0u8; 64 * 1024];
-    while left > 0 {
-        let want = left.min(chunk.len() as u64) as usize;
-        match tls.read(&mut chunk[..want]) {
-            Ok(0) => return Err("the client closed inside its request body".into()),
-            Ok(n) => {
-                utls.write_all(&chunk[..n]).map_err(up_err)?;
-                left -= n as u64;
+    let mut rbuf = Vec::new();
+    let mut first_end = None;
+    while first_end.is_none() {
+        let fresh = upstream.is_none();
+        if fresh {
+            *upstream = Some(open_upstream(inner, id, ic, cleared, name, r)?);
+        }
+        let Some(up) = upstream.as_mut() else {
+            return Err(format!("no connection to {name}"));
+        };
+        let utls = &mut up.tls;
+        let sent = utls.write_all(out.as_bytes()).and_then(|()| utls.flush());
+        if let Err(e) = sent {
+            drop_upstream(inner, id, upstream);
+            if fresh {
+                return Err(up_err(e));
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("cannot read the request body: {e}")),
+            continue;
+        }
+        r.bytes_up += out.len() as u64;
+        if body > 0 {
+            if expect && buf.is_empty() {
+                let _ = tls.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+                let _ = tls.flush();
+            }
+            let mut left = body;
+            let now = (buf.len() as u64).min(left) as usize;
+            utls.write_all(&buf[..now]).map_err(up_err)?;
+            buf.drain(..now);
+            left -= now as u64;
+            let mut chunk = vec![0u8; 64 * 1024];
+            while left > 0 {
+                let want = left.min(chunk.len() as u64) as usize;
+                match tls.read(&mut chunk[..want]) {
+                    Ok(0) => return Err("the client closed inside its request body".into()),
+                    Ok(n) => {
+                        utls.write_all(&chunk[..n]).map_err(up_err)?;
+                        left -= n as u64;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(format!("cannot read the request body: {e}")),
+                }
+            }
+            r.bytes_up += body;
+            utls.flush().map_err(up_err)?;
+        }
+        match read_until_head_end(utls, &mut rbuf) {
+            Ok(Some(end)) => first_end = Some(end),
+            Ok(None) | Err(_) if !fresh && rbuf.is_empty() => {
+                drop_upstream(inner, id, upstream);
+            }
+            Ok(None) => return Err(format!("{name} closed without an answer")),
+            Err(why) => return Err(why),
         }
     }
-    r.bytes_up += body;
-    utls.flush().map_err(up_err)?;
+    let Some(up) = upstream.as_mut() else {
+        return Err(format!("no connection to {name}"));
+    };
+    let utls = &mut up.tls;
+    let mut up_close = false;
     // The response: its head (interim 1xx ones passed on), then its body
-    // until the upstream closes (it was asked to).
-    let mut rbuf = Vec::new();
+    // as framed.
     let (code, framing) = loop {
-        let end = read_until_head_end(&mut utls, &mut rbuf)?
-            .ok_or_else(|| format!("{name} closed without an answer"))?;
+        let end = match first_end.take() {
+            Some(end) => end,
+            None => read_until_head_end(utls, &mut rbuf)?
+                .ok_or_else(|| format!("{name} closed without an answer"))?,
+        };
         let text = std::str::from_utf8(&rbuf[..end])
             .map_err(|_| format!("{name} answered a head that is not UTF-8"))?
             .to_owned();
@@ -1157,6 +1209,10 @@ fn forward_one<S: Read + Write>(
             .and_then(|c| c.parse().ok())
             .ok_or_else(|| format!("{name} answered a malformed status line"))?;
         let headers = parse_headers(lines).map_err(|why| format!("{name} answered {why}"))?;
+        up_close |= headers.iter().any(|(h, v)| {
+            h.eq_ignore_ascii_case("connection")
+                && v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"))
+        });
         let chunked = headers.iter().any(|(h, v)| {
             h.eq_ignore_ascii_case("transfer-encoding")
                 && v.to_ascii_lowercase().trim_end().ends_with("chunked")
@@ -1206,15 +1262,57 @@ fn forward_one<S: Read + Write>(
         done.status = code;
         inner.record_request(done);
     }
-    let mut src = Src {
-        r: &mut utls,
-        buf: rbuf,
-    };
+    let mut src = Src { r: utls, buf: rbuf };
     r.bytes_down += src.relay(framing, tls, name)?;
+    let framed = framing != Body::UntilEof;
+    // Bytes past the answer would be a second answer nobody asked for.
+    if !framed || up_close || !src.buf.is_empty() {
+        drop_upstream(inner, id, upstream);
+    }
     tls.flush()
         .map_err(|e| format!("cannot answer the client: {e}"))?;
-    let framed = framing != Body::UntilEof;
     Ok(framed && !client_close)
+}
+
+/// A kept-alive TLS connection to an intercepted host.
+pub(crate) struct Upstream {
+    sock: Arc<TcpStream>,
+    tls: rustls::StreamOwned<rustls::ClientConnection, intercept::UpSock>,
+}
+
+/// Dials an intercepted host's checked address and completes TLS,
+/// verified against the configured roots.
+fn open_upstream(
+    inner: &Inner,
+    id: u64,
+    ic: &Intercept,
+    cleared: &Cleared,
+    name: &str,
+    r: &mut AuditRecord,
+) -> Result<Upstream, String> {
+    let up = dial(inner, cleared).map_err(|(_, why)| why)?;
+    r.address = up.peer_addr().ok();
+    let up = Arc::new(up);
+    inner.track(id, &up);
+    let _ = up.set_read_timeout(Some(inner.config.idle_timeout));
+    let _ = up.set_write_timeout(Some(inner.config.idle_timeout));
+    match intercept::connect(ic, name, &up) {
+        Ok(tls) => Ok(Upstream { sock: up, tls }),
+        Err(why) => {
+            inner.untrack(id, &up);
+            Err(why)
+        }
+    }
+}
+
+/// Closes the kept-alive upstream connection, if any.
+fn drop_upstream(inner: &Inner, id: u64, upstream: &mut Option<Upstream>) {
+    if let Some(mut up) = upstream.take() {
+        up.tls.conn.send_close_notify();
+        let _ = up.tls.flush();
+        inner.untrack(id, &up.sock);
+        let _ = up.sock.shutdown(Shutdown::Both);
+    }
 }
 
 /// How a response's body ends.

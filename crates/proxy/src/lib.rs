@@ -213,6 +213,14 @@ impl Inner {
         requests.push_back(r);
     }
 
+    /// Forgets a socket of connection `id` (closed by its user).
+    pub(crate) fn untrack(&self, id: u64, s: &Arc<TcpStream>) {
+        let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = conns.get_mut(&id) {
+            v.retain(|x| !Arc::ptr_eq(x, s));
+        }
+    }
+
     /// Registers a socket of connection `id` so that `stop` can shut it.
     pub(crate) fn track(&self, id: u64, s: &Arc<TcpStream>) {
         let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());

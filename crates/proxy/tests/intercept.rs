@@ -66,6 +66,12 @@ struct Upstream {
 }
 
 fn upstream(config: rustls::ServerConfig) -> Upstream {
+    upstream_with(config, false)
+}
+
+/// `close_after`: the upstream closes each connection after its first
+/// answer, without saying so (as a server whose keep-alive timer ran out).
+fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
     let config = Arc::new(config);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -106,6 +112,9 @@ fn upstream(config: rustls::ServerConfig) -> Upstream {
                         body.len()
                     );
                     let _ = tls.flush();
+                    if close_after {
+                        return;
+                    }
                 }
             });
         }
@@ -272,6 +281,37 @@ fn the_upstream_sees_the_credential_and_a_forged_one_is_replaced_on_each_kept_al
     assert_eq!(reqs[0].path, "/repos/a");
     assert_eq!(reqs[1].method, "POST");
     assert!(!format!("{reqs:?}{:?}", s.proxy.audit()).contains(SECRET));
+}
+
+#[test]
+fn the_upstream_connection_is_kept_alive_and_reopened_when_it_was_closed() {
+    for close_after in [false, true] {
+        let (pem, cfg) = test_ca();
+        let up = upstream_with(cfg, close_after);
+        let port = up.addr.port();
+        let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        for path in ["/a", "/b", "/c"] {
+            let (head, body) = request(
+                &mut tls,
+                &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+            );
+            assert!(head.starts_with("HTTP/1.1 200"), "{close_after}: {head}");
+            assert_eq!(body, format!("path {path}\n"));
+        }
+        let heads = up.heads.lock().unwrap().clone();
+        assert_eq!(heads.len(), 3, "{heads:?}");
+        assert!(heads.iter().all(|h| h.contains(SECRET)));
+        assert!(heads
+            .iter()
+            .all(|h| !h.to_ascii_lowercase().contains("connection: close")));
+        let want = if close_after { 3 } else { 1 };
+        assert_eq!(
+            up.conns.load(Ordering::SeqCst),
+            want,
+            "close_after {close_after}"
+        );
+    }
 }
 
 #[test]
