@@ -139,6 +139,15 @@ struct Setup {
 }
 
 fn setup(test_ca_pem: &str, injections: Vec<Injection>, rules: Vec<RequestRule>) -> Setup {
+    setup_http(test_ca_pem, injections, rules, false)
+}
+
+fn setup_http(
+    test_ca_pem: &str,
+    injections: Vec<Injection>,
+    rules: Vec<RequestRule>,
+    allow_http: bool,
+) -> Setup {
     let authority = Arc::new(CertAuthority::generate(&["localhost".to_owned()]).unwrap());
     let ca = authority.certificate_pem().to_owned();
     let intercept = Intercept {
@@ -148,7 +157,7 @@ fn setup(test_ca_pem: &str, injections: Vec<Injection>, rules: Vec<RequestRule>)
         rules,
     };
     let allow = vec![NetEntry::parse("localhost").unwrap()];
-    let mut config = ProxyConfig::new(Rules::new(Mode::TrustedHost, allow, false));
+    let mut config = ProxyConfig::new(Rules::new(Mode::TrustedHost, allow, allow_http));
     config.resolver =
         Arc::new(|_: &str, _: u16, _: Duration| Ok(vec!["127.0.0.1".parse().unwrap()]));
     config.intercept = Some(Arc::new(intercept));
@@ -440,6 +449,129 @@ fn other_tunnels_stay_opaque_and_a_fronted_hello_is_refused() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(up.heads.lock().unwrap()[0].contains("Bearer mine"));
     assert!(s.proxy.requests().is_empty());
+}
+
+/// A TLS session over a SOCKS5 tunnel to `localhost:port`.
+fn socks_connect(
+    proxy: SocketAddr,
+    port: u16,
+    ca_pem: &str,
+) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&[5, 1, 0]).unwrap();
+    let mut greet = [0u8; 2];
+    s.read_exact(&mut greet).unwrap();
+    assert_eq!(greet, [5, 0]);
+    let mut req = vec![5, 1, 0, 3, 9];
+    req.extend_from_slice(b"localhost");
+    req.extend_from_slice(&port.to_be_bytes());
+    s.write_all(&req).unwrap();
+    let mut answer = [0u8; 10];
+    s.read_exact(&mut answer).unwrap();
+    assert_eq!(answer[1], 0, "{answer:?}");
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots_from_pem(ca_pem))
+        .with_no_client_auth();
+    let conn =
+        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("localhost").unwrap())
+            .unwrap();
+    rustls::StreamOwned::new(conn, s)
+}
+
+#[test]
+fn a_socks5_tunnel_to_an_intercepted_host_is_judged_too() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["GET"], &[]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    let mut tls = socks_connect(s.addr, port, &s.ca);
+    let (head, _) = request(&mut tls, "GET /s HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut tls = socks_connect(s.addr, port, &s.ca);
+    let (head, _) = request(&mut tls, "DELETE /s HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(heads[0].contains(SECRET));
+}
+
+/// A plain-HTTP upstream that keeps each request head and answers `ok`.
+fn plain_upstream() -> Upstream {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (c, h) = (Arc::clone(&conns), Arc::clone(&heads));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            c.fetch_add(1, Ordering::SeqCst);
+            let h = Arc::clone(&h);
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                h.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&buf).into_owned());
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+            });
+        }
+    });
+    Upstream { addr, conns, heads }
+}
+
+#[test]
+fn plain_http_to_an_intercepted_host_gets_the_same_treatment() {
+    let (pem, _) = test_ca();
+    let up = plain_upstream();
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &[], &["/ok"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup_http(&pem, vec![injection(port, &[], &[])], rules, true);
+    let exchange = |req: String| {
+        let mut c = TcpStream::connect(s.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(req.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let a = exchange(format!(
+        "GET http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer forged\r\n\r\n"
+    ));
+    assert!(a.starts_with("HTTP/1.1 200"), "{a}");
+    let a = exchange(format!(
+        "GET http://localhost:{port}/other HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    ));
+    assert!(a.starts_with("HTTP/1.1 403"), "{a}");
+    assert_eq!(up.conns.load(Ordering::SeqCst), 1);
+    let heads = up.heads.lock().unwrap().clone();
+    assert!(
+        heads[0].contains(&format!("Authorization: Bearer {SECRET}")),
+        "{}",
+        heads[0]
+    );
+    assert!(!heads[0].contains("forged"));
+    let v: Vec<Verdict> = s.proxy.requests().iter().map(|r| r.verdict).collect();
+    assert_eq!(v, [Verdict::Injected, Verdict::Refused]);
 }
 
 #[test]
