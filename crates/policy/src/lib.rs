@@ -61,6 +61,12 @@
 //!   a loopback or unspecified IPv4 address counts as private); 100.64/10
 //!   (shared address space), fec0::/10 and the local-use NAT64 prefix
 //!   64:ff9b:1::/48 count as private, 240/4 as reserved.
+//! - `[[net.credentials]]` names where a value is read from (`env` or
+//!   `file`), never the value: this crate reads neither (the executor does,
+//!   when it starts). Its `host` and that of a `[[net.rules]]` entry is one
+//!   exact name that `net.allow` must grant on the entry's port (443 when
+//!   none is given); `header` defaults to `Authorization`; two entries for
+//!   the same host, port and header are refused.
 //! - An unbracketed IPv6 entry whose last group could be read as a port
 //!   (`::1:80`, `2001:db8::1:443`) is refused as ambiguous; write
 //!   `[addr]` or `[addr]:PORT`.
