@@ -1057,14 +1057,21 @@ fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
             "upgrades are refused on an intercepted host (HTTP/1.1 requests only)".into(),
         ));
     }
-    if head.header("transfer-encoding").next().is_some() {
-        return Some((
-            411,
-            "Length Required",
-            "request bodies must have a Content-Length (chunked uploads are not relayed)".into(),
-        ));
-    }
+    let codings: Vec<&str> = head.header("transfer-encoding").collect();
     let lengths: Vec<&str> = head.header("content-length").collect();
+    if !codings.is_empty() {
+        // Exactly `chunked`, alone: anything else could be framed two ways.
+        return match (codings.as_slice(), lengths.is_empty()) {
+            ([one], true) if one.trim().eq_ignore_ascii_case("chunked") => None,
+            _ => Some((
+                400,
+                "Bad Request",
+                "a request body must be framed by one Content-Length or by \
+                 `Transfer-Encoding: chunked` alone"
+                    .into(),
+            )),
+        };
+    }
     match lengths.as_slice() {
         [] => None,
         [one] if one.parse::<u64>().is_ok() => None,
@@ -1100,6 +1107,7 @@ fn forward_one<S: Read + Write>(
         .next()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    let chunked = head.header("transfer-encoding").next().is_some();
     let client_close = head.has_token("connection", "close");
     let expect = head.has_token("expect", "100-continue");
     d.apply(&mut head.headers);
@@ -1126,7 +1134,7 @@ fn forward_one<S: Read + Write>(
     // sent again); one without reuses the kept-alive upstream connection,
     // and is sent once more on a fresh one if that connection turns out to
     // have been closed before any answer.
-    if body > 0 {
+    if body > 0 || chunked {
         drop_upstream(inner, id, upstream);
     }
     let mut rbuf = Vec::new();
@@ -1173,6 +1181,21 @@ fn forward_one<S: Read + Write>(
                 }
             }
             r.bytes_up += body;
+            utls.flush().map_err(up_err)?;
+        } else if chunked {
+            if expect && buf.is_empty() {
+                let _ = tls.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+                let _ = tls.flush();
+            }
+            // Exactly the chunked body; what follows it (a pipelined
+            // request) stays for the next turn.
+            let mut src = Src {
+                r: &mut *tls,
+                buf: std::mem::take(buf),
+            };
+            let sent = src.relay(Body::Chunked, utls, "the client");
+            *buf = src.buf;
+            r.bytes_up += sent?;
             utls.flush().map_err(up_err)?;
         }
         match read_until_head_end(utls, &mut rbuf) {
@@ -1343,7 +1366,7 @@ impl<R: Read> Src<'_, R> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
-                Err(e) => return Err(format!("cannot read the answer: {e}")),
+                Err(e) => return Err(format!("cannot read a body: {e}")),
             }
         }
     }
@@ -1355,7 +1378,7 @@ impl<R: Read> Src<'_, R> {
         let mut put = |out: &mut W, bytes: &[u8]| -> Result<(), String> {
             sent += bytes.len() as u64;
             out.write_all(bytes)
-                .map_err(|e| format!("cannot answer the client: {e}"))
+                .map_err(|e| format!("cannot pass a body on: {e}"))
         };
         match body {
             Body::Empty => {}
@@ -1373,7 +1396,7 @@ impl<R: Read> Src<'_, R> {
                 let text = std::str::from_utf8(&line).unwrap_or_default();
                 let size = text.trim_end().split(';').next().unwrap_or_default().trim();
                 let size = u64::from_str_radix(size, 16)
-                    .map_err(|_| format!("{name} answered a malformed chunk size"))?;
+                    .map_err(|_| format!("{name} sent a malformed chunk size"))?;
                 if size == 0 {
                     // Trailers, up to the blank line.
                     loop {
@@ -1408,7 +1431,7 @@ impl<R: Read> Src<'_, R> {
                 return Ok(());
             }
             if !self.fill(chunk)? {
-                return Err(format!("{name} closed inside its answer's body"));
+                return Err(format!("{name} closed inside a body"));
             }
         }
     }
@@ -1420,10 +1443,10 @@ impl<R: Read> Src<'_, R> {
                 return Ok(self.buf.drain(..i + 2).collect());
             }
             if self.buf.len() > MAX_HEAD {
-                return Err(format!("{name} answered a chunk line that is too long"));
+                return Err(format!("{name} sent a chunk line that is too long"));
             }
             if !self.fill(chunk)? {
-                return Err(format!("{name} closed inside its answer's body"));
+                return Err(format!("{name} closed inside a body"));
             }
         }
     }

@@ -97,8 +97,26 @@ fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
                         }
                         continue;
                     };
-                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    let mut head = String::from_utf8_lossy(&buf[..end]).into_owned();
                     buf.drain(..end + 4);
+                    if head
+                        .to_ascii_lowercase()
+                        .contains("transfer-encoding: chunked")
+                    {
+                        // Keep the chunked body (up to its last chunk) with the head.
+                        let end = loop {
+                            if let Some(i) = buf.windows(5).position(|w| w == b"0\r\n\r\n") {
+                                break i + 5;
+                            }
+                            match tls.read(&mut chunk) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        head.push_str("\nBODY:");
+                        head.push_str(&String::from_utf8_lossy(&buf[..end]));
+                        buf.drain(..end);
+                    }
                     let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
                     let body = if path == "/big" {
                         "x".repeat(1 << 20)
@@ -321,6 +339,44 @@ fn the_upstream_connection_is_kept_alive_and_reopened_when_it_was_closed() {
             "close_after {close_after}"
         );
     }
+}
+
+#[test]
+fn a_chunked_upload_is_relayed_exactly_and_the_next_request_follows() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    // The chunked body and the next request in one write: the body ends at
+    // its last chunk, and the next request is judged on its own.
+    tls.write_all(
+        b"POST /up HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n\
+          5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n",
+    )
+    .unwrap();
+    let (head, body) = request(&mut tls, "GET /after HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "path /up\n");
+    let (head, body) = request(&mut tls, "");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "path /after\n");
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    assert!(
+        heads[0].ends_with("BODY:5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n"),
+        "{:?}",
+        heads[0]
+    );
+    assert!(heads.iter().all(|h| h.contains(SECRET)));
+    // Two framings at once are refused, with nothing sent upstream.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "POST /x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    assert_eq!(up.heads.lock().unwrap().len(), 2);
 }
 
 #[test]
