@@ -513,3 +513,24 @@ fn a_source_that_cannot_be_read_is_refused_at_start_naming_it() {
         assert!(ex.exec("true", ExecOptions::default()).is_err());
     }
 }
+
+#[test]
+fn without_namespaces_an_executor_with_credentials_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    let mut b = Executor::builder();
+    b.base_dir(dir.path())
+        .write_root("work")
+        .enabled(true)
+        .security_mode(SecurityMode::TrustedHost)
+        .net_allow("localhost")
+        .namespaces(false)
+        .net_rule(rule(443, &["GET"], &[], "allow"));
+    let ex = b.build().unwrap();
+    // No proxy would serve the command: it would reach the host directly,
+    // outside the rules.
+    let e = ex.start().unwrap_err();
+    assert_eq!(e.code(), sandgate::ErrorCode::ConfineUnavailable, "{e}");
+    assert_eq!(e.key(), Some("net.rules"), "{e}");
+    assert!(ex.exec("true", ExecOptions::default()).is_err());
+}
