@@ -1011,6 +1011,7 @@ fn intercepted(
             break;
         }
         let mut rec = Some(rec);
+        let answered = r.bytes_down;
         let done = forward_one(
             inner,
             id,
@@ -1035,8 +1036,12 @@ fn intercepted(
                 }
             }
             Err(why) => {
-                let _ = tls.write_all(&status(502, "Bad Gateway", &why));
-                let _ = tls.flush();
+                // A 502 only while nothing of an answer went out: after
+                // that, closing the connection is what tells the client.
+                if r.bytes_down == answered {
+                    let _ = tls.write_all(&status(502, "Bad Gateway", &why));
+                    let _ = tls.flush();
+                }
                 break;
             }
         }
