@@ -30,7 +30,7 @@ export declare class Executor {
    * '/srv/work', enabled: true, timeout_ms: 30000 })`; `executorOptions`
    * as for the constructor.
    */
-  static fromOptions(options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; max_memory_bytes?: number; max_tasks?: number; max_cpu_ms?: number; allow?: string[]; allow_http?: boolean; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null, executorOptions?: ExecutorOptions | undefined | null): Executor
+  static fromOptions(options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; max_memory_bytes?: number; max_tasks?: number; max_cpu_ms?: number; allow?: string[]; allow_http?: boolean; credentials?: Array<{ host: string; port?: number; header?: string; env?: string; file?: string; scheme?: 'Bearer' | 'token' | 'basic'; user?: string; methods?: string[]; path_prefixes?: string[] }>; rules?: Array<{ host: string; port?: number; methods?: string[]; path_prefixes?: string[]; action: 'allow' | 'deny' }>; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null, executorOptions?: ExecutorOptions | undefined | null): Executor
   /** Whether the policy enables the shell. */
   get enabled(): boolean
   /**
@@ -104,7 +104,7 @@ export declare class Policy {
    * apply: a refusal throws `E_POLICY` naming the dotted key. Relative
    * roots resolve against `baseDir` (default: the working directory).
    */
-  static fromOptions(options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; max_memory_bytes?: number; max_tasks?: number; max_cpu_ms?: number; allow?: string[]; allow_http?: boolean; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null): Policy
+  static fromOptions(options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; max_memory_bytes?: number; max_tasks?: number; max_cpu_ms?: number; allow?: string[]; allow_http?: boolean; credentials?: Array<{ host: string; port?: number; header?: string; env?: string; file?: string; scheme?: 'Bearer' | 'token' | 'basic'; user?: string; methods?: string[]; path_prefixes?: string[] }>; rules?: Array<{ host: string; port?: number; methods?: string[]; path_prefixes?: string[]; action: 'allow' | 'deny' }>; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null): Policy
   /** `sha256:<hex>` of the file's exact bytes. */
   get digest(): string
   /**
@@ -113,7 +113,7 @@ export declare class Policy {
    * `limits`, `exec`, `net`, `budgets`, `digest`; `null` budget =
    * unlimited).
    */
-  get summary(): { mode: string; read_roots: string[]; write_root: string | null; deny_write: string[]; limits: { max_read_bytes: number; max_write_bytes: number; allow_overwrite: boolean }; exec: Record<string, unknown>; net: { allow: string[]; allow_http: boolean }; budgets: Record<string, number | null>; digest: string }
+  get summary(): { mode: string; read_roots: string[]; write_root: string | null; deny_write: string[]; limits: { max_read_bytes: number; max_write_bytes: number; allow_overwrite: boolean }; exec: Record<string, unknown>; net: { allow: string[]; allow_http: boolean; credentials?: string[]; rules?: string[] }; budgets: Record<string, number | null>; digest: string }
   /** The summary as a page a person reads (what `sandgate check` prints). */
   toString(): string
 }

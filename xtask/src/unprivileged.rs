@@ -26,6 +26,7 @@ const SUITES: &[(&str, &str)] = &[
     ("shellexec", "git"),
     ("sandgate", "git"),
     ("sandgate", "proxy"),
+    ("sandgate", "credentials"),
     ("sandgate", "protect"),
     ("protect", "settle"),
     ("cli", "run"),

@@ -78,7 +78,7 @@ impl Policy {
     /// roots resolve against `baseDir` (default: the working directory).
     #[napi(
         factory,
-        ts_args_type = "options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; max_memory_bytes?: number; max_tasks?: number; max_cpu_ms?: number; allow?: string[]; allow_http?: boolean; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null"
+        ts_args_type = "options: { security_mode?: 'restricted' | 'trusted_host'; read_roots?: string[]; write_root?: string; deny_write?: string[]; max_read_bytes?: number; max_write_bytes?: number; allow_overwrite?: boolean; enabled?: boolean; shell?: string; timeout_ms?: number; max_output_bytes?: number; env_inherit?: string[]; confine?: 'off' | 'best_effort' | 'required'; process_allow?: string[]; max_memory_bytes?: number; max_tasks?: number; max_cpu_ms?: number; allow?: string[]; allow_http?: boolean; credentials?: Array<{ host: string; port?: number; header?: string; env?: string; file?: string; scheme?: 'Bearer' | 'token' | 'basic'; user?: string; methods?: string[]; path_prefixes?: string[] }>; rules?: Array<{ host: string; port?: number; methods?: string[]; path_prefixes?: string[]; action: 'allow' | 'deny' }>; fs_ops?: number; exec_ops?: number; net_ops?: number }, baseDir?: string | undefined | null"
     )]
     pub fn from_options(
         env: &Env,
@@ -102,7 +102,7 @@ impl Policy {
     /// unlimited).
     #[napi(
         getter,
-        ts_return_type = "{ mode: string; read_roots: string[]; write_root: string | null; deny_write: string[]; limits: { max_read_bytes: number; max_write_bytes: number; allow_overwrite: boolean }; exec: Record<string, unknown>; net: { allow: string[]; allow_http: boolean }; budgets: Record<string, number | null>; digest: string }"
+        ts_return_type = "{ mode: string; read_roots: string[]; write_root: string | null; deny_write: string[]; limits: { max_read_bytes: number; max_write_bytes: number; allow_overwrite: boolean }; exec: Record<string, unknown>; net: { allow: string[]; allow_http: boolean; credentials?: string[]; rules?: string[] }; budgets: Record<string, number | null>; digest: string }"
     )]
     pub fn summary(&self) -> serde_json::Value {
         self.inner.summary().to_json_value()

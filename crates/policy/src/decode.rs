@@ -81,6 +81,35 @@ pub(crate) struct RawExec {
 pub(crate) struct RawNet {
     pub(crate) allow: Vec<Spanned<String>>,
     pub(crate) allow_http: bool,
+    pub(crate) credentials: Vec<Spanned<RawCredential>>,
+    pub(crate) rules: Vec<Spanned<RawRule>>,
+}
+
+/// One `[[net.credentials]]` entry. Every key optional here: a missing
+/// one is the gate's refusal, naming it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawCredential {
+    pub(crate) host: Option<Spanned<String>>,
+    pub(crate) port: Option<Spanned<i64>>,
+    pub(crate) header: Option<Spanned<String>>,
+    pub(crate) env: Option<Spanned<String>>,
+    pub(crate) file: Option<Spanned<String>>,
+    pub(crate) scheme: Option<Spanned<String>>,
+    pub(crate) user: Option<Spanned<String>>,
+    pub(crate) methods: Vec<Spanned<String>>,
+    pub(crate) path_prefixes: Vec<Spanned<String>>,
+}
+
+/// One `[[net.rules]]` entry.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawRule {
+    pub(crate) host: Option<Spanned<String>>,
+    pub(crate) port: Option<Spanned<i64>>,
+    pub(crate) methods: Vec<Spanned<String>>,
+    pub(crate) path_prefixes: Vec<Spanned<String>>,
+    pub(crate) action: Option<Spanned<String>>,
 }
 
 /// `[budgets]`.

@@ -444,6 +444,8 @@ pub(crate) fn resolve(
     }
     let net_granted = (!gate.removed("net.allow")).then_some(!net_fields.is_empty());
     let net = sandgate_netguard::Rules::new(mode.into(), allow, raw.net.allow_http);
+    let credentials = net_credentials(&mut gate, raw.net.credentials, &net);
+    let request_rules = net_request_rules(&mut gate, raw.net.rules, &net);
 
     // [budgets]
     let b = raw.budgets;
@@ -473,7 +475,264 @@ pub(crate) fn resolve(
         limits,
         exec,
         net,
+        credentials,
+        request_rules,
         budgets,
         digest,
     })
+}
+
+/// A required key of an array-of-tables entry, or a refusal naming it.
+fn required<T>(
+    gate: &mut Gate<'_>,
+    entry: &Field<()>,
+    key: &str,
+    v: Option<Spanned<T>>,
+) -> Option<Field<T>> {
+    match v {
+        Some(v) => Some(Field::written(format!("{}.{key}", entry.key), v)),
+        None => {
+            let missing = Field {
+                key: format!("{}.{key}", entry.key),
+                value: (),
+                span: entry.span.clone(),
+            };
+            gate.invalid(&missing, format!("`{key}` is required"));
+            None
+        }
+    }
+}
+
+/// The host and port of a credential or rule: one name, granted by
+/// `net.allow` (over https on that port, 443 when none is given).
+fn gate_target(
+    gate: &mut Gate<'_>,
+    entry: &Field<()>,
+    host: Option<Spanned<String>>,
+    port: Option<Spanned<i64>>,
+    rules: &sandgate_netguard::Rules,
+) -> Option<(String, Option<u16>)> {
+    let host = required(gate, entry, "host", host)?;
+    let name = match net::check_host(&host.value) {
+        Ok(n) => n,
+        Err(why) => {
+            gate.invalid(&host, why);
+            return None;
+        }
+    };
+    let port = match port.map(|p| Field::written(format!("{}.port", entry.key), p)) {
+        None => None,
+        Some(p) => match u16::try_from(p.value) {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                gate.invalid(&p, format!("a port is 1 to 65535, found {}", p.value));
+                return None;
+            }
+        },
+    };
+    if !gate.removed("net.allow") {
+        let probe = port.unwrap_or(443);
+        if let Err(d) = rules.admit(
+            sandgate_netguard::Hop::First,
+            Some("https"),
+            &name,
+            Some(probe),
+        ) {
+            gate.refuse(
+                PolicyErrorKind::NetEntryRefused,
+                &host,
+                format!("{name}:{probe} is not granted by net.allow ({})", d.reason),
+            );
+            return None;
+        }
+    }
+    Some((name, port))
+}
+
+fn gate_methods(gate: &mut Gate<'_>, key: &str, methods: Vec<Spanned<String>>) -> Vec<String> {
+    Field::list(key, methods)
+        .into_iter()
+        .filter_map(|m| match net::check_method(&m.value) {
+            Ok(()) => Some(m.value),
+            Err(why) => {
+                gate.invalid(&m, why);
+                None
+            }
+        })
+        .collect()
+}
+
+fn gate_prefixes(gate: &mut Gate<'_>, key: &str, prefixes: Vec<Spanned<String>>) -> Vec<String> {
+    Field::list(key, prefixes)
+        .into_iter()
+        .filter_map(|p| match net::check_prefix(&p.value) {
+            Ok(()) => Some(p.value),
+            Err(why) => {
+                gate.invalid(&p, why);
+                None
+            }
+        })
+        .collect()
+}
+
+/// `[[net.credentials]]`.
+fn net_credentials(
+    gate: &mut Gate<'_>,
+    raw: Vec<Spanned<crate::decode::RawCredential>>,
+    rules: &sandgate_netguard::Rules,
+) -> Vec<net::NetCredential> {
+    let mut out: Vec<net::NetCredential> = Vec::new();
+    for (i, item) in raw.into_iter().enumerate() {
+        let entry = Field {
+            key: format!("net.credentials[{i}]"),
+            value: (),
+            span: Some(item.span()),
+        };
+        let c = item.into_inner();
+        let k = |name: &str| format!("{}.{name}", entry.key);
+        let target = gate_target(gate, &entry, c.host, c.port, rules);
+        let header = match c.header.map(|h| Field::written(k("header"), h)) {
+            None => Some("Authorization".to_owned()),
+            Some(h) => match net::check_header(&h.value) {
+                Ok(()) => Some(h.value),
+                Err(why) => {
+                    gate.invalid(&h, why);
+                    None
+                }
+            },
+        };
+        let env = c.env.map(|v| Field::written(k("env"), v));
+        let file = c.file.map(|v| Field::written(k("file"), v));
+        let source = match (env, file) {
+            (Some(e), None) => {
+                if e.value.is_empty() || e.value.contains(['=', '\0']) {
+                    gate.invalid(
+                        &e,
+                        "an environment variable's name may not be empty or hold `=`",
+                    );
+                    None
+                } else {
+                    Some(net::CredentialSource::Env(e.value))
+                }
+            }
+            (None, Some(f)) => {
+                if !Path::new(&f.value).is_absolute() || f.value.contains('\0') {
+                    gate.invalid(&f, "a credential file must be an absolute path");
+                    None
+                } else {
+                    Some(net::CredentialSource::File(PathBuf::from(f.value)))
+                }
+            }
+            (Some(e), Some(_)) => {
+                gate.invalid(
+                    &e,
+                    "give the value's source once: `env` or `file`, not both",
+                );
+                None
+            }
+            (None, None) => {
+                gate.invalid(
+                    &entry,
+                    "the value's source is required: `env = \"VAR\"` (a host environment \
+                     variable) or `file = \"/path\"`; a value is never written in the policy",
+                );
+                None
+            }
+        };
+        let scheme = c.scheme.map(|s| Field::written(k("scheme"), s));
+        let user = c.user.map(|u| Field::written(k("user"), u));
+        let scheme_value = scheme.as_ref().map(|s| match s.value.as_str() {
+            "Bearer" => net::CredentialScheme::Bearer,
+            "token" => net::CredentialScheme::Token,
+            _ => net::CredentialScheme::Basic,
+        });
+        let mut user_ok = true;
+        match (&scheme_value, &user) {
+            (Some(net::CredentialScheme::Basic), None) => {
+                gate.invalid(
+                    scheme.as_ref().expect("a scheme"),
+                    "the basic scheme needs `user`",
+                );
+                user_ok = false;
+            }
+            (Some(net::CredentialScheme::Basic), Some(u))
+                if u.value.contains(':') || u.value.bytes().any(|b| b < b' ') =>
+            {
+                gate.invalid(u, "a basic user may not hold `:` or control characters");
+                user_ok = false;
+            }
+            (Some(net::CredentialScheme::Basic), Some(_)) => {}
+            (_, Some(u)) => {
+                gate.invalid(u, "`user` belongs to the basic scheme only");
+                user_ok = false;
+            }
+            (_, None) => {}
+        }
+        let methods = gate_methods(gate, &k("methods"), c.methods);
+        let path_prefixes = gate_prefixes(gate, &k("path_prefixes"), c.path_prefixes);
+        let (Some((host, port)), Some(header), Some(source), true) =
+            (target, header, source, user_ok)
+        else {
+            continue;
+        };
+        if out
+            .iter()
+            .any(|o| o.host == host && o.port == port && o.header.eq_ignore_ascii_case(&header))
+        {
+            gate.invalid(
+                &entry,
+                format!("a second credential for {host} and header {header}: one value per header"),
+            );
+            continue;
+        }
+        out.push(net::NetCredential {
+            host,
+            port,
+            header,
+            source,
+            scheme: scheme_value,
+            user: user.map(|u| u.value),
+            methods,
+            path_prefixes,
+        });
+    }
+    out
+}
+
+/// `[[net.rules]]`.
+fn net_request_rules(
+    gate: &mut Gate<'_>,
+    raw: Vec<Spanned<crate::decode::RawRule>>,
+    rules: &sandgate_netguard::Rules,
+) -> Vec<net::NetRequestRule> {
+    let mut out = Vec::new();
+    for (i, item) in raw.into_iter().enumerate() {
+        let entry = Field {
+            key: format!("net.rules[{i}]"),
+            value: (),
+            span: Some(item.span()),
+        };
+        let r = item.into_inner();
+        let k = |name: &str| format!("{}.{name}", entry.key);
+        let target = gate_target(gate, &entry, r.host, r.port, rules);
+        let action = required(gate, &entry, "action", r.action).map(|a| {
+            if a.value == "deny" {
+                net::RuleAction::Deny
+            } else {
+                net::RuleAction::Allow
+            }
+        });
+        let methods = gate_methods(gate, &k("methods"), r.methods);
+        let path_prefixes = gate_prefixes(gate, &k("path_prefixes"), r.path_prefixes);
+        if let (Some((host, port)), Some(action)) = (target, action) {
+            out.push(net::NetRequestRule {
+                host,
+                port,
+                methods,
+                path_prefixes,
+                action,
+            });
+        }
+    }
+    out
 }

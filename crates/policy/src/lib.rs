@@ -61,6 +61,12 @@
 //!   a loopback or unspecified IPv4 address counts as private); 100.64/10
 //!   (shared address space), fec0::/10 and the local-use NAT64 prefix
 //!   64:ff9b:1::/48 count as private, 240/4 as reserved.
+//! - `[[net.credentials]]` names where a value is read from (`env` or
+//!   `file`), never the value: this crate reads neither (the executor does,
+//!   when it starts). Its `host` and that of a `[[net.rules]]` entry is one
+//!   exact name that `net.allow` must grant on the entry's port (443 when
+//!   none is given); `header` defaults to `Authorization`; two entries for
+//!   the same host, port and header are refused.
 //! - An unbracketed IPv6 entry whose last group could be read as a port
 //!   (`::1:80`, `2001:db8::1:443`) is refused as ambiguous; write
 //!   `[addr]` or `[addr]:PORT`.
@@ -91,7 +97,11 @@ pub use decode::{
     MIN_MEMORY_BYTES, MIN_TASKS,
 };
 pub use error::{Location, PolicyError, PolicyErrorKind, Problem};
-pub use options::{BudgetOptions, ExecutorOptions, FsOptions, NetOptions, PolicyOptions};
+pub use net::{CredentialScheme, CredentialSource, NetCredential, NetRequestRule, RuleAction};
+pub use options::{
+    BudgetOptions, CredentialOptions, ExecutorOptions, FsOptions, NetOptions, PolicyOptions,
+    RequestRuleOptions,
+};
 pub use sandgate_netguard::{
     classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost, Rules as NetRules,
 };
@@ -248,6 +258,8 @@ struct Inner {
     limits: Limits,
     exec: ExecPolicy,
     net: NetRules,
+    credentials: Vec<NetCredential>,
+    request_rules: Vec<NetRequestRule>,
     budgets: Budgets,
     digest: String,
 }
@@ -385,6 +397,24 @@ impl Policy {
     /// confined fetch, and anything else that dials on the agent's behalf.
     pub fn net_rules(&self) -> &NetRules {
         &self.inner.net
+    }
+
+    /// `[[net.credentials]]`: the headers the shell's egress proxy sets on
+    /// requests to each host (the values are read by the executor when it
+    /// starts, from their sources; the policy holds none).
+    pub fn net_credentials(&self) -> &[NetCredential] {
+        &self.inner.credentials
+    }
+
+    /// `[[net.rules]]`: the method and path rules of the hosts the shell's
+    /// egress proxy intercepts. For a request to such a host: one that
+    /// matches a `deny` rule is refused; when the host has any `allow`
+    /// rule, one that matches none of them is refused; the rest pass. A
+    /// rule matches when its methods (any, if none are listed) hold the
+    /// request's and one of its path prefixes (any, if none) holds the
+    /// request's path, at a `/` boundary.
+    pub fn net_request_rules(&self) -> &[NetRequestRule] {
+        &self.inner.request_rules
     }
 
     /// `[budgets]`.

@@ -123,6 +123,68 @@ pub struct NetOptions {
     /// `net.allow_http` (default false).
     #[serde(skip_serializing_if = "is_false")]
     pub allow_http: bool,
+    /// `[[net.credentials]]`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<CredentialOptions>,
+    /// `[[net.rules]]`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<RequestRuleOptions>,
+}
+
+/// One `[[net.credentials]]` entry from code: the same keys as the file.
+/// The value itself is never an option: name its source (`env` or
+/// `file`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CredentialOptions {
+    /// The host name the header is set for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The port (default: any the grant admits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// The header name (default `Authorization`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    /// The host environment variable holding the value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
+    /// The file holding the value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// `"Bearer"`, `"token"` or `"basic"` (default: the value as it is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
+    /// The user of the basic scheme.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Methods the injected requests must use (default: any).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub methods: Vec<String>,
+    /// Path prefixes the injected requests must fall under (default: any).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub path_prefixes: Vec<String>,
+}
+
+/// One `[[net.rules]]` entry from code.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RequestRuleOptions {
+    /// The host name the rule applies to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The port (default: any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// Methods matched (default: any).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub methods: Vec<String>,
+    /// Path prefixes matched (default: any).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub path_prefixes: Vec<String>,
+    /// `"allow"` or `"deny"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
 }
 
 /// `[budgets]` from code: `None` is unlimited, `Some(0)` none allowed.
@@ -286,6 +348,16 @@ mod tests {
             net: NetOptions {
                 allow: vec!["example.com".into()],
                 allow_http: true,
+                credentials: vec![CredentialOptions {
+                    host: Some("example.com".into()),
+                    env: Some("TOKEN".into()),
+                    ..Default::default()
+                }],
+                rules: vec![RequestRuleOptions {
+                    host: Some("example.com".into()),
+                    action: Some("allow".into()),
+                    ..Default::default()
+                }],
             },
             budgets: BudgetOptions {
                 fs_ops: Some(1),

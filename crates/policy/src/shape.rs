@@ -28,6 +28,8 @@ enum Shape {
     /// A string that is one of these words.
     Word(&'static [&'static str]),
     Table(&'static [(&'static str, Shape)]),
+    /// An array of tables (`[[net.credentials]]`), each of these keys.
+    TableList(&'static [(&'static str, Shape)]),
 }
 
 /// `security_mode` words.
@@ -57,7 +59,37 @@ const EXEC: &[(&str, Shape)] = &[
     ("process_allow", Shape::StrList),
 ];
 
-const NET: &[(&str, Shape)] = &[("allow", Shape::StrList), ("allow_http", Shape::Bool)];
+/// `net.credentials[].scheme` words.
+pub(crate) const SCHEMES: &[&str] = &["Bearer", "token", "basic"];
+/// `net.rules[].action` words.
+pub(crate) const ACTIONS: &[&str] = &["allow", "deny"];
+
+const CREDENTIAL: &[(&str, Shape)] = &[
+    ("host", Shape::Str),
+    ("port", Shape::Int),
+    ("header", Shape::Str),
+    ("env", Shape::Str),
+    ("file", Shape::Str),
+    ("scheme", Shape::Word(SCHEMES)),
+    ("user", Shape::Str),
+    ("methods", Shape::StrList),
+    ("path_prefixes", Shape::StrList),
+];
+
+const RULE: &[(&str, Shape)] = &[
+    ("host", Shape::Str),
+    ("port", Shape::Int),
+    ("methods", Shape::StrList),
+    ("path_prefixes", Shape::StrList),
+    ("action", Shape::Word(ACTIONS)),
+];
+
+const NET: &[(&str, Shape)] = &[
+    ("allow", Shape::StrList),
+    ("allow_http", Shape::Bool),
+    ("credentials", Shape::TableList(CREDENTIAL)),
+    ("rules", Shape::TableList(RULE)),
+];
 
 const BUDGETS: &[(&str, Shape)] = &[
     ("fs_ops", Shape::Int),
@@ -104,7 +136,7 @@ pub const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "process_allow",
         ],
     ),
-    ("net", &["allow", "allow_http"]),
+    ("net", &["allow", "allow_http", "credentials", "rules"]),
     ("budgets", &["fs_ops", "exec_ops", "net_ops"]),
 ];
 
@@ -150,6 +182,7 @@ fn expected(shape: Shape) -> &'static str {
         Shape::Bool => "a boolean (true or false)",
         Shape::StrList => "an array of strings",
         Shape::Table(_) => "a table",
+        Shape::TableList(_) => "an array of tables",
     }
 }
 
@@ -287,6 +320,18 @@ impl Pass {
             (Shape::Table(known), DeValue::Table(t)) => {
                 self.table(key, t, known);
                 true
+            }
+            (Shape::TableList(known), DeValue::Array(items)) => {
+                let mut ok = true;
+                for (i, item) in items.iter_mut().enumerate() {
+                    let span = item.span();
+                    let entry = format!("{key}[{i}]");
+                    match item.get_mut() {
+                        DeValue::Table(t) => self.table(&entry, t, known),
+                        other => ok = wrong(self, entry, other, span, Shape::Table(known)),
+                    }
+                }
+                ok
             }
             (shape, value) => wrong(self, key.to_owned(), value, span, shape),
         }

@@ -54,6 +54,36 @@ pub struct SummaryNet {
     pub allow: Vec<String>,
     /// `net.allow_http`.
     pub allow_http: bool,
+    /// `[[net.credentials]]`, one line each: `host[:port] -> Header
+    /// (scheme, from env NAME | file PATH) [methods] [paths]`. Never a
+    /// value. Absent from the JSON when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<String>,
+    /// `[[net.rules]]`, one line each: `allow|deny host[:port] [methods]
+    /// [paths]`. Absent from the JSON when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<String>,
+}
+
+fn target(host: &str, port: Option<u16>) -> String {
+    match port {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_owned(),
+    }
+}
+
+fn matching(methods: &[String], prefixes: &[String]) -> String {
+    let methods = if methods.is_empty() {
+        "any method".to_owned()
+    } else {
+        methods.join(",")
+    };
+    let paths = if prefixes.is_empty() {
+        "any path".to_owned()
+    } else {
+        prefixes.join(",")
+    };
+    format!("{methods} on {paths}")
 }
 
 impl Summary {
@@ -76,6 +106,42 @@ impl Summary {
                     .map(|e| e.raw().to_owned())
                     .collect(),
                 allow_http: policy.allow_http(),
+                credentials: policy
+                    .net_credentials()
+                    .iter()
+                    .map(|c| {
+                        let scheme = match c.scheme {
+                            None => "as is".to_owned(),
+                            Some(crate::CredentialScheme::Bearer) => "Bearer".to_owned(),
+                            Some(crate::CredentialScheme::Token) => "token".to_owned(),
+                            Some(crate::CredentialScheme::Basic) => {
+                                format!("basic, user {}", c.user.as_deref().unwrap_or_default())
+                            }
+                        };
+                        format!(
+                            "{} -> {} ({scheme}, from {}) on {}",
+                            target(&c.host, c.port),
+                            c.header,
+                            c.source,
+                            matching(&c.methods, &c.path_prefixes)
+                        )
+                    })
+                    .collect(),
+                rules: policy
+                    .net_request_rules()
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{} {} {}",
+                            match r.action {
+                                crate::RuleAction::Allow => "allow",
+                                crate::RuleAction::Deny => "deny",
+                            },
+                            target(&r.host, r.port),
+                            matching(&r.methods, &r.path_prefixes)
+                        )
+                    })
+                    .collect(),
             },
             budgets: policy.budgets(),
             digest: policy.digest().to_owned(),
@@ -251,6 +317,12 @@ impl fmt::Display for Summary {
                 "refused (https and wss only)"
             },
         )?;
+        if !self.net.credentials.is_empty() {
+            list(f, "credentials", &self.net.credentials, "")?;
+        }
+        if !self.net.rules.is_empty() {
+            list(f, "rules", &self.net.rules, "")?;
+        }
 
         writeln!(f, "budgets")?;
         row(f, "fs ops", budget(self.budgets.fs_ops))?;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use sandgate_netguard::{Hop, Host};
 
+use crate::intercept::{self, Decision, Intercept, Prefixed};
 use crate::{relay, AuditRecord, Inner, Protocol};
 
 /// The most bytes of a request head (request line and headers) read.
@@ -282,6 +283,13 @@ fn tunnel(
             return r;
         }
     };
+    if let (Some(ic), Host::Name(name)) = (&inner.config.intercept, &cleared.host) {
+        if ic.intercepts(name, cleared.port) {
+            reply.ok(&c);
+            let name = name.clone();
+            return intercepted(inner, id, client, c, r, &cleared, ic, &name);
+        }
+    }
     if cleared.opaque {
         // The operator granted this port for a protocol of its own (ssh,
         // a database): the server may speak first, so it is dialled now and
@@ -563,7 +571,46 @@ fn read_head(c: &mut Client<'_>) -> Result<Head, String> {
         }
     };
     let raw = c.take(end + 4);
-    let text = std::str::from_utf8(&raw[..end]).map_err(|_| "the request head is not UTF-8")?;
+    parse_head(&raw[..end])
+}
+
+/// Reads a request head from `r` into `buf` (which keeps what follows
+/// it); `Ok(None)` at a clean end of stream before any byte of a head.
+fn read_head_from<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<Head>, String> {
+    let end = read_until_head_end(r, buf)?;
+    let Some(end) = end else { return Ok(None) };
+    let head = parse_head(&buf[..end]);
+    buf.drain(..end + 4);
+    head.map(Some)
+}
+
+/// Reads from `r` into `buf` until it holds `\r\n\r\n`; answers where it
+/// starts, or `None` at end of stream with `buf` empty.
+fn read_until_head_end<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<usize>, String> {
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(i) = find(buf, b"\r\n\r\n") {
+            return Ok(Some(i));
+        }
+        if buf.len() > MAX_HEAD {
+            return Err(format!("the head is longer than {MAX_HEAD} bytes"));
+        }
+        match r.read(&mut chunk) {
+            Ok(0) if buf.is_empty() => return Ok(None),
+            Ok(0) => return Err("an incomplete head".into()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if buf.is_empty() && e.kind() == io::ErrorKind::UnexpectedEof => {
+                return Ok(None)
+            }
+            Err(e) => return Err(format!("cannot read a head: {e}")),
+        }
+    }
+}
+
+/// Parses a request head (without its closing blank line).
+fn parse_head(raw: &[u8]) -> Result<Head, String> {
+    let text = std::str::from_utf8(raw).map_err(|_| "the request head is not UTF-8")?;
     let mut lines = text.split("\r\n");
     let line = lines.next().unwrap_or_default();
     let mut parts = line.split(' ');
@@ -578,6 +625,17 @@ fn read_head(c: &mut Client<'_>) -> Result<Head, String> {
     {
         return Err("a malformed request line".into());
     }
+    let headers = parse_headers(lines)?;
+    Ok(Head {
+        method: method.to_owned(),
+        target: target.to_owned(),
+        headers,
+    })
+}
+
+fn parse_headers<'a>(
+    lines: impl Iterator<Item = &'a str>,
+) -> Result<Vec<(String, String)>, String> {
     let mut headers = Vec::new();
     for l in lines {
         if l.starts_with([' ', '\t']) {
@@ -591,11 +649,7 @@ fn read_head(c: &mut Client<'_>) -> Result<Head, String> {
         }
         headers.push((n.to_owned(), v.trim().to_owned()));
     }
-    Ok(Head {
-        method: method.to_owned(),
-        target: target.to_owned(),
-        headers,
-    })
+    Ok(headers)
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -668,7 +722,7 @@ fn plain(
     id: u64,
     client: &Arc<TcpStream>,
     mut c: Client<'_>,
-    head: Head,
+    mut head: Head,
 ) -> AuditRecord {
     let mut r = record(Protocol::Http, "", 0);
     let refuse = |c: &Client<'_>, r: &mut AuditRecord, code: u16, text: &str, why: String| {
@@ -770,6 +824,22 @@ fn plain(
             return r;
         }
     };
+    // An intercepted host's requests get the same treatment in plain
+    // text as through TLS: its rules, its credentials set or stripped.
+    let mut request = None;
+    if let (Some(ic), Host::Name(name)) = (&inner.config.intercept, &cleared.host) {
+        if ic.intercepts(name, port) {
+            let d = ic.decide(name, port, &head.method, &path);
+            let rec = d.record(name, port, &head.method, &path);
+            if let Decision::Refuse { why, .. } = &d {
+                inner.record_request(rec);
+                refuse(&c, &mut r, 403, "Forbidden", why.clone());
+                return r;
+            }
+            d.apply(&mut head.headers);
+            request = Some(rec);
+        }
+    }
     let up = match dial(inner, &cleared) {
         Ok(up) => up,
         Err((addr, why)) => {
@@ -778,6 +848,9 @@ fn plain(
             return r;
         }
     };
+    if let Some(rec) = request {
+        inner.record_request(rec);
+    }
     r.address = up.peer_addr().ok();
     r.allowed = true;
     r.reason = cleared.reason.clone();
@@ -789,17 +862,6 @@ fn plain(
         format!("{}:{port}", cleared.host)
     };
     let mut out = format!("{} {path} HTTP/1.1\r\nHost: {authority}\r\n", head.method);
-    const HOP: &[&str] = &[
-        "host",
-        "connection",
-        "proxy-connection",
-        "proxy-authorization",
-        "keep-alive",
-        "upgrade",
-        "te",
-        "trailer",
-        "expect",
-    ];
     for (n, v) in &head.headers {
         if !HOP.iter().any(|h| n.eq_ignore_ascii_case(h)) {
             out.push_str(&format!("{n}: {v}\r\n"));
@@ -863,6 +925,536 @@ fn plain(
     r.bytes_down = relay::down_only(&up, client, inner.config.idle_timeout);
     let _ = client.shutdown(Shutdown::Both);
     r
+}
+
+/// Headers never forwarded as the client sent them.
+const HOP: &[&str] = &[
+    "host",
+    "connection",
+    "proxy-connection",
+    "proxy-authorization",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "expect",
+];
+
+/// A tunnel (CONNECT or SOCKS5) to an intercepted host: TLS terminated
+/// with a certificate of the proxy's authority, then each request of the
+/// kept-alive connection judged, its credential set or stripped, and
+/// forwarded over a kept-alive TLS connection to the upstream (opened on
+/// the first admitted request), verified against the configured roots. A
+/// refused request reaches no upstream.
+#[allow(clippy::too_many_arguments)]
+fn intercepted(
+    inner: &Inner,
+    id: u64,
+    client: &Arc<TcpStream>,
+    mut c: Client<'_>,
+    mut r: AuditRecord,
+    cleared: &Cleared,
+    ic: &Intercept,
+    name: &str,
+) -> AuditRecord {
+    if !c.need(1) {
+        r.reason = "the tunnel carried nothing before the timeout".into();
+        return r;
+    }
+    if c.available()[0] != 0x16 {
+        r.reason = format!("{name} is intercepted and takes TLS only");
+        return r;
+    }
+    let io = Prefixed {
+        pre: c.rest(),
+        pos: 0,
+        s: client,
+    };
+    let mut tls = match intercept::accept(&ic.authority, name, io) {
+        Ok(t) => t,
+        Err(why) => {
+            r.reason = why;
+            return r;
+        }
+    };
+    r.allowed = true;
+    r.reason = format!("{} (intercepted: TLS ended at the proxy)", cleared.reason);
+    let idle = inner.config.idle_timeout;
+    let _ = client.set_read_timeout(Some(idle));
+    let _ = client.set_write_timeout(Some(idle));
+    let port = cleared.port;
+    let mut buf = Vec::new();
+    let mut upstream: Option<Upstream> = None;
+    loop {
+        let head = match read_head_from(&mut tls, &mut buf) {
+            Ok(Some(h)) => h,
+            Ok(None) => break,
+            Err(why) => {
+                let _ = tls.write_all(&status(400, "Bad Request", &why));
+                break;
+            }
+        };
+        let d = ic.decide(name, port, &head.method, &head.target);
+        let mut rec = d.record(name, port, &head.method, &head.target);
+        let refusal = match &d {
+            Decision::Refuse { why, .. } => Some((403, "Forbidden", why.clone())),
+            Decision::Forward { .. } => request_refusal(&head),
+        };
+        if let Some((code, text, why)) = refusal {
+            if !matches!(d, Decision::Refuse { .. }) {
+                rec.verdict = intercept::Verdict::Refused;
+                rec.rule = "request".into();
+            }
+            inner.record_request(rec);
+            let _ = tls.write_all(&status(code, text, &why));
+            let _ = tls.flush();
+            break;
+        }
+        let mut rec = Some(rec);
+        let answered = r.bytes_down;
+        let done = forward_one(
+            inner,
+            id,
+            ic,
+            cleared,
+            name,
+            head,
+            &d,
+            &mut tls,
+            &mut buf,
+            &mut r,
+            &mut rec,
+            &mut upstream,
+        );
+        if let Some(rec) = rec.take() {
+            inner.record_request(rec);
+        }
+        match done {
+            Ok(keep) => {
+                if !keep {
+                    break;
+                }
+            }
+            Err(why) => {
+                // A 502 only while nothing of an answer went out: after
+                // that, closing the connection is what tells the client.
+                if r.bytes_down == answered {
+                    let _ = tls.write_all(&status(502, "Bad Gateway", &why));
+                    let _ = tls.flush();
+                }
+                break;
+            }
+        }
+    }
+    drop_upstream(inner, id, &mut upstream);
+    tls.conn.send_close_notify();
+    let _ = tls.flush();
+    r
+}
+
+/// What refuses a request to an intercepted host whatever the rules say:
+/// upgrades (h2c, websocket), chunked request bodies, a malformed length.
+fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
+    if head.header("upgrade").next().is_some() || head.header("http2-settings").next().is_some() {
+        return Some((
+            403,
+            "Forbidden",
+            "upgrades are refused on an intercepted host (HTTP/1.1 requests only)".into(),
+        ));
+    }
+    let codings: Vec<&str> = head.header("transfer-encoding").collect();
+    let lengths: Vec<&str> = head.header("content-length").collect();
+    if !codings.is_empty() {
+        // Exactly `chunked`, alone: anything else could be framed two ways.
+        return match (codings.as_slice(), lengths.is_empty()) {
+            ([one], true) if one.trim().eq_ignore_ascii_case("chunked") => None,
+            _ => Some((
+                400,
+                "Bad Request",
+                "a request body must be framed by one Content-Length or by \
+                 `Transfer-Encoding: chunked` alone"
+                    .into(),
+            )),
+        };
+    }
+    match lengths.as_slice() {
+        [] => None,
+        [one] if one.parse::<u64>().is_ok() => None,
+        _ => Some((
+            400,
+            "Bad Request",
+            "a malformed or repeated Content-Length".into(),
+        )),
+    }
+}
+
+/// Forwards one admitted request on a new upstream TLS connection and
+/// relays its response. Answers whether the client connection can carry
+/// another request. `rec` is recorded (with the status) as soon as the
+/// response's head is relayed.
+#[allow(clippy::too_many_arguments)]
+fn forward_one<S: Read + Write>(
+    inner: &Inner,
+    id: u64,
+    ic: &Intercept,
+    cleared: &Cleared,
+    name: &str,
+    mut head: Head,
+    d: &Decision,
+    tls: &mut S,
+    buf: &mut Vec<u8>,
+    r: &mut AuditRecord,
+    rec: &mut Option<intercept::RequestRecord>,
+    upstream: &mut Option<Upstream>,
+) -> Result<bool, String> {
+    let body: u64 = head
+        .header("content-length")
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let chunked = head.header("transfer-encoding").next().is_some();
+    let client_close = head.has_token("connection", "close");
+    let expect = head.has_token("expect", "100-continue");
+    d.apply(&mut head.headers);
+    let authority = if cleared.port == 443 {
+        name.to_owned()
+    } else {
+        format!("{name}:{}", cleared.port)
+    };
+    let mut out = format!(
+        "{} {} HTTP/1.1\r\nHost: {authority}\r\n",
+        head.method, head.target
+    );
+    for (n, v) in &head.headers {
+        if !HOP.iter().any(|h| n.eq_ignore_ascii_case(h)) {
+            out.push_str(n);
+            out.push_str(": ");
+            out.push_str(v);
+            out.push_str("\r\n");
+        }
+    }
+    out.push_str("\r\n");
+    let up_err = |e: io::Error| format!("cannot write to {name}: {e}");
+    // A request with a body goes on a fresh connection (it could not be
+    // sent again); one without reuses the kept-alive upstream connection,
+    // and is sent once more on a fresh one if that connection turns out to
+    // have been closed before any answer.
+    if body > 0 || chunked {
+        drop_upstream(inner, id, upstream);
+    }
+    let mut rbuf = Vec::new();
+    let mut first_end = None;
+    while first_end.is_none() {
+        let fresh = upstream.is_none();
+        if fresh {
+            *upstream = Some(open_upstream(inner, id, ic, cleared, name, r)?);
+        }
+        let Some(up) = upstream.as_mut() else {
+            return Err(format!("no connection to {name}"));
+        };
+        let utls = &mut up.tls;
+        let sent = utls.write_all(out.as_bytes()).and_then(|()| utls.flush());
+        if let Err(e) = sent {
+            drop_upstream(inner, id, upstream);
+            if fresh {
+                return Err(up_err(e));
+            }
+            continue;
+        }
+        r.bytes_up += out.len() as u64;
+        if body > 0 {
+            if expect && buf.is_empty() {
+                let _ = tls.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+                let _ = tls.flush();
+            }
+            let mut left = body;
+            let now = (buf.len() as u64).min(left) as usize;
+            utls.write_all(&buf[..now]).map_err(up_err)?;
+            buf.drain(..now);
+            left -= now as u64;
+            let mut chunk = vec![0u8; 64 * 1024];
+            while left > 0 {
+                let want = left.min(chunk.len() as u64) as usize;
+                match tls.read(&mut chunk[..want]) {
+                    Ok(0) => return Err("the client closed inside its request body".into()),
+                    Ok(n) => {
+                        utls.write_all(&chunk[..n]).map_err(up_err)?;
+                        left -= n as u64;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(format!("cannot read the request body: {e}")),
+                }
+            }
+            r.bytes_up += body;
+            utls.flush().map_err(up_err)?;
+        } else if chunked {
+            if expect && buf.is_empty() {
+                let _ = tls.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+                let _ = tls.flush();
+            }
+            // Exactly the chunked body; what follows it (a pipelined
+            // request) stays for the next turn.
+            let mut src = Src {
+                r: &mut *tls,
+                buf: std::mem::take(buf),
+            };
+            let sent = src.relay(Body::Chunked, utls, "the client");
+            *buf = src.buf;
+            r.bytes_up += sent?;
+            utls.flush().map_err(up_err)?;
+        }
+        match read_until_head_end(utls, &mut rbuf) {
+            Ok(Some(end)) => first_end = Some(end),
+            Ok(None) | Err(_) if !fresh && rbuf.is_empty() => {
+                drop_upstream(inner, id, upstream);
+            }
+            Ok(None) => return Err(format!("{name} closed without an answer")),
+            Err(why) => return Err(why),
+        }
+    }
+    let Some(up) = upstream.as_mut() else {
+        return Err(format!("no connection to {name}"));
+    };
+    let utls = &mut up.tls;
+    let mut up_close = false;
+    // The response: its head (interim 1xx ones passed on), then its body
+    // as framed.
+    let (code, framing) = loop {
+        let end = match first_end.take() {
+            Some(end) => end,
+            None => read_until_head_end(utls, &mut rbuf)?
+                .ok_or_else(|| format!("{name} closed without an answer"))?,
+        };
+        let text = std::str::from_utf8(&rbuf[..end])
+            .map_err(|_| format!("{name} answered a head that is not UTF-8"))?
+            .to_owned();
+        rbuf.drain(..end + 4);
+        let mut lines = text.split("\r\n");
+        let line = lines.next().unwrap_or_default();
+        let code: u16 = line
+            .strip_prefix("HTTP/1.")
+            .and_then(|l| l.get(2..5))
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("{name} answered a malformed status line"))?;
+        let headers = parse_headers(lines).map_err(|why| format!("{name} answered {why}"))?;
+        up_close |= headers.iter().any(|(h, v)| {
+            h.eq_ignore_ascii_case("connection")
+                && v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"))
+        });
+        let chunked = headers.iter().any(|(h, v)| {
+            h.eq_ignore_ascii_case("transfer-encoding")
+                && v.to_ascii_lowercase().trim_end().ends_with("chunked")
+        });
+        let length = headers
+            .iter()
+            .find(|(h, _)| h.eq_ignore_ascii_case("content-length"))
+            .map(|(_, v)| v.parse::<u64>())
+            .transpose()
+            .map_err(|_| format!("{name} answered a malformed Content-Length"))?;
+        let framing =
+            if head.method == "HEAD" || code == 204 || code == 304 || (100..200).contains(&code) {
+                Body::Empty
+            } else if chunked {
+                Body::Chunked
+            } else if let Some(n) = length {
+                Body::Length(n)
+            } else {
+                Body::UntilEof
+            };
+        let mut back = format!("{line}\r\n");
+        for (n, v) in &headers {
+            if !["connection", "keep-alive", "proxy-connection"]
+                .iter()
+                .any(|h| n.eq_ignore_ascii_case(h))
+            {
+                back.push_str(&format!("{n}: {v}\r\n"));
+            }
+        }
+        let interim = (100..200).contains(&code) && code != 101;
+        let framed = framing != Body::UntilEof;
+        if !interim && (!framed || client_close) {
+            back.push_str("Connection: close\r\n");
+        }
+        back.push_str("\r\n");
+        tls.write_all(back.as_bytes())
+            .map_err(|e| format!("cannot answer the client: {e}"))?;
+        r.bytes_down += back.len() as u64;
+        if code == 101 {
+            return Err(format!("{name} switched protocols, which is not relayed"));
+        }
+        if !interim {
+            break (code, framing);
+        }
+    };
+    if let Some(mut done) = rec.take() {
+        done.status = code;
+        inner.record_request(done);
+    }
+    let mut src = Src { r: utls, buf: rbuf };
+    r.bytes_down += src.relay(framing, tls, name)?;
+    let framed = framing != Body::UntilEof;
+    // Bytes past the answer would be a second answer nobody asked for.
+    if !framed || up_close || !src.buf.is_empty() {
+        drop_upstream(inner, id, upstream);
+    }
+    tls.flush()
+        .map_err(|e| format!("cannot answer the client: {e}"))?;
+    Ok(framed && !client_close)
+}
+
+/// A kept-alive TLS connection to an intercepted host.
+pub(crate) struct Upstream {
+    sock: Arc<TcpStream>,
+    tls: rustls::StreamOwned<rustls::ClientConnection, intercept::UpSock>,
+}
+
+/// Dials an intercepted host's checked address and completes TLS,
+/// verified against the configured roots.
+fn open_upstream(
+    inner: &Inner,
+    id: u64,
+    ic: &Intercept,
+    cleared: &Cleared,
+    name: &str,
+    r: &mut AuditRecord,
+) -> Result<Upstream, String> {
+    let up = dial(inner, cleared).map_err(|(_, why)| why)?;
+    r.address = up.peer_addr().ok();
+    let up = Arc::new(up);
+    inner.track(id, &up);
+    let _ = up.set_read_timeout(Some(inner.config.idle_timeout));
+    let _ = up.set_write_timeout(Some(inner.config.idle_timeout));
+    match intercept::connect(ic, name, &up) {
+        Ok(tls) => Ok(Upstream { sock: up, tls }),
+        Err(why) => {
+            inner.untrack(id, &up);
+            Err(why)
+        }
+    }
+}
+
+/// Closes the kept-alive upstream connection, if any.
+fn drop_upstream(inner: &Inner, id: u64, upstream: &mut Option<Upstream>) {
+    if let Some(mut up) = upstream.take() {
+        up.tls.conn.send_close_notify();
+        let _ = up.tls.flush();
+        inner.untrack(id, &up.sock);
+        let _ = up.sock.shutdown(Shutdown::Both);
+    }
+}
+
+/// How a response's body ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Body {
+    Empty,
+    Length(u64),
+    Chunked,
+    UntilEof,
+}
+
+/// A response being read: what was read past its head, then the stream.
+struct Src<'a, R> {
+    r: &'a mut R,
+    buf: Vec<u8>,
+}
+
+impl<R: Read> Src<'_, R> {
+    /// Reads more; false at the end of the stream (a TLS peer that closes
+    /// without close_notify ends it too).
+    fn fill(&mut self, chunk: &mut [u8]) -> Result<bool, String> {
+        loop {
+            match self.r.read(chunk) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
+                Err(e) => return Err(format!("cannot read a body: {e}")),
+            }
+        }
+    }
+
+    /// Copies the body to `out`, exactly as framed. Answers the bytes.
+    fn relay<W: Write>(&mut self, body: Body, out: &mut W, name: &str) -> Result<u64, String> {
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut sent = 0u64;
+        let mut put = |out: &mut W, bytes: &[u8]| -> Result<(), String> {
+            sent += bytes.len() as u64;
+            out.write_all(bytes)
+                .map_err(|e| format!("cannot pass a body on: {e}"))
+        };
+        match body {
+            Body::Empty => {}
+            Body::UntilEof => loop {
+                put(out, &self.buf)?;
+                self.buf.clear();
+                if !self.fill(&mut chunk)? {
+                    break;
+                }
+            },
+            Body::Length(n) => self.exact(n, out, &mut chunk, &mut put, name)?,
+            Body::Chunked => loop {
+                let line = self.line(&mut chunk, name)?;
+                put(out, &line)?;
+                let text = std::str::from_utf8(&line).unwrap_or_default();
+                let size = text.trim_end().split(';').next().unwrap_or_default().trim();
+                let size = u64::from_str_radix(size, 16)
+                    .map_err(|_| format!("{name} sent a malformed chunk size"))?;
+                if size == 0 {
+                    // Trailers, up to the blank line.
+                    loop {
+                        let l = self.line(&mut chunk, name)?;
+                        put(out, &l)?;
+                        if l == b"\r\n" {
+                            break;
+                        }
+                    }
+                    break;
+                }
+                self.exact(size + 2, out, &mut chunk, &mut put, name)?;
+            },
+        }
+        Ok(sent)
+    }
+
+    fn exact<W: Write>(
+        &mut self,
+        mut n: u64,
+        out: &mut W,
+        chunk: &mut [u8],
+        put: &mut impl FnMut(&mut W, &[u8]) -> Result<(), String>,
+        name: &str,
+    ) -> Result<(), String> {
+        loop {
+            let now = (self.buf.len() as u64).min(n) as usize;
+            put(out, &self.buf[..now])?;
+            self.buf.drain(..now);
+            n -= now as u64;
+            if n == 0 {
+                return Ok(());
+            }
+            if !self.fill(chunk)? {
+                return Err(format!("{name} closed inside a body"));
+            }
+        }
+    }
+
+    /// One line, with its CRLF.
+    fn line(&mut self, chunk: &mut [u8], name: &str) -> Result<Vec<u8>, String> {
+        loop {
+            if let Some(i) = find(&self.buf, b"\r\n") {
+                return Ok(self.buf.drain(..i + 2).collect());
+            }
+            if self.buf.len() > MAX_HEAD {
+                return Err(format!("{name} sent a chunk line that is too long"));
+            }
+            if !self.fill(chunk)? {
+                return Err(format!("{name} closed inside a body"));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@
 compile_error!("sandgate-proxy builds only on Linux: it relays with splice(2).");
 
 mod conn;
+mod intercept;
 mod relay;
 mod resolve;
 
@@ -57,6 +58,10 @@ use std::time::Duration;
 
 use sandgate_netguard::Rules;
 
+pub use intercept::{
+    roots_from_pem, system_roots, CertAuthority, Injection, Intercept, RequestMatch, RequestRecord,
+    RequestRule, Secret, Verdict,
+};
 pub use resolve::{Resolve, SystemResolver};
 
 /// How a [`Proxy`] judges, resolves and bounds connections.
@@ -78,8 +83,12 @@ pub struct ProxyConfig {
     pub handshake_timeout: Duration,
     /// How long a connection to a target may take to open.
     pub connect_timeout: Duration,
-    /// How many audit records are kept (the oldest are dropped first).
+    /// How many audit records are kept (the oldest are dropped first),
+    /// of connections and, separately, of intercepted requests.
     pub audit_capacity: usize,
+    /// The hosts whose TLS the proxy terminates to apply request rules and
+    /// set credentials (`None`: every tunnel is opaque).
+    pub intercept: Option<Arc<Intercept>>,
 }
 
 impl ProxyConfig {
@@ -94,6 +103,7 @@ impl ProxyConfig {
             handshake_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             audit_capacity: 4096,
+            intercept: None,
         }
     }
 }
@@ -107,6 +117,7 @@ impl std::fmt::Debug for ProxyConfig {
             .field("handshake_timeout", &self.handshake_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("audit_capacity", &self.audit_capacity)
+            .field("intercept", &self.intercept.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -170,6 +181,7 @@ pub(crate) struct Inner {
     pub(crate) config: ProxyConfig,
     active: AtomicUsize,
     audit: Mutex<VecDeque<AuditRecord>>,
+    requests: Mutex<VecDeque<RequestRecord>>,
     listeners: Mutex<Vec<Arc<OwnedFd>>>,
     /// The sockets of every live connection, shut down by `stop`.
     conns: Mutex<HashMap<u64, Vec<Arc<TcpStream>>>>,
@@ -188,6 +200,25 @@ impl Inner {
             audit.pop_front();
         }
         audit.push_back(r);
+    }
+
+    pub(crate) fn record_request(&self, r: RequestRecord) {
+        let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        if self.config.audit_capacity == 0 {
+            return;
+        }
+        while requests.len() >= self.config.audit_capacity {
+            requests.pop_front();
+        }
+        requests.push_back(r);
+    }
+
+    /// Forgets a socket of connection `id` (closed by its user).
+    pub(crate) fn untrack(&self, id: u64, s: &Arc<TcpStream>) {
+        let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = conns.get_mut(&id) {
+            v.retain(|x| !Arc::ptr_eq(x, s));
+        }
     }
 
     /// Registers a socket of connection `id` so that `stop` can shut it.
@@ -215,6 +246,7 @@ impl Proxy {
                 config,
                 active: AtomicUsize::new(0),
                 audit: Mutex::new(VecDeque::new()),
+                requests: Mutex::new(VecDeque::new()),
                 listeners: Mutex::new(Vec::new()),
                 conns: Mutex::new(HashMap::new()),
                 next: AtomicU64::new(0),
@@ -280,6 +312,18 @@ impl Proxy {
     pub fn audit(&self) -> Vec<AuditRecord> {
         self.inner
             .audit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// The requests to intercepted hosts, oldest first: host, method, path,
+    /// the rule that decided and the verdict (never a header's value).
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.inner
+            .requests
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()

@@ -43,7 +43,10 @@ use sandgate_shellexec::protected::{Checkpoint, ProtectedPaths};
 /// the confined fetch.
 pub use sandgate_proxy::Resolve as NetResolve;
 use sandgate_proxy::SystemResolver;
-pub use sandgate_proxy::{AuditRecord as NetAuditRecord, Protocol as NetProtocol};
+pub use sandgate_proxy::{
+    AuditRecord as NetAuditRecord, Protocol as NetProtocol, RequestRecord as NetRequestRecord,
+    Verdict as NetVerdict,
+};
 
 pub use sandgate_shellexec::confine::ConfinementReport;
 pub use sandgate_shellexec::exec::{AbortSignal, ExecResult};
@@ -117,6 +120,13 @@ pub struct Executor {
 /// through, started with the executor.
 struct NetState {
     rules: sandgate_netguard::Rules,
+    /// `[[net.credentials]]`: set by the proxy, read at start.
+    credentials: Vec<sandgate_policy::NetCredential>,
+    /// `[[net.rules]]`.
+    request_rules: Vec<sandgate_policy::NetRequestRule>,
+    /// The roots an intercepted host's certificate must chain to, as PEM
+    /// (`None`: the system's).
+    upstream_roots: Mutex<Option<String>>,
     resolver: Mutex<Arc<dyn NetResolve>>,
     /// The running proxy and what the commands are told about it.
     served: Mutex<Option<Served>>,
@@ -267,6 +277,16 @@ impl ExecutorBuilder {
     /// Adds one of `net.allow`.
     pub fn net_allow(&mut self, entry: impl Into<String>) -> &mut Self {
         self.options.net.allow.push(entry.into());
+        self
+    }
+    /// Adds one `[[net.credentials]]` entry.
+    pub fn net_credential(&mut self, entry: sandgate_policy::CredentialOptions) -> &mut Self {
+        self.options.net.credentials.push(entry);
+        self
+    }
+    /// Adds one `[[net.rules]]` entry.
+    pub fn net_rule(&mut self, entry: sandgate_policy::RequestRuleOptions) -> &mut Self {
+        self.options.net.rules.push(entry);
         self
     }
     /// `net.allow_http`.
@@ -460,6 +480,9 @@ impl Executor {
             exec_ops: policy.budgets().exec_ops.map(AtomicU64::new),
             net: (!policy.net_allow().is_empty()).then(|| NetState {
                 rules: policy.net_rules().clone(),
+                credentials: policy.net_credentials().to_vec(),
+                request_rules: policy.net_request_rules().to_vec(),
+                upstream_roots: Mutex::new(None),
                 resolver: Mutex::new(Arc::new(SystemResolver)),
                 served: Mutex::new(None),
             }),
@@ -476,6 +499,34 @@ impl Executor {
         if let Some(net) = &self.net {
             *net.resolver.lock().unwrap_or_else(|e| e.into_inner()) = resolver;
         }
+    }
+
+    /// Replaces the roots the egress proxy verifies an intercepted host's
+    /// certificate against (the system's by default) with the
+    /// certificates of a PEM bundle: for tests whose upstreams use a test
+    /// CA, and for embedders with a private CA. Takes effect at the next
+    /// start; does nothing when the policy grants no network access.
+    pub fn set_net_upstream_roots(&self, pem: impl Into<String>) {
+        if let Some(net) = &self.net {
+            *net.upstream_roots.lock().unwrap_or_else(|e| e.into_inner()) = Some(pem.into());
+        }
+    }
+
+    /// What the egress proxy did with each request to a host it
+    /// intercepts (`[[net.credentials]]`, `[[net.rules]]`), oldest first:
+    /// host, method, path, the rule that decided and the verdict —
+    /// never a credential's value.
+    pub fn net_requests(&self) -> Vec<NetRequestRecord> {
+        self.net
+            .as_ref()
+            .and_then(|n| {
+                n.served
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()
+                    .map(|s| s.proxy.requests())
+            })
+            .unwrap_or_default()
     }
 
     /// What the egress proxy did with each connection the commands made
@@ -516,9 +567,39 @@ impl Executor {
             return Ok(());
         };
         let mut served = net.served.lock().unwrap_or_else(|e| e.into_inner());
-        if served.is_some() || !self.inner.in_namespaces() {
+        let intercepting = !net.credentials.is_empty() || !net.request_rules.is_empty();
+        if served.is_some() {
             return Ok(());
         }
+        if !self.inner.in_namespaces() {
+            if intercepting {
+                // Without the proxy, the command would reach those hosts
+                // directly: no credential, and no rule enforced.
+                let _ = self.inner.dispose();
+                return Err(Error::new(
+                    ErrorCode::ConfineUnavailable,
+                    "net.credentials and net.rules need the egress proxy, which serves commands \
+                     only where they run in namespaces of their own; they are unavailable here",
+                )
+                .with_key(if net.credentials.is_empty() {
+                    "net.rules"
+                } else {
+                    "net.credentials"
+                }));
+            }
+            return Ok(());
+        }
+        let intercept = if intercepting {
+            match self.interception(net) {
+                Ok(i) => Some(i),
+                Err(e) => {
+                    let _ = self.inner.dispose();
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
         // Forwarders first, at each literal grant's own address and port,
         // so the proxy's port (picked by the kernel) cannot take one.
         // (An unspecified or multicast literal is nothing to listen at, and
@@ -552,6 +633,19 @@ impl Executor {
         })?;
         let mut config = sandgate_proxy::ProxyConfig::new(net.rules.clone());
         config.resolver = Arc::clone(&net.resolver.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut ca_vars = Vec::new();
+        if let Some((intercept, bundle)) = intercept {
+            for name in [
+                "SSL_CERT_FILE",
+                "REQUESTS_CA_BUNDLE",
+                "NODE_EXTRA_CA_CERTS",
+                "GIT_SSL_CAINFO",
+                "CURL_CA_BUNDLE",
+            ] {
+                ca_vars.push((name.to_owned(), bundle.clone()));
+            }
+            config.intercept = Some(Arc::new(intercept));
+        }
         let proxy = sandgate_proxy::Proxy::new(config);
         let fail = |proxy: &sandgate_proxy::Proxy, e: std::io::Error| {
             proxy.stop();
@@ -593,6 +687,15 @@ impl Executor {
             vars.push((name.to_ascii_lowercase(), value.clone()));
         }
         vars.push(("NODE_USE_ENV_PROXY".to_owned(), "1".to_owned()));
+        if !ca_vars.is_empty() {
+            notes.push(
+                "network: requests to the hosts of net.credentials and net.rules are \
+                 intercepted (TLS ends at the proxy, whose CA the command trusts through \
+                 SSL_CERT_FILE and its kin)"
+                    .to_owned(),
+            );
+        }
+        vars.extend(ca_vars);
         self.inner.set_child_env(vars);
         *served = Some(Served {
             proxy,
@@ -600,6 +703,143 @@ impl Executor {
             notes,
         });
         Ok(())
+    }
+
+    /// The proxy's interception: each credential's value read from its
+    /// source (never printed, added to the redacted values), a CA made in
+    /// memory, and its bundle (the system roots and the CA) written in the
+    /// executor's private temporary directory. Answers the interception
+    /// and the bundle's path.
+    fn interception(&self, net: &NetState) -> Result<(sandgate_proxy::Intercept, String), Error> {
+        use sandgate_policy::{CredentialSource, RuleAction};
+        use sandgate_proxy::{Injection, RequestMatch, RequestRule, Secret};
+        let mut injections = Vec::new();
+        let mut withheld = Vec::new();
+        for (i, c) in net.credentials.iter().enumerate() {
+            let key = format!("net.credentials[{i}]");
+            let refuse = |why: String| {
+                Error::new(
+                    ErrorCode::Policy,
+                    format!("{key}: cannot use the value from {}: {why}", c.source),
+                )
+                .with_key(key.clone())
+            };
+            let raw: Vec<u8> = match &c.source {
+                CredentialSource::Env(name) => match std::env::var_os(name) {
+                    Some(v) => v.into_encoded_bytes(),
+                    None => return Err(refuse("the variable is not set".into())),
+                },
+                CredentialSource::File(path) => {
+                    let mut bytes = Vec::new();
+                    let read = std::fs::File::open(path).and_then(|f| {
+                        std::io::Read::read_to_end(&mut std::io::Read::take(f, 65_537), &mut bytes)
+                    });
+                    if let Err(e) = read {
+                        return Err(refuse(format!("cannot read the file: {e}")));
+                    }
+                    if bytes.len() > 65_536 {
+                        return Err(refuse("the file is over 64 KiB".into()));
+                    }
+                    if bytes.ends_with(b"\n") {
+                        bytes.pop();
+                        if bytes.ends_with(b"\r") {
+                            bytes.pop();
+                        }
+                    }
+                    bytes
+                }
+                _ => return Err(refuse("an unknown kind of source".into())),
+            };
+            let header_value = c.header_value(&raw);
+            let value = Secret::new(header_value.clone()).map_err(refuse)?;
+            let name = match &c.source {
+                CredentialSource::Env(name) => name.clone(),
+                _ => key.clone(),
+            };
+            withheld.push((name.clone(), raw));
+            withheld.push((name, header_value));
+            injections.push(Injection {
+                target: RequestMatch {
+                    host: c.host.clone(),
+                    port: c.port,
+                    methods: c.methods.clone(),
+                    path_prefixes: c.path_prefixes.clone(),
+                },
+                header: c.header.clone(),
+                value,
+                label: key,
+            });
+        }
+        let rules = net
+            .request_rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| RequestRule {
+                target: RequestMatch {
+                    host: r.host.clone(),
+                    port: r.port,
+                    methods: r.methods.clone(),
+                    path_prefixes: r.path_prefixes.clone(),
+                },
+                allow: r.action == RuleAction::Allow,
+                label: format!("net.rules[{i}]"),
+            })
+            .collect::<Vec<_>>();
+        let hosts: Vec<String> = injections
+            .iter()
+            .map(|i| i.target.host.clone())
+            .chain(rules.iter().map(|r| r.target.host.clone()))
+            .collect();
+        let no_roots = |why: String| {
+            Error::new(
+                ErrorCode::Io,
+                format!("cannot intercept the hosts of net.credentials and net.rules: {why}"),
+            )
+        };
+        let (system, system_pem) = match sandgate_proxy::system_roots() {
+            Ok((store, pem)) => (Some(store), pem),
+            Err(_) => (None, String::new()),
+        };
+        let upstream = match &*net.upstream_roots.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(pem) => sandgate_proxy::roots_from_pem(pem),
+            None => match system {
+                Some(store) => store,
+                None => {
+                    return Err(no_roots(
+                        sandgate_proxy::system_roots().err().unwrap_or_default(),
+                    ))
+                }
+            },
+        };
+        let authority = sandgate_proxy::CertAuthority::generate(&hosts).map_err(no_roots)?;
+        let Some(tmpdir) = self.inner.tmpdir() else {
+            return Err(no_roots("the executor has no temporary directory".into()));
+        };
+        let bundle = tmpdir.join("sandgate-ca-bundle.pem");
+        let mut text = system_pem;
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(authority.certificate_pem());
+        std::fs::write(&bundle, text).map_err(|e| {
+            no_roots(format!(
+                "cannot write the CA bundle {}: {e}",
+                bundle.display()
+            ))
+        })?;
+        let Some(bundle) = bundle.to_str().map(str::to_owned) else {
+            return Err(no_roots("the CA bundle's path is not UTF-8".into()));
+        };
+        self.inner.set_withheld_values(withheld);
+        Ok((
+            sandgate_proxy::Intercept {
+                authority: Arc::new(authority),
+                upstream_roots: Arc::new(upstream),
+                injections,
+                rules,
+            },
+            bundle,
+        ))
     }
 
     /// The network notes for a result, while the proxy runs.

@@ -52,7 +52,8 @@ pub use audit::{AuditEvent, AuditSink};
 pub use error::{chain_message, Error, ErrorCode};
 pub use exec::{
     ExecGrant, ExecOptions, ExecResult, Executor, ExecutorBuilder, Limit, LimitsReport, Mechanism,
-    NetAuditRecord, NetProtocol, NetResolve, ProtectedAction, ProtectedChange,
+    NetAuditRecord, NetProtocol, NetRequestRecord, NetResolve, NetVerdict, ProtectedAction,
+    ProtectedChange,
 };
 pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};

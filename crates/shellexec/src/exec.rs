@@ -384,6 +384,9 @@ pub struct LocalShellExecutor {
     /// Variables the embedder adds to every shell's environment
     /// ([`LocalShellExecutor::set_child_env`]).
     extra_env: Mutex<Vec<(String, String)>>,
+    /// Values the embedder holds back from the child and wants redacted
+    /// ([`LocalShellExecutor::set_withheld_values`]).
+    extra_withheld: Mutex<Vec<(String, Vec<u8>)>>,
 }
 
 /// What each exec derives from the host environment: planning it and
@@ -519,7 +522,36 @@ impl LocalShellExecutor {
             idle: Condvar::new(),
             child_env: Mutex::new(None),
             extra_env: Mutex::new(Vec::new()),
+            extra_withheld: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Adds `values` (a name for the redaction marker, the value's bytes)
+    /// to the withheld values every command's output is redacted of, as
+    /// if they were withheld host variables: secrets the embedder holds
+    /// for the command without giving them to it (the egress proxy's
+    /// credentials). Replaces what an earlier call set.
+    pub fn set_withheld_values(&self, values: Vec<(String, Vec<u8>)>) {
+        *self
+            .extra_withheld
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = values;
+        *self.child_env.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// A redactor for `plan`'s withheld values and the embedder's.
+    fn redactor_for(&self, plan: &EnvPlan) -> Redactor {
+        let extra = self
+            .extra_withheld
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Redactor::new(
+            plan.withheld()
+                .iter()
+                .map(|(n, v)| (n.clone(), v.as_encoded_bytes().to_vec()))
+                .chain(extra),
+        )
     }
 
     /// Adds `vars` to the environment of every command run from now on
@@ -605,7 +637,9 @@ impl LocalShellExecutor {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let env = Arc::new(ChildEnv::plan(&self.config, host, tmpdir, &added));
+        let mut env = ChildEnv::plan(&self.config, host, tmpdir, &added);
+        env.redactor = self.redactor_for(&env.plan);
+        let env = Arc::new(env);
         *self.child_env.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&env));
         env
     }
@@ -682,7 +716,9 @@ impl LocalShellExecutor {
     ) -> Result<ExecResult, ExecError> {
         let began = Instant::now();
         let argv = argv_of(program, args)?;
-        let env = Arc::new(ChildEnv::for_program(&self.config, env)?);
+        let mut env = ChildEnv::for_program(&self.config, env)?;
+        env.redactor = self.redactor_for(&env.plan);
+        let env = Arc::new(env);
         let (running, internal, _, _, namespaces, limits) = self.register()?;
         let result = run(
             &self.config,

@@ -2,6 +2,7 @@
 
 mod authorize;
 mod common;
+mod credentials;
 mod digest;
 mod errors;
 mod gate;

@@ -1,0 +1,238 @@
+//! `[[net.credentials]]` and `[[net.rules]]`: strict keys, sources that are
+//! never values, hosts that must be granted, and a summary without values.
+
+use sandgate_policy::{
+    CredentialScheme, CredentialSource, PolicyErrorKind as K, PolicyOptions, RuleAction,
+};
+
+use crate::common::{ok, refused};
+
+const GRANT: &str = "[net]\nallow = [\"api.example.com\", \"other.example.com:8443\"]\n";
+
+#[test]
+fn a_credential_and_rules_load_with_their_defaults() {
+    let p = ok(&format!(
+        "{GRANT}[[net.credentials]]\nhost = \"API.example.com\"\nenv = \"GH_TOKEN\"\n\
+         scheme = \"Bearer\"\nmethods = [\"GET\"]\npath_prefixes = [\"/repos/org/\"]\n\
+         [[net.credentials]]\nhost = \"other.example.com\"\nport = 8443\nheader = \"X-Api-Key\"\n\
+         file = \"/run/secrets/key\"\n\
+         [[net.rules]]\nhost = \"api.example.com\"\nmethods = [\"GET\"]\naction = \"allow\"\n\
+         [[net.rules]]\nhost = \"api.example.com\"\npath_prefixes = [\"/admin\"]\naction = \"deny\"\n"
+    ));
+    let c = p.net_credentials();
+    assert_eq!(c.len(), 2);
+    assert_eq!(c[0].host, "api.example.com");
+    assert_eq!(c[0].header, "Authorization");
+    assert_eq!(c[0].port, None);
+    assert_eq!(c[0].source, CredentialSource::Env("GH_TOKEN".into()));
+    assert_eq!(c[0].scheme, Some(CredentialScheme::Bearer));
+    assert_eq!(c[0].header_value(b"abc"), b"Bearer abc");
+    assert_eq!(c[1].port, Some(8443));
+    assert_eq!(c[1].header, "X-Api-Key");
+    assert_eq!(
+        c[1].source,
+        CredentialSource::File("/run/secrets/key".into())
+    );
+    assert_eq!(c[1].header_value(b"abc"), b"abc");
+    let r = p.net_request_rules();
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0].action, RuleAction::Allow);
+    assert_eq!(r[1].action, RuleAction::Deny);
+    assert_eq!(r[1].path_prefixes, ["/admin"]);
+}
+
+#[test]
+fn basic_needs_a_user_and_encodes_it() {
+    let p = ok(&format!(
+        "{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nenv = \"PW\"\nscheme = \"basic\"\nuser = \"bot\"\n"
+    ));
+    assert_eq!(
+        p.net_credentials()[0].header_value(b"pass"),
+        b"Basic Ym90OnBhc3M="
+    );
+    refused(
+        &format!("{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nenv = \"PW\"\nscheme = \"basic\"\n"),
+        K::InvalidValue,
+        "net.credentials[0].scheme",
+    );
+    refused(
+        &format!("{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nenv = \"PW\"\nuser = \"bot\"\n"),
+        K::InvalidValue,
+        "net.credentials[0].user",
+    );
+}
+
+#[test]
+fn a_literal_value_is_not_a_key() {
+    let err = crate::common::load(&format!(
+        "{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nvalue = \"ghp_x\"\n"
+    ))
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("policy key `net.credentials[0].value`: unknown key"),
+        "{text}"
+    );
+    assert!(
+        text.contains("a value is never written in the policy"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_source_is_required_once() {
+    let err = refused(
+        &format!("{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\n"),
+        K::InvalidValue,
+        "net.credentials[0]",
+    );
+    assert!(err.message().contains("env"), "{err}");
+    refused(
+        &format!(
+            "{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nenv = \"A\"\nfile = \"/a\"\n"
+        ),
+        K::InvalidValue,
+        "net.credentials[0].env",
+    );
+    refused(
+        &format!("{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nfile = \"relative\"\n"),
+        K::InvalidValue,
+        "net.credentials[0].file",
+    );
+}
+
+#[test]
+fn a_host_not_granted_is_refused() {
+    let err = refused(
+        &format!("{GRANT}[[net.credentials]]\nhost = \"evil.example\"\nenv = \"T\"\n"),
+        K::NetEntryRefused,
+        "net.credentials[0].host",
+    );
+    assert!(err.message().contains("net.allow"), "{err}");
+    // other.example.com is granted on 8443 only.
+    refused(
+        &format!("{GRANT}[[net.credentials]]\nhost = \"other.example.com\"\nenv = \"T\"\n"),
+        K::NetEntryRefused,
+        "net.credentials[0].host",
+    );
+    refused(
+        &format!("{GRANT}[[net.rules]]\nhost = \"evil.example\"\naction = \"allow\"\n"),
+        K::NetEntryRefused,
+        "net.rules[0].host",
+    );
+    refused(
+        &format!("{GRANT}[[net.credentials]]\nhost = \"*.example.com\"\nenv = \"T\"\n"),
+        K::InvalidValue,
+        "net.credentials[0].host",
+    );
+    refused(
+        "[[net.credentials]]\nhost = \"api.example.com\"\nenv = \"T\"\n",
+        K::NetEntryRefused,
+        "net.credentials[0].host",
+    );
+}
+
+#[test]
+fn headers_methods_prefixes_and_words_are_checked() {
+    for (entry, key) in [
+        ("header = \"Host\"", "net.credentials[0].header"),
+        ("header = \"Bad Header\"", "net.credentials[0].header"),
+        ("methods = [\"get\"]", "net.credentials[0].methods[0]"),
+        (
+            "path_prefixes = [\"repos\"]",
+            "net.credentials[0].path_prefixes[0]",
+        ),
+        (
+            "path_prefixes = [\"/a/../b\"]",
+            "net.credentials[0].path_prefixes[0]",
+        ),
+        (
+            "path_prefixes = [\"/a%2f\"]",
+            "net.credentials[0].path_prefixes[0]",
+        ),
+        ("scheme = \"bearer\"", "net.credentials[0].scheme"),
+        ("port = 0", "net.credentials[0].port"),
+    ] {
+        refused(
+            &format!(
+                "{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nenv = \"T\"\n{entry}\n"
+            ),
+            K::InvalidValue,
+            key,
+        );
+    }
+    refused(
+        &format!("{GRANT}[[net.rules]]\nhost = \"api.example.com\"\naction = \"permit\"\n"),
+        K::InvalidValue,
+        "net.rules[0].action",
+    );
+    refused(
+        &format!("{GRANT}[[net.rules]]\nhost = \"api.example.com\"\n"),
+        K::InvalidValue,
+        "net.rules[0].action",
+    );
+    refused(
+        &format!("{GRANT}[[net.rules]]\nhost = \"api.example.com\"\naction = \"allow\"\nverb = \"GET\"\n"),
+        K::UnknownKey,
+        "net.rules[0].verb",
+    );
+    refused(
+        &format!("{GRANT}credentials = \"x\"\n"),
+        K::WrongType,
+        "net.credentials",
+    );
+}
+
+#[test]
+fn a_second_value_for_one_header_is_refused() {
+    refused(
+        &format!(
+            "{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nenv = \"A\"\n\
+             [[net.credentials]]\nhost = \"api.example.com\"\nheader = \"authorization\"\nenv = \"B\"\n"
+        ),
+        K::InvalidValue,
+        "net.credentials[1]",
+    );
+}
+
+#[test]
+fn the_summary_names_hosts_headers_and_sources_never_values() {
+    let p = ok(&format!(
+        "{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nenv = \"GH_TOKEN\"\nscheme = \"token\"\n\
+         [[net.rules]]\nhost = \"api.example.com\"\nmethods = [\"GET\"]\naction = \"allow\"\n"
+    ));
+    let text = p.summary().to_string();
+    assert!(
+        text.contains(
+            "api.example.com -> Authorization (token, from env GH_TOKEN) on any method on any path"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("allow api.example.com GET on any path"),
+        "{text}"
+    );
+    let json = p.summary().to_json();
+    assert!(json.contains("\"credentials\":["), "{json}");
+    // Without credentials, the JSON is as before.
+    assert!(!ok(GRANT).summary().to_json().contains("credentials"));
+}
+
+#[test]
+fn options_write_the_same_entries() {
+    let o = PolicyOptions::from_json(
+        r#"{"net": {"allow": ["api.example.com"],
+                    "credentials": [{"host": "api.example.com", "env": "GH_TOKEN", "scheme": "Bearer"}],
+                    "rules": [{"host": "api.example.com", "methods": ["GET"], "action": "allow"}]}}"#,
+    )
+    .unwrap();
+    let text = o.to_toml().unwrap();
+    assert!(text.contains("[[net.credentials]]"), "{text}");
+    let p = ok(&text);
+    assert_eq!(p.net_credentials().len(), 1);
+    assert_eq!(p.net_request_rules()[0].methods, ["GET"]);
+    let e =
+        PolicyOptions::from_json(r#"{"net": {"credentials": [{"host": "a", "value": "secret"}]}}"#)
+            .unwrap_err();
+    assert_eq!(e.kind(), K::UnknownKey);
+}

@@ -1,0 +1,667 @@
+//! TLS interception for the hosts that carry credentials or request
+//! rules: a per-proxy certificate authority whose key never leaves memory,
+//! the per-request decision (rules, header set or stripped), and the loop
+//! that serves an intercepted connection request by request.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::RootCertStore;
+
+/// A header value that is never printed (`Debug` shows its length only).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a header value. Refused (naming nothing of the value) when it
+    /// holds bytes a header value may not: control characters other than
+    /// tab, or DEL.
+    ///
+    /// # Errors
+    ///
+    /// When the value is empty or holds such a byte.
+    pub fn new(value: Vec<u8>) -> Result<Secret, String> {
+        if value.is_empty() {
+            return Err("the value is empty".into());
+        }
+        if value.iter().any(|&b| (b < b' ' && b != b'\t') || b == 0x7f) {
+            return Err(
+                "the value holds a line break or another control character, which a header \
+                 cannot carry"
+                    .into(),
+            );
+        }
+        String::from_utf8(value)
+            .map(Secret)
+            .map_err(|_| "the value is not UTF-8".into())
+    }
+
+    /// The value, for the header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secret({} bytes)", self.0.len())
+    }
+}
+
+/// Which requests a credential or a rule concerns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestMatch {
+    /// The host name, lower case.
+    pub host: String,
+    /// The port, or `None` for any.
+    pub port: Option<u16>,
+    /// Methods (exact, upper case); empty: any.
+    pub methods: Vec<String>,
+    /// Path prefixes, matched at a `/` boundary against the request's
+    /// percent-decoded path; empty: any.
+    pub path_prefixes: Vec<String>,
+}
+
+impl RequestMatch {
+    fn host_is(&self, host: &str, port: u16) -> bool {
+        self.host.eq_ignore_ascii_case(host) && self.port.is_none_or(|p| p == port)
+    }
+
+    fn matches(&self, method: &str, path: &str) -> bool {
+        (self.methods.is_empty() || self.methods.iter().any(|m| m == method))
+            && (self.path_prefixes.is_empty() || self.path_prefixes.iter().any(|p| under(path, p)))
+    }
+}
+
+/// Whether `path` is `prefix` or beneath it at a `/` boundary.
+fn under(path: &str, prefix: &str) -> bool {
+    path == prefix
+        || (path.starts_with(prefix)
+            && (prefix.ends_with('/') || path.as_bytes().get(prefix.len()) == Some(&b'/')))
+}
+
+/// A header the proxy sets on matching requests to a host.
+#[derive(Clone, Debug)]
+pub struct Injection {
+    /// Which requests get it.
+    pub target: RequestMatch,
+    /// The header name.
+    pub header: String,
+    /// The whole header value.
+    pub value: Secret,
+    /// What the audit calls it (`net.credentials[0]`).
+    pub label: String,
+}
+
+/// A method and path rule of an intercepted host.
+#[derive(Clone, Debug)]
+pub struct RequestRule {
+    /// Which requests it concerns.
+    pub target: RequestMatch,
+    /// Allow (true) or deny.
+    pub allow: bool,
+    /// What the audit calls it (`net.rules[1]`).
+    pub label: String,
+}
+
+/// The per-proxy certificate authority: made in memory, its key never
+/// serialized anywhere but into the signing of leaf certificates.
+pub struct CertAuthority {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    ca_der: CertificateDer<'static>,
+    ca_pem: String,
+    leaf_key: rcgen::KeyPair,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    leaves: Mutex<HashMap<String, Arc<rustls::ServerConfig>>>,
+}
+
+impl fmt::Debug for CertAuthority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CertAuthority").finish_non_exhaustive()
+    }
+}
+
+impl CertAuthority {
+    /// A new authority whose certificates can name only `hosts` (an X.509
+    /// name constraint, so a leaked certificate could vouch for nothing
+    /// else), valid from now on.
+    ///
+    /// # Errors
+    ///
+    /// When a key cannot be generated or a certificate signed.
+    pub fn generate(hosts: &[String]) -> Result<CertAuthority, String> {
+        let err = |e: rcgen::Error| format!("cannot make the proxy's certificate authority: {e}");
+        let key = rcgen::KeyPair::generate().map_err(err)?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        params.distinguished_name.push(
+            rcgen::DnType::CommonName,
+            "sandgate egress proxy (per executor)",
+        );
+        let mut names: Vec<String> = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
+        names.sort();
+        names.dedup();
+        params.name_constraints = Some(rcgen::NameConstraints {
+            permitted_subtrees: names
+                .into_iter()
+                .map(rcgen::GeneralSubtree::DnsName)
+                .collect(),
+            excluded_subtrees: Vec::new(),
+        });
+        let cert = params.self_signed(&key).map_err(err)?;
+        let ca_der = cert.der().clone();
+        let ca_pem = cert.pem();
+        let leaf_key = rcgen::KeyPair::generate().map_err(err)?;
+        Ok(CertAuthority {
+            issuer: rcgen::Issuer::new(params, key),
+            ca_der,
+            ca_pem,
+            leaf_key,
+            provider: Arc::new(rustls::crypto::ring::default_provider()),
+            leaves: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The authority's certificate, PEM (no key).
+    pub fn certificate_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// The TLS server configuration for `host` (a leaf certificate made
+    /// once per host and kept), offering HTTP/1.1 only.
+    fn server_config(&self, host: &str) -> Result<Arc<rustls::ServerConfig>, String> {
+        let host = host.to_ascii_lowercase();
+        let mut leaves = self.leaves.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = leaves.get(&host) {
+            return Ok(Arc::clone(c));
+        }
+        let err = |e: rcgen::Error| format!("cannot make a certificate for {host}: {e}");
+        let mut params = rcgen::CertificateParams::new(vec![host.clone()]).map_err(err)?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, host.clone());
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+        params.use_authority_key_identifier_extension = true;
+        let leaf = params
+            .signed_by(&self.leaf_key, &self.issuer)
+            .map_err(err)?;
+        let key = PrivateKeyDer::Pkcs8(self.leaf_key.serialize_der().into());
+        let mut config = rustls::ServerConfig::builder_with_provider(Arc::clone(&self.provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(vec![leaf.der().clone(), self.ca_der.clone()], key)
+            .map_err(|e| format!("cannot serve a certificate for {host}: {e}"))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let config = Arc::new(config);
+        leaves.insert(host, Arc::clone(&config));
+        Ok(config)
+    }
+}
+
+/// What the proxy intercepts, and how.
+#[derive(Clone, Debug)]
+pub struct Intercept {
+    /// The authority the command's clients trust.
+    pub authority: Arc<CertAuthority>,
+    /// The roots an upstream's certificate must chain to.
+    pub upstream_roots: Arc<RootCertStore>,
+    /// Headers set on matching requests.
+    pub injections: Vec<Injection>,
+    /// Method and path rules.
+    pub rules: Vec<RequestRule>,
+}
+
+impl Intercept {
+    /// Whether connections to `host:port` are intercepted.
+    pub fn intercepts(&self, host: &str, port: u16) -> bool {
+        self.injections.iter().any(|i| i.target.host_is(host, port))
+            || self.rules.iter().any(|r| r.target.host_is(host, port))
+    }
+
+    fn upstream_config(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+        let mut config =
+            rustls::ClientConfig::builder_with_provider(Arc::clone(&self.authority.provider))
+                .with_safe_default_protocol_versions()
+                .map_err(|e| e.to_string())?
+                .with_root_certificates(Arc::clone(&self.upstream_roots))
+                .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+
+    /// The decision for one request to `host:port`.
+    pub(crate) fn decide(&self, host: &str, port: u16, method: &str, target: &str) -> Decision {
+        let path = match request_path(target) {
+            Ok(p) => p,
+            Err(why) => {
+                return Decision::Refuse {
+                    rule: "path".into(),
+                    why,
+                }
+            }
+        };
+        let rules: Vec<&RequestRule> = self
+            .rules
+            .iter()
+            .filter(|r| r.target.host_is(host, port))
+            .collect();
+        if let Some(r) = rules
+            .iter()
+            .find(|r| !r.allow && r.target.matches(method, &path))
+        {
+            return Decision::Refuse {
+                rule: r.label.clone(),
+                why: format!("{method} {path} on {host} is refused by {}", r.label),
+            };
+        }
+        let mut rule = String::new();
+        if rules.iter().any(|r| r.allow) {
+            match rules
+                .iter()
+                .find(|r| r.allow && r.target.matches(method, &path))
+            {
+                Some(r) => rule = r.label.clone(),
+                None => {
+                    return Decision::Refuse {
+                        rule: "net.rules".into(),
+                        why: format!(
+                            "{method} {path} on {host} matches no allow rule in net.rules"
+                        ),
+                    }
+                }
+            }
+        }
+        let mut strip = Vec::new();
+        let mut set = Vec::new();
+        for i in self
+            .injections
+            .iter()
+            .filter(|i| i.target.host_is(host, port))
+        {
+            strip.push(i.header.clone());
+            if i.target.matches(method, &path) {
+                set.push(i.clone());
+            }
+        }
+        Decision::Forward {
+            rule,
+            path,
+            strip,
+            set,
+        }
+    }
+}
+
+/// What happens to one request.
+pub(crate) enum Decision {
+    Refuse {
+        rule: String,
+        why: String,
+    },
+    Forward {
+        /// The allow rule that admitted it (empty: no rules).
+        rule: String,
+        /// The decoded path (for the audit).
+        path: String,
+        /// Headers removed from what the client sent.
+        strip: Vec<String>,
+        /// Headers set.
+        set: Vec<Injection>,
+    },
+}
+
+impl Decision {
+    /// Rewrites the client's headers: every managed header the client sent
+    /// is dropped, the injected ones added.
+    pub(crate) fn apply(&self, headers: &mut Vec<(String, String)>) {
+        if let Decision::Forward { strip, set, .. } = self {
+            headers.retain(|(n, _)| !strip.iter().any(|s| s.eq_ignore_ascii_case(n)));
+            for i in set {
+                headers.push((i.header.clone(), i.value.expose().to_owned()));
+            }
+        }
+    }
+}
+
+/// The percent-decoded path of an origin-form target (the query cut off),
+/// refused when it could be read two ways: not absolute, a malformed or
+/// encoded `/` escape, a back slash, a control byte, or an empty, `.` or
+/// `..` segment.
+pub(crate) fn request_path(target: &str) -> Result<String, String> {
+    let raw = target.split(['?', '#']).next().unwrap_or_default();
+    let quoted = raw.escape_debug();
+    if !raw.starts_with('/') {
+        return Err(format!("the request path \"{quoted}\" is not absolute"));
+    }
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            match hex {
+                Some(b'/') | None => {
+                    return Err(format!(
+                        "the request path \"{quoted}\" holds an encoded `/` or a malformed escape"
+                    ))
+                }
+                Some(b) => out.push(b),
+            }
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    let path = String::from_utf8(out)
+        .map_err(|_| format!("the request path \"{quoted}\" is not UTF-8 once decoded"))?;
+    if path.bytes().any(|b| b < b' ' || b == 0x7f || b == b'\\') {
+        return Err(format!(
+            "the request path \"{quoted}\" holds a back slash or a control character"
+        ));
+    }
+    let segments: Vec<&str> = path[1..].split('/').collect();
+    let last = segments.len() - 1;
+    for (n, s) in segments.iter().enumerate() {
+        if *s == "." || *s == ".." || (s.is_empty() && n != last) {
+            return Err(format!(
+                "the request path \"{quoted}\" holds an empty, `.` or `..` segment"
+            ));
+        }
+    }
+    Ok(path)
+}
+
+/// One request's audit: host, method, path, the rule that decided, and
+/// the verdict — never a header's value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// The host.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// The method.
+    pub method: String,
+    /// The path, percent-decoded, without its query (or the target as sent
+    /// when it could not be decoded).
+    pub path: String,
+    /// The rule or credential entry that decided (empty: none applied).
+    pub rule: String,
+    /// What was done.
+    pub verdict: Verdict,
+    /// The upstream's status code (0 when nothing was forwarded or no
+    /// answer came).
+    pub status: u16,
+}
+
+/// What the proxy did with an intercepted request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Forwarded with a credential set.
+    Injected,
+    /// Forwarded with the credential header removed (the request is
+    /// outside the credential's methods or paths).
+    Stripped,
+    /// Forwarded; the host carries rules but no credential.
+    Forwarded,
+    /// Refused by the rules (or its path); nothing was sent upstream.
+    Refused,
+}
+
+impl Decision {
+    pub(crate) fn record(
+        &self,
+        host: &str,
+        port: u16,
+        method: &str,
+        target: &str,
+    ) -> RequestRecord {
+        let (rule, path, verdict) = match self {
+            Decision::Refuse { rule, .. } => (
+                rule.clone(),
+                request_path(target)
+                    .unwrap_or_else(|_| target.split('?').next().unwrap_or_default().to_owned()),
+                Verdict::Refused,
+            ),
+            Decision::Forward {
+                rule,
+                path,
+                strip,
+                set,
+            } => {
+                let verdict = if !set.is_empty() {
+                    Verdict::Injected
+                } else if !strip.is_empty() {
+                    Verdict::Stripped
+                } else {
+                    Verdict::Forwarded
+                };
+                let mut labels: Vec<String> = set.iter().map(|i| i.label.clone()).collect();
+                if !rule.is_empty() {
+                    labels.insert(0, rule.clone());
+                }
+                (labels.join(", "), path.clone(), verdict)
+            }
+        };
+        RequestRecord {
+            host: host.to_owned(),
+            port,
+            method: method.to_owned(),
+            path,
+            rule,
+            verdict,
+            status: 0,
+        }
+    }
+}
+
+/// The system's trusted roots: the PEM bundle of the first file found
+/// among the usual places (`SSL_CERT_FILE` of the host process first).
+/// Answers the store and the bundle's text (for the child's bundle).
+///
+/// # Errors
+///
+/// When no bundle is found or none of its certificates can be used.
+pub fn system_roots() -> Result<(RootCertStore, String), String> {
+    let mut candidates: Vec<std::path::PathBuf> = Vec::new();
+    if let Some(f) = std::env::var_os("SSL_CERT_FILE") {
+        candidates.push(f.into());
+    }
+    for p in [
+        "/etc/ssl/certs/ca-certificates.crt",
+        "/etc/pki/tls/certs/ca-bundle.crt",
+        "/etc/ssl/ca-bundle.pem",
+        "/etc/pki/tls/cacert.pem",
+        "/etc/ssl/cert.pem",
+    ] {
+        candidates.push(p.into());
+    }
+    for path in candidates {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let store = roots_from_pem(&text);
+        if !store.is_empty() {
+            return Ok((store, text));
+        }
+    }
+    Err(
+        "no system certificate bundle was found (looked at SSL_CERT_FILE and the usual \
+         /etc/ssl and /etc/pki places)"
+            .into(),
+    )
+}
+
+/// The certificates of a PEM bundle that can be trust anchors.
+pub fn roots_from_pem(pem: &str) -> RootCertStore {
+    use rustls::pki_types::pem::PemObject;
+    let mut store = RootCertStore::empty();
+    for der in CertificateDer::pem_slice_iter(pem.as_bytes()).flatten() {
+        let _ = store.add(der);
+    }
+    store
+}
+
+/// The client side of an intercepted connection: `pre` (bytes read
+/// before TLS began) first, then the socket.
+pub(crate) struct Prefixed<'a> {
+    pub(crate) pre: Vec<u8>,
+    pub(crate) pos: usize,
+    pub(crate) s: &'a TcpStream,
+}
+
+impl Read for Prefixed<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.pos < self.pre.len() {
+            let n = buf.len().min(self.pre.len() - self.pos);
+            buf[..n].copy_from_slice(&self.pre[self.pos..self.pos + n]);
+            self.pos += n;
+            return Ok(n);
+        }
+        (&*self.s).read(buf)
+    }
+}
+
+impl Write for Prefixed<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self.s).write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Completes the TLS handshake with the client as `host` (its
+/// ClientHello must name `host`). Answers the TLS stream.
+pub(crate) fn accept<'a>(
+    authority: &CertAuthority,
+    host: &str,
+    mut io: Prefixed<'a>,
+) -> Result<rustls::StreamOwned<rustls::ServerConnection, Prefixed<'a>>, String> {
+    let mut acceptor = rustls::server::Acceptor::default();
+    let accepted = loop {
+        match acceptor.read_tls(&mut io) {
+            Ok(0) => return Err("the client closed before its TLS ClientHello".into()),
+            Ok(_) => {}
+            Err(e) => return Err(format!("cannot read the TLS ClientHello: {e}")),
+        }
+        match acceptor.accept() {
+            Ok(Some(a)) => break a,
+            Ok(None) => {}
+            Err((e, _)) => return Err(format!("the TLS ClientHello is malformed: {e}")),
+        }
+    };
+    match accepted.client_hello().server_name() {
+        Some(sni) if sni.eq_ignore_ascii_case(host) => {}
+        Some(sni) => {
+            return Err(format!(
+                "the TLS ClientHello names {} but the tunnel is to {host} (domain fronting)",
+                sni.escape_debug()
+            ))
+        }
+        None => {
+            return Err(format!(
+                "the TLS ClientHello names no server; the tunnel is to {host}"
+            ))
+        }
+    }
+    let config = authority.server_config(host)?;
+    let mut conn = accepted
+        .into_connection(config)
+        .map_err(|(e, _)| format!("the TLS handshake with the client failed: {e}"))?;
+    while conn.is_handshaking() {
+        conn.complete_io(&mut io)
+            .map_err(|e| format!("the TLS handshake with the client failed: {e}"))?;
+    }
+    Ok(rustls::StreamOwned::new(conn, io))
+}
+
+/// Opens a TLS connection to the upstream `host` over `sock`, verified
+/// against the configured roots.
+pub(crate) fn connect(
+    intercept: &Intercept,
+    host: &str,
+    sock: &Arc<TcpStream>,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, UpSock>, String> {
+    let name = ServerName::try_from(host.to_owned())
+        .map_err(|_| format!("{host} is not a TLS server name"))?;
+    let mut conn = rustls::ClientConnection::new(intercept.upstream_config()?, name)
+        .map_err(|e| format!("cannot start TLS to {host}: {e}"))?;
+    let mut io = UpSock(Arc::clone(sock));
+    while conn.is_handshaking() {
+        conn.complete_io(&mut io)
+            .map_err(|e| format!("the TLS handshake with {host} failed: {e}"))?;
+    }
+    Ok(rustls::StreamOwned::new(conn, io))
+}
+
+/// The upstream socket, shared with the proxy's registry (so `stop` can
+/// shut it).
+pub(crate) struct UpSock(pub(crate) Arc<TcpStream>);
+
+impl Read for UpSock {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self.0).read(buf)
+    }
+}
+
+impl Write for UpSock {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self.0).write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        (&*self.0).flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_decode_or_are_refused() {
+        assert_eq!(request_path("/a/b?x=1").unwrap(), "/a/b");
+        assert_eq!(request_path("/a/%62").unwrap(), "/a/b");
+        assert_eq!(request_path("/a/").unwrap(), "/a/");
+        assert_eq!(request_path("/").unwrap(), "/");
+        for bad in [
+            "a/b",
+            "*",
+            "/a/../b",
+            "/a/./b",
+            "/a//b",
+            "/a%2fb",
+            "/a%2Fb",
+            "/a/%2e%2e/b",
+            "/a\\b",
+            "/a%",
+            "/a%zz",
+            "/a%00",
+        ] {
+            assert!(request_path(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn prefixes_match_at_a_boundary() {
+        assert!(under("/repos/org", "/repos/org"));
+        assert!(under("/repos/org/x", "/repos/org"));
+        assert!(under("/repos/org/x", "/repos/org/"));
+        assert!(!under("/repos/organization", "/repos/org"));
+        assert!(!under("/repos", "/repos/org"));
+    }
+}

@@ -1,0 +1,647 @@
+//! TLS interception for hosts with credentials or request rules, attacked
+//! from a client on the host loopback: the upstream sees the real
+//! credential and the client never does; a forged header is replaced; a
+//! request outside the rules reaches no upstream; an upstream the roots do
+//! not trust is refused; kept-alive connections are judged per request;
+//! other tunnels stay opaque.
+//!
+//! The upstreams are loopback TLS servers with certificates of a test CA
+//! (the proxy's upstream roots hold that CA only). Every name resolves to
+//! loopback through a test resolver, so the rules are trusted-host mode
+//! with `localhost`; the hosts are told apart by port.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustls::pki_types::{PrivateKeyDer, ServerName};
+use sandgate_netguard::{Mode, NetEntry, Rules};
+use sandgate_proxy::{
+    roots_from_pem, CertAuthority, Injection, Intercept, Proxy, ProxyConfig, RequestMatch,
+    RequestRule, Secret, Verdict,
+};
+
+const SECRET: &str = "ghp_realSecretValue0123456789";
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A test CA and a certificate for `localhost` signed by it.
+fn test_ca() -> (String, rustls::ServerConfig) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    (ca_cert.pem(), config)
+}
+
+/// A loopback TLS upstream: counts connections, keeps every request head
+/// it got, answers each with its path as the body.
+struct Upstream {
+    addr: SocketAddr,
+    conns: Arc<AtomicUsize>,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+fn upstream(config: rustls::ServerConfig) -> Upstream {
+    upstream_with(config, false)
+}
+
+/// `close_after`: the upstream closes each connection after its first
+/// answer, without saying so (as a server whose keep-alive timer ran out).
+fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (c, h) = (Arc::clone(&conns), Arc::clone(&heads));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            c.fetch_add(1, Ordering::SeqCst);
+            let (config, h) = (Arc::clone(&config), Arc::clone(&h));
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match tls.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                        continue;
+                    };
+                    let mut head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    buf.drain(..end + 4);
+                    if head
+                        .to_ascii_lowercase()
+                        .contains("transfer-encoding: chunked")
+                    {
+                        // Keep the chunked body (up to its last chunk) with the head.
+                        let end = loop {
+                            if let Some(i) = buf.windows(5).position(|w| w == b"0\r\n\r\n") {
+                                break i + 5;
+                            }
+                            match tls.read(&mut chunk) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        head.push_str("\nBODY:");
+                        head.push_str(&String::from_utf8_lossy(&buf[..end]));
+                        buf.drain(..end);
+                    }
+                    let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
+                    let body = if path == "/big" {
+                        "x".repeat(1 << 20)
+                    } else {
+                        format!("path {path}\n")
+                    };
+                    h.lock().unwrap().push(head);
+                    let _ = write!(
+                        tls,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tls.flush();
+                    if close_after {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    Upstream { addr, conns, heads }
+}
+
+fn target(port: u16, methods: &[&str], prefixes: &[&str]) -> RequestMatch {
+    RequestMatch {
+        host: "localhost".into(),
+        port: Some(port),
+        methods: methods.iter().map(|s| (*s).to_owned()).collect(),
+        path_prefixes: prefixes.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+struct Setup {
+    proxy: Proxy,
+    addr: SocketAddr,
+    /// The proxy CA's PEM, which the client trusts.
+    ca: String,
+}
+
+fn setup(test_ca_pem: &str, injections: Vec<Injection>, rules: Vec<RequestRule>) -> Setup {
+    setup_http(test_ca_pem, injections, rules, false)
+}
+
+fn setup_http(
+    test_ca_pem: &str,
+    injections: Vec<Injection>,
+    rules: Vec<RequestRule>,
+    allow_http: bool,
+) -> Setup {
+    let authority = Arc::new(CertAuthority::generate(&["localhost".to_owned()]).unwrap());
+    let ca = authority.certificate_pem().to_owned();
+    let intercept = Intercept {
+        authority,
+        upstream_roots: Arc::new(roots_from_pem(test_ca_pem)),
+        injections,
+        rules,
+    };
+    let allow = vec![NetEntry::parse("localhost").unwrap()];
+    let mut config = ProxyConfig::new(Rules::new(Mode::TrustedHost, allow, allow_http));
+    config.resolver =
+        Arc::new(|_: &str, _: u16, _: Duration| Ok(vec!["127.0.0.1".parse().unwrap()]));
+    config.intercept = Some(Arc::new(intercept));
+    let proxy = Proxy::new(config);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = proxy.serve(l.into()).unwrap();
+    Setup { proxy, addr, ca }
+}
+
+/// A TLS connection to `localhost:port` through the proxy's CONNECT,
+/// trusting `ca_pem`.
+fn connect(
+    proxy: SocketAddr,
+    port: u16,
+    ca_pem: &str,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut b).unwrap() == 0 {
+            return Err(String::from_utf8_lossy(&head).into_owned());
+        }
+        head.push(b[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots_from_pem(ca_pem))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let mut conn =
+        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("localhost").unwrap())
+            .unwrap();
+    while conn.is_handshaking() {
+        conn.complete_io(&mut s).map_err(|e| e.to_string())?;
+    }
+    Ok(rustls::StreamOwned::new(conn, s))
+}
+
+/// Sends one request and reads one response (its head and a
+/// Content-Length body). Answers the status line, head and body.
+fn request<S: Read + Write>(s: &mut S, req: &str) -> (String, String) {
+    s.write_all(req.as_bytes()).unwrap();
+    s.flush().unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => return (String::from_utf8_lossy(&head).into_owned(), String::new()),
+        }
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    (head, String::from_utf8_lossy(&body).into_owned())
+}
+
+fn injection(port: u16, methods: &[&str], prefixes: &[&str]) -> Injection {
+    Injection {
+        target: target(port, methods, prefixes),
+        header: "Authorization".into(),
+        value: Secret::new(format!("Bearer {SECRET}").into_bytes()).unwrap(),
+        label: "net.credentials[0]".into(),
+    }
+}
+
+#[test]
+fn the_upstream_sees_the_credential_and_a_forged_one_is_replaced_on_each_kept_alive_request() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    // HTTP/2 is not offered: the client falls back to HTTP/1.1.
+    assert_eq!(tls.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let (head, body) = request(
+        &mut tls,
+        "GET /repos/a HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer placeholder\r\n\r\n",
+    );
+    assert!(
+        head.starts_with("HTTP/1.1 200"),
+        "{head:?} {:?}",
+        s.proxy.requests()
+    );
+    assert_eq!(body, "path /repos/a\n");
+    assert!(!head.contains(SECRET) && !body.contains(SECRET));
+    // The same connection, a forged value in another spelling.
+    let (head, body) = request(
+        &mut tls,
+        "POST /x HTTP/1.1\r\nHost: localhost\r\nauthorization: token forged\r\nContent-Length: 2\r\n\r\nhi",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "path /x\n");
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    for h in &heads {
+        let auth: Vec<&str> = h
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().starts_with("authorization:"))
+            .collect();
+        assert_eq!(auth, [format!("Authorization: Bearer {SECRET}")], "{h}");
+        assert!(!h.contains("placeholder") && !h.contains("forged"), "{h}");
+    }
+    let reqs = s.proxy.requests();
+    assert_eq!(reqs.len(), 2, "{reqs:?}");
+    assert!(reqs
+        .iter()
+        .all(|r| r.verdict == Verdict::Injected && r.status == 200));
+    assert_eq!(reqs[0].path, "/repos/a");
+    assert_eq!(reqs[1].method, "POST");
+    assert!(!format!("{reqs:?}{:?}", s.proxy.audit()).contains(SECRET));
+}
+
+#[test]
+fn the_upstream_connection_is_kept_alive_and_reopened_when_it_was_closed() {
+    for close_after in [false, true] {
+        let (pem, cfg) = test_ca();
+        let up = upstream_with(cfg, close_after);
+        let port = up.addr.port();
+        let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        for path in ["/a", "/b", "/c"] {
+            let (head, body) = request(
+                &mut tls,
+                &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+            );
+            assert!(head.starts_with("HTTP/1.1 200"), "{close_after}: {head}");
+            assert_eq!(body, format!("path {path}\n"));
+        }
+        let heads = up.heads.lock().unwrap().clone();
+        assert_eq!(heads.len(), 3, "{heads:?}");
+        assert!(heads.iter().all(|h| h.contains(SECRET)));
+        assert!(heads
+            .iter()
+            .all(|h| !h.to_ascii_lowercase().contains("connection: close")));
+        let want = if close_after { 3 } else { 1 };
+        assert_eq!(
+            up.conns.load(Ordering::SeqCst),
+            want,
+            "close_after {close_after}"
+        );
+    }
+}
+
+#[test]
+fn a_chunked_upload_is_relayed_exactly_and_the_next_request_follows() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    // The chunked body and the next request in one write: the body ends at
+    // its last chunk, and the next request is judged on its own.
+    tls.write_all(
+        b"POST /up HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n\
+          5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n",
+    )
+    .unwrap();
+    let (head, body) = request(&mut tls, "GET /after HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "path /up\n");
+    let (head, body) = request(&mut tls, "");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "path /after\n");
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    assert!(
+        heads[0].ends_with("BODY:5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n"),
+        "{:?}",
+        heads[0]
+    );
+    assert!(heads.iter().all(|h| h.contains(SECRET)));
+    // Two framings at once are refused, with nothing sent upstream.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "POST /x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    assert_eq!(up.heads.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn outside_the_credential_s_paths_the_header_is_stripped() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = setup(
+        &pem,
+        vec![injection(port, &["GET"], &["/repos/org"])],
+        vec![],
+    );
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    for req in [
+        "GET /repos/organization HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer mine\r\n\r\n",
+        "DELETE /repos/org/x HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer mine\r\n\r\n",
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    ] {
+        let (head, _) = request(&mut tls, req);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    }
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 3);
+    assert!(
+        !heads[0].to_ascii_lowercase().contains("authorization"),
+        "{}",
+        heads[0]
+    );
+    assert!(
+        !heads[1].to_ascii_lowercase().contains("authorization"),
+        "{}",
+        heads[1]
+    );
+    assert!(heads[2].contains(SECRET), "{}", heads[2]);
+    let v: Vec<Verdict> = s.proxy.requests().iter().map(|r| r.verdict).collect();
+    assert_eq!(v, [Verdict::Stripped, Verdict::Stripped, Verdict::Injected]);
+}
+
+#[test]
+fn a_request_outside_the_rules_reaches_no_upstream() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![
+        RequestRule {
+            target: target(port, &["GET"], &["/repos/org/"]),
+            allow: true,
+            label: "net.rules[0]".into(),
+        },
+        RequestRule {
+            target: target(port, &[], &["/repos/org/secret"]),
+            allow: false,
+            label: "net.rules[1]".into(),
+        },
+    ];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for req in [
+        "POST /repos/org/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
+        "GET /repos/other/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "GET /repos/org/secret/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "GET /repos/org/../other/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "GET /repos/org/%2e%2e/other HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "GET /repos/org//secret/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "GET /repos/org/%73ecret/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, body) = request(&mut tls, req);
+        assert!(head.starts_with("HTTP/1.1 403"), "{req}: {head}");
+        assert!(body.starts_with("sandgate: "), "{body}");
+    }
+    assert_eq!(
+        up.conns.load(Ordering::SeqCst),
+        0,
+        "a refused request reached the upstream"
+    );
+    let reqs = s.proxy.requests();
+    assert_eq!(reqs.len(), 7);
+    assert!(
+        reqs.iter().all(|r| r.verdict == Verdict::Refused),
+        "{reqs:?}"
+    );
+    assert_eq!(reqs[0].rule, "net.rules");
+    assert_eq!(reqs[2].rule, "net.rules[1]");
+    assert_eq!(reqs[6].rule, "net.rules[1]", "the decoded path is judged");
+    // Inside the rules: through, with the credential.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(up.conns.load(Ordering::SeqCst), 1);
+    let last = s.proxy.requests().pop().unwrap();
+    assert_eq!(last.verdict, Verdict::Injected);
+    assert_eq!(last.rule, "net.rules[0], net.credentials[0]");
+}
+
+#[test]
+fn an_upstream_the_roots_do_not_trust_is_refused() {
+    let (pem, _) = test_ca();
+    let (_, other_cfg) = test_ca();
+    let up = upstream(other_cfg);
+    let port = up.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, body) = request(&mut tls, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    assert!(body.contains("certificate"), "{body}");
+    assert!(up.heads.lock().unwrap().is_empty(), "a request reached it");
+}
+
+#[test]
+fn other_tunnels_stay_opaque_and_a_fronted_hello_is_refused() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    // Credentials for another port: this one is not intercepted, so the
+    // client must trust the upstream's own CA, and the proxy's is useless.
+    let s = setup(&pem, vec![injection(port + 1, &[], &[])], vec![]);
+    assert!(connect(s.addr, port, &s.ca).is_err());
+    let mut tls = connect(s.addr, port, &pem).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET / HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer mine\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(up.heads.lock().unwrap()[0].contains("Bearer mine"));
+    assert!(s.proxy.requests().is_empty());
+}
+
+/// A TLS session over a SOCKS5 tunnel to `localhost:port`.
+fn socks_connect(
+    proxy: SocketAddr,
+    port: u16,
+    ca_pem: &str,
+) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&[5, 1, 0]).unwrap();
+    let mut greet = [0u8; 2];
+    s.read_exact(&mut greet).unwrap();
+    assert_eq!(greet, [5, 0]);
+    let mut req = vec![5, 1, 0, 3, 9];
+    req.extend_from_slice(b"localhost");
+    req.extend_from_slice(&port.to_be_bytes());
+    s.write_all(&req).unwrap();
+    let mut answer = [0u8; 10];
+    s.read_exact(&mut answer).unwrap();
+    assert_eq!(answer[1], 0, "{answer:?}");
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots_from_pem(ca_pem))
+        .with_no_client_auth();
+    let conn =
+        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("localhost").unwrap())
+            .unwrap();
+    rustls::StreamOwned::new(conn, s)
+}
+
+#[test]
+fn a_socks5_tunnel_to_an_intercepted_host_is_judged_too() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["GET"], &[]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    let mut tls = socks_connect(s.addr, port, &s.ca);
+    let (head, _) = request(&mut tls, "GET /s HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut tls = socks_connect(s.addr, port, &s.ca);
+    let (head, _) = request(&mut tls, "DELETE /s HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(heads[0].contains(SECRET));
+}
+
+/// A plain-HTTP upstream that keeps each request head and answers `ok`.
+fn plain_upstream() -> Upstream {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (c, h) = (Arc::clone(&conns), Arc::clone(&heads));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            c.fetch_add(1, Ordering::SeqCst);
+            let h = Arc::clone(&h);
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                h.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&buf).into_owned());
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+            });
+        }
+    });
+    Upstream { addr, conns, heads }
+}
+
+#[test]
+fn plain_http_to_an_intercepted_host_gets_the_same_treatment() {
+    let (pem, _) = test_ca();
+    let up = plain_upstream();
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &[], &["/ok"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup_http(&pem, vec![injection(port, &[], &[])], rules, true);
+    let exchange = |req: String| {
+        let mut c = TcpStream::connect(s.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(req.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let a = exchange(format!(
+        "GET http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer forged\r\n\r\n"
+    ));
+    assert!(a.starts_with("HTTP/1.1 200"), "{a}");
+    let a = exchange(format!(
+        "GET http://localhost:{port}/other HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    ));
+    assert!(a.starts_with("HTTP/1.1 403"), "{a}");
+    assert_eq!(up.conns.load(Ordering::SeqCst), 1);
+    let heads = up.heads.lock().unwrap().clone();
+    assert!(
+        heads[0].contains(&format!("Authorization: Bearer {SECRET}")),
+        "{}",
+        heads[0]
+    );
+    assert!(!heads[0].contains("forged"));
+    let v: Vec<Verdict> = s.proxy.requests().iter().map(|r| r.verdict).collect();
+    assert_eq!(v, [Verdict::Injected, Verdict::Refused]);
+}
+
+#[test]
+fn the_authority_s_pem_holds_no_key() {
+    let a = CertAuthority::generate(&["api.example.com".to_owned()]).unwrap();
+    let pem = a.certificate_pem();
+    assert!(pem.contains("BEGIN CERTIFICATE"));
+    assert!(!pem.contains("PRIVATE KEY"));
+    assert!(!format!("{a:?}").contains("PRIVATE"));
+}
+
+#[test]
+fn a_value_with_a_line_break_is_refused() {
+    assert!(Secret::new(b"a\r\nX-Evil: 1".to_vec()).is_err());
+    assert!(Secret::new(Vec::new()).is_err());
+    assert!(!format!("{:?}", Secret::new(b"tok".to_vec()).unwrap()).contains("tok"));
+}

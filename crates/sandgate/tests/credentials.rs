@@ -1,0 +1,536 @@
+//! Credentials at the egress proxy, attacked from inside the command's
+//! namespaces with real clients (curl, python urllib): the upstream gets
+//! the real credential, the command never holds it (environment,
+//! /proc/self/environ, files, output), a forged header is replaced, a
+//! request outside the rules reaches no upstream, an untrusted upstream is
+//! refused, another granted host gets nothing, and the proxy's CA key is
+//! written nowhere.
+//!
+//! Run as root and as an unprivileged user (`cargo xtask unprivileged`).
+//! A test skips, saying why, only when namespaces are unavailable here;
+//! `SANDGATE_REQUIRE_NAMESPACES=1` turns such a skip into a failure.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustls::pki_types::PrivateKeyDer;
+use sandgate::policy::{CredentialOptions, RequestRuleOptions, SecurityMode};
+use sandgate::{ExecOptions, ExecResult, Executor, NetProtocol, NetVerdict};
+
+const PYTHON: &str = "/usr/bin/python3";
+const CURL: &str = "/usr/bin/curl";
+const SECRET: &str = "ghp_sandgateTestSecret0123456789abcdef";
+
+/// A test CA (PEM) and a server configuration for `localhost` signed by it.
+fn test_ca() -> (String, Arc<rustls::ServerConfig>) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "sandgate test CA");
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    leaf.use_authority_key_identifier_extension = true;
+    leaf.distinguished_name
+        .push(rcgen::DnType::CommonName, "localhost");
+    let leaf = leaf.signed_by(&key, &issuer).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![leaf.der().clone()],
+        PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+    .unwrap();
+    (ca_cert.pem(), Arc::new(config))
+}
+
+/// A loopback TLS upstream on 127.0.0.2: keeps every request head, answers
+/// `auth ok` when the request carried the real credential, `auth none`
+/// without one, `auth other` with another; `/echo` answers the header's
+/// value itself (an upstream that reflects it).
+struct Upstream {
+    addr: SocketAddr,
+    conns: Arc<AtomicUsize>,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+fn upstream(config: Arc<rustls::ServerConfig>) -> Upstream {
+    let listener = TcpListener::bind("127.0.0.2:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (c, h) = (Arc::clone(&conns), Arc::clone(&heads));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            c.fetch_add(1, Ordering::SeqCst);
+            let (config, h) = (Arc::clone(&config), Arc::clone(&h));
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let Ok(conn) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match tls.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    buf.drain(..end + 4);
+                    let auth = head
+                        .lines()
+                        .find_map(|l| {
+                            l.split_once(':')
+                                .filter(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+                                .map(|(_, v)| v.trim().to_owned())
+                        })
+                        .unwrap_or_default();
+                    let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
+                    let body = if path.ends_with("/echo") {
+                        format!("echo {auth}\n")
+                    } else if auth == format!("Bearer {SECRET}") {
+                        "auth ok\n".to_owned()
+                    } else if auth.is_empty() {
+                        "auth none\n".to_owned()
+                    } else {
+                        "auth other\n".to_owned()
+                    };
+                    h.lock().unwrap().push(head);
+                    let _ = write!(
+                        tls,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tls.flush();
+                }
+            });
+        }
+    });
+    Upstream { addr, conns, heads }
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    ex: Executor,
+}
+
+impl Fixture {
+    fn work(&self) -> std::path::PathBuf {
+        self.dir.path().join("work")
+    }
+}
+
+/// A started executor granted `localhost` (resolved to 127.0.0.2), with
+/// `credentials` and `rules`, trusting `roots` upstream; `None` (printed)
+/// where commands cannot run in namespaces of their own.
+fn executor(
+    test: &str,
+    credentials: Vec<CredentialOptions>,
+    rules: Vec<RequestRuleOptions>,
+    roots: &str,
+) -> Option<Fixture> {
+    let dir = tempfile::tempdir().unwrap();
+    // Reachable by an unprivileged user running the test binary.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    std::fs::write(dir.path().join("secret"), format!("{SECRET}\n")).unwrap();
+    let mut b = Executor::builder();
+    b.base_dir(dir.path())
+        .write_root("work")
+        .enabled(true)
+        .timeout_ms(60_000)
+        .security_mode(SecurityMode::TrustedHost)
+        .net_allow("localhost");
+    for c in credentials {
+        let c = CredentialOptions {
+            file: c
+                .file
+                .map(|f| dir.path().join(f).to_string_lossy().into_owned()),
+            ..c
+        };
+        b.net_credential(c);
+    }
+    for r in rules {
+        b.net_rule(r);
+    }
+    let ex = b.build().unwrap();
+    ex.set_net_resolver(Arc::new(|_: &str, _: u16, _: Duration| {
+        Ok(vec!["127.0.0.2".parse().unwrap()])
+    }));
+    ex.set_net_upstream_roots(roots);
+    match ex.start() {
+        Ok(()) if ex.proxy_address().is_some() => return Some(Fixture { dir, ex }),
+        Ok(()) => panic!("{test}: started without a proxy"),
+        Err(e) => {
+            assert_eq!(
+                e.code(),
+                sandgate::ErrorCode::ConfineUnavailable,
+                "{test}: {e}"
+            );
+            assert!(
+                std::env::var_os("SANDGATE_REQUIRE_NAMESPACES").is_none(),
+                "{test}: namespaces unavailable: {e}"
+            );
+            eprintln!("note: {test} skipped: {e}");
+        }
+    }
+    None
+}
+
+/// Runs `command` with `localhost` taken out of `NO_PROXY` (the test's
+/// upstreams are all named localhost; clients would otherwise bypass the
+/// proxy and find nothing there, the namespace having no route out).
+fn run(f: &Fixture, command: &str) -> ExecResult {
+    f.ex.exec(
+        &format!("export NO_PROXY= no_proxy=; {command}"),
+        ExecOptions::default(),
+    )
+    .unwrap()
+}
+
+fn text(r: &ExecResult) -> String {
+    format!(
+        "exit {}\nstdout: {}\nstderr: {}",
+        r.exit_code,
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    )
+}
+
+fn credential(port: u16) -> CredentialOptions {
+    CredentialOptions {
+        host: Some("localhost".into()),
+        port: Some(port),
+        file: Some("secret".into()),
+        scheme: Some("Bearer".into()),
+        ..Default::default()
+    }
+}
+
+fn rule(port: u16, methods: &[&str], prefixes: &[&str], action: &str) -> RequestRuleOptions {
+    RequestRuleOptions {
+        host: Some("localhost".into()),
+        port: Some(port),
+        methods: methods.iter().map(|s| (*s).to_owned()).collect(),
+        path_prefixes: prefixes.iter().map(|s| (*s).to_owned()).collect(),
+        action: Some(action.into()),
+    }
+}
+
+/// Every file beneath `dir` holding `needle`.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if meta.is_dir() {
+            out.extend(files_holding(&p, needle));
+        } else if meta.is_file() {
+            let bytes = std::fs::read(&p).unwrap_or_default();
+            if bytes.windows(needle.len()).any(|w| w == needle) {
+                out.push(p.display().to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn curl_and_python_reach_the_upstream_with_the_real_credential_the_command_never_holds() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let Some(f) = executor("inject", vec![credential(port)], vec![], &pem) else {
+        return;
+    };
+    let url = format!("https://localhost:{port}");
+    std::fs::write(
+        f.work().join("t.py"),
+        format!(
+            "import urllib.request\n\
+             req = urllib.request.Request('{url}/py', headers={{'Authorization': 'Bearer placeholder'}})\n\
+             print(urllib.request.urlopen(req, timeout=20).read().decode(), end='')\n"
+        ),
+    )
+    .unwrap();
+    let r = run(
+        &f,
+        &format!(
+            "{CURL} -sS --max-time 20 -H 'Authorization: Bearer forged' {url}/curl && \
+             {PYTHON} t.py && \
+             env > env.txt && (cat /proc/self/environ > environ.bin 2>/dev/null || true) && \
+             cp \"$SSL_CERT_FILE\" bundle.pem && \
+             for v in REQUESTS_CA_BUNDLE NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO CURL_CA_BUNDLE; do \
+               test \"$(printenv $v)\" = \"$SSL_CERT_FILE\" || echo \"$v differs\"; done"
+        ),
+    );
+    assert_eq!(r.exit_code, 0, "{}", text(&r));
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert_eq!(out, "auth ok\nauth ok\n", "{}", text(&r));
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    for h in &heads {
+        assert!(
+            h.contains(&format!("Authorization: Bearer {SECRET}")),
+            "{h}"
+        );
+        assert!(!h.contains("forged") && !h.contains("placeholder"), "{h}");
+    }
+    // The command held no trace of the value: its environment, its
+    // /proc/self/environ, the files it wrote, its output (unredacted: no
+    // redaction marker either).
+    assert!(files_holding(&f.work(), SECRET.as_bytes()).is_empty());
+    assert!(!text(&r).contains(SECRET) && !text(&r).contains("REDACTED"));
+    let env = std::fs::read_to_string(f.work().join("env.txt")).unwrap();
+    let bundle_path = env
+        .lines()
+        .find_map(|l| l.strip_prefix("SSL_CERT_FILE="))
+        .unwrap_or_else(|| panic!("{env}"));
+    // The CA's key touches no disk the executor wrote: neither its private
+    // directory (where the bundle is) nor the write root.
+    let private_dir = Path::new(bundle_path).parent().unwrap();
+    assert!(private_dir.is_dir(), "{bundle_path}");
+    assert!(files_holding(private_dir, b"PRIVATE KEY").is_empty());
+    assert!(files_holding(&f.work(), b"PRIVATE KEY").is_empty());
+    // The bundle: the proxy's CA certificate, no key.
+    let bundle = std::fs::read_to_string(f.work().join("bundle.pem")).unwrap();
+    assert!(bundle.contains("BEGIN CERTIFICATE"));
+    assert!(!bundle.contains("PRIVATE KEY"));
+    let reqs = f.ex.net_requests();
+    assert_eq!(reqs.len(), 2, "{reqs:?}");
+    assert!(reqs
+        .iter()
+        .all(|r| r.verdict == NetVerdict::Injected && r.status == 200));
+    assert_eq!(reqs[0].path, "/curl");
+    assert!(!format!("{reqs:?}{:?}", f.ex.net_audit()).contains(SECRET));
+    // An upstream that reflects the header: the output is redacted.
+    let r = run(&f, &format!("{CURL} -sS --max-time 20 {url}/echo"));
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(out.starts_with("echo [REDACTED"), "{}", text(&r));
+    assert!(!out.contains(SECRET));
+    f.ex.dispose();
+}
+
+#[test]
+fn kept_alive_connections_inject_per_request_and_http2_falls_back_to_1_1() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let Some(f) = executor("keepalive", vec![credential(port)], vec![], &pem) else {
+        return;
+    };
+    let url = format!("https://localhost:{port}");
+    let r = run(
+        &f,
+        &format!("{CURL} -sS --http2 --max-time 20 -w '%{{http_version}}\\n' {url}/a {url}/b"),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "auth ok\n1.1\nauth ok\n1.1\n",
+        "{}",
+        text(&r)
+    );
+    let connects =
+        f.ex.net_audit()
+            .iter()
+            .filter(|a| a.protocol == NetProtocol::Connect)
+            .count();
+    assert_eq!(
+        connects,
+        1,
+        "curl reused one connection: {:?}",
+        f.ex.net_audit()
+    );
+    let reqs = f.ex.net_requests();
+    assert_eq!(reqs.len(), 2, "{reqs:?}");
+    assert!(reqs.iter().all(|r| r.verdict == NetVerdict::Injected));
+    f.ex.dispose();
+}
+
+#[test]
+fn requests_outside_the_rules_reach_no_upstream_and_other_hosts_get_no_credential() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(Arc::clone(&cfg));
+    let other = upstream(cfg);
+    let port = up.addr.port();
+    let Some(f) = executor(
+        "rules",
+        vec![credential(port)],
+        vec![rule(port, &["GET"], &["/repos/org/"], "allow")],
+        &pem,
+    ) else {
+        return;
+    };
+    let url = format!("https://localhost:{port}");
+    let r = run(
+        &f,
+        &format!(
+            "{CURL} -s --max-time 20 -o /dev/null -w '%{{http_code}}\\n' -X DELETE {url}/repos/org/x; \
+             {CURL} -s --max-time 20 -o /dev/null -w '%{{http_code}}\\n' {url}/repos/other/x; \
+             {CURL} -s --max-time 20 -o /dev/null -w '%{{http_code}}\\n' --path-as-is {url}/repos/org/../other/x"
+        ),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "403\n403\n403\n",
+        "{}",
+        text(&r)
+    );
+    assert_eq!(
+        up.conns.load(Ordering::SeqCst),
+        0,
+        "a refused request went upstream"
+    );
+    let reqs = f.ex.net_requests();
+    assert_eq!(reqs.len(), 3, "{reqs:?}");
+    assert!(
+        reqs.iter().all(|r| r.verdict == NetVerdict::Refused),
+        "{reqs:?}"
+    );
+    assert_eq!(reqs[0].method, "DELETE");
+    let r = run(&f, &format!("{CURL} -sS --max-time 20 {url}/repos/org/x"));
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "auth ok\n",
+        "{}",
+        text(&r)
+    );
+    // Another granted host (another port, not intercepted): an opaque
+    // tunnel; the command's own header passes, the credential never.
+    std::fs::write(f.work().join("up-ca.pem"), &pem).unwrap();
+    let r = run(
+        &f,
+        &format!(
+            "{CURL} -sS --max-time 20 --cacert up-ca.pem -H 'Authorization: Bearer mine' \
+             https://localhost:{}/x",
+            other.addr.port()
+        ),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "auth other\n",
+        "{}",
+        text(&r)
+    );
+    let heads = other.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 1);
+    assert!(!heads[0].contains(SECRET));
+    f.ex.dispose();
+}
+
+#[test]
+fn an_upstream_the_roots_do_not_trust_is_refused() {
+    let (pem, _) = test_ca();
+    let (_, untrusted) = test_ca();
+    let up = upstream(untrusted);
+    let port = up.addr.port();
+    let Some(f) = executor("untrusted", vec![credential(port)], vec![], &pem) else {
+        return;
+    };
+    let r = run(
+        &f,
+        &format!(
+            "{CURL} -s --max-time 20 -o /dev/null -w '%{{http_code}}\\n' https://localhost:{port}/"
+        ),
+    );
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "502\n", "{}", text(&r));
+    assert!(up.heads.lock().unwrap().is_empty(), "a request reached it");
+    f.ex.dispose();
+}
+
+#[test]
+fn a_source_that_cannot_be_read_is_refused_at_start_naming_it() {
+    let var = "SANDGATE_TEST_CREDENTIAL_NEVER_SET";
+    assert!(std::env::var_os(var).is_none());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    // A value with a line break (a header injection) in a file.
+    std::fs::write(dir.path().join("bad"), "line1-value\nX-Evil: 1\n").unwrap();
+    for (c, names) in [
+        (
+            CredentialOptions {
+                host: Some("localhost".into()),
+                env: Some(var.into()),
+                ..Default::default()
+            },
+            var.to_owned(),
+        ),
+        (
+            CredentialOptions {
+                host: Some("localhost".into()),
+                file: Some(dir.path().join("bad").to_string_lossy().into_owned()),
+                ..Default::default()
+            },
+            dir.path().join("bad").display().to_string(),
+        ),
+    ] {
+        let mut b = Executor::builder();
+        b.base_dir(dir.path())
+            .write_root("work")
+            .enabled(true)
+            .security_mode(SecurityMode::TrustedHost)
+            .net_allow("localhost")
+            .net_credential(c);
+        let ex = b.build().unwrap();
+        let e = ex.start().unwrap_err();
+        let msg = e.to_string();
+        if e.code() == sandgate::ErrorCode::ConfineUnavailable {
+            eprintln!("note: skipped: {msg}");
+            return;
+        }
+        assert_eq!(e.code(), sandgate::ErrorCode::Policy, "{msg}");
+        assert!(msg.contains(&names), "{msg}");
+        assert!(!msg.contains("line1-value"), "{msg}");
+        assert!(ex.exec("true", ExecOptions::default()).is_err());
+    }
+}
+
+#[test]
+fn without_namespaces_an_executor_with_credentials_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    let mut b = Executor::builder();
+    b.base_dir(dir.path())
+        .write_root("work")
+        .enabled(true)
+        .security_mode(SecurityMode::TrustedHost)
+        .net_allow("localhost")
+        .namespaces(false)
+        .net_rule(rule(443, &["GET"], &[], "allow"));
+    let ex = b.build().unwrap();
+    // No proxy would serve the command: it would reach the host directly,
+    // outside the rules.
+    let e = ex.start().unwrap_err();
+    assert_eq!(e.code(), sandgate::ErrorCode::ConfineUnavailable, "{e}");
+    assert_eq!(e.key(), Some("net.rules"), "{e}");
+    assert!(ex.exec("true", ExecOptions::default()).is_err());
+}
