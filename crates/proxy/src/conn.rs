@@ -824,16 +824,27 @@ fn plain(
             return r;
         }
     };
-    // An intercepted host's requests get the same treatment in plain
-    // text as through TLS: its rules, its credentials set or stripped.
+    // An intercepted host's requests are judged in plain text as through
+    // TLS: its rules, its credential headers stripped. A credential is
+    // never set on a plain-text request: anyone on the path would read it.
     let mut request = None;
     if let (Some(ic), Host::Name(name)) = (&inner.config.intercept, &cleared.host) {
         if ic.intercepts(name, port) {
             let d = ic.decide(name, port, &head.method, &path);
-            let rec = d.record(name, port, &head.method, &path);
-            if let Decision::Refuse { why, .. } = &d {
+            let mut rec = d.record(name, port, &head.method, &path);
+            let why = match &d {
+                Decision::Refuse { why, .. } => Some(why.clone()),
+                Decision::Forward { set, .. } if !set.is_empty() => {
+                    rec.verdict = intercept::Verdict::Refused;
+                    Some(format!(
+                        "{name} gets a credential, which is sent only over TLS: use https://"
+                    ))
+                }
+                Decision::Forward { .. } => None,
+            };
+            if let Some(why) = why {
                 inner.record_request(rec);
-                refuse(&c, &mut r, 403, "Forbidden", why.clone());
+                refuse(&c, &mut r, 403, "Forbidden", why);
                 return r;
             }
             d.apply(&mut head.headers);
