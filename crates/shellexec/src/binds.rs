@@ -30,9 +30,8 @@
 //! past [`MAX_MOUNTS`] mounts, new protected entries (`touch x.lock`), and
 //! a protected directory's own mode and owner when it is only pinned.
 //!
-//! [`apply`] runs in PID 1 and follows `spawn.rs`'s rules: raw system
-//! calls only, no allocation; [`BindPlan::new`] prepares everything before
-//! the `clone`.
+//! The binding runs in PID 1 and follows `spawn.rs`'s rules: raw system
+//! calls only, no allocation; the plan is made before the `clone`.
 
 use std::ffi::CString;
 use std::io;
