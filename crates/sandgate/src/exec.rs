@@ -905,6 +905,9 @@ impl Checkpoint for Settling {
     fn entries(&self) -> Vec<ProtectedEntry> {
         let guard = self.1.guard();
         let protects = |p: &str| guard.check_write(p, None).refusal().is_some();
+        // Directories found wholly protected: what is beneath one is too,
+        // without asking the patterns again (a `.git` holds hundreds).
+        let mut wholly: Vec<std::path::PathBuf> = Vec::new();
         self.0
             .protected_entries()
             .into_iter()
@@ -916,12 +919,18 @@ impl Checkpoint for Settling {
                     0o120_000 => EntryKind::Symlink,
                     _ => EntryKind::Other,
                 };
-                let subtree = kind == EntryKind::Directory
-                    && e.path.to_str().is_some_and(|dir| {
-                        SUBTREE_PROBES
-                            .iter()
-                            .all(|probe| protects(&format!("{dir}/{probe}")))
-                    });
+                let is_dir = kind == EntryKind::Directory;
+                let inherited = is_dir && wholly.iter().any(|w| e.path.starts_with(w));
+                let subtree = inherited
+                    || (is_dir
+                        && e.path.to_str().is_some_and(|dir| {
+                            SUBTREE_PROBES
+                                .iter()
+                                .all(|probe| protects(&format!("{dir}/{probe}")))
+                        }));
+                if subtree && !inherited {
+                    wholly.push(e.path.clone());
+                }
                 ProtectedEntry {
                     path: e.path,
                     dev: e.dev,

@@ -120,6 +120,9 @@ pub(crate) struct BindPlan {
     /// The counts if every step succeeds; `floor` holds what is left to
     /// the check from the start.
     pub planned: ProtectedBinds,
+    /// A mount call that fails fails the command (`required`); otherwise
+    /// that entry is left to the after-the-fact check.
+    strict: bool,
 }
 
 /// A relative path of normal components only.
@@ -129,8 +132,14 @@ fn plain(p: &Path) -> bool {
 
 impl BindPlan {
     /// The binds that hold `entries` (recorded beneath `root`, the write
-    /// root as the view binds it: its canonical path).
-    pub(crate) fn new(root: &Path, entries: &[ProtectedEntry]) -> io::Result<BindPlan> {
+    /// root as the view binds it: its canonical path). `strict`: a failing
+    /// mount call fails the command instead of leaving its entry to the
+    /// after-the-fact check.
+    pub(crate) fn new(
+        root: &Path,
+        entries: &[ProtectedEntry],
+        strict: bool,
+    ) -> io::Result<BindPlan> {
         use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(root)?;
         let mut sorted: Vec<&ProtectedEntry> = entries.iter().collect();
@@ -146,6 +155,14 @@ impl BindPlan {
             if !plain(&e.path) {
                 floor += 1;
                 continue;
+            }
+            // Every directory above a protected entry is pinned, whether or
+            // not the entry itself can be bound.
+            let mut at = PathBuf::new();
+            let comps: Vec<_> = e.path.components().collect();
+            for c in &comps[..comps.len() - 1] {
+                at.push(c);
+                wanted.entry(at.clone()).or_insert(Want::Pin(None));
             }
             let want = match e.kind {
                 EntryKind::File if e.nlink == 1 => Want::ReadOnly {
@@ -167,12 +184,6 @@ impl BindPlan {
                     continue;
                 }
             };
-            let mut at = PathBuf::new();
-            let comps: Vec<_> = e.path.components().collect();
-            for c in &comps[..comps.len() - 1] {
-                at.push(c);
-                wanted.entry(at.clone()).or_insert(Want::Pin(None));
-            }
             wanted.insert(e.path.clone(), want);
         }
         let mut planned = ProtectedBinds {
@@ -205,6 +216,7 @@ impl BindPlan {
             root_id: (meta.dev(), meta.ino()),
             steps,
             planned,
+            strict,
         })
     }
 
@@ -232,8 +244,10 @@ pub(crate) fn applied(planned: ProtectedBinds, skipped: u32) -> ProtectedBinds {
 }
 
 /// Makes the plan's binds in the calling process's view; answers what
-/// was skipped (see [`pack_skipped`]). A failing mount call fails the
-/// whole (the command must not run with fewer binds than reported).
+/// was skipped (see [`pack_skipped`]): entries that are not what the
+/// record says and, unless the plan is strict, entries whose mount calls
+/// failed (nothing of a failed step is attached). A strict plan fails on
+/// the first failing mount call.
 ///
 /// Raw system calls only (no allocation, no `errno`).
 ///
@@ -268,14 +282,14 @@ pub(crate) unsafe fn apply(plan: &BindPlan) -> Result<u32, Errno> {
         for step in &plan.steps {
             match bind_one(root, step) {
                 Ok(true) => {}
-                Ok(false) => match step.want {
-                    Want::Pin(_) => pins += 1,
-                    Want::ReadOnly { .. } => binds += 1,
-                },
-                Err(e) => {
+                Err(e) if plan.strict => {
                     let _ = syscalls::syscall!(Sysno::close, root);
                     return Err(e);
                 }
+                Ok(false) | Err(_) => match step.want {
+                    Want::Pin(_) => pins += 1,
+                    Want::ReadOnly { .. } => binds += 1,
+                },
             }
         }
         let _ = syscalls::syscall!(Sysno::close, root);
@@ -404,7 +418,9 @@ mod tests {
                 entry("hard.lock", EntryKind::File, 2, false),
                 entry("link.lock", EntryKind::Symlink, 1, false),
                 entry("pkg.lock", EntryKind::Directory, 1, false),
+                entry("sub/dir/link.lock", EntryKind::Symlink, 1, false),
             ],
+            false,
         )
         .unwrap();
         let steps: Vec<(String, bool)> = plan
@@ -424,6 +440,8 @@ mod tests {
             ("pkg/deep", false),
             ("pkg/deep/yarn.lock", true),
             ("pkg.lock", false),
+            ("sub", false),
+            ("sub/dir", false),
         ]
         .iter()
         .map(|(p, r)| (p.to_string(), *r))
@@ -433,8 +451,8 @@ mod tests {
             plan.planned,
             ProtectedBinds {
                 bound: 3,
-                pinned: 3,
-                floor: 2
+                pinned: 5,
+                floor: 3
             }
         );
     }
@@ -445,7 +463,7 @@ mod tests {
         let entries: Vec<_> = (0..MAX_MOUNTS + 10)
             .map(|i| entry(&format!("f{i:05}.lock"), EntryKind::File, 1, false))
             .collect();
-        let plan = BindPlan::new(tmp.path(), &entries).unwrap();
+        let plan = BindPlan::new(tmp.path(), &entries, false).unwrap();
         assert_eq!(plan.steps.len(), MAX_MOUNTS);
         assert_eq!(plan.planned.bound as usize, MAX_MOUNTS);
         assert_eq!(plan.planned.floor, 10);

@@ -1078,9 +1078,9 @@ fn run(
         let held = crate::binds::applied(planned, binds_skipped);
         if held.floor > planned.floor {
             result.confined.notes.push(format!(
-                "{} protected entries were not what the record says when the view was built \
-                 (replaced, renamed or removed meanwhile): they were not bound, and are left \
-                 to the after-the-fact check",
+                "{} protected entries were not bound in the view (not what the record says: \
+                 replaced, renamed or removed meanwhile; or a mount call failed): they are \
+                 left to the after-the-fact check",
                 held.floor - planned.floor
             ));
         }
@@ -1157,7 +1157,8 @@ fn plan_binds(
             ));
         }
     }
-    crate::binds::BindPlan::new(&root, &entries)
+    let strict = config.confine_mode == ConfineMode::Required;
+    crate::binds::BindPlan::new(&root, &entries, strict)
         .map(Some)
         .map_err(|e| format!("cannot plan the binds of the protected paths: {e}"))
 }

@@ -186,7 +186,7 @@ fn entries_swapped_between_the_record_and_the_bind_are_left_to_the_floor() {
         r.confined
             .notes
             .iter()
-            .any(|n| n.starts_with("2 protected entries were not what the record says")),
+            .any(|n| n.starts_with("2 protected entries were not bound in the view")),
         "{:?}",
         r.confined.notes
     );
