@@ -10,20 +10,22 @@
 //!   ([`ProtectedEntry::subtree`]), read-only (and `nosuid`, `nodev`)
 //!   over itself: writes, `chmod`, `truncate` answer `EROFS`, and `rename`,
 //!   `unlink` or `rmdir` of it `EBUSY`, while the command runs;
-//! - every directory between the write root and such an entry (and every
-//!   other protected directory) over itself, read-write: a *pin*. A mount
-//!   point cannot be renamed or removed (`EBUSY`), and `rename`/`link`
-//!   across it answer `EXDEV`.
+//! - every directory between the write root and a protected entry (bound
+//!   or not), and every other protected directory, over itself,
+//!   read-write: a *pin*. A mount point cannot be renamed or removed
+//!   (`EBUSY`), and `rename`/`link` across it answer `EXDEV`.
 //!
 //! Each entry is opened beneath the view's write root without following
 //! any symlink (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`,
 //! `O_PATH | O_NOFOLLOW`) and compared with the record (device and inode,
 //! type); only then is that very descriptor cloned (`open_tree`), made
 //! read-only (`mount_setattr`) and moved over itself (`move_mount` onto the
-//! same descriptor). No path is looked up twice, so nothing a concurrent
-//! command does to the tree can redirect a bind. An entry that is not what
-//! the record says (replaced, renamed, gone) is not bound: the
-//! after-the-fact check still covers it.
+//! same descriptor). Each entry's path is looked up once, and the checked
+//! descriptor is both the source and the target of its bind, so nothing a
+//! concurrent command does to the tree can redirect a bind. An entry that
+//! is not what the record says (replaced, renamed, gone) is not bound: the
+//! after-the-fact check still covers it. So is an entry whose mount calls
+//! fail, unless confinement is `required`, where the command does not run.
 //!
 //! Left to that check: protected symlinks, files with more than one link
 //! (their other names are writable), fifos, sockets and devices, entries
