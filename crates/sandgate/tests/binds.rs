@@ -190,7 +190,10 @@ fn moving_git_away_fails_in_restricted_mode() {
          rm -rf .git/hooks; echo \"r=$?\"; \
          env GIT_CONFIG_GLOBAL=/dev/null git config core.hooksPath /tmp/h; echo \"c=$?\"",
     );
-    assert_eq!(out, "m=1\nh=1\nr=1\nc=255\n", "{err}");
+    // git's own exit code for a config it cannot write varies by version.
+    let (fixed, config) = out.split_at(out.find("c=").unwrap());
+    assert_eq!(fixed, "m=1\nh=1\nr=1\n", "{err}");
+    assert_ne!(config, "c=0\n", "{err}");
     assert!(err.contains("Device or resource busy"), "{err}");
     assert!(err.contains("Read-only file system"), "{err}");
     assert!(r.protected_changes.is_empty(), "{:?}", r.protected_changes);
@@ -242,7 +245,7 @@ fn links_and_renames_into_a_pinned_directory_answer_exdev() {
             &ex,
             "env GIT_CONFIG_GLOBAL=/dev/null git mv src/main.rs pkg/deep/main.rs; echo \"g=$?\"",
         );
-        assert_eq!(text(&r.stdout), "g=128\n", "{}", text(&r.stderr));
+        assert_ne!(text(&r.stdout), "g=0\n", "{}", text(&r.stderr));
         assert!(
             text(&r.stderr).contains("Invalid cross-device link"),
             "{}",
