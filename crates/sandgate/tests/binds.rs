@@ -148,6 +148,32 @@ fn writing_a_bound_file_fails_with_erofs_while_the_command_runs() {
     );
 }
 
+/// The command cannot take a bind away: `umount2` (even detaching) is
+/// refused, and the file stays read-only after the attempt.
+#[test]
+fn a_bind_cannot_be_unmounted_by_the_command() {
+    if Command::new("/usr/bin/python3").arg("-V").output().is_err() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let fx = fixture(false);
+    let Some(ex) = in_view("umount", &fx, false, PATTERNS) else {
+        return;
+    };
+    let (_, out, err) = run_bound(
+        &ex,
+        "/usr/bin/python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+         print(l.umount2(b\"Cargo.lock\", 2), l.umount2(b\"pkg/deep\", 2))'; \
+         echo evil > Cargo.lock; echo \"w=$?\"",
+    );
+    assert_eq!(out, "-1 -1\nw=1\n", "{err}");
+    assert!(err.contains("Read-only file system"), "{err}");
+    assert_eq!(
+        fs::read_to_string(fx.root.join("Cargo.lock")).unwrap(),
+        "lock v1\n"
+    );
+}
+
 #[test]
 fn renaming_or_removing_a_bound_entry_or_its_parent_fails_busy() {
     let fx = fixture(false);
@@ -294,17 +320,22 @@ fn the_floor_still_catches_what_the_binds_do_not() {
 fn protected_symlinks_and_hard_links_are_left_to_the_floor() {
     let fx = fixture(false);
     std::os::unix::fs::symlink("Cargo.lock", fx.root.join("link.lock")).unwrap();
+    fs::create_dir_all(fx.root.join("s/t")).unwrap();
+    std::os::unix::fs::symlink("../../Cargo.lock", fx.root.join("s/t/up.lock")).unwrap();
     fs::hard_link(fx.root.join("pkg/deep/yarn.lock"), fx.root.join("other")).unwrap();
     let Some(ex) = in_view("links", &fx, false, PATTERNS) else {
         return;
     };
     let (r, out, err) = run_bound(
         &ex,
-        "ln -sfn free.txt link.lock; echo evil > pkg/deep/yarn.lock; echo \"w=$?\"",
+        "ln -sfn free.txt link.lock; echo evil > pkg/deep/yarn.lock; echo \"w=$?\"; \
+         mv s s2; echo \"s=$?\"",
     );
-    assert_eq!(out, "w=0\n", "{err}");
+    // The symlink is not bound, but the directories above it are pinned.
+    assert_eq!(out, "w=0\ns=1\n", "{err}");
+    assert!(err.contains("Device or resource busy"), "{err}");
     let binds = r.confined.protected_binds.unwrap();
-    assert_eq!(binds.floor, 2, "{binds:?}");
+    assert_eq!(binds.floor, 3, "{binds:?}");
     let mut got: Vec<_> = r
         .protected_changes
         .iter()
