@@ -335,6 +335,46 @@ impl Checkpoint {
     }
 }
 
+/// One recorded protected entry ([`Checkpoint::protected_entries`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedEntry {
+    /// Its path beneath the write root.
+    pub path: PathBuf,
+    /// Its device and inode when recorded.
+    pub dev: u64,
+    /// See `dev`.
+    pub ino: u64,
+    /// Its `st_mode` when recorded (type and permissions).
+    pub mode: u32,
+    /// Its link count when recorded.
+    pub nlink: u64,
+}
+
+impl Checkpoint {
+    /// The protected entries of the record this command will be settled
+    /// against, in path order.
+    pub fn protected_entries(&self) -> Vec<RecordedEntry> {
+        let Some(p) = self.protector.as_ref() else {
+            return Vec::new();
+        };
+        let shared = lock(&p.shared);
+        let Some(record) = shared.records.get(&p.guard_key) else {
+            return Vec::new();
+        };
+        record
+            .entries
+            .iter()
+            .map(|(rel, e)| RecordedEntry {
+                path: bytes_path(rel).to_path_buf(),
+                dev: e.meta.dev,
+                ino: e.meta.ino,
+                mode: e.meta.mode,
+                nlink: e.meta.nlink,
+            })
+            .collect()
+    }
+}
+
 impl Drop for Checkpoint {
     fn drop(&mut self) {
         if let Some(p) = self.protector.take() {

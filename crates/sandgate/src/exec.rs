@@ -36,7 +36,7 @@ use sandgate_shellexec::exec::{
 };
 use sandgate_shellexec::git::{self, GitSubcommand};
 use sandgate_shellexec::limits::ResourceLimits;
-use sandgate_shellexec::protected::{Checkpoint, ProtectedPaths};
+use sandgate_shellexec::protected::{Checkpoint, EntryKind, ProtectedEntry, ProtectedPaths};
 
 /// The resolver trait the egress proxy asks; the same trait as
 /// [`crate::fetch::Resolve`], so one resolver serves the shell's proxy and
@@ -1173,21 +1173,81 @@ fn protection(policy: &Policy) -> Result<Option<Arc<dyn ProtectedPaths>>, Error>
         .with_key("fs.write_root")
         .with_errno(e.raw_os_error())
     })?;
-    Ok(Some(Arc::new(Protection(Arc::new(protector)))))
+    Ok(Some(Arc::new(Protection(
+        Arc::new(protector),
+        write_root.to_path_buf(),
+    ))))
 }
 
-/// [`Protector`] as the executor's hook.
-struct Protection(Arc<Protector>);
+/// [`Protector`] as the executor's hook, and the write root it protects.
+struct Protection(Arc<Protector>, std::path::PathBuf);
 
 impl ProtectedPaths for Protection {
     fn before(&self) -> std::io::Result<Box<dyn Checkpoint>> {
-        Ok(Box::new(Settling(self.0.begin()?)))
+        Ok(Box::new(Settling(self.0.begin()?, self.0.clone())))
+    }
+
+    fn root(&self) -> Option<&std::path::Path> {
+        Some(&self.1)
     }
 }
 
-struct Settling(sandgate_protect::Checkpoint);
+/// Names that no pattern names on purpose: a protected directory whose
+/// children of these names (a plain one, a dotted one, and one a level
+/// deeper) are all protected is taken to have all of its content
+/// protected (`dir/**`, restricted mode's `.git`), and is bound read-only
+/// as a whole in the view. Any other protected directory is only pinned
+/// there, its protected entries bound one by one.
+const SUBTREE_PROBES: &[&str] = &[
+    "zz-sandgate-probe",
+    ".zz-sandgate-probe",
+    "zz-sandgate-probe/zz-sandgate-probe.d",
+];
+
+struct Settling(sandgate_protect::Checkpoint, Arc<Protector>);
 
 impl Checkpoint for Settling {
+    fn entries(&self) -> Vec<ProtectedEntry> {
+        let guard = self.1.guard();
+        let protects = |p: &str| guard.check_write(p, None).refusal().is_some();
+        // Directories found wholly protected: what is beneath one is too,
+        // without asking the patterns again (a `.git` holds hundreds).
+        let mut wholly: Vec<std::path::PathBuf> = Vec::new();
+        self.0
+            .protected_entries()
+            .into_iter()
+            .map(|e| {
+                // The file type bits of `st_mode` (inode(7)).
+                let kind = match e.mode & 0o170_000 {
+                    0o100_000 => EntryKind::File,
+                    0o040_000 => EntryKind::Directory,
+                    0o120_000 => EntryKind::Symlink,
+                    _ => EntryKind::Other,
+                };
+                let is_dir = kind == EntryKind::Directory;
+                let inherited = is_dir && wholly.iter().any(|w| e.path.starts_with(w));
+                let subtree = inherited
+                    || (is_dir
+                        && e.path.to_str().is_some_and(|dir| {
+                            SUBTREE_PROBES
+                                .iter()
+                                .all(|probe| protects(&format!("{dir}/{probe}")))
+                        }));
+                if subtree && !inherited {
+                    wholly.push(e.path.clone());
+                }
+                ProtectedEntry {
+                    path: e.path,
+                    dev: e.dev,
+                    ino: e.ino,
+                    kind,
+                    nlink: e.nlink,
+                    subtree,
+                }
+            })
+            .collect()
+    }
+
     fn after(self: Box<Self>) -> Vec<ProtectedChange> {
         self.0
             .settle()

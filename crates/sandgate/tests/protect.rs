@@ -185,13 +185,29 @@ fn attack_with(
         r.protected_changes,
         String::from_utf8_lossy(&r.stderr)
     );
+    // In the view the read-only binds refuse most attacks while the
+    // command runs: then nothing changed and the command saw the error.
     assert!(
-        !r.protected_changes.is_empty(),
+        !r.protected_changes.is_empty() || refused_in_flight(&r),
         "`{attack}` was undone but not reported: exit {} stderr {}",
         r.exit_code,
         String::from_utf8_lossy(&r.stderr)
     );
     r
+}
+
+/// The command ran with protected entries bound read-only and saw an
+/// error from the kernel for its attack (`EROFS`, `EBUSY`, `EXDEV`).
+fn refused_in_flight(r: &ExecResult) -> bool {
+    let err = String::from_utf8_lossy(&r.stderr);
+    r.confined.protected_binds.is_some_and(|b| b.bound > 0)
+        && [
+            "Read-only file system",
+            "Device or resource busy",
+            "Invalid cross-device link",
+        ]
+        .iter()
+        .any(|e| err.contains(e))
 }
 
 /// A control writing `free.txt`, and its check.
@@ -373,9 +389,9 @@ fn python_renames_links_and_exchanges_are_undone() {
             "/usr/bin/python3 -c 'import os; os.link(\"free.txt\", \"new.lock\")'",
             "/usr/bin/python3 -c 'import os; os.link(\"Cargo.lock\", \"hard\")'",
             // renameat2(AT_FDCWD, "free.txt", AT_FDCWD, "Cargo.lock", RENAME_EXCHANGE)
-            "/usr/bin/python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+            "/usr/bin/python3 -c 'import ctypes, os; l = ctypes.CDLL(None, use_errno=True); \
              r = l.syscall(316, -100, b\"free.txt\", -100, b\"Cargo.lock\", 2); \
-             assert r == 0, ctypes.get_errno()'",
+             assert r == 0, os.strerror(ctypes.get_errno())'",
         ],
     );
 }
@@ -462,9 +478,14 @@ fn git_config_is_protected_with_the_hooks() {
             "env GIT_CONFIG_GLOBAL=/dev/null git config core.hooksPath /tmp/hooks",
             control_ok,
         );
-        assert!(r.protected_changes.iter().any(|c| c.path == ".git/config"
-            && c.pattern == ".git/config"
-            && c.action == ProtectedAction::Restored));
+        // In the view `.git/config` is bound read-only: git's rename of
+        // `config.lock` onto it fails (EBUSY) while the command runs.
+        assert!(
+            refused_in_flight(&r)
+                || r.protected_changes.iter().any(|c| c.path == ".git/config"
+                    && c.pattern == ".git/config"
+                    && c.action == ProtectedAction::Restored)
+        );
         // Everything else in .git stays the command's to change.
         let r = run(&ex, "echo x > .git/description");
         assert!(r.protected_changes.is_empty());
@@ -555,7 +576,15 @@ fn host_edits_between_commands_become_the_record() {
             fs::read_to_string(fx.root.join("Cargo.lock")).unwrap(),
             "host v2\n"
         );
-        assert_eq!(r.protected_changes.len(), 2, "{:?}", r.protected_changes);
+        if r.confined.protected_binds.is_some() {
+            // The host's edits are in the record, so both were bound
+            // read-only: both writes failed in the command.
+            assert!(r.protected_changes.is_empty(), "{:?}", r.protected_changes);
+            let err = String::from_utf8_lossy(&r.stderr);
+            assert_eq!(err.matches("Read-only file system").count(), 2, "{err}");
+        } else {
+            assert_eq!(r.protected_changes.len(), 2, "{:?}", r.protected_changes);
+        }
         // A command that changes nothing protected reports nothing.
         let r = run(&ex, "echo ok > free.txt");
         assert!(r.protected_changes.is_empty(), "{:?}", r.protected_changes);
@@ -584,10 +613,7 @@ fn concurrent_commands_on_one_root_share_one_record() {
         while !fx.root.join("a-ready").exists() {
             std::thread::yield_now();
         }
-        let b = run(
-            &ex,
-            "echo evil > Cargo.lock && touch new.lock && touch b-done",
-        );
+        let b = run(&ex, "echo evil > Cargo.lock; touch new.lock; touch b-done");
         let a = waiting.join().unwrap();
         assert_eq!(state(&fx.root, &g), before);
         // Whichever settles first finds both changes (a may see b-done
@@ -600,7 +626,14 @@ fn concurrent_commands_on_one_root_share_one_record() {
             .map(|c| c.path.clone())
             .collect();
         all.sort();
-        assert_eq!(all, ["Cargo.lock", "new.lock"], "a: {a:?}\nb: {b:?}");
+        if b.confined.protected_binds.is_some() {
+            // Cargo.lock was bound read-only: only the new file is the
+            // floor's.
+            assert!(String::from_utf8_lossy(&b.stderr).contains("Read-only file system"));
+            assert_eq!(all, ["new.lock"], "a: {a:?}\nb: {b:?}");
+        } else {
+            assert_eq!(all, ["Cargo.lock", "new.lock"], "a: {a:?}\nb: {b:?}");
+        }
     }
 }
 

@@ -15,6 +15,13 @@
 //!   otherwise) to `executor_landlock`, and `executor_limits_cpu` a CPU
 //!   limit too (the monitor); both are paired with `executor_landlock`.
 //!   Target: ≤ 1.10× `executor_landlock`.
+//!   `executor_namespaces_binds` runs in namespaces over a write directory
+//!   with protected entries (a `.git` and a `.github` bound whole, two
+//!   lock files: 4 binds and 1 pin) and `executor_namespaces_binds_200`
+//!   over one with 100 lock files in 100 directories (100 binds, 100
+//!   pins), each paired with `executor_namespaces`: the cost of the binds
+//!   (the record is made once; the after-the-fact check is the protect
+//!   crate's bench).
 //! - `capture_100MB`: `head -c 100000000 /dev/zero` through `bash -c`,
 //!   captured whole by `Command::output` (the reference, `command_output`)
 //!   and by the executor (`executor_off`, `max_output_bytes` 128 MiB).
@@ -46,6 +53,12 @@ use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
 use sandgate_shellexec::confine::{ConfineMode, ConfineSpec};
 use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
 use sandgate_shellexec::limits::ResourceLimits;
+use sandgate_shellexec::protected::{
+    Checkpoint, EntryKind, ProtectedChange, ProtectedEntry, ProtectedPaths,
+};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
 
 #[path = "../../../benches/interleave.rs"]
 mod interleave;
@@ -116,6 +129,101 @@ fn true_executors() -> (
     });
     let namespaces = started(config(ConfineMode::BestEffort, spec, 1 << 20));
     ([read_dir, write_dir], off, landlock, namespaces)
+}
+
+/// Protected entries recorded once; every command gets the same record
+/// and nothing is checked afterwards: only the binds are measured.
+struct Recorded {
+    root: PathBuf,
+    entries: Vec<ProtectedEntry>,
+}
+
+struct Same(Vec<ProtectedEntry>);
+
+impl Checkpoint for Same {
+    fn after(self: Box<Self>) -> Vec<ProtectedChange> {
+        Vec::new()
+    }
+    fn entries(&self) -> Vec<ProtectedEntry> {
+        self.0.clone()
+    }
+}
+
+impl ProtectedPaths for Recorded {
+    fn before(&self) -> std::io::Result<Box<dyn Checkpoint>> {
+        Ok(Box::new(Same(self.entries.clone())))
+    }
+    fn root(&self) -> Option<&Path> {
+        Some(&self.root)
+    }
+}
+
+/// Makes `files` (and their directories) beneath `root` and records them
+/// and `dirs` (protected as a whole) as protected.
+fn protected_root(root: &Path, files: &[String], dirs: &[&str]) -> Arc<Recorded> {
+    let mut entries = Vec::new();
+    for f in files {
+        let p = root.join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "x\n").unwrap();
+    }
+    for d in dirs {
+        std::fs::create_dir_all(root.join(d).join("inner")).unwrap();
+        std::fs::write(root.join(d).join("inner/file"), "x\n").unwrap();
+    }
+    let kinds = files
+        .iter()
+        .map(|f| (f.as_str(), EntryKind::File))
+        .chain(dirs.iter().map(|d| (*d, EntryKind::Directory)));
+    for (rel, kind) in kinds {
+        let md = std::fs::symlink_metadata(root.join(rel)).unwrap();
+        entries.push(ProtectedEntry {
+            path: PathBuf::from(rel),
+            dev: md.dev(),
+            ino: md.ino(),
+            kind,
+            nlink: md.nlink(),
+            subtree: kind == EntryKind::Directory,
+        });
+    }
+    Arc::new(Recorded {
+        root: root.to_owned(),
+        entries,
+    })
+}
+
+/// Executors in namespaces whose write directory holds protected entries:
+/// a small project, and one with 100 lock files in 100 directories.
+fn binds_executors() -> (
+    [tempfile::TempDir; 2],
+    LocalShellExecutor,
+    LocalShellExecutor,
+) {
+    let small = tempfile::tempdir().expect("tempdir");
+    let many = tempfile::tempdir().expect("tempdir");
+    let with = |dir: &Path, hook: Arc<Recorded>| {
+        started(ExecConfig {
+            protected: Some(hook),
+            ..config(
+                ConfineMode::BestEffort,
+                ConfineSpec {
+                    write_dirs: vec![dir.to_owned()],
+                    ..ConfineSpec::default()
+                },
+                1 << 20,
+            )
+        })
+    };
+    let small_hook = protected_root(
+        small.path(),
+        &["Cargo.lock".to_owned(), "web/yarn.lock".to_owned()],
+        &[".git", ".github"],
+    );
+    let many_files: Vec<String> = (0..100).map(|i| format!("d{i:03}/pkg.lock")).collect();
+    let many_hook = protected_root(many.path(), &many_files, &[]);
+    let a = with(small.path(), small_hook);
+    let b = with(many.path(), many_hook);
+    ([small, many], a, b)
 }
 
 /// Where bubblewrap is installed, for the information row.
@@ -197,6 +305,28 @@ fn exec_true(c: &mut Criterion) {
             },
             reference,
         );
+        let (_protected, small, many) = binds_executors();
+        for (name, ex) in [
+            ("executor_namespaces_binds", &small),
+            ("executor_namespaces_binds_200", &many),
+        ] {
+            let r = exec(ex, "true");
+            assert_eq!(r.exit_code, 0);
+            println!("{name}: {:?}", r.confined.protected_binds);
+            paired(
+                &mut g,
+                "exec_true",
+                name,
+                "executor_namespaces",
+                1,
+                || {
+                    black_box(exec(ex, black_box("true")));
+                },
+                || {
+                    black_box(exec(&namespaces, black_box("true")));
+                },
+            );
+        }
     } else {
         println!(
             "executor_namespaces: skipped: {:?}",

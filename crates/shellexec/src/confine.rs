@@ -178,6 +178,11 @@ pub struct ConfinementReport {
     /// `/proc` and private tmpfs for `/tmp`, `/var/tmp`, `/run`,
     /// `/dev/shm`) instead of the host's tree.
     pub view: bool,
+    /// In the view: how the protected entries beneath the write root were
+    /// held while the command ran ([`crate::binds`]); absent without
+    /// protected entries or without the view.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protected_binds: Option<crate::binds::ProtectedBinds>,
     /// Each guarantee that was not in force.
     pub missing: Vec<ConfinePart>,
     /// What the fields above do not say: gaps in what is enforced.
@@ -649,6 +654,7 @@ pub fn prepare_with_abi(
         seccomp_refuses,
         namespaces: false,
         view: false,
+        protected_binds: None,
         missing,
         notes,
         limits: None,

@@ -978,11 +978,12 @@ fn run(
 ) -> Result<ExecResult, ExecError> {
     let (prepared, namespaces, limits) = confinement;
     let timeout = opts.timeout.unwrap_or(config.default_timeout);
-    let in_ns = match namespaces {
+    let mut in_ns = match namespaces {
         Ok(ns) if prepared.view().is_some() => Some(spawn::InNamespaces {
             namespaces: ns,
             grace: config.grace,
             default_cwd: std::env::current_dir().ok(),
+            binds: None,
         }),
         _ => None,
     };
@@ -1069,6 +1070,29 @@ fn run(
             return Ok(result);
         }
     };
+    // In the view, the recorded protected entries are bound read-only.
+    let mut planned_binds = None;
+    if let (Some(n), Some(checkpoint), Some(hook)) = (
+        in_ns.as_mut(),
+        checkpoint.as_ref(),
+        config.protected.as_ref(),
+    ) {
+        match plan_binds(config, hook.as_ref(), checkpoint.as_ref()) {
+            Ok(plan) => {
+                planned_binds = plan.as_ref().map(|p| p.planned);
+                n.binds = plan;
+            }
+            Err(why) => {
+                if let (Some(pool), Some(lease)) = (pool, lease) {
+                    pool.release(lease);
+                }
+                result.exit_code = EXIT_NOT_STARTED;
+                result.stderr = format!("sandgate: cannot start {what}: {why}\n").into_bytes();
+                result.duration = began.elapsed();
+                return Ok(result);
+            }
+        }
+    }
     let spawned = match spawn::spawn(
         program, &env.envp, env_owner, prepared, cwd, in_ns, placement,
     ) {
@@ -1089,7 +1113,20 @@ fn run(
         stderr,
         status,
         notify,
+        binds_skipped,
     } = spawned;
+    if let Some(planned) = planned_binds {
+        let held = crate::binds::applied(planned, binds_skipped);
+        if held.floor > planned.floor {
+            result.confined.notes.push(format!(
+                "{} protected entries were not bound in the view (not what the record says: \
+                 replaced, renamed or removed meanwhile; or a mount call failed): they are \
+                 left to the after-the-fact check",
+                held.floor - planned.floor
+            ));
+        }
+        result.confined.protected_binds = Some(held);
+    }
     let capture = Capture::new(stdout, stderr, &env.redactor, config.max_output_bytes);
     let monitor = Monitor::new(keeper.pid(), limits.walked, lease, began);
     let outcome = Run::new(
@@ -1120,6 +1157,51 @@ fn run(
     result.aborted = outcome.aborted;
     result.duration = began.elapsed();
     Ok(result)
+}
+
+/// The binds of the recorded protected entries in the view, when the
+/// hook names its root and the view binds that root writable. `required`
+/// refuses a protected file with more than one link: its other names
+/// would stay writable.
+fn plan_binds(
+    config: &ExecConfig,
+    hook: &dyn ProtectedPaths,
+    checkpoint: &dyn crate::protected::Checkpoint,
+) -> Result<Option<crate::binds::BindPlan>, String> {
+    let Some(root) = hook.root() else {
+        return Ok(None);
+    };
+    let root = fs::canonicalize(root)
+        .map_err(|e| format!("cannot resolve the protected write root: {e}"))?;
+    let in_view = config
+        .confine
+        .write_dirs
+        .iter()
+        .any(|d| fs::canonicalize(d).is_ok_and(|d| d == root));
+    if !in_view {
+        return Ok(None);
+    }
+    let entries = checkpoint.entries();
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    if config.confine_mode == ConfineMode::Required {
+        if let Some(e) = entries
+            .iter()
+            .find(|e| e.kind == crate::protected::EntryKind::File && e.nlink > 1)
+        {
+            return Err(format!(
+                "the protected file {} has {} hard links: its other names cannot be bound \
+                 read-only, and confinement is required (remove the extra links)",
+                e.path.display(),
+                e.nlink
+            ));
+        }
+    }
+    let strict = config.confine_mode == ConfineMode::Required;
+    crate::binds::BindPlan::new(&root, &entries, strict)
+        .map(Some)
+        .map_err(|e| format!("cannot plan the binds of the protected paths: {e}"))
 }
 
 #[cfg(test)]

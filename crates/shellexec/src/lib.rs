@@ -19,6 +19,8 @@
 //!   output, and every descendant killed before the call returns.
 //! - [`protected`]: the hook around each command through which an embedder
 //!   finds and undoes changes to protected paths.
+//! - [`binds`]: in namespaces, protected entries bound read-only over
+//!   themselves and their parents pinned, while the command runs.
 //! - [`git`]: confined git: a strict word splitter and a per-subcommand
 //!   schema that turn `git status|diff|log …` into a hardened invocation.
 //!
@@ -34,6 +36,8 @@ compile_error!(
      seccomp and pidfds. x86_64 Linux with glibc is the platform that is built and tested."
 );
 
+#[cfg(target_os = "linux")]
+pub mod binds;
 #[cfg(target_os = "linux")]
 mod capture;
 #[cfg(target_os = "linux")]

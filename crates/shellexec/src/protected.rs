@@ -10,6 +10,7 @@
 
 use std::fmt;
 use std::io;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +23,14 @@ pub trait ProtectedPaths: Send + Sync {
     ///
     /// When the protected state cannot be recorded.
     fn before(&self) -> io::Result<Box<dyn Checkpoint>>;
+
+    /// The write root the protected entries are beneath. When it is given
+    /// and a command runs in the view, the entries its checkpoint
+    /// [lists](Checkpoint::entries) are bound read-only there
+    /// ([`crate::binds`]). The default names none: no binds.
+    fn root(&self) -> Option<&Path> {
+        None
+    }
 }
 
 /// One command's record of the protected state.
@@ -30,6 +39,47 @@ pub trait Checkpoint: Send {
     /// finds what changed since [`ProtectedPaths::before`], undoes it, and
     /// answers what was found and done.
     fn after(self: Box<Self>) -> Vec<ProtectedChange>;
+
+    /// The protected entries as recorded, for the read-only binds of a
+    /// command that runs in namespaces ([`crate::binds`]). The default
+    /// lists none: everything is left to [`after`](Self::after).
+    fn entries(&self) -> Vec<ProtectedEntry> {
+        Vec::new()
+    }
+}
+
+/// What a protected entry was when recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+    /// A symbolic link.
+    Symlink,
+    /// A fifo, socket or device.
+    Other,
+}
+
+/// One protected entry beneath the write root, as recorded before the
+/// command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtectedEntry {
+    /// Its path beneath the write root (relative, no `..`).
+    pub path: PathBuf,
+    /// Its device when recorded.
+    pub dev: u64,
+    /// Its inode when recorded.
+    pub ino: u64,
+    /// Its type when recorded.
+    pub kind: EntryKind,
+    /// Its link count when recorded.
+    pub nlink: u64,
+    /// A directory every entry beneath which is protected too, so that it
+    /// may be bound read-only as a whole. When false, a protected
+    /// directory is only pinned (it cannot be renamed or removed) and its
+    /// protected entries are bound one by one.
+    pub subtree: bool,
 }
 
 /// What was done about a protected entry a command changed.

@@ -43,12 +43,13 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use rustix::process::{Pid, WaitOptions};
 use syscalls::{Errno, Sysno};
 
+use crate::binds::{self, BindPlan};
 use crate::cgroup::Placement;
 use crate::confine::Prepared;
 use crate::ns::{self, Namespaces};
@@ -106,6 +107,11 @@ struct Shared {
     keeper: AtomicI32,
     /// Set by the shell when it cannot be started: the error number.
     failed: AtomicI32,
+    /// In namespaces: the protected entries to bind in the view.
+    binds: Option<BindPlan>,
+    /// Set by PID 1: what it could not bind ([`binds::pack_skipped`]),
+    /// sent with the start report.
+    binds_skipped: AtomicU32,
 }
 
 // SAFETY: the raw pointers point into strings the block owns, which never
@@ -132,6 +138,8 @@ pub(crate) struct InNamespaces<'a> {
     pub grace: std::time::Duration,
     /// The working directory's path when the caller gave none.
     pub default_cwd: Option<std::path::PathBuf>,
+    /// The protected entries to bind read-only in the view.
+    pub binds: Option<BindPlan>,
 }
 
 /// A started command: the keeper, and the executor's ends of the pipes.
@@ -144,6 +152,8 @@ pub(crate) struct Spawned {
     /// The seccomp listener for the shell's `listen` calls, when the
     /// filter hands them to the executor.
     pub notify: Option<OwnedFd>,
+    /// What PID 1 could not bind ([`binds::pack_skipped`]).
+    pub binds_skipped: u32,
 }
 
 /// The keeper process: our child until it is reaped.
@@ -403,6 +413,11 @@ pub(crate) fn spawn(
             .as_ref()
             .and_then(|p| CString::new(p.as_os_str().as_bytes()).ok()),
     };
+    let mut in_ns = in_ns;
+    let bind_plan = in_ns
+        .as_mut()
+        .and_then(|n| n.binds.take())
+        .filter(|p| !p.is_empty());
     let ns_join = in_ns.as_ref().map(|n| NsJoin {
         user: n.namespaces.user.as_raw_fd(),
         net: n.namespaces.net.as_raw_fd(),
@@ -472,6 +487,8 @@ pub(crate) fn spawn(
         placement,
         keeper: AtomicI32::new(0),
         failed: AtomicI32::new(0),
+        binds: bind_plan,
+        binds_skipped: AtomicU32::new(0),
     });
     let shared = Box::into_raw(shared);
 
@@ -570,6 +587,7 @@ pub(crate) fn spawn(
         stderr: err_r,
         status: status_r,
         notify,
+        binds_skipped: errno as u32,
     })
 }
 
@@ -690,7 +708,11 @@ fn keeper_body(s: &Shared, arg: *mut libc::c_void, cleanup_ms: Option<u32>) -> !
     // SAFETY: called only by the keeper or PID 1.
     match unsafe { start_shell(s, arg) } {
         Ok(shell) => {
-            report(s.status, STARTED, 0);
+            report(
+                s.status,
+                STARTED,
+                s.binds_skipped.load(Ordering::SeqCst) as i32,
+            );
             // SAFETY: this is the keeper, its shell past `execve`.
             unsafe { keep(shell, s.status, cleanup_ms) }
         }
@@ -872,6 +894,12 @@ extern "C" fn pid1_main(arg: *mut libc::c_void) -> libc::c_int {
             .and_then(|()| match s.prepared.view() {
                 Some(view) => ns::enter_view(view),
                 None => Err(Errno::EINVAL),
+            })
+            .and_then(|()| match &s.binds {
+                Some(plan) => binds::apply(plan).map(|skipped| {
+                    s.binds_skipped.store(skipped, Ordering::SeqCst);
+                }),
+                None => Ok(()),
             })
     };
     if let Err(e) = set_up {
