@@ -1072,13 +1072,20 @@ fn build_ruleset(plan: &Plan, in_view: bool) -> Result<RawFd, Errno> {
             add_path_rule(ruleset, rule.fd.as_raw_fd(), rule.access)?;
         }
         if plan.proc_self_access != 0 {
+            // Outside the view, /proc shows the host's processes: only the
+            // first process's own /proc/<pid> is granted. In the view /proc
+            // is a fresh mount of the command's own PID namespace, which
+            // shows its processes alone: it is granted whole, so that every
+            // process of the tree can read its own /proc/self (and
+            // /proc/meminfo, /proc/cpuinfo) as programs expect.
+            let proc = if in_view { c"/proc" } else { c"/proc/self" };
             // SAFETY: a NUL-terminated literal path; O_PATH opens nothing's
             // content.
             let opened = unsafe {
                 syscalls::syscall!(
                     Sysno::openat,
                     libc::AT_FDCWD,
-                    c"/proc/self".as_ptr(),
+                    proc.as_ptr(),
                     libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
                     0
                 )

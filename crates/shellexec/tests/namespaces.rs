@@ -215,13 +215,42 @@ fn mounts_and_namespace_changes_are_refused() {
     assert_eq!(out(&r), "ok\n");
 }
 
+/// In the view, /proc is the command's own PID namespace: every process of
+/// the tree reads its own /proc/self and the system-wide files programs
+/// read (meminfo, cpuinfo), and sees no process but the command's.
+#[test]
+fn every_process_of_the_tree_reads_its_own_proc() {
+    let f = fixture();
+    let Some(ex) = in_namespaces("proc", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    // `head` and `cat` are children of the shell, not the first process.
+    let r = exec(
+        &ex,
+        "head -1 /proc/self/status && cat /proc/self/environ | tr '\\0' '\\n' | grep -c '^PATH=' \
+         && grep -c '^MemTotal:' /proc/meminfo && sh -c 'head -c 4 /proc/self/maps >/dev/null && echo maps' \
+         && ls /proc | grep -c '^[0-9]'",
+    );
+    assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+    let o = out(&r);
+    let lines: Vec<&str> = o.lines().collect();
+    assert!(lines[0].starts_with("Name:\thead"), "{o}");
+    assert_eq!(&lines[1..4], ["1", "1", "maps"], "{o}");
+    // PID 1 (the keeper), the shell and `ls`: a handful, never the host's.
+    let pids: usize = lines[4].parse().unwrap();
+    assert!(
+        pids <= 6,
+        "{pids} processes visible in the view's /proc: {o}"
+    );
+}
+
 #[test]
 fn a_root_caller_loses_the_dropped_capabilities() {
     let f = fixture();
     let Some(ex) = in_namespaces("caps", config(&f, ConfineMode::BestEffort)) else {
         return;
     };
-    // The shell reads its own status (the one /proc entry it is granted).
+    // The shell reads its own status.
     let r = exec(
         &ex,
         "while read k v; do case $k in CapBnd:|CapEff:|CapAmb:) echo $k $v;; esac; done < /proc/self/status",
