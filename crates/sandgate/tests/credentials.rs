@@ -287,7 +287,7 @@ fn curl_and_python_reach_the_upstream_with_the_real_credential_the_command_never
         &format!(
             "{CURL} -sS --max-time 20 -H 'Authorization: Bearer forged' {url}/curl && \
              {PYTHON} t.py && \
-             env > env.txt && (cat /proc/self/environ > environ.bin 2>/dev/null || true) && \
+             env > env.txt && cat /proc/self/environ > environ.bin && \
              cp \"$SSL_CERT_FILE\" bundle.pem && \
              for v in REQUESTS_CA_BUNDLE NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO CURL_CA_BUNDLE; do \
                test \"$(printenv $v)\" = \"$SSL_CERT_FILE\" || echo \"$v differs\"; done"
@@ -308,6 +308,11 @@ fn curl_and_python_reach_the_upstream_with_the_real_credential_the_command_never
     // The command held no trace of the value: its environment, its
     // /proc/self/environ, the files it wrote, its output (unredacted: no
     // redaction marker either).
+    let environ = std::fs::read(f.work().join("environ.bin")).unwrap();
+    assert!(
+        environ.windows(5).any(|w| w == b"PATH="),
+        "environ.bin is empty"
+    );
     assert!(files_holding(&f.work(), SECRET.as_bytes()).is_empty());
     assert!(!text(&r).contains(SECRET) && !text(&r).contains("REDACTED"));
     let env = std::fs::read_to_string(f.work().join("env.txt")).unwrap();
