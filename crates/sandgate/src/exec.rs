@@ -517,16 +517,7 @@ impl Executor {
     /// host, method, path, the rule that decided and the verdict —
     /// never a credential's value.
     pub fn net_requests(&self) -> Vec<NetRequestRecord> {
-        self.net
-            .as_ref()
-            .and_then(|n| {
-                n.served
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .as_ref()
-                    .map(|s| s.proxy.requests())
-            })
-            .unwrap_or_default()
+        self.with_served(|s| s.proxy.requests()).unwrap_or_default()
     }
 
     /// What the egress proxy did with each connection the commands made
@@ -534,28 +525,20 @@ impl Executor {
     /// grants no network access or commands run without namespaces (then
     /// the policy's ports are reached directly, on the floor).
     pub fn net_audit(&self) -> Vec<NetAuditRecord> {
-        self.net
-            .as_ref()
-            .and_then(|n| {
-                n.served
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .as_ref()
-                    .map(|s| s.proxy.audit())
-            })
-            .unwrap_or_default()
+        self.with_served(|s| s.proxy.audit()).unwrap_or_default()
     }
 
     /// The egress proxy's address inside the commands' network namespace,
     /// while it runs.
     pub fn proxy_address(&self) -> Option<std::net::SocketAddr> {
-        self.net.as_ref().and_then(|n| {
-            n.served
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-                .map(|s| s.address)
-        })
+        self.with_served(|s| s.address)
+    }
+
+    /// `f` of the running proxy, if one runs.
+    fn with_served<T>(&self, f: impl FnOnce(&Served) -> T) -> Option<T> {
+        let net = self.net.as_ref()?;
+        let served = net.served.lock().unwrap_or_else(|e| e.into_inner());
+        served.as_ref().map(f)
     }
 
     /// Starts the shell executor and, where commands run in namespaces of
