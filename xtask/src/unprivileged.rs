@@ -28,6 +28,7 @@ const SUITES: &[(&str, &str)] = &[
     ("sandgate", "proxy"),
     ("sandgate", "protect"),
     ("protect", "settle"),
+    ("protect", "watch"),
     ("cli", "run"),
     ("cli", "exec"),
 ];
