@@ -23,12 +23,44 @@
 //!   `git init` in restricted mode) is moved into the quarantine;
 //! - each of these is reported as a [`Change`].
 //!
-//! Changes are found by ctime, which a process cannot set (`touch -d` sets
-//! mtime and atime, and moves ctime to now). Only directories whose ctime
-//! moved since the record began are read again, with an allowance for the
-//! filesystem's timestamp granularity; protected entries are compared one
-//! by one, and a small file whose ctime falls within that allowance has its
-//! content compared too.
+//! # Finding what changed
+//!
+//! Only directories that may have changed are read again, both when the
+//! record is brought up to date and when a command is checked. Which ones,
+//! the kernel says ([`Detection::Inotify`]): each root has one inotify
+//! instance, shared by all its protectors, with a watch on every directory
+//! beneath the root, added before the directory is listed (through
+//! `/proc/self/fd`, so on the very directory opened, never on a path a
+//! symlink could redirect). Events are read without blocking, under the
+//! root's lock, and name the directories to read again; a directory the
+//! record takes in gets its watch then (one a command made is searched
+//! whole by the check that follows that command). Writes to files are not
+//! watched: protected entries are compared one by one every time, since a
+//! write through a hard link in another directory, or through a shared
+//! mapping, changes a protected file without an event on its directory.
+//!
+//! When inotify cannot be trusted, the root falls back, for as long as its
+//! protectors live, to the ctime walk ([`Detection::CtimeWalk`]): every
+//! recorded directory's ctime is compared with the record, and those whose
+//! ctime moved are read again, with an allowance for the filesystem's
+//! timestamp granularity. That happens when the instance cannot be made
+//! (`max_user_instances`, descriptors), a watch cannot be added
+//! (`max_user_watches`, no `/proc`), the event queue overflows
+//! (`max_queued_events`: the events after the overflow are lost), the
+//! kernel drops a watch for another reason than its directory's deletion,
+//! or a watched filesystem is unmounted. The ctime walk is as strict (every
+//! change since the record began moved a ctime), only slower: one `lstat`
+//! of every directory per check. [`DETECTION_ENV`] forces it, for tests.
+//!
+//! ctime cannot be set by a process (`touch -d` sets mtime and atime, and
+//! moves ctime to now); protected entries are compared one by one on it,
+//! and a small file whose ctime falls within the granularity allowance of
+//! the record has its content compared too.
+//!
+//! The host process's descriptor budget: one inotify descriptor per
+//! protected write root (close-on-exec, so no command inherits it), and
+//! one watch per directory beneath it, counted against the user's
+//! `fs.inotify.max_user_watches`.
 //!
 //! Every directory is opened beneath the root one component at a time
 //! without following symlinks (`O_NOFOLLOW | O_DIRECTORY`), and every
@@ -68,6 +100,10 @@
 //! - A protected file's other hard links (made before the record) are
 //!   outside the walk; writes through them change the recorded file and
 //!   are undone, but the other names keep the new content.
+//! - Watches see what this kernel does to the root's directories. A change
+//!   that does not pass through it (another machine writing to a network
+//!   filesystem the root is on) makes no event, and is not seen while the
+//!   root is watched.
 
 #![cfg(target_os = "linux")]
 

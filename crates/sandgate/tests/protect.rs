@@ -745,3 +745,29 @@ fn a_flood_of_events_does_not_hide_a_change() {
         )],
     );
 }
+
+/// Every test here again, in a child whose write roots use the ctime walk
+/// (forced through the environment variable that exists for this) instead
+/// of inotify.
+#[test]
+fn every_attack_here_also_holds_with_the_ctime_walk_forced() {
+    const FORCE: &str = "SANDGATE_PROTECT_DETECTION";
+    if std::env::var_os(FORCE).is_some() {
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--skip",
+            "every_attack_here_also_holds_with_the_ctime_walk_forced",
+        ])
+        .env(FORCE, "ctime")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "with the ctime walk forced:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("test result: ok. 21 passed"), "{stdout}");
+}
