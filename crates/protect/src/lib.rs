@@ -1256,7 +1256,7 @@ impl Settle<'_> {
         self.absorb(record);
         let mut scan = Scan::default();
         let threshold = record.t0 - GRANULARITY_NS;
-        let mut moved = Vec::new();
+        let mut moved = BTreeSet::new();
         // Watched: only directories with events since the record can have
         // changed. Otherwise every directory's ctime is looked at.
         let watched = self.watch.is_on();
@@ -1282,8 +1282,15 @@ impl Settle<'_> {
                         || m.dev != rec.meta.dev
                     {
                         scan.missing.insert(rel.clone());
+                        // What stands there now is seen from its parent.
+                        // Usually the parent changed too (a rename or
+                        // mkdir); a mount or unmount at that name changes
+                        // nothing in it, so it is read again regardless.
+                        if !rel.is_empty() {
+                            moved.insert(parent_of(rel).0.to_vec());
+                        }
                     } else if watched || m.ctime != rec.meta.ctime || m.ctime >= threshold {
-                        moved.push(rel.clone());
+                        moved.insert(rel.clone());
                     }
                 }
                 Err(_) => {
@@ -1297,8 +1304,6 @@ impl Settle<'_> {
             }
             self.relist(record, &rel, &mut scan);
         }
-        // A replaced directory's parent moved too, so what replaced it was
-        // seen there.
         scan
     }
 

@@ -314,6 +314,58 @@ fn a_flood_that_overflows_the_queue_falls_back_to_the_ctime_walk() {
     assert_eq!(fs::read_to_string(r.join("a.lock")).unwrap(), "a v1\n");
 }
 
+/// A filesystem mounted beneath the root and unmounted by the command: the
+/// kernel drops the watches on it (`IN_UNMOUNT`), so the root falls back to
+/// the ctime walk, which sees the directory now at that name and the
+/// protected file made in it. Needs root to mount; skipped otherwise.
+#[test]
+fn an_unmount_beneath_the_root_falls_back_to_the_ctime_walk() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("note: not root, cannot mount; skipped");
+        return;
+    }
+    let fx = fixture();
+    let r = &fx.root;
+    let m = r.join("m");
+    fs::create_dir(&m).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&m)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("note: cannot mount a tmpfs here; skipped");
+        return;
+    }
+    fs::create_dir(m.join("inside")).unwrap();
+    // Past the clock allowance, so that the root's own ctime (moved by the
+    // mkdir above) does not get it read again anyway.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let p = protector(r, &["*.lock"]);
+    assert!(p.begin().unwrap().settle().is_empty());
+    assert_detection(&p);
+
+    let cp = p.begin().unwrap();
+    let unmounted = Command::new("umount")
+        .arg(&m)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(unmounted);
+    // Beneath what was the mount: a directory no watch was ever on.
+    write(&m.join("x.lock"), "x\n");
+    assert_eq!(cp.settle(), [change("m/x.lock", Action::Quarantined)]);
+    let d = p.detection();
+    if forced() {
+        assert!(matches!(d, Detection::CtimeWalk(_)), "{d}");
+    } else {
+        assert_eq!(
+            d,
+            Detection::CtimeWalk("a watched filesystem was unmounted"),
+            "{d}"
+        );
+    }
+}
+
 /// Runs this file's other tests again in a child with the ctime walk
 /// forced through the environment.
 #[test]
@@ -336,5 +388,5 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 5 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 6 passed"), "{stdout}");
 }
