@@ -31,6 +31,7 @@ const SUITES: &[(&str, &str)] = &[
     ("sandgate", "protect"),
     ("sandgate", "binds"),
     ("protect", "settle"),
+    ("protect", "watch"),
     ("cli", "run"),
     ("cli", "exec"),
 ];

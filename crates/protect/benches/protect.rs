@@ -6,7 +6,11 @@
 //! same window, is one `lstat` of every directory: the floor under any
 //! check that looks for moved ctimes without help from the kernel.
 //!
-//! Also printed: the first, full walk of the same tree.
+//! Two rows: the root watched by inotify (the default), and a second,
+//! identical tree whose protection is forced onto the ctime walk (the
+//! fallback, and what every root did before inotify).
+//!
+//! Also printed: the first, full walk of each tree.
 
 use std::fs;
 use std::hint::black_box;
@@ -17,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use sandgate_fileguard::GuardBuilder;
-use sandgate_protect::Protector;
+use sandgate_protect::{Detection, Protector, DETECTION_ENV};
 
 #[path = "../../../benches/interleave.rs"]
 mod interleave;
@@ -84,8 +88,8 @@ fn tree() -> Tree {
     }
 }
 
-fn protect(c: &mut Criterion) {
-    let t = tree();
+/// A protector of `t`, its first record taken (and timed).
+fn protector(t: &Tree, what: &str) -> Arc<Protector> {
     let guard = GuardBuilder::new()
         .patterns(["*.lock", ".github/**"])
         .restricted(true)
@@ -95,47 +99,77 @@ fn protect(c: &mut Criterion) {
     let first = Instant::now();
     p.begin().expect("begin").settle();
     println!(
-        "protect: first record of {} dirs and {} files: {:.1} ms",
+        "protect: first record of {} dirs and {} files ({what}, {}): {:.1} ms",
         t.dirs.len(),
         TOP * LEAVES * FILES,
+        p.detection(),
         first.elapsed().as_secs_f64() * 1e3
     );
-    let victim: &Path = &t.root.join("d042/e007/Cargo.lock");
-    let mut n = 0u64;
-    let mut own = || -> Duration {
-        n += 1;
-        let t0 = Instant::now();
-        let cp = p.begin().expect("begin");
-        let begun = t0.elapsed();
-        // The command: one protected file changed.
-        fs::write(victim, format!("changed {n}\n")).expect("write");
-        let t1 = Instant::now();
-        let changes = cp.settle();
-        let settled = t1.elapsed();
-        assert_eq!(changes.len(), 1, "{changes:?}");
-        black_box(changes);
-        begun + settled
-    };
-    let dirs = t.dirs.clone();
-    let mut reference = || -> Duration {
-        let t0 = Instant::now();
-        for d in &dirs {
-            black_box(fs::symlink_metadata(d).map(|m| m.ctime()).ok());
-        }
-        t0.elapsed()
-    };
+    p
+}
+
+/// One command's cost on `p`: begin, change `victim`, settle.
+fn one_command(p: &Arc<Protector>, victim: &Path, n: &mut u64) -> Duration {
+    *n += 1;
+    let t0 = Instant::now();
+    let cp = p.begin().expect("begin");
+    let begun = t0.elapsed();
+    // The command: one protected file changed.
+    fs::write(victim, format!("changed {n}\n")).expect("write");
+    let t1 = Instant::now();
+    let changes = cp.settle();
+    let settled = t1.elapsed();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    black_box(changes);
+    begun + settled
+}
+
+fn lstat_all(dirs: &[PathBuf]) -> Duration {
+    let t0 = Instant::now();
+    for d in dirs {
+        black_box(fs::symlink_metadata(d).map(|m| m.ctime()).ok());
+    }
+    t0.elapsed()
+}
+
+fn protect(c: &mut Criterion) {
+    let t = tree();
+    let p = protector(&t, "default");
+    assert_eq!(p.detection(), Detection::Inotify, "inotify unavailable");
+    // The second tree's protection starts with the ctime walk forced (the
+    // variable is read when a root's protection starts).
+    let t2 = tree();
+    std::env::set_var(DETECTION_ENV, "ctime");
+    let p2 = protector(&t2, "forced");
+    std::env::remove_var(DETECTION_ENV);
+    assert!(matches!(p2.detection(), Detection::CtimeWalk(_)));
+
     let mut g = c.benchmark_group("protect_100k");
     g.sample_size(20);
     g.measurement_time(Duration::from_secs(10));
+    let victim = t.root.join("d042/e007/Cargo.lock");
+    let mut n = 0u64;
     paired_self_timed(
         &mut g,
         "protect_100k",
         "begin_settle_one_changed",
         "lstat_every_dir",
-        &mut own,
-        &mut reference,
+        &mut || one_command(&p, &victim, &mut n),
+        &mut || lstat_all(&t.dirs),
+    );
+    let victim2 = t2.root.join("d042/e007/Cargo.lock");
+    let mut n2 = 0u64;
+    paired_self_timed(
+        &mut g,
+        "protect_100k",
+        "begin_settle_one_changed_ctime_walk",
+        "lstat_every_dir",
+        &mut || one_command(&p2, &victim2, &mut n2),
+        &mut || lstat_all(&t2.dirs),
     );
     g.finish();
+    // Inotify must still be in use: nothing here may have made it fall back.
+    assert_eq!(p.detection(), Detection::Inotify);
 }
 
 fn summary(_: &mut Criterion) {

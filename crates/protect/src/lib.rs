@@ -23,12 +23,44 @@
 //!   `git init` in restricted mode) is moved into the quarantine;
 //! - each of these is reported as a [`Change`].
 //!
-//! Changes are found by ctime, which a process cannot set (`touch -d` sets
-//! mtime and atime, and moves ctime to now). Only directories whose ctime
-//! moved since the record began are read again, with an allowance for the
-//! filesystem's timestamp granularity; protected entries are compared one
-//! by one, and a small file whose ctime falls within that allowance has its
-//! content compared too.
+//! # Finding what changed
+//!
+//! Only directories that may have changed are read again, both when the
+//! record is brought up to date and when a command is checked. Which ones,
+//! the kernel says ([`Detection::Inotify`]): each root has one inotify
+//! instance, shared by all its protectors, with a watch on every directory
+//! beneath the root, added before the directory is listed (through
+//! `/proc/self/fd`, so on the very directory opened, never on a path a
+//! symlink could redirect). Events are read without blocking, under the
+//! root's lock, and name the directories to read again; a directory the
+//! record takes in gets its watch then (one a command made is searched
+//! whole by the check that follows that command). Writes to files are not
+//! watched: protected entries are compared one by one every time, since a
+//! write through a hard link in another directory, or through a shared
+//! mapping, changes a protected file without an event on its directory.
+//!
+//! When inotify cannot be trusted, the root falls back, for as long as its
+//! protectors live, to the ctime walk ([`Detection::CtimeWalk`]): every
+//! recorded directory's ctime is compared with the record, and those whose
+//! ctime moved are read again, with an allowance for the filesystem's
+//! timestamp granularity. That happens when the instance cannot be made
+//! (`max_user_instances`, descriptors), a watch cannot be added
+//! (`max_user_watches`, no `/proc`), the event queue overflows
+//! (`max_queued_events`: the events after the overflow are lost), the
+//! kernel drops a watch for another reason than its directory's deletion,
+//! or a watched filesystem is unmounted. The ctime walk is as strict (every
+//! change since the record began moved a ctime), only slower: one `lstat`
+//! of every directory per check. [`DETECTION_ENV`] forces it, for tests.
+//!
+//! ctime cannot be set by a process (`touch -d` sets mtime and atime, and
+//! moves ctime to now); protected entries are compared one by one on it,
+//! and a small file whose ctime falls within the granularity allowance of
+//! the record has its content compared too.
+//!
+//! The host process's descriptor budget: one inotify descriptor per
+//! protected write root (close-on-exec, so no command inherits it), and
+//! one watch per directory beneath it, counted against the user's
+//! `fs.inotify.max_user_watches`.
 //!
 //! Every directory is opened beneath the root one component at a time
 //! without following symlinks (`O_NOFOLLOW | O_DIRECTORY`), and every
@@ -68,24 +100,215 @@
 //! - A protected file's other hard links (made before the record) are
 //!   outside the walk; writes through them change the recorded file and
 //!   are undone, but the other names keep the new content.
+//! - Watches see what this kernel does to the root's directories. A change
+//!   that does not pass through it (another machine writing to a network
+//!   filesystem the root is on) makes no event, and is not seen while the
+//!   root is watched.
 
 #![cfg(target_os = "linux")]
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::fs::{self as rfs, AtFlags, Dir, FileType, Mode, OFlags, Stat, Timestamps};
 use rustix::io::Errno;
 use sandgate_fileguard::Guard;
 use sandgate_rootfs::{RenameMode, Resolver, Root};
+
+/// How a root's protection finds the directories a command changed
+/// ([`Protector::detection`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detection {
+    /// Not decided yet: no command has begun on this root.
+    Pending,
+    /// An inotify instance watches every directory beneath the root; only
+    /// directories with events are read again.
+    Inotify,
+    /// Every recorded directory's ctime is compared, and those whose ctime
+    /// moved are read again; the reason inotify is not used is given.
+    CtimeWalk(&'static str),
+}
+
+impl fmt::Display for Detection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Detection::Pending => f.write_str("pending"),
+            Detection::Inotify => f.write_str("inotify"),
+            Detection::CtimeWalk(why) => write!(f, "ctime walk ({why})"),
+        }
+    }
+}
+
+/// The environment variable that, set to `ctime` when a root's protection
+/// starts, makes it use the ctime walk instead of inotify. Meant for tests
+/// of the fallback; the ctime walk is as strict, only slower.
+pub const DETECTION_ENV: &str = "SANDGATE_PROTECT_DETECTION";
+
+/// The most events one drain reads before it stops trusting the queue (a
+/// producer outpacing the reader).
+const MAX_DRAIN_EVENTS: usize = 1 << 20;
+
+/// Events that change a directory's listing or its own metadata. Writes to
+/// files (`IN_MODIFY`, `IN_CLOSE_WRITE`) are left out: they do not change a
+/// listing, protected entries are compared one by one anyway, and they
+/// would fill the queue fastest.
+const WATCH_FLAGS: WatchFlags = WatchFlags::CREATE
+    .union(WatchFlags::DELETE)
+    .union(WatchFlags::MOVED_FROM)
+    .union(WatchFlags::MOVED_TO)
+    .union(WatchFlags::ATTRIB)
+    .union(WatchFlags::DELETE_SELF)
+    .union(WatchFlags::MOVE_SELF)
+    .union(WatchFlags::ONLYDIR);
+
+/// The inotify instance of one root, shared by all its records.
+struct Watcher {
+    fd: OwnedFd,
+    /// Where each watched directory was last listed beneath the root.
+    paths: HashMap<i32, Vec<u8>>,
+    /// Watches whose directory was deleted: their `IN_IGNORED` is expected.
+    deleted: HashSet<i32>,
+}
+
+enum WatchState {
+    /// Not tried yet.
+    Unset,
+    On(Watcher),
+    Off(&'static str),
+}
+
+impl WatchState {
+    fn start(&mut self) {
+        if !matches!(self, WatchState::Unset) {
+            return;
+        }
+        if std::env::var_os(DETECTION_ENV).is_some_and(|v| v == "ctime") {
+            *self = WatchState::Off("forced by SANDGATE_PROTECT_DETECTION");
+            return;
+        }
+        *self = match inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) {
+            Ok(fd) => WatchState::On(Watcher {
+                fd,
+                paths: HashMap::new(),
+                deleted: HashSet::new(),
+            }),
+            Err(Errno::MFILE) | Err(Errno::NFILE) => {
+                WatchState::Off("no inotify instance left (max_user_instances or descriptors)")
+            }
+            Err(_) => WatchState::Off("inotify unavailable"),
+        };
+    }
+
+    fn is_on(&self) -> bool {
+        matches!(self, WatchState::On(_))
+    }
+
+    fn detection(&self) -> Detection {
+        match self {
+            WatchState::Unset => Detection::Pending,
+            WatchState::On(_) => Detection::Inotify,
+            WatchState::Off(why) => Detection::CtimeWalk(why),
+        }
+    }
+
+    /// Watches the directory open as `fd`, listed as `rel`, before it is
+    /// listed. The watch is added through `/proc/self/fd`, so it is on the
+    /// very directory open (a path could be redirected meanwhile). A
+    /// failure ends watching for the root.
+    fn watch(&mut self, fd: &OwnedFd, rel: &[u8]) {
+        let WatchState::On(w) = self else { return };
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        match inotify::add_watch(&w.fd, path.as_str(), WATCH_FLAGS) {
+            Ok(wd) => {
+                w.deleted.remove(&wd);
+                match w.paths.get_mut(&wd) {
+                    Some(p) if p.as_slice() == rel => {}
+                    Some(p) => *p = rel.to_vec(),
+                    None => {
+                        w.paths.insert(wd, rel.to_vec());
+                    }
+                }
+            }
+            Err(Errno::NOSPC) => {
+                *self = WatchState::Off("inotify watches exhausted (max_user_watches)")
+            }
+            Err(Errno::NOENT) => *self = WatchState::Off("/proc/self/fd unavailable"),
+            Err(_) => *self = WatchState::Off("an inotify watch could not be added"),
+        }
+    }
+
+    /// Reads every queued event without blocking; answers the directories
+    /// they concern (where each was last listed). An overflowed queue, a
+    /// watch the kernel dropped for another reason than its directory's
+    /// deletion, or an unmount ends watching for the root: the caller then
+    /// uses the ctime walk.
+    fn drain(&mut self) -> BTreeSet<Vec<u8>> {
+        let mut dirty = BTreeSet::new();
+        let WatchState::On(w) = self else {
+            return dirty;
+        };
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16384];
+        let mut reader = inotify::Reader::new(&w.fd, &mut buf);
+        let mut n = 0usize;
+        let mut broken = None;
+        loop {
+            let ev = match reader.next() {
+                Ok(ev) => ev,
+                Err(Errno::AGAIN) => break,
+                Err(Errno::INTR) => continue,
+                Err(_) => {
+                    broken = Some("the inotify queue could not be read");
+                    break;
+                }
+            };
+            n += 1;
+            if n > MAX_DRAIN_EVENTS {
+                broken = Some("too many inotify events to read");
+                break;
+            }
+            let flags = ev.events();
+            let wd = ev.wd();
+            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                broken = Some("the inotify queue overflowed");
+                break;
+            }
+            if flags.contains(ReadFlags::UNMOUNT) {
+                broken = Some("a watched filesystem was unmounted");
+                break;
+            }
+            if flags.contains(ReadFlags::IGNORED) {
+                if w.deleted.remove(&wd) {
+                    w.paths.remove(&wd);
+                    continue;
+                }
+                broken = Some("the kernel dropped an inotify watch");
+                break;
+            }
+            if flags.contains(ReadFlags::DELETE_SELF) {
+                w.deleted.insert(wd);
+            }
+            if let Some(p) = w.paths.get(&wd) {
+                if !dirty.contains(p) {
+                    dirty.insert(p.clone());
+                }
+            }
+        }
+        if let Some(why) = broken {
+            *self = WatchState::Off(why);
+            dirty.clear();
+        }
+        dirty
+    }
+}
 
 /// The largest regular file whose content is copied into the record.
 pub const MAX_COPY_BYTES: u64 = 1 << 20;
@@ -188,12 +411,37 @@ impl fmt::Debug for Protector {
 }
 
 /// What all protectors of one root share.
-#[derive(Default)]
 struct Shared {
     /// Commands on this root between `begin` and `settle`.
     active: usize,
     /// One record per set of patterns.
     records: HashMap<String, Record>,
+    /// The root's inotify instance, or why there is none.
+    watch: WatchState,
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared {
+            active: 0,
+            records: HashMap::new(),
+            watch: WatchState::Unset,
+        }
+    }
+}
+
+impl Shared {
+    /// Reads the queued events into every record's set of changed
+    /// directories.
+    fn absorb(&mut self) {
+        let dirty = self.watch.drain();
+        if dirty.is_empty() {
+            return;
+        }
+        for r in self.records.values_mut() {
+            r.dirty.extend(dirty.iter().cloned());
+        }
+    }
 }
 
 type Registry = Mutex<HashMap<(u64, u64), Weak<Mutex<Shared>>>>;
@@ -278,21 +526,34 @@ impl Protector {
     /// When the root itself cannot be read; the command must not run then.
     pub fn begin(self: &Arc<Self>) -> io::Result<Checkpoint> {
         let mut shared = lock(&self.shared);
+        shared.watch.start();
+        shared.absorb();
         if shared.active == 0 || !shared.records.contains_key(&self.guard_key) {
             let ctx = self.ctx();
-            let record = match shared.records.remove(&self.guard_key) {
+            let sh = &mut *shared;
+            let record = match sh.records.remove(&self.guard_key) {
                 Some(mut record) => {
-                    record.refresh(&ctx)?;
+                    record.refresh(&ctx, &mut sh.watch)?;
                     record
                 }
-                None => Record::take(&ctx)?,
+                None => Record::take(&ctx, &mut sh.watch)?,
             };
-            shared.records.insert(self.guard_key.clone(), record);
+            sh.records.insert(self.guard_key.clone(), record);
         }
         shared.active += 1;
         Ok(Checkpoint {
             protector: Some(self.clone()),
         })
+    }
+
+    /// How changes beneath this protector's root are found: by inotify,
+    /// or by the ctime walk (and why). Decided at the first
+    /// [`begin`](Self::begin) on the root; inotify, once it cannot be
+    /// trusted (its queue overflowed, a watch could not be added or was
+    /// dropped), gives way to the ctime walk for as long as the root's
+    /// protectors live.
+    pub fn detection(&self) -> Detection {
+        lock(&self.shared).watch.detection()
     }
 
     fn ctx(&self) -> Ctx<'_> {
@@ -320,8 +581,10 @@ impl Checkpoint {
         };
         let mut shared = lock(&p.shared);
         shared.active = shared.active.saturating_sub(1);
+        shared.absorb();
         let ctx = p.ctx();
-        let Some(record) = shared.records.get_mut(&p.guard_key) else {
+        let sh = &mut *shared;
+        let Some(mut record) = sh.records.remove(&p.guard_key) else {
             return Vec::new();
         };
         let mut settle = Settle {
@@ -329,9 +592,14 @@ impl Checkpoint {
             root: &p.root,
             quarantine: &p.quarantine,
             changes: Vec::new(),
+            watch: &mut sh.watch,
+            others: &mut sh.records,
         };
-        settle.run(record);
-        std::mem::take(&mut settle.changes)
+        settle.run(&mut record);
+        let changes = std::mem::take(&mut settle.changes);
+        drop(settle);
+        sh.records.insert(p.guard_key.clone(), record);
+        changes
     }
 }
 
@@ -485,6 +753,9 @@ struct Record {
     dirs: BTreeMap<Vec<u8>, DirRec>,
     entries: BTreeMap<Vec<u8>, Entry>,
     copied: u64,
+    /// Directories with inotify events since the record was last brought
+    /// up to date (meaningful while the root is watched).
+    dirty: BTreeSet<Vec<u8>>,
 }
 
 fn now_ns() -> i128 {
@@ -606,15 +877,16 @@ fn list(dir: &OwnedFd) -> Result<Vec<Listed>, Errno> {
 
 impl Record {
     /// A full walk of the root.
-    fn take(ctx: &Ctx<'_>) -> io::Result<Record> {
+    fn take(ctx: &Ctx<'_>, watch: &mut WatchState) -> io::Result<Record> {
         let mut record = Record {
             t0: now_ns(),
             dirs: BTreeMap::new(),
             entries: BTreeMap::new(),
             copied: 0,
+            dirty: BTreeSet::new(),
         };
         let fd = open_dir(ctx.root, b"")?;
-        record.walk_add(ctx, Vec::new(), fd);
+        record.walk_add(ctx, watch, Vec::new(), fd);
         if !record.dirs.contains_key(&b""[..]) {
             return Err(io::Error::other("cannot read the write root"));
         }
@@ -622,11 +894,13 @@ impl Record {
     }
 
     /// Adds the directory `rel` (open as `fd`) and everything beneath it,
-    /// breadth first so that shallow files are copied first.
-    fn walk_add(&mut self, ctx: &Ctx<'_>, rel: Vec<u8>, fd: OwnedFd) {
+    /// breadth first so that shallow files are copied first. Each
+    /// directory is watched before it is listed.
+    fn walk_add(&mut self, ctx: &Ctx<'_>, watch: &mut WatchState, rel: Vec<u8>, fd: OwnedFd) {
         let mut queue = std::collections::VecDeque::new();
         queue.push_back((rel, fd));
         while let Some((rel, fd)) = queue.pop_front() {
+            watch.watch(&fd, &rel);
             let Ok(st) = rfs::fstat(&fd) else { continue };
             let Ok(listing) = list(&fd) else { continue };
             let mut rec = DirRec {
@@ -721,10 +995,16 @@ impl Record {
 
     /// Brings the record up to date, accepting every change since it was
     /// made (no command on the root is running).
-    fn refresh(&mut self, ctx: &Ctx<'_>) -> io::Result<()> {
+    fn refresh(&mut self, ctx: &Ctx<'_>, watch: &mut WatchState) -> io::Result<()> {
         let t0 = now_ns();
+        // Events up to now are in `dirty`; later ones will be next time.
+        let watched = watch.is_on();
         let mut moved = Vec::new();
-        for (rel, rec) in &self.dirs {
+        let dirty = std::mem::take(&mut self.dirty);
+        if watched {
+            moved.extend(dirty.into_iter().filter(|d| self.dirs.contains_key(d)));
+        }
+        for (rel, rec) in self.dirs.iter().filter(|_| !watched) {
             match lstat(ctx.root, rel) {
                 Ok(st) => {
                     let m = Meta::of(&st);
@@ -755,10 +1035,10 @@ impl Record {
                                 .is_some_and(|r| r.meta.ino == m.ino && r.meta.dev == m.dev)
                         });
                     if same {
-                        self.relist(ctx, &rel, fd);
+                        self.relist(ctx, watch, &rel, fd);
                     } else {
                         self.drop_subtree(&rel);
-                        self.walk_add(ctx, rel, fd);
+                        self.walk_add(ctx, watch, rel, fd);
                     }
                 }
                 Err(_) if rel.is_empty() => {
@@ -803,7 +1083,10 @@ impl Record {
 
     /// Reads the directory `rel` again (same inode as recorded) and takes
     /// what changed in it.
-    fn relist(&mut self, ctx: &Ctx<'_>, rel: &[u8], fd: OwnedFd) {
+    fn relist(&mut self, ctx: &Ctx<'_>, watch: &mut WatchState, rel: &[u8], fd: OwnedFd) {
+        // Watched again (the same watch if it still is): a directory
+        // deleted and made again with the same inode number needs a new one.
+        watch.watch(&fd, rel);
         let Ok(st) = rfs::fstat(&fd) else { return };
         let Ok(listing) = list(&fd) else { return };
         let Some(old) = self.dirs.get(rel).cloned() else {
@@ -839,7 +1122,7 @@ impl Record {
                 rec.subdirs.insert(e.name.clone());
                 if known.is_none() || known != now {
                     self.drop_subtree(&child);
-                    self.walk_add(ctx, child, sub);
+                    self.walk_add(ctx, watch, child, sub);
                 }
             } else if self.dirs.contains_key(&child) {
                 self.drop_subtree(&child);
@@ -956,6 +1239,10 @@ struct Settle<'a> {
     root: &'a Root,
     quarantine: &'a Quarantine,
     changes: Vec<Change>,
+    /// The root's inotify instance, and the records of its other sets of
+    /// patterns (which get the events read here too).
+    watch: &'a mut WatchState,
+    others: &'a mut HashMap<String, Record>,
 }
 
 impl Settle<'_> {
@@ -995,11 +1282,35 @@ impl Settle<'_> {
         self.ctx.root
     }
 
-    fn scan(&self, record: &Record) -> Scan {
+    /// Reads the queued events (this settle's own renames among them) into
+    /// every record's set of changed directories.
+    fn absorb(&mut self, record: &mut Record) {
+        let dirty = self.watch.drain();
+        for r in self.others.values_mut() {
+            r.dirty.extend(dirty.iter().cloned());
+        }
+        record.dirty.extend(dirty);
+    }
+
+    fn scan(&mut self, record: &mut Record) -> Scan {
+        self.absorb(record);
         let mut scan = Scan::default();
         let threshold = record.t0 - GRANULARITY_NS;
-        let mut moved = Vec::new();
-        for (rel, rec) in &record.dirs {
+        let mut moved = BTreeSet::new();
+        // Watched: only directories with events since the record can have
+        // changed. Otherwise every directory's ctime is looked at.
+        let watched = self.watch.is_on();
+        let candidates: Box<dyn Iterator<Item = (&Vec<u8>, &DirRec)>> = if watched {
+            Box::new(
+                record
+                    .dirty
+                    .iter()
+                    .filter_map(|d| record.dirs.get_key_value(d)),
+            )
+        } else {
+            Box::new(record.dirs.iter())
+        };
+        for (rel, rec) in candidates {
             if scan.ancestor_missing(rel) {
                 continue;
             }
@@ -1011,8 +1322,15 @@ impl Settle<'_> {
                         || m.dev != rec.meta.dev
                     {
                         scan.missing.insert(rel.clone());
-                    } else if m.ctime != rec.meta.ctime || m.ctime >= threshold {
-                        moved.push(rel.clone());
+                        // What stands there now is seen from its parent.
+                        // Usually the parent changed too (a rename or
+                        // mkdir); a mount or unmount at that name changes
+                        // nothing in it, so it is read again regardless.
+                        if !rel.is_empty() {
+                            moved.insert(parent_of(rel).0.to_vec());
+                        }
+                    } else if watched || m.ctime != rec.meta.ctime || m.ctime >= threshold {
+                        moved.insert(rel.clone());
                     }
                 }
                 Err(_) => {
@@ -1026,8 +1344,6 @@ impl Settle<'_> {
             }
             self.relist(record, &rel, &mut scan);
         }
-        // A replaced directory's parent moved too, so what replaced it was
-        // seen there.
         scan
     }
 

@@ -665,3 +665,149 @@ fn a_host_edit_to_a_protected_file_during_a_command_is_undone_and_reported() {
             .any(|c| c.path == "Cargo.lock" && c.action == ProtectedAction::Restored));
     }
 }
+
+/// Changes the root's watches must see (or, in namespaces, the same checks
+/// through the binds): a protected file made deep inside a tree the command
+/// made, and directories renamed between watched directories with writes
+/// at their new places.
+#[test]
+fn changes_in_new_trees_and_renamed_directories_are_undone() {
+    each_attack(
+        false,
+        false,
+        PATTERNS,
+        &[
+            "mkdir -p n1/n2/n3/n4/n5/n6 && echo x > n1/n2/n3/n4/n5/n6/deep.lock",
+            "mkdir -p n1/n2/n3 && mv n1 src/ && mkdir -p src/n1/n2/n3/n4 && echo x > src/n1/n2/n3/n4/deep.lock",
+            "mkdir -p src/sub && mv pkg src/sub/pkg && echo evil > src/sub/pkg/deep/yarn.lock && echo x > src/sub/pkg/deep/new.lock",
+            "mv pkg/deep src/deep2 && echo evil > src/deep2/yarn.lock && mv src/deep2 pkg/deep3",
+            "mv src src2 && mkdir -p src2/a/b && mv pkg src2/a/b/ && echo evil > src2/a/b/pkg/deep/yarn.lock",
+        ],
+    );
+}
+
+/// A tree one command makes is watched from the next command on: a
+/// protected file a later command makes deep inside it is found, and so is
+/// a change to one the host put there between commands.
+#[test]
+fn a_tree_made_by_one_command_is_checked_in_the_next() {
+    for ns in modes() {
+        let fx = fixture(false);
+        let ex = executor(&fx, ns, false, PATTERNS);
+        let g = guard(false, PATTERNS);
+        let r = run(&ex, "mkdir -p t/a/b/c/d/e && echo free > t/a/b/c/free.txt");
+        assert!(r.protected_changes.is_empty(), "{:?}", r.protected_changes);
+        write(&fx.root.join("t/a/b/host.lock"), "host\n");
+        let before = state(&fx.root, &g);
+        let r = run(
+            &ex,
+            "echo x > t/a/b/c/d/e/new.lock; echo evil > t/a/b/host.lock",
+        );
+        assert_eq!(state(&fx.root, &g), before, "{:?}", r.protected_changes);
+        let mut paths: Vec<_> = r
+            .protected_changes
+            .iter()
+            .map(|c| c.path.as_str())
+            .collect();
+        paths.sort_unstable();
+        if ns && refused_in_flight(&r) {
+            // In namespaces the host's file is bound read-only: the write
+            // failed while the command ran, and only the new file is left
+            // for the check after it.
+            assert_eq!(paths, ["t/a/b/c/d/e/new.lock"]);
+        } else {
+            assert_eq!(paths, ["t/a/b/c/d/e/new.lock", "t/a/b/host.lock"]);
+        }
+        assert_eq!(
+            fs::read_to_string(fx.root.join("t/a/b/c/free.txt")).unwrap(),
+            "free\n"
+        );
+    }
+}
+
+/// A write through a hard link in another directory (made by the host
+/// before the command) changes a protected file without touching its
+/// directory: its content is put back and the change reported. The
+/// restored file is a new one, so the link count drops to one: the other
+/// name keeps what the command wrote.
+#[test]
+fn a_write_through_a_hard_link_from_another_directory_is_undone() {
+    for ns in modes() {
+        let fx = fixture(false);
+        fs::create_dir(fx.root.join("other")).unwrap();
+        fs::hard_link(fx.root.join("Cargo.lock"), fx.root.join("other/alias")).unwrap();
+        let ex = executor(&fx, ns, false, PATTERNS);
+        let before = fs::symlink_metadata(fx.root.join("Cargo.lock")).unwrap();
+        let r = run(&ex, &format!("{CONTROL} && echo 'lock v2' > other/alias"));
+        assert!(control_ok(&fx.root));
+        assert_eq!(
+            fs::read_to_string(fx.root.join("Cargo.lock")).unwrap(),
+            "lock v1\n"
+        );
+        let after = fs::symlink_metadata(fx.root.join("Cargo.lock")).unwrap();
+        assert_eq!(
+            (after.mode(), after.uid(), after.gid()),
+            (before.mode(), before.uid(), before.gid())
+        );
+        assert_eq!(
+            r.protected_changes
+                .iter()
+                .map(|c| (c.path.as_str(), c.action))
+                .collect::<Vec<_>>(),
+            [("Cargo.lock", ProtectedAction::Restored)]
+        );
+    }
+}
+
+/// A command that makes more events in a watched directory than the
+/// kernel's queue holds, then makes a protected file in a new directory of
+/// a directory with no other event (so the one event that would show it is
+/// lost to the overflow): the check falls back to the ctime walk and still
+/// finds it.
+#[test]
+fn a_flood_of_events_does_not_hide_a_change() {
+    let max: usize = fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(16384);
+    if max > 1 << 20 {
+        eprintln!("note: max_queued_events is {max}: too many files to flood; skipped");
+        return;
+    }
+    let n = max + 1000;
+    each_attack(
+        false,
+        false,
+        PATTERNS,
+        &[&format!(
+            "i=0; while [ $i -lt {n} ]; do : > src/f$i; i=$((i+1)); done; \
+             mkdir -p pkg/deep/late/a && echo x > pkg/deep/late/a/new.lock"
+        )],
+    );
+}
+
+/// Every test here again, in a child whose write roots use the ctime walk
+/// (forced through the environment variable that exists for this) instead
+/// of inotify.
+#[test]
+fn every_attack_here_also_holds_with_the_ctime_walk_forced() {
+    const FORCE: &str = "SANDGATE_PROTECT_DETECTION";
+    if std::env::var_os(FORCE).is_some() {
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--skip",
+            "every_attack_here_also_holds_with_the_ctime_walk_forced",
+        ])
+        .env(FORCE, "ctime")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "with the ctime walk forced:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("test result: ok. 21 passed"), "{stdout}");
+}
