@@ -376,6 +376,9 @@ pub struct Protector {
     key: (u64, u64),
     shared: Arc<Mutex<Shared>>,
     quarantine: Quarantine,
+    /// Directories kept in existence beneath the root
+    /// ([`set_placeholders`](Protector::set_placeholders)).
+    placeholders: Mutex<Vec<PathBuf>>,
 }
 
 impl Drop for Protector {
@@ -451,7 +454,7 @@ fn registry() -> &'static Registry {
     REGISTRY.get_or_init(Default::default)
 }
 
-fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -506,7 +509,55 @@ impl Protector {
             key,
             shared,
             quarantine,
+            placeholders: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Directories (root-relative, one plain name per component) that
+    /// [`begin`](Self::begin) creates, empty, when they are missing and no
+    /// command on the root is running, so that they are recorded as
+    /// protected entries like any other: where commands run in a view that
+    /// binds protected directories read-only, nothing can then be created
+    /// in them while a command runs. They are never removed. A component
+    /// that exists as anything but a directory (a symlink included) leaves
+    /// that placeholder out, and the after-the-fact check covers it.
+    pub fn set_placeholders(&self, dirs: Vec<PathBuf>) {
+        *lock(&self.placeholders) = dirs;
+    }
+
+    /// Creates the missing placeholder directories, one component at a
+    /// time, beneath the root, never through a symlink. Answers how many
+    /// directories were made.
+    fn make_placeholders(&self) -> usize {
+        let mut made = 0;
+        for dir in lock(&self.placeholders).iter() {
+            let Ok(mut cur) = self.root.try_clone() else {
+                continue;
+            };
+            for comp in dir.components() {
+                let std::path::Component::Normal(name) = comp else {
+                    break;
+                };
+                let next = match cur.open_child_dir(name) {
+                    Ok(next) => next,
+                    Err(e) if e.kind() == sandgate_rootfs::ErrorKind::NotFound => {
+                        if cur.mkdir(name, 0o755).is_err() {
+                            break;
+                        }
+                        made += 1;
+                        match cur.open_child_dir(name) {
+                            Ok(next) => next,
+                            Err(_) => break,
+                        }
+                    }
+                    // A symlink, a file or an unreadable entry: left to the
+                    // check after the command.
+                    Err(_) => break,
+                };
+                cur = next;
+            }
+        }
+        made
     }
 
     /// The guard whose patterns are enforced.
@@ -527,6 +578,11 @@ impl Protector {
     pub fn begin(self: &Arc<Self>) -> io::Result<Checkpoint> {
         let mut shared = lock(&self.shared);
         shared.watch.start();
+        // Placeholders are made while no command runs on the root, before
+        // the events are read: the record takes them as the host's.
+        if shared.active == 0 {
+            self.make_placeholders();
+        }
         shared.absorb();
         if shared.active == 0 || !shared.records.contains_key(&self.guard_key) {
             let ctx = self.ctx();

@@ -114,6 +114,9 @@ pub struct Executor {
     net: Option<NetState>,
     /// Where each call is reported ([`Executor::set_audit_sink`]).
     audit: Mutex<Option<AuditSink>>,
+    /// The protected paths' hook and the directories it keeps in existence
+    /// once commands run in namespaces ([`placeholder_dirs`]).
+    placeholders: Option<(Arc<Protection>, Vec<PathBuf>)>,
 }
 
 /// The proxy a command in namespaces of its own reaches the network
@@ -407,6 +410,11 @@ impl Executor {
         } else {
             Vec::new()
         };
+        let protection = if exec.enabled {
+            protection(policy)?
+        } else {
+            None
+        };
         let config = ExecConfig {
             shell: exec.shell.clone().into(),
             default_timeout: Duration::from_millis(exec.timeout_ms),
@@ -431,11 +439,7 @@ impl Executor {
                 ..ResourceLimits::default()
             },
             namespaces,
-            protected: if exec.enabled {
-                protection(policy)?
-            } else {
-                None
-            },
+            protected: protection.clone().map(|p| p as Arc<dyn ProtectedPaths>),
             ..ExecConfig::default()
         };
         let cwd_dir = policy
@@ -487,6 +491,7 @@ impl Executor {
                 served: Mutex::new(None),
             }),
             audit: Mutex::new(None),
+            placeholders: protection.map(|p| (p, placeholder_dirs(policy))),
         })
     }
 
@@ -546,6 +551,13 @@ impl Executor {
     /// (once).
     fn start_all(&self) -> Result<(), Error> {
         self.inner.start().map_err(Error::from)?;
+        // In the view protected directories are bound read-only, so one
+        // that is missing is made (empty) to be bound too.
+        if let Some((protection, dirs)) = &self.placeholders {
+            if self.inner.in_namespaces() && !dirs.is_empty() {
+                protection.0.set_placeholders(dirs.clone());
+            }
+        }
         let Some(net) = &self.net else {
             return Ok(());
         };
@@ -1137,7 +1149,7 @@ impl Executor {
 /// and `.git/config` wherever git hooks are protected (`core.hooksPath`
 /// there can point hooks anywhere). `None` without a write root or without
 /// any protection.
-fn protection(policy: &Policy) -> Result<Option<Arc<dyn ProtectedPaths>>, Error> {
+fn protection(policy: &Policy) -> Result<Option<Arc<Protection>>, Error> {
     let Some(write_root) = policy.write_root() else {
         return Ok(None);
     };
@@ -1160,6 +1172,32 @@ fn protection(policy: &Policy) -> Result<Option<Arc<dyn ProtectedPaths>>, Error>
         Arc::new(protector),
         write_root.to_path_buf(),
     ))))
+}
+
+/// The directories a deny-write pattern protects as a whole by name
+/// (`.github/**`, `.github/workflows/**`: a literal path then `/**`), made
+/// when missing so that the view can bind them read-only. Never one
+/// holding a `.git` component: an empty `.git` would change where git
+/// looks for a repository.
+fn placeholder_dirs(policy: &Policy) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = policy
+        .deny_write()
+        .iter()
+        .filter_map(|p| {
+            let p = p.strip_prefix("./").unwrap_or(p);
+            let dir = p.strip_suffix("/**")?;
+            let literal = !dir.is_empty()
+                && !dir.starts_with('/')
+                && !dir.contains(['*', '?', '[', ']', '{', '}', '\\'])
+                && dir.split('/').all(|c| {
+                    !c.is_empty() && c != "." && c != ".." && !c.eq_ignore_ascii_case(".git")
+                });
+            literal.then(|| PathBuf::from(dir))
+        })
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
 }
 
 /// [`Protector`] as the executor's hook, and the write root it protects.

@@ -413,3 +413,67 @@ fn npm_cannot_replace_a_bound_lock_file() {
         "{}\n"
     );
 }
+
+/// A directory a pattern protects whole by name (`.github/**`) that does
+/// not exist is made, empty, before the command and bound read-only like
+/// any protected directory: creating a workflow fails while the command
+/// runs. It is never removed, and is made again when the host removes it.
+/// Never a `.git`, never through a symlink, and not without namespaces.
+#[test]
+fn a_missing_protected_directory_gets_a_read_only_placeholder() {
+    let fx = fixture(false);
+    fs::remove_dir_all(fx.root.join(".github")).unwrap();
+    let patterns = &["*.lock", ".github/**", "ci/workflows/**", ".git/hooks/**"];
+    let Some(ex) = in_view("placeholder", &fx, false, patterns) else {
+        return;
+    };
+    for dir in [".github", "ci/workflows"] {
+        assert!(fx.root.join(dir).is_dir(), "{dir} was not made");
+        assert_eq!(fs::read_dir(fx.root.join(dir)).unwrap().count(), 0);
+    }
+    // An empty `.git` would change where git finds its repository.
+    assert!(!fx.root.join(".git").exists());
+    let (r, _, err) = run_bound(
+        &ex,
+        "echo control > free.txt && mkdir -p .github/workflows; \
+         echo evil > ci/workflows/x.yml; rmdir .github; true",
+    );
+    assert_eq!(r.exit_code, 0, "{err}");
+    assert_eq!(err.matches("Read-only file system").count(), 2, "{err}");
+    assert!(err.contains("Device or resource busy"), "{err}");
+    assert_eq!(
+        fs::read_to_string(fx.root.join("free.txt")).unwrap(),
+        "control\n"
+    );
+    assert!(r.protected_changes.is_empty(), "{:?}", r.protected_changes);
+    assert_eq!(fs::read_dir(fx.root.join(".github")).unwrap().count(), 0);
+    assert!(!fx.root.join("ci/workflows/x.yml").exists());
+    // Removed by the host between commands: made again at the next one.
+    fs::remove_dir(fx.root.join(".github")).unwrap();
+    let (_, _, err) = run_bound(&ex, "mkdir .github/workflows; true");
+    assert!(err.contains("Read-only file system"), "{err}");
+    assert!(fx.root.join(".github").is_dir());
+    assert!(!fx.root.join(".github/workflows").exists());
+    drop(ex);
+    // The placeholders stay when the executor goes.
+    assert!(fx.root.join(".github").is_dir());
+
+    // A symlink where a placeholder would go is not followed.
+    let fx = fixture(false);
+    fs::remove_dir_all(fx.root.join(".github")).unwrap();
+    std::os::unix::fs::symlink("src", fx.root.join("ci")).unwrap();
+    let Some(ex) = in_view("placeholder", &fx, false, patterns) else {
+        return;
+    };
+    run(&ex, "true");
+    assert!(!fx.root.join("src/workflows").exists());
+    assert!(fx.root.join(".github").is_dir());
+
+    // Without namespaces nothing is made.
+    let fx = fixture(false);
+    fs::remove_dir_all(fx.root.join(".github")).unwrap();
+    let ex = build(&fx, false, patterns, Confine::Off);
+    let r = run(&ex, "true");
+    assert!(!r.confined.namespaces);
+    assert!(!fx.root.join(".github").exists());
+}
