@@ -531,19 +531,19 @@ fn unix_socket_serves_sessions_with_mode_0600() {
     let _ = child.wait();
 }
 
+/// The server's stdin and stdout, and our ends of them.
+type Stdio4 = (
+    Stdio,
+    Stdio,
+    Box<dyn Write + Send>,
+    Box<dyn std::io::Read + Send>,
+);
+
 /// Sends `initialize`, then every request of `calls` at once, then closes
 /// the input, over stdin and stdout made by `io` (pipes or sockets, the two
 /// kinds the server reads and writes on its own thread); answers every
 /// line the server wrote before it exited.
-fn burst_then_close(
-    io: fn() -> (
-        Stdio,
-        Stdio,
-        Box<dyn Write + Send>,
-        Box<dyn std::io::Read + Send>,
-    ),
-    calls: &[Value],
-) -> Vec<Value> {
+fn burst_then_close(io: fn() -> Stdio4, calls: &[Value]) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     fs::create_dir_all(ws.join("src")).unwrap();
@@ -599,23 +599,13 @@ fn burst_then_close(
     reader.join().unwrap()
 }
 
-fn pipes() -> (
-    Stdio,
-    Stdio,
-    Box<dyn Write + Send>,
-    Box<dyn std::io::Read + Send>,
-) {
+fn pipes() -> Stdio4 {
     let (in_r, in_w) = std::io::pipe().unwrap();
     let (out_r, out_w) = std::io::pipe().unwrap();
     (in_r.into(), out_w.into(), Box::new(in_w), Box::new(out_r))
 }
 
-fn sockets() -> (
-    Stdio,
-    Stdio,
-    Box<dyn Write + Send>,
-    Box<dyn std::io::Read + Send>,
-) {
+fn sockets() -> Stdio4 {
     use std::os::fd::OwnedFd;
     use std::os::unix::net::UnixStream;
     let (in_ours, in_theirs) = UnixStream::pair().unwrap();
