@@ -175,6 +175,16 @@ impl RestoreFlags {
     }
 }
 
+impl RestoreFlags {
+    /// Puts back the flags of the descriptor saved last and forgets it,
+    /// when taking it over failed half-way.
+    fn undo_last(&mut self) {
+        if let Some((fd, flags)) = self.0.pop() {
+            let _ = rustix::fs::fcntl_setfl(&fd, flags);
+        }
+    }
+}
+
 impl Drop for RestoreFlags {
     fn drop(&mut self) {
         for (fd, flags) in &self.0 {
@@ -213,41 +223,51 @@ fn same_file(a: std::os::fd::BorrowedFd<'_>, b: std::os::fd::BorrowedFd<'_>) -> 
 type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
 type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
 
-fn poll_stdin(restore: &mut RestoreFlags) -> std::io::Result<Option<BoxRead>> {
+fn poll_stdin(restore: &mut RestoreFlags) -> Option<BoxRead> {
     let stdin = std::io::stdin();
     let fd = stdin.as_fd();
-    Ok(match pollable(fd) {
-        Pollable::Pipe => Some(Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(
-            restore.save(fd)?,
-        )?)),
-        Pollable::Socket => {
-            let s = std::os::unix::net::UnixStream::from(restore.save(fd)?);
-            s.set_nonblocking(true)?;
-            Some(Box::new(tokio::net::UnixStream::from_std(s)?))
+    let kind = pollable(fd);
+    if matches!(kind, Pollable::Other) {
+        return None;
+    }
+    let own = restore.save(fd).ok()?;
+    let taken = match kind {
+        Pollable::Pipe => {
+            tokio::net::unix::pipe::Receiver::from_owned_fd(own).map(|r| Box::new(r) as BoxRead)
         }
-        Pollable::Other => None,
-    })
+        _ => poll_socket(own).map(|s| Box::new(s) as BoxRead),
+    };
+    // Half taken over (non-blocking, not polled): put the flags back for
+    // tokio's stdio.
+    taken.map_err(|_| restore.undo_last()).ok()
 }
 
-fn poll_stdout(restore: &mut RestoreFlags) -> std::io::Result<Option<BoxWrite>> {
+fn poll_socket(own: OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
+    let s = std::os::unix::net::UnixStream::from(own);
+    s.set_nonblocking(true)?;
+    tokio::net::UnixStream::from_std(s)
+}
+
+fn poll_stdout(restore: &mut RestoreFlags) -> Option<BoxWrite> {
     let stdout = std::io::stdout();
     let fd = stdout.as_fd();
     // Non-blocking is a flag of the open file: were stderr the same one,
     // a message written to it while the pipe is full would fail.
     if same_file(fd, std::io::stderr().as_fd()) {
-        return Ok(None);
+        return None;
     }
-    Ok(match pollable(fd) {
-        Pollable::Pipe => Some(Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(
-            restore.save(fd)?,
-        )?)),
-        Pollable::Socket => {
-            let s = std::os::unix::net::UnixStream::from(restore.save(fd)?);
-            s.set_nonblocking(true)?;
-            Some(Box::new(tokio::net::UnixStream::from_std(s)?))
+    let kind = pollable(fd);
+    if matches!(kind, Pollable::Other) {
+        return None;
+    }
+    let own = restore.save(fd).ok()?;
+    let taken = match kind {
+        Pollable::Pipe => {
+            tokio::net::unix::pipe::Sender::from_owned_fd(own).map(|w| Box::new(w) as BoxWrite)
         }
-        Pollable::Other => None,
-    })
+        _ => poll_socket(own).map(|s| Box::new(s) as BoxWrite),
+    };
+    taken.map_err(|_| restore.undo_last()).ok()
 }
 
 /// A transport over a reader and a writer of newline-delimited JSON-RPC.
@@ -303,14 +323,8 @@ impl LineTransport {
     /// inside a tokio runtime.
     pub fn stdio() -> LineTransport {
         let mut restore = RestoreFlags(Vec::new());
-        let read: BoxRead = match poll_stdin(&mut restore) {
-            Ok(Some(r)) => r,
-            _ => Box::new(tokio::io::stdin()),
-        };
-        let write: BoxWrite = match poll_stdout(&mut restore) {
-            Ok(Some(w)) => w,
-            _ => Box::new(tokio::io::stdout()),
-        };
+        let read = poll_stdin(&mut restore).unwrap_or_else(|| Box::new(tokio::io::stdin()));
+        let write = poll_stdout(&mut restore).unwrap_or_else(|| Box::new(tokio::io::stdout()));
         Self::with_restore(read, write, restore)
     }
 }
