@@ -571,3 +571,126 @@ fn unix_socket_serves_sessions_with_mode_0600() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The server's stdin and stdout, and our ends of them.
+type Stdio4 = (
+    Stdio,
+    Stdio,
+    Box<dyn Write + Send>,
+    Box<dyn std::io::Read + Send>,
+);
+
+/// Sends `initialize`, then every request of `calls` at once, then closes
+/// the input, over stdin and stdout made by `io` (pipes or sockets, the two
+/// kinds the server reads and writes on its own thread); answers every
+/// line the server wrote before it exited.
+fn burst_then_close(io: fn() -> Stdio4, calls: &[Value]) -> Vec<Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    fs::create_dir_all(ws.join("src")).unwrap();
+    fs::write(ws.join("big.txt"), "0123456789abcdef\n".repeat(64)).unwrap();
+    for i in 0..2000 {
+        fs::write(ws.join(format!("src/f{i}.txt")), "needle\n".repeat(50)).unwrap();
+    }
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
+    )
+    .unwrap();
+    let (stdin, stdout, mut input, output) = io();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Read while writing: the answers are more than a pipe holds.
+    let reader = std::thread::spawn(move || {
+        BufReader::new(output)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(&l.unwrap()).unwrap())
+            .collect::<Vec<_>>()
+    });
+    let mut all = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    all.push('\n');
+    all.push_str("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+    for c in calls {
+        all.push_str(&c.to_string());
+        all.push('\n');
+    }
+    input.write_all(all.as_bytes()).unwrap();
+    drop(input);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the server did not exit after its input closed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    reader.join().unwrap()
+}
+
+fn pipes() -> Stdio4 {
+    let (in_r, in_w) = std::io::pipe().unwrap();
+    let (out_r, out_w) = std::io::pipe().unwrap();
+    (in_r.into(), out_w.into(), Box::new(in_w), Box::new(out_r))
+}
+
+fn sockets() -> Stdio4 {
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+    let (in_ours, in_theirs) = UnixStream::pair().unwrap();
+    let (out_ours, out_theirs) = UnixStream::pair().unwrap();
+    (
+        OwnedFd::from(in_theirs).into(),
+        OwnedFd::from(out_theirs).into(),
+        Box::new(in_ours),
+        Box::new(out_ours),
+    )
+}
+
+#[test]
+fn a_burst_of_calls_then_eof_gets_every_answer_over_pipes_and_sockets() {
+    // Short reads (answered on the protocol's thread), long searches (on
+    // the blocking pool) and pings, interleaved; more answer bytes than a
+    // pipe or socket buffer holds, so writing must wait for the reader.
+    let mut calls = Vec::new();
+    for id in 1..=400i64 {
+        calls.push(match id % 100 {
+            50 => json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "grep", "arguments": {"pattern": "needle", "mode": "count", "max_results": 1000}}}),
+            7 => json!({"jsonrpc": "2.0", "id": id, "method": "ping"}),
+            _ => json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "read_text_file", "arguments": {"path": "big.txt"}}}),
+        });
+    }
+    for (kind, io) in [("pipes", pipes as fn() -> _), ("sockets", sockets)] {
+        let answers = burst_then_close(io, &calls);
+        let mut seen = std::collections::BTreeSet::new();
+        for a in &answers {
+            let id = a["id"].as_i64().unwrap_or_else(|| panic!("{kind}: {a}"));
+            assert!(seen.insert(id), "{kind}: id {id} answered twice");
+            match id % 100 {
+                _ if id == 0 => assert!(a["result"]["protocolVersion"].is_string()),
+                50 => assert_eq!(a["result"]["isError"], json!(false), "{kind}: {a}"),
+                7 => assert_eq!(a["result"], json!({}), "{kind}"),
+                _ => assert_eq!(
+                    a["result"]["content"][0]["text"],
+                    json!("0123456789abcdef\n".repeat(64)),
+                    "{kind}: id {id}"
+                ),
+            }
+        }
+        assert_eq!(seen.len(), 401, "{kind}: {} answers of 401", seen.len());
+    }
+}

@@ -341,10 +341,7 @@ impl Server {
     /// Serves MCP on stdin and stdout until stdin closes.
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
         let running = self
-            .serve(lines::LineTransport::new(
-                tokio::io::stdin(),
-                tokio::io::stdout(),
-            ))
+            .serve(lines::LineTransport::stdio())
             .await
             .map_err(std::io::Error::other)?;
         running.waiting().await.map_err(std::io::Error::other)?;
@@ -387,7 +384,89 @@ impl Server {
             }
         })
     }
+    /// Whether a call is short enough to run on the protocol's own thread:
+    /// listing the allowed directories, one file's metadata, and reading a
+    /// regular file of at most [`INLINE_READ`] bytes. Everything else (a
+    /// search, a listing, a write, a command, a fetch, a big read or one
+    /// of something that is not a regular file) runs on the blocking pool,
+    /// where it can be cancelled and report progress while the server
+    /// keeps answering.
+    fn runs_inline(&self, name: &str, args: &serde_json::Value) -> bool {
+        match name {
+            "list_allowed_directories" | "get_file_info" => true,
+            "read_text_file" | "read_media_file" => {
+                let Some(path) = args.get("path").and_then(serde_json::Value::as_str) else {
+                    // Invalid arguments: answered at once.
+                    return true;
+                };
+                let Ok(rel) = self.shared.read_name(path) else {
+                    // A refusal: answered at once.
+                    return true;
+                };
+                // The size of what the read will find (the first read root
+                // holding the name); this only picks the thread, the read
+                // itself checks everything again.
+                match self
+                    .shared
+                    .read_roots
+                    .iter()
+                    .find_map(|r| r.stat(&rel).ok())
+                {
+                    Some(m) => m.kind() == sandgate::FileKind::File && m.len() <= INLINE_READ,
+                    None => true,
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// Runs a call on the blocking pool, stopping it when the client
+    /// cancels and reporting progress every half second when asked.
+    async fn run_blocking(
+        &self,
+        name: String,
+        args: serde_json::Value,
+        cancel: Cancel,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<tools::Answer, ErrorData> {
+        let this = self.clone();
+        let c2 = cancel.clone();
+        let mut job = tokio::task::spawn_blocking(move || this.run(&name, args, c2));
+        let progress = context.meta.get_progress_token();
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        tick.tick().await;
+        let mut ticks = 0u32;
+        let done = loop {
+            tokio::select! {
+                r = &mut job => break r,
+                _ = context.ct.cancelled() => {
+                    cancel.flag.store(true, Ordering::Relaxed);
+                    if let Some(a) = &cancel.abort {
+                        a.abort();
+                    }
+                    // Let the work stop, then answer (the client has
+                    // stopped waiting; the answer is dropped).
+                    let _ = (&mut job).await;
+                    return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+                _ = tick.tick(), if progress.is_some() => {
+                    ticks += 1;
+                    if let Some(token) = &progress {
+                        let _ = context.peer.notify_progress(
+                            ProgressNotificationParam::new(token.clone(), f64::from(ticks))
+                                .with_message("still running"),
+                        ).await;
+                    }
+                }
+            }
+        };
+        done.map_err(|e| ErrorData::internal_error(format!("the call failed: {e}"), None))?
+    }
 }
+
+/// The largest regular file a read answers on the protocol's own thread
+/// (bigger ones go to the blocking pool).
+pub const INLINE_READ: u64 = 256 * 1024;
 
 /// The local path of a `file://` URI (percent-decoded), if it is one.
 fn file_uri_path(uri: &str) -> Option<String> {
@@ -514,39 +593,13 @@ impl ServerHandler for Server {
             flag: Arc::new(AtomicBool::new(false)),
             abort: (name == "exec").then(sandgate::exec::AbortSignal::new),
         };
-        let this = self.clone();
-        let c2 = cancel.clone();
-        let mut job = tokio::task::spawn_blocking(move || this.run(&name, args, c2));
-        let progress = context.meta.get_progress_token();
-        let mut tick = tokio::time::interval(Duration::from_millis(500));
-        tick.tick().await;
-        let mut ticks = 0u32;
-        let done = loop {
-            tokio::select! {
-                r = &mut job => break r,
-                _ = context.ct.cancelled() => {
-                    cancel.flag.store(true, Ordering::Relaxed);
-                    if let Some(a) = &cancel.abort {
-                        a.abort();
-                    }
-                    // Let the work stop, then answer (the client has
-                    // stopped waiting; the answer is dropped).
-                    let _ = (&mut job).await;
-                    return Err(ErrorData::internal_error("the call was cancelled", None));
-                }
-                _ = tick.tick(), if progress.is_some() => {
-                    ticks += 1;
-                    if let Some(token) = &progress {
-                        let _ = context.peer.notify_progress(
-                            ProgressNotificationParam::new(token.clone(), f64::from(ticks))
-                                .with_message("still running"),
-                        ).await;
-                    }
-                }
-            }
+        let answer = if self.runs_inline(&name, &args) {
+            // Short work answers on this thread: handing it to another and
+            // back would cost more than the work itself.
+            self.run(&name, args, cancel)?
+        } else {
+            self.run_blocking(name, args, cancel, &context).await?
         };
-        let answer =
-            done.map_err(|e| ErrorData::internal_error(format!("the call failed: {e}"), None))??;
         Ok(match answer {
             Ok(content) => {
                 let structured = self
@@ -583,11 +636,13 @@ impl Server {
         if let Listen::Http(addr, _) = &listen {
             transport::check_loopback(addr).map_err(std::io::Error::other)?;
         }
-        // One thread serves the protocol; tool calls run on the blocking
-        // pool. Two workers stealing each other's tasks cost about three
-        // times the CPU per call here (measured by `cargo xtask bench
-        // --only mcp`: futex wake-ups between the workers, for a 4 KiB read
-        // that takes a few microseconds of its own).
+        // One thread serves the protocol: it reads and writes stdio (a
+        // pipe or a socket), and answers short calls itself; long calls
+        // run on the blocking pool. Two workers stealing each other's
+        // tasks cost about three times the CPU per call, and handing every
+        // read, call and write to another thread cost about ten context
+        // switches and 200 µs of CPU per 4 KiB read (measured by `cargo
+        // xtask bench --only mcp` and `perf stat`).
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;

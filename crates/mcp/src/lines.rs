@@ -17,14 +17,16 @@
 //! that answers errors with errors cannot start a loop with this side.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::RoleServer;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, Mutex};
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 /// The longest line read as a message (16 MiB); a longer one is answered
@@ -36,15 +38,248 @@ pub const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC's code for JSON that is not a valid request.
 pub const INVALID_REQUEST: i64 = -32600;
 
-type Writer = Arc<Mutex<Box<dyn AsyncWrite + Send + Unpin>>>;
+/// Answers waiting to be written above which no more input is read until
+/// the peer has taken some (a client that never reads cannot make the
+/// server hold an unbounded backlog).
+pub const OUTPUT_HIGH_WATER: usize = 4 * 1024 * 1024;
+
+/// How long closing waits for the answers still queued to be written.
+const CLOSE_DRAIN: Duration = Duration::from_secs(5);
+
+/// Bytes read from the input at a time: a pipelining client's requests
+/// are taken in one read.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// Answers waiting for the writer task: every message is appended here and
+/// written with whatever else queued up meanwhile, in one write.
+#[derive(Default)]
+struct Outbox {
+    state: Mutex<OutState>,
+    /// Something to write, or closing.
+    wake_writer: Notify,
+    /// The writer took what was queued (or failed).
+    drained: Notify,
+}
+
+#[derive(Default)]
+struct OutState {
+    buf: Vec<u8>,
+    closing: bool,
+    /// The output failed; later messages are dropped.
+    failed: bool,
+}
+
+impl Outbox {
+    fn lock(&self) -> MutexGuard<'_, OutState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues one line (which ends in a newline).
+    fn push(&self, line: &[u8]) -> std::io::Result<()> {
+        {
+            let mut st = self.lock();
+            if st.failed {
+                return Err(broken());
+            }
+            st.buf.extend_from_slice(line);
+        }
+        self.wake_writer.notify_one();
+        Ok(())
+    }
+
+    /// Queues a message serialized straight into the queue.
+    fn push_message(&self, item: &TxJsonRpcMessage<RoleServer>) -> std::io::Result<()> {
+        {
+            let mut st = self.lock();
+            if st.failed {
+                return Err(broken());
+            }
+            let mark = st.buf.len();
+            if let Err(e) = serde_json::to_writer(&mut st.buf, item) {
+                st.buf.truncate(mark);
+                return Err(std::io::Error::other(e));
+            }
+            st.buf.push(b'\n');
+        }
+        self.wake_writer.notify_one();
+        Ok(())
+    }
+
+    /// Waits while more than [`OUTPUT_HIGH_WATER`] bytes wait to be written.
+    async fn below_high_water(&self) {
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            {
+                let st = self.lock();
+                if st.failed || st.buf.len() <= OUTPUT_HIGH_WATER {
+                    return;
+                }
+            }
+            drained.await;
+        }
+    }
+}
+
+fn broken() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the output is closed")
+}
+
+/// Writes what the outbox holds, each batch in one write, until closing
+/// with nothing left or the output fails.
+async fn write_out<W: AsyncWrite + Unpin>(mut w: W, out: Arc<Outbox>) {
+    let mut chunk = Vec::new();
+    loop {
+        let closing = {
+            let mut st = out.lock();
+            std::mem::swap(&mut st.buf, &mut chunk);
+            st.closing
+        };
+        if chunk.is_empty() {
+            if closing {
+                return;
+            }
+            out.wake_writer.notified().await;
+            continue;
+        }
+        let written = async {
+            w.write_all(&chunk).await?;
+            w.flush().await
+        }
+        .await;
+        chunk.clear();
+        if written.is_err() {
+            let mut st = out.lock();
+            st.failed = true;
+            st.buf = Vec::new();
+            drop(st);
+            out.drained.notify_waiters();
+            return;
+        }
+        out.drained.notify_waiters();
+    }
+}
+
+/// Puts a descriptor's file status flags back as they were when the server
+/// took it over (stdio shares its open file with the parent, which may use
+/// it after the server ends).
+struct RestoreFlags(Vec<(OwnedFd, rustix::fs::OFlags)>);
+
+impl RestoreFlags {
+    fn save(&mut self, fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
+        let own = fd.try_clone_to_owned()?;
+        let flags = rustix::fs::fcntl_getfl(&own)?;
+        self.0.push((own.try_clone()?, flags));
+        Ok(own)
+    }
+}
+
+impl RestoreFlags {
+    /// Puts back the flags of the descriptor saved last and forgets it,
+    /// when taking it over failed half-way.
+    fn undo_last(&mut self) {
+        if let Some((fd, flags)) = self.0.pop() {
+            let _ = rustix::fs::fcntl_setfl(&fd, flags);
+        }
+    }
+}
+
+impl Drop for RestoreFlags {
+    fn drop(&mut self) {
+        for (fd, flags) in &self.0 {
+            let _ = rustix::fs::fcntl_setfl(fd, *flags);
+        }
+    }
+}
+
+/// What a standard stream is, for reading and writing it on the runtime's
+/// own thread: a pipe or a stream socket can be polled (made
+/// non-blocking); anything else (a terminal, a file) cannot.
+enum Pollable {
+    Pipe,
+    Socket,
+    Other,
+}
+
+fn pollable(fd: std::os::fd::BorrowedFd<'_>) -> Pollable {
+    use rustix::fs::FileType;
+    match rustix::fs::fstat(fd).map(|st| FileType::from_raw_mode(st.st_mode)) {
+        Ok(FileType::Fifo) => Pollable::Pipe,
+        Ok(FileType::Socket) => Pollable::Socket,
+        _ => Pollable::Other,
+    }
+}
+
+/// Whether two descriptors are the same open file's (same device and
+/// inode), as stdout and stderr are after `2>&1`.
+fn same_file(a: std::os::fd::BorrowedFd<'_>, b: std::os::fd::BorrowedFd<'_>) -> bool {
+    match (rustix::fs::fstat(a), rustix::fs::fstat(b)) {
+        (Ok(x), Ok(y)) => x.st_dev == y.st_dev && x.st_ino == y.st_ino,
+        _ => false,
+    }
+}
+
+type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
+type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
+
+fn poll_stdin(restore: &mut RestoreFlags) -> Option<BoxRead> {
+    let stdin = std::io::stdin();
+    let fd = stdin.as_fd();
+    let kind = pollable(fd);
+    if matches!(kind, Pollable::Other) {
+        return None;
+    }
+    let own = restore.save(fd).ok()?;
+    let taken = match kind {
+        Pollable::Pipe => {
+            tokio::net::unix::pipe::Receiver::from_owned_fd(own).map(|r| Box::new(r) as BoxRead)
+        }
+        _ => poll_socket(own).map(|s| Box::new(s) as BoxRead),
+    };
+    // Half taken over (non-blocking, not polled): put the flags back for
+    // tokio's stdio.
+    taken.map_err(|_| restore.undo_last()).ok()
+}
+
+fn poll_socket(own: OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
+    let s = std::os::unix::net::UnixStream::from(own);
+    s.set_nonblocking(true)?;
+    tokio::net::UnixStream::from_std(s)
+}
+
+fn poll_stdout(restore: &mut RestoreFlags) -> Option<BoxWrite> {
+    let stdout = std::io::stdout();
+    let fd = stdout.as_fd();
+    // Non-blocking is a flag of the open file: were stderr the same one,
+    // a message written to it while the pipe is full would fail.
+    if same_file(fd, std::io::stderr().as_fd()) {
+        return None;
+    }
+    let kind = pollable(fd);
+    if matches!(kind, Pollable::Other) {
+        return None;
+    }
+    let own = restore.save(fd).ok()?;
+    let taken = match kind {
+        Pollable::Pipe => {
+            tokio::net::unix::pipe::Sender::from_owned_fd(own).map(|w| Box::new(w) as BoxWrite)
+        }
+        _ => poll_socket(own).map(|s| Box::new(s) as BoxWrite),
+    };
+    taken.map_err(|_| restore.undo_last()).ok()
+}
 
 /// A transport over a reader and a writer of newline-delimited JSON-RPC.
 /// Lines are read by a task of their own, so a receive that the service
-/// abandons never loses part of a line.
+/// abandons never loses part of a line; answers are queued and written by
+/// another, as many in one write as have queued up.
 pub struct LineTransport {
     incoming: mpsc::Receiver<RxJsonRpcMessage<RoleServer>>,
-    writer: Writer,
+    out: Arc<Outbox>,
     reader: JoinHandle<()>,
+    writer: Option<JoinHandle<()>>,
+    _restore: RestoreFlags,
 }
 
 impl LineTransport {
@@ -55,27 +290,52 @@ impl LineTransport {
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
-        let writer: Writer = Arc::new(Mutex::new(Box::new(write)));
+        Self::with_restore(read, write, RestoreFlags(Vec::new()))
+    }
+
+    fn with_restore<R, W>(read: R, write: W, restore: RestoreFlags) -> LineTransport
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let out = Arc::new(Outbox::default());
         let (tx, incoming) = mpsc::channel(64);
-        let reader = tokio::spawn(read_lines(BufReader::new(read), tx, Arc::clone(&writer)));
+        let reader = tokio::spawn(read_lines(
+            BufReader::with_capacity(READ_BUFFER, read),
+            tx,
+            Arc::clone(&out),
+        ));
+        let writer = Some(tokio::spawn(write_out(write, Arc::clone(&out))));
         LineTransport {
             incoming,
-            writer,
+            out,
             reader,
+            writer,
+            _restore: restore,
         }
+    }
+
+    /// The process's standard input and output. A pipe or a socket is
+    /// read and written on the runtime's own thread, made non-blocking for
+    /// the server's lifetime (its flags are put back when the transport is
+    /// dropped); anything else goes through tokio's stdio, which hands
+    /// every read and write to a thread of its blocking pool. Must be called
+    /// inside a tokio runtime.
+    pub fn stdio() -> LineTransport {
+        let mut restore = RestoreFlags(Vec::new());
+        let read = poll_stdin(&mut restore).unwrap_or_else(|| Box::new(tokio::io::stdin()));
+        let write = poll_stdout(&mut restore).unwrap_or_else(|| Box::new(tokio::io::stdout()));
+        Self::with_restore(read, write, restore)
     }
 }
 
 impl Drop for LineTransport {
     fn drop(&mut self) {
         self.reader.abort();
+        if let Some(w) = &self.writer {
+            w.abort();
+        }
     }
-}
-
-async fn write_line(writer: &Writer, line: Vec<u8>) -> std::io::Result<()> {
-    let mut w = writer.lock().await;
-    w.write_all(&line).await?;
-    w.flush().await
 }
 
 fn error_line(id: Value, code: i64, message: String) -> Vec<u8> {
@@ -147,6 +407,11 @@ fn classify(line: &[u8]) -> Line {
             ))
         }
     };
+    // The common case, a valid message, in one pass; anything else is
+    // looked at as JSON to say what is wrong with it.
+    if let Ok(m) = serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(text) {
+        return Line::Message(Box::new(m));
+    }
     let value: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => {
@@ -185,10 +450,13 @@ fn classify(line: &[u8]) -> Line {
 async fn read_lines<R: AsyncRead + Unpin>(
     mut read: BufReader<R>,
     tx: mpsc::Sender<RxJsonRpcMessage<RoleServer>>,
-    writer: Writer,
+    out: Arc<Outbox>,
 ) {
     let mut buf = Vec::new();
     loop {
+        if out.lock().buf.len() > OUTPUT_HIGH_WATER {
+            out.below_high_water().await;
+        }
         let line = match next_line(&mut read, &mut buf).await {
             Ok(Ok(true)) => classify(&buf),
             Ok(Ok(false)) | Err(_) => return,
@@ -207,7 +475,7 @@ async fn read_lines<R: AsyncRead + Unpin>(
                 }
             }
             Line::Answer(a) => {
-                if write_line(&writer, a).await.is_err() {
+                if out.push(&a).is_err() {
                     return;
                 }
             }
@@ -223,25 +491,32 @@ impl Transport<RoleServer> for LineTransport {
         "newline-delimited JSON-RPC".into()
     }
 
+    /// Queues the message for the writer task: it is serialized here, on
+    /// the caller's thread, and written with whatever else is queued.
     fn send(
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let writer = Arc::clone(&self.writer);
-        async move {
-            let mut line = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
-            line.push(b'\n');
-            write_line(&writer, line).await
-        }
+        std::future::ready(self.out.push_message(&item))
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         self.incoming.recv().await
     }
 
+    /// Stops reading, then waits (a few seconds at most) for the queued
+    /// answers to be written: the last answers must not be lost when the
+    /// input closes while calls were still running.
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.reader.abort();
         self.incoming.close();
+        self.out.lock().closing = true;
+        self.out.wake_writer.notify_one();
+        if let Some(mut w) = self.writer.take() {
+            if tokio::time::timeout(CLOSE_DRAIN, &mut w).await.is_err() {
+                w.abort();
+            }
+        }
         Ok(())
     }
 }

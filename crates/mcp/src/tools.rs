@@ -410,7 +410,7 @@ pub struct MediaOutput {
 /// blocks. `None` for the tools without one.
 pub(crate) fn structured(tool: &Tool, content: &[ContentBlock]) -> Option<serde_json::Value> {
     tool.output_schema.as_ref()?;
-    let value = if tool.name == "read_media_file" {
+    if tool.name == "read_media_file" {
         let items = content
             .iter()
             .filter_map(|c| match c {
@@ -439,16 +439,22 @@ pub(crate) fn structured(tool: &Tool, content: &[ContentBlock]) -> Option<serde_
                 _ => None,
             })
             .collect();
-        serde_json::to_value(MediaOutput { content: items })
-    } else {
-        let text = content
+        return serde_json::to_value(MediaOutput { content: items }).ok();
+    }
+    // The shape of `TextOutput`, built by hand: the text is copied
+    // once (a read's answer is most of the message).
+    let mut texts = content.iter().filter_map(|c| c.as_text());
+    let text = match (texts.next(), texts.next()) {
+        (Some(one), None) => one.text.clone(),
+        _ => content
             .iter()
             .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
             .collect::<Vec<_>>()
-            .join("\n");
-        serde_json::to_value(TextOutput { content: text })
+            .join("\n"),
     };
-    value.ok()
+    let mut out = serde_json::Map::with_capacity(1);
+    out.insert("content".to_owned(), serde_json::Value::String(text));
+    Some(serde_json::Value::Object(out))
 }
 
 /// A tool's answer: content blocks, or a refusal.
