@@ -7,7 +7,9 @@
 //! The test binaries are built by the caller's `cargo test` (this task
 //! asks cargo for their paths without building anything new) and run with
 //! `setpriv --reuid=65534 --regid=65534 --clear-groups` from `/tmp`, so
-//! every file a test makes is the unprivileged user's. Needs root; a
+//! every file a test makes is the unprivileged user's. Where a cgroup2
+//! hierarchy is mounted, the limits suites run once more inside a cgroup
+//! v2 subtree delegated to that user. Needs root; a
 //! developer who is not root gets a note and nothing runs.
 
 use std::process::{Command, Stdio};
@@ -36,6 +38,12 @@ const SUITES: &[(&str, &str)] = &[
     ("cli", "exec"),
 ];
 
+/// Suites run once more as the unprivileged user inside a cgroup v2
+/// subtree delegated to it, as systemd's `Delegate=yes` with
+/// `DelegateSubgroup=` lays one out: the tests' process in `D/host`, the
+/// executor's cgroups made beneath `D`, named by `SANDGATE_CGROUP_PARENT`.
+const DELEGATED: &[(&str, &str)] = &[("shellexec", "limits"), ("cli", "run")];
+
 const NOBODY: &str = "65534";
 
 pub fn run(_args: &[String]) -> Result<(), String> {
@@ -47,30 +55,138 @@ pub fn run(_args: &[String]) -> Result<(), String> {
     for (package, test) in SUITES {
         let exe = find_test(&plan, package, test)?;
         eprintln!("==> unprivileged: {package} --test {test} as uid {NOBODY}");
-        let start = Instant::now();
-        let status = Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--reset-env",
-            ])
-            .arg(&exe)
-            .current_dir("/tmp")
-            .env("RUST_BACKTRACE", "1")
-            .status()
-            .map_err(|e| format!("unprivileged: cannot run setpriv: {e}"))?;
+        run_as_nobody(package, test, &exe, None)?;
+    }
+    let Some(mount) = cgroup2_mount() else {
+        eprintln!("note: unprivileged: no cgroup2 mount, so no delegated cgroup v2 run");
+        return Ok(());
+    };
+    let delegated = Delegated::make(&mount)?;
+    for (package, test) in DELEGATED {
+        let exe = find_test(&plan, package, test)?;
         eprintln!(
-            "<== unprivileged {test}: {status} in {:.1}s",
-            start.elapsed().as_secs_f64()
+            "==> unprivileged: {package} --test {test} as uid {NOBODY} in the delegated cgroup {}",
+            delegated.dir.display()
         );
-        if !status.success() {
-            return Err(format!(
-                "unprivileged: {package} --test {test} failed as uid {NOBODY}"
-            ));
-        }
+        run_as_nobody(package, test, &exe, Some(&delegated))?;
     }
     Ok(())
+}
+
+fn run_as_nobody(
+    package: &str,
+    test: &str,
+    exe: &str,
+    delegated: Option<&Delegated>,
+) -> Result<(), String> {
+    let start = Instant::now();
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c");
+    match delegated {
+        // The shell moves itself into the delegated subtree's leaf, then
+        // becomes the unprivileged test.
+        Some(d) => cmd.arg(format!(
+            "echo $$ > '{}/host/cgroup.procs' && exec \"$@\"",
+            d.dir.display()
+        )),
+        None => cmd.arg("exec \"$@\""),
+    };
+    cmd.arg("sh").args([
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--reset-env",
+        "env",
+        "RUST_BACKTRACE=1",
+    ]);
+    if let Some(d) = delegated {
+        cmd.arg(format!("SANDGATE_CGROUP_PARENT={}", d.dir.display()));
+    }
+    let status = cmd
+        .arg(exe)
+        .current_dir("/tmp")
+        .status()
+        .map_err(|e| format!("unprivileged: cannot run setpriv: {e}"))?;
+    eprintln!(
+        "<== unprivileged {test}: {status} in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+    if !status.success() {
+        return Err(format!(
+            "unprivileged: {package} --test {test} failed as uid {NOBODY}{}",
+            if delegated.is_some() {
+                " in a delegated cgroup"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(())
+}
+
+/// Where the whole cgroup v2 hierarchy is mounted.
+fn cgroup2_mount() -> Option<std::path::PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|l| {
+        let (fields, after) = l.split_once(" - ")?;
+        let f: Vec<&str> = fields.split(' ').collect();
+        (after.starts_with("cgroup2 ") && f.get(3) == Some(&"/"))
+            .then(|| f.get(4).map(std::path::PathBuf::from))
+            .flatten()
+    })
+}
+
+/// A cgroup v2 subtree delegated to the unprivileged user for one run:
+/// `D` and `D/host` owned by it (the directories and the files delegation
+/// hands over), removed again at drop.
+struct Delegated {
+    dir: std::path::PathBuf,
+}
+
+impl Delegated {
+    fn make(mount: &std::path::Path) -> Result<Delegated, String> {
+        let dir = mount.join(format!("sandgate-ci-{}", std::process::id()));
+        let host = dir.join("host");
+        let fail =
+            |e: std::io::Error| format!("unprivileged: delegated cgroup {}: {e}", dir.display());
+        std::fs::create_dir(&dir).map_err(fail)?;
+        let made = Delegated { dir: dir.clone() };
+        std::fs::create_dir(&host).map_err(fail)?;
+        for d in [&dir, &host] {
+            for name in [
+                "",
+                "cgroup.procs",
+                "cgroup.threads",
+                "cgroup.subtree_control",
+            ] {
+                let path = if name.is_empty() {
+                    d.clone()
+                } else {
+                    d.join(name)
+                };
+                std::os::unix::fs::chown(&path, Some(65534), Some(65534)).map_err(fail)?;
+            }
+        }
+        Ok(made)
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        // What a failed run left beneath it first, then the leaf, then it.
+        if let Ok(entries) = std::fs::read_dir(&self.dir) {
+            for e in entries.flatten().filter(|e| e.path().is_dir()) {
+                if let Ok(slots) = std::fs::read_dir(e.path()) {
+                    for s in slots.flatten().filter(|s| s.path().is_dir()) {
+                        let _ = std::fs::remove_dir(s.path());
+                    }
+                }
+                let _ = std::fs::remove_dir(e.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
 }
 
 fn is_root() -> bool {

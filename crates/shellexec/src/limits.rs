@@ -5,15 +5,24 @@
 //! when the executor starts and reported with every result
 //! ([`LimitsReport`], the `limits` member of the confinement report):
 //!
-//! - **cgroup v1** (`memory` and `pids` controllers), when the executor
-//!   runs as root on a v1 hierarchy: a parent cgroup per executor beneath
-//!   the executor's own cgroup, and beneath it a pool of child cgroups,
-//!   each with the limits written once and reused by one exec at a time.
-//!   The shell places itself into its cgroup before `execve`, so the
-//!   command never runs outside it. The kernel enforces the limits (the
-//!   memory controller's OOM killer, `fork` failing at `pids.max`); the
-//!   executor reads `memory.oom_control` (`oom_kill`) and `pids.events`
-//!   (`max`) every sample and ends the whole tree at the first event.
+//! - **cgroup v2**, where the host delegates a cgroup
+//!   ([`ResourceLimits::cgroup_parent`]): a parent cgroup per executor and
+//!   beneath it a pool of child cgroups, each with the limits written once
+//!   and reused by one exec at a time. The shell is started in its cgroup
+//!   by `clone3(CLONE_INTO_CGROUP)`, so nothing of the command ever runs
+//!   outside it. `memory.max` (no swap, `memory.oom.group`) and
+//!   `pids.max` where the parent offers those controllers; CPU time from
+//!   `cpu.stat`, which every v2 cgroup has, read every sample: it counts
+//!   every process that was ever in the cgroup, ended or not.
+//! - **cgroup v1** (`memory` and `pids` controllers), for what v2 does not
+//!   hold, when the executor runs as root on a v1 hierarchy: the same
+//!   pool beneath the executor's own cgroup of each controller. The shell
+//!   places itself into its cgroups before `execve`.
+//!
+//!   With either, the kernel enforces the limits (the memory controller's
+//!   OOM killer, `fork` failing at `pids.max`); the executor reads the
+//!   `oom_kill` and `max` events every sample and ends the whole tree at
+//!   the first.
 //! - **the monitor** otherwise: every 20 ms
 //!   the executor walks the command's tree in `/proc` and sums resident
 //!   memory, threads and CPU time (the tree's live processes, and what
@@ -22,8 +31,9 @@
 //!   `RLIMIT_AS` is not used, since runtimes that reserve address space
 //!   would break) and `RLIMIT_CPU` (a process past it gets `SIGXCPU`).
 //!
-//! CPU time is always held by the monitor (cgroup v1's `cpuacct` is not
-//! used), with `RLIMIT_CPU` as its backstop.
+//! CPU time is held by a v2 cgroup's `cpu.stat` where there is one, else
+//! by the monitor (cgroup v1's `cpuacct` is not used); `RLIMIT_CPU` is
+//! the backstop either way.
 //!
 //! # Limits of the mechanisms
 //!
@@ -85,9 +95,18 @@ pub struct ResourceLimits {
     /// The limits that must be held: starting the executor fails with
     /// `E_CONFINE_UNAVAILABLE` when one of them (set above) cannot be.
     pub required: Vec<Limit>,
-    /// Where the cgroup v1 hierarchies are mounted (`/sys/fs/cgroup` when
-    /// `None`). Only tests set it, to play a host whose cgroups cannot be
-    /// created.
+    /// A cgroup v2 directory the host delegates to the executor's user and
+    /// that holds no process (systemd: a unit with `Delegate=yes` and
+    /// `DelegateSubgroup=` for its own processes). Each executor makes
+    /// `sandgate-<pid>-<n>/` beneath it, enables the `memory` and `pids`
+    /// controllers it offers, and starts every command in a cgroup of its
+    /// own there. `None`: the `SANDGATE_CGROUP_PARENT` environment
+    /// variable, else the executor's own cgroup (where controllers are
+    /// usable only if already handed down).
+    pub cgroup_parent: Option<PathBuf>,
+    /// Where the cgroup hierarchies are mounted (`/sys/fs/cgroup` when
+    /// `None`; a cgroup2 mount is looked for at or below it). Only tests
+    /// set it, to play a host whose cgroups cannot be created.
     #[doc(hidden)]
     pub cgroup_root: Option<PathBuf>,
 }
@@ -99,13 +118,17 @@ impl ResourceLimits {
     }
 }
 
-/// What holds a limit.
+/// What holds a limit. More mechanisms may come: match with a wildcard.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mechanism {
     /// A cgroup v1 controller (`memory` or `pids`) of the exec's own
     /// cgroup.
     CgroupV1,
+    /// The exec's own cgroup v2 cgroup: its `memory` or `pids` controller,
+    /// or its `cpu.stat` for CPU time.
+    CgroupV2,
     /// The executor's sampling monitor, with rlimit backstops.
     Monitor,
 }
@@ -158,18 +181,43 @@ pub(crate) fn setup(limits: &ResourceLimits) -> Result<Setup, String> {
     report.max_tasks = limits.max_tasks;
     report.max_cpu_ms = limits.max_cpu_ms;
 
-    if limits.max_memory_bytes.is_some() || limits.max_tasks.is_some() {
-        let root = limits
-            .cgroup_root
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("/sys/fs/cgroup"));
-        match crate::cgroup::Pool::new(&root, limits.max_memory_bytes, limits.max_tasks) {
-            Ok(pool) => setup.pool = Some(pool),
-            Err(why) => report.notes.push(why),
-        }
-    }
-    let by_cgroup = |limit| setup.pool.as_ref().is_some_and(|p| p.holds(limit));
-    let (memory_cgroup, tasks_cgroup) = (by_cgroup(Limit::Memory), by_cgroup(Limit::Tasks));
+    let root = limits
+        .cgroup_root
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/sys/fs/cgroup"));
+    // A test that plays a host without cgroups (`cgroup_root`) is not
+    // handed the environment's delegated parent.
+    let parent = limits.cgroup_parent.clone().or_else(|| {
+        limits.cgroup_root.is_none().then_some(())?;
+        std::env::var_os(crate::cgroup::PARENT_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
+    let (pool, mut notes) = crate::cgroup::Pool::new(&crate::cgroup::Wanted {
+        root: &root,
+        v2_parent: parent.as_deref(),
+        memory: limits.max_memory_bytes,
+        tasks: limits.max_tasks,
+        cpu_ms: limits.max_cpu_ms,
+    });
+    setup.pool = pool;
+    report.notes.append(&mut notes);
+    let by_cgroup = |limit| {
+        setup.pool.as_ref().and_then(|p| {
+            p.holds(limit).then(|| {
+                if p.by_v2(limit) {
+                    Mechanism::CgroupV2
+                } else {
+                    Mechanism::CgroupV1
+                }
+            })
+        })
+    };
+    let (memory_cgroup, tasks_cgroup, cpu_cgroup) = (
+        by_cgroup(Limit::Memory),
+        by_cgroup(Limit::Tasks),
+        by_cgroup(Limit::Cpu),
+    );
 
     // The monitor needs to read the tree's `/proc/<pid>/stat`.
     let monitor = crate::proctree::stat_of(std::process::id() as i32).is_some();
@@ -178,15 +226,15 @@ pub(crate) fn setup(limits: &ResourceLimits) -> Result<Setup, String> {
             .notes
             .push("/proc cannot be read: the sampling monitor cannot run".to_owned());
     }
-    let mechanism = |set: bool, cgroup: bool| match (set, cgroup, monitor) {
+    let mechanism = |set: bool, cgroup: Option<Mechanism>| match (set, cgroup, monitor) {
         (false, _, _) => None,
-        (true, true, _) => Some(Mechanism::CgroupV1),
-        (true, false, true) => Some(Mechanism::Monitor),
-        (true, false, false) => None,
+        (true, Some(m), _) => Some(m),
+        (true, None, true) => Some(Mechanism::Monitor),
+        (true, None, false) => None,
     };
     report.memory = mechanism(limits.max_memory_bytes.is_some(), memory_cgroup);
     report.tasks = mechanism(limits.max_tasks.is_some(), tasks_cgroup);
-    report.cpu = mechanism(limits.max_cpu_ms.is_some(), false);
+    report.cpu = mechanism(limits.max_cpu_ms.is_some(), cpu_cgroup);
 
     if report.memory == Some(Mechanism::Monitor) {
         setup.walked.memory_bytes = limits.max_memory_bytes;
@@ -204,7 +252,7 @@ pub(crate) fn setup(limits: &ResourceLimits) -> Result<Setup, String> {
             .push("tasks are sampled every 20 ms: a tree may overshoot between samples".to_owned());
     }
     if let Some(ms) = limits.max_cpu_ms {
-        if monitor {
+        if monitor && cpu_cgroup.is_none() {
             setup.walked.cpu_ms = Some(ms);
         }
         // Whole seconds, rounded up: a backstop for each process.

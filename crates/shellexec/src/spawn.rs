@@ -829,6 +829,165 @@ unsafe fn raw_clone(
     }
 }
 
+/// `CLONE_INTO_CGROUP` (Linux 5.7): `clone3` places the child in the
+/// cgroup v2 directory whose descriptor is `CloneArgs::cgroup`.
+pub(crate) const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// `struct clone_args` of `clone3` as far as `cgroup` (its second
+/// version, 88 bytes).
+///
+/// # References
+///  - [clone3(2)](https://man7.org/linux/man-pages/man2/clone3.2.html)
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CloneArgs {
+    pub flags: u64,
+    pub pidfd: u64,
+    pub child_tid: u64,
+    pub parent_tid: u64,
+    pub exit_signal: u64,
+    /// The lowest address of the child's stack (`stack_size` bytes above
+    /// it are the stack).
+    pub stack: u64,
+    pub stack_size: u64,
+    pub tls: u64,
+    pub set_tid: u64,
+    pub set_tid_size: u64,
+    pub cgroup: u64,
+}
+
+/// `clone3(args)` as a raw system call, as [`raw_clone`] does `clone`:
+/// the child runs `f(arg)` on the stack `args` names and exits with its
+/// return value; `errno` is never written.
+///
+/// # Safety
+///
+/// `args.stack + args.stack_size` is the 16-byte aligned top of a stack
+/// that stays mapped while the child runs; `f` follows the module's rules.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) unsafe fn raw_clone3(
+    args: &CloneArgs,
+    f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> Result<i32, Errno> {
+    let ret: isize;
+    let size = std::mem::size_of::<CloneArgs>();
+    // SAFETY: as in `raw_clone`; the kernel starts the child with the
+    // stack pointer at `stack + stack_size`.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, r13",
+            "call r12",
+            "mov edi, eax",
+            "mov eax, 231",
+            "syscall",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 as isize => ret,
+            in("rdi") args as *const CloneArgs,
+            in("rsi") size,
+            in("r12") f as usize,
+            in("r13") arg as usize,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    // SAFETY: as above.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            "cbnz x0, 2f",
+            "mov x29, xzr",
+            "mov x0, x21",
+            "blr x20",
+            "mov x8, #94",
+            "svc 0",
+            "brk #1",
+            "2:",
+            inlateout("x0") args as *const CloneArgs as isize => ret,
+            in("x1") size,
+            in("x8") libc::SYS_clone3 as usize,
+            in("x20") f as usize,
+            in("x21") arg as usize,
+            options(nostack),
+        );
+    }
+    if (-4095..0).contains(&ret) {
+        Err(Errno::new(-ret as i32))
+    } else {
+        Ok(ret as i32)
+    }
+}
+
+/// No raw `clone3` is written for this architecture: the cgroup v2 path
+/// is not offered ([`probe_clone_into`] says so).
+///
+/// # Safety
+///
+/// Never unsafe: it does nothing.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub(crate) unsafe fn raw_clone3(
+    _args: &CloneArgs,
+    _f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    _arg: *mut libc::c_void,
+) -> Result<i32, Errno> {
+    Err(Errno::ENOSYS)
+}
+
+/// Whether the kernel places a child into the cgroup v2 directory `dir`
+/// with `clone3(CLONE_INTO_CGROUP)`, as the shell will be: a child that
+/// exits at once is started there (in the executor's memory, on a small
+/// stack of its own, as the shell is) and reaped.
+///
+/// # Errors
+///
+/// The kernel's refusal: `ENOSYS` or `E2BIG` (no `clone3` or no
+/// `CLONE_INTO_CGROUP`), `EACCES` (the cgroup is not delegated to this
+/// user), `EBUSY` (the cgroup distributes controllers), ….
+pub(crate) fn probe_clone_into(dir: BorrowedFd<'_>) -> Result<(), Errno> {
+    extern "C" fn leave(_: *mut libc::c_void) -> libc::c_int {
+        exit(0)
+    }
+    let mut stack = vec![0u128; 1024];
+    let top = (stack.as_mut_ptr() as usize + stack.len() * 16) & !15;
+    let base = stack.as_mut_ptr() as usize;
+    let args = CloneArgs {
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: base as u64,
+        stack_size: (top - base) as u64,
+        cgroup: dir.as_raw_fd() as u64,
+        ..CloneArgs::default()
+    };
+    // No handler of the host's may run on the child's stack.
+    let old = block_all_signals();
+    // SAFETY: the child only exits; the stack outlives it (CLONE_VFORK
+    // returns once it has).
+    let started = unsafe { raw_clone3(&args, leave, std::ptr::null_mut()) };
+    restore_signals(old);
+    let pid = started?;
+    let mut st: libc::c_int = 0;
+    loop {
+        // SAFETY: a raw wait for the child just started, into a local; a
+        // host that reaps every child itself may have taken it first
+        // (ECHILD).
+        let waited =
+            unsafe { syscalls::syscall!(Sysno::wait4, pid, &mut st as *mut libc::c_int, 0, 0) };
+        if waited != Err(Errno::EINTR) {
+            break;
+        }
+    }
+    drop(stack);
+    Ok(())
+}
+
 /// `clone` through glibc where no raw version is written: it writes
 /// `errno` only on failure (read back at once; the executor's thread is
 /// blocked in a raw read meanwhile).
@@ -958,12 +1117,28 @@ unsafe fn start_shell(s: &Shared, arg: *mut libc::c_void) -> Result<i32, Errno> 
         for (target, &fd) in s.stdio.iter().enumerate() {
             syscalls::syscall!(Sysno::dup3, fd, target, 0)?;
         }
-        let shell = raw_clone(
-            (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as usize,
-            s.shell_top,
-            shell_main,
-            arg,
-        )?;
+        // Where a cgroup v2 cgroup holds the limits, the shell is born in
+        // it (`CLONE_INTO_CGROUP`): nothing of it ever runs outside.
+        let shell = match s.placement.cgroup() {
+            Some(cgroup) => raw_clone3(
+                &CloneArgs {
+                    flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
+                    exit_signal: libc::SIGCHLD as u64,
+                    stack: (s.shell_top - SHELL_STACK) as u64,
+                    stack_size: SHELL_STACK as u64,
+                    cgroup: cgroup as u64,
+                    ..CloneArgs::default()
+                },
+                shell_main,
+                arg,
+            )?,
+            None => raw_clone(
+                (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as usize,
+                s.shell_top,
+                shell_main,
+                arg,
+            )?,
+        };
         let failed = s.failed.load(Ordering::SeqCst);
         if failed != 0 {
             let mut st: libc::c_int = 0;

@@ -74,6 +74,54 @@ fn cgroup_v1() -> bool {
         && Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists()
 }
 
+/// Whether this process's executors get a cgroup v2 cgroup per exec: a
+/// delegated parent named by `SANDGATE_CGROUP_PARENT` (as `cargo xtask
+/// unprivileged` sets up), or root beneath its own cgroup on a host with a
+/// cgroup2 mount.
+fn cgroup_v2() -> bool {
+    let own = fs::read_to_string("/proc/self/cgroup").is_ok_and(|t| t.contains("0::/"));
+    let mounted =
+        fs::read_to_string("/proc/self/mountinfo").is_ok_and(|t| t.contains(" - cgroup2 "));
+    own && mounted && (delegated().is_some() || is_root())
+}
+
+/// The delegated cgroup v2 parent, when one is named.
+fn delegated() -> Option<PathBuf> {
+    std::env::var_os("SANDGATE_CGROUP_PARENT")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Whether the delegated parent offers `controller` (the executor's own
+/// cgroup hands none down unless told to).
+fn v2_offers(controller: &str) -> bool {
+    delegated().is_some_and(|p| {
+        fs::read_to_string(p.join("cgroup.controllers"))
+            .is_ok_and(|t| t.split_whitespace().any(|c| c == controller))
+    })
+}
+
+/// What must hold a memory or task limit here: v2 where its controller is
+/// offered, v1 as root, else the monitor.
+fn expected(controller: &str) -> Mechanism {
+    if cgroup_v2() && v2_offers(controller) {
+        Mechanism::CgroupV2
+    } else if is_root() && cgroup_v1() {
+        Mechanism::CgroupV1
+    } else {
+        Mechanism::Monitor
+    }
+}
+
+/// What must hold the CPU limit here.
+fn expected_cpu() -> Mechanism {
+    if cgroup_v2() {
+        Mechanism::CgroupV2
+    } else {
+        Mechanism::Monitor
+    }
+}
+
 fn python(test: &str) -> bool {
     if Path::new(PYTHON).exists() {
         return true;
@@ -141,7 +189,9 @@ fn a_gradual_3_gib_allocation_is_stopped_at_256_mib() {
     assert_ne!(r.exit_code, 0, "{r:?}");
     assert!(!r.timed_out, "{r:?}");
     match by {
-        Some(Mechanism::CgroupV1) => assert_eq!(r.limit, Some(Limit::Memory), "{r:?}"),
+        Some(Mechanism::CgroupV1 | Mechanism::CgroupV2) => {
+            assert_eq!(r.limit, Some(Limit::Memory), "{r:?}")
+        }
         // RLIMIT_DATA may refuse the allocation before a sample sees it:
         // then the process exits with MemoryError and nothing is
         // attributed.
@@ -152,10 +202,9 @@ fn a_gradual_3_gib_allocation_is_stopped_at_256_mib() {
             "{r:?}"
         ),
         None => panic!("memory is not held: {:?}", report(&r)),
+        Some(other) => panic!("memory held by {other:?}"),
     }
-    if is_root() && cgroup_v1() {
-        assert_eq!(by, Some(Mechanism::CgroupV1));
-    }
+    assert_eq!(by, Some(expected("memory")), "{:?}", report(&r));
 }
 
 #[test]
@@ -219,9 +268,7 @@ fn a_fork_bomb_is_stopped_and_a_concurrent_exec_runs_normally() {
         );
         assert_eq!(r.limit, Some(Limit::Tasks), "{r:?}");
         assert!(!r.timed_out, "{r:?}");
-        if is_root() && cgroup_v1() {
-            assert_eq!(report(&r).tasks, Some(Mechanism::CgroupV1));
-        }
+        assert_eq!(report(&r).tasks, Some(expected("pids")), "{:?}", report(&r));
     });
     assert!(survivors(&marker).is_empty(), "{:?}", survivors(&marker));
 }
@@ -245,7 +292,7 @@ fn a_busy_loop_ends_at_its_cpu_limit() {
     );
     assert_eq!(r.limit, Some(Limit::Cpu), "{r:?}");
     assert!(!r.timed_out, "{r:?}");
-    assert_eq!(report(&r).cpu, Some(Mechanism::Monitor));
+    assert_eq!(report(&r).cpu, Some(expected_cpu()), "{:?}", report(&r));
     // 500 ms of CPU and a sample; a loaded machine gives less than a core.
     assert!(took < Duration::from_secs(3), "took {took:?}");
 }
@@ -567,4 +614,177 @@ fn concurrent_execs_each_stopped_at_their_limit() {
         assert!(!r.timed_out, "{r:?}");
     }
     assert!(survivors(&marker).is_empty(), "{:?}", survivors(&marker));
+}
+
+/// The cgroup2 mount that shows the whole hierarchy.
+fn v2_mount() -> Option<PathBuf> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|l| {
+        let (fields, after) = l.split_once(" - ")?;
+        let f: Vec<&str> = fields.split(' ').collect();
+        (after.starts_with("cgroup2 ") && f.get(3) == Some(&"/")).then(|| PathBuf::from(f[4]))
+    })
+}
+
+/// The cgroup v2 path in a `/proc/<pid>/cgroup` text.
+fn v2_path(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_owned)
+}
+
+/// Every command starts in a cgroup v2 cgroup of its executor's pool (it
+/// reads its own `/proc/self/cgroup`: it was never anywhere else), the
+/// cgroup is reused by sequential execs, CPU time is read from it, and
+/// dropping the executor removes what it made.
+#[test]
+fn every_command_is_born_in_a_pooled_cgroup_v2_cgroup() {
+    if !cgroup_v2() {
+        eprintln!("note: cgroup v2 pool test skipped: no cgroup v2 cgroup can be made here");
+        return;
+    }
+    let mount = v2_mount().expect("a cgroup2 mount");
+    let ex = started(ResourceLimits {
+        max_tasks: Some(64),
+        max_cpu_ms: Some(60_000),
+        ..ResourceLimits::default()
+    });
+    let mut ran_in = std::collections::BTreeSet::new();
+    let mut last = None;
+    for _ in 0..20 {
+        let r = run(&ex, "cat /proc/self/cgroup", Duration::from_secs(10));
+        assert_eq!(r.exit_code, 0, "{r:?}");
+        let text = String::from_utf8_lossy(&r.stdout).into_owned();
+        ran_in.insert(v2_path(&text).unwrap_or_else(|| panic!("no v2 line in {text}")));
+        last = Some(r);
+    }
+    let r = last.unwrap();
+    assert_eq!(
+        report(&r).cpu,
+        Some(Mechanism::CgroupV2),
+        "{:?}",
+        report(&r)
+    );
+    assert_eq!(report(&r).tasks, Some(expected("pids")), "{:?}", report(&r));
+    assert_eq!(
+        ran_in.len(),
+        1,
+        "sequential execs reuse one cgroup: {ran_in:?}"
+    );
+    let path = ran_in.first().unwrap();
+    let slot = mount.join(path.trim_start_matches('/'));
+    let executors = slot.parent().unwrap().to_path_buf();
+    let name = executors
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with(&format!("sandgate-{}-", std::process::id())),
+        "{} is not the executor's",
+        executors.display()
+    );
+    if let Some(parent) = delegated() {
+        assert_eq!(executors.parent(), Some(parent.as_path()), "{path}");
+    }
+    assert!(slot.join("cgroup.procs").exists(), "{}", slot.display());
+    // The executor itself was never moved.
+    let own = v2_path(&fs::read_to_string("/proc/self/cgroup").unwrap()).unwrap();
+    assert!(
+        !own.contains("/sandgate-"),
+        "the host process was moved: {own}"
+    );
+    drop(ex);
+    assert!(
+        !executors.exists(),
+        "{} is removed with the executor",
+        executors.display()
+    );
+}
+
+/// A CPU limit held by the cgroup counts what left the tree by `setsid`
+/// and what re-forks faster than a sample, and the time is the cgroup's:
+/// a process that ended still counts.
+#[test]
+fn cgroup_v2_cpu_time_counts_every_process_that_was_in_the_cgroup() {
+    if !cgroup_v2() {
+        eprintln!("note: cgroup v2 CPU test skipped: no cgroup v2 cgroup can be made here");
+        return;
+    }
+    let ex = started(cpu(400));
+    // Loops that each end after 150 ms of CPU, one after another: at no
+    // sample does a live process hold much, but together they pass 400.
+    let cmd =
+        "for i in 1 2 3 4 5 6 7 8; do timeout -s KILL 0.15 bash -c 'while :; do :; done'; done; \
+               setsid bash -c 'while :; do :; done' & wait";
+    let began = Instant::now();
+    let r = run(&ex, cmd, Duration::from_secs(20));
+    eprintln!(
+        "serial loops: exit {}, limit {:?} after {:?}",
+        r.exit_code,
+        r.limit,
+        began.elapsed()
+    );
+    assert_eq!(
+        report(&r).cpu,
+        Some(Mechanism::CgroupV2),
+        "{:?}",
+        report(&r)
+    );
+    assert_eq!(r.limit, Some(Limit::Cpu), "{r:?}");
+    assert!(began.elapsed() < Duration::from_secs(10), "{r:?}");
+}
+
+/// A delegated parent named by the host is used (as root here: made for
+/// the test beneath the v2 mount, holding no process), and one that is
+/// not a cgroup v2 directory is refused with a note while the limits are
+/// still held.
+#[test]
+fn a_named_cgroup_v2_parent_is_used_and_a_wrong_one_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let ex = started(ResourceLimits {
+        max_cpu_ms: Some(60_000),
+        cgroup_parent: Some(dir.path().to_path_buf()),
+        ..ResourceLimits::default()
+    });
+    let r = run(&ex, "true", Duration::from_secs(10));
+    let rep = report(&r);
+    assert!(
+        rep.notes
+            .join("\n")
+            .contains("is not a cgroup v2 directory"),
+        "{rep:?}"
+    );
+    assert_eq!(rep.cpu, Some(Mechanism::Monitor), "{rep:?}");
+    drop(ex);
+
+    let Some(mount) = v2_mount().filter(|_| is_root()) else {
+        eprintln!("note: named parent half skipped: needs root and a cgroup2 mount");
+        return;
+    };
+    let parent = mount.join(format!("sandgate-test-{}", std::process::id()));
+    fs::create_dir(&parent).unwrap();
+    let ex = started(ResourceLimits {
+        max_cpu_ms: Some(60_000),
+        cgroup_parent: Some(parent.clone()),
+        ..ResourceLimits::default()
+    });
+    let r = run(&ex, "cat /proc/self/cgroup", Duration::from_secs(10));
+    let text = String::from_utf8_lossy(&r.stdout).into_owned();
+    let ran_in = v2_path(&text);
+    let rep = report(&r).clone();
+    drop(ex);
+    let left: Vec<_> = fs::read_dir(&parent)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .collect();
+    let _ = fs::remove_dir(&parent);
+    assert_eq!(rep.cpu, Some(Mechanism::CgroupV2), "{rep:?}");
+    let want = format!("/{}/", parent.strip_prefix(&mount).unwrap().display());
+    assert!(
+        ran_in.as_deref().is_some_and(|p| p.starts_with(&want)),
+        "ran in {ran_in:?}, not beneath {want}"
+    );
+    assert!(left.is_empty(), "left beneath the parent: {left:?}");
 }
