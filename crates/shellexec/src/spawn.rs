@@ -765,12 +765,38 @@ unsafe fn raw_clone(
     f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     arg: *mut libc::c_void,
 ) -> Result<i32, Errno> {
+    // SAFETY: forwarded; `clone` takes the flags and the stack top (the
+    // parent and child TID pointers and the TLS are unused).
+    unsafe {
+        clone_call(
+            libc::SYS_clone as usize,
+            [flags, stack_top, 0, 0, 0],
+            f,
+            arg,
+        )
+    }
+}
+
+/// A system call of the `clone` family (`clone`, `clone3`) with up to five
+/// arguments: in the child, which starts on the stack the arguments name
+/// with the parent's registers but the stack pointer and the return value,
+/// it calls `f(arg)` and exits with its return value (`f` never returns
+/// into this frame: it ends with `exit_group`, so the exit is a backstop).
+/// The parent returns from the system call as from any other.
+///
+/// # Safety
+///
+/// `args` name a stack that stays mapped while the child runs, as the
+/// system call `nr` reads them; `f` follows the module's rules.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+unsafe fn clone_call(
+    nr: usize,
+    args: [usize; 5],
+    f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> Result<i32, Errno> {
     let ret: isize;
-    // SAFETY: the child starts on `stack_top` with the parent's registers
-    // but the stack pointer and the return value; it calls `f` (which
-    // never returns into this frame: it ends with `exit_group`) and
-    // exits itself should `f` return. The parent returns from the system
-    // call as from any other.
+    // SAFETY: see the function's documentation.
     #[cfg(target_arch = "x86_64")]
     unsafe {
         std::arch::asm!(
@@ -785,12 +811,12 @@ unsafe fn raw_clone(
             "syscall",
             "ud2",
             "2:",
-            inlateout("rax") libc::SYS_clone as isize => ret,
-            in("rdi") flags,
-            in("rsi") stack_top,
-            in("rdx") 0usize,
-            in("r10") 0usize,
-            in("r8") 0usize,
+            inlateout("rax") nr as isize => ret,
+            in("rdi") args[0],
+            in("rsi") args[1],
+            in("rdx") args[2],
+            in("r10") args[3],
+            in("r8") args[4],
             in("r12") f as usize,
             in("r13") arg as usize,
             lateout("rcx") _,
@@ -811,12 +837,12 @@ unsafe fn raw_clone(
             "svc 0",
             "brk #1",
             "2:",
-            inlateout("x0") flags as isize => ret,
-            in("x1") stack_top,
-            in("x2") 0usize,
-            in("x3") 0usize,
-            in("x4") 0usize,
-            in("x8") libc::SYS_clone as usize,
+            inlateout("x0") args[0] as isize => ret,
+            in("x1") args[1],
+            in("x2") args[2],
+            in("x3") args[3],
+            in("x4") args[4],
+            in("x8") nr,
             in("x20") f as usize,
             in("x21") arg as usize,
             options(nostack),
@@ -870,59 +896,16 @@ pub(crate) unsafe fn raw_clone3(
     f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     arg: *mut libc::c_void,
 ) -> Result<i32, Errno> {
-    let ret: isize;
     let size = std::mem::size_of::<CloneArgs>();
-    // SAFETY: as in `raw_clone`; the kernel starts the child with the
-    // stack pointer at `stack + stack_size`.
-    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded; the kernel starts the child with the stack
+    // pointer at `stack + stack_size`.
     unsafe {
-        std::arch::asm!(
-            "syscall",
-            "test rax, rax",
-            "jnz 2f",
-            "xor ebp, ebp",
-            "mov rdi, r13",
-            "call r12",
-            "mov edi, eax",
-            "mov eax, 231",
-            "syscall",
-            "ud2",
-            "2:",
-            inlateout("rax") libc::SYS_clone3 as isize => ret,
-            in("rdi") args as *const CloneArgs,
-            in("rsi") size,
-            in("r12") f as usize,
-            in("r13") arg as usize,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        );
-    }
-    // SAFETY: as above.
-    #[cfg(target_arch = "aarch64")]
-    unsafe {
-        std::arch::asm!(
-            "svc 0",
-            "cbnz x0, 2f",
-            "mov x29, xzr",
-            "mov x0, x21",
-            "blr x20",
-            "mov x8, #94",
-            "svc 0",
-            "brk #1",
-            "2:",
-            inlateout("x0") args as *const CloneArgs as isize => ret,
-            in("x1") size,
-            in("x8") libc::SYS_clone3 as usize,
-            in("x20") f as usize,
-            in("x21") arg as usize,
-            options(nostack),
-        );
-    }
-    if (-4095..0).contains(&ret) {
-        Err(Errno::new(-ret as i32))
-    } else {
-        Ok(ret as i32)
+        clone_call(
+            libc::SYS_clone3 as usize,
+            [args as *const CloneArgs as usize, size, 0, 0, 0],
+            f,
+            arg,
+        )
     }
 }
 
