@@ -117,6 +117,11 @@ pub struct CertAuthority {
     leaf_key: rcgen::KeyPair,
     provider: Arc<rustls::crypto::CryptoProvider>,
     leaves: Mutex<HashMap<String, Arc<rustls::ServerConfig>>>,
+    /// The upstream TLS client configuration, made once for the roots it
+    /// trusts (known by their `Arc`, which the configuration keeps alive),
+    /// so its session cache lets later connections to an upstream resume
+    /// instead of repeating the full handshake.
+    upstream: Mutex<Option<(usize, Arc<rustls::ClientConfig>)>>,
 }
 
 impl fmt::Debug for CertAuthority {
@@ -168,6 +173,7 @@ impl CertAuthority {
             leaf_key,
             provider: Arc::new(rustls::crypto::ring::default_provider()),
             leaves: Mutex::new(HashMap::new()),
+            upstream: Mutex::new(None),
         })
     }
 
@@ -229,7 +235,21 @@ impl Intercept {
             || self.rules.iter().any(|r| r.target.host_is(host, port))
     }
 
+    /// The TLS client configuration for upstream connections: one per
+    /// authority and set of roots, kept, so that its resumption cache
+    /// (rustls's default, in memory) serves every connection.
     fn upstream_config(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+        let roots = Arc::as_ptr(&self.upstream_roots) as usize;
+        let mut kept = self
+            .authority
+            .upstream
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some((of, config)) = kept.as_ref() {
+            if *of == roots {
+                return Ok(Arc::clone(config));
+            }
+        }
         let mut config =
             rustls::ClientConfig::builder_with_provider(Arc::clone(&self.authority.provider))
                 .with_safe_default_protocol_versions()
@@ -237,7 +257,9 @@ impl Intercept {
                 .with_root_certificates(Arc::clone(&self.upstream_roots))
                 .with_no_client_auth();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok(Arc::new(config))
+        let config = Arc::new(config);
+        *kept = Some((roots, Arc::clone(&config)));
+        Ok(config)
     }
 
     /// The decision for one request to `host:port`.

@@ -62,6 +62,8 @@ fn test_ca() -> (String, rustls::ServerConfig) {
 struct Upstream {
     addr: SocketAddr,
     conns: Arc<AtomicUsize>,
+    /// Connections whose TLS handshake resumed an earlier session.
+    resumed: Arc<AtomicUsize>,
     heads: Arc<Mutex<Vec<String>>>,
 }
 
@@ -77,18 +79,21 @@ fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
     let addr = listener.local_addr().unwrap();
     let conns = Arc::new(AtomicUsize::new(0));
     let heads = Arc::new(Mutex::new(Vec::new()));
-    let (c, h) = (Arc::clone(&conns), Arc::clone(&heads));
+    let resumed = Arc::new(AtomicUsize::new(0));
+    let (c, h, r) = (Arc::clone(&conns), Arc::clone(&heads), Arc::clone(&resumed));
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
             c.fetch_add(1, Ordering::SeqCst);
-            let (config, h) = (Arc::clone(&config), Arc::clone(&h));
+            let (config, h, r) = (Arc::clone(&config), Arc::clone(&h), Arc::clone(&r));
             std::thread::spawn(move || {
                 let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
                 let conn = rustls::ServerConnection::new(config).unwrap();
                 let mut tls = rustls::StreamOwned::new(conn, stream);
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
+                // Whether this connection's first request was seen.
+                let mut seen = false;
                 loop {
                     let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
                         match tls.read(&mut chunk) {
@@ -99,6 +104,10 @@ fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
                     };
                     let mut head = String::from_utf8_lossy(&buf[..end]).into_owned();
                     buf.drain(..end + 4);
+                    if !seen && tls.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                        r.fetch_add(1, Ordering::SeqCst);
+                    }
+                    seen = true;
                     if head
                         .to_ascii_lowercase()
                         .contains("transfer-encoding: chunked")
@@ -137,7 +146,12 @@ fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
             });
         }
     });
-    Upstream { addr, conns, heads }
+    Upstream {
+        addr,
+        conns,
+        resumed,
+        heads,
+    }
 }
 
 fn target(port: u16, methods: &[&str], prefixes: &[&str]) -> RequestMatch {
@@ -336,6 +350,13 @@ fn the_upstream_connection_is_kept_alive_and_reopened_when_it_was_closed() {
         assert_eq!(
             up.conns.load(Ordering::SeqCst),
             want,
+            "close_after {close_after}"
+        );
+        // Every upstream connection after the first resumes its TLS
+        // session instead of repeating the full handshake.
+        assert_eq!(
+            up.resumed.load(Ordering::SeqCst),
+            want - 1,
             "close_after {close_after}"
         );
     }
@@ -588,7 +609,12 @@ fn plain_upstream() -> Upstream {
             });
         }
     });
-    Upstream { addr, conns, heads }
+    Upstream {
+        addr,
+        conns,
+        resumed: Arc::new(AtomicUsize::new(0)),
+        heads,
+    }
 }
 
 #[test]
