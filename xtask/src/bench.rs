@@ -176,6 +176,9 @@ fn target_for(package: &str, label: &str) -> Option<Target> {
     match label {
         "exec_true/executor_off" => Some(Target::Ratio(1.10)),
         "exec_true/executor_landlock" => Some(Target::Ratio(1.25)),
+        "exec_true/executor_namespaces" => Some(Target::Ratio(2.0)),
+        // Against the same executor without the limits.
+        "exec_true/executor_limits" | "exec_true/executor_limits_cpu" => Some(Target::Ratio(1.10)),
         "capture_100MB/executor_off" => Some(Target::Rate {
             bytes: 1e8,
             per_second: 1e9,
@@ -183,6 +186,8 @@ fn target_for(package: &str, label: &str) -> Option<Target> {
         "ffi/sg_root_stat_via_c" => Some(Target::ExtraNs(100.0)),
         "fetch_1000_local/checked" => Some(Target::Ratio(1.10)),
         "download_10MB/proxied" => Some(Target::Ratio(1.15)),
+        // Against the opaque tunnel.
+        "get_1MB_tls/intercepted" => Some(Target::Ratio(1.30)),
         // The record before a command and the check after it, on 100,000
         // files in 10,000 directories.
         "protect_100k/begin_settle_one_changed" => Some(Target::AtMostNs(20e6)),
