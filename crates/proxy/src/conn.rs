@@ -977,8 +977,7 @@ fn intercepted(
         return r;
     }
     let io = Prefixed {
-        pre: c.rest(),
-        pos: 0,
+        ahead: intercept::ReadAhead::with(c.rest()),
         s: client,
     };
     let mut tls = match intercept::accept(&ic.authority, name, io) {
