@@ -64,6 +64,8 @@ struct Upstream {
     conns: Arc<AtomicUsize>,
     /// Connections whose TLS handshake resumed an earlier session.
     resumed: Arc<AtomicUsize>,
+    /// Connections that negotiated AES-128-GCM.
+    aes128: Arc<AtomicUsize>,
     heads: Arc<Mutex<Vec<String>>>,
 }
 
@@ -80,12 +82,23 @@ fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
     let conns = Arc::new(AtomicUsize::new(0));
     let heads = Arc::new(Mutex::new(Vec::new()));
     let resumed = Arc::new(AtomicUsize::new(0));
-    let (c, h, r) = (Arc::clone(&conns), Arc::clone(&heads), Arc::clone(&resumed));
+    let aes128 = Arc::new(AtomicUsize::new(0));
+    let (c, h, r, a) = (
+        Arc::clone(&conns),
+        Arc::clone(&heads),
+        Arc::clone(&resumed),
+        Arc::clone(&aes128),
+    );
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
             c.fetch_add(1, Ordering::SeqCst);
-            let (config, h, r) = (Arc::clone(&config), Arc::clone(&h), Arc::clone(&r));
+            let (config, h, r, a) = (
+                Arc::clone(&config),
+                Arc::clone(&h),
+                Arc::clone(&r),
+                Arc::clone(&a),
+            );
             std::thread::spawn(move || {
                 let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
                 let conn = rustls::ServerConnection::new(config).unwrap();
@@ -106,6 +119,10 @@ fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
                     buf.drain(..end + 4);
                     if !seen && tls.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
                         r.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let suite = tls.conn.negotiated_cipher_suite().map(|s| s.suite());
+                    if !seen && suite == Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256) {
+                        a.fetch_add(1, Ordering::SeqCst);
                     }
                     seen = true;
                     if head
@@ -150,6 +167,7 @@ fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
         addr,
         conns,
         resumed,
+        aes128,
         heads,
     }
 }
@@ -359,6 +377,8 @@ fn the_upstream_connection_is_kept_alive_and_reopened_when_it_was_closed() {
             want - 1,
             "close_after {close_after}"
         );
+        // The proxy offers AES-128-GCM first where it is the client.
+        assert_eq!(up.aes128.load(Ordering::SeqCst), want);
     }
 }
 
@@ -613,6 +633,7 @@ fn plain_upstream() -> Upstream {
         addr,
         conns,
         resumed: Arc::new(AtomicUsize::new(0)),
+        aes128: Arc::new(AtomicUsize::new(0)),
         heads,
     }
 }
