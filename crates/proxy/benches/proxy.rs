@@ -13,8 +13,8 @@
 //!   second TLS connection upstream), alternating; the median ratio is
 //!   printed (target ≤ 1.3);
 //! - `request_overhead`: a small GET on a kept-alive connection, opaque
-//!   against intercepted: what interception adds to each request (it
-//!   opens an upstream TLS connection per request).
+//!   against intercepted: what interception adds to each request once
+//!   both connections are open.
 //!
 //! The client runs on CPU 0 and the server on CPU 1 where the machine has
 //! two; the proxy's threads are left to the scheduler.
