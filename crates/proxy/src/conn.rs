@@ -1025,7 +1025,6 @@ fn intercepted(
         let done = forward_one(
             inner,
             id,
-            ic,
             cleared,
             name,
             head,
@@ -1106,7 +1105,6 @@ fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
 fn forward_one<S: Read + Write>(
     inner: &Inner,
     id: u64,
-    ic: &Intercept,
     cleared: &Cleared,
     name: &str,
     mut head: Head,
@@ -1157,7 +1155,7 @@ fn forward_one<S: Read + Write>(
     while first_end.is_none() {
         let fresh = upstream.is_none();
         if fresh {
-            *upstream = Some(open_upstream(inner, id, ic, cleared, name, r)?);
+            *upstream = Some(open_upstream(inner, id, cleared, name, r)?);
         }
         let Some(up) = upstream.as_mut() else {
             return Err(format!("no connection to {name}"));
@@ -1323,7 +1321,6 @@ pub(crate) struct Upstream {
 fn open_upstream(
     inner: &Inner,
     id: u64,
-    ic: &Intercept,
     cleared: &Cleared,
     name: &str,
     r: &mut AuditRecord,
@@ -1334,7 +1331,10 @@ fn open_upstream(
     inner.track(id, &up);
     let _ = up.set_read_timeout(Some(inner.config.idle_timeout));
     let _ = up.set_write_timeout(Some(inner.config.idle_timeout));
-    match intercept::connect(ic, name, &up) {
+    let connected = inner
+        .upstream_tls()
+        .and_then(|config| intercept::connect(config, name, &up));
+    match connected {
         Ok(tls) => Ok(Upstream { sock: up, tls }),
         Err(why) => {
             inner.untrack(id, &up);

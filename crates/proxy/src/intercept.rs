@@ -131,11 +131,6 @@ pub struct CertAuthority {
     leaf_key: rcgen::KeyPair,
     provider: Arc<rustls::crypto::CryptoProvider>,
     leaves: Mutex<HashMap<String, Arc<rustls::ServerConfig>>>,
-    /// The upstream TLS client configuration, made once for the roots it
-    /// trusts (known by their `Arc`, which the configuration keeps alive),
-    /// so its session cache lets later connections to an upstream resume
-    /// instead of repeating the full handshake.
-    upstream: Mutex<Option<(usize, Arc<rustls::ClientConfig>)>>,
 }
 
 impl fmt::Debug for CertAuthority {
@@ -187,7 +182,6 @@ impl CertAuthority {
             leaf_key,
             provider: Arc::new(provider()),
             leaves: Mutex::new(HashMap::new()),
-            upstream: Mutex::new(None),
         })
     }
 
@@ -249,21 +243,11 @@ impl Intercept {
             || self.rules.iter().any(|r| r.target.host_is(host, port))
     }
 
-    /// The TLS client configuration for upstream connections: one per
-    /// authority and set of roots, kept, so that its resumption cache
-    /// (rustls's default, in memory) serves every connection.
-    fn upstream_config(&self) -> Result<Arc<rustls::ClientConfig>, String> {
-        let roots = Arc::as_ptr(&self.upstream_roots) as usize;
-        let mut kept = self
-            .authority
-            .upstream
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some((of, config)) = kept.as_ref() {
-            if *of == roots {
-                return Ok(Arc::clone(config));
-            }
-        }
+    /// A TLS client configuration for upstream connections, trusting the
+    /// configured roots. The proxy makes one and keeps it, so that its
+    /// session cache (rustls's default, in memory) lets later connections
+    /// to an upstream resume instead of repeating the full handshake.
+    pub(crate) fn upstream_config(&self) -> Result<Arc<rustls::ClientConfig>, String> {
         let mut config =
             rustls::ClientConfig::builder_with_provider(Arc::clone(&self.authority.provider))
                 .with_safe_default_protocol_versions()
@@ -271,9 +255,7 @@ impl Intercept {
                 .with_root_certificates(Arc::clone(&self.upstream_roots))
                 .with_no_client_auth();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let config = Arc::new(config);
-        *kept = Some((roots, Arc::clone(&config)));
-        Ok(config)
+        Ok(Arc::new(config))
     }
 
     /// The decision for one request to `host:port`.
@@ -663,16 +645,16 @@ pub(crate) fn accept<'a>(
     Ok(rustls::StreamOwned::new(conn, io))
 }
 
-/// Opens a TLS connection to the upstream `host` over `sock`, verified
-/// against the configured roots.
+/// Opens a TLS connection to the upstream `host` over `sock` with
+/// `config` (from [`Intercept::upstream_config`]).
 pub(crate) fn connect(
-    intercept: &Intercept,
+    config: Arc<rustls::ClientConfig>,
     host: &str,
     sock: &Arc<TcpStream>,
 ) -> Result<rustls::StreamOwned<rustls::ClientConnection, UpSock>, String> {
     let name = ServerName::try_from(host.to_owned())
         .map_err(|_| format!("{host} is not a TLS server name"))?;
-    let mut conn = rustls::ClientConnection::new(intercept.upstream_config()?, name)
+    let mut conn = rustls::ClientConnection::new(config, name)
         .map_err(|e| format!("cannot start TLS to {host}: {e}"))?;
     let mut io = UpSock(Arc::clone(sock), ReadAhead::default());
     while conn.is_handshaking() {

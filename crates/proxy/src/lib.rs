@@ -188,9 +188,29 @@ pub(crate) struct Inner {
     next: AtomicU64,
     stopped: AtomicBool,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The TLS client configuration for intercepted hosts' upstreams, made
+    /// on first use and kept (see [`Inner::upstream_tls`]).
+    upstream_tls: Mutex<Option<Arc<rustls::ClientConfig>>>,
 }
 
 impl Inner {
+    /// The one TLS client configuration of this proxy's upstream
+    /// connections, so that they share its session cache.
+    pub(crate) fn upstream_tls(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+        let mut kept = self.upstream_tls.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(config) = kept.as_ref() {
+            return Ok(Arc::clone(config));
+        }
+        let config = self
+            .config
+            .intercept
+            .as_ref()
+            .ok_or("the proxy intercepts no host")?
+            .upstream_config()?;
+        *kept = Some(Arc::clone(&config));
+        Ok(config)
+    }
+
     pub(crate) fn record(&self, r: AuditRecord) {
         let mut audit = self.audit.lock().unwrap_or_else(|e| e.into_inner());
         if self.config.audit_capacity == 0 {
@@ -252,6 +272,7 @@ impl Proxy {
                 next: AtomicU64::new(0),
                 stopped: AtomicBool::new(false),
                 threads: Mutex::new(Vec::new()),
+                upstream_tls: Mutex::new(None),
             }),
         }
     }
