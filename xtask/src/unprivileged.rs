@@ -25,6 +25,7 @@ const SUITES: &[(&str, &str)] = &[
     ("shellexec", "exec"),
     ("shellexec", "namespaces"),
     ("shellexec", "limits"),
+    ("shellexec", "bounded"),
     ("shellexec", "git"),
     ("shellexec", "binds"),
     ("sandgate", "git"),
@@ -42,7 +43,11 @@ const SUITES: &[(&str, &str)] = &[
 /// subtree delegated to it, as systemd's `Delegate=yes` with
 /// `DelegateSubgroup=` lays one out: the tests' process in `D/host`, the
 /// executor's cgroups made beneath `D`, named by `SANDGATE_CGROUP_PARENT`.
-const DELEGATED: &[(&str, &str)] = &[("shellexec", "limits"), ("cli", "run")];
+const DELEGATED: &[(&str, &str)] = &[
+    ("shellexec", "limits"),
+    ("shellexec", "bounded"),
+    ("cli", "run"),
+];
 
 const NOBODY: &str = "65534";
 
