@@ -1093,6 +1093,7 @@ fn run(
             }
         }
     }
+    let view = in_ns.is_some();
     let spawned = match spawn::spawn(
         program, &env.envp, env_owner, prepared, cwd, in_ns, placement,
     ) {
@@ -1128,7 +1129,7 @@ fn run(
         result.confined.protected_binds = Some(held);
     }
     let capture = Capture::new(stdout, stderr, &env.redactor, config.max_output_bytes);
-    let monitor = Monitor::new(keeper.pid(), limits.walked, lease, began);
+    let monitor = Monitor::new(keeper.pid(), limits.walked, lease, view, began);
     let outcome = Run::new(
         keeper,
         status,

@@ -8,7 +8,10 @@
 //! included, which the keeper reaps at once):
 //!
 //! - memory: resident pages (`rss` of `/proc/<pid>/stat`) times the page
-//!   size; pages shared between processes count once per process;
+//!   size (pages shared between processes count once per process), plus,
+//!   in namespaces, what the view's private tmpfs mounts hold (`statfs`
+//!   through the namespace's PID 1, the keeper's child: its
+//!   `/proc/<pid>/root` is the view);
 //! - tasks: threads (`num_threads`), so processes and threads;
 //! - CPU time: user and system time of each process and of the children
 //!   it reaped, plus those the keeper reaped (the time of a process that
@@ -46,18 +49,21 @@ pub(crate) struct Monitor {
     keeper: i32,
     walked: Walked,
     lease: Option<Lease>,
+    /// Whether the command runs in a view with private tmpfs mounts.
+    view: bool,
     next: Instant,
     page_size: u64,
     ticks_per_sec: u64,
 }
 
 impl Monitor {
-    /// A monitor of the tree below `keeper`, or `None` when there is
-    /// nothing to check.
+    /// A monitor of the tree below `keeper` (in a view of its own when
+    /// `view`), or `None` when there is nothing to check.
     pub(crate) fn new(
         keeper: i32,
         walked: Walked,
         lease: Option<Lease>,
+        view: bool,
         began: Instant,
     ) -> Option<Monitor> {
         if !walked.any() && lease.is_none() {
@@ -67,6 +73,7 @@ impl Monitor {
             keeper,
             walked,
             lease,
+            view,
             next: began + FIRST_SAMPLE,
             page_size: page_size(),
             ticks_per_sec: clock_ticks(),
@@ -100,7 +107,14 @@ impl Monitor {
         }
         if let Some(max) = w.memory_bytes {
             let pages: u64 = tree.iter().map(|p| p.rss).sum();
-            if pages.saturating_mul(self.page_size) > max {
+            let tmpfs = if self.view {
+                tree.iter()
+                    .find(|p| p.ppid == self.keeper)
+                    .map_or(0, |pid1| tmpfs_used(pid1.pid))
+            } else {
+                0
+            };
+            if pages.saturating_mul(self.page_size).saturating_add(tmpfs) > max {
                 return Some(Limit::Memory);
             }
         }
@@ -129,6 +143,19 @@ impl Monitor {
     pub(crate) fn into_lease(self) -> Option<Lease> {
         self.lease
     }
+}
+
+/// The bytes in use on the private tmpfs mounts of the view whose PID 1
+/// is `pid1` (a mount that cannot be read counts nothing).
+fn tmpfs_used(pid1: i32) -> u64 {
+    crate::ns::PRIVATE_TMPFS
+        .iter()
+        .filter_map(|(path, _)| rustix::fs::statfs(format!("/proc/{pid1}/root{path}")).ok())
+        .map(|st| {
+            let used = st.f_blocks.saturating_sub(st.f_bfree);
+            used.saturating_mul(u64::try_from(st.f_bsize).unwrap_or(0))
+        })
+        .sum()
 }
 
 /// `sysconf(_SC_PAGESIZE)`: the unit of `rss` in `/proc/<pid>/stat`.

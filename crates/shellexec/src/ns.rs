@@ -36,8 +36,10 @@ const SYSTEM_DIRS: &[&str] = &[
 /// Device nodes bound from the host into the view's `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
-/// The private tmpfs mounts of every view: path, mode, size.
-const PRIVATE_TMPFS: &[(&str, &str)] = &[
+/// The private tmpfs mounts of every view: path, mode, size. What the
+/// command writes there is memory: it counts against its memory limit
+/// (charged to its cgroup by the kernel, or summed by the monitor).
+pub(crate) const PRIVATE_TMPFS: &[(&str, &str)] = &[
     ("/tmp", "mode=1777,size=256m"),
     ("/var/tmp", "mode=1777,size=256m"),
     ("/run", "mode=0755,size=16m"),

@@ -89,6 +89,45 @@ fn the_memory_of_the_whole_tree_is_limited() {
     assert!(survivors(&marker).is_empty(), "{:?}", survivors(&marker));
 }
 
+/// In namespaces, what a command writes to its private tmpfs is memory
+/// and counts against its limit: the kernel charges it to the command's
+/// cgroup, and the monitor adds what the view's tmpfs mounts hold.
+#[test]
+fn what_the_private_tmpfs_holds_counts_against_the_memory_limit() {
+    let ex = started(memory(128 * MIB));
+    let first = run(&ex, "true", Duration::from_secs(30));
+    if !first.confined.namespaces {
+        eprintln!("note: private tmpfs test skipped: no namespaces here");
+        return;
+    }
+    // The control: 64 MiB in /tmp fits under 128 MiB.
+    let fits = run(
+        &ex,
+        "head -c 67108864 /dev/zero > /tmp/x && echo written",
+        Duration::from_secs(30),
+    );
+    assert_eq!(fits.exit_code, 0, "{fits:?}");
+    assert_eq!(fits.stdout, b"written\n");
+    assert_eq!(fits.limit, None, "{fits:?}");
+    // 200 MiB does not (the guard: /tmp's own 256 MiB size).
+    let r = run(
+        &ex,
+        "head -c 209715200 /dev/zero > /tmp/x; sleep 2; echo survived",
+        Duration::from_secs(30),
+    );
+    eprintln!(
+        "memory held by {:?}: exit {}, limit {:?}",
+        report(&r).memory,
+        r.exit_code,
+        r.limit
+    );
+    assert_eq!(r.limit, Some(Limit::Memory), "{r:?}");
+    assert!(
+        !String::from_utf8_lossy(&r.stdout).contains("survived"),
+        "{r:?}"
+    );
+}
+
 #[test]
 fn a_fork_bomb_is_stopped_and_a_concurrent_exec_runs_normally() {
     let ex = started(ResourceLimits {
