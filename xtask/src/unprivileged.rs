@@ -33,6 +33,7 @@ const SUITES: &[(&str, &str)] = &[
     ("sandgate", "credentials"),
     ("sandgate", "protect"),
     ("sandgate", "binds"),
+    ("sandgate", "scale"),
     ("protect", "settle"),
     ("protect", "watch"),
     ("cli", "run"),

@@ -272,10 +272,35 @@ fn children() -> Vec<u32> {
         .collect()
 }
 
+/// Lines of this process's mount table: a mount left in the executor's
+/// own namespace adds one.
+fn mounts() -> usize {
+    fs::read_to_string("/proc/self/mountinfo")
+        .expect("/proc/self/mountinfo")
+        .lines()
+        .count()
+}
+
+/// The namespaces this process holds by descriptor (`net:[…]`, `user:[…]`,
+/// …), each once per descriptor.
+fn held_namespaces() -> Vec<String> {
+    let mut held: Vec<String> = fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .map(|t| t.to_string_lossy().into_owned())
+        .filter(|t| t.contains(":[") && !t.starts_with("socket:") && !t.starts_with("pipe:"))
+        .filter(|t| !t.starts_with("anon_inode:"))
+        .collect();
+    held.sort();
+    held
+}
+
 /// 100 executors alive at once, all running short commands at the same
 /// time: every command answers its own executor's output, running them
 /// opens no descriptor that stays, and disposing of the executors leaves
-/// neither a descriptor nor a child process behind.
+/// neither a descriptor nor a child process behind. Where the host gives
+/// namespaces, each executor's commands run in a network namespace of its
+/// own, and neither a mount nor a held namespace outlives the executors.
 #[test]
 fn hundred_executors_run_at_once_and_leave_nothing() {
     const EXECUTORS: usize = 100;
@@ -284,6 +309,7 @@ fn hundred_executors_run_at_once_and_leave_nothing() {
     let base = tempfile::tempdir().unwrap();
     let fds0 = open_fds();
     let children0 = children();
+    let (mounts0, held0) = (mounts(), held_namespaces());
     let executors: Arc<Vec<sandgate::Executor>> = Arc::new(
         (0..EXECUTORS)
             .map(|i| {
@@ -344,11 +370,45 @@ fn hundred_executors_run_at_once_and_leave_nothing() {
             "round {round}: running commands left descriptors behind"
         );
     }
+    // Each executor's commands run in its own network namespace (where the
+    // host gives namespaces at all).
+    let mut nets = std::collections::BTreeSet::new();
+    let mut in_namespaces = 0;
+    for ex in executors.iter() {
+        let r = ex
+            .exec(
+                "readlink /proc/self/ns/net",
+                sandgate::ExecOptions::default(),
+            )
+            .unwrap();
+        assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+        if r.confined.namespaces {
+            in_namespaces += 1;
+            nets.insert(r.stdout);
+        }
+    }
+    eprintln!("{in_namespaces} of {EXECUTORS} executors ran their commands in namespaces");
+    assert!(
+        in_namespaces == 0 || in_namespaces == EXECUTORS,
+        "only {in_namespaces} of {EXECUTORS} executors got namespaces"
+    );
+    assert_eq!(
+        nets.len(),
+        in_namespaces,
+        "executors shared a network namespace"
+    );
+    assert_eq!(mounts(), mounts0, "running commands left mounts behind");
     for ex in executors.iter() {
         ex.dispose();
     }
     drop(executors);
     assert_eq!(open_fds(), fds0, "disposed executors left descriptors");
+    assert_eq!(mounts(), mounts0, "disposed executors left mounts behind");
+    assert_eq!(
+        held_namespaces(),
+        held0,
+        "disposed executors left namespaces held"
+    );
     // Reaping may lag dispose by a moment.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while children() != children0 && std::time::Instant::now() < deadline {
