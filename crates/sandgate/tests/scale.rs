@@ -288,8 +288,11 @@ fn held_namespaces() -> Vec<String> {
         .expect("/proc/self/fd")
         .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
         .map(|t| t.to_string_lossy().into_owned())
-        .filter(|t| t.contains(":[") && !t.starts_with("socket:") && !t.starts_with("pipe:"))
-        .filter(|t| !t.starts_with("anon_inode:"))
+        .filter(|t| {
+            t.split_once(":[").is_some_and(|(kind, _)| {
+                ["cgroup", "ipc", "mnt", "net", "pid", "time", "user", "uts"].contains(&kind)
+            })
+        })
         .collect();
     held.sort();
     held
