@@ -146,11 +146,20 @@ impl Monitor {
 }
 
 /// The bytes in use on the private tmpfs mounts of the view whose PID 1
-/// is `pid1` (a mount that cannot be read counts nothing).
+/// is `pid1` (a mount that cannot be read counts nothing). Nothing while
+/// `pid1` has not yet moved into its view: its root is still the
+/// executor's, whose `/tmp` (a tmpfs on many hosts) is not the command's.
 fn tmpfs_used(pid1: i32) -> u64 {
+    let root = format!("/proc/{pid1}/root");
+    let (Ok(view), Ok(own)) = (rustix::fs::stat(root.as_str()), rustix::fs::stat("/")) else {
+        return 0;
+    };
+    if (view.st_dev, view.st_ino) == (own.st_dev, own.st_ino) {
+        return 0;
+    }
     crate::ns::PRIVATE_TMPFS
         .iter()
-        .filter_map(|(path, _)| rustix::fs::statfs(format!("/proc/{pid1}/root{path}")).ok())
+        .filter_map(|(path, _)| rustix::fs::statfs(format!("{root}{path}")).ok())
         .map(|st| {
             let used = st.f_blocks.saturating_sub(st.f_bfree);
             used.saturating_mul(u64::try_from(st.f_bsize).unwrap_or(0))
