@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 use std::io::{self, BufRead, BufWriter, Write};
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -359,6 +360,10 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
     for w in session.sandbox().warnings() {
         eprintln!("sandgate: warning: {w}");
     }
+    // Answers to a pipelining client come faster than it reads them: a
+    // bigger pipe holds more before a write has to wait (the MCP server
+    // does the same).
+    sandgate_mcp::lines::grow_pipe(io::stdout().as_fd());
     // Our own buffer (not stdin's) so we can see whether more requests are
     // already waiting before deciding to flush.
     let mut input = io::BufReader::with_capacity(64 * 1024, io::stdin().lock());

@@ -29,6 +29,16 @@ impl Server {
     /// A server in `dir`, whose policy has `extra` appended, started with
     /// `args` after the policy.
     fn start_in(dir: tempfile::TempDir, extra: &str, args: &[&std::ffi::OsStr]) -> Server {
+        Server::start_as(dir, extra, args, json!({}))
+    }
+
+    /// As [`Server::start_in`], for a client declaring `capabilities`.
+    fn start_as(
+        dir: tempfile::TempDir,
+        extra: &str,
+        args: &[&std::ffi::OsStr],
+        capabilities: Value,
+    ) -> Server {
         let ws = dir.path().join("ws");
         fs::create_dir_all(ws.join("src")).unwrap();
         fs::write(ws.join("a.txt"), "hello\n").unwrap();
@@ -69,7 +79,7 @@ impl Server {
         };
         s.send_json(
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
+            "protocolVersion": "2025-06-18", "capabilities": capabilities,
             "clientInfo": {"name": "raw", "version": "1"}}}),
         );
         let init = s.answer(0);
@@ -111,6 +121,28 @@ impl Server {
                 Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => return out,
             }
         }
+    }
+
+    /// The next request the server sends with `method`, skipping the rest.
+    fn request(&self, method: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(v) if v["method"] == method && v.get("id").is_some() => return v,
+                Ok(_) => continue,
+                Err(e) => panic!("no {method} request: {e:?}"),
+            }
+        }
+    }
+
+    /// Answers the server's `roots/list` request `req` with `dirs`.
+    fn give_roots(&mut self, req: &Value, dirs: &[&std::path::Path]) {
+        let roots: Vec<Value> = dirs
+            .iter()
+            .map(|d| json!({"uri": format!("file://{}", d.display())}))
+            .collect();
+        self.send_json(json!({"jsonrpc": "2.0", "id": req["id"], "result": {"roots": roots}}));
     }
 
     fn ping(&mut self, id: i64) {
@@ -231,6 +263,155 @@ fn ids_may_be_reused_and_protocol_errors_are_jsonrpc_errors() {
         .as_str()
         .unwrap()
         .starts_with("E_PATH_INVALID"));
+}
+
+/// Short calls (a small file read, one file's metadata, the allowed
+/// directories) are answered by the transport as it reads them once the
+/// session is settled, and by the SDK's loop while the client's roots are
+/// being asked for. Both must answer alike, refusals and the client's roots
+/// included, and a call sent after the client says its roots changed must
+/// never run on the old ones.
+#[test]
+fn short_calls_answer_alike_on_either_path_and_follow_the_clients_roots() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    fs::create_dir_all(&ws).unwrap();
+    let ws = fs::canonicalize(&ws).unwrap();
+    fs::write(ws.join("pic.png"), b"\x89PNG\r\n\x1a\n").unwrap();
+    fs::write(
+        ws.join("quote.txt"),
+        "a \"quoted\" line\n\ttab \u{1} and \u{e9}\nlast\n",
+    )
+    .unwrap();
+    let mut s = Server::start_as(dir, "", &[], json!({"roots": {"listChanged": true}}));
+    let src = ws.join("src");
+    let calls = |first: i64| -> Vec<Value> {
+        let call = |i: i64, name: &str, args: Value| {
+            json!({"jsonrpc": "2.0", "id": first + i, "method": "tools/call",
+                "params": {"name": name, "arguments": args}})
+        };
+        vec![
+            call(0, "read_text_file", json!({"path": "src/f1.txt"})),
+            call(1, "read_text_file", json!({"path": src.join("f2.txt")})),
+            call(
+                2,
+                "read_text_file",
+                json!({"path": "src/f3.txt", "head": 2}),
+            ),
+            call(3, "get_file_info", json!({"path": "src/f4.txt"})),
+            call(4, "list_allowed_directories", json!({})),
+            // Outside the client's roots, though inside the policy's.
+            call(5, "read_text_file", json!({"path": "a.txt"})),
+            call(6, "read_text_file", json!({"path": "/etc/passwd"})),
+            call(7, "read_text_file", json!({"path": "src/missing.txt"})),
+            call(8, "read_media_file", json!({"path": "src/pic.png"})),
+            call(9, "read_text_file", json!({"path": "src/quote.txt"})),
+            call(10, "read_text_file", json!({"path": "src"})),
+        ]
+    };
+    fs::rename(ws.join("pic.png"), src.join("pic.png")).unwrap();
+    fs::rename(ws.join("quote.txt"), src.join("quote.txt")).unwrap();
+    // While the server waits for the roots, calls go to the SDK's loop.
+    let req = s.request("roots/list");
+    let sdk = calls(100);
+    for c in &sdk {
+        s.send_json(c.clone());
+    }
+    s.give_roots(&req, &[&src]);
+    let sdk: Vec<Value> = (100..111).map(|id| s.answer(id)).collect();
+    // Settled: the same calls, now taken by the transport.
+    s.ping(1);
+    let inline: Vec<Value> = calls(200)
+        .into_iter()
+        .map(|c| {
+            let id = c["id"].as_i64().unwrap();
+            s.send_json(c);
+            s.answer(id)
+        })
+        .collect();
+    for (a, b) in sdk.iter().zip(&inline) {
+        assert_eq!(a["result"], b["result"], "{a}\n{b}");
+        assert!(
+            a.get("error").is_none() && b.get("error").is_none(),
+            "{a}\n{b}"
+        );
+    }
+    assert!(inline[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("needle"));
+    assert_eq!(
+        inline[9]["result"]["structuredContent"]["content"],
+        "a \"quoted\" line\n\ttab \u{1} and \u{e9}\nlast\n"
+    );
+    for refused in [5, 6, 7, 10] {
+        assert_eq!(
+            inline[refused]["result"]["isError"], true,
+            "{}",
+            inline[refused]
+        );
+    }
+    assert!(inline[5]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("outside the roots this client declared"));
+    assert_eq!(inline[8]["result"]["content"][0]["mimeType"], "image/png");
+
+    // The client's roots change: a call sent right after the notification
+    // waits for the new roots and is judged by them, never by the old.
+    s.send_json(json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}));
+    s.send_json(json!({"jsonrpc": "2.0", "id": 300, "method": "tools/call",
+        "params": {"name": "read_text_file", "arguments": {"path": "src/f1.txt"}}}));
+    let req = s.request("roots/list");
+    s.give_roots(&req, &[&ws.join("elsewhere")]);
+    let a = s.answer(300);
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    // And the next one, taken by the transport again, is judged by them too.
+    s.send_json(json!({"jsonrpc": "2.0", "id": 301, "method": "tools/call",
+        "params": {"name": "read_text_file", "arguments": {"path": "src/f1.txt"}}}));
+    assert_eq!(s.answer(301)["result"]["isError"], true);
+}
+
+/// A pipelining client gets its answers through a pipe grown to 1 MiB
+/// (a 4 KiB read answers about 8.5 KB; the default pipe holds 64 KiB),
+/// from `sandgate mcp` and from `sandgate tool` alike.
+#[test]
+fn the_output_pipe_is_grown_for_pipelined_answers() {
+    let dir = policy_dir();
+    let policy = dir.path().join("policy.toml");
+    for (args, request) in [
+        (
+            vec!["mcp", "--policy"],
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"}}}),
+        ),
+        (vec!["tool", "--policy"], json!({"op": "stat", "path": "."})),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(&args)
+            .arg(&policy)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let before = rustix::pipe::fcntl_getpipe_size(child.stdout.as_ref().unwrap()).unwrap();
+        assert!(before < 1 << 20, "{before}");
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{request}").unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert!(serde_json::from_str::<Value>(&line).is_ok(), "{line}");
+        assert_eq!(
+            rustix::pipe::fcntl_getpipe_size(out.get_ref()).unwrap(),
+            1 << 20,
+            "{args:?}"
+        );
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+    }
 }
 
 #[test]

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+mod inline;
 pub mod lines;
 pub mod paths;
 pub mod tools;
@@ -58,6 +59,9 @@ pub(crate) struct Core {
     pub(crate) dirs: Vec<GrantedDir>,
     /// The read roots, opened, to tell which one answers for a name.
     read_roots: Vec<sandgate::rootfs::Root>,
+    /// Whether the policy caps every read at [`INLINE_READ`] bytes or
+    /// less, so that no read needs looking at before it is run inline.
+    reads_short: bool,
 }
 
 /// A client's roots, as far as they lie inside the granted directories.
@@ -76,6 +80,10 @@ pub(crate) enum Narrow {
 pub(crate) struct Shared {
     core: Arc<Core>,
     narrow: std::sync::RwLock<Narrow>,
+    /// Whether the transport may answer short calls itself: set once the
+    /// session is initialized and its client roots asked for, cleared
+    /// while they are asked for again.
+    inline_ready: AtomicBool,
 }
 
 impl std::ops::Deref for Shared {
@@ -286,8 +294,10 @@ impl Server {
                     fetcher,
                     dirs,
                     read_roots,
+                    reads_short: policy.limits().max_read_bytes <= INLINE_READ,
                 }),
                 narrow: std::sync::RwLock::new(Narrow::None),
+                inline_ready: AtomicBool::new(false),
             }),
             tools: Arc::new(tools),
             instructions,
@@ -306,6 +316,7 @@ impl Server {
             shared: Arc::new(Shared {
                 core: Arc::clone(&self.shared.core),
                 narrow: std::sync::RwLock::new(Narrow::None),
+                inline_ready: AtomicBool::new(false),
             }),
             tools: Arc::clone(&self.tools),
             instructions: self.instructions.clone(),
@@ -340,8 +351,9 @@ impl Server {
 
     /// Serves MCP on stdin and stdout until stdin closes.
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
+        let inline: Arc<dyn lines::Inline> = Arc::new(self.clone());
         let running = self
-            .serve(lines::LineTransport::stdio())
+            .serve(lines::LineTransport::stdio_with(Some(inline)))
             .await
             .map_err(std::io::Error::other)?;
         running.waiting().await.map_err(std::io::Error::other)?;
@@ -395,28 +407,37 @@ impl Server {
         match name {
             "list_allowed_directories" | "get_file_info" => true,
             "read_text_file" | "read_media_file" => {
-                let Some(path) = args.get("path").and_then(serde_json::Value::as_str) else {
+                match args.get("path").and_then(serde_json::Value::as_str) {
+                    Some(path) => self.small_regular_file(path),
                     // Invalid arguments: answered at once.
-                    return true;
-                };
-                let Ok(rel) = self.shared.read_name(path) else {
-                    // A refusal: answered at once.
-                    return true;
-                };
-                // The size of what the read will find (the first read root
-                // holding the name); this only picks the thread, the read
-                // itself checks everything again.
-                match self
-                    .shared
-                    .read_roots
-                    .iter()
-                    .find_map(|r| r.stat(&rel).ok())
-                {
-                    Some(m) => m.kind() == sandgate::FileKind::File && m.len() <= INLINE_READ,
                     None => true,
                 }
             }
             _ => false,
+        }
+    }
+
+    /// Whether a read of `path` is short: every read is when the policy
+    /// caps reads at [`INLINE_READ`] bytes or less (the default cap is
+    /// 10 MiB); under a larger cap, a regular file of at most
+    /// [`INLINE_READ`] bytes in the first read root holding it, or a name
+    /// the read will refuse at once. This only picks the thread; the read
+    /// itself checks everything (the kind, the cap) again.
+    pub(crate) fn small_regular_file(&self, path: &str) -> bool {
+        if self.shared.reads_short {
+            return true;
+        }
+        let Ok(rel) = self.shared.read_name(path) else {
+            return true;
+        };
+        match self
+            .shared
+            .read_roots
+            .iter()
+            .find_map(|r| r.stat(&rel).ok())
+        {
+            Some(m) => m.kind() == sandgate::FileKind::File && m.len() <= INLINE_READ,
+            None => true,
         }
     }
 
@@ -464,9 +485,13 @@ impl Server {
     }
 }
 
-/// The largest regular file a read answers on the protocol's own thread
-/// (bigger ones go to the blocking pool).
-pub const INLINE_READ: u64 = 256 * 1024;
+/// The largest file a read answers on the protocol's own thread (bigger
+/// ones go to the blocking pool): 16 MiB, which takes a few tens of
+/// milliseconds to read and answer, about what one `grep` progress tick
+/// leaves the client waiting. A read cannot be cancelled part way on
+/// either thread; what the blocking pool adds is that other calls are
+/// answered meanwhile.
+pub const INLINE_READ: u64 = 16 * 1024 * 1024;
 
 /// The local path of a `file://` URI (percent-decoded), if it is one.
 fn file_uri_path(uri: &str) -> Option<String> {
@@ -558,10 +583,12 @@ impl ServerHandler for Server {
 
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
         self.fetch_client_roots(context.peer);
+        self.shared.inline_ready.store(true, Ordering::Release);
     }
 
     async fn on_roots_list_changed(&self, context: rmcp::service::NotificationContext<RoleServer>) {
         self.fetch_client_roots(context.peer);
+        self.shared.inline_ready.store(true, Ordering::Release);
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -600,20 +627,23 @@ impl ServerHandler for Server {
         } else {
             self.run_blocking(name, args, cancel, &context).await?
         };
-        Ok(match answer {
-            Ok(content) => {
-                let structured = self
-                    .tools
-                    .iter()
-                    .find(|t| t.name == request_name)
-                    .and_then(|t| tools::structured(t, &content));
-                let mut r = CallToolResult::success(content);
-                r.structured_content = structured;
-                r
-            }
-            Err(e) => CallToolResult::error(vec![ContentBlock::text(tools::describe(&e))]),
+        let tool = self.tools.iter().find(|t| t.name == request_name);
+        Ok(tool_result(tool, answer).into())
+    }
+}
+
+/// What a call of `tool` answers: its content (and the structured copy
+/// its output schema asks for), or the refusal as a text naming the code,
+/// with `isError` set.
+pub(crate) fn tool_result(tool: Option<&Tool>, answer: tools::Answer) -> CallToolResult {
+    match answer {
+        Ok(content) => {
+            let structured = tool.and_then(|t| tools::structured(t, &content));
+            let mut r = CallToolResult::success(content);
+            r.structured_content = structured;
+            r
         }
-        .into())
+        Err(e) => CallToolResult::error(vec![ContentBlock::text(tools::describe(&e))]),
     }
 }
 

@@ -175,7 +175,9 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
         let server = server.new_session();
         tokio::spawn(async move {
             let (r, w) = stream.into_split();
-            if let Ok(running) = server.serve(crate::lines::LineTransport::new(r, w)).await {
+            let inline: Arc<dyn crate::lines::Inline> = Arc::new(server.clone());
+            let t = crate::lines::LineTransport::with_inline(r, w, inline);
+            if let Ok(running) = server.serve(t).await {
                 let _ = running.waiting().await;
             }
         });
