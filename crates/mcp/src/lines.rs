@@ -50,6 +50,20 @@ pub const OUTPUT_HIGH_WATER: usize = 4 * 1024 * 1024;
 /// at 512 KiB and 1 MiB, 9.9 µs at 256 KiB.
 pub const OUTPUT_BATCH: usize = OUTPUT_PIPE / 2;
 
+/// The smaller batch the reader lets the writer take when little input
+/// waits behind the call it answered (less than [`FEW_WAITING`] bytes):
+/// the client has sent what it had and waits for answers, so the first
+/// ones go out while the rest are read. With 32 calls in flight, written
+/// at 64 KiB rather than at the end of what was read, the wall time per
+/// pipelined 4 KiB read fell from 9–11 µs to 7–9 µs at no more CPU; with
+/// 20,000 calls sent at once, where much input waits, 64 KiB batches cost
+/// 15% more CPU than [`OUTPUT_BATCH`].
+pub const OUTPUT_EARLY: usize = 64 * 1024;
+
+/// Input waiting to be read below which the reader writes in batches of
+/// [`OUTPUT_EARLY`]: about 45 calls' requests.
+pub const FEW_WAITING: usize = 8 * 1024;
+
 /// How long closing waits for the answers still queued to be written.
 const CLOSE_DRAIN: Duration = Duration::from_secs(5);
 
@@ -561,7 +575,12 @@ async fn read_lines<R: AsyncRead + Unpin>(
                     // until the input buffer is spent (megabytes of
                     // answers, out of the CPU's cache by the time they are
                     // written): let the writer take them in batches.
-                    if out.lock().buf.len() >= OUTPUT_BATCH {
+                    let batch = if read.buffer().len() < FEW_WAITING {
+                        OUTPUT_EARLY
+                    } else {
+                        OUTPUT_BATCH
+                    };
+                    if out.lock().buf.len() >= batch {
                         tokio::task::yield_now().await;
                     }
                     continue;
