@@ -17,10 +17,12 @@
 //! 1. `read_text_file` of a 4 KiB file with a pipelining client (a window
 //!    of [`WINDOW`] requests in flight): sandgate's time per call against
 //!    the JSON endpoint's `read` of the same file (`sandgate tool`, same
-//!    client, same window), in alternating rounds. Two figures: the
-//!    server's own CPU time per call (user + system of every thread, from
-//!    `/proc/PID/stat`, far less swayed by other jobs than the wall
-//!    time) and the wall time per call (median of the rounds).
+//!    client, same window), in alternating rounds. Two figures, each the
+//!    median of the rounds: the server's own CPU time per call (the run
+//!    time of its threads, from `/proc/PID/task/*/schedstat`, far less
+//!    swayed by other jobs than the wall time; one VM hiccup in one round
+//!    does not move a median as it moved the sum over all rounds) and the
+//!    wall time per call.
 //! 2. The same call with one request in flight: calls per second, median
 //!    and p99 round trip, and the server's CPU time per call, sandgate
 //!    against the reference server, in alternating rounds after a warm-up
@@ -104,7 +106,7 @@ fn sizes(quick: bool) -> Sizes {
     } else {
         Sizes {
             piped: 20_000,
-            piped_rounds: 5,
+            piped_rounds: 9,
             seq_own: 3_000,
             seq_ref: 600,
             seq_rounds: 3,
@@ -270,6 +272,26 @@ impl Server {
             (Some(u), Some(s)) => Ok((u + s) * 1e9 / clock_ticks()),
             _ => Err(format!("{path}: cannot read utime and stime")),
         }
+    }
+
+    /// CPU time the server's threads have used so far, in ns: the sum of
+    /// their scheduler run times (`/proc/PID/task/*/schedstat`), precise
+    /// enough to time one round. Threads that ended are not counted (the
+    /// pipelined rounds start and end none); `None` where the kernel keeps
+    /// no such figures.
+    fn run_ns(&self) -> Option<f64> {
+        let tasks = fs::read_dir(format!("/proc/{}/task", self.child.id())).ok()?;
+        let mut total = 0.0;
+        for t in tasks {
+            let stat = fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
+            total += stat.split_whitespace().next()?.parse::<f64>().ok()?;
+        }
+        Some(total)
+    }
+
+    /// [`Server::run_ns`] where it can be had, else [`Server::cpu_ns`].
+    fn round_cpu_ns(&self) -> Result<f64, String> {
+        self.run_ns().map_or_else(|| self.cpu_ns(), Ok)
     }
 
     /// VmRSS of the server process, in KiB.
@@ -658,30 +680,32 @@ fn measure(
     // 1. Pipelined: sandgate mcp against the endpoint, alternating rounds.
     let endpoint_req = requests(0, z.piped, |_| json!({"op": "read", "path": "read4k.txt"}));
     let (mut own_piped, mut ep_piped) = (Vec::new(), Vec::new());
-    let (mut own_cpu, mut ep_cpu) = (0.0, 0.0);
+    let (mut own_cpu, mut ep_cpu) = (Vec::new(), Vec::new());
     for round in 0..=z.piped_rounds {
         let first = own.next_id + 1;
         let reqs = requests(first, z.piped, read_call);
         own.next_id += z.piped as u64;
-        let c = own.cpu_ns()?;
+        let c = own.round_cpu_ns()?;
         let (t, answers) = pipelined(&mut own, &reqs, WINDOW)?;
-        let c = own.cpu_ns()? - c;
+        let c = own.round_cpu_ns()? - c;
         check_mcp(own.name, &answers, first, READ_BYTES)?;
-        let ce = endpoint.cpu_ns()?;
+        let ce = endpoint.round_cpu_ns()?;
         let (te, answers) = pipelined(&mut endpoint, &endpoint_req, WINDOW)?;
-        let ce = endpoint.cpu_ns()? - ce;
+        let ce = endpoint.round_cpu_ns()? - ce;
         check_endpoint(&answers)?;
         // Round 0 warms up.
         if round > 0 {
             own_piped.push(t.as_nanos() as f64 / z.piped as f64);
             ep_piped.push(te.as_nanos() as f64 / z.piped as f64);
-            own_cpu += c;
-            ep_cpu += ce;
+            own_cpu.push(c / z.piped as f64);
+            ep_cpu.push(ce / z.piped as f64);
         }
     }
+    let fine = endpoint.run_ns().is_some() && own.run_ns().is_some();
     drop(endpoint);
-    let calls = (z.piped * z.piped_rounds) as f64;
-    let (own_cpu, ep_cpu) = (own_cpu / calls, ep_cpu / calls);
+    let round_ratios: Vec<f64> = own_cpu.iter().zip(&ep_cpu).map(|(a, b)| a / b).collect();
+    let (lowest, highest) = (quantile(&round_ratios, 0.0), quantile(&round_ratios, 1.0));
+    let (own_cpu, ep_cpu) = (median(own_cpu), median(ep_cpu));
     let piped_variant = format!("read_text_file 4 KiB, pipelined ({WINDOW} in flight)");
     let endpoint_name = "sandgate tool `read`, same client";
     r.rows.push(row(
@@ -705,12 +729,19 @@ fn measure(
     ));
     r.notes.push(format!(
         "mcp: pipelined: {} rounds of {} calls each after a warm-up round, the two servers \
-         alternating; wall time: median of the rounds' time per call; server CPU: the \
-         process's user + system time (every thread, from /proc/PID/stat) over the timed \
-         rounds, per call: the server's own time, far less swayed by the machine's load than \
-         the wall time",
+         alternating; wall time: median of the rounds' time per call; server CPU: median of \
+         the rounds' CPU time per call ({}): the server's own time, far less swayed by the \
+         machine's load than the wall time; the rounds' own CPU ratios ranged from {:.3} to \
+         {:.3}",
         z.piped_rounds,
-        thousands(z.piped as f64)
+        thousands(z.piped as f64),
+        if fine {
+            "the run time of every thread, from /proc/PID/task/*/schedstat"
+        } else {
+            "user + system time from /proc/PID/stat, in clock ticks"
+        },
+        lowest,
+        highest
     ));
 
     // 2. Sequential: sandgate against the reference, alternating rounds.
