@@ -5,6 +5,10 @@
 //! the same confined opens as everything else and matched with the `ignore`
 //! crate's gitignore matcher while the walk goes; nothing here ever walks
 //! host paths.
+//!
+//! Most files of a tree hold no match. grep first runs a screen over a
+//! file's whole bytes (see [`screen`]) and splits into lines, running the
+//! pattern on each, only the files the screen finds something in.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
@@ -32,6 +36,9 @@ pub const MAX_WALK_ENTRIES: usize = 200_000;
 pub const MAX_LINE_TEXT: usize = 1000;
 /// Most context lines asked for before or after a match.
 pub const MAX_CONTEXT_LINES: usize = 100;
+/// Largest file read whole and screened before it is split into lines; a
+/// larger one is read through a small buffer, line by line.
+const WHOLE_FILE: u64 = 8 << 20;
 /// Largest ignore file read; a longer one is read up to this size.
 const MAX_IGNORE_FILE: u64 = 1 << 20;
 
@@ -407,6 +414,50 @@ impl Include {
     }
 }
 
+/// A screen for `pattern` over a file's whole bytes, for a file with no
+/// `\r` in it: a regex that finds a match in the file whenever some line
+/// of it, on its own and without its `\n`, matches `pattern`. It may find
+/// more (a match across lines), never less, so a file it finds nothing in
+/// has no matching line.
+///
+/// The screen is `pattern` in multi-line mode: `^` and `$` match at the
+/// ends of every line, where a line alone sees the ends of its haystack.
+/// Every other byte of a line is the same in the file, and the byte just
+/// outside a line (`\n`) is not a word character, as the edges of a
+/// haystack are not, so word boundaries agree; `.` matches no `\n` in
+/// either. A pattern that asks for the haystack's own ends (`\A`, `\z`,
+/// or `^`/`$` with multi-line mode turned off) has no screen, nor has one
+/// this parse cannot read. A file with a `\r` is not screened: grep takes
+/// a line's `\r\n` off, and CRLF mode, which would see the same ends,
+/// also keeps `.` from matching a lone `\r` that a line alone matches.
+/// Files without a screen are searched line by line.
+fn screen(pattern: &str, case_insensitive: bool) -> Option<regex::bytes::Regex> {
+    use regex_syntax::hir::Look;
+    let hir = regex_syntax::ParserBuilder::new()
+        .multi_line(true)
+        .utf8(false)
+        .case_insensitive(case_insensitive)
+        .build()
+        .parse(pattern)
+        .ok()?;
+    let looks = hir.properties().look_set();
+    if looks.contains(Look::Start) || looks.contains(Look::End) {
+        return None;
+    }
+    regex::bytes::RegexBuilder::new(pattern)
+        .case_insensitive(case_insensitive)
+        .multi_line(true)
+        .size_limit(1 << 20)
+        .build()
+        .ok()
+}
+
+/// Whether `screen` shows that no line of `content` can match: there is
+/// a screen, `content` has no `\r`, and the screen finds nothing.
+fn screened_out(screen: Option<&regex::bytes::Regex>, content: &[u8]) -> bool {
+    screen.is_some_and(|s| !content.contains(&b'\r') && !s.is_match(content))
+}
+
 /// A line as answered: without its ending, cut, lossy UTF-8.
 fn line_text(raw: &[u8]) -> String {
     let text = raw.strip_suffix(b"\n").unwrap_or(raw);
@@ -423,6 +474,8 @@ struct Collector {
     lines: Vec<GrepMatch>,
     files: Vec<String>,
     counts: Vec<(String, usize)>,
+    /// The file being searched, its capacity kept from file to file.
+    content: Vec<u8>,
 }
 
 impl Collector {
@@ -443,23 +496,53 @@ impl Collector {
         }
     }
 
-    /// Searches one open file.
+    /// Searches one open file of `len` bytes: its first `max_file_bytes`
+    /// bytes; one with a NUL in its first 8 KiB is binary and skipped.
     fn search(
         &mut self,
-        re: &regex::bytes::Regex,
+        (re, screen): (&regex::bytes::Regex, Option<&regex::bytes::Regex>),
         path: &str,
         file: std::fs::File,
+        len: u64,
         max_file_bytes: u64,
         opts: &GrepOptions,
     ) -> Result<(), Error> {
-        let mut reader = BufReader::new(file.take(max_file_bytes));
-        if reader
-            .fill_buf()
-            .map(|b| b[..b.len().min(8192)].contains(&0))
-            .unwrap_or(true)
-        {
-            return Ok(()); // binary
+        if len > WHOLE_FILE {
+            let mut reader = BufReader::new(file.take(max_file_bytes));
+            if reader
+                .fill_buf()
+                .map(|b| b[..b.len().min(8192)].contains(&0))
+                .unwrap_or(true)
+            {
+                return Ok(()); // binary
+            }
+            return self.search_lines(re, path, reader, opts);
         }
+        let mut content = std::mem::take(&mut self.content);
+        content.clear();
+        let read = file.take(max_file_bytes).read_to_end(&mut content);
+        let found = match read {
+            Ok(_) if !content[..content.len().min(8192)].contains(&0) => {
+                if screened_out(screen, &content) {
+                    Ok(())
+                } else {
+                    self.search_lines(re, path, &content[..], opts)
+                }
+            }
+            _ => Ok(()),
+        };
+        self.content = content;
+        found
+    }
+
+    /// Runs `re` on each line `reader` gives.
+    fn search_lines(
+        &mut self,
+        re: &regex::bytes::Regex,
+        path: &str,
+        mut reader: impl BufRead,
+        opts: &GrepOptions,
+    ) -> Result<(), Error> {
         let mut line = Vec::new();
         let mut n = 0usize;
         let mut count = 0usize;
@@ -558,7 +641,9 @@ pub(crate) fn grep(
         lines: Vec::new(),
         files: Vec::new(),
         counts: Vec::new(),
+        content: Vec::new(),
     };
+    let screen = screen(pattern, opts.case_insensitive);
     let mut searched = HashSet::new();
     // A single file may be named directly; the include glob and the ignore
     // files do not apply to it.
@@ -581,17 +666,19 @@ pub(crate) fn grep(
                 v
             }
         };
+    // A path is searched once, in the first root that lists it.
+    let overlap = files.len() > 1;
     for (root, paths) in files {
         for path in paths {
             if opts.cancelled() {
                 return Err(Error::new(ErrorCode::Aborted, "the search was cancelled"));
             }
-            if !searched.insert(path.clone()) {
+            if overlap && !searched.insert(path.clone()) {
                 continue;
             }
             // Read through a no-follow open: a file swapped for a symlink
             // after the listing is skipped, not followed.
-            let file = match root.open_with(&path, OpenOptions::new().read(true).follow(false)) {
+            let file = match root.open_file_nofollow(&path) {
                 Ok(f) => f,
                 Err(_) => continue,
             };
@@ -599,7 +686,15 @@ pub(crate) fn grep(
             if !meta.is_file() || meta.len() > max_file_bytes {
                 continue;
             }
-            out.search(&re, &path, file, max_file_bytes, opts)?;
+            let len = meta.len();
+            out.search(
+                (&re, screen.as_ref()),
+                &path,
+                file,
+                len,
+                max_file_bytes,
+                opts,
+            )?;
             if out.full() {
                 break;
             }
@@ -609,4 +704,118 @@ pub(crate) fn grep(
         }
     }
     Ok(out.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Whether some line of `content`, split and stripped as grep splits
+    /// it, matches `pattern`.
+    fn some_line_matches(pattern: &str, ci: bool, content: &[u8]) -> bool {
+        let re = regex::bytes::RegexBuilder::new(pattern)
+            .case_insensitive(ci)
+            .build()
+            .unwrap();
+        let mut reader = content;
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            if reader.read_until(b'\n', &mut line).unwrap() == 0 {
+                return false;
+            }
+            let l = line.strip_suffix(b"\n").unwrap_or(&line);
+            let l = l.strip_suffix(b"\r").unwrap_or(l);
+            if re.is_match(l) {
+                return true;
+            }
+        }
+    }
+
+    const PIECES: &[&str] = &[
+        "a",
+        "b",
+        "ab",
+        "^",
+        "$",
+        r"\b",
+        r"\B",
+        r"\s",
+        "[^a]",
+        ".",
+        r"\A",
+        r"\z",
+        "(?-m)^",
+        "(?-m)$",
+        "(?m-R)$",
+        "(?m-R)^",
+        "a+",
+        r"\w",
+        "(?i)A",
+        "é",
+        r"\r",
+        r"\n",
+        "(?s:.)",
+        r"(?-u:\xff)",
+        r"\b{start}",
+        r"\b{end}",
+        "x?",
+        r"(?-u:\b)",
+        r"\W",
+    ];
+    const BYTES: &[&[u8]] = &[
+        b"a",
+        b"b",
+        b" ",
+        b"\n",
+        "é".as_bytes(),
+        b"_",
+        b"1",
+        b"\xff",
+        b"A",
+        b"\r",
+        b"\r\n",
+        b"\t",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        /// The screen never misses a file with a matching line.
+        #[test]
+        fn the_screen_finds_every_file_with_a_matching_line(
+            pieces in prop::collection::vec(0..PIECES.len(), 1..5),
+            bytes in prop::collection::vec(0..BYTES.len(), 0..24),
+            ci in any::<bool>(),
+        ) {
+            let pattern: String = pieces.iter().map(|i| PIECES[*i]).collect();
+            let content: Vec<u8> = bytes.iter().flat_map(|i| BYTES[*i].iter().copied()).collect();
+            prop_assume!(regex::bytes::RegexBuilder::new(&pattern).build().is_ok());
+            if some_line_matches(&pattern, ci, &content) {
+                    prop_assert!(
+                        !screened_out(screen(&pattern, ci).as_ref(), &content),
+                        "pattern {:?} matches a line of {:?}; the screen missed it",
+                        pattern,
+                        String::from_utf8_lossy(&content)
+                    );
+            }
+        }
+    }
+
+    #[test]
+    fn patterns_that_ask_for_a_haystacks_own_ends_have_no_screen() {
+        for p in [
+            "NEEDLE_[0-9]{5}",
+            "^fn ",
+            "x$",
+            r"\bword\b",
+            "(?i)todo",
+            "a.b",
+        ] {
+            assert!(screen(p, false).is_some(), "{p}");
+        }
+        for p in [r"\Ax", r"x\z", "(?-m)^x", "(?-m)x$", "(?-u:\\xff"] {
+            assert!(screen(p, false).is_none(), "{p}");
+        }
+    }
 }
