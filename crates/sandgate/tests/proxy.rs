@@ -71,6 +71,20 @@ struct Fixture {
 
 /// A started executor granted `allow`, or `None` (printed) where the
 /// commands cannot run in namespaces of their own.
+/// The executor's network audit once it holds `n` records, or as it is
+/// after 10 s: a forwarded connection is recorded as its relay ends, which
+/// can be just after the client has read the last of its data.
+fn audit_of(f: &Fixture, n: usize) -> Vec<sandgate::NetAuditRecord> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let audit = f.ex.net_audit();
+        if audit.len() >= n || Instant::now() > deadline {
+            return audit;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn executor(
     test: &str,
     allow: &[String],
@@ -585,7 +599,7 @@ fn a_literal_grant_is_reachable_by_a_plain_tcp_client() {
         text(&r)
     );
     assert_eq!(a.hits(), 1);
-    let audit = f.ex.net_audit();
+    let audit = audit_of(&f, 1);
     assert_eq!(audit.len(), 1, "{audit:?}");
     assert_eq!(audit[0].protocol, NetProtocol::Forward);
     assert_eq!(audit[0].address, Some(a.addr));
@@ -780,7 +794,7 @@ fn a_literal_grant_outside_loopback_is_forwarded_at_its_own_address() {
         text(&r)
     );
     assert_eq!((a.hits(), other.hits()), (1, 0));
-    let audit = f.ex.net_audit();
+    let audit = audit_of(&f, 1);
     assert_eq!(audit.len(), 1, "{audit:?}");
     assert_eq!(audit[0].protocol, NetProtocol::Forward);
     assert_eq!(audit[0].address, Some(a.addr));
