@@ -397,17 +397,7 @@ impl Root {
     /// beneath the root. The file is opened `O_NONBLOCK` so that a FIFO in the
     /// tree cannot hang the caller; that flag has no effect on regular files.
     pub fn open_file(&self, path: impl AsRef<Path>) -> Result<File> {
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
-        Ok(self
-            .resolve(
-                bytes(path.as_ref()),
-                Final::Open {
-                    flags,
-                    follow: true,
-                },
-            )?
-            .fd
-            .into())
+        self.open_read(path.as_ref(), true)
     }
 
     /// Opens a file (or directory) for reading like
@@ -416,15 +406,13 @@ impl Root {
     /// file), which spares a search the two `fcntl` calls per file that
     /// [`open_with`](Self::open_with) makes to clear it.
     pub fn open_file_nofollow(&self, path: impl AsRef<Path>) -> Result<File> {
+        self.open_read(path.as_ref(), false)
+    }
+
+    fn open_read(&self, path: &Path, follow: bool) -> Result<File> {
         let flags = OFlags::RDONLY | OFlags::NONBLOCK;
         Ok(self
-            .resolve(
-                bytes(path.as_ref()),
-                Final::Open {
-                    flags,
-                    follow: false,
-                },
-            )?
+            .resolve(bytes(path), Final::Open { flags, follow })?
             .fd
             .into())
     }

@@ -151,6 +151,40 @@ fn read_refuses_directories_and_fifos_without_hanging() {
 }
 
 #[test]
+fn open_file_nofollow_reads_files_refuses_links_and_never_waits_on_a_fifo() {
+    each(|f, root| {
+        f.file("d/a.txt", "inside")
+            .link("d/la", "a.txt")
+            .link("lo", "..");
+        let mut text = String::new();
+        root.open_file_nofollow("d/a.txt")
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "inside");
+        // A final link is refused, even one that stays inside.
+        for p in ["d/la", "lo"] {
+            assert_eq!(
+                root.open_file_nofollow(p).unwrap_err().kind(),
+                ErrorKind::Symlink,
+                "{p}"
+            );
+        }
+        assert!(root.open_file_nofollow("../x").is_err());
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            f.p("fifo").as_path(),
+            rustix::fs::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        // Opened without a writer on the other end, and read without
+        // waiting for one.
+        let mut fifo = root.open_file_nofollow("fifo").unwrap();
+        assert!(fifo.read(&mut [0u8; 8]).map_or(true, |n| n == 0));
+    });
+}
+
+#[test]
 fn mkdir_and_mkdir_all() {
     each(|f, root| {
         root.mkdir("a", 0o755).unwrap();
