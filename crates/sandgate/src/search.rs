@@ -6,9 +6,10 @@
 //! crate's gitignore matcher while the walk goes; nothing here ever walks
 //! host paths.
 //!
-//! Most files of a tree hold no match. grep first runs a screen over a
-//! file's whole bytes (see [`screen`]) and splits into lines, running the
-//! pattern on each, only the files the screen finds something in.
+//! Most files of a tree hold no match. grep first runs a screen (the
+//! pattern in multi-line mode) over a file's whole bytes, and splits into
+//! lines, running the pattern on each, only the files the screen finds
+//! something in.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
