@@ -27,6 +27,16 @@ fn names(f: &Fixture, rel: &str) -> Vec<String> {
     v
 }
 
+/// Makes a FIFO at `rel` in the fixture.
+fn fifo(f: &Fixture, rel: &str) {
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        f.p(rel).as_path(),
+        rustix::fs::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+}
+
 #[test]
 fn replace_creates_then_replaces_and_leaves_no_temporary() {
     each(|f, root| {
@@ -139,12 +149,7 @@ fn read_refuses_directories_and_fifos_without_hanging() {
     each(|f, root| {
         f.dir("d");
         assert_eq!(root.read("d").unwrap_err().kind(), ErrorKind::NotFile);
-        rustix::fs::mkfifoat(
-            rustix::fs::CWD,
-            f.p("fifo").as_path(),
-            rustix::fs::Mode::from_bits_truncate(0o600),
-        )
-        .unwrap();
+        fifo(f, "fifo");
         assert_eq!(root.read("fifo").unwrap_err().kind(), ErrorKind::NotFile);
         assert_eq!(root.stat("fifo").unwrap().kind(), FileKind::Other);
     });
@@ -171,12 +176,7 @@ fn open_file_nofollow_reads_files_refuses_links_and_never_waits_on_a_fifo() {
             );
         }
         assert!(root.open_file_nofollow("../x").is_err());
-        rustix::fs::mkfifoat(
-            rustix::fs::CWD,
-            f.p("fifo").as_path(),
-            rustix::fs::Mode::from_bits_truncate(0o600),
-        )
-        .unwrap();
+        fifo(f, "fifo");
         // Opened without a writer on the other end, and read without
         // waiting for one.
         let mut fifo = root.open_file_nofollow("fifo").unwrap();
