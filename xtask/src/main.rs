@@ -17,6 +17,9 @@
 //!   [`bindings`]).
 //! - `unprivileged`: the confinement tests again as uid 65534 (see
 //!   [`unprivileged`]).
+//! - `mcp-clients`: `sandgate mcp` under the official Python and
+//!   TypeScript SDK clients, as root and again as uid 65534 (part of
+//!   `test`).
 //! - `c-test`: the C ABI's test program, under valgrind (see [`c_test`]).
 //! - `man`: the man page, generated from the CLI's definitions, into
 //!   dist/man/sandgate.1 (see [`man`]).
@@ -63,13 +66,14 @@ fn main() -> ExitCode {
         "c-test" => c_test::run(&args[1..]),
         "fuzz" => fuzz::run(&args[1..]),
         "unprivileged" => unprivileged::run(&args[1..]),
+        "mcp-clients" => mcp_clients(),
         "man" => man::run(&args[1..]),
         "install" => install::run(&args[1..]),
         "dist" => dist::run(&args[1..]),
         "install-test" => install_test::run(&args[1..]),
         "help" | "--help" | "-h" => {
             println!(
-                "usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|deps|bindings|c-test|fuzz|man|unprivileged|install --prefix DIR|dist|install-test>"
+                "usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|deps|bindings|c-test|fuzz|man|unprivileged|mcp-clients|install --prefix DIR|dist|install-test>"
             );
             Ok(())
         }
@@ -180,7 +184,8 @@ fn test() -> Result<(), String> {
 }
 
 /// `sandgate mcp` under the official MCP SDK clients (Python and
-/// TypeScript), installed by crates/mcp/tests/clients.sh.
+/// TypeScript), installed by crates/mcp/tests/clients.sh; then the same
+/// suites as uid 65534.
 fn mcp_clients() -> Result<(), String> {
     step(
         "build sandgate",
@@ -191,5 +196,9 @@ fn mcp_clients() -> Result<(), String> {
     // xtask runs its steps one at a time; the variables are for the children.
     env::set_var("SANDGATE_BIN", target.join("debug/sandgate"));
     env::set_var("SANDGATE_MCP_VENV", target.join("mcp-venv"));
-    step("mcp clients", "bash", &["crates/mcp/tests/clients.sh"])
+    step("mcp clients", "bash", &["crates/mcp/tests/clients.sh"])?;
+    unprivileged::mcp_clients(
+        &target.join("debug/sandgate"),
+        &target.join("mcp-venv-nobody"),
+    )
 }

@@ -11,11 +11,15 @@
 //! hierarchy is mounted, the limits suites run once more inside a cgroup
 //! v2 subtree delegated to that user. Needs root; a
 //! developer who is not root gets a note and nothing runs.
+//!
+//! [`mcp_clients`] does the same for `sandgate mcp` under the official MCP
+//! SDK clients (their attack classes are confinement tests too).
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::{cargo, workspace_root};
+use crate::{cargo, step, workspace_root};
 
 /// `(crate directory under crates/, test target)` pairs whose subject is
 /// confinement.
@@ -193,6 +197,106 @@ impl Drop for Delegated {
         }
         let _ = std::fs::remove_dir(&self.dir);
     }
+}
+
+/// Pythons the unprivileged user may be able to run. A virtual
+/// environment's interpreter is a link to the one that made it, and the
+/// caller's (often under root's home) may be out of that user's reach.
+const SYSTEM_PYTHONS: &[&str] = &["/usr/bin/python3", "/usr/local/bin/python3"];
+
+/// Runs the Python and TypeScript SDK client suites of
+/// `crates/mcp/tests` again as uid 65534, against `bin`, from the
+/// checkout (read, never written: Python writes no bytecode where it may
+/// not, pytest's cache is off, and every file a test makes goes to
+/// `/tmp`). The Python SDK goes into its own virtual environment, `venv`,
+/// made from a system Python that user can run; where there is none, a
+/// note says so and nothing runs.
+pub fn mcp_clients(bin: &Path, venv: &Path) -> Result<(), String> {
+    if !is_root() {
+        eprintln!("note: unprivileged mcp clients: not root, so they cannot switch user; skipped");
+        return Ok(());
+    }
+    let Some(python) = SYSTEM_PYTHONS.iter().find(|p| {
+        nobody(p)
+            .args(["-c", "import venv, ensurepip"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }) else {
+        eprintln!(
+            "note: unprivileged mcp clients: no Python that uid {NOBODY} can run (tried {}); skipped",
+            SYSTEM_PYTHONS.join(", ")
+        );
+        return Ok(());
+    };
+    let venv_python = venv.join("bin/python");
+    let venv_s = venv.to_str().ok_or("the target directory is not UTF-8")?;
+    if !venv_python.exists() {
+        step(
+            "mcp clients venv (uid 65534)",
+            python,
+            &["-m", "venv", venv_s],
+        )?;
+    }
+    let vp = venv_python
+        .to_str()
+        .ok_or("the target directory is not UTF-8")?;
+    step(
+        "mcp clients pip (uid 65534)",
+        vp,
+        &[
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+            "crates/mcp/tests/python/requirements.txt",
+        ],
+    )?;
+    let tests = workspace_root().join("crates/mcp/tests");
+    eprintln!("==> unprivileged: mcp clients as uid {NOBODY}");
+    let start = Instant::now();
+    let bin = bin.to_str().ok_or("the target directory is not UTF-8")?;
+    let status = nobody("sh")
+        .args([
+            "-c",
+            "export SANDGATE_BIN=\"$2\"; \"$1\" -m pytest -q -p no:cacheprovider python && cd ts && node --test",
+            "sh",
+            vp,
+            bin,
+        ])
+        .current_dir(&tests)
+        .status()
+        .map_err(|e| format!("unprivileged: cannot run setpriv: {e}"))?;
+    eprintln!(
+        "<== unprivileged mcp clients: {status} in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+    if !status.success() {
+        return Err(format!(
+            "unprivileged: the mcp client suites failed as uid {NOBODY}"
+        ));
+    }
+    Ok(())
+}
+
+/// `program` as uid 65534 with no supplementary groups, the environment
+/// reset but for `HOME` and `TMPDIR` (both `/tmp`).
+fn nobody(program: &str) -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--reset-env",
+        "env",
+        "HOME=/tmp",
+        "TMPDIR=/tmp",
+        program,
+    ]);
+    cmd
 }
 
 fn is_root() -> bool {
