@@ -27,7 +27,6 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::Value;
 
 use rmcp::model::{
     ClientNotification, JsonRpcMessage, NumberOrString, ServerJsonRpcMessage, ServerResult, Tool,
@@ -44,7 +43,9 @@ use crate::{tool_result, tools, Server};
 struct Request<'a> {
     #[serde(borrow)]
     jsonrpc: Cow<'a, str>,
-    id: Value,
+    /// Read as the SDK reads it (an integer that fits an i64, in integer
+    /// or float form, or a string).
+    id: NumberOrString,
     #[serde(borrow)]
     method: Cow<'a, str>,
     #[serde(borrow)]
@@ -99,15 +100,6 @@ impl Server {
     }
 }
 
-/// The id as the SDK reads it: an integer that fits an i64, or a string.
-fn request_id(id: &Value) -> Option<NumberOrString> {
-    match id {
-        Value::Number(n) => n.as_i64().map(NumberOrString::Number),
-        Value::String(s) => Some(NumberOrString::String(s.as_str().into())),
-        _ => None,
-    }
-}
-
 impl Inline for Server {
     fn answer(&self, line: &str) -> Option<Reply> {
         if !self.inline_ready() {
@@ -117,7 +109,7 @@ impl Inline for Server {
         if req.jsonrpc != "2.0" || req.method != "tools/call" {
             return None;
         }
-        let id = request_id(&req.id)?;
+        let id = req.id;
         let args = req.params.arguments.map_or("{}", RawValue::get);
         let call = self.short(&req.params.name, args)?;
         let s = &*self.shared;
