@@ -113,48 +113,55 @@ impl Outbox {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues one line (which ends in a newline).
-    fn push(&self, line: &[u8]) -> std::io::Result<()> {
-        {
-            let mut st = self.lock();
-            if st.failed {
-                return Err(broken());
-            }
-            st.buf.extend_from_slice(line);
-        }
-        self.wake_writer.notify_one();
-        Ok(())
-    }
-
-    /// Queues what `reply` writes, straight into the queue.
-    fn push_reply(&self, reply: Reply) -> std::io::Result<()> {
-        {
-            let mut st = self.lock();
-            if st.failed {
-                return Err(broken());
-            }
-            (reply.0)(&mut st.buf);
-        }
-        self.wake_writer.notify_one();
-        Ok(())
-    }
-
-    /// Queues a message serialized straight into the queue.
-    fn push_message(&self, item: &TxJsonRpcMessage<RoleServer>) -> std::io::Result<()> {
-        {
+    /// Appends what `write` writes to the queue and wakes the writer;
+    /// answers how many bytes are then queued. What a failed `write` left
+    /// is taken back out; after the output failed nothing is queued.
+    fn append(
+        &self,
+        write: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
+    ) -> std::io::Result<usize> {
+        let queued = {
             let mut st = self.lock();
             if st.failed {
                 return Err(broken());
             }
             let mark = st.buf.len();
-            if let Err(e) = serde_json::to_writer(&mut st.buf, item) {
+            if let Err(e) = write(&mut st.buf) {
                 st.buf.truncate(mark);
-                return Err(std::io::Error::other(e));
+                return Err(e);
             }
-            st.buf.push(b'\n');
-        }
+            st.buf.len()
+        };
         self.wake_writer.notify_one();
-        Ok(())
+        Ok(queued)
+    }
+
+    /// Queues one line (which ends in a newline).
+    fn push(&self, line: &[u8]) -> std::io::Result<()> {
+        self.append(|buf| {
+            buf.extend_from_slice(line);
+            Ok(())
+        })
+        .map(drop)
+    }
+
+    /// Queues what `reply` writes, straight into the queue; answers how
+    /// many bytes are then queued.
+    fn push_reply(&self, reply: Reply) -> std::io::Result<usize> {
+        self.append(|buf| {
+            (reply.0)(buf);
+            Ok(())
+        })
+    }
+
+    /// Queues a message serialized straight into the queue.
+    fn push_message(&self, item: &TxJsonRpcMessage<RoleServer>) -> std::io::Result<()> {
+        self.append(|buf| {
+            serde_json::to_writer(&mut *buf, item).map_err(std::io::Error::other)?;
+            buf.push(b'\n');
+            Ok(())
+        })
+        .map(drop)
     }
 
     /// Waits while more than [`OUTPUT_HIGH_WATER`] bytes wait to be written.
@@ -568,9 +575,9 @@ async fn read_lines<R: AsyncRead + Unpin>(
                     _ => None,
                 };
                 if let Some(reply) = reply {
-                    if out.push_reply(reply).is_err() {
+                    let Ok(queued) = out.push_reply(reply) else {
                         return;
-                    }
+                    };
                     // Answered without a wait, short calls would pile up
                     // until the input buffer is spent (megabytes of
                     // answers, out of the CPU's cache by the time they are
@@ -580,7 +587,7 @@ async fn read_lines<R: AsyncRead + Unpin>(
                     } else {
                         OUTPUT_BATCH
                     };
-                    if out.lock().buf.len() >= batch {
+                    if queued >= batch {
                         tokio::task::yield_now().await;
                     }
                     continue;
