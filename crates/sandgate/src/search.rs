@@ -453,10 +453,38 @@ fn screen(pattern: &str, case_insensitive: bool) -> Option<regex::bytes::Regex> 
         .ok()
 }
 
-/// Whether `screen` shows that no line of `content` can match: there is
-/// a screen, `content` has no `\r`, and the screen finds nothing.
-fn screened_out(screen: Option<&regex::bytes::Regex>, content: &[u8]) -> bool {
-    screen.is_some_and(|s| !content.contains(&b'\r') && !s.is_match(content))
+/// A grep's pattern: compiled for single lines, and its screen for whole
+/// files where there is one.
+struct Pattern {
+    line: regex::bytes::Regex,
+    screen: Option<regex::bytes::Regex>,
+}
+
+impl Pattern {
+    fn new(pattern: &str, case_insensitive: bool) -> Result<Pattern, Error> {
+        let line = regex::bytes::RegexBuilder::new(pattern)
+            .case_insensitive(case_insensitive)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|e| Error::request(format!("invalid regular expression: {e}")))?;
+        Ok(Pattern {
+            line,
+            screen: screen(pattern, case_insensitive),
+        })
+    }
+
+    /// Whether the screen shows that no line of `content` can match: there
+    /// is a screen, `content` has no `\r`, and the screen finds nothing.
+    fn screened_out(&self, content: &[u8]) -> bool {
+        self.screen
+            .as_ref()
+            .is_some_and(|s| !content.contains(&b'\r') && !s.is_match(content))
+    }
+}
+
+/// Whether a file is binary: a NUL in its first 8 KiB (of `head`).
+fn is_binary(head: &[u8]) -> bool {
+    head[..head.len().min(8192)].contains(&0)
 }
 
 /// A line as answered: without its ending, cut, lossy UTF-8.
@@ -501,7 +529,7 @@ impl Collector {
     /// bytes; one with a NUL in its first 8 KiB is binary and skipped.
     fn search(
         &mut self,
-        (re, screen): (&regex::bytes::Regex, Option<&regex::bytes::Regex>),
+        pattern: &Pattern,
         path: &str,
         file: std::fs::File,
         len: u64,
@@ -510,24 +538,20 @@ impl Collector {
     ) -> Result<(), Error> {
         if len > WHOLE_FILE {
             let mut reader = BufReader::new(file.take(max_file_bytes));
-            if reader
-                .fill_buf()
-                .map(|b| b[..b.len().min(8192)].contains(&0))
-                .unwrap_or(true)
-            {
-                return Ok(()); // binary
+            if reader.fill_buf().map_or(true, is_binary) {
+                return Ok(());
             }
-            return self.search_lines(re, path, reader, opts);
+            return self.search_lines(&pattern.line, path, reader, opts);
         }
         let mut content = std::mem::take(&mut self.content);
         content.clear();
         let read = file.take(max_file_bytes).read_to_end(&mut content);
         let found = match read {
-            Ok(_) if !content[..content.len().min(8192)].contains(&0) => {
-                if screened_out(screen, &content) {
+            Ok(_) if !is_binary(&content) => {
+                if pattern.screened_out(&content) {
                     Ok(())
                 } else {
-                    self.search_lines(re, path, &content[..], opts)
+                    self.search_lines(&pattern.line, path, &content[..], opts)
                 }
             }
             _ => Ok(()),
@@ -628,11 +652,7 @@ pub(crate) fn grep(
     max_file_bytes: u64,
 ) -> Result<GrepOutput, Error> {
     let max = opts.checked_max()?;
-    let re = regex::bytes::RegexBuilder::new(pattern)
-        .case_insensitive(opts.case_insensitive)
-        .size_limit(1 << 20)
-        .build()
-        .map_err(|e| Error::request(format!("invalid regular expression: {e}")))?;
+    let pattern = Pattern::new(pattern, opts.case_insensitive)?;
     let include = opts.glob.as_deref().map(Include::new).transpose()?;
     let mut out = Collector {
         mode: opts.mode,
@@ -644,7 +664,6 @@ pub(crate) fn grep(
         counts: Vec::new(),
         content: Vec::new(),
     };
-    let screen = screen(pattern, opts.case_insensitive);
     let mut searched = HashSet::new();
     // A single file may be named directly; the include glob and the ignore
     // files do not apply to it.
@@ -687,15 +706,7 @@ pub(crate) fn grep(
             if !meta.is_file() || meta.len() > max_file_bytes {
                 continue;
             }
-            let len = meta.len();
-            out.search(
-                (&re, screen.as_ref()),
-                &path,
-                file,
-                len,
-                max_file_bytes,
-                opts,
-            )?;
+            out.search(&pattern, &path, file, meta.len(), max_file_bytes, opts)?;
             if out.full() {
                 break;
             }
@@ -791,10 +802,10 @@ mod tests {
         ) {
             let pattern: String = pieces.iter().map(|i| PIECES[*i]).collect();
             let content: Vec<u8> = bytes.iter().flat_map(|i| BYTES[*i].iter().copied()).collect();
-            prop_assume!(regex::bytes::RegexBuilder::new(&pattern).build().is_ok());
+            prop_assume!(Pattern::new(&pattern, ci).is_ok());
             if some_line_matches(&pattern, ci, &content) {
                     prop_assert!(
-                        !screened_out(screen(&pattern, ci).as_ref(), &content),
+                        !Pattern::new(&pattern, ci).unwrap().screened_out(&content),
                         "pattern {:?} matches a line of {:?}; the screen missed it",
                         pattern,
                         String::from_utf8_lossy(&content)
