@@ -49,8 +49,10 @@ pub(crate) struct Monitor {
     keeper: i32,
     walked: Walked,
     lease: Option<Lease>,
-    /// Whether the command runs in a view with private tmpfs mounts.
-    view: bool,
+    /// When the command runs in a view with private tmpfs mounts: the
+    /// executor's own root (device and inode), which the view's PID 1
+    /// keeps until it has moved into its view.
+    view: Option<(u64, u64)>,
     next: Instant,
     page_size: u64,
     ticks_per_sec: u64,
@@ -73,7 +75,10 @@ impl Monitor {
             keeper,
             walked,
             lease,
-            view,
+            view: view
+                .then(|| rustix::fs::stat("/").ok())
+                .flatten()
+                .map(|own| (own.st_dev, own.st_ino)),
             next: began + FIRST_SAMPLE,
             page_size: page_size(),
             ticks_per_sec: clock_ticks(),
@@ -107,12 +112,12 @@ impl Monitor {
         }
         if let Some(max) = w.memory_bytes {
             let pages: u64 = tree.iter().map(|p| p.rss).sum();
-            let tmpfs = if self.view {
-                tree.iter()
+            let tmpfs = match self.view {
+                Some(own_root) => tree
+                    .iter()
                     .find(|p| p.ppid == self.keeper)
-                    .map_or(0, |pid1| tmpfs_used(pid1.pid))
-            } else {
-                0
+                    .map_or(0, |pid1| tmpfs_used(pid1.pid, own_root)),
+                None => 0,
             };
             if pages.saturating_mul(self.page_size).saturating_add(tmpfs) > max {
                 return Some(Limit::Memory);
@@ -148,13 +153,14 @@ impl Monitor {
 /// The bytes in use on the private tmpfs mounts of the view whose PID 1
 /// is `pid1` (a mount that cannot be read counts nothing). Nothing while
 /// `pid1` has not yet moved into its view: its root is still the
-/// executor's, whose `/tmp` (a tmpfs on many hosts) is not the command's.
-fn tmpfs_used(pid1: i32) -> u64 {
+/// executor's (`own_root`), whose `/tmp` (a tmpfs on many hosts) is not
+/// the command's.
+fn tmpfs_used(pid1: i32, own_root: (u64, u64)) -> u64 {
     let root = format!("/proc/{pid1}/root");
-    let (Ok(view), Ok(own)) = (rustix::fs::stat(root.as_str()), rustix::fs::stat("/")) else {
+    let Ok(view) = rustix::fs::stat(root.as_str()) else {
         return 0;
     };
-    if (view.st_dev, view.st_ino) == (own.st_dev, own.st_ino) {
+    if (view.st_dev, view.st_ino) == own_root {
         return 0;
     }
     crate::ns::PRIVATE_TMPFS
