@@ -56,6 +56,17 @@ const DELEGATED: &[(&str, &str)] = &[
 
 const NOBODY: &str = "65534";
 
+/// `setpriv`'s arguments that run what follows as [`NOBODY`], with no
+/// supplementary groups and the environment reset, through `env` (whose
+/// `NAME=value` arguments come next).
+const AS_NOBODY: &[&str] = &[
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+    "--reset-env",
+    "env",
+];
+
 pub fn run(_args: &[String]) -> Result<(), String> {
     if !is_root() {
         eprintln!("note: unprivileged: not root, so the tests cannot switch user; skipped");
@@ -101,15 +112,9 @@ fn run_as_nobody(
         )),
         None => cmd.arg("exec \"$@\""),
     };
-    cmd.arg("sh").args([
-        "setpriv",
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "--reset-env",
-        "env",
-        "RUST_BACKTRACE=1",
-    ]);
+    cmd.args(["sh", "setpriv"])
+        .args(AS_NOBODY)
+        .arg("RUST_BACKTRACE=1");
     if let Some(d) = delegated {
         cmd.arg(format!("SANDGATE_CGROUP_PARENT={}", d.dir.display()));
     }
@@ -255,47 +260,30 @@ pub fn mcp_clients(bin: &Path, venv: &Path) -> Result<(), String> {
             "crates/mcp/tests/python/requirements.txt",
         ],
     )?;
-    let tests = workspace_root().join("crates/mcp/tests");
-    eprintln!("==> unprivileged: mcp clients as uid {NOBODY}");
-    let start = Instant::now();
-    let bin = bin.to_str().ok_or("the target directory is not UTF-8")?;
-    let status = nobody("sh")
-        .args([
-            "-c",
-            "export SANDGATE_BIN=\"$2\"; \"$1\" -m pytest -q -p no:cacheprovider python && cd ts && node --test",
-            "sh",
-            vp,
-            bin,
-        ])
-        .current_dir(&tests)
-        .status()
-        .map_err(|e| format!("unprivileged: cannot run setpriv: {e}"))?;
-    eprintln!(
-        "<== unprivileged mcp clients: {status} in {:.1}s",
-        start.elapsed().as_secs_f64()
+    let bin = format!(
+        "SANDGATE_BIN={}",
+        bin.to_str().ok_or("the target directory is not UTF-8")?
     );
-    if !status.success() {
-        return Err(format!(
-            "unprivileged: the mcp client suites failed as uid {NOBODY}"
-        ));
-    }
-    Ok(())
+    let mut args = AS_NOBODY.to_vec();
+    args.extend([
+        "HOME=/tmp",
+        "TMPDIR=/tmp",
+        &bin,
+        "sh",
+        "-c",
+        "cd crates/mcp/tests && \"$1\" -m pytest -q -p no:cacheprovider python && cd ts && node --test",
+        "sh",
+        vp,
+    ]);
+    step("mcp clients as uid 65534", "setpriv", &args)
 }
 
 /// `program` as uid 65534 with no supplementary groups, the environment
 /// reset but for `HOME` and `TMPDIR` (both `/tmp`).
 fn nobody(program: &str) -> Command {
     let mut cmd = Command::new("setpriv");
-    cmd.args([
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "--reset-env",
-        "env",
-        "HOME=/tmp",
-        "TMPDIR=/tmp",
-        program,
-    ]);
+    cmd.args(AS_NOBODY)
+        .args(["HOME=/tmp", "TMPDIR=/tmp", program]);
     cmd
 }
 
