@@ -276,22 +276,28 @@ impl Server {
 
     /// CPU time the server's threads have used so far, in ns: the sum of
     /// their scheduler run times (`/proc/PID/task/*/schedstat`), precise
-    /// enough to time one round. Threads that ended are not counted (the
-    /// pipelined rounds start and end none); `None` where the kernel keeps
-    /// no such figures.
+    /// enough to time one round. A thread that ends meanwhile is left out,
+    /// as are threads that ended before (the pipelined rounds start and
+    /// end none); `None` where the kernel keeps no such figures.
     fn run_ns(&self) -> Option<f64> {
         let tasks = fs::read_dir(format!("/proc/{}/task", self.child.id())).ok()?;
-        let mut total = 0.0;
-        for t in tasks {
-            let stat = fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
-            total += stat.split_whitespace().next()?.parse::<f64>().ok()?;
-        }
-        Some(total)
+        let times: Vec<f64> = tasks
+            .flatten()
+            .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
+            .filter_map(|s| s.split_whitespace().next()?.parse().ok())
+            .collect();
+        (!times.is_empty()).then(|| times.iter().sum())
     }
 
-    /// [`Server::run_ns`] where it can be had, else [`Server::cpu_ns`].
-    fn round_cpu_ns(&self) -> Result<f64, String> {
-        self.run_ns().map_or_else(|| self.cpu_ns(), Ok)
+    /// CPU time so far, in ns: [`Server::run_ns`] when `fine`, else
+    /// [`Server::cpu_ns`] (one measure for a whole series, never mixed).
+    fn cpu_ns_by(&self, fine: bool) -> Result<f64, String> {
+        if fine {
+            self.run_ns()
+                .ok_or_else(|| format!("{}: its schedstat can no longer be read", self.name))
+        } else {
+            self.cpu_ns()
+        }
     }
 
     /// VmRSS of the server process, in KiB.
@@ -681,17 +687,18 @@ fn measure(
     let endpoint_req = requests(0, z.piped, |_| json!({"op": "read", "path": "read4k.txt"}));
     let (mut own_piped, mut ep_piped) = (Vec::new(), Vec::new());
     let (mut own_cpu, mut ep_cpu) = (Vec::new(), Vec::new());
+    let fine = endpoint.run_ns().is_some() && own.run_ns().is_some();
     for round in 0..=z.piped_rounds {
         let first = own.next_id + 1;
         let reqs = requests(first, z.piped, read_call);
         own.next_id += z.piped as u64;
-        let c = own.round_cpu_ns()?;
+        let c = own.cpu_ns_by(fine)?;
         let (t, answers) = pipelined(&mut own, &reqs, WINDOW)?;
-        let c = own.round_cpu_ns()? - c;
+        let c = own.cpu_ns_by(fine)? - c;
         check_mcp(own.name, &answers, first, READ_BYTES)?;
-        let ce = endpoint.round_cpu_ns()?;
+        let ce = endpoint.cpu_ns_by(fine)?;
         let (te, answers) = pipelined(&mut endpoint, &endpoint_req, WINDOW)?;
-        let ce = endpoint.round_cpu_ns()? - ce;
+        let ce = endpoint.cpu_ns_by(fine)? - ce;
         check_endpoint(&answers)?;
         // Round 0 warms up.
         if round > 0 {
@@ -701,7 +708,6 @@ fn measure(
             ep_cpu.push(ce / z.piped as f64);
         }
     }
-    let fine = endpoint.run_ns().is_some() && own.run_ns().is_some();
     drop(endpoint);
     let round_ratios: Vec<f64> = own_cpu.iter().zip(&ep_cpu).map(|(a, b)| a / b).collect();
     let (lowest, highest) = (quantile(&round_ratios, 0.0), quantile(&round_ratios, 1.0));
