@@ -388,19 +388,22 @@ fn the_output_pipe_is_grown_for_pipelined_answers() {
         ),
         (vec!["tool", "--policy"], json!({"op": "stat", "path": "."})),
     ] {
+        // The pipe is looked at before the server has it (once it runs,
+        // it may grow the pipe at any moment).
+        let (out_r, out_w) = std::io::pipe().unwrap();
+        let before = rustix::pipe::fcntl_getpipe_size(&out_r).unwrap();
+        assert!(before < 1 << 20, "{before}");
         let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
             .args(&args)
             .arg(&policy)
             .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+            .stdout(out_w)
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let before = rustix::pipe::fcntl_getpipe_size(child.stdout.as_ref().unwrap()).unwrap();
-        assert!(before < 1 << 20, "{before}");
         let mut stdin = child.stdin.take().unwrap();
         writeln!(stdin, "{request}").unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut out = BufReader::new(out_r);
         let mut line = String::new();
         out.read_line(&mut line).unwrap();
         assert!(serde_json::from_str::<Value>(&line).is_ok(), "{line}");
