@@ -371,6 +371,7 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
     // Lines are read as bytes: one that is not UTF-8 is a bad request to
     // answer, not the end of the session.
     let mut line = Vec::new();
+    let mut answer_line = Vec::new();
     loop {
         line.clear();
         match input.read_until(b'\n', &mut line) {
@@ -389,9 +390,12 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
             match session.handle_input(request) {
                 // Blank and comment lines get no answer.
                 None => Ok(()),
-                Some(answer) => serde_json::to_writer(&mut out, &answer)
-                    .map_err(io::Error::from)
-                    .and_then(|()| out.write_all(b"\n")),
+                Some(answer) => {
+                    answer_line.clear();
+                    sandgate::tool::write_json(&mut answer_line, &answer);
+                    answer_line.push(b'\n');
+                    out.write_all(&answer_line)
+                }
             }
         };
         // Answer promptly when no further request is already waiting.

@@ -169,7 +169,7 @@ pub(crate) fn write_answer(
         let _ = serde_json::to_writer(&mut *out, &id);
         out.extend_from_slice(b",\"result\":{\"content\":[{\"type\":\"text\",\"text\":");
         let start = out.len();
-        let _ = serde_json::to_writer(&mut *out, text);
+        sandgate::tool::write_json_str(out, text);
         let escaped = start..out.len();
         if t.output_schema.is_some() {
             // The structured copy, `{"content": text}`, is the same text.
