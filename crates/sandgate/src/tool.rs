@@ -760,8 +760,34 @@ pub fn write_json(out: &mut Vec<u8>, value: &Value) {
 /// escapes it (`\"`, `\\`, the short escapes, `\u00XX` for other control
 /// characters, nothing else), sixteen or more bytes at a step.
 pub fn write_json_str(out: &mut Vec<u8>, text: &str) {
-    json_escape_simd::escape_into(text, out);
+    if text.len() <= ESCAPE_PIECE {
+        json_escape_simd::escape_into(text, out);
+        return;
+    }
+    // The escaper reserves room for the worst case, six bytes out for each
+    // byte in: a long text is escaped a piece at a time so that a 16 MiB
+    // read does not ask for 96 MiB more.
+    out.reserve(text.len() + 2);
+    out.push(b'"');
+    let mut piece = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut cut = rest.len().min(ESCAPE_PIECE);
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let (head, tail) = rest.split_at(cut);
+        piece.clear();
+        json_escape_simd::escape_into(head, &mut piece);
+        // Without the quotes the escaper puts around each piece.
+        out.extend_from_slice(&piece[1..piece.len() - 1]);
+        rest = tail;
+    }
+    out.push(b'"');
 }
+
+/// The longest text [`write_json_str`] escapes in one step.
+const ESCAPE_PIECE: usize = 64 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -829,6 +855,37 @@ mod tests {
             let mut ours = Vec::new();
             write_json_str(&mut ours, &text);
             assert_eq!(ours, serde_json::to_vec(&text).unwrap(), "pad {pad}");
+        }
+    }
+
+    #[test]
+    fn a_long_text_is_escaped_in_pieces_as_a_whole() {
+        // Specials and characters of two to four bytes on every side of
+        // each piece's end, so that cuts fall inside characters and right
+        // before escapes.
+        let unit: String = [
+            'a',
+            '\n',
+            '"',
+            '\\',
+            '\u{1}',
+            '\u{e9}',
+            '\u{2028}',
+            '\u{1f600}',
+        ]
+        .into_iter()
+        .collect();
+        for shift in 0..12 {
+            let mut text = "x".repeat(ESCAPE_PIECE - 8 + shift);
+            while text.len() < 3 * ESCAPE_PIECE + 100 {
+                text.push_str(&unit);
+            }
+            let mut ours = b"kept".to_vec();
+            write_json_str(&mut ours, &text);
+            assert!(
+                ours[4..] == serde_json::to_vec(&text).unwrap()[..],
+                "shift {shift}"
+            );
         }
     }
 }
