@@ -394,7 +394,12 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
                     answer_line.clear();
                     sandgate::tool::write_json(&mut answer_line, &answer);
                     answer_line.push(b'\n');
-                    out.write_all(&answer_line)
+                    let written = out.write_all(&answer_line);
+                    // A large answer's buffer is not kept for the session.
+                    if answer_line.capacity() > 1024 * 1024 {
+                        answer_line = Vec::new();
+                    }
+                    written
                 }
             }
         };

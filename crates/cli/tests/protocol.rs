@@ -494,6 +494,29 @@ fn content_is_utf8_text_or_base64() {
     assert!(answers[7].get("content_base64").is_none());
 }
 
+/// A text of several MiB, with every kind of escape and characters of up
+/// to four bytes throughout, comes back whole (it is escaped in pieces),
+/// and the session answers on after it.
+#[test]
+fn a_long_text_is_answered_whole_and_the_session_goes_on() {
+    let fx = Fx::new(RW);
+    let unit = "line \"quoted\" \\ tab\t \u{1} \u{e9}\u{2028}\u{1F600}\r\n";
+    let mut text = String::new();
+    while text.len() < 3 * 1024 * 1024 {
+        text.push_str(unit);
+    }
+    fs::write(fx.path("ws/long.txt"), &text).unwrap();
+    let answers = fx.session(&[
+        line(json!({"op": "read", "path": "long.txt"})),
+        line(json!({"op": "read", "path": "a.txt"})),
+        line(json!({"op": "read", "path": "long.txt"})),
+    ]);
+    assert_eq!(answers.len(), 3);
+    assert!(answers[0]["content"] == text, "the first read differs");
+    assert_eq!(answers[1]["content"], "hello\n");
+    assert!(answers[2]["content"] == text, "the second read differs");
+}
+
 // ---------------------------------------------------------------------------
 // sandgate check
 
