@@ -307,10 +307,18 @@ fn short_calls_answer_alike_on_either_path_and_follow_the_clients_roots() {
             call(8, "read_media_file", json!({"path": "src/pic.png"})),
             call(9, "read_text_file", json!({"path": "src/quote.txt"})),
             call(10, "read_text_file", json!({"path": "src"})),
+            call(11, "read_text_file", json!({"path": "src/long.txt"})),
         ]
     };
     fs::rename(ws.join("pic.png"), src.join("pic.png")).unwrap();
     fs::rename(ws.join("quote.txt"), src.join("quote.txt")).unwrap();
+    // Long enough to be escaped in pieces, with escapes and characters of
+    // up to four bytes all along.
+    let mut long = String::new();
+    while long.len() < 3 * 1024 * 1024 {
+        long.push_str("\"q\" \\ \t\u{1}\u{e9}\u{2028}\u{1F600}\r\n");
+    }
+    fs::write(src.join("long.txt"), &long).unwrap();
     // While the server waits for the roots, calls go to the SDK's loop.
     let req = s.request("roots/list");
     let sdk = calls(100);
@@ -318,7 +326,7 @@ fn short_calls_answer_alike_on_either_path_and_follow_the_clients_roots() {
         s.send_json(c.clone());
     }
     s.give_roots(&req, &[&src]);
-    let sdk: Vec<Value> = (100..111).map(|id| s.answer(id)).collect();
+    let sdk: Vec<Value> = (100..112).map(|id| s.answer(id)).collect();
     // Settled: the same calls, now taken by the transport.
     s.ping(1);
     let inline: Vec<Value> = calls(200)
@@ -356,6 +364,8 @@ fn short_calls_answer_alike_on_either_path_and_follow_the_clients_roots() {
         .unwrap()
         .contains("outside the roots this client declared"));
     assert_eq!(inline[8]["result"]["content"][0]["mimeType"], "image/png");
+    assert!(inline[11]["result"]["content"][0]["text"] == long.as_str());
+    assert!(inline[11]["result"]["structuredContent"]["content"] == long.as_str());
 
     // The client's roots change: a call sent right after the notification
     // waits for the new roots and is judged by them, never by the old.
