@@ -18,7 +18,7 @@
 //!   definitions.
 #![forbid(unsafe_code)]
 
-use std::io::{self, BufRead, BufWriter, Write};
+use std::io::{self, BufRead, Write};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -367,11 +367,13 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
     // Our own buffer (not stdin's) so we can see whether more requests are
     // already waiting before deciding to flush.
     let mut input = io::BufReader::with_capacity(64 * 1024, io::stdin().lock());
-    let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
+    let mut stdout = io::stdout().lock();
+    // Answers are written straight into this buffer and go out together
+    // when no further request waits or it holds a batch.
+    let mut out = Vec::with_capacity(ANSWER_BATCH);
     // Lines are read as bytes: one that is not UTF-8 is a bad request to
     // answer, not the end of the session.
     let mut line = Vec::new();
-    let mut answer_line = Vec::new();
     loop {
         line.clear();
         match input.read_until(b'\n', &mut line) {
@@ -384,51 +386,53 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
         }
         let request = line.strip_suffix(b"\n").unwrap_or(&line);
         let request = request.strip_suffix(b"\r").unwrap_or(request);
-        let result = if pretty {
-            pretty_exchange(&session, &policy, request, &mut out)
-        } else {
-            match session.handle_input(request) {
-                // Blank and comment lines get no answer.
-                None => Ok(()),
-                Some(answer) => {
-                    answer_line.clear();
-                    sandgate::tool::write_json(&mut answer_line, &answer);
-                    answer_line.push(b'\n');
-                    let written = out.write_all(&answer_line);
-                    // A large answer's buffer is not kept for the session.
-                    if answer_line.capacity() > 1024 * 1024 {
-                        answer_line = Vec::new();
-                    }
-                    written
-                }
-            }
-        };
+        if pretty {
+            // Writing into a vector cannot fail.
+            let _ = pretty_exchange(&session, &policy, request, &mut out);
+        } else if let Some(answer) = session.handle_input(request) {
+            // Blank and comment lines get no answer.
+            sandgate::tool::write_json(&mut out, &answer);
+            out.push(b'\n');
+        }
         // Answer promptly when no further request is already waiting.
-        let flushed = if input.buffer().is_empty() {
-            out.flush()
-        } else {
-            Ok(())
-        };
-        if let Err(e) = result.and(flushed) {
-            if e.kind() == io::ErrorKind::BrokenPipe {
-                return ExitCode::SUCCESS;
+        if input.buffer().is_empty() || out.len() >= ANSWER_BATCH {
+            if let Err(code) = write_answers(&mut stdout, &mut out) {
+                return code;
             }
-            eprintln!("sandgate: writing stdout: {e}");
-            return ExitCode::FAILURE;
         }
     }
-    match out.flush() {
+    match write_answers(&mut stdout, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(code) => code,
+    }
+}
+
+/// Answers `sandgate tool` gathers before writing them while more requests
+/// wait.
+const ANSWER_BATCH: usize = 64 * 1024;
+
+/// Writes and empties the gathered answers; a buffer grown past 1 MiB by a
+/// large answer is not kept for the session. A reader that has gone away
+/// ends the session quietly.
+fn write_answers(stdout: &mut impl Write, out: &mut Vec<u8>) -> Result<(), ExitCode> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    let written = stdout.write_all(out).and_then(|()| stdout.flush());
+    out.clear();
+    if out.capacity() > 1024 * 1024 {
+        *out = Vec::with_capacity(ANSWER_BATCH);
+    }
+    match written {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(ExitCode::SUCCESS),
         Err(e) => {
             eprintln!("sandgate: writing stdout: {e}");
-            ExitCode::FAILURE
+            Err(ExitCode::FAILURE)
         }
     }
 }
 
-/// Prints one request and its answer for a person. A blank line is skipped
-/// and a comment line shown as a heading; neither gets an answer.
 fn pretty_exchange(
     session: &ToolSession,
     policy: &Policy,
