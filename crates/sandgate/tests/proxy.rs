@@ -69,13 +69,11 @@ struct Fixture {
     ex: Executor,
 }
 
-/// A started executor granted `allow`, or `None` (printed) where the
-/// commands cannot run in namespaces of their own.
 /// The executor's network audit once it holds `n` records, or as it is
-/// after 10 s: a forwarded connection is recorded as its relay ends, which
-/// can be just after the client has read the last of its data.
+/// after 20 s: a connection is recorded as its relay ends, which can be
+/// just after the client has read the last of its data.
 fn audit_of(f: &Fixture, n: usize) -> Vec<sandgate::NetAuditRecord> {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let audit = f.ex.net_audit();
         if audit.len() >= n || Instant::now() > deadline {
@@ -85,6 +83,8 @@ fn audit_of(f: &Fixture, n: usize) -> Vec<sandgate::NetAuditRecord> {
     }
 }
 
+/// A started executor granted `allow`, or `None` (printed) where the
+/// commands cannot run in namespaces of their own.
 fn executor(
     test: &str,
     allow: &[String],
@@ -704,10 +704,7 @@ fn two_hundred_proxied_connections_leave_no_descriptor_behind() {
         }
     };
     // Every connection audited (its thread is ending), then a stable count.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while f.ex.net_audit().len() < 200 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    audit_of(&f, 200);
     let mut before = fd_count();
     loop {
         std::thread::sleep(Duration::from_millis(100));
