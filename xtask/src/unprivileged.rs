@@ -67,6 +67,10 @@ const AS_NOBODY: &[&str] = &[
     "env",
 ];
 
+/// The environment the MCP client suites run in as [`NOBODY`], after
+/// [`AS_NOBODY`]: a home and temporary directory that user may write.
+const NOBODY_HOME: &[&str] = &["HOME=/tmp", "TMPDIR=/tmp"];
+
 pub fn run(_args: &[String]) -> Result<(), String> {
     if !is_root() {
         eprintln!("note: unprivileged: not root, so the tests cannot switch user; skipped");
@@ -264,10 +268,8 @@ pub fn mcp_clients(bin: &Path, venv: &Path) -> Result<(), String> {
         "SANDGATE_BIN={}",
         bin.to_str().ok_or("the target directory is not UTF-8")?
     );
-    let mut args = AS_NOBODY.to_vec();
+    let mut args = [AS_NOBODY, NOBODY_HOME].concat();
     args.extend([
-        "HOME=/tmp",
-        "TMPDIR=/tmp",
         &bin,
         "sh",
         "-c",
@@ -282,8 +284,7 @@ pub fn mcp_clients(bin: &Path, venv: &Path) -> Result<(), String> {
 /// reset but for `HOME` and `TMPDIR` (both `/tmp`).
 fn nobody(program: &str) -> Command {
     let mut cmd = Command::new("setpriv");
-    cmd.args(AS_NOBODY)
-        .args(["HOME=/tmp", "TMPDIR=/tmp", program]);
+    cmd.args(AS_NOBODY).args(NOBODY_HOME).arg(program);
     cmd
 }
 

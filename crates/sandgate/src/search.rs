@@ -804,12 +804,12 @@ mod tests {
             let content: Vec<u8> = bytes.iter().flat_map(|i| BYTES[*i].iter().copied()).collect();
             prop_assume!(Pattern::new(&pattern, ci).is_ok());
             if some_line_matches(&pattern, ci, &content) {
-                    prop_assert!(
-                        !Pattern::new(&pattern, ci).unwrap().screened_out(&content),
-                        "pattern {:?} matches a line of {:?}; the screen missed it",
-                        pattern,
-                        String::from_utf8_lossy(&content)
-                    );
+                prop_assert!(
+                    !Pattern::new(&pattern, ci).unwrap().screened_out(&content),
+                    "pattern {:?} matches a line of {:?}; the screen missed it",
+                    pattern,
+                    String::from_utf8_lossy(&content)
+                );
             }
         }
     }
