@@ -391,6 +391,141 @@ fn pipelined(
     Ok((start.elapsed(), answers))
 }
 
+/// One series of pipelined rounds: per round, each server's CPU and wall
+/// time per call, in ns.
+struct Piped {
+    own_cpu: Vec<f64>,
+    ep_cpu: Vec<f64>,
+    own_wall: Vec<f64>,
+    ep_wall: Vec<f64>,
+}
+
+impl Piped {
+    /// The lowest and highest of the rounds' own CPU ratios.
+    fn ratio_range(&self) -> (f64, f64) {
+        let ratios: Vec<f64> = self
+            .own_cpu
+            .iter()
+            .zip(&self.ep_cpu)
+            .map(|(a, b)| a / b)
+            .collect();
+        (quantile(&ratios, 0.0), quantile(&ratios, 1.0))
+    }
+}
+
+/// A warm-up round, then `z.piped_rounds` rounds of `z.piped` pipelined
+/// reads, `sandgate mcp` and then the endpoint in each round.
+fn piped_rounds(
+    own: &mut Server,
+    endpoint: &mut Server,
+    z: &Sizes,
+    fine: bool,
+    read_call: &dyn Fn(u64) -> Value,
+    endpoint_req: &[Vec<u8>],
+) -> Result<Piped, String> {
+    let mut p = Piped {
+        own_cpu: Vec::new(),
+        ep_cpu: Vec::new(),
+        own_wall: Vec::new(),
+        ep_wall: Vec::new(),
+    };
+    for round in 0..=z.piped_rounds {
+        let first = own.next_id + 1;
+        let reqs = requests(first, z.piped, read_call);
+        own.next_id += z.piped as u64;
+        let c = own.cpu_ns_by(fine)?;
+        let (t, answers) = pipelined(own, &reqs, WINDOW)?;
+        let c = own.cpu_ns_by(fine)? - c;
+        check_mcp(own.name, &answers, first, READ_BYTES)?;
+        let ce = endpoint.cpu_ns_by(fine)?;
+        let (te, answers) = pipelined(endpoint, endpoint_req, WINDOW)?;
+        let ce = endpoint.cpu_ns_by(fine)? - ce;
+        check_endpoint(&answers)?;
+        // Round 0 warms up.
+        if round > 0 {
+            p.own_wall.push(t.as_nanos() as f64 / z.piped as f64);
+            p.ep_wall.push(te.as_nanos() as f64 / z.piped as f64);
+            p.own_cpu.push(c / z.piped as f64);
+            p.ep_cpu.push(ce / z.piped as f64);
+        }
+    }
+    Ok(p)
+}
+
+/// Two CPUs to pin to, and the affinity each process had before.
+struct PinPlan {
+    a: u32,
+    b: u32,
+    before: Vec<(u32, String)>,
+}
+
+/// The first two CPUs this process may run on, and the current affinity
+/// of `pids`, so that they can be put back; an error says why the rounds
+/// cannot be pinned here (one CPU, or no working `taskset`).
+fn pin_plan(pids: &[u32]) -> Result<PinPlan, String> {
+    let mut before = Vec::new();
+    for &pid in pids {
+        before.push((pid, affinity(pid)?));
+    }
+    let list = before.first().map_or("", |(_, l)| l.as_str());
+    let cpus = cpu_list(list).ok_or_else(|| format!("cannot read the CPU list {list:?}"))?;
+    match cpus[..] {
+        [a, b, ..] => Ok(PinPlan { a, b, before }),
+        _ => Err(format!("this process may run on one CPU only ({list})")),
+    }
+}
+
+impl PinPlan {
+    /// Pins every thread of `pid` to `cpu`.
+    fn pin(&self, pid: u32, cpu: u32) -> Result<(), String> {
+        taskset(&["-a", "-c", "-p", &cpu.to_string(), &pid.to_string()]).map(drop)
+    }
+
+    /// Puts every process's threads back on the CPUs they had.
+    fn restore(&self) -> Result<(), String> {
+        for (pid, list) in &self.before {
+            taskset(&["-a", "-c", "-p", list, &pid.to_string()])?;
+        }
+        Ok(())
+    }
+}
+
+/// The CPU list `pid` may run on, as `taskset -c -p` prints it.
+fn affinity(pid: u32) -> Result<String, String> {
+    let out = taskset(&["-c", "-p", &pid.to_string()])?;
+    out.rsplit_once(": ")
+        .map(|(_, list)| list.trim().to_owned())
+        .ok_or_else(|| format!("taskset printed no CPU list: {out:?}"))
+}
+
+/// Runs `taskset ARGS`, answering what it printed.
+fn taskset(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("taskset")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run taskset: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "taskset {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The CPUs of a list such as `0-3,6`, in order.
+fn cpu_list(list: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',') {
+        match part.split_once('-') {
+            Some((lo, hi)) => cpus.extend(lo.trim().parse::<u32>().ok()?..=hi.trim().parse().ok()?),
+            None => cpus.push(part.trim().parse().ok()?),
+        }
+    }
+    Some(cpus)
+}
+
 /// Round trips in ns, the wall time, and the answer lines (unchecked).
 type Timed = (Vec<f64>, Duration, Vec<Vec<u8>>);
 
@@ -683,37 +818,17 @@ fn measure(
                "params": {"name": "read_text_file", "arguments": {"path": read_path}}})
     };
 
-    // 1. Pipelined: sandgate mcp against the endpoint, alternating rounds.
+    // 1. Pipelined: sandgate mcp against the endpoint, alternating rounds,
+    // first where the scheduler puts them, then pinned both ways.
     let endpoint_req = requests(0, z.piped, |_| json!({"op": "read", "path": "read4k.txt"}));
-    let (mut own_piped, mut ep_piped) = (Vec::new(), Vec::new());
-    let (mut own_cpu, mut ep_cpu) = (Vec::new(), Vec::new());
     let fine = endpoint.run_ns().is_some() && own.run_ns().is_some();
-    for round in 0..=z.piped_rounds {
-        let first = own.next_id + 1;
-        let reqs = requests(first, z.piped, read_call);
-        own.next_id += z.piped as u64;
-        let c = own.cpu_ns_by(fine)?;
-        let (t, answers) = pipelined(&mut own, &reqs, WINDOW)?;
-        let c = own.cpu_ns_by(fine)? - c;
-        check_mcp(own.name, &answers, first, READ_BYTES)?;
-        let ce = endpoint.cpu_ns_by(fine)?;
-        let (te, answers) = pipelined(&mut endpoint, &endpoint_req, WINDOW)?;
-        let ce = endpoint.cpu_ns_by(fine)? - ce;
-        check_endpoint(&answers)?;
-        // Round 0 warms up.
-        if round > 0 {
-            own_piped.push(t.as_nanos() as f64 / z.piped as f64);
-            ep_piped.push(te.as_nanos() as f64 / z.piped as f64);
-            own_cpu.push(c / z.piped as f64);
-            ep_cpu.push(ce / z.piped as f64);
-        }
-    }
-    drop(endpoint);
-    let round_ratios: Vec<f64> = own_cpu.iter().zip(&ep_cpu).map(|(a, b)| a / b).collect();
-    let (lowest, highest) = (quantile(&round_ratios, 0.0), quantile(&round_ratios, 1.0));
-    let (own_cpu, ep_cpu) = (median(own_cpu), median(ep_cpu));
+    let piped = |own: &mut Server, endpoint: &mut Server| {
+        piped_rounds(own, endpoint, &z, fine, &read_call, &endpoint_req)
+    };
+    let free = piped(&mut own, &mut endpoint)?;
     let piped_variant = format!("read_text_file 4 KiB, pipelined ({WINDOW} in flight)");
     let endpoint_name = "sandgate tool `read`, same client";
+    let (own_cpu, ep_cpu) = (median(free.own_cpu.clone()), median(free.ep_cpu.clone()));
     r.rows.push(row(
         &format!("{piped_variant}: server CPU per call"),
         human_ns(own_cpu),
@@ -723,7 +838,7 @@ fn measure(
         "≤ 1.30",
         Some(own_cpu / ep_cpu <= 1.30),
     ));
-    let (own_ns, ep_ns) = (median(own_piped), median(ep_piped));
+    let (own_ns, ep_ns) = (median(free.own_wall.clone()), median(free.ep_wall.clone()));
     r.rows.push(row(
         &format!("{piped_variant}: wall time per call"),
         human_ns(own_ns),
@@ -733,6 +848,7 @@ fn measure(
         "≤ 1.30",
         Some(own_ns / ep_ns <= 1.30),
     ));
+    let (lowest, highest) = free.ratio_range();
     r.notes.push(format!(
         "mcp: pipelined: {} rounds of {} calls each after a warm-up round, the two servers \
          alternating; wall time: median of the rounds' time per call; server CPU: median of \
@@ -749,6 +865,49 @@ fn measure(
         lowest,
         highest
     ));
+    // The same rounds with the client's threads and the servers' threads
+    // pinned: on one CPU, and on two. Both servers cost far more per call
+    // when their answers go to a reader on another CPU (the pipe's pages
+    // are allocated on one CPU and freed on the other), and the MCP answer
+    // carries twice the bytes, so each placement's ratio is shown on its
+    // own, without a target.
+    match pin_plan(&[std::process::id(), own.child.id(), endpoint.child.id()]) {
+        Ok(plan) => {
+            for (label, client, servers) in [
+                ("client and server on one CPU", plan.a, plan.a),
+                ("client and server on two CPUs", plan.a, plan.b),
+            ] {
+                let pinned = plan
+                    .pin(std::process::id(), client)
+                    .and_then(|()| plan.pin(own.child.id(), servers))
+                    .and_then(|()| plan.pin(endpoint.child.id(), servers))
+                    .and_then(|()| piped(&mut own, &mut endpoint));
+                let restored = plan.restore();
+                let p = pinned?;
+                restored?;
+                let (own_cpu, ep_cpu) = (median(p.own_cpu.clone()), median(p.ep_cpu.clone()));
+                let (lowest, highest) = p.ratio_range();
+                r.rows.push(row(
+                    &format!("{piped_variant}, {label}: server CPU per call"),
+                    human_ns(own_cpu),
+                    endpoint_name,
+                    human_ns(ep_cpu),
+                    own_cpu / ep_cpu,
+                    "—",
+                    None,
+                ));
+                r.notes.push(format!(
+                    "mcp: pipelined, {label} (`taskset`, client on CPU {client}, servers on CPU \
+                     {servers}): the same rounds; their own CPU ratios ranged from {lowest:.3} \
+                     to {highest:.3}"
+                ));
+            }
+        }
+        Err(why) => r
+            .notes
+            .push(format!("mcp: pipelined rounds not pinned: {why}")),
+    }
+    drop(endpoint);
 
     // 2. Sequential: sandgate against the reference, alternating rounds.
     let seq = |s: &mut Server, n: usize| -> Result<(Vec<f64>, Duration), String> {
@@ -1047,6 +1206,15 @@ mod tests {
         let refused = json!({"content": [{"type": "text", "text": "E_DENIED"}], "isError": true});
         assert!(tool_text(&refused).unwrap_err().contains("E_DENIED"));
         assert!(tool_text(&json!({})).is_err());
+    }
+
+    #[test]
+    fn cpu_lists_as_taskset_prints_them() {
+        assert_eq!(cpu_list("0,1"), Some(vec![0, 1]));
+        assert_eq!(cpu_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
+        assert_eq!(cpu_list("5"), Some(vec![5]));
+        assert_eq!(cpu_list(""), None);
+        assert_eq!(cpu_list("0-x"), None);
     }
 
     #[test]
