@@ -476,7 +476,7 @@ async fn next_line<R: AsyncRead + Unpin>(
                 Ok(!buf.is_empty())
             });
         }
-        let newline = available.iter().position(|b| *b == b'\n');
+        let newline = memchr::memchr(b'\n', available);
         let take = newline.map_or(available.len(), |i| i + 1);
         let content = newline.unwrap_or(available.len());
         if over > 0 || buf.len() + content > MAX_LINE {
