@@ -8,8 +8,16 @@
 //! checks as any other name. A string-prefix test would take
 //! `/srv/app-secrets` for a path inside `/srv/app`; a component comparison
 //! cannot.
+//!
+//! The components are the pieces between slashes, taken as
+//! [`Path::components`] takes them after an absolute path's root: empty
+//! pieces (repeated or trailing slashes) and `.` left out, `..` kept. They
+//! are split from the bytes directly, since `Path::components` parses
+//! every piece for the cases a relative path or a prefix can have; a test
+//! compares the two on generated paths.
 
-use std::path::{Component, Path, PathBuf};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use crate::{Error, ErrorCode};
 
@@ -36,16 +44,30 @@ pub struct Mapped {
     pub dir: Option<usize>,
 }
 
-/// The normal components of `p` after `prefix`, when `prefix`'s components
-/// lead `p`'s.
-fn below<'p>(p: &'p Path, prefix: &Path) -> Option<Vec<Component<'p>>> {
-    let mut pc = p.components();
-    for want in prefix.components() {
-        if pc.next()? != want {
+/// The components of a path after its root: the pieces between slashes,
+/// without the empty ones and `.`.
+fn pieces(path: &[u8]) -> impl Iterator<Item = &[u8]> {
+    path.split(|b| *b == b'/')
+        .filter(|piece| !piece.is_empty() && *piece != b".")
+}
+
+/// The components of the absolute path `p` after `prefix`, when
+/// `prefix`'s components lead `p`'s. A relative prefix leads no absolute
+/// path (its first component is no root); an empty one leads every path.
+fn below<'p>(p: &'p str, prefix: &Path) -> Option<impl Iterator<Item = &'p str>> {
+    let prefix = prefix.as_os_str().as_bytes();
+    if !prefix.is_empty() && !prefix.starts_with(b"/") {
+        return None;
+    }
+    let mut rest = p
+        .split('/')
+        .filter(|piece| !piece.is_empty() && *piece != ".");
+    for want in pieces(prefix) {
+        if rest.next()?.as_bytes() != want {
             return None;
         }
     }
-    Some(pc.collect())
+    Some(rest)
 }
 
 /// Maps one client-supplied path. A relative name is kept as given (the
@@ -60,20 +82,11 @@ pub fn map(dirs: &[GrantedDir], given: &str) -> Result<Mapped, Error> {
             dir: None,
         });
     }
-    let p = Path::new(given);
     for (i, d) in dirs.iter().enumerate() {
         for prefix in [&d.spelled, &d.resolved] {
-            if let Some(rest) = below(p, prefix) {
-                let mut rel = String::new();
-                for c in rest {
-                    let part = match c {
-                        Component::Normal(s) => s.to_str().ok_or_else(|| {
-                            Error::new(ErrorCode::PathInvalid, "a path component is not UTF-8")
-                        })?,
-                        Component::ParentDir => "..",
-                        // Components after a root prefix are never these.
-                        Component::CurDir | Component::RootDir | Component::Prefix(_) => continue,
-                    };
+            if let Some(rest) = below(given, prefix) {
+                let mut rel = String::with_capacity(given.len());
+                for part in rest {
                     if !rel.is_empty() {
                         rel.push('/');
                     }
@@ -99,6 +112,7 @@ pub fn map(dirs: &[GrantedDir], given: &str) -> Result<Mapped, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn dirs() -> Vec<GrantedDir> {
         vec![GrantedDir {
@@ -137,6 +151,98 @@ mod tests {
         assert_eq!(rel("/srv/app/src/").unwrap(), "src/");
         assert_eq!(rel("/srv/app/src//").unwrap(), "src/");
         assert_eq!(rel("/srv/app/src/.").unwrap(), "src");
+    }
+
+    /// The mapping as `Path::components` gives it: what [`map`] must agree
+    /// with on every path.
+    fn by_path_components(dirs: &[GrantedDir], given: &str) -> Option<(String, usize)> {
+        use std::path::Component;
+        let p = Path::new(given);
+        for (i, d) in dirs.iter().enumerate() {
+            for prefix in [&d.spelled, &d.resolved] {
+                let mut pc = p.components();
+                if !prefix.components().all(|want| pc.next() == Some(want)) {
+                    continue;
+                }
+                let parts: Vec<&str> = pc
+                    .filter_map(|c| match c {
+                        Component::Normal(s) => Some(s.to_str().unwrap()),
+                        Component::ParentDir => Some(".."),
+                        _ => None,
+                    })
+                    .collect();
+                let mut rel = parts.join("/");
+                if rel.is_empty() {
+                    rel.push('.');
+                } else if given.ends_with('/') {
+                    rel.push('/');
+                }
+                return Some((rel, i));
+            }
+        }
+        None
+    }
+
+    fn spelling() -> impl Strategy<Value = String> {
+        let piece = prop::sample::select(vec![
+            "",
+            ".",
+            "..",
+            "srv",
+            "app",
+            "app-secrets",
+            "ap",
+            "data",
+            "\u{e9}",
+            "a b",
+            "...",
+        ]);
+        (
+            prop::collection::vec(piece, 0..7),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(pieces, absolute, trailing)| {
+                let mut s = pieces.join("/");
+                if absolute {
+                    s.insert(0, '/');
+                }
+                if trailing {
+                    s.push('/');
+                }
+                s
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        /// Splitting at slashes agrees with `Path::components` for every
+        /// spelling of the path and of the granted directories: repeated
+        /// and trailing slashes, `.`, `..`, a relative or empty directory.
+        #[test]
+        fn pieces_agree_with_path_components(
+            given in spelling(),
+            granted in prop::collection::vec((spelling(), spelling()), 1..3),
+        ) {
+            let dirs: Vec<GrantedDir> = granted
+                .into_iter()
+                .map(|(spelled, resolved)| GrantedDir {
+                    spelled: spelled.into(),
+                    resolved: resolved.into(),
+                    read_index: None,
+                    is_write: false,
+                })
+                .collect();
+            let ours = map(&dirs, &given);
+            if given.starts_with('/') {
+                let want = by_path_components(&dirs, &given);
+                let got = ours.ok().map(|m| (m.rel, m.dir.unwrap()));
+                prop_assert_eq!(got, want);
+            } else {
+                prop_assert_eq!(ours.unwrap(), Mapped { rel: given.clone(), dir: None });
+            }
+        }
     }
 
     #[test]
