@@ -433,6 +433,8 @@ fn write_answers(stdout: &mut impl Write, out: &mut Vec<u8>) -> Result<(), ExitC
     }
 }
 
+/// Prints one request and its answer for a person. A blank line is skipped
+/// and a comment line shown as a heading; neither gets an answer.
 fn pretty_exchange(
     session: &ToolSession,
     policy: &Policy,
