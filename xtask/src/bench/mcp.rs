@@ -258,20 +258,16 @@ impl Server {
     /// server process has used so far, in ns, at the clock tick's
     /// resolution.
     fn cpu_ns(&self) -> Result<f64, String> {
+        self.user_system_ns().map(|(u, s)| u + s)
+    }
+
+    /// The user and the system part of [`Server::cpu_ns`], in ns.
+    fn user_system_ns(&self) -> Result<(f64, f64), String> {
         let path = format!("/proc/{}/stat", self.child.id());
         let stat = fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-        // Fields after the command's closing parenthesis start at the
-        // third: utime and stime are the 14th and 15th.
-        let f: Vec<&str> = stat
-            .rsplit_once(')')
-            .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
-        match (
-            f.get(11).and_then(|v| v.parse::<f64>().ok()),
-            f.get(12).and_then(|v| v.parse::<f64>().ok()),
-        ) {
-            (Some(u), Some(s)) => Ok((u + s) * 1e9 / clock_ticks()),
-            _ => Err(format!("{path}: cannot read utime and stime")),
-        }
+        let (u, s) = user_system_ticks(&stat)
+            .ok_or_else(|| format!("{path}: cannot read utime and stime"))?;
+        Ok((u * 1e9 / clock_ticks(), s * 1e9 / clock_ticks()))
     }
 
     /// CPU time the server's threads have used so far, in ns: the sum of
@@ -325,6 +321,16 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// utime and stime, in clock ticks, from the text of `/proc/PID/stat`.
+/// The command's name, in parentheses, may hold spaces and parentheses of
+/// its own, so the fields are counted from the last `)`: the third field
+/// follows it, and utime and stime are the 14th and 15th.
+fn user_system_ticks(stat: &str) -> Option<(f64, f64)> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut f = rest.split_whitespace().skip(11);
+    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
 }
 
 /// Clock ticks per second of /proc's CPU times (`getconf CLK_TCK`; 100,
@@ -392,12 +398,54 @@ fn pipelined(
 }
 
 /// One series of pipelined rounds: per round, each server's CPU and wall
-/// time per call, in ns.
+/// time per call, in ns; and over all the timed rounds, where each
+/// server's CPU time went and what it wrote.
 struct Piped {
     own_cpu: Vec<f64>,
     ep_cpu: Vec<f64>,
     own_wall: Vec<f64>,
     ep_wall: Vec<f64>,
+    own_split: Split,
+    ep_split: Split,
+}
+
+/// One server's totals over a series' timed rounds: user and system time
+/// (ns, from `/proc/PID/stat`, in clock ticks), answers and their bytes.
+#[derive(Default)]
+struct Split {
+    user: f64,
+    system: f64,
+    calls: usize,
+    bytes: usize,
+}
+
+impl Split {
+    /// Adds one round: the times before and after it, and its answers.
+    fn add(&mut self, before: (f64, f64), after: (f64, f64), answers: &[Vec<u8>]) {
+        self.user += after.0 - before.0;
+        self.system += after.1 - before.1;
+        self.calls += answers.len();
+        self.bytes += answers.iter().map(Vec::len).sum::<usize>();
+    }
+
+    /// Per call: user µs, system µs and answer bytes (newline included).
+    fn per_call(&self) -> (f64, f64, f64) {
+        let n = self.calls.max(1) as f64;
+        (
+            self.user / n / 1e3,
+            self.system / n / 1e3,
+            self.bytes as f64 / n,
+        )
+    }
+
+    /// What a note says of it.
+    fn describe(&self, name: &str) -> String {
+        let (u, s, b) = self.per_call();
+        format!(
+            "{name} {u:.2} µs user + {s:.2} µs system per call, answers of {} bytes",
+            thousands(b)
+        )
+    }
 }
 
 impl Piped {
@@ -410,6 +458,18 @@ impl Piped {
             .map(|(a, b)| a / b)
             .collect();
         (quantile(&ratios, 0.0), quantile(&ratios, 1.0))
+    }
+
+    /// Where both servers' CPU time went over the timed rounds, and the
+    /// size of their answers: the system time follows the bytes written
+    /// into the pipe, which differ between the two by protocol.
+    fn split_note(&self) -> String {
+        format!(
+            "over the timed rounds (user and system time from /proc/PID/stat, in clock \
+             ticks): {}; {}",
+            self.own_split.describe("sandgate mcp"),
+            self.ep_split.describe("the endpoint")
+        )
     }
 }
 
@@ -428,20 +488,30 @@ fn piped_rounds(
         ep_cpu: Vec::new(),
         own_wall: Vec::new(),
         ep_wall: Vec::new(),
+        own_split: Split::default(),
+        ep_split: Split::default(),
     };
     for round in 0..=z.piped_rounds {
         let first = own.next_id + 1;
         let reqs = requests(first, z.piped, read_call);
         own.next_id += z.piped as u64;
+        let split = own.user_system_ns()?;
         let c = own.cpu_ns_by(fine)?;
         let (t, answers) = pipelined(own, &reqs, WINDOW)?;
         let c = own.cpu_ns_by(fine)? - c;
+        // Round 0 warms up.
+        if round > 0 {
+            p.own_split.add(split, own.user_system_ns()?, &answers);
+        }
         check_mcp(own.name, &answers, first, READ_BYTES)?;
+        let split = endpoint.user_system_ns()?;
         let ce = endpoint.cpu_ns_by(fine)?;
         let (te, answers) = pipelined(endpoint, endpoint_req, WINDOW)?;
         let ce = endpoint.cpu_ns_by(fine)? - ce;
+        if round > 0 {
+            p.ep_split.add(split, endpoint.user_system_ns()?, &answers);
+        }
         check_endpoint(&answers)?;
-        // Round 0 warms up.
         if round > 0 {
             p.own_wall.push(t.as_nanos() as f64 / z.piped as f64);
             p.ep_wall.push(te.as_nanos() as f64 / z.piped as f64);
@@ -854,7 +924,7 @@ fn measure(
          alternating; wall time: median of the rounds' time per call; server CPU: median of \
          the rounds' CPU time per call ({}): the server's own time, far less swayed by the \
          machine's load than the wall time; the rounds' own CPU ratios ranged from {:.3} to \
-         {:.3}",
+         {:.3}; {}",
         z.piped_rounds,
         thousands(z.piped as f64),
         if fine {
@@ -863,7 +933,8 @@ fn measure(
             "user + system time from /proc/PID/stat, in clock ticks"
         },
         lowest,
-        highest
+        highest,
+        free.split_note()
     ));
     // The same rounds with the client's threads and the servers' threads
     // pinned: on one CPU, and on two. Both servers cost far more per call
@@ -907,7 +978,8 @@ fn measure(
                 r.notes.push(format!(
                     "mcp: pipelined, {label} (`taskset`, client on CPU {client}, servers on CPU \
                      {servers}): the same rounds; their own CPU ratios ranged from {lowest:.3} \
-                     to {highest:.3}"
+                     to {highest:.3}; {}",
+                    p.split_note()
                 ));
             }
         }
@@ -1214,6 +1286,26 @@ mod tests {
         let refused = json!({"content": [{"type": "text", "text": "E_DENIED"}], "isError": true});
         assert!(tool_text(&refused).unwrap_err().contains("E_DENIED"));
         assert!(tool_text(&json!({})).is_err());
+    }
+
+    #[test]
+    fn user_and_system_ticks_are_read_after_the_name() {
+        // A name with spaces and parentheses of its own.
+        let stat = "42 (a) b (c)) S 1 42 42 0 -1 4194304 10 0 0 0 37 5 0 0 20 0 1 0 9 0 0";
+        assert_eq!(user_system_ticks(stat), Some((37.0, 5.0)));
+        assert_eq!(user_system_ticks("42 (x) S 1 2 3"), None);
+        assert_eq!(user_system_ticks("no parenthesis"), None);
+        let own = fs::read_to_string("/proc/self/stat").unwrap();
+        assert!(user_system_ticks(&own).is_some(), "{own}");
+    }
+
+    #[test]
+    fn splits_are_per_call() {
+        let mut s = Split::default();
+        s.add((0.0, 0.0), (3_000.0, 9_000.0), &[vec![0; 10], vec![0; 20]]);
+        s.add((5_000.0, 9_000.0), (6_000.0, 12_000.0), &[vec![0; 30]]);
+        assert_eq!(s.per_call(), (4.0 / 3.0, 4.0, 20.0));
+        assert!(s.describe("x").contains("1.33 µs user + 4.00 µs system"));
     }
 
     #[test]
