@@ -43,7 +43,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde::de::DeserializeOwned;
 
 use sandgate::policy::Policy;
-use sandgate::{AuditSink, Error, ErrorCode, Executor, Fetcher, Sandbox, SandboxBuilder};
+use sandgate::rootfs::{ErrorKind, Root};
+use sandgate::{AuditSink, Error, ErrorCode, Executor, Fetcher, RelPath, Sandbox, SandboxBuilder};
 
 use crate::paths::GrantedDir;
 
@@ -57,8 +58,11 @@ pub(crate) struct Core {
     pub(crate) executor: Option<Executor>,
     pub(crate) fetcher: Option<Fetcher>,
     pub(crate) dirs: Vec<GrantedDir>,
-    /// The read roots, opened, to tell which one answers for a name.
-    read_roots: Vec<sandgate::rootfs::Root>,
+    /// The read roots, opened, to tell which one answers for a name and
+    /// where it leads.
+    read_roots: Vec<Root>,
+    /// The write root, opened, when it is not also a read root.
+    write_only_root: Option<Root>,
     /// Whether the policy caps every read at [`INLINE_READ`] bytes or
     /// less, so that no read needs looking at before it is run inline.
     reads_short: bool,
@@ -93,6 +97,43 @@ impl std::ops::Deref for Shared {
     }
 }
 
+/// Whether `rel`, a name at or below `prefix` in `root`, stays beneath
+/// `prefix` when resolved. The client root is opened beneath `root`, and
+/// the rest of the name is resolved beneath that descriptor (`openat2`
+/// with `RESOLVE_BENEATH`, or the descriptor walk), following links, so
+/// that one leading out of it fails as an escape. A name not there yet is
+/// judged by the nearest part of it that is, where a write would create
+/// it. A client root that is missing holds nothing to resolve through; one
+/// that cannot be opened as a directory for another reason covers
+/// nothing.
+fn leads_beneath(root: &Root, prefix: &str, rel: &RelPath) -> bool {
+    let sub = match root.open_dir(prefix) {
+        Ok(sub) => sub,
+        Err(e) => return e.kind() == ErrorKind::NotFound,
+    };
+    let depth = prefix
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .count();
+    let rest: Vec<&str> = rel.components().skip(depth).collect();
+    for n in (1..=rest.len()).rev() {
+        match sub.resolve_path(rest[..n].join("/")) {
+            Ok(_) => return true,
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
+            Err(e) => return e.kind() != ErrorKind::Escape,
+        }
+    }
+    true
+}
+
+/// The side of the sandbox a name goes to: a read resolves a relative name
+/// in the first read root that holds it, a write in the write root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    Read,
+    Write,
+}
+
 /// Whether root-relative `rel` lies at or below `prefix`, by components.
 fn rel_below(rel: &str, prefix: &str) -> bool {
     if prefix == "." {
@@ -106,10 +147,16 @@ fn rel_below(rel: &str, prefix: &str) -> bool {
 }
 
 impl Shared {
-    /// Refuses a name outside the client's roots (when it gave any). A
-    /// relative name is inside when some client root covers it in any
-    /// granted directory.
-    fn within_client_roots(&self, m: &paths::Mapped) -> Result<(), Error> {
+    /// Refuses a name outside the client's roots (when it gave any). The
+    /// name is judged in the granted directory the call will resolve it
+    /// in (for a relative name, the first read root that holds it, or the
+    /// write root), and, below a client root narrower than that whole
+    /// directory, by where it leads: resolved by the kernel beneath the
+    /// client root's own descriptor, as [`leads_beneath`] does, so
+    /// a symbolic link out of the client root is refused like a name
+    /// spelled outside it. A name the sandbox refuses whatever the roots
+    /// (`..`, a NUL byte) is left for it to refuse.
+    fn within_client_roots(&self, m: &paths::Mapped, side: Side) -> Result<(), Error> {
         let narrow = self
             .narrow
             .read()
@@ -118,17 +165,62 @@ impl Shared {
         let Narrow::To(roots) = narrow else {
             return Ok(());
         };
-        let inside = roots
+        let Ok(rel) = RelPath::parse(&m.rel) else {
+            return Ok(());
+        };
+        let outside = |why: &str| Err(Error::new(ErrorCode::Denied, why).with_path(m.rel.clone()));
+        // With no read root holding a relative name, the read finds
+        // nothing: any granted directory may cover it.
+        let target = m.dir.or_else(|| self.answering_dir(&rel, side));
+        let same = |d: usize| target.is_none_or(|t| self.dirs[d].resolved == self.dirs[t].resolved);
+        let covering: Vec<&str> = roots
             .iter()
-            .any(|(dir, prefix)| m.dir.is_none_or(|d| d == *dir) && rel_below(&m.rel, prefix));
-        if inside {
+            .filter(|(d, prefix)| same(*d) && rel_below(rel.as_str(), prefix))
+            .map(|(_, prefix)| prefix.as_str())
+            .collect();
+        if covering.is_empty() {
+            return outside("outside the roots this client declared");
+        }
+        let Some(t) = target else {
+            return Ok(());
+        };
+        if covering
+            .iter()
+            .any(|prefix| *prefix == "." || self.leads_beneath(t, prefix, &rel))
+        {
             Ok(())
         } else {
-            Err(
-                Error::new(ErrorCode::Denied, "outside the roots this client declared")
-                    .with_path(m.rel.clone()),
-            )
+            outside("outside the roots this client declared: resolved, the name leads out of them")
         }
+    }
+
+    /// The granted directory a relative name is resolved in: the write
+    /// root for a write; for a read, the first read root that holds it
+    /// (as the sandbox looks: the first where it is not missing), `None`
+    /// when none does.
+    fn answering_dir(&self, rel: &RelPath, side: Side) -> Option<usize> {
+        let k = match side {
+            Side::Write => return self.dirs.iter().position(|d| d.is_write),
+            Side::Read => self.read_roots.iter().position(
+                |r| !matches!(r.stat(rel.as_str()), Err(e) if e.kind() == ErrorKind::NotFound),
+            )?,
+        };
+        self.dirs.iter().position(|d| d.read_index == Some(k))
+    }
+
+    /// The granted directory `d`, opened.
+    fn dir_root(&self, d: usize) -> Option<&Root> {
+        match self.dirs[d].read_index {
+            Some(k) => self.read_roots.get(k),
+            None => self.write_only_root.as_ref(),
+        }
+    }
+
+    /// Whether `rel`, a name at or below `prefix` in granted directory
+    /// `d`, stays beneath `prefix` when resolved ([`leads_beneath`]).
+    fn leads_beneath(&self, d: usize, prefix: &str, rel: &RelPath) -> bool {
+        self.dir_root(d)
+            .is_some_and(|root| leads_beneath(root, prefix, rel))
     }
 
     /// Sets the session's narrowing from a client's root URIs: each root
@@ -174,7 +266,7 @@ impl Shared {
     /// same name, since names resolve in the first root that holds them.
     pub(crate) fn read_name(&self, given: &str) -> Result<String, Error> {
         let m = paths::map(&self.dirs, given)?;
-        self.within_client_roots(&m)?;
+        self.within_client_roots(&m, Side::Read)?;
         if let Some(i) = m.dir {
             match self.dirs[i].read_index {
                 None => {
@@ -201,7 +293,7 @@ impl Shared {
     /// in the write root.
     pub(crate) fn write_name(&self, given: &str) -> Result<String, Error> {
         let m = paths::map(&self.dirs, given)?;
-        self.within_client_roots(&m)?;
+        self.within_client_roots(&m, Side::Write)?;
         if let Some(i) = m.dir {
             if !self.dirs[i].is_write {
                 return Err(Error::new(
@@ -253,10 +345,12 @@ impl Server {
                 read_index: Some(i),
                 is_write: policy.write_root() == Some(r.as_path()),
             });
-            read_roots.push(sandgate::rootfs::Root::open(r).map_err(Error::from)?);
+            read_roots.push(Root::open(r).map_err(Error::from)?);
         }
+        let mut write_only_root = None;
         if let Some(w) = policy.write_root() {
             if !dirs.iter().any(|d| d.is_write) {
+                write_only_root = Some(Root::open(w).map_err(Error::from)?);
                 dirs.push(GrantedDir {
                     spelled: w.to_owned(),
                     resolved: w.to_owned(),
@@ -294,6 +388,7 @@ impl Server {
                     fetcher,
                     dirs,
                     read_roots,
+                    write_only_root,
                     reads_short: policy.limits().max_read_bytes <= INLINE_READ,
                 }),
                 narrow: std::sync::RwLock::new(Narrow::None),
@@ -716,4 +811,86 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
         roots[0]
     );
     Policy::from_bytes(toml.as_bytes(), std::path::Path::new("/"), None).map_err(Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandgate::Resolver;
+    use std::os::unix::fs::symlink;
+
+    /// A tree with a client root `src` and links in and out of it.
+    fn tree() -> tempfile::TempDir {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        std::fs::create_dir_all(d.join("src/deep/er")).unwrap();
+        std::fs::write(d.join("a.txt"), "outside src").unwrap();
+        std::fs::write(d.join("src/lib.rs"), "inside").unwrap();
+        std::fs::write(d.join("src/file"), "a file").unwrap();
+        symlink("..", d.join("src/up")).unwrap();
+        symlink(d, d.join("src/abs")).unwrap();
+        symlink(d.join("src/lib.rs"), d.join("src/abs_in")).unwrap();
+        symlink("../a.txt", d.join("src/a_link")).unwrap();
+        symlink("lib.rs", d.join("src/in_link")).unwrap();
+        symlink("deep/er", d.join("src/down")).unwrap();
+        symlink("../../..", d.join("src/deep/er/out")).unwrap();
+        symlink("../..", d.join("src/deep/er/top")).unwrap();
+        symlink("nowhere", d.join("src/dangling_in")).unwrap();
+        symlink("../nowhere", d.join("src/dangling_out")).unwrap();
+        symlink("src", d.join("src_link")).unwrap();
+        t
+    }
+
+    fn leads(root: &Root, prefix: &str, name: &str) -> bool {
+        leads_beneath(root, prefix, &RelPath::parse(name).unwrap())
+    }
+
+    #[test]
+    fn names_are_judged_by_where_they_lead_under_both_resolvers() {
+        let t = tree();
+        let mut resolvers = vec![Resolver::Walk];
+        if !Root::open(t.path()).unwrap().openat2_unavailable() {
+            resolvers.push(Resolver::Openat2);
+        }
+        for resolver in resolvers {
+            let root = Root::open_with_resolver(t.path(), resolver).unwrap();
+            let at = |prefix: &str, name: &str| (resolver, prefix.to_owned(), name.to_owned());
+            for (prefix, name) in [
+                ("src", "src"),
+                ("src", "src/lib.rs"),
+                ("src", "src/in_link"),
+                ("src", "src/down/top/lib.rs"),
+                ("src", "src/new.txt"),
+                ("src", "src/new/deeper/file.txt"),
+                ("src", "src/dangling_in"),
+                ("src", "src/deep/er"),
+                ("src/deep", "src/deep/er"),
+                // The client root is what its name resolves to.
+                ("src_link", "src_link/lib.rs"),
+                // Missing: nothing to resolve through.
+                ("gone", "gone/x"),
+            ] {
+                assert!(leads(&root, prefix, name), "{:?}", at(prefix, name));
+            }
+            for (prefix, name) in [
+                ("src", "src/up"),
+                ("src", "src/up/a.txt"),
+                ("src", "src/up/src/lib.rs"),
+                ("src", "src/abs"),
+                ("src", "src/abs_in"),
+                ("src", "src/a_link"),
+                ("src", "src/up/new.txt"),
+                ("src", "src/dangling_out"),
+                ("src", "src/down/out/a.txt"),
+                ("src", "src/deep/er/out"),
+                ("src/deep", "src/deep/er/top"),
+                ("src/deep", "src/deep/er/top/lib.rs"),
+                ("src/deep/er", "src/deep/er/top"),
+                // A file is no directory to stay beneath.
+                ("src/file", "src/file"),
+            ] {
+                assert!(!leads(&root, prefix, name), "{:?}", at(prefix, name));
+            }
+        }
+    }
 }

@@ -331,6 +331,86 @@ def test_client_roots_narrow_the_policy(tree):
     assert not (app / "outside-src.txt").exists()
 
 
+def test_client_roots_hold_through_symlinks(tree):
+    """A client root narrower than the policy's holds for what a name
+    resolves to, not only for how it is spelled: links inside it that lead
+    elsewhere in the policy's root are refused, links that stay inside it
+    work."""
+    tmp, app = tree
+    import mcp_types as types
+
+    os.symlink("..", app / "src/up")
+    os.symlink(str(app), app / "src/abs_up")
+    os.symlink("../a.txt", app / "src/a_link")
+    os.symlink("lib.rs", app / "src/lib_link")
+    os.symlink("../nowhere", app / "src/dangling_up")
+
+    async def roots(_ctx):
+        return types.ListRootsResult(roots=[types.Root(uri=(app / "src").as_uri())])
+
+    async def body(s):
+        for p in ["src/up/a.txt", str(app / "src/up/a.txt"), "src/abs_up/a.txt", "src/a_link",
+                  str(app / "src/a_link"), "src/up/src/lib.rs"]:
+            await refused(s, "read_text_file", {"path": p}, "E_DENIED")
+        await refused(s, "get_file_info", {"path": "src/a_link"}, "E_DENIED")
+        await refused(s, "list_directory", {"path": "src/up"}, "E_DENIED")
+        await refused(s, "directory_tree", {"path": "src/abs_up"}, "E_DENIED")
+        await refused(s, "search_files", {"path": "src/up", "pattern": "*.txt"}, "E_DENIED")
+        await refused(s, "grep", {"pattern": "line", "path": "src/up"}, "E_DENIED")
+        await refused(s, "write_file", {"path": "src/up/new.txt", "content": "x"}, "E_DENIED")
+        await refused(s, "write_file", {"path": "src/a_link", "content": "x"}, "E_DENIED")
+        await refused(s, "write_file", {"path": "src/dangling_up", "content": "x"}, "E_DENIED")
+        await refused(s, "create_directory", {"path": "src/up/made"}, "E_DENIED")
+        await refused(s, "edit_file", {"path": "src/a_link", "edits": [{"oldText": "line 1", "newText": "x"}]},
+                      "E_DENIED")
+        await refused(s, "move_file", {"source": "src/up/a.txt", "destination": "src/moved.txt"}, "E_DENIED")
+        res = await s.call_tool("read_multiple_files", {"paths": ["src/lib.rs", "src/up/a.txt"]})
+        assert "fn alpha" in text_of(res) and "line 1" not in text_of(res)
+        # Links that stay inside the client's root, and plain names, work.
+        assert "fn alpha" in await ok(s, "read_text_file", {"path": "src/lib_link"})
+        assert "fn alpha" in await ok(s, "read_text_file", {"path": str(app / "src/lib.rs")})
+        await ok(s, "write_file", {"path": "src/new.rs", "content": "y"})
+        await ok(s, "create_directory", {"path": "src/d1/d2"})
+
+    run(tmp, body, list_roots_callback=roots)
+    assert (app / "a.txt").read_text().startswith("line 1")
+    assert not (app / "new.txt").exists() and not (app / "made").exists() and not (app / "nowhere").exists()
+    assert (app / "src/new.rs").read_text() == "y"
+
+
+def test_client_roots_judge_the_root_that_answers(tmp_path):
+    """With several read roots, a relative name is read from the first root
+    that holds it; a client root in another granted directory does not let
+    that read through."""
+    tmp = tmp_path.resolve()
+    one, two = tmp / "one", tmp / "two"
+    one.mkdir()
+    two.mkdir()
+    (one / "both.txt").write_text("from one\n")
+    (one / "only1.txt").write_text("only one\n")
+    (two / "both.txt").write_text("from two\n")
+    (two / "only2.txt").write_text("only two\n")
+    import mcp_types as types
+
+    async def roots(_ctx):
+        return types.ListRootsResult(roots=[types.Root(uri=two.as_uri())])
+
+    async def body(s):
+        assert "only two" in await ok(s, "read_text_file", {"path": "only2.txt"})
+        assert "only two" in await ok(s, "read_text_file", {"path": str(two / "only2.txt")})
+        await refused(s, "read_text_file", {"path": "only1.txt"}, "E_DENIED")
+        await refused(s, "read_text_file", {"path": "both.txt"}, "E_DENIED")
+        await refused(s, "get_file_info", {"path": "both.txt"}, "E_DENIED")
+        await refused(s, "list_directory", {"path": "."}, "E_DENIED")
+        # Writes go to the first directory, the write root: outside the
+        # client's root.
+        await refused(s, "write_file", {"path": "only2.txt", "content": "x"}, "E_DENIED")
+
+    run(tmp, body, args=["mcp", str(one), str(two)], list_roots_callback=roots)
+    assert sorted(os.listdir(one)) == ["both.txt", "only1.txt"]
+    assert (two / "only2.txt").read_text() == "only two\n"
+
+
 def test_attack_path_swapped_while_calls_run(tree):
     tmp, app = tree
     stop = threading.Event()

@@ -11,7 +11,9 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { spawn } from 'node:child_process';
+import { pathToFileURL } from 'node:url';
 
 const SECRET = 'TOP-SECRET-OUTSIDE';
 
@@ -36,14 +38,21 @@ function build() {
   return { tmp, app, sec };
 }
 
-async function connect(tmp, args) {
+// With `roots`, the client offers those directories as its roots.
+async function connect(tmp, args, roots) {
   const transport = new StdioClientTransport({
     command: process.env.SANDGATE_BIN,
     args: args ?? ['mcp', '--policy', path.join(tmp, 'policy.toml')],
     cwd: tmp,
     stderr: 'inherit',
   });
-  const client = new Client({ name: 'sandgate-ts-test', version: '1.0.0' });
+  const options = roots ? { capabilities: { roots: { listChanged: true } } } : undefined;
+  const client = new Client({ name: 'sandgate-ts-test', version: '1.0.0' }, options);
+  if (roots) {
+    client.setRequestHandler(ListRootsRequestSchema, async () => ({
+      roots: roots.map((r) => ({ uri: pathToFileURL(r).href })),
+    }));
+  }
   await client.connect(transport);
   return client;
 }
@@ -125,6 +134,25 @@ test('the reference form: sandgate mcp DIR', async () => {
     await c.close();
   }
   assert.equal(fs.readFileSync(path.join(app, 'd.txt'), 'utf8'), 'd');
+  outsideUnchanged(sec);
+});
+
+test("a client's roots hold for where a name leads", async () => {
+  const { tmp, app, sec } = build();
+  fs.symlinkSync('..', path.join(app, 'src/up'));
+  fs.symlinkSync('lib.rs', path.join(app, 'src/lib_link'));
+  const c = await connect(tmp, undefined, [path.join(app, 'src')]);
+  try {
+    assert.match(await ok(c, 'read_text_file', { path: 'src/lib_link' }), /alpha/);
+    await refused(c, 'read_text_file', { path: 'a.txt' }, 'E_DENIED');
+    await refused(c, 'read_text_file', { path: 'src/up/a.txt' }, 'E_DENIED');
+    await refused(c, 'read_text_file', { path: path.join(app, 'src/up/a.txt') }, 'E_DENIED');
+    await refused(c, 'list_directory', { path: 'src/up' }, 'E_DENIED');
+    await refused(c, 'write_file', { path: 'src/up/new.txt', content: 'x' }, 'E_DENIED');
+  } finally {
+    await c.close();
+  }
+  assert.ok(!fs.existsSync(path.join(app, 'new.txt')));
   outsideUnchanged(sec);
 });
 
