@@ -223,6 +223,15 @@ impl Shared {
             .is_some_and(|root| leads_beneath(root, prefix, rel))
     }
 
+    /// The client's roots, when it narrowed the session: a granted
+    /// directory's index and the root-relative prefix of each.
+    pub(crate) fn client_roots(&self) -> Option<Vec<(usize, String)>> {
+        match &*self.narrow.read().unwrap_or_else(|p| p.into_inner()) {
+            Narrow::To(roots) => Some(roots.clone()),
+            Narrow::None | Narrow::Pending => None,
+        }
+    }
+
     /// Sets the session's narrowing from a client's root URIs: each root
     /// inside a granted directory narrows to it, a root holding a granted
     /// directory keeps that directory whole, a root elsewhere adds nothing.

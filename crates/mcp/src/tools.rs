@@ -798,15 +798,39 @@ pub(crate) fn get_file_info(s: &Shared, a: OnePath) -> Answer {
 }
 
 pub(crate) fn list_allowed_directories(s: &Shared, _: NoArgs) -> Answer {
+    // Each granted directory once, however many spellings it was given
+    // in; with client roots, each of those instead.
+    let client = s.client_roots();
+    let listed: Vec<(std::path::PathBuf, usize)> = match &client {
+        None => (0..s.dirs.len())
+            .map(|i| (s.dirs[i].resolved.clone(), i))
+            .collect(),
+        Some(roots) => roots
+            .iter()
+            .map(|(i, prefix)| match prefix.as_str() {
+                "." => (s.dirs[*i].resolved.clone(), *i),
+                p => (s.dirs[*i].resolved.join(p), *i),
+            })
+            .collect(),
+    };
     let mut out = String::from("Allowed directories:");
-    for d in &s.dirs {
+    let mut seen = std::collections::HashSet::new();
+    for (path, i) in listed {
+        let d = &s.dirs[i];
         let what = match (d.read_index.is_some(), d.is_write) {
             (true, true) => "read, write",
             (true, false) => "read",
             (false, true) => "write",
             (false, false) => continue,
         };
-        let _ = write!(out, "\n{} ({what})", d.resolved.display());
+        if seen.insert(path.clone()) {
+            let _ = write!(out, "\n{} ({what})", path.display());
+        }
+    }
+    if client.is_some() {
+        out.push_str(
+            "\nNarrowed to the roots this client declared; relative names still start at the granted directory.",
+        );
     }
     out.push_str(
         "\nNames relative to the root are read from these in order; writes go to the write root.",

@@ -326,6 +326,9 @@ def test_client_roots_narrow_the_policy(tree):
         await ok(s, "write_file", {"path": "src/new.rs", "content": "x"})
         await refused(s, "read_text_file", {"path": "a.txt"}, "E_DENIED")
         await refused(s, "write_file", {"path": str(app / "outside-src.txt"), "content": "x"}, "E_DENIED")
+        allowed = (await ok(s, "list_allowed_directories", {})).splitlines()
+        assert f"{app / 'src'} (read, write)" in allowed, allowed
+        assert not any(line.startswith(f"{app} ") for line in allowed), allowed
 
     run(tmp, body, list_roots_callback=roots)
     assert not (app / "outside-src.txt").exists()
@@ -450,6 +453,22 @@ def test_attack_path_swapped_while_calls_run(tree):
         stop.set()
         t.join()
     outside_unchanged(tmp)
+
+
+def test_reference_form_through_a_link(tree):
+    """A directory named through a link is one directory: listed once, and
+    reachable by either spelling."""
+    tmp, app = tree
+    link = tmp / "app-link"
+    os.symlink(app, link)
+
+    async def body(s):
+        allowed = (await ok(s, "list_allowed_directories", {})).splitlines()
+        assert allowed.count(f"{app} (read, write)") == 1, allowed
+        assert "line 1" in await ok(s, "read_text_file", {"path": str(link / "a.txt")})
+        assert "line 1" in await ok(s, "read_text_file", {"path": str(app / "a.txt")})
+
+    run(tmp, body, args=["mcp", str(link)])
 
 
 def test_reference_form_dirs(tree):
