@@ -157,21 +157,29 @@ impl Shared {
     /// spelled outside it. A name the sandbox refuses whatever the roots
     /// (`..`, a NUL byte) is left for it to refuse.
     fn within_client_roots(&self, m: &paths::Mapped, side: Side) -> Result<(), Error> {
-        let narrow = self
-            .narrow
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let Narrow::To(roots) = narrow else {
+        let Some(roots) = self.client_roots() else {
             return Ok(());
         };
         let Ok(rel) = RelPath::parse(&m.rel) else {
             return Ok(());
         };
-        let outside = |why: &str| Err(Error::new(ErrorCode::Denied, why).with_path(m.rel.clone()));
         // With no read root holding a relative name, the read finds
         // nothing: any granted directory may cover it.
         let target = m.dir.or_else(|| self.answering_dir(&rel, side));
+        self.judge(&roots, &rel, target)
+            .map_err(|why| Error::new(ErrorCode::Denied, why).with_path(m.rel.clone()))
+    }
+
+    /// Whether one of the client's `roots` covers `rel` in granted
+    /// directory `target` (in any, when `None`), and, below a client root
+    /// narrower than that whole directory, where the name leads; else why
+    /// not.
+    fn judge(
+        &self,
+        roots: &[(usize, String)],
+        rel: &RelPath,
+        target: Option<usize>,
+    ) -> Result<(), &'static str> {
         let same = |d: usize| target.is_none_or(|t| self.dirs[d].resolved == self.dirs[t].resolved);
         let covering: Vec<&str> = roots
             .iter()
@@ -179,19 +187,52 @@ impl Shared {
             .map(|(_, prefix)| prefix.as_str())
             .collect();
         if covering.is_empty() {
-            return outside("outside the roots this client declared");
+            return Err("outside the roots this client declared");
         }
         let Some(t) = target else {
             return Ok(());
         };
         if covering
             .iter()
-            .any(|prefix| *prefix == "." || self.leads_beneath(t, prefix, &rel))
+            .any(|prefix| *prefix == "." || self.leads_beneath(t, prefix, rel))
         {
             Ok(())
         } else {
-            outside("outside the roots this client declared: resolved, the name leads out of them")
+            Err("outside the roots this client declared: resolved, the name leads out of them")
         }
+    }
+
+    /// The name a walk over a directory (`grep`, `search_files`) uses for
+    /// `given`: as [`Shared::read_name`], and, since such a walk goes
+    /// through the directory in every read root that holds it, with the
+    /// client's roots judged in each read root where the name is there,
+    /// not only the first. With client roots, no name (the whole of every
+    /// read root) is judged as `.`.
+    pub(crate) fn walk_name(&self, given: Option<&str>) -> Result<Option<String>, Error> {
+        let Some(roots) = self.client_roots() else {
+            return given.map(|g| self.read_name(g)).transpose();
+        };
+        let name = self.read_name(given.unwrap_or("."))?;
+        let Ok(rel) = RelPath::parse(&name) else {
+            return Ok(Some(name));
+        };
+        for (k, root) in self.read_roots.iter().enumerate() {
+            // Every root where the name is there, file or directory: a
+            // walk takes the directory in each, a single file from the
+            // first where it can be looked at.
+            if root.stat(rel.as_str()).is_err() {
+                continue;
+            }
+            let target = self.dirs.iter().position(|d| d.read_index == Some(k));
+            if self.judge(&roots, &rel, target).is_err() {
+                return Err(Error::new(
+                    ErrorCode::Denied,
+                    "outside the roots this client declared: the search would also go through this directory in a read root they do not cover",
+                )
+                .with_path(name));
+            }
+        }
+        Ok(Some(name))
     }
 
     /// The granted directory a relative name is resolved in: the write

@@ -762,7 +762,7 @@ pub(crate) fn move_file(s: &Shared, a: MoveFile) -> Answer {
 }
 
 pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
-    let rel = s.read_name(&a.path)?;
+    let rel = s.walk_name(Some(&a.path))?.unwrap_or_default();
     let ex = Excludes::new(&a.exclude_patterns)?;
     let base = if rel == "." { None } else { Some(rel.as_str()) };
     let prefix_len = base.map_or(0, |b| b.trim_end_matches('/').len() + 1);
@@ -839,10 +839,7 @@ pub(crate) fn list_allowed_directories(s: &Shared, _: NoArgs) -> Answer {
 }
 
 pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBool>) -> Answer {
-    let rel = match &a.path {
-        Some(p) => Some(s.read_name(p)?),
-        None => None,
-    };
+    let rel = s.walk_name(a.path.as_deref())?;
     let mode = match a.mode {
         GrepModeArg::Lines => GrepMode::Lines,
         GrepModeArg::Files => GrepMode::Files,

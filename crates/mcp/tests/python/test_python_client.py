@@ -367,6 +367,10 @@ def test_client_roots_hold_through_symlinks(tree):
         await refused(s, "edit_file", {"path": "src/a_link", "edits": [{"oldText": "line 1", "newText": "x"}]},
                       "E_DENIED")
         await refused(s, "move_file", {"source": "src/up/a.txt", "destination": "src/moved.txt"}, "E_DENIED")
+        # A search with no path would go through the whole root.
+        await refused(s, "grep", {"pattern": "line"}, "E_DENIED")
+        assert (await ok(s, "grep", {"pattern": "fn", "path": "src", "mode": "files"})).strip() == "src/lib.rs"
+        await refused(s, "search_files", {"path": ".", "pattern": "**/*.txt"}, "E_DENIED")
         res = await s.call_tool("read_multiple_files", {"paths": ["src/lib.rs", "src/up/a.txt"]})
         assert "fn alpha" in text_of(res) and "line 1" not in text_of(res)
         # Links that stay inside the client's root, and plain names, work.
@@ -393,6 +397,10 @@ def test_client_roots_judge_the_root_that_answers(tmp_path):
     (one / "only1.txt").write_text("only one\n")
     (two / "both.txt").write_text("from two\n")
     (two / "only2.txt").write_text("only two\n")
+    (one / "d").mkdir()
+    (two / "d").mkdir()
+    (one / "d/x.txt").write_text("from one\n")
+    (two / "d/y.txt").write_text("from two\n")
     import mcp_types as types
 
     async def roots(_ctx):
@@ -408,10 +416,26 @@ def test_client_roots_judge_the_root_that_answers(tmp_path):
         # Writes go to the first directory, the write root: outside the
         # client's root.
         await refused(s, "write_file", {"path": "only2.txt", "content": "x"}, "E_DENIED")
+        await refused(s, "grep", {"pattern": "only"}, "E_DENIED")
 
     run(tmp, body, args=["mcp", str(one), str(two)], list_roots_callback=roots)
-    assert sorted(os.listdir(one)) == ["both.txt", "only1.txt"]
+    assert sorted(os.listdir(one)) == ["both.txt", "d", "only1.txt"]
     assert (two / "only2.txt").read_text() == "only two\n"
+
+    # A search goes through a directory in every read root that holds it:
+    # with the client's root in the first, the second's copy is refused.
+    async def first_roots(_ctx):
+        return types.ListRootsResult(roots=[types.Root(uri=(one / "d").as_uri())])
+
+    async def searches(s):
+        assert "from one" in await ok(s, "read_text_file", {"path": "d/x.txt"})
+        for tool, args in [("grep", {"pattern": "from", "path": "d"}),
+                           ("search_files", {"path": "d", "pattern": "*.txt"}),
+                           ("search_files", {"path": str(one / "d"), "pattern": "*.txt"})]:
+            t = await refused(s, tool, args, "E_DENIED")
+            assert "from two" not in t and "y.txt" not in t
+
+    run(tmp, searches, args=["mcp", str(one), str(two)], list_roots_callback=first_roots)
 
 
 def test_attack_path_swapped_while_calls_run(tree):
