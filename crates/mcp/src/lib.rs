@@ -73,8 +73,11 @@ pub(crate) struct Core {
 pub(crate) enum Narrow {
     /// The client offers no roots: the policy's roots apply.
     None,
-    /// Asked for; calls wait (a little) for the answer.
-    Pending,
+    /// Asked for; calls wait (a little) for the answer. The roots asked
+    /// for before, if any, stay in force meanwhile and after a failed
+    /// answer: a session never widens because a client failed to say what
+    /// its roots are now.
+    Pending(Option<Vec<(usize, String)>>),
     /// Names must lie below one of these: a granted directory's index and a
     /// root-relative prefix (`.` for the whole directory).
     To(Vec<(usize, String)>),
@@ -268,8 +271,8 @@ impl Shared {
     /// directory's index and the root-relative prefix of each.
     pub(crate) fn client_roots(&self) -> Option<Vec<(usize, String)>> {
         match &*self.narrow.read().unwrap_or_else(|p| p.into_inner()) {
-            Narrow::To(roots) => Some(roots.clone()),
-            Narrow::None | Narrow::Pending => None,
+            Narrow::To(roots) | Narrow::Pending(Some(roots)) => Some(roots.clone()),
+            Narrow::None | Narrow::Pending(None) => None,
         }
     }
 
@@ -307,7 +310,7 @@ impl Shared {
     fn narrow_pending(&self) -> bool {
         matches!(
             *self.narrow.read().unwrap_or_else(|p| p.into_inner()),
-            Narrow::Pending
+            Narrow::Pending(_)
         )
     }
 
@@ -469,8 +472,9 @@ impl Server {
     }
 
     /// Asks the client for its roots (when it has any) and narrows this
-    /// session to them; a client that does not answer leaves the policy's
-    /// roots in force.
+    /// session to them. A client that does not answer the first time
+    /// leaves the policy's roots in force, as the reference server does;
+    /// one that fails to answer again keeps the roots it had.
     // Roots are part of the revisions this server speaks (up to
     // 2025-11-25); the SDK marks them deprecated for a later one.
     #[allow(deprecated)]
@@ -481,7 +485,8 @@ impl Server {
         if !has_roots {
             return;
         }
-        self.shared.set_narrow(Narrow::Pending);
+        let before = self.shared.client_roots();
+        self.shared.set_narrow(Narrow::Pending(before.clone()));
         let shared = Arc::clone(&self.shared);
         tokio::spawn(async move {
             match tokio::time::timeout(Duration::from_secs(10), peer.list_roots()).await {
@@ -489,7 +494,7 @@ impl Server {
                     let uris: Vec<String> = r.roots.into_iter().map(|r| r.uri).collect();
                     shared.narrow_to(&uris);
                 }
-                _ => shared.set_narrow(Narrow::None),
+                _ => shared.set_narrow(before.map_or(Narrow::None, Narrow::To)),
             }
         });
     }

@@ -334,6 +334,35 @@ def test_client_roots_narrow_the_policy(tree):
     assert not (app / "outside-src.txt").exists()
 
 
+def test_client_roots_stay_when_asking_again_fails(tree):
+    """A client that says its roots changed and then fails to list them
+    keeps the roots it had: the session never widens to the policy's."""
+    tmp, app = tree
+    import mcp_types as types
+    asked = []
+
+    async def roots(_ctx):
+        asked.append(1)
+        if len(asked) > 1:
+            raise RuntimeError("the roots cannot be listed now")
+        return types.ListRootsResult(roots=[types.Root(uri=(app / "src").as_uri())])
+
+    async def body(s):
+        await refused(s, "read_text_file", {"path": "a.txt"}, "E_DENIED")
+        await s.send_roots_list_changed()
+        for _ in range(100):
+            if len(asked) > 1:
+                break
+            await asyncio.sleep(0.02)
+        assert len(asked) == 2
+        await asyncio.sleep(0.2)
+        await refused(s, "read_text_file", {"path": "a.txt"}, "E_DENIED")
+        await refused(s, "get_file_info", {"path": str(app / "a.txt")}, "E_DENIED")
+        assert "fn alpha" in await ok(s, "read_text_file", {"path": "src/lib.rs"})
+
+    run(tmp, body, list_roots_callback=roots)
+
+
 def test_client_roots_hold_through_symlinks(tree):
     """A client root narrower than the policy's holds for what a name
     resolves to, not only for how it is spelled: links inside it that lead
