@@ -68,6 +68,11 @@ pub(crate) struct Core {
     reads_short: bool,
 }
 
+/// The client roots in force: each a granted directory's index and a
+/// root-relative prefix (`.` for the whole directory). Shared, so that a
+/// call takes them without copying.
+pub(crate) type ClientRoots = Arc<[(usize, String)]>;
+
 /// A client's roots, as far as they lie inside the granted directories.
 #[derive(Clone, Debug)]
 pub(crate) enum Narrow {
@@ -77,10 +82,10 @@ pub(crate) enum Narrow {
     /// for before, if any, stay in force meanwhile and after a failed
     /// answer: a session never widens because a client failed to say what
     /// its roots are now.
-    Pending(Option<Vec<(usize, String)>>),
+    Pending(Option<ClientRoots>),
     /// Names must lie below one of these: a granted directory's index and a
     /// root-relative prefix (`.` for the whole directory).
-    To(Vec<(usize, String)>),
+    To(ClientRoots),
 }
 
 /// One session: the shared core and what this client narrowed it to.
@@ -114,11 +119,7 @@ fn leads_beneath(root: &Root, prefix: &str, rel: &RelPath) -> bool {
         Ok(sub) => sub,
         Err(e) => return e.kind() == ErrorKind::NotFound,
     };
-    let depth = prefix
-        .split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .count();
-    let rest: Vec<&str> = rel.components().skip(depth).collect();
+    let rest: Vec<&str> = rel.components().skip(parts(prefix).count()).collect();
     for n in (1..=rest.len()).rev() {
         match sub.resolve_path(rest[..n].join("/")) {
             Ok(_) => return true,
@@ -137,16 +138,16 @@ pub(crate) enum Side {
     Write,
 }
 
+/// The components of a root-relative name: the pieces between slashes,
+/// without the empty ones and `.`.
+fn parts(name: &str) -> impl Iterator<Item = &str> {
+    name.split('/').filter(|c| !c.is_empty() && *c != ".")
+}
+
 /// Whether root-relative `rel` lies at or below `prefix`, by components.
 fn rel_below(rel: &str, prefix: &str) -> bool {
-    if prefix == "." {
-        return true;
-    }
-    let mut r = rel.split('/').filter(|c| !c.is_empty() && *c != ".");
-    prefix
-        .split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .all(|p| r.next() == Some(p))
+    let mut r = parts(rel);
+    parts(prefix).all(|p| r.next() == Some(p))
 }
 
 impl Shared {
@@ -269,9 +270,9 @@ impl Shared {
 
     /// The client's roots, when it narrowed the session: a granted
     /// directory's index and the root-relative prefix of each.
-    pub(crate) fn client_roots(&self) -> Option<Vec<(usize, String)>> {
+    pub(crate) fn client_roots(&self) -> Option<ClientRoots> {
         match &*self.narrow.read().unwrap_or_else(|p| p.into_inner()) {
-            Narrow::To(roots) | Narrow::Pending(Some(roots)) => Some(roots.clone()),
+            Narrow::To(roots) | Narrow::Pending(Some(roots)) => Some(Arc::clone(roots)),
             Narrow::None | Narrow::Pending(None) => None,
         }
     }
@@ -300,7 +301,7 @@ impl Shared {
                 }
             }
         }
-        *self.narrow.write().unwrap_or_else(|p| p.into_inner()) = Narrow::To(out);
+        *self.narrow.write().unwrap_or_else(|p| p.into_inner()) = Narrow::To(out.into());
     }
 
     fn set_narrow(&self, n: Narrow) {
