@@ -210,15 +210,14 @@ impl Shared {
     /// `given`: as [`Shared::read_name`], and, since such a walk goes
     /// through the directory in every read root that holds it, with the
     /// client's roots judged in each read root where the name is there,
-    /// not only the first. With client roots, no name (the whole of every
-    /// read root) is judged as `.`.
-    pub(crate) fn walk_name(&self, given: Option<&str>) -> Result<Option<String>, Error> {
+    /// not only the first.
+    pub(crate) fn walk_name(&self, given: &str) -> Result<String, Error> {
+        let name = self.read_name(given)?;
         let Some(roots) = self.client_roots() else {
-            return given.map(|g| self.read_name(g)).transpose();
+            return Ok(name);
         };
-        let name = self.read_name(given.unwrap_or("."))?;
         let Ok(rel) = RelPath::parse(&name) else {
-            return Ok(Some(name));
+            return Ok(name);
         };
         for (k, root) in self.read_roots.iter().enumerate() {
             // Every root where the name is there, file or directory: a
@@ -236,7 +235,7 @@ impl Shared {
                 .with_path(name));
             }
         }
-        Ok(Some(name))
+        Ok(name)
     }
 
     /// The granted directory a relative name is resolved in: the write

@@ -762,7 +762,7 @@ pub(crate) fn move_file(s: &Shared, a: MoveFile) -> Answer {
 }
 
 pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
-    let rel = s.walk_name(Some(&a.path))?.unwrap_or_default();
+    let rel = s.walk_name(&a.path)?;
     let ex = Excludes::new(&a.exclude_patterns)?;
     let base = if rel == "." { None } else { Some(rel.as_str()) };
     let prefix_len = base.map_or(0, |b| b.trim_end_matches('/').len() + 1);
@@ -839,7 +839,8 @@ pub(crate) fn list_allowed_directories(s: &Shared, _: NoArgs) -> Answer {
 }
 
 pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBool>) -> Answer {
-    let rel = s.walk_name(a.path.as_deref())?;
+    // No path is the whole of every read root: `.`.
+    let rel = s.walk_name(a.path.as_deref().unwrap_or("."))?;
     let mode = match a.mode {
         GrepModeArg::Lines => GrepMode::Lines,
         GrepModeArg::Files => GrepMode::Files,
@@ -860,7 +861,7 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
             "before and after apply to mode lines only",
         ));
     }
-    let out = match s.sandbox.grep_with(&a.pattern, rel.as_deref(), &opts)? {
+    let out = match s.sandbox.grep_with(&a.pattern, Some(&rel), &opts)? {
         GrepOutput::Lines(ms) => {
             let mut out = String::new();
             for m in ms {
