@@ -42,6 +42,7 @@ const SUITES: &[(&str, &str)] = &[
     ("protect", "watch"),
     ("cli", "run"),
     ("cli", "exec"),
+    ("cli", "mcp_protocol"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2

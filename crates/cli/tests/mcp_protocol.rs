@@ -2,7 +2,8 @@
 //! well-formed call never ends the server; only closing its input does.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -722,6 +723,21 @@ fn http_refuses_addresses_off_loopback_and_an_existing_token_file() {
         fs::read_to_string(dir.path().join("ws/a.txt")).unwrap(),
         "hello\n"
     );
+    fs::write(dir.path().join("tok2"), "mine\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .args(["--http", "127.0.0.1:0", "--token-file"])
+        .arg(dir.path().join("tok2"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tok2"));
+    assert_eq!(
+        fs::read_to_string(dir.path().join("tok2")).unwrap(),
+        "mine\n"
+    );
 }
 
 #[test]
@@ -774,6 +790,114 @@ fn unix_socket_serves_sessions_with_mode_0600() {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// `sandgate mcp --unix PATH` with `PATH` already there: its status and
+/// stderr once it has stopped, or `None` when it is still serving after
+/// the socket appeared (it was killed then).
+fn unix_over(dir: &Path, sock: &Path) -> Option<(std::process::ExitStatus, String)> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .arg("--unix")
+        .arg(sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return Some((status, err));
+        }
+        if answers_initialize(sock) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        assert!(Instant::now() < deadline, "neither served nor stopped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether an MCP server answers `initialize` on the socket at `sock`.
+fn answers_initialize(sock: &Path) -> bool {
+    let Ok(stream) = std::os::unix::net::UnixStream::connect(sock) else {
+        return false;
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut w = stream.try_clone().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    if writeln!(w, "{init}").is_err() {
+        return false;
+    }
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).is_ok()
+        && serde_json::from_str::<Value>(&line)
+            .is_ok_and(|v| v["result"]["protocolVersion"] == "2025-11-25")
+}
+
+#[test]
+fn unix_socket_never_replaces_what_is_at_its_path() {
+    use std::os::unix::net::{UnixListener, UnixStream};
+    let dir = policy_dir();
+    let at = |n: &str| dir.path().join(n);
+    // A file, a link (to a file, and dangling), a directory: each refused,
+    // named, and left as it was.
+    fs::write(at("keep.txt"), "precious\n").unwrap();
+    std::os::unix::fs::symlink(at("ws/a.txt"), at("link")).unwrap();
+    std::os::unix::fs::symlink(at("nowhere"), at("dangling")).unwrap();
+    fs::create_dir(at("adir")).unwrap();
+    for name in ["keep.txt", "link", "dangling", "adir"] {
+        let (status, err) = unix_over(dir.path(), &at(name))
+            .unwrap_or_else(|| panic!("{name}: served over what was there"));
+        assert!(!status.success(), "{name}");
+        assert!(
+            err.contains(name) && err.contains("exists"),
+            "{name}: {err}"
+        );
+    }
+    assert_eq!(fs::read_to_string(at("keep.txt")).unwrap(), "precious\n");
+    assert_eq!(fs::read_link(at("link")).unwrap(), at("ws/a.txt"));
+    assert_eq!(fs::read_to_string(at("ws/a.txt")).unwrap(), "hello\n");
+    assert_eq!(fs::read_link(at("dangling")).unwrap(), at("nowhere"));
+    assert!(!at("nowhere").exists());
+    assert!(fs::metadata(at("adir")).unwrap().is_dir());
+    // A socket another server listens on is not taken from it.
+    let live = UnixListener::bind(at("live.sock")).unwrap();
+    let (status, err) = unix_over(dir.path(), &at("live.sock")).expect("took a live socket");
+    assert!(!status.success());
+    assert!(
+        err.contains("live.sock") && err.contains("listens"),
+        "{err}"
+    );
+    let _c = UnixStream::connect(at("live.sock")).unwrap();
+    live.accept().unwrap();
+    // A socket left behind by a server that is gone is replaced.
+    drop(UnixListener::bind(at("stale.sock")).unwrap());
+    assert!(UnixStream::connect(at("stale.sock")).is_err());
+    assert!(
+        unix_over(dir.path(), &at("stale.sock")).is_none(),
+        "a stale socket was not replaced"
+    );
+    // No private staging directory is left behind either way.
+    let left: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".sandgate"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// The server's stdin and stdout, and our ends of them.

@@ -147,20 +147,33 @@ pub async fn serve_http(
 
 /// Serves MCP (newline-delimited JSON-RPC, as on stdio) on a UNIX socket at
 /// `path`, one session per connection, until the process ends. The socket
-/// is made in a private directory, set to mode 0600 and only then moved to
-/// `path`, so no other user can connect in between.
+/// is made in a private directory, set to mode 0600 and only then linked
+/// at `path`, so no other user can connect in between. Nothing already at
+/// `path` is replaced but a socket no server listens on (one left by a
+/// server that was killed): not a file, a link or a live server's socket.
 pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     let parent = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let private = parent.join(format!(".sandgate-mcp-{}", std::process::id()));
-    std::fs::DirBuilder::new().mode(0o700).create(&private)?;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot make the private directory {}: {e}",
+                    private.display()
+                ),
+            )
+        })?;
     let staged = private.join("sock");
     let bound = (|| {
         let l = tokio::net::UnixListener::bind(&staged)?;
         std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
-        std::fs::rename(&staged, path)?;
+        place_socket(&staged, path)?;
         Ok::<_, std::io::Error>(l)
     })();
     let _ = std::fs::remove_file(&staged);
@@ -182,4 +195,55 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
             }
         });
     }
+}
+
+/// Gives the bound socket at `staged` the name `path`. A hard link, since
+/// `link(2)` never replaces an existing name (on every filesystem, where
+/// `rename(2)` would silently replace a file). What is already at `path`
+/// is removed only when it is a socket that refuses connections, so no
+/// server listens on it any more; then the link is tried once more, and
+/// anything that took the name in between is left alone.
+fn place_socket(staged: &Path, path: &Path) -> std::io::Result<()> {
+    use std::io::ErrorKind;
+    use std::os::unix::fs::FileTypeExt;
+    let exists = |what: &str| {
+        std::io::Error::new(
+            ErrorKind::AlreadyExists,
+            format!(
+                "{} exists and is {what}; sandgate replaces only a socket no server listens on",
+                path.display()
+            ),
+        )
+    };
+    match std::fs::hard_link(staged, path) {
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+        other => return other,
+    }
+    let kind = std::fs::symlink_metadata(path)?.file_type();
+    if kind.is_symlink() {
+        return Err(exists("a symbolic link"));
+    }
+    if !kind.is_socket() {
+        return Err(exists(if kind.is_dir() {
+            "a directory"
+        } else {
+            "not a socket"
+        }));
+    }
+    match std::os::unix::net::UnixStream::connect(path) {
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
+        Ok(_) => {
+            return Err(std::io::Error::new(
+                ErrorKind::AddrInUse,
+                format!("a server already listens on {}", path.display()),
+            ))
+        }
+        Err(e) => {
+            return Err(exists(&format!(
+                "a socket that cannot be judged stale ({e})"
+            )))
+        }
+    }
+    std::fs::remove_file(path)?;
+    std::fs::hard_link(staged, path)
 }
