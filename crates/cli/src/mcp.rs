@@ -61,11 +61,15 @@ pub fn mcp(
             return ExitCode::from(2);
         }
     };
-    let sink = match audit.as_deref().map(sandgate_mcp::audit::json_lines_file) {
+    let write_root = loaded.write_root();
+    let sink = match audit
+        .as_deref()
+        .map(|a| sandgate_mcp::audit::json_lines_file(a, write_root))
+    {
         None => None,
         Some(Ok(s)) => Some(s),
         Some(Err(e)) => {
-            eprintln!("sandgate: cannot open the audit file: {e}");
+            eprintln!("sandgate: {e}");
             return ExitCode::from(2);
         }
     };

@@ -681,6 +681,80 @@ fn policy_dir() -> tempfile::TempDir {
 }
 
 #[test]
+fn the_audit_file_may_not_lie_where_the_agent_writes() {
+    // In the write root, the agent could erase or forge its own audit with
+    // write_file (or a shell command): refused however it is named, and
+    // nothing is created there.
+    let dir = policy_dir();
+    let at = |n: &str| dir.path().join(n);
+    fs::create_dir(at("ws/sub")).unwrap();
+    fs::write(at("outside.jsonl"), "").unwrap();
+    std::os::unix::fs::symlink(at("ws/log.jsonl"), at("into-ws-missing")).unwrap();
+    fs::write(at("ws/old.jsonl"), "").unwrap();
+    std::os::unix::fs::symlink(at("ws/old.jsonl"), at("into-ws")).unwrap();
+    std::os::unix::fs::symlink(at("ws/sub"), at("ws-sub-link")).unwrap();
+    fs::hard_link(at("outside.jsonl"), at("ws/hard.jsonl")).unwrap();
+    let refused = |audit: &Path, by_dirs: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+        cmd.args(["mcp", "--audit"]).arg(audit);
+        if by_dirs {
+            cmd.arg(at("ws"));
+        } else {
+            cmd.arg("--policy").arg(at("policy.toml"));
+        }
+        let out = cmd.stdin(Stdio::null()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", audit.display());
+        assert!(err.contains("audit"), "{err}");
+        err
+    };
+    for by_dirs in [false, true] {
+        for name in [
+            "ws/log.jsonl",
+            "ws/sub/log.jsonl",
+            "ws-sub-link/log.jsonl",
+            "into-ws-missing",
+            "into-ws",
+        ] {
+            let err = refused(&at(name), by_dirs);
+            assert!(err.contains("write root"), "{name}: {err}");
+        }
+        // Another name in the write root for an outside file.
+        let err = refused(&at("outside.jsonl"), by_dirs);
+        assert!(err.contains("hard link"), "{err}");
+    }
+    assert!(!at("ws/log.jsonl").exists() && !at("ws/sub/log.jsonl").exists());
+    assert_eq!(fs::read(at("ws/old.jsonl")).unwrap(), b"");
+    // Outside the write root (beside the policy, in a read-only root) it is
+    // written as before.
+    fs::remove_file(at("ws/hard.jsonl")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--audit"])
+        .arg(at("outside.jsonl"))
+        .arg("--policy")
+        .arg(at("policy.toml"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut w = child.stdin.take().unwrap();
+    for m in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}),
+    ] {
+        writeln!(w, "{m}").unwrap();
+    }
+    drop(w);
+    assert!(child.wait().unwrap().success());
+    let text = fs::read_to_string(at("outside.jsonl")).unwrap();
+    assert!(text.contains("\"op\":\"read\""), "{text}");
+}
+
+#[test]
 fn http_refuses_addresses_off_loopback_and_an_existing_token_file() {
     let dir = policy_dir();
     for addr in ["0.0.0.0:0", "192.0.2.1:8080", "[::]:0"] {

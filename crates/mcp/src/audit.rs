@@ -3,8 +3,8 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
@@ -14,12 +14,41 @@ use sandgate::{AuditEvent, AuditSink};
 /// the epoch, `op`, `path`, `size`, `outcome`, and for `exec` and `git`
 /// `exit_code` when the command ran and `limit` when one stopped it). The file is created with
 /// mode 0600 when missing.
-pub fn json_lines_file(path: &Path) -> std::io::Result<AuditSink> {
+///
+/// A file inside `write_root` is refused, however it is named (through a
+/// link, or a second name made by a hard link), and nothing is created:
+/// there the agent could erase or forge its own audit with `write_file` or
+/// a shell command.
+pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Result<AuditSink> {
+    let refuse = |why: String| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("the audit file {}: {why}", path.display()),
+        )
+    };
+    if let Some(root) = write_root {
+        let lands = where_it_lands(path).map_err(|e| refuse(e.to_string()))?;
+        if lands.starts_with(root) {
+            return Err(refuse(format!(
+                "it lies inside the write root {}, where the agent could rewrite or erase its \
+                 own audit; choose a file outside it",
+                root.display()
+            )));
+        }
+    }
     let file = OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
-        .open(path)?;
+        .open(path)
+        .map_err(|e| refuse(e.to_string()))?;
+    let names = file.metadata().map_err(|e| refuse(e.to_string()))?.nlink();
+    if write_root.is_some() && names > 1 {
+        return Err(refuse(format!(
+            "it has {names} names (hard links), and one could lie inside the write root; \
+             give it a file with one name"
+        )));
+    }
     let file = Mutex::new(file);
     Ok(Arc::new(move |e: &AuditEvent| {
         let mut line = serde_json::json!({
@@ -39,4 +68,35 @@ pub fn json_lines_file(path: &Path) -> std::io::Result<AuditSink> {
         // A full disk must not fail the operation itself.
         let _ = writeln!(f, "{line}");
     }))
+}
+
+/// Where opening `path` for appending would write, with every link
+/// followed: the file itself when it exists; when it does not, its
+/// resolved directory and its name. A dangling link is followed as far
+/// as it goes, since opening it would create its target.
+fn where_it_lands(path: &Path) -> std::io::Result<PathBuf> {
+    let mut path = std::path::absolute(path)?;
+    // Links at the last component, each taken relative to its directory;
+    // the kernel stops at 40, and so does this.
+    for _ in 0..40 {
+        if let Ok(real) = std::fs::canonicalize(&path) {
+            return Ok(real);
+        }
+        match std::fs::read_link(&path) {
+            Ok(target) => {
+                let dir = path.parent().unwrap_or(Path::new("/"));
+                path = dir.join(target);
+            }
+            Err(_) => {
+                let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+                    return Ok(path);
+                };
+                return Ok(std::fs::canonicalize(dir)?.join(name));
+            }
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "{}: too many levels of symbolic links",
+        path.display()
+    )))
 }
