@@ -444,7 +444,7 @@ pub(crate) fn resolve(
     }
     let net_granted = (!gate.removed("net.allow")).then_some(!net_fields.is_empty());
     let net = sandgate_netguard::Rules::new(mode.into(), allow, raw.net.allow_http);
-    let credentials = net_credentials(&mut gate, raw.net.credentials, &net);
+    let credentials = net_credentials(&mut gate, raw.net.credentials, &net, &exec.env_inherit);
     let request_rules = net_request_rules(&mut gate, raw.net.rules, &net);
 
     // [budgets]
@@ -576,10 +576,15 @@ fn gate_prefixes(gate: &mut Gate<'_>, key: &str, prefixes: Vec<Spanned<String>>)
 }
 
 /// `[[net.credentials]]`.
+///
+/// A variable that `exec.env_inherit` also passes is refused: the proxy
+/// sets a credential so that the command never holds it, and every command
+/// would find this one in its environment.
 fn net_credentials(
     gate: &mut Gate<'_>,
     raw: Vec<Spanned<crate::decode::RawCredential>>,
     rules: &sandgate_netguard::Rules,
+    env_inherit: &[String],
 ) -> Vec<net::NetCredential> {
     let mut out: Vec<net::NetCredential> = Vec::new();
     for (i, item) in raw.into_iter().enumerate() {
@@ -609,6 +614,17 @@ fn net_credentials(
                     gate.invalid(
                         &e,
                         "an environment variable's name may not be empty or hold `=`",
+                    );
+                    None
+                } else if env_inherit.contains(&e.value) {
+                    gate.invalid(
+                        &e,
+                        format!(
+                            "`{}` is also in exec.env_inherit, which hands it to every command; \
+                             the proxy sets a credential so that the command never holds it: \
+                             take the name out of env_inherit",
+                            e.value.escape_debug()
+                        ),
                     );
                     None
                 } else {

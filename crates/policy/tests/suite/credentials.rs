@@ -236,3 +236,44 @@ fn options_write_the_same_entries() {
             .unwrap_err();
     assert_eq!(e.kind(), K::UnknownKey);
 }
+
+#[test]
+fn a_credential_variable_is_never_also_inherited_by_commands() {
+    // env_inherit would hand the value to every command, defeating the
+    // proxy that keeps it out of the command.
+    let err = crate::common::load(&format!(
+        "[exec]\nenabled = true\nenv_inherit = [\"HOME_DIR\", \"GH_TOKEN\"]\n\
+         {GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nenv = \"GH_TOKEN\"\n"
+    ))
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("net.credentials[0].env"), "{text}");
+    assert!(
+        text.contains("`GH_TOKEN` is also in exec.env_inherit"),
+        "{text}"
+    );
+    refused(
+        &format!(
+            "[exec]\nenv_inherit = [\"GH_TOKEN\"]\n\
+             {GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nenv = \"GH_TOKEN\"\n"
+        ),
+        K::InvalidValue,
+        "net.credentials[0].env",
+    );
+    // Names are matched exactly, as the environment does.
+    ok(&format!(
+        "[exec]\nenv_inherit = [\"gh_token\", \"GH_TOKEN_URL\"]\n\
+         {GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nenv = \"GH_TOKEN\"\n"
+    ));
+    // The builder goes through the same gate.
+    let mut o = PolicyOptions::default();
+    o.exec.env_inherit.push("GH_TOKEN".into());
+    o.net.allow.push("api.example.com".into());
+    o.net.credentials.push(sandgate_policy::CredentialOptions {
+        host: Some("api.example.com".into()),
+        env: Some("GH_TOKEN".into()),
+        ..Default::default()
+    });
+    let e = sandgate_policy::Policy::from_options(&o, std::path::Path::new("/")).unwrap_err();
+    assert!(e.to_string().contains("exec.env_inherit"), "{e}");
+}
