@@ -127,6 +127,9 @@ struct NetState {
     credentials: Vec<sandgate_policy::NetCredential>,
     /// `[[net.rules]]`.
     request_rules: Vec<sandgate_policy::NetRequestRule>,
+    /// The policy's roots (canonical): a credential's file may not lie
+    /// inside one, where commands and file tools read.
+    roots: Vec<std::path::PathBuf>,
     /// The roots an intercepted host's certificate must chain to, as PEM
     /// (`None`: the system's).
     upstream_roots: Mutex<Option<String>>,
@@ -486,6 +489,12 @@ impl Executor {
                 rules: policy.net_rules().clone(),
                 credentials: policy.net_credentials().to_vec(),
                 request_rules: policy.net_request_rules().to_vec(),
+                roots: policy
+                    .read_roots()
+                    .iter()
+                    .map(|p| p.to_path_buf())
+                    .chain(policy.write_root().map(|p| p.to_path_buf()))
+                    .collect(),
                 upstream_roots: Mutex::new(None),
                 resolver: Mutex::new(Arc::new(SystemResolver)),
                 served: Mutex::new(None),
@@ -725,10 +734,14 @@ impl Executor {
                     None => return Err(refuse("the variable is not set".into())),
                 },
                 CredentialSource::File(path) => {
+                    let file = std::fs::File::open(path)
+                        .map_err(|e| refuse(format!("cannot read the file: {e}")))?;
+                    beyond_commands(&file, path, &net.roots).map_err(refuse)?;
                     let mut bytes = Vec::new();
-                    let read = std::fs::File::open(path).and_then(|f| {
-                        std::io::Read::read_to_end(&mut std::io::Read::take(f, 65_537), &mut bytes)
-                    });
+                    let read = std::io::Read::read_to_end(
+                        &mut std::io::Read::take(file, 65_537),
+                        &mut bytes,
+                    );
                     if let Err(e) = read {
                         return Err(refuse(format!("cannot read the file: {e}")));
                     }
@@ -1172,6 +1185,48 @@ fn protection(policy: &Policy) -> Result<Option<Arc<Protection>>, Error> {
         Arc::new(protector),
         write_root.to_path_buf(),
     ))))
+}
+
+/// Refuses a credential's file (opened as `file` from `path`) that a
+/// command could read itself: one inside a policy root, where commands and
+/// the file tools read, or inside a system directory every command reads
+/// (`/etc`, `/usr`, ...), or one with a second name (a hard link) that
+/// could lie there. The proxy sets the value so that the command never
+/// holds it.
+fn beyond_commands(file: &std::fs::File, path: &Path, roots: &[PathBuf]) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    // Where the opened file is, every link followed: from the descriptor
+    // when /proc is there, so nothing can move between the look and the
+    // open.
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .or_else(|_| std::fs::canonicalize(path))
+        .map_err(|e| format!("cannot tell where the file lies: {e}"))?;
+    let system = sandgate_shellexec::SYSTEM_DIRS
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok());
+    if let Some(dir) = roots
+        .iter()
+        .cloned()
+        .chain(system)
+        .find(|d| real.starts_with(d))
+    {
+        return Err(format!(
+            "the file lies inside {}, which commands can read; keep the value where they cannot",
+            dir.display()
+        ));
+    }
+    let names = file
+        .metadata()
+        .map_err(|e| format!("cannot read the file: {e}"))?
+        .nlink();
+    if names > 1 {
+        return Err(format!(
+            "the file has {names} names (hard links), and another may lie where commands \
+             read; give the value a file with one name"
+        ));
+    }
+    Ok(())
 }
 
 /// The directories a deny-write pattern protects as a whole by name

@@ -520,6 +520,55 @@ fn a_source_that_cannot_be_read_is_refused_at_start_naming_it() {
 }
 
 #[test]
+fn a_file_the_command_could_read_is_refused_as_a_source() {
+    // The proxy keeps the value out of the command; a file the command (or
+    // the file tools) can read would hand it over anyway.
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n);
+    std::fs::create_dir(at("work")).unwrap();
+    std::fs::create_dir(at("ro")).unwrap();
+    for f in ["work/token", "ro/token", "outside-linked"] {
+        std::fs::write(at(f), format!("{SECRET}\n")).unwrap();
+    }
+    std::os::unix::fs::symlink(at("work/token"), at("link-into-work")).unwrap();
+    std::fs::hard_link(at("outside-linked"), at("work/second-name")).unwrap();
+    let cases = [
+        ("work/token", "inside"),
+        ("ro/token", "inside"),
+        ("link-into-work", "inside"),
+        ("outside-linked", "2 names"),
+        // A system directory every command reads.
+        ("/etc/passwd", "inside /etc"),
+    ];
+    for (name, why) in cases {
+        let mut b = Executor::builder();
+        b.base_dir(dir.path())
+            .read_root("ro")
+            .write_root("work")
+            .enabled(true)
+            .security_mode(SecurityMode::TrustedHost)
+            .net_allow("localhost")
+            .net_credential(CredentialOptions {
+                host: Some("localhost".into()),
+                file: Some(at(name).to_string_lossy().into_owned()),
+                ..Default::default()
+            });
+        let ex = b.build().unwrap();
+        let e = ex.start().unwrap_err();
+        let msg = e.to_string();
+        if e.code() == sandgate::ErrorCode::ConfineUnavailable {
+            eprintln!("note: skipped: {msg}");
+            return;
+        }
+        assert_eq!(e.code(), sandgate::ErrorCode::Policy, "{name}: {msg}");
+        assert_eq!(e.key(), Some("net.credentials[0]"), "{name}: {msg}");
+        assert!(msg.contains(why), "{name}: {msg}");
+        assert!(!msg.contains(SECRET) && !msg.contains("root:"), "{msg}");
+        assert!(ex.exec("true", ExecOptions::default()).is_err());
+    }
+}
+
+#[test]
 fn without_namespaces_an_executor_with_credentials_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("work")).unwrap();

@@ -420,11 +420,6 @@ pub const NEWEST_ABI: u32 = 9;
 const NET_ABI: u32 = 4;
 const SCOPE_ABI: u32 = 6;
 
-/// Directories needed to run a shell and ordinary tools: read and execute.
-const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-];
-
 // Raw Landlock uapi (include/uapi/linux/landlock.h). The `landlock` crate
 // keeps its own copy private, and the child must not go through an API that
 // allocates.
@@ -743,11 +738,14 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
         let fd = open_path(dir).map_err(|e| ConfineError::path("write dir", dir, e))?;
         push_rule(&mut paths, fd, rights.write, &rights);
     }
-    let system = SYSTEM_DIRS.iter().map(|p| (*p, rights.read_exec)).chain([
-        ("/dev/null", read_write),
-        ("/dev/zero", read),
-        ("/dev/urandom", read),
-    ]);
+    let system = crate::SYSTEM_DIRS
+        .iter()
+        .map(|p| (*p, rights.read_exec))
+        .chain([
+            ("/dev/null", read_write),
+            ("/dev/zero", read),
+            ("/dev/urandom", read),
+        ]);
     for (path, access) in system {
         match open_path(Path::new(path)) {
             Ok(fd) => push_rule(&mut paths, fd, access, &rights),

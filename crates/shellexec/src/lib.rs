@@ -36,6 +36,15 @@ compile_error!(
      seccomp and pidfds. x86_64 Linux with glibc is the platform that is built and tested."
 );
 
+/// Directories a command reads and executes from besides the policy's
+/// roots, those a shell and ordinary tools need: granted read and execute
+/// by Landlock on the floor, and bound read-only into the view in
+/// namespaces (those that exist; a symlink such as `/bin -> usr/bin` is
+/// recreated there as a symlink).
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+];
+
 #[cfg(target_os = "linux")]
 pub mod binds;
 #[cfg(target_os = "linux")]

@@ -27,12 +27,6 @@ use syscalls::{Errno, Sysno};
 use crate::spawn::{block_all_signals, exit, restore_signals, write_all};
 use crate::sys::above_stdio;
 
-/// Directories a shell needs, bound read-only into the view (those that
-/// exist; a symlink such as `/bin -> usr/bin` is recreated as a symlink).
-const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-];
-
 /// Device nodes bound from the host into the view's `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
@@ -446,7 +440,7 @@ impl ViewPlan {
     /// `write_dirs` (each bound at its own path, canonicalized).
     pub(crate) fn new(read_dirs: &[PathBuf], write_dirs: &[PathBuf]) -> io::Result<ViewPlan> {
         let mut entries: Vec<(PathBuf, Kind)> = Vec::new();
-        for dir in SYSTEM_DIRS {
+        for dir in crate::SYSTEM_DIRS {
             let path = Path::new(dir);
             match std::fs::symlink_metadata(path) {
                 Ok(m) if m.file_type().is_symlink() => {
