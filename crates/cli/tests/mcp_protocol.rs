@@ -783,29 +783,24 @@ fn http_refuses_addresses_off_loopback_and_an_existing_token_file() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     // A token file that exists is never overwritten (nor followed if a link).
+    let with_token_file = |name: &str| {
+        Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(["mcp", "--policy"])
+            .arg(dir.path().join("policy.toml"))
+            .args(["--http", "127.0.0.1:0", "--token-file"])
+            .arg(dir.path().join(name))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
     std::os::unix::fs::symlink(dir.path().join("ws/a.txt"), dir.path().join("tok")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-        .args(["mcp", "--policy"])
-        .arg(dir.path().join("policy.toml"))
-        .args(["--http", "127.0.0.1:0", "--token-file"])
-        .arg(dir.path().join("tok"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_ne!(out.status.code(), Some(0));
+    assert_ne!(with_token_file("tok").status.code(), Some(0));
     assert_eq!(
         fs::read_to_string(dir.path().join("ws/a.txt")).unwrap(),
         "hello\n"
     );
     fs::write(dir.path().join("tok2"), "mine\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-        .args(["mcp", "--policy"])
-        .arg(dir.path().join("policy.toml"))
-        .args(["--http", "127.0.0.1:0", "--token-file"])
-        .arg(dir.path().join("tok2"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = with_token_file("tok2");
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("tok2"));
     assert_eq!(

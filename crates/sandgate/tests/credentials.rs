@@ -498,25 +498,39 @@ fn a_source_that_cannot_be_read_is_refused_at_start_naming_it() {
             dir.path().join("bad").display().to_string(),
         ),
     ] {
-        let mut b = Executor::builder();
-        b.base_dir(dir.path())
-            .write_root("work")
-            .enabled(true)
-            .security_mode(SecurityMode::TrustedHost)
-            .net_allow("localhost")
-            .net_credential(c);
-        let ex = b.build().unwrap();
-        let e = ex.start().unwrap_err();
-        let msg = e.to_string();
-        if e.code() == sandgate::ErrorCode::ConfineUnavailable {
-            eprintln!("note: skipped: {msg}");
+        let Some(e) = refused_at_start(dir.path(), false, c) else {
             return;
-        }
+        };
+        let msg = e.to_string();
         assert_eq!(e.code(), sandgate::ErrorCode::Policy, "{msg}");
         assert!(msg.contains(&names), "{msg}");
         assert!(!msg.contains("line1-value"), "{msg}");
-        assert!(ex.exec("true", ExecOptions::default()).is_err());
     }
+}
+
+/// Why an executor in `dir` (write root `work`, read root `ro` when
+/// `read_root`) granted `localhost` with the credential `c` refused to
+/// start; `None` (printed) where commands cannot run in namespaces here.
+/// A refused executor runs nothing.
+fn refused_at_start(dir: &Path, read_root: bool, c: CredentialOptions) -> Option<sandgate::Error> {
+    let mut b = Executor::builder();
+    b.base_dir(dir)
+        .write_root("work")
+        .enabled(true)
+        .security_mode(SecurityMode::TrustedHost)
+        .net_allow("localhost")
+        .net_credential(c);
+    if read_root {
+        b.read_root("ro");
+    }
+    let ex = b.build().unwrap();
+    let e = ex.start().unwrap_err();
+    assert!(ex.exec("true", ExecOptions::default()).is_err());
+    if e.code() == sandgate::ErrorCode::ConfineUnavailable {
+        eprintln!("note: skipped: {e}");
+        return None;
+    }
+    Some(e)
 }
 
 #[test]
@@ -541,30 +555,19 @@ fn a_file_the_command_could_read_is_refused_as_a_source() {
         ("/etc/passwd", "inside /etc"),
     ];
     for (name, why) in cases {
-        let mut b = Executor::builder();
-        b.base_dir(dir.path())
-            .read_root("ro")
-            .write_root("work")
-            .enabled(true)
-            .security_mode(SecurityMode::TrustedHost)
-            .net_allow("localhost")
-            .net_credential(CredentialOptions {
-                host: Some("localhost".into()),
-                file: Some(at(name).to_string_lossy().into_owned()),
-                ..Default::default()
-            });
-        let ex = b.build().unwrap();
-        let e = ex.start().unwrap_err();
-        let msg = e.to_string();
-        if e.code() == sandgate::ErrorCode::ConfineUnavailable {
-            eprintln!("note: skipped: {msg}");
+        let c = CredentialOptions {
+            host: Some("localhost".into()),
+            file: Some(at(name).to_string_lossy().into_owned()),
+            ..Default::default()
+        };
+        let Some(e) = refused_at_start(dir.path(), true, c) else {
             return;
-        }
+        };
+        let msg = e.to_string();
         assert_eq!(e.code(), sandgate::ErrorCode::Policy, "{name}: {msg}");
         assert_eq!(e.key(), Some("net.credentials[0]"), "{name}: {msg}");
         assert!(msg.contains(why), "{name}: {msg}");
         assert!(!msg.contains(SECRET) && !msg.contains("root:"), "{msg}");
-        assert!(ex.exec("true", ExecOptions::default()).is_err());
     }
 }
 
