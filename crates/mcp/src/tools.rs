@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use sandgate::search::{GrepMode, GrepOptions, GrepOutput};
-use sandgate::{Error, ErrorCode, FileKind, Limit};
+use sandgate::{Error, ErrorCode, FileKind, Limit, MAX_RANGE_LINES};
 
 use crate::Shared;
 
@@ -489,14 +489,61 @@ pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile) -> Answer {
             "give head or tail, not both",
         )),
         (Some(0), None) | (None, Some(0)) => text(""),
-        (Some(n), None) => text(lossy(sb.read_lines(&rel, 1, n)?.content)),
-        (None, Some(n)) => {
+        (Some(n), None) if n <= MAX_RANGE_LINES => text(lossy(sb.read_lines(&rel, 1, n)?.content)),
+        (None, Some(n)) if n <= MAX_RANGE_LINES => {
             let total = sb.read_lines(&rel, 1, 1)?.total_lines;
             let from = total.saturating_sub(n) + 1;
             text(lossy(sb.read_lines(&rel, from, n)?.content))
         }
-        (None, None) => text(lossy(sb.read(&rel)?)),
+        // The sandbox's ranged read serves 2,000 lines at most; the
+        // reference server takes any count, so a longer one is cut from
+        // the whole file, which must then fit in max_read_bytes.
+        (head, tail) => {
+            let mut whole = sb.read(&rel).map_err(|e| match (e.code(), head.or(tail)) {
+                (ErrorCode::TooLarge, Some(_)) => Error::new(
+                    ErrorCode::TooLarge,
+                    format!(
+                        "{}; a head or tail of more than {MAX_RANGE_LINES} lines reads the \
+                         whole file, so ask for {MAX_RANGE_LINES} lines or fewer",
+                        e.message()
+                    ),
+                )
+                .with_path(&rel),
+                _ => e,
+            })?;
+            match (head, tail) {
+                (Some(n), _) => whole.truncate(first_lines_len(&whole, n)),
+                (_, Some(n)) => drop(whole.drain(..last_lines_start(&whole, n))),
+                _ => {}
+            }
+            text(lossy(whole))
+        }
     }
+}
+
+/// How many bytes the first `n` lines of `bytes` take, each with its line
+/// break (the last one may have none), as the sandbox's ranged read
+/// counts lines.
+fn first_lines_len(bytes: &[u8], n: usize) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    memchr::memchr_iter(b'\n', bytes)
+        .nth(n - 1)
+        .map_or(bytes.len(), |end| end + 1)
+}
+
+/// Where the last `n` lines of `bytes` start, counted as
+/// [`first_lines_len`] counts them.
+fn last_lines_start(bytes: &[u8], n: usize) -> usize {
+    if n == 0 {
+        return bytes.len();
+    }
+    // A final line without a break is a line too.
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    memchr::memrchr_iter(b'\n', body)
+        .nth(n - 1)
+        .map_or(0, |start| start + 1)
 }
 
 fn mime_of(name: &str) -> &'static str {
@@ -1002,4 +1049,50 @@ pub fn describe(e: &Error) -> String {
         let _ = write!(s, " (pattern: {p})");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{first_lines_len, last_lines_start};
+
+    /// Lines as the sandbox's ranged read counts them: each up to and
+    /// including its break, and a last one without a break.
+    fn lines(bytes: &[u8]) -> Vec<&[u8]> {
+        bytes.split_inclusive(|&b| b == b'\n').collect()
+    }
+
+    #[test]
+    fn head_and_tail_cut_where_the_lines_do() {
+        let samples: [&[u8]; 7] = [
+            b"",
+            b"\n",
+            b"\n\n\n",
+            b"one",
+            b"one\ntwo\n",
+            b"one\ntwo\nthree",
+            b"\r\n\n a \n\nlast",
+        ];
+        for bytes in samples {
+            let all = lines(bytes);
+            for n in 0..all.len() + 3 {
+                let head: Vec<u8> = all.iter().take(n).flat_map(|l| l.iter().copied()).collect();
+                let skip = all.len().saturating_sub(n);
+                let tail: Vec<u8> = all
+                    .iter()
+                    .skip(skip)
+                    .flat_map(|l| l.iter().copied())
+                    .collect();
+                assert_eq!(
+                    &bytes[..first_lines_len(bytes, n)],
+                    &head[..],
+                    "{bytes:?} head {n}"
+                );
+                assert_eq!(
+                    &bytes[last_lines_start(bytes, n)..],
+                    &tail[..],
+                    "{bytes:?} tail {n}"
+                );
+            }
+        }
+    }
 }

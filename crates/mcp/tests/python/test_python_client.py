@@ -601,3 +601,39 @@ def test_streamable_http_with_the_bearer_token(tree):
         proc.kill()
         proc.wait()
     outside_unchanged(tmp)
+
+
+def test_head_and_tail_past_two_thousand_lines(tmp_path):
+    # The reference server takes any head or tail; the sandbox's ranged read
+    # serves 2,000 lines at most, so longer ones read the whole file, within
+    # max_read_bytes.
+    tmp = tmp_path.resolve()
+    ws = tmp / "ws"
+    ws.mkdir()
+    lines = [f"{i}\n" for i in range(1, 5001)]
+    (ws / "n.txt").write_text("".join(lines))
+    (ws / "open.txt").write_text("".join(lines[:2999]) + "last, no newline")
+    (ws / "big.txt").write_text("y\n" * 40_000)
+    (tmp / "policy.toml").write_text(
+        f'[fs]\nread_roots = ["{ws}"]\nwrite_root = "{ws}"\nmax_read_bytes = 65536\n'
+    )
+
+    async def body(s):
+        assert await ok(s, "read_text_file", {"path": "n.txt", "head": 2000}) == "".join(lines[:2000])
+        assert await ok(s, "read_text_file", {"path": "n.txt", "head": 2500}) == "".join(lines[:2500])
+        assert await ok(s, "read_text_file", {"path": "n.txt", "tail": 3000}) == "".join(lines[2000:])
+        assert await ok(s, "read_text_file", {"path": "n.txt", "head": 10**12}) == "".join(lines)
+        assert await ok(s, "read_text_file", {"path": "n.txt", "tail": 10**12}) == "".join(lines)
+        assert await ok(s, "read_text_file", {"path": "open.txt", "tail": 2001}) == (
+            "".join(lines[999:2999]) + "last, no newline"
+        )
+        assert await ok(s, "read_text_file", {"path": "open.txt", "head": 3000}) == (
+            "".join(lines[:2999]) + "last, no newline"
+        )
+        # Short ones still stream: a big file's first lines come back.
+        assert await ok(s, "read_text_file", {"path": "big.txt", "head": 3}) == "y\ny\ny\n"
+        # A long one needs the whole file within the cap, and says so.
+        t = await refused(s, "read_text_file", {"path": "big.txt", "head": 2001}, "E_TOO_LARGE")
+        assert "2000" in t or "2,000" in t, t
+
+    asyncio.run(with_session(tmp, body, args=["mcp", "--policy", str(tmp / "policy.toml")]))
