@@ -1070,6 +1070,17 @@ impl Sandbox {
             }
             fdir.rename_to(fname, &tdir, tname, RenameMode::NoReplace)
                 .map_err(|e| {
+                    let invalid = e.errno().map(std::io::Error::from_raw_os_error);
+                    if is_dir
+                        && invalid.is_some_and(|e| e.kind() == std::io::ErrorKind::InvalidInput)
+                        && moves_into_itself(wr, &fdir, fname, &tdir)
+                    {
+                        // Still the OS error it is (E_IO, errno kept), said
+                        // so that a model can act on it.
+                        return Error::new(ErrorCode::Io, "cannot move a directory inside itself")
+                            .with_errno(e.errno())
+                            .with_path(format!("{fres} -> {tres}"));
+                    }
                     let p = if e.path() == tname.to_string_lossy() {
                         &tres
                     } else {
@@ -1524,6 +1535,23 @@ impl Inner {
 
 /// Re-anchors a rootfs error on the root-relative name the caller knows.
 #[cold]
+/// Whether the directory `tdir` is the entry `fname` of `fdir` or lies
+/// beneath it, both found by their descriptors within `wr`: the move
+/// `rename(2)` refuses with `EINVAL` (which also means a flag the
+/// filesystem lacks, so the error alone does not say which).
+fn moves_into_itself(wr: &Root, fdir: &Root, fname: &Path, tdir: &Root) -> bool {
+    let parts = |p: &Path| -> Vec<std::ffi::OsString> {
+        p.components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .map(|c| c.as_os_str().to_owned())
+            .collect()
+    };
+    match (fdir.path_within(wr), tdir.path_within(wr)) {
+        (Ok(from), Ok(to)) => parts(&to).starts_with(&parts(&from.join(fname))),
+        _ => false,
+    }
+}
+
 fn at(e: sandgate_rootfs::Error, path: &str) -> Error {
     Error::from(e).with_path(path)
 }

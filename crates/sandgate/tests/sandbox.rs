@@ -984,3 +984,38 @@ fn rename_and_delete_of_a_link_with_a_trailing_slash_are_not_dir() {
         assert!(fx.p("ws/empty").is_dir() && !fx.p("ws/moved").exists());
     }
 }
+
+#[test]
+fn a_directory_moved_inside_itself_is_refused_saying_so() {
+    // rename(2) answers EINVAL, which said nothing a model could act on.
+    // Spelled directly, through a link to the directory, under both
+    // resolvers, with and without a guard (which resolves names itself).
+    let mut resolvers = vec![Resolver::Walk];
+    if sandgate::rootfs::openat2_supported() {
+        resolvers.push(Resolver::Openat2);
+    }
+    for resolver in resolvers {
+        for guarded in [false, true] {
+            let fx = Fx::new();
+            fx.put("ws/d/e/f.txt", "x").link("ws/to-d", "d");
+            let mut b = fx.builder();
+            b.resolver(resolver);
+            if guarded {
+                b.deny_write("*.lock");
+            }
+            let sb = b.build().unwrap();
+            for to in ["d/inner", "d/e/inner", "to-d/inner", "to-d/e/x"] {
+                let e = sb.rename("d", to).unwrap_err();
+                assert_eq!(e.code(), ErrorCode::Io, "{resolver:?} {to}: {e}");
+                assert_eq!(e.errno(), Some(22), "EINVAL kept: {e}");
+                assert!(e.to_string().contains("inside itself"), "{e}");
+            }
+            let e = sb.rename("d/e", "to-d/e/y").unwrap_err();
+            assert!(e.to_string().contains("inside itself"), "{e}");
+            // Nothing moved, and a move beside it still works.
+            assert_eq!(fs::read_to_string(fx.p("ws/d/e/f.txt")).unwrap(), "x");
+            sb.rename("d/e", "e2").unwrap();
+            sb.rename("e2", "d/e").unwrap();
+        }
+    }
+}
