@@ -63,9 +63,9 @@ pub(crate) struct Core {
     read_roots: Vec<Root>,
     /// The write root, opened, when it is not also a read root.
     write_only_root: Option<Root>,
-    /// Whether the policy caps every read at [`INLINE_READ`] bytes or
-    /// less, so that no read needs looking at before it is run inline.
-    reads_short: bool,
+    /// The policy's `fs.max_read_bytes`: the most one read answers, and
+    /// the most file content one `read_multiple_files` answer holds.
+    pub(crate) max_read_bytes: u64,
 }
 
 /// The client roots in force: each a granted directory's index and a
@@ -442,7 +442,7 @@ impl Server {
                     dirs,
                     read_roots,
                     write_only_root,
-                    reads_short: policy.limits().max_read_bytes <= INLINE_READ,
+                    max_read_bytes: policy.limits().max_read_bytes,
                 }),
                 narrow: std::sync::RwLock::new(Narrow::None),
                 inline_ready: AtomicBool::new(false),
@@ -574,7 +574,9 @@ impl Server {
     /// the read will refuse at once. This only picks the thread; the read
     /// itself checks everything (the kind, the cap) again.
     pub(crate) fn small_regular_file(&self, path: &str) -> bool {
-        if self.shared.reads_short {
+        // Every read is capped at INLINE_READ bytes or less: no read needs
+        // looking at before it is run inline.
+        if self.shared.max_read_bytes <= INLINE_READ {
             return true;
         }
         let Ok(rel) = self.shared.read_name(path) else {

@@ -591,15 +591,41 @@ pub(crate) fn read_multiple_files(s: &Shared, a: ReadMultipleFiles) -> Answer {
             "paths must name at least one file",
         ));
     }
+    // The files' content in one answer is held to what one read may give,
+    // so that naming a big file many times cannot fill the server's memory;
+    // a file past that is refused on its own, and the rest still come.
+    let cap = s.max_read_bytes;
+    let mut held = 0u64;
     let parts: Vec<String> = a
         .paths
         .iter()
-        .map(
-            |p| match s.read_name(p).and_then(|rel| s.sandbox.read(&rel)) {
+        .map(|p| {
+            let read = s.read_name(p).and_then(|rel| {
+                let full = || {
+                    Error::new(
+                        ErrorCode::TooLarge,
+                        format!(
+                            "this answer already holds {held} bytes of files, and max_read_bytes \
+                             ({cap}) is the most one answer holds; read this file in another call"
+                        ),
+                    )
+                    .with_path(&rel)
+                };
+                if held >= cap {
+                    return Err(full());
+                }
+                let bytes = s.sandbox.read(&rel)?;
+                if held + bytes.len() as u64 > cap {
+                    return Err(full());
+                }
+                held += bytes.len() as u64;
+                Ok(bytes)
+            });
+            match read {
                 Ok(bytes) => format!("{p}:\n{}\n", lossy(bytes)),
                 Err(e) => format!("{p}: Error - {}", describe(&e)),
-            },
-        )
+            }
+        })
         .collect();
     text(parts.join("\n---\n"))
 }

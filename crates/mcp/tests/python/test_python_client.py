@@ -637,3 +637,32 @@ def test_head_and_tail_past_two_thousand_lines(tmp_path):
         assert "2000" in t or "2,000" in t, t
 
     asyncio.run(with_session(tmp, body, args=["mcp", "--policy", str(tmp / "policy.toml")]))
+
+
+def test_read_multiple_files_answers_at_most_one_reads_worth(tmp_path):
+    # One call naming the same big file thousands of times would otherwise
+    # build an answer of thousands of times max_read_bytes in the server's
+    # memory. Files past the cap are refused one by one; the rest still come.
+    tmp = tmp_path.resolve()
+    ws = tmp / "ws"
+    ws.mkdir()
+    (ws / "six.txt").write_text("6" * 600)
+    (ws / "small.txt").write_text("tiny\n")
+    (tmp / "policy.toml").write_text(
+        f'[fs]\nread_roots = ["{ws}"]\nwrite_root = "{ws}"\nmax_read_bytes = 1000\n'
+    )
+
+    async def body(s):
+        t = await ok(s, "read_multiple_files", {"paths": ["six.txt", "six.txt", "small.txt", "missing.txt"]})
+        parts = t.split("\n---\n")
+        assert parts[0] == "six.txt:\n" + "6" * 600 + "\n", parts[0]
+        assert parts[1].startswith("six.txt: Error - E_TOO_LARGE"), parts[1]
+        assert "max_read_bytes" in parts[1], parts[1]
+        assert parts[2] == "small.txt:\ntiny\n\n", parts[2]
+        assert parts[3].startswith("missing.txt: Error - E_NOT_FOUND"), parts[3]
+        # A flood stays within the cap (plus one refusal line per name).
+        t = await ok(s, "read_multiple_files", {"paths": ["six.txt"] * 20_000})
+        assert t.count("6" * 600) == 1
+        assert len(t) < 1000 + 20_000 * 200, len(t)
+
+    asyncio.run(with_session(tmp, body, args=["mcp", "--policy", str(tmp / "policy.toml")]))
