@@ -625,6 +625,13 @@ fn parse_head(raw: &[u8]) -> Result<Head, String> {
     {
         return Err("a malformed request line".into());
     }
+    // The target is forwarded as it came: a bare LF in it (or another
+    // control byte) would end the request line early for a server that
+    // takes a lone LF as a line end, and what follows would be read as
+    // headers or a request the proxy never judged.
+    if target.bytes().any(is_ctl) {
+        return Err("the request target holds a control character".into());
+    }
     let headers = parse_headers(lines)?;
     Ok(Head {
         method: method.to_owned(),
@@ -647,9 +654,23 @@ fn parse_headers<'a>(
         if n.is_empty() || n.bytes().any(|b| b <= b' ' || b == 0x7f) {
             return Err("a malformed header name".into());
         }
+        // Values are forwarded as they came. A bare LF is a line end to
+        // many servers (RFC 9112 lets a recipient take it as one), so
+        // inside a value it would start a header, or after an empty line a
+        // whole request, that the proxy never saw, a lone CR likewise for
+        // some; RFC 9110 makes CR, LF and NUL invalid in a value. Every
+        // control byte but the tab is refused.
+        if v.bytes().any(|b| is_ctl(b) && b != b'\t') {
+            return Err("a header value holds a line break or another control character".into());
+        }
         headers.push((n.to_owned(), v.trim().to_owned()));
     }
     Ok(headers)
+}
+
+/// An ASCII control byte (DEL included).
+fn is_ctl(b: u8) -> bool {
+    b < b' ' || b == 0x7f
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

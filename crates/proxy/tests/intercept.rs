@@ -706,3 +706,73 @@ fn a_value_with_a_line_break_is_refused() {
     assert!(Secret::new(Vec::new()).is_err());
     assert!(!format!("{:?}", Secret::new(b"tok".to_vec()).unwrap()).contains("tok"));
 }
+
+/// Rules that admit GET under `/repos/org/` only, and a credential.
+fn org_only(port: u16, pem: &str) -> Setup {
+    let rules = vec![RequestRule {
+        target: target(port, &["GET"], &["/repos/org/"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    setup(pem, vec![injection(port, &[], &[])], rules)
+}
+
+/// A bare LF is a line end to many servers (RFC 9112 lets a recipient
+/// take it as one): inside a header value or the request target it would
+/// end the head early and start a request the proxy never judged, with
+/// the credential the proxy appends. A lone CR or a NUL is refused as
+/// well; nothing reaches the upstream.
+#[test]
+fn a_line_break_or_control_byte_inside_a_header_or_the_target_is_refused() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_only(port, &pem);
+    for req in [
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\nX-A: a\n\nDELETE /repos/other HTTP/1.1\nHost: localhost\r\n\r\n",
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\nX-A: a\rContent-Length: 40\r\n\r\n",
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\nX-A: a\0b\r\n\r\n",
+        "GET /repos/org/x?a\n\nDELETE\t/repos/other HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(&mut tls, req);
+        assert!(
+            head.starts_with("HTTP/1.1 400"),
+            "{req:?}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+}
+
+/// The same smuggling in plain HTTP to a host with rules: the second
+/// request would reach the upstream without being judged.
+#[test]
+fn a_line_break_inside_a_plain_http_header_is_refused() {
+    let (pem, _) = test_ca();
+    let up = plain_upstream();
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &[], &["/ok"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup_http(&pem, Vec::new(), rules, true);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "GET http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
+         X-A: a\n\nGET /other HTTP/1.1\nHost: localhost\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let a = String::from_utf8_lossy(&out);
+    assert!(
+        a.starts_with("HTTP/1.1 400"),
+        "{a}, the upstream got {:?}",
+        up.heads.lock().unwrap()
+    );
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+}
