@@ -1229,7 +1229,20 @@ fn forward_one<S: Read + Write>(
             };
             let sent = src.relay(Body::Chunked, utls, "the client");
             *buf = src.buf;
-            r.bytes_up += sent?;
+            match sent {
+                Ok(n) => r.bytes_up += n,
+                Err(BodyError::Framing(why)) => {
+                    // The client's framing is at fault, not the upstream:
+                    // it is told so, and the upstream connection (holding
+                    // an unfinished body) is dropped by the caller.
+                    let answer = status(400, "Bad Request", &why);
+                    let _ = tls.write_all(&answer);
+                    let _ = tls.flush();
+                    r.bytes_down += answer.len() as u64;
+                    return Err(why);
+                }
+                Err(BodyError::Io(why)) => return Err(why),
+            }
             utls.flush().map_err(up_err)?;
         }
         match read_until_head_end(utls, &mut rbuf) {
@@ -1383,6 +1396,22 @@ enum Body {
     UntilEof,
 }
 
+/// Why a body could not be relayed.
+enum BodyError {
+    /// The sender framed it wrongly.
+    Framing(String),
+    /// A read or write failed, or the stream ended inside the body.
+    Io(String),
+}
+
+impl From<BodyError> for String {
+    fn from(e: BodyError) -> String {
+        match e {
+            BodyError::Framing(why) | BodyError::Io(why) => why,
+        }
+    }
+}
+
 /// A response being read: what was read past its head, then the stream.
 struct Src<'a, R> {
     r: &'a mut R,
@@ -1392,7 +1421,7 @@ struct Src<'a, R> {
 impl<R: Read> Src<'_, R> {
     /// Reads more; false at the end of the stream (a TLS peer that closes
     /// without close_notify ends it too).
-    fn fill(&mut self, chunk: &mut [u8]) -> Result<bool, String> {
+    fn fill(&mut self, chunk: &mut [u8]) -> Result<bool, BodyError> {
         loop {
             match self.r.read(chunk) {
                 Ok(0) => return Ok(false),
@@ -1402,19 +1431,19 @@ impl<R: Read> Src<'_, R> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
-                Err(e) => return Err(format!("cannot read a body: {e}")),
+                Err(e) => return Err(BodyError::Io(format!("cannot read a body: {e}"))),
             }
         }
     }
 
     /// Copies the body to `out`, exactly as framed. Answers the bytes.
-    fn relay<W: Write>(&mut self, body: Body, out: &mut W, name: &str) -> Result<u64, String> {
+    fn relay<W: Write>(&mut self, body: Body, out: &mut W, name: &str) -> Result<u64, BodyError> {
         let mut chunk = vec![0u8; 64 * 1024];
         let mut sent = 0u64;
-        let mut put = |out: &mut W, bytes: &[u8]| -> Result<(), String> {
+        let mut put = |out: &mut W, bytes: &[u8]| -> Result<(), BodyError> {
             sent += bytes.len() as u64;
             out.write_all(bytes)
-                .map_err(|e| format!("cannot pass a body on: {e}"))
+                .map_err(|e| BodyError::Io(format!("cannot pass a body on: {e}")))
         };
         match body {
             Body::Empty => {}
@@ -1431,8 +1460,9 @@ impl<R: Read> Src<'_, R> {
                 put(out, &line)?;
                 let text = std::str::from_utf8(&line).unwrap_or_default();
                 let size = text.trim_end().split(';').next().unwrap_or_default().trim();
-                let size = u64::from_str_radix(size, 16)
-                    .map_err(|_| format!("{name} sent a malformed chunk size"))?;
+                let size = u64::from_str_radix(size, 16).map_err(|_| {
+                    BodyError::Framing(format!("{name} sent a malformed chunk size"))
+                })?;
                 if size == 0 {
                     // Trailers, up to the blank line.
                     loop {
@@ -1444,7 +1474,12 @@ impl<R: Read> Src<'_, R> {
                     }
                     break;
                 }
-                self.exact(size + 2, out, &mut chunk, &mut put, name)?;
+                // The data and its CRLF; a size that leaves no room for
+                // them in 64 bits is no size anyone can send.
+                let with_crlf = size.checked_add(2).ok_or_else(|| {
+                    BodyError::Framing(format!("{name} sent a chunk size too large"))
+                })?;
+                self.exact(with_crlf, out, &mut chunk, &mut put, name)?;
             },
         }
         Ok(sent)
@@ -1455,9 +1490,9 @@ impl<R: Read> Src<'_, R> {
         mut n: u64,
         out: &mut W,
         chunk: &mut [u8],
-        put: &mut impl FnMut(&mut W, &[u8]) -> Result<(), String>,
+        put: &mut impl FnMut(&mut W, &[u8]) -> Result<(), BodyError>,
         name: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), BodyError> {
         loop {
             let now = (self.buf.len() as u64).min(n) as usize;
             put(out, &self.buf[..now])?;
@@ -1467,22 +1502,24 @@ impl<R: Read> Src<'_, R> {
                 return Ok(());
             }
             if !self.fill(chunk)? {
-                return Err(format!("{name} closed inside a body"));
+                return Err(BodyError::Io(format!("{name} closed inside a body")));
             }
         }
     }
 
     /// One line, with its CRLF.
-    fn line(&mut self, chunk: &mut [u8], name: &str) -> Result<Vec<u8>, String> {
+    fn line(&mut self, chunk: &mut [u8], name: &str) -> Result<Vec<u8>, BodyError> {
         loop {
             if let Some(i) = find(&self.buf, b"\r\n") {
                 return Ok(self.buf.drain(..i + 2).collect());
             }
             if self.buf.len() > MAX_HEAD {
-                return Err(format!("{name} sent a chunk line that is too long"));
+                return Err(BodyError::Framing(format!(
+                    "{name} sent a chunk line that is too long"
+                )));
             }
             if !self.fill(chunk)? {
-                return Err(format!("{name} closed inside a body"));
+                return Err(BodyError::Io(format!("{name} closed inside a body")));
             }
         }
     }

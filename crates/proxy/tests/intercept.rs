@@ -776,3 +776,78 @@ fn a_line_break_inside_a_plain_http_header_is_refused() {
     );
     assert_eq!(up.conns.load(Ordering::SeqCst), 0);
 }
+
+/// A loopback TLS upstream that keeps every byte it got, whatever the
+/// framing, and answers `200` with an empty body to each `\r\n\r\n`.
+struct Raw {
+    addr: SocketAddr,
+    got: Arc<Mutex<Vec<u8>>>,
+}
+
+fn raw_upstream(config: rustls::ServerConfig) -> Raw {
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = Arc::clone(&got);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let (config, g) = (Arc::clone(&config), Arc::clone(&g));
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut mine = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    match tls.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            g.lock().unwrap().extend_from_slice(&chunk[..n]);
+                            mine.extend_from_slice(&chunk[..n]);
+                        }
+                    }
+                    while let Some(i) = mine.windows(4).position(|w| w == b"\r\n\r\n") {
+                        mine.drain(..i + 4);
+                        let _ = tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+                        let _ = tls.flush();
+                    }
+                }
+            });
+        }
+    });
+    Raw { addr, got }
+}
+
+/// A chunk size past what 64 bits hold with its CRLF once crashed the
+/// connection's thread (an arithmetic overflow), which left its slot of
+/// the connection cap taken and the client's socket open for ever. It is
+/// refused; the connection ends.
+#[test]
+fn a_huge_chunk_size_is_refused_and_the_connection_ends() {
+    let (pem, cfg) = test_ca();
+    let up = raw_upstream(cfg);
+    let port = up.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "POST /up HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n\
+         ffffffffffffffff\r\nx\r\n0\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 4"), "{head:?}");
+    drop(tls);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while s.proxy.active() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the connection's slot was never given back"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = up.got;
+}
