@@ -1396,6 +1396,29 @@ enum Body {
     UntilEof,
 }
 
+/// The size of a chunk line (without its CRLF): 1 to 15 hex digits
+/// (under 2^60, so no sum with it overflows), then nothing or an extension:
+/// `;` after optional blanks, with no control byte but the tab. Anything
+/// else (a sign, blanks and no extension, a bare LF or a CR, more digits)
+/// is `None`: another parser could read it otherwise.
+fn chunk_size(line: &[u8]) -> Option<u64> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 || digits > 15 {
+        return None;
+    }
+    let (size, rest) = line.split_at(digits);
+    let blanks = rest
+        .iter()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count();
+    match rest.get(blanks) {
+        None if blanks == 0 => {}
+        Some(b';') if !rest.iter().any(|&b| is_ctl(b) && b != b'\t') => {}
+        _ => return None,
+    }
+    u64::from_str_radix(std::str::from_utf8(size).ok()?, 16).ok()
+}
+
 /// Why a body could not be relayed.
 enum BodyError {
     /// The sender framed it wrongly.
@@ -1455,31 +1478,52 @@ impl<R: Read> Src<'_, R> {
                 }
             },
             Body::Length(n) => self.exact(n, out, &mut chunk, &mut put, name)?,
+            // Each line is checked before it is passed on: the body goes
+            // on as it came, so it must be framed the one way every reader
+            // takes it (RFC 9112 section 7.1).
             Body::Chunked => loop {
                 let line = self.line(&mut chunk, name)?;
-                put(out, &line)?;
-                let text = std::str::from_utf8(&line).unwrap_or_default();
-                let size = text.trim_end().split(';').next().unwrap_or_default().trim();
-                let size = u64::from_str_radix(size, 16).map_err(|_| {
-                    BodyError::Framing(format!("{name} sent a malformed chunk size"))
+                let size = chunk_size(&line[..line.len() - 2]).ok_or_else(|| {
+                    BodyError::Framing(format!(
+                        "{name} sent a malformed chunk line \"{}\"",
+                        String::from_utf8_lossy(&line).escape_debug()
+                    ))
                 })?;
+                put(out, &line)?;
                 if size == 0 {
-                    // Trailers, up to the blank line.
+                    // Trailer fields, up to the blank line.
                     loop {
                         let l = self.line(&mut chunk, name)?;
-                        put(out, &l)?;
                         if l == b"\r\n" {
+                            put(out, &l)?;
                             break;
                         }
+                        let field = std::str::from_utf8(&l[..l.len() - 2])
+                            .ok()
+                            .filter(|f| parse_headers(std::iter::once(*f)).is_ok());
+                        if field.is_none() {
+                            return Err(BodyError::Framing(format!(
+                                "{name} sent a malformed trailer field"
+                            )));
+                        }
+                        put(out, &l)?;
                     }
                     break;
                 }
-                // The data and its CRLF; a size that leaves no room for
-                // them in 64 bits is no size anyone can send.
-                let with_crlf = size.checked_add(2).ok_or_else(|| {
-                    BodyError::Framing(format!("{name} sent a chunk size too large"))
-                })?;
-                self.exact(with_crlf, out, &mut chunk, &mut put, name)?;
+                self.exact(size, out, &mut chunk, &mut put, name)?;
+                // The data must end where its size says: with a CRLF.
+                while self.buf.len() < 2 {
+                    if !self.fill(&mut chunk)? {
+                        return Err(BodyError::Io(format!("{name} closed inside a body")));
+                    }
+                }
+                if self.buf[..2] != *b"\r\n" {
+                    return Err(BodyError::Framing(format!(
+                        "{name} sent a chunk longer than its size"
+                    )));
+                }
+                self.buf.drain(..2);
+                put(out, b"\r\n")?;
             },
         }
         Ok(sent)
@@ -1549,6 +1593,28 @@ mod tests {
         assert_eq!(split_authority("example.com:99999", None), None);
         assert_eq!(split_authority(":443", None), None);
         assert_eq!(split_authority("[::1]x", None), None);
+    }
+
+    #[test]
+    fn chunk_sizes_are_hex_digits_and_a_clean_extension() {
+        assert_eq!(chunk_size(b"1a"), Some(26));
+        assert_eq!(chunk_size(b"5;ext=1"), Some(5));
+        assert_eq!(chunk_size(b"5 ;a=\"b c\""), Some(5));
+        assert_eq!(chunk_size(b"fffffffffffffff"), Some((1 << 60) - 1));
+        for bad in [
+            &b""[..],
+            b"+5",
+            b"-5",
+            b"0x5",
+            b"5 ",
+            b" 5",
+            b"5;\n",
+            b"5;a\rb",
+            b"5\0",
+            b"ffffffffffffffff",
+        ] {
+            assert_eq!(chunk_size(bad), None, "{}", bad.escape_ascii());
+        }
     }
 
     #[test]

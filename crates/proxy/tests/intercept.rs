@@ -849,5 +849,51 @@ fn a_huge_chunk_size_is_refused_and_the_connection_ends() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let _ = up.got;
+}
+
+/// A chunked request body is relayed as it came, so its framing must be
+/// what every server reads the same way (RFC 9112 section 7.1): a chunk
+/// size of hex digits only, an extension and a trailer without control
+/// bytes, a CRLF after each chunk's data. A bare LF in an extension or a
+/// trailer would end the body early for a server that takes it as a line
+/// end, and the rest would be a request the rules never judged. Each is
+/// refused (400) before its line reaches the upstream.
+#[test]
+fn a_chunked_body_framed_two_ways_never_reaches_the_upstream() {
+    let (pem, cfg) = test_ca();
+    let up = raw_upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["GET", "POST"], &["/repos/org/"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    let smuggled = "DELETE /repos/other HTTP/1.1\nHost: localhost\n";
+    for (body, never) in [
+        (format!("0;x\n\n{smuggled}\n\r\n\r\n"), "DELETE"),
+        (format!("0\r\nX-T: a\n\n{smuggled}\r\n\r\n"), "DELETE"),
+        ("5\r\nhelloXY0\r\n\r\n".to_owned(), "helloXY"),
+        ("+5\r\nhello\r\n0\r\n\r\n".to_owned(), "+5"),
+        ("5 \r\nhello\r\n0\r\n\r\n".to_owned(), "5 \r\n"),
+        ("5\r\nhello\r\n0\r\nX T: a\r\n\r\n".to_owned(), "X T"),
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        tls.sock
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!(
+                "POST /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\
+                 Transfer-Encoding: chunked\r\n\r\n{body}"
+            ),
+        );
+        drop(tls);
+        let got = String::from_utf8_lossy(&up.got.lock().unwrap()).into_owned();
+        assert!(
+            head.starts_with("HTTP/1.1 400") && !got.contains(never),
+            "{body:?}: {head:?}, the upstream got {got:?}"
+        );
+    }
 }
