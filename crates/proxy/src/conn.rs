@@ -668,6 +668,17 @@ fn parse_headers<'a>(
     Ok(headers)
 }
 
+/// A `Content-Length` value: digits only (RFC 9112), at most 19 of them
+/// (so it fits in 64 bits). `str::parse` would also take a leading `+`,
+/// which the value is forwarded with: a server that refuses it, or reads
+/// it as no length, would take the body for the next request.
+fn content_length(v: &str) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok()
+}
+
 /// An ASCII control byte (DEL included).
 fn is_ctl(b: u8) -> bool {
     b < b' ' || b == 0x7f
@@ -813,9 +824,9 @@ fn plain(
     let lengths: Vec<&str> = head.header("content-length").collect();
     let body: u64 = match lengths.as_slice() {
         [] => 0,
-        [one] => match one.parse() {
-            Ok(n) => n,
-            Err(_) => {
+        [one] => match content_length(one) {
+            Some(n) => n,
+            None => {
                 refuse(
                     &c,
                     &mut r,
@@ -1109,7 +1120,7 @@ fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
     }
     match lengths.as_slice() {
         [] => None,
-        [one] if one.parse::<u64>().is_ok() => None,
+        [one] if content_length(one).is_some() => None,
         _ => Some((
             400,
             "Bad Request",
@@ -1139,7 +1150,7 @@ fn forward_one<S: Read + Write>(
     let body: u64 = head
         .header("content-length")
         .next()
-        .and_then(|v| v.parse().ok())
+        .and_then(content_length)
         .unwrap_or(0);
     let chunked = head.header("transfer-encoding").next().is_some();
     let client_close = head.has_token("connection", "close");
@@ -1290,9 +1301,9 @@ fn forward_one<S: Read + Write>(
         let length = headers
             .iter()
             .find(|(h, _)| h.eq_ignore_ascii_case("content-length"))
-            .map(|(_, v)| v.parse::<u64>())
-            .transpose()
-            .map_err(|_| format!("{name} answered a malformed Content-Length"))?;
+            .map(|(_, v)| content_length(v))
+            .map(|n| n.ok_or_else(|| format!("{name} answered a malformed Content-Length")))
+            .transpose()?;
         let framing =
             if head.method == "HEAD" || code == 204 || code == 304 || (100..200).contains(&code) {
                 Body::Empty

@@ -897,3 +897,59 @@ fn a_chunked_body_framed_two_ways_never_reaches_the_upstream() {
         );
     }
 }
+
+/// `Content-Length` is digits only (RFC 9112): a sign was read by the
+/// proxy as a length and forwarded as it came, where a server that
+/// refuses the value, or takes it as no length at all, reads the body as
+/// the next request, one the rules never judged. It is refused, through a
+/// tunnel and in plain HTTP.
+#[test]
+fn a_content_length_with_a_sign_is_refused() {
+    let (pem, cfg) = test_ca();
+    let up = raw_upstream(cfg);
+    let port = up.addr.port();
+    let s = org_only(port, &pem);
+    let smuggled = "DELETE /repos/other HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let (head, _) = request(
+        &mut tls,
+        &format!(
+            "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: +{}\r\n\r\n{smuggled}",
+            smuggled.len()
+        ),
+    );
+    let got = String::from_utf8_lossy(&up.got.lock().unwrap()).into_owned();
+    assert!(
+        head.starts_with("HTTP/1.1 400") && got.is_empty(),
+        "{head:?}, the upstream got {got:?}"
+    );
+    let plain = plain_upstream();
+    let port = plain.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &[], &["/ok"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup_http(&pem, Vec::new(), rules, true);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "POST http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
+         Content-Length: +{}\r\n\r\n{smuggled}",
+        smuggled.len()
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let a = String::from_utf8_lossy(&out);
+    assert!(
+        a.starts_with("HTTP/1.1 400"),
+        "{a}, the upstream got {:?}",
+        plain.heads.lock().unwrap()
+    );
+    assert_eq!(plain.conns.load(Ordering::SeqCst), 0);
+}
