@@ -353,11 +353,19 @@ impl Decision {
 }
 
 /// The percent-decoded path of an origin-form target (the query cut off),
-/// refused when it could be read two ways: not absolute, a malformed or
-/// encoded `/` escape, a back slash, a control byte, or an empty, `.` or
-/// `..` segment.
+/// refused when it could be read two ways: not absolute, a fragment, a
+/// malformed or encoded `/` escape, a back slash, a control byte, a `;`,
+/// or an empty, `.` or `..` segment.
 pub(crate) fn request_path(target: &str) -> Result<String, String> {
-    let raw = target.split(['?', '#']).next().unwrap_or_default();
+    // A request target has no fragment (RFC 9112): a server that does not
+    // cut it at `#` reads what follows as path, dot segments included.
+    if target.contains('#') {
+        return Err(format!(
+            "the request target \"{}\" holds a fragment (`#`)",
+            target.escape_debug()
+        ));
+    }
+    let raw = target.split('?').next().unwrap_or_default();
     let quoted = raw.escape_debug();
     if !raw.starts_with('/') {
         return Err(format!("the request path \"{quoted}\" is not absolute"));
@@ -390,6 +398,16 @@ pub(crate) fn request_path(target: &str) -> Result<String, String> {
     if path.bytes().any(|b| b < b' ' || b == 0x7f || b == b'\\') {
         return Err(format!(
             "the request path \"{quoted}\" holds a back slash or a control character"
+        ));
+    }
+    // Path parameters: servlet containers (Tomcat, Jetty) cut `;…` from
+    // each segment before they resolve dot segments, so `/a/..;/b` is `/b`
+    // to them and `/a;x` is `/a`, while other servers take `;` literally.
+    // No prefix could be judged for both readings.
+    if path.contains(';') {
+        return Err(format!(
+            "the request path \"{quoted}\" holds a `;` (path parameters, which some servers \
+             cut before resolving `..`)"
         ));
     }
     let segments: Vec<&str> = path[1..].split('/').collect();
@@ -741,6 +759,10 @@ mod tests {
             "/a%",
             "/a%zz",
             "/a%00",
+            "/a;b",
+            "/a/..;/b",
+            "/a/%2e%2e%3b/b",
+            "/a#/../b",
         ] {
             assert!(request_path(bad).is_err(), "{bad}");
         }

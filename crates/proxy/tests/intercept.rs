@@ -953,3 +953,55 @@ fn a_content_length_with_a_sign_is_refused() {
     );
     assert_eq!(plain.conns.load(Ordering::SeqCst), 0);
 }
+
+/// Path parameters and fragments: servlet containers (Tomcat, Jetty,
+/// Spring) cut `;…` from each segment before they resolve dot segments, so
+/// `/repos/org/..;/other` is `/repos/other` to them, outside an allow list
+/// the proxy judged it inside of, and `/repos/org/secret;x` is the
+/// deny-listed `/repos/org/secret`. A `#` never belongs in a request
+/// target: a server that does not cut it there reads the dot segments
+/// after it. Each is refused with nothing sent.
+#[test]
+fn path_parameters_and_fragments_cannot_escape_the_rules() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![
+        RequestRule {
+            target: target(port, &["GET"], &["/repos/org/"]),
+            allow: true,
+            label: "net.rules[0]".into(),
+        },
+        RequestRule {
+            target: target(port, &[], &["/repos/org/secret"]),
+            allow: false,
+            label: "net.rules[1]".into(),
+        },
+    ];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for path in [
+        "/repos/org/..;/other",
+        "/repos/org/%2e%2e;/other",
+        "/repos/org/x/..%3b/..;x/other",
+        "/repos/org/secret;x",
+        "/repos/org/secret;/x",
+        "/repos/org/x#/../../other",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{path}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    assert!(s
+        .proxy
+        .requests()
+        .iter()
+        .all(|r| r.verdict == Verdict::Refused));
+}
