@@ -260,6 +260,19 @@ impl Intercept {
 
     /// The decision for one request to `host:port`.
     pub(crate) fn decide(&self, host: &str, port: u16, method: &str, target: &str) -> Decision {
+        // Methods are case-sensitive (RFC 9110) and rules name them in
+        // upper case, but servers such as Django, Werkzeug and cheroot
+        // upper-case the one they get: `delete` would be DELETE to them,
+        // past a deny rule that names DELETE.
+        if method.bytes().any(|b| b.is_ascii_lowercase()) {
+            return Decision::Refuse {
+                rule: "method".into(),
+                why: format!(
+                    "the method `{}` is not in upper case",
+                    method.escape_debug()
+                ),
+            };
+        }
         let path = match request_path(target) {
             Ok(p) => p,
             Err(why) => {

@@ -1005,3 +1005,40 @@ fn path_parameters_and_fragments_cannot_escape_the_rules() {
         .iter()
         .all(|r| r.verdict == Verdict::Refused));
 }
+
+/// Methods are matched exactly, in upper case; Django and Werkzeug (Flask)
+/// upper-case the method they are given, so `delete` is DELETE to them
+/// and a deny rule on DELETE must not let it through. A method with a
+/// lower-case letter is refused with nothing sent.
+#[test]
+fn a_method_in_lower_case_cannot_escape_a_deny_rule() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["DELETE"], &[]),
+        allow: false,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for method in ["delete", "Delete"] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!("{method} /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{method}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    // Upper case goes through.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+}
