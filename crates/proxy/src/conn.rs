@@ -866,6 +866,18 @@ fn plain(
             let mut rec = d.record(name, port, &head.method, &path);
             let why = match &d {
                 Decision::Refuse { why, .. } => Some(why.clone()),
+                // Once an upgrade is relayed the connection is a byte pipe:
+                // a server that does not switch protocols reads what comes
+                // next as requests the rules never judged. Refused, as
+                // through TLS.
+                Decision::Forward { .. } if websocket => {
+                    rec.verdict = intercept::Verdict::Refused;
+                    rec.rule = "request".into();
+                    Some(
+                        "upgrades are refused on an intercepted host (HTTP/1.1 requests only)"
+                            .into(),
+                    )
+                }
                 Decision::Forward { set, .. } if !set.is_empty() => {
                     rec.verdict = intercept::Verdict::Refused;
                     Some(format!(

@@ -1042,3 +1042,72 @@ fn a_method_in_lower_case_cannot_escape_a_deny_rule() {
     );
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
 }
+
+/// A plain-HTTP websocket upgrade to a host with rules: once relayed, the
+/// connection is a byte pipe, so when the server does not switch
+/// protocols (it answers 200 and keeps the connection), the next request
+/// on it reaches the server without being judged. An upgrade is refused
+/// on such a host, as through TLS.
+#[test]
+fn a_websocket_upgrade_in_plain_http_cannot_carry_unjudged_requests() {
+    let (pem, _) = test_ca();
+    // A plain server that keeps every byte and answers each head with 200,
+    // keeping the connection.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = Arc::clone(&got);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let g = Arc::clone(&g);
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut mine = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            g.lock().unwrap().extend_from_slice(&chunk[..n]);
+                            mine.extend_from_slice(&chunk[..n]);
+                        }
+                    }
+                    while let Some(i) = mine.windows(4).position(|w| w == b"\r\n\r\n") {
+                        mine.drain(..i + 4);
+                        let _ =
+                            stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+                    }
+                }
+            });
+        }
+    });
+    let rules = vec![RequestRule {
+        target: target(port, &["GET"], &["/ok"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup_http(&pem, Vec::new(), rules, true);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        c,
+        "GET http://localhost:{port}/ok/ws HTTP/1.1\r\nHost: localhost\r\n\
+         Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    .unwrap();
+    let mut first = [0u8; 12];
+    c.read_exact(&mut first).unwrap();
+    // The refused request is answered and the connection closed; a relayed
+    // one gets the server's 200 and stays open for the next request.
+    let _ = c.write_all(b"DELETE /other HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    let got = String::from_utf8_lossy(&got.lock().unwrap()).into_owned();
+    assert!(
+        first.starts_with(b"HTTP/1.1 403") && !got.contains("DELETE"),
+        "{:?}, the server got {got:?}",
+        String::from_utf8_lossy(&first)
+    );
+}
