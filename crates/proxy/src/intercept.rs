@@ -321,7 +321,7 @@ impl Intercept {
             .filter(|i| i.target.host_is(host, port))
         {
             strip.push(i.header.clone());
-            if i.target.matches(method, &path) {
+            if i.target.matches(method, &path) && !REFLECTING.contains(&method) {
                 set.push(i.clone());
             }
         }
@@ -333,6 +333,14 @@ impl Intercept {
         }
     }
 }
+
+/// Methods whose answer is the request itself, headers included: TRACE
+/// (Apache httpd answers it unless told not to) and IIS's TRACK. A
+/// credential is never set on them, whatever its methods say: the server
+/// would hand it back to the command (RFC 9110, 9.3.8: a client should
+/// not send sensitive fields on TRACE). The command's header is still
+/// removed.
+const REFLECTING: &[&str] = &["TRACE", "TRACK"];
 
 /// What happens to one request.
 pub(crate) enum Decision {

@@ -1111,3 +1111,68 @@ fn a_websocket_upgrade_in_plain_http_cannot_carry_unjudged_requests() {
         String::from_utf8_lossy(&first)
     );
 }
+
+/// TRACE (and IIS's TRACK) makes a server answer with the request it got,
+/// headers included (Apache httpd's `TraceEnable` is on by default): a
+/// credential set on it would come back to the command whole. RFC 9110
+/// (9.3.8) says a client should not send sensitive fields on TRACE, so
+/// the proxy never sets one there; the command's own header is removed as
+/// on any request outside the credential's methods.
+#[test]
+fn a_trace_request_never_carries_the_credential() {
+    let (pem, cfg) = test_ca();
+    // An upstream that answers every request with its head, as TRACE does.
+    let config = Arc::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match tls.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                        continue;
+                    };
+                    let head: Vec<u8> = buf.drain(..end + 4).collect();
+                    let _ = write!(
+                        tls,
+                        "HTTP/1.1 200 OK\r\nContent-Type: message/http\r\nContent-Length: {}\r\n\r\n",
+                        head.len()
+                    );
+                    let _ = tls.write_all(&head);
+                    let _ = tls.flush();
+                }
+            });
+        }
+    });
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    for method in ["TRACE", "TRACK"] {
+        let (head, body) = request(
+            &mut tls,
+            &format!(
+                "{method} / HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer mine\r\n\r\n"
+            ),
+        );
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(
+            !body.contains(SECRET) && !body.contains("mine"),
+            "{method} echoed {body:?}"
+        );
+    }
+    // Any other method gets it.
+    let (_, body) = request(&mut tls, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(body.contains(SECRET), "{body}");
+    let v: Vec<Verdict> = s.proxy.requests().iter().map(|r| r.verdict).collect();
+    assert_eq!(v, [Verdict::Stripped, Verdict::Stripped, Verdict::Injected]);
+}
