@@ -1165,6 +1165,7 @@ fn forward_one<S: Read + Write>(
         .and_then(content_length)
         .unwrap_or(0);
     let chunked = head.header("transfer-encoding").next().is_some();
+    let carries_body = body > 0 || chunked;
     let client_close = head.has_token("connection", "close");
     let expect = head.has_token("expect", "100-continue");
     d.apply(&mut head.headers);
@@ -1191,7 +1192,7 @@ fn forward_one<S: Read + Write>(
     // sent again); one without reuses the kept-alive upstream connection,
     // and is sent once more on a fresh one if that connection turns out to
     // have been closed before any answer.
-    if body > 0 || chunked {
+    if carries_body {
         drop_upstream(inner, id, upstream);
     }
     let mut rbuf = Vec::new();
@@ -1358,8 +1359,13 @@ fn forward_one<S: Read + Write>(
     let mut src = Src { r: utls, buf: rbuf };
     r.bytes_down += src.relay(framing, tls, name)?;
     let framed = framing != Body::UntilEof;
-    // Bytes past the answer would be a second answer nobody asked for.
-    if !framed || up_close || !src.buf.is_empty() {
+    // Bytes past the answer would be a second answer nobody asked for. A
+    // connection that carried a body is not used again either: a server
+    // that did not take it as a body (some ignore it on a GET) reads it as
+    // requests, and one whose own body is still to come would swallow the
+    // next request the proxy sends, credential and all, for an endpoint
+    // that may echo or keep it.
+    if !framed || up_close || !src.buf.is_empty() || carries_body {
         drop_upstream(inner, id, upstream);
     }
     tls.flush()

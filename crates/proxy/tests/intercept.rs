@@ -1176,3 +1176,97 @@ fn a_trace_request_never_carries_the_credential() {
     let v: Vec<Verdict> = s.proxy.requests().iter().map(|r| r.verdict).collect();
     assert_eq!(v, [Verdict::Stripped, Verdict::Stripped, Verdict::Injected]);
 }
+
+/// A server that ignores the body of a GET (a "CL.0" server: many do on
+/// some paths) reads that body as the next request. When the body opens a
+/// request whose own body is still to come, the next request the proxy
+/// sends on that connection, with the credential in its head, becomes
+/// that body, and an endpoint that echoes or stores it hands the secret
+/// to the command. A connection that carried a body is therefore never
+/// used again.
+#[test]
+fn a_body_the_upstream_ignores_cannot_swallow_the_next_request() {
+    let (pem, cfg) = test_ca();
+    let config = Arc::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let mut fill = |tls: &mut rustls::StreamOwned<_, _>, buf: &mut Vec<u8>| match tls
+                    .read(&mut chunk)
+                {
+                    Ok(0) | Err(_) => false,
+                    Ok(n) => {
+                        buf.extend_from_slice(&chunk[..n]);
+                        true
+                    }
+                };
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        if !fill(&mut tls, &mut buf) {
+                            return;
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    buf.drain(..end + 4);
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    // GET bodies are ignored (left for the next request);
+                    // a POST's body is echoed.
+                    let body = if head.starts_with("POST") {
+                        while buf.len() < len {
+                            if !fill(&mut tls, &mut buf) {
+                                return;
+                            }
+                        }
+                        buf.drain(..len).collect()
+                    } else {
+                        b"plain".to_vec()
+                    };
+                    let _ = write!(
+                        tls,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = tls.write_all(&body);
+                    let _ = tls.flush();
+                }
+            });
+        }
+    });
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let smuggled = "POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 90\r\n\r\n";
+    let (head, _) = request(
+        &mut tls,
+        &format!(
+            "GET /a HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{smuggled}",
+            smuggled.len()
+        ),
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (head, body) = request(&mut tls, "GET /b HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(
+        !body.contains("ghp_") && !head.contains("ghp_"),
+        "the command read {body:?}"
+    );
+    assert_eq!(body, "plain");
+}
