@@ -878,6 +878,11 @@ fn plain(
                             .into(),
                     )
                 }
+                Decision::Forward { .. } if method_override(&head).is_some() => {
+                    rec.verdict = intercept::Verdict::Refused;
+                    rec.rule = "request".into();
+                    method_override(&head)
+                }
                 Decision::Forward { set, .. } if !set.is_empty() => {
                     rec.verdict = intercept::Verdict::Refused;
                     Some(format!(
@@ -1105,8 +1110,31 @@ fn intercepted(
     r
 }
 
+/// Headers that make a server act on another method than the request
+/// line's: Rack::MethodOverride (in every Rails application), Express's
+/// method-override, Google's APIs and many PHP frameworks read them.
+const METHOD_OVERRIDES: &[&str] = &[
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
+/// Why a request that names another method in a header is refused on an
+/// intercepted host (`None` when it names none): the rules and the
+/// credential's methods judge the request line's.
+fn method_override(head: &Head) -> Option<String> {
+    let name = METHOD_OVERRIDES
+        .iter()
+        .find(|h| head.header(h).next().is_some())?;
+    Some(format!(
+        "`{name}` is refused on an intercepted host: the server would act on a method the \
+         rules did not judge"
+    ))
+}
+
 /// What refuses a request to an intercepted host whatever the rules say:
-/// upgrades (h2c, websocket), chunked request bodies, a malformed length.
+/// upgrades (h2c, websocket), a method override header, chunked request
+/// bodies, a malformed length.
 fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
     if head.header("upgrade").next().is_some() || head.header("http2-settings").next().is_some() {
         return Some((
@@ -1114,6 +1142,9 @@ fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
             "Forbidden",
             "upgrades are refused on an intercepted host (HTTP/1.1 requests only)".into(),
         ));
+    }
+    if let Some(why) = method_override(head) {
+        return Some((403, "Forbidden", why));
     }
     let codings: Vec<&str> = head.header("transfer-encoding").collect();
     let lengths: Vec<&str> = head.header("content-length").collect();

@@ -1270,3 +1270,68 @@ fn a_body_the_upstream_ignores_cannot_swallow_the_next_request() {
     );
     assert_eq!(body, "plain");
 }
+
+/// A method override header (`X-HTTP-Method-Override` and its kin) makes
+/// Rails (Rack::MethodOverride, on by default), Express's method-override
+/// and Google's APIs act on the method it names, not the one the rules
+/// judged: a POST the rules admit would be a DELETE they refuse. Such a
+/// request is refused on an intercepted host, through TLS and in plain
+/// HTTP.
+#[test]
+fn a_method_override_header_cannot_escape_the_method_rules() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["GET", "POST"], &["/repos/org/"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for header in [
+        "X-HTTP-Method-Override",
+        "x-http-method",
+        "X-Method-Override",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!(
+                "POST /repos/org/x HTTP/1.1\r\nHost: localhost\r\n{header}: DELETE\r\n\
+                 Content-Length: 0\r\n\r\n"
+            ),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{header}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    // In plain HTTP to a host with rules.
+    let plain = plain_upstream();
+    let port = plain.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["POST"], &["/ok"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup_http(&pem, Vec::new(), rules, true);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "POST http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
+         X-HTTP-Method-Override: DELETE\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let a = String::from_utf8_lossy(&out);
+    assert!(
+        a.starts_with("HTTP/1.1 403"),
+        "{a}, the upstream got {:?}",
+        plain.heads.lock().unwrap()
+    );
+    assert_eq!(plain.conns.load(Ordering::SeqCst), 0);
+}
