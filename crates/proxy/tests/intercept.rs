@@ -1335,3 +1335,34 @@ fn a_method_override_header_cannot_escape_the_method_rules() {
     );
     assert_eq!(plain.conns.load(Ordering::SeqCst), 0);
 }
+
+/// Requests pipelined in one write are judged one by one: the allowed one
+/// gets the credential, the refused one is answered 403 and ends the
+/// connection, and nothing after it reaches the upstream.
+#[test]
+fn pipelined_requests_in_one_write_are_judged_one_by_one() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_only(port, &pem);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.write_all(
+        b"GET /repos/org/a HTTP/1.1\r\nHost: localhost\r\n\r\n\
+          GET /repos/other HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer mine\r\n\r\n\
+          GET /repos/org/b HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    )
+    .unwrap();
+    let (head, body) = request(&mut tls, "");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "path /repos/org/a\n");
+    let (head, _) = request(&mut tls, "");
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let mut rest = Vec::new();
+    let _ = tls.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(heads[0].starts_with("GET /repos/org/a ") && heads[0].contains(SECRET));
+    let v: Vec<Verdict> = s.proxy.requests().iter().map(|r| r.verdict).collect();
+    assert_eq!(v, [Verdict::Injected, Verdict::Refused]);
+}
