@@ -625,6 +625,13 @@ fn parse_head(raw: &[u8]) -> Result<Head, String> {
     {
         return Err("a malformed request line".into());
     }
+    // The target is forwarded as it came: a bare LF in it (or another
+    // control byte) would end the request line early for a server that
+    // takes a lone LF as a line end, and what follows would be read as
+    // headers or a request the proxy never judged.
+    if target.bytes().any(is_ctl) {
+        return Err("the request target holds a control character".into());
+    }
     let headers = parse_headers(lines)?;
     Ok(Head {
         method: method.to_owned(),
@@ -647,9 +654,34 @@ fn parse_headers<'a>(
         if n.is_empty() || n.bytes().any(|b| b <= b' ' || b == 0x7f) {
             return Err("a malformed header name".into());
         }
+        // Values are forwarded as they came. A bare LF is a line end to
+        // many servers (RFC 9112 lets a recipient take it as one), so
+        // inside a value it would start a header, or after an empty line a
+        // whole request, that the proxy never saw, a lone CR likewise for
+        // some; RFC 9110 makes CR, LF and NUL invalid in a value. Every
+        // control byte but the tab is refused.
+        if v.bytes().any(|b| is_ctl(b) && b != b'\t') {
+            return Err("a header value holds a line break or another control character".into());
+        }
         headers.push((n.to_owned(), v.trim().to_owned()));
     }
     Ok(headers)
+}
+
+/// A `Content-Length` value: digits only (RFC 9112), at most 19 of them
+/// (so it fits in 64 bits). `str::parse` would also take a leading `+`,
+/// which the value is forwarded with: a server that refuses it, or reads
+/// it as no length, would take the body for the next request.
+fn content_length(v: &str) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok()
+}
+
+/// An ASCII control byte (DEL included).
+fn is_ctl(b: u8) -> bool {
+    b < b' ' || b == 0x7f
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -792,9 +824,9 @@ fn plain(
     let lengths: Vec<&str> = head.header("content-length").collect();
     let body: u64 = match lengths.as_slice() {
         [] => 0,
-        [one] => match one.parse() {
-            Ok(n) => n,
-            Err(_) => {
+        [one] => match content_length(one) {
+            Some(n) => n,
+            None => {
                 refuse(
                     &c,
                     &mut r,
@@ -834,6 +866,23 @@ fn plain(
             let mut rec = d.record(name, port, &head.method, &path);
             let why = match &d {
                 Decision::Refuse { why, .. } => Some(why.clone()),
+                // Once an upgrade is relayed the connection is a byte pipe:
+                // a server that does not switch protocols reads what comes
+                // next as requests the rules never judged. Refused, as
+                // through TLS.
+                Decision::Forward { .. } if websocket => {
+                    rec.verdict = intercept::Verdict::Refused;
+                    rec.rule = "request".into();
+                    Some(
+                        "upgrades are refused on an intercepted host (HTTP/1.1 requests only)"
+                            .into(),
+                    )
+                }
+                Decision::Forward { .. } if method_override(&head).is_some() => {
+                    rec.verdict = intercept::Verdict::Refused;
+                    rec.rule = "request".into();
+                    method_override(&head)
+                }
                 Decision::Forward { set, .. } if !set.is_empty() => {
                     rec.verdict = intercept::Verdict::Refused;
                     Some(format!(
@@ -1061,8 +1110,31 @@ fn intercepted(
     r
 }
 
+/// Headers that make a server act on another method than the request
+/// line's: Rack::MethodOverride (in every Rails application), Express's
+/// method-override, Google's APIs and many PHP frameworks read them.
+const METHOD_OVERRIDES: &[&str] = &[
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
+/// Why a request that names another method in a header is refused on an
+/// intercepted host (`None` when it names none): the rules and the
+/// credential's methods judge the request line's.
+fn method_override(head: &Head) -> Option<String> {
+    let name = METHOD_OVERRIDES
+        .iter()
+        .find(|h| head.header(h).next().is_some())?;
+    Some(format!(
+        "`{name}` is refused on an intercepted host: the server would act on a method the \
+         rules did not judge"
+    ))
+}
+
 /// What refuses a request to an intercepted host whatever the rules say:
-/// upgrades (h2c, websocket), chunked request bodies, a malformed length.
+/// upgrades (h2c, websocket), a method override header, chunked request
+/// bodies, a malformed length.
 fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
     if head.header("upgrade").next().is_some() || head.header("http2-settings").next().is_some() {
         return Some((
@@ -1070,6 +1142,9 @@ fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
             "Forbidden",
             "upgrades are refused on an intercepted host (HTTP/1.1 requests only)".into(),
         ));
+    }
+    if let Some(why) = method_override(head) {
+        return Some((403, "Forbidden", why));
     }
     let codings: Vec<&str> = head.header("transfer-encoding").collect();
     let lengths: Vec<&str> = head.header("content-length").collect();
@@ -1088,7 +1163,7 @@ fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
     }
     match lengths.as_slice() {
         [] => None,
-        [one] if one.parse::<u64>().is_ok() => None,
+        [one] if content_length(one).is_some() => None,
         _ => Some((
             400,
             "Bad Request",
@@ -1118,9 +1193,10 @@ fn forward_one<S: Read + Write>(
     let body: u64 = head
         .header("content-length")
         .next()
-        .and_then(|v| v.parse().ok())
+        .and_then(content_length)
         .unwrap_or(0);
     let chunked = head.header("transfer-encoding").next().is_some();
+    let carries_body = body > 0 || chunked;
     let client_close = head.has_token("connection", "close");
     let expect = head.has_token("expect", "100-continue");
     d.apply(&mut head.headers);
@@ -1147,7 +1223,7 @@ fn forward_one<S: Read + Write>(
     // sent again); one without reuses the kept-alive upstream connection,
     // and is sent once more on a fresh one if that connection turns out to
     // have been closed before any answer.
-    if body > 0 || chunked {
+    if carries_body {
         drop_upstream(inner, id, upstream);
     }
     let mut rbuf = Vec::new();
@@ -1208,7 +1284,20 @@ fn forward_one<S: Read + Write>(
             };
             let sent = src.relay(Body::Chunked, utls, "the client");
             *buf = src.buf;
-            r.bytes_up += sent?;
+            match sent {
+                Ok(n) => r.bytes_up += n,
+                Err(BodyError::Framing(why)) => {
+                    // The client's framing is at fault, not the upstream:
+                    // it is told so, and the upstream connection (holding
+                    // an unfinished body) is dropped by the caller.
+                    let answer = status(400, "Bad Request", &why);
+                    let _ = tls.write_all(&answer);
+                    let _ = tls.flush();
+                    r.bytes_down += answer.len() as u64;
+                    return Err(why);
+                }
+                Err(BodyError::Io(why)) => return Err(why),
+            }
             utls.flush().map_err(up_err)?;
         }
         match read_until_head_end(utls, &mut rbuf) {
@@ -1256,9 +1345,9 @@ fn forward_one<S: Read + Write>(
         let length = headers
             .iter()
             .find(|(h, _)| h.eq_ignore_ascii_case("content-length"))
-            .map(|(_, v)| v.parse::<u64>())
-            .transpose()
-            .map_err(|_| format!("{name} answered a malformed Content-Length"))?;
+            .map(|(_, v)| content_length(v))
+            .map(|n| n.ok_or_else(|| format!("{name} answered a malformed Content-Length")))
+            .transpose()?;
         let framing =
             if head.method == "HEAD" || code == 204 || code == 304 || (100..200).contains(&code) {
                 Body::Empty
@@ -1301,8 +1390,13 @@ fn forward_one<S: Read + Write>(
     let mut src = Src { r: utls, buf: rbuf };
     r.bytes_down += src.relay(framing, tls, name)?;
     let framed = framing != Body::UntilEof;
-    // Bytes past the answer would be a second answer nobody asked for.
-    if !framed || up_close || !src.buf.is_empty() {
+    // Bytes past the answer would be a second answer nobody asked for. A
+    // connection that carried a body is not used again either: a server
+    // that did not take it as a body (some ignore it on a GET) reads it as
+    // requests, and one whose own body is still to come would swallow the
+    // next request the proxy sends, credential and all, for an endpoint
+    // that may echo or keep it.
+    if !framed || up_close || !src.buf.is_empty() || carries_body {
         drop_upstream(inner, id, upstream);
     }
     tls.flush()
@@ -1362,6 +1456,45 @@ enum Body {
     UntilEof,
 }
 
+/// The size of a chunk line (without its CRLF): 1 to 15 hex digits
+/// (under 2^60, so no sum with it overflows), then nothing or an extension:
+/// `;` after optional blanks, with no control byte but the tab. Anything
+/// else (a sign, blanks and no extension, a bare LF or a CR, more digits)
+/// is `None`: another parser could read it otherwise.
+fn chunk_size(line: &[u8]) -> Option<u64> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 || digits > 15 {
+        return None;
+    }
+    let (size, rest) = line.split_at(digits);
+    let blanks = rest
+        .iter()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count();
+    match rest.get(blanks) {
+        None if blanks == 0 => {}
+        Some(b';') if !rest.iter().any(|&b| is_ctl(b) && b != b'\t') => {}
+        _ => return None,
+    }
+    u64::from_str_radix(std::str::from_utf8(size).ok()?, 16).ok()
+}
+
+/// Why a body could not be relayed.
+enum BodyError {
+    /// The sender framed it wrongly.
+    Framing(String),
+    /// A read or write failed, or the stream ended inside the body.
+    Io(String),
+}
+
+impl From<BodyError> for String {
+    fn from(e: BodyError) -> String {
+        match e {
+            BodyError::Framing(why) | BodyError::Io(why) => why,
+        }
+    }
+}
+
 /// A response being read: what was read past its head, then the stream.
 struct Src<'a, R> {
     r: &'a mut R,
@@ -1371,7 +1504,7 @@ struct Src<'a, R> {
 impl<R: Read> Src<'_, R> {
     /// Reads more; false at the end of the stream (a TLS peer that closes
     /// without close_notify ends it too).
-    fn fill(&mut self, chunk: &mut [u8]) -> Result<bool, String> {
+    fn fill(&mut self, chunk: &mut [u8]) -> Result<bool, BodyError> {
         loop {
             match self.r.read(chunk) {
                 Ok(0) => return Ok(false),
@@ -1381,19 +1514,19 @@ impl<R: Read> Src<'_, R> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
-                Err(e) => return Err(format!("cannot read a body: {e}")),
+                Err(e) => return Err(BodyError::Io(format!("cannot read a body: {e}"))),
             }
         }
     }
 
     /// Copies the body to `out`, exactly as framed. Answers the bytes.
-    fn relay<W: Write>(&mut self, body: Body, out: &mut W, name: &str) -> Result<u64, String> {
+    fn relay<W: Write>(&mut self, body: Body, out: &mut W, name: &str) -> Result<u64, BodyError> {
         let mut chunk = vec![0u8; 64 * 1024];
         let mut sent = 0u64;
-        let mut put = |out: &mut W, bytes: &[u8]| -> Result<(), String> {
+        let mut put = |out: &mut W, bytes: &[u8]| -> Result<(), BodyError> {
             sent += bytes.len() as u64;
             out.write_all(bytes)
-                .map_err(|e| format!("cannot pass a body on: {e}"))
+                .map_err(|e| BodyError::Io(format!("cannot pass a body on: {e}")))
         };
         match body {
             Body::Empty => {}
@@ -1405,25 +1538,52 @@ impl<R: Read> Src<'_, R> {
                 }
             },
             Body::Length(n) => self.exact(n, out, &mut chunk, &mut put, name)?,
+            // Each line is checked before it is passed on: the body goes
+            // on as it came, so it must be framed the one way every reader
+            // takes it (RFC 9112 section 7.1).
             Body::Chunked => loop {
                 let line = self.line(&mut chunk, name)?;
+                let size = chunk_size(&line[..line.len() - 2]).ok_or_else(|| {
+                    BodyError::Framing(format!(
+                        "{name} sent a malformed chunk line \"{}\"",
+                        String::from_utf8_lossy(&line).escape_debug()
+                    ))
+                })?;
                 put(out, &line)?;
-                let text = std::str::from_utf8(&line).unwrap_or_default();
-                let size = text.trim_end().split(';').next().unwrap_or_default().trim();
-                let size = u64::from_str_radix(size, 16)
-                    .map_err(|_| format!("{name} sent a malformed chunk size"))?;
                 if size == 0 {
-                    // Trailers, up to the blank line.
+                    // Trailer fields, up to the blank line.
                     loop {
                         let l = self.line(&mut chunk, name)?;
-                        put(out, &l)?;
                         if l == b"\r\n" {
+                            put(out, &l)?;
                             break;
                         }
+                        let field = std::str::from_utf8(&l[..l.len() - 2])
+                            .ok()
+                            .filter(|f| parse_headers(std::iter::once(*f)).is_ok());
+                        if field.is_none() {
+                            return Err(BodyError::Framing(format!(
+                                "{name} sent a malformed trailer field"
+                            )));
+                        }
+                        put(out, &l)?;
                     }
                     break;
                 }
-                self.exact(size + 2, out, &mut chunk, &mut put, name)?;
+                self.exact(size, out, &mut chunk, &mut put, name)?;
+                // The data must end where its size says: with a CRLF.
+                while self.buf.len() < 2 {
+                    if !self.fill(&mut chunk)? {
+                        return Err(BodyError::Io(format!("{name} closed inside a body")));
+                    }
+                }
+                if self.buf[..2] != *b"\r\n" {
+                    return Err(BodyError::Framing(format!(
+                        "{name} sent a chunk longer than its size"
+                    )));
+                }
+                self.buf.drain(..2);
+                put(out, b"\r\n")?;
             },
         }
         Ok(sent)
@@ -1434,9 +1594,9 @@ impl<R: Read> Src<'_, R> {
         mut n: u64,
         out: &mut W,
         chunk: &mut [u8],
-        put: &mut impl FnMut(&mut W, &[u8]) -> Result<(), String>,
+        put: &mut impl FnMut(&mut W, &[u8]) -> Result<(), BodyError>,
         name: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), BodyError> {
         loop {
             let now = (self.buf.len() as u64).min(n) as usize;
             put(out, &self.buf[..now])?;
@@ -1446,22 +1606,24 @@ impl<R: Read> Src<'_, R> {
                 return Ok(());
             }
             if !self.fill(chunk)? {
-                return Err(format!("{name} closed inside a body"));
+                return Err(BodyError::Io(format!("{name} closed inside a body")));
             }
         }
     }
 
     /// One line, with its CRLF.
-    fn line(&mut self, chunk: &mut [u8], name: &str) -> Result<Vec<u8>, String> {
+    fn line(&mut self, chunk: &mut [u8], name: &str) -> Result<Vec<u8>, BodyError> {
         loop {
             if let Some(i) = find(&self.buf, b"\r\n") {
                 return Ok(self.buf.drain(..i + 2).collect());
             }
             if self.buf.len() > MAX_HEAD {
-                return Err(format!("{name} sent a chunk line that is too long"));
+                return Err(BodyError::Framing(format!(
+                    "{name} sent a chunk line that is too long"
+                )));
             }
             if !self.fill(chunk)? {
-                return Err(format!("{name} closed inside a body"));
+                return Err(BodyError::Io(format!("{name} closed inside a body")));
             }
         }
     }
@@ -1491,6 +1653,28 @@ mod tests {
         assert_eq!(split_authority("example.com:99999", None), None);
         assert_eq!(split_authority(":443", None), None);
         assert_eq!(split_authority("[::1]x", None), None);
+    }
+
+    #[test]
+    fn chunk_sizes_are_hex_digits_and_a_clean_extension() {
+        assert_eq!(chunk_size(b"1a"), Some(26));
+        assert_eq!(chunk_size(b"5;ext=1"), Some(5));
+        assert_eq!(chunk_size(b"5 ;a=\"b c\""), Some(5));
+        assert_eq!(chunk_size(b"fffffffffffffff"), Some((1 << 60) - 1));
+        for bad in [
+            &b""[..],
+            b"+5",
+            b"-5",
+            b"0x5",
+            b"5 ",
+            b" 5",
+            b"5;\n",
+            b"5;a\rb",
+            b"5\0",
+            b"ffffffffffffffff",
+        ] {
+            assert_eq!(chunk_size(bad), None, "{}", bad.escape_ascii());
+        }
     }
 
     #[test]

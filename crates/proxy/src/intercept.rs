@@ -260,6 +260,19 @@ impl Intercept {
 
     /// The decision for one request to `host:port`.
     pub(crate) fn decide(&self, host: &str, port: u16, method: &str, target: &str) -> Decision {
+        // Methods are case-sensitive (RFC 9110) and rules name them in
+        // upper case, but servers such as Django, Werkzeug and cheroot
+        // upper-case the one they get: `delete` would be DELETE to them,
+        // past a deny rule that names DELETE.
+        if method.bytes().any(|b| b.is_ascii_lowercase()) {
+            return Decision::Refuse {
+                rule: "method".into(),
+                why: format!(
+                    "the method `{}` is not in upper case",
+                    method.escape_debug()
+                ),
+            };
+        }
         let path = match request_path(target) {
             Ok(p) => p,
             Err(why) => {
@@ -308,7 +321,7 @@ impl Intercept {
             .filter(|i| i.target.host_is(host, port))
         {
             strip.push(i.header.clone());
-            if i.target.matches(method, &path) {
+            if i.target.matches(method, &path) && !REFLECTING.contains(&method) {
                 set.push(i.clone());
             }
         }
@@ -320,6 +333,14 @@ impl Intercept {
         }
     }
 }
+
+/// Methods whose answer is the request itself, headers included: TRACE
+/// (Apache httpd answers it unless told not to) and IIS's TRACK. A
+/// credential is never set on them, whatever its methods say: the server
+/// would hand it back to the command (RFC 9110, 9.3.8: a client should
+/// not send sensitive fields on TRACE). The command's header is still
+/// removed.
+const REFLECTING: &[&str] = &["TRACE", "TRACK"];
 
 /// What happens to one request.
 pub(crate) enum Decision {
@@ -353,11 +374,19 @@ impl Decision {
 }
 
 /// The percent-decoded path of an origin-form target (the query cut off),
-/// refused when it could be read two ways: not absolute, a malformed or
-/// encoded `/` escape, a back slash, a control byte, or an empty, `.` or
-/// `..` segment.
+/// refused when it could be read two ways: not absolute, a fragment, a
+/// malformed or encoded `/` escape, a back slash, a control byte, a `;`,
+/// or an empty, `.` or `..` segment.
 pub(crate) fn request_path(target: &str) -> Result<String, String> {
-    let raw = target.split(['?', '#']).next().unwrap_or_default();
+    // A request target has no fragment (RFC 9112): a server that does not
+    // cut it at `#` reads what follows as path, dot segments included.
+    if target.contains('#') {
+        return Err(format!(
+            "the request target \"{}\" holds a fragment (`#`)",
+            target.escape_debug()
+        ));
+    }
+    let raw = target.split('?').next().unwrap_or_default();
     let quoted = raw.escape_debug();
     if !raw.starts_with('/') {
         return Err(format!("the request path \"{quoted}\" is not absolute"));
@@ -390,6 +419,16 @@ pub(crate) fn request_path(target: &str) -> Result<String, String> {
     if path.bytes().any(|b| b < b' ' || b == 0x7f || b == b'\\') {
         return Err(format!(
             "the request path \"{quoted}\" holds a back slash or a control character"
+        ));
+    }
+    // Path parameters: servlet containers (Tomcat, Jetty) cut `;…` from
+    // each segment before they resolve dot segments, so `/a/..;/b` is `/b`
+    // to them and `/a;x` is `/a`, while other servers take `;` literally.
+    // No prefix could be judged for both readings.
+    if path.contains(';') {
+        return Err(format!(
+            "the request path \"{quoted}\" holds a `;` (path parameters, which some servers \
+             cut before resolving `..`)"
         ));
     }
     let segments: Vec<&str> = path[1..].split('/').collect();
@@ -741,6 +780,10 @@ mod tests {
             "/a%",
             "/a%zz",
             "/a%00",
+            "/a;b",
+            "/a/..;/b",
+            "/a/%2e%2e%3b/b",
+            "/a#/../b",
         ] {
             assert!(request_path(bad).is_err(), "{bad}");
         }

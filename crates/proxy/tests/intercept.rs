@@ -706,3 +706,663 @@ fn a_value_with_a_line_break_is_refused() {
     assert!(Secret::new(Vec::new()).is_err());
     assert!(!format!("{:?}", Secret::new(b"tok".to_vec()).unwrap()).contains("tok"));
 }
+
+/// Rules that admit GET under `/repos/org/` only, and a credential.
+fn org_only(port: u16, pem: &str) -> Setup {
+    let rules = vec![RequestRule {
+        target: target(port, &["GET"], &["/repos/org/"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    setup(pem, vec![injection(port, &[], &[])], rules)
+}
+
+/// A bare LF is a line end to many servers (RFC 9112 lets a recipient
+/// take it as one): inside a header value or the request target it would
+/// end the head early and start a request the proxy never judged, with
+/// the credential the proxy appends. A lone CR or a NUL is refused as
+/// well; nothing reaches the upstream.
+#[test]
+fn a_line_break_or_control_byte_inside_a_header_or_the_target_is_refused() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_only(port, &pem);
+    for req in [
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\nX-A: a\n\nDELETE /repos/other HTTP/1.1\nHost: localhost\r\n\r\n",
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\nX-A: a\rContent-Length: 40\r\n\r\n",
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\nX-A: a\0b\r\n\r\n",
+        "GET /repos/org/x?a\n\nDELETE\t/repos/other HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(&mut tls, req);
+        assert!(
+            head.starts_with("HTTP/1.1 400"),
+            "{req:?}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+}
+
+/// The same smuggling in plain HTTP to a host with rules: the second
+/// request would reach the upstream without being judged.
+#[test]
+fn a_line_break_inside_a_plain_http_header_is_refused() {
+    let (pem, _) = test_ca();
+    let up = plain_upstream();
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &[], &["/ok"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup_http(&pem, Vec::new(), rules, true);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "GET http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
+         X-A: a\n\nGET /other HTTP/1.1\nHost: localhost\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let a = String::from_utf8_lossy(&out);
+    assert!(
+        a.starts_with("HTTP/1.1 400"),
+        "{a}, the upstream got {:?}",
+        up.heads.lock().unwrap()
+    );
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+}
+
+/// A loopback TLS upstream that keeps every byte it got, whatever the
+/// framing, and answers `200` with an empty body to each `\r\n\r\n`.
+struct Raw {
+    addr: SocketAddr,
+    got: Arc<Mutex<Vec<u8>>>,
+}
+
+fn raw_upstream(config: rustls::ServerConfig) -> Raw {
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = Arc::clone(&got);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let (config, g) = (Arc::clone(&config), Arc::clone(&g));
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut mine = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    match tls.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            g.lock().unwrap().extend_from_slice(&chunk[..n]);
+                            mine.extend_from_slice(&chunk[..n]);
+                        }
+                    }
+                    while let Some(i) = mine.windows(4).position(|w| w == b"\r\n\r\n") {
+                        mine.drain(..i + 4);
+                        let _ = tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+                        let _ = tls.flush();
+                    }
+                }
+            });
+        }
+    });
+    Raw { addr, got }
+}
+
+/// A chunk size past what 64 bits hold with its CRLF once crashed the
+/// connection's thread (an arithmetic overflow), which left its slot of
+/// the connection cap taken and the client's socket open for ever. It is
+/// refused; the connection ends.
+#[test]
+fn a_huge_chunk_size_is_refused_and_the_connection_ends() {
+    let (pem, cfg) = test_ca();
+    let up = raw_upstream(cfg);
+    let port = up.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "POST /up HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n\
+         ffffffffffffffff\r\nx\r\n0\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 4"), "{head:?}");
+    drop(tls);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while s.proxy.active() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the connection's slot was never given back"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A chunked request body is relayed as it came, so its framing must be
+/// what every server reads the same way (RFC 9112 section 7.1): a chunk
+/// size of hex digits only, an extension and a trailer without control
+/// bytes, a CRLF after each chunk's data. A bare LF in an extension or a
+/// trailer would end the body early for a server that takes it as a line
+/// end, and the rest would be a request the rules never judged. Each is
+/// refused (400) before its line reaches the upstream.
+#[test]
+fn a_chunked_body_framed_two_ways_never_reaches_the_upstream() {
+    let (pem, cfg) = test_ca();
+    let up = raw_upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["GET", "POST"], &["/repos/org/"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    let smuggled = "DELETE /repos/other HTTP/1.1\nHost: localhost\n";
+    for (body, never) in [
+        (format!("0;x\n\n{smuggled}\n\r\n\r\n"), "DELETE"),
+        (format!("0\r\nX-T: a\n\n{smuggled}\r\n\r\n"), "DELETE"),
+        ("5\r\nhelloXY0\r\n\r\n".to_owned(), "helloXY"),
+        ("+5\r\nhello\r\n0\r\n\r\n".to_owned(), "+5"),
+        ("5 \r\nhello\r\n0\r\n\r\n".to_owned(), "5 \r\n"),
+        ("5\r\nhello\r\n0\r\nX T: a\r\n\r\n".to_owned(), "X T"),
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        tls.sock
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!(
+                "POST /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\
+                 Transfer-Encoding: chunked\r\n\r\n{body}"
+            ),
+        );
+        drop(tls);
+        let got = String::from_utf8_lossy(&up.got.lock().unwrap()).into_owned();
+        assert!(
+            head.starts_with("HTTP/1.1 400") && !got.contains(never),
+            "{body:?}: {head:?}, the upstream got {got:?}"
+        );
+    }
+}
+
+/// `Content-Length` is digits only (RFC 9112): a sign was read by the
+/// proxy as a length and forwarded as it came, where a server that
+/// refuses the value, or takes it as no length at all, reads the body as
+/// the next request, one the rules never judged. It is refused, through a
+/// tunnel and in plain HTTP.
+#[test]
+fn a_content_length_with_a_sign_is_refused() {
+    let (pem, cfg) = test_ca();
+    let up = raw_upstream(cfg);
+    let port = up.addr.port();
+    let s = org_only(port, &pem);
+    let smuggled = "DELETE /repos/other HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let (head, _) = request(
+        &mut tls,
+        &format!(
+            "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: +{}\r\n\r\n{smuggled}",
+            smuggled.len()
+        ),
+    );
+    let got = String::from_utf8_lossy(&up.got.lock().unwrap()).into_owned();
+    assert!(
+        head.starts_with("HTTP/1.1 400") && got.is_empty(),
+        "{head:?}, the upstream got {got:?}"
+    );
+    let plain = plain_upstream();
+    let port = plain.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &[], &["/ok"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup_http(&pem, Vec::new(), rules, true);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "POST http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
+         Content-Length: +{}\r\n\r\n{smuggled}",
+        smuggled.len()
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let a = String::from_utf8_lossy(&out);
+    assert!(
+        a.starts_with("HTTP/1.1 400"),
+        "{a}, the upstream got {:?}",
+        plain.heads.lock().unwrap()
+    );
+    assert_eq!(plain.conns.load(Ordering::SeqCst), 0);
+}
+
+/// Path parameters and fragments: servlet containers (Tomcat, Jetty,
+/// Spring) cut `;…` from each segment before they resolve dot segments, so
+/// `/repos/org/..;/other` is `/repos/other` to them, outside an allow list
+/// the proxy judged it inside of, and `/repos/org/secret;x` is the
+/// deny-listed `/repos/org/secret`. A `#` never belongs in a request
+/// target: a server that does not cut it there reads the dot segments
+/// after it. Each is refused with nothing sent.
+#[test]
+fn path_parameters_and_fragments_cannot_escape_the_rules() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![
+        RequestRule {
+            target: target(port, &["GET"], &["/repos/org/"]),
+            allow: true,
+            label: "net.rules[0]".into(),
+        },
+        RequestRule {
+            target: target(port, &[], &["/repos/org/secret"]),
+            allow: false,
+            label: "net.rules[1]".into(),
+        },
+    ];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for path in [
+        "/repos/org/..;/other",
+        "/repos/org/%2e%2e;/other",
+        "/repos/org/x/..%3b/..;x/other",
+        "/repos/org/secret;x",
+        "/repos/org/secret;/x",
+        "/repos/org/x#/../../other",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{path}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    assert!(s
+        .proxy
+        .requests()
+        .iter()
+        .all(|r| r.verdict == Verdict::Refused));
+}
+
+/// Methods are matched exactly, in upper case; Django and Werkzeug (Flask)
+/// upper-case the method they are given, so `delete` is DELETE to them
+/// and a deny rule on DELETE must not let it through. A method with a
+/// lower-case letter is refused with nothing sent.
+#[test]
+fn a_method_in_lower_case_cannot_escape_a_deny_rule() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["DELETE"], &[]),
+        allow: false,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for method in ["delete", "Delete"] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!("{method} /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{method}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    // Upper case goes through.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+}
+
+/// A plain-HTTP websocket upgrade to a host with rules: once relayed, the
+/// connection is a byte pipe, so when the server does not switch
+/// protocols (it answers 200 and keeps the connection), the next request
+/// on it reaches the server without being judged. An upgrade is refused
+/// on such a host, as through TLS.
+#[test]
+fn a_websocket_upgrade_in_plain_http_cannot_carry_unjudged_requests() {
+    let (pem, _) = test_ca();
+    // A plain server that keeps every byte and answers each head with 200,
+    // keeping the connection.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = Arc::clone(&got);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let g = Arc::clone(&g);
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut mine = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            g.lock().unwrap().extend_from_slice(&chunk[..n]);
+                            mine.extend_from_slice(&chunk[..n]);
+                        }
+                    }
+                    while let Some(i) = mine.windows(4).position(|w| w == b"\r\n\r\n") {
+                        mine.drain(..i + 4);
+                        let _ =
+                            stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+                    }
+                }
+            });
+        }
+    });
+    let rules = vec![RequestRule {
+        target: target(port, &["GET"], &["/ok"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup_http(&pem, Vec::new(), rules, true);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        c,
+        "GET http://localhost:{port}/ok/ws HTTP/1.1\r\nHost: localhost\r\n\
+         Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    .unwrap();
+    let mut first = [0u8; 12];
+    c.read_exact(&mut first).unwrap();
+    // The refused request is answered and the connection closed; a relayed
+    // one gets the server's 200 and stays open for the next request.
+    let _ = c.write_all(b"DELETE /other HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    let got = String::from_utf8_lossy(&got.lock().unwrap()).into_owned();
+    assert!(
+        first.starts_with(b"HTTP/1.1 403") && !got.contains("DELETE"),
+        "{:?}, the server got {got:?}",
+        String::from_utf8_lossy(&first)
+    );
+}
+
+/// TRACE (and IIS's TRACK) makes a server answer with the request it got,
+/// headers included (Apache httpd's `TraceEnable` is on by default): a
+/// credential set on it would come back to the command whole. RFC 9110
+/// (9.3.8) says a client should not send sensitive fields on TRACE, so
+/// the proxy never sets one there; the command's own header is removed as
+/// on any request outside the credential's methods.
+#[test]
+fn a_trace_request_never_carries_the_credential() {
+    let (pem, cfg) = test_ca();
+    // An upstream that answers every request with its head, as TRACE does.
+    let config = Arc::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match tls.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                        continue;
+                    };
+                    let head: Vec<u8> = buf.drain(..end + 4).collect();
+                    let _ = write!(
+                        tls,
+                        "HTTP/1.1 200 OK\r\nContent-Type: message/http\r\nContent-Length: {}\r\n\r\n",
+                        head.len()
+                    );
+                    let _ = tls.write_all(&head);
+                    let _ = tls.flush();
+                }
+            });
+        }
+    });
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    for method in ["TRACE", "TRACK"] {
+        let (head, body) = request(
+            &mut tls,
+            &format!(
+                "{method} / HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer mine\r\n\r\n"
+            ),
+        );
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(
+            !body.contains(SECRET) && !body.contains("mine"),
+            "{method} echoed {body:?}"
+        );
+    }
+    // Any other method gets it.
+    let (_, body) = request(&mut tls, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(body.contains(SECRET), "{body}");
+    let v: Vec<Verdict> = s.proxy.requests().iter().map(|r| r.verdict).collect();
+    assert_eq!(v, [Verdict::Stripped, Verdict::Stripped, Verdict::Injected]);
+}
+
+/// A server that ignores the body of a GET (a "CL.0" server: many do on
+/// some paths) reads that body as the next request. When the body opens a
+/// request whose own body is still to come, the next request the proxy
+/// sends on that connection, with the credential in its head, becomes
+/// that body, and an endpoint that echoes or stores it hands the secret
+/// to the command. A connection that carried a body is therefore never
+/// used again.
+#[test]
+fn a_body_the_upstream_ignores_cannot_swallow_the_next_request() {
+    let (pem, cfg) = test_ca();
+    let config = Arc::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let mut fill = |tls: &mut rustls::StreamOwned<_, _>, buf: &mut Vec<u8>| match tls
+                    .read(&mut chunk)
+                {
+                    Ok(0) | Err(_) => false,
+                    Ok(n) => {
+                        buf.extend_from_slice(&chunk[..n]);
+                        true
+                    }
+                };
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        if !fill(&mut tls, &mut buf) {
+                            return;
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    buf.drain(..end + 4);
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    // GET bodies are ignored (left for the next request);
+                    // a POST's body is echoed.
+                    let body = if head.starts_with("POST") {
+                        while buf.len() < len {
+                            if !fill(&mut tls, &mut buf) {
+                                return;
+                            }
+                        }
+                        buf.drain(..len).collect()
+                    } else {
+                        b"plain".to_vec()
+                    };
+                    let _ = write!(
+                        tls,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = tls.write_all(&body);
+                    let _ = tls.flush();
+                }
+            });
+        }
+    });
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let smuggled = "POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 90\r\n\r\n";
+    let (head, _) = request(
+        &mut tls,
+        &format!(
+            "GET /a HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{smuggled}",
+            smuggled.len()
+        ),
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (head, body) = request(&mut tls, "GET /b HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(
+        !body.contains("ghp_") && !head.contains("ghp_"),
+        "the command read {body:?}"
+    );
+    assert_eq!(body, "plain");
+}
+
+/// A method override header (`X-HTTP-Method-Override` and its kin) makes
+/// Rails (Rack::MethodOverride, on by default), Express's method-override
+/// and Google's APIs act on the method it names, not the one the rules
+/// judged: a POST the rules admit would be a DELETE they refuse. Such a
+/// request is refused on an intercepted host, through TLS and in plain
+/// HTTP.
+#[test]
+fn a_method_override_header_cannot_escape_the_method_rules() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["GET", "POST"], &["/repos/org/"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for header in [
+        "X-HTTP-Method-Override",
+        "x-http-method",
+        "X-Method-Override",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!(
+                "POST /repos/org/x HTTP/1.1\r\nHost: localhost\r\n{header}: DELETE\r\n\
+                 Content-Length: 0\r\n\r\n"
+            ),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{header}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    // In plain HTTP to a host with rules.
+    let plain = plain_upstream();
+    let port = plain.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["POST"], &["/ok"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup_http(&pem, Vec::new(), rules, true);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "POST http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
+         X-HTTP-Method-Override: DELETE\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let a = String::from_utf8_lossy(&out);
+    assert!(
+        a.starts_with("HTTP/1.1 403"),
+        "{a}, the upstream got {:?}",
+        plain.heads.lock().unwrap()
+    );
+    assert_eq!(plain.conns.load(Ordering::SeqCst), 0);
+}
+
+/// Requests pipelined in one write are judged one by one: the allowed one
+/// gets the credential, the refused one is answered 403 and ends the
+/// connection, and nothing after it reaches the upstream.
+#[test]
+fn pipelined_requests_in_one_write_are_judged_one_by_one() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_only(port, &pem);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.write_all(
+        b"GET /repos/org/a HTTP/1.1\r\nHost: localhost\r\n\r\n\
+          GET /repos/other HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer mine\r\n\r\n\
+          GET /repos/org/b HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    )
+    .unwrap();
+    let (head, body) = request(&mut tls, "");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "path /repos/org/a\n");
+    let (head, _) = request(&mut tls, "");
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let mut rest = Vec::new();
+    let _ = tls.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(heads[0].starts_with("GET /repos/org/a ") && heads[0].contains(SECRET));
+    let v: Vec<Verdict> = s.proxy.requests().iter().map(|r| r.verdict).collect();
+    assert_eq!(v, [Verdict::Injected, Verdict::Refused]);
+}
