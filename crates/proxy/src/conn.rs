@@ -178,38 +178,28 @@ pub(crate) fn serve(inner: &Inner, id: u64, client: &Arc<TcpStream>) -> AuditRec
     }
 }
 
-/// A literal-address forwarder's connection.
+/// A literal-address forwarder's connection: a tunnel to `target` as a
+/// `CONNECT` to the same literal would be, with no protocol to answer in.
+/// Its first flight is judged the same way (on a web port, plain text only
+/// with `net.allow_http` and a ClientHello naming no server; on another
+/// port, a ClientHello naming no server), so that dialling the forwarder
+/// instead of the proxy reaches nothing the proxy would refuse.
 pub(crate) fn forward(
     inner: &Inner,
     id: u64,
     client: &Arc<TcpStream>,
     target: SocketAddr,
 ) -> AuditRecord {
-    let host = target.ip().to_string();
-    let mut r = record(Protocol::Forward, &host, target.port());
-    let cleared = match clear(inner, None, &host, target.port()) {
-        Ok(c) => c,
-        Err(why) => {
-            r.reason = why;
-            return r;
-        }
+    let _ = client.set_read_timeout(Some(inner.config.handshake_timeout));
+    let _ = client.set_write_timeout(Some(inner.config.handshake_timeout));
+    let _ = client.set_nodelay(true);
+    let c = Client {
+        s: client,
+        buf: Vec::new(),
+        pos: 0,
     };
-    match dial(inner, &cleared) {
-        Ok(up) => {
-            r.address = up.peer_addr().ok();
-            r.allowed = true;
-            r.reason = cleared.reason;
-            let up = Arc::new(up);
-            inner.track(id, &up);
-            let _ = client.set_nodelay(true);
-            (r.bytes_up, r.bytes_down) = relay::both(client, &up, inner.config.idle_timeout);
-        }
-        Err((addr, why)) => {
-            r.address = Some(addr);
-            r.reason = why;
-        }
-    }
-    r
+    let r = record(Protocol::Forward, &target.ip().to_string(), target.port());
+    tunnel(inner, id, client, c, r, &ForwardReply)
 }
 
 /// How a tunnel answers the client, by protocol.
@@ -255,6 +245,16 @@ impl Reply for SocksReply {
     }
 }
 
+/// A forwarder's client asked nothing: it is told nothing either, and a
+/// refused or failed connection is simply closed.
+struct ForwardReply;
+
+impl Reply for ForwardReply {
+    fn ok(&self, _c: &Client<'_>) {}
+    fn refused(&self, _c: &Client<'_>, _why: &str) {}
+    fn failed(&self, _c: &Client<'_>, _why: &str) {}
+}
+
 fn status(code: u16, text: &str, why: &str) -> Vec<u8> {
     let body = format!("sandgate: {why}\n");
     format!(
@@ -265,8 +265,8 @@ fn status(code: u16, text: &str, why: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// A tunnel (CONNECT or SOCKS5) to `host:port`: authorized, its first
-/// flight inspected unless opaque, then relayed.
+/// A tunnel (CONNECT, SOCKS5 or a forwarder's connection) to `host:port`:
+/// authorized, its first flight inspected unless opaque, then relayed.
 fn tunnel(
     inner: &Inner,
     id: u64,
