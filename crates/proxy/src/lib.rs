@@ -78,8 +78,10 @@ pub struct ProxyConfig {
     /// A connection on which nothing moved in either direction for this
     /// long is closed.
     pub idle_timeout: Duration,
-    /// How long the client has to send its request (and a tunnel its first
-    /// bytes), and how long name resolution may take.
+    /// How long the client has to send its whole request, and a tunnel
+    /// its whole first flight (a TLS ClientHello), however it spreads the
+    /// bytes (one deadline, not a timeout per read); and how long name
+    /// resolution may take.
     pub handshake_timeout: Duration,
     /// How long a connection to a target may take to open.
     pub connect_timeout: Duration,

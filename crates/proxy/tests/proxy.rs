@@ -413,3 +413,66 @@ fn a_forwarder_judges_the_first_flight_as_a_tunnel_does() {
     });
     p.stop();
 }
+
+/// `handshake_timeout` is how long a client has to send its request, and a
+/// tunnel its first flight, however it spreads the bytes: it used to bound
+/// each read only, so a client sending a byte just inside it held a place
+/// of the connection cap for as long as it liked (a 16 KiB head, or a
+/// 64 KiB ClientHello, at a byte a timeout).
+#[test]
+fn a_client_that_trickles_its_handshake_meets_the_handshake_timeout() {
+    let allow = vec![NetEntry::parse("a.test").unwrap()];
+    let mut config = ProxyConfig::new(Rules::new(Mode::Restricted, allow, false));
+    config.handshake_timeout = Duration::from_millis(300);
+    // A documentation address: public, and never dialled (no first flight
+    // ever completes).
+    config.resolver = Arc::new(
+        |_: &str, _: u16, _: Duration| -> std::io::Result<Vec<std::net::IpAddr>> {
+            Ok(vec!["192.0.2.1".parse().unwrap()])
+        },
+    );
+    let p = Proxy::new(config);
+    let addr = p
+        .serve(TcpListener::bind("127.0.0.1:0").unwrap().into())
+        .unwrap();
+    let hello = client_hello("a.test");
+    let cases: [(&str, &[u8], &[u8]); 3] = [
+        (
+            "a CONNECT head",
+            b"",
+            b"CONNECT a.test:443 HTTP/1.1\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaa",
+        ),
+        (
+            "a SOCKS5 greeting",
+            b"",
+            &[5, 255, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+        ),
+        (
+            "a tunnel's ClientHello",
+            b"CONNECT a.test:443 HTTP/1.1\r\n\r\n",
+            &hello,
+        ),
+    ];
+    for (what, at_once, trickled) in cases {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(at_once).unwrap();
+        let start = Instant::now();
+        // A byte every 100 ms for 1.5 s: five timeouts' worth, each read
+        // well inside one.
+        for b in trickled.iter().take(15) {
+            if s.write_all(&[*b]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(
+            p.active(),
+            0,
+            "{what} trickled for {:?} still holds a connection",
+            start.elapsed()
+        );
+        let audit = p.audit();
+        assert!(!audit.last().unwrap().allowed, "{what}: {audit:?}");
+    }
+    p.stop();
+}
