@@ -459,6 +459,30 @@ fn a_public_name_resolving_to_a_refused_address_is_refused() {
     }
 }
 
+/// Every address a name answers is checked, not only the ones the client
+/// is handed: a refused address past the sixteenth (the most the client
+/// keeps) used to be cut off unchecked, and the hop went ahead to the
+/// first sixteen, so an answer carrying an internal address was not
+/// treated as the rebinding attempt it is.
+#[test]
+fn a_refused_address_past_the_sixteenth_still_refuses_the_hop() {
+    let s = serve("127.0.0.1", |_| ok("reached"));
+    // trusted_host grants a loopback name; 0.0.0.0 is refused in every
+    // mode.
+    let mut answer: Vec<String> = (1..=16).map(|i| format!("127.0.0.{i}")).collect();
+    answer.push("0.0.0.0".into());
+    let answer: Vec<&str> = answer.iter().map(String::as_str).collect();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let f = Fetcher::builder(rules(Mode::TrustedHost, &["app.localhost"], true))
+        .resolver(fixed(&answer, calls.clone()))
+        .build();
+    let e = denied(get(&f, &format!("http://app.localhost:{}/", s.port)));
+    assert!(e.message().contains("0.0.0.0"), "{e}");
+    assert_eq!(e.hops().len(), 1);
+    assert!(e.hops()[0].addresses.is_empty());
+    assert_eq!(s.hits(), 0, "nothing was dialled");
+}
+
 #[test]
 fn a_changing_answer_cannot_move_the_connection() {
     // trusted_host lets the operator grant a loopback name; the resolver
