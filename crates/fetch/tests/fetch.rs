@@ -483,6 +483,37 @@ fn a_refused_address_past_the_sixteenth_still_refuses_the_hop() {
     assert_eq!(s.hits(), 0, "nothing was dialled");
 }
 
+/// An IPv6 address in a URL is written in brackets. Unbracketed, the
+/// host ended at the last colon (`http://::1:PORT/` read as `::1`, port
+/// PORT, though `::1:PORT` is an address too): the rules admitted it as
+/// the literal `::1`, and the resolver was then asked for it as a name
+/// (a resolver is promised names only) before the client refused the URL.
+/// Now it is refused as malformed, before the rules and the resolver.
+#[test]
+fn an_unbracketed_ipv6_host_is_refused_before_anything_is_asked() {
+    let l = TcpListener::bind("[::1]:0").expect("bind [::1]");
+    let s = serve_on(l, |_| ok("reached"));
+    let f = Fetcher::builder(rules(
+        Mode::Restricted,
+        &[format!("[::1]:{}", s.port)],
+        true,
+    ))
+    .resolver(no_dns)
+    .build();
+    for url in [
+        format!("http://::1:{}/", s.port),
+        format!("http://0:0:0:0:0:0:0:1:{}/", s.port),
+    ] {
+        let e = get(&f, &url).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Request, "{url}: {e}");
+        assert!(e.message().contains("brackets"), "{url}: {e}");
+    }
+    // Bracketed, it is the granted literal.
+    let r = get(&f, &format!("http://[::1]:{}/", s.port)).unwrap();
+    assert_eq!(r.body, b"reached");
+    assert_eq!(s.hits(), 1);
+}
+
 #[test]
 fn a_changing_answer_cannot_move_the_connection() {
     // trusted_host lets the operator grant a loopback name; the resolver
