@@ -1044,13 +1044,12 @@ fn intercepted(
         r.reason = format!("{name} is intercepted and takes TLS only");
         return r;
     }
-    // The TLS handshake reads the socket itself: each of its reads gets
-    // the handshake timeout (the deadline above left the socket's timeout
-    // at whatever remained of it).
-    let _ = client.set_read_timeout(Some(inner.config.handshake_timeout));
+    // The TLS handshake is the tunnel's first flight: it shares its
+    // deadline.
     let io = Prefixed {
         ahead: intercept::ReadAhead::with(c.rest()),
         s: client,
+        deadline: c.deadline,
     };
     let mut tls = match intercept::accept(&ic.authority, name, io) {
         Ok(t) => t,
