@@ -34,7 +34,8 @@
 //!    IPv4-mapped and NAT64 forms judged by the IPv4 address they carry).
 //!    If any address is refused the hop is refused: a name that answers
 //!    with an internal address is a rebinding attempt, not a fallback.
-//! 4. The checked addresses are pinned for this thread and the HTTP client
+//! 4. The checked addresses (the first 16, the most the client keeps, once
+//!    all of them passed) are pinned for this thread and the HTTP client
 //!    (ureq, rustls with the ring provider) is called. Its resolver does not
 //!    resolve: it answers the pinned addresses, and only for the host and
 //!    port they were checked for, so nothing between the check and the dial
@@ -640,7 +641,7 @@ impl Fetcher {
             ));
         }
         let port = t.effective_port();
-        let addrs = match literal_ip {
+        let mut addrs = match literal_ip {
             Some(ip) => {
                 return Ok(Checked {
                     addrs: vec![ip],
@@ -675,7 +676,6 @@ impl Fetcher {
                     seen.push(*a);
                     new
                 });
-                addrs.truncate(resolve::MAX_PINNED);
                 if addrs.is_empty() {
                     return Err((
                         FetchError::new(ErrorCode::Io, format!("{name} has no address")),
@@ -693,6 +693,10 @@ impl Fetcher {
             }
             last = d;
         }
+        // Only now cut the answer to what the client keeps: every address
+        // was checked, so one refused address anywhere in the answer
+        // refuses the hop, wherever the resolver put it.
+        addrs.truncate(resolve::MAX_PINNED);
         Ok(Checked {
             addrs,
             decision: last,

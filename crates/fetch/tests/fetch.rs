@@ -459,6 +459,61 @@ fn a_public_name_resolving_to_a_refused_address_is_refused() {
     }
 }
 
+/// Every address a name answers is checked, not only the ones the client
+/// is handed: a refused address past the sixteenth (the most the client
+/// keeps) used to be cut off unchecked, and the hop went ahead to the
+/// first sixteen, so an answer carrying an internal address was not
+/// treated as the rebinding attempt it is.
+#[test]
+fn a_refused_address_past_the_sixteenth_still_refuses_the_hop() {
+    let s = serve("127.0.0.1", |_| ok("reached"));
+    // trusted_host grants a loopback name; 0.0.0.0 is refused in every
+    // mode.
+    let mut answer: Vec<String> = (1..=16).map(|i| format!("127.0.0.{i}")).collect();
+    answer.push("0.0.0.0".into());
+    let answer: Vec<&str> = answer.iter().map(String::as_str).collect();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let f = Fetcher::builder(rules(Mode::TrustedHost, &["app.localhost"], true))
+        .resolver(fixed(&answer, calls.clone()))
+        .build();
+    let e = denied(get(&f, &format!("http://app.localhost:{}/", s.port)));
+    assert!(e.message().contains("0.0.0.0"), "{e}");
+    assert_eq!(e.hops().len(), 1);
+    assert!(e.hops()[0].addresses.is_empty());
+    assert_eq!(s.hits(), 0, "nothing was dialled");
+}
+
+/// An IPv6 address in a URL is written in brackets. Unbracketed, the
+/// host ended at the last colon (`http://::1:PORT/` read as `::1`, port
+/// PORT, though `::1:PORT` is an address too): the rules admitted it as
+/// the literal `::1`, and the resolver was then asked for it as a name
+/// (a resolver is promised names only) before the client refused the URL.
+/// Now it is refused as malformed, before the rules and the resolver.
+#[test]
+fn an_unbracketed_ipv6_host_is_refused_before_anything_is_asked() {
+    let l = TcpListener::bind("[::1]:0").expect("bind [::1]");
+    let s = serve_on(l, |_| ok("reached"));
+    let f = Fetcher::builder(rules(
+        Mode::Restricted,
+        &[format!("[::1]:{}", s.port)],
+        true,
+    ))
+    .resolver(no_dns)
+    .build();
+    for url in [
+        format!("http://::1:{}/", s.port),
+        format!("http://0:0:0:0:0:0:0:1:{}/", s.port),
+    ] {
+        let e = get(&f, &url).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Request, "{url}: {e}");
+        assert!(e.message().contains("brackets"), "{url}: {e}");
+    }
+    // Bracketed, it is the granted literal.
+    let r = get(&f, &format!("http://[::1]:{}/", s.port)).unwrap();
+    assert_eq!(r.body, b"reached");
+    assert_eq!(s.hits(), 1);
+}
+
 #[test]
 fn a_changing_answer_cannot_move_the_connection() {
     // trusted_host lets the operator grant a loopback name; the resolver

@@ -195,6 +195,13 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), UrlError> {
             None => (authority, None),
         }
     };
+    // Outside brackets a host holds no colon: `::1:80` would otherwise end
+    // at the last one, a guess (`::1:80` is an address too), and hand the
+    // rules a literal that no client reads as such, and a resolver a
+    // "name" that is an address.
+    if !host.starts_with('[') && host.contains(':') {
+        return Err("an IPv6 address in a URL is written in brackets (`http://[::1]:80/`)".into());
+    }
     if host.is_empty() {
         return Err("the URL has no host".into());
     }
@@ -252,6 +259,10 @@ mod tests {
             "https://h:+1/",
             "https://[::1/",
             "https://[::1]x/",
+            "https://::1/",
+            "https://::1:443/",
+            "https://2001:db8::1:443/",
+            "https://::ffff:127.0.0.1:80/",
             "https://h/\n",
         ] {
             assert!(Target::parse(bad).is_err(), "{bad}");

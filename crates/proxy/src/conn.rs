@@ -5,6 +5,7 @@
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpStream};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use sandgate_netguard::{Hop, Host};
 
@@ -21,6 +22,12 @@ struct Client<'a> {
     s: &'a TcpStream,
     buf: Vec<u8>,
     pos: usize,
+    /// When the bytes being waited for must have come (the request, or a
+    /// tunnel's first flight): one deadline for all the reads, not a
+    /// timeout for each, or a client sending a byte just inside the
+    /// timeout would hold its place of the connection cap indefinitely.
+    /// `None`: each read waits as long as the socket's own timeout says.
+    deadline: Option<Instant>,
 }
 
 impl Client<'_> {
@@ -28,11 +35,17 @@ impl Client<'_> {
         &self.buf[self.pos..]
     }
 
-    /// Reads once more; `false` at EOF or on an error (the timeout among
-    /// them).
+    /// Reads once more; `false` at EOF or on an error (the timeout and
+    /// the deadline among them).
     fn fill(&mut self) -> bool {
         let mut chunk = [0u8; 4096];
         loop {
+            if let Some(deadline) = self.deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() || self.s.set_read_timeout(Some(left)).is_err() {
+                    return false;
+                }
+            }
             match (&*self.s).read(&mut chunk) {
                 Ok(0) => return false,
                 Ok(n) => {
@@ -165,6 +178,7 @@ pub(crate) fn serve(inner: &Inner, id: u64, client: &Arc<TcpStream>) -> AuditRec
         s: client,
         buf: Vec::new(),
         pos: 0,
+        deadline: Some(Instant::now() + inner.config.handshake_timeout),
     };
     if !c.need(1) {
         let mut r = record(Protocol::Unknown, "", 0);
@@ -178,38 +192,29 @@ pub(crate) fn serve(inner: &Inner, id: u64, client: &Arc<TcpStream>) -> AuditRec
     }
 }
 
-/// A literal-address forwarder's connection.
+/// A literal-address forwarder's connection: a tunnel to `target` as a
+/// `CONNECT` to the same literal would be, with no protocol to answer in.
+/// Its first flight is judged the same way (on a web port, plain text only
+/// with `net.allow_http` and a ClientHello naming no server; on another
+/// port, a ClientHello naming no server), so that dialling the forwarder
+/// instead of the proxy reaches nothing the proxy would refuse.
 pub(crate) fn forward(
     inner: &Inner,
     id: u64,
     client: &Arc<TcpStream>,
     target: SocketAddr,
 ) -> AuditRecord {
-    let host = target.ip().to_string();
-    let mut r = record(Protocol::Forward, &host, target.port());
-    let cleared = match clear(inner, None, &host, target.port()) {
-        Ok(c) => c,
-        Err(why) => {
-            r.reason = why;
-            return r;
-        }
+    let _ = client.set_read_timeout(Some(inner.config.handshake_timeout));
+    let _ = client.set_write_timeout(Some(inner.config.handshake_timeout));
+    let _ = client.set_nodelay(true);
+    let c = Client {
+        s: client,
+        buf: Vec::new(),
+        pos: 0,
+        deadline: None,
     };
-    match dial(inner, &cleared) {
-        Ok(up) => {
-            r.address = up.peer_addr().ok();
-            r.allowed = true;
-            r.reason = cleared.reason;
-            let up = Arc::new(up);
-            inner.track(id, &up);
-            let _ = client.set_nodelay(true);
-            (r.bytes_up, r.bytes_down) = relay::both(client, &up, inner.config.idle_timeout);
-        }
-        Err((addr, why)) => {
-            r.address = Some(addr);
-            r.reason = why;
-        }
-    }
-    r
+    let r = record(Protocol::Forward, &target.ip().to_string(), target.port());
+    tunnel(inner, id, client, c, r, &ForwardReply)
 }
 
 /// How a tunnel answers the client, by protocol.
@@ -255,6 +260,16 @@ impl Reply for SocksReply {
     }
 }
 
+/// A forwarder's client asked nothing: it is told nothing either, and a
+/// refused or failed connection is simply closed.
+struct ForwardReply;
+
+impl Reply for ForwardReply {
+    fn ok(&self, _c: &Client<'_>) {}
+    fn refused(&self, _c: &Client<'_>, _why: &str) {}
+    fn failed(&self, _c: &Client<'_>, _why: &str) {}
+}
+
 fn status(code: u16, text: &str, why: &str) -> Vec<u8> {
     let body = format!("sandgate: {why}\n");
     format!(
@@ -265,8 +280,8 @@ fn status(code: u16, text: &str, why: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// A tunnel (CONNECT or SOCKS5) to `host:port`: authorized, its first
-/// flight inspected unless opaque, then relayed.
+/// A tunnel (CONNECT, SOCKS5 or a forwarder's connection) to `host:port`:
+/// authorized, its first flight inspected unless opaque, then relayed.
 fn tunnel(
     inner: &Inner,
     id: u64,
@@ -283,6 +298,9 @@ fn tunnel(
             return r;
         }
     };
+    // The request is in: the tunnel's first flight gets a handshake
+    // timeout of its own, counted from now (resolution took its share).
+    c.deadline = Some(Instant::now() + inner.config.handshake_timeout);
     if let (Some(ic), Host::Name(name)) = (&inner.config.intercept, &cleared.host) {
         if ic.intercepts(name, cleared.port) {
             reply.ok(&c);
@@ -380,13 +398,14 @@ fn opaque_first(
     client: &TcpStream,
     pending: Vec<u8>,
     host: &Host,
-    handshake: std::time::Duration,
-    idle: std::time::Duration,
+    handshake: Duration,
+    idle: Duration,
 ) -> Result<Vec<u8>, String> {
     let mut c = Client {
         s: client,
         buf: pending,
         pos: 0,
+        deadline: None,
     };
     if c.buf.is_empty() {
         let _ = client.set_read_timeout(Some(idle));
@@ -395,7 +414,7 @@ fn opaque_first(
         }
     }
     if c.buf[0] == 0x16 {
-        let _ = client.set_read_timeout(Some(handshake));
+        c.deadline = Some(Instant::now() + handshake);
         check_sni(host, hello_sni(&mut c)?.as_deref())?;
     }
     Ok(c.buf)
@@ -1025,9 +1044,12 @@ fn intercepted(
         r.reason = format!("{name} is intercepted and takes TLS only");
         return r;
     }
+    // The TLS handshake is the tunnel's first flight: it shares its
+    // deadline.
     let io = Prefixed {
         ahead: intercept::ReadAhead::with(c.rest()),
         s: client,
+        deadline: c.deadline,
     };
     let mut tls = match intercept::accept(&ic.authority, name, io) {
         Ok(t) => t,

@@ -8,6 +8,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::RootCertStore;
@@ -622,10 +623,25 @@ impl ReadAhead {
 pub(crate) struct Prefixed<'a> {
     pub(crate) ahead: ReadAhead,
     pub(crate) s: &'a TcpStream,
+    /// While set (the TLS handshake), when every read must be done by:
+    /// each read's timeout is what remains, so a client trickling its
+    /// handshake a byte at a time gets no more than the whole. `None`
+    /// afterwards: reads wait as the socket's timeout says.
+    pub(crate) deadline: Option<Instant>,
 }
 
 impl Read for Prefixed<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(deadline) = self.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the TLS handshake took longer than the handshake timeout",
+                ));
+            }
+            self.s.set_read_timeout(Some(left))?;
+        }
         self.ahead.read(self.s, buf)
     }
 }
@@ -681,6 +697,7 @@ pub(crate) fn accept<'a>(
         conn.complete_io(&mut io)
             .map_err(|e| format!("the TLS handshake with the client failed: {e}"))?;
     }
+    io.deadline = None;
     Ok(rustls::StreamOwned::new(conn, io))
 }
 

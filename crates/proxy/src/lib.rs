@@ -78,8 +78,10 @@ pub struct ProxyConfig {
     /// A connection on which nothing moved in either direction for this
     /// long is closed.
     pub idle_timeout: Duration,
-    /// How long the client has to send its request (and a tunnel its first
-    /// bytes), and how long name resolution may take.
+    /// How long the client has to send its whole request, and a tunnel
+    /// its whole first flight (a TLS ClientHello), however it spreads the
+    /// bytes (one deadline, not a timeout per read); and how long name
+    /// resolution may take.
     pub handshake_timeout: Duration,
     /// How long a connection to a target may take to open.
     pub connect_timeout: Duration,
@@ -289,8 +291,13 @@ impl Proxy {
     }
 
     /// Serves `listener` as a forwarder to the literal address `target`:
-    /// each connection is judged by the rules as a connection to `target`
-    /// (no protocol is spoken or inspected) and relayed to it. Meant for
+    /// each connection is judged by the rules as a tunnel to `target`
+    /// would be and relayed to it. No protocol is spoken, but the client's
+    /// first flight is inspected as a tunnel's: on a web port (an entry
+    /// without a port, or with 80 or 443) it must be a TLS ClientHello
+    /// naming no server, or plain text where the rules admit plain HTTP;
+    /// on another port the server may speak first and only a ClientHello
+    /// is judged (it must name no server). Meant for
     /// a listener at `target`'s own address inside the command's network
     /// namespace, so that programs that ignore proxies reach a granted
     /// literal address as if directly.

@@ -1366,3 +1366,64 @@ fn pipelined_requests_in_one_write_are_judged_one_by_one() {
     let v: Vec<Verdict> = s.proxy.requests().iter().map(|r| r.verdict).collect();
     assert_eq!(v, [Verdict::Injected, Verdict::Refused]);
 }
+
+/// The TLS handshake with a client of an intercepted host is read by the
+/// proxy's own TLS server, and it too meets the handshake timeout as one
+/// deadline: it bounded each read, so a client sending its ClientHello a
+/// byte at a time, each just inside the timeout, held its place of the
+/// connection cap for as long as it liked.
+#[test]
+fn a_client_that_trickles_its_hello_to_an_intercepted_host_meets_the_handshake_timeout() {
+    let (pem, _) = test_ca();
+    // Never dialled: no request ever comes.
+    let port = 9;
+    let authority = Arc::new(CertAuthority::generate(&["localhost".to_owned()]).unwrap());
+    let intercept = Intercept {
+        authority,
+        upstream_roots: Arc::new(roots_from_pem(&pem)),
+        injections: vec![injection(port, &[], &[])],
+        rules: vec![],
+    };
+    let allow = vec![NetEntry::parse("localhost").unwrap()];
+    let mut config = ProxyConfig::new(Rules::new(Mode::TrustedHost, allow, false));
+    config.resolver =
+        Arc::new(|_: &str, _: u16, _: Duration| Ok(vec!["127.0.0.1".parse().unwrap()]));
+    config.intercept = Some(Arc::new(intercept));
+    config.handshake_timeout = Duration::from_millis(300);
+    let proxy = Proxy::new(config);
+    let addr = proxy
+        .serve(TcpListener::bind("127.0.0.1:0").unwrap().into())
+        .unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "CONNECT localhost:{port} HTTP/1.1\r\n\r\n").unwrap();
+    let mut head = [0u8; 39];
+    s.read_exact(&mut head).unwrap();
+    assert!(head.starts_with(b"HTTP/1.1 200"));
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let mut conn =
+        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("localhost").unwrap())
+            .unwrap();
+    let mut hello = Vec::new();
+    conn.write_tls(&mut hello).unwrap();
+    // A byte every 100 ms for 1.5 s: five timeouts' worth, each read well
+    // inside one.
+    let start = std::time::Instant::now();
+    for b in hello.iter().take(15) {
+        if s.write_all(&[*b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        proxy.active(),
+        0,
+        "a ClientHello trickled for {:?} still holds a connection",
+        start.elapsed()
+    );
+    proxy.stop();
+}

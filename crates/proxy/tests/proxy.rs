@@ -354,3 +354,125 @@ fn a_client_waiting_for_100_continue_gets_it_and_its_body_is_relayed() {
     assert!(got.ends_with("\r\n\r\nhello"), "{got}");
     p.stop();
 }
+
+/// A forwarder to a literal on a web port (an entry without a port, or
+/// with 80 or 443) judges the client's first flight as a `CONNECT` to the
+/// same literal does: plain text only with `allow_http`, and a TLS
+/// ClientHello that names no server. It used to relay whatever came, so a
+/// program that ignores proxies could send plain HTTP where the policy
+/// refuses it, or a ClientHello fronting another name, by dialling the
+/// forwarder instead of the proxy.
+#[test]
+fn a_forwarder_judges_the_first_flight_as_a_tunnel_does() {
+    let target = server("127.0.0.2");
+    // trusted_host: a bare loopback literal grants loopback on every port,
+    // so the target's (unprivileged) port is a web port here, as 443 is
+    // for an entry `203.0.113.7:443`.
+    let allow = vec![NetEntry::parse("127.0.0.2").unwrap()];
+    let p = Proxy::new(ProxyConfig::new(Rules::new(
+        Mode::TrustedHost,
+        allow,
+        false,
+    )));
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let fwd = p.forward(l.into(), target.addr).unwrap();
+    let send = |bytes: &[u8]| {
+        let mut s = TcpStream::connect(fwd).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(bytes).unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        wait_until("the connection ended", || p.active() == 0);
+        p.audit().pop().unwrap()
+    };
+    // Plain text, net.allow_http false: refused, nothing dialled.
+    let r = send(b"GET /secret HTTP/1.1\r\nHost: 127.0.0.2\r\n\r\n");
+    assert!(
+        !r.allowed && r.protocol == Protocol::Forward && r.reason.contains("allow_http"),
+        "{r:?}"
+    );
+    // A ClientHello naming a server, to a literal: domain fronting.
+    let r = send(&client_hello("evil.example"));
+    assert!(!r.allowed && r.reason.contains("evil.example"), "{r:?}");
+    assert_eq!(target.hits.load(Ordering::SeqCst), 0);
+    assert!(target.got.lock().unwrap().is_empty());
+    // A ClientHello that names no server (the client dials an address)
+    // passes, and reaches the target whole.
+    let hello = client_hello("127.0.0.2");
+    std::thread::spawn({
+        let hello = hello.clone();
+        move || {
+            let mut s = TcpStream::connect(fwd).unwrap();
+            s.write_all(&hello).unwrap();
+            std::thread::sleep(Duration::from_secs(3));
+        }
+    });
+    wait_until("the ClientHello relayed", || {
+        target.got.lock().unwrap().as_slice() == hello.as_slice()
+    });
+    p.stop();
+}
+
+/// `handshake_timeout` is how long a client has to send its request, and a
+/// tunnel its first flight, however it spreads the bytes: it used to bound
+/// each read only, so a client sending a byte just inside it held a place
+/// of the connection cap for as long as it liked (a 16 KiB head, or a
+/// 64 KiB ClientHello, at a byte a timeout).
+#[test]
+fn a_client_that_trickles_its_handshake_meets_the_handshake_timeout() {
+    let allow = vec![NetEntry::parse("a.test").unwrap()];
+    let mut config = ProxyConfig::new(Rules::new(Mode::Restricted, allow, false));
+    config.handshake_timeout = Duration::from_millis(300);
+    // A documentation address: public, and never dialled (no first flight
+    // ever completes).
+    config.resolver = Arc::new(
+        |_: &str, _: u16, _: Duration| -> std::io::Result<Vec<std::net::IpAddr>> {
+            Ok(vec!["192.0.2.1".parse().unwrap()])
+        },
+    );
+    let p = Proxy::new(config);
+    let addr = p
+        .serve(TcpListener::bind("127.0.0.1:0").unwrap().into())
+        .unwrap();
+    let hello = client_hello("a.test");
+    let cases: [(&str, &[u8], &[u8]); 3] = [
+        (
+            "a CONNECT head",
+            b"",
+            b"CONNECT a.test:443 HTTP/1.1\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaa",
+        ),
+        (
+            "a SOCKS5 greeting",
+            b"",
+            &[5, 255, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+        ),
+        (
+            "a tunnel's ClientHello",
+            b"CONNECT a.test:443 HTTP/1.1\r\n\r\n",
+            &hello,
+        ),
+    ];
+    for (what, at_once, trickled) in cases {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(at_once).unwrap();
+        let start = Instant::now();
+        // A byte every 100 ms for 1.5 s: five timeouts' worth, each read
+        // well inside one.
+        for b in trickled.iter().take(15) {
+            if s.write_all(&[*b]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(
+            p.active(),
+            0,
+            "{what} trickled for {:?} still holds a connection",
+            start.elapsed()
+        );
+        let audit = p.audit();
+        assert!(!audit.last().unwrap().allowed, "{what}: {audit:?}");
+    }
+    p.stop();
+}
