@@ -253,6 +253,40 @@ impl Inner {
     }
 }
 
+/// A connection's place under the cap, given back when its thread ends,
+/// however it ends: its sockets are closed (the registry holds the last
+/// `Arc` of each) and the count goes down. A panic in the handling of one
+/// connection (a bug) would otherwise keep its sockets open and its place
+/// taken until the proxy stops; it is recorded as such.
+struct Slot<'a> {
+    inner: &'a Inner,
+    id: u64,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.inner.record(AuditRecord {
+                protocol: Protocol::Unknown,
+                host: String::new(),
+                port: 0,
+                address: None,
+                allowed: false,
+                reason: "the proxy failed while serving this connection (a bug) and closed it"
+                    .into(),
+                bytes_up: 0,
+                bytes_down: 0,
+            });
+        }
+        self.inner
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+        self.inner.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// What a listener serves.
 #[derive(Clone, Copy, Debug)]
 enum Serve {
@@ -443,6 +477,7 @@ fn accept_loop(inner: &Arc<Inner>, listener: &Arc<OwnedFd>, what: Serve) {
             .name("sandgate-proxy-conn".into())
             .spawn(move || {
                 let inner = conn_inner;
+                let _slot = Slot { inner: &inner, id };
                 let client = Arc::new(stream);
                 inner.track(id, &client);
                 let record = match what {
@@ -450,17 +485,50 @@ fn accept_loop(inner: &Arc<Inner>, listener: &Arc<OwnedFd>, what: Serve) {
                     Serve::Forward(target) => conn::forward(&inner, id, &client, target),
                 };
                 inner.record(record);
-                // Every socket of the connection closes when the last Arc
-                // goes: the registry's first.
-                inner
-                    .conns
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&id);
-                inner.active.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
             inner.active.fetch_sub(1, Ordering::SeqCst);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_that_panics_gives_its_place_and_sockets_back() {
+        let rules = Rules::new(sandgate_netguard::Mode::Restricted, Vec::new(), false);
+        let proxy = Proxy::new(ProxyConfig::new(rules));
+        let inner = &proxy.inner;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        inner.active.fetch_add(1, Ordering::SeqCst);
+        let conn = Arc::new(server);
+        let caught = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _slot = Slot { inner, id: 7 };
+                inner.track(7, &conn);
+                panic!("a bug in one connection's handling");
+            })
+            .join()
+        });
+        assert!(caught.is_err());
+        assert_eq!(proxy.active(), 0);
+        assert!(inner.conns.lock().unwrap().is_empty());
+        // The registry's reference is gone: ours is the last, and dropping
+        // it closes the socket, which the peer sees as the end.
+        assert_eq!(Arc::strong_count(&conn), 1);
+        drop(conn);
+        let mut byte = [0u8; 1];
+        assert_eq!(std::io::Read::read(&mut &client, &mut byte).unwrap(), 0);
+        let audit = proxy.audit();
+        assert!(
+            audit
+                .iter()
+                .any(|r| r.reason.contains("failed while serving")),
+            "{audit:?}"
+        );
     }
 }
