@@ -557,6 +557,14 @@ fn classify(line: &[u8]) -> Line {
     }
 }
 
+/// [`Inline::answer`], with a panic (a bug) taken as "not answered here":
+/// the message then goes to the service, which runs every call on a task
+/// whose panic becomes an error answer. Unguarded, it would end the reader
+/// task, and with it the server, for one message.
+fn answer_inline(inline: &dyn Inline, line: &str) -> Option<Reply> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inline.answer(line))).unwrap_or(None)
+}
+
 async fn read_lines<R: AsyncRead + Unpin>(
     mut read: BufReader<R>,
     tx: mpsc::Sender<RxJsonRpcMessage<RoleServer>>,
@@ -571,7 +579,7 @@ async fn read_lines<R: AsyncRead + Unpin>(
         let line = match next_line(&mut read, &mut buf).await {
             Ok(Ok(true)) => {
                 let reply = match (&inline, std::str::from_utf8(trimmed(&buf))) {
-                    (Some(inline), Ok(text)) => inline.answer(text),
+                    (Some(inline), Ok(text)) => answer_inline(&**inline, text),
                     _ => None,
                 };
                 if let Some(reply) = reply {
@@ -656,5 +664,39 @@ impl Transport<RoleServer> for LineTransport {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An inline path with a bug: it panics on every line.
+    struct Panics;
+
+    impl Inline for Panics {
+        fn answer(&self, _line: &str) -> Option<Reply> {
+            panic!("a bug in the inline path");
+        }
+        fn forwarding(&self, _message: &RxJsonRpcMessage<RoleServer>) {}
+    }
+
+    #[tokio::test]
+    async fn a_panic_on_the_inline_path_leaves_the_message_to_the_service() {
+        let (mut client, server_in) = tokio::io::duplex(4096);
+        let (server_out, _client_out) = tokio::io::duplex(4096);
+        let mut t = LineTransport::with_inline(server_in, server_out, Arc::new(Panics));
+        for id in 1..=2 {
+            let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n");
+            client.write_all(line.as_bytes()).await.unwrap();
+            let got = tokio::time::timeout(Duration::from_secs(10), t.receive())
+                .await
+                .expect("the reader is still reading")
+                .expect("the message reached the service");
+            let rmcp::model::JsonRpcMessage::Request(r) = got else {
+                panic!("not a request: {got:?}");
+            };
+            assert_eq!(r.id, rmcp::model::NumberOrString::Number(id));
+        }
     }
 }
