@@ -529,6 +529,10 @@ static void test_sandbox(const sg_policy *p) {
 
   EXPECT(sg_sandbox_close(sb, &err), SG_OK, err);
   EXPECT(sg_sandbox_read(sb, S("readme.md"), &b, &err), SG_E_CLOSED, err);
+  /* Every later call answers E_CLOSED, the warnings too (not an empty list). */
+  EXPECT(sg_sandbox_warnings(sb, &b, &err), SG_E_CLOSED, err);
+  CHECK(b.ptr == NULL);
+  sg_bytes_free(&b);
   EXPECT(sg_sandbox_close(NULL, &err), SG_E_REQUEST, err);
   sg_sandbox_free(sb);
   sg_sandbox_free(NULL);
