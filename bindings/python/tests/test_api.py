@@ -475,6 +475,31 @@ def test_policy(tree):
         Policy()
 
 
+def test_ints_out_of_a_c_parameters_range_are_refused_not_truncated(tree):
+    """ctypes masks an int to the width of its C parameter without a word:
+    2**32 + 443 would reach the library as 443, a negative port as "the
+    scheme's default", a mode with bit 32 set as a plain 0o644."""
+    with Policy.from_options(tree, allow=["example.com:443"]) as p:
+        assert p.authorize("https", "example.com", 443)["allowed"] is True
+        for port in (2**32 + 443, 2**31 + 443, -443, -1, 65536):
+            with pytest.raises(sandgate.RequestError):
+                p.authorize("https", "example.com", port)
+    with Root(tree / "ws") as r:
+        with pytest.raises(sandgate.RequestError):
+            r.open_fd("new.txt", os.O_CREAT | os.O_WRONLY, 2**32 | 0o644)
+        assert not (tree / "ws" / "new.txt").exists()
+        with pytest.raises(sandgate.RequestError):
+            r.open_fd("a.txt", 2**32 | os.O_RDONLY)
+        with pytest.raises(sandgate.RequestError):
+            r.mkdir("d", 2**32 | 0o755)
+        assert not (tree / "ws" / "d").exists()
+    for resolver in (2**32, 2**32 + 1):
+        with pytest.raises(sandgate.RequestError):
+            Root(tree / "ws", resolver=resolver)
+        with pytest.raises(sandgate.RequestError):
+            Sandbox(read_roots=[tree / "ws"], resolver=resolver)
+
+
 # ---------------------------------------------------------------------------
 # Context managers, close, misuse
 

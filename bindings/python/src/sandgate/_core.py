@@ -66,13 +66,31 @@ def _host(p: str | bytes | os.PathLike) -> bytes:
     return os.fsencode(p)
 
 
+def _c_int(v: int, lo: int, hi: int, what: str) -> int:
+    """``v`` as an int for a C parameter holding ``lo..hi``. ctypes masks an
+    int to the parameter's width without a word (2**32 + 443 would arrive
+    as 443), so a value outside the range is refused here."""
+    v = int(v)
+    if not lo <= v <= hi:
+        raise RequestError(f"{what} must be in {lo}..{hi} (got {v})", code="E_REQUEST")
+    return v
+
+
+def _u32(v: int, what: str) -> int:
+    return _c_int(v, 0, _U32_MAX, what)
+
+
+def _i32(v: int, what: str) -> int:
+    return _c_int(v, -(2**31), 2**31 - 1, what)
+
+
 def _resolver(r: str | int) -> int:
     if isinstance(r, str):
         try:
             return SG_RESOLVER[r]
         except KeyError:
             raise RequestError(f"unknown resolver {r!r} (auto, openat2, walk)", code="E_REQUEST") from None
-    return int(r)
+    return _u32(r, "resolver")
 
 
 def _closed(what: str) -> ClosedError:
@@ -494,6 +512,7 @@ class Root(_Handle):
         caller closes it. Supported flags: O_RDONLY, O_WRONLY, O_RDWR,
         O_CREAT, O_EXCL, O_TRUNC, O_APPEND, O_NOFOLLOW, O_CLOEXEC (always
         set)."""
+        flags, mode = _i32(flags, "flags"), _u32(mode, "mode")
         p = _host(path)
         fd = c_int32(-1)
         self._call(lib.sg_root_open_file, p, len(p), flags, mode, byref(fd))
@@ -526,6 +545,7 @@ class Root(_Handle):
             raise
 
     def mkdir(self, path, mode: int = 0o777) -> None:
+        mode = _u32(mode, "mode")
         p = _host(path)
         self._call(lib.sg_root_mkdir, p, len(p), mode)
 
@@ -661,12 +681,15 @@ class Policy(_Handle):
         raise_on_deny: bool = False,
     ) -> dict:
         """Asks the network authorizer (docs/reference/policy.md) whether ``scheme://host:port``
-        may be dialled; returns the decision ``{"allowed", "reason", "rule"}``.
+        may be dialled (``port`` in 0..65535, None for the scheme's default;
+        another value is a RequestError); returns the decision
+        ``{"allowed", "reason", "rule"}``.
         With ``raise_on_deny``, a refusal raises NetDeniedError instead."""
         s, hs = scheme.encode(), host.encode()
         i = ip.encode() if ip is not None else None
         out, err = sg_bytes(), c_void_p()
-        p = -1 if port is None else int(port)
+        # -1 is the C ABI's "the scheme's default", which None stands for.
+        p = -1 if port is None else _c_int(port, 0, 65535, "port")
         h = self._acquire()
         try:
             st = lib.sg_policy_authorize(
