@@ -500,6 +500,27 @@ def test_ints_out_of_a_c_parameters_range_are_refused_not_truncated(tree):
             Sandbox(read_roots=[tree / "ws"], resolver=resolver)
 
 
+def test_lone_surrogates_in_names_are_refused_by_the_library(tree):
+    """A name with any lone surrogate is not UTF-8: the library refuses it
+    with E_REQUEST, whichever surrogate it is (surrogateescape alone can
+    encode only U+DC80..U+DCFF and raised UnicodeEncodeError for the rest)."""
+    with Sandbox(read_roots=[tree / "ws"], write_root=tree / "ws") as sb:
+        for name in ("\udc80", "\ud800", "a\udfffb", "\ud83d\ude00x\udc80"):
+            with pytest.raises(sandgate.RequestError) as ei:
+                sb.read(name)
+            assert ei.value.code == "E_REQUEST"
+            with pytest.raises(sandgate.RequestError):
+                sb.write(name, "x")
+        assert sorted(os.listdir(tree / "ws")) == ["a.txt", "sub"]
+    with pytest.raises(sandgate.RequestError):
+        Policy.load("\ud800")
+    with _exec_policy(tree) as p, Executor(p) as ex:
+        with pytest.raises(sandgate.RequestError):
+            ex.exec("echo \ud800")
+        with pytest.raises(sandgate.RequestError):
+            ex.exec("true", cwd="\ud800")
+
+
 # ---------------------------------------------------------------------------
 # Context managers, close, misuse
 

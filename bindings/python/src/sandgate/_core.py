@@ -52,11 +52,23 @@ def _raise(status: int, err: c_void_p) -> None:
     raise error_for(code, message, path=path, pattern=pattern, key=key, errno=errno or None)
 
 
+def _utf8(s: str) -> bytes:
+    """``s`` as UTF-8 for the library. A lone surrogate is passed on as
+    bytes that are not UTF-8, which the library refuses with E_REQUEST:
+    U+DC80..U+DCFF as the byte it escapes (``surrogateescape``), any other
+    as its three-byte form (``surrogatepass``), which ``surrogateescape``
+    cannot encode."""
+    try:
+        return s.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogatepass")
+
+
 def _name(p: str | os.PathLike) -> bytes:
     """An agent-facing name (UTF-8; a lone surrogate makes it invalid, which
     the library refuses with E_REQUEST)."""
     if isinstance(p, str):
-        return p.encode("utf-8", "surrogateescape")
+        return _utf8(p)
     if isinstance(p, bytes):
         return p
     return os.fsencode(p)
@@ -1147,7 +1159,7 @@ class Executor(_Handle):
             if t < 1:
                 raise RequestError(f"timeout_ms must be at least 1 (got {t})", code="E_REQUEST")
             t = min(t, _U64_MAX)
-        c = command.encode("utf-8", "surrogateescape")
+        c = _utf8(command)
         d = None if cwd is None else _name(cwd)
         out, err = sg_exec_result(), c_void_p()
         h = self._acquire()
