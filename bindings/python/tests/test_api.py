@@ -521,6 +521,21 @@ def test_lone_surrogates_in_names_are_refused_by_the_library(tree):
             ex.exec("true", cwd="\ud800")
 
 
+def test_an_int_is_not_data(tree):
+    """bytes(n) is n zero bytes: an int given as the data to write (or as
+    policy text) must be refused, not written as NULs (or allocated whole:
+    bytes(10**12) tries to)."""
+    with Sandbox(write_root=tree / "ws", max_write_bytes=1 << 40) as sb:
+        for bad in (3, True, 10**12):
+            with pytest.raises(TypeError):
+                sb.write("n.bin", bad)
+        assert not (tree / "ws" / "n.bin").exists()
+        assert sb.write("ok.bin", bytearray(b"ab")) == 2
+        assert sb.write("mv.bin", memoryview(b"abc")) == 3
+    with pytest.raises(TypeError):
+        Policy.parse(5, str(tree))
+
+
 # ---------------------------------------------------------------------------
 # Context managers, close, misuse
 

@@ -96,6 +96,14 @@ def _i32(v: int, what: str) -> int:
     return _c_int(v, -(2**31), 2**31 - 1, what)
 
 
+def _data(v: Any, what: str) -> bytes:
+    """Bytes-like ``v`` as bytes. An int is refused: ``bytes(n)`` would be
+    ``n`` zero bytes (and ``bytes(10**12)`` an attempt to allocate them)."""
+    if isinstance(v, int):
+        raise TypeError(f"{what} must be str or bytes-like, not {type(v).__name__}")
+    return bytes(v)
+
+
 def _resolver(r: str | int) -> int:
     if isinstance(r, str):
         try:
@@ -631,7 +639,7 @@ class Policy(_Handle):
     @classmethod
     def parse(cls, text: str | bytes, base_dir: str | os.PathLike) -> "Policy":
         """Checks policy text as if read from a file in ``base_dir``."""
-        t = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        t = text.encode("utf-8") if isinstance(text, str) else _data(text, "text")
         b = _name(os.fspath(base_dir))
         out, err = c_void_p(), c_void_p()
         st = lib.sg_policy_parse(t, len(t), b, len(b), byref(out), byref(err))
@@ -998,7 +1006,7 @@ class Sandbox(_Handle):
         if isinstance(data, str):
             data = data.encode("utf-8")
         else:
-            data = bytes(data)
+            data = _data(data, "data")
         p = _name(path)
         size = c_uint64()
         self._call(lib.sg_sandbox_write, p, len(p), data, len(data), bool(overwrite), byref(size))
