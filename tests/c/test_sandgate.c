@@ -298,6 +298,9 @@ static void test_policy(sg_policy **out) {
   EXPECT(sg_policy_authorize(p, S("https"), S("example.com"), 70000, NULL, 0,
                              false, NULL, &err),
          SG_E_REQUEST, err);
+  EXPECT(sg_policy_authorize(p, S("https"), S("example.com"), 443, NULL, 4,
+                             false, NULL, &err),
+         SG_E_REQUEST, err);
 
   /* A refused policy names the key. */
   CHECK(sg_policy_parse((const uint8_t *)bad, sizeof bad - 1, dir, strlen(dir),
@@ -493,6 +496,17 @@ static void test_sandbox(const sg_policy *p) {
   CHECK(err && strstr(sg_error_message(err), "nope") != NULL);
   sg_error_free(err);
   err = NULL;
+  /* NULL with a length is refused, naming the argument, not read as absent. */
+  CHECK(sg_sandbox_glob(sb, S("**/*.txt"), NULL, 2, &b, &err) == SG_E_REQUEST);
+  CHECK(err && strstr(sg_error_message(err), "path") != NULL);
+  sg_error_free(err);
+  err = NULL;
+  CHECK(sg_sandbox_grep_with(sb, S("x"), NULL, 0, NULL, 5, &b, &err) ==
+        SG_E_REQUEST);
+  CHECK(err && strstr(sg_error_message(err), "options") != NULL);
+  sg_error_free(err);
+  err = NULL;
+  CHECK(b.ptr == NULL);
   EXPECT(sg_sandbox_delete(sb, S("d/e/moved.txt"), &err), SG_OK, err);
   EXPECT(sg_sandbox_delete(sb, S("d/e/moved.txt"), &err), SG_E_NOT_FOUND, err);
 
@@ -515,6 +529,10 @@ static void test_sandbox(const sg_policy *p) {
 
   EXPECT(sg_sandbox_close(sb, &err), SG_OK, err);
   EXPECT(sg_sandbox_read(sb, S("readme.md"), &b, &err), SG_E_CLOSED, err);
+  /* Every later call answers E_CLOSED, the warnings too (not an empty list). */
+  EXPECT(sg_sandbox_warnings(sb, &b, &err), SG_E_CLOSED, err);
+  CHECK(b.ptr == NULL);
+  sg_bytes_free(&b);
   EXPECT(sg_sandbox_close(NULL, &err), SG_E_REQUEST, err);
   sg_sandbox_free(sb);
   sg_sandbox_free(NULL);
@@ -687,6 +705,14 @@ static void test_executor(const sg_policy *p) {
   sg_exec_result_free(&r);
   EXPECT(sg_executor_exec(NULL, S("true"), NULL, 0, 0, NULL, &r, &err),
          SG_E_REQUEST, err);
+  /* An optional string given as NULL with a length is a malformed argument,
+     not "absent": the command does not run in the root instead. */
+  CHECK(sg_executor_exec(ex, S("true"), NULL, 3, 0, NULL, &r, &err) ==
+        SG_E_REQUEST);
+  CHECK(err && strstr(sg_error_message(err), "cwd") != NULL);
+  sg_error_free(err);
+  err = NULL;
+  CHECK(r.stdout_bytes.ptr == NULL);
   EXPECT(sg_executor_start(NULL, &err), SG_E_REQUEST, err);
   EXPECT(sg_executor_dispose(NULL, &err), SG_E_REQUEST, err);
   sg_exec_result_free(NULL);

@@ -475,6 +475,67 @@ def test_policy(tree):
         Policy()
 
 
+def test_ints_out_of_a_c_parameters_range_are_refused_not_truncated(tree):
+    """ctypes masks an int to the width of its C parameter without a word:
+    2**32 + 443 would reach the library as 443, a negative port as "the
+    scheme's default", a mode with bit 32 set as a plain 0o644."""
+    with Policy.from_options(tree, allow=["example.com:443"]) as p:
+        assert p.authorize("https", "example.com", 443)["allowed"] is True
+        for port in (2**32 + 443, 2**31 + 443, -443, -1, 65536):
+            with pytest.raises(sandgate.RequestError):
+                p.authorize("https", "example.com", port)
+    with Root(tree / "ws") as r:
+        with pytest.raises(sandgate.RequestError):
+            r.open_fd("new.txt", os.O_CREAT | os.O_WRONLY, 2**32 | 0o644)
+        assert not (tree / "ws" / "new.txt").exists()
+        with pytest.raises(sandgate.RequestError):
+            r.open_fd("a.txt", 2**32 | os.O_RDONLY)
+        with pytest.raises(sandgate.RequestError):
+            r.mkdir("d", 2**32 | 0o755)
+        assert not (tree / "ws" / "d").exists()
+    for resolver in (2**32, 2**32 + 1):
+        with pytest.raises(sandgate.RequestError):
+            Root(tree / "ws", resolver=resolver)
+        with pytest.raises(sandgate.RequestError):
+            Sandbox(read_roots=[tree / "ws"], resolver=resolver)
+
+
+def test_lone_surrogates_in_names_are_refused_by_the_library(tree):
+    """A name with any lone surrogate is not UTF-8: the library refuses it
+    with E_REQUEST, whichever surrogate it is (surrogateescape alone can
+    encode only U+DC80..U+DCFF and raised UnicodeEncodeError for the rest)."""
+    with Sandbox(read_roots=[tree / "ws"], write_root=tree / "ws") as sb:
+        for name in ("\udc80", "\ud800", "a\udfffb", "\ud83d\ude00x\udc80"):
+            with pytest.raises(sandgate.RequestError) as ei:
+                sb.read(name)
+            assert ei.value.code == "E_REQUEST"
+            with pytest.raises(sandgate.RequestError):
+                sb.write(name, "x")
+        assert sorted(os.listdir(tree / "ws")) == ["a.txt", "sub"]
+    with pytest.raises(sandgate.RequestError):
+        Policy.load("\ud800")
+    with _exec_policy(tree) as p, Executor(p) as ex:
+        with pytest.raises(sandgate.RequestError):
+            ex.exec("echo \ud800")
+        with pytest.raises(sandgate.RequestError):
+            ex.exec("true", cwd="\ud800")
+
+
+def test_an_int_is_not_data(tree):
+    """bytes(n) is n zero bytes: an int given as the data to write (or as
+    policy text) must be refused, not written as NULs (or allocated whole:
+    bytes(10**12) tries to)."""
+    with Sandbox(write_root=tree / "ws", max_write_bytes=1 << 40) as sb:
+        for bad in (3, True, 10**12):
+            with pytest.raises(TypeError):
+                sb.write("n.bin", bad)
+        assert not (tree / "ws" / "n.bin").exists()
+        assert sb.write("ok.bin", bytearray(b"ab")) == 2
+        assert sb.write("mv.bin", memoryview(b"abc")) == 3
+    with pytest.raises(TypeError):
+        Policy.parse(5, str(tree))
+
+
 # ---------------------------------------------------------------------------
 # Context managers, close, misuse
 

@@ -363,7 +363,11 @@ pub(crate) unsafe fn arg_str<'a>(
     })
 }
 
-/// An optional `(ptr, len)` UTF-8 argument: NULL means absent.
+/// An optional `(ptr, len)` UTF-8 argument: NULL with length 0 means
+/// absent; NULL with any other length is malformed, as for [`arg_bytes`]
+/// (the caller meant to pass something, and reading it as absent would act
+/// on a default it did not ask for, such as the root as the working
+/// directory).
 ///
 /// # Safety
 ///
@@ -374,7 +378,11 @@ pub(crate) unsafe fn arg_opt_str<'a>(
     what: &str,
 ) -> Result<Option<&'a str>, Error> {
     if ptr.is_null() {
-        return Ok(None);
+        return if len == 0 {
+            Ok(None)
+        } else {
+            Err(request(format!("{what}: NULL pointer with length {len}")))
+        };
     }
     // SAFETY: forwarded contract.
     unsafe { arg_str(ptr, len, what) }.map(Some)

@@ -14,7 +14,9 @@
 //!   no thread-local "last error".
 //! - Strings in are `(pointer, length)` pairs of UTF-8, not NUL-terminated
 //!   (the `sg_root_*` names may be any bytes, as file names may). A NULL
-//!   pointer with length 0 is the empty string.
+//!   pointer with length 0 is the empty string, or, for an argument that
+//!   may be NULL, absent; a NULL pointer with any other length is
+//!   `SG_E_REQUEST`.
 //! - Bytes out are `sg_bytes`, released with `sg_bytes_free`. Structured
 //!   results (listings, search results, summaries) are JSON in `sg_bytes`.
 //! - A panic never crosses the boundary: it becomes `SG_E_INTERNAL`. A NULL

@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use facade::{AuditEvent, EditOptions, Error, Sandbox, SandboxBuilder, WriteOptions};
+use facade::{AuditEvent, EditOptions, Error, ErrorCode, Sandbox, SandboxBuilder, WriteOptions};
 use serde_json::json;
 
 use crate::error::*;
@@ -636,7 +636,14 @@ pub unsafe extern "C" fn sg_sandbox_warnings(
     boundary(err, || {
         // SAFETY: the caller's contract.
         let (s, out) = unsafe { (handle(sandbox, "sandbox")?, out_ptr(out, "out")?) };
-        put(out, json_bytes(json!(s.sandbox.warnings())));
+        let warnings = s.sandbox.warnings();
+        // `Sandbox::warnings` answers an empty list once closed; the C ABI
+        // promises E_CLOSED for every call after `sg_sandbox_close`. Asked
+        // after the list, so a close before or during the call is seen.
+        if s.sandbox.is_closed() {
+            return Err(Error::new(ErrorCode::Closed, "the sandbox was closed"));
+        }
+        put(out, json_bytes(json!(warnings)));
         Ok(())
     })
 }

@@ -52,11 +52,23 @@ def _raise(status: int, err: c_void_p) -> None:
     raise error_for(code, message, path=path, pattern=pattern, key=key, errno=errno or None)
 
 
+def _utf8(s: str) -> bytes:
+    """``s`` as UTF-8 for the library. A lone surrogate is passed on as
+    bytes that are not UTF-8, which the library refuses with E_REQUEST:
+    U+DC80..U+DCFF as the byte it escapes (``surrogateescape``), any other
+    as its three-byte form (``surrogatepass``), which ``surrogateescape``
+    cannot encode."""
+    try:
+        return s.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogatepass")
+
+
 def _name(p: str | os.PathLike) -> bytes:
     """An agent-facing name (UTF-8; a lone surrogate makes it invalid, which
     the library refuses with E_REQUEST)."""
     if isinstance(p, str):
-        return p.encode("utf-8", "surrogateescape")
+        return _utf8(p)
     if isinstance(p, bytes):
         return p
     return os.fsencode(p)
@@ -66,13 +78,39 @@ def _host(p: str | bytes | os.PathLike) -> bytes:
     return os.fsencode(p)
 
 
+def _c_int(v: int, lo: int, hi: int, what: str) -> int:
+    """``v`` as an int for a C parameter holding ``lo..hi``. ctypes masks an
+    int to the parameter's width without a word (2**32 + 443 would arrive
+    as 443), so a value outside the range is refused here."""
+    v = int(v)
+    if not lo <= v <= hi:
+        raise RequestError(f"{what} must be in {lo}..{hi} (got {v})", code="E_REQUEST")
+    return v
+
+
+def _u32(v: int, what: str) -> int:
+    return _c_int(v, 0, _U32_MAX, what)
+
+
+def _i32(v: int, what: str) -> int:
+    return _c_int(v, -(2**31), 2**31 - 1, what)
+
+
+def _data(v: Any, what: str) -> bytes:
+    """Bytes-like ``v`` as bytes. An int is refused: ``bytes(n)`` would be
+    ``n`` zero bytes (and ``bytes(10**12)`` an attempt to allocate them)."""
+    if isinstance(v, int):
+        raise TypeError(f"{what} must be str or bytes-like, not {type(v).__name__}")
+    return bytes(v)
+
+
 def _resolver(r: str | int) -> int:
     if isinstance(r, str):
         try:
             return SG_RESOLVER[r]
         except KeyError:
             raise RequestError(f"unknown resolver {r!r} (auto, openat2, walk)", code="E_REQUEST") from None
-    return int(r)
+    return _u32(r, "resolver")
 
 
 def _closed(what: str) -> ClosedError:
@@ -494,6 +532,7 @@ class Root(_Handle):
         caller closes it. Supported flags: O_RDONLY, O_WRONLY, O_RDWR,
         O_CREAT, O_EXCL, O_TRUNC, O_APPEND, O_NOFOLLOW, O_CLOEXEC (always
         set)."""
+        flags, mode = _i32(flags, "flags"), _u32(mode, "mode")
         p = _host(path)
         fd = c_int32(-1)
         self._call(lib.sg_root_open_file, p, len(p), flags, mode, byref(fd))
@@ -526,6 +565,7 @@ class Root(_Handle):
             raise
 
     def mkdir(self, path, mode: int = 0o777) -> None:
+        mode = _u32(mode, "mode")
         p = _host(path)
         self._call(lib.sg_root_mkdir, p, len(p), mode)
 
@@ -599,7 +639,7 @@ class Policy(_Handle):
     @classmethod
     def parse(cls, text: str | bytes, base_dir: str | os.PathLike) -> "Policy":
         """Checks policy text as if read from a file in ``base_dir``."""
-        t = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        t = text.encode("utf-8") if isinstance(text, str) else _data(text, "text")
         b = _name(os.fspath(base_dir))
         out, err = c_void_p(), c_void_p()
         st = lib.sg_policy_parse(t, len(t), b, len(b), byref(out), byref(err))
@@ -661,12 +701,15 @@ class Policy(_Handle):
         raise_on_deny: bool = False,
     ) -> dict:
         """Asks the network authorizer (docs/reference/policy.md) whether ``scheme://host:port``
-        may be dialled; returns the decision ``{"allowed", "reason", "rule"}``.
+        may be dialled (``port`` in 0..65535, None for the scheme's default;
+        another value is a RequestError); returns the decision
+        ``{"allowed", "reason", "rule"}``.
         With ``raise_on_deny``, a refusal raises NetDeniedError instead."""
         s, hs = scheme.encode(), host.encode()
         i = ip.encode() if ip is not None else None
         out, err = sg_bytes(), c_void_p()
-        p = -1 if port is None else int(port)
+        # -1 is the C ABI's "the scheme's default", which None stands for.
+        p = -1 if port is None else _c_int(port, 0, 65535, "port")
         h = self._acquire()
         try:
             st = lib.sg_policy_authorize(
@@ -963,7 +1006,7 @@ class Sandbox(_Handle):
         if isinstance(data, str):
             data = data.encode("utf-8")
         else:
-            data = bytes(data)
+            data = _data(data, "data")
         p = _name(path)
         size = c_uint64()
         self._call(lib.sg_sandbox_write, p, len(p), data, len(data), bool(overwrite), byref(size))
@@ -1124,7 +1167,7 @@ class Executor(_Handle):
             if t < 1:
                 raise RequestError(f"timeout_ms must be at least 1 (got {t})", code="E_REQUEST")
             t = min(t, _U64_MAX)
-        c = command.encode("utf-8", "surrogateescape")
+        c = _utf8(command)
         d = None if cwd is None else _name(cwd)
         out, err = sg_exec_result(), c_void_p()
         h = self._acquire()
