@@ -49,3 +49,44 @@ func TestIntsOutOfACParametersRangeAreRefused(t *testing.T) {
 		t.Errorf("new.txt was created: %v", err)
 	}
 }
+
+// encoding/json writes each invalid UTF-8 byte of a string as U+FFFD
+// without an error: a policy stated from code with WriteRoot("w\xff") would
+// grant the directory "w\uFFFD", and a deny pattern or a grep glob would be
+// one the caller did not write. Such strings are refused (E_REQUEST).
+func TestNonUTF8StringsSentAsJSONAreRefused(t *testing.T) {
+	dir := tmp(t)
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	os.MkdirAll(filepath.Join(dir, "w\uFFFD"), 0o755)
+	write(t, filepath.Join(ws, "a.txt"), "x\n")
+	write(t, filepath.Join(ws, "\uFFFD.txt"), "x\n")
+	for name, opts := range map[string][]sandgate.PolicyOption{
+		"write_root": {sandgate.WriteRoot("w\xff")},
+		"read_roots": {sandgate.ReadRoots("ws", "w\xff")},
+		"deny_write": {sandgate.WriteRoot("ws"), sandgate.DenyWrite("\xff*")},
+		"Set value":  {sandgate.WriteRoot("ws"), sandgate.Set("allow", []any{"example.com", "\xff.example.com"})},
+		"Set key":    {sandgate.WriteRoot("ws"), sandgate.Set("fs_ops\xff", 3)},
+	} {
+		p, err := sandgate.NewPolicy(append(opts, sandgate.BaseDir(dir))...)
+		if err == nil {
+			s, _ := p.Summary()
+			p.Close()
+			t.Errorf("%s: granted %v, want E_REQUEST", name, s)
+		} else if !errors.Is(err, sandgate.ErrRequest) {
+			t.Errorf("%s: %v, want E_REQUEST", name, err)
+		}
+	}
+	if _, err := sandgate.NewExecutorWith(sandgate.BaseDir(dir), sandgate.WriteRoot("w\xff")); !errors.Is(err, sandgate.ErrRequest) {
+		t.Errorf("NewExecutorWith: %v, want E_REQUEST", err)
+	}
+
+	sb, err := sandgate.NewSandbox(sandgate.WithReadRoots(ws))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if m, err := sb.GrepFiles("x", sandgate.GrepGlob("\xff.txt")); !errors.Is(err, sandgate.ErrRequest) {
+		t.Errorf("grep glob: %v %v, want E_REQUEST", m, err)
+	}
+}
