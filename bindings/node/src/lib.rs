@@ -102,6 +102,25 @@ pub(crate) fn to_count(v: f64, what: &str) -> Result<u64, sandgate::Error> {
     }
 }
 
+/// Converts a JavaScript number argument to a count (`to_count`): Node-API's
+/// `u32` conversion would take it modulo 2**32 (`2 ** 32 + 3` as 3, `-1`
+/// as 4294967295, `NaN` as 0) and drop a fraction, so a caller's mistake
+/// would be acted on as another value.
+pub(crate) fn to_usize(v: f64, what: &str) -> Result<usize, sandgate::Error> {
+    usize::try_from(to_count(v, what)?).map_err(|_| request_error(format!("`{what}` is too large")))
+}
+
+/// Converts a JavaScript number argument to permission bits: an integer
+/// from 0 to 0o7777 (the C ABI's check), else `E_REQUEST`.
+pub(crate) fn to_mode(v: f64, what: &str) -> Result<u32, sandgate::Error> {
+    match to_count(v, what)? {
+        n @ 0..=0o7777 => Ok(n as u32),
+        n => Err(request_error(format!(
+            "`{what}` {n:#o} has bits beyond 07777"
+        ))),
+    }
+}
+
 /// Throws sandgate errors as JavaScript errors carrying their code.
 pub(crate) trait OrThrow<T> {
     /// The value, or the error converted by [`js_error`].

@@ -15,7 +15,7 @@ use napi_derive::napi;
 use sandgate::rootfs::{Metadata, OpenOptions, RenameMode};
 use sandgate::{ErrorCode, FileKind};
 
-use crate::{request_error, OrThrow};
+use crate::{request_error, to_mode, OrThrow};
 
 /// Metadata of one filesystem object beneath a root.
 #[napi(object)]
@@ -329,6 +329,11 @@ pub(crate) fn install_fast_stat(env: &Env, exports: &Object<'_>) -> napi::Result
     Ok(())
 }
 
+/// The `mode` argument (an integer from 0 to 0o7777), or `default`.
+fn mode_or(mode: Option<f64>, default: u32) -> Result<u32, sandgate::Error> {
+    mode.map_or(Ok(default), |m| to_mode(m, "mode"))
+}
+
 /// Maps Node's `fs.open` flag strings to open options.
 fn open_options(flags: &str, mode: u32) -> Result<OpenOptions, sandgate::Error> {
     let mut o = OpenOptions::new();
@@ -418,10 +423,10 @@ impl Root {
         env: &Env,
         path: String,
         flags: Option<String>,
-        mode: Option<u32>,
+        mode: Option<f64>,
     ) -> napi::Result<i32> {
-        let opts =
-            open_options(flags.as_deref().unwrap_or("r"), mode.unwrap_or(0o666)).or_throw(env)?;
+        let mode = mode_or(mode, 0o666).or_throw(env)?;
+        let opts = open_options(flags.as_deref().unwrap_or("r"), mode).or_throw(env)?;
         let file = self.with(env, |r| r.open_with(&path, &opts))?;
         Ok(file.into_raw_fd())
     }
@@ -434,10 +439,10 @@ impl Root {
         &self,
         env: &Env,
         path: String,
-        mode: Option<u32>,
+        mode: Option<f64>,
         recursive: Option<bool>,
     ) -> napi::Result<()> {
-        let mode = mode.unwrap_or(0o777);
+        let mode = mode_or(mode, 0o777).or_throw(env)?;
         if recursive.unwrap_or(false) {
             self.with(env, |r| r.mkdir_all(&path, mode))
         } else {

@@ -14,7 +14,7 @@ use napi::{Env, Status};
 use napi_derive::napi;
 
 use crate::policy::Policy;
-use crate::{same, to_count, Job, OrThrow};
+use crate::{same, to_count, to_usize, Job, OrThrow};
 
 /// One audit event: what one sandbox operation or one executor command did
 /// (never file content, nor a command's text or output).
@@ -173,9 +173,9 @@ pub struct GrepOptions {
     /// Match letters in either case.
     pub case_insensitive: Option<bool>,
     /// Context lines before each match (mode `lines` only).
-    pub before: Option<u32>,
+    pub before: Option<f64>,
     /// Context lines after each match (mode `lines` only).
-    pub after: Option<u32>,
+    pub after: Option<f64>,
     /// `lines` (default: an array of GrepMatch), `files` (an array of
     /// paths) or `count` (an array of GrepCount).
     pub mode: Option<String>,
@@ -188,16 +188,16 @@ type GrepAnswer = Either3<Vec<GrepMatch>, Vec<String>, Vec<GrepCount>>;
 
 /// The facade's options from the binding's, with the result cap.
 fn grep_options(
-    max_results: Option<u32>,
+    max_results: Option<f64>,
     o: Option<GrepOptions>,
 ) -> Result<(sandgate::search::GrepOptions, bool), sandgate::Error> {
     let o = o.unwrap_or_default();
     let mut opts = sandgate::search::GrepOptions::default();
-    opts.max_results = max_results.map(|n| n as usize);
+    opts.max_results = max_results.map(|n| to_usize(n, "maxResults")).transpose()?;
     opts.glob = o.glob;
     opts.case_insensitive = o.case_insensitive.unwrap_or(false);
-    opts.before = o.before.unwrap_or(0) as usize;
-    opts.after = o.after.unwrap_or(0) as usize;
+    opts.before = o.before.map_or(Ok(0), |n| to_usize(n, "before"))?;
+    opts.after = o.after.map_or(Ok(0), |n| to_usize(n, "after"))?;
     opts.gitignore = o.gitignore.unwrap_or(false);
     if let Some(mode) = o.mode {
         opts.mode = mode.parse()?;
@@ -326,11 +326,11 @@ fn edit_options(all: bool) -> sandgate::EditOptions {
     sandgate::EditOptions::default().replace_all(all)
 }
 
-fn range(offset: Option<u32>, limit: Option<u32>) -> (usize, usize) {
-    (
-        offset.map_or(1, |o| o as usize),
-        limit.map_or(sandgate::MAX_RANGE_LINES, |l| l as usize),
-    )
+fn range(offset: Option<f64>, limit: Option<f64>) -> Result<(usize, usize), sandgate::Error> {
+    Ok((
+        offset.map_or(Ok(1), |o| to_usize(o, "offset"))?,
+        limit.map_or(Ok(sandgate::MAX_RANGE_LINES), |l| to_usize(l, "limit"))?,
+    ))
 }
 
 /// The confined file toolkit handed to an agent (docs/reference/sandbox.md).
@@ -492,10 +492,10 @@ impl Sandbox {
         &self,
         env: &Env,
         path: String,
-        offset: Option<u32>,
-        limit: Option<u32>,
+        offset: Option<f64>,
+        limit: Option<f64>,
     ) -> napi::Result<LinesResult> {
-        let (o, l) = range(offset, limit);
+        let (o, l) = range(offset, limit).or_throw(env)?;
         let r = self.inner.read_lines(&path, o, l).or_throw(env)?;
         lines_result(env, r)
     }
@@ -505,12 +505,18 @@ impl Sandbox {
     pub fn read_lines_async(
         &self,
         path: String,
-        offset: Option<u32>,
-        limit: Option<u32>,
+        offset: Option<f64>,
+        limit: Option<f64>,
     ) -> AsyncTask<Job<sandgate::LinesRead, LinesResult>> {
         let sb = Arc::clone(&self.inner);
-        let (o, l) = range(offset, limit);
-        AsyncTask::new(Job::new(move || sb.read_lines(&path, o, l), lines_result))
+        let range = range(offset, limit);
+        AsyncTask::new(Job::new(
+            move || {
+                let (o, l) = range?;
+                sb.read_lines(&path, o, l)
+            },
+            lines_result,
+        ))
     }
 
     // ----- write and edit -----
@@ -697,7 +703,7 @@ impl Sandbox {
         env: &Env,
         pattern: String,
         path: Option<String>,
-        max_results: Option<u32>,
+        max_results: Option<f64>,
         options: Option<GrepOptions>,
     ) -> napi::Result<GrepAnswer> {
         let (opts, context) = grep_options(max_results, options).or_throw(env)?;
@@ -714,7 +720,7 @@ impl Sandbox {
         &self,
         pattern: String,
         path: Option<String>,
-        max_results: Option<u32>,
+        max_results: Option<f64>,
         options: Option<GrepOptions>,
     ) -> AsyncTask<Job<(sandgate::search::GrepOutput, bool), GrepAnswer>> {
         let sb = Arc::clone(&self.inner);
