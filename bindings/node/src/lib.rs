@@ -20,7 +20,9 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use napi::bindgen_prelude::{JsObjectValue, JsValue, Object, ToNapiValue, TypeName};
+use napi::bindgen_prelude::{
+    FromNapiValue, JsObjectValue, JsValue, Object, ToNapiValue, TypeName, Unknown, Utf16String,
+};
 use napi::{Env, Task};
 use sandgate::ErrorCode;
 
@@ -118,6 +120,130 @@ pub(crate) fn to_mode(v: f64, what: &str) -> Result<u32, sandgate::Error> {
         n => Err(request_error(format!(
             "`{what}` {n:#o} has bits beyond 07777"
         ))),
+    }
+}
+
+/// A JavaScript string argument as UTF-8. Node-API's own conversion writes
+/// U+FFFD for a lone surrogate (U+D800..U+DFFF outside a pair) without a
+/// word, so `'a\uD800b'` would name `'a\uFFFDb'`, which the caller did not
+/// write: such a string is `E_REQUEST` naming the argument instead.
+pub(crate) fn utf8(s: &[u16], what: &str) -> Result<String, sandgate::Error> {
+    String::from_utf16(s).map_err(|_| lone_surrogate(what))
+}
+
+/// The `E_REQUEST` for a string argument holding a lone surrogate.
+pub(crate) fn lone_surrogate(what: &str) -> sandgate::Error {
+    request_error(format!(
+        "`{what}` holds a lone surrogate (U+D800..U+DFFF outside a pair), which no UTF-8 name can hold"
+    ))
+}
+
+/// [`utf8`] of an optional argument.
+pub(crate) fn utf8_opt(
+    s: Option<Utf16String>,
+    what: &str,
+) -> Result<Option<String>, sandgate::Error> {
+    s.map(|s| utf8(&s, what)).transpose()
+}
+
+/// [`utf8`] of each string of an array argument.
+pub(crate) fn utf8_vec(v: Vec<Utf16String>, what: &str) -> Result<Vec<String>, sandgate::Error> {
+    v.iter().map(|s| utf8(s, what)).collect()
+}
+
+/// The JSON value of a JavaScript options object (napi-rs' conversion),
+/// after checking that none of its strings, keys included, holds a lone
+/// surrogate: that conversion writes U+FFFD for one without a word, so a
+/// root or a deny pattern the caller did not write would be granted.
+/// `E_REQUEST` names the place (`options.deny_write.0`).
+pub(crate) fn json_of(
+    env: &Env,
+    v: Unknown<'_>,
+    what: &str,
+) -> napi::Result<Result<serde_json::Value, sandgate::Error>> {
+    // The conversion first: it refuses what JSON cannot hold and bounds the
+    // depth and the number of nodes, which the walk below then follows.
+    // SAFETY: a live value of this environment.
+    let json = unsafe { serde_json::Value::from_napi_value(env.raw(), v.raw())? };
+    // SAFETY: as above.
+    match unsafe { find_lone_surrogate(env.raw(), v.raw(), &json, what)? } {
+        Some(place) => Ok(Err(lone_surrogate(&place))),
+        None => Ok(Ok(json)),
+    }
+}
+
+/// Where in the JavaScript value `v`, whose JSON conversion is `json`, a
+/// string or a key holds a lone surrogate. Only strings whose conversion
+/// holds U+FFFD (what a lone surrogate becomes), and keys, are read again.
+///
+/// # Safety
+///
+/// `env` and `v` are a live environment and one of its values.
+unsafe fn find_lone_surrogate(
+    env: napi::sys::napi_env,
+    v: napi::sys::napi_value,
+    json: &serde_json::Value,
+    place: &str,
+) -> napi::Result<Option<String>> {
+    use napi::sys;
+    use serde_json::Value;
+    let lone = |s: sys::napi_value| -> napi::Result<bool> {
+        // SAFETY: a live value; a non-string is the conversion's error.
+        let wide = unsafe { Utf16String::from_napi_value(env, s)? };
+        Ok(String::from_utf16(&wide).is_err())
+    };
+    let at = |parent: sys::napi_value, key: sys::napi_value| -> napi::Result<sys::napi_value> {
+        let mut out = std::ptr::null_mut();
+        // SAFETY: live values; `out` is a live local.
+        napi::check_status!(unsafe { sys::napi_get_property(env, parent, key, &mut out) })?;
+        Ok(out)
+    };
+    match json {
+        Value::String(s) if s.contains('\u{FFFD}') && lone(v)? => Ok(Some(place.to_owned())),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let mut e = std::ptr::null_mut();
+                // SAFETY: `v` is the array `items` came from.
+                napi::check_status!(unsafe { sys::napi_get_element(env, v, i as u32, &mut e) })?;
+                let place = format!("{place}.{i}");
+                // SAFETY: a live element.
+                if let Some(p) = unsafe { find_lone_surrogate(env, e, item, &place)? } {
+                    return Ok(Some(p));
+                }
+            }
+            Ok(None)
+        }
+        Value::Object(map) => {
+            // The keys as JavaScript holds them: napi-rs' conversion looks a
+            // key up again by its lossy UTF-8 and drops one with a lone
+            // surrogate (its value reads as undefined) without a word.
+            let mut names = std::ptr::null_mut();
+            // SAFETY: `v` is the object `map` came from.
+            napi::check_status!(unsafe { sys::napi_get_property_names(env, v, &mut names) })?;
+            let mut n = 0;
+            // SAFETY: `names` is an array.
+            napi::check_status!(unsafe { sys::napi_get_array_length(env, names, &mut n) })?;
+            for i in 0..n {
+                let mut name = std::ptr::null_mut();
+                // SAFETY: `i` is below the length.
+                napi::check_status!(unsafe { sys::napi_get_element(env, names, i, &mut name) })?;
+                // SAFETY: a live key (a string: numbers are given as strings).
+                let wide = unsafe { Utf16String::from_napi_value(env, name)? };
+                let Ok(k) = String::from_utf16(&wide) else {
+                    return Ok(Some(format!("a key of {place}")));
+                };
+                if let Some(item) = map.get(&k) {
+                    let child = at(v, name)?;
+                    let place = format!("{place}.{k}");
+                    // SAFETY: a live property value.
+                    if let Some(p) = unsafe { find_lone_surrogate(env, child, item, &place)? } {
+                        return Ok(Some(p));
+                    }
+                }
+            }
+            Ok(None)
+        }
+        _ => Ok(None),
     }
 }
 

@@ -9,7 +9,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 
-const { Root, Sandbox } = require('..')
+const { Root, Sandbox, Policy, Executor } = require('..')
 
 function throwsRequest(fn, what) {
   assert.throws(fn, (e) => {
@@ -92,5 +92,110 @@ describe('numbers are not wrapped to 32 bits', () => {
     }
     assert.equal(sb.grep('l', undefined, 2).length, 2)
     assert.deepEqual(sb.grep('l3', undefined, undefined, { before: 1 })[0].before, ['l2'])
+  })
+})
+
+// Node-API's UTF-8 conversion writes U+FFFD for a lone surrogate without a
+// word: 'a\uD800b' would name the file 'a\uFFFDb', a deny pattern
+// 's\uD800*' would protect 's\uFFFD*' instead, an edit would replace a
+// real U+FFFD. Every such string argument is E_REQUEST naming it; real
+// U+FFFD and surrogate pairs are names like any other.
+describe('lone surrogates are refused, not replaced by U+FFFD', () => {
+  const LONE = ['a\uD800b', 'a\uDC00', '\uD800', 'x\uDBFF\uDBFFy']
+
+  test('Sandbox names, patterns, edit texts and options', async () => {
+    fs.writeFileSync(path.join(ws, 'a\uFFFDb'), 'old \uFFFD text\n')
+    fs.mkdirSync(path.join(dir, 'w\uFFFD'), { recursive: true })
+    try {
+      const sb = new Sandbox({ readRoots: [ws], writeRoot: ws, allowOverwrite: true })
+      for (const bad of LONE) {
+        throwsRequest(() => sb.write(bad, 'x'), 'path')
+        await rejectsRequest(sb.writeAsync(bad, 'x'), 'path')
+        throwsRequest(() => sb.mkdir(bad), 'path')
+        throwsRequest(() => sb.read(bad), 'path')
+        await rejectsRequest(sb.readAsync(bad), 'path')
+        throwsRequest(() => sb.readText(bad), 'path')
+        throwsRequest(() => sb.readLines(bad), 'path')
+        throwsRequest(() => sb.stat(bad), 'path')
+        throwsRequest(() => sb.list(bad), 'path')
+        throwsRequest(() => sb.delete(bad), 'path')
+        throwsRequest(() => sb.rename('a.txt', bad), 'to')
+        throwsRequest(() => sb.rename(bad, 'z'), 'from')
+        throwsRequest(() => sb.glob(bad), 'pattern')
+        throwsRequest(() => sb.glob('*', bad), 'path')
+        throwsRequest(() => sb.grep(bad), 'pattern')
+        await rejectsRequest(sb.grepAsync(bad), 'pattern')
+        throwsRequest(() => sb.grep('x', undefined, undefined, { glob: bad }), 'glob')
+        throwsRequest(() => sb.edit('a\uFFFDb', bad, 'y'), 'oldText')
+        throwsRequest(() => sb.edit('a\uFFFDb', 'old', bad), 'newText')
+        await rejectsRequest(sb.editAsync('a\uFFFDb', bad, 'y'), 'oldText')
+        throwsRequest(() => sb.hostName(path.join(ws, bad)), 'path')
+        throwsRequest(() => new Sandbox({ readRoots: [ws, path.join(dir, 'w' + bad)] }), 'readRoots')
+        throwsRequest(() => new Sandbox({ writeRoot: path.join(dir, 'w' + bad) }), 'writeRoot')
+        throwsRequest(() => new Sandbox({ writeRoot: ws, denyWrite: ['s' + bad + '*'] }), 'denyWrite')
+      }
+      assert.equal(fs.readFileSync(path.join(ws, 'a\uFFFDb'), 'utf8'), 'old \uFFFD text\n')
+      assert.deepEqual(fs.readdirSync(ws).sort(), ['a.txt', 'a\uFFFDb'])
+      // A real U+FFFD and a surrogate pair are ordinary characters.
+      assert.equal(sb.readText('a\uFFFDb'), 'old \uFFFD text\n')
+      assert.equal(sb.edit('a\uFFFDb', '\uFFFD', '\u{1F600}'), 1)
+      assert.equal(sb.write('\u{1F600}.txt', '\u{1F600}'), 4)
+      assert.equal(fs.readFileSync(path.join(ws, '\u{1F600}.txt'), 'utf8'), '\u{1F600}')
+      assert.deepEqual(sb.glob('*\u{1F600}*'), ['\u{1F600}.txt'])
+      sb.close()
+    } finally {
+      for (const n of ['a\uFFFDb', '\u{1F600}.txt']) fs.rmSync(path.join(ws, n), { force: true })
+      fs.rmSync(path.join(dir, 'w\uFFFD'), { recursive: true, force: true })
+    }
+  })
+
+  test('Root paths, the fast stat included', () => {
+    fs.writeFileSync(path.join(ws, 'a\uFFFDb'), 'x')
+    fs.mkdirSync(path.join(dir, 'w\uFFFD'), { recursive: true })
+    const root = Root.open(ws)
+    try {
+      for (const bad of LONE) {
+        throwsRequest(() => Root.open(path.join(dir, 'w' + bad)), 'dir')
+        throwsRequest(() => root.stat(bad), 'path')
+        throwsRequest(() => root.lstat(bad), 'path')
+        // Past the stack buffer of the fast stat, too.
+        throwsRequest(() => root.stat('d/'.repeat(600) + bad), 'path')
+        throwsRequest(() => root.openFile(bad, 'w'), 'path')
+        throwsRequest(() => root.mkdir(bad), 'path')
+        throwsRequest(() => root.remove(bad), 'path')
+        throwsRequest(() => root.readlink(bad), 'path')
+        throwsRequest(() => root.readdir(bad), 'path')
+        throwsRequest(() => root.rename('a.txt', bad), 'to')
+        throwsRequest(() => root.rename(bad, 'z'), 'from')
+      }
+      assert.deepEqual(fs.readdirSync(ws).sort(), ['a.txt', 'a\uFFFDb'])
+      assert.equal(root.stat('a\uFFFDb').size, 1)
+      assert.equal(root.lstat('a\uFFFDb').kind, 'file')
+    } finally {
+      root.close()
+      fs.rmSync(path.join(ws, 'a\uFFFDb'), { force: true })
+      fs.rmSync(path.join(dir, 'w\uFFFD'), { recursive: true, force: true })
+    }
+  })
+
+  test('policy options and the executor', async () => {
+    for (const bad of LONE) {
+      throwsRequest(() => Policy.fromOptions({ write_root: ws, deny_write: ['s' + bad + '*'] }), 'deny_write')
+      throwsRequest(() => Policy.fromOptions({ write_root: path.join(dir, 'w' + bad) }), 'write_root')
+      throwsRequest(() => Policy.fromOptions({ ['write_root' + bad]: ws }), 'options')
+      throwsRequest(() => Executor.fromOptions({ write_root: ws, env_inherit: [bad] }), 'env_inherit')
+      throwsRequest(() => Policy.parse('[fs]\nwrite_root = "' + bad + '"\n', dir), 'text')
+    }
+    const x = Executor.fromOptions({ write_root: ws, enabled: true, timeout_ms: 10000 })
+    try {
+      for (const bad of LONE) {
+        await rejectsRequest(x.exec('echo "' + bad + '"'), 'command')
+        await rejectsRequest(x.exec('pwd', { cwd: bad }), 'cwd')
+      }
+      const r = await x.exec('printf %s "\u{1F600}\uFFFD"')
+      assert.equal(r.stdout, '\u{1F600}\uFFFD')
+    } finally {
+      await x.dispose()
+    }
   })
 })
