@@ -9,7 +9,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 
-const { Root, Sandbox, Policy, Executor } = require('..')
+const { Root, Sandbox, Policy, Executor, Fetcher } = require('..')
 
 function throwsRequest(fn, what) {
   assert.throws(fn, (e) => {
@@ -197,5 +197,24 @@ describe('lone surrogates are refused, not replaced by U+FFFD', () => {
     } finally {
       await x.dispose()
     }
+  })
+})
+
+describe('fetch headers with a lone surrogate', () => {
+  // Before any connection: a value would be sent with U+FFFD in its place,
+  // a name with one would be dropped from the request without a word.
+  test('are E_REQUEST, sync and async, with no hops', async () => {
+    const f = new Fetcher(Policy.parse('[net]\nallow = ["127.0.0.1:9"]\nallow_http = true\n', dir))
+    for (const headers of [{ 'X-A': 'a\uD800' }, { 'X-A\uDC00': 'v' }, { 'X-A': 'ok', 'X-B': '\uD800' }]) {
+      const check = (e) => {
+        assert.equal(e.code, 'E_REQUEST', e.message)
+        assert.match(e.message, /headers/)
+        assert.deepEqual(e.hops, [])
+        return true
+      }
+      assert.throws(() => f.fetch('http://127.0.0.1:9/', { headers, timeoutMs: 2000 }), check)
+      await assert.rejects(f.fetchAsync('http://127.0.0.1:9/', { headers, timeoutMs: 2000 }), check)
+    }
+    assert.equal(f.netOpsRemaining, null)
   })
 })
