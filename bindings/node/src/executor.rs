@@ -13,7 +13,7 @@ use sandgate::exec::{AbortSignal, ExecResult};
 
 use crate::policy::Policy;
 use crate::sandbox::{audit_sink, AuditFn};
-use crate::{js_error, request_error, same, to_count, utf8, utf8_opt, Job, OrThrow};
+use crate::{js_error, options_of, request_error, same, to_count, utf8, utf8_opt, Job, OrThrow};
 
 /// Options of `new Executor(policy, options)` and `Executor.fromOptions`.
 #[napi(object, object_to_js = false)]
@@ -297,8 +297,15 @@ impl Executor {
         &self,
         env: &Env,
         command: Utf16String,
-        options: Option<ExecOptions>,
+        #[napi(ts_arg_type = "ExecOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<AsyncTask<ExecJob>> {
+        let options: Option<ExecOptions> = options_of(
+            env,
+            options,
+            "options",
+            &["cwd", "timeoutMs", "abortSignal"],
+        )?
+        .or_throw(env)?;
         let (cwd, timeout_ms, signal) = match options {
             Some(o) => (o.cwd, o.timeout_ms, o.abort_signal),
             None => (None, None, None),

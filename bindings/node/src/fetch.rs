@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::{
-    AsyncTask, Buffer, Either, FromNapiValue, JsObjectValue, JsValue, Object, Unknown, ValueType,
+    AsyncTask, Buffer, Either, FromNapiValue, JsObjectValue, JsValue, Object, Unknown,
 };
 use napi::{Env, Task};
 use napi_derive::napi;
@@ -22,7 +22,7 @@ use sandgate::fetch::{FetchError, FetchOptions as NativeOptions, FetchResponse, 
 use sandgate::ErrorCode;
 
 use crate::policy::Policy;
-use crate::{js_error_with, json_of, request_error, to_count};
+use crate::{js_error_with, json_of, options_of, request_error, to_count};
 
 /// Options of `fetch`. An absent option means the library's default.
 #[napi(object, object_to_js = false)]
@@ -149,7 +149,8 @@ fn bad(message: impl Into<String>) -> sandgate::Error {
 }
 
 /// The `options` argument: the generated glue's conversion of
-/// `FetchOptions` (and its errors), after checking `headers` for a lone
+/// `FetchOptions` (and its errors), after refusing an unknown key or a
+/// value that is not an object ([`options_of`]) and checking `headers` for a lone
 /// surrogate, which that conversion would write as U+FFFD in a value and
 /// drop, with its value, in a name.
 fn options_arg(
@@ -159,11 +160,11 @@ fn options_arg(
     let Some(v) = options else {
         return Ok(Ok(None));
     };
-    if matches!(v.get_type()?, ValueType::Undefined | ValueType::Null) {
-        return Ok(Ok(None));
-    }
-    // SAFETY: a live value of this environment.
-    let o = unsafe { FetchOptions::from_napi_value(env.raw(), v.raw())? };
+    let known = ["method", "headers", "body", "timeoutMs", "maxBytes"];
+    let o: FetchOptions = match options_of(env, Some(v), "options", &known)? {
+        Ok(Some(o)) => o,
+        other => return Ok(other),
+    };
     if o.headers.is_some() {
         // SAFETY: `v` converted to a `FetchOptions`: an object.
         let obj = unsafe { Object::from_napi_value(env.raw(), v.raw())? };

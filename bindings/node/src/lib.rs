@@ -247,6 +247,40 @@ unsafe fn find_lone_surrogate(
     }
 }
 
+/// The options object argument `v` (`undefined` or `null`: none) as
+/// napi-rs converts it, after refusing what that conversion would ignore
+/// without a word: a value that is not an object (read as "no options")
+/// and a key not in `known` (a misspelt or snake_case `deny_write` would
+/// leave the sandbox with no deny pattern). Both are `E_REQUEST`.
+pub(crate) fn options_of<T: FromNapiValue>(
+    env: &Env,
+    v: Option<Unknown<'_>>,
+    what: &str,
+    known: &[&str],
+) -> napi::Result<Result<Option<T>, sandgate::Error>> {
+    use napi::bindgen_prelude::ValueType;
+    let Some(v) = v else {
+        return Ok(Ok(None));
+    };
+    match v.get_type()? {
+        ValueType::Undefined | ValueType::Null => return Ok(Ok(None)),
+        ValueType::Object => {}
+        _ => return Ok(Err(request_error(format!("`{what}` must be an object")))),
+    }
+    // SAFETY: a live object of this environment.
+    let obj = unsafe { Object::from_napi_value(env.raw(), v.raw())? };
+    for key in Object::keys(&obj)? {
+        if !known.contains(&key.as_str()) {
+            return Ok(Err(request_error(format!(
+                "`{what}` has no option `{key}` (it takes {})",
+                known.join(", ")
+            ))));
+        }
+    }
+    // SAFETY: as above.
+    Ok(Ok(Some(unsafe { T::from_napi_value(env.raw(), v.raw())? })))
+}
+
 /// Throws sandgate errors as JavaScript errors carrying their code.
 pub(crate) trait OrThrow<T> {
     /// The value, or the error converted by [`js_error`].

@@ -14,7 +14,7 @@ use napi::{Env, Status};
 use napi_derive::napi;
 
 use crate::policy::Policy;
-use crate::{same, to_count, to_usize, utf8, utf8_opt, utf8_vec, Job, OrThrow};
+use crate::{options_of, same, to_count, to_usize, utf8, utf8_opt, utf8_vec, Job, OrThrow};
 
 /// One audit event: what one sandbox operation or one executor command did
 /// (never file content, nor a command's text or output).
@@ -69,6 +69,19 @@ pub struct SandboxOptions {
     #[napi(ts_type = "(event: AuditEvent) => void")]
     pub audit: Option<AuditFn>,
 }
+
+/// The keys of [`SandboxOptions`] as JavaScript spells them.
+const SANDBOX_OPTIONS: &[&str] = &[
+    "readRoots",
+    "writeRoot",
+    "maxReadBytes",
+    "maxWriteBytes",
+    "allowOverwrite",
+    "denyWrite",
+    "restricted",
+    "fsOps",
+    "audit",
+];
 
 /// Options of `Sandbox.fromPolicy(policy, options)`.
 #[napi(object, object_to_js = false)]
@@ -375,7 +388,12 @@ pub struct Sandbox {
 impl Sandbox {
     /// A sandbox with exactly what `options` grants (nothing by default).
     #[napi(constructor)]
-    pub fn new(env: &Env, options: Option<SandboxOptions>) -> napi::Result<Self> {
+    pub fn new(
+        env: &Env,
+        #[napi(ts_arg_type = "SandboxOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<Self> {
+        let options: Option<SandboxOptions> =
+            options_of(env, options, "options", SANDBOX_OPTIONS)?.or_throw(env)?;
         let mut b = sandgate::Sandbox::builder();
         if let Some(o) = options {
             if let Some(r) = o.read_roots {

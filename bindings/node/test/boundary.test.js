@@ -217,4 +217,49 @@ describe('fetch headers with a lone surrogate', () => {
     }
     assert.equal(f.netOpsRemaining, null)
   })
+
+  test('an unknown fetch option is E_REQUEST, not ignored', async () => {
+    const f = new Fetcher(Policy.parse('[net]\nallow = ["127.0.0.1:9"]\nallow_http = true\n', dir))
+    for (const o of [{ timeout_ms: 1 }, { max_bytes: 1 }, { header: { 'X-A': 'v' } }]) {
+      const check = (e) => e.code === 'E_REQUEST' && e.message.includes(Object.keys(o)[0]) && e.hops.length === 0
+      assert.throws(() => f.fetch('http://127.0.0.1:9/', o), check)
+      await assert.rejects(f.fetchAsync('http://127.0.0.1:9/', o), check)
+    }
+  })
+})
+
+// napi-rs reads the fields of an options object it knows and ignores the
+// rest: new Sandbox({ writeRoot, deny_write: ['*.env'] }) (the policy
+// file's spelling) granted writes with no deny pattern at all, and a
+// string given as the options granted a sandbox of defaults. An unknown
+// option, or options that are not an object, are E_REQUEST naming them.
+describe('options objects', () => {
+  test('new Sandbox refuses an unknown option instead of ignoring it', () => {
+    for (const extra of [{ deny_write: ['*.env'] }, { max_write_bytes: 1 }, { fs_ops: 0 }, { denywrite: ['*.env'] }]) {
+      throwsRequest(() => new Sandbox({ writeRoot: ws, ...extra }), Object.keys(extra)[0])
+    }
+    throwsRequest(() => new Sandbox('/tmp'), 'options')
+    throwsRequest(() => new Sandbox(7), 'options')
+    assert.equal(fs.existsSync(path.join(ws, '.env')), false)
+    // Known options, undefined and null are as before.
+    const sb = new Sandbox({ writeRoot: ws, denyWrite: ['*.env'], audit: undefined })
+    assert.throws(() => sb.write('.env', 'x'), (e) => e.code === 'E_FS_PROTECTED')
+    new Sandbox(undefined).close()
+    new Sandbox(null).close()
+    new Sandbox().close()
+  })
+
+  test('exec refuses an unknown option instead of ignoring it', async () => {
+    const x = Executor.fromOptions({ write_root: ws, enabled: true, timeout_ms: 10000 })
+    try {
+      // Thrown at the call, like a malformed timeoutMs or abortSignal.
+      throwsRequest(() => x.exec('true', { timeout_ms: 1 }), 'timeout_ms')
+      throwsRequest(() => x.exec('true', { signal: AbortSignal.abort() }), 'signal')
+      throwsRequest(() => x.exec('true', 'cwd'), 'options')
+      assert.equal((await x.exec('true', { cwd: undefined, timeoutMs: 5000 })).exitCode, 0)
+      assert.equal((await x.exec('true', null)).exitCode, 0)
+    } finally {
+      await x.dispose()
+    }
+  })
 })
