@@ -8,11 +8,17 @@ import "C"
 import (
 	"encoding/json"
 	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"unicode/utf8"
 )
 
 // PolicyOption sets one key of a policy stated from code (NewPolicy,
 // NewExecutorWith). Each sets the policy file's key of the same name;
 // keys left out take the file's defaults, and the file's gate rules apply.
+// A key or a string inside a value that is not valid UTF-8 is refused by
+// NewPolicy with E_REQUEST (JSON would alter it).
 type PolicyOption func(*policyOptions)
 
 type policyOptions struct {
@@ -97,6 +103,16 @@ func NewPolicy(opts ...PolicyOption) (*Policy, error) {
 		}
 		o.baseDir = wd
 	}
+	keys := make([]string, 0, len(o.keys))
+	for k := range o.keys {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !utf8.ValidString(k) || !validUTF8(reflect.ValueOf(o.keys[k]), 0) {
+			return nil, requestError("policy option " + strconv.Quote(k) + " is not valid UTF-8 (JSON would alter it)")
+		}
+	}
 	text, err := json.Marshal(o.keys)
 	if err != nil {
 		return nil, requestError("policy options: " + err.Error())
@@ -120,4 +136,44 @@ func NewExecutorWith(opts ...PolicyOption) (*Executor, error) {
 	}
 	defer p.Close()
 	return NewExecutor(p)
+}
+
+// validUTF8 reports whether every string in v (through pointers,
+// interfaces, slices, arrays, map keys and values, and struct fields) is
+// valid UTF-8: encoding/json writes each invalid byte as U+FFFD without an
+// error, which would state a root or a pattern the caller did not write.
+// Past a depth of 64 it stops (json.Marshal refuses such cycles itself).
+func validUTF8(v reflect.Value, depth int) bool {
+	if depth > 64 || !v.IsValid() {
+		return true
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return utf8.ValidString(v.String())
+	case reflect.Pointer, reflect.Interface:
+		return v.IsNil() || validUTF8(v.Elem(), depth+1)
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return true // bytes: JSON sends them as base64
+		}
+		for i := 0; i < v.Len(); i++ {
+			if !validUTF8(v.Index(i), depth+1) {
+				return false
+			}
+		}
+	case reflect.Map:
+		it := v.MapRange()
+		for it.Next() {
+			if !validUTF8(it.Key(), depth+1) || !validUTF8(it.Value(), depth+1) {
+				return false
+			}
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() && !validUTF8(v.Field(i), depth+1) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -8,6 +8,7 @@ import "C"
 import (
 	"encoding/json"
 	"runtime"
+	"strconv"
 	"sync"
 )
 
@@ -138,7 +139,7 @@ type Decision struct {
 type AuthorizeRequest struct {
 	Scheme   string // "https", "http", "wss", "ws"
 	Host     string
-	Port     int    // < 0 or 0: the scheme's default
+	Port     int    // < 0 or 0: the scheme's default; over 65535: E_REQUEST
 	IP       string // the address about to be dialled; "" for none
 	Redirect bool   // apply the stricter redirect-hop rules
 }
@@ -151,6 +152,10 @@ func (p *Policy) Authorize(r AuthorizeRequest) (Decision, error) {
 	port := r.Port
 	if port <= 0 {
 		port = -1
+	} else if port > 65535 {
+		// C.int32_t(port) would keep the low 32 bits: 1<<32 + 443 would
+		// be asked about as 443, 1<<31 + 443 as a negative "default".
+		return d, requestError("port " + strconv.Itoa(port) + " is over 65535")
 	}
 	var raw []byte
 	err := p.with(func(pp *C.sg_policy) error {

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -107,10 +108,16 @@ func (r *Root) Create(name string) (*os.File, error) {
 
 // OpenFile opens the named file in the root with os.OpenFile-style flags
 // (O_RDONLY, O_WRONLY, O_RDWR, O_CREATE, O_EXCL, O_TRUNC, O_APPEND; other
-// flags such as O_SYNC answer E_REQUEST). perm may hold only 0o777 bits.
+// flags such as O_SYNC, and bits beyond 32, answer E_REQUEST). perm may
+// hold only 0o777 bits.
 func (r *Root) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 	if perm&0o777 != perm {
 		return nil, &os.PathError{Op: "openat", Path: name, Err: errors.New("unsupported file mode")}
+	}
+	if flag != int(int32(flag)) {
+		// C.int32_t(flag) would keep the low 32 bits and drop the rest
+		// unseen, past the library's check of unsupported flags.
+		return nil, &os.PathError{Op: "openat", Path: name, Err: requestError("flags " + strconv.Itoa(flag) + " do not fit in 32 bits")}
 	}
 	var fd C.int32_t = -1
 	err := r.with(func(p *C.sg_root) error {

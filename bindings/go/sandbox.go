@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"runtime/cgo"
 	"sync"
+	"unicode/utf8"
 )
 
 // MaxRangeLines is the most lines one ranged read serves (docs/reference/sandbox.md).
@@ -500,7 +501,8 @@ func GrepMaxResults(n int) GrepOption { return func(g *grepConfig) { g.max, g.se
 
 // GrepGlob searches only files matching glob: a glob without "/" is
 // matched against the file's name ("*.go"), one with "/" against its path
-// below the search base ("cmd/**/*.go").
+// below the search base ("cmd/**/*.go"). A glob that is not valid UTF-8 is
+// E_REQUEST.
 func GrepGlob(glob string) GrepOption { return func(g *grepConfig) { g.glob = glob } }
 
 // GrepCaseInsensitive matches letters in either case.
@@ -541,6 +543,10 @@ func (s *Sandbox) grep(pattern, mode string, opts []GrepOption, into any) error 
 		}
 	}
 	if g.glob != "" {
+		if !utf8.ValidString(g.glob) {
+			// JSON would send each invalid byte as U+FFFD.
+			return requestError("glob is not valid UTF-8")
+		}
 		o["glob"] = g.glob
 	}
 	if g.fold {

@@ -428,7 +428,8 @@ export interface FetchOptions {
   method?: string
   /**
    * Request headers. `Host`, `Content-Length`, `Transfer-Encoding` and
-   * `Connection` belong to the client and are refused (`E_REQUEST`).
+   * `Connection` belong to the client and are refused (`E_REQUEST`), as
+   * is a name or value holding a lone surrogate.
    */
   headers?: Record<string, string>
   /** The request body: a string (sent as UTF-8) or a Buffer. */

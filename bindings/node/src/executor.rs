@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::{
-    AsyncTask, FnArgs, Function, FunctionRef, JsObjectValue, ObjectRef, Unknown,
+    AsyncTask, FnArgs, Function, FunctionRef, JsObjectValue, ObjectRef, Unknown, Utf16String,
 };
 use napi::{Env, Task};
 use napi_derive::napi;
@@ -13,7 +13,7 @@ use sandgate::exec::{AbortSignal, ExecResult};
 
 use crate::policy::Policy;
 use crate::sandbox::{audit_sink, AuditFn};
-use crate::{js_error, request_error, same, to_count, Job, OrThrow};
+use crate::{js_error, options_of, request_error, same, to_count, utf8, utf8_opt, Job, OrThrow};
 
 /// Options of `new Executor(policy, options)` and `Executor.fromOptions`.
 #[napi(object, object_to_js = false)]
@@ -41,7 +41,7 @@ pub struct ExecOptions {
     /// Working directory: a name beneath the write root (else the first read
     /// root), or an absolute host path inside that root, resolved through
     /// the root; default: that root itself.
-    pub cwd: Option<String>,
+    pub cwd: Option<Utf16String>,
     /// Timeout in milliseconds (never more than the policy's `timeout_ms`,
     /// which is also the default). On timeout the result has exit code 124.
     pub timeout_ms: Option<f64>,
@@ -134,8 +134,10 @@ type Connection = (ObjectRef<false>, Listener, Slot);
 /// One `exec` on the libuv pool; removes its abort listener when done.
 pub struct ExecJob {
     executor: Arc<sandgate::Executor>,
-    command: String,
-    cwd: Option<String>,
+    /// The command and working directory as JavaScript gave them, made
+    /// UTF-8 in `compute` (a lone surrogate rejects with `E_REQUEST`).
+    command: Utf16String,
+    cwd: Option<Utf16String>,
     timeout_ms: Option<u64>,
     abort: Option<AbortSignal>,
     listener: Option<Connection>,
@@ -146,10 +148,18 @@ impl Task for ExecJob {
     type JsValue = ExecOutput;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
+        let command = match utf8(&self.command, "command") {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(e)),
+        };
+        let cwd = match utf8_opt(self.cwd.take(), "cwd") {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(e)),
+        };
         Ok(self.executor.exec(
-            &self.command,
+            &command,
             sandgate::ExecOptions {
-                cwd: self.cwd.clone(),
+                cwd,
                 timeout_ms: self.timeout_ms,
                 abort: self.abort.clone(),
             },
@@ -254,11 +264,11 @@ impl Executor {
     )]
     pub fn from_options(
         env: &Env,
-        options: serde_json::Value,
-        base_dir: Option<String>,
+        options: Unknown<'_>,
+        base_dir: Option<Utf16String>,
         executor_options: Option<ExecutorOptions>,
     ) -> napi::Result<Executor> {
-        let policy = crate::policy::from_options(&options, base_dir).or_throw(env)?;
+        let policy = crate::policy::from_options(env, options, base_dir)?.or_throw(env)?;
         let inner = sandgate::Executor::from_policy(&policy).or_throw(env)?;
         Ok(executor_with(inner, executor_options))
     }
@@ -286,9 +296,16 @@ impl Executor {
     pub fn exec(
         &self,
         env: &Env,
-        command: String,
-        options: Option<ExecOptions>,
+        command: Utf16String,
+        #[napi(ts_arg_type = "ExecOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<AsyncTask<ExecJob>> {
+        let options: Option<ExecOptions> = options_of(
+            env,
+            options,
+            "options",
+            &["cwd", "timeoutMs", "abortSignal"],
+        )?
+        .or_throw(env)?;
         let (cwd, timeout_ms, signal) = match options {
             Some(o) => (o.cwd, o.timeout_ms, o.abort_signal),
             None => (None, None, None),

@@ -13,14 +13,16 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
-use napi::bindgen_prelude::{AsyncTask, Buffer, Either, JsObjectValue};
+use napi::bindgen_prelude::{
+    AsyncTask, Buffer, Either, FromNapiValue, JsObjectValue, JsValue, Object, Unknown,
+};
 use napi::{Env, Task};
 use napi_derive::napi;
 use sandgate::fetch::{FetchError, FetchOptions as NativeOptions, FetchResponse, Hop};
 use sandgate::ErrorCode;
 
 use crate::policy::Policy;
-use crate::{js_error_with, request_error, to_count};
+use crate::{js_error_with, json_of, options_of, request_error, to_count};
 
 /// Options of `fetch`. An absent option means the library's default.
 #[napi(object, object_to_js = false)]
@@ -28,7 +30,8 @@ pub struct FetchOptions {
     /// The HTTP method (default `'GET'`; `CONNECT` is refused).
     pub method: Option<String>,
     /// Request headers. `Host`, `Content-Length`, `Transfer-Encoding` and
-    /// `Connection` belong to the client and are refused (`E_REQUEST`).
+    /// `Connection` belong to the client and are refused (`E_REQUEST`), as
+    /// is a name or value holding a lone surrogate.
     #[napi(ts_type = "Record<string, string>")]
     pub headers: Option<serde_json::Value>,
     /// The request body: a string (sent as UTF-8) or a Buffer.
@@ -145,6 +148,34 @@ fn bad(message: impl Into<String>) -> sandgate::Error {
     request_error(message)
 }
 
+/// The `options` argument: the generated glue's conversion of
+/// `FetchOptions` (and its errors), after refusing an unknown key or a
+/// value that is not an object ([`options_of`]) and checking `headers` for a lone
+/// surrogate, which that conversion would write as U+FFFD in a value and
+/// drop, with its value, in a name.
+fn options_arg(
+    env: &Env,
+    options: Option<Unknown<'_>>,
+) -> napi::Result<Result<Option<FetchOptions>, sandgate::Error>> {
+    let Some(v) = options else {
+        return Ok(Ok(None));
+    };
+    let known = ["method", "headers", "body", "timeoutMs", "maxBytes"];
+    let o: FetchOptions = match options_of(env, Some(v), "options", &known)? {
+        Ok(Some(o)) => o,
+        other => return Ok(other),
+    };
+    if o.headers.is_some() {
+        // SAFETY: `v` converted to a `FetchOptions`: an object.
+        let obj = unsafe { Object::from_napi_value(env.raw(), v.raw())? };
+        let headers: Unknown<'_> = obj.get_named_property("headers")?;
+        if let Err(e) = json_of(env, headers, "headers")? {
+            return Ok(Err(e));
+        }
+    }
+    Ok(Ok(Some(o)))
+}
+
 fn native_options(o: Option<FetchOptions>) -> Result<NativeOptions, sandgate::Error> {
     let mut out = NativeOptions::new();
     let Some(o) = o else {
@@ -245,9 +276,11 @@ impl Fetcher {
         &self,
         env: &Env,
         url: String,
-        options: Option<FetchOptions>,
+        #[napi(ts_arg_type = "FetchOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<FetchResult> {
-        let opts = native_options(options).map_err(|e| failure_error(env, &Failure::Other(e)))?;
+        let opts = options_arg(env, options)?
+            .and_then(native_options)
+            .map_err(|e| failure_error(env, &Failure::Other(e)))?;
         self.inner
             .fetch(&url, &opts)
             .map(result_of)
@@ -257,12 +290,17 @@ impl Fetcher {
     /// `fetch` on the libuv thread pool: a Promise resolving the same
     /// result or rejecting with the same error (malformed options too).
     #[napi(ts_return_type = "Promise<FetchResult>")]
-    pub fn fetch_async(&self, url: String, options: Option<FetchOptions>) -> AsyncTask<FetchJob> {
-        AsyncTask::new(FetchJob {
+    pub fn fetch_async(
+        &self,
+        env: &Env,
+        url: String,
+        #[napi(ts_arg_type = "FetchOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<FetchJob>> {
+        Ok(AsyncTask::new(FetchJob {
             fetcher: Arc::clone(&self.inner),
             url,
-            options: Some(native_options(options)),
-        })
+            options: Some(options_arg(env, options)?.and_then(native_options)),
+        }))
     }
 
     /// Fetches left in the `net_ops` budget (`null`: unlimited).

@@ -20,7 +20,9 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use napi::bindgen_prelude::{JsObjectValue, JsValue, Object, ToNapiValue, TypeName};
+use napi::bindgen_prelude::{
+    FromNapiValue, JsObjectValue, JsValue, Object, ToNapiValue, TypeName, Unknown, Utf16String,
+};
 use napi::{Env, Task};
 use sandgate::ErrorCode;
 
@@ -100,6 +102,183 @@ pub(crate) fn to_count(v: f64, what: &str) -> Result<u64, sandgate::Error> {
             "`{what}` must be a non-negative integer"
         )))
     }
+}
+
+/// Converts a JavaScript number argument to a count (`to_count`): Node-API's
+/// `u32` conversion would take it modulo 2**32 (`2 ** 32 + 3` as 3, `-1`
+/// as 4294967295, `NaN` as 0) and drop a fraction, so a caller's mistake
+/// would be acted on as another value.
+pub(crate) fn to_usize(v: f64, what: &str) -> Result<usize, sandgate::Error> {
+    usize::try_from(to_count(v, what)?).map_err(|_| request_error(format!("`{what}` is too large")))
+}
+
+/// Converts a JavaScript number argument to permission bits: an integer
+/// from 0 to 0o7777 (the C ABI's check), else `E_REQUEST`.
+pub(crate) fn to_mode(v: f64, what: &str) -> Result<u32, sandgate::Error> {
+    match to_count(v, what)? {
+        n @ 0..=0o7777 => Ok(n as u32),
+        n => Err(request_error(format!(
+            "`{what}` {n:#o} has bits beyond 07777"
+        ))),
+    }
+}
+
+/// A JavaScript string argument as UTF-8. Node-API's own conversion writes
+/// U+FFFD for a lone surrogate (U+D800..U+DFFF outside a pair) without a
+/// word, so `'a\uD800b'` would name `'a\uFFFDb'`, which the caller did not
+/// write: such a string is `E_REQUEST` naming the argument instead.
+pub(crate) fn utf8(s: &[u16], what: &str) -> Result<String, sandgate::Error> {
+    String::from_utf16(s).map_err(|_| lone_surrogate(what))
+}
+
+/// The `E_REQUEST` for a string argument holding a lone surrogate.
+pub(crate) fn lone_surrogate(what: &str) -> sandgate::Error {
+    request_error(format!(
+        "`{what}` holds a lone surrogate (U+D800..U+DFFF outside a pair), which no UTF-8 name can hold"
+    ))
+}
+
+/// [`utf8`] of an optional argument.
+pub(crate) fn utf8_opt(
+    s: Option<Utf16String>,
+    what: &str,
+) -> Result<Option<String>, sandgate::Error> {
+    s.map(|s| utf8(&s, what)).transpose()
+}
+
+/// [`utf8`] of each string of an array argument.
+pub(crate) fn utf8_vec(v: Vec<Utf16String>, what: &str) -> Result<Vec<String>, sandgate::Error> {
+    v.iter().map(|s| utf8(s, what)).collect()
+}
+
+/// The JSON value of a JavaScript options object (napi-rs' conversion),
+/// after checking that none of its strings, keys included, holds a lone
+/// surrogate: that conversion writes U+FFFD for one without a word, so a
+/// root or a deny pattern the caller did not write would be granted.
+/// `E_REQUEST` names the place (`options.deny_write.0`).
+pub(crate) fn json_of(
+    env: &Env,
+    v: Unknown<'_>,
+    what: &str,
+) -> napi::Result<Result<serde_json::Value, sandgate::Error>> {
+    // The conversion first: it refuses what JSON cannot hold and bounds the
+    // depth and the number of nodes, which the walk below then follows.
+    // SAFETY: a live value of this environment.
+    let json = unsafe { serde_json::Value::from_napi_value(env.raw(), v.raw())? };
+    // SAFETY: as above.
+    match unsafe { find_lone_surrogate(env.raw(), v.raw(), &json, what)? } {
+        Some(place) => Ok(Err(lone_surrogate(&place))),
+        None => Ok(Ok(json)),
+    }
+}
+
+/// Where in the JavaScript value `v`, whose JSON conversion is `json`, a
+/// string or a key holds a lone surrogate. Only strings whose conversion
+/// holds U+FFFD (what a lone surrogate becomes), and keys, are read again.
+///
+/// # Safety
+///
+/// `env` and `v` are a live environment and one of its values.
+unsafe fn find_lone_surrogate(
+    env: napi::sys::napi_env,
+    v: napi::sys::napi_value,
+    json: &serde_json::Value,
+    place: &str,
+) -> napi::Result<Option<String>> {
+    use napi::sys;
+    use serde_json::Value;
+    let lone = |s: sys::napi_value| -> napi::Result<bool> {
+        // SAFETY: a live value; a non-string is the conversion's error.
+        let wide = unsafe { Utf16String::from_napi_value(env, s)? };
+        Ok(String::from_utf16(&wide).is_err())
+    };
+    let at = |parent: sys::napi_value, key: sys::napi_value| -> napi::Result<sys::napi_value> {
+        let mut out = std::ptr::null_mut();
+        // SAFETY: live values; `out` is a live local.
+        napi::check_status!(unsafe { sys::napi_get_property(env, parent, key, &mut out) })?;
+        Ok(out)
+    };
+    match json {
+        Value::String(s) if s.contains('\u{FFFD}') && lone(v)? => Ok(Some(place.to_owned())),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let mut e = std::ptr::null_mut();
+                // SAFETY: `v` is the array `items` came from.
+                napi::check_status!(unsafe { sys::napi_get_element(env, v, i as u32, &mut e) })?;
+                let place = format!("{place}.{i}");
+                // SAFETY: a live element.
+                if let Some(p) = unsafe { find_lone_surrogate(env, e, item, &place)? } {
+                    return Ok(Some(p));
+                }
+            }
+            Ok(None)
+        }
+        Value::Object(map) => {
+            // The keys as JavaScript holds them: napi-rs' conversion looks a
+            // key up again by its lossy UTF-8 and drops one with a lone
+            // surrogate (its value reads as undefined) without a word.
+            let mut names = std::ptr::null_mut();
+            // SAFETY: `v` is the object `map` came from.
+            napi::check_status!(unsafe { sys::napi_get_property_names(env, v, &mut names) })?;
+            let mut n = 0;
+            // SAFETY: `names` is an array.
+            napi::check_status!(unsafe { sys::napi_get_array_length(env, names, &mut n) })?;
+            for i in 0..n {
+                let mut name = std::ptr::null_mut();
+                // SAFETY: `i` is below the length.
+                napi::check_status!(unsafe { sys::napi_get_element(env, names, i, &mut name) })?;
+                // SAFETY: a live key (a string: numbers are given as strings).
+                let wide = unsafe { Utf16String::from_napi_value(env, name)? };
+                let Ok(k) = String::from_utf16(&wide) else {
+                    return Ok(Some(format!("a key of {place}")));
+                };
+                if let Some(item) = map.get(&k) {
+                    let child = at(v, name)?;
+                    let place = format!("{place}.{k}");
+                    // SAFETY: a live property value.
+                    if let Some(p) = unsafe { find_lone_surrogate(env, child, item, &place)? } {
+                        return Ok(Some(p));
+                    }
+                }
+            }
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The options object argument `v` (`undefined` or `null`: none) as
+/// napi-rs converts it, after refusing what that conversion would ignore
+/// without a word: a value that is not an object (read as "no options")
+/// and a key not in `known` (a misspelt or snake_case `deny_write` would
+/// leave the sandbox with no deny pattern). Both are `E_REQUEST`.
+pub(crate) fn options_of<T: FromNapiValue>(
+    env: &Env,
+    v: Option<Unknown<'_>>,
+    what: &str,
+    known: &[&str],
+) -> napi::Result<Result<Option<T>, sandgate::Error>> {
+    use napi::bindgen_prelude::ValueType;
+    let Some(v) = v else {
+        return Ok(Ok(None));
+    };
+    match v.get_type()? {
+        ValueType::Undefined | ValueType::Null => return Ok(Ok(None)),
+        ValueType::Object => {}
+        _ => return Ok(Err(request_error(format!("`{what}` must be an object")))),
+    }
+    // SAFETY: a live object of this environment.
+    let obj = unsafe { Object::from_napi_value(env.raw(), v.raw())? };
+    for key in Object::keys(&obj)? {
+        if !known.contains(&key.as_str()) {
+            return Ok(Err(request_error(format!(
+                "`{what}` has no option `{key}` (it takes {})",
+                known.join(", ")
+            ))));
+        }
+    }
+    // SAFETY: as above.
+    Ok(Ok(Some(unsafe { T::from_napi_value(env.raw(), v.raw())? })))
 }
 
 /// Throws sandgate errors as JavaScript errors carrying their code.

@@ -8,14 +8,14 @@ use std::sync::{Arc, RwLock};
 
 use napi::bindgen_prelude::{
     panic_to_error, sys, CallbackInfo, FromNapiValue, JsError, JsObjectValue, JsValue, Object,
-    Unknown,
+    Unknown, Utf16String,
 };
 use napi::Env;
 use napi_derive::napi;
 use sandgate::rootfs::{Metadata, OpenOptions, RenameMode};
 use sandgate::{ErrorCode, FileKind};
 
-use crate::{request_error, OrThrow};
+use crate::{request_error, to_mode, utf8, OrThrow};
 
 /// Metadata of one filesystem object beneath a root.
 #[napi(object)]
@@ -205,17 +205,22 @@ unsafe fn stat_into(
         )
     };
     let short = match std::str::from_utf8(&buf[..n.min(PATH_BUF)]) {
-        // `n == PATH_BUF - 1` may be a truncation: take the long way.
-        Ok(p) if status == sys::Status::napi_ok && n < PATH_BUF - 1 => Some(p),
+        // `n == PATH_BUF - 1` may be a truncation, and U+FFFD may stand for
+        // a lone surrogate (Node-API writes one for it): take the long way.
+        Ok(p) if status == sys::Status::napi_ok && n < PATH_BUF - 1 && !p.contains('\u{FFFD}') => {
+            Some(p)
+        }
         _ => None,
     };
     let long;
     let path = match short {
         Some(p) => p,
         None => {
-            // The generated glue's conversion (and its error for a non-string).
+            // The generated glue's conversion of the `#[napi]` method
+            // (and its error for a non-string).
             // SAFETY: valid env and value.
-            long = unsafe { String::from_napi_value(env, cb.get_arg(0))? };
+            let wide = unsafe { Utf16String::from_napi_value(env, cb.get_arg(0))? };
+            long = utf8(&wide, "path").or_throw(&js_env)?;
             long.as_str()
         }
     };
@@ -329,6 +334,11 @@ pub(crate) fn install_fast_stat(env: &Env, exports: &Object<'_>) -> napi::Result
     Ok(())
 }
 
+/// The `mode` argument (an integer from 0 to 0o7777), or `default`.
+fn mode_or(mode: Option<f64>, default: u32) -> Result<u32, sandgate::Error> {
+    mode.map_or(Ok(default), |m| to_mode(m, "mode"))
+}
+
 /// Maps Node's `fs.open` flag strings to open options.
 fn open_options(flags: &str, mode: u32) -> Result<OpenOptions, sandgate::Error> {
     let mut o = OpenOptions::new();
@@ -388,7 +398,8 @@ impl Root {
 impl Root {
     /// Opens the directory `dir` as a root.
     #[napi(factory)]
-    pub fn open(env: &Env, dir: String) -> napi::Result<Root> {
+    pub fn open(env: &Env, dir: Utf16String) -> napi::Result<Root> {
+        let dir = utf8(&dir, "dir").or_throw(env)?;
         let root = sandgate::rootfs::Root::open(&dir)
             .map_err(sandgate::Error::from)
             .or_throw(env)?;
@@ -416,12 +427,13 @@ impl Root {
     pub fn open_file(
         &self,
         env: &Env,
-        path: String,
+        path: Utf16String,
         flags: Option<String>,
-        mode: Option<u32>,
+        mode: Option<f64>,
     ) -> napi::Result<i32> {
-        let opts =
-            open_options(flags.as_deref().unwrap_or("r"), mode.unwrap_or(0o666)).or_throw(env)?;
+        let path = utf8(&path, "path").or_throw(env)?;
+        let mode = mode_or(mode, 0o666).or_throw(env)?;
+        let opts = open_options(flags.as_deref().unwrap_or("r"), mode).or_throw(env)?;
         let file = self.with(env, |r| r.open_with(&path, &opts))?;
         Ok(file.into_raw_fd())
     }
@@ -433,11 +445,12 @@ impl Root {
     pub fn mkdir(
         &self,
         env: &Env,
-        path: String,
-        mode: Option<u32>,
+        path: Utf16String,
+        mode: Option<f64>,
         recursive: Option<bool>,
     ) -> napi::Result<()> {
-        let mode = mode.unwrap_or(0o777);
+        let path = utf8(&path, "path").or_throw(env)?;
+        let mode = mode_or(mode, 0o777).or_throw(env)?;
         if recursive.unwrap_or(false) {
             self.with(env, |r| r.mkdir_all(&path, mode))
         } else {
@@ -448,7 +461,8 @@ impl Root {
     /// Removes one file, one symlink entry (never its target) or one empty
     /// directory.
     #[napi]
-    pub fn remove(&self, env: &Env, path: String) -> napi::Result<()> {
+    pub fn remove(&self, env: &Env, path: Utf16String) -> napi::Result<()> {
+        let path = utf8(&path, "path").or_throw(env)?;
         self.with(env, |r| r.remove(&path))
     }
 
@@ -456,20 +470,23 @@ impl Root {
     // Replaced at module load by the fast path (`INSTALL_STAT`), which
     // returns the same object.
     #[napi]
-    pub fn stat(&self, env: &Env, path: String) -> napi::Result<RootStat> {
+    pub fn stat(&self, env: &Env, path: Utf16String) -> napi::Result<RootStat> {
+        let path = utf8(&path, "path").or_throw(env)?;
         self.with(env, |r| r.stat(&path)).map(|m| stat_of(&m))
     }
 
     /// Metadata of the entry itself (a final symlink is not followed).
     // Replaced at module load like `stat`.
     #[napi]
-    pub fn lstat(&self, env: &Env, path: String) -> napi::Result<RootStat> {
+    pub fn lstat(&self, env: &Env, path: Utf16String) -> napi::Result<RootStat> {
+        let path = utf8(&path, "path").or_throw(env)?;
         self.with(env, |r| r.lstat(&path)).map(|m| stat_of(&m))
     }
 
     /// The stored target of a symbolic link (not resolved).
     #[napi]
-    pub fn readlink(&self, env: &Env, path: String) -> napi::Result<String> {
+    pub fn readlink(&self, env: &Env, path: Utf16String) -> napi::Result<String> {
+        let path = utf8(&path, "path").or_throw(env)?;
         self.with(env, |r| r.readlink(&path))
             .map(|p| p.to_string_lossy().into_owned())
     }
@@ -477,13 +494,18 @@ impl Root {
     /// Renames `from` to `to`, both beneath the root, replacing an existing
     /// destination like `rename(2)`; a final symlink is moved, not followed.
     #[napi]
-    pub fn rename(&self, env: &Env, from: String, to: String) -> napi::Result<()> {
+    pub fn rename(&self, env: &Env, from: Utf16String, to: Utf16String) -> napi::Result<()> {
+        let (from, to) = (
+            utf8(&from, "from").or_throw(env)?,
+            utf8(&to, "to").or_throw(env)?,
+        );
         self.with(env, |r| r.rename(&from, &to, RenameMode::Replace))
     }
 
     /// The names in a directory (without `.` and `..`), sorted.
     #[napi]
-    pub fn readdir(&self, env: &Env, path: String) -> napi::Result<Vec<String>> {
+    pub fn readdir(&self, env: &Env, path: Utf16String) -> napi::Result<Vec<String>> {
+        let path = utf8(&path, "path").or_throw(env)?;
         let mut names: Vec<String> = self
             .with(env, |r| r.read_dir(&path))?
             .iter()

@@ -8,13 +8,13 @@
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Either3, Unknown};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Either3, Unknown, Utf16String};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 use napi_derive::napi;
 
 use crate::policy::Policy;
-use crate::{same, to_count, Job, OrThrow};
+use crate::{options_of, same, to_count, to_usize, utf8, utf8_opt, utf8_vec, Job, OrThrow};
 
 /// One audit event: what one sandbox operation or one executor command did
 /// (never file content, nor a command's text or output).
@@ -49,9 +49,9 @@ pub(crate) type AuditFn =
 #[napi(object, object_to_js = false)]
 pub struct SandboxOptions {
     /// Read roots, looked up in order (the first that holds a name wins).
-    pub read_roots: Option<Vec<String>>,
+    pub read_roots: Option<Vec<Utf16String>>,
     /// The one write root.
-    pub write_root: Option<String>,
+    pub write_root: Option<Utf16String>,
     /// Cap of one read in bytes (default 10 MiB).
     pub max_read_bytes: Option<f64>,
     /// Cap of one write in bytes (default 5 MiB).
@@ -59,7 +59,7 @@ pub struct SandboxOptions {
     /// The host's half of the overwrite rule (default false).
     pub allow_overwrite: Option<bool>,
     /// Deny-write patterns (docs/reference/deny-write.md).
-    pub deny_write: Option<Vec<String>>,
+    pub deny_write: Option<Vec<Utf16String>>,
     /// Restricted mode, which also protects every `.git` component
     /// (default true).
     pub restricted: Option<bool>,
@@ -69,6 +69,19 @@ pub struct SandboxOptions {
     #[napi(ts_type = "(event: AuditEvent) => void")]
     pub audit: Option<AuditFn>,
 }
+
+/// The keys of [`SandboxOptions`] as JavaScript spells them.
+const SANDBOX_OPTIONS: &[&str] = &[
+    "readRoots",
+    "writeRoot",
+    "maxReadBytes",
+    "maxWriteBytes",
+    "allowOverwrite",
+    "denyWrite",
+    "restricted",
+    "fsOps",
+    "audit",
+];
 
 /// Options of `Sandbox.fromPolicy(policy, options)`.
 #[napi(object, object_to_js = false)]
@@ -169,13 +182,13 @@ pub struct GrepCount {
 pub struct GrepOptions {
     /// Only files matching this glob: without `/` against the file's name
     /// (`*.ts`), with `/` against its path below the search base.
-    pub glob: Option<String>,
+    pub glob: Option<Utf16String>,
     /// Match letters in either case.
     pub case_insensitive: Option<bool>,
     /// Context lines before each match (mode `lines` only).
-    pub before: Option<u32>,
+    pub before: Option<f64>,
     /// Context lines after each match (mode `lines` only).
-    pub after: Option<u32>,
+    pub after: Option<f64>,
     /// `lines` (default: an array of GrepMatch), `files` (an array of
     /// paths) or `count` (an array of GrepCount).
     pub mode: Option<String>,
@@ -188,16 +201,16 @@ type GrepAnswer = Either3<Vec<GrepMatch>, Vec<String>, Vec<GrepCount>>;
 
 /// The facade's options from the binding's, with the result cap.
 fn grep_options(
-    max_results: Option<u32>,
+    max_results: Option<f64>,
     o: Option<GrepOptions>,
 ) -> Result<(sandgate::search::GrepOptions, bool), sandgate::Error> {
     let o = o.unwrap_or_default();
     let mut opts = sandgate::search::GrepOptions::default();
-    opts.max_results = max_results.map(|n| n as usize);
-    opts.glob = o.glob;
+    opts.max_results = max_results.map(|n| to_usize(n, "maxResults")).transpose()?;
+    opts.glob = utf8_opt(o.glob, "glob")?;
     opts.case_insensitive = o.case_insensitive.unwrap_or(false);
-    opts.before = o.before.unwrap_or(0) as usize;
-    opts.after = o.after.unwrap_or(0) as usize;
+    opts.before = o.before.map_or(Ok(0), |n| to_usize(n, "before"))?;
+    opts.after = o.after.map_or(Ok(0), |n| to_usize(n, "after"))?;
     opts.gitignore = o.gitignore.unwrap_or(false);
     if let Some(mode) = o.mode {
         opts.mode = mode.parse()?;
@@ -318,6 +331,32 @@ pub(crate) fn audit_sink(f: AuditFn) -> impl Fn(&sandgate::AuditEvent) + Send + 
     }
 }
 
+/// `edit`'s strings as UTF-8 (a lone surrogate is `E_REQUEST`).
+fn edit_args(
+    path: &[u16],
+    old_text: &[u16],
+    new_text: &[u16],
+) -> Result<(String, String, String), sandgate::Error> {
+    Ok((
+        utf8(path, "path")?,
+        utf8(old_text, "oldText")?,
+        utf8(new_text, "newText")?,
+    ))
+}
+
+/// `rename`'s names as UTF-8.
+fn rename_args(from: &[u16], to: &[u16]) -> Result<(String, String), sandgate::Error> {
+    Ok((utf8(from, "from")?, utf8(to, "to")?))
+}
+
+/// A search's pattern and base as UTF-8.
+fn pattern_args(
+    pattern: &[u16],
+    path: Option<Utf16String>,
+) -> Result<(String, Option<String>), sandgate::Error> {
+    Ok((utf8(pattern, "pattern")?, utf8_opt(path, "path")?))
+}
+
 fn write_options(overwrite: bool) -> sandgate::WriteOptions {
     sandgate::WriteOptions::default().overwrite(overwrite)
 }
@@ -326,11 +365,11 @@ fn edit_options(all: bool) -> sandgate::EditOptions {
     sandgate::EditOptions::default().replace_all(all)
 }
 
-fn range(offset: Option<u32>, limit: Option<u32>) -> (usize, usize) {
-    (
-        offset.map_or(1, |o| o as usize),
-        limit.map_or(sandgate::MAX_RANGE_LINES, |l| l as usize),
-    )
+fn range(offset: Option<f64>, limit: Option<f64>) -> Result<(usize, usize), sandgate::Error> {
+    Ok((
+        offset.map_or(Ok(1), |o| to_usize(o, "offset"))?,
+        limit.map_or(Ok(sandgate::MAX_RANGE_LINES), |l| to_usize(l, "limit"))?,
+    ))
 }
 
 /// The confined file toolkit handed to an agent (docs/reference/sandbox.md).
@@ -349,14 +388,19 @@ pub struct Sandbox {
 impl Sandbox {
     /// A sandbox with exactly what `options` grants (nothing by default).
     #[napi(constructor)]
-    pub fn new(env: &Env, options: Option<SandboxOptions>) -> napi::Result<Self> {
+    pub fn new(
+        env: &Env,
+        #[napi(ts_arg_type = "SandboxOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<Self> {
+        let options: Option<SandboxOptions> =
+            options_of(env, options, "options", SANDBOX_OPTIONS)?.or_throw(env)?;
         let mut b = sandgate::Sandbox::builder();
         if let Some(o) = options {
             if let Some(r) = o.read_roots {
-                b.read_roots(r);
+                b.read_roots(utf8_vec(r, "readRoots").or_throw(env)?);
             }
             if let Some(w) = o.write_root {
-                b.write_root(w);
+                b.write_root(utf8(&w, "writeRoot").or_throw(env)?);
             }
             if let Some(n) = o.max_read_bytes {
                 b.max_read_bytes(to_count(n, "maxReadBytes").or_throw(env)?);
@@ -368,7 +412,7 @@ impl Sandbox {
                 b.allow_overwrite(on);
             }
             if let Some(p) = o.deny_write {
-                b.deny_write_patterns(p);
+                b.deny_write_patterns(utf8_vec(p, "denyWrite").or_throw(env)?);
             }
             if let Some(on) = o.restricted {
                 b.restricted(on);
@@ -442,9 +486,10 @@ impl Sandbox {
     pub fn host_name(
         &self,
         env: &Env,
-        path: String,
+        path: Utf16String,
         options: Option<HostNameOptions>,
     ) -> napi::Result<String> {
+        let path = utf8(&path, "path").or_throw(env)?;
         if options.and_then(|o| o.write).unwrap_or(false) {
             self.inner.host_write_name(&path).or_throw(env)
         } else {
@@ -457,21 +502,29 @@ impl Sandbox {
     /// Reads a whole file (first read root that holds it). Over
     /// `maxReadBytes`: `E_TOO_LARGE` (read by line ranges instead).
     #[napi]
-    pub fn read(&self, env: &Env, path: String) -> napi::Result<Buffer> {
+    pub fn read(&self, env: &Env, path: Utf16String) -> napi::Result<Buffer> {
+        let path = utf8(&path, "path").or_throw(env)?;
         self.inner.read(&path).map(Buffer::from).or_throw(env)
     }
 
     /// `read`, off the main thread.
     #[napi(ts_return_type = "Promise<Buffer>")]
-    pub fn read_async(&self, path: String) -> AsyncTask<Job<Vec<u8>, Buffer>> {
+    pub fn read_async(&self, path: Utf16String) -> AsyncTask<Job<Vec<u8>, Buffer>> {
         let sb = Arc::clone(&self.inner);
-        AsyncTask::new(Job::new(move || sb.read(&path), buffer))
+        AsyncTask::new(Job::new(
+            move || {
+                let path = utf8(&path, "path")?;
+                sb.read(&path)
+            },
+            buffer,
+        ))
     }
 
     /// `read`, decoded as UTF-8 (invalid sequences become U+FFFD, as with
     /// `buffer.toString()`).
     #[napi]
-    pub fn read_text(&self, env: &Env, path: String) -> napi::Result<String> {
+    pub fn read_text(&self, env: &Env, path: Utf16String) -> napi::Result<String> {
+        let path = utf8(&path, "path").or_throw(env)?;
         self.inner
             .read(&path)
             .map(|v| String::from_utf8_lossy(&v).into_owned())
@@ -480,9 +533,15 @@ impl Sandbox {
 
     /// `readText`, off the main thread.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn read_text_async(&self, path: String) -> AsyncTask<Job<Vec<u8>, String>> {
+    pub fn read_text_async(&self, path: Utf16String) -> AsyncTask<Job<Vec<u8>, String>> {
         let sb = Arc::clone(&self.inner);
-        AsyncTask::new(Job::new(move || sb.read(&path), text))
+        AsyncTask::new(Job::new(
+            move || {
+                let path = utf8(&path, "path")?;
+                sb.read(&path)
+            },
+            text,
+        ))
     }
 
     /// Reads `limit` lines (default and most 2000) from line `offset`
@@ -491,11 +550,12 @@ impl Sandbox {
     pub fn read_lines(
         &self,
         env: &Env,
-        path: String,
-        offset: Option<u32>,
-        limit: Option<u32>,
+        path: Utf16String,
+        offset: Option<f64>,
+        limit: Option<f64>,
     ) -> napi::Result<LinesResult> {
-        let (o, l) = range(offset, limit);
+        let path = utf8(&path, "path").or_throw(env)?;
+        let (o, l) = range(offset, limit).or_throw(env)?;
         let r = self.inner.read_lines(&path, o, l).or_throw(env)?;
         lines_result(env, r)
     }
@@ -504,13 +564,20 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<LinesResult>")]
     pub fn read_lines_async(
         &self,
-        path: String,
-        offset: Option<u32>,
-        limit: Option<u32>,
+        path: Utf16String,
+        offset: Option<f64>,
+        limit: Option<f64>,
     ) -> AsyncTask<Job<sandgate::LinesRead, LinesResult>> {
         let sb = Arc::clone(&self.inner);
-        let (o, l) = range(offset, limit);
-        AsyncTask::new(Job::new(move || sb.read_lines(&path, o, l), lines_result))
+        let range = range(offset, limit);
+        AsyncTask::new(Job::new(
+            move || {
+                let path = utf8(&path, "path")?;
+                let (o, l) = range?;
+                sb.read_lines(&path, o, l)
+            },
+            lines_result,
+        ))
     }
 
     // ----- write and edit -----
@@ -522,10 +589,11 @@ impl Sandbox {
     pub fn write(
         &self,
         env: &Env,
-        path: String,
+        path: Utf16String,
         data: Either<String, Buffer>,
         options: Option<WriteOptions>,
     ) -> napi::Result<f64> {
+        let path = utf8(&path, "path").or_throw(env)?;
         let overwrite = options.and_then(|o| o.overwrite).unwrap_or(false);
         self.inner
             .write(&path, &bytes_of(data), write_options(overwrite))
@@ -537,7 +605,7 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<number>")]
     pub fn write_async(
         &self,
-        path: String,
+        path: Utf16String,
         data: Either<String, Buffer>,
         options: Option<WriteOptions>,
     ) -> AsyncTask<Job<u64, f64>> {
@@ -545,7 +613,7 @@ impl Sandbox {
         let overwrite = options.and_then(|o| o.overwrite).unwrap_or(false);
         let bytes = bytes_of(data);
         AsyncTask::new(Job::new(
-            move || sb.write(&path, &bytes, write_options(overwrite)),
+            move || sb.write(&utf8(&path, "path")?, &bytes, write_options(overwrite)),
             number,
         ))
     }
@@ -557,11 +625,12 @@ impl Sandbox {
     pub fn edit(
         &self,
         env: &Env,
-        path: String,
-        old_text: String,
-        new_text: String,
+        path: Utf16String,
+        old_text: Utf16String,
+        new_text: Utf16String,
         options: Option<EditOptions>,
     ) -> napi::Result<u32> {
+        let (path, old_text, new_text) = edit_args(&path, &old_text, &new_text).or_throw(env)?;
         let all = options.and_then(|o| o.all).unwrap_or(false);
         self.inner
             .edit(&path, &old_text, &new_text, edit_options(all))
@@ -573,15 +642,18 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<number>")]
     pub fn edit_async(
         &self,
-        path: String,
-        old_text: String,
-        new_text: String,
+        path: Utf16String,
+        old_text: Utf16String,
+        new_text: Utf16String,
         options: Option<EditOptions>,
     ) -> AsyncTask<Job<usize, u32>> {
         let sb = Arc::clone(&self.inner);
         let all = options.and_then(|o| o.all).unwrap_or(false);
         AsyncTask::new(Job::new(
-            move || sb.edit(&path, &old_text, &new_text, edit_options(all)),
+            move || {
+                let (path, old_text, new_text) = edit_args(&path, &old_text, &new_text)?;
+                sb.edit(&path, &old_text, &new_text, edit_options(all))
+            },
             count,
         ))
     }
@@ -590,7 +662,8 @@ impl Sandbox {
 
     /// The entries of a directory, sorted by name.
     #[napi]
-    pub fn list(&self, env: &Env, path: String) -> napi::Result<Vec<ListEntry>> {
+    pub fn list(&self, env: &Env, path: Utf16String) -> napi::Result<Vec<ListEntry>> {
+        let path = utf8(&path, "path").or_throw(env)?;
         let v = self.inner.list(&path).or_throw(env)?;
         list_result(env, v)
     }
@@ -599,65 +672,99 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<Array<ListEntry>>")]
     pub fn list_async(
         &self,
-        path: String,
+        path: Utf16String,
     ) -> AsyncTask<Job<Vec<sandgate::ListEntry>, Vec<ListEntry>>> {
         let sb = Arc::clone(&self.inner);
-        AsyncTask::new(Job::new(move || sb.list(&path), list_result))
+        AsyncTask::new(Job::new(
+            move || {
+                let path = utf8(&path, "path")?;
+                sb.list(&path)
+            },
+            list_result,
+        ))
     }
 
     /// Kind, size and permission bits.
     #[napi]
-    pub fn stat(&self, env: &Env, path: String) -> napi::Result<StatResult> {
+    pub fn stat(&self, env: &Env, path: Utf16String) -> napi::Result<StatResult> {
+        let path = utf8(&path, "path").or_throw(env)?;
         let s = self.inner.stat(&path).or_throw(env)?;
         stat_result(env, s)
     }
 
     /// `stat`, off the main thread.
     #[napi(ts_return_type = "Promise<StatResult>")]
-    pub fn stat_async(&self, path: String) -> AsyncTask<Job<sandgate::StatInfo, StatResult>> {
+    pub fn stat_async(&self, path: Utf16String) -> AsyncTask<Job<sandgate::StatInfo, StatResult>> {
         let sb = Arc::clone(&self.inner);
-        AsyncTask::new(Job::new(move || sb.stat(&path), stat_result))
+        AsyncTask::new(Job::new(
+            move || {
+                let path = utf8(&path, "path")?;
+                sb.stat(&path)
+            },
+            stat_result,
+        ))
     }
 
     // ----- mkdir, delete, rename -----
 
     /// Creates a directory (and missing parents) below the write root.
     #[napi]
-    pub fn mkdir(&self, env: &Env, path: String) -> napi::Result<()> {
+    pub fn mkdir(&self, env: &Env, path: Utf16String) -> napi::Result<()> {
+        let path = utf8(&path, "path").or_throw(env)?;
         self.inner.mkdir(&path).or_throw(env)
     }
 
     /// `mkdir`, off the main thread.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn mkdir_async(&self, path: String) -> AsyncTask<Job<(), ()>> {
+    pub fn mkdir_async(&self, path: Utf16String) -> AsyncTask<Job<(), ()>> {
         let sb = Arc::clone(&self.inner);
-        AsyncTask::new(Job::new(move || sb.mkdir(&path), same))
+        AsyncTask::new(Job::new(
+            move || {
+                let path = utf8(&path, "path")?;
+                sb.mkdir(&path)
+            },
+            same,
+        ))
     }
 
     /// Removes one file, one symlink entry or one empty directory.
     #[napi]
-    pub fn delete(&self, env: &Env, path: String) -> napi::Result<()> {
+    pub fn delete(&self, env: &Env, path: Utf16String) -> napi::Result<()> {
+        let path = utf8(&path, "path").or_throw(env)?;
         self.inner.delete(&path).or_throw(env)
     }
 
     /// `delete`, off the main thread.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn delete_async(&self, path: String) -> AsyncTask<Job<(), ()>> {
+    pub fn delete_async(&self, path: Utf16String) -> AsyncTask<Job<(), ()>> {
         let sb = Arc::clone(&self.inner);
-        AsyncTask::new(Job::new(move || sb.delete(&path), same))
+        AsyncTask::new(Job::new(
+            move || {
+                let path = utf8(&path, "path")?;
+                sb.delete(&path)
+            },
+            same,
+        ))
     }
 
     /// Moves `from` to `to` within the write root.
     #[napi]
-    pub fn rename(&self, env: &Env, from: String, to: String) -> napi::Result<()> {
+    pub fn rename(&self, env: &Env, from: Utf16String, to: Utf16String) -> napi::Result<()> {
+        let (from, to) = rename_args(&from, &to).or_throw(env)?;
         self.inner.rename(&from, &to).or_throw(env)
     }
 
     /// `rename`, off the main thread.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn rename_async(&self, from: String, to: String) -> AsyncTask<Job<(), ()>> {
+    pub fn rename_async(&self, from: Utf16String, to: Utf16String) -> AsyncTask<Job<(), ()>> {
         let sb = Arc::clone(&self.inner);
-        AsyncTask::new(Job::new(move || sb.rename(&from, &to), same))
+        AsyncTask::new(Job::new(
+            move || {
+                let (from, to) = rename_args(&from, &to)?;
+                sb.rename(&from, &to)
+            },
+            same,
+        ))
     }
 
     // ----- glob and grep -----
@@ -668,9 +775,10 @@ impl Sandbox {
     pub fn glob(
         &self,
         env: &Env,
-        pattern: String,
-        path: Option<String>,
+        pattern: Utf16String,
+        path: Option<Utf16String>,
     ) -> napi::Result<Vec<String>> {
+        let (pattern, path) = pattern_args(&pattern, path).or_throw(env)?;
         self.inner.glob(&pattern, path.as_deref()).or_throw(env)
     }
 
@@ -678,11 +786,17 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<Array<string>>")]
     pub fn glob_async(
         &self,
-        pattern: String,
-        path: Option<String>,
+        pattern: Utf16String,
+        path: Option<Utf16String>,
     ) -> AsyncTask<Job<Vec<String>, Vec<String>>> {
         let sb = Arc::clone(&self.inner);
-        AsyncTask::new(Job::new(move || sb.glob(&pattern, path.as_deref()), same))
+        AsyncTask::new(Job::new(
+            move || {
+                let (pattern, path) = pattern_args(&pattern, path)?;
+                sb.glob(&pattern, path.as_deref())
+            },
+            same,
+        ))
     }
 
     /// Searches files below `path` (default: the root) for a regular
@@ -695,11 +809,12 @@ impl Sandbox {
     pub fn grep(
         &self,
         env: &Env,
-        pattern: String,
-        path: Option<String>,
-        max_results: Option<u32>,
+        pattern: Utf16String,
+        path: Option<Utf16String>,
+        max_results: Option<f64>,
         options: Option<GrepOptions>,
     ) -> napi::Result<GrepAnswer> {
+        let (pattern, path) = pattern_args(&pattern, path).or_throw(env)?;
         let (opts, context) = grep_options(max_results, options).or_throw(env)?;
         let out = self
             .inner
@@ -712,14 +827,15 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<Array<GrepMatch> | Array<string> | Array<GrepCount>>")]
     pub fn grep_async(
         &self,
-        pattern: String,
-        path: Option<String>,
-        max_results: Option<u32>,
+        pattern: Utf16String,
+        path: Option<Utf16String>,
+        max_results: Option<f64>,
         options: Option<GrepOptions>,
     ) -> AsyncTask<Job<(sandgate::search::GrepOutput, bool), GrepAnswer>> {
         let sb = Arc::clone(&self.inner);
         AsyncTask::new(Job::new(
             move || {
+                let (pattern, path) = pattern_args(&pattern, path)?;
                 let (opts, context) = grep_options(max_results, options)?;
                 Ok((sb.grep_with(&pattern, path.as_deref(), &opts)?, context))
             },

@@ -1,0 +1,92 @@
+package sandgate_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sandgate-dev/sandgate/bindings/go"
+)
+
+// A Go int handed to a 32-bit C parameter keeps its low 32 bits: a port of
+// 1<<32 + 443 would be judged as 443, and open flags with a bit past 32 would
+// lose it unseen. Such values are refused (E_REQUEST), not truncated.
+func TestIntsOutOfACParametersRangeAreRefused(t *testing.T) {
+	dir := tmp(t)
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	p, err := sandgate.NewPolicy(sandgate.BaseDir(dir), sandgate.NetAllow("example.com:443"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if d, err := p.Authorize(sandgate.AuthorizeRequest{Scheme: "https", Host: "example.com", Port: 443}); err != nil || !d.Allowed {
+		t.Fatalf("port 443: %+v %v", d, err)
+	}
+	for _, port := range []int{1<<32 + 443, 1<<31 + 443, 1<<63 - 1, 65536} {
+		d, err := p.Authorize(sandgate.AuthorizeRequest{Scheme: "https", Host: "example.com", Port: port})
+		if !errors.Is(err, sandgate.ErrRequest) || d.Allowed {
+			t.Errorf("port %d: %+v %v, want E_REQUEST", port, d, err)
+		}
+	}
+
+	r, err := sandgate.OpenRoot(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, flag := range []int{1<<32 | os.O_WRONLY | os.O_CREATE, -1 << 40} {
+		f, err := r.OpenFile("new.txt", flag, 0o644)
+		if f != nil {
+			f.Close()
+		}
+		if !errors.Is(err, sandgate.ErrRequest) {
+			t.Errorf("flags %#x: %v, want E_REQUEST", flag, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "new.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("new.txt was created: %v", err)
+	}
+}
+
+// encoding/json writes each invalid UTF-8 byte of a string as U+FFFD
+// without an error: a policy stated from code with WriteRoot("w\xff") would
+// grant the directory "w\uFFFD", and a deny pattern or a grep glob would be
+// one the caller did not write. Such strings are refused (E_REQUEST).
+func TestNonUTF8StringsSentAsJSONAreRefused(t *testing.T) {
+	dir := tmp(t)
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	os.MkdirAll(filepath.Join(dir, "w\uFFFD"), 0o755)
+	write(t, filepath.Join(ws, "a.txt"), "x\n")
+	write(t, filepath.Join(ws, "\uFFFD.txt"), "x\n")
+	for name, opts := range map[string][]sandgate.PolicyOption{
+		"write_root": {sandgate.WriteRoot("w\xff")},
+		"read_roots": {sandgate.ReadRoots("ws", "w\xff")},
+		"deny_write": {sandgate.WriteRoot("ws"), sandgate.DenyWrite("\xff*")},
+		"Set value":  {sandgate.WriteRoot("ws"), sandgate.Set("allow", []any{"example.com", "\xff.example.com"})},
+		"Set key":    {sandgate.WriteRoot("ws"), sandgate.Set("fs_ops\xff", 3)},
+	} {
+		p, err := sandgate.NewPolicy(append(opts, sandgate.BaseDir(dir))...)
+		if err == nil {
+			s, _ := p.Summary()
+			p.Close()
+			t.Errorf("%s: granted %v, want E_REQUEST", name, s)
+		} else if !errors.Is(err, sandgate.ErrRequest) {
+			t.Errorf("%s: %v, want E_REQUEST", name, err)
+		}
+	}
+	if _, err := sandgate.NewExecutorWith(sandgate.BaseDir(dir), sandgate.WriteRoot("w\xff")); !errors.Is(err, sandgate.ErrRequest) {
+		t.Errorf("NewExecutorWith: %v, want E_REQUEST", err)
+	}
+
+	sb, err := sandgate.NewSandbox(sandgate.WithReadRoots(ws))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if m, err := sb.GrepFiles("x", sandgate.GrepGlob("\xff.txt")); !errors.Is(err, sandgate.ErrRequest) {
+		t.Errorf("grep glob: %v %v, want E_REQUEST", m, err)
+	}
+}

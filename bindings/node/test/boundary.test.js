@@ -1,0 +1,265 @@
+'use strict'
+// Arguments at the JavaScript boundary: numbers and strings that Node-API
+// would convert silently (a number to u32 modulo 2**32, a lone surrogate to
+// U+FFFD) are refused with E_REQUEST naming the argument, never guessed.
+
+const { test, describe, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+
+const { Root, Sandbox, Policy, Executor, Fetcher } = require('..')
+
+function throwsRequest(fn, what) {
+  assert.throws(fn, (e) => {
+    assert.ok(e instanceof Error, 'an Error')
+    assert.equal(e.code, 'E_REQUEST', e.message)
+    if (what) assert.match(e.message, new RegExp(what), e.message)
+    return true
+  })
+}
+
+async function rejectsRequest(promise, what) {
+  await assert.rejects(promise, (e) => {
+    assert.equal(e.code, 'E_REQUEST', e.message)
+    if (what) assert.match(e.message, new RegExp(what), e.message)
+    return true
+  })
+}
+
+let dir
+let ws
+before(() => {
+  dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'sandgate-node-boundary-')))
+  ws = path.join(dir, 'ws')
+  fs.mkdirSync(ws)
+  fs.writeFileSync(path.join(ws, 'a.txt'), 'l1\nl2\nl3\nl4\nl5\n')
+})
+after(() => fs.rmSync(dir, { recursive: true, force: true }))
+
+// Not counts. What ToUint32 would make of each: -1 is 2**32 - 1, NaN and
+// Infinity are 0, a fraction loses its part, 2**53 + 2 and 1e300 their
+// high bits.
+const NOT_COUNTS = [-1, NaN, Infinity, 1.5, 2 ** 53 + 2, 1e300]
+// A count that ToUint32 would take as 3.
+const WRAPS_TO_3 = 2 ** 32 + 3
+
+describe('numbers are not wrapped to 32 bits', () => {
+  test('Root modes: out of range, fractional, NaN or beyond 07777 are E_REQUEST', () => {
+    const root = Root.open(ws)
+    try {
+      for (const mode of [2 ** 32 + 0o755, -1, NaN, 0o755 + 0.5, 0o100755, 0o17777]) {
+        throwsRequest(() => root.mkdir('d', mode), 'mode')
+        throwsRequest(() => root.openFile('f', 'w', mode), 'mode')
+      }
+      assert.deepEqual(fs.readdirSync(ws).sort(), ['a.txt'])
+      root.mkdir('d', 0o750)
+      assert.equal(fs.statSync(path.join(ws, 'd')).mode & 0o777, 0o750 & ~process.umask())
+      fs.closeSync(root.openFile('f', 'w', 0o640))
+      assert.equal(fs.statSync(path.join(ws, 'f')).mode & 0o777, 0o640 & ~process.umask())
+      fs.rmSync(path.join(ws, 'd'), { recursive: true })
+      fs.rmSync(path.join(ws, 'f'))
+    } finally {
+      root.close()
+    }
+  })
+
+  test('readLines offset and limit', async () => {
+    const sb = new Sandbox({ readRoots: [ws] })
+    for (const n of NOT_COUNTS) {
+      throwsRequest(() => sb.readLines('a.txt', n, 1), 'offset')
+      throwsRequest(() => sb.readLines('a.txt', 1, n), 'limit')
+      await rejectsRequest(sb.readLinesAsync('a.txt', n, 1), 'offset')
+      await rejectsRequest(sb.readLinesAsync('a.txt', 1, n), 'limit')
+    }
+    // Past the end: no lines (not line 3); over the most (not 3 lines).
+    assert.equal(sb.readLines('a.txt', WRAPS_TO_3, 1).lines, 0)
+    throwsRequest(() => sb.readLines('a.txt', 1, WRAPS_TO_3), 'limit')
+    await rejectsRequest(sb.readLinesAsync('a.txt', 1, WRAPS_TO_3), 'limit')
+    assert.equal(sb.readLines('a.txt', 3, 1).content.toString(), 'l3\n')
+    assert.equal((await sb.readLinesAsync('a.txt', 3, 1)).content.toString(), 'l3\n')
+  })
+
+  test('grep maxResults, before and after', async () => {
+    const sb = new Sandbox({ readRoots: [ws] })
+    for (const n of [...NOT_COUNTS, WRAPS_TO_3]) {
+      throwsRequest(() => sb.grep('l', undefined, n), 'max_?[rR]esults')
+      await rejectsRequest(sb.grepAsync('l', undefined, n), 'max_?[rR]esults')
+      throwsRequest(() => sb.grep('l3', undefined, undefined, { before: n }), 'before')
+      throwsRequest(() => sb.grep('l3', undefined, undefined, { after: n }), 'after')
+      await rejectsRequest(sb.grepAsync('l3', undefined, undefined, { after: n }), 'after')
+    }
+    assert.equal(sb.grep('l', undefined, 2).length, 2)
+    assert.deepEqual(sb.grep('l3', undefined, undefined, { before: 1 })[0].before, ['l2'])
+  })
+})
+
+// Node-API's UTF-8 conversion writes U+FFFD for a lone surrogate without a
+// word: 'a\uD800b' would name the file 'a\uFFFDb', a deny pattern
+// 's\uD800*' would protect 's\uFFFD*' instead, an edit would replace a
+// real U+FFFD. Every such string argument is E_REQUEST naming it; real
+// U+FFFD and surrogate pairs are names like any other.
+describe('lone surrogates are refused, not replaced by U+FFFD', () => {
+  const LONE = ['a\uD800b', 'a\uDC00', '\uD800', 'x\uDBFF\uDBFFy']
+
+  test('Sandbox names, patterns, edit texts and options', async () => {
+    fs.writeFileSync(path.join(ws, 'a\uFFFDb'), 'old \uFFFD text\n')
+    fs.mkdirSync(path.join(dir, 'w\uFFFD'), { recursive: true })
+    try {
+      const sb = new Sandbox({ readRoots: [ws], writeRoot: ws, allowOverwrite: true })
+      for (const bad of LONE) {
+        throwsRequest(() => sb.write(bad, 'x'), 'path')
+        await rejectsRequest(sb.writeAsync(bad, 'x'), 'path')
+        throwsRequest(() => sb.mkdir(bad), 'path')
+        throwsRequest(() => sb.read(bad), 'path')
+        await rejectsRequest(sb.readAsync(bad), 'path')
+        throwsRequest(() => sb.readText(bad), 'path')
+        throwsRequest(() => sb.readLines(bad), 'path')
+        throwsRequest(() => sb.stat(bad), 'path')
+        throwsRequest(() => sb.list(bad), 'path')
+        throwsRequest(() => sb.delete(bad), 'path')
+        throwsRequest(() => sb.rename('a.txt', bad), 'to')
+        throwsRequest(() => sb.rename(bad, 'z'), 'from')
+        throwsRequest(() => sb.glob(bad), 'pattern')
+        throwsRequest(() => sb.glob('*', bad), 'path')
+        throwsRequest(() => sb.grep(bad), 'pattern')
+        await rejectsRequest(sb.grepAsync(bad), 'pattern')
+        throwsRequest(() => sb.grep('x', undefined, undefined, { glob: bad }), 'glob')
+        throwsRequest(() => sb.edit('a\uFFFDb', bad, 'y'), 'oldText')
+        throwsRequest(() => sb.edit('a\uFFFDb', 'old', bad), 'newText')
+        await rejectsRequest(sb.editAsync('a\uFFFDb', bad, 'y'), 'oldText')
+        throwsRequest(() => sb.hostName(path.join(ws, bad)), 'path')
+        throwsRequest(() => new Sandbox({ readRoots: [ws, path.join(dir, 'w' + bad)] }), 'readRoots')
+        throwsRequest(() => new Sandbox({ writeRoot: path.join(dir, 'w' + bad) }), 'writeRoot')
+        throwsRequest(() => new Sandbox({ writeRoot: ws, denyWrite: ['s' + bad + '*'] }), 'denyWrite')
+      }
+      assert.equal(fs.readFileSync(path.join(ws, 'a\uFFFDb'), 'utf8'), 'old \uFFFD text\n')
+      assert.deepEqual(fs.readdirSync(ws).sort(), ['a.txt', 'a\uFFFDb'])
+      // A real U+FFFD and a surrogate pair are ordinary characters.
+      assert.equal(sb.readText('a\uFFFDb'), 'old \uFFFD text\n')
+      assert.equal(sb.edit('a\uFFFDb', '\uFFFD', '\u{1F600}'), 1)
+      assert.equal(sb.write('\u{1F600}.txt', '\u{1F600}'), 4)
+      assert.equal(fs.readFileSync(path.join(ws, '\u{1F600}.txt'), 'utf8'), '\u{1F600}')
+      assert.deepEqual(sb.glob('*\u{1F600}*'), ['\u{1F600}.txt'])
+      sb.close()
+    } finally {
+      for (const n of ['a\uFFFDb', '\u{1F600}.txt']) fs.rmSync(path.join(ws, n), { force: true })
+      fs.rmSync(path.join(dir, 'w\uFFFD'), { recursive: true, force: true })
+    }
+  })
+
+  test('Root paths, the fast stat included', () => {
+    fs.writeFileSync(path.join(ws, 'a\uFFFDb'), 'x')
+    fs.mkdirSync(path.join(dir, 'w\uFFFD'), { recursive: true })
+    const root = Root.open(ws)
+    try {
+      for (const bad of LONE) {
+        throwsRequest(() => Root.open(path.join(dir, 'w' + bad)), 'dir')
+        throwsRequest(() => root.stat(bad), 'path')
+        throwsRequest(() => root.lstat(bad), 'path')
+        // Past the stack buffer of the fast stat, too.
+        throwsRequest(() => root.stat('d/'.repeat(600) + bad), 'path')
+        throwsRequest(() => root.openFile(bad, 'w'), 'path')
+        throwsRequest(() => root.mkdir(bad), 'path')
+        throwsRequest(() => root.remove(bad), 'path')
+        throwsRequest(() => root.readlink(bad), 'path')
+        throwsRequest(() => root.readdir(bad), 'path')
+        throwsRequest(() => root.rename('a.txt', bad), 'to')
+        throwsRequest(() => root.rename(bad, 'z'), 'from')
+      }
+      assert.deepEqual(fs.readdirSync(ws).sort(), ['a.txt', 'a\uFFFDb'])
+      assert.equal(root.stat('a\uFFFDb').size, 1)
+      assert.equal(root.lstat('a\uFFFDb').kind, 'file')
+    } finally {
+      root.close()
+      fs.rmSync(path.join(ws, 'a\uFFFDb'), { force: true })
+      fs.rmSync(path.join(dir, 'w\uFFFD'), { recursive: true, force: true })
+    }
+  })
+
+  test('policy options and the executor', async () => {
+    for (const bad of LONE) {
+      throwsRequest(() => Policy.fromOptions({ write_root: ws, deny_write: ['s' + bad + '*'] }), 'deny_write')
+      throwsRequest(() => Policy.fromOptions({ write_root: path.join(dir, 'w' + bad) }), 'write_root')
+      throwsRequest(() => Policy.fromOptions({ ['write_root' + bad]: ws }), 'options')
+      throwsRequest(() => Executor.fromOptions({ write_root: ws, env_inherit: [bad] }), 'env_inherit')
+      throwsRequest(() => Policy.parse('[fs]\nwrite_root = "' + bad + '"\n', dir), 'text')
+    }
+    const x = Executor.fromOptions({ write_root: ws, enabled: true, timeout_ms: 10000 })
+    try {
+      for (const bad of LONE) {
+        await rejectsRequest(x.exec('echo "' + bad + '"'), 'command')
+        await rejectsRequest(x.exec('pwd', { cwd: bad }), 'cwd')
+      }
+      const r = await x.exec('printf %s "\u{1F600}\uFFFD"')
+      assert.equal(r.stdout, '\u{1F600}\uFFFD')
+    } finally {
+      await x.dispose()
+    }
+  })
+})
+
+describe('fetch headers with a lone surrogate', () => {
+  // Before any connection: a value would be sent with U+FFFD in its place,
+  // a name with one would be dropped from the request without a word.
+  test('are E_REQUEST, sync and async, with no hops', async () => {
+    const f = new Fetcher(Policy.parse('[net]\nallow = ["127.0.0.1:9"]\nallow_http = true\n', dir))
+    for (const headers of [{ 'X-A': 'a\uD800' }, { 'X-A\uDC00': 'v' }, { 'X-A': 'ok', 'X-B': '\uD800' }]) {
+      const check = (e) => {
+        assert.equal(e.code, 'E_REQUEST', e.message)
+        assert.match(e.message, /headers/)
+        assert.deepEqual(e.hops, [])
+        return true
+      }
+      assert.throws(() => f.fetch('http://127.0.0.1:9/', { headers, timeoutMs: 2000 }), check)
+      await assert.rejects(f.fetchAsync('http://127.0.0.1:9/', { headers, timeoutMs: 2000 }), check)
+    }
+    assert.equal(f.netOpsRemaining, null)
+  })
+
+  test('an unknown fetch option is E_REQUEST, not ignored', async () => {
+    const f = new Fetcher(Policy.parse('[net]\nallow = ["127.0.0.1:9"]\nallow_http = true\n', dir))
+    for (const o of [{ timeout_ms: 1 }, { max_bytes: 1 }, { header: { 'X-A': 'v' } }]) {
+      const check = (e) => e.code === 'E_REQUEST' && e.message.includes(Object.keys(o)[0]) && e.hops.length === 0
+      assert.throws(() => f.fetch('http://127.0.0.1:9/', o), check)
+      await assert.rejects(f.fetchAsync('http://127.0.0.1:9/', o), check)
+    }
+  })
+})
+
+// napi-rs reads the fields of an options object it knows and ignores the
+// rest: new Sandbox({ writeRoot, deny_write: ['*.env'] }) (the policy
+// file's spelling) granted writes with no deny pattern at all, and a
+// string given as the options granted a sandbox of defaults. An unknown
+// option, or options that are not an object, are E_REQUEST naming them.
+describe('options objects', () => {
+  test('new Sandbox refuses an unknown option instead of ignoring it', () => {
+    for (const extra of [{ deny_write: ['*.env'] }, { max_write_bytes: 1 }, { fs_ops: 0 }, { denywrite: ['*.env'] }]) {
+      throwsRequest(() => new Sandbox({ writeRoot: ws, ...extra }), Object.keys(extra)[0])
+    }
+    throwsRequest(() => new Sandbox('/tmp'), 'options')
+    throwsRequest(() => new Sandbox(7), 'options')
+    assert.equal(fs.existsSync(path.join(ws, '.env')), false)
+    // Known options, undefined and null are as before.
+    const sb = new Sandbox({ writeRoot: ws, denyWrite: ['*.env'], audit: undefined })
+    assert.throws(() => sb.write('.env', 'x'), (e) => e.code === 'E_FS_PROTECTED')
+    new Sandbox(undefined).close()
+    new Sandbox(null).close()
+    new Sandbox().close()
+  })
+
+  test('exec refuses an unknown option instead of ignoring it', async () => {
+    const x = Executor.fromOptions({ write_root: ws, enabled: true, timeout_ms: 10000 })
+    try {
+      // Thrown at the call, like a malformed timeoutMs or abortSignal.
+      throwsRequest(() => x.exec('true', { timeout_ms: 1 }), 'timeout_ms')
+      throwsRequest(() => x.exec('true', { signal: AbortSignal.abort() }), 'signal')
+      throwsRequest(() => x.exec('true', 'cwd'), 'options')
+      assert.equal((await x.exec('true', { cwd: undefined, timeoutMs: 5000 })).exitCode, 0)
+      assert.equal((await x.exec('true', null)).exitCode, 0)
+    } finally {
+      await x.dispose()
+    }
+  })
+})
