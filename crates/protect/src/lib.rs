@@ -21,6 +21,11 @@
 //!   its inode);
 //! - a new protected entry (`touch x.lock`, `mkdir .github`, a nested
 //!   `git init` in restricted mode) is moved into the quarantine;
+//! - a recorded directory that lost a read, search or write permission it
+//!   had (`chmod 000 pkg`) gets its recorded permissions back first:
+//!   otherwise a host that is not root could neither list it nor move
+//!   entries out of it, and what the command left in it would be taken
+//!   into the next record;
 //! - each of these is reported as a [`Change`].
 //!
 //! # Finding what changed
@@ -1366,13 +1371,27 @@ impl Settle<'_> {
         } else {
             Box::new(record.dirs.iter())
         };
+        let mut regained = Vec::new();
         for (rel, rec) in candidates {
             if scan.ancestor_missing(rel) {
                 continue;
             }
             match lstat(self.root_fd(), rel) {
                 Ok(st) => {
-                    let m = Meta::of(&st);
+                    let mut m = Meta::of(&st);
+                    // Candidates come parents first, so the permissions of
+                    // every directory above were given back already.
+                    if m.kind() == FileType::Directory
+                        && m.ino == rec.meta.ino
+                        && m.dev == rec.meta.dev
+                        && rec.meta.perm() & 0o777 & !m.perm() != 0
+                        && self.regain_access(rel, &rec.meta).is_ok()
+                    {
+                        m.mode = rec.meta.mode;
+                        if record.entries.contains_key(rel) {
+                            regained.push(rel.clone());
+                        }
+                    }
                     if m.kind() != FileType::Directory
                         || m.ino != rec.meta.ino
                         || m.dev != rec.meta.dev
@@ -1400,7 +1419,46 @@ impl Settle<'_> {
             }
             self.relist(record, &rel, &mut scan);
         }
+        for rel in regained {
+            let pattern = record.entries.get(&rel).map(|e| e.pattern.clone());
+            self.changes.push(Change {
+                path: show(&rel),
+                pattern: pattern.unwrap_or_default(),
+                action: Action::Restored,
+            });
+        }
         scan
+    }
+
+    /// Gives the recorded directory `rel` back its recorded permissions
+    /// (`meta`), which the command cut down: a directory that cannot be
+    /// read, searched or written cannot be checked, nor can protected
+    /// entries in it be moved aside and restored. Every recorded directory
+    /// could be read when it was recorded. The directory is reached one
+    /// component at a time through `O_PATH` descriptors that follow no
+    /// symlink (they need no permission on the directory itself), and
+    /// changed through its descriptor, so nothing else can be.
+    fn regain_access(&self, rel: &[u8], meta: &Meta) -> Result<(), Errno> {
+        const PATH_FLAGS: OFlags = OFlags::PATH
+            .union(OFlags::DIRECTORY)
+            .union(OFlags::NOFOLLOW)
+            .union(OFlags::CLOEXEC);
+        let mut fd = rfs::openat(self.root_fd(), c".", PATH_FLAGS, Mode::empty())?;
+        for comp in rel.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
+            fd = rfs::openat(&fd, OsStr::from_bytes(comp), PATH_FLAGS, Mode::empty())?;
+        }
+        let st = rfs::fstat(&fd)?;
+        if (st.st_dev, st.st_ino) != (meta.dev, meta.ino) {
+            return Err(Errno::NOENT);
+        }
+        // fchmod refuses an `O_PATH` descriptor; its /proc link does not.
+        let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        rfs::chmodat(
+            rfs::CWD,
+            link.as_str(),
+            Mode::from_raw_mode(meta.perm()),
+            AtFlags::empty(),
+        )
     }
 
     fn relist(&self, record: &Record, rel: &[u8], scan: &mut Scan) {

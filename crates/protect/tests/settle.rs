@@ -110,3 +110,61 @@ fn protectors_of_one_root_share_the_record_while_a_command_runs() {
     assert!(first.settle().is_empty());
     assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "v1\n");
 }
+
+/// A command that takes read, search or write permission away from a
+/// directory (`chmod 000`, `chmod 555`) after changing what it holds must
+/// not hide the change from a host that is not root: the directory gets its
+/// recorded permissions back, so that a new protected entry in it is
+/// quarantined and a changed one restored, instead of being left in place
+/// and taken into the record by the next `begin` as the host's own doing.
+/// (Root reads and writes regardless of permissions; the test holds there
+/// too.)
+#[test]
+fn a_directory_made_unreadable_or_unwritable_still_has_its_changes_undone() {
+    for mode in [0o000, 0o100, 0o300, 0o500, 0o555] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("w");
+        fs::create_dir_all(root.join(".github/workflows")).unwrap();
+        fs::write(root.join(".github/workflows/ci.yml"), "ci v1\n").unwrap();
+        fs::create_dir_all(root.join("pkg/deep")).unwrap();
+        fs::write(root.join("pkg/deep/a.lock"), "a v1\n").unwrap();
+        let p = protector(&root, &[".github/**", "*.lock"]);
+        let cp = p.begin().unwrap();
+        fs::write(root.join(".github/workflows/evil.yml"), "evil\n").unwrap();
+        fs::write(root.join("pkg/deep/a.lock"), "evil\n").unwrap();
+        fs::write(root.join("pkg/deep/b.lock"), "evil\n").unwrap();
+        for dir in [".github/workflows", "pkg/deep", "pkg"] {
+            fs::set_permissions(root.join(dir), fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let changes = cp.settle();
+        let restore = |dir: &str| {
+            // Whatever happened, let the test clean up and look.
+            let _ = fs::set_permissions(root.join(dir), fs::Permissions::from_mode(0o755));
+        };
+        for dir in ["pkg", "pkg/deep", ".github/workflows"] {
+            restore(dir);
+        }
+        assert_eq!(
+            changes,
+            [
+                change(".github/workflows", ".github/**", Action::Restored),
+                change(
+                    ".github/workflows/evil.yml",
+                    ".github/**",
+                    Action::Quarantined
+                ),
+                change("pkg/deep/a.lock", "*.lock", Action::Restored),
+                change("pkg/deep/b.lock", "*.lock", Action::Quarantined),
+            ],
+            "mode {mode:o}"
+        );
+        assert!(!root.join(".github/workflows/evil.yml").exists());
+        assert!(!root.join("pkg/deep/b.lock").exists());
+        assert_eq!(
+            fs::read_to_string(root.join("pkg/deep/a.lock")).unwrap(),
+            "a v1\n"
+        );
+        // Nothing is left for the next record to take as the host's.
+        assert!(p.begin().unwrap().settle().is_empty());
+    }
+}
