@@ -1276,6 +1276,9 @@ struct Scan {
     new_protected: Vec<(Vec<u8>, String)>,
     /// Every new directory seen, by inode.
     new_dirs: HashMap<(u64, u64), Vec<u8>>,
+    /// Every other entry seen at an unrecorded name, by inode (the device
+    /// is checked when one is used).
+    new_files: HashMap<u64, Vec<u8>>,
     /// Walking new directories stopped at [`MAX_NEW_ENTRIES`].
     truncated: bool,
 }
@@ -1498,6 +1501,9 @@ impl Settle<'_> {
                 }
                 continue;
             }
+            if e.kind != FileType::Directory {
+                scan.new_files.entry(e.ino).or_insert_with(|| child.clone());
+            }
             if let Some(known) = record.dirs.get(&child) {
                 if ident == Some((known.meta.dev, known.meta.ino)) {
                     continue;
@@ -1547,6 +1553,8 @@ impl Settle<'_> {
                 };
                 if let Some(id) = ident {
                     scan.new_dirs.insert(id, child.clone());
+                } else {
+                    scan.new_files.entry(e.ino).or_insert_with(|| child.clone());
                 }
                 if let Some(pattern) = self.ctx.protects(&child) {
                     scan.new_protected.push((child, pattern));
@@ -1642,7 +1650,7 @@ impl Settle<'_> {
             let fixed = match verdict {
                 Verdict::Same => continue,
                 Verdict::DirMeta => self.fix_dir_meta(&rel, &entry.meta).is_ok(),
-                Verdict::Differs => self.recreate(record, &rel, &entry, present.is_some()),
+                Verdict::Differs => self.recreate(record, scan, &rel, &entry, present.is_some()),
             };
             let action = if fixed {
                 Action::Restored
@@ -1670,7 +1678,14 @@ impl Settle<'_> {
 
     /// Moves what is at `rel` aside (if anything) and creates the recorded
     /// entry in its place. False when it cannot be recreated.
-    fn recreate(&mut self, record: &Record, rel: &[u8], entry: &Entry, present: bool) -> bool {
+    fn recreate(
+        &mut self,
+        record: &Record,
+        scan: &Scan,
+        rel: &[u8],
+        entry: &Entry,
+        present: bool,
+    ) -> bool {
         let kind = entry.meta.kind();
         let restorable = matches!(
             (&entry.data, kind),
@@ -1679,7 +1694,7 @@ impl Settle<'_> {
                 | (_, FileType::Directory)
         );
         if !restorable {
-            return false;
+            return self.rename_back_entry(record, scan, rel, entry, present);
         }
         let (parent, name) = parent_of(rel);
         if self.ensure_dirs(record, parent, &entry.pattern).is_err() {
@@ -1692,6 +1707,44 @@ impl Settle<'_> {
             return false;
         };
         create_entry(&dir, self.root, parent, name, entry).is_ok()
+    }
+
+    /// An entry recorded by identity only (a file too large to copy, a
+    /// fifo, a socket, a device) that the command renamed or linked to
+    /// another name beneath the root, found there by its inode, is renamed
+    /// back; what took its name goes to the quarantine. True when it is
+    /// back as recorded (a rename moves only its ctime); false when it is
+    /// not found, or is back but changed.
+    fn rename_back_entry(
+        &mut self,
+        record: &Record,
+        scan: &Scan,
+        rel: &[u8],
+        entry: &Entry,
+        present: bool,
+    ) -> bool {
+        let r = &entry.meta;
+        let Some(src) = scan.new_files.get(&r.ino) else {
+            return false;
+        };
+        let (sp, sn) = parent_of(src);
+        let found = open_dir(self.root_fd(), sp)
+            .ok()
+            .and_then(|d| rfs::statat(&d, OsStr::from_bytes(sn), AtFlags::SYMLINK_NOFOLLOW).ok());
+        let Some(m) = found.map(|st| Meta::of(&st)) else {
+            return false;
+        };
+        if (m.dev, m.ino, m.kind()) != (r.dev, r.ino, r.kind()) {
+            return false;
+        }
+        let (parent, _) = parent_of(rel);
+        if self.ensure_dirs(record, parent, &entry.pattern).is_err()
+            || (present && self.quarantine(rel).is_err())
+            || self.rename_within(src, rel).is_err()
+        {
+            return false;
+        }
+        (m.mode, m.uid, m.gid, m.size, m.mtime) == (r.mode, r.uid, r.gid, r.size, r.mtime)
     }
 
     fn fix_dir_meta(&self, rel: &[u8], meta: &Meta) -> Result<(), Errno> {

@@ -168,3 +168,51 @@ fn a_directory_made_unreadable_or_unwritable_still_has_its_changes_undone() {
         assert!(p.begin().unwrap().settle().is_empty());
     }
 }
+
+/// A protected file too large to copy (the same holds for a fifo) is
+/// recorded by identity only; when a command renames it away beneath the
+/// root (or links it elsewhere and removes it), it is found again by its
+/// inode and renamed back, as the crate documents, instead of being
+/// reported lost.
+#[test]
+fn a_file_too_large_to_copy_renamed_away_is_renamed_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join("sub")).unwrap();
+    let big = root.join("big.lock");
+    fs::write(&big, vec![b'a'; MAX_COPY_BYTES as usize + 1]).unwrap();
+    let ino = fs::metadata(&big).unwrap().ino();
+    let p = protector(&root, &["*.lock"]);
+
+    let cp = p.begin().unwrap();
+    fs::rename(&big, root.join("sub/moved")).unwrap();
+    assert_eq!(
+        cp.settle(),
+        [change("big.lock", "*.lock", Action::Restored)]
+    );
+    assert_eq!(fs::metadata(&big).unwrap().ino(), ino);
+    assert!(!root.join("sub/moved").exists());
+
+    // Linked elsewhere, then removed, and something else put at its name.
+    let cp = p.begin().unwrap();
+    fs::hard_link(&big, root.join("keep")).unwrap();
+    fs::remove_file(&big).unwrap();
+    fs::write(&big, "impostor\n").unwrap();
+    assert_eq!(
+        cp.settle(),
+        [change("big.lock", "*.lock", Action::Restored)]
+    );
+    assert_eq!(fs::metadata(&big).unwrap().ino(), ino);
+    assert_eq!(fs::metadata(&big).unwrap().len(), MAX_COPY_BYTES + 1);
+
+    // Renamed away and changed: put back, but reported, since it is not
+    // what was recorded.
+    let cp = p.begin().unwrap();
+    fs::rename(&big, root.join("sub/moved")).unwrap();
+    fs::write(root.join("sub/moved"), "short\n").unwrap();
+    assert_eq!(
+        cp.settle(),
+        [change("big.lock", "*.lock", Action::Reported)]
+    );
+    assert_eq!(fs::metadata(&big).unwrap().ino(), ino);
+}
