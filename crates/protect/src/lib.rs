@@ -21,6 +21,10 @@
 //!   its inode);
 //! - a new protected entry (`touch x.lock`, `mkdir .github`, a nested
 //!   `git init` in restricted mode) is moved into the quarantine;
+//! - a directory without write permission for the host (kept read-only
+//!   by the host, or made so by the command) is given the owner's write
+//!   permission for the time it takes to move an entry out of it or into
+//!   it, then its mode back;
 //! - a recorded directory that lost a read, search or write permission it
 //!   had (`chmod 000 pkg`) gets its recorded permissions back first:
 //!   otherwise a host that is not root could neither list it nor move
@@ -1706,7 +1710,10 @@ impl Settle<'_> {
         let Ok(dir) = open_dir(self.root_fd(), parent) else {
             return false;
         };
-        create_entry(&dir, self.root, parent, name, entry).is_ok()
+        in_dir(dir.as_fd(), || {
+            create_entry(&dir, self.root, parent, name, entry)
+        })
+        .is_ok()
     }
 
     /// An entry recorded by identity only (a file too large to copy, a
@@ -1787,7 +1794,9 @@ impl Settle<'_> {
                         });
                     }
                     let mode = record.dirs.get(prefix).map_or(0o755, |d| d.meta.perm());
-                    rfs::mkdirat(&dir, OsStr::from_bytes(name), Mode::from_raw_mode(mode))?;
+                    in_dir(dir.as_fd(), || {
+                        rfs::mkdirat(&dir, OsStr::from_bytes(name), Mode::from_raw_mode(mode))
+                    })?;
                     if let Some(d) = record.dirs.get(prefix) {
                         let _ = rfs::chownat(
                             &dir,
@@ -1819,13 +1828,17 @@ impl Settle<'_> {
         let (tp, tname) = parent_of(to);
         let fdir = self.dir_root(fp)?;
         let tdir = self.dir_root(tp)?;
-        fdir.rename_to(
-            bytes_path(fname),
-            &tdir,
-            bytes_path(tname),
-            RenameMode::NoReplace,
-        )
-        .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
+        in_dir(fdir.as_fd(), || {
+            in_dir(tdir.as_fd(), || {
+                fdir.rename_to(
+                    bytes_path(fname),
+                    &tdir,
+                    bytes_path(tname),
+                    RenameMode::NoReplace,
+                )
+                .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
+            })
+        })
     }
 
     /// The directory `rel` as a [`Root`], opened without following links.
@@ -1864,13 +1877,15 @@ impl Settle<'_> {
             q.open_dir(bytes_path(parent))
         }
         .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))?;
-        from.rename_to(
-            bytes_path(name),
-            &to,
-            bytes_path(name),
-            RenameMode::NoReplace,
-        )
-        .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
+        in_dir(from.as_fd(), || {
+            from.rename_to(
+                bytes_path(name),
+                &to,
+                bytes_path(name),
+                RenameMode::NoReplace,
+            )
+            .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
+        })
     }
 
     /// This settle's quarantine directory: beside the root when possible,
@@ -1957,6 +1972,28 @@ fn judge(
         }
     }
     Verdict::Same
+}
+
+/// Runs `op`, which adds or removes names in the directory open as `dir`.
+/// A host that is not root is refused that in a directory without write
+/// permission for it: one the host keeps read-only (and so recorded), or
+/// one the command made so. Then, when the host owns the directory, `op`
+/// runs once more with the owner's write and search permission added, and
+/// the directory's mode is put back after, so that a read-only directory
+/// cannot keep a change in it from being undone.
+fn in_dir<T>(dir: BorrowedFd<'_>, mut op: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
+    match op() {
+        Err(Errno::ACCESS) => {}
+        done => return done,
+    }
+    let mode = rfs::fstat(dir)?.st_mode & 0o7777;
+    if mode & 0o300 == 0o300 {
+        return Err(Errno::ACCESS);
+    }
+    rfs::fchmod(dir, Mode::from_raw_mode(mode | 0o300))?;
+    let done = op();
+    let _ = rfs::fchmod(dir, Mode::from_raw_mode(mode));
+    done
 }
 
 /// Creates `name` in `dir` as `entry` records it: under a temporary name,

@@ -216,3 +216,65 @@ fn a_file_too_large_to_copy_renamed_away_is_renamed_back() {
     );
     assert_eq!(fs::metadata(&big).unwrap().ino(), ino);
 }
+
+/// A directory the host keeps read-only (`chmod a-w .github/workflows`, a
+/// common extra guard) does not stop the restore: a command that makes it
+/// writable, changes a protected file, adds another and makes it read-only
+/// again has both undone by a host that is not root, and the directory
+/// keeps its read-only mode.
+#[test]
+fn a_read_only_directory_does_not_stop_the_restore() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    let wf = root.join(".github/workflows");
+    fs::create_dir_all(&wf).unwrap();
+    fs::write(wf.join("ci.yml"), "ci v1\n").unwrap();
+    fs::create_dir_all(root.join("pkg")).unwrap();
+    fs::write(root.join("pkg/a.lock"), "a v1\n").unwrap();
+    for dir in [&wf, &root.join("pkg")] {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o555)).unwrap();
+    }
+    let p = protector(&root, &[".github/**", "*.lock"]);
+    let cp = p.begin().unwrap();
+    for dir in [&wf, &root.join("pkg")] {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    fs::write(wf.join("ci.yml"), "evil\n").unwrap();
+    fs::write(wf.join("evil.yml"), "evil\n").unwrap();
+    fs::remove_file(root.join("pkg/a.lock")).unwrap();
+    fs::write(root.join("pkg/b.lock"), "evil\n").unwrap();
+    for dir in [&wf, &root.join("pkg")] {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o555)).unwrap();
+    }
+    let changes = cp.settle();
+    let modes: Vec<u32> = [&wf, &root.join("pkg")]
+        .iter()
+        .map(|d| fs::metadata(d).unwrap().mode() & 0o7777)
+        .collect();
+    let ci = fs::read_to_string(wf.join("ci.yml")).unwrap();
+    let a = fs::read_to_string(root.join("pkg/a.lock"));
+    let left = (
+        wf.join("evil.yml").exists(),
+        root.join("pkg/b.lock").exists(),
+    );
+    for dir in [&wf, &root.join("pkg")] {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    assert_eq!(
+        changes,
+        [
+            change(".github/workflows/ci.yml", ".github/**", Action::Restored),
+            change(
+                ".github/workflows/evil.yml",
+                ".github/**",
+                Action::Quarantined
+            ),
+            change("pkg/a.lock", "*.lock", Action::Restored),
+            change("pkg/b.lock", "*.lock", Action::Quarantined),
+        ]
+    );
+    assert_eq!(ci, "ci v1\n");
+    assert_eq!(a.unwrap(), "a v1\n");
+    assert_eq!(left, (false, false));
+    assert_eq!(modes, [0o555, 0o555]);
+}
