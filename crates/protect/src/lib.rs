@@ -21,6 +21,9 @@
 //!   its inode);
 //! - a new protected entry (`touch x.lock`, `mkdir .github`, a nested
 //!   `git init` in restricted mode) is moved into the quarantine;
+//! - a directory the command made and left without read or search
+//!   permission for the host (`chmod 000 d`) gets the owner's permissions,
+//!   so that it is searched like any other it made;
 //! - a directory without write permission for the host (kept read-only
 //!   by the host, or made so by the command) is given the owner's write
 //!   permission for the time it takes to move an entry out of it or into
@@ -1446,10 +1449,6 @@ impl Settle<'_> {
     /// symlink (they need no permission on the directory itself), and
     /// changed through its descriptor, so nothing else can be.
     fn regain_access(&self, rel: &[u8], meta: &Meta) -> Result<(), Errno> {
-        const PATH_FLAGS: OFlags = OFlags::PATH
-            .union(OFlags::DIRECTORY)
-            .union(OFlags::NOFOLLOW)
-            .union(OFlags::CLOEXEC);
         let mut fd = rfs::openat(self.root_fd(), c".", PATH_FLAGS, Mode::empty())?;
         for comp in rel.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
             fd = rfs::openat(&fd, OsStr::from_bytes(comp), PATH_FLAGS, Mode::empty())?;
@@ -1458,14 +1457,7 @@ impl Settle<'_> {
         if (st.st_dev, st.st_ino) != (meta.dev, meta.ino) {
             return Err(Errno::NOENT);
         }
-        // fchmod refuses an `O_PATH` descriptor; its /proc link does not.
-        let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-        rfs::chmodat(
-            rfs::CWD,
-            link.as_str(),
-            Mode::from_raw_mode(meta.perm()),
-            AtFlags::empty(),
-        )
+        chmod_path_fd(&fd, meta.perm())
     }
 
     fn relist(&self, record: &Record, rel: &[u8], scan: &mut Scan) {
@@ -1523,9 +1515,7 @@ impl Settle<'_> {
             }
             if let Some(id) = ident {
                 scan.new_dirs.insert(id, child.clone());
-                if let Ok(sub) =
-                    rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
-                {
+                if let Ok(sub) = open_new_dir(&fd, &e.name) {
                     self.walk_new(child, sub, scan);
                 }
             }
@@ -1565,9 +1555,7 @@ impl Settle<'_> {
                     continue;
                 }
                 if ident.is_some() {
-                    if let Ok(sub) =
-                        rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
-                    {
+                    if let Ok(sub) = open_new_dir(&fd, &e.name) {
                         stack.push((child, sub));
                     }
                 }
@@ -1972,6 +1960,42 @@ fn judge(
         }
     }
     Verdict::Same
+}
+
+const PATH_FLAGS: OFlags = OFlags::PATH
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// Sets the permissions of the directory open as the `O_PATH` descriptor
+/// `fd`: that very inode, whatever names it has now.
+fn chmod_path_fd(fd: &OwnedFd, perm: u32) -> Result<(), Errno> {
+    // fchmod refuses an `O_PATH` descriptor; its /proc link does not.
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    rfs::chmodat(
+        rfs::CWD,
+        link.as_str(),
+        Mode::from_raw_mode(perm),
+        AtFlags::empty(),
+    )
+}
+
+/// Opens the directory `name` of `dir`, one the command made, following no
+/// symlink. A directory it left without read or search permission for the
+/// host (`chmod 000 d`) would hide what it holds from a host that is not
+/// root; if the host owns it, it gets the owner's read, write and search
+/// permission (through an `O_PATH` descriptor of that very directory) and
+/// is opened again, so that it is searched and a protected entry in it can
+/// be moved to the quarantine.
+fn open_new_dir(dir: &OwnedFd, name: &[u8]) -> Result<OwnedFd, Errno> {
+    match rfs::openat(dir, OsStr::from_bytes(name), DIR_FLAGS, Mode::empty()) {
+        Err(Errno::ACCESS) => {}
+        done => return done,
+    }
+    let fd = rfs::openat(dir, OsStr::from_bytes(name), PATH_FLAGS, Mode::empty())?;
+    let mode = rfs::fstat(&fd)?.st_mode & 0o7777;
+    chmod_path_fd(&fd, mode | 0o700)?;
+    rfs::openat(&fd, c".", DIR_FLAGS, Mode::empty())
 }
 
 /// Runs `op`, which adds or removes names in the directory open as `dir`.

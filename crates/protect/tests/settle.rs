@@ -278,3 +278,38 @@ fn a_read_only_directory_does_not_stop_the_restore() {
     assert_eq!(left, (false, false));
     assert_eq!(modes, [0o555, 0o555]);
 }
+
+/// A directory the command makes and leaves unreadable (`mkdir d; touch
+/// d/x.lock; chmod 000 d`), at any depth of a new tree, is still searched
+/// by a host that is not root: it is given the owner's permissions, and the
+/// protected entry in it goes to the quarantine.
+#[test]
+fn a_new_directory_left_unreadable_is_searched_anyway() {
+    for mode in [0o000, 0o100, 0o300, 0o500] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("w");
+        fs::create_dir(&root).unwrap();
+        let p = protector(&root, &["*.lock"]);
+        let cp = p.begin().unwrap();
+        fs::create_dir_all(root.join("d/e")).unwrap();
+        fs::write(root.join("d/x.lock"), "evil\n").unwrap();
+        fs::write(root.join("d/e/y.lock"), "evil\n").unwrap();
+        for dir in ["d/e", "d"] {
+            fs::set_permissions(root.join(dir), fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let changes = cp.settle();
+        for dir in ["d", "d/e"] {
+            let _ = fs::set_permissions(root.join(dir), fs::Permissions::from_mode(0o755));
+        }
+        assert_eq!(
+            changes,
+            [
+                change("d/e/y.lock", "*.lock", Action::Quarantined),
+                change("d/x.lock", "*.lock", Action::Quarantined),
+            ],
+            "mode {mode:o}"
+        );
+        assert!(!root.join("d/x.lock").exists());
+        assert!(!root.join("d/e/y.lock").exists());
+    }
+}
