@@ -85,7 +85,9 @@
 //! `<parent>/.<rootname>.sandgate-quarantine/<time>-<pid>/<path>` beside
 //! the write root, or, when that directory cannot be made there (no
 //! permission, another filesystem), `.sandgate-quarantine/<time>-<pid>/`
-//! inside the root.
+//! inside the root, made without following symlinks; when a command left
+//! something there that cannot be used as that directory,
+//! `.sandgate-quarantine-<time>-<pid>/` inside the root.
 //!
 //! # Serialization and attribution
 //!
@@ -1898,11 +1900,36 @@ impl Settle<'_> {
                 let _ = std::fs::remove_dir(&dir);
             }
         }
-        let inside = format!(".sandgate-quarantine/{stamp}");
-        self.root
-            .mkdir_all(&inside, 0o700)
-            .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))?;
-        let fd = open_dir(self.root_fd(), inside.as_bytes())?;
+        // Inside the root, where the command can write too: made one
+        // component at a time, following no symlink. Whatever the command
+        // put at `.sandgate-quarantine` (a file, a symlink into a protected
+        // directory, a directory it cannot be used through) leaves this
+        // settle's quarantine at `.sandgate-quarantine-<stamp>` instead, a
+        // name made here and now.
+        let root = self.root_fd();
+        let mkdir = |dir: BorrowedFd<'_>, name: &str| match rfs::mkdirat(
+            dir,
+            name,
+            Mode::from_raw_mode(0o700),
+        ) {
+            Ok(()) | Err(Errno::EXIST) => Ok(()),
+            Err(e) => Err(e),
+        };
+        let shared = mkdir(root, ".sandgate-quarantine")
+            .and_then(|()| open_dir(root, b".sandgate-quarantine"))
+            .and_then(|dir| {
+                rfs::mkdirat(&dir, stamp.as_str(), Mode::from_raw_mode(0o700))?;
+                rfs::openat(&dir, stamp.as_str(), DIR_FLAGS, Mode::empty())
+            });
+        let (inside, fd) = match shared {
+            Ok(fd) => (format!(".sandgate-quarantine/{stamp}"), fd),
+            Err(_) => {
+                let own = format!(".sandgate-quarantine-{stamp}");
+                rfs::mkdirat(root, own.as_str(), Mode::from_raw_mode(0o700))?;
+                let fd = open_dir(root, own.as_bytes())?;
+                (own, fd)
+            }
+        };
         Ok(Root::from_fd(
             fd,
             Resolver::Auto,

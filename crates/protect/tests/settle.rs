@@ -313,3 +313,56 @@ fn a_new_directory_left_unreadable_is_searched_anyway() {
         assert!(!root.join("d/e/y.lock").exists());
     }
 }
+
+/// When the quarantine cannot be made beside the root (its parent is not
+/// writable, or the root is a mount point of its own) it is made inside
+/// the root, where the command can write too. Whatever the command put at
+/// `.sandgate-quarantine` (a file, a symlink to a protected directory)
+/// must neither stop the restore nor make it put the quarantine inside a
+/// protected directory. (As root the quarantine is made beside the root
+/// regardless; the test holds there too.)
+#[test]
+fn a_planted_quarantine_name_inside_the_root_does_not_stop_the_restore() {
+    for planted in ["file", "symlink", "unreadable"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("base");
+        let root = base.join("w");
+        fs::create_dir_all(root.join(".github")).unwrap();
+        fs::write(root.join("a.lock"), "a v1\n").unwrap();
+        let p = protector(&root, &["*.lock", ".github/**"]);
+        // The parent refuses the quarantine beside the root.
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o555)).unwrap();
+        let cp = p.begin().unwrap();
+        fs::write(root.join("a.lock"), "evil\n").unwrap();
+        fs::write(root.join("b.lock"), "evil\n").unwrap();
+        let q = root.join(".sandgate-quarantine");
+        match planted {
+            "file" => fs::write(&q, "").unwrap(),
+            "symlink" => std::os::unix::fs::symlink(".github", &q).unwrap(),
+            _ => {
+                fs::create_dir(&q).unwrap();
+                fs::set_permissions(&q, fs::Permissions::from_mode(0o000)).unwrap();
+            }
+        }
+        let changes = cp.settle();
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o755)).unwrap();
+        if planted == "unreadable" {
+            fs::set_permissions(&q, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        assert_eq!(
+            changes,
+            [
+                change("a.lock", "*.lock", Action::Restored),
+                change("b.lock", "*.lock", Action::Quarantined),
+            ],
+            "{planted}"
+        );
+        assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "a v1\n");
+        assert!(!root.join("b.lock").exists());
+        assert_eq!(
+            fs::read_dir(root.join(".github")).unwrap().count(),
+            0,
+            "{planted}: nothing is put in the protected directory"
+        );
+    }
+}
