@@ -1734,14 +1734,33 @@ impl Settle<'_> {
         if (m.dev, m.ino, m.kind()) != (r.dev, r.ino, r.kind()) {
             return false;
         }
-        let (parent, _) = parent_of(rel);
+        let (parent, name) = parent_of(rel);
         if self.ensure_dirs(record, parent, &entry.pattern).is_err()
             || (present && self.quarantine(rel).is_err())
-            || self.rename_within(src, rel).is_err()
         {
             return false;
         }
-        (m.mode, m.uid, m.gid, m.size, m.mtime) == (r.mode, r.uid, r.gid, r.size, r.mtime)
+        // With one link when recorded, any other name is the command's, and
+        // the entry is renamed back. With more, the other names may be the
+        // host's: it is linked back, and they stay.
+        let back = if r.nlink > 1 {
+            open_dir(self.root_fd(), sp).and_then(|from| {
+                let to = open_dir(self.root_fd(), parent)?;
+                in_dir(to.as_fd(), || {
+                    rfs::linkat(
+                        &from,
+                        OsStr::from_bytes(sn),
+                        &to,
+                        OsStr::from_bytes(name),
+                        AtFlags::empty(),
+                    )
+                })
+            })
+        } else {
+            self.rename_within(src, rel)
+        };
+        back.is_ok()
+            && (m.mode, m.uid, m.gid, m.size, m.mtime) == (r.mode, r.uid, r.gid, r.size, r.mtime)
     }
 
     fn fix_dir_meta(&self, rel: &[u8], meta: &Meta) -> Result<(), Errno> {

@@ -366,3 +366,28 @@ fn a_planted_quarantine_name_inside_the_root_does_not_stop_the_restore() {
         );
     }
 }
+
+/// A large protected file with another name the host made before the
+/// record is linked back to its protected name when the command removes
+/// that name: the host's other name stays where it was.
+#[test]
+fn a_file_too_large_to_copy_keeps_the_hosts_other_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join("other")).unwrap();
+    let big = root.join("big.lock");
+    fs::write(&big, vec![b'a'; MAX_COPY_BYTES as usize + 1]).unwrap();
+    fs::hard_link(&big, root.join("other/alias")).unwrap();
+    let ino = fs::metadata(&big).unwrap().ino();
+    let p = protector(&root, &["*.lock"]);
+    let cp = p.begin().unwrap();
+    fs::remove_file(&big).unwrap();
+    fs::write(root.join("other/new"), "unrelated\n").unwrap();
+    assert_eq!(
+        cp.settle(),
+        [change("big.lock", "*.lock", Action::Restored)]
+    );
+    assert_eq!(fs::metadata(&big).unwrap().ino(), ino);
+    assert_eq!(fs::metadata(root.join("other/alias")).unwrap().ino(), ino);
+    assert_eq!(fs::metadata(&big).unwrap().nlink(), 2);
+}
