@@ -1349,6 +1349,9 @@ impl Settle<'_> {
         }
         self.restore(record, &scan);
         self.changes.sort_by(|a, b| a.path.cmp(&b.path));
+        // A directory whose permissions were given back during the scan
+        // may have had its owner restored too, reported the same way.
+        self.changes.dedup();
     }
 
     fn root_fd(&self) -> BorrowedFd<'_> {

@@ -391,3 +391,25 @@ fn a_file_too_large_to_copy_keeps_the_hosts_other_names() {
     assert_eq!(fs::metadata(root.join("other/alias")).unwrap().ino(), ino);
     assert_eq!(fs::metadata(&big).unwrap().nlink(), 2);
 }
+
+/// A protected directory whose mode and owner the command changed (as
+/// root) is given both back and reported once.
+#[test]
+fn a_directory_given_back_mode_and_owner_is_reported_once() {
+    if rustix::process::geteuid().as_raw() != 0 {
+        return; // chown to another user needs root
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join(".github")).unwrap();
+    let p = protector(&root, &[".github/**"]);
+    let cp = p.begin().unwrap();
+    std::os::unix::fs::chown(root.join(".github"), Some(65534), Some(65534)).unwrap();
+    fs::set_permissions(root.join(".github"), fs::Permissions::from_mode(0o000)).unwrap();
+    assert_eq!(
+        cp.settle(),
+        [change(".github", ".github/**", Action::Restored)]
+    );
+    let m = fs::metadata(root.join(".github")).unwrap();
+    assert_eq!((m.uid(), m.mode() & 0o7777), (0, 0o755));
+}
