@@ -1454,15 +1454,24 @@ impl Settle<'_> {
     /// symlink (they need no permission on the directory itself), and
     /// changed through its descriptor, so nothing else can be.
     fn regain_access(&self, rel: &[u8], meta: &Meta) -> Result<(), Errno> {
-        let mut fd = rfs::openat(self.root_fd(), c".", PATH_FLAGS, Mode::empty())?;
+        // The root's own descriptor serves for the root: even `.` cannot
+        // be looked up in a directory without search permission.
+        let mut fd: Option<OwnedFd> = None;
         for comp in rel.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
-            fd = rfs::openat(&fd, OsStr::from_bytes(comp), PATH_FLAGS, Mode::empty())?;
+            let dir = fd.as_ref().map_or(self.root_fd(), |f| f.as_fd());
+            fd = Some(rfs::openat(
+                dir,
+                OsStr::from_bytes(comp),
+                PATH_FLAGS,
+                Mode::empty(),
+            )?);
         }
-        let st = rfs::fstat(&fd)?;
+        let fd = fd.as_ref().map_or(self.root_fd(), |f| f.as_fd());
+        let st = rfs::fstat(fd)?;
         if (st.st_dev, st.st_ino) != (meta.dev, meta.ino) {
             return Err(Errno::NOENT);
         }
-        chmod_path_fd(&fd, meta.perm())
+        chmod_path_fd(fd, meta.perm())
     }
 
     fn relist(&self, record: &Record, rel: &[u8], scan: &mut Scan) {
@@ -2018,7 +2027,7 @@ const PATH_FLAGS: OFlags = OFlags::PATH
 
 /// Sets the permissions of the directory open as the `O_PATH` descriptor
 /// `fd`: that very inode, whatever names it has now.
-fn chmod_path_fd(fd: &OwnedFd, perm: u32) -> Result<(), Errno> {
+fn chmod_path_fd(fd: BorrowedFd<'_>, perm: u32) -> Result<(), Errno> {
     // fchmod refuses an `O_PATH` descriptor; its /proc link does not.
     let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
     rfs::chmodat(
@@ -2043,7 +2052,7 @@ fn open_new_dir(dir: &OwnedFd, name: &[u8]) -> Result<OwnedFd, Errno> {
     }
     let fd = rfs::openat(dir, OsStr::from_bytes(name), PATH_FLAGS, Mode::empty())?;
     let mode = rfs::fstat(&fd)?.st_mode & 0o7777;
-    chmod_path_fd(&fd, mode | 0o700)?;
+    chmod_path_fd(fd.as_fd(), mode | 0o700)?;
     rfs::openat(&fd, c".", DIR_FLAGS, Mode::empty())
 }
 

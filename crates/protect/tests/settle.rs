@@ -413,3 +413,36 @@ fn a_directory_given_back_mode_and_owner_is_reported_once() {
     let m = fs::metadata(root.join(".github")).unwrap();
     assert_eq!((m.uid(), m.mode() & 0o7777), (0, 0o755));
 }
+
+/// The write root itself made unreadable or unsearchable by the command
+/// (`chmod 000 .`) gets its recorded permissions back too: even `.` cannot
+/// be looked up in a directory without search permission, so the root's
+/// own descriptor is used.
+#[test]
+fn the_write_root_made_unreadable_still_has_its_changes_undone() {
+    for mode in [0o000, 0o100, 0o500] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("w");
+        fs::create_dir(&root).unwrap();
+        fs::write(root.join("a.lock"), "a v1\n").unwrap();
+        let p = protector(&root, &["*.lock"]);
+        let cp = p.begin().unwrap();
+        fs::write(root.join("a.lock"), "evil\n").unwrap();
+        fs::write(root.join("b.lock"), "evil\n").unwrap();
+        fs::set_permissions(&root, fs::Permissions::from_mode(mode)).unwrap();
+        let changes = cp.settle();
+        let now = fs::metadata(&root).unwrap().mode() & 0o7777;
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(
+            changes,
+            [
+                change("a.lock", "*.lock", Action::Restored),
+                change("b.lock", "*.lock", Action::Quarantined),
+            ],
+            "mode {mode:o}"
+        );
+        assert_eq!(now, 0o755);
+        assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "a v1\n");
+        assert!(!root.join("b.lock").exists());
+    }
+}
