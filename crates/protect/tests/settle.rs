@@ -446,3 +446,89 @@ fn the_write_root_made_unreadable_still_has_its_changes_undone() {
         assert!(!root.join("b.lock").exists());
     }
 }
+
+/// The shell's check and the file tools' guard agree on every spelling:
+/// for names made on disk in many case, normalization and look-alike
+/// forms, a command's new entry is quarantined exactly when the guard
+/// refuses writing that name, and left alone otherwise.
+#[test]
+fn new_entries_are_quarantined_exactly_where_the_guard_refuses_a_write() {
+    let patterns = [
+        "*.lock",
+        ".github/**",
+        "stra\u{df}e",
+        "key.pem",
+        "caf[e\u{301}]",
+        "\u{3c3}\u{3c2}",
+        "**/.git/config",
+    ];
+    let names = [
+        "A.LOCK",
+        "a.loc\u{212a}",
+        "a.lo\u{107}k",
+        "x.\u{13b}OCK",
+        ".GITHUB",
+        ".git\u{1e96}ub",
+        ".Github",
+        "STRASSE",
+        "strasse",
+        "stra\u{1e9e}e",
+        "stras\u{17f}e",
+        "straise",
+        "\u{212a}EY.PEM",
+        "key.pe\u{1e3f}",
+        "caf\u{e9}",
+        "CAFE\u{301}",
+        "cafe",
+        "\u{3a3}\u{3a3}",
+        "\u{3c2}\u{3c3}",
+        "\u{3c3}s",
+        "sub",
+        "ﬁle.lock",
+        "ﬁle.txt",
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join("r/.GIT")).unwrap();
+    let p = protector(&root, &patterns);
+    let guard = GuardBuilder::new().patterns(patterns).build().unwrap();
+    let cp = p.begin().unwrap();
+    let mut made = vec!["r/.GIT/Config".to_owned(), "r/.GIT/other".to_owned()];
+    for n in names {
+        made.push(n.to_owned());
+    }
+    for m in &made {
+        fs::write(root.join(m), "new\n").unwrap();
+    }
+    let quarantined: Vec<String> = cp
+        .settle()
+        .into_iter()
+        .inspect(|c| assert_eq!(c.action, Action::Quarantined, "{c:?}"))
+        .map(|c| c.path)
+        .collect();
+    let mut refused: Vec<String> = made
+        .iter()
+        .filter(|m| guard.check_write(m, None).is_refused())
+        .cloned()
+        .collect();
+    refused.sort();
+    assert_eq!(quarantined, refused);
+    for m in &made {
+        assert_eq!(root.join(m).exists(), !refused.contains(m), "{m}");
+    }
+    // Sanity: the spellings that fold to a pattern are among them.
+    for m in [
+        "A.LOCK",
+        "a.loc\u{212a}",
+        ".GITHUB",
+        "STRASSE",
+        "stras\u{17f}e",
+        "CAFE\u{301}",
+        "r/.GIT/Config",
+    ] {
+        assert!(refused.iter().any(|r| r == m), "{m}");
+    }
+    for m in ["cafe", "straise", "ﬁle.txt", "r/.GIT/other", "sub"] {
+        assert!(!refused.iter().any(|r| r == m), "{m}");
+    }
+}
