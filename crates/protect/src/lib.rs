@@ -28,6 +28,9 @@
 //!   by the host, or made so by the command) is given the owner's write
 //!   permission for the time it takes to move an entry out of it or into
 //!   it, then its mode back;
+//! - immutable and append-only flags (`chattr +i`, `+a`, which a command
+//!   run as root can set) come off what goes to the quarantine, and off a
+//!   directory only while an entry is moved out of it or into it;
 //! - a recorded directory that lost a read, search or write permission it
 //!   had (`chmod 000 pkg`) gets its recorded permissions back first:
 //!   otherwise a host that is not root could neither list it nor move
@@ -1898,7 +1901,7 @@ impl Settle<'_> {
             q.open_dir(bytes_path(parent))
         }
         .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))?;
-        in_dir(from.as_fd(), || {
+        let rename = || {
             from.rename_to(
                 bytes_path(name),
                 &to,
@@ -1906,6 +1909,12 @@ impl Settle<'_> {
                 RenameMode::NoReplace,
             )
             .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
+        };
+        in_dir(from.as_fd(), || match rename() {
+            // An immutable or append-only entry cannot be moved: it goes to
+            // the quarantine without those flags.
+            Err(Errno::PERM) if unpin(from.as_fd(), name) => rename(),
+            done => done,
         })
     }
 
@@ -2056,6 +2065,35 @@ fn open_new_dir(dir: &OwnedFd, name: &[u8]) -> Result<OwnedFd, Errno> {
     rfs::openat(&fd, c".", DIR_FLAGS, Mode::empty())
 }
 
+/// The inode flags that keep an entry from being renamed, and a directory
+/// from having names added or removed, even by root.
+const PINNED: rfs::IFlags = rfs::IFlags::IMMUTABLE.union(rfs::IFlags::APPEND);
+
+/// Takes the immutable and append-only flags off the regular file or
+/// directory `name` of `dir` (opened without following a symlink, and
+/// checked to be the entry looked at). True when it had any.
+fn unpin(dir: BorrowedFd<'_>, name: &[u8]) -> bool {
+    let name = OsStr::from_bytes(name);
+    let Ok(st) = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+        return false;
+    };
+    if !matches!(
+        FileType::from_raw_mode(st.st_mode),
+        FileType::RegularFile | FileType::Directory
+    ) {
+        return false;
+    }
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let Ok(fd) = rfs::openat(dir, name, flags | OFlags::CLOEXEC, Mode::empty()) else {
+        return false;
+    };
+    let same = rfs::fstat(&fd).is_ok_and(|now| (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino));
+    match rfs::ioctl_getflags(&fd) {
+        Ok(f) if same && f.intersects(PINNED) => rfs::ioctl_setflags(&fd, f - PINNED).is_ok(),
+        _ => false,
+    }
+}
+
 /// Runs `op`, which adds or removes names in the directory open as `dir`.
 /// A host that is not root is refused that in a directory without write
 /// permission for it: one the host keeps read-only (and so recorded), or
@@ -2066,6 +2104,20 @@ fn open_new_dir(dir: &OwnedFd, name: &[u8]) -> Result<OwnedFd, Errno> {
 fn in_dir<T>(dir: BorrowedFd<'_>, mut op: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
     match op() {
         Err(Errno::ACCESS) => {}
+        // An immutable or append-only directory (`chattr +i`, `+a`; a
+        // command run as root keeps the capability to set them) refuses
+        // even root: its flags come off for the time of `op` and are put
+        // back after.
+        Err(Errno::PERM) => {
+            let flags = rfs::ioctl_getflags(dir).map_err(|_| Errno::PERM)?;
+            if !flags.intersects(PINNED) {
+                return Err(Errno::PERM);
+            }
+            rfs::ioctl_setflags(dir, flags - PINNED)?;
+            let done = op();
+            let _ = rfs::ioctl_setflags(dir, flags);
+            return done;
+        }
         done => return done,
     }
     let mode = rfs::fstat(dir)?.st_mode & 0o7777;

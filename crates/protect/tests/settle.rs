@@ -532,3 +532,78 @@ fn new_entries_are_quarantined_exactly_where_the_guard_refuses_a_write() {
         assert!(!refused.iter().any(|r| r == m), "{m}");
     }
 }
+
+/// A command run as root keeps `CAP_LINUX_IMMUTABLE`: it can mark what it
+/// leaves immutable or append-only (`chattr +i`, `chattr +a`). Neither may
+/// keep the change: the flags come off what goes to the quarantine, and a
+/// directory's flags come off only while an entry is moved out of it or
+/// into it. Only root can set these flags; elsewhere there is nothing to
+/// test. Skipped where the filesystem has no such flags.
+#[test]
+fn immutable_or_append_only_flags_do_not_keep_a_change() {
+    use rustix::fs::{ioctl_getflags, ioctl_setflags, IFlags};
+    if rustix::process::geteuid().as_raw() != 0 {
+        return;
+    }
+    let set = |p: &Path, f: IFlags| -> bool {
+        let Ok(file) = fs::File::open(p) else {
+            return false;
+        };
+        let Ok(old) = ioctl_getflags(&file) else {
+            return false;
+        };
+        ioctl_setflags(&file, (old - (IFlags::IMMUTABLE | IFlags::APPEND)) | f).is_ok()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    let wf = root.join(".github/workflows");
+    fs::create_dir_all(&wf).unwrap();
+    fs::write(wf.join("ci.yml"), "ci v1\n").unwrap();
+    fs::write(root.join("a.lock"), "a v1\n").unwrap();
+    if !set(&root.join("a.lock"), IFlags::empty()) {
+        return; // no inode flags on this filesystem
+    }
+    let p = protector(&root, &[".github/**", "*.lock"]);
+    let cp = p.begin().unwrap();
+    fs::write(root.join("a.lock"), "evil\n").unwrap();
+    fs::write(root.join("b.lock"), "evil\n").unwrap();
+    fs::write(wf.join("ci.yml"), "evil\n").unwrap();
+    fs::write(wf.join("evil.yml"), "evil\n").unwrap();
+    assert!(set(&root.join("a.lock"), IFlags::IMMUTABLE));
+    assert!(set(&root.join("b.lock"), IFlags::APPEND));
+    assert!(set(&wf.join("evil.yml"), IFlags::IMMUTABLE));
+    assert!(set(&wf, IFlags::IMMUTABLE));
+    let changes = cp.settle();
+    let wf_flags = fs::File::open(&wf)
+        .map(|f| ioctl_getflags(&f).unwrap())
+        .unwrap();
+    // Let the temporary directory go, whatever happened.
+    for f in [
+        root.join("a.lock"),
+        root.join("b.lock"),
+        wf.join("evil.yml"),
+        wf.clone(),
+    ] {
+        set(&f, IFlags::empty());
+    }
+    assert_eq!(
+        changes,
+        [
+            change(".github/workflows/ci.yml", ".github/**", Action::Restored),
+            change(
+                ".github/workflows/evil.yml",
+                ".github/**",
+                Action::Quarantined
+            ),
+            change("a.lock", "*.lock", Action::Restored),
+            change("b.lock", "*.lock", Action::Quarantined),
+        ]
+    );
+    assert!(
+        wf_flags.contains(IFlags::IMMUTABLE),
+        "the directory keeps its flag"
+    );
+    assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "a v1\n");
+    assert_eq!(fs::read_to_string(wf.join("ci.yml")).unwrap(), "ci v1\n");
+    assert!(!root.join("b.lock").exists() && !wf.join("evil.yml").exists());
+}
