@@ -26,6 +26,7 @@ use std::fmt;
 
 use crate::fold::{case_tables, fold};
 use unicode_normalization::char::is_combining_mark;
+use unicode_normalization::UnicodeNormalization;
 
 /// Why a pattern component could not be compiled. The component then
 /// matches like `*` (docs/reference/deny-write.md: a malformed pattern fails closed).
@@ -356,6 +357,7 @@ impl Class {
             if c == '\\' {
                 c = chars.next().ok_or(Malformed::UnclosedClass)?;
             }
+            c = compose_member(c, chars);
             let mut hi = c;
             if chars.peek() == Some(&'-') {
                 let mut ahead = chars.clone();
@@ -369,6 +371,7 @@ impl Class {
                         if end == '\\' {
                             end = chars.next().ok_or(Malformed::UnclosedClass)?;
                         }
+                        end = compose_member(end, chars);
                         if end < c {
                             return Err(Malformed::InvalidRange);
                         }
@@ -435,6 +438,31 @@ impl Class {
             // the uppercase form.
             || (!x.is_ascii() && single_upper(x).is_some_and(within))
     }
+}
+
+/// A class member followed by characters that compose with it (a letter
+/// and its combining marks written decomposed, as NFD text has them; Hangul
+/// jamo) is the one character NFC makes of them: the member is compared in
+/// folded form like a literal, and a folded name holds only that character.
+/// Takes the longest run that composes to one character; what follows is
+/// read as members of their own. `]`, `-` and `\` end the run.
+fn compose_member(c: char, chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> char {
+    let mut run = String::from(c);
+    let (mut member, mut taken) = (c, 0);
+    let mut ahead = chars.clone();
+    while let Some(m) = ahead.next().filter(|m| !matches!(m, ']' | '-' | '\\')) {
+        run.push(m);
+        let mut nfc = run.nfc();
+        match (nfc.next(), nfc.next()) {
+            (Some(x), None) => member = x,
+            _ => break,
+        }
+        taken = run.chars().count() - 1;
+    }
+    for _ in 0..taken {
+        chars.next();
+    }
+    member
 }
 
 fn single_upper(x: char) -> Option<char> {

@@ -58,7 +58,8 @@
 //! single character folds to (`stra?e` matches `straße`, hence also
 //! `STRASSE`, which is the same name). A class `[...]` matches the same
 //! units, restricted to (or, negated, excluding) the folds of its members;
-//! `[A-Z]` matches `ſ` and the Kelvin sign. A combining mark written right
+//! `[A-Z]` matches `ſ` and the Kelvin sign. A member written decomposed
+//! (`[e\u{301}]`, Hangul jamo) is the character NFC composes it to. A combining mark written right
 //! after `*`, `?` or a class is matched as a character of its own.
 //!
 //! # Example

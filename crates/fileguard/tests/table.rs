@@ -449,3 +449,43 @@ malformed! {
     alternation_fails_closed: "*.{yml,yaml}", "*.{yml,yaml}" => Alternation; "a/b/c.txt" => direct("*.{yml,yaml}");
     malformed_keeps_other_components: "[ab/x", "[ab" => UnclosedClass; "zzz/y" => allow;
 }
+
+/// A class member written in decomposed form (NFD, as text typed on macOS
+/// often is) is the same character as its composed form, like a literal
+/// is: `caf[e\u{301}]` protects `café` in every spelling, and a Hangul
+/// syllable written as its jamo matches the syllable.
+#[test]
+fn decomposed_class_members_match_their_composed_characters() {
+    for (pattern, path) in [
+        ("caf[e\u{301}]", "café"),
+        ("caf[e\u{301}]", "cafe\u{301}"),
+        ("caf[e\u{301}]", "CAFÉ"),
+        ("caf[xe\u{301}y]", "café"),
+        ("caf[\\e\u{301}]", "café"),
+        ("caf[!e\u{301}]", "cafe"),
+        ("[\u{1100}\u{1161}]", "\u{ac00}"),
+        ("[\u{1100}\u{1161}\u{11a8}]", "\u{ac01}"),
+    ] {
+        let g = GuardBuilder::new().pattern(pattern).build().unwrap();
+        assert!(g.warnings().is_empty(), "{pattern:?}");
+        assert_eq!(
+            want_of(&g.check_write(path, None)),
+            Want::Direct(pattern),
+            "{pattern:?} {path:?}"
+        );
+    }
+    // The member is the composed character only: its base letter and the
+    // mark alone stay outside the class.
+    for (pattern, path) in [
+        ("caf[e\u{301}]", "cafe"),
+        ("caf[!e\u{301}]", "café"),
+        ("[\u{1100}\u{1161}]", "\u{1100}"),
+    ] {
+        let g = GuardBuilder::new().pattern(pattern).build().unwrap();
+        assert_eq!(
+            want_of(&g.check_write(path, None)),
+            Want::Allow,
+            "{pattern:?} {path:?}"
+        );
+    }
+}

@@ -21,6 +21,21 @@
 //!   its inode);
 //! - a new protected entry (`touch x.lock`, `mkdir .github`, a nested
 //!   `git init` in restricted mode) is moved into the quarantine;
+//! - a directory the command made and left without read or search
+//!   permission for the host (`chmod 000 d`) gets the owner's permissions,
+//!   so that it is searched like any other it made;
+//! - a directory without write permission for the host (kept read-only
+//!   by the host, or made so by the command) is given the owner's write
+//!   permission for the time it takes to move an entry out of it or into
+//!   it, then its mode back;
+//! - immutable and append-only flags (`chattr +i`, `+a`, which a command
+//!   run as root can set) come off what goes to the quarantine, and off a
+//!   directory only while an entry is moved out of it or into it;
+//! - a recorded directory that lost a read, search or write permission it
+//!   had (`chmod 000 pkg`) gets its recorded permissions back first:
+//!   otherwise a host that is not root could neither list it nor move
+//!   entries out of it, and what the command left in it would be taken
+//!   into the next record;
 //! - each of these is reported as a [`Change`].
 //!
 //! # Finding what changed
@@ -73,7 +88,9 @@
 //! `<parent>/.<rootname>.sandgate-quarantine/<time>-<pid>/<path>` beside
 //! the write root, or, when that directory cannot be made there (no
 //! permission, another filesystem), `.sandgate-quarantine/<time>-<pid>/`
-//! inside the root.
+//! inside the root, made without following symlinks; when a command left
+//! something there that cannot be used as that directory,
+//! `.sandgate-quarantine-<time>-<pid>/` inside the root.
 //!
 //! # Serialization and attribution
 //!
@@ -1271,6 +1288,9 @@ struct Scan {
     new_protected: Vec<(Vec<u8>, String)>,
     /// Every new directory seen, by inode.
     new_dirs: HashMap<(u64, u64), Vec<u8>>,
+    /// Every other entry seen at an unrecorded name, by inode (the device
+    /// is checked when one is used).
+    new_files: HashMap<u64, Vec<u8>>,
     /// Walking new directories stopped at [`MAX_NEW_ENTRIES`].
     truncated: bool,
 }
@@ -1332,6 +1352,9 @@ impl Settle<'_> {
         }
         self.restore(record, &scan);
         self.changes.sort_by(|a, b| a.path.cmp(&b.path));
+        // A directory whose permissions were given back during the scan
+        // may have had its owner restored too, reported the same way.
+        self.changes.dedup();
     }
 
     fn root_fd(&self) -> BorrowedFd<'_> {
@@ -1366,13 +1389,27 @@ impl Settle<'_> {
         } else {
             Box::new(record.dirs.iter())
         };
+        let mut regained = Vec::new();
         for (rel, rec) in candidates {
             if scan.ancestor_missing(rel) {
                 continue;
             }
             match lstat(self.root_fd(), rel) {
                 Ok(st) => {
-                    let m = Meta::of(&st);
+                    let mut m = Meta::of(&st);
+                    // Candidates come parents first, so the permissions of
+                    // every directory above were given back already.
+                    if m.kind() == FileType::Directory
+                        && m.ino == rec.meta.ino
+                        && m.dev == rec.meta.dev
+                        && rec.meta.perm() & 0o777 & !m.perm() != 0
+                        && self.regain_access(rel, &rec.meta).is_ok()
+                    {
+                        m.mode = rec.meta.mode;
+                        if record.entries.contains_key(rel) {
+                            regained.push(rel.clone());
+                        }
+                    }
                     if m.kind() != FileType::Directory
                         || m.ino != rec.meta.ino
                         || m.dev != rec.meta.dev
@@ -1400,7 +1437,44 @@ impl Settle<'_> {
             }
             self.relist(record, &rel, &mut scan);
         }
+        for rel in regained {
+            let pattern = record.entries.get(&rel).map(|e| e.pattern.clone());
+            self.changes.push(Change {
+                path: show(&rel),
+                pattern: pattern.unwrap_or_default(),
+                action: Action::Restored,
+            });
+        }
         scan
+    }
+
+    /// Gives the recorded directory `rel` back its recorded permissions
+    /// (`meta`), which the command cut down: a directory that cannot be
+    /// read, searched or written cannot be checked, nor can protected
+    /// entries in it be moved aside and restored. Every recorded directory
+    /// could be read when it was recorded. The directory is reached one
+    /// component at a time through `O_PATH` descriptors that follow no
+    /// symlink (they need no permission on the directory itself), and
+    /// changed through its descriptor, so nothing else can be.
+    fn regain_access(&self, rel: &[u8], meta: &Meta) -> Result<(), Errno> {
+        // The root's own descriptor serves for the root: even `.` cannot
+        // be looked up in a directory without search permission.
+        let mut fd: Option<OwnedFd> = None;
+        for comp in rel.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
+            let dir = fd.as_ref().map_or(self.root_fd(), |f| f.as_fd());
+            fd = Some(rfs::openat(
+                dir,
+                OsStr::from_bytes(comp),
+                PATH_FLAGS,
+                Mode::empty(),
+            )?);
+        }
+        let fd = fd.as_ref().map_or(self.root_fd(), |f| f.as_fd());
+        let st = rfs::fstat(fd)?;
+        if (st.st_dev, st.st_ino) != (meta.dev, meta.ino) {
+            return Err(Errno::NOENT);
+        }
+        chmod_path_fd(fd, meta.perm())
     }
 
     fn relist(&self, record: &Record, rel: &[u8], scan: &mut Scan) {
@@ -1440,6 +1514,9 @@ impl Settle<'_> {
                 }
                 continue;
             }
+            if e.kind != FileType::Directory {
+                scan.new_files.entry(e.ino).or_insert_with(|| child.clone());
+            }
             if let Some(known) = record.dirs.get(&child) {
                 if ident == Some((known.meta.dev, known.meta.ino)) {
                     continue;
@@ -1455,9 +1532,7 @@ impl Settle<'_> {
             }
             if let Some(id) = ident {
                 scan.new_dirs.insert(id, child.clone());
-                if let Ok(sub) =
-                    rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
-                {
+                if let Ok(sub) = open_new_dir(&fd, &e.name) {
                     self.walk_new(child, sub, scan);
                 }
             }
@@ -1489,15 +1564,15 @@ impl Settle<'_> {
                 };
                 if let Some(id) = ident {
                     scan.new_dirs.insert(id, child.clone());
+                } else {
+                    scan.new_files.entry(e.ino).or_insert_with(|| child.clone());
                 }
                 if let Some(pattern) = self.ctx.protects(&child) {
                     scan.new_protected.push((child, pattern));
                     continue;
                 }
                 if ident.is_some() {
-                    if let Ok(sub) =
-                        rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
-                    {
+                    if let Ok(sub) = open_new_dir(&fd, &e.name) {
                         stack.push((child, sub));
                     }
                 }
@@ -1584,7 +1659,7 @@ impl Settle<'_> {
             let fixed = match verdict {
                 Verdict::Same => continue,
                 Verdict::DirMeta => self.fix_dir_meta(&rel, &entry.meta).is_ok(),
-                Verdict::Differs => self.recreate(record, &rel, &entry, present.is_some()),
+                Verdict::Differs => self.recreate(record, scan, &rel, &entry, present.is_some()),
             };
             let action = if fixed {
                 Action::Restored
@@ -1612,7 +1687,14 @@ impl Settle<'_> {
 
     /// Moves what is at `rel` aside (if anything) and creates the recorded
     /// entry in its place. False when it cannot be recreated.
-    fn recreate(&mut self, record: &Record, rel: &[u8], entry: &Entry, present: bool) -> bool {
+    fn recreate(
+        &mut self,
+        record: &Record,
+        scan: &Scan,
+        rel: &[u8],
+        entry: &Entry,
+        present: bool,
+    ) -> bool {
         let kind = entry.meta.kind();
         let restorable = matches!(
             (&entry.data, kind),
@@ -1621,7 +1703,7 @@ impl Settle<'_> {
                 | (_, FileType::Directory)
         );
         if !restorable {
-            return false;
+            return self.rename_back_entry(record, scan, rel, entry, present);
         }
         let (parent, name) = parent_of(rel);
         if self.ensure_dirs(record, parent, &entry.pattern).is_err() {
@@ -1633,7 +1715,67 @@ impl Settle<'_> {
         let Ok(dir) = open_dir(self.root_fd(), parent) else {
             return false;
         };
-        create_entry(&dir, self.root, parent, name, entry).is_ok()
+        in_dir(dir.as_fd(), || {
+            create_entry(&dir, self.root, parent, name, entry)
+        })
+        .is_ok()
+    }
+
+    /// An entry recorded by identity only (a file too large to copy, a
+    /// fifo, a socket, a device) that the command renamed or linked to
+    /// another name beneath the root, found there by its inode, is renamed
+    /// back; what took its name goes to the quarantine. True when it is
+    /// back as recorded (a rename moves only its ctime); false when it is
+    /// not found, or is back but changed.
+    fn rename_back_entry(
+        &mut self,
+        record: &Record,
+        scan: &Scan,
+        rel: &[u8],
+        entry: &Entry,
+        present: bool,
+    ) -> bool {
+        let r = &entry.meta;
+        let Some(src) = scan.new_files.get(&r.ino) else {
+            return false;
+        };
+        let (sp, sn) = parent_of(src);
+        let found = open_dir(self.root_fd(), sp)
+            .ok()
+            .and_then(|d| rfs::statat(&d, OsStr::from_bytes(sn), AtFlags::SYMLINK_NOFOLLOW).ok());
+        let Some(m) = found.map(|st| Meta::of(&st)) else {
+            return false;
+        };
+        if (m.dev, m.ino, m.kind()) != (r.dev, r.ino, r.kind()) {
+            return false;
+        }
+        let (parent, name) = parent_of(rel);
+        if self.ensure_dirs(record, parent, &entry.pattern).is_err()
+            || (present && self.quarantine(rel).is_err())
+        {
+            return false;
+        }
+        // With one link when recorded, any other name is the command's, and
+        // the entry is renamed back. With more, the other names may be the
+        // host's: it is linked back, and they stay.
+        let back = if r.nlink > 1 {
+            open_dir(self.root_fd(), sp).and_then(|from| {
+                let to = open_dir(self.root_fd(), parent)?;
+                in_dir(to.as_fd(), || {
+                    rfs::linkat(
+                        &from,
+                        OsStr::from_bytes(sn),
+                        &to,
+                        OsStr::from_bytes(name),
+                        AtFlags::empty(),
+                    )
+                })
+            })
+        } else {
+            self.rename_within(src, rel)
+        };
+        back.is_ok()
+            && (m.mode, m.uid, m.gid, m.size, m.mtime) == (r.mode, r.uid, r.gid, r.size, r.mtime)
     }
 
     fn fix_dir_meta(&self, rel: &[u8], meta: &Meta) -> Result<(), Errno> {
@@ -1676,7 +1818,9 @@ impl Settle<'_> {
                         });
                     }
                     let mode = record.dirs.get(prefix).map_or(0o755, |d| d.meta.perm());
-                    rfs::mkdirat(&dir, OsStr::from_bytes(name), Mode::from_raw_mode(mode))?;
+                    in_dir(dir.as_fd(), || {
+                        rfs::mkdirat(&dir, OsStr::from_bytes(name), Mode::from_raw_mode(mode))
+                    })?;
                     if let Some(d) = record.dirs.get(prefix) {
                         let _ = rfs::chownat(
                             &dir,
@@ -1708,13 +1852,17 @@ impl Settle<'_> {
         let (tp, tname) = parent_of(to);
         let fdir = self.dir_root(fp)?;
         let tdir = self.dir_root(tp)?;
-        fdir.rename_to(
-            bytes_path(fname),
-            &tdir,
-            bytes_path(tname),
-            RenameMode::NoReplace,
-        )
-        .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
+        in_dir(fdir.as_fd(), || {
+            in_dir(tdir.as_fd(), || {
+                fdir.rename_to(
+                    bytes_path(fname),
+                    &tdir,
+                    bytes_path(tname),
+                    RenameMode::NoReplace,
+                )
+                .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
+            })
+        })
     }
 
     /// The directory `rel` as a [`Root`], opened without following links.
@@ -1753,13 +1901,21 @@ impl Settle<'_> {
             q.open_dir(bytes_path(parent))
         }
         .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))?;
-        from.rename_to(
-            bytes_path(name),
-            &to,
-            bytes_path(name),
-            RenameMode::NoReplace,
-        )
-        .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
+        let rename = || {
+            from.rename_to(
+                bytes_path(name),
+                &to,
+                bytes_path(name),
+                RenameMode::NoReplace,
+            )
+            .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
+        };
+        in_dir(from.as_fd(), || match rename() {
+            // An immutable or append-only entry cannot be moved: it goes to
+            // the quarantine without those flags.
+            Err(Errno::PERM) if unpin(from.as_fd(), name) => rename(),
+            done => done,
+        })
     }
 
     /// This settle's quarantine directory: beside the root when possible,
@@ -1784,11 +1940,36 @@ impl Settle<'_> {
                 let _ = std::fs::remove_dir(&dir);
             }
         }
-        let inside = format!(".sandgate-quarantine/{stamp}");
-        self.root
-            .mkdir_all(&inside, 0o700)
-            .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))?;
-        let fd = open_dir(self.root_fd(), inside.as_bytes())?;
+        // Inside the root, where the command can write too: made one
+        // component at a time, following no symlink. Whatever the command
+        // put at `.sandgate-quarantine` (a file, a symlink into a protected
+        // directory, a directory it cannot be used through) leaves this
+        // settle's quarantine at `.sandgate-quarantine-<stamp>` instead, a
+        // name made here and now.
+        let root = self.root_fd();
+        let mkdir = |dir: BorrowedFd<'_>, name: &str| match rfs::mkdirat(
+            dir,
+            name,
+            Mode::from_raw_mode(0o700),
+        ) {
+            Ok(()) | Err(Errno::EXIST) => Ok(()),
+            Err(e) => Err(e),
+        };
+        let shared = mkdir(root, ".sandgate-quarantine")
+            .and_then(|()| open_dir(root, b".sandgate-quarantine"))
+            .and_then(|dir| {
+                rfs::mkdirat(&dir, stamp.as_str(), Mode::from_raw_mode(0o700))?;
+                rfs::openat(&dir, stamp.as_str(), DIR_FLAGS, Mode::empty())
+            });
+        let (inside, fd) = match shared {
+            Ok(fd) => (format!(".sandgate-quarantine/{stamp}"), fd),
+            Err(_) => {
+                let own = format!(".sandgate-quarantine-{stamp}");
+                rfs::mkdirat(root, own.as_str(), Mode::from_raw_mode(0o700))?;
+                let fd = open_dir(root, own.as_bytes())?;
+                (own, fd)
+            }
+        };
         Ok(Root::from_fd(
             fd,
             Resolver::Auto,
@@ -1846,6 +2027,107 @@ fn judge(
         }
     }
     Verdict::Same
+}
+
+const PATH_FLAGS: OFlags = OFlags::PATH
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// Sets the permissions of the directory open as the `O_PATH` descriptor
+/// `fd`: that very inode, whatever names it has now.
+fn chmod_path_fd(fd: BorrowedFd<'_>, perm: u32) -> Result<(), Errno> {
+    // fchmod refuses an `O_PATH` descriptor; its /proc link does not.
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    rfs::chmodat(
+        rfs::CWD,
+        link.as_str(),
+        Mode::from_raw_mode(perm),
+        AtFlags::empty(),
+    )
+}
+
+/// Opens the directory `name` of `dir`, one the command made, following no
+/// symlink. A directory it left without read or search permission for the
+/// host (`chmod 000 d`) would hide what it holds from a host that is not
+/// root; if the host owns it, it gets the owner's read, write and search
+/// permission (through an `O_PATH` descriptor of that very directory) and
+/// is opened again, so that it is searched and a protected entry in it can
+/// be moved to the quarantine.
+fn open_new_dir(dir: &OwnedFd, name: &[u8]) -> Result<OwnedFd, Errno> {
+    match rfs::openat(dir, OsStr::from_bytes(name), DIR_FLAGS, Mode::empty()) {
+        Err(Errno::ACCESS) => {}
+        done => return done,
+    }
+    let fd = rfs::openat(dir, OsStr::from_bytes(name), PATH_FLAGS, Mode::empty())?;
+    let mode = rfs::fstat(&fd)?.st_mode & 0o7777;
+    chmod_path_fd(fd.as_fd(), mode | 0o700)?;
+    rfs::openat(&fd, c".", DIR_FLAGS, Mode::empty())
+}
+
+/// The inode flags that keep an entry from being renamed, and a directory
+/// from having names added or removed, even by root.
+const PINNED: rfs::IFlags = rfs::IFlags::IMMUTABLE.union(rfs::IFlags::APPEND);
+
+/// Takes the immutable and append-only flags off the regular file or
+/// directory `name` of `dir` (opened without following a symlink, and
+/// checked to be the entry looked at). True when it had any.
+fn unpin(dir: BorrowedFd<'_>, name: &[u8]) -> bool {
+    let name = OsStr::from_bytes(name);
+    let Ok(st) = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+        return false;
+    };
+    if !matches!(
+        FileType::from_raw_mode(st.st_mode),
+        FileType::RegularFile | FileType::Directory
+    ) {
+        return false;
+    }
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let Ok(fd) = rfs::openat(dir, name, flags | OFlags::CLOEXEC, Mode::empty()) else {
+        return false;
+    };
+    let same = rfs::fstat(&fd).is_ok_and(|now| (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino));
+    match rfs::ioctl_getflags(&fd) {
+        Ok(f) if same && f.intersects(PINNED) => rfs::ioctl_setflags(&fd, f - PINNED).is_ok(),
+        _ => false,
+    }
+}
+
+/// Runs `op`, which adds or removes names in the directory open as `dir`.
+/// A host that is not root is refused that in a directory without write
+/// permission for it: one the host keeps read-only (and so recorded), or
+/// one the command made so. Then, when the host owns the directory, `op`
+/// runs once more with the owner's write and search permission added, and
+/// the directory's mode is put back after, so that a read-only directory
+/// cannot keep a change in it from being undone.
+fn in_dir<T>(dir: BorrowedFd<'_>, mut op: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
+    match op() {
+        Err(Errno::ACCESS) => {}
+        // An immutable or append-only directory (`chattr +i`, `+a`; a
+        // command run as root keeps the capability to set them) refuses
+        // even root: its flags come off for the time of `op` and are put
+        // back after.
+        Err(Errno::PERM) => {
+            let flags = rfs::ioctl_getflags(dir).map_err(|_| Errno::PERM)?;
+            if !flags.intersects(PINNED) {
+                return Err(Errno::PERM);
+            }
+            rfs::ioctl_setflags(dir, flags - PINNED)?;
+            let done = op();
+            let _ = rfs::ioctl_setflags(dir, flags);
+            return done;
+        }
+        done => return done,
+    }
+    let mode = rfs::fstat(dir)?.st_mode & 0o7777;
+    if mode & 0o300 == 0o300 {
+        return Err(Errno::ACCESS);
+    }
+    rfs::fchmod(dir, Mode::from_raw_mode(mode | 0o300))?;
+    let done = op();
+    let _ = rfs::fchmod(dir, Mode::from_raw_mode(mode));
+    done
 }
 
 /// Creates `name` in `dir` as `entry` records it: under a temporary name,

@@ -110,3 +110,500 @@ fn protectors_of_one_root_share_the_record_while_a_command_runs() {
     assert!(first.settle().is_empty());
     assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "v1\n");
 }
+
+/// A command that takes read, search or write permission away from a
+/// directory (`chmod 000`, `chmod 555`) after changing what it holds must
+/// not hide the change from a host that is not root: the directory gets its
+/// recorded permissions back, so that a new protected entry in it is
+/// quarantined and a changed one restored, instead of being left in place
+/// and taken into the record by the next `begin` as the host's own doing.
+/// (Root reads and writes regardless of permissions; the test holds there
+/// too.)
+#[test]
+fn a_directory_made_unreadable_or_unwritable_still_has_its_changes_undone() {
+    for mode in [0o000, 0o100, 0o300, 0o500, 0o555] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("w");
+        fs::create_dir_all(root.join(".github/workflows")).unwrap();
+        fs::write(root.join(".github/workflows/ci.yml"), "ci v1\n").unwrap();
+        fs::create_dir_all(root.join("pkg/deep")).unwrap();
+        fs::write(root.join("pkg/deep/a.lock"), "a v1\n").unwrap();
+        let p = protector(&root, &[".github/**", "*.lock"]);
+        let cp = p.begin().unwrap();
+        fs::write(root.join(".github/workflows/evil.yml"), "evil\n").unwrap();
+        fs::write(root.join("pkg/deep/a.lock"), "evil\n").unwrap();
+        fs::write(root.join("pkg/deep/b.lock"), "evil\n").unwrap();
+        for dir in [".github/workflows", "pkg/deep", "pkg"] {
+            fs::set_permissions(root.join(dir), fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let changes = cp.settle();
+        let restore = |dir: &str| {
+            // Whatever happened, let the test clean up and look.
+            let _ = fs::set_permissions(root.join(dir), fs::Permissions::from_mode(0o755));
+        };
+        for dir in ["pkg", "pkg/deep", ".github/workflows"] {
+            restore(dir);
+        }
+        assert_eq!(
+            changes,
+            [
+                change(".github/workflows", ".github/**", Action::Restored),
+                change(
+                    ".github/workflows/evil.yml",
+                    ".github/**",
+                    Action::Quarantined
+                ),
+                change("pkg/deep/a.lock", "*.lock", Action::Restored),
+                change("pkg/deep/b.lock", "*.lock", Action::Quarantined),
+            ],
+            "mode {mode:o}"
+        );
+        assert!(!root.join(".github/workflows/evil.yml").exists());
+        assert!(!root.join("pkg/deep/b.lock").exists());
+        assert_eq!(
+            fs::read_to_string(root.join("pkg/deep/a.lock")).unwrap(),
+            "a v1\n"
+        );
+        // Nothing is left for the next record to take as the host's.
+        assert!(p.begin().unwrap().settle().is_empty());
+    }
+}
+
+/// A protected file too large to copy (the same holds for a fifo) is
+/// recorded by identity only; when a command renames it away beneath the
+/// root (or links it elsewhere and removes it), it is found again by its
+/// inode and renamed back, as the crate documents, instead of being
+/// reported lost.
+#[test]
+fn a_file_too_large_to_copy_renamed_away_is_renamed_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join("sub")).unwrap();
+    let big = root.join("big.lock");
+    fs::write(&big, vec![b'a'; MAX_COPY_BYTES as usize + 1]).unwrap();
+    let ino = fs::metadata(&big).unwrap().ino();
+    let p = protector(&root, &["*.lock"]);
+
+    let cp = p.begin().unwrap();
+    fs::rename(&big, root.join("sub/moved")).unwrap();
+    assert_eq!(
+        cp.settle(),
+        [change("big.lock", "*.lock", Action::Restored)]
+    );
+    assert_eq!(fs::metadata(&big).unwrap().ino(), ino);
+    assert!(!root.join("sub/moved").exists());
+
+    // Linked elsewhere, then removed, and something else put at its name.
+    let cp = p.begin().unwrap();
+    fs::hard_link(&big, root.join("keep")).unwrap();
+    fs::remove_file(&big).unwrap();
+    fs::write(&big, "impostor\n").unwrap();
+    assert_eq!(
+        cp.settle(),
+        [change("big.lock", "*.lock", Action::Restored)]
+    );
+    assert_eq!(fs::metadata(&big).unwrap().ino(), ino);
+    assert_eq!(fs::metadata(&big).unwrap().len(), MAX_COPY_BYTES + 1);
+
+    // Renamed away and changed: put back, but reported, since it is not
+    // what was recorded.
+    let cp = p.begin().unwrap();
+    fs::rename(&big, root.join("sub/moved")).unwrap();
+    fs::write(root.join("sub/moved"), "short\n").unwrap();
+    assert_eq!(
+        cp.settle(),
+        [change("big.lock", "*.lock", Action::Reported)]
+    );
+    assert_eq!(fs::metadata(&big).unwrap().ino(), ino);
+}
+
+/// A directory the host keeps read-only (`chmod a-w .github/workflows`, a
+/// common extra guard) does not stop the restore: a command that makes it
+/// writable, changes a protected file, adds another and makes it read-only
+/// again has both undone by a host that is not root, and the directory
+/// keeps its read-only mode.
+#[test]
+fn a_read_only_directory_does_not_stop_the_restore() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    let wf = root.join(".github/workflows");
+    fs::create_dir_all(&wf).unwrap();
+    fs::write(wf.join("ci.yml"), "ci v1\n").unwrap();
+    fs::create_dir_all(root.join("pkg")).unwrap();
+    fs::write(root.join("pkg/a.lock"), "a v1\n").unwrap();
+    for dir in [&wf, &root.join("pkg")] {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o555)).unwrap();
+    }
+    let p = protector(&root, &[".github/**", "*.lock"]);
+    let cp = p.begin().unwrap();
+    for dir in [&wf, &root.join("pkg")] {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    fs::write(wf.join("ci.yml"), "evil\n").unwrap();
+    fs::write(wf.join("evil.yml"), "evil\n").unwrap();
+    fs::remove_file(root.join("pkg/a.lock")).unwrap();
+    fs::write(root.join("pkg/b.lock"), "evil\n").unwrap();
+    for dir in [&wf, &root.join("pkg")] {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o555)).unwrap();
+    }
+    let changes = cp.settle();
+    let modes: Vec<u32> = [&wf, &root.join("pkg")]
+        .iter()
+        .map(|d| fs::metadata(d).unwrap().mode() & 0o7777)
+        .collect();
+    let ci = fs::read_to_string(wf.join("ci.yml")).unwrap();
+    let a = fs::read_to_string(root.join("pkg/a.lock"));
+    let left = (
+        wf.join("evil.yml").exists(),
+        root.join("pkg/b.lock").exists(),
+    );
+    for dir in [&wf, &root.join("pkg")] {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    assert_eq!(
+        changes,
+        [
+            change(".github/workflows/ci.yml", ".github/**", Action::Restored),
+            change(
+                ".github/workflows/evil.yml",
+                ".github/**",
+                Action::Quarantined
+            ),
+            change("pkg/a.lock", "*.lock", Action::Restored),
+            change("pkg/b.lock", "*.lock", Action::Quarantined),
+        ]
+    );
+    assert_eq!(ci, "ci v1\n");
+    assert_eq!(a.unwrap(), "a v1\n");
+    assert_eq!(left, (false, false));
+    assert_eq!(modes, [0o555, 0o555]);
+}
+
+/// A directory the command makes and leaves unreadable (`mkdir d; touch
+/// d/x.lock; chmod 000 d`), at any depth of a new tree, is still searched
+/// by a host that is not root: it is given the owner's permissions, and the
+/// protected entry in it goes to the quarantine.
+#[test]
+fn a_new_directory_left_unreadable_is_searched_anyway() {
+    for mode in [0o000, 0o100, 0o300, 0o500] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("w");
+        fs::create_dir(&root).unwrap();
+        let p = protector(&root, &["*.lock"]);
+        let cp = p.begin().unwrap();
+        fs::create_dir_all(root.join("d/e")).unwrap();
+        fs::write(root.join("d/x.lock"), "evil\n").unwrap();
+        fs::write(root.join("d/e/y.lock"), "evil\n").unwrap();
+        for dir in ["d/e", "d"] {
+            fs::set_permissions(root.join(dir), fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let changes = cp.settle();
+        for dir in ["d", "d/e"] {
+            let _ = fs::set_permissions(root.join(dir), fs::Permissions::from_mode(0o755));
+        }
+        assert_eq!(
+            changes,
+            [
+                change("d/e/y.lock", "*.lock", Action::Quarantined),
+                change("d/x.lock", "*.lock", Action::Quarantined),
+            ],
+            "mode {mode:o}"
+        );
+        assert!(!root.join("d/x.lock").exists());
+        assert!(!root.join("d/e/y.lock").exists());
+    }
+}
+
+/// When the quarantine cannot be made beside the root (its parent is not
+/// writable, or the root is a mount point of its own) it is made inside
+/// the root, where the command can write too. Whatever the command put at
+/// `.sandgate-quarantine` (a file, a symlink to a protected directory)
+/// must neither stop the restore nor make it put the quarantine inside a
+/// protected directory. (As root the quarantine is made beside the root
+/// regardless; the test holds there too.)
+#[test]
+fn a_planted_quarantine_name_inside_the_root_does_not_stop_the_restore() {
+    for planted in ["file", "symlink", "unreadable"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("base");
+        let root = base.join("w");
+        fs::create_dir_all(root.join(".github")).unwrap();
+        fs::write(root.join("a.lock"), "a v1\n").unwrap();
+        let p = protector(&root, &["*.lock", ".github/**"]);
+        // The parent refuses the quarantine beside the root.
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o555)).unwrap();
+        let cp = p.begin().unwrap();
+        fs::write(root.join("a.lock"), "evil\n").unwrap();
+        fs::write(root.join("b.lock"), "evil\n").unwrap();
+        let q = root.join(".sandgate-quarantine");
+        match planted {
+            "file" => fs::write(&q, "").unwrap(),
+            "symlink" => std::os::unix::fs::symlink(".github", &q).unwrap(),
+            _ => {
+                fs::create_dir(&q).unwrap();
+                fs::set_permissions(&q, fs::Permissions::from_mode(0o000)).unwrap();
+            }
+        }
+        let changes = cp.settle();
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o755)).unwrap();
+        if planted == "unreadable" {
+            fs::set_permissions(&q, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        assert_eq!(
+            changes,
+            [
+                change("a.lock", "*.lock", Action::Restored),
+                change("b.lock", "*.lock", Action::Quarantined),
+            ],
+            "{planted}"
+        );
+        assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "a v1\n");
+        assert!(!root.join("b.lock").exists());
+        assert_eq!(
+            fs::read_dir(root.join(".github")).unwrap().count(),
+            0,
+            "{planted}: nothing is put in the protected directory"
+        );
+    }
+}
+
+/// A large protected file with another name the host made before the
+/// record is linked back to its protected name when the command removes
+/// that name: the host's other name stays where it was.
+#[test]
+fn a_file_too_large_to_copy_keeps_the_hosts_other_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join("other")).unwrap();
+    let big = root.join("big.lock");
+    fs::write(&big, vec![b'a'; MAX_COPY_BYTES as usize + 1]).unwrap();
+    fs::hard_link(&big, root.join("other/alias")).unwrap();
+    let ino = fs::metadata(&big).unwrap().ino();
+    let p = protector(&root, &["*.lock"]);
+    let cp = p.begin().unwrap();
+    fs::remove_file(&big).unwrap();
+    fs::write(root.join("other/new"), "unrelated\n").unwrap();
+    assert_eq!(
+        cp.settle(),
+        [change("big.lock", "*.lock", Action::Restored)]
+    );
+    assert_eq!(fs::metadata(&big).unwrap().ino(), ino);
+    assert_eq!(fs::metadata(root.join("other/alias")).unwrap().ino(), ino);
+    assert_eq!(fs::metadata(&big).unwrap().nlink(), 2);
+}
+
+/// A protected directory whose mode and owner the command changed (as
+/// root) is given both back and reported once.
+#[test]
+fn a_directory_given_back_mode_and_owner_is_reported_once() {
+    if rustix::process::geteuid().as_raw() != 0 {
+        return; // chown to another user needs root
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join(".github")).unwrap();
+    let p = protector(&root, &[".github/**"]);
+    let cp = p.begin().unwrap();
+    std::os::unix::fs::chown(root.join(".github"), Some(65534), Some(65534)).unwrap();
+    fs::set_permissions(root.join(".github"), fs::Permissions::from_mode(0o000)).unwrap();
+    assert_eq!(
+        cp.settle(),
+        [change(".github", ".github/**", Action::Restored)]
+    );
+    let m = fs::metadata(root.join(".github")).unwrap();
+    assert_eq!((m.uid(), m.mode() & 0o7777), (0, 0o755));
+}
+
+/// The write root itself made unreadable or unsearchable by the command
+/// (`chmod 000 .`) gets its recorded permissions back too: even `.` cannot
+/// be looked up in a directory without search permission, so the root's
+/// own descriptor is used.
+#[test]
+fn the_write_root_made_unreadable_still_has_its_changes_undone() {
+    for mode in [0o000, 0o100, 0o500] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("w");
+        fs::create_dir(&root).unwrap();
+        fs::write(root.join("a.lock"), "a v1\n").unwrap();
+        let p = protector(&root, &["*.lock"]);
+        let cp = p.begin().unwrap();
+        fs::write(root.join("a.lock"), "evil\n").unwrap();
+        fs::write(root.join("b.lock"), "evil\n").unwrap();
+        fs::set_permissions(&root, fs::Permissions::from_mode(mode)).unwrap();
+        let changes = cp.settle();
+        let now = fs::metadata(&root).unwrap().mode() & 0o7777;
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(
+            changes,
+            [
+                change("a.lock", "*.lock", Action::Restored),
+                change("b.lock", "*.lock", Action::Quarantined),
+            ],
+            "mode {mode:o}"
+        );
+        assert_eq!(now, 0o755);
+        assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "a v1\n");
+        assert!(!root.join("b.lock").exists());
+    }
+}
+
+/// The shell's check and the file tools' guard agree on every spelling:
+/// for names made on disk in many case, normalization and look-alike
+/// forms, a command's new entry is quarantined exactly when the guard
+/// refuses writing that name, and left alone otherwise.
+#[test]
+fn new_entries_are_quarantined_exactly_where_the_guard_refuses_a_write() {
+    let patterns = [
+        "*.lock",
+        ".github/**",
+        "stra\u{df}e",
+        "key.pem",
+        "caf[e\u{301}]",
+        "\u{3c3}\u{3c2}",
+        "**/.git/config",
+    ];
+    let names = [
+        "A.LOCK",
+        "a.loc\u{212a}",
+        "a.lo\u{107}k",
+        "x.\u{13b}OCK",
+        ".GITHUB",
+        ".git\u{1e96}ub",
+        ".Github",
+        "STRASSE",
+        "strasse",
+        "stra\u{1e9e}e",
+        "stras\u{17f}e",
+        "straise",
+        "\u{212a}EY.PEM",
+        "key.pe\u{1e3f}",
+        "caf\u{e9}",
+        "CAFE\u{301}",
+        "cafe",
+        "\u{3a3}\u{3a3}",
+        "\u{3c2}\u{3c3}",
+        "\u{3c3}s",
+        "sub",
+        "ﬁle.lock",
+        "ﬁle.txt",
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join("r/.GIT")).unwrap();
+    let p = protector(&root, &patterns);
+    let guard = GuardBuilder::new().patterns(patterns).build().unwrap();
+    let cp = p.begin().unwrap();
+    let mut made = vec!["r/.GIT/Config".to_owned(), "r/.GIT/other".to_owned()];
+    for n in names {
+        made.push(n.to_owned());
+    }
+    for m in &made {
+        fs::write(root.join(m), "new\n").unwrap();
+    }
+    let quarantined: Vec<String> = cp
+        .settle()
+        .into_iter()
+        .inspect(|c| assert_eq!(c.action, Action::Quarantined, "{c:?}"))
+        .map(|c| c.path)
+        .collect();
+    let mut refused: Vec<String> = made
+        .iter()
+        .filter(|m| guard.check_write(m, None).is_refused())
+        .cloned()
+        .collect();
+    refused.sort();
+    assert_eq!(quarantined, refused);
+    for m in &made {
+        assert_eq!(root.join(m).exists(), !refused.contains(m), "{m}");
+    }
+    // Sanity: the spellings that fold to a pattern are among them.
+    for m in [
+        "A.LOCK",
+        "a.loc\u{212a}",
+        ".GITHUB",
+        "STRASSE",
+        "stras\u{17f}e",
+        "CAFE\u{301}",
+        "r/.GIT/Config",
+    ] {
+        assert!(refused.iter().any(|r| r == m), "{m}");
+    }
+    for m in ["cafe", "straise", "ﬁle.txt", "r/.GIT/other", "sub"] {
+        assert!(!refused.iter().any(|r| r == m), "{m}");
+    }
+}
+
+/// A command run as root keeps `CAP_LINUX_IMMUTABLE`: it can mark what it
+/// leaves immutable or append-only (`chattr +i`, `chattr +a`). Neither may
+/// keep the change: the flags come off what goes to the quarantine, and a
+/// directory's flags come off only while an entry is moved out of it or
+/// into it. Only root can set these flags; elsewhere there is nothing to
+/// test. Skipped where the filesystem has no such flags.
+#[test]
+fn immutable_or_append_only_flags_do_not_keep_a_change() {
+    use rustix::fs::{ioctl_getflags, ioctl_setflags, IFlags};
+    if rustix::process::geteuid().as_raw() != 0 {
+        return;
+    }
+    let set = |p: &Path, f: IFlags| -> bool {
+        let Ok(file) = fs::File::open(p) else {
+            return false;
+        };
+        let Ok(old) = ioctl_getflags(&file) else {
+            return false;
+        };
+        ioctl_setflags(&file, (old - (IFlags::IMMUTABLE | IFlags::APPEND)) | f).is_ok()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    let wf = root.join(".github/workflows");
+    fs::create_dir_all(&wf).unwrap();
+    fs::write(wf.join("ci.yml"), "ci v1\n").unwrap();
+    fs::write(root.join("a.lock"), "a v1\n").unwrap();
+    if !set(&root.join("a.lock"), IFlags::empty()) {
+        return; // no inode flags on this filesystem
+    }
+    let p = protector(&root, &[".github/**", "*.lock"]);
+    let cp = p.begin().unwrap();
+    fs::write(root.join("a.lock"), "evil\n").unwrap();
+    fs::write(root.join("b.lock"), "evil\n").unwrap();
+    fs::write(wf.join("ci.yml"), "evil\n").unwrap();
+    fs::write(wf.join("evil.yml"), "evil\n").unwrap();
+    assert!(set(&root.join("a.lock"), IFlags::IMMUTABLE));
+    assert!(set(&root.join("b.lock"), IFlags::APPEND));
+    assert!(set(&wf.join("evil.yml"), IFlags::IMMUTABLE));
+    assert!(set(&wf, IFlags::IMMUTABLE));
+    let changes = cp.settle();
+    let wf_flags = fs::File::open(&wf)
+        .map(|f| ioctl_getflags(&f).unwrap())
+        .unwrap();
+    // Let the temporary directory go, whatever happened.
+    for f in [
+        root.join("a.lock"),
+        root.join("b.lock"),
+        wf.join("evil.yml"),
+        wf.clone(),
+    ] {
+        set(&f, IFlags::empty());
+    }
+    assert_eq!(
+        changes,
+        [
+            change(".github/workflows/ci.yml", ".github/**", Action::Restored),
+            change(
+                ".github/workflows/evil.yml",
+                ".github/**",
+                Action::Quarantined
+            ),
+            change("a.lock", "*.lock", Action::Restored),
+            change("b.lock", "*.lock", Action::Quarantined),
+        ]
+    );
+    assert!(
+        wf_flags.contains(IFlags::IMMUTABLE),
+        "the directory keeps its flag"
+    );
+    assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "a v1\n");
+    assert_eq!(fs::read_to_string(wf.join("ci.yml")).unwrap(), "ci v1\n");
+    assert!(!root.join("b.lock").exists() && !wf.join("evil.yml").exists());
+}

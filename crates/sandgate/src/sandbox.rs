@@ -1661,18 +1661,89 @@ fn replace_all(hay: &[u8], old: &[u8], new: &[u8]) -> Vec<u8> {
 }
 
 /// Where git's hooks and config live, at the root and in a repository
-/// nested beneath it: when the hooks are protected at one of these places,
-/// so is the config beside them.
-/// Each entry: a hook's name, the config's name there, and the pattern
-/// that protects that config.
+/// nested beneath it: when a hook is protected at one of these places, so
+/// is the config beside them.
+/// Each entry: the hooks directory, the config's name there, and the
+/// pattern that protects that config.
 const GIT_HOOKS_AND_CONFIG: [(&str, &str, &str); 2] = [
-    (".git/hooks/pre-commit", ".git/config", ".git/config"),
-    (
-        "nested/.git/hooks/pre-commit",
-        "nested/.git/config",
-        "**/.git/config",
-    ),
+    (".git/hooks", ".git/config", ".git/config"),
+    ("nested/.git/hooks", "nested/.git/config", "**/.git/config"),
 ];
+
+/// The hooks git runs (githooks(5)): a pattern that covers any one of them
+/// protects hooks, and `core.hooksPath` in the config would bypass it.
+const GIT_HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "p4-changelist",
+    "p4-prepare-changelist",
+    "p4-post-changelist",
+    "p4-pre-submit",
+    "post-index-change",
+];
+
+/// The configs that go with the hooks `pattern` protects in the
+/// repositories it names: for each `.git` component (in any spelling that
+/// folds to it) after which the rest of the pattern covers a hook, the
+/// pattern's components before it followed by `.git/config`
+/// (`vendor/lib/.git/hooks/**` gives `vendor/lib/.git/config`).
+fn hook_configs(pattern: &str) -> Vec<String> {
+    let mut rest = pattern;
+    while let Some(r) = rest.strip_prefix("./") {
+        rest = r;
+    }
+    let comps: Vec<&str> = rest
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let mut out = Vec::new();
+    for (i, comp) in comps.iter().enumerate() {
+        if sandgate_fileguard::fold(comp) != ".git" {
+            continue;
+        }
+        let mut tail = comps[i..].join("/");
+        if rest.ends_with('/') {
+            tail.push('/');
+        }
+        let Ok(tail) = GuardBuilder::new().pattern(&tail).build() else {
+            continue;
+        };
+        let covers_hook = GIT_HOOKS.iter().any(|h| {
+            tail.check_write(&format!(".git/hooks/{h}"), None)
+                .is_refused()
+        });
+        if covers_hook {
+            let mut config = comps[..i].join("/");
+            if !config.is_empty() {
+                config.push('/');
+            }
+            config.push_str(".git/config");
+            out.push(config);
+        }
+    }
+    out
+}
 
 /// The deny-write guard of `patterns` (and restricted mode's `.git`), for
 /// the file tools and the shell alike: where it protects git's hooks it
@@ -1683,21 +1754,32 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
 {
+    let patterns: Vec<String> = patterns
+        .into_iter()
+        .map(|p| p.as_ref().to_owned())
+        .collect();
     let mut builder = GuardBuilder::new();
-    builder.patterns(patterns).restricted(restricted);
+    builder.patterns(&patterns).restricted(restricted);
     let built = |b: &GuardBuilder| {
         b.build()
             .map_err(|e| Error::from(e).with_key("fs.deny_write"))
     };
     let guard = built(&builder)?;
     let mut added = false;
-    for (hook, config, pattern) in GIT_HOOKS_AND_CONFIG {
-        if guard.check_write(hook, None).is_refused()
-            && guard.check_write(config, None).is_allowed()
-        {
+    for (hooks, config, pattern) in GIT_HOOKS_AND_CONFIG {
+        let covers_hook = GIT_HOOKS.iter().any(|h| {
+            guard
+                .check_write(&format!("{hooks}/{h}"), None)
+                .is_refused()
+        });
+        if covers_hook && guard.check_write(config, None).is_allowed() {
             builder.pattern(pattern);
             added = true;
         }
+    }
+    for config in patterns.iter().flat_map(|p| hook_configs(p)) {
+        builder.pattern(&config);
+        added = true;
     }
     if added {
         return built(&builder);

@@ -1019,3 +1019,49 @@ fn a_directory_moved_inside_itself_is_refused_saying_so() {
         }
     }
 }
+
+/// The config goes with the hooks whichever hook a pattern names and
+/// wherever the repository is: a pattern for one hook other than
+/// `pre-commit`, or for the hooks of one nested repository named in the
+/// pattern, protects that repository's `config` too.
+#[test]
+fn protecting_any_git_hook_protects_its_repositorys_config() {
+    let mut open = Vec::new();
+    for (pattern, config) in [
+        (".git/hooks/post-checkout", "repo/.git/config"),
+        ("repo/.git/hooks/post-checkout", "repo/.git/config"),
+        ("**/.git/hooks/pre-push", "repo/.git/config"),
+        ("repo/.git/hooks/**", "repo/.git/config"),
+        ("repo/.GIT/Hooks/*", "repo/.git/config"),
+        ("./repo/.git/hooks/", "repo/.git/config"),
+        ("*/.git/hooks/**", "repo/.git/config"),
+    ] {
+        let fx = Fx::new();
+        fx.put("ws/repo/.git/config", "[core]\n");
+        fx.put("ws/repo/.git/hooks/keep", "");
+        let sb = fx
+            .builder()
+            .restricted(false)
+            .allow_overwrite(true)
+            .deny_write(pattern)
+            .build()
+            .unwrap();
+        // The pattern is anchored at the write root `ws`; `repo` is the
+        // repository unless the pattern names `.git` at the root.
+        let config = if pattern.starts_with(".git/") {
+            fx.put("ws/.git/config", "[core]\n");
+            ".git/config"
+        } else {
+            config
+        };
+        let written = sb.write(
+            config,
+            b"[core]\n\thooksPath = /tmp/elsewhere\n",
+            WriteOptions::default().overwrite(true),
+        );
+        if !matches!(&written, Err(e) if e.code() == ErrorCode::FsProtected) {
+            open.push(format!("{pattern}: {config} {written:?}"));
+        }
+    }
+    assert!(open.is_empty(), "config left writable: {open:#?}");
+}
