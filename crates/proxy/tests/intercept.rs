@@ -456,11 +456,9 @@ fn outside_the_credential_s_paths_the_header_is_stripped() {
     assert_eq!(v, [Verdict::Stripped, Verdict::Stripped, Verdict::Injected]);
 }
 
-#[test]
-fn a_request_outside_the_rules_reaches_no_upstream() {
-    let (pem, cfg) = test_ca();
-    let up = upstream(cfg);
-    let port = up.addr.port();
+/// A proxy injecting the credential on every request to `port`, whose
+/// rules allow GET under `/repos/org/` and deny `/repos/org/secret`.
+fn org_but_secret(port: u16, pem: &str) -> Setup {
     let rules = vec![
         RequestRule {
             target: target(port, &["GET"], &["/repos/org/"]),
@@ -473,7 +471,15 @@ fn a_request_outside_the_rules_reaches_no_upstream() {
             label: "net.rules[1]".into(),
         },
     ];
-    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    setup(pem, vec![injection(port, &[], &[])], rules)
+}
+
+#[test]
+fn a_request_outside_the_rules_reaches_no_upstream() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_but_secret(port, &pem);
     for req in [
         "POST /repos/org/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
         "GET /repos/other/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
@@ -638,6 +644,40 @@ fn plain_upstream() -> Upstream {
     }
 }
 
+/// A proxy that speaks plain HTTP to hosts with rules, whose one rule
+/// allows `methods` (all when empty) under `/ok` on `port`.
+fn ok_only_http(port: u16, methods: &[&str], pem: &str) -> Setup {
+    let rules = vec![RequestRule {
+        target: target(port, methods, &["/ok"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    setup_http(pem, Vec::new(), rules, true)
+}
+
+/// Sends `req` to the proxy at `addr` as a plain-HTTP client and answers
+/// everything it got back before the connection ended.
+fn exchange(addr: SocketAddr, req: &str) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Asserts that `req`, sent in plain HTTP to the proxy at `addr`, is
+/// answered `status` and that `up` got no connection.
+fn refused_in_plain(addr: SocketAddr, req: &str, status: &str, up: &Upstream) {
+    let a = exchange(addr, req);
+    assert!(
+        a.starts_with(status),
+        "{a}, the upstream got {:?}",
+        up.heads.lock().unwrap()
+    );
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+}
+
 #[test]
 fn plain_http_to_an_intercepted_host_is_judged_and_never_carries_a_credential() {
     let (pem, _) = test_ca();
@@ -650,20 +690,12 @@ fn plain_http_to_an_intercepted_host_is_judged_and_never_carries_a_credential() 
             label: "net.rules[0]".into(),
         }]
     };
-    let exchange = |addr, req: String| {
-        let mut c = TcpStream::connect(addr).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        c.write_all(req.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        let _ = c.read_to_end(&mut out);
-        String::from_utf8_lossy(&out).into_owned()
-    };
     // A host with a credential: plain text is refused, nothing is sent
     // (the credential would cross the network readable).
     let s = setup_http(&pem, vec![injection(port, &[], &[])], rules(), true);
     let a = exchange(
         s.addr,
-        format!(
+        &format!(
             "GET http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer forged\r\n\r\n"
         ),
     );
@@ -673,15 +705,15 @@ fn plain_http_to_an_intercepted_host_is_judged_and_never_carries_a_credential() 
     let v: Vec<Verdict> = s.proxy.requests().iter().map(|r| r.verdict).collect();
     assert_eq!(v, [Verdict::Refused]);
     // A host with rules only: judged by them in plain text too.
-    let s = setup_http(&pem, Vec::new(), rules(), true);
+    let s = ok_only_http(port, &[], &pem);
     let a = exchange(
         s.addr,
-        format!("GET http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        &format!("GET http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\r\n"),
     );
     assert!(a.starts_with("HTTP/1.1 200"), "{a}");
     let a = exchange(
         s.addr,
-        format!("GET http://localhost:{port}/other HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        &format!("GET http://localhost:{port}/other HTTP/1.1\r\nHost: localhost\r\n\r\n"),
     );
     assert!(a.starts_with("HTTP/1.1 403"), "{a}");
     assert_eq!(up.conns.load(Ordering::SeqCst), 1);
@@ -752,29 +784,16 @@ fn a_line_break_inside_a_plain_http_header_is_refused() {
     let (pem, _) = test_ca();
     let up = plain_upstream();
     let port = up.addr.port();
-    let rules = vec![RequestRule {
-        target: target(port, &[], &["/ok"]),
-        allow: true,
-        label: "net.rules[0]".into(),
-    }];
-    let s = setup_http(&pem, Vec::new(), rules, true);
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        c,
-        "GET http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
-         X-A: a\n\nGET /other HTTP/1.1\nHost: localhost\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    let _ = c.read_to_end(&mut out);
-    let a = String::from_utf8_lossy(&out);
-    assert!(
-        a.starts_with("HTTP/1.1 400"),
-        "{a}, the upstream got {:?}",
-        up.heads.lock().unwrap()
+    let s = ok_only_http(port, &[], &pem);
+    refused_in_plain(
+        s.addr,
+        &format!(
+            "GET http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
+             X-A: a\n\nGET /other HTTP/1.1\nHost: localhost\r\n\r\n"
+        ),
+        "HTTP/1.1 400",
+        &up,
     );
-    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
 }
 
 /// A loopback TLS upstream that keeps every byte it got, whatever the
@@ -928,30 +947,17 @@ fn a_content_length_with_a_sign_is_refused() {
     );
     let plain = plain_upstream();
     let port = plain.addr.port();
-    let rules = vec![RequestRule {
-        target: target(port, &[], &["/ok"]),
-        allow: true,
-        label: "net.rules[0]".into(),
-    }];
-    let s = setup_http(&pem, Vec::new(), rules, true);
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        c,
-        "POST http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
-         Content-Length: +{}\r\n\r\n{smuggled}",
-        smuggled.len()
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    let _ = c.read_to_end(&mut out);
-    let a = String::from_utf8_lossy(&out);
-    assert!(
-        a.starts_with("HTTP/1.1 400"),
-        "{a}, the upstream got {:?}",
-        plain.heads.lock().unwrap()
+    let s = ok_only_http(port, &[], &pem);
+    refused_in_plain(
+        s.addr,
+        &format!(
+            "POST http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
+             Content-Length: +{}\r\n\r\n{smuggled}",
+            smuggled.len()
+        ),
+        "HTTP/1.1 400",
+        &plain,
     );
-    assert_eq!(plain.conns.load(Ordering::SeqCst), 0);
 }
 
 /// Path parameters and fragments: servlet containers (Tomcat, Jetty,
@@ -966,19 +972,7 @@ fn path_parameters_and_fragments_cannot_escape_the_rules() {
     let (pem, cfg) = test_ca();
     let up = upstream(cfg);
     let port = up.addr.port();
-    let rules = vec![
-        RequestRule {
-            target: target(port, &["GET"], &["/repos/org/"]),
-            allow: true,
-            label: "net.rules[0]".into(),
-        },
-        RequestRule {
-            target: target(port, &[], &["/repos/org/secret"]),
-            allow: false,
-            label: "net.rules[1]".into(),
-        },
-    ];
-    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    let s = org_but_secret(port, &pem);
     for path in [
         "/repos/org/..;/other",
         "/repos/org/%2e%2e;/other",
@@ -1082,12 +1076,7 @@ fn a_websocket_upgrade_in_plain_http_cannot_carry_unjudged_requests() {
             });
         }
     });
-    let rules = vec![RequestRule {
-        target: target(port, &["GET"], &["/ok"]),
-        allow: true,
-        label: "net.rules[0]".into(),
-    }];
-    let s = setup_http(&pem, Vec::new(), rules, true);
+    let s = ok_only_http(port, &["GET"], &pem);
     let mut c = TcpStream::connect(s.addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(
@@ -1311,29 +1300,16 @@ fn a_method_override_header_cannot_escape_the_method_rules() {
     // In plain HTTP to a host with rules.
     let plain = plain_upstream();
     let port = plain.addr.port();
-    let rules = vec![RequestRule {
-        target: target(port, &["POST"], &["/ok"]),
-        allow: true,
-        label: "net.rules[0]".into(),
-    }];
-    let s = setup_http(&pem, Vec::new(), rules, true);
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        c,
-        "POST http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
-         X-HTTP-Method-Override: DELETE\r\nContent-Length: 0\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    let _ = c.read_to_end(&mut out);
-    let a = String::from_utf8_lossy(&out);
-    assert!(
-        a.starts_with("HTTP/1.1 403"),
-        "{a}, the upstream got {:?}",
-        plain.heads.lock().unwrap()
+    let s = ok_only_http(port, &["POST"], &pem);
+    refused_in_plain(
+        s.addr,
+        &format!(
+            "POST http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
+             X-HTTP-Method-Override: DELETE\r\nContent-Length: 0\r\n\r\n"
+        ),
+        "HTTP/1.1 403",
+        &plain,
     );
-    assert_eq!(plain.conns.load(Ordering::SeqCst), 0);
 }
 
 /// Requests pipelined in one write are judged one by one: the allowed one

@@ -1670,39 +1670,6 @@ const GIT_HOOKS_AND_CONFIG: [(&str, &str, &str); 2] = [
     ("nested/.git/hooks", "nested/.git/config", "**/.git/config"),
 ];
 
-/// The hooks git runs (githooks(5)): a pattern that covers any one of them
-/// protects hooks, and `core.hooksPath` in the config would bypass it.
-const GIT_HOOKS: &[&str] = &[
-    "applypatch-msg",
-    "pre-applypatch",
-    "post-applypatch",
-    "pre-commit",
-    "pre-merge-commit",
-    "prepare-commit-msg",
-    "commit-msg",
-    "post-commit",
-    "pre-rebase",
-    "post-checkout",
-    "post-merge",
-    "pre-push",
-    "pre-receive",
-    "update",
-    "proc-receive",
-    "post-receive",
-    "post-update",
-    "reference-transaction",
-    "push-to-checkout",
-    "pre-auto-gc",
-    "post-rewrite",
-    "sendemail-validate",
-    "fsmonitor-watchman",
-    "p4-changelist",
-    "p4-prepare-changelist",
-    "p4-post-changelist",
-    "p4-pre-submit",
-    "post-index-change",
-];
-
 /// The configs that go with the hooks `pattern` protects in the
 /// repositories it names: for each `.git` component (in any spelling that
 /// folds to it) after which the rest of the pattern covers a hook, the
@@ -1729,7 +1696,7 @@ fn hook_configs(pattern: &str) -> Vec<String> {
         let Ok(tail) = GuardBuilder::new().pattern(&tail).build() else {
             continue;
         };
-        let covers_hook = GIT_HOOKS.iter().any(|h| {
+        let covers_hook = sandgate_shellexec::GIT_HOOKS.iter().any(|h| {
             tail.check_write(&format!(".git/hooks/{h}"), None)
                 .is_refused()
         });
@@ -1767,7 +1734,7 @@ where
     let guard = built(&builder)?;
     let mut added = false;
     for (hooks, config, pattern) in GIT_HOOKS_AND_CONFIG {
-        let covers_hook = GIT_HOOKS.iter().any(|h| {
+        let covers_hook = sandgate_shellexec::GIT_HOOKS.iter().any(|h| {
             guard
                 .check_write(&format!("{hooks}/{h}"), None)
                 .is_refused()

@@ -36,6 +36,41 @@ compile_error!(
      seccomp and pidfds. x86_64 Linux with glibc is the platform that is built and tested."
 );
 
+/// The hooks git runs (githooks(5)). Confined git must run none of them,
+/// and a deny-write pattern that covers any one protects hooks, so the
+/// repository's config (whose `core.hooksPath` would move them) goes with
+/// it.
+pub const GIT_HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "p4-changelist",
+    "p4-prepare-changelist",
+    "p4-post-changelist",
+    "p4-pre-submit",
+    "post-index-change",
+];
+
 /// Directories a command reads and executes from besides the policy's
 /// roots, those a shell and ordinary tools need: granted read and execute
 /// by Landlock on the floor, and bound read-only into the view in

@@ -160,37 +160,6 @@ fn script(path: &Path, body: &str) {
     fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-const HOOKS: &[&str] = &[
-    "applypatch-msg",
-    "pre-applypatch",
-    "post-applypatch",
-    "pre-commit",
-    "pre-merge-commit",
-    "prepare-commit-msg",
-    "commit-msg",
-    "post-commit",
-    "pre-rebase",
-    "post-checkout",
-    "post-merge",
-    "pre-push",
-    "pre-receive",
-    "update",
-    "proc-receive",
-    "post-receive",
-    "post-update",
-    "reference-transaction",
-    "push-to-checkout",
-    "pre-auto-gc",
-    "post-rewrite",
-    "sendemail-validate",
-    "fsmonitor-watchman",
-    "p4-changelist",
-    "p4-prepare-changelist",
-    "p4-post-changelist",
-    "p4-pre-submit",
-    "post-index-change",
-];
-
 /// A repository at `<tmp>/root` with three commits, whose config names a
 /// sentinel-writing program at every place git might run one, and whose
 /// tracked files are modified (same size and old mtime for the filtered
@@ -278,7 +247,7 @@ fn hostile() -> Fixture {
     );
     script(&scripts.join("gpg"), &s("gpg"));
     script(&scripts.join("askpass"), &s("askpass"));
-    for hook in HOOKS {
+    for hook in sandgate_shellexec::GIT_HOOKS {
         script(&hooks.join(hook), &s(&format!("hooks-path-{hook}")));
         script(
             &root.join(".git/hooks").join(hook),
