@@ -19,6 +19,7 @@
 //! | `clone3` | `ENOSYS` (its flags are in memory a filter cannot read; libcs then use `clone`) |
 //! | `clone` with a namespace flag | `EPERM` |
 //! | `sendto`, `sendmsg`, `sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open connects without the `connect` hook Landlock's port rules watch) | `EPERM` |
+//! | `prlimit64` naming a pid other than 0 (Landlock does not scope it: a command of the executor's user could set the executor's or keeper's limits, e.g. `RLIMIT_CPU` to have it killed) | `EPERM` |
 //! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct` | `EPERM` |
 //!
 //! `listen` goes to the executor through seccomp user notification: a
@@ -180,6 +181,7 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
     });
     out.push("clone3 (ENOSYS) and clone with namespace flags".into());
     out.push("TCP Fast Open (sends with MSG_FASTOPEN)".into());
+    out.push("prlimit on another process (a pid other than 0)".into());
     out.push(
         "io_uring, ptrace, process_vm_readv/writev, bpf, userfaultfd, perf_event_open, \
          keyctl/add_key/request_key, mount/umount2/open_tree/move_mount/fsopen/fsconfig/\
@@ -299,6 +301,15 @@ fn refused_rules() -> BTreeMap<i64, Vec<SeccompRule>> {
     rules.insert(libc::SYS_sendto, flag(3));
     rules.insert(libc::SYS_sendmsg, flag(2));
     rules.insert(libc::SYS_sendmmsg, flag(3));
+    // Landlock scopes signals, not resource limits: `prlimit64` on another
+    // process of the same user (any process, as root) could lower the
+    // executor's or the keeper's limits, and `RLIMIT_CPU` or
+    // `RLIMIT_FSIZE` then kill it with a signal scoping never sees. A
+    // command sets its own limits with pid 0 (`setrlimit`, `ulimit`).
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![rule(vec![cond(0, Len::Dword, Op::Ne, 0)])],
+    );
     rules
 }
 

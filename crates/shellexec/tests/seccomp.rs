@@ -513,3 +513,71 @@ fn tcp_fast_open_cannot_pass_the_port_rules() {
         ["EPERM"]
     );
 }
+
+/// Lowers the open-file limit of another process (`prlimit64` with a pid,
+/// as `prlimit --pid` does) and prints `ok` or the errno name; with `0`,
+/// of itself.
+const PRLIMIT_PROBE: &str = r#"
+import errno, resource, sys
+try:
+    resource.prlimit(int(sys.argv[1]), resource.RLIMIT_NOFILE, (16, 16))
+    print("ok")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))
+"#;
+
+/// The soft open-file limit of `pid`, from `/proc/<pid>/limits`.
+fn open_file_limit(pid: u32) -> String {
+    let limits = fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    line.split_whitespace().nth(3).unwrap().to_owned()
+}
+
+#[test]
+fn a_command_cannot_change_the_limits_of_a_process_outside_it() {
+    if !usable("a_command_cannot_change_the_limits_of_a_process_outside_it") {
+        return;
+    }
+    // Landlock does not scope prlimit(2): a command of the executor's user
+    // could set the executor's RLIMIT_CPU (SIGKILL), RLIMIT_NOFILE or
+    // RLIMIT_AS, or its keeper's; root could set any process's.
+    let victim = || {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap()
+    };
+    let f = fixture();
+    let off = executor(&f, ConfineMode::Off, &[], false);
+    let mut control = victim();
+    let before = open_file_limit(control.id());
+    assert_ne!(before, "16");
+    assert_eq!(
+        python(&off, PRLIMIT_PROBE, &[control.id().to_string()]),
+        ["ok"]
+    );
+    assert_eq!(open_file_limit(control.id()), "16");
+    let _ = control.kill();
+    let _ = control.wait();
+
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    let mut target = victim();
+    let got = python(&ex, PRLIMIT_PROBE, &[target.id().to_string()]);
+    let after = open_file_limit(target.id());
+    let _ = target.kill();
+    let _ = target.wait();
+    assert_eq!(got, ["EPERM"]);
+    assert_eq!(after, before);
+    // The executor itself, named by its pid, the same.
+    let me = std::process::id().to_string();
+    assert_eq!(python(&ex, PRLIMIT_PROBE, &[me]), ["EPERM"]);
+    // A command still sets its own limits (`ulimit`, `prlimit64(0, …)`).
+    assert_eq!(python(&ex, PRLIMIT_PROBE, &["0".into()]), ["ok"]);
+    let r = ex
+        .exec("ulimit -n 32 && ulimit -n", ExecOptions::default())
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "32\n");
+}
