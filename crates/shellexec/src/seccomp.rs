@@ -20,7 +20,7 @@
 //! | `clone` with a namespace flag | `EPERM` |
 //! | `sendto`, `sendmsg`, `sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open connects without the `connect` hook Landlock's port rules watch) | `EPERM` |
 //! | `prlimit64` naming a pid other than 0 (Landlock does not scope it: a command of the executor's user could set the executor's or keeper's limits, e.g. `RLIMIT_CPU` to have it killed) | `EPERM` |
-//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct` | `EPERM` |
+//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, System V IPC (`shm*`, `msg*`, `sem*`) and POSIX message queues (`mq_*`), which live in the host's IPC namespace | `EPERM` |
 //!
 //! `listen` goes to the executor through seccomp user notification: a
 //! plain filter sees only the descriptor number, not the socket's family.
@@ -158,6 +158,29 @@ const REFUSED: &[i64] = &[
     libc::SYS_swapoff,
     libc::SYS_reboot,
     libc::SYS_acct,
+    // System V IPC and POSIX message queues live in the host's IPC
+    // namespace (the command has none of its own, even in namespaces) and
+    // Landlock does not judge them: a command could attach the segments
+    // of the executor's user (every one, as root), and leave memory behind
+    // that outlives it and no limit counts.
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmctl,
+    libc::SYS_shmdt,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+    libc::SYS_mq_open,
+    libc::SYS_mq_unlink,
+    libc::SYS_mq_timedsend,
+    libc::SYS_mq_timedreceive,
+    libc::SYS_mq_notify,
+    libc::SYS_mq_getsetattr,
 ];
 
 /// The classes the filters refuse, as the confinement report lists them.
@@ -186,7 +209,8 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
         "io_uring, ptrace, process_vm_readv/writev, bpf, userfaultfd, perf_event_open, \
          keyctl/add_key/request_key, mount/umount2/open_tree/move_mount/fsopen/fsconfig/\
          fsmount/fspick/mount_setattr/pivot_root, unshare, setns, module and kexec loading, \
-         open_by_handle_at, iopl/ioperm, swapon/swapoff, reboot, acct"
+         open_by_handle_at, iopl/ioperm, swapon/swapoff, reboot, acct, System V IPC \
+         (shm/msg/sem) and POSIX message queues"
             .into(),
     );
     out

@@ -581,3 +581,111 @@ fn a_command_cannot_change_the_limits_of_a_process_outside_it() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&r.stdout), "32\n");
 }
+
+/// Attaches the System V shared memory segment `argv[1]` and prints what
+/// it holds (or the errno name), then makes a segment, a message queue and
+/// a semaphore set of its own and prints their ids (or the errno names),
+/// and a POSIX message queue (`mq`, removed again, or the errno name).
+const SYSV_PROBE: &str = r#"
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+def err():
+    e = ctypes.get_errno()
+    return errno.errorcode.get(e, str(e))
+a = libc.shmat(int(sys.argv[1]), None, 0o10000)
+print(err() if a is None or a == 2**64 - 1 else "read:" + ctypes.string_at(a).decode())
+for made in (libc.shmget(0, 1 << 20, 0o1600), libc.msgget(0, 0o1600), libc.semget(0, 1, 0o1600)):
+    print(made if made >= 0 else err())
+name = ("/sandgate-probe-%d" % libc.getpid()).encode()
+q = libc.mq_open(name, 0o102, 0o600, None)
+print(err() if q < 0 else "mq")
+if q >= 0:
+    libc.mq_unlink(name)
+"#;
+
+/// Removes what [`SYSV_PROBE`] made (the ids it printed).
+fn remove_sysv(lines: &[String]) {
+    for (i, line) in lines.iter().skip(1).enumerate() {
+        let Ok(id) = line.parse::<i32>() else {
+            continue;
+        };
+        // SAFETY: IPC_RMID with a null buffer on an id of our user.
+        unsafe {
+            match i {
+                0 => libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()),
+                1 => libc::msgctl(id, libc::IPC_RMID, std::ptr::null_mut()),
+                _ => libc::semctl(id, 0, libc::IPC_RMID),
+            };
+        }
+    }
+}
+
+#[test]
+fn a_command_cannot_reach_system_v_ipc() {
+    if !usable("a_command_cannot_reach_system_v_ipc") {
+        return;
+    }
+    // System V IPC lives in the host's IPC namespace (the floor and the
+    // executor's namespaces alike), which Landlock does not judge: a
+    // command could read and write the segments of the executor's user
+    // (any, as root), and leave segments behind that no limit counts.
+    // SAFETY: a new private segment, attached and filled below.
+    let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600) };
+    assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
+    // SAFETY: the segment is ours and 4096 bytes long.
+    let at = unsafe { libc::shmat(id, std::ptr::null(), 0) };
+    assert_ne!(at as isize, -1);
+    // SAFETY: as above.
+    unsafe {
+        {
+            let secret = c"host-secret".to_bytes_with_nul();
+            std::ptr::copy_nonoverlapping(secret.as_ptr(), at.cast(), secret.len())
+        }
+    };
+    let f = fixture();
+    let off = executor(&f, ConfineMode::Off, &[], false);
+    let control = python(&off, SYSV_PROBE, &[id.to_string()]);
+    remove_sysv(&control);
+    let mut confined = vec![executor(&f, ConfineMode::BestEffort, &[], false)];
+    let in_ns = LocalShellExecutor::new(ExecConfig {
+        shell: PathBuf::from("/bin/sh"),
+        default_timeout: Duration::from_secs(20),
+        confine_mode: ConfineMode::BestEffort,
+        confine: ConfineSpec {
+            write_dirs: vec![f.work.clone()],
+            ..ConfineSpec::default()
+        },
+        namespaces: true,
+        ..ExecConfig::default()
+    });
+    in_ns.start().unwrap();
+    if in_ns.in_namespaces() {
+        confined.push(in_ns);
+    }
+    let mut got = Vec::new();
+    for ex in &confined {
+        let lines = python(ex, SYSV_PROBE, &[id.to_string()]);
+        remove_sysv(&lines);
+        got.push(lines);
+    }
+    // SAFETY: detaches and removes the segment made above.
+    unsafe {
+        libc::shmdt(at);
+        libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+    }
+    assert_eq!(control[0], "read:host-secret");
+    assert!(
+        control[1..4].iter().all(|l| l.parse::<i32>().is_ok()),
+        "{control:?}"
+    );
+    assert_eq!(control[4], "mq");
+    for (lines, place) in got.iter().zip(["on the floor", "in namespaces"]) {
+        assert_eq!(
+            lines,
+            &["EPERM", "EPERM", "EPERM", "EPERM", "EPERM"],
+            "{place}"
+        );
+    }
+}
