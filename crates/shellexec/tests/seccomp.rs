@@ -689,3 +689,77 @@ fn a_command_cannot_reach_system_v_ipc() {
         );
     }
 }
+
+/// Changes the scheduling of process `argv[1]` (nice, policy, I/O
+/// priority, CPUs), of the processes of user 4242 (who has none: nothing
+/// changes even where allowed), and of itself (pid 0); prints `ok` or the
+/// errno name for each.
+const SCHEDULING_PROBE: &str = r#"
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def e(r):
+    return "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+class Param(ctypes.Structure):
+    _fields_ = [("priority", ctypes.c_int)]
+mask = ctypes.c_ulong(1)
+for pid in (int(sys.argv[1]), 0):
+    print(e(libc.setpriority(0, pid, 15)))
+    print(e(libc.sched_setscheduler(pid, 5, ctypes.byref(Param(0)))))
+    print(e(libc.syscall(251, 1, pid, 3 << 13)))
+    print(e(libc.sched_setaffinity(pid, ctypes.sizeof(mask), ctypes.byref(mask))))
+print(e(libc.setpriority(2, 4242, 15)))
+print(e(libc.syscall(251, 3, 4242, 3 << 13)))
+"#;
+
+/// The nice value and scheduling policy of `pid` (`/proc/<pid>/stat`).
+fn nice_and_policy(pid: u32) -> (String, String) {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    (fields[16].to_owned(), fields[38].to_owned())
+}
+
+#[test]
+fn a_command_cannot_change_the_scheduling_of_a_process_outside_it() {
+    if !usable("a_command_cannot_change_the_scheduling_of_a_process_outside_it") {
+        return;
+    }
+    // Landlock does not scope setpriority, sched_setscheduler, ioprio_set
+    // or sched_setaffinity: a command of the executor's user could put the
+    // executor (its limits monitor and timeout) at SCHED_IDLE on one CPU,
+    // or renice every process of its user at once (PRIO_USER).
+    let victim = || {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap()
+    };
+    let f = fixture();
+    let off = executor(&f, ConfineMode::Off, &[], false);
+    let mut control = victim();
+    let before = nice_and_policy(control.id());
+    let got = python(&off, SCHEDULING_PROBE, &[control.id().to_string()]);
+    let changed = nice_and_policy(control.id());
+    let _ = control.kill();
+    let _ = control.wait();
+    assert_eq!(&got[..4], ["ok", "ok", "ok", "ok"]);
+    assert_eq!(changed, ("15".to_owned(), "5".to_owned()));
+    assert_ne!(before, changed);
+
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    let mut target = victim();
+    let before = nice_and_policy(target.id());
+    let got = python(&ex, SCHEDULING_PROBE, &[target.id().to_string()]);
+    let after = nice_and_policy(target.id());
+    let _ = target.kill();
+    let _ = target.wait();
+    assert_eq!(
+        got,
+        [
+            "EPERM", "EPERM", "EPERM", "EPERM", // another process
+            "ok", "ok", "ok", "ok", // itself
+            "EPERM", "EPERM", // every process of a user
+        ]
+    );
+    assert_eq!(after, before);
+}
