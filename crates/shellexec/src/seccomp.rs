@@ -19,7 +19,9 @@
 //! | `clone3` | `ENOSYS` (its flags are in memory a filter cannot read; libcs then use `clone`) |
 //! | `clone` with a namespace flag | `EPERM` |
 //! | `sendto`, `sendmsg`, `sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open connects without the `connect` hook Landlock's port rules watch) | `EPERM` |
-//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct` | `EPERM` |
+//! | `setpriority`, `ioprio_set`, `sched_setscheduler`, `sched_setparam`, `sched_setattr`, `sched_setaffinity` naming anything but the caller (pid 0): Landlock does not scope scheduling | `EPERM` |
+//! | `prlimit64` naming a pid other than 0 (Landlock does not scope it: a command of the executor's user could set the executor's or keeper's limits, e.g. `RLIMIT_CPU` to have it killed) | `EPERM` |
+//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, System V IPC (`shm*`, `msg*`, `sem*`) and POSIX message queues (`mq_*`), which live in the host's IPC namespace | `EPERM` |
 //!
 //! `listen` goes to the executor through seccomp user notification: a
 //! plain filter sees only the descriptor number, not the socket's family.
@@ -157,6 +159,29 @@ const REFUSED: &[i64] = &[
     libc::SYS_swapoff,
     libc::SYS_reboot,
     libc::SYS_acct,
+    // System V IPC and POSIX message queues live in the host's IPC
+    // namespace (the command has none of its own, even in namespaces) and
+    // Landlock does not judge them: a command could attach the segments
+    // of the executor's user (every one, as root), and leave memory behind
+    // that outlives it and no limit counts.
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmctl,
+    libc::SYS_shmdt,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+    libc::SYS_mq_open,
+    libc::SYS_mq_unlink,
+    libc::SYS_mq_timedsend,
+    libc::SYS_mq_timedreceive,
+    libc::SYS_mq_notify,
+    libc::SYS_mq_getsetattr,
 ];
 
 /// The classes the filters refuse, as the confinement report lists them.
@@ -180,11 +205,18 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
     });
     out.push("clone3 (ENOSYS) and clone with namespace flags".into());
     out.push("TCP Fast Open (sends with MSG_FASTOPEN)".into());
+    out.push("prlimit on another process (a pid other than 0)".into());
+    out.push(
+        "scheduling of another process, group or user (setpriority, ioprio_set, \
+         sched_setscheduler/setparam/setattr/setaffinity with a pid other than 0)"
+            .into(),
+    );
     out.push(
         "io_uring, ptrace, process_vm_readv/writev, bpf, userfaultfd, perf_event_open, \
          keyctl/add_key/request_key, mount/umount2/open_tree/move_mount/fsopen/fsconfig/\
          fsmount/fspick/mount_setattr/pivot_root, unshare, setns, module and kexec loading, \
-         open_by_handle_at, iopl/ioperm, swapon/swapoff, reboot, acct"
+         open_by_handle_at, iopl/ioperm, swapon/swapoff, reboot, acct, System V IPC \
+         (shm/msg/sem) and POSIX message queues"
             .into(),
     );
     out
@@ -299,6 +331,38 @@ fn refused_rules() -> BTreeMap<i64, Vec<SeccompRule>> {
     rules.insert(libc::SYS_sendto, flag(3));
     rules.insert(libc::SYS_sendmsg, flag(2));
     rules.insert(libc::SYS_sendmmsg, flag(3));
+    // Landlock scopes signals, not resource limits: `prlimit64` on another
+    // process of the same user (any process, as root) could lower the
+    // executor's or the keeper's limits, and `RLIMIT_CPU` or
+    // `RLIMIT_FSIZE` then kill it with a signal scoping never sees. A
+    // command sets its own limits with pid 0 (`setrlimit`, `ulimit`).
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![rule(vec![cond(0, Len::Dword, Op::Ne, 0)])],
+    );
+    // Nor does it scope scheduling: a command could put the executor (its
+    // limits monitor, its timeout) at SCHED_IDLE on one CPU, or renice
+    // every process of its user at once. Only the caller itself (pid 0)
+    // may be named; `which` must be the process kind for the two calls
+    // that also take a process group or a user.
+    let only_self = |arg| vec![rule(vec![cond(arg, Len::Dword, Op::Ne, 0)])];
+    for nr in [
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+        libc::SYS_sched_setaffinity,
+    ] {
+        rules.insert(nr, only_self(0));
+    }
+    let kind_and_self = |process: u32| {
+        vec![
+            rule(vec![cond(0, Len::Dword, Op::Ne, u64::from(process))]),
+            rule(vec![cond(1, Len::Dword, Op::Ne, 0)]),
+        ]
+    };
+    rules.insert(libc::SYS_setpriority, kind_and_self(libc::PRIO_PROCESS));
+    // IOPRIO_WHO_PROCESS.
+    rules.insert(libc::SYS_ioprio_set, kind_and_self(1));
     rules
 }
 

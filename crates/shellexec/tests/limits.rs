@@ -682,3 +682,74 @@ fn a_named_cgroup_v2_parent_is_used_and_a_wrong_one_reported() {
     );
     assert!(left.is_empty(), "left beneath the parent: {left:?}");
 }
+
+/// A memfd's pages that no process maps are in no process's resident
+/// set: a cgroup charges them to the command, the monitor cannot see them
+/// (SECURITY.md lists the gap).
+#[test]
+fn what_a_memfd_holds_counts_where_a_cgroup_holds_memory() {
+    if !python("what_a_memfd_holds_counts_where_a_cgroup_holds_memory") {
+        return;
+    }
+    let ex = started(memory(128 * MIB));
+    // The guard: 300 MiB, written and never mapped.
+    let cmd = format!(
+        "{PYTHON} -c 'import os, time
+fd = os.memfd_create(\"held\")
+for i in range(300): os.write(fd, b\"x\" * (1 << 20))
+print(\"written\", flush=True)
+time.sleep(2)
+print(\"survived\")'"
+    );
+    let r = run(&ex, &cmd, Duration::from_secs(30));
+    let by = report(&r).memory;
+    eprintln!(
+        "memfd: memory held by {by:?}: exit {}, limit {:?}",
+        r.exit_code, r.limit
+    );
+    if by == Some(Mechanism::Monitor) {
+        eprintln!("note: the monitor does not count a memfd's unmapped pages (SECURITY.md)");
+        return;
+    }
+    assert_eq!(r.limit, Some(Limit::Memory), "{r:?}");
+    assert!(
+        !String::from_utf8_lossy(&r.stdout).contains("survived"),
+        "{r:?}"
+    );
+}
+
+/// A child whose parent ignores SIGCHLD is reaped by the kernel, and its
+/// CPU time is added to no process: a cgroup counts it, the monitor does
+/// not see children shorter than a sample (SECURITY.md lists the gap).
+#[test]
+fn the_cpu_time_of_children_reaped_by_the_kernel_counts_where_a_cgroup_holds_it() {
+    let ex = started(cpu(500));
+    // Children of 10 ms of CPU each, for 4 s (the guard: the timeout).
+    let cmd = format!(
+        "{PYTHON} -c 'import os, signal, time
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+end = time.time() + 4
+while time.time() < end:
+    if os.fork() == 0:
+        t = time.process_time()
+        while time.process_time() - t < 0.01: pass
+        os._exit(0)
+    time.sleep(0.004)
+print(\"done\")'"
+    );
+    let began = Instant::now();
+    let r = run(&ex, &cmd, Duration::from_secs(10));
+    let by = report(&r).cpu;
+    eprintln!(
+        "autoreaped: cpu held by {by:?}: exit {}, limit {:?} after {:?}",
+        r.exit_code,
+        r.limit,
+        began.elapsed()
+    );
+    if by == Some(Mechanism::Monitor) {
+        eprintln!("note: the monitor does not count children the kernel reaps (SECURITY.md)");
+        return;
+    }
+    assert_eq!(r.limit, Some(Limit::Cpu), "{r:?}");
+    assert!(began.elapsed() < Duration::from_secs(3), "{r:?}");
+}

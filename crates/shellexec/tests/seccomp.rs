@@ -513,3 +513,253 @@ fn tcp_fast_open_cannot_pass_the_port_rules() {
         ["EPERM"]
     );
 }
+
+/// Lowers the open-file limit of another process (`prlimit64` with a pid,
+/// as `prlimit --pid` does) and prints `ok` or the errno name; with `0`,
+/// of itself.
+const PRLIMIT_PROBE: &str = r#"
+import errno, resource, sys
+try:
+    resource.prlimit(int(sys.argv[1]), resource.RLIMIT_NOFILE, (16, 16))
+    print("ok")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))
+"#;
+
+/// The soft open-file limit of `pid`, from `/proc/<pid>/limits`.
+fn open_file_limit(pid: u32) -> String {
+    let limits = fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    line.split_whitespace().nth(3).unwrap().to_owned()
+}
+
+#[test]
+fn a_command_cannot_change_the_limits_of_a_process_outside_it() {
+    if !usable("a_command_cannot_change_the_limits_of_a_process_outside_it") {
+        return;
+    }
+    // Landlock does not scope prlimit(2): a command of the executor's user
+    // could set the executor's RLIMIT_CPU (SIGKILL), RLIMIT_NOFILE or
+    // RLIMIT_AS, or its keeper's; root could set any process's.
+    let victim = || {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap()
+    };
+    let f = fixture();
+    let off = executor(&f, ConfineMode::Off, &[], false);
+    let mut control = victim();
+    let before = open_file_limit(control.id());
+    assert_ne!(before, "16");
+    assert_eq!(
+        python(&off, PRLIMIT_PROBE, &[control.id().to_string()]),
+        ["ok"]
+    );
+    assert_eq!(open_file_limit(control.id()), "16");
+    let _ = control.kill();
+    let _ = control.wait();
+
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    let mut target = victim();
+    let got = python(&ex, PRLIMIT_PROBE, &[target.id().to_string()]);
+    let after = open_file_limit(target.id());
+    let _ = target.kill();
+    let _ = target.wait();
+    assert_eq!(got, ["EPERM"]);
+    assert_eq!(after, before);
+    // The executor itself, named by its pid, the same.
+    let me = std::process::id().to_string();
+    assert_eq!(python(&ex, PRLIMIT_PROBE, &[me]), ["EPERM"]);
+    // A command still sets its own limits (`ulimit`, `prlimit64(0, …)`).
+    assert_eq!(python(&ex, PRLIMIT_PROBE, &["0".into()]), ["ok"]);
+    let r = ex
+        .exec("ulimit -n 32 && ulimit -n", ExecOptions::default())
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "32\n");
+}
+
+/// Attaches the System V shared memory segment `argv[1]` and prints what
+/// it holds (or the errno name), then makes a segment, a message queue and
+/// a semaphore set of its own and prints their ids (or the errno names),
+/// and a POSIX message queue (`mq`, removed again, or the errno name).
+const SYSV_PROBE: &str = r#"
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+def err():
+    e = ctypes.get_errno()
+    return errno.errorcode.get(e, str(e))
+a = libc.shmat(int(sys.argv[1]), None, 0o10000)
+print(err() if a is None or a == 2**64 - 1 else "read:" + ctypes.string_at(a).decode())
+for made in (libc.shmget(0, 1 << 20, 0o1600), libc.msgget(0, 0o1600), libc.semget(0, 1, 0o1600)):
+    print(made if made >= 0 else err())
+name = ("/sandgate-probe-%d" % libc.getpid()).encode()
+q = libc.mq_open(name, 0o102, 0o600, None)
+print(err() if q < 0 else "mq")
+if q >= 0:
+    libc.mq_unlink(name)
+"#;
+
+/// Removes what [`SYSV_PROBE`] made (the ids it printed).
+fn remove_sysv(lines: &[String]) {
+    for (i, line) in lines.iter().skip(1).enumerate() {
+        let Ok(id) = line.parse::<i32>() else {
+            continue;
+        };
+        // SAFETY: IPC_RMID with a null buffer on an id of our user.
+        unsafe {
+            match i {
+                0 => libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()),
+                1 => libc::msgctl(id, libc::IPC_RMID, std::ptr::null_mut()),
+                _ => libc::semctl(id, 0, libc::IPC_RMID),
+            };
+        }
+    }
+}
+
+#[test]
+fn a_command_cannot_reach_system_v_ipc() {
+    if !usable("a_command_cannot_reach_system_v_ipc") {
+        return;
+    }
+    // System V IPC lives in the host's IPC namespace (the floor and the
+    // executor's namespaces alike), which Landlock does not judge: a
+    // command could read and write the segments of the executor's user
+    // (any, as root), and leave segments behind that no limit counts.
+    // SAFETY: a new private segment, attached and filled below.
+    let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600) };
+    assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
+    // SAFETY: the segment is ours and 4096 bytes long.
+    let at = unsafe { libc::shmat(id, std::ptr::null(), 0) };
+    assert_ne!(at as isize, -1);
+    // SAFETY: as above.
+    unsafe {
+        {
+            let secret = c"host-secret".to_bytes_with_nul();
+            std::ptr::copy_nonoverlapping(secret.as_ptr(), at.cast(), secret.len())
+        }
+    };
+    let f = fixture();
+    let off = executor(&f, ConfineMode::Off, &[], false);
+    let control = python(&off, SYSV_PROBE, &[id.to_string()]);
+    remove_sysv(&control);
+    let mut confined = vec![executor(&f, ConfineMode::BestEffort, &[], false)];
+    let in_ns = LocalShellExecutor::new(ExecConfig {
+        shell: PathBuf::from("/bin/sh"),
+        default_timeout: Duration::from_secs(20),
+        confine_mode: ConfineMode::BestEffort,
+        confine: ConfineSpec {
+            write_dirs: vec![f.work.clone()],
+            ..ConfineSpec::default()
+        },
+        namespaces: true,
+        ..ExecConfig::default()
+    });
+    in_ns.start().unwrap();
+    if in_ns.in_namespaces() {
+        confined.push(in_ns);
+    }
+    let mut got = Vec::new();
+    for ex in &confined {
+        let lines = python(ex, SYSV_PROBE, &[id.to_string()]);
+        remove_sysv(&lines);
+        got.push(lines);
+    }
+    // SAFETY: detaches and removes the segment made above.
+    unsafe {
+        libc::shmdt(at);
+        libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+    }
+    assert_eq!(control[0], "read:host-secret");
+    assert!(
+        control[1..4].iter().all(|l| l.parse::<i32>().is_ok()),
+        "{control:?}"
+    );
+    assert_eq!(control[4], "mq");
+    for (lines, place) in got.iter().zip(["on the floor", "in namespaces"]) {
+        assert_eq!(
+            lines,
+            &["EPERM", "EPERM", "EPERM", "EPERM", "EPERM"],
+            "{place}"
+        );
+    }
+}
+
+/// Changes the scheduling of process `argv[1]` (nice, policy, I/O
+/// priority, CPUs), of the processes of user 4242 (who has none: nothing
+/// changes even where allowed), and of itself (pid 0); prints `ok` or the
+/// errno name for each.
+const SCHEDULING_PROBE: &str = r#"
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def e(r):
+    return "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+class Param(ctypes.Structure):
+    _fields_ = [("priority", ctypes.c_int)]
+mask = ctypes.c_ulong(1)
+for pid in (int(sys.argv[1]), 0):
+    print(e(libc.setpriority(0, pid, 15)))
+    print(e(libc.sched_setscheduler(pid, 5, ctypes.byref(Param(0)))))
+    print(e(libc.syscall(251, 1, pid, 3 << 13)))
+    print(e(libc.sched_setaffinity(pid, ctypes.sizeof(mask), ctypes.byref(mask))))
+print(e(libc.setpriority(2, 4242, 15)))
+print(e(libc.syscall(251, 3, 4242, 3 << 13)))
+"#;
+
+/// The nice value and scheduling policy of `pid` (`/proc/<pid>/stat`).
+fn nice_and_policy(pid: u32) -> (String, String) {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    (fields[16].to_owned(), fields[38].to_owned())
+}
+
+#[test]
+fn a_command_cannot_change_the_scheduling_of_a_process_outside_it() {
+    if !usable("a_command_cannot_change_the_scheduling_of_a_process_outside_it") {
+        return;
+    }
+    // Landlock does not scope setpriority, sched_setscheduler, ioprio_set
+    // or sched_setaffinity: a command of the executor's user could put the
+    // executor (its limits monitor and timeout) at SCHED_IDLE on one CPU,
+    // or renice every process of its user at once (PRIO_USER).
+    let victim = || {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap()
+    };
+    let f = fixture();
+    let off = executor(&f, ConfineMode::Off, &[], false);
+    let mut control = victim();
+    let before = nice_and_policy(control.id());
+    let got = python(&off, SCHEDULING_PROBE, &[control.id().to_string()]);
+    let changed = nice_and_policy(control.id());
+    let _ = control.kill();
+    let _ = control.wait();
+    assert_eq!(&got[..4], ["ok", "ok", "ok", "ok"]);
+    assert_eq!(changed, ("15".to_owned(), "5".to_owned()));
+    assert_ne!(before, changed);
+
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    let mut target = victim();
+    let before = nice_and_policy(target.id());
+    let got = python(&ex, SCHEDULING_PROBE, &[target.id().to_string()]);
+    let after = nice_and_policy(target.id());
+    let _ = target.kill();
+    let _ = target.wait();
+    assert_eq!(
+        got,
+        [
+            "EPERM", "EPERM", "EPERM", "EPERM", // another process
+            "ok", "ok", "ok", "ok", // itself
+            "EPERM", "EPERM", // every process of a user
+        ]
+    );
+    assert_eq!(after, before);
+}
