@@ -726,9 +726,19 @@ impl Sandbox {
                 // Lines outside the range are only counted, not kept.
                 let keep = total + 1 >= offset && lines < limit && !truncated;
                 let n = if keep {
-                    reader
+                    // Hold at most one byte more than still fits, enough to
+                    // tell that the line does not: the cap bounds memory too,
+                    // however long the line is on disk.
+                    let room = inner.max_read_bytes - content.len() as u64;
+                    let n = (&mut reader)
+                        .take(room + 1)
                         .read_until(b'\n', &mut line)
-                        .map_err(|e| io_error(&rel, e))?
+                        .map_err(|e| io_error(&rel, e))?;
+                    if n as u64 > room && line.last() != Some(&b'\n') {
+                        n + skip_line(&mut reader).map_err(|e| io_error(&rel, e))?
+                    } else {
+                        n
+                    }
                 } else {
                     skip_line(&mut reader).map_err(|e| io_error(&rel, e))?
                 };
