@@ -940,6 +940,19 @@ impl Sandbox {
                 .take(inner.max_read_bytes + 1)
                 .read_to_end(&mut text)
                 .map_err(|e| io_error(&rel, e))?;
+            if text.len() as u64 > inner.max_read_bytes {
+                // Grew (or was swapped for a larger file) since the size
+                // check: what was read is only its beginning, and writing
+                // an edit of it back would cut the file.
+                return Err(Error::new(
+                    ErrorCode::TooLarge,
+                    format!(
+                        "the file grew over the read cap of {} bytes (max_read_bytes) while being read; nothing was changed",
+                        inner.max_read_bytes
+                    ),
+                )
+                .with_path(rel.as_str()));
+            }
             let out = change(&text, &resolved)?;
             if out.len() as u64 > inner.max_write_bytes {
                 return Err(Error::new(

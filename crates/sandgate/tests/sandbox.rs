@@ -1065,3 +1065,52 @@ fn protecting_any_git_hook_protects_its_repositorys_config() {
     }
     assert!(open.is_empty(), "config left writable: {open:#?}");
 }
+
+/// An edit reads at most `max_read_bytes + 1` bytes: when the file swapped in
+/// between its size check and its read is larger than the cap, the edit must
+/// be refused, never applied to (and written back as) the first bytes alone.
+#[test]
+fn an_edit_never_writes_back_a_file_cut_at_the_read_cap() {
+    const CAP: u64 = 4096;
+    let fx = Fx::new();
+    let small = [&b"old "[..], &[b's'; 60][..]].concat();
+    let large = [&b"old "[..], &vec![b'L'; 4 * CAP as usize][..]].concat();
+    fs::write(fx.p("ws/f.txt"), &small).unwrap();
+    let sb = fx
+        .builder()
+        .allow_overwrite(true)
+        .max_read_bytes(CAP)
+        .build()
+        .unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, dir) = (Arc::clone(&stop), fx.p("ws"));
+        let (small, large) = (small.clone(), large.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let data = if i % 2 == 0 { &large } else { &small };
+                fs::write(dir.join(".swap"), data).unwrap();
+                fs::rename(dir.join(".swap"), dir.join("f.txt")).unwrap();
+                i += 1;
+            }
+        })
+    };
+    let mut cut = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    while std::time::Instant::now() < deadline && cut.is_empty() {
+        if let Ok(p) = sb.edit_many("f.txt", &[("old ", "new ")], false) {
+            if p.after.len() != small.len() {
+                cut.push(p.after.len());
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(
+        cut.is_empty(),
+        "an edit under a {CAP}-byte read cap wrote back a file of {cut:?} bytes (the whole is {} or {})",
+        small.len(),
+        large.len()
+    );
+}
