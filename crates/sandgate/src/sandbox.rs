@@ -934,10 +934,20 @@ impl Sandbox {
             if meta.len() > inner.max_read_bytes {
                 return Err(too_large_read(&rel, meta.len(), inner.max_read_bytes));
             }
+            let file = dir
+                .open_with(name, OpenOptions::new().read(true).follow(false))
+                .map_err(|e| at(e, &resolved))?;
+            // The name may hold another file by now (swapped since the
+            // lstat): the checks must hold for the file that is read, or a
+            // FIFO swapped in would be read (and waited on) as text.
+            let opened = file.metadata().map_err(|e| io_error(&rel, e))?;
+            let kind = match opened.is_file() {
+                true => FileKind::File,
+                false => FileKind::Other,
+            };
+            inner.check_kind_and_links(kind, std::os::unix::fs::MetadataExt::nlink(&opened), &resolved)?;
             let mut text = Vec::with_capacity(meta.len() as usize);
-            dir.open_with(name, OpenOptions::new().read(true).follow(false))
-                .map_err(|e| at(e, &resolved))?
-                .take(inner.max_read_bytes + 1)
+            file.take(inner.max_read_bytes + 1)
                 .read_to_end(&mut text)
                 .map_err(|e| io_error(&rel, e))?;
             if text.len() as u64 > inner.max_read_bytes {
@@ -1481,7 +1491,17 @@ impl Inner {
         meta: &sandgate_rootfs::Metadata,
         resolved: &str,
     ) -> Result<(), Error> {
-        match meta.kind() {
+        self.check_kind_and_links(meta.kind(), meta.nlink(), resolved)
+    }
+
+    /// [`check_existing`](Self::check_existing) on a kind and a link count.
+    fn check_kind_and_links(
+        &self,
+        kind: FileKind,
+        nlink: u64,
+        resolved: &str,
+    ) -> Result<(), Error> {
+        match kind {
             FileKind::Symlink => {
                 return Err(Error::new(
                     ErrorCode::Symlink,
@@ -1497,12 +1517,11 @@ impl Inner {
                 )
             }
         }
-        if self.guard_active && meta.nlink() > 1 {
+        if self.guard_active && nlink > 1 {
             return Err(Error::new(
                 ErrorCode::Hardlink,
                 format!(
-                    "the file has {} hard links; its other names cannot be checked against the deny rules",
-                    meta.nlink()
+                    "the file has {nlink} hard links; its other names cannot be checked against the deny rules"
                 ),
             )
             .with_path(resolved));
