@@ -20,16 +20,37 @@ use rustix::io::Errno;
 /// target reclaims the temporary name in between.
 const RETRIES: usize = 16;
 
-/// The temporary name used for `name`: `.<name>.sandgate-tmp`, shortened to
-/// fit NAME_MAX.
+/// The temporary name used for `name`: `.<name>.sandgate-tmp`. A name too
+/// long for that to fit NAME_MAX keeps its first bytes and gains a hash of
+/// the whole name, `.<start>.<32 hex digits>.sandgate-tmp`: two long names
+/// that begin alike must not share a temporary name, or a replace of one
+/// could rename the other's new bytes over its own target. The name stays a
+/// function of `name` alone, so the next replace still reclaims a leftover.
 pub(crate) fn temp_name(name: &[u8]) -> Vec<u8> {
     const SUFFIX: &[u8] = b".sandgate-tmp";
-    let keep = name.len().min(255 - 1 - SUFFIX.len());
-    let mut t = Vec::with_capacity(keep + 1 + SUFFIX.len());
+    const NAME_MAX: usize = 255;
+    let mut t = Vec::with_capacity(NAME_MAX);
     t.push(b'.');
-    t.extend_from_slice(&name[..keep]);
+    if 1 + name.len() + SUFFIX.len() <= NAME_MAX {
+        t.extend_from_slice(name);
+    } else {
+        let hash = format!(".{:032x}", fnv1a_128(name));
+        let keep = NAME_MAX - 1 - hash.len() - SUFFIX.len();
+        t.extend_from_slice(&name[..keep]);
+        t.extend_from_slice(hash.as_bytes());
+    }
     t.extend_from_slice(SUFFIX);
     t
+}
+
+/// FNV-1a, 128 bits: a stable hash (the same in every build and process)
+/// that tells apart names sharing their first bytes.
+fn fnv1a_128(bytes: &[u8]) -> u128 {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013b;
+    bytes
+        .iter()
+        .fold(OFFSET, |h, &b| (h ^ u128::from(b)).wrapping_mul(PRIME))
 }
 
 fn io_errno(e: std::io::Error) -> Errno {
@@ -175,5 +196,15 @@ mod tests {
     fn temp_name_fits_name_max() {
         assert_eq!(temp_name(b"a.txt"), b".a.txt.sandgate-tmp");
         assert_eq!(temp_name(&[b'x'; 255]).len(), 255);
+        // The longest name kept whole, and the shortest that is not.
+        let whole = [b'x'; 241];
+        assert_eq!(
+            temp_name(&whole),
+            [&b"."[..], &whole, b".sandgate-tmp"].concat()
+        );
+        let (a, b) = ([b'x'; 242], [[b'x'; 241].as_slice(), b"y"].concat());
+        assert_eq!(temp_name(&a).len(), 255);
+        assert_ne!(temp_name(&a), temp_name(&b));
+        assert!(temp_name(&b).ends_with(b".sandgate-tmp"));
     }
 }

@@ -793,9 +793,10 @@ impl Root {
     ///
     /// An existing regular file keeps its permission bits; a final symlink
     /// is replaced as an entry (its target is not written). The temporary
-    /// name is `.<name>.sandgate-tmp`: a process killed in the instant
-    /// between link and rename leaves it, and the next replace of the same
-    /// file reclaims it.
+    /// name is `.<name>.sandgate-tmp` (for a name of more than 241 bytes,
+    /// its first bytes and a hash of the whole name, so that no two names
+    /// share one): a process killed in the instant between link and rename
+    /// leaves it, and the next replace of the same file reclaims it.
     pub fn replace(&self, path: impl AsRef<Path>, data: &[u8]) -> Result<()> {
         self.write_atomic(path, data, RenameMode::Replace)
     }

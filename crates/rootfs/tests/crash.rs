@@ -413,3 +413,43 @@ fn concurrent_replaces_of_one_target() {
         );
     }
 }
+
+/// Two names too long for their temporary names to hold them whole (242
+/// bytes or more) that begin alike must still get temporary names of their
+/// own: with a shared one, a replace of `a` could rename the bytes that a
+/// concurrent replace of `b` had just linked there into `a`.
+#[test]
+fn long_names_alike_in_their_first_bytes_do_not_share_a_temporary() {
+    // On tmpfs (no fsync cost) the two replaces interleave often enough.
+    let tmp = tempfile::tempdir_in("/dev/shm")
+        .or_else(|_| tempfile::tempdir())
+        .unwrap();
+    let root = Root::open(tmp.path()).unwrap();
+    let stem = "n".repeat(250);
+    let (a, b) = (format!("{stem}a"), format!("{stem}b"));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let wrong = std::thread::scope(|s| {
+        let other = s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = root.replace(&b, b"bbbb");
+            }
+        });
+        let mut wrong = 0;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && wrong == 0 {
+            if root.replace(&a, b"aaaa").is_ok()
+                && fs::read(tmp.path().join(&a)).unwrap() != b"aaaa"
+            {
+                wrong += 1;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        other.join().unwrap();
+        wrong
+    });
+    assert_eq!(
+        wrong, 0,
+        "a replace of `a` left the bytes written for `b` in `a`"
+    );
+    assert_eq!(fs::read(tmp.path().join(&b)).unwrap(), b"bbbb");
+}

@@ -726,9 +726,19 @@ impl Sandbox {
                 // Lines outside the range are only counted, not kept.
                 let keep = total + 1 >= offset && lines < limit && !truncated;
                 let n = if keep {
-                    reader
+                    // Hold at most one byte more than still fits, enough to
+                    // tell that the line does not: the cap bounds memory too,
+                    // however long the line is on disk.
+                    let room = inner.max_read_bytes - content.len() as u64;
+                    let n = (&mut reader)
+                        .take(room + 1)
                         .read_until(b'\n', &mut line)
-                        .map_err(|e| io_error(&rel, e))?
+                        .map_err(|e| io_error(&rel, e))?;
+                    if n as u64 > room && line.last() != Some(&b'\n') {
+                        n + skip_line(&mut reader).map_err(|e| io_error(&rel, e))?
+                    } else {
+                        n
+                    }
                 } else {
                     skip_line(&mut reader).map_err(|e| io_error(&rel, e))?
                 };
@@ -924,12 +934,35 @@ impl Sandbox {
             if meta.len() > inner.max_read_bytes {
                 return Err(too_large_read(&rel, meta.len(), inner.max_read_bytes));
             }
+            let file = dir
+                .open_with(name, OpenOptions::new().read(true).follow(false))
+                .map_err(|e| at(e, &resolved))?;
+            // The name may hold another file by now (swapped since the
+            // lstat): the checks must hold for the file that is read, or a
+            // FIFO swapped in would be read (and waited on) as text.
+            let opened = file.metadata().map_err(|e| io_error(&rel, e))?;
+            let kind = match opened.is_file() {
+                true => FileKind::File,
+                false => FileKind::Other,
+            };
+            inner.check_kind_and_links(kind, std::os::unix::fs::MetadataExt::nlink(&opened), &resolved)?;
             let mut text = Vec::with_capacity(meta.len() as usize);
-            dir.open_with(name, OpenOptions::new().read(true).follow(false))
-                .map_err(|e| at(e, &resolved))?
-                .take(inner.max_read_bytes + 1)
+            file.take(inner.max_read_bytes + 1)
                 .read_to_end(&mut text)
                 .map_err(|e| io_error(&rel, e))?;
+            if text.len() as u64 > inner.max_read_bytes {
+                // Grew (or was swapped for a larger file) since the size
+                // check: what was read is only its beginning, and writing
+                // an edit of it back would cut the file.
+                return Err(Error::new(
+                    ErrorCode::TooLarge,
+                    format!(
+                        "the file grew over the read cap of {} bytes (max_read_bytes) while being read; nothing was changed",
+                        inner.max_read_bytes
+                    ),
+                )
+                .with_path(rel.as_str()));
+            }
             let out = change(&text, &resolved)?;
             if out.len() as u64 > inner.max_write_bytes {
                 return Err(Error::new(
@@ -1458,7 +1491,17 @@ impl Inner {
         meta: &sandgate_rootfs::Metadata,
         resolved: &str,
     ) -> Result<(), Error> {
-        match meta.kind() {
+        self.check_kind_and_links(meta.kind(), meta.nlink(), resolved)
+    }
+
+    /// [`check_existing`](Self::check_existing) on a kind and a link count.
+    fn check_kind_and_links(
+        &self,
+        kind: FileKind,
+        nlink: u64,
+        resolved: &str,
+    ) -> Result<(), Error> {
+        match kind {
             FileKind::Symlink => {
                 return Err(Error::new(
                     ErrorCode::Symlink,
@@ -1474,12 +1517,11 @@ impl Inner {
                 )
             }
         }
-        if self.guard_active && meta.nlink() > 1 {
+        if self.guard_active && nlink > 1 {
             return Err(Error::new(
                 ErrorCode::Hardlink,
                 format!(
-                    "the file has {} hard links; its other names cannot be checked against the deny rules",
-                    meta.nlink()
+                    "the file has {nlink} hard links; its other names cannot be checked against the deny rules"
                 ),
             )
             .with_path(resolved));

@@ -1065,3 +1065,130 @@ fn protecting_any_git_hook_protects_its_repositorys_config() {
     }
     assert!(open.is_empty(), "config left writable: {open:#?}");
 }
+
+/// An edit reads at most `max_read_bytes + 1` bytes: when the file swapped in
+/// between its size check and its read is larger than the cap, the edit must
+/// be refused, never applied to (and written back as) the first bytes alone.
+#[test]
+fn an_edit_never_writes_back_a_file_cut_at_the_read_cap() {
+    const CAP: u64 = 4096;
+    let fx = Fx::new();
+    let small = [&b"old "[..], &[b's'; 60][..]].concat();
+    let large = [&b"old "[..], &vec![b'L'; 4 * CAP as usize][..]].concat();
+    fs::write(fx.p("ws/f.txt"), &small).unwrap();
+    let sb = fx
+        .builder()
+        .allow_overwrite(true)
+        .max_read_bytes(CAP)
+        .build()
+        .unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, dir) = (Arc::clone(&stop), fx.p("ws"));
+        let (small, large) = (small.clone(), large.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let data = if i % 2 == 0 { &large } else { &small };
+                fs::write(dir.join(".swap"), data).unwrap();
+                fs::rename(dir.join(".swap"), dir.join("f.txt")).unwrap();
+                i += 1;
+            }
+        })
+    };
+    let mut cut = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    while std::time::Instant::now() < deadline && cut.is_empty() {
+        if let Ok(p) = sb.edit_many("f.txt", &[("old ", "new ")], false) {
+            if p.after.len() != small.len() {
+                cut.push(p.after.len());
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(
+        cut.is_empty(),
+        "an edit under a {CAP}-byte read cap wrote back a file of {cut:?} bytes (the whole is {} or {})",
+        small.len(),
+        large.len()
+    );
+}
+
+/// An edit checks the file it reads, not only the name it looked at: a
+/// regular file swapped for a FIFO between the check and the open must be
+/// refused, not read (which waits forever while a writer holds the FIFO).
+#[test]
+fn an_edit_never_reads_a_fifo_swapped_in_after_its_check() {
+    let fx = Fx::new();
+    fx.put("ws/f.txt", "old text");
+    let fifo = fx.p("ws/.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // A writer that never writes: a reader of the FIFO waits for it.
+    let writer = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let sb = fx.builder().allow_overwrite(true).build().unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, ws) = (Arc::clone(&stop), fx.p("ws"));
+        std::thread::spawn(move || {
+            use std::os::unix::ffi::OsStrExt;
+            let c = |n: &str| std::ffi::CString::new(ws.join(n).as_os_str().as_bytes()).unwrap();
+            let (a, b) = (c("f.txt"), c(".fifo"));
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // f.txt is the FIFO, then the file again, and always there.
+                // SAFETY: two NUL-terminated paths that outlive the call.
+                let r = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+            }
+        })
+    };
+    let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let editor = {
+        let (stop, done) = (Arc::clone(&stop), Arc::clone(&done));
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // Never matches: the file is never replaced, so the FIFO stays.
+                let _ = sb.edit("f.txt", "absent", "x", EditOptions::default());
+                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    };
+    let mut hung = false;
+    let (mut last, mut since) = (0, std::time::Instant::now());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = done.load(std::sync::atomic::Ordering::Relaxed);
+        if now != last {
+            (last, since) = (now, std::time::Instant::now());
+        } else if since.elapsed() > std::time::Duration::from_secs(2) {
+            hung = true;
+            break;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    // Closing the only writer ends any read that waits on the FIFO.
+    drop(writer);
+    editor.join().unwrap();
+    assert!(
+        !hung,
+        "an edit read a FIFO swapped in after its check and waited on it (after {last} edits)"
+    );
+}

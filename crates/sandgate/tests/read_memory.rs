@@ -1,0 +1,96 @@
+//! A ranged read holds at most `max_read_bytes` of one line in memory,
+//! however long the line on disk: the cap bounds memory, not only the answer.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::fs;
+
+use sandgate::{ErrorCode, Sandbox};
+
+/// The system allocator, noting the largest block each thread asks for.
+struct Peak;
+
+thread_local! {
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note(size: usize) {
+    let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
+}
+
+// SAFETY: every call is passed on unchanged to the system allocator, which
+// upholds GlobalAlloc's contract; `note` neither allocates nor unwinds.
+unsafe impl GlobalAlloc for Peak {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from System with this layout (every block does).
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        // SAFETY: as for dealloc; `new_size` is the caller's, checked by it.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Peak = Peak;
+
+#[test]
+fn a_long_line_is_not_held_whole_by_a_ranged_read() {
+    const CAP: u64 = 64 * 1024;
+    const LINE: u64 = 64 * 1024 * 1024;
+    let tmp = tempfile::tempdir().unwrap();
+    // One line of 64 MiB (a sparse file: zeros, no newline), then a short one.
+    let f = fs::File::create(tmp.path().join("long.txt")).unwrap();
+    f.set_len(LINE).unwrap();
+    drop(f);
+    let mut tail = fs::OpenOptions::new()
+        .append(true)
+        .open(tmp.path().join("long.txt"))
+        .unwrap();
+    std::io::Write::write_all(&mut tail, b"\nshort\n").unwrap();
+    let sb = Sandbox::builder()
+        .read_root(tmp.path())
+        .max_read_bytes(CAP)
+        .build()
+        .unwrap();
+
+    LARGEST.with(|l| l.set(0));
+    let e = sb.read_lines("long.txt", 1, 1).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::TooLarge);
+    let r = sb.read_lines("long.txt", 2, 5).unwrap();
+    assert_eq!((r.content.as_slice(), r.total_lines), (&b"short\n"[..], 2));
+    let largest = LARGEST.with(|l| l.get());
+    assert!(
+        largest <= 4 * CAP as usize + 128 * 1024,
+        "a ranged read with a cap of {CAP} bytes allocated one block of {largest} bytes"
+    );
+
+    // A line of exactly the cap is served; one byte more is cut.
+    let exact = vec![b'x'; CAP as usize - 1];
+    fs::write(
+        tmp.path().join("exact.txt"),
+        [&exact[..], b"\nnext\n"].concat(),
+    )
+    .unwrap();
+    let r = sb.read_lines("exact.txt", 1, 2).unwrap();
+    assert_eq!(
+        (r.lines, r.truncated, r.content.len() as u64),
+        (1, true, CAP)
+    );
+    let over = vec![b'x'; CAP as usize];
+    fs::write(tmp.path().join("over.txt"), [&over[..], b"\n"].concat()).unwrap();
+    assert_eq!(
+        sb.read_lines("over.txt", 1, 1).unwrap_err().code(),
+        ErrorCode::TooLarge
+    );
+    // Without a final newline, a last line of exactly the cap is served.
+    fs::write(tmp.path().join("nonl.txt"), &over).unwrap();
+    let r = sb.read_lines("nonl.txt", 1, 1).unwrap();
+    assert_eq!((r.lines, r.truncated, r.total_lines), (1, false, 1));
+}
