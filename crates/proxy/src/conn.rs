@@ -30,6 +30,20 @@ struct Client<'a> {
     deadline: Option<Instant>,
 }
 
+/// Gives the next read on `s` what is left until `deadline` as its
+/// timeout (one deadline for a run of reads, not a timeout for each);
+/// `TimedOut` once it has passed.
+pub(crate) fn read_by(s: &TcpStream, deadline: Instant) -> io::Result<()> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the handshake timeout has passed",
+        ));
+    }
+    s.set_read_timeout(Some(left))
+}
+
 impl Client<'_> {
     fn available(&self) -> &[u8] {
         &self.buf[self.pos..]
@@ -40,11 +54,8 @@ impl Client<'_> {
     fn fill(&mut self) -> bool {
         let mut chunk = [0u8; 4096];
         loop {
-            if let Some(deadline) = self.deadline {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() || self.s.set_read_timeout(Some(left)).is_err() {
-                    return false;
-                }
+            if self.deadline.is_some_and(|d| read_by(self.s, d).is_err()) {
+                return false;
             }
             match (&*self.s).read(&mut chunk) {
                 Ok(0) => return false,
@@ -883,36 +894,32 @@ fn plain(
         if ic.intercepts(name, port) {
             let d = ic.decide(name, port, &head.method, &path);
             let mut rec = d.record(name, port, &head.method, &path);
+            // What refuses a request through TLS refuses it here too: an
+            // upgrade (once relayed, the connection is a byte pipe whose
+            // later requests nobody judges), a method override.
             let why = match &d {
-                Decision::Refuse { why, .. } => Some(why.clone()),
-                // Once an upgrade is relayed the connection is a byte pipe:
-                // a server that does not switch protocols reads what comes
-                // next as requests the rules never judged. Refused, as
-                // through TLS.
-                Decision::Forward { .. } if websocket => {
-                    rec.verdict = intercept::Verdict::Refused;
-                    rec.rule = "request".into();
-                    Some(
-                        "upgrades are refused on an intercepted host (HTTP/1.1 requests only)"
-                            .into(),
-                    )
-                }
-                Decision::Forward { .. } if method_override(&head).is_some() => {
-                    rec.verdict = intercept::Verdict::Refused;
-                    rec.rule = "request".into();
-                    method_override(&head)
-                }
-                Decision::Forward { set, .. } if !set.is_empty() => {
-                    rec.verdict = intercept::Verdict::Refused;
-                    Some(format!(
-                        "{name} gets a credential, which is sent only over TLS: use https://"
-                    ))
-                }
-                Decision::Forward { .. } => None,
+                Decision::Refuse { why, .. } => Some((403, "Forbidden", why.clone())),
+                Decision::Forward { set, .. } => match request_refusal(&head) {
+                    Some(refusal) => {
+                        rec.rule = "request".into();
+                        Some(refusal)
+                    }
+                    None if !set.is_empty() => Some((
+                        403,
+                        "Forbidden",
+                        format!(
+                            "{name} gets a credential, which is sent only over TLS: use https://"
+                        ),
+                    )),
+                    None => None,
+                },
             };
-            if let Some(why) = why {
+            if let Some((code, text, why)) = why {
+                if !matches!(d, Decision::Refuse { .. }) {
+                    rec.verdict = intercept::Verdict::Refused;
+                }
                 inner.record_request(rec);
-                refuse(&c, &mut r, 403, "Forbidden", why);
+                refuse(&c, &mut r, code, text, why);
                 return r;
             }
             d.apply(&mut head.headers);

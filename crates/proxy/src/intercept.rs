@@ -633,14 +633,7 @@ pub(crate) struct Prefixed<'a> {
 impl Read for Prefixed<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if let Some(deadline) = self.deadline {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the TLS handshake took longer than the handshake timeout",
-                ));
-            }
-            self.s.set_read_timeout(Some(left))?;
+            crate::conn::read_by(self.s, deadline)?;
         }
         self.ahead.read(self.s, buf)
     }
