@@ -941,9 +941,10 @@ impl Sandbox {
             // lstat): the checks must hold for the file that is read, or a
             // FIFO swapped in would be read (and waited on) as text.
             let opened = file.metadata().map_err(|e| io_error(&rel, e))?;
-            let kind = match opened.is_file() {
-                true => FileKind::File,
-                false => FileKind::Other,
+            let kind = if opened.is_file() {
+                FileKind::File
+            } else {
+                FileKind::Other
             };
             inner.check_kind_and_links(kind, std::os::unix::fs::MetadataExt::nlink(&opened), &resolved)?;
             let mut text = Vec::with_capacity(meta.len() as usize);
@@ -1712,6 +1713,15 @@ const GIT_HOOKS_AND_CONFIG: [(&str, &str, &str); 2] = [
     ("nested/.git/hooks", "nested/.git/config", "**/.git/config"),
 ];
 
+/// Whether `guard` refuses a write to any hook git runs in `hooks_dir`.
+fn covers_a_hook(guard: &Guard, hooks_dir: &str) -> bool {
+    sandgate_shellexec::GIT_HOOKS.iter().any(|h| {
+        guard
+            .check_write(&format!("{hooks_dir}/{h}"), None)
+            .is_refused()
+    })
+}
+
 /// The configs that go with the hooks `pattern` protects in the
 /// repositories it names: for each `.git` component (in any spelling that
 /// folds to it) after which the rest of the pattern covers a hook, the
@@ -1738,11 +1748,7 @@ fn hook_configs(pattern: &str) -> Vec<String> {
         let Ok(tail) = GuardBuilder::new().pattern(&tail).build() else {
             continue;
         };
-        let covers_hook = sandgate_shellexec::GIT_HOOKS.iter().any(|h| {
-            tail.check_write(&format!(".git/hooks/{h}"), None)
-                .is_refused()
-        });
-        if covers_hook {
+        if covers_a_hook(&tail, ".git/hooks") {
             let mut config = comps[..i].join("/");
             if !config.is_empty() {
                 config.push('/');
@@ -1776,12 +1782,7 @@ where
     let guard = built(&builder)?;
     let mut added = false;
     for (hooks, config, pattern) in GIT_HOOKS_AND_CONFIG {
-        let covers_hook = sandgate_shellexec::GIT_HOOKS.iter().any(|h| {
-            guard
-                .check_write(&format!("{hooks}/{h}"), None)
-                .is_refused()
-        });
-        if covers_hook && guard.check_write(config, None).is_allowed() {
+        if covers_a_hook(&guard, hooks) && guard.check_write(config, None).is_allowed() {
             builder.pattern(pattern);
             added = true;
         }
