@@ -527,6 +527,14 @@ except OSError as e:
 "#;
 
 /// The soft open-file limit of `pid`, from `/proc/<pid>/limits`.
+/// A process outside every sandbox for a command to aim at.
+fn sleeper() -> std::process::Child {
+    std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap()
+}
+
 fn open_file_limit(pid: u32) -> String {
     let limits = fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
     let line = limits
@@ -544,15 +552,9 @@ fn a_command_cannot_change_the_limits_of_a_process_outside_it() {
     // Landlock does not scope prlimit(2): a command of the executor's user
     // could set the executor's RLIMIT_CPU (SIGKILL), RLIMIT_NOFILE or
     // RLIMIT_AS, or its keeper's; root could set any process's.
-    let victim = || {
-        std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap()
-    };
     let f = fixture();
     let off = executor(&f, ConfineMode::Off, &[], false);
-    let mut control = victim();
+    let mut control = sleeper();
     let before = open_file_limit(control.id());
     assert_ne!(before, "16");
     assert_eq!(
@@ -564,7 +566,7 @@ fn a_command_cannot_change_the_limits_of_a_process_outside_it() {
     let _ = control.wait();
 
     let ex = executor(&f, ConfineMode::BestEffort, &[], false);
-    let mut target = victim();
+    let mut target = sleeper();
     let got = python(&ex, PRLIMIT_PROBE, &[target.id().to_string()]);
     let after = open_file_limit(target.id());
     let _ = target.kill();
@@ -728,15 +730,9 @@ fn a_command_cannot_change_the_scheduling_of_a_process_outside_it() {
     // or sched_setaffinity: a command of the executor's user could put the
     // executor (its limits monitor and timeout) at SCHED_IDLE on one CPU,
     // or renice every process of its user at once (PRIO_USER).
-    let victim = || {
-        std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap()
-    };
     let f = fixture();
     let off = executor(&f, ConfineMode::Off, &[], false);
-    let mut control = victim();
+    let mut control = sleeper();
     let before = nice_and_policy(control.id());
     let got = python(&off, SCHEDULING_PROBE, &[control.id().to_string()]);
     let changed = nice_and_policy(control.id());
@@ -747,7 +743,7 @@ fn a_command_cannot_change_the_scheduling_of_a_process_outside_it() {
     assert_ne!(before, changed);
 
     let ex = executor(&f, ConfineMode::BestEffort, &[], false);
-    let mut target = victim();
+    let mut target = sleeper();
     let before = nice_and_policy(target.id());
     let got = python(&ex, SCHEDULING_PROBE, &[target.id().to_string()]);
     let after = nice_and_policy(target.id());
