@@ -75,6 +75,23 @@ fn upstream(config: rustls::ServerConfig) -> Upstream {
 
 /// `close_after`: the upstream closes each connection after its first
 /// answer, without saying so (as a server whose keep-alive timer ran out).
+/// The next request head read from `r` into `buf` (without its blank
+/// line, which leaves `buf` with it); `None` when the stream ends first.
+fn next_head<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = buf[..end].to_vec();
+            buf.drain(..end + 4);
+            return Some(head);
+        }
+        match r.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
 fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
     let config = Arc::new(config);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -108,15 +125,10 @@ fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
                 // Whether this connection's first request was seen.
                 let mut seen = false;
                 loop {
-                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        match tls.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                        continue;
+                    let Some(head) = next_head(&mut tls, &mut buf) else {
+                        return;
                     };
-                    let mut head = String::from_utf8_lossy(&buf[..end]).into_owned();
-                    buf.drain(..end + 4);
+                    let mut head = String::from_utf8_lossy(&head).into_owned();
                     if !seen && tls.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
                         r.fetch_add(1, Ordering::SeqCst);
                     }
@@ -1123,16 +1135,11 @@ fn a_trace_request_never_carries_the_credential() {
                 let conn = rustls::ServerConnection::new(config).unwrap();
                 let mut tls = rustls::StreamOwned::new(conn, stream);
                 let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
                 loop {
-                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        match tls.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                        continue;
+                    let Some(mut head) = next_head(&mut tls, &mut buf) else {
+                        return;
                     };
-                    let head: Vec<u8> = buf.drain(..end + 4).collect();
+                    head.extend_from_slice(b"\r\n\r\n");
                     let _ = write!(
                         tls,
                         "HTTP/1.1 200 OK\r\nContent-Type: message/http\r\nContent-Length: {}\r\n\r\n",
@@ -1199,14 +1206,10 @@ fn a_body_the_upstream_ignores_cannot_swallow_the_next_request() {
                     }
                 };
                 loop {
-                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        if !fill(&mut tls, &mut buf) {
-                            return;
-                        }
-                        continue;
+                    let Some(head) = next_head(&mut tls, &mut buf) else {
+                        return;
                     };
-                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-                    buf.drain(..end + 4);
+                    let head = String::from_utf8_lossy(&head).into_owned();
                     let len: usize = head
                         .lines()
                         .find_map(|l| {
