@@ -162,6 +162,7 @@ impl Task for ExecJob {
                 cwd,
                 timeout_ms: self.timeout_ms,
                 abort: self.abort.clone(),
+                ..Default::default()
             },
         ))
     }

@@ -254,6 +254,7 @@ pub unsafe extern "C" fn sg_executor_exec(
                 cwd: cwd.map(str::to_owned),
                 timeout_ms: (timeout_ms != 0).then_some(timeout_ms),
                 abort: abort.map(|a| a.signal.clone()),
+                ..Default::default()
             },
         )?;
         let confinement = serde_json::to_vec(&r.confined).unwrap_or_default();

@@ -188,6 +188,18 @@ pub struct ExecOptions {
     pub timeout_ms: Option<u64>,
     /// Aborting it ends the call with exit code 130.
     pub abort: Option<AbortSignal>,
+    /// Narrows this call to these directories, which the caller opened
+    /// (`O_PATH` is enough; e.g. `Root::open_dir(name)?.into_fd()`): a
+    /// second Landlock layer leaves the command, of the directories the
+    /// policy grants, only what lies beneath one of them, with the rights
+    /// the policy gave it there, plus the system directories and its
+    /// private `TMPDIR`. It can only take rights away: a directory the
+    /// policy does not grant gives nothing. `Some` of an empty list leaves
+    /// the command no granted directory. The MCP server narrows its
+    /// client's calls to the client's roots so. Refused with
+    /// `E_CONFINE_UNAVAILABLE`, running nothing, where no Landlock layer
+    /// is enforced.
+    pub within: Option<std::sync::Arc<[OwnedFd]>>,
 }
 
 /// Builds an [`Executor`] from code, with the policy file's option names
@@ -1087,6 +1099,12 @@ impl Executor {
                 Some(dir.into_fd())
             }
         };
+        let within = opts
+            .within
+            .as_deref()
+            .map(|dirs| dirs.iter().map(OwnedFd::try_clone).collect())
+            .transpose()
+            .map_err(Error::from)?;
         let asked = opts.timeout_ms.map(Duration::from_millis);
         let note = asked.filter(|t| *t > self.max_timeout).map(|t| {
             format!(
@@ -1101,6 +1119,7 @@ impl Executor {
                 cwd,
                 timeout,
                 abort: opts.abort,
+                within,
             },
             note,
         ))

@@ -411,7 +411,7 @@ impl ToolSession {
                     crate::ExecOptions {
                         cwd,
                         timeout_ms,
-                        abort: None,
+                        ..Default::default()
                     },
                 )?;
                 out.insert("exit_code".into(), json!(r.exit_code));

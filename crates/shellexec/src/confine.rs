@@ -83,7 +83,7 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -363,7 +363,23 @@ impl ConfineError {
 #[derive(Clone)]
 pub struct Prepared {
     inner: Arc<Inner>,
+    /// A second Landlock layer the caller asked for ([`Prepared::narrowed`]):
+    /// its path rules, applied after the plan's own.
+    narrow: Option<Arc<Narrow>>,
 }
+
+/// A narrowing layer ([`Prepared::narrowed`]).
+struct Narrow {
+    paths: Vec<PathRule>,
+    /// Which of the view's private tmpfs mounts ([`VIEW_TMP`]) the layer
+    /// grants: only those no directory of the spec lies beneath, since
+    /// the view binds such a directory inside the mount, where a rule on
+    /// the mount would cover it.
+    view_tmp: [bool; VIEW_TMP.len()],
+}
+
+/// The view's private tmpfs mounts, as the child opens them.
+const VIEW_TMP: [&std::ffi::CStr; 4] = [c"/tmp", c"/var/tmp", c"/run", c"/dev/shm"];
 
 struct Inner {
     report: ConfinementReport,
@@ -388,7 +404,18 @@ struct Plan {
     /// command may bind and connect on its loopback, and reaches nothing
     /// else.
     attr_own_network: RulesetAttr,
+    /// The spec's directories first (`roots` of them), then the system
+    /// paths every command reads.
     paths: Vec<PathRule>,
+    roots: usize,
+    /// The spec's directories as the host names them (symbolic links
+    /// resolved where they can be), to tell which lie beneath a tmpfs of
+    /// the view.
+    root_paths: Vec<PathBuf>,
+    /// Every right but making devices: what a narrowing layer grants on
+    /// each of its directories (the plan's own layer still decides which
+    /// of them the command has there).
+    grant_dir: u64,
     connect_access: u64,
     connect_ports: Vec<u64>,
     /// Rights on the child's own `/proc/<pid>`; 0 when not granted.
@@ -540,7 +567,7 @@ pub fn prepare_with_abi(
 
     if let Some(plan) = &landlock {
         // Build once and discard: the kernel's refusal is reported now.
-        let ruleset = build_ruleset(plan, false)
+        let ruleset = build_ruleset(plan, &plan.paths, false, None)
             .map_err(|e| ConfineError::kernel(io::Error::from_raw_os_error(e.into_raw())))?;
         close_raw(ruleset);
     }
@@ -667,6 +694,7 @@ pub fn prepare_with_abi(
             view,
             writes_nothing,
         }),
+        narrow: None,
     })
 }
 
@@ -738,6 +766,7 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
         let fd = open_path(dir).map_err(|e| ConfineError::path("write dir", dir, e))?;
         push_rule(&mut paths, fd, rights.write, &rights);
     }
+    let roots = paths.len();
     let system = crate::SYSTEM_DIRS
         .iter()
         .map(|p| (*p, rights.read_exec))
@@ -797,6 +826,14 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
             rights.write
         },
         paths,
+        roots,
+        root_paths: spec
+            .read_dirs
+            .iter()
+            .chain(&spec.write_dirs)
+            .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+            .collect(),
+        grant_dir: rights.write | rights.read_exec,
         connect_access,
         connect_ports,
         proc_self_access,
@@ -900,6 +937,69 @@ impl Prepared {
     /// the protected-paths record and check, which cannot find anything.
     pub fn writes_nothing(&self) -> bool {
         self.inner.writes_nothing
+    }
+
+    /// This confinement narrowed to `dirs`: a second Landlock layer that
+    /// grants, of the filesystem, only what lies beneath one of `dirs` and
+    /// the system paths the first layer grants (with the same `/proc` and
+    /// private tmpfs rules). Landlock layers only ever take rights away, so
+    /// the command keeps, beneath each of `dirs`, exactly the rights the
+    /// first layer gave it there and loses every granted directory outside
+    /// them; a directory outside every granted one grants nothing. An empty
+    /// `dirs` leaves the command none of the spec's directories. Network
+    /// rules are the first layer's alone.
+    ///
+    /// # Errors
+    ///
+    /// `E_CONFINE_UNAVAILABLE` when this confinement enforces no Landlock
+    /// layer (mode `Off`, or a kernel without Landlock): nothing could
+    /// narrow the command, so it must not run as if narrowed. `E_IO` when
+    /// a descriptor cannot be duplicated.
+    pub fn narrowed(&self, dirs: &[BorrowedFd<'_>]) -> Result<Prepared, ConfineError> {
+        let Some(plan) = &self.inner.landlock else {
+            return Err(ConfineError {
+                kind: ConfineErrorKind::Unavailable,
+                message: "cannot narrow the command to the directories asked for: no Landlock \
+                          ruleset is enforced here"
+                    .to_owned(),
+                missing: vec![ConfinePart::Landlock],
+                source: None,
+            });
+        };
+        let dup = |fd: BorrowedFd<'_>| {
+            rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| ConfineError::kernel(e.into()))
+        };
+        let mut paths = Vec::with_capacity(dirs.len() + plan.paths.len() - plan.roots);
+        for &dir in dirs {
+            paths.push(PathRule {
+                fd: dup(dir)?,
+                access: plan.grant_dir,
+            });
+        }
+        for rule in &plan.paths[plan.roots..] {
+            paths.push(PathRule {
+                fd: dup(rule.fd.as_fd())?,
+                access: rule.access,
+            });
+        }
+        let view_tmp = VIEW_TMP.map(|t| {
+            let t = Path::new(
+                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(t.to_bytes()),
+            );
+            !plan
+                .root_paths
+                .iter()
+                .any(|r| r.starts_with(t) || !r.is_absolute())
+        });
+        Ok(Prepared {
+            inner: Arc::clone(&self.inner),
+            narrow: Some(Arc::new(Narrow { paths, view_tmp })),
+        })
+    }
+
+    /// Whether [`Prepared::narrowed`] made this one.
+    pub fn is_narrowed(&self) -> bool {
+        self.narrow.is_some()
     }
 
     /// The view to build when the command runs in namespaces of its own;
@@ -1024,12 +1124,19 @@ impl Prepared {
         unsafe { syscalls::syscall!(Sysno::prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }?;
 
         if let Some(plan) = &self.inner.landlock {
-            let ruleset = build_ruleset(plan, in_view)?;
-            // SAFETY: `ruleset` is a Landlock ruleset descriptor we own;
-            // flags 0.
-            let r = unsafe { syscalls::syscall!(Sysno::landlock_restrict_self, ruleset, 0) };
-            close_raw(ruleset);
-            r?;
+            let narrow = self.narrow.as_deref();
+            let layers = [
+                Some((&plan.paths[..], None)),
+                narrow.map(|n| (&n.paths[..], Some(n))),
+            ];
+            for (paths, narrowing) in layers.into_iter().flatten() {
+                let ruleset = build_ruleset(plan, paths, in_view, narrowing)?;
+                // SAFETY: `ruleset` is a Landlock ruleset descriptor we own;
+                // flags 0.
+                let r = unsafe { syscalls::syscall!(Sysno::landlock_restrict_self, ruleset, 0) };
+                close_raw(ruleset);
+                r?;
+            }
         }
         match &self.inner.seccomp {
             Some(filters) => filters.install_raw(listen),
@@ -1047,10 +1154,25 @@ fn close_raw(fd: RawFd) {
 
 /// Builds the plan's ruleset with raw system calls only (no allocation, no
 /// `errno`), so the child may call it; returns the ruleset's descriptor,
-/// which the caller closes. `in_view`: the caller is inside the view, in a
+/// which the caller closes. `paths`: the plan's own, or a narrowing
+/// layer's (`narrowing` given: the filesystem alone is handled, the
+/// network is left to the plan's layer, and only the view's tmpfs mounts
+/// it allows are granted). `in_view`: the caller is inside the view, in a
 /// network namespace of its own.
-fn build_ruleset(plan: &Plan, in_view: bool) -> Result<RawFd, Errno> {
-    let attr = if in_view {
+fn build_ruleset(
+    plan: &Plan,
+    paths: &[PathRule],
+    in_view: bool,
+    narrowing: Option<&Narrow>,
+) -> Result<RawFd, Errno> {
+    let fs_only = RulesetAttr {
+        handled_access_fs: plan.attr.handled_access_fs,
+        handled_access_net: 0,
+        scoped: 0,
+    };
+    let attr = if narrowing.is_some() {
+        &fs_only
+    } else if in_view {
         &plan.attr_own_network
     } else {
         &plan.attr
@@ -1066,7 +1188,7 @@ fn build_ruleset(plan: &Plan, in_view: bool) -> Result<RawFd, Errno> {
         )
     }? as RawFd;
     let rules = || -> Result<(), Errno> {
-        for rule in &plan.paths {
+        for rule in paths {
             add_path_rule(ruleset, rule.fd.as_raw_fd(), rule.access)?;
         }
         if plan.proc_self_access != 0 {
@@ -1096,7 +1218,10 @@ fn build_ruleset(plan: &Plan, in_view: bool) -> Result<RawFd, Errno> {
             }
         }
         if in_view && plan.view_tmp_access != 0 {
-            for path in [c"/tmp", c"/var/tmp", c"/run", c"/dev/shm"] {
+            for (k, path) in VIEW_TMP.iter().enumerate() {
+                if narrowing.is_some_and(|n| !n.view_tmp[k]) {
+                    continue;
+                }
                 // SAFETY: a NUL-terminated literal path, opened O_PATH.
                 let opened = unsafe {
                     syscalls::syscall!(
@@ -1115,7 +1240,11 @@ fn build_ruleset(plan: &Plan, in_view: bool) -> Result<RawFd, Errno> {
                 }
             }
         }
-        let ports: &[u64] = if in_view { &[] } else { &plan.connect_ports };
+        let ports: &[u64] = if in_view || narrowing.is_some() {
+            &[]
+        } else {
+            &plan.connect_ports
+        };
         for &port in ports {
             let attr = NetPortAttr {
                 allowed_access: plan.connect_access,

@@ -85,7 +85,7 @@ use std::ffi::{CString, OsString};
 use std::fmt;
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -302,6 +302,15 @@ pub struct ExecOptions {
     pub timeout: Option<Duration>,
     /// Ends the call early (exit code 130).
     pub abort: Option<AbortSignal>,
+    /// Narrows this call to these directories (descriptors the caller
+    /// opened; `O_PATH` is enough): a second Landlock layer leaves the
+    /// command, of the directories its confinement grants, only what lies
+    /// beneath one of them, with the rights it had there, and the system
+    /// paths every command reads ([`Prepared::narrowed`]). It can only take
+    /// rights away. `Some(vec![])` leaves the command no granted
+    /// directory. Refused (`E_CONFINE_UNAVAILABLE`, nothing runs) where no
+    /// Landlock layer is enforced.
+    pub within: Option<Vec<OwnedFd>>,
 }
 
 /// The outcome of one command.
@@ -977,6 +986,31 @@ fn run(
     began: Instant,
 ) -> Result<ExecResult, ExecError> {
     let (prepared, namespaces, limits) = confinement;
+    let narrowed = match &opts.within {
+        Some(dirs) => {
+            // The session's private TMPDIR stays the command's own.
+            let tmp = (!env.tmpdir.is_empty())
+                .then(|| {
+                    rustix::fs::open(
+                        env.tmpdir.as_str(),
+                        rustix::fs::OFlags::PATH
+                            | rustix::fs::OFlags::DIRECTORY
+                            | rustix::fs::OFlags::CLOEXEC,
+                        rustix::fs::Mode::empty(),
+                    )
+                })
+                .transpose()
+                .map_err(|e| ExecError::io("cannot open the private TMPDIR", e.into()))?;
+            let dirs: Vec<BorrowedFd<'_>> = dirs.iter().chain(&tmp).map(AsFd::as_fd).collect();
+            Some(
+                prepared
+                    .narrowed(&dirs)
+                    .map_err(|e| ExecError::new(e.code(), e.to_string()))?,
+            )
+        }
+        None => None,
+    };
+    let prepared = narrowed.as_ref().unwrap_or(prepared);
     let timeout = opts.timeout.unwrap_or(config.default_timeout);
     let mut in_ns = match namespaces {
         Ok(ns) if prepared.view().is_some() => Some(spawn::InNamespaces {
@@ -987,7 +1021,7 @@ fn run(
         }),
         _ => None,
     };
-    let confined = match (&in_ns, namespaces) {
+    let mut confined = match (&in_ns, namespaces) {
         (Some(n), _) => prepared.report_in_namespaces(n.namespaces.root),
         (None, Err(why)) if prepared.report().mode != Some(ConfineMode::Off) => {
             let mut r = prepared.report().clone();
@@ -997,6 +1031,14 @@ fn run(
         }
         (None, _) => prepared.report().clone(),
     };
+    if let Some(dirs) = &opts.within {
+        confined.notes.push(format!(
+            "narrowed by the caller: of the granted directories, the command reaches only \
+             what lies beneath {} director{} it was given",
+            dirs.len(),
+            if dirs.len() == 1 { "y" } else { "ies" }
+        ));
+    }
     let mut result = ExecResult {
         exit_code: 0,
         stdout: Vec::new(),

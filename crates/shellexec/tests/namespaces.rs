@@ -584,3 +584,147 @@ fn fallback_helper() {
     assert!(ex.exec("true", ExecOptions::default()).is_err());
     println!("FALLBACK-CHECKED");
 }
+
+/// Opens `dir` as the executor's callers do (`O_PATH`).
+fn open_dir(dir: &Path) -> std::os::fd::OwnedFd {
+    rustix::fs::open(
+        dir,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap()
+}
+
+/// A call narrowed to some directories (`within`, as the MCP server
+/// narrows a session to its client's roots) reaches, of what the executor
+/// grants, only what lies beneath them, with the rights it had there; a
+/// directory the executor does not grant gives nothing; an empty list
+/// leaves no granted directory; the system directories stay readable. On
+/// the floor and in namespaces alike; a call without `within` is as
+/// before.
+#[test]
+fn a_narrowed_call_reaches_only_what_lies_beneath_its_directories() {
+    for namespaces in [false, true] {
+        let f = fixture();
+        let read = f.dir.path().join("read");
+        let outside = f.dir.path().join("outside");
+        for d in [
+            f.work.join("a"),
+            f.work.join("b"),
+            read.join("r1"),
+            read.join("r2"),
+            outside.clone(),
+        ] {
+            fs::create_dir_all(&d).unwrap();
+        }
+        fs::write(f.work.join("b/old"), "b\n").unwrap();
+        fs::write(read.join("r1/x"), "r1\n").unwrap();
+        fs::write(read.join("r2/x"), "r2\n").unwrap();
+        // Readable and writable by the unprivileged user the suite also
+        // runs as (the fixture's directories are its own then).
+        let mut config = config(&f, ConfineMode::BestEffort);
+        config.confine.read_dirs = vec![read.clone()];
+        config.namespaces = namespaces;
+        let ex = if namespaces {
+            match in_namespaces("narrowed call", config) {
+                Some(ex) => ex,
+                None => continue,
+            }
+        } else {
+            let ex = LocalShellExecutor::new(config);
+            ex.start().unwrap();
+            ex
+        };
+        let w = f.work.display();
+        let r = read.display();
+        let o = outside.display();
+        let script = format!(
+            "for t in {w}/a/new {w}/b/new {w}/new {o}/new; do \
+               if echo x > $t 2>/dev/null; then echo wrote $t; else echo refused $t; fi; \
+             done; \
+             for t in {r}/r1/x {r}/r2/x {w}/b/old; do \
+               if cat $t >/dev/null 2>&1; then echo read $t; else echo unread $t; fi; \
+             done; \
+             echo t > \"$TMPDIR/t\" && rm \"$TMPDIR/t\" && \
+             test -x /bin/sh && echo system",
+        );
+        let narrowed = |within: Vec<&Path>| {
+            let opts = ExecOptions {
+                within: Some(within.into_iter().map(open_dir).collect()),
+                ..ExecOptions::default()
+            };
+            let r = ex.exec(&script, opts).unwrap();
+            assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+            assert!(
+                r.confined.notes.iter().any(|n| n.contains("narrowed")),
+                "{:?}",
+                r.confined.notes
+            );
+            assert_eq!(r.confined.namespaces, namespaces);
+            out(&r)
+        };
+        let mode = if namespaces { "namespaces" } else { "floor" };
+        let want = |lines: &[String]| lines.join("\n") + "\n";
+
+        let got = narrowed(vec![&f.work.join("a"), &read.join("r1"), &outside]);
+        assert_eq!(
+            got,
+            want(&[
+                format!("wrote {w}/a/new"),
+                format!("refused {w}/b/new"),
+                format!("refused {w}/new"),
+                format!("refused {o}/new"),
+                format!("read {r}/r1/x"),
+                format!("unread {r}/r2/x"),
+                format!("unread {w}/b/old"),
+                "system".into(),
+            ]),
+            "{mode}"
+        );
+        assert!(!f.work.join("b/new").exists() && !outside.join("new").exists());
+
+        // A read-only directory stays read-only when narrowed to.
+        let got = narrowed(vec![&read]);
+        assert!(got.contains(&format!("refused {w}/a/new")), "{mode}: {got}");
+        assert!(got.contains(&format!("read {r}/r2/x")), "{mode}: {got}");
+        assert!(!read.join("r1/new").exists());
+
+        let got = narrowed(Vec::new());
+        assert!(
+            !got.lines()
+                .any(|l| l.starts_with("wrote") || l.starts_with("read "))
+                && got.ends_with("system\n"),
+            "{mode}: {got}"
+        );
+
+        let whole = exec(&ex, &script);
+        assert!(out(&whole).contains(&format!("wrote {w}/b/new")), "{mode}");
+        assert!(!whole.confined.notes.iter().any(|n| n.contains("narrowed")));
+    }
+}
+
+/// Where no Landlock layer is enforced nothing could narrow the command:
+/// a narrowed call is refused and runs nothing.
+#[test]
+fn a_narrowed_call_is_refused_where_landlock_is_not_enforced() {
+    let f = fixture();
+    let mut config = config(&f, ConfineMode::Off);
+    config.namespaces = false;
+    let ex = LocalShellExecutor::new(config);
+    ex.start().unwrap();
+    let marker = f.work.join("ran");
+    let opts = ExecOptions {
+        within: Some(vec![open_dir(&f.work)]),
+        ..ExecOptions::default()
+    };
+    let e = ex
+        .exec(&format!("touch {}", marker.display()), opts)
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        sandgate_codes::ErrorCode::ConfineUnavailable,
+        "{e}"
+    );
+    assert!(e.to_string().contains("narrow"), "{e}");
+    assert!(!marker.exists());
+}
