@@ -276,6 +276,27 @@ impl Shared {
         }
     }
 
+    /// The client's roots opened, for a command narrowed to them
+    /// ([`sandgate::ExecOptions::within`]), when it narrowed the session.
+    /// A root that cannot be opened (gone, or no longer a directory) is
+    /// left out, which narrows further.
+    pub(crate) fn client_root_dirs(&self) -> Option<Arc<[std::os::fd::OwnedFd]>> {
+        let roots = self.client_roots()?;
+        let dirs: Vec<_> = roots
+            .iter()
+            .filter_map(|(d, rel)| {
+                let root = self.dir_root(*d)?;
+                let dir = if rel == "." {
+                    root.try_clone().ok()?
+                } else {
+                    root.open_dir(rel).ok()?
+                };
+                Some(dir.into_fd())
+            })
+            .collect();
+        Some(dirs.into())
+    }
+
     /// Sets the session's narrowing from a client's root URIs: each root
     /// inside a granted directory narrows to it, a root holding a granted
     /// directory keeps that directory whole, a root elsewhere adds nothing.

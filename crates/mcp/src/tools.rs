@@ -185,9 +185,12 @@ pub struct Grep {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Exec {
-    /// A shell command line, run with `sh -c` under the policy's confinement.
+    /// A shell command line, run with `sh -c` under the policy's confinement
+    /// (and, when this client declared roots, reaching only what lies
+    /// beneath them).
     pub command: String,
-    /// Working directory: a name below the write root (default: the root).
+    /// Working directory: a name below the write root (default: the root,
+    /// or the first of this client's roots that lies in it).
     pub cwd: Option<String>,
     /// Time limit in milliseconds (never more than the policy's).
     pub timeout_ms: Option<u64>,
@@ -972,7 +975,14 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
     };
     let cwd = match &a.cwd {
         Some(c) => Some(s.write_name(c)?),
-        None => None,
+        // Narrowed to the client's roots: their first in the write root,
+        // where the command can work, rather than the whole root.
+        None => s.client_roots().and_then(|roots| {
+            roots
+                .iter()
+                .find(|(d, _)| s.dirs[*d].is_write)
+                .map(|(_, rel)| rel.clone())
+        }),
     };
     let r = executor.exec(
         &a.command,
@@ -980,6 +990,7 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
             cwd,
             timeout_ms: a.timeout_ms,
             abort: Some(abort),
+            within: s.client_root_dirs(),
         },
     )?;
     let mut out = format!("exit code: {}\n", r.exit_code);

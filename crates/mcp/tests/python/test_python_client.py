@@ -666,3 +666,58 @@ def test_read_multiple_files_answers_at_most_one_reads_worth(tmp_path):
         assert len(t) < 1000 + 20_000 * 200, len(t)
 
     asyncio.run(with_session(tmp, body, args=["mcp", "--policy", str(tmp / "policy.toml")]))
+
+
+def test_client_roots_narrow_the_shell_too(tmp_path):
+    # A client's roots narrow exec as they narrow the file tools: the command
+    # reaches, of the granted directories, only what lies beneath the client's
+    # roots (a second Landlock layer), so a shell cannot write or read what
+    # write_file and read_text_file would refuse.
+    import mcp_types as types
+
+    tmp = tmp_path.resolve()
+    ws = tmp / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "top.txt").write_text("top of the workspace\n")
+    (ws / "src/in.txt").write_text("inside the client's root\n")
+    (tmp / "policy.toml").write_text(
+        f'[fs]\nread_roots = ["{ws}"]\nwrite_root = "{ws}"\nallow_overwrite = true\n'
+        '[exec]\nenabled = true\nshell = "/bin/sh"\nconfine = "best_effort"\n'
+    )
+
+    async def roots(_ctx):
+        return types.ListRootsResult(roots=[types.Root(uri=(ws / "src").as_uri())])
+
+    script = (
+        "cat in.txt; echo made > made.txt && echo made-ok; "
+        f"echo out > {ws}/out.txt || echo out-refused; "
+        f"cat {ws}/top.txt || echo top-refused"
+    )
+
+    async def narrowed(s):
+        t = await ok(s, "exec", {"command": script, "cwd": "src"})
+        assert "inside the client's root" in t, t
+        assert "made-ok" in t, t
+        assert "out-refused" in t and "top-refused" in t, t
+        assert "top of the workspace" not in t, t
+        # The cwd must lie inside the client's roots; by default it is the
+        # first of them.
+        await refused(s, "exec", {"command": "true", "cwd": "."}, "E_DENIED")
+        t = await ok(s, "exec", {"command": "cat in.txt && pwd"})
+        assert "inside the client's root" in t and f"{ws}/src" in t, t
+
+    asyncio.run(
+        with_session(
+            tmp, narrowed, args=["mcp", "--policy", str(tmp / "policy.toml")], list_roots_callback=roots
+        )
+    )
+    assert (ws / "src/made.txt").read_text() == "made\n"
+    assert not (ws / "out.txt").exists()
+
+    # Without client roots the policy's whole write root applies.
+    async def whole(s):
+        t = await ok(s, "exec", {"command": f"echo out > {ws}/out.txt && cat {ws}/top.txt"})
+        assert "top of the workspace" in t, t
+
+    asyncio.run(with_session(tmp, whole, args=["mcp", "--policy", str(tmp / "policy.toml")]))
+    assert (ws / "out.txt").read_text() == "out\n"
