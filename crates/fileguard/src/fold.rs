@@ -99,6 +99,13 @@ use unicode_normalization::{is_nfc, is_nfc_quick, IsNormalized, UnicodeNormaliza
 ///
 /// Only canonical equivalence is folded (NFC), not compatibility: full-width
 /// `ｇ` and `g` stay distinct, as they are distinct names on every volume.
+///
+/// - **Ignorable code points** are dropped before folding: the zero-width
+///   non-joiner and joiner, the direction marks and embeddings (U+200C to
+///   U+200F, U+202A to U+202E, U+206A to U+206F) and U+FEFF, the set HFS+
+///   leaves out of names (and git's own `.git` check skips). So
+///   `.g\u{200c}it` is `.git`. U+200B ZERO WIDTH SPACE is not in the set:
+///   HFS+ keeps it. A `?` never matches a dropped character.
 pub fn fold(s: &str) -> Cow<'_, str> {
     if s.is_ascii() {
         return if s.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -106,6 +113,10 @@ pub fn fold(s: &str) -> Cow<'_, str> {
         } else {
             Cow::Borrowed(s)
         };
+    }
+    if s.chars().any(is_ignorable) {
+        let kept: String = s.chars().filter(|&c| !is_ignorable(c)).collect();
+        return Cow::Owned(fold(&kept).into_owned());
     }
     // `out` stays `None` while the folded text equals `s[..at]`.
     let mut out: Option<String> = None;
@@ -143,6 +154,14 @@ pub fn fold(s: &str) -> Cow<'_, str> {
         cur = next;
     }
     out.map_or(Cow::Borrowed(s), Cow::Owned)
+}
+
+/// A code point HFS+ ignores in names ([`fold`] drops it).
+fn is_ignorable(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}'
+    )
 }
 
 /// Folds one cluster (a character followed by characters that attach to it)

@@ -274,6 +274,9 @@ table! {
     long_s_in_pattern: ["\u{17f}ecret/**"]; write "SECRET/x" => direct("\u{17f}ecret/**");
     kelvin_in_path: ["key.pem"]; write "\u{212a}ey.pem" => direct("key.pem");
     kelvin_in_pattern: ["\u{212a}ey.pem"]; write "KEY.PEM" => direct("\u{212a}ey.pem");
+    ignorable_in_path: ["Makefile"]; write "Make\u{200c}file" => direct("Makefile");
+    ignorable_in_pattern: ["Make\u{200d}file"]; write "makefile" => direct("Make\u{200d}file");
+    ignorable_in_dir: [".github/**"]; write ".git\u{feff}hub/workflows/ci.yml" => direct(".github/**");
     nfd_path_nfc_pattern: ["café/**"]; write "cafe\u{301}/menu" => direct("café/**");
     nfc_path_nfd_pattern: ["cafe\u{301}/**"]; write "CAFÉ/menu" => direct("cafe\u{301}/**");
     angstrom_sign_path: ["Å.txt"]; write "\u{212b}.txt" => direct("Å.txt");
@@ -304,6 +307,12 @@ table! {
     git_mixed: [] restricted; write ".Git/HEAD" => git;
     git_dotless_i: [] restricted; write ".g\u{131}t/config" => git;
     git_dotted_capital_i: [] restricted; write ".Gİt/config" => git;
+    git_zero_width_non_joiner: [] restricted; write ".g\u{200c}it/config" => git;
+    git_zero_width_joiner_first: [] restricted; write "\u{200d}.git/hooks/x" => git;
+    git_direction_mark: [] restricted; write ".gi\u{200e}t" => git;
+    git_byte_order_mark: [] restricted; write ".git\u{feff}/config" => git;
+    git_nested_ignorables: [] restricted; write "a/.\u{202a}g\u{206f}it/HEAD" => git;
+    git_zero_width_space_ordinary: [] restricted; write ".g\u{200b}it/config" => allow;
     git_as_resolved: [] restricted; write "link" via ".git/config" => git @ resolved;
     gitignore_ordinary: [] restricted; write ".gitignore" => allow;
     git_bak_ordinary: [] restricted; write ".git.bak/x" => allow;

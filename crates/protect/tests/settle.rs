@@ -486,6 +486,9 @@ fn new_entries_are_quarantined_exactly_where_the_guard_refuses_a_write() {
         "sub",
         "ﬁle.lock",
         "ﬁle.txt",
+        ".git\u{200c}hub",
+        "stra\u{feff}sse",
+        "a.lo\u{200b}ck",
     ];
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("w");
@@ -525,6 +528,8 @@ fn new_entries_are_quarantined_exactly_where_the_guard_refuses_a_write() {
         "stras\u{17f}e",
         "CAFE\u{301}",
         "r/.GIT/Config",
+        ".git\u{200c}hub",
+        "stra\u{feff}sse",
     ] {
         assert!(refused.iter().any(|r| r == m), "{m}");
     }
