@@ -18,7 +18,8 @@
 //!   not stable);
 //! - fec0::/10, the deprecated site-local block, as private;
 //! - the IPv6 forms that carry an IPv4 address — IPv4-compatible
-//!   `::a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`, 6to4 `2002:AABB:CCDD::/48` —
+//!   `::a.b.c.d`, IPv4-translated `::ffff:0:a.b.c.d`, NAT64
+//!   `64:ff9b::a.b.c.d`, 6to4 `2002:AABB:CCDD::/48` —
 //!   judged by the address they carry, and the local-use NAT64 prefix
 //!   64:ff9b:1::/48 as private.
 //!
@@ -77,7 +78,7 @@ impl AddrClass {
 }
 
 /// Classifies an address; IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible
-/// (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`) and 6to4 (`2002:AABB:CCDD::`)
+/// (`::a.b.c.d`), IPv4-translated (`::ffff:0:a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`) and 6to4 (`2002:AABB:CCDD::`)
 /// IPv6 addresses are classified by the IPv4 address they carry, since that
 /// is where they lead.
 pub fn classify(ip: IpAddr) -> AddrClass {
@@ -117,9 +118,11 @@ fn classify_v6(ip: Ipv6Addr) -> AddrClass {
         return classify_v4(v4);
     }
     let s = ip.segments();
-    // IPv4-compatible ::a.b.c.d (deprecated) and the NAT64 prefix carry the
-    // IPv4 address in their last 32 bits.
-    if s[..6] == [0; 6] || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+    // IPv4-compatible ::a.b.c.d (deprecated), IPv4-translated
+    // ::ffff:0:a.b.c.d (SIIT, RFC 2765) and the NAT64 prefix carry the IPv4
+    // address in their last 32 bits.
+    if s[..6] == [0; 6] || s[..6] == [0, 0, 0, 0, 0xffff, 0] || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+    {
         return classify_v4(v4_of(s[6], s[7]));
     }
     // 6to4 (2002:AABB:CCDD::/48) leads, through a relay, to the IPv4
@@ -205,6 +208,10 @@ mod tests {
             ("::ffff:10.1.1.1", Private),
             ("::ffff:169.254.169.254", LinkLocal),
             ("::ffff:8.8.8.8", Public),
+            ("::ffff:0:127.0.0.1", Loopback),
+            ("::ffff:0:10.0.0.1", Private),
+            ("::ffff:0:169.254.169.254", LinkLocal),
+            ("::ffff:0:8.8.8.8", Public),
             ("::10.0.0.1", Private),
             ("64:ff9b::a9fe:a9fe", LinkLocal),
             ("64:ff9b::808:808", Public),
