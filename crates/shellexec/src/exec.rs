@@ -907,11 +907,8 @@ impl ShellExecutor for LocalShellExecutor {
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         if let Some(session) = session {
-            match fs::remove_dir_all(&session.tmpdir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(ExecError::io("cannot remove the temporary directory", e)),
-            }
+            crate::tmpdir::remove(&session.tmpdir)
+                .map_err(|e| ExecError::io("cannot remove the temporary directory", e))?;
         }
         Ok(())
     }

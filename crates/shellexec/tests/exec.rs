@@ -926,6 +926,56 @@ fn the_private_tmpdir_is_the_childs_and_dispose_removes_it() {
     ex.dispose().unwrap();
 }
 
+/// The command owns its TMPDIR while it runs: it can take the owner's
+/// permissions away from it and from what it made in it, and a command
+/// run as root on the floor can make entries immutable or append-only.
+/// None of that keeps dispose from removing it, on the floor and in
+/// namespaces.
+#[test]
+fn dispose_removes_a_tmpdir_the_command_locked() {
+    let is_root = rustix::process::geteuid().is_root();
+    for namespaces in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        fs::create_dir(&work).unwrap();
+        let ex = started(ExecConfig {
+            confine_mode: ConfineMode::BestEffort,
+            confine: ConfineSpec {
+                write_dirs: vec![work],
+                ..ConfineSpec::default()
+            },
+            namespaces,
+            ..config()
+        });
+        let tmp = ex.tmpdir().unwrap();
+        // chattr needs a capability a command in namespaces lacks; it
+        // fails there and on a filesystem without inode flags.
+        let r = run(
+            &ex,
+            "set -e; cd \"$TMPDIR\"; mkdir -p a/b c i; echo x > a/b/f; echo y > c/g; \
+             echo z > i/h; ln -s / c/up; chmod 000 a/b a c; \
+             chattr +i a/b/f 2>/dev/null || true; chattr +a c 2>/dev/null || true; \
+             chattr +i i 2>/dev/null || true; chmod 0 \"$TMPDIR\"; echo locked",
+        );
+        assert_eq!(text(&r.stdout), "locked\n", "{}", text(&r.stderr));
+        let locked_as = if is_root { "root" } else { "not root" };
+        let disposed = ex.dispose();
+        let left = tmp.exists();
+        if left && is_root {
+            // Do not leave it behind for the next test run.
+            let _ = std::process::Command::new("chattr")
+                .args(["-R", "-i", "-a"])
+                .arg(&tmp)
+                .status();
+            let _ = fs::remove_dir_all(&tmp);
+        }
+        assert!(
+            disposed.is_ok() && !left,
+            "namespaces {namespaces}, {locked_as}: dispose {disposed:?}, tmpdir left: {left}"
+        );
+    }
+}
+
 #[test]
 fn dispose_ends_running_commands() {
     let ex = Arc::new(started(config()));
