@@ -16,7 +16,9 @@
 //! could not), closes every other descriptor, reports the shell's exit
 //! status as soon as the shell ends, and then reaps every process that
 //! re-parents to it until none is left. The executor learns of the
-//! keeper's exit from a pidfd.
+//! keeper's exit from a pidfd. The keeper has a parent-death signal: if
+//! the executor dies (or the thread that called `exec` ends) first, it
+//! kills everything beneath it and exits.
 //!
 //! # In namespaces
 //!

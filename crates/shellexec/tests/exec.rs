@@ -412,6 +412,86 @@ fn nothing_survives_a_quick_normal_exit() {
     eprintln!("escapees + normal exit: returned after {took:?}");
 }
 
+/// Set in the copy of this test binary that plays the executor killed
+/// while its command runs: `<namespaces 0|1>:<marker>`.
+const KILLED_EXECUTOR: &str = "SANDGATE_TEST_KILLED_EXECUTOR";
+
+/// The host process dies (SIGKILL) while a command runs, on the floor and
+/// in namespaces: the command and everything it started end with it,
+/// escapees included, instead of running on with no timeout.
+#[test]
+fn nothing_survives_the_executor_killed() {
+    if let Ok(spec) = std::env::var(KILLED_EXECUTOR) {
+        let (ns, m) = spec.split_once(':').unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ex = started(ExecConfig {
+            confine_mode: ConfineMode::BestEffort,
+            confine: ConfineSpec {
+                write_dirs: vec![dir.path().to_path_buf()],
+                ..ConfineSpec::default()
+            },
+            namespaces: ns == "1",
+            default_timeout: Duration::from_secs(120),
+            ..config()
+        });
+        // For the test to remove: this process never gets to dispose.
+        println!("{}", ex.tmpdir().unwrap().display());
+        run(&ex, &format!("{} sleep {m}; : {m}", escapees(m)));
+        return;
+    }
+    for (tag, ns) in [(7, "0"), (8, "1")] {
+        let m = marker(tag);
+        let mut victim = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "--nocapture",
+                "nothing_survives_the_executor_killed",
+            ])
+            .env(KILLED_EXECUTOR, format!("{ns}:{m}"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let tmpdir = {
+            use std::io::BufRead;
+            let mut lines = std::io::BufReader::new(victim.stdout.take().unwrap()).lines();
+            lines
+                .find_map(|l| l.ok().filter(|l| l.contains("sandgate-exec-")))
+                .map(PathBuf::from)
+        };
+        let t = Instant::now();
+        while survivors(&m).len() < 6 && t.elapsed() < Duration::from_secs(20) {
+            thread::sleep(Duration::from_millis(50));
+        }
+        thread::sleep(Duration::from_millis(500));
+        let started = survivors(&m).len();
+        victim.kill().unwrap();
+        victim.wait().unwrap();
+        if let Some(dir) = &tmpdir {
+            let _ = fs::remove_dir_all(dir);
+        }
+        let t = Instant::now();
+        while !survivors(&m).is_empty() && t.elapsed() < Duration::from_secs(5) {
+            thread::sleep(Duration::from_millis(50));
+        }
+        let left = survivors(&m);
+        for (pid, _) in &left {
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_raw(*pid as i32).unwrap(),
+                rustix::process::Signal::KILL,
+            );
+        }
+        assert!(
+            started >= 6,
+            "namespaces {ns}: only {started} processes started"
+        );
+        assert!(
+            left.is_empty(),
+            "namespaces {ns}: left running after the executor was killed: {left:?}"
+        );
+    }
+}
+
 #[test]
 fn a_detached_child_with_closed_pipes_is_killed_too() {
     let ex = started(config());
