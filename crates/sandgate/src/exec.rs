@@ -741,6 +741,18 @@ impl Executor {
                 .with_key(key.clone())
             };
             let raw: Vec<u8> = match &c.source {
+                // The executor hands these host variables to every command
+                // (but the temporary directory's, which it sets itself; the
+                // policy refuses those `exec.env_inherit` adds).
+                CredentialSource::Env(name)
+                    if sandgate_shellexec::env::BASE_ALLOWLIST.contains(&name.as_str())
+                        && !["TMPDIR", "TMP", "TEMP"].contains(&name.as_str()) =>
+                {
+                    return Err(refuse(format!(
+                        "`{name}` is passed to every command, which would hold the value; \
+                         keep it in a variable commands do not receive"
+                    )));
+                }
                 CredentialSource::Env(name) => match std::env::var_os(name) {
                     Some(v) => v.into_encoded_bytes(),
                     None => return Err(refuse("the variable is not set".into())),

@@ -572,6 +572,61 @@ fn a_file_the_command_could_read_is_refused_as_a_source() {
 }
 
 #[test]
+fn a_variable_every_command_receives_is_refused_as_a_source() {
+    // The executor hands a few host variables to every command (HOME,
+    // PATH, USER, ...): one of them as a credential's source would put the
+    // value in every command's environment. PATH is set wherever the tests
+    // run; the others are refused by the same rule.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    let path = std::env::var("PATH").unwrap();
+    let mut b = Executor::builder();
+    b.base_dir(dir.path())
+        .write_root("work")
+        .enabled(true)
+        .security_mode(SecurityMode::TrustedHost)
+        .net_allow("localhost")
+        .net_credential(CredentialOptions {
+            host: Some("localhost".into()),
+            env: Some("PATH".into()),
+            ..Default::default()
+        });
+    let ex = b.build().unwrap();
+    let e = match ex.start() {
+        Err(e) => e,
+        Ok(()) => {
+            // Reversed, so that output redaction does not hide it.
+            let r = ex
+                .exec("printenv PATH | rev", ExecOptions::default())
+                .unwrap();
+            let seen: String = String::from_utf8_lossy(&r.stdout)
+                .trim()
+                .chars()
+                .rev()
+                .collect();
+            ex.dispose();
+            panic!(
+                "started; the command holds the credential's value: {}",
+                seen == path
+            );
+        }
+    };
+    assert!(ex.exec("true", ExecOptions::default()).is_err());
+    if e.code() == sandgate::ErrorCode::ConfineUnavailable {
+        eprintln!("note: skipped: {e}");
+        return;
+    }
+    let msg = e.to_string();
+    assert_eq!(e.code(), sandgate::ErrorCode::Policy, "{msg}");
+    assert_eq!(e.key(), Some("net.credentials[0]"), "{msg}");
+    assert!(
+        msg.contains("`PATH`") && msg.contains("every command"),
+        "{msg}"
+    );
+    assert!(!msg.contains(&path), "{msg}");
+}
+
+#[test]
 fn without_namespaces_an_executor_with_credentials_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("work")).unwrap();

@@ -16,7 +16,9 @@
 //! could not), closes every other descriptor, reports the shell's exit
 //! status as soon as the shell ends, and then reaps every process that
 //! re-parents to it until none is left. The executor learns of the
-//! keeper's exit from a pidfd.
+//! keeper's exit from a pidfd. The keeper has a parent-death signal: if
+//! the executor dies (or the thread that called `exec` ends) first, it
+//! kills everything beneath it and exits.
 //!
 //! # In namespaces
 //!
@@ -907,11 +909,8 @@ impl ShellExecutor for LocalShellExecutor {
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         if let Some(session) = session {
-            match fs::remove_dir_all(&session.tmpdir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(ExecError::io("cannot remove the temporary directory", e)),
-            }
+            crate::tmpdir::remove(&session.tmpdir)
+                .map_err(|e| ExecError::io("cannot remove the temporary directory", e))?;
         }
         Ok(())
     }

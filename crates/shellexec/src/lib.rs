@@ -116,3 +116,5 @@ pub mod seccomp;
 mod spawn;
 #[cfg(target_os = "linux")]
 mod sys;
+#[cfg(target_os = "linux")]
+mod tmpdir;

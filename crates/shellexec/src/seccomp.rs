@@ -21,7 +21,7 @@
 //! | `sendto`, `sendmsg`, `sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open connects without the `connect` hook Landlock's port rules watch) | `EPERM` |
 //! | `setpriority`, `ioprio_set`, `sched_setscheduler`, `sched_setparam`, `sched_setattr`, `sched_setaffinity` naming anything but the caller (pid 0): Landlock does not scope scheduling | `EPERM` |
 //! | `prlimit64` naming a pid other than 0 (Landlock does not scope it: a command of the executor's user could set the executor's or keeper's limits, e.g. `RLIMIT_CPU` to have it killed) | `EPERM` |
-//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, System V IPC (`shm*`, `msg*`, `sem*`) and POSIX message queues (`mq_*`), which live in the host's IPC namespace | `EPERM` |
+//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`), System V IPC (`shm*`, `msg*`, `sem*`) and POSIX message queues (`mq_*`), which live in the host's IPC namespace | `EPERM` |
 //!
 //! `listen` goes to the executor through seccomp user notification: a
 //! plain filter sees only the descriptor number, not the socket's family.
@@ -159,6 +159,18 @@ const REFUSED: &[i64] = &[
     libc::SYS_swapoff,
     libc::SYS_reboot,
     libc::SYS_acct,
+    // What the whole host shares and a command run as root on the floor
+    // (which keeps root's capabilities) could otherwise change: its name,
+    // its clock (`adjtimex` and `clock_adjtime` set it too, so they are
+    // refused even to read), and the kernel log (read, cleared, or its
+    // console level set). In namespaces the kernel refuses them already.
+    libc::SYS_sethostname,
+    libc::SYS_setdomainname,
+    libc::SYS_settimeofday,
+    libc::SYS_clock_settime,
+    libc::SYS_adjtimex,
+    libc::SYS_clock_adjtime,
+    libc::SYS_syslog,
     // System V IPC and POSIX message queues live in the host's IPC
     // namespace (the command has none of its own, even in namespaces) and
     // Landlock does not judge them: a command could attach the segments
@@ -215,8 +227,9 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
         "io_uring, ptrace, process_vm_readv/writev, bpf, userfaultfd, perf_event_open, \
          keyctl/add_key/request_key, mount/umount2/open_tree/move_mount/fsopen/fsconfig/\
          fsmount/fspick/mount_setattr/pivot_root, unshare, setns, module and kexec loading, \
-         open_by_handle_at, iopl/ioperm, swapon/swapoff, reboot, acct, System V IPC \
-         (shm/msg/sem) and POSIX message queues"
+         open_by_handle_at, iopl/ioperm, swapon/swapoff, reboot, acct, the host's name, \
+         clock and kernel log (sethostname/setdomainname, settimeofday/clock_settime/\
+         adjtimex/clock_adjtime, syslog), System V IPC (shm/msg/sem) and POSIX message queues"
             .into(),
     );
     out

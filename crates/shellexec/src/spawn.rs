@@ -102,6 +102,8 @@ struct Shared {
     notify: RawFd,
     /// The cgroups the shell enters before `execve`.
     placement: Placement,
+    /// The executor's pid, which the keeper checks its parent against.
+    parent: i32,
     /// Set by the keeper: its pid, which the shell checks its parent
     /// against.
     keeper: AtomicI32,
@@ -485,6 +487,7 @@ pub(crate) fn spawn(
         status: status_w.as_raw_fd(),
         notify: notify.as_ref().map_or(-1, |(_, theirs)| theirs.as_raw_fd()),
         placement,
+        parent: rustix::process::getpid().as_raw_nonzero().get(),
         keeper: AtomicI32::new(0),
         failed: AtomicI32::new(0),
         binds: bind_plan,
@@ -686,6 +689,23 @@ fn report(fd: RawFd, tag: u32, errno: i32) {
 extern "C" fn keeper_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the block, alive while the keeper runs.
     let s = unsafe { &*(arg as *const Shared) };
+    // The command must not outlive the executor (killed, or its thread
+    // gone): in namespaces the keeper dies with it, and PID 1 and the
+    // whole namespace with the keeper; on the floor the keeper is told
+    // ([`ORPHANED`]) and ends the command's tree first (see `keep`).
+    let death = if s.ns.is_some() {
+        libc::SIGKILL
+    } else {
+        ORPHANED
+    };
+    // SAFETY: raw calls on integers.
+    let orphaned = unsafe {
+        syscalls::syscall!(Sysno::prctl, libc::PR_SET_PDEATHSIG, death, 0, 0, 0).is_err()
+            || syscalls::syscall!(Sysno::getppid).map_or(true, |p| p as i32 != s.parent)
+    };
+    if orphaned {
+        exit(EXIT_NOT_STARTED)
+    }
     if let Some(ns) = s.ns {
         // SAFETY: this is the keeper.
         match unsafe { start_pid1(s, ns, arg) } {
@@ -1143,6 +1163,11 @@ unsafe fn start_shell(s: &Shared, arg: *mut libc::c_void) -> Result<i32, Errno> 
 /// (and SIGCONT) to every other process of the namespace, SIGKILL to those
 /// left after `cleanup_ms`, and exits when none is left.
 ///
+/// As the floor's keeper (`cleanup_ms` unset), it also waits for
+/// [`ORPHANED`], its parent-death signal: the executor is gone, and
+/// nothing will end the command's tree on timeout, so it kills the tree
+/// itself ([`end_children`]) and exits.
+///
 /// # Safety
 ///
 /// Only in the keeper or PID 1.
@@ -1167,15 +1192,30 @@ unsafe fn keep(shell: i32, status: RawFd, cleanup_ms: Option<u32>) -> ! {
         }
         let mut code = EXIT_NOT_STARTED;
         let mut reported = fd < 0;
+        // The floor's keeper waits for its children and for the executor's
+        // death together (PID 1 dies with its keeper instead), through a
+        // signalfd: the signals stay blocked all along.
+        let watch = if cleanup_ms.is_none() {
+            signal_fd()
+        } else {
+            -1
+        };
         loop {
             let mut st: libc::c_int = 0;
             let r = match syscalls::syscall!(
                 Sysno::wait4,
                 -1isize,
                 &mut st as *mut libc::c_int,
-                0,
+                if watch >= 0 { libc::WNOHANG } else { 0 },
                 0
             ) {
+                Ok(0) => {
+                    if next_signal(watch) == ORPHANED {
+                        end_children();
+                        break;
+                    }
+                    continue;
+                }
                 Ok(pid) => pid as i32,
                 Err(Errno::EINTR) => continue,
                 Err(_) => break,
@@ -1198,6 +1238,152 @@ unsafe fn keep(shell: i32, status: RawFd, cleanup_ms: Option<u32>) -> ! {
         }
         exit(code & 0xff)
     }
+}
+
+/// The floor keeper's parent-death signal (`SIGRTMAX`: sent by nothing
+/// else, and queued, so never lost).
+const ORPHANED: i32 = 64;
+
+/// A signalfd for `SIGCHLD` and [`ORPHANED`] (which stay blocked), or -1.
+fn signal_fd() -> RawFd {
+    let set: u64 = (1 << (libc::SIGCHLD - 1)) | (1 << (ORPHANED - 1));
+    // SAFETY: a raw call on a local.
+    unsafe {
+        syscalls::syscall!(
+            Sysno::signalfd4,
+            -1isize,
+            &set as *const u64,
+            8,
+            libc::SFD_CLOEXEC
+        )
+    }
+    .map_or(-1, |fd| fd as RawFd)
+}
+
+/// Waits on the signalfd `fd` for `SIGCHLD` or [`ORPHANED`], at most a
+/// second (a host that ignores `SIGCHLD` leaves the keeper's children none
+/// to send); answers the signal taken, or 0.
+fn next_signal(fd: RawFd) -> i32 {
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let limit = libc::timespec {
+        tv_sec: 1,
+        tv_nsec: 0,
+    };
+    // `struct signalfd_siginfo`: 128 bytes, the signal number first.
+    let mut info = [0u32; 32];
+    // SAFETY: raw calls on locals; a NULL mask leaves the blocked set
+    // alone.
+    unsafe {
+        match syscalls::syscall!(
+            Sysno::ppoll,
+            &mut poll as *mut libc::pollfd,
+            1,
+            &limit as *const libc::timespec,
+            0,
+            8
+        ) {
+            Ok(n) if n > 0 => {}
+            _ => return 0,
+        }
+        match syscalls::syscall!(Sysno::read, fd, info.as_mut_ptr(), 128) {
+            Ok(128) => info[0] as i32,
+            _ => 0,
+        }
+    }
+}
+
+/// The floor keeper, its executor gone: ends the command's whole tree,
+/// all of which is beneath the keeper (a subreaper). SIGKILL to each
+/// child (read from `/proc/thread-self/children`), reaping, and again for
+/// what was re-parented to it, until it has no child left. Without that
+/// file it gives up (the shell still dies with the keeper).
+fn end_children() {
+    let pause = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 1_000_000,
+    };
+    loop {
+        if !kill_children() {
+            return;
+        }
+        loop {
+            let mut st: libc::c_int = 0;
+            // SAFETY: raw calls on integers and locals.
+            match unsafe {
+                syscalls::syscall!(
+                    Sysno::wait4,
+                    -1isize,
+                    &mut st as *mut libc::c_int,
+                    libc::WNOHANG,
+                    0
+                )
+            } {
+                Ok(0) => break,
+                Ok(_) | Err(Errno::EINTR) => continue,
+                Err(_) => return,
+            }
+        }
+        // SAFETY: a raw call on a local.
+        let _ = unsafe {
+            syscalls::syscall!(
+                Sysno::clock_nanosleep,
+                libc::CLOCK_MONOTONIC,
+                0,
+                &pause as *const libc::timespec,
+                0
+            )
+        };
+    }
+}
+
+/// SIGKILL to every child of this process (they are not reaped yet, so
+/// their pids are theirs). False when the list cannot be read.
+fn kill_children() -> bool {
+    // SAFETY: raw calls on a NUL-terminated literal, integers and a local
+    // buffer.
+    unsafe {
+        let Ok(fd) = syscalls::syscall!(
+            Sysno::openat,
+            libc::AT_FDCWD,
+            c"/proc/thread-self/children".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+            0
+        ) else {
+            return false;
+        };
+        let mut buf = [0u8; 1024];
+        let mut pid: i32 = 0;
+        let mut digits = false;
+        loop {
+            let n = match syscalls::syscall!(Sysno::read, fd, buf.as_mut_ptr(), buf.len()) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(Errno::EINTR) => continue,
+                Err(_) => break,
+            };
+            for &b in buf.iter().take(n) {
+                if b.is_ascii_digit() {
+                    pid = pid.saturating_mul(10).saturating_add(i32::from(b - b'0'));
+                    digits = true;
+                } else {
+                    if digits && pid > 0 {
+                        let _ = syscalls::syscall!(Sysno::kill, pid, libc::SIGKILL);
+                    }
+                    pid = 0;
+                    digits = false;
+                }
+            }
+        }
+        if digits && pid > 0 {
+            let _ = syscalls::syscall!(Sysno::kill, pid, libc::SIGKILL);
+        }
+        let _ = syscalls::syscall!(Sysno::close, fd);
+    }
+    true
 }
 
 /// PID 1 ends every other process of its namespace: SIGTERM and SIGCONT,

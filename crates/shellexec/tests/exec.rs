@@ -412,6 +412,86 @@ fn nothing_survives_a_quick_normal_exit() {
     eprintln!("escapees + normal exit: returned after {took:?}");
 }
 
+/// Set in the copy of this test binary that plays the executor killed
+/// while its command runs: `<namespaces 0|1>:<marker>`.
+const KILLED_EXECUTOR: &str = "SANDGATE_TEST_KILLED_EXECUTOR";
+
+/// The host process dies (SIGKILL) while a command runs, on the floor and
+/// in namespaces: the command and everything it started end with it,
+/// escapees included, instead of running on with no timeout.
+#[test]
+fn nothing_survives_the_executor_killed() {
+    if let Ok(spec) = std::env::var(KILLED_EXECUTOR) {
+        let (ns, m) = spec.split_once(':').unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ex = started(ExecConfig {
+            confine_mode: ConfineMode::BestEffort,
+            confine: ConfineSpec {
+                write_dirs: vec![dir.path().to_path_buf()],
+                ..ConfineSpec::default()
+            },
+            namespaces: ns == "1",
+            default_timeout: Duration::from_secs(120),
+            ..config()
+        });
+        // For the test to remove: this process never gets to dispose.
+        println!("{}", ex.tmpdir().unwrap().display());
+        run(&ex, &format!("{} sleep {m}; : {m}", escapees(m)));
+        return;
+    }
+    for (tag, ns) in [(7, "0"), (8, "1")] {
+        let m = marker(tag);
+        let mut victim = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "--nocapture",
+                "nothing_survives_the_executor_killed",
+            ])
+            .env(KILLED_EXECUTOR, format!("{ns}:{m}"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let tmpdir = {
+            use std::io::BufRead;
+            let mut lines = std::io::BufReader::new(victim.stdout.take().unwrap()).lines();
+            lines
+                .find_map(|l| l.ok().filter(|l| l.contains("sandgate-exec-")))
+                .map(PathBuf::from)
+        };
+        let t = Instant::now();
+        while survivors(&m).len() < 6 && t.elapsed() < Duration::from_secs(20) {
+            thread::sleep(Duration::from_millis(50));
+        }
+        thread::sleep(Duration::from_millis(500));
+        let started = survivors(&m).len();
+        victim.kill().unwrap();
+        victim.wait().unwrap();
+        if let Some(dir) = &tmpdir {
+            let _ = fs::remove_dir_all(dir);
+        }
+        let t = Instant::now();
+        while !survivors(&m).is_empty() && t.elapsed() < Duration::from_secs(5) {
+            thread::sleep(Duration::from_millis(50));
+        }
+        let left = survivors(&m);
+        for (pid, _) in &left {
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_raw(*pid as i32).unwrap(),
+                rustix::process::Signal::KILL,
+            );
+        }
+        assert!(
+            started >= 6,
+            "namespaces {ns}: only {started} processes started"
+        );
+        assert!(
+            left.is_empty(),
+            "namespaces {ns}: left running after the executor was killed: {left:?}"
+        );
+    }
+}
+
 #[test]
 fn a_detached_child_with_closed_pipes_is_killed_too() {
     let ex = started(config());
@@ -924,6 +1004,56 @@ fn the_private_tmpdir_is_the_childs_and_dispose_removes_it() {
     assert!(!tmp.exists());
     // Dispose twice is fine.
     ex.dispose().unwrap();
+}
+
+/// The command owns its TMPDIR while it runs: it can take the owner's
+/// permissions away from it and from what it made in it, and a command
+/// run as root on the floor can make entries immutable or append-only.
+/// None of that keeps dispose from removing it, on the floor and in
+/// namespaces.
+#[test]
+fn dispose_removes_a_tmpdir_the_command_locked() {
+    let is_root = rustix::process::geteuid().is_root();
+    for namespaces in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        fs::create_dir(&work).unwrap();
+        let ex = started(ExecConfig {
+            confine_mode: ConfineMode::BestEffort,
+            confine: ConfineSpec {
+                write_dirs: vec![work],
+                ..ConfineSpec::default()
+            },
+            namespaces,
+            ..config()
+        });
+        let tmp = ex.tmpdir().unwrap();
+        // chattr needs a capability a command in namespaces lacks; it
+        // fails there and on a filesystem without inode flags.
+        let r = run(
+            &ex,
+            "set -e; cd \"$TMPDIR\"; mkdir -p a/b c i; echo x > a/b/f; echo y > c/g; \
+             echo z > i/h; ln -s / c/up; chmod 000 a/b a c; \
+             chattr +i a/b/f 2>/dev/null || true; chattr +a c 2>/dev/null || true; \
+             chattr +i i 2>/dev/null || true; chmod 0 \"$TMPDIR\"; echo locked",
+        );
+        assert_eq!(text(&r.stdout), "locked\n", "{}", text(&r.stderr));
+        let locked_as = if is_root { "root" } else { "not root" };
+        let disposed = ex.dispose();
+        let left = tmp.exists();
+        if left && is_root {
+            // Do not leave it behind for the next test run.
+            let _ = std::process::Command::new("chattr")
+                .args(["-R", "-i", "-a"])
+                .arg(&tmp)
+                .status();
+            let _ = fs::remove_dir_all(&tmp);
+        }
+        assert!(
+            disposed.is_ok() && !left,
+            "namespaces {namespaces}, {locked_as}: dispose {disposed:?}, tmpdir left: {left}"
+        );
+    }
 }
 
 #[test]

@@ -430,6 +430,90 @@ fn calls_no_command_needs_are_refused() {
     assert_eq!(String::from_utf8_lossy(&r.stdout), "b\nt\n");
 }
 
+/// Calls that change (or, for the kernel log, read) what the whole host
+/// shares, each with arguments that change nothing where it is allowed:
+/// the host's own names again, `settimeofday(NULL, NULL)`, a read of the
+/// clock's adjustment state. Prints each errno name (or `ok`).
+const HOST_WIDE_PROBE: &str = r#"
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *args)
+    e = ctypes.get_errno()
+    print("ok" if r >= 0 else errno.errorcode.get(e, str(e)), flush=True)
+host, dom = sys.argv[1].encode(), sys.argv[2].encode()
+timex = ctypes.create_string_buffer(512)
+ts = (ctypes.c_long * 2)(0, 0)
+call(int(sys.argv[3]), ctypes.c_char_p(host), ctypes.c_long(len(host)))
+call(int(sys.argv[4]), ctypes.c_char_p(dom), ctypes.c_long(len(dom)))
+call(int(sys.argv[5]), ctypes.c_void_p(0), ctypes.c_void_p(0))
+call(int(sys.argv[6]), ctypes.c_long(1), ts)
+call(int(sys.argv[7]), timex)
+call(int(sys.argv[8]), ctypes.c_long(0), timex)
+call(int(sys.argv[9]), ctypes.c_long(10), ctypes.c_void_p(0), ctypes.c_long(0))
+"#;
+
+/// A command run as root on the floor keeps root's capabilities: without
+/// the filter it could rename the host (`sethostname`), set or slew its
+/// clock, and read or clear the kernel log. Refused like `reboot`; in
+/// namespaces the kernel refuses them already (the capabilities are not
+/// the initial namespace's).
+#[test]
+fn a_command_cannot_change_the_hosts_name_clock_or_kernel_log() {
+    if !usable("a_command_cannot_change_the_hosts_name_clock_or_kernel_log") {
+        return;
+    }
+    let f = fixture();
+    let read = |p: &str| {
+        fs::read_to_string(p)
+            .unwrap()
+            .trim_end_matches('\n')
+            .to_owned()
+    };
+    let host = read("/proc/sys/kernel/hostname");
+    let dom = read("/proc/sys/kernel/domainname");
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let mut args = vec![quote(&host), quote(&dom)];
+    for nr in [
+        libc::SYS_sethostname,
+        libc::SYS_setdomainname,
+        libc::SYS_settimeofday,
+        libc::SYS_clock_settime,
+        libc::SYS_adjtimex,
+        libc::SYS_clock_adjtime,
+        libc::SYS_syslog,
+    ] {
+        args.push(nr.to_string());
+    }
+    let control = python(
+        &executor(&f, ConfineMode::Off, &[], false),
+        HOST_WIDE_PROBE,
+        &args,
+    );
+    // CLOCK_MONOTONIC cannot be set: EINVAL, unless the filter answers
+    // first. The reads succeed for anyone; the rest only for root.
+    assert_eq!(
+        control[3..6],
+        ["EINVAL", "ok", "ok"],
+        "control: {control:?}"
+    );
+    if rustix::process::geteuid().is_root() {
+        assert_eq!(control, ["ok", "ok", "ok", "EINVAL", "ok", "ok", "ok"]);
+    } else {
+        eprintln!("note: not root: the control of the setters is refused by the kernel");
+    }
+    let confined = python(
+        &executor(&f, ConfineMode::BestEffort, &[], false),
+        HOST_WIDE_PROBE,
+        &args,
+    );
+    assert_eq!(confined, ["EPERM"; 7], "confined: {confined:?}");
+    assert_eq!(read("/proc/sys/kernel/hostname"), host);
+    assert_eq!(read("/proc/sys/kernel/domainname"), dom);
+}
+
 #[test]
 fn the_report_names_what_the_filter_refuses() {
     if !usable("the_report_names_what_the_filter_refuses") {

@@ -1,0 +1,130 @@
+//! Removing the session's private temporary directory at dispose.
+//!
+//! The command had the directory writable, and Landlock does not restrict
+//! `chmod` or inode flags: it can take the owner's permissions away from
+//! the directory itself and from what it made there (`chmod 000`), and a
+//! command run as root on the floor can make entries immutable or
+//! append-only (`chattr +i`, `+a`). Either would make a plain recursive
+//! removal fail and leave the directory, with whatever the command put in
+//! it, on the host after dispose. So when the plain removal fails, the
+//! tree is opened up first: every directory gets the owner's read, write
+//! and search permission and loses those two flags, every regular file
+//! loses them, each through a descriptor opened without following a
+//! symlink (a symlink is removed, never followed); then it is removed
+//! again. Directories deeper than [`MAX_DEPTH`] are left as they are
+//! (each level holds a descriptor while its entries are visited).
+
+use std::ffi::OsStr;
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use rustix::fs::{self as rfs, AtFlags, FileType, IFlags, Mode, OFlags};
+
+/// How deep the opening up goes.
+const MAX_DEPTH: usize = 512;
+
+/// The inode flags that keep entries from being removed, even by root.
+const PINNED: IFlags = IFlags::IMMUTABLE.union(IFlags::APPEND);
+
+const PATH_FLAGS: OFlags = OFlags::PATH
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::CLOEXEC);
+
+/// Removes the directory `path` and everything beneath it; a missing
+/// directory is not an error.
+pub(crate) fn remove(path: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(path) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => {}
+    }
+    let top = rfs::open(path, PATH_FLAGS, Mode::empty())?;
+    if let Some(dir) = open_up(top.as_fd()) {
+        open_up_beneath(&dir, 1);
+    }
+    match fs::remove_dir_all(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        done => done,
+    }
+}
+
+/// Gives the directory open as `path` (an `O_PATH` descriptor) the
+/// owner's permissions, takes the pinning flags off it, and opens it for
+/// reading. `None` when it cannot be opened.
+fn open_up(path: BorrowedFd<'_>) -> Option<OwnedFd> {
+    if let Ok(st) = rfs::fstat(path) {
+        let mode = st.st_mode & 0o7777;
+        if mode & 0o700 != 0o700 {
+            // fchmod refuses an `O_PATH` descriptor; its /proc link does
+            // not, and leads to that very directory.
+            let link = format!("/proc/self/fd/{}", path.as_raw_fd());
+            let _ = rfs::chmodat(
+                rfs::CWD,
+                link.as_str(),
+                Mode::from_raw_mode(mode | 0o700),
+                AtFlags::empty(),
+            );
+        }
+    }
+    let dir = rfs::openat(
+        path,
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    unpin(&dir);
+    Some(dir)
+}
+
+/// Takes the immutable and append-only flags off the open file or
+/// directory `fd` (best effort: only root can have set them).
+fn unpin(fd: &OwnedFd) {
+    if let Ok(flags) = rfs::ioctl_getflags(fd) {
+        if flags.intersects(PINNED) {
+            let _ = rfs::ioctl_setflags(fd, flags - PINNED);
+        }
+    }
+}
+
+/// Opens up every entry beneath the open directory `dir`, at `depth`.
+fn open_up_beneath(dir: &OwnedFd, depth: usize) {
+    let Ok(entries) = rfs::Dir::read_from(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        let Ok(st) = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::Directory if depth < MAX_DEPTH => {
+                let Ok(path) = rfs::openat(dir, name, PATH_FLAGS, Mode::empty()) else {
+                    continue;
+                };
+                if let Some(sub) = open_up(path.as_fd()) {
+                    drop(path);
+                    open_up_beneath(&sub, depth + 1);
+                }
+            }
+            FileType::RegularFile => {
+                let flags = OFlags::RDONLY
+                    | OFlags::NOFOLLOW
+                    | OFlags::NONBLOCK
+                    | OFlags::NOCTTY
+                    | OFlags::CLOEXEC;
+                if let Ok(file) = rfs::openat(dir, name, flags, Mode::empty()) {
+                    unpin(&file);
+                }
+            }
+            _ => {}
+        }
+    }
+}
