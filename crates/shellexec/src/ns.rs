@@ -525,6 +525,18 @@ impl ViewPlan {
                 Kind::Proc => Step::Proc(target),
             });
         }
+        // PID 1 shares the executor's memory, so its command line (which
+        // procfs shows to anyone) is the host process's, secrets passed as
+        // arguments included: /dev/null is bound over it, so that it reads
+        // as empty, as a kernel thread's does (a read-only bind would be
+        // `nodev` too, which no one can open).
+        for masked in ["/proc/1/cmdline", "/proc/1/task/1/cmdline"] {
+            steps.push(Step::Bind {
+                source: under(OLD, Path::new("/dev/null"))?,
+                target: under(STAGING, Path::new(masked))?,
+                read_only: false,
+            });
+        }
         Ok(ViewPlan { steps })
     }
 

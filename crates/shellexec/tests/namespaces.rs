@@ -728,3 +728,33 @@ fn a_narrowed_call_is_refused_where_landlock_is_not_enforced() {
     assert!(e.to_string().contains("narrow"), "{e}");
     assert!(!marker.exists());
 }
+
+/// PID 1 of the view shares the executor's memory, so procfs would show
+/// the host process's command line (secrets passed as arguments included)
+/// as PID 1's: the command reads nothing there, by either name, and its
+/// own command line is still its own.
+#[test]
+fn pid_1_shows_nothing_of_the_hosts_command_line() {
+    let f = fixture();
+    let Some(ex) = in_namespaces("pid 1 command line", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    let host: Vec<u8> = fs::read("/proc/self/cmdline").unwrap();
+    assert!(!host.is_empty());
+    let r = exec(
+        &ex,
+        "for p in /proc/1/cmdline /proc/1/task/1/cmdline; do \
+           printf '%s:' $p; wc -c < $p; \
+         done; tr '\\0' ' ' < /proc/self/cmdline",
+    );
+    assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+    let got = out(&r);
+    assert!(
+        got.starts_with("/proc/1/cmdline:0\n/proc/1/task/1/cmdline:0\n"),
+        "{got} {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(got.contains("tr "), "{got}");
+    let argv0 = String::from_utf8_lossy(host.split(|&b| b == 0).next().unwrap()).into_owned();
+    assert!(!got.contains(&argv0), "{got}");
+}
