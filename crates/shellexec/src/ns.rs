@@ -112,7 +112,7 @@ impl Stage {
             Stage::Done => "nothing",
             Stage::Unshare => "creating a user and a network namespace (unshare)",
             Stage::Loopback => "bringing loopback up in the network namespace",
-            Stage::MountNs => "creating a mount namespace",
+            Stage::MountNs => "creating a mount and an IPC namespace",
             Stage::View => "building a view (tmpfs, pivot_root, a read-only bind mount)",
             Stage::Landlock => "applying a Landlock ruleset inside the namespaces",
         }
@@ -290,7 +290,11 @@ unsafe fn holder(go: RawFd, ack: RawFd, probe: &ViewPlan, landlock: bool) -> ! {
             say(Stage::Loopback, e);
             exit(1)
         }
-        if let Err(e) = syscalls::syscall!(Sysno::unshare, libc::CLONE_NEWNS as usize) {
+        // PID 1 of every command is cloned into both.
+        if let Err(e) = syscalls::syscall!(
+            Sysno::unshare,
+            (libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as usize
+        ) {
             say(Stage::MountNs, e);
             exit(1)
         }

@@ -21,7 +21,8 @@
 //! | `sendto`, `sendmsg`, `sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open connects without the `connect` hook Landlock's port rules watch) | `EPERM` |
 //! | `setpriority`, `ioprio_set`, `sched_setscheduler`, `sched_setparam`, `sched_setattr`, `sched_setaffinity` naming anything but the caller (pid 0): Landlock does not scope scheduling | `EPERM` |
 //! | `prlimit64` naming a pid other than 0 (Landlock does not scope it: a command of the executor's user could set the executor's or keeper's limits, e.g. `RLIMIT_CPU` to have it killed) | `EPERM` |
-//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`), System V IPC (`shm*`, `msg*`, `sem*`) and POSIX message queues (`mq_*`), which live in the host's IPC namespace | `EPERM` |
+//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`) | `EPERM` |
+//! | on the floor only: System V IPC (`shm*`, `msg*`, `sem*`) and POSIX message queues (`mq_*`), which live in the host's IPC namespace there (in namespaces the command has an IPC namespace of its own, which ends with it) | `EPERM` |
 //!
 //! `listen` goes to the executor through seccomp user notification: a
 //! plain filter sees only the descriptor number, not the socket's family.
@@ -171,11 +172,15 @@ const REFUSED: &[i64] = &[
     libc::SYS_adjtimex,
     libc::SYS_clock_adjtime,
     libc::SYS_syslog,
-    // System V IPC and POSIX message queues live in the host's IPC
-    // namespace (the command has none of its own, even in namespaces) and
-    // Landlock does not judge them: a command could attach the segments
-    // of the executor's user (every one, as root), and leave memory behind
-    // that outlives it and no limit counts.
+];
+
+/// System V IPC and POSIX message queues, refused with `EPERM` on the
+/// floor: there they live in the host's IPC namespace, and Landlock does
+/// not judge them, so a command could attach the segments of the
+/// executor's user (every one, as root) and leave memory behind that
+/// outlives it and no limit counts. In namespaces the command has an IPC
+/// namespace of its own, which ends with it, and they are allowed.
+const HOST_IPC: &[i64] = &[
     libc::SYS_shmget,
     libc::SYS_shmat,
     libc::SYS_shmctl,
@@ -229,9 +234,16 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
          fsmount/fspick/mount_setattr/pivot_root, unshare, setns, module and kexec loading, \
          open_by_handle_at, iopl/ioperm, swapon/swapoff, reboot, acct, the host's name, \
          clock and kernel log (sethostname/setdomainname, settimeofday/clock_settime/\
-         adjtimex/clock_adjtime, syslog), System V IPC (shm/msg/sem) and POSIX message queues"
+         adjtimex/clock_adjtime, syslog)"
             .into(),
     );
+    if listen != Listen::OwnNetwork {
+        out.push(
+            "System V IPC (shm/msg/sem) and POSIX message queues, which live in the host's IPC \
+             namespace"
+                .into(),
+        );
+    }
     out
 }
 
@@ -322,9 +334,14 @@ fn socket_protocol_rules(spec: SeccompSpec) -> BTreeMap<i64, Vec<SeccompRule>> {
     BTreeMap::from([(libc::SYS_socket, rules)])
 }
 
-fn refused_rules() -> BTreeMap<i64, Vec<SeccompRule>> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        REFUSED.iter().map(|&nr| (nr, Vec::new())).collect();
+/// `own_ipc`: the command has an IPC namespace of its own ([`HOST_IPC`]).
+fn refused_rules(own_ipc: bool) -> BTreeMap<i64, Vec<SeccompRule>> {
+    let host_ipc: &[i64] = if own_ipc { &[] } else { HOST_IPC };
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = REFUSED
+        .iter()
+        .chain(host_ipc)
+        .map(|&nr| (nr, Vec::new()))
+        .collect();
     let clone = CLONE_NS_FLAGS
         .iter()
         .map(|&flag| rule(vec![cond(0, Len::Qword, Op::MaskedEq(flag), flag)]))
@@ -423,9 +440,9 @@ impl Filters {
     /// Builds every filter for `spec`; `notify` when the kernel can hand
     /// `listen` to a supervisor ([`notify_available`]).
     pub(crate) fn build(spec: SeccompSpec, notify: bool) -> io::Result<Filters> {
-        let plain_for = |spec: SeccompSpec| -> io::Result<Vec<BpfProgram>> {
+        let plain_for = |spec: SeccompSpec, own_ipc: bool| -> io::Result<Vec<BpfProgram>> {
             Ok(vec![
-                compile(refused_rules(), libc::EPERM)?,
+                compile(refused_rules(own_ipc), libc::EPERM)?,
                 compile(
                     BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
                     libc::ENOSYS,
@@ -434,12 +451,9 @@ impl Filters {
                 compile(socket_protocol_rules(spec), libc::EPROTONOSUPPORT)?,
             ])
         };
-        let plain = plain_for(spec)?;
-        let plain_own_network = if spec.udp {
-            plain_for(SeccompSpec { udp: false })?
-        } else {
-            plain.clone()
-        };
+        let plain = plain_for(spec, false)?;
+        // In namespaces: no UDP, and an IPC namespace of the command's own.
+        let plain_own_network = plain_for(SeccompSpec { udp: false }, true)?;
         Ok(Filters {
             plain,
             plain_own_network,

@@ -758,7 +758,11 @@ unsafe fn start_pid1(s: &Shared, ns: NsJoin, arg: *mut libc::c_void) -> Result<i
         syscalls::syscall!(Sysno::setns, ns.user, libc::CLONE_NEWUSER)?;
         syscalls::syscall!(Sysno::setns, ns.net, libc::CLONE_NEWNET)?;
         raw_clone(
-            (libc::CLONE_VM | libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::SIGCHLD) as usize,
+            (libc::CLONE_VM
+                | libc::CLONE_NEWPID
+                | libc::CLONE_NEWNS
+                | libc::CLONE_NEWIPC
+                | libc::SIGCHLD) as usize,
             s.pid1_top,
             pid1_main,
             arg,

@@ -708,15 +708,37 @@ fn remove_sysv(lines: &[String]) {
     }
 }
 
+/// The System V objects of this user in the host's IPC namespace: the
+/// (key, id) lines of `/proc/sysvipc/{shm,msg,sem}`.
+fn host_sysv() -> Vec<String> {
+    let uid = rustix::process::getuid().as_raw().to_string();
+    ["shm", "msg", "sem"]
+        .iter()
+        .flat_map(|kind| {
+            let text = fs::read_to_string(format!("/proc/sysvipc/{kind}")).unwrap_or_default();
+            let uid = uid.clone();
+            text.lines()
+                .skip(1)
+                .filter(|l| {
+                    l.split_whitespace().nth(if *kind == "shm" { 7 } else { 6 }) == Some(&uid)
+                })
+                .map(|l| format!("{kind} {l}"))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 #[test]
-fn a_command_cannot_reach_system_v_ipc() {
-    if !usable("a_command_cannot_reach_system_v_ipc") {
+fn a_command_cannot_reach_the_hosts_system_v_ipc() {
+    if !usable("a_command_cannot_reach_the_hosts_system_v_ipc") {
         return;
     }
-    // System V IPC lives in the host's IPC namespace (the floor and the
-    // executor's namespaces alike), which Landlock does not judge: a
-    // command could read and write the segments of the executor's user
-    // (any, as root), and leave segments behind that no limit counts.
+    // On the floor System V IPC lives in the host's IPC namespace, which
+    // Landlock does not judge: a command could read and write the segments
+    // of the executor's user (any, as root), and leave segments behind that
+    // no limit counts; so it is refused. In namespaces the command has an
+    // IPC namespace of its own: it may make its own objects, sees none of
+    // the host's, and leaves nothing behind.
     // SAFETY: a new private segment, attached and filled below.
     let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600) };
     assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
@@ -734,7 +756,7 @@ fn a_command_cannot_reach_system_v_ipc() {
     let off = executor(&f, ConfineMode::Off, &[], false);
     let control = python(&off, SYSV_PROBE, &[id.to_string()]);
     remove_sysv(&control);
-    let mut confined = vec![executor(&f, ConfineMode::BestEffort, &[], false)];
+    let floor_ex = executor(&f, ConfineMode::BestEffort, &[], false);
     let in_ns = LocalShellExecutor::new(ExecConfig {
         shell: PathBuf::from("/bin/sh"),
         default_timeout: Duration::from_secs(20),
@@ -747,15 +769,14 @@ fn a_command_cannot_reach_system_v_ipc() {
         ..ExecConfig::default()
     });
     in_ns.start().unwrap();
-    if in_ns.in_namespaces() {
-        confined.push(in_ns);
-    }
-    let mut got = Vec::new();
-    for ex in &confined {
-        let lines = python(ex, SYSV_PROBE, &[id.to_string()]);
-        remove_sysv(&lines);
-        got.push(lines);
-    }
+    let before = host_sysv();
+    let floor = python(&floor_ex, SYSV_PROBE, &[id.to_string()]);
+    remove_sysv(&floor);
+    let namespaced = in_ns
+        .in_namespaces()
+        .then(|| python(&in_ns, SYSV_PROBE, &[id.to_string()]));
+    // The namespace's ids are its own: nothing to remove on the host.
+    let after = host_sysv();
     // SAFETY: detaches and removes the segment made above.
     unsafe {
         libc::shmdt(at);
@@ -767,12 +788,31 @@ fn a_command_cannot_reach_system_v_ipc() {
         "{control:?}"
     );
     assert_eq!(control[4], "mq");
-    for (lines, place) in got.iter().zip(["on the floor", "in namespaces"]) {
-        assert_eq!(
-            lines,
-            &["EPERM", "EPERM", "EPERM", "EPERM", "EPERM"],
-            "{place}"
-        );
+    assert_eq!(
+        floor,
+        ["EPERM", "EPERM", "EPERM", "EPERM", "EPERM"],
+        "on the floor"
+    );
+    match namespaced {
+        Some(lines) => {
+            // The host's segment does not exist there; its own objects do.
+            assert_eq!(lines[0], "EINVAL", "in namespaces: {lines:?}");
+            assert!(
+                lines[1..4].iter().all(|l| l.parse::<i32>().is_ok()),
+                "in namespaces: {lines:?}"
+            );
+            // POSIX message queues open on the IPC namespace's internal
+            // mount, beneath no path Landlock grants: refused there.
+            let mq = if sandgate_shellexec::confine::kernel_abi().is_some() {
+                "EACCES"
+            } else {
+                "mq"
+            };
+            assert_eq!(lines[4], mq, "in namespaces: {lines:?}");
+            // And they ended with the command's namespace.
+            assert_eq!(before, after, "left in the host's IPC namespace");
+        }
+        None => eprintln!("note: namespaces unavailable here: only the floor was checked"),
     }
 }
 
