@@ -25,6 +25,9 @@ pub struct ExecutorOptions {
     pub audit: Option<AuditFn>,
 }
 
+/// The keys of [`ExecutorOptions`] as JavaScript spells them.
+const EXECUTOR_OPTIONS: &[&str] = &["audit"];
+
 /// An executor with `options` applied.
 fn executor_with(inner: sandgate::Executor, options: Option<ExecutorOptions>) -> Executor {
     if let Some(f) = options.and_then(|o| o.audit) {
@@ -249,7 +252,13 @@ impl Executor {
     /// callback. With `[exec] enabled = false` and no `process_allow` it
     /// exists but refuses every command with `E_DENIED`.
     #[napi(constructor)]
-    pub fn new(env: &Env, policy: &Policy, options: Option<ExecutorOptions>) -> napi::Result<Self> {
+    pub fn new(
+        env: &Env,
+        policy: &Policy,
+        #[napi(ts_arg_type = "ExecutorOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<Self> {
+        let options: Option<ExecutorOptions> =
+            options_of(env, options, "options", EXECUTOR_OPTIONS)?.or_throw(env)?;
         let inner = sandgate::Executor::from_policy(&policy.inner).or_throw(env)?;
         Ok(executor_with(inner, options))
     }
@@ -266,8 +275,11 @@ impl Executor {
         env: &Env,
         options: Unknown<'_>,
         base_dir: Option<Utf16String>,
-        executor_options: Option<ExecutorOptions>,
+        executor_options: Option<Unknown<'_>>,
     ) -> napi::Result<Executor> {
+        let executor_options: Option<ExecutorOptions> =
+            options_of(env, executor_options, "executorOptions", EXECUTOR_OPTIONS)?
+                .or_throw(env)?;
         let policy = crate::policy::from_options(env, options, base_dir)?.or_throw(env)?;
         let inner = sandgate::Executor::from_policy(&policy).or_throw(env)?;
         Ok(executor_with(inner, executor_options))

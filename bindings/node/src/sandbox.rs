@@ -365,6 +365,40 @@ fn edit_options(all: bool) -> sandgate::EditOptions {
     sandgate::EditOptions::default().replace_all(all)
 }
 
+/// The keys of each smaller options object as JavaScript spells them: an
+/// unknown key is `E_REQUEST` ([`options_of`]), as for the constructor's.
+const WRITE_OPTIONS: &[&str] = &["overwrite"];
+const HOST_NAME_OPTIONS: &[&str] = &["write"];
+const EDIT_OPTIONS: &[&str] = &["all"];
+const GREP_OPTIONS: &[&str] = &[
+    "glob",
+    "caseInsensitive",
+    "before",
+    "after",
+    "mode",
+    "gitignore",
+];
+const FROM_POLICY_OPTIONS: &[&str] = &["audit"];
+
+/// `write`'s `overwrite` from its options.
+fn overwrite_of(
+    env: &Env,
+    options: Option<Unknown<'_>>,
+) -> napi::Result<Result<bool, sandgate::Error>> {
+    Ok(
+        options_of::<WriteOptions>(env, options, "options", WRITE_OPTIONS)?
+            .map(|o| o.and_then(|o| o.overwrite).unwrap_or(false)),
+    )
+}
+
+/// `edit`'s `all` from its options.
+fn all_of(env: &Env, options: Option<Unknown<'_>>) -> napi::Result<Result<bool, sandgate::Error>> {
+    Ok(
+        options_of::<EditOptions>(env, options, "options", EDIT_OPTIONS)?
+            .map(|o| o.and_then(|o| o.all).unwrap_or(false)),
+    )
+}
+
 fn range(offset: Option<f64>, limit: Option<f64>) -> Result<(usize, usize), sandgate::Error> {
     Ok((
         offset.map_or(Ok(1), |o| to_usize(o, "offset"))?,
@@ -437,8 +471,10 @@ impl Sandbox {
     pub fn from_policy(
         env: &Env,
         policy: &Policy,
-        options: Option<FromPolicyOptions>,
+        #[napi(ts_arg_type = "FromPolicyOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<Sandbox> {
+        let options: Option<FromPolicyOptions> =
+            options_of(env, options, "options", FROM_POLICY_OPTIONS)?.or_throw(env)?;
         let mut b = sandgate::SandboxBuilder::from_policy(&policy.inner);
         if let Some(f) = options.and_then(|o| o.audit) {
             b.audit(audit_sink(f));
@@ -487,9 +523,11 @@ impl Sandbox {
         &self,
         env: &Env,
         path: Utf16String,
-        options: Option<HostNameOptions>,
+        #[napi(ts_arg_type = "HostNameOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<String> {
         let path = utf8(&path, "path").or_throw(env)?;
+        let options: Option<HostNameOptions> =
+            options_of(env, options, "options", HOST_NAME_OPTIONS)?.or_throw(env)?;
         if options.and_then(|o| o.write).unwrap_or(false) {
             self.inner.host_write_name(&path).or_throw(env)
         } else {
@@ -591,10 +629,10 @@ impl Sandbox {
         env: &Env,
         path: Utf16String,
         data: Either<String, Buffer>,
-        options: Option<WriteOptions>,
+        #[napi(ts_arg_type = "WriteOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<f64> {
         let path = utf8(&path, "path").or_throw(env)?;
-        let overwrite = options.and_then(|o| o.overwrite).unwrap_or(false);
+        let overwrite = overwrite_of(env, options)?.or_throw(env)?;
         self.inner
             .write(&path, &bytes_of(data), write_options(overwrite))
             .map(|n| n as f64)
@@ -605,17 +643,18 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<number>")]
     pub fn write_async(
         &self,
+        env: &Env,
         path: Utf16String,
         data: Either<String, Buffer>,
-        options: Option<WriteOptions>,
-    ) -> AsyncTask<Job<u64, f64>> {
+        #[napi(ts_arg_type = "WriteOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<Job<u64, f64>>> {
         let sb = Arc::clone(&self.inner);
-        let overwrite = options.and_then(|o| o.overwrite).unwrap_or(false);
+        let overwrite = overwrite_of(env, options)?;
         let bytes = bytes_of(data);
-        AsyncTask::new(Job::new(
-            move || sb.write(&utf8(&path, "path")?, &bytes, write_options(overwrite)),
+        Ok(AsyncTask::new(Job::new(
+            move || sb.write(&utf8(&path, "path")?, &bytes, write_options(overwrite?)),
             number,
-        ))
+        )))
     }
 
     /// Replaces the exact string `oldText` by `newText`: it must occur exactly once
@@ -628,10 +667,10 @@ impl Sandbox {
         path: Utf16String,
         old_text: Utf16String,
         new_text: Utf16String,
-        options: Option<EditOptions>,
+        #[napi(ts_arg_type = "EditOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<u32> {
         let (path, old_text, new_text) = edit_args(&path, &old_text, &new_text).or_throw(env)?;
-        let all = options.and_then(|o| o.all).unwrap_or(false);
+        let all = all_of(env, options)?.or_throw(env)?;
         self.inner
             .edit(&path, &old_text, &new_text, edit_options(all))
             .map(sat_u32)
@@ -642,20 +681,21 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<number>")]
     pub fn edit_async(
         &self,
+        env: &Env,
         path: Utf16String,
         old_text: Utf16String,
         new_text: Utf16String,
-        options: Option<EditOptions>,
-    ) -> AsyncTask<Job<usize, u32>> {
+        #[napi(ts_arg_type = "EditOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<Job<usize, u32>>> {
         let sb = Arc::clone(&self.inner);
-        let all = options.and_then(|o| o.all).unwrap_or(false);
-        AsyncTask::new(Job::new(
+        let all = all_of(env, options)?;
+        Ok(AsyncTask::new(Job::new(
             move || {
                 let (path, old_text, new_text) = edit_args(&path, &old_text, &new_text)?;
-                sb.edit(&path, &old_text, &new_text, edit_options(all))
+                sb.edit(&path, &old_text, &new_text, edit_options(all?))
             },
             count,
-        ))
+        )))
     }
 
     // ----- list and stat -----
@@ -812,9 +852,10 @@ impl Sandbox {
         pattern: Utf16String,
         path: Option<Utf16String>,
         max_results: Option<f64>,
-        options: Option<GrepOptions>,
+        #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<GrepAnswer> {
         let (pattern, path) = pattern_args(&pattern, path).or_throw(env)?;
+        let options = options_of(env, options, "options", GREP_OPTIONS)?.or_throw(env)?;
         let (opts, context) = grep_options(max_results, options).or_throw(env)?;
         let out = self
             .inner
@@ -827,19 +868,21 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<Array<GrepMatch> | Array<string> | Array<GrepCount>>")]
     pub fn grep_async(
         &self,
+        env: &Env,
         pattern: Utf16String,
         path: Option<Utf16String>,
         max_results: Option<f64>,
-        options: Option<GrepOptions>,
-    ) -> AsyncTask<Job<(sandgate::search::GrepOutput, bool), GrepAnswer>> {
+        #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<Job<(sandgate::search::GrepOutput, bool), GrepAnswer>>> {
         let sb = Arc::clone(&self.inner);
-        AsyncTask::new(Job::new(
+        let options = options_of(env, options, "options", GREP_OPTIONS)?;
+        Ok(AsyncTask::new(Job::new(
             move || {
                 let (pattern, path) = pattern_args(&pattern, path)?;
-                let (opts, context) = grep_options(max_results, options)?;
+                let (opts, context) = grep_options(max_results, options?)?;
                 Ok((sb.grep_with(&pattern, path.as_deref(), &opts)?, context))
             },
             grep_answer,
-        ))
+        )))
     }
 }

@@ -249,6 +249,44 @@ describe('options objects', () => {
     new Sandbox().close()
   })
 
+  // The smaller options objects read their fields the same way: a
+  // misspelt `overwite`, `{ wrte: true }` or the snake_case `case_insensitive`
+  // did nothing, and the call went on with the default.
+  test('every other options object refuses an unknown option', async () => {
+    const sb = new Sandbox({ readRoots: [ws], writeRoot: ws, allowOverwrite: true })
+    try {
+      const bad = [
+        ['write', () => sb.write('a.txt', 'x', { overWrite: true }), 'overWrite'],
+        ['write', () => sb.write('w.txt', 'x', 'overwrite'), 'options'],
+        ['hostName', () => sb.hostName(path.join(ws, 'a.txt'), { wrte: true }), 'wrte'],
+        ['edit', () => sb.edit('a.txt', 'l1', 'L1', { replaceAll: true }), 'replaceAll'],
+        ['grep', () => sb.grep('l', undefined, undefined, { case_insensitive: true }), 'case_insensitive'],
+        ['grep', () => sb.grep('l', undefined, undefined, { globs: '*.md' }), 'globs'],
+        ['fromPolicy', () => Sandbox.fromPolicy(Policy.parse('', ws), { audt: () => {} }), 'audt'],
+        ['Executor', () => new Executor(Policy.parse('', ws), { onAudit: () => {} }), 'onAudit'],
+        ['Executor.fromOptions', () => Executor.fromOptions({ write_root: ws }, ws, { Audit: () => {} }), 'Audit'],
+      ]
+      for (const [, fn, key] of bad) throwsRequest(fn, key)
+      await rejectsRequest(sb.writeAsync('a.txt', 'x', { overWrite: true }), 'overWrite')
+      await rejectsRequest(sb.editAsync('a.txt', 'l1', 'L1', { replaceAll: true }), 'replaceAll')
+      await rejectsRequest(sb.grepAsync('l', undefined, undefined, { case_insensitive: true }), 'case_insensitive')
+      // Nothing was written or edited.
+      assert.equal(fs.readFileSync(path.join(ws, 'a.txt'), 'utf8'), 'l1\nl2\nl3\nl4\nl5\n')
+      assert.equal(fs.existsSync(path.join(ws, 'w.txt')), false)
+      // Known options, undefined and null are as before.
+      assert.equal(sb.write('a.txt', 'l1\nl2\nl3\nl4\nl5\n', { overwrite: true }), 15)
+      assert.equal(sb.hostName(path.join(ws, 'a.txt'), { write: true }), 'a.txt')
+      assert.equal(sb.edit('a.txt', 'l', 'l', { all: true }), 5)
+      assert.equal(sb.grep('L2', undefined, undefined, { caseInsensitive: true }).length, 1)
+      assert.equal(sb.grep('l2', undefined, undefined, null).length, 1)
+      assert.equal(sb.write('n.txt', 'x', undefined), 1)
+      Sandbox.fromPolicy(Policy.parse('', ws), { audit: undefined }).close()
+      new Executor(Policy.parse('', ws), null).disposeSync()
+    } finally {
+      sb.close()
+    }
+  })
+
   test('exec refuses an unknown option instead of ignoring it', async () => {
     const x = Executor.fromOptions({ write_root: ws, enabled: true, timeout_ms: 10000 })
     try {
