@@ -13,7 +13,10 @@ use sandgate::exec::{AbortSignal, ExecResult};
 
 use crate::policy::Policy;
 use crate::sandbox::{audit_sink, AuditFn};
-use crate::{js_error, options_of, request_error, same, to_count, utf8, utf8_opt, Job, OrThrow};
+use crate::{
+    class_arg, js_error, options_of, request_error, same, to_count, utf8, utf8_opt, wide_arg, Job,
+    OrThrow,
+};
 
 /// Options of `new Executor(policy, options)` and `Executor.fromOptions`.
 #[napi(object, object_to_js = false)]
@@ -254,9 +257,10 @@ impl Executor {
     #[napi(constructor)]
     pub fn new(
         env: &Env,
-        policy: &Policy,
+        #[napi(ts_arg_type = "Policy")] policy: Unknown<'_>,
         #[napi(ts_arg_type = "ExecutorOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<Self> {
+        let policy = class_arg::<Policy>(&policy, "policy", "Policy").or_throw(env)?;
         let options: Option<ExecutorOptions> =
             options_of(env, options, "options", EXECUTOR_OPTIONS)?.or_throw(env)?;
         let inner = sandgate::Executor::from_policy(&policy.inner).or_throw(env)?;
@@ -274,7 +278,7 @@ impl Executor {
     pub fn from_options(
         env: &Env,
         options: Unknown<'_>,
-        base_dir: Option<Utf16String>,
+        base_dir: Option<Unknown<'_>>,
         executor_options: Option<Unknown<'_>>,
     ) -> napi::Result<Executor> {
         let executor_options: Option<ExecutorOptions> =
@@ -308,9 +312,12 @@ impl Executor {
     pub fn exec(
         &self,
         env: &Env,
-        command: Utf16String,
+        #[napi(ts_arg_type = "string")] command: Unknown<'_>,
         #[napi(ts_arg_type = "ExecOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<AsyncTask<ExecJob>> {
+        // Thrown at the call, like malformed options; a lone surrogate
+        // rejects (`ExecJob::compute`).
+        let command = wide_arg(command, "command").or_throw(env)?;
         let options: Option<ExecOptions> = options_of(
             env,
             options,
