@@ -1102,3 +1102,31 @@ def test_arguments_of_the_wrong_type_are_e_request_naming_them(tree: Path, tmp_p
     sb.delete("w.txt")
     sb.close()
     root.close()
+
+
+def test_lone_surrogates_in_texts_are_e_request_naming_them(tree: Path) -> None:
+    """A str holding a lone surrogate cannot be UTF-8: in edit's texts, in
+    content to write and in policy text it is E_REQUEST naming the argument,
+    as in a path (and as in Node), never str.encode's UnicodeEncodeError,
+    which carries no code. Nothing is written."""
+    from sandgate import RequestError
+
+    ws = tree / "ws"
+    sb = Sandbox(read_roots=[ws], write_root=ws, allow_overwrite=True)
+    cases = [
+        (lambda: sb.edit("a.txt", "hel\ud800", "x"), "old"),
+        (lambda: sb.edit("a.txt", "hello", "\udc80"), "new"),
+        (lambda: sb.write("w.txt", "a\ud800b"), "data"),
+        (lambda: sb.write("a.txt", "\udfff", overwrite=True), "data"),
+        (lambda: Policy.parse("[fs]\nwrite_root = '\ud800'\n", ws), "text"),
+    ]
+    for fn, what in cases:
+        with pytest.raises(RequestError) as ei:
+            fn()
+        assert ei.value.code == "E_REQUEST", ei.value
+        assert what in str(ei.value), str(ei.value)
+    assert (ws / "a.txt").read_text() == "hello\nworld\n"
+    assert not (ws / "w.txt").exists()
+    # Surrogate pairs are ordinary characters.
+    assert sb.edit("a.txt", "hello", "\U0001F600") == 1
+    sb.close()

@@ -95,6 +95,21 @@ def _str(v: Any, what: str) -> str:
     return v
 
 
+def _text(s: str, what: str) -> bytes:
+    """Text the library takes as bytes (content to write, policy text) as
+    UTF-8. A lone surrogate has no UTF-8 form: E_REQUEST naming the
+    argument, rather than str.encode's UnicodeEncodeError, which has no
+    code."""
+    try:
+        return s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise RequestError(
+            f"{what} holds a lone surrogate (U+D800..U+DFFF outside a pair) at index {e.start},"
+            " which UTF-8 cannot hold",
+            code="E_REQUEST",
+        ) from None
+
+
 def _policy(p: Any) -> "Policy":
     """A Policy argument."""
     if not isinstance(p, Policy):
@@ -666,7 +681,7 @@ class Policy(_Handle):
     @classmethod
     def parse(cls, text: str | bytes, base_dir: str | os.PathLike) -> "Policy":
         """Checks policy text as if read from a file in ``base_dir``."""
-        t = text.encode("utf-8") if isinstance(text, str) else _data(text, "text")
+        t = _text(text, "text") if isinstance(text, str) else _data(text, "text")
         b = _name(base_dir, "base_dir")
         out, err = c_void_p(), c_void_p()
         st = lib.sg_policy_parse(t, len(t), b, len(b), byref(out), byref(err))
@@ -1031,7 +1046,7 @@ class Sandbox(_Handle):
         """Writes ``data`` (str: UTF-8) atomically; a new file unless
         ``overwrite`` and the sandbox allows it. Returns the bytes written."""
         if isinstance(data, str):
-            data = data.encode("utf-8")
+            data = _text(data, "data")
         else:
             data = _data(data, "data")
         p = _name(path)
@@ -1042,7 +1057,7 @@ class Sandbox(_Handle):
     def edit(self, path: str, old: str, new: str, all: bool = False) -> int:
         """Replaces ``old`` by ``new`` (exactly once unless ``all``); returns
         the number of replacements."""
-        p, o, n = _name(path), _str(old, "old").encode("utf-8"), _str(new, "new").encode("utf-8")
+        p, o, n = _name(path), _utf8(_str(old, "old")), _utf8(_str(new, "new"))
         count = c_uint64()
         self._call(lib.sg_sandbox_edit, p, len(p), o, len(o), n, len(n), bool(all), byref(count))
         return count.value
