@@ -161,10 +161,20 @@ pub(crate) fn json_of(
     v: Unknown<'_>,
     what: &str,
 ) -> napi::Result<Result<serde_json::Value, sandgate::Error>> {
-    // The conversion first: it refuses what JSON cannot hold and bounds the
-    // depth and the number of nodes, which the walk below then follows.
+    // The conversion first: it refuses what JSON cannot hold (`undefined`
+    // for a missing argument, a function, a symbol: `E_REQUEST` naming the
+    // argument, not its own `InvalidArg`) and bounds the depth and the
+    // number of nodes, which the walk below then follows.
     // SAFETY: a live value of this environment.
-    let json = unsafe { serde_json::Value::from_napi_value(env.raw(), v.raw())? };
+    let json = match unsafe { serde_json::Value::from_napi_value(env.raw(), v.raw()) } {
+        Ok(json) => json,
+        Err(e) => {
+            return Ok(Err(request_error(format!(
+                "`{what}` cannot be read as JSON: {}",
+                e.reason
+            ))))
+        }
+    };
     // SAFETY: as above.
     match unsafe { find_lone_surrogate(env.raw(), v.raw(), &json, what)? } {
         Some(place) => Ok(Err(lone_surrogate(&place))),

@@ -402,3 +402,21 @@ describe('arguments of the wrong type', () => {
     }
   })
 })
+
+// fromOptions converted its options with napi-rs' JSON conversion and let
+// its error through: a missing options object or a function in it threw
+// 'InvalidArg' ("undefined cannot be represented as a serde_json::Value").
+describe('fromOptions with options JSON cannot hold', () => {
+  test('is E_REQUEST naming the options', () => {
+    for (const fn of [
+      () => Policy.fromOptions(),
+      () => Policy.fromOptions(undefined, ws),
+      () => Policy.fromOptions({ write_root: ws, audit: () => {} }),
+      () => Executor.fromOptions(),
+      () => Executor.fromOptions({ write_root: ws, enabled: Symbol('x') }),
+    ]) {
+      throwsRequest(fn, 'options')
+    }
+    assert.match(Policy.fromOptions({ write_root: ws }, ws).digest, /^sha256:/)
+  })
+})
