@@ -1130,3 +1130,37 @@ def test_lone_surrogates_in_texts_are_e_request_naming_them(tree: Path) -> None:
     # Surrogate pairs are ordinary characters.
     assert sb.edit("a.txt", "hello", "\U0001F600") == 1
     sb.close()
+
+
+def test_close_while_calls_return_on_other_threads(tree: Path) -> None:
+    """Sandbox.close() calls sg_sandbox_close(h) between marking the handle
+    closing and freeing it; a call on another thread returning in that
+    window saw "closing, nothing in flight" and freed the handle, so
+    close() went on with a freed one (a segfault within a few hundred
+    rounds). Run in a child process so that a crash is a failure here."""
+    code = f"""
+import threading, sandgate
+d = {str(tree / "ws")!r}
+for _ in range(300):
+    sb = sandgate.Sandbox(read_roots=[d]); r = sandgate.Root(d)
+    go = threading.Event()
+    def work():
+        go.wait()
+        for _ in range(100):
+            for f in (lambda: sb.read("a.txt"), lambda: sb.grep("hello"), lambda: r.stat("a.txt")):
+                try:
+                    f()
+                except sandgate.ClosedError:
+                    pass
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for t in ts:
+        t.start()
+    go.set()
+    sb.close(); r.close()
+    for t in ts:
+        t.join()
+print("ok")
+"""
+    env = dict(os.environ, PYTHONPATH=SRC)
+    p = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, env=env, timeout=240)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", (p.returncode, p.stderr[-2000:])

@@ -265,11 +265,16 @@ class _Handle:
         h = self._h
         if h is None or self._closing:
             return
-        self._closing = True
-        self.__dict__.pop("_ho", None)  # hot-path calls raise ClosedError from now on
-        self._before_free(h)
-        if not self._inflight:
-            self._reap()
+        # close() is in flight itself until _before_free returns: a call on
+        # another thread returning meanwhile sees this entry and leaves the
+        # handle alone, rather than freeing it under _before_free.
+        self._inflight.append(None)
+        try:
+            self._closing = True
+            self.__dict__.pop("_ho", None)  # hot-path calls raise ClosedError from now on
+            self._before_free(h)
+        finally:
+            self._release()  # frees the handle unless calls are still in flight
 
     def __enter__(self):
         return self
