@@ -55,7 +55,7 @@ func sandgateGoAudit(user unsafe.Pointer, ev *C.struct_sg_audit_event) {
 		e.Limit = C.GoString(ev.limit)
 	}
 	if ev.path != nil && ev.path_len > 0 {
-		e.Path = C.GoStringN(ev.path, C.int(ev.path_len))
+		e.Path = string(cView(unsafe.Pointer(ev.path), uint64(ev.path_len)))
 	}
 	f(e)
 }

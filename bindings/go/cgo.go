@@ -19,6 +19,7 @@ package sandgate
 import "C"
 
 import (
+	"bytes"
 	"unsafe"
 )
 
@@ -57,5 +58,13 @@ func takeBytes(b *C.sg_bytes) []byte {
 	if b.ptr == nil || b.len == 0 {
 		return []byte{}
 	}
-	return C.GoBytes(unsafe.Pointer(b.ptr), C.int(b.len))
+	return bytes.Clone(cView(unsafe.Pointer(b.ptr), uint64(b.len)))
+}
+
+// cView is the n bytes of C memory at p, not copied: valid while the
+// library owns them. The length is the size_t itself: C.GoBytes (and
+// C.GoStringN) take a C int, which wraps past 2 GiB, so a larger result
+// would come back cut short, or panic.
+func cView(p unsafe.Pointer, n uint64) []byte {
+	return unsafe.Slice((*byte)(p), n)
 }

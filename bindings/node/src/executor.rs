@@ -13,7 +13,10 @@ use sandgate::exec::{AbortSignal, ExecResult};
 
 use crate::policy::Policy;
 use crate::sandbox::{audit_sink, AuditFn};
-use crate::{js_error, options_of, request_error, same, to_count, utf8, utf8_opt, Job, OrThrow};
+use crate::{
+    class_arg, js_error, options_of, request_error, same, to_count, utf8, utf8_opt, wide_arg, Job,
+    OrThrow,
+};
 
 /// Options of `new Executor(policy, options)` and `Executor.fromOptions`.
 #[napi(object, object_to_js = false)]
@@ -24,6 +27,9 @@ pub struct ExecutorOptions {
     #[napi(ts_type = "(event: AuditEvent) => void")]
     pub audit: Option<AuditFn>,
 }
+
+/// The keys of [`ExecutorOptions`] as JavaScript spells them.
+const EXECUTOR_OPTIONS: &[&str] = &["audit"];
 
 /// An executor with `options` applied.
 fn executor_with(inner: sandgate::Executor, options: Option<ExecutorOptions>) -> Executor {
@@ -250,7 +256,14 @@ impl Executor {
     /// callback. With `[exec] enabled = false` and no `process_allow` it
     /// exists but refuses every command with `E_DENIED`.
     #[napi(constructor)]
-    pub fn new(env: &Env, policy: &Policy, options: Option<ExecutorOptions>) -> napi::Result<Self> {
+    pub fn new(
+        env: &Env,
+        #[napi(ts_arg_type = "Policy")] policy: Unknown<'_>,
+        #[napi(ts_arg_type = "ExecutorOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<Self> {
+        let policy = class_arg::<Policy>(&policy, "policy", "Policy").or_throw(env)?;
+        let options: Option<ExecutorOptions> =
+            options_of(env, options, "options", EXECUTOR_OPTIONS)?.or_throw(env)?;
         let inner = sandgate::Executor::from_policy(&policy.inner).or_throw(env)?;
         Ok(executor_with(inner, options))
     }
@@ -266,9 +279,12 @@ impl Executor {
     pub fn from_options(
         env: &Env,
         options: Unknown<'_>,
-        base_dir: Option<Utf16String>,
-        executor_options: Option<ExecutorOptions>,
+        base_dir: Option<Unknown<'_>>,
+        executor_options: Option<Unknown<'_>>,
     ) -> napi::Result<Executor> {
+        let executor_options: Option<ExecutorOptions> =
+            options_of(env, executor_options, "executorOptions", EXECUTOR_OPTIONS)?
+                .or_throw(env)?;
         let policy = crate::policy::from_options(env, options, base_dir)?.or_throw(env)?;
         let inner = sandgate::Executor::from_policy(&policy).or_throw(env)?;
         Ok(executor_with(inner, executor_options))
@@ -297,9 +313,12 @@ impl Executor {
     pub fn exec(
         &self,
         env: &Env,
-        command: Utf16String,
+        #[napi(ts_arg_type = "string")] command: Unknown<'_>,
         #[napi(ts_arg_type = "ExecOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<AsyncTask<ExecJob>> {
+        // Thrown at the call, like malformed options; a lone surrogate
+        // rejects (`ExecJob::compute`).
+        let command = wide_arg(command, "command").or_throw(env)?;
         let options: Option<ExecOptions> = options_of(
             env,
             options,

@@ -22,7 +22,7 @@ use sandgate::fetch::{FetchError, FetchOptions as NativeOptions, FetchResponse, 
 use sandgate::ErrorCode;
 
 use crate::policy::Policy;
-use crate::{js_error_with, json_of, options_of, request_error, to_count};
+use crate::{class_arg, js_error_with, json_of, options_of, request_error, str_arg, to_count};
 
 /// Options of `fetch`. An absent option means the library's default.
 #[napi(object, object_to_js = false)]
@@ -260,10 +260,15 @@ pub struct Fetcher {
 impl Fetcher {
     /// The fetcher `policy` grants (`[net]`, `[budgets] net_ops`).
     #[napi(constructor)]
-    pub fn new(policy: &Policy) -> Self {
-        Fetcher {
+    pub fn new(
+        env: &Env,
+        #[napi(ts_arg_type = "Policy")] policy: Unknown<'_>,
+    ) -> napi::Result<Self> {
+        let policy = class_arg::<Policy>(&policy, "policy", "Policy")
+            .map_err(|e| failure_error(env, &Failure::Other(e)))?;
+        Ok(Fetcher {
             inner: Arc::new(sandgate::fetch::from_policy(&policy.inner)),
-        }
+        })
     }
 
     /// Fetches `url` on the calling thread (blocking it). Returns the
@@ -275,9 +280,10 @@ impl Fetcher {
     pub fn fetch(
         &self,
         env: &Env,
-        url: String,
+        #[napi(ts_arg_type = "string")] url: Unknown<'_>,
         #[napi(ts_arg_type = "FetchOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<FetchResult> {
+        let url = str_arg(url, "url").map_err(|e| failure_error(env, &Failure::Other(e)))?;
         let opts = options_arg(env, options)?
             .and_then(native_options)
             .map_err(|e| failure_error(env, &Failure::Other(e)))?;
@@ -293,13 +299,20 @@ impl Fetcher {
     pub fn fetch_async(
         &self,
         env: &Env,
-        url: String,
+        #[napi(ts_arg_type = "string")] url: Unknown<'_>,
         #[napi(ts_arg_type = "FetchOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<AsyncTask<FetchJob>> {
+        // A malformed url rejects like malformed options.
+        let url = str_arg(url, "url");
+        let options = options_arg(env, options)?.and_then(native_options);
+        let (url, options) = match url {
+            Ok(url) => (url, options),
+            Err(e) => (String::new(), Err(e)),
+        };
         Ok(AsyncTask::new(FetchJob {
             fetcher: Arc::clone(&self.inner),
             url,
-            options: Some(options_arg(env, options)?.and_then(native_options)),
+            options: Some(options),
         }))
     }
 

@@ -161,10 +161,20 @@ pub(crate) fn json_of(
     v: Unknown<'_>,
     what: &str,
 ) -> napi::Result<Result<serde_json::Value, sandgate::Error>> {
-    // The conversion first: it refuses what JSON cannot hold and bounds the
-    // depth and the number of nodes, which the walk below then follows.
+    // The conversion first: it refuses what JSON cannot hold (`undefined`
+    // for a missing argument, a function, a symbol: `E_REQUEST` naming the
+    // argument, not its own `InvalidArg`) and bounds the depth and the
+    // number of nodes, which the walk below then follows.
     // SAFETY: a live value of this environment.
-    let json = unsafe { serde_json::Value::from_napi_value(env.raw(), v.raw())? };
+    let json = match unsafe { serde_json::Value::from_napi_value(env.raw(), v.raw()) } {
+        Ok(json) => json,
+        Err(e) => {
+            return Ok(Err(request_error(format!(
+                "`{what}` cannot be read as JSON: {}",
+                e.reason
+            ))))
+        }
+    };
     // SAFETY: as above.
     match unsafe { find_lone_surrogate(env.raw(), v.raw(), &json, what)? } {
         Some(place) => Ok(Err(lone_surrogate(&place))),
@@ -247,6 +257,147 @@ unsafe fn find_lone_surrogate(
     }
 }
 
+/// What a JavaScript value is, for an error naming an argument of the
+/// wrong type.
+fn kind_of(v: &Unknown<'_>) -> &'static str {
+    use napi::bindgen_prelude::ValueType;
+    match v.get_type() {
+        Ok(ValueType::Undefined) => "undefined",
+        Ok(ValueType::Null) => "null",
+        Ok(ValueType::Boolean) => "a boolean",
+        Ok(ValueType::Number) => "a number",
+        Ok(ValueType::BigInt) => "a bigint",
+        Ok(ValueType::String) => "a string",
+        Ok(ValueType::Symbol) => "a symbol",
+        Ok(ValueType::Function) => "a function",
+        Ok(ValueType::Object) => "an object",
+        _ => "another kind of value",
+    }
+}
+
+/// The `E_REQUEST` for argument `what`, which is not `expected`. napi-rs'
+/// own conversion of a declared argument type throws an error whose code
+/// is a Node-API status (`StringExpected`, `InvalidArg`) and whose message
+/// names no argument, unlike every other refusal of a malformed call and
+/// unlike the other bindings: so the methods take their arguments as
+/// JavaScript values and convert them here.
+fn wrong_type(v: &Unknown<'_>, what: &str, expected: &str) -> sandgate::Error {
+    request_error(format!("`{what}` must be {expected}, not {}", kind_of(v)))
+}
+
+/// A Node-API failure while reading argument `what`, as `E_REQUEST`.
+fn unreadable(e: napi::Error, what: &str) -> sandgate::Error {
+    request_error(format!("`{what}` cannot be read: {}", e.reason))
+}
+
+/// Whether `v` is `undefined` or `null` (an optional argument left out).
+fn is_nullish(v: &Unknown<'_>) -> bool {
+    use napi::bindgen_prelude::ValueType;
+    matches!(v.get_type(), Ok(ValueType::Undefined | ValueType::Null))
+}
+
+/// A string argument as JavaScript holds it (UTF-16); anything else is
+/// `E_REQUEST` naming it ([`wrong_type`]).
+pub(crate) fn wide_arg(v: Unknown<'_>, what: &str) -> Result<Utf16String, sandgate::Error> {
+    use napi::bindgen_prelude::ValueType;
+    if v.get_type().map_err(|e| unreadable(e, what))? != ValueType::String {
+        return Err(wrong_type(&v, what, "a string"));
+    }
+    // SAFETY: a live string of this environment.
+    unsafe { Utf16String::from_napi_value(v.value().env, v.raw()) }.map_err(|e| unreadable(e, what))
+}
+
+/// A string argument as UTF-8 ([`wide_arg`], then [`utf8`]).
+pub(crate) fn str_arg(v: Unknown<'_>, what: &str) -> Result<String, sandgate::Error> {
+    utf8(&wide_arg(v, what)?, what)
+}
+
+/// [`str_arg`] of an optional argument (`undefined` or `null`: none).
+pub(crate) fn opt_str_arg(
+    v: Option<Unknown<'_>>,
+    what: &str,
+) -> Result<Option<String>, sandgate::Error> {
+    v.filter(|v| !is_nullish(v))
+        .map(|v| str_arg(v, what))
+        .transpose()
+}
+
+/// An optional number argument (`undefined` or `null`: none); anything
+/// else but a number is `E_REQUEST` naming it.
+pub(crate) fn opt_num_arg(
+    v: Option<Unknown<'_>>,
+    what: &str,
+) -> Result<Option<f64>, sandgate::Error> {
+    use napi::bindgen_prelude::ValueType;
+    let Some(v) = v.filter(|v| !is_nullish(v)) else {
+        return Ok(None);
+    };
+    if v.get_type().map_err(|e| unreadable(e, what))? != ValueType::Number {
+        return Err(wrong_type(&v, what, "a number"));
+    }
+    // SAFETY: a live number of this environment.
+    unsafe { f64::from_napi_value(v.value().env, v.raw()) }
+        .map(Some)
+        .map_err(|e| unreadable(e, what))
+}
+
+/// An optional boolean argument (`undefined` or `null`: none); anything
+/// else but a boolean is `E_REQUEST` naming it.
+pub(crate) fn opt_bool_arg(
+    v: Option<Unknown<'_>>,
+    what: &str,
+) -> Result<Option<bool>, sandgate::Error> {
+    use napi::bindgen_prelude::ValueType;
+    let Some(v) = v.filter(|v| !is_nullish(v)) else {
+        return Ok(None);
+    };
+    if v.get_type().map_err(|e| unreadable(e, what))? != ValueType::Boolean {
+        return Err(wrong_type(&v, what, "a boolean"));
+    }
+    // SAFETY: a live boolean of this environment.
+    unsafe { bool::from_napi_value(v.value().env, v.raw()) }
+        .map(Some)
+        .map_err(|e| unreadable(e, what))
+}
+
+/// Content to write: a string (as UTF-8) or a `Buffer` (copied); anything
+/// else is `E_REQUEST` naming it.
+pub(crate) fn data_arg(v: Unknown<'_>, what: &str) -> Result<Vec<u8>, sandgate::Error> {
+    use napi::bindgen_prelude::{Buffer, ValidateNapiValue, ValueType};
+    let env = v.value().env;
+    match v.get_type().map_err(|e| unreadable(e, what))? {
+        // SAFETY: a live string of this environment.
+        ValueType::String => unsafe { String::from_napi_value(env, v.raw()) }
+            .map(String::into_bytes)
+            .map_err(|e| unreadable(e, what)),
+        // SAFETY: a live object of this environment, checked to be a Buffer.
+        ValueType::Object if unsafe { Buffer::validate(env, v.raw()) }.is_ok() => {
+            // SAFETY: as above.
+            unsafe { Buffer::from_napi_value(env, v.raw()) }
+                .map(|b| b.to_vec())
+                .map_err(|e| unreadable(e, what))
+        }
+        _ => Err(wrong_type(&v, what, "a string or a Buffer")),
+    }
+}
+
+/// An instance of the class `T` (named `class` in JavaScript) as an
+/// argument; anything else is `E_REQUEST` naming it.
+pub(crate) fn class_arg<'a, T>(
+    v: &Unknown<'a>,
+    what: &str,
+    class: &str,
+) -> Result<napi::bindgen_prelude::ClassInstance<'a, T>, sandgate::Error>
+where
+    T: napi::bindgen_prelude::MaybeTypeTag + 'a,
+{
+    use napi::bindgen_prelude::ClassInstance;
+    // SAFETY: a live value of this environment; the conversion checks that
+    // it wraps a `T` (type tag and class identity).
+    unsafe { ClassInstance::<T>::from_napi_value(v.value().env, v.raw()) }
+        .map_err(|_| wrong_type(v, what, &format!("a {class}")))
+}
+
 /// The options object argument `v` (`undefined` or `null`: none) as
 /// napi-rs converts it, after refusing what that conversion would ignore
 /// without a word: a value that is not an object (read as "no options")
@@ -277,8 +428,11 @@ pub(crate) fn options_of<T: FromNapiValue>(
             ))));
         }
     }
-    // SAFETY: as above.
-    Ok(Ok(Some(unsafe { T::from_napi_value(env.raw(), v.raw())? })))
+    // SAFETY: as above. A field of the wrong type (`{ all: 'yes' }`) is the
+    // caller's mistake like an unknown key: napi-rs names the field.
+    Ok(unsafe { T::from_napi_value(env.raw(), v.raw()) }
+        .map(Some)
+        .map_err(|e| request_error(format!("`{what}`: {}", e.reason))))
 }
 
 /// Throws sandgate errors as JavaScript errors carrying their code.

@@ -1,10 +1,10 @@
 //! `Policy`: a loaded, checked policy file (docs/reference/policy.md).
 
-use napi::bindgen_prelude::{Unknown, Utf16String};
+use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_derive::napi;
 
-use crate::{json_of, utf8, utf8_opt, OrThrow};
+use crate::{json_of, opt_str_arg, str_arg, OrThrow};
 
 /// A policy file, loaded and checked. Immutable.
 #[napi]
@@ -33,13 +33,13 @@ pub(crate) fn policy_error(e: sandgate::policy::PolicyError) -> sandgate::Error 
 pub(crate) fn from_options(
     env: &Env,
     options: Unknown<'_>,
-    base_dir: Option<Utf16String>,
+    base_dir: Option<Unknown<'_>>,
 ) -> napi::Result<Result<sandgate::policy::Policy, sandgate::Error>> {
     let options = match json_of(env, options, "options")? {
         Ok(o) => o,
         Err(e) => return Ok(Err(e)),
     };
-    Ok(utf8_opt(base_dir, "baseDir").and_then(|d| policy_of(&options, d)))
+    Ok(opt_str_arg(base_dir, "baseDir").and_then(|d| policy_of(&options, d)))
 }
 
 fn policy_of(
@@ -65,8 +65,11 @@ impl Policy {
     /// Reads and checks the policy file at `path`; relative roots resolve
     /// against its directory. Throws `E_POLICY` (with `key`) when refused.
     #[napi(factory)]
-    pub fn load(env: &Env, path: Utf16String) -> napi::Result<Policy> {
-        let path = utf8(&path, "path").or_throw(env)?;
+    pub fn load(
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> napi::Result<Policy> {
+        let path = str_arg(path, "path").or_throw(env)?;
         sandgate::policy::Policy::load(&path)
             .map(|inner| Policy { inner })
             .map_err(policy_error)
@@ -77,10 +80,14 @@ impl Policy {
     /// roots resolve against it; the write root may not contain it).
     /// Throws `E_POLICY` (with `key`) when refused.
     #[napi(factory)]
-    pub fn parse(env: &Env, text: Utf16String, base_dir: Utf16String) -> napi::Result<Policy> {
+    pub fn parse(
+        env: &Env,
+        #[napi(ts_arg_type = "string")] text: Unknown<'_>,
+        #[napi(ts_arg_type = "string")] base_dir: Unknown<'_>,
+    ) -> napi::Result<Policy> {
         let (text, base_dir) = (
-            utf8(&text, "text").or_throw(env)?,
-            utf8(&base_dir, "baseDir").or_throw(env)?,
+            str_arg(text, "text").or_throw(env)?,
+            str_arg(base_dir, "baseDir").or_throw(env)?,
         );
         sandgate::policy::Policy::from_bytes(text.as_bytes(), std::path::Path::new(&base_dir), None)
             .map(|inner| Policy { inner })
@@ -101,7 +108,7 @@ impl Policy {
     pub fn from_options(
         env: &Env,
         options: Unknown<'_>,
-        base_dir: Option<Utf16String>,
+        base_dir: Option<Unknown<'_>>,
     ) -> napi::Result<Policy> {
         from_options(env, options, base_dir)?
             .map(|inner| Policy { inner })

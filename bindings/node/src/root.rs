@@ -8,14 +8,14 @@ use std::sync::{Arc, RwLock};
 
 use napi::bindgen_prelude::{
     panic_to_error, sys, CallbackInfo, FromNapiValue, JsError, JsObjectValue, JsValue, Object,
-    Unknown, Utf16String,
+    Unknown,
 };
 use napi::Env;
 use napi_derive::napi;
 use sandgate::rootfs::{Metadata, OpenOptions, RenameMode};
 use sandgate::{ErrorCode, FileKind};
 
-use crate::{request_error, to_mode, utf8, OrThrow};
+use crate::{opt_bool_arg, opt_num_arg, opt_str_arg, request_error, str_arg, to_mode, OrThrow};
 
 /// Metadata of one filesystem object beneath a root.
 #[napi(object)]
@@ -216,11 +216,11 @@ unsafe fn stat_into(
     let path = match short {
         Some(p) => p,
         None => {
-            // The generated glue's conversion of the `#[napi]` method
-            // (and its error for a non-string).
+            // The `#[napi]` method's conversion (and its error for a
+            // non-string).
             // SAFETY: valid env and value.
-            let wide = unsafe { Utf16String::from_napi_value(env, cb.get_arg(0))? };
-            long = utf8(&wide, "path").or_throw(&js_env)?;
+            let arg = unsafe { Unknown::from_napi_value(env, cb.get_arg(0))? };
+            long = str_arg(arg, "path").or_throw(&js_env)?;
             long.as_str()
         }
     };
@@ -335,8 +335,8 @@ pub(crate) fn install_fast_stat(env: &Env, exports: &Object<'_>) -> napi::Result
 }
 
 /// The `mode` argument (an integer from 0 to 0o7777), or `default`.
-fn mode_or(mode: Option<f64>, default: u32) -> Result<u32, sandgate::Error> {
-    mode.map_or(Ok(default), |m| to_mode(m, "mode"))
+fn mode_or(mode: Option<Unknown<'_>>, default: u32) -> Result<u32, sandgate::Error> {
+    opt_num_arg(mode, "mode")?.map_or(Ok(default), |m| to_mode(m, "mode"))
 }
 
 /// Maps Node's `fs.open` flag strings to open options.
@@ -398,8 +398,8 @@ impl Root {
 impl Root {
     /// Opens the directory `dir` as a root.
     #[napi(factory)]
-    pub fn open(env: &Env, dir: Utf16String) -> napi::Result<Root> {
-        let dir = utf8(&dir, "dir").or_throw(env)?;
+    pub fn open(env: &Env, #[napi(ts_arg_type = "string")] dir: Unknown<'_>) -> napi::Result<Root> {
+        let dir = str_arg(dir, "dir").or_throw(env)?;
         let root = sandgate::rootfs::Root::open(&dir)
             .map_err(sandgate::Error::from)
             .or_throw(env)?;
@@ -427,12 +427,13 @@ impl Root {
     pub fn open_file(
         &self,
         env: &Env,
-        path: Utf16String,
-        flags: Option<String>,
-        mode: Option<f64>,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+        #[napi(ts_arg_type = "string | undefined | null")] flags: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "number | undefined | null")] mode: Option<Unknown<'_>>,
     ) -> napi::Result<i32> {
-        let path = utf8(&path, "path").or_throw(env)?;
+        let path = str_arg(path, "path").or_throw(env)?;
         let mode = mode_or(mode, 0o666).or_throw(env)?;
+        let flags = opt_str_arg(flags, "flags").or_throw(env)?;
         let opts = open_options(flags.as_deref().unwrap_or("r"), mode).or_throw(env)?;
         let file = self.with(env, |r| r.open_with(&path, &opts))?;
         Ok(file.into_raw_fd())
@@ -445,13 +446,16 @@ impl Root {
     pub fn mkdir(
         &self,
         env: &Env,
-        path: Utf16String,
-        mode: Option<f64>,
-        recursive: Option<bool>,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+        #[napi(ts_arg_type = "number | undefined | null")] mode: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "boolean | undefined | null")] recursive: Option<Unknown<'_>>,
     ) -> napi::Result<()> {
-        let path = utf8(&path, "path").or_throw(env)?;
+        let path = str_arg(path, "path").or_throw(env)?;
         let mode = mode_or(mode, 0o777).or_throw(env)?;
-        if recursive.unwrap_or(false) {
+        if opt_bool_arg(recursive, "recursive")
+            .or_throw(env)?
+            .unwrap_or(false)
+        {
             self.with(env, |r| r.mkdir_all(&path, mode))
         } else {
             self.with(env, |r| r.mkdir(&path, mode))
@@ -461,8 +465,12 @@ impl Root {
     /// Removes one file, one symlink entry (never its target) or one empty
     /// directory.
     #[napi]
-    pub fn remove(&self, env: &Env, path: Utf16String) -> napi::Result<()> {
-        let path = utf8(&path, "path").or_throw(env)?;
+    pub fn remove(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> napi::Result<()> {
+        let path = str_arg(path, "path").or_throw(env)?;
         self.with(env, |r| r.remove(&path))
     }
 
@@ -470,23 +478,35 @@ impl Root {
     // Replaced at module load by the fast path (`INSTALL_STAT`), which
     // returns the same object.
     #[napi]
-    pub fn stat(&self, env: &Env, path: Utf16String) -> napi::Result<RootStat> {
-        let path = utf8(&path, "path").or_throw(env)?;
+    pub fn stat(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> napi::Result<RootStat> {
+        let path = str_arg(path, "path").or_throw(env)?;
         self.with(env, |r| r.stat(&path)).map(|m| stat_of(&m))
     }
 
     /// Metadata of the entry itself (a final symlink is not followed).
     // Replaced at module load like `stat`.
     #[napi]
-    pub fn lstat(&self, env: &Env, path: Utf16String) -> napi::Result<RootStat> {
-        let path = utf8(&path, "path").or_throw(env)?;
+    pub fn lstat(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> napi::Result<RootStat> {
+        let path = str_arg(path, "path").or_throw(env)?;
         self.with(env, |r| r.lstat(&path)).map(|m| stat_of(&m))
     }
 
     /// The stored target of a symbolic link (not resolved).
     #[napi]
-    pub fn readlink(&self, env: &Env, path: Utf16String) -> napi::Result<String> {
-        let path = utf8(&path, "path").or_throw(env)?;
+    pub fn readlink(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> napi::Result<String> {
+        let path = str_arg(path, "path").or_throw(env)?;
         self.with(env, |r| r.readlink(&path))
             .map(|p| p.to_string_lossy().into_owned())
     }
@@ -494,18 +514,27 @@ impl Root {
     /// Renames `from` to `to`, both beneath the root, replacing an existing
     /// destination like `rename(2)`; a final symlink is moved, not followed.
     #[napi]
-    pub fn rename(&self, env: &Env, from: Utf16String, to: Utf16String) -> napi::Result<()> {
+    pub fn rename(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] from: Unknown<'_>,
+        #[napi(ts_arg_type = "string")] to: Unknown<'_>,
+    ) -> napi::Result<()> {
         let (from, to) = (
-            utf8(&from, "from").or_throw(env)?,
-            utf8(&to, "to").or_throw(env)?,
+            str_arg(from, "from").or_throw(env)?,
+            str_arg(to, "to").or_throw(env)?,
         );
         self.with(env, |r| r.rename(&from, &to, RenameMode::Replace))
     }
 
     /// The names in a directory (without `.` and `..`), sorted.
     #[napi]
-    pub fn readdir(&self, env: &Env, path: Utf16String) -> napi::Result<Vec<String>> {
-        let path = utf8(&path, "path").or_throw(env)?;
+    pub fn readdir(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> napi::Result<Vec<String>> {
+        let path = str_arg(path, "path").or_throw(env)?;
         let mut names: Vec<String> = self
             .with(env, |r| r.read_dir(&path))?
             .iter()

@@ -8,13 +8,16 @@
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Either3, Unknown, Utf16String};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Either3, Unknown, Utf16String};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 use napi_derive::napi;
 
 use crate::policy::Policy;
-use crate::{options_of, same, to_count, to_usize, utf8, utf8_opt, utf8_vec, Job, OrThrow};
+use crate::{
+    class_arg, data_arg, opt_num_arg, opt_str_arg, options_of, same, str_arg, to_count, to_usize,
+    utf8, utf8_opt, utf8_vec, Job, OrThrow,
+};
 
 /// One audit event: what one sandbox operation or one executor command did
 /// (never file content, nor a command's text or output).
@@ -302,13 +305,6 @@ fn count(_: &Env, n: usize) -> napi::Result<u32> {
     Ok(sat_u32(n))
 }
 
-fn bytes_of(data: Either<String, Buffer>) -> Vec<u8> {
-    match data {
-        Either::A(s) => s.into_bytes(),
-        Either::B(b) => b.to_vec(),
-    }
-}
-
 pub(crate) fn audit_sink(f: AuditFn) -> impl Fn(&sandgate::AuditEvent) + Send + Sync + 'static {
     move |ev: &sandgate::AuditEvent| {
         let time = ev
@@ -331,30 +327,35 @@ pub(crate) fn audit_sink(f: AuditFn) -> impl Fn(&sandgate::AuditEvent) + Send + 
     }
 }
 
-/// `edit`'s strings as UTF-8 (a lone surrogate is `E_REQUEST`).
+// The arguments are taken as JavaScript values and converted by the
+// `*_arg` helpers (lib.rs): a wrong type or a missing argument is
+// `E_REQUEST` naming it, and a lone surrogate too. The `…Async` twins
+// convert on the main thread and reject with the same error.
+
+/// `edit`'s strings as UTF-8.
 fn edit_args(
-    path: &[u16],
-    old_text: &[u16],
-    new_text: &[u16],
+    path: Unknown<'_>,
+    old_text: Unknown<'_>,
+    new_text: Unknown<'_>,
 ) -> Result<(String, String, String), sandgate::Error> {
     Ok((
-        utf8(path, "path")?,
-        utf8(old_text, "oldText")?,
-        utf8(new_text, "newText")?,
+        str_arg(path, "path")?,
+        str_arg(old_text, "oldText")?,
+        str_arg(new_text, "newText")?,
     ))
 }
 
 /// `rename`'s names as UTF-8.
-fn rename_args(from: &[u16], to: &[u16]) -> Result<(String, String), sandgate::Error> {
-    Ok((utf8(from, "from")?, utf8(to, "to")?))
+fn rename_args(from: Unknown<'_>, to: Unknown<'_>) -> Result<(String, String), sandgate::Error> {
+    Ok((str_arg(from, "from")?, str_arg(to, "to")?))
 }
 
 /// A search's pattern and base as UTF-8.
 fn pattern_args(
-    pattern: &[u16],
-    path: Option<Utf16String>,
+    pattern: Unknown<'_>,
+    path: Option<Unknown<'_>>,
 ) -> Result<(String, Option<String>), sandgate::Error> {
-    Ok((utf8(pattern, "pattern")?, utf8_opt(path, "path")?))
+    Ok((str_arg(pattern, "pattern")?, opt_str_arg(path, "path")?))
 }
 
 fn write_options(overwrite: bool) -> sandgate::WriteOptions {
@@ -365,7 +366,45 @@ fn edit_options(all: bool) -> sandgate::EditOptions {
     sandgate::EditOptions::default().replace_all(all)
 }
 
-fn range(offset: Option<f64>, limit: Option<f64>) -> Result<(usize, usize), sandgate::Error> {
+/// The keys of each smaller options object as JavaScript spells them: an
+/// unknown key is `E_REQUEST` ([`options_of`]), as for the constructor's.
+const WRITE_OPTIONS: &[&str] = &["overwrite"];
+const HOST_NAME_OPTIONS: &[&str] = &["write"];
+const EDIT_OPTIONS: &[&str] = &["all"];
+const GREP_OPTIONS: &[&str] = &[
+    "glob",
+    "caseInsensitive",
+    "before",
+    "after",
+    "mode",
+    "gitignore",
+];
+const FROM_POLICY_OPTIONS: &[&str] = &["audit"];
+
+/// `write`'s `overwrite` from its options.
+fn overwrite_of(
+    env: &Env,
+    options: Option<Unknown<'_>>,
+) -> napi::Result<Result<bool, sandgate::Error>> {
+    Ok(
+        options_of::<WriteOptions>(env, options, "options", WRITE_OPTIONS)?
+            .map(|o| o.and_then(|o| o.overwrite).unwrap_or(false)),
+    )
+}
+
+/// `edit`'s `all` from its options.
+fn all_of(env: &Env, options: Option<Unknown<'_>>) -> napi::Result<Result<bool, sandgate::Error>> {
+    Ok(
+        options_of::<EditOptions>(env, options, "options", EDIT_OPTIONS)?
+            .map(|o| o.and_then(|o| o.all).unwrap_or(false)),
+    )
+}
+
+fn range(
+    offset: Option<Unknown<'_>>,
+    limit: Option<Unknown<'_>>,
+) -> Result<(usize, usize), sandgate::Error> {
+    let (offset, limit) = (opt_num_arg(offset, "offset")?, opt_num_arg(limit, "limit")?);
     Ok((
         offset.map_or(Ok(1), |o| to_usize(o, "offset"))?,
         limit.map_or(Ok(sandgate::MAX_RANGE_LINES), |l| to_usize(l, "limit"))?,
@@ -436,9 +475,12 @@ impl Sandbox {
     #[napi(factory)]
     pub fn from_policy(
         env: &Env,
-        policy: &Policy,
-        options: Option<FromPolicyOptions>,
+        #[napi(ts_arg_type = "Policy")] policy: Unknown<'_>,
+        #[napi(ts_arg_type = "FromPolicyOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<Sandbox> {
+        let policy = class_arg::<Policy>(&policy, "policy", "Policy").or_throw(env)?;
+        let options: Option<FromPolicyOptions> =
+            options_of(env, options, "options", FROM_POLICY_OPTIONS)?.or_throw(env)?;
         let mut b = sandgate::SandboxBuilder::from_policy(&policy.inner);
         if let Some(f) = options.and_then(|o| o.audit) {
             b.audit(audit_sink(f));
@@ -486,10 +528,12 @@ impl Sandbox {
     pub fn host_name(
         &self,
         env: &Env,
-        path: Utf16String,
-        options: Option<HostNameOptions>,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+        #[napi(ts_arg_type = "HostNameOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<String> {
-        let path = utf8(&path, "path").or_throw(env)?;
+        let path = str_arg(path, "path").or_throw(env)?;
+        let options: Option<HostNameOptions> =
+            options_of(env, options, "options", HOST_NAME_OPTIONS)?.or_throw(env)?;
         if options.and_then(|o| o.write).unwrap_or(false) {
             self.inner.host_write_name(&path).or_throw(env)
         } else {
@@ -502,18 +546,26 @@ impl Sandbox {
     /// Reads a whole file (first read root that holds it). Over
     /// `maxReadBytes`: `E_TOO_LARGE` (read by line ranges instead).
     #[napi]
-    pub fn read(&self, env: &Env, path: Utf16String) -> napi::Result<Buffer> {
-        let path = utf8(&path, "path").or_throw(env)?;
+    pub fn read(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> napi::Result<Buffer> {
+        let path = str_arg(path, "path").or_throw(env)?;
         self.inner.read(&path).map(Buffer::from).or_throw(env)
     }
 
     /// `read`, off the main thread.
     #[napi(ts_return_type = "Promise<Buffer>")]
-    pub fn read_async(&self, path: Utf16String) -> AsyncTask<Job<Vec<u8>, Buffer>> {
+    pub fn read_async(
+        &self,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> AsyncTask<Job<Vec<u8>, Buffer>> {
         let sb = Arc::clone(&self.inner);
+        let path = str_arg(path, "path");
         AsyncTask::new(Job::new(
             move || {
-                let path = utf8(&path, "path")?;
+                let path = path?;
                 sb.read(&path)
             },
             buffer,
@@ -523,8 +575,12 @@ impl Sandbox {
     /// `read`, decoded as UTF-8 (invalid sequences become U+FFFD, as with
     /// `buffer.toString()`).
     #[napi]
-    pub fn read_text(&self, env: &Env, path: Utf16String) -> napi::Result<String> {
-        let path = utf8(&path, "path").or_throw(env)?;
+    pub fn read_text(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> napi::Result<String> {
+        let path = str_arg(path, "path").or_throw(env)?;
         self.inner
             .read(&path)
             .map(|v| String::from_utf8_lossy(&v).into_owned())
@@ -533,11 +589,15 @@ impl Sandbox {
 
     /// `readText`, off the main thread.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn read_text_async(&self, path: Utf16String) -> AsyncTask<Job<Vec<u8>, String>> {
+    pub fn read_text_async(
+        &self,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> AsyncTask<Job<Vec<u8>, String>> {
         let sb = Arc::clone(&self.inner);
+        let path = str_arg(path, "path");
         AsyncTask::new(Job::new(
             move || {
-                let path = utf8(&path, "path")?;
+                let path = path?;
                 sb.read(&path)
             },
             text,
@@ -550,11 +610,11 @@ impl Sandbox {
     pub fn read_lines(
         &self,
         env: &Env,
-        path: Utf16String,
-        offset: Option<f64>,
-        limit: Option<f64>,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+        #[napi(ts_arg_type = "number | undefined | null")] offset: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "number | undefined | null")] limit: Option<Unknown<'_>>,
     ) -> napi::Result<LinesResult> {
-        let path = utf8(&path, "path").or_throw(env)?;
+        let path = str_arg(path, "path").or_throw(env)?;
         let (o, l) = range(offset, limit).or_throw(env)?;
         let r = self.inner.read_lines(&path, o, l).or_throw(env)?;
         lines_result(env, r)
@@ -564,15 +624,16 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<LinesResult>")]
     pub fn read_lines_async(
         &self,
-        path: Utf16String,
-        offset: Option<f64>,
-        limit: Option<f64>,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+        #[napi(ts_arg_type = "number | undefined | null")] offset: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "number | undefined | null")] limit: Option<Unknown<'_>>,
     ) -> AsyncTask<Job<sandgate::LinesRead, LinesResult>> {
         let sb = Arc::clone(&self.inner);
+        let path = str_arg(path, "path");
         let range = range(offset, limit);
         AsyncTask::new(Job::new(
             move || {
-                let path = utf8(&path, "path")?;
+                let path = path?;
                 let (o, l) = range?;
                 sb.read_lines(&path, o, l)
             },
@@ -589,14 +650,15 @@ impl Sandbox {
     pub fn write(
         &self,
         env: &Env,
-        path: Utf16String,
-        data: Either<String, Buffer>,
-        options: Option<WriteOptions>,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+        #[napi(ts_arg_type = "string | Buffer")] data: Unknown<'_>,
+        #[napi(ts_arg_type = "WriteOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<f64> {
-        let path = utf8(&path, "path").or_throw(env)?;
-        let overwrite = options.and_then(|o| o.overwrite).unwrap_or(false);
+        let path = str_arg(path, "path").or_throw(env)?;
+        let data = data_arg(data, "data").or_throw(env)?;
+        let overwrite = overwrite_of(env, options)?.or_throw(env)?;
         self.inner
-            .write(&path, &bytes_of(data), write_options(overwrite))
+            .write(&path, &data, write_options(overwrite))
             .map(|n| n as f64)
             .or_throw(env)
     }
@@ -605,17 +667,19 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<number>")]
     pub fn write_async(
         &self,
-        path: Utf16String,
-        data: Either<String, Buffer>,
-        options: Option<WriteOptions>,
-    ) -> AsyncTask<Job<u64, f64>> {
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+        #[napi(ts_arg_type = "string | Buffer")] data: Unknown<'_>,
+        #[napi(ts_arg_type = "WriteOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<Job<u64, f64>>> {
         let sb = Arc::clone(&self.inner);
-        let overwrite = options.and_then(|o| o.overwrite).unwrap_or(false);
-        let bytes = bytes_of(data);
-        AsyncTask::new(Job::new(
-            move || sb.write(&utf8(&path, "path")?, &bytes, write_options(overwrite)),
+        let path = str_arg(path, "path");
+        let data = data_arg(data, "data");
+        let overwrite = overwrite_of(env, options)?;
+        Ok(AsyncTask::new(Job::new(
+            move || sb.write(&path?, &data?, write_options(overwrite?)),
             number,
-        ))
+        )))
     }
 
     /// Replaces the exact string `oldText` by `newText`: it must occur exactly once
@@ -625,13 +689,13 @@ impl Sandbox {
     pub fn edit(
         &self,
         env: &Env,
-        path: Utf16String,
-        old_text: Utf16String,
-        new_text: Utf16String,
-        options: Option<EditOptions>,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+        #[napi(ts_arg_type = "string")] old_text: Unknown<'_>,
+        #[napi(ts_arg_type = "string")] new_text: Unknown<'_>,
+        #[napi(ts_arg_type = "EditOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<u32> {
-        let (path, old_text, new_text) = edit_args(&path, &old_text, &new_text).or_throw(env)?;
-        let all = options.and_then(|o| o.all).unwrap_or(false);
+        let (path, old_text, new_text) = edit_args(path, old_text, new_text).or_throw(env)?;
+        let all = all_of(env, options)?.or_throw(env)?;
         self.inner
             .edit(&path, &old_text, &new_text, edit_options(all))
             .map(sat_u32)
@@ -642,28 +706,34 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<number>")]
     pub fn edit_async(
         &self,
-        path: Utf16String,
-        old_text: Utf16String,
-        new_text: Utf16String,
-        options: Option<EditOptions>,
-    ) -> AsyncTask<Job<usize, u32>> {
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+        #[napi(ts_arg_type = "string")] old_text: Unknown<'_>,
+        #[napi(ts_arg_type = "string")] new_text: Unknown<'_>,
+        #[napi(ts_arg_type = "EditOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<Job<usize, u32>>> {
         let sb = Arc::clone(&self.inner);
-        let all = options.and_then(|o| o.all).unwrap_or(false);
-        AsyncTask::new(Job::new(
+        let args = edit_args(path, old_text, new_text);
+        let all = all_of(env, options)?;
+        Ok(AsyncTask::new(Job::new(
             move || {
-                let (path, old_text, new_text) = edit_args(&path, &old_text, &new_text)?;
-                sb.edit(&path, &old_text, &new_text, edit_options(all))
+                let (path, old_text, new_text) = args?;
+                sb.edit(&path, &old_text, &new_text, edit_options(all?))
             },
             count,
-        ))
+        )))
     }
 
     // ----- list and stat -----
 
     /// The entries of a directory, sorted by name.
     #[napi]
-    pub fn list(&self, env: &Env, path: Utf16String) -> napi::Result<Vec<ListEntry>> {
-        let path = utf8(&path, "path").or_throw(env)?;
+    pub fn list(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> napi::Result<Vec<ListEntry>> {
+        let path = str_arg(path, "path").or_throw(env)?;
         let v = self.inner.list(&path).or_throw(env)?;
         list_result(env, v)
     }
@@ -672,12 +742,13 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<Array<ListEntry>>")]
     pub fn list_async(
         &self,
-        path: Utf16String,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> AsyncTask<Job<Vec<sandgate::ListEntry>, Vec<ListEntry>>> {
         let sb = Arc::clone(&self.inner);
+        let path = str_arg(path, "path");
         AsyncTask::new(Job::new(
             move || {
-                let path = utf8(&path, "path")?;
+                let path = path?;
                 sb.list(&path)
             },
             list_result,
@@ -686,19 +757,27 @@ impl Sandbox {
 
     /// Kind, size and permission bits.
     #[napi]
-    pub fn stat(&self, env: &Env, path: Utf16String) -> napi::Result<StatResult> {
-        let path = utf8(&path, "path").or_throw(env)?;
+    pub fn stat(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> napi::Result<StatResult> {
+        let path = str_arg(path, "path").or_throw(env)?;
         let s = self.inner.stat(&path).or_throw(env)?;
         stat_result(env, s)
     }
 
     /// `stat`, off the main thread.
     #[napi(ts_return_type = "Promise<StatResult>")]
-    pub fn stat_async(&self, path: Utf16String) -> AsyncTask<Job<sandgate::StatInfo, StatResult>> {
+    pub fn stat_async(
+        &self,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> AsyncTask<Job<sandgate::StatInfo, StatResult>> {
         let sb = Arc::clone(&self.inner);
+        let path = str_arg(path, "path");
         AsyncTask::new(Job::new(
             move || {
-                let path = utf8(&path, "path")?;
+                let path = path?;
                 sb.stat(&path)
             },
             stat_result,
@@ -709,18 +788,26 @@ impl Sandbox {
 
     /// Creates a directory (and missing parents) below the write root.
     #[napi]
-    pub fn mkdir(&self, env: &Env, path: Utf16String) -> napi::Result<()> {
-        let path = utf8(&path, "path").or_throw(env)?;
+    pub fn mkdir(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> napi::Result<()> {
+        let path = str_arg(path, "path").or_throw(env)?;
         self.inner.mkdir(&path).or_throw(env)
     }
 
     /// `mkdir`, off the main thread.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn mkdir_async(&self, path: Utf16String) -> AsyncTask<Job<(), ()>> {
+    pub fn mkdir_async(
+        &self,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> AsyncTask<Job<(), ()>> {
         let sb = Arc::clone(&self.inner);
+        let path = str_arg(path, "path");
         AsyncTask::new(Job::new(
             move || {
-                let path = utf8(&path, "path")?;
+                let path = path?;
                 sb.mkdir(&path)
             },
             same,
@@ -729,18 +816,26 @@ impl Sandbox {
 
     /// Removes one file, one symlink entry or one empty directory.
     #[napi]
-    pub fn delete(&self, env: &Env, path: Utf16String) -> napi::Result<()> {
-        let path = utf8(&path, "path").or_throw(env)?;
+    pub fn delete(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> napi::Result<()> {
+        let path = str_arg(path, "path").or_throw(env)?;
         self.inner.delete(&path).or_throw(env)
     }
 
     /// `delete`, off the main thread.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn delete_async(&self, path: Utf16String) -> AsyncTask<Job<(), ()>> {
+    pub fn delete_async(
+        &self,
+        #[napi(ts_arg_type = "string")] path: Unknown<'_>,
+    ) -> AsyncTask<Job<(), ()>> {
         let sb = Arc::clone(&self.inner);
+        let path = str_arg(path, "path");
         AsyncTask::new(Job::new(
             move || {
-                let path = utf8(&path, "path")?;
+                let path = path?;
                 sb.delete(&path)
             },
             same,
@@ -749,18 +844,28 @@ impl Sandbox {
 
     /// Moves `from` to `to` within the write root.
     #[napi]
-    pub fn rename(&self, env: &Env, from: Utf16String, to: Utf16String) -> napi::Result<()> {
-        let (from, to) = rename_args(&from, &to).or_throw(env)?;
+    pub fn rename(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] from: Unknown<'_>,
+        #[napi(ts_arg_type = "string")] to: Unknown<'_>,
+    ) -> napi::Result<()> {
+        let (from, to) = rename_args(from, to).or_throw(env)?;
         self.inner.rename(&from, &to).or_throw(env)
     }
 
     /// `rename`, off the main thread.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn rename_async(&self, from: Utf16String, to: Utf16String) -> AsyncTask<Job<(), ()>> {
+    pub fn rename_async(
+        &self,
+        #[napi(ts_arg_type = "string")] from: Unknown<'_>,
+        #[napi(ts_arg_type = "string")] to: Unknown<'_>,
+    ) -> AsyncTask<Job<(), ()>> {
         let sb = Arc::clone(&self.inner);
+        let args = rename_args(from, to);
         AsyncTask::new(Job::new(
             move || {
-                let (from, to) = rename_args(&from, &to)?;
+                let (from, to) = args?;
                 sb.rename(&from, &to)
             },
             same,
@@ -775,10 +880,10 @@ impl Sandbox {
     pub fn glob(
         &self,
         env: &Env,
-        pattern: Utf16String,
-        path: Option<Utf16String>,
+        #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
+        #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
     ) -> napi::Result<Vec<String>> {
-        let (pattern, path) = pattern_args(&pattern, path).or_throw(env)?;
+        let (pattern, path) = pattern_args(pattern, path).or_throw(env)?;
         self.inner.glob(&pattern, path.as_deref()).or_throw(env)
     }
 
@@ -786,13 +891,14 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<Array<string>>")]
     pub fn glob_async(
         &self,
-        pattern: Utf16String,
-        path: Option<Utf16String>,
+        #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
+        #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
     ) -> AsyncTask<Job<Vec<String>, Vec<String>>> {
         let sb = Arc::clone(&self.inner);
+        let args = pattern_args(pattern, path);
         AsyncTask::new(Job::new(
             move || {
-                let (pattern, path) = pattern_args(&pattern, path)?;
+                let (pattern, path) = args?;
                 sb.glob(&pattern, path.as_deref())
             },
             same,
@@ -809,12 +915,14 @@ impl Sandbox {
     pub fn grep(
         &self,
         env: &Env,
-        pattern: Utf16String,
-        path: Option<Utf16String>,
-        max_results: Option<f64>,
-        options: Option<GrepOptions>,
+        #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
+        #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "number | undefined | null")] max_results: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<GrepAnswer> {
-        let (pattern, path) = pattern_args(&pattern, path).or_throw(env)?;
+        let (pattern, path) = pattern_args(pattern, path).or_throw(env)?;
+        let max_results = opt_num_arg(max_results, "maxResults").or_throw(env)?;
+        let options = options_of(env, options, "options", GREP_OPTIONS)?.or_throw(env)?;
         let (opts, context) = grep_options(max_results, options).or_throw(env)?;
         let out = self
             .inner
@@ -827,19 +935,23 @@ impl Sandbox {
     #[napi(ts_return_type = "Promise<Array<GrepMatch> | Array<string> | Array<GrepCount>>")]
     pub fn grep_async(
         &self,
-        pattern: Utf16String,
-        path: Option<Utf16String>,
-        max_results: Option<f64>,
-        options: Option<GrepOptions>,
-    ) -> AsyncTask<Job<(sandgate::search::GrepOutput, bool), GrepAnswer>> {
+        env: &Env,
+        #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
+        #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "number | undefined | null")] max_results: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<Job<(sandgate::search::GrepOutput, bool), GrepAnswer>>> {
         let sb = Arc::clone(&self.inner);
-        AsyncTask::new(Job::new(
+        let args = pattern_args(pattern, path);
+        let max_results = opt_num_arg(max_results, "maxResults");
+        let options = options_of(env, options, "options", GREP_OPTIONS)?;
+        Ok(AsyncTask::new(Job::new(
             move || {
-                let (pattern, path) = pattern_args(&pattern, path)?;
-                let (opts, context) = grep_options(max_results, options)?;
+                let (pattern, path) = args?;
+                let (opts, context) = grep_options(max_results?, options?)?;
                 Ok((sb.grep_with(&pattern, path.as_deref(), &opts)?, context))
             },
             grep_answer,
-        ))
+        )))
     }
 }

@@ -249,6 +249,44 @@ describe('options objects', () => {
     new Sandbox().close()
   })
 
+  // The smaller options objects read their fields the same way: a
+  // misspelt `overwite`, `{ wrte: true }` or the snake_case `case_insensitive`
+  // did nothing, and the call went on with the default.
+  test('every other options object refuses an unknown option', async () => {
+    const sb = new Sandbox({ readRoots: [ws], writeRoot: ws, allowOverwrite: true })
+    try {
+      const bad = [
+        ['write', () => sb.write('a.txt', 'x', { overWrite: true }), 'overWrite'],
+        ['write', () => sb.write('w.txt', 'x', 'overwrite'), 'options'],
+        ['hostName', () => sb.hostName(path.join(ws, 'a.txt'), { wrte: true }), 'wrte'],
+        ['edit', () => sb.edit('a.txt', 'l1', 'L1', { replaceAll: true }), 'replaceAll'],
+        ['grep', () => sb.grep('l', undefined, undefined, { case_insensitive: true }), 'case_insensitive'],
+        ['grep', () => sb.grep('l', undefined, undefined, { globs: '*.md' }), 'globs'],
+        ['fromPolicy', () => Sandbox.fromPolicy(Policy.parse('', ws), { audt: () => {} }), 'audt'],
+        ['Executor', () => new Executor(Policy.parse('', ws), { onAudit: () => {} }), 'onAudit'],
+        ['Executor.fromOptions', () => Executor.fromOptions({ write_root: ws }, ws, { Audit: () => {} }), 'Audit'],
+      ]
+      for (const [, fn, key] of bad) throwsRequest(fn, key)
+      await rejectsRequest(sb.writeAsync('a.txt', 'x', { overWrite: true }), 'overWrite')
+      await rejectsRequest(sb.editAsync('a.txt', 'l1', 'L1', { replaceAll: true }), 'replaceAll')
+      await rejectsRequest(sb.grepAsync('l', undefined, undefined, { case_insensitive: true }), 'case_insensitive')
+      // Nothing was written or edited.
+      assert.equal(fs.readFileSync(path.join(ws, 'a.txt'), 'utf8'), 'l1\nl2\nl3\nl4\nl5\n')
+      assert.equal(fs.existsSync(path.join(ws, 'w.txt')), false)
+      // Known options, undefined and null are as before.
+      assert.equal(sb.write('a.txt', 'l1\nl2\nl3\nl4\nl5\n', { overwrite: true }), 15)
+      assert.equal(sb.hostName(path.join(ws, 'a.txt'), { write: true }), 'a.txt')
+      assert.equal(sb.edit('a.txt', 'l', 'l', { all: true }), 5)
+      assert.equal(sb.grep('L2', undefined, undefined, { caseInsensitive: true }).length, 1)
+      assert.equal(sb.grep('l2', undefined, undefined, null).length, 1)
+      assert.equal(sb.write('n.txt', 'x', undefined), 1)
+      Sandbox.fromPolicy(Policy.parse('', ws), { audit: undefined }).close()
+      new Executor(Policy.parse('', ws), null).disposeSync()
+    } finally {
+      sb.close()
+    }
+  })
+
   test('exec refuses an unknown option instead of ignoring it', async () => {
     const x = Executor.fromOptions({ write_root: ws, enabled: true, timeout_ms: 10000 })
     try {
@@ -261,5 +299,124 @@ describe('options objects', () => {
     } finally {
       await x.dispose()
     }
+  })
+})
+
+// napi-rs converts a declared argument type itself and throws its own
+// error: code 'StringExpected', 'NumberExpected', 'InvalidArg', a message
+// naming no argument ("Failed to convert napi `utf16 string` into rust
+// type `String`"). A wrong type or a missing argument is E_REQUEST naming
+// the argument, like every other malformed call and like the other
+// bindings; the async twins reject.
+describe('arguments of the wrong type', () => {
+  test('are E_REQUEST naming the argument, sync and async', async () => {
+    const sb = new Sandbox({ readRoots: [ws], writeRoot: ws, allowOverwrite: true })
+    const root = Root.open(ws)
+    const policy = Policy.parse('', ws)
+    const entries = fs.readdirSync(ws).sort()
+    try {
+      const sync = [
+        [() => sb.read(5), 'path'],
+        [() => sb.read(), 'path'],
+        [() => sb.readText({}), 'path'],
+        [() => sb.readLines(null), 'path'],
+        [() => sb.readLines('a.txt', '2'), 'offset'],
+        [() => sb.readLines('a.txt', 1, true), 'limit'],
+        [() => sb.write('w.txt', 5), 'data'],
+        [() => sb.write('w.txt'), 'data'],
+        [() => sb.write(7, 'x'), 'path'],
+        [() => sb.edit('a.txt', 1, 'x'), 'oldText'],
+        [() => sb.edit('a.txt', 'l1'), 'newText'],
+        [() => sb.list(1), 'path'],
+        [() => sb.stat([]), 'path'],
+        [() => sb.mkdir(1), 'path'],
+        [() => sb.delete(1), 'path'],
+        [() => sb.rename('a.txt', 2), 'to'],
+        [() => sb.glob(5), 'pattern'],
+        [() => sb.glob('*', 5), 'path'],
+        [() => sb.grep(5), 'pattern'],
+        [() => sb.grep('l', 5), 'path'],
+        [() => sb.grep('l', '.', '10'), 'maxResults'],
+        [() => sb.grep('l', '.', 10, { caseInsensitive: 'yes' }), 'caseInsensitive'],
+        [() => sb.hostName(5), 'path'],
+        [() => new Sandbox({ readRoots: ws }), 'readRoots'],
+        [() => new Sandbox({ allowOverwrite: 'yes' }), 'allowOverwrite'],
+        [() => Sandbox.fromPolicy({}), 'policy'],
+        [() => Sandbox.fromPolicy(), 'policy'],
+        [() => Root.open(5), 'dir'],
+        [() => root.openFile(5), 'path'],
+        [() => root.openFile('a.txt', 5), 'flags'],
+        [() => root.mkdir('d', '0755'), 'mode'],
+        [() => root.mkdir('d', 0o755, 'yes'), 'recursive'],
+        [() => root.remove(5), 'path'],
+        [() => root.stat(5), 'path'],
+        [() => root.lstat(), 'path'],
+        [() => root.readlink(5), 'path'],
+        [() => root.rename('a.txt', 5), 'to'],
+        [() => root.readdir(5), 'path'],
+        [() => Policy.load(5), 'path'],
+        [() => Policy.parse(5, ws), 'text'],
+        [() => Policy.parse('', 5), 'baseDir'],
+        [() => Policy.fromOptions({}, 5), 'baseDir'],
+        [() => new Executor({}), 'policy'],
+        [() => new Fetcher('x'), 'policy'],
+      ]
+      for (const [fn, what] of sync) throwsRequest(fn, what)
+      const ex = new Executor(policy)
+      try {
+        throwsRequest(() => ex.exec(5), 'command')
+        throwsRequest(() => ex.exec('true', { cwd: 5 }), 'cwd')
+      } finally {
+        ex.disposeSync()
+      }
+      const f = new Fetcher(policy)
+      throwsRequest(() => f.fetch(5), 'url')
+      const async = [
+        [() => sb.readAsync(5), 'path'],
+        [() => sb.readTextAsync(), 'path'],
+        [() => sb.readLinesAsync('a.txt', '1'), 'offset'],
+        [() => sb.writeAsync('w.txt', 5), 'data'],
+        [() => sb.editAsync('a.txt', 'l1', 5), 'newText'],
+        [() => sb.listAsync(5), 'path'],
+        [() => sb.statAsync(5), 'path'],
+        [() => sb.mkdirAsync(5), 'path'],
+        [() => sb.deleteAsync(5), 'path'],
+        [() => sb.renameAsync(5, 'b'), 'from'],
+        [() => sb.globAsync(5), 'pattern'],
+        [() => sb.grepAsync('l', '.', 'all'), 'maxResults'],
+        [() => f.fetchAsync(5), 'url'],
+      ]
+      for (const [fn, what] of async) await rejectsRequest(fn(), what)
+      // Nothing was written, moved or created.
+      assert.deepEqual(fs.readdirSync(ws).sort(), entries)
+      // Right types, and undefined or null for an optional argument, are as before.
+      assert.equal(sb.readLines('a.txt', undefined, null).lines, 5)
+      assert.deepEqual(sb.glob('a.txt', null), ['a.txt'])
+      assert.equal(sb.write('w.txt', Buffer.from('xy')), 2)
+      assert.equal(await sb.writeAsync('w.txt', 'xyz', { overwrite: true }), 3)
+      assert.equal(sb.grep('l1', undefined, undefined).length, 1)
+      sb.delete('w.txt')
+    } finally {
+      sb.close()
+      root.close()
+    }
+  })
+})
+
+// fromOptions converted its options with napi-rs' JSON conversion and let
+// its error through: a missing options object or a function in it threw
+// 'InvalidArg' ("undefined cannot be represented as a serde_json::Value").
+describe('fromOptions with options JSON cannot hold', () => {
+  test('is E_REQUEST naming the options', () => {
+    for (const fn of [
+      () => Policy.fromOptions(),
+      () => Policy.fromOptions(undefined, ws),
+      () => Policy.fromOptions({ write_root: ws, audit: () => {} }),
+      () => Executor.fromOptions(),
+      () => Executor.fromOptions({ write_root: ws, enabled: Symbol('x') }),
+    ]) {
+      throwsRequest(fn, 'options')
+    }
+    assert.match(Policy.fromOptions({ write_root: ws }, ws).digest, /^sha256:/)
   })
 })

@@ -1033,3 +1033,134 @@ def test_host_name_takes_a_symlinked_root_spelled_both_ways(tree):
                 assert sb.host_name(str(root / "a.txt")) == "a.txt"
             with pytest.raises(sandgate.PathEscapeError):
                 sb.host_name(str(tree / "link-other" / "a.txt"))
+
+
+def test_arguments_of_the_wrong_type_are_e_request_naming_them(tree: Path, tmp_path: Path) -> None:
+    """A value of the wrong type is refused like every other malformed call:
+    E_REQUEST naming the argument, a RequestError that is also a TypeError
+    (so ``except TypeError`` still catches it). Before, these raised a bare
+    TypeError from os.fsencode ("expected str, bytes or os.PathLike object,
+    not int", no code, no argument named), or an AttributeError (edit's
+    texts, a policy that is not a Policy)."""
+    from sandgate import Fetcher, RequestError
+
+    ws = tree / "ws"
+    sb = Sandbox(read_roots=[ws], write_root=ws, allow_overwrite=True)
+    root = Root(ws)
+    policy = Policy.parse("", ws)
+    before = sorted(os.listdir(ws))
+    cases = [
+        (lambda: sb.read(5), "path"),
+        (lambda: sb.read(None), "path"),
+        (lambda: sb.read_lines(5), "path"),
+        (lambda: sb.write(5, "x"), "path"),
+        (lambda: sb.write("w.txt", 5), "data"),
+        (lambda: sb.edit("a.txt", 1, "x"), "old"),
+        (lambda: sb.edit("a.txt", "a", None), "new"),
+        (lambda: sb.list(1.5), "path"),
+        (lambda: sb.stat([]), "path"),
+        (lambda: sb.mkdir(1), "path"),
+        (lambda: sb.delete(1), "path"),
+        (lambda: sb.rename("a.txt", 2), "dst"),
+        (lambda: sb.glob(5), "pattern"),
+        (lambda: sb.glob("*", 5), "path"),
+        (lambda: sb.grep(5), "pattern"),
+        (lambda: sb.host_name(5), "path"),
+        (lambda: Sandbox(read_roots=[5]), "read_roots"),
+        (lambda: Sandbox(write_root=5), "write_root"),
+        (lambda: Sandbox(deny_write=[5]), "deny_write"),
+        (lambda: Sandbox.from_policy("policy.toml"), "policy"),
+        (lambda: Root(5), "path"),
+        (lambda: root.stat(5), "path"),
+        (lambda: root.open(5), "path"),
+        (lambda: root.open("a.txt", 5), "mode"),
+        (lambda: root.rename("a.txt", 5), "dst"),
+        (lambda: Policy.load(5), "path"),
+        (lambda: Policy.parse("", 5), "base_dir"),
+        (lambda: Executor("policy.toml"), "policy"),
+        (lambda: Fetcher(None), "policy"),
+        (lambda: Fetcher(policy).fetch(5), "url"),
+    ]
+    for fn, what in cases:
+        with pytest.raises(RequestError) as ei:
+            fn()
+        assert ei.value.code == "E_REQUEST", ei.value
+        assert isinstance(ei.value, TypeError), type(ei.value)
+        assert what in str(ei.value), str(ei.value)
+    ex = Executor(policy)
+    try:
+        for fn, what in [(lambda: ex.exec(5), "command"), (lambda: ex.exec("true", cwd=5), "cwd")]:
+            with pytest.raises(RequestError) as ei:
+                fn()
+            assert isinstance(ei.value, TypeError) and what in str(ei.value), str(ei.value)
+    finally:
+        ex.close()
+    assert sorted(os.listdir(ws)) == before
+    # The right types are as before.
+    assert sb.write("w.txt", b"xy") == 2
+    assert sb.read(Path("w.txt")) == b"xy"
+    sb.delete("w.txt")
+    sb.close()
+    root.close()
+
+
+def test_lone_surrogates_in_texts_are_e_request_naming_them(tree: Path) -> None:
+    """A str holding a lone surrogate cannot be UTF-8: in edit's texts, in
+    content to write and in policy text it is E_REQUEST naming the argument,
+    as in a path (and as in Node), never str.encode's UnicodeEncodeError,
+    which carries no code. Nothing is written."""
+    from sandgate import RequestError
+
+    ws = tree / "ws"
+    sb = Sandbox(read_roots=[ws], write_root=ws, allow_overwrite=True)
+    cases = [
+        (lambda: sb.edit("a.txt", "hel\ud800", "x"), "old"),
+        (lambda: sb.edit("a.txt", "hello", "\udc80"), "new"),
+        (lambda: sb.write("w.txt", "a\ud800b"), "data"),
+        (lambda: sb.write("a.txt", "\udfff", overwrite=True), "data"),
+        (lambda: Policy.parse("[fs]\nwrite_root = '\ud800'\n", ws), "text"),
+    ]
+    for fn, what in cases:
+        with pytest.raises(RequestError) as ei:
+            fn()
+        assert ei.value.code == "E_REQUEST", ei.value
+        assert what in str(ei.value), str(ei.value)
+    assert (ws / "a.txt").read_text() == "hello\nworld\n"
+    assert not (ws / "w.txt").exists()
+    # Surrogate pairs are ordinary characters.
+    assert sb.edit("a.txt", "hello", "\U0001F600") == 1
+    sb.close()
+
+
+def test_close_while_calls_return_on_other_threads(tree: Path) -> None:
+    """Sandbox.close() calls sg_sandbox_close(h) between marking the handle
+    closing and freeing it; a call on another thread returning in that
+    window saw "closing, nothing in flight" and freed the handle, so
+    close() went on with a freed one (a segfault within a few hundred
+    rounds). Run in a child process so that a crash is a failure here."""
+    code = f"""
+import threading, sandgate
+d = {str(tree / "ws")!r}
+for _ in range(300):
+    sb = sandgate.Sandbox(read_roots=[d]); r = sandgate.Root(d)
+    go = threading.Event()
+    def work():
+        go.wait()
+        for _ in range(100):
+            for f in (lambda: sb.read("a.txt"), lambda: sb.grep("hello"), lambda: r.stat("a.txt")):
+                try:
+                    f()
+                except sandgate.ClosedError:
+                    pass
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for t in ts:
+        t.start()
+    go.set()
+    sb.close(); r.close()
+    for t in ts:
+        t.join()
+print("ok")
+"""
+    env = dict(os.environ, PYTHONPATH=SRC)
+    p = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, env=env, timeout=240)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", (p.returncode, p.stderr[-2000:])

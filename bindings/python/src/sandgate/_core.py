@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import _ffi
 from ._ffi import CODE_NAMES, SG_KIND, SG_RESOLVER, lib, sg_bytes, sg_exec_result, sg_lines, sg_stat, take_bytes
-from .errors import ClosedError, RequestError, SandgateError, error_for
+from .errors import ClosedError, RequestError, RequestTypeError, SandgateError, error_for
 
 log = logging.getLogger("sandgate")
 
@@ -64,18 +64,57 @@ def _utf8(s: str) -> bytes:
         return s.encode("utf-8", "surrogatepass")
 
 
-def _name(p: str | os.PathLike) -> bytes:
+def _type_error(what: str, expected: str, v: Any) -> RequestTypeError:
+    """E_REQUEST for argument ``what`` of the wrong type, naming it (a
+    TypeError too), as the other bindings refuse one."""
+    return RequestTypeError(f"{what} must be {expected}, not {type(v).__name__}", code="E_REQUEST")
+
+
+def _name(p: str | os.PathLike, what: str = "path") -> bytes:
     """An agent-facing name (UTF-8; a lone surrogate makes it invalid, which
     the library refuses with E_REQUEST)."""
     if isinstance(p, str):
         return _utf8(p)
     if isinstance(p, bytes):
         return p
-    return os.fsencode(p)
+    if isinstance(p, os.PathLike):
+        return os.fsencode(p)
+    raise _type_error(what, "str, bytes or os.PathLike", p)
 
 
-def _host(p: str | bytes | os.PathLike) -> bytes:
-    return os.fsencode(p)
+def _host(p: str | bytes | os.PathLike, what: str = "path") -> bytes:
+    if isinstance(p, (str, bytes, os.PathLike)):
+        return os.fsencode(p)
+    raise _type_error(what, "str, bytes or os.PathLike", p)
+
+
+def _str(v: Any, what: str) -> str:
+    """A str argument (edit texts, a command, a URL)."""
+    if not isinstance(v, str):
+        raise _type_error(what, "str", v)
+    return v
+
+
+def _text(s: str, what: str) -> bytes:
+    """Text the library takes as bytes (content to write, policy text) as
+    UTF-8. A lone surrogate has no UTF-8 form: E_REQUEST naming the
+    argument, rather than str.encode's UnicodeEncodeError, which has no
+    code."""
+    try:
+        return s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise RequestError(
+            f"{what} holds a lone surrogate (U+D800..U+DFFF outside a pair) at index {e.start},"
+            " which UTF-8 cannot hold",
+            code="E_REQUEST",
+        ) from None
+
+
+def _policy(p: Any) -> "Policy":
+    """A Policy argument."""
+    if not isinstance(p, Policy):
+        raise _type_error("policy", "a sandgate.Policy", p)
+    return p
 
 
 def _c_int(v: int, lo: int, hi: int, what: str) -> int:
@@ -100,8 +139,11 @@ def _data(v: Any, what: str) -> bytes:
     """Bytes-like ``v`` as bytes. An int is refused: ``bytes(n)`` would be
     ``n`` zero bytes (and ``bytes(10**12)`` an attempt to allocate them)."""
     if isinstance(v, int):
-        raise TypeError(f"{what} must be str or bytes-like, not {type(v).__name__}")
-    return bytes(v)
+        raise _type_error(what, "str or bytes-like", v)
+    try:
+        return bytes(v)
+    except TypeError:
+        raise _type_error(what, "str or bytes-like", v) from None
 
 
 def _resolver(r: str | int) -> int:
@@ -223,11 +265,16 @@ class _Handle:
         h = self._h
         if h is None or self._closing:
             return
-        self._closing = True
-        self.__dict__.pop("_ho", None)  # hot-path calls raise ClosedError from now on
-        self._before_free(h)
-        if not self._inflight:
-            self._reap()
+        # close() is in flight itself until _before_free returns: a call on
+        # another thread returning meanwhile sees this entry and leaves the
+        # handle alone, rather than freeing it under _before_free.
+        self._inflight.append(None)
+        try:
+            self._closing = True
+            self.__dict__.pop("_ho", None)  # hot-path calls raise ClosedError from now on
+            self._before_free(h)
+        finally:
+            self._release()  # frees the handle unless calls are still in flight
 
     def __enter__(self):
         return self
@@ -412,7 +459,7 @@ def _open_flags(mode: str) -> tuple[int, str]:
     """open(2) flags for a built-in open() mode string, and the mode to hand
     to open(fd, …)."""
     if not isinstance(mode, str):
-        raise TypeError(f"mode must be a str, not {type(mode).__name__}")
+        raise _type_error("mode", "a str", mode)
     chars = set(mode)
     if len(chars) != len(mode) or not chars <= set("rwxabt+"):
         raise ValueError(f"invalid mode: {mode!r}")
@@ -464,7 +511,7 @@ def _stat_method(name, doc):
             except UnicodeEncodeError:
                 p = path.encode("utf-8", "surrogateescape")
         else:
-            p = os.fsencode(path)
+            p = _host(path)
         out = StatResult()
         owner = self._ho  # keeps the handle alive until this call returns
         if owner is None:
@@ -585,7 +632,7 @@ class Root(_Handle):
 
     def rename(self, src, dst) -> None:
         """Renames ``src`` to ``dst`` (replacing a file there, like rename(2))."""
-        a, b = _host(src), _host(dst)
+        a, b = _host(src, "src"), _host(dst, "dst")
         self._call(lib.sg_root_rename, a, len(a), b, len(b))
 
     def exists(self, path) -> bool:
@@ -629,7 +676,7 @@ class Policy(_Handle):
     def load(cls, path: str | os.PathLike) -> "Policy":
         """Loads and checks the policy file at ``path`` (PolicyError naming
         the key when refused). Relative roots resolve against its directory."""
-        p = _name(os.fspath(path))
+        p = _name(path)
         out, err = c_void_p(), c_void_p()
         st = lib.sg_policy_load(p, len(p), byref(out), byref(err))
         if st:
@@ -639,8 +686,8 @@ class Policy(_Handle):
     @classmethod
     def parse(cls, text: str | bytes, base_dir: str | os.PathLike) -> "Policy":
         """Checks policy text as if read from a file in ``base_dir``."""
-        t = text.encode("utf-8") if isinstance(text, str) else _data(text, "text")
-        b = _name(os.fspath(base_dir))
+        t = _text(text, "text") if isinstance(text, str) else _data(text, "text")
+        b = _name(base_dir, "base_dir")
         out, err = c_void_p(), c_void_p()
         st = lib.sg_policy_parse(t, len(t), b, len(b), byref(out), byref(err))
         if st:
@@ -669,7 +716,7 @@ class Policy(_Handle):
             if isinstance(options.get(k), (str, os.PathLike)):
                 options[k] = [options[k]]
         j = json.dumps({k: plain(v) for k, v in options.items()}).encode("utf-8")
-        b = _name(os.fspath(base_dir if base_dir is not None else os.getcwd()))
+        b = _name(base_dir if base_dir is not None else os.getcwd(), "base_dir")
         out, err = c_void_p(), c_void_p()
         st = lib.sg_policy_from_options(j, len(j), b, len(b), byref(out), byref(err))
         if st:
@@ -809,13 +856,13 @@ class Sandbox(_Handle):
                     _raise(st, err)
 
             for r in read_roots:
-                v = _name(os.fspath(r))
+                v = _name(r, "read_roots")
                 check(lib.sg_sandbox_options_add_read_root(opts, v, len(v), byref(err)))
             if write_root is not None:
-                v = _name(os.fspath(write_root))
+                v = _name(write_root, "write_root")
                 check(lib.sg_sandbox_options_set_write_root(opts, v, len(v), byref(err)))
             for d in deny_write:
-                v = _name(d)
+                v = _name(d, "deny_write")
                 check(lib.sg_sandbox_options_add_deny_write(opts, v, len(v), byref(err)))
             if max_read_bytes is not None:
                 check(lib.sg_sandbox_options_set_max_read_bytes(opts, _u64(max_read_bytes, "max_read_bytes"), byref(err)))
@@ -840,7 +887,7 @@ class Sandbox(_Handle):
         err = c_void_p()
         if audit is not None:
             if not callable(audit):
-                raise TypeError("audit must be callable")
+                raise _type_error("audit", "callable", audit)
             self._audit_cb = _make_audit(audit, self.audit_errors)
             st = lib.sg_sandbox_options_set_audit(opts, self._audit_cb, None, byref(err))
             if st:
@@ -856,7 +903,7 @@ class Sandbox(_Handle):
         """A sandbox with what ``policy`` grants (roots, caps, overwrite
         switch, deny patterns, restricted mode, ``fs_ops`` budget)."""
         self = cls.__new__(cls)
-        opts = policy._out(lib.sg_sandbox_options_from_policy)
+        opts = _policy(policy)._out(lib.sg_sandbox_options_from_policy)
         try:
             self._build(opts, audit)
         finally:
@@ -935,7 +982,7 @@ class Sandbox(_Handle):
         return True
 
     def glob(self, pattern: str, path: str | None = None) -> list[str]:
-        pt = _name(pattern)
+        pt = _name(pattern, "pattern")
         p = None if path is None else _name(path)
         return json.loads(self._bytes(lib.sg_sandbox_glob, pt, len(pt), p, len(p) if p else 0))
 
@@ -983,7 +1030,7 @@ class Sandbox(_Handle):
             opts["mode"] = str(mode)
         if gitignore:
             opts["gitignore"] = True
-        pt = _name(pattern)
+        pt = _name(pattern, "pattern")
         p = None if path is None else _name(path)
         o = json.dumps(opts).encode("utf-8")
         raw = json.loads(
@@ -1004,7 +1051,7 @@ class Sandbox(_Handle):
         """Writes ``data`` (str: UTF-8) atomically; a new file unless
         ``overwrite`` and the sandbox allows it. Returns the bytes written."""
         if isinstance(data, str):
-            data = data.encode("utf-8")
+            data = _text(data, "data")
         else:
             data = _data(data, "data")
         p = _name(path)
@@ -1015,7 +1062,7 @@ class Sandbox(_Handle):
     def edit(self, path: str, old: str, new: str, all: bool = False) -> int:
         """Replaces ``old`` by ``new`` (exactly once unless ``all``); returns
         the number of replacements."""
-        p, o, n = _name(path), old.encode("utf-8"), new.encode("utf-8")
+        p, o, n = _name(path), _utf8(_str(old, "old")), _utf8(_str(new, "new"))
         count = c_uint64()
         self._call(lib.sg_sandbox_edit, p, len(p), o, len(o), n, len(n), bool(all), byref(count))
         return count.value
@@ -1032,7 +1079,7 @@ class Sandbox(_Handle):
 
     def rename(self, src: str, dst: str) -> None:
         """Moves ``src`` to ``dst`` (which must not exist) within the write root."""
-        a, b = _name(src), _name(dst)
+        a, b = _name(src, "src"), _name(dst, "dst")
         self._call(lib.sg_sandbox_rename, a, len(a), b, len(b))
 
     def warnings(self) -> list[str]:
@@ -1108,17 +1155,17 @@ class Executor(_Handle):
         back into the executor. Exceptions it raises are logged and kept in
         ``audit_errors``."""
         if audit is not None and not callable(audit):
-            raise TypeError("audit must be callable")
+            raise _type_error("audit", "callable", audit)
         if policy is None:
             policy = Policy.from_options(base_dir, **options)
             try:
-                super().__init__(policy._out(lib.sg_executor_new))
+                super().__init__(_policy(policy)._out(lib.sg_executor_new))
             finally:
                 policy.close()
         else:
             if options or base_dir is not None:
                 raise TypeError("give either a policy or options, not both")
-            super().__init__(policy._out(lib.sg_executor_new))
+            super().__init__(_policy(policy)._out(lib.sg_executor_new))
         self._set_audit(audit)
 
     @classmethod
@@ -1167,8 +1214,8 @@ class Executor(_Handle):
             if t < 1:
                 raise RequestError(f"timeout_ms must be at least 1 (got {t})", code="E_REQUEST")
             t = min(t, _U64_MAX)
-        c = _utf8(command)
-        d = None if cwd is None else _name(cwd)
+        c = _utf8(_str(command, "command"))
+        d = None if cwd is None else _name(cwd, "cwd")
         out, err = sg_exec_result(), c_void_p()
         h = self._acquire()
         try:
@@ -1276,7 +1323,7 @@ def _opt_count(v: int | None, what: str) -> int | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"{what} must be an int, not {type(v).__name__}")
+        raise _type_error(what, "an int", v)
     return v
 
 
@@ -1296,7 +1343,7 @@ class Fetcher(_Handle):
     _free_name = "sg_fetcher_free"
 
     def __init__(self, policy: Policy) -> None:
-        super().__init__(policy._out(lib.sg_fetcher_new))
+        super().__init__(_policy(policy)._out(lib.sg_fetcher_new))
 
     def fetch(
         self,
@@ -1321,17 +1368,17 @@ class Fetcher(_Handle):
         malformed request, TimedOutError, SandgateIOError; the exception
         carries ``.hops`` and ``.rule``."""
         if not isinstance(url, str):
-            raise TypeError(f"url must be a str, not {type(url).__name__}")
+            raise _type_error("url", "a str", url)
         req: dict[str, Any] = {"url": url}
         if method is not None:
             if not isinstance(method, str):
-                raise TypeError(f"method must be a str, not {type(method).__name__}")
+                raise _type_error("method", "a str", method)
             req["method"] = method
         if headers is not None:
             hs = {}
             for k, v in dict(headers).items():
                 if not isinstance(k, str) or not isinstance(v, str):
-                    raise TypeError("headers must map str to str")
+                    raise RequestTypeError("headers must map str to str", code="E_REQUEST")
                 hs[k] = v
             req["headers"] = hs
         if body is not None:
@@ -1340,7 +1387,7 @@ class Fetcher(_Handle):
             elif isinstance(body, (bytes, bytearray, memoryview)):
                 req["body_base64"] = base64.b64encode(bytes(body)).decode("ascii")
             else:
-                raise TypeError(f"body must be str or bytes, not {type(body).__name__}")
+                raise _type_error("body", "str or bytes", body)
         t = _opt_count(timeout_ms, "timeout_ms")
         if t is not None:
             req["timeout_ms"] = t

@@ -20,6 +20,14 @@ from ._codes import __all__ as _codes_all
 from ._errbase import SandgateError
 
 
+class RequestTypeError(RequestError, TypeError):  # type: ignore[misc]  # noqa: F405
+    """E_REQUEST for an argument of the wrong type (``sb.read(5)``): a
+    :class:`RequestError` naming the argument, and a ``TypeError``, which is
+    what Python code catches for one."""
+
+    __module__ = "sandgate.errors"
+
+
 def error_for(
     code: str,
     message: str,
@@ -36,4 +44,4 @@ def error_for(
     return cls(message, code=code, path=path, pattern=pattern, key=key, errno=errno, hops=hops, rule=rule)
 
 
-__all__ = ["SandgateError", "error_for", *(n for n in _codes_all if n != "CODE_NAMES")]
+__all__ = ["SandgateError", "RequestTypeError", "error_for", *(n for n in _codes_all if n != "CODE_NAMES")]
