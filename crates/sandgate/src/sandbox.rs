@@ -1094,14 +1094,31 @@ impl Sandbox {
             let (fdir, fname, fres) = inner.open_checked(wr, &f, is_dir)?;
             let (tdir, tname, tres) = inner.open_checked(wr, &t, is_dir)?;
             ctx.path(|| format!("{fres} -> {tres}"));
-            if is_dir && inner.guard_active {
-                inner.check_moved_entries(
-                    &fdir,
-                    fname,
-                    (f.as_str(), &fres),
-                    (t.as_str(), &tres),
-                )?;
-            }
+            // The rules above were chosen by the kind the name showed; the
+            // entry may have been swapped since. Pin what is there now (its
+            // identity), require the kind that was checked, walk that very
+            // directory, and after the move require that it is what arrived.
+            let checked = if inner.guard_active {
+                let src = fdir.lstat(fname).map_err(|e| at(e, &fres))?;
+                if src.is_dir() != is_dir {
+                    return Err(changed_under_rename(&fres));
+                }
+                if is_dir {
+                    let top = fdir.open_child_dir(fname).map_err(|e| at(e, &fres))?;
+                    let opened = top.stat(".").map_err(|e| at(e, &fres))?;
+                    if !same_object(&opened, &src) {
+                        return Err(changed_under_rename(&fres));
+                    }
+                    inner.check_moved_entries(
+                        top,
+                        (f.as_str(), &fres),
+                        (t.as_str(), &tres),
+                    )?;
+                }
+                Some(src)
+            } else {
+                None
+            };
             fdir.rename_to(fname, &tdir, tname, RenameMode::NoReplace)
                 .map_err(|e| {
                     let invalid = e.errno().map(std::io::Error::from_raw_os_error);
@@ -1121,7 +1138,29 @@ impl Sandbox {
                         &fres
                     };
                     at(e, p)
-                })
+                })?;
+            if let Some(src) = checked {
+                let arrived = tdir.lstat(tname);
+                if !arrived.as_ref().is_ok_and(|m| same_object(m, &src)) {
+                    // Another entry took the source name between the pin and
+                    // the move: what moved was never checked. Put it back.
+                    return Err(
+                        match tdir.rename_to(tname, &fdir, fname, RenameMode::NoReplace) {
+                            Ok(()) => changed_under_rename(&fres),
+                            Err(e) => Error::new(
+                                ErrorCode::Io,
+                                format!(
+                                    "`{fres}` was replaced while being renamed, and what was moved to `{tres}` unchecked could not be moved back: {}",
+                                    e.reason()
+                                ),
+                            )
+                            .with_errno(e.errno())
+                            .with_path(tres),
+                        },
+                    );
+                }
+            }
+            Ok(())
         })
     }
 
@@ -1365,8 +1404,7 @@ impl Inner {
     /// a refusal: what was not seen was not checked.
     fn check_moved_entries(
         &self,
-        parent: &Root,
-        name: &Path,
+        top: Root,
         from: (&str, &str),
         to: (&str, &str),
     ) -> Result<(), Error> {
@@ -1422,7 +1460,6 @@ impl Inner {
             }
             Ok(Level { dir, subdirs })
         };
-        let top = parent.open_child_dir(name).map_err(|e| at(e, from.0))?;
         let mut stack = vec![visit(top, "", &mut left)?];
         while let Some(level) = stack.last_mut() {
             let Some((child, rel)) = level.subdirs.pop() else {
@@ -1576,8 +1613,6 @@ impl Inner {
     }
 }
 
-/// Re-anchors a rootfs error on the root-relative name the caller knows.
-#[cold]
 /// Whether the directory `tdir` is the entry `fname` of `fdir` or lies
 /// beneath it, both found by their descriptors within `wr`: the move
 /// `rename(2)` refuses with `EINVAL` (which also means a flag the
@@ -1595,6 +1630,24 @@ fn moves_into_itself(wr: &Root, fdir: &Root, fname: &Path, tdir: &Root) -> bool 
     }
 }
 
+/// Whether two metadata describe the same object (device and inode).
+fn same_object(a: &sandgate_rootfs::Metadata, b: &sandgate_rootfs::Metadata) -> bool {
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// A rename's source was swapped for another entry while the rename checked
+/// it; nothing was moved.
+#[cold]
+fn changed_under_rename(resolved: &str) -> Error {
+    Error::new(
+        ErrorCode::Io,
+        "the source was replaced by another entry while the rename checked it; nothing was moved (try again)",
+    )
+    .with_path(resolved)
+}
+
+/// Re-anchors a rootfs error on the root-relative name the caller knows.
+#[cold]
 fn at(e: sandgate_rootfs::Error, path: &str) -> Error {
     Error::from(e).with_path(path)
 }

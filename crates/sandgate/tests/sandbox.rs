@@ -1192,3 +1192,73 @@ fn an_edit_never_reads_a_fifo_swapped_in_after_its_check() {
         "an edit read a FIFO swapped in after its check and waited on it (after {last} edits)"
     );
 }
+
+/// A rename decides "directory" (and so walks what it holds) from the very
+/// entry it moves: a directory holding a protected file, swapped in at the
+/// source name after the check looked at a plain file there, is never moved
+/// to the destination.
+#[test]
+fn a_directory_swapped_in_at_a_rename_source_is_never_moved_unchecked() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/src", "a plain file")
+            .put("ws/.other/Cargo.lock", "# lock");
+        let sb = fx
+            .builder()
+            .deny_write("*.lock")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let (stop, ws) = (Arc::clone(&stop), fx.p("ws"));
+            std::thread::spawn(move || {
+                use std::os::unix::ffi::OsStrExt;
+                let c =
+                    |n: &str| std::ffi::CString::new(ws.join(n).as_os_str().as_bytes()).unwrap();
+                let (a, b) = (c("src"), c(".other"));
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // src is the file, then the directory; ENOENT while a
+                    // rename has moved it away.
+                    // SAFETY: two NUL-terminated paths that outlive the call.
+                    unsafe {
+                        libc::renameat2(
+                            libc::AT_FDCWD,
+                            a.as_ptr(),
+                            libc::AT_FDCWD,
+                            b.as_ptr(),
+                            libc::RENAME_EXCHANGE,
+                        )
+                    };
+                }
+            })
+        };
+        let (mut moved, mut refused, mut leaked) = (0u64, 0u64, false);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while std::time::Instant::now() < deadline {
+            match sb.rename("src", "dst") {
+                Ok(()) => {
+                    moved += 1;
+                    if fx.p("ws/dst/Cargo.lock").exists() {
+                        leaked = true;
+                        break;
+                    }
+                    fs::rename(fx.p("ws/dst"), fx.p("ws/src")).unwrap();
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert!(
+            !leaked,
+            "{resolver:?}: a rename moved a directory holding Cargo.lock (after {moved} moves, {refused} refusals)"
+        );
+        assert!(
+            moved > 0 && refused > 0,
+            "{resolver:?}: no race: {moved} moves, {refused} refusals"
+        );
+        // Whatever the interleaving, the protected file is still in the tree.
+        assert!(fx.p("ws/src/Cargo.lock").is_file() || fx.p("ws/.other/Cargo.lock").is_file());
+    }
+}
