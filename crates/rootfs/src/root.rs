@@ -801,6 +801,39 @@ impl Root {
         self.write_atomic(path, data, RenameMode::Replace)
     }
 
+    /// Replaces `path` as [`replace`](Self::replace) does, but never removes
+    /// anything already in the directory: the new file is linked under a
+    /// temporary name of its own (the usual one, cut where needed, with
+    /// `.<pid>.<counter>` added) that no other replace reclaims. For callers
+    /// to whom an entry at the usual temporary name ([`temp_name`]) may be
+    /// someone's file, not a leftover. A process killed between link and
+    /// rename leaves that unique name behind.
+    pub fn replace_unique(&self, path: impl AsRef<Path>, data: &[u8]) -> Result<()> {
+        let p = bytes(path.as_ref());
+        let s = self.split_checked(p, "cannot write '.' or '..'")?;
+        if s.trailing_slash {
+            return Err(self.file_name_with_slash(p));
+        }
+        let dir = self.parent(p, &s, OFlags::RDONLY)?;
+        let perm = self.replaced_perm(&dir, p, s.name)?;
+        crate::atomic::replace_unique(&dir, s.name, data, perm).map_err(|e| error::from_errno(p, e))
+    }
+
+    /// The permission bits a replace of `name` in `dir` keeps: those of the
+    /// regular file there; none for a new name or another kind of entry; a
+    /// directory is refused.
+    fn replaced_perm(&self, dir: &Parent<'_>, p: &[u8], name: &[u8]) -> Result<Option<u32>> {
+        match rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => Err(not_file(p, st.st_mode)),
+                FileType::RegularFile => Ok(Some(st.st_mode & 0o7777)),
+                _ => Ok(None),
+            },
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(error::from_errno(p, e)),
+        }
+    }
+
     /// Writes `data` to `path` atomically and durably, as
     /// [`replace`](Self::replace) does; with [`RenameMode::NoReplace`] the
     /// file must not exist yet ([`ErrorKind::Exists`], a dangling symlink
@@ -819,21 +852,16 @@ impl Root {
         }
         // A readable directory descriptor: fsync needs one (O_PATH will not do).
         let dir = self.parent(p, &s, OFlags::RDONLY)?;
-        let perm = match rfs::statat(&dir, s.name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(_) if mode == RenameMode::NoReplace => {
-                return Err(error::from_errno(p, Errno::EXIST))
-            }
-            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
-                FileType::Directory => return Err(not_file(p, st.st_mode)),
-                FileType::RegularFile => Some(st.st_mode & 0o7777),
-                _ => None,
-            },
-            Err(Errno::NOENT) => None,
-            Err(e) => return Err(error::from_errno(p, e)),
-        };
         match mode {
-            RenameMode::Replace => crate::atomic::replace(&dir, s.name, data, perm),
-            RenameMode::NoReplace => crate::atomic::create(&dir, s.name, data),
+            RenameMode::Replace => {
+                let perm = self.replaced_perm(&dir, p, s.name)?;
+                crate::atomic::replace(&dir, s.name, data, perm)
+            }
+            RenameMode::NoReplace => match rfs::statat(&dir, s.name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(_) => Err(Errno::EXIST),
+                Err(Errno::NOENT) => crate::atomic::create(&dir, s.name, data),
+                Err(e) => Err(e),
+            },
         }
         .map_err(|e| error::from_errno(p, e))
     }
@@ -1028,6 +1056,14 @@ fn clear_nonblock(file: &File, p: &[u8]) -> Result<()> {
             .map_err(|e| error::from_errno(p, e))?;
     }
     Ok(())
+}
+
+/// The temporary name a [`Root::replace`] of the entry `name` links its new
+/// content under before renaming it over `name`: `.<name>.sandgate-tmp`, or
+/// for a name of more than 241 bytes its first bytes and a hash of the
+/// whole name. An entry found there is taken for a leftover and removed.
+pub fn temp_name(name: &std::ffi::OsStr) -> OsString {
+    OsString::from_vec(crate::atomic::temp_name(name.as_bytes()))
 }
 
 /// One component that names an entry of the directory itself: not empty,

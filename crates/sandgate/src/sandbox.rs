@@ -799,7 +799,7 @@ impl Sandbox {
                     if !(inner.allow_overwrite && overwrite) {
                         return Err(exists(&resolved, inner.allow_overwrite, overwrite));
                     }
-                    dir.replace(name, content).map_err(|e| at(e, &resolved))?;
+                    inner.replace(&dir, name, &rel, &resolved, content)?;
                 }
             }
             ctx.size = Some(content.len() as u64);
@@ -973,7 +973,7 @@ impl Sandbox {
                 .with_path(resolved));
             }
             if !dry_run {
-                dir.replace(name, &out).map_err(|e| at(e, &resolved))?;
+                inner.replace(&dir, name, &rel, &resolved, &out)?;
                 ctx.size = Some(out.len() as u64);
             }
             Ok(out)
@@ -1565,6 +1565,39 @@ impl Inner {
             .with_path(resolved));
         }
         Ok(())
+    }
+
+    /// Replaces the existing file `name` in `dir` (`rel` as spelled,
+    /// `resolved` where it is) with `data`. A replace links the new content
+    /// under a temporary name first and removes an entry it finds there as a
+    /// leftover; where a deny rule protects that name, such an entry is a
+    /// protected file, so the replace uses a name of its own instead and
+    /// removes nothing.
+    fn replace(
+        &self,
+        dir: &Root,
+        name: &Path,
+        rel: &RelPath,
+        resolved: &str,
+        data: &[u8],
+    ) -> Result<(), Error> {
+        let temp = sandgate_rootfs::temp_name(name.as_os_str());
+        let temp = temp.to_string_lossy();
+        let beside = |path: &str| match path.rsplit_once('/') {
+            Some((parent, _)) => format!("{parent}/{temp}"),
+            None => temp.clone().into_owned(),
+        };
+        let protected = self.guard_active
+            && self
+                .guard
+                .check_write(&beside(rel.as_str()), Some(&beside(resolved)))
+                .is_refused();
+        if protected {
+            dir.replace_unique(name, data)
+        } else {
+            dir.replace(name, data)
+        }
+        .map_err(|e| at(e, resolved))
     }
 
     /// Creates the missing parent directories of `rel` one at a time, each

@@ -1262,3 +1262,51 @@ fn a_directory_swapped_in_at_a_rename_source_is_never_moved_unchecked() {
         assert!(fx.p("ws/src/Cargo.lock").is_file() || fx.p("ws/.other/Cargo.lock").is_file());
     }
 }
+
+/// Replacing `x` goes through the temporary name `.x.sandgate-tmp`, and a
+/// leftover there is normally reclaimed; but where a deny pattern protects
+/// that name, the entry is someone's protected file: write and edit
+/// replace `x` and leave it as it is.
+#[test]
+fn replacing_a_file_never_removes_a_protected_entry_at_its_temporary_name() {
+    for resolver in resolvers() {
+        for pattern in [".x.sandgate-tmp", "*.sandgate-tmp", ".*"] {
+            let fx = Fx::new();
+            fx.put("ws/x", "old x\n")
+                .put("ws/.x.sandgate-tmp", "PROTECTED");
+            let sb = fx
+                .builder()
+                .allow_overwrite(true)
+                .deny_write(pattern)
+                .resolver(resolver)
+                .build()
+                .unwrap();
+            assert_eq!(
+                code(sb.write(
+                    ".x.sandgate-tmp",
+                    b"y",
+                    WriteOptions::default().overwrite(true)
+                )),
+                ErrorCode::FsProtected
+            );
+            sb.write("x", b"new x\n", WriteOptions::default().overwrite(true))
+                .unwrap();
+            assert_eq!(fs::read(fx.p("ws/x")).unwrap(), b"new x\n");
+            sb.edit("x", "new", "edited", EditOptions::default())
+                .unwrap();
+            assert_eq!(fs::read(fx.p("ws/x")).unwrap(), b"edited x\n");
+            assert_eq!(
+                fs::read(fx.p("ws/.x.sandgate-tmp")).ok().as_deref(),
+                Some(&b"PROTECTED"[..]),
+                "{resolver:?} {pattern}: the protected .x.sandgate-tmp was removed"
+            );
+            // Nothing else is left behind.
+            let mut names: Vec<_> = fs::read_dir(fx.p("ws"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            assert_eq!(names, [".x.sandgate-tmp", "x"], "{resolver:?} {pattern}");
+        }
+    }
+}

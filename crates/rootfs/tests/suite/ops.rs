@@ -76,6 +76,41 @@ fn replace_reclaims_a_leftover_temporary_name() {
 }
 
 #[test]
+fn replace_unique_never_removes_the_entry_at_the_temporary_name() {
+    each(|f, root| {
+        f.dir("d")
+            .file("d/a.txt", "old")
+            .file("d/.a.txt.sandgate-tmp", "someone's file");
+        fs::set_permissions(f.p("d/a.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+        assert_eq!(
+            sandgate_rootfs::temp_name("a.txt".as_ref()),
+            ".a.txt.sandgate-tmp"
+        );
+        root.replace_unique("d/a.txt", b"new").unwrap();
+        root.replace_unique("d/new.txt", b"created").unwrap();
+        assert_eq!(fs::read(f.p("d/a.txt")).unwrap(), b"new");
+        assert_eq!(fs::read(f.p("d/new.txt")).unwrap(), b"created");
+        assert_eq!(
+            fs::metadata(f.p("d/a.txt")).unwrap().permissions().mode() & 0o7777,
+            0o640
+        );
+        assert_eq!(
+            fs::read(f.p("d/.a.txt.sandgate-tmp")).unwrap(),
+            b"someone's file"
+        );
+        assert_eq!(names(f, "d"), [".a.txt.sandgate-tmp", "a.txt", "new.txt"]);
+        let long = "x".repeat(255);
+        root.replace_unique(&long, b"long").unwrap();
+        assert_eq!(fs::read(f.p(&long)).unwrap(), b"long");
+        f.dir("sub");
+        assert_eq!(
+            root.replace_unique("sub", b"x").unwrap_err().kind(),
+            ErrorKind::NotFile
+        );
+    });
+}
+
+#[test]
 fn replace_gives_a_new_inode_and_never_writes_through_a_link() {
     each(|f, root| {
         f.file("target.txt", "target").link("l", "target.txt");
