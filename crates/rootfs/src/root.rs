@@ -634,6 +634,20 @@ impl Root {
     /// Lists a directory, like [`std::fs::read_dir`], without `.` and `..`,
     /// in the order the filesystem gives.
     pub fn read_dir(&self, path: impl AsRef<Path>) -> Result<Vec<DirEntry>> {
+        self.read_dir_max(path, usize::MAX)
+            .map(|(entries, _)| entries)
+    }
+
+    /// Lists at most `max` entries of a directory, like
+    /// [`read_dir`](Self::read_dir), and says whether it holds more (which
+    /// ones are listed is then the filesystem's order, not a choice). For
+    /// callers bounded by an entry count: a huge directory costs memory
+    /// for `max` entries only, never for all it holds.
+    pub fn read_dir_max(
+        &self,
+        path: impl AsRef<Path>,
+        max: usize,
+    ) -> Result<(Vec<DirEntry>, bool)> {
         let p = bytes(path.as_ref());
         let r = self.resolve(p, Final::Dir(OFlags::RDONLY))?;
         let dir = rfs::Dir::read_from(&r.fd).map_err(|e| error::from_errno(p, e))?;
@@ -643,6 +657,9 @@ impl Root {
             let name = entry.file_name().to_bytes();
             if name == b"." || name == b".." {
                 continue;
+            }
+            if out.len() == max {
+                return Ok((out, true));
             }
             let kind = match entry.file_type() {
                 FileType::Unknown => rfs::statat(&r.fd, name, AtFlags::SYMLINK_NOFOLLOW)
@@ -656,7 +673,7 @@ impl Root {
                 ino: entry.ino(),
             });
         }
-        Ok(out)
+        Ok((out, false))
     }
 
     // ----- changing the tree -----

@@ -1417,7 +1417,11 @@ impl Inner {
         let mut left = MAX_RENAME_WALK_ENTRIES;
         let visit = |dir: Root, prefix: &str, left: &mut usize| -> Result<Level, Error> {
             let shown = |rel: &str| format!("{}/{rel}", from.0);
-            let entries = dir.read_dir(".").map_err(|e| at(e, &shown(prefix)))?;
+            // One entry over what is left is enough to refuse: a huge
+            // directory is never read whole.
+            let (entries, _) = dir
+                .read_dir_max(".", left.saturating_add(1))
+                .map_err(|e| at(e, &shown(prefix)))?;
             let mut subdirs = Vec::new();
             for e in entries {
                 if *left == 0 {

@@ -279,7 +279,12 @@ fn walk(
     let mut stack = vec![(base.as_str().to_owned(), start)];
     let mut seen = 0usize;
     while let Some((dir, above)) = stack.pop() {
-        let entries = match root.read_dir(&dir) {
+        // Never more than the walk may still visit, and one over to tell
+        // that the bound is reached: a huge directory is not read whole.
+        let entries = match root
+            .read_dir_max(&dir, MAX_WALK_ENTRIES - seen + 1)
+            .map(|(e, _)| e)
+        {
             Ok(e) => e,
             // Removed meanwhile: nothing to list.
             Err(e) if e.kind() == ErrorKind::NotFound && dir != base.as_str() => continue,

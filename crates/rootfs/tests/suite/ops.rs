@@ -111,6 +111,28 @@ fn replace_unique_never_removes_the_entry_at_the_temporary_name() {
 }
 
 #[test]
+fn read_dir_max_lists_at_most_max_and_says_whether_more_remain() {
+    each(|f, root| {
+        f.dir("d").dir("empty");
+        for i in 0..5 {
+            f.file(&format!("d/f{i}"), "x");
+        }
+        let all: Vec<_> = root.read_dir("d").unwrap();
+        assert_eq!(all.len(), 5);
+        for (max, more) in [(0, true), (3, true), (4, true), (5, false), (9, false)] {
+            let (got, rest) = root.read_dir_max("d", max).unwrap();
+            assert_eq!((got.len(), rest), (max.min(5), more), "max {max}");
+            assert!(got.iter().all(|e| e.name() != "." && e.name() != ".."));
+        }
+        assert!(!root.read_dir_max("empty", 0).unwrap().1);
+        assert_eq!(
+            root.read_dir_max("d/f0", 1).unwrap_err().kind(),
+            ErrorKind::NotDir
+        );
+    });
+}
+
+#[test]
 fn replace_gives_a_new_inode_and_never_writes_through_a_link() {
     each(|f, root| {
         f.file("target.txt", "target").link("l", "target.txt");
