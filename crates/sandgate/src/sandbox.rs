@@ -426,7 +426,10 @@ pub struct EditPreview {
 /// One entry of a listing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListEntry {
-    /// The entry's name.
+    /// The entry's name. A name that is not UTF-8 is shown with each byte
+    /// that is not part of valid UTF-8 as `\xNN`: agent-facing names never
+    /// hold a backslash, so acting on that spelling is `E_PATH_INVALID`,
+    /// never another file (which a lossy `U+FFFD` spelling could be).
     pub name: String,
     /// `file`, `dir`, `symlink` or `other` (symlinks are not followed).
     pub kind: FileKind,
@@ -990,7 +993,7 @@ impl Sandbox {
             let dir = root.open_dir(&rel).map_err(|e| at(e, rel.as_str()))?;
             let mut out = Vec::new();
             for e in dir.read_dir(".").map_err(|e| at(e, rel.as_str()))? {
-                let name = e.name().to_string_lossy().into_owned();
+                let name = shown_name(e.name());
                 let size = dir.lstat(e.name()).map(|m| m.len()).unwrap_or(0);
                 out.push(ListEntry {
                     name,
@@ -1665,6 +1668,27 @@ fn moves_into_itself(wr: &Root, fdir: &Root, fname: &Path, tdir: &Root) -> bool 
         (Ok(from), Ok(to)) => parts(&to).starts_with(&parts(&from.join(fname))),
         _ => false,
     }
+}
+
+/// How a listing shows an entry's name: as it is when it is UTF-8, else
+/// with each stray byte as `\xNN`. No agent-facing name holds a backslash
+/// (§2), so the escaped spelling cannot name another entry, while the lossy
+/// one (`U+FFFD` for each stray byte) can be a real name of its own.
+fn shown_name(name: &std::ffi::OsStr) -> String {
+    use std::fmt::Write;
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = name.as_bytes();
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
 }
 
 /// Whether two metadata describe the same object (device and inode).

@@ -1310,3 +1310,39 @@ fn replacing_a_file_never_removes_a_protected_entry_at_its_temporary_name() {
         }
     }
 }
+
+/// A name that is not UTF-8 never aliases a real one: `list` shows it with
+/// its stray bytes escaped (`\xff`), a spelling the name parser refuses, so
+/// acting on what was shown can never reach another file; glob and grep
+/// (which could not be asked about it either) pass it over instead of
+/// reaching the file whose name its lossy spelling is.
+#[test]
+fn a_name_that_is_not_utf8_is_never_shown_as_another_file() {
+    use std::os::unix::ffi::OsStrExt;
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        let raw = std::ffi::OsStr::from_bytes(b"a\xff.txt");
+        fs::write(fx.p("ws").join(raw), "HIDDEN needle\n").unwrap();
+        fx.put("ws/a\u{FFFD}.txt", "REAL needle\n");
+        let sb = Sandbox::builder()
+            .read_root(fx.p("ws"))
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        let names: Vec<String> = sb.list(".").unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["a\\xff.txt", "a\u{FFFD}.txt"], "{resolver:?}");
+        assert_eq!(code(sb.read("a\\xff.txt")), ErrorCode::PathInvalid);
+        assert_eq!(sb.read("a\u{FFFD}.txt").unwrap(), b"REAL needle\n");
+        assert_eq!(
+            sb.glob("*.txt", None).unwrap(),
+            ["a\u{FFFD}.txt"],
+            "{resolver:?}"
+        );
+        let hits = sb.grep("needle", None, None).unwrap();
+        let hits: Vec<(&str, &str)> = hits
+            .iter()
+            .map(|m| (m.path.as_str(), m.text.as_str()))
+            .collect();
+        assert_eq!(hits, [("a\u{FFFD}.txt", "REAL needle")], "{resolver:?}");
+    }
+}
