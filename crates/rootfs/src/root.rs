@@ -808,7 +808,8 @@ impl Root {
     /// directory fsynced. Readers see the old content or the new, never a
     /// mix; a crash leaves one or the other.
     ///
-    /// An existing regular file keeps its permission bits; a final symlink
+    /// An existing regular file keeps its permission bits, less setuid and
+    /// setgid (the new content is a new file of the caller's); a final symlink
     /// is replaced as an entry (its target is not written). The temporary
     /// name is `.<name>.sandgate-tmp` (for a name of more than 241 bytes,
     /// its first bytes and a hash of the whole name, so that no two names
@@ -837,13 +838,16 @@ impl Root {
     }
 
     /// The permission bits a replace of `name` in `dir` keeps: those of the
-    /// regular file there; none for a new name or another kind of entry; a
-    /// directory is refused.
+    /// regular file there, less setuid and setgid; none for a new name or
+    /// another kind of entry; a directory is refused. The new content is a
+    /// new file, owned by the caller: carried over, those two bits would
+    /// give that content the old file's privileges (a write in place by
+    /// anyone without `CAP_FSETID` clears them as well).
     fn replaced_perm(&self, dir: &Parent<'_>, p: &[u8], name: &[u8]) -> Result<Option<u32>> {
         match rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => match FileType::from_raw_mode(st.st_mode) {
                 FileType::Directory => Err(not_file(p, st.st_mode)),
-                FileType::RegularFile => Ok(Some(st.st_mode & 0o7777)),
+                FileType::RegularFile => Ok(Some(st.st_mode & 0o1777)),
                 _ => Ok(None),
             },
             Err(Errno::NOENT) => Ok(None),

@@ -1346,3 +1346,54 @@ fn a_name_that_is_not_utf8_is_never_shown_as_another_file() {
         assert_eq!(hits, [("a\u{FFFD}.txt", "REAL needle")], "{resolver:?}");
     }
 }
+
+/// A replace is a new file owned by whoever runs the sandbox: it keeps the
+/// old file's permission bits but never its setuid or setgid bit, which on
+/// new content (and, run as root, a new owner) would hand that content the
+/// old file's privileges. A write in place by anyone without CAP_FSETID
+/// clears them too.
+#[test]
+fn replacing_a_setuid_or_setgid_file_drops_those_bits() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        for (name, mode) in [("suid", 0o4755), ("sgid", 0o2750), ("both", 0o6711)] {
+            fx.put(&format!("ws/{name}"), "#!/bin/sh\nold\n");
+            let p = fx.p(&format!("ws/{name}"));
+            fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(
+                fs::metadata(&p).unwrap().mode() & 0o7777,
+                mode,
+                "set up {name}"
+            );
+        }
+        let sb = fx
+            .builder()
+            .allow_overwrite(true)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        sb.write(
+            "suid",
+            b"#!/bin/sh\nnew\n",
+            WriteOptions::default().overwrite(true),
+        )
+        .unwrap();
+        sb.edit("sgid", "old", "new", EditOptions::default())
+            .unwrap();
+        sb.edit_many("both", &[("old", "new")], false).unwrap();
+        for (name, mode) in [("suid", 0o755), ("sgid", 0o750), ("both", 0o711)] {
+            let m = fs::metadata(fx.p(&format!("ws/{name}"))).unwrap();
+            assert_eq!(
+                m.mode() & 0o7777,
+                mode,
+                "{resolver:?}: {name} was replaced with mode {:o}",
+                m.mode() & 0o7777
+            );
+            assert_eq!(
+                fs::read(fx.p(&format!("ws/{name}"))).unwrap(),
+                b"#!/bin/sh\nnew\n"
+            );
+        }
+    }
+}

@@ -61,6 +61,13 @@ fn replace_keeps_permission_bits_of_the_replaced_file() {
             fs::metadata(f.p("x.sh")).unwrap().permissions().mode() & 0o7777,
             0o750
         );
+        // Never setuid or setgid: the new content is a new file.
+        fs::set_permissions(f.p("x.sh"), fs::Permissions::from_mode(0o6750)).unwrap();
+        root.replace("x.sh", b"newer").unwrap();
+        assert_eq!(
+            fs::metadata(f.p("x.sh")).unwrap().permissions().mode() & 0o7777,
+            0o750
+        );
     });
 }
 
