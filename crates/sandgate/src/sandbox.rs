@@ -830,7 +830,11 @@ impl Sandbox {
             false => Ok(()),
         };
         self.edit_file(path, false, request_ok, |text, resolved| {
-            count = count_occurrences(text, old.as_bytes());
+            count = match all {
+                true => count_occurrences(text, old.as_bytes()),
+                // One place to replace: overlapping places count as two.
+                false => count_places(text, old.as_bytes()),
+            };
             if count == 0 {
                 return Err(Error::new(
                     ErrorCode::EditNoMatch,
@@ -879,7 +883,7 @@ impl Sandbox {
             before = text.to_vec();
             let mut cur = text.to_vec();
             for (i, (old, new)) in edits.iter().enumerate() {
-                match count_occurrences(&cur, old.as_bytes()) {
+                match count_places(&cur, old.as_bytes()) {
                     1 => cur = replace_all(&cur, old.as_bytes(), new.as_bytes()),
                     0 => {
                         return Err(Error::new(
@@ -1805,6 +1809,18 @@ fn count_occurrences(hay: &[u8], needle: &[u8]) -> usize {
     n
 }
 
+/// The places `needle` occurs at, overlapping ones included: an edit of
+/// exactly one occurrence needs exactly one place (`aa` in `aaa` is at
+/// two, though only one of them can be replaced).
+fn count_places(hay: &[u8], needle: &[u8]) -> usize {
+    let (mut n, mut at) = (0, 0);
+    while let Some(i) = find(hay, needle, at) {
+        n += 1;
+        at = i + 1;
+    }
+    n
+}
+
 fn replace_all(hay: &[u8], old: &[u8], new: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(hay.len());
     let mut at = 0;
@@ -1920,6 +1936,9 @@ mod tests {
         assert_eq!(count_occurrences(b"aaaa", b"aa"), 2);
         assert_eq!(replace_all(b"aaaa", b"aa", b"b"), b"bb");
         assert_eq!(count_occurrences(b"abc", b"x"), 0);
+        assert_eq!(count_places(b"aaaa", b"aa"), 3);
+        assert_eq!(count_places(b"a-a", b"a"), 2);
+        assert_eq!(count_places(b"abc", b"x"), 0);
         assert_eq!(replace_all(b"x-y-x", b"x", b"zz"), b"zz-y-zz");
     }
 

@@ -1397,3 +1397,37 @@ fn replacing_a_setuid_or_setgid_file_drops_those_bits() {
         }
     }
 }
+
+/// "Exactly once" means one place: old text that occurs at two places
+/// which overlap (`}\n}` in `}\n}\n}`) is ambiguous, not one occurrence
+/// replaced at whichever place comes first; `all` still replaces the
+/// occurrences that do not overlap, left to right.
+#[test]
+fn an_edit_of_text_found_at_overlapping_places_is_ambiguous() {
+    let fx = Fx::new();
+    let src = "mod m {\nfn a() {\nif x {\n}\n}\n}\n";
+    fx.put("ws/f.rs", src).put("ws/g.txt", "aaa");
+    let sb = fx.builder().allow_overwrite(true).build().unwrap();
+    let e = sb
+        .edit("f.rs", "}\n}", "}", EditOptions::default())
+        .map(|n| {
+            (
+                n,
+                String::from_utf8(fs::read(fx.p("ws/f.rs")).unwrap()).unwrap(),
+            )
+        });
+    assert_eq!(e.map_err(|e| e.code()), Err(ErrorCode::EditAmbiguous));
+    let e = sb.edit_many("g.txt", &[("aa", "X")], true);
+    assert_eq!(e.map_err(|e| e.code()), Err(ErrorCode::EditAmbiguous));
+    assert_eq!(fs::read(fx.p("ws/f.rs")).unwrap(), src.as_bytes());
+    assert_eq!(
+        sb.edit("g.txt", "aa", "X", EditOptions::default().replace_all(true))
+            .unwrap(),
+        1
+    );
+    assert_eq!(fs::read(fx.p("ws/g.txt")).unwrap(), b"Xa");
+    // One place, even where the new text holds the old.
+    sb.edit("g.txt", "Xa", "XaXa", EditOptions::default())
+        .unwrap();
+    assert_eq!(fs::read(fx.p("ws/g.txt")).unwrap(), b"XaXa");
+}
