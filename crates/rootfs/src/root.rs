@@ -157,6 +157,14 @@ pub struct Root {
 
 const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
 
+/// Added to every open of an existing entry for reading or writing: a FIFO
+/// cannot hold up the open (`O_NONBLOCK`, cleared again where the caller
+/// gets the file to use), and a terminal never becomes the caller's
+/// controlling terminal (`O_NOCTTY`), which a session leader without one
+/// (a daemon, a service) would otherwise take on, with that terminal's
+/// SIGHUP and SIGINT.
+const OPEN_EXISTING: OFlags = OFlags::NONBLOCK.union(OFlags::NOCTTY);
+
 /// How many times an `openat2` that raced with a rename (EAGAIN) is retried
 /// before the walk answers instead.
 const EAGAIN_RETRIES: usize = 16;
@@ -410,7 +418,7 @@ impl Root {
     }
 
     fn open_read(&self, path: &Path, follow: bool) -> Result<File> {
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
+        let flags = OFlags::RDONLY | OPEN_EXISTING;
         Ok(self
             .resolve(bytes(path), Final::Open { flags, follow })?
             .fd
@@ -428,7 +436,7 @@ impl Root {
             return self.create_at(p, access, options.mode);
         }
         let fin = Final::Open {
-            flags: access | OFlags::NONBLOCK,
+            flags: access | OPEN_EXISTING,
             follow: options.follow,
         };
         match self.resolve(p, fin) {
@@ -491,7 +499,7 @@ impl Root {
     /// past `max` while being read fails the same way, never returning more.
     pub fn read_max(&self, path: impl AsRef<Path>, max: u64) -> Result<Vec<u8>> {
         let p = bytes(path.as_ref());
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
+        let flags = OFlags::RDONLY | OPEN_EXISTING;
         let file = File::from(
             self.resolve(
                 p,

@@ -706,3 +706,77 @@ fn open_child_dir_opens_only_real_directory_entries() {
         );
     });
 }
+
+/// Set in the child of `opening_a_terminal_never_makes_it_the_controlling_terminal`:
+/// the terminal to open.
+const TTY_CHILD: &str = "SANDGATE_TEST_TTY_CHILD";
+
+/// Opening a terminal beneath a root never makes it the caller's
+/// controlling terminal (`O_NOCTTY`): a host that is a session leader
+/// without one (a daemon, a service) would otherwise take on whatever
+/// terminal a read names, and with it that terminal's SIGHUP and SIGINT.
+/// The reads refuse the terminal as not a regular file, but open it first.
+#[test]
+fn opening_a_terminal_never_makes_it_the_controlling_terminal() {
+    use std::os::unix::ffi::OsStrExt;
+    if let Some(tty) = std::env::var_os(TTY_CHILD) {
+        // The child: a new session's leader, with no controlling terminal.
+        setup();
+        let tty = std::path::PathBuf::from(tty);
+        let (dir, name) = (tty.parent().unwrap(), tty.file_name().unwrap());
+        for resolver in resolvers() {
+            let root = Root::open_with_resolver(dir, resolver).unwrap();
+            let _ = root.read_max(name, 1024);
+            let _ = root.open_file(name);
+            let _ = root.open_file_nofollow(name);
+            let _ = root.open_with(name, OpenOptions::new().read(true).write(true));
+            let _ = root.open_with(name, OpenOptions::new().append(true));
+        }
+        let stat = fs::read_to_string("/proc/self/stat").unwrap();
+        // pid (comm) state ppid pgrp session tty_nr ...
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let tty_nr = after.split(' ').nth(4).unwrap();
+        println!("TTY_NR={tty_nr}");
+        return;
+    }
+    // SAFETY: plain libc calls on a descriptor this test owns; ptsname_r
+    // writes at most the buffer's length.
+    let pts = unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(master >= 0, "{}", std::io::Error::last_os_error());
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut buf = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(master, buf.as_mut_ptr(), buf.len()), 0);
+        // The master stays open (leaked) until the test process ends.
+        std::ffi::CStr::from_ptr(buf.as_ptr()).to_owned()
+    };
+    let pts = std::ffi::OsStr::from_bytes(pts.to_bytes()).to_owned();
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("setsid")
+        .arg("-w")
+        .arg(&exe)
+        .args([
+            "--exact",
+            "ops::opening_a_terminal_never_makes_it_the_controlling_terminal",
+            "--nocapture",
+        ])
+        .env(TTY_CHILD, &pts)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("setsid runs the child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tty_nr = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("TTY_NR="))
+        .unwrap_or_else(|| panic!("the child did not report: {stdout}"));
+    assert_eq!(
+        tty_nr, "0",
+        "opening {pts:?} beneath a root made it the controlling terminal of a session leader"
+    );
+}
