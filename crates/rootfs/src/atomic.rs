@@ -66,26 +66,64 @@ pub(crate) fn replace(
     data: &[u8],
     mode: Option<u32>,
 ) -> Result<(), Errno> {
-    write(dir.as_fd(), name, data, mode, true)
+    write(dir.as_fd(), name, data, mode, Some(Temp::Reclaim))
+}
+
+/// As [`replace`], but the new file is linked under a temporary name of its
+/// own (the usual one with the process id and a counter added) and nothing
+/// already in `dir` is ever removed: for callers to whom the usual
+/// temporary name may be someone else's file.
+pub(crate) fn replace_unique(
+    dir: impl AsFd,
+    name: &[u8],
+    data: &[u8],
+    mode: Option<u32>,
+) -> Result<(), Errno> {
+    write(dir.as_fd(), name, data, mode, Some(Temp::Unique))
+}
+
+/// Which temporary name a replace links its new file under.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Temp {
+    /// [`temp_name`], removing a leftover found there.
+    Reclaim,
+    /// [`unique_name`], never removing anything.
+    Unique,
+}
+
+/// A temporary name for `name` that no other replace uses:
+/// [`temp_name`] cut to leave room for `.<pid>.<counter>` after it.
+fn unique_name(name: &[u8]) -> Vec<u8> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut tname = temp_name(name);
+    let unique = format!(
+        ".{}.{}",
+        rustix::process::getpid().as_raw_nonzero(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    tname.truncate(255 - unique.len());
+    tname.extend_from_slice(unique.as_bytes());
+    tname
 }
 
 /// Creates `name` in `dir` holding `data`, atomically and durably, failing
 /// with EEXIST if anything has the name. With `O_TMPFILE` the file is linked
 /// straight to its name, so no temporary name ever exists.
 pub(crate) fn create(dir: impl AsFd, name: &[u8], data: &[u8]) -> Result<(), Errno> {
-    write(dir.as_fd(), name, data, None, false)
+    write(dir.as_fd(), name, data, None, None)
 }
 
+/// Writes `name` through an unnamed file: with `replace` (and the kind of
+/// temporary name it uses) over whatever is there, else only where nothing is.
 fn write(
     dir: BorrowedFd<'_>,
     name: &[u8],
     data: &[u8],
     mode: Option<u32>,
-    replace: bool,
+    replace: Option<Temp>,
 ) -> Result<(), Errno> {
     let create_mode = Mode::from_bits_truncate(mode.unwrap_or(0o666));
     let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
-    let tname = temp_name(name);
     // Each attempt uses a fresh unnamed file: once linked and then unlinked
     // by someone else, an O_TMPFILE inode can never be linked again.
     for _ in 0..RETRIES {
@@ -93,17 +131,24 @@ fn write(
             Ok(fd) => File::from(fd),
             // No O_TMPFILE on this kernel or filesystem.
             Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => {
-                return write_named(dir, name, data, create_mode, mode, replace)
+                return write_named(dir, name, data, create_mode, mode, replace.is_some())
             }
             Err(e) => return Err(e),
         };
         fill(&tmp, data, mode)?;
-        if !replace {
+        let Some(temp) = replace else {
             // linkat never replaces: EEXIST if anything has the name.
             link_tmpfile(&tmp, dir, name, false)?;
             return rfs::fsync(dir);
-        }
-        link_tmpfile(&tmp, dir, &tname, true)?;
+        };
+        let tname = match temp {
+            Temp::Reclaim => {
+                let tname = temp_name(name);
+                link_tmpfile(&tmp, dir, &tname, true)?;
+                tname
+            }
+            Temp::Unique => link_unique(&tmp, dir, name)?,
+        };
         match rfs::renameat(dir, &tname[..], dir, name) {
             Ok(()) => return rfs::fsync(dir),
             // A concurrent replace of the same target reclaimed the temporary
@@ -153,6 +198,20 @@ fn link_tmpfile(tmp: &File, dir: BorrowedFd<'_>, tname: &[u8], reclaim: bool) ->
     Err(Errno::AGAIN)
 }
 
+/// Links the unnamed file `tmp` under a fresh [`unique_name`] of `name` in
+/// `dir`, never removing what is there: a name taken is passed over.
+fn link_unique(tmp: &File, dir: BorrowedFd<'_>, name: &[u8]) -> Result<Vec<u8>, Errno> {
+    for _ in 0..RETRIES {
+        let tname = unique_name(name);
+        match link_tmpfile(tmp, dir, &tname, false) {
+            Ok(()) => return Ok(tname),
+            Err(Errno::EXIST) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Errno::EXIST)
+}
+
 /// The fallback for filesystems without `O_TMPFILE`: a uniquely named file,
 /// removed on every error path.
 fn write_named(
@@ -163,15 +222,7 @@ fn write_named(
     mode: Option<u32>,
     replace: bool,
 ) -> Result<(), Errno> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut tname = temp_name(name);
-    let unique = format!(
-        ".{}.{}",
-        rustix::process::getpid().as_raw_nonzero(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
-    tname.truncate(255 - unique.len());
-    tname.extend_from_slice(unique.as_bytes());
+    let tname = unique_name(name);
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let tmp = File::from(rfs::openat(dir, &tname[..], flags, create_mode)?);
     let rename = if replace {

@@ -57,7 +57,7 @@ pub use error::{Error, ErrorKind, Result};
 #[cfg(target_os = "linux")]
 pub use meta::{DirEntry, FileKind, Metadata};
 #[cfg(target_os = "linux")]
-pub use root::{OpenOptions, RenameMode, Resolver, Root};
+pub use root::{temp_name, OpenOptions, RenameMode, Resolver, Root};
 #[cfg(target_os = "linux")]
 pub use sandgate_codes::ErrorCode;
 

@@ -157,6 +157,14 @@ pub struct Root {
 
 const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
 
+/// Added to every open of an existing entry for reading or writing: a FIFO
+/// cannot hold up the open (`O_NONBLOCK`, cleared again where the caller
+/// gets the file to use), and a terminal never becomes the caller's
+/// controlling terminal (`O_NOCTTY`), which a session leader without one
+/// (a daemon, a service) would otherwise take on, with that terminal's
+/// SIGHUP and SIGINT.
+const OPEN_EXISTING: OFlags = OFlags::NONBLOCK.union(OFlags::NOCTTY);
+
 /// How many times an `openat2` that raced with a rename (EAGAIN) is retried
 /// before the walk answers instead.
 const EAGAIN_RETRIES: usize = 16;
@@ -410,7 +418,7 @@ impl Root {
     }
 
     fn open_read(&self, path: &Path, follow: bool) -> Result<File> {
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
+        let flags = OFlags::RDONLY | OPEN_EXISTING;
         Ok(self
             .resolve(bytes(path), Final::Open { flags, follow })?
             .fd
@@ -428,7 +436,7 @@ impl Root {
             return self.create_at(p, access, options.mode);
         }
         let fin = Final::Open {
-            flags: access | OFlags::NONBLOCK,
+            flags: access | OPEN_EXISTING,
             follow: options.follow,
         };
         match self.resolve(p, fin) {
@@ -491,7 +499,7 @@ impl Root {
     /// past `max` while being read fails the same way, never returning more.
     pub fn read_max(&self, path: impl AsRef<Path>, max: u64) -> Result<Vec<u8>> {
         let p = bytes(path.as_ref());
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
+        let flags = OFlags::RDONLY | OPEN_EXISTING;
         let file = File::from(
             self.resolve(
                 p,
@@ -634,6 +642,20 @@ impl Root {
     /// Lists a directory, like [`std::fs::read_dir`], without `.` and `..`,
     /// in the order the filesystem gives.
     pub fn read_dir(&self, path: impl AsRef<Path>) -> Result<Vec<DirEntry>> {
+        self.read_dir_max(path, usize::MAX)
+            .map(|(entries, _)| entries)
+    }
+
+    /// Lists at most `max` entries of a directory, like
+    /// [`read_dir`](Self::read_dir), and says whether it holds more (which
+    /// ones are listed is then the filesystem's order, not a choice). For
+    /// callers bounded by an entry count: a huge directory costs memory
+    /// for `max` entries only, never for all it holds.
+    pub fn read_dir_max(
+        &self,
+        path: impl AsRef<Path>,
+        max: usize,
+    ) -> Result<(Vec<DirEntry>, bool)> {
         let p = bytes(path.as_ref());
         let r = self.resolve(p, Final::Dir(OFlags::RDONLY))?;
         let dir = rfs::Dir::read_from(&r.fd).map_err(|e| error::from_errno(p, e))?;
@@ -643,6 +665,9 @@ impl Root {
             let name = entry.file_name().to_bytes();
             if name == b"." || name == b".." {
                 continue;
+            }
+            if out.len() == max {
+                return Ok((out, true));
             }
             let kind = match entry.file_type() {
                 FileType::Unknown => rfs::statat(&r.fd, name, AtFlags::SYMLINK_NOFOLLOW)
@@ -656,7 +681,7 @@ impl Root {
                 ino: entry.ino(),
             });
         }
-        Ok(out)
+        Ok((out, false))
     }
 
     // ----- changing the tree -----
@@ -791,7 +816,8 @@ impl Root {
     /// directory fsynced. Readers see the old content or the new, never a
     /// mix; a crash leaves one or the other.
     ///
-    /// An existing regular file keeps its permission bits; a final symlink
+    /// An existing regular file keeps its permission bits, less setuid and
+    /// setgid (the new content is a new file of the caller's); a final symlink
     /// is replaced as an entry (its target is not written). The temporary
     /// name is `.<name>.sandgate-tmp` (for a name of more than 241 bytes,
     /// its first bytes and a hash of the whole name, so that no two names
@@ -799,6 +825,42 @@ impl Root {
     /// leaves it, and the next replace of the same file reclaims it.
     pub fn replace(&self, path: impl AsRef<Path>, data: &[u8]) -> Result<()> {
         self.write_atomic(path, data, RenameMode::Replace)
+    }
+
+    /// Replaces `path` as [`replace`](Self::replace) does, but never removes
+    /// anything already in the directory: the new file is linked under a
+    /// temporary name of its own (the usual one, cut where needed, with
+    /// `.<pid>.<counter>` added) that no other replace reclaims. For callers
+    /// to whom an entry at the usual temporary name ([`temp_name`]) may be
+    /// someone's file, not a leftover. A process killed between link and
+    /// rename leaves that unique name behind.
+    pub fn replace_unique(&self, path: impl AsRef<Path>, data: &[u8]) -> Result<()> {
+        let p = bytes(path.as_ref());
+        let s = self.split_checked(p, "cannot write '.' or '..'")?;
+        if s.trailing_slash {
+            return Err(self.file_name_with_slash(p));
+        }
+        let dir = self.parent(p, &s, OFlags::RDONLY)?;
+        let perm = self.replaced_perm(&dir, p, s.name)?;
+        crate::atomic::replace_unique(&dir, s.name, data, perm).map_err(|e| error::from_errno(p, e))
+    }
+
+    /// The permission bits a replace of `name` in `dir` keeps: those of the
+    /// regular file there, less setuid and setgid; none for a new name or
+    /// another kind of entry; a directory is refused. The new content is a
+    /// new file, owned by the caller: carried over, those two bits would
+    /// give that content the old file's privileges (a write in place by
+    /// anyone without `CAP_FSETID` clears them as well).
+    fn replaced_perm(&self, dir: &Parent<'_>, p: &[u8], name: &[u8]) -> Result<Option<u32>> {
+        match rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => Err(not_file(p, st.st_mode)),
+                FileType::RegularFile => Ok(Some(st.st_mode & 0o1777)),
+                _ => Ok(None),
+            },
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(error::from_errno(p, e)),
+        }
     }
 
     /// Writes `data` to `path` atomically and durably, as
@@ -819,21 +881,16 @@ impl Root {
         }
         // A readable directory descriptor: fsync needs one (O_PATH will not do).
         let dir = self.parent(p, &s, OFlags::RDONLY)?;
-        let perm = match rfs::statat(&dir, s.name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(_) if mode == RenameMode::NoReplace => {
-                return Err(error::from_errno(p, Errno::EXIST))
-            }
-            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
-                FileType::Directory => return Err(not_file(p, st.st_mode)),
-                FileType::RegularFile => Some(st.st_mode & 0o7777),
-                _ => None,
-            },
-            Err(Errno::NOENT) => None,
-            Err(e) => return Err(error::from_errno(p, e)),
-        };
         match mode {
-            RenameMode::Replace => crate::atomic::replace(&dir, s.name, data, perm),
-            RenameMode::NoReplace => crate::atomic::create(&dir, s.name, data),
+            RenameMode::Replace => {
+                let perm = self.replaced_perm(&dir, p, s.name)?;
+                crate::atomic::replace(&dir, s.name, data, perm)
+            }
+            RenameMode::NoReplace => match rfs::statat(&dir, s.name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(_) => Err(Errno::EXIST),
+                Err(Errno::NOENT) => crate::atomic::create(&dir, s.name, data),
+                Err(e) => Err(e),
+            },
         }
         .map_err(|e| error::from_errno(p, e))
     }
@@ -1028,6 +1085,14 @@ fn clear_nonblock(file: &File, p: &[u8]) -> Result<()> {
             .map_err(|e| error::from_errno(p, e))?;
     }
     Ok(())
+}
+
+/// The temporary name a [`Root::replace`] of the entry `name` links its new
+/// content under before renaming it over `name`: `.<name>.sandgate-tmp`, or
+/// for a name of more than 241 bytes its first bytes and a hash of the
+/// whole name. An entry found there is taken for a leftover and removed.
+pub fn temp_name(name: &std::ffi::OsStr) -> OsString {
+    OsString::from_vec(crate::atomic::temp_name(name.as_bytes()))
 }
 
 /// One component that names an entry of the directory itself: not empty,

@@ -426,7 +426,10 @@ pub struct EditPreview {
 /// One entry of a listing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListEntry {
-    /// The entry's name.
+    /// The entry's name. A name that is not UTF-8 is shown with each byte
+    /// that is not part of valid UTF-8 as `\xNN`: agent-facing names never
+    /// hold a backslash, so acting on that spelling is `E_PATH_INVALID`,
+    /// never another file (which a lossy `U+FFFD` spelling could be).
     pub name: String,
     /// `file`, `dir`, `symlink` or `other` (symlinks are not followed).
     pub kind: FileKind,
@@ -799,7 +802,7 @@ impl Sandbox {
                     if !(inner.allow_overwrite && overwrite) {
                         return Err(exists(&resolved, inner.allow_overwrite, overwrite));
                     }
-                    dir.replace(name, content).map_err(|e| at(e, &resolved))?;
+                    inner.replace(&dir, name, &rel, &resolved, content)?;
                 }
             }
             ctx.size = Some(content.len() as u64);
@@ -827,7 +830,11 @@ impl Sandbox {
             false => Ok(()),
         };
         self.edit_file(path, false, request_ok, |text, resolved| {
-            count = count_occurrences(text, old.as_bytes());
+            count = match all {
+                true => count_occurrences(text, old.as_bytes()),
+                // One place to replace: overlapping places count as two.
+                false => count_places(text, old.as_bytes()),
+            };
             if count == 0 {
                 return Err(Error::new(
                     ErrorCode::EditNoMatch,
@@ -876,7 +883,7 @@ impl Sandbox {
             before = text.to_vec();
             let mut cur = text.to_vec();
             for (i, (old, new)) in edits.iter().enumerate() {
-                match count_occurrences(&cur, old.as_bytes()) {
+                match count_places(&cur, old.as_bytes()) {
                     1 => cur = replace_all(&cur, old.as_bytes(), new.as_bytes()),
                     0 => {
                         return Err(Error::new(
@@ -973,7 +980,7 @@ impl Sandbox {
                 .with_path(resolved));
             }
             if !dry_run {
-                dir.replace(name, &out).map_err(|e| at(e, &resolved))?;
+                inner.replace(&dir, name, &rel, &resolved, &out)?;
                 ctx.size = Some(out.len() as u64);
             }
             Ok(out)
@@ -990,7 +997,7 @@ impl Sandbox {
             let dir = root.open_dir(&rel).map_err(|e| at(e, rel.as_str()))?;
             let mut out = Vec::new();
             for e in dir.read_dir(".").map_err(|e| at(e, rel.as_str()))? {
-                let name = e.name().to_string_lossy().into_owned();
+                let name = shown_name(e.name());
                 let size = dir.lstat(e.name()).map(|m| m.len()).unwrap_or(0);
                 out.push(ListEntry {
                     name,
@@ -1094,14 +1101,31 @@ impl Sandbox {
             let (fdir, fname, fres) = inner.open_checked(wr, &f, is_dir)?;
             let (tdir, tname, tres) = inner.open_checked(wr, &t, is_dir)?;
             ctx.path(|| format!("{fres} -> {tres}"));
-            if is_dir && inner.guard_active {
-                inner.check_moved_entries(
-                    &fdir,
-                    fname,
-                    (f.as_str(), &fres),
-                    (t.as_str(), &tres),
-                )?;
-            }
+            // The rules above were chosen by the kind the name showed; the
+            // entry may have been swapped since. Pin what is there now (its
+            // identity), require the kind that was checked, walk that very
+            // directory, and after the move require that it is what arrived.
+            let checked = if inner.guard_active {
+                let src = fdir.lstat(fname).map_err(|e| at(e, &fres))?;
+                if src.is_dir() != is_dir {
+                    return Err(changed_under_rename(&fres));
+                }
+                if is_dir {
+                    let top = fdir.open_child_dir(fname).map_err(|e| at(e, &fres))?;
+                    let opened = top.stat(".").map_err(|e| at(e, &fres))?;
+                    if !same_object(&opened, &src) {
+                        return Err(changed_under_rename(&fres));
+                    }
+                    inner.check_moved_entries(
+                        top,
+                        (f.as_str(), &fres),
+                        (t.as_str(), &tres),
+                    )?;
+                }
+                Some(src)
+            } else {
+                None
+            };
             fdir.rename_to(fname, &tdir, tname, RenameMode::NoReplace)
                 .map_err(|e| {
                     let invalid = e.errno().map(std::io::Error::from_raw_os_error);
@@ -1121,7 +1145,29 @@ impl Sandbox {
                         &fres
                     };
                     at(e, p)
-                })
+                })?;
+            if let Some(src) = checked {
+                let arrived = tdir.lstat(tname);
+                if !arrived.as_ref().is_ok_and(|m| same_object(m, &src)) {
+                    // Another entry took the source name between the pin and
+                    // the move: what moved was never checked. Put it back.
+                    return Err(
+                        match tdir.rename_to(tname, &fdir, fname, RenameMode::NoReplace) {
+                            Ok(()) => changed_under_rename(&fres),
+                            Err(e) => Error::new(
+                                ErrorCode::Io,
+                                format!(
+                                    "`{fres}` was replaced while being renamed, and what was moved to `{tres}` unchecked could not be moved back: {}",
+                                    e.reason()
+                                ),
+                            )
+                            .with_errno(e.errno())
+                            .with_path(tres),
+                        },
+                    );
+                }
+            }
+            Ok(())
         })
     }
 
@@ -1365,8 +1411,7 @@ impl Inner {
     /// a refusal: what was not seen was not checked.
     fn check_moved_entries(
         &self,
-        parent: &Root,
-        name: &Path,
+        top: Root,
         from: (&str, &str),
         to: (&str, &str),
     ) -> Result<(), Error> {
@@ -1379,7 +1424,11 @@ impl Inner {
         let mut left = MAX_RENAME_WALK_ENTRIES;
         let visit = |dir: Root, prefix: &str, left: &mut usize| -> Result<Level, Error> {
             let shown = |rel: &str| format!("{}/{rel}", from.0);
-            let entries = dir.read_dir(".").map_err(|e| at(e, &shown(prefix)))?;
+            // One entry over what is left is enough to refuse: a huge
+            // directory is never read whole.
+            let (entries, _) = dir
+                .read_dir_max(".", left.saturating_add(1))
+                .map_err(|e| at(e, &shown(prefix)))?;
             let mut subdirs = Vec::new();
             for e in entries {
                 if *left == 0 {
@@ -1422,7 +1471,6 @@ impl Inner {
             }
             Ok(Level { dir, subdirs })
         };
-        let top = parent.open_child_dir(name).map_err(|e| at(e, from.0))?;
         let mut stack = vec![visit(top, "", &mut left)?];
         while let Some(level) = stack.last_mut() {
             let Some((child, rel)) = level.subdirs.pop() else {
@@ -1530,6 +1578,39 @@ impl Inner {
         Ok(())
     }
 
+    /// Replaces the existing file `name` in `dir` (`rel` as spelled,
+    /// `resolved` where it is) with `data`. A replace links the new content
+    /// under a temporary name first and removes an entry it finds there as a
+    /// leftover; where a deny rule protects that name, such an entry is a
+    /// protected file, so the replace uses a name of its own instead and
+    /// removes nothing.
+    fn replace(
+        &self,
+        dir: &Root,
+        name: &Path,
+        rel: &RelPath,
+        resolved: &str,
+        data: &[u8],
+    ) -> Result<(), Error> {
+        let temp = sandgate_rootfs::temp_name(name.as_os_str());
+        let temp = temp.to_string_lossy();
+        let beside = |path: &str| match path.rsplit_once('/') {
+            Some((parent, _)) => format!("{parent}/{temp}"),
+            None => temp.clone().into_owned(),
+        };
+        let protected = self.guard_active
+            && self
+                .guard
+                .check_write(&beside(rel.as_str()), Some(&beside(resolved)))
+                .is_refused();
+        if protected {
+            dir.replace_unique(name, data)
+        } else {
+            dir.replace(name, data)
+        }
+        .map_err(|e| at(e, resolved))
+    }
+
     /// Creates the missing parent directories of `rel` one at a time, each
     /// checked where it really lands, so that a write through an in-root
     /// symlink never creates a directory inside a protected area.
@@ -1576,8 +1657,6 @@ impl Inner {
     }
 }
 
-/// Re-anchors a rootfs error on the root-relative name the caller knows.
-#[cold]
 /// Whether the directory `tdir` is the entry `fname` of `fdir` or lies
 /// beneath it, both found by their descriptors within `wr`: the move
 /// `rename(2)` refuses with `EINVAL` (which also means a flag the
@@ -1595,6 +1674,45 @@ fn moves_into_itself(wr: &Root, fdir: &Root, fname: &Path, tdir: &Root) -> bool 
     }
 }
 
+/// How a listing shows an entry's name: as it is when it is UTF-8, else
+/// with each stray byte as `\xNN`. No agent-facing name holds a backslash
+/// (§2), so the escaped spelling cannot name another entry, while the lossy
+/// one (`U+FFFD` for each stray byte) can be a real name of its own.
+fn shown_name(name: &std::ffi::OsStr) -> String {
+    use std::fmt::Write;
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = name.as_bytes();
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
+/// Whether two metadata describe the same object (device and inode).
+fn same_object(a: &sandgate_rootfs::Metadata, b: &sandgate_rootfs::Metadata) -> bool {
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// A rename's source was swapped for another entry while the rename checked
+/// it; nothing was moved.
+#[cold]
+fn changed_under_rename(resolved: &str) -> Error {
+    Error::new(
+        ErrorCode::Io,
+        "the source was replaced by another entry while the rename checked it; nothing was moved (try again)",
+    )
+    .with_path(resolved)
+}
+
+/// Re-anchors a rootfs error on the root-relative name the caller knows.
+#[cold]
 fn at(e: sandgate_rootfs::Error, path: &str) -> Error {
     Error::from(e).with_path(path)
 }
@@ -1687,6 +1805,18 @@ fn count_occurrences(hay: &[u8], needle: &[u8]) -> usize {
     while let Some(i) = find(hay, needle, at) {
         n += 1;
         at = i + needle.len();
+    }
+    n
+}
+
+/// The places `needle` occurs at, overlapping ones included: an edit of
+/// exactly one occurrence needs exactly one place (`aa` in `aaa` is at
+/// two, though only one of them can be replaced).
+fn count_places(hay: &[u8], needle: &[u8]) -> usize {
+    let (mut n, mut at) = (0, 0);
+    while let Some(i) = find(hay, needle, at) {
+        n += 1;
+        at = i + 1;
     }
     n
 }
@@ -1806,6 +1936,9 @@ mod tests {
         assert_eq!(count_occurrences(b"aaaa", b"aa"), 2);
         assert_eq!(replace_all(b"aaaa", b"aa", b"b"), b"bb");
         assert_eq!(count_occurrences(b"abc", b"x"), 0);
+        assert_eq!(count_places(b"aaaa", b"aa"), 3);
+        assert_eq!(count_places(b"a-a", b"a"), 2);
+        assert_eq!(count_places(b"abc", b"x"), 0);
         assert_eq!(replace_all(b"x-y-x", b"x", b"zz"), b"zz-y-zz");
     }
 

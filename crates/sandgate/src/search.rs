@@ -279,15 +279,23 @@ fn walk(
     let mut stack = vec![(base.as_str().to_owned(), start)];
     let mut seen = 0usize;
     while let Some((dir, above)) = stack.pop() {
-        let entries = match root.read_dir(&dir) {
+        // Never more than the walk may still visit, and one over to tell
+        // that the bound is reached: a huge directory is not read whole.
+        let entries = match root
+            .read_dir_max(&dir, MAX_WALK_ENTRIES - seen + 1)
+            .map(|(e, _)| e)
+        {
             Ok(e) => e,
             // Removed meanwhile: nothing to list.
             Err(e) if e.kind() == ErrorKind::NotFound && dir != base.as_str() => continue,
             Err(e) => return Err(Error::from(e).with_path(dir)),
         };
+        // A name that is not UTF-8 is passed over: no agent-facing name can
+        // reach it, and its lossy spelling could name another entry, which
+        // the walk would then open or enter in its place.
         let mut names: Vec<(String, FileKind)> = entries
             .into_iter()
-            .map(|e| (e.name().to_string_lossy().into_owned(), e.kind()))
+            .filter_map(|e| Some((e.name().to_str()?.to_owned(), e.kind())))
             .collect();
         names.sort();
         // This directory's own ignore files, read only where the listing

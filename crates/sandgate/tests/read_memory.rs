@@ -94,3 +94,47 @@ fn a_long_line_is_not_held_whole_by_a_ranged_read() {
     let r = sb.read_lines("nonl.txt", 1, 1).unwrap();
     assert_eq!((r.lines, r.truncated, r.total_lines), (1, false, 1));
 }
+
+/// The walks' entry bounds bound memory too: a directory rename looks at no
+/// more than `MAX_RENAME_WALK_ENTRIES` entries and a glob walk at no more
+/// than `MAX_WALK_ENTRIES`, however many one directory holds, so neither
+/// reads a huge directory whole before its bound applies.
+#[test]
+fn a_huge_directory_is_not_read_whole_by_a_bounded_walk() {
+    use sandgate::search::MAX_WALK_ENTRIES;
+    use sandgate::MAX_RENAME_WALK_ENTRIES;
+    const FILES: usize = MAX_WALK_ENTRIES + 70_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let big = tmp.path().join("big");
+    fs::create_dir(&big).unwrap();
+    for i in 0..FILES {
+        fs::File::create(big.join(format!("f{i:07}"))).unwrap();
+    }
+    let sb = Sandbox::builder()
+        .read_root(tmp.path())
+        .write_root(tmp.path())
+        .deny_write("*.lock")
+        .build()
+        .unwrap();
+    // One entry is a few dozen bytes (its name, kind, inode): a bound of N
+    // entries holds a block of at most about 64 bytes times N.
+    let most = |n: usize| 64 * n.next_power_of_two();
+
+    LARGEST.with(|l| l.set(0));
+    let found = sb.glob("big/*", None).unwrap();
+    assert_eq!(found.len(), sandgate::search::MAX_GLOB_RESULTS);
+    let largest = LARGEST.with(|l| l.get());
+    assert!(
+        largest <= most(MAX_WALK_ENTRIES),
+        "a glob walk bounded at {MAX_WALK_ENTRIES} entries allocated one block of {largest} bytes over a directory of {FILES}"
+    );
+
+    LARGEST.with(|l| l.set(0));
+    let e = sb.rename("big", "moved").unwrap_err();
+    assert_eq!(e.code(), ErrorCode::FsProtected, "{e}");
+    let largest = LARGEST.with(|l| l.get());
+    assert!(
+        largest <= most(MAX_RENAME_WALK_ENTRIES),
+        "a rename bounded at {MAX_RENAME_WALK_ENTRIES} entries allocated one block of {largest} bytes over a directory of {FILES}"
+    );
+}

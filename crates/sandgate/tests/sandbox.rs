@@ -1192,3 +1192,242 @@ fn an_edit_never_reads_a_fifo_swapped_in_after_its_check() {
         "an edit read a FIFO swapped in after its check and waited on it (after {last} edits)"
     );
 }
+
+/// A rename decides "directory" (and so walks what it holds) from the very
+/// entry it moves: a directory holding a protected file, swapped in at the
+/// source name after the check looked at a plain file there, is never moved
+/// to the destination.
+#[test]
+fn a_directory_swapped_in_at_a_rename_source_is_never_moved_unchecked() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/src", "a plain file")
+            .put("ws/.other/Cargo.lock", "# lock");
+        let sb = fx
+            .builder()
+            .deny_write("*.lock")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let (stop, ws) = (Arc::clone(&stop), fx.p("ws"));
+            std::thread::spawn(move || {
+                use std::os::unix::ffi::OsStrExt;
+                let c =
+                    |n: &str| std::ffi::CString::new(ws.join(n).as_os_str().as_bytes()).unwrap();
+                let (a, b) = (c("src"), c(".other"));
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // src is the file, then the directory; ENOENT while a
+                    // rename has moved it away.
+                    // SAFETY: two NUL-terminated paths that outlive the call.
+                    unsafe {
+                        libc::renameat2(
+                            libc::AT_FDCWD,
+                            a.as_ptr(),
+                            libc::AT_FDCWD,
+                            b.as_ptr(),
+                            libc::RENAME_EXCHANGE,
+                        )
+                    };
+                }
+            })
+        };
+        let (mut moved, mut refused, mut leaked) = (0u64, 0u64, false);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while std::time::Instant::now() < deadline {
+            match sb.rename("src", "dst") {
+                Ok(()) => {
+                    moved += 1;
+                    if fx.p("ws/dst/Cargo.lock").exists() {
+                        leaked = true;
+                        break;
+                    }
+                    fs::rename(fx.p("ws/dst"), fx.p("ws/src")).unwrap();
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert!(
+            !leaked,
+            "{resolver:?}: a rename moved a directory holding Cargo.lock (after {moved} moves, {refused} refusals)"
+        );
+        assert!(
+            moved > 0 && refused > 0,
+            "{resolver:?}: no race: {moved} moves, {refused} refusals"
+        );
+        // Whatever the interleaving, the protected file is still in the tree.
+        assert!(fx.p("ws/src/Cargo.lock").is_file() || fx.p("ws/.other/Cargo.lock").is_file());
+    }
+}
+
+/// Replacing `x` goes through the temporary name `.x.sandgate-tmp`, and a
+/// leftover there is normally reclaimed; but where a deny pattern protects
+/// that name, the entry is someone's protected file: write and edit
+/// replace `x` and leave it as it is.
+#[test]
+fn replacing_a_file_never_removes_a_protected_entry_at_its_temporary_name() {
+    for resolver in resolvers() {
+        for pattern in [".x.sandgate-tmp", "*.sandgate-tmp", ".*"] {
+            let fx = Fx::new();
+            fx.put("ws/x", "old x\n")
+                .put("ws/.x.sandgate-tmp", "PROTECTED");
+            let sb = fx
+                .builder()
+                .allow_overwrite(true)
+                .deny_write(pattern)
+                .resolver(resolver)
+                .build()
+                .unwrap();
+            assert_eq!(
+                code(sb.write(
+                    ".x.sandgate-tmp",
+                    b"y",
+                    WriteOptions::default().overwrite(true)
+                )),
+                ErrorCode::FsProtected
+            );
+            sb.write("x", b"new x\n", WriteOptions::default().overwrite(true))
+                .unwrap();
+            assert_eq!(fs::read(fx.p("ws/x")).unwrap(), b"new x\n");
+            sb.edit("x", "new", "edited", EditOptions::default())
+                .unwrap();
+            assert_eq!(fs::read(fx.p("ws/x")).unwrap(), b"edited x\n");
+            assert_eq!(
+                fs::read(fx.p("ws/.x.sandgate-tmp")).ok().as_deref(),
+                Some(&b"PROTECTED"[..]),
+                "{resolver:?} {pattern}: the protected .x.sandgate-tmp was removed"
+            );
+            // Nothing else is left behind.
+            let mut names: Vec<_> = fs::read_dir(fx.p("ws"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            assert_eq!(names, [".x.sandgate-tmp", "x"], "{resolver:?} {pattern}");
+        }
+    }
+}
+
+/// A name that is not UTF-8 never aliases a real one: `list` shows it with
+/// its stray bytes escaped (`\xff`), a spelling the name parser refuses, so
+/// acting on what was shown can never reach another file; glob and grep
+/// (which could not be asked about it either) pass it over instead of
+/// reaching the file whose name its lossy spelling is.
+#[test]
+fn a_name_that_is_not_utf8_is_never_shown_as_another_file() {
+    use std::os::unix::ffi::OsStrExt;
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        let raw = std::ffi::OsStr::from_bytes(b"a\xff.txt");
+        fs::write(fx.p("ws").join(raw), "HIDDEN needle\n").unwrap();
+        fx.put("ws/a\u{FFFD}.txt", "REAL needle\n");
+        let sb = Sandbox::builder()
+            .read_root(fx.p("ws"))
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        let names: Vec<String> = sb.list(".").unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["a\\xff.txt", "a\u{FFFD}.txt"], "{resolver:?}");
+        assert_eq!(code(sb.read("a\\xff.txt")), ErrorCode::PathInvalid);
+        assert_eq!(sb.read("a\u{FFFD}.txt").unwrap(), b"REAL needle\n");
+        assert_eq!(
+            sb.glob("*.txt", None).unwrap(),
+            ["a\u{FFFD}.txt"],
+            "{resolver:?}"
+        );
+        let hits = sb.grep("needle", None, None).unwrap();
+        let hits: Vec<(&str, &str)> = hits
+            .iter()
+            .map(|m| (m.path.as_str(), m.text.as_str()))
+            .collect();
+        assert_eq!(hits, [("a\u{FFFD}.txt", "REAL needle")], "{resolver:?}");
+    }
+}
+
+/// A replace is a new file owned by whoever runs the sandbox: it keeps the
+/// old file's permission bits but never its setuid or setgid bit, which on
+/// new content (and, run as root, a new owner) would hand that content the
+/// old file's privileges. A write in place by anyone without CAP_FSETID
+/// clears them too.
+#[test]
+fn replacing_a_setuid_or_setgid_file_drops_those_bits() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        for (name, mode) in [("suid", 0o4755), ("sgid", 0o2750), ("both", 0o6711)] {
+            fx.put(&format!("ws/{name}"), "#!/bin/sh\nold\n");
+            let p = fx.p(&format!("ws/{name}"));
+            fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(
+                fs::metadata(&p).unwrap().mode() & 0o7777,
+                mode,
+                "set up {name}"
+            );
+        }
+        let sb = fx
+            .builder()
+            .allow_overwrite(true)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        sb.write(
+            "suid",
+            b"#!/bin/sh\nnew\n",
+            WriteOptions::default().overwrite(true),
+        )
+        .unwrap();
+        sb.edit("sgid", "old", "new", EditOptions::default())
+            .unwrap();
+        sb.edit_many("both", &[("old", "new")], false).unwrap();
+        for (name, mode) in [("suid", 0o755), ("sgid", 0o750), ("both", 0o711)] {
+            let m = fs::metadata(fx.p(&format!("ws/{name}"))).unwrap();
+            assert_eq!(
+                m.mode() & 0o7777,
+                mode,
+                "{resolver:?}: {name} was replaced with mode {:o}",
+                m.mode() & 0o7777
+            );
+            assert_eq!(
+                fs::read(fx.p(&format!("ws/{name}"))).unwrap(),
+                b"#!/bin/sh\nnew\n"
+            );
+        }
+    }
+}
+
+/// "Exactly once" means one place: old text that occurs at two places
+/// which overlap (`}\n}` in `}\n}\n}`) is ambiguous, not one occurrence
+/// replaced at whichever place comes first; `all` still replaces the
+/// occurrences that do not overlap, left to right.
+#[test]
+fn an_edit_of_text_found_at_overlapping_places_is_ambiguous() {
+    let fx = Fx::new();
+    let src = "mod m {\nfn a() {\nif x {\n}\n}\n}\n";
+    fx.put("ws/f.rs", src).put("ws/g.txt", "aaa");
+    let sb = fx.builder().allow_overwrite(true).build().unwrap();
+    let e = sb
+        .edit("f.rs", "}\n}", "}", EditOptions::default())
+        .map(|n| {
+            (
+                n,
+                String::from_utf8(fs::read(fx.p("ws/f.rs")).unwrap()).unwrap(),
+            )
+        });
+    assert_eq!(e.map_err(|e| e.code()), Err(ErrorCode::EditAmbiguous));
+    let e = sb.edit_many("g.txt", &[("aa", "X")], true);
+    assert_eq!(e.map_err(|e| e.code()), Err(ErrorCode::EditAmbiguous));
+    assert_eq!(fs::read(fx.p("ws/f.rs")).unwrap(), src.as_bytes());
+    assert_eq!(
+        sb.edit("g.txt", "aa", "X", EditOptions::default().replace_all(true))
+            .unwrap(),
+        1
+    );
+    assert_eq!(fs::read(fx.p("ws/g.txt")).unwrap(), b"Xa");
+    // One place, even where the new text holds the old.
+    sb.edit("g.txt", "Xa", "XaXa", EditOptions::default())
+        .unwrap();
+    assert_eq!(fs::read(fx.p("ws/g.txt")).unwrap(), b"XaXa");
+}

@@ -61,6 +61,13 @@ fn replace_keeps_permission_bits_of_the_replaced_file() {
             fs::metadata(f.p("x.sh")).unwrap().permissions().mode() & 0o7777,
             0o750
         );
+        // Never setuid or setgid: the new content is a new file.
+        fs::set_permissions(f.p("x.sh"), fs::Permissions::from_mode(0o6750)).unwrap();
+        root.replace("x.sh", b"newer").unwrap();
+        assert_eq!(
+            fs::metadata(f.p("x.sh")).unwrap().permissions().mode() & 0o7777,
+            0o750
+        );
     });
 }
 
@@ -72,6 +79,63 @@ fn replace_reclaims_a_leftover_temporary_name() {
         root.replace("a.txt", b"new").unwrap();
         assert_eq!(fs::read(f.p("a.txt")).unwrap(), b"new");
         assert_eq!(names(f, "."), ["a.txt"]);
+    });
+}
+
+#[test]
+fn replace_unique_never_removes_the_entry_at_the_temporary_name() {
+    each(|f, root| {
+        f.dir("d")
+            .file("d/a.txt", "old")
+            .file("d/.a.txt.sandgate-tmp", "someone's file");
+        fs::set_permissions(f.p("d/a.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+        assert_eq!(
+            sandgate_rootfs::temp_name("a.txt".as_ref()),
+            ".a.txt.sandgate-tmp"
+        );
+        root.replace_unique("d/a.txt", b"new").unwrap();
+        root.replace_unique("d/new.txt", b"created").unwrap();
+        assert_eq!(fs::read(f.p("d/a.txt")).unwrap(), b"new");
+        assert_eq!(fs::read(f.p("d/new.txt")).unwrap(), b"created");
+        assert_eq!(
+            fs::metadata(f.p("d/a.txt")).unwrap().permissions().mode() & 0o7777,
+            0o640
+        );
+        assert_eq!(
+            fs::read(f.p("d/.a.txt.sandgate-tmp")).unwrap(),
+            b"someone's file"
+        );
+        assert_eq!(names(f, "d"), [".a.txt.sandgate-tmp", "a.txt", "new.txt"]);
+        let long = "x".repeat(255);
+        root.replace_unique(&long, b"long").unwrap();
+        assert_eq!(fs::read(f.p(&long)).unwrap(), b"long");
+        f.dir("sub");
+        assert_eq!(
+            root.replace_unique("sub", b"x").unwrap_err().kind(),
+            ErrorKind::NotFile
+        );
+    });
+}
+
+#[test]
+fn read_dir_max_lists_at_most_max_and_says_whether_more_remain() {
+    each(|f, root| {
+        f.dir("d").dir("empty");
+        for i in 0..5 {
+            f.file(&format!("d/f{i}"), "x");
+        }
+        let all: Vec<_> = root.read_dir("d").unwrap();
+        assert_eq!(all.len(), 5);
+        for (max, more) in [(0, true), (3, true), (4, true), (5, false), (9, false)] {
+            let (got, rest) = root.read_dir_max("d", max).unwrap();
+            assert_eq!((got.len(), rest), (max.min(5), more), "max {max}");
+            assert!(got.iter().all(|e| e.name() != "." && e.name() != ".."));
+        }
+        assert!(!root.read_dir_max("empty", 0).unwrap().1);
+        assert_eq!(
+            root.read_dir_max("d/f0", 1).unwrap_err().kind(),
+            ErrorKind::NotDir
+        );
     });
 }
 
@@ -641,4 +705,78 @@ fn open_child_dir_opens_only_real_directory_entries() {
             ErrorKind::NotDir
         );
     });
+}
+
+/// Set in the child of `opening_a_terminal_never_makes_it_the_controlling_terminal`:
+/// the terminal to open.
+const TTY_CHILD: &str = "SANDGATE_TEST_TTY_CHILD";
+
+/// Opening a terminal beneath a root never makes it the caller's
+/// controlling terminal (`O_NOCTTY`): a host that is a session leader
+/// without one (a daemon, a service) would otherwise take on whatever
+/// terminal a read names, and with it that terminal's SIGHUP and SIGINT.
+/// The reads refuse the terminal as not a regular file, but open it first.
+#[test]
+fn opening_a_terminal_never_makes_it_the_controlling_terminal() {
+    use std::os::unix::ffi::OsStrExt;
+    if let Some(tty) = std::env::var_os(TTY_CHILD) {
+        // The child: a new session's leader, with no controlling terminal.
+        setup();
+        let tty = std::path::PathBuf::from(tty);
+        let (dir, name) = (tty.parent().unwrap(), tty.file_name().unwrap());
+        for resolver in resolvers() {
+            let root = Root::open_with_resolver(dir, resolver).unwrap();
+            let _ = root.read_max(name, 1024);
+            let _ = root.open_file(name);
+            let _ = root.open_file_nofollow(name);
+            let _ = root.open_with(name, OpenOptions::new().read(true).write(true));
+            let _ = root.open_with(name, OpenOptions::new().append(true));
+        }
+        let stat = fs::read_to_string("/proc/self/stat").unwrap();
+        // pid (comm) state ppid pgrp session tty_nr ...
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let tty_nr = after.split(' ').nth(4).unwrap();
+        println!("TTY_NR={tty_nr}");
+        return;
+    }
+    // SAFETY: plain libc calls on a descriptor this test owns; ptsname_r
+    // writes at most the buffer's length.
+    let pts = unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(master >= 0, "{}", std::io::Error::last_os_error());
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut buf = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(master, buf.as_mut_ptr(), buf.len()), 0);
+        // The master stays open (leaked) until the test process ends.
+        std::ffi::CStr::from_ptr(buf.as_ptr()).to_owned()
+    };
+    let pts = std::ffi::OsStr::from_bytes(pts.to_bytes()).to_owned();
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("setsid")
+        .arg("-w")
+        .arg(&exe)
+        .args([
+            "--exact",
+            "ops::opening_a_terminal_never_makes_it_the_controlling_terminal",
+            "--nocapture",
+        ])
+        .env(TTY_CHILD, &pts)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("setsid runs the child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tty_nr = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("TTY_NR="))
+        .unwrap_or_else(|| panic!("the child did not report: {stdout}"));
+    assert_eq!(
+        tty_nr, "0",
+        "opening {pts:?} beneath a root made it the controlling terminal of a session leader"
+    );
 }
