@@ -314,10 +314,13 @@ fn exec(path: &PathBuf, cwd: Option<&str>, command: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // A signal ends the command's whole tree, then this process (128+n).
+    let abort = run::abort_on_signals();
     match executor.exec(
         command,
         sandgate::ExecOptions {
             cwd: cwd.map(str::to_owned),
+            abort,
             ..Default::default()
         },
     ) {
@@ -335,6 +338,9 @@ fn exec(path: &PathBuf, cwd: Option<&str>, command: &str) -> ExitCode {
             ) = r.limit
             {
                 eprintln!("sandgate: stopped by the {} limit", l.as_str());
+            }
+            if let Some(code) = run::signalled() {
+                return code;
             }
             ExitCode::from(u8::try_from(r.exit_code).unwrap_or(1))
         }
