@@ -380,19 +380,37 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
     // Lines are read as bytes: one that is not UTF-8 is a bad request to
     // answer, not the end of the session.
     let mut line = Vec::new();
+    let cap = line_cap(&policy);
     loop {
-        line.clear();
-        match input.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
+        let len = match read_line(&mut input, &mut line, cap) {
+            Ok(Some(len)) => len,
+            Ok(None) => break,
             Err(e) => {
                 eprintln!("sandgate: reading stdin: {e}");
                 return ExitCode::FAILURE;
             }
-        }
-        let request = line.strip_suffix(b"\n").unwrap_or(&line);
-        let request = request.strip_suffix(b"\r").unwrap_or(request);
-        if pretty {
+        };
+        let request = line.strip_suffix(b"\r").unwrap_or(&line);
+        if len > cap {
+            let e = sandgate::Error::new(
+                sandgate::ErrorCode::Request,
+                format!(
+                    "the request line is {len} bytes, over the limit of {cap} bytes (room for \
+                     a write or an edit within the policy's byte caps); it was skipped"
+                ),
+            );
+            if pretty {
+                let _ = writeln!(
+                    out,
+                    "-> <{len} bytes>\n   REFUSED {}: {}",
+                    e.code(),
+                    e.message()
+                );
+            } else {
+                sandgate::tool::write_json(&mut out, &sandgate::tool::error_answer(&e));
+                out.push(b'\n');
+            }
+        } else if pretty {
             // Writing into a vector cannot fail.
             let _ = pretty_exchange(&session, &policy, request, &mut out);
         } else if let Some(answer) = session.handle_input(request) {
@@ -410,6 +428,59 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
     match write_answers(&mut stdout, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
         Err(code) => code,
+    }
+}
+
+/// The longest request line `sandgate tool` reads: at least the MCP
+/// server's 16 MiB, and room for the largest request the policy admits (a
+/// write of `max_write_bytes` or an edit within `max_read_bytes`, every
+/// byte escaped as `\u00XX`). A longer line is answered with `E_REQUEST`
+/// and skipped to its end without being held, so a client cannot grow the
+/// endpoint's memory without bound.
+fn line_cap(policy: &Policy) -> usize {
+    let limits = policy.limits();
+    let largest = limits
+        .max_write_bytes
+        .saturating_add(limits.max_read_bytes)
+        .saturating_mul(6)
+        .saturating_add(64 * 1024);
+    usize::try_from(largest)
+        .unwrap_or(usize::MAX)
+        .max(sandgate_mcp::lines::MAX_LINE)
+}
+
+/// Reads one line into `line`, without its LF: `Ok(None)` at the end of
+/// input, else the line's whole length. Past `cap` bytes the rest of the
+/// line is consumed and dropped (`line` then holds `cap + 1` bytes, and
+/// the length says how long it was).
+fn read_line(
+    input: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    cap: usize,
+) -> io::Result<Option<usize>> {
+    line.clear();
+    let mut len = 0usize;
+    let mut any = false;
+    loop {
+        let buf = match input.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok(any.then_some(len));
+        }
+        any = true;
+        let end = buf.iter().position(|b| *b == b'\n');
+        let part = &buf[..end.unwrap_or(buf.len())];
+        len = len.saturating_add(part.len());
+        let room = cap.saturating_add(1).saturating_sub(line.len());
+        line.extend_from_slice(&part[..part.len().min(room)]);
+        let used = end.map_or(buf.len(), |i| i + 1);
+        input.consume(used);
+        if end.is_some() {
+            return Ok(Some(len));
+        }
     }
 }
 
