@@ -356,7 +356,7 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let session = match ToolSession::from_policy(&policy) {
+    let mut session = match ToolSession::from_policy(&policy) {
         Ok(s) => s,
         Err(e) => {
             refused(&e);
@@ -365,6 +365,21 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
     };
     for w in session.sandbox().warnings() {
         eprintln!("sandgate: warning: {w}");
+    }
+    // SIGINT, SIGTERM and SIGHUP end a running command's whole tree (a
+    // process that simply died would leave it running past its timeout),
+    // then the session, with 128 + n. The request being handled finishes
+    // first (`busy`); a session waiting for input ends at once.
+    let busy = std::sync::Arc::new(std::sync::Mutex::new(()));
+    if let Some(abort) = run::abort_on_signals() {
+        session.set_exec_abort(abort.clone());
+        let busy = std::sync::Arc::clone(&busy);
+        std::thread::spawn(move || {
+            abort.wait();
+            let _done = busy.lock();
+            let n = sandgate::exec::AbortSignal::caught_signal().unwrap_or(15);
+            std::process::exit(128 + n);
+        });
     }
     // Answers to a pipelining client come faster than it reads them: a
     // bigger pipe holds more before a write has to wait (the MCP server
@@ -390,6 +405,7 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        let handling = busy.lock();
         let request = line.strip_suffix(b"\r").unwrap_or(&line);
         if len > cap {
             let e = sandgate::Error::new(
@@ -418,6 +434,9 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
             sandgate::tool::write_json(&mut out, &answer);
             out.push(b'\n');
         }
+        // Never held while writing: a client that stops reading cannot
+        // keep a signal from ending the session.
+        drop(handling);
         // Answer promptly when no further request is already waiting.
         if input.buffer().is_empty() || out.len() >= ANSWER_BATCH {
             if let Err(code) = write_answers(&mut stdout, &mut out) {

@@ -360,6 +360,15 @@ impl AbortSignal {
         Ok(())
     }
 
+    /// Blocks until this signal is aborted.
+    pub fn wait(&self) {
+        use rustix::event::{poll, PollFd, PollFlags};
+        while !self.is_aborted() {
+            let mut fds = [PollFd::new(&self.inner.event, PollFlags::IN)];
+            let _ = poll(&mut fds, None);
+        }
+    }
+
     /// The last signal the handler of [`AbortSignal::on_signals`] caught.
     pub fn caught_signal() -> Option<i32> {
         match CAUGHT.load(Ordering::SeqCst) {
