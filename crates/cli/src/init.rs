@@ -11,7 +11,7 @@ use std::process::ExitCode;
 /// (restricted mode), `.github` and lockfiles protected, overwriting
 /// allowed, no shell, no network.
 fn starter(root: &str) -> String {
-    let root = serde_json::to_string(root).unwrap_or_default();
+    let root = toml_string(root);
     format!(
         r#"# Starter policy written by `sandgate init`. Check it with
 # `sandgate check <this file>`; serve it with `sandgate mcp --policy <this file>`.
@@ -33,6 +33,25 @@ allow_overwrite = true
 enabled = false
 "#
     )
+}
+
+/// `text` as a TOML basic string: `"` and `\` escaped, and every control
+/// character (DEL included, which TOML forbids raw and JSON's escaping
+/// leaves raw) written as `\uXXXX`, so any UTF-8 name reads back as
+/// itself.
+fn toml_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// Where the policy goes by default: beside the directory, since a write

@@ -75,3 +75,37 @@ fn init_writes_a_policy_beside_the_directory_and_never_replaces_one() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(!proj.join("ok.txt.sandgate.toml").exists());
 }
+
+/// Any UTF-8 directory name is written as a TOML string that reads back
+/// as the same path: quotes, backslashes, tabs, line breaks and DEL
+/// (which TOML forbids raw in a string, and JSON's escaping leaves raw).
+#[test]
+fn init_writes_any_utf8_directory_name_as_the_same_root() {
+    for name in [
+        "del\u{7f}dir",
+        "q\"uote\\back",
+        "tab\tnl\ncr\r",
+        "\u{1}\u{1f}x",
+        "é\u{2028}",
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let proj = tmp.path().join(name);
+        fs::create_dir(&proj).unwrap();
+        let out = sandgate()
+            .arg("init")
+            .arg(&proj)
+            .arg("-o")
+            .arg(tmp.path().join("p.toml"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let policy = sandgate::policy::Policy::load(tmp.path().join("p.toml")).unwrap();
+        let root = proj.canonicalize().unwrap();
+        assert_eq!(policy.write_root(), Some(root.as_path()), "{name:?}");
+        assert_eq!(policy.read_roots(), [root], "{name:?}");
+    }
+}
