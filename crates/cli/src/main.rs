@@ -122,7 +122,8 @@ enum Command {
         /// The directory the policy grants.
         dir: PathBuf,
         /// Where to write it (default: `<dir>.sandgate.toml` beside the
-        /// directory); an existing file is never replaced.
+        /// directory); an existing file is never replaced, and the policy is
+        /// written whole or not at all.
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
