@@ -624,6 +624,12 @@ const REFUSED: &[(&str, &str, &str)] = &[
         "[fs]\nwrite_root = \"ws\"\ndeny_write = [\"/etc/**\"]\n",
         "fs.deny_write",
     ),
+    (
+        // No name holds a NUL byte: the pattern would protect nothing.
+        "NUL in a deny pattern",
+        "[fs]\nwrite_root = \"ws\"\ndeny_write = [\"secret\\u0000.txt\"]\n",
+        "fs.deny_write",
+    ),
 ];
 
 #[test]
