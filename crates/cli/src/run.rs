@@ -45,11 +45,21 @@ const EXIT_REFUSED: u8 = 2;
 const EXIT_LIMIT: u8 = 3;
 const EXIT_WORKER_RESERVED: u8 = 1;
 
+/// Writes one contract line in a single write (stderr is unbuffered, and
+/// `writeln!` would issue one per formatted piece: hundreds per line), so
+/// that supervisors sharing a log never interleave inside a line and one
+/// that dies never leaves a line cut at a piece.
 fn contract_line(err: &mut impl Write, fresh: &mut bool, token: &str, body: &Value) {
+    let mut line = Vec::with_capacity(1024);
     if !*fresh {
-        let _ = err.write_all(b"\n");
+        line.push(b'\n');
     }
-    let _ = writeln!(err, "{token}: {body}");
+    line.extend_from_slice(token.as_bytes());
+    line.extend_from_slice(b": ");
+    // Serializing a Value into a vector cannot fail.
+    let _ = serde_json::to_writer(&mut line, body);
+    line.push(b'\n');
+    let _ = err.write_all(&line);
     *fresh = true;
 }
 

@@ -416,3 +416,48 @@ fn a_signal_ignored_on_entry_stays_ignored() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(out.stdout, b"done\n");
 }
+
+/// Each contract line reaches stderr in one write: supervisors sharing one
+/// log (an O_APPEND file here) never interleave inside a line, and a
+/// supervisor that dies never leaves a line cut in the middle of a write
+/// sequence.
+#[test]
+fn contract_lines_are_written_whole() {
+    let dir = policy(ENABLED);
+    let log = dir.path().join("stderr.log");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .unwrap();
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_sandgate"))
+                .arg("run")
+                .arg("--policy")
+                .arg(dir.path().join("policy.toml"))
+                .args(["--", "/bin/sh", "-c", "exit 3"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(file.try_clone().unwrap())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert_eq!(c.wait().unwrap().code(), Some(1));
+    }
+    let text = fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 16, "{text}");
+    for l in lines {
+        let json = l
+            .strip_prefix("policy: ")
+            .or_else(|| l.strip_prefix("policy-result: "))
+            .unwrap_or_else(|| panic!("not a contract line: {l:.120}"));
+        assert!(
+            serde_json::from_str::<Value>(json).is_ok(),
+            "a contract line interleaved with another: {l:.120}"
+        );
+    }
+}
