@@ -444,7 +444,23 @@ pub(crate) fn resolve(
     }
     let net_granted = (!gate.removed("net.allow")).then_some(!net_fields.is_empty());
     let net = sandgate_netguard::Rules::new(mode.into(), allow, raw.net.allow_http);
-    let credentials = net_credentials(&mut gate, raw.net.credentials, &net, &exec.env_inherit);
+    // Where the agent reads through the file tools: a credential's file
+    // must lie elsewhere.
+    let mut agent_roots: Vec<(String, &Path)> = Vec::new();
+    for (i, (canonical, named)) in read_roots.iter().zip(&read_roots_named).enumerate() {
+        agent_roots.push((format!("fs.read_roots[{i}]"), canonical));
+        agent_roots.push((format!("fs.read_roots[{i}]"), named));
+    }
+    for root in write_root.iter().chain(write_root_named.iter()) {
+        agent_roots.push(("fs.write_root".to_owned(), root));
+    }
+    let credentials = net_credentials(
+        &mut gate,
+        raw.net.credentials,
+        &net,
+        &exec.env_inherit,
+        &agent_roots,
+    );
     let request_rules = net_request_rules(&mut gate, raw.net.rules, &net);
 
     // [budgets]
@@ -579,12 +595,15 @@ fn gate_prefixes(gate: &mut Gate<'_>, key: &str, prefixes: Vec<Spanned<String>>)
 ///
 /// A variable that `exec.env_inherit` also passes is refused: the proxy
 /// sets a credential so that the command never holds it, and every command
-/// would find this one in its environment.
+/// would find this one in its environment. So is a file inside a read root
+/// or the write root (as written, or as its links resolve): the agent's
+/// file tools would read it, no command needed.
 fn net_credentials(
     gate: &mut Gate<'_>,
     raw: Vec<Spanned<crate::decode::RawCredential>>,
     rules: &sandgate_netguard::Rules,
     env_inherit: &[String],
+    agent_roots: &[(String, &Path)],
 ) -> Vec<net::NetCredential> {
     let mut out: Vec<net::NetCredential> = Vec::new();
     for (i, item) in raw.into_iter().enumerate() {
@@ -634,6 +653,16 @@ fn net_credentials(
             (None, Some(f)) => {
                 if !Path::new(&f.value).is_absolute() || f.value.contains('\0') {
                     gate.invalid(&f, "a credential file must be an absolute path");
+                    None
+                } else if let Some(root) = readable_by_agent(Path::new(&f.value), agent_roots) {
+                    gate.invalid(
+                        &f,
+                        format!(
+                            "the file lies inside {root}, which the agent reads through its \
+                             file tools; the proxy sets a credential so that the agent never \
+                             holds it: keep the value outside every root"
+                        ),
+                    );
                     None
                 } else {
                     Some(net::CredentialSource::File(PathBuf::from(f.value)))
@@ -713,6 +742,23 @@ fn net_credentials(
         });
     }
     out
+}
+
+/// The key of the root that holds `file`, as written or as its links
+/// resolve (a file not there yet: its lexical path, then its directory's
+/// resolved one).
+fn readable_by_agent<'r>(file: &Path, roots: &'r [(String, &Path)]) -> Option<&'r str> {
+    let resolved = file.canonicalize().ok().or_else(|| {
+        let parent = file.parent()?.canonicalize().ok()?;
+        Some(parent.join(file.file_name()?))
+    });
+    let spellings = std::iter::once(file.to_path_buf()).chain(resolved);
+    for spelling in spellings {
+        if let Some((key, _)) = roots.iter().find(|(_, root)| spelling.starts_with(root)) {
+            return Some(key);
+        }
+    }
+    None
 }
 
 /// `[[net.rules]]`.
