@@ -59,6 +59,13 @@ pub struct Args {
     json: bool,
 }
 
+impl Args {
+    /// Whether the words name a policy before the target.
+    pub fn names_a_policy(&self) -> bool {
+        self.words.len() == 2
+    }
+}
+
 /// One answer: the operation, whether it is allowed, the rule that
 /// decides, and the refusal's code and message.
 pub struct Answer {

@@ -181,11 +181,13 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    // `check POLICY` and `check --policy POLICY` are one argument spelled
-    // two ways: both at once is a mistake, while SANDGATE_POLICY yields to
+    // `check POLICY` and `check --policy POLICY` (`explain POLICY TARGET`
+    // and `explain --policy POLICY TARGET`) are one argument spelled two
+    // ways: both at once is a mistake, while SANDGATE_POLICY yields to
     // either.
     let flag_given = matches
         .subcommand_matches("check")
+        .or_else(|| matches.subcommand_matches("explain"))
         .is_some_and(|m| m.value_source("policy") == Some(clap::parser::ValueSource::CommandLine));
     match cli.command {
         Command::Check { file: Some(_), .. } if flag_given => {
@@ -201,6 +203,10 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Explain(args) if flag_given && args.names_a_policy() => {
+            eprintln!("sandgate: the policy is given twice: as POLICY and as --policy");
+            ExitCode::from(2)
+        }
         Command::Explain(args) => explain::run(&args),
         Command::Tool { policy, pretty } => tool(&policy, pretty),
         Command::Run { policy, program } => run::run(&policy, &program),
