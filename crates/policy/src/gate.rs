@@ -22,12 +22,18 @@ use crate::{Budgets, ExecPolicy, Inner, Limits, SecurityMode, StatedLimits, CONF
 pub(crate) struct PolicyDirs {
     base: PathBuf,
     protected: Vec<PathBuf>,
+    /// The policy file's device when it has more than one name (a hard
+    /// link): another name may lie in any directory of that filesystem.
+    linked_on: Option<u64>,
 }
 
 impl PolicyDirs {
+    /// `links` is the policy file's `(device, number of names)`, when it
+    /// was read from a file.
     pub(crate) fn resolve(
         base_dir: &Path,
         policy_path: Option<&Path>,
+        links: Option<(u64, u64)>,
     ) -> Result<Self, PolicyError> {
         let unresolvable = |err: io::Error| {
             PolicyError::new(
@@ -50,7 +56,21 @@ impl PolicyDirs {
                 protected.push(real_parent.to_path_buf());
             }
         }
-        Ok(PolicyDirs { base, protected })
+        let linked_on = links.and_then(|(dev, names)| (names > 1).then_some(dev));
+        Ok(PolicyDirs {
+            base,
+            protected,
+            linked_on,
+        })
+    }
+
+    /// Whether a second name of the policy file may lie in `root`: it has
+    /// one, and `root` is on the same filesystem (a hard link cannot
+    /// cross one).
+    fn may_hold_a_link(&self, root: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.linked_on
+            .is_some_and(|dev| std::fs::metadata(root).map_or(true, |m| m.dev() == dev))
     }
 
     /// A policy with no file (stated from code): relative roots resolve
@@ -69,6 +89,7 @@ impl PolicyDirs {
         Ok(PolicyDirs {
             base,
             protected: Vec::new(),
+            linked_on: None,
         })
     }
 }
@@ -312,6 +333,19 @@ pub(crate) fn resolve(
                         "the write root \"{}\" contains the policy file's own directory, so the \
                          agent could rewrite its own policy; choose a directory that does not \
                          hold the policy file (a subdirectory such as \"workspace\")",
+                        root.value.escape_debug()
+                    ),
+                );
+                None
+            }
+            Some((resolved, _)) if dirs.may_hold_a_link(&resolved) => {
+                gate.refuse(
+                    PolicyErrorKind::WriteRootContainsPolicy,
+                    root,
+                    format!(
+                        "the policy file has more than one name (a hard link), and another may \
+                         lie in the write root \"{}\" (the same filesystem), where the agent \
+                         could rewrite the policy in place; give the policy file one name",
                         root.value.escape_debug()
                     ),
                 );
