@@ -11,15 +11,16 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use sandgate::policy::Policy;
+use sandgate::policy::{NetEntry, NetHost, Policy};
 use sandgate::{Error, ErrorCode, ExecGrant, Executor, FsGrant, Sandbox};
 use serde_json::{json, Value};
 
 /// Shown after `sandgate explain --help`.
 pub const AFTER_HELP: &str = "\
-TARGET is guessed from its form unless --as says: HOST:PORT asks about a
-connection, anything with a space is a command, anything else a path
-(asked both for read and write). Exit 0 when everything asked is allowed,
+TARGET is guessed from its form unless --as says: HOST:PORT or an IPv6
+literal ([ADDR]:PORT, [ADDR], ADDR) asks about a connection, read as a
+net.allow entry is; anything with a space is a command, anything else a
+path (asked both for read and write). Exit 0 when everything asked is allowed,
 1 when something is refused, 2 when the policy itself is refused.
 
 Examples:
@@ -58,6 +59,13 @@ pub struct Args {
     json: bool,
 }
 
+impl Args {
+    /// Whether the words name a policy before the target.
+    pub fn names_a_policy(&self) -> bool {
+        self.words.len() == 2
+    }
+}
+
 /// One answer: the operation, whether it is allowed, the rule that
 /// decides, and the refusal's code and message.
 pub struct Answer {
@@ -93,7 +101,10 @@ fn guess(target: &str) -> &'static [Kind] {
     let host_port = target.rsplit_once(':').is_some_and(|(host, port)| {
         !host.is_empty() && !host.contains('/') && port.parse::<u16>().is_ok()
     });
-    if host_port {
+    // An IPv6 literal (`2606:4700::abcd`, `[::1]`) names a host, not a file.
+    let v6 = NetEntry::parse(target)
+        .is_ok_and(|e| matches!(e.host(), NetHost::Ip(std::net::IpAddr::V6(_))));
+    if host_port || v6 {
         &[Kind::Connect]
     } else {
         &[Kind::Read, Kind::Write]
@@ -206,14 +217,19 @@ pub fn answer(
             }
         },
         Kind::Connect => {
-            let (host, port) = match target.rsplit_once(':') {
-                Some((h, p)) if p.parse::<u16>().is_ok() => (
-                    h.trim_start_matches('[').trim_end_matches(']'),
-                    p.parse().ok(),
-                ),
-                _ => (target, None),
+            let (host, port) = match connect_target(target) {
+                Ok(hp) => hp,
+                Err(detail) => {
+                    return Answer {
+                        op: "connect",
+                        allowed: false,
+                        rule: "net.allow".to_owned(),
+                        code: Some(ErrorCode::NetDenied),
+                        detail,
+                    }
+                }
             };
-            let decision = policy.authorize("https", host, port, None);
+            let decision = policy.authorize("https", &host, port, None);
             Answer {
                 op: "connect",
                 allowed: decision.allowed,
@@ -226,6 +242,28 @@ pub fn answer(
             }
         }
     }
+}
+
+/// The host and port a connect target names, read as a `net.allow` entry
+/// is (netguard's parser): `HOST`, `HOST:PORT`, an IPv4 literal, `[IPv6]`,
+/// `[IPv6]:PORT`, or an unbracketed IPv6 literal that cannot be misread as
+/// one with a port. Splitting at the last `:` instead read
+/// `2606:4700::1111` as the host `2606:4700:` on port 1111, and answered
+/// for a connection nobody asked about.
+fn connect_target(target: &str) -> Result<(String, Option<u16>), String> {
+    let quoted = target.escape_debug();
+    let entry = NetEntry::parse(target)
+        .map_err(|why| format!("\"{quoted}\" is not HOST, HOST:PORT or [IPv6]:PORT: {why}"))?;
+    let host = match entry.host() {
+        NetHost::Name(name) => name.clone(),
+        NetHost::Ip(ip) => ip.to_string(),
+        _ => {
+            return Err(format!(
+                "\"{quoted}\" names many hosts: ask about one (a wildcard is a grant, not a target)"
+            ))
+        }
+    };
+    Ok((host, entry.port()))
 }
 
 fn unreachable_grant(op: &'static str) -> Answer {

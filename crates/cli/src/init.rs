@@ -11,7 +11,7 @@ use std::process::ExitCode;
 /// (restricted mode), `.github` and lockfiles protected, overwriting
 /// allowed, no shell, no network.
 fn starter(root: &str) -> String {
-    let root = serde_json::to_string(root).unwrap_or_default();
+    let root = toml_string(root);
     format!(
         r#"# Starter policy written by `sandgate init`. Check it with
 # `sandgate check <this file>`; serve it with `sandgate mcp --policy <this file>`.
@@ -35,6 +35,25 @@ enabled = false
     )
 }
 
+/// `text` as a TOML basic string: `"` and `\` escaped, and every control
+/// character (DEL included, which TOML forbids raw and JSON's escaping
+/// leaves raw) written as `\uXXXX`, so any UTF-8 name reads back as
+/// itself.
+fn toml_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// Where the policy goes by default: beside the directory, since a write
 /// root may not hold its own policy.
 fn default_output(root: &Path) -> PathBuf {
@@ -45,6 +64,45 @@ fn default_output(root: &Path) -> PathBuf {
     root.parent()
         .unwrap_or(Path::new("/"))
         .join(format!("{name}.sandgate.toml"))
+}
+
+/// Puts `text` at `out`, all of it or nothing, never over anything there:
+/// written to a new temporary file beside it, flushed to disk and loaded
+/// as a policy, then hard-linked to `out` (`link` fails on an existing
+/// entry, a symlink included, and follows none). A process killed on the
+/// way leaves at most the temporary file, never a half-written policy
+/// that would load with a different meaning.
+fn write_new(out: &Path, text: &[u8], root: &Path) -> Result<(), String> {
+    if out.file_name().is_none() {
+        return Err(format!("{}: not a file name", out.display()));
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = out.with_file_name(format!(".sandgate-init.{}-{nanos}.tmp", std::process::id()));
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(text).and_then(|()| f.sync_all()));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!("{}: {e} (nothing written)", out.display()));
+    }
+    // Checked where it will live (the same directory), before it is there.
+    if let Err(e) = sandgate::policy::Policy::load(&tmp) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!(
+            "the starter policy for {} was refused ({}: {}); nothing written",
+            root.display(),
+            e.code(),
+            sandgate::chain_message(&e)
+        ));
+    }
+    let linked = std::fs::hard_link(&tmp, out);
+    let _ = std::fs::remove_file(&tmp);
+    linked.map_err(|e| format!("{}: {e} (nothing written)", out.display()))
 }
 
 /// Writes the starter policy for `dir` to `output` (default
@@ -67,32 +125,8 @@ pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
         return ExitCode::from(2);
     };
     let out = output.unwrap_or_else(|| default_output(&root));
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .open(&out);
-    let mut file = match file {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("sandgate: {}: {e} (nothing written)", out.display());
-            return ExitCode::from(2);
-        }
-    };
-    if let Err(e) = file.write_all(starter(root_str).as_bytes()) {
-        let _ = std::fs::remove_file(&out);
-        eprintln!("sandgate: {}: {e} (nothing written)", out.display());
-        return ExitCode::from(2);
-    }
-    drop(file);
-    if let Err(e) = sandgate::policy::Policy::load(&out) {
-        let _ = std::fs::remove_file(&out);
-        eprintln!(
-            "sandgate: the starter policy for {} was refused ({}: {}); nothing written",
-            root.display(),
-            e.code(),
-            sandgate::chain_message(&e)
-        );
+    if let Err(message) = write_new(&out, starter(root_str).as_bytes(), &root) {
+        eprintln!("sandgate: {message}");
         return ExitCode::from(2);
     }
     println!("{}", out.display());

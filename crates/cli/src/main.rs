@@ -122,7 +122,8 @@ enum Command {
         /// The directory the policy grants.
         dir: PathBuf,
         /// Where to write it (default: `<dir>.sandgate.toml` beside the
-        /// directory); an existing file is never replaced.
+        /// directory); an existing file is never replaced, and the policy is
+        /// written whole or not at all.
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
@@ -180,11 +181,13 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    // `check POLICY` and `check --policy POLICY` are one argument spelled
-    // two ways: both at once is a mistake, while SANDGATE_POLICY yields to
+    // `check POLICY` and `check --policy POLICY` (`explain POLICY TARGET`
+    // and `explain --policy POLICY TARGET`) are one argument spelled two
+    // ways: both at once is a mistake, while SANDGATE_POLICY yields to
     // either.
     let flag_given = matches
         .subcommand_matches("check")
+        .or_else(|| matches.subcommand_matches("explain"))
         .is_some_and(|m| m.value_source("policy") == Some(clap::parser::ValueSource::CommandLine));
     match cli.command {
         Command::Check { file: Some(_), .. } if flag_given => {
@@ -200,6 +203,10 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Explain(args) if flag_given && args.names_a_policy() => {
+            eprintln!("sandgate: the policy is given twice: as POLICY and as --policy");
+            ExitCode::from(2)
+        }
         Command::Explain(args) => explain::run(&args),
         Command::Tool { policy, pretty } => tool(&policy, pretty),
         Command::Run { policy, program } => run::run(&policy, &program),
@@ -314,10 +321,13 @@ fn exec(path: &PathBuf, cwd: Option<&str>, command: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // A signal ends the command's whole tree, then this process (128+n).
+    let abort = run::abort_on_signals();
     match executor.exec(
         command,
         sandgate::ExecOptions {
             cwd: cwd.map(str::to_owned),
+            abort,
             ..Default::default()
         },
     ) {
@@ -336,6 +346,9 @@ fn exec(path: &PathBuf, cwd: Option<&str>, command: &str) -> ExitCode {
             {
                 eprintln!("sandgate: stopped by the {} limit", l.as_str());
             }
+            if let Some(code) = run::signalled() {
+                return code;
+            }
             ExitCode::from(u8::try_from(r.exit_code).unwrap_or(1))
         }
         Err(e) => {
@@ -350,7 +363,7 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let session = match ToolSession::from_policy(&policy) {
+    let mut session = match ToolSession::from_policy(&policy) {
         Ok(s) => s,
         Err(e) => {
             refused(&e);
@@ -359,6 +372,21 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
     };
     for w in session.sandbox().warnings() {
         eprintln!("sandgate: warning: {w}");
+    }
+    // SIGINT, SIGTERM and SIGHUP end a running command's whole tree (a
+    // process that simply died would leave it running past its timeout),
+    // then the session, with 128 + n. The request being handled finishes
+    // first (`busy`); a session waiting for input ends at once.
+    let busy = std::sync::Arc::new(std::sync::Mutex::new(()));
+    if let Some(abort) = run::abort_on_signals() {
+        session.set_exec_abort(abort.clone());
+        let busy = std::sync::Arc::clone(&busy);
+        std::thread::spawn(move || {
+            abort.wait();
+            let _done = busy.lock();
+            let n = sandgate::exec::AbortSignal::caught_signal().unwrap_or(15);
+            std::process::exit(128 + n);
+        });
     }
     // Answers to a pipelining client come faster than it reads them: a
     // bigger pipe holds more before a write has to wait (the MCP server
@@ -374,19 +402,38 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
     // Lines are read as bytes: one that is not UTF-8 is a bad request to
     // answer, not the end of the session.
     let mut line = Vec::new();
+    let cap = line_cap(&policy);
     loop {
-        line.clear();
-        match input.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
+        let len = match read_line(&mut input, &mut line, cap) {
+            Ok(Some(len)) => len,
+            Ok(None) => break,
             Err(e) => {
                 eprintln!("sandgate: reading stdin: {e}");
                 return ExitCode::FAILURE;
             }
-        }
-        let request = line.strip_suffix(b"\n").unwrap_or(&line);
-        let request = request.strip_suffix(b"\r").unwrap_or(request);
-        if pretty {
+        };
+        let handling = busy.lock();
+        let request = line.strip_suffix(b"\r").unwrap_or(&line);
+        if len > cap {
+            let e = sandgate::Error::new(
+                sandgate::ErrorCode::Request,
+                format!(
+                    "the request line is {len} bytes, over the limit of {cap} bytes (room for \
+                     a write or an edit within the policy's byte caps); it was skipped"
+                ),
+            );
+            if pretty {
+                let _ = writeln!(
+                    out,
+                    "-> <{len} bytes>\n   REFUSED {}: {}",
+                    e.code(),
+                    e.message()
+                );
+            } else {
+                sandgate::tool::write_json(&mut out, &sandgate::tool::error_answer(&e));
+                out.push(b'\n');
+            }
+        } else if pretty {
             // Writing into a vector cannot fail.
             let _ = pretty_exchange(&session, &policy, request, &mut out);
         } else if let Some(answer) = session.handle_input(request) {
@@ -394,6 +441,9 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
             sandgate::tool::write_json(&mut out, &answer);
             out.push(b'\n');
         }
+        // Never held while writing: a client that stops reading cannot
+        // keep a signal from ending the session.
+        drop(handling);
         // Answer promptly when no further request is already waiting.
         if input.buffer().is_empty() || out.len() >= ANSWER_BATCH {
             if let Err(code) = write_answers(&mut stdout, &mut out) {
@@ -404,6 +454,59 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
     match write_answers(&mut stdout, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
         Err(code) => code,
+    }
+}
+
+/// The longest request line `sandgate tool` reads: at least the MCP
+/// server's 16 MiB, and room for the largest request the policy admits (a
+/// write of `max_write_bytes` or an edit within `max_read_bytes`, every
+/// byte escaped as `\u00XX`). A longer line is answered with `E_REQUEST`
+/// and skipped to its end without being held, so a client cannot grow the
+/// endpoint's memory without bound.
+fn line_cap(policy: &Policy) -> usize {
+    let limits = policy.limits();
+    let largest = limits
+        .max_write_bytes
+        .saturating_add(limits.max_read_bytes)
+        .saturating_mul(6)
+        .saturating_add(64 * 1024);
+    usize::try_from(largest)
+        .unwrap_or(usize::MAX)
+        .max(sandgate_mcp::lines::MAX_LINE)
+}
+
+/// Reads one line into `line`, without its LF: `Ok(None)` at the end of
+/// input, else the line's whole length. Past `cap` bytes the rest of the
+/// line is consumed and dropped (`line` then holds `cap + 1` bytes, and
+/// the length says how long it was).
+fn read_line(
+    input: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    cap: usize,
+) -> io::Result<Option<usize>> {
+    line.clear();
+    let mut len = 0usize;
+    let mut any = false;
+    loop {
+        let buf = match input.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok(any.then_some(len));
+        }
+        any = true;
+        let end = buf.iter().position(|b| *b == b'\n');
+        let part = &buf[..end.unwrap_or(buf.len())];
+        len = len.saturating_add(part.len());
+        let room = cap.saturating_add(1).saturating_sub(line.len());
+        line.extend_from_slice(&part[..part.len().min(room)]);
+        let used = end.map_or(buf.len(), |i| i + 1);
+        input.consume(used);
+        if end.is_some() {
+            return Ok(Some(len));
+        }
     }
 }
 

@@ -18,6 +18,12 @@
 //! Every `policy-result:` line carries `protected_changes`: each protected
 //! entry the program changed (`path`, `pattern`, `action`).
 //!
+//! SIGINT, SIGTERM and SIGHUP do not end the supervisor on the spot: they
+//! abort the run, whose whole tree is then ended as after a timeout, and
+//! the supervisor exits `128 + n` for signal `n` (a supervisor that just
+//! died would leave the program running past its timeout, with nothing
+//! left to end it).
+//!
 //! Only the supervisor writes unprefixed contract lines: a program line
 //! starting with `policy:` or `policy-result:` is shown as `worker: …`, after
 //! every kind of line break, and the supervisor's lines always start on a
@@ -29,6 +35,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::lines::Provenance;
+use sandgate::exec::AbortSignal;
 use sandgate::policy::Policy;
 use sandgate::{Executor, Limit};
 use serde_json::{json, Value};
@@ -38,11 +45,21 @@ const EXIT_REFUSED: u8 = 2;
 const EXIT_LIMIT: u8 = 3;
 const EXIT_WORKER_RESERVED: u8 = 1;
 
+/// Writes one contract line in a single write (stderr is unbuffered, and
+/// `writeln!` would issue one per formatted piece: hundreds per line), so
+/// that supervisors sharing a log never interleave inside a line and one
+/// that dies never leaves a line cut at a piece.
 fn contract_line(err: &mut impl Write, fresh: &mut bool, token: &str, body: &Value) {
+    let mut line = Vec::with_capacity(1024);
     if !*fresh {
-        let _ = err.write_all(b"\n");
+        line.push(b'\n');
     }
-    let _ = writeln!(err, "{token}: {body}");
+    line.extend_from_slice(token.as_bytes());
+    line.extend_from_slice(b": ");
+    // Serializing a Value into a vector cannot fail.
+    let _ = serde_json::to_writer(&mut line, body);
+    line.push(b'\n');
+    let _ = err.write_all(&line);
     *fresh = true;
 }
 
@@ -55,8 +72,25 @@ fn mark(bytes: &[u8]) -> (Vec<u8>, bool) {
     (out, fresh)
 }
 
+/// The signals that abort a run rather than end the process at once.
+const ABORTING: [i32; 3] = [1, 2, 15]; // SIGHUP, SIGINT, SIGTERM
+
+/// An abort signal that SIGHUP, SIGINT and SIGTERM set, for the one exec
+/// this process supervises (`None`, and the signals keep their default,
+/// when the handler cannot be installed).
+pub fn abort_on_signals() -> Option<AbortSignal> {
+    let abort = AbortSignal::new();
+    abort.on_signals(&ABORTING).ok().map(|()| abort)
+}
+
+/// `128 + n` when signal `n` aborted the run.
+pub fn signalled() -> Option<ExitCode> {
+    AbortSignal::caught_signal().map(|n| ExitCode::from(128u8.saturating_add(n as u8)))
+}
+
 /// Runs the supervised program; returns the supervisor's exit code.
 pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
+    let abort = abort_on_signals();
     let stderr = std::io::stderr();
     let mut err = stderr.lock();
     let mut fresh = true;
@@ -110,7 +144,11 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
     contract_line(&mut err, &mut fresh, "policy", &admission);
     let _ = err.flush();
 
-    let result = match executor.exec_argv(program, Default::default()) {
+    let options = sandgate::ExecOptions {
+        abort,
+        ..Default::default()
+    };
+    let result = match executor.exec_argv(program, options) {
         Ok(r) => r,
         Err(e) => return refuse(&mut err, &mut fresh, e),
     };
@@ -133,6 +171,9 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
             "protected_changes": result.protected_changes,
         })
     };
+    if let Some(code) = signalled() {
+        return code;
+    }
     let resource = match result.limit {
         Some(Limit::Memory) => Some("memory_limit"),
         Some(Limit::Tasks) => Some("task_limit"),

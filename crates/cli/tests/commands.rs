@@ -267,3 +267,31 @@ fn the_man_page_is_roff_and_names_every_subcommand() {
         assert!(page.contains(sub), "the man page lacks {sub}");
     }
 }
+
+/// `explain POLICY TARGET` with `--policy` too names two policies: refused
+/// like `check`'s, never answered for one of them (SANDGATE_POLICY still
+/// yields to the word).
+#[test]
+fn explain_refuses_two_policies() {
+    let fx = fixture(GOOD);
+    fs::write(fx.path().join("other.toml"), "").unwrap();
+    let out = run(
+        fx.path(),
+        &["explain", "--policy", "policy.toml", "other.toml", "a.txt"],
+        None,
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("given twice"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(
+        fx.path(),
+        &["explain", "other.toml", "a.txt"],
+        Some("policy.toml"),
+        "",
+    );
+    assert_ne!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}

@@ -3,6 +3,7 @@
 //! force where the kernel has Landlock.
 
 use std::fs;
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -289,4 +290,87 @@ fn confined_git_runs_without_the_shell_and_runs_nothing_from_the_repo() {
         assert_eq!(a["error"]["code"], code, "{cmd}: {a}");
     }
     assert!(!dir.path().join("ws/pwned").exists());
+}
+
+/// The processes whose command line holds `token` (sandgate's own aside).
+fn holding(token: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) || name == std::process::id().to_string() {
+            continue;
+        }
+        if let Ok(cmd) = fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(token) && !cmd.contains("sandgate") {
+                found.push(format!("{name} {cmd}"));
+            }
+        }
+    }
+    found
+}
+
+/// SIGTERM to `sandgate tool` while an `exec` runs ends the command's
+/// whole tree (background and setsid'd children too) before the endpoint
+/// exits 143; an idle endpoint exits 143 at once.
+#[test]
+fn a_signalled_tool_endpoint_ends_the_running_command_and_exits_143() {
+    let dir = case(&ENABLED.replace("5000", "60000"));
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(["tool", "--policy"])
+            .arg(dir.path().join("policy.toml"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let token = format!(
+        "78.{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    );
+    let mut child = spawn();
+    let mut stdin = child.stdin.take().unwrap();
+    let command = format!(
+        "sleep {token} & setsid sleep {token} & trap '' TERM; touch started; sleep {token}"
+    );
+    writeln!(stdin, "{}", json!({"op": "exec", "command": command})).unwrap();
+    stdin.flush().unwrap();
+    let t0 = std::time::Instant::now();
+    while !dir.path().join("ws/started").exists() || holding(&token).len() < 3 {
+        assert!(t0.elapsed().as_secs() < 20, "the command never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let kill = |pid: u32| {
+        Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap()
+    };
+    assert!(kill(child.id()).success());
+    let status = child.wait().unwrap();
+    let t0 = std::time::Instant::now();
+    while !holding(&token).is_empty() && t0.elapsed().as_secs() < 5 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let left = holding(&token);
+    for p in &left {
+        let pid = p.split(' ').next().unwrap();
+        let _ = Command::new("kill").args(["-KILL", pid]).status();
+    }
+    assert!(
+        left.is_empty(),
+        "sandgate tool ended ({status}) and left {left:?}"
+    );
+    assert_eq!(status.code(), Some(143));
+
+    // Idle, waiting for a request: ends at once.
+    let mut idle = spawn();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(kill(idle.id()).success());
+    assert_eq!(idle.wait().unwrap().code(), Some(143));
 }

@@ -215,5 +215,44 @@ fn explain_guesses_what_the_target_is() {
     assert_eq!(ask("notes/todo.md"), ["read", "write"]);
     assert_eq!(ask("example.com:443"), ["connect"]);
     assert_eq!(ask("[::1]:7655"), ["connect"]);
+    assert_eq!(ask("2606:4700::abcd"), ["connect"]);
     assert_eq!(ask("ls -l"), ["run"]);
+}
+
+#[test]
+fn explain_reads_an_ipv6_connect_target_as_the_policy_does() {
+    use sandgate::policy::Policy;
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    fs::write(
+        &policy,
+        "[net]\nallow = [\"2606:4700::1111\", \"[2606:4700::2]:8443\"]\n",
+    )
+    .unwrap();
+    let p = Policy::load(&policy).unwrap();
+    // (target, the host and port the enforcement is asked about)
+    let cases: &[(&str, &str, Option<u16>)] = &[
+        ("2606:4700::1111", "2606:4700::1111", None),
+        ("[2606:4700::1111]", "2606:4700::1111", None),
+        ("[2606:4700::1111]:8080", "2606:4700::1111", Some(8080)),
+        ("[2606:4700::2]:8443", "2606:4700::2", Some(8443)),
+        ("2606:4700::2", "2606:4700::2", None),
+    ];
+    for (target, host, port) in cases {
+        let want = p.authorize("https", host, *port, None);
+        let got = explain(&policy, "connect", target);
+        assert_eq!(
+            got["allowed"],
+            Value::Bool(want.allowed),
+            "explain {target}: {got} but the policy says {want:?}"
+        );
+    }
+    // A target that could be read two ways is refused as such, never
+    // answered for one of the readings.
+    let got = explain(&policy, "connect", "2606:4700::1111:443");
+    assert_eq!(got["allowed"], false);
+    assert!(
+        got["detail"].as_str().unwrap().contains("reads as a port"),
+        "{got}"
+    );
 }

@@ -75,3 +75,75 @@ fn init_writes_a_policy_beside_the_directory_and_never_replaces_one() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(!proj.join("ok.txt.sandgate.toml").exists());
 }
+
+/// Any UTF-8 directory name is written as a TOML string that reads back
+/// as the same path: quotes, backslashes, tabs, line breaks and DEL
+/// (which TOML forbids raw in a string, and JSON's escaping leaves raw).
+#[test]
+fn init_writes_any_utf8_directory_name_as_the_same_root() {
+    for name in [
+        "del\u{7f}dir",
+        "q\"uote\\back",
+        "tab\tnl\ncr\r",
+        "\u{1}\u{1f}x",
+        "é\u{2028}",
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let proj = tmp.path().join(name);
+        fs::create_dir(&proj).unwrap();
+        let out = sandgate()
+            .arg("init")
+            .arg(&proj)
+            .arg("-o")
+            .arg(tmp.path().join("p.toml"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let policy = sandgate::policy::Policy::load(tmp.path().join("p.toml")).unwrap();
+        let root = proj.canonicalize().unwrap();
+        assert_eq!(policy.write_root(), Some(root.as_path()), "{name:?}");
+        assert_eq!(policy.read_roots(), [root], "{name:?}");
+    }
+}
+
+/// A policy is never left half-written at its path: `init` killed while
+/// writing (here by SIGXFSZ, past a 1-block file size limit) leaves either
+/// no policy there or one that loads whole, and a second `init` works.
+#[test]
+fn init_killed_while_writing_leaves_no_half_written_policy() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A long root, written twice: the policy is far over one block.
+    let proj = tmp.path().join("a".repeat(200)).join("b".repeat(200));
+    fs::create_dir_all(&proj).unwrap();
+    let written = tmp
+        .path()
+        .join("a".repeat(200))
+        .join(format!("{}.sandgate.toml", "b".repeat(200)));
+    let out = Command::new("/bin/sh")
+        .args(["-c", "ulimit -f 1; exec \"$0\" init \"$1\""])
+        .arg(env!("CARGO_BIN_EXE_sandgate"))
+        .arg(&proj)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the file size limit did not bite");
+    if written.exists() {
+        let text = fs::read_to_string(&written).unwrap();
+        assert!(
+            sandgate::policy::Policy::load(&written).is_ok(),
+            "a half-written policy of {} bytes was left: {:?}",
+            text.len(),
+            &text[text.len().saturating_sub(60)..]
+        );
+    }
+    let again = sandgate().arg("init").arg(&proj).output().unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(sandgate::policy::Policy::load(&written).is_ok());
+}

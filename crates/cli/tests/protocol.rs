@@ -624,6 +624,12 @@ const REFUSED: &[(&str, &str, &str)] = &[
         "[fs]\nwrite_root = \"ws\"\ndeny_write = [\"/etc/**\"]\n",
         "fs.deny_write",
     ),
+    (
+        // No name holds a NUL byte: the pattern would protect nothing.
+        "NUL in a deny pattern",
+        "[fs]\nwrite_root = \"ws\"\ndeny_write = [\"secret\\u0000.txt\"]\n",
+        "fs.deny_write",
+    ),
 ];
 
 #[test]
@@ -794,4 +800,67 @@ fn the_example_session_restores_its_state() {
     let second = pretty_session(&dir);
     assert_eq!(first, second, "a replay prints the very same exchange");
     assert_eq!(snapshot(&dir), before);
+}
+
+/// A line longer than any request the policy admits (a write of
+/// `max_write_bytes` escaped six times over, and the like) is answered
+/// with `E_REQUEST` and skipped to its end without being held: a client
+/// that sends gigabytes without a newline cannot make the endpoint grow
+/// without bound. The session goes on.
+#[test]
+fn an_overlong_line_is_answered_without_being_held() {
+    let fx = Fx::new(
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\nmax_read_bytes = 4096\n\
+         max_write_bytes = 4096\n",
+    );
+    let mut child: Child = Command::new(SANDGATE)
+        .args(["tool", "--policy"])
+        .arg(fx.policy())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines() {
+            if tx.send(l.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    // 96 MiB of one JSON string, in 1 MiB writes.
+    stdin
+        .write_all(br#"{"id":1,"op":"write","path":"big.txt","content":""#)
+        .unwrap();
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..96 {
+        stdin.write_all(&chunk).unwrap();
+    }
+    stdin
+        .write_all(b"\"}\n{\"id\":2,\"op\":\"read\",\"path\":\"a.txt\"}\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    let wait = Duration::from_secs(60);
+    let first: Value = serde_json::from_str(&rx.recv_timeout(wait).unwrap()).unwrap();
+    let second: Value = serde_json::from_str(&rx.recv_timeout(wait).unwrap()).unwrap();
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+    assert!(
+        peak_kib < 48 * 1024,
+        "a 96 MiB line made the endpoint peak at {} MiB",
+        peak_kib / 1024
+    );
+    assert_eq!(code(&first), "E_REQUEST", "{first}");
+    assert_eq!(second["content"], "hello\n", "{second}");
 }

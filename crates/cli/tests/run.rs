@@ -299,3 +299,165 @@ fn protected_paths_a_program_changed_are_reported_and_undone() {
     assert_eq!(out.status.code(), Some(0));
     assert!(contract(&out, "policy-result").is_empty());
 }
+
+/// The processes whose command line holds `token`, as `pid cmdline`.
+fn holding(token: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) || name == std::process::id().to_string() {
+            continue;
+        }
+        if let Ok(cmd) = fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(token) && !cmd.contains("sandgate") {
+                found.push(format!("{name} {cmd}"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_signalled_supervisor_ends_the_whole_tree_and_exits_128_plus_n() {
+    // Long enough to outlive the supervisor's timeout by far.
+    let dir = policy(&ENABLED.replace("3000", "60000"));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    // `sandgate exec` runs one command the same way.
+    let cases = [
+        ("run", "TERM", 15),
+        ("run", "INT", 2),
+        ("run", "HUP", 1),
+        ("exec", "TERM", 15),
+    ];
+    for (i, (command, signal, number)) in cases.into_iter().enumerate() {
+        let token = format!("77.{nanos}{i}");
+        let script = format!(
+            "sleep {token} & setsid sleep {token} & trap '' TERM INT HUP; touch started; \
+             sleep {token}"
+        );
+        let program: &[&str] = match command {
+            "run" => &["/bin/sh", "-c", &script],
+            _ => &[&script],
+        };
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .arg(command)
+            .arg("--policy")
+            .arg(dir.path().join("policy.toml"))
+            .arg("--")
+            .args(program)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = dir.path().join("ws/started");
+        let t0 = std::time::Instant::now();
+        while !started.exists() || holding(&token).len() < 3 {
+            assert!(t0.elapsed().as_secs() < 20, "the program never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        fs::remove_file(&started).unwrap();
+        let kill = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let status = child.wait().unwrap();
+        // Whatever the supervisor did, nothing it started may be left.
+        let t0 = std::time::Instant::now();
+        while !holding(&token).is_empty() && t0.elapsed().as_secs() < 5 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let left = holding(&token);
+        for p in &left {
+            let pid = p.split(' ').next().unwrap();
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
+        assert!(
+            left.is_empty(),
+            "SIG{signal}: sandgate {command} ended ({status}) and left {left:?}"
+        );
+        assert_eq!(status.code(), Some(128 + number), "{command} SIG{signal}");
+    }
+}
+
+/// A signal the supervisor was started with ignored (`nohup`) stays
+/// ignored: SIGHUP does not abort a run started under nohup.
+#[test]
+fn a_signal_ignored_on_entry_stays_ignored() {
+    let dir = policy(ENABLED);
+    let child = Command::new("nohup")
+        .arg(env!("CARGO_BIN_EXE_sandgate"))
+        .arg("run")
+        .arg("--policy")
+        .arg(dir.path().join("policy.toml"))
+        .args(["--", "/bin/sh", "-c", "touch started; sleep 1; echo done"])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !dir.path().join("ws/started").exists() {
+        assert!(t0.elapsed().as_secs() < 20, "the program never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let kill = Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"done\n");
+}
+
+/// Each contract line reaches stderr in one write: supervisors sharing one
+/// log (an O_APPEND file here) never interleave inside a line, and a
+/// supervisor that dies never leaves a line cut in the middle of a write
+/// sequence.
+#[test]
+fn contract_lines_are_written_whole() {
+    let dir = policy(ENABLED);
+    let log = dir.path().join("stderr.log");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .unwrap();
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_sandgate"))
+                .arg("run")
+                .arg("--policy")
+                .arg(dir.path().join("policy.toml"))
+                .args(["--", "/bin/sh", "-c", "exit 3"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(file.try_clone().unwrap())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert_eq!(c.wait().unwrap().code(), Some(1));
+    }
+    let text = fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 16, "{text}");
+    for l in lines {
+        let json = l
+            .strip_prefix("policy: ")
+            .or_else(|| l.strip_prefix("policy-result: "))
+            .unwrap_or_else(|| panic!("not a contract line: {l:.120}"));
+        assert!(
+            serde_json::from_str::<Value>(json).is_ok(),
+            "a contract line interleaved with another: {l:.120}"
+        );
+    }
+}

@@ -35,9 +35,10 @@
 //! - `dir/**` covers `dir` itself and everything beneath it. A trailing
 //!   slash (`dir/`) is read as `dir/**`.
 //! - Refused at load ([`PatternError`]): empty, absolute (`/` or `\` first),
-//!   or holding a `..` component. Leading `./` is dropped (repeatedly), so
-//!   `./Makefile` becomes the base-name pattern `Makefile`, which protects
-//!   more than the root's `Makefile`, never less.
+//!   holding a `..` component, or holding a NUL byte (no name can).
+//!   Leading `./` is dropped (repeatedly), so `./Makefile` becomes the
+//!   base-name pattern `Makefile`, which protects more than the root's
+//!   `Makefile`, never less.
 //! - A malformed component (unclosed `[`, reversed range, dangling `\`, `**`
 //!   inside a component, `{a,b}` alternation) fails closed: it matches like
 //!   `*`, and [`Guard::warnings`] reports it.

@@ -74,6 +74,9 @@ impl Pattern {
         if written.starts_with(['/', '\\']) {
             return Err(refuse(PatternErrorKind::Absolute));
         }
+        if written.contains('\0') {
+            return Err(refuse(PatternErrorKind::Nul));
+        }
         let mut rest = written;
         while let Some(r) = rest.strip_prefix("./") {
             rest = r;
@@ -162,6 +165,9 @@ pub enum PatternErrorKind {
     Absolute,
     /// The pattern has a `..` component.
     ParentComponent,
+    /// The pattern holds a NUL byte, which no name can: it would protect
+    /// nothing while seeming to protect something.
+    Nul,
 }
 
 impl fmt::Display for PatternErrorKind {
@@ -172,6 +178,9 @@ impl fmt::Display for PatternErrorKind {
                 "it is absolute (starts with `/` or `\\`); patterns are relative to the root"
             }
             PatternErrorKind::ParentComponent => "it has a `..` component",
+            PatternErrorKind::Nul => {
+                "it holds a NUL byte, which no name can hold, so it would protect nothing"
+            }
         })
     }
 }

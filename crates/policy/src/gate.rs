@@ -22,12 +22,18 @@ use crate::{Budgets, ExecPolicy, Inner, Limits, SecurityMode, StatedLimits, CONF
 pub(crate) struct PolicyDirs {
     base: PathBuf,
     protected: Vec<PathBuf>,
+    /// The policy file's device when it has more than one name (a hard
+    /// link): another name may lie in any directory of that filesystem.
+    linked_on: Option<u64>,
 }
 
 impl PolicyDirs {
+    /// `links` is the policy file's `(device, number of names)`, when it
+    /// was read from a file.
     pub(crate) fn resolve(
         base_dir: &Path,
         policy_path: Option<&Path>,
+        links: Option<(u64, u64)>,
     ) -> Result<Self, PolicyError> {
         let unresolvable = |err: io::Error| {
             PolicyError::new(
@@ -50,7 +56,21 @@ impl PolicyDirs {
                 protected.push(real_parent.to_path_buf());
             }
         }
-        Ok(PolicyDirs { base, protected })
+        let linked_on = links.and_then(|(dev, names)| (names > 1).then_some(dev));
+        Ok(PolicyDirs {
+            base,
+            protected,
+            linked_on,
+        })
+    }
+
+    /// Whether a second name of the policy file may lie in `root`: it has
+    /// one, and `root` is on the same filesystem (a hard link cannot
+    /// cross one).
+    fn may_hold_a_link(&self, root: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.linked_on
+            .is_some_and(|dev| std::fs::metadata(root).map_or(true, |m| m.dev() == dev))
     }
 
     /// A policy with no file (stated from code): relative roots resolve
@@ -69,6 +89,7 @@ impl PolicyDirs {
         Ok(PolicyDirs {
             base,
             protected: Vec::new(),
+            linked_on: None,
         })
     }
 }
@@ -317,6 +338,19 @@ pub(crate) fn resolve(
                 );
                 None
             }
+            Some((resolved, _)) if dirs.may_hold_a_link(&resolved) => {
+                gate.refuse(
+                    PolicyErrorKind::WriteRootContainsPolicy,
+                    root,
+                    format!(
+                        "the policy file has more than one name (a hard link), and another may \
+                         lie in the write root \"{}\" (the same filesystem), where the agent \
+                         could rewrite the policy in place; give the policy file one name",
+                        root.value.escape_debug()
+                    ),
+                );
+                None
+            }
             resolved => resolved,
         },
     };
@@ -444,7 +478,23 @@ pub(crate) fn resolve(
     }
     let net_granted = (!gate.removed("net.allow")).then_some(!net_fields.is_empty());
     let net = sandgate_netguard::Rules::new(mode.into(), allow, raw.net.allow_http);
-    let credentials = net_credentials(&mut gate, raw.net.credentials, &net, &exec.env_inherit);
+    // Where the agent reads through the file tools: a credential's file
+    // must lie elsewhere.
+    let mut agent_roots: Vec<(String, &Path)> = Vec::new();
+    for (i, (canonical, named)) in read_roots.iter().zip(&read_roots_named).enumerate() {
+        agent_roots.push((format!("fs.read_roots[{i}]"), canonical));
+        agent_roots.push((format!("fs.read_roots[{i}]"), named));
+    }
+    for root in write_root.iter().chain(write_root_named.iter()) {
+        agent_roots.push(("fs.write_root".to_owned(), root));
+    }
+    let credentials = net_credentials(
+        &mut gate,
+        raw.net.credentials,
+        &net,
+        &exec.env_inherit,
+        &agent_roots,
+    );
     let request_rules = net_request_rules(&mut gate, raw.net.rules, &net);
 
     // [budgets]
@@ -579,12 +629,15 @@ fn gate_prefixes(gate: &mut Gate<'_>, key: &str, prefixes: Vec<Spanned<String>>)
 ///
 /// A variable that `exec.env_inherit` also passes is refused: the proxy
 /// sets a credential so that the command never holds it, and every command
-/// would find this one in its environment.
+/// would find this one in its environment. So is a file inside a read root
+/// or the write root (as written, or as its links resolve): the agent's
+/// file tools would read it, no command needed.
 fn net_credentials(
     gate: &mut Gate<'_>,
     raw: Vec<Spanned<crate::decode::RawCredential>>,
     rules: &sandgate_netguard::Rules,
     env_inherit: &[String],
+    agent_roots: &[(String, &Path)],
 ) -> Vec<net::NetCredential> {
     let mut out: Vec<net::NetCredential> = Vec::new();
     for (i, item) in raw.into_iter().enumerate() {
@@ -634,6 +687,16 @@ fn net_credentials(
             (None, Some(f)) => {
                 if !Path::new(&f.value).is_absolute() || f.value.contains('\0') {
                     gate.invalid(&f, "a credential file must be an absolute path");
+                    None
+                } else if let Some(root) = readable_by_agent(Path::new(&f.value), agent_roots) {
+                    gate.invalid(
+                        &f,
+                        format!(
+                            "the file lies inside {root}, which the agent reads through its \
+                             file tools; the proxy sets a credential so that the agent never \
+                             holds it: keep the value outside every root"
+                        ),
+                    );
                     None
                 } else {
                     Some(net::CredentialSource::File(PathBuf::from(f.value)))
@@ -713,6 +776,23 @@ fn net_credentials(
         });
     }
     out
+}
+
+/// The key of the root that holds `file`, as written or as its links
+/// resolve (a file not there yet: its lexical path, then its directory's
+/// resolved one).
+fn readable_by_agent<'r>(file: &Path, roots: &'r [(String, &Path)]) -> Option<&'r str> {
+    let resolved = file.canonicalize().ok().or_else(|| {
+        let parent = file.parent()?.canonicalize().ok()?;
+        Some(parent.join(file.file_name()?))
+    });
+    let spellings = std::iter::once(file.to_path_buf()).chain(resolved);
+    for spelling in spellings {
+        if let Some((key, _)) = roots.iter().find(|(_, root)| spelling.starts_with(root)) {
+            return Some(key);
+        }
+    }
+    None
 }
 
 /// `[[net.rules]]`.

@@ -269,11 +269,18 @@ impl Policy {
     ///
     /// Relative roots resolve against the file's directory; the write root
     /// may not contain that directory (nor, when the file is a symlink, the
-    /// directory of the file it points to). The digest is taken over the
-    /// exact bytes read. Files over [`MAX_POLICY_BYTES`] are refused.
+    /// directory of the file it points to), nor lie on the file's
+    /// filesystem when the file has a second name (a hard link, which a
+    /// command could rewrite in place). The digest is taken over the exact
+    /// bytes read. Files over [`MAX_POLICY_BYTES`] are refused.
     pub fn load(path: impl AsRef<Path>) -> Result<Policy, PolicyError> {
         let path = path.as_ref();
         let file = File::open(path).map_err(|e| PolicyError::read(path, e))?;
+        let links = {
+            use std::os::unix::fs::MetadataExt;
+            let meta = file.metadata().map_err(|e| PolicyError::read(path, e))?;
+            (meta.dev(), meta.nlink())
+        };
         let mut bytes = Vec::new();
         file.take(MAX_POLICY_BYTES + 1)
             .read_to_end(&mut bytes)
@@ -290,7 +297,8 @@ impl Policy {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
         };
-        Policy::from_bytes(&bytes, base_dir, Some(path)).map_err(|e| e.in_file(path))
+        Policy::resolve_bytes(&bytes, base_dir, Some(path), Some(links))
+            .map_err(|e| e.in_file(path))
     }
 
     /// Resolves a policy from its bytes, as if read from a file in
@@ -310,6 +318,19 @@ impl Policy {
         base_dir: &Path,
         policy_path: Option<&Path>,
     ) -> Result<Policy, PolicyError> {
+        Policy::resolve_bytes(bytes, base_dir, policy_path, None)
+    }
+
+    /// [`Policy::from_bytes`], with the file's `(device, number of
+    /// names)` when it was read from one: a policy file with a second name
+    /// keeps the write roots of its filesystem out (the name may lie
+    /// there).
+    fn resolve_bytes(
+        bytes: &[u8],
+        base_dir: &Path,
+        policy_path: Option<&Path>,
+        links: Option<(u64, u64)>,
+    ) -> Result<Policy, PolicyError> {
         let digest = digest_of(bytes);
         let text = std::str::from_utf8(bytes).map_err(|e| {
             PolicyError::new(
@@ -322,7 +343,7 @@ impl Policy {
             )
         })?;
         let decoded = decode::decode(text).map_err(|p| PolicyError::found(p, text))?;
-        let dirs = gate::PolicyDirs::resolve(base_dir, policy_path)?;
+        let dirs = gate::PolicyDirs::resolve(base_dir, policy_path, links)?;
         let inner = gate::resolve(
             decoded.raw,
             &decoded.removed,

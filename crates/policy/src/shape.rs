@@ -350,8 +350,9 @@ pub(crate) fn check(doc: &mut DeTable<'_>) -> (Vec<Problem>, BTreeSet<String>) {
 }
 
 /// Every dotted path of the document with the span of its key and of its
-/// value, depth first: what a parse error is matched against to name the
-/// key it concerns.
+/// value, depth first, the keys of each array-of-tables entry included
+/// (`net.rules[0].host`): what a parse error is matched against to name
+/// the key it concerns.
 pub(crate) fn keys(doc: &DeTable<'_>) -> Vec<(String, Range<usize>, Range<usize>)> {
     fn walk(
         prefix: &str,
@@ -361,8 +362,16 @@ pub(crate) fn keys(doc: &DeTable<'_>) -> Vec<(String, Range<usize>, Range<usize>
         for (key, value) in table.iter() {
             let dotted = join(prefix, key.get_ref());
             out.push((dotted.clone(), key.span(), value.span()));
-            if let DeValue::Table(t) = value.get_ref() {
-                walk(&dotted, t, out);
+            match value.get_ref() {
+                DeValue::Table(t) => walk(&dotted, t, out),
+                DeValue::Array(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        if let DeValue::Table(t) = item.get_ref() {
+                            walk(&format!("{dotted}[{i}]"), t, out);
+                        }
+                    }
+                }
+                _ => {}
             }
         }
     }

@@ -139,6 +139,7 @@ pub struct ToolSession {
     summary: Value,
     executor: Option<crate::exec::Executor>,
     fetcher: Option<crate::fetch::Fetcher>,
+    abort: Option<crate::exec::AbortSignal>,
 }
 
 impl ToolSession {
@@ -152,7 +153,16 @@ impl ToolSession {
             summary,
             executor: None,
             fetcher: None,
+            abort: None,
         }
+    }
+
+    /// Gives every `exec` of the session `abort`: once it is aborted, a
+    /// running command's whole tree is ended (exit code 130) and every
+    /// later one ends at once. For a server that must not leave a command
+    /// running when it is told to stop (`sandgate tool` on SIGTERM).
+    pub fn set_exec_abort(&mut self, abort: crate::exec::AbortSignal) {
+        self.abort = Some(abort);
     }
 
     /// A session with everything `policy` grants, the shell included when
@@ -165,6 +175,7 @@ impl ToolSession {
             summary,
             executor: Some(executor),
             fetcher: Some(crate::fetch::from_policy(policy)),
+            abort: None,
         })
     }
 
@@ -411,6 +422,7 @@ impl ToolSession {
                     crate::ExecOptions {
                         cwd,
                         timeout_ms,
+                        abort: self.abort.clone(),
                         ..Default::default()
                     },
                 )?;

@@ -513,6 +513,18 @@ fn a_source_that_cannot_be_read_is_refused_at_start_naming_it() {
 /// start; `None` (printed) where commands cannot run in namespaces here.
 /// A refused executor runs nothing.
 fn refused_at_start(dir: &Path, read_root: bool, c: CredentialOptions) -> Option<sandgate::Error> {
+    refused_after(dir, read_root, c, || {})
+}
+
+/// [`refused_at_start`], with `between` run after the executor is built
+/// and before it starts. A source the policy gate already refuses (a file
+/// inside a root) is answered with the gate's refusal.
+fn refused_after(
+    dir: &Path,
+    read_root: bool,
+    c: CredentialOptions,
+    between: impl FnOnce(),
+) -> Option<sandgate::Error> {
     let mut b = Executor::builder();
     b.base_dir(dir)
         .write_root("work")
@@ -523,7 +535,11 @@ fn refused_at_start(dir: &Path, read_root: bool, c: CredentialOptions) -> Option
     if read_root {
         b.read_root("ro");
     }
-    let ex = b.build().unwrap();
+    let ex = match b.build() {
+        Ok(ex) => ex,
+        Err(e) => return Some(e),
+    };
+    between();
     let e = ex.start().unwrap_err();
     assert!(ex.exec("true", ExecOptions::default()).is_err());
     if e.code() == sandgate::ErrorCode::ConfineUnavailable {
@@ -565,10 +581,30 @@ fn a_file_the_command_could_read_is_refused_as_a_source() {
         };
         let msg = e.to_string();
         assert_eq!(e.code(), sandgate::ErrorCode::Policy, "{name}: {msg}");
-        assert_eq!(e.key(), Some("net.credentials[0]"), "{name}: {msg}");
+        // Inside a root: refused by the policy gate, naming the `file` key;
+        // elsewhere by the executor when it starts.
+        let key = e.key().unwrap_or_default();
+        assert!(
+            key == "net.credentials[0]" || key == "net.credentials[0].file",
+            "{name}: {msg}"
+        );
         assert!(msg.contains(why), "{name}: {msg}");
         assert!(!msg.contains(SECRET) && !msg.contains("root:"), "{msg}");
     }
+    // A link into a root made after the policy was checked: the executor
+    // still refuses it when it starts.
+    let c = CredentialOptions {
+        host: Some("localhost".into()),
+        file: Some(at("later-link").to_string_lossy().into_owned()),
+        ..Default::default()
+    };
+    let link = || std::os::unix::fs::symlink(at("work/token"), at("later-link")).unwrap();
+    let Some(e) = refused_after(dir.path(), true, c, link) else {
+        return;
+    };
+    let msg = e.to_string();
+    assert_eq!(e.key(), Some("net.credentials[0]"), "{msg}");
+    assert!(msg.contains("inside"), "{msg}");
 }
 
 #[test]

@@ -294,6 +294,92 @@ impl Default for AbortSignal {
     }
 }
 
+/// The signal [`AbortSignal::on_signals`] aborts from its handler.
+static ON_SIGNAL: std::sync::OnceLock<AbortSignal> = std::sync::OnceLock::new();
+/// The last signal that handler caught (0: none).
+static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The handler [`AbortSignal::on_signals`] installs: only atomics and a
+/// raw `write` to the eventfd (async-signal-safe, errno untouched).
+#[cfg(target_os = "linux")]
+extern "C" fn abort_on_signal(sig: libc::c_int) {
+    CAUGHT.store(sig, Ordering::SeqCst);
+    if let Some(s) = ON_SIGNAL.get() {
+        if !s.inner.aborted.swap(true, Ordering::SeqCst) {
+            use std::os::fd::AsRawFd;
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: a raw write of 8 live bytes to the eventfd, which
+            // the static keeps open.
+            let _ = unsafe {
+                syscalls::syscall!(
+                    syscalls::Sysno::write,
+                    s.inner.event.as_raw_fd(),
+                    one.as_ptr(),
+                    one.len()
+                )
+            };
+        }
+    }
+}
+
+impl AbortSignal {
+    /// Makes `signals` (SIGINT, SIGTERM, SIGHUP, …) abort this signal
+    /// instead of ending the process, for a program whose job is to
+    /// supervise one exec (`sandgate run`): a process that simply died
+    /// would leave the command's whole tree running past its timeout,
+    /// since nothing else ends it. The caller then exits as the signal
+    /// said ([`AbortSignal::caught_signal`]). A signal the process
+    /// inherited as ignored (`nohup`) stays ignored. Once per process: a
+    /// second call is refused (`AlreadyExists`).
+    #[cfg(target_os = "linux")]
+    pub fn on_signals(&self, signals: &[i32]) -> io::Result<()> {
+        if ON_SIGNAL.set(self.clone()).is_err() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "an abort signal already handles this process's signals",
+            ));
+        }
+        for &sig in signals {
+            // SAFETY: a zeroed sigaction filled with a handler that only
+            // touches atomics and makes a raw system call.
+            let installed = unsafe {
+                let mut act: libc::sigaction = std::mem::zeroed();
+                act.sa_sigaction = abort_on_signal as extern "C" fn(libc::c_int) as usize;
+                act.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut act.sa_mask);
+                let mut old: libc::sigaction = std::mem::zeroed();
+                let done = libc::sigaction(sig, &act, &mut old);
+                if done == 0 && old.sa_sigaction == libc::SIG_IGN {
+                    libc::sigaction(sig, &old, std::ptr::null_mut())
+                } else {
+                    done
+                }
+            };
+            if installed != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+
+    /// Blocks until this signal is aborted.
+    pub fn wait(&self) {
+        use rustix::event::{poll, PollFd, PollFlags};
+        while !self.is_aborted() {
+            let mut fds = [PollFd::new(&self.inner.event, PollFlags::IN)];
+            let _ = poll(&mut fds, None);
+        }
+    }
+
+    /// The last signal the handler of [`AbortSignal::on_signals`] caught.
+    pub fn caught_signal() -> Option<i32> {
+        match CAUGHT.load(Ordering::SeqCst) {
+            0 => None,
+            sig => Some(sig),
+        }
+    }
+}
+
 /// Per-call options.
 #[derive(Debug, Default)]
 pub struct ExecOptions {

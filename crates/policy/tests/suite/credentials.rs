@@ -277,3 +277,40 @@ fn a_credential_variable_is_never_also_inherited_by_commands() {
     let e = sandgate_policy::Policy::from_options(&o, std::path::Path::new("/")).unwrap_err();
     assert!(e.to_string().contains("exec.env_inherit"), "{e}");
 }
+
+/// A credential file the agent could read itself through the file tools
+/// (inside a read root or the write root, named directly or through a
+/// link) is refused at load, naming the key: the executor refuses it too,
+/// but only when it starts, and a session's `read` needs no executor.
+#[test]
+fn a_credential_file_inside_a_root_is_refused() {
+    let fx = crate::common::Fixture::new();
+    std::fs::write(fx.path("project/inputs/token"), "s3cret\n").unwrap();
+    std::fs::write(fx.path("project/workspace/token"), "s3cret\n").unwrap();
+    std::fs::write(fx.path("elsewhere/token"), "s3cret\n").unwrap();
+    std::os::unix::fs::symlink(fx.path("project/inputs/token"), fx.path("elsewhere/link")).unwrap();
+    let policy = |file: &str| {
+        format!(
+            "[fs]\nread_roots = [\"inputs\"]\nwrite_root = \"workspace\"\n{GRANT}\
+             [[net.credentials]]\nhost = \"api.example.com\"\nfile = \"{file}\"\n"
+        )
+    };
+    for inside in [
+        "project/inputs/token",
+        "project/workspace/token",
+        "elsewhere/link",
+        "project/inputs/not-yet",
+    ] {
+        let file = fx.path(inside);
+        let err = fx.load(&policy(file.to_str().unwrap())).expect_err(inside);
+        assert_eq!(err.kind(), K::InvalidValue, "{inside}: {err}");
+        assert_eq!(
+            err.key(),
+            Some("net.credentials[0].file"),
+            "{inside}: {err}"
+        );
+    }
+    let outside = fx.path("elsewhere/token");
+    fx.load(&policy(outside.to_str().unwrap()))
+        .expect("a file outside every root loads");
+}

@@ -157,6 +157,23 @@ fn write_root_holding_the_target_of_a_symlinked_policy_is_refused() {
 }
 
 #[test]
+fn a_policy_file_with_a_second_name_on_the_write_roots_filesystem_is_refused() {
+    // A hard link in the write root would let a command rewrite the policy
+    // in place (`>>` keeps the inode), whatever directory it was loaded
+    // from.
+    let fx = Fixture::new();
+    let policy = fx.project().join("policy.toml");
+    fs::write(&policy, "[fs]\nwrite_root = \"workspace\"\n").unwrap();
+    fs::hard_link(&policy, fx.path("project/workspace/copy.toml")).unwrap();
+    let err = Policy::load(&policy).unwrap_err();
+    assert_eq!(err.kind(), K::WriteRootContainsPolicy, "{err}");
+    assert_eq!(err.key(), Some("fs.write_root"), "{err}");
+    // One name: admitted, as before.
+    fs::remove_file(fx.path("project/workspace/copy.toml")).unwrap();
+    assert!(Policy::load(&policy).is_ok());
+}
+
+#[test]
 fn write_root_below_the_policy_directory_is_admitted() {
     let fx = Fixture::new();
     fs::create_dir(fx.path("project/workspace/sub")).unwrap();

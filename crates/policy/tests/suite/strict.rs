@@ -270,6 +270,25 @@ fn duplicated_quoted_key_is_named() {
     );
 }
 
+#[test]
+fn duplicated_key_in_an_array_of_tables_is_named() {
+    let net = "[net]\nallow = [\"api.example.com\"]\n";
+    refused(
+        &format!("{net}[[net.rules]]\naction = \"allow\"\nhost = \"api.example.com\"\nhost = \"b.example.com\"\n"),
+        K::DuplicateKey,
+        "net.rules[0].host",
+    );
+    refused(
+        &format!(
+            "{net}[[net.credentials]]\nhost = \"api.example.com\"\nenv = \"A\"\n\
+             [[net.credentials]]\nhost = \"api.example.com\"\nheader = \"X-Key\"\nenv = \"B\"\n\
+             env = \"C\"\n"
+        ),
+        K::DuplicateKey,
+        "net.credentials[1].env",
+    );
+}
+
 // ---- wrong types ----
 
 #[test]
@@ -378,6 +397,17 @@ fn syntax_error_names_the_key_and_line() {
     assert_eq!(err.kind(), K::Syntax);
     assert_eq!(err.key(), Some("fs.max_read_bytes"));
     assert_eq!(err.problems()[0].location().map(|l| l.line()), Some(3));
+}
+
+#[test]
+fn syntax_error_in_an_array_of_tables_names_the_key() {
+    let err = load(
+        "[net]\nallow = [\"api.example.com\"]\n[[net.rules]]\nhost = \"api.example.com\"\n\
+         action = allow\n",
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), K::Syntax);
+    assert_eq!(err.key(), Some("net.rules[0].action"), "{err}");
 }
 
 #[test]
