@@ -1020,11 +1020,22 @@ impl Drop for Running<'_> {
 
 /// Creates `sandgate-exec-<random>` under the system temporary directory,
 /// mode 0700.
+/// Makes the session's private TMPDIR, `sandgate-exec-<owner>-<random>`
+/// in the host's temporary directory ([`tmpdir::owner_tag`]), after
+/// removing those whose owner process is gone ([`tmpdir::sweep`]).
 fn make_tmpdir() -> Result<PathBuf, ExecError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let base = std::env::temp_dir();
+    let owner = crate::tmpdir::owner_tag();
+    if let Some(owner) = &owner {
+        crate::tmpdir::sweep(&base, owner);
+    }
     for _ in 0..16 {
-        let name = format!("sandgate-exec-{:016x}", random_u64(&COUNTER));
+        let random = random_u64(&COUNTER);
+        let name = match &owner {
+            Some(owner) => format!("{}{owner}-{random:016x}", crate::tmpdir::PREFIX),
+            None => format!("{}{random:016x}", crate::tmpdir::PREFIX),
+        };
         let path = base.join(name);
         match fs::DirBuilder::new().mode(0o700).create(&path) {
             Ok(()) => return Ok(path),

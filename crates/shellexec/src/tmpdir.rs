@@ -1,4 +1,13 @@
-//! Removing the session's private temporary directory at dispose.
+//! Removing the session's private temporary directory at dispose, and
+//! the ones a killed host process left.
+//!
+//! A host process that is killed never disposes: its directory, with what
+//! its commands put there, would stay. So each directory's name carries
+//! its owner ([`owner_tag`]: the PID namespace, pid and start time of the
+//! process that made it), and an executor starting removes those of its
+//! own PID namespace and user whose owner is gone ([`sweep`]). A live
+//! owner's pid and start time still match; a reused pid has another start
+//! time.
 //!
 //! The command had the directory writable, and Landlock does not restrict
 //! `chmod` or inode flags: it can take the owner's permissions away from
@@ -22,6 +31,73 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use rustix::fs::{self as rfs, AtFlags, FileType, IFlags, Mode, OFlags};
+
+/// How every session directory's name begins.
+pub(crate) const PREFIX: &str = "sandgate-exec-";
+
+/// `<pidns>-<pid>-<start>` for this process: the inode of its PID
+/// namespace (hex), its pid, and its start time in clock ticks since
+/// boot (field 22 of `/proc/self/stat`). `None` without `/proc`: such
+/// directories are never swept.
+pub(crate) fn owner_tag() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let ns = fs::metadata("/proc/self/ns/pid").ok()?.ino();
+    let pid = std::process::id();
+    Some(format!("{ns:x}-{pid}-{}", start_time(pid)?))
+}
+
+/// Field 22 of `/proc/<pid>/stat` (after the parenthesized name, which
+/// may hold anything, field 3 comes first).
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// Removes, in `base`, every session directory of this user whose owner
+/// (in the PID namespace of `owner`, this process's tag) is gone. Best
+/// effort: what cannot be read or removed is left.
+pub(crate) fn sweep(base: &Path, owner: &str) {
+    let Some((ns, _)) = owner.split_once('-') else {
+        return;
+    };
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    let uid = rustix::process::geteuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)) else {
+            continue;
+        };
+        let mut parts = rest.split('-');
+        let (Some(their_ns), Some(pid), Some(start), Some(_), None) = (
+            parts.next(),
+            parts.next().and_then(|p| p.parse::<u32>().ok()),
+            parts.next().and_then(|s| s.parse::<u64>().ok()),
+            parts.next(),
+            parts.next(),
+        ) else {
+            continue;
+        };
+        if their_ns != ns || start_time(pid) == Some(start) {
+            continue;
+        }
+        let path = entry.path();
+        // Its own directory, not a link, made by this user.
+        use std::os::unix::fs::MetadataExt;
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() && m.uid() == uid => {
+                let _ = remove(&path);
+            }
+            _ => {}
+        }
+    }
+}
 
 /// How deep the opening up goes.
 const MAX_DEPTH: usize = 512;

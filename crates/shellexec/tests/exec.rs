@@ -1441,3 +1441,66 @@ fn the_protected_paths_hook_is_skipped_only_where_nothing_can_be_written() {
         "recorded for a command that cannot write"
     );
 }
+
+const ABANDONED_TMPDIR: &str = "SANDGATE_TEST_ABANDONED_TMPDIR";
+
+/// A host process killed without disposing leaves its private TMPDIR, with
+/// what its commands wrote there, locked up as they left it; the next
+/// executor to start removes it. A live executor's directory, this
+/// process's own, is left alone, and so is another user's.
+#[test]
+fn a_killed_executors_tmpdir_is_removed_by_the_next_start() {
+    if std::env::var_os(ABANDONED_TMPDIR).is_some() {
+        let ex = started(config());
+        let tmp = ex.tmpdir().unwrap();
+        let r = run(
+            &ex,
+            "mkdir -p \"$TMPDIR/d\" && echo scratch > \"$TMPDIR/d/f\" && chmod 0 \"$TMPDIR/d\"",
+        );
+        assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+        println!("{}", tmp.display());
+        thread::sleep(Duration::from_secs(600));
+        return;
+    }
+    let live = started(config());
+    let live_dir = live.tmpdir().unwrap();
+    let mut victim = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "--nocapture",
+            "a_killed_executors_tmpdir_is_removed_by_the_next_start",
+        ])
+        .env(ABANDONED_TMPDIR, "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let left = {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(victim.stdout.take().unwrap()).lines();
+        lines
+            .find_map(|l| l.ok().filter(|l| l.contains("sandgate-exec-")))
+            .map(PathBuf::from)
+            .expect("the victim's TMPDIR")
+    };
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    assert!(left.join("d").exists(), "{}", left.display());
+    // Another executor of the same process while the first one lives: the
+    // directory of the killed one goes, the live one stays.
+    let next = started(config());
+    let gone = !left.exists();
+    if !gone {
+        let _ = fs::set_permissions(
+            left.join("d"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        );
+        let _ = fs::remove_dir_all(&left);
+    }
+    assert!(gone, "{} was left after the next start", left.display());
+    assert!(live_dir.is_dir());
+    assert!(next.tmpdir().unwrap().is_dir());
+    live.dispose().unwrap();
+    next.dispose().unwrap();
+    assert!(!live_dir.exists());
+}
