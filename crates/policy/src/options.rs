@@ -204,6 +204,38 @@ pub struct BudgetOptions {
 
 /// The section a bare key name belongs to (`""` for the top level), from
 /// the one list of keys.
+/// An option [`PolicyOptions::from_flat_json`] does not know: the error
+/// names it, says what an option may be, and suggests the key a
+/// camelCase spelling stands for.
+#[cold]
+fn unknown_flat_key(key: &str) -> PolicyError {
+    let mut snake = String::new();
+    for c in key.chars() {
+        if c.is_ascii_uppercase() {
+            snake.push('_');
+        }
+        snake.push(c.to_ascii_lowercase());
+    }
+    let all: Vec<&str> = crate::KNOWN_KEYS
+        .iter()
+        .flat_map(|(_, keys)| keys.iter().copied())
+        .collect();
+    let hint = if snake != key && all.contains(&snake.as_str()) {
+        format!(" (did you mean `{snake}`?)")
+    } else {
+        String::new()
+    };
+    PolicyError::new(
+        PolicyErrorKind::UnknownKey,
+        None,
+        format!(
+            "unknown option `{key}`{hint}: an option is a policy file key without its section, \
+             or a whole section; known: {}",
+            all.join(", ")
+        ),
+    )
+}
+
 fn section_of(key: &str) -> Option<&'static str> {
     crate::KNOWN_KEYS
         .iter()
@@ -257,8 +289,8 @@ impl PolicyOptions {
                 (Some(section), value) if !section.is_empty() => {
                     (section.to_owned(), [(key, value)].into_iter().collect())
                 }
-                // Top-level and unknown keys stay where they are, for the
-                // decoder to take or refuse by name.
+                (None, _) if !is_section => return Err(unknown_flat_key(&key)),
+                // Top-level keys stay where they are, for the decoder.
                 (_, value) => {
                     nested.insert(key, value);
                     continue;
@@ -431,6 +463,13 @@ mod tests {
         let e = PolicyOptions::from_flat_json(r#"{"write_roots": "w"}"#).unwrap_err();
         assert_eq!(e.kind(), PolicyErrorKind::UnknownKey);
         assert!(e.message().contains("write_roots"), "{e}");
+        // The error says flat keys are options, not only the sections.
+        assert!(e.message().contains("write_root,"), "{e}");
+        let e = PolicyOptions::from_flat_json(r#"{"writeRoot": "w"}"#).unwrap_err();
+        assert_eq!(e.kind(), PolicyErrorKind::UnknownKey);
+        assert!(e.message().contains("did you mean `write_root`"), "{e}");
+        let e = PolicyOptions::from_flat_json(r#"{"maxTasks": 1}"#).unwrap_err();
+        assert!(e.message().contains("did you mean `max_tasks`"), "{e}");
     }
 
     #[test]
