@@ -891,4 +891,16 @@ fn a_command_cannot_change_the_scheduling_of_a_process_outside_it() {
         ]
     );
     assert_eq!(after, before);
+
+    // The rule is by pid, not by whose process it is: the command's own
+    // shell named by its pid is refused too (SECURITY.md says so), while
+    // unconfined the same tools succeed.
+    let own = "renice -n 5 -p $$ >/dev/null 2>&1 && echo renice-ok || echo renice-refused; \
+               taskset -p 1 $$ >/dev/null 2>&1 && echo taskset-ok || echo taskset-refused";
+    let text = |ex: &LocalShellExecutor| {
+        let r = ex.exec(own, ExecOptions::default()).unwrap();
+        String::from_utf8_lossy(&r.stdout).into_owned()
+    };
+    assert_eq!(text(&off), "renice-ok\ntaskset-ok\n");
+    assert_eq!(text(&ex), "renice-refused\ntaskset-refused\n");
 }
