@@ -48,6 +48,9 @@ const SUITES: &[(&str, &str)] = &[
     ("cli", "run"),
     ("cli", "exec"),
     ("cli", "mcp_protocol"),
+    // What a policy may not name as a credential's source (a file the
+    // command could read, or one with a second name in the write root).
+    ("policy", "suite"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2
@@ -324,17 +327,18 @@ fn build_plan() -> Result<String, String> {
 }
 
 /// The path of the integration test `test` of the crate in
-/// `crates/<package>` in the build plan (found by the test's source path:
-/// cargo spells a package id without the name when the name is the
-/// directory's).
+/// `crates/<package>` in the build plan (found by the test's source path,
+/// `tests/<test>.rs` or `tests/<test>/main.rs`: cargo spells a package id
+/// without the name when the name is the directory's).
 fn find_test(plan: &str, package: &str, test: &str) -> Result<String, String> {
-    let pkg = format!("/crates/{package}/tests/{test}.rs\"");
+    let file = format!("/crates/{package}/tests/{test}.rs\"");
+    let dir = format!("/crates/{package}/tests/{test}/main.rs\"");
     let name = format!("\"name\":\"{test}\"");
     plan.lines()
         .filter(|l| l.contains("\"reason\":\"compiler-artifact\""))
         // The test itself, not a binary target built for it.
         .filter(|l| l.contains("\"kind\":[\"test\"]"))
-        .filter(|l| l.contains(&pkg) && l.contains(&name))
+        .filter(|l| (l.contains(&file) || l.contains(&dir)) && l.contains(&name))
         .find_map(|l| {
             let at = l.find("\"executable\":\"")? + "\"executable\":\"".len();
             let end = l[at..].find('"')?;

@@ -1,17 +1,40 @@
 //! The record and the check on real files, without a shell: what a
-//! command would do is done here between `begin` and `settle`.
+//! command would do is done here between `begin` and `settle`. Every test
+//! here also runs with the ctime walk forced
+//! (`every_test_here_also_holds_with_the_ctime_walk_forced`).
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 
 use sandgate_fileguard::GuardBuilder;
-use sandgate_protect::{Action, Change, Protector, MAX_COPY_BYTES};
+use sandgate_protect::{Action, Change, Detection, Protector, DETECTION_ENV, MAX_COPY_BYTES};
+
+fn forced() -> bool {
+    std::env::var_os(DETECTION_ENV).is_some_and(|v| v == "ctime")
+}
 
 fn protector(root: &Path, patterns: &[&str]) -> Arc<Protector> {
     let guard = GuardBuilder::new().patterns(patterns).build().unwrap();
     Arc::new(Protector::new(root, guard).unwrap())
+}
+
+/// The detection in use is the one this run asked for: inotify, unless
+/// the ctime walk was forced (so the forced run cannot pass on inotify).
+#[test]
+fn the_detection_is_the_one_this_run_asked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = protector(tmp.path(), &["*.lock"]);
+    let cp = p.begin().unwrap();
+    let d = p.detection();
+    if forced() {
+        assert!(matches!(d, Detection::CtimeWalk(_)), "{d}");
+    } else {
+        assert_eq!(d, Detection::Inotify);
+    }
+    assert!(cp.settle().is_empty());
 }
 
 fn change(path: &str, pattern: &str, action: Action) -> Change {
@@ -611,4 +634,29 @@ fn immutable_or_append_only_flags_do_not_keep_a_change() {
     assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "a v1\n");
     assert_eq!(fs::read_to_string(wf.join("ci.yml")).unwrap(), "ci v1\n");
     assert!(!root.join("b.lock").exists() && !wf.join("evil.yml").exists());
+}
+
+/// Runs this file's other tests again in a child with the ctime walk
+/// forced through the environment.
+#[test]
+fn every_test_here_also_holds_with_the_ctime_walk_forced() {
+    if forced() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .args([
+            "--skip",
+            "every_test_here_also_holds_with_the_ctime_walk_forced",
+        ])
+        .env(DETECTION_ENV, "ctime")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "with the ctime walk forced:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("test result: ok. 15 passed"), "{stdout}");
 }

@@ -453,3 +453,46 @@ fn long_names_alike_in_their_first_bytes_do_not_share_a_temporary() {
     );
     assert_eq!(fs::read(tmp.path().join(&b)).unwrap(), b"bbbb");
 }
+
+/// Readers running beside the replaces: every read of the target, by a
+/// plain `open` of its host path and through the root, sees one complete
+/// version (the old or the new), never a mix of two nor a short file.
+#[test]
+fn readers_see_one_whole_version_while_replaces_run() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = Root::open(tmp.path()).unwrap();
+    root.replace(NAME, &version(0)).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (reads, replaces) = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut k = 1u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                root.replace(NAME, &version(k)).unwrap();
+                k += 1;
+            }
+            k - 1
+        });
+        let path = tmp.path().join(NAME);
+        let mut reads = 0u64;
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            let host = decode_file(&path);
+            let through = root.read(NAME).unwrap();
+            let k = decode(&through).unwrap_or_else(|| {
+                panic!(
+                    "a read through the root saw no complete version ({} bytes)",
+                    through.len()
+                )
+            });
+            assert!(k >= host, "versions went backwards: {host} then {k}");
+            reads += 2;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (reads, writer.join().unwrap())
+    });
+    eprintln!("crash: {reads} reads beside {replaces} replaces, each one whole version");
+    assert!(replaces > 1, "the writer never replaced the file");
+}

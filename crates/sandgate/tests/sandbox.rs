@@ -1193,6 +1193,65 @@ fn an_edit_never_reads_a_fifo_swapped_in_after_its_check() {
     );
 }
 
+/// An edit checks the link count of the file it opens, not only of the
+/// name it looked at: a file with a second name swapped in between the
+/// check and the open is refused (`E_HARDLINK`), never edited.
+#[test]
+fn an_edit_never_applies_to_a_hard_linked_file_swapped_in_after_its_check() {
+    let fx = Fx::new();
+    fx.put("ws/f.txt", "old single");
+    fx.put("ws/.linked", "old linked");
+    fs::hard_link(fx.p("ws/.linked"), fx.p("ws/other-name")).unwrap();
+    let mut b = fx.builder();
+    b.allow_overwrite(true).deny_write("*.lock");
+    let sb = b.build().unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, ws) = (Arc::clone(&stop), fx.p("ws"));
+        std::thread::spawn(move || {
+            use std::os::unix::ffi::OsStrExt;
+            let c = |n: &str| std::ffi::CString::new(ws.join(n).as_os_str().as_bytes()).unwrap();
+            let (a, b) = (c("f.txt"), c(".linked"));
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // SAFETY: two NUL-terminated paths that outlive the call.
+                let r = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+            }
+        })
+    };
+    let (mut edited, mut refused, mut wrong) = (0u32, 0u32, Vec::new());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while std::time::Instant::now() < deadline && wrong.is_empty() {
+        // A dry run: it reads and judges like an edit, and changes nothing,
+        // so both files keep their content for the next round.
+        match sb.edit_many("f.txt", &[("old ", "new ")], true) {
+            Ok(p) if p.after == b"new single" => edited += 1,
+            Ok(p) => wrong.push(String::from_utf8_lossy(&p.after).into_owned()),
+            Err(e) if e.code() == ErrorCode::Hardlink => refused += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    eprintln!("edits: {edited} of the single file, {refused} refused as hard-linked");
+    assert!(
+        wrong.is_empty(),
+        "an edit applied to the hard-linked file: {wrong:?}"
+    );
+    assert_eq!(
+        fs::read_to_string(fx.p("ws/other-name")).unwrap(),
+        "old linked"
+    );
+}
+
 /// A rename decides "directory" (and so walks what it holds) from the very
 /// entry it moves: a directory holding a protected file, swapped in at the
 /// source name after the check looked at a plain file there, is never moved

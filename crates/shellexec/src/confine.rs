@@ -141,6 +141,14 @@ pub struct ConfineSpec {
     /// them TCP reaches only the namespace's loopback and UDP sockets are
     /// refused.
     pub network_in_namespace: bool,
+    /// Refuse every TCP bind and connect (Landlock ABI 4 and later) in a
+    /// network namespace of the child's own too, where the ruleset
+    /// otherwise leaves TCP to the namespace. For a child that shares the
+    /// namespace with what the embedder serves there (confined git beside
+    /// the shell's egress proxy and forwarders), the namespace alone would
+    /// let it reach whatever the shell is granted. `connect_ports` must be
+    /// empty.
+    pub no_tcp: bool,
 }
 
 /// What was in force for one run, reported with every result.
@@ -402,7 +410,8 @@ struct Plan {
     attr: RulesetAttr,
     /// The same without TCP rules: in a network namespace of its own the
     /// command may bind and connect on its loopback, and reaches nothing
-    /// else.
+    /// else. With [`ConfineSpec::no_tcp`] TCP stays handled (and nothing
+    /// granted) there too.
     attr_own_network: RulesetAttr,
     /// The spec's directories first (`roots` of them), then the system
     /// paths every command reads.
@@ -785,7 +794,11 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
     }
 
     let (handled_access_net, connect_access, mut connect_ports) = if abi >= NET_ABI {
-        let ports = spec.connect_ports.iter().map(|&p| u64::from(p)).collect();
+        let ports = if spec.no_tcp {
+            Vec::new()
+        } else {
+            spec.connect_ports.iter().map(|&p| u64::from(p)).collect()
+        };
         (
             (AccessNet::BindTcp | AccessNet::ConnectTcp).bits(),
             BitFlags::from(AccessNet::ConnectTcp).bits(),
@@ -815,7 +828,7 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
         },
         attr_own_network: RulesetAttr {
             handled_access_fs: rights.handled,
-            handled_access_net: 0,
+            handled_access_net: if spec.no_tcp { handled_access_net } else { 0 },
             scoped,
         },
         // A spec that grants no write (confined git) writes nothing, not
@@ -1017,19 +1030,26 @@ impl Prepared {
         r.missing
             .retain(|p| !matches!(p, ConfinePart::Namespaces | ConfinePart::View));
         // TCP is left to the network namespace (loopback only), not to
-        // Landlock's port rules.
-        r.net = false;
+        // Landlock's port rules, unless the spec refuses it outright.
+        let no_tcp = self
+            .inner
+            .landlock
+            .as_ref()
+            .is_some_and(|p| p.attr_own_network.handled_access_net != 0);
+        r.net = no_tcp;
         if r.seccomp {
             // Inside the namespace UDP reaches nothing and is refused.
             r.seccomp_refuses =
                 seccomp::refused_names(SeccompSpec { udp: false }, Listen::OwnNetwork);
         }
         r.notes.retain(|n| !n.starts_with("the child runs as root"));
-        r.notes.push(
-            "TCP is confined by the command's network namespace, whose only interface is \
-             its own loopback; Landlock's port rules are not used"
-                .to_owned(),
-        );
+        if !no_tcp {
+            r.notes.push(
+                "TCP is confined by the command's network namespace, whose only interface is \
+                 its own loopback; Landlock's port rules are not used"
+                    .to_owned(),
+            );
+        }
         if root {
             r.notes.push(
                 "the child runs as root in its user namespace (an identity map): it has lost \

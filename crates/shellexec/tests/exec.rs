@@ -772,7 +772,9 @@ fn the_cap_never_returns_a_prefix_of_a_token_shape() {
         ..config()
     });
     let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
-    for pad in 70..100 {
+    // The cap falls at every position of the token: from before its first
+    // byte (pad 99) to after its last (pad 59).
+    for pad in 100 - 1 - token.len()..100 {
         // A space before it: a token shape must not follow a letter or digit.
         let r = run(&ex, &format!("printf %0{pad}d 0; echo ' {token} more'"));
         assert!(r.truncated);

@@ -50,6 +50,9 @@ impl GitInvocation {
             write_dirs: Vec::new(),
             connect_ports: Vec::new(),
             max_file_size: Some(0),
+            // In the executor's namespaces too, where its forwarders and
+            // proxy would reach what the shell is granted.
+            no_tcp: true,
             ..ConfineSpec::default()
         }
     }
