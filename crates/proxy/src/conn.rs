@@ -159,7 +159,10 @@ fn clear(inner: &Inner, scheme: Option<&str>, host: &str, port: u16) -> Result<C
     })
 }
 
-/// Connects to the first checked address that answers.
+/// Connects to the first checked address that answers. Writes to it time
+/// out after the idle timeout: a target that never reads (while a request
+/// body or a first flight is written to it) would otherwise block the
+/// connection's thread, and hold its place under the cap, for good.
 fn dial(inner: &Inner, c: &Cleared) -> Result<TcpStream, (SocketAddr, String)> {
     let mut last = None;
     for ip in &c.addrs {
@@ -167,6 +170,7 @@ fn dial(inner: &Inner, c: &Cleared) -> Result<TcpStream, (SocketAddr, String)> {
         match TcpStream::connect_timeout(&addr, inner.config.connect_timeout) {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
+                let _ = s.set_write_timeout(Some(inner.config.idle_timeout));
                 return Ok(s);
             }
             Err(e) => last = Some((addr, format!("cannot connect to {addr}: {e}"))),

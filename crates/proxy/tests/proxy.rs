@@ -476,3 +476,47 @@ fn a_client_that_trickles_its_handshake_meets_the_handshake_timeout() {
     }
     p.stop();
 }
+
+/// A server that accepts and then never reads: whatever is sent to it
+/// fills the socket buffers and then blocks the sender.
+fn sink() -> (SocketAddr, Arc<Mutex<Vec<TcpStream>>>) {
+    let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let h = Arc::clone(&held);
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            h.lock().unwrap().push(conn);
+        }
+    });
+    (addr, held)
+}
+
+/// A plain request whose target never reads its body: once the socket
+/// buffers are full nothing moves, and the idle timeout ends the
+/// connection. The proxy's writes to the target used to have no timeout,
+/// so such a connection held its place under the cap until the proxy
+/// stopped.
+#[test]
+fn a_target_that_never_reads_a_body_meets_the_idle_timeout() {
+    let (target, _held) = sink();
+    let (p, addr) = proxy(&[target.to_string()], |c| {
+        c.idle_timeout = Duration::from_millis(300)
+    });
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "POST http://{target}/up HTTP/1.1\r\nHost: {target}\r\nContent-Length: 1000000000\r\n\r\n"
+    )
+    .unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 64 * 1024];
+        while s.write_all(&chunk).is_ok() {}
+    });
+    wait_until("the proxy to end the stalled connection", || {
+        p.active() == 0
+    });
+    writer.join().unwrap();
+    p.stop();
+}
