@@ -1152,22 +1152,68 @@ const METHOD_OVERRIDES: &[&str] = &[
     "x-method-override",
 ];
 
-/// Why a request that names another method in a header is refused on an
-/// intercepted host (`None` when it names none): the rules and the
-/// credential's methods judge the request line's.
+/// Why a request that names another method in a header or its query is
+/// refused on an intercepted host (`None` when it names none): the rules
+/// and the credential's methods judge the request line's.
 fn method_override(head: &Head) -> Option<String> {
     let name = METHOD_OVERRIDES
         .iter()
-        .find(|h| head.header(h).next().is_some())?;
+        .find(|h| head.header(h).next().is_some())
+        .map(|h| format!("`{h}`"))
+        .or_else(|| query_override(&head.target).then(|| "a `_method` query parameter".into()))?;
     Some(format!(
-        "`{name}` is refused on an intercepted host: the server would act on a method the \
+        "{name} is refused on an intercepted host: the server would act on a method the \
          rules did not judge"
     ))
 }
 
+/// Whether the query of `target` has a `_method` parameter: Symfony and
+/// Laravel take it as the method of a POST, as Express's method-override
+/// does when told to read the query. The name is read as the most lenient
+/// of them would: percent-decoded, `+` a space, cut at a NUL or a `[`
+/// (PHP's array keys), leading spaces dropped, `.` and spaces as `_`
+/// (PHP's names), in any case; pairs split at `&` and `;`. A `_method` in
+/// a form body is not seen (the body is relayed as it streams).
+fn query_override(target: &str) -> bool {
+    let Some((_, query)) = target.split_once('?') else {
+        return false;
+    };
+    let query = query.split('#').next().unwrap_or_default();
+    query.split(['&', ';']).any(|pair| {
+        let raw = pair.split('=').next().unwrap_or_default().as_bytes();
+        let mut name = Vec::with_capacity(raw.len());
+        let mut i = 0;
+        while i < raw.len() {
+            let escaped = (raw[i] == b'%')
+                .then(|| raw.get(i + 1..i + 3))
+                .flatten()
+                .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+                .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+            match escaped {
+                Some(b) => {
+                    name.push(b);
+                    i += 3;
+                }
+                None => {
+                    name.push(if raw[i] == b'+' { b' ' } else { raw[i] });
+                    i += 1;
+                }
+            }
+        }
+        let end = name.iter().position(|&b| b == 0 || b == b'[');
+        let name = &name[..end.unwrap_or(name.len())];
+        let start = name.iter().take_while(|&&b| b == b' ').count();
+        let name: Vec<u8> = name[start..]
+            .iter()
+            .map(|&b| if b == b'.' || b == b' ' { b'_' } else { b })
+            .collect();
+        name.eq_ignore_ascii_case(b"_method")
+    })
+}
+
 /// What refuses a request to an intercepted host whatever the rules say:
-/// upgrades (h2c, websocket), a method override header, chunked request
-/// bodies, a malformed length.
+/// upgrades (h2c, websocket), a method override (a header or a `_method`
+/// query parameter), chunked request bodies, a malformed length.
 fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
     if head.header("upgrade").next().is_some() || head.header("http2-settings").next().is_some() {
         return Some((

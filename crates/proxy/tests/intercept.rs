@@ -1406,3 +1406,71 @@ fn a_client_that_trickles_its_hello_to_an_intercepted_host_meets_the_handshake_t
     );
     proxy.stop();
 }
+
+/// A method override in the query: Symfony and Laravel read `_method` from
+/// the query of a POST (PHP turns `.method`, ` _method` and `_method[…]`
+/// into that name too), Express's method-override reads it there when told
+/// to, as do others: `POST /x?_method=DELETE` would be a DELETE the rules
+/// refuse. Such a request is refused on an intercepted host, through TLS
+/// and in plain HTTP; `_method` as a value, or another name, is not.
+#[test]
+fn a_method_override_in_the_query_cannot_escape_the_method_rules() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["GET", "POST"], &["/repos/org/"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for query in [
+        "_method=DELETE",
+        "a=1&_method=DELETE",
+        "a=1;_method=DELETE",
+        "%5Fmethod=DELETE",
+        "_METHOD=delete",
+        ".method=DELETE",
+        "+_method=DELETE",
+        "_method[]=DELETE",
+        "_method%00x=DELETE",
+        "_method",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!(
+                "POST /repos/org/x?{query} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n"
+            ),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{query}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    for query in ["q=_method", "_methods=1", "method=DELETE"] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!(
+                "POST /repos/org/x?{query} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n"
+            ),
+        );
+        assert!(head.starts_with("HTTP/1.1 200"), "{query}: {head:?}");
+    }
+    // In plain HTTP to a host with rules.
+    let plain = plain_upstream();
+    let port = plain.addr.port();
+    let s = ok_only_http(port, &["POST"], &pem);
+    refused_in_plain(
+        s.addr,
+        &format!(
+            "POST http://localhost:{port}/ok/1?_method=DELETE HTTP/1.1\r\nHost: localhost\r\n\
+             Content-Length: 0\r\n\r\n"
+        ),
+        "HTTP/1.1 403",
+        &plain,
+    );
+}
