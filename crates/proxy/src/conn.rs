@@ -1298,11 +1298,13 @@ fn forward_one<S: Read + Write>(
     }
     out.push_str("\r\n");
     let up_err = |e: io::Error| format!("cannot write to {name}: {e}");
-    // A request with a body goes on a fresh connection (it could not be
-    // sent again); one without reuses the kept-alive upstream connection,
-    // and is sent once more on a fresh one if that connection turns out to
-    // have been closed before any answer.
-    if carries_body {
+    // A request with a body, or whose method is not idempotent, goes on a
+    // fresh connection: it is never sent twice (a server may have acted on
+    // it before the connection closed without an answer, and a proxy must
+    // not retry it: RFC 9112, 9.3.1). Another reuses the kept-alive
+    // upstream connection, and is sent once more on a fresh one if that
+    // connection turns out to have been closed before any answer.
+    if carries_body || !IDEMPOTENT.contains(&head.method.as_str()) {
         drop_upstream(inner, id, upstream);
     }
     let mut rbuf = Vec::new();
@@ -1482,6 +1484,11 @@ fn forward_one<S: Read + Write>(
         .map_err(|e| format!("cannot answer the client: {e}"))?;
     Ok(framed && !client_close)
 }
+
+/// The idempotent methods (RFC 9110, 9.2.2): a request sent twice has
+/// the effect of one, so one the upstream closed on without an answer may
+/// be sent again.
+const IDEMPOTENT: &[&str] = &["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"];
 
 /// A kept-alive TLS connection to an intercepted host.
 pub(crate) struct Upstream {

@@ -1474,3 +1474,94 @@ fn a_method_override_in_the_query_cannot_escape_the_method_rules() {
         &plain,
     );
 }
+
+/// A loopback TLS upstream that reads the second request of each
+/// connection and closes it without an answer (as a server that acted on
+/// it and then failed, or a keep-alive timer that ran out as it arrived):
+/// answers every other request. Keeps every request head it read.
+fn upstream_dropping_second(config: rustls::ServerConfig) -> Upstream {
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (c, h) = (Arc::clone(&conns), Arc::clone(&heads));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            c.fetch_add(1, Ordering::SeqCst);
+            let (config, h) = (Arc::clone(&config), Arc::clone(&h));
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                for n in 1.. {
+                    let Some(head) = next_head(&mut tls, &mut buf) else {
+                        return;
+                    };
+                    h.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&head).into_owned());
+                    if n == 2 {
+                        tls.conn.send_close_notify();
+                        let _ = tls.flush();
+                        return;
+                    }
+                    let _ = write!(tls, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+                    let _ = tls.flush();
+                }
+            });
+        }
+    });
+    Upstream {
+        addr,
+        conns,
+        resumed: Arc::new(AtomicUsize::new(0)),
+        aes128: Arc::new(AtomicUsize::new(0)),
+        heads,
+    }
+}
+
+/// A request whose method is not idempotent (a POST or PATCH without a
+/// body) is sent once, whatever becomes of the kept-alive upstream
+/// connection: the proxy used to send it on that connection and, when the
+/// connection closed without an answer, send it again on a fresh one, so a
+/// server that had acted on it acted twice (RFC 9112, 9.3.1: a proxy must
+/// not retry a non-idempotent request). A GET is still sent again.
+#[test]
+fn a_request_that_is_not_idempotent_is_never_sent_twice() {
+    let (pem, cfg) = test_ca();
+    let up = upstream_dropping_second(cfg);
+    let port = up.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    for (i, method) in ["GET", "POST", "GET", "PATCH", "GET"]
+        .into_iter()
+        .enumerate()
+    {
+        let path = format!("/{i}");
+        let (head, _) = request(
+            &mut tls,
+            &format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n"),
+        );
+        assert!(head.starts_with("HTTP/1.1 200"), "{method} {path}: {head}");
+        let heads = up.heads.lock().unwrap().clone();
+        let sent = heads
+            .iter()
+            .filter(|h| h.starts_with(&format!("{method} {path} ")))
+            .count();
+        assert!(
+            sent == 1 || (method == "GET" && sent == 2),
+            "{method} {path} reached the upstream {sent} times: {heads:?}"
+        );
+    }
+    let heads = up.heads.lock().unwrap().clone();
+    for m in ["POST", "PATCH"] {
+        assert_eq!(
+            heads.iter().filter(|h| h.starts_with(m)).count(),
+            1,
+            "{heads:?}"
+        );
+    }
+}
