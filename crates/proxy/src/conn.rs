@@ -159,15 +159,40 @@ fn clear(inner: &Inner, scheme: Option<&str>, host: &str, port: u16) -> Result<C
     })
 }
 
-/// Connects to the first checked address that answers. Writes to it time
-/// out after the idle timeout: a target that never reads (while a request
-/// body or a first flight is written to it) would otherwise block the
-/// connection's thread, and hold its place under the cap, for good.
+/// The least time one address of several is given to answer while that
+/// much of the connect timeout is left (as Go's dialer does).
+const MIN_ATTEMPT: Duration = Duration::from_secs(2);
+
+/// Connects to the first checked address that answers, within the connect
+/// timeout over all of them: each address gets its share of what is left
+/// (at least [`MIN_ATTEMPT`] while that much is left), so a name that
+/// resolves to many dead addresses cannot hold the connection, and its
+/// place under the cap, for the timeout once per address. Writes to it
+/// time out after the idle timeout: a target that never reads (while a
+/// request body or a first flight is written to it) would otherwise block
+/// the connection's thread, and hold its place under the cap, for good.
 fn dial(inner: &Inner, c: &Cleared) -> Result<TcpStream, (SocketAddr, String)> {
+    let timeout = inner.config.connect_timeout;
+    let deadline = Instant::now() + timeout;
     let mut last = None;
-    for ip in &c.addrs {
+    for (tried, ip) in c.addrs.iter().enumerate() {
         let addr = SocketAddr::new(*ip, c.port);
-        match TcpStream::connect_timeout(&addr, inner.config.connect_timeout) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let (addr, why) = last.unwrap_or((addr, String::new()));
+            last = Some((
+                addr,
+                format!(
+                    "{why} (the connect timeout of {timeout:?} passed after {tried} of {} \
+                     addresses)",
+                    c.addrs.len()
+                ),
+            ));
+            break;
+        }
+        let remaining = u32::try_from(c.addrs.len() - tried).unwrap_or(u32::MAX);
+        let attempt = (left / remaining).max(left.min(MIN_ATTEMPT));
+        match TcpStream::connect_timeout(&addr, attempt) {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
                 let _ = s.set_write_timeout(Some(inner.config.idle_timeout));
