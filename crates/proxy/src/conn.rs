@@ -634,9 +634,16 @@ fn read_head(c: &mut Client<'_>) -> Result<Head, String> {
 }
 
 /// Reads a request head from `r` into `buf` (which keeps what follows
-/// it); `Ok(None)` at a clean end of stream before any byte of a head.
+/// it); `Ok(None)` when the stream ends, or a read fails (the idle timeout
+/// among them), before any byte of a head: the connection then ends
+/// without an answer, since no request asked for one (a client sending
+/// its next request just then would take it for that request's).
 fn read_head_from<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<Head>, String> {
-    let end = read_until_head_end(r, buf)?;
+    let end = match read_until_head_end(r, buf) {
+        Ok(end) => end,
+        Err(_) if buf.is_empty() => None,
+        Err(why) => return Err(why),
+    };
     let Some(end) = end else { return Ok(None) };
     let head = parse_head(&buf[..end]);
     buf.drain(..end + 4);

@@ -210,6 +210,16 @@ fn setup_http(
     rules: Vec<RequestRule>,
     allow_http: bool,
 ) -> Setup {
+    setup_tuned(test_ca_pem, injections, rules, allow_http, |_| {})
+}
+
+fn setup_tuned(
+    test_ca_pem: &str,
+    injections: Vec<Injection>,
+    rules: Vec<RequestRule>,
+    allow_http: bool,
+    tune: impl FnOnce(&mut ProxyConfig),
+) -> Setup {
     let authority = Arc::new(CertAuthority::generate(&["localhost".to_owned()]).unwrap());
     let ca = authority.certificate_pem().to_owned();
     let intercept = Intercept {
@@ -223,6 +233,7 @@ fn setup_http(
     config.resolver =
         Arc::new(|_: &str, _: u16, _: Duration| Ok(vec!["127.0.0.1".parse().unwrap()]));
     config.intercept = Some(Arc::new(intercept));
+    tune(&mut config);
     let proxy = Proxy::new(config);
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = proxy.serve(l.into()).unwrap();
@@ -1564,4 +1575,31 @@ fn a_request_that_is_not_idempotent_is_never_sent_twice() {
             "{heads:?}"
         );
     }
+}
+
+/// A kept-alive connection to an intercepted host on which the client
+/// sends nothing more is closed once idle, silently: the proxy used to
+/// answer the timeout of its read with a `400 Bad Request` that no request
+/// asked for, which a client sending its next request just then would
+/// take for that request's answer.
+#[test]
+fn an_idle_kept_alive_connection_is_closed_without_an_answer_nobody_asked_for() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = setup_tuned(&pem, vec![injection(port, &[], &[])], vec![], false, |c| {
+        c.idle_timeout = Duration::from_millis(300)
+    });
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(&mut tls, "GET /a HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // Nothing more is sent: the proxy closes the connection once idle.
+    let mut rest = Vec::new();
+    let _ = tls.read_to_end(&mut rest);
+    assert!(
+        rest.is_empty(),
+        "the idle connection got {:?}",
+        String::from_utf8_lossy(&rest)
+    );
+    assert_eq!(s.proxy.requests().len(), 1);
 }
