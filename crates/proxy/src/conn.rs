@@ -638,8 +638,12 @@ fn read_head(c: &mut Client<'_>) -> Result<Head, String> {
 /// among them), before any byte of a head: the connection then ends
 /// without an answer, since no request asked for one (a client sending
 /// its next request just then would take it for that request's).
-fn read_head_from<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<Head>, String> {
-    let end = match read_until_head_end(r, buf) {
+fn read_head_from<R: Read>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    idle: Duration,
+) -> Result<Option<Head>, String> {
+    let end = match read_until_head_end(r, buf, "the client", idle) {
         Ok(end) => end,
         Err(_) if buf.is_empty() => None,
         Err(why) => return Err(why),
@@ -650,9 +654,15 @@ fn read_head_from<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<Head>,
     head.map(Some)
 }
 
-/// Reads from `r` into `buf` until it holds `\r\n\r\n`; answers where it
-/// starts, or `None` at end of stream with `buf` empty.
-fn read_until_head_end<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<usize>, String> {
+/// Reads from `r` (`who`, whose reads time out after `idle`) into `buf`
+/// until it holds `\r\n\r\n`; answers where it starts, or `None` at end
+/// of stream with `buf` empty.
+fn read_until_head_end<R: Read>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    who: &str,
+    idle: Duration,
+) -> Result<Option<usize>, String> {
     let mut chunk = [0u8; 8192];
     loop {
         if let Some(i) = find(buf, b"\r\n\r\n") {
@@ -669,7 +679,7 @@ fn read_until_head_end<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<u
             Err(e) if buf.is_empty() && e.kind() == io::ErrorKind::UnexpectedEof => {
                 return Ok(None)
             }
-            Err(e) => return Err(format!("cannot read a head: {e}")),
+            Err(e) => return Err(read_failure(who, "a head", &e, idle)),
         }
     }
 }
@@ -743,6 +753,18 @@ fn content_length(v: &str) -> Option<u64> {
         return None;
     }
     v.parse().ok()
+}
+
+/// Why a read of `what` from `who` failed, in words: a timeout (the
+/// socket's, the idle timeout once a request is being served) says that
+/// nothing came, not "Resource temporarily unavailable".
+fn read_failure(who: &str, what: &str, e: &io::Error, idle: Duration) -> String {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+            format!("{who} sent nothing for {idle:?} (the idle timeout)")
+        }
+        _ => format!("cannot read {what} from {who}: {e}"),
+    }
 }
 
 /// An ASCII control byte (DEL included).
@@ -1110,7 +1132,7 @@ fn intercepted(
     let mut buf = Vec::new();
     let mut upstream: Option<Upstream> = None;
     loop {
-        let head = match read_head_from(&mut tls, &mut buf) {
+        let head = match read_head_from(&mut tls, &mut buf, idle) {
             Ok(Some(h)) => h,
             Ok(None) => break,
             Err(why) => {
@@ -1309,6 +1331,7 @@ fn forward_one<S: Read + Write>(
     let chunked = head.header("transfer-encoding").next().is_some();
     let carries_body = body > 0 || chunked;
     let client_close = head.has_token("connection", "close");
+    let idle = inner.config.idle_timeout;
     let expect = head.has_token("expect", "100-continue");
     d.apply(&mut head.headers);
     let authority = if cleared.port == 443 {
@@ -1379,7 +1402,7 @@ fn forward_one<S: Read + Write>(
                         left -= n as u64;
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(format!("cannot read the request body: {e}")),
+                    Err(e) => return Err(read_failure("the client", "the request body", &e, idle)),
                 }
             }
             r.bytes_up += body;
@@ -1394,6 +1417,8 @@ fn forward_one<S: Read + Write>(
             let mut src = Src {
                 r: &mut *tls,
                 buf: std::mem::take(buf),
+                who: "the client",
+                idle,
             };
             let sent = src.relay(Body::Chunked, utls, "the client");
             *buf = src.buf;
@@ -1413,7 +1438,7 @@ fn forward_one<S: Read + Write>(
             }
             utls.flush().map_err(up_err)?;
         }
-        match read_until_head_end(utls, &mut rbuf) {
+        match read_until_head_end(utls, &mut rbuf, name, idle) {
             Ok(Some(end)) => first_end = Some(end),
             Ok(None) | Err(_) if !fresh && rbuf.is_empty() => {
                 drop_upstream(inner, id, upstream);
@@ -1432,7 +1457,7 @@ fn forward_one<S: Read + Write>(
     let (code, framing) = loop {
         let end = match first_end.take() {
             Some(end) => end,
-            None => read_until_head_end(utls, &mut rbuf)?
+            None => read_until_head_end(utls, &mut rbuf, name, idle)?
                 .ok_or_else(|| format!("{name} closed without an answer"))?,
         };
         let text = std::str::from_utf8(&rbuf[..end])
@@ -1500,7 +1525,12 @@ fn forward_one<S: Read + Write>(
         done.status = code;
         inner.record_request(done);
     }
-    let mut src = Src { r: utls, buf: rbuf };
+    let mut src = Src {
+        r: utls,
+        buf: rbuf,
+        who: name,
+        idle,
+    };
     r.bytes_down += src.relay(framing, tls, name)?;
     let framed = framing != Body::UntilEof;
     // Bytes past the answer would be a second answer nobody asked for. A
@@ -1613,10 +1643,13 @@ impl From<BodyError> for String {
     }
 }
 
-/// A response being read: what was read past its head, then the stream.
+/// A body being read: what was read past its head, then the stream of
+/// `who`, whose reads time out after `idle`.
 struct Src<'a, R> {
     r: &'a mut R,
     buf: Vec<u8>,
+    who: &'a str,
+    idle: Duration,
 }
 
 impl<R: Read> Src<'_, R> {
@@ -1632,7 +1665,11 @@ impl<R: Read> Src<'_, R> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
-                Err(e) => return Err(BodyError::Io(format!("cannot read a body: {e}"))),
+                Err(e) => {
+                    return Err(BodyError::Io(read_failure(
+                        self.who, "a body", &e, self.idle,
+                    )))
+                }
             }
         }
     }

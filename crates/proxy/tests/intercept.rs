@@ -1603,3 +1603,46 @@ fn an_idle_kept_alive_connection_is_closed_without_an_answer_nobody_asked_for() 
     );
     assert_eq!(s.proxy.requests().len(), 1);
 }
+
+/// An upstream that completes TLS, reads a request and never answers.
+fn silent_upstream(config: rustls::ServerConfig) -> (SocketAddr, Arc<Mutex<Vec<TcpStream>>>) {
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let h = Arc::clone(&held);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (config, h) = (Arc::clone(&config), Arc::clone(&h));
+            std::thread::spawn(move || {
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                if next_head(&mut tls, &mut buf).is_some() {
+                    h.lock().unwrap().push(tls.sock);
+                }
+            });
+        }
+    });
+    (addr, held)
+}
+
+/// An upstream that never answers is given up on after the idle timeout,
+/// and the `502` says so in words (it used to say "Resource temporarily
+/// unavailable (os error 11)", the read's raw error).
+#[test]
+fn an_upstream_that_never_answers_is_named_as_such() {
+    let (pem, cfg) = test_ca();
+    let (addr, _held) = silent_upstream(cfg);
+    let port = addr.port();
+    let s = setup_tuned(&pem, vec![injection(port, &[], &[])], vec![], false, |c| {
+        c.idle_timeout = Duration::from_millis(300)
+    });
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, body) = request(&mut tls, "GET /a HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    assert!(
+        body.contains("localhost sent nothing for 300ms (the idle timeout)"),
+        "{body}"
+    );
+}
