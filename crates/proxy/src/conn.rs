@@ -159,14 +159,43 @@ fn clear(inner: &Inner, scheme: Option<&str>, host: &str, port: u16) -> Result<C
     })
 }
 
-/// Connects to the first checked address that answers.
+/// The least time one address of several is given to answer while that
+/// much of the connect timeout is left (as Go's dialer does).
+const MIN_ATTEMPT: Duration = Duration::from_secs(2);
+
+/// Connects to the first checked address that answers, within the connect
+/// timeout over all of them: each address gets its share of what is left
+/// (at least [`MIN_ATTEMPT`] while that much is left), so a name that
+/// resolves to many dead addresses cannot hold the connection, and its
+/// place under the cap, for the timeout once per address. Writes to it
+/// time out after the idle timeout: a target that never reads (while a
+/// request body or a first flight is written to it) would otherwise block
+/// the connection's thread, and hold its place under the cap, for good.
 fn dial(inner: &Inner, c: &Cleared) -> Result<TcpStream, (SocketAddr, String)> {
+    let timeout = inner.config.connect_timeout;
+    let deadline = Instant::now() + timeout;
     let mut last = None;
-    for ip in &c.addrs {
+    for (tried, ip) in c.addrs.iter().enumerate() {
         let addr = SocketAddr::new(*ip, c.port);
-        match TcpStream::connect_timeout(&addr, inner.config.connect_timeout) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let (addr, why) = last.unwrap_or((addr, String::new()));
+            last = Some((
+                addr,
+                format!(
+                    "{why} (the connect timeout of {timeout:?} passed after {tried} of {} \
+                     addresses)",
+                    c.addrs.len()
+                ),
+            ));
+            break;
+        }
+        let remaining = u32::try_from(c.addrs.len() - tried).unwrap_or(u32::MAX);
+        let attempt = (left / remaining).max(left.min(MIN_ATTEMPT));
+        match TcpStream::connect_timeout(&addr, attempt) {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
+                let _ = s.set_write_timeout(Some(inner.config.idle_timeout));
                 return Ok(s);
             }
             Err(e) => last = Some((addr, format!("cannot connect to {addr}: {e}"))),
@@ -605,18 +634,35 @@ fn read_head(c: &mut Client<'_>) -> Result<Head, String> {
 }
 
 /// Reads a request head from `r` into `buf` (which keeps what follows
-/// it); `Ok(None)` at a clean end of stream before any byte of a head.
-fn read_head_from<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<Head>, String> {
-    let end = read_until_head_end(r, buf)?;
+/// it); `Ok(None)` when the stream ends, or a read fails (the idle timeout
+/// among them), before any byte of a head: the connection then ends
+/// without an answer, since no request asked for one (a client sending
+/// its next request just then would take it for that request's).
+fn read_head_from<R: Read>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    idle: Duration,
+) -> Result<Option<Head>, String> {
+    let end = match read_until_head_end(r, buf, "the client", idle) {
+        Ok(end) => end,
+        Err(_) if buf.is_empty() => None,
+        Err(why) => return Err(why),
+    };
     let Some(end) = end else { return Ok(None) };
     let head = parse_head(&buf[..end]);
     buf.drain(..end + 4);
     head.map(Some)
 }
 
-/// Reads from `r` into `buf` until it holds `\r\n\r\n`; answers where it
-/// starts, or `None` at end of stream with `buf` empty.
-fn read_until_head_end<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<usize>, String> {
+/// Reads from `r` (`who`, whose reads time out after `idle`) into `buf`
+/// until it holds `\r\n\r\n`; answers where it starts, or `None` at end
+/// of stream with `buf` empty.
+fn read_until_head_end<R: Read>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    who: &str,
+    idle: Duration,
+) -> Result<Option<usize>, String> {
     let mut chunk = [0u8; 8192];
     loop {
         if let Some(i) = find(buf, b"\r\n\r\n") {
@@ -633,7 +679,7 @@ fn read_until_head_end<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<u
             Err(e) if buf.is_empty() && e.kind() == io::ErrorKind::UnexpectedEof => {
                 return Ok(None)
             }
-            Err(e) => return Err(format!("cannot read a head: {e}")),
+            Err(e) => return Err(read_failure(who, "a head", &e, idle)),
         }
     }
 }
@@ -707,6 +753,18 @@ fn content_length(v: &str) -> Option<u64> {
         return None;
     }
     v.parse().ok()
+}
+
+/// Why a read of `what` from `who` failed, in words: a timeout (the
+/// socket's, the idle timeout once a request is being served) says that
+/// nothing came, not "Resource temporarily unavailable".
+fn read_failure(who: &str, what: &str, e: &io::Error, idle: Duration) -> String {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+            format!("{who} sent nothing for {idle:?} (the idle timeout)")
+        }
+        _ => format!("cannot read {what} from {who}: {e}"),
+    }
 }
 
 /// An ASCII control byte (DEL included).
@@ -1074,7 +1132,7 @@ fn intercepted(
     let mut buf = Vec::new();
     let mut upstream: Option<Upstream> = None;
     loop {
-        let head = match read_head_from(&mut tls, &mut buf) {
+        let head = match read_head_from(&mut tls, &mut buf, idle) {
             Ok(Some(h)) => h,
             Ok(None) => break,
             Err(why) => {
@@ -1148,22 +1206,68 @@ const METHOD_OVERRIDES: &[&str] = &[
     "x-method-override",
 ];
 
-/// Why a request that names another method in a header is refused on an
-/// intercepted host (`None` when it names none): the rules and the
-/// credential's methods judge the request line's.
+/// Why a request that names another method in a header or its query is
+/// refused on an intercepted host (`None` when it names none): the rules
+/// and the credential's methods judge the request line's.
 fn method_override(head: &Head) -> Option<String> {
     let name = METHOD_OVERRIDES
         .iter()
-        .find(|h| head.header(h).next().is_some())?;
+        .find(|h| head.header(h).next().is_some())
+        .map(|h| format!("`{h}`"))
+        .or_else(|| query_override(&head.target).then(|| "a `_method` query parameter".into()))?;
     Some(format!(
-        "`{name}` is refused on an intercepted host: the server would act on a method the \
+        "{name} is refused on an intercepted host: the server would act on a method the \
          rules did not judge"
     ))
 }
 
+/// Whether the query of `target` has a `_method` parameter: Symfony and
+/// Laravel take it as the method of a POST, as Express's method-override
+/// does when told to read the query. The name is read as the most lenient
+/// of them would: percent-decoded, `+` a space, cut at a NUL or a `[`
+/// (PHP's array keys), leading spaces dropped, `.` and spaces as `_`
+/// (PHP's names), in any case; pairs split at `&` and `;`. A `_method` in
+/// a form body is not seen (the body is relayed as it streams).
+fn query_override(target: &str) -> bool {
+    let Some((_, query)) = target.split_once('?') else {
+        return false;
+    };
+    let query = query.split('#').next().unwrap_or_default();
+    query.split(['&', ';']).any(|pair| {
+        let raw = pair.split('=').next().unwrap_or_default().as_bytes();
+        let mut name = Vec::with_capacity(raw.len());
+        let mut i = 0;
+        while i < raw.len() {
+            let escaped = (raw[i] == b'%')
+                .then(|| raw.get(i + 1..i + 3))
+                .flatten()
+                .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+                .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+            match escaped {
+                Some(b) => {
+                    name.push(b);
+                    i += 3;
+                }
+                None => {
+                    name.push(if raw[i] == b'+' { b' ' } else { raw[i] });
+                    i += 1;
+                }
+            }
+        }
+        let end = name.iter().position(|&b| b == 0 || b == b'[');
+        let name = &name[..end.unwrap_or(name.len())];
+        let start = name.iter().take_while(|&&b| b == b' ').count();
+        let name: Vec<u8> = name[start..]
+            .iter()
+            .map(|&b| if b == b'.' || b == b' ' { b'_' } else { b })
+            .collect();
+        name.eq_ignore_ascii_case(b"_method")
+    })
+}
+
 /// What refuses a request to an intercepted host whatever the rules say:
-/// upgrades (h2c, websocket), a method override header, chunked request
-/// bodies, a malformed length.
+/// upgrades (h2c, websocket), a method override (a header or a `_method`
+/// query parameter), chunked request bodies, a malformed length.
 fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
     if head.header("upgrade").next().is_some() || head.header("http2-settings").next().is_some() {
         return Some((
@@ -1227,6 +1331,7 @@ fn forward_one<S: Read + Write>(
     let chunked = head.header("transfer-encoding").next().is_some();
     let carries_body = body > 0 || chunked;
     let client_close = head.has_token("connection", "close");
+    let idle = inner.config.idle_timeout;
     let expect = head.has_token("expect", "100-continue");
     d.apply(&mut head.headers);
     let authority = if cleared.port == 443 {
@@ -1248,11 +1353,13 @@ fn forward_one<S: Read + Write>(
     }
     out.push_str("\r\n");
     let up_err = |e: io::Error| format!("cannot write to {name}: {e}");
-    // A request with a body goes on a fresh connection (it could not be
-    // sent again); one without reuses the kept-alive upstream connection,
-    // and is sent once more on a fresh one if that connection turns out to
-    // have been closed before any answer.
-    if carries_body {
+    // A request with a body, or whose method is not idempotent, goes on a
+    // fresh connection: it is never sent twice (a server may have acted on
+    // it before the connection closed without an answer, and a proxy must
+    // not retry it: RFC 9112, 9.3.1). Another reuses the kept-alive
+    // upstream connection, and is sent once more on a fresh one if that
+    // connection turns out to have been closed before any answer.
+    if carries_body || !IDEMPOTENT.contains(&head.method.as_str()) {
         drop_upstream(inner, id, upstream);
     }
     let mut rbuf = Vec::new();
@@ -1295,7 +1402,7 @@ fn forward_one<S: Read + Write>(
                         left -= n as u64;
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(format!("cannot read the request body: {e}")),
+                    Err(e) => return Err(read_failure("the client", "the request body", &e, idle)),
                 }
             }
             r.bytes_up += body;
@@ -1310,6 +1417,8 @@ fn forward_one<S: Read + Write>(
             let mut src = Src {
                 r: &mut *tls,
                 buf: std::mem::take(buf),
+                who: "the client",
+                idle,
             };
             let sent = src.relay(Body::Chunked, utls, "the client");
             *buf = src.buf;
@@ -1329,7 +1438,7 @@ fn forward_one<S: Read + Write>(
             }
             utls.flush().map_err(up_err)?;
         }
-        match read_until_head_end(utls, &mut rbuf) {
+        match read_until_head_end(utls, &mut rbuf, name, idle) {
             Ok(Some(end)) => first_end = Some(end),
             Ok(None) | Err(_) if !fresh && rbuf.is_empty() => {
                 drop_upstream(inner, id, upstream);
@@ -1348,7 +1457,7 @@ fn forward_one<S: Read + Write>(
     let (code, framing) = loop {
         let end = match first_end.take() {
             Some(end) => end,
-            None => read_until_head_end(utls, &mut rbuf)?
+            None => read_until_head_end(utls, &mut rbuf, name, idle)?
                 .ok_or_else(|| format!("{name} closed without an answer"))?,
         };
         let text = std::str::from_utf8(&rbuf[..end])
@@ -1416,7 +1525,12 @@ fn forward_one<S: Read + Write>(
         done.status = code;
         inner.record_request(done);
     }
-    let mut src = Src { r: utls, buf: rbuf };
+    let mut src = Src {
+        r: utls,
+        buf: rbuf,
+        who: name,
+        idle,
+    };
     r.bytes_down += src.relay(framing, tls, name)?;
     let framed = framing != Body::UntilEof;
     // Bytes past the answer would be a second answer nobody asked for. A
@@ -1432,6 +1546,11 @@ fn forward_one<S: Read + Write>(
         .map_err(|e| format!("cannot answer the client: {e}"))?;
     Ok(framed && !client_close)
 }
+
+/// The idempotent methods (RFC 9110, 9.2.2): a request sent twice has
+/// the effect of one, so one the upstream closed on without an answer may
+/// be sent again.
+const IDEMPOTENT: &[&str] = &["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"];
 
 /// A kept-alive TLS connection to an intercepted host.
 pub(crate) struct Upstream {
@@ -1524,10 +1643,13 @@ impl From<BodyError> for String {
     }
 }
 
-/// A response being read: what was read past its head, then the stream.
+/// A body being read: what was read past its head, then the stream of
+/// `who`, whose reads time out after `idle`.
 struct Src<'a, R> {
     r: &'a mut R,
     buf: Vec<u8>,
+    who: &'a str,
+    idle: Duration,
 }
 
 impl<R: Read> Src<'_, R> {
@@ -1543,7 +1665,11 @@ impl<R: Read> Src<'_, R> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
-                Err(e) => return Err(BodyError::Io(format!("cannot read a body: {e}"))),
+                Err(e) => {
+                    return Err(BodyError::Io(read_failure(
+                        self.who, "a body", &e, self.idle,
+                    )))
+                }
             }
         }
     }

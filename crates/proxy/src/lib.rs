@@ -83,7 +83,9 @@ pub struct ProxyConfig {
     /// bytes (one deadline, not a timeout per read); and how long name
     /// resolution may take.
     pub handshake_timeout: Duration,
-    /// How long a connection to a target may take to open.
+    /// How long a connection to a target may take to open, over all the
+    /// addresses its name resolved to: each that does not answer gets a
+    /// share of what is left (at least 2 s while that much is left).
     pub connect_timeout: Duration,
     /// How many audit records are kept (the oldest are dropped first),
     /// of connections and, separately, of intercepted requests.

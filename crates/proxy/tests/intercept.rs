@@ -210,6 +210,16 @@ fn setup_http(
     rules: Vec<RequestRule>,
     allow_http: bool,
 ) -> Setup {
+    setup_tuned(test_ca_pem, injections, rules, allow_http, |_| {})
+}
+
+fn setup_tuned(
+    test_ca_pem: &str,
+    injections: Vec<Injection>,
+    rules: Vec<RequestRule>,
+    allow_http: bool,
+    tune: impl FnOnce(&mut ProxyConfig),
+) -> Setup {
     let authority = Arc::new(CertAuthority::generate(&["localhost".to_owned()]).unwrap());
     let ca = authority.certificate_pem().to_owned();
     let intercept = Intercept {
@@ -223,6 +233,7 @@ fn setup_http(
     config.resolver =
         Arc::new(|_: &str, _: u16, _: Duration| Ok(vec!["127.0.0.1".parse().unwrap()]));
     config.intercept = Some(Arc::new(intercept));
+    tune(&mut config);
     let proxy = Proxy::new(config);
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = proxy.serve(l.into()).unwrap();
@@ -1413,4 +1424,233 @@ fn a_client_that_trickles_its_hello_to_an_intercepted_host_meets_the_handshake_t
         start.elapsed()
     );
     proxy.stop();
+}
+
+/// A method override in the query: Symfony and Laravel read `_method` from
+/// the query of a POST (PHP turns `.method`, ` _method` and `_method[…]`
+/// into that name too), Express's method-override reads it there when told
+/// to, as do others: `POST /x?_method=DELETE` would be a DELETE the rules
+/// refuse. Such a request is refused on an intercepted host, through TLS
+/// and in plain HTTP; `_method` as a value, or another name, is not.
+#[test]
+fn a_method_override_in_the_query_cannot_escape_the_method_rules() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["GET", "POST"], &["/repos/org/"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for query in [
+        "_method=DELETE",
+        "a=1&_method=DELETE",
+        "a=1;_method=DELETE",
+        "%5Fmethod=DELETE",
+        "_METHOD=delete",
+        ".method=DELETE",
+        "+_method=DELETE",
+        "_method[]=DELETE",
+        "_method%00x=DELETE",
+        "_method",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!(
+                "POST /repos/org/x?{query} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n"
+            ),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{query}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    for query in ["q=_method", "_methods=1", "method=DELETE"] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!(
+                "POST /repos/org/x?{query} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n"
+            ),
+        );
+        assert!(head.starts_with("HTTP/1.1 200"), "{query}: {head:?}");
+    }
+    // In plain HTTP to a host with rules.
+    let plain = plain_upstream();
+    let port = plain.addr.port();
+    let s = ok_only_http(port, &["POST"], &pem);
+    refused_in_plain(
+        s.addr,
+        &format!(
+            "POST http://localhost:{port}/ok/1?_method=DELETE HTTP/1.1\r\nHost: localhost\r\n\
+             Content-Length: 0\r\n\r\n"
+        ),
+        "HTTP/1.1 403",
+        &plain,
+    );
+}
+
+/// A loopback TLS upstream that reads the second request of each
+/// connection and closes it without an answer (as a server that acted on
+/// it and then failed, or a keep-alive timer that ran out as it arrived):
+/// answers every other request. Keeps every request head it read.
+fn upstream_dropping_second(config: rustls::ServerConfig) -> Upstream {
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (c, h) = (Arc::clone(&conns), Arc::clone(&heads));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            c.fetch_add(1, Ordering::SeqCst);
+            let (config, h) = (Arc::clone(&config), Arc::clone(&h));
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                for n in 1.. {
+                    let Some(head) = next_head(&mut tls, &mut buf) else {
+                        return;
+                    };
+                    h.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&head).into_owned());
+                    if n == 2 {
+                        tls.conn.send_close_notify();
+                        let _ = tls.flush();
+                        return;
+                    }
+                    let _ = write!(tls, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+                    let _ = tls.flush();
+                }
+            });
+        }
+    });
+    Upstream {
+        addr,
+        conns,
+        resumed: Arc::new(AtomicUsize::new(0)),
+        aes128: Arc::new(AtomicUsize::new(0)),
+        heads,
+    }
+}
+
+/// A request whose method is not idempotent (a POST or PATCH without a
+/// body) is sent once, whatever becomes of the kept-alive upstream
+/// connection: the proxy used to send it on that connection and, when the
+/// connection closed without an answer, send it again on a fresh one, so a
+/// server that had acted on it acted twice (RFC 9112, 9.3.1: a proxy must
+/// not retry a non-idempotent request). A GET is still sent again.
+#[test]
+fn a_request_that_is_not_idempotent_is_never_sent_twice() {
+    let (pem, cfg) = test_ca();
+    let up = upstream_dropping_second(cfg);
+    let port = up.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    for (i, method) in ["GET", "POST", "GET", "PATCH", "GET"]
+        .into_iter()
+        .enumerate()
+    {
+        let path = format!("/{i}");
+        let (head, _) = request(
+            &mut tls,
+            &format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n"),
+        );
+        assert!(head.starts_with("HTTP/1.1 200"), "{method} {path}: {head}");
+        let heads = up.heads.lock().unwrap().clone();
+        let sent = heads
+            .iter()
+            .filter(|h| h.starts_with(&format!("{method} {path} ")))
+            .count();
+        assert!(
+            sent == 1 || (method == "GET" && sent == 2),
+            "{method} {path} reached the upstream {sent} times: {heads:?}"
+        );
+    }
+    let heads = up.heads.lock().unwrap().clone();
+    for m in ["POST", "PATCH"] {
+        assert_eq!(
+            heads.iter().filter(|h| h.starts_with(m)).count(),
+            1,
+            "{heads:?}"
+        );
+    }
+}
+
+/// A kept-alive connection to an intercepted host on which the client
+/// sends nothing more is closed once idle, silently: the proxy used to
+/// answer the timeout of its read with a `400 Bad Request` that no request
+/// asked for, which a client sending its next request just then would
+/// take for that request's answer.
+#[test]
+fn an_idle_kept_alive_connection_is_closed_without_an_answer_nobody_asked_for() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = setup_tuned(&pem, vec![injection(port, &[], &[])], vec![], false, |c| {
+        c.idle_timeout = Duration::from_millis(300)
+    });
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(&mut tls, "GET /a HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // Nothing more is sent: the proxy closes the connection once idle.
+    let mut rest = Vec::new();
+    let _ = tls.read_to_end(&mut rest);
+    assert!(
+        rest.is_empty(),
+        "the idle connection got {:?}",
+        String::from_utf8_lossy(&rest)
+    );
+    assert_eq!(s.proxy.requests().len(), 1);
+}
+
+/// An upstream that completes TLS, reads a request and never answers.
+fn silent_upstream(config: rustls::ServerConfig) -> (SocketAddr, Arc<Mutex<Vec<TcpStream>>>) {
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let h = Arc::clone(&held);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (config, h) = (Arc::clone(&config), Arc::clone(&h));
+            std::thread::spawn(move || {
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                if next_head(&mut tls, &mut buf).is_some() {
+                    h.lock().unwrap().push(tls.sock);
+                }
+            });
+        }
+    });
+    (addr, held)
+}
+
+/// An upstream that never answers is given up on after the idle timeout,
+/// and the `502` says so in words (it used to say "Resource temporarily
+/// unavailable (os error 11)", the read's raw error).
+#[test]
+fn an_upstream_that_never_answers_is_named_as_such() {
+    let (pem, cfg) = test_ca();
+    let (addr, _held) = silent_upstream(cfg);
+    let port = addr.port();
+    let s = setup_tuned(&pem, vec![injection(port, &[], &[])], vec![], false, |c| {
+        c.idle_timeout = Duration::from_millis(300)
+    });
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, body) = request(&mut tls, "GET /a HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    assert!(
+        body.contains("localhost sent nothing for 300ms (the idle timeout)"),
+        "{body}"
+    );
 }

@@ -476,3 +476,102 @@ fn a_client_that_trickles_its_handshake_meets_the_handshake_timeout() {
     }
     p.stop();
 }
+
+/// A server that accepts and then never reads: whatever is sent to it
+/// fills the socket buffers and then blocks the sender.
+fn sink() -> (SocketAddr, Arc<Mutex<Vec<TcpStream>>>) {
+    let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let h = Arc::clone(&held);
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            h.lock().unwrap().push(conn);
+        }
+    });
+    (addr, held)
+}
+
+/// A plain request whose target never reads its body: once the socket
+/// buffers are full nothing moves, and the idle timeout ends the
+/// connection. The proxy's writes to the target used to have no timeout,
+/// so such a connection held its place under the cap until the proxy
+/// stopped.
+#[test]
+fn a_target_that_never_reads_a_body_meets_the_idle_timeout() {
+    let (target, _held) = sink();
+    let (p, addr) = proxy(&[target.to_string()], |c| {
+        c.idle_timeout = Duration::from_millis(300)
+    });
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "POST http://{target}/up HTTP/1.1\r\nHost: {target}\r\nContent-Length: 1000000000\r\n\r\n"
+    )
+    .unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 64 * 1024];
+        while s.write_all(&chunk).is_ok() {}
+    });
+    wait_until("the proxy to end the stalled connection", || {
+        p.active() == 0
+    });
+    writer.join().unwrap();
+    p.stop();
+}
+
+/// A listener at `ip:port` whose accept queue is full: a connection to it
+/// is never answered (its SYN is dropped) until the connect times out.
+fn unanswering(ip: &str, port: u16) -> (rustix::fd::OwnedFd, Vec<TcpStream>) {
+    use rustix::net::{AddressFamily, SocketType};
+    let fd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    let addr: SocketAddr = format!("{ip}:{port}").parse().unwrap();
+    rustix::net::bind(&fd, &addr).unwrap();
+    rustix::net::listen(&fd, 0).unwrap();
+    let fillers = (0..2)
+        .filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_millis(100)).ok())
+        .collect();
+    (fd, fillers)
+}
+
+/// A name that resolves to many addresses, none of which answers, is
+/// given up on once the connect timeout has passed, not once per address:
+/// the timeout is spread over the addresses. The proxy used to try each
+/// for the whole timeout, so twenty dead addresses held the connection
+/// (and its place under the cap) twenty times as long, and a resolver
+/// answering thousands held it for hours.
+#[test]
+fn many_dead_addresses_are_given_up_on_within_the_connect_timeout() {
+    let first = TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = first.local_addr().unwrap().port();
+    drop(first);
+    let mut held = Vec::new();
+    let mut addrs = Vec::new();
+    for i in 2..22 {
+        let ip = format!("127.0.0.{i}");
+        held.push(unanswering(&ip, port));
+        addrs.push(ip.parse().unwrap());
+    }
+    let allow = vec![NetEntry::parse("localhost").unwrap()];
+    let mut config = ProxyConfig::new(Rules::new(Mode::TrustedHost, allow, true));
+    config.connect_timeout = Duration::from_millis(400);
+    config.resolver = Arc::new(move |_: &str, _: u16, _: Duration| Ok(addrs.clone()));
+    let p = Proxy::new(config);
+    let addr = p
+        .serve(TcpListener::bind("127.0.0.1:0").unwrap().into())
+        .unwrap();
+    let start = Instant::now();
+    let answer = exchange(
+        addr,
+        format!("GET http://localhost:{port}/ HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes(),
+    );
+    let took = start.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+    assert!(answer.contains("of 20 addresses"), "{answer}");
+    assert!(
+        took < Duration::from_millis(2000),
+        "the proxy dialled for {took:?} with a connect timeout of 400ms"
+    );
+    p.stop();
+}
