@@ -284,7 +284,7 @@ pub fn run(args: &Args) -> ExitCode {
         _ => unreachable!("clap takes one or two words"),
     };
     let Some(path) = path else {
-        eprintln!(
+        errln!(
             "sandgate: no policy: give POLICY TARGET, or --policy POLICY, or set SANDGATE_POLICY"
         );
         return ExitCode::from(2);
@@ -315,16 +315,18 @@ pub fn run(args: &Args) -> ExitCode {
             "target": target,
             "answers": answers.iter().map(Answer::to_json).collect::<Vec<_>>(),
         });
-        println!("{out}");
+        outln!("{out}");
     } else {
         for a in &answers {
             if a.allowed {
-                println!("{} {target}: allowed by {} ({})", a.op, a.rule, a.detail);
+                outln!("{} {target}: allowed by {} ({})", a.op, a.rule, a.detail);
             } else {
                 let code = a.code.map_or("", |c| c.as_str());
-                println!(
+                outln!(
                     "{} {target}: refused ({code}) by {}: {}",
-                    a.op, a.rule, a.detail
+                    a.op,
+                    a.rule,
+                    a.detail
                 );
             }
         }

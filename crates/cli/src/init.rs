@@ -112,25 +112,25 @@ pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
     let root = match std::fs::canonicalize(dir) {
         Ok(r) if r.is_dir() => r,
         Ok(_) => {
-            eprintln!("sandgate: {}: not a directory", dir.display());
+            errln!("sandgate: {}: not a directory", dir.display());
             return ExitCode::from(2);
         }
         Err(e) => {
-            eprintln!("sandgate: {}: {e}", dir.display());
+            errln!("sandgate: {}: {e}", dir.display());
             return ExitCode::from(2);
         }
     };
     let Some(root_str) = root.to_str() else {
-        eprintln!("sandgate: {}: the path is not UTF-8", root.display());
+        errln!("sandgate: {}: the path is not UTF-8", root.display());
         return ExitCode::from(2);
     };
     let out = output.unwrap_or_else(|| default_output(&root));
     if let Err(message) = write_new(&out, starter(root_str).as_bytes(), &root) {
-        eprintln!("sandgate: {message}");
+        errln!("sandgate: {message}");
         return ExitCode::from(2);
     }
-    println!("{}", out.display());
-    eprintln!(
+    outln!("{}", out.display());
+    errln!(
         "sandgate: wrote a starter policy for {}; serve it with `sandgate mcp --policy {}`",
         root.display(),
         out.display()

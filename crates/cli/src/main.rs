@@ -25,6 +25,32 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+/// `println!` that never panics: a closed or full stdout (`sandgate check
+/// P | head -1`) loses the rest of the text, not the exit code.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `print!` that never panics (see `outln`).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `eprintln!` that never panics: a closed stderr loses the message, not
+/// the exit code.
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 mod explain;
 mod init;
 mod lines;
@@ -191,20 +217,20 @@ fn main() -> ExitCode {
         .is_some_and(|m| m.value_source("policy") == Some(clap::parser::ValueSource::CommandLine));
     match cli.command {
         Command::Check { file: Some(_), .. } if flag_given => {
-            eprintln!("sandgate: the policy is given twice: as POLICY and as --policy");
+            errln!("sandgate: the policy is given twice: as POLICY and as --policy");
             ExitCode::from(2)
         }
         Command::Check { file, policy, json } => match file.or(policy) {
             Some(path) => check(&path, json),
             None => {
-                eprintln!(
+                errln!(
                     "sandgate: no policy: give --policy POLICY (or POLICY), or set SANDGATE_POLICY"
                 );
                 ExitCode::from(2)
             }
         },
         Command::Explain(args) if flag_given && args.names_a_policy() => {
-            eprintln!("sandgate: the policy is given twice: as POLICY and as --policy");
+            errln!("sandgate: the policy is given twice: as POLICY and as --policy");
             ExitCode::from(2)
         }
         Command::Explain(args) => explain::run(&args),
@@ -243,7 +269,7 @@ fn main() -> ExitCode {
             match clap_mangen::Man::new(Cli::command()).render(&mut page) {
                 Ok(()) => print_generated(&page),
                 Err(e) => {
-                    eprintln!("sandgate: rendering the man page: {e}");
+                    errln!("sandgate: rendering the man page: {e}");
                     ExitCode::FAILURE
                 }
             }
@@ -259,7 +285,7 @@ fn print_generated(bytes: &[u8]) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sandgate: writing stdout: {e}");
+            errln!("sandgate: writing stdout: {e}");
             ExitCode::FAILURE
         }
     }
@@ -268,7 +294,7 @@ fn print_generated(bytes: &[u8]) -> ExitCode {
 fn load(path: &PathBuf) -> Result<Policy, ExitCode> {
     Policy::load(path).map_err(|e| {
         let e = sandgate::Error::from(e);
-        eprintln!("sandgate: {}: {}", e.code(), e.message());
+        errln!("sandgate: {}: {}", e.code(), e.message());
         ExitCode::from(2)
     })
 }
@@ -280,7 +306,7 @@ fn refused(e: &sandgate::Error) {
         .key()
         .map(|k| format!("policy key `{k}`: "))
         .unwrap_or_default();
-    eprintln!("sandgate: {}: {key}{}", e.code(), e.message());
+    errln!("sandgate: {}: {key}{}", e.code(), e.message());
 }
 
 fn check(path: &PathBuf, json: bool) -> ExitCode {
@@ -292,7 +318,7 @@ fn check(path: &PathBuf, json: bool) -> ExitCode {
     match sandgate::Sandbox::from_policy(&policy) {
         Ok(sb) => {
             for w in sb.warnings() {
-                eprintln!("sandgate: warning: {w}");
+                errln!("sandgate: warning: {w}");
             }
         }
         Err(e) => {
@@ -302,9 +328,9 @@ fn check(path: &PathBuf, json: bool) -> ExitCode {
     }
     let summary = policy.summary();
     if json {
-        println!("{}", summary.to_json());
+        outln!("{}", summary.to_json());
     } else {
-        print!("{summary}");
+        out!("{summary}");
     }
     ExitCode::SUCCESS
 }
@@ -335,16 +361,16 @@ fn exec(path: &PathBuf, cwd: Option<&str>, command: &str) -> ExitCode {
             let _ = io::stdout().write_all(&r.stdout);
             let _ = io::stderr().write_all(&r.stderr);
             if r.truncated {
-                eprintln!("sandgate: output truncated at max_output_bytes");
+                errln!("sandgate: output truncated at max_output_bytes");
             }
             if r.timed_out {
-                eprintln!("sandgate: timed out");
+                errln!("sandgate: timed out");
             }
             if let Some(
                 l @ (sandgate::Limit::Memory | sandgate::Limit::Tasks | sandgate::Limit::Cpu),
             ) = r.limit
             {
-                eprintln!("sandgate: stopped by the {} limit", l.as_str());
+                errln!("sandgate: stopped by the {} limit", l.as_str());
             }
             if let Some(code) = run::signalled() {
                 return code;
@@ -352,7 +378,7 @@ fn exec(path: &PathBuf, cwd: Option<&str>, command: &str) -> ExitCode {
             ExitCode::from(u8::try_from(r.exit_code).unwrap_or(1))
         }
         Err(e) => {
-            eprintln!("sandgate: {}: {}", e.code(), e.message());
+            errln!("sandgate: {}: {}", e.code(), e.message());
             ExitCode::from(2)
         }
     }
@@ -371,7 +397,7 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
         }
     };
     for w in session.sandbox().warnings() {
-        eprintln!("sandgate: warning: {w}");
+        errln!("sandgate: warning: {w}");
     }
     // SIGINT, SIGTERM and SIGHUP end a running command's whole tree (a
     // process that simply died would leave it running past its timeout),
@@ -408,7 +434,7 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
             Ok(Some(len)) => len,
             Ok(None) => break,
             Err(e) => {
-                eprintln!("sandgate: reading stdin: {e}");
+                errln!("sandgate: reading stdin: {e}");
                 return ExitCode::FAILURE;
             }
         };
@@ -530,7 +556,7 @@ fn write_answers(stdout: &mut impl Write, out: &mut Vec<u8>) -> Result<(), ExitC
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(ExitCode::SUCCESS),
         Err(e) => {
-            eprintln!("sandgate: writing stdout: {e}");
+            errln!("sandgate: writing stdout: {e}");
             Err(ExitCode::FAILURE)
         }
     }

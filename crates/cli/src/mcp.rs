@@ -24,18 +24,18 @@ pub fn mcp(
         (None, None, None) => sandgate_mcp::Listen::Stdio,
         (Some(addr), Some(token), None) => {
             if let Err(e) = sandgate_mcp::transport::check_loopback(&addr) {
-                eprintln!("sandgate: {e}");
+                errln!("sandgate: {e}");
                 return ExitCode::from(2);
             }
             sandgate_mcp::Listen::Http(addr, token)
         }
         (Some(_), None, _) => {
-            eprintln!("sandgate: --http needs --token-file FILE (where the bearer token is written, mode 0600)");
+            errln!("sandgate: --http needs --token-file FILE (where the bearer token is written, mode 0600)");
             return ExitCode::from(2);
         }
         (None, None, Some(path)) => sandgate_mcp::Listen::Unix(path),
         _ => {
-            eprintln!(
+            errln!(
                 "sandgate: choose one of stdio (the default), --http with --token-file, or --unix"
             );
             return ExitCode::from(2);
@@ -45,19 +45,19 @@ pub fn mcp(
         (Some(p), true) => match sandgate::policy::Policy::load(p) {
             Ok(p) => p,
             Err(e) => {
-                eprintln!("sandgate: {}: {}", e.code(), sandgate::chain_message(&e));
+                errln!("sandgate: {}: {}", e.code(), sandgate::chain_message(&e));
                 return ExitCode::from(2);
             }
         },
         (None, false) => match sandgate_mcp::policy_for_dirs(&dirs) {
             Ok(p) => p,
             Err(e) => {
-                eprintln!("sandgate: {}: {}", e.code(), e.message());
+                errln!("sandgate: {}: {}", e.code(), e.message());
                 return ExitCode::from(2);
             }
         },
         _ => {
-            eprintln!("sandgate: mcp takes either --policy FILE or one or more directories");
+            errln!("sandgate: mcp takes either --policy FILE or one or more directories");
             return ExitCode::from(2);
         }
     };
@@ -69,21 +69,21 @@ pub fn mcp(
         None => None,
         Some(Ok(s)) => Some(s),
         Some(Err(e)) => {
-            eprintln!("sandgate: {e}");
+            errln!("sandgate: {e}");
             return ExitCode::from(2);
         }
     };
     let server = match sandgate_mcp::Server::from_policy(&loaded, sink, dirs) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("sandgate: {}: {}", e.code(), e.message());
+            errln!("sandgate: {}: {}", e.code(), e.message());
             return ExitCode::from(2);
         }
     };
     match server.serve_blocking(listen) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sandgate: mcp: {e}");
+            errln!("sandgate: mcp: {e}");
             ExitCode::FAILURE
         }
     }

@@ -295,3 +295,60 @@ fn explain_refuses_two_policies() {
     );
     assert_ne!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+/// A pipe whose reading end is already closed: every write to the other
+/// end fails with `EPIPE`.
+fn closed_pipe() -> Stdio {
+    let (read, write) = rustix::pipe::pipe().unwrap();
+    drop(read);
+    Stdio::from(write)
+}
+
+/// `sandgate check P | head -0` and a closed stderr: the text is lost, the
+/// exit code is not (a `println!` would panic and exit 101).
+#[test]
+fn a_closed_stdout_or_stderr_keeps_the_exit_code() {
+    let tmp = fixture(GOOD);
+    fs::write(tmp.path().join("bad.toml"), "[fs]\nwrite_root = 5\n").unwrap();
+    let status = |args: &[&str], closed_out: bool| {
+        let mut cmd = Command::new(SANDGATE);
+        cmd.args(args)
+            .current_dir(tmp.path())
+            .env_remove("SANDGATE_POLICY")
+            .stdin(Stdio::null());
+        let out = if closed_out {
+            cmd.stdout(closed_pipe()).stderr(Stdio::piped()).output()
+        } else {
+            cmd.stdout(Stdio::piped()).stderr(closed_pipe()).output()
+        }
+        .unwrap();
+        assert!(
+            !text(&out.stderr).contains("panicked"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        out.status.code()
+    };
+    assert_eq!(status(&["check", "policy.toml"], true), Some(0));
+    assert_eq!(status(&["check", "--json", "policy.toml"], true), Some(0));
+    assert_eq!(status(&["check", "bad.toml"], false), Some(2));
+    let refused = [
+        "explain",
+        "--policy",
+        "policy.toml",
+        "--as",
+        "read",
+        "/etc/passwd",
+    ];
+    assert_eq!(status(&refused, true), Some(1));
+    assert_eq!(status(&refused, false), Some(1));
+    let allowed = [
+        "explain",
+        "--policy",
+        "policy.toml",
+        "--as",
+        "read",
+        "a.txt",
+    ];
+    assert_eq!(status(&allowed, true), Some(0));
+}
