@@ -976,6 +976,34 @@ fn unix_over(dir: &Path, sock: &Path) -> Option<(std::process::ExitStatus, Strin
     }
 }
 
+/// `--unix` inside a directory of the policy is refused before anything is
+/// made there: every command reaches such a socket (connecting to a UNIX
+/// socket by path needs Landlock ABI 9 to be restricted), and one narrowed
+/// to its client's roots could open a session of its own without them.
+/// Named directly, through a linked directory, and in a read root.
+#[test]
+fn unix_socket_inside_the_policys_directories_is_refused() {
+    let dir = policy_dir();
+    fs::create_dir(dir.path().join("docs")).unwrap();
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\", \"docs\"]\nwrite_root = \"ws\"\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(dir.path().join("ws"), dir.path().join("ws-link")).unwrap();
+    for name in ["ws/mcp.sock", "ws-link/mcp.sock", "docs/mcp.sock"] {
+        let sock = dir.path().join(name);
+        let got = unix_over(dir.path(), &sock);
+        let (status, err) = got.unwrap_or_else(|| panic!("{name}: served inside the policy"));
+        assert!(!status.success(), "{name}");
+        assert!(err.contains("inside"), "{name}: {err}");
+        assert!(!sock.exists(), "{name}");
+    }
+    assert_eq!(fs::read_dir(dir.path().join("ws")).unwrap().count(), 1);
+    // Beside the policy's directories it serves.
+    assert!(unix_over(dir.path(), &dir.path().join("mcp.sock")).is_none());
+}
+
 /// Whether an MCP server answers `initialize` on the socket at `sock`.
 fn answers_initialize(sock: &Path) -> bool {
     let Ok(stream) = std::os::unix::net::UnixStream::connect(sock) else {

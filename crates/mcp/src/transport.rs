@@ -185,11 +185,13 @@ pub async fn serve_http(
 /// at `path`, so no other user can connect in between. Nothing already at
 /// `path` is replaced but a socket no server listens on (one left by a
 /// server that was killed): not a file, a link or a live server's socket.
+/// A `path` inside one of the policy's directories is refused.
 pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     let parent = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    outside_the_policy(&server, parent)?;
     let private = parent.join(format!(".sandgate-mcp-{}", std::process::id()));
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -228,6 +230,36 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
                 let _ = running.waiting().await;
             }
         });
+    }
+}
+
+/// Refuses a socket directory inside one of the policy's directories:
+/// every command reaches a socket there (connecting to a UNIX socket by
+/// path is restricted only from Landlock ABI 9), and one narrowed to its
+/// client's roots could open a session of its own without them.
+fn outside_the_policy(server: &Server, parent: &Path) -> std::io::Result<()> {
+    let real = std::fs::canonicalize(parent).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("the socket's directory {}: {e}", parent.display()),
+        )
+    })?;
+    match server
+        .shared
+        .dirs
+        .iter()
+        .find(|d| real.starts_with(&d.resolved))
+    {
+        Some(d) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "the socket's directory {} lies inside {}, a directory of the policy, where \
+                 commands could connect to it and open a session of their own; put it elsewhere",
+                parent.display(),
+                d.resolved.display()
+            ),
+        )),
+        None => Ok(()),
     }
 }
 
