@@ -1002,7 +1002,8 @@ impl Prepared {
     /// it). Landlock layers only ever take rights away, so
     /// the command keeps, beneath each of `dirs`, exactly the rights the
     /// first layer gave it there and loses every granted directory outside
-    /// them; a directory outside every granted one grants nothing. An empty
+    /// them; a directory outside every granted one grants nothing. A file
+    /// among `dirs` grants that file alone. An empty
     /// `dirs` leaves the command none of the spec's directories. Network
     /// rules are the first layer's alone.
     ///
@@ -1029,9 +1030,17 @@ impl Prepared {
         };
         let mut paths = Vec::with_capacity(dirs.len() + plan.paths.len() - plan.roots);
         for &dir in dirs {
+            // A file given among them grants what the kernel allows on a
+            // file (more would fail the command's start with EINVAL).
+            let is_dir = rustix::fs::fstat(dir)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
             paths.push(PathRule {
                 fd: dup(dir)?,
-                access: plan.grant_dir,
+                access: if is_dir {
+                    plan.grant_dir
+                } else {
+                    plan.grant_dir & plan.file_access
+                },
             });
         }
         for (k, rule) in plan.paths.iter().enumerate().skip(plan.roots) {

@@ -829,3 +829,45 @@ fn a_narrowed_call_reads_no_more_of_a_policy_dir_beneath_a_system_dir() {
         assert_eq!(out(&whole), "top\nsec\n", "{mode}");
     }
 }
+
+/// A file among the directories a call is narrowed to grants that file
+/// (what the kernel allows on a file), not a failed start.
+#[test]
+fn a_call_narrowed_to_a_file_reaches_that_file() {
+    for namespaces in [false, true] {
+        let f = fixture();
+        fs::write(f.work.join("file"), "in file\n").unwrap();
+        fs::write(f.work.join("other"), "other\n").unwrap();
+        let mut config = config(&f, ConfineMode::BestEffort);
+        config.namespaces = namespaces;
+        let ex = LocalShellExecutor::new(config);
+        ex.start().unwrap();
+        let file = rustix::fs::open(
+            f.work.join("file").as_path(),
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        let w = f.work.display();
+        let opts = ExecOptions {
+            within: Some(vec![file]),
+            ..ExecOptions::default()
+        };
+        let r = ex
+            .exec(
+                &format!("cat {w}/file; echo more >> {w}/file; cat {w}/other || echo refused"),
+                opts,
+            )
+            .unwrap();
+        assert_eq!(
+            (r.exit_code, out(&r).as_str()),
+            (0, "in file\nrefused\n"),
+            "namespaces {namespaces}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        assert_eq!(
+            fs::read_to_string(f.work.join("file")).unwrap(),
+            "in file\nmore\n"
+        );
+    }
+}
