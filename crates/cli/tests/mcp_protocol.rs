@@ -809,6 +809,86 @@ fn http_refuses_addresses_off_loopback_and_an_existing_token_file() {
     );
 }
 
+/// Whether a POST of `initialize` with `token` to the `--http` server at
+/// `port` is answered 200 within a few seconds.
+fn http_initialize_answers(port: u16, token: &str) -> bool {
+    let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    if c.write_all(req.as_bytes()).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
+}
+
+/// Connections that send nothing, more than the server has descriptors
+/// for, never end `--http`: a failed accept is waited out, and a
+/// connection that sends no request head within the header timeout is
+/// closed, so the server serves again while they are still held open.
+#[test]
+fn http_connections_that_fill_the_descriptor_table_never_end_the_server() {
+    use std::os::unix::process::CommandExt;
+    let dir = policy_dir();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+    cmd.args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .args(["--http", "127.0.0.1:0", "--token-file"])
+        .arg(dir.path().join("tok"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: only setrlimit between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = rustix::process::Rlimit {
+                current: Some(64),
+                maximum: Some(64),
+            };
+            rustix::process::setrlimit(rustix::process::Resource::Nofile, lim)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let port: u16 = line
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let token = fs::read_to_string(dir.path().join("tok")).unwrap();
+    assert!(http_initialize_answers(port, &token));
+    let idle: Vec<_> = (0..100)
+        .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    assert_eq!(idle.len(), 100);
+    std::thread::sleep(Duration::from_millis(500));
+    let ended = child.try_wait().unwrap();
+    let answered = ended.is_none() && eventually(40, || http_initialize_answers(port, &token));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        ended.is_none(),
+        "idle connections ended the server: {ended:?}"
+    );
+    assert!(answered, "the server never served again");
+    drop(idle);
+}
+
 #[test]
 fn unix_socket_serves_sessions_with_mode_0600() {
     use std::os::unix::fs::PermissionsExt;
@@ -894,6 +974,34 @@ fn unix_over(dir: &Path, sock: &Path) -> Option<(std::process::ExitStatus, Strin
         assert!(Instant::now() < deadline, "neither served nor stopped");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// `--unix` inside a directory of the policy is refused before anything is
+/// made there: every command reaches such a socket (connecting to a UNIX
+/// socket by path needs Landlock ABI 9 to be restricted), and one narrowed
+/// to its client's roots could open a session of its own without them.
+/// Named directly, through a linked directory, and in a read root.
+#[test]
+fn unix_socket_inside_the_policys_directories_is_refused() {
+    let dir = policy_dir();
+    fs::create_dir(dir.path().join("docs")).unwrap();
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\", \"docs\"]\nwrite_root = \"ws\"\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(dir.path().join("ws"), dir.path().join("ws-link")).unwrap();
+    for name in ["ws/mcp.sock", "ws-link/mcp.sock", "docs/mcp.sock"] {
+        let sock = dir.path().join(name);
+        let got = unix_over(dir.path(), &sock);
+        let (status, err) = got.unwrap_or_else(|| panic!("{name}: served inside the policy"));
+        assert!(!status.success(), "{name}");
+        assert!(err.contains("inside"), "{name}: {err}");
+        assert!(!sock.exists(), "{name}");
+    }
+    assert_eq!(fs::read_dir(dir.path().join("ws")).unwrap().count(), 1);
+    // Beside the policy's directories it serves.
+    assert!(unix_over(dir.path(), &dir.path().join("mcp.sock")).is_none());
 }
 
 /// Whether an MCP server answers `initialize` on the socket at `sock`.

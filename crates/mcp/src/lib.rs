@@ -28,7 +28,7 @@ pub mod tools;
 pub mod transport;
 
 use std::borrow::Cow;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,10 +68,14 @@ pub(crate) struct Core {
     pub(crate) max_read_bytes: u64,
 }
 
-/// The client roots in force: each a granted directory's index and a
-/// root-relative prefix (`.` for the whole directory). Shared, so that a
-/// call takes them without copying.
-pub(crate) type ClientRoots = Arc<[(usize, String)]>;
+/// The client roots in force: each a granted directory's index, a
+/// root-relative prefix (`.` for the whole directory), and where that
+/// prefix led when the client listed it (links inside the granted
+/// directory followed; the prefix itself when it was not there). A root
+/// that leads elsewhere at a call (a command replaced it with a link)
+/// covers nothing, so a session never widens between two lists of roots.
+/// Shared, so that a call takes them without copying.
+pub(crate) type ClientRoots = Arc<[(usize, String, PathBuf)]>;
 
 /// A client's roots, as far as they lie inside the granted directories.
 #[derive(Clone, Debug)]
@@ -114,10 +118,10 @@ impl std::ops::Deref for Shared {
 /// it. A client root that is missing holds nothing to resolve through; one
 /// that cannot be opened as a directory for another reason covers
 /// nothing.
-fn leads_beneath(root: &Root, prefix: &str, rel: &RelPath) -> bool {
-    let sub = match root.open_dir(prefix) {
+fn leads_beneath(root: &Root, prefix: &str, listed: &Path, rel: &RelPath) -> bool {
+    let sub = match open_client_root(root, prefix, listed) {
         Ok(sub) => sub,
-        Err(e) => return e.kind() == ErrorKind::NotFound,
+        Err(kind) => return kind == ErrorKind::NotFound,
     };
     let rest: Vec<&str> = rel.components().skip(parts(prefix).count()).collect();
     for n in (1..=rest.len()).rev() {
@@ -128,6 +132,26 @@ fn leads_beneath(root: &Root, prefix: &str, rel: &RelPath) -> bool {
         }
     }
     true
+}
+
+/// Opens client root `prefix` beneath `root`, following links inside it,
+/// when it still leads to `listed`, where it led when the client listed
+/// it; else fails with the kind of the failure, [`ErrorKind::Escape`]
+/// when it leads elsewhere (or procfs cannot say where it leads).
+fn open_client_root(root: &Root, prefix: &str, listed: &Path) -> Result<Root, ErrorKind> {
+    let sub = root.open_dir(prefix).map_err(|e| e.kind())?;
+    match sub.path_within(root) {
+        Ok(now) if now == listed => Ok(sub),
+        _ => Err(ErrorKind::Escape),
+    }
+}
+
+/// Where client root `prefix` leads beneath `root` now, links inside it
+/// followed: the prefix itself when it is not there (then it must be
+/// made where it is spelled).
+fn listed_place(root: &Root, prefix: &str) -> PathBuf {
+    root.resolved_path(prefix)
+        .unwrap_or_else(|_| parts(prefix).collect())
 }
 
 /// The side of the sandbox a name goes to: a read resolves a relative name
@@ -180,15 +204,15 @@ impl Shared {
     /// not.
     fn judge(
         &self,
-        roots: &[(usize, String)],
+        roots: &[(usize, String, PathBuf)],
         rel: &RelPath,
         target: Option<usize>,
     ) -> Result<(), &'static str> {
         let same = |d: usize| target.is_none_or(|t| self.dirs[d].resolved == self.dirs[t].resolved);
-        let covering: Vec<&str> = roots
+        let covering: Vec<(&str, &Path)> = roots
             .iter()
-            .filter(|(d, prefix)| same(*d) && rel_below(rel.as_str(), prefix))
-            .map(|(_, prefix)| prefix.as_str())
+            .filter(|(d, prefix, _)| same(*d) && rel_below(rel.as_str(), prefix))
+            .map(|(_, prefix, listed)| (prefix.as_str(), listed.as_path()))
             .collect();
         if covering.is_empty() {
             return Err("outside the roots this client declared");
@@ -198,7 +222,7 @@ impl Shared {
         };
         if covering
             .iter()
-            .any(|prefix| *prefix == "." || self.leads_beneath(t, prefix, rel))
+            .any(|&(prefix, listed)| prefix == "." || self.leads_beneath(t, prefix, listed, rel))
         {
             Ok(())
         } else {
@@ -262,9 +286,9 @@ impl Shared {
 
     /// Whether `rel`, a name at or below `prefix` in granted directory
     /// `d`, stays beneath `prefix` when resolved ([`leads_beneath`]).
-    fn leads_beneath(&self, d: usize, prefix: &str, rel: &RelPath) -> bool {
+    fn leads_beneath(&self, d: usize, prefix: &str, listed: &Path, rel: &RelPath) -> bool {
         self.dir_root(d)
-            .is_some_and(|root| leads_beneath(root, prefix, rel))
+            .is_some_and(|root| leads_beneath(root, prefix, listed, rel))
     }
 
     /// The client's roots, when it narrowed the session: a granted
@@ -278,18 +302,19 @@ impl Shared {
 
     /// The client's roots opened, for a command narrowed to them
     /// ([`sandgate::ExecOptions::within`]), when it narrowed the session.
-    /// A root that cannot be opened (gone, or no longer a directory) is
-    /// left out, which narrows further.
+    /// A root that cannot be opened (gone, no longer a directory, or
+    /// leading elsewhere than when listed) is left out, which narrows
+    /// further.
     pub(crate) fn client_root_dirs(&self) -> Option<Arc<[std::os::fd::OwnedFd]>> {
         let roots = self.client_roots()?;
         let dirs: Vec<_> = roots
             .iter()
-            .filter_map(|(d, rel)| {
+            .filter_map(|(d, rel, listed)| {
                 let root = self.dir_root(*d)?;
                 let dir = if rel == "." {
                     root.try_clone().ok()?
                 } else {
-                    root.open_dir(rel).ok()?
+                    open_client_root(root, rel, listed).ok()?
                 };
                 Some(dir.into_fd())
             })
@@ -309,7 +334,11 @@ impl Shared {
             if let Ok(m) = paths::map(&self.dirs, &path) {
                 if let Some(d) = m.dir {
                     if !m.rel.split('/').any(|c| c == "..") {
-                        out.push((d, m.rel));
+                        let listed = match self.dir_root(d) {
+                            Some(root) if m.rel != "." => listed_place(root, &m.rel),
+                            _ => PathBuf::from("."),
+                        };
+                        out.push((d, m.rel, listed));
                     }
                 }
                 continue;
@@ -317,7 +346,7 @@ impl Shared {
             let p = std::path::Path::new(&path);
             for (i, d) in self.dirs.iter().enumerate() {
                 if d.spelled.starts_with(p) || d.resolved.starts_with(p) {
-                    out.push((i, ".".to_owned()));
+                    out.push((i, ".".to_owned(), PathBuf::from(".")));
                 }
             }
         }
@@ -920,7 +949,12 @@ mod tests {
     }
 
     fn leads(root: &Root, prefix: &str, name: &str) -> bool {
-        leads_beneath(root, prefix, &RelPath::parse(name).unwrap())
+        leads_beneath(
+            root,
+            prefix,
+            &listed_place(root, prefix),
+            &RelPath::parse(name).unwrap(),
+        )
     }
 
     #[test]

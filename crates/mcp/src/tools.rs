@@ -883,7 +883,7 @@ pub(crate) fn list_allowed_directories(s: &Shared, _: NoArgs) -> Answer {
             .collect(),
         Some(roots) => roots
             .iter()
-            .map(|(i, prefix)| match prefix.as_str() {
+            .map(|(i, prefix, _)| match prefix.as_str() {
                 "." => (s.dirs[*i].resolved.clone(), *i),
                 p => (s.dirs[*i].resolved.join(p), *i),
             })
@@ -980,8 +980,8 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
         None => s.client_roots().and_then(|roots| {
             roots
                 .iter()
-                .find(|(d, _)| s.dirs[*d].is_write)
-                .map(|(_, rel)| rel.clone())
+                .find(|(d, _, _)| s.dirs[*d].is_write)
+                .map(|(_, rel, _)| rel.clone())
         }),
     };
     let r = executor.exec(

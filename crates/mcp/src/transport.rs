@@ -4,6 +4,14 @@
 //! Every session on either transport shares the one [`Server`]: one
 //! sandbox, so budgets last for the process's lifetime whatever the number
 //! of clients.
+//!
+//! Neither transport ends because of what one connection does: a failed
+//! accept (the descriptor table full, a connection reset before it was
+//! taken) is waited out and the listener kept, since anyone who can
+//! connect (any local user, on the HTTP port, before the token is
+//! checked) could otherwise end the server. On HTTP a connection that
+//! sends no request head within [`HEADER_TIMEOUT`] is closed, so idle
+//! connections cannot hold the server's descriptors.
 
 use std::convert::Infallible;
 use std::fs::OpenOptions;
@@ -12,6 +20,7 @@ use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
@@ -24,6 +33,29 @@ use rmcp::ServiceExt;
 use tower_service::Service as _;
 
 use crate::Server;
+
+/// How long an HTTP connection may take to send a request's head (the
+/// first, or the next on a kept-alive connection) before it is closed.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accepts the next connection, waiting out failures: each is said once
+/// on stderr until an accept succeeds again, and the next try comes after
+/// a pause, so a full descriptor table neither ends the server nor spins.
+async fn accept_next<S>(accept: impl AsyncFn() -> std::io::Result<S>) -> S {
+    let mut failing = false;
+    loop {
+        match accept().await {
+            Ok(s) => return s,
+            Err(e) => {
+                if !failing {
+                    eprintln!("sandgate: mcp: cannot accept a connection (will keep trying): {e}");
+                    failing = true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
 
 /// A fresh bearer token: 32 bytes from the kernel's random source, as hex.
 fn new_token() -> std::io::Result<String> {
@@ -116,7 +148,7 @@ pub async fn serve_http(
     eprintln!("sandgate: bearer token: {token}");
     let token = Arc::new(token);
     loop {
-        let (stream, _) = listener.accept().await?;
+        let (stream, _) = accept_next(async || listener.accept().await).await;
         let mcp = mcp.clone();
         let token = Arc::clone(&token);
         tokio::spawn(async move {
@@ -139,6 +171,8 @@ pub async fn serve_http(
                 }
             });
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
         });
@@ -151,11 +185,13 @@ pub async fn serve_http(
 /// at `path`, so no other user can connect in between. Nothing already at
 /// `path` is replaced but a socket no server listens on (one left by a
 /// server that was killed): not a file, a link or a live server's socket.
+/// A `path` inside one of the policy's directories is refused.
 pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     let parent = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    outside_the_policy(&server, parent)?;
     let private = parent.join(format!(".sandgate-mcp-{}", std::process::id()));
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -184,7 +220,7 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
         path.display()
     );
     loop {
-        let (stream, _) = listener.accept().await?;
+        let (stream, _) = accept_next(async || listener.accept().await).await;
         let server = server.new_session();
         tokio::spawn(async move {
             let (r, w) = stream.into_split();
@@ -194,6 +230,36 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
                 let _ = running.waiting().await;
             }
         });
+    }
+}
+
+/// Refuses a socket directory inside one of the policy's directories:
+/// every command reaches a socket there (connecting to a UNIX socket by
+/// path is restricted only from Landlock ABI 9), and one narrowed to its
+/// client's roots could open a session of its own without them.
+fn outside_the_policy(server: &Server, parent: &Path) -> std::io::Result<()> {
+    let real = std::fs::canonicalize(parent).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("the socket's directory {}: {e}", parent.display()),
+        )
+    })?;
+    match server
+        .shared
+        .dirs
+        .iter()
+        .find(|d| real.starts_with(&d.resolved))
+    {
+        Some(d) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "the socket's directory {} lies inside {}, a directory of the policy, where \
+                 commands could connect to it and open a session of their own; put it elsewhere",
+                parent.display(),
+                d.resolved.display()
+            ),
+        )),
+        None => Ok(()),
     }
 }
 

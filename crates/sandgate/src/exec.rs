@@ -20,7 +20,7 @@
 //! and writes nothing, never the shell's, whose write root and ports a
 //! driver the vetting missed could otherwise use.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -1151,6 +1151,24 @@ impl Executor {
     /// shell), under git's own read-only ruleset rather than the shell's.
     fn exec_git(&self, words: &[String], opts: ExecOptions) -> Result<ExecResult, Error> {
         let inv = self.git_plan(words)?;
+        if let (Some(dirs), Some(root)) = (opts.within.as_deref(), self.git_root.as_deref()) {
+            // Narrowed to directories that do not hold the repository's
+            // root, git could read nothing of it and would only say "not a
+            // git repository". Where /proc cannot say where a directory
+            // is, git runs and the narrowing alone decides.
+            let places: Result<Vec<_>, _> = dirs
+                .iter()
+                .map(|d| std::fs::read_link(format!("/proc/self/fd/{}", d.as_raw_fd())))
+                .collect();
+            let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+            if places.is_ok_and(|p| !p.iter().any(|p| root.starts_with(p))) {
+                return Err(Error::denied(
+                    "confined git reads the repository at the root, which lies outside the \
+                     directories this call is narrowed to (the client's roots): it could read \
+                     nothing of it",
+                ));
+            }
+        }
         let (run, note) = self.call_options(opts)?;
         let prepared = self.git_prepared(&inv)?;
         let mut result = self
@@ -1225,7 +1243,6 @@ fn protection(policy: &Policy) -> Result<Option<Arc<Protection>>, Error> {
 /// could lie there. The proxy sets the value so that the command never
 /// holds it.
 fn beyond_commands(file: &std::fs::File, path: &Path, roots: &[PathBuf]) -> Result<(), String> {
-    use std::os::fd::AsRawFd;
     use std::os::unix::fs::MetadataExt;
     // Where the opened file is, every link followed: from the descriptor
     // when /proc is there, so nothing can move between the look and the

@@ -597,3 +597,33 @@ fn a_driver_the_vetting_missed_can_neither_write_nor_connect() {
         fs::write(git_dir.join("config"), &vetted).unwrap();
     }
 }
+
+/// Confined git narrowed to a client's roots (`ExecOptions::within`, as the
+/// MCP server narrows it): with the repository's root among them it runs;
+/// narrowed to a subdirectory it could not read the repository, and is
+/// refused saying so rather than run into git's "not a git repository".
+#[test]
+fn narrowed_git_runs_on_the_root_and_is_refused_beneath_it() {
+    if !have_git() {
+        return;
+    }
+    let w = Workspace::new();
+    w.repo(&w.ws);
+    fs::create_dir(w.ws.join("sub")).unwrap();
+    let _ = w.session("");
+    let policy = Policy::load(w.base.join("policy.toml")).unwrap();
+    let ex = sandgate::Executor::from_policy(&policy).unwrap();
+    let open = |p: &Path| -> std::os::fd::OwnedFd { fs::File::open(p).unwrap().into() };
+    let narrowed = |dir: &Path| sandgate::ExecOptions {
+        within: Some(vec![open(dir)].into()),
+        ..Default::default()
+    };
+    let r = ex.exec("git status", narrowed(&w.ws)).unwrap();
+    assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stdout).contains("nothing to commit"));
+    let e = ex
+        .exec("git status", narrowed(&w.ws.join("sub")))
+        .unwrap_err();
+    assert_eq!(e.code(), sandgate::ErrorCode::Denied, "{e}");
+    assert!(e.to_string().contains("narrowed"), "{e}");
+}

@@ -419,8 +419,14 @@ struct Plan {
     roots: usize,
     /// The spec's directories as the host names them (symbolic links
     /// resolved where they can be), to tell which lie beneath a tmpfs of
-    /// the view.
+    /// the view or a system path.
     root_paths: Vec<PathBuf>,
+    /// Each system path's rule in `paths` (its index) and the path it
+    /// opened, symbolic links resolved: a narrowing layer grants a system
+    /// path that holds one of the spec's directories without it.
+    system_paths: Vec<(usize, PathBuf)>,
+    /// The rights the kernel accepts on a non-directory.
+    file_access: u64,
     /// Every right but making devices: what a narrowing layer grants on
     /// each of its directories (the plan's own layer still decides which
     /// of them the command has there).
@@ -784,9 +790,16 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
             ("/dev/zero", read),
             ("/dev/urandom", read),
         ]);
+    let mut system_paths = Vec::new();
     for (path, access) in system {
         match open_path(Path::new(path)) {
-            Ok(fd) => push_rule(&mut paths, fd, access, &rights),
+            Ok(fd) => {
+                let at = paths.len();
+                push_rule(&mut paths, fd, access, &rights);
+                if let (true, Ok(real)) = (paths.len() > at, std::fs::canonicalize(path)) {
+                    system_paths.push((at, real));
+                }
+            }
             // Not every system has /lib32 or /libx32: nothing to grant.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(ConfineError::path("system path", Path::new(path), e)),
@@ -846,6 +859,8 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
             .chain(&spec.write_dirs)
             .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
             .collect(),
+        system_paths,
+        file_access: rights.file,
         grant_dir: rights.write | rights.read_exec,
         connect_access,
         connect_ports,
@@ -862,6 +877,46 @@ fn push_rule(paths: &mut Vec<PathRule>, fd: OwnedFd, access: u64, rights: &Right
     if access != 0 {
         paths.push(PathRule { fd, access });
     }
+}
+
+/// Grants `access` on everything in directory `dir` but the `held`
+/// directories beneath it: each entry that holds none of them whole, and
+/// the entries of one that does, in turn. A symbolic link gets no rule:
+/// what it leads to is judged where it lies. Entries made later are not
+/// granted, which only narrows.
+fn grant_without(
+    dir: &Path,
+    held: &[&Path],
+    access: u64,
+    file_access: u64,
+    out: &mut Vec<PathRule>,
+) -> io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        if entry.file_type()?.is_symlink() || held.contains(&path.as_path()) {
+            continue;
+        }
+        if held.iter().any(|h| h.starts_with(&path)) {
+            grant_without(&path, held, access, file_access, out)?;
+            continue;
+        }
+        let fd = rustix::fs::open(
+            &path,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let fd = rustix::io::fcntl_dupfd_cloexec(&fd, 3)?;
+        let access = match rustix::fs::fstat(&fd) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => access,
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => continue,
+            _ => access & file_access,
+        };
+        if access != 0 {
+            out.push(PathRule { fd, access });
+        }
+    }
+    Ok(())
 }
 
 /// Opens `path` with `O_PATH | O_CLOEXEC` (following symlinks: rules name
@@ -955,10 +1010,13 @@ impl Prepared {
     /// This confinement narrowed to `dirs`: a second Landlock layer that
     /// grants, of the filesystem, only what lies beneath one of `dirs` and
     /// the system paths the first layer grants (with the same `/proc` and
-    /// private tmpfs rules). Landlock layers only ever take rights away, so
+    /// private tmpfs rules; a system path that holds one of the spec's
+    /// directories, as `/usr` holds `/usr/src/app`, is granted without
+    /// it). Landlock layers only ever take rights away, so
     /// the command keeps, beneath each of `dirs`, exactly the rights the
     /// first layer gave it there and loses every granted directory outside
-    /// them; a directory outside every granted one grants nothing. An empty
+    /// them; a directory outside every granted one grants nothing. A file
+    /// among `dirs` grants that file alone. An empty
     /// `dirs` leaves the command none of the spec's directories. Network
     /// rules are the first layer's alone.
     ///
@@ -967,7 +1025,8 @@ impl Prepared {
     /// `E_CONFINE_UNAVAILABLE` when this confinement enforces no Landlock
     /// layer (mode `Off`, or a kernel without Landlock): nothing could
     /// narrow the command, so it must not run as if narrowed. `E_IO` when
-    /// a descriptor cannot be duplicated.
+    /// a descriptor cannot be duplicated, or a system path that holds one
+    /// of the spec's directories cannot be listed.
     pub fn narrowed(&self, dirs: &[BorrowedFd<'_>]) -> Result<Prepared, ConfineError> {
         let Some(plan) = &self.inner.landlock else {
             return Err(ConfineError {
@@ -984,16 +1043,41 @@ impl Prepared {
         };
         let mut paths = Vec::with_capacity(dirs.len() + plan.paths.len() - plan.roots);
         for &dir in dirs {
+            // A file given among them grants what the kernel allows on a
+            // file (more would fail the command's start with EINVAL).
+            let is_dir = rustix::fs::fstat(dir)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
             paths.push(PathRule {
                 fd: dup(dir)?,
-                access: plan.grant_dir,
+                access: if is_dir {
+                    plan.grant_dir
+                } else {
+                    plan.grant_dir & plan.file_access
+                },
             });
         }
-        for rule in &plan.paths[plan.roots..] {
-            paths.push(PathRule {
-                fd: dup(rule.fd.as_fd())?,
-                access: rule.access,
+        for (k, rule) in plan.paths.iter().enumerate().skip(plan.roots) {
+            // A system path that holds one of the spec's directories (a
+            // workspace at /usr/src/app) would grant the command all of
+            // it: granted instead without the branches leading there.
+            let sys = plan.system_paths.iter().find(|(i, _)| *i == k);
+            let holds: Vec<&Path> = sys.map_or_else(Vec::new, |(_, sys)| {
+                plan.root_paths
+                    .iter()
+                    .filter(|r| r.starts_with(sys) && *r != sys)
+                    .map(PathBuf::as_path)
+                    .collect()
             });
+            match sys {
+                Some((_, sys)) if !holds.is_empty() => {
+                    grant_without(sys, &holds, rule.access, plan.file_access, &mut paths)
+                        .map_err(|e| ConfineError::path("system path", sys, e))?;
+                }
+                _ => paths.push(PathRule {
+                    fd: dup(rule.fd.as_fd())?,
+                    access: rule.access,
+                }),
+            }
         }
         let view_tmp = VIEW_TMP.map(|t| {
             let t = Path::new(

@@ -394,8 +394,8 @@ pub struct ExecOptions {
     /// opened; `O_PATH` is enough): a second Landlock layer leaves the
     /// command, of the directories its confinement grants, only what lies
     /// beneath one of them, with the rights it had there, and the system
-    /// paths every command reads ([`Prepared::narrowed`]). It can only take
-    /// rights away. `Some(vec![])` leaves the command no granted
+    /// paths every command reads ([`Prepared::narrowed`]; a file among them
+    /// grants that file alone). It can only take rights away. `Some(vec![])` leaves the command no granted
     /// directory. Refused (`E_CONFINE_UNAVAILABLE`, nothing runs) where no
     /// Landlock layer is enforced.
     pub within: Option<Vec<OwnedFd>>,

@@ -758,3 +758,116 @@ fn pid_1_shows_nothing_of_the_hosts_command_line() {
     let argv0 = String::from_utf8_lossy(host.split(|&b| b == 0).next().unwrap()).into_owned();
     assert!(!got.contains(&argv0), "{got}");
 }
+
+/// A policy directory beneath a system directory (`/usr/src/app`, as
+/// container images lay workspaces out): a narrowed call reads the system
+/// directory, the rest of it included, but of the policy directory only
+/// what lies beneath its own directories; the system paths every command
+/// needs stay readable. On the floor and in namespaces. Needs root to make
+/// a directory beneath `/usr` (skipped, saying so, otherwise).
+#[test]
+fn a_narrowed_call_reads_no_more_of_a_policy_dir_beneath_a_system_dir() {
+    let usr_src = Path::new("/usr/src");
+    if fs::create_dir_all(usr_src).is_err() {
+        eprintln!("note: skipped: cannot make /usr/src here (not root)");
+        return;
+    }
+    for namespaces in [false, true] {
+        let Ok(dir) = tempfile::tempdir_in(usr_src) else {
+            eprintln!("note: skipped: cannot make a directory beneath /usr/src (not root)");
+            return;
+        };
+        let f = Fixture {
+            work: dir.path().join("app"),
+            dir,
+        };
+        fs::create_dir_all(f.work.join("a")).unwrap();
+        fs::create_dir_all(f.work.join("b")).unwrap();
+        fs::write(f.work.join("top"), "top\n").unwrap();
+        fs::write(f.work.join("b/sec"), "sec\n").unwrap();
+        fs::write(f.dir.path().join("beside"), "beside\n").unwrap();
+        let mut config = config(&f, ConfineMode::BestEffort);
+        config.namespaces = namespaces;
+        let ex = if namespaces {
+            match in_namespaces("policy dir beneath a system dir", config) {
+                Some(ex) => ex,
+                None => continue,
+            }
+        } else {
+            let ex = LocalShellExecutor::new(config);
+            ex.start().unwrap();
+            ex
+        };
+        let w = f.work.display();
+        let d = f.dir.path().display();
+        let script = format!(
+            "for t in {w}/top {w}/b/sec {w}/a/in {d}/beside /etc/passwd; do \
+               if cat $t >/dev/null 2>&1; then echo read $t; else echo unread $t; fi; \
+             done; \
+             if ls {w} >/dev/null 2>&1; then echo listed; else echo unlisted; fi; \
+             echo x > {w}/b/new 2>/dev/null || echo refused; \
+             ls /usr/bin >/dev/null && echo system",
+        );
+        fs::write(f.work.join("a/in"), "in\n").unwrap();
+        let opts = ExecOptions {
+            within: Some(vec![open_dir(&f.work.join("a"))]),
+            ..ExecOptions::default()
+        };
+        let r = ex.exec(&script, opts).unwrap();
+        let mode = if namespaces { "namespaces" } else { "floor" };
+        assert_eq!(r.confined.namespaces, namespaces);
+        assert_eq!(
+            out(&r),
+            format!(
+                "unread {w}/top\nunread {w}/b/sec\nread {w}/a/in\nread {d}/beside\n\
+                 read /etc/passwd\nunlisted\nrefused\nsystem\n"
+            ),
+            "{mode}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        let whole = exec(&ex, &format!("cat {w}/top {w}/b/sec"));
+        assert_eq!(out(&whole), "top\nsec\n", "{mode}");
+    }
+}
+
+/// A file among the directories a call is narrowed to grants that file
+/// (what the kernel allows on a file), not a failed start.
+#[test]
+fn a_call_narrowed_to_a_file_reaches_that_file() {
+    for namespaces in [false, true] {
+        let f = fixture();
+        fs::write(f.work.join("file"), "in file\n").unwrap();
+        fs::write(f.work.join("other"), "other\n").unwrap();
+        let mut config = config(&f, ConfineMode::BestEffort);
+        config.namespaces = namespaces;
+        let ex = LocalShellExecutor::new(config);
+        ex.start().unwrap();
+        let file = rustix::fs::open(
+            f.work.join("file").as_path(),
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        let w = f.work.display();
+        let opts = ExecOptions {
+            within: Some(vec![file]),
+            ..ExecOptions::default()
+        };
+        let r = ex
+            .exec(
+                &format!("cat {w}/file; echo more >> {w}/file; cat {w}/other || echo refused"),
+                opts,
+            )
+            .unwrap();
+        assert_eq!(
+            (r.exit_code, out(&r).as_str()),
+            (0, "in file\nrefused\n"),
+            "namespaces {namespaces}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        assert_eq!(
+            fs::read_to_string(f.work.join("file")).unwrap(),
+            "in file\nmore\n"
+        );
+    }
+}

@@ -721,3 +721,45 @@ def test_client_roots_narrow_the_shell_too(tmp_path):
 
     asyncio.run(with_session(tmp, whole, args=["mcp", "--policy", str(tmp / "policy.toml")]))
     assert (ws / "out.txt").read_text() == "out\n"
+
+
+def test_a_client_root_a_command_swaps_for_a_link_gives_nothing(tmp_path):
+    # A client root is where it led when the client listed it: a command
+    # narrowed to an outer root that replaces an inner root with a link
+    # (here to the whole workspace) must not widen the next command or the
+    # file tools. A root that was a link when listed keeps working.
+    import mcp_types as types
+
+    tmp = tmp_path.resolve()
+    ws = tmp / "ws"
+    (ws / "a/x").mkdir(parents=True)
+    (ws / "lib").mkdir()
+    (ws / "lib/in.txt").write_text("in lib\n")
+    os.symlink("lib", ws / "via")
+    (ws / "top.txt").write_text(SECRET + "\n")
+    (tmp / "policy.toml").write_text(
+        f'[fs]\nread_roots = ["{ws}"]\nwrite_root = "{ws}"\nallow_overwrite = true\n'
+        '[exec]\nenabled = true\nshell = "/bin/sh"\nconfine = "best_effort"\n'
+    )
+
+    async def roots(_ctx):
+        return types.ListRootsResult(
+            roots=[types.Root(uri=(ws / d).as_uri()) for d in ["a", "a/x", "via"]]
+        )
+
+    async def body(s):
+        t = await ok(s, "exec", {"command": "rmdir x && ln -s .. x && echo swapped"})
+        assert "swapped" in t, t
+        t = await ok(s, "exec", {"command": "cat ../top.txt x/top.txt; ls x/"})
+        assert SECRET not in t and "top.txt" not in t.split("--- stderr")[0], t
+        r = await s.call_tool("read_text_file", {"path": "a/x/top.txt"})
+        assert r.is_error and SECRET not in text_of(r), text_of(r)
+        # The root listed through a link leads where it led then.
+        assert "in lib" in await ok(s, "read_text_file", {"path": "via/in.txt"})
+        assert "in lib" in await ok(s, "exec", {"command": f"cat {ws}/lib/in.txt", "cwd": "via"})
+
+    asyncio.run(
+        with_session(
+            tmp, body, args=["mcp", "--policy", str(tmp / "policy.toml")], list_roots_callback=roots
+        )
+    )
