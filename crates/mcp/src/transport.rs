@@ -10,7 +10,7 @@
 //! taken) is waited out and the listener kept, since anyone who can
 //! connect (any local user, on the HTTP port, before the token is
 //! checked) could otherwise end the server. On HTTP a connection that
-//! sends no request head within [`HEADER_TIMEOUT`] is closed, so idle
+//! sends no request head within `HEADER_TIMEOUT` (10 s) is closed, so idle
 //! connections cannot hold the server's descriptors.
 
 use std::convert::Infallible;
