@@ -150,13 +150,14 @@ pub fn check_case(
         Ok(g) => g,
         Err(e) => {
             // Refused only for the load rules: empty (nothing but `.`
-            // components and slashes), absolute, `..`.
+            // components and slashes), absolute, `..`, a NUL byte.
             let p = e.pattern();
             assert!(
                 p.split('/').all(|c| c.is_empty() || c == ".")
                     || p.starts_with('/')
                     || p.starts_with('\\')
-                    || p.split('/').any(|c| c == ".."),
+                    || p.split('/').any(|c| c == "..")
+                    || p.contains('\0'),
                 "pattern {p:?} refused: {e}"
             );
             let _ = e.to_string();
@@ -166,6 +167,7 @@ pub fn check_case(
     for p in patterns {
         assert!(!p.is_empty() && !p.starts_with('/') && !p.starts_with('\\'));
         assert!(!p.split('/').any(|c| c == ".."), "pattern {p:?} accepted");
+        assert!(!p.contains('\0'), "pattern {p:?} with a NUL accepted");
     }
     for w in g.warnings() {
         let _ = w.to_string();
