@@ -81,9 +81,11 @@
 //!   `CAP_SYS_RESOURCE` or `CAP_SYS_ADMIN`; the report then leaves it out of
 //!   `rlimits` and says so in `notes`.
 
+use std::ffi::OsStr;
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -373,17 +375,7 @@ pub struct Prepared {
     inner: Arc<Inner>,
     /// A second Landlock layer the caller asked for ([`Prepared::narrowed`]):
     /// its path rules, applied after the plan's own.
-    narrow: Option<Arc<Narrow>>,
-}
-
-/// A narrowing layer ([`Prepared::narrowed`]).
-struct Narrow {
-    paths: Vec<PathRule>,
-    /// Which of the view's private tmpfs mounts ([`VIEW_TMP`]) the layer
-    /// grants: only those no directory of the spec lies beneath, since
-    /// the view binds such a directory inside the mount, where a rule on
-    /// the mount would cover it.
-    view_tmp: [bool; VIEW_TMP.len()],
+    narrow: Option<Arc<[PathRule]>>,
 }
 
 /// The view's private tmpfs mounts, as the child opens them.
@@ -417,14 +409,16 @@ struct Plan {
     /// paths every command reads.
     paths: Vec<PathRule>,
     roots: usize,
-    /// The spec's directories as the host names them (symbolic links
-    /// resolved where they can be), to tell which lie beneath a tmpfs of
-    /// the view or a system path.
-    root_paths: Vec<PathBuf>,
-    /// Each system path's rule in `paths` (its index) and the path it
-    /// opened, symbolic links resolved: a narrowing layer grants a system
-    /// path that holds one of the spec's directories without it.
-    system_paths: Vec<(usize, PathBuf)>,
+    /// Each system path that holds spec directories (as `/usr` holds
+    /// `/usr/src/app`): its rule's index in `paths`, the path it opened
+    /// and those directories, symbolic links resolved. A narrowing layer
+    /// grants it without them.
+    system_holding: Vec<(usize, PathBuf, Vec<PathBuf>)>,
+    /// Which of the view's private tmpfs mounts ([`VIEW_TMP`]) a narrowing
+    /// layer grants: only those no spec directory lies beneath, since the
+    /// view binds such a directory inside the mount, where a rule on the
+    /// mount would cover it.
+    view_tmp_narrowed: [bool; VIEW_TMP.len()],
     /// The rights the kernel accepts on a non-directory.
     file_access: u64,
     /// Every right but making devices: what a narrowing layer grants on
@@ -582,7 +576,7 @@ pub fn prepare_with_abi(
 
     if let Some(plan) = &landlock {
         // Build once and discard: the kernel's refusal is reported now.
-        let ruleset = build_ruleset(plan, &plan.paths, false, None)
+        let ruleset = build_ruleset(plan, &plan.paths, false, false)
             .map_err(|e| ConfineError::kernel(io::Error::from_raw_os_error(e.into_raw())))?;
         close_raw(ruleset);
     }
@@ -775,11 +769,11 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
     let mut paths = Vec::new();
     for dir in &spec.read_dirs {
         let fd = open_path(dir).map_err(|e| ConfineError::path("read dir", dir, e))?;
-        push_rule(&mut paths, fd, rights.read_exec, &rights);
+        push_rule(&mut paths, fd, rights.read_exec, rights.file);
     }
     for dir in &spec.write_dirs {
         let fd = open_path(dir).map_err(|e| ConfineError::path("write dir", dir, e))?;
-        push_rule(&mut paths, fd, rights.write, &rights);
+        push_rule(&mut paths, fd, rights.write, rights.file);
     }
     let roots = paths.len();
     let system = crate::SYSTEM_DIRS
@@ -790,14 +784,29 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
             ("/dev/zero", read),
             ("/dev/urandom", read),
         ]);
-    let mut system_paths = Vec::new();
+    // The spec's directories as the host names them (symbolic links
+    // resolved where they can be).
+    let root_paths: Vec<PathBuf> = spec
+        .read_dirs
+        .iter()
+        .chain(&spec.write_dirs)
+        .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+        .collect();
+    let mut system_holding = Vec::new();
     for (path, access) in system {
         match open_path(Path::new(path)) {
             Ok(fd) => {
                 let at = paths.len();
-                push_rule(&mut paths, fd, access, &rights);
+                push_rule(&mut paths, fd, access, rights.file);
                 if let (true, Ok(real)) = (paths.len() > at, std::fs::canonicalize(path)) {
-                    system_paths.push((at, real));
+                    let held: Vec<PathBuf> = root_paths
+                        .iter()
+                        .filter(|r| r.starts_with(&real) && **r != real)
+                        .cloned()
+                        .collect();
+                    if !held.is_empty() {
+                        system_holding.push((at, real, held));
+                    }
                 }
             }
             // Not every system has /lib32 or /libx32: nothing to grant.
@@ -853,13 +862,13 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
         },
         paths,
         roots,
-        root_paths: spec
-            .read_dirs
-            .iter()
-            .chain(&spec.write_dirs)
-            .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
-            .collect(),
-        system_paths,
+        system_holding,
+        view_tmp_narrowed: VIEW_TMP.map(|t| {
+            let t = Path::new(OsStr::from_bytes(t.to_bytes()));
+            !root_paths
+                .iter()
+                .any(|r| r.starts_with(t) || !r.is_absolute())
+        }),
         file_access: rights.file,
         grant_dir: rights.write | rights.read_exec,
         connect_access,
@@ -868,12 +877,13 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
     })
 }
 
-/// Adds a rule, keeping only the rights the kernel accepts on a non-directory.
-fn push_rule(paths: &mut Vec<PathRule>, fd: OwnedFd, access: u64, rights: &Rights) {
+/// Adds a rule, keeping only the rights the kernel accepts on a
+/// non-directory (`file_access`) when `fd` is not a directory.
+fn push_rule(paths: &mut Vec<PathRule>, fd: OwnedFd, access: u64, file_access: u64) {
     let is_dir = rustix::fs::fstat(&fd)
         .map(|st| FileType::from_raw_mode(st.st_mode).is_dir())
         .unwrap_or(false);
-    let access = if is_dir { access } else { access & rights.file };
+    let access = if is_dir { access } else { access & file_access };
     if access != 0 {
         paths.push(PathRule { fd, access });
     }
@@ -901,20 +911,14 @@ fn grant_without(
             grant_without(&path, held, access, file_access, out)?;
             continue;
         }
-        let fd = rustix::fs::open(
-            &path,
-            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        let fd = rustix::io::fcntl_dupfd_cloexec(&fd, 3)?;
-        let access = match rustix::fs::fstat(&fd) {
-            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => access,
-            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => continue,
-            _ => access & file_access,
-        };
-        if access != 0 {
-            out.push(PathRule { fd, access });
+        let fd = open_path_with(&path, OFlags::NOFOLLOW)?;
+        // Swapped for a link since it was listed: judged where it leads.
+        if rustix::fs::fstat(&fd)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink)
+        {
+            continue;
         }
+        push_rule(out, fd, access, file_access);
     }
     Ok(())
 }
@@ -923,7 +927,12 @@ fn grant_without(
 /// what a path leads to) on a descriptor above 2, so that the stdio set-up
 /// between fork and exec cannot replace it.
 fn open_path(path: &Path) -> io::Result<OwnedFd> {
-    let fd = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+    open_path_with(path, OFlags::empty())
+}
+
+/// [`open_path`] with `extra` flags (`O_NOFOLLOW`).
+fn open_path_with(path: &Path, extra: OFlags) -> io::Result<OwnedFd> {
+    let fd = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC | extra, Mode::empty())?;
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }
@@ -1043,54 +1052,29 @@ impl Prepared {
         };
         let mut paths = Vec::with_capacity(dirs.len() + plan.paths.len() - plan.roots);
         for &dir in dirs {
-            // A file given among them grants what the kernel allows on a
-            // file (more would fail the command's start with EINVAL).
-            let is_dir = rustix::fs::fstat(dir)
-                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
-            paths.push(PathRule {
-                fd: dup(dir)?,
-                access: if is_dir {
-                    plan.grant_dir
-                } else {
-                    plan.grant_dir & plan.file_access
-                },
-            });
+            // A file given among them gets what the kernel allows on a file
+            // (more would fail the command's start with EINVAL).
+            push_rule(&mut paths, dup(dir)?, plan.grant_dir, plan.file_access);
         }
         for (k, rule) in plan.paths.iter().enumerate().skip(plan.roots) {
             // A system path that holds one of the spec's directories (a
             // workspace at /usr/src/app) would grant the command all of
             // it: granted instead without the branches leading there.
-            let sys = plan.system_paths.iter().find(|(i, _)| *i == k);
-            let holds: Vec<&Path> = sys.map_or_else(Vec::new, |(_, sys)| {
-                plan.root_paths
-                    .iter()
-                    .filter(|r| r.starts_with(sys) && *r != sys)
-                    .map(PathBuf::as_path)
-                    .collect()
-            });
-            match sys {
-                Some((_, sys)) if !holds.is_empty() => {
-                    grant_without(sys, &holds, rule.access, plan.file_access, &mut paths)
+            match plan.system_holding.iter().find(|(i, _, _)| *i == k) {
+                Some((_, sys, held)) => {
+                    let held: Vec<&Path> = held.iter().map(PathBuf::as_path).collect();
+                    grant_without(sys, &held, rule.access, plan.file_access, &mut paths)
                         .map_err(|e| ConfineError::path("system path", sys, e))?;
                 }
-                _ => paths.push(PathRule {
+                None => paths.push(PathRule {
                     fd: dup(rule.fd.as_fd())?,
                     access: rule.access,
                 }),
             }
         }
-        let view_tmp = VIEW_TMP.map(|t| {
-            let t = Path::new(
-                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(t.to_bytes()),
-            );
-            !plan
-                .root_paths
-                .iter()
-                .any(|r| r.starts_with(t) || !r.is_absolute())
-        });
         Ok(Prepared {
             inner: Arc::clone(&self.inner),
-            narrow: Some(Arc::new(Narrow { paths, view_tmp })),
+            narrow: Some(paths.into()),
         })
     }
 
@@ -1228,10 +1212,9 @@ impl Prepared {
         unsafe { syscalls::syscall!(Sysno::prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }?;
 
         if let Some(plan) = &self.inner.landlock {
-            let narrow = self.narrow.as_deref();
             let layers = [
-                Some((&plan.paths[..], None)),
-                narrow.map(|n| (&n.paths[..], Some(n))),
+                Some((&plan.paths[..], false)),
+                self.narrow.as_deref().map(|n| (n, true)),
             ];
             for (paths, narrowing) in layers.into_iter().flatten() {
                 let ruleset = build_ruleset(plan, paths, in_view, narrowing)?;
@@ -1259,22 +1242,22 @@ fn close_raw(fd: RawFd) {
 /// Builds the plan's ruleset with raw system calls only (no allocation, no
 /// `errno`), so the child may call it; returns the ruleset's descriptor,
 /// which the caller closes. `paths`: the plan's own, or a narrowing
-/// layer's (`narrowing` given: the filesystem alone is handled, the
-/// network is left to the plan's layer, and only the view's tmpfs mounts
-/// it allows are granted). `in_view`: the caller is inside the view, in a
+/// layer's (`narrowing`: the filesystem alone is handled, the network is
+/// left to the plan's layer, and only the view's tmpfs mounts no spec
+/// directory lies beneath are granted). `in_view`: the caller is inside the view, in a
 /// network namespace of its own.
 fn build_ruleset(
     plan: &Plan,
     paths: &[PathRule],
     in_view: bool,
-    narrowing: Option<&Narrow>,
+    narrowing: bool,
 ) -> Result<RawFd, Errno> {
     let fs_only = RulesetAttr {
         handled_access_fs: plan.attr.handled_access_fs,
         handled_access_net: 0,
         scoped: 0,
     };
-    let attr = if narrowing.is_some() {
+    let attr = if narrowing {
         &fs_only
     } else if in_view {
         &plan.attr_own_network
@@ -1323,7 +1306,7 @@ fn build_ruleset(
         }
         if in_view && plan.view_tmp_access != 0 {
             for (k, path) in VIEW_TMP.iter().enumerate() {
-                if narrowing.is_some_and(|n| !n.view_tmp[k]) {
+                if narrowing && !plan.view_tmp_narrowed[k] {
                     continue;
                 }
                 // SAFETY: a NUL-terminated literal path, opened O_PATH.
@@ -1344,7 +1327,7 @@ fn build_ruleset(
                 }
             }
         }
-        let ports: &[u64] = if in_view || narrowing.is_some() {
+        let ports: &[u64] = if in_view || narrowing {
             &[]
         } else {
             &plan.connect_ports
