@@ -11,6 +11,9 @@ use sandgate::policy::Policy;
 use sandgate::ToolSession;
 use serde_json::{json, Value};
 
+mod support;
+use support::holding;
+
 /// A case directory with `ws/` (write root), `outside/secret`, and a policy.
 fn case(exec_section: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -290,24 +293,6 @@ fn confined_git_runs_without_the_shell_and_runs_nothing_from_the_repo() {
         assert_eq!(a["error"]["code"], code, "{cmd}: {a}");
     }
     assert!(!dir.path().join("ws/pwned").exists());
-}
-
-/// The processes whose command line holds `token` (sandgate's own aside).
-fn holding(token: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.bytes().all(|b| b.is_ascii_digit()) || name == std::process::id().to_string() {
-            continue;
-        }
-        if let Ok(cmd) = fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(token) && !cmd.contains("sandgate") {
-                found.push(format!("{name} {cmd}"));
-            }
-        }
-    }
-    found
 }
 
 /// SIGTERM to `sandgate tool` while an `exec` runs ends the command's

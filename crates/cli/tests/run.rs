@@ -6,6 +6,9 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+mod support;
+use support::holding;
+
 fn policy(exec: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir(dir.path().join("ws")).unwrap();
@@ -298,24 +301,6 @@ fn protected_paths_a_program_changed_are_reported_and_undone() {
     let out = run(&dir, &["/bin/sh", "-c", "echo again > free.txt"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(contract(&out, "policy-result").is_empty());
-}
-
-/// The processes whose command line holds `token`, as `pid cmdline`.
-fn holding(token: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.bytes().all(|b| b.is_ascii_digit()) || name == std::process::id().to_string() {
-            continue;
-        }
-        if let Ok(cmd) = fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(token) && !cmd.contains("sandgate") {
-                found.push(format!("{name} {cmd}"));
-            }
-        }
-    }
-    found
 }
 
 #[test]
