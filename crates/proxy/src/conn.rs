@@ -1239,10 +1239,8 @@ fn query_override(target: &str) -> bool {
         let mut i = 0;
         while i < raw.len() {
             let escaped = (raw[i] == b'%')
-                .then(|| raw.get(i + 1..i + 3))
-                .flatten()
-                .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
-                .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+                .then(|| crate::intercept::escape_at(raw, i))
+                .flatten();
             match escaped {
                 Some(b) => {
                     name.push(b);

@@ -374,6 +374,16 @@ impl Decision {
     }
 }
 
+/// The byte a `%XY` escape at `bytes[i]` (a `%`) stands for: exactly two
+/// hex digits, else `None`.
+pub(crate) fn escape_at(bytes: &[u8], i: usize) -> Option<u8> {
+    let hex = bytes.get(i + 1..i + 3)?;
+    if !hex.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+}
+
 /// The percent-decoded path of an origin-form target (the query cut off),
 /// refused when it could be read two ways: not absolute, a fragment, a
 /// malformed or encoded `/` escape, a back slash, a control byte, a `;`,
@@ -397,11 +407,7 @@ pub(crate) fn request_path(target: &str) -> Result<String, String> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok());
-            match hex {
+            match escape_at(bytes, i) {
                 Some(b'/') | None => {
                     return Err(format!(
                         "the request path \"{quoted}\" holds an encoded `/` or a malformed escape"
