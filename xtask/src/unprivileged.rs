@@ -85,6 +85,7 @@ pub fn run(_args: &[String]) -> Result<(), String> {
         eprintln!("note: unprivileged: not root, so the tests cannot switch user; skipped");
         return Ok(());
     }
+    reachable_by_nobody()?;
     let plan = build_plan()?;
     for (package, test) in SUITES {
         let exe = find_test(&plan, package, test)?;
@@ -234,6 +235,7 @@ pub fn mcp_clients(bin: &Path, venv: &Path) -> Result<(), String> {
         eprintln!("note: unprivileged mcp clients: not root, so they cannot switch user; skipped");
         return Ok(());
     }
+    reachable_by_nobody()?;
     let Some(python) = SYSTEM_PYTHONS.iter().find(|p| {
         nobody(p)
             .args(["-c", "import venv, ensurepip"])
@@ -287,6 +289,42 @@ pub fn mcp_clients(bin: &Path, venv: &Path) -> Result<(), String> {
         vp,
     ]);
     step("mcp clients as uid 65534", "setpriv", &args)
+}
+
+/// Makes sure uid 65534 can reach the checkout: every directory above it
+/// must let others search it. A checkout in a private temporary directory
+/// (`mktemp -d` makes it 0700) gets that search permission added to the
+/// directories beneath the system's temporary directory, which this run
+/// made or owns for the purpose; anywhere else a directory that refuses it
+/// is named, and nothing is changed.
+fn reachable_by_nobody() -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let root = workspace_root();
+    let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap_or_else(|_| "/tmp".into());
+    for dir in root.ancestors() {
+        let meta = std::fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mode = meta.permissions().mode();
+        if mode & 0o001 != 0 {
+            continue;
+        }
+        if dir.starts_with(&tmp) && dir != tmp {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o001))
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+            eprintln!(
+                "note: unprivileged: gave others search permission on {} (mode {:o}), so that uid {NOBODY} can reach the checkout",
+                dir.display(),
+                mode & 0o7777
+            );
+        } else {
+            return Err(format!(
+                "uid {NOBODY} cannot reach the checkout: {} lets others no search (mode {:o}); \
+                 run `chmod o+x` on it or check out elsewhere",
+                dir.display(),
+                mode & 0o7777
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `program` as uid 65534 with no supplementary groups, the environment
