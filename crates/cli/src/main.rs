@@ -477,7 +477,13 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
             }
         }
     }
-    match write_answers(&mut stdout, &mut out) {
+    let written = write_answers(&mut stdout, &mut out);
+    // A signal that came before the input closed decides the exit code,
+    // whichever of this thread and the watcher's gets there first.
+    if let Some(code) = run::signalled() {
+        return code;
+    }
+    match written {
         Ok(()) => ExitCode::SUCCESS,
         Err(code) => code,
     }
