@@ -70,10 +70,11 @@ pub(crate) struct Core {
 
 /// The client roots in force: each a granted directory's index, a
 /// root-relative prefix (`.` for the whole directory), and where that
-/// prefix led when the client listed it (links inside the granted
+/// prefix led when the client first listed it (links inside the granted
 /// directory followed; the prefix itself when it was not there). A root
 /// that leads elsewhere at a call (a command replaced it with a link)
-/// covers nothing, so a session never widens between two lists of roots.
+/// covers nothing, and listing it again does not move it, so a session
+/// never widens between two lists of roots nor by a new one.
 /// Shared, so that a call takes them without copying.
 pub(crate) type ClientRoots = Arc<[(usize, String, PathBuf)]>;
 
@@ -325,7 +326,22 @@ impl Shared {
     /// Sets the session's narrowing from a client's root URIs: each root
     /// inside a granted directory narrows to it, a root holding a granted
     /// directory keeps that directory whole, a root elsewhere adds nothing.
+    /// A root already in force keeps where it led when first listed.
     pub(crate) fn narrow_to(&self, uris: &[String]) {
+        // A root listed before keeps where it led then: a command may
+        // have swapped it for a link since, and listing it again must not
+        // follow that link (the session would widen to its target).
+        let before = match &*self.narrow.read().unwrap_or_else(|p| p.into_inner()) {
+            Narrow::To(r) | Narrow::Pending(Some(r)) => Some(Arc::clone(r)),
+            Narrow::None | Narrow::Pending(None) => None,
+        };
+        let listed_before = |d: usize, rel: &str| {
+            before
+                .as_deref()?
+                .iter()
+                .find(|(bd, brel, _)| *bd == d && brel == rel)
+                .map(|(_, _, listed)| listed.clone())
+        };
         let mut out = Vec::new();
         for uri in uris {
             let Some(path) = file_uri_path(uri) else {
@@ -335,8 +351,10 @@ impl Shared {
                 if let Some(d) = m.dir {
                     if !m.rel.split('/').any(|c| c == "..") {
                         let listed = match self.dir_root(d) {
-                            Some(root) if m.rel != "." => listed_place(root, &m.rel),
-                            _ => PathBuf::from("."),
+                            Some(_) if m.rel == "." => PathBuf::from("."),
+                            Some(root) => listed_before(d, &m.rel)
+                                .unwrap_or_else(|| listed_place(root, &m.rel)),
+                            None => PathBuf::from("."),
                         };
                         out.push((d, m.rel, listed));
                     }

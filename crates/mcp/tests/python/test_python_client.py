@@ -763,3 +763,49 @@ def test_a_client_root_a_command_swaps_for_a_link_gives_nothing(tmp_path):
             tmp, body, args=["mcp", "--policy", str(tmp / "policy.toml")], list_roots_callback=roots
         )
     )
+
+
+def test_a_root_listed_again_after_a_command_swapped_it_still_gives_nothing(tmp_path):
+    # When the client lists its roots again (roots/list_changed), a root it
+    # had listed before keeps the place it led to then: a command that
+    # swapped it for a link cannot widen the session by waiting for the
+    # next list.
+    import mcp_types as types
+
+    tmp = tmp_path.resolve()
+    ws = tmp / "ws"
+    (ws / "a/x").mkdir(parents=True)
+    (ws / "top.txt").write_text(SECRET + "\n")
+    (tmp / "policy.toml").write_text(
+        f'[fs]\nread_roots = ["{ws}"]\nwrite_root = "{ws}"\nallow_overwrite = true\n'
+        '[exec]\nenabled = true\nshell = "/bin/sh"\nconfine = "best_effort"\n'
+    )
+    asked = []
+
+    async def roots(_ctx):
+        asked.append(1)
+        return types.ListRootsResult(roots=[types.Root(uri=(ws / d).as_uri()) for d in ["a", "a/x"]])
+
+    async def body(s):
+        t = await ok(s, "exec", {"command": "rmdir x && ln -s .. x && echo swapped"})
+        assert "swapped" in t, t
+        await s.send_roots_list_changed()
+        for _ in range(100):
+            if len(asked) > 1:
+                break
+            await asyncio.sleep(0.02)
+        assert len(asked) == 2
+        await asyncio.sleep(0.2)
+        r = await s.call_tool("read_text_file", {"path": "a/x/top.txt"})
+        assert r.is_error and SECRET not in text_of(r), text_of(r)
+        t = await ok(s, "exec", {"command": "cat x/top.txt ../top.txt; ls x/"})
+        assert SECRET not in t and "top.txt" not in t.split("--- stderr")[0], t
+        # The outer root still works.
+        await ok(s, "write_file", {"path": "a/still.txt", "content": "ok"})
+
+    asyncio.run(
+        with_session(
+            tmp, body, args=["mcp", "--policy", str(tmp / "policy.toml")], list_roots_callback=roots
+        )
+    )
+    assert (ws / "a/still.txt").read_text() == "ok"
