@@ -1199,3 +1199,65 @@ fn a_burst_of_calls_then_eof_gets_every_answer_over_pipes_and_sockets() {
         assert_eq!(seen.len(), 401, "{kind}: {} answers of 401", seen.len());
     }
 }
+
+/// The server's peak resident memory, in KiB (`VmHWM`).
+fn peak_kib(pid: u32) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A directory of 120,000 entries with long names (hard links to a few
+/// files): `directory_tree`, `list_directory` and
+/// `list_directory_with_sizes` read no more of it than they answer (10,000
+/// entries), so the server's peak memory barely moves, and a listing cut
+/// short says so.
+#[test]
+fn huge_directories_are_listed_without_being_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("ws/big");
+    fs::create_dir_all(&big).unwrap();
+    let long = "x".repeat(240);
+    for k in 0..3 {
+        fs::write(big.join(format!("src{k}")), "a").unwrap();
+    }
+    for i in 0..120_000 {
+        fs::hard_link(
+            big.join(format!("src{}", i % 3)),
+            big.join(format!("{i:06}{long}")),
+        )
+        .unwrap();
+    }
+    let mut s = Server::start_in(dir, "", &[]);
+    let pid = s.child.id();
+    s.ping(1);
+    let before = peak_kib(pid);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "directory_tree", "arguments": {"path": "big"}}}));
+    let tree = s.answer(2);
+    assert_eq!(tree["result"]["isError"], false, "{tree}");
+    let grew = peak_kib(pid).saturating_sub(before);
+    assert!(
+        grew < 40 * 1024,
+        "directory_tree of a huge directory grew the server's peak memory by {grew} KiB"
+    );
+    for (id, tool) in [(3, "list_directory"), (4, "list_directory_with_sizes")] {
+        s.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {"path": "big"}}}));
+        let a = s.answer(id);
+        let text = a["result"]["content"][0]["text"].as_str().unwrap();
+        let entries = text.lines().filter(|l| l.starts_with("[FILE]")).count();
+        assert!(
+            entries <= 10_000,
+            "{tool} answered {entries} entries of a huge directory"
+        );
+        assert!(
+            text.contains("more than 10000 entries"),
+            "{tool} did not say the listing was cut: {}",
+            text.lines().last().unwrap_or_default()
+        );
+    }
+}
