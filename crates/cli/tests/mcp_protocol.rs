@@ -1453,3 +1453,35 @@ fn unix_sessions_are_capped_and_freed_when_closed() {
         "threads and descriptors {base:?} before, {after:?} after"
     );
 }
+
+/// A `--token-file` inside a directory of the policy is refused before
+/// anything is written there: the agent's file tools and commands read
+/// what lies there, and with the token a client narrowed to its roots (or
+/// a command) could open a session of its own without them.
+#[test]
+fn http_token_file_inside_the_policys_directories_is_refused() {
+    let dir = policy_dir();
+    fs::create_dir(dir.path().join("ws/sub")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("ws"), dir.path().join("ws_link")).unwrap();
+    for name in ["ws/tok", "ws/sub/tok", "ws_link/tok"] {
+        let child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(["mcp", "--policy"])
+            .arg(dir.path().join("policy.toml"))
+            .args(["--http", "127.0.0.1:0", "--token-file"])
+            .arg(dir.path().join(name))
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let child = std::cell::RefCell::new(child);
+        let ended = eventually(10, || !matches!(child.borrow_mut().try_wait(), Ok(None)));
+        let mut child = child.into_inner();
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(ended, "a token file at {name} was taken: {err}");
+        assert_ne!(out.status.code(), Some(0), "{name}");
+        assert!(err.contains("directory of the policy"), "{name}: {err}");
+        assert!(!dir.path().join(name).exists(), "{name} was written");
+    }
+}

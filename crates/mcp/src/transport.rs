@@ -145,6 +145,16 @@ pub async fn serve_http(
     token_file: &Path,
 ) -> std::io::Result<()> {
     check_loopback(&addr).map_err(std::io::Error::other)?;
+    let parent = token_file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    outside_the_policy(
+        &server,
+        parent,
+        "the token file's directory",
+        "where the agent's tools and commands could read the token and open a session of their own",
+    )?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let token = new_token()?;
@@ -262,7 +272,12 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    outside_the_policy(&server, parent)?;
+    outside_the_policy(
+        &server,
+        parent,
+        "the socket's directory",
+        "where commands could connect to it and open a session of their own",
+    )?;
     let private = parent.join(format!(".sandgate-mcp-{}", std::process::id()));
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -322,17 +337,20 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Refuses a socket directory inside one of the policy's directories:
-/// every command reaches a socket there (connecting to a UNIX socket by
-/// path is restricted only from Landlock ABI 9), and one narrowed to its
-/// client's roots could open a session of its own without them.
-fn outside_the_policy(server: &Server, parent: &Path) -> std::io::Result<()> {
-    let real = std::fs::canonicalize(parent).map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("the socket's directory {}: {e}", parent.display()),
-        )
-    })?;
+/// Refuses `parent`, `what` (the socket's or the token file's directory),
+/// inside one of the policy's directories, saying `why`: every command
+/// reaches a socket there (connecting to a UNIX socket by path is
+/// restricted only from Landlock ABI 9), and the file tools and commands
+/// read a token file there; either way one narrowed to its client's roots
+/// could open a session of its own without them.
+fn outside_the_policy(
+    server: &Server,
+    parent: &Path,
+    what: &str,
+    why: &str,
+) -> std::io::Result<()> {
+    let real = std::fs::canonicalize(parent)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{what} {}: {e}", parent.display())))?;
     match server
         .shared
         .dirs
@@ -342,8 +360,7 @@ fn outside_the_policy(server: &Server, parent: &Path) -> std::io::Result<()> {
         Some(d) => Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
             format!(
-                "the socket's directory {} lies inside {}, a directory of the policy, where \
-                 commands could connect to it and open a session of their own; put it elsewhere",
+                "{what} {} lies inside {}, a directory of the policy, {why}; put it elsewhere",
                 parent.display(),
                 d.resolved.display()
             ),
