@@ -1199,3 +1199,289 @@ fn a_burst_of_calls_then_eof_gets_every_answer_over_pipes_and_sockets() {
         assert_eq!(seen.len(), 401, "{kind}: {} answers of 401", seen.len());
     }
 }
+
+/// The server's peak resident memory, in KiB (`VmHWM`).
+fn peak_kib(pid: u32) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A directory of 120,000 entries with long names (hard links to a few
+/// files): `directory_tree`, `list_directory` and
+/// `list_directory_with_sizes` read no more of it than they answer (10,000
+/// entries), so the server's peak memory barely moves, and a listing cut
+/// short says so.
+#[test]
+fn huge_directories_are_listed_without_being_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("ws/big");
+    fs::create_dir_all(&big).unwrap();
+    let long = "x".repeat(240);
+    for k in 0..3 {
+        fs::write(big.join(format!("src{k}")), "a").unwrap();
+    }
+    for i in 0..120_000 {
+        fs::hard_link(
+            big.join(format!("src{}", i % 3)),
+            big.join(format!("{i:06}{long}")),
+        )
+        .unwrap();
+    }
+    let mut s = Server::start_in(dir, "", &[]);
+    let pid = s.child.id();
+    s.ping(1);
+    let before = peak_kib(pid);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "directory_tree", "arguments": {"path": "big"}}}));
+    let tree = s.answer(2);
+    assert_eq!(tree["result"]["isError"], false, "{tree}");
+    let grew = peak_kib(pid).saturating_sub(before);
+    assert!(
+        grew < 40 * 1024,
+        "directory_tree of a huge directory grew the server's peak memory by {grew} KiB"
+    );
+    for (id, tool) in [(3, "list_directory"), (4, "list_directory_with_sizes")] {
+        s.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {"path": "big"}}}));
+        let a = s.answer(id);
+        let text = a["result"]["content"][0]["text"].as_str().unwrap();
+        let entries = text.lines().filter(|l| l.starts_with("[FILE]")).count();
+        assert!(
+            entries <= 10_000,
+            "{tool} answered {entries} entries of a huge directory"
+        );
+        assert!(
+            text.contains("more than 10000 entries"),
+            "{tool} did not say the listing was cut: {}",
+            text.lines().last().unwrap_or_default()
+        );
+    }
+}
+
+/// `sandgate mcp --http 127.0.0.1:0` on `dir`'s policy: the child, its
+/// port and its token.
+fn start_http(dir: &Path) -> (Child, u16, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .args(["--http", "127.0.0.1:0", "--token-file"])
+        .arg(dir.join("tok"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let port: u16 = line
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let token = fs::read_to_string(dir.join("tok")).unwrap();
+    (child, port, token)
+}
+
+/// One HTTP/1.1 request (`Connection: close`) to `port`: the status and
+/// the response as text.
+fn http(port: u16, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!(
+        "{method} / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    c.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let status = out.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, out)
+}
+
+/// Opens an HTTP session with `token`: the status and the session id.
+fn http_session(port: u16, token: &str) -> (u16, Option<String>) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let auth = format!("Bearer {token}");
+    let (status, out) = http(port, "POST", &[("Authorization", &auth)], &body);
+    let id = out.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| v.trim().to_owned())
+    });
+    (status, id)
+}
+
+/// The number of threads and of open descriptors of process `pid`.
+fn threads_and_fds(pid: u32) -> (usize, usize) {
+    let count = |d: &str| fs::read_dir(format!("/proc/{pid}/{d}")).unwrap().count();
+    (count("task"), count("fd"))
+}
+
+/// `--http` holds at most 64 sessions: the next `initialize` is refused
+/// with 503 naming the cap (each session holds memory until it is ended
+/// or idles out), a DELETE frees a place, and once every session is
+/// ended the server holds no more threads or descriptors than before.
+/// Requests without the token cost nothing lasting and never take a
+/// place.
+#[test]
+fn http_sessions_are_capped_and_freed_when_ended() {
+    let dir = policy_dir();
+    let (mut child, port, token) = start_http(dir.path());
+    let pid = child.id();
+    let base = threads_and_fds(pid);
+    for _ in 0..200 {
+        let (status, _) = http(port, "POST", &[("Authorization", "Bearer nope")], "{}");
+        assert_eq!(status, 401);
+    }
+    let mut ids = Vec::new();
+    for _ in 0..64 {
+        let (status, id) = http_session(port, &token);
+        assert_eq!(status, 200);
+        ids.push(id.expect("no session id"));
+    }
+    let refused = http(
+        port,
+        "POST",
+        &[("Authorization", &format!("Bearer {token}"))],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+        .to_string(),
+    );
+    let auth = format!("Bearer {token}");
+    let end = |id: &str| {
+        let (status, _) = http(
+            port,
+            "DELETE",
+            &[("Authorization", &auth), ("Mcp-Session-Id", id)],
+            "",
+        );
+        status
+    };
+    let freed = end(&ids.pop().unwrap());
+    let again = http_session(port, &token);
+    if let Some(id) = again.1.clone() {
+        ids.push(id);
+    }
+    for id in &ids {
+        end(id);
+    }
+    let settled = eventually(20, || threads_and_fds(pid) == base);
+    let after = threads_and_fds(pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(refused.0, 503, "a 65th session was opened: {}", refused.1);
+    assert!(refused.1.contains("64"), "{}", refused.1);
+    assert!(freed < 300, "DELETE answered {freed}");
+    assert_eq!(again.0, 200, "an ended session freed no place");
+    assert!(
+        settled,
+        "threads and descriptors {base:?} before, {after:?} after"
+    );
+}
+
+/// `--unix` holds at most 64 sessions (one per connection): the next
+/// connection gets a JSON-RPC error naming the cap and is closed, a
+/// closed connection frees its place, and once every one is closed the
+/// server holds no more threads or descriptors than before.
+#[test]
+fn unix_sessions_are_capped_and_freed_when_closed() {
+    use std::os::unix::net::UnixStream;
+    let dir = policy_dir();
+    let sock = dir.path().join("mcp.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    assert!(eventually(10, || sock.exists()), "no socket");
+    let base = threads_and_fds(pid);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    // A session, answered: the first line after `initialize`.
+    let open = || {
+        let s = UnixStream::connect(&sock).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        writeln!(&s, "{initialize}").unwrap();
+        let mut line = String::new();
+        let _ = BufReader::new(&s).read_line(&mut line);
+        (s, line)
+    };
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        let (s, line) = open();
+        assert!(line.contains("protocolVersion"), "{line}");
+        held.push(s);
+    }
+    let (_extra, refused) = open();
+    drop(held.pop());
+    let again = eventually(10, || open().1.contains("protocolVersion"));
+    drop(held);
+    let settled = eventually(20, || threads_and_fds(pid) == base);
+    let after = threads_and_fds(pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        refused.contains("\"error\"") && refused.contains("64"),
+        "a 65th session was opened: {refused}"
+    );
+    assert!(again, "a closed connection freed no place");
+    assert!(
+        settled,
+        "threads and descriptors {base:?} before, {after:?} after"
+    );
+}
+
+/// A `--token-file` inside a directory of the policy is refused before
+/// anything is written there: the agent's file tools and commands read
+/// what lies there, and with the token a client narrowed to its roots (or
+/// a command) could open a session of its own without them.
+#[test]
+fn http_token_file_inside_the_policys_directories_is_refused() {
+    let dir = policy_dir();
+    fs::create_dir(dir.path().join("ws/sub")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("ws"), dir.path().join("ws_link")).unwrap();
+    for name in ["ws/tok", "ws/sub/tok", "ws_link/tok"] {
+        let child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(["mcp", "--policy"])
+            .arg(dir.path().join("policy.toml"))
+            .args(["--http", "127.0.0.1:0", "--token-file"])
+            .arg(dir.path().join(name))
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let child = std::cell::RefCell::new(child);
+        let ended = eventually(10, || !matches!(child.borrow_mut().try_wait(), Ok(None)));
+        let mut child = child.into_inner();
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(ended, "a token file at {name} was taken: {err}");
+        assert_ne!(out.status.code(), Some(0), "{name}");
+        assert!(err.contains("directory of the policy"), "{name}: {err}");
+        assert!(!dir.path().join(name).exists(), "{name} was written");
+    }
+}

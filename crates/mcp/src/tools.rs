@@ -688,14 +688,31 @@ pub(crate) fn create_directory(s: &Shared, a: OnePath) -> Answer {
     text(format!("Successfully created directory {}", a.path))
 }
 
+/// Most entries one `list_directory` or `list_directory_with_sizes`
+/// answers. The directory is read no further: a huge one costs the server
+/// memory and `lstat` calls for this many entries only, and the answer
+/// ends with a line saying it holds more (which ones are listed is then
+/// the filesystem's order).
+pub const MAX_LIST_ENTRIES: usize = 10_000;
+
+/// The line that ends a listing cut at [`MAX_LIST_ENTRIES`].
+fn more_entries() -> String {
+    format!(
+        "[the directory holds more than {MAX_LIST_ENTRIES} entries, the most one listing answers; \
+         these are {MAX_LIST_ENTRIES} of them, unordered by the directory; use search_files or grep to find a name]"
+    )
+}
+
 pub(crate) fn list_directory(s: &Shared, a: OnePath) -> Answer {
     let rel = s.read_name(&a.path)?;
-    let lines: Vec<String> = s
-        .sandbox
-        .list(&rel)?
+    let (entries, more) = s.sandbox.list_max(&rel, MAX_LIST_ENTRIES)?;
+    let mut lines: Vec<String> = entries
         .into_iter()
         .map(|e| format!("{} {}", kind_tag(e.kind), e.name))
         .collect();
+    if more {
+        lines.push(more_entries());
+    }
     text(lines.join("\n"))
 }
 
@@ -715,7 +732,7 @@ fn human(n: u64) -> String {
 
 pub(crate) fn list_directory_with_sizes(s: &Shared, a: ListWithSizes) -> Answer {
     let rel = s.read_name(&a.path)?;
-    let mut entries = s.sandbox.list(&rel)?;
+    let (mut entries, more) = s.sandbox.list_max(&rel, MAX_LIST_ENTRIES)?;
     if a.sort_by == SortBy::Size {
         entries.sort_by(|x, y| y.size.cmp(&x.size).then_with(|| x.name.cmp(&y.name)));
     }
@@ -742,6 +759,9 @@ pub(crate) fn list_directory_with_sizes(s: &Shared, a: ListWithSizes) -> Answer 
         "\nTotal: {files} files, {dirs} directories\nCombined size: {}",
         human(total)
     );
+    if more {
+        let _ = write!(out, "\n{}", more_entries());
+    }
     text(out)
 }
 
@@ -778,7 +798,9 @@ impl Excludes {
 }
 
 /// Most entries one directory_tree answers, so a huge tree cannot exhaust
-/// the server.
+/// the server: each directory is read no further than the entries left
+/// (a huge directory is never read whole), and what is past them is left
+/// out.
 const MAX_TREE_ENTRIES: usize = 10_000;
 
 pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
@@ -793,7 +815,7 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
         budget: &mut usize,
     ) -> Result<Vec<serde_json::Value>, Error> {
         let mut out = Vec::new();
-        for e in s.sandbox.list(dir)? {
+        for e in s.sandbox.list_max(dir, *budget)?.0 {
             let sub = if below.is_empty() {
                 e.name.clone()
             } else {

@@ -5,6 +5,16 @@
 //! sandbox, so budgets last for the process's lifetime whatever the number
 //! of clients.
 //!
+//! Each transport holds at most [`MAX_SESSIONS`] sessions at once, since
+//! each holds memory (about 50 KiB on HTTP, with its tasks and channels)
+//! for as long as it lasts: on HTTP until the client ends it (`DELETE`)
+//! or it has been idle for the SDK's five minutes, on the UNIX socket
+//! until the connection closes. One more is refused, naming the cap: on
+//! HTTP a request that would open a session (a `POST` without
+//! `Mcp-Session-Id`) is answered 503; on the socket the connection gets a
+//! JSON-RPC error line and is closed. Requests without the token are
+//! answered 401 before any of this and take no place.
+//!
 //! Neither transport ends because of what one connection does: a failed
 //! accept (the descriptor table full, a connection reset before it was
 //! taken) is waited out and the listener kept, since anyone who can
@@ -19,6 +29,7 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +44,38 @@ use rmcp::ServiceExt;
 use tower_service::Service as _;
 
 use crate::Server;
+
+/// The most sessions one server holds at once on either transport.
+pub const MAX_SESSIONS: usize = 64;
+
+/// Why a session beyond [`MAX_SESSIONS`] is refused.
+fn too_many_sessions() -> String {
+    format!(
+        "too many MCP sessions: this server holds at most {MAX_SESSIONS} at once; \
+         end one (DELETE on HTTP, closing the connection on the socket) or wait for an idle one to expire"
+    )
+}
+
+/// A place taken among the [`MAX_SESSIONS`], given back when dropped.
+struct Place(Arc<AtomicUsize>);
+
+impl Place {
+    /// Takes a place when `held` (besides `open`, those counted
+    /// elsewhere) leaves one.
+    fn take(held: &Arc<AtomicUsize>, open: usize) -> Option<Place> {
+        held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n + open < MAX_SESSIONS).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| Place(Arc::clone(held)))
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// How long an HTTP connection may take to send a request's head (the
 /// first, or the next on a kept-alive connection) before it is closed.
@@ -102,6 +145,16 @@ pub async fn serve_http(
     token_file: &Path,
 ) -> std::io::Result<()> {
     check_loopback(&addr).map_err(std::io::Error::other)?;
+    let parent = token_file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    outside_the_policy(
+        &server,
+        parent,
+        "the token file's directory",
+        "where the agent's tools and commands could read the token and open a session of their own",
+    )?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let token = new_token()?;
@@ -136,11 +189,14 @@ pub async fn serve_http(
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .enforce_origin_validation();
+    let sessions = Arc::new(LocalSessionManager::default());
     let mcp = StreamableHttpService::new(
         move || Ok(server.new_session()),
-        LocalSessionManager::default().into(),
+        Arc::clone(&sessions),
         config,
     );
+    // Requests opening a session that have not yet put it in `sessions`.
+    let opening = Arc::new(AtomicUsize::new(0));
     eprintln!(
         "sandgate: serving MCP on http://{host}:{port}/ (token written to {})",
         token_file.display()
@@ -151,10 +207,14 @@ pub async fn serve_http(
         let (stream, _) = accept_next(async || listener.accept().await).await;
         let mcp = mcp.clone();
         let token = Arc::clone(&token);
+        let sessions = Arc::clone(&sessions);
+        let opening = Arc::clone(&opening);
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let mut mcp = mcp.clone();
                 let token = Arc::clone(&token);
+                let sessions = Arc::clone(&sessions);
+                let opening = Arc::clone(&opening);
                 async move {
                     if !authorized(&req, &token) {
                         let body: BoxBody<Bytes, Infallible> =
@@ -167,6 +227,27 @@ pub async fn serve_http(
                         );
                         return Ok::<_, Infallible>(resp);
                     }
+                    // A POST without a session id may open one: it holds
+                    // a place until its session is in `sessions` (the
+                    // call returns after the SDK put it there).
+                    let opens = req.method() == hyper::Method::POST
+                        && !req.headers().contains_key("mcp-session-id");
+                    let _place = if opens {
+                        let open = sessions.sessions.read().await.len();
+                        match Place::take(&opening, open) {
+                            Some(p) => Some(p),
+                            None => {
+                                let body: BoxBody<Bytes, Infallible> =
+                                    Full::new(Bytes::from(format!("{}\n", too_many_sessions())))
+                                        .boxed();
+                                let mut resp = Response::new(body);
+                                *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                                return Ok(resp);
+                            }
+                        }
+                    } else {
+                        None
+                    };
                     mcp.call(req).await
                 }
             });
@@ -191,7 +272,12 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    outside_the_policy(&server, parent)?;
+    outside_the_policy(
+        &server,
+        parent,
+        "the socket's directory",
+        "where commands could connect to it and open a session of their own",
+    )?;
     let private = parent.join(format!(".sandgate-mcp-{}", std::process::id()));
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -219,10 +305,28 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
         "sandgate: serving MCP on the UNIX socket {}",
         path.display()
     );
+    let held = Arc::new(AtomicUsize::new(0));
     loop {
         let (stream, _) = accept_next(async || listener.accept().await).await;
+        let Some(place) = Place::take(&held, 0) else {
+            tokio::spawn(async move {
+                let line = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
+                    "code": -32000, "message": too_many_sessions()}});
+                let mut stream = stream;
+                let _ = tokio::time::timeout(
+                    HEADER_TIMEOUT,
+                    tokio::io::AsyncWriteExt::write_all(
+                        &mut stream,
+                        format!("{line}\n").as_bytes(),
+                    ),
+                )
+                .await;
+            });
+            continue;
+        };
         let server = server.new_session();
         tokio::spawn(async move {
+            let _place = place;
             let (r, w) = stream.into_split();
             let inline: Arc<dyn crate::lines::Inline> = Arc::new(server.clone());
             let t = crate::lines::LineTransport::with_inline(r, w, inline);
@@ -233,17 +337,20 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Refuses a socket directory inside one of the policy's directories:
-/// every command reaches a socket there (connecting to a UNIX socket by
-/// path is restricted only from Landlock ABI 9), and one narrowed to its
-/// client's roots could open a session of its own without them.
-fn outside_the_policy(server: &Server, parent: &Path) -> std::io::Result<()> {
-    let real = std::fs::canonicalize(parent).map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("the socket's directory {}: {e}", parent.display()),
-        )
-    })?;
+/// Refuses `parent`, `what` (the socket's or the token file's directory),
+/// inside one of the policy's directories, saying `why`: every command
+/// reaches a socket there (connecting to a UNIX socket by path is
+/// restricted only from Landlock ABI 9), and the file tools and commands
+/// read a token file there; either way one narrowed to its client's roots
+/// could open a session of its own without them.
+fn outside_the_policy(
+    server: &Server,
+    parent: &Path,
+    what: &str,
+    why: &str,
+) -> std::io::Result<()> {
+    let real = std::fs::canonicalize(parent)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{what} {}: {e}", parent.display())))?;
     match server
         .shared
         .dirs
@@ -253,8 +360,7 @@ fn outside_the_policy(server: &Server, parent: &Path) -> std::io::Result<()> {
         Some(d) => Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
             format!(
-                "the socket's directory {} lies inside {}, a directory of the policy, where \
-                 commands could connect to it and open a session of their own; put it elsewhere",
+                "{what} {} lies inside {}, a directory of the policy, {why}; put it elsewhere",
                 parent.display(),
                 d.resolved.display()
             ),

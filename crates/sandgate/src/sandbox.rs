@@ -990,13 +990,25 @@ impl Sandbox {
     /// Lists a directory from the first read root that holds it, sorted by
     /// name; symlinks are listed, not followed.
     pub fn list(&self, path: &str) -> Result<Vec<ListEntry>, Error> {
+        self.list_max(path, usize::MAX).map(|(entries, _)| entries)
+    }
+
+    /// Lists at most `max` entries of a directory, as [`Sandbox::list`]
+    /// does, and says whether it holds more. A huge directory costs memory
+    /// and `lstat` calls for `max` entries only, never for all it holds;
+    /// which entries are listed when there are more is then the
+    /// filesystem's order, not the first `max` by name.
+    pub fn list_max(&self, path: &str, max: usize) -> Result<(Vec<ListEntry>, bool), Error> {
         self.op("list", path, |inner, ctx| {
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
             let root = inner.first_holding(&rel)?;
             let dir = root.open_dir(&rel).map_err(|e| at(e, rel.as_str()))?;
+            let (entries, more) = dir
+                .read_dir_max(".", max)
+                .map_err(|e| at(e, rel.as_str()))?;
             let mut out = Vec::new();
-            for e in dir.read_dir(".").map_err(|e| at(e, rel.as_str()))? {
+            for e in entries {
                 let name = shown_name(e.name());
                 let size = dir.lstat(e.name()).map(|m| m.len()).unwrap_or(0);
                 out.push(ListEntry {
@@ -1006,7 +1018,7 @@ impl Sandbox {
                 });
             }
             out.sort_by(|a, b| a.name.cmp(&b.name));
-            Ok(out)
+            Ok((out, more))
         })
     }
 
