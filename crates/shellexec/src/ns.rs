@@ -5,7 +5,7 @@
 //!
 //! [`Namespaces::create`] is also the probe: a throwaway child really
 //! unshares a user and a network namespace, brings loopback up, unshares a
-//! mount namespace, builds a small view (a tmpfs, `pivot_root`, a
+//! mount, an IPC and a PID namespace, builds a small view (a tmpfs, `pivot_root`, a
 //! read-only bind) and applies a Landlock ruleset. A host that allows one
 //! step and refuses another (an AppArmor rule against mounts in
 //! unprivileged user namespaces, a container's seccomp profile, a sysctl
@@ -112,7 +112,7 @@ impl Stage {
             Stage::Done => "nothing",
             Stage::Unshare => "creating a user and a network namespace (unshare)",
             Stage::Loopback => "bringing loopback up in the network namespace",
-            Stage::MountNs => "creating a mount and an IPC namespace",
+            Stage::MountNs => "creating a mount, an IPC and a PID namespace",
             Stage::View => "building a view (tmpfs, pivot_root, a read-only bind mount)",
             Stage::Landlock => "applying a Landlock ruleset inside the namespaces",
         }
@@ -290,10 +290,13 @@ unsafe fn holder(go: RawFd, ack: RawFd, probe: &ViewPlan, landlock: bool) -> ! {
             say(Stage::Loopback, e);
             exit(1)
         }
-        // PID 1 of every command is cloned into both.
+        // PID 1 of every command is cloned into all three: a host that
+        // allows the others but no PID namespace
+        // (`user.max_pid_namespaces = 0`, `ENOSPC`) must fail here, not
+        // at every exec.
         if let Err(e) = syscalls::syscall!(
             Sysno::unshare,
-            (libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as usize
+            (libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWPID) as usize
         ) {
             say(Stage::MountNs, e);
             exit(1)

@@ -534,21 +534,52 @@ fn a_host_that_refuses_unshare_gets_the_floor_or_a_refusal() {
     run_refusing("unshare");
 }
 
+/// A host that allows user, network and mount namespaces but no PID
+/// namespace (`user.max_pid_namespaces = 0` answers `ENOSPC` to
+/// `clone` and `unshare` with `CLONE_NEWPID`, in a user namespace too).
+#[test]
+fn a_host_without_pid_namespaces_gets_the_floor_or_a_refusal() {
+    let f = fixture();
+    if in_namespaces("fallback (newpid)", config(&f, ConfineMode::BestEffort)).is_none() {
+        return;
+    }
+    run_refusing("newpid");
+}
+
 #[test]
 #[ignore = "run in a child process by the fallback tests"]
 fn fallback_helper() {
     let Some(call) = std::env::var_os("SANDGATE_TEST_REFUSE") else {
         return;
     };
-    let nr = match call.to_str() {
-        Some("mount") => libc::SYS_mount,
-        Some("unshare") => libc::SYS_unshare,
+    let newpid = || {
+        vec![
+            seccompiler::SeccompRule::new(vec![seccompiler::SeccompCondition::new(
+                0,
+                seccompiler::SeccompCmpArgLen::Qword,
+                seccompiler::SeccompCmpOp::MaskedEq(libc::CLONE_NEWPID as u64),
+                libc::CLONE_NEWPID as u64,
+            )
+            .unwrap()])
+            .unwrap(),
+        ]
+    };
+    let (rules, errno) = match call.to_str() {
+        Some("mount") => (BTreeMap::from([(libc::SYS_mount, Vec::new())]), libc::EPERM),
+        Some("unshare") => (
+            BTreeMap::from([(libc::SYS_unshare, Vec::new())]),
+            libc::EPERM,
+        ),
+        Some("newpid") => (
+            BTreeMap::from([(libc::SYS_clone, newpid()), (libc::SYS_unshare, newpid())]),
+            libc::ENOSPC,
+        ),
         other => panic!("unknown call {other:?}"),
     };
     let filter = seccompiler::SeccompFilter::new(
-        BTreeMap::from([(nr, Vec::new())]),
+        rules,
         seccompiler::SeccompAction::Allow,
-        seccompiler::SeccompAction::Errno(libc::EPERM as u32),
+        seccompiler::SeccompAction::Errno(errno as u32),
         std::env::consts::ARCH.try_into().unwrap(),
     )
     .unwrap();
@@ -580,6 +611,10 @@ fn fallback_helper() {
     let e = ex.start().unwrap_err();
     assert_eq!(e.code(), sandgate_codes::ErrorCode::ConfineUnavailable);
     assert!(e.to_string().contains("namespaces"), "{e}");
+    if call == "newpid" {
+        // The step the host refused is named.
+        assert!(e.to_string().contains("PID namespace"), "{e}");
+    }
     // Nothing runs.
     assert!(ex.exec("true", ExecOptions::default()).is_err());
     println!("FALLBACK-CHECKED");
