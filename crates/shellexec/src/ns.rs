@@ -5,12 +5,14 @@
 //!
 //! [`Namespaces::create`] is also the probe: a throwaway child really
 //! unshares a user and a network namespace, brings loopback up, unshares a
-//! mount namespace, builds a small view (a tmpfs, `pivot_root`, a
-//! read-only bind) and applies a Landlock ruleset. A host that allows one
-//! step and refuses another (an AppArmor rule against mounts in
+//! mount, an IPC and a PID namespace, and starts that PID namespace's
+//! PID 1, which builds a small view (a tmpfs, `pivot_root`, a read-only
+//! bind, a fresh `/proc`) and applies a Landlock ruleset. A host that
+//! allows one step and refuses another (an AppArmor rule against mounts in
 //! unprivileged user namespaces, a container's seccomp profile, a sysctl
-//! that turns user namespaces off) fails the probe, and the executor runs
-//! on the floor instead.
+//! that turns user or PID namespaces off, a `/proc` with entries a
+//! container runtime covered) fails the probe, and the executor runs on
+//! the floor instead.
 //!
 //! The functions that run in the keeper or the shell ([`enter_view`],
 //! [`drop_caps`]) follow `spawn.rs`'s rules: raw system calls only, no
@@ -112,8 +114,10 @@ impl Stage {
             Stage::Done => "nothing",
             Stage::Unshare => "creating a user and a network namespace (unshare)",
             Stage::Loopback => "bringing loopback up in the network namespace",
-            Stage::MountNs => "creating a mount and an IPC namespace",
-            Stage::View => "building a view (tmpfs, pivot_root, a read-only bind mount)",
+            Stage::MountNs => "creating a mount, an IPC and a PID namespace",
+            Stage::View => {
+                "building a view (tmpfs, pivot_root, a read-only bind mount, a proc mount)"
+            }
             Stage::Landlock => "applying a Landlock ruleset inside the namespaces",
         }
     }
@@ -290,25 +294,57 @@ unsafe fn holder(go: RawFd, ack: RawFd, probe: &ViewPlan, landlock: bool) -> ! {
             say(Stage::Loopback, e);
             exit(1)
         }
-        // PID 1 of every command is cloned into both.
+        // PID 1 of every command is cloned into all three: a host that
+        // allows the others but no PID namespace
+        // (`user.max_pid_namespaces = 0`, `ENOSPC`) must fail here, not
+        // at every exec.
         if let Err(e) = syscalls::syscall!(
             Sysno::unshare,
-            (libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as usize
+            (libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWPID) as usize
         ) {
             say(Stage::MountNs, e);
             exit(1)
         }
-        if let Err(e) = enter_view(probe) {
-            say(Stage::View, e);
-            exit(1)
-        }
-        if landlock {
-            if let Err(e) = landlock_probe() {
-                say(Stage::Landlock, e);
+        // The view is built by PID 1 of the new PID namespace, as each
+        // command's is, with a fresh `/proc`: the kernel refuses that mount
+        // in a user namespace where the host's `/proc` has covered entries
+        // (a container runtime masks some with `/dev/null`). PID 1 reports
+        // the rest of the probe itself; this process reports only a PID 1
+        // that could not start or ended without a word.
+        match syscalls::syscall!(Sysno::clone, libc::SIGCHLD, 0, 0, 0, 0) {
+            Ok(0) => {
+                let _ = syscalls::syscall!(Sysno::prctl, libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if let Err(e) = enter_view(probe) {
+                    say(Stage::View, e);
+                    exit(1)
+                }
+                if landlock {
+                    if let Err(e) = landlock_probe() {
+                        say(Stage::Landlock, e);
+                        exit(1)
+                    }
+                }
+                say(Stage::Done, Errno::new(0));
+                exit(0)
+            }
+            Ok(pid1) => {
+                let mut status: i32 = 0;
+                let reaped = loop {
+                    match syscalls::syscall!(Sysno::wait4, pid1, &mut status as *mut i32, 0, 0) {
+                        Err(Errno::EINTR) => continue,
+                        r => break r,
+                    }
+                };
+                if reaped.is_err() || !matches!(crate::sys::exit_code(status), Some(0 | 1)) {
+                    say(Stage::View, Errno::ECHILD);
+                    exit(1)
+                }
+            }
+            Err(e) => {
+                say(Stage::View, e);
                 exit(1)
             }
         }
-        say(Stage::Done, Errno::new(0));
         wait();
         exit(0)
     }
@@ -544,18 +580,20 @@ impl ViewPlan {
         Ok(ViewPlan { steps })
     }
 
-    /// The probe's view: `/etc` bound read-only (no `/proc`: the probe has
-    /// no PID namespace of its own).
+    /// The probe's view: `/etc` bound read-only and a fresh `/proc` (the
+    /// probe's PID 1 builds it in a PID namespace of its own).
     fn probe() -> io::Result<ViewPlan> {
         let etc = Path::new("/etc");
+        let proc = Path::new("/proc");
         Ok(ViewPlan {
             steps: vec![
-                Step::Dirs(vec![under(STAGING, etc)?]),
+                Step::Dirs(vec![under(STAGING, etc)?, under(STAGING, proc)?]),
                 Step::Bind {
                     source: under(OLD, etc)?,
                     target: under(STAGING, etc)?,
                     read_only: true,
                 },
+                Step::Proc(under(STAGING, proc)?),
             ],
         })
     }

@@ -543,9 +543,10 @@ fn action_available(action: u32) -> bool {
 }
 
 /// Whether `listen` can be handed to the executor: user notification
-/// (Linux 5.0) and `pidfd_getfd` (Linux 5.6), tried on this process.
+/// (Linux 5.0) and `pidfd_getfd` (Linux 5.6), tried on this process, and a
+/// filter with a listener installable here ([`listener_installable`]).
 pub(crate) fn notify_available() -> bool {
-    if !action_available(SECCOMP_RET_USER_NOTIF) {
+    if !action_available(SECCOMP_RET_USER_NOTIF) || !listener_installable() {
         return false;
     }
     let Ok(me) = rustix::process::pidfd_open(
@@ -562,6 +563,50 @@ pub(crate) fn notify_available() -> bool {
         rustix::process::PidfdGetfdFlags::empty(),
     )
     .is_ok()
+}
+
+/// Whether a child of this process may install a filter with a listener.
+///
+/// The kernel allows one listener in a process's chain of filters and
+/// answers `EBUSY` for a second: beneath a supervisor the host already
+/// has (a container runtime that intercepts system calls, or a sandgate
+/// command that runs sandgate) every confined command would fail to
+/// start. Tried in a throwaway child, since the filter stays for good:
+/// it sets no_new_privs, installs a filter that allows everything with
+/// a listener, and exits 0 if the kernel took it.
+fn listener_installable() -> bool {
+    const ALLOW: [sock_filter; 1] = [sock_filter {
+        code: 0x06, // BPF_RET | BPF_K
+        jt: 0,
+        jf: 0,
+        k: SECCOMP_RET_ALLOW,
+    }];
+    let old = crate::spawn::block_all_signals();
+    // SAFETY: a fork-like clone (a copy of memory, no new stack); the
+    // child makes raw system calls only and exits, with every signal
+    // blocked.
+    let pid = unsafe { syscalls::syscall!(Sysno::clone, libc::SIGCHLD, 0, 0, 0, 0) };
+    if let Ok(0) = pid {
+        // SAFETY: integers only.
+        let nnp =
+            unsafe { syscalls::syscall!(Sysno::prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+        let ok = nnp.is_ok() && install(&ALLOW, SECCOMP_FILTER_FLAG_NEW_LISTENER).is_ok();
+        crate::spawn::exit(if ok { 0 } else { 1 })
+    }
+    crate::spawn::restore_signals(old);
+    let Some(pid) = pid
+        .ok()
+        .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+    else {
+        return false;
+    };
+    loop {
+        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+            Err(rustix::io::Errno::INTR) => {}
+            Ok(Some((_, status))) => return status.exit_status() == Some(0),
+            _ => return false,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------

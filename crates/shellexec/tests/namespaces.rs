@@ -534,21 +534,134 @@ fn a_host_that_refuses_unshare_gets_the_floor_or_a_refusal() {
     run_refusing("unshare");
 }
 
+/// A host that allows user, network and mount namespaces but no PID
+/// namespace (`user.max_pid_namespaces = 0` answers `ENOSPC` to
+/// `clone` and `unshare` with `CLONE_NEWPID`, in a user namespace too).
+#[test]
+fn a_host_without_pid_namespaces_gets_the_floor_or_a_refusal() {
+    let f = fixture();
+    if in_namespaces("fallback (newpid)", config(&f, ConfineMode::BestEffort)).is_none() {
+        return;
+    }
+    run_refusing("newpid");
+}
+
+/// A host whose `/proc` has entries covered by other mounts (a container
+/// runtime masks `/proc/kcore`, `/proc/timer_list` and others with
+/// `/dev/null`): the kernel refuses a fresh `proc` mount in a user
+/// namespace there (`EPERM`: it would reveal what is covered), and each
+/// command's view mounts one. Played by a child test process in a mount
+/// namespace of its own (in a user namespace of its own when not root)
+/// where `/dev/null` is bound over `/proc/version`.
+#[test]
+fn a_host_whose_proc_is_covered_gets_the_floor_or_a_refusal() {
+    use std::os::unix::process::CommandExt;
+    let f = fixture();
+    if in_namespaces("fallback (proc)", config(&f, ConfineMode::BestEffort)).is_none() {
+        return;
+    }
+    let root = is_root();
+    let (uid, gid) = (
+        rustix::process::getuid().as_raw(),
+        rustix::process::getgid().as_raw(),
+    );
+    let maps = [
+        (c"/proc/self/setgroups", "deny".to_owned()),
+        (c"/proc/self/uid_map", format!("{uid} {uid} 1")),
+        (c"/proc/self/gid_map", format!("{gid} {gid} 1")),
+    ];
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.args([
+        "--exact",
+        "fallback_helper",
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("SANDGATE_TEST_REFUSE", "proc");
+    // SAFETY: the child is single-threaded between fork and exec; only
+    // system calls on what was built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let check = |r: libc::c_int| {
+                if r < 0 {
+                    Err(std::io::Error::last_os_error())
+                } else {
+                    Ok(())
+                }
+            };
+            if root {
+                check(libc::unshare(libc::CLONE_NEWNS))?;
+            } else {
+                check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
+                for (path, text) in &maps {
+                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    check(fd)?;
+                    let n = libc::write(fd, text.as_ptr().cast(), text.len());
+                    libc::close(fd);
+                    check(n as libc::c_int)?;
+                }
+            }
+            let null = std::ptr::null();
+            check(libc::mount(
+                null,
+                c"/".as_ptr(),
+                null,
+                libc::MS_REC | libc::MS_PRIVATE,
+                null.cast(),
+            ))?;
+            check(libc::mount(
+                c"/dev/null".as_ptr(),
+                c"/proc/version".as_ptr(),
+                null,
+                libc::MS_BIND,
+                null.cast(),
+            ))
+        })
+    };
+    let out = cmd.output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("FALLBACK-CHECKED"), "{text}");
+}
+
 #[test]
 #[ignore = "run in a child process by the fallback tests"]
 fn fallback_helper() {
     let Some(call) = std::env::var_os("SANDGATE_TEST_REFUSE") else {
         return;
     };
-    let nr = match call.to_str() {
-        Some("mount") => libc::SYS_mount,
-        Some("unshare") => libc::SYS_unshare,
+    let newpid = || {
+        vec![
+            seccompiler::SeccompRule::new(vec![seccompiler::SeccompCondition::new(
+                0,
+                seccompiler::SeccompCmpArgLen::Qword,
+                seccompiler::SeccompCmpOp::MaskedEq(libc::CLONE_NEWPID as u64),
+                libc::CLONE_NEWPID as u64,
+            )
+            .unwrap()])
+            .unwrap(),
+        ]
+    };
+    let (rules, errno) = match call.to_str() {
+        Some("mount") => (BTreeMap::from([(libc::SYS_mount, Vec::new())]), libc::EPERM),
+        Some("unshare") => (
+            BTreeMap::from([(libc::SYS_unshare, Vec::new())]),
+            libc::EPERM,
+        ),
+        Some("newpid") => (
+            BTreeMap::from([(libc::SYS_clone, newpid()), (libc::SYS_unshare, newpid())]),
+            libc::ENOSPC,
+        ),
+        // Nothing refused: the covered /proc is set up by the parent.
+        Some("proc") => (BTreeMap::from([(libc::SYS_acct, Vec::new())]), libc::EPERM),
         other => panic!("unknown call {other:?}"),
     };
     let filter = seccompiler::SeccompFilter::new(
-        BTreeMap::from([(nr, Vec::new())]),
+        rules,
         seccompiler::SeccompAction::Allow,
-        seccompiler::SeccompAction::Errno(libc::EPERM as u32),
+        seccompiler::SeccompAction::Errno(errno as u32),
         std::env::consts::ARCH.try_into().unwrap(),
     )
     .unwrap();
@@ -580,6 +693,13 @@ fn fallback_helper() {
     let e = ex.start().unwrap_err();
     assert_eq!(e.code(), sandgate_codes::ErrorCode::ConfineUnavailable);
     assert!(e.to_string().contains("namespaces"), "{e}");
+    // The step the host refused is named.
+    if call == "newpid" {
+        assert!(e.to_string().contains("PID namespace"), "{e}");
+    }
+    if call == "proc" {
+        assert!(e.to_string().contains("proc mount"), "{e}");
+    }
     // Nothing runs.
     assert!(ex.exec("true", ExecOptions::default()).is_err());
     println!("FALLBACK-CHECKED");

@@ -717,12 +717,18 @@ fn host_sysv() -> Vec<String> {
         .flat_map(|kind| {
             let text = fs::read_to_string(format!("/proc/sysvipc/{kind}")).unwrap_or_default();
             let uid = uid.clone();
+            // Only the key and id: the rest of a line (the last pid to
+            // attach, the attach count) moves whenever a process of the
+            // test forks while the test's own segment is attached.
             text.lines()
                 .skip(1)
                 .filter(|l| {
                     l.split_whitespace().nth(if *kind == "shm" { 7 } else { 6 }) == Some(&uid)
                 })
-                .map(|l| format!("{kind} {l}"))
+                .map(|l| {
+                    let f: Vec<&str> = l.split_whitespace().take(2).collect();
+                    format!("{kind} {}", f.join(" "))
+                })
                 .collect::<Vec<_>>()
         })
         .collect()
@@ -903,4 +909,107 @@ fn a_command_cannot_change_the_scheduling_of_a_process_outside_it() {
     };
     assert_eq!(text(&off), "renice-ok\ntaskset-ok\n");
     assert_eq!(text(&ex), "renice-refused\ntaskset-refused\n");
+}
+
+/// The variable that makes [`beneath_a_supervisor_helper`] do its work.
+const UNDER_LISTENER: &str = "SANDGATE_TEST_UNDER_LISTENER";
+
+/// A host whose container runtime already supervises the executor through
+/// seccomp user notification (sysbox, LXD's system call interception, a
+/// sandgate command that runs sandgate): the kernel lets a process sit
+/// beneath one filter with a listener only (`EBUSY` for a second), so
+/// `listen` cannot be handed to the executor. The command must still run,
+/// with `listen` refused, and the report must say so.
+#[test]
+fn a_command_runs_beneath_a_supervisor_the_host_already_has() {
+    if !usable("a_command_runs_beneath_a_supervisor_the_host_already_has") {
+        return;
+    }
+    // By /proc/self/exe: the binary's own path may lie in a directory the
+    // unprivileged user cannot search.
+    let out = std::process::Command::new("/proc/self/exe")
+        .args([
+            "--exact",
+            "beneath_a_supervisor_helper",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(UNDER_LISTENER, "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("SUPERVISED-CHECKED"), "{text}");
+}
+
+#[test]
+#[ignore = "run in a child process by a_command_runs_beneath_a_supervisor_the_host_already_has"]
+fn beneath_a_supervisor_helper() {
+    if std::env::var_os(UNDER_LISTENER).is_none() {
+        return;
+    }
+    // A filter that allows everything, with a listener this process keeps
+    // open (as the runtime's supervisor would), on this thread: the one
+    // that starts the executor below.
+    let allow = [libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ALLOW,
+    }];
+    let prog = libc::sock_fprog {
+        len: 1,
+        filter: allow.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes integers only.
+    let nnp = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    assert_eq!(nnp, 0);
+    // SAFETY: `prog` points at a live one-instruction program; the kernel
+    // copies it.
+    let listener = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    assert!(listener >= 0, "{}", std::io::Error::last_os_error());
+
+    let f = fixture();
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    // A UNIX socket in the write root: not even it may listen.
+    let command = format!(
+        "echo ran; {PYTHON} -c '{}' unix",
+        LISTEN_PROBE.replace('\'', r"'\''")
+    );
+    let cwd = rustix::fs::open(
+        &f.work,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let r = ex
+        .exec(
+            &command,
+            ExecOptions {
+                cwd: Some(cwd),
+                ..ExecOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        (r.exit_code, String::from_utf8_lossy(&r.stdout).as_ref()),
+        (0, "ran\nENOSYS\n"),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(r.confined.seccomp, "{:?}", r.confined);
+    let all = r.confined.seccomp_refuses.join("\n");
+    assert!(all.contains("listen on any socket"), "{all}");
+    // SAFETY: the listener is ours.
+    unsafe { libc::close(listener as i32) };
+    println!("SUPERVISED-CHECKED");
 }
