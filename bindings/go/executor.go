@@ -80,6 +80,9 @@ func NewExecutor(p *Policy, opts ...ExecutorOption) (*Executor, error) {
 }
 
 func (x *Executor) with(f func(p *C.sg_executor, e **C.sg_error) C.sg_status) error {
+	if x == nil {
+		return requestError("executor is nil")
+	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if x.ptr == nil {
@@ -112,6 +115,9 @@ func (x *Executor) Dispose() error {
 // Close disposes of the executor and frees it, waiting for running
 // commands. Later calls answer E_CLOSED. Closing twice is fine.
 func (x *Executor) Close() error {
+	if x == nil {
+		return nil
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.ptr != nil {

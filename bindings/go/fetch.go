@@ -54,6 +54,9 @@ func NewFetcher(p *Policy) (*Fetcher, error) {
 // its timeout at the latest). Later calls answer E_CLOSED. Closing twice
 // is fine.
 func (f *Fetcher) Close() error {
+	if f == nil {
+		return nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ptr != nil {
@@ -214,6 +217,9 @@ func fetchErr(e *Error) *FetchError { return &FetchError{Err: e} }
 // call runs sg_fetcher_fetch under the read lock: the answer's bytes and,
 // unless the status is SG_OK, the error (both freed here).
 func (f *Fetcher) call(req []byte) ([]byte, *Error) {
+	if f == nil {
+		return nil, requestError("fetcher is nil")
+	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.ptr == nil {

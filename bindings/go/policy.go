@@ -53,6 +53,9 @@ func newPolicy(p *C.sg_policy) *Policy {
 
 // Close frees the policy. Closing twice is fine.
 func (p *Policy) Close() error {
+	if p == nil {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ptr != nil {

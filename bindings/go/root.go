@@ -76,6 +76,9 @@ func (r *Root) Name() string { return r.name }
 // Close closes the Root. After Close, methods return errors (E_CLOSED,
 // which errors.Is matches with fs.ErrClosed). Closing twice is fine.
 func (r *Root) Close() error {
+	if r == nil {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ptr != nil {
@@ -88,6 +91,9 @@ func (r *Root) Close() error {
 
 // with runs f on the live handle, or answers E_CLOSED.
 func (r *Root) with(f func(p *C.sg_root) error) error {
+	if r == nil {
+		return requestError("root is nil")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.ptr == nil {

@@ -202,6 +202,9 @@ func build(o *C.sg_sandbox_options, opts []Option) (*Sandbox, error) {
 // Close releases the sandbox; later calls answer E_CLOSED. It waits for
 // calls in progress. Closing twice is fine.
 func (s *Sandbox) Close() error {
+	if s == nil {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ptr == nil {
@@ -223,6 +226,9 @@ func (s *Sandbox) Close() error {
 }
 
 func (s *Sandbox) with(f func(p *C.sg_sandbox, e **C.sg_error) C.sg_status) error {
+	if s == nil {
+		return requestError("sandbox is nil")
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.ptr == nil {

@@ -841,3 +841,51 @@ func TestExecutorProtectedChanges(t *testing.T) {
 		t.Errorf("new.lock stayed: %v", err)
 	}
 }
+
+// A method called on a nil handle answers E_REQUEST (Close answers nil)
+// instead of panicking in the binding.
+func TestNilHandlesAnswerRequestErrors(t *testing.T) {
+	isRequest := func(what string, err error) {
+		t.Helper()
+		var se *sandgate.Error
+		if !errors.As(err, &se) || se.Code != sandgate.CodeRequest {
+			t.Fatalf("%s on a nil handle: %v, want E_REQUEST", what, err)
+		}
+	}
+	var s *sandgate.Sandbox
+	_, err := s.Read("a.txt")
+	isRequest("Sandbox.Read", err)
+	_, err = s.List(".")
+	isRequest("Sandbox.List", err)
+	isRequest("Sandbox.Mkdir", s.Mkdir("d"))
+	if err := s.Close(); err != nil {
+		t.Fatalf("Sandbox.Close on nil: %v", err)
+	}
+	var x *sandgate.Executor
+	_, err = x.Exec(context.Background(), "true", sandgate.ExecOptions{})
+	isRequest("Executor.Exec", err)
+	isRequest("Executor.Start", x.Start())
+	if err := x.Close(); err != nil {
+		t.Fatalf("Executor.Close on nil: %v", err)
+	}
+	var f *sandgate.Fetcher
+	_, err = f.Fetch(context.Background(), "https://example.com/", sandgate.FetchOptions{})
+	isRequest("Fetcher.Fetch", err)
+	if err := f.Close(); err != nil {
+		t.Fatalf("Fetcher.Close on nil: %v", err)
+	}
+	var r *sandgate.Root
+	_, err = r.ReadFile("a.txt")
+	isRequest("Root.ReadFile", err)
+	_, err = r.Stat("a.txt")
+	isRequest("Root.Stat", err)
+	if err := r.Close(); err != nil {
+		t.Fatalf("Root.Close on nil: %v", err)
+	}
+	var p *sandgate.Policy
+	_, err = p.Digest()
+	isRequest("Policy.Digest", err)
+	if err := p.Close(); err != nil {
+		t.Fatalf("Policy.Close on nil: %v", err)
+	}
+}
