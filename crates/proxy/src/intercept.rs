@@ -62,8 +62,10 @@ pub struct RequestMatch {
     pub port: Option<u16>,
     /// Methods (exact, upper case); empty: any.
     pub methods: Vec<String>,
-    /// Path prefixes, matched at a `/` boundary against the request's
-    /// percent-decoded path; empty: any.
+    /// Path prefixes, matched against the request's percent-decoded path:
+    /// exactly at a `/` boundary for what admits (an allow rule, a
+    /// credential), in every reading a server may give it for a deny rule
+    /// (see [`covered`]); empty: any.
     pub path_prefixes: Vec<String>,
 }
 
@@ -72,9 +74,23 @@ impl RequestMatch {
         self.host.eq_ignore_ascii_case(host) && self.port.is_none_or(|p| p == port)
     }
 
+    /// Whether the request is one this match admits: its path is a prefix
+    /// or beneath it, exactly as spelled.
     fn matches(&self, method: &str, path: &str) -> bool {
-        (self.methods.is_empty() || self.methods.iter().any(|m| m == method))
+        self.method_is(method)
             && (self.path_prefixes.is_empty() || self.path_prefixes.iter().any(|p| under(path, p)))
+    }
+
+    /// Whether the request is one a deny rule with this match refuses: its
+    /// path is covered by a prefix in any reading (see [`covered`]).
+    fn covers(&self, method: &str, path: &str) -> bool {
+        self.method_is(method)
+            && (self.path_prefixes.is_empty()
+                || self.path_prefixes.iter().any(|p| covered(path, p)))
+    }
+
+    fn method_is(&self, method: &str) -> bool {
+        self.methods.is_empty() || self.methods.iter().any(|m| m == method)
     }
 }
 
@@ -83,6 +99,33 @@ fn under(path: &str, prefix: &str) -> bool {
     path == prefix
         || (path.starts_with(prefix)
             && (prefix.ends_with('/') || path.as_bytes().get(prefix.len()) == Some(&b'/')))
+}
+
+/// Whether a deny rule's `prefix` covers `path` in any reading a server
+/// may give it, so that a deny fails closed: letter case ignored (ASP.NET,
+/// IIS and Spring match paths case-insensitively, and .NET's invariant
+/// upper case makes `ı` an `I` and `ſ` an `S`), a trailing `/` on the
+/// prefix ignored (`/admin/` and `/admin` are one route to most routers),
+/// and any boundary that is not a word character: `/admin.json` (Rails
+/// formats, Spring's suffix patterns), `/admin?` (a decoded `%3F` that a
+/// server re-reading the path takes as the query), `/admin ` (IIS trims
+/// trailing spaces and dots). `/administrators` and `/admin-x` stay other
+/// words. An allow prefix is matched by [`under`], exactly: these
+/// readings must never widen what it admits.
+fn covered(path: &str, prefix: &str) -> bool {
+    fn fold(s: &str) -> String {
+        s.chars()
+            .flat_map(char::to_uppercase)
+            .flat_map(char::to_lowercase)
+            .collect()
+    }
+    let prefix = fold(prefix.strip_suffix('/').unwrap_or(prefix));
+    let path = fold(path);
+    path.starts_with(&prefix)
+        && path[prefix.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '-' || c == '_'))
 }
 
 /// A header the proxy sets on matching requests to a host.
@@ -290,7 +333,7 @@ impl Intercept {
             .collect();
         if let Some(r) = rules
             .iter()
-            .find(|r| !r.allow && r.target.matches(method, &path))
+            .find(|r| !r.allow && r.target.covers(method, &path))
         {
             return Decision::Refuse {
                 rule: r.label.clone(),
@@ -812,5 +855,38 @@ mod tests {
         assert!(under("/repos/org/x", "/repos/org/"));
         assert!(!under("/repos/organization", "/repos/org"));
         assert!(!under("/repos", "/repos/org"));
+        assert!(!under("/repos/org.json", "/repos/org"));
+        assert!(!under("/REPOS/org", "/repos/org"));
+    }
+
+    #[test]
+    fn a_deny_prefix_covers_every_reading() {
+        for path in [
+            "/admin",
+            "/admin/",
+            "/admin/x",
+            "/admin.json",
+            "/admin?",
+            "/admin ",
+            "/admin.",
+            "/ADMIN",
+            "/adm\u{131}n",
+            "/admin~",
+        ] {
+            assert!(covered(path, "/admin"), "{path}");
+            assert!(covered(path, "/admin/"), "{path}");
+            assert!(covered(path, "/"), "{path}");
+        }
+        for path in [
+            "/administrators",
+            "/admin-x",
+            "/admin_x",
+            "/adm",
+            "/x/admin",
+        ] {
+            assert!(!covered(path, "/admin"), "{path}");
+            assert!(!covered(path, "/admin/"), "{path}");
+        }
+        assert!(covered("/\u{17f}ecret", "/Secret"));
     }
 }

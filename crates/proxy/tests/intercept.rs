@@ -1654,3 +1654,91 @@ fn an_upstream_that_never_answers_is_named_as_such() {
         "{body}"
     );
 }
+
+/// A deny prefix covers the spellings servers route to the same action:
+/// `/admin.json` (Rails formats, Spring's suffix patterns), `/admin%3F`
+/// (decoded to `/admin?`, which a server re-reading the path takes as
+/// `/admin` and a query), and other letter cases (ASP.NET, Spring with
+/// case-insensitive matching, IIS), ASCII or not (`ı` and `ſ` upper-case
+/// to `I` and `S`). An allow prefix stays exact: it admits none of these.
+#[test]
+fn a_deny_prefix_covers_suffixes_and_letter_cases_an_allow_prefix_does_not() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![
+        RequestRule {
+            target: target(port, &[], &["/admin"]),
+            allow: false,
+            label: "net.rules[0]".into(),
+        },
+        RequestRule {
+            target: target(port, &[], &["/private/"]),
+            allow: false,
+            label: "net.rules[1]".into(),
+        },
+    ];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for path in [
+        "/admin",
+        "/admin/x",
+        "/admin.json",
+        "/admin%2Ejson",
+        "/admin%3F",
+        "/admin%3Fx=1",
+        "/admin%23",
+        "/admin%20",
+        "/admin.",
+        "/ADMIN",
+        "/Admin/x",
+        "/%41dmin.json",
+        "/admin;x",
+        "/adm%C4%B1n.json",
+        "/private",
+        "/PRIVATE/x",
+        "/private.json",
+        "/pr%C4%B1vate/x",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{path}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    // Another word that starts with the prefix is not the prefix.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET /administrators HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+
+    // The same spellings under an allow prefix are refused: it admits the
+    // path it names and what lies beneath it, nothing else.
+    let rules = vec![RequestRule {
+        target: target(port, &[], &["/public"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for path in ["/public.json", "/PUBLIC", "/public%3F", "/publi%C5%BF"] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        );
+        assert!(head.starts_with("HTTP/1.1 403"), "{path}: {head:?}");
+    }
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET /public/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+}
