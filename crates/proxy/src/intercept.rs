@@ -429,8 +429,8 @@ pub(crate) fn escape_at(bytes: &[u8], i: usize) -> Option<u8> {
 
 /// The percent-decoded path of an origin-form target (the query cut off),
 /// refused when it could be read two ways: not absolute, a fragment, a
-/// malformed or encoded `/` escape, a back slash, a control byte, a `;`,
-/// or an empty, `.` or `..` segment.
+/// malformed or encoded `/` escape, an escape left once decoded, a back
+/// slash, a control byte, a `;`, or an empty, `.` or `..` segment.
 pub(crate) fn request_path(target: &str) -> Result<String, String> {
     // A request target has no fragment (RFC 9112): a server that does not
     // cut it at `#` reads what follows as path, dot segments included.
@@ -463,6 +463,16 @@ pub(crate) fn request_path(target: &str) -> Result<String, String> {
             out.push(bytes[i]);
             i += 1;
         }
+    }
+    // An escape left once decoded (`%252e` is `%2e`) is another path to a
+    // server that decodes twice (an nginx passing on `$uri`, an
+    // application decoding what its server already decoded): `..` or a
+    // deny-listed name to it, neither to the rules.
+    if (0..out.len()).any(|i| out[i] == b'%' && escape_at(&out, i).is_some()) {
+        return Err(format!(
+            "the request path \"{quoted}\" still holds a percent-escape once decoded (a \
+             server that decodes twice would read another path)"
+        ));
     }
     let path = String::from_utf8(out)
         .map_err(|_| format!("the request path \"{quoted}\" is not UTF-8 once decoded"))?;
@@ -843,9 +853,13 @@ mod tests {
             "/a/..;/b",
             "/a/%2e%2e%3b/b",
             "/a#/../b",
+            "/a/%252e%252e/b",
+            "/a/%25%32%65",
         ] {
             assert!(request_path(bad).is_err(), "{bad}");
         }
+        assert_eq!(request_path("/a/100%25").unwrap(), "/a/100%");
+        assert_eq!(request_path("/a/%25zz").unwrap(), "/a/%zz");
     }
 
     #[test]

@@ -1742,3 +1742,51 @@ fn a_deny_prefix_covers_suffixes_and_letter_cases_an_allow_prefix_does_not() {
     );
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
 }
+
+/// A path that still holds an escape once decoded (`%252e` is `%2e` to
+/// the proxy) reads as another path to a server that decodes twice (an
+/// nginx passing on `$uri`, an application decoding a path its server
+/// already decoded): `/repos/org/%252e%252e/other` is under the allow
+/// prefix to the proxy and `/repos/other` to that server, and
+/// `/repos/org/%2573ecret` escapes the deny rule. No prefix could be
+/// judged for both readings, so such a path is refused.
+#[test]
+fn a_path_that_decodes_twice_cannot_escape_the_rules() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_but_secret(port, &pem);
+    for path in [
+        "/repos/org/%252e%252e/other",
+        "/repos/org/%252E%252E/%252E%252E/admin",
+        "/repos/org/x%252f..%252f..%252fother",
+        "/repos/org/%2573ecret",
+        "/repos/org/%25%37%33ecret",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, body) = request(
+            &mut tls,
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{path}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+        assert!(body.contains("escape"), "{path}: {body}");
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    // A `%` that starts no escape once decoded is only a `%`.
+    for path in [
+        "/repos/org/100%25",
+        "/repos/org/100%25-off",
+        "/repos/org/%25zz",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        );
+        assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head:?}");
+    }
+}
