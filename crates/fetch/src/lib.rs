@@ -556,8 +556,8 @@ impl Fetcher {
             if let (301 | 302 | 303 | 307 | 308, Some(location)) = (status, location) {
                 let next = location
                     .to_str()
-                    .map_err(|_| "not ASCII".to_owned())
-                    .and_then(|l| target.join(l).map_err(|e| e.to_string()))
+                    .map_err(|_| "is not ASCII".to_owned())
+                    .and_then(|l| target.join(l).map_err(|e| format!("is refused: {e}")))
                     .map_err(|m| {
                         FetchError::new(
                             ErrorCode::NetDenied,

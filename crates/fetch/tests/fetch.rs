@@ -446,6 +446,34 @@ fn a_relative_location_with_dot_segments_is_resolved_as_rfc_3986_says() {
     }
 }
 
+/// A `Location` that cannot be followed refuses the fetch with a message
+/// that says what is wrong with it, in a sentence.
+#[test]
+fn an_unusable_location_is_named_in_the_refusal() {
+    for (location, says) in [
+        (&b"/caf\xc3\xa9"[..], "its Location is not ASCII"),
+        (
+            &b"http://a b/"[..],
+            "its Location is refused: the URL holds a space",
+        ),
+        (
+            &b"http://u:p@a.example/"[..],
+            "its Location is refused: credentials",
+        ),
+    ] {
+        let mut reply = b"HTTP/1.1 302 Found\r\nLocation: ".to_vec();
+        reply.extend_from_slice(location);
+        reply.extend_from_slice(b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        let s = serve("127.0.0.1", move |_| Reply::Raw(reply.clone()));
+        let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)]))
+            .resolver(no_dns)
+            .build();
+        let e = denied(get(&f, &format!("http://127.0.0.1:{}/go", s.port)));
+        assert!(e.message().contains(says), "{says}: {}", e.message());
+        assert_eq!(e.hops().len(), 1);
+    }
+}
+
 #[test]
 fn a_redirect_without_location_is_the_answer() {
     let s = serve("127.0.0.1", |_| {
