@@ -1206,6 +1206,11 @@ const METHOD_OVERRIDES: &[&str] = &[
     "x-method-override",
 ];
 
+/// Headers that make a server route by another path than the request
+/// line's: Symfony before CVE-2018-14773's fix, Zend Framework and Laminas
+/// read them (IIS's URL Rewrite sets the first for its backend).
+const PATH_OVERRIDES: &[&str] = &["x-original-url", "x-rewrite-url"];
+
 /// Why a request that names another method in a header or its query is
 /// refused on an intercepted host (`None` when it names none): the rules
 /// and the credential's methods judge the request line's.
@@ -1265,7 +1270,8 @@ fn query_override(target: &str) -> bool {
 
 /// What refuses a request to an intercepted host whatever the rules say:
 /// upgrades (h2c, websocket), a method override (a header or a `_method`
-/// query parameter), chunked request bodies, a malformed length.
+/// query parameter), a path override header, a body framed two ways, a
+/// malformed length.
 fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
     if head.header("upgrade").next().is_some() || head.header("http2-settings").next().is_some() {
         return Some((
@@ -1276,6 +1282,19 @@ fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
     }
     if let Some(why) = method_override(head) {
         return Some((403, "Forbidden", why));
+    }
+    if let Some(h) = PATH_OVERRIDES
+        .iter()
+        .find(|h| head.header(h).next().is_some())
+    {
+        return Some((
+            403,
+            "Forbidden",
+            format!(
+                "`{h}` is refused on an intercepted host: the server would route by a path the \
+                 rules did not judge"
+            ),
+        ));
     }
     let codings: Vec<&str> = head.header("transfer-encoding").collect();
     let lengths: Vec<&str> = head.header("content-length").collect();

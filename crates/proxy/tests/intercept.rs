@@ -1790,3 +1790,49 @@ fn a_path_that_decodes_twice_cannot_escape_the_rules() {
         assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head:?}");
     }
 }
+
+/// Symfony (before 2.7.49, 2.8.44, 3.3.18, 3.4.14, 4.0.14 and 4.1.3;
+/// CVE-2018-14773), Zend Framework and Laminas route by an
+/// `X-Original-URL` or `X-Rewrite-URL` header instead of the request
+/// line's path: a request for an allowed path naming a refused one there
+/// would reach the refused action with the credential. Such a request is
+/// refused on an intercepted host, through TLS and in plain HTTP.
+#[test]
+fn a_path_override_header_cannot_escape_the_path_rules() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_but_secret(port, &pem);
+    for header in ["X-Original-URL", "x-rewrite-url"] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, body) = request(
+            &mut tls,
+            &format!(
+                "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\n{header}: /repos/org/secret\r\n\r\n"
+            ),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{header}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+        assert!(
+            body.to_ascii_lowercase()
+                .contains(&header.to_ascii_lowercase()),
+            "{body}"
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    let plain = plain_upstream();
+    let port = plain.addr.port();
+    let s = ok_only_http(port, &[], &pem);
+    refused_in_plain(
+        s.addr,
+        &format!(
+            "GET http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
+             X-Original-URL: /admin\r\n\r\n"
+        ),
+        "HTTP/1.1 403",
+        &plain,
+    );
+}
