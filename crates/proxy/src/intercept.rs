@@ -82,9 +82,11 @@ impl RequestMatch {
     }
 
     /// Whether the request is one a deny rule with this match refuses: its
-    /// path is covered by a prefix in any reading (see [`covered`]).
+    /// path is covered by a prefix in any reading (see [`covered`]), and
+    /// `HEAD` is covered by `GET`, since routers (Rails, Flask, Express,
+    /// Django, Go's) run the `GET` handler for it.
     fn covers(&self, method: &str, path: &str) -> bool {
-        self.method_is(method)
+        (self.method_is(method) || (method == "HEAD" && self.method_is("GET")))
             && (self.path_prefixes.is_empty()
                 || self.path_prefixes.iter().any(|p| covered(path, p)))
     }

@@ -296,8 +296,10 @@ fn request<S: Read + Write>(s: &mut S, req: &str) -> (String, String) {
         }
     }
     let head = String::from_utf8_lossy(&head).into_owned();
+    // The answer to HEAD has no body, whatever its length says.
     let len: usize = head
         .lines()
+        .filter(|_| !req.starts_with("HEAD "))
         .find_map(|l| {
             l.to_ascii_lowercase()
                 .strip_prefix("content-length:")
@@ -1835,4 +1837,50 @@ fn a_path_override_header_cannot_escape_the_path_rules() {
         "HTTP/1.1 403",
         &plain,
     );
+}
+
+/// Rails, Flask, Express, Django and Go's routers answer `HEAD` with the
+/// `GET` handler: the action runs (and its headers come back), so a deny
+/// rule that names `GET` covers `HEAD` too. An allow rule naming `GET`
+/// still admits only `GET`.
+#[test]
+fn a_deny_rule_on_get_covers_head() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["GET"], &["/admin"]),
+        allow: false,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "HEAD /admin/delete-all HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(
+        head.starts_with("HTTP/1.1 403"),
+        "{head:?}, the upstream got {:?}",
+        up.heads.lock().unwrap()
+    );
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    assert_eq!(s.proxy.requests()[0].rule, "net.rules[0]");
+    // Another method the rule does not name passes.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "OPTIONS /admin HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head:?}");
+    // An allow rule naming GET does not admit HEAD.
+    let rules = vec![RequestRule {
+        target: target(port, &["GET"], &["/public"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(&mut tls, "HEAD /public HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 403"), "{head:?}");
 }
