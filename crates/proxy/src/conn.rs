@@ -609,6 +609,23 @@ impl Head {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Whether a header of `name` was sent in any spelling a CGI-style
+    /// server reads as it: case aside, `_` and `-` are one to servers that
+    /// turn names into `HTTP_…` keys (Puma before CVE-2024-45614's fix,
+    /// WSGI and CGI servers that keep underscored names).
+    fn has_cgi_header(&self, name: &str) -> bool {
+        let key = |b: u8| {
+            if b == b'_' {
+                b'-'
+            } else {
+                b.to_ascii_lowercase()
+            }
+        };
+        self.headers.iter().any(|(n, _)| {
+            n.len() == name.len() && n.bytes().zip(name.bytes()).all(|(a, b)| key(a) == key(b))
+        })
+    }
+
     fn has_token(&self, name: &str, token: &str) -> bool {
         self.header(name)
             .flat_map(|v| v.split(','))
@@ -1217,7 +1234,7 @@ const PATH_OVERRIDES: &[&str] = &["x-original-url", "x-rewrite-url"];
 fn method_override(head: &Head) -> Option<String> {
     let name = METHOD_OVERRIDES
         .iter()
-        .find(|h| head.header(h).next().is_some())
+        .find(|h| head.has_cgi_header(h))
         .map(|h| format!("`{h}`"))
         .or_else(|| query_override(&head.target).then(|| "a `_method` query parameter".into()))?;
     Some(format!(
@@ -1283,10 +1300,7 @@ fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
     if let Some(why) = method_override(head) {
         return Some((403, "Forbidden", why));
     }
-    if let Some(h) = PATH_OVERRIDES
-        .iter()
-        .find(|h| head.header(h).next().is_some())
-    {
+    if let Some(h) = PATH_OVERRIDES.iter().find(|h| head.has_cgi_header(h)) {
         return Some((
             403,
             "Forbidden",

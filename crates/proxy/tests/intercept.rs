@@ -1884,3 +1884,35 @@ fn a_deny_rule_on_get_covers_head() {
     let (head, _) = request(&mut tls, "HEAD /public HTTP/1.1\r\nHost: localhost\r\n\r\n");
     assert!(head.starts_with("HTTP/1.1 403"), "{head:?}");
 }
+
+/// CGI-style servers map header names to `HTTP_…` keys with `-` turned
+/// into `_`, so `X_HTTP_Method_Override` and `X-HTTP-Method-Override` are
+/// one header to them (Puma before 6.4.3 and 5.6.9, CVE-2024-45614, and
+/// any WSGI or CGI server that keeps underscored names). An override
+/// header spelled with underscores is refused as the dashed one is.
+#[test]
+fn an_override_header_spelled_with_underscores_is_refused_too() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_but_secret(port, &pem);
+    for header in [
+        "X_HTTP_Method_Override: DELETE",
+        "x_http_method: DELETE",
+        "X-Method_Override: DELETE",
+        "X_Original_URL: /repos/org/secret",
+        "X_Rewrite-Url: /repos/org/secret",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!("GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\n{header}\r\n\r\n"),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{header}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+}
