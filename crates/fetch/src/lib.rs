@@ -41,7 +41,8 @@
 //!    port they were checked for, so nothing between the check and the dial
 //!    (a second DNS answer included) can reach another address.
 //! 5. The client follows no redirect and uses no proxy. A 301/302/303/307/
-//!    308 with a `Location` is resolved against the current URL and the new
+//!    308 with a `Location` is resolved against the current URL (as RFC
+//!    3986 resolves a reference, dot segments removed) and the new
 //!    target goes through steps 1–4 as a redirect hop. `Authorization`,
 //!    `Cookie` and `Proxy-Authorization` are dropped when a hop changes
 //!    origin (scheme, host or port), and 303 (and 301/302 after a POST)
@@ -555,8 +556,8 @@ impl Fetcher {
             if let (301 | 302 | 303 | 307 | 308, Some(location)) = (status, location) {
                 let next = location
                     .to_str()
-                    .map_err(|_| "not ASCII".to_owned())
-                    .and_then(|l| target.join(l).map_err(|e| e.to_string()))
+                    .map_err(|_| "is not ASCII".to_owned())
+                    .and_then(|l| target.join(l).map_err(|e| format!("is refused: {e}")))
                     .map_err(|m| {
                         FetchError::new(
                             ErrorCode::NetDenied,

@@ -415,6 +415,65 @@ fn redirect_reports_every_hop_when_it_succeeds_and_caps_the_count() {
     assert_eq!(e.hops().len(), 1);
 }
 
+/// A `Location` is resolved as RFC 3986 resolves a reference, dot
+/// segments removed: `../up` from `/a/b/go` is `/a/up`, never the
+/// `/a/b/../up` a browser, curl or any other client would not ask for. The
+/// hop is reported (and refused, being loopback) as the URL the fetch
+/// would have asked for.
+#[test]
+fn a_relative_location_with_dot_segments_is_resolved_as_rfc_3986_says() {
+    for (location, landed) in [
+        ("../up", "/a/up"),
+        ("./here", "/a/b/here"),
+        ("../../../../top?q=1", "/top?q=1"),
+        ("/x/./y/../z", "/x/z"),
+        ("..", "/a/"),
+        ("http://127.0.0.1:{port}/p/q/../r/.", "/p/r/"),
+    ] {
+        let holder = Arc::new(Mutex::new(String::new()));
+        let h = holder.clone();
+        let s = serve("127.0.0.1", move |_| redirect(302, &h.lock().unwrap()));
+        *holder.lock().unwrap() = location.replace("{port}", &s.port.to_string());
+        let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)]))
+            .resolver(no_dns)
+            .build();
+        let e = denied(get(&f, &format!("http://127.0.0.1:{}/a/b/go", s.port)));
+        assert_eq!(
+            e.hops()[1].url,
+            format!("http://127.0.0.1:{}{landed}", s.port),
+            "{location}"
+        );
+    }
+}
+
+/// A `Location` that cannot be followed refuses the fetch with a message
+/// that says what is wrong with it, in a sentence.
+#[test]
+fn an_unusable_location_is_named_in_the_refusal() {
+    for (location, says) in [
+        (&b"/caf\xc3\xa9"[..], "its Location is not ASCII"),
+        (
+            &b"http://a b/"[..],
+            "its Location is refused: the URL holds a space",
+        ),
+        (
+            &b"http://u:p@a.example/"[..],
+            "its Location is refused: credentials",
+        ),
+    ] {
+        let mut reply = b"HTTP/1.1 302 Found\r\nLocation: ".to_vec();
+        reply.extend_from_slice(location);
+        reply.extend_from_slice(b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        let s = serve("127.0.0.1", move |_| Reply::Raw(reply.clone()));
+        let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)]))
+            .resolver(no_dns)
+            .build();
+        let e = denied(get(&f, &format!("http://127.0.0.1:{}/go", s.port)));
+        assert!(e.message().contains(says), "{says}: {}", e.message());
+        assert_eq!(e.hops().len(), 1);
+    }
+}
+
 #[test]
 fn a_redirect_without_location_is_the_answer() {
     let s = serve("127.0.0.1", |_| {

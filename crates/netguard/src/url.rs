@@ -91,8 +91,21 @@ impl Target {
         }
     }
 
-    /// Resolves a `Location` header against this URL.
+    /// Resolves a `Location` header against this URL, as RFC 3986 (5.2)
+    /// resolves a reference: the path's `.` and `..` segments removed, so
+    /// the next hop asks for the URL any other client would.
     pub fn join(&self, location: &str) -> Result<Target, UrlError> {
+        let mut next = self.merge(location)?;
+        let (path, query) = match next.path.find('?') {
+            Some(i) => next.path.split_at(i),
+            None => (next.path.as_str(), ""),
+        };
+        next.path = format!("{}{query}", remove_dot_segments(path));
+        Ok(next)
+    }
+
+    /// The reference made absolute against this URL, dot segments kept.
+    fn merge(&self, location: &str) -> Result<Target, UrlError> {
         check_chars(location)?;
         if has_scheme(location) {
             return Target::parse(location);
@@ -152,6 +165,31 @@ impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}://{}{}", self.scheme, self.authority(), self.path)
     }
+}
+
+/// RFC 3986's `remove_dot_segments` on an absolute path: `.` segments
+/// dropped, each `..` dropping the segment before it (never past the
+/// root), a trailing `.` or `..` leaving the path ending in `/`.
+fn remove_dot_segments(path: &str) -> String {
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    let mut out: Vec<&str> = Vec::with_capacity(segments.len());
+    for (n, segment) in segments.iter().enumerate() {
+        let last = n + 1 == segments.len();
+        match *segment {
+            "." => {}
+            ".." => {
+                out.pop();
+            }
+            other => {
+                out.push(other);
+                continue;
+            }
+        }
+        if last {
+            out.push("");
+        }
+    }
+    format!("/{}", out.join("/"))
 }
 
 fn check_chars(url: &str) -> Result<(), UrlError> {
@@ -293,6 +331,18 @@ mod tests {
             "0x7f.1".to_owned()
         );
         assert_eq!(base.join("#f").unwrap(), base);
+        for (location, path) in [
+            ("../x", "/x"),
+            ("./x", "/dir/x"),
+            (".", "/dir/"),
+            ("..", "/"),
+            ("../../../x/./y/../z?q=../a", "/x/z?q=../a"),
+            ("/a//../b", "/a/b"),
+            ("/a/b/..", "/a/"),
+            ("https://b.example/a/%2e%2e/b", "/a/%2e%2e/b"),
+        ] {
+            assert_eq!(base.join(location).unwrap().path, path, "{location}");
+        }
         assert!(base.join("http:evil").is_err());
     }
 }

@@ -609,6 +609,23 @@ impl Head {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Whether a header of `name` was sent in any spelling a CGI-style
+    /// server reads as it: case aside, `_` and `-` are one to servers that
+    /// turn names into `HTTP_…` keys (Puma before CVE-2024-45614's fix,
+    /// WSGI and CGI servers that keep underscored names).
+    fn has_cgi_header(&self, name: &str) -> bool {
+        let key = |b: u8| {
+            if b == b'_' {
+                b'-'
+            } else {
+                b.to_ascii_lowercase()
+            }
+        };
+        self.headers.iter().any(|(n, _)| {
+            n.len() == name.len() && n.bytes().zip(name.bytes()).all(|(a, b)| key(a) == key(b))
+        })
+    }
+
     fn has_token(&self, name: &str, token: &str) -> bool {
         self.header(name)
             .flat_map(|v| v.split(','))
@@ -1206,13 +1223,18 @@ const METHOD_OVERRIDES: &[&str] = &[
     "x-method-override",
 ];
 
+/// Headers that make a server route by another path than the request
+/// line's: Symfony before CVE-2018-14773's fix, Zend Framework and Laminas
+/// read them (IIS's URL Rewrite sets the first for its backend).
+const PATH_OVERRIDES: &[&str] = &["x-original-url", "x-rewrite-url"];
+
 /// Why a request that names another method in a header or its query is
 /// refused on an intercepted host (`None` when it names none): the rules
 /// and the credential's methods judge the request line's.
 fn method_override(head: &Head) -> Option<String> {
     let name = METHOD_OVERRIDES
         .iter()
-        .find(|h| head.header(h).next().is_some())
+        .find(|h| head.has_cgi_header(h))
         .map(|h| format!("`{h}`"))
         .or_else(|| query_override(&head.target).then(|| "a `_method` query parameter".into()))?;
     Some(format!(
@@ -1265,7 +1287,8 @@ fn query_override(target: &str) -> bool {
 
 /// What refuses a request to an intercepted host whatever the rules say:
 /// upgrades (h2c, websocket), a method override (a header or a `_method`
-/// query parameter), chunked request bodies, a malformed length.
+/// query parameter), a path override header, a body framed two ways, a
+/// malformed length.
 fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
     if head.header("upgrade").next().is_some() || head.header("http2-settings").next().is_some() {
         return Some((
@@ -1276,6 +1299,16 @@ fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
     }
     if let Some(why) = method_override(head) {
         return Some((403, "Forbidden", why));
+    }
+    if let Some(h) = PATH_OVERRIDES.iter().find(|h| head.has_cgi_header(h)) {
+        return Some((
+            403,
+            "Forbidden",
+            format!(
+                "`{h}` is refused on an intercepted host: the server would route by a path the \
+                 rules did not judge"
+            ),
+        ));
     }
     let codings: Vec<&str> = head.header("transfer-encoding").collect();
     let lengths: Vec<&str> = head.header("content-length").collect();

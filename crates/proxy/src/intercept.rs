@@ -62,8 +62,10 @@ pub struct RequestMatch {
     pub port: Option<u16>,
     /// Methods (exact, upper case); empty: any.
     pub methods: Vec<String>,
-    /// Path prefixes, matched at a `/` boundary against the request's
-    /// percent-decoded path; empty: any.
+    /// Path prefixes, matched against the request's percent-decoded path:
+    /// exactly at a `/` boundary for what admits (an allow rule, a
+    /// credential), in every reading a server may give it for a deny rule
+    /// (see [`covered`]); empty: any.
     pub path_prefixes: Vec<String>,
 }
 
@@ -72,9 +74,25 @@ impl RequestMatch {
         self.host.eq_ignore_ascii_case(host) && self.port.is_none_or(|p| p == port)
     }
 
+    /// Whether the request is one this match admits: its path is a prefix
+    /// or beneath it, exactly as spelled.
     fn matches(&self, method: &str, path: &str) -> bool {
-        (self.methods.is_empty() || self.methods.iter().any(|m| m == method))
+        self.method_is(method)
             && (self.path_prefixes.is_empty() || self.path_prefixes.iter().any(|p| under(path, p)))
+    }
+
+    /// Whether the request is one a deny rule with this match refuses: its
+    /// path is covered by a prefix in any reading (see [`covered`]), and
+    /// `HEAD` is covered by `GET`, since routers (Rails, Flask, Express,
+    /// Django, Go's) run the `GET` handler for it.
+    fn covers(&self, method: &str, path: &str) -> bool {
+        (self.method_is(method) || (method == "HEAD" && self.method_is("GET")))
+            && (self.path_prefixes.is_empty()
+                || self.path_prefixes.iter().any(|p| covered(path, p)))
+    }
+
+    fn method_is(&self, method: &str) -> bool {
+        self.methods.is_empty() || self.methods.iter().any(|m| m == method)
     }
 }
 
@@ -83,6 +101,33 @@ fn under(path: &str, prefix: &str) -> bool {
     path == prefix
         || (path.starts_with(prefix)
             && (prefix.ends_with('/') || path.as_bytes().get(prefix.len()) == Some(&b'/')))
+}
+
+/// Whether a deny rule's `prefix` covers `path` in any reading a server
+/// may give it, so that a deny fails closed: letter case ignored (ASP.NET,
+/// IIS and Spring match paths case-insensitively, and .NET's invariant
+/// upper case makes `ı` an `I` and `ſ` an `S`), a trailing `/` on the
+/// prefix ignored (`/admin/` and `/admin` are one route to most routers),
+/// and any boundary that is not a word character: `/admin.json` (Rails
+/// formats, Spring's suffix patterns), `/admin?` (a decoded `%3F` that a
+/// server re-reading the path takes as the query), `/admin ` (IIS trims
+/// trailing spaces and dots). `/administrators` and `/admin-x` stay other
+/// words. An allow prefix is matched by [`under`], exactly: these
+/// readings must never widen what it admits.
+fn covered(path: &str, prefix: &str) -> bool {
+    fn fold(s: &str) -> String {
+        s.chars()
+            .flat_map(char::to_uppercase)
+            .flat_map(char::to_lowercase)
+            .collect()
+    }
+    let prefix = fold(prefix.strip_suffix('/').unwrap_or(prefix));
+    let path = fold(path);
+    path.starts_with(&prefix)
+        && path[prefix.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '-' || c == '_'))
 }
 
 /// A header the proxy sets on matching requests to a host.
@@ -290,7 +335,7 @@ impl Intercept {
             .collect();
         if let Some(r) = rules
             .iter()
-            .find(|r| !r.allow && r.target.matches(method, &path))
+            .find(|r| !r.allow && r.target.covers(method, &path))
         {
             return Decision::Refuse {
                 rule: r.label.clone(),
@@ -386,8 +431,8 @@ pub(crate) fn escape_at(bytes: &[u8], i: usize) -> Option<u8> {
 
 /// The percent-decoded path of an origin-form target (the query cut off),
 /// refused when it could be read two ways: not absolute, a fragment, a
-/// malformed or encoded `/` escape, a back slash, a control byte, a `;`,
-/// or an empty, `.` or `..` segment.
+/// malformed or encoded `/` escape, an escape left once decoded, a back
+/// slash, a control byte, a `;`, or an empty, `.` or `..` segment.
 pub(crate) fn request_path(target: &str) -> Result<String, String> {
     // A request target has no fragment (RFC 9112): a server that does not
     // cut it at `#` reads what follows as path, dot segments included.
@@ -420,6 +465,16 @@ pub(crate) fn request_path(target: &str) -> Result<String, String> {
             out.push(bytes[i]);
             i += 1;
         }
+    }
+    // An escape left once decoded (`%252e` is `%2e`) is another path to a
+    // server that decodes twice (an nginx passing on `$uri`, an
+    // application decoding what its server already decoded): `..` or a
+    // deny-listed name to it, neither to the rules.
+    if (0..out.len()).any(|i| out[i] == b'%' && escape_at(&out, i).is_some()) {
+        return Err(format!(
+            "the request path \"{quoted}\" still holds a percent-escape once decoded (a \
+             server that decodes twice would read another path)"
+        ));
     }
     let path = String::from_utf8(out)
         .map_err(|_| format!("the request path \"{quoted}\" is not UTF-8 once decoded"))?;
@@ -800,9 +855,13 @@ mod tests {
             "/a/..;/b",
             "/a/%2e%2e%3b/b",
             "/a#/../b",
+            "/a/%252e%252e/b",
+            "/a/%25%32%65",
         ] {
             assert!(request_path(bad).is_err(), "{bad}");
         }
+        assert_eq!(request_path("/a/100%25").unwrap(), "/a/100%");
+        assert_eq!(request_path("/a/%25zz").unwrap(), "/a/%zz");
     }
 
     #[test]
@@ -812,5 +871,38 @@ mod tests {
         assert!(under("/repos/org/x", "/repos/org/"));
         assert!(!under("/repos/organization", "/repos/org"));
         assert!(!under("/repos", "/repos/org"));
+        assert!(!under("/repos/org.json", "/repos/org"));
+        assert!(!under("/REPOS/org", "/repos/org"));
+    }
+
+    #[test]
+    fn a_deny_prefix_covers_every_reading() {
+        for path in [
+            "/admin",
+            "/admin/",
+            "/admin/x",
+            "/admin.json",
+            "/admin?",
+            "/admin ",
+            "/admin.",
+            "/ADMIN",
+            "/adm\u{131}n",
+            "/admin~",
+        ] {
+            assert!(covered(path, "/admin"), "{path}");
+            assert!(covered(path, "/admin/"), "{path}");
+            assert!(covered(path, "/"), "{path}");
+        }
+        for path in [
+            "/administrators",
+            "/admin-x",
+            "/admin_x",
+            "/adm",
+            "/x/admin",
+        ] {
+            assert!(!covered(path, "/admin"), "{path}");
+            assert!(!covered(path, "/admin/"), "{path}");
+        }
+        assert!(covered("/\u{17f}ecret", "/Secret"));
     }
 }

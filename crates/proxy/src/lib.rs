@@ -437,7 +437,21 @@ impl Proxy {
     }
 }
 
+/// Accepts connections on `listener` until the proxy stops. An accept
+/// error never ends it: the listener stays open whatever happens, so a
+/// loop that ended would leave the command's clients connected (the
+/// kernel completes their handshake) and waiting forever. Out of
+/// descriptors or buffers, or any error it does not know (Linux hands on
+/// a pending network error of the new connection, `ENOMEM`, a firewall's
+/// `EPERM`, a listener shut down under it), it backs off, longer each time
+/// up to 200 ms, and tries again; an unknown error is audited once per
+/// run of failures.
 fn accept_loop(inner: &Arc<Inner>, listener: &Arc<OwnedFd>, what: Serve) {
+    const FIRST_BACKOFF: Duration = Duration::from_millis(10);
+    // Short enough that `stop`, which joins this thread, is not held up.
+    const MAX_BACKOFF: Duration = Duration::from_millis(200);
+    let mut backoff = FIRST_BACKOFF;
+    let mut failing = false;
     loop {
         let accepted =
             rustix::net::accept_with(listener.as_fd(), rustix::net::SocketFlags::CLOEXEC);
@@ -447,15 +461,33 @@ fn accept_loop(inner: &Arc<Inner>, listener: &Arc<OwnedFd>, what: Serve) {
         let fd = match accepted {
             Ok(fd) => fd,
             Err(rustix::io::Errno::INTR | rustix::io::Errno::CONNABORTED) => continue,
-            Err(
-                rustix::io::Errno::MFILE | rustix::io::Errno::NFILE | rustix::io::Errno::NOBUFS,
-            ) => {
-                // Out of descriptors: back off rather than spin.
-                std::thread::sleep(Duration::from_millis(50));
+            Err(e) => {
+                let known = matches!(
+                    e,
+                    rustix::io::Errno::MFILE | rustix::io::Errno::NFILE | rustix::io::Errno::NOBUFS
+                );
+                if !known && !failing {
+                    inner.record(AuditRecord {
+                        protocol: Protocol::Unknown,
+                        host: String::new(),
+                        port: 0,
+                        address: None,
+                        allowed: false,
+                        reason: format!(
+                            "accepting a connection failed ({e}); the proxy keeps trying"
+                        ),
+                        bytes_up: 0,
+                        bytes_down: 0,
+                    });
+                    failing = true;
+                }
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(MAX_BACKOFF);
                 continue;
             }
-            Err(_) => return,
         };
+        backoff = FIRST_BACKOFF;
+        failing = false;
         let stream = TcpStream::from(fd);
         let cap = inner.config.max_connections;
         if inner.active.fetch_add(1, Ordering::SeqCst) >= cap {

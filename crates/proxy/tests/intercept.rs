@@ -296,8 +296,10 @@ fn request<S: Read + Write>(s: &mut S, req: &str) -> (String, String) {
         }
     }
     let head = String::from_utf8_lossy(&head).into_owned();
+    // The answer to HEAD has no body, whatever its length says.
     let len: usize = head
         .lines()
+        .filter(|_| !req.starts_with("HEAD "))
         .find_map(|l| {
             l.to_ascii_lowercase()
                 .strip_prefix("content-length:")
@@ -1653,4 +1655,264 @@ fn an_upstream_that_never_answers_is_named_as_such() {
         body.contains("localhost sent nothing for 300ms (the idle timeout)"),
         "{body}"
     );
+}
+
+/// A deny prefix covers the spellings servers route to the same action:
+/// `/admin.json` (Rails formats, Spring's suffix patterns), `/admin%3F`
+/// (decoded to `/admin?`, which a server re-reading the path takes as
+/// `/admin` and a query), and other letter cases (ASP.NET, Spring with
+/// case-insensitive matching, IIS), ASCII or not (`ı` and `ſ` upper-case
+/// to `I` and `S`). An allow prefix stays exact: it admits none of these.
+#[test]
+fn a_deny_prefix_covers_suffixes_and_letter_cases_an_allow_prefix_does_not() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![
+        RequestRule {
+            target: target(port, &[], &["/admin"]),
+            allow: false,
+            label: "net.rules[0]".into(),
+        },
+        RequestRule {
+            target: target(port, &[], &["/private/"]),
+            allow: false,
+            label: "net.rules[1]".into(),
+        },
+    ];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for path in [
+        "/admin",
+        "/admin/x",
+        "/admin.json",
+        "/admin%2Ejson",
+        "/admin%3F",
+        "/admin%3Fx=1",
+        "/admin%23",
+        "/admin%20",
+        "/admin.",
+        "/ADMIN",
+        "/Admin/x",
+        "/%41dmin.json",
+        "/admin;x",
+        "/adm%C4%B1n.json",
+        "/private",
+        "/PRIVATE/x",
+        "/private.json",
+        "/pr%C4%B1vate/x",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{path}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    // Another word that starts with the prefix is not the prefix.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET /administrators HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+
+    // The same spellings under an allow prefix are refused: it admits the
+    // path it names and what lies beneath it, nothing else.
+    let rules = vec![RequestRule {
+        target: target(port, &[], &["/public"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    for path in ["/public.json", "/PUBLIC", "/public%3F", "/publi%C5%BF"] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        );
+        assert!(head.starts_with("HTTP/1.1 403"), "{path}: {head:?}");
+    }
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET /public/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+}
+
+/// A path that still holds an escape once decoded (`%252e` is `%2e` to
+/// the proxy) reads as another path to a server that decodes twice (an
+/// nginx passing on `$uri`, an application decoding a path its server
+/// already decoded): `/repos/org/%252e%252e/other` is under the allow
+/// prefix to the proxy and `/repos/other` to that server, and
+/// `/repos/org/%2573ecret` escapes the deny rule. No prefix could be
+/// judged for both readings, so such a path is refused.
+#[test]
+fn a_path_that_decodes_twice_cannot_escape_the_rules() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_but_secret(port, &pem);
+    for path in [
+        "/repos/org/%252e%252e/other",
+        "/repos/org/%252E%252E/%252E%252E/admin",
+        "/repos/org/x%252f..%252f..%252fother",
+        "/repos/org/%2573ecret",
+        "/repos/org/%25%37%33ecret",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, body) = request(
+            &mut tls,
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{path}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+        assert!(body.contains("escape"), "{path}: {body}");
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    // A `%` that starts no escape once decoded is only a `%`.
+    for path in [
+        "/repos/org/100%25",
+        "/repos/org/100%25-off",
+        "/repos/org/%25zz",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        );
+        assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head:?}");
+    }
+}
+
+/// Symfony (before 2.7.49, 2.8.44, 3.3.18, 3.4.14, 4.0.14 and 4.1.3;
+/// CVE-2018-14773), Zend Framework and Laminas route by an
+/// `X-Original-URL` or `X-Rewrite-URL` header instead of the request
+/// line's path: a request for an allowed path naming a refused one there
+/// would reach the refused action with the credential. Such a request is
+/// refused on an intercepted host, through TLS and in plain HTTP.
+#[test]
+fn a_path_override_header_cannot_escape_the_path_rules() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_but_secret(port, &pem);
+    for header in ["X-Original-URL", "x-rewrite-url"] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, body) = request(
+            &mut tls,
+            &format!(
+                "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\n{header}: /repos/org/secret\r\n\r\n"
+            ),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{header}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+        assert!(
+            body.to_ascii_lowercase()
+                .contains(&header.to_ascii_lowercase()),
+            "{body}"
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    let plain = plain_upstream();
+    let port = plain.addr.port();
+    let s = ok_only_http(port, &[], &pem);
+    refused_in_plain(
+        s.addr,
+        &format!(
+            "GET http://localhost:{port}/ok/1 HTTP/1.1\r\nHost: localhost\r\n\
+             X-Original-URL: /admin\r\n\r\n"
+        ),
+        "HTTP/1.1 403",
+        &plain,
+    );
+}
+
+/// Rails, Flask, Express, Django and Go's routers answer `HEAD` with the
+/// `GET` handler: the action runs (and its headers come back), so a deny
+/// rule that names `GET` covers `HEAD` too. An allow rule naming `GET`
+/// still admits only `GET`.
+#[test]
+fn a_deny_rule_on_get_covers_head() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["GET"], &["/admin"]),
+        allow: false,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "HEAD /admin/delete-all HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(
+        head.starts_with("HTTP/1.1 403"),
+        "{head:?}, the upstream got {:?}",
+        up.heads.lock().unwrap()
+    );
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    assert_eq!(s.proxy.requests()[0].rule, "net.rules[0]");
+    // Another method the rule does not name passes.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "OPTIONS /admin HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head:?}");
+    // An allow rule naming GET does not admit HEAD.
+    let rules = vec![RequestRule {
+        target: target(port, &["GET"], &["/public"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &[], &[])], rules);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(&mut tls, "HEAD /public HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 403"), "{head:?}");
+}
+
+/// CGI-style servers map header names to `HTTP_…` keys with `-` turned
+/// into `_`, so `X_HTTP_Method_Override` and `X-HTTP-Method-Override` are
+/// one header to them (Puma before 6.4.3 and 5.6.9, CVE-2024-45614, and
+/// any WSGI or CGI server that keeps underscored names). An override
+/// header spelled with underscores is refused as the dashed one is.
+#[test]
+fn an_override_header_spelled_with_underscores_is_refused_too() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_but_secret(port, &pem);
+    for header in [
+        "X_HTTP_Method_Override: DELETE",
+        "x_http_method: DELETE",
+        "X-Method_Override: DELETE",
+        "X_Original_URL: /repos/org/secret",
+        "X_Rewrite-Url: /repos/org/secret",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, _) = request(
+            &mut tls,
+            &format!("GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\n{header}\r\n\r\n"),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{header}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
 }

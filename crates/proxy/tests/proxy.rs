@@ -575,3 +575,41 @@ fn many_dead_addresses_are_given_up_on_within_the_connect_timeout() {
     );
     p.stop();
 }
+
+/// An accept error the loop did not name as transient ended it: the
+/// listener stayed open, so the command's clients connected (the kernel
+/// completes the handshake) and then waited forever, and nothing said why.
+/// Here the listener is shut down under the blocked `accept` (EINVAL) and
+/// listens again: the loop must back off, keep accepting, and audit the
+/// error.
+#[test]
+fn an_unexpected_accept_error_never_ends_the_service() {
+    let granted = server("127.0.0.2");
+    let allow = vec![NetEntry::parse(&granted.addr.to_string()).unwrap()];
+    let p = Proxy::new(ProxyConfig::new(Rules::new(Mode::Restricted, allow, true)));
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let ours = listener.try_clone().unwrap();
+    p.serve(listener.into()).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    rustix::net::shutdown(&ours, rustix::net::Shutdown::Both).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    rustix::net::listen(&ours, 16).unwrap();
+    let addr = ours.local_addr().unwrap();
+    let req = format!(
+        "GET http://{g}/a HTTP/1.1\r\nHost: {g}\r\n\r\n",
+        g = granted.addr
+    );
+    let answer = exchange(addr, req.as_bytes());
+    assert!(
+        answer.starts_with("HTTP/1.1 200 OK"),
+        "the proxy stopped accepting: {answer:?}"
+    );
+    let audit = p.audit();
+    assert!(
+        audit
+            .iter()
+            .any(|r| !r.allowed && r.reason.contains("accepting a connection failed")),
+        "{audit:?}"
+    );
+    p.stop();
+}
