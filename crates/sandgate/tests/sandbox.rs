@@ -1490,3 +1490,71 @@ fn an_edit_of_text_found_at_overlapping_places_is_ambiguous() {
         .unwrap();
     assert_eq!(fs::read(fx.p("ws/g.txt")).unwrap(), b"XaXa");
 }
+
+/// A FIFO (or a device) is refused by its kind before it is opened: a read,
+/// a ranged read, an edit and a grep with `.gitignore` filtering never open
+/// it. Opening it is no harmless look: a FIFO's writer waiting for a reader
+/// would be let through (and then see its reader vanish), a device's driver
+/// runs its open. Both resolvers.
+#[test]
+fn a_fifo_is_refused_by_its_kind_without_being_opened() {
+    use std::os::unix::fs::OpenOptionsExt;
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/dir/a.rs", "alpha\n");
+        for rel in ["ws/pipe", "ws/dir/.gitignore"] {
+            let made = std::process::Command::new("mkfifo")
+                .arg(fx.p(rel))
+                .status()
+                .unwrap();
+            assert!(made.success());
+        }
+        // Writers waiting in open(2) for a reader of each FIFO.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writers: Vec<_> = ["ws/pipe", "ws/dir/.gitignore"]
+            .into_iter()
+            .map(|rel| {
+                let (path, tx) = (fx.p(rel), tx.clone());
+                std::thread::spawn(move || {
+                    let f = fs::OpenOptions::new().write(true).open(&path);
+                    tx.send(path).unwrap();
+                    f
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let sb = fx
+            .builder()
+            .allow_overwrite(true)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        assert_eq!(code(sb.read("pipe")), ErrorCode::NotFile, "{resolver:?}");
+        assert_eq!(code(sb.read_lines("pipe", 1, 10)), ErrorCode::NotFile);
+        assert_eq!(
+            code(sb.edit("pipe", "a", "b", EditOptions::default())),
+            ErrorCode::NotFile
+        );
+        let mut opts = sandgate::search::GrepOptions::default();
+        opts.gitignore = true;
+        sb.grep_with("alpha", Some("dir"), &opts).unwrap();
+        let opened = rx.recv_timeout(std::time::Duration::from_millis(300));
+        // Let the writers through (a reader that never blocks) and end them.
+        for rel in ["ws/pipe", "ws/dir/.gitignore"] {
+            let _reader = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(fx.p(rel))
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        for w in writers {
+            let _ = w.join().unwrap();
+        }
+        assert!(
+            opened.is_err(),
+            "{resolver:?}: the FIFO {:?} was opened: its waiting writer got through",
+            opened.unwrap()
+        );
+    }
+}
