@@ -1558,3 +1558,43 @@ fn a_fifo_is_refused_by_its_kind_without_being_opened() {
         );
     }
 }
+
+/// A write or mkdir refused because the host path it would make is longer
+/// than the kernel can name (the root's own path plus the name passes
+/// 4096 bytes, where a deny rule needs each directory's resolved name)
+/// changes nothing: no parent directory it made is left behind.
+#[test]
+fn a_refused_long_path_leaves_no_parent_directories_behind() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        let sb = fx
+            .builder()
+            .deny_write("*.lock")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        // 16 components of 254 bytes: under 4096 as a name, over it on the
+        // host once the root's own path is in front.
+        let dirs: Vec<String> = (0..16)
+            .map(|i| format!("{i:x}{}", "d".repeat(253)))
+            .collect();
+        let dir = dirs.join("/");
+        let file = format!("{dir}/f");
+        assert!(file.len() < 4096);
+        let refused = [
+            (
+                "write",
+                sb.write(&file, b"x", WriteOptions::default()).map(drop),
+            ),
+            ("mkdir", sb.mkdir(&file)),
+        ];
+        for (op, r) in refused {
+            assert_eq!(code(r), ErrorCode::PathInvalid, "{op}");
+            let left = fs::read_dir(fx.p("ws")).unwrap().count();
+            assert_eq!(
+                left, 0,
+                "{resolver:?}: a refused {op} left parent directories behind"
+            );
+        }
+    }
+}
