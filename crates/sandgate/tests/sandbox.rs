@@ -1598,3 +1598,46 @@ fn a_refused_long_path_leaves_no_parent_directories_behind() {
         }
     }
 }
+
+/// A directory whose name ends in ` (deleted)` (the suffix the kernel
+/// gives the name of an unlinked file in /proc) is an ordinary directory:
+/// with deny rules, where each target's resolved name is read from /proc,
+/// a write, an edit, a mkdir, a rename and a delete in it work as anywhere
+/// else. Both resolvers.
+#[test]
+fn a_directory_named_like_a_deleted_file_is_an_ordinary_directory() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/a (deleted)/old.txt", "old\n");
+        let sb = fx
+            .builder()
+            .deny_write("*.lock")
+            .allow_overwrite(true)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        let d = "a (deleted)";
+        sb.write(&format!("{d}/new.txt"), b"new\n", WriteOptions::default())
+            .unwrap_or_else(|e| panic!("{resolver:?}: write: {e}"));
+        sb.edit(
+            &format!("{d}/old.txt"),
+            "old",
+            "edited",
+            EditOptions::default(),
+        )
+        .unwrap();
+        sb.mkdir(&format!("{d}/sub")).unwrap();
+        sb.rename(&format!("{d}/new.txt"), &format!("{d}/sub/moved.txt"))
+            .unwrap();
+        sb.delete(&format!("{d}/sub/moved.txt")).unwrap();
+        assert_eq!(
+            fs::read_to_string(fx.p("ws/a (deleted)/old.txt")).unwrap(),
+            "edited\n"
+        );
+        // A protected name there is still refused.
+        assert_eq!(
+            code(sb.write(&format!("{d}/x.lock"), b"x", WriteOptions::default())),
+            ErrorCode::FsProtected
+        );
+    }
+}
