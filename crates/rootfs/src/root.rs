@@ -994,7 +994,17 @@ impl Root {
             let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
             rfs::readlink(link.as_str(), Vec::new())
                 .map(|c| c.into_bytes())
-                .map_err(|e| error::from_errno(p, e))
+                .map_err(|e| match e {
+                    // The descriptor is open: its link is missing only
+                    // where procfs is not mounted. Not the path's absence.
+                    Errno::NOENT => Error::new(
+                        ErrorKind::Io,
+                        p,
+                        "procfs is not mounted (/proc/self/fd): where the path resolves cannot be told",
+                    )
+                    .with_errno(e),
+                    e => error::from_errno(p, e),
+                })
         };
         let root = name_of(self.fd.as_fd())?;
         let target = name_of(fd)?;

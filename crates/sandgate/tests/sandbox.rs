@@ -1641,3 +1641,86 @@ fn a_directory_named_like_a_deleted_file_is_an_ordinary_directory() {
         );
     }
 }
+
+/// Where procfs is not mounted (a tmpfs over /proc, in a user and mount
+/// namespace of its own): a read still judges the kind before opening and
+/// serves a regular file, and a write or edit that needs a deny rule's
+/// resolved name (restricted mode) is refused saying why (`E_IO`, naming
+/// procfs), never `E_NOT_FOUND` for a file that is there, and creates
+/// nothing. Both resolvers. Skipped where user namespaces are refused.
+#[test]
+fn without_procfs_reads_work_and_checked_writes_say_why_they_cannot() {
+    const INSIDE: &str = "SANDGATE_TEST_NO_PROCFS";
+    if std::env::var_os(INSIDE).is_none() {
+        let exe = std::env::current_exe().unwrap();
+        let name = "without_procfs_reads_work_and_checked_writes_say_why_they_cannot";
+        let out = std::process::Command::new("unshare")
+            .args(["-rm", "sh", "-c"])
+            .arg("mount -t tmpfs none /proc || exit 77; exec \"$0\" --exact \"$1\" --nocapture")
+            .arg(&exe)
+            .arg(name)
+            .env(INSIDE, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        if out.status.code() == Some(77)
+            || (!out.status.success() && !text.contains("running 1 test"))
+        {
+            eprintln!("skipped: no user and mount namespace here: {text}");
+            return;
+        }
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("test result: ok. 1 passed"), "{text}");
+        return;
+    }
+    assert!(
+        !Path::new("/proc/self/fd").exists(),
+        "procfs is still mounted"
+    );
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/f.txt", "a b\n");
+        let made = std::process::Command::new("mkfifo")
+            .arg(fx.p("ws/pipe"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let sb = fx
+            .builder()
+            .allow_overwrite(true)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        assert_eq!(sb.read("f.txt").unwrap(), b"a b\n", "{resolver:?}");
+        assert_eq!(sb.read_lines("f.txt", 1, 1).unwrap().lines, 1);
+        assert_eq!(code(sb.read("pipe")), ErrorCode::NotFile);
+        let e = sb
+            .edit("f.txt", "a", "x", EditOptions::default())
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Io, "{resolver:?}: edit: {e}");
+        assert!(e.message().contains("procfs"), "{}", e.message());
+        let e = sb
+            .write("d/new.txt", b"x", WriteOptions::default())
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Io, "{resolver:?}: write: {e}");
+        assert!(!fx.p("ws/d").exists(), "a refused write made a directory");
+        assert_eq!(fs::read_to_string(fx.p("ws/f.txt")).unwrap(), "a b\n");
+        // With no deny rule, nothing needs procfs: writes, replaces and
+        // edits work.
+        let sb = fx
+            .builder()
+            .restricted(false)
+            .allow_overwrite(true)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        sb.write("d/new.txt", b"new\n", WriteOptions::default())
+            .unwrap_or_else(|e| panic!("{resolver:?}: write: {e} {}", e.message()));
+        sb.write("f.txt", b"a b c\n", WriteOptions::default().overwrite(true))
+            .unwrap_or_else(|e| panic!("{resolver:?}: replace: {e} {}", e.message()));
+        sb.edit("f.txt", "c", "d", EditOptions::default()).unwrap();
+        assert_eq!(fs::read_to_string(fx.p("ws/d/new.txt")).unwrap(), "new\n");
+        assert_eq!(fs::read_to_string(fx.p("ws/f.txt")).unwrap(), "a b d\n");
+    }
+}
