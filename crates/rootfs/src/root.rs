@@ -417,76 +417,6 @@ impl Root {
         self.open_read(path.as_ref(), false)
     }
 
-    /// Opens a regular file for reading, judging its kind before anything
-    /// is opened for reading or writing: what `path` leads to (following
-    /// a final symlink beneath the root when `follow` is set, else failing
-    /// with [`ErrorKind::Symlink`] on one) is first opened `O_PATH`, which
-    /// opens nothing (no FIFO counts a reader, no device's driver runs),
-    /// and looked at with `fstat`. A directory, FIFO, socket or device
-    /// fails with [`ErrorKind::NotFile`], never opened; a regular file is
-    /// opened through that very descriptor (`/proc/self/fd/N`), so the
-    /// file read is the file looked at, whatever a concurrent rename does
-    /// to the name. Answers the file and its metadata.
-    ///
-    /// Where procfs is not mounted, the name is opened once more
-    /// (`O_NONBLOCK | O_NOCTTY`) and must be the same regular file
-    /// (device and inode), or the open fails; only there can a FIFO or a
-    /// device renamed in between the two opens be opened (and is then
-    /// refused).
-    pub fn open_regular(&self, path: impl AsRef<Path>, follow: bool) -> Result<(File, Metadata)> {
-        let p = bytes(path.as_ref());
-        let (file, st) = self.open_regular_stat(p, follow)?;
-        Ok((file, Metadata::from_stat(&st)))
-    }
-
-    fn open_regular_stat(&self, p: &[u8], follow: bool) -> Result<(File, rfs::Stat)> {
-        let fin = Final::Open {
-            flags: OFlags::PATH,
-            follow,
-        };
-        let r = self.resolve(p, fin)?;
-        let st = match r.stat {
-            Some(st) => st,
-            None => rfs::fstat(&r.fd).map_err(|e| error::from_errno(p, e))?,
-        };
-        match FileType::from_raw_mode(st.st_mode) {
-            FileType::RegularFile => {}
-            // The walk opens a final symlink itself when not following.
-            FileType::Symlink => {
-                return Err(
-                    Error::new(ErrorKind::Symlink, p, "final component is a symbolic link")
-                        .with_errno(Errno::LOOP),
-                )
-            }
-            _ => return Err(not_file(p, st.st_mode)),
-        }
-        let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::CLOEXEC;
-        let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&r.fd));
-        match rfs::open(link.as_str(), flags, Mode::empty()) {
-            Ok(fd) => Ok((File::from(fd), st)),
-            Err(Errno::NOENT) => {
-                // No procfs: open the name again and require the same file.
-                let fin = Final::Open {
-                    flags: OFlags::RDONLY | OPEN_EXISTING,
-                    follow,
-                };
-                let file = File::from(self.resolve(p, fin)?.fd);
-                let now = rfs::fstat(&file).map_err(|e| error::from_errno(p, e))?;
-                if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) {
-                    return Err(Error::new(
-                        ErrorKind::Io,
-                        p,
-                        "the file was replaced while being opened",
-                    )
-                    .with_errno(Errno::AGAIN));
-                }
-                clear_nonblock(&file, p)?;
-                Ok((file, st))
-            }
-            Err(e) => Err(error::from_errno(p, e)),
-        }
-    }
-
     fn open_read(&self, path: &Path, follow: bool) -> Result<File> {
         let flags = OFlags::RDONLY | OPEN_EXISTING;
         Ok(self
@@ -563,18 +493,27 @@ impl Root {
         self.read_max(path, u64::MAX)
     }
 
-    /// Reads a whole regular file of at most `max` bytes. What the name
-    /// leads to is judged by its kind before it is opened, as
-    /// [`open_regular`](Self::open_regular) does: anything but a regular
-    /// file fails with [`ErrorKind::NotFile`] unopened. A larger file fails
-    /// with [`ErrorKind::TooLarge`] before any byte is read, and a file that
-    /// grows past `max` while being read fails the same way, never
-    /// returning more.
+    /// Reads a whole regular file of at most `max` bytes, with the system
+    /// calls of [`std::fs::read`] and no more: a larger file fails with
+    /// [`ErrorKind::TooLarge`] before any byte is read, and a file that grows
+    /// past `max` while being read fails the same way, never returning more.
     pub fn read_max(&self, path: impl AsRef<Path>, max: u64) -> Result<Vec<u8>> {
         let p = bytes(path.as_ref());
-        // Judged by its kind before it is opened: a FIFO or a device is
-        // refused unopened.
-        let (file, st) = self.open_regular_stat(p, true)?;
+        let flags = OFlags::RDONLY | OPEN_EXISTING;
+        let file = File::from(
+            self.resolve(
+                p,
+                Final::Open {
+                    flags,
+                    follow: true,
+                },
+            )?
+            .fd,
+        );
+        let st = rfs::fstat(&file).map_err(|e| error::from_errno(p, e))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(not_file(p, st.st_mode));
+        }
         let size = st.st_size as u64;
         if size > max {
             return Err(too_large(p, size, max));

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use sandgate_codes::ErrorCode;
 use sandgate_fileguard::{Guard, GuardBuilder, Verdict};
-use sandgate_rootfs::{ErrorKind, FileKind, RenameMode, Resolver, Root};
+use sandgate_rootfs::{ErrorKind, FileKind, OpenOptions, RenameMode, Resolver, Root};
 
 use crate::audit::{AuditEvent, AuditSink};
 use crate::error::Error;
@@ -716,8 +716,10 @@ impl Sandbox {
             }
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
-            // A FIFO or a device is refused by its kind, never opened.
             let file = inner.open_read(&rel)?;
+            if !file.metadata().map_err(|e| io_error(&rel, e))?.is_file() {
+                return Err(not_file(&rel));
+            }
             let mut reader = BufReader::with_capacity(64 * 1024, file);
             let (mut content, mut lines, mut total, mut truncated) =
                 (Vec::new(), 0usize, 0usize, false);
@@ -940,15 +942,19 @@ impl Sandbox {
             if meta.len() > inner.max_read_bytes {
                 return Err(too_large_read(&rel, meta.len(), inner.max_read_bytes));
             }
-            // The name may hold another entry by now (swapped since the
-            // lstat): the checks must hold for the file that is read. Its
-            // kind is judged before it is opened (a FIFO or a device swapped
-            // in is refused unopened, never read or waited on), and its
-            // links on what was opened.
-            let (file, opened) = dir
-                .open_regular(name, false)
+            let file = dir
+                .open_with(name, OpenOptions::new().read(true).follow(false))
                 .map_err(|e| at(e, &resolved))?;
-            inner.check_kind_and_links(opened.kind(), opened.nlink(), &resolved)?;
+            // The name may hold another file by now (swapped since the
+            // lstat): the checks must hold for the file that is read, or a
+            // FIFO swapped in would be read (and waited on) as text.
+            let opened = file.metadata().map_err(|e| io_error(&rel, e))?;
+            let kind = if opened.is_file() {
+                FileKind::File
+            } else {
+                FileKind::Other
+            };
+            inner.check_kind_and_links(kind, std::os::unix::fs::MetadataExt::nlink(&opened), &resolved)?;
             let mut text = Vec::with_capacity(meta.len() as usize);
             file.take(inner.max_read_bytes + 1)
                 .read_to_end(&mut text)
@@ -1317,11 +1323,10 @@ impl Inner {
         Err(not_found(rel))
     }
 
-    /// Opens the regular file `rel` for reading in the first read root
-    /// that holds it; anything else is `E_NOT_FILE`, never opened.
+    /// Opens `rel` for reading in the first read root that holds it.
     fn open_read(&self, rel: &RelPath) -> Result<std::fs::File, Error> {
-        self.in_first_root(rel, |root| root.open_regular(rel, true))
-            .map(|(_, (f, _))| f)
+        self.in_first_root(rel, |root| root.open_file(rel))
+            .map(|(_, f)| f)
     }
 
     /// Reads `rel` whole from the first read root that holds it, refusing

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use sandgate_codes::ErrorCode;
-use sandgate_rootfs::{ErrorKind, FileKind, Root};
+use sandgate_rootfs::{ErrorKind, FileKind, OpenOptions, Root};
 
 use crate::error::Error;
 use crate::relpath::RelPath;
@@ -218,11 +218,12 @@ fn load_ignores(root: &Root, dir: &str, parent: Option<Arc<IgnoreChain>>) -> Arc
         } else {
             format!("{dir}/{name}")
         };
-        // Only a regular file is opened: a FIFO or a device is skipped
-        // unopened.
-        let Ok((file, _)) = root.open_regular(&path, false) else {
+        let Ok(file) = root.open_with(&path, OpenOptions::new().read(true).follow(false)) else {
             continue;
         };
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            continue;
+        }
         let mut text = Vec::new();
         if file.take(MAX_IGNORE_FILE).read_to_end(&mut text).is_err() {
             continue;
@@ -705,13 +706,12 @@ pub(crate) fn grep(
             }
             // Read through a no-follow open: a file swapped for a symlink
             // after the listing is skipped, not followed.
-            // Only a regular file is opened: a FIFO or a device swapped in
-            // after the listing is skipped unopened.
-            let (file, meta) = match root.open_regular(&path, false) {
-                Ok(found) => found,
+            let file = match root.open_file_nofollow(&path) {
+                Ok(f) => f,
                 Err(_) => continue,
             };
-            if meta.len() > max_file_bytes {
+            let Ok(meta) = file.metadata() else { continue };
+            if !meta.is_file() || meta.len() > max_file_bytes {
                 continue;
             }
             out.search(&pattern, &path, file, meta.len(), max_file_bytes, opts)?;
