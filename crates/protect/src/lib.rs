@@ -904,13 +904,22 @@ fn open_dir(root: BorrowedFd<'_>, rel: &[u8]) -> Result<OwnedFd, Errno> {
     Ok(fd)
 }
 
+/// Linux's PATH_MAX, counting the terminating NUL.
+const PATH_MAX: usize = 4096;
+
 /// `lstat` of `rel` beneath `root` (intermediate components resolved by
-/// the kernel; callers only trust it where no ancestor changed).
+/// the kernel; callers only trust it where no ancestor changed). A path
+/// too long for one call (a tree made one directory at a time) is
+/// reached through its parent, opened one component at a time.
 fn lstat(root: BorrowedFd<'_>, rel: &[u8]) -> Result<Stat, Errno> {
     if rel.is_empty() {
         rfs::fstat(root)
-    } else {
+    } else if rel.len() < PATH_MAX {
         rfs::statat(root, bytes_path(rel), AtFlags::SYMLINK_NOFOLLOW)
+    } else {
+        let (parent, name) = parent_of(rel);
+        let dir = open_dir(root, parent)?;
+        rfs::statat(&dir, bytes_path(name), AtFlags::SYMLINK_NOFOLLOW)
     }
 }
 
@@ -1890,17 +1899,19 @@ impl Settle<'_> {
             return Err(Errno::IO);
         };
         let (parent, name) = parent_of(rel);
-        if !parent.is_empty() {
-            q.mkdir_all(bytes_path(parent), 0o700)
-                .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))?;
-        }
         let from = self.dir_root(parent)?;
-        let to = if parent.is_empty() {
-            q.try_clone()
-        } else {
-            q.open_dir(bytes_path(parent))
+        // The same relative path in the quarantine, made and opened one
+        // component at a time (it may be longer than one path can name).
+        let mut to = rfs::openat(q, c".", DIR_FLAGS, Mode::empty())?;
+        for comp in parent.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
+            let comp = OsStr::from_bytes(comp);
+            match rfs::mkdirat(&to, comp, Mode::from_raw_mode(0o700)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(e),
+            }
+            to = rfs::openat(&to, comp, DIR_FLAGS, Mode::empty())?;
         }
-        .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))?;
+        let to = Root::from_fd(to, Resolver::Auto, q.name().join(bytes_path(parent)));
         let rename = || {
             from.rename_to(
                 bytes_path(name),

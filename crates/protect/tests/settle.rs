@@ -658,5 +658,66 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 15 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 16 passed"), "{stdout}");
+}
+
+/// A new protected entry deeper than the kernel can name in one path
+/// (the command made it one directory at a time) is quarantined like any
+/// other, never left in place: the quarantine makes its parents one
+/// component at a time too.
+#[test]
+fn a_new_protected_entry_deeper_than_a_path_can_name_is_quarantined() {
+    use rustix::fs::{mkdirat, openat, Mode, OFlags};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir(&root).unwrap();
+    let p = protector(&root, &["*.lock"]);
+    let cp = p.begin().unwrap();
+    // 1,000 levels of `dddd/`: 5,000 bytes, past PATH_MAX (4096), made
+    // one directory at a time.
+    let dirf = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let descend = |make: bool| {
+        let mut fd = openat(rustix::fs::CWD, &root, dirf, Mode::empty()).unwrap();
+        for _ in 0..1000 {
+            if make {
+                mkdirat(&fd, "dddd", Mode::from_raw_mode(0o755)).unwrap();
+            }
+            fd = openat(&fd, "dddd", dirf, Mode::empty()).unwrap();
+        }
+        fd
+    };
+    let bottom = descend(true);
+    let f = openat(
+        &bottom,
+        "x.lock",
+        OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )
+    .unwrap();
+    drop((f, bottom));
+    let deep = format!("{}x.lock", "dddd/".repeat(1000));
+    let changes = cp.settle();
+    let left = rustix::fs::statat(
+        descend(false),
+        "x.lock",
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    );
+    let actions: Vec<_> = changes.iter().map(|c| c.action).collect();
+    assert!(
+        left.is_err(),
+        "the deep x.lock was left in place: {actions:?}"
+    );
+    assert_eq!(changes, [change(&deep, "*.lock", Action::Quarantined)]);
+    // One the host made is recorded, and an unchanged one reported as
+    // nothing.
+    let f = openat(
+        descend(false),
+        "y.lock",
+        OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )
+    .unwrap();
+    drop(f);
+    let cp = p.begin().unwrap();
+    assert_eq!(cp.settle(), []);
 }

@@ -904,8 +904,11 @@ impl Root {
     /// meant for checks such as deny patterns, made on the descriptor that
     /// the caller then acts through ([`open_parent`](Self::open_parent)).
     /// Fails with [`ErrorKind::Escape`] if the object is no longer beneath
-    /// the root (moved out meanwhile), and with [`ErrorKind::Io`] where
-    /// procfs is not mounted.
+    /// the root (moved out meanwhile), with [`ErrorKind::NotFound`] if it
+    /// was removed, and with [`ErrorKind::Io`] where procfs is not mounted.
+    /// procfs names a removed object `<name> (deleted)`: a directory that
+    /// is merely called so is told apart by its link count, but a file
+    /// whose name ends so is taken for a removed one.
     pub fn resolved_path(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
         let p = bytes(path.as_ref());
         let r = self.resolve(
@@ -930,11 +933,30 @@ impl Root {
             let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
             rfs::readlink(link.as_str(), Vec::new())
                 .map(|c| c.into_bytes())
-                .map_err(|e| error::from_errno(p, e))
+                .map_err(|e| match e {
+                    // The descriptor is open: its link is missing only
+                    // where procfs is not mounted. Not the path's absence.
+                    Errno::NOENT => Error::new(
+                        ErrorKind::Io,
+                        p,
+                        "procfs is not mounted (/proc/self/fd): where the path resolves cannot be told",
+                    )
+                    .with_errno(e),
+                    e => error::from_errno(p, e),
+                })
         };
         let root = name_of(self.fd.as_fd())?;
         let target = name_of(fd)?;
-        if target.ends_with(b" (deleted)") {
+        // The kernel names an unlinked object `<name> (deleted)`; an entry
+        // may also just be called that. For a directory the link count
+        // tells them apart (none is left on one that was removed); a file
+        // may keep other links after the name it was opened by is gone, so
+        // for a file the suffix stays a refusal.
+        if target.ends_with(b" (deleted)")
+            && rfs::fstat(fd).map_or(true, |st| {
+                st.st_nlink == 0 || FileType::from_raw_mode(st.st_mode) != FileType::Directory
+            })
+        {
             return Err(error::from_errno(p, Errno::NOENT));
         }
         if target == root {

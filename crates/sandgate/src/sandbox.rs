@@ -790,7 +790,7 @@ impl Sandbox {
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
             let wr = inner.admit_write(&rel, Some(content.len() as u64))?;
-            let (dir, name, resolved) = inner.open_checked_creating(wr, &rel)?;
+            let (dir, name, resolved, made) = inner.open_checked_creating(wr, &rel)?;
             ctx.path(|| resolved.clone());
             match dir.lstat(name) {
                 Err(e) if e.kind() == ErrorKind::NotFound => dir
@@ -805,6 +805,7 @@ impl Sandbox {
                     inner.replace(&dir, name, &rel, &resolved, content)?;
                 }
             }
+            made.keep();
             ctx.size = Some(content.len() as u64);
             Ok(content.len() as u64)
         })
@@ -1046,16 +1047,18 @@ impl Sandbox {
             ctx.path(|| rel.as_str().to_owned());
             let wr = inner.write_root_for(&rel, "mkdir")?;
             inner.check_write(rel.as_str(), None)?;
-            let (dir, name, resolved) = inner.open_checked_creating(wr, &rel)?;
+            let (dir, name, resolved, made) = inner.open_checked_creating(wr, &rel)?;
             ctx.path(|| resolved.clone());
             match dir.mkdir(name, 0o777) {
-                Ok(()) => Ok(()),
+                Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::Exists => match dir.stat(name) {
-                    Ok(m) if m.is_dir() => Ok(()),
-                    _ => Err(at(e, &resolved)),
+                    Ok(m) if m.is_dir() => {}
+                    _ => return Err(at(e, &resolved)),
                 },
-                Err(e) => Err(at(e, &resolved)),
+                Err(e) => return Err(at(e, &resolved)),
             }
+            made.keep();
+            Ok(())
         })
     }
 
@@ -1531,18 +1534,22 @@ impl Inner {
 
     /// [`open_checked`](Self::open_checked) for a write or mkdir target,
     /// creating its missing parents first when the parent is missing (the
-    /// common case, an existing parent, resolves it only once).
+    /// common case, an existing parent, resolves it only once). The
+    /// directories it made are removed again unless the caller keeps them
+    /// ([`MadeDirs::keep`]) once the call has succeeded.
     fn open_checked_creating<'p>(
         &self,
         wr: &Root,
         rel: &'p RelPath,
-    ) -> Result<(Root, &'p Path, String), Error> {
+    ) -> Result<(Root, &'p Path, String, MadeDirs), Error> {
         match self.open_checked(wr, rel, false) {
             Err(e) if e.code() == ErrorCode::NotFound => {
-                self.ensure_parents(wr, rel)?;
-                self.open_checked(wr, rel, false)
+                let made = self.ensure_parents(wr, rel)?;
+                // On an error here `made` is dropped: the parents go again.
+                let (dir, name, resolved) = self.open_checked(wr, rel, false)?;
+                Ok((dir, name, resolved, made))
             }
-            r => r,
+            r => r.map(|(dir, name, resolved)| (dir, name, resolved, MadeDirs(Vec::new()))),
         }
     }
 
@@ -1625,16 +1632,18 @@ impl Inner {
 
     /// Creates the missing parent directories of `rel` one at a time, each
     /// checked where it really lands, so that a write through an in-root
-    /// symlink never creates a directory inside a protected area.
-    fn ensure_parents(&self, wr: &Root, rel: &RelPath) -> Result<(), Error> {
+    /// symlink never creates a directory inside a protected area. Answers
+    /// the directories it made; on an error, those are removed again.
+    fn ensure_parents(&self, wr: &Root, rel: &RelPath) -> Result<MadeDirs, Error> {
+        let mut made = MadeDirs(Vec::new());
         let Some(parent) = rel.parent() else {
-            return Ok(());
+            return Ok(made);
         };
         if parent.is_root() {
-            return Ok(());
+            return Ok(made);
         }
         match wr.stat(&parent) {
-            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(m) if m.is_dir() => return Ok(made),
             Ok(_) => {
                 return Err(Error::new(ErrorCode::NotDir, "a parent is not a directory")
                     .with_path(parent.as_str()))
@@ -1657,7 +1666,7 @@ impl Inner {
             self.check_write(prefix.as_str(), None)?;
             let (dir, name, resolved) = self.open_checked(wr, &prefix, false)?;
             match dir.mkdir(name, 0o777) {
-                Ok(()) => {}
+                Ok(()) => made.0.push((dir, name.to_path_buf())),
                 // Created meanwhile: fine if it is a directory now.
                 Err(e)
                     if e.kind() == ErrorKind::Exists
@@ -1665,7 +1674,32 @@ impl Inner {
                 Err(e) => return Err(at(e, &resolved)),
             }
         }
-        Ok(())
+        Ok(made)
+    }
+}
+
+/// The parent directories one write or mkdir made, each with the
+/// descriptor of the directory it was made in. Unless [`keep`](Self::keep)
+/// is called (the call succeeded), dropping it removes them again,
+/// deepest first, through those descriptors and only while empty: a
+/// refused call (a name the host cannot hold, a deny rule met deeper down,
+/// a failed write) leaves no half-made path behind.
+#[must_use]
+struct MadeDirs(Vec<(Root, PathBuf)>);
+
+impl MadeDirs {
+    /// The call succeeded: the directories stay.
+    fn keep(mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for MadeDirs {
+    fn drop(&mut self) {
+        while let Some((dir, name)) = self.0.pop() {
+            // Not empty any more (someone else's entry arrived): left.
+            let _ = dir.remove_dir(&name);
+        }
     }
 }
 

@@ -821,5 +821,76 @@ fn every_attack_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 21 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 23 passed"), "{stdout}");
+}
+
+/// Round 4 attacks on the restore itself: a protected file replaced by a
+/// FIFO, by a directory holding many entries, by a hard link to another
+/// file, by a symlink out of the root; a protected directory renamed away
+/// with a new one made at its name; a protected file's parent replaced by
+/// a symlink to a directory outside the root holding a file of that name.
+/// Nothing outside the root changes.
+#[test]
+fn fifos_big_directories_and_planted_links_are_undone_without_following_them() {
+    let attacks = [
+        "rm Cargo.lock && mkfifo Cargo.lock",
+        "rm Cargo.lock && mkdir Cargo.lock && i=0; while [ $i -lt 3000 ]; do : > Cargo.lock/f$i; i=$((i+1)); done",
+        "rm Cargo.lock && ln free.txt Cargo.lock",
+        "rm Cargo.lock && ln -s ../outside/target Cargo.lock",
+        "mv .github gh2 && mkdir -p .github/workflows && echo evil > .github/workflows/ci.yml",
+        "mv pkg pkg2 && ln -s ../outside pkg",
+        "mv pkg/deep pkg/deep2 && ln -s ../../outside pkg/deep",
+        "mv .github gh2 && ln -s ../outside .github",
+    ];
+    for ns in modes() {
+        for attack in attacks {
+            let fx = fixture(false);
+            let outside = fx.base.join("outside");
+            fs::create_dir_all(outside.join("workflows")).unwrap();
+            write(&outside.join("target"), "outside\n");
+            write(&outside.join("yarn.lock"), "outside\n");
+            write(&outside.join("deep/yarn.lock"), "outside\n");
+            write(&outside.join("workflows/ci.yml"), "outside\n");
+            let ex = executor(&fx, ns, false, PATTERNS);
+            let g = guard(false, PATTERNS);
+            attack_with(&fx, &ex, &g, CONTROL, attack, control_ok);
+            for f in ["target", "yarn.lock", "deep/yarn.lock", "workflows/ci.yml"] {
+                assert_eq!(
+                    fs::read_to_string(outside.join(f)).unwrap(),
+                    "outside\n",
+                    "ns={ns} `{attack}`: the restore wrote outside the root ({f})"
+                );
+            }
+        }
+    }
+}
+
+/// A process the command leaves behind (in its own session, ignoring
+/// SIGHUP) is dead before the settle: it cannot write a protected file
+/// after the restore.
+#[test]
+fn a_background_process_cannot_race_the_restore() {
+    for ns in modes() {
+        let fx = fixture(false);
+        let ex = executor(&fx, ns, false, PATTERNS);
+        let g = guard(false, PATTERNS);
+        let before = state(&fx.root, &g);
+        let r = run(
+            &ex,
+            "setsid sh -c 'trap \"\" HUP TERM; sleep 1; echo late > Cargo.lock; echo late > new.lock' </dev/null >/dev/null 2>&1 & \
+             nohup sh -c 'trap \"\" HUP TERM; sleep 1; echo late2 > pkg/deep/yarn.lock' </dev/null >/dev/null 2>&1 & \
+             echo evil > Cargo.lock; exit 0",
+        );
+        assert!(
+            !r.protected_changes.is_empty() || refused_in_flight(&r),
+            "ns={ns}: the write was neither undone nor refused: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        assert_eq!(
+            before,
+            state(&fx.root, &g),
+            "ns={ns}: a process outlived the command"
+        );
+    }
 }

@@ -1490,3 +1490,169 @@ fn an_edit_of_text_found_at_overlapping_places_is_ambiguous() {
         .unwrap();
     assert_eq!(fs::read(fx.p("ws/g.txt")).unwrap(), b"XaXa");
 }
+
+/// A write or mkdir refused because the host path it would make is longer
+/// than the kernel can name (the root's own path plus the name passes
+/// 4096 bytes, where a deny rule needs each directory's resolved name)
+/// changes nothing: no parent directory it made is left behind.
+#[test]
+fn a_refused_long_path_leaves_no_parent_directories_behind() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        let sb = fx
+            .builder()
+            .deny_write("*.lock")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        // 16 components of 254 bytes: under 4096 as a name, over it on the
+        // host once the root's own path is in front.
+        let dirs: Vec<String> = (0..16)
+            .map(|i| format!("{i:x}{}", "d".repeat(253)))
+            .collect();
+        let dir = dirs.join("/");
+        let file = format!("{dir}/f");
+        assert!(file.len() < 4096);
+        let refused = [
+            (
+                "write",
+                sb.write(&file, b"x", WriteOptions::default()).map(drop),
+            ),
+            ("mkdir", sb.mkdir(&file)),
+        ];
+        for (op, r) in refused {
+            assert_eq!(code(r), ErrorCode::PathInvalid, "{op}");
+            let left = fs::read_dir(fx.p("ws")).unwrap().count();
+            assert_eq!(
+                left, 0,
+                "{resolver:?}: a refused {op} left parent directories behind"
+            );
+        }
+    }
+}
+
+/// A directory whose name ends in ` (deleted)` (the suffix the kernel
+/// gives the name of an unlinked file in /proc) is an ordinary directory:
+/// with deny rules, where each target's resolved name is read from /proc,
+/// a write, an edit, a mkdir, a rename and a delete in it work as anywhere
+/// else. Both resolvers.
+#[test]
+fn a_directory_named_like_a_deleted_file_is_an_ordinary_directory() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/a (deleted)/old.txt", "old\n");
+        let sb = fx
+            .builder()
+            .deny_write("*.lock")
+            .allow_overwrite(true)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        let d = "a (deleted)";
+        sb.write(&format!("{d}/new.txt"), b"new\n", WriteOptions::default())
+            .unwrap_or_else(|e| panic!("{resolver:?}: write: {e}"));
+        sb.edit(
+            &format!("{d}/old.txt"),
+            "old",
+            "edited",
+            EditOptions::default(),
+        )
+        .unwrap();
+        sb.mkdir(&format!("{d}/sub")).unwrap();
+        sb.rename(&format!("{d}/new.txt"), &format!("{d}/sub/moved.txt"))
+            .unwrap();
+        sb.delete(&format!("{d}/sub/moved.txt")).unwrap();
+        assert_eq!(
+            fs::read_to_string(fx.p("ws/a (deleted)/old.txt")).unwrap(),
+            "edited\n"
+        );
+        // A protected name there is still refused.
+        assert_eq!(
+            code(sb.write(&format!("{d}/x.lock"), b"x", WriteOptions::default())),
+            ErrorCode::FsProtected
+        );
+    }
+}
+
+/// Where procfs is not mounted (a tmpfs over /proc, in a user and mount
+/// namespace of its own): a read still judges the kind before opening and
+/// serves a regular file, and a write or edit that needs a deny rule's
+/// resolved name (restricted mode) is refused saying why (`E_IO`, naming
+/// procfs), never `E_NOT_FOUND` for a file that is there, and creates
+/// nothing. Both resolvers. Skipped where user namespaces are refused.
+#[test]
+fn without_procfs_reads_work_and_checked_writes_say_why_they_cannot() {
+    const INSIDE: &str = "SANDGATE_TEST_NO_PROCFS";
+    if std::env::var_os(INSIDE).is_none() {
+        let exe = std::env::current_exe().unwrap();
+        let name = "without_procfs_reads_work_and_checked_writes_say_why_they_cannot";
+        let out = std::process::Command::new("unshare")
+            .args(["-rm", "sh", "-c"])
+            .arg("mount -t tmpfs none /proc || exit 77; exec \"$0\" --exact \"$1\" --nocapture")
+            .arg(&exe)
+            .arg(name)
+            .env(INSIDE, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        if out.status.code() == Some(77)
+            || (!out.status.success() && !text.contains("running 1 test"))
+        {
+            eprintln!("skipped: no user and mount namespace here: {text}");
+            return;
+        }
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("test result: ok. 1 passed"), "{text}");
+        return;
+    }
+    assert!(
+        !Path::new("/proc/self/fd").exists(),
+        "procfs is still mounted"
+    );
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/f.txt", "a b\n");
+        let made = std::process::Command::new("mkfifo")
+            .arg(fx.p("ws/pipe"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let sb = fx
+            .builder()
+            .allow_overwrite(true)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        assert_eq!(sb.read("f.txt").unwrap(), b"a b\n", "{resolver:?}");
+        assert_eq!(sb.read_lines("f.txt", 1, 1).unwrap().lines, 1);
+        assert_eq!(code(sb.read("pipe")), ErrorCode::NotFile);
+        let e = sb
+            .edit("f.txt", "a", "x", EditOptions::default())
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Io, "{resolver:?}: edit: {e}");
+        assert!(e.message().contains("procfs"), "{}", e.message());
+        let e = sb
+            .write("d/new.txt", b"x", WriteOptions::default())
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Io, "{resolver:?}: write: {e}");
+        assert!(!fx.p("ws/d").exists(), "a refused write made a directory");
+        assert_eq!(fs::read_to_string(fx.p("ws/f.txt")).unwrap(), "a b\n");
+        // With no deny rule, nothing needs procfs: writes, replaces and
+        // edits work.
+        let sb = fx
+            .builder()
+            .restricted(false)
+            .allow_overwrite(true)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        sb.write("d/new.txt", b"new\n", WriteOptions::default())
+            .unwrap_or_else(|e| panic!("{resolver:?}: write: {e} {}", e.message()));
+        sb.write("f.txt", b"a b c\n", WriteOptions::default().overwrite(true))
+            .unwrap_or_else(|e| panic!("{resolver:?}: replace: {e} {}", e.message()));
+        sb.edit("f.txt", "c", "d", EditOptions::default()).unwrap();
+        assert_eq!(fs::read_to_string(fx.p("ws/d/new.txt")).unwrap(), "new\n");
+        assert_eq!(fs::read_to_string(fx.p("ws/f.txt")).unwrap(), "a b d\n");
+    }
+}
