@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sandgate_shellexec::exec::ExecResult;
+use sandgate_shellexec::confine::ConfineSpec;
+use sandgate_shellexec::exec::{ExecResult, LocalShellExecutor, ShellExecutor};
 use sandgate_shellexec::limits::{Limit, Mechanism, ResourceLimits};
 
 // Not every suite uses every helper.
@@ -752,4 +753,55 @@ print(\"done\")'"
     }
     assert_eq!(r.limit, Some(Limit::Cpu), "{r:?}");
     assert!(began.elapsed() < Duration::from_secs(3), "{r:?}");
+}
+
+/// What a command leaves on a tmpfs (a write root or `TMPDIR` there,
+/// on the floor) stays charged to the cgroup it ran in after it ends.
+/// A later command of the same executor must not inherit that charge as
+/// if it were its own memory: with a pooled cgroup reused as it was, the
+/// next command was ended at a fraction of its limit.
+#[test]
+fn what_an_earlier_command_left_on_a_tmpfs_does_not_count_for_the_next() {
+    if !python("what_an_earlier_command_left_on_a_tmpfs_does_not_count_for_the_next") {
+        return;
+    }
+    let shm = Path::new("/dev/shm");
+    if expected("memory") == Mechanism::Monitor || !shm.is_dir() {
+        eprintln!("note: tmpfs charge test skipped: no cgroup holds memory here");
+        return;
+    }
+    let root = shm.join(format!("sgcharge{}", std::process::id()));
+    fs::create_dir_all(&root).unwrap();
+    let mut c = config(memory(128 * MIB));
+    c.namespaces = false;
+    c.confine = ConfineSpec {
+        write_dirs: vec![root.clone()],
+        ..ConfineSpec::default()
+    };
+    let ex = LocalShellExecutor::new(c);
+    ex.start().unwrap();
+    // 96 MiB left on the tmpfs: under the limit while it was written.
+    let left = run(
+        &ex,
+        &format!(
+            "head -c 100663296 /dev/zero > {}/kept && echo written",
+            root.display()
+        ),
+        Duration::from_secs(30),
+    );
+    assert_eq!(left.stdout, b"written\n", "{left:?}");
+    assert_eq!(left.limit, None, "{left:?}");
+    // The next command allocates 64 MiB of its own: well under 128 MiB.
+    let next = run(&ex, &allocate(64, 0), Duration::from_secs(30));
+    let _ = fs::remove_dir_all(&root);
+    eprintln!(
+        "memory held by {:?}: exit {}, limit {:?}, reached {} MiB",
+        report(&next).memory,
+        next.exit_code,
+        next.limit,
+        last_total(&next.stdout)
+    );
+    assert_eq!(next.limit, None, "{next:?}");
+    assert_eq!(next.exit_code, 0, "{next:?}");
+    assert_eq!(last_total(&next.stdout), 64);
 }
