@@ -363,8 +363,7 @@ impl Run {
         } else {
             proctree::wait_until(keeper, backstop)
         };
-        let truncated = capture.truncated;
-        let (stdout, stderr) = capture.finish();
+        let (stdout, stderr, truncated) = capture.finish();
         if exited.is_none() && keeper_status.is_none() && why != Some(End::Abort) {
             // Nothing says how it ended, and the backstop ended the wait.
             timed_out = true;
