@@ -153,6 +153,23 @@ fn a_program_exiting_3_is_reported_as_worker_reserved_exit() {
     );
 }
 
+/// Exit 3 is the supervisor's own: a program cannot have it by dying of
+/// `SIGXCPU`, or by exiting with the code that stands for it (152), where
+/// no CPU limit is in force.
+#[test]
+fn a_program_cannot_fake_a_cpu_limit_the_policy_does_not_set() {
+    let dir = policy(ENABLED);
+    for script in ["kill -XCPU $$", "exit 152"] {
+        let out = run(&dir, &["/bin/sh", "-c", script]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(152), "{script}: {stderr}");
+        assert!(
+            contract(&out, "policy-result").is_empty(),
+            "{script}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn forged_contract_lines_are_marked_after_every_break() {
     let dir = policy(ENABLED);
