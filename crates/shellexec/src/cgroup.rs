@@ -223,6 +223,22 @@ impl Lease {
     }
 }
 
+/// `PID_MAX_LIMIT` on 64-bit: no system has more pids than this, so no
+/// cgroup more tasks, and `pids.max` refuses it and anything above
+/// (`EINVAL`).
+const PIDS_MAX: u64 = 4 * 1024 * 1024;
+
+/// What `pids.max` gets for a task limit of `n`: `max` for a limit no tree
+/// can reach (one the kernel would refuse, which would cost the executor
+/// its cgroups, memory's too).
+fn pids_max(n: u64) -> String {
+    if n >= PIDS_MAX {
+        "max".to_owned()
+    } else {
+        n.to_string()
+    }
+}
+
 /// The value of `key` in a flat-keyed cgroup file (`key value` lines),
 /// read from the start of `fd` (its first 4 KiB: `memory.stat` is the
 /// longest read, and `shmem` comes early in it).
@@ -771,7 +787,7 @@ fn v2(want: &Wanted<'_>, name: &str, notes: &mut Vec<String>) -> Result<Option<H
         });
     }
     if let Some(n) = want.tasks.filter(|_| usable.contains(&"pids")) {
-        settings.push(("pids.max", n.to_string()));
+        settings.push(("pids.max", pids_max(n)));
         counters.push(Counter {
             file: "pids.events",
             key: "max",
@@ -823,7 +839,7 @@ fn v1(
         tasks.map(|n| {
             (
                 "pids",
-                vec![("pids.max", n.to_string())],
+                vec![("pids.max", pids_max(n))],
                 Counter {
                     file: "pids.events",
                     key: "max",

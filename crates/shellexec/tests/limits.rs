@@ -871,3 +871,24 @@ fn a_host_holding_memory_helper() {
     );
     std::hint::black_box(&held);
 }
+
+/// A task limit above what the kernel's `pids.max` takes (4,194,304, the
+/// most pids a system can have) is one no tree can reach: it must not
+/// cost the command its cgroup, for tasks nor for memory.
+#[test]
+fn a_task_limit_beyond_every_pid_keeps_the_cgroup() {
+    let ex = started(ResourceLimits {
+        max_memory_bytes: Some(128 * MIB),
+        max_tasks: Some(5_000_000),
+        ..ResourceLimits::default()
+    });
+    let r = run(&ex, "echo ran", Duration::from_secs(30));
+    assert_eq!(r.stdout, b"ran\n", "{r:?}");
+    assert_eq!(
+        report(&r).memory,
+        Some(expected("memory")),
+        "{:?}",
+        report(&r)
+    );
+    assert_eq!(report(&r).tasks, Some(expected("pids")), "{:?}", report(&r));
+}
