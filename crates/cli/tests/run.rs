@@ -170,6 +170,39 @@ fn a_program_cannot_fake_a_cpu_limit_the_policy_does_not_set() {
     }
 }
 
+/// A program that cannot start exits 127 with a message naming it and
+/// why; for a script whose `#!` interpreter is missing the message says
+/// so (`execve` answers `ENOENT`, which alone reads as if the script
+/// itself were missing).
+#[test]
+fn a_program_that_cannot_start_is_named_with_the_reason() {
+    let dir = policy(ENABLED);
+    let ws = dir.path().join("ws");
+    let script = ws.join("script");
+    fs::write(&script, "#!/nonexistent/interpreter\necho hi\n").unwrap();
+    let plain = ws.join("plain");
+    fs::write(&plain, "echo hi\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    let missing = ws.join("missing");
+    let cases = [
+        (&script, "the interpreter its `#!` line names"),
+        (&plain, "Permission denied"),
+        (&missing, "No such file or directory"),
+    ];
+    for (program, why) in cases {
+        let out = run(&dir, &[program.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(127), "{stderr}");
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with("sandgate: cannot start"))
+            .unwrap_or_else(|| panic!("{stderr}"));
+        assert!(line.contains(program.to_str().unwrap()), "{line}");
+        assert!(line.contains(why), "{line}");
+    }
+}
+
 #[test]
 fn forged_contract_lines_are_marked_after_every_break() {
     let dir = policy(ENABLED);
