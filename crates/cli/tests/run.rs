@@ -153,6 +153,56 @@ fn a_program_exiting_3_is_reported_as_worker_reserved_exit() {
     );
 }
 
+/// Exit 3 is the supervisor's own: a program cannot have it by dying of
+/// `SIGXCPU`, or by exiting with the code that stands for it (152), where
+/// no CPU limit is in force.
+#[test]
+fn a_program_cannot_fake_a_cpu_limit_the_policy_does_not_set() {
+    let dir = policy(ENABLED);
+    for script in ["kill -XCPU $$", "exit 152"] {
+        let out = run(&dir, &["/bin/sh", "-c", script]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(152), "{script}: {stderr}");
+        assert!(
+            contract(&out, "policy-result").is_empty(),
+            "{script}: {stderr}"
+        );
+    }
+}
+
+/// A program that cannot start exits 127 with a message naming it and
+/// why; for a script whose `#!` interpreter is missing the message says
+/// so (`execve` answers `ENOENT`, which alone reads as if the script
+/// itself were missing).
+#[test]
+fn a_program_that_cannot_start_is_named_with_the_reason() {
+    let dir = policy(ENABLED);
+    let ws = dir.path().join("ws");
+    let script = ws.join("script");
+    fs::write(&script, "#!/nonexistent/interpreter\necho hi\n").unwrap();
+    let plain = ws.join("plain");
+    fs::write(&plain, "echo hi\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    let missing = ws.join("missing");
+    let cases = [
+        (&script, "the interpreter its `#!` line names"),
+        (&plain, "Permission denied"),
+        (&missing, "No such file or directory"),
+    ];
+    for (program, why) in cases {
+        let out = run(&dir, &[program.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(127), "{stderr}");
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with("sandgate: cannot start"))
+            .unwrap_or_else(|| panic!("{stderr}"));
+        assert!(line.contains(program.to_str().unwrap()), "{line}");
+        assert!(line.contains(why), "{line}");
+    }
+}
+
 #[test]
 fn forged_contract_lines_are_marked_after_every_break() {
     let dir = policy(ENABLED);

@@ -2,6 +2,14 @@
 //! one shared cap across both streams, redaction on the way in, and the
 //! memory tuning that keeps a 100 MB stream fast (widening busy pipes,
 //! mapping the buffer ahead of the reads).
+//!
+//! The cap bounds two counts: the bytes read and kept (fed to the
+//! redactor), and the bytes returned. Redaction can make the second larger
+//! than the first: an 8-byte value withheld under a long name becomes a
+//! marker several times its size, and `Authorization:a` gains
+//! `[REDACTED]`. So what the redactor emits is counted too, and cut at the
+//! cap (a marker may be cut; the secret's bytes never reach the output),
+//! with the stream's held-back tail dropped as for bytes read past the cap.
 
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
@@ -30,8 +38,10 @@ pub(crate) struct Capture {
     /// Scratch for reads past the cap and for redaction, allocated at the
     /// first output so that a silent command costs none.
     buf: Vec<u8>,
-    /// Bytes kept so far, both streams together.
+    /// Bytes read and kept so far, both streams together.
     captured: usize,
+    /// Bytes of output so far (after redaction), both streams together.
+    shown: usize,
     cap: usize,
     /// Bytes past the cap came through and were dropped.
     pub truncated: bool,
@@ -49,6 +59,7 @@ impl Capture {
             ],
             buf: Vec::new(),
             captured: 0,
+            shown: 0,
             cap,
             truncated: false,
         }
@@ -64,22 +75,37 @@ impl Capture {
         if self.buf.is_empty() {
             self.buf = vec![0u8; READ_CHUNK];
         }
-        let (buf, captured, cap, truncated) = (
-            &mut self.buf,
-            &mut self.captured,
-            self.cap,
-            &mut self.truncated,
-        );
-        self.streams[i].drain(buf, captured, cap, truncated);
+        let count = Count {
+            captured: &mut self.captured,
+            shown: &mut self.shown,
+            cap: self.cap,
+            truncated: &mut self.truncated,
+        };
+        self.streams[i].drain(&mut self.buf, count);
     }
 
-    /// Ends both streams: (stdout, stderr), redacted, tails included.
-    pub fn finish(self) -> (Vec<u8>, Vec<u8>) {
-        let [mut out, mut err] = self.streams;
-        out.finish();
-        err.finish();
-        (out.out, err.out)
+    /// Ends both streams: (stdout, stderr), redacted, tails included as
+    /// far as the cap allows, and whether anything was dropped.
+    pub fn finish(self) -> (Vec<u8>, Vec<u8>, bool) {
+        let Capture {
+            streams: [mut out, mut err],
+            mut shown,
+            cap,
+            mut truncated,
+            ..
+        } = self;
+        truncated |= out.finish(&mut shown, cap);
+        truncated |= err.finish(&mut shown, cap);
+        (out.out, err.out, truncated)
     }
+}
+
+/// The counts both streams share, lent to one stream's drain.
+struct Count<'a> {
+    captured: &'a mut usize,
+    shown: &'a mut usize,
+    cap: usize,
+    truncated: &'a mut bool,
 }
 
 /// One output stream being captured.
@@ -110,16 +136,22 @@ impl Stream {
     }
 
     /// What the redactor still holds back, redacted, once the stream is
-    /// over: nothing when bytes past the cap were dropped (the held-back
-    /// tail could be a prefix of a withheld value or a token whose rest
-    /// was cut off).
-    fn finish(&mut self) {
-        if let Some(r) = self.redactor.take() {
-            if !self.dropped {
-                let tail = r.finish();
-                self.out.extend_from_slice(&tail);
-            }
+    /// over, as far as the cap allows (`shown` is the output of both
+    /// streams so far); whether some of it was cut. Nothing when bytes
+    /// past the cap were dropped (the held-back tail could be a prefix of
+    /// a withheld value or a token whose rest was cut off).
+    fn finish(&mut self, shown: &mut usize, cap: usize) -> bool {
+        let Some(r) = self.redactor.take() else {
+            return false;
+        };
+        if self.dropped {
+            return false;
         }
+        let tail = r.finish();
+        let fits = tail.len().min(cap.saturating_sub(*shown));
+        self.out.extend_from_slice(&tail[..fits]);
+        *shown += fits;
+        fits < tail.len()
     }
 
     /// Reads what is there (a bounded number of chunks, to stay fair to
@@ -129,7 +161,13 @@ impl Stream {
     /// start no secret stay there (the common case: one copy, by the
     /// kernel); anything else goes back through the redactor via `buf`.
     /// Past the cap, reads land in `buf` and are dropped.
-    fn drain(&mut self, buf: &mut [u8], captured: &mut usize, cap: usize, truncated: &mut bool) {
+    fn drain(&mut self, buf: &mut [u8], count: Count<'_>) {
+        let Count {
+            captured,
+            shown,
+            cap,
+            truncated,
+        } = count;
         for _ in 0..16 {
             let Some(fd) = &self.fd else { return };
             let room = cap.saturating_sub(*captured);
@@ -160,6 +198,17 @@ impl Stream {
                             buf[..rest].copy_from_slice(&self.out[start + quiet..]);
                             self.out.truncate(start + quiet);
                             r.push_into(&buf[..rest], &mut self.out);
+                        }
+                        // Markers may make the output longer than the
+                        // input: past the cap it is cut, and the rest of
+                        // the stream dropped.
+                        *shown += self.out.len() - start;
+                        if *shown > cap {
+                            self.out.truncate(self.out.len() - (*shown - cap));
+                            *shown = cap;
+                            *captured = cap;
+                            *truncated = true;
+                            self.dropped = true;
                         }
                     }
                     outcome

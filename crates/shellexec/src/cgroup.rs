@@ -40,7 +40,15 @@
 //!
 //! A slot that still holds a process when its exec ends is killed
 //! (`cgroup.kill` in v2); one that still holds a process after that is not
-//! reused. Every cgroup the pool made is removed when the pool is dropped
+//! reused. Nor is one still charged with shared memory (`shmem` in
+//! `memory.stat`): what its exec left on a tmpfs (a write root or
+//! `TMPDIR` there, `/dev/shm`) stays charged to the cgroup that wrote it
+//! after every process has ended, cannot be reclaimed without swap, and
+//! would count against the next exec's limit (a command after one that
+//! left 96 MiB on a tmpfs was ended at 16 MiB of a 128 MiB limit). Such
+//! a slot is removed (the kernel keeps the charge with the removed
+//! cgroup) and a fresh one made when needed; page cache, which the
+//! kernel reclaims when the next exec needs room, does not stop reuse. Every cgroup the pool made is removed when the pool is dropped
 //! (those still holding a process stay), and a new pool removes what pools
 //! of processes that are gone left behind.
 
@@ -108,6 +116,8 @@ struct Slot {
     counters: Vec<OwnedFd>,
     /// v2: `cpu.stat`.
     cpu: Option<OwnedFd>,
+    /// `memory.stat` of the hierarchy that holds memory, read at release.
+    stat: Option<OwnedFd>,
 }
 
 /// The executor's cgroups.
@@ -213,10 +223,27 @@ impl Lease {
     }
 }
 
+/// `PID_MAX_LIMIT` on 64-bit: no system has more pids than this, so no
+/// cgroup more tasks, and `pids.max` refuses it and anything above
+/// (`EINVAL`).
+const PIDS_MAX: u64 = 4 * 1024 * 1024;
+
+/// What `pids.max` gets for a task limit of `n`: `max` for a limit no tree
+/// can reach (one the kernel would refuse, which would cost the executor
+/// its cgroups, memory's too).
+fn pids_max(n: u64) -> String {
+    if n >= PIDS_MAX {
+        "max".to_owned()
+    } else {
+        n.to_string()
+    }
+}
+
 /// The value of `key` in a flat-keyed cgroup file (`key value` lines),
-/// read from the start of `fd`.
+/// read from the start of `fd` (its first 4 KiB: `memory.stat` is the
+/// longest read, and `shmem` comes early in it).
 fn read_counter(fd: &OwnedFd, key: &str) -> Option<u64> {
-    let mut buf = [0u8; 1024];
+    let mut buf = [0u8; 4096];
     let n = rustix::io::pread(fd, &mut buf, 0).ok()?;
     parse_counter(&buf[..n], key)
 }
@@ -593,7 +620,16 @@ impl Pool {
                 }
             }
         }
-        if reusable {
+        // Shared memory an exec left (files on a tmpfs) stays charged to
+        // the slot: the next exec would start with it counted.
+        let charged = slot
+            .stat
+            .as_ref()
+            .and_then(|fd| read_counter(fd, "shmem"))
+            .is_some_and(|bytes| bytes > 0);
+        if reusable && charged {
+            self.discard(slot);
+        } else if reusable {
             self.free
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -633,6 +669,9 @@ fn fill(h: &Hierarchy, dir: &Path, slot: &mut Slot) -> io::Result<()> {
     }
     for c in &h.counters {
         slot.counters.push(open(c.file, OFlags::RDONLY)?);
+    }
+    if h.counters.iter().any(|c| c.limit == Limit::Memory) {
+        slot.stat = Some(open("memory.stat", OFlags::RDONLY)?);
     }
     Ok(())
 }
@@ -748,7 +787,7 @@ fn v2(want: &Wanted<'_>, name: &str, notes: &mut Vec<String>) -> Result<Option<H
         });
     }
     if let Some(n) = want.tasks.filter(|_| usable.contains(&"pids")) {
-        settings.push(("pids.max", n.to_string()));
+        settings.push(("pids.max", pids_max(n)));
         counters.push(Counter {
             file: "pids.events",
             key: "max",
@@ -800,7 +839,7 @@ fn v1(
         tasks.map(|n| {
             (
                 "pids",
-                vec![("pids.max", n.to_string())],
+                vec![("pids.max", pids_max(n))],
                 Counter {
                     file: "pids.events",
                     key: "max",

@@ -1277,7 +1277,7 @@ fn run(
         opts.abort.clone(),
         internal.clone(),
     )
-    .with_monitor(monitor)
+    .with_monitor(monitor, limits.report.max_cpu_ms.is_some())
     .finish();
     // Every process of the command is dead now: undo what it did to
     // protected paths.

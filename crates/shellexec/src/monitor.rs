@@ -5,7 +5,10 @@
 //! (see `run.rs`).
 //!
 //! What is summed over the tree (every process below the keeper, zombies
-//! included, which the keeper reaps at once):
+//! included, which the keeper reaps at once; in namespaces, not the
+//! namespace's PID 1 itself, which is sandgate's and shares the
+//! executor's memory, `clone(CLONE_VM)`: its resident set is the host
+//! process's, and its one task is not the command's):
 //!
 //! - memory: resident pages (`rss` of `/proc/<pid>/stat`) times the page
 //!   size (pages shared between processes count once per process), plus,
@@ -15,7 +18,8 @@
 //! - tasks: threads (`num_threads`), so processes and threads;
 //! - CPU time: user and system time of each process and of the children
 //!   it reaped, plus those the keeper reaped (the time of a process that
-//!   ended is added to its reaper's), in clock ticks.
+//!   ended is added to its reaper's; PID 1's reaped children count, its
+//!   own time does not), in clock ticks.
 
 use std::time::{Duration, Instant};
 
@@ -49,6 +53,9 @@ pub(crate) struct Monitor {
     keeper: i32,
     walked: Walked,
     lease: Option<Lease>,
+    /// The command runs in namespaces: the keeper's child is the
+    /// namespace's PID 1, not a process of the command.
+    in_view: bool,
     /// When the command runs in a view with private tmpfs mounts: the
     /// executor's own root (device and inode), which the view's PID 1
     /// keeps until it has moved into its view.
@@ -75,6 +82,7 @@ impl Monitor {
             keeper,
             walked,
             lease,
+            in_view: view,
             view: view
                 .then(|| rustix::fs::stat("/").ok())
                 .flatten()
@@ -104,20 +112,24 @@ impl Monitor {
         }
         let (keeper, tree) = proctree::subtree_stats(self.keeper);
         let w = self.walked;
+        // In namespaces, the namespace's PID 1 (the keeper's child) is
+        // sandgate's: its resident set is the executor's whole memory.
+        let pid1 = self
+            .in_view
+            .then(|| tree.iter().find(|p| p.ppid == self.keeper).map(|p| p.pid))
+            .flatten();
+        let command = || tree.iter().filter(|p| Some(p.pid) != pid1);
         if let Some(max) = w.tasks {
-            let tasks: u64 = tree.iter().map(|p| p.threads).sum();
+            let tasks: u64 = command().map(|p| p.threads).sum();
             if tasks > max {
                 return Some(Limit::Tasks);
             }
         }
         if let Some(max) = w.memory_bytes {
-            let pages: u64 = tree.iter().map(|p| p.rss).sum();
-            let tmpfs = match self.view {
-                Some(own_root) => tree
-                    .iter()
-                    .find(|p| p.ppid == self.keeper)
-                    .map_or(0, |pid1| tmpfs_used(pid1.pid, own_root)),
-                None => 0,
+            let pages: u64 = command().map(|p| p.rss).sum();
+            let tmpfs = match (self.view, pid1) {
+                (Some(own_root), Some(pid1)) => tmpfs_used(pid1, own_root),
+                _ => 0,
             };
             if pages.saturating_mul(self.page_size).saturating_add(tmpfs) > max {
                 return Some(Limit::Memory);
@@ -125,10 +137,17 @@ impl Monitor {
         }
         if let Some(max) = w.cpu_ms {
             let reaped = keeper.map_or(0, |k| k.cutime + k.cstime);
+            let own = |p: &proctree::Stat| {
+                if Some(p.pid) == pid1 {
+                    0
+                } else {
+                    p.utime + p.stime
+                }
+            };
             let ticks: u64 = reaped
                 + tree
                     .iter()
-                    .map(|p| p.utime + p.stime + p.cutime + p.cstime)
+                    .map(|p| own(p) + p.cutime + p.cstime)
                     .sum::<u64>();
             if ticks.saturating_mul(1000) / self.ticks_per_sec >= max {
                 return Some(Limit::Cpu);

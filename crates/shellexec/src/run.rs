@@ -97,6 +97,9 @@ pub(crate) struct Run {
     monitor: Option<Monitor>,
     /// The resource limit the monitor saw reached.
     limit: Option<Limit>,
+    /// A CPU limit is in force (with `RLIMIT_CPU` as its backstop): only
+    /// then does a death by `SIGXCPU` name it.
+    cpu_limited: bool,
 }
 
 /// What a polled descriptor stands for.
@@ -146,12 +149,15 @@ impl Run {
             aborted: false,
             monitor: None,
             limit: None,
+            cpu_limited: false,
         }
     }
 
-    /// Samples the tree against resource limits while the command runs.
-    pub fn with_monitor(mut self, monitor: Option<Monitor>) -> Run {
+    /// Samples the tree against resource limits while the command runs;
+    /// `cpu_limited` says a CPU limit is in force.
+    pub fn with_monitor(mut self, monitor: Option<Monitor>, cpu_limited: bool) -> Run {
         self.monitor = monitor;
+        self.cpu_limited = cpu_limited;
         self
     }
 
@@ -346,6 +352,7 @@ impl Run {
             aborted,
             monitor,
             limit,
+            cpu_limited,
             ..
         } = self;
         let keeper_status = if phase == Phase::Backstop {
@@ -363,8 +370,7 @@ impl Run {
         } else {
             proctree::wait_until(keeper, backstop)
         };
-        let truncated = capture.truncated;
-        let (stdout, stderr) = capture.finish();
+        let (stdout, stderr, truncated) = capture.finish();
         if exited.is_none() && keeper_status.is_none() && why != Some(End::Abort) {
             // Nothing says how it ended, and the backstop ended the wait.
             timed_out = true;
@@ -382,9 +388,14 @@ impl Run {
         // What ended it, most specific first: a limit the monitor saw, a
         // cgroup counter that rose (an OOM kill between two samples), a
         // process killed by its CPU rlimit, the timeout, the output cap.
+        // The exit code of a `SIGXCPU` death names the CPU limit only
+        // where one is in force: a command can die of `SIGXCPU` by its own
+        // hand, or exit 152, and must not pass for stopped by a limit the
+        // policy does not set (where one is set, it could as well reach
+        // it).
         let limit = limit
             .or_else(|| monitor.as_ref().and_then(Monitor::last_word))
-            .or_else(|| (exit_code == 128 + libc::SIGXCPU).then_some(Limit::Cpu))
+            .or_else(|| (cpu_limited && exit_code == 128 + libc::SIGXCPU).then_some(Limit::Cpu))
             .or(timed_out.then_some(Limit::Timeout))
             .or(truncated.then_some(Limit::Output));
         Outcome {

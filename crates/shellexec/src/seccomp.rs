@@ -20,6 +20,7 @@
 //! | `clone` with a namespace flag | `EPERM` |
 //! | `sendto`, `sendmsg`, `sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open connects without the `connect` hook Landlock's port rules watch) | `EPERM` |
 //! | `setpriority`, `ioprio_set`, `sched_setscheduler`, `sched_setparam`, `sched_setattr`, `sched_setaffinity` naming anything but the caller (pid 0): Landlock does not scope scheduling | `EPERM` |
+//! | `fallocate` with `FALLOC_FL_KEEP_SIZE` (but for punching a hole), `FALLOC_FL_INSERT_RANGE` or a mode this list does not know: they allocate blocks past a file's end or grow it without the `RLIMIT_FSIZE` check (`fs.max_write_bytes`) the kernel makes where a call sets the size (seen on ext4), so one call took any amount of disk | `EOPNOTSUPP` (what a file system without them answers) |
 //! | `prlimit64` naming a pid other than 0 (Landlock does not scope it: a command of the executor's user could set the executor's or keeper's limits, e.g. `RLIMIT_CPU` to have it killed) | `EPERM` |
 //! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`) | `EPERM` |
 //! | on the floor only: System V IPC (`shm*`, `msg*`, `sem*`) and POSIX message queues (`mq_*`), which live in the host's IPC namespace there (in namespaces the command has an IPC namespace of its own, which ends with it) | `EPERM` |
@@ -222,6 +223,11 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
     });
     out.push("clone3 (ENOSYS) and clone with namespace flags".into());
     out.push("TCP Fast Open (sends with MSG_FASTOPEN)".into());
+    out.push(
+        "fallocate past the file size limit (FALLOC_FL_KEEP_SIZE but to punch a hole, \
+         FALLOC_FL_INSERT_RANGE)"
+            .into(),
+    );
     out.push("prlimit on another process (a pid other than 0)".into());
     out.push(
         "scheduling of another process, group or user (setpriority, ioprio_set, \
@@ -332,6 +338,25 @@ fn socket_protocol_rules(spec: SeccompSpec) -> BTreeMap<i64, Vec<SeccompRule>> {
         }
     }
     BTreeMap::from([(libc::SYS_socket, rules)])
+}
+
+/// `fallocate` modes that keep to `RLIMIT_FSIZE`: allocating (and
+/// zeroing) with the size changed, which the kernel checks against the
+/// limit; punching a hole and collapsing a range, which free. Any other
+/// mode (`FALLOC_FL_KEEP_SIZE` alone or with `FALLOC_FL_ZERO_RANGE` or
+/// `FALLOC_FL_UNSHARE_RANGE`, `FALLOC_FL_INSERT_RANGE`, modes newer than
+/// this list) is refused.
+fn fallocate_rules() -> BTreeMap<i64, Vec<SeccompRule>> {
+    const KEEP_SIZE: u64 = 0x01;
+    const PUNCH_HOLE: u64 = 0x02;
+    const COLLAPSE_RANGE: u64 = 0x08;
+    const ZERO_RANGE: u64 = 0x10;
+    let allowed = [0, PUNCH_HOLE | KEEP_SIZE, COLLAPSE_RANGE, ZERO_RANGE];
+    let other = allowed
+        .iter()
+        .map(|&mode| cond(1, Len::Dword, Op::Ne, mode))
+        .collect();
+    BTreeMap::from([(libc::SYS_fallocate, vec![rule(other)])])
 }
 
 /// `own_ipc`: the command has an IPC namespace of its own ([`HOST_IPC`]).
@@ -449,6 +474,7 @@ impl Filters {
                 )?,
                 compile(socket_family_rules(), libc::EAFNOSUPPORT)?,
                 compile(socket_protocol_rules(spec), libc::EPROTONOSUPPORT)?,
+                compile(fallocate_rules(), libc::EOPNOTSUPP)?,
             ])
         };
         let plain = plain_for(spec, false)?;

@@ -69,6 +69,11 @@ const PID1_STACK: usize = 64 * 1024;
 const STARTED: u32 = 0;
 const FAILED: u32 = 1;
 
+/// The errno reported for an `execve` that answered `ENOENT` for a file
+/// that is there: what is missing is the interpreter its `#!` line names
+/// (or its dynamic loader). No errno has this value.
+const INTERPRETER_MISSING: i32 = 0x1000 | libc::ENOENT;
+
 /// Everything the keeper and the shell read between `clone` and `execve`,
 /// made before the keeper is started and freed only once it is gone.
 struct Shared {
@@ -570,6 +575,13 @@ pub(crate) fn spawn(
     let errno = i32::from_ne_bytes([report[4], report[5], report[6], report[7]]);
     if tag != STARTED {
         keeper.wait();
+        if tag == FAILED && errno == INTERPRETER_MISSING {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "No such file or directory: the file is there, so what is missing is \
+                 the interpreter its `#!` line names, or its dynamic loader",
+            ));
+        }
         return Err(io::Error::from_raw_os_error(if tag == FAILED {
             errno
         } else {
@@ -1589,13 +1601,15 @@ unsafe fn send_fd(sock: RawFd, fd: RawFd) -> Result<(), Errno> {
     .map(drop)
 }
 
-/// `execve`s the shell, searching as `execvp` does; returns why it failed.
+/// `execve`s the shell, searching as `execvp` does; returns why it failed
+/// ([`INTERPRETER_MISSING`] for an `ENOENT` on a file that is there).
 ///
 /// # Safety
 ///
 /// Only in the shell before `execve`.
 unsafe fn exec_shell(s: &Shared) -> Errno {
     let mut denied = false;
+    let mut interpreter = false;
     for path in &s.paths {
         // SAFETY: NUL-terminated path, NULL-terminated argv and envp of
         // NUL-terminated strings the block owns.
@@ -1607,6 +1621,21 @@ unsafe fn exec_shell(s: &Shared) -> Errno {
                 s.envp.as_ptr()
             )
         };
+        // `ENOENT` for a file that is there: its interpreter or loader is
+        // what is missing.
+        let there = || {
+            // SAFETY: a NUL-terminated path the block owns.
+            unsafe {
+                syscalls::syscall!(Sysno::faccessat, libc::AT_FDCWD, path.as_ptr(), libc::F_OK)
+            }
+            .is_ok()
+        };
+        if r == Err(Errno::ENOENT) && there() {
+            if !s.search {
+                return Errno::new(INTERPRETER_MISSING);
+            }
+            interpreter = true;
+        }
         match r {
             Err(e) if s.search && e == Errno::EACCES => denied = true,
             Err(e)
@@ -1625,6 +1654,8 @@ unsafe fn exec_shell(s: &Shared) -> Errno {
     }
     if denied {
         Errno::EACCES
+    } else if interpreter {
+        Errno::new(INTERPRETER_MISSING)
     } else {
         Errno::ENOENT
     }

@@ -728,6 +728,47 @@ fn both_streams_share_the_cap() {
     assert_eq!(text(&r.stdout), "abc");
 }
 
+/// Redaction can make output longer than what was read: an 8-byte value
+/// withheld under a long name becomes a marker five times its size, an
+/// `Authorization:` line with a one-byte value gains `[REDACTED]`. The
+/// cap is on what the call returns (and holds in memory), so the markers
+/// count against it too.
+#[test]
+fn markers_count_against_the_cap() {
+    let name = "A_LONG_NAME_FOR_THE_TOKEN_OF_THE_DEPLOY_PIPELINE";
+    let mut env = host_env();
+    env.push((name.into(), "tok-1234".into()));
+    let ex = started(ExecConfig {
+        max_output_bytes: 1000,
+        host_env: Some(env),
+        ..config()
+    });
+    for command in [
+        "for i in $(seq 500); do echo tok-1234; done".to_owned(),
+        "for i in $(seq 500); do echo tok-1234 >&2; echo x; done".to_owned(),
+        "for i in $(seq 500); do echo Authorization:a; done".to_owned(),
+    ] {
+        let r = run(&ex, &command);
+        let shown = r.stdout.len() + r.stderr.len();
+        assert!(
+            shown <= 1000,
+            "{command}: {shown} bytes returned under a cap of 1000"
+        );
+        assert!(r.truncated, "{command}");
+        assert!(
+            !text(&r.stdout).contains("tok-1234") && !text(&r.stderr).contains("tok-1234"),
+            "{command}"
+        );
+    }
+    // What fits is returned whole, markers included.
+    let r = run(&ex, "echo tok-1234; echo Authorization:a");
+    assert!(!r.truncated);
+    assert_eq!(
+        text(&r.stdout),
+        format!("[REDACTED:{name}]\nAuthorization:[REDACTED]\n")
+    );
+}
+
 /// Every prefix of `secret` 8 bytes or longer that `out` shows.
 fn prefixes_shown(out: &[u8], secret: &str) -> Vec<String> {
     let out = text(out);

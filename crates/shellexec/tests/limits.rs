@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sandgate_shellexec::exec::ExecResult;
+use sandgate_shellexec::confine::ConfineSpec;
+use sandgate_shellexec::exec::{ExecResult, LocalShellExecutor, ShellExecutor};
 use sandgate_shellexec::limits::{Limit, Mechanism, ResourceLimits};
 
 // Not every suite uses every helper.
@@ -752,4 +753,142 @@ print(\"done\")'"
     }
     assert_eq!(r.limit, Some(Limit::Cpu), "{r:?}");
     assert!(began.elapsed() < Duration::from_secs(3), "{r:?}");
+}
+
+/// What a command leaves on a tmpfs (a write root or `TMPDIR` there,
+/// on the floor) stays charged to the cgroup it ran in after it ends.
+/// A later command of the same executor must not inherit that charge as
+/// if it were its own memory: with a pooled cgroup reused as it was, the
+/// next command was ended at a fraction of its limit.
+#[test]
+fn what_an_earlier_command_left_on_a_tmpfs_does_not_count_for_the_next() {
+    if !python("what_an_earlier_command_left_on_a_tmpfs_does_not_count_for_the_next") {
+        return;
+    }
+    let shm = Path::new("/dev/shm");
+    if expected("memory") == Mechanism::Monitor || !shm.is_dir() {
+        eprintln!("note: tmpfs charge test skipped: no cgroup holds memory here");
+        return;
+    }
+    let root = shm.join(format!("sgcharge{}", std::process::id()));
+    fs::create_dir_all(&root).unwrap();
+    let mut c = config(memory(128 * MIB));
+    c.namespaces = false;
+    c.confine = ConfineSpec {
+        write_dirs: vec![root.clone()],
+        ..ConfineSpec::default()
+    };
+    let ex = LocalShellExecutor::new(c);
+    ex.start().unwrap();
+    // 96 MiB left on the tmpfs: under the limit while it was written.
+    let left = run(
+        &ex,
+        &format!(
+            "head -c 100663296 /dev/zero > {}/kept && echo written",
+            root.display()
+        ),
+        Duration::from_secs(30),
+    );
+    assert_eq!(left.stdout, b"written\n", "{left:?}");
+    assert_eq!(left.limit, None, "{left:?}");
+    // The next command allocates 64 MiB of its own: well under 128 MiB.
+    let next = run(&ex, &allocate(64, 0), Duration::from_secs(30));
+    let _ = fs::remove_dir_all(&root);
+    eprintln!(
+        "memory held by {:?}: exit {}, limit {:?}, reached {} MiB",
+        report(&next).memory,
+        next.exit_code,
+        next.limit,
+        last_total(&next.stdout)
+    );
+    assert_eq!(next.limit, None, "{next:?}");
+    assert_eq!(next.exit_code, 0, "{next:?}");
+    assert_eq!(last_total(&next.stdout), 64);
+}
+
+/// Set for the child test process that holds memory of its own.
+const HOST_HOLDS: &str = "SANDGATE_TEST_HOST_HOLDS";
+
+/// In namespaces the keeper's child is the namespace's PID 1: sandgate's
+/// own process, which shares the executor's memory (`clone(CLONE_VM)`).
+/// Where the monitor holds the limits it is neither a task of the command
+/// nor its memory: a command of two tasks runs under `max_tasks = 2`, and
+/// a host process that holds 192 MiB itself still runs a command under
+/// `max_memory_bytes = 128 MiB`.
+#[test]
+fn the_namespace_pid_1_and_the_host_memory_are_not_the_commands() {
+    let ex = started(ResourceLimits {
+        max_tasks: Some(2),
+        ..ResourceLimits::default()
+    });
+    let first = run(&ex, "true", Duration::from_secs(30));
+    if !first.confined.namespaces || expected("pids") != Mechanism::Monitor {
+        eprintln!("note: PID 1 test skipped: no namespaces, or a cgroup holds the limits");
+        return;
+    }
+    // The shell and one child: two tasks.
+    let r = run(
+        &ex,
+        "sleep 0.3 & wait; echo survived",
+        Duration::from_secs(30),
+    );
+    assert_eq!(r.limit, None, "{r:?}");
+    assert_eq!(r.stdout, b"survived\n", "{r:?}");
+
+    // Memory, in a child test process (the memory it holds would count
+    // for no other test's executor there).
+    let out = std::process::Command::new("/proc/self/exe")
+        .args([
+            "--exact",
+            "a_host_holding_memory_helper",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HOST_HOLDS, "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("HELPER: limit None, said ran"), "{text}");
+}
+
+#[test]
+#[ignore = "run by the_namespace_pid_1_and_the_host_memory_are_not_the_commands"]
+fn a_host_holding_memory_helper() {
+    if std::env::var_os(HOST_HOLDS).is_none() {
+        return;
+    }
+    // 192 MiB resident in this process (every page written).
+    let held = vec![1u8; 192 << 20];
+    let ex = started(memory(128 * MIB));
+    let r = run(&ex, "sleep 0.3; echo ran", Duration::from_secs(30));
+    println!(
+        "HELPER: limit {:?}, said {}",
+        r.limit,
+        String::from_utf8_lossy(&r.stdout).trim()
+    );
+    std::hint::black_box(&held);
+}
+
+/// A task limit above what the kernel's `pids.max` takes (4,194,304, the
+/// most pids a system can have) is one no tree can reach: it must not
+/// cost the command its cgroup, for tasks nor for memory.
+#[test]
+fn a_task_limit_beyond_every_pid_keeps_the_cgroup() {
+    let ex = started(ResourceLimits {
+        max_memory_bytes: Some(128 * MIB),
+        max_tasks: Some(5_000_000),
+        ..ResourceLimits::default()
+    });
+    let r = run(&ex, "echo ran", Duration::from_secs(30));
+    assert_eq!(r.stdout, b"ran\n", "{r:?}");
+    assert_eq!(
+        report(&r).memory,
+        Some(expected("memory")),
+        "{:?}",
+        report(&r)
+    );
+    assert_eq!(report(&r).tasks, Some(expected("pids")), "{:?}", report(&r));
 }
