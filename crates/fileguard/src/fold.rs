@@ -100,12 +100,15 @@ use unicode_normalization::{is_nfc, is_nfc_quick, IsNormalized, UnicodeNormaliza
 /// Only canonical equivalence is folded (NFC), not compatibility: full-width
 /// `ｇ` and `g` stay distinct, as they are distinct names on every volume.
 ///
-/// - **Ignorable code points** are dropped before folding: the zero-width
-///   non-joiner and joiner, the direction marks and embeddings (U+200C to
-///   U+200F, U+202A to U+202E, U+206A to U+206F) and U+FEFF, the set HFS+
-///   leaves out of names (and git's own `.git` check skips). So
-///   `.g\u{200c}it` is `.git`. U+200B ZERO WIDTH SPACE is not in the set:
-///   HFS+ keeps it. A `?` never matches a dropped character.
+/// - **Ignorable code points** are dropped before folding: Unicode's
+///   Default_Ignorable_Code_Point set (the soft hyphen U+00AD, zero-width
+///   space, joiners and direction marks U+200B to U+200F, U+202A to U+202E,
+///   U+2060 to U+206F, variation selectors, Hangul fillers, tags U+E0000 to
+///   U+E0FFF and the rest). A case-insensitive directory on Linux (ext4 or
+///   f2fs `casefold`) decomposes each of them to nothing before comparing
+///   names, so there `.g\u{200b}it` *is* `.git`; the set holds the smaller
+///   one HFS+ leaves out of names (and git's own `.git` check skips). A `?`
+///   never matches a dropped character.
 pub fn fold(s: &str) -> Cow<'_, str> {
     if s.is_ascii() {
         return if s.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -156,11 +159,31 @@ pub fn fold(s: &str) -> Cow<'_, str> {
     out.map_or(Cow::Borrowed(s), Cow::Owned)
 }
 
-/// A code point HFS+ ignores in names ([`fold`] drops it).
+/// A code point some file system leaves out of names ([`fold`] drops it):
+/// Unicode's Default_Ignorable_Code_Point set (DerivedCoreProperties.txt),
+/// which Linux's casefolding (ext4, f2fs, tmpfs `casefold`) decomposes to
+/// nothing before it compares names. It holds the smaller set HFS+ ignores
+/// (U+200C to U+200F, U+202A to U+202E, U+206A to U+206F, U+FEFF).
 fn is_ignorable(c: char) -> bool {
     matches!(
         c,
-        '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}'
+        '\u{ad}'
+            | '\u{34f}'
+            | '\u{61c}'
+            | '\u{115f}'..='\u{1160}'
+            | '\u{17b4}'..='\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fff8}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}'
     )
 }
 

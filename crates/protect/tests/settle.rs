@@ -512,6 +512,7 @@ fn new_entries_are_quarantined_exactly_where_the_guard_refuses_a_write() {
         ".git\u{200c}hub",
         "stra\u{feff}sse",
         "a.lo\u{200b}ck",
+        ".git\u{ad}hub",
     ];
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("w");
@@ -553,6 +554,8 @@ fn new_entries_are_quarantined_exactly_where_the_guard_refuses_a_write() {
         "r/.GIT/Config",
         ".git\u{200c}hub",
         "stra\u{feff}sse",
+        "a.lo\u{200b}ck",
+        ".git\u{ad}hub",
     ] {
         assert!(refused.iter().any(|r| r == m), "{m}");
     }

@@ -873,6 +873,85 @@ fn directory_rename_is_refused_when_it_holds_a_protected_entry() {
     }
 }
 
+/// A case-insensitive directory on Linux (ext4 or f2fs `casefold`, `chattr
+/// +F`) drops every Default_Ignorable_Code_Point from a name before it
+/// compares, so `.g<U+200B>it` there *is* `.git`, and `.git<U+00AD>hub` is
+/// `.github`. The guard drops the same code points: writing, making,
+/// renaming onto or editing such a spelling is refused and leaves nothing on
+/// disk.
+#[test]
+fn default_ignorable_spellings_of_protected_names_are_refused() {
+    let ignorables = [
+        '\u{ad}',
+        '\u{34f}',
+        '\u{61c}',
+        '\u{115f}',
+        '\u{17b4}',
+        '\u{180e}',
+        '\u{200b}',
+        '\u{2060}',
+        '\u{2064}',
+        '\u{3164}',
+        '\u{fe00}',
+        '\u{fe0f}',
+        '\u{ffa0}',
+        '\u{1bca0}',
+        '\u{1d173}',
+        '\u{e0001}',
+        '\u{e0fff}',
+    ];
+    for resolver in resolvers() {
+        for c in ignorables {
+            let fx = Fx::new();
+            fx.put("ws/src/a.txt", "a");
+            fs::create_dir(fx.p("ws/empty")).unwrap();
+            let sb = fx
+                .builder()
+                .deny_write(".github/**")
+                .resolver(resolver)
+                .build()
+                .unwrap();
+            let git = format!(".g{c}it");
+            let hub = format!(".git{c}hub");
+            let what = format!("U+{:04X} {resolver:?}", c as u32);
+            for name in [
+                format!("{git}/config"),
+                format!("sub/{git}/hooks/pre-commit"),
+                format!("{hub}/workflows/ci.yml"),
+            ] {
+                let e = sb.write(&name, b"x", WriteOptions::default()).unwrap_err();
+                assert_eq!(
+                    e.code(),
+                    ErrorCode::FsProtected,
+                    "{what} write {name:?}: {e}"
+                );
+            }
+            assert_eq!(code(sb.mkdir(&git)), ErrorCode::FsProtected, "{what}");
+            assert_eq!(code(sb.mkdir(&hub)), ErrorCode::FsProtected, "{what}");
+            assert_eq!(
+                code(sb.rename("empty", &git)),
+                ErrorCode::FsProtected,
+                "{what}"
+            );
+            assert_eq!(
+                code(sb.rename("src/a.txt", &format!("{hub}/x.yml"))),
+                ErrorCode::FsProtected,
+                "{what}"
+            );
+            assert!(!fx.p(&format!("ws/{git}")).exists(), "{what}");
+            assert!(!fx.p(&format!("ws/sub/{git}")).exists(), "{what}");
+            assert!(!fx.p(&format!("ws/{hub}")).exists(), "{what}");
+            assert!(
+                fx.p("ws/empty").is_dir() && fx.p("ws/src/a.txt").is_file(),
+                "{what}"
+            );
+            // The control: a name that merely holds the character is written.
+            sb.write(&format!("notes{c}.txt"), b"ok", WriteOptions::default())
+                .unwrap();
+        }
+    }
+}
+
 /// In restricted mode a nested `.git` (any spelling that folds to it) is
 /// protected: the directory holding it is not moved; in trusted_host mode
 /// without patterns it is.
