@@ -1485,3 +1485,80 @@ fn http_token_file_inside_the_policys_directories_is_refused() {
         assert!(!dir.path().join(name).exists(), "{name} was written");
     }
 }
+
+/// Starts `sandgate mcp --policy DIR/policy.toml --audit AUDIT`, sends
+/// `initialize` and every call of `calls` at once, closes its input and
+/// waits for it to exit; answers its stderr.
+fn audited_burst(dir: &Path, audit: &Path, calls: &[Value]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .arg("--audit")
+        .arg(audit)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut all = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    all.push('\n');
+    all.push_str("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+    for c in calls {
+        all.push_str(&c.to_string());
+        all.push('\n');
+    }
+    let mut input = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(all.as_bytes());
+    });
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    writer.join().unwrap();
+    assert!(child.wait().unwrap().success(), "{err}");
+    err
+}
+
+/// Two servers appending to one audit file (each its own open file, as two
+/// processes have): every record is one whole line, never two records'
+/// pieces spliced together. A name full of characters JSON escapes makes
+/// each record long and its encoding many pieces.
+#[test]
+fn two_servers_sharing_an_audit_file_never_splice_their_lines() {
+    let dir = policy_dir();
+    let name = "q\"".repeat(100);
+    fs::write(dir.path().join("ws").join(&name), "x\n").unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let calls: Vec<Value> = (1..=400i64)
+        .map(|id| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "get_file_info", "arguments": {"path": name}}})
+        })
+        .collect();
+    let servers: Vec<_> = (0..2)
+        .map(|_| {
+            let (dir, audit, calls) = (dir.path().to_owned(), audit.clone(), calls.clone());
+            std::thread::spawn(move || audited_burst(&dir, &audit, &calls))
+        })
+        .collect();
+    for s in servers {
+        s.join().unwrap();
+    }
+    let text = fs::read_to_string(&audit).unwrap();
+    let mut records = 0;
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("a line of the audit is not one record ({e}): {line}"));
+        assert_eq!(v["op"], "stat", "{line}");
+        assert_eq!(v["path"], json!(name), "{line}");
+        records += 1;
+    }
+    assert_eq!(records, 800, "{text}");
+}

@@ -13,7 +13,9 @@ use sandgate::{AuditEvent, AuditSink};
 /// Appends each event to `path` as a JSON line (`time` in milliseconds since
 /// the epoch, `op`, `path`, `size`, `outcome`, and for `exec` and `git`
 /// `exit_code` when the command ran and `limit` when one stopped it). The file is created with
-/// mode 0600 when missing.
+/// mode 0600 when missing. Each line is written with one `write(2)` on a
+/// file opened `O_APPEND`, so several servers may share one file: their
+/// lines follow each other whole.
 ///
 /// A file inside `write_root` is refused, however it is named (through a
 /// link, or a second name made by a hard link), and nothing is created:
@@ -64,9 +66,15 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
         if let Some(limit) = e.limit {
             line["limit"] = limit.into();
         }
+        // The whole line in one write(2): with O_APPEND the kernel puts it
+        // at the end in one piece, so another process appending to the
+        // same file cannot splice its records into this one (formatting
+        // straight into the file writes each token on its own).
+        let mut bytes = line.to_string().into_bytes();
+        bytes.push(b'\n');
         let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
         // A full disk must not fail the operation itself.
-        let _ = writeln!(f, "{line}");
+        let _ = f.write_all(&bytes);
     }))
 }
 
