@@ -1562,3 +1562,90 @@ fn two_servers_sharing_an_audit_file_never_splice_their_lines() {
     }
     assert_eq!(records, 800, "{text}");
 }
+
+/// A call the server refuses before the sandbox sees it (an absolute path
+/// outside every granted directory, a write into a read-only directory, a
+/// shell's working directory outside the write root) is recorded like
+/// every other refusal: its op, the name as given and the code.
+#[test]
+fn the_audit_file_records_calls_refused_before_the_sandbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n);
+    fs::create_dir(at("ws")).unwrap();
+    fs::create_dir(at("ro")).unwrap();
+    fs::write(at("ro/r.txt"), "r\n").unwrap();
+    fs::write(
+        at("policy.toml"),
+        "[fs]\nread_roots = [\"ws\", \"ro\"]\nwrite_root = \"ws\"\n\
+         [exec]\nenabled = true\nshell = \"/bin/sh\"\n",
+    )
+    .unwrap();
+    let ro_file = at("ro/r.txt").display().to_string();
+    let call = |id: i64, name: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}})
+    };
+    let calls = [
+        call(
+            1,
+            "write_file",
+            json!({"path": "/etc/sandgate-audit-probe", "content": "x"}),
+        ),
+        call(2, "read_text_file", json!({"path": "/etc/hostname"})),
+        call(3, "write_file", json!({"path": ro_file, "content": "x"})),
+        call(
+            4,
+            "move_file",
+            json!({"source": "/etc/passwd", "destination": "p"}),
+        ),
+        call(5, "exec", json!({"command": "true", "cwd": "/etc"})),
+        call(6, "get_file_info", json!({"path": "/etc"})),
+    ];
+    let audit = at("audit.jsonl");
+    audited_burst(dir.path(), &audit, &calls);
+    let text = fs::read_to_string(&audit).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (op, path) in [
+        ("write", "/etc/sandgate-audit-probe"),
+        ("read", "/etc/hostname"),
+        ("write", ro_file.as_str()),
+        ("rename", "/etc/passwd -> p"),
+        ("exec", "/etc"),
+        ("stat", "/etc"),
+    ] {
+        let r = records
+            .iter()
+            .find(|r| r["op"] == op && r["path"] == path)
+            .unwrap_or_else(|| panic!("no record of the refused {op} {path}: {text}"));
+        assert_ne!(r["outcome"], "OK", "{r}");
+    }
+    assert!(!at("ro/x").exists() && fs::read(at("ro/r.txt")).unwrap() == b"r\n");
+
+    // A name outside the roots the client declared, though inside the
+    // policy's.
+    let dir = tempfile::tempdir().unwrap();
+    let src = fs::canonicalize(dir.path()).unwrap().join("ws/src");
+    let audit = dir.path().join("audit.jsonl");
+    let mut s = Server::start_as(
+        dir,
+        "",
+        &["--audit".as_ref(), audit.as_os_str()],
+        json!({"roots": {}}),
+    );
+    let req = s.request("roots/list");
+    s.give_roots(&req, &[&src]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": "a.txt", "content": "x"}}}));
+    let answer = s.answer(1);
+    assert_eq!(answer["result"]["isError"], json!(true), "{answer}");
+    let text = fs::read_to_string(&audit).unwrap();
+    assert!(
+        text.lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .any(|r| r["op"] == "write" && r["path"] == "a.txt" && r["outcome"] == "E_DENIED"),
+        "no record of the write outside the client's roots: {text}"
+    );
+}
