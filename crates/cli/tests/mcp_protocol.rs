@@ -1649,3 +1649,93 @@ fn the_audit_file_records_calls_refused_before_the_sandbox() {
         "no record of the write outside the client's roots: {text}"
     );
 }
+
+/// An audit record the file cannot take (a full disk: `/dev/full` answers
+/// every write with ENOSPC) is not lost in silence: the server says on
+/// stderr that records of its audit are being lost, once, and still
+/// serves the calls.
+#[test]
+fn a_lost_audit_record_is_said_on_stderr() {
+    let dir = policy_dir();
+    let calls: Vec<Value> = (1..=5i64)
+        .map(|id| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}})
+        })
+        .collect();
+    let err = audited_burst(dir.path(), Path::new("/dev/full"), &calls);
+    assert!(
+        err.contains("/dev/full") && err.contains("audit") && err.contains("lost"),
+        "nothing said of the lost records: {err:?}"
+    );
+    assert_eq!(err.matches("/dev/full").count(), 1, "{err}");
+
+    // A pipe whose reader goes away and comes back: the records are lost
+    // while it is gone (EPIPE), and how many is said once it takes them
+    // again.
+    use std::os::unix::fs::OpenOptionsExt;
+    let fifo = dir.path().join("audit.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let open_reader = || {
+        fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(&fifo)
+            .unwrap()
+    };
+    let mut reader = open_reader();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--audit")
+        .arg(&fifo)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut answers = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stderr = child.stderr.take().unwrap();
+    writeln!(
+        input,
+        "{}\n{}",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    answers.next().unwrap().unwrap();
+    let mut call = |id: i64| {
+        let c = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}});
+        writeln!(input, "{c}").unwrap();
+        let answer: Value = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    };
+    call(1);
+    let mut buf = [0u8; 4096];
+    let n = reader.read(&mut buf).unwrap();
+    let got = String::from_utf8_lossy(&buf[..n]);
+    assert!(got.contains("\"op\":\"read\""), "{got}");
+    drop(reader);
+    call(2);
+    call(3);
+    let mut reader = open_reader();
+    call(4);
+    drop(input);
+    let mut err = String::new();
+    stderr.read_to_string(&mut err).unwrap();
+    assert!(child.wait().unwrap().success(), "{err}");
+    let mut got = String::new();
+    reader.read_to_string(&mut got).unwrap();
+    assert_eq!(got.lines().count(), 1, "{got}");
+    assert!(err.contains("a record was lost"), "{err}");
+    assert!(err.contains("records lost before this: 2"), "{err}");
+}
