@@ -388,6 +388,19 @@ impl Ctx {
         }
     }
 
+    /// Takes the name a deny-rule refusal of a resolved name gives (where
+    /// the name led through in-root symlinks, which is what was refused)
+    /// as the event's path, and hands the refusal back. The spelling alone
+    /// may match no pattern and would hide what was aimed at.
+    fn refused_at(&mut self, e: Error) -> Error {
+        if e.code() == ErrorCode::FsProtected {
+            if let Some(p) = e.path() {
+                self.path(|| p.to_owned());
+            }
+        }
+        e
+    }
+
     /// Keeps a name that is no longer needed as the event's path, without
     /// copying it (the hot read-only operations).
     fn keep_path(&mut self, rel: RelPath) {
@@ -790,7 +803,9 @@ impl Sandbox {
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
             let wr = inner.admit_write(&rel, Some(content.len() as u64))?;
-            let (dir, name, resolved) = inner.open_checked_creating(wr, &rel)?;
+            let (dir, name, resolved) = inner
+                .open_checked_creating(wr, &rel)
+                .map_err(|e| ctx.refused_at(e))?;
             ctx.path(|| resolved.clone());
             match dir.lstat(name) {
                 Err(e) if e.kind() == ErrorKind::NotFound => dir
@@ -934,7 +949,9 @@ impl Sandbox {
             if rel.must_be_dir() {
                 return Err(file_name_with_slash(wr, &rel));
             }
-            let (dir, name, resolved) = inner.open_checked(wr, &rel, false)?;
+            let (dir, name, resolved) = inner
+                .open_checked(wr, &rel, false)
+                .map_err(|e| ctx.refused_at(e))?;
             ctx.path(|| resolved.clone());
             let meta = dir.lstat(name).map_err(|e| at(e, &resolved))?;
             inner.check_existing(&meta, &resolved)?;
@@ -1046,7 +1063,9 @@ impl Sandbox {
             ctx.path(|| rel.as_str().to_owned());
             let wr = inner.write_root_for(&rel, "mkdir")?;
             inner.check_write(rel.as_str(), None)?;
-            let (dir, name, resolved) = inner.open_checked_creating(wr, &rel)?;
+            let (dir, name, resolved) = inner
+                .open_checked_creating(wr, &rel)
+                .map_err(|e| ctx.refused_at(e))?;
             ctx.path(|| resolved.clone());
             match dir.mkdir(name, 0o777) {
                 Ok(()) => Ok(()),
@@ -1071,7 +1090,9 @@ impl Sandbox {
             // has nothing beneath it.
             let is_dir = inner.entry_is_dir(wr, &rel)?;
             inner.check_target(rel.as_str(), None, is_dir)?;
-            let (dir, name, resolved) = inner.open_checked(wr, &rel, is_dir)?;
+            let (dir, name, resolved) = inner
+                .open_checked(wr, &rel, is_dir)
+                .map_err(|e| ctx.refused_at(e))?;
             ctx.path(|| resolved.clone());
             // Remove the kind that was checked: a file swapped for a
             // directory meanwhile fails instead of being removed unchecked.
@@ -1110,8 +1131,17 @@ impl Sandbox {
             }
             inner.check_target(f.as_str(), None, is_dir)?;
             inner.check_target(t.as_str(), None, is_dir)?;
-            let (fdir, fname, fres) = inner.open_checked(wr, &f, is_dir)?;
-            let (tdir, tname, tres) = inner.open_checked(wr, &t, is_dir)?;
+            // A refusal where one name resolved is audited with that name.
+            let (fdir, fname, fres) = inner.open_checked(wr, &f, is_dir).inspect_err(|e| {
+                if let (ErrorCode::FsProtected, Some(p)) = (e.code(), e.path()) {
+                    ctx.path(|| format!("{p} -> {t}"));
+                }
+            })?;
+            let (tdir, tname, tres) = inner.open_checked(wr, &t, is_dir).inspect_err(|e| {
+                if let (ErrorCode::FsProtected, Some(p)) = (e.code(), e.path()) {
+                    ctx.path(|| format!("{fres} -> {p}"));
+                }
+            })?;
             ctx.path(|| format!("{fres} -> {tres}"));
             // The rules above were chosen by the kind the name showed; the
             // entry may have been swapped since. Pin what is there now (its
