@@ -1739,3 +1739,59 @@ fn a_lost_audit_record_is_said_on_stderr() {
     assert!(err.contains("a record was lost"), "{err}");
     assert!(err.contains("records lost before this: 2"), "{err}");
 }
+
+/// Refusals of a tool's own (a head and a tail at once, no edits, a file
+/// left out of `read_multiple_files` for want of room) are recorded too.
+#[test]
+fn the_audit_file_records_the_tools_own_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n);
+    fs::create_dir(at("ws")).unwrap();
+    for f in ["a", "b", "c"] {
+        fs::write(at(&format!("ws/{f}")), "x".repeat(60)).unwrap();
+    }
+    fs::write(
+        at("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\nmax_read_bytes = 100\n",
+    )
+    .unwrap();
+    let call = |id: i64, name: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}})
+    };
+    let calls = [
+        call(
+            1,
+            "read_text_file",
+            json!({"path": "a", "head": 1, "tail": 1}),
+        ),
+        call(2, "edit_file", json!({"path": "a", "edits": []})),
+        call(3, "read_multiple_files", json!({"paths": ["a", "b", "c"]})),
+    ];
+    let audit = at("audit.jsonl");
+    audited_burst(dir.path(), &audit, &calls);
+    let text = fs::read_to_string(&audit).unwrap();
+    // The calls may run on several threads: compare as sorted lists.
+    let mut records: Vec<(String, String, String)> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+            (s("op"), s("path"), s("outcome"))
+        })
+        .collect();
+    let want = [
+        ("read", "a", "E_REQUEST"),
+        ("edit", "a", "E_REQUEST"),
+        ("read", "a", "OK"),
+        ("read", "b", "OK"),
+        ("read", "b", "E_TOO_LARGE"),
+        ("read", "c", "OK"),
+        ("read", "c", "E_TOO_LARGE"),
+    ]
+    .map(|(o, p, c)| (o.to_owned(), p.to_owned(), c.to_owned()));
+    let mut want = want.to_vec();
+    records.sort();
+    want.sort();
+    assert_eq!(records, want, "{text}");
+}

@@ -487,9 +487,10 @@ pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile) -> Answer {
     let rel = s.read_name("read", &a.path)?;
     let sb = &s.sandbox;
     match (a.head, a.tail) {
-        (Some(_), Some(_)) => Err(Error::new(
-            ErrorCode::Request,
-            "give head or tail, not both",
+        (Some(_), Some(_)) => Err(s.refused(
+            "read",
+            &rel,
+            Error::new(ErrorCode::Request, "give head or tail, not both"),
         )),
         (Some(0), None) | (None, Some(0)) => text(""),
         (Some(n), None) if n <= MAX_RANGE_LINES => text(lossy(sb.read_lines(&rel, 1, n)?.content)),
@@ -614,12 +615,14 @@ pub(crate) fn read_multiple_files(s: &Shared, a: ReadMultipleFiles) -> Answer {
                     )
                     .with_path(&rel)
                 };
+                // A file left out for want of room is recorded as refused
+                // (after the read's own record when it was read).
                 if held >= cap {
-                    return Err(full());
+                    return Err(s.refused("read", &rel, full()));
                 }
                 let bytes = s.sandbox.read(&rel)?;
                 if held + bytes.len() as u64 > cap {
-                    return Err(full());
+                    return Err(s.refused("read", &rel, full()));
                 }
                 held += bytes.len() as u64;
                 Ok(bytes)
@@ -651,9 +654,10 @@ pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
         .map(|e| (e.old_text.as_str(), e.new_text.as_str()))
         .collect();
     if edits.is_empty() {
-        return Err(Error::new(
-            ErrorCode::Request,
-            "edits must hold at least one edit",
+        return Err(s.refused(
+            "edit",
+            &rel,
+            Error::new(ErrorCode::Request, "edits must hold at least one edit"),
         ));
     }
     let p = s.sandbox.edit_many(&rel, &edits, a.dry_run)?;
