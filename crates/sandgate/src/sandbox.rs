@@ -298,6 +298,7 @@ impl SandboxBuilder {
         };
         Ok(Sandbox {
             state: RwLock::new(Some(Arc::new(inner))),
+            audit: self.audit.clone(),
         })
     }
 }
@@ -355,6 +356,9 @@ fn granted_dirs(
 /// operations called afterwards answer `E_CLOSED`.
 pub struct Sandbox {
     state: RwLock<Option<Arc<Inner>>>,
+    /// The audit sink, kept past [`Sandbox::close`] so that a call refused
+    /// with `E_CLOSED` is reported like every other refusal.
+    audit: Option<AuditSink>,
 }
 
 struct Inner {
@@ -549,7 +553,21 @@ impl Sandbox {
             .as_ref()
         {
             Some(inner) => Arc::clone(inner),
-            None => return Err(Error::new(ErrorCode::Closed, "the sandbox was closed")),
+            None => {
+                let e = Error::new(ErrorCode::Closed, "the sandbox was closed");
+                if let Some(sink) = &self.audit {
+                    sink(&AuditEvent {
+                        op: name,
+                        path: raw.to_owned(),
+                        size: None,
+                        time: SystemTime::now(),
+                        outcome: e.code(),
+                        exit_code: None,
+                        limit: None,
+                    });
+                }
+                return Err(e);
+            }
         };
         let mut ctx = Ctx {
             path: None,

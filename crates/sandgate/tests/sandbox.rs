@@ -1540,3 +1540,38 @@ fn audit_names_where_a_refused_mutation_resolved() {
     assert_eq!(got, want);
     assert_eq!(fs::read(fx.p("ws/.git/config")).unwrap(), b"c");
 }
+
+/// A call refused because the sandbox was closed is an operation refused
+/// like any other: the sink hears of it.
+#[test]
+fn audit_sees_calls_refused_after_close() {
+    let fx = Fx::new();
+    fx.put("in/a.txt", "a");
+    let events: Arc<Mutex<Vec<AuditEvent>>> = Arc::default();
+    let sink = Arc::clone(&events);
+    let sb = fx
+        .builder()
+        .audit(move |e| sink.lock().unwrap().push(e.clone()))
+        .build()
+        .unwrap();
+    sb.read("a.txt").unwrap();
+    sb.close();
+    assert_eq!(code(sb.read("a.txt")), ErrorCode::Closed);
+    assert_eq!(
+        code(sb.write("b", b"b", WriteOptions::default())),
+        ErrorCode::Closed
+    );
+    let got: Vec<(&str, String, ErrorCode)> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| (e.op, e.path.clone(), e.outcome))
+        .collect();
+    let want = [
+        ("read", "a.txt", ErrorCode::Ok),
+        ("read", "a.txt", ErrorCode::Closed),
+        ("write", "b", ErrorCode::Closed),
+    ]
+    .map(|(op, p, c)| (op, p.to_owned(), c));
+    assert_eq!(got, want);
+}
