@@ -1485,3 +1485,313 @@ fn http_token_file_inside_the_policys_directories_is_refused() {
         assert!(!dir.path().join(name).exists(), "{name} was written");
     }
 }
+
+/// Starts `sandgate mcp --policy DIR/policy.toml --audit AUDIT`, sends
+/// `initialize` and every call of `calls` at once, closes its input and
+/// waits for it to exit; answers its stderr.
+fn audited_burst(dir: &Path, audit: &Path, calls: &[Value]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .arg("--audit")
+        .arg(audit)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut all = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    all.push('\n');
+    all.push_str("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+    for c in calls {
+        all.push_str(&c.to_string());
+        all.push('\n');
+    }
+    let mut input = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(all.as_bytes());
+    });
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    writer.join().unwrap();
+    assert!(child.wait().unwrap().success(), "{err}");
+    err
+}
+
+/// Two servers appending to one audit file (each its own open file, as two
+/// processes have): every record is one whole line, never two records'
+/// pieces spliced together. A name full of characters JSON escapes makes
+/// each record long and its encoding many pieces.
+#[test]
+fn two_servers_sharing_an_audit_file_never_splice_their_lines() {
+    let dir = policy_dir();
+    let name = "q\"".repeat(100);
+    fs::write(dir.path().join("ws").join(&name), "x\n").unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let calls: Vec<Value> = (1..=400i64)
+        .map(|id| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "get_file_info", "arguments": {"path": name}}})
+        })
+        .collect();
+    let servers: Vec<_> = (0..2)
+        .map(|_| {
+            let (dir, audit, calls) = (dir.path().to_owned(), audit.clone(), calls.clone());
+            std::thread::spawn(move || audited_burst(&dir, &audit, &calls))
+        })
+        .collect();
+    for s in servers {
+        s.join().unwrap();
+    }
+    let text = fs::read_to_string(&audit).unwrap();
+    let mut records = 0;
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("a line of the audit is not one record ({e}): {line}"));
+        assert_eq!(v["op"], "stat", "{line}");
+        assert_eq!(v["path"], json!(name), "{line}");
+        records += 1;
+    }
+    assert_eq!(records, 800, "{text}");
+}
+
+/// A call the server refuses before the sandbox sees it (an absolute path
+/// outside every granted directory, a write into a read-only directory, a
+/// shell's working directory outside the write root) is recorded like
+/// every other refusal: its op, the name as given and the code.
+#[test]
+fn the_audit_file_records_calls_refused_before_the_sandbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n);
+    fs::create_dir(at("ws")).unwrap();
+    fs::create_dir(at("ro")).unwrap();
+    fs::write(at("ro/r.txt"), "r\n").unwrap();
+    fs::write(
+        at("policy.toml"),
+        "[fs]\nread_roots = [\"ws\", \"ro\"]\nwrite_root = \"ws\"\n\
+         [exec]\nenabled = true\nshell = \"/bin/sh\"\n",
+    )
+    .unwrap();
+    let ro_file = at("ro/r.txt").display().to_string();
+    let call = |id: i64, name: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}})
+    };
+    let calls = [
+        call(
+            1,
+            "write_file",
+            json!({"path": "/etc/sandgate-audit-probe", "content": "x"}),
+        ),
+        call(2, "read_text_file", json!({"path": "/etc/hostname"})),
+        call(3, "write_file", json!({"path": ro_file, "content": "x"})),
+        call(
+            4,
+            "move_file",
+            json!({"source": "/etc/passwd", "destination": "p"}),
+        ),
+        call(5, "exec", json!({"command": "true", "cwd": "/etc"})),
+        call(6, "get_file_info", json!({"path": "/etc"})),
+    ];
+    let audit = at("audit.jsonl");
+    audited_burst(dir.path(), &audit, &calls);
+    let text = fs::read_to_string(&audit).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (op, path) in [
+        ("write", "/etc/sandgate-audit-probe"),
+        ("read", "/etc/hostname"),
+        ("write", ro_file.as_str()),
+        ("rename", "/etc/passwd -> p"),
+        ("exec", "/etc"),
+        ("stat", "/etc"),
+    ] {
+        let r = records
+            .iter()
+            .find(|r| r["op"] == op && r["path"] == path)
+            .unwrap_or_else(|| panic!("no record of the refused {op} {path}: {text}"));
+        assert_ne!(r["outcome"], "OK", "{r}");
+    }
+    assert!(!at("ro/x").exists() && fs::read(at("ro/r.txt")).unwrap() == b"r\n");
+
+    // A name outside the roots the client declared, though inside the
+    // policy's.
+    let dir = tempfile::tempdir().unwrap();
+    let src = fs::canonicalize(dir.path()).unwrap().join("ws/src");
+    let audit = dir.path().join("audit.jsonl");
+    let mut s = Server::start_as(
+        dir,
+        "",
+        &["--audit".as_ref(), audit.as_os_str()],
+        json!({"roots": {}}),
+    );
+    let req = s.request("roots/list");
+    s.give_roots(&req, &[&src]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": "a.txt", "content": "x"}}}));
+    let answer = s.answer(1);
+    assert_eq!(answer["result"]["isError"], json!(true), "{answer}");
+    let text = fs::read_to_string(&audit).unwrap();
+    assert!(
+        text.lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .any(|r| r["op"] == "write" && r["path"] == "a.txt" && r["outcome"] == "E_DENIED"),
+        "no record of the write outside the client's roots: {text}"
+    );
+}
+
+/// An audit record the file cannot take (a full disk: `/dev/full` answers
+/// every write with ENOSPC) is not lost in silence: the server says on
+/// stderr that records of its audit are being lost, once, and still
+/// serves the calls.
+#[test]
+fn a_lost_audit_record_is_said_on_stderr() {
+    let dir = policy_dir();
+    let calls: Vec<Value> = (1..=5i64)
+        .map(|id| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}})
+        })
+        .collect();
+    let err = audited_burst(dir.path(), Path::new("/dev/full"), &calls);
+    assert!(
+        err.contains("/dev/full") && err.contains("audit") && err.contains("lost"),
+        "nothing said of the lost records: {err:?}"
+    );
+    assert_eq!(err.matches("/dev/full").count(), 1, "{err}");
+
+    // A pipe whose reader goes away and comes back: the records are lost
+    // while it is gone (EPIPE), and how many is said once it takes them
+    // again.
+    use std::os::unix::fs::OpenOptionsExt;
+    let fifo = dir.path().join("audit.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let open_reader = || {
+        fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(&fifo)
+            .unwrap()
+    };
+    let mut reader = open_reader();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--audit")
+        .arg(&fifo)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut answers = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stderr = child.stderr.take().unwrap();
+    writeln!(
+        input,
+        "{}\n{}",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    answers.next().unwrap().unwrap();
+    let mut call = |id: i64| {
+        let c = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}});
+        writeln!(input, "{c}").unwrap();
+        let answer: Value = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    };
+    call(1);
+    let mut buf = [0u8; 4096];
+    let n = reader.read(&mut buf).unwrap();
+    let got = String::from_utf8_lossy(&buf[..n]);
+    assert!(got.contains("\"op\":\"read\""), "{got}");
+    drop(reader);
+    call(2);
+    call(3);
+    let mut reader = open_reader();
+    call(4);
+    drop(input);
+    let mut err = String::new();
+    stderr.read_to_string(&mut err).unwrap();
+    assert!(child.wait().unwrap().success(), "{err}");
+    let mut got = String::new();
+    reader.read_to_string(&mut got).unwrap();
+    assert_eq!(got.lines().count(), 1, "{got}");
+    assert!(err.contains("a record was lost"), "{err}");
+    assert!(err.contains("records lost before this: 2"), "{err}");
+}
+
+/// Refusals of a tool's own (a head and a tail at once, no edits, a file
+/// left out of `read_multiple_files` for want of room) are recorded too.
+#[test]
+fn the_audit_file_records_the_tools_own_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n);
+    fs::create_dir(at("ws")).unwrap();
+    for f in ["a", "b", "c"] {
+        fs::write(at(&format!("ws/{f}")), "x".repeat(60)).unwrap();
+    }
+    fs::write(
+        at("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\nmax_read_bytes = 100\n",
+    )
+    .unwrap();
+    let call = |id: i64, name: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}})
+    };
+    let calls = [
+        call(
+            1,
+            "read_text_file",
+            json!({"path": "a", "head": 1, "tail": 1}),
+        ),
+        call(2, "edit_file", json!({"path": "a", "edits": []})),
+        call(3, "read_multiple_files", json!({"paths": ["a", "b", "c"]})),
+    ];
+    let audit = at("audit.jsonl");
+    audited_burst(dir.path(), &audit, &calls);
+    let text = fs::read_to_string(&audit).unwrap();
+    // The calls may run on several threads: compare as sorted lists.
+    let mut records: Vec<(String, String, String)> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+            (s("op"), s("path"), s("outcome"))
+        })
+        .collect();
+    let want = [
+        ("read", "a", "E_REQUEST"),
+        ("edit", "a", "E_REQUEST"),
+        ("read", "a", "OK"),
+        ("read", "b", "OK"),
+        ("read", "b", "E_TOO_LARGE"),
+        ("read", "c", "OK"),
+        ("read", "c", "E_TOO_LARGE"),
+    ]
+    .map(|(o, p, c)| (o.to_owned(), p.to_owned(), c.to_owned()));
+    let mut want = want.to_vec();
+    records.sort();
+    want.sort();
+    assert_eq!(records, want, "{text}");
+}

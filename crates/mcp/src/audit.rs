@@ -13,7 +13,12 @@ use sandgate::{AuditEvent, AuditSink};
 /// Appends each event to `path` as a JSON line (`time` in milliseconds since
 /// the epoch, `op`, `path`, `size`, `outcome`, and for `exec` and `git`
 /// `exit_code` when the command ran and `limit` when one stopped it). The file is created with
-/// mode 0600 when missing.
+/// mode 0600 when missing. Each line is written with one `write(2)` on a
+/// file opened `O_APPEND`, so several servers may share one file: their
+/// lines follow each other whole. A record the file does not take (a full
+/// disk) does not fail the operation, which already ran; the first lost
+/// record is said on stderr, and so is the count once the file takes
+/// records again.
 ///
 /// A file inside `write_root` is refused, however it is named (through a
 /// link, or a second name made by a hard link), and nothing is created:
@@ -49,7 +54,9 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
              give it a file with one name"
         )));
     }
-    let file = Mutex::new(file);
+    // The file, and how many records were lost since the last one it took.
+    let file = Mutex::new((file, 0u64));
+    let shown = path.display().to_string();
     Ok(Arc::new(move |e: &AuditEvent| {
         let mut line = serde_json::json!({
             "time_ms": e.time.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
@@ -64,9 +71,36 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
         if let Some(limit) = e.limit {
             line["limit"] = limit.into();
         }
+        // The whole line in one write(2): with O_APPEND the kernel puts it
+        // at the end in one piece, so another process appending to the
+        // same file cannot splice its records into this one (formatting
+        // straight into the file writes each token on its own).
+        let mut bytes = line.to_string().into_bytes();
+        bytes.push(b'\n');
         let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
-        // A full disk must not fail the operation itself.
-        let _ = writeln!(f, "{line}");
+        let (file, lost) = &mut *f;
+        // A full disk must not fail the operation itself (it already ran),
+        // but the operator is told that the audit is missing records: at
+        // the first lost one, and how many once the file takes them again.
+        match file.write_all(&bytes) {
+            Ok(()) if *lost > 0 => {
+                eprintln!(
+                    "sandgate: the audit file {shown} takes records again; records lost \
+                     before this: {}",
+                    std::mem::take(lost)
+                );
+            }
+            Ok(()) => {}
+            Err(err) => {
+                if *lost == 0 {
+                    eprintln!(
+                        "sandgate: the audit file {shown}: a record was lost ({err}); the \
+                         operations still run, and records are lost until it takes them again"
+                    );
+                }
+                *lost += 1;
+            }
+        }
     }))
 }
 

@@ -66,6 +66,30 @@ pub(crate) struct Core {
     /// The policy's `fs.max_read_bytes`: the most one read answers, and
     /// the most file content one `read_multiple_files` answer holds.
     pub(crate) max_read_bytes: u64,
+    /// The sandbox's and executor's sink, for the calls refused here
+    /// before either sees them ([`Core::refused`]).
+    audit: Option<AuditSink>,
+}
+
+impl Core {
+    /// Reports a call refused before the sandbox or the executor saw it
+    /// (a name outside the granted directories or the client's roots, a
+    /// write into a read-only directory) to the audit sink, as they report
+    /// theirs: `op`, the name as given, the refusal's code. Answers `e`.
+    pub(crate) fn refused(&self, op: &'static str, given: &str, e: Error) -> Error {
+        if let Some(sink) = &self.audit {
+            sink(&sandgate::AuditEvent {
+                op,
+                path: given.to_owned(),
+                size: None,
+                time: std::time::SystemTime::now(),
+                outcome: e.code(),
+                exit_code: None,
+                limit: None,
+            });
+        }
+        e
+    }
 }
 
 /// The client roots in force: each a granted directory's index, a
@@ -236,8 +260,12 @@ impl Shared {
     /// through the directory in every read root that holds it, with the
     /// client's roots judged in each read root where the name is there,
     /// not only the first.
-    pub(crate) fn walk_name(&self, given: &str) -> Result<String, Error> {
-        let name = self.read_name(given)?;
+    pub(crate) fn walk_name(&self, op: &'static str, given: &str) -> Result<String, Error> {
+        self.map_walk(given).map_err(|e| self.refused(op, given, e))
+    }
+
+    fn map_walk(&self, given: &str) -> Result<String, Error> {
+        let name = self.map_read(given)?;
         let Some(roots) = self.client_roots() else {
             return Ok(name);
         };
@@ -382,10 +410,16 @@ impl Shared {
         )
     }
 
-    /// The name a read-side tool uses for `given`. An absolute path in a
-    /// read root after the first is refused when an earlier root holds the
-    /// same name, since names resolve in the first root that holds them.
-    pub(crate) fn read_name(&self, given: &str) -> Result<String, Error> {
+    /// The name a read-side tool's `op` uses for `given`. An absolute path
+    /// in a read root after the first is refused when an earlier root holds
+    /// the same name, since names resolve in the first root that holds
+    /// them. A refusal is audited as `op` ([`Core::refused`]).
+    pub(crate) fn read_name(&self, op: &'static str, given: &str) -> Result<String, Error> {
+        self.map_read(given).map_err(|e| self.refused(op, given, e))
+    }
+
+    /// [`Shared::read_name`] without auditing a refusal.
+    pub(crate) fn map_read(&self, given: &str) -> Result<String, Error> {
         let m = paths::map(&self.dirs, given)?;
         self.within_client_roots(&m, Side::Read)?;
         if let Some(i) = m.dir {
@@ -410,9 +444,16 @@ impl Shared {
         Ok(m.rel)
     }
 
-    /// The name a write-side tool uses for `given`: an absolute path must be
-    /// in the write root.
-    pub(crate) fn write_name(&self, given: &str) -> Result<String, Error> {
+    /// The name a write-side tool's `op` uses for `given`: an absolute path
+    /// must be in the write root. A refusal is audited as `op`
+    /// ([`Core::refused`]).
+    pub(crate) fn write_name(&self, op: &'static str, given: &str) -> Result<String, Error> {
+        self.map_write(given)
+            .map_err(|e| self.refused(op, given, e))
+    }
+
+    /// [`Shared::write_name`] without auditing a refusal.
+    pub(crate) fn map_write(&self, given: &str) -> Result<String, Error> {
         let m = paths::map(&self.dirs, given)?;
         self.within_client_roots(&m, Side::Write)?;
         if let Some(i) = m.dir {
@@ -453,7 +494,7 @@ impl Server {
         }
         let sandbox = b.build()?;
         let executor = Executor::from_policy(policy)?;
-        executor.set_audit_sink(audit);
+        executor.set_audit_sink(audit.clone());
         let executor = executor.runs_anything().then_some(executor);
         let fetcher =
             (!policy.net_allow().is_empty()).then(|| sandgate::fetch::from_policy(policy));
@@ -511,6 +552,7 @@ impl Server {
                     read_roots,
                     write_only_root,
                     max_read_bytes: policy.limits().max_read_bytes,
+                    audit,
                 }),
                 narrow: std::sync::RwLock::new(Narrow::None),
                 inline_ready: AtomicBool::new(false),
@@ -647,7 +689,7 @@ impl Server {
         if self.shared.max_read_bytes <= INLINE_READ {
             return true;
         }
-        let Ok(rel) = self.shared.read_name(path) else {
+        let Ok(rel) = self.shared.map_read(path) else {
             return true;
         };
         match self

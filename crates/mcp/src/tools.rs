@@ -484,12 +484,13 @@ fn kind_tag(k: FileKind) -> &'static str {
 }
 
 pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile) -> Answer {
-    let rel = s.read_name(&a.path)?;
+    let rel = s.read_name("read", &a.path)?;
     let sb = &s.sandbox;
     match (a.head, a.tail) {
-        (Some(_), Some(_)) => Err(Error::new(
-            ErrorCode::Request,
-            "give head or tail, not both",
+        (Some(_), Some(_)) => Err(s.refused(
+            "read",
+            &rel,
+            Error::new(ErrorCode::Request, "give head or tail, not both"),
         )),
         (Some(0), None) | (None, Some(0)) => text(""),
         (Some(n), None) if n <= MAX_RANGE_LINES => text(lossy(sb.read_lines(&rel, 1, n)?.content)),
@@ -570,7 +571,7 @@ fn mime_of(name: &str) -> &'static str {
 }
 
 pub(crate) fn read_media_file(s: &Shared, a: OnePath) -> Answer {
-    let rel = s.read_name(&a.path)?;
+    let rel = s.read_name("read", &a.path)?;
     let data = base64::engine::general_purpose::STANDARD.encode(s.sandbox.read(&rel)?);
     let mime = mime_of(&rel);
     Ok(vec![if mime.starts_with("image/") {
@@ -603,7 +604,7 @@ pub(crate) fn read_multiple_files(s: &Shared, a: ReadMultipleFiles) -> Answer {
         .paths
         .iter()
         .map(|p| {
-            let read = s.read_name(p).and_then(|rel| {
+            let read = s.read_name("read", p).and_then(|rel| {
                 let full = || {
                     Error::new(
                         ErrorCode::TooLarge,
@@ -614,12 +615,14 @@ pub(crate) fn read_multiple_files(s: &Shared, a: ReadMultipleFiles) -> Answer {
                     )
                     .with_path(&rel)
                 };
+                // A file left out for want of room is recorded as refused
+                // (after the read's own record when it was read).
                 if held >= cap {
-                    return Err(full());
+                    return Err(s.refused("read", &rel, full()));
                 }
                 let bytes = s.sandbox.read(&rel)?;
                 if held + bytes.len() as u64 > cap {
-                    return Err(full());
+                    return Err(s.refused("read", &rel, full()));
                 }
                 held += bytes.len() as u64;
                 Ok(bytes)
@@ -634,7 +637,7 @@ pub(crate) fn read_multiple_files(s: &Shared, a: ReadMultipleFiles) -> Answer {
 }
 
 pub(crate) fn write_file(s: &Shared, a: WriteFile) -> Answer {
-    let rel = s.write_name(&a.path)?;
+    let rel = s.write_name("write", &a.path)?;
     let n = s.sandbox.write(
         &rel,
         a.content.as_bytes(),
@@ -644,16 +647,17 @@ pub(crate) fn write_file(s: &Shared, a: WriteFile) -> Answer {
 }
 
 pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
-    let rel = s.write_name(&a.path)?;
+    let rel = s.write_name("edit", &a.path)?;
     let edits: Vec<(&str, &str)> = a
         .edits
         .iter()
         .map(|e| (e.old_text.as_str(), e.new_text.as_str()))
         .collect();
     if edits.is_empty() {
-        return Err(Error::new(
-            ErrorCode::Request,
-            "edits must hold at least one edit",
+        return Err(s.refused(
+            "edit",
+            &rel,
+            Error::new(ErrorCode::Request, "edits must hold at least one edit"),
         ));
     }
     let p = s.sandbox.edit_many(&rel, &edits, a.dry_run)?;
@@ -668,7 +672,7 @@ pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
 }
 
 pub(crate) fn create_directory(s: &Shared, a: OnePath) -> Answer {
-    let rel = s.write_name(&a.path)?;
+    let rel = s.write_name("mkdir", &a.path)?;
     let mut prefix = String::new();
     for part in rel.split('/').filter(|p| !p.is_empty() && *p != ".") {
         if !prefix.is_empty() {
@@ -704,7 +708,7 @@ fn more_entries() -> String {
 }
 
 pub(crate) fn list_directory(s: &Shared, a: OnePath) -> Answer {
-    let rel = s.read_name(&a.path)?;
+    let rel = s.read_name("list", &a.path)?;
     let (entries, more) = s.sandbox.list_max(&rel, MAX_LIST_ENTRIES)?;
     let mut lines: Vec<String> = entries
         .into_iter()
@@ -731,7 +735,7 @@ fn human(n: u64) -> String {
 }
 
 pub(crate) fn list_directory_with_sizes(s: &Shared, a: ListWithSizes) -> Answer {
-    let rel = s.read_name(&a.path)?;
+    let rel = s.read_name("list", &a.path)?;
     let (mut entries, more) = s.sandbox.list_max(&rel, MAX_LIST_ENTRIES)?;
     if a.sort_by == SortBy::Size {
         entries.sort_by(|x, y| y.size.cmp(&x.size).then_with(|| x.name.cmp(&y.name)));
@@ -804,7 +808,7 @@ impl Excludes {
 const MAX_TREE_ENTRIES: usize = 10_000;
 
 pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
-    let rel = s.read_name(&a.path)?;
+    let rel = s.read_name("list", &a.path)?;
     let ex = Excludes::new(&a.exclude_patterns)?;
     let mut budget = MAX_TREE_ENTRIES;
     fn build(
@@ -850,8 +854,10 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
 }
 
 pub(crate) fn move_file(s: &Shared, a: MoveFile) -> Answer {
-    let from = s.write_name(&a.source)?;
-    let to = s.write_name(&a.destination)?;
+    let (from, to) = s
+        .map_write(&a.source)
+        .and_then(|from| Ok((from, s.map_write(&a.destination)?)))
+        .map_err(|e| s.refused("rename", &format!("{} -> {}", a.source, a.destination), e))?;
     s.sandbox.rename(&from, &to)?;
     text(format!(
         "Successfully moved {} to {}",
@@ -860,7 +866,7 @@ pub(crate) fn move_file(s: &Shared, a: MoveFile) -> Answer {
 }
 
 pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
-    let rel = s.walk_name(&a.path)?;
+    let rel = s.walk_name("glob", &a.path)?;
     let ex = Excludes::new(&a.exclude_patterns)?;
     let base = if rel == "." { None } else { Some(rel.as_str()) };
     let prefix_len = base.map_or(0, |b| b.trim_end_matches('/').len() + 1);
@@ -878,7 +884,7 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
 }
 
 pub(crate) fn get_file_info(s: &Shared, a: OnePath) -> Answer {
-    let rel = s.read_name(&a.path)?;
+    let rel = s.read_name("stat", &a.path)?;
     let st = s.sandbox.stat(&rel)?;
     let kind = match st.kind {
         FileKind::Dir => "directory",
@@ -938,7 +944,7 @@ pub(crate) fn list_allowed_directories(s: &Shared, _: NoArgs) -> Answer {
 
 pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBool>) -> Answer {
     // No path is the whole of every read root: `.`.
-    let rel = s.walk_name(a.path.as_deref().unwrap_or("."))?;
+    let rel = s.walk_name("grep", a.path.as_deref().unwrap_or("."))?;
     let mode = match a.mode {
         GrepModeArg::Lines => GrepMode::Lines,
         GrepModeArg::Files => GrepMode::Files,
@@ -996,7 +1002,7 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
         return Err(Error::new(ErrorCode::Denied, "the policy grants no exec"));
     };
     let cwd = match &a.cwd {
-        Some(c) => Some(s.write_name(c)?),
+        Some(c) => Some(s.write_name("exec", c)?),
         // Narrowed to the client's roots: their first in the write root,
         // where the command can work, rather than the whole root.
         None => s.client_roots().and_then(|roots| {

@@ -13,7 +13,8 @@ pub struct AuditEvent {
     /// command or an argv) and `git` (confined git).
     pub op: &'static str,
     /// The root-relative path. Mutating operations report where the name
-    /// resolved (through in-root symlinks) once it did; read-only operations
+    /// resolved (through in-root symlinks) once it did, a deny rule's
+    /// refusal of that resolved name included; read-only operations
     /// report the normalized name as asked; a name refused before parsing is
     /// reported as given. For `rename`, `from -> to`. For `exec` and `git`,
     /// the working directory as asked (empty for the root); the command

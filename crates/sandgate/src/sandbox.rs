@@ -298,6 +298,7 @@ impl SandboxBuilder {
         };
         Ok(Sandbox {
             state: RwLock::new(Some(Arc::new(inner))),
+            audit: self.audit.clone(),
         })
     }
 }
@@ -355,6 +356,9 @@ fn granted_dirs(
 /// operations called afterwards answer `E_CLOSED`.
 pub struct Sandbox {
     state: RwLock<Option<Arc<Inner>>>,
+    /// The audit sink, kept past [`Sandbox::close`] so that a call refused
+    /// with `E_CLOSED` is reported like every other refusal.
+    audit: Option<AuditSink>,
 }
 
 struct Inner {
@@ -386,6 +390,19 @@ impl Ctx {
         if self.audit {
             self.path = Some(p());
         }
+    }
+
+    /// Takes the name a deny-rule refusal of a resolved name gives (where
+    /// the name led through in-root symlinks, which is what was refused)
+    /// as the event's path, and hands the refusal back. The spelling alone
+    /// may match no pattern and would hide what was aimed at.
+    fn refused_at(&mut self, e: Error) -> Error {
+        if e.code() == ErrorCode::FsProtected {
+            if let Some(p) = e.path() {
+                self.path(|| p.to_owned());
+            }
+        }
+        e
     }
 
     /// Keeps a name that is no longer needed as the event's path, without
@@ -536,7 +553,21 @@ impl Sandbox {
             .as_ref()
         {
             Some(inner) => Arc::clone(inner),
-            None => return Err(Error::new(ErrorCode::Closed, "the sandbox was closed")),
+            None => {
+                let e = Error::new(ErrorCode::Closed, "the sandbox was closed");
+                if let Some(sink) = &self.audit {
+                    sink(&AuditEvent {
+                        op: name,
+                        path: raw.to_owned(),
+                        size: None,
+                        time: SystemTime::now(),
+                        outcome: e.code(),
+                        exit_code: None,
+                        limit: None,
+                    });
+                }
+                return Err(e);
+            }
         };
         let mut ctx = Ctx {
             path: None,
@@ -790,7 +821,9 @@ impl Sandbox {
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
             let wr = inner.admit_write(&rel, Some(content.len() as u64))?;
-            let (dir, name, resolved, made) = inner.open_checked_creating(wr, &rel)?;
+            let (dir, name, resolved, made) = inner
+                .open_checked_creating(wr, &rel)
+                .map_err(|e| ctx.refused_at(e))?;
             ctx.path(|| resolved.clone());
             match dir.lstat(name) {
                 Err(e) if e.kind() == ErrorKind::NotFound => dir
@@ -935,7 +968,9 @@ impl Sandbox {
             if rel.must_be_dir() {
                 return Err(file_name_with_slash(wr, &rel));
             }
-            let (dir, name, resolved) = inner.open_checked(wr, &rel, false)?;
+            let (dir, name, resolved) = inner
+                .open_checked(wr, &rel, false)
+                .map_err(|e| ctx.refused_at(e))?;
             ctx.path(|| resolved.clone());
             let meta = dir.lstat(name).map_err(|e| at(e, &resolved))?;
             inner.check_existing(&meta, &resolved)?;
@@ -1047,7 +1082,9 @@ impl Sandbox {
             ctx.path(|| rel.as_str().to_owned());
             let wr = inner.write_root_for(&rel, "mkdir")?;
             inner.check_write(rel.as_str(), None)?;
-            let (dir, name, resolved, made) = inner.open_checked_creating(wr, &rel)?;
+            let (dir, name, resolved, made) = inner
+                .open_checked_creating(wr, &rel)
+                .map_err(|e| ctx.refused_at(e))?;
             ctx.path(|| resolved.clone());
             match dir.mkdir(name, 0o777) {
                 Ok(()) => {}
@@ -1074,7 +1111,9 @@ impl Sandbox {
             // has nothing beneath it.
             let is_dir = inner.entry_is_dir(wr, &rel)?;
             inner.check_target(rel.as_str(), None, is_dir)?;
-            let (dir, name, resolved) = inner.open_checked(wr, &rel, is_dir)?;
+            let (dir, name, resolved) = inner
+                .open_checked(wr, &rel, is_dir)
+                .map_err(|e| ctx.refused_at(e))?;
             ctx.path(|| resolved.clone());
             // Remove the kind that was checked: a file swapped for a
             // directory meanwhile fails instead of being removed unchecked.
@@ -1113,8 +1152,17 @@ impl Sandbox {
             }
             inner.check_target(f.as_str(), None, is_dir)?;
             inner.check_target(t.as_str(), None, is_dir)?;
-            let (fdir, fname, fres) = inner.open_checked(wr, &f, is_dir)?;
-            let (tdir, tname, tres) = inner.open_checked(wr, &t, is_dir)?;
+            // A refusal where one name resolved is audited with that name.
+            let (fdir, fname, fres) = inner.open_checked(wr, &f, is_dir).inspect_err(|e| {
+                if let (ErrorCode::FsProtected, Some(p)) = (e.code(), e.path()) {
+                    ctx.path(|| format!("{p} -> {t}"));
+                }
+            })?;
+            let (tdir, tname, tres) = inner.open_checked(wr, &t, is_dir).inspect_err(|e| {
+                if let (ErrorCode::FsProtected, Some(p)) = (e.code(), e.path()) {
+                    ctx.path(|| format!("{fres} -> {p}"));
+                }
+            })?;
             ctx.path(|| format!("{fres} -> {tres}"));
             // The rules above were chosen by the kind the name showed; the
             // entry may have been swapped since. Pin what is there now (its

@@ -1735,3 +1735,88 @@ fn without_procfs_reads_work_and_checked_writes_say_why_they_cannot() {
         assert_eq!(fs::read_to_string(fx.p("ws/f.txt")).unwrap(), "a b d\n");
     }
 }
+
+/// A mutating operation refused where its name resolved (through an
+/// in-root symlink to a protected directory) is audited with that resolved
+/// name, the one the refusal names: the spelling alone (`g/config`) is
+/// matched by no deny pattern and hides what was aimed at.
+#[test]
+fn audit_names_where_a_refused_mutation_resolved() {
+    let fx = Fx::new();
+    fx.put("ws/.git/config", "c").put("ws/real/x", "x");
+    fx.link("ws/g", ".git");
+    let events: Arc<Mutex<Vec<AuditEvent>>> = Arc::default();
+    let sink = Arc::clone(&events);
+    let sb = fx
+        .builder()
+        .allow_overwrite(true)
+        .deny_write(".git/**")
+        .audit(move |e| sink.lock().unwrap().push(e.clone()))
+        .build()
+        .unwrap();
+    let protected = |r: Result<(), sandgate::Error>| assert_eq!(code(r), ErrorCode::FsProtected);
+    protected(sb.write("g/new", b"x", WriteOptions::default()).map(drop));
+    protected(
+        sb.write("g/config", b"x", WriteOptions::default().overwrite(true))
+            .map(drop),
+    );
+    protected(
+        sb.edit("g/config", "c", "d", EditOptions::default())
+            .map(drop),
+    );
+    protected(sb.delete("g/config"));
+    protected(sb.mkdir("g/sub"));
+    protected(sb.rename("real/x", "g/x"));
+    let got: Vec<(&str, String, ErrorCode)> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| (e.op, e.path.clone(), e.outcome))
+        .collect();
+    let want = [
+        ("write", ".git/new"),
+        ("write", ".git/config"),
+        ("edit", ".git/config"),
+        ("delete", ".git/config"),
+        ("mkdir", ".git/sub"),
+        ("rename", "real/x -> .git/x"),
+    ]
+    .map(|(op, path)| (op, path.to_owned(), ErrorCode::FsProtected));
+    assert_eq!(got, want);
+    assert_eq!(fs::read(fx.p("ws/.git/config")).unwrap(), b"c");
+}
+
+/// A call refused because the sandbox was closed is an operation refused
+/// like any other: the sink hears of it.
+#[test]
+fn audit_sees_calls_refused_after_close() {
+    let fx = Fx::new();
+    fx.put("in/a.txt", "a");
+    let events: Arc<Mutex<Vec<AuditEvent>>> = Arc::default();
+    let sink = Arc::clone(&events);
+    let sb = fx
+        .builder()
+        .audit(move |e| sink.lock().unwrap().push(e.clone()))
+        .build()
+        .unwrap();
+    sb.read("a.txt").unwrap();
+    sb.close();
+    assert_eq!(code(sb.read("a.txt")), ErrorCode::Closed);
+    assert_eq!(
+        code(sb.write("b", b"b", WriteOptions::default())),
+        ErrorCode::Closed
+    );
+    let got: Vec<(&str, String, ErrorCode)> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| (e.op, e.path.clone(), e.outcome))
+        .collect();
+    let want = [
+        ("read", "a.txt", ErrorCode::Ok),
+        ("read", "a.txt", ErrorCode::Closed),
+        ("write", "b", ErrorCode::Closed),
+    ]
+    .map(|(op, p, c)| (op, p.to_owned(), c));
+    assert_eq!(got, want);
+}
