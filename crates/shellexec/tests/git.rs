@@ -466,6 +466,54 @@ fn discovery_stops_at_the_root() {
     assert_eq!(f.sentinels(), Vec::<String>::new());
 }
 
+/// A `.git` that git will not take as a repository (an empty directory, a
+/// format version from the future, an unknown extension) makes git diff
+/// fall back to its no-index mode, where `git diff a b` compares two
+/// arbitrary paths, through symbolic links too: here `/etc/passwd`, which
+/// git's own ruleset may read. The request never reaches that mode.
+#[test]
+fn diff_never_falls_back_to_no_index() {
+    if !have_git() {
+        return;
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let root = empty.path().canonicalize().unwrap();
+    fs::create_dir(root.join(".git")).unwrap();
+    let future = hostile();
+    let cfg = future.root.join(".git/config");
+    let text = fs::read_to_string(&cfg).unwrap();
+    fs::write(
+        &cfg,
+        text.replace(
+            "repositoryformatversion = 0",
+            "repositoryformatversion = 99",
+        ),
+    )
+    .unwrap();
+    let unknown = hostile();
+    unknown.config("core.repositoryformatversion", "1");
+    unknown.config("extensions.unheardOf", "true");
+    for root in [&root, &future.root, &unknown.root] {
+        fs::write(root.join("a.rs"), "mine\n").unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("etc")).unwrap();
+        for request in [
+            "git diff etc/passwd a.rs",
+            "git diff --stat etc/passwd a.rs",
+        ] {
+            let inv = plan(&split_words(request).unwrap(), &ALL, root).unwrap();
+            let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+            for out in [exec_planned(&inv, &prepared), exec_unconfined(&inv)] {
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.exit_code != 0 && out.stdout.is_empty(),
+                    "{request} compared two paths: exit {}\n{stdout}",
+                    out.exit_code
+                );
+            }
+        }
+    }
+}
+
 /// (request, allowed, a substring the refusal must contain)
 const REFUSED: &[(&str, &[GitSubcommand], &str)] = &[
     ("git diff --output=/tmp/x", &ALL, "`--output=/tmp/x`"),
@@ -730,6 +778,7 @@ fn invocation_shape() {
             "--no-ext-diff",
             "--no-textconv",
             "--ignore-submodules=all",
+            "--no-walk",
             "--stat",
             "HEAD~1",
             "--",

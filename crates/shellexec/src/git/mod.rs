@@ -123,6 +123,12 @@
 //!   `diff.<driver>.command` and `diff.<driver>.textconv`); `status` and
 //!   `diff` get `--ignore-submodules=all` (no recursion into a submodule,
 //!   whose config was not vetted).
+//! - `diff` gets `--no-walk`: git diff ignores it, but when `GIT_DIR` is
+//!   not a repository git accepts (an empty `.git`, an unknown format
+//!   version or extension, a `.git` removed after the vetting) git diff
+//!   silently falls back to `--no-index`, where `git diff a b` compares two
+//!   arbitrary paths (through symbolic links, to what git's ruleset may
+//!   read); that mode refuses `--no-walk`, so git stops with a usage error.
 //!
 //! # The repository at the root
 //!
