@@ -86,6 +86,9 @@ pub const CONFIG_OVERRIDES: &[&str] = &[
     "credential.helper=",
     "core.askPass=",
     "diff.submodule=short",
+    // The entries are read one after the other, as the vetting read them,
+    // never from the offsets an index's IEOT extension gives threads.
+    "index.threads=1",
 ];
 
 /// Plans a confined git run from a request split by [`super::split_words`].
