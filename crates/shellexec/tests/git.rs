@@ -618,6 +618,78 @@ fn indexes_git_writes_are_admitted() {
     assert!(err.message().contains("split"), "{err}");
 }
 
+/// git reads many files in `.git` besides the config, and several of them
+/// echo what they hold when it does not parse: the lines of
+/// `objects/info/alternates`, the first line of `packed-refs` or `shallow`,
+/// the words of `info/attributes`. A symbolic link there to a host file
+/// (here `/etc/passwd`, which git's own ruleset may read) would show that
+/// file to the caller. Symbolic links in `.git` are refused where git
+/// reads; the hooks (never run) may still be links.
+#[test]
+fn a_symlink_in_dot_git_never_shows_a_host_file() {
+    if !have_git() {
+        return;
+    }
+    for place in [
+        "packed-refs",
+        "shallow",
+        "objects/info/alternates",
+        "info/attributes",
+        "rebase-merge",
+    ] {
+        let f = hostile();
+        let at = f.root.join(".git").join(place);
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let _ = fs::remove_file(&at);
+        if place == "rebase-merge" {
+            // A directory git reads for status ("rebase in progress").
+            let elsewhere = f.sentinels.parent().unwrap().join("rebase");
+            fs::create_dir(&elsewhere).unwrap();
+            std::os::unix::fs::symlink("/etc/passwd", elsewhere.join("done")).unwrap();
+            std::os::unix::fs::symlink("/etc/passwd", elsewhere.join("git-rebase-todo")).unwrap();
+            fs::write(elsewhere.join("head-name"), "refs/heads/main\n").unwrap();
+            fs::write(
+                elsewhere.join("onto"),
+                "0000000000000000000000000000000000000000\n",
+            )
+            .unwrap();
+            fs::write(elsewhere.join("interactive"), "").unwrap();
+            std::os::unix::fs::symlink(&elsewhere, &at).unwrap();
+        } else {
+            std::os::unix::fs::symlink("/etc/passwd", &at).unwrap();
+        }
+        for request in ["git status", "git log --oneline -1", "git diff --stat"] {
+            match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+                Err(e) => {
+                    assert_eq!(e.kind(), GitErrorKind::Repository, "{place}: {e}");
+                    assert!(e.message().contains("symbolic link"), "{place}: {e}");
+                }
+                Ok(inv) => {
+                    let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+                    for out in [exec_planned(&inv, &prepared), exec_unconfined(&inv)] {
+                        let shown = format!(
+                            "{}{}",
+                            String::from_utf8_lossy(&out.stdout),
+                            String::from_utf8_lossy(&out.stderr)
+                        );
+                        assert!(
+                            !shown.contains("root:x:0") && !shown.contains("/usr/sbin/nologin"),
+                            "{request} with .git/{place} a link to /etc/passwd showed it:\n{shown}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // Linked hooks are common and never run: still admitted.
+    let f = hostile();
+    let hooks = f.root.join(".git/hooks");
+    fs::remove_dir_all(&hooks).unwrap();
+    std::os::unix::fs::symlink(f.sentinels.parent().unwrap().join("scripts/hooks"), &hooks)
+        .unwrap();
+    f.run_clean("git status --short");
+}
+
 /// (request, allowed, a substring the refusal must contain)
 const REFUSED: &[(&str, &[GitSubcommand], &str)] = &[
     ("git diff --output=/tmp/x", &ALL, "`--output=/tmp/x`"),

@@ -339,6 +339,7 @@ pub(super) fn inspect_repository(root: &Path) -> Result<Option<RepoConfig>, GitE
             ))
         }
     }
+    refuse_links(&dot_git)?;
     let mut config = RepoConfig::default();
     let mut sha256 = false;
     for name in ["config", "config.worktree"] {
@@ -354,6 +355,82 @@ pub(super) fn inspect_repository(root: &Path) -> Result<Option<RepoConfig>, GitE
         super::index::vet_index(&bytes, if sha256 { 32 } else { 20 })?;
     }
     Ok(Some(config))
+}
+
+/// What [`refuse_links`] passes over in `.git`: never read by status, diff
+/// or log, and some of it large (`lfs`, `annex`, `svn`, `rr-cache`).
+const NOT_READ: &[&str] = &[
+    "hooks",
+    "lfs",
+    "modules",
+    "worktrees",
+    "annex",
+    "svn",
+    "rr-cache",
+];
+
+/// The most entries of `.git` [`refuse_links`] looks at.
+const MAX_DOT_GIT_ENTRIES: usize = 10_000;
+
+/// Refuses a symbolic link in `.git` where git reads. git follows links
+/// there, and several files it reads echo what they hold when they do not
+/// parse (every line of `objects/info/alternates`, the first of
+/// `packed-refs` or `shallow`, the words of `info/attributes`, the lines
+/// of `rebase-merge/done` in `git status`): a link to a host file would
+/// show it to the caller. Not looked into: [`NOT_READ`] (the hooks are
+/// never run, and often linked; the rest is not read by status, diff or
+/// log); `refs` and `logs` (git reads a linked loose ref without echoing
+/// it) and `objects` (binary) must not be links themselves, and of
+/// `objects` only `objects/info` is looked into. A `.git` with more than
+/// [`MAX_DOT_GIT_ENTRIES`] entries to look at is refused.
+fn refuse_links(dot_git: &Path) -> Result<(), GitError> {
+    let mut seen = 0usize;
+    let mut pending = vec![(dot_git.to_path_buf(), String::new())];
+    while let Some((dir, rel)) = pending.pop() {
+        let entries = std::fs::read_dir(&dir)
+            .map_err(|e| GitError::io(&format!("cannot read .git/{rel}"), e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| GitError::io(&format!("cannot read .git/{rel}"), e))?;
+            seen += 1;
+            if seen > MAX_DOT_GIT_ENTRIES {
+                return Err(GitError::repository(format!(
+                    "confined git refuses the repository: .git holds more than \
+                     {MAX_DOT_GIT_ENTRIES} entries outside objects, refs, logs and hooks, too \
+                     many to vet"
+                )));
+            }
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let path = if rel.is_empty() {
+                name.to_string()
+            } else {
+                format!("{rel}/{name}")
+            };
+            if rel.is_empty() && NOT_READ.contains(&&*name) {
+                continue;
+            }
+            let kind = entry
+                .file_type()
+                .map_err(|e| GitError::io(&format!("cannot inspect .git/{path}"), e))?;
+            if kind.is_symlink() {
+                return Err(GitError::repository(format!(
+                    "confined git refuses the repository: .git/{} is a symbolic link, and git \
+                     would read what it leads to (only .git/hooks may hold links)",
+                    super::shown(&path)
+                )));
+            }
+            let descend = kind.is_dir()
+                && match rel.as_str() {
+                    "" => !matches!(&*name, "refs" | "logs"),
+                    "objects" => name == "info",
+                    _ => true,
+                };
+            if descend {
+                pending.push((entry.path(), path));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The bytes of `.git/<name>` (at most `max`), `None` when it does not

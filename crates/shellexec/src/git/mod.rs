@@ -159,6 +159,14 @@
 //!   when it reads the index, so `../../etc/passwd` there would make
 //!   `git diff` print that file. Also a split index (its shared index is not
 //!   vetted) and an index that does not parse;
+//! - a symbolic link anywhere in `.git` where git reads (all of it but
+//!   `hooks`, `lfs`, `modules`, `worktrees`, `annex`, `svn`, `rr-cache`,
+//!   the contents of `refs` and
+//!   `logs`, and of `objects` all but `objects/info`): git follows it, and
+//!   files such as `objects/info/alternates`, `packed-refs`, `shallow`,
+//!   `info/attributes` or `rebase-merge/done` are echoed in its messages
+//!   when they do not parse, so a link to a host file would show it. More
+//!   than 10,000 entries to look at are refused too;
 //! - a `.git` that is a symbolic link or a `gitdir:` file (the indirection
 //!   can name any repository on the host, and only `<root>/.git` itself is
 //!   vetted), or a `.git/commondir` (a linked worktree's repository lives
