@@ -466,6 +466,230 @@ fn discovery_stops_at_the_root() {
     assert_eq!(f.sentinels(), Vec::<String>::new());
 }
 
+/// A `.git` that git will not take as a repository (an empty directory, a
+/// format version from the future, an unknown extension) makes git diff
+/// fall back to its no-index mode, where `git diff a b` compares two
+/// arbitrary paths, through symbolic links too: here `/etc/passwd`, which
+/// git's own ruleset may read. The request never reaches that mode.
+#[test]
+fn diff_never_falls_back_to_no_index() {
+    if !have_git() {
+        return;
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let root = empty.path().canonicalize().unwrap();
+    fs::create_dir(root.join(".git")).unwrap();
+    let future = hostile();
+    let cfg = future.root.join(".git/config");
+    let text = fs::read_to_string(&cfg).unwrap();
+    fs::write(
+        &cfg,
+        text.replace(
+            "repositoryformatversion = 0",
+            "repositoryformatversion = 99",
+        ),
+    )
+    .unwrap();
+    let unknown = hostile();
+    unknown.config("core.repositoryformatversion", "1");
+    unknown.config("extensions.unheardOf", "true");
+    for root in [&root, &future.root, &unknown.root] {
+        fs::write(root.join("a.rs"), "mine\n").unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("etc")).unwrap();
+        for request in [
+            "git diff etc/passwd a.rs",
+            "git diff --stat etc/passwd a.rs",
+        ] {
+            let inv = plan(&split_words(request).unwrap(), &ALL, root).unwrap();
+            let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+            for out in [exec_planned(&inv, &prepared), exec_unconfined(&inv)] {
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.exit_code != 0 && out.stdout.is_empty(),
+                    "{request} compared two paths: exit {}\n{stdout}",
+                    out.exit_code
+                );
+            }
+        }
+    }
+}
+
+/// The index names the files git compares with the work tree, and git
+/// takes those names as they are when it reads the index: an entry
+/// `../../…/etc/passwd`, planted by hand (git itself would never write
+/// one), makes `git diff` read and print `/etc/passwd`, which git's own
+/// ruleset may read. Such a repository is refused.
+#[test]
+fn an_index_entry_outside_the_root_is_never_read() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let outside = "../../../../../../../../../../etc/passwd";
+    let placeholder: String = outside
+        .chars()
+        .map(|c| if c == '/' { '_' } else { 'x' })
+        .collect();
+    fs::write(f.root.join(&placeholder), "mine\n").unwrap();
+    raw_git(&f.root, &["add", "--", &placeholder]);
+    // git does not check the index checksum when it reads the index
+    // (only fsck does), so the name is replaced in place.
+    let index = f.root.join(".git/index");
+    let mut bytes = fs::read(&index).unwrap();
+    let at = bytes
+        .windows(placeholder.len())
+        .position(|w| w == placeholder.as_bytes())
+        .unwrap();
+    bytes[at..at + outside.len()].copy_from_slice(outside.as_bytes());
+    fs::write(&index, bytes).unwrap();
+    for request in ["git diff", "git diff --stat", "git status --short"] {
+        match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+            Err(e) => {
+                assert_eq!(e.kind(), GitErrorKind::Repository, "{request}: {e}");
+                assert!(e.message().contains("index"), "{request}: {e}");
+            }
+            Ok(inv) => {
+                let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+                for out in [exec_planned(&inv, &prepared), exec_unconfined(&inv)] {
+                    let stdout = String::from_utf8_lossy(&out.stdout);
+                    assert!(
+                        !stdout.contains("etc/passwd") && !stdout.contains("root:"),
+                        "{request} read a file outside the root:\n{stdout}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The indexes git itself writes pass the vetting: versions 2, 3 (an
+/// intent-to-add entry) and 4 (prefix compressed), SHA-256 object names,
+/// an untracked cache; a split index is refused, naming why.
+#[test]
+fn indexes_git_writes_are_admitted() {
+    if !have_git() {
+        return;
+    }
+    let repo = |init: &[&str]| {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap().join("root");
+        fs::create_dir_all(root.join("src/deep/er")).unwrap();
+        raw_git(&root, init);
+        for name in [
+            "a.rs",
+            "src/a.rs",
+            "src/ab.rs",
+            "src/deep/er/x.rs",
+            "src/deep/y.rs",
+        ] {
+            fs::write(root.join(name), name).unwrap();
+        }
+        raw_git(&root, &["add", "."]);
+        raw_git(&root, &["commit", "-q", "-m", "one"]);
+        fs::write(root.join("src/ab.rs"), "changed\n").unwrap();
+        (tmp, root)
+    };
+    let check = |root: &Path, what: &str| {
+        for request in ["git status --short", "git diff --stat"] {
+            let inv = plan(&split_words(request).unwrap(), &ALL, root)
+                .unwrap_or_else(|e| panic!("{what}: {request}: {e}"));
+            let out = exec_unconfined(&inv);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(out.exit_code, 0, "{what}: {request}: {stdout}");
+            assert!(stdout.contains("src/ab.rs"), "{what}: {request}: {stdout}");
+        }
+    };
+    let (_t, root) = repo(&["init", "-q", "."]);
+    check(&root, "version 2");
+    raw_git(&root, &["update-index", "--index-version", "4"]);
+    check(&root, "version 4");
+    fs::write(root.join("src/new.rs"), "new\n").unwrap();
+    raw_git(&root, &["add", "-N", "src/new.rs"]);
+    raw_git(&root, &["update-index", "--index-version", "3"]);
+    check(&root, "version 3");
+    raw_git(&root, &["update-index", "--untracked-cache"]);
+    raw_git(&root, &["-c", "core.untrackedCache=true", "status"]);
+    check(&root, "untracked cache");
+    let (_t, root) = repo(&["init", "-q", "--object-format=sha256", "."]);
+    raw_git(&root, &["update-index", "--index-version", "4"]);
+    check(&root, "sha256");
+    raw_git(&root, &["update-index", "--split-index"]);
+    let err = plan(&split_words("git status").unwrap(), &ALL, &root).unwrap_err();
+    assert!(err.message().contains("split"), "{err}");
+}
+
+/// git reads many files in `.git` besides the config, and several of them
+/// echo what they hold when it does not parse: the lines of
+/// `objects/info/alternates`, the first line of `packed-refs` or `shallow`,
+/// the words of `info/attributes`. A symbolic link there to a host file
+/// (here `/etc/passwd`, which git's own ruleset may read) would show that
+/// file to the caller. Symbolic links in `.git` are refused where git
+/// reads; the hooks (never run) may still be links.
+#[test]
+fn a_symlink_in_dot_git_never_shows_a_host_file() {
+    if !have_git() {
+        return;
+    }
+    for place in [
+        "packed-refs",
+        "shallow",
+        "objects/info/alternates",
+        "info/attributes",
+        "rebase-merge",
+    ] {
+        let f = hostile();
+        let at = f.root.join(".git").join(place);
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let _ = fs::remove_file(&at);
+        if place == "rebase-merge" {
+            // A directory git reads for status ("rebase in progress").
+            let elsewhere = f.sentinels.parent().unwrap().join("rebase");
+            fs::create_dir(&elsewhere).unwrap();
+            std::os::unix::fs::symlink("/etc/passwd", elsewhere.join("done")).unwrap();
+            std::os::unix::fs::symlink("/etc/passwd", elsewhere.join("git-rebase-todo")).unwrap();
+            fs::write(elsewhere.join("head-name"), "refs/heads/main\n").unwrap();
+            fs::write(
+                elsewhere.join("onto"),
+                "0000000000000000000000000000000000000000\n",
+            )
+            .unwrap();
+            fs::write(elsewhere.join("interactive"), "").unwrap();
+            std::os::unix::fs::symlink(&elsewhere, &at).unwrap();
+        } else {
+            std::os::unix::fs::symlink("/etc/passwd", &at).unwrap();
+        }
+        for request in ["git status", "git log --oneline -1", "git diff --stat"] {
+            match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+                Err(e) => {
+                    assert_eq!(e.kind(), GitErrorKind::Repository, "{place}: {e}");
+                    assert!(e.message().contains("symbolic link"), "{place}: {e}");
+                }
+                Ok(inv) => {
+                    let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+                    for out in [exec_planned(&inv, &prepared), exec_unconfined(&inv)] {
+                        let shown = format!(
+                            "{}{}",
+                            String::from_utf8_lossy(&out.stdout),
+                            String::from_utf8_lossy(&out.stderr)
+                        );
+                        assert!(
+                            !shown.contains("root:x:0") && !shown.contains("/usr/sbin/nologin"),
+                            "{request} with .git/{place} a link to /etc/passwd showed it:\n{shown}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // Linked hooks are common and never run: still admitted.
+    let f = hostile();
+    let hooks = f.root.join(".git/hooks");
+    fs::remove_dir_all(&hooks).unwrap();
+    std::os::unix::fs::symlink(f.sentinels.parent().unwrap().join("scripts/hooks"), &hooks)
+        .unwrap();
+    f.run_clean("git status --short");
+}
+
 /// (request, allowed, a substring the refusal must contain)
 const REFUSED: &[(&str, &[GitSubcommand], &str)] = &[
     ("git diff --output=/tmp/x", &ALL, "`--output=/tmp/x`"),
@@ -730,6 +954,7 @@ fn invocation_shape() {
             "--no-ext-diff",
             "--no-textconv",
             "--ignore-submodules=all",
+            "--no-walk",
             "--stat",
             "HEAD~1",
             "--",

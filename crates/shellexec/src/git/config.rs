@@ -25,6 +25,9 @@ pub(super) struct RepoConfig {
 /// of the file, unchanged) and the key (lower case; empty for a header).
 type Entry = (String, Option<Vec<u8>>, String);
 
+/// A config value: `None` for a key without `=` (git's boolean true).
+type Value = Option<Vec<u8>>;
+
 /// A reader of git config syntax (git 2.39 `config.c`), enough to learn
 /// section names and keys; values are parsed only to find where they end.
 struct ConfigParser<'a> {
@@ -119,8 +122,8 @@ impl ConfigParser<'_> {
     }
 
     /// After a key's first character: the rest of the key (lowercased) and
-    /// the value's end; `None` on a syntax error.
-    fn key_value(&mut self, first: u8) -> Option<String> {
+    /// its value (`None` for a key without `=`); `None` on a syntax error.
+    fn key_value(&mut self, first: u8) -> Option<(String, Value)> {
         let mut key = vec![first.to_ascii_lowercase()];
         let mut c;
         loop {
@@ -133,51 +136,75 @@ impl ConfigParser<'_> {
         while matches!(c, Some(b' ' | b'\t')) {
             c = self.next();
         }
-        match c {
-            None | Some(b'\n') => {}
-            Some(b'=') => self.value()?,
+        let value = match c {
+            None | Some(b'\n') => None,
+            Some(b'=') => Some(self.value()?),
             Some(_) => return None,
-        }
-        String::from_utf8(key).ok()
+        };
+        Some((String::from_utf8(key).ok()?, value))
     }
 
-    /// After `=`: skips the value (quotes, comments, escapes,
-    /// continuations) through its end of line.
-    fn value(&mut self) -> Option<()> {
+    /// After `=`: the value through its end of line, decoded as git decodes
+    /// it (quotes removed, escapes and continuations resolved, comments
+    /// dropped, blanks outside quotes trimmed at the ends and each one
+    /// inside the value kept as a space).
+    fn value(&mut self) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
         let mut quote = false;
         let mut comment = false;
+        let mut space = 0usize;
         loop {
             let Some(c) = self.next() else {
-                return if quote { None } else { Some(()) };
+                return if quote { None } else { Some(out) };
             };
             if c == b'\n' {
-                return if quote { None } else { Some(()) };
+                return if quote { None } else { Some(out) };
             }
             if comment {
+                continue;
+            }
+            if !quote && matches!(c, b' ' | b'\t' | b'\r') {
+                if !out.is_empty() {
+                    space += 1;
+                }
                 continue;
             }
             if !quote && (c == b';' || c == b'#') {
                 comment = true;
                 continue;
             }
+            out.extend(std::iter::repeat_n(b' ', std::mem::take(&mut space)));
             match c {
                 b'\\' => match self.next() {
-                    Some(b'\n' | b'\\' | b'"' | b'n' | b't' | b'b') => {}
+                    Some(b'\n') => {}
+                    Some(b't') => out.push(b'\t'),
+                    Some(b'b') => out.push(0x08),
+                    Some(b'n') => out.push(b'\n'),
+                    Some(e @ (b'\\' | b'"')) => out.push(e),
                     _ => return None,
                 },
                 b'"' => quote = !quote,
-                _ => {}
+                _ => out.push(c),
             }
         }
     }
 
     /// Every `(section, subsection, key)`, or `None` if the file does not
     /// parse.
+    #[cfg(test)]
     fn entries(bytes: &[u8]) -> Option<Vec<Entry>> {
+        Self::parse(bytes).map(|(entries, _)| entries)
+    }
+
+    /// Every `(section, subsection, key)` and the last value of
+    /// `extensions.objectFormat` (`Some(None)` for one without `=`), or
+    /// `None` if the file does not parse.
+    fn parse(bytes: &[u8]) -> Option<(Vec<Entry>, Option<Value>)> {
         let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
         let mut p = ConfigParser { bytes, pos: 0 };
         let mut section: Option<(String, Option<Vec<u8>>)> = None;
         let mut out = Vec::new();
+        let mut object_format = None;
         let mut comment = false;
         while let Some(c) = p.next() {
             if c == b'\n' {
@@ -203,10 +230,13 @@ impl ConfigParser<'_> {
                 return None;
             }
             let (name, sub) = section.clone()?;
-            let key = p.key_value(c)?;
+            let (key, value) = p.key_value(c)?;
+            if name == "extensions" && sub.is_none() && key == "objectformat" {
+                object_format = Some(value);
+            }
             out.push((name, sub, key));
         }
-        Some(out)
+        Some((out, object_format))
     }
 }
 
@@ -229,8 +259,10 @@ fn unoverridable(name: &[u8]) -> Option<&'static str> {
     }
 }
 
-fn scan_config(bytes: &[u8], into: &mut RepoConfig) -> Result<(), GitError> {
-    let entries = ConfigParser::entries(bytes).ok_or_else(|| {
+/// Vets one config file into `into`; returns the last value of
+/// `extensions.objectFormat` it holds, if any.
+fn scan_config(bytes: &[u8], into: &mut RepoConfig) -> Result<Option<Value>, GitError> {
+    let (entries, object_format) = ConfigParser::parse(bytes).ok_or_else(|| {
         GitError::repository(
             "confined git refuses the repository: its config does not parse (as git 2.39 reads it)",
         )
@@ -269,7 +301,7 @@ fn scan_config(bytes: &[u8], into: &mut RepoConfig) -> Result<(), GitError> {
             _ => {}
         }
     }
-    Ok(())
+    Ok(object_format)
 }
 
 /// Inspects `<root>/.git`: `Ok(None)` when there is none, the vetted config
@@ -307,22 +339,111 @@ pub(super) fn inspect_repository(root: &Path) -> Result<Option<RepoConfig>, GitE
             ))
         }
     }
+    refuse_links(&dot_git)?;
     let mut config = RepoConfig::default();
+    let mut sha256 = false;
     for name in ["config", "config.worktree"] {
-        if let Some(bytes) = read_config_file(&dot_git, name)? {
-            scan_config(&bytes, &mut config)?;
+        if let Some(bytes) = read_git_file(&dot_git, name, MAX_CONFIG_BYTES)? {
+            let object_format = scan_config(&bytes, &mut config)?;
+            // git takes the object format from .git/config alone.
+            if name == "config" {
+                sha256 = object_format.is_some_and(|v| v.as_deref() == Some(b"sha256"));
+            }
         }
+    }
+    if let Some(bytes) = read_git_file(&dot_git, "index", super::index::MAX_INDEX_BYTES)? {
+        super::index::vet_index(&bytes, if sha256 { 32 } else { 20 })?;
     }
     Ok(Some(config))
 }
 
-/// The bytes of `.git/<name>`, `None` when it does not exist. The file must
-/// be a regular file, not a symbolic link (git would follow one to a file
-/// that is not vetted when it changes) and not a FIFO or device (which
-/// could answer the vetting and git differently, or never answer); it is
-/// opened without following links and without blocking, and checked on
-/// the open descriptor.
-fn read_config_file(dot_git: &Path, name: &str) -> Result<Option<Vec<u8>>, GitError> {
+/// What [`refuse_links`] passes over in `.git`: never read by status, diff
+/// or log, and some of it large (`lfs`, `annex`, `svn`, `rr-cache`).
+const NOT_READ: &[&str] = &[
+    "hooks",
+    "lfs",
+    "modules",
+    "worktrees",
+    "annex",
+    "svn",
+    "rr-cache",
+];
+
+/// The most entries of `.git` [`refuse_links`] looks at.
+const MAX_DOT_GIT_ENTRIES: usize = 10_000;
+
+/// Refuses a symbolic link in `.git` where git reads. git follows links
+/// there, and several files it reads echo what they hold when they do not
+/// parse (every line of `objects/info/alternates`, the first of
+/// `packed-refs` or `shallow`, the words of `info/attributes`, the lines
+/// of `rebase-merge/done` in `git status`): a link to a host file would
+/// show it to the caller. Not looked into: [`NOT_READ`] (the hooks are
+/// never run, and often linked; the rest is not read by status, diff or
+/// log); `refs` and `logs` (git reads a linked loose ref without echoing
+/// it) and `objects` (binary) must not be links themselves, and of
+/// `objects` only `objects/info` is looked into. A `.git` with more than
+/// [`MAX_DOT_GIT_ENTRIES`] entries to look at is refused.
+fn refuse_links(dot_git: &Path) -> Result<(), GitError> {
+    let mut seen = 0usize;
+    let mut pending = vec![(dot_git.to_path_buf(), String::new())];
+    while let Some((dir, rel)) = pending.pop() {
+        let entries = std::fs::read_dir(&dir)
+            .map_err(|e| GitError::io(&format!("cannot read .git/{rel}"), e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| GitError::io(&format!("cannot read .git/{rel}"), e))?;
+            seen += 1;
+            if seen > MAX_DOT_GIT_ENTRIES {
+                return Err(GitError::repository(format!(
+                    "confined git refuses the repository: .git holds more than \
+                     {MAX_DOT_GIT_ENTRIES} entries outside objects, refs, logs and hooks, too \
+                     many to vet"
+                )));
+            }
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let path = if rel.is_empty() {
+                name.to_string()
+            } else {
+                format!("{rel}/{name}")
+            };
+            if rel.is_empty() && NOT_READ.contains(&&*name) {
+                continue;
+            }
+            let kind = entry
+                .file_type()
+                .map_err(|e| GitError::io(&format!("cannot inspect .git/{path}"), e))?;
+            if kind.is_symlink() {
+                return Err(GitError::repository(format!(
+                    "confined git refuses the repository: .git/{} is a symbolic link, and git \
+                     would read what it leads to (only .git/hooks may hold links)",
+                    super::shown(&path)
+                )));
+            }
+            let descend = kind.is_dir()
+                && match rel.as_str() {
+                    "" => !matches!(&*name, "refs" | "logs"),
+                    "objects" => name == "info",
+                    _ => true,
+                };
+            if descend {
+                pending.push((entry.path(), path));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The bytes of `.git/<name>` (at most `max`), `None` when it does not
+/// exist. The file must be a regular file, not a symbolic link (git would
+/// follow one to a file that is not vetted when it changes) and not a FIFO
+/// or device (which could answer the vetting and git differently, or never
+/// answer); it is opened without following links and without blocking,
+/// and checked on the open descriptor.
+pub(super) fn read_git_file(
+    dot_git: &Path,
+    name: &str,
+    max: u64,
+) -> Result<Option<Vec<u8>>, GitError> {
     use std::io::Read;
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let refused = |what: &str| {
@@ -355,12 +476,12 @@ fn read_config_file(dot_git: &Path, name: &str) -> Result<Option<Vec<u8>>, GitEr
         }));
     }
     let mut bytes = Vec::new();
-    file.take(MAX_CONFIG_BYTES + 1)
+    file.take(max + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| GitError::io(&format!("cannot read .git/{name}"), e))?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+    if bytes.len() as u64 > max {
         return Err(GitError::repository(format!(
-            "confined git refuses the repository: .git/{name} is over {MAX_CONFIG_BYTES} bytes"
+            "confined git refuses the repository: .git/{name} is over {max} bytes"
         )));
     }
     Ok(Some(bytes))
@@ -400,6 +521,25 @@ mod tests {
         assert!(entries("[core\n").is_none());
         assert!(entries("[core]\n x = \"open\n").is_none());
         assert!(entries("x = 1\n").is_none());
+    }
+
+    #[test]
+    fn the_object_format_is_read_as_git_decodes_it() {
+        let format = |s: &[u8]| ConfigParser::parse(s).unwrap().1;
+        assert_eq!(
+            format(b"[extensions]\n\tobjectFormat = \"sha\\\n256\" ; c\n"),
+            Some(Some(b"sha256".to_vec()))
+        );
+        assert_eq!(
+            format(b"[Extensions]\nobjectformat = sha1\nobjectformat=  sha256 \t\n"),
+            Some(Some(b"sha256".to_vec()))
+        );
+        assert_eq!(
+            format(b"[extensions]\nobjectformat = a \tb # c\n"),
+            Some(Some(b"a  b".to_vec()))
+        );
+        assert_eq!(format(b"[extensions]\nobjectformat\n"), Some(None));
+        assert_eq!(format(b"[extensions \"x\"]\nobjectformat = sha256\n"), None);
     }
 
     #[test]

@@ -24,10 +24,11 @@
 //! read-only ruleset [`GitInvocation::confine_spec`] describes. There is no
 //! other way to run it: the tests go through the same entry point.
 //!
-//! The module is admission policy, in four parts: `words` (the splitter),
+//! The module is admission policy, in five parts: `words` (the splitter),
 //! `schema` (each subcommand's flags, revisions and pathspecs), `config`
-//! (the vetting reader of the repository config, on bytes) and `plan` (the
-//! argv, the environment and the read-only ruleset). What is public is
+//! (the vetting reader of the repository config, on bytes), `index` (the
+//! vetting reader of the repository's index) and `plan` (the argv, the
+//! environment and the read-only ruleset). What is public is
 //! re-exported here.
 //!
 //! # The schema
@@ -111,7 +112,9 @@
 //!   `protocol.allow=never`, `core.attributesFile=/dev/null`,
 //!   `log.showSignature=false`, `gpg.program=/bin/false`,
 //!   `gpg.ssh.program=/bin/false`, `gpg.x509.program=/bin/false`,
-//!   `credential.helper=`, `core.askPass=`, `diff.submodule=short`, and for
+//!   `credential.helper=`, `core.askPass=`, `diff.submodule=short`,
+//!   `index.threads=1` (the index is read entry after entry, as the vetting
+//!   read it, never from offsets an `IEOT` extension gives), and for
 //!   every filter driver `<d>` defined in the repository config:
 //!   `filter.<d>.clean=`, `filter.<d>.smudge=`, `filter.<d>.process=`,
 //!   `filter.<d>.required=false` (an empty command disables the driver;
@@ -123,6 +126,12 @@
 //!   `diff.<driver>.command` and `diff.<driver>.textconv`); `status` and
 //!   `diff` get `--ignore-submodules=all` (no recursion into a submodule,
 //!   whose config was not vetted).
+//! - `diff` gets `--no-walk`: git diff ignores it, but when `GIT_DIR` is
+//!   not a repository git accepts (an empty `.git`, an unknown format
+//!   version or extension, a `.git` removed after the vetting) git diff
+//!   silently falls back to `--no-index`, where `git diff a b` compares two
+//!   arbitrary paths (through symbolic links, to what git's ruleset may
+//!   read); that mode refuses `--no-walk`, so git stops with a usage error.
 //!
 //! # The repository at the root
 //!
@@ -144,6 +153,20 @@
 //! - a config file that is not a regular file: a symbolic link (git would
 //!   read whatever it leads to when git runs), a FIFO or a device (which
 //!   could answer the vetting and git differently, or never answer);
+//! - an index (`.git/index`, read as the config files are) with an entry
+//!   whose name git's own `verify_path` would refuse: absolute, or with a
+//!   `..`, `.`, `.git` or empty component. git takes the names as they are
+//!   when it reads the index, so `../../etc/passwd` there would make
+//!   `git diff` print that file. Also a split index (its shared index is not
+//!   vetted) and an index that does not parse;
+//! - a symbolic link anywhere in `.git` where git reads (all of it but
+//!   `hooks`, `lfs`, `modules`, `worktrees`, `annex`, `svn`, `rr-cache`,
+//!   the contents of `refs` and
+//!   `logs`, and of `objects` all but `objects/info`): git follows it, and
+//!   files such as `objects/info/alternates`, `packed-refs`, `shallow`,
+//!   `info/attributes` or `rebase-merge/done` are echoed in its messages
+//!   when they do not parse, so a link to a host file would show it. More
+//!   than 10,000 entries to look at are refused too;
 //! - a `.git` that is a symbolic link or a `gitdir:` file (the indirection
 //!   can name any repository on the host, and only `<root>/.git` itself is
 //!   vetted), or a `.git/commondir` (a linked worktree's repository lives
@@ -185,6 +208,7 @@ use std::io;
 use sandgate_codes::ErrorCode;
 
 mod config;
+mod index;
 mod plan;
 mod schema;
 mod words;

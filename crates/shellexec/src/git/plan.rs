@@ -86,6 +86,9 @@ pub const CONFIG_OVERRIDES: &[&str] = &[
     "credential.helper=",
     "core.askPass=",
     "diff.submodule=short",
+    // The entries are read one after the other, as the vetting read them,
+    // never from the offsets an index's IEOT extension gives threads.
+    "index.threads=1",
 ];
 
 /// Plans a confined git run from a request split by [`super::split_words`].
@@ -211,6 +214,15 @@ pub fn plan(
             args.push("--no-ext-diff".into());
             args.push("--no-textconv".into());
             args.push("--ignore-submodules=all".into());
+            // git diff silently turns into `diff --no-index` when GIT_DIR
+            // is not a repository it accepts (an empty `.git`, a format
+            // version or extension it does not know, a `.git` removed
+            // after the vetting), and then compares two arbitrary paths:
+            // the revisions. `--no-walk` is a revision option that git
+            // diff accepts and ignores (it walks no history), but the
+            // no-index mode knows only diff options and refuses it, so
+            // git stops with a usage error instead of reading paths.
+            args.push("--no-walk".into());
         }
         GitSubcommand::Log => {
             args.push("--no-ext-diff".into());
