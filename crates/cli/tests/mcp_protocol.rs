@@ -1485,3 +1485,62 @@ fn http_token_file_inside_the_policys_directories_is_refused() {
         assert!(!dir.path().join(name).exists(), "{name} was written");
     }
 }
+
+/// A request whose body never arrives (its head sent with the token, then
+/// one byte of a longer body, then nothing: a stalled or slow-loris
+/// client) is answered 408 once the body is 10 s late and the connection
+/// closed, so 64 of them hold the session places for no longer than that:
+/// a session opens again afterwards.
+#[test]
+fn http_a_body_that_never_arrives_is_answered_408_and_frees_its_place() {
+    let dir = policy_dir();
+    let (mut child, port, token) = start_http(dir.path());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let stalled: Vec<std::net::TcpStream> = (0..64)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let head = format!(
+                "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+                 Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+                 Content-Length: {}\r\n\r\n{}",
+                init.len(),
+                &init[..1]
+            );
+            c.write_all(head.as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    // Every place is held by a stalled request meanwhile.
+    std::thread::sleep(Duration::from_millis(500));
+    let (held, _) = http_session(port, &token);
+    let start = Instant::now();
+    let freed = eventually(25, || http_session(port, &token).0 == 200);
+    let waited = start.elapsed();
+    if held != 503 || !freed {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert_eq!(held, 503, "the stalled requests took no place");
+    assert!(
+        freed,
+        "a session place is still held by requests whose body stalled {waited:?} ago"
+    );
+    let answers: Vec<String> = stalled
+        .into_iter()
+        .map(|mut c| {
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut out = Vec::new();
+            let _ = c.read_to_end(&mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    for a in &answers {
+        assert!(a.starts_with("HTTP/1.1 408"), "{a:?}");
+        assert!(a.contains("body"), "{a:?}");
+    }
+}
