@@ -40,6 +40,18 @@ impl Server {
         args: &[&std::ffi::OsStr],
         capabilities: Value,
     ) -> Server {
+        Server::start_under(dir, extra, args, capabilities, None)
+    }
+
+    /// As [`Server::start_as`], with the server's descriptors limited to
+    /// `nofile` when given (the usual soft limit is 1024).
+    fn start_under(
+        dir: tempfile::TempDir,
+        extra: &str,
+        args: &[&std::ffi::OsStr],
+        capabilities: Value,
+        nofile: Option<u32>,
+    ) -> Server {
         let ws = dir.path().join("ws");
         fs::create_dir_all(ws.join("src")).unwrap();
         fs::write(ws.join("a.txt"), "hello\n").unwrap();
@@ -51,7 +63,17 @@ impl Server {
             format!("[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n{extra}"),
         )
         .unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        let mut cmd = match nofile {
+            Some(n) => {
+                let mut c = Command::new("/bin/sh");
+                c.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_sandgate"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_sandgate")),
+        };
+        let mut child = cmd
             .args(["mcp", "--policy"])
             .arg(dir.path().join("policy.toml"))
             .args(args)
@@ -1543,4 +1565,71 @@ fn http_a_body_that_never_arrives_is_answered_408_and_frees_its_place() {
         assert!(a.starts_with("HTTP/1.1 408"), "{a:?}");
         assert!(a.contains("body"), "{a:?}");
     }
+}
+
+/// Many long calls pipelined in one session (300 `exec`s of a sleep) run
+/// at most 32 at a time, the rest waiting their turn, so one client
+/// cannot take the host's processes, threads and descriptors: under the
+/// usual limit of 1024 descriptors every call is answered with its
+/// command's output (none refused for want of a descriptor), and a read
+/// sent meanwhile is answered too.
+#[test]
+fn many_pipelined_long_calls_run_a_bounded_number_at_a_time() {
+    let mut s = Server::start_under(
+        tempfile::tempdir().unwrap(),
+        "[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n",
+        &[],
+        json!({}),
+        Some(1024),
+    );
+    // A sleep no other process runs, found by its argument.
+    let token = format!("0.{}7", std::process::id());
+    const CALLS: i64 = 300;
+    for i in 0..CALLS {
+        s.send_json(json!({"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call",
+            "params": {"name": "exec", "arguments": {"command": format!("sleep {token}; echo ran")}}}));
+    }
+    s.send_json(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}));
+    let count = || {
+        fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == token.as_bytes()))
+            })
+            .count()
+    };
+    let mut answers = std::collections::HashMap::new();
+    let mut peak = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while answers.len() < CALLS as usize + 1 && Instant::now() < deadline {
+        peak = peak.max(count());
+        while let Ok(v) = s.lines.try_recv() {
+            if let Some(id) = v["id"].as_i64() {
+                answers.insert(id, v);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let read = &answers[&5];
+    assert_eq!(read["result"]["isError"], false, "{read}");
+    let failed: Vec<&Value> = answers
+        .values()
+        .filter(|v| {
+            !v["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("ran"))
+                && v["id"] != json!(5)
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {CALLS} calls failed, e.g. {}",
+        failed.len(),
+        failed[0]
+    );
+    assert_eq!(answers.len(), CALLS as usize + 1);
+    assert!(peak <= 32, "{peak} commands ran at once");
 }

@@ -66,7 +66,19 @@ pub(crate) struct Core {
     /// The policy's `fs.max_read_bytes`: the most one read answers, and
     /// the most file content one `read_multiple_files` answer holds.
     pub(crate) max_read_bytes: u64,
+    /// Places for the calls that run on the blocking pool, [`MAX_RUNNING`]
+    /// in all, shared by every session.
+    running: tokio::sync::Semaphore,
 }
+
+/// The most long calls (those run on the blocking pool: a search, a
+/// listing, a write, a command, a fetch) one server runs at once, across
+/// all its sessions; more wait their turn (and can be cancelled while
+/// they wait). Each running command holds about four processes and a
+/// dozen descriptors: unbounded, 300 calls pipelined by one client ran
+/// 512 commands at once (the pool's own limit) and, under the usual limit
+/// of 1024 descriptors, failed most of them for want of one.
+pub const MAX_RUNNING: usize = 32;
 
 /// The client roots in force: each a granted directory's index, a
 /// root-relative prefix (`.` for the whole directory), and where that
@@ -511,6 +523,7 @@ impl Server {
                     read_roots,
                     write_only_root,
                     max_read_bytes: policy.limits().max_read_bytes,
+                    running: tokio::sync::Semaphore::new(MAX_RUNNING),
                 }),
                 narrow: std::sync::RwLock::new(Narrow::None),
                 inline_ready: AtomicBool::new(false),
@@ -836,11 +849,26 @@ impl ServerHandler for Server {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let inline = self.runs_inline(&name, &args);
+        // A long call waits for one of the MAX_RUNNING places, before it
+        // takes anything (the abort signal's descriptor included).
+        let _running = if inline {
+            None
+        } else {
+            tokio::select! {
+                p = self.shared.running.acquire() => Some(p.map_err(|_| {
+                    ErrorData::internal_error("the server is closing", None)
+                })?),
+                _ = context.ct.cancelled() => {
+                    return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+            }
+        };
         let cancel = Cancel {
             flag: Arc::new(AtomicBool::new(false)),
             abort: (name == "exec").then(sandgate::exec::AbortSignal::new),
         };
-        let answer = if self.runs_inline(&name, &args) {
+        let answer = if inline {
             // Short work answers on this thread: handing it to another and
             // back would cost more than the work itself.
             self.run(&name, args, cancel)?
