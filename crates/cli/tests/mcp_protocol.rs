@@ -1633,3 +1633,42 @@ fn many_pipelined_long_calls_run_a_bounded_number_at_a_time() {
     assert_eq!(answers.len(), CALLS as usize + 1);
     assert!(peak <= 32, "{peak} commands ran at once");
 }
+
+/// A client that floods `notifications/roots/list_changed` (100,000 of
+/// them, never answering `roots/list`) gets one `roots/list` request in
+/// flight at a time, not one per notification, so the server's memory
+/// stays bounded; answered, the roots are asked once more (they changed
+/// since the request), and the session then follows the last answer.
+#[test]
+fn a_flood_of_roots_changed_asks_for_the_roots_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    fs::create_dir_all(&ws).unwrap();
+    let ws = fs::canonicalize(&ws).unwrap();
+    let mut s = Server::start_as(dir, "", &[], json!({"roots": {"listChanged": true}}));
+    let first = s.request("roots/list");
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"});
+    let batch = format!("{changed}\n").repeat(1000);
+    for _ in 0..100 {
+        s.send(batch.trim_end().as_bytes());
+    }
+    // Negative ids: the server numbers its own requests from 0 up.
+    s.ping(-1);
+    let asked = 1 + s
+        .drain(Duration::from_millis(500))
+        .iter()
+        .filter(|v| v["method"] == "roots/list")
+        .count();
+    let peak = peak_kib(s.child.id());
+    assert!(asked <= 2, "{asked} roots/list requests in flight at once");
+    assert!(peak < 100 * 1024, "the server grew to {peak} KiB");
+    // Answered with the narrower root: asked once more, then it holds.
+    let src = ws.join("src");
+    s.give_roots(&first, &[&src]);
+    let again = s.request("roots/list");
+    s.give_roots(&again, &[&src]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": -2, "method": "tools/call",
+        "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}));
+    let outside = s.answer(-2);
+    assert_eq!(outside["result"]["isError"], true, "{outside}");
+}

@@ -113,6 +113,18 @@ pub(crate) struct Shared {
     /// session is initialized and its client roots asked for, cleared
     /// while they are asked for again.
     inline_ready: AtomicBool,
+    /// Whether a `roots/list` request is in flight, and whether the client
+    /// said its roots changed since it was sent.
+    asking: std::sync::Mutex<Asking>,
+}
+
+/// The state of asking a client for its roots: one request at a time, so
+/// a client that says its roots changed over and over (and never answers)
+/// cannot make the server hold a request and a task for each time.
+#[derive(Default)]
+struct Asking {
+    in_flight: bool,
+    again: bool,
 }
 
 impl std::ops::Deref for Shared {
@@ -383,6 +395,10 @@ impl Shared {
         *self.narrow.write().unwrap_or_else(|p| p.into_inner()) = Narrow::To(out.into());
     }
 
+    fn asking(&self) -> std::sync::MutexGuard<'_, Asking> {
+        self.asking.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn set_narrow(&self, n: Narrow) {
         *self.narrow.write().unwrap_or_else(|p| p.into_inner()) = n;
     }
@@ -527,6 +543,7 @@ impl Server {
                 }),
                 narrow: std::sync::RwLock::new(Narrow::None),
                 inline_ready: AtomicBool::new(false),
+                asking: std::sync::Mutex::default(),
             }),
             tools: Arc::new(tools),
             instructions,
@@ -546,6 +563,7 @@ impl Server {
                 core: Arc::clone(&self.shared.core),
                 narrow: std::sync::RwLock::new(Narrow::None),
                 inline_ready: AtomicBool::new(false),
+                asking: std::sync::Mutex::default(),
             }),
             tools: Arc::clone(&self.tools),
             instructions: self.instructions.clone(),
@@ -555,7 +573,9 @@ impl Server {
     /// Asks the client for its roots (when it has any) and narrows this
     /// session to them. A client that does not answer the first time
     /// leaves the policy's roots in force, as the reference server does;
-    /// one that fails to answer again keeps the roots it had.
+    /// one that fails to answer again keeps the roots it had. One request
+    /// is in flight at a time: when the roots change again meanwhile, they
+    /// are asked for once more after its answer, and calls wait until then.
     // Roots are part of the revisions this server speaks (up to
     // 2025-11-25); the SDK marks them deprecated for a later one.
     #[allow(deprecated)]
@@ -567,15 +587,38 @@ impl Server {
             return;
         }
         let before = self.shared.client_roots();
-        self.shared.set_narrow(Narrow::Pending(before.clone()));
+        self.shared.set_narrow(Narrow::Pending(before));
+        {
+            let mut asking = self.shared.asking();
+            if asking.in_flight {
+                asking.again = true;
+                return;
+            }
+            asking.in_flight = true;
+        }
         let shared = Arc::clone(&self.shared);
         tokio::spawn(async move {
-            match tokio::time::timeout(Duration::from_secs(10), peer.list_roots()).await {
-                Ok(Ok(r)) => {
-                    let uris: Vec<String> = r.roots.into_iter().map(|r| r.uri).collect();
-                    shared.narrow_to(&uris);
+            loop {
+                match tokio::time::timeout(Duration::from_secs(10), peer.list_roots()).await {
+                    Ok(Ok(r)) => {
+                        let uris: Vec<String> = r.roots.into_iter().map(|r| r.uri).collect();
+                        shared.narrow_to(&uris);
+                    }
+                    _ => {
+                        let before = shared.client_roots();
+                        shared.set_narrow(before.map_or(Narrow::None, Narrow::To));
+                    }
                 }
-                _ => shared.set_narrow(before.map_or(Narrow::None, Narrow::To)),
+                let mut asking = shared.asking();
+                if !asking.again {
+                    asking.in_flight = false;
+                    return;
+                }
+                asking.again = false;
+                drop(asking);
+                // Changed since the request: calls wait for the next answer.
+                let now = shared.client_roots();
+                shared.set_narrow(Narrow::Pending(now));
             }
         });
     }
