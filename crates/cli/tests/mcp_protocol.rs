@@ -1567,7 +1567,7 @@ fn http_a_body_that_never_arrives_is_answered_408_and_frees_its_place() {
     }
 }
 
-/// Many long calls pipelined in one session (300 `exec`s of a sleep) run
+/// Many long calls pipelined in one session (250 `exec`s of a sleep) run
 /// at most 32 at a time, the rest waiting their turn, so one client
 /// cannot take the host's processes, threads and descriptors: under the
 /// usual limit of 1024 descriptors every call is answered with its
@@ -1584,7 +1584,7 @@ fn many_pipelined_long_calls_run_a_bounded_number_at_a_time() {
     );
     // A sleep no other process runs, found by its argument.
     let token = format!("0.{}7", std::process::id());
-    const CALLS: i64 = 300;
+    const CALLS: i64 = 250;
     for i in 0..CALLS {
         s.send_json(json!({"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call",
             "params": {"name": "exec", "arguments": {"command": format!("sleep {token}; echo ran")}}}));
@@ -1671,4 +1671,51 @@ fn a_flood_of_roots_changed_asks_for_the_roots_one_at_a_time() {
         "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}));
     let outside = s.answer(-2);
     assert_eq!(outside["result"]["isError"], true, "{outside}");
+}
+
+/// A client pipelining 30,000 long calls in one session has at most 256
+/// of them held at once (running or waiting their turn); each further one
+/// is answered at once with a JSON-RPC error naming the cap, so the
+/// server's memory stays bounded (holding every one grew it past 180 MiB).
+#[test]
+fn a_session_holds_a_bounded_number_of_long_calls() {
+    let mut s =
+        Server::start_with("[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n");
+    const CALLS: i64 = 30_000;
+    let mut batch = String::new();
+    for i in 0..CALLS {
+        batch.push_str(
+            &json!({"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call",
+                "params": {"name": "exec", "arguments": {"command": "sleep 600"}}})
+            .to_string(),
+        );
+        batch.push('\n');
+        if i % 1000 == 999 {
+            s.send(batch.trim_end().as_bytes());
+            batch.clear();
+        }
+    }
+    let mut refused = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (refused.len() as i64) < CALLS - 256 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match s.lines.recv_timeout(left.min(Duration::from_secs(5))) {
+            Ok(v) if v.get("error").is_some() => refused.push(v),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    s.ping(1);
+    let peak = peak_kib(s.child.id());
+    assert!(peak < 100 * 1024, "the server grew to {peak} KiB");
+    assert_eq!(refused.len() as i64, CALLS - 256, "{:?}", refused.first());
+    assert_eq!(refused[0]["error"]["code"], -32000, "{}", refused[0]);
+    assert!(
+        refused[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("256"),
+        "{}",
+        refused[0]
+    );
 }

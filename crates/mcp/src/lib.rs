@@ -71,6 +71,36 @@ pub(crate) struct Core {
     running: tokio::sync::Semaphore,
 }
 
+/// The most long calls one session holds at once, running or waiting for
+/// one of the [`MAX_RUNNING`] places; one more is answered at once with a
+/// JSON-RPC error naming the cap. Each call held costs a few KiB (its
+/// request, its task): holding every one, 100,000 pipelined by one client
+/// grew the server past 600 MiB.
+pub const MAX_HELD: usize = 256;
+
+/// JSON-RPC's server-error code, for a call refused by [`MAX_HELD`].
+const TOO_MANY_CALLS: i32 = -32000;
+
+/// A call counted among its session's [`MAX_HELD`], let go when dropped.
+struct Held<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Held<'a> {
+    fn take(count: &'a std::sync::atomic::AtomicUsize) -> Option<Held<'a>> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_HELD).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Held(count))
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// The most long calls (those run on the blocking pool: a search, a
 /// listing, a write, a command, a fetch) one server runs at once, across
 /// all its sessions; more wait their turn (and can be cancelled while
@@ -116,6 +146,8 @@ pub(crate) struct Shared {
     /// Whether a `roots/list` request is in flight, and whether the client
     /// said its roots changed since it was sent.
     asking: std::sync::Mutex<Asking>,
+    /// The long calls this session holds, at most [`MAX_HELD`].
+    held: std::sync::atomic::AtomicUsize,
 }
 
 /// The state of asking a client for its roots: one request at a time, so
@@ -544,6 +576,7 @@ impl Server {
                 narrow: std::sync::RwLock::new(Narrow::None),
                 inline_ready: AtomicBool::new(false),
                 asking: std::sync::Mutex::default(),
+                held: std::sync::atomic::AtomicUsize::new(0),
             }),
             tools: Arc::new(tools),
             instructions,
@@ -564,6 +597,7 @@ impl Server {
                 narrow: std::sync::RwLock::new(Narrow::None),
                 inline_ready: AtomicBool::new(false),
                 asking: std::sync::Mutex::default(),
+                held: std::sync::atomic::AtomicUsize::new(0),
             }),
             tools: Arc::clone(&self.tools),
             instructions: self.instructions.clone(),
@@ -895,6 +929,19 @@ impl ServerHandler for Server {
         let inline = self.runs_inline(&name, &args);
         // A long call waits for one of the MAX_RUNNING places, before it
         // takes anything (the abort signal's descriptor included).
+        let _held = if inline {
+            None
+        } else {
+            Some(Held::take(&self.shared.held).ok_or_else(|| {
+                ErrorData::new(
+                    rmcp::model::ErrorCode(TOO_MANY_CALLS),
+                    format!(
+                        "too many calls in flight: this session holds at most {MAX_HELD} long calls at once; wait for answers before sending more"
+                    ),
+                    None,
+                )
+            })?)
+        };
         let _running = if inline {
             None
         } else {
