@@ -40,6 +40,18 @@ impl Server {
         args: &[&std::ffi::OsStr],
         capabilities: Value,
     ) -> Server {
+        Server::start_under(dir, extra, args, capabilities, None)
+    }
+
+    /// As [`Server::start_as`], with the server's descriptors limited to
+    /// `nofile` when given (the usual soft limit is 1024).
+    fn start_under(
+        dir: tempfile::TempDir,
+        extra: &str,
+        args: &[&std::ffi::OsStr],
+        capabilities: Value,
+        nofile: Option<u32>,
+    ) -> Server {
         let ws = dir.path().join("ws");
         fs::create_dir_all(ws.join("src")).unwrap();
         fs::write(ws.join("a.txt"), "hello\n").unwrap();
@@ -51,7 +63,17 @@ impl Server {
             format!("[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n{extra}"),
         )
         .unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        let mut cmd = match nofile {
+            Some(n) => {
+                let mut c = Command::new("/bin/sh");
+                c.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_sandgate"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_sandgate")),
+        };
+        let mut child = cmd
             .args(["mcp", "--policy"])
             .arg(dir.path().join("policy.toml"))
             .args(args)
@@ -1794,4 +1816,216 @@ fn the_audit_file_records_the_tools_own_refusals() {
     records.sort();
     want.sort();
     assert_eq!(records, want, "{text}");
+}
+
+/// A request whose body never arrives (its head sent with the token, then
+/// one byte of a longer body, then nothing: a stalled or slow-loris
+/// client) is answered 408 once the body is 10 s late and the connection
+/// closed, so 64 of them hold the session places for no longer than that:
+/// a session opens again afterwards.
+#[test]
+fn http_a_body_that_never_arrives_is_answered_408_and_frees_its_place() {
+    let dir = policy_dir();
+    let (mut child, port, token) = start_http(dir.path());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let stalled: Vec<std::net::TcpStream> = (0..64)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let head = format!(
+                "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+                 Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+                 Content-Length: {}\r\n\r\n{}",
+                init.len(),
+                &init[..1]
+            );
+            c.write_all(head.as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    // Every place is held by a stalled request meanwhile.
+    std::thread::sleep(Duration::from_millis(500));
+    let (held, _) = http_session(port, &token);
+    let start = Instant::now();
+    let freed = eventually(25, || http_session(port, &token).0 == 200);
+    let waited = start.elapsed();
+    if held != 503 || !freed {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert_eq!(held, 503, "the stalled requests took no place");
+    assert!(
+        freed,
+        "a session place is still held by requests whose body stalled {waited:?} ago"
+    );
+    let answers: Vec<String> = stalled
+        .into_iter()
+        .map(|mut c| {
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut out = Vec::new();
+            let _ = c.read_to_end(&mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    for a in &answers {
+        assert!(a.starts_with("HTTP/1.1 408"), "{a:?}");
+        assert!(a.contains("body"), "{a:?}");
+    }
+}
+
+/// Many long calls pipelined in one session (250 `exec`s of a sleep) run
+/// at most 32 at a time, the rest waiting their turn, so one client
+/// cannot take the host's processes, threads and descriptors: under the
+/// usual limit of 1024 descriptors every call is answered with its
+/// command's output (none refused for want of a descriptor), and a read
+/// sent meanwhile is answered too.
+#[test]
+fn many_pipelined_long_calls_run_a_bounded_number_at_a_time() {
+    let mut s = Server::start_under(
+        tempfile::tempdir().unwrap(),
+        "[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n",
+        &[],
+        json!({}),
+        Some(1024),
+    );
+    // A sleep no other process runs, found by its argument.
+    let token = format!("0.{}7", std::process::id());
+    const CALLS: i64 = 250;
+    for i in 0..CALLS {
+        s.send_json(json!({"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call",
+            "params": {"name": "exec", "arguments": {"command": format!("sleep {token}; echo ran")}}}));
+    }
+    s.send_json(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}));
+    let count = || {
+        fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == token.as_bytes()))
+            })
+            .count()
+    };
+    let mut answers = std::collections::HashMap::new();
+    let mut peak = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while answers.len() < CALLS as usize + 1 && Instant::now() < deadline {
+        peak = peak.max(count());
+        while let Ok(v) = s.lines.try_recv() {
+            if let Some(id) = v["id"].as_i64() {
+                answers.insert(id, v);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let read = &answers[&5];
+    assert_eq!(read["result"]["isError"], false, "{read}");
+    let failed: Vec<&Value> = answers
+        .values()
+        .filter(|v| {
+            !v["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("ran"))
+                && v["id"] != json!(5)
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {CALLS} calls failed, e.g. {}",
+        failed.len(),
+        failed[0]
+    );
+    assert_eq!(answers.len(), CALLS as usize + 1);
+    assert!(peak <= 32, "{peak} commands ran at once");
+}
+
+/// A client that floods `notifications/roots/list_changed` (100,000 of
+/// them, never answering `roots/list`) gets one `roots/list` request in
+/// flight at a time, not one per notification, so the server's memory
+/// stays bounded; answered, the roots are asked once more (they changed
+/// since the request), and the session then follows the last answer.
+#[test]
+fn a_flood_of_roots_changed_asks_for_the_roots_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    fs::create_dir_all(&ws).unwrap();
+    let ws = fs::canonicalize(&ws).unwrap();
+    let mut s = Server::start_as(dir, "", &[], json!({"roots": {"listChanged": true}}));
+    let first = s.request("roots/list");
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"});
+    let batch = format!("{changed}\n").repeat(1000);
+    for _ in 0..100 {
+        s.send(batch.trim_end().as_bytes());
+    }
+    // Negative ids: the server numbers its own requests from 0 up.
+    s.ping(-1);
+    let asked = 1 + s
+        .drain(Duration::from_millis(500))
+        .iter()
+        .filter(|v| v["method"] == "roots/list")
+        .count();
+    let peak = peak_kib(s.child.id());
+    assert!(asked <= 2, "{asked} roots/list requests in flight at once");
+    assert!(peak < 100 * 1024, "the server grew to {peak} KiB");
+    // Answered with the narrower root: asked once more, then it holds.
+    let src = ws.join("src");
+    s.give_roots(&first, &[&src]);
+    let again = s.request("roots/list");
+    s.give_roots(&again, &[&src]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": -2, "method": "tools/call",
+        "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}));
+    let outside = s.answer(-2);
+    assert_eq!(outside["result"]["isError"], true, "{outside}");
+}
+
+/// A client pipelining 30,000 long calls in one session has at most 256
+/// of them held at once (running or waiting their turn); each further one
+/// is answered at once with a JSON-RPC error naming the cap, so the
+/// server's memory stays bounded (holding every one grew it past 180 MiB).
+#[test]
+fn a_session_holds_a_bounded_number_of_long_calls() {
+    let mut s =
+        Server::start_with("[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n");
+    const CALLS: i64 = 30_000;
+    let mut batch = String::new();
+    for i in 0..CALLS {
+        batch.push_str(
+            &json!({"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call",
+                "params": {"name": "exec", "arguments": {"command": "sleep 600"}}})
+            .to_string(),
+        );
+        batch.push('\n');
+        if i % 1000 == 999 {
+            s.send(batch.trim_end().as_bytes());
+            batch.clear();
+        }
+    }
+    let mut refused = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (refused.len() as i64) < CALLS - 256 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match s.lines.recv_timeout(left.min(Duration::from_secs(5))) {
+            Ok(v) if v.get("error").is_some() => refused.push(v),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    s.ping(1);
+    let peak = peak_kib(s.child.id());
+    assert!(peak < 100 * 1024, "the server grew to {peak} KiB");
+    assert_eq!(refused.len() as i64, CALLS - 256, "{:?}", refused.first());
+    assert_eq!(refused[0]["error"]["code"], -32000, "{}", refused[0]);
+    assert!(
+        refused[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("256"),
+        "{}",
+        refused[0]
+    );
 }

@@ -69,6 +69,9 @@ pub(crate) struct Core {
     /// The sandbox's and executor's sink, for the calls refused here
     /// before either sees them ([`Core::refused`]).
     audit: Option<AuditSink>,
+    /// Places for the calls that run on the blocking pool, [`MAX_RUNNING`]
+    /// in all, shared by every session.
+    running: tokio::sync::Semaphore,
 }
 
 impl Core {
@@ -91,6 +94,45 @@ impl Core {
         e
     }
 }
+
+/// The most long calls one session holds at once, running or waiting for
+/// one of the [`MAX_RUNNING`] places; one more is answered at once with a
+/// JSON-RPC error naming the cap. Each call held costs a few KiB (its
+/// request, its task): holding every one, 100,000 pipelined by one client
+/// grew the server past 600 MiB.
+pub const MAX_HELD: usize = 256;
+
+/// JSON-RPC's server-error code, for a call refused by [`MAX_HELD`].
+const TOO_MANY_CALLS: i32 = -32000;
+
+/// A call counted among its session's [`MAX_HELD`], let go when dropped.
+struct Held<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Held<'a> {
+    fn take(count: &'a std::sync::atomic::AtomicUsize) -> Option<Held<'a>> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_HELD).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Held(count))
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The most long calls (those run on the blocking pool: a search, a
+/// listing, a write, a command, a fetch) one server runs at once, across
+/// all its sessions; more wait their turn (and can be cancelled while
+/// they wait). Each running command holds about four processes and a
+/// dozen descriptors: unbounded, 300 calls pipelined by one client ran
+/// 512 commands at once (the pool's own limit) and, under the usual limit
+/// of 1024 descriptors, failed most of them for want of one.
+pub const MAX_RUNNING: usize = 32;
 
 /// The client roots in force: each a granted directory's index, a
 /// root-relative prefix (`.` for the whole directory), and where that
@@ -125,6 +167,20 @@ pub(crate) struct Shared {
     /// session is initialized and its client roots asked for, cleared
     /// while they are asked for again.
     inline_ready: AtomicBool,
+    /// Whether a `roots/list` request is in flight, and whether the client
+    /// said its roots changed since it was sent.
+    asking: std::sync::Mutex<Asking>,
+    /// The long calls this session holds, at most [`MAX_HELD`].
+    held: std::sync::atomic::AtomicUsize,
+}
+
+/// The state of asking a client for its roots: one request at a time, so
+/// a client that says its roots changed over and over (and never answers)
+/// cannot make the server hold a request and a task for each time.
+#[derive(Default)]
+struct Asking {
+    in_flight: bool,
+    again: bool,
 }
 
 impl std::ops::Deref for Shared {
@@ -399,6 +455,10 @@ impl Shared {
         *self.narrow.write().unwrap_or_else(|p| p.into_inner()) = Narrow::To(out.into());
     }
 
+    fn asking(&self) -> std::sync::MutexGuard<'_, Asking> {
+        self.asking.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn set_narrow(&self, n: Narrow) {
         *self.narrow.write().unwrap_or_else(|p| p.into_inner()) = n;
     }
@@ -553,9 +613,12 @@ impl Server {
                     write_only_root,
                     max_read_bytes: policy.limits().max_read_bytes,
                     audit,
+                    running: tokio::sync::Semaphore::new(MAX_RUNNING),
                 }),
                 narrow: std::sync::RwLock::new(Narrow::None),
                 inline_ready: AtomicBool::new(false),
+                asking: std::sync::Mutex::default(),
+                held: std::sync::atomic::AtomicUsize::new(0),
             }),
             tools: Arc::new(tools),
             instructions,
@@ -575,6 +638,8 @@ impl Server {
                 core: Arc::clone(&self.shared.core),
                 narrow: std::sync::RwLock::new(Narrow::None),
                 inline_ready: AtomicBool::new(false),
+                asking: std::sync::Mutex::default(),
+                held: std::sync::atomic::AtomicUsize::new(0),
             }),
             tools: Arc::clone(&self.tools),
             instructions: self.instructions.clone(),
@@ -584,7 +649,9 @@ impl Server {
     /// Asks the client for its roots (when it has any) and narrows this
     /// session to them. A client that does not answer the first time
     /// leaves the policy's roots in force, as the reference server does;
-    /// one that fails to answer again keeps the roots it had.
+    /// one that fails to answer again keeps the roots it had. One request
+    /// is in flight at a time: when the roots change again meanwhile, they
+    /// are asked for once more after its answer, and calls wait until then.
     // Roots are part of the revisions this server speaks (up to
     // 2025-11-25); the SDK marks them deprecated for a later one.
     #[allow(deprecated)]
@@ -596,15 +663,38 @@ impl Server {
             return;
         }
         let before = self.shared.client_roots();
-        self.shared.set_narrow(Narrow::Pending(before.clone()));
+        self.shared.set_narrow(Narrow::Pending(before));
+        {
+            let mut asking = self.shared.asking();
+            if asking.in_flight {
+                asking.again = true;
+                return;
+            }
+            asking.in_flight = true;
+        }
         let shared = Arc::clone(&self.shared);
         tokio::spawn(async move {
-            match tokio::time::timeout(Duration::from_secs(10), peer.list_roots()).await {
-                Ok(Ok(r)) => {
-                    let uris: Vec<String> = r.roots.into_iter().map(|r| r.uri).collect();
-                    shared.narrow_to(&uris);
+            loop {
+                match tokio::time::timeout(Duration::from_secs(10), peer.list_roots()).await {
+                    Ok(Ok(r)) => {
+                        let uris: Vec<String> = r.roots.into_iter().map(|r| r.uri).collect();
+                        shared.narrow_to(&uris);
+                    }
+                    _ => {
+                        let before = shared.client_roots();
+                        shared.set_narrow(before.map_or(Narrow::None, Narrow::To));
+                    }
                 }
-                _ => shared.set_narrow(before.map_or(Narrow::None, Narrow::To)),
+                let mut asking = shared.asking();
+                if !asking.again {
+                    asking.in_flight = false;
+                    return;
+                }
+                asking.again = false;
+                drop(asking);
+                // Changed since the request: calls wait for the next answer.
+                let now = shared.client_roots();
+                shared.set_narrow(Narrow::Pending(now));
             }
         });
     }
@@ -878,11 +968,39 @@ impl ServerHandler for Server {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let inline = self.runs_inline(&name, &args);
+        // A long call waits for one of the MAX_RUNNING places, before it
+        // takes anything (the abort signal's descriptor included).
+        let _held = if inline {
+            None
+        } else {
+            Some(Held::take(&self.shared.held).ok_or_else(|| {
+                ErrorData::new(
+                    rmcp::model::ErrorCode(TOO_MANY_CALLS),
+                    format!(
+                        "too many calls in flight: this session holds at most {MAX_HELD} long calls at once; wait for answers before sending more"
+                    ),
+                    None,
+                )
+            })?)
+        };
+        let _running = if inline {
+            None
+        } else {
+            tokio::select! {
+                p = self.shared.running.acquire() => Some(p.map_err(|_| {
+                    ErrorData::internal_error("the server is closing", None)
+                })?),
+                _ = context.ct.cancelled() => {
+                    return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+            }
+        };
         let cancel = Cancel {
             flag: Arc::new(AtomicBool::new(false)),
             abort: (name == "exec").then(sandgate::exec::AbortSignal::new),
         };
-        let answer = if self.runs_inline(&name, &args) {
+        let answer = if inline {
             // Short work answers on this thread: handing it to another and
             // back would cost more than the work itself.
             self.run(&name, args, cancel)?

@@ -21,7 +21,10 @@
 //! connect (any local user, on the HTTP port, before the token is
 //! checked) could otherwise end the server. On HTTP a connection that
 //! sends no request head within `HEADER_TIMEOUT` (10 s) is closed, so idle
-//! connections cannot hold the server's descriptors.
+//! connections cannot hold the server's descriptors; a request whose body
+//! has not arrived whole within `BODY_TIMEOUT` (10 s after its head) is
+//! answered 408 and its connection closed, so a stalled client cannot hold
+//! a session place (taken before the body is read) or a task forever.
 
 use std::convert::Infallible;
 use std::fs::OpenOptions;
@@ -80,6 +83,48 @@ impl Drop for Place {
 /// How long an HTTP connection may take to send a request's head (the
 /// first, or the next on a kept-alive connection) before it is closed.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a request's body may take to arrive whole once its head was
+/// read. A JSON-RPC message, at most [`MAX_BODY`], takes milliseconds on
+/// loopback.
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest request body read: the SDK's own cap (4 MiB), checked here
+/// too since the body is read here, so no body is held beyond it.
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// A plain-text answer with `status`.
+fn plain(status: StatusCode, text: String) -> Response<BoxBody<Bytes, Infallible>> {
+    let mut resp = Response::new(Full::new(Bytes::from(text)).boxed());
+    *resp.status_mut() = status;
+    resp
+}
+
+/// Reads `body` whole, at most [`MAX_BODY`] bytes within [`BODY_TIMEOUT`];
+/// else the answer that refuses it: 413 over the cap, 408 when it is late
+/// (the connection is then closed, as hyper does after an answer given
+/// before the body was read), 400 when it cannot be read.
+async fn read_body(body: Incoming) -> Result<Bytes, Response<BoxBody<Bytes, Infallible>>> {
+    let limited = http_body_util::Limited::new(body, MAX_BODY);
+    match tokio::time::timeout(BODY_TIMEOUT, limited.collect()).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Payload Too Large: request body exceeds {MAX_BODY} bytes\n"),
+        )),
+        Ok(Err(e)) => Err(plain(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read the request body: {e}\n"),
+        )),
+        Err(_) => Err(plain(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive whole within {} s of its head\n",
+                BODY_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
 
 /// Accepts the next connection, waiting out failures: each is said once
 /// on stderr until an accept succeeds again, and the next try comes after
@@ -248,7 +293,14 @@ pub async fn serve_http(
                     } else {
                         None
                     };
-                    mcp.call(req).await
+                    // The body is read here, in bounded time, so a
+                    // stalled one ends with its place given back.
+                    let (parts, body) = req.into_parts();
+                    let body = match read_body(body).await {
+                        Ok(b) => b,
+                        Err(resp) => return Ok(resp),
+                    };
+                    mcp.call(Request::from_parts(parts, Full::new(body))).await
                 }
             });
             let _ = hyper::server::conn::http1::Builder::new()
