@@ -172,6 +172,38 @@ fn write_is_exclusive_and_overwrite_needs_both_switches() {
     assert_eq!(fs::read(fx.p("ws/deep/er/b.txt")).unwrap(), b"b");
 }
 
+/// A host that means "no cap" passes the largest value (`u64::MAX`
+/// through the C ABI's `sg_sandbox_options_set_max_read_bytes`, or
+/// `max_read_bytes` of a binding): every read still answers the file, none
+/// overflows its arithmetic on the cap (a panic, `E_INTERNAL` at the C
+/// boundary, or with wrapping arithmetic an empty range and a missed edit).
+#[test]
+fn a_read_cap_of_u64_max_reads_whole_files() {
+    let fx = Fx::new();
+    fx.put("ws/t.txt", "one\ntwo\nthree\n");
+    let sb = fx
+        .builder()
+        .allow_overwrite(true)
+        .max_read_bytes(u64::MAX)
+        .max_write_bytes(u64::MAX)
+        .build()
+        .unwrap();
+    assert_eq!(sb.read("t.txt").unwrap(), b"one\ntwo\nthree\n");
+    let r = sb.read_lines("t.txt", 2, 10).unwrap();
+    assert_eq!(
+        (r.content.as_slice(), r.lines, r.total_lines),
+        (&b"two\nthree\n"[..], 2, 3)
+    );
+    assert_eq!(
+        sb.edit("t.txt", "two", "TWO", EditOptions::default())
+            .unwrap(),
+        1
+    );
+    assert_eq!(fs::read(fx.p("ws/t.txt")).unwrap(), b"one\nTWO\nthree\n");
+    let hits = sb.grep("TWO", None, None).unwrap();
+    assert_eq!(hits.len(), 1);
+}
+
 #[test]
 fn write_refuses_final_symlinks_directories_and_caps() {
     let fx = Fx::new();
