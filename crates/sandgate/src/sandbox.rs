@@ -546,13 +546,12 @@ impl Sandbox {
         raw: &str,
         body: impl FnOnce(&Inner, &mut Ctx) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let inner = match self
-            .state
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            Some(inner) => Arc::clone(inner),
+        // The guard is dropped at the end of this statement: the sink below
+        // (the refusal's after close included) runs with no lock held, so
+        // a slow sink holds up neither `close` nor other threads' calls.
+        let current = self.state.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let inner = match current {
+            Some(inner) => inner,
             None => {
                 let e = Error::new(ErrorCode::Closed, "the sandbox was closed");
                 if let Some(sink) = &self.audit {

@@ -1818,6 +1818,64 @@ fn audit_names_where_a_refused_mutation_resolved() {
     assert_eq!(fs::read(fx.p("ws/.git/config")).unwrap(), b"c");
 }
 
+/// The sink of a call refused after close runs with no lock of the sandbox
+/// held, as every other event does: a slow sink (one that forwards events
+/// over the network, or waits for a language runtime's lock) holds up
+/// only its own call, not `close` or other threads' calls; and a sink that
+/// closes the sandbox itself does not deadlock.
+#[test]
+fn a_slow_sink_after_close_holds_no_lock() {
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+    let fx = Fx::new();
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let entered_tx = Mutex::new(entered_tx);
+    let me: Arc<std::sync::OnceLock<Sandbox>> = Arc::default();
+    let weak = Arc::downgrade(&me);
+    let sb = fx
+        .builder()
+        .audit(move |e| {
+            if e.outcome == ErrorCode::Closed && e.path == "slow" {
+                entered_tx.lock().unwrap().send(()).unwrap();
+                std::thread::sleep(Duration::from_secs(3));
+            }
+            if e.outcome == ErrorCode::Closed && e.path == "reenter" {
+                // Re-entry: close the (already closed) sandbox again.
+                if let Some(me) = weak.upgrade() {
+                    me.get().unwrap().close();
+                }
+            }
+        })
+        .build()
+        .unwrap();
+    assert!(me.set(sb).is_ok());
+    let sb = me.get().unwrap();
+    sb.close();
+    std::thread::scope(|s| {
+        s.spawn(|| assert_eq!(code(sb.read("slow")), ErrorCode::Closed));
+        entered_rx.recv().unwrap();
+        let start = Instant::now();
+        sb.close();
+        assert_eq!(code(sb.stat("other")), ErrorCode::Closed);
+        let took = start.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "close and another call waited {took:?} for a slow sink"
+        );
+    });
+    // Not scoped: a deadlocked thread is left behind, not joined.
+    let (done_tx, done_rx) = mpsc::channel();
+    let held = Arc::clone(&me);
+    std::thread::spawn(move || {
+        let _ = held.get().unwrap().read("reenter");
+        let _ = done_tx.send(());
+    });
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(5)).is_ok(),
+        "a sink that closed its own sandbox deadlocked"
+    );
+}
+
 /// A call refused because the sandbox was closed is an operation refused
 /// like any other: the sink hears of it.
 #[test]
