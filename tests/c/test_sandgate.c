@@ -604,6 +604,36 @@ static void test_options(void) {
            err);
   }
   sg_sandbox_free(sb);
+  sb = NULL;
+
+  /* Caps of UINT64_MAX mean "no cap": no arithmetic on them overflows (a
+     ranged read and an edit answered E_INTERNAL). */
+  {
+    sg_lines li;
+    uint64_t n = 0;
+    o = sg_sandbox_options_new();
+    sg_sandbox_options_add_read_root(o, at("ws"), strlen(at("ws")), NULL);
+    sg_sandbox_options_set_write_root(o, at("ws"), strlen(at("ws")), NULL);
+    EXPECT(sg_sandbox_options_set_max_read_bytes(o, UINT64_MAX, &err), SG_OK,
+           err);
+    EXPECT(sg_sandbox_options_set_max_write_bytes(o, UINT64_MAX, &err), SG_OK,
+           err);
+    sg_sandbox_options_set_allow_overwrite(o, true, NULL);
+    EXPECT(sg_sandbox_new(o, &sb, &err), SG_OK, err);
+    sg_sandbox_options_free(o);
+    EXPECT(sg_sandbox_write(sb, S("nocap.txt"), B("a\nb\nc\n"), false, NULL,
+                            &err),
+           SG_OK, err);
+    EXPECT(sg_sandbox_read_lines(sb, S("nocap.txt"), 2, 0, &b, &li, &err), SG_OK,
+           err);
+    CHECK(bytes_eq(&b, "b\nc\n") && li.lines == 2 && li.total_lines == 3);
+    sg_bytes_free(&b);
+    EXPECT(sg_sandbox_edit(sb, S("nocap.txt"), S("b"), S("B"), false, &n, &err),
+           SG_OK, err);
+    CHECK(n == 1);
+    EXPECT(sg_sandbox_delete(sb, S("nocap.txt"), &err), SG_OK, err);
+    sg_sandbox_free(sb);
+  }
 
   EXPECT(sg_sandbox_options_set_max_read_bytes(NULL, 1, &err), SG_E_REQUEST,
          err);

@@ -546,13 +546,12 @@ impl Sandbox {
         raw: &str,
         body: impl FnOnce(&Inner, &mut Ctx) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let inner = match self
-            .state
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            Some(inner) => Arc::clone(inner),
+        // The guard is dropped at the end of this statement: the sink below
+        // (the refusal's after close included) runs with no lock held, so
+        // a slow sink holds up neither `close` nor other threads' calls.
+        let current = self.state.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let inner = match current {
+            Some(inner) => inner,
             None => {
                 let e = Error::new(ErrorCode::Closed, "the sandbox was closed");
                 if let Some(sink) = &self.audit {
@@ -763,9 +762,11 @@ impl Sandbox {
                     // Hold at most one byte more than still fits, enough to
                     // tell that the line does not: the cap bounds memory too,
                     // however long the line is on disk.
+                    // Saturating: a cap of u64::MAX (no cap) must not wrap
+                    // to a limit of nothing.
                     let room = inner.max_read_bytes - content.len() as u64;
                     let n = (&mut reader)
-                        .take(room + 1)
+                        .take(room.saturating_add(1))
                         .read_until(b'\n', &mut line)
                         .map_err(|e| io_error(&rel, e))?;
                     if n as u64 > room && line.last() != Some(&b'\n') {
@@ -991,7 +992,9 @@ impl Sandbox {
             };
             inner.check_kind_and_links(kind, std::os::unix::fs::MetadataExt::nlink(&opened), &resolved)?;
             let mut text = Vec::with_capacity(meta.len() as usize);
-            file.take(inner.max_read_bytes + 1)
+            // One byte past the cap tells a file that grew; saturating, so
+            // a cap of u64::MAX (no cap) does not wrap to reading nothing.
+            file.take(inner.max_read_bytes.saturating_add(1))
                 .read_to_end(&mut text)
                 .map_err(|e| io_error(&rel, e))?;
             if text.len() as u64 > inner.max_read_bytes {

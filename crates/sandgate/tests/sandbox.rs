@@ -172,6 +172,38 @@ fn write_is_exclusive_and_overwrite_needs_both_switches() {
     assert_eq!(fs::read(fx.p("ws/deep/er/b.txt")).unwrap(), b"b");
 }
 
+/// A host that means "no cap" passes the largest value (`u64::MAX`
+/// through the C ABI's `sg_sandbox_options_set_max_read_bytes`, or
+/// `max_read_bytes` of a binding): every read still answers the file, none
+/// overflows its arithmetic on the cap (a panic, `E_INTERNAL` at the C
+/// boundary, or with wrapping arithmetic an empty range and a missed edit).
+#[test]
+fn a_read_cap_of_u64_max_reads_whole_files() {
+    let fx = Fx::new();
+    fx.put("ws/t.txt", "one\ntwo\nthree\n");
+    let sb = fx
+        .builder()
+        .allow_overwrite(true)
+        .max_read_bytes(u64::MAX)
+        .max_write_bytes(u64::MAX)
+        .build()
+        .unwrap();
+    assert_eq!(sb.read("t.txt").unwrap(), b"one\ntwo\nthree\n");
+    let r = sb.read_lines("t.txt", 2, 10).unwrap();
+    assert_eq!(
+        (r.content.as_slice(), r.lines, r.total_lines),
+        (&b"two\nthree\n"[..], 2, 3)
+    );
+    assert_eq!(
+        sb.edit("t.txt", "two", "TWO", EditOptions::default())
+            .unwrap(),
+        1
+    );
+    assert_eq!(fs::read(fx.p("ws/t.txt")).unwrap(), b"one\nTWO\nthree\n");
+    let hits = sb.grep("TWO", None, None).unwrap();
+    assert_eq!(hits.len(), 1);
+}
+
 #[test]
 fn write_refuses_final_symlinks_directories_and_caps() {
     let fx = Fx::new();
@@ -1784,6 +1816,64 @@ fn audit_names_where_a_refused_mutation_resolved() {
     .map(|(op, path)| (op, path.to_owned(), ErrorCode::FsProtected));
     assert_eq!(got, want);
     assert_eq!(fs::read(fx.p("ws/.git/config")).unwrap(), b"c");
+}
+
+/// The sink of a call refused after close runs with no lock of the sandbox
+/// held, as every other event does: a slow sink (one that forwards events
+/// over the network, or waits for a language runtime's lock) holds up
+/// only its own call, not `close` or other threads' calls; and a sink that
+/// closes the sandbox itself does not deadlock.
+#[test]
+fn a_slow_sink_after_close_holds_no_lock() {
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+    let fx = Fx::new();
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let entered_tx = Mutex::new(entered_tx);
+    let me: Arc<std::sync::OnceLock<Sandbox>> = Arc::default();
+    let weak = Arc::downgrade(&me);
+    let sb = fx
+        .builder()
+        .audit(move |e| {
+            if e.outcome == ErrorCode::Closed && e.path == "slow" {
+                entered_tx.lock().unwrap().send(()).unwrap();
+                std::thread::sleep(Duration::from_secs(3));
+            }
+            if e.outcome == ErrorCode::Closed && e.path == "reenter" {
+                // Re-entry: close the (already closed) sandbox again.
+                if let Some(me) = weak.upgrade() {
+                    me.get().unwrap().close();
+                }
+            }
+        })
+        .build()
+        .unwrap();
+    assert!(me.set(sb).is_ok());
+    let sb = me.get().unwrap();
+    sb.close();
+    std::thread::scope(|s| {
+        s.spawn(|| assert_eq!(code(sb.read("slow")), ErrorCode::Closed));
+        entered_rx.recv().unwrap();
+        let start = Instant::now();
+        sb.close();
+        assert_eq!(code(sb.stat("other")), ErrorCode::Closed);
+        let took = start.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "close and another call waited {took:?} for a slow sink"
+        );
+    });
+    // Not scoped: a deadlocked thread is left behind, not joined.
+    let (done_tx, done_rx) = mpsc::channel();
+    let held = Arc::clone(&me);
+    std::thread::spawn(move || {
+        let _ = held.get().unwrap().read("reenter");
+        let _ = done_tx.send(());
+    });
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(5)).is_ok(),
+        "a sink that closed its own sandbox deadlocked"
+    );
 }
 
 /// A call refused because the sandbox was closed is an operation refused
