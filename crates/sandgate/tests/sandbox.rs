@@ -1749,6 +1749,23 @@ fn without_procfs_reads_work_and_checked_writes_say_why_they_cannot() {
         assert_eq!(e.code(), ErrorCode::Io, "{resolver:?}: write: {e}");
         assert!(!fx.p("ws/d").exists(), "a refused write made a directory");
         assert_eq!(fs::read_to_string(fx.p("ws/f.txt")).unwrap(), "a b\n");
+        // mkdir, rename and delete are checked too (deny-write.md says
+        // so): each says procfs, and nothing changes.
+        let e = sb.mkdir("m").unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Io, "{resolver:?}: mkdir: {e}");
+        assert!(e.message().contains("procfs"), "{}", e.message());
+        assert!(!fx.p("ws/m").exists(), "a refused mkdir made a directory");
+        let e = sb.rename("f.txt", "g.txt").unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Io, "{resolver:?}: rename: {e}");
+        assert!(e.message().contains("procfs"), "{}", e.message());
+        let e = sb.delete("f.txt").unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Io, "{resolver:?}: delete: {e}");
+        assert!(e.message().contains("procfs"), "{}", e.message());
+        assert_eq!(fs::read_to_string(fx.p("ws/f.txt")).unwrap(), "a b\n");
+        assert!(
+            !fx.p("ws/g.txt").exists(),
+            "a refused rename moved the file"
+        );
         // With no deny rule, nothing needs procfs: writes, replaces and
         // edits work.
         let sb = fx
