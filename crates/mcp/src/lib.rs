@@ -129,9 +129,9 @@ impl Drop for Held<'_> {
 /// listing, a write, a command, a fetch) one server runs at once, across
 /// all its sessions; more wait their turn (and can be cancelled while
 /// they wait). Each running command holds about four processes and a
-/// dozen descriptors: unbounded, 300 calls pipelined by one client ran
-/// 512 commands at once (the pool's own limit) and, under the usual limit
-/// of 1024 descriptors, failed most of them for want of one.
+/// dozen descriptors: unbounded, 300 calls pipelined by one client all
+/// ran at once (the blocking pool holds up to 512 threads) and, under the
+/// usual limit of 1024 descriptors, most failed for want of one.
 pub const MAX_RUNNING: usize = 32;
 
 /// The client roots in force: each a granted directory's index, a

@@ -415,7 +415,9 @@ fn refuse_links(dot_git: &Path) -> Result<(), GitError> {
             if kind.is_symlink() {
                 return Err(GitError::repository(format!(
                     "confined git refuses the repository: .git/{} is a symbolic link, and git \
-                     would read what it leads to (only .git/hooks may hold links)",
+                     would read what it leads to (links are admitted only where status, diff and log \
+                     never read: hooks, lfs, modules, worktrees and the like, and beneath refs, logs \
+                     and objects but objects/info)",
                     super::shown(&path)
                 )));
             }
