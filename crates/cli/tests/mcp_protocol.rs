@@ -2029,3 +2029,73 @@ fn a_session_holds_a_bounded_number_of_long_calls() {
         refused[0]
     );
 }
+
+/// A request body over 4 MiB is refused with 413 without being held
+/// whole (the server's resident memory stays far below the body's size),
+/// and the server serves the next request.
+#[test]
+fn http_a_body_over_the_cap_is_answered_413() {
+    let dir = policy_dir();
+    let (mut child, port, token) = start_http(dir.path());
+    let size = 64 * 1024 * 1024;
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {size}\r\nConnection: close\r\n\r\n"
+    );
+    c.write_all(head.as_bytes()).unwrap();
+    // The server may answer and close before the body is all sent.
+    let mut w = c.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b' '; 1 << 20];
+        for _ in 0..size / chunk.len() {
+            if w.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let _ = c.shutdown(std::net::Shutdown::Both);
+    writer.join().unwrap();
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+    // Chunked, so that the size is known only as the body comes.
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    );
+    c.write_all(head.as_bytes()).unwrap();
+    let mut w = c.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut chunk = format!("{:x}\r\n", 1 << 20).into_bytes();
+        chunk.extend(std::iter::repeat_n(b' ', 1 << 20));
+        chunk.extend_from_slice(b"\r\n");
+        for _ in 0..64 {
+            if w.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let _ = c.shutdown(std::net::Shutdown::Both);
+    writer.join().unwrap();
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("HTTP/1.1 413"), "chunked: {out}");
+    let peak = peak_kib(child.id());
+    assert!(
+        peak < 48 * 1024,
+        "the server grew to {peak} KiB for a {size}-byte body"
+    );
+    let (status, id) = http_session(port, &token);
+    assert_eq!(status, 200, "no session after the refused body");
+    assert!(id.is_some());
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
