@@ -85,7 +85,8 @@ impl Capture {
     }
 
     /// Ends both streams: (stdout, stderr), redacted, tails included as
-    /// far as the cap allows, and whether anything was dropped.
+    /// far as the cap allows (not a stream still open: see
+    /// `Stream::finish`), and whether anything was dropped.
     pub fn finish(self) -> (Vec<u8>, Vec<u8>, bool) {
         let Capture {
             streams: [mut out, mut err],
@@ -138,13 +139,16 @@ impl Stream {
     /// What the redactor still holds back, redacted, once the stream is
     /// over, as far as the cap allows (`shown` is the output of both
     /// streams so far); whether some of it was cut. Nothing when bytes
-    /// past the cap were dropped (the held-back tail could be a prefix of
-    /// a withheld value or a token whose rest was cut off).
+    /// past the cap were dropped, nor when the stream never ended (its
+    /// pipe still open when the backstop ended the wait, held by a process
+    /// the kill could not reach): the held-back tail could be a prefix of
+    /// a withheld value or a token whose rest was cut off or is still to
+    /// come.
     fn finish(&mut self, shown: &mut usize, cap: usize) -> bool {
         let Some(r) = self.redactor.take() else {
             return false;
         };
-        if self.dropped {
+        if self.dropped || self.fd.is_some() {
             return false;
         }
         let tail = r.finish();
