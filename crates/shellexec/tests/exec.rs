@@ -599,6 +599,74 @@ fn the_child_sees_only_allowlisted_variables() {
 }
 
 #[test]
+fn host_variables_that_change_what_the_shell_runs_do_not_reach_it() {
+    // Each would run or load something of the host's choosing in bash or
+    // in the tools it starts, were it passed.
+    let dir = tempfile::tempdir().unwrap();
+    let rc = dir.path().join("rc.sh");
+    let ran = dir.path().join("ran");
+    fs::write(&rc, format!("echo sourced > {}\n", ran.display())).unwrap();
+    let rc = rc.to_str().unwrap().to_owned();
+    let mut host = host_env();
+    for (name, value) in [
+        ("LD_PRELOAD", "/nonexistent/preload.so"),
+        ("LD_LIBRARY_PATH", "/nonexistent"),
+        ("LD_AUDIT", "/nonexistent/audit.so"),
+        ("BASH_ENV", rc.as_str()),
+        ("ENV", rc.as_str()),
+        ("SHELLOPTS", "xtrace"),
+        ("BASHOPTS", "extdebug"),
+        ("PS4", "$(echo ps4 >&2)"),
+        ("PROMPT_COMMAND", "echo prompt"),
+        ("BASH_FUNC_echo%%", "() { builtin echo hijacked; }"),
+        ("IFS", "e"),
+        ("GCONV_PATH", "/nonexistent"),
+        ("PYTHONSTARTUP", rc.as_str()),
+        ("PYTHONPATH", "/nonexistent"),
+        ("NODE_OPTIONS", "--require /nonexistent.js"),
+        ("PERL5OPT", "-Mstrict"),
+        ("RUBYOPT", "-rnonexistent"),
+        ("GIT_SSH_COMMAND", "touch /tmp/pwned"),
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_EXEC_PATH", "/nonexistent"),
+    ] {
+        host.push((name.into(), value.into()));
+    }
+    let ex = started(ExecConfig {
+        shell: PathBuf::from("/bin/bash"),
+        host_env: Some(host),
+        ..config()
+    });
+    let r = run(&ex, "echo plain; env");
+    let out = text(&r.stdout);
+    assert!(out.starts_with("plain\n"), "{out}");
+    assert_eq!(text(&r.stderr), "", "{out}");
+    for name in [
+        "LD_",
+        "BASH_ENV=",
+        "ENV=",
+        "SHELLOPTS=",
+        "BASHOPTS=",
+        "PS4=",
+        "PROMPT_COMMAND=",
+        "BASH_FUNC",
+        "IFS=",
+        "GCONV_PATH=",
+        "PYTHON",
+        "NODE_OPTIONS=",
+        "PERL5OPT=",
+        "RUBYOPT=",
+        "GIT_",
+    ] {
+        assert!(
+            !out.lines().any(|l| l.starts_with(name)),
+            "{name} reached the shell: {out}"
+        );
+    }
+    assert!(!ran.exists(), "the host's BASH_ENV or ENV was sourced");
+}
+
+#[test]
 fn a_withheld_value_is_redacted() {
     let ex = started(config());
     let cmd = format!("echo \"key=$OPENAI_API_KEY\"; echo 'leak {SECRET}'; echo '{SECRET}' >&2");
