@@ -10,6 +10,16 @@
 //! `[REDACTED]`. So what the redactor emits is counted too, and cut at the
 //! cap (a marker may be cut; the secret's bytes never reach the output),
 //! with the stream's held-back tail dropped as for bytes read past the cap.
+//!
+//! Where the cap cuts a stream must not say whether its last bytes begin a
+//! withheld value: a command that could print a guess just before the cap
+//! and see whether it came back would learn a value it was never given, a
+//! byte at a time. So once the cap is reached each stream's redactor stops
+//! emitting at the point it was read to ([`Redactor::stop_emitting`]) and
+//! is fed what follows until nothing before that point is held back: the
+//! held-back bytes come out as plain text, or as a marker where they begin
+//! a whole secret, exactly as they would without the cap. Only then is the
+//! rest dropped unread by the redactor.
 
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
@@ -118,9 +128,10 @@ pub(crate) struct Stream {
     read: usize,
     /// Offset in `out` below which its spare capacity is known mapped.
     mapped: usize,
-    /// Bytes past the cap came through and were dropped: whatever the
-    /// redactor still holds back at the cap may be the start of a secret
-    /// whose rest was dropped, so it is never emitted.
+    /// Bytes past the cap came through and were dropped unredacted (the
+    /// redactor held nothing back from before the cap any more), or the
+    /// output reached the cap: what the redactor still holds back lies
+    /// past the cap and is never emitted.
     dropped: bool,
 }
 
@@ -138,12 +149,13 @@ impl Stream {
 
     /// What the redactor still holds back, redacted, once the stream is
     /// over, as far as the cap allows (`shown` is the output of both
-    /// streams so far); whether some of it was cut. Nothing when bytes
-    /// past the cap were dropped, nor when the stream never ended (its
-    /// pipe still open when the backstop ended the wait, held by a process
-    /// the kill could not reach): the held-back tail could be a prefix of
-    /// a withheld value or a token whose rest was cut off or is still to
-    /// come.
+    /// streams so far); whether some of it was cut. After the cap the
+    /// redactor emits nothing of what lies past it. Nothing at all when
+    /// the stream was dropped (what is held back lies past the cap), nor
+    /// when the stream never ended (its pipe still open when the backstop
+    /// ended the wait, held by a process the kill could not reach): the
+    /// held-back tail could be a prefix of a withheld value or a token
+    /// whose rest is still to come.
     fn finish(&mut self, shown: &mut usize, cap: usize) -> bool {
         let Some(r) = self.redactor.take() else {
             return false;
@@ -164,7 +176,9 @@ impl Stream {
     /// Below the cap the read lands straight in `out`, and the bytes that
     /// start no secret stay there (the common case: one copy, by the
     /// kernel); anything else goes back through the redactor via `buf`.
-    /// Past the cap, reads land in `buf` and are dropped.
+    /// Past the cap, reads land in `buf`, go through the redactor (which
+    /// emits nothing of them) while it still holds back bytes from before
+    /// the cap, and are dropped after that.
     fn drain(&mut self, buf: &mut [u8], count: Count<'_>) {
         let Count {
             captured,
@@ -175,6 +189,13 @@ impl Stream {
         for _ in 0..16 {
             let Some(fd) = &self.fd else { return };
             let room = cap.saturating_sub(*captured);
+            if room == 0 {
+                // The cap is reached (by this stream or the other): what
+                // this one shows ends where it has been read to.
+                if let Some(r) = &mut self.redactor {
+                    r.stop_emitting();
+                }
+            }
             let outcome = match &mut self.redactor {
                 Some(r) if room > 0 => {
                     let want = room.min(buf.len());
@@ -212,6 +233,25 @@ impl Stream {
                             *shown = cap;
                             *captured = cap;
                             *truncated = true;
+                            self.dropped = true;
+                        }
+                    }
+                    outcome
+                }
+                Some(r) if !self.dropped && !r.settled() => {
+                    // Past the cap, bytes still decide what the redactor
+                    // holds back from before it (emitted as they are, or
+                    // as a marker where they complete a secret); nothing
+                    // of their own is shown.
+                    let outcome = read_some(fd, as_uninit(buf));
+                    if let ReadOutcome::Data(n) = outcome {
+                        *truncated = true;
+                        let start = self.out.len();
+                        r.push_into(&buf[..n], &mut self.out);
+                        *shown += self.out.len() - start;
+                        if *shown > cap {
+                            self.out.truncate(self.out.len() - (*shown - cap));
+                            *shown = cap;
                             self.dropped = true;
                         }
                     }

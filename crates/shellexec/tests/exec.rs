@@ -874,6 +874,80 @@ fn the_cap_never_returns_a_prefix_of_a_withheld_value() {
     assert!(text(&r.stdout).starts_with("[REDACTED:OPENAI_API_KEY]"));
 }
 
+/// Whether the last bytes before the cap are shown must not depend on
+/// whether they begin a withheld value: otherwise the cap is an oracle
+/// that hands a command a value it was never given, a byte at a time
+/// (print a guess just before the cap and one byte more, see whether the
+/// guess came back). Only a whole value is ever told apart (redacted).
+#[test]
+fn the_cap_is_no_oracle_for_a_withheld_value() {
+    let cap = 100;
+    let ex = started(ExecConfig {
+        max_output_bytes: cap,
+        ..config()
+    });
+    // What the stream would show were nothing withheld: its first `cap`
+    // bytes (the guess is never a whole value).
+    let probe = |guess: &str, after: &str, stderr: bool| -> String {
+        let pad = cap - guess.len();
+        let to = if stderr { " >&2" } else { "" };
+        let r = run(
+            &ex,
+            &format!("{{ printf %0{pad}d 0; printf %s '{guess}'; printf %s '{after}'; }}{to}"),
+        );
+        assert!(r.truncated, "{guess}");
+        text(if stderr { &r.stderr } else { &r.stdout })
+    };
+    // The attack: grow a guess one byte at a time, keeping a byte when the
+    // whole guess vanished at the cap. Guesses a token shape could begin
+    // (`s` of `sk-`, `-` of a PEM line) vanish whatever is withheld: skip.
+    let shapes = [
+        "sk-",
+        "ghp_",
+        "github_pat_",
+        "akia",
+        "xoxb-",
+        "bearer",
+        "authorization",
+        "-----begin ",
+    ];
+    let alphabet = "abcdefghijklmnopqrstuvwxyz0123456789-";
+    let mut known = String::new();
+    'grow: while known.len() < SECRET.len() {
+        for c in alphabet.chars() {
+            let guess = format!("{known}{c}");
+            let lower = guess.to_ascii_lowercase();
+            if shapes.iter().any(|s| s.starts_with(&lower)) {
+                continue;
+            }
+            let shown = probe(&guess, "X", false);
+            if shown.len() <= cap - guess.len() {
+                known = guess;
+                continue 'grow;
+            }
+        }
+        break;
+    }
+    assert!(known.len() < 2, "recovered the withheld value: {known}");
+    // The same, put plainly, on both streams, and with the byte after the
+    // guess continuing the value.
+    for stderr in [false, true] {
+        for (guess, after) in [
+            ("c", "X"),
+            ("correct-h", "X"),
+            ("correct-h", "orse"),
+            ("q", "X"),
+        ] {
+            let shown = probe(guess, after, stderr);
+            assert_eq!(
+                shown,
+                format!("{}{guess}", "0".repeat(cap - guess.len())),
+                "{guess}{after}"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_cap_never_returns_a_prefix_of_a_token_shape() {
     let ex = started(ExecConfig {
