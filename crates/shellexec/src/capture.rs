@@ -19,7 +19,9 @@
 //! is fed what follows until nothing before that point is held back: the
 //! held-back bytes come out as plain text, or as a marker where they begin
 //! a whole secret, exactly as they would without the cap. Only then is the
-//! rest dropped unread by the redactor.
+//! rest dropped unread by the redactor. And while bytes are held back they
+//! count against the shared cap as if shown, so that what the other stream
+//! may show (or where markers push the cut) does not depend on them either.
 
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
@@ -128,6 +130,11 @@ pub(crate) struct Stream {
     read: usize,
     /// Offset in `out` below which its spare capacity is known mapped.
     mapped: usize,
+    /// Bytes the redactor holds back that may still be shown, counted in
+    /// the shared output count as if shown already: they keep their place
+    /// under the cap, so what the other stream may show does not depend
+    /// on whether they begin a secret.
+    held: usize,
     /// Bytes past the cap came through and were dropped unredacted (the
     /// redactor held nothing back from before the cap any more), or the
     /// output reached the cap: what the redactor still holds back lies
@@ -143,6 +150,7 @@ impl Stream {
             out: Vec::new(),
             read: 0,
             mapped: 0,
+            held: 0,
             dropped: false,
         }
     }
@@ -160,6 +168,8 @@ impl Stream {
         let Some(r) = self.redactor.take() else {
             return false;
         };
+        // The held-back bytes' places are given back: the tail takes them.
+        *shown -= std::mem::take(&mut self.held);
         if self.dropped || self.fd.is_some() {
             return false;
         }
@@ -224,17 +234,19 @@ impl Stream {
                             self.out.truncate(start + quiet);
                             r.push_into(&buf[..rest], &mut self.out);
                         }
-                        // Markers may make the output longer than the
-                        // input: past the cap it is cut, and the rest of
-                        // the stream dropped.
-                        *shown += self.out.len() - start;
-                        if *shown > cap {
-                            self.out.truncate(self.out.len() - (*shown - cap));
-                            *shown = cap;
-                            *captured = cap;
-                            *truncated = true;
-                            self.dropped = true;
-                        }
+                        count_output(
+                            &mut self.out,
+                            start,
+                            r,
+                            &mut self.held,
+                            &mut self.dropped,
+                            Count {
+                                captured,
+                                shown,
+                                cap,
+                                truncated,
+                            },
+                        );
                     }
                     outcome
                 }
@@ -248,12 +260,19 @@ impl Stream {
                         *truncated = true;
                         let start = self.out.len();
                         r.push_into(&buf[..n], &mut self.out);
-                        *shown += self.out.len() - start;
-                        if *shown > cap {
-                            self.out.truncate(self.out.len() - (*shown - cap));
-                            *shown = cap;
-                            self.dropped = true;
-                        }
+                        count_output(
+                            &mut self.out,
+                            start,
+                            r,
+                            &mut self.held,
+                            &mut self.dropped,
+                            Count {
+                                captured,
+                                shown,
+                                cap,
+                                truncated,
+                            },
+                        );
                     }
                     outcome
                 }
@@ -281,6 +300,47 @@ impl Stream {
                 ReadOutcome::Again => return,
             }
         }
+    }
+}
+
+/// Counts what the redactor emitted into `out` since `start` and the change
+/// in what it holds back (`held`, kept a place as if shown), and cuts at
+/// the cap. Markers can make the output longer than the input: where the
+/// cap falls among the held-back bytes, those before it are still shown
+/// as the stream decides them and nothing after; where it falls in what
+/// was emitted, that is cut, nothing held back is shown, and the rest of
+/// the stream is dropped.
+fn count_output(
+    out: &mut Vec<u8>,
+    start: usize,
+    r: &mut Redactor,
+    held: &mut usize,
+    dropped: &mut bool,
+    count: Count<'_>,
+) {
+    let Count {
+        captured,
+        shown,
+        cap,
+        truncated,
+    } = count;
+    let now = r.held_to_show();
+    *shown = *shown - *held + (out.len() - start) + now;
+    *held = now;
+    if *shown <= cap {
+        return;
+    }
+    let excess = *shown - cap;
+    *shown = cap;
+    *captured = cap;
+    *truncated = true;
+    if excess < *held {
+        r.stop_emitting_within(*held - excess);
+        *held -= excess;
+    } else {
+        out.truncate(out.len() - (excess - *held));
+        *held = 0;
+        *dropped = true;
     }
 }
 

@@ -272,11 +272,25 @@ impl Redactor {
     /// For a stream cut at an output cap: what is shown of it is then the
     /// same whether or not its last bytes begin a secret, so the cut tells
     /// the command nothing about a value it was not given. Calling it
-    /// again keeps the first position.
+    /// again keeps the earliest stop.
     pub fn stop_emitting(&mut self) {
-        if self.limit == u64::MAX {
-            self.limit = self.pos;
-        }
+        self.limit = self.limit.min(self.pos);
+    }
+
+    /// Like [`Redactor::stop_emitting`], after the first `keep` of the
+    /// bytes held back now ([`Redactor::held_to_show`]): for a cap that
+    /// falls among them.
+    pub fn stop_emitting_within(&mut self, keep: usize) {
+        let at = self.done.saturating_add(keep as u64).min(self.pos);
+        self.limit = self.limit.min(at);
+    }
+
+    /// How many of the bytes held back now may still be emitted (all of
+    /// them until emitting is stopped, then those before the stop). Each
+    /// comes out as it is or within a marker, so a cap that keeps them a
+    /// place cuts the same whether or not they begin a secret.
+    pub fn held_to_show(&self) -> usize {
+        to_usize(self.limit.min(self.pos).saturating_sub(self.done))
     }
 
     /// Whether, after [`Redactor::stop_emitting`], nothing before the stop

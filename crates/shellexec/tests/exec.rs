@@ -948,6 +948,46 @@ fn the_cap_is_no_oracle_for_a_withheld_value() {
     }
 }
 
+/// The cap is shared by both streams, and redaction markers count
+/// against it: the bytes one stream holds back (a guess that may begin a
+/// withheld value) keep their place, so the other stream's output, grown
+/// past the cap by markers, cuts the same whether or not they do.
+#[test]
+fn the_shared_cap_is_no_oracle_across_streams() {
+    let cap = 100;
+    let ex = started(ExecConfig {
+        max_output_bytes: cap,
+        ..config()
+    });
+    // Each 16-byte line becomes 25 bytes: six of them overflow the cap.
+    let inflate = "for i in 1 2 3 4 5 6; do printf 'Authorization:a\\n' >&2; done";
+    for guess in ["c", "correct-h", "q", "quartz-ab"] {
+        let r = run(&ex, &format!("printf %s '{guess}'; sleep 0.2; {inflate}"));
+        assert!(r.truncated, "{guess}");
+        assert_eq!(text(&r.stdout), guess, "stderr: {:?}", text(&r.stderr));
+        assert_eq!(r.stdout.len() + r.stderr.len(), cap, "{guess}");
+    }
+    // Within one stream: markers push the cap back among the guessed
+    // bytes (75 bytes of markers, 20 of padding, then the guess): the
+    // first five are shown either way.
+    for guess in ["correct-h", "quartz-ab"] {
+        let r = run(
+            &ex,
+            &format!(
+                "{{ for i in 1 2 3; do printf 'Authorization:a\\n'; done; \
+                 printf %020d 0; printf %s '{guess}'; printf X; }} >&2"
+            ),
+        );
+        assert!(r.truncated, "{guess}");
+        assert_eq!(r.stderr.len(), cap, "{:?}", text(&r.stderr));
+        assert!(
+            text(&r.stderr).ends_with(&format!("0{}", &guess[..5])),
+            "{:?}",
+            text(&r.stderr)
+        );
+    }
+}
+
 #[test]
 fn the_cap_never_returns_a_prefix_of_a_token_shape() {
     let ex = started(ExecConfig {

@@ -747,6 +747,25 @@ fn stopping_shows_what_was_held_back_as_the_whole_stream_decides_it() {
     }
 }
 
+#[test]
+fn stopping_within_the_held_back_bytes_shows_those_before_the_stop() {
+    let values: Values = &[("A", "topsecretvalue")];
+    for (rest, want) in [
+        ("Z", "xx top"),
+        ("", "xx top"),
+        ("retvalue", "xx [REDACTED:A]"),
+    ] {
+        let mut r = redactor(values);
+        let mut out = r.push(b"xx topsec");
+        assert_eq!(r.held_to_show(), 6);
+        r.stop_emitting_within(3);
+        assert_eq!(r.held_to_show(), 3);
+        out.extend(r.push(rest.as_bytes()));
+        out.extend(r.finish());
+        assert_eq!(String::from_utf8_lossy(&out), want, "{rest:?}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
