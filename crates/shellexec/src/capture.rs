@@ -159,18 +159,27 @@ impl Stream {
     /// over, as far as the cap allows (`shown` is the output of both
     /// streams so far); whether some of it was cut. After the cap the
     /// redactor emits nothing of what lies past it. Nothing at all when
-    /// the stream was dropped (what is held back lies past the cap), nor
-    /// when the stream never ended (its pipe still open when the backstop
-    /// ended the wait, held by a process the kill could not reach): the
-    /// held-back tail could be a prefix of a withheld value or a token
-    /// whose rest is still to come.
+    /// the stream was dropped (what is held back lies past the cap). When
+    /// the stream never ended (its pipe still open when the backstop ended
+    /// the wait, held by a process the kill could not reach), its whole
+    /// output is dropped and the answer is true: the held-back tail could
+    /// be a prefix of a withheld value or a token whose rest is still to
+    /// come, and whether there is one must not show (a guess printed
+    /// there would be told apart).
     fn finish(&mut self, shown: &mut usize, cap: usize) -> bool {
         let Some(r) = self.redactor.take() else {
             return false;
         };
         // The held-back bytes' places are given back: the tail takes them.
         *shown -= std::mem::take(&mut self.held);
-        if self.dropped || self.fd.is_some() {
+        if self.fd.is_some() {
+            // Never ended: the tail could begin a secret whose rest is
+            // still to come, and whether anything is held back must not
+            // show either, so nothing of the stream is returned.
+            self.out.clear();
+            return true;
+        }
+        if self.dropped {
             return false;
         }
         let tail = r.finish();
