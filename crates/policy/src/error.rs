@@ -97,9 +97,20 @@ impl Location {
         self.span.clone()
     }
 
-    /// The text of the line, without its line break.
+    /// The text of the line, without its line break; empty for a problem
+    /// in a `[[net.credentials]]` entry (see [`Location::withhold_text`]).
     pub fn source_line(&self) -> &str {
         &self.source_line
+    }
+
+    /// Forgets the line's text, keeping where it is. A line of a
+    /// `[[net.credentials]]` entry that the policy refuses may hold a
+    /// credential written where it does not belong (`value = "ghp_…"`,
+    /// the mistake the missing key is there to refuse): an error shown in
+    /// a terminal or a log must not carry it.
+    fn withhold_text(&mut self) {
+        self.source_line.clear();
+        self.caret_len = 0;
     }
 }
 
@@ -173,7 +184,9 @@ impl Problem {
 /// Each problem is displayed as ``policy key `fs.write_root`: <message>``
 /// (or `policy: <message>` when no key is to blame), then, when it is tied
 /// to a place in the file, the file name (as the caller spelled it), line
-/// and column, the line itself and a caret under the offending part:
+/// and column, the line itself and a caret under the offending part (not
+/// for a problem in a `[[net.credentials]]` entry: its line may hold a
+/// credential, so only the place is shown):
 ///
 /// ```text
 /// policy key `fs.read_rots`: unknown key in [fs]; did you mean `read_roots`?
@@ -218,6 +231,13 @@ impl PolicyError {
         problems.sort_by_key(|p| p.span.as_ref().map_or(usize::MAX, |s| s.start));
         for p in &mut problems {
             p.location = p.span.clone().map(|s| Location::of(text, s));
+            let credential = p.key.as_deref().is_some_and(|k| {
+                k.strip_prefix("net.credentials")
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+            });
+            if let (true, Some(at)) = (credential, p.location.as_mut()) {
+                at.withhold_text();
+            }
         }
         PolicyError {
             problems,
@@ -309,6 +329,10 @@ impl fmt::Display for PolicyError {
             match &self.file {
                 Some(file) => write!(f, "\n{pad}--> {}:{}:{}", file.display(), at.line, at.column)?,
                 None => write!(f, "\n{pad}--> line {}, column {}", at.line, at.column)?,
+            }
+            if at.caret_len == 0 {
+                // The line's text is withheld (a credential entry's).
+                continue;
             }
             let shown: String = at
                 .source_line

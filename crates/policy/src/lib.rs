@@ -8,7 +8,8 @@
 //! immutable [`Policy`] or refuses it with a [`PolicyError`] that holds every
 //! independent problem, in file order, each naming the dotted key, the line
 //! and column, and showing the line with a caret under the offending part
-//! (and a "did you mean" for a misspelt key or word).
+//! (and a "did you mean" for a misspelt key or word); the line of a
+//! `[[net.credentials]]` entry is not shown (it may hold a credential).
 //!
 //! The crate is pure data. It reads the policy file itself and, to apply the
 //! gate rules, checks that each configured root exists and is a directory

@@ -782,6 +782,17 @@ impl Executor {
                 }
                 _ => return Err(refuse("an unknown kind of source".into())),
             };
+            // Output redaction passes values this short (they would match
+            // ordinary text): a host that reflects the credential would
+            // hand it to the command as it is.
+            let min = sandgate_shellexec::redact::MIN_VALUE_LEN;
+            if raw.len() < min {
+                return Err(refuse(format!(
+                    "the value is {} bytes long; a credential shorter than {min} bytes \
+                     cannot be redacted from the commands' output",
+                    raw.len()
+                )));
+            }
             let header_value = c.header_value(&raw);
             let value = Secret::new(header_value.clone()).map_err(refuse)?;
             let name = match &c.source {

@@ -682,3 +682,78 @@ fn without_namespaces_an_executor_with_credentials_refuses_to_start() {
     assert_eq!(e.key(), Some("net.rules"), "{e}");
     assert!(ex.exec("true", ExecOptions::default()).is_err());
 }
+
+#[test]
+fn a_value_too_short_to_redact_is_refused_at_start() {
+    // Redaction passes values under 8 bytes (they would match ordinary
+    // text); a credential that short, reflected by its host, would reach
+    // the command's output as it is.
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    let short = "s3cr3t7";
+    let file = dir.path().join("short");
+    std::fs::write(&file, format!("{short}\n")).unwrap();
+    let mut b = Executor::builder();
+    b.base_dir(dir.path())
+        .write_root("work")
+        .enabled(true)
+        .timeout_ms(60_000)
+        .security_mode(SecurityMode::TrustedHost)
+        .net_allow("localhost")
+        .net_credential(CredentialOptions {
+            host: Some("localhost".into()),
+            port: Some(port),
+            file: Some(file.to_string_lossy().into_owned()),
+            ..Default::default()
+        });
+    let ex = b.build().unwrap();
+    ex.set_net_resolver(Arc::new(|_: &str, _: u16, _: Duration| {
+        Ok(vec!["127.0.0.2".parse().unwrap()])
+    }));
+    ex.set_net_upstream_roots(&pem);
+    let e = match ex.start() {
+        Err(e) => e,
+        Ok(()) => {
+            let r = ex
+                .exec(
+                    &format!(
+                        "export NO_PROXY= no_proxy=; \
+                         {CURL} -sS --max-time 20 https://localhost:{port}/echo"
+                    ),
+                    ExecOptions::default(),
+                )
+                .unwrap();
+            ex.dispose();
+            panic!(
+                "started; the output shows the value: {}",
+                String::from_utf8_lossy(&r.stdout).trim()
+            );
+        }
+    };
+    assert!(ex.exec("true", ExecOptions::default()).is_err());
+    if e.code() == sandgate::ErrorCode::ConfineUnavailable {
+        assert!(
+            std::env::var_os("SANDGATE_REQUIRE_NAMESPACES").is_none(),
+            "namespaces unavailable: {e}"
+        );
+        eprintln!("note: skipped: {e}");
+        return;
+    }
+    let msg = e.to_string();
+    assert_eq!(e.code(), sandgate::ErrorCode::Policy, "{msg}");
+    assert_eq!(e.key(), Some("net.credentials[0]"), "{msg}");
+    assert!(
+        msg.contains(&file.display().to_string()) && msg.contains("8 bytes"),
+        "{msg}"
+    );
+    assert!(!msg.contains(short), "{msg}");
+    assert!(up.heads.lock().unwrap().is_empty());
+}

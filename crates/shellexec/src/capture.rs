@@ -10,6 +10,18 @@
 //! `[REDACTED]`. So what the redactor emits is counted too, and cut at the
 //! cap (a marker may be cut; the secret's bytes never reach the output),
 //! with the stream's held-back tail dropped as for bytes read past the cap.
+//!
+//! Where the cap cuts a stream must not say whether its last bytes begin a
+//! withheld value: a command that could print a guess just before the cap
+//! and see whether it came back would learn a value it was never given, a
+//! byte at a time. So once the cap is reached each stream's redactor stops
+//! emitting at the point it was read to ([`Redactor::stop_emitting`]) and
+//! is fed what follows until nothing before that point is held back: the
+//! held-back bytes come out as plain text, or as a marker where they begin
+//! a whole secret, exactly as they would without the cap. Only then is the
+//! rest dropped unread by the redactor. And while bytes are held back they
+//! count against the shared cap as if shown, so that what the other stream
+//! may show (or where markers push the cut) does not depend on them either.
 
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
@@ -85,7 +97,8 @@ impl Capture {
     }
 
     /// Ends both streams: (stdout, stderr), redacted, tails included as
-    /// far as the cap allows, and whether anything was dropped.
+    /// far as the cap allows (not a stream still open: see
+    /// `Stream::finish`), and whether anything was dropped.
     pub fn finish(self) -> (Vec<u8>, Vec<u8>, bool) {
         let Capture {
             streams: [mut out, mut err],
@@ -117,9 +130,15 @@ pub(crate) struct Stream {
     read: usize,
     /// Offset in `out` below which its spare capacity is known mapped.
     mapped: usize,
-    /// Bytes past the cap came through and were dropped: whatever the
-    /// redactor still holds back at the cap may be the start of a secret
-    /// whose rest was dropped, so it is never emitted.
+    /// Bytes the redactor holds back that may still be shown, counted in
+    /// the shared output count as if shown already: they keep their place
+    /// under the cap, so what the other stream may show does not depend
+    /// on whether they begin a secret.
+    held: usize,
+    /// Bytes past the cap came through and were dropped unredacted (the
+    /// redactor held nothing back from before the cap any more), or the
+    /// output reached the cap: what the redactor still holds back lies
+    /// past the cap and is never emitted.
     dropped: bool,
 }
 
@@ -131,19 +150,35 @@ impl Stream {
             out: Vec::new(),
             read: 0,
             mapped: 0,
+            held: 0,
             dropped: false,
         }
     }
 
     /// What the redactor still holds back, redacted, once the stream is
     /// over, as far as the cap allows (`shown` is the output of both
-    /// streams so far); whether some of it was cut. Nothing when bytes
-    /// past the cap were dropped (the held-back tail could be a prefix of
-    /// a withheld value or a token whose rest was cut off).
+    /// streams so far); whether some of it was cut. After the cap the
+    /// redactor emits nothing of what lies past it. Nothing at all when
+    /// the stream was dropped (what is held back lies past the cap). When
+    /// the stream never ended (its pipe still open when the backstop ended
+    /// the wait, held by a process the kill could not reach), its whole
+    /// output is dropped and the answer is true: the held-back tail could
+    /// be a prefix of a withheld value or a token whose rest is still to
+    /// come, and whether there is one must not show (a guess printed
+    /// there would be told apart).
     fn finish(&mut self, shown: &mut usize, cap: usize) -> bool {
         let Some(r) = self.redactor.take() else {
             return false;
         };
+        // The held-back bytes' places are given back: the tail takes them.
+        *shown -= std::mem::take(&mut self.held);
+        if self.fd.is_some() {
+            // Never ended: the tail could begin a secret whose rest is
+            // still to come, and whether anything is held back must not
+            // show either, so nothing of the stream is returned.
+            self.out.clear();
+            return true;
+        }
         if self.dropped {
             return false;
         }
@@ -160,7 +195,9 @@ impl Stream {
     /// Below the cap the read lands straight in `out`, and the bytes that
     /// start no secret stay there (the common case: one copy, by the
     /// kernel); anything else goes back through the redactor via `buf`.
-    /// Past the cap, reads land in `buf` and are dropped.
+    /// Past the cap, reads land in `buf`, go through the redactor (which
+    /// emits nothing of them) while it still holds back bytes from before
+    /// the cap, and are dropped after that.
     fn drain(&mut self, buf: &mut [u8], count: Count<'_>) {
         let Count {
             captured,
@@ -171,6 +208,13 @@ impl Stream {
         for _ in 0..16 {
             let Some(fd) = &self.fd else { return };
             let room = cap.saturating_sub(*captured);
+            if room == 0 {
+                // The cap is reached (by this stream or the other): what
+                // this one shows ends where it has been read to.
+                if let Some(r) = &mut self.redactor {
+                    r.stop_emitting();
+                }
+            }
             let outcome = match &mut self.redactor {
                 Some(r) if room > 0 => {
                     let want = room.min(buf.len());
@@ -199,17 +243,45 @@ impl Stream {
                             self.out.truncate(start + quiet);
                             r.push_into(&buf[..rest], &mut self.out);
                         }
-                        // Markers may make the output longer than the
-                        // input: past the cap it is cut, and the rest of
-                        // the stream dropped.
-                        *shown += self.out.len() - start;
-                        if *shown > cap {
-                            self.out.truncate(self.out.len() - (*shown - cap));
-                            *shown = cap;
-                            *captured = cap;
-                            *truncated = true;
-                            self.dropped = true;
-                        }
+                        count_output(
+                            &mut self.out,
+                            start,
+                            r,
+                            &mut self.held,
+                            &mut self.dropped,
+                            Count {
+                                captured,
+                                shown,
+                                cap,
+                                truncated,
+                            },
+                        );
+                    }
+                    outcome
+                }
+                Some(r) if !self.dropped && !r.settled() => {
+                    // Past the cap, bytes still decide what the redactor
+                    // holds back from before it (emitted as they are, or
+                    // as a marker where they complete a secret); nothing
+                    // of their own is shown.
+                    let outcome = read_some(fd, as_uninit(buf));
+                    if let ReadOutcome::Data(n) = outcome {
+                        *truncated = true;
+                        let start = self.out.len();
+                        r.push_into(&buf[..n], &mut self.out);
+                        count_output(
+                            &mut self.out,
+                            start,
+                            r,
+                            &mut self.held,
+                            &mut self.dropped,
+                            Count {
+                                captured,
+                                shown,
+                                cap,
+                                truncated,
+                            },
+                        );
                     }
                     outcome
                 }
@@ -237,6 +309,47 @@ impl Stream {
                 ReadOutcome::Again => return,
             }
         }
+    }
+}
+
+/// Counts what the redactor emitted into `out` since `start` and the change
+/// in what it holds back (`held`, kept a place as if shown), and cuts at
+/// the cap. Markers can make the output longer than the input: where the
+/// cap falls among the held-back bytes, those before it are still shown
+/// as the stream decides them and nothing after; where it falls in what
+/// was emitted, that is cut, nothing held back is shown, and the rest of
+/// the stream is dropped.
+fn count_output(
+    out: &mut Vec<u8>,
+    start: usize,
+    r: &mut Redactor,
+    held: &mut usize,
+    dropped: &mut bool,
+    count: Count<'_>,
+) {
+    let Count {
+        captured,
+        shown,
+        cap,
+        truncated,
+    } = count;
+    let now = r.held_to_show();
+    *shown = *shown - *held + (out.len() - start) + now;
+    *held = now;
+    if *shown <= cap {
+        return;
+    }
+    let excess = *shown - cap;
+    *shown = cap;
+    *captured = cap;
+    *truncated = true;
+    if excess < *held {
+        r.stop_emitting_within(*held - excess);
+        *held -= excess;
+    } else {
+        out.truncate(out.len() - (excess - *held));
+        *held = 0;
+        *dropped = true;
     }
 }
 

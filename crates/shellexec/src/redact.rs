@@ -112,6 +112,9 @@ pub struct Redactor {
     done: u64,
     /// Known secret ranges not yet fully behind `done`: sorted, disjoint.
     regions: VecDeque<Region>,
+    /// Nothing from this input offset on is emitted
+    /// ([`Redactor::stop_emitting`]); `u64::MAX` until then.
+    limit: u64,
 }
 
 impl Redactor {
@@ -135,6 +138,7 @@ impl Redactor {
             pending: VecDeque::new(),
             done: 0,
             regions: VecDeque::new(),
+            limit: u64::MAX,
         }
     }
 
@@ -165,7 +169,11 @@ impl Redactor {
     ///
     /// [`push_into`]: Redactor::push_into
     pub fn pass_quiet(&mut self, bytes: &[u8]) -> usize {
-        if !self.idle() || !self.pending.is_empty() || !self.regions.is_empty() {
+        if !self.idle()
+            || !self.pending.is_empty()
+            || !self.regions.is_empty()
+            || self.limit != u64::MAX
+        {
             return 0;
         }
         let quiet = self.rules.quiet_run(bytes, false);
@@ -201,7 +209,8 @@ impl Redactor {
                 if quiet > 0 {
                     let run = &rest[..quiet];
                     if fast {
-                        out.extend_from_slice(run);
+                        let shown = self.limit.saturating_sub(self.pos).min(quiet as u64);
+                        out.extend_from_slice(&run[..to_usize(shown)]);
                         self.done += quiet as u64;
                     } else {
                         self.pending.extend(run);
@@ -254,6 +263,41 @@ impl Redactor {
     /// whichever is longer, plus nothing for secrets being dropped.
     pub fn held_back(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Emits nothing of the input from the current position on: bytes fed
+    /// later only decide what is held back now (emitted as plain text, or
+    /// a marker where a secret that began before this point is completed),
+    /// and a marker is emitted only for a secret that begins before it.
+    /// For a stream cut at an output cap: what is shown of it is then the
+    /// same whether or not its last bytes begin a secret, so the cut tells
+    /// the command nothing about a value it was not given. Calling it
+    /// again keeps the earliest stop.
+    pub fn stop_emitting(&mut self) {
+        self.limit = self.limit.min(self.pos);
+    }
+
+    /// Like [`Redactor::stop_emitting`], after the first `keep` of the
+    /// bytes held back now ([`Redactor::held_to_show`]): for a cap that
+    /// falls among them.
+    pub fn stop_emitting_within(&mut self, keep: usize) {
+        let at = self.done.saturating_add(keep as u64).min(self.pos);
+        self.limit = self.limit.min(at);
+    }
+
+    /// How many of the bytes held back now may still be emitted (all of
+    /// them until emitting is stopped, then those before the stop). Each
+    /// comes out as it is or within a marker, so a cap that keeps them a
+    /// place cuts the same whether or not they begin a secret.
+    pub fn held_to_show(&self) -> usize {
+        to_usize(self.limit.min(self.pos).saturating_sub(self.done))
+    }
+
+    /// Whether, after [`Redactor::stop_emitting`], nothing before the stop
+    /// is held back any more: more input would change nothing emitted.
+    /// Reached within as many bytes as can be held back.
+    pub fn settled(&self) -> bool {
+        self.done >= self.limit
     }
 
     /// Whether no match of any kind is in progress: then a byte that
@@ -404,7 +448,9 @@ impl Redactor {
             match self.regions.front_mut() {
                 Some(region) if region.start <= self.done => {
                     if !region.announced {
-                        out.extend_from_slice(self.rules.marker(region.label));
+                        if region.start < self.limit {
+                            out.extend_from_slice(self.rules.marker(region.label));
+                        }
                         region.announced = true;
                     }
                     let stop = region.end.min(frontier);
@@ -417,10 +463,12 @@ impl Redactor {
                 next => {
                     let stop = next.map_or(frontier, |r| r.start.min(frontier));
                     let n = to_usize(stop - self.done);
+                    // Only what lies before the limit is shown.
+                    let shown = to_usize(stop.min(self.limit).saturating_sub(self.done));
                     let (front, back) = self.pending.as_slices();
-                    let from_front = n.min(front.len());
+                    let from_front = shown.min(front.len());
                     out.extend_from_slice(&front[..from_front]);
-                    out.extend_from_slice(&back[..n - from_front]);
+                    out.extend_from_slice(&back[..shown - from_front]);
                     self.pending.drain(..n);
                     self.done = stop;
                 }

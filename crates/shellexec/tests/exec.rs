@@ -599,6 +599,74 @@ fn the_child_sees_only_allowlisted_variables() {
 }
 
 #[test]
+fn host_variables_that_change_what_the_shell_runs_do_not_reach_it() {
+    // Each would run or load something of the host's choosing in bash or
+    // in the tools it starts, were it passed.
+    let dir = tempfile::tempdir().unwrap();
+    let rc = dir.path().join("rc.sh");
+    let ran = dir.path().join("ran");
+    fs::write(&rc, format!("echo sourced > {}\n", ran.display())).unwrap();
+    let rc = rc.to_str().unwrap().to_owned();
+    let mut host = host_env();
+    for (name, value) in [
+        ("LD_PRELOAD", "/nonexistent/preload.so"),
+        ("LD_LIBRARY_PATH", "/nonexistent"),
+        ("LD_AUDIT", "/nonexistent/audit.so"),
+        ("BASH_ENV", rc.as_str()),
+        ("ENV", rc.as_str()),
+        ("SHELLOPTS", "xtrace"),
+        ("BASHOPTS", "extdebug"),
+        ("PS4", "$(echo ps4 >&2)"),
+        ("PROMPT_COMMAND", "echo prompt"),
+        ("BASH_FUNC_echo%%", "() { builtin echo hijacked; }"),
+        ("IFS", "e"),
+        ("GCONV_PATH", "/nonexistent"),
+        ("PYTHONSTARTUP", rc.as_str()),
+        ("PYTHONPATH", "/nonexistent"),
+        ("NODE_OPTIONS", "--require /nonexistent.js"),
+        ("PERL5OPT", "-Mstrict"),
+        ("RUBYOPT", "-rnonexistent"),
+        ("GIT_SSH_COMMAND", "touch /tmp/pwned"),
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_EXEC_PATH", "/nonexistent"),
+    ] {
+        host.push((name.into(), value.into()));
+    }
+    let ex = started(ExecConfig {
+        shell: PathBuf::from("/bin/bash"),
+        host_env: Some(host),
+        ..config()
+    });
+    let r = run(&ex, "echo plain; env");
+    let out = text(&r.stdout);
+    assert!(out.starts_with("plain\n"), "{out}");
+    assert_eq!(text(&r.stderr), "", "{out}");
+    for name in [
+        "LD_",
+        "BASH_ENV=",
+        "ENV=",
+        "SHELLOPTS=",
+        "BASHOPTS=",
+        "PS4=",
+        "PROMPT_COMMAND=",
+        "BASH_FUNC",
+        "IFS=",
+        "GCONV_PATH=",
+        "PYTHON",
+        "NODE_OPTIONS=",
+        "PERL5OPT=",
+        "RUBYOPT=",
+        "GIT_",
+    ] {
+        assert!(
+            !out.lines().any(|l| l.starts_with(name)),
+            "{name} reached the shell: {out}"
+        );
+    }
+    assert!(!ran.exists(), "the host's BASH_ENV or ENV was sourced");
+}
+
+#[test]
 fn a_withheld_value_is_redacted() {
     let ex = started(config());
     let cmd = format!("echo \"key=$OPENAI_API_KEY\"; echo 'leak {SECRET}'; echo '{SECRET}' >&2");
@@ -806,6 +874,120 @@ fn the_cap_never_returns_a_prefix_of_a_withheld_value() {
     assert!(text(&r.stdout).starts_with("[REDACTED:OPENAI_API_KEY]"));
 }
 
+/// Whether the last bytes before the cap are shown must not depend on
+/// whether they begin a withheld value: otherwise the cap is an oracle
+/// that hands a command a value it was never given, a byte at a time
+/// (print a guess just before the cap and one byte more, see whether the
+/// guess came back). Only a whole value is ever told apart (redacted).
+#[test]
+fn the_cap_is_no_oracle_for_a_withheld_value() {
+    let cap = 100;
+    let ex = started(ExecConfig {
+        max_output_bytes: cap,
+        ..config()
+    });
+    // What the stream would show were nothing withheld: its first `cap`
+    // bytes (the guess is never a whole value).
+    let probe = |guess: &str, after: &str, stderr: bool| -> String {
+        let pad = cap - guess.len();
+        let to = if stderr { " >&2" } else { "" };
+        let r = run(
+            &ex,
+            &format!("{{ printf %0{pad}d 0; printf %s '{guess}'; printf %s '{after}'; }}{to}"),
+        );
+        assert!(r.truncated, "{guess}");
+        text(if stderr { &r.stderr } else { &r.stdout })
+    };
+    // The attack: grow a guess one byte at a time, keeping a byte when the
+    // whole guess vanished at the cap. Guesses a token shape could begin
+    // (`s` of `sk-`, `-` of a PEM line) vanish whatever is withheld: skip.
+    let shapes = [
+        "sk-",
+        "ghp_",
+        "github_pat_",
+        "akia",
+        "xoxb-",
+        "bearer",
+        "authorization",
+        "-----begin ",
+    ];
+    let alphabet = "abcdefghijklmnopqrstuvwxyz0123456789-";
+    let mut known = String::new();
+    'grow: while known.len() < SECRET.len() {
+        for c in alphabet.chars() {
+            let guess = format!("{known}{c}");
+            let lower = guess.to_ascii_lowercase();
+            if shapes.iter().any(|s| s.starts_with(&lower)) {
+                continue;
+            }
+            let shown = probe(&guess, "X", false);
+            if shown.len() <= cap - guess.len() {
+                known = guess;
+                continue 'grow;
+            }
+        }
+        break;
+    }
+    assert!(known.len() < 2, "recovered the withheld value: {known}");
+    // The same, put plainly, on both streams, and with the byte after the
+    // guess continuing the value.
+    for stderr in [false, true] {
+        for (guess, after) in [
+            ("c", "X"),
+            ("correct-h", "X"),
+            ("correct-h", "orse"),
+            ("q", "X"),
+        ] {
+            let shown = probe(guess, after, stderr);
+            assert_eq!(
+                shown,
+                format!("{}{guess}", "0".repeat(cap - guess.len())),
+                "{guess}{after}"
+            );
+        }
+    }
+}
+
+/// The cap is shared by both streams, and redaction markers count
+/// against it: the bytes one stream holds back (a guess that may begin a
+/// withheld value) keep their place, so the other stream's output, grown
+/// past the cap by markers, cuts the same whether or not they do.
+#[test]
+fn the_shared_cap_is_no_oracle_across_streams() {
+    let cap = 100;
+    let ex = started(ExecConfig {
+        max_output_bytes: cap,
+        ..config()
+    });
+    // Each 16-byte line becomes 25 bytes: six of them overflow the cap.
+    let inflate = "for i in 1 2 3 4 5 6; do printf 'Authorization:a\\n' >&2; done";
+    for guess in ["c", "correct-h", "q", "quartz-ab"] {
+        let r = run(&ex, &format!("printf %s '{guess}'; sleep 0.2; {inflate}"));
+        assert!(r.truncated, "{guess}");
+        assert_eq!(text(&r.stdout), guess, "stderr: {:?}", text(&r.stderr));
+        assert_eq!(r.stdout.len() + r.stderr.len(), cap, "{guess}");
+    }
+    // Within one stream: markers push the cap back among the guessed
+    // bytes (75 bytes of markers, 20 of padding, then the guess): the
+    // first five are shown either way.
+    for guess in ["correct-h", "quartz-ab"] {
+        let r = run(
+            &ex,
+            &format!(
+                "{{ for i in 1 2 3; do printf 'Authorization:a\\n'; done; \
+                 printf %020d 0; printf %s '{guess}'; printf X; }} >&2"
+            ),
+        );
+        assert!(r.truncated, "{guess}");
+        assert_eq!(r.stderr.len(), cap, "{:?}", text(&r.stderr));
+        assert!(
+            text(&r.stderr).ends_with(&format!("0{}", &guess[..5])),
+            "{:?}",
+            text(&r.stderr)
+        );
+    }
+}
+
 #[test]
 fn the_cap_never_returns_a_prefix_of_a_token_shape() {
     let ex = started(ExecConfig {
@@ -841,6 +1023,70 @@ fn a_token_split_across_writes_is_redacted() {
         "printf 'ghp_'; sleep 0.1; printf 'abcdefghijklmnopqrstuvwxyz0123\\n'",
     );
     assert_eq!(text(&r.stdout), "[REDACTED]\n");
+}
+
+/// A stream still open when the backstop ends the wait (its pipe held by
+/// a process outside the command's tree, which the kill cannot reach) is
+/// cut, not ended: what the redactor holds back may be the start of a
+/// secret whose rest is still to come, and whether it holds anything back
+/// must not show either (it would tell a guess that begins a withheld
+/// value from one that does not). Nothing of that stream is returned.
+#[test]
+fn a_stream_cut_by_the_backstop_returns_no_prefix_of_a_withheld_value() {
+    // Prints `printed` on a stdout that a holder outside the executor's tree
+    // keeps open (received over a UNIX socket), so the backstop ends the
+    // wait; answers what came back, and whether it said truncated.
+    let cut = |printed: &str| -> (String, bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("holder.sock");
+        let mut holder = std::process::Command::new("/usr/bin/python3")
+            .args([
+                "-c",
+                "import socket, sys, time, os\n\
+                 s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1)\n\
+                 print('ready', flush=True)\n\
+                 c, _ = s.accept(); _, fds, _, _ = socket.recv_fds(c, 16, 4)\n\
+                 time.sleep(8); os.write(fds[0], sys.argv[2].encode())\n",
+                sock.to_str().unwrap(),
+                &SECRET[20..],
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = [0u8; 6];
+        std::io::Read::read_exact(holder.stdout.as_mut().unwrap(), &mut ready).unwrap();
+        assert_eq!(&ready, b"ready\n");
+        let ex = started(config());
+        let command = format!(
+            "/usr/bin/python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); \
+             s.connect(sys.argv[1]); socket.send_fds(s, [b\"x\"], [1])' {sock}; \
+             printf %s '{printed}'; sleep 30",
+            sock = sock.display(),
+        );
+        let t = Instant::now();
+        let r = with_timeout(&ex, &command, Duration::from_millis(300));
+        let took = t.elapsed();
+        let _ = holder.kill();
+        let _ = holder.wait();
+        assert_eq!(r.exit_code, 124, "{}", text(&r.stderr));
+        // The backstop ended the wait, not the stream's end.
+        assert!(
+            took >= Duration::from_millis(300 + 500) + BACKSTOP_MARGIN / 2,
+            "took {took:?}: {}",
+            text(&r.stderr)
+        );
+        (text(&r.stdout), r.truncated)
+    };
+    let prefix = cut(&format!("plain {}", &SECRET[..20]));
+    assert_eq!(
+        prefixes_shown(prefix.0.as_bytes(), SECRET),
+        Vec::<String>::new(),
+        "{prefix:?}"
+    );
+    // The same length, beginning no withheld value: the same answer.
+    let other = cut("plain quartz-horse-batte");
+    assert_eq!(prefix, other);
+    assert_eq!(prefix, (String::new(), true));
 }
 
 #[test]

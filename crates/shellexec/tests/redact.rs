@@ -698,3 +698,94 @@ proptest! {
         );
     }
 }
+
+/// `input` with emitting stopped after its first `stop` bytes, the rest
+/// still fed (as the executor does once the output cap is reached).
+fn run_stopped(values: Values, input: &[u8], stop: usize, cuts: &[usize]) -> Vec<u8> {
+    let mut r = redactor(values);
+    let mut out = Vec::new();
+    let mut at = 0;
+    for &cut in cuts.iter().chain([stop, input.len()].iter()) {
+        let cut = cut.clamp(at, input.len());
+        if at <= stop && stop <= cut {
+            out.extend(r.push(&input[at..stop]));
+            r.stop_emitting();
+            out.extend(r.push(&input[stop..cut]));
+        } else {
+            out.extend(r.push(&input[at..cut]));
+        }
+        at = cut;
+    }
+    out.extend(r.finish());
+    out
+}
+
+#[test]
+fn stopping_shows_what_was_held_back_as_the_whole_stream_decides_it() {
+    let values: Values = &[("A", "topsecretvalue")];
+    let cases: [(&str, usize, &str); 6] = [
+        // A prefix of the value that the stream does not complete: plain.
+        ("xx topsecZ", 9, "xx topsec"),
+        ("xx topsec", 9, "xx topsec"),
+        // Completed past the stop: the marker, which begins before it.
+        ("xx topsecretvalue and more", 9, "xx [REDACTED:A]"),
+        // A secret that begins at or after the stop: nothing of it.
+        ("xx topsecretvalue", 3, "xx "),
+        // A token completed past the stop.
+        ("key ghp_0123456789abcdefghijklmnop", 10, "key [REDACTED]"),
+        ("key ghp_01 nothing", 10, "key ghp_01"),
+    ];
+    for (input, stop, want) in cases {
+        for cut in 0..=input.len() {
+            let out = run_stopped(values, input.as_bytes(), stop, &[cut]);
+            assert_eq!(
+                String::from_utf8_lossy(&out),
+                want,
+                "{input:?} stopped at {stop}, cut at {cut}"
+            );
+        }
+    }
+}
+
+#[test]
+fn stopping_within_the_held_back_bytes_shows_those_before_the_stop() {
+    let values: Values = &[("A", "topsecretvalue")];
+    for (rest, want) in [
+        ("Z", "xx top"),
+        ("", "xx top"),
+        ("retvalue", "xx [REDACTED:A]"),
+    ] {
+        let mut r = redactor(values);
+        let mut out = r.push(b"xx topsec");
+        assert_eq!(r.held_to_show(), 6);
+        r.stop_emitting_within(3);
+        assert_eq!(r.held_to_show(), 3);
+        out.extend(r.push(rest.as_bytes()));
+        out.extend(r.finish());
+        assert_eq!(String::from_utf8_lossy(&out), want, "{rest:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Stopping keeps a prefix of what the whole stream gives, whatever
+    /// the chunking: bytes held back at the stop are decided by the
+    /// stream, never by the stop itself.
+    #[test]
+    fn stopping_gives_a_prefix_of_the_whole_output(
+        input in text(),
+        stop in any::<usize>(),
+        raw_cuts in prop::collection::vec(any::<usize>(), 0..8),
+    ) {
+        let stop = stop % (input.len() + 1);
+        let cuts = cuts_for(input.len(), raw_cuts);
+        let whole = run_cut(VALUES, &input, &[]);
+        let stopped = run_stopped(VALUES, &input, stop, &cuts);
+        prop_assert!(
+            whole.starts_with(&stopped),
+            "{:?} is not a prefix of {:?}", String::from_utf8_lossy(&stopped), String::from_utf8_lossy(&whole)
+        );
+        prop_assert_eq!(run_stopped(VALUES, &input, input.len(), &cuts), whole);
+    }
+}

@@ -80,6 +80,49 @@ fn a_literal_value_is_not_a_key() {
 }
 
 #[test]
+fn a_refused_credential_line_is_not_quoted() {
+    // The mistake the missing `value` key refuses, a token pasted into the
+    // policy, must not reach the terminal or a log through the error's
+    // quoted line; nor a token given where a wrong type is refused.
+    let token = "ghp_realSecretToken0123456789abcdef";
+    for (text, key, line) in [
+        (
+            format!(
+                "{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nvalue = \"{token}\"\n"
+            ),
+            "net.credentials[0].value",
+            5,
+        ),
+        (
+            format!(
+                "{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\nenv = [\"{token}\"]\n"
+            ),
+            "net.credentials[0].env",
+            5,
+        ),
+    ] {
+        let err = crate::common::load(&text).unwrap_err();
+        let shown = err.to_string();
+        assert!(!shown.contains(token), "{shown}");
+        let p = err
+            .problems()
+            .iter()
+            .find(|p| p.key() == Some(key))
+            .unwrap_or_else(|| panic!("{shown}"));
+        let at = p.location().expect("a place in the file");
+        assert_eq!(at.line(), line, "{shown}");
+        assert!(!at.source_line().contains(token), "{shown}");
+        assert!(shown.contains(&format!(":{line}:")), "{shown}");
+    }
+    // Other keys' lines are still quoted.
+    let err = crate::common::load("[fs]\nread_rots = [\"inputs\"]\n").unwrap_err();
+    assert!(
+        err.to_string().contains("| read_rots = [\"inputs\"]"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_source_is_required_once() {
     let err = refused(
         &format!("{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\n"),
