@@ -190,13 +190,9 @@ pub async fn serve_http(
     token_file: &Path,
 ) -> std::io::Result<()> {
     check_loopback(&addr).map_err(std::io::Error::other)?;
-    let parent = token_file
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
     outside_the_policy(
         &server,
-        parent,
+        token_file,
         "the token file's directory",
         "where the agent's tools and commands could read the token and open a session of their own",
     )?;
@@ -320,13 +316,9 @@ pub async fn serve_http(
 /// server that was killed): not a file, a link or a live server's socket.
 /// A `path` inside one of the policy's directories is refused.
 pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    outside_the_policy(
+    let parent = outside_the_policy(
         &server,
-        parent,
+        path,
         "the socket's directory",
         "where commands could connect to it and open a session of their own",
     )?;
@@ -389,18 +381,23 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Refuses `parent`, `what` (the socket's or the token file's directory),
-/// inside one of the policy's directories, saying `why`: every command
-/// reaches a socket there (connecting to a UNIX socket by path is
-/// restricted only from Landlock ABI 9), and the file tools and commands
-/// read a token file there; either way one narrowed to its client's roots
-/// could open a session of its own without them.
-fn outside_the_policy(
+/// Refuses `file` when its directory, `what` (the socket's or the token
+/// file's), lies inside one of the policy's directories, saying `why`:
+/// every command reaches a socket there (connecting to a UNIX socket by
+/// path is restricted only from Landlock ABI 9), and the file tools and
+/// commands read a token file there; either way one narrowed to its
+/// client's roots could open a session of its own without them. Answers
+/// the directory.
+fn outside_the_policy<'a>(
     server: &Server,
-    parent: &Path,
+    file: &'a Path,
     what: &str,
     why: &str,
-) -> std::io::Result<()> {
+) -> std::io::Result<&'a Path> {
+    let parent = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let real = std::fs::canonicalize(parent)
         .map_err(|e| std::io::Error::new(e.kind(), format!("{what} {}: {e}", parent.display())))?;
     match server
@@ -417,7 +414,7 @@ fn outside_the_policy(
                 d.resolved.display()
             ),
         )),
-        None => Ok(()),
+        None => Ok(parent),
     }
 }
 

@@ -98,7 +98,7 @@ impl Location {
     }
 
     /// The text of the line, without its line break; empty for a problem
-    /// in a `[[net.credentials]]` entry (see [`Location::withhold_text`]).
+    /// in a `[[net.credentials]]` entry.
     pub fn source_line(&self) -> &str {
         &self.source_line
     }

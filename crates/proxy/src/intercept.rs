@@ -65,7 +65,7 @@ pub struct RequestMatch {
     /// Path prefixes, matched against the request's percent-decoded path:
     /// exactly at a `/` boundary for what admits (an allow rule, a
     /// credential), in every reading a server may give it for a deny rule
-    /// (see [`covered`]); empty: any.
+    /// (other letter cases, and suffixes such as `.json`); empty: any.
     pub path_prefixes: Vec<String>,
 }
 

@@ -165,6 +165,23 @@ pub struct AuditRecord {
     pub bytes_down: u64,
 }
 
+impl AuditRecord {
+    /// A connection refused (or ended) before the client said where to:
+    /// no protocol, host or address, nothing relayed.
+    fn unattributed(reason: String) -> AuditRecord {
+        AuditRecord {
+            protocol: Protocol::Unknown,
+            host: String::new(),
+            port: 0,
+            address: None,
+            allowed: false,
+            reason,
+            bytes_up: 0,
+            bytes_down: 0,
+        }
+    }
+}
+
 /// The proxy: serves listeners on threads of its own until
 /// [`Proxy::stop`] (or drop).
 #[derive(Clone)]
@@ -268,17 +285,9 @@ struct Slot<'a> {
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.inner.record(AuditRecord {
-                protocol: Protocol::Unknown,
-                host: String::new(),
-                port: 0,
-                address: None,
-                allowed: false,
-                reason: "the proxy failed while serving this connection (a bug) and closed it"
-                    .into(),
-                bytes_up: 0,
-                bytes_down: 0,
-            });
+            self.inner.record(AuditRecord::unattributed(
+                "the proxy failed while serving this connection (a bug) and closed it".into(),
+            ));
         }
         self.inner
             .conns
@@ -467,18 +476,9 @@ fn accept_loop(inner: &Arc<Inner>, listener: &Arc<OwnedFd>, what: Serve) {
                     rustix::io::Errno::MFILE | rustix::io::Errno::NFILE | rustix::io::Errno::NOBUFS
                 );
                 if !known && !failing {
-                    inner.record(AuditRecord {
-                        protocol: Protocol::Unknown,
-                        host: String::new(),
-                        port: 0,
-                        address: None,
-                        allowed: false,
-                        reason: format!(
-                            "accepting a connection failed ({e}); the proxy keeps trying"
-                        ),
-                        bytes_up: 0,
-                        bytes_down: 0,
-                    });
+                    inner.record(AuditRecord::unattributed(format!(
+                        "accepting a connection failed ({e}); the proxy keeps trying"
+                    )));
                     failing = true;
                 }
                 std::thread::sleep(backoff);
@@ -493,16 +493,9 @@ fn accept_loop(inner: &Arc<Inner>, listener: &Arc<OwnedFd>, what: Serve) {
         if inner.active.fetch_add(1, Ordering::SeqCst) >= cap {
             inner.active.fetch_sub(1, Ordering::SeqCst);
             drop(stream);
-            inner.record(AuditRecord {
-                protocol: Protocol::Unknown,
-                host: String::new(),
-                port: 0,
-                address: None,
-                allowed: false,
-                reason: format!("the proxy's cap of {cap} connections at once was reached"),
-                bytes_up: 0,
-                bytes_down: 0,
-            });
+            inner.record(AuditRecord::unattributed(format!(
+                "the proxy's cap of {cap} connections at once was reached"
+            )));
             continue;
         }
         let id = inner.next.fetch_add(1, Ordering::SeqCst);
