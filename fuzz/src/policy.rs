@@ -220,7 +220,18 @@ fn check_problems(e: &sandgate_policy::PolicyError, bytes: &[u8]) {
         assert!(at.span().start >= last, "problems out of file order: {e}");
         last = at.span().start;
         let line = lines.get(at.line() - 1).expect("the line exists");
-        assert_eq!(at.source_line(), line.trim_end_matches('\r'), "{e}");
+        // A problem in a `[[net.credentials]]` entry is located but never
+        // quoted: the line may hold a token.
+        let credential = p.key().is_some_and(|k| {
+            k.strip_prefix("net.credentials")
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+        });
+        let quoted = if credential {
+            ""
+        } else {
+            line.trim_end_matches('\r')
+        };
+        assert_eq!(at.source_line(), quoted, "{e}");
         assert!(
             at.column() >= 1 && at.column() <= line.chars().count() + 1,
             "{e}"
