@@ -198,16 +198,11 @@ impl Stream {
     /// Past the cap, reads land in `buf`, go through the redactor (which
     /// emits nothing of them) while it still holds back bytes from before
     /// the cap, and are dropped after that.
-    fn drain(&mut self, buf: &mut [u8], count: Count<'_>) {
-        let Count {
-            captured,
-            shown,
-            cap,
-            truncated,
-        } = count;
+    fn drain(&mut self, buf: &mut [u8], mut count: Count<'_>) {
+        let cap = count.cap;
         for _ in 0..16 {
             let Some(fd) = &self.fd else { return };
-            let room = cap.saturating_sub(*captured);
+            let room = cap.saturating_sub(*count.captured);
             if room == 0 {
                 // The cap is reached (by this stream or the other): what
                 // this one shows ends where it has been read to.
@@ -235,7 +230,7 @@ impl Stream {
                     if let ReadOutcome::Data(n) = outcome {
                         // SAFETY: read(2) initialised these `n` bytes.
                         unsafe { self.out.set_len(start + n) };
-                        *captured += n;
+                        *count.captured += n;
                         let quiet = r.pass_quiet(&self.out[start..]);
                         if quiet < n {
                             let rest = n - quiet;
@@ -249,12 +244,7 @@ impl Stream {
                             r,
                             &mut self.held,
                             &mut self.dropped,
-                            Count {
-                                captured,
-                                shown,
-                                cap,
-                                truncated,
-                            },
+                            &mut count,
                         );
                     }
                     outcome
@@ -266,7 +256,7 @@ impl Stream {
                     // of their own is shown.
                     let outcome = read_some(fd, as_uninit(buf));
                     if let ReadOutcome::Data(n) = outcome {
-                        *truncated = true;
+                        *count.truncated = true;
                         let start = self.out.len();
                         r.push_into(&buf[..n], &mut self.out);
                         count_output(
@@ -275,12 +265,7 @@ impl Stream {
                             r,
                             &mut self.held,
                             &mut self.dropped,
-                            Count {
-                                captured,
-                                shown,
-                                cap,
-                                truncated,
-                            },
+                            &mut count,
                         );
                     }
                     outcome
@@ -288,7 +273,7 @@ impl Stream {
                 _ => {
                     let outcome = read_some(fd, as_uninit(buf));
                     if matches!(outcome, ReadOutcome::Data(_)) && room == 0 {
-                        *truncated = true;
+                        *count.truncated = true;
                         self.dropped = true;
                     }
                     outcome
@@ -325,15 +310,11 @@ fn count_output(
     r: &mut Redactor,
     held: &mut usize,
     dropped: &mut bool,
-    count: Count<'_>,
+    count: &mut Count<'_>,
 ) {
-    let Count {
-        captured,
-        shown,
-        cap,
-        truncated,
-    } = count;
+    let cap = count.cap;
     let now = r.held_to_show();
+    let shown = &mut *count.shown;
     *shown = *shown - *held + (out.len() - start) + now;
     *held = now;
     if *shown <= cap {
@@ -341,8 +322,8 @@ fn count_output(
     }
     let excess = *shown - cap;
     *shown = cap;
-    *captured = cap;
-    *truncated = true;
+    *count.captured = cap;
+    *count.truncated = true;
     if excess < *held {
         r.stop_emitting_within(*held - excess);
         *held -= excess;
