@@ -105,26 +105,6 @@ pub const MAX_HELD: usize = 256;
 /// JSON-RPC's server-error code, for a call refused by [`MAX_HELD`].
 const TOO_MANY_CALLS: i32 = -32000;
 
-/// A call counted among its session's [`MAX_HELD`], let go when dropped.
-struct Held<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl<'a> Held<'a> {
-    fn take(count: &'a std::sync::atomic::AtomicUsize) -> Option<Held<'a>> {
-        count
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < MAX_HELD).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Held(count))
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// The most long calls (those run on the blocking pool: a search, a
 /// listing, a write, a command, a fetch) one server runs at once, across
 /// all its sessions; more wait their turn (and can be cancelled while
@@ -170,8 +150,8 @@ pub(crate) struct Shared {
     /// Whether a `roots/list` request is in flight, and whether the client
     /// said its roots changed since it was sent.
     asking: std::sync::Mutex<Asking>,
-    /// The long calls this session holds, at most [`MAX_HELD`].
-    held: std::sync::atomic::AtomicUsize,
+    /// Places for the long calls this session holds, [`MAX_HELD`].
+    held: tokio::sync::Semaphore,
 }
 
 /// The state of asking a client for its roots: one request at a time, so
@@ -415,10 +395,7 @@ impl Shared {
         // A root listed before keeps where it led then: a command may
         // have swapped it for a link since, and listing it again must not
         // follow that link (the session would widen to its target).
-        let before = match &*self.narrow.read().unwrap_or_else(|p| p.into_inner()) {
-            Narrow::To(r) | Narrow::Pending(Some(r)) => Some(Arc::clone(r)),
-            Narrow::None | Narrow::Pending(None) => None,
-        };
+        let before = self.client_roots();
         let listed_before = |d: usize, rel: &str| {
             before
                 .as_deref()?
@@ -618,7 +595,7 @@ impl Server {
                 narrow: std::sync::RwLock::new(Narrow::None),
                 inline_ready: AtomicBool::new(false),
                 asking: std::sync::Mutex::default(),
-                held: std::sync::atomic::AtomicUsize::new(0),
+                held: tokio::sync::Semaphore::new(MAX_HELD),
             }),
             tools: Arc::new(tools),
             instructions,
@@ -639,7 +616,7 @@ impl Server {
                 narrow: std::sync::RwLock::new(Narrow::None),
                 inline_ready: AtomicBool::new(false),
                 asking: std::sync::Mutex::default(),
-                held: std::sync::atomic::AtomicUsize::new(0),
+                held: tokio::sync::Semaphore::new(MAX_HELD),
             }),
             tools: Arc::clone(&self.tools),
             instructions: self.instructions.clone(),
@@ -974,7 +951,7 @@ impl ServerHandler for Server {
         let _held = if inline {
             None
         } else {
-            Some(Held::take(&self.shared.held).ok_or_else(|| {
+            Some(self.shared.held.try_acquire().map_err(|_| {
                 ErrorData::new(
                     rmcp::model::ErrorCode(TOO_MANY_CALLS),
                     format!(

@@ -59,7 +59,9 @@ fn too_many_sessions() -> String {
     )
 }
 
-/// A place taken among the [`MAX_SESSIONS`], given back when dropped.
+/// A place among the [`MAX_SESSIONS`] that an HTTP request which may
+/// open a session holds until the SDK has put the session in its map
+/// (which then counts it), given back when dropped.
 struct Place(Arc<AtomicUsize>);
 
 impl Place {
@@ -258,10 +260,10 @@ pub async fn serve_http(
                 let opening = Arc::clone(&opening);
                 async move {
                     if !authorized(&req, &token) {
-                        let body: BoxBody<Bytes, Infallible> =
-                            Full::new(Bytes::from_static(b"a bearer token is required\n")).boxed();
-                        let mut resp = Response::new(body);
-                        *resp.status_mut() = StatusCode::UNAUTHORIZED;
+                        let mut resp = plain(
+                            StatusCode::UNAUTHORIZED,
+                            "a bearer token is required\n".into(),
+                        );
                         resp.headers_mut().insert(
                             hyper::header::WWW_AUTHENTICATE,
                             hyper::header::HeaderValue::from_static("Bearer"),
@@ -278,12 +280,10 @@ pub async fn serve_http(
                         match Place::take(&opening, open) {
                             Some(p) => Some(p),
                             None => {
-                                let body: BoxBody<Bytes, Infallible> =
-                                    Full::new(Bytes::from(format!("{}\n", too_many_sessions())))
-                                        .boxed();
-                                let mut resp = Response::new(body);
-                                *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-                                return Ok(resp);
+                                return Ok(plain(
+                                    StatusCode::SERVICE_UNAVAILABLE,
+                                    format!("{}\n", too_many_sessions()),
+                                ))
                             }
                         }
                     } else {
@@ -349,10 +349,10 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
         "sandgate: serving MCP on the UNIX socket {}",
         path.display()
     );
-    let held = Arc::new(AtomicUsize::new(0));
+    let places = Arc::new(tokio::sync::Semaphore::new(MAX_SESSIONS));
     loop {
         let (stream, _) = accept_next(async || listener.accept().await).await;
-        let Some(place) = Place::take(&held, 0) else {
+        let Ok(place) = Arc::clone(&places).try_acquire_owned() else {
             tokio::spawn(async move {
                 let line = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
                     "code": -32000, "message": too_many_sessions()}});
