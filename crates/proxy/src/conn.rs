@@ -109,7 +109,7 @@ struct Cleared {
     reason: String,
 }
 
-fn record(protocol: Protocol, host: &str, port: u16) -> AuditRecord {
+pub(crate) fn record(protocol: Protocol, host: &str, port: u16) -> AuditRecord {
     AuditRecord {
         protocol,
         host: host.to_owned(),
@@ -221,9 +221,7 @@ pub(crate) fn serve(inner: &Inner, id: u64, client: &Arc<TcpStream>) -> AuditRec
         deadline: Some(Instant::now() + inner.config.handshake_timeout),
     };
     if !c.need(1) {
-        let mut r = record(Protocol::Unknown, "", 0);
-        r.reason = "the client sent nothing".into();
-        return r;
+        return AuditRecord::unattributed("the client sent nothing".into());
     }
     if c.available()[0] == 5 {
         socks5(inner, id, client, c)
@@ -831,9 +829,7 @@ fn http(inner: &Inner, id: u64, client: &Arc<TcpStream>, mut c: Client<'_>) -> A
         Ok(h) => h,
         Err(why) => {
             c.send(&status(400, "Bad Request", &why));
-            let mut r = record(Protocol::Unknown, "", 0);
-            r.reason = why;
-            return r;
+            return AuditRecord::unattributed(why);
         }
     };
     if head.method.eq_ignore_ascii_case("CONNECT") {
@@ -1602,8 +1598,8 @@ fn open_upstream(
     r.address = up.peer_addr().ok();
     let up = Arc::new(up);
     inner.track(id, &up);
+    // `dial` set the write timeout.
     let _ = up.set_read_timeout(Some(inner.config.idle_timeout));
-    let _ = up.set_write_timeout(Some(inner.config.idle_timeout));
     let connected = inner
         .upstream_tls()
         .and_then(|config| intercept::connect(config, name, &up));

@@ -170,14 +170,8 @@ impl AuditRecord {
     /// no protocol, host or address, nothing relayed.
     fn unattributed(reason: String) -> AuditRecord {
         AuditRecord {
-            protocol: Protocol::Unknown,
-            host: String::new(),
-            port: 0,
-            address: None,
-            allowed: false,
             reason,
-            bytes_up: 0,
-            bytes_down: 0,
+            ..conn::record(Protocol::Unknown, "", 0)
         }
     }
 }
