@@ -293,7 +293,6 @@ impl SandboxBuilder {
             max_read_bytes: self.max_read_bytes,
             max_write_bytes: self.max_write_bytes,
             allow_overwrite: self.allow_overwrite,
-            audit: self.audit.clone(),
             fs_ops: self.fs_ops.map(AtomicU64::new),
         };
         Ok(Sandbox {
@@ -356,8 +355,9 @@ fn granted_dirs(
 /// operations called afterwards answer `E_CLOSED`.
 pub struct Sandbox {
     state: RwLock<Option<Arc<Inner>>>,
-    /// The audit sink, kept past [`Sandbox::close`] so that a call refused
-    /// with `E_CLOSED` is reported like every other refusal.
+    /// The audit sink, kept here rather than with the state [`Sandbox::close`]
+    /// drops, so that a call refused with `E_CLOSED` is reported like every
+    /// other refusal.
     audit: Option<AuditSink>,
 }
 
@@ -374,7 +374,6 @@ struct Inner {
     max_read_bytes: u64,
     max_write_bytes: u64,
     allow_overwrite: bool,
-    audit: Option<AuditSink>,
     fs_ops: Option<AtomicU64>,
 }
 
@@ -397,9 +396,15 @@ impl Ctx {
     /// as the event's path, and hands the refusal back. The spelling alone
     /// may match no pattern and would hide what was aimed at.
     fn refused_at(&mut self, e: Error) -> Error {
+        self.refused_as(e, str::to_owned)
+    }
+
+    /// [`Ctx::refused_at`], with the event's path made from the refused
+    /// name by `shown` (a rename's `from -> to`).
+    fn refused_as(&mut self, e: Error, shown: impl FnOnce(&str) -> String) -> Error {
         if e.code() == ErrorCode::FsProtected {
             if let Some(p) = e.path() {
-                self.path(|| p.to_owned());
+                self.path(|| shown(p));
             }
         }
         e
@@ -546,35 +551,19 @@ impl Sandbox {
         raw: &str,
         body: impl FnOnce(&Inner, &mut Ctx) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        // The guard is dropped at the end of this statement: the sink below
-        // (the refusal's after close included) runs with no lock held, so
-        // a slow sink holds up neither `close` nor other threads' calls.
-        let current = self.state.read().unwrap_or_else(|p| p.into_inner()).clone();
-        let inner = match current {
-            Some(inner) => inner,
-            None => {
-                let e = Error::new(ErrorCode::Closed, "the sandbox was closed");
-                if let Some(sink) = &self.audit {
-                    sink(&AuditEvent {
-                        op: name,
-                        path: raw.to_owned(),
-                        size: None,
-                        time: SystemTime::now(),
-                        outcome: e.code(),
-                        exit_code: None,
-                        limit: None,
-                    });
-                }
-                return Err(e);
-            }
-        };
         let mut ctx = Ctx {
             path: None,
             size: None,
-            audit: inner.audit.is_some(),
+            audit: self.audit.is_some(),
         };
-        let result = inner.take_budget().and_then(|()| body(&inner, &mut ctx));
-        if let Some(sink) = &inner.audit {
+        // `current` holds the lock only while it clones the state: the
+        // sink below (a refusal's after close included) runs with no lock
+        // held, so a slow sink holds up neither `close` nor other
+        // threads' calls.
+        let result = self
+            .current()
+            .and_then(|inner| inner.take_budget().and_then(|()| body(&inner, &mut ctx)));
+        if let Some(sink) = &self.audit {
             sink(&AuditEvent {
                 op: name,
                 path: ctx.path.unwrap_or_else(|| raw.to_owned()),
@@ -1156,16 +1145,12 @@ impl Sandbox {
             inner.check_target(f.as_str(), None, is_dir)?;
             inner.check_target(t.as_str(), None, is_dir)?;
             // A refusal where one name resolved is audited with that name.
-            let (fdir, fname, fres) = inner.open_checked(wr, &f, is_dir).inspect_err(|e| {
-                if let (ErrorCode::FsProtected, Some(p)) = (e.code(), e.path()) {
-                    ctx.path(|| format!("{p} -> {t}"));
-                }
-            })?;
-            let (tdir, tname, tres) = inner.open_checked(wr, &t, is_dir).inspect_err(|e| {
-                if let (ErrorCode::FsProtected, Some(p)) = (e.code(), e.path()) {
-                    ctx.path(|| format!("{fres} -> {p}"));
-                }
-            })?;
+            let (fdir, fname, fres) = inner
+                .open_checked(wr, &f, is_dir)
+                .map_err(|e| ctx.refused_as(e, |p| format!("{p} -> {t}")))?;
+            let (tdir, tname, tres) = inner
+                .open_checked(wr, &t, is_dir)
+                .map_err(|e| ctx.refused_as(e, |p| format!("{fres} -> {p}")))?;
             ctx.path(|| format!("{fres} -> {tres}"));
             // The rules above were chosen by the kind the name showed; the
             // entry may have been swapped since. Pin what is there now (its
