@@ -620,6 +620,9 @@ impl Pool {
                 }
             }
         }
+        if !reusable {
+            return;
+        }
         // Shared memory an exec left (files on a tmpfs) stays charged to
         // the slot: the next exec would start with it counted.
         let charged = slot
@@ -627,9 +630,9 @@ impl Pool {
             .as_ref()
             .and_then(|fd| read_counter(fd, "shmem"))
             .is_some_and(|bytes| bytes > 0);
-        if reusable && charged {
+        if charged {
             self.discard(slot);
-        } else if reusable {
+        } else {
             self.free
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

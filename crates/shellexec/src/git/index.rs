@@ -132,7 +132,9 @@ fn check(bytes: &[u8], hash: usize) -> Result<(), Bad> {
                 .map(|n| from + n)
                 .ok_or(Bad::Structure)
         };
-        let (name, next) = if version == 4 {
+        // The entry's name is built in `previous` (version 4 names keep a
+        // prefix of the name before), reusing its buffer.
+        let next = if version == 4 {
             let (strip, tail_at) = varint(body, name_at).ok_or(Bad::Structure)?;
             let keep = previous.len().checked_sub(strip).ok_or(Bad::Structure)?;
             let tail_nul = nul_from(tail_at)?;
@@ -147,12 +149,12 @@ fn check(bytes: &[u8], hash: usize) -> Result<(), Bad> {
                 }
                 n
             };
-            let mut name = previous[..keep].to_vec();
-            name.extend_from_slice(
-                body.get(tail_at..tail_at + tail_len)
-                    .ok_or(Bad::Structure)?,
-            );
-            (name, tail_at + tail_len + 1)
+            let tail = body
+                .get(tail_at..tail_at + tail_len)
+                .ok_or(Bad::Structure)?;
+            previous.truncate(keep);
+            previous.extend_from_slice(tail);
+            tail_at + tail_len + 1
         } else {
             let name_nul = nul_from(name_at)?;
             let len = if len == NAME_MASK {
@@ -167,15 +169,16 @@ fn check(bytes: &[u8], hash: usize) -> Result<(), Bad> {
             // git's `ondisk_ce_size`: the entry padded to 8 bytes.
             let size = (name_at - at + len + 8) & !7;
             let name = body.get(name_at..name_at + len).ok_or(Bad::Structure)?;
-            (name.to_vec(), at + size)
+            previous.clear();
+            previous.extend_from_slice(name);
+            at + size
         };
         if next > end {
             return Err(Bad::Structure);
         }
-        if !name_ok(&name) {
-            bad.get_or_insert_with(|| name.clone());
+        if !name_ok(&previous) {
+            bad.get_or_insert_with(|| previous.clone());
         }
-        previous = name;
         at = next;
     }
     // Extensions: a four-byte signature and a 32-bit size each.
