@@ -1016,3 +1016,55 @@ fn with_network_off_no_door_reaches_a_listener() {
         "a connection reached the listener"
     );
 }
+
+/// Without a write root, commands run in the first read root, and a
+/// working directory there may be named by its root-relative name or its
+/// absolute host path through every door that takes host paths (the
+/// library and MCP; the JSON endpoint takes names only).
+#[test]
+fn every_exec_door_takes_a_working_directory_in_the_first_read_root() {
+    let fx = Fixture::new(|o| {
+        o.fs.read_roots.reverse();
+        o.fs.write_root = None;
+        o.fs.deny_write.clear();
+        o.fs.allow_overwrite = false;
+    });
+    let sub = fx.base().join("ro/rsub");
+    let abs = sub.display().to_string();
+    let ex = Executor::from_policy(&fx.policy()).unwrap();
+    for cwd in ["rsub", abs.as_str()] {
+        let r = ex
+            .exec(
+                "pwd",
+                ExecOptions {
+                    cwd: Some(cwd.into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&r.stdout).trim(), abs, "rust {cwd}");
+    }
+    ex.dispose();
+    let a = tool_session(&fx, &[json!({"op":"exec","command":"pwd","cwd":"rsub"})]);
+    assert_eq!(
+        a[0]["stdout"].as_str().unwrap().trim(),
+        abs,
+        "tool: {}",
+        a[0]
+    );
+    let mut m = Mcp::start(&fx);
+    for cwd in ["rsub", abs.as_str()] {
+        let text = m.call("exec", json!({"command":"pwd","cwd":cwd}));
+        assert!(
+            text.as_ref().is_ok_and(|t| t.contains(&format!("{abs}\n"))),
+            "mcp {cwd}: {text:?}"
+        );
+    }
+    // Another read root is no place for a command: refused, not run in
+    // the first root under the same name.
+    let other = fx.base().join("ws/sub").display().to_string();
+    assert_eq!(
+        m.call("exec", json!({"command":"pwd","cwd":other})),
+        Err("E_DENIED".into())
+    );
+}

@@ -489,6 +489,40 @@ impl Shared {
             .map_err(|e| self.refused(op, given, e))
     }
 
+    /// The working directory `exec` names by `given`: beneath the write
+    /// root; in a policy without one, beneath the first read root, where
+    /// the executor runs commands (so its absolute host path is taken as
+    /// the relative name is, and a path in another read root is refused
+    /// rather than looked up beneath the first). A refusal is audited as
+    /// `exec` ([`Core::refused`]).
+    pub(crate) fn cwd_name(&self, given: &str) -> Result<String, Error> {
+        if self.dirs.iter().any(|d| d.is_write) {
+            return self.write_name("exec", given);
+        }
+        self.map_cwd(given)
+            .map_err(|e| self.refused("exec", given, e))
+    }
+
+    /// [`Shared::cwd_name`] for a policy without a write root, without
+    /// auditing a refusal.
+    fn map_cwd(&self, given: &str) -> Result<String, Error> {
+        let m = paths::map(&self.dirs, given)?;
+        if m.dir.is_some_and(|i| self.dirs[i].read_index != Some(0)) {
+            return Err(Error::new(
+                ErrorCode::Denied,
+                "commands run in the first read root (the policy has no write root); this \
+                 path is in another directory",
+            )
+            .with_path(m.rel));
+        }
+        if let (Some(roots), Ok(rel)) = (self.client_roots(), RelPath::parse(&m.rel)) {
+            let first = self.dirs.iter().position(|d| d.read_index == Some(0));
+            self.judge(&roots, &rel, m.dir.or(first))
+                .map_err(|why| Error::new(ErrorCode::Denied, why).with_path(m.rel.clone()))?;
+        }
+        Ok(m.rel)
+    }
+
     /// [`Shared::write_name`] without auditing a refusal.
     pub(crate) fn map_write(&self, given: &str) -> Result<String, Error> {
         let m = paths::map(&self.dirs, given)?;

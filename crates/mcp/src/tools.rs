@@ -992,7 +992,7 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
         return Err(Error::new(ErrorCode::Denied, "the policy grants no exec"));
     };
     let cwd = match &a.cwd {
-        Some(c) => Some(s.write_name("exec", c)?),
+        Some(c) => Some(s.cwd_name(c)?),
         // Narrowed to the client's roots: their first in the write root,
         // where the command can work, rather than the whole root.
         None => s.client_roots().and_then(|roots| {
