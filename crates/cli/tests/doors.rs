@@ -1068,3 +1068,63 @@ fn every_exec_door_takes_a_working_directory_in_the_first_read_root() {
         Err("E_DENIED".into())
     );
 }
+
+/// A name ending in `/` or `/.` reaches only a directory, whichever door
+/// it comes through and however it is spelled: a root-relative name, or
+/// (through MCP) the absolute host path. The file is neither served nor
+/// changed.
+#[test]
+fn every_door_takes_a_trailing_dot_as_a_directory() {
+    let mut failures = Vec::new();
+    for name in [
+        "free.txt/",
+        "free.txt/.",
+        "free.txt/./",
+        "sub/../free.txt/.",
+    ] {
+        let want = if name.contains("..") {
+            "E_PATH_INVALID"
+        } else {
+            "E_NOT_DIR"
+        };
+        let ops = [
+            Op::Read(name),
+            Op::Write(name, "CHANGED".into()),
+            Op::Edit(name, "free", "EDITED"),
+        ];
+        for (door, run) in FILE_DOORS {
+            let fx = Fixture::new(|_| {});
+            for (op, got) in ops.iter().zip(run(&fx, &ops)) {
+                if got != Err(want.to_owned()) {
+                    failures.push(format!("{door}: {op:?}: {got:?}"));
+                }
+            }
+            assert_eq!(fs::read(fx.ws().join("free.txt")).unwrap(), b"free\n");
+        }
+    }
+    for name in ["free.txt/", "free.txt/.", "free.txt/./", "free.txt//."] {
+        let fx = Fixture::new(|_| {});
+        let abs = format!("{}/{name}", fx.ws().display());
+        let mut m = Mcp::start(&fx);
+        for (tool, args) in [
+            ("read_text_file", json!({"path":abs})),
+            ("get_file_info", json!({"path":abs})),
+            ("write_file", json!({"path":abs,"content":"CHANGED"})),
+            (
+                "edit_file",
+                json!({"path":abs,"edits":[{"oldText":"free","newText":"EDITED"}]}),
+            ),
+        ] {
+            let got = m.call(tool, args).map(drop);
+            if got != Err("E_NOT_DIR".into()) {
+                failures.push(format!("mcp: {tool} {abs}: {got:?}"));
+            }
+        }
+        assert_eq!(
+            fs::read(fx.ws().join("free.txt")).unwrap(),
+            b"free\n",
+            "{abs}"
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
