@@ -1128,3 +1128,24 @@ fn every_door_takes_a_trailing_dot_as_a_directory() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The write root grants the file tools no reads unless it is also a read
+/// root, but a command (and confined git) reads it: it is the command's
+/// working directory. The docs say so; this holds them to it, on the floor
+/// and in namespaces.
+#[test]
+fn the_shell_reads_the_write_root_the_file_tools_do_not() {
+    let fx = Fixture::new(|o| {
+        o.fs.read_roots.retain(|r| !r.ends_with("ws"));
+    });
+    for (door, run) in FILE_DOORS {
+        let got = run(&fx, &[Op::Read("free.txt")]).remove(0);
+        assert!(got.is_err(), "{door}: {got:?}");
+    }
+    for namespaces in [false, true] {
+        let ex = executor(&fx, namespaces);
+        let r = run(&ex, "cat free.txt");
+        assert_eq!(r.stdout, b"free\n", "namespaces={namespaces}");
+        ex.dispose();
+    }
+}
