@@ -682,6 +682,21 @@ const SHELL_CELLS: &[&str] = &[
     "touch {out}/new.txt",
     "ln -s {out}/secret.txt s && echo PWN > s",
     "head -c 8192 /dev/zero > big.txt",
+    "echo x > $TMPDIR/n.lock && mv $TMPDIR/n.lock .",
+    "echo x > $TMPDIR/f && ln $TMPDIR/f new.lock",
+    "git init -q nested",
+    "ln -s /etc/passwd Dockerfile",
+    "mkfifo x.lock",
+    "mv conf conf.bak && ln -s /tmp conf",
+    "mv .github gh && mkdir -p .github/workflows && echo x > .github/workflows/ci.yml",
+    "python3 -c 'import os; os.link(\"Makefile\", \"sub/hl2\"); open(\"sub/hl2\", \"w\").write(\"PWN\")'",
+    "echo x > conf/settings.json.tmp && mv conf/settings.json.tmp conf/settings.json",
+    "chmod 000 conf",
+    "mv {ro}/rsub {ro}/rsub2",
+    "rmdir {ro}/rsub",
+    "ln -s x {ro}/l",
+    "mkfifo {ro}/f",
+    "python3 -c 'import os; os.rename(\"{ro}/ro.txt\", \"stolen.txt\")'",
 ];
 
 /// Attacks on the read-only root that Landlock does not judge (file mode,
@@ -766,7 +781,8 @@ fn no_shell_door_reads_outside_the_roots() {
         let r = run(
             &ex,
             &format!(
-                "cat {o}/secret.txt; cat out/secret.txt; ls {o}; cat {ro}/ro.txt",
+                "cat {o}/secret.txt; cat out/secret.txt; ls {o}; cat {ro}/ro.txt; \
+                 cp {o}/secret.txt mine.txt; ln {o}/secret.txt hl.txt; ln -s {o}/secret.txt sl.txt",
                 o = outside.display(),
                 ro = fx.base().join("ro").display()
             ),
@@ -776,6 +792,20 @@ fn no_shell_door_reads_outside_the_roots() {
         assert!(!stdout.contains("secret.txt"), "{stdout}");
         assert!(stdout.contains("RO"), "{stdout}");
         ex.dispose();
+        // Nothing it made in the write root holds the outside file.
+        for p in walk(&fx.ws()) {
+            if fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
+                let bytes = fs::read(&p).unwrap_or_default();
+                assert!(
+                    !bytes.windows(7).any(|w| w == b"SECRET-"),
+                    "{}",
+                    p.display()
+                );
+            }
+        }
+        // And the file tools do not read it through what the command left.
+        let got = rust_door(&fx, &[Op::Read("sl.txt"), Op::Read("hl.txt")]);
+        assert!(got.iter().all(|g| g.is_err()), "{got:?}");
     }
 }
 
@@ -1148,4 +1178,42 @@ fn the_shell_reads_the_write_root_the_file_tools_do_not() {
         assert_eq!(r.stdout, b"free\n", "namespaces={namespaces}");
         ex.dispose();
     }
+}
+
+/// The shell as the JSON endpoint and the MCP server run it (their own
+/// executor, built from the policy file): a sample of the attacks above,
+/// each checked on disk afterwards, and each reported back to the caller.
+#[test]
+fn the_endpoints_shells_leave_what_the_policy_guards_as_it_was() {
+    let cells = [
+        "echo PWN > Makefile; touch MAKEFILE x.loc\u{212a} 'Make\u{200d}file'",
+        "echo PWN > sub/hl; mkdir Dockerfile; mkdir -p .GIT && echo x > .GIT/config",
+        "mv conf conf2; echo PWN > {ro}/ro.txt; touch {out}/new.txt",
+    ];
+    let mut failures = Vec::new();
+    for cell in cells {
+        for door in ["tool", "mcp"] {
+            let fx = Fixture::new(|_| {});
+            let command = cell
+                .replace("{ro}", &fx.base().join("ro").display().to_string())
+                .replace("{out}", &fx.base().join("outside").display().to_string());
+            let before = fx.snapshot();
+            let reported = if door == "tool" {
+                let a = tool_session(&fx, &[json!({"op":"exec","command":command})]);
+                a[0]["protected_changes"].as_array().map_or(0, Vec::len)
+            } else {
+                let mut m = Mcp::start(&fx);
+                let text = m.call("exec", json!({"command":command})).unwrap();
+                text.matches("protected path ").count()
+            };
+            let after = fx.snapshot();
+            if before != after {
+                failures.push(format!("{door}: `{cell}`: {}", diff(&before, &after)));
+            }
+            if reported == 0 && !cell.starts_with("mv conf") {
+                failures.push(format!("{door}: `{cell}`: no protected change reported"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
