@@ -832,6 +832,30 @@ fn every_file_door_spends_the_fs_ops_budget_alike() {
         if fx.ws().join("m").exists() {
             failures.push(format!("{door}: the refused call made `m`"));
         }
+        // Another session (another sandbox of the same policy) counts
+        // afresh, as policy.md says: a budget belongs to the sandbox.
+        if *door != "rust" && run(&fx, &[Op::Mkdir("p")]) != vec![Ok(())] {
+            failures.push(format!("{door}: a new session found the budget spent"));
+        }
+    }
+    // Commands are counted by exec_ops, not fs_ops: a command's file
+    // operations leave the file tools' budget whole.
+    let fx = Fixture::new(|o| o.budgets.fs_ops = Some(1));
+    let ex = executor(&fx, false);
+    run(
+        &ex,
+        "for i in 1 2 3 4 5; do mkdir d$i; echo x > d$i/f; done",
+    );
+    ex.dispose();
+    let a = tool_session(
+        &fx,
+        &[
+            json!({"op":"exec","command":"mkdir e; echo x > e/f"}),
+            json!({"op":"mkdir","path":"q"}),
+        ],
+    );
+    if a[1]["ok"] != json!(true) {
+        failures.push(format!("tool: the command spent fs_ops: {}", a[1]));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
