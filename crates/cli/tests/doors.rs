@@ -434,6 +434,16 @@ fn file_cells() -> Vec<(&'static str, Op, &'static str)> {
             "E_FS_PROTECTED",
         ),
         (
+            ".git with a zero-width space",
+            Op::Write(".g\u{200b}it/config", "w".into()),
+            "E_FS_PROTECTED",
+        ),
+        (
+            ".git made as a directory",
+            Op::Mkdir("sub/.Git"),
+            "E_FS_PROTECTED",
+        ),
+        (
             "nested .git",
             Op::Write("sub/.git/HEAD", "w".into()),
             "E_FS_PROTECTED",
@@ -685,6 +695,7 @@ const SHELL_CELLS: &[&str] = &[
     "echo x > $TMPDIR/n.lock && mv $TMPDIR/n.lock .",
     "echo x > $TMPDIR/f && ln $TMPDIR/f new.lock",
     "git init -q nested",
+    "mkdir -p '.g\u{200b}it/hooks' 'sub/.Git' && echo x > '.g\u{200b}it/hooks/pre-commit'",
     "ln -s /etc/passwd Dockerfile",
     "mkfifo x.lock",
     "mv conf conf.bak && ln -s /tmp conf",
@@ -1240,4 +1251,58 @@ fn the_endpoints_shells_leave_what_the_policy_guards_as_it_was() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// What the file tools may not read, an edit does not show either: with a
+/// write root that is not a read root (or a name an earlier read root
+/// answers for), MCP's `edit_file` answer holds none of the file's lines,
+/// dry run or not, while `read_text_file` is refused; where the name is
+/// readable, the diff is answered as before.
+#[test]
+fn an_edit_shows_nothing_the_file_tools_may_not_read() {
+    let body = "above-1\nabove-2\nTARGET\nbelow-1\nbelow-2\n";
+    let edit = |path: &str, dry: bool| json!({"path":path,"dryRun":dry,"edits":[{"oldText":"TARGET","newText":"DONE"}]});
+    // The write root is no read root.
+    let fx = Fixture::new(|o| o.fs.read_roots.retain(|r| !r.ends_with("ws")));
+    fs::write(fx.ws().join("e.txt"), body).unwrap();
+    let abs = fx.ws().join("e.txt").display().to_string();
+    let mut m = Mcp::start(&fx);
+    assert!(m.call("read_text_file", json!({"path":"e.txt"})).is_err());
+    assert!(m.call("read_text_file", json!({"path":abs})).is_err());
+    for (path, dry) in [("e.txt", true), (abs.as_str(), true), ("e.txt", false)] {
+        let text = m.call("edit_file", edit(path, dry)).unwrap();
+        assert!(
+            !text.contains("above-") && !text.contains("below-"),
+            "{path} dry={dry}: {text}"
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(fx.ws().join("e.txt")).unwrap(),
+        body.replace("TARGET", "DONE")
+    );
+    drop(m);
+
+    // An earlier read root answers for the name: the write root's copy is
+    // not readable by it.
+    let fx = Fixture::new(|o| o.fs.read_roots.reverse());
+    fs::write(fx.base().join("ro/e.txt"), "the read root's copy\n").unwrap();
+    fs::write(fx.ws().join("e.txt"), body).unwrap();
+    let mut m = Mcp::start(&fx);
+    let read = m.call("read_text_file", json!({"path":"e.txt"})).unwrap();
+    assert!(read.contains("the read root's copy"), "{read}");
+    let text = m.call("edit_file", edit("e.txt", true)).unwrap();
+    assert!(
+        !text.contains("above-") && !text.contains("below-"),
+        "{text}"
+    );
+
+    // Readable: the diff, context and all.
+    let fx = Fixture::new(|_| {});
+    fs::write(fx.ws().join("e.txt"), body).unwrap();
+    let mut m = Mcp::start(&fx);
+    let text = m.call("edit_file", edit("e.txt", true)).unwrap();
+    assert!(
+        text.contains(" above-2\n-TARGET\n+DONE\n below-1"),
+        "{text}"
+    );
 }

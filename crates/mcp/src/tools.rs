@@ -661,6 +661,24 @@ pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
         ));
     }
     let p = s.sandbox.edit_many(&rel, &edits, a.dry_run)?;
+    if !s.reads_in_write_root(&rel) {
+        // The file tools may not read this file (the write root is no read
+        // root, or an earlier read root answers for the name): a diff's
+        // lines, context and changed lines alike, would show what they
+        // refuse, so only the outcome is told.
+        let done = if a.dry_run {
+            "The edits apply (dry run: nothing was written)"
+        } else {
+            "Edited"
+        };
+        return text(format!(
+            "{done}: {} ({} edit(s)). No diff is shown: this file lies where the \
+             policy grants no reads (the write root is not a read root, or an earlier \
+             read root answers for this name).",
+            a.path,
+            edits.len()
+        ));
+    }
     let before = lossy(p.before);
     let after = lossy(p.after);
     let diff = similar::TextDiff::from_lines(&before, &after)
