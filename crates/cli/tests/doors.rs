@@ -1306,3 +1306,32 @@ fn an_edit_shows_nothing_the_file_tools_may_not_read() {
         "{text}"
     );
 }
+
+/// `fs.allow_overwrite = false` binds the file tools through every door;
+/// a command replaces a file all the same (policy.md says so: only
+/// `deny_write` binds the shell).
+#[test]
+fn allow_overwrite_binds_the_file_tools_not_the_shell() {
+    let fx = Fixture::new(|o| o.fs.allow_overwrite = false);
+    for (door, run) in FILE_DOORS {
+        let got = run(
+            &fx,
+            &[
+                Op::Write("free.txt", "CHANGED".into()),
+                Op::Edit("free.txt", "free", "EDITED"),
+            ],
+        );
+        // Replacing is refused as such; editing, which only replaces, is
+        // a capability the sandbox lacks.
+        assert_eq!(
+            got,
+            vec![Err("E_EXISTS".into()), Err("E_DENIED".into())],
+            "{door}"
+        );
+        assert_eq!(fs::read(fx.ws().join("free.txt")).unwrap(), b"free\n");
+    }
+    let ex = executor(&fx, true);
+    run(&ex, "echo CHANGED > free.txt");
+    ex.dispose();
+    assert_eq!(fs::read(fx.ws().join("free.txt")).unwrap(), b"CHANGED\n");
+}
