@@ -1335,3 +1335,35 @@ fn allow_overwrite_binds_the_file_tools_not_the_shell() {
     ex.dispose();
     assert_eq!(fs::read(fx.ws().join("free.txt")).unwrap(), b"CHANGED\n");
 }
+
+/// A read root inside the write root takes no write away: the file tools
+/// write there, and so does a command, on the floor and in namespaces.
+#[test]
+fn a_read_root_inside_the_write_root_stays_writable_through_every_door() {
+    let fx = Fixture::new(|o| {
+        let ws = o.fs.write_root.clone().unwrap();
+        o.fs.read_roots = vec![ws.join("sub"), o.fs.read_roots[1].clone()];
+    });
+    for (door, run) in FILE_DOORS {
+        let name: &'static str = match *door {
+            "rust" => "sub/by-rust",
+            "tool" => "sub/by-tool",
+            _ => "sub/by-mcp",
+        };
+        assert_eq!(
+            run(&fx, &[Op::Write(name, "x".into())]),
+            vec![Ok(())],
+            "{door}"
+        );
+    }
+    for namespaces in [false, true] {
+        let ex = executor(&fx, namespaces);
+        let r = run(&ex, &format!("echo x > sub/by-shell-{namespaces}"));
+        ex.dispose();
+        assert!(
+            fx.ws().join(format!("sub/by-shell-{namespaces}")).is_file(),
+            "namespaces={namespaces}: {}",
+            String::from_utf8_lossy(&r.stderr).trim()
+        );
+    }
+}
