@@ -93,6 +93,21 @@ impl Core {
         }
         e
     }
+
+    /// Whether the file tools could read the write root's `rel`: the write
+    /// root is also a read root, and no earlier read root holds the name
+    /// (that one would answer a read of it instead).
+    pub(crate) fn reads_in_write_root(&self, rel: &str) -> bool {
+        let Some(k) = self
+            .dirs
+            .iter()
+            .find(|d| d.is_write)
+            .and_then(|d| d.read_index)
+        else {
+            return false;
+        };
+        !self.read_roots[..k].iter().any(|r| r.lstat(rel).is_ok())
+    }
 }
 
 /// The most long calls one session holds at once, running or waiting for
@@ -487,6 +502,40 @@ impl Shared {
     pub(crate) fn write_name(&self, op: &'static str, given: &str) -> Result<String, Error> {
         self.map_write(given)
             .map_err(|e| self.refused(op, given, e))
+    }
+
+    /// The working directory `exec` names by `given`: beneath the write
+    /// root; in a policy without one, beneath the first read root, where
+    /// the executor runs commands (so its absolute host path is taken as
+    /// the relative name is, and a path in another read root is refused
+    /// rather than looked up beneath the first). A refusal is audited as
+    /// `exec` ([`Core::refused`]).
+    pub(crate) fn cwd_name(&self, given: &str) -> Result<String, Error> {
+        if self.dirs.iter().any(|d| d.is_write) {
+            return self.write_name("exec", given);
+        }
+        self.map_cwd(given)
+            .map_err(|e| self.refused("exec", given, e))
+    }
+
+    /// [`Shared::cwd_name`] for a policy without a write root, without
+    /// auditing a refusal.
+    fn map_cwd(&self, given: &str) -> Result<String, Error> {
+        let m = paths::map(&self.dirs, given)?;
+        if m.dir.is_some_and(|i| self.dirs[i].read_index != Some(0)) {
+            return Err(Error::new(
+                ErrorCode::Denied,
+                "commands run in the first read root (the policy has no write root); this \
+                 path is in another directory",
+            )
+            .with_path(m.rel));
+        }
+        if let (Some(roots), Ok(rel)) = (self.client_roots(), RelPath::parse(&m.rel)) {
+            let first = self.dirs.iter().position(|d| d.read_index == Some(0));
+            self.judge(&roots, &rel, m.dir.or(first))
+                .map_err(|why| Error::new(ErrorCode::Denied, why).with_path(m.rel.clone()))?;
+        }
+        Ok(m.rel)
     }
 
     /// [`Shared::write_name`] without auditing a refusal.

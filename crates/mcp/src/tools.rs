@@ -661,6 +661,24 @@ pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
         ));
     }
     let p = s.sandbox.edit_many(&rel, &edits, a.dry_run)?;
+    if !s.reads_in_write_root(&rel) {
+        // The file tools may not read this file (the write root is no read
+        // root, or an earlier read root answers for the name): a diff's
+        // lines, context and changed lines alike, would show what they
+        // refuse, so only the outcome is told.
+        let done = if a.dry_run {
+            "The edits apply (dry run: nothing was written)"
+        } else {
+            "Edited"
+        };
+        return text(format!(
+            "{done}: {} ({} edit(s)). No diff is shown: this file lies where the \
+             policy grants no reads (the write root is not a read root, or an earlier \
+             read root answers for this name).",
+            a.path,
+            edits.len()
+        ));
+    }
     let before = lossy(p.before);
     let after = lossy(p.after);
     let diff = similar::TextDiff::from_lines(&before, &after)
@@ -673,22 +691,12 @@ pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
 
 pub(crate) fn create_directory(s: &Shared, a: OnePath) -> Answer {
     let rel = s.write_name("mkdir", &a.path)?;
-    let mut prefix = String::new();
-    for part in rel.split('/').filter(|p| !p.is_empty() && *p != ".") {
-        if !prefix.is_empty() {
-            prefix.push('/');
-        }
-        prefix.push_str(part);
-        match s.sandbox.mkdir(&prefix) {
-            Ok(()) => {}
-            Err(e) if e.code() == ErrorCode::Exists => {
-                if s.sandbox.stat(&prefix)?.kind != FileKind::Dir {
-                    return Err(e);
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    // One call, as through every other door: the sandbox makes the missing
+    // parents, accepts an existing directory, checks every directory it
+    // would make before making any, and spends one `fs_ops`. (A call per
+    // component spent one each and left the first parents behind when a
+    // later one was refused.)
+    s.sandbox.mkdir(&rel)?;
     text(format!("Successfully created directory {}", a.path))
 }
 
@@ -1002,7 +1010,7 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
         return Err(Error::new(ErrorCode::Denied, "the policy grants no exec"));
     };
     let cwd = match &a.cwd {
-        Some(c) => Some(s.write_name("exec", c)?),
+        Some(c) => Some(s.cwd_name(c)?),
         // Narrowed to the client's roots: their first in the write root,
         // where the command can work, rather than the whole root.
         None => s.client_roots().and_then(|roots| {

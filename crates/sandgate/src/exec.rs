@@ -407,7 +407,11 @@ impl Executor {
             .map(|w| w.to_path_buf())
             .into_iter()
             .collect();
-        read_dirs.retain(|d| !write_dirs.contains(d));
+        // A read root at or beneath the write root is granted whole by the
+        // write root already; listed again it would be bound read-only over
+        // it in the view, taking away writes the file tools (and the floor)
+        // allow there. Both are canonical, so the test is by components.
+        read_dirs.retain(|d| !write_dirs.iter().any(|w| d.starts_with(w)));
         let mut connect_ports: Vec<u16> =
             policy.net_allow().iter().filter_map(|e| e.port()).collect();
         connect_ports.sort_unstable();

@@ -70,6 +70,13 @@ fn below<'p>(p: &'p str, prefix: &Path) -> Option<impl Iterator<Item = &'p str>>
     Some(rest)
 }
 
+/// Whether `given` ends as a name that must be a directory: a trailing
+/// slash, or a last component `.` (`file/.` is `ENOTDIR`, as `file/` is,
+/// and [`RelPath`](crate::RelPath) reads both so).
+fn must_be_dir(given: &str) -> bool {
+    given.ends_with('/') || given.ends_with("/.")
+}
+
 /// Maps one client-supplied path. A relative name is kept as given (the
 /// name parser judges it). An absolute path must lie in a granted
 /// directory, compared component by component; a path outside all of them
@@ -94,8 +101,9 @@ pub fn map(dirs: &[GrantedDir], given: &str) -> Result<Mapped, Error> {
                 }
                 if rel.is_empty() {
                     rel.push('.');
-                } else if given.ends_with('/') {
-                    // A trailing slash means "must be a directory"; the
+                } else if must_be_dir(given) {
+                    // A trailing slash (or `/.`) means "must be a
+                    // directory", as the name parser reads it; the
                     // component walk drops it, so it is put back.
                     rel.push('/');
                 }
@@ -150,7 +158,12 @@ mod tests {
     fn a_trailing_slash_keeps_its_meaning() {
         assert_eq!(rel("/srv/app/src/").unwrap(), "src/");
         assert_eq!(rel("/srv/app/src//").unwrap(), "src/");
-        assert_eq!(rel("/srv/app/src/.").unwrap(), "src");
+        // `src/.` is a directory too: the name parser refuses a file
+        // spelled so (`E_NOT_DIR`), and a host path must mean the same.
+        assert_eq!(rel("/srv/app/src/.").unwrap(), "src/");
+        assert_eq!(rel("/srv/app/src/./").unwrap(), "src/");
+        assert_eq!(rel("/srv/app/src//.").unwrap(), "src/");
+        assert_eq!(rel("/srv/app/.").unwrap(), ".");
     }
 
     /// The mapping as `Path::components` gives it: what [`map`] must agree
@@ -174,7 +187,7 @@ mod tests {
                 let mut rel = parts.join("/");
                 if rel.is_empty() {
                     rel.push('.');
-                } else if given.ends_with('/') {
+                } else if given.ends_with('/') || given.ends_with("/.") {
                     rel.push('/');
                 }
                 return Some((rel, i));
