@@ -48,6 +48,7 @@ const SUITES: &[(&str, &str)] = &[
     ("cli", "run"),
     ("cli", "exec"),
     ("cli", "mcp_protocol"),
+    ("cli", "doors"),
     // What a policy may not name as a credential's source (a file the
     // command could read, or one with a second name in the write root).
     ("policy", "suite"),
