@@ -5,7 +5,10 @@
 //! line, runs the program confined with the policy's timeout armed from the
 //! start, and reports how it ended:
 //!
-//! - `policy: {…}` on stderr first: the admission decision;
+//! - `policy: {…}` on stderr first: the admission decision, whose
+//!   `program` (and any refusal that quotes it) is redacted as the
+//!   program's output is — withheld values and token shapes — so that a
+//!   credential on the command line is not printed beside redacted output;
 //! - exit 2 when the policy refuses the run (the decision says why);
 //! - exit 3 and `policy-result: {"version":1,"stage":"execute","reason":…}`
 //!   when the timeout or the output limit stopped the program;
@@ -103,19 +106,27 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
             return ExitCode::from(EXIT_REFUSED);
         }
     };
-    let refuse = |err: &mut std::io::StderrLock<'_>, fresh: &mut bool, e: sandgate::Error| {
+    let refuse = |err: &mut std::io::StderrLock<'_>,
+                  fresh: &mut bool,
+                  e: sandgate::Error,
+                  executor: Option<&Executor>| {
+        // A reason may quote the program: redacted as its output is.
+        let reason = match executor {
+            Some(x) => String::from_utf8_lossy(&x.redact(e.message().as_bytes())).into_owned(),
+            None => e.message().to_owned(),
+        };
         let decision = json!({
             "ok": false,
             "policy_digest": policy.digest(),
             "code": e.code().as_str(),
-            "reason": e.message(),
+            "reason": reason,
         });
         contract_line(err, fresh, "policy", &decision);
         ExitCode::from(EXIT_REFUSED)
     };
     let executor = match Executor::from_policy(&policy) {
         Ok(x) => x,
-        Err(e) => return refuse(&mut err, &mut fresh, e),
+        Err(e) => return refuse(&mut err, &mut fresh, e, None),
     };
     // `run` starts an arbitrary program: confined git alone does not grant it.
     if !executor.enabled() {
@@ -123,17 +134,21 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
             sandgate::ErrorCode::Denied,
             "exec is not enabled by the policy ([exec] enabled = false)",
         );
-        return refuse(&mut err, &mut fresh, e);
+        return refuse(&mut err, &mut fresh, e, None);
     }
     if let Err(e) = executor.start() {
-        return refuse(&mut err, &mut fresh, e);
+        return refuse(&mut err, &mut fresh, e, Some(&executor));
     }
     let admission = json!({
         "ok": true,
         "policy_digest": policy.digest(),
         "security_mode": policy.security_mode().as_str(),
-        // Shown as text; the program still gets its words byte for byte.
-        "program": program.iter().map(|w| w.to_string_lossy()).collect::<Vec<_>>(),
+        // Shown as text, redacted as its output is; the program still gets
+        // its words byte for byte.
+        "program": program
+            .iter()
+            .map(|w| String::from_utf8_lossy(&executor.redact(w.as_encoded_bytes())).into_owned())
+            .collect::<Vec<_>>(),
         "timeout_ms": policy.exec().timeout_ms,
         "max_output_bytes": policy.exec().max_output_bytes,
         "max_memory_bytes": policy.exec().max_memory_bytes,
@@ -150,7 +165,7 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
     };
     let result = match executor.exec_argv(program, options) {
         Ok(r) => r,
-        Err(e) => return refuse(&mut err, &mut fresh, e),
+        Err(e) => return refuse(&mut err, &mut fresh, e, Some(&executor)),
     };
     let (out, _) = mark(&result.stdout);
     let (child_err, ended_line) = mark(&result.stderr);

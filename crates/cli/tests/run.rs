@@ -496,3 +496,48 @@ fn contract_lines_are_written_whole() {
         );
     }
 }
+
+/// A secret on the program's command line is redacted from every line the
+/// supervisor prints, as the program's own output is: a withheld host
+/// variable's value and a token shape, in the admission line and in the
+/// refusal that quotes the program.
+#[test]
+fn a_secret_in_the_argv_is_redacted_from_the_supervisors_lines() {
+    const VALUE: &str = "hunter2-value-of-the-token";
+    const SHAPE: &str = "ghp_0123456789abcdefghijABCDEFGHIJ";
+    let dir = policy(ENABLED);
+    let run_with = |program: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .arg("run")
+            .arg("--policy")
+            .arg(dir.path().join("policy.toml"))
+            .arg("--")
+            .args(program)
+            .env("DEPLOY_TOKEN", VALUE)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run_with(&["/bin/echo", VALUE, SHAPE]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // The program's own output is redacted...
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout, "[REDACTED:DEPLOY_TOKEN] [REDACTED]\n");
+    // ...and so is the supervisor's account of what it ran.
+    assert!(!stderr.contains(VALUE), "{stderr}");
+    assert!(!stderr.contains(SHAPE), "{stderr}");
+    let adm = &contract(&out, "policy")[0];
+    assert_eq!(
+        adm["program"],
+        serde_json::json!(["/bin/echo", "[REDACTED:DEPLOY_TOKEN]", "[REDACTED]"]),
+        "{adm}"
+    );
+    // A program that cannot start is named, redacted too.
+    let missing = format!("/nonexistent/{VALUE}/{SHAPE}");
+    let out = run_with(&[&missing]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{stderr}");
+    assert!(!stderr.contains(VALUE), "{stderr}");
+    assert!(!stderr.contains(SHAPE), "{stderr}");
+}
