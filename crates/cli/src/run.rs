@@ -11,7 +11,11 @@
 //!   credential on the command line is not printed beside redacted output;
 //! - exit 2 when the policy refuses the run (the decision says why);
 //! - exit 3 and `policy-result: {"version":1,"stage":"execute","reason":…}`
-//!   when the timeout or the output limit stopped the program;
+//!   when a limit stopped the program: `timeout`, `output_limit`,
+//!   `memory_limit`, `task_limit`, `cpu_limit` or `file_size_limit` (a
+//!   process it ended with died of the `SIGXFSZ` a write past
+//!   `fs.max_write_bytes` sends), with `limit_key` naming the policy key
+//!   (`exec.timeout_ms`, …, `fs.max_write_bytes`);
 //! - a program that exits 3 by itself (the supervisor's own code) becomes
 //!   exit 1 with reason `worker_reserved_exit`;
 //! - otherwise the program's own exit code, after a `policy-result:` line
@@ -189,22 +193,31 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
     if let Some(code) = signalled() {
         return code;
     }
+    // A limit's verdict names the policy key that set it.
+    let limited = |reason: &str, key: &str| {
+        let mut line = base(reason);
+        line["limit_key"] = key.into();
+        line
+    };
     let resource = match result.limit {
-        Some(Limit::Memory) => Some("memory_limit"),
-        Some(Limit::Tasks) => Some("task_limit"),
-        Some(Limit::Cpu) => Some("cpu_limit"),
+        Some(Limit::Memory) => Some(("memory_limit", "exec.max_memory_bytes")),
+        Some(Limit::Tasks) => Some(("task_limit", "exec.max_tasks")),
+        Some(Limit::Cpu) => Some(("cpu_limit", "exec.max_cpu_ms")),
+        Some(Limit::FileSize) => Some(("file_size_limit", "fs.max_write_bytes")),
         _ => None,
     };
-    if let Some(reason) = resource {
-        contract_line(&mut err, &mut fresh, "policy-result", &base(reason));
+    if let Some((reason, key)) = resource {
+        contract_line(&mut err, &mut fresh, "policy-result", &limited(reason, key));
         return ExitCode::from(EXIT_LIMIT);
     }
     if result.timed_out {
-        contract_line(&mut err, &mut fresh, "policy-result", &base("timeout"));
+        let line = limited("timeout", "exec.timeout_ms");
+        contract_line(&mut err, &mut fresh, "policy-result", &line);
         return ExitCode::from(EXIT_LIMIT);
     }
     if result.truncated {
-        contract_line(&mut err, &mut fresh, "policy-result", &base("output_limit"));
+        let line = limited("output_limit", "exec.max_output_bytes");
+        contract_line(&mut err, &mut fresh, "policy-result", &line);
         return ExitCode::from(EXIT_LIMIT);
     }
     if result.exit_code == i32::from(EXIT_LIMIT) {

@@ -541,3 +541,40 @@ fn a_secret_in_the_argv_is_redacted_from_the_supervisors_lines() {
     assert!(!stderr.contains(VALUE), "{stderr}");
     assert!(!stderr.contains(SHAPE), "{stderr}");
 }
+
+/// A program killed at its file size limit (`fs.max_write_bytes`, held by
+/// `RLIMIT_FSIZE`) is stopped by a limit like the others: exit 3, the
+/// reason naming it, and the result's `limit` too.
+#[test]
+fn the_file_size_limit_exits_3_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("ws")).unwrap();
+    let text = format!(
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\nmax_write_bytes = 65536\n{ENABLED}"
+    );
+    fs::write(dir.path().join("policy.toml"), text).unwrap();
+    let out = run(&dir, &["/bin/sh", "-c", "head -c 1000000 /dev/zero > big"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let result = &contract(&out, "policy-result")[0];
+    assert_eq!(result["reason"], "file_size_limit", "{result}");
+    assert_eq!(result["limit_key"], "fs.max_write_bytes", "{result}");
+    assert_eq!(
+        fs::metadata(dir.path().join("ws/big")).unwrap().len(),
+        65536
+    );
+    // A program that dies of SIGXFSZ without reaching its limit... cannot
+    // be told apart (as with SIGXCPU under a CPU limit); one that handles
+    // the signal and sees EFBIG goes on and keeps its own exit code.
+    let out = run(
+        &dir,
+        &[
+            "/bin/bash",
+            "-c",
+            "trap '' XFSZ; head -c 1000000 /dev/zero > big2; echo \"head: $?\"; exit 4",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(contract(&out, "policy-result").is_empty(), "{stderr}");
+}

@@ -1298,6 +1298,7 @@ fn run(
         internal.clone(),
     )
     .with_monitor(monitor, limits.report.max_cpu_ms.is_some())
+    .with_file_size_limit(prepared.limits_file_size())
     .finish();
     // Every process of the command is dead now: undo what it did to
     // protected paths.
