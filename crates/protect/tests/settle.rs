@@ -661,7 +661,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 16 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 17 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -723,4 +723,63 @@ fn a_new_protected_entry_deeper_than_a_path_can_name_is_quarantined() {
     drop(f);
     let cp = p.begin().unwrap();
     assert_eq!(cp.settle(), []);
+}
+
+/// The process's peak resident set (`VmHWM`), in KiB.
+fn peak_kib() -> u64 {
+    fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A command that fills a directory the record holds with more entries
+/// than one settle reads (the bound is lowered for the test: a command
+/// could make millions) gets a settle that stops there and says so, never
+/// one that reads without end nor one that reports success: the recorded
+/// entries are still compared and restored, and the report names the
+/// bound.
+#[test]
+fn a_settle_reads_a_bounded_number_of_entries_and_says_where_it_stopped() {
+    // SETTLE_CAP and SETTLE_FLOOD measure other sizes by hand.
+    let from_env = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let cap = from_env("SETTLE_CAP", 1_000);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join("d")).unwrap();
+    fs::write(root.join("d/keep.lock"), "v1\n").unwrap();
+    let guard = GuardBuilder::new().patterns(["*.lock"]).build().unwrap();
+    let p = Arc::new(Protector::new(&root, guard).unwrap().with_entry_cap(cap));
+    let n = from_env("SETTLE_FLOOD", 3 * cap);
+    let cp = p.begin().unwrap();
+    // The command: the recorded file rewritten, the recorded directory
+    // flooded with long names.
+    fs::write(root.join("d/keep.lock"), "v2\n").unwrap();
+    for i in 0..n {
+        std::os::unix::fs::symlink("x", root.join(format!("d/{i:0>200}"))).unwrap();
+    }
+    let (t0, peak0) = (std::time::Instant::now(), peak_kib());
+    let changes = cp.settle();
+    eprintln!(
+        "settle of {n} entries: {:?}, peak resident set +{} KiB",
+        t0.elapsed(),
+        peak_kib().saturating_sub(peak0)
+    );
+    assert_eq!(fs::read(root.join("d/keep.lock")).unwrap(), b"v1\n");
+    assert!(
+        changes.contains(&change("d/keep.lock", "*.lock", Action::Restored)),
+        "{changes:?}"
+    );
+    let stop = changes
+        .iter()
+        .find(|c| c.path == "." && c.action == Action::Reported)
+        .unwrap_or_else(|| panic!("no report of the bound: {changes:?}"));
+    assert!(stop.pattern.contains(&cap.to_string()), "{stop:?}");
 }
