@@ -130,7 +130,7 @@
 
 #![cfg(target_os = "linux")]
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fmt;
@@ -690,6 +690,7 @@ impl Checkpoint {
             entry_cap: p.entry_cap,
             left: Cell::new(p.entry_cap),
             stopped: Cell::new(false),
+            unchecked: RefCell::new(Vec::new()),
             root: &p.root,
             quarantine: &p.quarantine,
             changes: Vec::new(),
@@ -932,6 +933,13 @@ fn open_dir(root: BorrowedFd<'_>, rel: &[u8]) -> Result<OwnedFd, Errno> {
     Ok(fd)
 }
 
+/// A walk's queued directories hold a descriptor while fewer than this many
+/// do; the others are opened again beneath the root, one component at a
+/// time, when their turn comes. Otherwise a directory with more
+/// subdirectories than the process has descriptors (commonly 1,024) would
+/// have the rest fail to open, and go unrecorded or unchecked.
+const HELD_DIRS: usize = 32;
+
 /// Linux's PATH_MAX, counting the terminating NUL.
 const PATH_MAX: usize = 4096;
 
@@ -1021,8 +1029,21 @@ impl Record {
     /// directory is watched before it is listed.
     fn walk_add(&mut self, ctx: &Ctx<'_>, watch: &mut WatchState, rel: Vec<u8>, fd: OwnedFd) {
         let mut queue = std::collections::VecDeque::new();
-        queue.push_back((rel, fd));
-        while let Some((rel, fd)) = queue.pop_front() {
+        queue.push_back((rel, Some(fd), None));
+        let mut held = 1;
+        while let Some((rel, fd, id)) = queue.pop_front() {
+            let fd = match fd {
+                Some(fd) => {
+                    held -= 1;
+                    fd
+                }
+                // Not held: opened again, and only if it is still the
+                // directory that was listed.
+                None => match open_dir(ctx.root, &rel) {
+                    Ok(fd) if rfs::fstat(&fd).is_ok_and(|s| Some((s.st_dev, s.st_ino)) == id) => fd,
+                    _ => continue,
+                },
+            };
             watch.watch(&fd, &rel);
             let Ok(st) = rfs::fstat(&fd) else { continue };
             let Ok(listing) = list(&fd) else { continue };
@@ -1039,11 +1060,19 @@ impl Record {
                     }
                 }
                 if e.kind == FileType::Directory {
-                    if let Ok(sub) =
-                        rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
+                    if held < HELD_DIRS {
+                        if let Ok(sub) =
+                            rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
+                        {
+                            rec.subdirs.insert(e.name.clone());
+                            queue.push_back((child, Some(sub), None));
+                            held += 1;
+                        }
+                    } else if let Ok(st) =
+                        rfs::statat(&fd, OsStr::from_bytes(&e.name), AtFlags::SYMLINK_NOFOLLOW)
                     {
                         rec.subdirs.insert(e.name.clone());
-                        queue.push_back((child, sub));
+                        queue.push_back((child, None, Some((st.st_dev, st.st_ino))));
                     }
                 }
             }
@@ -1406,6 +1435,9 @@ struct Settle<'a> {
     left: Cell<usize>,
     /// It stopped reading at `entry_cap`.
     stopped: Cell<bool>,
+    /// Directories the command made that could not be opened or read:
+    /// what they hold was not checked.
+    unchecked: RefCell<Vec<Vec<u8>>>,
     root: &'a Root,
     quarantine: &'a Quarantine,
     changes: Vec<Change>,
@@ -1435,6 +1467,15 @@ impl Settle<'_> {
                 path: show(&rel),
                 pattern,
                 action,
+            });
+        }
+        for rel in std::mem::take(&mut *self.unchecked.borrow_mut()) {
+            self.changes.push(Change {
+                path: show(&rel),
+                pattern: "(none: a directory the command made that could not be read; \
+                          what it holds was not checked)"
+                    .to_owned(),
+                action: Action::Reported,
             });
         }
         if self.stopped.get() {
@@ -1631,8 +1672,9 @@ impl Settle<'_> {
             }
             if let Some(id) = ident {
                 scan.new_dir(id, &child);
-                if let Ok(sub) = open_new_dir(&fd, &e.name) {
-                    self.walk_new(child, sub, scan);
+                match open_new_dir(&fd, &e.name) {
+                    Ok(sub) => self.walk_new(child, sub, scan),
+                    Err(_) => self.unchecked.borrow_mut().push(child),
                 }
             }
         });
@@ -1676,8 +1718,24 @@ impl Settle<'_> {
 
     /// Looks through a directory the command made for protected entries.
     fn walk_new(&self, rel: Vec<u8>, fd: OwnedFd, scan: &mut Scan) {
-        let mut stack = vec![(rel, fd)];
-        while let Some((rel, fd)) = stack.pop() {
+        let mut stack = vec![(rel, Some(fd), None)];
+        let mut held = 1;
+        while let Some((rel, fd, id)) = stack.pop() {
+            let fd = match fd {
+                Some(fd) => {
+                    held -= 1;
+                    fd
+                }
+                // Not held: opened again beneath the root, and only if it
+                // is still the directory that was listed.
+                None => match open_new_path(self.root_fd(), &rel) {
+                    Ok(fd) if rfs::fstat(&fd).is_ok_and(|s| Some((s.st_dev, s.st_ino)) == id) => fd,
+                    _ => {
+                        self.unchecked.borrow_mut().push(rel);
+                        continue;
+                    }
+                },
+            };
             let listed = self.each_within(&fd, |e| {
                 let child = join(&rel, &e.name);
                 let ident = if e.kind == FileType::Directory {
@@ -1696,14 +1754,25 @@ impl Settle<'_> {
                     scan.new_protected.push((child, pattern));
                     return;
                 }
-                if ident.is_some() {
-                    if let Ok(sub) = open_new_dir(&fd, &e.name) {
-                        stack.push((child, sub));
+                if ident.is_none() {
+                    return;
+                }
+                if held >= HELD_DIRS {
+                    stack.push((child, None, ident));
+                    return;
+                }
+                match open_new_dir(&fd, &e.name) {
+                    Ok(sub) => {
+                        stack.push((child, Some(sub), None));
+                        held += 1;
                     }
+                    Err(_) => self.unchecked.borrow_mut().push(child),
                 }
             });
-            if listed == Ok(false) {
-                return;
+            match listed {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(_) => self.unchecked.borrow_mut().push(rel),
             }
         }
     }
@@ -2193,6 +2262,17 @@ fn open_new_dir(dir: &OwnedFd, name: &[u8]) -> Result<OwnedFd, Errno> {
     let mode = rfs::fstat(&fd)?.st_mode & 0o7777;
     chmod_path_fd(fd.as_fd(), mode | 0o700)?;
     rfs::openat(&fd, c".", DIR_FLAGS, Mode::empty())
+}
+
+/// Opens the directory `rel` beneath `root` one component at a time, never
+/// through a symlink, as [`open_new_dir`] opens each (giving the owner
+/// access to one the command made unreadable).
+fn open_new_path(root: BorrowedFd<'_>, rel: &[u8]) -> Result<OwnedFd, Errno> {
+    let mut fd = rfs::openat(root, c".", DIR_FLAGS, Mode::empty())?;
+    for comp in rel.split(|&b| b == b'/') {
+        fd = open_new_dir(&fd, comp)?;
+    }
+    Ok(fd)
 }
 
 /// The inode flags that keep an entry from being renamed, and a directory
