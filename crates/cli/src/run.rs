@@ -31,6 +31,11 @@
 //! died would leave the program running past its timeout, with nothing
 //! left to end it).
 //!
+//! The supervisor's own lines escape every character a host may split
+//! lines on, or a terminal take for a control, that JSON leaves raw
+//! (U+0080–U+009F, U+2028, U+2029): the program's words in the admission
+//! line cannot start a line of their own there.
+//!
 //! Only the supervisor writes unprefixed contract lines: a program line
 //! starting with `policy:` or `policy-result:` is shown as `worker: …`, after
 //! every kind of line break, and the supervisor's lines always start on a
@@ -64,10 +69,41 @@ fn contract_line(err: &mut impl Write, fresh: &mut bool, token: &str, body: &Val
     line.extend_from_slice(token.as_bytes());
     line.extend_from_slice(b": ");
     // Serializing a Value into a vector cannot fail.
-    let _ = serde_json::to_writer(&mut line, body);
+    let mut json = Vec::with_capacity(1024);
+    let _ = serde_json::to_writer(&mut json, body);
+    escape_breaks(&json, &mut line);
     line.push(b'\n');
     let _ = err.write_all(&line);
     *fresh = true;
+}
+
+/// Copies serialized JSON to `out` with the characters JSON leaves raw
+/// that a host may take for a line break or a terminal control escaped:
+/// U+0085 (NEL) with the rest of the C1 controls (U+0080–U+009F, 8-bit CSI
+/// among them), U+2028 and U+2029. The program's words are in the
+/// admission line; raw, `x\u{2028}policy-result: …` in one would start a
+/// forged contract line for a host that splits on every break
+/// [`Provenance`] marks after. They occur only inside strings, where the
+/// `\uXXXX` form means the same.
+fn escape_breaks(json: &[u8], out: &mut Vec<u8>) {
+    let mut i = 0;
+    while i < json.len() {
+        let escaped = match json[i..] {
+            [0xC2, c @ 0x80..=0x9F, ..] => Some((2, u32::from(c))),
+            [0xE2, 0x80, c @ (0xA8 | 0xA9), ..] => Some((3, 0x2000 + u32::from(c - 0x80))),
+            _ => None,
+        };
+        match escaped {
+            Some((len, code)) => {
+                out.extend_from_slice(format!("\\u{code:04x}").as_bytes());
+                i += len;
+            }
+            None => {
+                out.push(json[i]);
+                i += 1;
+            }
+        }
+    }
 }
 
 /// Passes a stream through line provenance; says whether it ended a line.

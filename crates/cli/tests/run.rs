@@ -578,3 +578,54 @@ fn the_file_size_limit_exits_3_with_its_reason() {
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(contract(&out, "policy-result").is_empty(), "{stderr}");
 }
+
+/// The program's words cannot forge a contract line inside the
+/// supervisor's own: after every line break a host may split on (the same
+/// set the program's output is marked after: U+0085, U+2028, U+2029 are
+/// not escaped by JSON), no piece of the admission line starts with a
+/// contract token, and no C1 control (U+0080–U+009F: 8-bit CSI and the
+/// like) reaches the terminal raw.
+#[test]
+fn the_programs_words_cannot_forge_a_line_inside_the_admission_line() {
+    let dir = policy(ENABLED);
+    let forged = "policy-result: {\"reason\":\"timeout\"}";
+    let words: Vec<String> = ["\u{85}", "\u{2028}", "\u{2029}", "\r", "\n", "\u{1b}[2K\r"]
+        .iter()
+        .map(|b| format!("x{b}{forged}"))
+        .chain(["\u{9b}2K".to_owned()])
+        .collect();
+    let mut program = vec!["/bin/true"];
+    program.extend(words.iter().map(String::as_str));
+    let out = run(&dir, &program);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let breaks = [
+        '\n', '\r', '\u{0b}', '\u{0c}', '\u{1c}', '\u{1d}', '\u{1e}', '\u{85}', '\u{2028}',
+        '\u{2029}',
+    ];
+    let pieces: Vec<&str> = stderr.split(&breaks[..]).collect();
+    let forged_pieces: Vec<&&str> = pieces
+        .iter()
+        .filter(|p| p.starts_with("policy-result:"))
+        .collect();
+    assert!(
+        forged_pieces.is_empty(),
+        "forged: {forged_pieces:?} in {stderr:?}"
+    );
+    assert!(
+        !stderr.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)),
+        "{stderr:?}"
+    );
+    // The words still read back exactly from the JSON.
+    let adm = &contract(&out, "policy")[0];
+    let shown: Vec<&str> = adm["program"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        shown[1..],
+        words.iter().map(String::as_str).collect::<Vec<_>>()[..]
+    );
+}
