@@ -1378,39 +1378,53 @@ struct Scan {
     /// Every other entry seen at an unrecorded name whose inode is a
     /// recorded entry's (the device is checked when one is used).
     new_files: HashMap<u64, Vec<u8>>,
-    /// The identities `new_dirs` keeps: only those are looked up, so the
-    /// scan's memory does not grow with the entries a command makes.
-    wanted_dirs: HashSet<(u64, u64)>,
-    /// The inodes `new_files` keeps.
-    wanted_files: HashSet<u64>,
+    /// Once the scan has noted [`PRUNE_AT`] new entries: the identities of
+    /// the record's directories and the inodes of its entries, the only
+    /// ones `new_dirs` and `new_files` keep from then on (only those are
+    /// looked up), so the scan's memory does not grow with the entries a
+    /// command makes. Built only then: a settle after a command that made
+    /// few entries does not pay for a set as large as the record.
+    wanted: Option<Wanted>,
 }
 
-impl Scan {
-    /// An empty scan against `record`.
-    fn of(record: &Record) -> Scan {
-        Scan {
-            wanted_dirs: record
-                .dirs
-                .values()
-                .map(|d| (d.meta.dev, d.meta.ino))
-                .collect(),
-            wanted_files: record.entries.values().map(|e| e.meta.ino).collect(),
-            ..Scan::default()
-        }
-    }
+/// The directory identities and entry inodes a pruned [`Scan`] keeps.
+type Wanted = (HashSet<(u64, u64)>, HashSet<u64>);
 
+/// New entries a scan notes before it keeps only those the record knows.
+const PRUNE_AT: usize = 4096;
+
+impl Scan {
     /// Notes a directory seen at an unrecorded name (or replacing one).
-    fn new_dir(&mut self, id: (u64, u64), rel: &[u8]) {
-        if self.wanted_dirs.contains(&id) {
+    fn new_dir(&mut self, record: &Record, id: (u64, u64), rel: &[u8]) {
+        if self.wanted.as_ref().is_none_or(|w| w.0.contains(&id)) {
             self.new_dirs.insert(id, rel.to_vec());
+            self.prune(record);
         }
     }
 
     /// Notes another entry seen at an unrecorded name.
-    fn new_file(&mut self, ino: u64, rel: &[u8]) {
-        if self.wanted_files.contains(&ino) {
+    fn new_file(&mut self, record: &Record, ino: u64, rel: &[u8]) {
+        if self.wanted.as_ref().is_none_or(|w| w.1.contains(&ino)) {
             self.new_files.entry(ino).or_insert_with(|| rel.to_vec());
+            self.prune(record);
         }
+    }
+
+    /// Past [`PRUNE_AT`] noted entries: builds the wanted sets and drops
+    /// what they do not hold.
+    fn prune(&mut self, record: &Record) {
+        if self.wanted.is_some() || self.new_dirs.len() + self.new_files.len() < PRUNE_AT {
+            return;
+        }
+        let dirs: HashSet<(u64, u64)> = record
+            .dirs
+            .values()
+            .map(|d| (d.meta.dev, d.meta.ino))
+            .collect();
+        let files: HashSet<u64> = record.entries.values().map(|e| e.meta.ino).collect();
+        self.new_dirs.retain(|id, _| dirs.contains(id));
+        self.new_files.retain(|ino, _| files.contains(ino));
+        self.wanted = Some((dirs, files));
     }
 
     fn ancestor_missing(&self, rel: &[u8]) -> bool {
@@ -1512,7 +1526,7 @@ impl Settle<'_> {
 
     fn scan(&mut self, record: &mut Record) -> Scan {
         self.absorb(record);
-        let mut scan = Scan::of(record);
+        let mut scan = Scan::default();
         let threshold = record.t0 - GRANULARITY_NS;
         let mut moved = BTreeSet::new();
         // Watched: only directories with events since the record can have
@@ -1649,13 +1663,13 @@ impl Settle<'_> {
                 {
                     scan.missing.insert(child.clone());
                     if let Some(id) = ident {
-                        scan.new_dir(id, &child);
+                        scan.new_dir(record, id, &child);
                     }
                 }
                 return;
             }
             if e.kind != FileType::Directory {
-                scan.new_file(e.ino, &child);
+                scan.new_file(record, e.ino, &child);
             }
             if let Some(known) = record.dirs.get(&child) {
                 if ident == Some((known.meta.dev, known.meta.ino)) {
@@ -1665,15 +1679,15 @@ impl Settle<'_> {
             }
             if let Some(pattern) = self.ctx.protects(&child) {
                 if let Some(id) = ident {
-                    scan.new_dir(id, &child);
+                    scan.new_dir(record, id, &child);
                 }
                 scan.new_protected.push((child, pattern));
                 return;
             }
             if let Some(id) = ident {
-                scan.new_dir(id, &child);
+                scan.new_dir(record, id, &child);
                 match open_new_dir(&fd, &e.name) {
-                    Ok(sub) => self.walk_new(child, sub, scan),
+                    Ok(sub) => self.walk_new(record, child, sub, scan),
                     Err(_) => self.unchecked.borrow_mut().push(child),
                 }
             }
@@ -1717,7 +1731,7 @@ impl Settle<'_> {
     }
 
     /// Looks through a directory the command made for protected entries.
-    fn walk_new(&self, rel: Vec<u8>, fd: OwnedFd, scan: &mut Scan) {
+    fn walk_new(&self, record: &Record, rel: Vec<u8>, fd: OwnedFd, scan: &mut Scan) {
         let mut stack = vec![(rel, Some(fd), None)];
         let mut held = 1;
         while let Some((rel, fd, id)) = stack.pop() {
@@ -1746,9 +1760,9 @@ impl Settle<'_> {
                     None
                 };
                 if let Some(id) = ident {
-                    scan.new_dir(id, &child);
+                    scan.new_dir(record, id, &child);
                 } else {
-                    scan.new_file(e.ino, &child);
+                    scan.new_file(record, e.ino, &child);
                 }
                 if let Some(pattern) = self.ctx.protects(&child) {
                     scan.new_protected.push((child, pattern));
