@@ -103,7 +103,7 @@ typedef struct sg_audit_event {
   // The command's exit code, when `has_exit_code`.
   int32_t exit_code;
   // The limit that stopped the command (`"memory"`, `"tasks"`, `"cpu"`,
-  // `"output"` or `"timeout"`), NUL-terminated; NULL when none did or
+  // `"output"`, `"timeout"` or `"file_size"`), NUL-terminated; NULL when none did or
   // sandgate did not see it, and for every file operation.
   const char *limit;
 } sg_audit_event;
@@ -139,7 +139,7 @@ typedef struct sg_exec_result {
   // sha256 of the sorted names of the child's environment.
   struct sg_bytes env_names_digest;
   // The limit that ended the command, when known: `memory`, `tasks`,
-  // `cpu`, `output` or `timeout` (ASCII); empty otherwise.
+  // `cpu`, `output`, `timeout` or `file_size` (ASCII); empty otherwise.
   struct sg_bytes limit;
   // What the command did to protected paths and what was done about
   // it, as a JSON array of `{"path", "pattern", "action"}` (`action`:

@@ -29,7 +29,7 @@ type AuditEvent struct {
 	ExitCode    int
 	HasExitCode bool
 	// Limit names the limit that stopped the command ("memory", "tasks",
-	// "cpu", "output" or "timeout"), when one did and sandgate saw it;
+	// "cpu", "output", "timeout" or "file_size"), when one did and sandgate saw it;
 	// empty otherwise.
 	Limit string
 }

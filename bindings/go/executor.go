@@ -159,7 +159,7 @@ type ExecResult struct {
 	Confinement    map[string]any
 	EnvNamesDigest string // sha256 of the sorted names of the child's environment
 	// Limit names the limit that ended the command, when known: "memory",
-	// "tasks", "cpu", "output" or "timeout"; empty otherwise.
+	// "tasks", "cpu", "output", "timeout" or "file_size"; empty otherwise.
 	Limit string
 	// ProtectedChanges lists what the command did to protected paths and
 	// what was done about it.

@@ -318,7 +318,8 @@ export interface AuditEvent {
   exitCode?: number
   /**
    * For `exec`: the limit that stopped the command (`memory`, `tasks`,
-   * `cpu`, `output` or `timeout`), when one did and sandgate saw it.
+   * `cpu`, `output`, `timeout` or `file_size`), when one did and sandgate
+   * saw it.
    */
   limit?: string
 }
@@ -383,7 +384,7 @@ export interface ExecOutput {
   durationMs: number
   /**
    * The limit that ended the command, when known: `memory`, `tasks`,
-   * `cpu`, `output` or `timeout`.
+   * `cpu`, `output`, `timeout` or `file_size`.
    */
   limit?: string
   /**

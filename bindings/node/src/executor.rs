@@ -84,7 +84,7 @@ pub struct ExecOutput {
     /// Wall-clock time of the call in milliseconds.
     pub duration_ms: f64,
     /// The limit that ended the command, when known: `memory`, `tasks`,
-    /// `cpu`, `output` or `timeout`.
+    /// `cpu`, `output`, `timeout` or `file_size`.
     pub limit: Option<String>,
     /// What the command did to protected paths and what was done about
     /// it: `{ path, pattern, action }` each, `action` being `restored`,

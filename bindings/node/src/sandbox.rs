@@ -39,7 +39,8 @@ pub struct AuditEvent {
     /// For `exec`: the command's exit code, when it ran.
     pub exit_code: Option<i32>,
     /// For `exec`: the limit that stopped the command (`memory`, `tasks`,
-    /// `cpu`, `output` or `timeout`), when one did and sandgate saw it.
+    /// `cpu`, `output`, `timeout` or `file_size`), when one did and sandgate
+    /// saw it.
     pub limit: Option<String>,
 }
 

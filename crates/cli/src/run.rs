@@ -5,10 +5,17 @@
 //! line, runs the program confined with the policy's timeout armed from the
 //! start, and reports how it ended:
 //!
-//! - `policy: {…}` on stderr first: the admission decision;
+//! - `policy: {…}` on stderr first: the admission decision, whose
+//!   `program` (and any refusal that quotes it) is redacted as the
+//!   program's output is — withheld values and token shapes — so that a
+//!   credential on the command line is not printed beside redacted output;
 //! - exit 2 when the policy refuses the run (the decision says why);
 //! - exit 3 and `policy-result: {"version":1,"stage":"execute","reason":…}`
-//!   when the timeout or the output limit stopped the program;
+//!   when a limit stopped the program: `timeout`, `output_limit`,
+//!   `memory_limit`, `task_limit`, `cpu_limit` or `file_size_limit` (a
+//!   process it ended with died of the `SIGXFSZ` a write past
+//!   `fs.max_write_bytes` sends), with `limit_key` naming the policy key
+//!   (`exec.timeout_ms`, …, `fs.max_write_bytes`);
 //! - a program that exits 3 by itself (the supervisor's own code) becomes
 //!   exit 1 with reason `worker_reserved_exit`;
 //! - otherwise the program's own exit code, after a `policy-result:` line
@@ -23,6 +30,11 @@
 //! the supervisor exits `128 + n` for signal `n` (a supervisor that just
 //! died would leave the program running past its timeout, with nothing
 //! left to end it).
+//!
+//! The supervisor's own lines escape every character a host may split
+//! lines on, or a terminal take for a control, that JSON leaves raw
+//! (U+0080–U+009F, U+2028, U+2029): the program's words in the admission
+//! line cannot start a line of their own there.
 //!
 //! Only the supervisor writes unprefixed contract lines: a program line
 //! starting with `policy:` or `policy-result:` is shown as `worker: …`, after
@@ -57,10 +69,41 @@ fn contract_line(err: &mut impl Write, fresh: &mut bool, token: &str, body: &Val
     line.extend_from_slice(token.as_bytes());
     line.extend_from_slice(b": ");
     // Serializing a Value into a vector cannot fail.
-    let _ = serde_json::to_writer(&mut line, body);
+    let mut json = Vec::with_capacity(1024);
+    let _ = serde_json::to_writer(&mut json, body);
+    escape_breaks(&json, &mut line);
     line.push(b'\n');
     let _ = err.write_all(&line);
     *fresh = true;
+}
+
+/// Copies serialized JSON to `out` with the characters JSON leaves raw
+/// that a host may take for a line break or a terminal control escaped:
+/// U+0085 (NEL) with the rest of the C1 controls (U+0080–U+009F, 8-bit CSI
+/// among them), U+2028 and U+2029. The program's words are in the
+/// admission line; raw, `x\u{2028}policy-result: …` in one would start a
+/// forged contract line for a host that splits on every break
+/// [`Provenance`] marks after. They occur only inside strings, where the
+/// `\uXXXX` form means the same.
+fn escape_breaks(json: &[u8], out: &mut Vec<u8>) {
+    let mut i = 0;
+    while i < json.len() {
+        let escaped = match json[i..] {
+            [0xC2, c @ 0x80..=0x9F, ..] => Some((2, u32::from(c))),
+            [0xE2, 0x80, c @ (0xA8 | 0xA9), ..] => Some((3, 0x2000 + u32::from(c - 0x80))),
+            _ => None,
+        };
+        match escaped {
+            Some((len, code)) => {
+                out.extend_from_slice(format!("\\u{code:04x}").as_bytes());
+                i += len;
+            }
+            None => {
+                out.push(json[i]);
+                i += 1;
+            }
+        }
+    }
 }
 
 /// Passes a stream through line provenance; says whether it ended a line.
@@ -103,19 +146,27 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
             return ExitCode::from(EXIT_REFUSED);
         }
     };
-    let refuse = |err: &mut std::io::StderrLock<'_>, fresh: &mut bool, e: sandgate::Error| {
+    let refuse = |err: &mut std::io::StderrLock<'_>,
+                  fresh: &mut bool,
+                  e: sandgate::Error,
+                  executor: Option<&Executor>| {
+        // A reason may quote the program: redacted as its output is.
+        let reason = match executor {
+            Some(x) => String::from_utf8_lossy(&x.redact(e.message().as_bytes())).into_owned(),
+            None => e.message().to_owned(),
+        };
         let decision = json!({
             "ok": false,
             "policy_digest": policy.digest(),
             "code": e.code().as_str(),
-            "reason": e.message(),
+            "reason": reason,
         });
         contract_line(err, fresh, "policy", &decision);
         ExitCode::from(EXIT_REFUSED)
     };
     let executor = match Executor::from_policy(&policy) {
         Ok(x) => x,
-        Err(e) => return refuse(&mut err, &mut fresh, e),
+        Err(e) => return refuse(&mut err, &mut fresh, e, None),
     };
     // `run` starts an arbitrary program: confined git alone does not grant it.
     if !executor.enabled() {
@@ -123,17 +174,21 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
             sandgate::ErrorCode::Denied,
             "exec is not enabled by the policy ([exec] enabled = false)",
         );
-        return refuse(&mut err, &mut fresh, e);
+        return refuse(&mut err, &mut fresh, e, None);
     }
     if let Err(e) = executor.start() {
-        return refuse(&mut err, &mut fresh, e);
+        return refuse(&mut err, &mut fresh, e, Some(&executor));
     }
     let admission = json!({
         "ok": true,
         "policy_digest": policy.digest(),
         "security_mode": policy.security_mode().as_str(),
-        // Shown as text; the program still gets its words byte for byte.
-        "program": program.iter().map(|w| w.to_string_lossy()).collect::<Vec<_>>(),
+        // Shown as text, redacted as its output is; the program still gets
+        // its words byte for byte.
+        "program": program
+            .iter()
+            .map(|w| String::from_utf8_lossy(&executor.redact(w.as_encoded_bytes())).into_owned())
+            .collect::<Vec<_>>(),
         "timeout_ms": policy.exec().timeout_ms,
         "max_output_bytes": policy.exec().max_output_bytes,
         "max_memory_bytes": policy.exec().max_memory_bytes,
@@ -150,7 +205,7 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
     };
     let result = match executor.exec_argv(program, options) {
         Ok(r) => r,
-        Err(e) => return refuse(&mut err, &mut fresh, e),
+        Err(e) => return refuse(&mut err, &mut fresh, e, Some(&executor)),
     };
     let (out, _) = mark(&result.stdout);
     let (child_err, ended_line) = mark(&result.stderr);
@@ -174,22 +229,31 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
     if let Some(code) = signalled() {
         return code;
     }
+    // A limit's verdict names the policy key that set it.
+    let limited = |reason: &str, key: &str| {
+        let mut line = base(reason);
+        line["limit_key"] = key.into();
+        line
+    };
     let resource = match result.limit {
-        Some(Limit::Memory) => Some("memory_limit"),
-        Some(Limit::Tasks) => Some("task_limit"),
-        Some(Limit::Cpu) => Some("cpu_limit"),
+        Some(Limit::Memory) => Some(("memory_limit", "exec.max_memory_bytes")),
+        Some(Limit::Tasks) => Some(("task_limit", "exec.max_tasks")),
+        Some(Limit::Cpu) => Some(("cpu_limit", "exec.max_cpu_ms")),
+        Some(Limit::FileSize) => Some(("file_size_limit", "fs.max_write_bytes")),
         _ => None,
     };
-    if let Some(reason) = resource {
-        contract_line(&mut err, &mut fresh, "policy-result", &base(reason));
+    if let Some((reason, key)) = resource {
+        contract_line(&mut err, &mut fresh, "policy-result", &limited(reason, key));
         return ExitCode::from(EXIT_LIMIT);
     }
     if result.timed_out {
-        contract_line(&mut err, &mut fresh, "policy-result", &base("timeout"));
+        let line = limited("timeout", "exec.timeout_ms");
+        contract_line(&mut err, &mut fresh, "policy-result", &line);
         return ExitCode::from(EXIT_LIMIT);
     }
     if result.truncated {
-        contract_line(&mut err, &mut fresh, "policy-result", &base("output_limit"));
+        let line = limited("output_limit", "exec.max_output_bytes");
+        contract_line(&mut err, &mut fresh, "policy-result", &line);
         return ExitCode::from(EXIT_LIMIT);
     }
     if result.exit_code == i32::from(EXIT_LIMIT) {

@@ -496,3 +496,136 @@ fn contract_lines_are_written_whole() {
         );
     }
 }
+
+/// A secret on the program's command line is redacted from every line the
+/// supervisor prints, as the program's own output is: a withheld host
+/// variable's value and a token shape, in the admission line and in the
+/// refusal that quotes the program.
+#[test]
+fn a_secret_in_the_argv_is_redacted_from_the_supervisors_lines() {
+    const VALUE: &str = "hunter2-value-of-the-token";
+    const SHAPE: &str = "ghp_0123456789abcdefghijABCDEFGHIJ";
+    let dir = policy(ENABLED);
+    let run_with = |program: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .arg("run")
+            .arg("--policy")
+            .arg(dir.path().join("policy.toml"))
+            .arg("--")
+            .args(program)
+            .env("DEPLOY_TOKEN", VALUE)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run_with(&["/bin/echo", VALUE, SHAPE]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // The program's own output is redacted...
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout, "[REDACTED:DEPLOY_TOKEN] [REDACTED]\n");
+    // ...and so is the supervisor's account of what it ran.
+    assert!(!stderr.contains(VALUE), "{stderr}");
+    assert!(!stderr.contains(SHAPE), "{stderr}");
+    let adm = &contract(&out, "policy")[0];
+    assert_eq!(
+        adm["program"],
+        serde_json::json!(["/bin/echo", "[REDACTED:DEPLOY_TOKEN]", "[REDACTED]"]),
+        "{adm}"
+    );
+    // A program that cannot start is named, redacted too.
+    let missing = format!("/nonexistent/{VALUE}/{SHAPE}");
+    let out = run_with(&[&missing]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{stderr}");
+    assert!(!stderr.contains(VALUE), "{stderr}");
+    assert!(!stderr.contains(SHAPE), "{stderr}");
+}
+
+/// A program killed at its file size limit (`fs.max_write_bytes`, held by
+/// `RLIMIT_FSIZE`) is stopped by a limit like the others: exit 3, the
+/// reason naming it, and the result's `limit` too.
+#[test]
+fn the_file_size_limit_exits_3_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("ws")).unwrap();
+    let text = format!(
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\nmax_write_bytes = 65536\n{ENABLED}"
+    );
+    fs::write(dir.path().join("policy.toml"), text).unwrap();
+    let out = run(&dir, &["/bin/sh", "-c", "head -c 1000000 /dev/zero > big"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let result = &contract(&out, "policy-result")[0];
+    assert_eq!(result["reason"], "file_size_limit", "{result}");
+    assert_eq!(result["limit_key"], "fs.max_write_bytes", "{result}");
+    assert_eq!(
+        fs::metadata(dir.path().join("ws/big")).unwrap().len(),
+        65536
+    );
+    // A program that dies of SIGXFSZ without reaching its limit... cannot
+    // be told apart (as with SIGXCPU under a CPU limit); one that handles
+    // the signal and sees EFBIG goes on and keeps its own exit code.
+    let out = run(
+        &dir,
+        &[
+            "/bin/bash",
+            "-c",
+            "trap '' XFSZ; head -c 1000000 /dev/zero > big2; echo \"head: $?\"; exit 4",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(contract(&out, "policy-result").is_empty(), "{stderr}");
+}
+
+/// The program's words cannot forge a contract line inside the
+/// supervisor's own: after every line break a host may split on (the same
+/// set the program's output is marked after: U+0085, U+2028, U+2029 are
+/// not escaped by JSON), no piece of the admission line starts with a
+/// contract token, and no C1 control (U+0080–U+009F: 8-bit CSI and the
+/// like) reaches the terminal raw.
+#[test]
+fn the_programs_words_cannot_forge_a_line_inside_the_admission_line() {
+    let dir = policy(ENABLED);
+    let forged = "policy-result: {\"reason\":\"timeout\"}";
+    let words: Vec<String> = ["\u{85}", "\u{2028}", "\u{2029}", "\r", "\n", "\u{1b}[2K\r"]
+        .iter()
+        .map(|b| format!("x{b}{forged}"))
+        .chain(["\u{9b}2K".to_owned()])
+        .collect();
+    let mut program = vec!["/bin/true"];
+    program.extend(words.iter().map(String::as_str));
+    let out = run(&dir, &program);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let breaks = [
+        '\n', '\r', '\u{0b}', '\u{0c}', '\u{1c}', '\u{1d}', '\u{1e}', '\u{85}', '\u{2028}',
+        '\u{2029}',
+    ];
+    let pieces: Vec<&str> = stderr.split(&breaks[..]).collect();
+    let forged_pieces: Vec<&&str> = pieces
+        .iter()
+        .filter(|p| p.starts_with("policy-result:"))
+        .collect();
+    assert!(
+        forged_pieces.is_empty(),
+        "forged: {forged_pieces:?} in {stderr:?}"
+    );
+    assert!(
+        !stderr.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)),
+        "{stderr:?}"
+    );
+    // The words still read back exactly from the JSON.
+    let adm = &contract(&out, "policy")[0];
+    let shown: Vec<&str> = adm["program"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        shown[1..],
+        words.iter().map(String::as_str).collect::<Vec<_>>()[..]
+    );
+}

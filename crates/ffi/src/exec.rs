@@ -46,7 +46,7 @@ pub struct sg_exec_result {
     /// sha256 of the sorted names of the child's environment.
     pub env_names_digest: sg_bytes,
     /// The limit that ended the command, when known: `memory`, `tasks`,
-    /// `cpu`, `output` or `timeout` (ASCII); empty otherwise.
+    /// `cpu`, `output`, `timeout` or `file_size` (ASCII); empty otherwise.
     pub limit: sg_bytes,
     /// What the command did to protected paths and what was done about
     /// it, as a JSON array of `{"path", "pattern", "action"}` (`action`:

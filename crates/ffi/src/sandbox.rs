@@ -54,7 +54,7 @@ pub struct sg_audit_event {
     /// The command's exit code, when `has_exit_code`.
     pub exit_code: i32,
     /// The limit that stopped the command (`"memory"`, `"tasks"`, `"cpu"`,
-    /// `"output"` or `"timeout"`), NUL-terminated; NULL when none did or
+    /// `"output"`, `"timeout"` or `"file_size"`), NUL-terminated; NULL when none did or
     /// sandgate did not see it, and for every file operation.
     pub limit: *const c_char,
 }

@@ -105,6 +105,12 @@
 //!
 //! # Limits
 //!
+//! - One settle reads at most [`MAX_SETTLE_ENTRIES`] directory entries,
+//!   one at a time (memory does not grow with them); past it, it stops
+//!   and reports so (a [`Change`] at `.`, [`Action::Reported`]): new
+//!   protected entries and renames among the entries not read are not
+//!   found, while the recorded protected entries are still compared and
+//!   restored.
 //! - A regular file larger than [`MAX_COPY_BYTES`], or past
 //!   [`MAX_TOTAL_COPY_BYTES`] of copies per root, is recorded by identity
 //!   and metadata only: a change to it is reported
@@ -124,6 +130,7 @@
 
 #![cfg(target_os = "linux")]
 
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fmt;
@@ -337,9 +344,15 @@ pub const MAX_TOTAL_COPY_BYTES: u64 = 64 << 20;
 /// the coarse clock inode times are stamped from may lag by a tick.
 pub const GRANULARITY_NS: i128 = 20_000_000;
 
-/// The most entries a settle walks inside directories the command created
-/// before it stops looking (and reports that it stopped).
-pub const MAX_NEW_ENTRIES: usize = 1_000_000;
+/// The most directory entries one settle reads, in the directories it
+/// reads again and in those the command made, all together. Past it the
+/// settle stops looking (a command can make millions of entries, which
+/// would make the check's time without bound) and says so with a
+/// [`Change`] at `.`, [`Action::Reported`], whose `pattern` names the
+/// bound: changes among the entries not read are neither undone nor
+/// reported one by one. The recorded protected entries are still compared
+/// and restored (that does not read directories).
+pub const MAX_SETTLE_ENTRIES: usize = 1_000_000;
 
 /// What was done about one protected entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -396,6 +409,8 @@ pub struct Protector {
     /// Directories kept in existence beneath the root
     /// ([`set_placeholders`](Protector::set_placeholders)).
     placeholders: Mutex<Vec<PathBuf>>,
+    /// The most entries one settle reads ([`MAX_SETTLE_ENTRIES`]).
+    entry_cap: usize,
 }
 
 impl Drop for Protector {
@@ -527,7 +542,17 @@ impl Protector {
             shared,
             quarantine,
             placeholders: Mutex::new(Vec::new()),
+            entry_cap: MAX_SETTLE_ENTRIES,
         })
+    }
+
+    /// For tests: this protector with another bound than
+    /// [`MAX_SETTLE_ENTRIES`] on the entries one settle reads, so that a test
+    /// can pass it without making a million files.
+    #[doc(hidden)]
+    pub fn with_entry_cap(mut self, cap: usize) -> Protector {
+        self.entry_cap = cap;
+        self
     }
 
     /// Directories (root-relative, one plain name per component) that
@@ -662,6 +687,10 @@ impl Checkpoint {
         };
         let mut settle = Settle {
             ctx,
+            entry_cap: p.entry_cap,
+            left: Cell::new(p.entry_cap),
+            stopped: Cell::new(false),
+            unchecked: RefCell::new(Vec::new()),
             root: &p.root,
             quarantine: &p.quarantine,
             changes: Vec::new(),
@@ -904,6 +933,13 @@ fn open_dir(root: BorrowedFd<'_>, rel: &[u8]) -> Result<OwnedFd, Errno> {
     Ok(fd)
 }
 
+/// A walk's queued directories hold a descriptor while fewer than this many
+/// do; the others are opened again beneath the root, one component at a
+/// time, when their turn comes. Otherwise a directory with more
+/// subdirectories than the process has descriptors (commonly 1,024) would
+/// have the rest fail to open, and go unrecorded or unchecked.
+const HELD_DIRS: usize = 32;
+
 /// Linux's PATH_MAX, counting the terminating NUL.
 const PATH_MAX: usize = 4096;
 
@@ -932,9 +968,19 @@ struct Listed {
 }
 
 fn list(dir: &OwnedFd) -> Result<Vec<Listed>, Errno> {
+    let mut out = Vec::new();
+    each_listed(dir, |e| {
+        out.push(e);
+        true
+    })?;
+    Ok(out)
+}
+
+/// Reads `dir`'s entries one at a time into `each`, without keeping them,
+/// until `each` answers false. Answers whether every entry was read.
+fn each_listed(dir: &OwnedFd, mut each: impl FnMut(Listed) -> bool) -> Result<bool, Errno> {
     let dup = rustix::io::fcntl_dupfd_cloexec(dir, 0)?;
     let mut d = Dir::new(dup)?;
-    let mut out = Vec::new();
     while let Some(e) = d.read() {
         let e = e?;
         let name = e.file_name().to_bytes();
@@ -948,13 +994,16 @@ fn list(dir: &OwnedFd) -> Result<Vec<Listed>, Errno> {
                 Err(_) => continue,
             };
         }
-        out.push(Listed {
+        let listed = Listed {
             name: name.to_vec(),
             kind,
             ino: e.ino(),
-        });
+        };
+        if !each(listed) {
+            return Ok(false);
+        }
     }
-    Ok(out)
+    Ok(true)
 }
 
 impl Record {
@@ -980,8 +1029,21 @@ impl Record {
     /// directory is watched before it is listed.
     fn walk_add(&mut self, ctx: &Ctx<'_>, watch: &mut WatchState, rel: Vec<u8>, fd: OwnedFd) {
         let mut queue = std::collections::VecDeque::new();
-        queue.push_back((rel, fd));
-        while let Some((rel, fd)) = queue.pop_front() {
+        queue.push_back((rel, Some(fd), None));
+        let mut held = 1;
+        while let Some((rel, fd, id)) = queue.pop_front() {
+            let fd = match fd {
+                Some(fd) => {
+                    held -= 1;
+                    fd
+                }
+                // Not held: opened again, and only if it is still the
+                // directory that was listed.
+                None => match open_dir(ctx.root, &rel) {
+                    Ok(fd) if rfs::fstat(&fd).is_ok_and(|s| Some((s.st_dev, s.st_ino)) == id) => fd,
+                    _ => continue,
+                },
+            };
             watch.watch(&fd, &rel);
             let Ok(st) = rfs::fstat(&fd) else { continue };
             let Ok(listing) = list(&fd) else { continue };
@@ -998,11 +1060,19 @@ impl Record {
                     }
                 }
                 if e.kind == FileType::Directory {
-                    if let Ok(sub) =
-                        rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
+                    if held < HELD_DIRS {
+                        if let Ok(sub) =
+                            rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
+                        {
+                            rec.subdirs.insert(e.name.clone());
+                            queue.push_back((child, Some(sub), None));
+                            held += 1;
+                        }
+                    } else if let Ok(st) =
+                        rfs::statat(&fd, OsStr::from_bytes(&e.name), AtFlags::SYMLINK_NOFOLLOW)
                     {
                         rec.subdirs.insert(e.name.clone());
-                        queue.push_back((child, sub));
+                        queue.push_back((child, None, Some((st.st_dev, st.st_ino))));
                     }
                 }
             }
@@ -1170,7 +1240,6 @@ impl Record {
         // deleted and made again with the same inode number needs a new one.
         watch.watch(&fd, rel);
         let Ok(st) = rfs::fstat(&fd) else { return };
-        let Ok(listing) = list(&fd) else { return };
         let Some(old) = self.dirs.get(rel).cloned() else {
             return;
         };
@@ -1179,10 +1248,14 @@ impl Record {
             subdirs: BTreeSet::new(),
             protected: BTreeSet::new(),
         };
+        // Read one entry at a time, and only recorded names remembered as
+        // seen: a directory a command filled costs time, not memory.
         let mut seen = BTreeSet::new();
-        for e in listing {
+        let listed = each_listed(&fd, |e| {
             let child = join(rel, &e.name);
-            seen.insert(e.name.clone());
+            if old.subdirs.contains(&e.name) || old.protected.contains(&e.name) {
+                seen.insert(e.name.clone());
+            }
             if let Some(pattern) = ctx.protects(&child) {
                 let same = self.entries.get(&child).is_some_and(|r| {
                     r.meta.ino == e.ino && r.meta.kind() == e.kind && r.pattern == pattern
@@ -1198,7 +1271,7 @@ impl Record {
                 let Ok(sub) =
                     rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
                 else {
-                    continue;
+                    return true;
                 };
                 let now = rfs::fstat(&sub).ok().map(|s| (s.st_ino, s.st_dev));
                 rec.subdirs.insert(e.name.clone());
@@ -1209,6 +1282,10 @@ impl Record {
             } else if self.dirs.contains_key(&child) {
                 self.drop_subtree(&child);
             }
+            true
+        });
+        if listed.is_err() {
+            return;
         }
         for gone in old.subdirs.iter().filter(|n| !seen.contains(*n)) {
             self.drop_subtree(&join(rel, gone));
@@ -1295,16 +1372,61 @@ struct Scan {
     /// New protected entries (the topmost of each new subtree) and the
     /// rule protecting each.
     new_protected: Vec<(Vec<u8>, String)>,
-    /// Every new directory seen, by inode.
+    /// Every new directory seen that has the identity of a recorded
+    /// directory (one renamed elsewhere), by device and inode.
     new_dirs: HashMap<(u64, u64), Vec<u8>>,
-    /// Every other entry seen at an unrecorded name, by inode (the device
-    /// is checked when one is used).
+    /// Every other entry seen at an unrecorded name whose inode is a
+    /// recorded entry's (the device is checked when one is used).
     new_files: HashMap<u64, Vec<u8>>,
-    /// Walking new directories stopped at [`MAX_NEW_ENTRIES`].
-    truncated: bool,
+    /// Once the scan has noted [`PRUNE_AT`] new entries: the identities of
+    /// the record's directories and the inodes of its entries, the only
+    /// ones `new_dirs` and `new_files` keep from then on (only those are
+    /// looked up), so the scan's memory does not grow with the entries a
+    /// command makes. Built only then: a settle after a command that made
+    /// few entries does not pay for a set as large as the record.
+    wanted: Option<Wanted>,
 }
 
+/// The directory identities and entry inodes a pruned [`Scan`] keeps.
+type Wanted = (HashSet<(u64, u64)>, HashSet<u64>);
+
+/// New entries a scan notes before it keeps only those the record knows.
+const PRUNE_AT: usize = 4096;
+
 impl Scan {
+    /// Notes a directory seen at an unrecorded name (or replacing one).
+    fn new_dir(&mut self, record: &Record, id: (u64, u64), rel: &[u8]) {
+        if self.wanted.as_ref().is_none_or(|w| w.0.contains(&id)) {
+            self.new_dirs.insert(id, rel.to_vec());
+            self.prune(record);
+        }
+    }
+
+    /// Notes another entry seen at an unrecorded name.
+    fn new_file(&mut self, record: &Record, ino: u64, rel: &[u8]) {
+        if self.wanted.as_ref().is_none_or(|w| w.1.contains(&ino)) {
+            self.new_files.entry(ino).or_insert_with(|| rel.to_vec());
+            self.prune(record);
+        }
+    }
+
+    /// Past [`PRUNE_AT`] noted entries: builds the wanted sets and drops
+    /// what they do not hold.
+    fn prune(&mut self, record: &Record) {
+        if self.wanted.is_some() || self.new_dirs.len() + self.new_files.len() < PRUNE_AT {
+            return;
+        }
+        let dirs: HashSet<(u64, u64)> = record
+            .dirs
+            .values()
+            .map(|d| (d.meta.dev, d.meta.ino))
+            .collect();
+        let files: HashSet<u64> = record.entries.values().map(|e| e.meta.ino).collect();
+        self.new_dirs.retain(|id, _| dirs.contains(id));
+        self.new_files.retain(|ino, _| files.contains(ino));
+        self.wanted = Some((dirs, files));
+    }
+
     fn ancestor_missing(&self, rel: &[u8]) -> bool {
         let mut r = rel;
         loop {
@@ -1321,6 +1443,15 @@ impl Scan {
 
 struct Settle<'a> {
     ctx: Ctx<'a>,
+    /// The most entries this settle reads ([`MAX_SETTLE_ENTRIES`]).
+    entry_cap: usize,
+    /// Entries it may still read.
+    left: Cell<usize>,
+    /// It stopped reading at `entry_cap`.
+    stopped: Cell<bool>,
+    /// Directories the command made that could not be opened or read:
+    /// what they hold was not checked.
+    unchecked: RefCell<Vec<Vec<u8>>>,
     root: &'a Root,
     quarantine: &'a Quarantine,
     changes: Vec<Change>,
@@ -1352,10 +1483,23 @@ impl Settle<'_> {
                 action,
             });
         }
-        if scan.truncated {
+        for rel in std::mem::take(&mut *self.unchecked.borrow_mut()) {
+            self.changes.push(Change {
+                path: show(&rel),
+                pattern: "(none: a directory the command made that could not be read; \
+                          what it holds was not checked)"
+                    .to_owned(),
+                action: Action::Reported,
+            });
+        }
+        if self.stopped.get() {
             self.changes.push(Change {
                 path: ".".to_owned(),
-                pattern: String::new(),
+                pattern: format!(
+                    "(none: the check stopped after reading {} directory entries, \
+                     MAX_SETTLE_ENTRIES; changes among the rest were not looked for)",
+                    self.entry_cap
+                ),
                 action: Action::Reported,
             });
         }
@@ -1497,9 +1641,10 @@ impl Settle<'_> {
                 return;
             }
         };
-        let Ok(listing) = list(&fd) else { return };
+        // Only recorded subdirectories are remembered as seen: the rest
+        // costs no memory however many there are.
         let mut seen_dirs = BTreeSet::new();
-        for e in listing {
+        let listed = self.each_within(&fd, |e| {
             let child = join(rel, &e.name);
             let ident = if e.kind == FileType::Directory {
                 rfs::statat(&fd, OsStr::from_bytes(&e.name), AtFlags::SYMLINK_NOFOLLOW)
@@ -1508,7 +1653,7 @@ impl Settle<'_> {
             } else {
                 None
             };
-            if e.kind == FileType::Directory {
+            if e.kind == FileType::Directory && rec.subdirs.contains(&e.name) {
                 seen_dirs.insert(e.name.clone());
             }
             if let Some(entry) = record.entries.get(&child) {
@@ -1518,51 +1663,94 @@ impl Settle<'_> {
                 {
                     scan.missing.insert(child.clone());
                     if let Some(id) = ident {
-                        scan.new_dirs.insert(id, child);
+                        scan.new_dir(record, id, &child);
                     }
                 }
-                continue;
+                return;
             }
             if e.kind != FileType::Directory {
-                scan.new_files.entry(e.ino).or_insert_with(|| child.clone());
+                scan.new_file(record, e.ino, &child);
             }
             if let Some(known) = record.dirs.get(&child) {
                 if ident == Some((known.meta.dev, known.meta.ino)) {
-                    continue;
+                    return;
                 }
                 scan.missing.insert(child.clone());
             }
             if let Some(pattern) = self.ctx.protects(&child) {
                 if let Some(id) = ident {
-                    scan.new_dirs.insert(id, child.clone());
+                    scan.new_dir(record, id, &child);
                 }
                 scan.new_protected.push((child, pattern));
-                continue;
+                return;
             }
             if let Some(id) = ident {
-                scan.new_dirs.insert(id, child.clone());
-                if let Ok(sub) = open_new_dir(&fd, &e.name) {
-                    self.walk_new(child, sub, scan);
+                scan.new_dir(record, id, &child);
+                match open_new_dir(&fd, &e.name) {
+                    Ok(sub) => self.walk_new(record, child, sub, scan),
+                    Err(_) => self.unchecked.borrow_mut().push(child),
                 }
             }
+        });
+        if listed.is_err() {
+            return;
         }
+        // A recorded subdirectory not seen is gone, unless the listing
+        // stopped before it: then it is looked up.
         for gone in rec.subdirs.iter().filter(|n| !seen_dirs.contains(*n)) {
-            scan.missing.insert(join(rel, gone));
+            let there = rfs::statat(&fd, OsStr::from_bytes(gone), AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| {
+                    let id = (st.st_dev, st.st_ino);
+                    record
+                        .dirs
+                        .get(&join(rel, gone))
+                        .is_some_and(|d| (d.meta.dev, d.meta.ino) == id)
+                });
+            if listed == Ok(true) || !there {
+                scan.missing.insert(join(rel, gone));
+            }
         }
     }
 
+    /// Reads `dir`'s entries into `each` while this settle may read more
+    /// ([`MAX_SETTLE_ENTRIES`] in all); answers whether every entry was
+    /// read (when not, the settle reports that it stopped).
+    fn each_within(&self, dir: &OwnedFd, mut each: impl FnMut(Listed)) -> Result<bool, Errno> {
+        let complete = each_listed(dir, |e| {
+            let Some(left) = self.left.get().checked_sub(1) else {
+                return false;
+            };
+            self.left.set(left);
+            each(e);
+            true
+        })?;
+        if !complete {
+            self.stopped.set(true);
+        }
+        Ok(complete)
+    }
+
     /// Looks through a directory the command made for protected entries.
-    fn walk_new(&self, rel: Vec<u8>, fd: OwnedFd, scan: &mut Scan) {
-        let mut stack = vec![(rel, fd)];
-        let mut count = 0usize;
-        while let Some((rel, fd)) = stack.pop() {
-            let Ok(listing) = list(&fd) else { continue };
-            for e in listing {
-                count += 1;
-                if count > MAX_NEW_ENTRIES {
-                    scan.truncated = true;
-                    return;
+    fn walk_new(&self, record: &Record, rel: Vec<u8>, fd: OwnedFd, scan: &mut Scan) {
+        let mut stack = vec![(rel, Some(fd), None)];
+        let mut held = 1;
+        while let Some((rel, fd, id)) = stack.pop() {
+            let fd = match fd {
+                Some(fd) => {
+                    held -= 1;
+                    fd
                 }
+                // Not held: opened again beneath the root, and only if it
+                // is still the directory that was listed.
+                None => match open_new_path(self.root_fd(), &rel) {
+                    Ok(fd) if rfs::fstat(&fd).is_ok_and(|s| Some((s.st_dev, s.st_ino)) == id) => fd,
+                    _ => {
+                        self.unchecked.borrow_mut().push(rel);
+                        continue;
+                    }
+                },
+            };
+            let listed = self.each_within(&fd, |e| {
                 let child = join(&rel, &e.name);
                 let ident = if e.kind == FileType::Directory {
                     rfs::statat(&fd, OsStr::from_bytes(&e.name), AtFlags::SYMLINK_NOFOLLOW)
@@ -1572,19 +1760,33 @@ impl Settle<'_> {
                     None
                 };
                 if let Some(id) = ident {
-                    scan.new_dirs.insert(id, child.clone());
+                    scan.new_dir(record, id, &child);
                 } else {
-                    scan.new_files.entry(e.ino).or_insert_with(|| child.clone());
+                    scan.new_file(record, e.ino, &child);
                 }
                 if let Some(pattern) = self.ctx.protects(&child) {
                     scan.new_protected.push((child, pattern));
-                    continue;
+                    return;
                 }
-                if ident.is_some() {
-                    if let Ok(sub) = open_new_dir(&fd, &e.name) {
-                        stack.push((child, sub));
+                if ident.is_none() {
+                    return;
+                }
+                if held >= HELD_DIRS {
+                    stack.push((child, None, ident));
+                    return;
+                }
+                match open_new_dir(&fd, &e.name) {
+                    Ok(sub) => {
+                        stack.push((child, Some(sub), None));
+                        held += 1;
                     }
+                    Err(_) => self.unchecked.borrow_mut().push(child),
                 }
+            });
+            match listed {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(_) => self.unchecked.borrow_mut().push(rel),
             }
         }
     }
@@ -2074,6 +2276,17 @@ fn open_new_dir(dir: &OwnedFd, name: &[u8]) -> Result<OwnedFd, Errno> {
     let mode = rfs::fstat(&fd)?.st_mode & 0o7777;
     chmod_path_fd(fd.as_fd(), mode | 0o700)?;
     rfs::openat(&fd, c".", DIR_FLAGS, Mode::empty())
+}
+
+/// Opens the directory `rel` beneath `root` one component at a time, never
+/// through a symlink, as [`open_new_dir`] opens each (giving the owner
+/// access to one the command made unreadable).
+fn open_new_path(root: BorrowedFd<'_>, rel: &[u8]) -> Result<OwnedFd, Errno> {
+    let mut fd = rfs::openat(root, c".", DIR_FLAGS, Mode::empty())?;
+    for comp in rel.split(|&b| b == b'/') {
+        fd = open_new_dir(&fd, comp)?;
+    }
+    Ok(fd)
 }
 
 /// The inode flags that keep an entry from being renamed, and a directory

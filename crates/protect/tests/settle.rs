@@ -661,7 +661,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 16 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 18 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -723,4 +723,129 @@ fn a_new_protected_entry_deeper_than_a_path_can_name_is_quarantined() {
     drop(f);
     let cp = p.begin().unwrap();
     assert_eq!(cp.settle(), []);
+}
+
+/// The process's peak resident set (`VmHWM`), in KiB.
+fn peak_kib() -> u64 {
+    fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A command that fills a directory the record holds with more entries
+/// than one settle reads (the bound is lowered for the test: a command
+/// could make millions) gets a settle that stops there and says so, never
+/// one that reads without end nor one that reports success: the recorded
+/// entries are still compared and restored, and the report names the
+/// bound.
+#[test]
+fn a_settle_reads_a_bounded_number_of_entries_and_says_where_it_stopped() {
+    // SETTLE_CAP and SETTLE_FLOOD measure other sizes by hand.
+    let from_env = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let cap = from_env("SETTLE_CAP", 1_000);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join("d")).unwrap();
+    fs::write(root.join("d/keep.lock"), "v1\n").unwrap();
+    let guard = GuardBuilder::new().patterns(["*.lock"]).build().unwrap();
+    let p = Arc::new(Protector::new(&root, guard).unwrap().with_entry_cap(cap));
+    let n = from_env("SETTLE_FLOOD", 3 * cap);
+    let cp = p.begin().unwrap();
+    // The command: the recorded file rewritten, the recorded directory
+    // flooded with long names.
+    fs::write(root.join("d/keep.lock"), "v2\n").unwrap();
+    for i in 0..n {
+        std::os::unix::fs::symlink("x", root.join(format!("d/{i:0>200}"))).unwrap();
+    }
+    let (t0, peak0) = (std::time::Instant::now(), peak_kib());
+    let changes = cp.settle();
+    eprintln!(
+        "settle of {n} entries: {:?}, peak resident set +{} KiB",
+        t0.elapsed(),
+        peak_kib().saturating_sub(peak0)
+    );
+    assert_eq!(fs::read(root.join("d/keep.lock")).unwrap(), b"v1\n");
+    assert!(
+        changes.contains(&change("d/keep.lock", "*.lock", Action::Restored)),
+        "{changes:?}"
+    );
+    let stop = changes
+        .iter()
+        .find(|c| c.path == "." && c.action == Action::Reported)
+        .unwrap_or_else(|| panic!("no report of the bound: {changes:?}"));
+    assert!(stop.pattern.contains(&cap.to_string()), "{stop:?}");
+}
+
+/// A tree wider than the process has descriptors (a directory of 200
+/// directories, the process limited to 64 descriptors here; hosts commonly
+/// give 1,024) is recorded and checked whole: every protected file in it is
+/// restored, and every new protected entry in a wide directory the command
+/// made is quarantined. Run in a child of its own, whose descriptor limit
+/// touches no other test.
+#[test]
+fn a_tree_wider_than_the_descriptor_limit_is_recorded_and_checked_whole() {
+    const CHILD: &str = "SANDGATE_TEST_FEW_DESCRIPTORS";
+    if std::env::var_os(CHILD).is_none() {
+        let exe = std::env::current_exe().unwrap();
+        let out = Command::new(exe)
+            .args([
+                "--exact",
+                "a_tree_wider_than_the_descriptor_limit_is_recorded_and_checked_whole",
+                "--test-threads=1",
+            ])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let hard = getrlimit(Resource::Nofile).maximum;
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(64),
+            maximum: hard,
+        },
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    for i in 0..200 {
+        fs::create_dir_all(root.join(format!("a/d{i}"))).unwrap();
+        fs::write(root.join(format!("a/d{i}/x.lock")), "v1\n").unwrap();
+    }
+    let p = protector(&root, &["*.lock"]);
+    let cp = p.begin().unwrap();
+    for i in 0..200 {
+        fs::write(root.join(format!("a/d{i}/x.lock")), "v2\n").unwrap();
+        fs::create_dir_all(root.join(format!("n/e{i}"))).unwrap();
+        fs::write(root.join(format!("n/e{i}/y.lock")), "new\n").unwrap();
+    }
+    let changes = cp.settle();
+    let kept: Vec<_> = (0..200)
+        .filter(|i| fs::read(root.join(format!("a/d{i}/x.lock"))).unwrap() != b"v1\n")
+        .collect();
+    assert!(kept.is_empty(), "changes kept in a/d{kept:?}: {changes:?}");
+    let left: Vec<_> = (0..200)
+        .filter(|i| root.join(format!("n/e{i}/y.lock")).exists())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "new entries left in n/e{left:?}: {changes:?}"
+    );
+    assert_eq!(changes.len(), 400, "{changes:?}");
 }

@@ -30,8 +30,8 @@ pub struct AuditEvent {
     /// For `exec` and `git`: the command's exit code, when it ran.
     pub exit_code: Option<i32>,
     /// For `exec` and `git`: the limit that stopped the command (`memory`,
-    /// `tasks`, `cpu`, `output`, `timeout`), when one did and sandgate saw
-    /// it.
+    /// `tasks`, `cpu`, `output`, `timeout`, `file_size`), when one did and
+    /// sandgate saw it.
     pub limit: Option<&'static str>,
 }
 

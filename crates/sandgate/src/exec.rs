@@ -985,6 +985,14 @@ impl Executor {
         Ok(admitted)
     }
 
+    /// `text` redacted as a command's output is: of the withheld values
+    /// (credential-shaped host variables, `[[net.credentials]]` values
+    /// once started) and of token shapes. For what a caller prints about a
+    /// command beside its output, such as its argv.
+    pub fn redact(&self, text: &[u8]) -> Vec<u8> {
+        self.inner.redact(text)
+    }
+
     /// Creates the private TMPDIR and prepares confinement; with `confine =
     /// "required"` on a kernel that lacks a part, `E_CONFINE_UNAVAILABLE`.
     pub fn start(&self) -> Result<(), Error> {

@@ -1016,6 +1016,16 @@ impl Prepared {
         self.inner.writes_nothing
     }
 
+    /// Whether a child under this confinement has a file size limit
+    /// (`RLIMIT_FSIZE`, from [`ConfineSpec::max_file_size`]): a write past
+    /// it gets `SIGXFSZ`.
+    pub fn limits_file_size(&self) -> bool {
+        self.inner
+            .rlimits
+            .iter()
+            .any(|&(r, _, _)| r == Resource::Fsize)
+    }
+
     /// This confinement narrowed to `dirs`: a second Landlock layer that
     /// grants, of the filesystem, only what lies beneath one of `dirs` and
     /// the system paths the first layer grants (with the same `/proc` and

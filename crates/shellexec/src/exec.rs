@@ -651,6 +651,21 @@ impl LocalShellExecutor {
         )
     }
 
+    /// `bytes` redacted as the output of a command run now would be: of
+    /// the withheld values (host variables and the embedder's, see
+    /// [`LocalShellExecutor::set_withheld_values`]) and of token shapes.
+    /// For what an embedder prints about a command beside its output (its
+    /// argv), which must not show what the output would not.
+    pub fn redact(&self, bytes: &[u8]) -> Vec<u8> {
+        let tmpdir = self
+            .lock()
+            .session
+            .as_ref()
+            .map(|s| s.tmpdir_str.clone())
+            .unwrap_or_default();
+        redacted(&self.child_env(&tmpdir).redactor, bytes)
+    }
+
     /// Adds `vars` to the environment of every command run from now on
     /// (after the host's allowlist; a name given twice keeps the last
     /// value). The facade sets the proxy variables this way once the
@@ -1168,9 +1183,14 @@ fn run(
             },
             "the shell".to_owned(),
         ),
+        // The program's name is shown as its output would be: redacted.
         Start::Program(path, args) => (
             spawn::Program::Argv { path, args },
-            path.display().to_string(),
+            String::from_utf8_lossy(&redacted(
+                &env.redactor,
+                path.as_os_str().as_encoded_bytes(),
+            ))
+            .into_owned(),
         ),
     };
     let pool = limits.pool.as_ref();
@@ -1278,6 +1298,7 @@ fn run(
         internal.clone(),
     )
     .with_monitor(monitor, limits.report.max_cpu_ms.is_some())
+    .with_file_size_limit(prepared.limits_file_size())
     .finish();
     // Every process of the command is dead now: undo what it did to
     // protected paths.
@@ -1341,6 +1362,14 @@ fn plan_binds(
     crate::binds::BindPlan::new(&root, &entries, strict)
         .map(Some)
         .map_err(|e| format!("cannot plan the binds of the protected paths: {e}"))
+}
+
+/// `bytes` passed whole through a fresh clone of `redactor`.
+fn redacted(redactor: &Redactor, bytes: &[u8]) -> Vec<u8> {
+    let mut r = redactor.clone();
+    let mut out = r.push(bytes);
+    out.extend(r.finish());
+    out
 }
 
 #[cfg(test)]

@@ -66,11 +66,15 @@ pub enum Limit {
     Output,
     /// The timeout ended the command.
     Timeout,
+    /// A write went past the largest file the command may write
+    /// (`RLIMIT_FSIZE`, the policy's `fs.max_write_bytes`), and the
+    /// command ended of the `SIGXFSZ` it got.
+    FileSize,
 }
 
 impl Limit {
     /// The word used in results: `memory`, `tasks`, `cpu`, `output`,
-    /// `timeout`.
+    /// `timeout`, `file_size`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Limit::Memory => "memory",
@@ -78,6 +82,7 @@ impl Limit {
             Limit::Cpu => "cpu",
             Limit::Output => "output",
             Limit::Timeout => "timeout",
+            Limit::FileSize => "file_size",
         }
     }
 }

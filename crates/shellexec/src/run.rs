@@ -100,6 +100,9 @@ pub(crate) struct Run {
     /// A CPU limit is in force (with `RLIMIT_CPU` as its backstop): only
     /// then does a death by `SIGXCPU` name it.
     cpu_limited: bool,
+    /// A file size limit (`RLIMIT_FSIZE`) is in force: only then does a
+    /// death by `SIGXFSZ` name it.
+    file_size_limited: bool,
 }
 
 /// What a polled descriptor stands for.
@@ -150,6 +153,7 @@ impl Run {
             monitor: None,
             limit: None,
             cpu_limited: false,
+            file_size_limited: false,
         }
     }
 
@@ -158,6 +162,13 @@ impl Run {
     pub fn with_monitor(mut self, monitor: Option<Monitor>, cpu_limited: bool) -> Run {
         self.monitor = monitor;
         self.cpu_limited = cpu_limited;
+        self
+    }
+
+    /// Says a file size limit (`RLIMIT_FSIZE`) is in force, so that a
+    /// death by `SIGXFSZ` names it.
+    pub fn with_file_size_limit(mut self, limited: bool) -> Run {
+        self.file_size_limited = limited;
         self
     }
 
@@ -353,6 +364,7 @@ impl Run {
             monitor,
             limit,
             cpu_limited,
+            file_size_limited,
             ..
         } = self;
         let keeper_status = if phase == Phase::Backstop {
@@ -387,15 +399,19 @@ impl Run {
         };
         // What ended it, most specific first: a limit the monitor saw, a
         // cgroup counter that rose (an OOM kill between two samples), a
-        // process killed by its CPU rlimit, the timeout, the output cap.
-        // The exit code of a `SIGXCPU` death names the CPU limit only
-        // where one is in force: a command can die of `SIGXCPU` by its own
-        // hand, or exit 152, and must not pass for stopped by a limit the
-        // policy does not set (where one is set, it could as well reach
-        // it).
+        // process killed by its CPU or file size rlimit, the timeout, the
+        // output cap. The exit code of a `SIGXCPU` death names the CPU
+        // limit only where one is in force: a command can die of `SIGXCPU`
+        // by its own hand, or exit 152, and must not pass for stopped by a
+        // limit the policy does not set (where one is set, it could as well
+        // reach it). The same holds for `SIGXFSZ` (153) and the file size
+        // limit.
         let limit = limit
             .or_else(|| monitor.as_ref().and_then(Monitor::last_word))
             .or_else(|| (cpu_limited && exit_code == 128 + libc::SIGXCPU).then_some(Limit::Cpu))
+            .or_else(|| {
+                (file_size_limited && exit_code == 128 + libc::SIGXFSZ).then_some(Limit::FileSize)
+            })
             .or(timed_out.then_some(Limit::Timeout))
             .or(truncated.then_some(Limit::Output));
         Outcome {

@@ -400,7 +400,7 @@ class AuditEvent:
     An executor's event (``op`` ``"exec"``) has the working directory as
     asked in ``path`` (``""`` for the root), the bytes of output returned in
     ``size``, the command's ``exit_code`` when it ran, and ``limit``
-    (``"memory"``, ``"tasks"``, ``"cpu"``, ``"output"`` or ``"timeout"``)
+    (``"memory"``, ``"tasks"``, ``"cpu"``, ``"output"``, ``"timeout"`` or ``"file_size"``)
     when one of those stopped it; never the command's text or output. Both
     are None for file operations and refused calls."""
 
@@ -435,7 +435,7 @@ class ExecResult:
     confinement: dict = field(default_factory=dict)
     env_names_digest: str = ""
     #: The limit that ended the command, when known: "memory", "tasks",
-    #: "cpu", "output" or "timeout"; None otherwise.
+    #: "cpu", "output", "timeout" or "file_size"; None otherwise.
     limit: str | None = None
     #: What the command did to protected paths and what was done about it:
     #: one dict per entry, {"path", "pattern", "action"} with action
