@@ -2099,3 +2099,47 @@ fn http_a_body_over_the_cap_is_answered_413() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// A `directory_tree` cut at its 10,000 entries says so in a second text
+/// block, the first (and `structuredContent.content`) still the tree's
+/// JSON; a tree within the cap has one block and no note.
+#[test]
+fn a_cut_directory_tree_says_so_and_stays_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let many = dir.path().join("ws/many");
+    fs::create_dir_all(many.join("sub")).unwrap();
+    for i in 0..10_050 {
+        fs::write(many.join(format!("f{i:05}")), "").unwrap();
+    }
+    let mut s = Server::start_in(dir, "", &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "directory_tree", "arguments": {"path": "many"}}}));
+    let a = s.answer(2);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let content = a["result"]["content"].as_array().unwrap();
+    let tree: Value = serde_json::from_str(content[0]["text"].as_str().unwrap())
+        .expect("the tree's block is JSON");
+    assert_eq!(tree.as_array().unwrap().len(), 10_000);
+    let structured: Value = serde_json::from_str(
+        a["result"]["structuredContent"]["content"]
+            .as_str()
+            .unwrap(),
+    )
+    .expect("structuredContent.content is the tree's JSON");
+    assert_eq!(structured, tree);
+    let note = content
+        .get(1)
+        .and_then(|c| c["text"].as_str())
+        .unwrap_or_else(|| {
+            panic!(
+                "a cut tree says nothing of the cut: {} blocks",
+                content.len()
+            )
+        });
+    assert!(note.contains("10000 entries"), "{note}");
+    // Within the cap: the tree alone.
+    s.send_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "directory_tree", "arguments": {"path": "many/sub"}}}));
+    let a = s.answer(3);
+    assert_eq!(a["result"]["content"].as_array().unwrap().len(), 1, "{a}");
+}

@@ -374,6 +374,10 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
 pub struct TextOutput {
     /// The answer's text.
     pub content: String,
+    /// What the answer leaves out, when it was cut (a `directory_tree` past
+    /// its 10,000 entries): the same text as the second content block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// What kind of data a [`MediaItem`] holds.
@@ -445,18 +449,20 @@ pub(crate) fn structured(tool: &Tool, content: &[ContentBlock]) -> Option<serde_
         return serde_json::to_value(MediaOutput { content: items }).ok();
     }
     // The shape of `TextOutput`, built by hand: the text is copied
-    // once (a read's answer is most of the message).
+    // once (a read's answer is most of the message). The first block is
+    // the answer (for `directory_tree`, JSON that must stay whole); a
+    // block after it is the note of a cut.
     let mut texts = content.iter().filter_map(|c| c.as_text());
-    let text = match (texts.next(), texts.next()) {
-        (Some(one), None) => one.text.clone(),
-        _ => content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    };
-    let mut out = serde_json::Map::with_capacity(1);
+    let text = texts.next().map(|t| t.text.clone()).unwrap_or_default();
+    let notes: Vec<&str> = texts.map(|t| t.text.as_str()).collect();
+    let mut out = serde_json::Map::with_capacity(2);
     out.insert("content".to_owned(), serde_json::Value::String(text));
+    if !notes.is_empty() {
+        out.insert(
+            "note".to_owned(),
+            serde_json::Value::String(notes.join("\n")),
+        );
+    }
     Some(serde_json::Value::Object(out))
 }
 
@@ -804,22 +810,37 @@ impl Excludes {
 /// Most entries one directory_tree answers, so a huge tree cannot exhaust
 /// the server: each directory is read no further than the entries left
 /// (a huge directory is never read whole), and what is past them is left
-/// out.
-const MAX_TREE_ENTRIES: usize = 10_000;
+/// out, which a second text block says; the first stays
+/// the tree's JSON.
+pub const MAX_TREE_ENTRIES: usize = 10_000;
+
+/// The block that follows a tree cut at [`MAX_TREE_ENTRIES`].
+fn tree_cut() -> String {
+    format!(
+        "[the tree holds more than {MAX_TREE_ENTRIES} entries, the most one directory_tree \
+         answers; the rest is left out (a directory may show fewer children than it has): \
+         ask for a subdirectory, add excludePatterns, or use search_files]"
+    )
+}
 
 pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
     let rel = s.read_name("list", &a.path)?;
     let ex = Excludes::new(&a.exclude_patterns)?;
     let mut budget = MAX_TREE_ENTRIES;
+    let mut cut = false;
     fn build(
         s: &Shared,
         dir: &str,
         below: &str,
         ex: &Excludes,
         budget: &mut usize,
+        cut: &mut bool,
     ) -> Result<Vec<serde_json::Value>, Error> {
         let mut out = Vec::new();
-        for e in s.sandbox.list_max(dir, *budget)?.0 {
+        let (entries, more) = s.sandbox.list_max(dir, *budget)?;
+        // The directory was read no further than the entries left.
+        *cut |= more;
+        for e in entries {
             let sub = if below.is_empty() {
                 e.name.clone()
             } else {
@@ -829,6 +850,7 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
                 continue;
             }
             if *budget == 0 {
+                *cut = true;
                 break;
             }
             *budget -= 1;
@@ -841,7 +863,7 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
                 FileKind::Dir => serde_json::json!({
                     "name": e.name,
                     "type": "directory",
-                    "children": build(s, &path, &sub, ex, budget)?,
+                    "children": build(s, &path, &sub, ex, budget, cut)?,
                 }),
                 FileKind::Symlink => serde_json::json!({"name": e.name, "type": "symlink"}),
                 _ => serde_json::json!({"name": e.name, "type": "file"}),
@@ -849,8 +871,14 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
         }
         Ok(out)
     }
-    let tree = build(s, &rel, "", &ex, &mut budget)?;
-    text(serde_json::to_string_pretty(&tree).unwrap_or_default())
+    let tree = build(s, &rel, "", &ex, &mut budget, &mut cut)?;
+    let mut blocks = vec![ContentBlock::text(
+        serde_json::to_string_pretty(&tree).unwrap_or_default(),
+    )];
+    if cut {
+        blocks.push(ContentBlock::text(tree_cut()));
+    }
+    Ok(blocks)
 }
 
 pub(crate) fn move_file(s: &Shared, a: MoveFile) -> Answer {
