@@ -2143,3 +2143,39 @@ fn a_cut_directory_tree_says_so_and_stays_json() {
     let a = s.answer(3);
     assert_eq!(a["result"]["content"].as_array().unwrap().len(), 1, "{a}");
 }
+
+/// An `exec` the executor cannot start (the policy's shell is a file
+/// that cannot be executed) is a refusal: `isError: true` naming
+/// `E_NOT_STARTED` and why. A command the shell ran that exits 127
+/// (its "not found") stays a result.
+#[test]
+fn an_exec_that_cannot_start_is_an_error_and_a_shells_127_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = dir.path().join("not-a-shell");
+    fs::write(&sh, "#!/bin/sh\n").unwrap();
+    let extra = format!(
+        "[exec]\nenabled = true\nshell = \"{}\"\ntimeout_ms = 20000\n",
+        sh.display()
+    );
+    let mut s = Server::start_in(dir, &extra, &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "echo hi"}}}));
+    let a = s.answer(2);
+    let text = a["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    assert!(text.starts_with("E_NOT_STARTED"), "{text}");
+    assert!(text.contains("cannot start the shell"), "{text}");
+
+    let mut s =
+        Server::start_with("[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 20000\n");
+    s.send_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "no-such-command-mcp5"}}}));
+    let a = s.answer(3);
+    let text = a["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    assert!(text.starts_with("exit code: 127"), "{text}");
+}

@@ -1049,6 +1049,20 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
             within: s.client_root_dirs(),
         },
     )?;
+    // The executor could not start it: nothing ran, and the model must
+    // not read this as the command's own exit 127 (a shell's "not
+    // found", which stays a result).
+    if r.not_started {
+        let why = lossy(r.stderr);
+        let why = why.trim();
+        return Err(Error::new(
+            ErrorCode::NotStarted,
+            format!(
+                "the command did not run: {}",
+                why.strip_prefix("sandgate: ").unwrap_or(why)
+            ),
+        ));
+    }
     let mut out = format!("exit code: {}\n", r.exit_code);
     if r.timed_out {
         out.push_str("timed out\n");
