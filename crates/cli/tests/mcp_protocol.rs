@@ -601,7 +601,7 @@ fn running_with(token: &str) -> bool {
 }
 
 /// Waits (up to `secs`) until `cond` holds; answers whether it did.
-fn eventually(secs: u64, cond: impl Fn() -> bool) -> bool {
+fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < deadline {
         if cond() {
@@ -2178,4 +2178,126 @@ fn an_exec_that_cannot_start_is_an_error_and_a_shells_127_is_not() {
         .unwrap_or_default();
     assert_eq!(a["result"]["isError"], false, "{a}");
     assert!(text.starts_with("exit code: 127"), "{text}");
+}
+
+/// A loopback HTTP server that never finishes an answer: on `/stall` it
+/// reads the request and sends nothing; on `/drip` it sends the headers
+/// and then one byte of body every 200 ms. Answers how many connections
+/// it accepted and how many the client has closed.
+fn slow_http() -> (
+    u16,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let closed = Arc::new(AtomicUsize::new(0));
+    let (a, c) = (Arc::clone(&accepted), Arc::clone(&closed));
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut conn) = conn else { return };
+            a.fetch_add(1, Ordering::SeqCst);
+            let c = Arc::clone(&c);
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match conn.read(&mut byte) {
+                        Ok(1) => head.push(byte[0]),
+                        _ => break,
+                    }
+                }
+                if head.starts_with(b"GET /drip") {
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\nContent-Type: text/plain\r\n\r\n",
+                    );
+                    while conn.write_all(b"x").is_ok() {
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                } else {
+                    // Nothing is sent: a read ends when the client closes.
+                    while matches!(conn.read(&mut byte), Ok(n) if n > 0) {}
+                }
+                c.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+    });
+    (port, accepted, closed)
+}
+
+/// A `fetch` to a server that stalls (before its headers, or dripping
+/// its body) reports progress when asked, and a cancelled one ends its
+/// transfer at once: the connection is closed and the call's place
+/// freed, so 32 cancelled slow fetches leave the server answering another
+/// long call at once rather than after their 120 s timeout.
+#[test]
+fn a_cancelled_fetch_closes_its_connection_and_frees_its_place() {
+    use std::sync::atomic::Ordering;
+    let (port, accepted, closed) = slow_http();
+    let mut s = Server::start_with(&format!(
+        "[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n"
+    ));
+    for i in 0..32 {
+        let path = if i % 2 == 0 { "stall" } else { "drip" };
+        s.send_json(json!({"jsonrpc": "2.0", "id": 3000 + i, "method": "tools/call",
+            "params": {"name": "fetch",
+                       "arguments": {"url": format!("http://127.0.0.1:{port}/{path}"), "timeout_ms": 120000},
+                       "_meta": {"progressToken": format!("f{i}")}}}));
+    }
+    // Every running fetch has connected (as many as run at once).
+    let mut n = 0;
+    assert!(
+        eventually(20, || {
+            std::thread::sleep(Duration::from_millis(300));
+            let now = accepted.load(Ordering::SeqCst);
+            let settled = now == n && now >= 16;
+            n = now;
+            settled
+        }),
+        "the fetches never connected: {}",
+        accepted.load(Ordering::SeqCst)
+    );
+    // What arrives in 1.5 s (progress keeps arriving while they run).
+    let mut progress = Vec::new();
+    let until = Instant::now() + Duration::from_millis(1500);
+    while let Ok(v) = s
+        .lines
+        .recv_timeout(until.saturating_duration_since(Instant::now()))
+    {
+        progress.push(v);
+    }
+    assert!(
+        progress.iter().any(
+            |v| v["method"] == "notifications/progress" && v["params"]["progressToken"] == "f0"
+        ),
+        "no progress for a running fetch: {progress:?}"
+    );
+    for i in 0..32 {
+        s.send_json(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 3000 + i, "reason": "test"}}),
+        );
+    }
+    let all_closed = eventually(5, || {
+        closed.load(Ordering::SeqCst) == accepted.load(Ordering::SeqCst)
+    });
+    assert!(
+        all_closed,
+        "{} of {} connections still open 5 s after the cancels",
+        accepted.load(Ordering::SeqCst) - closed.load(Ordering::SeqCst),
+        accepted.load(Ordering::SeqCst)
+    );
+    let began = Instant::now();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 4000, "method": "tools/call",
+        "params": {"name": "list_directory", "arguments": {"path": "."}}}));
+    let a = s.answer(4000);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "a long call waited {:?} behind cancelled fetches",
+        began.elapsed()
+    );
 }

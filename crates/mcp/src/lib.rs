@@ -714,7 +714,7 @@ impl Server {
             "exec" if s.executor.is_some() => {
                 tools::exec(s, parse(args)?, cancel.abort.unwrap_or_default())
             }
-            "fetch" if s.fetcher.is_some() => tools::fetch(s, parse(args)?),
+            "fetch" if s.fetcher.is_some() => tools::fetch(s, parse(args)?, cancel.flag),
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool `{other}`"),

@@ -1093,7 +1093,7 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
     text(out)
 }
 
-pub(crate) fn fetch(s: &Shared, a: Fetch) -> Answer {
+pub(crate) fn fetch(s: &Shared, a: Fetch, cancel: Arc<std::sync::atomic::AtomicBool>) -> Answer {
     let Some(fetcher) = &s.fetcher else {
         return Err(Error::new(ErrorCode::Denied, "the policy grants no fetch"));
     };
@@ -1117,8 +1117,12 @@ pub(crate) fn fetch(s: &Shared, a: Fetch) -> Answer {
     if let Some(m) = a.max_bytes {
         req.insert("max_bytes".into(), m.into());
     }
-    let (answer, err) =
-        sandgate::tool::fetch_json(fetcher, &serde_json::Value::Object(req).to_string());
+    // A cancelled call ends the transfer, its connection closed.
+    let (answer, err) = sandgate::tool::fetch_json_cancellable(
+        fetcher,
+        &serde_json::Value::Object(req).to_string(),
+        Some(sandgate::fetch::CancelFlag::from_arc(cancel)),
+    );
     if let Some(e) = err {
         return Err(e);
     }
