@@ -2301,3 +2301,126 @@ fn a_cancelled_fetch_closes_its_connection_and_frees_its_place() {
         began.elapsed()
     );
 }
+
+/// One UNIX-socket session of `sandgate mcp` on `sock`: its writer and
+/// the lines it reads, initialized.
+fn unix_session(sock: &Path) -> (std::os::unix::net::UnixStream, Receiver<Value>) {
+    let stream = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    let w = stream.try_clone().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                break;
+            };
+            if tx.send(v).is_err() {
+                break;
+            }
+        }
+    });
+    writeln!(
+        &w,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    )
+    .unwrap();
+    let init = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(init["result"]["protocolVersion"].is_string(), "{init}");
+    writeln!(
+        &w,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    (w, rx)
+}
+
+/// One session holding slow calls cannot take every place: with one
+/// `--unix` session running 40 `exec`s of a long sleep, another session's
+/// `exec` is still answered at once; the first runs at most half of the
+/// 32 places (its other calls wait their turn).
+#[test]
+fn one_session_cannot_hold_every_place() {
+    let dir = policy_dir();
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n",
+    )
+    .unwrap();
+    let sock = dir.path().join("mcp.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(10, || sock.exists()), "no socket");
+    // A sleep of a minute no other process runs, found by its argument.
+    let token = format!("59.{}6", std::process::id());
+    let count = || {
+        fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == token.as_bytes()))
+            })
+            .count()
+    };
+    let (hog, _hog_lines) = unix_session(&sock);
+    for i in 0..40 {
+        writeln!(
+            &hog,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+            "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}})
+        )
+        .unwrap();
+    }
+    let mut n = 0;
+    eventually(20, || {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = count();
+        let settled = now == n && now >= 16;
+        n = now;
+        settled
+    });
+    let held = count();
+    let (other, other_lines) = unix_session(&sock);
+    writeln!(
+        &other,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "echo fair"}}})
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let answer = loop {
+        match other_lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(v) if v["id"] == json!(7) => break Some(v),
+            Ok(_) => continue,
+            Err(_) => break None,
+        }
+    };
+    // Closing the session cancels its calls.
+    let _ = hog.shutdown(std::net::Shutdown::Both);
+    eventually(20, || count() == 0);
+    let _ = child.kill();
+    let _ = child.wait();
+    let answer = answer.unwrap_or_else(|| {
+        panic!("another session's exec waited over 10 s while one session ran {held} sleeps")
+    });
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("fair")),
+        "{answer}"
+    );
+    assert!(held <= 16, "one session ran {held} commands at once");
+}
