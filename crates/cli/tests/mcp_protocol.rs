@@ -2424,3 +2424,26 @@ fn one_session_cannot_hold_every_place() {
     );
     assert!(held <= 16, "one session ran {held} commands at once");
 }
+
+/// A `search_files` stopped at its 1,000 results ends with a line saying
+/// so (the workspace holds 2,001 `.txt` files); one within the cap does
+/// not.
+#[test]
+fn a_capped_search_files_says_so() {
+    let mut s = Server::start();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "search_files", "arguments": {"path": ".", "pattern": "**/*.txt"}}}));
+    let a = s.answer(2);
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    let paths = text.lines().filter(|l| l.ends_with(".txt")).count();
+    assert_eq!(paths, 1000, "{a}");
+    assert!(
+        text.lines().last().unwrap_or_default().contains("1000"),
+        "a capped search says nothing of the cap: last line {:?}",
+        text.lines().last()
+    );
+    s.send_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "search_files", "arguments": {"path": ".", "pattern": "*.txt"}}}));
+    let a = s.answer(3);
+    assert_eq!(a["result"]["content"][0]["text"], "a.txt", "{a}");
+}

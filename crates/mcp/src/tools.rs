@@ -10,7 +10,7 @@ use rmcp::model::{ContentBlock, JsonObject, ResourceContents, Tool, ToolAnnotati
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use sandgate::search::{GrepMode, GrepOptions, GrepOutput};
+use sandgate::search::{GrepMode, GrepOptions, GrepOutput, MAX_GLOB_RESULTS};
 use sandgate::{Error, ErrorCode, FileKind, Limit, MAX_RANGE_LINES};
 
 use crate::Shared;
@@ -898,17 +898,27 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
     let ex = Excludes::new(&a.exclude_patterns)?;
     let base = if rel == "." { None } else { Some(rel.as_str()) };
     let prefix_len = base.map_or(0, |b| b.trim_end_matches('/').len() + 1);
-    let found: Vec<String> = s
-        .sandbox
-        .glob(&a.pattern, base)?
+    let all = s.sandbox.glob(&a.pattern, base)?;
+    // The sandbox's glob stops at its cap, silently: said here, so that
+    // the model does not take the answer for every match.
+    let capped = all.len() >= MAX_GLOB_RESULTS;
+    let found: Vec<String> = all
         .into_iter()
         .filter(|p| !ex.hit(p.get(prefix_len..).unwrap_or(p)))
         .collect();
-    if found.is_empty() {
-        text("No matches found")
+    let mut out = if found.is_empty() {
+        "No matches found".to_owned()
     } else {
-        text(found.join("\n"))
+        found.join("\n")
+    };
+    if capped {
+        let _ = write!(
+            out,
+            "\n[the search stopped at {MAX_GLOB_RESULTS} matches, the most one search_files \
+             answers; there may be more: narrow the path or the pattern]"
+        );
     }
+    text(out)
 }
 
 pub(crate) fn get_file_info(s: &Shared, a: OnePath) -> Answer {
