@@ -601,7 +601,7 @@ fn running_with(token: &str) -> bool {
 }
 
 /// Waits (up to `secs`) until `cond` holds; answers whether it did.
-fn eventually(secs: u64, cond: impl Fn() -> bool) -> bool {
+fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < deadline {
         if cond() {
@@ -2098,4 +2098,352 @@ fn http_a_body_over_the_cap_is_answered_413() {
     assert!(id.is_some());
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// A `directory_tree` cut at its 10,000 entries says so in a second text
+/// block, the first (and `structuredContent.content`) still the tree's
+/// JSON; a tree within the cap has one block and no note.
+#[test]
+fn a_cut_directory_tree_says_so_and_stays_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let many = dir.path().join("ws/many");
+    fs::create_dir_all(many.join("sub")).unwrap();
+    for i in 0..10_050 {
+        fs::write(many.join(format!("f{i:05}")), "").unwrap();
+    }
+    let mut s = Server::start_in(dir, "", &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "directory_tree", "arguments": {"path": "many"}}}));
+    let a = s.answer(2);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let content = a["result"]["content"].as_array().unwrap();
+    let tree: Value = serde_json::from_str(content[0]["text"].as_str().unwrap())
+        .expect("the tree's block is JSON");
+    assert_eq!(tree.as_array().unwrap().len(), 10_000);
+    let structured: Value = serde_json::from_str(
+        a["result"]["structuredContent"]["content"]
+            .as_str()
+            .unwrap(),
+    )
+    .expect("structuredContent.content is the tree's JSON");
+    assert_eq!(structured, tree);
+    let note = content
+        .get(1)
+        .and_then(|c| c["text"].as_str())
+        .unwrap_or_else(|| {
+            panic!(
+                "a cut tree says nothing of the cut: {} blocks",
+                content.len()
+            )
+        });
+    assert!(note.contains("10000 entries"), "{note}");
+    // Within the cap: the tree alone.
+    s.send_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "directory_tree", "arguments": {"path": "many/sub"}}}));
+    let a = s.answer(3);
+    assert_eq!(a["result"]["content"].as_array().unwrap().len(), 1, "{a}");
+}
+
+/// An `exec` the executor cannot start (the policy's shell is a file
+/// that cannot be executed) is a refusal: `isError: true` naming
+/// `E_NOT_STARTED` and why. A command the shell ran that exits 127
+/// (its "not found") stays a result.
+#[test]
+fn an_exec_that_cannot_start_is_an_error_and_a_shells_127_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = dir.path().join("not-a-shell");
+    fs::write(&sh, "#!/bin/sh\n").unwrap();
+    let extra = format!(
+        "[exec]\nenabled = true\nshell = \"{}\"\ntimeout_ms = 20000\n",
+        sh.display()
+    );
+    let mut s = Server::start_in(dir, &extra, &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "echo hi"}}}));
+    let a = s.answer(2);
+    let text = a["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    assert!(text.starts_with("E_NOT_STARTED"), "{text}");
+    assert!(text.contains("cannot start the shell"), "{text}");
+
+    let mut s =
+        Server::start_with("[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 20000\n");
+    s.send_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "no-such-command-mcp5"}}}));
+    let a = s.answer(3);
+    let text = a["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    assert!(text.starts_with("exit code: 127"), "{text}");
+}
+
+/// A loopback HTTP server that never finishes an answer: on `/stall` it
+/// reads the request and sends nothing; on `/drip` it sends the headers
+/// and then one byte of body every 200 ms. Answers how many connections
+/// it accepted and how many the client has closed.
+fn slow_http() -> (
+    u16,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let closed = Arc::new(AtomicUsize::new(0));
+    let (a, c) = (Arc::clone(&accepted), Arc::clone(&closed));
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut conn) = conn else { return };
+            a.fetch_add(1, Ordering::SeqCst);
+            let c = Arc::clone(&c);
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match conn.read(&mut byte) {
+                        Ok(1) => head.push(byte[0]),
+                        _ => break,
+                    }
+                }
+                if head.starts_with(b"GET /drip") {
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\nContent-Type: text/plain\r\n\r\n",
+                    );
+                    while conn.write_all(b"x").is_ok() {
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                } else {
+                    // Nothing is sent: a read ends when the client closes.
+                    while matches!(conn.read(&mut byte), Ok(n) if n > 0) {}
+                }
+                c.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+    });
+    (port, accepted, closed)
+}
+
+/// A `fetch` to a server that stalls (before its headers, or dripping
+/// its body) reports progress when asked, and a cancelled one ends its
+/// transfer at once: the connection is closed and the call's place
+/// freed, so 32 cancelled slow fetches leave the server answering another
+/// long call at once rather than after their 120 s timeout.
+#[test]
+fn a_cancelled_fetch_closes_its_connection_and_frees_its_place() {
+    use std::sync::atomic::Ordering;
+    let (port, accepted, closed) = slow_http();
+    let mut s = Server::start_with(&format!(
+        "[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n"
+    ));
+    for i in 0..32 {
+        let path = if i % 2 == 0 { "stall" } else { "drip" };
+        s.send_json(json!({"jsonrpc": "2.0", "id": 3000 + i, "method": "tools/call",
+            "params": {"name": "fetch",
+                       "arguments": {"url": format!("http://127.0.0.1:{port}/{path}"), "timeout_ms": 120000},
+                       "_meta": {"progressToken": format!("f{i}")}}}));
+    }
+    // Every running fetch has connected (as many as run at once).
+    let mut n = 0;
+    assert!(
+        eventually(20, || {
+            std::thread::sleep(Duration::from_millis(300));
+            let now = accepted.load(Ordering::SeqCst);
+            let settled = now == n && now >= 16;
+            n = now;
+            settled
+        }),
+        "the fetches never connected: {}",
+        accepted.load(Ordering::SeqCst)
+    );
+    // What arrives in 1.5 s (progress keeps arriving while they run).
+    let mut progress = Vec::new();
+    let until = Instant::now() + Duration::from_millis(1500);
+    while let Ok(v) = s
+        .lines
+        .recv_timeout(until.saturating_duration_since(Instant::now()))
+    {
+        progress.push(v);
+    }
+    assert!(
+        progress.iter().any(
+            |v| v["method"] == "notifications/progress" && v["params"]["progressToken"] == "f0"
+        ),
+        "no progress for a running fetch: {progress:?}"
+    );
+    for i in 0..32 {
+        s.send_json(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 3000 + i, "reason": "test"}}),
+        );
+    }
+    let all_closed = eventually(5, || {
+        closed.load(Ordering::SeqCst) == accepted.load(Ordering::SeqCst)
+    });
+    assert!(
+        all_closed,
+        "{} of {} connections still open 5 s after the cancels",
+        accepted.load(Ordering::SeqCst) - closed.load(Ordering::SeqCst),
+        accepted.load(Ordering::SeqCst)
+    );
+    let began = Instant::now();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 4000, "method": "tools/call",
+        "params": {"name": "list_directory", "arguments": {"path": "."}}}));
+    let a = s.answer(4000);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "a long call waited {:?} behind cancelled fetches",
+        began.elapsed()
+    );
+}
+
+/// One UNIX-socket session of `sandgate mcp` on `sock`: its writer and
+/// the lines it reads, initialized.
+fn unix_session(sock: &Path) -> (std::os::unix::net::UnixStream, Receiver<Value>) {
+    let stream = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    let w = stream.try_clone().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                break;
+            };
+            if tx.send(v).is_err() {
+                break;
+            }
+        }
+    });
+    writeln!(
+        &w,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    )
+    .unwrap();
+    let init = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(init["result"]["protocolVersion"].is_string(), "{init}");
+    writeln!(
+        &w,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    (w, rx)
+}
+
+/// One session holding slow calls cannot take every place: with one
+/// `--unix` session running 40 `exec`s of a long sleep, another session's
+/// `exec` is still answered at once; the first runs at most half of the
+/// 32 places (its other calls wait their turn).
+#[test]
+fn one_session_cannot_hold_every_place() {
+    let dir = policy_dir();
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n",
+    )
+    .unwrap();
+    let sock = dir.path().join("mcp.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(10, || sock.exists()), "no socket");
+    // A sleep of a minute no other process runs, found by its argument.
+    let token = format!("59.{}6", std::process::id());
+    let count = || {
+        fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == token.as_bytes()))
+            })
+            .count()
+    };
+    let (hog, _hog_lines) = unix_session(&sock);
+    for i in 0..40 {
+        writeln!(
+            &hog,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+            "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}})
+        )
+        .unwrap();
+    }
+    let mut n = 0;
+    eventually(20, || {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = count();
+        let settled = now == n && now >= 16;
+        n = now;
+        settled
+    });
+    let held = count();
+    let (other, other_lines) = unix_session(&sock);
+    writeln!(
+        &other,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "echo fair"}}})
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let answer = loop {
+        match other_lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(v) if v["id"] == json!(7) => break Some(v),
+            Ok(_) => continue,
+            Err(_) => break None,
+        }
+    };
+    // Closing the session cancels its calls.
+    let _ = hog.shutdown(std::net::Shutdown::Both);
+    eventually(20, || count() == 0);
+    let _ = child.kill();
+    let _ = child.wait();
+    let answer = answer.unwrap_or_else(|| {
+        panic!("another session's exec waited over 10 s while one session ran {held} sleeps")
+    });
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("fair")),
+        "{answer}"
+    );
+    assert!(held <= 16, "one session ran {held} commands at once");
+}
+
+/// A `search_files` stopped at its 1,000 results ends with a line saying
+/// so (the workspace holds 2,001 `.txt` files); one within the cap does
+/// not.
+#[test]
+fn a_capped_search_files_says_so() {
+    let mut s = Server::start();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "search_files", "arguments": {"path": ".", "pattern": "**/*.txt"}}}));
+    let a = s.answer(2);
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    let paths = text.lines().filter(|l| l.ends_with(".txt")).count();
+    assert_eq!(paths, 1000, "{a}");
+    assert!(
+        text.lines().last().unwrap_or_default().contains("1000"),
+        "a capped search says nothing of the cap: last line {:?}",
+        text.lines().last()
+    );
+    s.send_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "search_files", "arguments": {"path": ".", "pattern": "*.txt"}}}));
+    let a = s.answer(3);
+    assert_eq!(a["result"]["content"][0]["text"], "a.txt", "{a}");
 }

@@ -52,6 +52,12 @@
 //!    dropped. One deadline covers resolution, connection, TLS, every hop
 //!    and the body.
 //!
+//! **Cancelling.** A fetch given a [`CancelFlag`] ([`FetchOptions::cancel`])
+//! looks at it before each hop and, while it waits on the network for
+//! headers or body, every 50 ms; once the flag is set it closes the
+//! connection and fails with `E_ABORTED`. (Resolving a name and
+//! connecting are not cut short: they end within the deadline.)
+//!
 //! **Proxies.** The client never uses one. A configured proxy (see
 //! [`FetcherBuilder::proxy_from_env`]) makes restricted mode refuse every
 //! fetch, since behind a proxy the destination address cannot be checked
@@ -64,6 +70,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod cancel;
 mod resolve;
 
 use std::fmt;
@@ -79,6 +86,8 @@ use sandgate_netguard::Admitted;
 use sandgate_netguard::{url_literal, Hop as Leg, Mode, NetDecision, Rules, Target};
 use ureq::http;
 
+pub use cancel::CancelFlag;
+use cancel::CancelGuard;
 use resolve::{Pin, PinGuard, PinnedResolver};
 pub use resolve::{Resolve, SystemResolver};
 
@@ -134,6 +143,9 @@ pub struct FetchOptions {
     pub timeout: Option<Duration>,
     /// The body cap (capped at the fetcher's maximum).
     pub max_bytes: Option<u64>,
+    /// Set from another thread, ends the fetch within 50 ms, its
+    /// connection closed, with `E_ABORTED` ([`CancelFlag`]).
+    pub cancel: Option<CancelFlag>,
 }
 
 impl FetchOptions {
@@ -169,6 +181,12 @@ impl FetchOptions {
     /// Sets the body cap.
     pub fn max_bytes(mut self, max_bytes: u64) -> Self {
         self.max_bytes = Some(max_bytes);
+        self
+    }
+
+    /// Sets the flag that cancels the fetch.
+    pub fn cancel(mut self, flag: CancelFlag) -> Self {
+        self.cancel = Some(flag);
         self
     }
 }
@@ -391,7 +409,10 @@ impl FetcherBuilder {
         }
         let agent = ureq::Agent::with_parts(
             client_config(tls.build()),
-            ureq::unversioned::transport::DefaultConnector::default(),
+            ureq::unversioned::transport::Connector::chain(
+                ureq::unversioned::transport::DefaultConnector::default(),
+                cancel::Watch,
+            ),
             PinnedResolver,
         );
         Fetcher {
@@ -504,9 +525,15 @@ impl Fetcher {
             ));
         }
 
+        // The connections this call uses watch its flag ([`cancel`]).
+        let _cancel = CancelGuard::set(opts.cancel.clone());
+        let cancelled = || opts.cancel.as_ref().is_some_and(CancelFlag::is_cancelled);
         let mut hops: Vec<Hop> = Vec::new();
         let mut redirects = 0;
         loop {
+            if cancelled() {
+                return Err(aborted_error().with_hops(&hops));
+            }
             let redirect = !hops.is_empty();
             let checked = match self.check(&target, redirect, deadline) {
                 Ok(c) => c,
@@ -547,7 +574,7 @@ impl Fetcher {
                     &checked.addrs,
                     deadline,
                 )
-                .map_err(|e| e.with_hops(&hops))?;
+                .map_err(|e| if cancelled() { aborted_error() } else { e }.with_hops(&hops))?;
             let status = response.status().as_u16();
             if let Some(hop) = hops.last_mut() {
                 hop.status = Some(status);
@@ -591,8 +618,8 @@ impl Fetcher {
                     )
                 })
                 .collect();
-            let (body, truncated) =
-                read_capped(response.into_body(), max_bytes).map_err(|e| e.with_hops(&hops))?;
+            let (body, truncated) = read_capped(response.into_body(), max_bytes)
+                .map_err(|e| if cancelled() { aborted_error() } else { e }.with_hops(&hops))?;
             return Ok(FetchResponse {
                 status,
                 headers: headers_out,
@@ -842,6 +869,14 @@ fn check_headers(headers: &[(String, String)]) -> Result<Vec<(String, String)>, 
 #[cold]
 fn request_error(message: impl Into<String>) -> FetchError {
     FetchError::new(ErrorCode::Request, message)
+}
+
+#[cold]
+fn aborted_error() -> FetchError {
+    FetchError::new(
+        ErrorCode::Aborted,
+        "the fetch was cancelled; its connection is closed",
+    )
 }
 
 #[cold]

@@ -117,6 +117,14 @@ impl Core {
 /// grew the server past 600 MiB.
 pub const MAX_HELD: usize = 256;
 
+/// The most of the [`MAX_RUNNING`] places one session runs calls in at
+/// once: half, so that a session holding slow calls (commands that sleep,
+/// fetches from a server that stalls) leaves the other sessions (of up to
+/// 64 over `--http` or `--unix`) places to run in. Its further calls wait
+/// their turn in the session, as calls past [`MAX_RUNNING`] do. On stdio,
+/// where the one session is the only one, it may use every place.
+pub const MAX_SESSION_RUNNING: usize = MAX_RUNNING / 2;
+
 /// JSON-RPC's server-error code, for a call refused by [`MAX_HELD`].
 const TOO_MANY_CALLS: i32 = -32000;
 
@@ -167,6 +175,9 @@ pub(crate) struct Shared {
     asking: std::sync::Mutex<Asking>,
     /// Places for the long calls this session holds, [`MAX_HELD`].
     held: tokio::sync::Semaphore,
+    /// This session's share of the running places,
+    /// [`MAX_SESSION_RUNNING`].
+    share: tokio::sync::Semaphore,
 }
 
 /// The state of asking a client for its roots: one request at a time, so
@@ -645,6 +656,10 @@ impl Server {
                 inline_ready: AtomicBool::new(false),
                 asking: std::sync::Mutex::default(),
                 held: tokio::sync::Semaphore::new(MAX_HELD),
+                // Served alone (stdio), the session may use every place;
+                // the sessions of a transport that serves many are made
+                // by `new_session`, with a share.
+                share: tokio::sync::Semaphore::new(MAX_RUNNING),
             }),
             tools: Arc::new(tools),
             instructions,
@@ -666,6 +681,7 @@ impl Server {
                 inline_ready: AtomicBool::new(false),
                 asking: std::sync::Mutex::default(),
                 held: tokio::sync::Semaphore::new(MAX_HELD),
+                share: tokio::sync::Semaphore::new(MAX_SESSION_RUNNING),
             }),
             tools: Arc::clone(&self.tools),
             instructions: self.instructions.clone(),
@@ -763,7 +779,7 @@ impl Server {
             "exec" if s.executor.is_some() => {
                 tools::exec(s, parse(args)?, cancel.abort.unwrap_or_default())
             }
-            "fetch" if s.fetcher.is_some() => tools::fetch(s, parse(args)?),
+            "fetch" if s.fetcher.is_some() => tools::fetch(s, parse(args)?, cancel.flag),
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool `{other}`"),
@@ -1010,13 +1026,18 @@ impl ServerHandler for Server {
                 )
             })?)
         };
+        // First one of this session's share of the places, then one of
+        // the server's: one session never takes them all.
         let _running = if inline {
             None
         } else {
+            let closing = |_| ErrorData::internal_error("the server is closing", None);
             tokio::select! {
-                p = self.shared.running.acquire() => Some(p.map_err(|_| {
-                    ErrorData::internal_error("the server is closing", None)
-                })?),
+                p = async {
+                    let share = self.shared.share.acquire().await.map_err(closing)?;
+                    let place = self.shared.running.acquire().await.map_err(closing)?;
+                    Ok::<_, ErrorData>((share, place))
+                } => Some(p?),
                 _ = context.ct.cancelled() => {
                     return Err(ErrorData::internal_error("the call was cancelled", None));
                 }

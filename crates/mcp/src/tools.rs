@@ -10,7 +10,7 @@ use rmcp::model::{ContentBlock, JsonObject, ResourceContents, Tool, ToolAnnotati
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use sandgate::search::{GrepMode, GrepOptions, GrepOutput};
+use sandgate::search::{GrepMode, GrepOptions, GrepOutput, MAX_GLOB_RESULTS};
 use sandgate::{Error, ErrorCode, FileKind, Limit, MAX_RANGE_LINES};
 
 use crate::Shared;
@@ -374,6 +374,10 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
 pub struct TextOutput {
     /// The answer's text.
     pub content: String,
+    /// What the answer leaves out, when it was cut (a `directory_tree` past
+    /// its 10,000 entries): the same text as the second content block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// What kind of data a [`MediaItem`] holds.
@@ -445,18 +449,20 @@ pub(crate) fn structured(tool: &Tool, content: &[ContentBlock]) -> Option<serde_
         return serde_json::to_value(MediaOutput { content: items }).ok();
     }
     // The shape of `TextOutput`, built by hand: the text is copied
-    // once (a read's answer is most of the message).
+    // once (a read's answer is most of the message). The first block is
+    // the answer (for `directory_tree`, JSON that must stay whole); a
+    // block after it is the note of a cut.
     let mut texts = content.iter().filter_map(|c| c.as_text());
-    let text = match (texts.next(), texts.next()) {
-        (Some(one), None) => one.text.clone(),
-        _ => content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    };
-    let mut out = serde_json::Map::with_capacity(1);
+    let text = texts.next().map(|t| t.text.clone()).unwrap_or_default();
+    let notes: Vec<&str> = texts.map(|t| t.text.as_str()).collect();
+    let mut out = serde_json::Map::with_capacity(2);
     out.insert("content".to_owned(), serde_json::Value::String(text));
+    if !notes.is_empty() {
+        out.insert(
+            "note".to_owned(),
+            serde_json::Value::String(notes.join("\n")),
+        );
+    }
     Some(serde_json::Value::Object(out))
 }
 
@@ -812,22 +818,37 @@ impl Excludes {
 /// Most entries one directory_tree answers, so a huge tree cannot exhaust
 /// the server: each directory is read no further than the entries left
 /// (a huge directory is never read whole), and what is past them is left
-/// out.
-const MAX_TREE_ENTRIES: usize = 10_000;
+/// out, which a second text block says; the first stays
+/// the tree's JSON.
+pub const MAX_TREE_ENTRIES: usize = 10_000;
+
+/// The block that follows a tree cut at [`MAX_TREE_ENTRIES`].
+fn tree_cut() -> String {
+    format!(
+        "[the tree holds more than {MAX_TREE_ENTRIES} entries, the most one directory_tree \
+         answers; the rest is left out (a directory may show fewer children than it has): \
+         ask for a subdirectory, add excludePatterns, or use search_files]"
+    )
+}
 
 pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
     let rel = s.read_name("list", &a.path)?;
     let ex = Excludes::new(&a.exclude_patterns)?;
     let mut budget = MAX_TREE_ENTRIES;
+    let mut cut = false;
     fn build(
         s: &Shared,
         dir: &str,
         below: &str,
         ex: &Excludes,
         budget: &mut usize,
+        cut: &mut bool,
     ) -> Result<Vec<serde_json::Value>, Error> {
         let mut out = Vec::new();
-        for e in s.sandbox.list_max(dir, *budget)?.0 {
+        let (entries, more) = s.sandbox.list_max(dir, *budget)?;
+        // The directory was read no further than the entries left.
+        *cut |= more;
+        for e in entries {
             let sub = if below.is_empty() {
                 e.name.clone()
             } else {
@@ -837,6 +858,7 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
                 continue;
             }
             if *budget == 0 {
+                *cut = true;
                 break;
             }
             *budget -= 1;
@@ -849,7 +871,7 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
                 FileKind::Dir => serde_json::json!({
                     "name": e.name,
                     "type": "directory",
-                    "children": build(s, &path, &sub, ex, budget)?,
+                    "children": build(s, &path, &sub, ex, budget, cut)?,
                 }),
                 FileKind::Symlink => serde_json::json!({"name": e.name, "type": "symlink"}),
                 _ => serde_json::json!({"name": e.name, "type": "file"}),
@@ -857,8 +879,14 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
         }
         Ok(out)
     }
-    let tree = build(s, &rel, "", &ex, &mut budget)?;
-    text(serde_json::to_string_pretty(&tree).unwrap_or_default())
+    let tree = build(s, &rel, "", &ex, &mut budget, &mut cut)?;
+    let mut blocks = vec![ContentBlock::text(
+        serde_json::to_string_pretty(&tree).unwrap_or_default(),
+    )];
+    if cut {
+        blocks.push(ContentBlock::text(tree_cut()));
+    }
+    Ok(blocks)
 }
 
 pub(crate) fn move_file(s: &Shared, a: MoveFile) -> Answer {
@@ -878,17 +906,27 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
     let ex = Excludes::new(&a.exclude_patterns)?;
     let base = if rel == "." { None } else { Some(rel.as_str()) };
     let prefix_len = base.map_or(0, |b| b.trim_end_matches('/').len() + 1);
-    let found: Vec<String> = s
-        .sandbox
-        .glob(&a.pattern, base)?
+    let all = s.sandbox.glob(&a.pattern, base)?;
+    // The sandbox's glob stops at its cap, silently: said here, so that
+    // the model does not take the answer for every match.
+    let capped = all.len() >= MAX_GLOB_RESULTS;
+    let found: Vec<String> = all
         .into_iter()
         .filter(|p| !ex.hit(p.get(prefix_len..).unwrap_or(p)))
         .collect();
-    if found.is_empty() {
-        text("No matches found")
+    let mut out = if found.is_empty() {
+        "No matches found".to_owned()
     } else {
-        text(found.join("\n"))
+        found.join("\n")
+    };
+    if capped {
+        let _ = write!(
+            out,
+            "\n[the search stopped at {MAX_GLOB_RESULTS} matches, the most one search_files \
+             answers; there may be more: narrow the path or the pattern]"
+        );
     }
+    text(out)
 }
 
 pub(crate) fn get_file_info(s: &Shared, a: OnePath) -> Answer {
@@ -1029,6 +1067,20 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
             within: s.client_root_dirs(),
         },
     )?;
+    // The executor could not start it: nothing ran, and the model must
+    // not read this as the command's own exit 127 (a shell's "not
+    // found", which stays a result).
+    if r.not_started {
+        let why = lossy(r.stderr);
+        let why = why.trim();
+        return Err(Error::new(
+            ErrorCode::NotStarted,
+            format!(
+                "the command did not run: {}",
+                why.strip_prefix("sandgate: ").unwrap_or(why)
+            ),
+        ));
+    }
     let mut out = format!("exit code: {}\n", r.exit_code);
     if r.timed_out {
         out.push_str("timed out\n");
@@ -1059,7 +1111,7 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
     text(out)
 }
 
-pub(crate) fn fetch(s: &Shared, a: Fetch) -> Answer {
+pub(crate) fn fetch(s: &Shared, a: Fetch, cancel: Arc<std::sync::atomic::AtomicBool>) -> Answer {
     let Some(fetcher) = &s.fetcher else {
         return Err(Error::new(ErrorCode::Denied, "the policy grants no fetch"));
     };
@@ -1083,8 +1135,12 @@ pub(crate) fn fetch(s: &Shared, a: Fetch) -> Answer {
     if let Some(m) = a.max_bytes {
         req.insert("max_bytes".into(), m.into());
     }
-    let (answer, err) =
-        sandgate::tool::fetch_json(fetcher, &serde_json::Value::Object(req).to_string());
+    // A cancelled call ends the transfer, its connection closed.
+    let (answer, err) = sandgate::tool::fetch_json_cancellable(
+        fetcher,
+        &serde_json::Value::Object(req).to_string(),
+        Some(sandgate::fetch::CancelFlag::from_arc(cancel)),
+    );
     if let Some(e) = err {
         return Err(e);
     }

@@ -16,9 +16,9 @@
 use sandgate_policy::Policy;
 
 pub use sandgate_fetch::{
-    FetchError, FetchOptions, FetchResponse, Fetcher, FetcherBuilder, Hop, Resolve, SystemResolver,
-    CROSS_ORIGIN_STRIPPED, DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT, MAX_REDIRECTS, MAX_TIMEOUT,
-    PROXY_VARIABLES,
+    CancelFlag, FetchError, FetchOptions, FetchResponse, Fetcher, FetcherBuilder, Hop, Resolve,
+    SystemResolver, CROSS_ORIGIN_STRIPPED, DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT, MAX_REDIRECTS,
+    MAX_TIMEOUT, PROXY_VARIABLES,
 };
 
 use crate::error::{with_causes, Error};

@@ -523,6 +523,16 @@ fn with_id(mut answer: Value, id: Option<Value>) -> Value {
 /// `rule` and `hops`), with the refusal's error when it is one. For hosts
 /// that speak JSON, such as the C ABI.
 pub fn fetch_json(fetcher: &crate::fetch::Fetcher, request: &str) -> (Value, Option<Error>) {
+    fetch_json_cancellable(fetcher, request, None)
+}
+
+/// [`fetch_json`], ended (`E_ABORTED`, its connection closed) once
+/// `cancel` is set from another thread ([`crate::fetch::CancelFlag`]).
+pub fn fetch_json_cancellable(
+    fetcher: &crate::fetch::Fetcher,
+    request: &str,
+    cancel: Option<crate::fetch::CancelFlag>,
+) -> (Value, Option<Error>) {
     let request = serde_json::from_str::<StrictObject>(request)
         .map_err(|e| bad(format!("not a valid fetch request: {e}")))
         .and_then(StrictObject::into_fields)
@@ -533,7 +543,10 @@ pub fn fetch_json(fetcher: &crate::fetch::Fetcher, request: &str) -> (Value, Opt
             })
         });
     match request {
-        Ok((url, opts)) => fetch_answer(fetcher, &url, &opts),
+        Ok((url, mut opts)) => {
+            opts.cancel = cancel;
+            fetch_answer(fetcher, &url, &opts)
+        }
         Err(e) => (error_answer(&e), Some(e)),
     }
 }

@@ -416,6 +416,12 @@ pub struct ExecResult {
     pub timed_out: bool,
     /// An abort ended the call.
     pub aborted: bool,
+    /// The executor could not start the command (exit code 127, `stderr`
+    /// says why: the shell missing or not executable, no descriptor or
+    /// process left, no cgroup for its limits): nothing of it ran. A
+    /// command the shell ran that exits 127 (its "not found") leaves this
+    /// `false`.
+    pub not_started: bool,
     /// The limit that ended the command, when it is known: a resource
     /// limit a cgroup event, the monitor or `SIGXCPU` showed reached, else
     /// the timeout, else the output cap. `None` otherwise (and after an
@@ -1157,6 +1163,7 @@ fn run(
         truncated: false,
         timed_out: false,
         aborted: false,
+        not_started: false,
         limit: None,
         env_names_digest: env.names_digest.clone(),
         confined,
@@ -1199,6 +1206,7 @@ fn run(
         Err(e) => {
             // Never run outside the cgroup that holds the limits.
             result.exit_code = EXIT_NOT_STARTED;
+            result.not_started = true;
             result.stderr =
                 format!("sandgate: cannot start {what}: no cgroup for its limits: {e}\n")
                     .into_bytes();
@@ -1221,6 +1229,7 @@ fn run(
                 pool.release(lease);
             }
             result.exit_code = EXIT_NOT_STARTED;
+            result.not_started = true;
             result.stderr =
                 format!("sandgate: cannot start {what}: cannot record the protected paths: {e}\n")
                     .into_bytes();
@@ -1245,6 +1254,7 @@ fn run(
                     pool.release(lease);
                 }
                 result.exit_code = EXIT_NOT_STARTED;
+                result.not_started = true;
                 result.stderr = format!("sandgate: cannot start {what}: {why}\n").into_bytes();
                 result.duration = began.elapsed();
                 return Ok(result);
@@ -1261,6 +1271,7 @@ fn run(
                 pool.release(lease);
             }
             result.exit_code = EXIT_NOT_STARTED;
+            result.not_started = true;
             result.stderr = format!("sandgate: cannot start {what}: {e}\n").into_bytes();
             result.duration = began.elapsed();
             return Ok(result);

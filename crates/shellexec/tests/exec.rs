@@ -246,6 +246,7 @@ fn a_missing_shell_gives_127() {
     let t = Instant::now();
     let r = run(&ex, "echo hi");
     assert_eq!(r.exit_code, 127);
+    assert!(r.not_started, "the executor's own failure is marked");
     assert!(r.stdout.is_empty());
     assert!(
         text(&r.stderr).contains("cannot start"),
@@ -306,7 +307,9 @@ fn the_shell_starts_with_signals_unblocked_and_at_their_defaults() {
 #[test]
 fn a_command_not_found_is_the_shells_127() {
     let ex = started(config());
-    assert_eq!(run(&ex, "/nonexistent/program").exit_code, 127);
+    let r = run(&ex, "/nonexistent/program");
+    assert_eq!(r.exit_code, 127);
+    assert!(!r.not_started, "the shell ran: its 127 is the command's");
 }
 
 // --- backstop and killing ----------------------------------------------------
