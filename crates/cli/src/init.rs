@@ -7,6 +7,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use sandgate::policy::PolicyErrorKind;
+
 /// The starter policy for `root` (canonical): read and write root, `.git`
 /// (restricted mode), `.github` and lockfiles protected, overwriting
 /// allowed, no shell, no network.
@@ -91,13 +93,33 @@ fn write_new(out: &Path, text: &[u8], root: &Path) -> Result<(), String> {
         return Err(format!("{}: {e} (nothing written)", out.display()));
     }
     // Checked where it will live (the same directory), before it is there.
+    // The refusal is told for `out`, by key: the places it names are in the
+    // temporary file, which is gone by the time anyone reads them.
     if let Err(e) = sandgate::policy::Policy::load(&tmp) {
         let _ = std::fs::remove_file(&tmp);
+        let problems: Vec<String> = e
+            .problems()
+            .iter()
+            .map(|p| match p.key() {
+                Some(key) => format!("policy key `{key}`: {}", p.message()),
+                None => p.message().to_owned(),
+            })
+            .collect();
+        let hint = match e.kind() {
+            PolicyErrorKind::WriteRootContainsPolicy if root == Path::new("/") => {
+                "; every file lies inside /, so grant a narrower directory".to_owned()
+            }
+            PolicyErrorKind::WriteRootContainsPolicy => {
+                format!("; write it outside {} with -o FILE", root.display())
+            }
+            _ => String::new(),
+        };
         return Err(format!(
-            "the starter policy for {} was refused ({}: {}); nothing written",
+            "the starter policy for {} was refused as {} ({}: {}); nothing written{hint}",
             root.display(),
+            out.display(),
             e.code(),
-            sandgate::chain_message(&e)
+            problems.join("; ")
         ));
     }
     let linked = std::fs::hard_link(&tmp, out);

@@ -147,3 +147,46 @@ fn init_killed_while_writing_leaves_no_half_written_policy() {
     );
     assert!(sandgate::policy::Policy::load(&written).is_ok());
 }
+
+/// A starter policy the loader refuses (its directory inside the root, or
+/// the root `/`) is reported for the file asked for, with what to change:
+/// never the temporary file it was checked in, which is gone by then.
+#[test]
+fn init_refused_names_the_policy_asked_for_not_its_temporary_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("proj");
+    fs::create_dir(&proj).unwrap();
+    let inside = proj.join("p.toml");
+    let out = sandgate()
+        .arg("init")
+        .arg(&proj)
+        .arg("-o")
+        .arg(&inside)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains(".sandgate-init."), "{err}");
+    assert!(
+        err.contains("E_POLICY") && err.contains("fs.write_root"),
+        "{err}"
+    );
+    assert!(err.contains(inside.to_str().unwrap()), "{err}");
+    assert!(err.contains("-o FILE"), "{err}");
+    assert!(!inside.exists());
+    assert_eq!(fs::read_dir(&proj).unwrap().count(), 0, "a file was left");
+    // `/` holds every file: no -o could help, and none is suggested.
+    let root = sandgate()
+        .args(["init", "/", "-o"])
+        .arg(tmp.path().join("root.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(root.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&root.stderr);
+    assert!(
+        !err.contains(".sandgate-init.") && !err.contains("-o FILE"),
+        "{err}"
+    );
+    assert!(err.contains("narrower directory"), "{err}");
+    assert!(!tmp.path().join("root.toml").exists());
+}
