@@ -129,7 +129,8 @@ fn write_new(out: &Path, text: &[u8], root: &Path) -> Result<(), String> {
 
 /// Writes the starter policy for `dir` to `output` (default
 /// `<dir>.sandgate.toml` beside it), never over an existing file, and
-/// checks that it loads.
+/// checks that it loads. A `dir` inside a `.git` or `.github` directory is
+/// refused: the starter policy protects those.
 pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
     let root = match std::fs::canonicalize(dir) {
         Ok(r) if r.is_dir() => r,
@@ -146,6 +147,24 @@ pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
         errln!("sandgate: {}: the path is not UTF-8", root.display());
         return ExitCode::from(2);
     };
+    // The starter keeps `.git` and `.github` from the agent (matched as
+    // the guard matches names, case and normal form folded): a directory
+    // that is one, or lies inside one, would hand it over whole.
+    let fold = sandgate::fileguard::fold;
+    let kept = root.components().find_map(|c| {
+        let name = c.as_os_str().to_str()?;
+        let folded = fold(name);
+        (folded == fold(".git") || folded == fold(".github")).then_some(name)
+    });
+    if let Some(name) = kept {
+        errln!(
+            "sandgate: {}: the directory is or lies inside `{name}`, which the starter \
+             policy keeps from the agent; give the work tree around it (or write a \
+             policy by hand to grant it)",
+            root.display()
+        );
+        return ExitCode::from(2);
+    }
     let out = output.unwrap_or_else(|| default_output(&root));
     if let Err(message) = write_new(&out, starter(root_str).as_bytes(), &root) {
         errln!("sandgate: {message}");

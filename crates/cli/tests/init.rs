@@ -190,3 +190,39 @@ fn init_refused_names_the_policy_asked_for_not_its_temporary_file() {
     assert!(err.contains("narrower directory"), "{err}");
     assert!(!tmp.path().join("root.toml").exists());
 }
+
+/// The starter policy keeps `.git` and `.github` from the agent; a
+/// directory that is one (or lies inside one, in any case) would hand them
+/// over whole (`hooks/pre-commit` writable under `sandgate init repo/.git`),
+/// so init refuses it, naming the component, and writes nothing.
+#[test]
+fn init_refuses_a_directory_inside_git_or_github() {
+    for inner in [".git", ".git/hooks", ".GIT", ".github", ".GitHub/workflows"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("repo").join(inner);
+        fs::create_dir_all(&dir).unwrap();
+        let policy = tmp.path().join("p.toml");
+        let out = sandgate()
+            .arg("init")
+            .arg(&dir)
+            .arg("-o")
+            .arg(&policy)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{inner}: {err}");
+        let first = inner.split('/').next().unwrap();
+        assert!(err.contains(&format!("`{first}`")), "{inner}: {err}");
+        assert!(!policy.exists(), "{inner}: a policy was written");
+    }
+    // A name that only starts like one is an ordinary directory.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(".github-templates");
+    fs::create_dir(&dir).unwrap();
+    let out = sandgate().arg("init").arg(&dir).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
