@@ -10,8 +10,11 @@ use std::process::ExitCode;
 use sandgate::policy::PolicyErrorKind;
 
 /// The starter policy for `root` (canonical): read and write root, `.git`
-/// (restricted mode), `.github` and lockfiles protected, overwriting
-/// allowed, no shell, no network.
+/// (restricted mode), `.github`, lockfiles and the project settings of MCP
+/// hosts and editors protected (they name commands the host runs outside
+/// any confinement: `.cursor/mcp.json`, `.mcp.json`, `.vscode/tasks.json`,
+/// `.claude/settings.json` hooks), overwriting allowed, no shell, no
+/// network.
 fn starter(root: &str) -> String {
     let root = toml_string(root);
     format!(
@@ -24,6 +27,11 @@ read_roots = [{root}]
 write_root = {root}
 deny_write = [
   ".github/**",
+  # Settings that name commands an MCP host or editor runs unconfined.
+  ".cursor/**",
+  ".vscode/**",
+  ".claude/**",
+  ".mcp.json",
   "*.lock",
   "package-lock.json",
   "pnpm-lock.yaml",
@@ -36,6 +44,10 @@ enabled = false
 "#
     )
 }
+
+/// The directories the starter policy keeps from the agent, whole: `.git`
+/// (restricted mode) and those its `deny_write` names with `/**`.
+const KEPT_DIRS: [&str; 5] = [".git", ".github", ".cursor", ".vscode", ".claude"];
 
 /// `text` as a TOML basic string: `"` and `\` escaped, and every control
 /// character (DEL included, which TOML forbids raw and JSON's escaping
@@ -129,8 +141,9 @@ fn write_new(out: &Path, text: &[u8], root: &Path) -> Result<(), String> {
 
 /// Writes the starter policy for `dir` to `output` (default
 /// `<dir>.sandgate.toml` beside it), never over an existing file, and
-/// checks that it loads. A `dir` inside a `.git` or `.github` directory is
-/// refused: the starter policy protects those.
+/// checks that it loads. A `dir` inside a directory the starter policy
+/// protects (`.git`, `.github`, `.cursor`, `.vscode`, `.claude`) is
+/// refused.
 pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
     let root = match std::fs::canonicalize(dir) {
         Ok(r) if r.is_dir() => r,
@@ -147,14 +160,14 @@ pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
         errln!("sandgate: {}: the path is not UTF-8", root.display());
         return ExitCode::from(2);
     };
-    // The starter keeps `.git` and `.github` from the agent (matched as
-    // the guard matches names, case and normal form folded): a directory
-    // that is one, or lies inside one, would hand it over whole.
+    // The starter keeps these directories from the agent (matched as the
+    // guard matches names, case and normal form folded): a directory that
+    // is one, or lies inside one, would hand it over whole.
     let fold = sandgate::fileguard::fold;
     let kept = root.components().find_map(|c| {
         let name = c.as_os_str().to_str()?;
         let folded = fold(name);
-        (folded == fold(".git") || folded == fold(".github")).then_some(name)
+        KEPT_DIRS.iter().any(|k| fold(k) == folded).then_some(name)
     });
     if let Some(name) = kept {
         errln!(

@@ -191,13 +191,23 @@ fn init_refused_names_the_policy_asked_for_not_its_temporary_file() {
     assert!(!tmp.path().join("root.toml").exists());
 }
 
-/// The starter policy keeps `.git` and `.github` from the agent; a
-/// directory that is one (or lies inside one, in any case) would hand them
-/// over whole (`hooks/pre-commit` writable under `sandgate init repo/.git`),
-/// so init refuses it, naming the component, and writes nothing.
+/// The starter policy keeps `.git`, `.github` and the host and editor
+/// settings directories from the agent; a directory that is one (or lies
+/// inside one, in any case) would hand it over whole (`hooks/pre-commit`
+/// writable under `sandgate init repo/.git`), so init refuses it, naming
+/// the component, and writes nothing.
 #[test]
 fn init_refuses_a_directory_inside_git_or_github() {
-    for inner in [".git", ".git/hooks", ".GIT", ".github", ".GitHub/workflows"] {
+    for inner in [
+        ".git",
+        ".git/hooks",
+        ".GIT",
+        ".github",
+        ".GitHub/workflows",
+        ".vscode",
+        ".cursor/rules",
+        ".claude",
+    ] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("repo").join(inner);
         fs::create_dir_all(&dir).unwrap();
@@ -225,4 +235,58 @@ fn init_refuses_a_directory_inside_git_or_github() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// An MCP host's or an editor's project settings name commands the host
+/// runs unconfined (`.cursor/mcp.json`, `.mcp.json`, `.vscode/tasks.json`,
+/// `.claude/settings.json` hooks): under the starter policy the agent can
+/// neither write them nor make them, nor move their directories away.
+#[test]
+fn init_policy_keeps_host_and_editor_settings_from_the_agent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("proj");
+    fs::create_dir_all(proj.join(".cursor")).unwrap();
+    fs::write(proj.join(".cursor/mcp.json"), "{}").unwrap();
+    let out = sandgate().arg("init").arg(&proj).output().unwrap();
+    assert!(out.status.success());
+    let policy = tmp.path().join("proj.sandgate.toml");
+    let mut tool = sandgate()
+        .args(["tool", "--policy"])
+        .arg(&policy)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let refused = [
+        r#"{"op":"write","path":".cursor/mcp.json","content":"x","overwrite":true}"#,
+        r#"{"op":"write","path":".mcp.json","content":"x"}"#,
+        r#"{"op":"mkdir","path":".vscode"}"#,
+        r#"{"op":"write","path":".vscode/tasks.json","content":"x"}"#,
+        r#"{"op":"write","path":".claude/settings.json","content":"x"}"#,
+        r#"{"op":"write","path":".claude/settings.local.json","content":"x"}"#,
+        r#"{"op":"rename","from":".cursor","to":"c"}"#,
+    ];
+    {
+        use std::io::Write;
+        let stdin = tool.stdin.as_mut().unwrap();
+        for r in refused {
+            writeln!(stdin, "{r}").unwrap();
+        }
+        writeln!(
+            stdin,
+            r#"{{"op":"write","path":"notes.json","content":"x"}}"#
+        )
+        .unwrap();
+    }
+    let answers = tool.wait_with_output().unwrap();
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&answers.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), refused.len() + 1);
+    for (r, a) in refused.iter().zip(&lines) {
+        assert_eq!(a["error"]["code"], "E_FS_PROTECTED", "{r}: {a}");
+    }
+    assert_eq!(lines[refused.len()]["ok"], true, "{}", lines[refused.len()]);
+    assert_eq!(fs::read(proj.join(".cursor/mcp.json")).unwrap(), b"{}");
 }
