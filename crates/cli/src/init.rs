@@ -86,7 +86,15 @@ fn default_output(root: &Path) -> PathBuf {
 /// entry, a symlink included, and follows none). A process killed on the
 /// way leaves at most the temporary file, never a half-written policy
 /// that would load with a different meaning.
-fn write_new(out: &Path, text: &[u8], root: &Path) -> Result<(), String> {
+///
+/// `beside` says `out` is the default place, beside the directory: a
+/// failure there ends with how to choose another.
+fn write_new(out: &Path, text: &[u8], root: &Path, beside: bool) -> Result<(), String> {
+    let elsewhere = if beside {
+        "; choose where it goes with -o FILE"
+    } else {
+        ""
+    };
     if out.file_name().is_none() {
         return Err(format!("{}: not a file name", out.display()));
     }
@@ -102,7 +110,10 @@ fn write_new(out: &Path, text: &[u8], root: &Path) -> Result<(), String> {
         .and_then(|mut f| f.write_all(text).and_then(|()| f.sync_all()));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
-        return Err(format!("{}: {e} (nothing written)", out.display()));
+        return Err(format!(
+            "{}: {e} (nothing written){elsewhere}",
+            out.display()
+        ));
     }
     // Checked where it will live (the same directory), before it is there.
     // The refusal is told for `out`, by key: the places it names are in the
@@ -136,7 +147,7 @@ fn write_new(out: &Path, text: &[u8], root: &Path) -> Result<(), String> {
     }
     let linked = std::fs::hard_link(&tmp, out);
     let _ = std::fs::remove_file(&tmp);
-    linked.map_err(|e| format!("{}: {e} (nothing written)", out.display()))
+    linked.map_err(|e| format!("{}: {e} (nothing written){elsewhere}", out.display()))
 }
 
 /// Writes the starter policy for `dir` to `output` (default
@@ -178,8 +189,9 @@ pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let beside = output.is_none();
     let out = output.unwrap_or_else(|| default_output(&root));
-    if let Err(message) = write_new(&out, starter(root_str).as_bytes(), &root) {
+    if let Err(message) = write_new(&out, starter(root_str).as_bytes(), &root, beside) {
         errln!("sandgate: {message}");
         return ExitCode::from(2);
     }

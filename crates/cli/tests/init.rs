@@ -290,3 +290,31 @@ fn init_policy_keeps_host_and_editor_settings_from_the_agent() {
     assert_eq!(lines[refused.len()]["ok"], true, "{}", lines[refused.len()]);
     assert_eq!(fs::read(proj.join(".cursor/mcp.json")).unwrap(), b"{}");
 }
+
+/// When the policy cannot go beside the directory (here its name is too
+/// long once `.sandgate.toml` is added; for `$HOME` the parent is not
+/// writable), the refusal says where it tried and how to choose another
+/// place, and that place works.
+#[test]
+fn init_that_cannot_write_beside_the_directory_says_to_choose_with_o() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("n".repeat(250));
+    fs::create_dir(&proj).unwrap();
+    let out = sandgate().arg("init").arg(&proj).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(".sandgate.toml") && err.contains("-o FILE"),
+        "{err}"
+    );
+    let elsewhere = tmp.path().join("p.toml");
+    let out = sandgate()
+        .arg("init")
+        .arg(&proj)
+        .arg("-o")
+        .arg(&elsewhere)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(sandgate::policy::Policy::load(&elsewhere).is_ok());
+}
