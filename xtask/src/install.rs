@@ -152,8 +152,25 @@ pub fn install_c(release: &Path, prefix: &Path, pc_prefix: &str) -> Result<(), S
     Ok(())
 }
 
+/// `path` as a pkg-config variable's value: pkg-config splits the `Libs`
+/// and `Cflags` it expands into words as a shell would, so a space, a tab,
+/// a quote or a backslash in a directory's name is escaped with a
+/// backslash (what pkg-config answers then carries the escape, which cgo,
+/// meson and `eval` read back as one word). `${...}` is left to expand.
+fn pc_value(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if matches!(c, ' ' | '\t' | '\'' | '"' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// `sandgate.pc`: the shared library; `--static` adds what the archive needs.
 pub fn pc_shared(prefix: &str, v: &Versions) -> String {
+    let prefix = pc_value(prefix);
     format!(
         "prefix={prefix}\nlibdir=${{prefix}}/lib\nincludedir=${{prefix}}/include\n\n\
          Name: sandgate\n\
@@ -176,6 +193,7 @@ pub fn pc_static(prefix: &str, v: &Versions) -> String {
 /// `sandgate-static.pc` with its directories given apart (the checkout keeps
 /// the archive in target/lib and the header in include/).
 pub fn pc_static_at(prefix: &str, libdir: &str, includedir: &str, v: &Versions) -> String {
+    let (prefix, libdir, includedir) = (pc_value(prefix), pc_value(libdir), pc_value(includedir));
     format!(
         "prefix={prefix}\nlibdir={libdir}\nincludedir={includedir}\n\n\
          Name: sandgate-static\n\
@@ -214,4 +232,64 @@ fn link(target: &str, at: &Path) -> Result<(), String> {
     let _ = fs::remove_file(&tmp);
     symlink(target, &tmp).map_err(|e| format!("cannot link {}: {e}", tmp.display()))?;
     fs::rename(&tmp, at).map_err(|e| format!("cannot install {}: {e}", at.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words a pkg-config consumer (cgo, meson, `eval`) takes from
+    /// `pkg-config ARGS` with `dir` on PKG_CONFIG_PATH.
+    fn words(dir: &Path, args: &[&str]) -> Vec<String> {
+        let out = std::process::Command::new("pkg-config")
+            .args(args)
+            .env("PKG_CONFIG_PATH", dir)
+            .output()
+            .expect("pkg-config runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let split = std::process::Command::new("sh")
+            .args(["-c", "eval \"set -- $0\"; printf '%s\\n' \"$@\""])
+            .arg(String::from_utf8(out.stdout).unwrap().trim())
+            .output()
+            .unwrap();
+        String::from_utf8(split.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// An install prefix (or a checkout) whose path holds a space, a quote
+    /// or a backslash: what pkg-config answers still names its directories
+    /// whole, one word each.
+    #[test]
+    fn pkg_config_names_a_prefix_with_spaces_and_quotes_whole() {
+        let v = Versions::read().unwrap();
+        let base = std::env::temp_dir().join(format!("xtask-pc-{}", std::process::id()));
+        for name in ["with space", "o'brien \"q\"", "back\\slash\ttab"] {
+            let prefix = base.join(name);
+            let dir = prefix.join("lib/pkgconfig");
+            fs::create_dir_all(&dir).unwrap();
+            let p = prefix.to_str().unwrap();
+            write_atomic(&dir.join("sandgate.pc"), &pc_shared(p, &v)).unwrap();
+            write_atomic(&dir.join("sandgate-static.pc"), &pc_static(p, &v)).unwrap();
+            let shared = words(&dir, &["--cflags", "--libs", "sandgate"]);
+            assert_eq!(
+                shared,
+                [
+                    format!("-I{p}/include"),
+                    format!("-L{p}/lib"),
+                    "-lsandgate".into()
+                ],
+                "{name:?}"
+            );
+            let r#static = words(&dir, &["--libs", "sandgate-static"]);
+            assert_eq!(r#static[0], format!("{p}/lib/libsandgate.a"), "{name:?}");
+        }
+        let _ = fs::remove_dir_all(&base);
+    }
 }

@@ -7,9 +7,14 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use sandgate::policy::PolicyErrorKind;
+
 /// The starter policy for `root` (canonical): read and write root, `.git`
-/// (restricted mode), `.github` and lockfiles protected, overwriting
-/// allowed, no shell, no network.
+/// (restricted mode), `.github`, lockfiles and the project settings of MCP
+/// hosts and editors protected (they name commands the host runs outside
+/// any confinement: `.cursor/mcp.json`, `.mcp.json`, `.vscode/tasks.json`,
+/// `.claude/settings.json` hooks), overwriting allowed, no shell, no
+/// network.
 fn starter(root: &str) -> String {
     let root = toml_string(root);
     format!(
@@ -22,6 +27,11 @@ read_roots = [{root}]
 write_root = {root}
 deny_write = [
   ".github/**",
+  # Settings that name commands an MCP host or editor runs unconfined.
+  ".cursor/**",
+  ".vscode/**",
+  ".claude/**",
+  ".mcp.json",
   "*.lock",
   "package-lock.json",
   "pnpm-lock.yaml",
@@ -34,6 +44,10 @@ enabled = false
 "#
     )
 }
+
+/// The directories the starter policy keeps from the agent, whole: `.git`
+/// (restricted mode) and those its `deny_write` names with `/**`.
+const KEPT_DIRS: [&str; 5] = [".git", ".github", ".cursor", ".vscode", ".claude"];
 
 /// `text` as a TOML basic string: `"` and `\` escaped, and every control
 /// character (DEL included, which TOML forbids raw and JSON's escaping
@@ -72,7 +86,15 @@ fn default_output(root: &Path) -> PathBuf {
 /// entry, a symlink included, and follows none). A process killed on the
 /// way leaves at most the temporary file, never a half-written policy
 /// that would load with a different meaning.
-fn write_new(out: &Path, text: &[u8], root: &Path) -> Result<(), String> {
+///
+/// `beside` says `out` is the default place, beside the directory: a
+/// failure there ends with how to choose another.
+fn write_new(out: &Path, text: &[u8], root: &Path, beside: bool) -> Result<(), String> {
+    let elsewhere = if beside {
+        "; choose where it goes with -o FILE"
+    } else {
+        ""
+    };
     if out.file_name().is_none() {
         return Err(format!("{}: not a file name", out.display()));
     }
@@ -88,26 +110,51 @@ fn write_new(out: &Path, text: &[u8], root: &Path) -> Result<(), String> {
         .and_then(|mut f| f.write_all(text).and_then(|()| f.sync_all()));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
-        return Err(format!("{}: {e} (nothing written)", out.display()));
+        return Err(format!(
+            "{}: {e} (nothing written){elsewhere}",
+            out.display()
+        ));
     }
     // Checked where it will live (the same directory), before it is there.
+    // The refusal is told for `out`, by key: the places it names are in the
+    // temporary file, which is gone by the time anyone reads them.
     if let Err(e) = sandgate::policy::Policy::load(&tmp) {
         let _ = std::fs::remove_file(&tmp);
+        let problems: Vec<String> = e
+            .problems()
+            .iter()
+            .map(|p| match p.key() {
+                Some(key) => format!("policy key `{key}`: {}", p.message()),
+                None => p.message().to_owned(),
+            })
+            .collect();
+        let hint = match e.kind() {
+            PolicyErrorKind::WriteRootContainsPolicy if root == Path::new("/") => {
+                "; every file lies inside /, so grant a narrower directory".to_owned()
+            }
+            PolicyErrorKind::WriteRootContainsPolicy => {
+                format!("; write it outside {} with -o FILE", root.display())
+            }
+            _ => String::new(),
+        };
         return Err(format!(
-            "the starter policy for {} was refused ({}: {}); nothing written",
+            "the starter policy for {} was refused as {} ({}: {}); nothing written{hint}",
             root.display(),
+            out.display(),
             e.code(),
-            sandgate::chain_message(&e)
+            problems.join("; ")
         ));
     }
     let linked = std::fs::hard_link(&tmp, out);
     let _ = std::fs::remove_file(&tmp);
-    linked.map_err(|e| format!("{}: {e} (nothing written)", out.display()))
+    linked.map_err(|e| format!("{}: {e} (nothing written){elsewhere}", out.display()))
 }
 
 /// Writes the starter policy for `dir` to `output` (default
 /// `<dir>.sandgate.toml` beside it), never over an existing file, and
-/// checks that it loads.
+/// checks that it loads. A `dir` inside a directory the starter policy
+/// protects (`.git`, `.github`, `.cursor`, `.vscode`, `.claude`) is
+/// refused.
 pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
     let root = match std::fs::canonicalize(dir) {
         Ok(r) if r.is_dir() => r,
@@ -124,8 +171,27 @@ pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
         errln!("sandgate: {}: the path is not UTF-8", root.display());
         return ExitCode::from(2);
     };
+    // The starter keeps these directories from the agent (matched as the
+    // guard matches names, case and normal form folded): a directory that
+    // is one, or lies inside one, would hand it over whole.
+    let fold = sandgate::fileguard::fold;
+    let kept = root.components().find_map(|c| {
+        let name = c.as_os_str().to_str()?;
+        let folded = fold(name);
+        KEPT_DIRS.iter().any(|k| fold(k) == folded).then_some(name)
+    });
+    if let Some(name) = kept {
+        errln!(
+            "sandgate: {}: the directory is or lies inside `{name}`, which the starter \
+             policy keeps from the agent; give the work tree around it (or write a \
+             policy by hand to grant it)",
+            root.display()
+        );
+        return ExitCode::from(2);
+    }
+    let beside = output.is_none();
     let out = output.unwrap_or_else(|| default_output(&root));
-    if let Err(message) = write_new(&out, starter(root_str).as_bytes(), &root) {
+    if let Err(message) = write_new(&out, starter(root_str).as_bytes(), &root, beside) {
         errln!("sandgate: {message}");
         return ExitCode::from(2);
     }

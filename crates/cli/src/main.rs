@@ -142,8 +142,8 @@ enum Command {
         program: Vec<std::ffi::OsString>,
     },
     /// Write a starter policy for a directory (read and write root; .git,
-    /// .github and lockfiles protected; no shell, no network) and print
-    /// where it went.
+    /// .github, lockfiles and MCP host and editor settings protected; no
+    /// shell, no network) and print where it went.
     Init {
         /// The directory the policy grants.
         dir: PathBuf,

@@ -61,6 +61,18 @@ pub fn mcp(
             return ExitCode::from(2);
         }
     };
+    // The policy file as its own audit would take a JSON line for every
+    // operation, and the next start would refuse it as broken TOML.
+    if let (Some(a), Some(p)) = (&audit, &policy) {
+        if same_file(a, p) {
+            errln!(
+                "sandgate: the audit file {} is the policy file {}; give the audit a file of its own",
+                a.display(),
+                p.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
     let write_root = loaded.write_root();
     let sink = match audit
         .as_deref()
@@ -86,5 +98,15 @@ pub fn mcp(
             errln!("sandgate: mcp: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Whether `a` and `b` name one file (links followed); a path that does not
+/// exist names none.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }

@@ -147,3 +147,174 @@ fn init_killed_while_writing_leaves_no_half_written_policy() {
     );
     assert!(sandgate::policy::Policy::load(&written).is_ok());
 }
+
+/// A starter policy the loader refuses (its directory inside the root, or
+/// the root `/`) is reported for the file asked for, with what to change:
+/// never the temporary file it was checked in, which is gone by then.
+#[test]
+fn init_refused_names_the_policy_asked_for_not_its_temporary_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("proj");
+    fs::create_dir(&proj).unwrap();
+    let inside = proj.join("p.toml");
+    let out = sandgate()
+        .arg("init")
+        .arg(&proj)
+        .arg("-o")
+        .arg(&inside)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains(".sandgate-init."), "{err}");
+    assert!(
+        err.contains("E_POLICY") && err.contains("fs.write_root"),
+        "{err}"
+    );
+    assert!(err.contains(inside.to_str().unwrap()), "{err}");
+    assert!(err.contains("-o FILE"), "{err}");
+    assert!(!inside.exists());
+    assert_eq!(fs::read_dir(&proj).unwrap().count(), 0, "a file was left");
+    // `/` holds every file: no -o could help, and none is suggested.
+    let root = sandgate()
+        .args(["init", "/", "-o"])
+        .arg(tmp.path().join("root.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(root.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&root.stderr);
+    assert!(
+        !err.contains(".sandgate-init.") && !err.contains("-o FILE"),
+        "{err}"
+    );
+    assert!(err.contains("narrower directory"), "{err}");
+    assert!(!tmp.path().join("root.toml").exists());
+}
+
+/// The starter policy keeps `.git`, `.github` and the host and editor
+/// settings directories from the agent; a directory that is one (or lies
+/// inside one, in any case) would hand it over whole (`hooks/pre-commit`
+/// writable under `sandgate init repo/.git`), so init refuses it, naming
+/// the component, and writes nothing.
+#[test]
+fn init_refuses_a_directory_inside_git_or_github() {
+    for inner in [
+        ".git",
+        ".git/hooks",
+        ".GIT",
+        ".github",
+        ".GitHub/workflows",
+        ".vscode",
+        ".cursor/rules",
+        ".claude",
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("repo").join(inner);
+        fs::create_dir_all(&dir).unwrap();
+        let policy = tmp.path().join("p.toml");
+        let out = sandgate()
+            .arg("init")
+            .arg(&dir)
+            .arg("-o")
+            .arg(&policy)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{inner}: {err}");
+        let first = inner.split('/').next().unwrap();
+        assert!(err.contains(&format!("`{first}`")), "{inner}: {err}");
+        assert!(!policy.exists(), "{inner}: a policy was written");
+    }
+    // A name that only starts like one is an ordinary directory.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(".github-templates");
+    fs::create_dir(&dir).unwrap();
+    let out = sandgate().arg("init").arg(&dir).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An MCP host's or an editor's project settings name commands the host
+/// runs unconfined (`.cursor/mcp.json`, `.mcp.json`, `.vscode/tasks.json`,
+/// `.claude/settings.json` hooks): under the starter policy the agent can
+/// neither write them nor make them, nor move their directories away.
+#[test]
+fn init_policy_keeps_host_and_editor_settings_from_the_agent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("proj");
+    fs::create_dir_all(proj.join(".cursor")).unwrap();
+    fs::write(proj.join(".cursor/mcp.json"), "{}").unwrap();
+    let out = sandgate().arg("init").arg(&proj).output().unwrap();
+    assert!(out.status.success());
+    let policy = tmp.path().join("proj.sandgate.toml");
+    let mut tool = sandgate()
+        .args(["tool", "--policy"])
+        .arg(&policy)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let refused = [
+        r#"{"op":"write","path":".cursor/mcp.json","content":"x","overwrite":true}"#,
+        r#"{"op":"write","path":".mcp.json","content":"x"}"#,
+        r#"{"op":"mkdir","path":".vscode"}"#,
+        r#"{"op":"write","path":".vscode/tasks.json","content":"x"}"#,
+        r#"{"op":"write","path":".claude/settings.json","content":"x"}"#,
+        r#"{"op":"write","path":".claude/settings.local.json","content":"x"}"#,
+        r#"{"op":"rename","from":".cursor","to":"c"}"#,
+    ];
+    {
+        use std::io::Write;
+        let stdin = tool.stdin.as_mut().unwrap();
+        for r in refused {
+            writeln!(stdin, "{r}").unwrap();
+        }
+        writeln!(
+            stdin,
+            r#"{{"op":"write","path":"notes.json","content":"x"}}"#
+        )
+        .unwrap();
+    }
+    let answers = tool.wait_with_output().unwrap();
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&answers.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), refused.len() + 1);
+    for (r, a) in refused.iter().zip(&lines) {
+        assert_eq!(a["error"]["code"], "E_FS_PROTECTED", "{r}: {a}");
+    }
+    assert_eq!(lines[refused.len()]["ok"], true, "{}", lines[refused.len()]);
+    assert_eq!(fs::read(proj.join(".cursor/mcp.json")).unwrap(), b"{}");
+}
+
+/// When the policy cannot go beside the directory (here its name is too
+/// long once `.sandgate.toml` is added; for `$HOME` the parent is not
+/// writable), the refusal says where it tried and how to choose another
+/// place, and that place works.
+#[test]
+fn init_that_cannot_write_beside_the_directory_says_to_choose_with_o() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("n".repeat(250));
+    fs::create_dir(&proj).unwrap();
+    let out = sandgate().arg("init").arg(&proj).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(".sandgate.toml") && err.contains("-o FILE"),
+        "{err}"
+    );
+    let elsewhere = tmp.path().join("p.toml");
+    let out = sandgate()
+        .arg("init")
+        .arg(&proj)
+        .arg("-o")
+        .arg(&elsewhere)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(sandgate::policy::Policy::load(&elsewhere).is_ok());
+}

@@ -776,6 +776,48 @@ fn the_audit_file_may_not_lie_where_the_agent_writes() {
     assert!(text.contains("\"op\":\"read\""), "{text}");
 }
 
+/// `--audit` naming the policy file itself (or a link to it) would append
+/// a JSON line to the policy for every operation, and the next start would
+/// refuse the file as broken TOML: refused at once, the policy untouched.
+#[test]
+fn the_audit_file_may_not_be_the_policy_file() {
+    let dir = policy_dir();
+    let at = |n: &str| dir.path().join(n);
+    std::os::unix::fs::symlink(at("policy.toml"), at("link.jsonl")).unwrap();
+    let before = fs::read_to_string(at("policy.toml")).unwrap();
+    for audit in ["policy.toml", "link.jsonl"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(["mcp", "--policy"])
+            .arg(at("policy.toml"))
+            .arg("--audit")
+            .arg(at(audit))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut w = child.stdin.take().unwrap();
+        for m in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}),
+        ] {
+            // The server may already have gone: what it wrote is the test.
+            let _ = writeln!(w, "{m}");
+        }
+        drop(w);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let after = fs::read_to_string(at("policy.toml")).unwrap();
+        assert_eq!(after, before, "{audit}: the policy was written to: {err}");
+        assert_eq!(out.status.code(), Some(2), "{audit}: {err}");
+        assert!(err.contains("policy file"), "{audit}: {err}");
+    }
+}
+
 #[test]
 fn http_refuses_addresses_off_loopback_and_an_existing_token_file() {
     let dir = policy_dir();

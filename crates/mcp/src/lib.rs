@@ -1134,8 +1134,10 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
                 format!("{}: not UTF-8", d.display()),
             )
         })?;
-        // A JSON string is a valid TOML basic string.
-        roots.push(serde_json::to_string(s).unwrap_or_default());
+        // A JSON string is a valid TOML basic string once DEL, which JSON
+        // leaves raw and TOML forbids raw, is escaped too.
+        let quoted = serde_json::to_string(s).unwrap_or_default();
+        roots.push(quoted.replace('\u{7f}', "\\u007F"));
     }
     let toml = format!(
         "security_mode = \"restricted\"\n\n[fs]\nread_roots = [{}]\nwrite_root = {}\nallow_overwrite = true\n",
@@ -1228,6 +1230,30 @@ mod tests {
             ] {
                 assert!(!leads(&root, prefix, name), "{:?}", at(prefix, name));
             }
+        }
+    }
+
+    /// `sandgate mcp DIR...` serves any UTF-8 directory name as itself:
+    /// quotes, backslashes, line breaks, other control characters and DEL
+    /// (which TOML forbids raw in a string, and JSON's escaping leaves raw).
+    #[test]
+    fn policy_for_dirs_takes_any_utf8_directory_name() {
+        for name in [
+            "del\u{7f}dir",
+            "q\"uote\\back",
+            "tab\tnl\n[exec]",
+            "\u{1}\u{9f}x",
+        ] {
+            let t = tempfile::tempdir().unwrap();
+            let (a, b) = (t.path().join(name), t.path().join("second"));
+            std::fs::create_dir(&a).unwrap();
+            std::fs::create_dir(&b).unwrap();
+            let policy = policy_for_dirs(&[a.clone(), b.clone()])
+                .unwrap_or_else(|e| panic!("{name:?}: {}", e.message()));
+            let (a, b) = (a.canonicalize().unwrap(), b.canonicalize().unwrap());
+            assert_eq!(policy.write_root(), Some(a.as_path()), "{name:?}");
+            assert_eq!(policy.read_roots(), [a, b], "{name:?}");
+            assert!(!policy.exec().enabled, "{name:?}");
         }
     }
 }

@@ -273,13 +273,21 @@ impl Policy {
     /// directory of the file it points to), nor lie on the file's
     /// filesystem when the file has a second name (a hard link, which a
     /// command could rewrite in place). The digest is taken over the exact
-    /// bytes read. Files over [`MAX_POLICY_BYTES`] are refused.
+    /// bytes read. Files over [`MAX_POLICY_BYTES`] are refused, and so is
+    /// anything that is not a regular file (a FIFO would block the open
+    /// until some writer came; a device has no bytes of its own to digest).
     pub fn load(path: impl AsRef<Path>) -> Result<Policy, PolicyError> {
         let path = path.as_ref();
+        // Judged before the open, which a FIFO would block, and again on
+        // what was opened.
+        if let Ok(meta) = std::fs::metadata(path) {
+            regular_file(path, &meta)?;
+        }
         let file = File::open(path).map_err(|e| PolicyError::read(path, e))?;
         let links = {
             use std::os::unix::fs::MetadataExt;
             let meta = file.metadata().map_err(|e| PolicyError::read(path, e))?;
+            regular_file(path, &meta)?;
             (meta.dev(), meta.nlink())
         };
         let mut bytes = Vec::new();
@@ -502,6 +510,34 @@ impl Policy {
             .net
             .authorize(Hop::Redirect, scheme, host, port, resolved_ip)
     }
+}
+
+/// Refuses a policy path that is not a regular file, naming what it is.
+fn regular_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), PolicyError> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    let what = if kind.is_file() {
+        return Ok(());
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else {
+        "not a file"
+    };
+    Err(PolicyError::new(
+        PolicyErrorKind::Read,
+        None,
+        format!(
+            "the policy file `{}` is not a regular file ({what})",
+            path.display()
+        ),
+    )
+    .in_file(path))
 }
 
 fn digest_of(bytes: &[u8]) -> String {

@@ -459,3 +459,33 @@ fn oversized_file_is_refused() {
     let err = sandgate_policy::Policy::load(&path).unwrap_err();
     assert_eq!(err.kind(), K::Read);
 }
+
+/// A FIFO (or another file that is not a regular one) at the policy path is
+/// refused at once, naming it, instead of blocking until some writer opens
+/// it; the policy file's bytes are what its digest is taken over.
+#[test]
+fn fifo_is_refused_without_waiting_for_a_writer() {
+    let fx = Fixture::new();
+    let path = fx.project().join("fifo.toml");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .unwrap()
+        .success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let loading = path.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(sandgate_policy::Policy::load(&loading).map(|_| ()));
+    });
+    let err = rx
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .expect("loading a FIFO as the policy blocked for 5 s")
+        .unwrap_err();
+    assert_eq!(err.kind(), K::Read);
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    assert_eq!(err.file(), Some(path.as_path()));
+    for device in ["/dev/null", "/dev/zero"] {
+        let err = sandgate_policy::Policy::load(device).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+}
