@@ -425,6 +425,54 @@ fn log_runs_nothing_from_the_repository() {
     f.run_clean("git log --max-count=2 --author=Fixture --since='2000-01-01'");
 }
 
+/// The repository config cannot colour confined git's output: with every
+/// colour switch git consults set to `always` there, no answer holds an
+/// escape sequence git added (`git status -s` stays `?? name`, the diff
+/// and the log plain text).
+#[test]
+fn repository_colour_settings_never_reach_the_output() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    for key in [
+        "color.ui",
+        "color.diff",
+        "color.status",
+        "color.branch",
+        "color.decorate",
+        "color.advice",
+        "color.grep",
+    ] {
+        f.config(key, "always");
+    }
+    for request in [
+        "git status",
+        "git status -s -b",
+        "git diff",
+        "git diff --stat",
+        "git log -n 2 -p --decorate --graph",
+        "git log --oneline --decorate",
+        "git log --format='%h %C(red)%s%Creset'",
+    ] {
+        let out = f.run(request);
+        assert!(
+            !out.stdout.contains(&0x1b) && !out.stderr.contains(&0x1b),
+            "{request} printed escape sequences the repository config asked for: {:?}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let confined = f.run_confined(request);
+        assert_eq!(
+            (confined.exit_code, &confined.stdout),
+            (out.exit_code, &out.stdout),
+            "{request} under git's ruleset: {}",
+            String::from_utf8_lossy(&confined.stderr)
+        );
+    }
+    let out = f.run_clean("git status -s");
+    assert!(out.contains("?? untracked.txt"), "{out}");
+}
+
 /// `core.worktree` in the repository config cannot point git elsewhere.
 #[test]
 fn core_worktree_is_overridden() {

@@ -114,7 +114,10 @@
 //!   `gpg.ssh.program=/bin/false`, `gpg.x509.program=/bin/false`,
 //!   `credential.helper=`, `core.askPass=`, `diff.submodule=short`,
 //!   `index.threads=1` (the index is read entry after entry, as the vetting
-//!   read it, never from offsets an `IEOT` extension gives), and for
+//!   read it, never from offsets an `IEOT` extension gives),
+//!   `color.ui=never`, `color.diff=never`, `color.status=never`,
+//!   `color.advice=never` (the repository cannot colour the answer: no
+//!   escape sequence of git's own, `--format`'s `%C(…)` included), and for
 //!   every filter driver `<d>` defined in the repository config:
 //!   `filter.<d>.clean=`, `filter.<d>.smudge=`, `filter.<d>.process=`,
 //!   `filter.<d>.required=false` (an empty command disables the driver;
