@@ -473,6 +473,40 @@ fn repository_colour_settings_never_reach_the_output() {
     assert!(out.contains("?? untracked.txt"), "{out}");
 }
 
+/// The repository config cannot choose the log format the request did not
+/// name: `format.pretty` there would bring back what `--format` refuses,
+/// `%(describe)` (git starts `git describe` for every commit) and `%G`
+/// (signature atoms). A plain `git log` shows git's default format.
+#[test]
+fn the_repository_cannot_choose_the_log_format() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    raw_git(
+        &f.root,
+        &["tag", "-a", "v7-from-describe", "-m", "t", "HEAD~1"],
+    );
+    // The fixture's own git ran the repository's hooks.
+    f.clear_sentinels();
+    f.config("format.pretty", "format:described=%(describe) sig=%G? %h");
+    let out = f.run_clean("git log -n 2");
+    assert!(
+        !out.contains("described=") && !out.contains("sig="),
+        "git log used the repository's format.pretty: {out}"
+    );
+    assert!(
+        out.starts_with("commit ") && out.contains("Author: Fixture"),
+        "{out}"
+    );
+    // What the request names still applies.
+    let out = f.run_clean("git log --oneline -n 1");
+    assert!(
+        out.contains("third") && !out.contains("described="),
+        "{out}"
+    );
+}
+
 /// `core.worktree` in the repository config cannot point git elsewhere.
 #[test]
 fn core_worktree_is_overridden() {

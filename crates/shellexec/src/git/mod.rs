@@ -117,7 +117,10 @@
 //!   read it, never from offsets an `IEOT` extension gives),
 //!   `color.ui=never`, `color.diff=never`, `color.status=never`,
 //!   `color.advice=never` (the repository cannot colour the answer: no
-//!   escape sequence of git's own, `--format`'s `%C(…)` included), and for
+//!   escape sequence of git's own, `--format`'s `%C(…)` included),
+//!   `format.pretty=medium` (a `format.pretty` in the repository would be
+//!   `git log`'s default format, with the `%(…)` and `%G` atoms the
+//!   schema refuses in `--format`), and for
 //!   every filter driver `<d>` defined in the repository config:
 //!   `filter.<d>.clean=`, `filter.<d>.smudge=`, `filter.<d>.process=`,
 //!   `filter.<d>.required=false` (an empty command disables the driver;

@@ -97,6 +97,12 @@ pub const CONFIG_OVERRIDES: &[&str] = &[
     "color.diff=never",
     "color.status=never",
     "color.advice=never",
+    // git log's default format is git's own: a `format.pretty` in the
+    // repository would bring back what the schema refuses in `--format`
+    // (`%(describe)`, which starts `git describe` for every commit, and
+    // the `%G` signature atoms). `--format`/`--pretty`/`--oneline` in the
+    // request still win.
+    "format.pretty=medium",
 ];
 
 /// Plans a confined git run from a request split by [`super::split_words`].
