@@ -507,6 +507,43 @@ fn the_repository_cannot_choose_the_log_format() {
     );
 }
 
+/// What the repository holds reaches the caller as git prints it, escape
+/// sequences included (documented: the answer is not escaped): a commit
+/// message with a terminal escape and an OSC sequence comes back byte for
+/// byte, and so does file content in a diff; git itself quotes a file
+/// name holding a control character (`"n\033[2Jx"`), except with `-z`.
+#[test]
+fn escape_sequences_in_the_repository_reach_the_caller_raw() {
+    if !have_git() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let (root, sentinels) = (base.join("root"), base.join("sentinels"));
+    fs::create_dir(&root).unwrap();
+    fs::create_dir(&sentinels).unwrap();
+    raw_git(&root, &["init", "-q", "."]);
+    fs::write(root.join("a.rs"), "fn main() {}\n").unwrap();
+    raw_git(&root, &["add", "."]);
+    let message = "hostile \x1b[2J\x1b]52;c;aGk=\x07 end";
+    raw_git(&root, &["commit", "-q", "-m", message]);
+    fs::write(root.join("a.rs"), "fn main() {} // \x1b[31mred\n").unwrap();
+    fs::write(root.join("n\x1b[2Jx"), "x\n").unwrap();
+    let f = Fixture {
+        _tmp: tmp,
+        root,
+        sentinels,
+    };
+    let out = f.run_clean("git log -n 1 --format=%s");
+    assert_eq!(out, format!("{message}\n"));
+    let out = f.run_clean("git diff -- a.rs");
+    assert!(out.contains("+fn main() {} // \x1b[31mred"), "{out:?}");
+    let out = f.run_clean("git status -s");
+    assert!(out.contains("?? \"n\\033[2Jx\""), "{out:?}");
+    let out = f.run_clean("git status -s -z");
+    assert!(out.contains("?? n\x1b[2Jx\0"), "{out:?}");
+}
+
 /// `core.worktree` in the repository config cannot point git elsewhere.
 #[test]
 fn core_worktree_is_overridden() {

@@ -205,6 +205,10 @@
 //!   read-only ruleset ([`GitInvocation::confine_spec`]): it reads the
 //!   root, writes no file and opens no TCP connection, but its output
 //!   reaches the caller.
+//! - The answer is git's output, not escaped: terminal escape sequences
+//!   in commit messages, names or file content reach the caller as they
+//!   are (git quotes control characters in file names, except under
+//!   `-z`). Only git's own colour is switched off.
 //! - `safe.directory` still applies: a root owned by another user is
 //!   refused by git itself.
 
