@@ -425,6 +425,125 @@ fn log_runs_nothing_from_the_repository() {
     f.run_clean("git log --max-count=2 --author=Fixture --since='2000-01-01'");
 }
 
+/// The repository config cannot colour confined git's output: with every
+/// colour switch git consults set to `always` there, no answer holds an
+/// escape sequence git added (`git status -s` stays `?? name`, the diff
+/// and the log plain text).
+#[test]
+fn repository_colour_settings_never_reach_the_output() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    for key in [
+        "color.ui",
+        "color.diff",
+        "color.status",
+        "color.branch",
+        "color.decorate",
+        "color.advice",
+        "color.grep",
+    ] {
+        f.config(key, "always");
+    }
+    for request in [
+        "git status",
+        "git status -s -b",
+        "git diff",
+        "git diff --stat",
+        "git log -n 2 -p --decorate --graph",
+        "git log --oneline --decorate",
+        "git log --format='%h %C(red)%s%Creset'",
+    ] {
+        let out = f.run(request);
+        assert!(
+            !out.stdout.contains(&0x1b) && !out.stderr.contains(&0x1b),
+            "{request} printed escape sequences the repository config asked for: {:?}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let confined = f.run_confined(request);
+        assert_eq!(
+            (confined.exit_code, &confined.stdout),
+            (out.exit_code, &out.stdout),
+            "{request} under git's ruleset: {}",
+            String::from_utf8_lossy(&confined.stderr)
+        );
+    }
+    let out = f.run_clean("git status -s");
+    assert!(out.contains("?? untracked.txt"), "{out}");
+}
+
+/// The repository config cannot choose the log format the request did not
+/// name: `format.pretty` there would bring back what `--format` refuses,
+/// `%(describe)` (git starts `git describe` for every commit) and `%G`
+/// (signature atoms). A plain `git log` shows git's default format.
+#[test]
+fn the_repository_cannot_choose_the_log_format() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    raw_git(
+        &f.root,
+        &["tag", "-a", "v7-from-describe", "-m", "t", "HEAD~1"],
+    );
+    // The fixture's own git ran the repository's hooks.
+    f.clear_sentinels();
+    f.config("format.pretty", "format:described=%(describe) sig=%G? %h");
+    let out = f.run_clean("git log -n 2");
+    assert!(
+        !out.contains("described=") && !out.contains("sig="),
+        "git log used the repository's format.pretty: {out}"
+    );
+    assert!(
+        out.starts_with("commit ") && out.contains("Author: Fixture"),
+        "{out}"
+    );
+    // What the request names still applies.
+    let out = f.run_clean("git log --oneline -n 1");
+    assert!(
+        out.contains("third") && !out.contains("described="),
+        "{out}"
+    );
+}
+
+/// What the repository holds reaches the caller as git prints it, escape
+/// sequences included (documented: the answer is not escaped): a commit
+/// message with a terminal escape and an OSC sequence comes back byte for
+/// byte, and so does file content in a diff; git itself quotes a file
+/// name holding a control character (`"n\033[2Jx"`), except with `-z`.
+#[test]
+fn escape_sequences_in_the_repository_reach_the_caller_raw() {
+    if !have_git() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let (root, sentinels) = (base.join("root"), base.join("sentinels"));
+    fs::create_dir(&root).unwrap();
+    fs::create_dir(&sentinels).unwrap();
+    raw_git(&root, &["init", "-q", "."]);
+    fs::write(root.join("a.rs"), "fn main() {}\n").unwrap();
+    raw_git(&root, &["add", "."]);
+    let message = "hostile \x1b[2J\x1b]52;c;aGk=\x07 end";
+    raw_git(&root, &["commit", "-q", "-m", message]);
+    fs::write(root.join("a.rs"), "fn main() {} // \x1b[31mred\n").unwrap();
+    fs::write(root.join("n\x1b[2Jx"), "x\n").unwrap();
+    let f = Fixture {
+        _tmp: tmp,
+        root,
+        sentinels,
+    };
+    let out = f.run_clean("git log -n 1 --format=%s");
+    assert_eq!(out, format!("{message}\n"));
+    let out = f.run_clean("git diff -- a.rs");
+    assert!(out.contains("+fn main() {} // \x1b[31mred"), "{out:?}");
+    let out = f.run_clean("git status -s");
+    assert!(out.contains("?? \"n\\033[2Jx\""), "{out:?}");
+    let out = f.run_clean("git status -s -z");
+    assert!(out.contains("?? n\x1b[2Jx\0"), "{out:?}");
+}
+
 /// `core.worktree` in the repository config cannot point git elsewhere.
 #[test]
 fn core_worktree_is_overridden() {

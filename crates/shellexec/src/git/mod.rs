@@ -114,7 +114,13 @@
 //!   `gpg.ssh.program=/bin/false`, `gpg.x509.program=/bin/false`,
 //!   `credential.helper=`, `core.askPass=`, `diff.submodule=short`,
 //!   `index.threads=1` (the index is read entry after entry, as the vetting
-//!   read it, never from offsets an `IEOT` extension gives), and for
+//!   read it, never from offsets an `IEOT` extension gives),
+//!   `color.ui=never`, `color.diff=never`, `color.status=never`,
+//!   `color.advice=never` (the repository cannot colour the answer: no
+//!   escape sequence of git's own, `--format`'s `%C(…)` included),
+//!   `format.pretty=medium` (a `format.pretty` in the repository would be
+//!   `git log`'s default format, with the `%(…)` and `%G` atoms the
+//!   schema refuses in `--format`), and for
 //!   every filter driver `<d>` defined in the repository config:
 //!   `filter.<d>.clean=`, `filter.<d>.smudge=`, `filter.<d>.process=`,
 //!   `filter.<d>.required=false` (an empty command disables the driver;
@@ -199,6 +205,10 @@
 //!   read-only ruleset ([`GitInvocation::confine_spec`]): it reads the
 //!   root, writes no file and opens no TCP connection, but its output
 //!   reaches the caller.
+//! - The answer is git's output, not escaped: terminal escape sequences
+//!   in commit messages, names or file content reach the caller as they
+//!   are (git quotes control characters in file names, except under
+//!   `-z`). Only git's own colour is switched off.
 //! - `safe.directory` still applies: a root owned by another user is
 //!   refused by git itself.
 

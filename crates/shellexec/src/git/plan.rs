@@ -89,6 +89,20 @@ pub const CONFIG_OVERRIDES: &[&str] = &[
     // The entries are read one after the other, as the vetting read them,
     // never from the offsets an index's IEOT extension gives threads.
     "index.threads=1",
+    // The answer is text for the caller, never coloured by the
+    // repository: `color.ui`, and the switches that win over it for
+    // status, diff and log (and the advice hints on stderr). `--format`'s
+    // `%C(...)` follows them too.
+    "color.ui=never",
+    "color.diff=never",
+    "color.status=never",
+    "color.advice=never",
+    // git log's default format is git's own: a `format.pretty` in the
+    // repository would bring back what the schema refuses in `--format`
+    // (`%(describe)`, which starts `git describe` for every commit, and
+    // the `%G` signature atoms). `--format`/`--pretty`/`--oneline` in the
+    // request still win.
+    "format.pretty=medium",
 ];
 
 /// Plans a confined git run from a request split by [`super::split_words`].
