@@ -1173,6 +1173,14 @@ impl Sandbox {
                 .open_checked(wr, &t, is_dir)
                 .map_err(|e| ctx.refused_as(e, |p| format!("{fres} -> {p}")))?;
             ctx.path(|| format!("{fres} -> {tres}"));
+            if inner.would_show(&fdir, &tdir) {
+                return Err(Error::denied(
+                    "the destination lies in a read root and the source does not: the write \
+                     root grants no reads, and a rename may not carry what the file tools \
+                     cannot read to where they read it",
+                )
+                .with_path(format!("{fres} -> {tres}")));
+            }
             // The rules above were chosen by the kind the name showed; the
             // entry may have been swapped since. Pin what is there now (its
             // identity), require the kind that was checked, walk that very
@@ -1414,6 +1422,37 @@ impl Inner {
     /// `rel`, and what is there.
     fn stat_first_index(&self, rel: &RelPath) -> Result<(usize, sandgate_rootfs::Metadata), Error> {
         self.in_first_root(rel, |root| root.stat(rel))
+    }
+
+    /// Whether a rename from `fdir` into `tdir` would show a read root
+    /// what the file tools may not read: the write root is not a read
+    /// root, the destination lies beneath one (a read root inside the write
+    /// root) and the source beneath none. A place that cannot be told (no
+    /// procfs) counts as beneath a read root for the destination and as
+    /// beneath none for the source, so a doubt refuses.
+    fn would_show(&self, fdir: &Root, tdir: &Root) -> bool {
+        if self.read_roots.is_empty()
+            || self
+                .dirs
+                .iter()
+                .any(|d| d.is_write && d.read_index.is_some())
+        {
+            return false;
+        }
+        // Some(true) beneath a read root, Some(false) beneath none, None
+        // cannot be told.
+        let beneath = |dir: &Root| {
+            let mut known = true;
+            for r in &self.read_roots {
+                match dir.path_within(r) {
+                    Ok(_) => return Some(true),
+                    Err(e) if e.kind() == ErrorKind::Escape => {}
+                    Err(_) => known = false,
+                }
+            }
+            known.then_some(false)
+        };
+        beneath(tdir) != Some(false) && beneath(fdir) != Some(true)
     }
 
     /// Whether a read of `rel` would be served from the write root: the

@@ -682,6 +682,53 @@ fn edit_many_shows_no_content_of_a_file_no_read_serves() {
     );
 }
 
+/// A rename does not carry what the file tools may not read into a read
+/// root: with a write root that is not a read root and a read root inside
+/// it, a file or a directory moved from the write-only part into the read
+/// root is refused (`E_DENIED`) and stays where it was, so a read by its new
+/// name finds nothing. Moves within the read root, within the write-only
+/// part, and out of the read root are renames like any other.
+#[test]
+fn a_rename_does_not_move_write_only_files_where_a_read_root_serves_them() {
+    let fx = Fx::new();
+    fx.put("ws/secret", "SECRET")
+        .put("ws/d/inner", "SECRET TOO")
+        .put("ws/pub/shown", "public");
+    let sb = Sandbox::builder()
+        .read_root(fx.p("ws/pub"))
+        .write_root(fx.p("ws"))
+        .build()
+        .unwrap();
+    assert_eq!(code(sb.read("../secret")), ErrorCode::PathInvalid);
+    for (from, to, read) in [
+        ("secret", "pub/secret", "secret"),
+        ("d", "pub/d", "d/inner"),
+        ("d/inner", "pub/inner", "inner"),
+    ] {
+        let e = sb.rename(from, to).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Denied, "{from} -> {to}: {e}");
+        assert!(!e.message().contains("SECRET"), "{e}");
+        assert_eq!(code(sb.read(read)), ErrorCode::NotFound, "{from} -> {to}");
+        assert!(fx.p(&format!("ws/{from}")).exists(), "{from} was moved");
+    }
+    // Renames that show nothing new.
+    sb.rename("pub/shown", "pub/moved").unwrap();
+    assert_eq!(sb.read("moved").unwrap(), b"public");
+    sb.rename("secret", "d/secret").unwrap();
+    sb.rename("pub/moved", "out").unwrap();
+    assert_eq!(code(sb.read("moved")), ErrorCode::NotFound);
+    // With the write root a read root too, every file there is readable
+    // already, and a rename into the nested root is allowed.
+    let sb = Sandbox::builder()
+        .read_root(fx.p("ws/pub"))
+        .read_root(fx.p("ws"))
+        .write_root(fx.p("ws"))
+        .build()
+        .unwrap();
+    sb.rename("d/secret", "pub/secret").unwrap();
+    assert_eq!(sb.read("secret").unwrap(), b"SECRET");
+}
+
 #[test]
 fn close_answers_closed() {
     let fx = Fx::new();
