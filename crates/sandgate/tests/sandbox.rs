@@ -729,6 +729,59 @@ fn a_rename_does_not_move_write_only_files_where_a_read_root_serves_them() {
     assert_eq!(sb.read("secret").unwrap(), b"SECRET");
 }
 
+/// What an edit of a write-only file tells, exactly: its refusals quote
+/// none of the file, but whether the old text occurs (not at all, once, or
+/// how many times) is the edit's answer, and a dry run asks it without
+/// changing anything. So an agent that may edit a file can recover it by
+/// guessing, a character at a time, as done here (the whole file);
+/// SECURITY.md says so.
+#[test]
+fn an_edit_of_a_write_only_file_tells_whether_a_text_occurs() {
+    let fx = Fx::new();
+    fx.put("ws/e.txt", "key=s3cr\nkey=s3cr\nend\n");
+    let sb = Sandbox::builder()
+        .write_root(fx.p("ws"))
+        .allow_overwrite(true)
+        .build()
+        .unwrap();
+    assert_eq!(code(sb.read("e.txt")), ErrorCode::Denied);
+    let e = sb
+        .edit("e.txt", "nowhere", "x", EditOptions::default())
+        .unwrap_err();
+    assert_eq!(
+        (e.code(), e.message(), e.path()),
+        (
+            ErrorCode::EditNoMatch,
+            "the old text does not occur in the file",
+            Some("e.txt")
+        )
+    );
+    let e = sb
+        .edit("e.txt", "key=", "x", EditOptions::default())
+        .unwrap_err();
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            ErrorCode::EditAmbiguous,
+            "the old text occurs 2 times; pass all=true or give more context"
+        )
+    );
+    // The oracle: extend a known end one character at a time, back to the
+    // start of the file.
+    let mut known = String::from("s3cr\nend");
+    while let Some(c) = (b' '..=b'~').map(char::from).chain(['\n']).find(|c| {
+        let guess = format!("{c}{known}");
+        sb.edit_many("e.txt", &[(&guess, &guess)], true).is_ok()
+    }) {
+        known.insert(0, c);
+    }
+    assert_eq!(known, "key=s3cr\nkey=s3cr\nend");
+    assert_eq!(
+        fs::read_to_string(fx.p("ws/e.txt")).unwrap(),
+        "key=s3cr\nkey=s3cr\nend\n"
+    );
+}
+
 #[test]
 fn close_answers_closed() {
     let fx = Fx::new();
