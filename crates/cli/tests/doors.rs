@@ -1367,3 +1367,101 @@ fn a_read_root_inside_the_write_root_stays_writable_through_every_door() {
         );
     }
 }
+
+/// A write root that is not a read root shows nothing of its files through
+/// any door: with a read root inside it, a file moved from the write-only
+/// part into the read root is refused alike (`E_DENIED`) and a read by its
+/// new name finds nothing; the endpoint's ranged read, stat, list, glob,
+/// grep and edit, and MCP's info, listing, tree, search, grep and edit
+/// answer none of its text, while the edit does apply.
+#[test]
+fn no_door_shows_a_write_only_file() {
+    const TEXT: &str = "WRITE-ONLY-CONTENT\n";
+    let fx = Fixture::new(|o| {
+        let ws = o.fs.write_root.clone().unwrap();
+        o.fs.read_roots = vec![ws.join("sub"), o.fs.read_roots[1].clone()];
+    });
+    for (door, run) in FILE_DOORS {
+        fs::write(fx.ws().join("wo.txt"), TEXT).unwrap();
+        fs::create_dir_all(fx.ws().join("wd")).unwrap();
+        fs::write(fx.ws().join("wd/inner.txt"), TEXT).unwrap();
+        let got = run(
+            &fx,
+            &[
+                Op::Rename("wo.txt", "sub/wo.txt"),
+                Op::Read("wo.txt"),
+                Op::Rename("wd", "sub/wd"),
+                Op::Read("wd/inner.txt"),
+            ],
+        );
+        assert!(
+            got[0] == Err("E_DENIED".into())
+                && got[2] == Err("E_DENIED".into())
+                && got[1].is_err()
+                && got[3].is_err(),
+            "{door}: {got:?}"
+        );
+        assert!(fx.ws().join("wo.txt").is_file() && !fx.ws().join("sub/wo.txt").exists());
+        assert!(fx.ws().join("wd/inner.txt").is_file() && !fx.ws().join("sub/wd").exists());
+    }
+
+    let answers = tool_session(
+        &fx,
+        &[
+            json!({"op":"read","path":"wo.txt","offset":1,"limit":5}),
+            json!({"op":"stat","path":"wo.txt"}),
+            json!({"op":"list","path":"."}),
+            json!({"op":"glob","pattern":"**"}),
+            json!({"op":"grep","pattern":"WRITE-ONLY"}),
+            json!({"op":"edit","path":"wo.txt","old":"CONTENT","new":"TEXT"}),
+        ],
+    );
+    let shown = answers
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!shown.contains("WRITE-ONLY"), "{shown}");
+    assert!(
+        answers[2..5]
+            .iter()
+            .all(|a| !a.to_string().contains("wo.txt")),
+        "{shown}"
+    );
+    assert!(
+        answers[0]["ok"] == json!(false) && answers[1]["ok"] == json!(false),
+        "{shown}"
+    );
+    assert_eq!(answers[5], json!({"ok":true,"replacements":1}));
+    assert_eq!(
+        fs::read_to_string(fx.ws().join("wo.txt")).unwrap(),
+        "WRITE-ONLY-TEXT\n"
+    );
+
+    let ws = fx.ws().display().to_string();
+    let abs = format!("{ws}/wo.txt");
+    let mut m = Mcp::start(&fx);
+    let calls = [
+        ("read_text_file", json!({"path":abs, "head": 1})),
+        ("get_file_info", json!({"path":abs})),
+        ("list_directory", json!({"path":ws})),
+        ("directory_tree", json!({"path":ws})),
+        ("search_files", json!({"path":ws,"pattern":"**/*.txt"})),
+        ("grep", json!({"pattern":"WRITE-ONLY"})),
+        (
+            "edit_file",
+            json!({"path":abs,"dryRun":true,"edits":[{"oldText":"TEXT","newText":"X"}]}),
+        ),
+    ];
+    for (tool, args) in calls {
+        let got = m.call(tool, args);
+        let text = match &got {
+            Ok(t) | Err(t) => t,
+        };
+        assert!(!text.contains("WRITE-ONLY"), "{tool}: {got:?}");
+        // What reads the write root's path is refused as a read of it.
+        if !matches!(tool, "grep" | "edit_file") {
+            assert_eq!(got, Err("E_DENIED".into()), "{tool}");
+        }
+    }
+}

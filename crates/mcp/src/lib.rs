@@ -93,21 +93,6 @@ impl Core {
         }
         e
     }
-
-    /// Whether the file tools could read the write root's `rel`: the write
-    /// root is also a read root, and no earlier read root holds the name
-    /// (that one would answer a read of it instead).
-    pub(crate) fn reads_in_write_root(&self, rel: &str) -> bool {
-        let Some(k) = self
-            .dirs
-            .iter()
-            .find(|d| d.is_write)
-            .and_then(|d| d.read_index)
-        else {
-            return false;
-        };
-        !self.read_roots[..k].iter().any(|r| r.lstat(rel).is_ok())
-    }
 }
 
 /// The most long calls one session holds at once, running or waiting for

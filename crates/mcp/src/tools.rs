@@ -667,11 +667,12 @@ pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
         ));
     }
     let p = s.sandbox.edit_many(&rel, &edits, a.dry_run)?;
-    if !s.reads_in_write_root(&rel) {
+    let (Some(before), Some(after)) = (p.before, p.after) else {
         // The file tools may not read this file (the write root is no read
-        // root, or an earlier read root answers for the name): a diff's
-        // lines, context and changed lines alike, would show what they
-        // refuse, so only the outcome is told.
+        // root, or an earlier read root answers for the name), and the
+        // sandbox answers none of it: a diff's lines, context and changed
+        // lines alike, would show what a read refuses, so only the outcome
+        // is told.
         let done = if a.dry_run {
             "The edits apply (dry run: nothing was written)"
         } else {
@@ -684,9 +685,9 @@ pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
             a.path,
             edits.len()
         ));
-    }
-    let before = lossy(p.before);
-    let after = lossy(p.after);
+    };
+    let before = lossy(before);
+    let after = lossy(after);
     let diff = similar::TextDiff::from_lines(&before, &after)
         .unified_diff()
         .context_radius(3)

@@ -437,12 +437,19 @@ pub struct LinesRead {
 
 /// What [`Sandbox::edit_many`] answers: the file's bytes before and after
 /// the edits (after is what was written, or would be on a dry run).
+///
+/// Both are `None` where a [`read`](Sandbox::read) of the same name would
+/// not be served from the write root: the write root is not a read root,
+/// or an earlier read root holds the name and answers for it. The write
+/// root grants no reads by itself, so an edit must not show what a read
+/// refuses; the edit is applied (or judged, on a dry run) all the same.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EditPreview {
-    /// The file as it was read.
-    pub before: Vec<u8>,
-    /// The file with every edit applied.
-    pub after: Vec<u8>,
+    /// The file as it was read; `None` where the file tools may not read it.
+    pub before: Option<Vec<u8>>,
+    /// The file with every edit applied; `None` where the file tools may
+    /// not read it.
+    pub after: Option<Vec<u8>>,
 }
 
 /// One entry of a listing.
@@ -853,7 +860,7 @@ impl Sandbox {
             true => Err(Error::request("old text must not be empty")),
             false => Ok(()),
         };
-        self.edit_file(path, false, request_ok, |text, resolved| {
+        self.edit_file(path, false, request_ok, |_, _, text, resolved| {
             count = match all {
                 true => count_occurrences(text, old.as_bytes()),
                 // One place to replace: overlapping places count as two.
@@ -888,7 +895,8 @@ impl Sandbox {
     /// real edit makes (write root, deny patterns, hard links, overwrite
     /// rule, caps) still runs first, so a dry run never shows the content of
     /// a file the edit would be refused on. Answers the file's bytes before
-    /// and after.
+    /// and after, where a read of `path` would be served from the write
+    /// root (see [`EditPreview`]); never otherwise.
     pub fn edit_many(
         &self,
         path: &str,
@@ -903,8 +911,12 @@ impl Sandbox {
             None => Ok(()),
         };
         let mut before = Vec::new();
-        let after = self.edit_file(path, dry_run, request_ok, |text, resolved| {
-            before = text.to_vec();
+        let mut shown = false;
+        let after = self.edit_file(path, dry_run, request_ok, |inner, rel, text, resolved| {
+            shown = inner.reads_from_write_root(rel);
+            if shown {
+                before = text.to_vec();
+            }
             let mut cur = text.to_vec();
             for (i, (old, new)) in edits.iter().enumerate() {
                 match count_places(&cur, old.as_bytes()) {
@@ -930,7 +942,16 @@ impl Sandbox {
             }
             Ok(cur)
         })?;
-        Ok(EditPreview { before, after })
+        Ok(match shown {
+            true => EditPreview {
+                before: Some(before),
+                after: Some(after),
+            },
+            false => EditPreview {
+                before: None,
+                after: None,
+            },
+        })
     }
 
     /// The shared body of the edits: the name and write root, the request's
@@ -941,7 +962,7 @@ impl Sandbox {
         path: &str,
         dry_run: bool,
         request_ok: impl FnOnce() -> Result<(), Error>,
-        change: impl FnOnce(&[u8], &str) -> Result<Vec<u8>, Error>,
+        change: impl FnOnce(&Inner, &RelPath, &[u8], &str) -> Result<Vec<u8>, Error>,
     ) -> Result<Vec<u8>, Error> {
         self.op("edit", path, |inner, ctx| {
             let rel = RelPath::parse(path)?;
@@ -999,7 +1020,7 @@ impl Sandbox {
                 )
                 .with_path(rel.as_str()));
             }
-            let out = change(&text, &resolved)?;
+            let out = change(inner, &rel, &text, &resolved)?;
             if out.len() as u64 > inner.max_write_bytes {
                 return Err(Error::new(
                     ErrorCode::TooLarge,
@@ -1152,6 +1173,14 @@ impl Sandbox {
                 .open_checked(wr, &t, is_dir)
                 .map_err(|e| ctx.refused_as(e, |p| format!("{fres} -> {p}")))?;
             ctx.path(|| format!("{fres} -> {tres}"));
+            if inner.would_show(&fdir, &tdir) {
+                return Err(Error::denied(
+                    "the destination lies in a read root and the source does not: the write \
+                     root grants no reads, and a rename may not carry what the file tools \
+                     cannot read to where they read it",
+                )
+                .with_path(format!("{fres} -> {tres}")));
+            }
             // The rules above were chosen by the kind the name showed; the
             // entry may have been swapped since. Pin what is there now (its
             // identity), require the kind that was checked, walk that very
@@ -1393,6 +1422,55 @@ impl Inner {
     /// `rel`, and what is there.
     fn stat_first_index(&self, rel: &RelPath) -> Result<(usize, sandgate_rootfs::Metadata), Error> {
         self.in_first_root(rel, |root| root.stat(rel))
+    }
+
+    /// Whether a rename from `fdir` into `tdir` would show a read root
+    /// what the file tools may not read: the write root is not a read
+    /// root, the destination lies beneath one (a read root inside the write
+    /// root) and the source beneath none. A place that cannot be told (no
+    /// procfs) counts as beneath a read root for the destination and as
+    /// beneath none for the source, so a doubt refuses.
+    fn would_show(&self, fdir: &Root, tdir: &Root) -> bool {
+        if self.read_roots.is_empty()
+            || self
+                .dirs
+                .iter()
+                .any(|d| d.is_write && d.read_index.is_some())
+        {
+            return false;
+        }
+        // Some(true) beneath a read root, Some(false) beneath none, None
+        // cannot be told.
+        let beneath = |dir: &Root| {
+            let mut known = true;
+            for r in &self.read_roots {
+                match dir.path_within(r) {
+                    Ok(_) => return Some(true),
+                    Err(e) if e.kind() == ErrorKind::Escape => {}
+                    Err(_) => known = false,
+                }
+            }
+            known.then_some(false)
+        };
+        beneath(tdir) != Some(false) && beneath(fdir) != Some(true)
+    }
+
+    /// Whether a read of `rel` would be served from the write root: the
+    /// write root is also a read root, and no earlier read root holds the
+    /// name (anything there but a plain absence counts, so a doubt answers
+    /// no). What an edit may show of the file it changed hangs on this.
+    fn reads_from_write_root(&self, rel: &RelPath) -> bool {
+        let Some(k) = self
+            .dirs
+            .iter()
+            .find(|d| d.is_write)
+            .and_then(|d| d.read_index)
+        else {
+            return false;
+        };
+        self.read_roots[..k]
+            .iter()
+            .all(|r| matches!(r.lstat(rel.as_str()), Err(e) if e.kind() == ErrorKind::NotFound))
     }
 
     fn first_holding(&self, rel: &RelPath) -> Result<&Root, Error> {

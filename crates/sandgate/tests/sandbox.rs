@@ -596,7 +596,7 @@ fn edit_many_is_all_or_nothing_and_dry_run_checks_first() {
     let p = sb
         .edit_many("a.txt", &[("one", "1 two"), ("1 two two", "x")], true)
         .unwrap();
-    assert_eq!(p.after, b"x three\n");
+    assert_eq!(p.after.as_deref(), Some(&b"x three\n"[..]));
     assert_eq!(
         fs::read_to_string(fx.p("ws/a.txt")).unwrap(),
         "one two three\n"
@@ -612,6 +612,173 @@ fn edit_many_is_all_or_nothing_and_dry_run_checks_first() {
     assert_eq!(
         fs::read_to_string(fx.p("outside/secret")).unwrap(),
         "OUTSIDE"
+    );
+}
+
+/// An edit shows no content the file tools could not read: where a read of
+/// the name would not serve the very file the edit opened (the write root
+/// is no read root, an earlier read root answers for the name, or the read
+/// root holding the write root sees another file by that name),
+/// `edit_many`'s answer holds neither the file before nor after, dry run or
+/// not; where the read would serve it, both are answered.
+#[test]
+fn edit_many_shows_no_content_of_a_file_no_read_serves() {
+    let body = "above SECRET-1\nTARGET\nbelow SECRET-2\n";
+    let fx = Fx::new();
+    fx.put("in/e.txt", "the read root's copy\n");
+    let mut write_only = Sandbox::builder();
+    write_only.write_root(fx.p("ws")).allow_overwrite(true);
+    let mut with_other_root = Sandbox::builder();
+    with_other_root
+        .read_root(fx.p("outside"))
+        .write_root(fx.p("ws"))
+        .allow_overwrite(true);
+    let mut shadowed = fx.builder();
+    shadowed.allow_overwrite(true);
+    let mut above = Sandbox::builder();
+    above
+        .read_root(fx.tmp.path())
+        .write_root(fx.p("ws"))
+        .allow_overwrite(true);
+    for (what, b) in [
+        ("write-only", write_only),
+        ("write root no read root", with_other_root),
+        ("an earlier read root answers", shadowed),
+        ("the read root holds the write root", above),
+    ] {
+        let sb = b.build().unwrap();
+        for dry in [true, false] {
+            fx.put("ws/e.txt", body);
+            let p = sb.edit_many("e.txt", &[("TARGET", "DONE")], dry).unwrap();
+            assert!(
+                p.before.is_none() && p.after.is_none(),
+                "{what}, dry run {dry}: {p:?}"
+            );
+            let want = if dry {
+                body.to_owned()
+            } else {
+                body.replace("TARGET", "DONE")
+            };
+            assert_eq!(
+                fs::read_to_string(fx.p("ws/e.txt")).unwrap(),
+                want,
+                "{what}"
+            );
+        }
+    }
+    // Readable by the same name: before and after are answered.
+    fs::remove_file(fx.p("in/e.txt")).unwrap();
+    fx.put("ws/e.txt", body);
+    let sb = {
+        let mut b = fx.builder();
+        b.allow_overwrite(true);
+        b.build().unwrap()
+    };
+    let p = sb.edit_many("e.txt", &[("TARGET", "DONE")], true).unwrap();
+    assert_eq!(p.before.as_deref(), Some(body.as_bytes()));
+    assert_eq!(
+        p.after.as_deref(),
+        Some(body.replace("TARGET", "DONE").as_bytes())
+    );
+}
+
+/// A rename does not carry what the file tools may not read into a read
+/// root: with a write root that is not a read root and a read root inside
+/// it, a file or a directory moved from the write-only part into the read
+/// root is refused (`E_DENIED`) and stays where it was, so a read by its new
+/// name finds nothing. Moves within the read root, within the write-only
+/// part, and out of the read root are renames like any other.
+#[test]
+fn a_rename_does_not_move_write_only_files_where_a_read_root_serves_them() {
+    let fx = Fx::new();
+    fx.put("ws/secret", "SECRET")
+        .put("ws/d/inner", "SECRET TOO")
+        .put("ws/pub/shown", "public");
+    let sb = Sandbox::builder()
+        .read_root(fx.p("ws/pub"))
+        .write_root(fx.p("ws"))
+        .build()
+        .unwrap();
+    assert_eq!(code(sb.read("../secret")), ErrorCode::PathInvalid);
+    for (from, to, read) in [
+        ("secret", "pub/secret", "secret"),
+        ("d", "pub/d", "d/inner"),
+        ("d/inner", "pub/inner", "inner"),
+    ] {
+        let e = sb.rename(from, to).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Denied, "{from} -> {to}: {e}");
+        assert!(!e.message().contains("SECRET"), "{e}");
+        assert_eq!(code(sb.read(read)), ErrorCode::NotFound, "{from} -> {to}");
+        assert!(fx.p(&format!("ws/{from}")).exists(), "{from} was moved");
+    }
+    // Renames that show nothing new.
+    sb.rename("pub/shown", "pub/moved").unwrap();
+    assert_eq!(sb.read("moved").unwrap(), b"public");
+    sb.rename("secret", "d/secret").unwrap();
+    sb.rename("pub/moved", "out").unwrap();
+    assert_eq!(code(sb.read("moved")), ErrorCode::NotFound);
+    // With the write root a read root too, every file there is readable
+    // already, and a rename into the nested root is allowed.
+    let sb = Sandbox::builder()
+        .read_root(fx.p("ws/pub"))
+        .read_root(fx.p("ws"))
+        .write_root(fx.p("ws"))
+        .build()
+        .unwrap();
+    sb.rename("d/secret", "pub/secret").unwrap();
+    assert_eq!(sb.read("secret").unwrap(), b"SECRET");
+}
+
+/// What an edit of a write-only file tells, exactly: its refusals quote
+/// none of the file, but whether the old text occurs (not at all, once, or
+/// how many times) is the edit's answer, and a dry run asks it without
+/// changing anything. So an agent that may edit a file can recover it by
+/// guessing, a character at a time, as done here (the whole file);
+/// SECURITY.md says so.
+#[test]
+fn an_edit_of_a_write_only_file_tells_whether_a_text_occurs() {
+    let fx = Fx::new();
+    fx.put("ws/e.txt", "key=s3cr\nkey=s3cr\nend\n");
+    let sb = Sandbox::builder()
+        .write_root(fx.p("ws"))
+        .allow_overwrite(true)
+        .build()
+        .unwrap();
+    assert_eq!(code(sb.read("e.txt")), ErrorCode::Denied);
+    let e = sb
+        .edit("e.txt", "nowhere", "x", EditOptions::default())
+        .unwrap_err();
+    assert_eq!(
+        (e.code(), e.message(), e.path()),
+        (
+            ErrorCode::EditNoMatch,
+            "the old text does not occur in the file",
+            Some("e.txt")
+        )
+    );
+    let e = sb
+        .edit("e.txt", "key=", "x", EditOptions::default())
+        .unwrap_err();
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            ErrorCode::EditAmbiguous,
+            "the old text occurs 2 times; pass all=true or give more context"
+        )
+    );
+    // The oracle: extend a known end one character at a time, back to the
+    // start of the file.
+    let mut known = String::from("s3cr\nend");
+    while let Some(c) = (b' '..=b'~').map(char::from).chain(['\n']).find(|c| {
+        let guess = format!("{c}{known}");
+        sb.edit_many("e.txt", &[(&guess, &guess)], true).is_ok()
+    }) {
+        known.insert(0, c);
+    }
+    assert_eq!(known, "key=s3cr\nkey=s3cr\nend");
+    assert_eq!(
+        fs::read_to_string(fx.p("ws/e.txt")).unwrap(),
+        "key=s3cr\nkey=s3cr\nend\n"
     );
 }
 
@@ -1211,8 +1378,11 @@ fn an_edit_never_writes_back_a_file_cut_at_the_read_cap() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
     while std::time::Instant::now() < deadline && cut.is_empty() {
         if let Ok(p) = sb.edit_many("f.txt", &[("old ", "new ")], false) {
-            if p.after.len() != small.len() {
-                cut.push(p.after.len());
+            let after = p
+                .after
+                .expect("the write root is a read root: the edit is shown");
+            if after.len() != small.len() {
+                cut.push(after.len());
             }
         }
     }
@@ -1344,8 +1514,8 @@ fn an_edit_never_applies_to_a_hard_linked_file_swapped_in_after_its_check() {
         // A dry run: it reads and judges like an edit, and changes nothing,
         // so both files keep their content for the next round.
         match sb.edit_many("f.txt", &[("old ", "new ")], true) {
-            Ok(p) if p.after == b"new single" => edited += 1,
-            Ok(p) => wrong.push(String::from_utf8_lossy(&p.after).into_owned()),
+            Ok(p) if p.after.as_deref() == Some(&b"new single"[..]) => edited += 1,
+            Ok(p) => wrong.push(format!("{:?}", p.after.map(String::from_utf8))),
             Err(e) if e.code() == ErrorCode::Hardlink => refused += 1,
             Err(e) => panic!("{e}"),
         }
