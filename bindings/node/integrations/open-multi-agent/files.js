@@ -57,9 +57,25 @@ function nameOf(sandbox, path, write) {
   return sandbox.hostName(path, { write })
 }
 
-/** Whether `rel` (root-relative) crosses a skipped directory below `base`. */
+/**
+ * The root-relative name of a glob or grep base (default the root), in the
+ * spelling sandgate answers paths in: `.` and empty components dropped
+ * (`./src/`, `src//lib` and `${root}/./src` are `src` and `src/lib`), `.`
+ * for the root. The skip filter and the match of a file named directly
+ * compare the answered paths with it character by character.
+ */
+function baseOf(sandbox, path) {
+  if (path === undefined) return '.'
+  const name = nameOf(sandbox, path, false)
+  // An empty path stays empty, for sandgate to refuse as it does elsewhere.
+  if (name === '') return name
+  const parts = name.split('/').filter((p) => p !== '' && p !== '.')
+  return parts.length === 0 ? '.' : parts.join('/')
+}
+
+/** Whether `rel` (root-relative) crosses a skipped directory below `base` (as `baseOf` spells it). */
 function skipped(base, rel) {
-  const below = base === '.' || base === '' ? rel : rel.slice(base.replace(/\/$/, '').length + 1)
+  const below = base === '.' ? rel : rel.slice(base.length + 1)
   const parts = below.split('/')
   parts.pop()
   return parts.some((p) => SKIP_DIRS.has(p))
@@ -211,7 +227,7 @@ function makeTools(sandbox) {
       const maxFiles = input.maxFiles ?? DEFAULT_MAX_FILES
       let found
       try {
-        const base = input.path === undefined ? '.' : nameOf(sandbox, input.path, false)
+        const base = baseOf(sandbox, input.path)
         const info = base === '.' ? null : await sandbox.statAsync(base)
         if (info && info.kind !== 'dir') {
           // A file named directly: answered when its name matches.
@@ -254,7 +270,7 @@ function makeTools(sandbox) {
       const maxResults = input.maxResults ?? DEFAULT_MAX_RESULTS
       let matches
       try {
-        const base = input.path === undefined ? '.' : nameOf(sandbox, input.path, false)
+        const base = baseOf(sandbox, input.path)
         const options = input.glob !== undefined ? { glob: input.glob } : undefined
         matches = await sandbox.grepAsync(input.pattern, base, Math.min(maxResults, GREP_CEILING), options)
         matches = matches.filter((m) => !skipped(base, m.path))

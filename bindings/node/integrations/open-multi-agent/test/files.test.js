@@ -204,6 +204,28 @@ test('grep answers path:line:text, filters by glob, skips node_modules, refuses 
   })
 })
 
+test('a search base spelled with ./, // or a trailing / searches and skips as its plain spelling', async () => {
+  const { app } = tree()
+  fs.mkdirSync(path.join(app, 'src', 'rebuild'))
+  fs.writeFileSync(path.join(app, 'src', 'rebuild', 'r.js'), 'kept // TODO\n')
+  fs.mkdirSync(path.join(app, 'src', 'node_modules'))
+  fs.writeFileSync(path.join(app, 'src', 'node_modules', 'm.js'), 'skipped // TODO\n')
+  const { glob, grep } = byName(createSandgateFileTools({ write_root: app }))
+  const listed = 'src/lib/util.js\nsrc/main.js\nsrc/rebuild/r.js'
+  const hits = 'src/lib/util.js:1:export const b = 2 // TODO\nsrc/rebuild/r.js:1:kept // TODO'
+  for (const base of ['src', './src', 'src/', './src/', 'src/.', path.join(app, 'src') + '/', `${app}/./src`]) {
+    assert.deepEqual(await call(glob, { path: base, pattern: '*.js' }), { data: listed, isError: false }, base)
+    assert.deepEqual(await call(grep, { pattern: 'TODO', path: base }), { data: hits, isError: false }, base)
+  }
+  for (const file of ['./src/main.js', 'src//main.js', `${app}/./src/main.js`]) {
+    assert.deepEqual(await call(glob, { path: file, pattern: '*.js' }), { data: 'src/main.js', isError: false }, file)
+    assert.deepEqual(await call(glob, { path: file }), { data: 'src/main.js', isError: false }, file)
+  }
+  // An empty path is still refused, not taken for the root.
+  assert.match((await call(glob, { path: '' })).data, /^Cannot access path "": E_PATH_INVALID/)
+  assert.match((await call(grep, { pattern: 'TODO', path: '' })).data, /^Cannot access path "": E_PATH_INVALID/)
+})
+
 test('the escapes OMA allows are refused: a dangling in-root symlink, an in-root hard link', async () => {
   const { dir, app } = tree()
   const t = byName(createSandgateFileTools({ write_root: app }))
