@@ -30,6 +30,8 @@ const DEFAULT_MAX_FILES = 500
 const DEFAULT_MAX_RESULTS = 100
 /** The most matches one sandgate grep answers. */
 const GREP_CEILING = 1000
+/** The most paths one sandgate glob answers. */
+const GLOB_CEILING = 1000
 
 const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`
 const reason = (e) => (e && e.message ? e.message : String(e))
@@ -226,6 +228,8 @@ function makeTools(sandbox) {
       const shown = input.path ?? '.'
       const maxFiles = input.maxFiles ?? DEFAULT_MAX_FILES
       let found
+      // Whether sandgate's own cap may have cut the listing (before the skip filter).
+      let full = false
       try {
         const base = baseOf(sandbox, input.path)
         const info = base === '.' ? null : await sandbox.statAsync(base)
@@ -234,15 +238,24 @@ function makeTools(sandbox) {
           const matched = input.pattern === undefined || (await sandbox.globAsync(globFor(input.pattern), parentOf(base))).includes(base)
           found = matched ? [base] : []
         } else {
-          found = (await sandbox.globAsync(globFor(input.pattern), base)).filter((p) => !skipped(base, p))
+          const all = await sandbox.globAsync(globFor(input.pattern), base)
+          full = all.length >= GLOB_CEILING
+          found = all.filter((p) => !skipped(base, p))
         }
       } catch (e) {
         return { data: `Cannot access path "${shown}": ${reason(e)}`, isError: true }
       }
-      if (found.length === 0) return { data: 'No files matched.', isError: false }
+      // A listing sandgate cut is noted even when what is left fits maxFiles
+      // (or is empty: paths inside skipped directories may have filled it).
+      const ceiling = full
+        ? `\n\n(listing capped at ${GLOB_CEILING} paths, the most one search answers` +
+          (found.length < GLOB_CEILING ? ', some inside skipped directories' : '') +
+          '; give a narrower path or pattern for more)'
+        : ''
+      if (found.length === 0) return { data: `No files matched.${ceiling}`, isError: false }
       const truncated = found.length > maxFiles
       const listed = found.sort((a, b) => a.localeCompare(b)).slice(0, maxFiles)
-      const note = truncated ? `\n\n(listing capped at ${maxFiles} paths; raise maxFiles for more)` : ''
+      const note = truncated ? `\n\n(listing capped at ${maxFiles} paths; raise maxFiles for more)` : ceiling
       return { data: listed.join('\n') + note, isError: false }
     },
   }
@@ -268,22 +281,41 @@ function makeTools(sandbox) {
       }
       const shown = input.path ?? '.'
       const maxResults = input.maxResults ?? DEFAULT_MAX_RESULTS
+      const want = Math.min(maxResults, GREP_CEILING)
       let matches
+      // Whether sandgate's own cap may have cut the search (before the skip filter).
+      let full = false
       try {
         const base = baseOf(sandbox, input.path)
         const options = input.glob !== undefined ? { glob: input.glob } : undefined
-        matches = await sandbox.grepAsync(input.pattern, base, Math.min(maxResults, GREP_CEILING), options)
-        matches = matches.filter((m) => !skipped(base, m.path))
+        let all = await sandbox.grepAsync(input.pattern, base, want, options)
+        matches = all.filter((m) => !skipped(base, m.path))
+        if (matches.length < want && all.length >= want && want < GREP_CEILING) {
+          // Matches inside skipped directories filled the cap, and matches
+          // outside them may not have been reached: ask for as many as
+          // sandgate answers and keep the first `want` outside.
+          all = await sandbox.grepAsync(input.pattern, base, GREP_CEILING, options)
+          matches = all.filter((m) => !skipped(base, m.path))
+        }
+        full = all.length >= GREP_CEILING
       } catch (e) {
         if (e.code === 'E_REQUEST' && /regular expression|regex/i.test(reason(e))) return invalid
         return { data: `Cannot access path "${shown}": ${reason(e)}`, isError: true }
       }
-      if (matches.length === 0) return { data: 'No matches found.', isError: false }
-      const body = matches.map((m) => `${m.path}:${m.line}:${m.text}`).join('\n')
-      const note =
-        matches.length >= Math.min(maxResults, GREP_CEILING)
-          ? `\n\n(results capped at ${maxResults}; use maxResults to raise the limit)`
+      // Fewer than asked although sandgate's cap was reached: the rest of
+      // its answer lay inside skipped directories, and more may lie beyond.
+      const ceiling =
+        full && matches.length < want
+          ? `\n\n(results capped at ${GREP_CEILING} matches, the most one search answers, some inside ` +
+            'skipped directories; give a narrower path or glob for more)'
           : ''
+      if (matches.length === 0) return { data: `No matches found.${ceiling}`, isError: false }
+      const body = matches
+        .slice(0, want)
+        .map((m) => `${m.path}:${m.line}:${m.text}`)
+        .join('\n')
+      const note =
+        matches.length >= want ? `\n\n(results capped at ${maxResults}; use maxResults to raise the limit)` : ceiling
       return { data: body + note, isError: false }
     },
   }

@@ -226,6 +226,35 @@ test('a search base spelled with ./, // or a trailing / searches and skips as it
   assert.match((await call(grep, { pattern: 'TODO', path: '' })).data, /^Cannot access path "": E_PATH_INVALID/)
 })
 
+test('matches in skipped directories never crowd out the answer, and a cap that cut it is always noted', async () => {
+  const { app } = tree()
+  // sandgate walks names in order: node_modules before zz.
+  fs.writeFileSync(path.join(app, 'node_modules', 'dep', 'more.js'), 'TODO\n'.repeat(5))
+  fs.mkdirSync(path.join(app, 'zz'))
+  fs.writeFileSync(path.join(app, 'zz', 'real.js'), 'real TODO\n')
+  const { glob, grep } = byName(createSandgateFileTools({ write_root: app }))
+  // Three node_modules hits first filled a cap of 3; the match outside was never seen.
+  assert.deepEqual(await call(grep, { pattern: 'TODO', maxResults: 3 }), {
+    data: 'src/lib/util.js:1:export const b = 2 // TODO\nzz/real.js:1:real TODO',
+    isError: false,
+  })
+  // More skipped hits than sandgate answers at all: never a bare "No matches found.".
+  fs.writeFileSync(path.join(app, 'node_modules', 'dep', 'more.js'), 'TODO\n'.repeat(1100))
+  const crowded = await call(grep, { pattern: 'real' , path: '.', maxResults: 3 })
+  assert.deepEqual(crowded, { data: 'zz/real.js:1:real TODO', isError: false })
+  const full = await call(grep, { pattern: 'TODO', maxResults: 3 })
+  assert.equal(full.isError, false)
+  assert.notEqual(full.data, 'No matches found.')
+  assert.match(full.data, /\(results capped/, full.data)
+  // glob: sandgate answers at most 1000 paths; a listing it cut says so even when maxFiles is larger.
+  fs.mkdirSync(path.join(app, 'big'))
+  for (let i = 0; i < 1100; i++) fs.writeFileSync(path.join(app, 'big', `f${String(i).padStart(4, '0')}.txt`), '')
+  const listed = await call(glob, { path: 'big', pattern: '*.txt', maxFiles: 2000 })
+  assert.equal(listed.isError, false)
+  assert.equal(listed.data.split('\n').filter((l) => l.startsWith('big/')).length, 1000)
+  assert.match(listed.data, /\n\n\(listing capped at 1000 paths/, listed.data.slice(-200))
+})
+
 test('the escapes OMA allows are refused: a dangling in-root symlink, an in-root hard link', async () => {
   const { dir, app } = tree()
   const t = byName(createSandgateFileTools({ write_root: app }))
