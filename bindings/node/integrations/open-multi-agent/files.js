@@ -36,10 +36,32 @@ const GLOB_CEILING = 1000
 const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`
 const reason = (e) => (e && e.message ? e.message : String(e))
 
+/** How many of the audit callback's errors `tools.auditErrors` keeps. */
+const MAX_AUDIT_ERRORS = 100
+
+/**
+ * The host's audit callback, guarded. The binding calls it on the event
+ * loop, where a throw is an uncaught exception that ends the process
+ * between two tool calls of a run; guarded, an error is kept in `errors`
+ * (the first MAX_AUDIT_ERRORS) and reported as a process warning, and the
+ * run goes on.
+ */
+function guardedAudit(audit, errors) {
+  return (event) => {
+    try {
+      audit(event)
+    } catch (e) {
+      if (errors.length < MAX_AUDIT_ERRORS) errors.push(e)
+      process.emitWarning(`sandgate: the audit callback threw: ${reason(e)}`, 'SandgateAuditWarning')
+    }
+  }
+}
+
 /** The sandbox the tools share, from a Sandbox, a Policy or policy keys. */
-function sandboxFor(source, options) {
-  const { baseDir, audit } = options
+function sandboxFor(source, options, auditErrors) {
+  const { baseDir } = options
   if (source instanceof Sandbox) return source
+  const audit = options.audit ? guardedAudit(options.audit, auditErrors) : undefined
   const fromPolicy = (policy) => Sandbox.fromPolicy(policy, audit ? { audit } : undefined)
   if (source instanceof Policy) return fromPolicy(source)
   // OMA's tools read and write one working directory, and its file_write
@@ -335,14 +357,18 @@ function parentOf(rel) {
  * `source` is the policy file's keys as an object (`write_root`,
  * `read_roots`, `max_read_bytes`, `deny_write`, ...; `allow_overwrite`
  * defaults to true here), a loaded `Policy`, or a `Sandbox` the host built.
- * `options.audit` receives every operation's AuditEvent; `options.baseDir`
- * resolves relative roots in `source`. The returned array carries the
- * sandbox as its `sandbox` property (to read the budget or close it).
+ * `options.audit` receives every operation's AuditEvent (an error it throws
+ * is kept in the returned array's `auditErrors` and reported as a process
+ * warning, never an uncaught exception); `options.baseDir` resolves
+ * relative roots in `source`. The returned array carries the sandbox as its
+ * `sandbox` property (to read the budget or close it).
  */
 function createSandgateFileTools(source = {}, options = {}) {
-  const sandbox = sandboxFor(source, options)
+  const auditErrors = []
+  const sandbox = sandboxFor(source, options, auditErrors)
   const tools = makeTools(sandbox)
   Object.defineProperty(tools, 'sandbox', { value: sandbox, enumerable: false })
+  Object.defineProperty(tools, 'auditErrors', { value: auditErrors, enumerable: false })
   return tools
 }
 

@@ -8,6 +8,7 @@
 // Real files in real directories.
 
 const { test } = require('node:test')
+const { spawnSync } = require('node:child_process')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
@@ -316,4 +317,34 @@ test('a symlinked root answers host paths spelled both ways, from keys or a Sand
     assert.match(sibling.data, /E_PATH_ESCAPE/)
   }
   assert.equal(fs.readFileSync(path.join(app, 'via-link.txt'), 'utf8'), 'l')
+})
+
+// The binding delivers audit events on the event loop, where a throw is an
+// uncaught exception; the tools catch it so a broken logger cannot end the
+// host's run in the middle of a tool call.
+test('an audit callback that throws does not end the process; its errors are kept', () => {
+  const { app } = tree()
+  const script = `
+    const { createSandgateFileTools } = require(${JSON.stringify(path.resolve(__dirname, '..'))})
+    let seen = 0
+    const tools = createSandgateFileTools({ write_root: ${JSON.stringify(app)} }, {
+      audit: () => { seen++; throw new Error('log stream closed') },
+    })
+    process.on('warning', (w) => process.stderr.write('warning: ' + w.message + '\\n'))
+    const read = tools.find((t) => t.name === 'file_read')
+    ;(async () => {
+      const r = await read.execute({ path: 'notes.txt' })
+      await new Promise((done) => setTimeout(done, 50))
+      const again = await read.execute({ path: 'nope.txt' })
+      await new Promise((done) => setTimeout(done, 50))
+      process.stdout.write(JSON.stringify({ r, again, seen, errors: tools.auditErrors.map((e) => e.message) }))
+    })()`
+  const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 30000 })
+  assert.equal(child.status, 0, child.stderr)
+  const out = JSON.parse(child.stdout)
+  assert.equal(out.r.isError, false)
+  assert.equal(out.again.isError, true)
+  assert.equal(out.seen, 2)
+  assert.deepEqual(out.errors, ['log stream closed', 'log stream closed'])
+  assert.match(child.stderr, /warning: .*audit callback threw: log stream closed/)
 })
