@@ -58,10 +58,9 @@ function guardedAudit(audit, errors) {
 }
 
 /** The sandbox the tools share, from a Sandbox, a Policy or policy keys. */
-function sandboxFor(source, options, auditErrors) {
+function sandboxFor(source, options, audit) {
   const { baseDir } = options
   if (source instanceof Sandbox) return source
-  const audit = options.audit ? guardedAudit(options.audit, auditErrors) : undefined
   const fromPolicy = (policy) => Sandbox.fromPolicy(policy, audit ? { audit } : undefined)
   if (source instanceof Policy) return fromPolicy(source)
   // OMA's tools read and write one working directory, and its file_write
@@ -76,9 +75,22 @@ function sandboxFor(source, options, auditErrors) {
 /**
  * The root-relative name of a path an agent gave: an absolute path inside
  * a root (compared component by component) or a root-relative name.
+ *
+ * `hostName` is no sandbox operation and audits nothing, so a host path
+ * outside every root (the plainest escape an agent tries) is reported to
+ * `audit` here, as the refused `op` with the path as given, on a later turn
+ * of the event loop as the sandbox's own events are.
  */
-function nameOf(sandbox, path, write) {
-  return sandbox.hostName(path, { write })
+function nameOf(sandbox, path, write, op, audit) {
+  try {
+    return sandbox.hostName(path, { write })
+  } catch (e) {
+    if (audit && e && typeof e.code === 'string') {
+      const event = { op, path, time: Date.now(), outcome: e.code }
+      setImmediate(() => audit(event))
+    }
+    throw e
+  }
 }
 
 /**
@@ -88,9 +100,9 @@ function nameOf(sandbox, path, write) {
  * for the root. The skip filter and the match of a file named directly
  * compare the answered paths with it character by character.
  */
-function baseOf(sandbox, path) {
+function baseOf(sandbox, path, op, audit) {
   if (path === undefined) return '.'
-  const name = nameOf(sandbox, path, false)
+  const name = nameOf(sandbox, path, false, op, audit)
   // An empty path stays empty, for sandgate to refuse as it does elsewhere.
   if (name === '') return name
   const parts = name.split('/').filter((p) => p !== '' && p !== '.')
@@ -116,7 +128,7 @@ function globFor(pattern) {
   return p.includes('/') ? p : `**/${p}`
 }
 
-function makeTools(sandbox) {
+function makeTools(sandbox, audit) {
   const fileRead = {
     name: 'file_read',
     description:
@@ -130,7 +142,7 @@ function makeTools(sandbox) {
     async execute(input) {
       let text
       try {
-        text = await sandbox.readTextAsync(nameOf(sandbox, input.path, false))
+        text = await sandbox.readTextAsync(nameOf(sandbox, input.path, false, 'read', audit))
       } catch (e) {
         return { data: `Could not read file "${input.path}": ${reason(e)}`, isError: true }
       }
@@ -167,7 +179,7 @@ function makeTools(sandbox) {
     async execute(input) {
       let existed = false
       try {
-        const name = nameOf(sandbox, input.path, true)
+        const name = nameOf(sandbox, input.path, true, 'write', audit)
         try {
           await sandbox.writeAsync(name, input.content, { overwrite: false })
         } catch (e) {
@@ -207,7 +219,7 @@ function makeTools(sandbox) {
       const all = input.replace_all ?? false
       let count
       try {
-        const name = nameOf(sandbox, input.path, true)
+        const name = nameOf(sandbox, input.path, true, 'edit', audit)
         if (input.old_string === '') {
           // sandgate refuses an empty search string as a bad request; OMA
           // finds it nowhere. The file is still looked at first, so a
@@ -253,7 +265,7 @@ function makeTools(sandbox) {
       // Whether sandgate's own cap may have cut the listing (before the skip filter).
       let full = false
       try {
-        const base = baseOf(sandbox, input.path)
+        const base = baseOf(sandbox, input.path, 'glob', audit)
         const info = base === '.' ? null : await sandbox.statAsync(base)
         if (info && info.kind !== 'dir') {
           // A file named directly: answered when its name matches.
@@ -308,7 +320,7 @@ function makeTools(sandbox) {
       // Whether sandgate's own cap may have cut the search (before the skip filter).
       let full = false
       try {
-        const base = baseOf(sandbox, input.path)
+        const base = baseOf(sandbox, input.path, 'grep', audit)
         const options = input.glob !== undefined ? { glob: input.glob } : undefined
         let all = await sandbox.grepAsync(input.pattern, base, want, options)
         matches = all.filter((m) => !skipped(base, m.path))
@@ -365,8 +377,11 @@ function parentOf(rel) {
  */
 function createSandgateFileTools(source = {}, options = {}) {
   const auditErrors = []
-  const sandbox = sandboxFor(source, options, auditErrors)
-  const tools = makeTools(sandbox)
+  // A Sandbox the host built keeps its own callback; options.audit is for
+  // the sandbox built here.
+  const audit = options.audit && !(source instanceof Sandbox) ? guardedAudit(options.audit, auditErrors) : undefined
+  const sandbox = sandboxFor(source, options, audit)
+  const tools = makeTools(sandbox, audit)
   Object.defineProperty(tools, 'sandbox', { value: sandbox, enumerable: false })
   Object.defineProperty(tools, 'auditErrors', { value: auditErrors, enumerable: false })
   return tools

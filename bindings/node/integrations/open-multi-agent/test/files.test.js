@@ -295,6 +295,31 @@ test('one sandbox serves all five tools: one budget, one audit trail', async () 
   )
 })
 
+test('a host path outside every root is audited as refused, by each tool', async () => {
+  const { dir, app } = tree()
+  const events = []
+  const t = byName(createSandgateFileTools({ write_root: app }, { audit: (ev) => events.push(ev) }))
+  const secret = path.join(dir, 'app-secrets', 'key')
+  assert.equal((await call(t.file_read, { path: secret })).isError, true)
+  assert.equal((await call(t.file_write, { path: secret, content: 'x' })).isError, true)
+  assert.equal((await call(t.file_edit, { path: secret, old_string: 'secret', new_string: 'x' })).isError, true)
+  assert.equal((await call(t.glob, { path: '/etc' })).isError, true)
+  assert.equal((await call(t.grep, { pattern: 'root', path: '/etc' })).isError, true)
+  await new Promise((r) => setTimeout(r, 20))
+  assert.deepEqual(
+    events.map((ev) => [ev.op, ev.path, ev.outcome]),
+    [
+      ['read', secret, 'E_PATH_ESCAPE'],
+      ['write', secret, 'E_PATH_ESCAPE'],
+      ['edit', secret, 'E_PATH_ESCAPE'],
+      ['glob', '/etc', 'E_PATH_ESCAPE'],
+      ['grep', '/etc', 'E_PATH_ESCAPE'],
+    ],
+  )
+  for (const ev of events) assert.equal(typeof ev.time, 'number')
+  assert.equal(fs.readFileSync(secret, 'utf8'), 'secret\n')
+})
+
 test('a symlinked root answers host paths spelled both ways, from keys or a Sandbox', async () => {
   const { dir, app } = tree()
   const link = path.join(dir, 'app-link')
