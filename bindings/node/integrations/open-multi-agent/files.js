@@ -30,13 +30,36 @@ const DEFAULT_MAX_FILES = 500
 const DEFAULT_MAX_RESULTS = 100
 /** The most matches one sandgate grep answers. */
 const GREP_CEILING = 1000
+/** The most paths one sandgate glob answers. */
+const GLOB_CEILING = 1000
 
 const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`
 const reason = (e) => (e && e.message ? e.message : String(e))
 
+/** How many of the audit callback's errors `tools.auditErrors` keeps. */
+const MAX_AUDIT_ERRORS = 100
+
+/**
+ * The host's audit callback, guarded. The binding calls it on the event
+ * loop, where a throw is an uncaught exception that ends the process
+ * between two tool calls of a run; guarded, an error is kept in `errors`
+ * (the first MAX_AUDIT_ERRORS) and reported as a process warning, and the
+ * run goes on.
+ */
+function guardedAudit(audit, errors) {
+  return (event) => {
+    try {
+      audit(event)
+    } catch (e) {
+      if (errors.length < MAX_AUDIT_ERRORS) errors.push(e)
+      process.emitWarning(`sandgate: the audit callback threw: ${reason(e)}`, 'SandgateAuditWarning')
+    }
+  }
+}
+
 /** The sandbox the tools share, from a Sandbox, a Policy or policy keys. */
-function sandboxFor(source, options) {
-  const { baseDir, audit } = options
+function sandboxFor(source, options, audit) {
+  const { baseDir } = options
   if (source instanceof Sandbox) return source
   const fromPolicy = (policy) => Sandbox.fromPolicy(policy, audit ? { audit } : undefined)
   if (source instanceof Policy) return fromPolicy(source)
@@ -52,14 +75,43 @@ function sandboxFor(source, options) {
 /**
  * The root-relative name of a path an agent gave: an absolute path inside
  * a root (compared component by component) or a root-relative name.
+ *
+ * `hostName` is no sandbox operation and audits nothing, so a host path
+ * outside every root (the plainest escape an agent tries) is reported to
+ * `audit` here, as the refused `op` with the path as given, on a later turn
+ * of the event loop as the sandbox's own events are.
  */
-function nameOf(sandbox, path, write) {
-  return sandbox.hostName(path, { write })
+function nameOf(sandbox, path, write, op, audit) {
+  try {
+    return sandbox.hostName(path, { write })
+  } catch (e) {
+    if (audit && e && typeof e.code === 'string') {
+      const event = { op, path, time: Date.now(), outcome: e.code }
+      setImmediate(() => audit(event))
+    }
+    throw e
+  }
 }
 
-/** Whether `rel` (root-relative) crosses a skipped directory below `base`. */
+/**
+ * The root-relative name of a glob or grep base (default the root), in the
+ * spelling sandgate answers paths in: `.` and empty components dropped
+ * (`./src/`, `src//lib` and `${root}/./src` are `src` and `src/lib`), `.`
+ * for the root. The skip filter and the match of a file named directly
+ * compare the answered paths with it character by character.
+ */
+function baseOf(sandbox, path, op, audit) {
+  if (path === undefined) return '.'
+  const name = nameOf(sandbox, path, false, op, audit)
+  // An empty path stays empty, for sandgate to refuse as it does elsewhere.
+  if (name === '') return name
+  const parts = name.split('/').filter((p) => p !== '' && p !== '.')
+  return parts.length === 0 ? '.' : parts.join('/')
+}
+
+/** Whether `rel` (root-relative) crosses a skipped directory below `base` (as `baseOf` spells it). */
 function skipped(base, rel) {
-  const below = base === '.' || base === '' ? rel : rel.slice(base.replace(/\/$/, '').length + 1)
+  const below = base === '.' ? rel : rel.slice(base.length + 1)
   const parts = below.split('/')
   parts.pop()
   return parts.some((p) => SKIP_DIRS.has(p))
@@ -76,7 +128,7 @@ function globFor(pattern) {
   return p.includes('/') ? p : `**/${p}`
 }
 
-function makeTools(sandbox) {
+function makeTools(sandbox, audit) {
   const fileRead = {
     name: 'file_read',
     description:
@@ -90,7 +142,7 @@ function makeTools(sandbox) {
     async execute(input) {
       let text
       try {
-        text = await sandbox.readTextAsync(nameOf(sandbox, input.path, false))
+        text = await sandbox.readTextAsync(nameOf(sandbox, input.path, false, 'read', audit))
       } catch (e) {
         return { data: `Could not read file "${input.path}": ${reason(e)}`, isError: true }
       }
@@ -127,7 +179,7 @@ function makeTools(sandbox) {
     async execute(input) {
       let existed = false
       try {
-        const name = nameOf(sandbox, input.path, true)
+        const name = nameOf(sandbox, input.path, true, 'write', audit)
         try {
           await sandbox.writeAsync(name, input.content, { overwrite: false })
         } catch (e) {
@@ -167,7 +219,7 @@ function makeTools(sandbox) {
       const all = input.replace_all ?? false
       let count
       try {
-        const name = nameOf(sandbox, input.path, true)
+        const name = nameOf(sandbox, input.path, true, 'edit', audit)
         if (input.old_string === '') {
           // sandgate refuses an empty search string as a bad request; OMA
           // finds it nowhere. The file is still looked at first, so a
@@ -210,23 +262,34 @@ function makeTools(sandbox) {
       const shown = input.path ?? '.'
       const maxFiles = input.maxFiles ?? DEFAULT_MAX_FILES
       let found
+      // Whether sandgate's own cap may have cut the listing (before the skip filter).
+      let full = false
       try {
-        const base = input.path === undefined ? '.' : nameOf(sandbox, input.path, false)
+        const base = baseOf(sandbox, input.path, 'glob', audit)
         const info = base === '.' ? null : await sandbox.statAsync(base)
         if (info && info.kind !== 'dir') {
           // A file named directly: answered when its name matches.
           const matched = input.pattern === undefined || (await sandbox.globAsync(globFor(input.pattern), parentOf(base))).includes(base)
           found = matched ? [base] : []
         } else {
-          found = (await sandbox.globAsync(globFor(input.pattern), base)).filter((p) => !skipped(base, p))
+          const all = await sandbox.globAsync(globFor(input.pattern), base)
+          full = all.length >= GLOB_CEILING
+          found = all.filter((p) => !skipped(base, p))
         }
       } catch (e) {
         return { data: `Cannot access path "${shown}": ${reason(e)}`, isError: true }
       }
-      if (found.length === 0) return { data: 'No files matched.', isError: false }
+      // A listing sandgate cut is noted even when what is left fits maxFiles
+      // (or is empty: paths inside skipped directories may have filled it).
+      const ceiling = full
+        ? `\n\n(listing capped at ${GLOB_CEILING} paths, the most one search answers` +
+          (found.length < GLOB_CEILING ? ', some inside skipped directories' : '') +
+          '; give a narrower path or pattern for more)'
+        : ''
+      if (found.length === 0) return { data: `No files matched.${ceiling}`, isError: false }
       const truncated = found.length > maxFiles
       const listed = found.sort((a, b) => a.localeCompare(b)).slice(0, maxFiles)
-      const note = truncated ? `\n\n(listing capped at ${maxFiles} paths; raise maxFiles for more)` : ''
+      const note = truncated ? `\n\n(listing capped at ${maxFiles} paths; raise maxFiles for more)` : ceiling
       return { data: listed.join('\n') + note, isError: false }
     },
   }
@@ -252,22 +315,41 @@ function makeTools(sandbox) {
       }
       const shown = input.path ?? '.'
       const maxResults = input.maxResults ?? DEFAULT_MAX_RESULTS
+      const want = Math.min(maxResults, GREP_CEILING)
       let matches
+      // Whether sandgate's own cap may have cut the search (before the skip filter).
+      let full = false
       try {
-        const base = input.path === undefined ? '.' : nameOf(sandbox, input.path, false)
+        const base = baseOf(sandbox, input.path, 'grep', audit)
         const options = input.glob !== undefined ? { glob: input.glob } : undefined
-        matches = await sandbox.grepAsync(input.pattern, base, Math.min(maxResults, GREP_CEILING), options)
-        matches = matches.filter((m) => !skipped(base, m.path))
+        let all = await sandbox.grepAsync(input.pattern, base, want, options)
+        matches = all.filter((m) => !skipped(base, m.path))
+        if (matches.length < want && all.length >= want && want < GREP_CEILING) {
+          // Matches inside skipped directories filled the cap, and matches
+          // outside them may not have been reached: ask for as many as
+          // sandgate answers and keep the first `want` outside.
+          all = await sandbox.grepAsync(input.pattern, base, GREP_CEILING, options)
+          matches = all.filter((m) => !skipped(base, m.path))
+        }
+        full = all.length >= GREP_CEILING
       } catch (e) {
         if (e.code === 'E_REQUEST' && /regular expression|regex/i.test(reason(e))) return invalid
         return { data: `Cannot access path "${shown}": ${reason(e)}`, isError: true }
       }
-      if (matches.length === 0) return { data: 'No matches found.', isError: false }
-      const body = matches.map((m) => `${m.path}:${m.line}:${m.text}`).join('\n')
-      const note =
-        matches.length >= Math.min(maxResults, GREP_CEILING)
-          ? `\n\n(results capped at ${maxResults}; use maxResults to raise the limit)`
+      // Fewer than asked although sandgate's cap was reached: the rest of
+      // its answer lay inside skipped directories, and more may lie beyond.
+      const ceiling =
+        full && matches.length < want
+          ? `\n\n(results capped at ${GREP_CEILING} matches, the most one search answers, some inside ` +
+            'skipped directories; give a narrower path or glob for more)'
           : ''
+      if (matches.length === 0) return { data: `No matches found.${ceiling}`, isError: false }
+      const body = matches
+        .slice(0, want)
+        .map((m) => `${m.path}:${m.line}:${m.text}`)
+        .join('\n')
+      const note =
+        matches.length >= want ? `\n\n(results capped at ${maxResults}; use maxResults to raise the limit)` : ceiling
       return { data: body + note, isError: false }
     },
   }
@@ -287,14 +369,21 @@ function parentOf(rel) {
  * `source` is the policy file's keys as an object (`write_root`,
  * `read_roots`, `max_read_bytes`, `deny_write`, ...; `allow_overwrite`
  * defaults to true here), a loaded `Policy`, or a `Sandbox` the host built.
- * `options.audit` receives every operation's AuditEvent; `options.baseDir`
- * resolves relative roots in `source`. The returned array carries the
- * sandbox as its `sandbox` property (to read the budget or close it).
+ * `options.audit` receives every operation's AuditEvent (an error it throws
+ * is kept in the returned array's `auditErrors` and reported as a process
+ * warning, never an uncaught exception); `options.baseDir` resolves
+ * relative roots in `source`. The returned array carries the sandbox as its
+ * `sandbox` property (to read the budget or close it).
  */
 function createSandgateFileTools(source = {}, options = {}) {
-  const sandbox = sandboxFor(source, options)
-  const tools = makeTools(sandbox)
+  const auditErrors = []
+  // A Sandbox the host built keeps its own callback; options.audit is for
+  // the sandbox built here.
+  const audit = options.audit && !(source instanceof Sandbox) ? guardedAudit(options.audit, auditErrors) : undefined
+  const sandbox = sandboxFor(source, options, audit)
+  const tools = makeTools(sandbox, audit)
   Object.defineProperty(tools, 'sandbox', { value: sandbox, enumerable: false })
+  Object.defineProperty(tools, 'auditErrors', { value: auditErrors, enumerable: false })
   return tools
 }
 

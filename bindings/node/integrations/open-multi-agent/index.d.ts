@@ -44,13 +44,15 @@ export interface SandgateFileTool {
 /** The five tools, and the one sandbox they share. */
 export interface SandgateFileTools extends Array<SandgateFileTool> {
   readonly sandbox: Sandbox
+  /** Errors the `audit` callback threw (the first 100), each also a process warning. */
+  readonly auditErrors: unknown[]
 }
 
 /** Options of `createSandgateFileTools` besides the policy. */
 export interface FileToolsOptions {
   /** Resolves relative roots in policy options. */
   baseDir?: string
-  /** Receives every file operation's audit event, refused ones too. */
+  /** Receives every file operation's audit event, refused ones too; a throw is caught (see `auditErrors`). */
   audit?: (event: AuditEvent) => void
 }
 

@@ -79,7 +79,8 @@ class SandgateShellExecutor {
    * stderr.
    */
   async exec(command, options = {}) {
-    const { cwd, timeoutMs, abortSignal } = options
+    const { cwd, abortSignal } = options
+    const timeoutMs = deadline(options.timeoutMs)
     if (this.startError) return refused(this.startError)
     track(this.executor)
     let r
@@ -101,6 +102,21 @@ class SandgateShellExecutor {
     live.delete(this.executor)
     await this.executor.dispose()
   }
+}
+
+/**
+ * OMA's timeoutMs as sandgate's whole milliseconds. OMA's bash tool passes
+ * the model's `timeout`, any number, and LocalShellExecutor gives it to
+ * setTimeout; the binding takes a whole number from 1 to 2^53 - 1 and
+ * refuses the rest. A fraction is rounded up, zero or less is the shortest
+ * deadline (the command times out at once, as setTimeout(0) makes it), and
+ * more than 2^53 - 1, Infinity included, is 2^53 - 1 (the policy's
+ * `timeout_ms` applies, with its note). Anything else (undefined: the
+ * policy's) is left for the binding to judge.
+ */
+function deadline(ms) {
+  if (typeof ms !== 'number' || Number.isNaN(ms)) return ms
+  return Math.min(Math.max(1, Math.ceil(ms)), Number.MAX_SAFE_INTEGER)
 }
 
 function refused(e) {

@@ -8,6 +8,7 @@
 // Real files in real directories.
 
 const { test } = require('node:test')
+const { spawnSync } = require('node:child_process')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
@@ -204,6 +205,57 @@ test('grep answers path:line:text, filters by glob, skips node_modules, refuses 
   })
 })
 
+test('a search base spelled with ./, // or a trailing / searches and skips as its plain spelling', async () => {
+  const { app } = tree()
+  fs.mkdirSync(path.join(app, 'src', 'rebuild'))
+  fs.writeFileSync(path.join(app, 'src', 'rebuild', 'r.js'), 'kept // TODO\n')
+  fs.mkdirSync(path.join(app, 'src', 'node_modules'))
+  fs.writeFileSync(path.join(app, 'src', 'node_modules', 'm.js'), 'skipped // TODO\n')
+  const { glob, grep } = byName(createSandgateFileTools({ write_root: app }))
+  const listed = 'src/lib/util.js\nsrc/main.js\nsrc/rebuild/r.js'
+  const hits = 'src/lib/util.js:1:export const b = 2 // TODO\nsrc/rebuild/r.js:1:kept // TODO'
+  for (const base of ['src', './src', 'src/', './src/', 'src/.', path.join(app, 'src') + '/', `${app}/./src`]) {
+    assert.deepEqual(await call(glob, { path: base, pattern: '*.js' }), { data: listed, isError: false }, base)
+    assert.deepEqual(await call(grep, { pattern: 'TODO', path: base }), { data: hits, isError: false }, base)
+  }
+  for (const file of ['./src/main.js', 'src//main.js', `${app}/./src/main.js`]) {
+    assert.deepEqual(await call(glob, { path: file, pattern: '*.js' }), { data: 'src/main.js', isError: false }, file)
+    assert.deepEqual(await call(glob, { path: file }), { data: 'src/main.js', isError: false }, file)
+  }
+  // An empty path is still refused, not taken for the root.
+  assert.match((await call(glob, { path: '' })).data, /^Cannot access path "": E_PATH_INVALID/)
+  assert.match((await call(grep, { pattern: 'TODO', path: '' })).data, /^Cannot access path "": E_PATH_INVALID/)
+})
+
+test('matches in skipped directories never crowd out the answer, and a cap that cut it is always noted', async () => {
+  const { app } = tree()
+  // sandgate walks names in order: node_modules before zz.
+  fs.writeFileSync(path.join(app, 'node_modules', 'dep', 'more.js'), 'TODO\n'.repeat(5))
+  fs.mkdirSync(path.join(app, 'zz'))
+  fs.writeFileSync(path.join(app, 'zz', 'real.js'), 'real TODO\n')
+  const { glob, grep } = byName(createSandgateFileTools({ write_root: app }))
+  // Three node_modules hits first filled a cap of 3; the match outside was never seen.
+  assert.deepEqual(await call(grep, { pattern: 'TODO', maxResults: 3 }), {
+    data: 'src/lib/util.js:1:export const b = 2 // TODO\nzz/real.js:1:real TODO',
+    isError: false,
+  })
+  // More skipped hits than sandgate answers at all: never a bare "No matches found.".
+  fs.writeFileSync(path.join(app, 'node_modules', 'dep', 'more.js'), 'TODO\n'.repeat(1100))
+  const crowded = await call(grep, { pattern: 'real' , path: '.', maxResults: 3 })
+  assert.deepEqual(crowded, { data: 'zz/real.js:1:real TODO', isError: false })
+  const full = await call(grep, { pattern: 'TODO', maxResults: 3 })
+  assert.equal(full.isError, false)
+  assert.notEqual(full.data, 'No matches found.')
+  assert.match(full.data, /\(results capped/, full.data)
+  // glob: sandgate answers at most 1000 paths; a listing it cut says so even when maxFiles is larger.
+  fs.mkdirSync(path.join(app, 'big'))
+  for (let i = 0; i < 1100; i++) fs.writeFileSync(path.join(app, 'big', `f${String(i).padStart(4, '0')}.txt`), '')
+  const listed = await call(glob, { path: 'big', pattern: '*.txt', maxFiles: 2000 })
+  assert.equal(listed.isError, false)
+  assert.equal(listed.data.split('\n').filter((l) => l.startsWith('big/')).length, 1000)
+  assert.match(listed.data, /\n\n\(listing capped at 1000 paths/, listed.data.slice(-200))
+})
+
 test('the escapes OMA allows are refused: a dangling in-root symlink, an in-root hard link', async () => {
   const { dir, app } = tree()
   const t = byName(createSandgateFileTools({ write_root: app }))
@@ -243,6 +295,31 @@ test('one sandbox serves all five tools: one budget, one audit trail', async () 
   )
 })
 
+test('a host path outside every root is audited as refused, by each tool', async () => {
+  const { dir, app } = tree()
+  const events = []
+  const t = byName(createSandgateFileTools({ write_root: app }, { audit: (ev) => events.push(ev) }))
+  const secret = path.join(dir, 'app-secrets', 'key')
+  assert.equal((await call(t.file_read, { path: secret })).isError, true)
+  assert.equal((await call(t.file_write, { path: secret, content: 'x' })).isError, true)
+  assert.equal((await call(t.file_edit, { path: secret, old_string: 'secret', new_string: 'x' })).isError, true)
+  assert.equal((await call(t.glob, { path: '/etc' })).isError, true)
+  assert.equal((await call(t.grep, { pattern: 'root', path: '/etc' })).isError, true)
+  await new Promise((r) => setTimeout(r, 20))
+  assert.deepEqual(
+    events.map((ev) => [ev.op, ev.path, ev.outcome]),
+    [
+      ['read', secret, 'E_PATH_ESCAPE'],
+      ['write', secret, 'E_PATH_ESCAPE'],
+      ['edit', secret, 'E_PATH_ESCAPE'],
+      ['glob', '/etc', 'E_PATH_ESCAPE'],
+      ['grep', '/etc', 'E_PATH_ESCAPE'],
+    ],
+  )
+  for (const ev of events) assert.equal(typeof ev.time, 'number')
+  assert.equal(fs.readFileSync(secret, 'utf8'), 'secret\n')
+})
+
 test('a symlinked root answers host paths spelled both ways, from keys or a Sandbox', async () => {
   const { dir, app } = tree()
   const link = path.join(dir, 'app-link')
@@ -265,4 +342,34 @@ test('a symlinked root answers host paths spelled both ways, from keys or a Sand
     assert.match(sibling.data, /E_PATH_ESCAPE/)
   }
   assert.equal(fs.readFileSync(path.join(app, 'via-link.txt'), 'utf8'), 'l')
+})
+
+// The binding delivers audit events on the event loop, where a throw is an
+// uncaught exception; the tools catch it so a broken logger cannot end the
+// host's run in the middle of a tool call.
+test('an audit callback that throws does not end the process; its errors are kept', () => {
+  const { app } = tree()
+  const script = `
+    const { createSandgateFileTools } = require(${JSON.stringify(path.resolve(__dirname, '..'))})
+    let seen = 0
+    const tools = createSandgateFileTools({ write_root: ${JSON.stringify(app)} }, {
+      audit: () => { seen++; throw new Error('log stream closed') },
+    })
+    process.on('warning', (w) => process.stderr.write('warning: ' + w.message + '\\n'))
+    const read = tools.find((t) => t.name === 'file_read')
+    ;(async () => {
+      const r = await read.execute({ path: 'notes.txt' })
+      await new Promise((done) => setTimeout(done, 50))
+      const again = await read.execute({ path: 'nope.txt' })
+      await new Promise((done) => setTimeout(done, 50))
+      process.stdout.write(JSON.stringify({ r, again, seen, errors: tools.auditErrors.map((e) => e.message) }))
+    })()`
+  const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 30000 })
+  assert.equal(child.status, 0, child.stderr)
+  const out = JSON.parse(child.stdout)
+  assert.equal(out.r.isError, false)
+  assert.equal(out.again.isError, true)
+  assert.equal(out.seen, 2)
+  assert.deepEqual(out.errors, ['log stream closed', 'log stream closed'])
+  assert.match(child.stderr, /warning: .*audit callback threw: log stream closed/)
 })

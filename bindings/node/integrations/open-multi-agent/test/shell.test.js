@@ -80,6 +80,33 @@ test('a refusal before start resolves 127 with the reason on stderr, never rejec
   await off.dispose()
 })
 
+// OMA's bash tool passes the model's `timeout` (zod: any number) as
+// timeoutMs; LocalShellExecutor hands it to setTimeout, so a fraction, zero
+// or a huge value still runs under a deadline.
+test('any timeoutMs a model can give runs the command under a deadline, never refused', async () => {
+  const dir = tree()
+  const sh = new SandgateShellExecutor({ write_root: path.join(dir, 'app'), timeout_ms: 2000 })
+  await sh.start()
+  try {
+    for (const timeoutMs of [1500.5, 2 ** 53 + 2, 1e20, Infinity]) {
+      const r = await sh.exec('echo ran', { timeoutMs })
+      assert.equal(r.exitCode, 0, `${timeoutMs}: ${r.stderr}`)
+      assert.equal(r.stdout, 'ran\n')
+    }
+    // No time at all, as setTimeout(0) gives LocalShellExecutor: the deadline passes at once.
+    for (const timeoutMs of [0, -5, 0.25]) {
+      const r = await sh.exec('sleep 5', { timeoutMs })
+      assert.equal(r.exitCode, 124, `${timeoutMs}: ${r.stderr}`)
+    }
+    // Still under the policy's deadline.
+    const t0 = Date.now()
+    assert.equal((await sh.exec('sleep 10', { timeoutMs: 1e20 })).exitCode, 124)
+    assert.ok(Date.now() - t0 < 8000)
+  } finally {
+    await sh.dispose()
+  }
+})
+
 test('a timeout over the policy runs under the policy and says so on stderr', async () => {
   const dir = tree()
   const sh = new SandgateShellExecutor({ write_root: path.join(dir, 'app'), timeout_ms: 300 })
