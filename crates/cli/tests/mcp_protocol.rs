@@ -526,13 +526,16 @@ fn a_cancelled_call_leaves_the_server_serving() {
         "params": {"name": "grep", "arguments": {"pattern": "needle", "mode": "files", "max_results": 3}}}));
     let a = s.answer(22);
     assert_eq!(a["result"]["isError"], false);
+    // Three files, and a last line saying the answer stopped there.
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
     assert_eq!(
-        a["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .lines()
-            .count(),
-        3
+        text.lines().filter(|l| l.ends_with(".txt")).count(),
+        3,
+        "{a}"
+    );
+    assert!(
+        text.lines().last().unwrap().contains("max_results (3)"),
+        "{a}"
     );
 }
 
@@ -2488,4 +2491,34 @@ fn a_capped_search_files_says_so() {
         "params": {"name": "search_files", "arguments": {"path": ".", "pattern": "*.txt"}}}));
     let a = s.answer(3);
     assert_eq!(a["result"]["content"][0]["text"], "a.txt", "{a}");
+}
+
+/// A `grep` stopped at its `max_results` ends with a line saying so, in
+/// every mode (the workspace holds 2,000 files of 50 `needle` lines); one
+/// within the cap does not.
+#[test]
+fn a_capped_grep_says_so() {
+    let mut s = Server::start();
+    let calls = [
+        json!({"pattern": "needle"}),
+        json!({"pattern": "needle", "mode": "files", "max_results": 1000}),
+        json!({"pattern": "needle", "mode": "count", "max_results": 3}),
+    ];
+    for (i, args) in calls.iter().enumerate() {
+        let id = 10 + i as i64;
+        s.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "grep", "arguments": args}}));
+        let a = s.answer(id);
+        assert_eq!(a["result"]["isError"], false, "{a}");
+        let text = a["result"]["content"][0]["text"].as_str().unwrap();
+        let last = text.lines().last().unwrap_or_default();
+        assert!(
+            last.contains("max_results") && !last.contains("needle"),
+            "a grep cut at its max_results says nothing of the cut ({args}): last line {last:?}"
+        );
+    }
+    s.send_json(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "hello"}}}));
+    let a = s.answer(20);
+    assert_eq!(a["result"]["content"][0]["text"], "a.txt:1:hello\n", "{a}");
 }

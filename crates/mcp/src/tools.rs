@@ -10,7 +10,10 @@ use rmcp::model::{ContentBlock, JsonObject, ResourceContents, Tool, ToolAnnotati
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use sandgate::search::{GrepMode, GrepOptions, GrepOutput, MAX_GLOB_RESULTS};
+use sandgate::search::{
+    Cut, GrepMode, GrepOptions, GrepOutput, DEFAULT_GREP_RESULTS, MAX_GLOB_RESULTS,
+    MAX_GREP_RESULTS, MAX_WALK_ENTRIES,
+};
 use sandgate::{Error, ErrorCode, FileKind, Limit, MAX_RANGE_LINES};
 
 use crate::Shared;
@@ -906,11 +909,9 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
     let ex = Excludes::new(&a.exclude_patterns)?;
     let base = if rel == "." { None } else { Some(rel.as_str()) };
     let prefix_len = base.map_or(0, |b| b.trim_end_matches('/').len() + 1);
-    let all = s.sandbox.glob(&a.pattern, base)?;
-    // The sandbox's glob stops at its cap, silently: said here, so that
-    // the model does not take the answer for every match.
-    let capped = all.len() >= MAX_GLOB_RESULTS;
+    let all = s.sandbox.glob_found(&a.pattern, base)?;
     let found: Vec<String> = all
+        .results
         .into_iter()
         .filter(|p| !ex.hit(p.get(prefix_len..).unwrap_or(p)))
         .collect();
@@ -919,14 +920,30 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
     } else {
         found.join("\n")
     };
-    if capped {
-        let _ = write!(
-            out,
-            "\n[the search stopped at {MAX_GLOB_RESULTS} matches, the most one search_files \
-             answers; there may be more: narrow the path or the pattern]"
-        );
+    // Said, so that the model does not take the answer for every match.
+    match all.cut {
+        Some(Cut::MaxResults) => {
+            let _ = write!(
+                out,
+                "\n[the search stopped at {MAX_GLOB_RESULTS} matches, the most one search_files \
+                 answers; there are more: narrow the path or the pattern]"
+            );
+        }
+        Some(_) => {
+            out.push('\n');
+            out.push_str(&walk_cut());
+        }
+        None => {}
     }
     text(out)
+}
+
+/// The last line of a search whose walk stopped at [`MAX_WALK_ENTRIES`].
+fn walk_cut() -> String {
+    format!(
+        "[the search stopped after walking {MAX_WALK_ENTRIES} entries, the most one search \
+         visits; what lies past them was not searched: narrow the path]"
+    )
 }
 
 pub(crate) fn get_file_info(s: &Shared, a: OnePath) -> Answer {
@@ -1011,7 +1028,8 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
             "before and after apply to mode lines only",
         ));
     }
-    let out = match s.sandbox.grep_with(&a.pattern, Some(&rel), &opts)? {
+    let found = s.sandbox.grep_found(&a.pattern, Some(&rel), &opts)?;
+    let mut out = match found.results {
         GrepOutput::Lines(ms) => {
             let mut out = String::new();
             for m in ms {
@@ -1037,10 +1055,27 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
             .join("\n"),
     };
     if out.is_empty() {
-        text("No matches found")
-    } else {
-        text(out)
+        out.push_str("No matches found");
     }
+    // Said on a last line, so that the model does not take the answer
+    // for every match.
+    let note = match found.cut {
+        Some(Cut::MaxResults) => Some(format!(
+            "[the search stopped at max_results ({}); there are more matches: narrow the \
+             path, the pattern or glob, or raise max_results (at most {})]",
+            opts.max_results.unwrap_or(DEFAULT_GREP_RESULTS),
+            MAX_GREP_RESULTS
+        )),
+        Some(_) => Some(walk_cut()),
+        None => None,
+    };
+    if let Some(note) = note {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&note);
+    }
+    text(out)
 }
 
 pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> Answer {
