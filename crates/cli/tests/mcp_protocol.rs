@@ -2522,3 +2522,37 @@ fn a_capped_grep_says_so() {
     let a = s.answer(20);
     assert_eq!(a["result"]["content"][0]["text"], "a.txt:1:hello\n", "{a}");
 }
+
+/// A `read_text_file` head or tail that `max_read_bytes` cuts says so in a
+/// second block, naming the lines it holds; one that fits has one block.
+#[test]
+fn a_head_or_tail_cut_by_max_read_bytes_says_so() {
+    // Each file is 50 lines of `needle\n` (7 bytes): 100 bytes hold 14.
+    let mut s = Server::start_with("max_read_bytes = 100\n");
+    for (id, args) in [
+        (2, json!({"path": "src/f1.txt", "head": 20})),
+        (3, json!({"path": "src/f1.txt", "tail": 20})),
+    ] {
+        s.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": args}}));
+        let a = s.answer(id);
+        assert_eq!(a["result"]["isError"], false, "{a}");
+        let content = a["result"]["content"].as_array().unwrap();
+        assert_eq!(content[0]["text"], "needle\n".repeat(14), "{a}");
+        let note = content
+            .get(1)
+            .and_then(|c| c["text"].as_str())
+            .unwrap_or_else(|| panic!("a read cut at max_read_bytes says nothing ({args}): {a}"));
+        assert!(note.contains("max_read_bytes"), "{note}");
+        assert_eq!(a["result"]["structuredContent"]["note"], note, "{a}");
+    }
+    s.send_json(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "read_text_file", "arguments": {"path": "src/f1.txt", "tail": 5}}}));
+    let a = s.answer(4);
+    assert_eq!(a["result"]["content"].as_array().unwrap().len(), 1, "{a}");
+    assert_eq!(
+        a["result"]["content"][0]["text"],
+        "needle\n".repeat(5),
+        "{a}"
+    );
+}

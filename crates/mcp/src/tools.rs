@@ -378,7 +378,8 @@ pub struct TextOutput {
     /// The answer's text.
     pub content: String,
     /// What the answer leaves out, when it was cut (a `directory_tree` past
-    /// its 10,000 entries): the same text as the second content block.
+    /// its 10,000 entries, a `read_text_file` head or tail cut at
+    /// `max_read_bytes`): the same text as the second content block.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -502,11 +503,11 @@ pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile) -> Answer {
             Error::new(ErrorCode::Request, "give head or tail, not both"),
         )),
         (Some(0), None) | (None, Some(0)) => text(""),
-        (Some(n), None) if n <= MAX_RANGE_LINES => text(lossy(sb.read_lines(&rel, 1, n)?.content)),
+        (Some(n), None) if n <= MAX_RANGE_LINES => ranged(s, sb.read_lines(&rel, 1, n)?),
         (None, Some(n)) if n <= MAX_RANGE_LINES => {
             let total = sb.read_lines(&rel, 1, 1)?.total_lines;
             let from = total.saturating_sub(n) + 1;
-            text(lossy(sb.read_lines(&rel, from, n)?.content))
+            ranged(s, sb.read_lines(&rel, from, n)?)
         }
         // The sandbox's ranged read serves 2,000 lines at most; the
         // reference server takes any count, so a longer one is cut from
@@ -532,6 +533,23 @@ pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile) -> Answer {
             text(lossy(whole))
         }
     }
+}
+
+/// A head or tail read by line range: its lines, and when `max_read_bytes`
+/// cut the range short, a second block saying which lines these are (a
+/// cut tail does not reach the end of the file), so that the model does
+/// not take them for all it asked for.
+fn ranged(s: &Shared, r: sandgate::LinesRead) -> Answer {
+    let mut blocks = vec![ContentBlock::text(lossy(r.content))];
+    if r.truncated {
+        let last = r.offset + r.lines - 1;
+        blocks.push(ContentBlock::text(format!(
+            "[these are lines {}-{last} of {}: the read stopped there, at max_read_bytes \
+             ({} bytes), the most one read answers]",
+            r.offset, r.total_lines, s.max_read_bytes
+        )));
+    }
+    Ok(blocks)
 }
 
 /// How many bytes the first `n` lines of `bytes` take, each with its line
