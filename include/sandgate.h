@@ -1735,7 +1735,9 @@ sg_status sg_sandbox_grep_with(const struct sg_sandbox *sandbox,
 // as `sg_sandbox_grep_with` answers it), `truncated` (bool) and `limit`
 // (`"max_results"` when more matched than `max_results`, an answer of
 // exactly `max_results` being whole; `"walk_entries"` when the walk
-// stopped at its 200,000 entries; null when whole).
+// stopped at its 200,000 entries; `"max_read_bytes"` when a file larger
+// than `max_read_bytes` was passed over without being searched; null
+// when whole).
 //
 // # Safety
 //

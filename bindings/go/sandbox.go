@@ -470,8 +470,9 @@ func (s *Sandbox) Glob(pattern, path string) ([]string, error) {
 // Cut says whether a search's answer was cut, and by which cap: Limit is
 // "max_results" when more matched than the answer holds (an answer of
 // exactly the cap is whole), "walk_entries" when the walk stopped at its
-// 200,000 entries and what lies past them was not searched, "" when the
-// answer is whole.
+// 200,000 entries and what lies past them was not searched,
+// "max_read_bytes" when a grep passed over a file larger than
+// max_read_bytes without searching it, "" when the answer is whole.
 type Cut struct {
 	Truncated bool   `json:"truncated"`
 	Limit     string `json:"limit"`

@@ -229,8 +229,10 @@ pub struct GrepFound {
     /// Whether the answer was cut.
     pub truncated: bool,
     /// The cap that cut it: `max_results` (more matched than `maxResults`;
-    /// an answer of exactly `maxResults` is whole) or `walk_entries` (the
-    /// walk stopped at its 200,000 entries); absent when whole.
+    /// an answer of exactly `maxResults` is whole), `walk_entries` (the
+    /// walk stopped at its 200,000 entries) or `max_read_bytes` (a file
+    /// larger than `maxReadBytes` was passed over without being searched);
+    /// absent when whole.
     pub limit: Option<String>,
 }
 

@@ -378,6 +378,10 @@ def test_sandbox_search_says_when_it_was_cut(tree):
         assert len(paths) == 1000 and paths.truncated and paths.limit == "max_results"
         paths = sb.glob("*.txt")
         assert paths == ["a.txt", "c.txt"] and not paths.truncated and paths.limit is None
+    # A file over the read cap is passed over, and the answer says so.
+    with Sandbox(read_roots=[ws], max_read_bytes=4) as sb:
+        skipped = sb.grep("hit", "c.txt")
+        assert skipped == [] and skipped.truncated and skipped.limit == "max_read_bytes"
 
 
 def test_sandbox_grants_nothing_by_default(tree):

@@ -2556,3 +2556,21 @@ fn a_head_or_tail_cut_by_max_read_bytes_says_so() {
         "{a}"
     );
 }
+
+/// A `grep` that passed over files larger than `max_read_bytes` ends with
+/// a line saying so (each workspace file of 50 lines is 350 bytes).
+#[test]
+fn a_grep_that_skipped_files_over_the_read_cap_says_so() {
+    let mut s = Server::start_with("max_read_bytes = 100\n");
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle|hello"}}}));
+    let a = s.answer(2);
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("a.txt:1:hello"), "{a}");
+    let last = lines.next().unwrap_or_default();
+    assert!(
+        last.contains("max_read_bytes"),
+        "a grep that did not search 2,000 files says nothing of it: {a}"
+    );
+}

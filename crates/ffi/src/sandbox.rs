@@ -1161,7 +1161,8 @@ pub unsafe extern "C" fn sg_sandbox_glob(
 }
 
 /// `truncated` and `limit` of a search's answer: whether it was cut, and
-/// by which cap (`"max_results"` or `"walk_entries"`; null when whole).
+/// by which cap (`"max_results"`, `"walk_entries"` or `"max_read_bytes"`;
+/// null when whole).
 fn with_cut(mut answer: serde_json::Value, cut: Option<facade::search::Cut>) -> serde_json::Value {
     answer["truncated"] = json!(cut.is_some());
     answer["limit"] = json!(cut.map(|c| c.as_str()));
@@ -1394,7 +1395,9 @@ fn grep_json(found: facade::search::GrepOutput) -> serde_json::Value {
 /// as `sg_sandbox_grep_with` answers it), `truncated` (bool) and `limit`
 /// (`"max_results"` when more matched than `max_results`, an answer of
 /// exactly `max_results` being whole; `"walk_entries"` when the walk
-/// stopped at its 200,000 entries; null when whole).
+/// stopped at its 200,000 entries; `"max_read_bytes"` when a file larger
+/// than `max_read_bytes` was passed over without being searched; null
+/// when whole).
 ///
 /// # Safety
 ///

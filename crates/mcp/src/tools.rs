@@ -1084,7 +1084,13 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
             opts.max_results.unwrap_or(DEFAULT_GREP_RESULTS),
             MAX_GREP_RESULTS
         )),
-        Some(_) => Some(walk_cut()),
+        Some(Cut::MaxReadBytes) => Some(format!(
+            "[files larger than max_read_bytes ({} bytes) were passed over without being \
+             searched; there may be matches in them: read such a file by head or tail]",
+            s.max_read_bytes
+        )),
+        Some(Cut::WalkEntries) => Some(walk_cut()),
+        Some(other) => Some(format!("[the search was cut: {}]", other.as_str())),
         None => None,
     };
     if let Some(note) = note {

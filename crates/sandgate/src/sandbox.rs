@@ -1289,8 +1289,9 @@ impl Sandbox {
 
     /// Like [`grep_with`](Self::grep_with), saying whether the answer was
     /// cut: at `max_results` when a match more was met past them (so an
-    /// answer of exactly `max_results` is not cut), or where the walk
-    /// stopped at [`search::MAX_WALK_ENTRIES`] entries.
+    /// answer of exactly `max_results` is not cut), where the walk stopped
+    /// at [`search::MAX_WALK_ENTRIES`] entries, or when a file over
+    /// `max_read_bytes` was passed over unsearched.
     pub fn grep_found(
         &self,
         pattern: &str,

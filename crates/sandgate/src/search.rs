@@ -16,7 +16,8 @@
 //! search stopped at its result cap goes on until it meets one match more,
 //! so that a cut answer is known to leave something out and one of exactly
 //! the cap is not called cut; a walk stopped at [`MAX_WALK_ENTRIES`] has
-//! not seen what lies past them, so there may be more.
+//! not seen what lies past them, and a grep that passed over a file larger
+//! than the read cap has not searched it, so there may be more.
 
 use std::collections::{BTreeSet, HashSet};
 use std::io::{BufRead, BufReader, Read};
@@ -60,14 +61,19 @@ pub enum Cut {
     /// The walk stopped at [`MAX_WALK_ENTRIES`] entries: what lies past
     /// them was not searched, so there may be more.
     WalkEntries,
+    /// A grep passed over a file larger than `max_read_bytes` without
+    /// searching it, so there may be more.
+    MaxReadBytes,
 }
 
 impl Cut {
-    /// The cut's wire name: `max_results` or `walk_entries`.
+    /// The cut's wire name: `max_results`, `walk_entries` or
+    /// `max_read_bytes`.
     pub fn as_str(self) -> &'static str {
         match self {
             Cut::MaxResults => "max_results",
             Cut::WalkEntries => "walk_entries",
+            Cut::MaxReadBytes => "max_read_bytes",
         }
     }
 }
@@ -456,17 +462,20 @@ pub(crate) fn glob(
     }
     Ok(Found {
         results: found.into_iter().collect(),
-        cut: cut_by(more, walk_cut),
+        cut: cut_by(more, walk_cut, false),
     })
 }
 
-/// The cut of a search that met a match past its cap (`more`) or whose
-/// walk stopped at its entry cap.
-fn cut_by(more: bool, walk_cut: bool) -> Option<Cut> {
+/// The cut of a search that met a match past its cap (`more`), whose walk
+/// stopped at its entry cap, or that passed over a file over the read cap
+/// (`skipped`), in that order.
+fn cut_by(more: bool, walk_cut: bool, skipped: bool) -> Option<Cut> {
     if more {
         Some(Cut::MaxResults)
     } else if walk_cut {
         Some(Cut::WalkEntries)
+    } else if skipped {
+        Some(Cut::MaxReadBytes)
     } else {
         None
     }
@@ -754,7 +763,7 @@ pub(crate) fn grep(
         more: false,
         content: Vec::new(),
     };
-    let mut walk_cut = false;
+    let (mut walk_cut, mut skipped) = (false, false);
     let mut searched = HashSet::new();
     // A single file may be named directly; the include glob and the ignore
     // files do not apply to it.
@@ -794,7 +803,11 @@ pub(crate) fn grep(
                 Err(_) => continue,
             };
             let Ok(meta) = file.metadata() else { continue };
-            if !meta.is_file() || meta.len() > max_file_bytes {
+            if !meta.is_file() {
+                continue;
+            }
+            if meta.len() > max_file_bytes {
+                skipped = true;
                 continue;
             }
             out.search(&pattern, &path, file, meta.len(), max_file_bytes, opts)?;
@@ -806,7 +819,7 @@ pub(crate) fn grep(
             break;
         }
     }
-    let cut = cut_by(out.more, walk_cut);
+    let cut = cut_by(out.more, walk_cut, skipped);
     Ok(Found {
         results: out.finish(),
         cut,

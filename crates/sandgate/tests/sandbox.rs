@@ -2064,3 +2064,39 @@ fn a_search_stopped_at_the_walk_cap_says_so() {
     assert_eq!(answers[2]["matches"][0]["path"], "b/needle.txt");
     assert_eq!(answers[2]["truncated"], json!(false));
 }
+
+/// A grep that passed over a file larger than `max_read_bytes` says so
+/// (`limit: "max_read_bytes"`): a match in it is not in the answer.
+#[test]
+fn a_grep_that_skipped_a_file_over_the_read_cap_says_so() {
+    use serde_json::json;
+    let fx = Fx::new();
+    fx.put("in/small.txt", "needle\n")
+        .put("in/big.txt", &"needle\n".repeat(10));
+    let sb = {
+        let mut b = fx.builder();
+        b.max_read_bytes(20);
+        b.build().unwrap()
+    };
+    let answers = endpoint(
+        sb,
+        &[
+            json!({"op": "grep", "pattern": "needle"}),
+            json!({"op": "grep", "pattern": "needle", "path": "big.txt"}),
+            json!({"op": "grep", "pattern": "needle", "path": "small.txt"}),
+        ],
+    );
+    assert_eq!(
+        answers[0]["matches"][0]["path"], "small.txt",
+        "{}",
+        answers[0]
+    );
+    for a in &answers[..2] {
+        assert_eq!(
+            (a["truncated"].clone(), a["limit"].clone()),
+            (json!(true), json!("max_read_bytes")),
+            "a grep that did not search big.txt: {a}"
+        );
+    }
+    assert_eq!(answers[2]["truncated"], json!(false), "{}", answers[2]);
+}

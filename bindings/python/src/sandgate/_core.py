@@ -368,9 +368,11 @@ class Found(list):
     """The answer of :meth:`Sandbox.glob` or :meth:`Sandbox.grep`: a list of
     its results that also says whether it was cut. ``truncated`` is true
     when it was; ``limit`` then names the cap: ``"max_results"`` (more
-    matched than the answer holds; an answer of exactly the cap is whole) or
+    matched than the answer holds; an answer of exactly the cap is whole),
     ``"walk_entries"`` (the walk stopped at its 200,000 entries, and what
-    lies past them was not searched); ``None`` when whole."""
+    lies past them was not searched) or ``"max_read_bytes"`` (grep passed
+    over a file larger than ``max_read_bytes`` without searching it);
+    ``None`` when whole."""
 
     truncated: bool
     limit: str | None
