@@ -25,7 +25,7 @@
 
 // The ABI's minor version: bumped when functions are added or fields are
 // appended to a struct the library allocates.
-#define SANDGATE_ABI_MINOR 1
+#define SANDGATE_ABI_MINOR 2
 
 // An abort signal: trigger it from any thread to end the commands it was
 // passed to (they answer exit code 130). Free with `sg_abort_free`.
@@ -1649,6 +1649,30 @@ sg_status sg_sandbox_glob(const struct sg_sandbox *sandbox,
                           struct sg_bytes *out,
                           struct sg_error **err);
 
+// `sg_sandbox_glob` saying whether its answer was cut: a JSON object
+// `{"paths": [..], "truncated": bool, "limit": "max_results" |
+// "walk_entries" | null}`. `max_results`: more paths match than the 1,000
+// answered (those are the first the walk met, sorted by name);
+// `walk_entries`: the walk stopped at its 200,000 entries, and what lies
+// past them was not searched.
+//
+// # Return value
+//
+// `SG_OK` with `*out` set to the JSON, owned by the caller and freed with
+// `sg_bytes_free`; otherwise the code of the refusal or failure, with
+// `*err` set as for `sg_sandbox_glob`.
+//
+// # Safety
+//
+// As for `sg_sandbox_glob`.
+sg_status sg_sandbox_glob_found(const struct sg_sandbox *sandbox,
+                                const char *pattern,
+                                size_t pattern_len,
+                                const char *path,
+                                size_t path_len,
+                                struct sg_bytes *out,
+                                struct sg_error **err);
+
 // Lines matching the regular expression `pattern` in files below `path`
 // (NULL: the root), at most `max_results` (0: the default of 100), as
 // JSON: `[{"path","line","text"}]`.
@@ -1705,6 +1729,32 @@ sg_status sg_sandbox_grep_with(const struct sg_sandbox *sandbox,
                                size_t options_len,
                                struct sg_bytes *out,
                                struct sg_error **err);
+
+// `sg_sandbox_grep_with` saying whether its answer was cut: a JSON object
+// holding the results under `matches`, `files` or `counts` by mode (each
+// as `sg_sandbox_grep_with` answers it), `truncated` (bool) and `limit`
+// (`"max_results"` when more matched than `max_results`, an answer of
+// exactly `max_results` being whole; `"walk_entries"` when the walk
+// stopped at its 200,000 entries; `"max_read_bytes"` when a file larger
+// than `max_read_bytes` was passed over without being searched; null
+// when whole).
+//
+// # Safety
+//
+// As for `sg_sandbox_grep_with`.
+//
+// # Return value
+//
+// `SG_OK` with the JSON in `*out`, or the error's status.
+sg_status sg_sandbox_grep_found(const struct sg_sandbox *sandbox,
+                                const char *pattern,
+                                size_t pattern_len,
+                                const char *path,
+                                size_t path_len,
+                                const char *options,
+                                size_t options_len,
+                                struct sg_bytes *out,
+                                struct sg_error **err);
 
 #ifdef __cplusplus
 }  // extern "C"

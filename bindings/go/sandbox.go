@@ -467,6 +467,47 @@ func (s *Sandbox) Glob(pattern, path string) ([]string, error) {
 	return paths, nil
 }
 
+// Cut says whether a search's answer was cut, and by which cap: Limit is
+// "max_results" when more matched than the answer holds (an answer of
+// exactly the cap is whole), "walk_entries" when the walk stopped at its
+// 200,000 entries and what lies past them was not searched,
+// "max_read_bytes" when a grep passed over a file larger than
+// max_read_bytes without searching it, "" when the answer is whole.
+type Cut struct {
+	Truncated bool   `json:"truncated"`
+	Limit     string `json:"limit"`
+}
+
+// GlobFound is Glob, also saying whether the answer was cut at its 1,000
+// paths or at the walk's cap. A cut answer holds the first paths the walk
+// met (each directory's entries in name order, then its subdirectories),
+// sorted by name.
+func (s *Sandbox) GlobFound(pattern, path string) ([]string, Cut, error) {
+	b, err := s.bytesOp(func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status {
+		ps, pn := cstr(pattern)
+		var dir *C.char
+		var dn C.size_t
+		if path != "" {
+			dir, dn = cstr(path)
+		}
+		return C.sg_sandbox_glob_found(p, ps, pn, dir, dn, out, e)
+	})
+	if err != nil {
+		return nil, Cut{}, err
+	}
+	var answer struct {
+		Paths []string `json:"paths"`
+		Cut
+	}
+	if err := json.Unmarshal(b, &answer); err != nil {
+		return nil, Cut{}, &Error{Code: CodeInternal, Message: "glob: " + err.Error()}
+	}
+	if answer.Paths == nil {
+		answer.Paths = []string{}
+	}
+	return answer.Paths, answer.Cut, nil
+}
+
 // Match is one line Grep found, with the context lines GrepContext asked
 // for (Before oldest first).
 type Match struct {
@@ -496,6 +537,7 @@ type grepConfig struct {
 	after   int
 	ignore  bool
 	context bool
+	report  *Cut
 }
 
 // GrepIn searches below path instead of the whole root.
@@ -524,7 +566,12 @@ func GrepContext(before, after int) GrepOption {
 // exclude, and the .git directory.
 func GrepGitignore() GrepOption { return func(g *grepConfig) { g.ignore = true } }
 
-// grep runs sg_sandbox_grep_with in mode and decodes its JSON into into.
+// GrepReport has Grep, GrepFiles or GrepCount set *cut to whether their
+// answer was cut, and by which cap.
+func GrepReport(cut *Cut) GrepOption { return func(g *grepConfig) { g.report = cut } }
+
+// grep runs sg_sandbox_grep_found in mode and decodes its results into
+// into.
 func (s *Sandbox) grep(pattern, mode string, opts []GrepOption, into any) error {
 	var g grepConfig
 	for _, o := range opts {
@@ -576,13 +623,26 @@ func (s *Sandbox) grep(pattern, mode string, opts []GrepOption, into any) error 
 			dir, dn = cstr(g.path)
 		}
 		jp, jn := cstr(string(js))
-		return C.sg_sandbox_grep_with(p, ps, pn, dir, dn, jp, jn, out, e)
+		return C.sg_sandbox_grep_found(p, ps, pn, dir, dn, jp, jn, out, e)
 	})
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(b, into); err != nil {
+	var answer struct {
+		Matches json.RawMessage `json:"matches"`
+		Files   json.RawMessage `json:"files"`
+		Counts  json.RawMessage `json:"counts"`
+		Cut
+	}
+	if err := json.Unmarshal(b, &answer); err != nil {
 		return &Error{Code: CodeInternal, Message: "grep: " + err.Error()}
+	}
+	results := map[string]json.RawMessage{"lines": answer.Matches, "files": answer.Files, "count": answer.Counts}[mode]
+	if err := json.Unmarshal(results, into); err != nil {
+		return &Error{Code: CodeInternal, Message: "grep: " + err.Error()}
+	}
+	if g.report != nil {
+		*g.report = answer.Cut
 	}
 	return nil
 }

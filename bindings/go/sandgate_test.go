@@ -188,6 +188,36 @@ func TestGrepOptions(t *testing.T) {
 	}
 }
 
+func TestSearchSaysWhenItWasCut(t *testing.T) {
+	dir := tmp(t)
+	write(t, filepath.Join(dir, "c.txt"), "hit\nhit\n")
+	for i := 0; i < 1001; i++ {
+		write(t, filepath.Join(dir, "many", fmt.Sprintf("f%04d", i)), "")
+	}
+	sb, err := sandgate.NewSandbox(sandgate.WithReadRoots(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var cut sandgate.Cut
+	ms, err := sb.Grep("hit", sandgate.GrepMaxResults(1), sandgate.GrepReport(&cut))
+	if err != nil || len(ms) != 1 || cut != (sandgate.Cut{Truncated: true, Limit: "max_results"}) {
+		t.Errorf("grep cut at 1 of 2 matches: %+v %+v %v", ms, cut, err)
+	}
+	counts, err := sb.GrepCount("hit", sandgate.GrepReport(&cut))
+	if err != nil || len(counts) != 1 || cut != (sandgate.Cut{}) {
+		t.Errorf("grep within its cap: %+v %+v %v", counts, cut, err)
+	}
+	paths, cut, err := sb.GlobFound("many/*", "")
+	if err != nil || len(paths) != 1000 || cut != (sandgate.Cut{Truncated: true, Limit: "max_results"}) {
+		t.Errorf("glob cut at 1000 of 1001 paths: %d %+v %v", len(paths), cut, err)
+	}
+	paths, cut, err = sb.GlobFound("*.txt", "")
+	if err != nil || !reflect.DeepEqual(paths, []string{"c.txt"}) || cut != (sandgate.Cut{}) {
+		t.Errorf("glob within its cap: %v %+v %v", paths, cut, err)
+	}
+}
+
 func TestSandboxOperations(t *testing.T) {
 	dir := tmp(t)
 	write(t, filepath.Join(dir, "ro/readme.md"), "alpha\nbeta\n")

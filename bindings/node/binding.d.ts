@@ -286,6 +286,17 @@ export declare class Sandbox {
    * filtering. Symbolic links are never followed.
    */
   grep(pattern: string, path?: string | undefined | null, maxResults?: number | undefined | null, options?: GrepOptions | undefined | null): Array<GrepMatch> | Array<string> | Array<GrepCount>
+  /** `glob`, also saying whether a cap cut the answer. */
+  globFound(pattern: string, path?: string | undefined | null): GlobFound
+  /** `globFound`, off the main thread. */
+  globFoundAsync(pattern: string, path?: string | undefined | null): Promise<GlobFound>
+  /**
+   * `grep`, also saying whether a cap cut the answer: the results under
+   * `matches`, `files` or `counts` by mode, with `truncated` and `limit`.
+   */
+  grepFound(pattern: string, path?: string | undefined | null, maxResults?: number | undefined | null, options?: GrepOptions | undefined | null): GrepFound
+  /** `grepFound`, off the main thread. */
+  grepFoundAsync(pattern: string, path?: string | undefined | null, maxResults?: number | undefined | null, options?: GrepOptions | undefined | null): Promise<GrepFound>
   /** `grep`, off the main thread. */
   grepAsync(pattern: string, path?: string | undefined | null, maxResults?: number | undefined | null, options?: GrepOptions | undefined | null): Promise<Array<GrepMatch> | Array<string> | Array<GrepCount>>
 }
@@ -467,12 +478,49 @@ export interface FromPolicyOptions {
   audit?: (event: AuditEvent) => void
 }
 
+/** What `globFound` answers: the paths, and whether a cap cut them. */
+export interface GlobFound {
+  /** Root-relative paths, sorted by name. */
+  paths: Array<string>
+  /** Whether the answer was cut. */
+  truncated: boolean
+  /**
+   * The cap that cut it: `max_results` (more paths match than the 1,000
+   * answered, the first the walk met) or `walk_entries` (the walk
+   * stopped at its 200,000 entries); absent when whole.
+   */
+  limit?: string
+}
+
 /** How many lines match in one file (grep mode `count`). */
 export interface GrepCount {
   /** Root-relative path of the file. */
   path: string
   /** Matching lines in it. */
   count: number
+}
+
+/**
+ * What `grepFound` answers: the results under `matches`, `files` or
+ * `counts` by mode, and whether a cap cut them.
+ */
+export interface GrepFound {
+  /** Mode `lines`: the matching lines. */
+  matches?: Array<GrepMatch>
+  /** Mode `files`: the paths of files with a match. */
+  files?: Array<string>
+  /** Mode `count`: matching lines per file. */
+  counts?: Array<GrepCount>
+  /** Whether the answer was cut. */
+  truncated: boolean
+  /**
+   * The cap that cut it: `max_results` (more matched than `maxResults`;
+   * an answer of exactly `maxResults` is whole), `walk_entries` (the
+   * walk stopped at its 200,000 entries) or `max_read_bytes` (a file
+   * larger than `maxReadBytes` was passed over without being searched);
+   * absent when whole.
+   */
+  limit?: string
 }
 
 /** One grep hit. */

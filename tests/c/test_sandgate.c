@@ -490,6 +490,29 @@ static void test_sandbox(const sg_policy *p) {
          err);
   CHECK(bytes_contains(&b, "\"before\":[]"));
   sg_bytes_free(&b);
+  /* The _found forms say whether the answer was cut, and by which cap:
+     notes.txt has two lines with an `o`. */
+  EXPECT(sg_sandbox_grep_found(sb, S("o"), S("notes.txt"),
+                               S("{\"max_results\":1}"), &b, &err),
+         SG_OK, err);
+  CHECK(bytes_contains(&b, "\"matches\":[{"));
+  CHECK(bytes_contains(&b, "\"truncated\":true"));
+  CHECK(bytes_contains(&b, "\"limit\":\"max_results\""));
+  sg_bytes_free(&b);
+  EXPECT(sg_sandbox_grep_found(sb, S("o"), S("notes.txt"),
+                               S("{\"max_results\":2,\"mode\":\"count\"}"),
+                               &b, &err),
+         SG_OK, err);
+  CHECK(bytes_contains(&b, "\"counts\":[{"));
+  CHECK(bytes_contains(&b, "\"truncated\":false"));
+  CHECK(bytes_contains(&b, "\"limit\":null"));
+  sg_bytes_free(&b);
+  EXPECT(sg_sandbox_glob_found(sb, S("**/*.txt"), NULL, 0, &b, &err), SG_OK,
+         err);
+  CHECK(bytes_contains(&b, "\"paths\":["));
+  CHECK(bytes_contains(&b, "d/e/moved.txt"));
+  CHECK(bytes_contains(&b, "\"truncated\":false"));
+  sg_bytes_free(&b);
   /* An unknown key is refused by name. */
   CHECK(sg_sandbox_grep_with(sb, S("x"), NULL, 0, S("{\"nope\":1}"), &b, &err) ==
         SG_E_REQUEST);

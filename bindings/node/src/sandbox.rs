@@ -203,6 +203,66 @@ pub struct GrepOptions {
 /// A grep's answer, by mode.
 type GrepAnswer = Either3<Vec<GrepMatch>, Vec<String>, Vec<GrepCount>>;
 
+/// What `globFound` answers: the paths, and whether a cap cut them.
+#[napi(object)]
+pub struct GlobFound {
+    /// Root-relative paths, sorted by name.
+    pub paths: Vec<String>,
+    /// Whether the answer was cut.
+    pub truncated: bool,
+    /// The cap that cut it: `max_results` (more paths match than the 1,000
+    /// answered, the first the walk met) or `walk_entries` (the walk
+    /// stopped at its 200,000 entries); absent when whole.
+    pub limit: Option<String>,
+}
+
+/// What `grepFound` answers: the results under `matches`, `files` or
+/// `counts` by mode, and whether a cap cut them.
+#[napi(object)]
+pub struct GrepFound {
+    /// Mode `lines`: the matching lines.
+    pub matches: Option<Vec<GrepMatch>>,
+    /// Mode `files`: the paths of files with a match.
+    pub files: Option<Vec<String>>,
+    /// Mode `count`: matching lines per file.
+    pub counts: Option<Vec<GrepCount>>,
+    /// Whether the answer was cut.
+    pub truncated: bool,
+    /// The cap that cut it: `max_results` (more matched than `maxResults`;
+    /// an answer of exactly `maxResults` is whole), `walk_entries` (the
+    /// walk stopped at its 200,000 entries) or `max_read_bytes` (a file
+    /// larger than `maxReadBytes` was passed over without being searched);
+    /// absent when whole.
+    pub limit: Option<String>,
+}
+
+fn glob_found(_: &Env, f: sandgate::search::Found<Vec<String>>) -> napi::Result<GlobFound> {
+    Ok(GlobFound {
+        paths: f.results,
+        truncated: f.cut.is_some(),
+        limit: f.cut.map(|c| c.as_str().to_owned()),
+    })
+}
+
+fn grep_found(
+    env: &Env,
+    (f, context): (sandgate::search::Found<sandgate::search::GrepOutput>, bool),
+) -> napi::Result<GrepFound> {
+    let mut out = GrepFound {
+        matches: None,
+        files: None,
+        counts: None,
+        truncated: f.cut.is_some(),
+        limit: f.cut.map(|c| c.as_str().to_owned()),
+    };
+    match grep_answer(env, (f.results, context))? {
+        Either3::A(m) => out.matches = Some(m),
+        Either3::B(p) => out.files = Some(p),
+        Either3::C(c) => out.counts = Some(c),
+    }
+    Ok(out)
+}
+
 /// The facade's options from the binding's, with the result cap.
 fn grep_options(
     max_results: Option<f64>,
@@ -930,6 +990,89 @@ impl Sandbox {
             .grep_with(&pattern, path.as_deref(), &opts)
             .or_throw(env)?;
         grep_answer(env, (out, context))
+    }
+
+    /// `glob`, also saying whether a cap cut the answer.
+    #[napi]
+    pub fn glob_found(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
+        #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
+    ) -> napi::Result<GlobFound> {
+        let (pattern, path) = pattern_args(pattern, path).or_throw(env)?;
+        let found = self
+            .inner
+            .glob_found(&pattern, path.as_deref())
+            .or_throw(env)?;
+        glob_found(env, found)
+    }
+
+    /// `globFound`, off the main thread.
+    #[napi(ts_return_type = "Promise<GlobFound>")]
+    pub fn glob_found_async(
+        &self,
+        #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
+        #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
+    ) -> AsyncTask<Job<sandgate::search::Found<Vec<String>>, GlobFound>> {
+        let sb = Arc::clone(&self.inner);
+        let args = pattern_args(pattern, path);
+        AsyncTask::new(Job::new(
+            move || {
+                let (pattern, path) = args?;
+                sb.glob_found(&pattern, path.as_deref())
+            },
+            glob_found,
+        ))
+    }
+
+    /// `grep`, also saying whether a cap cut the answer: the results under
+    /// `matches`, `files` or `counts` by mode, with `truncated` and `limit`.
+    #[napi]
+    pub fn grep_found(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
+        #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "number | undefined | null")] max_results: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<GrepFound> {
+        let (pattern, path) = pattern_args(pattern, path).or_throw(env)?;
+        let max_results = opt_num_arg(max_results, "maxResults").or_throw(env)?;
+        let options = options_of(env, options, "options", GREP_OPTIONS)?.or_throw(env)?;
+        let (opts, context) = grep_options(max_results, options).or_throw(env)?;
+        let found = self
+            .inner
+            .grep_found(&pattern, path.as_deref(), &opts)
+            .or_throw(env)?;
+        grep_found(env, (found, context))
+    }
+
+    /// `grepFound`, off the main thread.
+    #[napi(ts_return_type = "Promise<GrepFound>")]
+    #[allow(clippy::type_complexity)]
+    pub fn grep_found_async(
+        &self,
+        env: &Env,
+        #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
+        #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "number | undefined | null")] max_results: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<
+        AsyncTask<Job<(sandgate::search::Found<sandgate::search::GrepOutput>, bool), GrepFound>>,
+    > {
+        let sb = Arc::clone(&self.inner);
+        let args = pattern_args(pattern, path);
+        let max_results = opt_num_arg(max_results, "maxResults");
+        let options = options_of(env, options, "options", GREP_OPTIONS)?;
+        Ok(AsyncTask::new(Job::new(
+            move || {
+                let (pattern, path) = args?;
+                let (opts, context) = grep_options(max_results?, options?)?;
+                Ok((sb.grep_found(&pattern, path.as_deref(), &opts)?, context))
+            },
+            grep_found,
+        )))
     }
 
     /// `grep`, off the main thread.

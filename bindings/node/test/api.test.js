@@ -392,6 +392,26 @@ describe('Sandbox operations, sync and async', () => {
     }
   })
 
+  test('a glob or grep cut at a cap says so', async () => {
+    const cutDir = path.join(dir, 'ws/cut')
+    fs.mkdirSync(path.join(cutDir, 'many'), { recursive: true })
+    fs.writeFileSync(path.join(cutDir, 'c.txt'), 'hit\nhit\n')
+    for (let i = 0; i < 1001; i++) fs.writeFileSync(path.join(cutDir, 'many', `f${String(i).padStart(4, '0')}`), '')
+    try {
+      const cut = sb.grepFound('hit', 'cut', 1)
+      assert.deepEqual([cut.matches.length, cut.truncated, cut.limit], [1, true, 'max_results'])
+      const whole = await sb.grepFoundAsync('hit', 'cut', 2, { mode: 'count' })
+      assert.deepEqual(whole.counts, [{ path: 'cut/c.txt', count: 2 }])
+      assert.deepEqual([whole.truncated, whole.limit ?? null], [false, null])
+      const paths = sb.globFound('*', 'cut/many')
+      assert.deepEqual([paths.paths.length, paths.truncated, paths.limit], [1000, true, 'max_results'])
+      const one = await sb.globFoundAsync('*.txt', 'cut')
+      assert.deepEqual([one.paths, one.truncated, one.limit ?? null], [['cut/c.txt'], false, null])
+    } finally {
+      fs.rmSync(cutDir, { recursive: true, force: true })
+    }
+  })
+
   test('the audit callback receives events for sync and async calls', async () => {
     await sleep(100) // let the events of earlier tests arrive first
     events.length = 0

@@ -360,6 +360,30 @@ def test_sandbox_grep_options(tree):
             sb.grep("fn", before=-1)
 
 
+def test_sandbox_search_says_when_it_was_cut(tree):
+    ws = tree / "ws"
+    (ws / "c.txt").write_text("hit\nhit\n")
+    (ws / "many").mkdir()
+    for i in range(1001):
+        (ws / "many" / f"f{i:04}").write_text("")
+    with Sandbox(read_roots=[ws]) as sb:
+        cut = sb.grep("hit", max_results=1)
+        assert [m.line for m in cut] == [1]
+        assert cut.truncated and cut.limit == "max_results"
+        whole = sb.grep("hit", max_results=2)
+        assert len(whole) == 2 and not whole.truncated and whole.limit is None
+        counts = sb.grep("hit", mode="count")
+        assert counts == [sandgate.Count("c.txt", 2)] and not counts.truncated
+        paths = sb.glob("many/*")
+        assert len(paths) == 1000 and paths.truncated and paths.limit == "max_results"
+        paths = sb.glob("*.txt")
+        assert paths == ["a.txt", "c.txt"] and not paths.truncated and paths.limit is None
+    # A file over the read cap is passed over, and the answer says so.
+    with Sandbox(read_roots=[ws], max_read_bytes=4) as sb:
+        skipped = sb.grep("hit", "c.txt")
+        assert skipped == [] and skipped.truncated and skipped.limit == "max_read_bytes"
+
+
 def test_sandbox_grants_nothing_by_default(tree):
     with Sandbox() as sb:
         with pytest.raises(sandgate.DeniedError):

@@ -526,13 +526,16 @@ fn a_cancelled_call_leaves_the_server_serving() {
         "params": {"name": "grep", "arguments": {"pattern": "needle", "mode": "files", "max_results": 3}}}));
     let a = s.answer(22);
     assert_eq!(a["result"]["isError"], false);
+    // Three files, and a last line saying the answer stopped there.
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
     assert_eq!(
-        a["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .lines()
-            .count(),
-        3
+        text.lines().filter(|l| l.ends_with(".txt")).count(),
+        3,
+        "{a}"
+    );
+    assert!(
+        text.lines().last().unwrap().contains("max_results (3)"),
+        "{a}"
     );
 }
 
@@ -2488,4 +2491,86 @@ fn a_capped_search_files_says_so() {
         "params": {"name": "search_files", "arguments": {"path": ".", "pattern": "*.txt"}}}));
     let a = s.answer(3);
     assert_eq!(a["result"]["content"][0]["text"], "a.txt", "{a}");
+}
+
+/// A `grep` stopped at its `max_results` ends with a line saying so, in
+/// every mode (the workspace holds 2,000 files of 50 `needle` lines); one
+/// within the cap does not.
+#[test]
+fn a_capped_grep_says_so() {
+    let mut s = Server::start();
+    let calls = [
+        json!({"pattern": "needle"}),
+        json!({"pattern": "needle", "mode": "files", "max_results": 1000}),
+        json!({"pattern": "needle", "mode": "count", "max_results": 3}),
+    ];
+    for (i, args) in calls.iter().enumerate() {
+        let id = 10 + i as i64;
+        s.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "grep", "arguments": args}}));
+        let a = s.answer(id);
+        assert_eq!(a["result"]["isError"], false, "{a}");
+        let text = a["result"]["content"][0]["text"].as_str().unwrap();
+        let last = text.lines().last().unwrap_or_default();
+        assert!(
+            last.contains("max_results") && !last.contains("needle"),
+            "a grep cut at its max_results says nothing of the cut ({args}): last line {last:?}"
+        );
+    }
+    s.send_json(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "hello"}}}));
+    let a = s.answer(20);
+    assert_eq!(a["result"]["content"][0]["text"], "a.txt:1:hello\n", "{a}");
+}
+
+/// A `read_text_file` head or tail that `max_read_bytes` cuts says so in a
+/// second block, naming the lines it holds; one that fits has one block.
+#[test]
+fn a_head_or_tail_cut_by_max_read_bytes_says_so() {
+    // Each file is 50 lines of `needle\n` (7 bytes): 100 bytes hold 14.
+    let mut s = Server::start_with("max_read_bytes = 100\n");
+    for (id, args) in [
+        (2, json!({"path": "src/f1.txt", "head": 20})),
+        (3, json!({"path": "src/f1.txt", "tail": 20})),
+    ] {
+        s.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": args}}));
+        let a = s.answer(id);
+        assert_eq!(a["result"]["isError"], false, "{a}");
+        let content = a["result"]["content"].as_array().unwrap();
+        assert_eq!(content[0]["text"], "needle\n".repeat(14), "{a}");
+        let note = content
+            .get(1)
+            .and_then(|c| c["text"].as_str())
+            .unwrap_or_else(|| panic!("a read cut at max_read_bytes says nothing ({args}): {a}"));
+        assert!(note.contains("max_read_bytes"), "{note}");
+        assert_eq!(a["result"]["structuredContent"]["note"], note, "{a}");
+    }
+    s.send_json(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "read_text_file", "arguments": {"path": "src/f1.txt", "tail": 5}}}));
+    let a = s.answer(4);
+    assert_eq!(a["result"]["content"].as_array().unwrap().len(), 1, "{a}");
+    assert_eq!(
+        a["result"]["content"][0]["text"],
+        "needle\n".repeat(5),
+        "{a}"
+    );
+}
+
+/// A `grep` that passed over files larger than `max_read_bytes` ends with
+/// a line saying so (each workspace file of 50 lines is 350 bytes).
+#[test]
+fn a_grep_that_skipped_files_over_the_read_cap_says_so() {
+    let mut s = Server::start_with("max_read_bytes = 100\n");
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle|hello"}}}));
+    let a = s.answer(2);
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("a.txt:1:hello"), "{a}");
+    let last = lines.next().unwrap_or_default();
+    assert!(
+        last.contains("max_read_bytes"),
+        "a grep that did not search 2,000 files says nothing of it: {a}"
+    );
 }

@@ -1160,6 +1160,60 @@ pub unsafe extern "C" fn sg_sandbox_glob(
     })
 }
 
+/// `truncated` and `limit` of a search's answer: whether it was cut, and
+/// by which cap (`"max_results"`, `"walk_entries"` or `"max_read_bytes"`;
+/// null when whole).
+fn with_cut(mut answer: serde_json::Value, cut: Option<facade::search::Cut>) -> serde_json::Value {
+    answer["truncated"] = json!(cut.is_some());
+    answer["limit"] = json!(cut.map(|c| c.as_str()));
+    answer
+}
+
+/// `sg_sandbox_glob` saying whether its answer was cut: a JSON object
+/// `{"paths": [..], "truncated": bool, "limit": "max_results" |
+/// "walk_entries" | null}`. `max_results`: more paths match than the 1,000
+/// answered (those are the first the walk met, sorted by name);
+/// `walk_entries`: the walk stopped at its 200,000 entries, and what lies
+/// past them was not searched.
+///
+/// # Return value
+///
+/// `SG_OK` with `*out` set to the JSON, owned by the caller and freed with
+/// `sg_bytes_free`; otherwise the code of the refusal or failure, with
+/// `*err` set as for `sg_sandbox_glob`.
+///
+/// # Safety
+///
+/// As for `sg_sandbox_glob`.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_glob_found(
+    sandbox: *const sg_sandbox,
+    pattern: *const c_char,
+    pattern_len: usize,
+    path: *const c_char,
+    path_len: usize,
+    out: *mut sg_bytes,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, pattern, path, out) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(pattern, pattern_len, "pattern")?,
+                arg_opt_str(path, path_len, "path")?,
+                out_ptr(out, "out")?,
+            )
+        };
+        let found = s.sandbox.glob_found(pattern, path)?;
+        put(
+            out,
+            json_bytes(with_cut(json!({"paths": found.results}), found.cut)),
+        );
+        Ok(())
+    })
+}
+
 /// Lines matching the regular expression `pattern` in files below `path`
 /// (NULL: the root), at most `max_results` (0: the default of 100), as
 /// JSON: `[{"path","line","text"}]`.
@@ -1314,19 +1368,80 @@ pub unsafe extern "C" fn sg_sandbox_grep_with(
             )
         };
         let opts = grep_options(options)?;
-        let answer = match s.sandbox.grep_with(pattern, path, &opts)? {
-            facade::search::GrepOutput::Lines(ms) => json!(ms
-                .into_iter()
-                .map(|m| json!({"path": m.path, "line": m.line, "text": m.text,
-                                "before": m.before, "after": m.after}))
-                .collect::<Vec<_>>()),
-            facade::search::GrepOutput::Files(files) => json!(files),
-            facade::search::GrepOutput::Counts(counts) => json!(counts
-                .into_iter()
-                .map(|(path, count)| json!({"path": path, "count": count}))
-                .collect::<Vec<_>>()),
-        };
+        let answer = grep_json(s.sandbox.grep_with(pattern, path, &opts)?);
         put(out, json_bytes(answer));
+        Ok(())
+    })
+}
+
+/// A grep's results as `sg_sandbox_grep_with` answers them.
+fn grep_json(found: facade::search::GrepOutput) -> serde_json::Value {
+    match found {
+        facade::search::GrepOutput::Lines(ms) => json!(ms
+            .into_iter()
+            .map(|m| json!({"path": m.path, "line": m.line, "text": m.text,
+                            "before": m.before, "after": m.after}))
+            .collect::<Vec<_>>()),
+        facade::search::GrepOutput::Files(files) => json!(files),
+        facade::search::GrepOutput::Counts(counts) => json!(counts
+            .into_iter()
+            .map(|(path, count)| json!({"path": path, "count": count}))
+            .collect::<Vec<_>>()),
+    }
+}
+
+/// `sg_sandbox_grep_with` saying whether its answer was cut: a JSON object
+/// holding the results under `matches`, `files` or `counts` by mode (each
+/// as `sg_sandbox_grep_with` answers it), `truncated` (bool) and `limit`
+/// (`"max_results"` when more matched than `max_results`, an answer of
+/// exactly `max_results` being whole; `"walk_entries"` when the walk
+/// stopped at its 200,000 entries; `"max_read_bytes"` when a file larger
+/// than `max_read_bytes` was passed over without being searched; null
+/// when whole).
+///
+/// # Safety
+///
+/// As for `sg_sandbox_grep_with`.
+///
+/// # Return value
+///
+/// `SG_OK` with the JSON in `*out`, or the error's status.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_grep_found(
+    sandbox: *const sg_sandbox,
+    pattern: *const c_char,
+    pattern_len: usize,
+    path: *const c_char,
+    path_len: usize,
+    options: *const c_char,
+    options_len: usize,
+    out: *mut sg_bytes,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, pattern, path, options, out) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(pattern, pattern_len, "pattern")?,
+                arg_opt_str(path, path_len, "path")?,
+                arg_opt_str(options, options_len, "options")?,
+                out_ptr(out, "out")?,
+            )
+        };
+        let opts = grep_options(options)?;
+        let found = s.sandbox.grep_found(pattern, path, &opts)?;
+        let key = match opts.mode {
+            facade::search::GrepMode::Files => "files",
+            facade::search::GrepMode::Count => "counts",
+            _ => "matches",
+        };
+        let mut answer = serde_json::Map::new();
+        answer.insert(key.into(), grep_json(found.results));
+        put(
+            out,
+            json_bytes(with_cut(serde_json::Value::Object(answer), found.cut)),
+        );
         Ok(())
     })
 }

@@ -10,7 +10,10 @@ use rmcp::model::{ContentBlock, JsonObject, ResourceContents, Tool, ToolAnnotati
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use sandgate::search::{GrepMode, GrepOptions, GrepOutput, MAX_GLOB_RESULTS};
+use sandgate::search::{
+    Cut, GrepMode, GrepOptions, GrepOutput, DEFAULT_GREP_RESULTS, MAX_GLOB_RESULTS,
+    MAX_GREP_RESULTS, MAX_WALK_ENTRIES,
+};
 use sandgate::{Error, ErrorCode, FileKind, Limit, MAX_RANGE_LINES};
 
 use crate::Shared;
@@ -375,7 +378,8 @@ pub struct TextOutput {
     /// The answer's text.
     pub content: String,
     /// What the answer leaves out, when it was cut (a `directory_tree` past
-    /// its 10,000 entries): the same text as the second content block.
+    /// its 10,000 entries, a `read_text_file` head or tail cut at
+    /// `max_read_bytes`): the same text as the second content block.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -499,11 +503,11 @@ pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile) -> Answer {
             Error::new(ErrorCode::Request, "give head or tail, not both"),
         )),
         (Some(0), None) | (None, Some(0)) => text(""),
-        (Some(n), None) if n <= MAX_RANGE_LINES => text(lossy(sb.read_lines(&rel, 1, n)?.content)),
+        (Some(n), None) if n <= MAX_RANGE_LINES => ranged(s, sb.read_lines(&rel, 1, n)?),
         (None, Some(n)) if n <= MAX_RANGE_LINES => {
             let total = sb.read_lines(&rel, 1, 1)?.total_lines;
             let from = total.saturating_sub(n) + 1;
-            text(lossy(sb.read_lines(&rel, from, n)?.content))
+            ranged(s, sb.read_lines(&rel, from, n)?)
         }
         // The sandbox's ranged read serves 2,000 lines at most; the
         // reference server takes any count, so a longer one is cut from
@@ -529,6 +533,23 @@ pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile) -> Answer {
             text(lossy(whole))
         }
     }
+}
+
+/// A head or tail read by line range: its lines, and when `max_read_bytes`
+/// cut the range short, a second block saying which lines these are (a
+/// cut tail does not reach the end of the file), so that the model does
+/// not take them for all it asked for.
+fn ranged(s: &Shared, r: sandgate::LinesRead) -> Answer {
+    let mut blocks = vec![ContentBlock::text(lossy(r.content))];
+    if r.truncated {
+        let last = r.offset + r.lines - 1;
+        blocks.push(ContentBlock::text(format!(
+            "[these are lines {}-{last} of {}: the read stopped there, at max_read_bytes \
+             ({} bytes), the most one read answers]",
+            r.offset, r.total_lines, s.max_read_bytes
+        )));
+    }
+    Ok(blocks)
 }
 
 /// How many bytes the first `n` lines of `bytes` take, each with its line
@@ -907,11 +928,9 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
     let ex = Excludes::new(&a.exclude_patterns)?;
     let base = if rel == "." { None } else { Some(rel.as_str()) };
     let prefix_len = base.map_or(0, |b| b.trim_end_matches('/').len() + 1);
-    let all = s.sandbox.glob(&a.pattern, base)?;
-    // The sandbox's glob stops at its cap, silently: said here, so that
-    // the model does not take the answer for every match.
-    let capped = all.len() >= MAX_GLOB_RESULTS;
+    let all = s.sandbox.glob_found(&a.pattern, base)?;
     let found: Vec<String> = all
+        .results
         .into_iter()
         .filter(|p| !ex.hit(p.get(prefix_len..).unwrap_or(p)))
         .collect();
@@ -920,14 +939,30 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
     } else {
         found.join("\n")
     };
-    if capped {
-        let _ = write!(
-            out,
-            "\n[the search stopped at {MAX_GLOB_RESULTS} matches, the most one search_files \
-             answers; there may be more: narrow the path or the pattern]"
-        );
+    // Said, so that the model does not take the answer for every match.
+    match all.cut {
+        Some(Cut::MaxResults) => {
+            let _ = write!(
+                out,
+                "\n[the search stopped at {MAX_GLOB_RESULTS} matches, the most one search_files \
+                 answers; there are more: narrow the path or the pattern]"
+            );
+        }
+        Some(_) => {
+            out.push('\n');
+            out.push_str(&walk_cut());
+        }
+        None => {}
     }
     text(out)
+}
+
+/// The last line of a search whose walk stopped at [`MAX_WALK_ENTRIES`].
+fn walk_cut() -> String {
+    format!(
+        "[the search stopped after walking {MAX_WALK_ENTRIES} entries, the most one search \
+         visits; what lies past them was not searched: narrow the path]"
+    )
 }
 
 pub(crate) fn get_file_info(s: &Shared, a: OnePath) -> Answer {
@@ -1012,7 +1047,8 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
             "before and after apply to mode lines only",
         ));
     }
-    let out = match s.sandbox.grep_with(&a.pattern, Some(&rel), &opts)? {
+    let found = s.sandbox.grep_found(&a.pattern, Some(&rel), &opts)?;
+    let mut out = match found.results {
         GrepOutput::Lines(ms) => {
             let mut out = String::new();
             for m in ms {
@@ -1038,10 +1074,33 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
             .join("\n"),
     };
     if out.is_empty() {
-        text("No matches found")
-    } else {
-        text(out)
+        out.push_str("No matches found");
     }
+    // Said on a last line, so that the model does not take the answer
+    // for every match.
+    let note = match found.cut {
+        Some(Cut::MaxResults) => Some(format!(
+            "[the search stopped at max_results ({}); there are more matches: narrow the \
+             path, the pattern or glob, or raise max_results (at most {})]",
+            opts.max_results.unwrap_or(DEFAULT_GREP_RESULTS),
+            MAX_GREP_RESULTS
+        )),
+        Some(Cut::MaxReadBytes) => Some(format!(
+            "[files larger than max_read_bytes ({} bytes) were passed over without being \
+             searched; there may be matches in them: read such a file by head or tail]",
+            s.max_read_bytes
+        )),
+        Some(Cut::WalkEntries) => Some(walk_cut()),
+        Some(other) => Some(format!("[the search was cut: {}]", other.as_str())),
+        None => None,
+    };
+    if let Some(note) = note {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&note);
+    }
+    text(out)
 }
 
 pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> Answer {

@@ -1254,8 +1254,24 @@ impl Sandbox {
     /// Paths matching a glob (`*` within a component, `**` across) below
     /// `path` (default: the root) in every read root, first root winning,
     /// sorted, capped at [`search::MAX_GLOB_RESULTS`]. Symlinks are matched
-    /// as entries and never followed.
+    /// as entries and never followed. The answer does not say whether it
+    /// was cut: [`glob_found`](Self::glob_found) does.
     pub fn glob(&self, pattern: &str, path: Option<&str>) -> Result<Vec<String>, Error> {
+        self.glob_found(pattern, path).map(|f| f.results)
+    }
+
+    /// Like [`glob`](Self::glob), saying whether the answer was cut: at
+    /// [`search::MAX_GLOB_RESULTS`] paths when more match, or where the
+    /// walk stopped at [`search::MAX_WALK_ENTRIES`] entries. A cut answer
+    /// holds the first paths the walk met (roots in order; in each
+    /// directory its entries in name order, then its subdirectories one
+    /// by one), sorted by name: not the first by name, but the same ones
+    /// for the same tree.
+    pub fn glob_found(
+        &self,
+        pattern: &str,
+        path: Option<&str>,
+    ) -> Result<search::Found<Vec<String>>, Error> {
         self.op("glob", path.unwrap_or("."), |inner, ctx| {
             let base = RelPath::parse(path.unwrap_or("."))?;
             ctx.path(|| base.as_str().to_owned());
@@ -1289,13 +1305,28 @@ impl Sandbox {
     /// context lines, an answer mode (lines, files, counts), a result cap
     /// and `.gitignore`/`.ignore` filtering as `opts` says. The ignore files
     /// are read through the same confined opens as every other file, and
-    /// the walk stays on descriptors beneath each root.
+    /// the walk stays on descriptors beneath each root. The answer does not
+    /// say whether it was cut: [`grep_found`](Self::grep_found) does.
     pub fn grep_with(
         &self,
         pattern: &str,
         path: Option<&str>,
         opts: &search::GrepOptions,
     ) -> Result<search::GrepOutput, Error> {
+        self.grep_found(pattern, path, opts).map(|f| f.results)
+    }
+
+    /// Like [`grep_with`](Self::grep_with), saying whether the answer was
+    /// cut: at `max_results` when a match more was met past them (so an
+    /// answer of exactly `max_results` is not cut), where the walk stopped
+    /// at [`search::MAX_WALK_ENTRIES`] entries, or when a file over
+    /// `max_read_bytes` was passed over unsearched.
+    pub fn grep_found(
+        &self,
+        pattern: &str,
+        path: Option<&str>,
+        opts: &search::GrepOptions,
+    ) -> Result<search::Found<search::GrepOutput>, Error> {
         self.op("grep", path.unwrap_or("."), |inner, ctx| {
             let base = RelPath::parse(path.unwrap_or("."))?;
             ctx.path(|| base.as_str().to_owned());

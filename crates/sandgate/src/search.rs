@@ -10,8 +10,16 @@
 //! pattern in multi-line mode) over a file's whole bytes, and splits into
 //! lines, running the pattern on each, only the files the screen finds
 //! something in.
+//!
+//! An answer cut at a cap says so ([`Found::cut`]): an agent that takes a
+//! cut answer for the whole would conclude that nothing else matches. A
+//! search stopped at its result cap goes on until it meets one match more,
+//! so that a cut answer is known to leave something out and one of exactly
+//! the cap is not called cut; a walk stopped at [`MAX_WALK_ENTRIES`] has
+//! not seen what lies past them, and a grep that passed over a file larger
+//! than the read cap has not searched it, so there may be more.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +50,44 @@ pub const MAX_CONTEXT_LINES: usize = 100;
 const WHOLE_FILE: u64 = 8 << 20;
 /// Largest ignore file read; a longer one is read up to this size.
 const MAX_IGNORE_FILE: u64 = 1 << 20;
+
+/// Why a search's answer is not all it would have found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cut {
+    /// More matched than the answer holds: it stopped at its result cap
+    /// (`max_results` for grep, [`MAX_GLOB_RESULTS`] for glob).
+    MaxResults,
+    /// The walk stopped at [`MAX_WALK_ENTRIES`] entries: what lies past
+    /// them was not searched, so there may be more.
+    WalkEntries,
+    /// A grep passed over a file larger than `max_read_bytes` without
+    /// searching it, so there may be more.
+    MaxReadBytes,
+}
+
+impl Cut {
+    /// The cut's wire name: `max_results`, `walk_entries` or
+    /// `max_read_bytes`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cut::MaxResults => "max_results",
+            Cut::WalkEntries => "walk_entries",
+            Cut::MaxReadBytes => "max_read_bytes",
+        }
+    }
+}
+
+/// A search's answer, and why it was cut when it was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Found<T> {
+    /// What the search answers.
+    pub results: T,
+    /// `None` when `results` is everything the search found; otherwise
+    /// which cap stopped it.
+    pub cut: Option<Cut>,
+}
 
 /// One grep hit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -265,16 +311,18 @@ fn ignores_above(root: &Root, base: &RelPath) -> Arc<IgnoreChain> {
 }
 
 /// Walks below `base` in `root` depth-first in name order, calling `visit`
-/// with each entry's root-relative path and kind; directories reached
-/// through a symlink are never entered. With `gitignore`, entries the
-/// ignore files exclude (and `.git`) are neither visited nor entered.
-/// `visit` returns false to stop.
+/// with each entry's root-relative path and kind: a directory's entries in
+/// name order, then each of its subdirectories in turn. Directories
+/// reached through a symlink are never entered. With `gitignore`, entries
+/// the ignore files exclude (and `.git`) are neither visited nor entered.
+/// `visit` returns false to stop. Answers whether the walk stopped at
+/// [`MAX_WALK_ENTRIES`] with entries left unvisited.
 fn walk(
     root: &Root,
     base: &RelPath,
     gitignore: bool,
     mut visit: impl FnMut(&str, FileKind) -> bool,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let start = gitignore.then(|| ignores_above(root, base));
     let mut stack = vec![(base.as_str().to_owned(), start)];
     let mut seen = 0usize;
@@ -314,7 +362,7 @@ fn walk(
         for (name, kind) in names {
             seen += 1;
             if seen > MAX_WALK_ENTRIES {
-                return Ok(());
+                return Ok(true);
             }
             if ignores.is_some() && kind == FileKind::Dir && name == ".git" {
                 continue;
@@ -330,7 +378,7 @@ fn walk(
                 }
             }
             if !visit(&path, kind) {
-                return Ok(());
+                return Ok(false);
             }
             if kind == FileKind::Dir {
                 subdirs.push((path, ignores.clone()));
@@ -338,7 +386,7 @@ fn walk(
         }
         stack.extend(subdirs.into_iter().rev());
     }
-    Ok(())
+    Ok(false)
 }
 
 /// Roots that hold `base` as a directory, in order; a root where it is
@@ -384,18 +432,53 @@ fn compile_glob(pattern: &str) -> Result<globset::GlobMatcher, Error> {
         .compile_matcher())
 }
 
-pub(crate) fn glob(roots: &[Root], base: &RelPath, pattern: &str) -> Result<Vec<String>, Error> {
+/// The paths below `base` matching `pattern`, sorted by name: at most
+/// [`MAX_GLOB_RESULTS`], the first the walks meet (roots in order, each in
+/// [`walk`] order), which for a cut answer are not the first by name, but
+/// the same ones for the same tree.
+pub(crate) fn glob(
+    roots: &[Root],
+    base: &RelPath,
+    pattern: &str,
+) -> Result<Found<Vec<String>>, Error> {
     let glob = compile_glob(pattern)?;
-    let mut found = BTreeMap::new();
+    let mut found = BTreeSet::new();
+    let (mut more, mut walk_cut) = (false, false);
     for root in roots_holding(roots, base)? {
-        walk(root, base, false, |path, _| {
+        walk_cut |= walk(root, base, false, |path, _| {
             if glob.is_match(Path::new(below(base, path))) {
-                found.entry(path.to_owned()).or_insert(());
+                // A path an earlier root already gave is not a new match.
+                if found.len() < MAX_GLOB_RESULTS {
+                    found.insert(path.to_owned());
+                } else if !found.contains(path) {
+                    more = true;
+                }
             }
-            found.len() < MAX_GLOB_RESULTS
+            !more
         })?;
+        if more {
+            break;
+        }
     }
-    Ok(found.into_keys().collect())
+    Ok(Found {
+        results: found.into_iter().collect(),
+        cut: cut_by(more, walk_cut, false),
+    })
+}
+
+/// The cut of a search that met a match past its cap (`more`), whose walk
+/// stopped at its entry cap, or that passed over a file over the read cap
+/// (`skipped`), in that order.
+fn cut_by(more: bool, walk_cut: bool, skipped: bool) -> Option<Cut> {
+    if more {
+        Some(Cut::MaxResults)
+    } else if walk_cut {
+        Some(Cut::WalkEntries)
+    } else if skipped {
+        Some(Cut::MaxReadBytes)
+    } else {
+        None
+    }
 }
 
 /// The include filter of a grep: a name glob or a path glob.
@@ -511,6 +594,8 @@ struct Collector {
     lines: Vec<GrepMatch>,
     files: Vec<String>,
     counts: Vec<(String, usize)>,
+    /// Whether a match was met once the answer was full: it is cut.
+    more: bool,
     /// The file being searched, its capacity kept from file to file.
     content: Vec<u8>,
 }
@@ -610,13 +695,18 @@ impl Collector {
                 }
             }
             if full {
-                // Only trailing context is still wanted.
-                if self.mode == GrepMode::Lines
-                    && open_from < self.lines.len()
-                    && self
-                        .lines
-                        .last()
-                        .is_some_and(|m| m.after.len() < self.after)
+                // Only trailing context is still wanted, and one match
+                // more, which says the answer is cut.
+                if !self.more && re.is_match(stripped) {
+                    self.more = true;
+                }
+                if !self.more
+                    || self.mode == GrepMode::Lines
+                        && open_from < self.lines.len()
+                        && self
+                            .lines
+                            .last()
+                            .is_some_and(|m| m.after.len() < self.after)
                 {
                     continue;
                 }
@@ -658,7 +748,7 @@ pub(crate) fn grep(
     pattern: &str,
     opts: &GrepOptions,
     max_file_bytes: u64,
-) -> Result<GrepOutput, Error> {
+) -> Result<Found<GrepOutput>, Error> {
     let max = opts.checked_max()?;
     let pattern = Pattern::new(pattern, opts.case_insensitive)?;
     let include = opts.glob.as_deref().map(Include::new).transpose()?;
@@ -670,8 +760,10 @@ pub(crate) fn grep(
         lines: Vec::new(),
         files: Vec::new(),
         counts: Vec::new(),
+        more: false,
         content: Vec::new(),
     };
+    let (mut walk_cut, mut skipped) = (false, false);
     let mut searched = HashSet::new();
     // A single file may be named directly; the include glob and the ignore
     // files do not apply to it.
@@ -682,7 +774,7 @@ pub(crate) fn grep(
                 let mut v = Vec::new();
                 for root in roots_holding(roots, base)? {
                     let mut paths = Vec::new();
-                    walk(root, base, opts.gitignore, |p, k| {
+                    walk_cut |= walk(root, base, opts.gitignore, |p, k| {
                         if k == FileKind::File && include.as_ref().is_none_or(|i| i.admits(base, p))
                         {
                             paths.push(p.to_owned());
@@ -711,19 +803,27 @@ pub(crate) fn grep(
                 Err(_) => continue,
             };
             let Ok(meta) = file.metadata() else { continue };
-            if !meta.is_file() || meta.len() > max_file_bytes {
+            if !meta.is_file() {
+                continue;
+            }
+            if meta.len() > max_file_bytes {
+                skipped = true;
                 continue;
             }
             out.search(&pattern, &path, file, meta.len(), max_file_bytes, opts)?;
-            if out.full() {
+            if out.more {
                 break;
             }
         }
-        if out.full() {
+        if out.more {
             break;
         }
     }
-    Ok(out.finish())
+    let cut = cut_by(out.more, walk_cut, skipped);
+    Ok(Found {
+        results: out.finish(),
+        cut,
+    })
 }
 
 #[cfg(test)]

@@ -370,7 +370,9 @@ impl ToolSession {
                 let pattern = f.str("pattern")?;
                 let path = f.opt_str("path")?;
                 f.done()?;
-                out.insert("paths".into(), json!(sb.glob(&pattern, path.as_deref())?));
+                let found = sb.glob_found(&pattern, path.as_deref())?;
+                out.insert("paths".into(), json!(found.results));
+                put_cut(&mut out, found.cut);
             }
             "grep" => {
                 let pattern = f.str("pattern")?;
@@ -395,11 +397,9 @@ impl ToolSession {
                 {
                     return Err(bad("`before` and `after` apply to mode `lines` only"));
                 }
-                grep_answer(
-                    &mut out,
-                    sb.grep_with(&pattern, path.as_deref(), &opts)?,
-                    &opts,
-                );
+                let found = sb.grep_found(&pattern, path.as_deref(), &opts)?;
+                grep_answer(&mut out, found.results, &opts);
+                put_cut(&mut out, found.cut);
             }
             "exec" => {
                 let command = f.str("command")?;
@@ -697,6 +697,14 @@ fn grep_answer(
             out.insert("counts".into(), Value::Array(counts));
         }
     }
+}
+
+/// A search's `truncated` (whether the answer was cut) and `limit` (the
+/// cap that cut it, `max_results` or `walk_entries`; `null` when whole),
+/// as `exec` answers its own.
+fn put_cut(out: &mut Map<String, Value>, cut: Option<crate::search::Cut>) {
+    out.insert("truncated".into(), json!(cut.is_some()));
+    out.insert("limit".into(), json!(cut.map(|c| c.as_str())));
 }
 
 /// `key` as text, or `key_base64` when the bytes are not UTF-8.

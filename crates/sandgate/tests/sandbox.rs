@@ -2097,3 +2097,176 @@ fn audit_sees_calls_refused_after_close() {
     .map(|(op, p, c)| (op, p.to_owned(), c));
     assert_eq!(got, want);
 }
+
+/// One JSON-endpoint answer of a session over `sb`.
+fn endpoint(sb: Sandbox, requests: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    let session = sandgate::ToolSession::new(sb, serde_json::json!({}));
+    requests.iter().map(|r| session.handle_value(r)).collect()
+}
+
+/// A grep that stops at its `max_results` says so (`truncated`, and
+/// `limit: "max_results"`), in every mode; one whose matches are exactly
+/// `max_results` is whole and says that.
+#[test]
+fn a_grep_stopped_at_max_results_says_so() {
+    use serde_json::json;
+    let fx = Fx::new();
+    fx.put("in/a.txt", "hit\nhit\n")
+        .put("in/b.txt", "miss\nhit\n");
+    let answers = endpoint(
+        fx.builder().build().unwrap(),
+        &[
+            json!({"op": "grep", "pattern": "hit", "max_results": 2}),
+            json!({"op": "grep", "pattern": "hit", "max_results": 3}),
+            json!({"op": "grep", "pattern": "hit", "max_results": 1, "mode": "files"}),
+            json!({"op": "grep", "pattern": "hit", "max_results": 2, "mode": "files"}),
+            json!({"op": "grep", "pattern": "hit", "max_results": 1, "mode": "count"}),
+            json!({"op": "grep", "pattern": "hit", "max_results": 2, "after": 1}),
+        ],
+    );
+    let cut = |a: &serde_json::Value| (a["truncated"].clone(), a["limit"].clone());
+    let said = (json!(true), json!("max_results"));
+    let whole = (json!(false), serde_json::Value::Null);
+    assert_eq!(
+        answers[0]["matches"].as_array().unwrap().len(),
+        2,
+        "{}",
+        answers[0]
+    );
+    assert_eq!(
+        cut(&answers[0]),
+        said,
+        "a grep cut at 2 of 3 matches: {}",
+        answers[0]
+    );
+    assert_eq!(cut(&answers[1]), whole, "{}", answers[1]);
+    assert_eq!(answers[2]["files"], json!(["a.txt"]));
+    assert_eq!(cut(&answers[2]), said, "{}", answers[2]);
+    assert_eq!(cut(&answers[3]), whole, "{}", answers[3]);
+    assert_eq!(answers[4]["counts"], json!([{"path": "a.txt", "count": 2}]));
+    assert_eq!(cut(&answers[4]), said, "{}", answers[4]);
+    // Trailing context is still answered for the last match kept.
+    assert_eq!(
+        answers[5]["matches"][1]["after"],
+        json!([]),
+        "{}",
+        answers[5]
+    );
+    assert_eq!(cut(&answers[5]), said, "{}", answers[5]);
+}
+
+/// A glob over two roots holds at most `MAX_GLOB_RESULTS` paths, and one
+/// stopped there says so (`truncated`, `limit: "max_results"`); a glob of
+/// exactly that many is whole.
+#[test]
+fn a_glob_stopped_at_its_cap_holds_no_more_and_says_so() {
+    use sandgate::search::MAX_GLOB_RESULTS;
+    use serde_json::json;
+    let fx = Fx::new();
+    for i in 0..MAX_GLOB_RESULTS {
+        fx.put(&format!("in/d/f{i:04}.txt"), "");
+    }
+    fx.put("ws/d/z.txt", "");
+    let sb = fx.builder().build().unwrap();
+    // The second root's first entry matches: it must not be one more.
+    let found = sb.glob("*.txt", Some("d")).unwrap();
+    assert!(
+        found.len() <= MAX_GLOB_RESULTS,
+        "a glob over two roots answered {} paths, over its cap of {MAX_GLOB_RESULTS}",
+        found.len()
+    );
+    let answers = endpoint(
+        sb,
+        &[
+            json!({"op": "glob", "pattern": "*.txt", "path": "d"}),
+            json!({"op": "glob", "pattern": "f*.txt", "path": "d"}),
+        ],
+    );
+    assert_eq!(
+        answers[0]["paths"].as_array().unwrap().len(),
+        MAX_GLOB_RESULTS
+    );
+    assert_eq!(
+        (answers[0]["truncated"].clone(), answers[0]["limit"].clone()),
+        (json!(true), json!("max_results")),
+        "a glob cut at its cap"
+    );
+    assert_eq!(
+        answers[1]["paths"].as_array().unwrap().len(),
+        MAX_GLOB_RESULTS
+    );
+    assert_eq!(
+        answers[1]["truncated"],
+        json!(false),
+        "exactly the cap is whole"
+    );
+}
+
+/// A grep or glob whose walk stops at `MAX_WALK_ENTRIES` entries says so
+/// (`limit: "walk_entries"`): what lies past them was not searched.
+#[test]
+fn a_search_stopped_at_the_walk_cap_says_so() {
+    use sandgate::search::MAX_WALK_ENTRIES;
+    use serde_json::json;
+    let fx = Fx::new();
+    let many = fx.p("in/a");
+    fs::create_dir(&many).unwrap();
+    for i in 0..MAX_WALK_ENTRIES {
+        fs::File::create(many.join(format!("{i}"))).unwrap();
+    }
+    // Past the cap: `b` is never entered.
+    fx.put("in/b/needle.txt", "needle\n");
+    let answers = endpoint(
+        fx.builder().build().unwrap(),
+        &[
+            json!({"op": "grep", "pattern": "needle"}),
+            json!({"op": "glob", "pattern": "**/needle.txt"}),
+            json!({"op": "grep", "pattern": "needle", "path": "b"}),
+        ],
+    );
+    for a in &answers[..2] {
+        assert_eq!(
+            (a["truncated"].clone(), a["limit"].clone()),
+            (json!(true), json!("walk_entries")),
+            "a search whose walk stopped at {MAX_WALK_ENTRIES} entries: {a}"
+        );
+    }
+    assert_eq!(answers[2]["matches"][0]["path"], "b/needle.txt");
+    assert_eq!(answers[2]["truncated"], json!(false));
+}
+
+/// A grep that passed over a file larger than `max_read_bytes` says so
+/// (`limit: "max_read_bytes"`): a match in it is not in the answer.
+#[test]
+fn a_grep_that_skipped_a_file_over_the_read_cap_says_so() {
+    use serde_json::json;
+    let fx = Fx::new();
+    fx.put("in/small.txt", "needle\n")
+        .put("in/big.txt", &"needle\n".repeat(10));
+    let sb = {
+        let mut b = fx.builder();
+        b.max_read_bytes(20);
+        b.build().unwrap()
+    };
+    let answers = endpoint(
+        sb,
+        &[
+            json!({"op": "grep", "pattern": "needle"}),
+            json!({"op": "grep", "pattern": "needle", "path": "big.txt"}),
+            json!({"op": "grep", "pattern": "needle", "path": "small.txt"}),
+        ],
+    );
+    assert_eq!(
+        answers[0]["matches"][0]["path"], "small.txt",
+        "{}",
+        answers[0]
+    );
+    for a in &answers[..2] {
+        assert_eq!(
+            (a["truncated"].clone(), a["limit"].clone()),
+            (json!(true), json!("max_read_bytes")),
+            "a grep that did not search big.txt: {a}"
+        );
+    }
+    assert_eq!(answers[2]["truncated"], json!(false), "{}", answers[2]);
+}

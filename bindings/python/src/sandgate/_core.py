@@ -364,6 +364,25 @@ class Match:
     after: tuple[str, ...] = ()
 
 
+class Found(list):
+    """The answer of :meth:`Sandbox.glob` or :meth:`Sandbox.grep`: a list of
+    its results that also says whether it was cut. ``truncated`` is true
+    when it was; ``limit`` then names the cap: ``"max_results"`` (more
+    matched than the answer holds; an answer of exactly the cap is whole),
+    ``"walk_entries"`` (the walk stopped at its 200,000 entries, and what
+    lies past them was not searched) or ``"max_read_bytes"`` (grep passed
+    over a file larger than ``max_read_bytes`` without searching it);
+    ``None`` when whole."""
+
+    truncated: bool
+    limit: str | None
+
+    def __init__(self, items, limit: str | None = None):
+        super().__init__(items)
+        self.limit = limit
+        self.truncated = limit is not None
+
+
 @dataclass(frozen=True)
 class Count:
     """How many lines match in one file (``Sandbox.grep(mode="count")``)."""
@@ -981,10 +1000,16 @@ class Sandbox(_Handle):
             return False
         return True
 
-    def glob(self, pattern: str, path: str | None = None) -> list[str]:
+    def glob(self, pattern: str, path: str | None = None) -> Found:
+        """The paths matching ``pattern`` below ``path``, sorted by name, at
+        most 1,000; the answer's ``truncated`` and ``limit`` say whether it
+        was cut (:class:`Found`)."""
         pt = _name(pattern, "pattern")
         p = None if path is None else _name(path)
-        return json.loads(self._bytes(lib.sg_sandbox_glob, pt, len(pt), p, len(p) if p else 0))
+        raw = json.loads(
+            self._bytes(lib.sg_sandbox_glob_found, pt, len(pt), p, len(p) if p else 0)
+        )
+        return Found(raw["paths"], raw["limit"])
 
     def grep(
         self,
@@ -998,7 +1023,7 @@ class Sandbox(_Handle):
         after: int = 0,
         mode: str = "lines",
         gitignore: bool = False,
-    ) -> list[Match] | list[str] | list[Count]:
+    ) -> Found:
         """Searches files below ``path`` for the regular expression
         ``pattern``, answering at most ``max_results`` results (default 100,
         at most 1000).
@@ -1009,7 +1034,9 @@ class Sandbox(_Handle):
         back: ``"lines"`` a list of :class:`Match`, ``"files"`` the paths of
         files with a match, ``"count"`` a :class:`Count` per such file.
         ``gitignore`` skips what ``.gitignore``/``.ignore`` files inside the
-        root exclude. Symbolic links are never followed."""
+        root exclude. Symbolic links are never followed. The answer is a
+        :class:`Found`: its ``truncated`` and ``limit`` say whether it was
+        cut."""
         opts: dict = {}
         if max_results is not None:
             m = int(max_results)
@@ -1033,17 +1060,21 @@ class Sandbox(_Handle):
         pt = _name(pattern, "pattern")
         p = None if path is None else _name(path)
         o = json.dumps(opts).encode("utf-8")
-        raw = json.loads(
-            self._bytes(lib.sg_sandbox_grep_with, pt, len(pt), p, len(p) if p else 0, o, len(o))
+        answer = json.loads(
+            self._bytes(lib.sg_sandbox_grep_found, pt, len(pt), p, len(p) if p else 0, o, len(o))
         )
-        if mode == "files":
-            return list(raw)
-        if mode == "count":
-            return [Count(x["path"], x["count"]) for x in raw]
-        return [
-            Match(x["path"], x["line"], x["text"], tuple(x.get("before", ())), tuple(x.get("after", ())))
-            for x in raw
-        ]
+        limit = answer["limit"]
+        if "files" in answer:
+            return Found(answer["files"], limit)
+        if "counts" in answer:
+            return Found((Count(x["path"], x["count"]) for x in answer["counts"]), limit)
+        return Found(
+            (
+                Match(x["path"], x["line"], x["text"], tuple(x.get("before", ())), tuple(x.get("after", ())))
+                for x in answer["matches"]
+            ),
+            limit,
+        )
 
     # -- writes --
 
