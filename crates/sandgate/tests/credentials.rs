@@ -364,11 +364,22 @@ fn kept_alive_connections_inject_per_request_and_http2_falls_back_to_1_1() {
         "{}",
         text(&r)
     );
-    let connects =
+    // A connection is recorded as its relay ends, which can be just after
+    // curl has read the last of its data and exited: wait for the record.
+    let connects = || {
         f.ex.net_audit()
             .iter()
             .filter(|a| a.protocol == NetProtocol::Connect)
-            .count();
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while connects() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // curl has exited, so any second connection is closed too: its relay
+    // ends as promptly as the first one's did.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let connects = connects();
     assert_eq!(
         connects,
         1,
