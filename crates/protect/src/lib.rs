@@ -848,6 +848,19 @@ struct DirRec {
     protected: BTreeSet<Vec<u8>>,
 }
 
+/// A listed directory whose subdirectories the record's walk has still
+/// to take in.
+struct Pending {
+    rel: Vec<u8>,
+    /// Its device and inode, as listed.
+    id: (u64, u64),
+    /// Held open while few enough are ([`HELD_DIRS`]); otherwise it is
+    /// opened again by path when its subdirectories' turn comes.
+    fd: Option<OwnedFd>,
+    /// Its subdirectories' names, in listing order.
+    subdirs: Vec<Vec<u8>>,
+}
+
 /// The protected state of one root under one set of patterns.
 struct Record {
     /// When the record was last brought up to date (ns since the epoch).
@@ -1027,57 +1040,96 @@ impl Record {
     /// Adds the directory `rel` (open as `fd`) and everything beneath it,
     /// breadth first so that shallow files are copied first. Each
     /// directory is watched before it is listed.
+    ///
+    /// The queue holds, for each listed directory with subdirectories,
+    /// their names in listing order (so the walk's order is breadth first,
+    /// one directory at a time); each child is opened beneath its parent
+    /// when its turn comes. While fewer than [`HELD_DIRS`] queued parents
+    /// hold a descriptor, a parent keeps its own; the others are opened
+    /// again beneath the root, one component at a time, when their
+    /// children's turn comes (once for all of them), and used only if they
+    /// are still the directory that was listed. So the descriptors held do
+    /// not grow with the tree's width, and a directory is reopened by path
+    /// at most once however many subdirectories it has.
     fn walk_add(&mut self, ctx: &Ctx<'_>, watch: &mut WatchState, rel: Vec<u8>, fd: OwnedFd) {
-        let mut queue = std::collections::VecDeque::new();
-        queue.push_back((rel, Some(fd), None));
+        let Some(first) = self.add_dir(ctx, watch, rel, fd) else {
+            return;
+        };
+        let mut queue = std::collections::VecDeque::from([first]);
         let mut held = 1;
-        while let Some((rel, fd, id)) = queue.pop_front() {
-            let fd = match fd {
+        while let Some(mut parent) = queue.pop_front() {
+            let fd = match parent.fd.take() {
                 Some(fd) => {
                     held -= 1;
-                    fd
+                    Some(fd)
                 }
-                // Not held: opened again, and only if it is still the
-                // directory that was listed.
-                None => match open_dir(ctx.root, &rel) {
-                    Ok(fd) if rfs::fstat(&fd).is_ok_and(|s| Some((s.st_dev, s.st_ino)) == id) => fd,
-                    _ => continue,
-                },
+                None => open_dir(ctx.root, &parent.rel)
+                    .ok()
+                    .filter(|fd| rfs::fstat(fd).is_ok_and(|s| (s.st_dev, s.st_ino) == parent.id)),
             };
-            watch.watch(&fd, &rel);
-            let Ok(st) = rfs::fstat(&fd) else { continue };
-            let Ok(listing) = list(&fd) else { continue };
-            let mut rec = DirRec {
-                meta: Meta::of(&st),
-                subdirs: BTreeSet::new(),
-                protected: BTreeSet::new(),
-            };
-            for e in listing {
-                let child = join(&rel, &e.name);
-                if let Some(pattern) = ctx.protects(&child) {
-                    if self.record_entry(&fd, &e.name, child.clone(), pattern) {
-                        rec.protected.insert(e.name.clone());
+            for name in std::mem::take(&mut parent.subdirs) {
+                let sub = fd.as_ref().and_then(|fd| {
+                    rfs::openat(fd, OsStr::from_bytes(&name), DIR_FLAGS, Mode::empty()).ok()
+                });
+                let Some(sub) = sub else {
+                    // Not opened: not recorded as a subdirectory.
+                    if let Some(rec) = self.dirs.get_mut(&parent.rel) {
+                        rec.subdirs.remove(&name);
                     }
+                    continue;
+                };
+                let Some(mut child) = self.add_dir(ctx, watch, join(&parent.rel, &name), sub)
+                else {
+                    continue;
+                };
+                if held < HELD_DIRS {
+                    held += 1;
+                } else {
+                    child.fd = None;
                 }
-                if e.kind == FileType::Directory {
-                    if held < HELD_DIRS {
-                        if let Ok(sub) =
-                            rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
-                        {
-                            rec.subdirs.insert(e.name.clone());
-                            queue.push_back((child, Some(sub), None));
-                            held += 1;
-                        }
-                    } else if let Ok(st) =
-                        rfs::statat(&fd, OsStr::from_bytes(&e.name), AtFlags::SYMLINK_NOFOLLOW)
-                    {
-                        rec.subdirs.insert(e.name.clone());
-                        queue.push_back((child, None, Some((st.st_dev, st.st_ino))));
-                    }
+                queue.push_back(child);
+            }
+        }
+    }
+
+    /// Watches, lists and records the directory `rel` (open as `fd`) and
+    /// its protected entries. Answers its subdirectories, still to be
+    /// walked (`None` when it cannot be read or has none).
+    fn add_dir(
+        &mut self,
+        ctx: &Ctx<'_>,
+        watch: &mut WatchState,
+        rel: Vec<u8>,
+        fd: OwnedFd,
+    ) -> Option<Pending> {
+        watch.watch(&fd, &rel);
+        let st = rfs::fstat(&fd).ok()?;
+        let listing = list(&fd).ok()?;
+        let mut rec = DirRec {
+            meta: Meta::of(&st),
+            subdirs: BTreeSet::new(),
+            protected: BTreeSet::new(),
+        };
+        let mut subdirs = Vec::new();
+        for e in listing {
+            let child = join(&rel, &e.name);
+            if let Some(pattern) = ctx.protects(&child) {
+                if self.record_entry(&fd, &e.name, child, pattern) {
+                    rec.protected.insert(e.name.clone());
                 }
             }
-            self.dirs.insert(rel, rec);
+            if e.kind == FileType::Directory {
+                rec.subdirs.insert(e.name.clone());
+                subdirs.push(e.name);
+            }
         }
+        self.dirs.insert(rel.clone(), rec);
+        (!subdirs.is_empty()).then_some(Pending {
+            id: (st.st_dev, st.st_ino),
+            rel,
+            fd: Some(fd),
+            subdirs,
+        })
     }
 
     /// Records the protected entry `name` of `dir` as `rel`. False when it

@@ -661,7 +661,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 18 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 19 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -847,5 +847,63 @@ fn a_tree_wider_than_the_descriptor_limit_is_recorded_and_checked_whole() {
         left.is_empty(),
         "new entries left in n/e{left:?}: {changes:?}"
     );
+    assert_eq!(changes.len(), 400, "{changes:?}");
+}
+
+/// A tree wide at every level (200 directories, each holding a directory
+/// that holds a protected file; the process limited to 64 descriptors) is
+/// recorded whole: the record's walk holds only a few of the directories
+/// still to be walked open, and opens the others again by path, so every
+/// protected file is restored. Run in a child of its own, whose descriptor
+/// limit touches no other test.
+#[test]
+fn a_tree_of_many_directories_with_subdirectories_is_recorded_within_the_descriptor_limit() {
+    const CHILD: &str = "SANDGATE_TEST_FEW_DESCRIPTORS";
+    const NAME: &str =
+        "a_tree_of_many_directories_with_subdirectories_is_recorded_within_the_descriptor_limit";
+    if std::env::var_os(CHILD).is_none() {
+        let exe = std::env::current_exe().unwrap();
+        let out = Command::new(exe)
+            .args(["--exact", NAME, "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let hard = getrlimit(Resource::Nofile).maximum;
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(64),
+            maximum: hard,
+        },
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    for i in 0..200 {
+        fs::create_dir_all(root.join(format!("d{i}/s/t"))).unwrap();
+        fs::write(root.join(format!("d{i}/s/x.lock")), "v1\n").unwrap();
+        fs::write(root.join(format!("d{i}/s/t/y.lock")), "v1\n").unwrap();
+    }
+    let p = protector(&root, &["*.lock"]);
+    let cp = p.begin().unwrap();
+    for i in 0..200 {
+        fs::write(root.join(format!("d{i}/s/x.lock")), "v2\n").unwrap();
+        fs::write(root.join(format!("d{i}/s/t/y.lock")), "v2\n").unwrap();
+    }
+    let changes = cp.settle();
+    let kept: Vec<_> = (0..200)
+        .flat_map(|i| [format!("d{i}/s/x.lock"), format!("d{i}/s/t/y.lock")])
+        .filter(|f| fs::read(root.join(f)).unwrap() != b"v1\n")
+        .collect();
+    assert!(kept.is_empty(), "changes kept in {kept:?}: {changes:?}");
     assert_eq!(changes.len(), 400, "{changes:?}");
 }
