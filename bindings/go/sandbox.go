@@ -450,11 +450,7 @@ func (s *Sandbox) Rename(from, to string) error {
 func (s *Sandbox) Glob(pattern, path string) ([]string, error) {
 	b, err := s.bytesOp(func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status {
 		ps, pn := cstr(pattern)
-		var dir *C.char
-		var dn C.size_t
-		if path != "" {
-			dir, dn = cstr(path)
-		}
+		dir, dn := cstr(path) // nil for ""
 		return C.sg_sandbox_glob(p, ps, pn, dir, dn, out, e)
 	})
 	if err != nil {
@@ -485,11 +481,7 @@ type Cut struct {
 func (s *Sandbox) GlobFound(pattern, path string) ([]string, Cut, error) {
 	b, err := s.bytesOp(func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status {
 		ps, pn := cstr(pattern)
-		var dir *C.char
-		var dn C.size_t
-		if path != "" {
-			dir, dn = cstr(path)
-		}
+		dir, dn := cstr(path) // nil for ""
 		return C.sg_sandbox_glob_found(p, ps, pn, dir, dn, out, e)
 	})
 	if err != nil {
