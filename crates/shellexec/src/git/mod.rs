@@ -110,6 +110,11 @@
 //!   `pager.status=false`, `pager.diff=false`, `pager.log=false`,
 //!   `diff.external=`, `safe.bareRepository=explicit`,
 //!   `protocol.allow=never`, `core.attributesFile=/dev/null`,
+//!   `core.excludesFile=/dev/null`, `diff.orderFile=/dev/null`,
+//!   `mailmap.file=/dev/null` (files named by the repository config,
+//!   which would show what a host file holds through the answer: a
+//!   mailmap's names, the ignored files, the order of a diff; the
+//!   in-tree `.mailmap` and `.gitignore` still apply),
 //!   `log.showSignature=false`, `gpg.program=/bin/false`,
 //!   `gpg.ssh.program=/bin/false`, `gpg.x509.program=/bin/false`,
 //!   `credential.helper=`, `core.askPass=`, `diff.submodule=short`,
@@ -193,10 +198,10 @@
 //!   `sequence.editor`, `interactive.diffFilter`, `uploadpack.*`,
 //!   `core.alternateRefsCommand`, `core.sshCommand`) are not overridden:
 //!   status, diff and log with the admitted flags do not consult them.
-//! - Keys that make git *read* another file on the host (`diff.orderFile`,
-//!   `mailmap.file`, `core.excludesFile`, `objects/info/alternates`) are not
-//!   overridden: they run nothing, but the repository's `.git/` must be
-//!   trusted (the launcher's clone, read-only to the agent).
+//! - Of the config keys that make git *read* another file on the host,
+//!   those status, diff and log consult are overridden (above); the
+//!   repository's `.git/` must still be trusted (the launcher's clone,
+//!   read-only to the agent), since the vetting and git read it apart.
 //! - The vetting and git's own read of the config are two reads: a command
 //!   that can write `.git/` (a shell exec granted the write root) can
 //!   rewrite the config between them, and a `.git` planted at the root

@@ -79,6 +79,15 @@ pub const CONFIG_OVERRIDES: &[&str] = &[
     "safe.bareRepository=explicit",
     "protocol.allow=never",
     "core.attributesFile=/dev/null",
+    // Files git would read besides the repository and the tree, named by
+    // the repository config: a mailmap's names (`%aN`, `log`'s author
+    // lines), ignore patterns (`status --ignored`) and a diff order would
+    // each show what a host file holds, and a FIFO there would hold git
+    // until the timeout. The in-tree `.mailmap` and `.gitignore` still
+    // apply (git opens those without following links).
+    "core.excludesFile=/dev/null",
+    "diff.orderFile=/dev/null",
+    "mailmap.file=/dev/null",
     "log.showSignature=false",
     "gpg.program=/bin/false",
     "gpg.ssh.program=/bin/false",
