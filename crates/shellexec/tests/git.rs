@@ -632,6 +632,37 @@ fn files_the_repository_config_names_are_never_read() {
     );
 }
 
+/// git quotes a file name holding a control character, the C1 ones
+/// included (U+009B is a one-character CSI, `\u{9b}2J` clears some
+/// terminals), whatever the repository's `core.quotePath` says: with
+/// `false` there, git printed every non-ASCII byte as it is.
+#[test]
+fn file_names_are_quoted_whatever_the_repository_says() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    f.config("core.quotePath", "false");
+    let name = "n\u{9b}2Jx";
+    fs::write(f.root.join(name), "x\n").unwrap();
+    fs::write(f.root.join("m\u{9b}2Jy"), "y\n").unwrap();
+    raw_git(&f.root, &["add", "--", name]);
+    f.clear_sentinels();
+    for request in [
+        "git status --short",
+        "git status --porcelain=v2",
+        "git diff --cached --stat",
+        "git diff --cached --name-status",
+    ] {
+        let out = f.run_clean(request);
+        assert!(
+            !out.contains('\u{9b}'),
+            "{request} printed a C1 control character raw: {out:?}"
+        );
+        assert!(out.contains("\"n\\302\\2332Jx\""), "{request}: {out:?}");
+    }
+}
+
 /// A root that is a subdirectory of an enclosing repository (no .git of its
 /// own): git stops at the root and does not read the enclosing repository.
 #[test]

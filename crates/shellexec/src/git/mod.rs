@@ -123,6 +123,9 @@
 //!   `color.ui=never`, `color.diff=never`, `color.status=never`,
 //!   `color.advice=never` (the repository cannot colour the answer: no
 //!   escape sequence of git's own, `--format`'s `%C(…)` included),
+//!   `core.quotePath=true` (git quotes a file name with a control
+//!   character, C1 ones such as U+009B included, whatever the repository
+//!   says),
 //!   `format.pretty=medium` (a `format.pretty` in the repository would be
 //!   `git log`'s default format, with the `%(…)` and `%G` atoms the
 //!   schema refuses in `--format`), and for
@@ -212,8 +215,8 @@
 //!   reaches the caller.
 //! - The answer is git's output, not escaped: terminal escape sequences
 //!   in commit messages, names or file content reach the caller as they
-//!   are (git quotes control characters in file names, except under
-//!   `-z`). Only git's own colour is switched off.
+//!   are (git quotes control characters in file names, C1 ones included,
+//!   except under `-z`). Only git's own colour is switched off.
 //! - `safe.directory` still applies: a root owned by another user is
 //!   refused by git itself.
 

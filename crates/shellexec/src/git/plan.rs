@@ -106,6 +106,10 @@ pub const CONFIG_OVERRIDES: &[&str] = &[
     "color.diff=never",
     "color.status=never",
     "color.advice=never",
+    // git quotes a file name holding a control character; with the
+    // repository's `core.quotePath=false` it left every byte above 0x7f
+    // as it is, C1 controls among them (U+009B is a one-character CSI).
+    "core.quotePath=true",
     // git log's default format is git's own: a `format.pretty` in the
     // repository would bring back what the schema refuses in `--format`
     // (`%(describe)`, which starts `git describe` for every commit, and
