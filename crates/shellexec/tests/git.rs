@@ -663,6 +663,55 @@ fn file_names_are_quoted_whatever_the_repository_says() {
     }
 }
 
+/// `objects/info/alternates` names object directories that git reads as
+/// its own: one outside the root made `git log -p <id>` print a commit of
+/// another repository on the host (and under git's ruleset, one in the
+/// system directories, such as an `/etc/.git`). A repository that
+/// borrows objects is refused, naming the file; one whose alternates file
+/// holds only comments is not.
+#[test]
+fn borrowed_objects_are_refused() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let other = f.root.parent().unwrap().join("other");
+    fs::create_dir(&other).unwrap();
+    raw_git(&other, &["init", "-q", "."]);
+    fs::write(other.join("s"), "TOP SECRET\n").unwrap();
+    raw_git(&other, &["add", "."]);
+    raw_git(&other, &["commit", "-q", "-m", "elsewhere"]);
+    let id = raw_git(&other, &["rev-parse", "HEAD"]).stdout;
+    let id = String::from_utf8(id).unwrap().trim().to_string();
+    let alternates = f.root.join(".git/objects/info/alternates");
+    fs::create_dir_all(alternates.parent().unwrap()).unwrap();
+    let request = format!("git log -p -n 1 {id}");
+    for line in [
+        other.join(".git/objects").display().to_string(),
+        "../../../other/.git/objects".to_string(),
+    ] {
+        fs::write(&alternates, format!("# borrowed\n{line}\n")).unwrap();
+        match plan(&split_words(&request).unwrap(), &ALL, &f.root) {
+            Ok(inv) => {
+                let out = exec_unconfined(&inv);
+                panic!(
+                    "borrowed objects were admitted ({line}): exit {}, {:?}",
+                    out.exit_code,
+                    String::from_utf8_lossy(&out.stdout)
+                );
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), GitErrorKind::Repository, "{e}");
+                assert!(e.message().contains("objects/info/alternates"), "{e}");
+                assert!(!e.message().contains(&*other.to_string_lossy()), "{e}");
+            }
+        }
+    }
+    fs::write(&alternates, "# nothing borrowed\n\n").unwrap();
+    let out = f.run_clean("git log --oneline -n 1");
+    assert!(out.contains("third"), "{out}");
+}
+
 /// A root that is a subdirectory of an enclosing repository (no .git of its
 /// own): git stops at the root and does not read the enclosing repository.
 #[test]

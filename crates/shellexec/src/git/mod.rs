@@ -181,6 +181,10 @@
 //!   `info/attributes` or `rebase-merge/done` are echoed in its messages
 //!   when they do not parse, so a link to a host file would show it. More
 //!   than 10,000 entries to look at are refused too;
+//! - an `objects/info/alternates` that names a directory (a shared or
+//!   referenced clone): git reads the objects there as its own, wherever
+//!   they are, and `git log -p <id>` prints a commit of another
+//!   repository on the host;
 //! - a `.git` that is a symbolic link or a `gitdir:` file (the indirection
 //!   can name any repository on the host, and only `<root>/.git` itself is
 //!   vetted), or a `.git/commondir` (a linked worktree's repository lives
