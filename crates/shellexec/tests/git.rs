@@ -557,6 +557,161 @@ fn core_worktree_is_overridden() {
     assert!(!out.contains("passwd") && !out.contains(" D "), "{out}");
 }
 
+/// Config keys that make git read another file are overridden
+/// (`mailmap.file`, `core.excludesFile`, `diff.orderFile`): a repository
+/// config naming a file outside the root never shapes the answer (the
+/// mailmap's names, the ignore patterns and the order would each show what
+/// that file holds), and one naming a FIFO never holds git until the
+/// timeout. The in-tree `.mailmap` and `.gitignore` still apply.
+#[test]
+fn files_the_repository_config_names_are_never_read() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let outside = f.root.parent().unwrap().join("outside");
+    fs::create_dir(&outside).unwrap();
+    fs::write(
+        outside.join("mailmap"),
+        "Secret Name <fixture@example.invalid>\n",
+    )
+    .unwrap();
+    fs::write(outside.join("ignore"), "untracked.txt\n").unwrap();
+    fs::write(outside.join("order"), "notes.txt\n*\n").unwrap();
+    let p = |name: &str| outside.join(name).display().to_string();
+    f.config("mailmap.file", &p("mailmap"));
+    f.config("core.excludesFile", &p("ignore"));
+    f.config("diff.orderFile", &p("order"));
+    let out = f.run_clean("git log -n 1 --format=%aN");
+    assert_eq!(out, "Fixture\n", "mailmap.file was read");
+    let out = f.run_clean("git status --short --ignored");
+    assert!(
+        out.contains("?? untracked.txt"),
+        "core.excludesFile was read: {out}"
+    );
+    let out = f.run_clean("git diff --name-only");
+    assert_eq!(
+        out, "a.rs\nblob.bin\ndata.dat\nnotes.txt\n",
+        "diff.orderFile was read"
+    );
+
+    // What the tree itself holds still counts.
+    fs::write(
+        f.root.join(".mailmap"),
+        "Tree Name <fixture@example.invalid>\n",
+    )
+    .unwrap();
+    fs::write(f.root.join(".gitignore"), "untracked.txt\n").unwrap();
+    assert_eq!(f.run_clean("git log -n 1 --format=%aN"), "Tree Name\n");
+    let out = f.run_clean("git status --short --ignored");
+    assert!(out.contains("!! untracked.txt"), "{out}");
+
+    // A FIFO in the root (which git's ruleset may read) as the order file.
+    let fifo = f.root.join("order.fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    f.config("diff.orderFile", &fifo.display().to_string());
+    let inv = plan(&split_words("git diff --name-only").unwrap(), &ALL, &f.root).unwrap();
+    let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+    let ex = LocalShellExecutor::new(ExecConfig::default());
+    ex.start().unwrap();
+    let opts = ExecOptions {
+        cwd: Some(fs::File::open(&inv.cwd).unwrap().into()),
+        timeout: Some(std::time::Duration::from_secs(5)),
+        ..ExecOptions::default()
+    };
+    let out = ex
+        .exec_program(&inv.program, &inv.args, &inv.env, &prepared, opts)
+        .unwrap();
+    assert_eq!(
+        (out.exit_code, out.limit),
+        (0, None),
+        "a FIFO as diff.orderFile held git: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// git quotes a file name holding a control character, the C1 ones
+/// included (U+009B is a one-character CSI, `\u{9b}2J` clears some
+/// terminals), whatever the repository's `core.quotePath` says: with
+/// `false` there, git printed every non-ASCII byte as it is.
+#[test]
+fn file_names_are_quoted_whatever_the_repository_says() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    f.config("core.quotePath", "false");
+    let name = "n\u{9b}2Jx";
+    fs::write(f.root.join(name), "x\n").unwrap();
+    fs::write(f.root.join("m\u{9b}2Jy"), "y\n").unwrap();
+    raw_git(&f.root, &["add", "--", name]);
+    f.clear_sentinels();
+    for request in [
+        "git status --short",
+        "git status --porcelain=v2",
+        "git diff --cached --stat",
+        "git diff --cached --name-status",
+    ] {
+        let out = f.run_clean(request);
+        assert!(
+            !out.contains('\u{9b}'),
+            "{request} printed a C1 control character raw: {out:?}"
+        );
+        assert!(out.contains("\"n\\302\\2332Jx\""), "{request}: {out:?}");
+    }
+}
+
+/// `objects/info/alternates` names object directories that git reads as
+/// its own: one outside the root made `git log -p <id>` print a commit of
+/// another repository on the host (and under git's ruleset, one in the
+/// system directories, such as an `/etc/.git`). A repository that
+/// borrows objects is refused, naming the file; one whose alternates file
+/// holds only comments is not.
+#[test]
+fn borrowed_objects_are_refused() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let other = f.root.parent().unwrap().join("other");
+    fs::create_dir(&other).unwrap();
+    raw_git(&other, &["init", "-q", "."]);
+    fs::write(other.join("s"), "TOP SECRET\n").unwrap();
+    raw_git(&other, &["add", "."]);
+    raw_git(&other, &["commit", "-q", "-m", "elsewhere"]);
+    let id = raw_git(&other, &["rev-parse", "HEAD"]).stdout;
+    let id = String::from_utf8(id).unwrap().trim().to_string();
+    let alternates = f.root.join(".git/objects/info/alternates");
+    fs::create_dir_all(alternates.parent().unwrap()).unwrap();
+    let request = format!("git log -p -n 1 {id}");
+    for line in [
+        other.join(".git/objects").display().to_string(),
+        "../../../other/.git/objects".to_string(),
+    ] {
+        fs::write(&alternates, format!("# borrowed\n{line}\n")).unwrap();
+        match plan(&split_words(&request).unwrap(), &ALL, &f.root) {
+            Ok(inv) => {
+                let out = exec_unconfined(&inv);
+                panic!(
+                    "borrowed objects were admitted ({line}): exit {}, {:?}",
+                    out.exit_code,
+                    String::from_utf8_lossy(&out.stdout)
+                );
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), GitErrorKind::Repository, "{e}");
+                assert!(e.message().contains("objects/info/alternates"), "{e}");
+                assert!(!e.message().contains(&*other.to_string_lossy()), "{e}");
+            }
+        }
+    }
+    fs::write(&alternates, "# nothing borrowed\n\n").unwrap();
+    let out = f.run_clean("git log --oneline -n 1");
+    assert!(out.contains("third"), "{out}");
+}
+
 /// A root that is a subdirectory of an enclosing repository (no .git of its
 /// own): git stops at the root and does not read the enclosing repository.
 #[test]

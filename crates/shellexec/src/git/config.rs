@@ -340,6 +340,7 @@ pub(super) fn inspect_repository(root: &Path) -> Result<Option<RepoConfig>, GitE
         }
     }
     refuse_links(&dot_git)?;
+    refuse_alternates(&dot_git)?;
     let mut config = RepoConfig::default();
     let mut sha256 = false;
     for name in ["config", "config.worktree"] {
@@ -355,6 +356,29 @@ pub(super) fn inspect_repository(root: &Path) -> Result<Option<RepoConfig>, GitE
         super::index::vet_index(&bytes, if sha256 { 32 } else { 20 })?;
     }
     Ok(Some(config))
+}
+
+/// Refuses a repository that borrows objects: `objects/info/alternates`
+/// names object directories git reads as its own, anywhere on the host
+/// (relative ones from `objects`), and each may name more in turn. A
+/// commit there is one `git log -p <id>` away, so the repository is not
+/// vetted by looking at `<root>/.git` alone. Blank lines and `#` comments,
+/// which git skips, are admitted.
+fn refuse_alternates(dot_git: &Path) -> Result<(), GitError> {
+    let Some(bytes) = read_git_file(dot_git, "objects/info/alternates", MAX_CONFIG_BYTES)? else {
+        return Ok(());
+    };
+    if bytes
+        .split(|&b| b == b'\n')
+        .any(|line| !line.is_empty() && line[0] != b'#')
+    {
+        return Err(GitError::repository(
+            "confined git refuses the repository: .git/objects/info/alternates borrows objects \
+             from other directories (a shared or referenced clone), which are not vetted and \
+             may lie outside the root",
+        ));
+    }
+    Ok(())
 }
 
 /// What [`refuse_links`] passes over in `.git`: never read by status, diff

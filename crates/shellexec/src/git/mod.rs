@@ -110,6 +110,11 @@
 //!   `pager.status=false`, `pager.diff=false`, `pager.log=false`,
 //!   `diff.external=`, `safe.bareRepository=explicit`,
 //!   `protocol.allow=never`, `core.attributesFile=/dev/null`,
+//!   `core.excludesFile=/dev/null`, `diff.orderFile=/dev/null`,
+//!   `mailmap.file=/dev/null` (files named by the repository config,
+//!   which would show what a host file holds through the answer: a
+//!   mailmap's names, the ignored files, the order of a diff; the
+//!   in-tree `.mailmap` and `.gitignore` still apply),
 //!   `log.showSignature=false`, `gpg.program=/bin/false`,
 //!   `gpg.ssh.program=/bin/false`, `gpg.x509.program=/bin/false`,
 //!   `credential.helper=`, `core.askPass=`, `diff.submodule=short`,
@@ -118,6 +123,9 @@
 //!   `color.ui=never`, `color.diff=never`, `color.status=never`,
 //!   `color.advice=never` (the repository cannot colour the answer: no
 //!   escape sequence of git's own, `--format`'s `%C(…)` included),
+//!   `core.quotePath=true` (git quotes a file name with a control
+//!   character, C1 ones such as U+009B included, whatever the repository
+//!   says),
 //!   `format.pretty=medium` (a `format.pretty` in the repository would be
 //!   `git log`'s default format, with the `%(…)` and `%G` atoms the
 //!   schema refuses in `--format`), and for
@@ -173,6 +181,10 @@
 //!   `info/attributes` or `rebase-merge/done` are echoed in its messages
 //!   when they do not parse, so a link to a host file would show it. More
 //!   than 10,000 entries to look at are refused too;
+//! - an `objects/info/alternates` that names a directory (a shared or
+//!   referenced clone): git reads the objects there as its own, wherever
+//!   they are, and `git log -p <id>` prints a commit of another
+//!   repository on the host;
 //! - a `.git` that is a symbolic link or a `gitdir:` file (the indirection
 //!   can name any repository on the host, and only `<root>/.git` itself is
 //!   vetted), or a `.git/commondir` (a linked worktree's repository lives
@@ -193,10 +205,10 @@
 //!   `sequence.editor`, `interactive.diffFilter`, `uploadpack.*`,
 //!   `core.alternateRefsCommand`, `core.sshCommand`) are not overridden:
 //!   status, diff and log with the admitted flags do not consult them.
-//! - Keys that make git *read* another file on the host (`diff.orderFile`,
-//!   `mailmap.file`, `core.excludesFile`, `objects/info/alternates`) are not
-//!   overridden: they run nothing, but the repository's `.git/` must be
-//!   trusted (the launcher's clone, read-only to the agent).
+//! - Of the config keys that make git *read* another file on the host,
+//!   those status, diff and log consult are overridden (above); the
+//!   repository's `.git/` must still be trusted (the launcher's clone,
+//!   read-only to the agent), since the vetting and git read it apart.
 //! - The vetting and git's own read of the config are two reads: a command
 //!   that can write `.git/` (a shell exec granted the write root) can
 //!   rewrite the config between them, and a `.git` planted at the root
@@ -207,8 +219,8 @@
 //!   reaches the caller.
 //! - The answer is git's output, not escaped: terminal escape sequences
 //!   in commit messages, names or file content reach the caller as they
-//!   are (git quotes control characters in file names, except under
-//!   `-z`). Only git's own colour is switched off.
+//!   are (git quotes control characters in file names, C1 ones included,
+//!   except under `-z`). Only git's own colour is switched off.
 //! - `safe.directory` still applies: a root owned by another user is
 //!   refused by git itself.
 

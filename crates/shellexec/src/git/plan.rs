@@ -79,6 +79,15 @@ pub const CONFIG_OVERRIDES: &[&str] = &[
     "safe.bareRepository=explicit",
     "protocol.allow=never",
     "core.attributesFile=/dev/null",
+    // Files git would read besides the repository and the tree, named by
+    // the repository config: a mailmap's names (`%aN`, `log`'s author
+    // lines), ignore patterns (`status --ignored`) and a diff order would
+    // each show what a host file holds, and a FIFO there would hold git
+    // until the timeout. The in-tree `.mailmap` and `.gitignore` still
+    // apply (git opens those without following links).
+    "core.excludesFile=/dev/null",
+    "diff.orderFile=/dev/null",
+    "mailmap.file=/dev/null",
     "log.showSignature=false",
     "gpg.program=/bin/false",
     "gpg.ssh.program=/bin/false",
@@ -97,6 +106,10 @@ pub const CONFIG_OVERRIDES: &[&str] = &[
     "color.diff=never",
     "color.status=never",
     "color.advice=never",
+    // git quotes a file name holding a control character; with the
+    // repository's `core.quotePath=false` it left every byte above 0x7f
+    // as it is, C1 controls among them (U+009B is a one-character CSI).
+    "core.quotePath=true",
     // git log's default format is git's own: a `format.pretty` in the
     // repository would bring back what the schema refuses in `--format`
     // (`%(describe)`, which starts `git describe` for every commit, and
