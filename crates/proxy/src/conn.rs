@@ -612,16 +612,9 @@ impl Head {
     /// turn names into `HTTP_…` keys (Puma before CVE-2024-45614's fix,
     /// WSGI and CGI servers that keep underscored names).
     fn has_cgi_header(&self, name: &str) -> bool {
-        let key = |b: u8| {
-            if b == b'_' {
-                b'-'
-            } else {
-                b.to_ascii_lowercase()
-            }
-        };
-        self.headers.iter().any(|(n, _)| {
-            n.len() == name.len() && n.bytes().zip(name.bytes()).all(|(a, b)| key(a) == key(b))
-        })
+        self.headers
+            .iter()
+            .any(|(n, _)| crate::intercept::cgi_same(n, name))
     }
 
     fn has_token(&self, name: &str, token: &str) -> bool {

@@ -481,6 +481,42 @@ fn outside_the_credential_s_paths_the_header_is_stripped() {
     assert_eq!(v, [Verdict::Stripped, Verdict::Stripped, Verdict::Injected]);
 }
 
+/// The command's own header in the spelling a CGI-style server (WSGI,
+/// CGI, Puma before CVE-2024-45614's fix) reads as the credential's
+/// header, `_` for `-` (`X_Api_Key` is `HTTP_X_API_KEY` like
+/// `X-Api-Key`), is removed as the header itself is: outside the
+/// credential's paths it would be the header the server takes, and on an
+/// injected request it would stand beside the real one.
+#[test]
+fn a_credential_header_spelled_with_underscores_is_removed_too() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let mut api_key = injection(port, &["GET"], &["/repos/org"]);
+    api_key.header = "X-Api-Key".into();
+    api_key.value = Secret::new(SECRET.as_bytes().to_vec()).unwrap();
+    let s = setup(&pem, vec![api_key], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    for req in [
+        "GET /other HTTP/1.1\r\nHost: localhost\r\nX_Api_Key: forged-by-the-command\r\n\r\n",
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\nx_api_key: forged-by-the-command\r\nX-API_KEY: forged-by-the-command\r\n\r\n",
+    ] {
+        let (head, _) = request(&mut tls, req);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    }
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 2);
+    for head in &heads {
+        assert!(
+            !head.contains("forged-by-the-command"),
+            "the command's own credential header reached the upstream: {head}"
+        );
+    }
+    assert!(heads[1].contains(SECRET), "{}", heads[1]);
+    let v: Vec<Verdict> = s.proxy.requests().iter().map(|r| r.verdict).collect();
+    assert_eq!(v, [Verdict::Stripped, Verdict::Injected]);
+}
+
 /// A proxy injecting the credential on every request to `port`, whose
 /// rules allow GET under `/repos/org/` and deny `/repos/org/secret`.
 fn org_but_secret(port: u16, pem: &str) -> Setup {
