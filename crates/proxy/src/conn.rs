@@ -1439,6 +1439,7 @@ fn forward_one<S: Read + Write>(
                 buf: std::mem::take(buf),
                 who: "the client",
                 idle,
+                trailers: false,
             };
             let sent = src.relay(Body::Chunked, utls, "the client");
             *buf = src.buf;
@@ -1550,6 +1551,7 @@ fn forward_one<S: Read + Write>(
         buf: rbuf,
         who: name,
         idle,
+        trailers: true,
     };
     r.bytes_down += src.relay(framing, tls, name)?;
     let framed = framing != Body::UntilEof;
@@ -1670,6 +1672,13 @@ struct Src<'a, R> {
     buf: Vec<u8>,
     who: &'a str,
     idle: Duration,
+    /// Whether a chunked body may end with trailer fields. A request's
+    /// may not: they are header fields that some servers merge into the
+    /// head (Apache's `MergeTrailers`, on by default before 2.4.11,
+    /// CVE-2013-5704; Tomcat's `allowedTrailerHeaders`), where the proxy
+    /// never judged them (a credential's header it removes, a method
+    /// override it refuses).
+    trailers: bool,
 }
 
 impl<R: Read> Src<'_, R> {
@@ -1732,6 +1741,13 @@ impl<R: Read> Src<'_, R> {
                         if l == b"\r\n" {
                             put(out, &l)?;
                             break;
+                        }
+                        if !self.trailers {
+                            return Err(BodyError::Framing(format!(
+                                "{name} sent a trailer field, which is refused on an \
+                                 intercepted host: a server may merge it into the request's \
+                                 headers, which the proxy judged without it"
+                            )));
                         }
                         let field = std::str::from_utf8(&l[..l.len() - 2])
                             .ok()

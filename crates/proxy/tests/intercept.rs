@@ -986,6 +986,60 @@ fn a_chunked_body_framed_two_ways_never_reaches_the_upstream() {
     }
 }
 
+/// Trailer fields of a chunked request are header fields a server may
+/// merge into the head (Apache's `MergeTrailers`, on by default before
+/// 2.4.11: CVE-2013-5704; Tomcat's `allowedTrailerHeaders`), where the
+/// proxy never judged them: a forged credential header the proxy removes
+/// from the head, a method override it refuses there. They are refused
+/// (400) before any reaches the upstream; a chunked body without them
+/// still goes through.
+#[test]
+fn trailer_fields_cannot_carry_what_the_head_may_not() {
+    let (pem, cfg) = test_ca();
+    let up = raw_upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["GET", "POST"], &["/repos/org/"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &["GET"], &[])], rules);
+    for trailer in [
+        "Authorization: Bearer forged-by-the-command",
+        "X-HTTP-Method-Override: DELETE",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        tls.sock
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let (head, body) = request(
+            &mut tls,
+            &format!(
+                "POST /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\
+                 Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n{trailer}\r\n\r\n"
+            ),
+        );
+        drop(tls);
+        std::thread::sleep(Duration::from_millis(100));
+        let got = String::from_utf8_lossy(&up.got.lock().unwrap()).into_owned();
+        let name = trailer.split(':').next().unwrap();
+        assert!(
+            !got.contains(name),
+            "a trailer field the proxy never judged reached the upstream: {got:?}"
+        );
+        assert!(head.starts_with("HTTP/1.1 400"), "{head:?}");
+        assert!(body.contains("trailer"), "{body:?}");
+    }
+    // Without trailer fields the chunked body goes through.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "POST /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\
+         Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head:?}");
+}
+
 /// `Content-Length` is digits only (RFC 9112): a sign was read by the
 /// proxy as a length and forwarded as it came, where a server that
 /// refuses the value, or takes it as no length at all, reads the body as
