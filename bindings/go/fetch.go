@@ -75,9 +75,11 @@ type FetchOptions struct {
 	// Header holds the request headers. Names are canonicalized (as
 	// net/http does) and several values of one name are sent as one field
 	// joined with ", ". Host, Content-Length, Transfer-Encoding and
-	// Connection belong to the client and are refused (E_REQUEST);
-	// Authorization, Cookie and Proxy-Authorization are dropped when a
-	// redirect changes origin.
+	// Connection belong to the client and are refused (E_REQUEST); when a
+	// redirect changes origin, every header but Accept, Accept-Encoding,
+	// Accept-Language, Cache-Control, Content-Language, Content-Type,
+	// Pragma and User-Agent is dropped (a credential can ride in any
+	// header).
 	Header http.Header
 	// Body is the request body; nil sends none.
 	Body []byte

@@ -43,10 +43,14 @@
 //! 5. The client follows no redirect and uses no proxy. A 301/302/303/307/
 //!    308 with a `Location` is resolved against the current URL (as RFC
 //!    3986 resolves a reference, dot segments removed) and the new
-//!    target goes through steps 1–4 as a redirect hop. `Authorization`,
-//!    `Cookie` and `Proxy-Authorization` are dropped when a hop changes
-//!    origin (scheme, host or port), and 303 (and 301/302 after a POST)
-//!    turn the request into a GET without a body.
+//!    target goes through steps 1–4 as a redirect hop. When a hop changes
+//!    origin (scheme, host or port) it keeps only the caller's headers that
+//!    describe the request ([`CROSS_ORIGIN_KEPT`]: `Accept`, `User-Agent`
+//!    and the like): a credential can ride in any header (`X-Api-Key`,
+//!    `PRIVATE-TOKEN`, …), not only `Authorization` and `Cookie`, and one
+//!    meant for the first host must never reach another granted one. 303
+//!    (and 301/302 after a POST) turn the request into a GET without a
+//!    body.
 //! 6. The final response's body is read while streaming, up to
 //!    `max_bytes`; one byte more marks it truncated and the connection is
 //!    dropped. One deadline covers resolution, connection, TLS, every hop
@@ -111,8 +115,20 @@ pub const PROXY_VARIABLES: &[&str] = &[
     "all_proxy",
 ];
 
-/// Request headers dropped when a redirect changes origin.
-pub const CROSS_ORIGIN_STRIPPED: &[&str] = &["authorization", "cookie", "proxy-authorization"];
+/// The only caller headers a redirect that changes origin keeps: they
+/// describe the request, and none carries a credential. Every other one
+/// (`Authorization`, `Cookie`, `X-Api-Key`, …) is dropped, since which
+/// names hold secrets cannot be known.
+pub const CROSS_ORIGIN_KEPT: &[&str] = &[
+    "accept",
+    "accept-encoding",
+    "accept-language",
+    "cache-control",
+    "content-language",
+    "content-type",
+    "pragma",
+    "user-agent",
+];
 
 /// Request headers a caller may not set: the client owns framing and the
 /// connection, and `Host` must be the host that was authorized.
@@ -801,9 +817,10 @@ fn redirect_request(
     }
 }
 
-/// Drops the credentials a cross-origin hop must not carry.
+/// Drops every header a cross-origin hop must not carry: all but
+/// [`CROSS_ORIGIN_KEPT`].
 fn strip_credentials(headers: &mut Vec<(String, String)>) {
-    headers.retain(|(k, _)| !CROSS_ORIGIN_STRIPPED.contains(&k.as_str()));
+    headers.retain(|(k, _)| CROSS_ORIGIN_KEPT.contains(&k.as_str()));
 }
 
 /// What a hop to `next` sends after `from`: the headers, credentials
@@ -925,6 +942,8 @@ mod tests {
             ("Cookie".into(), "a=b".into()),
             ("Proxy-Authorization".into(), "Basic x".into()),
             ("X-Keep".into(), "1".into()),
+            ("X-Api-Key".into(), "k".into()),
+            ("Accept".into(), "*/*".into()),
         ])
         .unwrap()
     }
@@ -955,7 +974,7 @@ mod tests {
             let next = from.join(next).unwrap();
             assert_eq!(
                 headers_for_hop(&from, &next, creds()),
-                vec![("x-keep".to_owned(), "1".to_owned())],
+                vec![("accept".to_owned(), "*/*".to_owned())],
                 "{next}"
             );
         }

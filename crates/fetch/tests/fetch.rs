@@ -415,6 +415,76 @@ fn redirect_reports_every_hop_when_it_succeeds_and_caps_the_count() {
     assert_eq!(e.hops().len(), 1);
 }
 
+/// An address of this machine outside loopback that restricted mode
+/// admits: the source address of the route towards a public address (a
+/// UDP `connect` sends nothing). `None` when there is no such route.
+fn local_public_v4() -> Option<IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9")
+        .or_else(|_| s.connect("8.8.8.8:53"))
+        .ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (sandgate_netguard::classify(ip) == sandgate_netguard::AddrClass::Public).then_some(ip)
+}
+
+/// A redirect to another granted host carries none of the caller's
+/// headers that could hold a credential: not only `Authorization` and
+/// `Cookie` but custom ones (`X-Api-Key`, `PRIVATE-TOKEN`, anything the
+/// client does not know the meaning of). What describes the request
+/// (`Accept`, `User-Agent`) still goes. The second host is a real server
+/// on this machine's own non-loopback address, since a redirect to
+/// loopback is always refused.
+#[test]
+fn a_redirect_to_another_host_carries_no_credential_header() {
+    let Some(ip) = local_public_v4() else {
+        eprintln!(
+            "skipped: this machine has no address outside loopback that restricted mode admits"
+        );
+        return;
+    };
+    let b = serve(&ip.to_string(), |_| ok("landed on b"));
+    let a = redirector(format!("http://b.example:{}/landed", b.port));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let p = http_rules(&[
+        format!("127.0.0.1:{}", a.port),
+        format!("b.example:{}", b.port),
+    ]);
+    let f = Fetcher::builder(p)
+        .resolver(fixed(&[&ip.to_string()], calls.clone()))
+        .build();
+    let opts = FetchOptions::new()
+        .timeout(Duration::from_secs(10))
+        .header("X-Api-Key", "key-bound-to-a-0001")
+        .header("PRIVATE-TOKEN", "token-bound-to-a-0002")
+        .header("X-Custom-Auth", "custom-bound-to-a-0003")
+        .header("Authorization", "Bearer bound-to-a-0004")
+        .header("Accept", "application/json")
+        .header("User-Agent", "agent/1");
+    let r = f
+        .fetch(&format!("http://127.0.0.1:{}/go", a.port), &opts)
+        .unwrap();
+    assert_eq!(r.body, b"landed on b");
+    assert_eq!(r.hops.len(), 2);
+    let sent_a = a.requests().join("\n");
+    assert!(sent_a.contains("key-bound-to-a-0001"), "{sent_a}");
+    let sent_b = b.requests().join("\n");
+    for secret in [
+        "bound-to-a-0001",
+        "bound-to-a-0002",
+        "bound-to-a-0003",
+        "bound-to-a-0004",
+    ] {
+        assert!(
+            !sent_b.contains(secret),
+            "a header bound to 127.0.0.1:{} followed the redirect to b.example: {sent_b}",
+            a.port
+        );
+    }
+    let lower = sent_b.to_ascii_lowercase();
+    assert!(lower.contains("accept: application/json"), "{sent_b}");
+    assert!(lower.contains("user-agent: agent/1"), "{sent_b}");
+}
+
 /// A `Location` is resolved as RFC 3986 resolves a reference, dot
 /// segments removed: `../up` from `/a/b/go` is `/a/up`, never the
 /// `/a/b/../up` a browser, curl or any other client would not ask for. The

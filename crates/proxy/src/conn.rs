@@ -612,16 +612,9 @@ impl Head {
     /// turn names into `HTTP_…` keys (Puma before CVE-2024-45614's fix,
     /// WSGI and CGI servers that keep underscored names).
     fn has_cgi_header(&self, name: &str) -> bool {
-        let key = |b: u8| {
-            if b == b'_' {
-                b'-'
-            } else {
-                b.to_ascii_lowercase()
-            }
-        };
-        self.headers.iter().any(|(n, _)| {
-            n.len() == name.len() && n.bytes().zip(name.bytes()).all(|(a, b)| key(a) == key(b))
-        })
+        self.headers
+            .iter()
+            .any(|(n, _)| crate::intercept::cgi_same(n, name))
     }
 
     fn has_token(&self, name: &str, token: &str) -> bool {
@@ -1446,6 +1439,7 @@ fn forward_one<S: Read + Write>(
                 buf: std::mem::take(buf),
                 who: "the client",
                 idle,
+                trailers: false,
             };
             let sent = src.relay(Body::Chunked, utls, "the client");
             *buf = src.buf;
@@ -1557,6 +1551,7 @@ fn forward_one<S: Read + Write>(
         buf: rbuf,
         who: name,
         idle,
+        trailers: true,
     };
     r.bytes_down += src.relay(framing, tls, name)?;
     let framed = framing != Body::UntilEof;
@@ -1677,6 +1672,13 @@ struct Src<'a, R> {
     buf: Vec<u8>,
     who: &'a str,
     idle: Duration,
+    /// Whether a chunked body may end with trailer fields. A request's
+    /// may not: they are header fields that some servers merge into the
+    /// head (Apache's `MergeTrailers`, on by default before 2.4.11,
+    /// CVE-2013-5704; Tomcat's `allowedTrailerHeaders`), where the proxy
+    /// never judged them (a credential's header it removes, a method
+    /// override it refuses).
+    trailers: bool,
 }
 
 impl<R: Read> Src<'_, R> {
@@ -1739,6 +1741,13 @@ impl<R: Read> Src<'_, R> {
                         if l == b"\r\n" {
                             put(out, &l)?;
                             break;
+                        }
+                        if !self.trailers {
+                            return Err(BodyError::Framing(format!(
+                                "{name} sent a trailer field, which is refused on an \
+                                 intercepted host: a server may merge it into the request's \
+                                 headers, which the proxy judged without it"
+                            )));
                         }
                         let field = std::str::from_utf8(&l[..l.len() - 2])
                             .ok()

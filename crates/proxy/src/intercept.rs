@@ -408,15 +408,32 @@ pub(crate) enum Decision {
 
 impl Decision {
     /// Rewrites the client's headers: every managed header the client sent
-    /// is dropped, the injected ones added.
+    /// is dropped, in any spelling a server may read as it (see
+    /// [`cgi_same`]), the injected ones added.
     pub(crate) fn apply(&self, headers: &mut Vec<(String, String)>) {
         if let Decision::Forward { strip, set, .. } = self {
-            headers.retain(|(n, _)| !strip.iter().any(|s| s.eq_ignore_ascii_case(n)));
+            headers.retain(|(n, _)| !strip.iter().any(|s| cgi_same(s, n)));
             for i in set {
                 headers.push((i.header.clone(), i.value.expose().to_owned()));
             }
         }
     }
+}
+
+/// Whether two header names are one to a server: case aside, and `_` and
+/// `-` alike, since CGI-style servers (CGI, WSGI, Puma before
+/// CVE-2024-45614's fix) turn both into the same `HTTP_…` key. A command's
+/// `X_Api_Key` would otherwise pass beside (or instead of) a credential
+/// set as `X-Api-Key`, or where the credential's header is removed.
+pub(crate) fn cgi_same(a: &str, b: &str) -> bool {
+    let key = |c: u8| {
+        if c == b'_' {
+            b'-'
+        } else {
+            c.to_ascii_lowercase()
+        }
+    };
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| key(x) == key(y))
 }
 
 /// The byte a `%XY` escape at `bytes[i]` (a `%`) stands for: exactly two

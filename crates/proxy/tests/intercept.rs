@@ -481,6 +481,42 @@ fn outside_the_credential_s_paths_the_header_is_stripped() {
     assert_eq!(v, [Verdict::Stripped, Verdict::Stripped, Verdict::Injected]);
 }
 
+/// The command's own header in the spelling a CGI-style server (WSGI,
+/// CGI, Puma before CVE-2024-45614's fix) reads as the credential's
+/// header, `_` for `-` (`X_Api_Key` is `HTTP_X_API_KEY` like
+/// `X-Api-Key`), is removed as the header itself is: outside the
+/// credential's paths it would be the header the server takes, and on an
+/// injected request it would stand beside the real one.
+#[test]
+fn a_credential_header_spelled_with_underscores_is_removed_too() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let mut api_key = injection(port, &["GET"], &["/repos/org"]);
+    api_key.header = "X-Api-Key".into();
+    api_key.value = Secret::new(SECRET.as_bytes().to_vec()).unwrap();
+    let s = setup(&pem, vec![api_key], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    for req in [
+        "GET /other HTTP/1.1\r\nHost: localhost\r\nX_Api_Key: forged-by-the-command\r\n\r\n",
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\nx_api_key: forged-by-the-command\r\nX-API_KEY: forged-by-the-command\r\n\r\n",
+    ] {
+        let (head, _) = request(&mut tls, req);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    }
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 2);
+    for head in &heads {
+        assert!(
+            !head.contains("forged-by-the-command"),
+            "the command's own credential header reached the upstream: {head}"
+        );
+    }
+    assert!(heads[1].contains(SECRET), "{}", heads[1]);
+    let v: Vec<Verdict> = s.proxy.requests().iter().map(|r| r.verdict).collect();
+    assert_eq!(v, [Verdict::Stripped, Verdict::Injected]);
+}
+
 /// A proxy injecting the credential on every request to `port`, whose
 /// rules allow GET under `/repos/org/` and deny `/repos/org/secret`.
 fn org_but_secret(port: u16, pem: &str) -> Setup {
@@ -948,6 +984,60 @@ fn a_chunked_body_framed_two_ways_never_reaches_the_upstream() {
             "{body:?}: {head:?}, the upstream got {got:?}"
         );
     }
+}
+
+/// Trailer fields of a chunked request are header fields a server may
+/// merge into the head (Apache's `MergeTrailers`, on by default before
+/// 2.4.11: CVE-2013-5704; Tomcat's `allowedTrailerHeaders`), where the
+/// proxy never judged them: a forged credential header the proxy removes
+/// from the head, a method override it refuses there. They are refused
+/// (400) before any reaches the upstream; a chunked body without them
+/// still goes through.
+#[test]
+fn trailer_fields_cannot_carry_what_the_head_may_not() {
+    let (pem, cfg) = test_ca();
+    let up = raw_upstream(cfg);
+    let port = up.addr.port();
+    let rules = vec![RequestRule {
+        target: target(port, &["GET", "POST"], &["/repos/org/"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![injection(port, &["GET"], &[])], rules);
+    for trailer in [
+        "Authorization: Bearer forged-by-the-command",
+        "X-HTTP-Method-Override: DELETE",
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        tls.sock
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let (head, body) = request(
+            &mut tls,
+            &format!(
+                "POST /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\
+                 Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n{trailer}\r\n\r\n"
+            ),
+        );
+        drop(tls);
+        std::thread::sleep(Duration::from_millis(100));
+        let got = String::from_utf8_lossy(&up.got.lock().unwrap()).into_owned();
+        let name = trailer.split(':').next().unwrap();
+        assert!(
+            !got.contains(name),
+            "a trailer field the proxy never judged reached the upstream: {got:?}"
+        );
+        assert!(head.starts_with("HTTP/1.1 400"), "{head:?}");
+        assert!(body.contains("trailer"), "{body:?}");
+    }
+    // Without trailer fields the chunked body goes through.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "POST /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\
+         Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head:?}");
 }
 
 /// `Content-Length` is digits only (RFC 9112): a sign was read by the

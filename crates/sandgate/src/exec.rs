@@ -804,6 +804,11 @@ impl Executor {
                 _ => key.clone(),
             };
             withheld.push((name.clone(), raw));
+            // A host may reflect what follows the scheme word alone: for
+            // `basic`, the base64 of `user:value`, which decodes at once.
+            if let Some(i) = header_value.iter().position(|&b| b == b' ') {
+                withheld.push((name.clone(), header_value[i + 1..].to_vec()));
+            }
             withheld.push((name, header_value));
             injections.push(Injection {
                 target: RequestMatch {

@@ -17,7 +17,7 @@ use sandgate_policy::Policy;
 
 pub use sandgate_fetch::{
     CancelFlag, FetchError, FetchOptions, FetchResponse, Fetcher, FetcherBuilder, Hop, Resolve,
-    SystemResolver, CROSS_ORIGIN_STRIPPED, DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT, MAX_REDIRECTS,
+    SystemResolver, CROSS_ORIGIN_KEPT, DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT, MAX_REDIRECTS,
     MAX_TIMEOUT, PROXY_VARIABLES,
 };
 

@@ -61,7 +61,8 @@ fn test_ca() -> (String, Arc<rustls::ServerConfig>) {
 /// A loopback TLS upstream on 127.0.0.2: keeps every request head, answers
 /// `auth ok` when the request carried the real credential, `auth none`
 /// without one, `auth other` with another; `/echo` answers the header's
-/// value itself (an upstream that reflects it).
+/// value itself (an upstream that reflects it), `/echo-token` what follows
+/// its scheme word.
 struct Upstream {
     addr: SocketAddr,
     conns: Arc<AtomicUsize>,
@@ -108,6 +109,11 @@ fn upstream(config: Arc<rustls::ServerConfig>) -> Upstream {
                     let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
                     let body = if path.ends_with("/echo") {
                         format!("echo {auth}\n")
+                    } else if path.ends_with("/echo-token") {
+                        // What follows the scheme, as a server that
+                        // parsed the header would show it.
+                        let token = auth.split_once(' ').map_or("", |(_, t)| t);
+                        format!("token {token}\n")
                     } else if auth == format!("Bearer {SECRET}") {
                         "auth ok\n".to_owned()
                     } else if auth.is_empty() {
@@ -767,4 +773,44 @@ fn a_value_too_short_to_redact_is_refused_at_start() {
     );
     assert!(!msg.contains(short), "{msg}");
     assert!(up.heads.lock().unwrap().is_empty());
+}
+
+/// An upstream that reflects the credential, whole or without its scheme
+/// word (`Basic` and the base64 of `user:value`, which a command decodes
+/// at once), has it redacted from the command's output either way.
+#[test]
+fn a_reflected_credential_is_redacted_with_or_without_its_scheme() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let basic = CredentialOptions {
+        scheme: Some("basic".into()),
+        user: Some("ci".into()),
+        ..credential(port)
+    };
+    let Some(f) = executor("reflect", vec![basic], vec![], &pem) else {
+        return;
+    };
+    let url = format!("https://localhost:{port}");
+    let r = run(
+        &f,
+        &format!(
+            "{CURL} -sS --max-time 20 {url}/echo && {CURL} -sS --max-time 20 {url}/echo-token"
+        ),
+    );
+    assert_eq!(r.exit_code, 0, "{}", text(&r));
+    let heads = up.heads.lock().unwrap().clone();
+    let encoded = heads[0]
+        .lines()
+        .find_map(|l| l.strip_prefix("Authorization: Basic "))
+        .unwrap_or_else(|| panic!("{heads:?}"))
+        .to_owned();
+    let out = String::from_utf8_lossy(&r.stdout).into_owned();
+    assert!(
+        !out.contains(&encoded),
+        "the credential reached the command's output: {out}"
+    );
+    assert!(out.starts_with("echo [REDACTED"), "{}", text(&r));
+    assert!(out.contains("token [REDACTED"), "{}", text(&r));
+    f.ex.dispose();
 }

@@ -476,7 +476,8 @@ pub trait ShellExecutor: Send + Sync {
 }
 
 /// The local executor: see the module documentation.
-#[derive(Debug)]
+///
+/// `Debug` names the withheld values, never prints them.
 pub struct LocalShellExecutor {
     config: ExecConfig,
     state: Mutex<State>,
@@ -490,6 +491,27 @@ pub struct LocalShellExecutor {
     /// Values the embedder holds back from the child and wants redacted
     /// ([`LocalShellExecutor::set_withheld_values`]).
     extra_withheld: Mutex<Vec<(String, Vec<u8>)>>,
+}
+
+impl fmt::Debug for LocalShellExecutor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The embedder's withheld values (the egress proxy's credentials
+        // among them) by name only, as the plan's are.
+        let withheld: Vec<String> = self
+            .extra_withheld
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect();
+        f.debug_struct("LocalShellExecutor")
+            .field("config", &self.config)
+            .field("state", &self.state)
+            .field("child_env", &self.child_env)
+            .field("extra_env", &self.extra_env)
+            .field("extra_withheld_names", &withheld)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What each exec derives from the host environment: planning it and

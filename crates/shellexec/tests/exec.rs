@@ -682,6 +682,32 @@ fn a_withheld_value_is_redacted() {
     assert_eq!(text(&r.stderr), "[REDACTED:OPENAI_API_KEY]\n");
 }
 
+/// The executor's `Debug` names what it withholds and never prints a
+/// value: neither a host variable's nor one the embedder added (the
+/// egress proxy's credentials), as text or as bytes, before an exec or
+/// after one planned the child's environment.
+#[test]
+fn debug_prints_no_withheld_value() {
+    const ADDED: &str = "ghp_proxyCredential0123456789";
+    let ex = started(config());
+    ex.set_withheld_values(vec![(
+        "net.credentials[0]".into(),
+        ADDED.as_bytes().to_vec(),
+    )]);
+    let bytes = |s: &str| format!("{:?}", s.as_bytes());
+    let inner = |s: &str| bytes(s).trim_matches(['[', ']']).to_owned();
+    for when in ["before an exec", "after an exec"] {
+        let shown = format!("{ex:?}");
+        for value in [SECRET, ADDED] {
+            assert!(
+                !shown.contains(value) && !shown.contains(&inner(value)),
+                "{when}, Debug shows a withheld value: {shown}"
+            );
+        }
+        run(&ex, "true");
+    }
+}
+
 #[test]
 fn env_inherit_is_honoured_and_the_digest_is_stable() {
     let plain = started(config());
