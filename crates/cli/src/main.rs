@@ -157,7 +157,10 @@ enum Command {
     /// stdin/stdout, for MCP hosts. `sandgate mcp DIR...` is the reference
     /// filesystem server's form: every DIR a read root, the first also the
     /// write root, overwriting allowed, restricted mode (every `.git`
-    /// protected), no shell and no network.
+    /// protected), what `sandgate init` protects besides (.github,
+    /// lockfiles, and .cursor/, .vscode/, .claude/ and .mcp.json, which name
+    /// commands a host runs unconfined), no shell and no network. To make
+    /// any of those writable, write a policy and serve it with --policy.
     Mcp {
         /// The policy file (TOML).
         #[arg(long, conflicts_with = "dirs")]
