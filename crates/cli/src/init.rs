@@ -142,7 +142,8 @@ fn write_new(out: &Path, text: &[u8], root: &Path, beside: bool) -> Result<(), S
 /// `<dir>.sandgate.toml` beside it), never over an existing file, and
 /// checks that it loads. A `dir` inside a directory the starter policy
 /// protects (`.git`, `.github`, `.cursor`, `.vscode`, `.claude`) is
-/// refused (the list is `sandgate mcp DIR`'s too).
+/// refused (the list is `sandgate mcp DIR`'s too), and so are `/`, the
+/// home directory and one holding it.
 pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
     let root = match std::fs::canonicalize(dir) {
         Ok(r) if r.is_dir() => r,
@@ -159,6 +160,10 @@ pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
         errln!("sandgate: {}: the path is not UTF-8", root.display());
         return ExitCode::from(2);
     };
+    if let Some(why) = sandgate_mcp::starter::home_refusal(&root) {
+        errln!("sandgate: {why} (or write a policy by hand)");
+        return ExitCode::from(2);
+    }
     // The starter keeps these directories from the agent: a directory that
     // is one, or lies inside one, would hand it over whole.
     if let Some(name) = sandgate_mcp::starter::kept_component(&root) {

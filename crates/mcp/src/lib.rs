@@ -1105,7 +1105,9 @@ impl Server {
 /// `.git` component protected), what `sandgate init` protects besides
 /// ([`starter::DENY_WRITE`]: `.github`, lockfiles, the settings of MCP
 /// hosts and editors), no shell, no network. A first directory that is, or
-/// lies inside, one of [`starter::KEPT_DIRS`] is refused (`E_POLICY`).
+/// lies inside, one of [`starter::KEPT_DIRS`] is refused (`E_POLICY`), and
+/// so is `/`, the home directory or one holding it
+/// ([`starter::home_refusal`]).
 pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
     if dirs.is_empty() {
         return Err(Error::new(
@@ -1127,6 +1129,12 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
         // leaves raw and TOML forbids raw, is escaped too.
         let quoted = serde_json::to_string(s).unwrap_or_default();
         if roots.is_empty() {
+            if let Some(why) = starter::home_refusal(&real) {
+                return Err(Error::new(
+                    ErrorCode::Policy,
+                    format!("{why} (or serve a policy written by hand with --policy)"),
+                ));
+            }
             if let Some(name) = starter::kept_component(&real) {
                 return Err(Error::new(
                     ErrorCode::Policy,

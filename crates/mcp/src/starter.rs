@@ -53,3 +53,31 @@ pub fn kept_component(root: &Path) -> Option<&str> {
         KEPT_DIRS.iter().any(|k| fold(k) == folded).then_some(name)
     })
 }
+
+/// Why `root` (canonical) may not be granted for writing by a first-run
+/// form, if it may not: it is `/`, the home directory (`$HOME`), or a
+/// directory holding it. The agent could then plant code in
+/// `~/.bashrc`, `~/.profile`, `~/.config/…` or `~/.local/bin`, or a key in
+/// `~/.ssh/authorized_keys`, which the user's own shell and tools run (or
+/// let in) unconfined; no list of names covers every such file, so the
+/// home is refused whole and the project inside it is what to grant.
+pub fn home_refusal(root: &Path) -> Option<String> {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .and_then(|h| std::fs::canonicalize(h).ok());
+    let what = if root == Path::new("/") {
+        "is `/`, which holds every home directory"
+    } else if home.as_deref() == Some(root) {
+        "is your home directory"
+    } else if home.as_deref().is_some_and(|h| h.starts_with(root)) {
+        "holds your home directory"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{}: the directory {what}: the agent could write `~/.bashrc`, `~/.profile`, \
+         `~/.ssh/` or `~/.config/`, which run unconfined; grant a narrower directory, \
+         the project inside it",
+        root.display()
+    ))
+}
