@@ -10,7 +10,7 @@ use std::env;
 use std::fs;
 use std::path::PathBuf;
 
-use crate::install::{pc_static_at, write_atomic, Versions};
+use crate::install::{pc_path, pc_static_at, write_atomic, Versions};
 use crate::{cargo, step, target_dir, workspace_root};
 
 /// Runs every binding's tests against the installed library: Python
@@ -88,15 +88,13 @@ pub fn use_pkg_config() -> Result<(), String> {
     let lib = lib_dir();
     let dir = lib.join("pkgconfig");
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let utf8 = |p: &std::path::Path| {
-        p.to_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("{}: not UTF-8", p.display()))
-    };
-    let (lib_s, inc_s) = (utf8(&lib)?, utf8(&workspace_root().join("include"))?);
+    let (lib_s, inc_s) = (pc_path(&lib)?, pc_path(&workspace_root().join("include"))?);
     let pc = pc_static_at(&lib_s, &lib_s, &inc_s, &Versions::read()?);
     write_atomic(&dir.join("sandgate-static.pc"), &pc)?;
-    let mut path = utf8(&dir)?;
+    let mut path = dir
+        .to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{}: not UTF-8", dir.display()))?;
     let old = env::var_os("PKG_CONFIG_PATH").unwrap_or_default();
     if env::split_paths(&old).next().as_deref() == Some(dir.as_path()) {
         return Ok(());

@@ -42,11 +42,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .map_err(|e| format!("cannot read the current directory: {e}"))?
             .join(prefix)
     };
+    let prefix_s = pc_path(&prefix)?;
     let release = build_release(&["sandgate-ffi"])?;
-    let prefix_s = prefix
-        .to_str()
-        .ok_or_else(|| format!("{}: not UTF-8", prefix.display()))?;
-    install_c(&release, &prefix, prefix_s)?;
+    install_c(&release, &prefix, &prefix_s)?;
     eprintln!(
         "installed libsandgate under {}; for pkg-config: PKG_CONFIG_PATH={}/lib/pkgconfig",
         prefix.display(),
@@ -152,11 +150,33 @@ pub fn install_c(release: &Path, prefix: &Path, pc_prefix: &str) -> Result<(), S
     Ok(())
 }
 
+/// A directory's name as the text of a pkg-config variable (which
+/// [`pc_shared`] and [`pc_static_at`] then escape). A name holding `$` is
+/// refused: pkg-config expands `${NAME}` in a value (an unknown one to
+/// nothing) and has no escape for it that every implementation reads
+/// back, and a consumer that `eval`s the answer expands `$NAME`; either
+/// would name another directory. So is a line break, which ends the
+/// variable.
+pub fn pc_path(path: &Path) -> Result<String, String> {
+    let text = path
+        .to_str()
+        .ok_or_else(|| format!("{}: not UTF-8", path.display()))?;
+    if let Some(c) = text.chars().find(|c| matches!(c, '$' | '\n' | '\r')) {
+        return Err(format!(
+            "{}: the name holds {c:?}, which pkg-config files cannot carry as itself \
+             (`$` starts a variable, a line break ends one); use a directory without it",
+            path.display()
+        ));
+    }
+    Ok(text.to_owned())
+}
+
 /// `path` as a pkg-config variable's value: pkg-config splits the `Libs`
 /// and `Cflags` it expands into words as a shell would, so a space, a tab,
 /// a quote or a backslash in a directory's name is escaped with a
 /// backslash (what pkg-config answers then carries the escape, which cgo,
-/// meson and `eval` read back as one word). `${...}` is left to expand.
+/// meson and `eval` read back as one word). `${...}` is left to expand:
+/// [`pc_path`] keeps `$` out of a directory's name.
 fn pc_value(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for c in path.chars() {
@@ -289,6 +309,41 @@ mod tests {
             );
             let r#static = words(&dir, &["--libs", "sandgate-static"]);
             assert_eq!(r#static[0], format!("{p}/lib/libsandgate.a"), "{name:?}");
+        }
+        let _ = fs::remove_dir_all(&base);
+    }
+
+    /// A prefix whose name holds `$` (pkg-config expands `${NAME}` in it,
+    /// an unknown one to nothing, and a consumer's `eval` expands `$NAME`)
+    /// or a line break (which ends the variable) is either named whole by
+    /// what pkg-config answers or refused, naming it; it is never turned
+    /// into another directory.
+    #[test]
+    fn pkg_config_prefix_holding_a_dollar_or_a_line_break_is_refused_or_whole() {
+        let v = Versions::read().unwrap();
+        let base = std::env::temp_dir().join(format!("xtask-pc-dollar-{}", std::process::id()));
+        for name in ["cash${HOME}x", "a$HOME", "line\nbreak"] {
+            let prefix = base.join(name);
+            let dir = prefix.join("lib/pkgconfig");
+            fs::create_dir_all(&dir).unwrap();
+            let p = match pc_path(&prefix) {
+                Ok(p) => p,
+                Err(e) => {
+                    assert!(e.contains("pkg-config"), "{name:?}: {e}");
+                    continue;
+                }
+            };
+            write_atomic(&dir.join("sandgate.pc"), &pc_shared(&p, &v)).unwrap();
+            let shared = words(&dir, &["--cflags", "--libs", "sandgate"]);
+            assert_eq!(
+                shared,
+                [
+                    format!("-I{p}/include"),
+                    format!("-L{p}/lib"),
+                    "-lsandgate".into()
+                ],
+                "{name:?}"
+            );
         }
         let _ = fs::remove_dir_all(&base);
     }

@@ -10,13 +10,14 @@ use std::process::ExitCode;
 use sandgate::policy::PolicyErrorKind;
 
 /// The starter policy for `root` (canonical): read and write root, `.git`
-/// (restricted mode), `.github`, lockfiles and the project settings of MCP
-/// hosts and editors protected (they name commands the host runs outside
-/// any confinement: `.cursor/mcp.json`, `.mcp.json`, `.vscode/tasks.json`,
-/// `.claude/settings.json` hooks), overwriting allowed, no shell, no
-/// network.
+/// (restricted mode) and what `sandgate mcp DIR` protects besides
+/// ([`sandgate_mcp::starter::DENY_WRITE`]: `.github`, lockfiles and the
+/// project settings of MCP hosts and editors, which name commands the host
+/// runs outside any confinement) protected, overwriting allowed, no shell,
+/// no network.
 fn starter(root: &str) -> String {
     let root = toml_string(root);
+    let deny_write = sandgate_mcp::starter::deny_write_toml();
     format!(
         r#"# Starter policy written by `sandgate init`. Check it with
 # `sandgate check <this file>`; serve it with `sandgate mcp --policy <this file>`.
@@ -25,18 +26,9 @@ security_mode = "restricted"   # also protects every .git component
 [fs]
 read_roots = [{root}]
 write_root = {root}
-deny_write = [
-  ".github/**",
-  # Settings that name commands an MCP host or editor runs unconfined.
-  ".cursor/**",
-  ".vscode/**",
-  ".claude/**",
-  ".mcp.json",
-  "*.lock",
-  "package-lock.json",
-  "pnpm-lock.yaml",
-  "go.sum",
-]
+# .github, lockfiles, and settings that name commands an MCP host or
+# editor runs unconfined (.cursor, .vscode, .claude, .mcp.json).
+deny_write = {deny_write}
 allow_overwrite = true
 
 [exec]
@@ -44,10 +36,6 @@ enabled = false
 "#
     )
 }
-
-/// The directories the starter policy keeps from the agent, whole: `.git`
-/// (restricted mode) and those its `deny_write` names with `/**`.
-const KEPT_DIRS: [&str; 5] = [".git", ".github", ".cursor", ".vscode", ".claude"];
 
 /// `text` as a TOML basic string: `"` and `\` escaped, and every control
 /// character (DEL included, which TOML forbids raw and JSON's escaping
@@ -154,7 +142,8 @@ fn write_new(out: &Path, text: &[u8], root: &Path, beside: bool) -> Result<(), S
 /// `<dir>.sandgate.toml` beside it), never over an existing file, and
 /// checks that it loads. A `dir` inside a directory the starter policy
 /// protects (`.git`, `.github`, `.cursor`, `.vscode`, `.claude`) is
-/// refused.
+/// refused (the list is `sandgate mcp DIR`'s too), and so are `/`, the
+/// home directory and one holding it.
 pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
     let root = match std::fs::canonicalize(dir) {
         Ok(r) if r.is_dir() => r,
@@ -171,16 +160,13 @@ pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
         errln!("sandgate: {}: the path is not UTF-8", root.display());
         return ExitCode::from(2);
     };
-    // The starter keeps these directories from the agent (matched as the
-    // guard matches names, case and normal form folded): a directory that
+    if let Some(why) = sandgate_mcp::starter::home_refusal(&root) {
+        errln!("sandgate: {why} (or write a policy by hand)");
+        return ExitCode::from(2);
+    }
+    // The starter keeps these directories from the agent: a directory that
     // is one, or lies inside one, would hand it over whole.
-    let fold = sandgate::fileguard::fold;
-    let kept = root.components().find_map(|c| {
-        let name = c.as_os_str().to_str()?;
-        let folded = fold(name);
-        KEPT_DIRS.iter().any(|k| fold(k) == folded).then_some(name)
-    });
-    if let Some(name) = kept {
+    if let Some(name) = sandgate_mcp::starter::kept_component(&root) {
         errln!(
             "sandgate: {}: the directory is or lies inside `{name}`, which the starter \
              policy keeps from the agent; give the work tree around it (or write a \

@@ -143,7 +143,8 @@ enum Command {
     },
     /// Write a starter policy for a directory (read and write root; .git,
     /// .github, lockfiles and MCP host and editor settings protected; no
-    /// shell, no network) and print where it went.
+    /// shell, no network) and print where it went. `/`, the home directory
+    /// and a directory holding it are refused: grant the project inside.
     Init {
         /// The directory the policy grants.
         dir: PathBuf,
@@ -157,7 +158,11 @@ enum Command {
     /// stdin/stdout, for MCP hosts. `sandgate mcp DIR...` is the reference
     /// filesystem server's form: every DIR a read root, the first also the
     /// write root, overwriting allowed, restricted mode (every `.git`
-    /// protected), no shell and no network.
+    /// protected), what `sandgate init` protects besides (.github,
+    /// lockfiles, and .cursor/, .vscode/, .claude/ and .mcp.json, which name
+    /// commands a host runs unconfined), no shell and no network. The first
+    /// DIR may not be `/`, the home directory or one holding it. To make
+    /// any of those protected files writable, serve a policy with --policy.
     Mcp {
         /// The policy file (TOML).
         #[arg(long, conflicts_with = "dirs")]

@@ -292,8 +292,7 @@ fn init_policy_keeps_host_and_editor_settings_from_the_agent() {
 }
 
 /// When the policy cannot go beside the directory (here its name is too
-/// long once `.sandgate.toml` is added; for `$HOME` the parent is not
-/// writable), the refusal says where it tried and how to choose another
+/// long once `.sandgate.toml` is added), the refusal says where it tried and how to choose another
 /// place, and that place works.
 #[test]
 fn init_that_cannot_write_beside_the_directory_says_to_choose_with_o() {
@@ -317,4 +316,51 @@ fn init_that_cannot_write_beside_the_directory_says_to_choose_with_o() {
         .unwrap();
     assert!(out.status.success());
     assert!(sandgate::policy::Policy::load(&elsewhere).is_ok());
+}
+
+/// A home directory (or one holding it, or `/`) as the root would hand the
+/// agent `~/.bashrc`, `~/.profile`, `~/.ssh/` and `~/.config/`, which the
+/// user's own shell and tools run unconfined: init refuses it, saying to
+/// grant the project directory instead, and writes nothing. A directory
+/// inside the home is granted as before.
+#[test]
+fn init_refuses_the_home_directory_and_what_holds_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("users/me");
+    fs::create_dir_all(home.join("project")).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    for (i, dir) in [
+        home.clone(),
+        home.join("project/.."),
+        tmp.path().join("users"),
+        std::path::PathBuf::from("/"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let policy = elsewhere.path().join(format!("p{i}.toml"));
+        let out = sandgate()
+            .arg("init")
+            .arg(dir)
+            .arg("-o")
+            .arg(&policy)
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", dir.display());
+        assert!(err.contains("home directory"), "{}: {err}", dir.display());
+        assert!(!policy.exists(), "{}: a policy was written", dir.display());
+    }
+    let out = sandgate()
+        .arg("init")
+        .arg(home.join("project"))
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -2577,3 +2577,172 @@ fn a_grep_that_skipped_files_over_the_read_cap_says_so() {
         "a grep that did not search 2,000 files says nothing of it: {a}"
     );
 }
+
+/// Runs `sandgate mcp ARGS` with `env` set, sends `calls` (`tools/call`
+/// name and arguments, ids from 1) after the handshake, closes its input
+/// and answers the exit status, stderr and each call's result by id.
+fn mcp_calls(
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &Path)],
+    calls: &[(&str, Value)],
+) -> (std::process::ExitStatus, String, Vec<Value>) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+    cmd.arg("mcp").args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = String::new();
+    input.push_str(
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+        .to_string(),
+    );
+    input.push('\n');
+    input.push_str(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+    input.push('\n');
+    for (i, (name, arguments)) in calls.iter().enumerate() {
+        input.push_str(
+            &json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}})
+            .to_string(),
+        );
+        input.push('\n');
+    }
+    // A server that refused to start has closed its input already.
+    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let results = (1..=calls.len())
+        .map(|id| {
+            answers
+                .iter()
+                .find(|a| a["id"] == json!(id))
+                .map_or(Value::Null, |a| a["result"].clone())
+        })
+        .collect();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        results,
+    )
+}
+
+/// `sandgate mcp DIR` keeps what `sandgate init DIR` keeps: an MCP host's
+/// or an editor's project settings name commands the host runs unconfined
+/// (`.mcp.json` rewritten to start `sh -c …` at the host's next start),
+/// and `.github`'s workflows and lockfiles run or install code elsewhere.
+/// The agent can neither write them nor make them, nor move their
+/// directories away; an ordinary file beside them is written.
+#[test]
+fn the_directory_form_keeps_host_and_editor_settings_from_the_agent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("proj");
+    fs::create_dir_all(proj.join(".cursor")).unwrap();
+    fs::write(proj.join(".cursor/mcp.json"), "{}").unwrap();
+    fs::write(proj.join(".mcp.json"), "{}").unwrap();
+    let write = |p: &str| ("write_file", json!({"path": p, "content": "x"}));
+    let refused = [
+        write(".mcp.json"),
+        write(".cursor/mcp.json"),
+        write(".vscode/tasks.json"),
+        write(".claude/settings.json"),
+        write(".github/workflows/ci.yml"),
+        write("Cargo.lock"),
+        write("web/package-lock.json"),
+        ("create_directory", json!({"path": ".vscode"})),
+        (
+            "move_file",
+            json!({"source": ".cursor", "destination": "c"}),
+        ),
+    ];
+    let mut calls = refused.to_vec();
+    calls.push(write("notes.json"));
+    let (status, err, results) = mcp_calls(&[proj.as_os_str()], &[], &calls);
+    assert!(status.success(), "{err}");
+    for ((name, args), r) in refused.iter().zip(&results) {
+        let text = r["content"][0]["text"].as_str().unwrap_or_default();
+        assert_eq!(r["isError"], true, "{name} {args}: {r}");
+        assert!(text.starts_with("E_FS_PROTECTED"), "{name} {args}: {r}");
+    }
+    assert_ne!(
+        results[refused.len()]["isError"],
+        true,
+        "{}",
+        results[refused.len()]
+    );
+    assert_eq!(fs::read(proj.join("notes.json")).unwrap(), b"x");
+    assert_eq!(fs::read(proj.join(".mcp.json")).unwrap(), b"{}");
+    assert_eq!(fs::read(proj.join(".cursor/mcp.json")).unwrap(), b"{}");
+    assert!(!proj.join(".vscode").exists() && !proj.join("Cargo.lock").exists());
+}
+
+/// A first directory that is, or lies inside, one the directory form keeps
+/// whole (`.git`, `.github`, `.cursor`, `.vscode`, `.claude`, in any case)
+/// would hand it over: its names are matched beneath the root, so
+/// `sandgate mcp repo/.git` left `hooks/pre-commit` writable. Refused as
+/// `sandgate init` refuses it, naming the component; nothing is written.
+#[test]
+fn the_directory_form_refuses_a_write_root_inside_git_or_editor_settings() {
+    for inner in [
+        ".git",
+        ".git/hooks",
+        ".GIT",
+        ".github/workflows",
+        ".vscode",
+        ".cursor/rules",
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("repo").join(inner);
+        fs::create_dir_all(&dir).unwrap();
+        let calls = [("write_file", json!({"path": "pre-commit", "content": "x"}))];
+        let (status, err, _) = mcp_calls(&[dir.as_os_str()], &[], &calls);
+        assert_eq!(status.code(), Some(2), "{inner}: {err}");
+        let first = inner.split('/').next().unwrap();
+        assert!(err.contains(&format!("`{first}`")), "{inner}: {err}");
+        assert!(!dir.join("pre-commit").exists(), "{inner}: written");
+    }
+    // A second directory (read only) may be one.
+    let tmp = tempfile::tempdir().unwrap();
+    let (proj, git) = (tmp.path().join("proj"), tmp.path().join("proj/.git"));
+    fs::create_dir_all(&git).unwrap();
+    let calls = [("write_file", json!({"path": "notes.txt", "content": "x"}))];
+    let (status, err, results) = mcp_calls(&[proj.as_os_str(), git.as_os_str()], &[], &calls);
+    assert!(status.success(), "{err}");
+    assert_ne!(results[0]["isError"], true, "{}", results[0]);
+}
+
+/// `sandgate mcp ~` would let the agent plant code in `~/.bashrc`,
+/// `~/.profile` or `~/.ssh/authorized_keys`, which run (or let in)
+/// unconfined: the directory form refuses a home directory, one holding
+/// it, or `/` as the directory it writes, as `sandgate init` does, and
+/// nothing is written. A project inside the home is served.
+#[test]
+fn the_directory_form_refuses_the_home_directory_as_its_write_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("users/me");
+    fs::create_dir_all(home.join("project")).unwrap();
+    let calls = [(
+        "write_file",
+        json!({"path": ".bashrc", "content": "curl x | sh\n"}),
+    )];
+    for dir in [home.clone(), tmp.path().join("users"), "/".into()] {
+        let (status, err, _) = mcp_calls(&[dir.as_os_str()], &[("HOME", &home)], &calls);
+        assert_eq!(status.code(), Some(2), "{}: {err}", dir.display());
+        assert!(err.contains("home directory"), "{}: {err}", dir.display());
+        assert!(!home.join(".bashrc").exists(), "{}: written", dir.display());
+    }
+    let project = home.join("project");
+    let (status, err, results) = mcp_calls(&[project.as_os_str()], &[("HOME", &home)], &calls);
+    assert!(status.success(), "{err}");
+    assert_ne!(results[0]["isError"], true, "{}", results[0]);
+}

@@ -24,6 +24,7 @@ pub mod audit;
 mod inline;
 pub mod lines;
 pub mod paths;
+pub mod starter;
 pub mod tools;
 pub mod transport;
 
@@ -1101,7 +1102,12 @@ impl Server {
 /// The policy of the reference server's command-line form: every directory
 /// a read root, the first also the write root, overwriting allowed (its
 /// `write_file` and `edit_file` replace files), restricted mode (every
-/// `.git` component protected), no shell, no network.
+/// `.git` component protected), what `sandgate init` protects besides
+/// ([`starter::DENY_WRITE`]: `.github`, lockfiles, the settings of MCP
+/// hosts and editors), no shell, no network. A first directory that is, or
+/// lies inside, one of [`starter::KEPT_DIRS`] is refused (`E_POLICY`), and
+/// so is `/`, the home directory or one holding it
+/// ([`starter::home_refusal`]).
 pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
     if dirs.is_empty() {
         return Err(Error::new(
@@ -1122,12 +1128,33 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
         // A JSON string is a valid TOML basic string once DEL, which JSON
         // leaves raw and TOML forbids raw, is escaped too.
         let quoted = serde_json::to_string(s).unwrap_or_default();
+        if roots.is_empty() {
+            if let Some(why) = starter::home_refusal(&real) {
+                return Err(Error::new(
+                    ErrorCode::Policy,
+                    format!("{why} (or serve a policy written by hand with --policy)"),
+                ));
+            }
+            if let Some(name) = starter::kept_component(&real) {
+                return Err(Error::new(
+                    ErrorCode::Policy,
+                    format!(
+                        "{}: the directory is or lies inside `{name}`, which the directory \
+                         form keeps from the agent; give the work tree around it (or serve a \
+                         policy written by hand with --policy)",
+                        real.display()
+                    ),
+                ));
+            }
+        }
         roots.push(quoted.replace('\u{7f}', "\\u007F"));
     }
     let toml = format!(
-        "security_mode = \"restricted\"\n\n[fs]\nread_roots = [{}]\nwrite_root = {}\nallow_overwrite = true\n",
+        "security_mode = \"restricted\"\n\n[fs]\nread_roots = [{}]\nwrite_root = {}\n\
+         deny_write = {}\nallow_overwrite = true\n",
         roots.join(", "),
-        roots[0]
+        roots[0],
+        starter::deny_write_toml()
     );
     Policy::from_bytes(toml.as_bytes(), std::path::Path::new("/"), None).map_err(Error::from)
 }

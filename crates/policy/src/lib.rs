@@ -276,18 +276,33 @@ impl Policy {
     /// bytes read. Files over [`MAX_POLICY_BYTES`] are refused, and so is
     /// anything that is not a regular file (a FIFO would block the open
     /// until some writer came; a device has no bytes of its own to digest).
+    /// The open itself never waits: the name may be swapped for a FIFO
+    /// after any check of it.
     pub fn load(path: impl AsRef<Path>) -> Result<Policy, PolicyError> {
         let path = path.as_ref();
-        // Judged before the open, which a FIFO would block, and again on
-        // what was opened.
+        // Judged before the open (a device is not opened), and again on
+        // what was opened: the name may have changed in between, so the
+        // open is `O_NONBLOCK`, which a FIFO without a writer cannot hold
+        // up, and `O_NOCTTY`, so a terminal never becomes this process's
+        // controlling one. Once the file is known to be regular the flag
+        // is cleared (it means nothing there, but the read should not
+        // depend on that).
         if let Ok(meta) = std::fs::metadata(path) {
             regular_file(path, &meta)?;
         }
-        let file = File::open(path).map_err(|e| PolicyError::read(path, e))?;
+        use rustix::fs::OFlags;
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+        let file = File::from(
+            rustix::fs::open(path, flags, rustix::fs::Mode::empty())
+                .map_err(|e| PolicyError::read(path, e.into()))?,
+        );
         let links = {
             use std::os::unix::fs::MetadataExt;
             let meta = file.metadata().map_err(|e| PolicyError::read(path, e))?;
             regular_file(path, &meta)?;
+            rustix::fs::fcntl_getfl(&file)
+                .and_then(|f| rustix::fs::fcntl_setfl(&file, f - OFlags::NONBLOCK))
+                .map_err(|e| PolicyError::read(path, e.into()))?;
             (meta.dev(), meta.nlink())
         };
         let mut bytes = Vec::new();

@@ -489,3 +489,70 @@ fn fifo_is_refused_without_waiting_for_a_writer() {
         assert!(err.to_string().contains("not a regular file"), "{err}");
     }
 }
+
+/// The path checked before the open is not the file opened: a policy name
+/// that turns into a FIFO between the two (here a symlink swapped, over
+/// and over, between a policy and a FIFO no one writes) must not block the
+/// open until some writer comes. Every load answers, at once, the policy
+/// or "not a regular file".
+#[test]
+fn a_policy_swapped_for_a_fifo_at_open_time_never_blocks() {
+    use std::os::unix::fs::symlink;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let fx = Fixture::new();
+    let (real, fifo) = (fx.project().join("real.toml"), fx.path("elsewhere/fifo"));
+    std::fs::write(&real, "").unwrap();
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let (path, tmp) = (fx.project().join("policy.toml"), fx.project().join("next"));
+    symlink(&real, &path).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, real, fifo, path, tmp) = (
+            Arc::clone(&stop),
+            real.clone(),
+            fifo.clone(),
+            path.clone(),
+            tmp.clone(),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for target in [&fifo, &real] {
+                    let _ = std::fs::remove_file(&tmp);
+                    symlink(target, &tmp).unwrap();
+                    std::fs::rename(&tmp, &path).unwrap();
+                }
+            }
+        })
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let loading = path.clone();
+    std::thread::spawn(move || {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        let (mut ok, mut refused) = (0, 0);
+        while std::time::Instant::now() < until {
+            match sandgate_policy::Policy::load(&loading) {
+                Ok(_) => ok += 1,
+                Err(e) => {
+                    assert_eq!(e.kind(), K::Read, "{e}");
+                    assert!(e.to_string().contains("not a regular file"), "{e}");
+                    refused += 1;
+                }
+            }
+        }
+        let _ = tx.send((ok, refused));
+    });
+    let answer = rx.recv_timeout(std::time::Duration::from_secs(10));
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    if answer.is_err() {
+        // Free the blocked open before failing.
+        let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+    }
+    let (ok, refused) = answer.expect("a load blocked on a FIFO swapped in after the check");
+    assert!(ok > 0 && refused > 0, "{ok} loaded, {refused} refused");
+}
