@@ -419,6 +419,31 @@ fn pattern_args(
     Ok((str_arg(pattern, "pattern")?, opt_str_arg(path, "path")?))
 }
 
+/// The pattern, base path, options and whether context was asked for, as
+/// `grep`, `grepFound` and their async forms take them.
+type GrepArgs = (String, Option<String>, sandgate::search::GrepOptions, bool);
+
+/// Reads the arguments of `grep`, `grepFound` and their async forms on the
+/// main thread, the one place they are unpacked: a malformed one is the
+/// inner error, which the sync forms throw and the async ones reject
+/// with; the outer error is a JavaScript exception reading the options
+/// object raised.
+fn grep_args(
+    env: &Env,
+    pattern: Unknown<'_>,
+    path: Option<Unknown<'_>>,
+    max_results: Option<Unknown<'_>>,
+    options: Option<Unknown<'_>>,
+) -> napi::Result<Result<GrepArgs, sandgate::Error>> {
+    let args = pattern_args(pattern, path);
+    let max_results = opt_num_arg(max_results, "maxResults");
+    let options = options_of(env, options, "options", GREP_OPTIONS)?;
+    Ok(args.and_then(|(pattern, path)| {
+        let (opts, context) = grep_options(max_results?, options?)?;
+        Ok((pattern, path, opts, context))
+    }))
+}
+
 fn write_options(overwrite: bool) -> sandgate::WriteOptions {
     sandgate::WriteOptions::default().overwrite(overwrite)
 }
@@ -981,10 +1006,8 @@ impl Sandbox {
         #[napi(ts_arg_type = "number | undefined | null")] max_results: Option<Unknown<'_>>,
         #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<GrepAnswer> {
-        let (pattern, path) = pattern_args(pattern, path).or_throw(env)?;
-        let max_results = opt_num_arg(max_results, "maxResults").or_throw(env)?;
-        let options = options_of(env, options, "options", GREP_OPTIONS)?.or_throw(env)?;
-        let (opts, context) = grep_options(max_results, options).or_throw(env)?;
+        let (pattern, path, opts, context) =
+            grep_args(env, pattern, path, max_results, options)?.or_throw(env)?;
         let out = self
             .inner
             .grep_with(&pattern, path.as_deref(), &opts)
@@ -1037,10 +1060,8 @@ impl Sandbox {
         #[napi(ts_arg_type = "number | undefined | null")] max_results: Option<Unknown<'_>>,
         #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<GrepFound> {
-        let (pattern, path) = pattern_args(pattern, path).or_throw(env)?;
-        let max_results = opt_num_arg(max_results, "maxResults").or_throw(env)?;
-        let options = options_of(env, options, "options", GREP_OPTIONS)?.or_throw(env)?;
-        let (opts, context) = grep_options(max_results, options).or_throw(env)?;
+        let (pattern, path, opts, context) =
+            grep_args(env, pattern, path, max_results, options)?.or_throw(env)?;
         let found = self
             .inner
             .grep_found(&pattern, path.as_deref(), &opts)
@@ -1062,13 +1083,10 @@ impl Sandbox {
         AsyncTask<Job<(sandgate::search::Found<sandgate::search::GrepOutput>, bool), GrepFound>>,
     > {
         let sb = Arc::clone(&self.inner);
-        let args = pattern_args(pattern, path);
-        let max_results = opt_num_arg(max_results, "maxResults");
-        let options = options_of(env, options, "options", GREP_OPTIONS)?;
+        let args = grep_args(env, pattern, path, max_results, options)?;
         Ok(AsyncTask::new(Job::new(
             move || {
-                let (pattern, path) = args?;
-                let (opts, context) = grep_options(max_results?, options?)?;
+                let (pattern, path, opts, context) = args?;
                 Ok((sb.grep_found(&pattern, path.as_deref(), &opts)?, context))
             },
             grep_found,
@@ -1086,13 +1104,10 @@ impl Sandbox {
         #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<AsyncTask<Job<(sandgate::search::GrepOutput, bool), GrepAnswer>>> {
         let sb = Arc::clone(&self.inner);
-        let args = pattern_args(pattern, path);
-        let max_results = opt_num_arg(max_results, "maxResults");
-        let options = options_of(env, options, "options", GREP_OPTIONS)?;
+        let args = grep_args(env, pattern, path, max_results, options)?;
         Ok(AsyncTask::new(Job::new(
             move || {
-                let (pattern, path) = args?;
-                let (opts, context) = grep_options(max_results?, options?)?;
+                let (pattern, path, opts, context) = args?;
                 Ok((sb.grep_with(&pattern, path.as_deref(), &opts)?, context))
             },
             grep_answer,

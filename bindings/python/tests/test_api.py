@@ -996,6 +996,20 @@ def test_executor_from_keyword_options(tree):
         assert any("exec.timeout_ms (300 ms)" in n for n in r.confinement["notes"])
 
 
+def test_bindings6_executor_refuses_a_cwd_in_another_read_root_as_denied(tree):
+    # Granted, but no place for a command: E_DENIED as MCP answers, not
+    # E_PATH_ESCAPE (outside every root); with a write root and without.
+    marker = tree / "ws" / "ran"
+    for keys in ({"write_root": "ws", "read_roots": ["ws", "outside"]}, {"read_roots": ["ws", "outside"]}):
+        with Executor(**keys, enabled=True, base_dir=tree) as ex:
+            for cwd in (tree / "outside", f"{tree}/outside//."):
+                with pytest.raises(sandgate.DeniedError):
+                    ex.exec(f"touch {marker}", cwd=str(cwd))
+            with pytest.raises(sandgate.PathEscapeError):
+                ex.exec(f"touch {marker}", cwd=str(tree / "ws-secrets"))
+    assert not marker.exists()
+
+
 def test_policy_options_use_the_file_keys_and_gate(tree):
     with Policy.from_options(base_dir=tree, write_root="ws", enabled=True, timeout_ms=4321) as p:
         s = p.summary()

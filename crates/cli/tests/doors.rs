@@ -1132,6 +1132,21 @@ fn every_exec_door_takes_a_working_directory_in_the_first_read_root() {
         m.call("exec", json!({"command":"pwd","cwd":other})),
         Err("E_DENIED".into())
     );
+    // The library (and the C ABI and bindings over it) answers the same.
+    let ex = Executor::from_policy(&fx.policy()).unwrap();
+    let r = ex.exec(
+        "pwd",
+        ExecOptions {
+            cwd: Some(other.clone()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        r.as_ref().map_err(|e| e.code()).err(),
+        Some(sandgate::ErrorCode::Denied),
+        "rust {other}: {r:?}"
+    );
+    ex.dispose();
 }
 
 /// A name ending in `/` or `/.` reaches only a directory, whichever door

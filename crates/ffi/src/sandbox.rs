@@ -1117,6 +1117,70 @@ pub unsafe extern "C" fn sg_sandbox_rename(
     })
 }
 
+/// The arguments the search entry points share (`sg_sandbox_glob`,
+/// `sg_sandbox_glob_found`, `sg_sandbox_grep`), checked in their order:
+/// the sandbox, the pattern, the optional base path, the out-pointer.
+///
+/// # Safety
+///
+/// As for those functions.
+unsafe fn search_args<'a>(
+    sandbox: *const sg_sandbox,
+    pattern: *const c_char,
+    pattern_len: usize,
+    path: *const c_char,
+    path_len: usize,
+    out: *mut sg_bytes,
+) -> Result<(&'a sg_sandbox, &'a str, Option<&'a str>, &'a mut sg_bytes), Error> {
+    // SAFETY: forwarded contract.
+    unsafe {
+        Ok((
+            handle(sandbox, "sandbox")?,
+            arg_str(pattern, pattern_len, "pattern")?,
+            arg_opt_str(path, path_len, "path")?,
+            out_ptr(out, "out")?,
+        ))
+    }
+}
+
+/// The arguments `sg_sandbox_grep_with` and `sg_sandbox_grep_found`
+/// share, checked in their order (the sandbox, the pattern, the optional
+/// base path, the optional options, the out-pointer), with the options
+/// read ([`grep_options`]).
+///
+/// # Safety
+///
+/// As for those functions: each string `(ptr, len)` points to `len` bytes
+/// (the path and options may be NULL with length 0).
+unsafe fn grep_args<'a>(
+    sandbox: *const sg_sandbox,
+    pattern: (*const c_char, usize),
+    path: (*const c_char, usize),
+    options: (*const c_char, usize),
+    out: *mut sg_bytes,
+) -> Result<
+    (
+        &'a sg_sandbox,
+        &'a str,
+        Option<&'a str>,
+        facade::search::GrepOptions,
+        &'a mut sg_bytes,
+    ),
+    Error,
+> {
+    // SAFETY: forwarded contract.
+    let (s, pattern, path, options, out) = unsafe {
+        (
+            handle(sandbox, "sandbox")?,
+            arg_str(pattern.0, pattern.1, "pattern")?,
+            arg_opt_str(path.0, path.1, "path")?,
+            arg_opt_str(options.0, options.1, "options")?,
+            out_ptr(out, "out")?,
+        )
+    };
+    Ok((s, pattern, path, grep_options(options)?, out))
+}
+
 /// Paths matching the glob `pattern` below `path` (NULL: the root) in every
 /// read root, as a JSON array of root-relative names. Symlinks are never
 /// followed.
@@ -1147,14 +1211,8 @@ pub unsafe extern "C" fn sg_sandbox_glob(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, pattern, path, out) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(pattern, pattern_len, "pattern")?,
-                arg_opt_str(path, path_len, "path")?,
-                out_ptr(out, "out")?,
-            )
-        };
+        let (s, pattern, path, out) =
+            unsafe { search_args(sandbox, pattern, pattern_len, path, path_len, out)? };
         put(out, json_bytes(json!(s.sandbox.glob(pattern, path)?)));
         Ok(())
     })
@@ -1197,14 +1255,8 @@ pub unsafe extern "C" fn sg_sandbox_glob_found(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, pattern, path, out) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(pattern, pattern_len, "pattern")?,
-                arg_opt_str(path, path_len, "path")?,
-                out_ptr(out, "out")?,
-            )
-        };
+        let (s, pattern, path, out) =
+            unsafe { search_args(sandbox, pattern, pattern_len, path, path_len, out)? };
         let found = s.sandbox.glob_found(pattern, path)?;
         put(
             out,
@@ -1245,14 +1297,8 @@ pub unsafe extern "C" fn sg_sandbox_grep(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, pattern, path, out) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(pattern, pattern_len, "pattern")?,
-                arg_opt_str(path, path_len, "path")?,
-                out_ptr(out, "out")?,
-            )
-        };
+        let (s, pattern, path, out) =
+            unsafe { search_args(sandbox, pattern, pattern_len, path, path_len, out)? };
         let max = (max_results != 0).then_some(max_results as usize);
         let matches: Vec<_> = s
             .sandbox
@@ -1358,16 +1404,15 @@ pub unsafe extern "C" fn sg_sandbox_grep_with(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, pattern, path, options, out) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(pattern, pattern_len, "pattern")?,
-                arg_opt_str(path, path_len, "path")?,
-                arg_opt_str(options, options_len, "options")?,
-                out_ptr(out, "out")?,
-            )
+        let (s, pattern, path, opts, out) = unsafe {
+            grep_args(
+                sandbox,
+                (pattern, pattern_len),
+                (path, path_len),
+                (options, options_len),
+                out,
+            )?
         };
-        let opts = grep_options(options)?;
         let answer = grep_json(s.sandbox.grep_with(pattern, path, &opts)?);
         put(out, json_bytes(answer));
         Ok(())
@@ -1420,16 +1465,15 @@ pub unsafe extern "C" fn sg_sandbox_grep_found(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, pattern, path, options, out) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(pattern, pattern_len, "pattern")?,
-                arg_opt_str(path, path_len, "path")?,
-                arg_opt_str(options, options_len, "options")?,
-                out_ptr(out, "out")?,
-            )
+        let (s, pattern, path, opts, out) = unsafe {
+            grep_args(
+                sandbox,
+                (pattern, pattern_len),
+                (path, path_len),
+                (options, options_len),
+                out,
+            )?
         };
-        let opts = grep_options(options)?;
         let found = s.sandbox.grep_found(pattern, path, &opts)?;
         let key = match opts.mode {
             facade::search::GrepMode::Files => "files",

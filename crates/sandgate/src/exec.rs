@@ -108,6 +108,11 @@ pub struct Executor {
     cwd_root: Option<Root>,
     /// That root's host paths, for an absolute `cwd` inside it.
     cwd_dirs: Vec<GrantedDir>,
+    /// The policy's other granted directories (the read roots, as named
+    /// and resolved): an absolute `cwd` in one of them is granted but no
+    /// place for a command, refused `E_DENIED` as MCP refuses it, not
+    /// `E_PATH_ESCAPE` (outside every root).
+    other_dirs: Vec<GrantedDir>,
     max_timeout: Duration,
     exec_ops: Option<AtomicU64>,
     /// The egress proxy's state when `net.allow` grants anything.
@@ -498,6 +503,18 @@ impl Executor {
                     is_write: true,
                 })
                 .into_iter()
+                .collect(),
+            other_dirs: policy
+                .read_roots()
+                .iter()
+                .zip(policy.read_roots_as_named())
+                .enumerate()
+                .map(|(i, (resolved, named))| GrantedDir {
+                    spelled: named.clone(),
+                    resolved: resolved.clone(),
+                    read_index: Some(i),
+                    is_write: false,
+                })
                 .collect(),
             max_timeout: Duration::from_millis(exec.timeout_ms),
             exec_ops: policy.budgets().exec_ops.map(AtomicU64::new),
@@ -1131,7 +1148,19 @@ impl Executor {
             (None, _) => None,
             (Some(root), None) => Some(root.try_clone().map_err(Error::from)?.into_fd()),
             (Some(root), Some(given)) => {
-                let name = hostpath::map(&self.cwd_dirs, given)?.rel;
+                let name = match hostpath::map(&self.cwd_dirs, given) {
+                    Ok(m) => m.rel,
+                    Err(e) => match hostpath::map(&self.other_dirs, given) {
+                        Ok(m) => {
+                            return Err(Error::denied(
+                                "commands run in the write root (or, without one, the first \
+                                 read root); this path is in another granted directory",
+                            )
+                            .with_path(m.rel))
+                        }
+                        Err(_) => return Err(e),
+                    },
+                };
                 let rel = RelPath::parse(&name)?;
                 let dir = root
                     .open_dir(&rel)

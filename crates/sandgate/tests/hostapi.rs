@@ -335,3 +335,56 @@ fn a_policy_keeps_a_symlinked_root_as_named_for_host_paths() {
         ErrorCode::PathEscape
     );
 }
+
+/// A working directory in a granted directory where commands do not run
+/// (another read root) is refused as MCP refuses it, `E_DENIED` (the
+/// directory is granted, just not for commands), not `E_PATH_ESCAPE` (which
+/// says the path is outside every root); with or without a write root.
+/// Nothing runs, and a path outside every root is still `E_PATH_ESCAPE`.
+#[test]
+fn bindings6_exec_refuses_a_cwd_in_another_read_root_as_denied() {
+    let t = Tree::new();
+    fs::create_dir_all(t.p("docs/sub")).unwrap();
+    let marker = t.p("app/ran");
+    let with_write = Executor::builder()
+        .write_root(t.p("app"))
+        .read_root(t.p("app"))
+        .read_root(t.p("docs"))
+        .enabled(true)
+        .confine(Confine::BestEffort)
+        .build()
+        .unwrap();
+    let read_only = Executor::builder()
+        .read_root(t.p("app"))
+        .read_root(t.p("docs"))
+        .enabled(true)
+        .confine(Confine::BestEffort)
+        .build()
+        .unwrap();
+    for (which, ex) in [("write root", &with_write), ("read roots", &read_only)] {
+        let run = |cwd: String| {
+            ex.exec(
+                &format!("touch {}", marker.display()),
+                ExecOptions {
+                    cwd: Some(cwd),
+                    ..Default::default()
+                },
+            )
+        };
+        for cwd in [
+            t.s("docs/sub"),
+            t.s("docs"),
+            format!("{}//sub/.", t.s("docs")),
+        ] {
+            let e = run(cwd.clone()).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::Denied, "{which} {cwd}: {e}");
+            assert!(!e.to_string().contains(&t.s("docs")), "{which}: {e}");
+        }
+        assert_eq!(
+            code(run(t.s("app-secrets"))),
+            ErrorCode::PathEscape,
+            "{which}"
+        );
+        assert!(!marker.exists(), "{which}: a refused exec ran");
+    }
+}
