@@ -661,7 +661,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 19 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 20 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -906,4 +906,49 @@ fn a_tree_of_many_directories_with_subdirectories_is_recorded_within_the_descrip
         .collect();
     assert!(kept.is_empty(), "changes kept in {kept:?}: {changes:?}");
     assert_eq!(changes.len(), 400, "{changes:?}");
+}
+
+/// A command that floods a directory with more entries than one settle
+/// reads leaves the rest to the next command's record update, which reads
+/// no more than the settle does (the bound lowered for the test) and says
+/// what it did not record: it neither reads the flood whole (time without
+/// bound before the next command starts) nor takes every protected entry
+/// of the flood into the record unsaid.
+#[test]
+fn protect6_the_record_update_after_a_flood_reads_a_bounded_number_of_entries() {
+    let cap = 200;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join("d")).unwrap();
+    fs::write(root.join("keep.lock"), "v1\n").unwrap();
+    let guard = GuardBuilder::new().patterns(["*.lock"]).build().unwrap();
+    let p = Arc::new(Protector::new(&root, guard).unwrap().with_entry_cap(cap));
+    let cp = p.begin().unwrap();
+    for i in 0..10 * cap {
+        fs::write(root.join(format!("d/f{i}.lock")), "").unwrap();
+        fs::create_dir(root.join(format!("d/s{i}"))).unwrap();
+    }
+    let changes = cp.settle();
+    assert!(changes.iter().any(|c| c.path == "."), "{changes:?}");
+    // The next command's record update.
+    let cp = p.begin().unwrap();
+    let recorded = cp.protected_entries().len();
+    fs::write(root.join("keep.lock"), "v2\n").unwrap();
+    let changes = cp.settle();
+    assert!(
+        recorded <= cap + 1,
+        "the update recorded {recorded} protected entries, past the bound of {cap} entries read"
+    );
+    let told = changes
+        .iter()
+        .find(|c| c.path == "." && c.pattern.contains("the record before this command"))
+        .unwrap_or_else(|| panic!("the update's bound is not reported: {changes:?}"));
+    assert_eq!(told.action, Action::Reported);
+    assert!(told.pattern.contains(&cap.to_string()), "{told:?}");
+    assert_eq!(fs::read(root.join("keep.lock")).unwrap(), b"v1\n");
+    // The flood gone, the record is whole again and says nothing more.
+    fs::remove_dir_all(root.join("d")).unwrap();
+    let cp = p.begin().unwrap();
+    assert_eq!(cp.protected_entries().len(), 1);
+    assert_eq!(cp.settle(), []);
 }
