@@ -204,8 +204,12 @@ const WATCH_FLAGS: WatchFlags = WatchFlags::CREATE
 /// The inotify instance of one root, shared by all its records.
 struct Watcher {
     fd: OwnedFd,
-    /// Where each watched directory was last listed beneath the root.
-    paths: HashMap<i32, Vec<u8>>,
+    /// Where each watched directory was listed beneath the root: one name,
+    /// or several when one directory is reached under more than one (a bind
+    /// mount of it beneath the root: one inode, one watch). An event names
+    /// them all, so that a change made through one name is not looked for
+    /// under another only.
+    paths: HashMap<i32, Vec<Vec<u8>>>,
     /// Watches whose directory was deleted: their `IN_IGNORED` is expected.
     deleted: HashSet<i32>,
 }
@@ -251,22 +255,23 @@ impl WatchState {
         }
     }
 
-    /// Watches the directory open as `fd`, listed as `rel`, before it is
-    /// listed. The watch is added through `/proc/self/fd`, so it is on the
-    /// very directory open (a path could be redirected meanwhile). A
-    /// failure ends watching for the root.
-    fn watch(&mut self, fd: &OwnedFd, rel: &[u8]) {
+    /// Watches the directory open as `fd`, listed as `rel` beneath `root`,
+    /// before it is listed. The watch is added through `/proc/self/fd`, so
+    /// it is on the very directory open (a path could be redirected
+    /// meanwhile). A name the directory was listed under before stays with
+    /// the watch only while it still names that directory (a bind mount);
+    /// one it was renamed from goes. A failure ends watching for the root.
+    fn watch(&mut self, root: BorrowedFd<'_>, fd: &OwnedFd, rel: &[u8]) {
         let WatchState::On(w) = self else { return };
         let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
         match inotify::add_watch(&w.fd, path.as_str(), WATCH_FLAGS) {
             Ok(wd) => {
                 w.deleted.remove(&wd);
-                match w.paths.get_mut(&wd) {
-                    Some(p) if p.as_slice() == rel => {}
-                    Some(p) => *p = rel.to_vec(),
-                    None => {
-                        w.paths.insert(wd, rel.to_vec());
-                    }
+                let names = w.paths.entry(wd).or_default();
+                if !names.iter().any(|p| p.as_slice() == rel) {
+                    let id = rfs::fstat(fd).ok().map(|s| (s.st_dev, s.st_ino));
+                    names.retain(|p| lstat(root, p).ok().map(|s| (s.st_dev, s.st_ino)) == id);
+                    names.push(rel.to_vec());
                 }
             }
             Err(Errno::NOSPC) => {
@@ -327,7 +332,7 @@ impl WatchState {
             if flags.contains(ReadFlags::DELETE_SELF) {
                 w.deleted.insert(wd);
             }
-            if let Some(p) = w.paths.get(&wd) {
+            for p in w.paths.get(&wd).into_iter().flatten() {
                 if !dirty.contains(p) {
                     dirty.insert(p.clone());
                 }
@@ -1120,7 +1125,7 @@ impl Record {
         rel: Vec<u8>,
         fd: OwnedFd,
     ) -> Option<Pending> {
-        watch.watch(&fd, &rel);
+        watch.watch(ctx.root, &fd, &rel);
         let st = rfs::fstat(&fd).ok()?;
         let mut rec = DirRec {
             meta: Meta::of(&st),
@@ -1346,7 +1351,7 @@ impl Record {
     fn relist(&mut self, ctx: &Ctx<'_>, watch: &mut WatchState, rel: &[u8], fd: OwnedFd) {
         // Watched again (the same watch if it still is): a directory
         // deleted and made again with the same inode number needs a new one.
-        watch.watch(&fd, rel);
+        watch.watch(ctx.root, &fd, rel);
         let Ok(st) = rfs::fstat(&fd) else { return };
         let Some(old) = self.dirs.get(rel).cloned() else {
             return;

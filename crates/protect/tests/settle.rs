@@ -661,7 +661,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 20 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 21 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -951,4 +951,67 @@ fn protect6_the_record_update_after_a_flood_reads_a_bounded_number_of_entries() 
     let cp = p.begin().unwrap();
     assert_eq!(cp.protected_entries().len(), 1);
     assert_eq!(cp.settle(), []);
+}
+
+/// A bind mount beneath the root (root only), unmounted when dropped.
+struct Bind(std::path::PathBuf);
+
+impl Bind {
+    /// Binds `from` at `at`; `None` when this process cannot mount.
+    fn new(from: &Path, at: &Path) -> Option<Bind> {
+        let ok = Command::new("mount")
+            .arg("--bind")
+            .arg(from)
+            .arg(at)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Bind(at.to_path_buf()))
+    }
+}
+
+impl Drop for Bind {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// A directory reached under two names beneath the root (the root bound
+/// inside itself, a directory bound beside itself: the host's doing, as
+/// root) is recorded without the walk looping (the kernel shows, beneath
+/// a bind mount, the directory under the mount point, not the mount
+/// again), and a new protected entry made through its first name is
+/// quarantined like any other: the one watch the directory has (one inode)
+/// names both of its names, not the last listed only.
+#[test]
+fn protect6_a_directory_bound_beneath_the_root_is_checked_under_every_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    for d in ["sub", "a", "b"] {
+        fs::create_dir_all(root.join(d)).unwrap();
+    }
+    fs::write(root.join("x.lock"), "v1\n").unwrap();
+    let Some(_itself) = Bind::new(&root, &root.join("sub")) else {
+        eprintln!("skipped: this process cannot bind-mount (not root)");
+        return;
+    };
+    let _beside = Bind::new(&root.join("a"), &root.join("b")).unwrap();
+    let p = protector(&root, &["*.lock"]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p2 = p.clone();
+    std::thread::spawn(move || tx.send(p2.begin().unwrap()).unwrap());
+    let cp = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the record's walk did not stop");
+    fs::write(root.join("x.lock"), "v2\n").unwrap();
+    fs::write(root.join("new.lock"), "").unwrap();
+    fs::write(root.join("a/new.lock"), "").unwrap();
+    let changes = cp.settle();
+    assert_eq!(fs::read(root.join("x.lock")).unwrap(), b"v1\n");
+    for left in ["new.lock", "a/new.lock"] {
+        assert!(
+            !root.join(left).exists(),
+            "{left} was left in place: {changes:?}"
+        );
+    }
 }
