@@ -661,7 +661,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 21 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 22 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -1013,5 +1013,70 @@ fn protect6_a_directory_bound_beneath_the_root_is_checked_under_every_name() {
             !root.join(left).exists(),
             "{left} was left in place: {changes:?}"
         );
+    }
+}
+
+/// The check reopens by path the directories a command made past the 32 it
+/// holds open. A process still running on the root (a second command)
+/// swapping such a directory for a symlink to a directory outside the root,
+/// over and over while the check runs, never has the check read through
+/// it: the reopen follows no symlink, one component at a time from the
+/// root, and takes the directory only if it is the one listed.
+#[test]
+fn protect6_a_directory_reopened_by_the_check_is_never_one_swapped_for_a_symlink() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    let out = tmp.path().join("out");
+    fs::create_dir_all(&root).unwrap();
+    fs::create_dir_all(&out).unwrap();
+    fs::write(out.join("evil.lock"), "outside\n").unwrap();
+    let p = protector(&root, &["*.lock"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = 60;
+    let wide = 48;
+    for round in 0..rounds {
+        let cp = p.begin().unwrap();
+        let n = root.join(format!("n{round}"));
+        for k in 0..wide {
+            fs::create_dir_all(n.join(format!("d{k}"))).unwrap();
+            fs::write(n.join(format!("d{k}/x.lock")), "").unwrap();
+        }
+        stop.store(false, Ordering::SeqCst);
+        let racer = {
+            let (n, out, stop) = (n.clone(), out.clone(), stop.clone());
+            std::thread::spawn(move || {
+                // Half of the time each directory is a symlink out.
+                let name =
+                    |k: usize, aside: bool| n.join(format!("{}d{k}", if aside { "." } else { "" }));
+                while !stop.load(Ordering::SeqCst) {
+                    for k in 0..wide {
+                        if fs::rename(name(k, false), name(k, true)).is_ok() {
+                            let _ = std::os::unix::fs::symlink(&out, name(k, false));
+                        }
+                    }
+                    for k in 0..wide {
+                        if fs::remove_file(name(k, false)).is_ok() {
+                            let _ = fs::rename(name(k, true), name(k, false));
+                        }
+                    }
+                }
+                for k in 0..wide {
+                    if fs::symlink_metadata(name(k, true)).is_ok() {
+                        let _ = fs::remove_file(name(k, false));
+                        let _ = fs::rename(name(k, true), name(k, false));
+                    }
+                }
+            })
+        };
+        let changes = cp.settle();
+        stop.store(true, Ordering::SeqCst);
+        racer.join().unwrap();
+        assert!(
+            !changes.iter().any(|c| c.path.contains("evil.lock")),
+            "the check read through a symlink out of the root: {changes:?}"
+        );
+        assert_eq!(fs::read(out.join("evil.lock")).unwrap(), b"outside\n");
+        assert!(fs::read_dir(&out).unwrap().count() == 1);
     }
 }
