@@ -111,6 +111,13 @@
 //!   protected entries and renames among the entries not read are not
 //!   found, while the recorded protected entries are still compared and
 //!   restored.
+//! - The record's update before the next command reads at most as many
+//!   (a command that left millions of entries would otherwise hold up the
+//!   next one); past it, the entries not read are not recorded, a change
+//!   to a protected entry among them is not undone, and every settle
+//!   against that record says so (a [`Change`] at `.`,
+//!   [`Action::Reported`]). The directories it did not finish are read
+//!   again by the next update.
 //! - A regular file larger than [`MAX_COPY_BYTES`], or past
 //!   [`MAX_TOTAL_COPY_BYTES`] of copies per root, is recorded by identity
 //!   and metadata only: a change to it is reported
@@ -197,8 +204,12 @@ const WATCH_FLAGS: WatchFlags = WatchFlags::CREATE
 /// The inotify instance of one root, shared by all its records.
 struct Watcher {
     fd: OwnedFd,
-    /// Where each watched directory was last listed beneath the root.
-    paths: HashMap<i32, Vec<u8>>,
+    /// Where each watched directory was listed beneath the root: one name,
+    /// or several when one directory is reached under more than one (a bind
+    /// mount of it beneath the root: one inode, one watch). An event names
+    /// them all, so that a change made through one name is not looked for
+    /// under another only.
+    paths: HashMap<i32, Vec<Vec<u8>>>,
     /// Watches whose directory was deleted: their `IN_IGNORED` is expected.
     deleted: HashSet<i32>,
 }
@@ -244,22 +255,23 @@ impl WatchState {
         }
     }
 
-    /// Watches the directory open as `fd`, listed as `rel`, before it is
-    /// listed. The watch is added through `/proc/self/fd`, so it is on the
-    /// very directory open (a path could be redirected meanwhile). A
-    /// failure ends watching for the root.
-    fn watch(&mut self, fd: &OwnedFd, rel: &[u8]) {
+    /// Watches the directory open as `fd`, listed as `rel` beneath `root`,
+    /// before it is listed. The watch is added through `/proc/self/fd`, so
+    /// it is on the very directory open (a path could be redirected
+    /// meanwhile). A name the directory was listed under before stays with
+    /// the watch only while it still names that directory (a bind mount);
+    /// one it was renamed from goes. A failure ends watching for the root.
+    fn watch(&mut self, root: BorrowedFd<'_>, fd: &OwnedFd, rel: &[u8]) {
         let WatchState::On(w) = self else { return };
         let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
         match inotify::add_watch(&w.fd, path.as_str(), WATCH_FLAGS) {
             Ok(wd) => {
                 w.deleted.remove(&wd);
-                match w.paths.get_mut(&wd) {
-                    Some(p) if p.as_slice() == rel => {}
-                    Some(p) => *p = rel.to_vec(),
-                    None => {
-                        w.paths.insert(wd, rel.to_vec());
-                    }
+                let names = w.paths.entry(wd).or_default();
+                if !names.iter().any(|p| p.as_slice() == rel) {
+                    let id = rfs::fstat(fd).ok().map(|s| (s.st_dev, s.st_ino));
+                    names.retain(|p| lstat(root, p).ok().map(|s| (s.st_dev, s.st_ino)) == id);
+                    names.push(rel.to_vec());
                 }
             }
             Err(Errno::NOSPC) => {
@@ -320,7 +332,7 @@ impl WatchState {
             if flags.contains(ReadFlags::DELETE_SELF) {
                 w.deleted.insert(wd);
             }
-            if let Some(p) = w.paths.get(&wd) {
+            for p in w.paths.get(&wd).into_iter().flatten() {
                 if !dirty.contains(p) {
                     dirty.insert(p.clone());
                 }
@@ -351,7 +363,9 @@ pub const GRANULARITY_NS: i128 = 20_000_000;
 /// [`Change`] at `.`, [`Action::Reported`], whose `pattern` names the
 /// bound: changes among the entries not read are neither undone nor
 /// reported one by one. The recorded protected entries are still compared
-/// and restored (that does not read directories).
+/// and restored (that does not read directories). The record's update
+/// before the next command reads at most as many, in the directories that
+/// changed since.
 pub const MAX_SETTLE_ENTRIES: usize = 1_000_000;
 
 /// What was done about one protected entry.
@@ -631,7 +645,7 @@ impl Protector {
             let sh = &mut *shared;
             let record = match sh.records.remove(&self.guard_key) {
                 Some(mut record) => {
-                    record.refresh(&ctx, &mut sh.watch)?;
+                    record.refresh(&ctx, &mut sh.watch, self.entry_cap)?;
                     record
                 }
                 None => Record::take(&ctx, &mut sh.watch)?,
@@ -871,6 +885,12 @@ struct Record {
     /// Directories with inotify events since the record was last brought
     /// up to date (meaningful while the root is watched).
     dirty: BTreeSet<Vec<u8>>,
+    /// Directory entries the walk under way may still read: unbounded for
+    /// the first record, [`MAX_SETTLE_ENTRIES`] for each update after.
+    left: usize,
+    /// The last update stopped at that bound: what it did not read is not
+    /// recorded (each settle says so).
+    short: bool,
 }
 
 fn now_ns() -> i128 {
@@ -980,15 +1000,6 @@ struct Listed {
     ino: u64,
 }
 
-fn list(dir: &OwnedFd) -> Result<Vec<Listed>, Errno> {
-    let mut out = Vec::new();
-    each_listed(dir, |e| {
-        out.push(e);
-        true
-    })?;
-    Ok(out)
-}
-
 /// Reads `dir`'s entries one at a time into `each`, without keeping them,
 /// until `each` answers false. Answers whether every entry was read.
 fn each_listed(dir: &OwnedFd, mut each: impl FnMut(Listed) -> bool) -> Result<bool, Errno> {
@@ -1028,6 +1039,8 @@ impl Record {
             entries: BTreeMap::new(),
             copied: 0,
             dirty: BTreeSet::new(),
+            left: usize::MAX,
+            short: false,
         };
         let fd = open_dir(ctx.root, b"")?;
         record.walk_add(ctx, watch, Vec::new(), fd);
@@ -1068,13 +1081,23 @@ impl Record {
                     .filter(|fd| rfs::fstat(fd).is_ok_and(|s| (s.st_dev, s.st_ino) == parent.id)),
             };
             for name in std::mem::take(&mut parent.subdirs) {
-                let sub = fd.as_ref().and_then(|fd| {
+                let sub = fd.as_ref().filter(|_| !self.short).and_then(|fd| {
                     rfs::openat(fd, OsStr::from_bytes(&name), DIR_FLAGS, Mode::empty()).ok()
                 });
                 let Some(sub) = sub else {
-                    // Not opened: not recorded as a subdirectory.
+                    // Not opened (or past the bound of an update): not
+                    // recorded as a subdirectory. Past the bound, the
+                    // parent is read again by the next update (its ctime
+                    // then never matches the record's).
+                    let short = self.short;
                     if let Some(rec) = self.dirs.get_mut(&parent.rel) {
                         rec.subdirs.remove(&name);
+                        if short {
+                            rec.meta.ctime = i128::MIN;
+                        }
+                    }
+                    if short {
+                        self.dirty.insert(parent.rel.clone());
                     }
                     continue;
                 };
@@ -1102,16 +1125,18 @@ impl Record {
         rel: Vec<u8>,
         fd: OwnedFd,
     ) -> Option<Pending> {
-        watch.watch(&fd, &rel);
+        watch.watch(ctx.root, &fd, &rel);
         let st = rfs::fstat(&fd).ok()?;
-        let listing = list(&fd).ok()?;
         let mut rec = DirRec {
             meta: Meta::of(&st),
             subdirs: BTreeSet::new(),
             protected: BTreeSet::new(),
         };
         let mut subdirs = Vec::new();
-        for e in listing {
+        let listed = each_listed(&fd, |e| {
+            if !self.take_one() {
+                return false;
+            }
             let child = join(&rel, &e.name);
             if let Some(pattern) = ctx.protects(&child) {
                 if self.record_entry(&fd, &e.name, child, pattern) {
@@ -1122,6 +1147,11 @@ impl Record {
                 rec.subdirs.insert(e.name.clone());
                 subdirs.push(e.name);
             }
+            true
+        });
+        if !listed.ok()? {
+            rec.meta.ctime = i128::MIN;
+            self.dirty.insert(rel.clone());
         }
         self.dirs.insert(rel.clone(), rec);
         (!subdirs.is_empty()).then_some(Pending {
@@ -1130,6 +1160,21 @@ impl Record {
             fd: Some(fd),
             subdirs,
         })
+    }
+
+    /// Counts one directory entry read against the bound of the walk under
+    /// way; false (and the record marked short) once it is spent.
+    fn take_one(&mut self) -> bool {
+        match self.left.checked_sub(1) {
+            Some(left) => {
+                self.left = left;
+                true
+            }
+            None => {
+                self.short = true;
+                false
+            }
+        }
     }
 
     /// Records the protected entry `name` of `dir` as `rel`. False when it
@@ -1198,9 +1243,17 @@ impl Record {
     }
 
     /// Brings the record up to date, accepting every change since it was
-    /// made (no command on the root is running).
-    fn refresh(&mut self, ctx: &Ctx<'_>, watch: &mut WatchState) -> io::Result<()> {
+    /// made (no command on the root is running). It reads at most `cap`
+    /// directory entries, as a settle does: a command can leave millions
+    /// in a directory, and the next command would wait for all of them to
+    /// be read. Past the bound, what was not read is not recorded (the
+    /// record keeps what it had for the names not reached, and new
+    /// directories not reached are left out), and every settle against this
+    /// record says so.
+    fn refresh(&mut self, ctx: &Ctx<'_>, watch: &mut WatchState, cap: usize) -> io::Result<()> {
         let t0 = now_ns();
+        self.left = cap;
+        self.short = false;
         // Events up to now are in `dirty`; later ones will be next time.
         let watched = watch.is_on();
         let mut moved = Vec::new();
@@ -1227,6 +1280,14 @@ impl Record {
         for rel in moved {
             if !self.dirs.contains_key(&rel) {
                 continue; // dropped with an ancestor, or re-added whole
+            }
+            if self.short {
+                // Past the bound: left as recorded, and read again next
+                // time.
+                if watched {
+                    self.dirty.insert(rel);
+                }
+                continue;
             }
             match open_dir(ctx.root, &rel) {
                 Ok(fd) => {
@@ -1290,7 +1351,7 @@ impl Record {
     fn relist(&mut self, ctx: &Ctx<'_>, watch: &mut WatchState, rel: &[u8], fd: OwnedFd) {
         // Watched again (the same watch if it still is): a directory
         // deleted and made again with the same inode number needs a new one.
-        watch.watch(&fd, rel);
+        watch.watch(ctx.root, &fd, rel);
         let Ok(st) = rfs::fstat(&fd) else { return };
         let Some(old) = self.dirs.get(rel).cloned() else {
             return;
@@ -1304,6 +1365,9 @@ impl Record {
         // seen: a directory a command filled costs time, not memory.
         let mut seen = BTreeSet::new();
         let listed = each_listed(&fd, |e| {
+            if !self.take_one() {
+                return false;
+            }
             let child = join(rel, &e.name);
             if old.subdirs.contains(&e.name) || old.protected.contains(&e.name) {
                 seen.insert(e.name.clone());
@@ -1336,14 +1400,31 @@ impl Record {
             }
             true
         });
-        if listed.is_err() {
-            return;
-        }
-        for gone in old.subdirs.iter().filter(|n| !seen.contains(*n)) {
-            self.drop_subtree(&join(rel, gone));
-        }
-        for gone in old.protected.iter().filter(|n| !seen.contains(*n)) {
-            self.drop_entry(&join(rel, gone));
+        match listed {
+            Err(_) => return,
+            Ok(true) => {
+                for gone in old.subdirs.iter().filter(|n| !seen.contains(*n)) {
+                    self.drop_subtree(&join(rel, gone));
+                }
+                for gone in old.protected.iter().filter(|n| !seen.contains(*n)) {
+                    self.drop_entry(&join(rel, gone));
+                }
+            }
+            // Stopped at the bound: the names not reached keep what was
+            // recorded of them, and the directory is read again next time.
+            Ok(false) => {
+                let unseen = |names: &BTreeSet<Vec<u8>>| {
+                    names
+                        .iter()
+                        .filter(|n| !seen.contains(*n))
+                        .cloned()
+                        .collect::<Vec<_>>()
+                };
+                rec.subdirs.extend(unseen(&old.subdirs));
+                rec.protected.extend(unseen(&old.protected));
+                rec.meta.ctime = i128::MIN;
+                self.dirty.insert(rel.to_vec());
+            }
         }
         self.dirs.insert(rel.to_vec(), rec);
     }
@@ -1541,6 +1622,18 @@ impl Settle<'_> {
                 pattern: "(none: a directory the command made that could not be read; \
                           what it holds was not checked)"
                     .to_owned(),
+                action: Action::Reported,
+            });
+        }
+        if record.short {
+            self.changes.push(Change {
+                path: ".".to_owned(),
+                pattern: format!(
+                    "(none: the record before this command stopped after reading {} \
+                     directory entries, MAX_SETTLE_ENTRIES; protected entries among the \
+                     rest were not recorded, and a change to one is not undone)",
+                    self.entry_cap
+                ),
                 action: Action::Reported,
             });
         }

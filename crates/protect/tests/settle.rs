@@ -661,7 +661,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 19 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 22 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -906,4 +906,177 @@ fn a_tree_of_many_directories_with_subdirectories_is_recorded_within_the_descrip
         .collect();
     assert!(kept.is_empty(), "changes kept in {kept:?}: {changes:?}");
     assert_eq!(changes.len(), 400, "{changes:?}");
+}
+
+/// A command that floods a directory with more entries than one settle
+/// reads leaves the rest to the next command's record update, which reads
+/// no more than the settle does (the bound lowered for the test) and says
+/// what it did not record: it neither reads the flood whole (time without
+/// bound before the next command starts) nor takes every protected entry
+/// of the flood into the record unsaid.
+#[test]
+fn protect6_the_record_update_after_a_flood_reads_a_bounded_number_of_entries() {
+    let cap = 200;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join("d")).unwrap();
+    fs::write(root.join("keep.lock"), "v1\n").unwrap();
+    let guard = GuardBuilder::new().patterns(["*.lock"]).build().unwrap();
+    let p = Arc::new(Protector::new(&root, guard).unwrap().with_entry_cap(cap));
+    let cp = p.begin().unwrap();
+    for i in 0..10 * cap {
+        fs::write(root.join(format!("d/f{i}.lock")), "").unwrap();
+        fs::create_dir(root.join(format!("d/s{i}"))).unwrap();
+    }
+    let changes = cp.settle();
+    assert!(changes.iter().any(|c| c.path == "."), "{changes:?}");
+    // The next command's record update.
+    let cp = p.begin().unwrap();
+    let recorded = cp.protected_entries().len();
+    fs::write(root.join("keep.lock"), "v2\n").unwrap();
+    let changes = cp.settle();
+    assert!(
+        recorded <= cap + 1,
+        "the update recorded {recorded} protected entries, past the bound of {cap} entries read"
+    );
+    let told = changes
+        .iter()
+        .find(|c| c.path == "." && c.pattern.contains("the record before this command"))
+        .unwrap_or_else(|| panic!("the update's bound is not reported: {changes:?}"));
+    assert_eq!(told.action, Action::Reported);
+    assert!(told.pattern.contains(&cap.to_string()), "{told:?}");
+    assert_eq!(fs::read(root.join("keep.lock")).unwrap(), b"v1\n");
+    // The flood gone, the record is whole again and says nothing more.
+    fs::remove_dir_all(root.join("d")).unwrap();
+    let cp = p.begin().unwrap();
+    assert_eq!(cp.protected_entries().len(), 1);
+    assert_eq!(cp.settle(), []);
+}
+
+/// A bind mount beneath the root (root only), unmounted when dropped.
+struct Bind(std::path::PathBuf);
+
+impl Bind {
+    /// Binds `from` at `at`; `None` when this process cannot mount.
+    fn new(from: &Path, at: &Path) -> Option<Bind> {
+        let ok = Command::new("mount")
+            .arg("--bind")
+            .arg(from)
+            .arg(at)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Bind(at.to_path_buf()))
+    }
+}
+
+impl Drop for Bind {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// A directory reached under two names beneath the root (the root bound
+/// inside itself, a directory bound beside itself: the host's doing, as
+/// root) is recorded without the walk looping (the kernel shows, beneath
+/// a bind mount, the directory under the mount point, not the mount
+/// again), and a new protected entry made through its first name is
+/// quarantined like any other: the one watch the directory has (one inode)
+/// names both of its names, not the last listed only.
+#[test]
+fn protect6_a_directory_bound_beneath_the_root_is_checked_under_every_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    for d in ["sub", "a", "b"] {
+        fs::create_dir_all(root.join(d)).unwrap();
+    }
+    fs::write(root.join("x.lock"), "v1\n").unwrap();
+    let Some(_itself) = Bind::new(&root, &root.join("sub")) else {
+        eprintln!("skipped: this process cannot bind-mount (not root)");
+        return;
+    };
+    let _beside = Bind::new(&root.join("a"), &root.join("b")).unwrap();
+    let p = protector(&root, &["*.lock"]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p2 = p.clone();
+    std::thread::spawn(move || tx.send(p2.begin().unwrap()).unwrap());
+    let cp = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the record's walk did not stop");
+    fs::write(root.join("x.lock"), "v2\n").unwrap();
+    fs::write(root.join("new.lock"), "").unwrap();
+    fs::write(root.join("a/new.lock"), "").unwrap();
+    let changes = cp.settle();
+    assert_eq!(fs::read(root.join("x.lock")).unwrap(), b"v1\n");
+    for left in ["new.lock", "a/new.lock"] {
+        assert!(
+            !root.join(left).exists(),
+            "{left} was left in place: {changes:?}"
+        );
+    }
+}
+
+/// The check reopens by path the directories a command made past the 32 it
+/// holds open. A process still running on the root (a second command)
+/// swapping such a directory for a symlink to a directory outside the root,
+/// over and over while the check runs, never has the check read through
+/// it: the reopen follows no symlink, one component at a time from the
+/// root, and takes the directory only if it is the one listed.
+#[test]
+fn protect6_a_directory_reopened_by_the_check_is_never_one_swapped_for_a_symlink() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    let out = tmp.path().join("out");
+    fs::create_dir_all(&root).unwrap();
+    fs::create_dir_all(&out).unwrap();
+    fs::write(out.join("evil.lock"), "outside\n").unwrap();
+    let p = protector(&root, &["*.lock"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = 60;
+    let wide = 48;
+    for round in 0..rounds {
+        let cp = p.begin().unwrap();
+        let n = root.join(format!("n{round}"));
+        for k in 0..wide {
+            fs::create_dir_all(n.join(format!("d{k}"))).unwrap();
+            fs::write(n.join(format!("d{k}/x.lock")), "").unwrap();
+        }
+        stop.store(false, Ordering::SeqCst);
+        let racer = {
+            let (n, out, stop) = (n.clone(), out.clone(), stop.clone());
+            std::thread::spawn(move || {
+                // Half of the time each directory is a symlink out.
+                let name =
+                    |k: usize, aside: bool| n.join(format!("{}d{k}", if aside { "." } else { "" }));
+                while !stop.load(Ordering::SeqCst) {
+                    for k in 0..wide {
+                        if fs::rename(name(k, false), name(k, true)).is_ok() {
+                            let _ = std::os::unix::fs::symlink(&out, name(k, false));
+                        }
+                    }
+                    for k in 0..wide {
+                        if fs::remove_file(name(k, false)).is_ok() {
+                            let _ = fs::rename(name(k, true), name(k, false));
+                        }
+                    }
+                }
+                for k in 0..wide {
+                    if fs::symlink_metadata(name(k, true)).is_ok() {
+                        let _ = fs::remove_file(name(k, false));
+                        let _ = fs::rename(name(k, true), name(k, false));
+                    }
+                }
+            })
+        };
+        let changes = cp.settle();
+        stop.store(true, Ordering::SeqCst);
+        racer.join().unwrap();
+        assert!(
+            !changes.iter().any(|c| c.path.contains("evil.lock")),
+            "the check read through a symlink out of the root: {changes:?}"
+        );
+        assert_eq!(fs::read(out.join("evil.lock")).unwrap(), b"outside\n");
+        assert!(fs::read_dir(&out).unwrap().count() == 1);
+    }
 }
