@@ -27,8 +27,10 @@
 //!
 //! `listen` goes to the executor through seccomp user notification: a
 //! plain filter sees only the descriptor number, not the socket's family.
-//! The executor takes a copy of the socket with `pidfd_getfd`, reads its
-//! family (`SO_DOMAIN`), performs the `listen` itself on that copy for a
+//! The executor takes a copy of the socket with `pidfd_getfd` (through a
+//! pidfd of the calling thread, which need not be the process's first:
+//! threaded runtimes listen from any thread), checks the notification is
+//! still pending, reads the socket's family (`SO_DOMAIN`), performs the `listen` itself on that copy for a
 //! UNIX socket and answers `EACCES` for anything else. It never lets the
 //! call continue in the caller (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): the
 //! caller's other threads could swap the descriptor in between. A child
@@ -670,6 +672,7 @@ struct NotifResp {
 
 const NOTIF_RECV: rustix::ioctl::Opcode = rustix::ioctl::opcode::read_write::<Notif>(b'!', 0);
 const NOTIF_SEND: rustix::ioctl::Opcode = rustix::ioctl::opcode::read_write::<NotifResp>(b'!', 1);
+const NOTIF_ID_VALID: rustix::ioctl::Opcode = rustix::ioctl::opcode::write::<u64>(b'!', 2);
 
 /// What one notification came to.
 #[derive(Debug, PartialEq, Eq)]
@@ -696,7 +699,7 @@ pub(crate) fn serve_one(listener: &OwnedFd) -> Verdict {
     if got.is_err() {
         return Verdict::Gone;
     }
-    let (val, error, verdict) = judge_listen(&notif);
+    let (val, error, verdict) = judge_listen(listener, &notif);
     let mut resp = NotifResp {
         id: notif.id,
         val,
@@ -716,22 +719,66 @@ pub(crate) fn serve_one(listener: &OwnedFd) -> Verdict {
     }
 }
 
+/// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that need not lead
+/// its group.
+const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
+
+/// A pidfd whose descriptor table is that of thread `tid`: opened on the
+/// thread itself ([`PIDFD_THREAD`]), or, on a kernel without that flag,
+/// on the leader of its thread group (read from `/proc/<tid>/status`).
+fn caller_pidfd(tid: i32) -> Option<OwnedFd> {
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+    let pid = Pid::from_raw(tid)?;
+    match pidfd_open(pid, PidfdFlags::from_bits_retain(PIDFD_THREAD)) {
+        Ok(fd) => return Some(fd),
+        Err(e) if e != rustix::io::Errno::INVAL => return None,
+        Err(_) => {}
+    }
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    pidfd_open(Pid::from_raw(tgid)?, PidfdFlags::empty()).ok()
+}
+
+/// `SECCOMP_IOCTL_NOTIF_ID_VALID`: whether notification `id` is still
+/// pending (its caller alive and waiting).
+fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
+    let mut id = id;
+    // SAFETY: SECCOMP_IOCTL_NOTIF_ID_VALID reads one u64.
+    unsafe {
+        rustix::ioctl::ioctl(
+            listener,
+            rustix::ioctl::Updater::<NOTIF_ID_VALID, u64>::new(&mut id),
+        )
+    }
+    .is_ok()
+}
+
 /// Performs or refuses the `listen` in `notif`: (return value, negated
 /// errno, verdict).
-fn judge_listen(notif: &Notif) -> (i64, i32, Verdict) {
+fn judge_listen(listener: &OwnedFd, notif: &Notif) -> (i64, i32, Verdict) {
     let refuse = |errno: i32| (0, -errno, Verdict::Refused(errno));
     if notif.data.nr != libc::SYS_listen as i32 {
         return refuse(libc::ENOSYS);
     }
-    let Some(pid) = rustix::process::Pid::from_raw(notif.pid as i32) else {
+    // The notification names the calling thread, which is not the
+    // process's first one when a threaded program (Go's runtime, a Java or
+    // Python server thread) listens: its descriptors are the process's.
+    let Some(pidfd) = caller_pidfd(notif.pid as i32) else {
         return refuse(libc::EACCES);
     };
-    // The pid names the caller while its notification is pending (it
-    // cannot exit and be reaped before it is answered, but a fatal signal
-    // could end it: then the answer below is simply dropped).
-    let Ok(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) else {
-        return refuse(libc::EACCES);
-    };
+    // The thread id named the caller while its notification was pending;
+    // a fatal signal could have ended it and the id been reused before the
+    // pidfd was opened: the notification is then gone (the refusal below
+    // reaches no one), and nothing of the process the pidfd names is
+    // touched.
+    if !notif_id_valid(listener, notif.id) {
+        return (0, -libc::EACCES, Verdict::Gone);
+    }
     let target = notif.data.args[0] as u32 as i32;
     let backlog = notif.data.args[1] as u32 as i32;
     let sock = match rustix::process::pidfd_getfd(
@@ -776,5 +823,6 @@ mod tests {
         // SECCOMP_IOCTL_NOTIF_RECV and _SEND as the kernel's header has them.
         assert_eq!(NOTIF_RECV, 0xc050_2100);
         assert_eq!(NOTIF_SEND, 0xc018_2101);
+        assert_eq!(NOTIF_ID_VALID, 0x4008_2102);
     }
 }

@@ -372,6 +372,50 @@ fn a_unix_socket_still_listens_and_is_reached() {
     assert_eq!(line, "hello from the command\n");
 }
 
+/// Listens from a thread other than the main one: on a UNIX socket
+/// (then reached from the main thread) and on a TCP one.
+const THREAD_LISTEN_PROBE: &str = r#"
+import errno, os, socket, threading
+out = []
+def work():
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.bind(os.environ["TMPDIR"] + "/thread.sock")
+    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    for s in (u, t):
+        try:
+            s.listen(5)
+            out.append("listening")
+        except OSError as e:
+            out.append(errno.errorcode[e.errno])
+    out.append(u)
+th = threading.Thread(target=work)
+th.start()
+th.join()
+print(out[0], out[1], flush=True)
+if out[0] == "listening":
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(os.environ["TMPDIR"] + "/thread.sock")
+    a, _ = out[2].accept()
+    a.sendall(b"reached")
+    print(c.recv(16).decode(), flush=True)
+"#;
+
+/// Go's runtime, Java and any threaded server call `listen` from
+/// whichever thread runs the code, not the main one. The executor judges
+/// the call by the thread that made it: a UNIX socket listens from any
+/// thread (before, every thread but the main one got `EACCES`, since a
+/// pidfd cannot be opened on a thread id), and TCP stays refused there.
+#[test]
+fn a_unix_socket_listens_from_any_thread() {
+    if !usable("a_unix_socket_listens_from_any_thread") {
+        return;
+    }
+    let f = fixture();
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    let got = python(&ex, THREAD_LISTEN_PROBE, &[]);
+    assert_eq!(got, ["listening EACCES", "reached"], "listen from a thread");
+}
+
 /// Makes raw system calls through ctypes and prints each errno name (or
 /// `ok`).
 const SYSCALL_PROBE: &str = r#"
