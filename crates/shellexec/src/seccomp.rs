@@ -123,6 +123,11 @@ const CLONE_NS_FLAGS: [u64; 8] = [
     0x80,
 ];
 
+/// `open_tree_attr` (Linux 6.15): `open_tree` that also sets the clone's
+/// mount attributes. One number on every architecture (those from 424
+/// on are shared); not in every libc release.
+const SYS_OPEN_TREE_ATTR: i64 = 467;
+
 /// System calls refused with `EPERM`.
 const REFUSED: &[i64] = &[
     libc::SYS_ptrace,
@@ -137,6 +142,7 @@ const REFUSED: &[i64] = &[
     libc::SYS_mount,
     libc::SYS_umount2,
     libc::SYS_open_tree,
+    SYS_OPEN_TREE_ATTR,
     libc::SYS_move_mount,
     libc::SYS_fsopen,
     libc::SYS_fsconfig,
@@ -238,8 +244,8 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
     );
     out.push(
         "io_uring, ptrace, process_vm_readv/writev, bpf, userfaultfd, perf_event_open, \
-         keyctl/add_key/request_key, mount/umount2/open_tree/move_mount/fsopen/fsconfig/\
-         fsmount/fspick/mount_setattr/pivot_root, unshare, setns, module and kexec loading, \
+         keyctl/add_key/request_key, mount/umount2/open_tree/open_tree_attr/move_mount/\
+         fsopen/fsconfig/fsmount/fspick/mount_setattr/pivot_root, unshare, setns, module and kexec loading, \
          open_by_handle_at, iopl/ioperm, swapon/swapoff, reboot, acct, the host's name, \
          clock and kernel log (sethostname/setdomainname, settimeofday/clock_settime/\
          adjtimex/clock_adjtime, syslog)"
