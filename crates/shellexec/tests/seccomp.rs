@@ -534,6 +534,45 @@ call(int(sys.argv[8]), ctypes.c_long(0), timex)
 call(int(sys.argv[9]), ctypes.c_long(10), ctypes.c_void_p(0), ctypes.c_long(0))
 "#;
 
+/// A command run as root on the floor kept `CAP_NET_ADMIN` in the host's
+/// network namespace, and the filter allows route netlink (name lookups
+/// read addresses through it): `ip addr add`, `ip route del default` or a
+/// `tc` rule changed the host's network for every process. Every change
+/// through route netlink needs that capability, so setting `lo` up (a
+/// change that changes nothing) shows it; reading the links still works.
+#[test]
+fn a_command_run_as_root_cannot_change_the_hosts_network() {
+    if !usable("a_command_run_as_root_cannot_change_the_hosts_network") {
+        return;
+    }
+    if !Path::new("/bin/ip").exists() {
+        eprintln!(
+            "note: a_command_run_as_root_cannot_change_the_hosts_network skipped: no /bin/ip"
+        );
+        return;
+    }
+    let f = fixture();
+    let probe = "ip link show dev lo >/dev/null && echo read; \
+                 ip link set dev lo up 2>&1 && echo changed";
+    let run = |mode| {
+        let r = executor(&f, mode, &[], false)
+            .exec(probe, ExecOptions::default())
+            .unwrap();
+        String::from_utf8_lossy(&r.stdout).into_owned()
+    };
+    let control = run(ConfineMode::Off);
+    if !rustix::process::geteuid().is_root() || control != "read\nchanged\n" {
+        eprintln!("note: not root (or no CAP_NET_ADMIN): the control is refused: {control:?}");
+        return;
+    }
+    let confined = run(ConfineMode::BestEffort);
+    assert!(
+        confined.starts_with("read\n") && !confined.contains("changed"),
+        "confined: {confined:?}"
+    );
+    assert!(confined.contains("Operation not permitted"), "{confined:?}");
+}
+
 /// A command run as root on the floor keeps root's capabilities: without
 /// the filter it could rename the host (`sethostname`), set or slew its
 /// clock, and read or clear the kernel log. Refused like `reboot`; in
