@@ -22,7 +22,7 @@
 //! | `setpriority`, `ioprio_set`, `sched_setscheduler`, `sched_setparam`, `sched_setattr`, `sched_setaffinity` naming anything but the caller (pid 0): Landlock does not scope scheduling | `EPERM` |
 //! | `fallocate` with `FALLOC_FL_KEEP_SIZE` (but for punching a hole), `FALLOC_FL_INSERT_RANGE` or a mode this list does not know: they allocate blocks past a file's end or grow it without the `RLIMIT_FSIZE` check (`fs.max_write_bytes`) the kernel makes where a call sets the size (seen on ext4), so one call took any amount of disk | `EOPNOTSUPP` (what a file system without them answers) |
 //! | `prlimit64` naming a pid other than 0 (Landlock does not scope it: a command of the executor's user could set the executor's or keeper's limits, e.g. `RLIMIT_CPU` to have it killed) | `EPERM` |
-//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`) | `EPERM` |
+//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`), `fanotify_init` (its marks and permission events reach files outside every Landlock rule) | `EPERM` |
 //! | on the floor only: System V IPC (`shm*`, `msg*`, `sem*`) and POSIX message queues (`mq_*`), which live in the host's IPC namespace there (in namespaces the command has an IPC namespace of its own, which ends with it) | `EPERM` |
 //!
 //! `listen` goes to the executor through seccomp user notification: a
@@ -181,6 +181,12 @@ const REFUSED: &[i64] = &[
     libc::SYS_adjtimex,
     libc::SYS_clock_adjtime,
     libc::SYS_syslog,
+    // fanotify judges no Landlock rule: as root on the floor a command
+    // marked any host file (or the whole file system) for permission
+    // events and held the host's opens of it while it ran; unprivileged,
+    // it watches files it may read outside its roots. File watchers use
+    // inotify.
+    libc::SYS_fanotify_init,
 ];
 
 /// System V IPC and POSIX message queues, refused with `EPERM` on the
@@ -248,7 +254,7 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
          fsopen/fsconfig/fsmount/fspick/mount_setattr/pivot_root, unshare, setns, module and kexec loading, \
          open_by_handle_at, iopl/ioperm, swapon/swapoff, reboot, acct, the host's name, \
          clock and kernel log (sethostname/setdomainname, settimeofday/clock_settime/\
-         adjtimex/clock_adjtime, syslog)"
+         adjtimex/clock_adjtime, syslog), fanotify_init"
             .into(),
     );
     if listen != Listen::OwnNetwork {

@@ -9,6 +9,7 @@
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -533,6 +534,107 @@ call(int(sys.argv[7]), timex)
 call(int(sys.argv[8]), ctypes.c_long(0), timex)
 call(int(sys.argv[9]), ctypes.c_long(10), ctypes.c_void_p(0), ctypes.c_long(0))
 "#;
+
+/// Asks fanotify for open permission events on the file named by
+/// `argv[1]`, then answers none of them for `argv[2]` seconds; writes
+/// `marked` or `refused <errno>` to `status`.
+const FANOTIFY_PROBE: &str = r#"
+import ctypes, errno, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+def status(text):
+    with open("status.tmp", "w") as f:
+        f.write(text)
+    os.rename("status.tmp", "status")
+# FAN_CLASS_CONTENT | FAN_CLOEXEC (root), else FAN_CLASS_NOTIF | FAN_REPORT_FID
+flags = 0x5 if os.geteuid() == 0 else 0x201
+fd = libc.fanotify_init(flags, os.O_RDONLY)
+if fd < 0:
+    status("refused " + errno.errorcode[ctypes.get_errno()])
+    sys.exit(0)
+# FAN_MARK_ADD, FAN_OPEN_PERM (root) or FAN_OPEN
+mask = 0x10000 if os.geteuid() == 0 else 0x20
+r = libc.fanotify_mark(fd, 1, ctypes.c_uint64(mask), -100, sys.argv[1].encode())
+status("marked" if r == 0 else "mark refused " + errno.errorcode[ctypes.get_errno()])
+time.sleep(float(sys.argv[2]))
+"#;
+
+/// fanotify judges no Landlock rule: a command run as root on the floor
+/// marked a host file outside its roots (or, with a filesystem mark, every
+/// file of the host's file system) for open permission events and answered
+/// none, and the host's own `open` of that file failed with `EPERM` while
+/// the command ran. `fanotify_init` is refused; unconfined, the same call
+/// works (for any user, in its unprivileged form).
+#[test]
+fn a_command_cannot_hold_the_hosts_opens_with_fanotify() {
+    if !usable("a_command_cannot_hold_the_hosts_opens_with_fanotify") {
+        return;
+    }
+    let f = fixture();
+    let outside = tempfile::NamedTempFile::new().unwrap();
+    fs::write(outside.path(), "host data").unwrap();
+    // Readable to anyone: an unprivileged mark needs read permission.
+    fs::set_permissions(outside.path(), fs::Permissions::from_mode(0o644)).unwrap();
+    let cwd = || {
+        rustix::fs::open(
+            &f.work,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap()
+    };
+    let command = |secs: &str| {
+        format!(
+            "{PYTHON} -c '{}' '{}' {secs}",
+            FANOTIFY_PROBE.replace('\'', r"'\''"),
+            outside.path().display()
+        )
+    };
+    let status = f.work.join("status");
+    // Control: unconfined, the mark is made.
+    let off = executor(&f, ConfineMode::Off, &[], false);
+    let opts = ExecOptions {
+        cwd: Some(cwd()),
+        ..ExecOptions::default()
+    };
+    let r = off.exec(&command("0"), opts).unwrap();
+    assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+    let control = fs::read_to_string(&status).unwrap();
+    if control != "marked" {
+        eprintln!("note: fanotify unavailable here unconfined ({control}): nothing to refuse");
+        return;
+    }
+    fs::remove_file(&status).unwrap();
+
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    let (command, opts) = (
+        command("3"),
+        ExecOptions {
+            cwd: Some(cwd()),
+            ..ExecOptions::default()
+        },
+    );
+    let run = thread::spawn(move || ex.exec(&command, opts).unwrap());
+    let mut seen = String::new();
+    for _ in 0..400 {
+        if let Ok(s) = fs::read_to_string(&status) {
+            seen = s;
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    // The host opens the file while the command runs (and holds any
+    // permission event it got for 3 s).
+    let began = std::time::Instant::now();
+    let host_read = fs::read_to_string(outside.path());
+    let took = began.elapsed();
+    let r = run.join().unwrap();
+    assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(
+        took < Duration::from_millis(1500) && host_read.is_ok(),
+        "the host's read took {took:?} while the command ran: {host_read:?}"
+    );
+    assert_eq!(seen, "refused EPERM", "fanotify in the command");
+}
 
 /// A command run as root on the floor kept `CAP_NET_ADMIN` in the host's
 /// network namespace, and the filter allows route netlink (name lookups
