@@ -17,6 +17,7 @@
 //! | `socketpair` of a family other than `AF_UNIX` | `EAFNOSUPPORT` |
 //! | `listen` | judged by the executor (below) |
 //! | `clone3` | `ENOSYS` (its flags are in memory a filter cannot read; libcs then use `clone`) |
+//! | `file_setattr` (inode flags by path, without the open Landlock judges: `append-only` or `immutable` on a host file outside the roots) | `ENOSYS` (tools then use the `FS_IOC_FSSETXATTR` ioctl on a file they may open) |
 //! | `clone` with a namespace flag | `EPERM` |
 //! | `sendto`, `sendmsg`, `sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open connects without the `connect` hook Landlock's port rules watch) | `EPERM` |
 //! | `setpriority`, `ioprio_set`, `sched_setscheduler`, `sched_setparam`, `sched_setattr`, `sched_setaffinity` naming anything but the caller (pid 0): Landlock does not scope scheduling | `EPERM` |
@@ -128,6 +129,12 @@ const CLONE_NS_FLAGS: [u64; 8] = [
 /// on are shared); not in every libc release.
 const SYS_OPEN_TREE_ATTR: i64 = 467;
 
+/// `file_setattr` (Linux 6.17): sets a file's inode flags by path, with no
+/// open for Landlock to judge (the `FS_IOC_FSSETXATTR` ioctl `chattr`
+/// uses needs one): answered `ENOSYS`, so that tools fall back to the
+/// ioctl on a file they may open. Not in every libc release.
+const SYS_FILE_SETATTR: i64 = 469;
+
 /// System calls refused with `EPERM`.
 const REFUSED: &[i64] = &[
     libc::SYS_ptrace,
@@ -236,6 +243,7 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
         }
     });
     out.push("clone3 (ENOSYS) and clone with namespace flags".into());
+    out.push("file_setattr (ENOSYS: inode flags by path, which Landlock does not judge)".into());
     out.push("TCP Fast Open (sends with MSG_FASTOPEN)".into());
     out.push(
         "fallocate past the file size limit (FALLOC_FL_KEEP_SIZE but to punch a hole, \
@@ -483,7 +491,10 @@ impl Filters {
             Ok(vec![
                 compile(refused_rules(own_ipc), libc::EPERM)?,
                 compile(
-                    BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+                    BTreeMap::from([
+                        (libc::SYS_clone3, Vec::new()),
+                        (SYS_FILE_SETATTR, Vec::new()),
+                    ]),
                     libc::ENOSYS,
                 )?,
                 compile(socket_family_rules(), libc::EAFNOSUPPORT)?,

@@ -535,6 +535,79 @@ call(int(sys.argv[8]), ctypes.c_long(0), timex)
 call(int(sys.argv[9]), ctypes.c_long(10), ctypes.c_void_p(0), ctypes.c_long(0))
 "#;
 
+/// `file_getattr` and `file_setattr` (Linux 6.17) on the path `argv[1]`:
+/// adds the flags `argv[2]` to its `fsx_xflags`; prints each answer's
+/// errno name (or `ok`).
+const FILE_SETATTR_PROBE: &str = r#"
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+class FileAttr(ctypes.Structure):
+    _fields_ = [("xflags", ctypes.c_uint64), ("extsize", ctypes.c_uint32),
+                ("nextents", ctypes.c_uint32), ("projid", ctypes.c_uint32),
+                ("cowextsize", ctypes.c_uint32)]
+attr = FileAttr()
+path = ctypes.c_char_p(sys.argv[1].encode())
+for nr in (468, 469):
+    if nr == 469:
+        attr.xflags |= int(sys.argv[2], 0)
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), ctypes.c_long(-100), path, ctypes.byref(attr),
+                     ctypes.c_long(ctypes.sizeof(attr)), ctypes.c_long(0))
+    e = ctypes.get_errno()
+    print("ok" if r >= 0 else errno.errorcode.get(e, str(e)), flush=True)
+"#;
+
+/// `file_setattr` changes a file's inode flags by path, without the open
+/// Landlock judges (`chattr`'s ioctl needs one): a command set flags on a
+/// host file outside its roots, and run as root on the floor made one
+/// append-only (`FS_XFLAG_APPEND`; immutable works the same), which no
+/// process of the host could then rewrite. It answers `ENOSYS`, so that
+/// tools fall back to the ioctl on a file they may open; the flag is
+/// checked on the file afterwards (`FS_XFLAG_NODUMP`, which its owner may
+/// set, so the control works as any user).
+#[test]
+fn file_setattr_cannot_reach_past_the_roots() {
+    if !usable("file_setattr_cannot_reach_past_the_roots") {
+        return;
+    }
+    const NODUMP: u32 = 0x80;
+    let f = fixture();
+    let outside = tempfile::tempdir().unwrap();
+    let flagged = |name: &str| {
+        let file = outside.path().join(name);
+        fs::write(&file, "host data").unwrap();
+        file
+    };
+    let nodump = |file: &Path| {
+        let out = std::process::Command::new("lsattr").arg(file).output();
+        out.ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .and_then(|t| t.split_whitespace().next().map(|a| a.contains('d')))
+    };
+    let control_file = flagged("control");
+    let control = python(
+        &executor(&f, ConfineMode::Off, &[], false),
+        FILE_SETATTR_PROBE,
+        &[control_file.display().to_string(), format!("{NODUMP:#x}")],
+    );
+    if control != ["ok", "ok"] || nodump(&control_file) != Some(true) {
+        eprintln!(
+            "note: file_setattr_cannot_reach_past_the_roots skipped: unconfined {control:?} \
+             (a kernel before 6.17, or a file system without inode flags)"
+        );
+        return;
+    }
+    let file = flagged("confined");
+    let confined = python(
+        &executor(&f, ConfineMode::BestEffort, &[], false),
+        FILE_SETATTR_PROBE,
+        &[file.display().to_string(), format!("{NODUMP:#x}")],
+    );
+    assert_eq!(nodump(&file), Some(false), "the flag was set: {confined:?}");
+    assert_eq!(confined, ["ok", "ENOSYS"]);
+}
+
 /// Asks fanotify for open permission events on the file named by
 /// `argv[1]`, then answers none of them for `argv[2]` seconds; writes
 /// `marked` or `refused <errno>` to `status`.
