@@ -74,10 +74,11 @@
 //!   `/run`). The report's `notes` say which apply.
 //! - A child running as root can read root-only files under the granted
 //!   directories (`/etc/shadow`) and keeps its capabilities but the
-//!   `CAP_NET_*` ones, which every mode but `Off` takes away (route
-//!   netlink, which the seccomp filter allows for name lookups, would
-//!   otherwise change the host's network): run the executor as an
-//!   unprivileged user.
+//!   `CAP_NET_*` ones and `CAP_SYS_NICE`, which every mode but `Off` takes
+//!   away (route netlink, which the seccomp filter allows for name
+//!   lookups, would otherwise change the host's network, and a process
+//!   may set its own scheduling, real-time included): run the executor as
+//!   an unprivileged user.
 //! - `RLIMIT_NPROC` counts every process of the child's *real user*, not the
 //!   child's descendants, and the kernel does not enforce it for root (uid 0
 //!   in the initial user namespace) nor for a process with
@@ -398,8 +399,9 @@ struct Inner {
     /// directory (truncate needs ABI 3), and grants none of them beneath
     /// any directory: see [`Prepared::writes_nothing`].
     writes_nothing: bool,
-    /// Take the `CAP_NET_*` capabilities away (every mode but `Off`).
-    drop_net_caps: bool,
+    /// Take the `CAP_NET_*` capabilities and `CAP_SYS_NICE` away (every
+    /// mode but `Off`).
+    drop_host_caps: bool,
 }
 
 /// The Landlock ruleset to build, with every path already opened.
@@ -673,8 +675,8 @@ pub fn prepare_with_abi(
              root-only files under the granted directories"
                 .to_owned()
         } else {
-            "the child runs as root: it keeps its capabilities but CAP_NET_* and can \
-             read root-only files under the granted directories"
+            "the child runs as root: it keeps its capabilities but CAP_NET_* and \
+             CAP_SYS_NICE, and can read root-only files under the granted directories"
                 .to_owned()
         });
     }
@@ -711,7 +713,7 @@ pub fn prepare_with_abi(
             seccomp,
             view,
             writes_nothing,
-            drop_net_caps: mode != ConfineMode::Off,
+            drop_host_caps: mode != ConfineMode::Off,
         }),
         narrow: None,
     })
@@ -1158,7 +1160,7 @@ impl Prepared {
     /// kernel lacks Landlock, `landlock_create_ruleset`, one
     /// `landlock_add_rule` per granted path and port and for the process's
     /// own `/proc/self`, and `landlock_restrict_self`; unless the mode is
-    /// `Off`, the `CAP_NET_*` capabilities are dropped (`prctl`,
+    /// `Off`, the `CAP_NET_*` capabilities and `CAP_SYS_NICE` are dropped (`prctl`,
     /// `capset`) and the seccomp filter installed. Only raw system
     /// calls: no allocation, no lock, so it is safe between fork and exec.
     /// Meant for `std::os::unix::process::CommandExt::pre_exec`.
@@ -1249,8 +1251,8 @@ impl Prepared {
         }
         // In the view the command's capabilities were dropped already
         // (`ns::drop_caps`), and are not the host network's anyway.
-        if self.inner.drop_net_caps && !in_view {
-            crate::ns::drop_net_caps()?;
+        if self.inner.drop_host_caps && !in_view {
+            crate::ns::drop_host_caps()?;
         }
         match &self.inner.seccomp {
             Some(filters) => filters.install_raw(listen),

@@ -709,6 +709,35 @@ fn a_command_cannot_hold_the_hosts_opens_with_fanotify() {
     assert_eq!(seen, "refused EPERM", "fanotify in the command");
 }
 
+/// A command run as root on the floor kept `CAP_SYS_NICE`: the filter
+/// lets a process set its own scheduling (pid 0), so it could make itself
+/// real-time (`SCHED_FIFO`), where a busy loop on every CPU leaves the
+/// host (the executor's timeout and monitor included) only what real-time
+/// throttling spares. Lowering its own priority still works for anyone.
+#[test]
+fn a_command_run_as_root_cannot_make_itself_real_time() {
+    if !usable("a_command_run_as_root_cannot_make_itself_real_time") {
+        return;
+    }
+    if !Path::new("/usr/bin/chrt").exists() {
+        eprintln!("note: a_command_run_as_root_cannot_make_itself_real_time skipped: no chrt");
+        return;
+    }
+    let f = fixture();
+    let probe = "nice -n 5 true && echo nice; chrt -f 1 true 2>/dev/null && echo real-time";
+    let run = |mode| {
+        let r = executor(&f, mode, &[], false)
+            .exec(probe, ExecOptions::default())
+            .unwrap();
+        String::from_utf8_lossy(&r.stdout).into_owned()
+    };
+    let control = run(ConfineMode::Off);
+    if control != "nice\nreal-time\n" {
+        eprintln!("note: not root (or no CAP_SYS_NICE): the control is refused: {control:?}");
+    }
+    assert_eq!(run(ConfineMode::BestEffort), "nice\n");
+}
+
 /// A command run as root on the floor kept `CAP_NET_ADMIN` in the host's
 /// network namespace, and the filter allows route netlink (name lookups
 /// read addresses through it): `ip addr add`, `ip route del default` or a
