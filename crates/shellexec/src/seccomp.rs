@@ -20,7 +20,7 @@
 //! | `file_setattr` (inode flags by path, without the open Landlock judges: `append-only` or `immutable` on a host file outside the roots) | `ENOSYS` (tools then use the `FS_IOC_FSSETXATTR` ioctl on a file they may open) |
 //! | `clone` with a namespace flag | `EPERM` |
 //! | `sendto`, `sendmsg`, `sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open connects without the `connect` hook Landlock's port rules watch) | `EPERM` |
-//! | `setpriority`, `ioprio_set`, `sched_setscheduler`, `sched_setparam`, `sched_setattr`, `sched_setaffinity` naming anything but the caller (pid 0): Landlock does not scope scheduling | `EPERM` |
+//! | `setpriority`, `ioprio_set`, `sched_setscheduler`, `sched_setparam`, `sched_setattr`, `sched_setaffinity` naming anything but the caller (pid 0): Landlock does not scope scheduling; `ioprio_set` of the real-time I/O class for anyone | `EPERM` |
 //! | `fallocate` with `FALLOC_FL_KEEP_SIZE` (but for punching a hole), `FALLOC_FL_INSERT_RANGE` or a mode this list does not know: they allocate blocks past a file's end or grow it without the `RLIMIT_FSIZE` check (`fs.max_write_bytes`) the kernel makes where a call sets the size (seen on ext4), so one call took any amount of disk | `EOPNOTSUPP` (what a file system without them answers) |
 //! | `prlimit64` naming a pid other than 0 (Landlock does not scope it: a command of the executor's user could set the executor's or keeper's limits, e.g. `RLIMIT_CPU` to have it killed) | `EPERM` |
 //! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`), `fanotify_init` (its marks and permission events reach files outside every Landlock rule) | `EPERM` |
@@ -253,7 +253,8 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
     out.push("prlimit on another process (a pid other than 0)".into());
     out.push(
         "scheduling of another process, group or user (setpriority, ioprio_set, \
-         sched_setscheduler/setparam/setattr/setaffinity with a pid other than 0)"
+         sched_setscheduler/setparam/setattr/setaffinity with a pid other than 0), \
+         and the real-time I/O class (ioprio_set)"
             .into(),
     );
     out.push(
@@ -438,8 +439,18 @@ fn refused_rules(own_ipc: bool) -> BTreeMap<i64, Vec<SeccompRule>> {
         ]
     };
     rules.insert(libc::SYS_setpriority, kind_and_self(libc::PRIO_PROCESS));
-    // IOPRIO_WHO_PROCESS.
-    rules.insert(libc::SYS_ioprio_set, kind_and_self(1));
+    // IOPRIO_WHO_PROCESS. And never the real-time I/O class (1 in the
+    // class bits, 13 to 15), which a command run as root on the floor
+    // (CAP_SYS_ADMIN) could take for itself, ahead of every other
+    // process's I/O.
+    let mut ioprio = kind_and_self(1);
+    ioprio.push(rule(vec![cond(
+        2,
+        Len::Dword,
+        Op::MaskedEq(0xe000),
+        1 << 13,
+    )]));
+    rules.insert(libc::SYS_ioprio_set, ioprio);
     rules
 }
 

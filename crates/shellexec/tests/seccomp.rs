@@ -738,6 +738,37 @@ fn a_command_run_as_root_cannot_make_itself_real_time() {
     assert_eq!(run(ConfineMode::BestEffort), "nice\n");
 }
 
+/// A command run as root on the floor keeps `CAP_SYS_ADMIN`, which lets a
+/// process put itself in the real-time I/O class (`ionice -c 1`), whose
+/// requests the I/O scheduler serves before every other process's. The
+/// best-effort and idle classes still work for anyone.
+#[test]
+fn a_command_run_as_root_cannot_take_the_real_time_io_class() {
+    if !usable("a_command_run_as_root_cannot_take_the_real_time_io_class") {
+        return;
+    }
+    if !Path::new("/usr/bin/ionice").exists() {
+        eprintln!(
+            "note: a_command_run_as_root_cannot_take_the_real_time_io_class skipped: no ionice"
+        );
+        return;
+    }
+    let f = fixture();
+    let probe = "ionice -c 2 -n 7 true && echo best-effort; ionice -c 3 true && echo idle; \
+                 ionice -c 1 -n 0 true 2>/dev/null && echo real-time";
+    let run = |mode| {
+        let r = executor(&f, mode, &[], false)
+            .exec(probe, ExecOptions::default())
+            .unwrap();
+        String::from_utf8_lossy(&r.stdout).into_owned()
+    };
+    let control = run(ConfineMode::Off);
+    if control != "best-effort\nidle\nreal-time\n" {
+        eprintln!("note: not root (or no CAP_SYS_ADMIN): the control is refused: {control:?}");
+    }
+    assert_eq!(run(ConfineMode::BestEffort), "best-effort\nidle\n");
+}
+
 /// A command run as root on the floor kept `CAP_NET_ADMIN` in the host's
 /// network namespace, and the filter allows route netlink (name lookups
 /// read addresses through it): `ip addr add`, `ip route del default` or a
