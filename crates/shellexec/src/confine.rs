@@ -73,8 +73,12 @@
 //!   connecting to a UNIX socket by path (e.g. a daemon's socket under
 //!   `/run`). The report's `notes` say which apply.
 //! - A child running as root can read root-only files under the granted
-//!   directories (`/etc/shadow`) and keeps its capabilities: run the executor
-//!   as an unprivileged user.
+//!   directories (`/etc/shadow`) and keeps its capabilities but the
+//!   `CAP_NET_*` ones and `CAP_SYS_NICE`, which every mode but `Off` takes
+//!   away (route netlink, which the seccomp filter allows for name
+//!   lookups, would otherwise change the host's network, and a process
+//!   may set its own scheduling, real-time included): run the executor as
+//!   an unprivileged user.
 //! - `RLIMIT_NPROC` counts every process of the child's *real user*, not the
 //!   child's descendants, and the kernel does not enforce it for root (uid 0
 //!   in the initial user namespace) nor for a process with
@@ -395,6 +399,9 @@ struct Inner {
     /// directory (truncate needs ABI 3), and grants none of them beneath
     /// any directory: see [`Prepared::writes_nothing`].
     writes_nothing: bool,
+    /// Take the `CAP_NET_*` capabilities and `CAP_SYS_NICE` away (every
+    /// mode but `Off`).
+    drop_host_caps: bool,
 }
 
 /// The Landlock ruleset to build, with every path already opened.
@@ -663,11 +670,15 @@ pub fn prepare_with_abi(
         }
     }
     if rustix::process::geteuid().is_root() {
-        notes.push(
+        notes.push(if mode == ConfineMode::Off {
             "the child runs as root: it keeps its capabilities and can read \
              root-only files under the granted directories"
-                .to_owned(),
-        );
+                .to_owned()
+        } else {
+            "the child runs as root: it keeps its capabilities but CAP_NET_* and \
+             CAP_SYS_NICE, and can read root-only files under the granted directories"
+                .to_owned()
+        });
     }
 
     let report = ConfinementReport {
@@ -702,6 +713,7 @@ pub fn prepare_with_abi(
             seccomp,
             view,
             writes_nothing,
+            drop_host_caps: mode != ConfineMode::Off,
         }),
         narrow: None,
     })
@@ -1147,7 +1159,9 @@ impl Prepared {
     /// `prctl(PR_SET_NO_NEW_PRIVS, 1)`; then, unless the mode is `Off` or the
     /// kernel lacks Landlock, `landlock_create_ruleset`, one
     /// `landlock_add_rule` per granted path and port and for the process's
-    /// own `/proc/self`, and `landlock_restrict_self`. Only raw system
+    /// own `/proc/self`, and `landlock_restrict_self`; unless the mode is
+    /// `Off`, the `CAP_NET_*` capabilities and `CAP_SYS_NICE` are dropped (`prctl`,
+    /// `capset`) and the seccomp filter installed. Only raw system
     /// calls: no allocation, no lock, so it is safe between fork and exec.
     /// Meant for `std::os::unix::process::CommandExt::pre_exec`.
     ///
@@ -1234,6 +1248,11 @@ impl Prepared {
                 close_raw(ruleset);
                 r?;
             }
+        }
+        // In the view the command's capabilities were dropped already
+        // (`ns::drop_caps`), and are not the host network's anyway.
+        if self.inner.drop_host_caps && !in_view {
+            crate::ns::drop_host_caps()?;
         }
         match &self.inner.seccomp {
             Some(filters) => filters.install_raw(listen),

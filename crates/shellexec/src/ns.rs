@@ -793,6 +793,55 @@ struct CapData {
     inheritable: u32,
 }
 
+/// What a command outside namespaces loses ([`drop_host_caps`]):
+/// `CAP_NET_BIND_SERVICE`, `CAP_NET_BROADCAST`, `CAP_NET_ADMIN`,
+/// `CAP_NET_RAW` and `CAP_SYS_NICE`.
+const HOST_CAPS: [u32; 5] = [10, 11, 12, 13, 23];
+
+/// Outside namespaces, takes [`HOST_CAPS`] away from the calling process
+/// and whatever it execs. A command run as root on the floor would
+/// otherwise change the host's network (addresses, routes, links,
+/// queueing rules) through route netlink, which the seccomp filter allows
+/// for name lookups, or make itself real-time (`SCHED_FIFO`), which the
+/// filter allows since a process may set its own scheduling. Dropped
+/// from the bounding set where the process may (`CAP_SETPCAP`), and
+/// always from its permitted, effective and inheritable sets (so from its
+/// ambient set too); under no_new_privs `execve` never grants more than
+/// the permitted set held.
+///
+/// Raw system calls only.
+pub(crate) fn drop_host_caps() -> Result<(), Errno> {
+    const PR_CAPBSET_DROP: usize = 24;
+    const VERSION_3: u32 = 0x2008_0522;
+    let mask: u32 = HOST_CAPS.iter().fold(0, |m, &c| m | 1 << c);
+    // SAFETY: raw calls on integers and on live locals.
+    unsafe {
+        for cap in HOST_CAPS {
+            // EPERM without CAP_SETPCAP: the sets below still hold.
+            let _ = syscalls::syscall!(Sysno::prctl, PR_CAPBSET_DROP, cap as usize, 0, 0, 0);
+        }
+        let mut hdr = CapHeader {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let mut data = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        syscalls::syscall!(Sysno::capget, &mut hdr as *mut CapHeader, data.as_mut_ptr())?;
+        let d = &mut data[0];
+        if (d.effective | d.permitted | d.inheritable) & mask == 0 {
+            return Ok(());
+        }
+        d.effective &= !mask;
+        d.permitted &= !mask;
+        d.inheritable &= !mask;
+        syscalls::syscall!(Sysno::capset, &hdr as *const CapHeader, data.as_ptr())?;
+    }
+    Ok(())
+}
+
 /// Drops [`DROPPED_CAPS`] from the bounding set. For a root caller the
 /// other capabilities are made inheritable and ambient, and the noroot
 /// securebits set and locked, so that the command (uid 0 in the user

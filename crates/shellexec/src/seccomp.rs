@@ -17,18 +17,21 @@
 //! | `socketpair` of a family other than `AF_UNIX` | `EAFNOSUPPORT` |
 //! | `listen` | judged by the executor (below) |
 //! | `clone3` | `ENOSYS` (its flags are in memory a filter cannot read; libcs then use `clone`) |
+//! | `file_setattr` (inode flags by path, without the open Landlock judges: `append-only` or `immutable` on a host file outside the roots) | `ENOSYS` (tools then use the `FS_IOC_FSSETXATTR` ioctl on a file they may open) |
 //! | `clone` with a namespace flag | `EPERM` |
 //! | `sendto`, `sendmsg`, `sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open connects without the `connect` hook Landlock's port rules watch) | `EPERM` |
-//! | `setpriority`, `ioprio_set`, `sched_setscheduler`, `sched_setparam`, `sched_setattr`, `sched_setaffinity` naming anything but the caller (pid 0): Landlock does not scope scheduling | `EPERM` |
+//! | `setpriority`, `ioprio_set`, `sched_setscheduler`, `sched_setparam`, `sched_setattr`, `sched_setaffinity` naming anything but the caller (pid 0): Landlock does not scope scheduling; `ioprio_set` of the real-time I/O class for anyone | `EPERM` |
 //! | `fallocate` with `FALLOC_FL_KEEP_SIZE` (but for punching a hole), `FALLOC_FL_INSERT_RANGE` or a mode this list does not know: they allocate blocks past a file's end or grow it without the `RLIMIT_FSIZE` check (`fs.max_write_bytes`) the kernel makes where a call sets the size (seen on ext4), so one call took any amount of disk | `EOPNOTSUPP` (what a file system without them answers) |
 //! | `prlimit64` naming a pid other than 0 (Landlock does not scope it: a command of the executor's user could set the executor's or keeper's limits, e.g. `RLIMIT_CPU` to have it killed) | `EPERM` |
-//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`) | `EPERM` |
+//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`), `fanotify_init` (its marks and permission events reach files outside every Landlock rule) | `EPERM` |
 //! | on the floor only: System V IPC (`shm*`, `msg*`, `sem*`) and POSIX message queues (`mq_*`), which live in the host's IPC namespace there (in namespaces the command has an IPC namespace of its own, which ends with it) | `EPERM` |
 //!
 //! `listen` goes to the executor through seccomp user notification: a
 //! plain filter sees only the descriptor number, not the socket's family.
-//! The executor takes a copy of the socket with `pidfd_getfd`, reads its
-//! family (`SO_DOMAIN`), performs the `listen` itself on that copy for a
+//! The executor takes a copy of the socket with `pidfd_getfd` (through a
+//! pidfd of the calling thread, which need not be the process's first:
+//! threaded runtimes listen from any thread), checks the notification is
+//! still pending, reads the socket's family (`SO_DOMAIN`), performs the `listen` itself on that copy for a
 //! UNIX socket and answers `EACCES` for anything else. It never lets the
 //! call continue in the caller (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): the
 //! caller's other threads could swap the descriptor in between. A child
@@ -121,6 +124,17 @@ const CLONE_NS_FLAGS: [u64; 8] = [
     0x80,
 ];
 
+/// `open_tree_attr` (Linux 6.15): `open_tree` that also sets the clone's
+/// mount attributes. One number on every architecture (those from 424
+/// on are shared); not in every libc release.
+const SYS_OPEN_TREE_ATTR: i64 = 467;
+
+/// `file_setattr` (Linux 6.17): sets a file's inode flags by path, with no
+/// open for Landlock to judge (the `FS_IOC_FSSETXATTR` ioctl `chattr`
+/// uses needs one): answered `ENOSYS`, so that tools fall back to the
+/// ioctl on a file they may open. Not in every libc release.
+const SYS_FILE_SETATTR: i64 = 469;
+
 /// System calls refused with `EPERM`.
 const REFUSED: &[i64] = &[
     libc::SYS_ptrace,
@@ -135,6 +149,7 @@ const REFUSED: &[i64] = &[
     libc::SYS_mount,
     libc::SYS_umount2,
     libc::SYS_open_tree,
+    SYS_OPEN_TREE_ATTR,
     libc::SYS_move_mount,
     libc::SYS_fsopen,
     libc::SYS_fsconfig,
@@ -173,6 +188,12 @@ const REFUSED: &[i64] = &[
     libc::SYS_adjtimex,
     libc::SYS_clock_adjtime,
     libc::SYS_syslog,
+    // fanotify judges no Landlock rule: as root on the floor a command
+    // marked any host file (or the whole file system) for permission
+    // events and held the host's opens of it while it ran; unprivileged,
+    // it watches files it may read outside its roots. File watchers use
+    // inotify.
+    libc::SYS_fanotify_init,
 ];
 
 /// System V IPC and POSIX message queues, refused with `EPERM` on the
@@ -222,6 +243,7 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
         }
     });
     out.push("clone3 (ENOSYS) and clone with namespace flags".into());
+    out.push("file_setattr (ENOSYS: inode flags by path, which Landlock does not judge)".into());
     out.push("TCP Fast Open (sends with MSG_FASTOPEN)".into());
     out.push(
         "fallocate past the file size limit (FALLOC_FL_KEEP_SIZE but to punch a hole, \
@@ -231,16 +253,17 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
     out.push("prlimit on another process (a pid other than 0)".into());
     out.push(
         "scheduling of another process, group or user (setpriority, ioprio_set, \
-         sched_setscheduler/setparam/setattr/setaffinity with a pid other than 0)"
+         sched_setscheduler/setparam/setattr/setaffinity with a pid other than 0), \
+         and the real-time I/O class (ioprio_set)"
             .into(),
     );
     out.push(
         "io_uring, ptrace, process_vm_readv/writev, bpf, userfaultfd, perf_event_open, \
-         keyctl/add_key/request_key, mount/umount2/open_tree/move_mount/fsopen/fsconfig/\
-         fsmount/fspick/mount_setattr/pivot_root, unshare, setns, module and kexec loading, \
+         keyctl/add_key/request_key, mount/umount2/open_tree/open_tree_attr/move_mount/\
+         fsopen/fsconfig/fsmount/fspick/mount_setattr/pivot_root, unshare, setns, module and kexec loading, \
          open_by_handle_at, iopl/ioperm, swapon/swapoff, reboot, acct, the host's name, \
          clock and kernel log (sethostname/setdomainname, settimeofday/clock_settime/\
-         adjtimex/clock_adjtime, syslog)"
+         adjtimex/clock_adjtime, syslog), fanotify_init"
             .into(),
     );
     if listen != Listen::OwnNetwork {
@@ -416,8 +439,18 @@ fn refused_rules(own_ipc: bool) -> BTreeMap<i64, Vec<SeccompRule>> {
         ]
     };
     rules.insert(libc::SYS_setpriority, kind_and_self(libc::PRIO_PROCESS));
-    // IOPRIO_WHO_PROCESS.
-    rules.insert(libc::SYS_ioprio_set, kind_and_self(1));
+    // IOPRIO_WHO_PROCESS. And never the real-time I/O class (1 in the
+    // class bits, 13 to 15), which a command run as root on the floor
+    // (CAP_SYS_ADMIN) could take for itself, ahead of every other
+    // process's I/O.
+    let mut ioprio = kind_and_self(1);
+    ioprio.push(rule(vec![cond(
+        2,
+        Len::Dword,
+        Op::MaskedEq(0xe000),
+        1 << 13,
+    )]));
+    rules.insert(libc::SYS_ioprio_set, ioprio);
     rules
 }
 
@@ -469,7 +502,10 @@ impl Filters {
             Ok(vec![
                 compile(refused_rules(own_ipc), libc::EPERM)?,
                 compile(
-                    BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+                    BTreeMap::from([
+                        (libc::SYS_clone3, Vec::new()),
+                        (SYS_FILE_SETATTR, Vec::new()),
+                    ]),
                     libc::ENOSYS,
                 )?,
                 compile(socket_family_rules(), libc::EAFNOSUPPORT)?,
@@ -670,6 +706,7 @@ struct NotifResp {
 
 const NOTIF_RECV: rustix::ioctl::Opcode = rustix::ioctl::opcode::read_write::<Notif>(b'!', 0);
 const NOTIF_SEND: rustix::ioctl::Opcode = rustix::ioctl::opcode::read_write::<NotifResp>(b'!', 1);
+const NOTIF_ID_VALID: rustix::ioctl::Opcode = rustix::ioctl::opcode::write::<u64>(b'!', 2);
 
 /// What one notification came to.
 #[derive(Debug, PartialEq, Eq)]
@@ -696,7 +733,7 @@ pub(crate) fn serve_one(listener: &OwnedFd) -> Verdict {
     if got.is_err() {
         return Verdict::Gone;
     }
-    let (val, error, verdict) = judge_listen(&notif);
+    let (val, error, verdict) = judge_listen(listener, &notif);
     let mut resp = NotifResp {
         id: notif.id,
         val,
@@ -716,22 +753,66 @@ pub(crate) fn serve_one(listener: &OwnedFd) -> Verdict {
     }
 }
 
+/// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that need not lead
+/// its group.
+const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
+
+/// A pidfd whose descriptor table is that of thread `tid`: opened on the
+/// thread itself ([`PIDFD_THREAD`]), or, on a kernel without that flag,
+/// on the leader of its thread group (read from `/proc/<tid>/status`).
+fn caller_pidfd(tid: i32) -> Option<OwnedFd> {
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+    let pid = Pid::from_raw(tid)?;
+    match pidfd_open(pid, PidfdFlags::from_bits_retain(PIDFD_THREAD)) {
+        Ok(fd) => return Some(fd),
+        Err(e) if e != rustix::io::Errno::INVAL => return None,
+        Err(_) => {}
+    }
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    pidfd_open(Pid::from_raw(tgid)?, PidfdFlags::empty()).ok()
+}
+
+/// `SECCOMP_IOCTL_NOTIF_ID_VALID`: whether notification `id` is still
+/// pending (its caller alive and waiting).
+fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
+    let mut id = id;
+    // SAFETY: SECCOMP_IOCTL_NOTIF_ID_VALID reads one u64.
+    unsafe {
+        rustix::ioctl::ioctl(
+            listener,
+            rustix::ioctl::Updater::<NOTIF_ID_VALID, u64>::new(&mut id),
+        )
+    }
+    .is_ok()
+}
+
 /// Performs or refuses the `listen` in `notif`: (return value, negated
 /// errno, verdict).
-fn judge_listen(notif: &Notif) -> (i64, i32, Verdict) {
+fn judge_listen(listener: &OwnedFd, notif: &Notif) -> (i64, i32, Verdict) {
     let refuse = |errno: i32| (0, -errno, Verdict::Refused(errno));
     if notif.data.nr != libc::SYS_listen as i32 {
         return refuse(libc::ENOSYS);
     }
-    let Some(pid) = rustix::process::Pid::from_raw(notif.pid as i32) else {
+    // The notification names the calling thread, which is not the
+    // process's first one when a threaded program (Go's runtime, a Java or
+    // Python server thread) listens: its descriptors are the process's.
+    let Some(pidfd) = caller_pidfd(notif.pid as i32) else {
         return refuse(libc::EACCES);
     };
-    // The pid names the caller while its notification is pending (it
-    // cannot exit and be reaped before it is answered, but a fatal signal
-    // could end it: then the answer below is simply dropped).
-    let Ok(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) else {
-        return refuse(libc::EACCES);
-    };
+    // The thread id named the caller while its notification was pending;
+    // a fatal signal could have ended it and the id been reused before the
+    // pidfd was opened: the notification is then gone (the refusal below
+    // reaches no one), and nothing of the process the pidfd names is
+    // touched.
+    if !notif_id_valid(listener, notif.id) {
+        return (0, -libc::EACCES, Verdict::Gone);
+    }
     let target = notif.data.args[0] as u32 as i32;
     let backlog = notif.data.args[1] as u32 as i32;
     let sock = match rustix::process::pidfd_getfd(
@@ -776,5 +857,6 @@ mod tests {
         // SECCOMP_IOCTL_NOTIF_RECV and _SEND as the kernel's header has them.
         assert_eq!(NOTIF_RECV, 0xc050_2100);
         assert_eq!(NOTIF_SEND, 0xc018_2101);
+        assert_eq!(NOTIF_ID_VALID, 0x4008_2102);
     }
 }
