@@ -2350,6 +2350,46 @@ fn a_cancelled_fetch_closes_its_connection_and_frees_its_place() {
     );
 }
 
+/// 32 `fetch` calls hung in `connect` (a loopback listener whose queue
+/// is full drops their SYNs) and then cancelled free their places at
+/// once, not at their 60 s timeout.
+#[test]
+fn mcp6_fetches_cancelled_while_connecting_free_their_places_at_once() {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut held = Vec::new();
+    while let Ok(c) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+        held.push(c);
+    }
+    let port = addr.port();
+    let mut s = Server::start_with(&format!(
+        "[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n"
+    ));
+    for i in 0..32 {
+        s.send_json(json!({"jsonrpc": "2.0", "id": 3000 + i, "method": "tools/call",
+            "params": {"name": "fetch",
+                       "arguments": {"url": format!("http://127.0.0.1:{port}/"), "timeout_ms": 60000}}}));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    for i in 0..32 {
+        s.send_json(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 3000 + i, "reason": "test"}}),
+        );
+    }
+    let began = Instant::now();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 4000, "method": "tools/call",
+        "params": {"name": "list_directory", "arguments": {"path": "."}}}));
+    let a = s.answer(4000);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "a long call waited {:?} behind fetches cancelled while connecting",
+        began.elapsed()
+    );
+    drop(held);
+}
+
 /// One UNIX-socket session of `sandgate mcp` on `sock`: its writer and
 /// the lines it reads, initialized.
 fn unix_session(sock: &Path) -> (std::os::unix::net::UnixStream, Receiver<Value>) {
