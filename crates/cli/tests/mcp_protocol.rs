@@ -2350,6 +2350,23 @@ fn a_cancelled_fetch_closes_its_connection_and_frees_its_place() {
     );
 }
 
+/// A `read_text_file` tail is one read, as a head is: it spends one
+/// `fs_ops`, so a budget of two serves a tail and then another read.
+#[test]
+fn mcp6_a_tail_read_spends_one_fs_op() {
+    let mut s = Server::start_with("[budgets]\nfs_ops = 2\n");
+    for (id, args) in [
+        (10, json!({"path": "a.txt", "tail": 1})),
+        (11, json!({"path": "a.txt"})),
+    ] {
+        s.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": args}}));
+        let a = s.answer(id);
+        assert_eq!(a["result"]["isError"], false, "{a}");
+        assert_eq!(a["result"]["content"][0]["text"], "hello\n", "{a}");
+    }
+}
+
 /// 32 `fetch` calls hung in `connect` (a loopback listener whose queue
 /// is full drops their SYNs) and then cancelled free their places at
 /// once, not at their 60 s timeout.

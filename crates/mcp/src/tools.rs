@@ -504,11 +504,7 @@ pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile) -> Answer {
         )),
         (Some(0), None) | (None, Some(0)) => text(""),
         (Some(n), None) if n <= MAX_RANGE_LINES => ranged(s, sb.read_lines(&rel, 1, n)?),
-        (None, Some(n)) if n <= MAX_RANGE_LINES => {
-            let total = sb.read_lines(&rel, 1, 1)?.total_lines;
-            let from = total.saturating_sub(n) + 1;
-            ranged(s, sb.read_lines(&rel, from, n)?)
-        }
+        (None, Some(n)) if n <= MAX_RANGE_LINES => ranged(s, sb.read_last_lines(&rel, n)?),
         // The sandbox's ranged read serves 2,000 lines at most; the
         // reference server takes any count, so a longer one is cut from
         // the whole file, which must then fit in max_read_bytes.

@@ -491,6 +491,41 @@ fn ranged_reads_cut_at_whole_lines() {
 }
 
 #[test]
+fn mcp6_the_last_lines_are_one_read() {
+    let fx = Fx::new();
+    let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    fx.put("in/t.txt", &text);
+    let sb = fx
+        .builder()
+        .max_read_bytes(20)
+        .fs_ops_budget(Some(4))
+        .build()
+        .unwrap();
+    let r = sb.read_last_lines("t.txt", 2).unwrap();
+    assert_eq!(
+        (
+            r.content.as_slice(),
+            r.offset,
+            r.lines,
+            r.total_lines,
+            r.truncated
+        ),
+        (&b"line 9\nline 10\n"[..], 9, 2, 10, false)
+    );
+    // Cut at max_read_bytes, from where the tail starts.
+    let r = sb.read_last_lines("t.txt", 4).unwrap();
+    assert_eq!(
+        (r.content.as_slice(), r.offset, r.lines, r.truncated),
+        (&b"line 7\nline 8\n"[..], 7, 2, true)
+    );
+    let r = sb.read_last_lines("t.txt", 2000).unwrap();
+    assert_eq!((r.offset, r.lines, r.truncated), (1, 2, true));
+    // Each read spent one fs_ops (a refused one too): four spend the budget.
+    assert_eq!(code(sb.read_last_lines("t.txt", 0)), ErrorCode::Request);
+    assert_eq!(code(sb.read_last_lines("t.txt", 1)), ErrorCode::Denied);
+}
+
+#[test]
 fn list_stat_mkdir_delete_rename() {
     let fx = Fx::new();
     fx.put("ws/b.txt", "bb")
