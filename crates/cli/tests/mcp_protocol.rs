@@ -52,6 +52,46 @@ impl Server {
         capabilities: Value,
         nofile: Option<u32>,
     ) -> Server {
+        let cmd = match nofile {
+            Some(n) => {
+                let mut c = Command::new("/bin/sh");
+                c.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_sandgate"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_sandgate")),
+        };
+        Server::start_cmd(dir, extra, args, capabilities, cmd)
+    }
+
+    /// As [`Server::start_with`], the server unable to read what its uid
+    /// may not: run as root, it is run without the capabilities that
+    /// override file permissions.
+    fn start_without_dac(extra: &str) -> Server {
+        let root = fs::metadata("/proc/self").map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid() == 0
+        });
+        let cmd = if root.unwrap_or(false) {
+            let mut c = Command::new("setpriv");
+            c.args(["--bounding-set=-dac_override,-dac_read_search", "--"])
+                .arg(env!("CARGO_BIN_EXE_sandgate"));
+            c
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        };
+        Server::start_cmd(tempfile::tempdir().unwrap(), extra, &[], json!({}), cmd)
+    }
+
+    /// A server in `dir` run by `cmd` (the binary, or what runs it).
+    fn start_cmd(
+        dir: tempfile::TempDir,
+        extra: &str,
+        args: &[&std::ffi::OsStr],
+        capabilities: Value,
+        mut cmd: Command,
+    ) -> Server {
         let ws = dir.path().join("ws");
         fs::create_dir_all(ws.join("src")).unwrap();
         fs::write(ws.join("a.txt"), "hello\n").unwrap();
@@ -63,16 +103,6 @@ impl Server {
             format!("[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n{extra}"),
         )
         .unwrap();
-        let mut cmd = match nofile {
-            Some(n) => {
-                let mut c = Command::new("/bin/sh");
-                c.arg("-c")
-                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
-                    .arg(env!("CARGO_BIN_EXE_sandgate"));
-                c
-            }
-            None => Command::new(env!("CARGO_BIN_EXE_sandgate")),
-        };
         let mut child = cmd
             .args(["mcp", "--policy"])
             .arg(dir.path().join("policy.toml"))
@@ -2347,6 +2377,42 @@ fn a_cancelled_fetch_closes_its_connection_and_frees_its_place() {
         began.elapsed() < Duration::from_secs(5),
         "a long call waited {:?} behind cancelled fetches",
         began.elapsed()
+    );
+}
+
+/// `grep` marks a matching line it cut at 1,000 bytes, and says how many
+/// files it could not read (one whose permissions refuse the server's
+/// uid), rather than passing over them in silence.
+#[test]
+fn mcp6_grep_marks_a_cut_line_and_counts_unreadable_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut s = Server::start_without_dac("");
+    let g = s._dir.path().join("ws/g");
+    fs::create_dir(&g).unwrap();
+    fs::write(
+        g.join("long.txt"),
+        format!("needle{}\nneedle short\n", "x".repeat(1500)),
+    )
+    .unwrap();
+    fs::write(g.join("secret.txt"), "needle\n").unwrap();
+    fs::set_permissions(g.join("secret.txt"), fs::Permissions::from_mode(0o000)).unwrap();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "path": "g"}}}));
+    let a = s.answer(20);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].starts_with("g/long.txt:1:needle")
+            && lines[0].ends_with("x…[line cut at 1000 bytes]"),
+        "{}",
+        &lines[0][lines[0].len().saturating_sub(60)..]
+    );
+    assert_eq!(lines[1], "g/long.txt:2:needle short");
+    assert_eq!(
+        lines[2],
+        "[1 file(s) could not be opened or read and were not searched]"
     );
 }
 

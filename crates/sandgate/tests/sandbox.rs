@@ -2143,6 +2143,28 @@ fn endpoint(sb: Sandbox, requests: &[serde_json::Value]) -> Vec<serde_json::Valu
 /// `limit: "max_results"`), in every mode; one whose matches are exactly
 /// `max_results` is whole and says that.
 #[test]
+fn mcp6_a_grep_line_cut_at_1000_bytes_says_so() {
+    use serde_json::json;
+    let fx = Fx::new();
+    let long = format!("hit{}", "x".repeat(1200));
+    fx.put("in/a.txt", &format!("{long}\nhit short\n"));
+    let sb = fx.builder().build().unwrap();
+    let ms = sb.grep("hit", None, None).unwrap();
+    assert_eq!(
+        ms.iter()
+            .map(|m| (m.text.len(), m.text_cut))
+            .collect::<Vec<_>>(),
+        vec![(1000, true), (9, false)]
+    );
+    let answers = endpoint(sb, &[json!({"op": "grep", "pattern": "hit"})]);
+    let m = &answers[0]["matches"];
+    assert_eq!(m[0]["line_truncated"], json!(true), "{}", answers[0]);
+    // A whole line has no such field: the answer reads as before.
+    assert!(m[1].get("line_truncated").is_none(), "{}", answers[0]);
+    assert!(answers[0].get("unreadable").is_none(), "{}", answers[0]);
+}
+
+#[test]
 fn a_grep_stopped_at_max_results_says_so() {
     use serde_json::json;
     let fx = Fx::new();
