@@ -2596,6 +2596,95 @@ fn one_session_cannot_hold_every_place() {
     assert!(held <= 16, "one session ran {held} commands at once");
 }
 
+/// Two sessions holding slow calls cannot take every place either: with
+/// two `--unix` sessions each running as many `exec`s of a long sleep as
+/// they may, a third session's `exec` is still answered at once.
+#[test]
+fn mcp6_two_sessions_cannot_hold_every_place() {
+    let dir = policy_dir();
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n",
+    )
+    .unwrap();
+    let sock = dir.path().join("mcp.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(10, || sock.exists()), "no socket");
+    let token = format!("58.{}6", std::process::id());
+    let count = || {
+        fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == token.as_bytes()))
+            })
+            .count()
+    };
+    let mut hogs = Vec::new();
+    for h in 0..2 {
+        let (hog, lines) = unix_session(&sock);
+        for i in 0..20 {
+            writeln!(
+                &hog,
+                "{}",
+                json!({"jsonrpc": "2.0", "id": 100 * (h + 1) + i, "method": "tools/call",
+                "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}})
+            )
+            .unwrap();
+        }
+        hogs.push((hog, lines));
+    }
+    let mut n = 0;
+    eventually(30, || {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = count();
+        let settled = now == n && now >= 16;
+        n = now;
+        settled
+    });
+    let held = count();
+    let (other, other_lines) = unix_session(&sock);
+    writeln!(
+        &other,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "echo fair"}}})
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let answer = loop {
+        match other_lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(v) if v["id"] == json!(7) => break Some(v),
+            Ok(_) => continue,
+            Err(_) => break None,
+        }
+    };
+    for (hog, _) in &hogs {
+        let _ = hog.shutdown(std::net::Shutdown::Both);
+    }
+    eventually(20, || count() == 0);
+    let _ = child.kill();
+    let _ = child.wait();
+    let answer = answer.unwrap_or_else(|| {
+        panic!("a third session's exec waited over 10 s while two sessions ran {held} sleeps")
+    });
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("fair")),
+        "{answer}"
+    );
+}
+
 /// A `search_files` stopped at its 1,000 results ends with a line saying
 /// so (the workspace holds 2,001 `.txt` files); one within the cap does
 /// not.
