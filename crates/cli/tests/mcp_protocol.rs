@@ -52,6 +52,46 @@ impl Server {
         capabilities: Value,
         nofile: Option<u32>,
     ) -> Server {
+        let cmd = match nofile {
+            Some(n) => {
+                let mut c = Command::new("/bin/sh");
+                c.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_sandgate"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_sandgate")),
+        };
+        Server::start_cmd(dir, extra, args, capabilities, cmd)
+    }
+
+    /// As [`Server::start_with`], the server unable to read what its uid
+    /// may not: run as root, it is run without the capabilities that
+    /// override file permissions.
+    fn start_without_dac(extra: &str) -> Server {
+        let root = fs::metadata("/proc/self").map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid() == 0
+        });
+        let cmd = if root.unwrap_or(false) {
+            let mut c = Command::new("setpriv");
+            c.args(["--bounding-set=-dac_override,-dac_read_search", "--"])
+                .arg(env!("CARGO_BIN_EXE_sandgate"));
+            c
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        };
+        Server::start_cmd(tempfile::tempdir().unwrap(), extra, &[], json!({}), cmd)
+    }
+
+    /// A server in `dir` run by `cmd` (the binary, or what runs it).
+    fn start_cmd(
+        dir: tempfile::TempDir,
+        extra: &str,
+        args: &[&std::ffi::OsStr],
+        capabilities: Value,
+        mut cmd: Command,
+    ) -> Server {
         let ws = dir.path().join("ws");
         fs::create_dir_all(ws.join("src")).unwrap();
         fs::write(ws.join("a.txt"), "hello\n").unwrap();
@@ -63,16 +103,6 @@ impl Server {
             format!("[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n{extra}"),
         )
         .unwrap();
-        let mut cmd = match nofile {
-            Some(n) => {
-                let mut c = Command::new("/bin/sh");
-                c.arg("-c")
-                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
-                    .arg(env!("CARGO_BIN_EXE_sandgate"));
-                c
-            }
-            None => Command::new(env!("CARGO_BIN_EXE_sandgate")),
-        };
         let mut child = cmd
             .args(["mcp", "--policy"])
             .arg(dir.path().join("policy.toml"))
@@ -2350,6 +2380,99 @@ fn a_cancelled_fetch_closes_its_connection_and_frees_its_place() {
     );
 }
 
+/// `grep` marks a matching line it cut at 1,000 bytes, and says how many
+/// files it could not read (one whose permissions refuse the server's
+/// uid), rather than passing over them in silence.
+#[test]
+fn mcp6_grep_marks_a_cut_line_and_counts_unreadable_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut s = Server::start_without_dac("");
+    let g = s._dir.path().join("ws/g");
+    fs::create_dir(&g).unwrap();
+    fs::write(
+        g.join("long.txt"),
+        format!("needle{}\nneedle short\n", "x".repeat(1500)),
+    )
+    .unwrap();
+    fs::write(g.join("secret.txt"), "needle\n").unwrap();
+    fs::set_permissions(g.join("secret.txt"), fs::Permissions::from_mode(0o000)).unwrap();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "path": "g"}}}));
+    let a = s.answer(20);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].starts_with("g/long.txt:1:needle")
+            && lines[0].ends_with("x…[line cut at 1000 bytes]"),
+        "{}",
+        &lines[0][lines[0].len().saturating_sub(60)..]
+    );
+    assert_eq!(lines[1], "g/long.txt:2:needle short");
+    assert_eq!(
+        lines[2],
+        "[1 file(s) could not be opened or read and were not searched]"
+    );
+}
+
+/// A `read_text_file` tail is one read, as a head is: it spends one
+/// `fs_ops`, so a budget of two serves a tail and then another read.
+#[test]
+fn mcp6_a_tail_read_spends_one_fs_op() {
+    let mut s = Server::start_with("[budgets]\nfs_ops = 2\n");
+    for (id, args) in [
+        (10, json!({"path": "a.txt", "tail": 1})),
+        (11, json!({"path": "a.txt"})),
+    ] {
+        s.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": args}}));
+        let a = s.answer(id);
+        assert_eq!(a["result"]["isError"], false, "{a}");
+        assert_eq!(a["result"]["content"][0]["text"], "hello\n", "{a}");
+    }
+}
+
+/// 32 `fetch` calls hung in `connect` (a loopback listener whose queue
+/// is full drops their SYNs) and then cancelled free their places at
+/// once, not at their 60 s timeout.
+#[test]
+fn mcp6_fetches_cancelled_while_connecting_free_their_places_at_once() {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut held = Vec::new();
+    while let Ok(c) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+        held.push(c);
+    }
+    let port = addr.port();
+    let mut s = Server::start_with(&format!(
+        "[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n"
+    ));
+    for i in 0..32 {
+        s.send_json(json!({"jsonrpc": "2.0", "id": 3000 + i, "method": "tools/call",
+            "params": {"name": "fetch",
+                       "arguments": {"url": format!("http://127.0.0.1:{port}/"), "timeout_ms": 60000}}}));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    for i in 0..32 {
+        s.send_json(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 3000 + i, "reason": "test"}}),
+        );
+    }
+    let began = Instant::now();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 4000, "method": "tools/call",
+        "params": {"name": "list_directory", "arguments": {"path": "."}}}));
+    let a = s.answer(4000);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "a long call waited {:?} behind fetches cancelled while connecting",
+        began.elapsed()
+    );
+    drop(held);
+}
+
 /// One UNIX-socket session of `sandgate mcp` on `sock`: its writer and
 /// the lines it reads, initialized.
 fn unix_session(sock: &Path) -> (std::os::unix::net::UnixStream, Receiver<Value>) {
@@ -2471,6 +2594,95 @@ fn one_session_cannot_hold_every_place() {
         "{answer}"
     );
     assert!(held <= 16, "one session ran {held} commands at once");
+}
+
+/// Two sessions holding slow calls cannot take every place either: with
+/// two `--unix` sessions each running as many `exec`s of a long sleep as
+/// they may, a third session's `exec` is still answered at once.
+#[test]
+fn mcp6_two_sessions_cannot_hold_every_place() {
+    let dir = policy_dir();
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n",
+    )
+    .unwrap();
+    let sock = dir.path().join("mcp.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(10, || sock.exists()), "no socket");
+    let token = format!("58.{}6", std::process::id());
+    let count = || {
+        fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == token.as_bytes()))
+            })
+            .count()
+    };
+    let mut hogs = Vec::new();
+    for h in 0..2 {
+        let (hog, lines) = unix_session(&sock);
+        for i in 0..20 {
+            writeln!(
+                &hog,
+                "{}",
+                json!({"jsonrpc": "2.0", "id": 100 * (h + 1) + i, "method": "tools/call",
+                "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}})
+            )
+            .unwrap();
+        }
+        hogs.push((hog, lines));
+    }
+    let mut n = 0;
+    eventually(30, || {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = count();
+        let settled = now == n && now >= 16;
+        n = now;
+        settled
+    });
+    let held = count();
+    let (other, other_lines) = unix_session(&sock);
+    writeln!(
+        &other,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "echo fair"}}})
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let answer = loop {
+        match other_lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(v) if v["id"] == json!(7) => break Some(v),
+            Ok(_) => continue,
+            Err(_) => break None,
+        }
+    };
+    for (hog, _) in &hogs {
+        let _ = hog.shutdown(std::net::Shutdown::Both);
+    }
+    eventually(20, || count() == 0);
+    let _ = child.kill();
+    let _ = child.wait();
+    let answer = answer.unwrap_or_else(|| {
+        panic!("a third session's exec waited over 10 s while two sessions ran {held} sleeps")
+    });
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("fair")),
+        "{answer}"
+    );
 }
 
 /// A `search_files` stopped at its 1,000 results ends with a line saying

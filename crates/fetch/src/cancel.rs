@@ -1,28 +1,53 @@
 //! Cancelling a fetch in flight: a flag the caller sets from another
 //! thread, and the client's transport that watches it.
 //!
-//! ureq is synchronous and blocks in one read for as long as the fetch's
-//! deadline allows (a server that stalls before its headers, or drips its
-//! body, holds the calling thread that long). Every connection the client
-//! makes is wrapped in [`Watched`], which waits for input in slices of at
-//! most [`SLICE`] and checks the flag of the fetch running on this thread
-//! between them; once it is set the wait fails, the client drops the
-//! connection (closing it: a failed exchange is never pooled), and the
-//! fetch answers `E_ABORTED`. The flag is thread-local for the call, as
-//! the pin is ([`crate::resolve`]): a pooled connection reused by another
-//! fetch watches that fetch's flag.
+//! ureq is synchronous and blocks in one system call for as long as the
+//! fetch's deadline allows: a connect to an address that never answers, a
+//! TLS handshake or a response that stalls, an upload to a server that
+//! does not read. So the client's TCP connections are made here
+//! ([`SlicedTcp`], in place of ureq's own TCP connector), and every wait
+//! on them lasts at most [`SLICE`] before the flag of the fetch running
+//! on this thread is looked at again:
+//!
+//! - the connect runs on a helper thread (std cannot connect without
+//!   blocking, and this crate has no `unsafe`) that the fetch waits on in
+//!   slices; a cancelled fetch leaves it, and the thread ends at its own
+//!   connect timeout (never past the fetch's deadline), closing whatever it
+//!   connected;
+//! - reads and writes ([`Sliced`]) use a socket timeout of one slice, and
+//!   a write sends what the kernel takes in that slice, so an upload stops
+//!   between two slices, not at the deadline. TLS runs over this
+//!   transport, so its handshake and records are cut short alike;
+//! - name resolution ([`resolve`]) runs on a helper thread when the fetch
+//!   has a flag: the resolver cannot be interrupted, so a cancelled fetch
+//!   answers at once and the query finishes on its own, within the
+//!   timeout the resolver was given (the fetch's remaining time).
+//!
+//! Once the flag is set the wait fails, the client drops the connection
+//! (closing it: a failed exchange is never pooled), and the fetch answers
+//! `E_ABORTED`. The flag is thread-local for the call, as the pin is
+//! ([`crate::resolve`]): a pooled connection reused by another fetch
+//! watches that fetch's flag.
 
 use std::cell::RefCell;
 use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Weak};
+use std::time::{Duration, Instant};
 
 use ureq::unversioned::transport::time::Duration as UDuration;
-use ureq::unversioned::transport::{Buffers, ConnectionDetails, Connector, NextTimeout, Transport};
+use ureq::unversioned::transport::{
+    Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, ShutdownHandle,
+    Transport,
+};
+
+use crate::resolve::Resolve;
 
 /// The longest one wait for input lasts before the flag is looked at
 /// again: how late a cancelled fetch notices.
-pub(crate) const SLICE: std::time::Duration = std::time::Duration::from_millis(50);
+pub(crate) const SLICE: Duration = Duration::from_millis(50);
 
 /// A flag that cancels the fetches it is given to ([`crate::FetchOptions::cancel`]):
 /// set it from any thread, and a fetch waiting on the network stops
@@ -94,82 +119,271 @@ fn cancelled_error() -> ureq::Error {
     ))
 }
 
-/// The last connector of the client's chain: wraps every connection in
-/// [`Watched`].
-#[derive(Debug)]
-pub(crate) struct Watch;
+/// Waits for `work`, run on a helper thread named `name`, in slices,
+/// watching `flag`: `None` once the flag is set (the thread is left to
+/// finish on its own; what it answers then is dropped).
+fn on_helper<T: Send + 'static>(
+    name: &str,
+    flag: &CancelFlag,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<Option<T>> {
+    let (tx, rx) = mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let _ = tx.send(work());
+        })?;
+    loop {
+        if flag.is_cancelled() {
+            return Ok(None);
+        }
+        match rx.recv_timeout(SLICE) {
+            Ok(answer) => return Ok(Some(answer)),
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(io::Error::other(format!(
+                    "the {name} thread ended without an answer"
+                )))
+            }
+        }
+    }
+}
 
-impl Connector<Box<dyn Transport>> for Watch {
-    type Out = Watched;
+/// Resolves `name` through `resolver` within `timeout`; `None` when the
+/// fetch running on this thread was cancelled first (the query then
+/// finishes on its helper thread, within `timeout`).
+pub(crate) fn resolve(
+    resolver: &Arc<dyn Resolve>,
+    name: &str,
+    port: u16,
+    timeout: Duration,
+) -> Option<io::Result<Vec<IpAddr>>> {
+    let Some(flag) = current() else {
+        return Some(resolver.resolve(name, port, timeout));
+    };
+    let (resolver, query) = (resolver.clone(), name.to_owned());
+    match on_helper("sandgate-fetch-dns", &flag, move || {
+        resolver.resolve(&query, port, timeout)
+    }) {
+        Ok(answer) => answer,
+        Err(e) => Some(Err(e)),
+    }
+}
+
+/// The time a wait has left: `None` when it has no deadline.
+fn exact(d: UDuration) -> Option<Duration> {
+    match d {
+        UDuration::Exact(d) => Some(d),
+        UDuration::NotHappening => None,
+    }
+}
+
+/// The first connector of the client's chain, in place of ureq's TCP
+/// connector: connects to the resolved (pinned) addresses in turn,
+/// watching the running fetch's flag, and hands on a [`Sliced`]
+/// connection.
+#[derive(Debug)]
+pub(crate) struct SlicedTcp;
+
+impl<In: Transport> Connector<In> for SlicedTcp {
+    type Out = Either<In, Sliced>;
 
     fn connect(
         &self,
-        _details: &ConnectionDetails,
-        chained: Option<Box<dyn Transport>>,
-    ) -> Result<Option<Watched>, ureq::Error> {
-        Ok(chained.map(Watched))
+        details: &ConnectionDetails,
+        chained: Option<In>,
+    ) -> Result<Option<Self::Out>, ureq::Error> {
+        if chained.is_some() {
+            return Ok(chained.map(Either::A));
+        }
+        let stream = connect_any(details)?;
+        if details.config.no_delay() {
+            stream.set_nodelay(true)?;
+        }
+        let stream = Arc::new(stream);
+        (details.register_shutdown)(Arc::downgrade(&stream) as Weak<dyn ShutdownHandle>)?;
+        let buffers = LazyBuffers::new(
+            details.config.input_buffer_size(),
+            details.config.output_buffer_size(),
+        );
+        Ok(Some(Either::B(Sliced { stream, buffers })))
     }
 }
 
-/// A connection whose waits the running fetch's flag can end.
-pub(crate) struct Watched(Box<dyn Transport>);
+/// The shortest time one address is given.
+const MIN_PER_ADDRESS: Duration = Duration::from_millis(10);
 
-impl fmt::Debug for Watched {
+/// Tries the addresses in order, as ureq does: the first is given half
+/// the connect's time, each next one half of the one before.
+fn connect_any(details: &ConnectionDetails) -> Result<TcpStream, ureq::Error> {
+    let started = Instant::now();
+    let total = exact(details.timeout.after);
+    let count = i32::try_from(details.addrs.len()).unwrap_or(i32::MAX);
+    let total_weight = 2.0 * (1.0 - 0.5_f64.powi(count));
+    let mut weight = 1.0_f64;
+    let mut last = None;
+    for addr in details.addrs.iter() {
+        let per = match total {
+            Some(t) => {
+                let left = t.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    return Err(ureq::Error::Timeout(details.timeout.reason));
+                }
+                Some(
+                    t.mul_f64(weight / total_weight)
+                        .max(MIN_PER_ADDRESS)
+                        .min(left),
+                )
+            }
+            None => None,
+        };
+        weight /= 2.0;
+        match connect_one(*addr, per) {
+            Ok(stream) => return Ok(stream),
+            Err(e) if current().is_some_and(|f| f.is_cancelled()) => return Err(e),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        ureq::Error::Io(io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            "no address to connect to",
+        ))
+    }))
+}
+
+/// One connect, within `per`: on a helper thread watched in slices when
+/// the running fetch has a flag.
+fn connect_one(addr: SocketAddr, per: Option<Duration>) -> Result<TcpStream, ureq::Error> {
+    let dial = move || -> Result<TcpStream, ureq::Error> {
+        match per {
+            Some(t) => TcpStream::connect_timeout(&addr, t),
+            None => TcpStream::connect(addr),
+        }
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
+                ureq::Error::Timeout(ureq::Timeout::Connect)
+            }
+            _ => ureq::Error::Io(e),
+        })
+    };
+    let Some(flag) = current() else {
+        return dial();
+    };
+    match on_helper("sandgate-fetch-connect", &flag, dial)? {
+        Some(answer) => answer,
+        None => Err(cancelled_error()),
+    }
+}
+
+/// A TCP connection whose every wait lasts at most [`SLICE`] before the
+/// running fetch's flag (and the wait's own timeout) is looked at again.
+pub(crate) struct Sliced {
+    stream: Arc<TcpStream>,
+    buffers: LazyBuffers,
+}
+
+impl fmt::Debug for Sliced {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Watched").field(&self.0).finish()
+        f.debug_struct("Sliced")
+            .field("peer", &self.stream.peer_addr().ok())
+            .finish()
     }
 }
 
-impl Transport for Watched {
+/// A wait's end, sliced.
+struct Wait {
+    started: Instant,
+    after: Option<Duration>,
+    timeout: NextTimeout,
+    flag: Option<CancelFlag>,
+}
+
+impl Wait {
+    fn new(timeout: NextTimeout) -> Wait {
+        Wait {
+            started: Instant::now(),
+            after: exact(timeout.after),
+            timeout,
+            flag: current(),
+        }
+    }
+
+    /// The next slice to wait, or why the wait is over.
+    fn slice(&self) -> Result<Duration, ureq::Error> {
+        if self.flag.as_ref().is_some_and(CancelFlag::is_cancelled) {
+            return Err(cancelled_error());
+        }
+        match self.after {
+            None => Ok(SLICE),
+            Some(after) => {
+                let left = after.saturating_sub(self.started.elapsed());
+                if left.is_zero() {
+                    Err(ureq::Error::Timeout(self.timeout.reason))
+                } else {
+                    Ok(left.min(SLICE))
+                }
+            }
+        }
+    }
+}
+
+/// A socket timeout ran out (or a signal came): wait another slice.
+fn again(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+impl Transport for Sliced {
     fn buffers(&mut self) -> &mut dyn Buffers {
-        self.0.buffers()
+        &mut self.buffers
     }
 
     fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
-        if current().is_some_and(|f| f.is_cancelled()) {
-            return Err(cancelled_error());
+        let wait = Wait::new(timeout.for_write());
+        let mut sent = 0;
+        while sent < amount {
+            self.stream.set_write_timeout(Some(wait.slice()?))?;
+            let output = &self.buffers.output()[sent..amount];
+            match (&*self.stream).write(output) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
+                Ok(n) => sent += n,
+                Err(e) if again(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
-        self.0.transmit_output(amount, timeout)
+        Ok(())
     }
 
     fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
-        // A per-read timeout would fail a slice as its own: not sliced
-        // (the fetcher sets none).
-        let Some(flag) = current().filter(|_| timeout.per_read.is_none()) else {
-            return self.0.await_input(timeout);
-        };
-        let start = std::time::Instant::now();
+        let wait = Wait::new(timeout.for_read());
         loop {
-            if flag.is_cancelled() {
-                return Err(cancelled_error());
-            }
-            let left = match timeout.after {
-                UDuration::Exact(d) => d.saturating_sub(start.elapsed()),
-                UDuration::NotHappening => std::time::Duration::MAX,
-            };
-            if left <= SLICE {
-                let last = NextTimeout {
-                    after: UDuration::Exact(left),
-                    ..timeout
-                };
-                return self.0.await_input(last);
-            }
-            let slice = NextTimeout {
-                after: UDuration::Exact(SLICE),
-                ..timeout
-            };
-            match self.0.await_input(slice) {
-                Err(ureq::Error::Timeout(_)) => continue,
-                other => return other,
+            self.stream.set_read_timeout(Some(wait.slice()?))?;
+            let input = self.buffers.input_append_buf();
+            match (&*self.stream).read(input) {
+                Ok(n) => {
+                    self.buffers.input_appended(n);
+                    return Ok(n > 0);
+                }
+                Err(e) if again(&e) => {}
+                Err(e) => return Err(e.into()),
             }
         }
     }
 
+    /// Open when nothing is waiting to be read and the peer has not
+    /// closed (a pooled connection is looked at before it is reused).
     fn is_open(&mut self) -> bool {
-        self.0.is_open()
-    }
-
-    fn is_tls(&self) -> bool {
-        self.0.is_tls()
+        if self.stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let mut byte = [0];
+        let open = matches!(
+            (&*self.stream).read(&mut byte),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock
+        );
+        open && self.stream.set_nonblocking(false).is_ok()
     }
 }

@@ -57,10 +57,12 @@
 //!    and the body.
 //!
 //! **Cancelling.** A fetch given a [`CancelFlag`] ([`FetchOptions::cancel`])
-//! looks at it before each hop and, while it waits on the network for
-//! headers or body, every 50 ms; once the flag is set it closes the
-//! connection and fails with `E_ABORTED`. (Resolving a name and
-//! connecting are not cut short: they end within the deadline.)
+//! looks at it before each hop and, while it resolves a name, connects,
+//! shakes hands, sends its body or waits for headers or body, every 50 ms;
+//! once the flag is set it closes the connection and fails with
+//! `E_ABORTED`. A name query or a connect already under way cannot be
+//! interrupted: it finishes on a helper thread, within the fetch's
+//! remaining time, and its answer is dropped.
 //!
 //! **Proxies.** The client never uses one. A configured proxy (see
 //! [`FetcherBuilder::proxy_from_env`]) makes restricted mode refuse every
@@ -426,8 +428,8 @@ impl FetcherBuilder {
         let agent = ureq::Agent::with_parts(
             client_config(tls.build()),
             ureq::unversioned::transport::Connector::chain(
-                ureq::unversioned::transport::DefaultConnector::default(),
-                cancel::Watch,
+                cancel::SlicedTcp,
+                ureq::unversioned::transport::RustlsConnector::default(),
             ),
             PinnedResolver,
         );
@@ -698,7 +700,9 @@ impl Fetcher {
                 if left.is_zero() {
                     return Err((timeout_error(), None));
                 }
-                let mut addrs = self.resolver.resolve(&name, port, left).map_err(|e| {
+                let answer = cancel::resolve(&self.resolver, &name, port, left)
+                    .ok_or((aborted_error(), None))?;
+                let mut addrs = answer.map_err(|e| {
                     if e.kind() == io::ErrorKind::TimedOut || Instant::now() >= deadline {
                         (timeout_error(), None)
                     } else {

@@ -1083,3 +1083,140 @@ fn a_transport_failure_keeps_its_cause_as_the_source_and_prints_it_once() {
         "the cause is printed by the source, not again by `{e}`"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Cancelling: every wait of a fetch ends within a few slices of the flag
+
+/// Fetches `url` with a 6 s deadline and a flag set 300 ms after `armed`
+/// returns (on another thread); asserts the fetch ended with `E_ABORTED`
+/// within a second of the flag.
+fn assert_cancelled_promptly(
+    f: &Fetcher,
+    url: &str,
+    opts: FetchOptions,
+    armed: impl FnOnce() + Send + 'static,
+) {
+    let flag = sandgate_fetch::CancelFlag::new();
+    let set_at = Arc::new(Mutex::new(None));
+    let (flag2, set2) = (flag.clone(), set_at.clone());
+    thread::spawn(move || {
+        armed();
+        thread::sleep(Duration::from_millis(300));
+        flag2.cancel();
+        *set2.lock().unwrap() = Some(Instant::now());
+    });
+    let r = f.fetch(
+        url,
+        &opts.timeout(Duration::from_secs(6)).cancel(flag.clone()),
+    );
+    let ended = Instant::now();
+    let set = set_at
+        .lock()
+        .unwrap()
+        .expect("the fetch ended before its flag was set");
+    let late = ended.duration_since(set);
+    let e = r.expect_err("the fetch was cancelled, not answered");
+    assert_eq!(
+        e.code(),
+        ErrorCode::Aborted,
+        "{e} ({late:?} after the flag)"
+    );
+    assert!(
+        late < Duration::from_secs(1),
+        "cancelled only {late:?} after the flag"
+    );
+}
+
+/// A loopback listener that accepts connections and holds them, reading
+/// nothing; `accepted` hears of each.
+fn holding_listener() -> (u16, std::sync::mpsc::Receiver<()>) {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            held.push(s);
+            let _ = tx.send(());
+        }
+    });
+    (port, rx)
+}
+
+/// A loopback listener nobody accepts from, its queue filled: a new
+/// connect to it hangs (Linux drops the SYN of a full queue).
+fn full_listener() -> (TcpListener, Vec<TcpStream>) {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind a loopback port");
+    let addr = listener.local_addr().unwrap();
+    let mut held = Vec::new();
+    loop {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(s) => held.push(s),
+            Err(_) => break,
+        }
+        assert!(held.len() < 100_000, "the queue never filled");
+    }
+    (listener, held)
+}
+
+#[test]
+fn mcp6_a_cancel_during_connect_ends_the_fetch_promptly() {
+    let (listener, _held) = full_listener();
+    let port = listener.local_addr().unwrap().port();
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{port}")])).build();
+    assert_cancelled_promptly(
+        &f,
+        &format!("http://127.0.0.1:{port}/"),
+        FetchOptions::new(),
+        || (),
+    );
+}
+
+#[test]
+fn mcp6_a_cancel_during_an_upload_to_a_server_that_does_not_read_ends_it_promptly() {
+    let (port, accepted) = holding_listener();
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{port}")])).build();
+    assert_cancelled_promptly(
+        &f,
+        &format!("http://127.0.0.1:{port}/upload"),
+        FetchOptions::new()
+            .method("POST")
+            .body(vec![b'x'; 128 * 1024 * 1024]),
+        move || {
+            // The upload fills the buffers within a moment of the accept.
+            accepted.recv().unwrap();
+            thread::sleep(Duration::from_millis(700));
+        },
+    );
+}
+
+#[test]
+fn mcp6_a_cancel_during_a_tls_handshake_ends_the_fetch_promptly() {
+    // The server takes the connection and never answers the ClientHello.
+    let (port, accepted) = holding_listener();
+    let f = Fetcher::builder(rules(
+        Mode::Restricted,
+        &[format!("127.0.0.1:{port}")],
+        false,
+    ))
+    .build();
+    assert_cancelled_promptly(
+        &f,
+        &format!("https://127.0.0.1:{port}/"),
+        FetchOptions::new(),
+        move || accepted.recv().unwrap(),
+    );
+}
+
+#[test]
+fn mcp6_a_cancel_during_name_resolution_answers_at_once() {
+    let p = rules(Mode::Restricted, &["api.example.com"], false);
+    let f = Fetcher::builder(p)
+        .resolver(|_: &str, _: u16, _: Duration| {
+            thread::sleep(Duration::from_secs(4));
+            // Refused once it answers: nothing leaves the machine.
+            Ok(vec!["10.0.0.1".parse().unwrap()])
+        })
+        .build();
+    assert_cancelled_promptly(&f, "https://api.example.com/", FetchOptions::new(), || ());
+}

@@ -30,7 +30,7 @@ pub mod transport;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,9 +70,12 @@ pub(crate) struct Core {
     /// The sandbox's and executor's sink, for the calls refused here
     /// before either sees them ([`Core::refused`]).
     audit: Option<AuditSink>,
-    /// Places for the calls that run on the blocking pool, [`MAX_RUNNING`]
-    /// in all, shared by every session.
+    /// Places for the calls that run on the blocking pool, shared by
+    /// every session: all of [`MAX_RUNNING`] but the
+    /// [`RESERVED_PLACES`]...
     running: tokio::sync::Semaphore,
+    /// ...which go only to a session running no long call.
+    reserved: tokio::sync::Semaphore,
 }
 
 impl Core {
@@ -110,6 +113,15 @@ pub const MAX_HELD: usize = 256;
 /// their turn in the session, as calls past [`MAX_RUNNING`] do. On stdio,
 /// where the one session is the only one, it may use every place.
 pub const MAX_SESSION_RUNNING: usize = MAX_RUNNING / 2;
+
+/// How many of the [`MAX_RUNNING`] places go only to a session that runs
+/// no long call when it asks (over `--http` or `--unix`): a session's
+/// share alone cannot keep two sessions holding slow calls from taking
+/// all 32 places, and then every other session waited until one of their
+/// calls ended. With these kept, two such sessions run at most 28 calls
+/// together and a third session's call runs at once, as do those of up to
+/// three more. On stdio, the one session may use every place.
+pub const RESERVED_PLACES: usize = MAX_RUNNING / 8;
 
 /// JSON-RPC's server-error code, for a call refused by [`MAX_HELD`].
 const TOO_MANY_CALLS: i32 = -32000;
@@ -164,6 +176,27 @@ pub(crate) struct Shared {
     /// This session's share of the running places,
     /// [`MAX_SESSION_RUNNING`].
     share: tokio::sync::Semaphore,
+    /// Whether this is the server's only session (stdio): it may use the
+    /// [`RESERVED_PLACES`] whenever it asks.
+    alone: bool,
+    /// How many places this session's calls run in now.
+    busy: AtomicUsize,
+}
+
+/// Counts a place a session's call runs in, for as long as it runs.
+struct Busy<'a>(&'a AtomicUsize);
+
+impl<'a> Busy<'a> {
+    fn new(n: &'a AtomicUsize) -> Busy<'a> {
+        n.fetch_add(1, Ordering::SeqCst);
+        Busy(n)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The state of asking a client for its roots: one request at a time, so
@@ -636,7 +669,8 @@ impl Server {
                     write_only_root,
                     max_read_bytes: policy.limits().max_read_bytes,
                     audit,
-                    running: tokio::sync::Semaphore::new(MAX_RUNNING),
+                    running: tokio::sync::Semaphore::new(MAX_RUNNING - RESERVED_PLACES),
+                    reserved: tokio::sync::Semaphore::new(RESERVED_PLACES),
                 }),
                 narrow: std::sync::RwLock::new(Narrow::None),
                 inline_ready: AtomicBool::new(false),
@@ -646,6 +680,8 @@ impl Server {
                 // the sessions of a transport that serves many are made
                 // by `new_session`, with a share.
                 share: tokio::sync::Semaphore::new(MAX_RUNNING),
+                alone: true,
+                busy: AtomicUsize::new(0),
             }),
             tools: Arc::new(tools),
             instructions,
@@ -668,6 +704,8 @@ impl Server {
                 asking: std::sync::Mutex::default(),
                 held: tokio::sync::Semaphore::new(MAX_HELD),
                 share: tokio::sync::Semaphore::new(MAX_SESSION_RUNNING),
+                alone: false,
+                busy: AtomicUsize::new(0),
             }),
             tools: Arc::clone(&self.tools),
             instructions: self.instructions.clone(),
@@ -1013,7 +1051,9 @@ impl ServerHandler for Server {
             })?)
         };
         // First one of this session's share of the places, then one of
-        // the server's: one session never takes them all.
+        // the server's: one session never takes them all, and a session
+        // running nothing may take a reserved one, so that sessions
+        // holding slow calls never take them all either.
         let _running = if inline {
             None
         } else {
@@ -1021,8 +1061,18 @@ impl ServerHandler for Server {
             tokio::select! {
                 p = async {
                     let share = self.shared.share.acquire().await.map_err(closing)?;
-                    let place = self.shared.running.acquire().await.map_err(closing)?;
-                    Ok::<_, ErrorData>((share, place))
+                    let place = if self.shared.alone
+                        || self.shared.busy.load(Ordering::SeqCst) == 0
+                    {
+                        tokio::select! {
+                            p = self.shared.running.acquire() => p,
+                            p = self.shared.reserved.acquire() => p,
+                        }
+                    } else {
+                        self.shared.running.acquire().await
+                    }
+                    .map_err(closing)?;
+                    Ok::<_, ErrorData>((share, place, Busy::new(&self.shared.busy)))
                 } => Some(p?),
                 _ = context.ct.cancelled() => {
                     return Err(ErrorData::internal_error("the call was cancelled", None));

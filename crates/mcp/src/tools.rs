@@ -504,11 +504,7 @@ pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile) -> Answer {
         )),
         (Some(0), None) | (None, Some(0)) => text(""),
         (Some(n), None) if n <= MAX_RANGE_LINES => ranged(s, sb.read_lines(&rel, 1, n)?),
-        (None, Some(n)) if n <= MAX_RANGE_LINES => {
-            let total = sb.read_lines(&rel, 1, 1)?.total_lines;
-            let from = total.saturating_sub(n) + 1;
-            ranged(s, sb.read_lines(&rel, from, n)?)
-        }
+        (None, Some(n)) if n <= MAX_RANGE_LINES => ranged(s, sb.read_last_lines(&rel, n)?),
         // The sandbox's ranged read serves 2,000 lines at most; the
         // reference server takes any count, so a longer one is cut from
         // the whole file, which must then fit in max_read_bytes.
@@ -1056,7 +1052,8 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
                 for (i, l) in m.before.iter().enumerate() {
                     let _ = writeln!(out, "{}-{}-{l}", m.path, first + i);
                 }
-                let _ = writeln!(out, "{}:{}:{}", m.path, m.line, m.text);
+                let cut = if m.text_cut { LINE_CUT_MARK } else { "" };
+                let _ = writeln!(out, "{}:{}:{}{cut}", m.path, m.line, m.text);
                 for (i, l) in m.after.iter().enumerate() {
                     let _ = writeln!(out, "{}-{}-{l}", m.path, m.line + 1 + i);
                 }
@@ -1094,7 +1091,13 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
         Some(other) => Some(format!("[the search was cut: {}]", other.as_str())),
         None => None,
     };
-    if let Some(note) = note {
+    let unreadable = (found.unreadable > 0).then(|| {
+        format!(
+            "[{} file(s) could not be opened or read and were not searched]",
+            found.unreadable
+        )
+    });
+    for note in [note, unreadable].into_iter().flatten() {
         if !out.ends_with('\n') {
             out.push('\n');
         }
@@ -1102,6 +1105,10 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
     }
     text(out)
 }
+
+/// Ends a grep match whose line was cut at [`sandgate::search::MAX_LINE_TEXT`]
+/// bytes, so that the model does not take the cut text for the whole line.
+const LINE_CUT_MARK: &str = "…[line cut at 1000 bytes]";
 
 pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> Answer {
     let Some(executor) = &s.executor else {

@@ -2,7 +2,7 @@
 //! confined to granted roots, guarded by deny-write patterns, capped,
 //! budgeted and audited.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -735,75 +735,45 @@ impl Sandbox {
             if offset == 0 {
                 return Err(Error::request("offset is 1-based: the first line is 1"));
             }
-            if limit == 0 || limit > MAX_RANGE_LINES {
-                return Err(Error::request(format!(
-                    "limit must be between 1 and {MAX_RANGE_LINES}"
-                )));
-            }
+            check_range_limit(limit)?;
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
             let file = inner.open_read(&rel)?;
             if !file.metadata().map_err(|e| io_error(&rel, e))?.is_file() {
                 return Err(not_file(&rel));
             }
-            let mut reader = BufReader::with_capacity(64 * 1024, file);
-            let (mut content, mut lines, mut total, mut truncated) =
-                (Vec::new(), 0usize, 0usize, false);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                // Lines outside the range are only counted, not kept.
-                let keep = total + 1 >= offset && lines < limit && !truncated;
-                let n = if keep {
-                    // Hold at most one byte more than still fits, enough to
-                    // tell that the line does not: the cap bounds memory too,
-                    // however long the line is on disk.
-                    // Saturating: a cap of u64::MAX (no cap) must not wrap
-                    // to a limit of nothing.
-                    let room = inner.max_read_bytes - content.len() as u64;
-                    let n = (&mut reader)
-                        .take(room.saturating_add(1))
-                        .read_until(b'\n', &mut line)
-                        .map_err(|e| io_error(&rel, e))?;
-                    if n as u64 > room && line.last() != Some(&b'\n') {
-                        n + skip_line(&mut reader).map_err(|e| io_error(&rel, e))?
-                    } else {
-                        n
-                    }
-                } else {
-                    skip_line(&mut reader).map_err(|e| io_error(&rel, e))?
-                };
-                if n == 0 {
-                    break;
-                }
-                total += 1;
-                if keep {
-                    if (content.len() + line.len()) as u64 > inner.max_read_bytes {
-                        truncated = true;
-                    } else {
-                        content.extend_from_slice(&line);
-                        lines += 1;
-                    }
+            let r = read_range(inner, &rel, file, offset, limit)?;
+            ctx.size = Some(r.content.len() as u64);
+            Ok(r)
+        })
+    }
+
+    /// Reads the last `limit` lines (at most 2000) of a file, as
+    /// [`Sandbox::read_lines`] reads a range, in one operation (one
+    /// `fs_ops`, one open: the lines are counted and then read from the same
+    /// file). A file of fewer lines is read whole.
+    pub fn read_last_lines(&self, path: &str, limit: usize) -> Result<LinesRead, Error> {
+        self.op("read", path, |inner, ctx| {
+            check_range_limit(limit)?;
+            let rel = RelPath::parse(path)?;
+            ctx.path(|| rel.as_str().to_owned());
+            let mut file = inner.open_read(&rel)?;
+            if !file.metadata().map_err(|e| io_error(&rel, e))?.is_file() {
+                return Err(not_file(&rel));
+            }
+            let mut total = 0usize;
+            {
+                let mut reader = BufReader::with_capacity(64 * 1024, &mut file);
+                while skip_line(&mut reader).map_err(|e| io_error(&rel, e))? > 0 {
+                    total += 1;
                 }
             }
-            if truncated && lines == 0 {
-                return Err(Error::new(
-                    ErrorCode::TooLarge,
-                    format!(
-                        "line {offset} alone is longer than max_read_bytes ({})",
-                        inner.max_read_bytes
-                    ),
-                )
-                .with_path(rel.as_str()));
-            }
-            ctx.size = Some(content.len() as u64);
-            Ok(LinesRead {
-                content,
-                offset,
-                lines,
-                total_lines: total,
-                truncated,
-            })
+            file.seek(std::io::SeekFrom::Start(0))
+                .map_err(|e| io_error(&rel, e))?;
+            let offset = total.saturating_sub(limit) + 1;
+            let r = read_range(inner, &rel, file, offset, limit)?;
+            ctx.size = Some(r.content.len() as u64);
+            Ok(r)
         })
     }
 
@@ -1960,6 +1930,83 @@ fn exists(resolved: &str, allowed: bool, asked: bool) -> Error {
 #[cold]
 fn io_error(rel: &RelPath, e: std::io::Error) -> Error {
     Error::from(e).with_path(rel.as_str())
+}
+
+/// A ranged read's line count must be 1 to [`MAX_RANGE_LINES`].
+fn check_range_limit(limit: usize) -> Result<(), Error> {
+    if limit == 0 || limit > MAX_RANGE_LINES {
+        return Err(Error::request(format!(
+            "limit must be between 1 and {MAX_RANGE_LINES}"
+        )));
+    }
+    Ok(())
+}
+
+/// `limit` lines of `file` from line `offset` (1-based), cut at a whole
+/// line so they stay under `max_read_bytes`, and the file's line count.
+fn read_range(
+    inner: &Inner,
+    rel: &RelPath,
+    file: std::fs::File,
+    offset: usize,
+    limit: usize,
+) -> Result<LinesRead, Error> {
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let (mut content, mut lines, mut total, mut truncated) = (Vec::new(), 0usize, 0usize, false);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        // Lines outside the range are only counted, not kept.
+        let keep = total + 1 >= offset && lines < limit && !truncated;
+        let n = if keep {
+            // Hold at most one byte more than still fits, enough to
+            // tell that the line does not: the cap bounds memory too,
+            // however long the line is on disk.
+            // Saturating: a cap of u64::MAX (no cap) must not wrap
+            // to a limit of nothing.
+            let room = inner.max_read_bytes - content.len() as u64;
+            let n = (&mut reader)
+                .take(room.saturating_add(1))
+                .read_until(b'\n', &mut line)
+                .map_err(|e| io_error(rel, e))?;
+            if n as u64 > room && line.last() != Some(&b'\n') {
+                n + skip_line(&mut reader).map_err(|e| io_error(rel, e))?
+            } else {
+                n
+            }
+        } else {
+            skip_line(&mut reader).map_err(|e| io_error(rel, e))?
+        };
+        if n == 0 {
+            break;
+        }
+        total += 1;
+        if keep {
+            if (content.len() + line.len()) as u64 > inner.max_read_bytes {
+                truncated = true;
+            } else {
+                content.extend_from_slice(&line);
+                lines += 1;
+            }
+        }
+    }
+    if truncated && lines == 0 {
+        return Err(Error::new(
+            ErrorCode::TooLarge,
+            format!(
+                "line {offset} alone is longer than max_read_bytes ({})",
+                inner.max_read_bytes
+            ),
+        )
+        .with_path(rel.as_str()));
+    }
+    Ok(LinesRead {
+        content,
+        offset,
+        lines,
+        total_lines: total,
+        truncated,
+    })
 }
 
 /// Consumes one line without keeping it; returns the bytes consumed.

@@ -87,6 +87,9 @@ pub struct Found<T> {
     /// `None` when `results` is everything the search found; otherwise
     /// which cap stopped it.
     pub cut: Option<Cut>,
+    /// How many files the search listed but could not open or read, and
+    /// so passed over (grep only; 0 otherwise).
+    pub unreadable: usize,
 }
 
 /// One grep hit.
@@ -98,6 +101,8 @@ pub struct GrepMatch {
     pub line: usize,
     /// The line (lossy UTF-8, without its line ending, cut at 1000 bytes).
     pub text: String,
+    /// Whether `text` was cut at [`MAX_LINE_TEXT`] bytes.
+    pub text_cut: bool,
     /// Up to [`GrepOptions::before`] lines just before the match, oldest
     /// first, in the same form as `text`.
     pub before: Vec<String>,
@@ -463,6 +468,7 @@ pub(crate) fn glob(
     Ok(Found {
         results: found.into_iter().collect(),
         cut: cut_by(more, walk_cut, false),
+        unreadable: 0,
     })
 }
 
@@ -580,9 +586,14 @@ fn is_binary(head: &[u8]) -> bool {
 
 /// A line as answered: without its ending, cut, lossy UTF-8.
 fn line_text(raw: &[u8]) -> String {
-    let text = raw.strip_suffix(b"\n").unwrap_or(raw);
-    let text = text.strip_suffix(b"\r").unwrap_or(text);
+    let text = line_bytes(raw);
     String::from_utf8_lossy(&text[..text.len().min(MAX_LINE_TEXT)]).into_owned()
+}
+
+/// A line without its ending.
+fn line_bytes(raw: &[u8]) -> &[u8] {
+    let text = raw.strip_suffix(b"\n").unwrap_or(raw);
+    text.strip_suffix(b"\r").unwrap_or(text)
 }
 
 /// Collects a grep's results in any mode, up to the cap.
@@ -620,6 +631,7 @@ impl Collector {
 
     /// Searches one open file of `len` bytes: its first `max_file_bytes`
     /// bytes; one with a NUL in its first 8 KiB is binary and skipped.
+    /// `Ok(false)` when the file could not be read.
     fn search(
         &mut self,
         pattern: &Pattern,
@@ -628,13 +640,17 @@ impl Collector {
         len: u64,
         max_file_bytes: u64,
         opts: &GrepOptions,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
         if len > WHOLE_FILE {
             let mut reader = BufReader::new(file.take(max_file_bytes));
-            if reader.fill_buf().map_or(true, is_binary) {
-                return Ok(());
+            match reader.fill_buf() {
+                Err(_) => return Ok(false),
+                Ok(head) if is_binary(head) => return Ok(true),
+                Ok(_) => {}
             }
-            return self.search_lines(&pattern.line, path, reader, opts);
+            return self
+                .search_lines(&pattern.line, path, reader, opts)
+                .map(|()| true);
         }
         let mut content = std::mem::take(&mut self.content);
         content.clear();
@@ -642,12 +658,14 @@ impl Collector {
         let found = match read {
             Ok(_) if !is_binary(&content) => {
                 if pattern.screened_out(&content) {
-                    Ok(())
+                    Ok(true)
                 } else {
                     self.search_lines(&pattern.line, path, &content[..], opts)
+                        .map(|()| true)
                 }
             }
-            _ => Ok(()),
+            Ok(_) => Ok(true),
+            Err(_) => Ok(false),
         };
         self.content = content;
         found
@@ -718,6 +736,7 @@ impl Collector {
                         path: path.to_owned(),
                         line: n,
                         text: line_text(&line),
+                        text_cut: line_bytes(&line).len() > MAX_LINE_TEXT,
                         before: recent.iter().cloned().collect(),
                         after: Vec::new(),
                     }),
@@ -763,7 +782,7 @@ pub(crate) fn grep(
         more: false,
         content: Vec::new(),
     };
-    let (mut walk_cut, mut skipped) = (false, false);
+    let (mut walk_cut, mut skipped, mut unreadable) = (false, false, 0usize);
     let mut searched = HashSet::new();
     // A single file may be named directly; the include glob and the ignore
     // files do not apply to it.
@@ -800,9 +819,15 @@ pub(crate) fn grep(
             // after the listing is skipped, not followed.
             let file = match root.open_file_nofollow(&path) {
                 Ok(f) => f,
-                Err(_) => continue,
+                Err(_) => {
+                    unreadable += 1;
+                    continue;
+                }
             };
-            let Ok(meta) = file.metadata() else { continue };
+            let Ok(meta) = file.metadata() else {
+                unreadable += 1;
+                continue;
+            };
             if !meta.is_file() {
                 continue;
             }
@@ -810,7 +835,9 @@ pub(crate) fn grep(
                 skipped = true;
                 continue;
             }
-            out.search(&pattern, &path, file, meta.len(), max_file_bytes, opts)?;
+            if !out.search(&pattern, &path, file, meta.len(), max_file_bytes, opts)? {
+                unreadable += 1;
+            }
             if out.more {
                 break;
             }
@@ -823,6 +850,7 @@ pub(crate) fn grep(
     Ok(Found {
         results: out.finish(),
         cut,
+        unreadable,
     })
 }
 

@@ -400,6 +400,9 @@ impl ToolSession {
                 let found = sb.grep_found(&pattern, path.as_deref(), &opts)?;
                 grep_answer(&mut out, found.results, &opts);
                 put_cut(&mut out, found.cut);
+                if found.unreadable > 0 {
+                    out.insert("unreadable".into(), json!(found.unreadable));
+                }
             }
             "exec" => {
                 let command = f.str("command")?;
@@ -659,7 +662,8 @@ fn hops_json(hops: &[crate::fetch::Hop]) -> Value {
 }
 
 /// The grep op's answer fields: `matches` (with `before`/`after` when
-/// context was asked for), `files` or `counts` by mode.
+/// context was asked for, `line_truncated: true` on a line cut at 1000
+/// bytes), `files` or `counts` by mode.
 fn grep_answer(
     out: &mut Map<String, Value>,
     found: crate::search::GrepOutput,
@@ -675,6 +679,10 @@ fn grep_answer(
                     o.insert("path".into(), json!(m.path));
                     o.insert("line".into(), json!(m.line));
                     o.insert("text".into(), json!(m.text));
+                    // Only when cut, so an answer of whole lines reads as before.
+                    if m.text_cut {
+                        o.insert("line_truncated".into(), json!(true));
+                    }
                     if opts.before > 0 {
                         o.insert("before".into(), json!(m.before));
                     }

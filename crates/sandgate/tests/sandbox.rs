@@ -491,6 +491,41 @@ fn ranged_reads_cut_at_whole_lines() {
 }
 
 #[test]
+fn mcp6_the_last_lines_are_one_read() {
+    let fx = Fx::new();
+    let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    fx.put("in/t.txt", &text);
+    let sb = fx
+        .builder()
+        .max_read_bytes(20)
+        .fs_ops_budget(Some(4))
+        .build()
+        .unwrap();
+    let r = sb.read_last_lines("t.txt", 2).unwrap();
+    assert_eq!(
+        (
+            r.content.as_slice(),
+            r.offset,
+            r.lines,
+            r.total_lines,
+            r.truncated
+        ),
+        (&b"line 9\nline 10\n"[..], 9, 2, 10, false)
+    );
+    // Cut at max_read_bytes, from where the tail starts.
+    let r = sb.read_last_lines("t.txt", 4).unwrap();
+    assert_eq!(
+        (r.content.as_slice(), r.offset, r.lines, r.truncated),
+        (&b"line 7\nline 8\n"[..], 7, 2, true)
+    );
+    let r = sb.read_last_lines("t.txt", 2000).unwrap();
+    assert_eq!((r.offset, r.lines, r.truncated), (1, 2, true));
+    // Each read spent one fs_ops (a refused one too): four spend the budget.
+    assert_eq!(code(sb.read_last_lines("t.txt", 0)), ErrorCode::Request);
+    assert_eq!(code(sb.read_last_lines("t.txt", 1)), ErrorCode::Denied);
+}
+
+#[test]
 fn list_stat_mkdir_delete_rename() {
     let fx = Fx::new();
     fx.put("ws/b.txt", "bb")
@@ -2107,6 +2142,28 @@ fn endpoint(sb: Sandbox, requests: &[serde_json::Value]) -> Vec<serde_json::Valu
 /// A grep that stops at its `max_results` says so (`truncated`, and
 /// `limit: "max_results"`), in every mode; one whose matches are exactly
 /// `max_results` is whole and says that.
+#[test]
+fn mcp6_a_grep_line_cut_at_1000_bytes_says_so() {
+    use serde_json::json;
+    let fx = Fx::new();
+    let long = format!("hit{}", "x".repeat(1200));
+    fx.put("in/a.txt", &format!("{long}\nhit short\n"));
+    let sb = fx.builder().build().unwrap();
+    let ms = sb.grep("hit", None, None).unwrap();
+    assert_eq!(
+        ms.iter()
+            .map(|m| (m.text.len(), m.text_cut))
+            .collect::<Vec<_>>(),
+        vec![(1000, true), (9, false)]
+    );
+    let answers = endpoint(sb, &[json!({"op": "grep", "pattern": "hit"})]);
+    let m = &answers[0]["matches"];
+    assert_eq!(m[0]["line_truncated"], json!(true), "{}", answers[0]);
+    // A whole line has no such field: the answer reads as before.
+    assert!(m[1].get("line_truncated").is_none(), "{}", answers[0]);
+    assert!(answers[0].get("unreadable").is_none(), "{}", answers[0]);
+}
+
 #[test]
 fn a_grep_stopped_at_max_results_says_so() {
     use serde_json::json;
