@@ -2685,6 +2685,132 @@ fn mcp6_two_sessions_cannot_hold_every_place() {
     );
 }
 
+/// One session cannot take every reserved place by sending its calls at
+/// once: two sessions hold the 28 general places with sleeps and four
+/// more sessions one reserved place each; a burst of four sleeps from
+/// another session waits, and when the four end their sessions, it gets
+/// one reserved place, not all four (before, each call of the burst was
+/// taken for the session's first, as none was running yet), so one more
+/// session's exec still runs at once.
+#[test]
+fn a_burst_from_one_session_takes_one_reserved_place() {
+    let dir = policy_dir();
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n",
+    )
+    .unwrap();
+    let sock = dir.path().join("mcp.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(10, || sock.exists()), "no socket");
+    let token = format!("59.{}7", std::process::id());
+    let count = || {
+        fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == token.as_bytes()))
+            })
+            .count()
+    };
+    let settle = |at_least: usize| {
+        let mut n = 0;
+        eventually(30, || {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = count();
+            let settled = now == n && now >= at_least;
+            n = now;
+            settled
+        });
+    };
+    let mut sessions = Vec::new();
+    for (h, calls) in [(0, 20), (1, 20)] {
+        let (s, lines) = unix_session(&sock);
+        for i in 0..calls {
+            writeln!(
+                &s,
+                "{}",
+                json!({"jsonrpc": "2.0", "id": 100 * (h + 1) + i, "method": "tools/call",
+                "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}})
+            )
+            .unwrap();
+        }
+        sessions.push((s, lines));
+    }
+    settle(28);
+    let mut holders = Vec::new();
+    for h in 0..4 {
+        let (s, lines) = unix_session(&sock);
+        writeln!(
+            &s,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": 200 + h, "method": "tools/call",
+            "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}})
+        )
+        .unwrap();
+        holders.push((s, lines));
+    }
+    settle(32);
+    let (burst, burst_lines) = unix_session(&sock);
+    let mut batch = String::new();
+    for i in 0..4 {
+        batch.push_str(
+            &json!({"jsonrpc": "2.0", "id": 300 + i, "method": "tools/call",
+            "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}})
+            .to_string(),
+        );
+        batch.push('\n');
+    }
+    (&burst).write_all(batch.as_bytes()).unwrap();
+    sessions.push((burst, burst_lines));
+    std::thread::sleep(Duration::from_millis(1000));
+    for (s, _) in &holders {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+    settle(29);
+    let held = count();
+    let (other, other_lines) = unix_session(&sock);
+    writeln!(
+        &other,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "echo fair"}}})
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let answer = loop {
+        match other_lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(v) if v["id"] == json!(7) => break Some(v),
+            Ok(_) => continue,
+            Err(_) => break None,
+        }
+    };
+    for (s, _) in &sessions {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+    eventually(20, || count() == 0);
+    let _ = child.kill();
+    let _ = child.wait();
+    let answer = answer.unwrap_or_else(|| {
+        panic!("one more session's exec waited over 10 s while the others ran {held} sleeps")
+    });
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("fair")),
+        "{answer}"
+    );
+}
+
 /// A `search_files` stopped at its 1,000 results ends with a line saying
 /// so (the workspace holds 2,001 `.txt` files); one within the cap does
 /// not.

@@ -120,7 +120,9 @@ pub const MAX_SESSION_RUNNING: usize = MAX_RUNNING / 2;
 /// all 32 places, and then every other session waited until one of their
 /// calls ended. With these kept, two such sessions run at most 28 calls
 /// together and a third session's call runs at once, as do those of up to
-/// three more. On stdio, the one session may use every place.
+/// three more. A call is counted from the moment it asks, so a burst of
+/// calls from one session takes at most one reserved place. On stdio, the
+/// one session may use every place.
 pub const RESERVED_PLACES: usize = MAX_RUNNING / 8;
 
 /// JSON-RPC's server-error code, for a call refused by [`MAX_HELD`].
@@ -183,13 +185,16 @@ pub(crate) struct Shared {
     busy: AtomicUsize,
 }
 
-/// Counts a place a session's call runs in, for as long as it runs.
+/// Counts a session's long call from the moment it asks for a place
+/// until it ends, waiting included.
 struct Busy<'a>(&'a AtomicUsize);
 
 impl<'a> Busy<'a> {
-    fn new(n: &'a AtomicUsize) -> Busy<'a> {
-        n.fetch_add(1, Ordering::SeqCst);
-        Busy(n)
+    /// The count, and whether the session had no other long call asking
+    /// for a place or running.
+    fn new(n: &'a AtomicUsize) -> (Busy<'a>, bool) {
+        let before = n.fetch_add(1, Ordering::SeqCst);
+        (Busy(n), before == 0)
     }
 }
 
@@ -1060,11 +1065,17 @@ impl ServerHandler for Server {
             let closing = |_| ErrorData::internal_error("the server is closing", None);
             tokio::select! {
                 p = async {
+                    // Counted before it waits: calls a session sends at
+                    // once are not each taken for its first, so one
+                    // session takes at most one reserved place.
+                    let (busy, first) = Busy::new(&self.shared.busy);
                     let share = self.shared.share.acquire().await.map_err(closing)?;
-                    let place = if self.shared.alone
-                        || self.shared.busy.load(Ordering::SeqCst) == 0
-                    {
+                    let place = if self.shared.alone || first {
+                        // A free place of the general pool first: a
+                        // reserved one taken while a general one was free
+                        // would be missing for the next idle session.
                         tokio::select! {
+                            biased;
                             p = self.shared.running.acquire() => p,
                             p = self.shared.reserved.acquire() => p,
                         }
@@ -1072,7 +1083,7 @@ impl ServerHandler for Server {
                         self.shared.running.acquire().await
                     }
                     .map_err(closing)?;
-                    Ok::<_, ErrorData>((share, place, Busy::new(&self.shared.busy)))
+                    Ok::<_, ErrorData>((share, place, busy))
                 } => Some(p?),
                 _ = context.ct.cancelled() => {
                     return Err(ErrorData::internal_error("the call was cancelled", None));
