@@ -148,7 +148,11 @@ const REFUSED_HEADERS: &[&str] = &[
 
 /// What to send. Every field is optional: `GET`, no headers, no body, the
 /// fetcher's default timeout and body cap.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Its `Debug` names the headers but not their values, and gives the
+/// body's length only: a header is where a caller puts its credentials,
+/// and options are the kind of thing that gets logged.
+#[derive(Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FetchOptions {
     /// The method (`GET` when absent). `CONNECT` is refused.
@@ -164,6 +168,27 @@ pub struct FetchOptions {
     /// Set from another thread, ends the fetch within 50 ms, its
     /// connection closed, with `E_ABORTED` ([`CancelFlag`]).
     pub cancel: Option<CancelFlag>,
+}
+
+impl fmt::Debug for FetchOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: Vec<String> = self
+            .headers
+            .iter()
+            .map(|(name, _)| format!("{name}: <withheld>"))
+            .collect();
+        f.debug_struct("FetchOptions")
+            .field("method", &self.method)
+            .field("headers", &headers)
+            .field(
+                "body",
+                &self.body.as_ref().map(|b| format!("{} bytes", b.len())),
+            )
+            .field("timeout", &self.timeout)
+            .field("max_bytes", &self.max_bytes)
+            .field("cancel", &self.cancel)
+            .finish()
+    }
 }
 
 impl FetchOptions {
@@ -963,6 +988,22 @@ mod tests {
         ] {
             let next = from.join(next).unwrap();
             assert_eq!(headers_for_hop(&from, &next, creds()), creds(), "{next}");
+        }
+    }
+
+    #[test]
+    fn debug_names_headers_but_never_their_values() {
+        let opts = FetchOptions::new()
+            .method("POST")
+            .header("Authorization", "Bearer sk-debug-secret-0001")
+            .header("X-Api-Key", "key-debug-secret-0002")
+            .body(b"password=hunter2".to_vec());
+        let shown = format!("{opts:?}");
+        for secret in ["sk-debug-secret-0001", "key-debug-secret-0002", "hunter2"] {
+            assert!(!shown.contains(secret), "Debug shows {secret}: {shown}");
+        }
+        for name in ["Authorization", "X-Api-Key", "POST", "16 bytes"] {
+            assert!(shown.contains(name), "Debug lost {name}: {shown}");
         }
     }
 
