@@ -206,7 +206,12 @@ impl<In: Transport> Connector<In> for SlicedTcp {
             details.config.input_buffer_size(),
             details.config.output_buffer_size(),
         );
-        Ok(Some(Either::B(Sliced { stream, buffers })))
+        Ok(Some(Either::B(Sliced {
+            stream,
+            buffers,
+            read_timeout: None,
+            write_timeout: None,
+        })))
     }
 }
 
@@ -281,6 +286,29 @@ fn connect_one(addr: SocketAddr, per: Option<Duration>) -> Result<TcpStream, ure
 pub(crate) struct Sliced {
     stream: Arc<TcpStream>,
     buffers: LazyBuffers,
+    /// The socket's read and write timeouts as last set: a wait sets one
+    /// only when it differs (almost always a whole [`SLICE`]), so a
+    /// request and its answer cost no `setsockopt` of their own.
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+}
+
+impl Sliced {
+    fn set_read_timeout(&mut self, t: Duration) -> io::Result<()> {
+        if self.read_timeout != Some(t) {
+            self.stream.set_read_timeout(Some(t))?;
+            self.read_timeout = Some(t);
+        }
+        Ok(())
+    }
+
+    fn set_write_timeout(&mut self, t: Duration) -> io::Result<()> {
+        if self.write_timeout != Some(t) {
+            self.stream.set_write_timeout(Some(t))?;
+            self.write_timeout = Some(t);
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Debug for Sliced {
@@ -345,7 +373,7 @@ impl Transport for Sliced {
         let wait = Wait::new(timeout.for_write());
         let mut sent = 0;
         while sent < amount {
-            self.stream.set_write_timeout(Some(wait.slice()?))?;
+            self.set_write_timeout(wait.slice()?)?;
             let output = &self.buffers.output()[sent..amount];
             match (&*self.stream).write(output) {
                 Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
@@ -360,7 +388,7 @@ impl Transport for Sliced {
     fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
         let wait = Wait::new(timeout.for_read());
         loop {
-            self.stream.set_read_timeout(Some(wait.slice()?))?;
+            self.set_read_timeout(wait.slice()?)?;
             let input = self.buffers.input_append_buf();
             match (&*self.stream).read(input) {
                 Ok(n) => {
