@@ -2509,89 +2509,148 @@ fn unix_session(sock: &Path) -> (std::os::unix::net::UnixStream, Receiver<Value>
     (w, rx)
 }
 
+/// A `sandgate mcp --unix` server whose policy grants `exec`, for the
+/// tests of how its running places are shared: its commands are sleeps of
+/// a minute no other process runs, found by their argument.
+struct Sleepers {
+    _dir: tempfile::TempDir,
+    child: Child,
+    sock: std::path::PathBuf,
+    token: String,
+}
+
+impl Sleepers {
+    fn start(tag: u32) -> Sleepers {
+        let dir = policy_dir();
+        fs::write(
+            dir.path().join("policy.toml"),
+            "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n",
+        )
+        .unwrap();
+        let sock = dir.path().join("mcp.sock");
+        let child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(["mcp", "--policy"])
+            .arg(dir.path().join("policy.toml"))
+            .arg("--unix")
+            .arg(&sock)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(eventually(10, || sock.exists()), "no socket");
+        Sleepers {
+            _dir: dir,
+            child,
+            sock,
+            token: format!("{}.{}{tag}", 50 + tag, std::process::id()),
+        }
+    }
+
+    /// A new session, and `sleeps` calls of the sleep sent on it in one
+    /// write, their ids from `first_id`.
+    fn session(
+        &self,
+        first_id: u64,
+        sleeps: u64,
+    ) -> (std::os::unix::net::UnixStream, Receiver<Value>) {
+        let (s, lines) = unix_session(&self.sock);
+        let mut batch = String::new();
+        for i in 0..sleeps {
+            batch.push_str(
+                &json!({"jsonrpc": "2.0", "id": first_id + i, "method": "tools/call",
+                "params": {"name": "exec", "arguments": {"command": format!("sleep {}", self.token)}}})
+                .to_string(),
+            );
+            batch.push('\n');
+        }
+        (&s).write_all(batch.as_bytes()).unwrap();
+        (s, lines)
+    }
+
+    /// How many of the sleeps run now.
+    fn count(&self) -> usize {
+        fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == self.token.as_bytes()))
+            })
+            .count()
+    }
+
+    /// Waits until at least `at_least` sleeps run and their number holds
+    /// still for half a second; answers it.
+    fn settle(&self, at_least: usize) -> usize {
+        let mut n = 0;
+        eventually(30, || {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = self.count();
+            let settled = now == n && now >= at_least;
+            n = now;
+            settled
+        });
+        self.count()
+    }
+
+    /// One more session's `echo fair`, if it is answered within 10 s.
+    fn other_exec(&self) -> Option<Value> {
+        let (other, other_lines) = unix_session(&self.sock);
+        writeln!(
+            &other,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "exec", "arguments": {"command": "echo fair"}}})
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match other_lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(v) if v["id"] == json!(7) => break Some(v),
+                Ok(_) => continue,
+                Err(_) => break None,
+            }
+        }
+    }
+
+    /// Closes the sessions (which cancels their calls), waits for the
+    /// sleeps to end and stops the server.
+    fn finish(mut self, sessions: &[&std::os::unix::net::UnixStream]) {
+        for s in sessions {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        eventually(20, || self.count() == 0);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Asserts that [`Sleepers::other_exec`]'s answer came and that the
+/// command ran; `what` says what waited otherwise.
+fn assert_ran(answer: Option<Value>, what: &str) {
+    let answer = answer.unwrap_or_else(|| panic!("{what}"));
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("fair")),
+        "{answer}"
+    );
+}
+
 /// One session holding slow calls cannot take every place: with one
 /// `--unix` session running 40 `exec`s of a long sleep, another session's
 /// `exec` is still answered at once; the first runs at most half of the
 /// 32 places (its other calls wait their turn).
 #[test]
 fn one_session_cannot_hold_every_place() {
-    let dir = policy_dir();
-    fs::write(
-        dir.path().join("policy.toml"),
-        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n",
-    )
-    .unwrap();
-    let sock = dir.path().join("mcp.sock");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-        .args(["mcp", "--policy"])
-        .arg(dir.path().join("policy.toml"))
-        .arg("--unix")
-        .arg(&sock)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(eventually(10, || sock.exists()), "no socket");
-    // A sleep of a minute no other process runs, found by its argument.
-    let token = format!("59.{}6", std::process::id());
-    let count = || {
-        fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                fs::read(e.path().join("cmdline"))
-                    .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == token.as_bytes()))
-            })
-            .count()
-    };
-    let (hog, _hog_lines) = unix_session(&sock);
-    for i in 0..40 {
-        writeln!(
-            &hog,
-            "{}",
-            json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
-            "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}})
-        )
-        .unwrap();
-    }
-    let mut n = 0;
-    eventually(20, || {
-        std::thread::sleep(Duration::from_millis(300));
-        let now = count();
-        let settled = now == n && now >= 16;
-        n = now;
-        settled
-    });
-    let held = count();
-    let (other, other_lines) = unix_session(&sock);
-    writeln!(
-        &other,
-        "{}",
-        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {"name": "exec", "arguments": {"command": "echo fair"}}})
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let answer = loop {
-        match other_lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(v) if v["id"] == json!(7) => break Some(v),
-            Ok(_) => continue,
-            Err(_) => break None,
-        }
-    };
-    // Closing the session cancels its calls.
-    let _ = hog.shutdown(std::net::Shutdown::Both);
-    eventually(20, || count() == 0);
-    let _ = child.kill();
-    let _ = child.wait();
-    let answer = answer.unwrap_or_else(|| {
-        panic!("another session's exec waited over 10 s while one session ran {held} sleeps")
-    });
-    assert!(
-        answer["result"]["content"][0]["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("fair")),
-        "{answer}"
+    let server = Sleepers::start(6);
+    let (hog, _hog_lines) = server.session(100, 40);
+    let held = server.settle(16);
+    let answer = server.other_exec();
+    server.finish(&[&hog]);
+    assert_ran(
+        answer,
+        &format!("another session's exec waited over 10 s while one session ran {held} sleeps"),
     );
     assert!(held <= 16, "one session ran {held} commands at once");
 }
@@ -2601,87 +2660,15 @@ fn one_session_cannot_hold_every_place() {
 /// they may, a third session's `exec` is still answered at once.
 #[test]
 fn mcp6_two_sessions_cannot_hold_every_place() {
-    let dir = policy_dir();
-    fs::write(
-        dir.path().join("policy.toml"),
-        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n",
-    )
-    .unwrap();
-    let sock = dir.path().join("mcp.sock");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-        .args(["mcp", "--policy"])
-        .arg(dir.path().join("policy.toml"))
-        .arg("--unix")
-        .arg(&sock)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(eventually(10, || sock.exists()), "no socket");
-    let token = format!("58.{}6", std::process::id());
-    let count = || {
-        fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                fs::read(e.path().join("cmdline"))
-                    .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == token.as_bytes()))
-            })
-            .count()
-    };
-    let mut hogs = Vec::new();
-    for h in 0..2 {
-        let (hog, lines) = unix_session(&sock);
-        for i in 0..20 {
-            writeln!(
-                &hog,
-                "{}",
-                json!({"jsonrpc": "2.0", "id": 100 * (h + 1) + i, "method": "tools/call",
-                "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}})
-            )
-            .unwrap();
-        }
-        hogs.push((hog, lines));
-    }
-    let mut n = 0;
-    eventually(30, || {
-        std::thread::sleep(Duration::from_millis(500));
-        let now = count();
-        let settled = now == n && now >= 16;
-        n = now;
-        settled
-    });
-    let held = count();
-    let (other, other_lines) = unix_session(&sock);
-    writeln!(
-        &other,
-        "{}",
-        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {"name": "exec", "arguments": {"command": "echo fair"}}})
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let answer = loop {
-        match other_lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(v) if v["id"] == json!(7) => break Some(v),
-            Ok(_) => continue,
-            Err(_) => break None,
-        }
-    };
-    for (hog, _) in &hogs {
-        let _ = hog.shutdown(std::net::Shutdown::Both);
-    }
-    eventually(20, || count() == 0);
-    let _ = child.kill();
-    let _ = child.wait();
-    let answer = answer.unwrap_or_else(|| {
-        panic!("a third session's exec waited over 10 s while two sessions ran {held} sleeps")
-    });
-    assert!(
-        answer["result"]["content"][0]["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("fair")),
-        "{answer}"
+    let server = Sleepers::start(7);
+    let (a, _a_lines) = server.session(100, 20);
+    let (b, _b_lines) = server.session(200, 20);
+    let held = server.settle(16);
+    let answer = server.other_exec();
+    server.finish(&[&a, &b]);
+    assert_ran(
+        answer,
+        &format!("a third session's exec waited over 10 s while two sessions ran {held} sleeps"),
     );
 }
 
@@ -2694,120 +2681,23 @@ fn mcp6_two_sessions_cannot_hold_every_place() {
 /// session's exec still runs at once.
 #[test]
 fn a_burst_from_one_session_takes_one_reserved_place() {
-    let dir = policy_dir();
-    fs::write(
-        dir.path().join("policy.toml"),
-        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n",
-    )
-    .unwrap();
-    let sock = dir.path().join("mcp.sock");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-        .args(["mcp", "--policy"])
-        .arg(dir.path().join("policy.toml"))
-        .arg("--unix")
-        .arg(&sock)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(eventually(10, || sock.exists()), "no socket");
-    let token = format!("59.{}7", std::process::id());
-    let count = || {
-        fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                fs::read(e.path().join("cmdline"))
-                    .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == token.as_bytes()))
-            })
-            .count()
-    };
-    let settle = |at_least: usize| {
-        let mut n = 0;
-        eventually(30, || {
-            std::thread::sleep(Duration::from_millis(500));
-            let now = count();
-            let settled = now == n && now >= at_least;
-            n = now;
-            settled
-        });
-    };
-    let mut sessions = Vec::new();
-    for (h, calls) in [(0, 20), (1, 20)] {
-        let (s, lines) = unix_session(&sock);
-        for i in 0..calls {
-            writeln!(
-                &s,
-                "{}",
-                json!({"jsonrpc": "2.0", "id": 100 * (h + 1) + i, "method": "tools/call",
-                "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}})
-            )
-            .unwrap();
-        }
-        sessions.push((s, lines));
-    }
-    settle(28);
-    let mut holders = Vec::new();
-    for h in 0..4 {
-        let (s, lines) = unix_session(&sock);
-        writeln!(
-            &s,
-            "{}",
-            json!({"jsonrpc": "2.0", "id": 200 + h, "method": "tools/call",
-            "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}})
-        )
-        .unwrap();
-        holders.push((s, lines));
-    }
-    settle(32);
-    let (burst, burst_lines) = unix_session(&sock);
-    let mut batch = String::new();
-    for i in 0..4 {
-        batch.push_str(
-            &json!({"jsonrpc": "2.0", "id": 300 + i, "method": "tools/call",
-            "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}})
-            .to_string(),
-        );
-        batch.push('\n');
-    }
-    (&burst).write_all(batch.as_bytes()).unwrap();
-    sessions.push((burst, burst_lines));
+    let server = Sleepers::start(8);
+    let (a, _a_lines) = server.session(100, 20);
+    let (b, _b_lines) = server.session(200, 20);
+    server.settle(28);
+    let holders: Vec<_> = (0..4).map(|h| server.session(300 + 10 * h, 1)).collect();
+    server.settle(32);
+    let (burst, _burst_lines) = server.session(400, 4);
     std::thread::sleep(Duration::from_millis(1000));
     for (s, _) in &holders {
         let _ = s.shutdown(std::net::Shutdown::Both);
     }
-    settle(29);
-    let held = count();
-    let (other, other_lines) = unix_session(&sock);
-    writeln!(
-        &other,
-        "{}",
-        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {"name": "exec", "arguments": {"command": "echo fair"}}})
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let answer = loop {
-        match other_lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(v) if v["id"] == json!(7) => break Some(v),
-            Ok(_) => continue,
-            Err(_) => break None,
-        }
-    };
-    for (s, _) in &sessions {
-        let _ = s.shutdown(std::net::Shutdown::Both);
-    }
-    eventually(20, || count() == 0);
-    let _ = child.kill();
-    let _ = child.wait();
-    let answer = answer.unwrap_or_else(|| {
-        panic!("one more session's exec waited over 10 s while the others ran {held} sleeps")
-    });
-    assert!(
-        answer["result"]["content"][0]["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("fair")),
-        "{answer}"
+    let held = server.settle(29);
+    let answer = server.other_exec();
+    server.finish(&[&a, &b, &burst]);
+    assert_ran(
+        answer,
+        &format!("one more session's exec waited over 10 s while the others ran {held} sleeps"),
     );
 }
 
