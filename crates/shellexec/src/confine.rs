@@ -74,11 +74,12 @@
 //!   `/run`). The report's `notes` say which apply.
 //! - A child running as root can read root-only files under the granted
 //!   directories (`/etc/shadow`) and keeps its capabilities but the
-//!   `CAP_NET_*` ones and `CAP_SYS_NICE`, which every mode but `Off` takes
-//!   away (route netlink, which the seccomp filter allows for name
-//!   lookups, would otherwise change the host's network, and a process
-//!   may set its own scheduling, real-time included): run the executor as
-//!   an unprivileged user.
+//!   `CAP_NET_*` ones, every `CAP_SYS_*` and `CAP_MKNOD`, which every mode
+//!   but `Off` takes away, as the namespaces do (route netlink, which the
+//!   seccomp filter allows for name lookups, would otherwise change the
+//!   host's network, a process may set its own scheduling, real-time
+//!   included, and `CAP_SYS_RESOURCE` raises hard limits): run the
+//!   executor as an unprivileged user.
 //! - `RLIMIT_NPROC` counts every process of the child's *real user*, not the
 //!   child's descendants, and the kernel does not enforce it for root (uid 0
 //!   in the initial user namespace) nor for a process with
@@ -399,8 +400,8 @@ struct Inner {
     /// directory (truncate needs ABI 3), and grants none of them beneath
     /// any directory: see [`Prepared::writes_nothing`].
     writes_nothing: bool,
-    /// Take the `CAP_NET_*` capabilities and `CAP_SYS_NICE` away (every
-    /// mode but `Off`).
+    /// Take the `CAP_NET_*`, `CAP_SYS_*` and `CAP_MKNOD` capabilities
+    /// away (every mode but `Off`).
     drop_host_caps: bool,
 }
 
@@ -675,8 +676,9 @@ pub fn prepare_with_abi(
              root-only files under the granted directories"
                 .to_owned()
         } else {
-            "the child runs as root: it keeps its capabilities but CAP_NET_* and \
-             CAP_SYS_NICE, and can read root-only files under the granted directories"
+            "the child runs as root: it keeps its capabilities but CAP_NET_*, \
+             CAP_SYS_* and CAP_MKNOD, and can read root-only files under the granted \
+             directories"
                 .to_owned()
         });
     }
@@ -1160,8 +1162,8 @@ impl Prepared {
     /// kernel lacks Landlock, `landlock_create_ruleset`, one
     /// `landlock_add_rule` per granted path and port and for the process's
     /// own `/proc/self`, and `landlock_restrict_self`; unless the mode is
-    /// `Off`, the `CAP_NET_*` capabilities and `CAP_SYS_NICE` are dropped (`prctl`,
-    /// `capset`) and the seccomp filter installed. Only raw system
+    /// `Off`, the `CAP_NET_*`, `CAP_SYS_*` and `CAP_MKNOD` capabilities are
+    /// dropped (`prctl`, `capset`) and the seccomp filter installed. Only raw system
     /// calls: no allocation, no lock, so it is safe between fork and exec.
     /// Meant for `std::os::unix::process::CommandExt::pre_exec`.
     ///

@@ -793,17 +793,19 @@ struct CapData {
     inheritable: u32,
 }
 
-/// What a command outside namespaces loses ([`drop_host_caps`]):
-/// `CAP_NET_BIND_SERVICE`, `CAP_NET_BROADCAST`, `CAP_NET_ADMIN`,
-/// `CAP_NET_RAW` and `CAP_SYS_NICE`.
-const HOST_CAPS: [u32; 5] = [10, 11, 12, 13, 23];
+/// What a command outside namespaces loses ([`drop_host_caps`]): what a
+/// command in the namespaces loses, [`DROPPED_CAPS`].
+const HOST_CAPS: &[u32] = DROPPED_CAPS;
 
 /// Outside namespaces, takes [`HOST_CAPS`] away from the calling process
-/// and whatever it execs. A command run as root on the floor would
-/// otherwise change the host's network (addresses, routes, links,
-/// queueing rules) through route netlink, which the seccomp filter allows
-/// for name lookups, or make itself real-time (`SCHED_FIFO`), which the
-/// filter allows since a process may set its own scheduling. Dropped
+/// and whatever it execs, as the namespaces take them. A command run as
+/// root on the floor would otherwise change the host's network
+/// (addresses, routes, links, queueing rules) through route netlink,
+/// which the seccomp filter allows for name lookups, make itself
+/// real-time (`SCHED_FIFO`), which the filter allows since a process may
+/// set its own scheduling, raise its own hard limits
+/// (`CAP_SYS_RESOURCE`), or use whatever else `CAP_SYS_ADMIN` and the
+/// other `CAP_SYS_*` grant that the filter does not refuse. Dropped
 /// from the bounding set where the process may (`CAP_SETPCAP`), and
 /// always from its permitted, effective and inheritable sets (so from its
 /// ambient set too); under no_new_privs `execve` never grants more than
@@ -813,10 +815,11 @@ const HOST_CAPS: [u32; 5] = [10, 11, 12, 13, 23];
 pub(crate) fn drop_host_caps() -> Result<(), Errno> {
     const PR_CAPBSET_DROP: usize = 24;
     const VERSION_3: u32 = 0x2008_0522;
+    // Every one is below 32: the first of the two words holds them.
     let mask: u32 = HOST_CAPS.iter().fold(0, |m, &c| m | 1 << c);
     // SAFETY: raw calls on integers and on live locals.
     unsafe {
-        for cap in HOST_CAPS {
+        for &cap in HOST_CAPS {
             // EPERM without CAP_SETPCAP: the sets below still hold.
             let _ = syscalls::syscall!(Sysno::prctl, PR_CAPBSET_DROP, cap as usize, 0, 0, 0);
         }

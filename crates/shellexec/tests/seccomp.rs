@@ -808,6 +808,63 @@ fn a_command_run_as_root_cannot_change_the_hosts_network() {
     assert!(confined.contains("Operation not permitted"), "{confined:?}");
 }
 
+/// The capabilities a command run as root on the floor holds, read by the
+/// shell itself from its own status (a child could not read it there):
+/// the effective and bounding sets, as masks.
+fn floor_caps(f: &Fixture, mode: ConfineMode) -> Option<(u64, u64)> {
+    let probe = r#"while IFS= read -r l; do case "$l" in CapEff*|CapBnd*) echo "$l";; esac; done < /proc/$$/status"#;
+    let r = executor(f, mode, &[], false)
+        .exec(probe, ExecOptions::default())
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.stdout).into_owned();
+    let field = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+    };
+    Some((field("CapEff:")?, field("CapBnd:")?))
+}
+
+/// A command run as root on the floor loses what a command in the
+/// namespaces loses: `CAP_NET_*`, every `CAP_SYS_*` (`CAP_SYS_ADMIN`,
+/// `CAP_SYS_RESOURCE`, which would let it raise its own hard limits,
+/// `CAP_SYS_RAWIO`, `CAP_SYS_PTRACE`, …) and `CAP_MKNOD`, from its
+/// effective set and its bounding set. Before, it lost only `CAP_NET_*`
+/// and `CAP_SYS_NICE`.
+#[test]
+fn a_command_run_as_root_on_the_floor_holds_no_system_capability() {
+    if !usable("a_command_run_as_root_on_the_floor_holds_no_system_capability") {
+        return;
+    }
+    let f = fixture();
+    // CAP_NET_* (10-13), CAP_SYS_* (16-26), CAP_MKNOD (27).
+    let system: u64 = (10..=13).chain(16..=27).fold(0, |m, c| m | 1 << c);
+    let Some((control, _)) = floor_caps(&f, ConfineMode::Off) else {
+        panic!("the status could not be read unconfined");
+    };
+    if control & system == 0 {
+        eprintln!("note: not root (or no system capability): nothing to take away: {control:#x}");
+        return;
+    }
+    let (eff, bnd) = floor_caps(&f, ConfineMode::BestEffort).expect("the status, confined");
+    assert_eq!(
+        eff & system,
+        0,
+        "effective {eff:#x} keeps {:#x} (unconfined {control:#x})",
+        eff & system
+    );
+    assert_eq!(
+        bnd & system,
+        0,
+        "bounding {bnd:#x} keeps {:#x}",
+        bnd & system
+    );
+    // What the write root needs stays: CAP_CHOWN (0), CAP_DAC_OVERRIDE
+    // (1), CAP_FOWNER (3) where the caller had them.
+    let kept: u64 = 1 | 1 << 1 | 1 << 3;
+    assert_eq!(eff & kept, control & kept, "effective {eff:#x}");
+}
+
 /// A command run as root on the floor keeps root's capabilities: without
 /// the filter it could rename the host (`sethostname`), set or slew its
 /// clock, and read or clear the kernel log. Refused like `reboot`; in
