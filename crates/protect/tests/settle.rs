@@ -784,23 +784,16 @@ fn a_settle_reads_a_bounded_number_of_entries_and_says_where_it_stopped() {
     assert!(stop.pattern.contains(&cap.to_string()), "{stop:?}");
 }
 
-/// A tree wider than the process has descriptors (a directory of 200
-/// directories, the process limited to 64 descriptors here; hosts commonly
-/// give 1,024) is recorded and checked whole: every protected file in it is
-/// restored, and every new protected entry in a wide directory the command
-/// made is quarantined. Run in a child of its own, whose descriptor limit
-/// touches no other test.
-#[test]
-fn a_tree_wider_than_the_descriptor_limit_is_recorded_and_checked_whole() {
+/// Runs the test `name` in a child of its own limited to 64 descriptors,
+/// whose limit touches no other test: in the parent, starts the child,
+/// asserts that the test passed there and answers false (the parent is
+/// done); in the child, sets the limit and answers true (run the test).
+fn with_few_descriptors(name: &str) -> bool {
     const CHILD: &str = "SANDGATE_TEST_FEW_DESCRIPTORS";
     if std::env::var_os(CHILD).is_none() {
         let exe = std::env::current_exe().unwrap();
         let out = Command::new(exe)
-            .args([
-                "--exact",
-                "a_tree_wider_than_the_descriptor_limit_is_recorded_and_checked_whole",
-                "--test-threads=1",
-            ])
+            .args(["--exact", name, "--test-threads=1"])
             .env(CHILD, "1")
             .output()
             .unwrap();
@@ -810,7 +803,7 @@ fn a_tree_wider_than_the_descriptor_limit_is_recorded_and_checked_whole() {
             "{stdout}\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        return;
+        return false;
     }
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let hard = getrlimit(Resource::Nofile).maximum;
@@ -822,6 +815,21 @@ fn a_tree_wider_than_the_descriptor_limit_is_recorded_and_checked_whole() {
         },
     )
     .unwrap();
+    true
+}
+
+/// A tree wider than the process has descriptors (a directory of 200
+/// directories, the process limited to 64 descriptors here; hosts commonly
+/// give 1,024) is recorded and checked whole: every protected file in it is
+/// restored, and every new protected entry in a wide directory the command
+/// made is quarantined. Run in a child of its own, whose descriptor limit
+/// touches no other test.
+#[test]
+fn a_tree_wider_than_the_descriptor_limit_is_recorded_and_checked_whole() {
+    if !with_few_descriptors("a_tree_wider_than_the_descriptor_limit_is_recorded_and_checked_whole")
+    {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("w");
     for i in 0..200 {
@@ -858,34 +866,11 @@ fn a_tree_wider_than_the_descriptor_limit_is_recorded_and_checked_whole() {
 /// limit touches no other test.
 #[test]
 fn a_tree_of_many_directories_with_subdirectories_is_recorded_within_the_descriptor_limit() {
-    const CHILD: &str = "SANDGATE_TEST_FEW_DESCRIPTORS";
-    const NAME: &str =
-        "a_tree_of_many_directories_with_subdirectories_is_recorded_within_the_descriptor_limit";
-    if std::env::var_os(CHILD).is_none() {
-        let exe = std::env::current_exe().unwrap();
-        let out = Command::new(exe)
-            .args(["--exact", NAME, "--test-threads=1"])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("1 passed"),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    if !with_few_descriptors(
+        "a_tree_of_many_directories_with_subdirectories_is_recorded_within_the_descriptor_limit",
+    ) {
         return;
     }
-    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    let hard = getrlimit(Resource::Nofile).maximum;
-    setrlimit(
-        Resource::Nofile,
-        Rlimit {
-            current: Some(64),
-            maximum: hard,
-        },
-    )
-    .unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("w");
     for i in 0..200 {

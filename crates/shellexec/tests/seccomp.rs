@@ -55,6 +55,23 @@ fn executor(f: &Fixture, mode: ConfineMode, ports: &[u16], udp: bool) -> LocalSh
     ex
 }
 
+/// What a command prints on stdout, run by a fresh executor in `mode`.
+fn stdout_of(f: &Fixture, mode: ConfineMode, probe: &str) -> String {
+    let r = executor(f, mode, &[], false)
+        .exec(probe, ExecOptions::default())
+        .unwrap();
+    String::from_utf8_lossy(&r.stdout).into_owned()
+}
+
+/// Whether the program a test drives is installed; says so when not.
+fn has(test: &str, program: &str) -> bool {
+    let there = Path::new(program).exists();
+    if !there {
+        eprintln!("note: {test} skipped: no {program}");
+    }
+    there
+}
+
 /// Whether the filter is there to test; prints why a test skips.
 fn usable(test: &str) -> bool {
     if !Path::new(PYTHON).exists() {
@@ -719,18 +736,15 @@ fn a_command_run_as_root_cannot_make_itself_real_time() {
     if !usable("a_command_run_as_root_cannot_make_itself_real_time") {
         return;
     }
-    if !Path::new("/usr/bin/chrt").exists() {
-        eprintln!("note: a_command_run_as_root_cannot_make_itself_real_time skipped: no chrt");
+    if !has(
+        "a_command_run_as_root_cannot_make_itself_real_time",
+        "/usr/bin/chrt",
+    ) {
         return;
     }
     let f = fixture();
     let probe = "nice -n 5 true && echo nice; chrt -f 1 true 2>/dev/null && echo real-time";
-    let run = |mode| {
-        let r = executor(&f, mode, &[], false)
-            .exec(probe, ExecOptions::default())
-            .unwrap();
-        String::from_utf8_lossy(&r.stdout).into_owned()
-    };
+    let run = |mode| stdout_of(&f, mode, probe);
     let control = run(ConfineMode::Off);
     if control != "nice\nreal-time\n" {
         eprintln!("note: not root (or no CAP_SYS_NICE): the control is refused: {control:?}");
@@ -747,21 +761,16 @@ fn a_command_run_as_root_cannot_take_the_real_time_io_class() {
     if !usable("a_command_run_as_root_cannot_take_the_real_time_io_class") {
         return;
     }
-    if !Path::new("/usr/bin/ionice").exists() {
-        eprintln!(
-            "note: a_command_run_as_root_cannot_take_the_real_time_io_class skipped: no ionice"
-        );
+    if !has(
+        "a_command_run_as_root_cannot_take_the_real_time_io_class",
+        "/usr/bin/ionice",
+    ) {
         return;
     }
     let f = fixture();
     let probe = "ionice -c 2 -n 7 true && echo best-effort; ionice -c 3 true && echo idle; \
                  ionice -c 1 -n 0 true 2>/dev/null && echo real-time";
-    let run = |mode| {
-        let r = executor(&f, mode, &[], false)
-            .exec(probe, ExecOptions::default())
-            .unwrap();
-        String::from_utf8_lossy(&r.stdout).into_owned()
-    };
+    let run = |mode| stdout_of(&f, mode, probe);
     let control = run(ConfineMode::Off);
     if control != "best-effort\nidle\nreal-time\n" {
         eprintln!("note: not root (or no CAP_SYS_ADMIN): the control is refused: {control:?}");
@@ -780,21 +789,16 @@ fn a_command_run_as_root_cannot_change_the_hosts_network() {
     if !usable("a_command_run_as_root_cannot_change_the_hosts_network") {
         return;
     }
-    if !Path::new("/bin/ip").exists() {
-        eprintln!(
-            "note: a_command_run_as_root_cannot_change_the_hosts_network skipped: no /bin/ip"
-        );
+    if !has(
+        "a_command_run_as_root_cannot_change_the_hosts_network",
+        "/bin/ip",
+    ) {
         return;
     }
     let f = fixture();
     let probe = "ip link show dev lo >/dev/null && echo read; \
                  ip link set dev lo up 2>&1 && echo changed";
-    let run = |mode| {
-        let r = executor(&f, mode, &[], false)
-            .exec(probe, ExecOptions::default())
-            .unwrap();
-        String::from_utf8_lossy(&r.stdout).into_owned()
-    };
+    let run = |mode| stdout_of(&f, mode, probe);
     let control = run(ConfineMode::Off);
     if !rustix::process::geteuid().is_root() || control != "read\nchanged\n" {
         eprintln!("note: not root (or no CAP_NET_ADMIN): the control is refused: {control:?}");
@@ -813,10 +817,7 @@ fn a_command_run_as_root_cannot_change_the_hosts_network() {
 /// the effective and bounding sets, as masks.
 fn floor_caps(f: &Fixture, mode: ConfineMode) -> Option<(u64, u64)> {
     let probe = r#"while IFS= read -r l; do case "$l" in CapEff*|CapBnd*) echo "$l";; esac; done < /proc/$$/status"#;
-    let r = executor(f, mode, &[], false)
-        .exec(probe, ExecOptions::default())
-        .unwrap();
-    let out = String::from_utf8_lossy(&r.stdout).into_owned();
+    let out = stdout_of(f, mode, probe);
     let field = |name: &str| {
         out.lines()
             .find_map(|l| l.strip_prefix(name))
