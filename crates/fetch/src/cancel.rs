@@ -280,14 +280,20 @@ impl<In: Transport> Connector<In> for SlicedTcp {
 /// The shortest time one address is given.
 const MIN_PER_ADDRESS: Duration = Duration::from_millis(10);
 
-/// Tries the addresses in order, as ureq does: the first is given half
-/// the connect's time, each next one half of the one before.
+/// Tries the addresses in order, each given its share of the time left:
+/// weights halving from one address to the next, as ureq does (so if
+/// every address hangs, the first has about half the connect's time), but
+/// shared out from what is left rather than from the whole, so an address
+/// that fails at once leaves its time to the next ones and the last is
+/// given all that remains (a connect that answers `E_TIMEOUT` has used
+/// the connect's whole time).
 fn connect_any(details: &ConnectionDetails) -> Result<TcpStream, ureq::Error> {
     let started = Instant::now();
     let total = exact(details.timeout.after);
-    let count = i32::try_from(details.addrs.len()).unwrap_or(i32::MAX);
-    let total_weight = 2.0 * (1.0 - 0.5_f64.powi(count));
     let mut weight = 1.0_f64;
+    // The weights of this address and every one after it.
+    let count = i32::try_from(details.addrs.len()).unwrap_or(i32::MAX);
+    let mut weights_left = 2.0 * (1.0 - 0.5_f64.powi(count));
     let mut last = None;
     for addr in details.addrs.iter() {
         let per = match total {
@@ -297,13 +303,14 @@ fn connect_any(details: &ConnectionDetails) -> Result<TcpStream, ureq::Error> {
                     return Err(ureq::Error::Timeout(details.timeout.reason));
                 }
                 Some(
-                    t.mul_f64(weight / total_weight)
+                    left.mul_f64((weight / weights_left).clamp(0.0, 1.0))
                         .max(MIN_PER_ADDRESS)
                         .min(left),
                 )
             }
             None => None,
         };
+        weights_left -= weight;
         weight /= 2.0;
         match connect_one(*addr, per) {
             Ok(stream) => return Ok(stream),
