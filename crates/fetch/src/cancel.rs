@@ -23,6 +23,15 @@
 //!   answers at once and the query finishes on its own, within the
 //!   timeout the resolver was given (the fetch's remaining time).
 //!
+//! Helpers are bounded: at most [`MAX_HELPER_THREADS`] run at once in the
+//! process, those left by cancelled fetches included. Each holds a thread
+//! and, while it connects, a socket, for up to its fetch's timeout (five
+//! minutes at most); without a bound, a long-lived server whose client
+//! starts and cancels fetches to an address that never answers would pile
+//! them up until threads or descriptors ran out for everything else. At
+//! the bound a cancellable fetch that needs a helper fails at once with
+//! `E_IO`, saying so; a fetch without a flag needs none.
+//!
 //! Once the flag is set the wait fails, the client drops the connection
 //! (closing it: a failed exchange is never pooled), and the fetch answers
 //! `E_ABORTED`. The flag is thread-local for the call, as the pin is
@@ -33,7 +42,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -119,19 +128,72 @@ fn cancelled_error() -> ureq::Error {
     ))
 }
 
+/// The most helper threads (a connect or a name query of a cancellable
+/// fetch, under way or left by a cancelled one) the process runs at once.
+pub const MAX_HELPER_THREADS: usize = 128;
+
+/// The helper threads running, process wide.
+static HELPERS: AtomicUsize = AtomicUsize::new(0);
+
+/// A place among the [`MAX_HELPER_THREADS`], given back when dropped (by
+/// the helper, once its work is done and its answer sent or dropped).
+struct Place(());
+
+impl Place {
+    fn take() -> Option<Place> {
+        HELPERS
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_HELPER_THREADS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Place(()))
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        HELPERS.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Why a cancellable fetch got no helper: every place is taken.
+#[derive(Debug)]
+pub(crate) struct AtCap;
+
+impl fmt::Display for AtCap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{MAX_HELPER_THREADS} helper threads are already connecting or resolving names for \
+             cancellable fetches (cancelled ones finish within their own timeout); try again \
+             once some end"
+        )
+    }
+}
+
+impl std::error::Error for AtCap {}
+
+/// Whether `e` is [`AtCap`].
+pub(crate) fn is_at_cap(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<AtCap>())
+}
+
 /// Waits for `work`, run on a helper thread named `name`, in slices,
 /// watching `flag`: `None` once the flag is set (the thread is left to
-/// finish on its own; what it answers then is dropped).
+/// finish on its own; what it answers then is dropped). An [`AtCap`]
+/// error when [`MAX_HELPER_THREADS`] are running.
 fn on_helper<T: Send + 'static>(
     name: &str,
     flag: &CancelFlag,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> io::Result<Option<T>> {
+    let place = Place::take().ok_or_else(|| io::Error::other(AtCap))?;
     let (tx, rx) = mpsc::sync_channel(1);
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
             let _ = tx.send(work());
+            drop(place);
         })?;
     loop {
         if flag.is_cancelled() {
@@ -218,14 +280,20 @@ impl<In: Transport> Connector<In> for SlicedTcp {
 /// The shortest time one address is given.
 const MIN_PER_ADDRESS: Duration = Duration::from_millis(10);
 
-/// Tries the addresses in order, as ureq does: the first is given half
-/// the connect's time, each next one half of the one before.
+/// Tries the addresses in order, each given its share of the time left:
+/// weights halving from one address to the next, as ureq does (so if
+/// every address hangs, the first has about half the connect's time), but
+/// shared out from what is left rather than from the whole, so an address
+/// that fails at once leaves its time to the next ones and the last is
+/// given all that remains (a connect that answers `E_TIMEOUT` has used
+/// the connect's whole time).
 fn connect_any(details: &ConnectionDetails) -> Result<TcpStream, ureq::Error> {
     let started = Instant::now();
     let total = exact(details.timeout.after);
-    let count = i32::try_from(details.addrs.len()).unwrap_or(i32::MAX);
-    let total_weight = 2.0 * (1.0 - 0.5_f64.powi(count));
     let mut weight = 1.0_f64;
+    // The weights of this address and every one after it.
+    let count = i32::try_from(details.addrs.len()).unwrap_or(i32::MAX);
+    let mut weights_left = 2.0 * (1.0 - 0.5_f64.powi(count));
     let mut last = None;
     for addr in details.addrs.iter() {
         let per = match total {
@@ -235,13 +303,14 @@ fn connect_any(details: &ConnectionDetails) -> Result<TcpStream, ureq::Error> {
                     return Err(ureq::Error::Timeout(details.timeout.reason));
                 }
                 Some(
-                    t.mul_f64(weight / total_weight)
+                    left.mul_f64((weight / weights_left).clamp(0.0, 1.0))
                         .max(MIN_PER_ADDRESS)
                         .min(left),
                 )
             }
             None => None,
         };
+        weights_left -= weight;
         weight /= 2.0;
         match connect_one(*addr, per) {
             Ok(stream) => return Ok(stream),

@@ -62,7 +62,10 @@
 //! once the flag is set it closes the connection and fails with
 //! `E_ABORTED`. A name query or a connect already under way cannot be
 //! interrupted: it finishes on a helper thread, within the fetch's
-//! remaining time, and its answer is dropped.
+//! remaining time, and its answer is dropped. At most
+//! [`MAX_HELPER_THREADS`] such helpers run at once in the process; at that
+//! bound a fetch with a flag that needs one fails at once with `E_IO`,
+//! saying so (a fetch without a flag needs none).
 //!
 //! **Proxies.** The client never uses one. A configured proxy (see
 //! [`FetcherBuilder::proxy_from_env`]) makes restricted mode refuse every
@@ -92,8 +95,8 @@ use sandgate_netguard::Admitted;
 use sandgate_netguard::{url_literal, Hop as Leg, Mode, NetDecision, Rules, Target};
 use ureq::http;
 
-pub use cancel::CancelFlag;
 use cancel::CancelGuard;
+pub use cancel::{CancelFlag, MAX_HELPER_THREADS};
 use resolve::{Pin, PinGuard, PinnedResolver};
 pub use resolve::{Resolve, SystemResolver};
 
@@ -728,7 +731,9 @@ impl Fetcher {
                 let answer = cancel::resolve(&self.resolver, &name, port, left)
                     .ok_or((aborted_error(), None))?;
                 let mut addrs = answer.map_err(|e| {
-                    if e.kind() == io::ErrorKind::TimedOut || Instant::now() >= deadline {
+                    if cancel::is_at_cap(&e) {
+                        (at_cap_error(&e), None)
+                    } else if e.kind() == io::ErrorKind::TimedOut || Instant::now() >= deadline {
                         (timeout_error(), None)
                     } else {
                         (
@@ -943,8 +948,17 @@ fn client_error(e: ureq::Error) -> FetchError {
     }
 }
 
+/// No helper thread was free ([`MAX_HELPER_THREADS`]): `e` says so.
+#[cold]
+fn at_cap_error(e: &io::Error) -> FetchError {
+    FetchError::new(ErrorCode::Io, e.to_string())
+}
+
 #[cold]
 fn io_error(e: io::Error) -> FetchError {
+    if cancel::is_at_cap(&e) {
+        return at_cap_error(&e);
+    }
     let inner_timeout = e
         .get_ref()
         .and_then(|i| i.downcast_ref::<ureq::Error>())

@@ -1220,3 +1220,35 @@ fn mcp6_a_cancel_during_name_resolution_answers_at_once() {
         .build();
     assert_cancelled_promptly(&f, "https://api.example.com/", FetchOptions::new(), || ());
 }
+
+#[test]
+fn fetch7_an_address_refused_at_once_leaves_the_next_one_the_time_left() {
+    // 127.0.0.2 refuses at once (nothing listens there); 127.0.0.1 is a
+    // listener whose queue is full, drained after 300 ms: the connect's
+    // SYN is dropped, and its retransmission a second later is taken.
+    let (listener, held) = full_listener();
+    let port = listener.local_addr().unwrap().port();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let f = Fetcher::builder(rules(
+        Mode::TrustedHost,
+        &[format!("localhost:{port}")],
+        true,
+    ))
+    .resolver(fixed(&["127.0.0.2", "127.0.0.1"], calls))
+    .build();
+    let server = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(300));
+        (serve_on(listener, |_| ok("hi")), held)
+    });
+    let started = Instant::now();
+    let r = f.fetch(
+        &format!("http://localhost:{port}/"),
+        &FetchOptions::new().timeout(Duration::from_millis(2100)),
+    );
+    let took = started.elapsed();
+    let _server = server.join().unwrap();
+    match r {
+        Ok(r) => assert_eq!(r.body, b"hi"),
+        Err(e) => panic!("{e} after {took:?} of the fetch's 2.1 s"),
+    }
+}
