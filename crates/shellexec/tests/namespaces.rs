@@ -22,6 +22,8 @@ use sandgate_shellexec::exec::{
 
 const PYTHON: &str = "/usr/bin/python3";
 
+mod reach_support;
+
 struct Fixture {
     dir: tempfile::TempDir,
     work: PathBuf,
@@ -989,5 +991,67 @@ fn a_call_narrowed_to_a_file_reaches_that_file() {
             fs::read_to_string(f.work.join("file")).unwrap(),
             "in file\nmore\n"
         );
+    }
+}
+
+/// Runs `probe` (a Python script) as the shell's own process (`exec`, so
+/// that its parent is PID 1); answers its stdout lines.
+fn exec_python(ex: &LocalShellExecutor, probe: &str, args: &[String]) -> Vec<String> {
+    let quoted = probe.replace('\'', r"'\''");
+    let r = exec(
+        ex,
+        &format!("exec {PYTHON} -c '{quoted}' {}", args.join(" ")),
+    );
+    assert_eq!(
+        r.exit_code,
+        0,
+        "probe failed: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    out(&r).lines().map(str::to_owned).collect()
+}
+
+/// In namespaces the whole of the view's `/proc` is granted, and
+/// `/proc/keys` lists every key the caller may view, in the host user's
+/// keyrings too (the file is not per namespace): the command read the
+/// descriptions of the host user's keys there, although every keyring
+/// call is refused. It reads as empty now. The rest as on the floor:
+/// `prctl(PR_SET_MM)` refused, `personality` allowed (its own process),
+/// stdin not a terminal, `/dev/tty` granted by no rule, no virtual
+/// console in the view, the keyring calls refused.
+#[test]
+fn a_command_in_namespaces_reads_none_of_the_host_users_keys() {
+    if !Path::new(PYTHON).exists() {
+        eprintln!("note: host keys skipped: no {PYTHON}");
+        return;
+    }
+    let f = fixture();
+    let Some(ex) = in_namespaces("host keys", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    let key = reach_support::HostKey::add();
+    let host_keys = fs::read_to_string("/proc/keys").unwrap_or_default();
+    let listed = key
+        .as_ref()
+        .is_some_and(|k| host_keys.contains(&k.description));
+    if !listed {
+        eprintln!("note: host keys skipped: no key listed in this host's /proc/keys");
+    }
+    let got = exec_python(
+        &ex,
+        reach_support::SESSION_PROBE,
+        &reach_support::session_args(),
+    );
+    assert_eq!(
+        got,
+        [
+            "set_mm=EPERM personality=ok stdin_tty=False tiocsti_stdin=ENOTTY \
+          tiocsti_tty=open:EACCES tioclinux=open:ENOENT keyctl=EPERM add_key=EPERM \
+          request_key=EPERM proc_keys="
+        ]
+    );
+    let r = exec(&ex, "cat /proc/keys /proc/key-users");
+    if let Some(k) = &key {
+        assert!(!out(&r).contains(&k.description), "{}", out(&r));
     }
 }
