@@ -1011,6 +1011,75 @@ fn exec_python(ex: &LocalShellExecutor, probe: &str, args: &[String]) -> Vec<Str
     out(&r).lines().map(str::to_owned).collect()
 }
 
+/// PID 1 of the command's PID namespace runs in the executor's memory
+/// (`clone(CLONE_VM)`, like the keeper), and the whole of the view's
+/// `/proc` is granted: a command that reached PID 1's memory would read
+/// and write the host process. `ptrace` and `process_vm_*` are refused by
+/// the filter (`EPERM`); `/proc/1/mem` and `/proc/1/environ` (the
+/// executor's environment) by Landlock's ptrace rule, PID 1 being outside
+/// the command's domain (`EACCES`), `pidfd_getfd` (`EPERM`) and
+/// `process_madvise` (`EACCES`) by the same rule, and `/proc/1/oom_score_adj`
+/// (whose value would reach the executor, which shares PID 1's memory) by
+/// Landlock's file rules, which grant the view's `/proc` for reading only.
+/// The keeper and the executor are outside the PID namespace.
+#[test]
+fn a_command_in_namespaces_cannot_reach_pid_1s_memory() {
+    if !Path::new(PYTHON).exists() {
+        eprintln!("note: pid 1 memory skipped: no {PYTHON}");
+        return;
+    }
+    let f = fixture();
+    let Some(ex) = in_namespaces("pid 1 memory", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    let mut args = reach_support::memory_args();
+    args.push("$PPID:1".into());
+    let got = exec_python(&ex, reach_support::MEMORY_PROBE, &args);
+    assert_eq!(
+        got,
+        [reach_support::all_refused(
+            true, "EPERM", "EACCES", "EPERM", "EACCES"
+        )]
+    );
+    assert_eq!(out(&exec(&ex, "echo $PPID")), "1\n");
+}
+
+/// In namespaces the metadata of a host file outside the roots cannot be
+/// changed (the file is not in the view: `ENOENT`), nor that of a file in
+/// a read-only root (a read-only bind: `EROFS`): mode, owner (as root),
+/// times and extended attributes, each checked on the file afterwards.
+/// On the floor the same changes pass (tests/seccomp.rs).
+#[test]
+fn a_command_in_namespaces_cannot_change_host_files_metadata() {
+    if !Path::new(PYTHON).exists() {
+        eprintln!("note: metadata skipped: no {PYTHON}");
+        return;
+    }
+    let f = fixture();
+    let read_root = f.dir.path().join("read");
+    fs::create_dir(&read_root).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let mut c = config(&f, ConfineMode::BestEffort);
+    c.confine.read_dirs = vec![read_root.clone()];
+    let Some(ex) = in_namespaces("metadata", c) else {
+        return;
+    };
+    for (file, answer) in [
+        (outside.path().join("host-file"), "ENOENT"),
+        (read_root.join("file"), "EROFS"),
+    ] {
+        fs::write(&file, "host data").unwrap();
+        let before = reach_support::metadata(&file);
+        let got = exec_python(
+            &ex,
+            reach_support::METADATA_PROBE,
+            &[file.display().to_string()],
+        );
+        assert_eq!(got, [reach_support::metadata_answers(answer)], "{file:?}");
+        assert_eq!(reach_support::metadata(&file), before, "{file:?}");
+    }
+}
+
 /// In namespaces the whole of the view's `/proc` is granted, and
 /// `/proc/keys` lists every key the caller may view, in the host user's
 /// keyrings too (the file is not per namespace): the command read the

@@ -15,6 +15,7 @@ pub fn memory_args() -> Vec<String> {
         libc::SYS_ptrace.to_string(),
         libc::SYS_pidfd_open.to_string(),
         libc::SYS_pidfd_getfd.to_string(),
+        libc::SYS_process_madvise.to_string(),
         (secret.as_ptr() as usize).to_string(),
         String::from_utf8(secret.to_vec()).unwrap(),
     ]
@@ -26,7 +27,11 @@ pub fn memory_args() -> Vec<String> {
 /// `PTRACE_SEIZE`, `process_vm_readv` of the secret's address,
 /// `process_vm_writev` there (read-only memory: `EFAULT` when allowed),
 /// `/proc/<pid>/mem` opened and read there, opened for writing (never
-/// written), `/proc/<pid>/environ`, and `pidfd_getfd` of its stdin. An
+/// written), `/proc/<pid>/environ`, `/proc/<pid>/oom_score_adj` opened
+/// for writing (never written: the kernel gives every process sharing the
+/// target's memory the value written, the executor too), and
+/// `pidfd_getfd` of its stdin, and `process_madvise` (`MADV_COLD`) of the
+/// secret's page. An
 /// answer is `read` (the secret came back), `other` (something else came
 /// back), `ok`, or the errno name.
 pub const MEMORY_PROBE: &str = r#"
@@ -39,14 +44,14 @@ def call(*args):
     ctypes.set_errno(0)
     r = libc.syscall(*[ctypes.c_long(a) for a in args])
     return r, ("ok" if r >= 0 else name(ctypes.get_errno()))
-nr_ptrace, nr_pidfd_open, nr_pidfd_getfd, addr = (int(a) for a in sys.argv[1:5])
-secret = sys.argv[5].encode()
+nr_ptrace, nr_pidfd_open, nr_pidfd_getfd, nr_process_madvise, addr = (int(a) for a in sys.argv[1:6])
+secret = sys.argv[6].encode()
 n = len(secret)
 class Iov(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
 def got(data):
     return "read" if data == secret else "other"
-for spec in sys.argv[6:]:
+for spec in sys.argv[7:]:
     pid, attach = (int(x) for x in spec.split(":"))
     out = []
     if attach:
@@ -78,19 +83,33 @@ for spec in sys.argv[6:]:
             out.append("environ=" + ("read" if f.read() else "empty"))
     except OSError as e:
         out.append("environ=" + name(e.errno))
+    try:
+        os.close(os.open("/proc/%d/oom_score_adj" % pid, os.O_WRONLY))
+        out.append("oom_adj=ok")
+    except OSError as e:
+        out.append("oom_adj=" + name(e.errno))
     r, how = call(nr_pidfd_open, pid, 0)
+    madvise = how
     if r >= 0:
         r2, how = call(nr_pidfd_getfd, r, 0, 0)
-        os.close(r)
         if r2 >= 0:
             os.close(r2)
+        # MADV_COLD of the secret's page: a hint, nothing is lost
+        page = Iov(addr & ~4095, 4096)
+        ctypes.set_errno(0)
+        r3 = libc.syscall(ctypes.c_long(nr_process_madvise), ctypes.c_long(r), ctypes.byref(page),
+                          ctypes.c_long(1), ctypes.c_long(20), ctypes.c_long(0))
+        madvise = "ok" if r3 >= 0 else name(ctypes.get_errno())
+        os.close(r)
     out.append("getfd=" + how)
+    out.append("madvise=" + madvise)
     print(" ".join(out), flush=True)
 "#;
 
-/// Every way [`MEMORY_PROBE`] tries, refused as `answer` (`attach` only
-/// when asked).
-pub fn all_refused(attach: bool, seccomp: &str, proc: &str, getfd: &str) -> String {
+/// Every way [`MEMORY_PROBE`] tries, refused: by the filter as `seccomp`,
+/// through `/proc` as `proc`, `pidfd_getfd` as `getfd`, `process_madvise`
+/// as `madvise` (`attach` only when asked).
+pub fn all_refused(attach: bool, seccomp: &str, proc: &str, getfd: &str, madvise: &str) -> String {
     let mut out = Vec::new();
     if attach {
         out.push(format!("attach={seccomp}"));
@@ -101,7 +120,9 @@ pub fn all_refused(attach: bool, seccomp: &str, proc: &str, getfd: &str) -> Stri
     out.push(format!("mem={proc}"));
     out.push(format!("mem_rw={proc}"));
     out.push(format!("environ={proc}"));
+    out.push(format!("oom_adj={proc}"));
     out.push(format!("getfd={getfd}"));
+    out.push(format!("madvise={madvise}"));
     out.join(" ")
 }
 
