@@ -570,7 +570,19 @@ impl ViewPlan {
         // arguments included: /dev/null is bound over it, so that it reads
         // as empty, as a kernel thread's does (a read-only bind would be
         // `nodev` too, which no one can open).
-        for masked in ["/proc/1/cmdline", "/proc/1/task/1/cmdline"] {
+        //
+        // `/proc/keys` and `/proc/key-users` are not namespaced either: they
+        // list every key the caller may view, in the host user's keyrings
+        // too (the descriptions of the keys, their owners and counts),
+        // though every keyring call is refused. Masked the same way, where
+        // the kernel has them.
+        let keys = ["/proc/keys", "/proc/key-users"]
+            .into_iter()
+            .filter(|p| Path::new(p).exists());
+        for masked in ["/proc/1/cmdline", "/proc/1/task/1/cmdline"]
+            .into_iter()
+            .chain(keys)
+        {
             steps.push(Step::Bind {
                 source: under(OLD, Path::new("/dev/null"))?,
                 target: under(STAGING, Path::new(masked))?,

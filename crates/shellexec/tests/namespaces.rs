@@ -22,6 +22,8 @@ use sandgate_shellexec::exec::{
 
 const PYTHON: &str = "/usr/bin/python3";
 
+mod reach_support;
+
 struct Fixture {
     dir: tempfile::TempDir,
     work: PathBuf,
@@ -989,5 +991,136 @@ fn a_call_narrowed_to_a_file_reaches_that_file() {
             fs::read_to_string(f.work.join("file")).unwrap(),
             "in file\nmore\n"
         );
+    }
+}
+
+/// Runs `probe` (a Python script) as the shell's own process (`exec`, so
+/// that its parent is PID 1); answers its stdout lines.
+fn exec_python(ex: &LocalShellExecutor, probe: &str, args: &[String]) -> Vec<String> {
+    let quoted = probe.replace('\'', r"'\''");
+    let r = exec(
+        ex,
+        &format!("exec {PYTHON} -c '{quoted}' {}", args.join(" ")),
+    );
+    assert_eq!(
+        r.exit_code,
+        0,
+        "probe failed: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    out(&r).lines().map(str::to_owned).collect()
+}
+
+/// PID 1 of the command's PID namespace runs in the executor's memory
+/// (`clone(CLONE_VM)`, like the keeper), and the whole of the view's
+/// `/proc` is granted: a command that reached PID 1's memory would read
+/// and write the host process. `ptrace` and `process_vm_*` are refused by
+/// the filter (`EPERM`); `/proc/1/mem` and `/proc/1/environ` (the
+/// executor's environment) by Landlock's ptrace rule, PID 1 being outside
+/// the command's domain (`EACCES`), `pidfd_getfd` (`EPERM`) and
+/// `process_madvise` (`EACCES`) by the same rule, and `/proc/1/oom_score_adj`
+/// (whose value would reach the executor, which shares PID 1's memory) by
+/// Landlock's file rules, which grant the view's `/proc` for reading only.
+/// The keeper and the executor are outside the PID namespace.
+#[test]
+fn a_command_in_namespaces_cannot_reach_pid_1s_memory() {
+    if !Path::new(PYTHON).exists() {
+        eprintln!("note: pid 1 memory skipped: no {PYTHON}");
+        return;
+    }
+    let f = fixture();
+    let Some(ex) = in_namespaces("pid 1 memory", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    let mut args = reach_support::memory_args();
+    args.push("$PPID:1".into());
+    let got = exec_python(&ex, reach_support::MEMORY_PROBE, &args);
+    assert_eq!(
+        got,
+        [reach_support::all_refused(
+            true, "EPERM", "EACCES", "EPERM", "EACCES"
+        )]
+    );
+    assert_eq!(out(&exec(&ex, "echo $PPID")), "1\n");
+}
+
+/// In namespaces the metadata of a host file outside the roots cannot be
+/// changed (the file is not in the view: `ENOENT`), nor that of a file in
+/// a read-only root (a read-only bind: `EROFS`): mode, owner (as root),
+/// times and extended attributes, each checked on the file afterwards.
+/// On the floor the same changes pass (tests/seccomp.rs).
+#[test]
+fn a_command_in_namespaces_cannot_change_host_files_metadata() {
+    if !Path::new(PYTHON).exists() {
+        eprintln!("note: metadata skipped: no {PYTHON}");
+        return;
+    }
+    let f = fixture();
+    let read_root = f.dir.path().join("read");
+    fs::create_dir(&read_root).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let mut c = config(&f, ConfineMode::BestEffort);
+    c.confine.read_dirs = vec![read_root.clone()];
+    let Some(ex) = in_namespaces("metadata", c) else {
+        return;
+    };
+    for (file, answer) in [
+        (outside.path().join("host-file"), "ENOENT"),
+        (read_root.join("file"), "EROFS"),
+    ] {
+        fs::write(&file, "host data").unwrap();
+        let before = reach_support::metadata(&file);
+        let got = exec_python(
+            &ex,
+            reach_support::METADATA_PROBE,
+            &[file.display().to_string()],
+        );
+        assert_eq!(got, [reach_support::metadata_answers(answer)], "{file:?}");
+        assert_eq!(reach_support::metadata(&file), before, "{file:?}");
+    }
+}
+
+/// In namespaces the whole of the view's `/proc` is granted, and
+/// `/proc/keys` lists every key the caller may view, in the host user's
+/// keyrings too (the file is not per namespace): the command read the
+/// descriptions of the host user's keys there, although every keyring
+/// call is refused. It reads as empty now. The rest as on the floor:
+/// `prctl(PR_SET_MM)` refused, `personality` allowed (its own process),
+/// stdin not a terminal, `/dev/tty` granted by no rule, no virtual
+/// console in the view, the keyring calls refused.
+#[test]
+fn a_command_in_namespaces_reads_none_of_the_host_users_keys() {
+    if !Path::new(PYTHON).exists() {
+        eprintln!("note: host keys skipped: no {PYTHON}");
+        return;
+    }
+    let f = fixture();
+    let Some(ex) = in_namespaces("host keys", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    let key = reach_support::HostKey::add();
+    let host_keys = fs::read_to_string("/proc/keys").unwrap_or_default();
+    let listed = key
+        .as_ref()
+        .is_some_and(|k| host_keys.contains(&k.description));
+    if !listed {
+        eprintln!("note: host keys skipped: no key listed in this host's /proc/keys");
+    }
+    let got = exec_python(
+        &ex,
+        reach_support::SESSION_PROBE,
+        &reach_support::session_args(),
+    );
+    assert_eq!(
+        got,
+        [
+            "set_mm=EPERM personality=ok stdin_tty=False tiocsti_stdin=ENOTTY \
+          tiocsti_tty=open:EACCES tioclinux=open:ENOENT keyctl=EPERM add_key=EPERM \
+          request_key=EPERM proc_keys="
+        ]
+    );
+    let r = exec(&ex, "cat /proc/keys /proc/key-users");
+    if let Some(k) = &key {
+        assert!(!out(&r).contains(&k.description), "{}", out(&r));
     }
 }

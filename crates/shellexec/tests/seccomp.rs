@@ -18,6 +18,8 @@ use std::time::Duration;
 use sandgate_shellexec::confine::{self, ConfineMode, ConfineSpec};
 use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
 
+mod reach_support;
+
 const PYTHON: &str = "/usr/bin/python3";
 
 struct Fixture {
@@ -1543,4 +1545,162 @@ fn fallocate_cannot_pass_the_file_size_limit() {
         .map(|i| fs::metadata(f.work.join(format!("many{i}"))).unwrap().len())
         .sum();
     assert_eq!(total, 4 << 16);
+}
+
+/// Runs `probe` (a Python script) as the shell's own process (`exec`, so
+/// that its parent is the keeper); answers its stdout lines.
+fn exec_python(ex: &LocalShellExecutor, probe: &str, args: &[String]) -> Vec<String> {
+    let quoted = probe.replace('\'', r"'\''");
+    let command = format!("exec {PYTHON} -c '{quoted}' {}", args.join(" "));
+    let r = ex.exec(&command, ExecOptions::default()).unwrap();
+    assert_eq!(
+        r.exit_code,
+        0,
+        "probe failed: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    String::from_utf8(r.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The keeper runs in the executor's memory (`clone(CLONE_VM)`): a
+/// command that reached the keeper's or the executor's memory could read
+/// the host process's secrets and write into it. Every way is tried on
+/// both (the keeper is the parent of the shell's process): `ptrace` and
+/// `process_vm_*` are refused by the filter (`EPERM`), `/proc/<pid>/mem`
+/// and `/proc/<pid>/environ` by Landlock (no rule grants another
+/// process's `/proc/<pid>` on the floor: `EACCES`; `oom_score_adj` too,
+/// whose value the kernel would give every process sharing the target's
+/// memory, the executor included), `pidfd_getfd` by Landlock's ptrace
+/// rule (the target is outside the command's domain: `EPERM`), and
+/// `process_madvise` answers `EPERM` as root, `EACCES` otherwise.
+/// Unconfined, the same command reads
+/// the secret from the executor's memory (and, as root, every other way
+/// succeeds but `process_vm_writev` into read-only memory), so each
+/// refusal is the confinement's.
+#[test]
+fn a_command_on_the_floor_cannot_reach_the_keepers_or_the_executors_memory() {
+    if !usable("a_command_on_the_floor_cannot_reach_the_keepers_or_the_executors_memory") {
+        return;
+    }
+    let f = fixture();
+    let me = std::process::id();
+    let mut args = reach_support::memory_args();
+    args.push(format!("{me}:0"));
+    let off = executor(&f, ConfineMode::Off, &[], false);
+    let control = exec_python(&off, reach_support::MEMORY_PROBE, &args);
+    assert!(
+        control[0].contains("vm_readv=read")
+            && control[0].contains("mem=read")
+            && control[0].contains("mem_rw=ok")
+            && control[0].contains("oom_adj=ok"),
+        "unconfined, the secret is read: {control:?}"
+    );
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    // The keeper is the parent of the shell, whose process the probe
+    // takes over (`exec`): named by the shell's `$PPID`.
+    let keeper = "$PPID:1".to_string();
+    args.pop();
+    args.push(keeper);
+    args.push(format!("{me}:0"));
+    let got = exec_python(&ex, reach_support::MEMORY_PROBE, &args);
+    // process_madvise: EPERM as root, EACCES otherwise (refused either
+    // way; unconfined, root's succeeds).
+    let madvise = if rustix::process::geteuid().is_root() {
+        "EPERM"
+    } else {
+        "EACCES"
+    };
+    let refused = |attach| reach_support::all_refused(attach, "EPERM", "EACCES", "EPERM", madvise);
+    assert_eq!(got, [refused(true), refused(false)]);
+}
+
+/// Landlock has no right for a file's mode, owner, times or extended
+/// attributes (the kernel's Landlock documentation: chmod, chown,
+/// setxattr and utime are not restricted), and the filter sees paths only
+/// as pointers: on the floor a command changes the metadata of a host file
+/// its user may change, outside every root and in a read-only root alike.
+/// This pins that limit (SECURITY.md); in namespaces the same changes are
+/// refused (tests/namespaces.rs).
+#[test]
+fn the_floor_does_not_stop_metadata_changes_outside_the_write_root() {
+    if !usable("the_floor_does_not_stop_metadata_changes_outside_the_write_root") {
+        return;
+    }
+    let f = fixture();
+    let read_root = f._dir.path().join("read");
+    fs::create_dir(&read_root).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let config = ExecConfig {
+        shell: PathBuf::from("/bin/sh"),
+        default_timeout: Duration::from_secs(20),
+        confine_mode: ConfineMode::BestEffort,
+        confine: ConfineSpec {
+            read_dirs: vec![read_root.clone()],
+            write_dirs: vec![f.work.clone()],
+            ..ConfineSpec::default()
+        },
+        namespaces: false,
+        ..ExecConfig::default()
+    };
+    let ex = LocalShellExecutor::new(config);
+    ex.start().unwrap();
+    let uid = rustix::process::geteuid().as_raw();
+    for file in [outside.path().join("host-file"), read_root.join("file")] {
+        fs::write(&file, "host data").unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+        let before = reach_support::metadata(&file);
+        let got = python(
+            &ex,
+            reach_support::METADATA_PROBE,
+            &[file.display().to_string()],
+        );
+        assert_eq!(got, [reach_support::metadata_answers("ok")], "{file:?}");
+        assert_ne!(reach_support::metadata(&file), before);
+        assert_eq!(
+            reach_support::metadata(&file),
+            reach_support::changed(uid),
+            "{file:?}"
+        );
+        assert_eq!(fs::read_to_string(&file).unwrap(), "host data");
+    }
+}
+
+/// What a command could do to the host user's session or the process that
+/// runs it, past files: `prctl(PR_SET_MM)` needs `CAP_SYS_RESOURCE`, which
+/// the floor takes from root too (`EPERM`); `personality` changes only
+/// the command's own process (allowed); stdin is `/dev/null`, never a
+/// terminal, and `/dev/tty` and the virtual consoles are granted by no
+/// rule (`TIOCSTI`, `TIOCLINUX`); the keyring calls are refused by the
+/// filter, and `/proc/keys` (the descriptions of the host user's keys) by
+/// Landlock. The key made here is in the host's `/proc/keys`.
+#[test]
+fn a_command_cannot_reach_the_host_users_keys_or_a_terminal() {
+    if !usable("a_command_cannot_reach_the_host_users_keys_or_a_terminal") {
+        return;
+    }
+    let f = fixture();
+    let _key = reach_support::HostKey::add();
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    let got = exec_python(
+        &ex,
+        reach_support::SESSION_PROBE,
+        &reach_support::session_args(),
+    );
+    let tty0 = if Path::new("/dev/tty0").exists() {
+        "EACCES"
+    } else {
+        "ENOENT"
+    };
+    assert_eq!(
+        got,
+        [format!(
+            "set_mm=EPERM personality=ok stdin_tty=False tiocsti_stdin=ENOTTY \
+             tiocsti_tty=open:EACCES tioclinux=open:{tty0} keyctl=EPERM add_key=EPERM \
+             request_key=EPERM proc_keys=EACCES"
+        )]
+    );
 }
