@@ -23,7 +23,7 @@
 //! | `setpriority`, `ioprio_set`, `sched_setscheduler`, `sched_setparam`, `sched_setattr`, `sched_setaffinity` naming anything but the caller (pid 0): Landlock does not scope scheduling; `ioprio_set` of the real-time I/O class for anyone | `EPERM` |
 //! | `fallocate` with `FALLOC_FL_KEEP_SIZE` (but for punching a hole), `FALLOC_FL_INSERT_RANGE` or a mode this list does not know: they allocate blocks past a file's end or grow it without the `RLIMIT_FSIZE` check (`fs.max_write_bytes`) the kernel makes where a call sets the size (seen on ext4), so one call took any amount of disk | `EOPNOTSUPP` (what a file system without them answers) |
 //! | `prlimit64` naming a pid other than 0 (Landlock does not scope it: a command of the executor's user could set the executor's or keeper's limits, e.g. `RLIMIT_CPU` to have it killed) | `EPERM` |
-//! | io_uring, `ptrace`, `process_vm_*`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`), `fanotify_init` (its marks and permission events reach files outside every Landlock rule) | `EPERM` |
+//! | io_uring, `ptrace`, `process_vm_*`, `pidfd_getfd`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`), `fanotify_init` (its marks and permission events reach files outside every Landlock rule) | `EPERM` |
 //! | on the floor only: System V IPC (`shm*`, `msg*`, `sem*`) and POSIX message queues (`mq_*`), which live in the host's IPC namespace there (in namespaces the command has an IPC namespace of its own, which ends with it) | `EPERM` |
 //!
 //! `listen` goes to the executor through seccomp user notification: a
@@ -140,6 +140,10 @@ const REFUSED: &[i64] = &[
     libc::SYS_ptrace,
     libc::SYS_process_vm_readv,
     libc::SYS_process_vm_writev,
+    // Another process's descriptors: Landlock's ptrace rule refuses it
+    // outside the command's domain, but a kernel with seccomp and no
+    // Landlock has nothing else to, and nothing a command runs needs it.
+    libc::SYS_pidfd_getfd,
     libc::SYS_bpf,
     libc::SYS_userfaultfd,
     libc::SYS_perf_event_open,
@@ -258,7 +262,7 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
             .into(),
     );
     out.push(
-        "io_uring, ptrace, process_vm_readv/writev, bpf, userfaultfd, perf_event_open, \
+        "io_uring, ptrace, process_vm_readv/writev, pidfd_getfd, bpf, userfaultfd, perf_event_open, \
          keyctl/add_key/request_key, mount/umount2/open_tree/open_tree_attr/move_mount/\
          fsopen/fsconfig/fsmount/fspick/mount_setattr/pivot_root, unshare, setns, module and kexec loading, \
          open_by_handle_at, iopl/ioperm, swapon/swapoff, reboot, acct, the host's name, \

@@ -1574,9 +1574,10 @@ fn exec_python(ex: &LocalShellExecutor, probe: &str, args: &[String]) -> Vec<Str
 /// and `/proc/<pid>/environ` by Landlock (no rule grants another
 /// process's `/proc/<pid>` on the floor: `EACCES`; `oom_score_adj` too,
 /// whose value the kernel would give every process sharing the target's
-/// memory, the executor included), `pidfd_getfd` by Landlock's ptrace
-/// rule (the target is outside the command's domain: `EPERM`), and
-/// `process_madvise` answers `EPERM` as root, `EACCES` otherwise.
+/// memory, the executor included), `pidfd_getfd` by the filter (`EPERM`;
+/// Landlock's ptrace rule would refuse it too, the target being outside
+/// the command's domain), and `process_madvise` answers `EPERM` as root
+/// (the floor takes `CAP_SYS_NICE`), `EACCES` otherwise (Landlock).
 /// Unconfined, the same command reads
 /// the secret from the executor's memory (and, as root, every other way
 /// succeeds but `process_vm_writev` into read-only memory), so each
@@ -1616,6 +1617,33 @@ fn a_command_on_the_floor_cannot_reach_the_keepers_or_the_executors_memory() {
     };
     let refused = |attach| reach_support::all_refused(attach, "EPERM", "EACCES", "EPERM", madvise);
     assert_eq!(got, [refused(true), refused(false)]);
+}
+
+/// `pidfd_getfd` is refused by the filter, not only by Landlock's ptrace
+/// rule, which lets a command reach its own children (one domain) and is
+/// missing from kernels that have seccomp without Landlock: here the
+/// command takes its own child's stdin, which unconfined it does.
+#[test]
+fn a_command_cannot_take_its_own_childs_descriptors() {
+    if !usable("a_command_cannot_take_its_own_childs_descriptors") {
+        return;
+    }
+    let f = fixture();
+    let args = [
+        libc::SYS_pidfd_open.to_string(),
+        libc::SYS_pidfd_getfd.to_string(),
+    ];
+    let off = executor(&f, ConfineMode::Off, &[], false);
+    assert_eq!(
+        exec_python(&off, reach_support::CHILD_PROBE, &args),
+        ["getfd=ok"],
+        "unconfined, the child is reached"
+    );
+    let ex = executor(&f, ConfineMode::BestEffort, &[], false);
+    assert_eq!(
+        exec_python(&ex, reach_support::CHILD_PROBE, &args),
+        ["getfd=EPERM"]
+    );
 }
 
 /// Landlock has no right for a file's mode, owner, times or extended

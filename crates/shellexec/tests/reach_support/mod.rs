@@ -106,6 +106,33 @@ for spec in sys.argv[7:]:
     print(" ".join(out), flush=True)
 "#;
 
+/// Starts a child (`sleep`) and tries `pidfd_getfd` of its stdin, after
+/// the system call numbers of `pidfd_open` and `pidfd_getfd`. Prints
+/// `getfd=answer` (`ok` or the errno name).
+pub const CHILD_PROBE: &str = r#"
+import ctypes, errno, os, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(*args):
+    ctypes.set_errno(0)
+    r = libc.syscall(*[ctypes.c_long(a) for a in args])
+    return r, ("ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?"))
+nr_pidfd_open, nr_pidfd_getfd = (int(a) for a in sys.argv[1:3])
+child = subprocess.Popen(["sleep", "30"], stdin=subprocess.DEVNULL)
+try:
+    pidfd, how = call(nr_pidfd_open, child.pid, 0)
+    if pidfd < 0:
+        print("pidfd_open=" + how, flush=True)
+        sys.exit(0)
+    fd, getfd = call(nr_pidfd_getfd, pidfd, 0, 0)
+    if fd >= 0:
+        os.close(fd)
+    print("getfd=" + getfd, flush=True)
+finally:
+    child.kill()
+    child.wait()
+"#;
+
 /// Every way [`MEMORY_PROBE`] tries, refused: by the filter as `seccomp`,
 /// through `/proc` as `proc`, `pidfd_getfd` as `getfd`, `process_madvise`
 /// as `madvise` (`attach` only when asked).
