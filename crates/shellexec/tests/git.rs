@@ -1642,3 +1642,71 @@ fn a_huge_packed_refs_is_refused_by_size() {
     assert_eq!(e.kind(), GitErrorKind::Repository, "{e}");
     assert!(e.message().contains("packed-refs"), "{e}");
 }
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+/// A FIFO (or socket, or device) where git reads in `.git` would hold git
+/// until the timeout (git opens it blocking and waits for a writer): the
+/// repository is refused before git starts, wherever git reads, the loose
+/// refs, the reflogs and the objects included, and so is a link there to
+/// a FIFO.
+#[test]
+fn a_fifo_in_dot_git_never_holds_git() {
+    if !have_git() {
+        return;
+    }
+    for place in [
+        "packed-refs",
+        "info/exclude",
+        "MERGE_HEAD",
+        "refs/heads/main",
+        "refs/tags/v1",
+        "logs/HEAD",
+        "objects/info/commit-graph",
+        "objects/pack/pack-0.pack",
+        "objects/ab/cdef",
+    ] {
+        let f = hostile();
+        let at = f.root.join(".git").join(place);
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let _ = fs::remove_file(&at);
+        mkfifo(&at);
+        for request in ["git status", "git log --oneline -1", "git diff --stat"] {
+            match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+                Err(e) => {
+                    assert_eq!(e.kind(), GitErrorKind::Repository, "{place}: {e}");
+                    assert!(e.message().contains("FIFO"), "{place}: {e}");
+                    assert!(e.message().contains(place), "{place}: {e}");
+                }
+                Ok(inv) => {
+                    let out = run_with_timeout(&inv, 3);
+                    assert!(
+                        out.limit.is_none(),
+                        "{request}: a FIFO at .git/{place} held git until the timeout"
+                    );
+                }
+            }
+        }
+    }
+    // A loose ref may be a link (admitted beneath refs), but not to a FIFO.
+    let f = hostile();
+    mkfifo(&f.root.join("fifo"));
+    fs::remove_file(f.root.join(".git/refs/heads/main")).unwrap();
+    std::os::unix::fs::symlink(f.root.join("fifo"), f.root.join(".git/refs/heads/main")).unwrap();
+    for request in ["git status", "git log --oneline -1"] {
+        match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+            Err(e) => assert!(e.message().contains("refs/heads/main"), "{e}"),
+            Ok(inv) => {
+                let out = run_with_timeout(&inv, 3);
+                assert!(
+                    out.limit.is_none(),
+                    "{request}: a link to a FIFO at .git/refs/heads/main held git"
+                );
+            }
+        }
+    }
+}

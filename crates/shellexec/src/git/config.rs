@@ -492,6 +492,7 @@ fn kind_refused(rel: &Path, kind: rustix::fs::FileType) -> GitError {
 fn walk(dot_git: OwnedFd, snapshot: &mut Snapshot) -> Result<(), GitError> {
     use rustix::fs::FileType;
     let mut seen = 0usize;
+    let mut stored = 0usize;
     let mut copied = 0u64;
     let mut pending = vec![(dot_git, PathBuf::new())];
     while let Some((dir, rel)) = pending.pop() {
@@ -516,8 +517,11 @@ fn walk(dot_git: OwnedFd, snapshot: &mut Snapshot) -> Result<(), GitError> {
             if kind == FileType::Directory {
                 let sub = open_dir(&dir, Path::new(&*name), &path)?;
                 match (top, &*name) {
-                    (true, "refs" | "logs") => snapshot.linked.push(path),
-                    (true, "objects") => objects(sub, snapshot)?,
+                    (true, "refs" | "logs") => {
+                        store(sub, &path, &mut stored)?;
+                        snapshot.linked.push(path);
+                    }
+                    (true, "objects") => objects(sub, snapshot, &mut stored)?,
                     _ => {
                         snapshot.dirs.push(path.clone());
                         pending.push((sub, path));
@@ -550,18 +554,91 @@ fn walk(dot_git: OwnedFd, snapshot: &mut Snapshot) -> Result<(), GitError> {
 }
 
 /// The entries of `objects` (open as `dir`): `info` is vetted for
-/// alternates, every other entry named for linking; none may be a link.
-fn objects(dir: OwnedFd, snapshot: &mut Snapshot) -> Result<(), GitError> {
+/// alternates, every other entry named for linking and looked into by
+/// [`store`]; none may be a link.
+fn objects(dir: OwnedFd, snapshot: &mut Snapshot, stored: &mut usize) -> Result<(), GitError> {
+    use rustix::fs::FileType;
     let rel = Path::new("objects");
     for (name, kind) in list(&dir, rel)? {
         let path = rel.join(&name);
-        if kind == rustix::fs::FileType::Symlink {
-            return Err(link_refused(&path));
+        match kind {
+            FileType::Symlink => return Err(link_refused(&path)),
+            FileType::Directory if name == "info" => {
+                refuse_alternates(&open_dir(&dir, Path::new("info"), &path)?)?;
+                continue;
+            }
+            FileType::Directory => store(open_dir(&dir, Path::new(&name), &path)?, &path, stored)?,
+            FileType::RegularFile => {}
+            kind => return Err(special_refused(&path, kind)),
         }
-        if name == "info" && kind == rustix::fs::FileType::Directory {
-            refuse_alternates(&open_dir(&dir, Path::new("info"), &path)?)?;
-        } else {
-            snapshot.objects.push(PathBuf::from(name));
+        snapshot.objects.push(PathBuf::from(name));
+    }
+    Ok(())
+}
+
+/// The most entries of `refs`, `logs` and the directories in `objects`
+/// [`store`] looks at (their names and kinds, as the directories list
+/// them: loose refs and objects are many, and cheap to list).
+const MAX_STORE_ENTRIES: usize = 1_000_000;
+
+/// The message for `.git/<rel>`, a FIFO, socket or device where git reads
+/// (through a link, if `rel` is one).
+fn special_refused(rel: &Path, kind: rustix::fs::FileType) -> GitError {
+    let what = match kind {
+        rustix::fs::FileType::Fifo => "a FIFO",
+        rustix::fs::FileType::Socket => "a socket",
+        _ => "a device",
+    };
+    GitError::repository(format!(
+        "confined git refuses the repository: .git/{} is {what} (or a link to one), which \
+         would hold git until the timeout (git opens what it reads blocking) or answer it \
+         anything; only regular files and directories are read",
+        super::shown(&rel.to_string_lossy())
+    ))
+}
+
+/// Looks through `dir` (`.git/<rel>`: `refs`, `logs`, a directory in
+/// `objects`), which git reads through a link to it, for what would hold
+/// git: a FIFO, socket or device, or a link to one (links are admitted
+/// there: git reads a linked loose ref without echoing it). git opens a
+/// loose ref, a reflog, a pack or a loose object blocking, and a FIFO
+/// held it until the timeout. More than [`MAX_STORE_ENTRIES`] entries in
+/// all are refused. (One put there after this look still holds git until
+/// the timeout.)
+fn store(dir: OwnedFd, rel: &Path, seen: &mut usize) -> Result<(), GitError> {
+    use rustix::fs::FileType;
+    let mut pending = vec![(dir, rel.to_path_buf())];
+    while let Some((dir, rel)) = pending.pop() {
+        for (name, kind) in list(&dir, &rel)? {
+            *seen += 1;
+            if *seen > MAX_STORE_ENTRIES {
+                return Err(GitError::repository(format!(
+                    "confined git refuses the repository: .git/refs, logs and objects hold \
+                     more than {MAX_STORE_ENTRIES} entries, too many to vet"
+                )));
+            }
+            let path = rel.join(&name);
+            let kind = match kind {
+                // Judged by what it leads to; a dangling link is harmless.
+                FileType::Symlink => {
+                    match rustix::fs::statat(&dir, name.as_os_str(), rustix::fs::AtFlags::empty()) {
+                        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                            FileType::Directory => FileType::RegularFile,
+                            kind => kind,
+                        },
+                        Err(_) => FileType::RegularFile,
+                    }
+                }
+                kind => kind,
+            };
+            match kind {
+                FileType::Directory => {
+                    let sub = open_dir(&dir, Path::new(&name), &path)?;
+                    pending.push((sub, path));
+                }
+                FileType::RegularFile => {}
+                kind => return Err(special_refused(&path, kind)),
+            }
         }
     }
     Ok(())

@@ -180,6 +180,11 @@
 //!   device (which could answer the vetting and git differently, or hold
 //!   git until the timeout), or more than 64 MiB of them besides the
 //!   config files and the index (a huge `packed-refs`);
+//! - a FIFO, socket or device in `refs`, `logs` or `objects` (git reads
+//!   them through links to the repository's), or a link there to one: git
+//!   opens a loose ref, a reflog, a pack or a loose object blocking, and a
+//!   FIFO held it until the timeout. More than 1,000,000 entries there are
+//!   refused;
 //! - an index (`.git/index`, read as the config files are) with an entry
 //!   whose name git's own `verify_path` would refuse: absolute, or with a
 //!   `..`, `.`, `.git` or empty component. git takes the names as they are
