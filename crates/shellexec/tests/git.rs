@@ -1710,3 +1710,44 @@ fn a_fifo_in_dot_git_never_holds_git() {
         }
     }
 }
+
+/// git's `safe.directory` check does not apply with `GIT_DIR` pinned: a
+/// repository owned by another user is used as vetted (plain git, which
+/// discovers the repository, refuses it as of "dubious ownership"). What
+/// makes a hostile repository harmless is the vetting, not its owner.
+/// Needs root (to give the repository away); skipped otherwise.
+#[test]
+fn a_repository_owned_by_another_user_is_used_as_vetted() {
+    if !have_git() {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("note: not root; a repository cannot be given away here, skipped");
+        return;
+    }
+    let f = hostile();
+    let st = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&f.root)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // Control: plain git, discovering the repository, refuses it.
+    let out = Command::new(find_git().unwrap())
+        .args(["log", "--oneline", "-n", "1"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .current_dir(&f.root)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("dubious ownership"),
+        "{out:?}"
+    );
+    let out = f.run_clean("git log --oneline -n 1");
+    assert!(out.contains("third"), "{out}");
+}

@@ -242,8 +242,11 @@
 //!   in commit messages, names or file content reach the caller as they
 //!   are (git quotes control characters in file names, C1 ones included,
 //!   except under `-z`). Only git's own colour is switched off.
-//! - `safe.directory` still applies: a root owned by another user is
-//!   refused by git itself.
+//! - git's `safe.directory` check does not apply: with `GIT_DIR` named,
+//!   git never asks who owns the repository, so one owned by another user
+//!   is used as vetted (plain git, discovering it, refuses it as of
+//!   "dubious ownership"). The vetting, not the owner, is what makes a
+//!   hostile repository harmless here.
 
 use std::fmt;
 use std::io;
