@@ -101,9 +101,6 @@ pub struct Executor {
     /// policy requires confinement, else best effort (never off: the ruleset
     /// costs nothing and git needs nothing it takes away).
     git_mode: ConfineMode,
-    /// Git's own ruleset (read the root, write nothing, no TCP), prepared
-    /// on first use.
-    git_confine: Mutex<Option<Prepared>>,
     /// Where `cwd` is resolved: the write root, else the first read root.
     cwd_root: Option<Root>,
     /// That root's host paths, for an absolute `cwd` inside it.
@@ -493,7 +490,6 @@ impl Executor {
                 ConfineMode::Required => ConfineMode::Required,
                 ConfineMode::Off | ConfineMode::BestEffort => ConfineMode::BestEffort,
             },
-            git_confine: Mutex::new(None),
             cwd_root,
             cwd_dirs: cwd_dir
                 .map(|d| GrantedDir {
@@ -1226,7 +1222,12 @@ impl Executor {
                 ));
             }
         }
-        let (run, note) = self.call_options(opts)?;
+        let (mut run, note) = self.call_options(opts)?;
+        if let (Some(within), Some(git_dir)) = (run.within.as_mut(), inv.git_dir()) {
+            // git's private copy of the vetted repository lies outside the
+            // root: narrowed, git still reads it.
+            within.push(std::fs::File::open(git_dir).map_err(Error::from)?.into());
+        }
         let prepared = self.git_prepared(&inv)?;
         let mut result = self
             .inner
@@ -1241,15 +1242,10 @@ impl Executor {
         Ok(with_note(result, note))
     }
 
-    /// Git's ruleset, prepared once (the root does not change).
+    /// Git's ruleset, prepared for each run: it grants the root and the
+    /// invocation's own private git directory.
     fn git_prepared(&self, inv: &git::GitInvocation) -> Result<Prepared, Error> {
-        let mut slot = self.git_confine.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(prepared) = &*slot {
-            return Ok(prepared.clone());
-        }
-        let prepared = confine::prepare(&inv.confine_spec(), self.git_mode).map_err(Error::from)?;
-        *slot = Some(prepared.clone());
-        Ok(prepared)
+        confine::prepare(&inv.confine_spec(), self.git_mode).map_err(Error::from)
     }
 
     /// Kills anything still running and removes the private TMPDIR.

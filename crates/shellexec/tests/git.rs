@@ -710,6 +710,19 @@ fn borrowed_objects_are_refused() {
     fs::write(&alternates, "# nothing borrowed\n\n").unwrap();
     let out = f.run_clean("git log --oneline -n 1");
     assert!(out.contains("third"), "{out}");
+    // Written after the vetting: git reads its own, empty, objects/info.
+    let inv = plan(&split_words(&request).unwrap(), &ALL, &f.root).unwrap();
+    fs::write(
+        &alternates,
+        format!("{}\n", other.join(".git/objects").display()),
+    )
+    .unwrap();
+    let out = exec_unconfined(&inv);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.exit_code != 0 && !stdout.contains("TOP SECRET"),
+        "alternates written after the vetting were followed: {stdout}"
+    );
 }
 
 /// A root that is a subdirectory of an enclosing repository (no .git of its
@@ -1163,7 +1176,20 @@ fn invocation_shape() {
         .1;
     assert_eq!(Path::new(ceiling), f.root.parent().unwrap());
     let value = |name: &str| &env.iter().find(|(k, _)| k == name).unwrap().1;
-    assert_eq!(Path::new(value("GIT_DIR")), f.root.join(".git"));
+    // GIT_DIR is git's private copy of what was vetted, outside the root,
+    // readable under git's ruleset, and gone with the invocation.
+    let git_dir = inv.git_dir().unwrap().to_path_buf();
+    assert_eq!(Path::new(value("GIT_DIR")), git_dir);
+    assert!(!git_dir.starts_with(&f.root));
+    assert_eq!(
+        fs::read(git_dir.join("config")).unwrap(),
+        fs::read(f.root.join(".git/config")).unwrap()
+    );
+    assert_eq!(
+        fs::read_link(git_dir.join("refs")).unwrap(),
+        f.root.join(".git/refs")
+    );
+    assert!(inv.confine_spec().read_dirs.contains(&git_dir));
     assert_eq!(Path::new(value("GIT_WORK_TREE")), f.root);
     // Without a repository at the root, GIT_DIR names one that never is.
     let bare = tempfile::tempdir().unwrap();
@@ -1225,6 +1251,15 @@ fn invocation_shape() {
     assert_eq!(
         out.env_names_digest,
         sandgate_codes::sha256_text(&digest.into())
+    );
+    let git_dir = inv.git_dir().unwrap().to_path_buf();
+    let clone = inv.clone();
+    drop(inv);
+    assert!(git_dir.exists(), "removed while a clone lives");
+    drop(clone);
+    assert!(
+        !git_dir.exists(),
+        "the private git directory outlived the invocation"
     );
 }
 
@@ -1347,4 +1382,372 @@ fn unusual_filter_names_are_neutralized() {
         .output()
         .unwrap();
     assert!(f.sentinels().contains(&"odd-filter".to_string()));
+}
+
+/// Swaps `path` between `a` and `b` (each written beside it, then renamed
+/// over it, so every open sees one whole file) until `stop` is set.
+fn swapper(
+    path: PathBuf,
+    a: Vec<u8>,
+    b: Vec<u8>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let staged = path.with_extension("swap");
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            for bytes in [&a, &b] {
+                fs::write(&staged, bytes).unwrap();
+                fs::rename(&staged, &path).unwrap();
+            }
+        }
+    })
+}
+
+/// The vetting and git read the repository apart: a concurrent writer
+/// (a command granted the write root) that swaps `.git/config` or
+/// `.git/index` between a vetted version and a hostile one, over and over,
+/// must never get the hostile one to git after the vetting passed the
+/// other. git reads a private copy of what was vetted.
+#[test]
+fn git7_a_repository_swapped_after_the_vetting_is_never_what_git_reads() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    if !have_git() {
+        return;
+    }
+    const ROUNDS: usize = 150;
+    let f = hostile();
+    // The config: a filter driver the vetted version does not define.
+    fs::write(f.root.join(".gitattributes"), "*.dat filter=late\n").unwrap();
+    let cfg = f.root.join(".git/config");
+    let vetted = fs::read(&cfg).unwrap();
+    let mut hostile_cfg = vetted.clone();
+    let late = f.sentinels.parent().unwrap().join("scripts/late");
+    script(
+        &late,
+        &format!("touch '{}'\ncat", f.sentinels.join("late-clean").display()),
+    );
+    hostile_cfg
+        .extend_from_slice(format!("[filter \"late\"]\n\tclean = {}\n", late.display()).as_bytes());
+    let stop = Arc::new(AtomicBool::new(false));
+    let t = swapper(cfg.clone(), vetted.clone(), hostile_cfg, stop.clone());
+    let (mut ran, mut admitted) = (0, 0);
+    for _ in 0..ROUNDS {
+        let Ok(inv) = plan(&split_words("git status --short").unwrap(), &ALL, &f.root) else {
+            continue;
+        };
+        admitted += 1;
+        exec_unconfined(&inv);
+        if f.sentinels.join("late-clean").exists() {
+            ran += 1;
+            fs::remove_file(f.sentinels.join("late-clean")).unwrap();
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+    fs::write(&cfg, &vetted).unwrap();
+    eprintln!("config swap: {ran} of {admitted} admitted runs started the late driver");
+    assert!(admitted > 0);
+    assert_eq!(
+        ran, 0,
+        "a config swapped in after the vetting started a driver in {ran} of {admitted} runs"
+    );
+
+    // The index: an entry naming a file outside the root.
+    let outside = f.root.parent().unwrap().join("secret.txt");
+    fs::write(&outside, "TOP-SECRET-LINE\n").unwrap();
+    let name = "../secret.txt";
+    let placeholder = "___secret.txt";
+    fs::write(f.root.join(placeholder), "mine\n").unwrap();
+    raw_git(&f.root, &["add", "--", placeholder]);
+    let index = f.root.join(".git/index");
+    let clean = fs::read(&index).unwrap();
+    let mut bad = clean.clone();
+    let at = bad
+        .windows(placeholder.len())
+        .position(|w| w == placeholder.as_bytes())
+        .unwrap();
+    bad[at..at + name.len()].copy_from_slice(name.as_bytes());
+    let stop = Arc::new(AtomicBool::new(false));
+    let t = swapper(index.clone(), clean, bad, stop.clone());
+    let (mut shown, mut admitted) = (0, 0);
+    for _ in 0..ROUNDS {
+        let Ok(inv) = plan(&split_words("git diff").unwrap(), &ALL, &f.root) else {
+            continue;
+        };
+        admitted += 1;
+        let out = exec_unconfined(&inv);
+        if String::from_utf8_lossy(&out.stdout).contains("TOP-SECRET-LINE") {
+            shown += 1;
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+    eprintln!("index swap: {shown} of {admitted} admitted runs printed a file outside the root");
+    assert!(admitted > 0);
+    assert_eq!(shown, 0, "an index swapped in after the vetting showed a file outside the root in {shown} of {admitted} runs");
+}
+
+/// git's ruleset holds whatever git starts, should a driver ever reach it
+/// (the plan neutralizes every driver of the vetted config, and git reads
+/// only that config: so here one is handed to git on its command line,
+/// after the plan). Run through the executor, in its namespaces where the
+/// host offers them: the driver runs, but writes nothing (in the root or
+/// beside it), and with Landlock's TCP rules neither connects to a port
+/// nor binds one.
+#[test]
+fn a_driver_git_is_handed_can_neither_write_nor_connect() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    fs::write(f.root.join(".gitattributes"), "*.dat filter=late\n").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let base = f.root.parent().unwrap().to_path_buf();
+    let driver = f.root.join(".git/driver.sh");
+    script(
+        &driver,
+        &format!(
+            "echo DRIVER-RAN >&2\n\
+             if (echo x > '{root}/pwned') 2>/dev/null; then echo WROTE-ROOT >&2; fi\n\
+             if (echo x > '{base}/pwned') 2>/dev/null; then echo WROTE-OUTSIDE >&2; fi\n\
+             python3 -c 'import errno, socket, sys\n\
+             try:\n    socket.create_connection((\"127.0.0.1\", {port})); print(\"CONNECTED\", file=sys.stderr)\n\
+             except OSError as e:\n    print(\"NO-CONNECT\", errno.errorcode[e.errno], file=sys.stderr)\n\
+             try:\n    socket.socket().bind((\"127.0.0.1\", 0)); print(\"BOUND\", file=sys.stderr)\n\
+             except OSError as e:\n    print(\"NO-BIND\", errno.errorcode[e.errno], file=sys.stderr)'\n\
+             cat",
+            root = f.root.display(),
+            base = base.display(),
+        ),
+    );
+    let mut inv = plan(&split_words("git status --short").unwrap(), &ALL, &f.root).unwrap();
+    let handed = format!("filter.late.clean={}", driver.display());
+    inv.args.splice(0..0, ["-c".into(), handed.into()]);
+    // Control: with no ruleset the driver writes and connects.
+    let out = exec_unconfined(&inv);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stderr.contains("DRIVER-RAN")
+            && stderr.contains("WROTE-ROOT")
+            && stderr.contains("CONNECTED\n")
+            && stderr.contains("BOUND"),
+        "{stderr}"
+    );
+    fs::remove_file(f.root.join("pwned")).unwrap();
+    fs::remove_file(base.join("pwned")).unwrap();
+    while listener.accept().is_ok() {}
+
+    let out = run_with_timeout(&inv, 20);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("stderr {stderr:?}, confined {:?}", out.confined);
+    assert!(stderr.contains("DRIVER-RAN"), "{stderr}");
+    assert!(!stderr.contains("WROTE"), "{stderr}");
+    assert!(!f.root.join("pwned").exists());
+    assert!(!base.join("pwned").exists());
+    if out.confined.landlock_abi >= Some(4) {
+        // Refused by the ruleset (not merely unanswered), in the
+        // executor's network namespace too.
+        assert!(stderr.contains("NO-CONNECT EACCES"), "{stderr}");
+        assert!(listener.accept().is_err(), "the driver connected out");
+        assert!(stderr.contains("NO-BIND EACCES"), "{stderr}");
+        assert!(out.confined.net, "{:?}", out.confined);
+    } else {
+        eprintln!("note: Landlock TCP rules unavailable; connect not checked");
+    }
+}
+
+/// Runs a planned invocation as the executor does, under git's ruleset,
+/// with a timeout.
+fn run_with_timeout(inv: &GitInvocation, secs: u64) -> ExecResult {
+    let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+    let ex = LocalShellExecutor::new(ExecConfig::default());
+    ex.start().unwrap();
+    let opts = ExecOptions {
+        cwd: Some(fs::File::open(&inv.cwd).unwrap().into()),
+        timeout: Some(std::time::Duration::from_secs(secs)),
+        ..ExecOptions::default()
+    };
+    ex.exec_program(&inv.program, &inv.args, &inv.env, &prepared, opts)
+        .unwrap()
+}
+
+/// git tells a racily clean index entry (a file changed in the second it
+/// was staged, same size) by the index file's own time: git's private
+/// copy of the index keeps it, so such a change still shows.
+#[test]
+fn a_racily_clean_entry_still_shows_through_the_copied_index() {
+    if !have_git() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    raw_git(&root, &["init", "-q", "."]);
+    // Only the time and size of a file count (not its ctime or inode), as
+    // on a filesystem where they say nothing.
+    raw_git(&root, &["config", "core.checkStat", "minimal"]);
+    let staged = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_500_000_000);
+    let set = |path: &Path| {
+        fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(staged)
+            .unwrap()
+    };
+    fs::write(root.join("a.txt"), "one\n").unwrap();
+    set(&root.join("a.txt"));
+    raw_git(&root, &["add", "a.txt"]);
+    raw_git(&root, &["commit", "-q", "-m", "first"]);
+    fs::write(root.join("a.txt"), "two\n").unwrap();
+    set(&root.join("a.txt"));
+    set(&root.join(".git/index"));
+    let inv = plan(&split_words("git diff").unwrap(), &ALL, &root).unwrap();
+    let out = exec_unconfined(&inv);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("+two"),
+        "a racily clean change was hidden: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// git's private copy is bounded: more than 64 MiB of control files
+/// besides the config and the index (a huge `packed-refs`) is refused,
+/// naming why; a large one below the bound is copied and read.
+#[test]
+fn a_huge_packed_refs_is_refused_by_size() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let head = raw_git(&f.root, &["rev-parse", "HEAD"]).stdout;
+    let head = String::from_utf8(head).unwrap();
+    let head = head.trim();
+    let mut refs = String::from("# pack-refs with: peeled fully-peeled sorted \n");
+    let mut n = 0;
+    while refs.len() < 8 * 1024 * 1024 {
+        refs.push_str(&format!("{head} refs/tags/t{n:08}\n"));
+        n += 1;
+    }
+    let packed = f.root.join(".git/packed-refs");
+    fs::write(&packed, &refs).unwrap();
+    let out = f.run_clean("git log --oneline -n 1 refs/tags/t00000007");
+    assert!(out.contains("third"), "{out}");
+    let mut huge = refs.into_bytes();
+    huge.resize(64 * 1024 * 1024 + 1, b'\n');
+    fs::write(&packed, &huge).unwrap();
+    let e = plan(&split_words("git status").unwrap(), &ALL, &f.root).unwrap_err();
+    assert_eq!(e.kind(), GitErrorKind::Repository, "{e}");
+    assert!(e.message().contains("packed-refs"), "{e}");
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+/// A FIFO (or socket, or device) where git reads in `.git` would hold git
+/// until the timeout (git opens it blocking and waits for a writer): the
+/// repository is refused before git starts, wherever git reads, the loose
+/// refs, the reflogs and the objects included, and so is a link there to
+/// a FIFO.
+#[test]
+fn a_fifo_in_dot_git_never_holds_git() {
+    if !have_git() {
+        return;
+    }
+    for place in [
+        "packed-refs",
+        "info/exclude",
+        "MERGE_HEAD",
+        "refs/heads/main",
+        "refs/tags/v1",
+        "logs/HEAD",
+        "objects/info/commit-graph",
+        "objects/pack/pack-0.pack",
+        "objects/ab/cdef",
+    ] {
+        let f = hostile();
+        let at = f.root.join(".git").join(place);
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let _ = fs::remove_file(&at);
+        mkfifo(&at);
+        for request in ["git status", "git log --oneline -1", "git diff --stat"] {
+            match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+                Err(e) => {
+                    assert_eq!(e.kind(), GitErrorKind::Repository, "{place}: {e}");
+                    assert!(e.message().contains("FIFO"), "{place}: {e}");
+                    assert!(e.message().contains(place), "{place}: {e}");
+                }
+                Ok(inv) => {
+                    let out = run_with_timeout(&inv, 3);
+                    assert!(
+                        out.limit.is_none(),
+                        "{request}: a FIFO at .git/{place} held git until the timeout"
+                    );
+                }
+            }
+        }
+    }
+    // A loose ref may be a link (admitted beneath refs), but not to a FIFO.
+    let f = hostile();
+    mkfifo(&f.root.join("fifo"));
+    fs::remove_file(f.root.join(".git/refs/heads/main")).unwrap();
+    std::os::unix::fs::symlink(f.root.join("fifo"), f.root.join(".git/refs/heads/main")).unwrap();
+    for request in ["git status", "git log --oneline -1"] {
+        match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+            Err(e) => assert!(e.message().contains("refs/heads/main"), "{e}"),
+            Ok(inv) => {
+                let out = run_with_timeout(&inv, 3);
+                assert!(
+                    out.limit.is_none(),
+                    "{request}: a link to a FIFO at .git/refs/heads/main held git"
+                );
+            }
+        }
+    }
+}
+
+/// git's `safe.directory` check does not apply with `GIT_DIR` pinned: a
+/// repository owned by another user is used as vetted (plain git, which
+/// discovers the repository, refuses it as of "dubious ownership"). What
+/// makes a hostile repository harmless is the vetting, not its owner.
+/// Needs root (to give the repository away); skipped otherwise.
+#[test]
+fn a_repository_owned_by_another_user_is_used_as_vetted() {
+    if !have_git() {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("note: not root; a repository cannot be given away here, skipped");
+        return;
+    }
+    let f = hostile();
+    let st = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&f.root)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // Control: plain git, discovering the repository, refuses it.
+    let out = Command::new(find_git().unwrap())
+        .args(["log", "--oneline", "-n", "1"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .current_dir(&f.root)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("dubious ownership"),
+        "{out:?}"
+    );
+    let out = f.run_clean("git log --oneline -n 1");
+    assert!(out.contains("third"), "{out}");
 }

@@ -4,8 +4,10 @@
 //! invocation cannot neutralize.
 
 use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::io;
-use std::path::Path;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 
 use super::{shown_bytes, GitError};
 
@@ -304,9 +306,46 @@ fn scan_config(bytes: &[u8], into: &mut RepoConfig) -> Result<Option<Value>, Git
     Ok(object_format)
 }
 
-/// Inspects `<root>/.git`: `Ok(None)` when there is none, the vetted config
-/// when it is a plain directory.
-pub(super) fn inspect_repository(root: &Path) -> Result<Option<RepoConfig>, GitError> {
+/// What git reads of the repository, as it was vetted: the small control
+/// files copied (their bytes, read once), the object store and the refs
+/// named for linking. [`super::plan()`] builds git's private git directory
+/// from it, so that what git reads of the control files is what was
+/// vetted, whatever changes in `.git` after.
+#[derive(Debug, Default)]
+pub(super) struct Snapshot {
+    /// What the config files hold.
+    pub(super) config: RepoConfig,
+    /// Directories to make, relative to the git directory, parents first.
+    pub(super) dirs: Vec<PathBuf>,
+    /// Regular files to copy, relative to the git directory, with the
+    /// bytes read (and vetted, for the config files and the index) and
+    /// their modification time (git compares the index's with the work
+    /// tree's to tell a racily clean entry: a copy made now would make a
+    /// file changed in the second it was staged look unchanged).
+    pub(super) files: Vec<(PathBuf, Vec<u8>, std::time::SystemTime)>,
+    /// Top-level directories linked, not copied (`refs`, `logs`): many
+    /// small files, read without being echoed.
+    pub(super) linked: Vec<PathBuf>,
+    /// Entries of `objects` but `info`, linked (`pack` and the loose
+    /// object directories). `objects/info` is not: it holds what makes git
+    /// read elsewhere (`alternates`), and the rest (a commit graph) only
+    /// speeds git up.
+    pub(super) objects: Vec<PathBuf>,
+}
+
+/// The most bytes of control files (all but the config files and the
+/// index) [`inspect_repository`] copies: `packed-refs`, `HEAD`, `info/*`,
+/// `shallow`, the state of a rebase or a merge.
+const MAX_COPY_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Inspects `<root>/.git`: `Ok(None)` when there is none, the vetted
+/// snapshot when it is a plain directory.
+///
+/// Each entry is opened relative to its directory's descriptor without
+/// following a link, and each file read once: a link or a FIFO swapped in
+/// after the directory was listed is refused, and the bytes vetted are the
+/// bytes git gets.
+pub(super) fn inspect_repository(root: &Path) -> Result<Option<Snapshot>, GitError> {
     let dot_git = root.join(".git");
     let meta = match std::fs::symlink_metadata(&dot_git) {
         Ok(meta) => meta,
@@ -330,32 +369,38 @@ pub(super) fn inspect_repository(root: &Path) -> Result<Option<RepoConfig>, GitE
             "confined git refuses the repository: the root's .git is not a directory",
         ));
     }
-    match std::fs::symlink_metadata(dot_git.join("commondir")) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        _ => {
-            return Err(GitError::repository(
-                "confined git refuses the repository: .git/commondir names a repository \
-                 elsewhere (linked worktree)",
-            ))
-        }
+    let dir = open_dir(rustix::fs::CWD, &dot_git, Path::new(""))?;
+    let mut snapshot = Snapshot::default();
+    walk(dir, &mut snapshot)?;
+    let file = |name: &str| {
+        snapshot
+            .files
+            .iter()
+            .find(|(p, _, _)| p == Path::new(name))
+            .map(|(_, b, _)| b.as_slice())
+    };
+    if file("commondir").is_some() {
+        return Err(GitError::repository(
+            "confined git refuses the repository: .git/commondir names a repository \
+             elsewhere (linked worktree)",
+        ));
     }
-    refuse_links(&dot_git)?;
-    refuse_alternates(&dot_git)?;
     let mut config = RepoConfig::default();
     let mut sha256 = false;
     for name in ["config", "config.worktree"] {
-        if let Some(bytes) = read_git_file(&dot_git, name, MAX_CONFIG_BYTES)? {
-            let object_format = scan_config(&bytes, &mut config)?;
+        if let Some(bytes) = file(name) {
+            let object_format = scan_config(bytes, &mut config)?;
             // git takes the object format from .git/config alone.
             if name == "config" {
                 sha256 = object_format.is_some_and(|v| v.as_deref() == Some(b"sha256"));
             }
         }
     }
-    if let Some(bytes) = read_git_file(&dot_git, "index", super::index::MAX_INDEX_BYTES)? {
-        super::index::vet_index(&bytes, if sha256 { 32 } else { 20 })?;
+    if let Some(bytes) = file("index") {
+        super::index::vet_index(bytes, if sha256 { 32 } else { 20 })?;
     }
-    Ok(Some(config))
+    snapshot.config = config;
+    Ok(Some(snapshot))
 }
 
 /// Refuses a repository that borrows objects: `objects/info/alternates`
@@ -363,9 +408,12 @@ pub(super) fn inspect_repository(root: &Path) -> Result<Option<RepoConfig>, GitE
 /// (relative ones from `objects`), and each may name more in turn. A
 /// commit there is one `git log -p <id>` away, so the repository is not
 /// vetted by looking at `<root>/.git` alone. Blank lines and `#` comments,
-/// which git skips, are admitted.
-fn refuse_alternates(dot_git: &Path) -> Result<(), GitError> {
-    let Some(bytes) = read_git_file(dot_git, "objects/info/alternates", MAX_CONFIG_BYTES)? else {
+/// which git skips, are admitted. (git never reads this file itself: its
+/// private `objects/info` is empty; the refusal says why the repository
+/// cannot be used as it is.)
+fn refuse_alternates(info: &OwnedFd) -> Result<(), GitError> {
+    let rel = Path::new("objects/info/alternates");
+    let Some((bytes, _)) = read_at(info, rel, MAX_CONFIG_BYTES)? else {
         return Ok(());
     };
     if bytes
@@ -381,7 +429,7 @@ fn refuse_alternates(dot_git: &Path) -> Result<(), GitError> {
     Ok(())
 }
 
-/// What [`refuse_links`] passes over in `.git`: never read by status, diff
+/// What [`walk`] passes over in `.git`: never read by status, diff
 /// or log, and some of it large (`lfs`, `annex`, `svn`, `rr-cache`).
 const NOT_READ: &[&str] = &[
     "hooks",
@@ -393,28 +441,62 @@ const NOT_READ: &[&str] = &[
     "rr-cache",
 ];
 
-/// The most entries of `.git` [`refuse_links`] looks at.
+/// The most entries of `.git` [`walk`] looks at.
 const MAX_DOT_GIT_ENTRIES: usize = 10_000;
 
-/// Refuses a symbolic link in `.git` where git reads. git follows links
-/// there, and several files it reads echo what they hold when they do not
-/// parse (every line of `objects/info/alternates`, the first of
-/// `packed-refs` or `shallow`, the words of `info/attributes`, the lines
-/// of `rebase-merge/done` in `git status`): a link to a host file would
-/// show it to the caller. Not looked into: [`NOT_READ`] (the hooks are
+/// The message for `.git/<rel>`, a symbolic link where git reads.
+fn link_refused(rel: &Path) -> GitError {
+    GitError::repository(format!(
+        "confined git refuses the repository: .git/{} is a symbolic link, and git \
+         would read what it leads to (links are admitted only where status, diff and log \
+         never read: hooks, lfs, modules, worktrees and the like, and beneath refs, logs \
+         and objects but objects/info)",
+        super::shown(&rel.to_string_lossy())
+    ))
+}
+
+/// The message for `.git/<rel>`, which is not a regular file.
+fn kind_refused(rel: &Path, kind: rustix::fs::FileType) -> GitError {
+    use rustix::fs::FileType;
+    let what = match kind {
+        FileType::Symlink => "a symbolic link",
+        FileType::Fifo => "a FIFO",
+        FileType::Directory => "a directory",
+        FileType::Socket => "a socket",
+        _ => "not a regular file",
+    };
+    GitError::repository(format!(
+        "confined git refuses the repository: .git/{} is {what}; only a regular file \
+         can be vetted",
+        super::shown(&rel.to_string_lossy())
+    ))
+}
+
+/// Walks `.git` (open as `dot_git`) into `snapshot`: every regular file
+/// where git reads is read (the config files and the index up to their
+/// own limits, the rest up to [`MAX_COPY_BYTES`] in all), `refs` and `logs`
+/// and the entries of `objects` are named for linking.
+///
+/// Refused: a symbolic link where git reads (git follows it, and several
+/// files it reads echo what they hold when they do not parse: every line of
+/// `objects/info/alternates`, the first of `packed-refs` or `shallow`, the
+/// words of `info/attributes`, the lines of `rebase-merge/done` in `git
+/// status`: a link to a host file would show it to the caller), and any
+/// entry that is neither a directory nor a regular file (a FIFO would hold
+/// git until the timeout). Not looked into: [`NOT_READ`] (the hooks are
 /// never run, and often linked; the rest is not read by status, diff or
 /// log); `refs` and `logs` (git reads a linked loose ref without echoing
-/// it) and `objects` (binary) must not be links themselves, and of
-/// `objects` only `objects/info` is looked into. A `.git` with more than
-/// [`MAX_DOT_GIT_ENTRIES`] entries to look at is refused.
-fn refuse_links(dot_git: &Path) -> Result<(), GitError> {
+/// it) and `objects` (binary) must not be links themselves, nor the
+/// entries of `objects`. A `.git` with more than [`MAX_DOT_GIT_ENTRIES`]
+/// entries to look at is refused.
+fn walk(dot_git: OwnedFd, snapshot: &mut Snapshot) -> Result<(), GitError> {
+    use rustix::fs::FileType;
     let mut seen = 0usize;
-    let mut pending = vec![(dot_git.to_path_buf(), String::new())];
+    let mut stored = 0usize;
+    let mut copied = 0u64;
+    let mut pending = vec![(dot_git, PathBuf::new())];
     while let Some((dir, rel)) = pending.pop() {
-        let entries = std::fs::read_dir(&dir)
-            .map_err(|e| GitError::io(&format!("cannot read .git/{rel}"), e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| GitError::io(&format!("cannot read .git/{rel}"), e))?;
+        for (name, kind) in list(&dir, &rel)? {
             seen += 1;
             if seen > MAX_DOT_GIT_ENTRIES {
                 return Err(GitError::repository(format!(
@@ -423,94 +505,252 @@ fn refuse_links(dot_git: &Path) -> Result<(), GitError> {
                      many to vet"
                 )));
             }
-            let name = entry.file_name();
+            let top = rel.as_os_str().is_empty();
+            let path = rel.join(&name);
             let name = name.to_string_lossy();
-            let path = if rel.is_empty() {
-                name.to_string()
-            } else {
-                format!("{rel}/{name}")
-            };
-            if rel.is_empty() && NOT_READ.contains(&&*name) {
+            if top && NOT_READ.contains(&&*name) {
                 continue;
             }
-            let kind = entry
-                .file_type()
-                .map_err(|e| GitError::io(&format!("cannot inspect .git/{path}"), e))?;
-            if kind.is_symlink() {
+            if kind == FileType::Symlink {
+                return Err(link_refused(&path));
+            }
+            if kind == FileType::Directory {
+                let sub = open_dir(&dir, Path::new(&*name), &path)?;
+                match (top, &*name) {
+                    (true, "refs" | "logs") => {
+                        store(sub, &path, &mut stored)?;
+                        snapshot.linked.push(path);
+                    }
+                    (true, "objects") => objects(sub, snapshot, &mut stored)?,
+                    _ => {
+                        snapshot.dirs.push(path.clone());
+                        pending.push((sub, path));
+                    }
+                }
+                continue;
+            }
+            let (max, counted) = match path.to_str() {
+                Some("config" | "config.worktree") => (MAX_CONFIG_BYTES, false),
+                Some("index") => (super::index::MAX_INDEX_BYTES, false),
+                _ => (MAX_COPY_BYTES, true),
+            };
+            let Some((bytes, mtime)) = read_at(&dir, &path, max)? else {
+                continue;
+            };
+            if counted {
+                copied += bytes.len() as u64;
+                if copied > MAX_COPY_BYTES {
+                    return Err(GitError::repository(format!(
+                        "confined git refuses the repository: the files git reads in .git \
+                         (packed-refs, HEAD, info and the like, but the config and the index) \
+                         hold over {MAX_COPY_BYTES} bytes, too many to copy"
+                    )));
+                }
+            }
+            snapshot.files.push((path, bytes, mtime));
+        }
+    }
+    Ok(())
+}
+
+/// The entries of `objects` (open as `dir`): `info` is vetted for
+/// alternates, every other entry named for linking and looked into by
+/// [`store`]; none may be a link.
+fn objects(dir: OwnedFd, snapshot: &mut Snapshot, stored: &mut usize) -> Result<(), GitError> {
+    use rustix::fs::FileType;
+    let rel = Path::new("objects");
+    for (name, kind) in list(&dir, rel)? {
+        let path = rel.join(&name);
+        match kind {
+            FileType::Symlink => return Err(link_refused(&path)),
+            FileType::Directory if name == "info" => {
+                refuse_alternates(&open_dir(&dir, Path::new("info"), &path)?)?;
+                continue;
+            }
+            FileType::Directory => store(open_dir(&dir, Path::new(&name), &path)?, &path, stored)?,
+            FileType::RegularFile => {}
+            kind => return Err(special_refused(&path, kind)),
+        }
+        snapshot.objects.push(PathBuf::from(name));
+    }
+    Ok(())
+}
+
+/// The most entries of `refs`, `logs` and the directories in `objects`
+/// [`store`] looks at (their names and kinds, as the directories list
+/// them: loose refs and objects are many, and cheap to list).
+const MAX_STORE_ENTRIES: usize = 1_000_000;
+
+/// The message for `.git/<rel>`, a FIFO, socket or device where git reads
+/// (through a link, if `rel` is one).
+fn special_refused(rel: &Path, kind: rustix::fs::FileType) -> GitError {
+    let what = match kind {
+        rustix::fs::FileType::Fifo => "a FIFO",
+        rustix::fs::FileType::Socket => "a socket",
+        _ => "a device",
+    };
+    GitError::repository(format!(
+        "confined git refuses the repository: .git/{} is {what} (or a link to one), which \
+         would hold git until the timeout (git opens what it reads blocking) or answer it \
+         anything; only regular files and directories are read",
+        super::shown(&rel.to_string_lossy())
+    ))
+}
+
+/// Looks through `dir` (`.git/<rel>`: `refs`, `logs`, a directory in
+/// `objects`), which git reads through a link to it, for what would hold
+/// git: a FIFO, socket or device, or a link to one (links are admitted
+/// there: git reads a linked loose ref without echoing it). git opens a
+/// loose ref, a reflog, a pack or a loose object blocking, and a FIFO
+/// held it until the timeout. More than [`MAX_STORE_ENTRIES`] entries in
+/// all are refused. (One put there after this look still holds git until
+/// the timeout.)
+fn store(dir: OwnedFd, rel: &Path, seen: &mut usize) -> Result<(), GitError> {
+    use rustix::fs::FileType;
+    let mut pending = vec![(dir, rel.to_path_buf())];
+    while let Some((dir, rel)) = pending.pop() {
+        for (name, kind) in list(&dir, &rel)? {
+            *seen += 1;
+            if *seen > MAX_STORE_ENTRIES {
                 return Err(GitError::repository(format!(
-                    "confined git refuses the repository: .git/{} is a symbolic link, and git \
-                     would read what it leads to (links are admitted only where status, diff and log \
-                     never read: hooks, lfs, modules, worktrees and the like, and beneath refs, logs \
-                     and objects but objects/info)",
-                    super::shown(&path)
+                    "confined git refuses the repository: .git/refs, logs and objects hold \
+                     more than {MAX_STORE_ENTRIES} entries, too many to vet"
                 )));
             }
-            let descend = kind.is_dir()
-                && match rel.as_str() {
-                    "" => !matches!(&*name, "refs" | "logs"),
-                    "objects" => name == "info",
-                    _ => true,
-                };
-            if descend {
-                pending.push((entry.path(), path));
+            let path = rel.join(&name);
+            let kind = match kind {
+                // Judged by what it leads to; a dangling link is harmless.
+                FileType::Symlink => {
+                    match rustix::fs::statat(&dir, name.as_os_str(), rustix::fs::AtFlags::empty()) {
+                        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                            FileType::Directory => FileType::RegularFile,
+                            kind => kind,
+                        },
+                        Err(_) => FileType::RegularFile,
+                    }
+                }
+                kind => kind,
+            };
+            match kind {
+                FileType::Directory => {
+                    let sub = open_dir(&dir, Path::new(&name), &path)?;
+                    pending.push((sub, path));
+                }
+                FileType::RegularFile => {}
+                kind => return Err(special_refused(&path, kind)),
             }
         }
     }
     Ok(())
 }
 
-/// The bytes of `.git/<name>` (at most `max`), `None` when it does not
-/// exist. The file must be a regular file, not a symbolic link (git would
-/// follow one to a file that is not vetted when it changes) and not a FIFO
-/// or device (which could answer the vetting and git differently, or never
-/// answer); it is opened without following links and without blocking,
-/// and checked on the open descriptor.
-pub(super) fn read_git_file(
-    dot_git: &Path,
-    name: &str,
-    max: u64,
-) -> Result<Option<Vec<u8>>, GitError> {
-    use std::io::Read;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let refused = |what: &str| {
-        GitError::repository(format!(
-            "confined git refuses the repository: .git/{name} is {what}; only a regular file \
-             can be vetted"
-        ))
+/// The entries of `dir` (`.git/<rel>`), but `.` and `..`, with their kinds
+/// (a link not followed).
+fn list(dir: &OwnedFd, rel: &Path) -> Result<Vec<(OsString, rustix::fs::FileType)>, GitError> {
+    use std::os::unix::ffi::OsStrExt;
+    let failed = |e: rustix::io::Errno| {
+        GitError::io(
+            &format!("cannot read .git/{}", super::shown(&rel.to_string_lossy())),
+            e.into(),
+        )
     };
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(dot_git.join(name))
-    {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(refused("a symbolic link")),
-        Err(e) => return Err(GitError::io(&format!("cannot read .git/{name}"), e)),
-    };
-    let meta = file
-        .metadata()
-        .map_err(|e| GitError::io(&format!("cannot read .git/{name}"), e))?;
-    let kind = meta.file_type();
-    if !kind.is_file() {
-        return Err(refused(if kind.is_fifo() {
-            "a FIFO"
-        } else if kind.is_dir() {
-            "a directory"
-        } else {
-            "not a regular file"
-        }));
+    let mut out = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir).map_err(failed)? {
+        let entry = entry.map_err(failed)?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let mut kind = entry.file_type();
+        if kind == rustix::fs::FileType::Unknown {
+            let st = rustix::fs::statat(
+                dir,
+                entry.file_name(),
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map_err(failed)?;
+            kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+        }
+        out.push((std::ffi::OsStr::from_bytes(name).to_owned(), kind));
     }
+    Ok(out)
+}
+
+/// Opens the directory `name` beneath `dir` without following a link;
+/// `rel` names it in messages.
+fn open_dir<Fd: std::os::fd::AsFd>(dir: Fd, name: &Path, rel: &Path) -> Result<OwnedFd, GitError> {
+    use rustix::fs::{Mode, OFlags};
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => GitError::repository(format!(
+            "confined git refuses the repository: .git/{} changed while it was vetted",
+            super::shown(&rel.to_string_lossy())
+        )),
+        e => GitError::io(
+            &format!("cannot read .git/{}", super::shown(&rel.to_string_lossy())),
+            e.into(),
+        ),
+    })
+}
+
+/// The bytes of the file named by `rel`'s last component in `dir` (at most
+/// `max`), `None` when it does not exist. The file must be a regular file,
+/// not a symbolic link and not a FIFO or device (which could answer the
+/// vetting and git differently, or never answer); it is opened without
+/// following links and without blocking, and checked on the open
+/// descriptor. With the bytes, the file's modification time.
+fn read_at(
+    dir: &OwnedFd,
+    rel: &Path,
+    max: u64,
+) -> Result<Option<(Vec<u8>, std::time::SystemTime)>, GitError> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    use std::io::Read;
+    let name = rel.file_name().unwrap_or(rel.as_os_str());
+    let shown = || super::shown(&rel.to_string_lossy());
+    let fd = match rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(rustix::io::Errno::LOOP) => return Err(kind_refused(rel, FileType::Symlink)),
+        Err(e) => {
+            return Err(GitError::io(
+                &format!("cannot read .git/{}", shown()),
+                e.into(),
+            ))
+        }
+    };
+    let st = rustix::fs::fstat(&fd)
+        .map_err(|e| GitError::io(&format!("cannot read .git/{}", shown()), e.into()))?;
+    let kind = FileType::from_raw_mode(st.st_mode);
+    if kind != FileType::RegularFile {
+        return Err(kind_refused(rel, kind));
+    }
+    let file = std::fs::File::from(fd);
+    let mtime = file
+        .metadata()
+        .and_then(|m| m.modified())
+        .map_err(|e| GitError::io(&format!("cannot read .git/{}", shown()), e))?;
     let mut bytes = Vec::new();
     file.take(max + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| GitError::io(&format!("cannot read .git/{name}"), e))?;
+        .map_err(|e| GitError::io(&format!("cannot read .git/{}", shown()), e))?;
     if bytes.len() as u64 > max {
         return Err(GitError::repository(format!(
-            "confined git refuses the repository: .git/{name} is over {max} bytes"
+            "confined git refuses the repository: .git/{} is over {max} bytes",
+            shown()
         )));
     }
-    Ok(Some(bytes))
+    Ok(Some((bytes, mtime)))
 }
 
 #[cfg(test)]

@@ -87,9 +87,20 @@
 //!
 //! - git by absolute path, the first of `/usr/bin/git`, `/usr/local/bin/git`
 //!   and `/bin/git` that is an executable file; never a `PATH` lookup.
-//! - The repository is pinned: `GIT_DIR=<root>/.git` (the one that was
-//!   vetted) and `GIT_WORK_TREE=<root>` (so a `core.worktree` in the
-//!   repository config cannot point git at another directory). git then
+//! - The repository is pinned: `GIT_DIR` names a private copy of what
+//!   the vetting read of `<root>/.git` ([`GitInvocation::git_dir`]) and
+//!   `GIT_WORK_TREE=<root>` (so a `core.worktree` in the repository
+//!   config cannot point git at another directory). The copy is a
+//!   directory of its own in the temporary directory (mode 0700, removed
+//!   with the invocation): the config files, the index, `HEAD`,
+//!   `packed-refs`, `info/*` and every other file git may read in `.git`
+//!   but `refs`, `logs`, `objects` and what the vetting passes over (the
+//!   hooks and the like), as the very bytes that were read and vetted;
+//!   `refs` and `logs` are links to the repository's, `objects` a
+//!   directory of links to its object directories and packs, with an
+//!   empty `info` (so no `alternates`). What git reads of the control
+//!   files is what was vetted, whatever a concurrent command writes in
+//!   `.git` meanwhile. git then
 //!   never searches from its working directory, so a repository nested
 //!   beneath the root is never the one it uses, whatever directory it runs
 //!   in. With no `.git` at the root, `GIT_DIR=/dev/null`, which is never a
@@ -164,9 +175,16 @@
 //! - a driver name git's `-c` cannot express byte for byte (empty, or
 //!   containing `=`, NUL or a newline);
 //! - a config file that does not parse, or is over 1 MiB;
-//! - a config file that is not a regular file: a symbolic link (git would
-//!   read whatever it leads to when git runs), a FIFO or a device (which
-//!   could answer the vetting and git differently, or never answer);
+//! - a file it copies (the config files, the index and the rest above)
+//!   that is not a regular file: a symbolic link (below), a FIFO or a
+//!   device (which could answer the vetting and git differently, or hold
+//!   git until the timeout), or more than 64 MiB of them besides the
+//!   config files and the index (a huge `packed-refs`);
+//! - a FIFO, socket or device in `refs`, `logs` or `objects` (git reads
+//!   them through links to the repository's), or a link there to one: git
+//!   opens a loose ref, a reflog, a pack or a loose object blocking, and a
+//!   FIFO held it until the timeout. More than 1,000,000 entries there are
+//!   refused;
 //! - an index (`.git/index`, read as the config files are) with an entry
 //!   whose name git's own `verify_path` would refuse: absolute, or with a
 //!   `..`, `.`, `.git` or empty component. git takes the names as they are
@@ -175,8 +193,9 @@
 //!   vetted) and an index that does not parse;
 //! - a symbolic link anywhere in `.git` where git reads (all of it but
 //!   `hooks`, `lfs`, `modules`, `worktrees`, `annex`, `svn`, `rr-cache`,
-//!   the contents of `refs` and
-//!   `logs`, and of `objects` all but `objects/info`): git follows it, and
+//!   the contents of `refs` and `logs`, what the directories in `objects`
+//!   hold, and `objects/info` but `alternates`, which git never reads: it
+//!   gets an empty `objects/info` of its own): git follows it, and
 //!   files such as `objects/info/alternates`, `packed-refs`, `shallow`,
 //!   `info/attributes` or `rebase-merge/done` are echoed in its messages
 //!   when they do not parse, so a link to a host file would show it. More
@@ -206,23 +225,28 @@
 //!   `core.alternateRefsCommand`, `core.sshCommand`) are not overridden:
 //!   status, diff and log with the admitted flags do not consult them.
 //! - Of the config keys that make git *read* another file on the host,
-//!   those status, diff and log consult are overridden (above); the
-//!   repository's `.git/` must still be trusted (the launcher's clone,
-//!   read-only to the agent), since the vetting and git read it apart.
-//! - The vetting and git's own read of the config are two reads: a command
-//!   that can write `.git/` (a shell exec granted the write root) can
-//!   rewrite the config between them, and a `.git` planted at the root
-//!   controls the repository. The write guard must keep `.git/` read-only;
-//!   what the rewritten config could start still runs under git's
-//!   read-only ruleset ([`GitInvocation::confine_spec`]): it reads the
-//!   root, writes no file and opens no TCP connection, but its output
-//!   reaches the caller.
+//!   those status, diff and log consult are overridden (above).
+//! - git reads only the copy of the control files, but the loose refs,
+//!   the reflogs and the objects through links to the repository's: a
+//!   command that can write `.git/` can still change which commits a ref
+//!   names, or swap the root's `.git` for another repository whose refs
+//!   and objects git then reads (under git's read-only ruleset
+//!   ([`GitInvocation::confine_spec`]), which reads the root and the
+//!   system directories). A driver git would start is only ever named by
+//!   the copied config, so none the vetting did not neutralize runs; the
+//!   ruleset holds anything git starts regardless: it writes no file and
+//!   opens no TCP connection, but its output reaches the caller.
+//!   The write guard should still keep `.git/` read-only, and a `.git`
+//!   planted at the root controls the repository.
 //! - The answer is git's output, not escaped: terminal escape sequences
 //!   in commit messages, names or file content reach the caller as they
 //!   are (git quotes control characters in file names, C1 ones included,
 //!   except under `-z`). Only git's own colour is switched off.
-//! - `safe.directory` still applies: a root owned by another user is
-//!   refused by git itself.
+//! - git's `safe.directory` check does not apply: with `GIT_DIR` named,
+//!   git never asks who owns the repository, so one owned by another user
+//!   is used as vetted (plain git, discovering it, refuses it as of
+//!   "dubious ownership"). The vetting, not the owner, is what makes a
+//!   hostile repository harmless here.
 
 use std::fmt;
 use std::io;

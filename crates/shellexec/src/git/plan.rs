@@ -4,8 +4,9 @@
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use super::config::inspect_repository;
+use super::config::{inspect_repository, Snapshot};
 use super::schema::{check_args, refuse_flag, DANGEROUS_LONG, DANGEROUS_SHORT};
 use super::{shown, GitError, GitErrorKind, GitSubcommand};
 use crate::confine::ConfineSpec;
@@ -32,6 +33,9 @@ pub struct GitInvocation {
     pub cwd: PathBuf,
     /// The subcommand.
     pub subcommand: GitSubcommand,
+    /// git's private git directory (`GIT_DIR`), removed when the last
+    /// clone of the invocation is dropped; `None` without a repository.
+    private: Option<Arc<PrivateGitDir>>,
 }
 
 impl GitInvocation {
@@ -46,7 +50,9 @@ impl GitInvocation {
     /// the same ruleset. Prepare it with [`crate::confine::prepare`].
     pub fn confine_spec(&self) -> ConfineSpec {
         ConfineSpec {
-            read_dirs: vec![self.cwd.clone()],
+            read_dirs: std::iter::once(self.cwd.clone())
+                .chain(self.git_dir().map(Path::to_path_buf))
+                .collect(),
             write_dirs: Vec::new(),
             connect_ports: Vec::new(),
             max_file_size: Some(0),
@@ -56,6 +62,97 @@ impl GitInvocation {
             ..ConfineSpec::default()
         }
     }
+}
+
+impl GitInvocation {
+    /// git's private git directory, the copy of what was vetted that
+    /// `GIT_DIR` names (see the module documentation); `None` when the
+    /// root has no repository. It lies outside the root, so a caller that
+    /// narrows what git may read must grant it too; it is removed when the
+    /// invocation (the last of its clones) is dropped.
+    pub fn git_dir(&self) -> Option<&Path> {
+        self.private.as_deref().map(|p| p.0.as_path())
+    }
+}
+
+/// A directory of this process's own in the temporary directory (mode
+/// 0700), removed on drop.
+#[derive(Debug, PartialEq, Eq)]
+struct PrivateGitDir(PathBuf);
+
+impl Drop for PrivateGitDir {
+    fn drop(&mut self) {
+        // Links inside are removed, never followed.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Builds git's private git directory from what the vetting read: the
+/// control files (config, index, HEAD, packed-refs, info, ...) as copies of
+/// the bytes vetted, `refs` and `logs` as links to the repository's, and
+/// `objects` a directory of links to the repository's object directories
+/// and packs, with an empty `info` (no alternates). git reads nothing of
+/// `<root>/.git` but through those links, so a config, an index or a
+/// control file rewritten after the vetting is never what git reads.
+fn private_git_dir(dot_git: &Path, snapshot: &Snapshot) -> Result<PrivateGitDir, GitError> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let failed = |e: std::io::Error| GitError::io("cannot make git's private git directory", e);
+    let base = std::env::temp_dir();
+    let dir = loop {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = base.join(format!(
+            "sandgate-git-{}-{}-{nanos:08x}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => break PrivateGitDir(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(failed(e)),
+        }
+    };
+    let mk = |rel: &Path| {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir.0.join(rel))
+            .map_err(failed)
+    };
+    for rel in &snapshot.dirs {
+        mk(rel)?;
+    }
+    for (rel, bytes, mtime) in &snapshot.files {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dir.0.join(rel))
+            .and_then(|mut f| {
+                f.write_all(bytes)?;
+                // The index's time tells git which entries are racily
+                // clean: the copy keeps the original's.
+                f.set_modified(*mtime)
+            })
+            .map_err(failed)?;
+    }
+    for rel in &snapshot.linked {
+        std::os::unix::fs::symlink(dot_git.join(rel), dir.0.join(rel)).map_err(failed)?;
+    }
+    let objects = Path::new("objects");
+    mk(objects)?;
+    mk(&objects.join("info"))?;
+    for name in &snapshot.objects {
+        std::os::unix::fs::symlink(
+            dot_git.join(objects).join(name),
+            dir.0.join(objects).join(name),
+        )
+        .map_err(failed)?;
+    }
+    Ok(dir)
 }
 
 /// The first of [`GIT_CANDIDATES`] that is an executable regular file.
@@ -209,11 +306,16 @@ pub fn plan(
     // the root (or planted there after this check) is never the one it
     // uses. Without a repository at the root, GIT_DIR names /dev/null,
     // which is never one: git answers "not a git repository".
-    let git_dir = match &repo {
-        Some(_) => root.join(".git").into_os_string(),
+    let private = repo
+        .as_ref()
+        .map(|snapshot| private_git_dir(&root.join(".git"), snapshot))
+        .transpose()?
+        .map(Arc::new);
+    let git_dir = match &private {
+        Some(dir) => dir.0.clone().into_os_string(),
         None => OsString::from("/dev/null"),
     };
-    let repo = repo.unwrap_or_default();
+    let repo = repo.map(|s| s.config).unwrap_or_default();
 
     let mut args: Vec<OsString> = Vec::new();
     for kv in CONFIG_OVERRIDES {
@@ -288,5 +390,6 @@ pub fn plan(
         env,
         cwd: root,
         subcommand: sub,
+        private,
     })
 }
