@@ -1955,6 +1955,50 @@ fn http_a_body_that_never_arrives_is_answered_408_and_frees_its_place() {
     }
 }
 
+/// A connection that sends requests but never takes their answers (here
+/// pipelined requests without the token, until the server stops reading
+/// them) is closed once its answer has waited 10 s to be written, so it
+/// cannot hold a descriptor and a task forever. Before, the server waited
+/// on such a write with no end, and connections like it, without the
+/// token, could hold every descriptor it had.
+#[test]
+fn http7_a_connection_that_never_reads_its_answers_is_closed() {
+    let dir = policy_dir();
+    let (mut child, port, _token) = start_http(dir.path());
+    let pid = child.id();
+    let base = threads_and_fds(pid).1;
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_nonblocking(true).unwrap();
+    let one = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    let many = one.repeat(1000);
+    // Send until neither the server nor the kernel takes more for a
+    // second: the server is then stuck writing answers nobody reads.
+    let mut idle_since = Instant::now();
+    let start = Instant::now();
+    while idle_since.elapsed() < Duration::from_secs(1) && start.elapsed() < Duration::from_secs(30)
+    {
+        match c.write(many.as_bytes()) {
+            Ok(n) if n > 0 => idle_since = Instant::now(),
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let stuck = threads_and_fds(pid).1;
+    let stalled_at = Instant::now();
+    let closed = eventually(30, || threads_and_fds(pid).1 <= base);
+    let waited = stalled_at.elapsed();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        stuck > base,
+        "the connection was closed before its answers stalled"
+    );
+    assert!(
+        closed,
+        "a connection whose answers are never read is still held {waited:?} after they stalled"
+    );
+    drop(c);
+}
+
 /// Many long calls pipelined in one session (250 `exec`s of a sleep) run
 /// at most 32 at a time, the rest waiting their turn, so one client
 /// cannot take the host's processes, threads and descriptors: under the

@@ -24,16 +24,23 @@
 //! connections cannot hold the server's descriptors; a request whose body
 //! has not arrived whole within `BODY_TIMEOUT` (10 s after its head) is
 //! answered 408 and its connection closed, so a stalled client cannot hold
-//! a session place (taken before the body is read) or a task forever.
+//! a session place (taken before the body is read) or a task forever. A
+//! connection whose answer has waited `WRITE_TIMEOUT` (10 s) to be written,
+//! its client taking none of it, is closed too: else a client that sends
+//! requests (with or without the token) and never reads the answers would
+//! hold a descriptor and a task for as long as it likes.
 
 use std::convert::Infallible;
 use std::fs::OpenOptions;
+use std::future::Future as _;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -44,6 +51,7 @@ use hyper_util::rt::TokioIo;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServiceExt;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tower_service::Service as _;
 
 use crate::Server;
@@ -85,6 +93,97 @@ impl Drop for Place {
 /// How long an HTTP connection may take to send a request's head (the
 /// first, or the next on a kept-alive connection) before it is closed.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long an HTTP connection may leave a write waiting (its client
+/// taking nothing of the answer) before it is closed. A client that reads
+/// takes an answer (or an SSE event) on loopback within milliseconds.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connection whose writes fail (`TimedOut`) once one has waited
+/// [`WRITE_TIMEOUT`] without any progress; hyper then closes it.
+struct Stalls<S> {
+    inner: S,
+    /// When the write waiting now fails, if one is waiting.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> Stalls<S> {
+    fn new(inner: S) -> Self {
+        Stalls {
+            inner,
+            deadline: None,
+        }
+    }
+
+    /// Polls a write with `op`: its answer once ready (then the next wait
+    /// starts afresh), `TimedOut` once it has waited [`WRITE_TIMEOUT`].
+    fn timed<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        op: impl FnOnce(&mut S, &mut Context<'_>) -> Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>> {
+        if let Poll::Ready(r) = op(&mut self.inner, cx) {
+            self.deadline = None;
+            return Poll::Ready(r);
+        }
+        let deadline = self
+            .deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(WRITE_TIMEOUT)));
+        match deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the client took nothing of its answer for {} s",
+                    WRITE_TIMEOUT.as_secs()
+                ),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Stalls<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Stalls<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.get_mut()
+            .timed(cx, |s, cx| Pin::new(s).poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        self.get_mut()
+            .timed(cx, |s, cx| Pin::new(s).poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.get_mut().timed(cx, |s, cx| Pin::new(s).poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.get_mut()
+            .timed(cx, |s, cx| Pin::new(s).poll_shutdown(cx))
+    }
+}
 
 /// How long a request's body may take to arrive whole once its head was
 /// read. A JSON-RPC message, at most [`MAX_BODY`], takes milliseconds on
@@ -302,7 +401,7 @@ pub async fn serve_http(
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), svc)
+                .serve_connection(TokioIo::new(Stalls::new(stream)), svc)
                 .await;
         });
     }
