@@ -1101,6 +1101,96 @@ fn unix_socket_inside_the_policys_directories_is_refused() {
     assert!(unix_over(dir.path(), &dir.path().join("mcp.sock")).is_none());
 }
 
+/// Another user who guesses the server's process id and makes the private
+/// directory it used to stage its socket in (`.sandgate-mcp-PID` beside the
+/// socket, in a directory such as `/tmp` that every user writes) cannot
+/// stop `--unix` from starting, nor have the socket staged in their
+/// directory: the server stages it in a directory of its own, and what was
+/// planted is left as it was. Before, the server stopped with "cannot make
+/// the private directory".
+#[test]
+fn http7_unix_a_planted_staging_directory_neither_stops_nor_hosts_the_socket() {
+    use std::os::unix::process::CommandExt;
+    let dir = policy_dir();
+    let shared = dir.path().join("shared");
+    fs::create_dir(&shared).unwrap();
+    let sock = shared.join("mcp.sock");
+    // The child plants `.sandgate-mcp-<its pid>` just before it becomes
+    // the server, as another user who guessed its pid would, without
+    // allocating between fork and exec.
+    let mut prefix = shared
+        .join(".sandgate-mcp-")
+        .into_os_string()
+        .into_encoded_bytes();
+    prefix.truncate(400);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+    cmd.args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: only stack buffers, mkdir and chown between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut buf = [0u8; 512];
+            buf[..prefix.len()].copy_from_slice(&prefix);
+            let mut n = prefix.len();
+            let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+            let mut digits = [0u8; 10];
+            let mut k = 0;
+            let mut p = pid;
+            loop {
+                digits[k] = b'0' + (p % 10) as u8;
+                k += 1;
+                p /= 10;
+                if p == 0 {
+                    break;
+                }
+            }
+            while k > 0 {
+                k -= 1;
+                buf[n] = digits[k];
+                n += 1;
+            }
+            let path = std::ffi::CStr::from_bytes_with_nul(&buf[..=n]).unwrap();
+            rustix::fs::mkdir(path, rustix::fs::Mode::from_raw_mode(0o777))?;
+            if rustix::process::geteuid().is_root() {
+                let nobody = rustix::process::Uid::from_raw(65534);
+                let nogroup = rustix::process::Gid::from_raw(65534);
+                rustix::fs::chown(path, Some(nobody), Some(nogroup))?;
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let planted = shared.join(format!(".sandgate-mcp-{}", child.id()));
+    let served = eventually(10, || {
+        answers_initialize(&sock) || child.try_wait().unwrap().is_some()
+    }) && answers_initialize(&sock);
+    let ended = child.try_wait().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    assert!(
+        served,
+        "a planted staging directory stopped the server ({ended:?}): {err}"
+    );
+    assert!(planted.is_dir(), "the planted directory was removed");
+    assert_eq!(
+        fs::read_dir(&planted).unwrap().count(),
+        0,
+        "the socket was staged in the planted directory"
+    );
+    // Nothing of the staging is left beside the socket.
+    let left: Vec<_> = fs::read_dir(&shared)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+}
+
 /// Whether an MCP server answers `initialize` on the socket at `sock`.
 fn answers_initialize(sock: &Path) -> bool {
     let Ok(stream) = std::os::unix::net::UnixStream::connect(sock) else {

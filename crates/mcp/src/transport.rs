@@ -248,9 +248,39 @@ async fn accept_next<S>(accept: impl AsyncFn() -> std::io::Result<S>) -> S {
 
 /// A fresh bearer token: 32 bytes from the kernel's random source, as hex.
 fn new_token() -> std::io::Result<String> {
-    let mut bytes = [0u8; 32];
+    random_hex::<32>()
+}
+
+/// `N` bytes from the kernel's random source, as hex.
+fn random_hex<const N: usize>() -> std::io::Result<String> {
+    let mut bytes = [0u8; N];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Makes a private directory (mode 0700) in `parent` to stage the socket
+/// in, under a random name: the socket's directory may be one every user
+/// writes (`/tmp`), where a name anyone can guess (the process id) could
+/// be taken first and stop the server from starting. A name already taken
+/// is never used (`mkdir` fails rather than reuse it); another is tried.
+fn private_dir(parent: &Path) -> std::io::Result<std::path::PathBuf> {
+    let mut tries = 0;
+    loop {
+        let private = parent.join(format!(".sandgate-mcp-{}", random_hex::<8>()?));
+        match std::fs::DirBuilder::new().mode(0o700).create(&private) {
+            Ok(()) => return Ok(private),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 16 => tries += 1,
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot make the private directory {}: {e}",
+                        private.display()
+                    ),
+                ))
+            }
+        }
+    }
 }
 
 /// Compares without stopping at the first difference, so the time taken
@@ -409,8 +439,9 @@ pub async fn serve_http(
 
 /// Serves MCP (newline-delimited JSON-RPC, as on stdio) on a UNIX socket at
 /// `path`, one session per connection, until the process ends. The socket
-/// is made in a private directory, set to mode 0600 and only then linked
-/// at `path`, so no other user can connect in between. Nothing already at
+/// is made in a private directory (made new, under a random name, beside
+/// `path`), set to mode 0600 and only then linked at `path`, so no other
+/// user can connect in between. Nothing already at
 /// `path` is replaced but a socket no server listens on (one left by a
 /// server that was killed): not a file, a link or a live server's socket.
 /// A `path` inside one of the policy's directories is refused.
@@ -421,19 +452,7 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
         "the socket's directory",
         "where commands could connect to it and open a session of their own",
     )?;
-    let private = parent.join(format!(".sandgate-mcp-{}", std::process::id()));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&private)
-        .map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot make the private directory {}: {e}",
-                    private.display()
-                ),
-            )
-        })?;
+    let private = private_dir(parent)?;
     let staged = private.join("sock");
     let bound = (|| {
         let l = tokio::net::UnixListener::bind(&staged)?;
