@@ -1583,6 +1583,53 @@ fn http_sessions_are_capped_and_freed_when_ended() {
     );
 }
 
+/// A `POST` whose `Mcp-Session-Id` is not text (a byte over 0x7f) opens
+/// no session past the cap of 64: the SDK reads such an id as absent and
+/// opened a new session for every one, while the cap counted the request
+/// as one naming a session. It is answered 400 naming the header.
+#[test]
+fn http7_a_session_id_that_is_not_text_opens_no_session_past_the_cap() {
+    let dir = policy_dir();
+    let (mut child, port, token) = start_http(dir.path());
+    for _ in 0..64 {
+        let (status, _) = http_session(port, &token);
+        assert_eq!(status, 200);
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let answers: Vec<String> = (0..3)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut req = format!(
+                "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+                 Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+                 Content-Length: {}\r\nConnection: close\r\nMcp-Session-Id: ",
+                init.len()
+            )
+            .into_bytes();
+            req.extend_from_slice(b"\xff\r\n\r\n");
+            req.extend_from_slice(init.as_bytes());
+            c.write_all(&req).unwrap();
+            let mut out = Vec::new();
+            let _ = c.read_to_end(&mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    for a in &answers {
+        assert!(
+            a.starts_with("HTTP/1.1 400"),
+            "a session id that is not text was answered: {}",
+            a.lines().next().unwrap_or("")
+        );
+        assert!(a.contains("Mcp-Session-Id"), "{a}");
+    }
+}
+
 /// `--unix` holds at most 64 sessions (one per connection): the next
 /// connection gets a JSON-RPC error naming the cap and is closed, a
 /// closed connection frees its place, and once every one is closed the

@@ -11,9 +11,11 @@
 //! or it has been idle for the SDK's five minutes, on the UNIX socket
 //! until the connection closes. One more is refused, naming the cap: on
 //! HTTP a request that would open a session (a `POST` without
-//! `Mcp-Session-Id`) is answered 503; on the socket the connection gets a
-//! JSON-RPC error line and is closed. Requests without the token are
-//! answered 401 before any of this and take no place.
+//! `Mcp-Session-Id`) is answered 503 (one whose `Mcp-Session-Id` is not
+//! text, which the SDK would read as none, is answered 400 whatever the
+//! count); on the socket the connection gets a JSON-RPC error line and is
+//! closed. Requests without the token are answered 401 before any of this
+//! and take no place.
 //!
 //! Neither transport ends because of what one connection does: a failed
 //! accept (the descriptor table full, a connection reset before it was
@@ -398,6 +400,18 @@ pub async fn serve_http(
                             hyper::header::HeaderValue::from_static("Bearer"),
                         );
                         return Ok::<_, Infallible>(resp);
+                    }
+                    // The SDK reads an id that is not text as no id (and
+                    // opens a session for it), so the count below would
+                    // miss it: refused here, so that a present id is
+                    // one the SDK looks up.
+                    let id = req.headers().get("mcp-session-id");
+                    if id.is_some_and(|v| v.to_str().is_err()) {
+                        return Ok(plain(
+                            StatusCode::BAD_REQUEST,
+                            "Bad Request: the Mcp-Session-Id header is not text (visible ASCII)\n"
+                                .into(),
+                        ));
                     }
                     // A POST without a session id may open one: it holds
                     // a place until its session is in `sessions` (the
