@@ -1630,6 +1630,43 @@ fn http7_a_session_id_that_is_not_text_opens_no_session_past_the_cap() {
     }
 }
 
+/// The token is taken from `Authorization` whatever the case of its scheme
+/// word (`bearer`, `BEARER`: HTTP's authentication schemes are
+/// case-insensitive, RFC 9110 §11.1) and with more than one space before
+/// it; a wrong token in any spelling, or the token in another scheme or
+/// with the scheme word alone, is still 401.
+#[test]
+fn http7_the_bearer_scheme_is_matched_in_any_case() {
+    let dir = policy_dir();
+    let (mut child, port, token) = start_http(dir.path());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let status = |auth: &str| http(port, "POST", &[("Authorization", auth)], &init).0;
+    let got: Vec<(String, u16)> = [
+        format!("bearer {token}"),
+        format!("BEARER {token}"),
+        format!("Bearer   {token}"),
+        format!("bearer {}", &token[1..]),
+        format!("Basic {token}"),
+        format!("Bearer{token}"),
+        "Bearer ".to_owned(),
+    ]
+    .into_iter()
+    .map(|a| {
+        let s = status(&a);
+        (a.replace(&token, "TOKEN"), s)
+    })
+    .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    let want = [200, 200, 200, 401, 401, 401, 401];
+    for ((auth, s), w) in got.iter().zip(want) {
+        assert_eq!(*s, w, "Authorization: {auth}");
+    }
+}
+
 /// `--unix` holds at most 64 sessions (one per connection): the next
 /// connection gets a JSON-RPC error naming the cap and is closed, a
 /// closed connection frees its place, and once every one is closed the

@@ -291,12 +291,16 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
+/// Whether `req` carries `token` as `Authorization: Bearer …`: the scheme
+/// word in any case (HTTP's schemes are case-insensitive, RFC 9110 §11.1)
+/// and one or more spaces before the token, as RFC 6750 writes it.
 fn authorized<B>(req: &Request<B>, token: &str) -> bool {
     req.headers()
         .get(hyper::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| same(t.as_bytes(), token.as_bytes()))
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .is_some_and(|(_, t)| same(t.trim_start_matches(' ').as_bytes(), token.as_bytes()))
 }
 
 /// Checks that `addr` is a loopback address: any other would hand the
