@@ -1101,6 +1101,96 @@ fn unix_socket_inside_the_policys_directories_is_refused() {
     assert!(unix_over(dir.path(), &dir.path().join("mcp.sock")).is_none());
 }
 
+/// Another user who guesses the server's process id and makes the private
+/// directory it used to stage its socket in (`.sandgate-mcp-PID` beside the
+/// socket, in a directory such as `/tmp` that every user writes) cannot
+/// stop `--unix` from starting, nor have the socket staged in their
+/// directory: the server stages it in a directory of its own, and what was
+/// planted is left as it was. Before, the server stopped with "cannot make
+/// the private directory".
+#[test]
+fn http7_unix_a_planted_staging_directory_neither_stops_nor_hosts_the_socket() {
+    use std::os::unix::process::CommandExt;
+    let dir = policy_dir();
+    let shared = dir.path().join("shared");
+    fs::create_dir(&shared).unwrap();
+    let sock = shared.join("mcp.sock");
+    // The child plants `.sandgate-mcp-<its pid>` just before it becomes
+    // the server, as another user who guessed its pid would, without
+    // allocating between fork and exec.
+    let mut prefix = shared
+        .join(".sandgate-mcp-")
+        .into_os_string()
+        .into_encoded_bytes();
+    prefix.truncate(400);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+    cmd.args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: only stack buffers, mkdir and chown between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut buf = [0u8; 512];
+            buf[..prefix.len()].copy_from_slice(&prefix);
+            let mut n = prefix.len();
+            let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+            let mut digits = [0u8; 10];
+            let mut k = 0;
+            let mut p = pid;
+            loop {
+                digits[k] = b'0' + (p % 10) as u8;
+                k += 1;
+                p /= 10;
+                if p == 0 {
+                    break;
+                }
+            }
+            while k > 0 {
+                k -= 1;
+                buf[n] = digits[k];
+                n += 1;
+            }
+            let path = std::ffi::CStr::from_bytes_with_nul(&buf[..=n]).unwrap();
+            rustix::fs::mkdir(path, rustix::fs::Mode::from_raw_mode(0o777))?;
+            if rustix::process::geteuid().is_root() {
+                let nobody = rustix::process::Uid::from_raw(65534);
+                let nogroup = rustix::process::Gid::from_raw(65534);
+                rustix::fs::chown(path, Some(nobody), Some(nogroup))?;
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let planted = shared.join(format!(".sandgate-mcp-{}", child.id()));
+    let served = eventually(10, || {
+        answers_initialize(&sock) || child.try_wait().unwrap().is_some()
+    }) && answers_initialize(&sock);
+    let ended = child.try_wait().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    assert!(
+        served,
+        "a planted staging directory stopped the server ({ended:?}): {err}"
+    );
+    assert!(planted.is_dir(), "the planted directory was removed");
+    assert_eq!(
+        fs::read_dir(&planted).unwrap().count(),
+        0,
+        "the socket was staged in the planted directory"
+    );
+    // Nothing of the staging is left beside the socket.
+    let left: Vec<_> = fs::read_dir(&shared)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+}
+
 /// Whether an MCP server answers `initialize` on the socket at `sock`.
 fn answers_initialize(sock: &Path) -> bool {
     let Ok(stream) = std::os::unix::net::UnixStream::connect(sock) else {
@@ -1491,6 +1581,90 @@ fn http_sessions_are_capped_and_freed_when_ended() {
         settled,
         "threads and descriptors {base:?} before, {after:?} after"
     );
+}
+
+/// A `POST` whose `Mcp-Session-Id` is not text (a byte over 0x7f) opens
+/// no session past the cap of 64: the SDK reads such an id as absent and
+/// opened a new session for every one, while the cap counted the request
+/// as one naming a session. It is answered 400 naming the header.
+#[test]
+fn http7_a_session_id_that_is_not_text_opens_no_session_past_the_cap() {
+    let dir = policy_dir();
+    let (mut child, port, token) = start_http(dir.path());
+    for _ in 0..64 {
+        let (status, _) = http_session(port, &token);
+        assert_eq!(status, 200);
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let answers: Vec<String> = (0..3)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut req = format!(
+                "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+                 Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+                 Content-Length: {}\r\nConnection: close\r\nMcp-Session-Id: ",
+                init.len()
+            )
+            .into_bytes();
+            req.extend_from_slice(b"\xff\r\n\r\n");
+            req.extend_from_slice(init.as_bytes());
+            c.write_all(&req).unwrap();
+            let mut out = Vec::new();
+            let _ = c.read_to_end(&mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    for a in &answers {
+        assert!(
+            a.starts_with("HTTP/1.1 400"),
+            "a session id that is not text was answered: {}",
+            a.lines().next().unwrap_or("")
+        );
+        assert!(a.contains("Mcp-Session-Id"), "{a}");
+    }
+}
+
+/// The token is taken from `Authorization` whatever the case of its scheme
+/// word (`bearer`, `BEARER`: HTTP's authentication schemes are
+/// case-insensitive, RFC 9110 §11.1) and with more than one space before
+/// it; a wrong token in any spelling, or the token in another scheme or
+/// with the scheme word alone, is still 401.
+#[test]
+fn http7_the_bearer_scheme_is_matched_in_any_case() {
+    let dir = policy_dir();
+    let (mut child, port, token) = start_http(dir.path());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let status = |auth: &str| http(port, "POST", &[("Authorization", auth)], &init).0;
+    let got: Vec<(String, u16)> = [
+        format!("bearer {token}"),
+        format!("BEARER {token}"),
+        format!("Bearer   {token}"),
+        format!("bearer {}", &token[1..]),
+        format!("Basic {token}"),
+        format!("Bearer{token}"),
+        "Bearer ".to_owned(),
+    ]
+    .into_iter()
+    .map(|a| {
+        let s = status(&a);
+        (a.replace(&token, "TOKEN"), s)
+    })
+    .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    let want = [200, 200, 200, 401, 401, 401, 401];
+    for ((auth, s), w) in got.iter().zip(want) {
+        assert_eq!(*s, w, "Authorization: {auth}");
+    }
 }
 
 /// `--unix` holds at most 64 sessions (one per connection): the next
@@ -1953,6 +2127,53 @@ fn http_a_body_that_never_arrives_is_answered_408_and_frees_its_place() {
         assert!(a.starts_with("HTTP/1.1 408"), "{a:?}");
         assert!(a.contains("body"), "{a:?}");
     }
+}
+
+/// A connection that sends requests but never takes their answers (here
+/// pipelined requests without the token, until the server stops reading
+/// them) is closed once its answer has waited 10 s to be written, so it
+/// cannot hold a descriptor and a task forever. Before, the server waited
+/// on such a write with no end, and connections like it, without the
+/// token, could hold every descriptor it had.
+#[test]
+fn http7_a_connection_that_never_reads_its_answers_is_closed() {
+    let dir = policy_dir();
+    let (mut child, port, _token) = start_http(dir.path());
+    let pid = child.id();
+    let base = threads_and_fds(pid).1;
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_nonblocking(true).unwrap();
+    let one = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    let many = one.repeat(1000);
+    // Send until neither the server nor the kernel takes more for a
+    // second: the server is then stuck writing answers nobody reads.
+    let mut idle_since = Instant::now();
+    let start = Instant::now();
+    while idle_since.elapsed() < Duration::from_secs(1) && start.elapsed() < Duration::from_secs(30)
+    {
+        match c.write(many.as_bytes()) {
+            Ok(n) if n > 0 => idle_since = Instant::now(),
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let stuck = threads_and_fds(pid).1;
+    let stalled_at = Instant::now();
+    // The server may still be answering the requests it holds (about
+    // 4 MiB of answers fill the socket's buffers) when the test stops
+    // sending; on a loaded machine that takes tens of seconds.
+    let closed = eventually(90, || threads_and_fds(pid).1 <= base);
+    let waited = stalled_at.elapsed();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        stuck > base,
+        "the connection was closed before its answers stalled"
+    );
+    assert!(
+        closed,
+        "a connection whose answers are never read is still held {waited:?} after they stalled"
+    );
+    drop(c);
 }
 
 /// Many long calls pipelined in one session (250 `exec`s of a sleep) run

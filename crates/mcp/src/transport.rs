@@ -11,9 +11,11 @@
 //! or it has been idle for the SDK's five minutes, on the UNIX socket
 //! until the connection closes. One more is refused, naming the cap: on
 //! HTTP a request that would open a session (a `POST` without
-//! `Mcp-Session-Id`) is answered 503; on the socket the connection gets a
-//! JSON-RPC error line and is closed. Requests without the token are
-//! answered 401 before any of this and take no place.
+//! `Mcp-Session-Id`) is answered 503 (one whose `Mcp-Session-Id` is not
+//! text, which the SDK would read as none, is answered 400 whatever the
+//! count); on the socket the connection gets a JSON-RPC error line and is
+//! closed. Requests without the token are answered 401 before any of this
+//! and take no place.
 //!
 //! Neither transport ends because of what one connection does: a failed
 //! accept (the descriptor table full, a connection reset before it was
@@ -24,16 +26,23 @@
 //! connections cannot hold the server's descriptors; a request whose body
 //! has not arrived whole within `BODY_TIMEOUT` (10 s after its head) is
 //! answered 408 and its connection closed, so a stalled client cannot hold
-//! a session place (taken before the body is read) or a task forever.
+//! a session place (taken before the body is read) or a task forever. A
+//! connection whose answer has waited `WRITE_TIMEOUT` (10 s) to be written,
+//! its client taking none of it, is closed too: else a client that sends
+//! requests (with or without the token) and never reads the answers would
+//! hold a descriptor and a task for as long as it likes.
 
 use std::convert::Infallible;
 use std::fs::OpenOptions;
+use std::future::Future as _;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -44,6 +53,7 @@ use hyper_util::rt::TokioIo;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServiceExt;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tower_service::Service as _;
 
 use crate::Server;
@@ -85,6 +95,97 @@ impl Drop for Place {
 /// How long an HTTP connection may take to send a request's head (the
 /// first, or the next on a kept-alive connection) before it is closed.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long an HTTP connection may leave a write waiting (its client
+/// taking nothing of the answer) before it is closed. A client that reads
+/// takes an answer (or an SSE event) on loopback within milliseconds.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connection whose writes fail (`TimedOut`) once one has waited
+/// [`WRITE_TIMEOUT`] without any progress; hyper then closes it.
+struct Stalls<S> {
+    inner: S,
+    /// When the write waiting now fails, if one is waiting.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> Stalls<S> {
+    fn new(inner: S) -> Self {
+        Stalls {
+            inner,
+            deadline: None,
+        }
+    }
+
+    /// Polls a write with `op`: its answer once ready (then the next wait
+    /// starts afresh), `TimedOut` once it has waited [`WRITE_TIMEOUT`].
+    fn timed<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        op: impl FnOnce(&mut S, &mut Context<'_>) -> Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>> {
+        if let Poll::Ready(r) = op(&mut self.inner, cx) {
+            self.deadline = None;
+            return Poll::Ready(r);
+        }
+        let deadline = self
+            .deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(WRITE_TIMEOUT)));
+        match deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the client took nothing of its answer for {} s",
+                    WRITE_TIMEOUT.as_secs()
+                ),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Stalls<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Stalls<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.get_mut()
+            .timed(cx, |s, cx| Pin::new(s).poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        self.get_mut()
+            .timed(cx, |s, cx| Pin::new(s).poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.get_mut().timed(cx, |s, cx| Pin::new(s).poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.get_mut()
+            .timed(cx, |s, cx| Pin::new(s).poll_shutdown(cx))
+    }
+}
 
 /// How long a request's body may take to arrive whole once its head was
 /// read. A JSON-RPC message, at most [`MAX_BODY`], takes milliseconds on
@@ -149,9 +250,39 @@ async fn accept_next<S>(accept: impl AsyncFn() -> std::io::Result<S>) -> S {
 
 /// A fresh bearer token: 32 bytes from the kernel's random source, as hex.
 fn new_token() -> std::io::Result<String> {
-    let mut bytes = [0u8; 32];
+    random_hex::<32>()
+}
+
+/// `N` bytes from the kernel's random source, as hex.
+fn random_hex<const N: usize>() -> std::io::Result<String> {
+    let mut bytes = [0u8; N];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Makes a private directory (mode 0700) in `parent` to stage the socket
+/// in, under a random name: the socket's directory may be one every user
+/// writes (`/tmp`), where a name anyone can guess (the process id) could
+/// be taken first and stop the server from starting. A name already taken
+/// is never used (`mkdir` fails rather than reuse it); another is tried.
+fn private_dir(parent: &Path) -> std::io::Result<std::path::PathBuf> {
+    let mut tries = 0;
+    loop {
+        let private = parent.join(format!(".sandgate-mcp-{}", random_hex::<8>()?));
+        match std::fs::DirBuilder::new().mode(0o700).create(&private) {
+            Ok(()) => return Ok(private),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 16 => tries += 1,
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot make the private directory {}: {e}",
+                        private.display()
+                    ),
+                ))
+            }
+        }
+    }
 }
 
 /// Compares without stopping at the first difference, so the time taken
@@ -160,12 +291,16 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
+/// Whether `req` carries `token` as `Authorization: Bearer …`: the scheme
+/// word in any case (HTTP's schemes are case-insensitive, RFC 9110 §11.1)
+/// and one or more spaces before the token, as RFC 6750 writes it.
 fn authorized<B>(req: &Request<B>, token: &str) -> bool {
     req.headers()
         .get(hyper::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| same(t.as_bytes(), token.as_bytes()))
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .is_some_and(|(_, t)| same(t.trim_start_matches(' ').as_bytes(), token.as_bytes()))
 }
 
 /// Checks that `addr` is a loopback address: any other would hand the
@@ -270,6 +405,18 @@ pub async fn serve_http(
                         );
                         return Ok::<_, Infallible>(resp);
                     }
+                    // The SDK reads an id that is not text as no id (and
+                    // opens a session for it), so the count below would
+                    // miss it: refused here, so that a present id is
+                    // one the SDK looks up.
+                    let id = req.headers().get("mcp-session-id");
+                    if id.is_some_and(|v| v.to_str().is_err()) {
+                        return Ok(plain(
+                            StatusCode::BAD_REQUEST,
+                            "Bad Request: the Mcp-Session-Id header is not text (visible ASCII)\n"
+                                .into(),
+                        ));
+                    }
                     // A POST without a session id may open one: it holds
                     // a place until its session is in `sessions` (the
                     // call returns after the SDK put it there).
@@ -302,7 +449,7 @@ pub async fn serve_http(
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), svc)
+                .serve_connection(TokioIo::new(Stalls::new(stream)), svc)
                 .await;
         });
     }
@@ -310,8 +457,9 @@ pub async fn serve_http(
 
 /// Serves MCP (newline-delimited JSON-RPC, as on stdio) on a UNIX socket at
 /// `path`, one session per connection, until the process ends. The socket
-/// is made in a private directory, set to mode 0600 and only then linked
-/// at `path`, so no other user can connect in between. Nothing already at
+/// is made in a private directory (made new, under a random name, beside
+/// `path`), set to mode 0600 and only then linked at `path`, so no other
+/// user can connect in between. Nothing already at
 /// `path` is replaced but a socket no server listens on (one left by a
 /// server that was killed): not a file, a link or a live server's socket.
 /// A `path` inside one of the policy's directories is refused.
@@ -322,19 +470,7 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
         "the socket's directory",
         "where commands could connect to it and open a session of their own",
     )?;
-    let private = parent.join(format!(".sandgate-mcp-{}", std::process::id()));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&private)
-        .map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot make the private directory {}: {e}",
-                    private.display()
-                ),
-            )
-        })?;
+    let private = private_dir(parent)?;
     let staged = private.join("sock");
     let bound = (|| {
         let l = tokio::net::UnixListener::bind(&staged)?;
