@@ -582,6 +582,46 @@ fn glob_and_grep_stay_inside_and_do_not_follow_links() {
     );
 }
 
+/// A file named as grep's path through an in-root link is searched, as
+/// read serves it and as a directory named through a link is walked: the
+/// agent named it. It was counted `unreadable` and answered no match.
+/// A link out of the root stays E_PATH_ESCAPE. Under both resolvers.
+#[test]
+fn grep_of_a_file_named_through_a_link_searches_it() {
+    use sandgate::search::GrepOptions;
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put(
+            "ws/d/real.txt",
+            "needle
+hay
+",
+        )
+        .link("ws/alias", "d/real.txt")
+        .link("ws/d/up", "../d/./real.txt")
+        .link("ws/out", "../outside/secret");
+        let sb = fx.builder().resolver(resolver).build().unwrap();
+        for name in ["alias", "d/up"] {
+            let found = sb
+                .grep_found("needle", Some(name), &GrepOptions::default())
+                .unwrap();
+            let sandgate::search::GrepOutput::Lines(hits) = &found.results else {
+                panic!("{found:?}");
+            };
+            let got: Vec<(&str, usize)> = hits.iter().map(|m| (m.path.as_str(), m.line)).collect();
+            assert_eq!(
+                (got, found.unreadable),
+                (vec![(name, 1)], 0),
+                "{resolver:?} {name}"
+            );
+        }
+        assert_eq!(
+            code(sb.grep_found("OUTSIDE", Some("out"), &GrepOptions::default())),
+            ErrorCode::PathEscape
+        );
+    }
+}
+
 #[test]
 fn grep_with_modes_gitignore_and_cancel() {
     use sandgate::search::{GrepMode, GrepOptions, GrepOutput};
