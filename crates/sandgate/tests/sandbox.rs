@@ -1009,6 +1009,101 @@ fn resolvers() -> Vec<Resolver> {
     v
 }
 
+/// Every operation, the later ones included (the tail of a file, grep with
+/// a named file or directory, edit's dry run, a rename's destination),
+/// refuses a name that leaves the root through an in-root link, with or
+/// without a guard, under both resolvers; nothing outside is read or
+/// changed. Without this, the facade's tests passed with a walk that let
+/// the kernel follow links in the middle of a path.
+#[test]
+fn every_operation_refuses_an_escape_through_a_link_under_both_resolvers() {
+    use sandgate::search::GrepOptions;
+    for resolver in resolvers() {
+        for guarded in [false, true] {
+            let fx = Fx::new();
+            fx.put("ws/a.txt", "inside\n")
+                .link("ws/out", "../outside")
+                .link("ws/sec", "../outside/secret");
+            fs::create_dir(fx.p("ws/d")).unwrap();
+            fx.link("ws/d/up", "../../outside/secret")
+                .link("ws/d/upd", "../../outside");
+            let mut b = fx.builder();
+            b.allow_overwrite(true).resolver(resolver);
+            if guarded {
+                b.deny_write("*.lock");
+            }
+            let sb = b.build().unwrap();
+            let grep = |p: &str| sb.grep_found("OUTSIDE", Some(p), &GrepOptions::default());
+            // A link as the final name is read through; written, edited,
+            // deleted or moved, it is the link itself that is acted on.
+            for name in ["sec", "d/up"] {
+                let got = [
+                    ("read", code(sb.read(name))),
+                    ("read_lines", code(sb.read_lines(name, 1, 1))),
+                    ("read_last_lines", code(sb.read_last_lines(name, 1))),
+                    ("stat", code(sb.stat(name))),
+                    ("grep file", code(grep(name))),
+                ];
+                for (op, c) in got {
+                    assert_eq!(
+                        c,
+                        ErrorCode::PathEscape,
+                        "{resolver:?} guarded={guarded} {op} {name}"
+                    );
+                }
+            }
+            // A link in the middle of the name is followed by every
+            // operation.
+            for (name, dir) in [("out/secret", "out"), ("d/upd/secret", "d/upd")] {
+                let got = [
+                    ("read", code(sb.read(name))),
+                    ("read_lines", code(sb.read_lines(name, 1, 1))),
+                    ("read_last_lines", code(sb.read_last_lines(name, 1))),
+                    ("stat", code(sb.stat(name))),
+                    ("list", code(sb.list(dir))),
+                    ("glob", code(sb.glob_found("*", Some(dir)))),
+                    ("grep file", code(grep(name))),
+                    ("grep dir", code(grep(dir))),
+                    ("edit dry", code(sb.edit_many(name, &[("OUT", "IN")], true))),
+                    ("edit", code(sb.edit_many(name, &[("OUT", "IN")], false))),
+                    (
+                        "write",
+                        code(sb.write(name, b"x", WriteOptions::default().overwrite(true))),
+                    ),
+                    (
+                        "write beneath",
+                        code(sb.write(&format!("{dir}/new"), b"x", WriteOptions::default())),
+                    ),
+                    ("mkdir", code(sb.mkdir(&format!("{dir}/nd")))),
+                    ("delete", code(sb.delete(name))),
+                    ("rename from", code(sb.rename(name, "stolen"))),
+                    (
+                        "rename to",
+                        code(sb.rename("a.txt", &format!("{dir}/moved"))),
+                    ),
+                ];
+                for (op, c) in got {
+                    assert_eq!(
+                        c,
+                        ErrorCode::PathEscape,
+                        "{resolver:?} guarded={guarded} {op} {name} / {dir}"
+                    );
+                }
+            }
+            let outside: Vec<_> = fs::read_dir(fx.p("outside"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(outside, ["secret"]);
+            assert_eq!(
+                fs::read_to_string(fx.p("outside/secret")).unwrap(),
+                "OUTSIDE"
+            );
+            assert_eq!(fs::read_to_string(fx.p("ws/a.txt")).unwrap(), "inside\n");
+        }
+    }
+}
+
 /// A trailing slash demands a directory: `file/` and `link/` (a link to a
 /// file) answer E_NOT_DIR for every operation, change nothing, and never
 /// serve the file's content.
