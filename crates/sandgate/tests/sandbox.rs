@@ -1104,6 +1104,111 @@ fn every_operation_refuses_an_escape_through_a_link_under_both_resolvers() {
     }
 }
 
+/// Set, to the write root, in the child that
+/// [`a_deep_directory_is_renamed_under_a_low_descriptor_limit`] starts
+/// with a limit of 1,024 descriptors.
+const NOFILE_ENV: &str = "SANDGATE_TEST_RENAME_NOFILE_ROOT";
+
+/// The child's part: two chains of 1,100 directories four levels under the
+/// top, a protected file at the bottom of the one the walk visits second.
+#[test]
+fn nofile_rename_of_a_deep_directory() {
+    let Some(ws) = std::env::var_os(NOFILE_ENV) else {
+        return;
+    };
+    let ws = PathBuf::from(ws);
+    for resolver in resolvers() {
+        let sb = Sandbox::builder()
+            .read_root(&ws)
+            .write_root(&ws)
+            .deny_write("*.lock")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        let e = sb.rename("top", "moved").unwrap_err();
+        assert_eq!(e.code(), ErrorCode::FsProtected, "{resolver:?}: {e}");
+        assert!(e.to_string().contains("p.lock"), "{e}");
+        let clean = Sandbox::builder()
+            .read_root(&ws)
+            .write_root(&ws)
+            .deny_write("*.secret")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        clean.rename("top", "moved").unwrap();
+        clean.rename("moved", "top").unwrap();
+    }
+}
+
+/// A directory rename under a guard walks the tree it moves. It held a
+/// descriptor for every level, so a tree deeper than the descriptor limit
+/// (1,100 levels under the usual 1,024) was refused with E_IO "Too many
+/// open files", and every other open of the host failed while it ran.
+#[test]
+fn a_deep_directory_is_renamed_under_a_low_descriptor_limit() {
+    use std::os::unix::process::CommandExt;
+    if std::env::var_os(NOFILE_ENV).is_some() {
+        return;
+    }
+    let fx = Fx::new();
+    let ws = fx.p("ws");
+    // Under the top, the chains go beneath the directory visited first, so
+    // that the walk comes back to the top for the others.
+    for d in ["p", "q", "r"] {
+        fs::create_dir_all(ws.join("top").join(d)).unwrap();
+    }
+    let last = fs::read_dir(ws.join("top"))
+        .unwrap()
+        .last()
+        .unwrap()
+        .unwrap();
+    let mid = last.path().join("x/x/x");
+    fs::create_dir_all(mid.join("a")).unwrap();
+    fs::create_dir_all(mid.join("b")).unwrap();
+    let root = sandgate::rootfs::Root::open(&mid).unwrap();
+    for chain in ["a", "b"] {
+        let mut rel = chain.to_owned();
+        for _ in 0..1100 {
+            rel.push_str("/d");
+            root.mkdir(&rel, 0o755).unwrap();
+        }
+    }
+    // Entries are listed in directory order and visited from the last.
+    let first = fs::read_dir(&mid)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name();
+    let mut bottom = first.to_str().unwrap().to_owned();
+    bottom.push_str(&"/d".repeat(1100));
+    bottom.push_str("/p.lock");
+    drop(root.create_new(&bottom).unwrap());
+
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "nofile_rename_of_a_deep_directory"])
+        .env(NOFILE_ENV, &ws);
+    // SAFETY: getrlimit and setrlimit are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut l: libc::rlimit = std::mem::zeroed();
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
+            l.rlim_cur = 1024;
+            match libc::setrlimit(libc::RLIMIT_NOFILE, &l) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A trailing slash demands a directory: `file/` and `link/` (a link to a
 /// file) answer E_NOT_DIR for every operation, change nothing, and never
 /// serve the file's content.
