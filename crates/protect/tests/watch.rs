@@ -388,5 +388,106 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 6 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 8 passed"), "{stdout}");
+}
+
+/// Set in the child [`inotify_limits_reached_fall_back_to_the_ctime_walk`]
+/// starts in a user namespace of its own whose inotify limit is lowered:
+/// `watches` or `instances`.
+const LIMIT_ENV: &str = "SANDGATE_TEST_INOTIFY_LIMIT";
+
+/// The child's part: with at most 4 watches (a tree of more directories)
+/// or no inotify instance at all, the root says it uses the ctime walk and
+/// why, and a command's changes in directories never watched are undone.
+#[test]
+fn child_with_an_inotify_limit_reached() {
+    let Some(limit) = std::env::var_os(LIMIT_ENV) else {
+        return;
+    };
+    let max = |name: &str| {
+        fs::read_to_string(format!("/proc/sys/user/max_inotify_{name}"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    let fx = fixture();
+    let r = &fx.root;
+    for d in ["b/c/d/e", "f/g/h", "i/j"] {
+        fs::create_dir_all(r.join(d)).unwrap();
+    }
+    write(&r.join("f/g/h/deep.lock"), "deep v1\n");
+    let p = protector(r, &["*.lock"]);
+    assert!(p.begin().unwrap().settle().is_empty());
+    let why = if limit == "watches" {
+        assert_eq!(max("watches"), "4");
+        "inotify watches exhausted (max_user_watches)"
+    } else {
+        assert_eq!(max("instances"), "0");
+        "no inotify instance left (max_user_instances or descriptors)"
+    };
+    assert_eq!(p.detection(), Detection::CtimeWalk(why));
+
+    let cp = p.begin().unwrap();
+    write(&r.join("b/c/d/e/new.lock"), "new\n");
+    write(&r.join("i/j/k/l/other.lock"), "new\n");
+    write(&r.join("f/g/h/deep.lock"), "deep v2\n");
+    assert_eq!(
+        cp.settle(),
+        [
+            change("b/c/d/e/new.lock", Action::Quarantined),
+            change("f/g/h/deep.lock", Action::Restored),
+            change("i/j/k/l/other.lock", Action::Quarantined),
+        ]
+    );
+    assert_eq!(
+        fs::read_to_string(r.join("f/g/h/deep.lock")).unwrap(),
+        "deep v1\n"
+    );
+    assert_eq!(p.detection(), Detection::CtimeWalk(why));
+}
+
+/// `fs.inotify.max_user_watches` reached while the root is recorded, or
+/// `max_user_instances` reached before: the root falls back to the ctime
+/// walk, says so, and misses nothing. Each runs in a child in a user
+/// namespace of its own (`unshare -Ur`), whose `/proc/sys/user` limits
+/// hold for it alone; skipped where user namespaces are unavailable.
+#[test]
+fn inotify_limits_reached_fall_back_to_the_ctime_walk() {
+    if std::env::var_os(LIMIT_ENV).is_some() || forced() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    for (limit, file, value) in [
+        ("watches", "max_inotify_watches", 4),
+        ("instances", "max_inotify_instances", 0),
+    ] {
+        let script = format!("echo {value} > /proc/sys/user/{file} || exit 77; exec \"$0\" \"$@\"");
+        let out = Command::new("unshare")
+            .args(["-Ur", "sh", "-c", &script])
+            .arg(&exe)
+            .args(["--exact", "child_with_an_inotify_limit_reached"])
+            .env(LIMIT_ENV, limit)
+            .output();
+        let out = match out {
+            // unshare or the limit's write failed: nothing ran.
+            Ok(out) if !out.status.success() && out.stdout.is_empty() => {
+                eprintln!(
+                    "note: no user namespace with inotify limits of its own here; skipped: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                return;
+            }
+            Ok(out) => out,
+            Err(e) => {
+                eprintln!("note: unshare unavailable ({e}); skipped");
+                return;
+            }
+        };
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("test result: ok. 1 passed"),
+            "{limit}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

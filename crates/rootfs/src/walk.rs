@@ -8,9 +8,21 @@
 //! pops a stack of directory descriptors and never opens `..` on disk, so it
 //! can never climb above the root's descriptor.
 //!
+//! The stack holds the name of every directory entered but a descriptor of
+//! the last [`HELD`] only: a path can be thousands of directories deep (a
+//! tree anyone with write access can make, and links splice in more), and a
+//! descriptor for each would exhaust the process's limit, failing this
+//! resolution with EMFILE where `openat2` answers, and every other open of
+//! the host while it runs. A `..` that climbs past the descriptors held
+//! opens the chain again from the root, one recorded name at a time with
+//! `O_NOFOLLOW`, so it still never leaves the root: a directory of the
+//! chain moved meanwhile makes that open fail, and the resolution with it,
+//! or (another directory now has its name) the chain goes on from there.
+//!
 //! The rules are those of `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`,
 //! and the tests hold the two to identical answers on every input.
 
+use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::fs::{self as rfs, FileType, Mode, OFlags, Stat};
@@ -24,6 +36,15 @@ pub(crate) const MAX_SYMLINKS: u32 = 40;
 /// How often a step is retried when the entry changes kind between the open
 /// and the `readlinkat` (a concurrent rename swapping a link and a directory).
 const SWAP_RETRIES: u32 = 8;
+
+/// The most directory descriptors one resolution holds at a time.
+const HELD: usize = 64;
+
+/// How a directory of the path is entered: never through a final link.
+const DIR_STEP: OFlags = OFlags::PATH
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
 
 /// procfs's `statfs` magic: its symbolic links may be magic links.
 const PROC_SUPER_MAGIC: i64 = 0x9fa0;
@@ -60,7 +81,12 @@ struct Walker<'a> {
     path: &'a [u8],
     targets: Vec<Vec<u8>>,
     pending: Vec<Comp>,
-    stack: Vec<OwnedFd>,
+    /// The directories entered, from the root down: each one's name in
+    /// its parent.
+    stack: Vec<Comp>,
+    /// Descriptors of the last (at most [`HELD`]) directories of `stack`,
+    /// never empty while `stack` is not.
+    held: VecDeque<OwnedFd>,
     links: u32,
     retries: u32,
 }
@@ -74,6 +100,7 @@ pub(crate) fn resolve(root: BorrowedFd<'_>, path: &[u8], fin: Final) -> Result<R
         targets: Vec::new(),
         pending: Vec::with_capacity(16),
         stack: Vec::with_capacity(8),
+        held: VecDeque::with_capacity(8),
         links: 0,
         retries: 0,
     };
@@ -92,7 +119,42 @@ impl<'a> Walker<'a> {
     }
 
     fn cur(&self) -> BorrowedFd<'_> {
-        self.stack.last().map_or(self.root, |fd| fd.as_fd())
+        self.held.back().map_or(self.root, |fd| fd.as_fd())
+    }
+
+    /// Enters the directory `c`, open as `fd`, letting go of the
+    /// descriptor of the highest directory held past [`HELD`].
+    fn enter(&mut self, c: Comp, fd: OwnedFd) {
+        if self.held.len() == HELD {
+            self.held.pop_front();
+        }
+        self.held.push_back(fd);
+        self.stack.push(c);
+    }
+
+    /// Leaves the current directory for its parent (`..`); false at the
+    /// root. The parent's descriptor, when no longer held, is opened again
+    /// from the root through the recorded names (and the [`HELD`] above
+    /// it with it).
+    fn leave(&mut self) -> Result<bool> {
+        if self.stack.pop().is_none() {
+            return Ok(false);
+        }
+        self.held.pop_back();
+        if self.held.is_empty() && !self.stack.is_empty() {
+            let mut held = VecDeque::with_capacity(HELD);
+            for &c in &self.stack {
+                let dir = held.back().map_or(self.root, |fd: &OwnedFd| fd.as_fd());
+                let fd = rfs::openat(dir, self.bytes(c), DIR_STEP, Mode::empty())
+                    .map_err(|e| error::from_errno(self.path, e))?;
+                if held.len() == HELD {
+                    held.pop_front();
+                }
+                held.push_back(fd);
+            }
+            self.held = held;
+        }
+        Ok(true)
     }
 
     /// Queues the components of `bytes` so that the first is resolved next.
@@ -141,7 +203,7 @@ impl<'a> Walker<'a> {
                 continue;
             }
             if name == b".." {
-                if self.stack.pop().is_none() {
+                if !self.leave()? {
                     return Err(error::escape(
                         self.path,
                         "path escapes the root through '..'",
@@ -171,11 +233,10 @@ impl<'a> Walker<'a> {
 
     /// Enters the directory named by `c`, following it if it is a symlink.
     fn step_dir(&mut self, c: Comp) -> Result<()> {
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         for _ in 0..SWAP_RETRIES {
-            match rfs::openat(self.cur(), self.bytes(c), flags, Mode::empty()) {
+            match rfs::openat(self.cur(), self.bytes(c), DIR_STEP, Mode::empty()) {
                 Ok(fd) => {
-                    self.stack.push(fd);
+                    self.enter(c, fd);
                     return Ok(());
                 }
                 // A symlink opened O_NOFOLLOW|O_DIRECTORY answers ENOTDIR, as

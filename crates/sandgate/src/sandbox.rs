@@ -27,6 +27,12 @@ pub const MAX_RANGE_LINES: usize = 2000;
 /// Most entries a directory rename looks through for protected names; a
 /// directory holding more (at any depth) is not moved.
 pub const MAX_RENAME_WALK_ENTRIES: usize = 10_000;
+/// Most directories a directory rename's walk holds open at once besides
+/// the top: a tree thousands of levels deep would otherwise take a
+/// descriptor per level and exhaust the process's limit (EMFILE, for every
+/// thread of the host while it lasts). A level let go is opened again from
+/// the top, never through a link, and must be the directory it was.
+const RENAME_WALK_HELD: usize = 64;
 
 /// The options of one [`Sandbox::write`]. `Default`: create the file
 /// exclusively (an existing file is refused with `E_EXISTS`).
@@ -1545,10 +1551,15 @@ impl Inner {
         from: (&str, &str),
         to: (&str, &str),
     ) -> Result<(), Error> {
-        /// One open directory of the walk and its subdirectories still to
-        /// visit.
+        /// One directory of the walk, open while it is among the last
+        /// [`RENAME_WALK_HELD`] (the top always is), and its
+        /// subdirectories still to visit.
         struct Level {
-            dir: Root,
+            dir: Option<Root>,
+            /// Its name in the level above (empty for the top).
+            name: std::ffi::OsString,
+            /// What it was when its descriptor was let go.
+            id: Option<sandgate_rootfs::Metadata>,
             subdirs: Vec<(std::ffi::OsString, String)>,
         }
         let mut left = MAX_RENAME_WALK_ENTRIES;
@@ -1599,20 +1610,66 @@ impl Inner {
                     subdirs.push((e.name().to_owned(), rel));
                 }
             }
-            Ok(Level { dir, subdirs })
+            Ok(Level {
+                dir: Some(dir),
+                name: std::ffi::OsString::new(),
+                id: None,
+                subdirs,
+            })
         };
         let mut stack = vec![visit(top, "", &mut left)?];
+        // Levels 1..held_from were let go; the top and those below are open.
+        let mut held_from = 1;
         while let Some(level) = stack.last_mut() {
             let Some((child, rel)) = level.subdirs.pop() else {
                 stack.pop();
+                // Levels let go above the ones left stay let go.
+                held_from = held_from.min(stack.len().max(1));
                 continue;
             };
-            let dir = level
-                .dir
+            if level.dir.is_none() {
+                // Back at a level let go: open the chain again from the
+                // top, never following a link, each the directory it was.
+                let last = stack.len() - 1;
+                held_from = last.saturating_sub(RENAME_WALK_HELD - 1).max(1);
+                let mut cur = stack[0].dir.as_ref().map(Root::try_clone);
+                for (i, l) in stack.iter_mut().enumerate().take(last + 1).skip(1) {
+                    let opened = match cur {
+                        Some(Ok(parent)) => parent.open_child_dir(&l.name),
+                        Some(Err(e)) => Err(e),
+                        None => break,
+                    };
+                    let dir = opened.map_err(|e| at(e, from.0))?;
+                    let now = dir.stat(".").map_err(|e| at(e, from.0))?;
+                    if l.id.as_ref().is_some_and(|id| !same_object(id, &now)) {
+                        return Err(changed_under_rename(from.1));
+                    }
+                    cur = Some(dir.try_clone());
+                    if i >= held_from {
+                        l.dir = Some(dir);
+                    }
+                }
+            }
+            let Some(parent) = stack.last().and_then(|l| l.dir.as_ref()) else {
+                return Err(Error::new(
+                    ErrorCode::Io,
+                    "a directory being moved could not be opened again to check it",
+                )
+                .with_path(from.0));
+            };
+            let dir = parent
                 .open_child_dir(&child)
                 .map_err(|e| at(e, &format!("{}/{rel}", from.0)))?;
-            let next = visit(dir, &rel, &mut left)?;
+            let mut next = visit(dir, &rel, &mut left)?;
+            next.name = child;
             stack.push(next);
+            if stack.len() - held_from > RENAME_WALK_HELD {
+                let l = &mut stack[held_from];
+                if let Some(dir) = l.dir.take() {
+                    l.id = Some(dir.stat(".").map_err(|e| at(e, from.0))?);
+                }
+                held_from += 1;
+            }
         }
         Ok(())
     }

@@ -785,10 +785,15 @@ pub(crate) fn grep(
     let (mut walk_cut, mut skipped, mut unreadable) = (false, false, 0usize);
     let mut searched = HashSet::new();
     // A single file may be named directly; the include glob and the ignore
-    // files do not apply to it.
+    // files do not apply to it, and a final link beneath the root is
+    // followed, as a read of the name follows it (the agent named it).
+    let mut named = false;
     let files: Vec<(&Root, Vec<String>)> =
         match roots.iter().find_map(|r| r.stat(base).ok().map(|m| (r, m))) {
-            Some((root, m)) if m.is_file() => vec![(root, vec![base.as_str().to_owned()])],
+            Some((root, m)) if m.is_file() => {
+                named = true;
+                vec![(root, vec![base.as_str().to_owned()])]
+            }
             _ => {
                 let mut v = Vec::new();
                 for root in roots_holding(roots, base)? {
@@ -815,9 +820,13 @@ pub(crate) fn grep(
             if overlap && !searched.insert(path.clone()) {
                 continue;
             }
-            // Read through a no-follow open: a file swapped for a symlink
-            // after the listing is skipped, not followed.
-            let file = match root.open_file_nofollow(&path) {
+            // A listed file is read through a no-follow open: one swapped
+            // for a symlink after the listing is skipped, not followed.
+            let opened = match named {
+                true => root.open_file(&path),
+                false => root.open_file_nofollow(&path),
+            };
+            let file = match opened {
                 Ok(f) => f,
                 Err(_) => {
                     unreadable += 1;

@@ -582,6 +582,46 @@ fn glob_and_grep_stay_inside_and_do_not_follow_links() {
     );
 }
 
+/// A file named as grep's path through an in-root link is searched, as
+/// read serves it and as a directory named through a link is walked: the
+/// agent named it. It was counted `unreadable` and answered no match.
+/// A link out of the root stays E_PATH_ESCAPE. Under both resolvers.
+#[test]
+fn grep_of_a_file_named_through_a_link_searches_it() {
+    use sandgate::search::GrepOptions;
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put(
+            "ws/d/real.txt",
+            "needle
+hay
+",
+        )
+        .link("ws/alias", "d/real.txt")
+        .link("ws/d/up", "../d/./real.txt")
+        .link("ws/out", "../outside/secret");
+        let sb = fx.builder().resolver(resolver).build().unwrap();
+        for name in ["alias", "d/up"] {
+            let found = sb
+                .grep_found("needle", Some(name), &GrepOptions::default())
+                .unwrap();
+            let sandgate::search::GrepOutput::Lines(hits) = &found.results else {
+                panic!("{found:?}");
+            };
+            let got: Vec<(&str, usize)> = hits.iter().map(|m| (m.path.as_str(), m.line)).collect();
+            assert_eq!(
+                (got, found.unreadable),
+                (vec![(name, 1)], 0),
+                "{resolver:?} {name}"
+            );
+        }
+        assert_eq!(
+            code(sb.grep_found("OUTSIDE", Some("out"), &GrepOptions::default())),
+            ErrorCode::PathEscape
+        );
+    }
+}
+
 #[test]
 fn grep_with_modes_gitignore_and_cancel() {
     use sandgate::search::{GrepMode, GrepOptions, GrepOutput};
@@ -967,6 +1007,206 @@ fn resolvers() -> Vec<Resolver> {
         v.push(Resolver::Openat2);
     }
     v
+}
+
+/// Every operation, the later ones included (the tail of a file, grep with
+/// a named file or directory, edit's dry run, a rename's destination),
+/// refuses a name that leaves the root through an in-root link, with or
+/// without a guard, under both resolvers; nothing outside is read or
+/// changed. Without this, the facade's tests passed with a walk that let
+/// the kernel follow links in the middle of a path.
+#[test]
+fn every_operation_refuses_an_escape_through_a_link_under_both_resolvers() {
+    use sandgate::search::GrepOptions;
+    for resolver in resolvers() {
+        for guarded in [false, true] {
+            let fx = Fx::new();
+            fx.put("ws/a.txt", "inside\n")
+                .link("ws/out", "../outside")
+                .link("ws/sec", "../outside/secret");
+            fs::create_dir(fx.p("ws/d")).unwrap();
+            fx.link("ws/d/up", "../../outside/secret")
+                .link("ws/d/upd", "../../outside");
+            let mut b = fx.builder();
+            b.allow_overwrite(true).resolver(resolver);
+            if guarded {
+                b.deny_write("*.lock");
+            }
+            let sb = b.build().unwrap();
+            let grep = |p: &str| sb.grep_found("OUTSIDE", Some(p), &GrepOptions::default());
+            // A link as the final name is read through; written, edited,
+            // deleted or moved, it is the link itself that is acted on.
+            for name in ["sec", "d/up"] {
+                let got = [
+                    ("read", code(sb.read(name))),
+                    ("read_lines", code(sb.read_lines(name, 1, 1))),
+                    ("read_last_lines", code(sb.read_last_lines(name, 1))),
+                    ("stat", code(sb.stat(name))),
+                    ("grep file", code(grep(name))),
+                ];
+                for (op, c) in got {
+                    assert_eq!(
+                        c,
+                        ErrorCode::PathEscape,
+                        "{resolver:?} guarded={guarded} {op} {name}"
+                    );
+                }
+            }
+            // A link in the middle of the name is followed by every
+            // operation.
+            for (name, dir) in [("out/secret", "out"), ("d/upd/secret", "d/upd")] {
+                let got = [
+                    ("read", code(sb.read(name))),
+                    ("read_lines", code(sb.read_lines(name, 1, 1))),
+                    ("read_last_lines", code(sb.read_last_lines(name, 1))),
+                    ("stat", code(sb.stat(name))),
+                    ("list", code(sb.list(dir))),
+                    ("glob", code(sb.glob_found("*", Some(dir)))),
+                    ("grep file", code(grep(name))),
+                    ("grep dir", code(grep(dir))),
+                    ("edit dry", code(sb.edit_many(name, &[("OUT", "IN")], true))),
+                    ("edit", code(sb.edit_many(name, &[("OUT", "IN")], false))),
+                    (
+                        "write",
+                        code(sb.write(name, b"x", WriteOptions::default().overwrite(true))),
+                    ),
+                    (
+                        "write beneath",
+                        code(sb.write(&format!("{dir}/new"), b"x", WriteOptions::default())),
+                    ),
+                    ("mkdir", code(sb.mkdir(&format!("{dir}/nd")))),
+                    ("delete", code(sb.delete(name))),
+                    ("rename from", code(sb.rename(name, "stolen"))),
+                    (
+                        "rename to",
+                        code(sb.rename("a.txt", &format!("{dir}/moved"))),
+                    ),
+                ];
+                for (op, c) in got {
+                    assert_eq!(
+                        c,
+                        ErrorCode::PathEscape,
+                        "{resolver:?} guarded={guarded} {op} {name} / {dir}"
+                    );
+                }
+            }
+            let outside: Vec<_> = fs::read_dir(fx.p("outside"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(outside, ["secret"]);
+            assert_eq!(
+                fs::read_to_string(fx.p("outside/secret")).unwrap(),
+                "OUTSIDE"
+            );
+            assert_eq!(fs::read_to_string(fx.p("ws/a.txt")).unwrap(), "inside\n");
+        }
+    }
+}
+
+/// Set, to the write root, in the child that
+/// [`a_deep_directory_is_renamed_under_a_low_descriptor_limit`] starts
+/// with a limit of 1,024 descriptors.
+const NOFILE_ENV: &str = "SANDGATE_TEST_RENAME_NOFILE_ROOT";
+
+/// The child's part: two chains of 1,100 directories four levels under the
+/// top, a protected file at the bottom of the one the walk visits second.
+#[test]
+fn nofile_rename_of_a_deep_directory() {
+    let Some(ws) = std::env::var_os(NOFILE_ENV) else {
+        return;
+    };
+    let ws = PathBuf::from(ws);
+    for resolver in resolvers() {
+        let sb = Sandbox::builder()
+            .read_root(&ws)
+            .write_root(&ws)
+            .deny_write("*.lock")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        let e = sb.rename("top", "moved").unwrap_err();
+        assert_eq!(e.code(), ErrorCode::FsProtected, "{resolver:?}: {e}");
+        assert!(e.to_string().contains("p.lock"), "{e}");
+        let clean = Sandbox::builder()
+            .read_root(&ws)
+            .write_root(&ws)
+            .deny_write("*.secret")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        clean.rename("top", "moved").unwrap();
+        clean.rename("moved", "top").unwrap();
+    }
+}
+
+/// A directory rename under a guard walks the tree it moves. It held a
+/// descriptor for every level, so a tree deeper than the descriptor limit
+/// (1,100 levels under the usual 1,024) was refused with E_IO "Too many
+/// open files", and every other open of the host failed while it ran.
+#[test]
+fn a_deep_directory_is_renamed_under_a_low_descriptor_limit() {
+    use std::os::unix::process::CommandExt;
+    if std::env::var_os(NOFILE_ENV).is_some() {
+        return;
+    }
+    let fx = Fx::new();
+    let ws = fx.p("ws");
+    // Under the top, the chains go beneath the directory visited first, so
+    // that the walk comes back to the top for the others.
+    for d in ["p", "q", "r"] {
+        fs::create_dir_all(ws.join("top").join(d)).unwrap();
+    }
+    let last = fs::read_dir(ws.join("top"))
+        .unwrap()
+        .last()
+        .unwrap()
+        .unwrap();
+    let mid = last.path().join("x/x/x");
+    fs::create_dir_all(mid.join("a")).unwrap();
+    fs::create_dir_all(mid.join("b")).unwrap();
+    let root = sandgate::rootfs::Root::open(&mid).unwrap();
+    for chain in ["a", "b"] {
+        let mut rel = chain.to_owned();
+        for _ in 0..1100 {
+            rel.push_str("/d");
+            root.mkdir(&rel, 0o755).unwrap();
+        }
+    }
+    // Entries are listed in directory order and visited from the last.
+    let first = fs::read_dir(&mid)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name();
+    let mut bottom = first.to_str().unwrap().to_owned();
+    bottom.push_str(&"/d".repeat(1100));
+    bottom.push_str("/p.lock");
+    drop(root.create_new(&bottom).unwrap());
+
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "nofile_rename_of_a_deep_directory"])
+        .env(NOFILE_ENV, &ws);
+    // SAFETY: getrlimit and setrlimit are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut l: libc::rlimit = std::mem::zeroed();
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
+            l.rlim_cur = 1024;
+            match libc::setrlimit(libc::RLIMIT_NOFILE, &l) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A trailing slash demands a directory: `file/` and `link/` (a link to a

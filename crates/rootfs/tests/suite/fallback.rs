@@ -202,3 +202,108 @@ fn parent_auto_uses_openat2() {
         "Auto gave up openat2 although the kernel has it"
     );
 }
+
+/// Set, to the root's path, in the child
+/// [`the_walk_holds_few_descriptors_however_deep_the_path`] starts with
+/// a descriptor limit below the tree's depth.
+const NOFILE_ENV: &str = "SANDGATE_TEST_NOFILE_ROOT";
+/// How deep the tree goes: past the usual soft limit of 1024 descriptors.
+const DEEP: usize = 1500;
+/// The descriptor limit the child runs under.
+const CHILD_NOFILE: u64 = 1024;
+
+/// The child's part: the walk resolves a path 1,500 directories deep, and
+/// one that climbs 1,300 of them back through a link, under a limit of
+/// 1,024 descriptors.
+#[test]
+fn nofile_walk_deeper_than_the_limit() {
+    let Some(dir) = std::env::var_os(NOFILE_ENV) else {
+        return;
+    };
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    assert_eq!(limit.current, Some(CHILD_NOFILE));
+    let root = Root::open_with_resolver(&dir, Resolver::Walk).unwrap();
+    let deep = vec!["d"; DEEP].join("/");
+    assert_eq!(root.read(format!("{deep}/f")).unwrap(), b"bottom");
+    assert!(root.stat(&deep).unwrap().is_dir());
+    assert_eq!(root.read(format!("{deep}/up")).unwrap(), b"middle");
+    assert_eq!(
+        root.read(format!("{deep}/out")).unwrap_err().kind(),
+        ErrorKind::Escape
+    );
+    root.replace(format!("{deep}/g"), b"new").unwrap();
+    assert_eq!(root.read(format!("{deep}/g")).unwrap(), b"new");
+    // openat2 holds no descriptor on the way: the same answers.
+    if openat2_supported() {
+        let root = Root::open_with_resolver(&dir, Resolver::Openat2).unwrap();
+        assert_eq!(root.read(format!("{deep}/f")).unwrap(), b"bottom");
+        assert_eq!(root.read(format!("{deep}/up")).unwrap(), b"middle");
+        assert_eq!(
+            root.read(format!("{deep}/out")).unwrap_err().kind(),
+            ErrorKind::Escape
+        );
+    }
+}
+
+/// The walk keeps a descriptor per directory it may climb back to with
+/// `..`; it held one for every level of the path, so a path deeper than
+/// the process's descriptor limit (a tree an agent can make, 1,024 levels
+/// under the usual soft limit) failed with EMFILE where openat2 answers,
+/// and while it resolved, every other open of the host failed too.
+#[test]
+fn the_walk_holds_few_descriptors_however_deep_the_path() {
+    use rustix::fs::{mkdirat, openat, Mode, OFlags};
+    use std::os::unix::process::CommandExt;
+    setup();
+    if seccomp::active() || std::env::var_os(NOFILE_ENV).is_some() {
+        return;
+    }
+    let fx = Fixture::new();
+    let dirflags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut fd = openat(rustix::fs::CWD, fx.root_path(), dirflags, Mode::empty()).unwrap();
+    for level in 0..DEEP {
+        if level == DEEP - 1300 {
+            let f = openat(
+                &fd,
+                "mid",
+                OFlags::CREATE | OFlags::WRONLY,
+                Mode::from(0o644),
+            );
+            rustix::io::write(f.unwrap(), b"middle").unwrap();
+            let out = format!("{}outside/secret", "../".repeat(level + 1));
+            rustix::fs::symlinkat(out.as_str(), &fd, "out").unwrap();
+        }
+        mkdirat(&fd, "d", Mode::from(0o755)).unwrap();
+        fd = openat(&fd, "d", dirflags, Mode::empty()).unwrap();
+    }
+    let f = openat(&fd, "f", OFlags::CREATE | OFlags::WRONLY, Mode::from(0o644));
+    rustix::io::write(f.unwrap(), b"bottom").unwrap();
+    let up = format!("{}mid", "../".repeat(1300));
+    rustix::fs::symlinkat(up.as_str(), &fd, "up").unwrap();
+    let out = format!("{}out", "../".repeat(1300));
+    rustix::fs::symlinkat(out.as_str(), &fd, "out").unwrap();
+    drop(fd);
+
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "fallback::nofile_walk_deeper_than_the_limit"])
+        .env(NOFILE_ENV, fx.root_path());
+    // SAFETY: setrlimit is async-signal-safe and touches nothing shared.
+    unsafe {
+        cmd.pre_exec(|| {
+            let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+            let limit = rustix::process::Rlimit {
+                current: Some(CHILD_NOFILE),
+                maximum: hard,
+            };
+            rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
