@@ -318,6 +318,46 @@ fn init_that_cannot_write_beside_the_directory_says_to_choose_with_o() {
     assert!(sandgate::policy::Policy::load(&elsewhere).is_ok());
 }
 
+/// Without `HOME` in the environment the home is still known (the user
+/// database's entry for this user) and still refused.
+#[test]
+fn init_refuses_the_home_directory_when_home_is_unset() {
+    let uid = rustix::process::geteuid().as_raw().to_string();
+    let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let Some(home) = passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() > 5 && f[2] == uid).then(|| std::path::PathBuf::from(f[5]))
+    }) else {
+        eprintln!("note: skipped: no /etc/passwd entry for uid {uid}");
+        return;
+    };
+    if !home.is_dir() || home == std::path::Path::new("/") {
+        eprintln!(
+            "note: skipped: the home {} is not a directory of its own",
+            home.display()
+        );
+        return;
+    }
+    let elsewhere = tempfile::tempdir().unwrap();
+    let policy = elsewhere.path().join("p.toml");
+    let out = sandgate()
+        .arg("init")
+        .arg(&home)
+        .arg("-o")
+        .arg(&policy)
+        .env_remove("HOME")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}: {err}", home.display());
+    assert!(err.contains("home directory"), "{err}");
+    assert!(
+        !policy.exists(),
+        "a policy was written for {}",
+        home.display()
+    );
+}
+
 /// A home directory (or one holding it, or `/`) as the root would hand the
 /// agent `~/.bashrc`, `~/.profile`, `~/.ssh/` and `~/.config/`, which the
 /// user's own shell and tools run unconfined: init refuses it, saying to

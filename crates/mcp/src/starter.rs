@@ -55,15 +55,19 @@ pub fn kept_component(root: &Path) -> Option<&str> {
 }
 
 /// Why `root` (canonical) may not be granted for writing by a first-run
-/// form, if it may not: it is `/`, the home directory (`$HOME`), or a
-/// directory holding it. The agent could then plant code in
+/// form, if it may not: it is `/`, the home directory (`$HOME`, or the
+/// user database's entry for this user when `HOME` is unset or empty), or
+/// a directory holding it. The agent could then plant code in
 /// `~/.bashrc`, `~/.profile`, `~/.config/…` or `~/.local/bin`, or a key in
 /// `~/.ssh/authorized_keys`, which the user's own shell and tools run (or
 /// let in) unconfined; no list of names covers every such file, so the
 /// home is refused whole and the project inside it is what to grant.
 pub fn home_refusal(root: &Path) -> Option<String> {
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
+    // `home_dir` answers `$HOME` when it is set and not empty, else the
+    // user database's home (`getpwuid_r`): without `HOME` in the
+    // environment the home is still the one refused.
+    let home = std::env::home_dir()
+        .filter(|h| !h.as_os_str().is_empty())
         .and_then(|h| std::fs::canonicalize(h).ok());
     let what = if root == Path::new("/") {
         "is `/`, which holds every home directory"
