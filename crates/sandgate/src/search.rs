@@ -108,6 +108,12 @@ pub struct GrepMatch {
     pub before: Vec<String>,
     /// Up to [`GrepOptions::after`] lines just after the match.
     pub after: Vec<String>,
+    /// The indices into `before` of the lines cut at [`MAX_LINE_TEXT`]
+    /// bytes, in order (empty when every one is whole).
+    pub before_cut: Vec<usize>,
+    /// The indices into `after` of the lines cut at [`MAX_LINE_TEXT`]
+    /// bytes, in order.
+    pub after_cut: Vec<usize>,
 }
 
 /// What a grep answers.
@@ -584,10 +590,14 @@ fn is_binary(head: &[u8]) -> bool {
     head[..head.len().min(8192)].contains(&0)
 }
 
-/// A line as answered: without its ending, cut, lossy UTF-8.
-fn line_text(raw: &[u8]) -> String {
+/// A line as answered: without its ending, cut, lossy UTF-8; and whether
+/// it was cut.
+fn line_text(raw: &[u8]) -> (String, bool) {
     let text = line_bytes(raw);
-    String::from_utf8_lossy(&text[..text.len().min(MAX_LINE_TEXT)]).into_owned()
+    (
+        String::from_utf8_lossy(&text[..text.len().min(MAX_LINE_TEXT)]).into_owned(),
+        text.len() > MAX_LINE_TEXT,
+    )
 }
 
 /// A line without its ending.
@@ -682,7 +692,7 @@ impl Collector {
         let mut line = Vec::new();
         let mut n = 0usize;
         let mut count = 0usize;
-        let mut recent: std::collections::VecDeque<String> =
+        let mut recent: std::collections::VecDeque<(String, bool)> =
             std::collections::VecDeque::with_capacity(self.before);
         // Matches of this file still collecting `after` lines.
         let mut open_from = self.lines.len();
@@ -700,7 +710,7 @@ impl Collector {
             let stripped = stripped.strip_suffix(b"\r").unwrap_or(stripped);
             let full = self.full();
             if self.mode == GrepMode::Lines && self.after > 0 {
-                let text = line_text(&line);
+                let (text, cut) = line_text(&line);
                 while open_from < self.lines.len()
                     && self.lines[open_from].after.len() >= self.after
                 {
@@ -708,6 +718,9 @@ impl Collector {
                 }
                 for m in &mut self.lines[open_from..] {
                     if m.after.len() < self.after {
+                        if cut {
+                            m.after_cut.push(m.after.len());
+                        }
                         m.after.push(text.clone());
                     }
                 }
@@ -732,14 +745,21 @@ impl Collector {
             }
             if re.is_match(stripped) {
                 match self.mode {
-                    GrepMode::Lines => self.lines.push(GrepMatch {
-                        path: path.to_owned(),
-                        line: n,
-                        text: line_text(&line),
-                        text_cut: line_bytes(&line).len() > MAX_LINE_TEXT,
-                        before: recent.iter().cloned().collect(),
-                        after: Vec::new(),
-                    }),
+                    GrepMode::Lines => {
+                        let (text, text_cut) = line_text(&line);
+                        self.lines.push(GrepMatch {
+                            path: path.to_owned(),
+                            line: n,
+                            text,
+                            text_cut,
+                            before: recent.iter().map(|(t, _)| t.clone()).collect(),
+                            after: Vec::new(),
+                            before_cut: (recent.iter().enumerate())
+                                .filter_map(|(i, (_, cut))| cut.then_some(i))
+                                .collect(),
+                            after_cut: Vec::new(),
+                        })
+                    }
                     GrepMode::Files => {
                         self.files.push(path.to_owned());
                         return Ok(());

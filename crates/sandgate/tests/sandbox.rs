@@ -2164,6 +2164,47 @@ fn mcp6_a_grep_line_cut_at_1000_bytes_says_so() {
     assert!(answers[0].get("unreadable").is_none(), "{}", answers[0]);
 }
 
+/// Context lines cut at 1,000 bytes are marked as the matching line is:
+/// the endpoint names the cut ones by index (`before_truncated`,
+/// `after_truncated`), and an answer whose context is whole has no such
+/// field.
+#[test]
+fn grep7_context_lines_cut_at_1000_bytes_say_so() {
+    use serde_json::json;
+    let fx = Fx::new();
+    let long = "y".repeat(1500);
+    fx.put(
+        "in/a.txt",
+        &format!("{long}\nshort before\nhit\n{long}\nshort after\n"),
+    );
+    let sb = fx.builder().build().unwrap();
+    let mut opts = sandgate::search::GrepOptions::default();
+    (opts.before, opts.after) = (2, 2);
+    let ms = sb.grep_with("hit", None, &opts).unwrap();
+    let sandgate::search::GrepOutput::Lines(ms) = ms else {
+        panic!("{ms:?}")
+    };
+    assert_eq!(
+        (ms[0].before_cut.clone(), ms[0].after_cut.clone()),
+        (vec![0], vec![0])
+    );
+    let answers = endpoint(
+        sb,
+        &[
+            json!({"op": "grep", "pattern": "hit", "before": 2, "after": 2}),
+            json!({"op": "grep", "pattern": "hit", "before": 1, "after": 0}),
+        ],
+    );
+    let m = &answers[0]["matches"][0];
+    assert_eq!(m["before"][0].as_str().unwrap().len(), 1000);
+    assert_eq!(m["before_truncated"], json!([0]));
+    assert_eq!(m["after_truncated"], json!([0]));
+    assert!(m.get("line_truncated").is_none());
+    let m = &answers[1]["matches"][0];
+    assert!(m.get("before_truncated").is_none(), "{m}");
+    assert!(m.get("after_truncated").is_none(), "{m}");
+}
+
 #[test]
 fn a_grep_stopped_at_max_results_says_so() {
     use serde_json::json;
