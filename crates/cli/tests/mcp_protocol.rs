@@ -2418,7 +2418,8 @@ fn mcp6_grep_marks_a_cut_line_and_counts_unreadable_files() {
     assert_eq!(lines[1], "g/long.txt:2:needle short");
     assert_eq!(
         lines[2],
-        "[1 file(s) could not be opened or read and were not searched]"
+        "[1 file(s) or directories could not be opened, read to the end or listed, and were \
+         not searched whole]"
     );
 }
 

@@ -1096,7 +1096,8 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
     };
     let unreadable = (found.unreadable > 0).then(|| {
         format!(
-            "[{} file(s) could not be opened or read and were not searched]",
+            "[{} file(s) or directories could not be opened, read to the end or listed, and were \
+             not searched whole]",
             found.unreadable
         )
     });
