@@ -1675,7 +1675,8 @@ sg_status sg_sandbox_glob_found(const struct sg_sandbox *sandbox,
 
 // Lines matching the regular expression `pattern` in files below `path`
 // (NULL: the root), at most `max_results` (0: the default of 100), as
-// JSON: `[{"path","line","text"}]`.
+// JSON: `[{"path","line","text"}]`, a line cut at 1000 bytes carrying
+// `"line_truncated": true`.
 //
 // # Return value
 //
@@ -1707,7 +1708,10 @@ sg_status sg_sandbox_grep(const struct sg_sandbox *sandbox,
 // `mode` (`"lines"`, `"files"` or `"count"`), `max_results` (default 100)
 // and `gitignore` (skip what `.gitignore`/`.ignore` files inside the root
 // exclude). Answers JSON by mode: `lines`,
-// `[{"path","line","text","before":[..],"after":[..]}]`; `files`, an array
+// `[{"path","line","text","before":[..],"after":[..]}]` (plus
+// `line_truncated: true` on a line cut at 1000 bytes, and
+// `before_truncated`/`after_truncated`, the indices of context lines cut
+// there, each only when there is one); `files`, an array
 // of paths; `count`, `[{"path","count"}]`. An unknown key or a value of
 // the wrong type is refused with `SG_E_REQUEST` naming it.
 //
@@ -1737,7 +1741,9 @@ sg_status sg_sandbox_grep_with(const struct sg_sandbox *sandbox,
 // exactly `max_results` being whole; `"walk_entries"` when the walk
 // stopped at its 200,000 entries; `"max_read_bytes"` when a file larger
 // than `max_read_bytes` was passed over without being searched; null
-// when whole).
+// when whole), and `unreadable` (how many files grep could not open or
+// read to the end, and subdirectories it could not list; absent when
+// none).
 //
 // # Safety
 //

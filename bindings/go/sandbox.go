@@ -469,9 +469,12 @@ func (s *Sandbox) Glob(pattern, path string) ([]string, error) {
 // 200,000 entries and what lies past them was not searched,
 // "max_read_bytes" when a grep passed over a file larger than
 // max_read_bytes without searching it, "" when the answer is whole.
+// Unreadable (grep) counts the files grep could not open or read to the
+// end, and the subdirectories it could not list, and so passed over.
 type Cut struct {
-	Truncated bool   `json:"truncated"`
-	Limit     string `json:"limit"`
+	Truncated  bool   `json:"truncated"`
+	Limit      string `json:"limit"`
+	Unreadable int    `json:"unreadable,omitempty"`
 }
 
 // GlobFound is Glob, also saying whether the answer was cut at its 1,000
@@ -501,13 +504,19 @@ func (s *Sandbox) GlobFound(pattern, path string) ([]string, Cut, error) {
 }
 
 // Match is one line Grep found, with the context lines GrepContext asked
-// for (Before oldest first).
+// for (Before oldest first). Text and each context line hold at most the
+// line's first 1,000 bytes: LineTruncated says Text was cut there,
+// BeforeTruncated and AfterTruncated the indices (into Before and After)
+// of the context lines cut.
 type Match struct {
-	Path   string   `json:"path"`
-	Line   uint64   `json:"line"`
-	Text   string   `json:"text"`
-	Before []string `json:"before,omitempty"`
-	After  []string `json:"after,omitempty"`
+	Path            string   `json:"path"`
+	Line            uint64   `json:"line"`
+	Text            string   `json:"text"`
+	Before          []string `json:"before,omitempty"`
+	After           []string `json:"after,omitempty"`
+	LineTruncated   bool     `json:"line_truncated,omitempty"`
+	BeforeTruncated []int    `json:"before_truncated,omitempty"`
+	AfterTruncated  []int    `json:"after_truncated,omitempty"`
 }
 
 // FileCount is how many lines match in one file (GrepCount).

@@ -218,6 +218,39 @@ func TestSearchSaysWhenItWasCut(t *testing.T) {
 	}
 }
 
+func TestGrep7GrepSaysWhichLinesWereCutAndWhatWentUnread(t *testing.T) {
+	dir := tmp(t)
+	long := strings.Repeat("y", 1500)
+	write(t, filepath.Join(dir, "g.txt"), long+"\nhit"+long+"\n"+long+"\nshort\n")
+	sb, err := sandgate.NewSandbox(sandgate.WithReadRoots(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var cut sandgate.Cut
+	ms, err := sb.Grep("hit", sandgate.GrepContext(1, 2), sandgate.GrepReport(&cut))
+	if err != nil || len(ms) != 1 || len(ms[0].Text) != 1000 || !ms[0].LineTruncated ||
+		!reflect.DeepEqual(ms[0].BeforeTruncated, []int{0}) ||
+		!reflect.DeepEqual(ms[0].AfterTruncated, []int{0}) || cut.Unreadable != 0 {
+		t.Errorf("cut lines: %d %+v %v", len(ms), cut, err)
+	}
+	if ms, err := sb.Grep("short"); err != nil || len(ms) != 1 || ms[0].LineTruncated {
+		t.Errorf("a whole line: %+v %v", ms, err)
+	}
+	locked := filepath.Join(dir, "locked.txt")
+	write(t, locked, "hit\n")
+	if err := os.Chmod(locked, 0); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := os.Open(locked); err == nil {
+		f.Close()
+		return // this uid reads a mode-000 file: nothing to show
+	}
+	if _, err := sb.GrepFiles("hit", sandgate.GrepReport(&cut)); err != nil || cut.Unreadable != 1 {
+		t.Errorf("an unreadable file: %+v %v", cut, err)
+	}
+}
+
 func TestSandboxOperations(t *testing.T) {
 	dir := tmp(t)
 	write(t, filepath.Join(dir, "ro/readme.md"), "alpha\nbeta\n")

@@ -521,6 +521,11 @@ export interface GrepFound {
    * absent when whole.
    */
   limit?: string
+  /**
+   * How many files grep could not open or read to the end, and
+   * subdirectories it could not list, and so passed over (0 when none).
+   */
+  unreadable: number
 }
 
 /** One grep hit. */
@@ -538,6 +543,18 @@ export interface GrepMatch {
   before?: Array<string>
   /** The lines just after the match (when `after` was asked for). */
   after?: Array<string>
+  /** `true` when `text` was cut at 1000 bytes; absent when whole. */
+  lineTruncated?: boolean
+  /**
+   * The indices into `before` of the lines cut at 1000 bytes; absent
+   * when none was.
+   */
+  beforeTruncated?: Array<number>
+  /**
+   * The indices into `after` of the lines cut at 1000 bytes; absent
+   * when none was.
+   */
+  afterTruncated?: Array<number>
 }
 
 /** What else a grep may be asked. */

@@ -169,6 +169,14 @@ pub struct GrepMatch {
     pub before: Option<Vec<String>>,
     /// The lines just after the match (when `after` was asked for).
     pub after: Option<Vec<String>>,
+    /// `true` when `text` was cut at 1000 bytes; absent when whole.
+    pub line_truncated: Option<bool>,
+    /// The indices into `before` of the lines cut at 1000 bytes; absent
+    /// when none was.
+    pub before_truncated: Option<Vec<u32>>,
+    /// The indices into `after` of the lines cut at 1000 bytes; absent
+    /// when none was.
+    pub after_truncated: Option<Vec<u32>>,
 }
 
 /// How many lines match in one file (grep mode `count`).
@@ -234,6 +242,9 @@ pub struct GrepFound {
     /// larger than `maxReadBytes` was passed over without being searched);
     /// absent when whole.
     pub limit: Option<String>,
+    /// How many files grep could not open or read to the end, and
+    /// subdirectories it could not list, and so passed over (0 when none).
+    pub unreadable: u32,
 }
 
 fn glob_found(_: &Env, f: sandgate::search::Found<Vec<String>>) -> napi::Result<GlobFound> {
@@ -254,6 +265,7 @@ fn grep_found(
         counts: None,
         truncated: f.cut.is_some(),
         limit: f.cut.map(|c| c.as_str().to_owned()),
+        unreadable: sat_u32(f.unreadable),
     };
     match grep_answer(env, (f.results, context))? {
         Either3::A(m) => out.matches = Some(m),
@@ -297,12 +309,20 @@ fn grep_answer(
     Ok(match out {
         GrepOutput::Lines(v) => Either3::A(
             v.into_iter()
-                .map(|m| GrepMatch {
-                    path: m.path,
-                    line: sat_u32(m.line),
-                    text: m.text,
-                    before: context.then_some(m.before),
-                    after: context.then_some(m.after),
+                .map(|m| {
+                    let cut = |v: Vec<usize>| {
+                        (!v.is_empty()).then(|| v.into_iter().map(sat_u32).collect())
+                    };
+                    GrepMatch {
+                        path: m.path,
+                        line: sat_u32(m.line),
+                        text: m.text,
+                        before: context.then_some(m.before),
+                        after: context.then_some(m.after),
+                        line_truncated: m.text_cut.then_some(true),
+                        before_truncated: cut(m.before_cut),
+                        after_truncated: cut(m.after_cut),
+                    }
                 })
                 .collect(),
         ),

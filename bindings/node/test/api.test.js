@@ -392,6 +392,36 @@ describe('Sandbox operations, sync and async', () => {
     }
   })
 
+  test('grep7: a grep says which lines it cut and what it could not read', async () => {
+    const g = path.join(dir, 'ws/g7')
+    fs.mkdirSync(g, { recursive: true })
+    const long = 'y'.repeat(1500)
+    fs.writeFileSync(path.join(g, 'a.txt'), `${long}\nhit${long}\n${long}\nshort\n`)
+    try {
+      const found = sb.grepFound('hit', 'g7', undefined, { before: 1, after: 2 })
+      const m = found.matches[0]
+      assert.deepEqual(
+        [m.text.length, m.lineTruncated, m.beforeTruncated, m.afterTruncated, found.unreadable],
+        [1000, true, [0], [0], 0],
+      )
+      const whole = sb.grep('short', 'g7')[0]
+      assert.equal(whole.lineTruncated ?? false, false)
+      const locked = path.join(g, 'locked.txt')
+      fs.writeFileSync(locked, 'hit\n')
+      fs.chmodSync(locked, 0)
+      let readable = true
+      try {
+        fs.readFileSync(locked)
+      } catch {
+        readable = false
+      }
+      // A uid that reads a mode-000 file has nothing to show here.
+      if (!readable) assert.equal(sb.grepFound('hit', 'g7', undefined, { mode: 'files' }).unreadable, 1)
+    } finally {
+      fs.rmSync(g, { recursive: true, force: true })
+    }
+  })
+
   test('a glob or grep cut at a cap says so', async () => {
     const cutDir = path.join(dir, 'ws/cut')
     fs.mkdirSync(path.join(cutDir, 'many'), { recursive: true })

@@ -231,7 +231,14 @@ async function call(session, req, mode) {
       const ms = a
         ? await sb.grepAsync(req.pattern, opt(req.path), opt(req.max_results))
         : sb.grep(req.pattern, opt(req.path), opt(req.max_results))
-      return { matches: ms.map((m) => ({ path: m.path, line: m.line, text: m.text })) }
+      return {
+        matches: ms.map((m) => ({
+          path: m.path,
+          line: m.line,
+          text: m.text,
+          ...(m.lineTruncated ? { line_truncated: true } : {}),
+        })),
+      }
     }
     case 'exec': {
       const options = {}

@@ -326,6 +326,30 @@ def test_sandbox_keyword_options(tree):
             sb.grep("x", max_results=0)
 
 
+def test_grep7_grep_says_which_lines_were_cut_and_what_went_unread(tree):
+    ws = tree / "ws"
+    long = "y" * 1500
+    (ws / "g.txt").write_text(f"{long}\nhit{long}\n{long}\nshort\n")
+    with Sandbox(read_roots=[ws]) as sb:
+        hits = sb.grep("hit", before=1, after=2)
+        m = hits[0]
+        assert (len(m.text), m.line_truncated) == (1000, True)
+        assert (m.before_truncated, m.after_truncated) == ((0,), (0,))
+        assert hits.unreadable == 0
+        assert sb.grep("short")[0].line_truncated is False
+    (ws / "locked.txt").write_text("hit\n")
+    (ws / "locked.txt").chmod(0)
+    try:
+        with open(ws / "locked.txt", "rb"):
+            pass
+        return  # this uid reads a mode-000 file: nothing to show
+    except PermissionError:
+        pass
+    with Sandbox(read_roots=[ws]) as sb:
+        assert sb.grep("hit").unreadable == 1
+        assert sb.grep("hit", mode="files").unreadable == 1
+
+
 def test_sandbox_grep_options(tree):
     ws = tree / "ws"
     (ws / "src").mkdir()

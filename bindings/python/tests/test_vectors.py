@@ -207,7 +207,10 @@ class Session:
             out["paths"] = sb.glob(r["pattern"], r.get("path"))
         elif op == "grep":
             ms = sb.grep(r["pattern"], r.get("path"), r.get("max_results"))
-            out["matches"] = [{"path": m.path, "line": m.line, "text": m.text} for m in ms]
+            out["matches"] = [
+                {"path": m.path, "line": m.line, "text": m.text, **({"line_truncated": True} if m.line_truncated else {})}
+                for m in ms
+            ]
         elif op == "exec":
             res = self.executor.exec(r["command"], r.get("cwd"), r.get("timeout_ms"))
             out["exit_code"] = res.exit_code

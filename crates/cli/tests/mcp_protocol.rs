@@ -2639,8 +2639,41 @@ fn mcp6_grep_marks_a_cut_line_and_counts_unreadable_files() {
     assert_eq!(lines[1], "g/long.txt:2:needle short");
     assert_eq!(
         lines[2],
-        "[1 file(s) could not be opened or read and were not searched]"
+        "[1 file(s) or directories could not be opened, read to the end or listed, and were \
+         not searched whole]"
     );
+}
+
+/// `grep` marks context lines it cut at 1,000 bytes as it marks a cut
+/// matching line: the model must not take a cut context line for whole.
+#[test]
+fn grep7_grep_marks_cut_context_lines() {
+    let mut s = Server::start_with("");
+    let g = s._dir.path().join("ws/g7");
+    fs::create_dir(&g).unwrap();
+    let long = "y".repeat(1500);
+    fs::write(g.join("a.txt"), format!("{long}\nneedle\n{long}\nend\n")).unwrap();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "path": "g7",
+                   "before": 1, "after": 2}}}));
+    let a = s.answer(20);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    let mark = "y…[line cut at 1000 bytes]";
+    assert!(
+        lines[0].starts_with("g7/a.txt-1-y") && lines[0].ends_with(mark),
+        "{}",
+        &lines[0][lines[0].len().saturating_sub(60)..]
+    );
+    assert_eq!(lines[1], "g7/a.txt:2:needle");
+    assert!(
+        lines[2].starts_with("g7/a.txt-3-y") && lines[2].ends_with(mark),
+        "{}",
+        &lines[2][lines[2].len().saturating_sub(60)..]
+    );
+    assert_eq!(lines[3], "g7/a.txt-4-end");
 }
 
 /// A `read_text_file` tail is one read, as a head is: it spends one

@@ -1268,7 +1268,8 @@ pub unsafe extern "C" fn sg_sandbox_glob_found(
 
 /// Lines matching the regular expression `pattern` in files below `path`
 /// (NULL: the root), at most `max_results` (0: the default of 100), as
-/// JSON: `[{"path","line","text"}]`.
+/// JSON: `[{"path","line","text"}]`, a line cut at 1000 bytes carrying
+/// `"line_truncated": true`.
 ///
 /// # Return value
 ///
@@ -1304,7 +1305,13 @@ pub unsafe extern "C" fn sg_sandbox_grep(
             .sandbox
             .grep(pattern, path, max)?
             .into_iter()
-            .map(|m| json!({"path": m.path, "line": m.line, "text": m.text}))
+            .map(|m| {
+                let mut o = json!({"path": m.path, "line": m.line, "text": m.text});
+                if m.text_cut {
+                    o["line_truncated"] = json!(true);
+                }
+                o
+            })
             .collect();
         put(out, json_bytes(json!(matches)));
         Ok(())
@@ -1377,7 +1384,10 @@ fn grep_options(json: Option<&str>) -> Result<facade::search::GrepOptions, Error
 /// `mode` (`"lines"`, `"files"` or `"count"`), `max_results` (default 100)
 /// and `gitignore` (skip what `.gitignore`/`.ignore` files inside the root
 /// exclude). Answers JSON by mode: `lines`,
-/// `[{"path","line","text","before":[..],"after":[..]}]`; `files`, an array
+/// `[{"path","line","text","before":[..],"after":[..]}]` (plus
+/// `line_truncated: true` on a line cut at 1000 bytes, and
+/// `before_truncated`/`after_truncated`, the indices of context lines cut
+/// there, each only when there is one); `files`, an array
 /// of paths; `count`, `[{"path","count"}]`. An unknown key or a value of
 /// the wrong type is refused with `SG_E_REQUEST` naming it.
 ///
@@ -1419,13 +1429,28 @@ pub unsafe extern "C" fn sg_sandbox_grep_with(
     })
 }
 
-/// A grep's results as `sg_sandbox_grep_with` answers them.
+/// A grep's results as `sg_sandbox_grep_with` answers them: a line cut at
+/// 1000 bytes carries `line_truncated: true`, and `before_truncated` and
+/// `after_truncated` list the indices of context lines cut there, each
+/// only when there is one (as the JSON endpoint answers them).
 fn grep_json(found: facade::search::GrepOutput) -> serde_json::Value {
     match found {
         facade::search::GrepOutput::Lines(ms) => json!(ms
             .into_iter()
-            .map(|m| json!({"path": m.path, "line": m.line, "text": m.text,
-                            "before": m.before, "after": m.after}))
+            .map(|m| {
+                let mut o = json!({"path": m.path, "line": m.line, "text": m.text,
+                                   "before": m.before, "after": m.after});
+                if m.text_cut {
+                    o["line_truncated"] = json!(true);
+                }
+                if !m.before_cut.is_empty() {
+                    o["before_truncated"] = json!(m.before_cut);
+                }
+                if !m.after_cut.is_empty() {
+                    o["after_truncated"] = json!(m.after_cut);
+                }
+                o
+            })
             .collect::<Vec<_>>()),
         facade::search::GrepOutput::Files(files) => json!(files),
         facade::search::GrepOutput::Counts(counts) => json!(counts
@@ -1442,7 +1467,9 @@ fn grep_json(found: facade::search::GrepOutput) -> serde_json::Value {
 /// exactly `max_results` being whole; `"walk_entries"` when the walk
 /// stopped at its 200,000 entries; `"max_read_bytes"` when a file larger
 /// than `max_read_bytes` was passed over without being searched; null
-/// when whole).
+/// when whole), and `unreadable` (how many files grep could not open or
+/// read to the end, and subdirectories it could not list; absent when
+/// none).
 ///
 /// # Safety
 ///
@@ -1482,6 +1509,9 @@ pub unsafe extern "C" fn sg_sandbox_grep_found(
         };
         let mut answer = serde_json::Map::new();
         answer.insert(key.into(), grep_json(found.results));
+        if found.unreadable > 0 {
+            answer.insert("unreadable".into(), json!(found.unreadable));
+        }
         put(
             out,
             json_bytes(with_cut(serde_json::Value::Object(answer), found.cut)),

@@ -1049,13 +1049,16 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
             let mut out = String::new();
             for m in ms {
                 let first = m.line - m.before.len();
+                let mark = |cut: bool| if cut { LINE_CUT_MARK } else { "" };
                 for (i, l) in m.before.iter().enumerate() {
-                    let _ = writeln!(out, "{}-{}-{l}", m.path, first + i);
+                    let cut = mark(m.before_cut.contains(&i));
+                    let _ = writeln!(out, "{}-{}-{l}{cut}", m.path, first + i);
                 }
-                let cut = if m.text_cut { LINE_CUT_MARK } else { "" };
+                let cut = mark(m.text_cut);
                 let _ = writeln!(out, "{}:{}:{}{cut}", m.path, m.line, m.text);
                 for (i, l) in m.after.iter().enumerate() {
-                    let _ = writeln!(out, "{}-{}-{l}", m.path, m.line + 1 + i);
+                    let cut = mark(m.after_cut.contains(&i));
+                    let _ = writeln!(out, "{}-{}-{l}{cut}", m.path, m.line + 1 + i);
                 }
                 if opts.before > 0 || opts.after > 0 {
                     out.push_str("--\n");
@@ -1093,7 +1096,8 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
     };
     let unreadable = (found.unreadable > 0).then(|| {
         format!(
-            "[{} file(s) could not be opened or read and were not searched]",
+            "[{} file(s) or directories could not be opened, read to the end or listed, and were \
+             not searched whole]",
             found.unreadable
         )
     });

@@ -87,8 +87,10 @@ pub struct Found<T> {
     /// `None` when `results` is everything the search found; otherwise
     /// which cap stopped it.
     pub cut: Option<Cut>,
-    /// How many files the search listed but could not open or read, and
-    /// so passed over (grep only; 0 otherwise).
+    /// How many files the search listed but could not open or read to
+    /// their end (a read error part way keeps the matches before it), and
+    /// subdirectories it could not list, and so passed over (grep only; 0
+    /// otherwise).
     pub unreadable: usize,
 }
 
@@ -108,6 +110,12 @@ pub struct GrepMatch {
     pub before: Vec<String>,
     /// Up to [`GrepOptions::after`] lines just after the match.
     pub after: Vec<String>,
+    /// The indices into `before` of the lines cut at [`MAX_LINE_TEXT`]
+    /// bytes, in order (empty when every one is whole).
+    pub before_cut: Vec<usize>,
+    /// The indices into `after` of the lines cut at [`MAX_LINE_TEXT`]
+    /// bytes, in order.
+    pub after_cut: Vec<usize>,
 }
 
 /// What a grep answers.
@@ -322,10 +330,16 @@ fn ignores_above(root: &Root, base: &RelPath) -> Arc<IgnoreChain> {
 /// the ignore files exclude (and `.git`) are neither visited nor entered.
 /// `visit` returns false to stop. Answers whether the walk stopped at
 /// [`MAX_WALK_ENTRIES`] with entries left unvisited.
+///
+/// A subdirectory that cannot be listed (its permissions refuse the
+/// process, an I/O error) is passed over and counted in `unlistable` when
+/// that is given (grep, which says how many it passed over); without it,
+/// or for `base` itself, it is the walk's error.
 fn walk(
     root: &Root,
     base: &RelPath,
     gitignore: bool,
+    mut unlistable: Option<&mut usize>,
     mut visit: impl FnMut(&str, FileKind) -> bool,
 ) -> Result<bool, Error> {
     let start = gitignore.then(|| ignores_above(root, base));
@@ -341,6 +355,13 @@ fn walk(
             Ok(e) => e,
             // Removed meanwhile: nothing to list.
             Err(e) if e.kind() == ErrorKind::NotFound && dir != base.as_str() => continue,
+            Err(e) if e.kind() == ErrorKind::Io && dir != base.as_str() => match &mut unlistable {
+                Some(n) => {
+                    **n += 1;
+                    continue;
+                }
+                None => return Err(Error::from(e).with_path(dir)),
+            },
             Err(e) => return Err(Error::from(e).with_path(dir)),
         };
         // A name that is not UTF-8 is passed over: no agent-facing name can
@@ -450,7 +471,7 @@ pub(crate) fn glob(
     let mut found = BTreeSet::new();
     let (mut more, mut walk_cut) = (false, false);
     for root in roots_holding(roots, base)? {
-        walk_cut |= walk(root, base, false, |path, _| {
+        walk_cut |= walk(root, base, false, None, |path, _| {
             if glob.is_match(Path::new(below(base, path))) {
                 // A path an earlier root already gave is not a new match.
                 if found.len() < MAX_GLOB_RESULTS {
@@ -584,10 +605,14 @@ fn is_binary(head: &[u8]) -> bool {
     head[..head.len().min(8192)].contains(&0)
 }
 
-/// A line as answered: without its ending, cut, lossy UTF-8.
-fn line_text(raw: &[u8]) -> String {
+/// A line as answered: without its ending, cut, lossy UTF-8; and whether
+/// it was cut.
+fn line_text(raw: &[u8]) -> (String, bool) {
     let text = line_bytes(raw);
-    String::from_utf8_lossy(&text[..text.len().min(MAX_LINE_TEXT)]).into_owned()
+    (
+        String::from_utf8_lossy(&text[..text.len().min(MAX_LINE_TEXT)]).into_owned(),
+        text.len() > MAX_LINE_TEXT,
+    )
 }
 
 /// A line without its ending.
@@ -631,7 +656,8 @@ impl Collector {
 
     /// Searches one open file of `len` bytes: its first `max_file_bytes`
     /// bytes; one with a NUL in its first 8 KiB is binary and skipped.
-    /// `Ok(false)` when the file could not be read.
+    /// `Ok(false)` when the file could not be read, or not whole (an I/O
+    /// error part way: the matches before it are kept).
     fn search(
         &mut self,
         pattern: &Pattern,
@@ -648,9 +674,7 @@ impl Collector {
                 Ok(head) if is_binary(head) => return Ok(true),
                 Ok(_) => {}
             }
-            return self
-                .search_lines(&pattern.line, path, reader, opts)
-                .map(|()| true);
+            return self.search_lines(&pattern.line, path, reader, opts);
         }
         let mut content = std::mem::take(&mut self.content);
         content.clear();
@@ -661,7 +685,6 @@ impl Collector {
                     Ok(true)
                 } else {
                     self.search_lines(&pattern.line, path, &content[..], opts)
-                        .map(|()| true)
                 }
             }
             Ok(_) => Ok(true),
@@ -671,18 +694,20 @@ impl Collector {
         found
     }
 
-    /// Runs `re` on each line `reader` gives.
+    /// Runs `re` on each line `reader` gives. `Ok(false)` when a read
+    /// failed part way (an I/O error): the matches before it are kept, but
+    /// the file was not searched whole.
     fn search_lines(
         &mut self,
         re: &regex::bytes::Regex,
         path: &str,
         mut reader: impl BufRead,
         opts: &GrepOptions,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
         let mut line = Vec::new();
         let mut n = 0usize;
         let mut count = 0usize;
-        let mut recent: std::collections::VecDeque<String> =
+        let mut recent: std::collections::VecDeque<(String, bool)> =
             std::collections::VecDeque::with_capacity(self.before);
         // Matches of this file still collecting `after` lines.
         let mut open_from = self.lines.len();
@@ -692,15 +717,19 @@ impl Collector {
             }
             line.clear();
             match reader.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
+                Ok(0) => break,
                 Ok(_) => {}
+                Err(_) => {
+                    self.count_into(path, count);
+                    return Ok(false);
+                }
             }
             n += 1;
             let stripped = line.strip_suffix(b"\n").unwrap_or(&line);
             let stripped = stripped.strip_suffix(b"\r").unwrap_or(stripped);
             let full = self.full();
             if self.mode == GrepMode::Lines && self.after > 0 {
-                let text = line_text(&line);
+                let (text, cut) = line_text(&line);
                 while open_from < self.lines.len()
                     && self.lines[open_from].after.len() >= self.after
                 {
@@ -708,6 +737,9 @@ impl Collector {
                 }
                 for m in &mut self.lines[open_from..] {
                     if m.after.len() < self.after {
+                        if cut {
+                            m.after_cut.push(m.after.len());
+                        }
                         m.after.push(text.clone());
                     }
                 }
@@ -732,17 +764,24 @@ impl Collector {
             }
             if re.is_match(stripped) {
                 match self.mode {
-                    GrepMode::Lines => self.lines.push(GrepMatch {
-                        path: path.to_owned(),
-                        line: n,
-                        text: line_text(&line),
-                        text_cut: line_bytes(&line).len() > MAX_LINE_TEXT,
-                        before: recent.iter().cloned().collect(),
-                        after: Vec::new(),
-                    }),
+                    GrepMode::Lines => {
+                        let (text, text_cut) = line_text(&line);
+                        self.lines.push(GrepMatch {
+                            path: path.to_owned(),
+                            line: n,
+                            text,
+                            text_cut,
+                            before: recent.iter().map(|(t, _)| t.clone()).collect(),
+                            after: Vec::new(),
+                            before_cut: (recent.iter().enumerate())
+                                .filter_map(|(i, (_, cut))| cut.then_some(i))
+                                .collect(),
+                            after_cut: Vec::new(),
+                        })
+                    }
                     GrepMode::Files => {
                         self.files.push(path.to_owned());
-                        return Ok(());
+                        return Ok(true);
                     }
                     GrepMode::Count => count += 1,
                 }
@@ -754,10 +793,15 @@ impl Collector {
                 recent.push_back(line_text(&line));
             }
         }
+        self.count_into(path, count);
+        Ok(true)
+    }
+
+    /// Records a file's count of matching lines (mode `count`), if any.
+    fn count_into(&mut self, path: &str, count: usize) {
         if count > 0 {
             self.counts.push((path.to_owned(), count));
         }
-        Ok(())
     }
 }
 
@@ -798,7 +842,7 @@ pub(crate) fn grep(
                 let mut v = Vec::new();
                 for root in roots_holding(roots, base)? {
                     let mut paths = Vec::new();
-                    walk_cut |= walk(root, base, opts.gitignore, |p, k| {
+                    walk_cut |= walk(root, base, opts.gitignore, Some(&mut unreadable), |p, k| {
                         if k == FileKind::File && include.as_ref().is_none_or(|i| i.admits(base, p))
                         {
                             paths.push(p.to_owned());

@@ -663,7 +663,8 @@ fn hops_json(hops: &[crate::fetch::Hop]) -> Value {
 
 /// The grep op's answer fields: `matches` (with `before`/`after` when
 /// context was asked for, `line_truncated: true` on a line cut at 1000
-/// bytes), `files` or `counts` by mode.
+/// bytes, `before_truncated`/`after_truncated` the indices of context
+/// lines cut there), `files` or `counts` by mode.
 fn grep_answer(
     out: &mut Map<String, Value>,
     found: crate::search::GrepOutput,
@@ -688,6 +689,13 @@ fn grep_answer(
                     }
                     if opts.after > 0 {
                         o.insert("after".into(), json!(m.after));
+                    }
+                    // Likewise only when some context line was cut.
+                    if !m.before_cut.is_empty() {
+                        o.insert("before_truncated".into(), json!(m.before_cut));
+                    }
+                    if !m.after_cut.is_empty() {
+                        o.insert("after_truncated".into(), json!(m.after_cut));
                     }
                     Value::Object(o)
                 })

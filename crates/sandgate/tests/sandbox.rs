@@ -2404,6 +2404,191 @@ fn mcp6_a_grep_line_cut_at_1000_bytes_says_so() {
     assert!(answers[0].get("unreadable").is_none(), "{}", answers[0]);
 }
 
+/// Context lines cut at 1,000 bytes are marked as the matching line is:
+/// the endpoint names the cut ones by index (`before_truncated`,
+/// `after_truncated`), and an answer whose context is whole has no such
+/// field.
+#[test]
+fn grep7_context_lines_cut_at_1000_bytes_say_so() {
+    use serde_json::json;
+    let fx = Fx::new();
+    let long = "y".repeat(1500);
+    fx.put(
+        "in/a.txt",
+        &format!("{long}\nshort before\nhit\n{long}\nshort after\n"),
+    );
+    let sb = fx.builder().build().unwrap();
+    let mut opts = sandgate::search::GrepOptions::default();
+    (opts.before, opts.after) = (2, 2);
+    let ms = sb.grep_with("hit", None, &opts).unwrap();
+    let sandgate::search::GrepOutput::Lines(ms) = ms else {
+        panic!("{ms:?}")
+    };
+    assert_eq!(
+        (ms[0].before_cut.clone(), ms[0].after_cut.clone()),
+        (vec![0], vec![0])
+    );
+    let answers = endpoint(
+        sb,
+        &[
+            json!({"op": "grep", "pattern": "hit", "before": 2, "after": 2}),
+            json!({"op": "grep", "pattern": "hit", "before": 1, "after": 0}),
+        ],
+    );
+    let m = &answers[0]["matches"][0];
+    assert_eq!(m["before"][0].as_str().unwrap().len(), 1000);
+    assert_eq!(m["before_truncated"], json!([0]));
+    assert_eq!(m["after_truncated"], json!([0]));
+    assert!(m.get("line_truncated").is_none());
+    let m = &answers[1]["matches"][0];
+    assert!(m.get("before_truncated").is_none(), "{m}");
+    assert!(m.get("after_truncated").is_none(), "{m}");
+}
+
+/// A subdirectory the process may not list (mode 000, as a non-root
+/// uid) does not refuse the whole grep: it is passed over, counted in
+/// `unreadable`, and the rest of the tree is searched. As root, whom the
+/// mode does not stop, the test has nothing to show and says so.
+#[test]
+fn grep7_an_unlistable_subdirectory_is_counted_not_fatal() {
+    use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fx::new();
+    fx.put("ws/t/a.txt", "hit a\n")
+        .put("ws/t/locked/b.txt", "hit b\n");
+    fx.put("ws/t/z.txt", "hit z\n");
+    let locked = fx.p("ws/t/locked");
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+    if fs::read_dir(&locked).is_ok() {
+        fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+        eprintln!("skipped: this uid lists a mode-000 directory");
+        return;
+    }
+    let sb = fx.builder().build().unwrap();
+    let found = sb
+        .grep_found("hit", Some("t"), &Default::default())
+        .map(|f| (f.results, f.unreadable));
+    let answers = endpoint(sb, &[json!({"op": "grep", "pattern": "hit", "path": "t"})]);
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+    let (results, unreadable) = found.unwrap();
+    let sandgate::search::GrepOutput::Lines(ms) = results else {
+        panic!("{results:?}")
+    };
+    let paths: Vec<&str> = ms.iter().map(|m| m.path.as_str()).collect();
+    assert_eq!((paths, unreadable), (vec!["t/a.txt", "t/z.txt"], 1));
+    assert_eq!(answers[0]["unreadable"], json!(1), "{}", answers[0]);
+}
+
+/// An ext4 image on a loop device, mounted while the guard lives.
+struct LoopFs {
+    dir: tempfile::TempDir,
+}
+
+impl LoopFs {
+    /// A 64 MiB ext4 image mounted read-write at `dir/mnt`, or `None`
+    /// where this process cannot make one (not root, no loop device, no
+    /// mkfs.ext4).
+    fn new() -> Option<LoopFs> {
+        use std::process::Command;
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("img");
+        fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();
+        fs::create_dir(dir.path().join("mnt")).unwrap();
+        let ok = |c: &mut Command| c.output().is_ok_and(|o| o.status.success());
+        (ok(Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-b", "4096"])
+            .arg(&img))
+            && ok(Command::new("mount")
+                .arg("-o")
+                .arg("loop")
+                .arg(&img)
+                .arg(dir.path().join("mnt"))))
+        .then_some(LoopFs { dir })
+    }
+    fn mnt(&self) -> PathBuf {
+        self.dir.path().join("mnt")
+    }
+    fn umount(&self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.mnt())
+            .status();
+    }
+    /// Remounts the image after zeroing the last leaf block of `name`'s
+    /// extent tree, so that reading the file fails with an I/O error once
+    /// it reaches the extents that leaf held, and not before.
+    fn break_last_leaf(&self, name: &str) {
+        use std::process::Command;
+        self.umount();
+        let img = self.dir.path().join("img");
+        let out = Command::new("debugfs")
+            .arg("-R")
+            .arg(format!("ex {name}"))
+            .arg(&img)
+            .output()
+            .unwrap();
+        // Level-1 rows: "1/ 2   5/  5  2720 -  3071  6166   352".
+        let leaf: u64 = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .rfind(|l| l.split_whitespace().next() == Some("1/"))
+            .and_then(|l| l.split_whitespace().nth(7)?.parse().ok())
+            .expect("the file has a two-level extent tree");
+        let f = fs::OpenOptions::new().write(true).open(&img).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &[0u8; 4096], leaf * 4096).unwrap();
+        drop(f);
+        let st = Command::new("mount")
+            .arg("-o")
+            .arg("loop,ro")
+            .arg(&img)
+            .arg(self.mnt())
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        self.umount();
+    }
+}
+
+/// A file whose read fails part way (an I/O error from a damaged disk,
+/// here an ext4 extent leaf zeroed under a 12 MiB file, which grep reads
+/// line by line) is counted in `unreadable`: its matches before the error
+/// are answered, but the answer does not pass for the whole file's. Needs
+/// root and a loop device; skips otherwise.
+#[test]
+fn grep7_a_read_error_mid_file_is_counted() {
+    use std::io::Write;
+    let Some(lfs) = LoopFs::new() else {
+        eprintln!("skipped: no loop-mounted ext4 here (needs root)");
+        return;
+    };
+    let mnt = lfs.mnt();
+    // 4 KiB of text every 8 KiB, holes between: some 1,500 extents, a
+    // two-level tree whose last leaf maps the file's end.
+    let mut f = fs::File::create(mnt.join("big.txt")).unwrap();
+    let chunk = format!("{}\n", "x".repeat(63)).repeat(64);
+    // The first 8 KiB whole text, so the file is not taken for binary.
+    f.write_all(format!("hit first\n{chunk}{chunk}").as_bytes())
+        .unwrap();
+    for off in (16384..12 << 20).step_by(8192) {
+        std::os::unix::fs::FileExt::write_all_at(&f, chunk.as_bytes(), off).unwrap();
+    }
+    std::os::unix::fs::FileExt::write_all_at(&f, b"hit last\n", 12 << 20).unwrap();
+    drop(f);
+    lfs.break_last_leaf("big.txt");
+    let mut b = Sandbox::builder();
+    b.read_root(&mnt).max_read_bytes(16 << 20);
+    let sb = b.build().unwrap();
+    let found = sb.grep_found("hit", None, &Default::default()).unwrap();
+    let sandgate::search::GrepOutput::Lines(ms) = &found.results else {
+        panic!("{found:?}")
+    };
+    let lines: Vec<usize> = ms.iter().map(|m| m.line).collect();
+    assert_eq!((lines, found.unreadable), (vec![1], 1));
+}
+
 #[test]
 fn a_grep_stopped_at_max_results_says_so() {
     use serde_json::json;

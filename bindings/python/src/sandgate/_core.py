@@ -355,13 +355,19 @@ class Entry:
 @dataclass(frozen=True)
 class Match:
     """One grep hit, with the context lines asked for (``before``, oldest
-    first, and ``after``)."""
+    first, and ``after``). ``text`` and each context line hold at most the
+    line's first 1,000 bytes: ``line_truncated`` says the matching line was
+    cut there, ``before_truncated`` and ``after_truncated`` the indices
+    (into ``before`` and ``after``) of the context lines cut."""
 
     path: str
     line: int
     text: str
     before: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
+    line_truncated: bool = False
+    before_truncated: tuple[int, ...] = ()
+    after_truncated: tuple[int, ...] = ()
 
 
 class Found(list):
@@ -372,15 +378,19 @@ class Found(list):
     ``"walk_entries"`` (the walk stopped at its 200,000 entries, and what
     lies past them was not searched) or ``"max_read_bytes"`` (grep passed
     over a file larger than ``max_read_bytes`` without searching it);
-    ``None`` when whole."""
+    ``None`` when whole. ``unreadable`` (grep) counts the files grep could
+    not open or read to the end, and the subdirectories it could not list,
+    and so passed over; 0 when none."""
 
     truncated: bool
     limit: str | None
+    unreadable: int
 
-    def __init__(self, items, limit: str | None = None):
+    def __init__(self, items, limit: str | None = None, unreadable: int = 0):
         super().__init__(items)
         self.limit = limit
         self.truncated = limit is not None
+        self.unreadable = unreadable
 
 
 @dataclass(frozen=True)
@@ -1036,7 +1046,9 @@ class Sandbox(_Handle):
         ``gitignore`` skips what ``.gitignore``/``.ignore`` files inside the
         root exclude. Symbolic links are never followed. The answer is a
         :class:`Found`: its ``truncated`` and ``limit`` say whether it was
-        cut."""
+        cut, its ``unreadable`` how many files or directories were passed
+        over unread; a :class:`Match` says which of its lines were cut at
+        1,000 bytes."""
         opts: dict = {}
         if max_results is not None:
             m = int(max_results)
@@ -1064,16 +1076,27 @@ class Sandbox(_Handle):
             self._bytes(lib.sg_sandbox_grep_found, pt, len(pt), p, len(p) if p else 0, o, len(o))
         )
         limit = answer["limit"]
+        unreadable = answer.get("unreadable", 0)
         if "files" in answer:
-            return Found(answer["files"], limit)
+            return Found(answer["files"], limit, unreadable)
         if "counts" in answer:
-            return Found((Count(x["path"], x["count"]) for x in answer["counts"]), limit)
+            return Found((Count(x["path"], x["count"]) for x in answer["counts"]), limit, unreadable)
         return Found(
             (
-                Match(x["path"], x["line"], x["text"], tuple(x.get("before", ())), tuple(x.get("after", ())))
+                Match(
+                    x["path"],
+                    x["line"],
+                    x["text"],
+                    tuple(x.get("before", ())),
+                    tuple(x.get("after", ())),
+                    x.get("line_truncated", False),
+                    tuple(x.get("before_truncated", ())),
+                    tuple(x.get("after_truncated", ())),
+                )
                 for x in answer["matches"]
             ),
             limit,
+            unreadable,
         )
 
     # -- writes --
