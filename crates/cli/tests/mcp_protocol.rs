@@ -2971,3 +2971,67 @@ fn the_directory_form_refuses_the_home_directory_as_its_write_root() {
     assert!(status.success(), "{err}");
     assert_ne!(results[0]["isError"], true, "{}", results[0]);
 }
+
+/// A chain of 3,000 nested directories, and beside it one whose path
+/// passes the kernel's 4,096 bytes (255-byte names): `directory_tree`
+/// answers both (it once recursed once per level and overflowed its
+/// thread's stack at about 1,000 levels, ending the server, and failed the
+/// whole tree on the long path), enters no directory more than
+/// 32 levels down, and says what it left out; the server serves on.
+#[test]
+fn floods7_directory_tree_of_a_deep_chain_is_bounded_and_said() {
+    use rustix::fs::{mkdirat, openat, Mode, OFlags};
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    // Made relative to each new directory: the whole path is longer than
+    // the kernel takes in one call.
+    for (top, name, depth) in [
+        ("deep", "d".to_owned(), 3000),
+        ("long", "n".repeat(255), 20),
+    ] {
+        fs::create_dir_all(ws.join(top)).unwrap();
+        let mut at: std::os::fd::OwnedFd = fs::File::open(ws.join(top)).unwrap().into();
+        for _ in 0..depth {
+            mkdirat(&at, name.as_str(), Mode::from_raw_mode(0o755)).unwrap();
+            at = openat(
+                &at,
+                name.as_str(),
+                OFlags::RDONLY | OFlags::DIRECTORY,
+                Mode::empty(),
+            )
+            .unwrap();
+        }
+    }
+    assert!(ws.join("deep").is_dir());
+    let mut s = Server::start_in(dir, "", &[]);
+    for (id, path) in [(2, "deep"), (3, "long"), (4, ".")] {
+        s.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "directory_tree", "arguments": {"path": path}}}));
+        let a = s.answer(id);
+        assert_eq!(a["result"]["isError"], false, "{path}: {a}");
+        let content = a["result"]["content"].as_array().unwrap();
+        let text = content[0]["text"].as_str().unwrap();
+        assert!(
+            text.len() < 8 << 20,
+            "{path}: the tree's block is {} bytes",
+            text.len()
+        );
+        let tree: Value = serde_json::from_str(text).expect("the tree's block is JSON");
+        // The deepest entry shown, in directory levels.
+        fn depth(v: &Value) -> usize {
+            v.as_array().map_or(0, |a| {
+                a.iter()
+                    .map(|e| 1 + depth(&e["children"]))
+                    .max()
+                    .unwrap_or(0)
+            })
+        }
+        assert!(depth(&tree) <= 33, "{path}: {} levels shown", depth(&tree));
+        let note = content
+            .get(1)
+            .and_then(|c| c["text"].as_str())
+            .unwrap_or_else(|| panic!("{path}: the tree says nothing of what it left out"));
+        assert!(note.contains("not entered"), "{path}: {note}");
+    }
+    s.ping(5);
+}

@@ -378,7 +378,7 @@ pub struct TextOutput {
     /// The answer's text.
     pub content: String,
     /// What the answer leaves out, when it was cut (a `directory_tree` past
-    /// its 10,000 entries, a `read_text_file` head or tail cut at
+    /// its 10,000 entries or 32 levels, a `read_text_file` head or tail cut at
     /// `max_read_bytes`): the same text as the second content block.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -840,6 +840,14 @@ impl Excludes {
 /// the tree's JSON.
 pub const MAX_TREE_ENTRIES: usize = 10_000;
 
+/// Deepest directory level `directory_tree` enters: a directory this many
+/// levels below `path` is shown without `children`. The walk recurses once
+/// per level, so an unbounded one overflowed its thread's stack on a chain
+/// of about 1,000 nested directories and ended the server; each level also
+/// indents every line below it in the answer, and JSON nested deeper than
+/// 128 levels (two per directory) is refused by common parsers.
+pub const MAX_TREE_DEPTH: usize = 32;
+
 /// The block that follows a tree cut at [`MAX_TREE_ENTRIES`].
 fn tree_cut() -> String {
     format!(
@@ -849,11 +857,22 @@ fn tree_cut() -> String {
     )
 }
 
+/// The block that follows a tree with directories it did not enter.
+fn tree_deep() -> String {
+    format!(
+        "[directories {MAX_TREE_DEPTH} levels down, or whose path is too long for the \
+         operating system ({} bytes), were not entered and are shown without children: ask \
+         for a subdirectory]",
+        sandgate::relpath::MAX_NAME_BYTES
+    )
+}
+
 pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
     let rel = s.read_name("list", &a.path)?;
     let ex = Excludes::new(&a.exclude_patterns)?;
     let mut budget = MAX_TREE_ENTRIES;
-    let mut cut = false;
+    let (mut cut, mut deep) = (false, false);
+    #[allow(clippy::too_many_arguments)]
     fn build(
         s: &Shared,
         dir: &str,
@@ -861,6 +880,8 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
         ex: &Excludes,
         budget: &mut usize,
         cut: &mut bool,
+        level: usize,
+        deep: &mut bool,
     ) -> Result<Vec<serde_json::Value>, Error> {
         let mut out = Vec::new();
         let (entries, more) = s.sandbox.list_max(dir, *budget)?;
@@ -886,10 +907,19 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
                 format!("{dir}/{}", e.name)
             };
             out.push(match e.kind {
+                // Not entered: too deep to recurse into, or a path the
+                // kernel cannot take (listing it would fail the whole tree).
+                FileKind::Dir
+                    if level + 1 >= MAX_TREE_DEPTH
+                        || path.len() >= sandgate::relpath::MAX_NAME_BYTES =>
+                {
+                    *deep = true;
+                    serde_json::json!({"name": e.name, "type": "directory"})
+                }
                 FileKind::Dir => serde_json::json!({
                     "name": e.name,
                     "type": "directory",
-                    "children": build(s, &path, &sub, ex, budget, cut)?,
+                    "children": build(s, &path, &sub, ex, budget, cut, level + 1, deep)?,
                 }),
                 FileKind::Symlink => serde_json::json!({"name": e.name, "type": "symlink"}),
                 _ => serde_json::json!({"name": e.name, "type": "file"}),
@@ -897,12 +927,15 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
         }
         Ok(out)
     }
-    let tree = build(s, &rel, "", &ex, &mut budget, &mut cut)?;
+    let tree = build(s, &rel, "", &ex, &mut budget, &mut cut, 0, &mut deep)?;
     let mut blocks = vec![ContentBlock::text(
         serde_json::to_string_pretty(&tree).unwrap_or_default(),
     )];
     if cut {
         blocks.push(ContentBlock::text(tree_cut()));
+    }
+    if deep {
+        blocks.push(ContentBlock::text(tree_deep()));
     }
     Ok(blocks)
 }
