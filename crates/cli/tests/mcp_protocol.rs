@@ -3035,3 +3035,29 @@ fn floods7_directory_tree_of_a_deep_chain_is_bounded_and_said() {
     }
     s.ping(5);
 }
+
+/// `edit_file` replacing 100,000 lines with 100,000 others (a 1.6 MB
+/// request): the diff it answers is bounded in time, so the call is
+/// answered with a correct (if not minimal) diff. Unbounded, the diff of
+/// two files that share no line is quadratic: 2,000 lines took 1.3 s,
+/// 8,000 lines 15 s, and this one would hold a thread of the server for
+/// hours.
+#[test]
+fn floods7_an_edit_of_many_lines_answers_its_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let old: String = (0..100_000).map(|i| format!("a{i}\n")).collect();
+    let new: String = (0..100_000).map(|i| format!("b{i}\n")).collect();
+    fs::create_dir_all(dir.path().join("ws")).unwrap();
+    fs::write(dir.path().join("ws/big.txt"), &old).unwrap();
+    let mut s = Server::start_in(dir, "allow_overwrite = true\n", &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "edit_file", "arguments": {"path": "big.txt", "dryRun": true,
+        "edits": [{"oldText": old, "newText": new}]}}}));
+    let a = s.answer(2);
+    assert_eq!(a["result"]["isError"], false);
+    let diff = a["result"]["content"][0]["text"].as_str().unwrap();
+    for line in ["-a0\n", "-a99999\n", "+b0\n", "+b99999\n"] {
+        assert!(diff.contains(line), "the diff lacks {line:?}");
+    }
+    s.ping(3);
+}

@@ -669,6 +669,10 @@ pub(crate) fn write_file(s: &Shared, a: WriteFile) -> Answer {
     text(format!("Successfully wrote {n} bytes to {}", a.path))
 }
 
+/// How long `edit_file` looks for the smallest diff before it answers a
+/// larger one.
+const DIFF_TIME: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
     let rel = s.write_name("edit", &a.path)?;
     let edits: Vec<(&str, &str)> = a
@@ -705,7 +709,13 @@ pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
     };
     let before = lossy(before);
     let after = lossy(after);
-    let diff = similar::TextDiff::from_lines(&before, &after)
+    // Bounded in time: the diff of two texts that share few lines is
+    // quadratic in their lines (hours for a file of max_read_bytes), and
+    // past the deadline `similar` answers a correct diff that is not the
+    // smallest (the rest as deleted, then inserted).
+    let diff = similar::TextDiff::configure()
+        .timeout(DIFF_TIME)
+        .diff_lines(&before, &after)
         .unified_diff()
         .context_radius(3)
         .header(&format!("a/{rel}"), &format!("b/{rel}"))
