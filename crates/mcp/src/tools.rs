@@ -987,6 +987,10 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
                  answers; there are more: narrow the path or the pattern]"
             );
         }
+        Some(Cut::PathLength) => {
+            out.push('\n');
+            out.push_str(&long_cut());
+        }
         Some(_) => {
             out.push('\n');
             out.push_str(&walk_cut());
@@ -994,6 +998,16 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
         None => {}
     }
     text(out)
+}
+
+/// The last line of a search whose walk left a directory whose path is too
+/// long for the operating system.
+fn long_cut() -> String {
+    format!(
+        "[the search did not enter a directory whose path is {} bytes or longer, too long \
+         for the operating system; what lies in it was not searched]",
+        sandgate::relpath::MAX_NAME_BYTES
+    )
 }
 
 /// The last line of a search whose walk stopped at [`MAX_WALK_ENTRIES`].
@@ -1131,6 +1145,7 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
             s.max_read_bytes
         )),
         Some(Cut::WalkEntries) => Some(walk_cut()),
+        Some(Cut::PathLength) => Some(long_cut()),
         Some(other) => Some(format!("[the search was cut: {}]", other.as_str())),
         None => None,
     };
