@@ -3061,3 +3061,28 @@ fn floods7_an_edit_of_many_lines_answers_its_diff() {
     }
     s.ping(3);
 }
+
+/// Under `fs_ops = 50`, a `directory_tree` of 100 subdirectories (one
+/// operation per directory listed) answers the tree it could list, says
+/// that the budget ran out, and is no error: it spent the whole budget and
+/// answered nothing but `E_DENIED` before.
+#[test]
+fn floods7_a_directory_tree_that_spends_the_budget_answers_what_it_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..100 {
+        fs::create_dir_all(dir.path().join(format!("ws/tree/d{i:03}"))).unwrap();
+    }
+    let mut s = Server::start_in(dir, "[budgets]\nfs_ops = 50\n", &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "directory_tree", "arguments": {"path": "tree"}}}));
+    let a = s.answer(2);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let content = a["result"]["content"].as_array().unwrap();
+    let tree: Value = serde_json::from_str(content[0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(tree.as_array().unwrap().len(), 100);
+    let note = content
+        .get(1)
+        .and_then(|c| c["text"].as_str())
+        .unwrap_or_default();
+    assert!(note.contains("fs_ops"), "{note:?}");
+}

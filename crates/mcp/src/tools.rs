@@ -867,6 +867,12 @@ fn tree_cut() -> String {
     )
 }
 
+/// The block that follows a tree whose listing spent the `fs_ops` budget.
+fn tree_spent() -> &'static str {
+    "[the fs_ops budget ran out while the tree was listed (each directory listed spends \
+     one): directories shown without children were not entered]"
+}
+
 /// The block that follows a tree with directories it did not enter.
 fn tree_deep() -> String {
     format!(
@@ -877,11 +883,23 @@ fn tree_deep() -> String {
     )
 }
 
+/// Directories a `directory_tree` showed without entering them, and why.
+#[derive(Default)]
+struct LeftOut {
+    /// Past [`MAX_TREE_DEPTH`], or a path too long for the kernel.
+    deep: bool,
+    /// The `fs_ops` budget was spent.
+    spent: bool,
+}
+
 pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
     let rel = s.read_name("list", &a.path)?;
     let ex = Excludes::new(&a.exclude_patterns)?;
     let mut budget = MAX_TREE_ENTRIES;
-    let (mut cut, mut deep) = (false, false);
+    // A directory past the fs_ops budget is not entered, so that a tree
+    // that spends the rest of the budget answers what it listed rather
+    // than E_DENIED for all of it.
+    let (mut cut, mut left) = (false, LeftOut::default());
     #[allow(clippy::too_many_arguments)]
     fn build(
         s: &Shared,
@@ -891,7 +909,7 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
         budget: &mut usize,
         cut: &mut bool,
         level: usize,
-        deep: &mut bool,
+        left: &mut LeftOut,
     ) -> Result<Vec<serde_json::Value>, Error> {
         let mut out = Vec::new();
         let (entries, more) = s.sandbox.list_max(dir, *budget)?;
@@ -923,13 +941,17 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
                     if level + 1 >= MAX_TREE_DEPTH
                         || path.len() >= sandgate::relpath::MAX_NAME_BYTES =>
                 {
-                    *deep = true;
+                    left.deep = true;
+                    serde_json::json!({"name": e.name, "type": "directory"})
+                }
+                FileKind::Dir if s.sandbox.fs_ops_remaining() == Some(0) => {
+                    left.spent = true;
                     serde_json::json!({"name": e.name, "type": "directory"})
                 }
                 FileKind::Dir => serde_json::json!({
                     "name": e.name,
                     "type": "directory",
-                    "children": build(s, &path, &sub, ex, budget, cut, level + 1, deep)?,
+                    "children": build(s, &path, &sub, ex, budget, cut, level + 1, left)?,
                 }),
                 FileKind::Symlink => serde_json::json!({"name": e.name, "type": "symlink"}),
                 _ => serde_json::json!({"name": e.name, "type": "file"}),
@@ -937,15 +959,18 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
         }
         Ok(out)
     }
-    let tree = build(s, &rel, "", &ex, &mut budget, &mut cut, 0, &mut deep)?;
+    let tree = build(s, &rel, "", &ex, &mut budget, &mut cut, 0, &mut left)?;
     let mut blocks = vec![ContentBlock::text(
         serde_json::to_string_pretty(&tree).unwrap_or_default(),
     )];
     if cut {
         blocks.push(ContentBlock::text(tree_cut()));
     }
-    if deep {
+    if left.deep {
         blocks.push(ContentBlock::text(tree_deep()));
+    }
+    if left.spent {
+        blocks.push(ContentBlock::text(tree_spent()));
     }
     Ok(blocks)
 }
