@@ -3225,3 +3225,118 @@ fn the_directory_form_refuses_the_home_directory_as_its_write_root() {
     assert!(status.success(), "{err}");
     assert_ne!(results[0]["isError"], true, "{}", results[0]);
 }
+
+/// A chain of 3,000 nested directories, and beside it one whose path
+/// passes the kernel's 4,096 bytes (255-byte names): `directory_tree`
+/// answers both (it once recursed once per level and overflowed its
+/// thread's stack at about 1,000 levels, ending the server, and failed the
+/// whole tree on the long path), enters no directory more than
+/// 32 levels down, and says what it left out; the server serves on.
+#[test]
+fn floods7_directory_tree_of_a_deep_chain_is_bounded_and_said() {
+    use rustix::fs::{mkdirat, openat, Mode, OFlags};
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    // Made relative to each new directory: the whole path is longer than
+    // the kernel takes in one call.
+    for (top, name, depth) in [
+        ("deep", "d".to_owned(), 3000),
+        ("long", "n".repeat(255), 20),
+    ] {
+        fs::create_dir_all(ws.join(top)).unwrap();
+        let mut at: std::os::fd::OwnedFd = fs::File::open(ws.join(top)).unwrap().into();
+        for _ in 0..depth {
+            mkdirat(&at, name.as_str(), Mode::from_raw_mode(0o755)).unwrap();
+            at = openat(
+                &at,
+                name.as_str(),
+                OFlags::RDONLY | OFlags::DIRECTORY,
+                Mode::empty(),
+            )
+            .unwrap();
+        }
+    }
+    assert!(ws.join("deep").is_dir());
+    let mut s = Server::start_in(dir, "", &[]);
+    for (id, path) in [(2, "deep"), (3, "long"), (4, ".")] {
+        s.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "directory_tree", "arguments": {"path": path}}}));
+        let a = s.answer(id);
+        assert_eq!(a["result"]["isError"], false, "{path}: {a}");
+        let content = a["result"]["content"].as_array().unwrap();
+        let text = content[0]["text"].as_str().unwrap();
+        assert!(
+            text.len() < 8 << 20,
+            "{path}: the tree's block is {} bytes",
+            text.len()
+        );
+        let tree: Value = serde_json::from_str(text).expect("the tree's block is JSON");
+        // The deepest entry shown, in directory levels.
+        fn depth(v: &Value) -> usize {
+            v.as_array().map_or(0, |a| {
+                a.iter()
+                    .map(|e| 1 + depth(&e["children"]))
+                    .max()
+                    .unwrap_or(0)
+            })
+        }
+        assert!(depth(&tree) <= 33, "{path}: {} levels shown", depth(&tree));
+        let note = content
+            .get(1)
+            .and_then(|c| c["text"].as_str())
+            .unwrap_or_else(|| panic!("{path}: the tree says nothing of what it left out"));
+        assert!(note.contains("not entered"), "{path}: {note}");
+    }
+    s.ping(5);
+}
+
+/// `edit_file` replacing 100,000 lines with 100,000 others (a 1.6 MB
+/// request): the diff it answers is bounded in time, so the call is
+/// answered with a correct (if not minimal) diff. Unbounded, the diff of
+/// two files that share no line is quadratic: 2,000 lines took 1.3 s,
+/// 8,000 lines 15 s, and this one would hold a thread of the server for
+/// hours.
+#[test]
+fn floods7_an_edit_of_many_lines_answers_its_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let old: String = (0..100_000).map(|i| format!("a{i}\n")).collect();
+    let new: String = (0..100_000).map(|i| format!("b{i}\n")).collect();
+    fs::create_dir_all(dir.path().join("ws")).unwrap();
+    fs::write(dir.path().join("ws/big.txt"), &old).unwrap();
+    let mut s = Server::start_in(dir, "allow_overwrite = true\n", &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "edit_file", "arguments": {"path": "big.txt", "dryRun": true,
+        "edits": [{"oldText": old, "newText": new}]}}}));
+    let a = s.answer(2);
+    assert_eq!(a["result"]["isError"], false);
+    let diff = a["result"]["content"][0]["text"].as_str().unwrap();
+    for line in ["-a0\n", "-a99999\n", "+b0\n", "+b99999\n"] {
+        assert!(diff.contains(line), "the diff lacks {line:?}");
+    }
+    s.ping(3);
+}
+
+/// Under `fs_ops = 50`, a `directory_tree` of 100 subdirectories (one
+/// operation per directory listed) answers the tree it could list, says
+/// that the budget ran out, and is no error: it spent the whole budget and
+/// answered nothing but `E_DENIED` before.
+#[test]
+fn floods7_a_directory_tree_that_spends_the_budget_answers_what_it_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..100 {
+        fs::create_dir_all(dir.path().join(format!("ws/tree/d{i:03}"))).unwrap();
+    }
+    let mut s = Server::start_in(dir, "[budgets]\nfs_ops = 50\n", &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "directory_tree", "arguments": {"path": "tree"}}}));
+    let a = s.answer(2);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let content = a["result"]["content"].as_array().unwrap();
+    let tree: Value = serde_json::from_str(content[0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(tree.as_array().unwrap().len(), 100);
+    let note = content
+        .get(1)
+        .and_then(|c| c["text"].as_str())
+        .unwrap_or_default();
+    assert!(note.contains("fs_ops"), "{note:?}");
+}

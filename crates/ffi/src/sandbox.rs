@@ -1219,8 +1219,8 @@ pub unsafe extern "C" fn sg_sandbox_glob(
 }
 
 /// `truncated` and `limit` of a search's answer: whether it was cut, and
-/// by which cap (`"max_results"`, `"walk_entries"` or `"max_read_bytes"`;
-/// null when whole).
+/// by which cap (`"max_results"`, `"walk_entries"`, `"max_read_bytes"` or
+/// `"path_length"`; null when whole).
 fn with_cut(mut answer: serde_json::Value, cut: Option<facade::search::Cut>) -> serde_json::Value {
     answer["truncated"] = json!(cut.is_some());
     answer["limit"] = json!(cut.map(|c| c.as_str()));
@@ -1229,10 +1229,11 @@ fn with_cut(mut answer: serde_json::Value, cut: Option<facade::search::Cut>) -> 
 
 /// `sg_sandbox_glob` saying whether its answer was cut: a JSON object
 /// `{"paths": [..], "truncated": bool, "limit": "max_results" |
-/// "walk_entries" | null}`. `max_results`: more paths match than the 1,000
-/// answered (those are the first the walk met, sorted by name);
-/// `walk_entries`: the walk stopped at its 200,000 entries, and what lies
-/// past them was not searched.
+/// "walk_entries" | "path_length" | null}`. `max_results`: more paths
+/// match than the 1,000 answered (those are the first the walk met, sorted
+/// by name); `walk_entries`: the walk stopped at its 200,000 entries, and
+/// what lies past them was not searched; `path_length`: a directory whose
+/// path is 4,096 bytes or longer was not entered.
 ///
 /// # Return value
 ///
@@ -1466,10 +1467,11 @@ fn grep_json(found: facade::search::GrepOutput) -> serde_json::Value {
 /// (`"max_results"` when more matched than `max_results`, an answer of
 /// exactly `max_results` being whole; `"walk_entries"` when the walk
 /// stopped at its 200,000 entries; `"max_read_bytes"` when a file larger
-/// than `max_read_bytes` was passed over without being searched; null
-/// when whole), and `unreadable` (how many files grep could not open or
-/// read to the end, and subdirectories it could not list; absent when
-/// none).
+/// than `max_read_bytes` was passed over without being searched;
+/// `"path_length"` when a directory whose path is 4,096 bytes or longer
+/// was not entered; null when whole), and `unreadable` (how many files
+/// grep could not open or read to the end, and subdirectories it could
+/// not list; absent when none).
 ///
 /// # Safety
 ///

@@ -378,7 +378,7 @@ pub struct TextOutput {
     /// The answer's text.
     pub content: String,
     /// What the answer leaves out, when it was cut (a `directory_tree` past
-    /// its 10,000 entries, a `read_text_file` head or tail cut at
+    /// its 10,000 entries or 32 levels, a `read_text_file` head or tail cut at
     /// `max_read_bytes`): the same text as the second content block.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -669,6 +669,10 @@ pub(crate) fn write_file(s: &Shared, a: WriteFile) -> Answer {
     text(format!("Successfully wrote {n} bytes to {}", a.path))
 }
 
+/// How long `edit_file` looks for the smallest diff before it answers a
+/// larger one.
+const DIFF_TIME: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
     let rel = s.write_name("edit", &a.path)?;
     let edits: Vec<(&str, &str)> = a
@@ -705,7 +709,13 @@ pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
     };
     let before = lossy(before);
     let after = lossy(after);
-    let diff = similar::TextDiff::from_lines(&before, &after)
+    // Bounded in time: the diff of two texts that share few lines is
+    // quadratic in their lines (hours for a file of max_read_bytes), and
+    // past the deadline `similar` answers a correct diff that is not the
+    // smallest (the rest as deleted, then inserted).
+    let diff = similar::TextDiff::configure()
+        .timeout(DIFF_TIME)
+        .diff_lines(&before, &after)
         .unified_diff()
         .context_radius(3)
         .header(&format!("a/{rel}"), &format!("b/{rel}"))
@@ -840,6 +850,14 @@ impl Excludes {
 /// the tree's JSON.
 pub const MAX_TREE_ENTRIES: usize = 10_000;
 
+/// Deepest directory level `directory_tree` enters: a directory this many
+/// levels below `path` is shown without `children`. The walk recurses once
+/// per level, so an unbounded one overflowed its thread's stack on a chain
+/// of about 1,000 nested directories and ended the server; each level also
+/// indents every line below it in the answer, and JSON nested deeper than
+/// 128 levels (two per directory) is refused by common parsers.
+pub const MAX_TREE_DEPTH: usize = 32;
+
 /// The block that follows a tree cut at [`MAX_TREE_ENTRIES`].
 fn tree_cut() -> String {
     format!(
@@ -849,11 +867,40 @@ fn tree_cut() -> String {
     )
 }
 
+/// The block that follows a tree whose listing spent the `fs_ops` budget.
+fn tree_spent() -> &'static str {
+    "[the fs_ops budget ran out while the tree was listed (each directory listed spends \
+     one): directories shown without children were not entered]"
+}
+
+/// The block that follows a tree with directories it did not enter.
+fn tree_deep() -> String {
+    format!(
+        "[directories {MAX_TREE_DEPTH} levels down, or whose path is too long for the \
+         operating system ({} bytes), were not entered and are shown without children: ask \
+         for a subdirectory]",
+        sandgate::relpath::MAX_NAME_BYTES
+    )
+}
+
+/// Directories a `directory_tree` showed without entering them, and why.
+#[derive(Default)]
+struct LeftOut {
+    /// Past [`MAX_TREE_DEPTH`], or a path too long for the kernel.
+    deep: bool,
+    /// The `fs_ops` budget was spent.
+    spent: bool,
+}
+
 pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
     let rel = s.read_name("list", &a.path)?;
     let ex = Excludes::new(&a.exclude_patterns)?;
     let mut budget = MAX_TREE_ENTRIES;
-    let mut cut = false;
+    // A directory past the fs_ops budget is not entered, so that a tree
+    // that spends the rest of the budget answers what it listed rather
+    // than E_DENIED for all of it.
+    let (mut cut, mut left) = (false, LeftOut::default());
+    #[allow(clippy::too_many_arguments)]
     fn build(
         s: &Shared,
         dir: &str,
@@ -861,6 +908,8 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
         ex: &Excludes,
         budget: &mut usize,
         cut: &mut bool,
+        level: usize,
+        left: &mut LeftOut,
     ) -> Result<Vec<serde_json::Value>, Error> {
         let mut out = Vec::new();
         let (entries, more) = s.sandbox.list_max(dir, *budget)?;
@@ -886,10 +935,23 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
                 format!("{dir}/{}", e.name)
             };
             out.push(match e.kind {
+                // Not entered: too deep to recurse into, or a path the
+                // kernel cannot take (listing it would fail the whole tree).
+                FileKind::Dir
+                    if level + 1 >= MAX_TREE_DEPTH
+                        || path.len() >= sandgate::relpath::MAX_NAME_BYTES =>
+                {
+                    left.deep = true;
+                    serde_json::json!({"name": e.name, "type": "directory"})
+                }
+                FileKind::Dir if s.sandbox.fs_ops_remaining() == Some(0) => {
+                    left.spent = true;
+                    serde_json::json!({"name": e.name, "type": "directory"})
+                }
                 FileKind::Dir => serde_json::json!({
                     "name": e.name,
                     "type": "directory",
-                    "children": build(s, &path, &sub, ex, budget, cut)?,
+                    "children": build(s, &path, &sub, ex, budget, cut, level + 1, left)?,
                 }),
                 FileKind::Symlink => serde_json::json!({"name": e.name, "type": "symlink"}),
                 _ => serde_json::json!({"name": e.name, "type": "file"}),
@@ -897,12 +959,18 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
         }
         Ok(out)
     }
-    let tree = build(s, &rel, "", &ex, &mut budget, &mut cut)?;
+    let tree = build(s, &rel, "", &ex, &mut budget, &mut cut, 0, &mut left)?;
     let mut blocks = vec![ContentBlock::text(
         serde_json::to_string_pretty(&tree).unwrap_or_default(),
     )];
     if cut {
         blocks.push(ContentBlock::text(tree_cut()));
+    }
+    if left.deep {
+        blocks.push(ContentBlock::text(tree_deep()));
+    }
+    if left.spent {
+        blocks.push(ContentBlock::text(tree_spent()));
     }
     Ok(blocks)
 }
@@ -944,6 +1012,10 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
                  answers; there are more: narrow the path or the pattern]"
             );
         }
+        Some(Cut::PathLength) => {
+            out.push('\n');
+            out.push_str(&long_cut());
+        }
         Some(_) => {
             out.push('\n');
             out.push_str(&walk_cut());
@@ -951,6 +1023,16 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
         None => {}
     }
     text(out)
+}
+
+/// The last line of a search whose walk left a directory whose path is too
+/// long for the operating system.
+fn long_cut() -> String {
+    format!(
+        "[the search did not enter a directory whose path is {} bytes or longer, too long \
+         for the operating system; what lies in it was not searched]",
+        sandgate::relpath::MAX_NAME_BYTES
+    )
 }
 
 /// The last line of a search whose walk stopped at [`MAX_WALK_ENTRIES`].
@@ -1091,6 +1173,7 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
             s.max_read_bytes
         )),
         Some(Cut::WalkEntries) => Some(walk_cut()),
+        Some(Cut::PathLength) => Some(long_cut()),
         Some(other) => Some(format!("[the search was cut: {}]", other.as_str())),
         None => None,
     };

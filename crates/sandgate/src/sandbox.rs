@@ -2008,6 +2008,16 @@ fn read_range(
     offset: usize,
     limit: usize,
 ) -> Result<LinesRead, Error> {
+    let alone = || {
+        Error::new(
+            ErrorCode::TooLarge,
+            format!(
+                "line {offset} alone is longer than max_read_bytes ({})",
+                inner.max_read_bytes
+            ),
+        )
+        .with_path(rel.as_str())
+    };
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let (mut content, mut lines, mut total, mut truncated) = (Vec::new(), 0usize, 0usize, false);
     let mut line = Vec::new();
@@ -2027,6 +2037,12 @@ fn read_range(
                 .read_until(b'\n', &mut line)
                 .map_err(|e| io_error(rel, e))?;
             if n as u64 > room && line.last() != Some(&b'\n') {
+                // The range's first line does not fit: refused at once,
+                // not after reading the rest of a file that may be
+                // terabytes (sparse) without a line break.
+                if lines == 0 {
+                    return Err(alone());
+                }
                 n + skip_line(&mut reader).map_err(|e| io_error(rel, e))?
             } else {
                 n
@@ -2048,14 +2064,7 @@ fn read_range(
         }
     }
     if truncated && lines == 0 {
-        return Err(Error::new(
-            ErrorCode::TooLarge,
-            format!(
-                "line {offset} alone is longer than max_read_bytes ({})",
-                inner.max_read_bytes
-            ),
-        )
-        .with_path(rel.as_str()));
+        return Err(alone());
     }
     Ok(LinesRead {
         content,

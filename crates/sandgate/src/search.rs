@@ -64,16 +64,21 @@ pub enum Cut {
     /// A grep passed over a file larger than `max_read_bytes` without
     /// searching it, so there may be more.
     MaxReadBytes,
+    /// The walk met a directory whose root-relative path is too long for
+    /// the operating system (4,096 bytes) and did not enter it, so there
+    /// may be more.
+    PathLength,
 }
 
 impl Cut {
-    /// The cut's wire name: `max_results`, `walk_entries` or
-    /// `max_read_bytes`.
+    /// The cut's wire name: `max_results`, `walk_entries`,
+    /// `max_read_bytes` or `path_length`.
     pub fn as_str(self) -> &'static str {
         match self {
             Cut::MaxResults => "max_results",
             Cut::WalkEntries => "walk_entries",
             Cut::MaxReadBytes => "max_read_bytes",
+            Cut::PathLength => "path_length",
         }
     }
 }
@@ -329,7 +334,10 @@ fn ignores_above(root: &Root, base: &RelPath) -> Arc<IgnoreChain> {
 /// reached through a symlink are never entered. With `gitignore`, entries
 /// the ignore files exclude (and `.git`) are neither visited nor entered.
 /// `visit` returns false to stop. Answers whether the walk stopped at
-/// [`MAX_WALK_ENTRIES`] with entries left unvisited.
+/// [`MAX_WALK_ENTRIES`] with entries left unvisited. A directory whose path
+/// is too long for the operating system is visited but not entered (it
+/// cannot be opened by name, and failing would fail the whole search):
+/// `long` is then set.
 ///
 /// A subdirectory that cannot be listed (its permissions refuse the
 /// process, an I/O error) is passed over and counted in `unlistable` when
@@ -340,6 +348,7 @@ fn walk(
     base: &RelPath,
     gitignore: bool,
     mut unlistable: Option<&mut usize>,
+    long: &mut bool,
     mut visit: impl FnMut(&str, FileKind) -> bool,
 ) -> Result<bool, Error> {
     let start = gitignore.then(|| ignores_above(root, base));
@@ -407,7 +416,11 @@ fn walk(
                 return Ok(false);
             }
             if kind == FileKind::Dir {
-                subdirs.push((path, ignores.clone()));
+                if path.len() >= crate::relpath::MAX_NAME_BYTES {
+                    *long = true;
+                } else {
+                    subdirs.push((path, ignores.clone()));
+                }
             }
         }
         stack.extend(subdirs.into_iter().rev());
@@ -469,9 +482,9 @@ pub(crate) fn glob(
 ) -> Result<Found<Vec<String>>, Error> {
     let glob = compile_glob(pattern)?;
     let mut found = BTreeSet::new();
-    let (mut more, mut walk_cut) = (false, false);
+    let (mut more, mut walk_cut, mut long) = (false, false, false);
     for root in roots_holding(roots, base)? {
-        walk_cut |= walk(root, base, false, None, |path, _| {
+        walk_cut |= walk(root, base, false, None, &mut long, |path, _| {
             if glob.is_match(Path::new(below(base, path))) {
                 // A path an earlier root already gave is not a new match.
                 if found.len() < MAX_GLOB_RESULTS {
@@ -488,21 +501,24 @@ pub(crate) fn glob(
     }
     Ok(Found {
         results: found.into_iter().collect(),
-        cut: cut_by(more, walk_cut, false),
+        cut: cut_by(more, walk_cut, false, long),
         unreadable: 0,
     })
 }
 
 /// The cut of a search that met a match past its cap (`more`), whose walk
-/// stopped at its entry cap, or that passed over a file over the read cap
-/// (`skipped`), in that order.
-fn cut_by(more: bool, walk_cut: bool, skipped: bool) -> Option<Cut> {
+/// stopped at its entry cap, that passed over a file over the read cap
+/// (`skipped`), or whose walk left a directory with too long a path
+/// (`long`), in that order.
+fn cut_by(more: bool, walk_cut: bool, skipped: bool, long: bool) -> Option<Cut> {
     if more {
         Some(Cut::MaxResults)
     } else if walk_cut {
         Some(Cut::WalkEntries)
     } else if skipped {
         Some(Cut::MaxReadBytes)
+    } else if long {
+        Some(Cut::PathLength)
     } else {
         None
     }
@@ -826,7 +842,7 @@ pub(crate) fn grep(
         more: false,
         content: Vec::new(),
     };
-    let (mut walk_cut, mut skipped, mut unreadable) = (false, false, 0usize);
+    let (mut walk_cut, mut skipped, mut long, mut unreadable) = (false, false, false, 0usize);
     let mut searched = HashSet::new();
     // A single file may be named directly; the include glob and the ignore
     // files do not apply to it, and a final link beneath the root is
@@ -842,13 +858,21 @@ pub(crate) fn grep(
                 let mut v = Vec::new();
                 for root in roots_holding(roots, base)? {
                     let mut paths = Vec::new();
-                    walk_cut |= walk(root, base, opts.gitignore, Some(&mut unreadable), |p, k| {
-                        if k == FileKind::File && include.as_ref().is_none_or(|i| i.admits(base, p))
-                        {
-                            paths.push(p.to_owned());
-                        }
-                        !opts.cancelled()
-                    })?;
+                    walk_cut |= walk(
+                        root,
+                        base,
+                        opts.gitignore,
+                        Some(&mut unreadable),
+                        &mut long,
+                        |p, k| {
+                            if k == FileKind::File
+                                && include.as_ref().is_none_or(|i| i.admits(base, p))
+                            {
+                                paths.push(p.to_owned());
+                            }
+                            !opts.cancelled()
+                        },
+                    )?;
                     v.push((root, paths));
                 }
                 v
@@ -899,7 +923,7 @@ pub(crate) fn grep(
             break;
         }
     }
-    let cut = cut_by(out.more, walk_cut, skipped);
+    let cut = cut_by(out.more, walk_cut, skipped, long);
     Ok(Found {
         results: out.finish(),
         cut,

@@ -716,7 +716,8 @@ fn grep_answer(
 }
 
 /// A search's `truncated` (whether the answer was cut) and `limit` (the
-/// cap that cut it, `max_results` or `walk_entries`; `null` when whole),
+/// cap that cut it, as [`crate::search::Cut::as_str`] names it; `null`
+/// when whole),
 /// as `exec` answers its own.
 fn put_cut(out: &mut Map<String, Value>, cut: Option<crate::search::Cut>) {
     out.insert("truncated".into(), json!(cut.is_some()));

@@ -2752,3 +2752,52 @@ fn a_grep_that_skipped_a_file_over_the_read_cap_says_so() {
     }
     assert_eq!(answers[2]["truncated"], json!(false), "{}", answers[2]);
 }
+
+/// A directory whose root-relative path passes the kernel's 4,096 bytes
+/// (made one level at a time) is not entered by grep or glob, which search
+/// the rest and say they were cut (`limit: "path_length"`): it failed the
+/// whole search with `E_PATH_INVALID` before, so one such directory in a
+/// tree blinded every search of it.
+#[test]
+fn floods7_a_directory_too_deep_to_name_does_not_fail_a_search() {
+    use serde_json::json;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let fx = Fx::new();
+    fx.put("in/a/needle.txt", "needle\n");
+    fs::create_dir_all(fx.p("in/z")).unwrap();
+    let name = std::ffi::CString::new("n".repeat(255)).unwrap();
+    let mut at = fs::File::open(fx.p("in/z")).unwrap();
+    for _ in 0..20 {
+        // SAFETY: plain system calls on a descriptor this test owns; the
+        // new one is owned by the `File` made of it.
+        unsafe {
+            assert_eq!(libc::mkdirat(at.as_raw_fd(), name.as_ptr(), 0o755), 0);
+            let fd = libc::openat(
+                at.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY,
+            );
+            assert!(fd >= 0);
+            at = fs::File::from_raw_fd(fd);
+        }
+    }
+    fs::write(fx.p("in/z/x"), "needle\n").unwrap();
+    let answers = endpoint(
+        fx.builder().build().unwrap(),
+        &[
+            json!({"op": "grep", "pattern": "needle"}),
+            json!({"op": "glob", "pattern": "**/needle.txt"}),
+        ],
+    );
+    for a in &answers {
+        assert_eq!(a["ok"], json!(true), "{a}");
+        assert_eq!(
+            (a["truncated"].clone(), a["limit"].clone()),
+            (json!(true), json!("path_length")),
+            "{a}"
+        );
+    }
+    assert_eq!(answers[0]["matches"][0]["path"], "a/needle.txt");
+    assert_eq!(answers[0]["matches"][1]["path"], "z/x");
+    assert_eq!(answers[1]["paths"], json!(["a/needle.txt"]));
+}
