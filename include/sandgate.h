@@ -1651,10 +1651,11 @@ sg_status sg_sandbox_glob(const struct sg_sandbox *sandbox,
 
 // `sg_sandbox_glob` saying whether its answer was cut: a JSON object
 // `{"paths": [..], "truncated": bool, "limit": "max_results" |
-// "walk_entries" | null}`. `max_results`: more paths match than the 1,000
-// answered (those are the first the walk met, sorted by name);
-// `walk_entries`: the walk stopped at its 200,000 entries, and what lies
-// past them was not searched.
+// "walk_entries" | "path_length" | null}`. `max_results`: more paths
+// match than the 1,000 answered (those are the first the walk met, sorted
+// by name); `walk_entries`: the walk stopped at its 200,000 entries, and
+// what lies past them was not searched; `path_length`: a directory whose
+// path is 4,096 bytes or longer was not entered.
 //
 // # Return value
 //
@@ -1740,10 +1741,11 @@ sg_status sg_sandbox_grep_with(const struct sg_sandbox *sandbox,
 // (`"max_results"` when more matched than `max_results`, an answer of
 // exactly `max_results` being whole; `"walk_entries"` when the walk
 // stopped at its 200,000 entries; `"max_read_bytes"` when a file larger
-// than `max_read_bytes` was passed over without being searched; null
-// when whole), and `unreadable` (how many files grep could not open or
-// read to the end, and subdirectories it could not list; absent when
-// none).
+// than `max_read_bytes` was passed over without being searched;
+// `"path_length"` when a directory whose path is 4,096 bytes or longer
+// was not entered; null when whole), and `unreadable` (how many files
+// grep could not open or read to the end, and subdirectories it could
+// not list; absent when none).
 //
 // # Safety
 //
