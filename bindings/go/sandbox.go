@@ -468,7 +468,9 @@ func (s *Sandbox) Glob(pattern, path string) ([]string, error) {
 // exactly the cap is whole), "walk_entries" when the walk stopped at its
 // 200,000 entries and what lies past them was not searched,
 // "max_read_bytes" when a grep passed over a file larger than
-// max_read_bytes without searching it, "" when the answer is whole.
+// max_read_bytes without searching it, "path_length" when a directory
+// whose path is 4,096 bytes or longer was not entered, "" when the answer
+// is whole.
 // Unreadable (grep) counts the files grep could not open or read to the
 // end, and the subdirectories it could not list, and so passed over.
 type Cut struct {

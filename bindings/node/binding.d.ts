@@ -486,8 +486,9 @@ export interface GlobFound {
   truncated: boolean
   /**
    * The cap that cut it: `max_results` (more paths match than the 1,000
-   * answered, the first the walk met) or `walk_entries` (the walk
-   * stopped at its 200,000 entries); absent when whole.
+   * answered, the first the walk met), `walk_entries` (the walk
+   * stopped at its 200,000 entries) or `path_length` (a directory whose
+   * path is 4,096 bytes or longer was not entered); absent when whole.
    */
   limit?: string
 }
@@ -516,8 +517,10 @@ export interface GrepFound {
   /**
    * The cap that cut it: `max_results` (more matched than `maxResults`;
    * an answer of exactly `maxResults` is whole), `walk_entries` (the
-   * walk stopped at its 200,000 entries) or `max_read_bytes` (a file
-   * larger than `maxReadBytes` was passed over without being searched);
+   * walk stopped at its 200,000 entries), `max_read_bytes` (a file
+   * larger than `maxReadBytes` was passed over without being searched)
+   * or `path_length` (a directory whose path is 4,096 bytes or longer
+   * was not entered);
    * absent when whole.
    */
   limit?: string

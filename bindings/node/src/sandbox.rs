@@ -219,8 +219,9 @@ pub struct GlobFound {
     /// Whether the answer was cut.
     pub truncated: bool,
     /// The cap that cut it: `max_results` (more paths match than the 1,000
-    /// answered, the first the walk met) or `walk_entries` (the walk
-    /// stopped at its 200,000 entries); absent when whole.
+    /// answered, the first the walk met), `walk_entries` (the walk
+    /// stopped at its 200,000 entries) or `path_length` (a directory whose
+    /// path is 4,096 bytes or longer was not entered); absent when whole.
     pub limit: Option<String>,
 }
 
@@ -238,8 +239,10 @@ pub struct GrepFound {
     pub truncated: bool,
     /// The cap that cut it: `max_results` (more matched than `maxResults`;
     /// an answer of exactly `maxResults` is whole), `walk_entries` (the
-    /// walk stopped at its 200,000 entries) or `max_read_bytes` (a file
-    /// larger than `maxReadBytes` was passed over without being searched);
+    /// walk stopped at its 200,000 entries), `max_read_bytes` (a file
+    /// larger than `maxReadBytes` was passed over without being searched)
+    /// or `path_length` (a directory whose path is 4,096 bytes or longer
+    /// was not entered);
     /// absent when whole.
     pub limit: Option<String>,
     /// How many files grep could not open or read to the end, and

@@ -376,8 +376,10 @@ class Found(list):
     when it was; ``limit`` then names the cap: ``"max_results"`` (more
     matched than the answer holds; an answer of exactly the cap is whole),
     ``"walk_entries"`` (the walk stopped at its 200,000 entries, and what
-    lies past them was not searched) or ``"max_read_bytes"`` (grep passed
-    over a file larger than ``max_read_bytes`` without searching it);
+    lies past them was not searched), ``"max_read_bytes"`` (grep passed
+    over a file larger than ``max_read_bytes`` without searching it) or
+    ``"path_length"`` (a directory whose path is 4,096 bytes or longer was
+    not entered);
     ``None`` when whole. ``unreadable`` (grep) counts the files grep could
     not open or read to the end, and the subdirectories it could not list,
     and so passed over; 0 when none."""
