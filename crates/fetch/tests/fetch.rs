@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 use sandgate_fetch::{ErrorCode, FetchError, FetchOptions, FetchResponse, Fetcher};
 use sandgate_netguard::{Mode, NetEntry, Rules};
 
+mod support;
+use support::full_listener;
+
 // ---------------------------------------------------------------------------
 // Local servers
 
@@ -1141,22 +1144,6 @@ fn holding_listener() -> (u16, std::sync::mpsc::Receiver<()>) {
         }
     });
     (port, rx)
-}
-
-/// A loopback listener nobody accepts from, its queue filled: a new
-/// connect to it hangs (Linux drops the SYN of a full queue).
-fn full_listener() -> (TcpListener, Vec<TcpStream>) {
-    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind a loopback port");
-    let addr = listener.local_addr().unwrap();
-    let mut held = Vec::new();
-    loop {
-        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
-            Ok(s) => held.push(s),
-            Err(_) => break,
-        }
-        assert!(held.len() < 100_000, "the queue never filled");
-    }
-    (listener, held)
 }
 
 #[test]

@@ -7,13 +7,16 @@
 //! running beside it.
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, TcpListener};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use sandgate_fetch::{CancelFlag, ErrorCode, FetchError, FetchOptions, Fetcher};
 use sandgate_netguard::{Mode, NetEntry, Rules};
+
+mod support;
+use support::full_listener;
 
 /// The bound, as the documentation states it.
 const BOUND: usize = 128;
@@ -40,22 +43,6 @@ fn helper_threads() -> usize {
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
         .filter(|name| name.starts_with("sandgate-fetch"))
         .count()
-}
-
-/// A loopback listener nobody accepts from, its queue filled: a new
-/// connect to it hangs (Linux drops the SYN of a full queue).
-fn full_listener() -> (TcpListener, Vec<TcpStream>) {
-    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind a loopback port");
-    let addr = listener.local_addr().unwrap();
-    let mut held = Vec::new();
-    loop {
-        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
-            Ok(s) => held.push(s),
-            Err(_) => break,
-        }
-        assert!(held.len() < 100_000, "the queue never filled");
-    }
-    (listener, held)
 }
 
 /// A loopback server answering `hi` to every request.

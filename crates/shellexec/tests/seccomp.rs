@@ -90,9 +90,15 @@ fn usable(test: &str) -> bool {
 
 /// Runs a Python script in the executor; answers its stdout lines.
 fn python(ex: &LocalShellExecutor, script: &str, args: &[String]) -> Vec<String> {
-    // The script is passed inline: the confined child may not read /tmp.
+    run_python(ex, "", script, args)
+}
+
+/// Runs `script` inline (the confined child may not read /tmp) after
+/// `prefix` (`exec ` to take over the shell's process), with `args`;
+/// answers its stdout lines, asserting it exited 0.
+fn run_python(ex: &LocalShellExecutor, prefix: &str, script: &str, args: &[String]) -> Vec<String> {
     let quoted = script.replace('\'', r"'\''");
-    let mut command = format!("{PYTHON} -c '{quoted}'");
+    let mut command = format!("{prefix}{PYTHON} -c '{quoted}'");
     for a in args {
         command.push(' ');
         command.push_str(a);
@@ -1550,20 +1556,7 @@ fn fallocate_cannot_pass_the_file_size_limit() {
 /// Runs `probe` (a Python script) as the shell's own process (`exec`, so
 /// that its parent is the keeper); answers its stdout lines.
 fn exec_python(ex: &LocalShellExecutor, probe: &str, args: &[String]) -> Vec<String> {
-    let quoted = probe.replace('\'', r"'\''");
-    let command = format!("exec {PYTHON} -c '{quoted}' {}", args.join(" "));
-    let r = ex.exec(&command, ExecOptions::default()).unwrap();
-    assert_eq!(
-        r.exit_code,
-        0,
-        "probe failed: {}",
-        String::from_utf8_lossy(&r.stderr)
-    );
-    String::from_utf8(r.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect()
+    run_python(ex, "exec ", probe, args)
 }
 
 /// The keeper runs in the executor's memory (`clone(CLONE_VM)`): a
