@@ -1655,7 +1655,9 @@ sg_status sg_sandbox_glob(const struct sg_sandbox *sandbox,
 // match than the 1,000 answered (those are the first the walk met, sorted
 // by name); `walk_entries`: the walk stopped at its 200,000 entries, and
 // what lies past them was not searched; `path_length`: a directory whose
-// path is 4,096 bytes or longer was not entered.
+// path is 4,096 bytes or longer was not entered. `unreadable` (absent
+// when none) counts the subdirectories the walk could not list and
+// passed over.
 //
 // # Return value
 //

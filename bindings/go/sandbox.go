@@ -471,8 +471,9 @@ func (s *Sandbox) Glob(pattern, path string) ([]string, error) {
 // max_read_bytes without searching it, "path_length" when a directory
 // whose path is 4,096 bytes or longer was not entered, "" when the answer
 // is whole.
-// Unreadable (grep) counts the files grep could not open or read to the
-// end, and the subdirectories it could not list, and so passed over.
+// Unreadable counts the subdirectories the walk could not list (and, for
+// grep, the files it could not open or read to the end), and so passed
+// over.
 type Cut struct {
 	Truncated  bool   `json:"truncated"`
 	Limit      string `json:"limit"`

@@ -491,6 +491,11 @@ export interface GlobFound {
    * path is 4,096 bytes or longer was not entered); absent when whole.
    */
   limit?: string
+  /**
+   * How many subdirectories the walk could not list, and so passed
+   * over (0 when none).
+   */
+  unreadable: number
 }
 
 /** How many lines match in one file (grep mode `count`). */

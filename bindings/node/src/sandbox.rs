@@ -223,6 +223,9 @@ pub struct GlobFound {
     /// stopped at its 200,000 entries) or `path_length` (a directory whose
     /// path is 4,096 bytes or longer was not entered); absent when whole.
     pub limit: Option<String>,
+    /// How many subdirectories the walk could not list, and so passed
+    /// over (0 when none).
+    pub unreadable: u32,
 }
 
 /// What `grepFound` answers: the results under `matches`, `files` or
@@ -255,6 +258,7 @@ fn glob_found(_: &Env, f: sandgate::search::Found<Vec<String>>) -> napi::Result<
         paths: f.results,
         truncated: f.cut.is_some(),
         limit: f.cut.map(|c| c.as_str().to_owned()),
+        unreadable: sat_u32(f.unreadable),
     })
 }
 

@@ -350,6 +350,29 @@ def test_grep7_grep_says_which_lines_were_cut_and_what_went_unread(tree):
         assert sb.grep("hit", mode="files").unreadable == 1
 
 
+def test_glob_passes_over_an_unlistable_directory_and_counts_it(tree):
+    ws = tree / "ws"
+    (ws / "locked").mkdir()
+    (ws / "locked" / "a.txt").write_text("a\n")
+    (ws / "b.txt").write_text("b\n")
+    with Sandbox(read_roots=[ws]) as sb:
+        assert sb.glob("**/*.txt").unreadable == 0
+    (ws / "locked").chmod(0)
+    try:
+        try:
+            os.listdir(ws / "locked")
+            return  # this uid lists a mode-000 directory: nothing to show
+        except PermissionError:
+            pass
+        with Sandbox(read_roots=[ws]) as sb:
+            found = sb.glob("**/*.txt")
+            assert "b.txt" in found
+            assert not [p for p in found if p.startswith("locked/")]
+            assert found.unreadable == 1
+    finally:
+        (ws / "locked").chmod(0o755)
+
+
 def test_sandbox_grep_options(tree):
     ws = tree / "ws"
     (ws / "src").mkdir()

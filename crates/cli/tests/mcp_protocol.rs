@@ -2644,6 +2644,36 @@ fn mcp6_grep_marks_a_cut_line_and_counts_unreadable_files() {
     );
 }
 
+/// `search_files` passes over a subdirectory the server cannot list (its
+/// permissions refuse the server's uid) and says how many, where one such
+/// directory made the whole search fail with `E_IO`, hiding every match
+/// elsewhere.
+#[test]
+fn search_files_passes_over_an_unlistable_directory_and_says_so() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut s = Server::start_without_dac("");
+    let g = s._dir.path().join("ws/g2");
+    fs::create_dir_all(g.join("locked")).unwrap();
+    fs::write(g.join("locked/a.txt"), "a\n").unwrap();
+    fs::write(g.join("b.txt"), "b\n").unwrap();
+    fs::set_permissions(g.join("locked"), fs::Permissions::from_mode(0o000)).unwrap();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call",
+        "params": {"name": "search_files", "arguments": {"pattern": "**/*.txt", "path": "g2"}}}));
+    let a = s.answer(21);
+    fs::set_permissions(g.join("locked"), fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "g2/b.txt",
+            "[1 directories could not be listed, and were not searched]"
+        ],
+        "{text}"
+    );
+}
+
 /// `grep` marks context lines it cut at 1,000 bytes as it marks a cut
 /// matching line: the model must not take a cut context line for whole.
 #[test]

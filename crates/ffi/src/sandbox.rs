@@ -1233,7 +1233,9 @@ fn with_cut(mut answer: serde_json::Value, cut: Option<facade::search::Cut>) -> 
 /// match than the 1,000 answered (those are the first the walk met, sorted
 /// by name); `walk_entries`: the walk stopped at its 200,000 entries, and
 /// what lies past them was not searched; `path_length`: a directory whose
-/// path is 4,096 bytes or longer was not entered.
+/// path is 4,096 bytes or longer was not entered. `unreadable` (absent
+/// when none) counts the subdirectories the walk could not list and
+/// passed over.
 ///
 /// # Return value
 ///
@@ -1259,10 +1261,11 @@ pub unsafe extern "C" fn sg_sandbox_glob_found(
         let (s, pattern, path, out) =
             unsafe { search_args(sandbox, pattern, pattern_len, path, path_len, out)? };
         let found = s.sandbox.glob_found(pattern, path)?;
-        put(
-            out,
-            json_bytes(with_cut(json!({"paths": found.results}), found.cut)),
-        );
+        let mut answer = json!({"paths": found.results});
+        if found.unreadable > 0 {
+            answer["unreadable"] = json!(found.unreadable);
+        }
+        put(out, json_bytes(with_cut(answer, found.cut)));
         Ok(())
     })
 }

@@ -1022,6 +1022,13 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
         }
         None => {}
     }
+    if all.unreadable > 0 {
+        let _ = write!(
+            out,
+            "\n[{} directories could not be listed, and were not searched]",
+            all.unreadable
+        );
+    }
     text(out)
 }
 

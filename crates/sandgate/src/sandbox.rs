@@ -1242,7 +1242,8 @@ impl Sandbox {
     /// holds the first paths the walk met (roots in order; in each
     /// directory its entries in name order, then its subdirectories one
     /// by one), sorted by name: not the first by name, but the same ones
-    /// for the same tree.
+    /// for the same tree. A subdirectory below `path` that cannot be
+    /// listed is passed over and counted in [`search::Found::unreadable`].
     pub fn glob_found(
         &self,
         pattern: &str,

@@ -94,8 +94,8 @@ pub struct Found<T> {
     pub cut: Option<Cut>,
     /// How many files the search listed but could not open or read to
     /// their end (a read error part way keeps the matches before it), and
-    /// subdirectories it could not list, and so passed over (grep only; 0
-    /// otherwise).
+    /// subdirectories it could not list, and so passed over (glob counts
+    /// only those subdirectories).
     pub unreadable: usize,
 }
 
@@ -482,19 +482,28 @@ pub(crate) fn glob(
 ) -> Result<Found<Vec<String>>, Error> {
     let glob = compile_glob(pattern)?;
     let mut found = BTreeSet::new();
-    let (mut more, mut walk_cut, mut long) = (false, false, false);
+    let (mut more, mut walk_cut, mut long, mut unreadable) = (false, false, false, 0usize);
     for root in roots_holding(roots, base)? {
-        walk_cut |= walk(root, base, false, None, &mut long, |path, _| {
-            if glob.is_match(Path::new(below(base, path))) {
-                // A path an earlier root already gave is not a new match.
-                if found.len() < MAX_GLOB_RESULTS {
-                    found.insert(path.to_owned());
-                } else if !found.contains(path) {
-                    more = true;
+        // A subdirectory this process cannot list is passed over and
+        // counted, as grep does: one of them does not fail the search.
+        walk_cut |= walk(
+            root,
+            base,
+            false,
+            Some(&mut unreadable),
+            &mut long,
+            |path, _| {
+                if glob.is_match(Path::new(below(base, path))) {
+                    // A path an earlier root already gave is not a new match.
+                    if found.len() < MAX_GLOB_RESULTS {
+                        found.insert(path.to_owned());
+                    } else if !found.contains(path) {
+                        more = true;
+                    }
                 }
-            }
-            !more
-        })?;
+                !more
+            },
+        )?;
         if more {
             break;
         }
@@ -502,7 +511,7 @@ pub(crate) fn glob(
     Ok(Found {
         results: found.into_iter().collect(),
         cut: cut_by(more, walk_cut, false, long),
-        unreadable: 0,
+        unreadable,
     })
 }
 

@@ -373,6 +373,9 @@ impl ToolSession {
                 let found = sb.glob_found(&pattern, path.as_deref())?;
                 out.insert("paths".into(), json!(found.results));
                 put_cut(&mut out, found.cut);
+                if found.unreadable > 0 {
+                    out.insert("unreadable".into(), json!(found.unreadable));
+                }
             }
             "grep" => {
                 let pattern = f.str("pattern")?;

@@ -2479,6 +2479,36 @@ fn grep7_an_unlistable_subdirectory_is_counted_not_fatal() {
     assert_eq!(answers[0]["unreadable"], json!(1), "{}", answers[0]);
 }
 
+/// glob passes over a subdirectory it cannot list, as grep does, and
+/// counts it (before, one such directory failed the whole glob with
+/// `E_IO`). Root lists a mode-000 directory, so this runs unprivileged
+/// (the MCP test drops the override and runs as root too).
+#[test]
+fn an_unlistable_subdirectory_does_not_fail_a_glob() {
+    use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fx::new();
+    fx.put("ws/t/a.txt", "a\n").put("ws/t/locked/b.txt", "b\n");
+    let locked = fx.p("ws/t/locked");
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+    if fs::read_dir(&locked).is_ok() {
+        fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+        eprintln!("skipped: this uid lists a mode-000 directory");
+        return;
+    }
+    let sb = fx.builder().build().unwrap();
+    let found = sb
+        .glob_found("**/*.txt", Some("t"))
+        .map(|f| (f.results, f.unreadable));
+    let answers = endpoint(
+        sb,
+        &[json!({"op": "glob", "pattern": "**/*.txt", "path": "t"})],
+    );
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(found.unwrap(), (vec!["t/a.txt".to_owned()], 1));
+    assert_eq!(answers[0]["unreadable"], json!(1), "{}", answers[0]);
+}
+
 /// An ext4 image on a loop device, mounted while the guard lives.
 struct LoopFs {
     dir: tempfile::TempDir,

@@ -380,9 +380,9 @@ class Found(list):
     over a file larger than ``max_read_bytes`` without searching it) or
     ``"path_length"`` (a directory whose path is 4,096 bytes or longer was
     not entered);
-    ``None`` when whole. ``unreadable`` (grep) counts the files grep could
-    not open or read to the end, and the subdirectories it could not list,
-    and so passed over; 0 when none."""
+    ``None`` when whole. ``unreadable`` counts the subdirectories the walk
+    could not list (and, for grep, the files it could not open or read to
+    the end), and so passed over; 0 when none."""
 
     truncated: bool
     limit: str | None
@@ -1021,7 +1021,7 @@ class Sandbox(_Handle):
         raw = json.loads(
             self._bytes(lib.sg_sandbox_glob_found, pt, len(pt), p, len(p) if p else 0)
         )
-        return Found(raw["paths"], raw["limit"])
+        return Found(raw["paths"], raw["limit"], raw.get("unreadable", 0))
 
     def grep(
         self,
