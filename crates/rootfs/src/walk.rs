@@ -258,7 +258,16 @@ impl<'a> Walker<'a> {
                 Err(e) => return Err(error::from_errno(self.path, e)),
             }
         }
-        Err(error::from_errno(self.path, Errno::AGAIN))
+        // A concurrent rename swapped the name between a link and a
+        // directory at each of the tries: it is under attack, or
+        // changing; what it leads to is not judged.
+        Err(error::Error::new(
+            error::ErrorKind::Io,
+            self.path,
+            "a directory of the path kept changing between a symbolic link and a \
+             directory while it was resolved; try again",
+        )
+        .with_errno(Errno::AGAIN))
     }
 
     /// Opens the final component. Returns `None` when it was a symlink that

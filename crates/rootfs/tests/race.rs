@@ -151,12 +151,15 @@ fn inside_bytes(op: &str, bytes: &[u8]) -> Result<(), Error> {
 /// (EINVAL). No single state of the tree gives NotDir, but it reaches
 /// nothing, so it is tolerated and counted; the summary shows it (the
 /// `Openat2` resolver can meet it only through its walk fallback after
-/// repeated EAGAIN).
+/// repeated EAGAIN). So is `Io` with EAGAIN: the walk found `d` swapped
+/// between the link and the directory at each of its tries, and gave up
+/// without entering either (seen once in a CI run as uid 65534).
 fn expected(op: &str, r: Result<(), Error>, extra: &[ErrorKind]) -> Result<(), Error> {
     if let Err(e) = &r {
         let k = e.kind();
+        let gave_up = k == ErrorKind::Io && e.errno() == Some(libc::EAGAIN);
         assert!(
-            k == ErrorKind::Escape || k == ErrorKind::NotDir || extra.contains(&k),
+            k == ErrorKind::Escape || k == ErrorKind::NotDir || gave_up || extra.contains(&k),
             "{op}: unexpected error {e:?} ({e})"
         );
     }
