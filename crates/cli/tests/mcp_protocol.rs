@@ -1491,11 +1491,16 @@ fn http(port: u16, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, 
     req.push_str("\r\n");
     req.push_str(body);
     c.write_all(req.as_bytes()).unwrap();
-    let mut out = Vec::new();
-    let _ = c.read_to_end(&mut out);
-    let out = String::from_utf8_lossy(&out).into_owned();
+    let out = rest_of(&mut c);
     let status = out.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, out)
+}
+
+/// What `c` sends until it closes (or its read timeout), as text.
+fn rest_of(c: &mut std::net::TcpStream) -> String {
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Opens an HTTP session with `token`: the status and the session id.
@@ -1613,9 +1618,7 @@ fn http7_a_session_id_that_is_not_text_opens_no_session_past_the_cap() {
             req.extend_from_slice(b"\xff\r\n\r\n");
             req.extend_from_slice(init.as_bytes());
             c.write_all(&req).unwrap();
-            let mut out = Vec::new();
-            let _ = c.read_to_end(&mut out);
-            String::from_utf8_lossy(&out).into_owned()
+            rest_of(&mut c)
         })
         .collect();
     let _ = child.kill();
@@ -2116,9 +2119,7 @@ fn http_a_body_that_never_arrives_is_answered_408_and_frees_its_place() {
         .into_iter()
         .map(|mut c| {
             c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            let mut out = Vec::new();
-            let _ = c.read_to_end(&mut out);
-            String::from_utf8_lossy(&out).into_owned()
+            rest_of(&mut c)
         })
         .collect();
     let _ = child.kill();

@@ -2452,24 +2452,19 @@ fn grep7_context_lines_cut_at_1000_bytes_say_so() {
 #[test]
 fn grep7_an_unlistable_subdirectory_is_counted_not_fatal() {
     use serde_json::json;
-    use std::os::unix::fs::PermissionsExt;
     let fx = Fx::new();
     fx.put("ws/t/a.txt", "hit a\n")
         .put("ws/t/locked/b.txt", "hit b\n");
     fx.put("ws/t/z.txt", "hit z\n");
-    let locked = fx.p("ws/t/locked");
-    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
-    if fs::read_dir(&locked).is_ok() {
-        fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
-        eprintln!("skipped: this uid lists a mode-000 directory");
+    let Some(locked) = Unlistable::make(&fx.p("ws/t/locked")) else {
         return;
-    }
+    };
     let sb = fx.builder().build().unwrap();
     let found = sb
         .grep_found("hit", Some("t"), &Default::default())
         .map(|f| (f.results, f.unreadable));
     let answers = endpoint(sb, &[json!({"op": "grep", "pattern": "hit", "path": "t"})]);
-    fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+    drop(locked);
     let (results, unreadable) = found.unwrap();
     let sandgate::search::GrepOutput::Lines(ms) = results else {
         panic!("{results:?}")
@@ -2479,6 +2474,32 @@ fn grep7_an_unlistable_subdirectory_is_counted_not_fatal() {
     assert_eq!(answers[0]["unreadable"], json!(1), "{}", answers[0]);
 }
 
+/// A directory made mode 000 for the test's life (0755 again when
+/// dropped, so that it can be removed).
+struct Unlistable(std::path::PathBuf);
+
+impl Unlistable {
+    /// `None`, with a note, where this uid lists a mode-000 directory
+    /// anyway (root).
+    fn make(dir: &Path) -> Option<Unlistable> {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o000)).unwrap();
+        let locked = Unlistable(dir.to_owned());
+        if fs::read_dir(dir).is_ok() {
+            eprintln!("skipped: this uid lists a mode-000 directory");
+            return None;
+        }
+        Some(locked)
+    }
+}
+
+impl Drop for Unlistable {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = fs::set_permissions(&self.0, fs::Permissions::from_mode(0o755));
+    }
+}
+
 /// glob passes over a subdirectory it cannot list, as grep does, and
 /// counts it (before, one such directory failed the whole glob with
 /// `E_IO`). Root lists a mode-000 directory, so this runs unprivileged
@@ -2486,16 +2507,11 @@ fn grep7_an_unlistable_subdirectory_is_counted_not_fatal() {
 #[test]
 fn an_unlistable_subdirectory_does_not_fail_a_glob() {
     use serde_json::json;
-    use std::os::unix::fs::PermissionsExt;
     let fx = Fx::new();
     fx.put("ws/t/a.txt", "a\n").put("ws/t/locked/b.txt", "b\n");
-    let locked = fx.p("ws/t/locked");
-    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
-    if fs::read_dir(&locked).is_ok() {
-        fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
-        eprintln!("skipped: this uid lists a mode-000 directory");
+    let Some(locked) = Unlistable::make(&fx.p("ws/t/locked")) else {
         return;
-    }
+    };
     let sb = fx.builder().build().unwrap();
     let found = sb
         .glob_found("**/*.txt", Some("t"))
@@ -2504,7 +2520,7 @@ fn an_unlistable_subdirectory_does_not_fail_a_glob() {
         sb,
         &[json!({"op": "glob", "pattern": "**/*.txt", "path": "t"})],
     );
-    fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+    drop(locked);
     assert_eq!(found.unwrap(), (vec!["t/a.txt".to_owned()], 1));
     assert_eq!(answers[0]["unreadable"], json!(1), "{}", answers[0]);
 }

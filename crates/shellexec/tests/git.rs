@@ -137,11 +137,21 @@ impl Fixture {
 /// executor's argv entry point, git's program, argv and complete
 /// environment, in the invocation's directory (by descriptor).
 fn exec_planned(inv: &GitInvocation, prepared: &Prepared) -> ExecResult {
+    exec_planned_within(inv, prepared, None)
+}
+
+/// [`exec_planned`] ended after `timeout` when given.
+fn exec_planned_within(
+    inv: &GitInvocation,
+    prepared: &Prepared,
+    timeout: Option<std::time::Duration>,
+) -> ExecResult {
     let ex = LocalShellExecutor::new(ExecConfig::default());
     ex.start().unwrap();
     let cwd = fs::File::open(&inv.cwd).unwrap();
     let opts = ExecOptions {
         cwd: Some(cwd.into()),
+        timeout,
         ..ExecOptions::default()
     };
     ex.exec_program(&inv.program, &inv.args, &inv.env, prepared, opts)
@@ -613,17 +623,7 @@ fn files_the_repository_config_names_are_never_read() {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     f.config("diff.orderFile", &fifo.display().to_string());
     let inv = plan(&split_words("git diff --name-only").unwrap(), &ALL, &f.root).unwrap();
-    let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
-    let ex = LocalShellExecutor::new(ExecConfig::default());
-    ex.start().unwrap();
-    let opts = ExecOptions {
-        cwd: Some(fs::File::open(&inv.cwd).unwrap().into()),
-        timeout: Some(std::time::Duration::from_secs(5)),
-        ..ExecOptions::default()
-    };
-    let out = ex
-        .exec_program(&inv.program, &inv.args, &inv.env, &prepared, opts)
-        .unwrap();
+    let out = run_with_timeout(&inv, 5);
     assert_eq!(
         (out.exit_code, out.limit),
         (0, None),
@@ -1563,15 +1563,7 @@ fn a_driver_git_is_handed_can_neither_write_nor_connect() {
 /// with a timeout.
 fn run_with_timeout(inv: &GitInvocation, secs: u64) -> ExecResult {
     let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
-    let ex = LocalShellExecutor::new(ExecConfig::default());
-    ex.start().unwrap();
-    let opts = ExecOptions {
-        cwd: Some(fs::File::open(&inv.cwd).unwrap().into()),
-        timeout: Some(std::time::Duration::from_secs(secs)),
-        ..ExecOptions::default()
-    };
-    ex.exec_program(&inv.program, &inv.args, &inv.env, &prepared, opts)
-        .unwrap()
+    exec_planned_within(inv, &prepared, Some(std::time::Duration::from_secs(secs)))
 }
 
 /// git tells a racily clean index entry (a file changed in the second it
