@@ -1822,3 +1822,88 @@ fn a_killed_executors_tmpdir_is_removed_by_the_next_start() {
     next.dispose().unwrap();
     assert!(!live_dir.exists());
 }
+
+/// A process that forks and exits at once, again and again, is one
+/// process at a time under a new pid each time: a scan of `/proc` lists
+/// its pid and finds it gone by the time it reads it, and never lists the
+/// next. It must still end with the call, on the floor and in
+/// namespaces. The walker stops by itself after 15 s, and touches a file
+/// every 50 ms while it lives.
+#[test]
+fn a_process_that_forks_and_exits_at_once_does_not_outlive_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let beat = dir.path().join("beat");
+    let script = dir.path().join("walk.pl");
+    fs::write(
+        &script,
+        "use POSIX (); use Time::HiRes qw(time); $SIG{TERM} = 'IGNORE';\n\
+         my $f = shift; my $s = time; my $t = 0;\n\
+         while (1) {\n\
+           POSIX::_exit(0) if time - $s > 15;\n\
+           if (time - $t > 0.05) { open(my $h, '>', $f) or die; print $h time; close $h; $t = time }\n\
+           my $p = fork; POSIX::_exit(0) if !defined $p || $p;\n\
+         }\n",
+    )
+    .unwrap();
+    // With its output elsewhere, and holding the command's pipes.
+    let cases = [
+        (false, "</dev/null >/dev/null 2>&1"),
+        (true, "</dev/null >/dev/null 2>&1"),
+        (false, ""),
+        (true, ""),
+    ];
+    for (namespaces, redirect) in cases {
+        let ex = started(ExecConfig {
+            confine_mode: ConfineMode::BestEffort,
+            confine: ConfineSpec {
+                write_dirs: vec![dir.path().to_path_buf()],
+                ..ConfineSpec::default()
+            },
+            namespaces,
+            ..config()
+        });
+        let _ = fs::remove_file(&beat);
+        let cmd = format!(
+            "echo start; perl '{}' '{}' {redirect} & sleep 0.3; echo end; exit 7",
+            script.display(),
+            beat.display()
+        );
+        let t = Instant::now();
+        let r = with_timeout(&ex, &cmd, Duration::from_secs(5));
+        let took = t.elapsed();
+        if r.confined.namespaces != namespaces {
+            assert!(namespaces, "namespaces where none were asked for");
+            eprintln!("skipped in namespaces: none here");
+            continue;
+        }
+        assert_eq!(
+            r.exit_code,
+            7,
+            "namespaces {namespaces}: {}",
+            text(&r.stderr)
+        );
+        assert_eq!(text(&r.stdout), "start\nend\n", "namespaces {namespaces}");
+        assert!(
+            beat.exists(),
+            "namespaces {namespaces}: the walker never ran"
+        );
+        let first = fs::read(&beat).unwrap();
+        thread::sleep(Duration::from_millis(400));
+        let second = fs::read(&beat).unwrap();
+        let alive = first != second;
+        // Let a surviving walker end before the next round.
+        if alive {
+            thread::sleep(Duration::from_secs(16));
+        }
+        assert!(
+            !alive,
+            "namespaces {namespaces} {redirect:?}: the walker outlived the call (returned after {took:?})"
+        );
+        // It exited by itself: the call ends before its timeout, not at
+        // the backstop.
+        assert!(
+            !r.timed_out && took < Duration::from_secs(5),
+            "namespaces {namespaces} {redirect:?}: returned after {took:?}"
+        );
+    }
+}
