@@ -146,6 +146,15 @@ fn a_signal_gives_128_plus_the_signal() {
     let ex = started(config());
     assert_eq!(run(&ex, "kill -9 $$").exit_code, 137);
     assert_eq!(run(&ex, "kill -TERM $$").exit_code, 143);
+    // The shell's convention: a command that exits 137 itself reads the
+    // same, and nothing else in the result tells the two apart (the
+    // documented limit, pinned here).
+    let killed = run(&ex, "kill -9 $$");
+    let exited = run(&ex, "exit 137");
+    assert_eq!(
+        (killed.exit_code, killed.timed_out, killed.aborted, killed.limit),
+        (exited.exit_code, exited.timed_out, exited.aborted, exited.limit)
+    );
 }
 
 #[test]
