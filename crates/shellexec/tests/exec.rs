@@ -1916,3 +1916,62 @@ fn a_process_that_forks_and_exits_at_once_does_not_outlive_the_call() {
         );
     }
 }
+
+/// `RLIMIT_NPROC` counts every process of the command's real user: on the
+/// floor, processes of that user the command has nothing to do with use up
+/// its allowance, so its forks are refused because of them (and it can use
+/// up theirs). In namespaces the command's own user namespace is counted
+/// (the processes of every command the executor runs at once), and the
+/// same outside processes leave its forks alone. Root is exempt from the
+/// limit, so the test means something only as another user.
+#[test]
+fn rlimit_nproc_counts_the_users_other_processes_on_the_floor() {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    if unsafe { libc::getuid() } == 0 {
+        eprintln!("skipped: RLIMIT_NPROC is not enforced for root");
+        return;
+    }
+    const LIMIT: u64 = 64;
+    // More processes of this user than the limit, outside any command.
+    let mut others: Vec<std::process::Child> = (0..LIMIT)
+        .map(|_| {
+            std::process::Command::new("/bin/sleep")
+                .arg("60")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut seen = Vec::new();
+    for namespaces in [false, true] {
+        let ex = started(ExecConfig {
+            confine_mode: ConfineMode::BestEffort,
+            confine: ConfineSpec {
+                max_processes: Some(LIMIT),
+                ..ConfineSpec::default()
+            },
+            namespaces,
+            ..config()
+        });
+        let r = run(&ex, "sleep 0.1 & wait; echo forked");
+        if r.confined.namespaces != namespaces {
+            assert!(namespaces, "namespaces where none were asked for");
+            eprintln!("skipped in namespaces: none here");
+            continue;
+        }
+        seen.push((namespaces, r.exit_code, text(&r.stdout), text(&r.stderr)));
+    }
+    for child in &mut others {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    for (namespaces, code, out, err) in seen {
+        if namespaces {
+            assert_eq!((code, out.as_str()), (0, "forked\n"), "in namespaces: {err}");
+        } else {
+            assert!(
+                code != 0 && out.is_empty() && err.contains("fork"),
+                "on the floor: exit {code}, {out:?}, {err:?}"
+            );
+        }
+    }
+}
