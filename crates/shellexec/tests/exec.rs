@@ -152,8 +152,18 @@ fn a_signal_gives_128_plus_the_signal() {
     let killed = run(&ex, "kill -9 $$");
     let exited = run(&ex, "exit 137");
     assert_eq!(
-        (killed.exit_code, killed.timed_out, killed.aborted, killed.limit),
-        (exited.exit_code, exited.timed_out, exited.aborted, exited.limit)
+        (
+            killed.exit_code,
+            killed.timed_out,
+            killed.aborted,
+            killed.limit
+        ),
+        (
+            exited.exit_code,
+            exited.timed_out,
+            exited.aborted,
+            exited.limit
+        )
     );
 }
 
@@ -1966,7 +1976,11 @@ fn rlimit_nproc_counts_the_users_other_processes_on_the_floor() {
     }
     for (namespaces, code, out, err) in seen {
         if namespaces {
-            assert_eq!((code, out.as_str()), (0, "forked\n"), "in namespaces: {err}");
+            assert_eq!(
+                (code, out.as_str()),
+                (0, "forked\n"),
+                "in namespaces: {err}"
+            );
         } else {
             assert!(
                 code != 0 && out.is_empty() && err.contains("fork"),
