@@ -35,13 +35,17 @@ pub(crate) enum Reap {
 
 /// Empties a keeper's subtree: SIGTERM (with SIGCONT, so a stopped
 /// process sees it) to each process once, SIGKILL to all after the grace
-/// period, a scan at most every [`KILL_SCAN`], until a scan finds nothing.
+/// period, a scan at most every [`KILL_SCAN`], until a scan finds nothing
+/// and the keeper is gone (told, once a scan finds nothing or the grace
+/// is over, to kill its children itself: see [`Keeper::sweep`]).
 pub(crate) struct Killer {
     root: i32,
     grace: Duration,
     pub reap: Reap,
     signalled: HashSet<(i32, u64)>,
     next_scan: Instant,
+    /// The keeper was told to kill its children ([`Keeper::sweep`]).
+    swept: bool,
 }
 
 impl Killer {
@@ -52,6 +56,7 @@ impl Killer {
             reap: Reap::Idle,
             signalled: HashSet::new(),
             next_scan: now,
+            swept: false,
         }
     }
 
@@ -71,6 +76,15 @@ impl Killer {
         self.reap == Reap::Done
     }
 
+    /// Tells the keeper to kill its children until none is left, once (a
+    /// real-time signal queues: one per scan would pile up).
+    fn sweep(&mut self, keeper: &Keeper) {
+        if !self.swept {
+            self.swept = true;
+            keeper.sweep();
+        }
+    }
+
     /// One round: scans and signals if a scan is due. `after_exit` says
     /// the command's own process exited normally: then the keeper usually
     /// exits at once (it exits only when it has no child left), which
@@ -88,7 +102,16 @@ impl Killer {
         }
         let procs = subtree(self.root);
         if procs.is_empty() {
-            self.reap = Reap::Done;
+            // The subtree is empty once the keeper, which exits only when
+            // it has no child left, is gone. A scan can miss what still
+            // lives: a process that forks and exits at once has a new pid
+            // at every scan, listed after the scan's list was read; it is
+            // re-parented to the keeper, which kills it when told.
+            if keeper_gone(keeper) {
+                self.reap = Reap::Done;
+            } else {
+                self.sweep(keeper);
+            }
             return;
         }
         match self.reap {
@@ -104,6 +127,7 @@ impl Killer {
                 for p in &procs {
                     signal(p, Signal::KILL);
                 }
+                self.sweep(keeper);
                 self.reap = Reap::Kill;
             }
         }
@@ -131,12 +155,13 @@ pub(crate) fn await_keeper(
 }
 
 /// Whether the keeper has exited, giving it a moment (it exits right after
-/// reporting the shell's status when nothing else is left).
+/// reporting the shell's status when nothing else is left): reaped, or
+/// no longer ours to wait for (a host that ignores `SIGCHLD` reaps it).
 fn keeper_gone(keeper: &mut Keeper) -> bool {
     let limit = Instant::now() + Duration::from_millis(2);
-    matches!(
+    !matches!(
         await_keeper(keeper, limit, Duration::from_micros(100)),
-        Ok(Some(_))
+        Ok(None)
     )
 }
 
@@ -152,17 +177,21 @@ pub(crate) fn wait_until(mut keeper: Keeper, limit: Instant) -> Option<i32> {
     }
 }
 
-/// Kills the keeper's subtree until the keeper is reaped, on a thread.
+/// Kills the keeper's subtree until the keeper is reaped, on a thread
+/// (the keeper told once to kill its children too).
 pub(crate) fn reap_later(mut keeper: Keeper) {
     let _ = std::thread::Builder::new()
         .name("sandgate-reaper".into())
-        .spawn(move || loop {
-            for p in subtree(keeper.pid()) {
-                signal(&p, Signal::KILL);
-            }
-            match keeper.try_wait() {
-                Ok(None) => std::thread::sleep(Duration::from_millis(100)),
-                _ => return,
+        .spawn(move || {
+            keeper.sweep();
+            loop {
+                for p in subtree(keeper.pid()) {
+                    signal(&p, Signal::KILL);
+                }
+                match keeper.try_wait() {
+                    Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+                    _ => return,
+                }
             }
         });
 }

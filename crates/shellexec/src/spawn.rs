@@ -196,6 +196,30 @@ impl Keeper {
         self.waitpid(WaitOptions::NOHANG)
     }
 
+    /// Tells the floor's keeper the tree is being ended ([`SWEEP`]): it
+    /// then kills each child it has until none is left, and exits. Never
+    /// sent once it is reaped (its pid may be another's then); a keeper in
+    /// namespaces leaves the signal blocked and pending (PID 1 ends the
+    /// namespace).
+    pub fn sweep(&self) {
+        if self.status.is_some() {
+            return;
+        }
+        match &self.pidfd {
+            Some(fd) => {
+                // SAFETY: a raw call on a descriptor we own and integers.
+                let _ = unsafe {
+                    syscalls::syscall!(Sysno::pidfd_send_signal, fd.as_raw_fd(), SWEEP, 0, 0)
+                };
+            }
+            None => {
+                // Our child, not yet reaped: the pid is still its own.
+                // SAFETY: a raw call on integers.
+                let _ = unsafe { syscalls::syscall!(Sysno::kill, self.pid, SWEEP) };
+            }
+        }
+    }
+
     /// Blocks until the keeper exits (it is about to).
     fn wait(&mut self) {
         let _ = self.waitpid(WaitOptions::empty());
@@ -1182,7 +1206,12 @@ unsafe fn start_shell(s: &Shared, arg: *mut libc::c_void) -> Result<i32, Errno> 
 /// As the floor's keeper (`cleanup_ms` unset), it also waits for
 /// [`ORPHANED`], its parent-death signal: the executor is gone, and
 /// nothing will end the command's tree on timeout, so it kills the tree
-/// itself ([`end_children`]) and exits.
+/// itself ([`end_children`]) and exits. And for [`SWEEP`], the executor's
+/// word that the tree is being ended: from then on it sends SIGKILL to
+/// every child it has at each turn (what the executor's scan of `/proc`
+/// cannot see, such as a process that forks and exits at once and so
+/// lives under a new pid at every scan, is re-parented to it), still
+/// reporting the shell's code, and exits once it has no child left.
 ///
 /// # Safety
 ///
@@ -1208,6 +1237,7 @@ unsafe fn keep(shell: i32, status: RawFd, cleanup_ms: Option<u32>) -> ! {
         }
         let mut code = EXIT_NOT_STARTED;
         let mut reported = fd < 0;
+        let mut sweeping = false;
         // The floor's keeper waits for its children and for the executor's
         // death together (PID 1 dies with its keeper instead), through a
         // signalfd: the signals stay blocked all along.
@@ -1217,6 +1247,10 @@ unsafe fn keep(shell: i32, status: RawFd, cleanup_ms: Option<u32>) -> ! {
             -1
         };
         loop {
+            if sweeping && !kill_children() {
+                // No list of children to read: the executor's scans go on.
+                sweeping = false;
+            }
             let mut st: libc::c_int = 0;
             let r = match syscalls::syscall!(
                 Sysno::wait4,
@@ -1225,10 +1259,18 @@ unsafe fn keep(shell: i32, status: RawFd, cleanup_ms: Option<u32>) -> ! {
                 if watch >= 0 { libc::WNOHANG } else { 0 },
                 0
             ) {
+                Ok(0) if sweeping => {
+                    pause_1ms();
+                    continue;
+                }
                 Ok(0) => {
-                    if next_signal(watch) == ORPHANED {
-                        end_children();
-                        break;
+                    match next_signal(watch) {
+                        ORPHANED => {
+                            end_children();
+                            break;
+                        }
+                        SWEEP => sweeping = true,
+                        _ => {}
                     }
                     continue;
                 }
@@ -1260,9 +1302,14 @@ unsafe fn keep(shell: i32, status: RawFd, cleanup_ms: Option<u32>) -> ! {
 /// else, and queued, so never lost).
 const ORPHANED: i32 = 64;
 
-/// A signalfd for `SIGCHLD` and [`ORPHANED`] (which stay blocked), or -1.
+/// The executor's word to the floor keeper that the command's tree is
+/// being ended (`SIGRTMAX - 1`, sent by nothing else): see `keep`.
+pub(crate) const SWEEP: i32 = 63;
+
+/// A signalfd for `SIGCHLD`, [`ORPHANED`] and [`SWEEP`] (which stay
+/// blocked), or -1.
 fn signal_fd() -> RawFd {
-    let set: u64 = (1 << (libc::SIGCHLD - 1)) | (1 << (ORPHANED - 1));
+    let set: u64 = (1 << (libc::SIGCHLD - 1)) | (1 << (ORPHANED - 1)) | (1 << (SWEEP - 1));
     // SAFETY: a raw call on a local.
     unsafe {
         syscalls::syscall!(
@@ -1276,7 +1323,7 @@ fn signal_fd() -> RawFd {
     .map_or(-1, |fd| fd as RawFd)
 }
 
-/// Waits on the signalfd `fd` for `SIGCHLD` or [`ORPHANED`], at most a
+/// Waits on the signalfd `fd` for `SIGCHLD`, [`ORPHANED`] or [`SWEEP`], at most a
 /// second (a host that ignores `SIGCHLD` leaves the keeper's children none
 /// to send); answers the signal taken, or 0.
 fn next_signal(fd: RawFd) -> i32 {
@@ -1318,10 +1365,6 @@ fn next_signal(fd: RawFd) -> i32 {
 /// what was re-parented to it, until it has no child left. Without that
 /// file it gives up (the shell still dies with the keeper).
 fn end_children() {
-    let pause = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 1_000_000,
-    };
     loop {
         if !kill_children() {
             return;
@@ -1343,17 +1386,26 @@ fn end_children() {
                 Err(_) => return,
             }
         }
-        // SAFETY: a raw call on a local.
-        let _ = unsafe {
-            syscalls::syscall!(
-                Sysno::clock_nanosleep,
-                libc::CLOCK_MONOTONIC,
-                0,
-                &pause as *const libc::timespec,
-                0
-            )
-        };
+        pause_1ms();
     }
+}
+
+/// Sleeps a millisecond (a raw call: the keeper runs no library code).
+fn pause_1ms() {
+    let pause = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 1_000_000,
+    };
+    // SAFETY: a raw call on a local.
+    let _ = unsafe {
+        syscalls::syscall!(
+            Sysno::clock_nanosleep,
+            libc::CLOCK_MONOTONIC,
+            0,
+            &pause as *const libc::timespec,
+            0
+        )
+    };
 }
 
 /// SIGKILL to every child of this process (they are not reaped yet, so

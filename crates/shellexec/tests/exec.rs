@@ -146,6 +146,25 @@ fn a_signal_gives_128_plus_the_signal() {
     let ex = started(config());
     assert_eq!(run(&ex, "kill -9 $$").exit_code, 137);
     assert_eq!(run(&ex, "kill -TERM $$").exit_code, 143);
+    // The shell's convention: a command that exits 137 itself reads the
+    // same, and nothing else in the result tells the two apart (the
+    // documented limit, pinned here).
+    let killed = run(&ex, "kill -9 $$");
+    let exited = run(&ex, "exit 137");
+    assert_eq!(
+        (
+            killed.exit_code,
+            killed.timed_out,
+            killed.aborted,
+            killed.limit
+        ),
+        (
+            exited.exit_code,
+            exited.timed_out,
+            exited.aborted,
+            exited.limit
+        )
+    );
 }
 
 #[test]
@@ -1821,4 +1840,152 @@ fn a_killed_executors_tmpdir_is_removed_by_the_next_start() {
     live.dispose().unwrap();
     next.dispose().unwrap();
     assert!(!live_dir.exists());
+}
+
+/// A process that forks and exits at once, again and again, is one
+/// process at a time under a new pid each time: a scan of `/proc` lists
+/// its pid and finds it gone by the time it reads it, and never lists the
+/// next. It must still end with the call, on the floor and in
+/// namespaces. The walker stops by itself after 15 s, and touches a file
+/// every 50 ms while it lives.
+#[test]
+fn a_process_that_forks_and_exits_at_once_does_not_outlive_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let beat = dir.path().join("beat");
+    let script = dir.path().join("walk.pl");
+    fs::write(
+        &script,
+        "use POSIX (); use Time::HiRes qw(time); $SIG{TERM} = 'IGNORE';\n\
+         my $f = shift; my $s = time; my $t = 0;\n\
+         while (1) {\n\
+           POSIX::_exit(0) if time - $s > 15;\n\
+           if (time - $t > 0.05) { open(my $h, '>', $f) or die; print $h time; close $h; $t = time }\n\
+           my $p = fork; POSIX::_exit(0) if !defined $p || $p;\n\
+         }\n",
+    )
+    .unwrap();
+    // With its output elsewhere, and holding the command's pipes.
+    let cases = [
+        (false, "</dev/null >/dev/null 2>&1"),
+        (true, "</dev/null >/dev/null 2>&1"),
+        (false, ""),
+        (true, ""),
+    ];
+    for (namespaces, redirect) in cases {
+        let ex = started(ExecConfig {
+            confine_mode: ConfineMode::BestEffort,
+            confine: ConfineSpec {
+                write_dirs: vec![dir.path().to_path_buf()],
+                ..ConfineSpec::default()
+            },
+            namespaces,
+            ..config()
+        });
+        let _ = fs::remove_file(&beat);
+        let cmd = format!(
+            "echo start; perl '{}' '{}' {redirect} & sleep 0.3; echo end; exit 7",
+            script.display(),
+            beat.display()
+        );
+        let t = Instant::now();
+        let r = with_timeout(&ex, &cmd, Duration::from_secs(5));
+        let took = t.elapsed();
+        if r.confined.namespaces != namespaces {
+            assert!(namespaces, "namespaces where none were asked for");
+            eprintln!("skipped in namespaces: none here");
+            continue;
+        }
+        assert_eq!(
+            r.exit_code,
+            7,
+            "namespaces {namespaces}: {}",
+            text(&r.stderr)
+        );
+        assert_eq!(text(&r.stdout), "start\nend\n", "namespaces {namespaces}");
+        assert!(
+            beat.exists(),
+            "namespaces {namespaces}: the walker never ran"
+        );
+        let first = fs::read(&beat).unwrap();
+        thread::sleep(Duration::from_millis(400));
+        let second = fs::read(&beat).unwrap();
+        let alive = first != second;
+        // Let a surviving walker end before the next round.
+        if alive {
+            thread::sleep(Duration::from_secs(16));
+        }
+        assert!(
+            !alive,
+            "namespaces {namespaces} {redirect:?}: the walker outlived the call (returned after {took:?})"
+        );
+        // It exited by itself: the call ends before its timeout, not at
+        // the backstop.
+        assert!(
+            !r.timed_out && took < Duration::from_secs(5),
+            "namespaces {namespaces} {redirect:?}: returned after {took:?}"
+        );
+    }
+}
+
+/// `RLIMIT_NPROC` counts every process of the command's real user: on the
+/// floor, processes of that user the command has nothing to do with use up
+/// its allowance, so its forks are refused because of them (and it can use
+/// up theirs). In namespaces the command's own user namespace is counted
+/// (the processes of every command the executor runs at once), and the
+/// same outside processes leave its forks alone. Root is exempt from the
+/// limit, so the test means something only as another user.
+#[test]
+fn rlimit_nproc_counts_the_users_other_processes_on_the_floor() {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    if unsafe { libc::getuid() } == 0 {
+        eprintln!("skipped: RLIMIT_NPROC is not enforced for root");
+        return;
+    }
+    const LIMIT: u64 = 64;
+    // More processes of this user than the limit, outside any command.
+    let mut others: Vec<std::process::Child> = (0..LIMIT)
+        .map(|_| {
+            std::process::Command::new("/bin/sleep")
+                .arg("60")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut seen = Vec::new();
+    for namespaces in [false, true] {
+        let ex = started(ExecConfig {
+            confine_mode: ConfineMode::BestEffort,
+            confine: ConfineSpec {
+                max_processes: Some(LIMIT),
+                ..ConfineSpec::default()
+            },
+            namespaces,
+            ..config()
+        });
+        let r = run(&ex, "sleep 0.1 & wait; echo forked");
+        if r.confined.namespaces != namespaces {
+            assert!(namespaces, "namespaces where none were asked for");
+            eprintln!("skipped in namespaces: none here");
+            continue;
+        }
+        seen.push((namespaces, r.exit_code, text(&r.stdout), text(&r.stderr)));
+    }
+    for child in &mut others {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    for (namespaces, code, out, err) in seen {
+        if namespaces {
+            assert_eq!(
+                (code, out.as_str()),
+                (0, "forked\n"),
+                "in namespaces: {err}"
+            );
+        } else {
+            assert!(
+                code != 0 && out.is_empty() && err.contains("fork"),
+                "on the floor: exit {code}, {out:?}, {err:?}"
+            );
+        }
+    }
 }
