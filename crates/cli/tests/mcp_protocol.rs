@@ -3371,3 +3371,137 @@ fn floods7_a_directory_tree_that_spends_the_budget_answers_what_it_listed() {
         .unwrap_or_default();
     assert!(note.contains("fs_ops"), "{note:?}");
 }
+
+/// A server started by `cmd` (its `--audit` already among the arguments)
+/// and driven one call at a time, so a test can change the audit file's
+/// filesystem between calls.
+struct Stepped {
+    child: Child,
+    input: ChildStdin,
+    answers: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Stepped {
+    fn start(mut cmd: Command) -> Stepped {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        let mut answers = BufReader::new(child.stdout.take().unwrap()).lines();
+        writeln!(
+            input,
+            "{}\n{}",
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .unwrap();
+        answers.next().unwrap().unwrap();
+        Stepped {
+            child,
+            input,
+            answers,
+        }
+    }
+
+    /// Calls tool `name` with `args` and answers the result, or what the
+    /// server said and how it ended when it answered nothing.
+    fn call(&mut self, id: i64, name: &str, args: Value) -> Value {
+        let c = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}});
+        let _ = writeln!(self.input, "{c}");
+        match self.answers.next() {
+            Some(Ok(line)) => {
+                let answer: Value = serde_json::from_str(&line).unwrap();
+                assert_eq!(answer["id"], id, "{answer}");
+                answer["result"].clone()
+            }
+            _ => {
+                let status = self.child.wait().unwrap();
+                let mut err = String::new();
+                let _ = self.child.stderr.take().unwrap().read_to_string(&mut err);
+                panic!("call {id} ({name}) was never answered: the server ended ({status}): {err}");
+            }
+        }
+    }
+
+    /// Closes the server's input; answers its stderr once it exited 0.
+    fn finish(self) -> String {
+        let Stepped {
+            mut child, input, ..
+        } = self;
+        drop(input);
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "{err}");
+        err
+    }
+}
+
+/// A record the disk takes only part of (it fills up in the middle of the
+/// record's write) leaves a piece of a line in the audit. The next record
+/// the file takes begins on a line of its own: it is not glued to that
+/// piece, where no JSON reader would find it. The disk is a tmpfs of a few
+/// pages in a mount namespace of the server's own.
+#[test]
+fn a_record_cut_by_a_full_disk_does_not_swallow_the_next_one() {
+    let dir = policy_dir();
+    let disk = dir.path().join("disk");
+    fs::create_dir(&disk).unwrap();
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-Urm", "/bin/sh", "-c"])
+        .arg("mount -t tmpfs -o size=64k sandgate-audit \"$1\" && exec \"$2\" mcp --policy \"$3\" --audit \"$1/audit.jsonl\"")
+        .arg("sh")
+        .arg(&disk)
+        .arg(env!("CARGO_BIN_EXE_sandgate"))
+        .arg(dir.path().join("policy.toml"));
+    let mut s = Stepped::start(cmd);
+    // The tmpfs as the server sees it.
+    let seen = Path::new("/proc")
+        .join(s.child.id().to_string())
+        .join("root")
+        .join(disk.strip_prefix("/").unwrap());
+    let read = json!({"path": "a.txt"});
+    assert_eq!(s.call(1, "read_text_file", read.clone())["isError"], false);
+    // Fill the disk: the audit's one page has room for less than the next
+    // record.
+    let mut filler = fs::File::create(seen.join("filler")).unwrap();
+    let page = vec![0u8; 4096];
+    while filler.write(&page).map(|n| n > 0).unwrap_or(false) {}
+    drop(filler);
+    let long = "b/".repeat(3000);
+    assert_eq!(
+        s.call(2, "read_text_file", json!({ "path": long }))["isError"],
+        true
+    );
+    let cut = fs::read_to_string(seen.join("audit.jsonl")).unwrap();
+    assert!(
+        cut.len() > 200 && !cut.ends_with('\n'),
+        "the disk did not cut the record: {cut:?}"
+    );
+    fs::remove_file(seen.join("filler")).unwrap();
+    assert_eq!(s.call(3, "read_text_file", read)["isError"], false);
+    let text = fs::read_to_string(seen.join("audit.jsonl")).unwrap();
+    let err = s.finish();
+    let lines: Vec<&str> = text.lines().collect();
+    let last: Value = serde_json::from_str(lines.last().unwrap()).unwrap_or_else(|e| {
+        let tail = &text[text.len().saturating_sub(200)..];
+        panic!("the record after the cut one is not a line of its own ({e}): ...{tail}")
+    });
+    assert_eq!(
+        (&last["op"], &last["path"]),
+        (&json!("read"), &json!("a.txt"))
+    );
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(err.contains("a record was lost"), "{err}");
+    assert!(err.contains("records lost before this: 1"), "{err}");
+}
