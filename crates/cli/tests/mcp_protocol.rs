@@ -3505,3 +3505,44 @@ fn a_record_cut_by_a_full_disk_does_not_swallow_the_next_one() {
     assert!(err.contains("a record was lost"), "{err}");
     assert!(err.contains("records lost before this: 1"), "{err}");
 }
+
+/// A server started under a file size limit (`ulimit -f`) is not killed by
+/// the `SIGXFSZ` a write past it raises: an audit record past the limit is
+/// lost and said on stderr like one a full disk refuses, and a
+/// `write_file` past it is refused, and the server answers every call.
+#[test]
+fn a_file_size_limit_does_not_kill_the_server() {
+    let dir = policy_dir();
+    let audit = dir.path().join("audit.jsonl");
+    let mut cmd = Command::new("prlimit");
+    cmd.arg("--fsize=4096")
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--audit")
+        .arg(&audit);
+    let mut s = Stepped::start(cmd);
+    let read = json!({"path": "a.txt"});
+    assert_eq!(s.call(1, "read_text_file", read.clone())["isError"], false);
+    let long = "b/".repeat(3000);
+    assert_eq!(
+        s.call(2, "read_text_file", json!({ "path": long }))["isError"],
+        true
+    );
+    let big = json!({"path": "big.txt", "content": "x".repeat(8192)});
+    let wrote = s.call(3, "write_file", big);
+    assert_eq!(wrote["isError"], true, "{wrote}");
+    assert_eq!(s.call(4, "read_text_file", read)["isError"], false);
+    let err = s.finish();
+    assert!(err.contains("a record was lost"), "{err}");
+    assert!(!dir.path().join("ws/big.txt").exists());
+    let names: Vec<_> = fs::read_dir(dir.path().join("ws"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["a.txt"], "a temporary file was left behind");
+    let text = fs::read_to_string(&audit).unwrap();
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["path"], "a.txt", "{text}");
+}
