@@ -167,7 +167,8 @@ enum Command {
         /// The policy file (TOML).
         #[arg(long, conflicts_with = "dirs")]
         policy: Option<PathBuf>,
-        /// Append one JSON line per file operation (refusals included) here.
+        /// Append one JSON line per call (file tools, exec, git and fetch;
+        /// refusals included) here.
         #[arg(long)]
         audit: Option<PathBuf>,
         /// Serve streamable HTTP on this loopback address (e.g.

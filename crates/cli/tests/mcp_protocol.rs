@@ -3546,3 +3546,78 @@ fn a_file_size_limit_does_not_kill_the_server() {
     let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert_eq!(first["path"], "a.txt", "{text}");
 }
+
+/// Every `fetch` call is recorded, the one it made and the ones it refused
+/// (an ungranted host before any name is resolved, a URL that does not
+/// parse): `op` `fetch`, the origin of each hop as `path`, the body's
+/// bytes as `size`. The URL's user, password, path and query, where
+/// secrets travel, are never written.
+#[test]
+fn the_audit_file_records_fetch_calls_without_their_secrets() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in listener.incoming() {
+            let Ok(mut c) = c else { return };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && c.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            let _ = c.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+            );
+        }
+    });
+    let dir = policy_dir();
+    let mut policy = fs::read_to_string(dir.path().join("policy.toml")).unwrap();
+    policy.push_str(&format!(
+        "[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n"
+    ));
+    fs::write(dir.path().join("policy.toml"), policy).unwrap();
+    let fetch = |id: i64, url: String| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "fetch", "arguments": {"url": url}}})
+    };
+    let calls = [
+        fetch(
+            1,
+            format!("http://127.0.0.1:{port}/p/SECRET1?token=SECRET2"),
+        ),
+        fetch(
+            2,
+            "http://169.254.169.254/latest/SECRET3?k=SECRET4".to_owned(),
+        ),
+        fetch(3, "not a url SECRET5".to_owned()),
+        fetch(4, format!("http://me:SECRET6@127.0.0.1:{port}/")),
+    ];
+    let audit = dir.path().join("audit.jsonl");
+    audited_burst(dir.path(), &audit, &calls);
+    let text = fs::read_to_string(&audit).unwrap();
+    assert!(!text.contains("SECRET"), "a secret was written: {text}");
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &Value| r["op"] == "fetch")
+        .collect();
+    assert_eq!(records.len(), 4, "{text}");
+    let here = format!("http://127.0.0.1:{port}");
+    assert!(
+        records
+            .iter()
+            .any(|r| r["path"] == here && r["outcome"] == "OK" && r["size"] == 5),
+        "no record of the fetch made: {text}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["path"] == "http://169.254.169.254:80" && r["outcome"] == "E_NET_DENIED"),
+        "no record of the fetch refused: {text}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["path"] == "" && r["outcome"] == "E_REQUEST"),
+        "no record of the URL that does not parse: {text}"
+    );
+}
