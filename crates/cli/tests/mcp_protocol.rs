@@ -3621,3 +3621,38 @@ fn the_audit_file_records_fetch_calls_without_their_secrets() {
         "no record of the URL that does not parse: {text}"
     );
 }
+
+/// A name holding line breaks of every kind (`\n`, `\r`, NUL, ESC, and
+/// the ones JSON leaves raw: U+0085, U+2028, U+2029) stays inside its
+/// record: the audit splits into whole records at every character a
+/// reader may take for the end of a line (Python's `str.splitlines`
+/// breaks at all of them), never into a piece a name forged.
+#[test]
+fn a_name_holding_line_breaks_stays_inside_its_record() {
+    let dir = policy_dir();
+    let name = "a\nb\rc\0d\x1b[2Je\u{85}f\u{2028}{}\u{2029}null";
+    let calls: Vec<Value> = (1..=2i64)
+        .map(|id| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "read_text_file", "arguments": {"path": name}}})
+        })
+        .collect();
+    let audit = dir.path().join("audit.jsonl");
+    audited_burst(dir.path(), &audit, &calls);
+    let text = fs::read_to_string(&audit).unwrap();
+    let pieces: Vec<&str> = text
+        .split(|c| {
+            matches!(
+                c,
+                '\n' | '\r' | '\x0b' | '\x0c' | '\x1c'
+                    ..='\x1e' | '\u{85}' | '\u{2028}' | '\u{2029}'
+            )
+        })
+        .filter(|p| !p.is_empty())
+        .collect();
+    assert_eq!(pieces.len(), 2, "{text:?}");
+    for p in pieces {
+        let r: Value = serde_json::from_str(p).unwrap_or_else(|e| panic!("{e}: {p:?}"));
+        assert_eq!(r["path"], name, "{p:?}");
+    }
+}

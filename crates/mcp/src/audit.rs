@@ -82,7 +82,22 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
         // After a cut record the line is ended first, so this record is
         // not glued to the piece, where no reader would find it.
         let mut bytes = if t.cut { vec![b'\n'] } else { Vec::new() };
-        bytes.extend_from_slice(line.to_string().as_bytes());
+        // JSON leaves U+0085, U+2028 and U+2029 raw, and some readers
+        // (Python's `str.splitlines`) end a line at each: escaped, a name
+        // holding them cannot split its record into pieces, one of which
+        // could parse on its own. They only occur inside strings, where
+        // the escape means the same character.
+        let mut json = line.to_string();
+        for (raw, escaped) in [
+            ('\u{85}', "\\u0085"),
+            ('\u{2028}', "\\u2028"),
+            ('\u{2029}', "\\u2029"),
+        ] {
+            if json.contains(raw) {
+                json = json.replace(raw, escaped);
+            }
+        }
+        bytes.extend_from_slice(json.as_bytes());
         bytes.push(b'\n');
         // A full disk must not fail the operation itself (it already ran),
         // but the operator is told that the audit is missing records: at
