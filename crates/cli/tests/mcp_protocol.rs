@@ -3656,3 +3656,23 @@ fn a_name_holding_line_breaks_stays_inside_its_record() {
         assert_eq!(r["path"], name, "{p:?}");
     }
 }
+
+/// A name far longer than any a file can have (1 MiB, of characters JSON
+/// writes as six bytes each) does not make a record of megabytes, with
+/// which an agent could fill the audit's disk in a few calls: the record
+/// keeps the name's first 8,192 bytes and says how long it was.
+#[test]
+fn a_huge_name_makes_a_bounded_record() {
+    let dir = policy_dir();
+    let name = "\u{1}".repeat(1 << 20);
+    let calls = [json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": {"path": name}}})];
+    let audit = dir.path().join("audit.jsonl");
+    audited_burst(dir.path(), &audit, &calls);
+    let text = fs::read_to_string(&audit).unwrap();
+    assert!(text.len() < 64 << 10, "a record of {} bytes", text.len());
+    let r: Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(r["path"], json!(&name[..8192]));
+    assert_eq!(r["path_bytes"], 1 << 20);
+    assert_eq!(r["outcome"], "E_PATH_INVALID");
+}

@@ -10,9 +10,14 @@ use std::time::UNIX_EPOCH;
 
 use sandgate::{AuditEvent, AuditSink};
 
+/// The most bytes of an event's `path` a record keeps; a longer one is cut
+/// at a character boundary, and the record's `path_bytes` says its length.
+pub const MAX_PATH_RECORDED: usize = 8192;
+
 /// Appends each event to `path` as a JSON line (`time` in milliseconds since
 /// the epoch, `op`, `path`, `size`, `outcome`, and for `exec` and `git`
-/// `exit_code` when the command ran and `limit` when one stopped it). The file is created with
+/// `exit_code` when the command ran and `limit` when one stopped it;
+/// `path_bytes` when the path was cut at [`MAX_PATH_RECORDED`]). The file is created with
 /// mode 0600 when missing. Each line is written with one `write(2)` on a
 /// file opened `O_APPEND`, so several servers may share one file: their
 /// lines follow each other whole. A record the file does not take (a full
@@ -65,13 +70,23 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
     });
     let shown = path.display().to_string();
     Ok(Arc::new(move |e: &AuditEvent| {
+        // A name is at most 4,096 bytes, a rename's two 8,196; what is
+        // longer was never a file's name, and is cut so that no call can
+        // make a record of megabytes (and fill the audit's disk).
+        let mut keep = e.path.len().min(MAX_PATH_RECORDED);
+        while !e.path.is_char_boundary(keep) {
+            keep -= 1;
+        }
         let mut line = serde_json::json!({
             "time_ms": e.time.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
             "op": e.op,
-            "path": e.path,
+            "path": &e.path[..keep],
             "size": e.size,
             "outcome": e.outcome.as_str(),
         });
+        if keep < e.path.len() {
+            line["path_bytes"] = e.path.len().into();
+        }
         if let Some(code) = e.exit_code {
             line["exit_code"] = code.into();
         }
