@@ -3676,3 +3676,33 @@ fn a_huge_name_makes_a_bounded_record() {
     assert_eq!(r["path_bytes"], 1 << 20);
     assert_eq!(r["outcome"], "E_PATH_INVALID");
 }
+
+/// The write root reached under a second path (a bind mount of it, as a
+/// container's volume or a second mount point gives) is still the write
+/// root: an `--audit` file there is refused and nothing is created. The
+/// mount is made in a mount namespace of the server's own.
+#[test]
+fn the_audit_file_may_not_lie_in_the_write_root_mounted_elsewhere() {
+    let dir = policy_dir();
+    let ws = dir.path().join("ws");
+    let other = dir.path().join("other");
+    fs::create_dir(&other).unwrap();
+    let out = Command::new("unshare")
+        .args(["-Urm", "/bin/sh", "-c"])
+        .arg("mount --bind \"$1\" \"$2\" && exec \"$3\" mcp --policy \"$4\" --audit \"$2/audit.jsonl\"")
+        .arg("sh")
+        .arg(&ws)
+        .arg(&other)
+        .arg(env!("CARGO_BIN_EXE_sandgate"))
+        .arg(dir.path().join("policy.toml"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !ws.join("audit.jsonl").exists(),
+        "the audit was made in the write root: {err}"
+    );
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("write root"), "{err}");
+}

@@ -28,7 +28,8 @@ pub const MAX_PATH_RECORDED: usize = 8192;
 /// so it is a line of its own.
 ///
 /// A file inside `write_root` is refused, however it is named (through a
-/// link, or a second name made by a hard link), and nothing is created:
+/// link, a second name made by a hard link, or a second mount of the
+/// root), and nothing is created:
 /// there the agent could erase or forge its own audit with `write_file` or
 /// a shell command.
 pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Result<AuditSink> {
@@ -40,7 +41,7 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
     };
     if let Some(root) = write_root {
         let lands = where_it_lands(path).map_err(|e| refuse(e.to_string()))?;
-        if lands.starts_with(root) {
+        if lands.starts_with(root) || under_by_identity(&lands, root) {
             return Err(refuse(format!(
                 "it lies inside the write root {}, where the agent could rewrite or erase its \
                  own audit; choose a file outside it",
@@ -180,6 +181,19 @@ impl Tail {
             bytes.len()
         )))
     }
+}
+
+/// Whether a directory holding `lands` is `root` itself, compared by
+/// device and inode: the root reached under a second path (a bind mount
+/// of it, or of a directory above it) has another name but is the same
+/// directory.
+fn under_by_identity(lands: &Path, root: &Path) -> bool {
+    let Ok(root) = std::fs::metadata(root) else {
+        return false;
+    };
+    lands.ancestors().skip(1).any(|dir| {
+        std::fs::metadata(dir).is_ok_and(|m| m.dev() == root.dev() && m.ino() == root.ino())
+    })
 }
 
 /// Where opening `path` for appending would write, with every link
