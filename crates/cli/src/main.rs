@@ -167,7 +167,8 @@ enum Command {
         /// The policy file (TOML).
         #[arg(long, conflicts_with = "dirs")]
         policy: Option<PathBuf>,
-        /// Append one JSON line per file operation (refusals included) here.
+        /// Append one JSON line per call (file tools, exec, git and fetch;
+        /// refusals included) here.
         #[arg(long)]
         audit: Option<PathBuf>,
         /// Serve streamable HTTP on this loopback address (e.g.
@@ -207,6 +208,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A write past a file size limit the server was started under (an
+    // agent's large file, an audit record) fails with EFBIG, refused or
+    // said like a full disk, instead of killing the server mid-call.
+    if let Err(e) = sandgate::exec::outlive_file_size_limit() {
+        errln!("sandgate: handling SIGXFSZ: {e}");
+        return ExitCode::FAILURE;
+    }
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,

@@ -3371,3 +3371,338 @@ fn floods7_a_directory_tree_that_spends_the_budget_answers_what_it_listed() {
         .unwrap_or_default();
     assert!(note.contains("fs_ops"), "{note:?}");
 }
+
+/// A server started by `cmd` (its `--audit` already among the arguments)
+/// and driven one call at a time, so a test can change the audit file's
+/// filesystem between calls.
+struct Stepped {
+    child: Child,
+    input: ChildStdin,
+    answers: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Stepped {
+    fn start(mut cmd: Command) -> Stepped {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        let mut answers = BufReader::new(child.stdout.take().unwrap()).lines();
+        writeln!(
+            input,
+            "{}\n{}",
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .unwrap();
+        answers.next().unwrap().unwrap();
+        Stepped {
+            child,
+            input,
+            answers,
+        }
+    }
+
+    /// Calls tool `name` with `args` and answers the result, or what the
+    /// server said and how it ended when it answered nothing.
+    fn call(&mut self, id: i64, name: &str, args: Value) -> Value {
+        let c = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}});
+        let _ = writeln!(self.input, "{c}");
+        match self.answers.next() {
+            Some(Ok(line)) => {
+                let answer: Value = serde_json::from_str(&line).unwrap();
+                assert_eq!(answer["id"], id, "{answer}");
+                answer["result"].clone()
+            }
+            _ => {
+                let status = self.child.wait().unwrap();
+                let mut err = String::new();
+                let _ = self.child.stderr.take().unwrap().read_to_string(&mut err);
+                panic!("call {id} ({name}) was never answered: the server ended ({status}): {err}");
+            }
+        }
+    }
+
+    /// Closes the server's input; answers its stderr once it exited 0.
+    fn finish(self) -> String {
+        let Stepped {
+            mut child, input, ..
+        } = self;
+        drop(input);
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "{err}");
+        err
+    }
+}
+
+/// A record the disk takes only part of (it fills up in the middle of the
+/// record's write) leaves a piece of a line in the audit. The next record
+/// the file takes begins on a line of its own: it is not glued to that
+/// piece, where no JSON reader would find it. The disk is a tmpfs of a few
+/// pages in a mount namespace of the server's own.
+#[test]
+fn a_record_cut_by_a_full_disk_does_not_swallow_the_next_one() {
+    let dir = policy_dir();
+    let disk = dir.path().join("disk");
+    fs::create_dir(&disk).unwrap();
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-Urm", "/bin/sh", "-c"])
+        .arg("mount -t tmpfs -o size=64k sandgate-audit \"$1\" && exec \"$2\" mcp --policy \"$3\" --audit \"$1/audit.jsonl\"")
+        .arg("sh")
+        .arg(&disk)
+        .arg(env!("CARGO_BIN_EXE_sandgate"))
+        .arg(dir.path().join("policy.toml"));
+    let mut s = Stepped::start(cmd);
+    // The tmpfs as the server sees it.
+    let seen = Path::new("/proc")
+        .join(s.child.id().to_string())
+        .join("root")
+        .join(disk.strip_prefix("/").unwrap());
+    let read = json!({"path": "a.txt"});
+    assert_eq!(s.call(1, "read_text_file", read.clone())["isError"], false);
+    // Fill the disk: the audit's one page has room for less than the next
+    // record.
+    let mut filler = fs::File::create(seen.join("filler")).unwrap();
+    let page = vec![0u8; 4096];
+    while filler.write(&page).map(|n| n > 0).unwrap_or(false) {}
+    drop(filler);
+    let long = "b/".repeat(3000);
+    assert_eq!(
+        s.call(2, "read_text_file", json!({ "path": long }))["isError"],
+        true
+    );
+    let cut = fs::read_to_string(seen.join("audit.jsonl")).unwrap();
+    assert!(
+        cut.len() > 200 && !cut.ends_with('\n'),
+        "the disk did not cut the record: {cut:?}"
+    );
+    fs::remove_file(seen.join("filler")).unwrap();
+    assert_eq!(s.call(3, "read_text_file", read)["isError"], false);
+    let text = fs::read_to_string(seen.join("audit.jsonl")).unwrap();
+    let err = s.finish();
+    let lines: Vec<&str> = text.lines().collect();
+    let last: Value = serde_json::from_str(lines.last().unwrap()).unwrap_or_else(|e| {
+        let tail = &text[text.len().saturating_sub(200)..];
+        panic!("the record after the cut one is not a line of its own ({e}): ...{tail}")
+    });
+    assert_eq!(
+        (&last["op"], &last["path"]),
+        (&json!("read"), &json!("a.txt"))
+    );
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(err.contains("a record was lost"), "{err}");
+    assert!(err.contains("records lost before this: 1"), "{err}");
+}
+
+/// A server started under a file size limit (`ulimit -f`) is not killed by
+/// the `SIGXFSZ` a write past it raises: an audit record past the limit is
+/// lost and said on stderr like one a full disk refuses, and a
+/// `write_file` past it is refused, and the server answers every call.
+#[test]
+fn a_file_size_limit_does_not_kill_the_server() {
+    let dir = policy_dir();
+    let audit = dir.path().join("audit.jsonl");
+    let mut cmd = Command::new("prlimit");
+    cmd.arg("--fsize=4096")
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--audit")
+        .arg(&audit);
+    let mut s = Stepped::start(cmd);
+    let read = json!({"path": "a.txt"});
+    assert_eq!(s.call(1, "read_text_file", read.clone())["isError"], false);
+    let long = "b/".repeat(3000);
+    assert_eq!(
+        s.call(2, "read_text_file", json!({ "path": long }))["isError"],
+        true
+    );
+    let big = json!({"path": "big.txt", "content": "x".repeat(8192)});
+    let wrote = s.call(3, "write_file", big);
+    assert_eq!(wrote["isError"], true, "{wrote}");
+    assert_eq!(s.call(4, "read_text_file", read)["isError"], false);
+    let err = s.finish();
+    assert!(err.contains("a record was lost"), "{err}");
+    assert!(!dir.path().join("ws/big.txt").exists());
+    let names: Vec<_> = fs::read_dir(dir.path().join("ws"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["a.txt"], "a temporary file was left behind");
+    let text = fs::read_to_string(&audit).unwrap();
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["path"], "a.txt", "{text}");
+}
+
+/// Every `fetch` call is recorded, the one it made and the ones it refused
+/// (an ungranted host before any name is resolved, a URL that does not
+/// parse): `op` `fetch`, the origin of each hop as `path`, the body's
+/// bytes as `size`. The URL's user, password, path and query, where
+/// secrets travel, are never written.
+#[test]
+fn the_audit_file_records_fetch_calls_without_their_secrets() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in listener.incoming() {
+            let Ok(mut c) = c else { return };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && c.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            let _ = c.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+            );
+        }
+    });
+    let dir = policy_dir();
+    let mut policy = fs::read_to_string(dir.path().join("policy.toml")).unwrap();
+    policy.push_str(&format!(
+        "[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n"
+    ));
+    fs::write(dir.path().join("policy.toml"), policy).unwrap();
+    let fetch = |id: i64, url: String| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "fetch", "arguments": {"url": url}}})
+    };
+    let calls = [
+        fetch(
+            1,
+            format!("http://127.0.0.1:{port}/p/SECRET1?token=SECRET2"),
+        ),
+        fetch(
+            2,
+            "http://169.254.169.254/latest/SECRET3?k=SECRET4".to_owned(),
+        ),
+        fetch(3, "not a url SECRET5".to_owned()),
+        fetch(4, format!("http://me:SECRET6@127.0.0.1:{port}/")),
+    ];
+    let audit = dir.path().join("audit.jsonl");
+    audited_burst(dir.path(), &audit, &calls);
+    let text = fs::read_to_string(&audit).unwrap();
+    assert!(!text.contains("SECRET"), "a secret was written: {text}");
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &Value| r["op"] == "fetch")
+        .collect();
+    assert_eq!(records.len(), 4, "{text}");
+    let here = format!("http://127.0.0.1:{port}");
+    assert!(
+        records
+            .iter()
+            .any(|r| r["path"] == here && r["outcome"] == "OK" && r["size"] == 5),
+        "no record of the fetch made: {text}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["path"] == "http://169.254.169.254:80" && r["outcome"] == "E_NET_DENIED"),
+        "no record of the fetch refused: {text}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["path"] == "" && r["outcome"] == "E_REQUEST"),
+        "no record of the URL that does not parse: {text}"
+    );
+}
+
+/// A name holding line breaks of every kind (`\n`, `\r`, NUL, ESC, and
+/// the ones JSON leaves raw: U+0085, U+2028, U+2029) stays inside its
+/// record: the audit splits into whole records at every character a
+/// reader may take for the end of a line (Python's `str.splitlines`
+/// breaks at all of them), never into a piece a name forged.
+#[test]
+fn a_name_holding_line_breaks_stays_inside_its_record() {
+    let dir = policy_dir();
+    let name = "a\nb\rc\0d\x1b[2Je\u{85}f\u{2028}{}\u{2029}null";
+    let calls: Vec<Value> = (1..=2i64)
+        .map(|id| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "read_text_file", "arguments": {"path": name}}})
+        })
+        .collect();
+    let audit = dir.path().join("audit.jsonl");
+    audited_burst(dir.path(), &audit, &calls);
+    let text = fs::read_to_string(&audit).unwrap();
+    let pieces: Vec<&str> = text
+        .split(|c| {
+            matches!(
+                c,
+                '\n' | '\r' | '\x0b' | '\x0c' | '\x1c'
+                    ..='\x1e' | '\u{85}' | '\u{2028}' | '\u{2029}'
+            )
+        })
+        .filter(|p| !p.is_empty())
+        .collect();
+    assert_eq!(pieces.len(), 2, "{text:?}");
+    for p in pieces {
+        let r: Value = serde_json::from_str(p).unwrap_or_else(|e| panic!("{e}: {p:?}"));
+        assert_eq!(r["path"], name, "{p:?}");
+    }
+}
+
+/// A name far longer than any a file can have (1 MiB, of characters JSON
+/// writes as six bytes each) does not make a record of megabytes, with
+/// which an agent could fill the audit's disk in a few calls: the record
+/// keeps the name's first 8,192 bytes and says how long it was.
+#[test]
+fn a_huge_name_makes_a_bounded_record() {
+    let dir = policy_dir();
+    let name = "\u{1}".repeat(1 << 20);
+    let calls = [json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": {"path": name}}})];
+    let audit = dir.path().join("audit.jsonl");
+    audited_burst(dir.path(), &audit, &calls);
+    let text = fs::read_to_string(&audit).unwrap();
+    assert!(text.len() < 64 << 10, "a record of {} bytes", text.len());
+    let r: Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(r["path"], json!(&name[..8192]));
+    assert_eq!(r["path_bytes"], 1 << 20);
+    assert_eq!(r["outcome"], "E_PATH_INVALID");
+}
+
+/// The write root reached under a second path (a bind mount of it, as a
+/// container's volume or a second mount point gives) is still the write
+/// root: an `--audit` file there is refused and nothing is created. The
+/// mount is made in a mount namespace of the server's own.
+#[test]
+fn the_audit_file_may_not_lie_in_the_write_root_mounted_elsewhere() {
+    let dir = policy_dir();
+    let ws = dir.path().join("ws");
+    let other = dir.path().join("other");
+    fs::create_dir(&other).unwrap();
+    let out = Command::new("unshare")
+        .args(["-Urm", "/bin/sh", "-c"])
+        .arg("mount --bind \"$1\" \"$2\" && exec \"$3\" mcp --policy \"$4\" --audit \"$2/audit.jsonl\"")
+        .arg("sh")
+        .arg(&ws)
+        .arg(&other)
+        .arg(env!("CARGO_BIN_EXE_sandgate"))
+        .arg(dir.path().join("policy.toml"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !ws.join("audit.jsonl").exists(),
+        "the audit was made in the write root: {err}"
+    );
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("write root"), "{err}");
+}

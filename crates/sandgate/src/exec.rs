@@ -49,7 +49,7 @@ pub use sandgate_proxy::{
 };
 
 pub use sandgate_shellexec::confine::ConfinementReport;
-pub use sandgate_shellexec::exec::{AbortSignal, ExecResult};
+pub use sandgate_shellexec::exec::{outlive_file_size_limit, AbortSignal, ExecResult};
 pub use sandgate_shellexec::limits::{Limit, LimitsReport, Mechanism};
 pub use sandgate_shellexec::protected::{ProtectedAction, ProtectedChange};
 

@@ -380,6 +380,34 @@ impl AbortSignal {
     }
 }
 
+/// The handler [`outlive_file_size_limit`] installs: nothing, so a write
+/// past the limit answers `EFBIG` instead of ending the process.
+#[cfg(target_os = "linux")]
+extern "C" fn ignore_file_size_signal(_: libc::c_int) {}
+
+/// Makes a write past this process's file size limit (`RLIMIT_FSIZE`,
+/// `ulimit -f`) fail with `EFBIG` instead of ending the process with
+/// `SIGXFSZ`, for a server that writes files for an agent and an audit:
+/// an agent's large write would otherwise end the server, and the audit
+/// record with it. A handler, not `SIG_IGN`: a handler goes back to the
+/// default at `execve`, so the commands the server runs still die of
+/// `SIGXFSZ` at their own limit, as [`Limit::FileSize`] reports.
+#[cfg(target_os = "linux")]
+pub fn outlive_file_size_limit() -> io::Result<()> {
+    // SAFETY: a zeroed sigaction filled with a handler that does nothing.
+    let done = unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = ignore_file_size_signal as extern "C" fn(libc::c_int) as usize;
+        act.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut act.sa_mask);
+        libc::sigaction(libc::SIGXFSZ, &act, std::ptr::null_mut())
+    };
+    if done != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Per-call options.
 #[derive(Debug, Default)]
 pub struct ExecOptions {
