@@ -352,3 +352,58 @@ fn a_closed_stdout_or_stderr_keeps_the_exit_code() {
     assert_eq!(status(&allowed, true), Some(0));
 }
 
+/// The policies the project's own pages show a newcomer (README.md and
+/// docs/reference/policy.md, every ```toml block): each one, saved beside
+/// the directories it names, must load. The key reference's block once
+/// failed four ways (credentials and rules for a host `net.allow` did
+/// not grant, budgets for exec and network it did not enable).
+#[test]
+fn every_policy_the_docs_show_loads() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    for page in ["README.md", "docs/reference/policy.md"] {
+        let doc = fs::read_to_string(repo.join(page)).unwrap();
+        let mut block: Option<String> = None;
+        for line in doc.lines() {
+            match &mut block {
+                None if line.trim_start() == "```toml" => block = Some(String::new()),
+                None => {}
+                Some(b) if line.trim_start() == "```" => {
+                    seen += 1;
+                    let tmp = tempfile::tempdir().unwrap();
+                    // Make every directory the block names as a root.
+                    for l in b.lines() {
+                        let key = l.split('=').next().unwrap_or("").trim();
+                        if key == "read_roots" || key == "write_root" {
+                            let value = l.split_once('=').unwrap().1;
+                            let value = value.split('#').next().unwrap();
+                            for (i, part) in value.split('"').enumerate() {
+                                if i % 2 == 1 {
+                                    fs::create_dir_all(tmp.path().join(part)).unwrap();
+                                }
+                            }
+                        }
+                    }
+                    fs::write(tmp.path().join("policy.toml"), b.as_str()).unwrap();
+                    let out = run(tmp.path(), &["check", "policy.toml"], None, "");
+                    if !out.status.success() {
+                        problems.push(format!(
+                            "{page}, block {seen}: exit {:?}:\n{}",
+                            out.status.code(),
+                            text(&out.stderr)
+                        ));
+                    }
+                    block = None;
+                }
+                Some(b) => {
+                    b.push_str(line);
+                    b.push('\n');
+                }
+            }
+        }
+    }
+    assert!(seen >= 2, "only {seen} policy blocks found");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
