@@ -407,3 +407,47 @@ fn every_policy_the_docs_show_loads() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The examples `sandgate explain --help` gives, run as written beside the
+/// project's example policy: a path example must name a file the policy's
+/// roots hold (names are relative to a root, not to the current
+/// directory; `workspace/notes/todo.md` once answered a read refused with
+/// `E_NOT_FOUND` and a write allowed as a new file at
+/// `workspace/workspace/notes/todo.md`), and no example may be refused as
+/// a command line or a policy (exit 2).
+#[test]
+fn the_explain_help_examples_run_on_the_example_policy() {
+    let help = text(&run(Path::new("."), &["explain", "--help"], None, "").stdout);
+    let examples: Vec<&str> = help
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("sandgate explain ") || l.contains("=agent-policy.toml sandgate explain "))
+        .collect();
+    assert!(examples.len() >= 3, "{help}");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bin_dir = Path::new(SANDGATE).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut problems = Vec::new();
+    for example in examples {
+        let json = example.replacen("sandgate explain ", "sandgate explain --json ", 1);
+        let out = Command::new("/bin/sh")
+            .args(["-c", &json])
+            .current_dir(repo.join("examples"))
+            .env("PATH", &path)
+            .env_remove("SANDGATE_POLICY")
+            .output()
+            .unwrap();
+        let said = text(&out.stdout);
+        if out.status.code() == Some(2) || said.contains("E_NOT_FOUND") {
+            problems.push(format!(
+                "`{example}`: exit {:?}: {said}{}",
+                out.status.code(),
+                text(&out.stderr)
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
