@@ -420,7 +420,9 @@ fn the_explain_help_examples_run_on_the_example_policy() {
     let examples: Vec<&str> = help
         .lines()
         .map(str::trim)
-        .filter(|l| l.starts_with("sandgate explain ") || l.contains("=agent-policy.toml sandgate explain "))
+        .filter(|l| {
+            l.starts_with("sandgate explain ") || l.contains("=agent-policy.toml sandgate explain ")
+        })
         .collect();
     assert!(examples.len() >= 3, "{help}");
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");

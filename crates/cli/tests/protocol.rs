@@ -881,10 +881,7 @@ fn grep_context_is_capped_at_100_lines() {
     assert_eq!(answers[0]["matches"][0]["path"], "a.txt", "{}", answers[0]);
     for (a, key) in [(&answers[1], "`before`"), (&answers[2], "`after`")] {
         assert_eq!(code(a), "E_REQUEST", "{a}");
-        assert!(
-            a["error"]["message"].as_str().unwrap().contains(key),
-            "{a}"
-        );
+        assert!(a["error"]["message"].as_str().unwrap().contains(key), "{a}");
     }
     assert_eq!(answers[3]["content"], "hello\n");
 }
