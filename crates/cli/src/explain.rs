@@ -24,7 +24,7 @@ path (asked both for read and write). Exit 0 when everything asked is allowed,
 1 when something is refused, 2 when the policy itself is refused.
 
 Examples:
-  sandgate explain agent-policy.toml workspace/notes/todo.md
+  sandgate explain agent-policy.toml notes/todo.md
   sandgate explain --policy agent-policy.toml 'git status'
   SANDGATE_POLICY=agent-policy.toml sandgate explain api.example.com:443";
 

@@ -90,6 +90,7 @@ Ops (one JSON object per line; every answer is {\"ok\":true,...} or
   glob     {\"op\":\"glob\",\"pattern\":\"**/*.rs\",\"path\":\"src\"}
   grep     {\"op\":\"grep\",\"pattern\":\"fn main\",\"path\":\"src\",\"max_results\":20}
   exec     {\"op\":\"exec\",\"command\":\"ls -l\",\"cwd\":\"src\",\"timeout_ms\":5000}
+  fetch    {\"op\":\"fetch\",\"url\":\"https://api.github.com/zen\",\"max_bytes\":65536}
 
 Paths are names beneath the policy's roots (no leading /, no ..). A request
 may carry an \"id\" (string or number); its answer carries the same id.

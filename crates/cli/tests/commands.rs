@@ -222,10 +222,9 @@ fn tool_help_lists_every_op_with_a_request() {
     let out = run(Path::new("."), &["tool", "--help"], None, "");
     assert!(out.status.success());
     let help = text(&out.stdout);
-    for op in [
-        "summary", "read", "write", "edit", "list", "stat", "mkdir", "delete", "rename", "glob",
-        "grep", "exec",
-    ] {
+    // Every op the endpoint takes, from its own table: an op added there
+    // and not to the help fails here (`fetch` once had no line).
+    for &op in sandgate::tool::OPS {
         let request = format!("{{\"op\":\"{op}\"");
         let line = help
             .lines()
@@ -351,4 +350,106 @@ fn a_closed_stdout_or_stderr_keeps_the_exit_code() {
         "a.txt",
     ];
     assert_eq!(status(&allowed, true), Some(0));
+}
+
+/// The policies the project's own pages show a newcomer (README.md and
+/// docs/reference/policy.md, every ```toml block): each one, saved beside
+/// the directories it names, must load. The key reference's block once
+/// failed four ways (credentials and rules for a host `net.allow` did
+/// not grant, budgets for exec and network it did not enable).
+#[test]
+fn every_policy_the_docs_show_loads() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    for page in ["README.md", "docs/reference/policy.md"] {
+        let doc = fs::read_to_string(repo.join(page)).unwrap();
+        let mut block: Option<String> = None;
+        for line in doc.lines() {
+            match &mut block {
+                None if line.trim_start() == "```toml" => block = Some(String::new()),
+                None => {}
+                Some(b) if line.trim_start() == "```" => {
+                    seen += 1;
+                    let tmp = tempfile::tempdir().unwrap();
+                    // Make every directory the block names as a root.
+                    for l in b.lines() {
+                        let key = l.split('=').next().unwrap_or("").trim();
+                        if key == "read_roots" || key == "write_root" {
+                            let value = l.split_once('=').unwrap().1;
+                            let value = value.split('#').next().unwrap();
+                            for (i, part) in value.split('"').enumerate() {
+                                if i % 2 == 1 {
+                                    fs::create_dir_all(tmp.path().join(part)).unwrap();
+                                }
+                            }
+                        }
+                    }
+                    fs::write(tmp.path().join("policy.toml"), b.as_str()).unwrap();
+                    let out = run(tmp.path(), &["check", "policy.toml"], None, "");
+                    if !out.status.success() {
+                        problems.push(format!(
+                            "{page}, block {seen}: exit {:?}:\n{}",
+                            out.status.code(),
+                            text(&out.stderr)
+                        ));
+                    }
+                    block = None;
+                }
+                Some(b) => {
+                    b.push_str(line);
+                    b.push('\n');
+                }
+            }
+        }
+    }
+    assert!(seen >= 2, "only {seen} policy blocks found");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The examples `sandgate explain --help` gives, run as written beside the
+/// project's example policy: a path example must name a file the policy's
+/// roots hold (names are relative to a root, not to the current
+/// directory; `workspace/notes/todo.md` once answered a read refused with
+/// `E_NOT_FOUND` and a write allowed as a new file at
+/// `workspace/workspace/notes/todo.md`), and no example may be refused as
+/// a command line or a policy (exit 2).
+#[test]
+fn the_explain_help_examples_run_on_the_example_policy() {
+    let help = text(&run(Path::new("."), &["explain", "--help"], None, "").stdout);
+    let examples: Vec<&str> = help
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            l.starts_with("sandgate explain ") || l.contains("=agent-policy.toml sandgate explain ")
+        })
+        .collect();
+    assert!(examples.len() >= 3, "{help}");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bin_dir = Path::new(SANDGATE).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut problems = Vec::new();
+    for example in examples {
+        let json = example.replacen("sandgate explain ", "sandgate explain --json ", 1);
+        let out = Command::new("/bin/sh")
+            .args(["-c", &json])
+            .current_dir(repo.join("examples"))
+            .env("PATH", &path)
+            .env_remove("SANDGATE_POLICY")
+            .output()
+            .unwrap();
+        let said = text(&out.stdout);
+        if out.status.code() == Some(2) || said.contains("E_NOT_FOUND") {
+            problems.push(format!(
+                "`{example}`: exit {:?}: {said}{}",
+                out.status.code(),
+                text(&out.stderr)
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -864,3 +864,24 @@ fn an_overlong_line_is_answered_without_being_held() {
     assert_eq!(code(&first), "E_REQUEST", "{first}");
     assert_eq!(second["content"], "hello\n", "{second}");
 }
+
+/// grep's `before` and `after` take at most 100 lines each (as
+/// json-endpoint.md says): 100 is served, 101 is `E_REQUEST` naming the
+/// key, and the session goes on.
+#[test]
+fn grep_context_is_capped_at_100_lines() {
+    let fx = Fx::new(RW);
+    let answers = fx.session(&[
+        line(json!({"op": "grep", "pattern": "hello", "before": 100, "after": 100})),
+        line(json!({"op": "grep", "pattern": "hello", "before": 101})),
+        line(json!({"op": "grep", "pattern": "hello", "after": 101})),
+        line(json!({"op": "read", "path": "a.txt"})),
+    ]);
+    assert_eq!(answers[0]["ok"], true, "{}", answers[0]);
+    assert_eq!(answers[0]["matches"][0]["path"], "a.txt", "{}", answers[0]);
+    for (a, key) in [(&answers[1], "`before`"), (&answers[2], "`after`")] {
+        assert_eq!(code(a), "E_REQUEST", "{a}");
+        assert!(a["error"]["message"].as_str().unwrap().contains(key), "{a}");
+    }
+    assert_eq!(answers[3]["content"], "hello\n");
+}
