@@ -103,6 +103,15 @@
 //! two commands running on one root, the first to end reports (and undoes)
 //! the changes of both.
 //!
+//! Records are kept per process, so processes take turns on a root: from
+//! the first `begin` of a process on it to the settle of its last running
+//! command, the root directory is held with an exclusive `flock` (on a
+//! descriptor of its own, close-on-exec), and another process's `begin`
+//! waits for it. Otherwise a record taken in one process while another's
+//! command ran would take that command's changes for the host's, and the
+//! settle against it would put them back after the other process undid
+//! them.
+//!
 //! # Limits
 //!
 //! - One settle reads at most [`MAX_SETTLE_ENTRIES`] directory entries,
