@@ -103,6 +103,15 @@
 //! two commands running on one root, the first to end reports (and undoes)
 //! the changes of both.
 //!
+//! Records are kept per process, so processes take turns on a root: from
+//! the first `begin` of a process on it to the settle of its last running
+//! command, the root directory is held with an exclusive `flock` (on a
+//! descriptor of its own, close-on-exec), and another process's `begin`
+//! waits for it. Otherwise a record taken in one process while another's
+//! command ran would take that command's changes for the host's, and the
+//! settle against it would put them back after the other process undid
+//! them.
+//!
 //! # Limits
 //!
 //! - One settle reads at most [`MAX_SETTLE_ENTRIES`] directory entries,
@@ -467,6 +476,11 @@ struct Shared {
     records: HashMap<String, Record>,
     /// The root's inotify instance, or why there is none.
     watch: WatchState,
+    /// The root directory opened anew and locked (`flock`, exclusive)
+    /// while a command of this process runs on it: another process's
+    /// protection of the same root waits for it before it brings its
+    /// record up to date ([`Protector::begin`]).
+    held: Option<OwnedFd>,
 }
 
 impl Default for Shared {
@@ -475,11 +489,21 @@ impl Default for Shared {
             active: 0,
             records: HashMap::new(),
             watch: WatchState::Unset,
+            held: None,
         }
     }
 }
 
 impl Shared {
+    /// One command of this process on the root fewer; with the last, the
+    /// other processes' protection of the root may begin.
+    fn end_one(&mut self) {
+        self.active = self.active.saturating_sub(1);
+        if self.active == 0 {
+            self.held = None;
+        }
+    }
+
     /// Reads the queued events into every record's set of changed
     /// directories.
     fn absorb(&mut self) {
@@ -633,6 +657,9 @@ impl Protector {
     /// When the root itself cannot be read; the command must not run then.
     pub fn begin(self: &Arc<Self>) -> io::Result<Checkpoint> {
         let mut shared = lock(&self.shared);
+        if shared.active == 0 {
+            shared.held = Some(self.hold_root()?);
+        }
         shared.watch.start();
         // Placeholders are made while no command runs on the root, before
         // the events are read: the record takes them as the host's.
@@ -644,11 +671,19 @@ impl Protector {
             let ctx = self.ctx();
             let sh = &mut *shared;
             let record = match sh.records.remove(&self.guard_key) {
-                Some(mut record) => {
-                    record.refresh(&ctx, &mut sh.watch, self.entry_cap)?;
-                    record
+                Some(mut record) => record
+                    .refresh(&ctx, &mut sh.watch, self.entry_cap)
+                    .map(|()| record),
+                None => Record::take(&ctx, &mut sh.watch),
+            };
+            let record = match record {
+                Ok(record) => record,
+                Err(e) => {
+                    if sh.active == 0 {
+                        sh.held = None;
+                    }
+                    return Err(e);
                 }
-                None => Record::take(&ctx, &mut sh.watch)?,
             };
             sh.records.insert(self.guard_key.clone(), record);
         }
@@ -656,6 +691,28 @@ impl Protector {
         Ok(Checkpoint {
             protector: Some(self.clone()),
         })
+    }
+
+    /// Opens the root directory anew and takes an exclusive `flock` on it,
+    /// waiting while another process holds it (a command of its own on
+    /// this root runs). Records are kept per process: one brought up to
+    /// date while another process's command runs would take that
+    /// command's changes for the host's, and its settle would put them
+    /// back after that process undid them. A filesystem that refuses the
+    /// lock (`EOPNOTSUPP`, `ENOLCK`) is protected as before, without it.
+    fn hold_root(&self) -> io::Result<OwnedFd> {
+        let fd = rfs::openat(&self.root, c".", DIR_FLAGS, Mode::empty())?;
+        loop {
+            match rfs::flock(&fd, rfs::FlockOperation::LockExclusive) {
+                Ok(()) | Err(Errno::OPNOTSUPP) | Err(Errno::NOLCK) => return Ok(fd),
+                Err(Errno::INTR) => continue,
+                Err(e) => {
+                    return Err(io::Error::other(format!(
+                        "cannot lock the write root against other processes' commands: {e}"
+                    )))
+                }
+            }
+        }
     }
 
     /// How changes beneath this protector's root are found: by inotify,
@@ -697,6 +754,9 @@ impl Checkpoint {
         let ctx = p.ctx();
         let sh = &mut *shared;
         let Some(mut record) = sh.records.remove(&p.guard_key) else {
+            if sh.active == 0 {
+                sh.held = None;
+            }
             return Vec::new();
         };
         let mut settle = Settle {
@@ -715,6 +775,11 @@ impl Checkpoint {
         let changes = std::mem::take(&mut settle.changes);
         drop(settle);
         sh.records.insert(p.guard_key.clone(), record);
+        // The lock is let go only now: another process's record is not
+        // brought up to date while this settle restores.
+        if sh.active == 0 {
+            sh.held = None;
+        }
         changes
     }
 }
@@ -762,8 +827,7 @@ impl Checkpoint {
 impl Drop for Checkpoint {
     fn drop(&mut self) {
         if let Some(p) = self.protector.take() {
-            let mut shared = lock(&p.shared);
-            shared.active = shared.active.saturating_sub(1);
+            lock(&p.shared).end_one();
         }
     }
 }

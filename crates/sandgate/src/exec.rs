@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use sandgate_codes::ErrorCode;
 use sandgate_policy::{Confine, Policy, PolicyError, PolicyOptions, SecurityMode};
-use sandgate_protect::{Action, Protector};
+use sandgate_protect::{Action, Detection, Protector};
 use sandgate_rootfs::Root;
 use sandgate_shellexec::confine::{self, ConfineMode, ConfineSpec, Prepared};
 use sandgate_shellexec::exec::{
@@ -51,7 +51,7 @@ pub use sandgate_proxy::{
 pub use sandgate_shellexec::confine::ConfinementReport;
 pub use sandgate_shellexec::exec::{outlive_file_size_limit, AbortSignal, ExecResult};
 pub use sandgate_shellexec::limits::{Limit, LimitsReport, Mechanism};
-pub use sandgate_shellexec::protected::{ProtectedAction, ProtectedChange};
+pub use sandgate_shellexec::protected::{ProtectedAction, ProtectedChange, ProtectedDetection};
 
 use crate::audit::{AuditEvent, AuditSink};
 use crate::error::Error;
@@ -1366,6 +1366,20 @@ impl ProtectedPaths for Protection {
 
     fn root(&self) -> Option<&std::path::Path> {
         Some(&self.1)
+    }
+
+    fn detection(&self) -> Option<ProtectedDetection> {
+        match self.0.detection() {
+            Detection::Pending => None,
+            Detection::Inotify => Some(ProtectedDetection {
+                mode: "inotify".into(),
+                reason: None,
+            }),
+            Detection::CtimeWalk(why) => Some(ProtectedDetection {
+                mode: "ctime_walk".into(),
+                reason: Some(why.into()),
+            }),
+        }
     }
 }
 

@@ -53,7 +53,7 @@ pub use error::{chain_message, Error, ErrorCode};
 pub use exec::{
     ExecGrant, ExecOptions, ExecResult, Executor, ExecutorBuilder, Limit, LimitsReport, Mechanism,
     NetAuditRecord, NetProtocol, NetRequestRecord, NetResolve, NetVerdict, ProtectedAction,
-    ProtectedChange,
+    ProtectedChange, ProtectedDetection,
 };
 pub use fetch::Fetcher;
 pub use relpath::{RelPath, RelPathError, RelPathReason};

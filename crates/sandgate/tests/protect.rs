@@ -798,6 +798,72 @@ fn a_flood_of_events_does_not_hide_a_change() {
     );
 }
 
+/// The result's report says how the check after the command found what
+/// it changed: `inotify`, or `ctime_walk` with the reason (forced here
+/// through the environment, or a flood that overflowed the inotify queue
+/// during the command), so that a host that must know when the slower
+/// fallback judged a command can tell. Before, only
+/// `Protector::detection()` said it, which a host of the executor cannot
+/// reach. A command that can write nowhere has no check, and no field.
+#[test]
+fn protect8_the_report_says_how_protected_paths_were_checked() {
+    let forced = std::env::var_os("SANDGATE_PROTECT_DETECTION").is_some_and(|v| v == "ctime");
+    let max: usize = fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(16384);
+    for ns in modes() {
+        let fx = fixture(false);
+        let ex = executor(&fx, ns, false, PATTERNS);
+        let r = run(&ex, "echo x > new.lock");
+        assert_eq!(r.protected_changes.len(), 1, "{:?}", r.protected_changes);
+        let d = r
+            .confined
+            .protected_detection
+            .clone()
+            .expect("no detection in the report");
+        if forced {
+            assert_eq!(d.mode, "ctime_walk");
+            assert_eq!(
+                d.reason.as_deref(),
+                Some("forced by SANDGATE_PROTECT_DETECTION")
+            );
+            continue;
+        }
+        assert_eq!((d.mode.as_str(), d.reason.as_deref()), ("inotify", None));
+        if max > 1 << 20 {
+            eprintln!("note: max_queued_events is {max}: too many files to flood; skipped");
+            continue;
+        }
+        let json = serde_json::to_value(&r.confined).unwrap();
+        assert_eq!(
+            json["protected_detection"],
+            serde_json::json!({"mode": "inotify"})
+        );
+        // A flood that overflows the queue: this very command is judged by
+        // the ctime walk, and the report says so and why.
+        let n = max + 1000;
+        let r = run(
+            &ex,
+            &format!(
+                "i=0; while [ $i -lt {n} ]; do : > src/f$i; i=$((i+1)); done; \
+                 echo x > pkg/deep/late.lock"
+            ),
+        );
+        assert_eq!(r.protected_changes.len(), 1, "{:?}", r.protected_changes);
+        let d = r.confined.protected_detection.clone().unwrap();
+        assert_eq!(
+            (d.mode.as_str(), d.reason.as_deref()),
+            ("ctime_walk", Some("the inotify queue overflowed"))
+        );
+        let json = serde_json::to_value(&r.confined).unwrap();
+        assert_eq!(
+            json["protected_detection"],
+            serde_json::json!({"mode": "ctime_walk", "reason": "the inotify queue overflowed"})
+        );
+    }
+}
+
 /// Every test here again, in a child whose write roots use the ctime walk
 /// (forced through the environment variable that exists for this) instead
 /// of inotify.
@@ -821,7 +887,7 @@ fn every_attack_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 23 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 24 passed"), "{stdout}");
 }
 
 /// Round 4 attacks on the restore itself: a protected file replaced by a

@@ -198,6 +198,11 @@ pub struct ConfinementReport {
     /// protected entries or without the view.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protected_binds: Option<crate::binds::ProtectedBinds>,
+    /// With protected paths: how the check after the command found what
+    /// it changed (inotify, or the ctime walk and why); absent without
+    /// protected paths or when the command did not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protected_detection: Option<crate::protected::ProtectedDetection>,
     /// Each guarantee that was not in force.
     pub missing: Vec<ConfinePart>,
     /// What the fields above do not say: gaps in what is enforced.
@@ -699,6 +704,7 @@ pub fn prepare_with_abi(
         namespaces: false,
         view: false,
         protected_binds: None,
+        protected_detection: None,
         missing,
         notes,
         limits: None,

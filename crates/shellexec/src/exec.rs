@@ -1365,6 +1365,7 @@ fn run(
     // protected paths.
     if let Some(checkpoint) = checkpoint {
         result.protected_changes = checkpoint.after();
+        result.confined.protected_detection = protected.and_then(|p| p.detection());
     }
     if let (Some(pool), Some(lease)) = (pool, outcome.lease) {
         pool.release(lease);

@@ -31,6 +31,27 @@ pub trait ProtectedPaths: Send + Sync {
     fn root(&self) -> Option<&Path> {
         None
     }
+
+    /// How the check after the last command found what changed
+    /// ([`ProtectedDetection`]), read once its [`Checkpoint::after`] has
+    /// run; it becomes the result's report's
+    /// [`protected_detection`](crate::confine::ConfinementReport::protected_detection).
+    /// The default says nothing.
+    fn detection(&self) -> Option<ProtectedDetection> {
+        None
+    }
+}
+
+/// How the check after a command found the directories it changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtectedDetection {
+    /// `inotify` (the kernel named the directories that changed) or
+    /// `ctime_walk` (every recorded directory's ctime was compared: the
+    /// slower fallback, taken for good once inotify cannot be trusted).
+    pub mode: String,
+    /// Why inotify is not used, for `ctime_walk`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// One command's record of the protected state.
