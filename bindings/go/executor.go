@@ -40,8 +40,9 @@ type executorConfig struct {
 // WithExecAudit sets the executor's audit sink, called synchronously once
 // per Exec (refused ones too) on the goroutine that ran it, with the exit
 // code and the limit that stopped the command; never the command's text or
-// output. It must not call back into the same executor; a panic in it is
-// recovered and dropped.
+// output. It must not call back into the same executor, Close included:
+// Close waits for the Exec the callback runs in, so it would wait forever.
+// A panic in it is recovered and dropped.
 func WithExecAudit(f func(AuditEvent)) ExecutorOption {
 	return func(c *executorConfig) { c.audit = f }
 }

@@ -130,7 +130,9 @@ func WithFSOpsBudget(n uint64) Option {
 
 // WithAudit sets the audit sink, called synchronously after every
 // operation (refused ones too) on the goroutine that ran it. It must not
-// call back into the same sandbox; a panic in it is recovered and dropped.
+// call back into the same sandbox, Close included: Close waits for the
+// call the callback runs in, so it would wait forever (and every later
+// call on the sandbox with it). A panic in it is recovered and dropped.
 func WithAudit(f func(AuditEvent)) Option {
 	return func(c *config) { c.audit = f }
 }

@@ -155,7 +155,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
@@ -427,7 +427,7 @@ pub struct Protector {
     guard_key: String,
     /// The root's device and inode: its key in the registry.
     key: (u64, u64),
-    shared: Arc<Mutex<Shared>>,
+    shared: Arc<Common>,
     quarantine: Quarantine,
     /// Directories kept in existence beneath the root
     /// ([`set_placeholders`](Protector::set_placeholders)).
@@ -441,6 +441,22 @@ impl Drop for Protector {
     /// (and the registry's table goes once it is empty), so that opening
     /// and dropping protectors of many roots leaves nothing behind.
     fn drop(&mut self) {
+        {
+            // The last protector of a set of patterns takes its record
+            // along: no begin refreshes it any more.
+            let mut shared = lock(&self.shared.state);
+            let gone = shared
+                .guards
+                .get_mut(&self.guard_key)
+                .is_some_and(|(_, holders)| {
+                    *holders -= 1;
+                    *holders == 0
+                });
+            if gone {
+                shared.guards.remove(&self.guard_key);
+                shared.records.remove(&self.guard_key);
+            }
+        }
         let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
         // Under the registry's lock no other strong reference can appear:
         // new ones are made only by upgrading the registry's entry.
@@ -468,12 +484,25 @@ impl fmt::Debug for Protector {
     }
 }
 
-/// What all protectors of one root share.
+/// What all protectors of one root share: the state, and the condition a
+/// first command under a set of patterns without a record waits on (no
+/// command running on the root).
+#[derive(Default)]
+struct Common {
+    state: Mutex<Shared>,
+    idle: Condvar,
+}
+
+/// What all protectors of one root share, under their lock.
 struct Shared {
     /// Commands on this root between `begin` and `settle`.
     active: usize,
     /// One record per set of patterns.
     records: HashMap<String, Record>,
+    /// Each set of patterns of a live protector of this root, and how many
+    /// protectors hold it: every record is brought up to date whenever
+    /// one is (while no command runs), with its own patterns.
+    guards: HashMap<String, (Guard, usize)>,
     /// The root's inotify instance, or why there is none.
     watch: WatchState,
     /// The root directory opened anew and locked (`flock`, exclusive)
@@ -488,6 +517,7 @@ impl Default for Shared {
         Shared {
             active: 0,
             records: HashMap::new(),
+            guards: HashMap::new(),
             watch: WatchState::Unset,
             held: None,
         }
@@ -517,7 +547,7 @@ impl Shared {
     }
 }
 
-type Registry = Mutex<HashMap<(u64, u64), Weak<Mutex<Shared>>>>;
+type Registry = Mutex<HashMap<(u64, u64), Weak<Common>>>;
 
 fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
@@ -555,7 +585,7 @@ impl Protector {
             match reg.get(&key).and_then(Weak::upgrade) {
                 Some(s) => s,
                 None => {
-                    let s = Arc::new(Mutex::new(Shared::default()));
+                    let s = Arc::new(Common::default());
                     reg.insert(key, Arc::downgrade(&s));
                     s
                 }
@@ -571,6 +601,11 @@ impl Protector {
                 .collect::<Vec<_>>()
                 .join("\0")
         );
+        lock(&shared.state)
+            .guards
+            .entry(guard_key.clone())
+            .or_insert_with(|| (guard.clone(), 0))
+            .1 += 1;
         let quarantine = Quarantine::new(root.name());
         Ok(Protector {
             root,
@@ -648,7 +683,11 @@ impl Protector {
     /// Records the protected state before a command. The record is brought
     /// up to date only when no other command on this root is running
     /// (otherwise the one they share is kept, so their changes are not
-    /// taken for the host's). The returned checkpoint must be
+    /// taken for the host's); then every set of patterns' record on this
+    /// root is. The first command under patterns this root has no record
+    /// for yet waits until no command on the root runs (a record made
+    /// meanwhile would take their changes for the host's). The returned
+    /// checkpoint must be
     /// [settled](Checkpoint::settle) once the command and everything it
     /// started are dead; dropping it unsettled only ends its registration.
     ///
@@ -656,7 +695,20 @@ impl Protector {
     ///
     /// When the root itself cannot be read; the command must not run then.
     pub fn begin(self: &Arc<Self>) -> io::Result<Checkpoint> {
-        let mut shared = lock(&self.shared);
+        let mut shared = lock(&self.shared.state);
+        // A record is made only while no command on the root runs: made
+        // while another set of patterns' command runs, it would take that
+        // command's changes to what both protect as the host's, and this
+        // command's check would put them back after the other's undid
+        // them. So the first command under these patterns waits for the
+        // root to be idle.
+        while shared.active > 0 && !shared.records.contains_key(&self.guard_key) {
+            shared = self
+                .shared
+                .idle
+                .wait(shared)
+                .unwrap_or_else(|e| e.into_inner());
+        }
         if shared.active == 0 {
             shared.held = Some(self.hold_root()?);
         }
@@ -667,25 +719,45 @@ impl Protector {
             self.make_placeholders();
         }
         shared.absorb();
-        if shared.active == 0 || !shared.records.contains_key(&self.guard_key) {
-            let ctx = self.ctx();
+        if shared.active == 0 {
+            // Every set of patterns' record is brought up to date now, this
+            // one's first: one brought up to date only at its own next
+            // idle begin would, were that begin made while another
+            // command runs, put back what the host changed meanwhile.
             let sh = &mut *shared;
-            let record = match sh.records.remove(&self.guard_key) {
-                Some(mut record) => record
-                    .refresh(&ctx, &mut sh.watch, self.entry_cap)
-                    .map(|()| record),
-                None => Record::take(&ctx, &mut sh.watch),
-            };
-            let record = match record {
-                Ok(record) => record,
-                Err(e) => {
-                    if sh.active == 0 {
-                        sh.held = None;
+            let others = sh.guards.keys().filter(|k| **k != self.guard_key).cloned();
+            let keys: Vec<String> = std::iter::once(self.guard_key.clone())
+                .chain(others)
+                .collect();
+            for key in keys {
+                let guard = match sh.guards.get(&key) {
+                    _ if key == self.guard_key => &self.guard,
+                    Some((guard, _)) => guard,
+                    None => continue,
+                };
+                let ctx = Ctx {
+                    root: self.root.as_fd(),
+                    guard,
+                };
+                let record = match sh.records.remove(&key) {
+                    Some(mut record) => record
+                        .refresh(&ctx, &mut sh.watch, self.entry_cap)
+                        .map(|()| record),
+                    None if key == self.guard_key => Record::take(&ctx, &mut sh.watch),
+                    None => continue,
+                };
+                match record {
+                    Ok(record) => {
+                        sh.records.insert(key, record);
                     }
-                    return Err(e);
+                    Err(e) => {
+                        // Nothing of this process runs on the root: the
+                        // other processes may go on.
+                        sh.held = None;
+                        return Err(e);
+                    }
                 }
-            };
-            sh.records.insert(self.guard_key.clone(), record);
+            }
         }
         shared.active += 1;
         Ok(Checkpoint {
@@ -722,7 +794,7 @@ impl Protector {
     /// dropped), gives way to the ctime walk for as long as the root's
     /// protectors live.
     pub fn detection(&self) -> Detection {
-        lock(&self.shared).watch.detection()
+        lock(&self.shared.state).watch.detection()
     }
 
     fn ctx(&self) -> Ctx<'_> {
@@ -748,8 +820,11 @@ impl Checkpoint {
         let Some(p) = self.protector.take() else {
             return Vec::new();
         };
-        let mut shared = lock(&p.shared);
+        let mut shared = lock(&p.shared.state);
         shared.active = shared.active.saturating_sub(1);
+        if shared.active == 0 {
+            p.shared.idle.notify_all();
+        }
         shared.absorb();
         let ctx = p.ctx();
         let sh = &mut *shared;
@@ -806,7 +881,7 @@ impl Checkpoint {
         let Some(p) = self.protector.as_ref() else {
             return Vec::new();
         };
-        let shared = lock(&p.shared);
+        let shared = lock(&p.shared.state);
         let Some(record) = shared.records.get(&p.guard_key) else {
             return Vec::new();
         };
@@ -827,7 +902,11 @@ impl Checkpoint {
 impl Drop for Checkpoint {
     fn drop(&mut self) {
         if let Some(p) = self.protector.take() {
-            lock(&p.shared).end_one();
+            let mut shared = lock(&p.shared.state);
+            shared.end_one();
+            if shared.active == 0 {
+                p.shared.idle.notify_all();
+            }
         }
     }
 }

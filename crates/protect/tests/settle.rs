@@ -661,7 +661,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 22 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 24 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -1064,4 +1064,74 @@ fn protect6_a_directory_reopened_by_the_check_is_never_one_swapped_for_a_symlink
         assert_eq!(fs::read(out.join("evil.lock")).unwrap(), b"outside\n");
         assert!(fs::read_dir(&out).unwrap().count() == 1);
     }
+}
+
+/// What the host changes while no command runs on the root is the host's
+/// for every set of patterns: a record of other patterns, last brought up
+/// to date before that change, must not put it back when its command
+/// starts while another set's command runs.
+#[test]
+fn conc8_a_hosts_change_between_commands_stands_for_every_set_of_patterns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir(&root).unwrap();
+    fs::write(root.join("a.lock"), "v1\n").unwrap();
+    let p1 = protector(&root, &["*.lock"]);
+    let p2 = protector(&root, &["*.lock", "*.key"]);
+    assert!(p2.begin().unwrap().settle().is_empty());
+    fs::write(root.join("a.lock"), "v2 by the host\n").unwrap();
+    let first = p1.begin().unwrap();
+    let second = p2.begin().unwrap();
+    let earlier = first.settle();
+    let changes = second.settle();
+    assert_eq!(
+        fs::read_to_string(root.join("a.lock")).unwrap(),
+        "v2 by the host\n",
+        "the second settle answered {changes:?}"
+    );
+    assert!(earlier.is_empty(), "{earlier:?}");
+    assert!(changes.is_empty(), "{changes:?}");
+}
+
+/// Two protectors of one root with different patterns (two executors of
+/// different policies on one write root) each keep a record of their own.
+/// One made while the other's command runs took that command's change to
+/// a file both protect as the host's: the second command's check then put
+/// the first command's version back after the first check had undone it.
+/// So the first command under a set of patterns that has no record yet
+/// waits until no command on the root runs, and its record is made then.
+#[test]
+fn conc8_a_first_command_under_new_patterns_waits_for_the_root_to_be_idle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir(&root).unwrap();
+    fs::write(root.join("a.lock"), "v1\n").unwrap();
+    let p1 = protector(&root, &["*.lock"]);
+    let p2 = protector(&root, &["*.lock", "*.key"]);
+    let first = p1.begin().unwrap();
+    fs::write(root.join("a.lock"), "by the first command\n").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let second = p2.begin().unwrap();
+        tx.send(()).unwrap();
+        second
+    });
+    // The second has not begun while the first command runs (not a
+    // claim on speed: it must not begin at all before the first settles).
+    let early = rx
+        .recv_timeout(std::time::Duration::from_millis(300))
+        .is_ok();
+    assert_eq!(
+        first.settle(),
+        [change("a.lock", "*.lock", Action::Restored)]
+    );
+    let second = waiter.join().unwrap();
+    let changes = second.settle();
+    assert_eq!(
+        fs::read_to_string(root.join("a.lock")).unwrap(),
+        "v1\n",
+        "the second settle answered {changes:?}"
+    );
+    assert!(!early, "the second command began while the first ran");
+    assert!(changes.is_empty(), "{changes:?}");
 }
