@@ -156,7 +156,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::fs::{self as rfs, AtFlags, Dir, FileType, Mode, OFlags, Stat, Timestamps};
@@ -695,6 +695,26 @@ impl Protector {
     ///
     /// When the root itself cannot be read; the command must not run then.
     pub fn begin(self: &Arc<Self>) -> io::Result<Checkpoint> {
+        self.begin_until(None, &|| false)
+    }
+
+    /// [`begin`](Self::begin), waiting for its turn on the root (another
+    /// process's command, or a command of this process under other
+    /// deny-write patterns, see there) no later than `deadline` and only
+    /// while `stop` answers `false`; `stop` is asked every few
+    /// milliseconds while it waits.
+    ///
+    /// # Errors
+    ///
+    /// As [`begin`](Self::begin); and [`io::ErrorKind::TimedOut`] when the
+    /// deadline passed, [`io::ErrorKind::Interrupted`] when `stop`
+    /// answered `true`, before the turn came. The command must not run
+    /// then.
+    pub fn begin_until(
+        self: &Arc<Self>,
+        deadline: Option<Instant>,
+        stop: &dyn Fn() -> bool,
+    ) -> io::Result<Checkpoint> {
         let mut shared = lock(&self.shared.state);
         // A record is made only while no command on the root runs: made
         // while another set of patterns' command runs, it would take that
@@ -703,14 +723,16 @@ impl Protector {
         // them. So the first command under these patterns waits for the
         // root to be idle.
         while shared.active > 0 && !shared.records.contains_key(&self.guard_key) {
+            let step = turn_step(deadline, stop, "commands under other deny-write patterns")?;
             shared = self
                 .shared
                 .idle
-                .wait(shared)
-                .unwrap_or_else(|e| e.into_inner());
+                .wait_timeout(shared, step)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
         if shared.active == 0 {
-            shared.held = Some(self.hold_root()?);
+            shared.held = Some(self.hold_root(deadline, stop)?);
         }
         shared.watch.start();
         // Placeholders are made while no command runs on the root, before
@@ -767,17 +789,21 @@ impl Protector {
 
     /// Opens the root directory anew and takes an exclusive `flock` on it,
     /// waiting while another process holds it (a command of its own on
-    /// this root runs). Records are kept per process: one brought up to
+    /// this root runs), no later than `deadline` and while `stop` answers
+    /// `false`. Records are kept per process: one brought up to
     /// date while another process's command runs would take that
     /// command's changes for the host's, and its settle would put them
     /// back after that process undid them. A filesystem that refuses the
     /// lock (`EOPNOTSUPP`, `ENOLCK`) is protected as before, without it.
-    fn hold_root(&self) -> io::Result<OwnedFd> {
+    fn hold_root(&self, deadline: Option<Instant>, stop: &dyn Fn() -> bool) -> io::Result<OwnedFd> {
         let fd = rfs::openat(&self.root, c".", DIR_FLAGS, Mode::empty())?;
         loop {
-            match rfs::flock(&fd, rfs::FlockOperation::LockExclusive) {
+            match rfs::flock(&fd, rfs::FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) | Err(Errno::OPNOTSUPP) | Err(Errno::NOLCK) => return Ok(fd),
                 Err(Errno::INTR) => continue,
+                Err(Errno::WOULDBLOCK) => {
+                    std::thread::sleep(turn_step(deadline, stop, "another process's command")?);
+                }
                 Err(e) => {
                     return Err(io::Error::other(format!(
                         "cannot lock the write root against other processes' commands: {e}"
@@ -856,6 +882,33 @@ impl Checkpoint {
             sh.held = None;
         }
         changes
+    }
+}
+
+/// How long one wait for a turn on the root may sleep before `stop` and
+/// the deadline are asked again; the error that ends the wait when either
+/// says so. `who` names what holds the root.
+fn turn_step(
+    deadline: Option<Instant>,
+    stop: &dyn Fn() -> bool,
+    who: &str,
+) -> io::Result<Duration> {
+    const STEP: Duration = Duration::from_millis(10);
+    if stop() {
+        return Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            format!("stopped while {who} held the write root"),
+        ));
+    }
+    match deadline {
+        None => Ok(STEP),
+        Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => Ok(left.min(STEP)),
+            _ => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the call's timeout ran out while {who} held the write root"),
+            )),
+        },
     }
 }
 

@@ -10,9 +10,10 @@ use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sandgate_fileguard::GuardBuilder;
 use sandgate_protect::{Action, Change, Protector, DETECTION_ENV};
@@ -189,6 +190,70 @@ fn protect8_commands_of_two_processes_one_after_the_other_are_each_checked() {
     assert!(!root.join("b.lock").exists());
 }
 
+/// A turn on the root that another process holds is waited for no later
+/// than the deadline, and no longer than the caller's stop allows; once
+/// the holder lets go, the turn comes. (Before the deadline existed, the
+/// wait was unbounded: a call waited through its own timeout and an abort
+/// did not end it.) The holder here is a second open of the root in this
+/// process, which `flock` treats as another holder.
+#[test]
+fn a_turn_on_the_root_ends_at_its_deadline_or_its_stop() {
+    if std::env::var_os(PEER_ENV).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir(&root).unwrap();
+    fs::write(root.join("a.lock"), "v1\n").unwrap();
+    let p = protector(&root, &["*.lock"]);
+    let holder = fs::File::open(&root).unwrap();
+    rustix::fs::flock(&holder, rustix::fs::FlockOperation::LockExclusive).unwrap();
+
+    let started = Instant::now();
+    let Err(err) = p.begin_until(Some(Instant::now() + Duration::from_millis(300)), &|| false)
+    else {
+        panic!("the turn came while another holder held the root");
+    };
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
+    assert!(err.to_string().contains("held the write root"), "{err}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(started.elapsed() < Duration::from_secs(30));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let setter = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            stop.store(true, Ordering::SeqCst);
+        })
+    };
+    let Err(err) = p.begin_until(None, &|| stop.load(Ordering::SeqCst)) else {
+        panic!("the turn came while another holder held the root");
+    };
+    setter.join().unwrap();
+    assert_eq!(err.kind(), std::io::ErrorKind::Interrupted, "{err}");
+
+    // Neither failed wait left this process holding the root or counted
+    // as a running command: the next turn comes once the holder lets go,
+    // and a command's change is checked as ever.
+    drop(holder);
+    let cp = p
+        .begin_until(Some(Instant::now() + Duration::from_secs(30)), &|| false)
+        .unwrap();
+    fs::write(root.join("a.lock"), "by the command\n").unwrap();
+    assert_eq!(
+        cp.settle(),
+        [Change {
+            path: "a.lock".into(),
+            pattern: "*.lock".into(),
+            action: Action::Restored,
+        }]
+    );
+    let probe = fs::File::open(&root).unwrap();
+    rustix::fs::flock(&probe, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        .expect("the settled protector still holds the root");
+}
+
 /// Runs this file's tests again with the ctime walk forced.
 #[test]
 fn protect8_every_test_here_also_holds_with_the_ctime_walk_forced() {
@@ -210,7 +275,7 @@ fn protect8_every_test_here_also_holds_with_the_ctime_walk_forced() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success() && stdout.contains("test result: ok. 2 passed"),
+        out.status.success() && stdout.contains("test result: ok. 3 passed"),
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );

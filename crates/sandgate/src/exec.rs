@@ -1364,6 +1364,17 @@ impl ProtectedPaths for Protection {
         Ok(Box::new(Settling(self.0.begin()?, self.0.clone())))
     }
 
+    fn before_until(
+        &self,
+        deadline: std::time::Instant,
+        stop: &dyn Fn() -> bool,
+    ) -> std::io::Result<Box<dyn Checkpoint>> {
+        Ok(Box::new(Settling(
+            self.0.begin_until(Some(deadline), stop)?,
+            self.0.clone(),
+        )))
+    }
+
     fn root(&self) -> Option<&std::path::Path> {
         Some(&self.1)
     }

@@ -887,7 +887,81 @@ fn every_attack_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 24 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 25 passed"), "{stdout}");
+}
+
+/// Another process's command holds the write root (its `flock`): a
+/// command here waits for its turn no longer than its own timeout, and an
+/// abort ends the wait. Before, the wait was not counted in the timeout
+/// and no abort ended it: the call hung for as long as the root was held.
+/// The holder is a second open of the root, which `flock` treats as
+/// another process's.
+#[test]
+fn a_command_waits_for_another_process_no_longer_than_its_timeout() {
+    let fx = fixture(false);
+    for ns in modes() {
+        let ex = executor(&fx, ns, false, PATTERNS);
+        let holder = fs::File::open(&fx.root).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&holder);
+        // SAFETY: flock on a descriptor this test owns and keeps open.
+        let locked = unsafe { libc::flock(fd, libc::LOCK_EX) };
+        assert_eq!(locked, 0);
+        let r = ex
+            .exec(
+                "echo ran > free.txt",
+                ExecOptions {
+                    timeout_ms: Some(400),
+                    ..ExecOptions::default()
+                },
+            )
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(r.timed_out && r.not_started, "ns {ns}: {r:?}");
+        assert_eq!(r.exit_code, 124, "ns {ns}: {stderr}");
+        assert!(stderr.contains("held the write root"), "ns {ns}: {stderr}");
+        assert_eq!(
+            fs::read_to_string(fx.root.join("free.txt")).unwrap(),
+            "free\n"
+        );
+
+        let abort = sandgate::exec::AbortSignal::new();
+        let trigger = abort.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            trigger.abort();
+        });
+        let r = ex
+            .exec(
+                "echo ran > free.txt",
+                ExecOptions {
+                    timeout_ms: Some(600_000),
+                    abort: Some(abort),
+                    ..ExecOptions::default()
+                },
+            )
+            .unwrap();
+        t.join().unwrap();
+        assert!(r.aborted && !r.timed_out, "ns {ns}: {r:?}");
+        assert_eq!(
+            fs::read_to_string(fx.root.join("free.txt")).unwrap(),
+            "free\n"
+        );
+
+        // Once the holder lets go, commands run and are checked as ever.
+        drop(holder);
+        let r = run(&ex, "echo ran > free.txt; echo x > Cargo.lock");
+        // (in namespaces the write to the bound `Cargo.lock` fails at once)
+        assert!(!r.not_started && !r.timed_out, "ns {ns}: {r:?}");
+        assert_eq!(
+            fs::read_to_string(fx.root.join("free.txt")).unwrap(),
+            "ran\n"
+        );
+        assert_eq!(
+            fs::read_to_string(fx.root.join("Cargo.lock")).unwrap(),
+            "lock v1\n"
+        );
+        write(&fx.root.join("free.txt"), "free\n");
+    }
 }
 
 /// Round 4 attacks on the restore itself: a protected file replaced by a

@@ -1272,11 +1272,32 @@ fn run(
         .protected
         .as_ref()
         .filter(|_| !prepared.writes_nothing());
-    let checkpoint = match protected.map(|p| p.before()).transpose() {
+    // The wait for a turn on the write root (another process's command
+    // holds it) counts against the call's timeout and ends with an abort.
+    let stop = || opts.abort.as_ref().is_some_and(AbortSignal::is_aborted) || internal.is_aborted();
+    let checkpoint = match protected
+        .map(|p| p.before_until(began + timeout, &stop))
+        .transpose()
+    {
         Ok(checkpoint) => checkpoint,
         Err(e) => {
             if let (Some(pool), Some(lease)) = (pool, lease) {
                 pool.release(lease);
+            }
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                result.exit_code = EXIT_ABORTED;
+                result.aborted = true;
+                result.duration = began.elapsed();
+                return Ok(result);
+            }
+            if e.kind() == std::io::ErrorKind::TimedOut {
+                result.exit_code = EXIT_TIMEOUT;
+                result.timed_out = true;
+                result.limit = Some(Limit::Timeout);
+                result.not_started = true;
+                result.stderr = format!("sandgate: {what} did not start: {e}\n").into_bytes();
+                result.duration = began.elapsed();
+                return Ok(result);
             }
             result.exit_code = EXIT_NOT_STARTED;
             result.not_started = true;

@@ -24,6 +24,25 @@ pub trait ProtectedPaths: Send + Sync {
     /// When the protected state cannot be recorded.
     fn before(&self) -> io::Result<Box<dyn Checkpoint>>;
 
+    /// [`before`](Self::before), for a command that may wait for its turn
+    /// on the write root (another process's command holds it) no later
+    /// than `deadline` and only while `stop` answers `false`. An error of
+    /// kind [`io::ErrorKind::TimedOut`] or [`io::ErrorKind::Interrupted`]
+    /// says the turn did not come in time or the call was aborted. The
+    /// default waits as [`before`](Self::before) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`before`](Self::before).
+    fn before_until(
+        &self,
+        deadline: std::time::Instant,
+        stop: &dyn Fn() -> bool,
+    ) -> io::Result<Box<dyn Checkpoint>> {
+        let _ = (deadline, stop);
+        self.before()
+    }
+
     /// The write root the protected entries are beneath. When it is given
     /// and a command runs in the view, the entries its checkpoint
     /// [lists](Checkpoint::entries) are bound read-only there
