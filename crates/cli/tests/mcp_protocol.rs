@@ -3371,3 +3371,59 @@ fn floods7_a_directory_tree_that_spends_the_budget_answers_what_it_listed() {
         .unwrap_or_default();
     assert!(note.contains("fs_ops"), "{note:?}");
 }
+
+/// Bytes the process `pid` has read so far (its `rchar`).
+fn read_bytes_of(pid: u32) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/io"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A head or tail counts every line of the file it reads from, which for
+/// a sparse file of a terabyte is hours of reading zeros. Under the default
+/// read cap such a read ran on the transport's own thread: the server read
+/// no other message (not a ping, not the cancellation) until it ended. It
+/// now runs where other calls are answered meanwhile, and a cancellation
+/// stops it: the server stops reading the file.
+#[test]
+fn special8_a_head_or_tail_of_a_huge_sparse_file_holds_nothing_and_stops_when_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("ws/huge.log");
+    let mut s = Server::start_in(dir, "", &[]);
+    fs::write(&huge, "first\n").unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&huge)
+        .unwrap()
+        .set_len(1 << 40)
+        .unwrap();
+    let pid = s.child.id();
+    for (id, args) in [
+        (60, json!({"path": "huge.log", "head": 1})),
+        (62, json!({"path": "huge.log", "tail": 3})),
+    ] {
+        s.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": args}}));
+        // Answered while the read runs.
+        s.ping(id + 100);
+        s.send_json(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": id, "reason": "test"}}));
+        // Stopped: the server's reads stand still.
+        let mut last = read_bytes_of(pid);
+        assert!(
+            eventually(60, || {
+                std::thread::sleep(Duration::from_millis(300));
+                let now = read_bytes_of(pid);
+                let still = now == last;
+                last = now;
+                still
+            }),
+            "the cancelled read of a 1 TiB file goes on reading"
+        );
+        s.ping(id + 200);
+    }
+}
