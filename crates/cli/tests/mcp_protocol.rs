@@ -3410,8 +3410,10 @@ fn special8_a_head_or_tail_of_a_huge_sparse_file_holds_nothing_and_stops_when_ca
             "params": {"name": "read_text_file", "arguments": args}}));
         // Answered while the read runs.
         s.ping(id + 100);
-        s.send_json(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": {"requestId": id, "reason": "test"}}));
+        s.send_json(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": id, "reason": "test"}}),
+        );
         // Stopped: the server's reads stand still.
         let mut last = read_bytes_of(pid);
         assert!(

@@ -951,8 +951,7 @@ fn file_uri_path(uri: &str) -> Option<String> {
 /// line range ([`tools::ReadTextFile::counts_lines`]); arguments that do
 /// not parse are answered at once, and say no.
 fn counts_lines(args: &serde_json::Value) -> bool {
-    serde_json::from_value::<tools::ReadTextFile>(args.clone())
-        .is_ok_and(|a| a.counts_lines())
+    serde_json::from_value::<tools::ReadTextFile>(args.clone()).is_ok_and(|a| a.counts_lines())
 }
 
 /// The ways a running call can be told to stop. The abort signal (an

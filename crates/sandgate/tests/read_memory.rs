@@ -211,7 +211,10 @@ fn special8_a_ranged_read_of_a_huge_sparse_file_stops_when_cancelled() {
         let read = thread_read_bytes() - before;
         assert_eq!(e.code(), ErrorCode::Aborted, "{e}");
         assert_eq!(e.path(), Some("huge.log"), "{e}");
-        assert!(read < HUGE / 4, "the cancelled read went on for {read} bytes");
+        assert!(
+            read < HUGE / 4,
+            "the cancelled read went on for {read} bytes"
+        );
     }
     // Not cancelled, the same reads answer as before.
     let never = AtomicBool::new(false);
@@ -219,7 +222,12 @@ fn special8_a_ranged_read_of_a_huge_sparse_file_stops_when_cancelled() {
     let r = sb
         .read_last_lines_cancellable("small.log", 2, &never)
         .unwrap();
-    assert_eq!((r.content.as_slice(), r.offset, r.total_lines), (&b"b\nc\n"[..], 2, 3));
-    let r = sb.read_lines_cancellable("small.log", 1, 1, &never).unwrap();
+    assert_eq!(
+        (r.content.as_slice(), r.offset, r.total_lines),
+        (&b"b\nc\n"[..], 2, 3)
+    );
+    let r = sb
+        .read_lines_cancellable("small.log", 1, 1, &never)
+        .unwrap();
     assert_eq!((r.content.as_slice(), r.total_lines), (&b"a\n"[..], 3));
 }

@@ -28,7 +28,10 @@ fn refused_everywhere(sb: &Sandbox, name: &str) {
             "edit",
             sb.edit(name, "a", "b", EditOptions::default()).map(drop),
         ),
-        ("edit_many dry run", sb.edit_many(name, &[("a", "b")], true).map(drop)),
+        (
+            "edit_many dry run",
+            sb.edit_many(name, &[("a", "b")], true).map(drop),
+        ),
         (
             "write",
             sb.write(name, b"x", WriteOptions::default().overwrite(true))
@@ -83,8 +86,13 @@ fn special8_fifos_and_devices_are_refused_at_once_at_every_tool() {
             let path = c(&tmp.path().join(name));
             // SAFETY: a NUL-terminated path; mknod touches nothing else.
             // Only root may make a device node: elsewhere none is made.
-            if unsafe { libc::mknod(path.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, minor)) }
-                == 0
+            if unsafe {
+                libc::mknod(
+                    path.as_ptr(),
+                    libc::S_IFCHR | 0o666,
+                    libc::makedev(1, minor),
+                )
+            } == 0
             {
                 names.push(name);
             }
