@@ -165,6 +165,26 @@ impl Server {
         }
     }
 
+    /// The messages whose ids are `ids`, in the order of `ids`, however
+    /// they arrive; notifications and other messages are skipped.
+    fn answers(&self, ids: std::ops::Range<i64>) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut got = std::collections::BTreeMap::new();
+        while got.len() < ids.clone().count() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(v) => match v["id"].as_i64() {
+                    Some(id) if ids.contains(&id) => {
+                        got.insert(id, v);
+                    }
+                    _ => continue,
+                },
+                Err(e) => panic!("no answers for ids {ids:?} but {:?}: {e:?}", got.keys()),
+            }
+        }
+        got.into_values().collect()
+    }
+
     /// Whatever arrives within `wait`.
     fn drain(&self, wait: Duration) -> Vec<Value> {
         let mut out = Vec::new();
@@ -379,7 +399,9 @@ fn short_calls_answer_alike_on_either_path_and_follow_the_clients_roots() {
         s.send_json(c.clone());
     }
     s.give_roots(&req, &[&src]);
-    let sdk: Vec<Value> = (100..112).map(|id| s.answer(id)).collect();
+    // In any order: a head runs on the pool, and may answer after the
+    // calls sent behind it.
+    let sdk: Vec<Value> = s.answers(100..112);
     // Settled: the same calls, now taken by the transport.
     s.ping(1);
     let inline: Vec<Value> = calls(200)
@@ -3705,4 +3727,62 @@ fn the_audit_file_may_not_lie_in_the_write_root_mounted_elsewhere() {
     );
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("write root"), "{err}");
+}
+
+/// Bytes the process `pid` has read so far (its `rchar`).
+fn read_bytes_of(pid: u32) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/io"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A head or tail counts every line of the file it reads from, which for
+/// a sparse file of a terabyte is hours of reading zeros. Under the default
+/// read cap such a read ran on the transport's own thread: the server read
+/// no other message (not a ping, not the cancellation) until it ended. It
+/// now runs where other calls are answered meanwhile, and a cancellation
+/// stops it: the server stops reading the file.
+#[test]
+fn special8_a_head_or_tail_of_a_huge_sparse_file_holds_nothing_and_stops_when_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("ws/huge.log");
+    let mut s = Server::start_in(dir, "", &[]);
+    fs::write(&huge, "first\n").unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&huge)
+        .unwrap()
+        .set_len(1 << 40)
+        .unwrap();
+    let pid = s.child.id();
+    for (id, args) in [
+        (60, json!({"path": "huge.log", "head": 1})),
+        (62, json!({"path": "huge.log", "tail": 3})),
+    ] {
+        s.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": args}}));
+        // Answered while the read runs.
+        s.ping(id + 100);
+        s.send_json(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": id, "reason": "test"}}),
+        );
+        // Stopped: the server's reads stand still.
+        let mut last = read_bytes_of(pid);
+        assert!(
+            eventually(60, || {
+                std::thread::sleep(Duration::from_millis(300));
+                let now = read_bytes_of(pid);
+                let still = now == last;
+                last = now;
+                still
+            }),
+            "the cancelled read of a 1 TiB file goes on reading"
+        );
+        s.ping(id + 200);
+    }
 }

@@ -5,7 +5,8 @@
 //! token and a channel back, after parsing it through its untagged message
 //! enums: about 4 µs of CPU per message, half of what a whole 4 KiB read
 //! costs at the JSON endpoint. A short call (reading a regular file of at
-//! most [`INLINE_READ`] bytes, one file's metadata, the allowed
+//! most [`INLINE_READ`] bytes whole, never a head or tail, which counts
+//! every line of a file of any size; one file's metadata; the allowed
 //! directories) has nothing to cancel and no progress to report, so the
 //! transport's reader answers it at once: it parses only the fields such a
 //! call has, runs the same tool function on the same session (the same
@@ -22,7 +23,7 @@
 //! for, so no call runs on roots the client has said are out of date.
 
 use std::borrow::Cow;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -85,7 +86,7 @@ impl Server {
         Some(match name {
             "read_text_file" => {
                 let a: tools::ReadTextFile = serde_json::from_str(args).ok()?;
-                self.small_regular_file(&a.path)
+                (!a.counts_lines() && self.small_regular_file(&a.path))
                     .then_some(Short::ReadText(a))?
             }
             "read_media_file" => {
@@ -114,7 +115,8 @@ impl Inline for Server {
         let call = self.short(&req.params.name, args)?;
         let s = &*self.shared;
         let answer = match call {
-            Short::ReadText(a) => tools::read_text_file(s, a),
+            // Never a head or tail (see `short`): nothing to cancel.
+            Short::ReadText(a) => tools::read_text_file(s, a, &AtomicBool::new(false)),
             Short::ReadMedia(a) => tools::read_media_file(s, a),
             Short::Info(a) => tools::get_file_info(s, a),
             Short::Allowed(a) => tools::list_allowed_directories(s, a),

@@ -838,7 +838,7 @@ impl Server {
     ) -> Result<tools::Answer, ErrorData> {
         let s = &*self.shared;
         Ok(match name {
-            "read_text_file" => tools::read_text_file(s, parse(args)?),
+            "read_text_file" => tools::read_text_file(s, parse(args)?, &cancel.flag),
             "read_media_file" => tools::read_media_file(s, parse(args)?),
             "read_multiple_files" => tools::read_multiple_files(s, parse(args)?),
             "write_file" => tools::write_file(s, parse(args)?),
@@ -866,14 +866,20 @@ impl Server {
     }
     /// Whether a call is short enough to run on the protocol's own thread:
     /// listing the allowed directories, one file's metadata, and reading a
-    /// regular file of at most [`INLINE_READ`] bytes. Everything else (a
-    /// search, a listing, a write, a command, a fetch, a big read or one
-    /// of something that is not a regular file) runs on the blocking pool,
+    /// regular file of at most [`INLINE_READ`] bytes whole. Everything else
+    /// (a search, a listing, a write, a command, a fetch, a big read, a
+    /// head or tail, or a read of something that is not a regular file)
+    /// runs on the blocking pool,
     /// where it can be cancelled and report progress while the server
     /// keeps answering.
     fn runs_inline(&self, name: &str, args: &serde_json::Value) -> bool {
         match name {
             "list_allowed_directories" | "get_file_info" => true,
+            // A head or tail counts every line of the file, which the
+            // read cap does not bound (hours for a sparse file of
+            // terabytes): never here, where it could not be cancelled and
+            // would hold every other message of the session.
+            "read_text_file" if counts_lines(args) => false,
             "read_text_file" | "read_media_file" => {
                 match args.get("path").and_then(serde_json::Value::as_str) {
                     Some(path) => self.small_regular_file(path),
@@ -958,9 +964,11 @@ impl Server {
 /// The largest file a read answers on the protocol's own thread (bigger
 /// ones go to the blocking pool): 16 MiB, which takes a few tens of
 /// milliseconds to read and answer, about what one `grep` progress tick
-/// leaves the client waiting. A read cannot be cancelled part way on
-/// either thread; what the blocking pool adds is that other calls are
-/// answered meanwhile.
+/// leaves the client waiting. A whole read cannot be cancelled part way
+/// on either thread; what the blocking pool adds is that other calls are
+/// answered meanwhile. A head or tail, which counts every line of the
+/// file whatever its size, always runs on the blocking pool, and stops
+/// when cancelled.
 pub const INLINE_READ: u64 = 16 * 1024 * 1024;
 
 /// The local path of a `file://` URI (percent-decoded), if it is one.
@@ -984,6 +992,13 @@ fn file_uri_path(uri: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
+}
+
+/// Whether `read_text_file` arguments ask for a head or a tail read by
+/// line range ([`tools::ReadTextFile::counts_lines`]); arguments that do
+/// not parse are answered at once, and say no.
+fn counts_lines(args: &serde_json::Value) -> bool {
+    serde_json::from_value::<tools::ReadTextFile>(args.clone()).is_ok_and(|a| a.counts_lines())
 }
 
 /// The ways a running call can be told to stop. The abort signal (an

@@ -3,6 +3,7 @@
 //! with the sandbox.
 
 use std::fmt::Write as _;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -28,6 +29,16 @@ pub struct ReadTextFile {
     pub tail: Option<usize>,
     /// If provided, returns only the first N lines of the file.
     pub head: Option<usize>,
+}
+
+impl ReadTextFile {
+    /// Whether the read is by line range (a head or a tail of 1 to
+    /// [`MAX_RANGE_LINES`] lines), which counts every line of the file:
+    /// its time grows with the file's size, not with the read cap.
+    pub(crate) fn counts_lines(&self) -> bool {
+        let ranged = |n: Option<usize>| n.is_some_and(|n| (1..=MAX_RANGE_LINES).contains(&n));
+        ranged(self.head) || ranged(self.tail)
+    }
 }
 
 /// Arguments of the tools that take one path.
@@ -493,7 +504,7 @@ fn kind_tag(k: FileKind) -> &'static str {
     }
 }
 
-pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile) -> Answer {
+pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile, cancel: &AtomicBool) -> Answer {
     let rel = s.read_name("read", &a.path)?;
     let sb = &s.sandbox;
     match (a.head, a.tail) {
@@ -503,8 +514,14 @@ pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile) -> Answer {
             Error::new(ErrorCode::Request, "give head or tail, not both"),
         )),
         (Some(0), None) | (None, Some(0)) => text(""),
-        (Some(n), None) if n <= MAX_RANGE_LINES => ranged(s, sb.read_lines(&rel, 1, n)?),
-        (None, Some(n)) if n <= MAX_RANGE_LINES => ranged(s, sb.read_last_lines(&rel, n)?),
+        // A ranged read counts every line of the file, however few it
+        // answers: stopped when the client cancels.
+        (Some(n), None) if n <= MAX_RANGE_LINES => {
+            ranged(s, sb.read_lines_cancellable(&rel, 1, n, cancel)?)
+        }
+        (None, Some(n)) if n <= MAX_RANGE_LINES => {
+            ranged(s, sb.read_last_lines_cancellable(&rel, n, cancel)?)
+        }
         // The sandbox's ranged read serves 2,000 lines at most; the
         // reference server takes any count, so a longer one is cut from
         // the whole file, which must then fit in max_read_bytes.

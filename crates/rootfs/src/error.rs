@@ -182,6 +182,9 @@ pub(crate) fn from_errno(path: &[u8], errno: Errno) -> Error {
         Errno::EXIST => (ErrorKind::Exists, "already exists"),
         Errno::NOTDIR => (ErrorKind::NotDir, "not a directory"),
         Errno::ISDIR => (ErrorKind::NotFile, "is a directory"),
+        // What opening a UNIX socket (or a device without its driver)
+        // answers: the name is there, and is no regular file.
+        Errno::NXIO => (ErrorKind::NotFile, "not a regular file"),
         Errno::NOTEMPTY => (ErrorKind::NotEmpty, "directory not empty"),
         Errno::LOOP => (ErrorKind::Loop, "too many levels of symbolic links"),
         Errno::NAMETOOLONG => (ErrorKind::InvalidPath, "name too long"),

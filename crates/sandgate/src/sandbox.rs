@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
@@ -737,6 +737,21 @@ impl Sandbox {
     /// (1-based), cut at a whole line so the answer stays under
     /// `max_read_bytes`, and counts the file's lines.
     pub fn read_lines(&self, path: &str, offset: usize, limit: usize) -> Result<LinesRead, Error> {
+        self.read_lines_cancellable(path, offset, limit, &AtomicBool::new(false))
+    }
+
+    /// [`Sandbox::read_lines`], stopped with `E_ABORTED` once `cancel` is
+    /// set (from another thread). A ranged read counts every line of the
+    /// file, so its time grows with the file's size, not with the range:
+    /// hours for a sparse file of terabytes. The flag is looked at every
+    /// 64 KiB read.
+    pub fn read_lines_cancellable(
+        &self,
+        path: &str,
+        offset: usize,
+        limit: usize,
+        cancel: &AtomicBool,
+    ) -> Result<LinesRead, Error> {
         self.op("read", path, |inner, ctx| {
             if offset == 0 {
                 return Err(Error::request("offset is 1-based: the first line is 1"));
@@ -748,7 +763,7 @@ impl Sandbox {
             if !file.metadata().map_err(|e| io_error(&rel, e))?.is_file() {
                 return Err(not_file(&rel));
             }
-            let r = read_range(inner, &rel, file, offset, limit)?;
+            let r = read_range(inner, &rel, file, offset, limit, cancel)?;
             ctx.size = Some(r.content.len() as u64);
             Ok(r)
         })
@@ -759,6 +774,17 @@ impl Sandbox {
     /// `fs_ops`, one open: the lines are counted and then read from the same
     /// file). A file of fewer lines is read whole.
     pub fn read_last_lines(&self, path: &str, limit: usize) -> Result<LinesRead, Error> {
+        self.read_last_lines_cancellable(path, limit, &AtomicBool::new(false))
+    }
+
+    /// [`Sandbox::read_last_lines`], stopped with `E_ABORTED` once
+    /// `cancel` is set, as [`Sandbox::read_lines_cancellable`] is.
+    pub fn read_last_lines_cancellable(
+        &self,
+        path: &str,
+        limit: usize,
+        cancel: &AtomicBool,
+    ) -> Result<LinesRead, Error> {
         self.op("read", path, |inner, ctx| {
             check_range_limit(limit)?;
             let rel = RelPath::parse(path)?;
@@ -770,14 +796,14 @@ impl Sandbox {
             let mut total = 0usize;
             {
                 let mut reader = BufReader::with_capacity(64 * 1024, &mut file);
-                while skip_line(&mut reader).map_err(|e| io_error(&rel, e))? > 0 {
+                while skip_line(&mut reader, cancel).map_err(|e| read_error(&rel, e))? > 0 {
                     total += 1;
                 }
             }
             file.seek(std::io::SeekFrom::Start(0))
                 .map_err(|e| io_error(&rel, e))?;
             let offset = total.saturating_sub(limit) + 1;
-            let r = read_range(inner, &rel, file, offset, limit)?;
+            let r = read_range(inner, &rel, file, offset, limit, cancel)?;
             ctx.size = Some(r.content.len() as u64);
             Ok(r)
         })
@@ -1986,6 +2012,20 @@ fn exists(resolved: &str, allowed: bool, asked: bool) -> Error {
 }
 
 #[cold]
+fn cancelled(rel: &RelPath) -> Error {
+    Error::new(ErrorCode::Aborted, "the read was cancelled").with_path(rel.as_str())
+}
+
+/// [`io_error`], but [`skip_line`]'s cancellation is [`cancelled`].
+#[cold]
+fn read_error(rel: &RelPath, e: std::io::Error) -> Error {
+    match e.get_ref().is_some_and(|inner| inner.is::<ReadCancelled>()) {
+        true => cancelled(rel),
+        false => io_error(rel, e),
+    }
+}
+
+#[cold]
 fn io_error(rel: &RelPath, e: std::io::Error) -> Error {
     Error::from(e).with_path(rel.as_str())
 }
@@ -2008,6 +2048,7 @@ fn read_range(
     file: std::fs::File,
     offset: usize,
     limit: usize,
+    cancel: &AtomicBool,
 ) -> Result<LinesRead, Error> {
     let alone = || {
         Error::new(
@@ -2026,6 +2067,9 @@ fn read_range(
         line.clear();
         // Lines outside the range are only counted, not kept.
         let keep = total + 1 >= offset && lines < limit && !truncated;
+        if cancel.load(Ordering::Relaxed) {
+            return Err(cancelled(rel));
+        }
         let n = if keep {
             // Hold at most one byte more than still fits, enough to
             // tell that the line does not: the cap bounds memory too,
@@ -2044,12 +2088,12 @@ fn read_range(
                 if lines == 0 {
                     return Err(alone());
                 }
-                n + skip_line(&mut reader).map_err(|e| io_error(rel, e))?
+                n + skip_line(&mut reader, cancel).map_err(|e| read_error(rel, e))?
             } else {
                 n
             }
         } else {
-            skip_line(&mut reader).map_err(|e| io_error(rel, e))?
+            skip_line(&mut reader, cancel).map_err(|e| read_error(rel, e))?
         };
         if n == 0 {
             break;
@@ -2076,11 +2120,32 @@ fn read_range(
     })
 }
 
-/// Consumes one line without keeping it; returns the bytes consumed.
-fn skip_line(reader: &mut impl BufRead) -> std::io::Result<usize> {
+/// What [`skip_line`] fails with when its read is cancelled.
+#[derive(Debug)]
+struct ReadCancelled;
+
+impl std::fmt::Display for ReadCancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the read was cancelled")
+    }
+}
+
+impl std::error::Error for ReadCancelled {}
+
+/// Consumes one line without keeping it; returns the bytes consumed. Fails
+/// with [`ReadCancelled`] once `cancel` is set (looked at before each
+/// buffer is filled): one line may be terabytes of a sparse file.
+fn skip_line(reader: &mut impl BufRead, cancel: &AtomicBool) -> std::io::Result<usize> {
     let mut n = 0;
     loop {
-        let buf = reader.fill_buf()?;
+        if cancel.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other(ReadCancelled));
+        }
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if buf.is_empty() {
             return Ok(n);
         }

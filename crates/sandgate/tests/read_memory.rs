@@ -177,3 +177,57 @@ fn floods7_a_first_line_over_the_cap_is_refused_without_reading_the_file() {
         "refusing the first line read {read} bytes of the file"
     );
 }
+
+/// A ranged read counts every line of its file, so a head of one line of
+/// a 1 TiB sparse file reads it all (hours). The cancellable forms stop
+/// when their flag is set, with `E_ABORTED`, having read a small part.
+#[test]
+fn special8_a_ranged_read_of_a_huge_sparse_file_stops_when_cancelled() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const HUGE: u64 = 1 << 40;
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(tmp.path().join("huge.log"), "first\nsecond\n").unwrap();
+    fs::File::options()
+        .write(true)
+        .open(tmp.path().join("huge.log"))
+        .unwrap()
+        .set_len(HUGE)
+        .unwrap();
+    let sb = Sandbox::builder().read_root(tmp.path()).build().unwrap();
+    for tail in [false, true] {
+        let cancel = AtomicBool::new(false);
+        let before = thread_read_bytes();
+        let e = std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                cancel.store(true, Ordering::Relaxed);
+            });
+            match tail {
+                false => sb.read_lines_cancellable("huge.log", 1, 1, &cancel),
+                true => sb.read_last_lines_cancellable("huge.log", 5, &cancel),
+            }
+            .unwrap_err()
+        });
+        let read = thread_read_bytes() - before;
+        assert_eq!(e.code(), ErrorCode::Aborted, "{e}");
+        assert_eq!(e.path(), Some("huge.log"), "{e}");
+        assert!(
+            read < HUGE / 4,
+            "the cancelled read went on for {read} bytes"
+        );
+    }
+    // Not cancelled, the same reads answer as before.
+    let never = AtomicBool::new(false);
+    fs::write(tmp.path().join("small.log"), "a\nb\nc\n").unwrap();
+    let r = sb
+        .read_last_lines_cancellable("small.log", 2, &never)
+        .unwrap();
+    assert_eq!(
+        (r.content.as_slice(), r.offset, r.total_lines),
+        (&b"b\nc\n"[..], 2, 3)
+    );
+    let r = sb
+        .read_lines_cancellable("small.log", 1, 1, &never)
+        .unwrap();
+    assert_eq!((r.content.as_slice(), r.total_lines), (&b"a\n"[..], 3));
+}
