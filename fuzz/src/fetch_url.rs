@@ -56,7 +56,19 @@ const HOSTS: &[&str] = &[
     "example.com\\@evil.com",
 ];
 const PORTS: &[&str] = &[
-    "", "", "", ":443", ":80", ":", ":0", ":65535", ":65536", ":8443", ":+1", ":00080", ":1:2",
+    "",
+    "",
+    "",
+    ":443",
+    ":80",
+    ":",
+    ":0",
+    ":65535",
+    ":65536",
+    ":8443",
+    ":+1",
+    ":00080",
+    ":1:2",
     ":99999999999",
 ];
 const PATH: &[&str] = &[
@@ -120,7 +132,10 @@ pub fn check_pair(base: &str, loc: &str) {
                 !path.split('/').any(|seg| seg == "." || seg == ".."),
                 "{loc:?} joined to {t} keeps a dot segment: {n}"
             );
-            let scheme = loc.split_once(':').map(|(s, _)| s).filter(|s| has_scheme(s));
+            let scheme = loc
+                .split_once(':')
+                .map(|(s, _)| s)
+                .filter(|s| has_scheme(s));
             if scheme.is_none() {
                 assert_eq!(n.scheme(), t.scheme(), "{loc:?} joined to {t}: {n}");
                 if !loc.starts_with("//") {
@@ -158,7 +173,10 @@ fn check_target(t: &Target, from: &str) {
         t.host()
     );
     assert!(!t.host().is_empty(), "{from:?} has an empty host");
-    assert!(t.path().starts_with('/') && !t.path().contains('#'), "{text:?}");
+    assert!(
+        t.path().starts_with('/') && !t.path().contains('#'),
+        "{text:?}"
+    );
     assert_eq!(t.scheme(), t.scheme().to_ascii_lowercase(), "{text:?}");
     let Ok(uri) = text.parse::<http::Uri>() else {
         return;

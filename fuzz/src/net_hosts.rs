@@ -23,7 +23,7 @@
 //! The raw mode feeds text made of address-like tokens through the same
 //! checks, with no address to compare against.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 
 use sandgate_netguard::{classify, AddrClass, Hop, Host, Mode, NetEntry, NetHost, Rules, Target};
 
@@ -49,9 +49,47 @@ const ADDRS: &[[u8; 4]] = &[
 
 /// Tokens of the raw mode.
 const RAW: &[&str] = &[
-    "0", "1", "7", "8", "9", "f", "F", "x", "X", "0x", "0X", "00", "017", "0177", "127", "255",
-    "256", "4294967295", "4294967296", ".", ".", ":", "::", "[", "]", "%", "%25", "ffff", "FFFF",
-    "64:ff9b", "2002", "fe80", "localhost", "a", "-", "example", "com", "xn--", "169", "254", "e",
+    "0",
+    "1",
+    "7",
+    "8",
+    "9",
+    "f",
+    "F",
+    "x",
+    "X",
+    "0x",
+    "0X",
+    "00",
+    "017",
+    "0177",
+    "127",
+    "255",
+    "256",
+    "4294967295",
+    "4294967296",
+    ".",
+    ".",
+    ":",
+    "::",
+    "[",
+    "]",
+    "%",
+    "%25",
+    "ffff",
+    "FFFF",
+    "64:ff9b",
+    "2002",
+    "fe80",
+    "localhost",
+    "a",
+    "-",
+    "example",
+    "com",
+    "xn--",
+    "169",
+    "254",
+    "e",
 ];
 
 /// Checks one fuzz input.
@@ -143,7 +181,7 @@ fn spell_v6(b: &mut Bytes<'_>, v4: Ipv4Addr) -> String {
         5 => format!("64:ff9b::{v4}"),
         6 => format!("2002:{hi:x}:{lo:x}::{:x}", b.byte()),
         7 => format!("0000:0000:0000:0000:0000:FFFF:{v4}"),
-        _ => Ipv6Addr::from(v4.to_ipv6_mapped()).to_string(),
+        _ => v4.to_ipv6_mapped().to_string(),
     };
     let zone = match b.below(6) {
         0 => "%eth0",
@@ -299,10 +337,15 @@ fn check_name(s: &str, name: &str) {
 }
 
 fn rules(mode: Mode, extra: Option<&str>) -> Rules {
-    let mut allow: Vec<NetEntry> = ["127.0.0.1:7655", "[::1]:7655", "example.com", "*.example.com"]
-        .iter()
-        .map(|e| NetEntry::parse(e).expect("fixed entry"))
-        .collect();
+    let mut allow: Vec<NetEntry> = [
+        "127.0.0.1:7655",
+        "[::1]:7655",
+        "example.com",
+        "*.example.com",
+    ]
+    .iter()
+    .map(|e| NetEntry::parse(e).expect("fixed entry"))
+    .collect();
     if let Some(e) = extra.and_then(|e| NetEntry::parse(e).ok()) {
         if mode == Mode::TrustedHost || e.check_restricted().is_ok() {
             allow.push(e);
@@ -335,9 +378,10 @@ fn check_rules(host: &str, v4: Option<Ipv4Addr>) {
                         None => ADDRS
                             .iter()
                             .map(|o| IpAddr::V4(Ipv4Addr::from(*o)))
-                            .chain(["::1", "::ffff:10.0.0.1", "fe80::1", "::"].map(|a| {
-                                a.parse::<IpAddr>().expect("fixed address")
-                            }))
+                            .chain(
+                                ["::1", "::ffff:10.0.0.1", "fe80::1", "::"]
+                                    .map(|a| a.parse::<IpAddr>().expect("fixed address")),
+                            )
                             .collect(),
                     };
                     for ip in addrs {

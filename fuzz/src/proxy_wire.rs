@@ -31,7 +31,8 @@ use sandgate_proxy::{Proxy, ProxyConfig};
 use crate::bytes::Bytes;
 
 /// What the upstream answers every request or tunnel with.
-pub const UPSTREAM_ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+pub const UPSTREAM_ANSWER: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
 
 struct Fixture {
     proxy: Proxy,
@@ -76,9 +77,8 @@ fn fixture() -> &'static Fixture {
         .map(|e| NetEntry::parse(e).expect("entry"))
         .collect();
         let mut config = ProxyConfig::new(Rules::new(Mode::Restricted, allow, true));
-        config.resolver = Arc::new(|_: &str, _: u16, _: Duration| {
-            Ok(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)])
-        });
+        config.resolver =
+            Arc::new(|_: &str, _: u16, _: Duration| Ok(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]));
         config.handshake_timeout = Duration::from_millis(500);
         config.connect_timeout = Duration::from_secs(2);
         config.idle_timeout = Duration::from_millis(500);
@@ -96,29 +96,30 @@ fn fixture() -> &'static Fixture {
     })
 }
 
-/// The upstream: answers once per read burst until the peer is done.
+/// The upstream: answers the first bytes it reads, then closes (so that
+/// a connection ends without waiting for the idle timeout).
 fn upstream_conn(mut s: TcpStream) {
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     let mut buf = [0u8; 8192];
-    let mut answered = false;
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(_) if !answered => {
-                answered = true;
-                let _ = s.write_all(UPSTREAM_ANSWER);
-            }
-            Ok(_) => {}
-        }
+    if let Ok(1..) = s.read(&mut buf) {
+        let _ = s.write_all(UPSTREAM_ANSWER);
     }
 }
 
 const METHODS: &[&str] = &[
     "CONNECT", "GET", "POST", "HEAD", "connect", "PUT", "TRACE", "OPTIONS", "G3T", "", "GET ",
 ];
-const SCHEMES: &[&str] = &["http://", "https://", "HTTP://", "", "ftp://", "//", "http:/"];
+const SCHEMES: &[&str] = &[
+    "http://", "https://", "HTTP://", "", "ftp://", "//", "http:/",
+];
 const VERSIONS: &[&str] = &[
-    "HTTP/1.1", "HTTP/1.0", "HTTP/2", "HTTP/1.1 ", "http/1.1", "HTTP/1.1\n", "",
+    "HTTP/1.1",
+    "HTTP/1.0",
+    "HTTP/2",
+    "HTTP/1.1 ",
+    "http/1.1",
+    "HTTP/1.1\n",
+    "",
 ];
 const HEADER_NAMES: &[&str] = &[
     "Host",
@@ -204,7 +205,11 @@ fn http_input(b: &mut Bytes<'_>, f: &Fixture) -> Vec<u8> {
         let target = if method.eq_ignore_ascii_case("CONNECT") && b.below(4) != 0 {
             host.clone()
         } else {
-            format!("{}{host}{}", b.pick(SCHEMES), b.pick(&["/", "/x?y", "", "/../a"]))
+            format!(
+                "{}{host}{}",
+                b.pick(SCHEMES),
+                b.pick(&["/", "/x?y", "", "/../a"])
+            )
         };
         out.push_str(&format!("{method} {target} {}\r\n", b.pick(VERSIONS)));
         for _ in 0..b.below(5) {
@@ -226,7 +231,9 @@ fn http_input(b: &mut Bytes<'_>, f: &Fixture) -> Vec<u8> {
 
 fn socks_input(b: &mut Bytes<'_>, f: &Fixture) -> Vec<u8> {
     let mut out = vec![5];
-    let methods: Vec<u8> = (0..b.below(4)).map(|_| b.pick(&[0u8, 1, 2, 0xff])).collect();
+    let methods: Vec<u8> = (0..b.below(4))
+        .map(|_| b.pick(&[0u8, 1, 2, 0xff]))
+        .collect();
     out.push(methods.len() as u8 + u8::from(b.below(8) == 0));
     out.extend(&methods);
     out.extend([b.pick(&[5u8, 5, 4]), b.pick(&[1u8, 1, 2, 3]), 0]);
@@ -238,7 +245,12 @@ fn socks_input(b: &mut Bytes<'_>, f: &Fixture) -> Vec<u8> {
     match b.below(4) {
         0 => {
             out.push(1);
-            out.extend(b.pick(&[[127u8, 0, 0, 1], [0, 0, 0, 0], [10, 0, 0, 1], [93, 184, 216, 34]]));
+            out.extend(b.pick(&[
+                [127u8, 0, 0, 1],
+                [0, 0, 0, 0],
+                [10, 0, 0, 1],
+                [93, 184, 216, 34],
+            ]));
         }
         1 => {
             out.push(4);

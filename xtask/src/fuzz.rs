@@ -17,6 +17,9 @@ pub const TARGETS: &[&str] = &[
     "policy",
     "tool_request",
     "rootfs_ops",
+    "net_hosts",
+    "fetch_url",
+    "proxy_wire",
 ];
 
 fn usage() -> String {

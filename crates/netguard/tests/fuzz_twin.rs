@@ -53,7 +53,16 @@ fn net_hosts_regressions() {
     ] {
         net_hosts::check_spelling(s, Some(v4));
     }
-    for s in ["", "localhost", "a.localhost", "0x.com", "1a.com", "ex%61mple.com", "[", "]:1"] {
+    for s in [
+        "",
+        "localhost",
+        "a.localhost",
+        "0x.com",
+        "1a.com",
+        "ex%61mple.com",
+        "[",
+        "]:1",
+    ] {
         net_hosts::check_spelling(s, None);
     }
     assert_eq!(net_hosts::inet_aton("0x7f.1"), Some(0x7f00_0001));

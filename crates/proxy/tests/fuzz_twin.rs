@@ -51,5 +51,8 @@ fn proxy_wire_regressions() {
     socks.extend(up.to_be_bytes());
     socks.extend(b"hello");
     proxy_wire::check_bytes(&socks);
-    assert!(proxy_wire::admitted() >= before + 3, "the granted upstream was never admitted");
+    assert!(
+        proxy_wire::admitted() >= before + 3,
+        "the granted upstream was never admitted"
+    );
 }
