@@ -9,8 +9,11 @@
 //! root under that name.
 
 pub mod bytes;
+pub mod fetch_url;
 pub mod fileguard;
+pub mod net_hosts;
 pub mod policy;
+pub mod proxy_wire;
 pub mod relpath;
 pub mod rootfs_ops;
 pub mod tool_request;
