@@ -831,6 +831,88 @@ fn the_audit_file_may_not_lie_where_the_agent_writes() {
     assert!(text.contains("\"op\":\"read\""), "{text}");
 }
 
+/// `--audit` naming a FIFO that no process reads: the server waited in
+/// its open for a reader forever, serving nothing and saying nothing. It
+/// is refused at once, naming the file; a FIFO with a reader is written.
+#[test]
+fn an_audit_fifo_without_a_reader_is_refused_at_once() {
+    let dir = policy_dir();
+    let fifo = dir.path().join("audit.fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--audit")
+        .arg(&fifo)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = status.expect("the server still waited for a reader of its audit after 20 s");
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("audit.fifo") && err.contains("FIFO"), "{err}");
+
+    // With a reader, the records arrive through the FIFO.
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--audit")
+        .arg(&fifo)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut w = child.stdin.take().unwrap();
+    for m in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}),
+    ] {
+        writeln!(w, "{m}").unwrap();
+    }
+    let mut answers = BufReader::new(child.stdout.take().unwrap()).lines();
+    answers.next().unwrap().unwrap();
+    answers.next().unwrap().unwrap();
+    drop(w);
+    assert!(child.wait().unwrap().success());
+    let records = reader.join().unwrap();
+    assert!(records.contains("\"op\":\"read\""), "{records}");
+}
+
 /// `--audit` naming the policy file itself (or a link to it) would append
 /// a JSON line to the policy for every operation, and the next start would
 /// refuse the file as broken TOML: refused at once, the policy untouched.

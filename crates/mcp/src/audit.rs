@@ -49,11 +49,24 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
             )));
         }
     }
+    // Opened without blocking: a FIFO nobody reads is refused at once
+    // (`ENXIO`) where a plain open waited for a reader forever, the server
+    // serving nothing and saying nothing. A FIFO with a reader (a pipe to
+    // a log shipper) is taken, and written to blocking as a file is.
     let file = OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
         .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(code) if code == rustix::io::Errno::NXIO.raw_os_error() => refuse(
+                "it is a FIFO that no process reads; start its reader first, or name a file".into(),
+            ),
+            _ => refuse(e.to_string()),
+        })?;
+    let flags = rustix::fs::fcntl_getfl(&file).map_err(|e| refuse(e.to_string()))?;
+    rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)
         .map_err(|e| refuse(e.to_string()))?;
     let names = file.metadata().map_err(|e| refuse(e.to_string()))?.nlink();
     if write_root.is_some() && names > 1 {
