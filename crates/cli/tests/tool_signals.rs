@@ -267,3 +267,43 @@ fn endpoint8_a_signal_ends_a_fetch_in_flight() {
     assert_eq!(status, 143);
     drop(stdin);
 }
+
+/// A session whose cancel flag is set answers a ranged read, a grep, a
+/// glob and a fetch with `E_ABORTED`, and still writes whole (a write is
+/// never stopped half-way); without the flag set the same requests are
+/// answered.
+#[test]
+fn endpoint8_a_cancelled_session_aborts_long_ops_and_still_writes() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let dir = case("[net]\nallow = [\"127.0.0.1:9\"]\nallow_http = true\n");
+    for i in 0..50 {
+        fs::write(dir.path().join(format!("ws/f{i}.txt")), "needle\n").unwrap();
+    }
+    let policy = sandgate::policy::Policy::load(dir.path().join("policy.toml")).unwrap();
+    let mut s = sandgate::ToolSession::from_policy(&policy).unwrap();
+    let cancel = Arc::new(AtomicBool::new(false));
+    s.set_cancel(Arc::clone(&cancel));
+    let ask = |s: &sandgate::ToolSession, req: serde_json::Value| s.handle_line(&req.to_string());
+    let long = [
+        json!({"op": "read", "path": "f1.txt", "offset": 1, "limit": 1}),
+        json!({"op": "grep", "pattern": "needle"}),
+        json!({"op": "glob", "pattern": "**/*.txt"}),
+    ];
+    for req in &long {
+        assert_eq!(ask(&s, req.clone())["ok"], true, "{req}");
+    }
+    cancel.store(true, Ordering::Relaxed);
+    for req in &long {
+        let a = ask(&s, req.clone());
+        assert_eq!(a["error"]["code"], "E_ABORTED", "{req}: {a}");
+    }
+    let a = ask(&s, json!({"op": "fetch", "url": "http://127.0.0.1:9/"}));
+    assert_eq!(a["error"]["code"], "E_ABORTED", "{a}");
+    let a = ask(
+        &s,
+        json!({"op": "write", "path": "new.txt", "content": "whole"}),
+    );
+    assert_eq!(a["ok"], true, "{a}");
+    assert_eq!(fs::read(dir.path().join("ws/new.txt")).unwrap(), b"whole");
+}
