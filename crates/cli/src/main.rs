@@ -415,14 +415,21 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
     }
     // SIGINT, SIGTERM and SIGHUP end a running command's whole tree (a
     // process that simply died would leave it running past its timeout),
-    // then the session, with 128 + n. The request being handled finishes
-    // first (`busy`); a session waiting for input ends at once.
+    // cancel a ranged read, grep, glob or fetch in flight (a ranged read
+    // of a huge file takes hours), then end the session with 128 + n. A
+    // write, edit or other request in flight, bounded by the policy's
+    // byte caps, finishes first (`busy`), so none is left half-done; a
+    // session waiting for input ends at once.
     let busy = std::sync::Arc::new(std::sync::Mutex::new(()));
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     if let Some(abort) = run::abort_on_signals() {
         session.set_exec_abort(abort.clone());
+        session.set_cancel(std::sync::Arc::clone(&cancel));
         let busy = std::sync::Arc::clone(&busy);
+        let cancel = std::sync::Arc::clone(&cancel);
         std::thread::spawn(move || {
             abort.wait();
+            cancel.store(true, std::sync::atomic::Ordering::Relaxed);
             let _done = busy.lock();
             let n = sandgate::exec::AbortSignal::caught_signal().unwrap_or(15);
             std::process::exit(128 + n);
@@ -453,6 +460,12 @@ fn tool(path: &PathBuf, pretty: bool) -> ExitCode {
             }
         };
         let handling = busy.lock();
+        // Told to stop: no further request is started (the watcher ends
+        // the session once `busy` is free).
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            drop(handling);
+            break;
+        }
         let request = line.strip_suffix(b"\r").unwrap_or(&line);
         if len > cap {
             let e = sandgate::Error::new(

@@ -1275,11 +1275,23 @@ impl Sandbox {
         pattern: &str,
         path: Option<&str>,
     ) -> Result<search::Found<Vec<String>>, Error> {
+        self.glob_found_cancellable(pattern, path, &AtomicBool::new(false))
+    }
+
+    /// [`Sandbox::glob_found`], stopped with `E_ABORTED` once `cancel` is
+    /// set (from another thread); the flag is looked at before each entry
+    /// the walk visits.
+    pub fn glob_found_cancellable(
+        &self,
+        pattern: &str,
+        path: Option<&str>,
+        cancel: &AtomicBool,
+    ) -> Result<search::Found<Vec<String>>, Error> {
         self.op("glob", path.unwrap_or("."), |inner, ctx| {
             let base = RelPath::parse(path.unwrap_or("."))?;
             ctx.path(|| base.as_str().to_owned());
             let roots = inner.read_roots()?;
-            search::glob(roots, &base, pattern)
+            search::glob(roots, &base, pattern, cancel)
         })
     }
 

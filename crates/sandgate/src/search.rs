@@ -479,6 +479,7 @@ pub(crate) fn glob(
     roots: &[Root],
     base: &RelPath,
     pattern: &str,
+    cancel: &AtomicBool,
 ) -> Result<Found<Vec<String>>, Error> {
     let glob = compile_glob(pattern)?;
     let mut found = BTreeSet::new();
@@ -493,6 +494,11 @@ pub(crate) fn glob(
             Some(&mut unreadable),
             &mut long,
             |path, _| {
+                if cancel.load(Ordering::Relaxed) {
+                    // Stops the walk; answered as cancelled below.
+                    more = true;
+                    return false;
+                }
                 if glob.is_match(Path::new(below(base, path))) {
                     // A path an earlier root already gave is not a new match.
                     if found.len() < MAX_GLOB_RESULTS {
@@ -507,6 +513,9 @@ pub(crate) fn glob(
         if more {
             break;
         }
+    }
+    if cancel.load(Ordering::Relaxed) {
+        return Err(Error::new(ErrorCode::Aborted, "the search was cancelled"));
     }
     Ok(Found {
         results: found.into_iter().collect(),

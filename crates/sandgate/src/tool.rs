@@ -14,6 +14,8 @@
 //! answer, and a line that is not UTF-8 is answered with `E_REQUEST`.
 
 use std::fmt;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
@@ -140,6 +142,12 @@ pub struct ToolSession {
     executor: Option<crate::exec::Executor>,
     fetcher: Option<crate::fetch::Fetcher>,
     abort: Option<crate::exec::AbortSignal>,
+    /// Set from another thread to end the `read`, `grep`, `glob` or
+    /// `fetch` in flight (and every later one) with `E_ABORTED`.
+    cancel: Arc<AtomicBool>,
+    /// Whether [`ToolSession::set_cancel`] gave `cancel` (only then is a
+    /// `fetch` given the flag: a cancellable fetch takes helper threads).
+    fetch_cancellable: bool,
 }
 
 impl ToolSession {
@@ -154,6 +162,8 @@ impl ToolSession {
             executor: None,
             fetcher: None,
             abort: None,
+            cancel: Arc::new(AtomicBool::new(false)),
+            fetch_cancellable: false,
         }
     }
 
@@ -163,6 +173,20 @@ impl ToolSession {
     /// running when it is told to stop (`sandgate tool` on SIGTERM).
     pub fn set_exec_abort(&mut self, abort: crate::exec::AbortSignal) {
         self.abort = Some(abort);
+    }
+
+    /// Gives the session's `read` (by line range), `grep`, `glob` and
+    /// `fetch` `cancel`: once it is set (from another thread), the one in
+    /// flight stops and answers `E_ABORTED`, and so does every later one.
+    /// A ranged read counts every line of its file, so without it a read
+    /// of a huge (or sparse) file holds the session for as long as the
+    /// file takes to read. For a server that must stop promptly when it
+    /// is told to (`sandgate tool` on SIGTERM). Writes, edits and the
+    /// other ops are bounded by the policy's byte caps and are not
+    /// stopped: each completes or leaves its file as it was.
+    pub fn set_cancel(&mut self, cancel: Arc<AtomicBool>) {
+        self.cancel = cancel;
+        self.fetch_cancellable = true;
     }
 
     /// A session with everything `policy` grants, the shell included when
@@ -176,6 +200,8 @@ impl ToolSession {
             executor: Some(executor),
             fetcher: Some(crate::fetch::from_policy(policy)),
             abort: None,
+            cancel: Arc::new(AtomicBool::new(false)),
+            fetch_cancellable: false,
         })
     }
 
@@ -290,7 +316,7 @@ impl ToolSession {
                 } else {
                     let (offset, limit) =
                         (offset.unwrap_or(1), limit.unwrap_or(crate::MAX_RANGE_LINES));
-                    let r = sb.read_lines(&path, offset, limit)?;
+                    let r = sb.read_lines_cancellable(&path, offset, limit, &self.cancel)?;
                     out.insert("size".into(), json!(r.content.len()));
                     out.insert("offset".into(), json!(r.offset));
                     out.insert("limit".into(), json!(limit));
@@ -370,7 +396,7 @@ impl ToolSession {
                 let pattern = f.str("pattern")?;
                 let path = f.opt_str("path")?;
                 f.done()?;
-                let found = sb.glob_found(&pattern, path.as_deref())?;
+                let found = sb.glob_found_cancellable(&pattern, path.as_deref(), &self.cancel)?;
                 out.insert("paths".into(), json!(found.results));
                 put_cut(&mut out, found.cut);
                 if found.unreadable > 0 {
@@ -392,7 +418,7 @@ impl ToolSession {
                         None => crate::search::GrepMode::Lines,
                     },
                     gitignore: f.opt_bool("gitignore")?.unwrap_or(false),
-                    cancel: None,
+                    cancel: Some(Arc::clone(&self.cancel)),
                 };
                 f.done()?;
                 if opts.mode != crate::search::GrepMode::Lines
@@ -465,10 +491,13 @@ impl ToolSession {
     /// The `fetch` op: its own answer shape, since a refusal carries the
     /// matching rule and the hops taken.
     fn fetch(&self, f: Fields) -> Value {
-        let (url, opts) = match fetch_request(f) {
+        let (url, mut opts) = match fetch_request(f) {
             Ok(r) => r,
             Err(e) => return error_answer(&e),
         };
+        if self.fetch_cancellable {
+            opts.cancel = Some(crate::fetch::CancelFlag::from_arc(Arc::clone(&self.cancel)));
+        }
         let Some(fetcher) = &self.fetcher else {
             return error_answer(&Error::new(
                 ErrorCode::Denied,
