@@ -2872,7 +2872,11 @@ fn grep8_binary_files_passed_over_are_counted() {
         let mut opts = GrepOptions::default();
         opts.mode = mode;
         let found = sb.grep_found("needle", Some("b"), &opts).unwrap();
-        assert_eq!((found.binary, found.unreadable), (2, 0), "{mode:?} {found:?}");
+        assert_eq!(
+            (found.binary, found.unreadable),
+            (2, 0),
+            "{mode:?} {found:?}"
+        );
     }
     let named = sb
         .grep_found("needle", Some("b/blob.bin"), &GrepOptions::default())
@@ -2891,7 +2895,12 @@ fn grep8_binary_files_passed_over_are_counted() {
             json!({"op": "grep", "pattern": "needle", "path": "c"}),
         ],
     );
-    assert_eq!(answers[0]["matches"][0]["path"], json!("b/text.txt"), "{}", answers[0]);
+    assert_eq!(
+        answers[0]["matches"][0]["path"],
+        json!("b/text.txt"),
+        "{}",
+        answers[0]
+    );
     assert_eq!(answers[0]["binary"], json!(2), "{}", answers[0]);
     assert_eq!(answers[1]["binary"], json!(2), "{}", answers[1]);
     assert_eq!(answers[2]["binary"], json!(1), "{}", answers[2]);
@@ -2940,5 +2949,10 @@ fn grep8_a_special_file_as_path_is_not_a_regular_file() {
     }
     let sb = fx.builder().build().unwrap();
     let answers = endpoint(sb, &[json!({"op": "grep", "pattern": "x", "path": "fifo"})]);
-    assert_eq!(answers[0]["error"]["code"], json!("E_NOT_FILE"), "{}", answers[0]);
+    assert_eq!(
+        answers[0]["error"]["code"],
+        json!("E_NOT_FILE"),
+        "{}",
+        answers[0]
+    );
 }
