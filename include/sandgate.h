@@ -1747,7 +1747,9 @@ sg_status sg_sandbox_grep_with(const struct sg_sandbox *sandbox,
 // `"path_length"` when a directory whose path is 4,096 bytes or longer
 // was not entered; null when whole), and `unreadable` (how many files
 // grep could not open or read to the end, and subdirectories it could
-// not list; absent when none).
+// not list; absent when none) and `binary` (how many files grep passed
+// over unsearched as binary, a NUL in their first 8 KiB; absent when
+// none).
 //
 // # Safety
 //

@@ -475,11 +475,13 @@ func (s *Sandbox) Glob(pattern, path string) ([]string, error) {
 // is whole.
 // Unreadable counts the subdirectories the walk could not list (and, for
 // grep, the files it could not open or read to the end), and so passed
-// over.
+// over. Binary counts the files grep passed over unsearched as binary (a
+// NUL in their first 8 KiB); always 0 for glob.
 type Cut struct {
 	Truncated  bool   `json:"truncated"`
 	Limit      string `json:"limit"`
 	Unreadable int    `json:"unreadable,omitempty"`
+	Binary     int    `json:"binary,omitempty"`
 }
 
 // GlobFound is Glob, also saying whether the answer was cut at its 1,000

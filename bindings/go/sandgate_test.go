@@ -952,3 +952,27 @@ func TestNilHandlesAnswerRequestErrors(t *testing.T) {
 		t.Fatalf("Policy.Close on nil: %v", err)
 	}
 }
+
+// Grep says how many binary files (a NUL in the first 8 KiB) it passed
+// over: one holding the pattern after its NUL was skipped in silence.
+func TestGrep8GrepCountsBinaryFilesPassedOver(t *testing.T) {
+	dir := tmp(t)
+	write(t, filepath.Join(dir, "blob.bin"), "head\x00hit after the NUL\n")
+	write(t, filepath.Join(dir, "t/a.txt"), "hit\n")
+	sb, err := sandgate.NewSandbox(sandgate.WithReadRoots(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var cut sandgate.Cut
+	ms, err := sb.Grep("hit", sandgate.GrepReport(&cut))
+	if err != nil || len(ms) != 1 || cut != (sandgate.Cut{Binary: 1}) {
+		t.Errorf("lines: %+v %+v %v", ms, cut, err)
+	}
+	if fs, err := sb.GrepFiles("hit", sandgate.GrepReport(&cut)); err != nil || len(fs) != 1 || cut.Binary != 1 {
+		t.Errorf("files: %+v %+v %v", fs, cut, err)
+	}
+	if _, err := sb.Grep("hit", sandgate.GrepIn("t"), sandgate.GrepReport(&cut)); err != nil || cut != (sandgate.Cut{}) {
+		t.Errorf("no binary file: %+v %v", cut, err)
+	}
+}

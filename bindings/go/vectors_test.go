@@ -440,8 +440,12 @@ func (s *session) do(req map[string]any) map[string]any {
 			opts = append(opts, sandgate.GrepMaxResults(n))
 		}
 		var ms []sandgate.Match
-		if ms, err = sb.Grep(pat, opts...); err == nil {
+		var cut sandgate.Cut
+		if ms, err = sb.Grep(pat, append(opts, sandgate.GrepReport(&cut))...); err == nil {
 			out["matches"] = ms
+			if cut.Binary > 0 {
+				out["binary"] = cut.Binary
+			}
 		}
 	case "exec":
 		cmd, _ := str(req, "command")

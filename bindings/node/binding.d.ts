@@ -534,6 +534,11 @@ export interface GrepFound {
    * subdirectories it could not list, and so passed over (0 when none).
    */
   unreadable: number
+  /**
+   * How many files grep passed over unsearched as binary (a NUL in
+   * their first 8 KiB; 0 when none).
+   */
+  binary: number
 }
 
 /** One grep hit. */

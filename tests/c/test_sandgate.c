@@ -490,6 +490,22 @@ static void test_sandbox(const sg_policy *p) {
          err);
   CHECK(bytes_contains(&b, "\"before\":[]"));
   sg_bytes_free(&b);
+  /* grep_found counts the binary files (a NUL in the first 8 KiB) it
+     passed over unsearched; it leaves `binary` out when there are none. */
+  static const uint8_t blob[] = {'h', 0, 'n', 'e', 'e', 'd', 'l', 'e', '\n'};
+  EXPECT(sg_sandbox_mkdir(sb, S("g8"), &err), SG_OK, err);
+  EXPECT(sg_sandbox_write(sb, S("g8/blob.bin"), blob, sizeof blob, false,
+                          NULL, &err),
+         SG_OK, err);
+  EXPECT(sg_sandbox_grep_found(sb, S("needle"), S("g8"), NULL, 0, &b, &err),
+         SG_OK, err);
+  CHECK(bytes_contains(&b, "\"matches\":[]"));
+  CHECK(bytes_contains(&b, "\"binary\":1"));
+  sg_bytes_free(&b);
+  EXPECT(sg_sandbox_grep_found(sb, S("hel+o"), S("d"), NULL, 0, &b, &err),
+         SG_OK, err);
+  CHECK(!bytes_contains(&b, "\"binary\""));
+  sg_bytes_free(&b);
   /* The _found forms say whether the answer was cut, and by which cap:
      notes.txt has two lines with an `o`. */
   EXPECT(sg_sandbox_grep_found(sb, S("o"), S("notes.txt"),

@@ -251,6 +251,9 @@ pub struct GrepFound {
     /// How many files grep could not open or read to the end, and
     /// subdirectories it could not list, and so passed over (0 when none).
     pub unreadable: u32,
+    /// How many files grep passed over unsearched as binary (a NUL in
+    /// their first 8 KiB; 0 when none).
+    pub binary: u32,
 }
 
 fn glob_found(_: &Env, f: sandgate::search::Found<Vec<String>>) -> napi::Result<GlobFound> {
@@ -273,6 +276,7 @@ fn grep_found(
         truncated: f.cut.is_some(),
         limit: f.cut.map(|c| c.as_str().to_owned()),
         unreadable: sat_u32(f.unreadable),
+        binary: sat_u32(f.binary),
     };
     match grep_answer(env, (f.results, context))? {
         Either3::A(m) => out.matches = Some(m),

@@ -422,6 +422,27 @@ describe('Sandbox operations, sync and async', () => {
     }
   })
 
+  test('grep8: a grep counts the binary files it passed over', async () => {
+    // A binary file (a NUL in its first 8 KiB) holding the pattern after
+    // the NUL was skipped in silence.
+    const g = path.join(dir, 'ws/g8')
+    fs.mkdirSync(path.join(g, 't'), { recursive: true })
+    fs.writeFileSync(path.join(g, 'blob.bin'), Buffer.from('head\0hit after the NUL\n'))
+    fs.writeFileSync(path.join(g, 't/a.txt'), 'hit\n')
+    try {
+      const found = sb.grepFound('hit', 'g8')
+      assert.deepEqual(
+        [found.matches.map((m) => m.path), found.binary, found.unreadable],
+        [['g8/t/a.txt'], 1, 0],
+      )
+      assert.equal(sb.grepFound('hit', 'g8', undefined, { mode: 'count' }).binary, 1)
+      assert.equal((await sb.grepFoundAsync('hit', 'g8', undefined, { mode: 'files' })).binary, 1)
+      assert.equal(sb.grepFound('hit', 'g8/t').binary, 0)
+    } finally {
+      fs.rmSync(g, { recursive: true, force: true })
+    }
+  })
+
   test('a glob or grep cut at a cap says so', async () => {
     const cutDir = path.join(dir, 'ws/cut')
     fs.mkdirSync(path.join(cutDir, 'many'), { recursive: true })

@@ -228,16 +228,17 @@ async function call(session, req, mode) {
       return { paths }
     }
     case 'grep': {
-      const ms = a
-        ? await sb.grepAsync(req.pattern, opt(req.path), opt(req.max_results))
-        : sb.grep(req.pattern, opt(req.path), opt(req.max_results))
+      const found = a
+        ? await sb.grepFoundAsync(req.pattern, opt(req.path), opt(req.max_results))
+        : sb.grepFound(req.pattern, opt(req.path), opt(req.max_results))
       return {
-        matches: ms.map((m) => ({
+        matches: found.matches.map((m) => ({
           path: m.path,
           line: m.line,
           text: m.text,
           ...(m.lineTruncated ? { line_truncated: true } : {}),
         })),
+        ...(found.binary ? { binary: found.binary } : {}),
       }
     }
     case 'exec': {

@@ -1249,3 +1249,22 @@ print("ok")
     env = dict(os.environ, PYTHONPATH=SRC)
     p = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, env=env, timeout=240)
     assert p.returncode == 0 and p.stdout.strip() == "ok", (p.returncode, p.stderr[-2000:])
+
+
+def test_grep8_grep_counts_binary_files_passed_over(tree):
+    # A binary file (a NUL in its first 8 KiB) holding the pattern after the
+    # NUL was skipped in silence: the answer now says how many were.
+    ws = tree / "ws"
+    (ws / "g8").mkdir()
+    (ws / "g8" / "blob.bin").write_bytes(b"head\0hit after the NUL\n")
+    (ws / "g8" / "a.txt").write_text("hit\n")
+    (ws / "t8").mkdir()
+    (ws / "t8" / "a.txt").write_text("hit\n")
+    with Sandbox(read_roots=[ws]) as sb:
+        found = sb.grep("hit", path="g8")
+        assert [m.path for m in found] == ["g8/a.txt"]
+        assert (found.binary, found.unreadable) == (1, 0)
+        assert sb.grep("hit", path="g8", mode="files").binary == 1
+        assert sb.grep("hit", path="g8", mode="count").binary == 1
+        assert sb.grep("hit", path="t8").binary == 0
+        assert sb.glob("**/*", path="g8").binary == 0

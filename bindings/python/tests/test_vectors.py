@@ -211,6 +211,8 @@ class Session:
                 {"path": m.path, "line": m.line, "text": m.text, **({"line_truncated": True} if m.line_truncated else {})}
                 for m in ms
             ]
+            if ms.binary:
+                out["binary"] = ms.binary
         elif op == "exec":
             res = self.executor.exec(r["command"], r.get("cwd"), r.get("timeout_ms"))
             out["exit_code"] = res.exit_code

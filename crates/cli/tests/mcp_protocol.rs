@@ -3868,3 +3868,28 @@ fn special8_a_head_or_tail_of_a_huge_sparse_file_holds_nothing_and_stops_when_ca
         s.ping(id + 200);
     }
 }
+
+/// `grep` says how many binary files (a NUL in the first 8 KiB) it passed
+/// over: one holding the pattern after its NUL was skipped in silence, and
+/// the model took "No matches found" for the whole tree.
+#[test]
+fn grep8_grep_says_how_many_binary_files_it_passed_over() {
+    let mut s = Server::start_with("");
+    let g = s._dir.path().join("ws/g8");
+    fs::create_dir(&g).unwrap();
+    fs::write(g.join("blob.bin"), b"head\0needle after the NUL\n").unwrap();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "path": "g8"}}}));
+    let a = s.answer(30);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        [
+            "No matches found",
+            "[1 binary file(s) (a NUL in the first 8 KiB) were passed over without being \
+             searched]"
+        ],
+        "{text}"
+    );
+}

@@ -1474,7 +1474,9 @@ fn grep_json(found: facade::search::GrepOutput) -> serde_json::Value {
 /// `"path_length"` when a directory whose path is 4,096 bytes or longer
 /// was not entered; null when whole), and `unreadable` (how many files
 /// grep could not open or read to the end, and subdirectories it could
-/// not list; absent when none).
+/// not list; absent when none) and `binary` (how many files grep passed
+/// over unsearched as binary, a NUL in their first 8 KiB; absent when
+/// none).
 ///
 /// # Safety
 ///
@@ -1516,6 +1518,9 @@ pub unsafe extern "C" fn sg_sandbox_grep_found(
         answer.insert(key.into(), grep_json(found.results));
         if found.unreadable > 0 {
             answer.insert("unreadable".into(), json!(found.unreadable));
+        }
+        if found.binary > 0 {
+            answer.insert("binary".into(), json!(found.binary));
         }
         put(
             out,

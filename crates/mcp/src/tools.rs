@@ -1208,7 +1208,14 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
             found.unreadable
         )
     });
-    for note in [note, unreadable].into_iter().flatten() {
+    let binary = (found.binary > 0).then(|| {
+        format!(
+            "[{} binary file(s) (a NUL in the first 8 KiB) were passed over without being \
+             searched]",
+            found.binary
+        )
+    });
+    for note in [note, unreadable, binary].into_iter().flatten() {
         if !out.ends_with('\n') {
             out.push('\n');
         }

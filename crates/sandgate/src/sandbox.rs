@@ -1297,8 +1297,10 @@ impl Sandbox {
 
     /// Lines matching a regular expression in the files below `path`
     /// (default: the root) in every read root, first root winning; binary
-    /// files and files over `max_read_bytes` are skipped; symlinks are never
-    /// followed. At most `max_results` (default 100, at most 1000) matches.
+    /// files (a NUL in the first 8 KiB, counted in
+    /// [`search::Found::binary`]) and files over `max_read_bytes` are
+    /// skipped; symlinks are never followed. `path` may name a directory
+    /// or a regular file; a FIFO, socket or device is `E_NOT_FILE`. At most `max_results` (default 100, at most 1000) matches.
     /// [`grep_with`](Self::grep_with) offers the other search options.
     pub fn grep(
         &self,

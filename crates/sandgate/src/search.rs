@@ -97,6 +97,10 @@ pub struct Found<T> {
     /// subdirectories it could not list, and so passed over (glob counts
     /// only those subdirectories).
     pub unreadable: usize,
+    /// How many files grep passed over unsearched as binary (a NUL in
+    /// their first 8 KiB): a match in one of them is not answered. Always
+    /// 0 for glob.
+    pub binary: usize,
 }
 
 /// One grep hit.
@@ -521,6 +525,7 @@ pub(crate) fn glob(
         results: found.into_iter().collect(),
         cut: cut_by(more, walk_cut, false, long),
         unreadable,
+        binary: 0,
     })
 }
 
@@ -668,6 +673,8 @@ struct Collector {
     more: bool,
     /// The file being searched, its capacity kept from file to file.
     content: Vec<u8>,
+    /// How many files were passed over as binary.
+    binary: usize,
 }
 
 impl Collector {
@@ -689,7 +696,8 @@ impl Collector {
     }
 
     /// Searches one open file of `len` bytes: its first `max_file_bytes`
-    /// bytes; one with a NUL in its first 8 KiB is binary and skipped.
+    /// bytes; one with a NUL in its first 8 KiB is binary, skipped and
+    /// counted in `binary`.
     /// `Ok(false)` when the file could not be read, or not whole (an I/O
     /// error part way: the matches before it are kept).
     fn search(
@@ -705,7 +713,10 @@ impl Collector {
             let mut reader = BufReader::new(file.take(max_file_bytes));
             match reader.fill_buf() {
                 Err(_) => return Ok(false),
-                Ok(head) if is_binary(head) => return Ok(true),
+                Ok(head) if is_binary(head) => {
+                    self.binary += 1;
+                    return Ok(true);
+                }
                 Ok(_) => {}
             }
             return self.search_lines(&pattern.line, path, reader, opts);
@@ -721,7 +732,10 @@ impl Collector {
                     self.search_lines(&pattern.line, path, &content[..], opts)
                 }
             }
-            Ok(_) => Ok(true),
+            Ok(_) => {
+                self.binary += 1;
+                Ok(true)
+            }
             Err(_) => Ok(false),
         };
         self.content = content;
@@ -859,6 +873,7 @@ pub(crate) fn grep(
         counts: Vec::new(),
         more: false,
         content: Vec::new(),
+        binary: 0,
     };
     let (mut walk_cut, mut skipped, mut long, mut unreadable) = (false, false, false, 0usize);
     let mut searched = HashSet::new();
@@ -866,36 +881,44 @@ pub(crate) fn grep(
     // files do not apply to it, and a final link beneath the root is
     // followed, as a read of the name follows it (the agent named it).
     let mut named = false;
-    let files: Vec<(&Root, Vec<String>)> =
-        match roots.iter().find_map(|r| r.stat(base).ok().map(|m| (r, m))) {
-            Some((root, m)) if m.is_file() => {
-                named = true;
-                vec![(root, vec![base.as_str().to_owned()])]
-            }
-            _ => {
-                let mut v = Vec::new();
-                for root in roots_holding(roots, base)? {
-                    let mut paths = Vec::new();
-                    walk_cut |= walk(
-                        root,
-                        base,
-                        opts.gitignore,
-                        Some(&mut unreadable),
-                        &mut long,
-                        |p, k| {
-                            if k == FileKind::File
-                                && include.as_ref().is_none_or(|i| i.admits(base, p))
-                            {
-                                paths.push(p.to_owned());
-                            }
-                            !opts.cancelled()
-                        },
-                    )?;
-                    v.push((root, paths));
+    let first = roots.iter().find_map(|r| r.stat(base).ok().map(|m| (r, m)));
+    let files: Vec<(&Root, Vec<String>)> = match first {
+        Some((root, m)) if m.is_file() => {
+            named = true;
+            vec![(root, vec![base.as_str().to_owned()])]
+        }
+        _ => {
+            // grep takes a regular file as its path: one that names a
+            // FIFO, socket or device, and no directory in any root, is
+            // not a regular file rather than not a directory.
+            let holding = roots_holding(roots, base).map_err(|e| match first {
+                Some((_, m)) if e.code() == ErrorCode::NotDir && !m.is_dir() => {
+                    Error::new(ErrorCode::NotFile, "not a regular file").with_path(base.as_str())
                 }
-                v
+                _ => e,
+            })?;
+            let mut v = Vec::new();
+            for root in holding {
+                let mut paths = Vec::new();
+                walk_cut |= walk(
+                    root,
+                    base,
+                    opts.gitignore,
+                    Some(&mut unreadable),
+                    &mut long,
+                    |p, k| {
+                        if k == FileKind::File && include.as_ref().is_none_or(|i| i.admits(base, p))
+                        {
+                            paths.push(p.to_owned());
+                        }
+                        !opts.cancelled()
+                    },
+                )?;
+                v.push((root, paths));
             }
-        };
+            v
+        }
+    };
     // A path is searched once, in the first root that lists it.
     let overlap = files.len() > 1;
     for (root, paths) in files {
@@ -942,10 +965,12 @@ pub(crate) fn grep(
         }
     }
     let cut = cut_by(out.more, walk_cut, skipped, long);
+    let binary = out.binary;
     Ok(Found {
         results: out.finish(),
         cut,
         unreadable,
+        binary,
     })
 }
 

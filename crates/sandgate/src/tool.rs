@@ -432,6 +432,9 @@ impl ToolSession {
                 if found.unreadable > 0 {
                     out.insert("unreadable".into(), json!(found.unreadable));
                 }
+                if found.binary > 0 {
+                    out.insert("binary".into(), json!(found.binary));
+                }
             }
             "exec" => {
                 let command = f.str("command")?;

@@ -2847,3 +2847,112 @@ fn floods7_a_directory_too_deep_to_name_does_not_fail_a_search() {
     assert_eq!(answers[0]["matches"][1]["path"], "z/x");
     assert_eq!(answers[1]["paths"], json!(["a/needle.txt"]));
 }
+
+/// A binary file (a NUL in its first 8 KiB) that holds the pattern after
+/// the NUL is passed over, and the answer says how many such files it
+/// passed over (`binary`), in every mode and for a file named as the path:
+/// before, it was passed over in silence, and an agent could not tell "no
+/// match" from "not searched". A search that met none leaves `binary` out.
+/// Both sizes of file are counted: one read whole and one over 8 MiB read
+/// line by line.
+#[test]
+fn grep8_binary_files_passed_over_are_counted() {
+    use sandgate::search::{GrepMode, GrepOptions};
+    use serde_json::json;
+    let fx = Fx::new();
+    fx.put("ws/b/text.txt", "needle in text\n")
+        .put("ws/b/blob.bin", "head\0needle after the NUL\n")
+        .put("ws/c/plain.txt", "needle\n");
+    let mut big = vec![0u8; 16];
+    big.extend_from_slice(b"needle\n");
+    big.resize(9 << 20, b'x');
+    fs::write(fx.p("ws/b/big.bin"), &big).unwrap();
+    let sb = fx.builder().max_read_bytes(16 << 20).build().unwrap();
+    for mode in [GrepMode::Lines, GrepMode::Files, GrepMode::Count] {
+        let mut opts = GrepOptions::default();
+        opts.mode = mode;
+        let found = sb.grep_found("needle", Some("b"), &opts).unwrap();
+        assert_eq!(
+            (found.binary, found.unreadable),
+            (2, 0),
+            "{mode:?} {found:?}"
+        );
+    }
+    let named = sb
+        .grep_found("needle", Some("b/blob.bin"), &GrepOptions::default())
+        .unwrap();
+    assert_eq!(named.binary, 1, "{named:?}");
+    let none = sb
+        .grep_found("needle", Some("c"), &GrepOptions::default())
+        .unwrap();
+    assert_eq!(none.binary, 0, "{none:?}");
+    let answers = endpoint(
+        sb,
+        &[
+            json!({"op": "grep", "pattern": "needle", "path": "b"}),
+            json!({"op": "grep", "pattern": "needle", "path": "b", "mode": "files"}),
+            json!({"op": "grep", "pattern": "needle", "path": "b/blob.bin"}),
+            json!({"op": "grep", "pattern": "needle", "path": "c"}),
+        ],
+    );
+    assert_eq!(
+        answers[0]["matches"][0]["path"],
+        json!("b/text.txt"),
+        "{}",
+        answers[0]
+    );
+    assert_eq!(answers[0]["binary"], json!(2), "{}", answers[0]);
+    assert_eq!(answers[1]["binary"], json!(2), "{}", answers[1]);
+    assert_eq!(answers[2]["binary"], json!(1), "{}", answers[2]);
+    assert!(answers[3].get("binary").is_none(), "{}", answers[3]);
+}
+
+/// grep takes a regular file as its path; one naming a FIFO, a Unix
+/// socket or (where this uid may make one) a character device is refused
+/// as not a regular file (E_NOT_FILE), not as not a directory, and
+/// nothing is opened (a FIFO nobody writes would otherwise block an
+/// open). glob, which takes only a directory, still answers E_NOT_DIR.
+#[test]
+fn grep8_a_special_file_as_path_is_not_a_regular_file() {
+    use sandgate::search::GrepOptions;
+    use serde_json::json;
+    let fx = Fx::new();
+    fx.put("ws/keep.txt", "x\n");
+    let mut names = vec!["fifo", "sock"];
+    let mknod = |rel: &str, mode: libc::mode_t, dev: libc::dev_t| {
+        let c = std::ffi::CString::new(fx.p(rel).into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path that outlives the call.
+        unsafe { libc::mknod(c.as_ptr(), mode, dev) == 0 }
+    };
+    assert!(mknod("ws/fifo", libc::S_IFIFO | 0o644, 0));
+    let _sock = std::os::unix::net::UnixListener::bind(fx.p("ws/sock")).unwrap();
+    if mknod("ws/null", libc::S_IFCHR | 0o666, libc::makedev(1, 3)) {
+        names.push("null");
+    } else {
+        eprintln!("note: this uid cannot make a device; FIFO and socket only");
+    }
+    fx.link("ws/to_fifo", "fifo");
+    names.push("to_fifo");
+    for resolver in resolvers() {
+        let sb = fx.builder().resolver(resolver).build().unwrap();
+        for name in &names {
+            let err = sb
+                .grep_found("x", Some(name), &GrepOptions::default())
+                .unwrap_err();
+            assert_eq!(
+                (err.code(), err.to_string().contains("not a regular file")),
+                (ErrorCode::NotFile, true),
+                "{resolver:?} {name}: {err}"
+            );
+            assert_eq!(code(sb.glob("*", Some(name))), ErrorCode::NotDir, "{name}");
+        }
+    }
+    let sb = fx.builder().build().unwrap();
+    let answers = endpoint(sb, &[json!({"op": "grep", "pattern": "x", "path": "fifo"})]);
+    assert_eq!(
+        answers[0]["error"]["code"],
+        json!("E_NOT_FILE"),
+        "{}",
+        answers[0]
+    );
+}

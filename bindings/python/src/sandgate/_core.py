@@ -382,17 +382,23 @@ class Found(list):
     not entered);
     ``None`` when whole. ``unreadable`` counts the subdirectories the walk
     could not list (and, for grep, the files it could not open or read to
-    the end), and so passed over; 0 when none."""
+    the end), and so passed over; 0 when none. ``binary`` counts the files
+    grep passed over unsearched as binary (a NUL in their first 8 KiB); 0
+    when none, and always for glob."""
 
     truncated: bool
     limit: str | None
     unreadable: int
+    binary: int
 
-    def __init__(self, items, limit: str | None = None, unreadable: int = 0):
+    def __init__(
+        self, items, limit: str | None = None, unreadable: int = 0, binary: int = 0
+    ):
         super().__init__(items)
         self.limit = limit
         self.truncated = limit is not None
         self.unreadable = unreadable
+        self.binary = binary
 
 
 @dataclass(frozen=True)
@@ -1049,7 +1055,8 @@ class Sandbox(_Handle):
         root exclude. Symbolic links are never followed. The answer is a
         :class:`Found`: its ``truncated`` and ``limit`` say whether it was
         cut, its ``unreadable`` how many files or directories were passed
-        over unread; a :class:`Match` says which of its lines were cut at
+        over unread, its ``binary`` how many binary files (a NUL in their
+        first 8 KiB) were passed over unsearched; a :class:`Match` says which of its lines were cut at
         1,000 bytes."""
         opts: dict = {}
         if max_results is not None:
@@ -1079,10 +1086,13 @@ class Sandbox(_Handle):
         )
         limit = answer["limit"]
         unreadable = answer.get("unreadable", 0)
+        binary = answer.get("binary", 0)
         if "files" in answer:
-            return Found(answer["files"], limit, unreadable)
+            return Found(answer["files"], limit, unreadable, binary)
         if "counts" in answer:
-            return Found((Count(x["path"], x["count"]) for x in answer["counts"]), limit, unreadable)
+            return Found(
+                (Count(x["path"], x["count"]) for x in answer["counts"]), limit, unreadable, binary
+            )
         return Found(
             (
                 Match(
@@ -1099,6 +1109,7 @@ class Sandbox(_Handle):
             ),
             limit,
             unreadable,
+            binary,
         )
 
     # -- writes --
