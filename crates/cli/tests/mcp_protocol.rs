@@ -883,32 +883,15 @@ fn an_audit_fifo_without_a_reader_is_refused_at_once() {
         let fifo = fifo.clone();
         std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
     };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-        .args(["mcp", "--policy"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+    cmd.args(["mcp", "--policy"])
         .arg(dir.path().join("policy.toml"))
         .arg("--audit")
-        .arg(&fifo)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut w = child.stdin.take().unwrap();
-    for m in [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}}),
-    ] {
-        writeln!(w, "{m}").unwrap();
-    }
-    let mut answers = BufReader::new(child.stdout.take().unwrap()).lines();
-    answers.next().unwrap().unwrap();
-    answers.next().unwrap().unwrap();
-    drop(w);
-    assert!(child.wait().unwrap().success());
+        .arg(&fifo);
+    let mut server = Stepped::start(cmd);
+    let read = server.call(2, "read_text_file", json!({"path": "a.txt"}));
+    assert_eq!(read["isError"], false, "{read}");
+    server.finish();
     let records = reader.join().unwrap();
     assert!(records.contains("\"op\":\"read\""), "{records}");
 }
