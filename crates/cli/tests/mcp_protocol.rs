@@ -745,6 +745,16 @@ fn the_audit_file_records_exec_calls_with_exit_code_and_limit() {
     assert!(!text.contains("secret-words"), "{text}");
 }
 
+/// `sandgate mcp` on `dir`'s `policy.toml`, auditing to `audit`.
+fn mcp_audited(dir: &Path, audit: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+    cmd.args(["mcp", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .arg("--audit")
+        .arg(audit);
+    cmd
+}
+
 fn policy_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir(dir.path().join("ws")).unwrap();
@@ -846,11 +856,7 @@ fn an_audit_fifo_without_a_reader_is_refused_at_once() {
         0,
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-        .args(["mcp", "--policy"])
-        .arg(dir.path().join("policy.toml"))
-        .arg("--audit")
-        .arg(&fifo)
+    let mut child = mcp_audited(dir.path(), &fifo)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -883,12 +889,7 @@ fn an_audit_fifo_without_a_reader_is_refused_at_once() {
         let fifo = fifo.clone();
         std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
     };
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
-    cmd.args(["mcp", "--policy"])
-        .arg(dir.path().join("policy.toml"))
-        .arg("--audit")
-        .arg(&fifo);
-    let mut server = Stepped::start(cmd);
+    let mut server = Stepped::start(mcp_audited(dir.path(), &fifo));
     let read = server.call(2, "read_text_file", json!({"path": "a.txt"}));
     assert_eq!(read["isError"], false, "{read}");
     server.finish();
@@ -906,11 +907,7 @@ fn the_audit_file_may_not_be_the_policy_file() {
     std::os::unix::fs::symlink(at("policy.toml"), at("link.jsonl")).unwrap();
     let before = fs::read_to_string(at("policy.toml")).unwrap();
     for audit in ["policy.toml", "link.jsonl"] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-            .args(["mcp", "--policy"])
-            .arg(at("policy.toml"))
-            .arg("--audit")
-            .arg(at(audit))
+        let mut child = mcp_audited(dir.path(), &at(audit))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -1854,11 +1851,7 @@ fn http_token_file_inside_the_policys_directories_is_refused() {
 /// `initialize` and every call of `calls` at once, closes its input and
 /// waits for it to exit; answers its stderr.
 fn audited_burst(dir: &Path, audit: &Path, calls: &[Value]) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-        .args(["mcp", "--policy"])
-        .arg(dir.join("policy.toml"))
-        .arg("--audit")
-        .arg(audit)
+    let mut child = mcp_audited(dir, audit)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -2052,11 +2045,7 @@ fn a_lost_audit_record_is_said_on_stderr() {
             .unwrap()
     };
     let mut reader = open_reader();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-        .args(["mcp", "--policy"])
-        .arg(dir.path().join("policy.toml"))
-        .arg("--audit")
-        .arg(&fifo)
+    let mut child = mcp_audited(dir.path(), &fifo)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
