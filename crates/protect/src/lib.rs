@@ -529,6 +529,12 @@ impl Shared {
     /// other processes' protection of the root may begin.
     fn end_one(&mut self) {
         self.active = self.active.saturating_sub(1);
+        self.let_go_if_idle();
+    }
+
+    /// Lets go of the root's `flock` once no command of this process runs
+    /// on it or is being checked.
+    fn let_go_if_idle(&mut self) {
         if self.active == 0 {
             self.held = None;
         }
@@ -855,9 +861,7 @@ impl Checkpoint {
         let ctx = p.ctx();
         let sh = &mut *shared;
         let Some(mut record) = sh.records.remove(&p.guard_key) else {
-            if sh.active == 0 {
-                sh.held = None;
-            }
+            sh.let_go_if_idle();
             return Vec::new();
         };
         let mut settle = Settle {
@@ -878,9 +882,7 @@ impl Checkpoint {
         sh.records.insert(p.guard_key.clone(), record);
         // The lock is let go only now: another process's record is not
         // brought up to date while this settle restores.
-        if sh.active == 0 {
-            sh.held = None;
-        }
+        sh.let_go_if_idle();
         changes
     }
 }
