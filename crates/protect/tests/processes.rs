@@ -8,7 +8,7 @@
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -24,6 +24,15 @@ const PEER_ENV: &str = "SANDGATE_TEST_PEER_ROOT";
 fn protector(root: &Path, patterns: &[&str]) -> Arc<Protector> {
     let guard = GuardBuilder::new().patterns(patterns).build().unwrap();
     Arc::new(Protector::new(root, guard).unwrap())
+}
+
+/// A write root `w` in a temporary directory, holding `a.lock` ("v1").
+fn write_root() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir(&root).unwrap();
+    fs::write(root.join("a.lock"), "v1\n").unwrap();
+    (tmp, root)
 }
 
 /// The other process's part: `begin` and `settle` read from stdin, each
@@ -117,10 +126,7 @@ fn protect8_a_record_in_another_process_never_takes_a_running_commands_change() 
     if std::env::var_os(PEER_ENV).is_some() {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("w");
-    fs::create_dir(&root).unwrap();
-    fs::write(root.join("a.lock"), "v1\n").unwrap();
+    let (_tmp, root) = write_root();
     let p = protector(&root, &["*.lock"]);
     let mut peer = Peer::start(&root);
 
@@ -159,10 +165,7 @@ fn protect8_commands_of_two_processes_one_after_the_other_are_each_checked() {
     if std::env::var_os(PEER_ENV).is_some() {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("w");
-    fs::create_dir(&root).unwrap();
-    fs::write(root.join("a.lock"), "v1\n").unwrap();
+    let (_tmp, root) = write_root();
     let p = protector(&root, &["*.lock"]);
     let mut peer = Peer::start(&root);
     peer.send("begin");
@@ -201,10 +204,7 @@ fn a_turn_on_the_root_ends_at_its_deadline_or_its_stop() {
     if std::env::var_os(PEER_ENV).is_some() {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("w");
-    fs::create_dir(&root).unwrap();
-    fs::write(root.join("a.lock"), "v1\n").unwrap();
+    let (_tmp, root) = write_root();
     let p = protector(&root, &["*.lock"]);
     let holder = fs::File::open(&root).unwrap();
     rustix::fs::flock(&holder, rustix::fs::FlockOperation::LockExclusive).unwrap();
