@@ -613,3 +613,55 @@ fn an_unexpected_accept_error_never_ends_the_service() {
     );
     p.stop();
 }
+
+/// A plain request whose client half-closes once it is sent
+/// (`shutdown(SHUT_WR)`, as `nc -N` and scripts reading to EOF do), to a
+/// target that answers and then keeps its connection open until it reads
+/// the end of the request stream (5 s at most). The proxy passes the
+/// client's half close on: the target sees the end while the client still
+/// waits, closes, and the client gets its EOF. The proxy used to stop
+/// reading the client once the body was in, so it never saw the half
+/// close: the target never saw an end and the connection lasted until
+/// the target gave up (or the proxy's idle timeout, here a minute).
+#[test]
+fn proxy9_a_clients_half_close_after_a_plain_request_reaches_the_target() {
+    let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
+    let target = listener.local_addr().unwrap();
+    let upstream = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = conn.read(&mut chunk).unwrap();
+            assert!(n > 0, "the request never came whole");
+            got.extend_from_slice(&chunk[..n]);
+        }
+        conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+            .unwrap();
+        // Ignores `Connection: close`: holds the connection until the
+        // request stream ends (a read of 0), 5 s at most.
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let saw_end = matches!(conn.read(&mut chunk), Ok(0));
+        (String::from_utf8_lossy(&got).into_owned(), saw_end)
+    });
+    let (p, addr) = proxy(&[target.to_string()], |c| {
+        c.idle_timeout = Duration::from_secs(60)
+    });
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(s, "GET http://{target}/x HTTP/1.1\r\nHost: {target}\r\n\r\n").unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert!(answer.ends_with("\r\n\r\nok\n"), "{answer}");
+    let (request, saw_end) = upstream.join().unwrap();
+    assert!(request.starts_with("GET /x HTTP/1.1\r\n"), "{request}");
+    assert!(
+        saw_end,
+        "the target never saw the client's half close: the connection ended only when the \
+         target gave up"
+    );
+    wait_until("the connection ended", || p.active() == 0);
+    p.stop();
+}
