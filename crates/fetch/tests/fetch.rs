@@ -323,7 +323,10 @@ fn assert_refused_at_second_hop(e: &FetchError, url: &str) {
     let hops = e.hops();
     assert_eq!(hops.len(), 2, "{hops:?}");
     assert!(hops[0].allowed);
-    assert!(matches!(hops[0].status, Some(301 | 302 | 307 | 308)), "{hops:?}");
+    assert!(
+        matches!(hops[0].status, Some(301 | 302 | 307 | 308)),
+        "{hops:?}"
+    );
     assert!(!hops[1].allowed);
     assert_eq!(hops[1].url, url);
     assert_eq!(hops[1].status, None);
@@ -1300,5 +1303,9 @@ fn proxy9_a_307_or_308_body_reaches_only_a_granted_host_and_no_credential_with_i
     assert_refused_at_second_hop(&e, &format!("http://c.example:{cp}/in"));
     assert_eq!(e.hops()[0].status, Some(308));
     assert_eq!(c.hits(), 0, "the refused host was connected to");
-    assert_eq!(calls.load(Ordering::SeqCst), before, "refused before resolving");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        before,
+        "refused before resolving"
+    );
 }

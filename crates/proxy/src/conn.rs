@@ -1113,7 +1113,9 @@ fn pass_half_close(client: &TcpStream, up: &TcpStream) {
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    io::ErrorKind::Interrupted
+                        | io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
                 ) => {}
             Err(_) => return,
         }
