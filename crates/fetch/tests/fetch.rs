@@ -323,7 +323,10 @@ fn assert_refused_at_second_hop(e: &FetchError, url: &str) {
     let hops = e.hops();
     assert_eq!(hops.len(), 2, "{hops:?}");
     assert!(hops[0].allowed);
-    assert!(matches!(hops[0].status, Some(301 | 302 | 307)), "{hops:?}");
+    assert!(
+        matches!(hops[0].status, Some(301 | 302 | 307 | 308)),
+        "{hops:?}"
+    );
     assert!(!hops[1].allowed);
     assert_eq!(hops[1].url, url);
     assert_eq!(hops[1].status, None);
@@ -1238,4 +1241,71 @@ fn fetch7_an_address_refused_at_once_leaves_the_next_one_the_time_left() {
         Ok(r) => assert_eq!(r.body, b"hi"),
         Err(e) => panic!("{e} after {took:?} of the fetch's 2.1 s"),
     }
+}
+
+/// A 307 or 308 keeps the method and the body (as the Fetch standard and
+/// curl do), so where a redirect to another origin leads decides where a
+/// body goes: to a granted host it goes without the caller's credential
+/// headers, and to a host the rules refuse nothing goes at all: the hop
+/// is refused before its name is resolved or anything dialled.
+#[test]
+fn proxy9_a_307_or_308_body_reaches_only_a_granted_host_and_no_credential_with_it() {
+    let Some(ip) = local_public_v4() else {
+        eprintln!(
+            "skipped: this machine has no address outside loopback that restricted mode admits"
+        );
+        return;
+    };
+    let b = serve(&ip.to_string(), |_| ok("landed on b"));
+    let c = serve(&ip.to_string(), |_| ok("landed on c"));
+    let (bp, cp) = (b.port, c.port);
+    let a = serve("127.0.0.1", move |req| {
+        if req.starts_with("POST /granted ") {
+            redirect(307, &format!("http://b.example:{bp}/in"))
+        } else if req.starts_with("POST /refused ") {
+            redirect(308, &format!("http://c.example:{cp}/in"))
+        } else {
+            ok("a")
+        }
+    });
+    let calls = Arc::new(AtomicUsize::new(0));
+    let p = http_rules(&[format!("127.0.0.1:{}", a.port), format!("b.example:{bp}")]);
+    let f = Fetcher::builder(p)
+        .resolver(fixed(&[&ip.to_string()], calls.clone()))
+        .build();
+    let opts = FetchOptions::new()
+        .timeout(Duration::from_secs(10))
+        .method("POST")
+        .header("Authorization", "Bearer bound-to-a-0005")
+        .header("Cookie", "session=bound-to-a-0006")
+        .header("Content-Type", "application/json")
+        .body(&b"{\"secret-body\":7}"[..]);
+
+    let r = f
+        .fetch(&format!("http://127.0.0.1:{}/granted", a.port), &opts)
+        .unwrap();
+    assert_eq!(r.body, b"landed on b");
+    assert_eq!(r.hops.len(), 2);
+    assert_eq!(r.hops[1].method, "POST");
+    let sent_b = b.requests().join("\n");
+    assert!(sent_b.starts_with("POST /in HTTP/1.1\r\n"), "{sent_b}");
+    assert!(sent_b.ends_with("{\"secret-body\":7}"), "{sent_b}");
+    assert!(!sent_b.contains("bound-to-a"), "{sent_b}");
+    assert!(
+        sent_b
+            .to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{sent_b}"
+    );
+
+    let before = calls.load(Ordering::SeqCst);
+    let e = denied(f.fetch(&format!("http://127.0.0.1:{}/refused", a.port), &opts));
+    assert_refused_at_second_hop(&e, &format!("http://c.example:{cp}/in"));
+    assert_eq!(e.hops()[0].status, Some(308));
+    assert_eq!(c.hits(), 0, "the refused host was connected to");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        before,
+        "refused before resolving"
+    );
 }

@@ -1056,10 +1056,14 @@ fn plain(
     sent += now as u64;
     let _ = client.set_read_timeout(Some(inner.config.idle_timeout));
     let mut chunk = vec![0u8; 64 * 1024];
+    let mut ended = false;
     while left > 0 {
         let want = left.min(chunk.len() as u64) as usize;
         match (&**client).read(&mut chunk[..want]) {
-            Ok(0) => break,
+            Ok(0) => {
+                ended = true;
+                break;
+            }
             Ok(n) => {
                 if (&*up).write_all(&chunk[..n]).is_err() {
                     break;
@@ -1072,9 +1076,50 @@ fn plain(
         }
     }
     r.bytes_up = sent;
-    r.bytes_down = relay::down_only(&up, client, inner.config.idle_timeout);
-    let _ = client.shutdown(Shutdown::Both);
+    // The client's end of its request stream is passed on to the target,
+    // which may hold the connection open until it reads that end whatever
+    // `Connection: close` said: with its request whole, the client is
+    // watched for it while the answer is relayed.
+    if ended {
+        let _ = up.shutdown(Shutdown::Write);
+    }
+    r.bytes_down = std::thread::scope(|s| {
+        if left == 0 {
+            let _ = std::thread::Builder::new()
+                .name("sandgate-proxy-end".into())
+                .spawn_scoped(s, || pass_half_close(client, &up));
+        }
+        let down = relay::down_only(&up, client, inner.config.idle_timeout);
+        // Also wakes the watcher.
+        let _ = client.shutdown(Shutdown::Both);
+        down
+    });
     r
+}
+
+/// Reads the client of a plain request whose request was sent whole, until
+/// its stream ends, and passes that end on to the target as a half close.
+/// Bytes past the request would be a pipelined request, which is never
+/// relayed: they are read and dropped.
+fn pass_half_close(client: &TcpStream, up: &TcpStream) {
+    let mut sink = [0u8; 4096];
+    loop {
+        match (&*client).read(&mut sink) {
+            Ok(0) => {
+                let _ = up.shutdown(Shutdown::Write);
+                return;
+            }
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted
+                        | io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// Headers never forwarded as the client sent them.

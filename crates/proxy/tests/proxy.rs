@@ -613,3 +613,255 @@ fn an_unexpected_accept_error_never_ends_the_service() {
     );
     p.stop();
 }
+
+/// A plain request whose client half-closes once it is sent
+/// (`shutdown(SHUT_WR)`, as `nc -N` and scripts reading to EOF do), to a
+/// target that answers and then keeps its connection open until it reads
+/// the end of the request stream (5 s at most). The proxy passes the
+/// client's half close on: the target sees the end while the client still
+/// waits, closes, and the client gets its EOF. The proxy used to stop
+/// reading the client once the body was in, so it never saw the half
+/// close: the target never saw an end and the connection lasted until
+/// the target gave up (or the proxy's idle timeout, here a minute).
+#[test]
+fn proxy9_a_clients_half_close_after_a_plain_request_reaches_the_target() {
+    let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
+    let target = listener.local_addr().unwrap();
+    let upstream = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = conn.read(&mut chunk).unwrap();
+            assert!(n > 0, "the request never came whole");
+            got.extend_from_slice(&chunk[..n]);
+        }
+        conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+            .unwrap();
+        // Ignores `Connection: close`: holds the connection until the
+        // request stream ends (a read of 0), 5 s at most.
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let saw_end = matches!(conn.read(&mut chunk), Ok(0));
+        (String::from_utf8_lossy(&got).into_owned(), saw_end)
+    });
+    let (p, addr) = proxy(&[target.to_string()], |c| {
+        c.idle_timeout = Duration::from_secs(60)
+    });
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET http://{target}/x HTTP/1.1\r\nHost: {target}\r\n\r\n"
+    )
+    .unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert!(answer.ends_with("\r\n\r\nok\n"), "{answer}");
+    let (request, saw_end) = upstream.join().unwrap();
+    assert!(request.starts_with("GET /x HTTP/1.1\r\n"), "{request}");
+    assert!(
+        saw_end,
+        "the target never saw the client's half close: the connection ended only when the \
+         target gave up"
+    );
+    wait_until("the connection ended", || p.active() == 0);
+    p.stop();
+}
+
+/// Plain-HTTP requests that a server could frame otherwise than the proxy
+/// (two lengths, a length and a coding, a folded or space-named header, a
+/// line break or other control byte inside a line, a signed or listed
+/// length) or whose head is too long are refused with a 4xx naming what,
+/// and the granted target behind them is never connected to.
+#[test]
+fn proxy9_plain_requests_framed_two_ways_reach_no_target() {
+    let granted = server("127.0.0.2");
+    let (p, addr) = proxy(&[granted.addr.to_string()], |_| {});
+    let g = granted.addr;
+    let line = format!("POST http://{g}/a HTTP/1.1\r\nHost: {g}\r\n");
+    let huge = format!("X-Big: {}\r\n", "a".repeat(20 * 1024));
+    for (extra, says) in [
+        (
+            "Content-Length: 4\r\nContent-Length: 5\r\n",
+            "more than one Content-Length",
+        ),
+        (
+            "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n",
+            "Content-Length",
+        ),
+        ("Transfer-Encoding: chunked\r\n", "chunked uploads"),
+        (
+            "Transfer-Encoding : chunked\r\nContent-Length: 4\r\n",
+            "malformed header name",
+        ),
+        (
+            "Content-Length: 4\r\n Transfer-Encoding: chunked\r\n",
+            "folded",
+        ),
+        (
+            "Content-Length: 4\r\nX-A: b\rTransfer-Encoding: chunked\r\n",
+            "control character",
+        ),
+        (
+            "Content-Length: 4\r\nX-A: b\nTransfer-Encoding: chunked\r\n",
+            "control character",
+        ),
+        ("Content-Length: 4\r\nX-A: b\0c\r\n", "control character"),
+        ("Content Length: 4\r\n", "malformed header name"),
+        ("Content-Length: +4\r\n", "malformed Content-Length"),
+        ("Content-Length: 4, 4\r\n", "malformed Content-Length"),
+        ("Content-Length: 0x4\r\n", "malformed Content-Length"),
+        (huge.as_str(), "longer than"),
+    ] {
+        let answer = exchange(addr, format!("{line}{extra}\r\nbody").as_bytes());
+        assert!(
+            answer.starts_with("HTTP/1.1 4") && answer.contains(says),
+            "{}: {answer}",
+            extra.escape_debug()
+        );
+    }
+    for target in [format!("http://{g}/a\nGET"), format!("http://{g}/a\rb")] {
+        let answer = exchange(
+            addr,
+            format!("GET {target} HTTP/1.1\r\nHost: {g}\r\n\r\n").as_bytes(),
+        );
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    }
+    assert_eq!(granted.hits.load(Ordering::SeqCst), 0);
+    // The control: a request framed one way reaches it.
+    let answer = exchange(
+        addr,
+        format!("{line}Content-Length: 4\r\n\r\nbody").as_bytes(),
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(granted.hits.load(Ordering::SeqCst), 1);
+    p.stop();
+}
+
+/// An address of this machine outside loopback that restricted mode
+/// admits (the source address towards a public one; a UDP `connect` sends
+/// nothing), or `None`.
+fn local_public_v4() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9")
+        .or_else(|_| s.connect("8.8.8.8:53"))
+        .ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (sandgate_netguard::classify(ip) == sandgate_netguard::AddrClass::Public).then_some(ip)
+}
+
+/// A SOCKS5 `CONNECT` (no authentication) to `atyp`/`addr`:`port`;
+/// answers the reply code and the stream.
+fn socks(proxy: SocketAddr, atyp: u8, addr: &[u8], port: u16) -> (u8, TcpStream) {
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&[5, 1, 0]).unwrap();
+    let mut hello = [0u8; 2];
+    s.read_exact(&mut hello).unwrap();
+    assert_eq!(hello, [5, 0]);
+    let mut req = vec![5, 1, 0, atyp];
+    if atyp == 3 {
+        req.push(addr.len() as u8);
+    }
+    req.extend_from_slice(addr);
+    req.extend_from_slice(&port.to_be_bytes());
+    s.write_all(&req).unwrap();
+    let mut reply = [0u8; 10];
+    s.read_exact(&mut reply).unwrap();
+    (reply[1], s)
+}
+
+/// SOCKS5 with remote resolution: the proxy resolves the name once per
+/// connection and dials what it checked; an answer that holds one refused
+/// address (a private one beside a public one, a loopback one for a name)
+/// is refused whole, with no connection anywhere; and literals spelled in
+/// the domain-name form or as IPv4-mapped IPv6 are judged as the
+/// addresses they are, with no lookup.
+#[test]
+fn proxy9_socks5_names_are_resolved_once_and_every_address_checked() {
+    let Some(ip) = local_public_v4() else {
+        eprintln!(
+            "skipped: this machine has no address outside loopback that restricted mode admits"
+        );
+        return;
+    };
+    let target = server(&ip.to_string());
+    let port = target.addr.port();
+    let loopback = server("127.0.0.2");
+    let answers = Arc::new(Mutex::new(std::collections::VecDeque::from(vec![
+        vec![ip],
+        vec![ip, "10.0.0.1".parse().unwrap()],
+        vec!["127.0.0.2".parse().unwrap()],
+    ])));
+    let asked = Arc::new(AtomicUsize::new(0));
+    let (a, n) = (Arc::clone(&answers), Arc::clone(&asked));
+    let resolver =
+        move |host: &str, _: u16, _: Duration| -> std::io::Result<Vec<std::net::IpAddr>> {
+            assert_eq!(host, "rebind.example");
+            n.fetch_add(1, Ordering::SeqCst);
+            Ok(a.lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or_else(|| vec!["0.0.0.0".parse().unwrap()]))
+        };
+    // The loopback server's port is granted to a name: its literals
+    // below are not.
+    let lp = loopback.addr.port();
+    let grants = [
+        format!("rebind.example:{port}"),
+        format!("other.example:{lp}"),
+    ];
+    let (p, addr) = proxy(&grants, |c| c.resolver = Arc::new(resolver));
+    let (code, mut s) = socks(addr, 3, b"rebind.example", port);
+    assert_eq!(code, 0);
+    s.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    let mut answer = [0u8; 15];
+    s.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 200 OK");
+    drop(s);
+    for _ in 0..2 {
+        let (code, _) = socks(addr, 3, b"rebind.example", port);
+        assert_eq!(
+            code, 2,
+            "a refused address in the answer must refuse the target"
+        );
+    }
+    assert_eq!(asked.load(Ordering::SeqCst), 3, "one lookup per connection");
+    // Literals: no lookup, judged as addresses (loopback is not granted).
+    let v4 = b"127.0.0.2";
+    for (atyp, host) in [
+        (3u8, v4.to_vec()),
+        (3, b"2130706434".to_vec()),
+        (3, b"[::ffff:127.0.0.2]".to_vec()),
+        (1, vec![127, 0, 0, 2]),
+        (
+            4,
+            "::ffff:127.0.0.2"
+                .parse::<std::net::Ipv6Addr>()
+                .unwrap()
+                .octets()
+                .to_vec(),
+        ),
+    ] {
+        let (code, _) = socks(addr, atyp, &host, lp);
+        assert_eq!(code, 2, "{atyp} {}", host.escape_ascii());
+    }
+    assert_eq!(asked.load(Ordering::SeqCst), 3);
+    assert_eq!(loopback.hits.load(Ordering::SeqCst), 0);
+    wait_until("the connections ended", || p.active() == 0);
+    let audit = p.audit();
+    let dialled: Vec<_> = audit.iter().filter_map(|r| r.address).collect();
+    assert_eq!(dialled, vec![SocketAddr::new(ip, port)], "{audit:?}");
+    assert!(
+        audit.iter().filter(|r| r.port == lp).count() == 5
+            && audit
+                .iter()
+                .filter(|r| r.port == lp)
+                .all(|r| !r.allowed && r.address.is_none()),
+        "{audit:?}"
+    );
+    assert_eq!(target.hits.load(Ordering::SeqCst), 1);
+    p.stop();
+}
