@@ -1743,3 +1743,145 @@ fn a_repository_owned_by_another_user_is_used_as_vetted() {
     let out = f.run_clean("git log --oneline -n 1");
     assert!(out.contains("third"), "{out}");
 }
+
+/// A link beneath `.git/refs`, `.git/logs` or a directory of
+/// `.git/objects` that leads out of `.git` would have git read another
+/// repository as its own, as `objects/info/alternates` would (refused
+/// above): a pack and a ref linked to a repository beside the root made
+/// `git log -p` print its commit. Such a link is refused before git
+/// starts, naming it; a link that stays inside `.git` (an old-style
+/// symbolic ref) is still admitted.
+#[test]
+fn git9_links_out_of_dot_git_are_refused() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let base = f.root.parent().unwrap().to_path_buf();
+    let other = base.join("other");
+    fs::create_dir(&other).unwrap();
+    raw_git(&other, &["init", "-q", "."]);
+    fs::write(other.join("s"), "TOP SECRET\n").unwrap();
+    raw_git(&other, &["add", "."]);
+    raw_git(&other, &["commit", "-q", "-m", "elsewhere"]);
+    let loose = |git: &Path| -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for d in fs::read_dir(git.join("objects")).unwrap() {
+            let d = d.unwrap().path();
+            let name = d.file_name().unwrap().to_string_lossy().into_owned();
+            if name.len() == 2 {
+                for o in fs::read_dir(&d).unwrap() {
+                    out.push(o.unwrap().path());
+                }
+            }
+        }
+        out
+    };
+    let other_loose = loose(&other.join(".git"));
+    let other_git = other.join(".git");
+    let cases: Vec<(&str, Box<dyn Fn()>)> = vec![
+        (
+            "loose objects and a ref, absolute links",
+            Box::new(|| {
+                for o in &other_loose {
+                    let rel = o.strip_prefix(&other_git).unwrap();
+                    let at = f.root.join(".git").join(rel);
+                    fs::create_dir_all(at.parent().unwrap()).unwrap();
+                    let _ = std::os::unix::fs::symlink(o, &at);
+                }
+                std::os::unix::fs::symlink(
+                    other_git.join("refs/heads/main"),
+                    f.root.join(".git/refs/heads/stolen"),
+                )
+                .unwrap();
+            }),
+        ),
+        (
+            "loose objects and a ref, relative links",
+            Box::new(|| {
+                for o in &other_loose {
+                    let rel = o.strip_prefix(&other_git).unwrap();
+                    let at = f.root.join(".git").join(rel);
+                    fs::create_dir_all(at.parent().unwrap()).unwrap();
+                    let _ = std::os::unix::fs::symlink(
+                        Path::new("../../../../other/.git").join(rel),
+                        &at,
+                    );
+                }
+                std::os::unix::fs::symlink(
+                    "../../../../other/.git/refs/heads/main",
+                    f.root.join(".git/refs/heads/stolen"),
+                )
+                .unwrap();
+            }),
+        ),
+    ];
+    for (what, make) in cases {
+        make();
+        let request = "git log -p -n 1 stolen";
+        match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+            Ok(inv) => {
+                let out = exec_unconfined(&inv);
+                panic!(
+                    "{what}: links out of .git were admitted: exit {}, {:?}",
+                    out.exit_code,
+                    String::from_utf8_lossy(&out.stdout)
+                );
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), GitErrorKind::Repository, "{what}: {e}");
+                assert!(e.message().contains("out of .git"), "{what}: {e}");
+                assert!(!e.message().contains(&*other.to_string_lossy()), "{e}");
+            }
+        }
+        // Undo: every link made beneath the root's .git.
+        fs::remove_file(f.root.join(".git/refs/heads/stolen")).unwrap();
+        for o in &other_loose {
+            let rel = o.strip_prefix(&other_git).unwrap();
+            let at = f.root.join(".git").join(rel);
+            if fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+                fs::remove_file(&at).unwrap();
+            }
+        }
+    }
+    // A pack linked from the other repository.
+    raw_git(&other, &["gc", "-q"]);
+    for p in fs::read_dir(other_git.join("objects/pack")).unwrap() {
+        let p = p.unwrap().path();
+        std::os::unix::fs::symlink(
+            &p,
+            f.root
+                .join(".git/objects/pack")
+                .join(p.file_name().unwrap()),
+        )
+        .unwrap();
+    }
+    let id = raw_git(&other, &["rev-parse", "HEAD"]).stdout;
+    let id = String::from_utf8(id).unwrap().trim().to_string();
+    let request = format!("git log -p -n 1 {id}");
+    match plan(&split_words(&request).unwrap(), &ALL, &f.root) {
+        Ok(inv) => {
+            let out = exec_unconfined(&inv);
+            panic!(
+                "a pack linked out of .git was admitted: exit {}, {:?}",
+                out.exit_code,
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        Err(e) => {
+            assert_eq!(e.kind(), GitErrorKind::Repository, "{e}");
+            assert!(e.message().contains("objects/pack/pack-"), "{e}");
+            assert!(e.message().contains("out of .git"), "{e}");
+        }
+    }
+    for p in fs::read_dir(f.root.join(".git/objects/pack")).unwrap() {
+        let p = p.unwrap().path();
+        if fs::symlink_metadata(&p).unwrap().file_type().is_symlink() {
+            fs::remove_file(p).unwrap();
+        }
+    }
+    // Control: an old-style symbolic ref, a link inside .git, still runs.
+    std::os::unix::fs::symlink("main", f.root.join(".git/refs/heads/alias")).unwrap();
+    let out = f.run_clean("git log --oneline -n 1 alias");
+    assert!(out.contains("third"), "{out}");
+}
