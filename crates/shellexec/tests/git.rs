@@ -1885,3 +1885,80 @@ fn git9_links_out_of_dot_git_are_refused() {
     let out = f.run_clean("git log --oneline -n 1 alias");
     assert!(out.contains("third"), "{out}");
 }
+
+const GIT9_PRIVATE: &str = "SANDGATE_TEST_GIT9_PRIVATE";
+
+/// git's private copy of the repository (config, index and the rest,
+/// which may hold a remote's credentials) is removed when the invocation
+/// is dropped; a host process killed before that (SIGKILL) used to leave
+/// it in the temporary directory for good. The next process to plan a
+/// confined git run removes the copies whose owner is gone; a live
+/// process's copy stays.
+#[test]
+fn git9_a_killed_processs_private_copy_is_removed_by_the_next() {
+    if !have_git() {
+        return;
+    }
+    if let Some(root) = std::env::var_os(GIT9_PRIVATE) {
+        let inv = plan(
+            &split_words("git status").unwrap(),
+            &ALL,
+            Path::new(&root),
+        )
+        .unwrap();
+        println!("{}", inv.git_dir().unwrap().display());
+        if std::env::var_os("SANDGATE_TEST_GIT9_HOLD").is_some() {
+            std::thread::sleep(std::time::Duration::from_secs(600));
+        }
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let root = base.join("root");
+    let scratch = base.join("tmp");
+    fs::create_dir(&root).unwrap();
+    fs::create_dir(&scratch).unwrap();
+    raw_git(&root, &["init", "-q", "."]);
+    let spawn = |hold: bool| {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            "--nocapture",
+            "git9_a_killed_processs_private_copy_is_removed_by_the_next",
+        ])
+        .env(GIT9_PRIVATE, &root)
+        .env("TMPDIR", &scratch)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+        if hold {
+            cmd.env("SANDGATE_TEST_GIT9_HOLD", "1");
+        }
+        let mut child = cmd.spawn().unwrap();
+        use std::io::BufRead;
+        let dir = std::io::BufReader::new(child.stdout.take().unwrap())
+            .lines()
+            .find_map(|l| l.ok().filter(|l| l.contains("sandgate-git-")))
+            .map(PathBuf::from)
+            .expect("the helper's private git directory");
+        (child, dir)
+    };
+    let (mut killed, left) = spawn(true);
+    let (mut live, live_dir) = spawn(true);
+    assert!(left.join("config").is_file(), "{}", left.display());
+    assert_eq!(
+        fs::metadata(&left).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(left.join("config").is_file(), "{}", left.display());
+    let (mut next, next_dir) = spawn(false);
+    next.wait().unwrap();
+    let gone = !left.exists();
+    let live_kept = live_dir.join("config").is_file();
+    live.kill().unwrap();
+    live.wait().unwrap();
+    assert!(gone, "{} was left after the next plan", left.display());
+    assert!(live_kept, "a live process's copy was removed");
+    assert!(!next_dir.exists(), "a dropped invocation's copy stayed");
+}

@@ -92,7 +92,10 @@
 //!   `GIT_WORK_TREE=<root>` (so a `core.worktree` in the repository
 //!   config cannot point git at another directory). The copy is a
 //!   directory of its own in the temporary directory (mode 0700, removed
-//!   with the invocation): the config files, the index, `HEAD`,
+//!   with the invocation; its name carries the owner process, as the
+//!   executor's session directories do, and a copy whose owner was killed
+//!   before it could remove it is removed by the next process to plan a
+//!   run): the config files, the index, `HEAD`,
 //!   `packed-refs`, `info/*` and every other file git may read in `.git`
 //!   but `refs`, `logs`, `objects` and what the vetting passes over (the
 //!   hooks and the like), as the very bytes that were read and vetted;
