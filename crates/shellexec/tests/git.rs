@@ -1779,45 +1779,34 @@ fn git9_links_out_of_dot_git_are_refused() {
     };
     let other_loose = loose(&other.join(".git"));
     let other_git = other.join(".git");
-    let cases: Vec<(&str, Box<dyn Fn()>)> = vec![
-        (
-            "loose objects and a ref, absolute links",
-            Box::new(|| {
-                for o in &other_loose {
-                    let rel = o.strip_prefix(&other_git).unwrap();
-                    let at = f.root.join(".git").join(rel);
-                    fs::create_dir_all(at.parent().unwrap()).unwrap();
-                    let _ = std::os::unix::fs::symlink(o, &at);
-                }
-                std::os::unix::fs::symlink(
-                    other_git.join("refs/heads/main"),
-                    f.root.join(".git/refs/heads/stolen"),
-                )
-                .unwrap();
-            }),
-        ),
-        (
-            "loose objects and a ref, relative links",
-            Box::new(|| {
-                for o in &other_loose {
-                    let rel = o.strip_prefix(&other_git).unwrap();
-                    let at = f.root.join(".git").join(rel);
-                    fs::create_dir_all(at.parent().unwrap()).unwrap();
-                    let _ = std::os::unix::fs::symlink(
-                        Path::new("../../../../other/.git").join(rel),
-                        &at,
-                    );
-                }
-                std::os::unix::fs::symlink(
-                    "../../../../other/.git/refs/heads/main",
-                    f.root.join(".git/refs/heads/stolen"),
-                )
-                .unwrap();
-            }),
-        ),
-    ];
-    for (what, make) in cases {
-        make();
+    for relative in [false, true] {
+        let what = if relative {
+            "loose objects and a ref, relative links"
+        } else {
+            "loose objects and a ref, absolute links"
+        };
+        let target = |rel: &Path| {
+            if relative {
+                Path::new("../../../../other/.git").join(rel)
+            } else {
+                other_git.join(rel)
+            }
+        };
+        for o in &other_loose {
+            let rel = o.strip_prefix(&other_git).unwrap();
+            let at = f.root.join(".git").join(rel);
+            fs::create_dir_all(at.parent().unwrap()).unwrap();
+            let _ = std::os::unix::fs::symlink(target(rel), &at);
+        }
+        std::os::unix::fs::symlink(
+            if relative {
+                PathBuf::from("../../../../other/.git/refs/heads/main")
+            } else {
+                other_git.join("refs/heads/main")
+            },
+            f.root.join(".git/refs/heads/stolen"),
+        )
+        .unwrap();
         let request = "git log -p -n 1 stolen";
         match plan(&split_words(request).unwrap(), &ALL, &f.root) {
             Ok(inv) => {
@@ -1900,12 +1889,7 @@ fn git9_a_killed_processs_private_copy_is_removed_by_the_next() {
         return;
     }
     if let Some(root) = std::env::var_os(GIT9_PRIVATE) {
-        let inv = plan(
-            &split_words("git status").unwrap(),
-            &ALL,
-            Path::new(&root),
-        )
-        .unwrap();
+        let inv = plan(&split_words("git status").unwrap(), &ALL, Path::new(&root)).unwrap();
         println!("{}", inv.git_dir().unwrap().display());
         if std::env::var_os("SANDGATE_TEST_GIT9_HOLD").is_some() {
             std::thread::sleep(std::time::Duration::from_secs(600));

@@ -95,11 +95,11 @@ impl Drop for PrivateGitDir {
 /// `<root>/.git` but through those links, so a config, an index or a
 /// control file rewritten after the vetting is never what git reads.
 fn private_git_dir(dot_git: &Path, snapshot: &Snapshot) -> Result<PrivateGitDir, GitError> {
+    use crate::tmpdir::{owner_tag, sweep_named, GIT_PREFIX};
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
-    use crate::tmpdir::{owner_tag, sweep_named, GIT_PREFIX};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     static OWNER: OnceLock<Option<String>> = OnceLock::new();
     let failed = |e: std::io::Error| GitError::io("cannot make git's private git directory", e);
