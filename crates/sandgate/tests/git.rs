@@ -648,3 +648,37 @@ fn narrowed_git_runs_on_the_root_and_is_refused_beneath_it() {
     assert_eq!(e.code(), sandgate::ErrorCode::Denied, "{e}");
     assert!(e.to_string().contains("narrowed"), "{e}");
 }
+
+/// Not protected, pinned: git opens the tree's own `.gitattributes`,
+/// `.gitignore` and `.mailmap` blocking (git 2.39 has no switch to skip
+/// them), so a FIFO under one of those names in the work tree holds
+/// `git status`, `git diff` or `git log` until the call's timeout. The
+/// call is bounded by that timeout (the policy's `exec.timeout_ms` at
+/// most) and answers that it was ended by it; no FIFO is opened by the
+/// vetting.
+#[test]
+fn git9_a_fifo_in_the_work_tree_holds_git_until_the_timeout() {
+    if !have_git() {
+        return;
+    }
+    for (name, command) in [
+        (".gitattributes", "git diff"),
+        (".gitignore", "git status --short"),
+        (".mailmap", "git log -n 1 --format=%aN"),
+    ] {
+        let w = Workspace::new();
+        w.repo(&w.ws);
+        fs::write(w.ws.join("f.txt"), "two\n").unwrap();
+        mkfifo(&w.ws.join(name));
+        let s = w.session("");
+        let answer = call(
+            &s,
+            json!({"op": "exec", "command": command, "timeout_ms": 1500}),
+        );
+        assert_eq!(answer["timed_out"], json!(true), "{name}: {answer}");
+        // Without the FIFO, the same call answers.
+        fs::remove_file(w.ws.join(name)).unwrap();
+        let answer = call(&s, json!({"op": "exec", "command": command}));
+        ran(&answer);
+    }
+}

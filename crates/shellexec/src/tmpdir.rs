@@ -58,10 +58,20 @@ fn start_time(pid: u32) -> Option<u64> {
         .ok()
 }
 
+/// How the name of confined git's private copy of a repository begins
+/// (`sandgate-git-<owner>-<random>`, swept as session directories are).
+pub(crate) const GIT_PREFIX: &str = "sandgate-git-";
+
 /// Removes, in `base`, every session directory of this user whose owner
 /// (in the PID namespace of `owner`, this process's tag) is gone. Best
 /// effort: what cannot be read or removed is left.
 pub(crate) fn sweep(base: &Path, owner: &str) {
+    sweep_named(base, PREFIX, owner);
+}
+
+/// [`sweep`] for the directories whose names begin with `prefix` and go
+/// on `<owner>-<random>`.
+pub(crate) fn sweep_named(base: &Path, prefix: &str, owner: &str) {
     let Some((ns, _)) = owner.split_once('-') else {
         return;
     };
@@ -71,7 +81,7 @@ pub(crate) fn sweep(base: &Path, owner: &str) {
     let uid = rustix::process::geteuid().as_raw();
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)) else {
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
             continue;
         };
         let mut parts = rest.split('-');

@@ -1743,3 +1743,206 @@ fn a_repository_owned_by_another_user_is_used_as_vetted() {
     let out = f.run_clean("git log --oneline -n 1");
     assert!(out.contains("third"), "{out}");
 }
+
+/// A link beneath `.git/refs`, `.git/logs` or a directory of
+/// `.git/objects` that leads out of `.git` would have git read another
+/// repository as its own, as `objects/info/alternates` would (refused
+/// above): a pack and a ref linked to a repository beside the root made
+/// `git log -p` print its commit. Such a link is refused before git
+/// starts, naming it; a link that stays inside `.git` (an old-style
+/// symbolic ref) is still admitted.
+#[test]
+fn git9_links_out_of_dot_git_are_refused() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let base = f.root.parent().unwrap().to_path_buf();
+    let other = base.join("other");
+    fs::create_dir(&other).unwrap();
+    raw_git(&other, &["init", "-q", "."]);
+    fs::write(other.join("s"), "TOP SECRET\n").unwrap();
+    raw_git(&other, &["add", "."]);
+    raw_git(&other, &["commit", "-q", "-m", "elsewhere"]);
+    let loose = |git: &Path| -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for d in fs::read_dir(git.join("objects")).unwrap() {
+            let d = d.unwrap().path();
+            let name = d.file_name().unwrap().to_string_lossy().into_owned();
+            if name.len() == 2 {
+                for o in fs::read_dir(&d).unwrap() {
+                    out.push(o.unwrap().path());
+                }
+            }
+        }
+        out
+    };
+    let other_loose = loose(&other.join(".git"));
+    let other_git = other.join(".git");
+    for relative in [false, true] {
+        let what = if relative {
+            "loose objects and a ref, relative links"
+        } else {
+            "loose objects and a ref, absolute links"
+        };
+        let target = |rel: &Path| {
+            if relative {
+                Path::new("../../../../other/.git").join(rel)
+            } else {
+                other_git.join(rel)
+            }
+        };
+        for o in &other_loose {
+            let rel = o.strip_prefix(&other_git).unwrap();
+            let at = f.root.join(".git").join(rel);
+            fs::create_dir_all(at.parent().unwrap()).unwrap();
+            let _ = std::os::unix::fs::symlink(target(rel), &at);
+        }
+        std::os::unix::fs::symlink(
+            if relative {
+                PathBuf::from("../../../../other/.git/refs/heads/main")
+            } else {
+                other_git.join("refs/heads/main")
+            },
+            f.root.join(".git/refs/heads/stolen"),
+        )
+        .unwrap();
+        let request = "git log -p -n 1 stolen";
+        match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+            Ok(inv) => {
+                let out = exec_unconfined(&inv);
+                panic!(
+                    "{what}: links out of .git were admitted: exit {}, {:?}",
+                    out.exit_code,
+                    String::from_utf8_lossy(&out.stdout)
+                );
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), GitErrorKind::Repository, "{what}: {e}");
+                assert!(e.message().contains("out of .git"), "{what}: {e}");
+                assert!(!e.message().contains(&*other.to_string_lossy()), "{e}");
+            }
+        }
+        // Undo: every link made beneath the root's .git.
+        fs::remove_file(f.root.join(".git/refs/heads/stolen")).unwrap();
+        for o in &other_loose {
+            let rel = o.strip_prefix(&other_git).unwrap();
+            let at = f.root.join(".git").join(rel);
+            if fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+                fs::remove_file(&at).unwrap();
+            }
+        }
+    }
+    // A pack linked from the other repository.
+    raw_git(&other, &["gc", "-q"]);
+    for p in fs::read_dir(other_git.join("objects/pack")).unwrap() {
+        let p = p.unwrap().path();
+        std::os::unix::fs::symlink(
+            &p,
+            f.root
+                .join(".git/objects/pack")
+                .join(p.file_name().unwrap()),
+        )
+        .unwrap();
+    }
+    let id = raw_git(&other, &["rev-parse", "HEAD"]).stdout;
+    let id = String::from_utf8(id).unwrap().trim().to_string();
+    let request = format!("git log -p -n 1 {id}");
+    match plan(&split_words(&request).unwrap(), &ALL, &f.root) {
+        Ok(inv) => {
+            let out = exec_unconfined(&inv);
+            panic!(
+                "a pack linked out of .git was admitted: exit {}, {:?}",
+                out.exit_code,
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        Err(e) => {
+            assert_eq!(e.kind(), GitErrorKind::Repository, "{e}");
+            assert!(e.message().contains("objects/pack/pack-"), "{e}");
+            assert!(e.message().contains("out of .git"), "{e}");
+        }
+    }
+    for p in fs::read_dir(f.root.join(".git/objects/pack")).unwrap() {
+        let p = p.unwrap().path();
+        if fs::symlink_metadata(&p).unwrap().file_type().is_symlink() {
+            fs::remove_file(p).unwrap();
+        }
+    }
+    // Control: an old-style symbolic ref, a link inside .git, still runs.
+    std::os::unix::fs::symlink("main", f.root.join(".git/refs/heads/alias")).unwrap();
+    let out = f.run_clean("git log --oneline -n 1 alias");
+    assert!(out.contains("third"), "{out}");
+}
+
+const GIT9_PRIVATE: &str = "SANDGATE_TEST_GIT9_PRIVATE";
+
+/// git's private copy of the repository (config, index and the rest,
+/// which may hold a remote's credentials) is removed when the invocation
+/// is dropped; a host process killed before that (SIGKILL) used to leave
+/// it in the temporary directory for good. The next process to plan a
+/// confined git run removes the copies whose owner is gone; a live
+/// process's copy stays.
+#[test]
+fn git9_a_killed_processs_private_copy_is_removed_by_the_next() {
+    if !have_git() {
+        return;
+    }
+    if let Some(root) = std::env::var_os(GIT9_PRIVATE) {
+        let inv = plan(&split_words("git status").unwrap(), &ALL, Path::new(&root)).unwrap();
+        println!("{}", inv.git_dir().unwrap().display());
+        if std::env::var_os("SANDGATE_TEST_GIT9_HOLD").is_some() {
+            std::thread::sleep(std::time::Duration::from_secs(600));
+        }
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let root = base.join("root");
+    let scratch = base.join("tmp");
+    fs::create_dir(&root).unwrap();
+    fs::create_dir(&scratch).unwrap();
+    raw_git(&root, &["init", "-q", "."]);
+    let spawn = |hold: bool| {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            "--nocapture",
+            "git9_a_killed_processs_private_copy_is_removed_by_the_next",
+        ])
+        .env(GIT9_PRIVATE, &root)
+        .env("TMPDIR", &scratch)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+        if hold {
+            cmd.env("SANDGATE_TEST_GIT9_HOLD", "1");
+        }
+        let mut child = cmd.spawn().unwrap();
+        use std::io::BufRead;
+        let dir = std::io::BufReader::new(child.stdout.take().unwrap())
+            .lines()
+            .find_map(|l| l.ok().filter(|l| l.contains("sandgate-git-")))
+            .map(PathBuf::from)
+            .expect("the helper's private git directory");
+        (child, dir)
+    };
+    let (mut killed, left) = spawn(true);
+    let (mut live, live_dir) = spawn(true);
+    assert!(left.join("config").is_file(), "{}", left.display());
+    assert_eq!(
+        fs::metadata(&left).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(left.join("config").is_file(), "{}", left.display());
+    let (mut next, next_dir) = spawn(false);
+    next.wait().unwrap();
+    let gone = !left.exists();
+    let live_kept = live_dir.join("config").is_file();
+    live.kill().unwrap();
+    live.wait().unwrap();
+    assert!(gone, "{} was left after the next plan", left.display());
+    assert!(live_kept, "a live process's copy was removed");
+    assert!(!next_dir.exists(), "a dropped invocation's copy stayed");
+}

@@ -494,6 +494,9 @@ fn walk(dot_git: OwnedFd, snapshot: &mut Snapshot) -> Result<(), GitError> {
     let mut seen = 0usize;
     let mut stored = 0usize;
     let mut copied = 0u64;
+    let git_fd = dot_git
+        .try_clone()
+        .map_err(|e| GitError::io("cannot read .git", e))?;
     let mut pending = vec![(dot_git, PathBuf::new())];
     while let Some((dir, rel)) = pending.pop() {
         for (name, kind) in list(&dir, &rel)? {
@@ -518,10 +521,10 @@ fn walk(dot_git: OwnedFd, snapshot: &mut Snapshot) -> Result<(), GitError> {
                 let sub = open_dir(&dir, Path::new(&*name), &path)?;
                 match (top, &*name) {
                     (true, "refs" | "logs") => {
-                        store(sub, &path, &mut stored)?;
+                        store(&git_fd, sub, &path, &mut stored)?;
                         snapshot.linked.push(path);
                     }
-                    (true, "objects") => objects(sub, snapshot, &mut stored)?,
+                    (true, "objects") => objects(&git_fd, sub, snapshot, &mut stored)?,
                     _ => {
                         snapshot.dirs.push(path.clone());
                         pending.push((sub, path));
@@ -556,7 +559,12 @@ fn walk(dot_git: OwnedFd, snapshot: &mut Snapshot) -> Result<(), GitError> {
 /// The entries of `objects` (open as `dir`): `info` is vetted for
 /// alternates, every other entry named for linking and looked into by
 /// [`store`]; none may be a link.
-fn objects(dir: OwnedFd, snapshot: &mut Snapshot, stored: &mut usize) -> Result<(), GitError> {
+fn objects(
+    git: &OwnedFd,
+    dir: OwnedFd,
+    snapshot: &mut Snapshot,
+    stored: &mut usize,
+) -> Result<(), GitError> {
     use rustix::fs::FileType;
     let rel = Path::new("objects");
     for (name, kind) in list(&dir, rel)? {
@@ -567,7 +575,9 @@ fn objects(dir: OwnedFd, snapshot: &mut Snapshot, stored: &mut usize) -> Result<
                 refuse_alternates(&open_dir(&dir, Path::new("info"), &path)?)?;
                 continue;
             }
-            FileType::Directory => store(open_dir(&dir, Path::new(&name), &path)?, &path, stored)?,
+            FileType::Directory => {
+                store(git, open_dir(&dir, Path::new(&name), &path)?, &path, stored)?
+            }
             FileType::RegularFile => {}
             kind => return Err(special_refused(&path, kind)),
         }
@@ -605,7 +615,7 @@ fn special_refused(rel: &Path, kind: rustix::fs::FileType) -> GitError {
 /// held it until the timeout. More than [`MAX_STORE_ENTRIES`] entries in
 /// all are refused. (One put there after this look still holds git until
 /// the timeout.)
-fn store(dir: OwnedFd, rel: &Path, seen: &mut usize) -> Result<(), GitError> {
+fn store(git: &OwnedFd, dir: OwnedFd, rel: &Path, seen: &mut usize) -> Result<(), GitError> {
     use rustix::fs::FileType;
     let mut pending = vec![(dir, rel.to_path_buf())];
     while let Some((dir, rel)) = pending.pop() {
@@ -621,6 +631,7 @@ fn store(dir: OwnedFd, rel: &Path, seen: &mut usize) -> Result<(), GitError> {
             let kind = match kind {
                 // Judged by what it leads to; a dangling link is harmless.
                 FileType::Symlink => {
+                    stays_in_dot_git(git, &path)?;
                     match rustix::fs::statat(&dir, name.as_os_str(), rustix::fs::AtFlags::empty()) {
                         Ok(st) => match FileType::from_raw_mode(st.st_mode) {
                             FileType::Directory => FileType::RegularFile,
@@ -642,6 +653,41 @@ fn store(dir: OwnedFd, rel: &Path, seen: &mut usize) -> Result<(), GitError> {
         }
     }
     Ok(())
+}
+
+/// Refuses the link `.git/<rel>` (beneath `refs`, `logs` or a directory
+/// of `objects`) unless it leads to something inside `.git` (open as
+/// `git`), every link on the way resolved beneath it: git follows such a
+/// link, and one to another repository's pack, loose object or ref had
+/// git read that repository as its own (a commit of it one `git log -p`
+/// away, as through `objects/info/alternates`). An absolute link, or one
+/// that climbs out, is refused, wherever it leads; a dangling link that
+/// would stay inside is harmless. Where the kernel has no `openat2`, every
+/// such link is refused.
+fn stays_in_dot_git(git: &OwnedFd, rel: &Path) -> Result<(), GitError> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+    let resolved = rustix::fs::openat2(
+        git,
+        rel,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    );
+    match resolved {
+        Ok(_) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(GitError::repository(format!(
+            "confined git refuses the repository: .git/{} is a symbolic link that leads out \
+             of .git{}, and git would read what it leads to as this repository's own (another \
+             repository's objects or refs); only links that stay inside .git are admitted there",
+            super::shown(&rel.to_string_lossy()),
+            match e {
+                Errno::XDEV | Errno::LOOP => String::new(),
+                Errno::NOSYS => " (or may: this kernel has no openat2 to tell)".to_owned(),
+                e => format!(" (or may: it could not be resolved, {e})"),
+            }
+        ))),
+    }
 }
 
 /// The entries of `dir` (`.git/<rel>`), but `.` and `..`, with their kinds

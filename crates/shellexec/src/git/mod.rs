@@ -92,7 +92,10 @@
 //!   `GIT_WORK_TREE=<root>` (so a `core.worktree` in the repository
 //!   config cannot point git at another directory). The copy is a
 //!   directory of its own in the temporary directory (mode 0700, removed
-//!   with the invocation): the config files, the index, `HEAD`,
+//!   with the invocation; its name carries the owner process, as the
+//!   executor's session directories do, and a copy whose owner was killed
+//!   before it could remove it is removed by the next process to plan a
+//!   run): the config files, the index, `HEAD`,
 //!   `packed-refs`, `info/*` and every other file git may read in `.git`
 //!   but `refs`, `logs`, `objects` and what the vetting passes over (the
 //!   hooks and the like), as the very bytes that were read and vetted;
@@ -180,6 +183,14 @@
 //!   device (which could answer the vetting and git differently, or hold
 //!   git until the timeout), or more than 64 MiB of them besides the
 //!   config files and the index (a huge `packed-refs`);
+//! - a symbolic link in `refs`, `logs` or a directory of `objects` that
+//!   leads out of `.git` (absolute, or climbing out; each link on the way
+//!   resolved beneath `.git` with `openat2(RESOLVE_BENEATH)`, every such
+//!   link refused where the kernel has no `openat2`): git follows it, and
+//!   a pack, loose objects and a ref linked to another repository made
+//!   `git log -p` print that repository's commit, as `alternates` would. A
+//!   link that stays inside `.git` (an old-style symbolic ref) is
+//!   admitted;
 //! - a FIFO, socket or device in `refs`, `logs` or `objects` (git reads
 //!   them through links to the repository's), or a link there to one: git
 //!   opens a loose ref, a reflog, a pack or a loose object blocking, and a

@@ -95,21 +95,35 @@ impl Drop for PrivateGitDir {
 /// `<root>/.git` but through those links, so a config, an index or a
 /// control file rewritten after the vetting is never what git reads.
 fn private_git_dir(dot_git: &Path, snapshot: &Snapshot) -> Result<PrivateGitDir, GitError> {
+    use crate::tmpdir::{owner_tag, sweep_named, GIT_PREFIX};
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    static OWNER: OnceLock<Option<String>> = OnceLock::new();
     let failed = |e: std::io::Error| GitError::io("cannot make git's private git directory", e);
     let base = std::env::temp_dir();
+    // The name carries its owner (PID namespace, pid, start time), as the
+    // executor's session directories do: a copy left by a process killed
+    // before it could remove it (SIGKILL) is removed by the next process
+    // to plan a run, once, here; a live owner's copy is left alone.
+    let owner = OWNER.get_or_init(|| {
+        let owner = owner_tag();
+        if let Some(owner) = &owner {
+            sweep_named(&base, GIT_PREFIX, owner);
+        }
+        owner
+    });
     let dir = loop {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let path = base.join(format!(
-            "sandgate-git-{}-{}-{nanos:08x}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
+        let unique = format!("{}{nanos:08x}", NEXT.fetch_add(1, Ordering::Relaxed));
+        let path = base.join(match owner {
+            Some(owner) => format!("{GIT_PREFIX}{owner}-{unique}"),
+            None => format!("{GIT_PREFIX}{}-{unique}", std::process::id()),
+        });
         match std::fs::DirBuilder::new().mode(0o700).create(&path) {
             Ok(()) => break PrivateGitDir(path),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
