@@ -114,8 +114,9 @@ pub struct Executor {
     exec_ops: Option<AtomicU64>,
     /// The egress proxy's state when `net.allow` grants anything.
     net: Option<NetState>,
-    /// Where each call is reported ([`Executor::set_audit_sink`]).
-    audit: Mutex<Option<AuditSink>>,
+    /// Where each call is reported ([`Executor::set_audit_sink`]), shared
+    /// with the egress proxy, which reports each connection there.
+    audit: Arc<Mutex<Option<AuditSink>>>,
     /// The protected paths' hook and the directories it keeps in existence
     /// once commands run in namespaces ([`placeholder_dirs`]).
     placeholders: Option<(Arc<Protection>, Vec<PathBuf>)>,
@@ -154,6 +155,42 @@ impl std::fmt::Debug for Executor {
             .field("enabled", &self.enabled)
             .finish_non_exhaustive()
     }
+}
+
+/// The egress proxy's report of each connection to the executor's audit
+/// sink (the one set when the connection ends): `op` `connect`, `path`
+/// the host and port the command asked for (`host:port`, an IPv6 literal
+/// in brackets; empty when it never said), `size` the bytes relayed both
+/// ways, `outcome` `OK` when the target was admitted and connected to,
+/// else `E_NET_DENIED`. Never a path, header or byte of the traffic, nor
+/// the proxy's reason.
+fn connection_audit(audit: Arc<Mutex<Option<AuditSink>>>) -> sandgate_proxy::RecordSink {
+    Arc::new(move |r: &NetAuditRecord| {
+        let sink = audit.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(sink) = sink else {
+            return;
+        };
+        let path = match (r.host.as_str(), r.port) {
+            ("", 0) => String::new(),
+            (host, port) if host.contains(':') && !host.starts_with('[') => {
+                format!("[{host}]:{port}")
+            }
+            (host, port) => format!("{host}:{port}"),
+        };
+        sink(&AuditEvent {
+            op: "connect",
+            path,
+            size: r.allowed.then(|| r.bytes_up + r.bytes_down),
+            time: std::time::SystemTime::now(),
+            outcome: if r.allowed {
+                ErrorCode::Ok
+            } else {
+                ErrorCode::NetDenied
+            },
+            exit_code: None,
+            limit: None,
+        });
+    })
 }
 
 /// The executor's error, or `E_NOT_STARTED` for an executor that was
@@ -528,7 +565,7 @@ impl Executor {
                 resolver: Mutex::new(Arc::new(SystemResolver)),
                 served: Mutex::new(None),
             }),
-            audit: Mutex::new(None),
+            audit: Arc::new(Mutex::new(None)),
             placeholders: protection.map(|p| (p, placeholder_dirs(policy))),
         })
     }
@@ -666,6 +703,7 @@ impl Executor {
         })?;
         let mut config = sandgate_proxy::ProxyConfig::new(net.rules.clone());
         config.resolver = Arc::clone(&net.resolver.lock().unwrap_or_else(|e| e.into_inner()));
+        config.on_record = Some(connection_audit(Arc::clone(&self.audit)));
         let mut ca_vars = Vec::new();
         if let Some((intercept, bundle)) = intercept {
             for name in [

@@ -901,3 +901,74 @@ fn https_through_the_tunnel_reaches_a_granted_name() {
         "{audit:?}"
     );
 }
+
+/// Every connection the proxy admits or refuses reaches the executor's
+/// audit sink (the one `sandgate mcp --audit` writes), not only the
+/// in-memory log: host and port as asked, bytes relayed, the outcome,
+/// and never the request's path or query.
+#[test]
+fn the_audit_sink_hears_of_each_proxied_connection() {
+    let a = server("127.0.0.2", 0, "granted");
+    let b = server("127.0.0.3", a.addr.port(), "other");
+    let Some(f) = executor(
+        "connection audit",
+        &[lit(a.addr)],
+        true,
+        SecurityMode::Restricted,
+        None,
+    ) else {
+        return;
+    };
+    let events: Arc<Mutex<Vec<sandgate::AuditEvent>>> = Arc::default();
+    let seen = Arc::clone(&events);
+    f.ex.set_audit_sink(Some(Arc::new(move |e: &sandgate::AuditEvent| {
+        seen.lock().unwrap().push(e.clone());
+    })));
+    let r = run(
+        &f,
+        &format!("{CURL} -sS --max-time 20 'http://{}/x?token=SECRET1'", a.addr),
+    );
+    assert_eq!(r.exit_code, 0, "{}", text(&r));
+    let r = run(
+        &f,
+        &format!(
+            "{CURL} -sS --max-time 20 -o /dev/null -w '%{{http_code}}' 'http://{}/y?token=SECRET2'",
+            b.addr
+        ),
+    );
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "403", "{}", text(&r));
+    assert_eq!(b.hits(), 0);
+    // A connection is recorded as its relay ends.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let connects = loop {
+        let connects: Vec<sandgate::AuditEvent> = events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.op == "connect")
+            .cloned()
+            .collect();
+        if connects.len() >= 2 || Instant::now() > deadline {
+            break connects;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let all = format!("{:?}", events.lock().unwrap());
+    assert!(
+        connects
+            .iter()
+            .any(|e| e.path == a.addr.to_string()
+                && e.outcome == sandgate::ErrorCode::Ok
+                && e.size.is_some_and(|n| n > 0)),
+        "no admitted connection to {} in {all}",
+        a.addr
+    );
+    assert!(
+        connects
+            .iter()
+            .any(|e| e.path == b.addr.to_string() && e.outcome == sandgate::ErrorCode::NetDenied),
+        "no refused connection to {} in {all}",
+        b.addr
+    );
+    assert!(!all.contains("SECRET"), "{all}");
+}
