@@ -1084,8 +1084,11 @@ impl Executor {
     /// an [`AuditEvent`] with `op` `exec` (or `git` for confined git), the
     /// working directory as asked, the bytes of output, the exit code and
     /// the limit that stopped the command. Never the command's text or
-    /// output. A sandbox and an executor of one policy usually share one
-    /// sink.
+    /// output. Each connection a command makes through the egress proxy
+    /// is reported too, as it ends: `op` `connect`, `path` the `host:port`
+    /// asked for, `size` the bytes relayed, `outcome` `OK` or
+    /// `E_NET_DENIED`; never its path, query or bytes. A sandbox and an
+    /// executor of one policy usually share one sink.
     pub fn set_audit_sink(&self, sink: Option<AuditSink>) {
         *self.audit.lock().unwrap_or_else(|e| e.into_inner()) = sink;
     }

@@ -926,7 +926,10 @@ fn the_audit_sink_hears_of_each_proxied_connection() {
     })));
     let r = run(
         &f,
-        &format!("{CURL} -sS --max-time 20 'http://{}/x?token=SECRET1'", a.addr),
+        &format!(
+            "{CURL} -sS --max-time 20 'http://{}/x?token=SECRET1'",
+            a.addr
+        ),
     );
     assert_eq!(r.exit_code, 0, "{}", text(&r));
     let r = run(
@@ -955,11 +958,9 @@ fn the_audit_sink_hears_of_each_proxied_connection() {
     };
     let all = format!("{:?}", events.lock().unwrap());
     assert!(
-        connects
-            .iter()
-            .any(|e| e.path == a.addr.to_string()
-                && e.outcome == sandgate::ErrorCode::Ok
-                && e.size.is_some_and(|n| n > 0)),
+        connects.iter().any(|e| e.path == a.addr.to_string()
+            && e.outcome == sandgate::ErrorCode::Ok
+            && e.size.is_some_and(|n| n > 0)),
         "no admitted connection to {} in {all}",
         a.addr
     );
