@@ -143,6 +143,11 @@ struct NetState {
 
 struct Served {
     proxy: sandgate_proxy::Proxy,
+    /// Whether the proxy's connections may still report to the audit
+    /// sink: closed by [`Executor::dispose`] once the proxy stopped, and
+    /// held while a report is made, so that none reaches the sink once
+    /// dispose (or drop) has returned.
+    reporting: Arc<Mutex<bool>>,
     /// The proxy's address inside the namespace (IPv4 loopback).
     address: std::net::SocketAddr,
     /// What each result's notes say about the network.
@@ -164,10 +169,21 @@ impl std::fmt::Debug for Executor {
 /// ways, `outcome` `OK` when the target was admitted and connected to,
 /// else `E_NET_DENIED`. Never a path, header or byte of the traffic, nor
 /// the proxy's reason.
-fn connection_audit(audit: Arc<Mutex<Option<AuditSink>>>) -> sandgate_proxy::RecordSink {
+/// Nothing is reported once `reporting` is closed, and the sink is called
+/// with both locks held: neither `dispose` nor `set_audit_sink` returns
+/// while a report is under way, so the caller may free the callback it
+/// replaced or the executor's (a C caller's user data) at once.
+fn connection_audit(
+    audit: Arc<Mutex<Option<AuditSink>>>,
+    reporting: Arc<Mutex<bool>>,
+) -> sandgate_proxy::RecordSink {
     Arc::new(move |r: &NetAuditRecord| {
-        let sink = audit.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let Some(sink) = sink else {
+        let open = reporting.lock().unwrap_or_else(|e| e.into_inner());
+        if !*open {
+            return;
+        }
+        let sink = audit.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(sink) = sink.as_ref() else {
             return;
         };
         let path = match (r.host.as_str(), r.port) {
@@ -703,7 +719,11 @@ impl Executor {
         })?;
         let mut config = sandgate_proxy::ProxyConfig::new(net.rules.clone());
         config.resolver = Arc::clone(&net.resolver.lock().unwrap_or_else(|e| e.into_inner()));
-        config.on_record = Some(connection_audit(Arc::clone(&self.audit)));
+        let reporting = Arc::new(Mutex::new(true));
+        config.on_record = Some(connection_audit(
+            Arc::clone(&self.audit),
+            Arc::clone(&reporting),
+        ));
         let mut ca_vars = Vec::new();
         if let Some((intercept, bundle)) = intercept {
             for name in [
@@ -770,6 +790,7 @@ impl Executor {
         self.inner.set_child_env(vars);
         *served = Some(Served {
             proxy,
+            reporting,
             address,
             notes,
         });
@@ -1087,8 +1108,10 @@ impl Executor {
     /// output. Each connection a command makes through the egress proxy
     /// is reported too, as it ends: `op` `connect`, `path` the `host:port`
     /// asked for, `size` the bytes relayed, `outcome` `OK` or
-    /// `E_NET_DENIED`; never its path, query or bytes. A sandbox and an
-    /// executor of one policy usually share one sink.
+    /// `E_NET_DENIED`; never its path, query or bytes. Those reports come
+    /// from the proxy's threads; none is made once [`dispose`](Self::dispose)
+    /// (or drop) has returned, and this call waits for one under way. A
+    /// sandbox and an executor of one policy usually share one sink.
     pub fn set_audit_sink(&self, sink: Option<AuditSink>) {
         *self.audit.lock().unwrap_or_else(|e| e.into_inner()) = sink;
     }
@@ -1295,6 +1318,9 @@ impl Executor {
         if let Some(net) = &self.net {
             if let Some(s) = net.served.lock().unwrap_or_else(|e| e.into_inner()).take() {
                 s.proxy.stop();
+                // A connection's thread can still be ending: it reports
+                // nothing from here on, and one reporting now is waited for.
+                *s.reporting.lock().unwrap_or_else(|e| e.into_inner()) = false;
             }
         }
     }

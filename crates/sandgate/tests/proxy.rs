@@ -973,3 +973,61 @@ fn the_audit_sink_hears_of_each_proxied_connection() {
     );
     assert!(!all.contains("SECRET"), "{all}");
 }
+
+/// The proxy's connection threads outlive `stop` by a moment, and each
+/// reports its connection as it ends: once `dispose` (and so `Drop`, and
+/// the C ABI's `sg_executor_free`) has returned, no report may reach the
+/// audit sink, whose callback and user data the caller may free then.
+#[test]
+fn no_connection_is_reported_after_the_executor_is_disposed() {
+    // A target that accepts and never answers: the relay is under way
+    // when the executor is disposed.
+    let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (accepted_tx, accepted) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            held.push(conn);
+            let _ = accepted_tx.send(());
+        }
+    });
+    let Some(f) = executor(
+        "no report after dispose",
+        &[lit(addr)],
+        true,
+        SecurityMode::Restricted,
+        None,
+    ) else {
+        return;
+    };
+    let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let late: Arc<Mutex<Vec<sandgate::AuditEvent>>> = Arc::default();
+    let (g, l) = (Arc::clone(&gone), Arc::clone(&late));
+    f.ex.set_audit_sink(Some(Arc::new(move |e: &sandgate::AuditEvent| {
+        // The exec itself, still in its call on the other thread, ends
+        // after dispose as any call in flight does.
+        if g.load(Ordering::SeqCst) && e.op == "connect" {
+            l.lock().unwrap().push(e.clone());
+        }
+    })));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _ = f.ex.exec(
+                &format!("{CURL} -sS --max-time 30 http://{addr}/"),
+                ExecOptions::default(),
+            );
+        });
+        accepted
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the command's connection never reached the target");
+        f.ex.dispose();
+        gone.store(true, Ordering::SeqCst);
+    });
+    // The connection's thread ends once its sockets are shut; give a late
+    // report time to arrive.
+    std::thread::sleep(Duration::from_millis(500));
+    let late = late.lock().unwrap();
+    assert!(late.is_empty(), "reported after dispose returned: {late:?}");
+}
