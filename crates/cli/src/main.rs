@@ -169,7 +169,8 @@ enum Command {
         #[arg(long, conflicts_with = "dirs")]
         policy: Option<PathBuf>,
         /// Append one JSON line per call (file tools, exec, git and fetch;
-        /// refusals included) here.
+        /// refusals included), and per connection a command makes through
+        /// the egress proxy, here.
         #[arg(long)]
         audit: Option<PathBuf>,
         /// Serve streamable HTTP on this loopback address (e.g.

@@ -3865,3 +3865,96 @@ fn grep8_grep_says_how_many_binary_files_it_passed_over() {
         "{text}"
     );
 }
+
+/// The audit path was judged, then opened, by name: a link in it that
+/// another process swapped between the two (here a thread flipping `d`
+/// between a directory outside the write root and the write root itself)
+/// made the server create, and write, its audit inside the write root. It
+/// is now judged on the descriptors it opens: however the link flips, no
+/// audit file ever appears in the write root.
+#[test]
+fn a_link_swapped_while_the_audit_opens_never_lands_it_in_the_write_root() {
+    let dir = policy_dir();
+    let at = |n: &str| dir.path().join(n);
+    fs::create_dir(at("out")).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipper = {
+        let (stop, d, tmp) = (stop.clone(), at("d"), at("d.tmp"));
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = fs::remove_file(&tmp);
+                std::os::unix::fs::symlink(if i % 2 == 0 { "out" } else { "ws" }, &tmp).unwrap();
+                fs::rename(&tmp, &d).unwrap();
+                i += 1;
+            }
+        })
+    };
+    let mut landed = 0;
+    let mut opened = 0;
+    for _ in 0..300 {
+        mcp_audited(dir.path(), &at("d/audit.jsonl"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        if at("out/audit.jsonl").exists() {
+            opened += 1;
+            fs::remove_file(at("out/audit.jsonl")).unwrap();
+        }
+        if at("ws/audit.jsonl").exists() {
+            landed += 1;
+            fs::remove_file(at("ws/audit.jsonl")).unwrap();
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flipper.join().unwrap();
+    assert_eq!(
+        landed, 0,
+        "the audit was made in the write root {landed} times of 300"
+    );
+    assert!(opened > 0, "the audit outside the write root never opened");
+}
+
+/// The audit file deleted, or renamed away, while the server runs: the
+/// records went on into a file no one finds under its name, and nothing
+/// said so. It is said on stderr once, naming the file; records go on as
+/// they do through a full disk.
+#[test]
+fn an_audit_file_deleted_or_renamed_while_serving_is_said_on_stderr() {
+    let dir = policy_dir();
+    let audit = dir.path().join("audit.jsonl");
+    let read = |server: &mut Stepped, id: i64| {
+        let r = server.call(id, "read_text_file", json!({"path": "a.txt"}));
+        assert_eq!(r["isError"], false, "{r}");
+    };
+    let mut server = Stepped::start(mcp_audited(dir.path(), &audit));
+    read(&mut server, 1);
+    assert!(fs::read_to_string(&audit)
+        .unwrap()
+        .contains("\"op\":\"read\""));
+    fs::remove_file(&audit).unwrap();
+    read(&mut server, 2);
+    read(&mut server, 3);
+    let err = server.finish();
+    assert!(
+        err.contains("audit.jsonl") && err.contains("deleted"),
+        "nothing said of the deleted audit: {err:?}"
+    );
+    assert_eq!(err.matches("audit.jsonl").count(), 1, "{err}");
+
+    let mut server = Stepped::start(mcp_audited(dir.path(), &audit));
+    read(&mut server, 1);
+    fs::rename(&audit, dir.path().join("audit.jsonl.1")).unwrap();
+    read(&mut server, 2);
+    read(&mut server, 3);
+    let err = server.finish();
+    assert!(
+        err.contains("audit.jsonl") && err.contains("renamed"),
+        "nothing said of the renamed audit: {err:?}"
+    );
+    assert_eq!(err.matches("audit.jsonl").count(), 1, "{err}");
+    // The records went on into the file as opened.
+    let kept = fs::read_to_string(dir.path().join("audit.jsonl.1")).unwrap();
+    assert_eq!(kept.lines().count(), 3, "{kept}");
+    assert!(!audit.exists());
+}

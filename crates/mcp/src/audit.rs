@@ -1,9 +1,10 @@
 //! The audit sink as a JSON-lines file: one object per operation, refusals
 //! included, never content.
 
-use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
@@ -39,48 +40,41 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
             format!("the audit file {}: {why}", path.display()),
         )
     };
-    if let Some(root) = write_root {
-        let lands = where_it_lands(path).map_err(|e| refuse(e.to_string()))?;
-        if lands.starts_with(root) || under_by_identity(&lands, root) {
-            return Err(refuse(format!(
-                "it lies inside the write root {}, where the agent could rewrite or erase its \
-                 own audit; choose a file outside it",
-                root.display()
-            )));
+    let root = match write_root {
+        Some(root) => {
+            let m =
+                std::fs::metadata(root).map_err(|e| refuse(format!("{}: {e}", root.display())))?;
+            Some((m.dev(), m.ino(), root))
         }
-    }
-    // Opened without blocking: a FIFO nobody reads is refused at once
-    // (`ENXIO`) where a plain open waited for a reader forever, the server
-    // serving nothing and saying nothing. A FIFO with a reader (a pipe to
-    // a log shipper) is taken, and written to blocking as a file is.
-    let file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(code) if code == rustix::io::Errno::NXIO.raw_os_error() => refuse(
-                "it is a FIFO that no process reads; start its reader first, or name a file".into(),
-            ),
-            _ => refuse(e.to_string()),
-        })?;
+        None => None,
+    };
+    let file = open_outside(path, root).map_err(|e| refuse(e.to_string()))?;
     let flags = rustix::fs::fcntl_getfl(&file).map_err(|e| refuse(e.to_string()))?;
     rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)
         .map_err(|e| refuse(e.to_string()))?;
-    let names = file.metadata().map_err(|e| refuse(e.to_string()))?.nlink();
+    let opened = file.metadata().map_err(|e| refuse(e.to_string()))?;
+    let names = opened.nlink();
     if write_root.is_some() && names > 1 {
         return Err(refuse(format!(
             "it has {names} names (hard links), and one could lie inside the write root; \
              give it a file with one name"
         )));
     }
+    // A regular file is watched for being deleted or renamed while the
+    // server runs (see `Watch`).
+    let watch = opened.file_type().is_file().then(|| Watch {
+        path: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+        dev: opened.dev(),
+        ino: opened.ino(),
+        said: false,
+    });
     // The file, how many records were lost since the last one it took,
     // and whether it ends in a piece of a record a full disk cut.
     let file = Mutex::new(Tail {
         file,
         lost: 0,
         cut: false,
+        watch,
     });
     let shown = path.display().to_string();
     Ok(Arc::new(move |e: &AuditEvent| {
@@ -131,6 +125,7 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
         // A full disk must not fail the operation itself (it already ran),
         // but the operator is told that the audit is missing records: at
         // the first lost one, and how many once the file takes them again.
+        t.notice_gone(&shown);
         match t.append(&bytes) {
             Ok(()) if t.lost > 0 => {
                 eprintln!(
@@ -158,9 +153,48 @@ struct Tail {
     file: std::fs::File,
     lost: u64,
     cut: bool,
+    watch: Option<Watch>,
+}
+
+/// What the audit file was when it was opened, to notice that it was
+/// deleted or renamed while the server runs: its records would then go
+/// on into a file nobody finds under the name the operator gave.
+struct Watch {
+    /// The name given, made absolute at open.
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    /// Whether that was said (once per server).
+    said: bool,
 }
 
 impl Tail {
+    /// Says on stderr, once, that the audit file was deleted (no name
+    /// left: `fstat` on the descriptor) or that its name now leads to
+    /// another file or none (renamed or replaced: one `stat` of the name).
+    /// Records go on to the file as opened, as they do through a full
+    /// disk: the operations are not failed for it.
+    fn notice_gone(&mut self, shown: &str) {
+        let Some(w) = self.watch.as_mut().filter(|w| !w.said) else {
+            return;
+        };
+        let why = match self.file.metadata() {
+            Ok(m) if m.nlink() == 0 => "was deleted",
+            Ok(_) => match std::fs::metadata(&w.path) {
+                Ok(m) if m.dev() == w.dev && m.ino() == w.ino => return,
+                Ok(_) => "was replaced by another file (renamed or rotated)",
+                Err(_) => "was renamed (its name leads nowhere)",
+            },
+            Err(_) => return,
+        };
+        w.said = true;
+        eprintln!(
+            "sandgate: the audit file {shown} {why} while the server runs; records go on \
+             to the file it opened, which that name no longer reaches: restart the server \
+             to audit to the name again"
+        );
+    }
+
     /// Appends `bytes` (one record's line, after a newline when the last
     /// one was cut) with one `write(2)`: with `O_APPEND` the kernel puts it
     /// at the end in one piece, so another process appending to the same
@@ -196,46 +230,154 @@ impl Tail {
     }
 }
 
-/// Whether a directory holding `lands` is `root` itself, compared by
-/// device and inode: the root reached under a second path (a bind mount
-/// of it, or of a directory above it) has another name but is the same
-/// directory.
-fn under_by_identity(lands: &Path, root: &Path) -> bool {
-    let Ok(root) = std::fs::metadata(root) else {
-        return false;
+/// Opens `path` for appending, created with mode 0600 when missing, in
+/// one step per name: each directory is opened (`O_PATH`) and judged by
+/// its descriptor, then the last name is opened in it with `O_NOFOLLOW`,
+/// so nothing is judged by a path that could be swapped before the open.
+/// A link at the last name is followed by hand (at most 40), each target
+/// judged the same way, and nothing is created before its directory was
+/// judged outside `root` (device, inode and the root's path). A magic
+/// link of `/proc` (`/dev/stderr`) is opened as the kernel follows it,
+/// without creating, and a regular file reached that way is judged by
+/// where its descriptor says it lies. Opened without blocking: a FIFO
+/// nobody reads is refused at once (`ENXIO`) where a plain open waited
+/// for a reader forever, the server serving nothing and saying nothing.
+fn open_outside(path: &Path, root: Option<(u64, u64, &Path)>) -> std::io::Result<std::fs::File> {
+    use rustix::fs::{openat, readlinkat, Mode, OFlags, CWD};
+    use rustix::io::Errno;
+    let inside = |root: &Path| {
+        std::io::Error::other(format!(
+            "it lies inside the write root {}, where the agent could rewrite or erase its own \
+             audit; choose a file outside it",
+            root.display()
+        ))
     };
-    lands.ancestors().skip(1).any(|dir| {
-        std::fs::metadata(dir).is_ok_and(|m| m.dev() == root.dev() && m.ino() == root.ino())
-    })
+    let fifo = |e: Errno| {
+        if e == Errno::NXIO {
+            std::io::Error::other(
+                "it is a FIFO that no process reads; start its reader first, or name a file",
+            )
+        } else {
+            std::io::Error::from(e)
+        }
+    };
+    let write = OFlags::WRONLY | OFlags::APPEND | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let mut base: Option<OwnedFd> = None;
+    let mut path = path.to_path_buf();
+    for _ in 0..40 {
+        let (Some(name), parent) = (path.file_name(), path.parent()) else {
+            return Err(std::io::Error::other("it names a directory, not a file"));
+        };
+        let parent = match parent {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let dir = match &base {
+            Some(b) => openat(
+                b,
+                parent,
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            ),
+            None => openat(
+                CWD,
+                parent,
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            ),
+        }
+        .map_err(|e| std::io::Error::other(format!("{}: {e}", parent.display())))?;
+        if let Some((dev, ino, root)) = root {
+            if within(&dir, (dev, ino))? {
+                return Err(inside(root));
+            }
+        }
+        match openat(
+            &dir,
+            name,
+            write | OFlags::CREATE | OFlags::NOFOLLOW,
+            Mode::from_raw_mode(0o600),
+        ) {
+            Ok(fd) => return Ok(fd.into()),
+            Err(Errno::LOOP) => {}
+            Err(e) => return Err(fifo(e)),
+        }
+        // A link at the last name.
+        if rustix::fs::fstatfs(&dir)?.f_type as i64 == 0x9fa0 {
+            // procfs: a magic link to an open file, opened as the kernel
+            // follows it; nothing can be created there.
+            let fd = openat(&dir, name, write, Mode::empty()).map_err(fifo)?;
+            let file = std::fs::File::from(fd);
+            if let Some((dev, ino, root)) = root {
+                if file.metadata()?.file_type().is_file() && file_within(&file, (dev, ino))? {
+                    return Err(inside(root));
+                }
+            }
+            return Ok(file);
+        }
+        let target = readlinkat(&dir, name, Vec::new())?;
+        path = PathBuf::from(std::ffi::OsStr::from_bytes(target.as_bytes()));
+        base = Some(dir);
+    }
+    Err(std::io::Error::other("too many levels of symbolic links"))
 }
 
-/// Where opening `path` for appending would write, with every link
-/// followed: the file itself when it exists; when it does not, its
-/// resolved directory and its name. A dangling link is followed as far
-/// as it goes, since opening it would create its target.
-fn where_it_lands(path: &Path) -> std::io::Result<PathBuf> {
-    let mut path = std::path::absolute(path)?;
-    // Links at the last component, each taken relative to its directory;
-    // the kernel stops at 40, and so does this.
-    for _ in 0..40 {
-        if let Ok(real) = std::fs::canonicalize(&path) {
-            return Ok(real);
+/// Whether the directory `dir` is the directory `root` (device, inode) or
+/// lies below it, judged by walking `..` from the descriptor: a root
+/// reached under a second path (a bind mount of it, or of a directory
+/// above it) has another name but is the same directory.
+fn within(dir: &OwnedFd, root: (u64, u64)) -> std::io::Result<bool> {
+    use rustix::fs::{fstat, openat, Mode, OFlags};
+    let mut here = fstat(dir)?;
+    let mut up = openat(
+        dir,
+        "..",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    // A path is at most 4,096 bytes, so at most 2,048 directories deep.
+    for _ in 0..4096 {
+        if (here.st_dev, here.st_ino) == root {
+            return Ok(true);
         }
-        match std::fs::read_link(&path) {
-            Ok(target) => {
-                let dir = path.parent().unwrap_or(Path::new("/"));
-                path = dir.join(target);
-            }
-            Err(_) => {
-                let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-                    return Ok(path);
-                };
-                return Ok(std::fs::canonicalize(dir)?.join(name));
-            }
+        let above = fstat(&up)?;
+        if (above.st_dev, above.st_ino) == (here.st_dev, here.st_ino) {
+            return Ok(false);
         }
+        here = above;
+        up = openat(
+            &up,
+            "..",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
     }
-    Err(std::io::Error::other(format!(
-        "{}: too many levels of symbolic links",
-        path.display()
-    )))
+    Err(std::io::Error::other(
+        "the directory lies too deep to tell where",
+    ))
+}
+
+/// Whether the regular file open as `file` lies in a directory
+/// [`within`] `root`: its directory is found from the name the kernel
+/// gives its descriptor, and must hold that very file, or where it lies
+/// cannot be told and it is refused.
+fn file_within(file: &std::fs::File, root: (u64, u64)) -> std::io::Result<bool> {
+    use rustix::fs::{openat, statat, AtFlags, Mode, OFlags, CWD};
+    let unknown = || std::io::Error::other("where the file it leads to lies cannot be told");
+    let named = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    let (Some(parent), Some(name)) = (named.parent(), named.file_name()) else {
+        return Err(unknown());
+    };
+    let dir = openat(
+        CWD,
+        parent,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|_| unknown())?;
+    let m = file.metadata()?;
+    match statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if (st.st_dev, st.st_ino) == (m.dev(), m.ino()) => within(&dir, root),
+        _ => Err(unknown()),
+    }
 }

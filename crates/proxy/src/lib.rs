@@ -93,7 +93,14 @@ pub struct ProxyConfig {
     /// The hosts whose TLS the proxy terminates to apply request rules and
     /// set credentials (`None`: every tunnel is opaque).
     pub intercept: Option<Arc<Intercept>>,
+    /// Told of each connection's record as it is kept (`None`: kept
+    /// only), on the thread that served the connection: for an audit
+    /// that outlives the bounded log of [`Proxy::audit`].
+    pub on_record: Option<RecordSink>,
 }
+
+/// A callback told of each connection's [`AuditRecord`].
+pub type RecordSink = Arc<dyn Fn(&AuditRecord) + Send + Sync>;
 
 impl ProxyConfig {
     /// The defaults around `rules`: the system resolver, 64 connections,
@@ -108,6 +115,7 @@ impl ProxyConfig {
             connect_timeout: Duration::from_secs(10),
             audit_capacity: 4096,
             intercept: None,
+            on_record: None,
         }
     }
 }
@@ -122,6 +130,7 @@ impl std::fmt::Debug for ProxyConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("audit_capacity", &self.audit_capacity)
             .field("intercept", &self.intercept.is_some())
+            .field("on_record", &self.on_record.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -227,6 +236,11 @@ impl Inner {
     }
 
     pub(crate) fn record(&self, r: AuditRecord) {
+        // Told before the record is kept, and with no lock held: the sink
+        // may write a file, and must not stall other connections' records.
+        if let Some(sink) = &self.config.on_record {
+            sink(&r);
+        }
         let mut audit = self.audit.lock().unwrap_or_else(|e| e.into_inner());
         if self.config.audit_capacity == 0 {
             return;

@@ -10,7 +10,10 @@ use sandgate_codes::ErrorCode;
 pub struct AuditEvent {
     /// The operation: `read`, `write`, `edit`, `list`, `stat`, `mkdir`,
     /// `delete`, `rename`, `glob`, `grep`; an executor's `exec` (a shell
-    /// command or an argv) and `git` (confined git).
+    /// command or an argv), `git` (confined git) and `connect` (a
+    /// connection a command made through the egress proxy: `path` the
+    /// `host:port` asked for, `size` the bytes relayed, `outcome` `OK` or
+    /// `E_NET_DENIED`).
     pub op: &'static str,
     /// The root-relative path. Mutating operations report where the name
     /// resolved (through in-root symlinks) once it did, a deny rule's

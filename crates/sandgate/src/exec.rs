@@ -114,8 +114,9 @@ pub struct Executor {
     exec_ops: Option<AtomicU64>,
     /// The egress proxy's state when `net.allow` grants anything.
     net: Option<NetState>,
-    /// Where each call is reported ([`Executor::set_audit_sink`]).
-    audit: Mutex<Option<AuditSink>>,
+    /// Where each call is reported ([`Executor::set_audit_sink`]), shared
+    /// with the egress proxy, which reports each connection there.
+    audit: Arc<Mutex<Option<AuditSink>>>,
     /// The protected paths' hook and the directories it keeps in existence
     /// once commands run in namespaces ([`placeholder_dirs`]).
     placeholders: Option<(Arc<Protection>, Vec<PathBuf>)>,
@@ -142,6 +143,11 @@ struct NetState {
 
 struct Served {
     proxy: sandgate_proxy::Proxy,
+    /// Whether the proxy's connections may still report to the audit
+    /// sink: closed by [`Executor::dispose`] once the proxy stopped, and
+    /// held while a report is made, so that none reaches the sink once
+    /// dispose (or drop) has returned.
+    reporting: Arc<Mutex<bool>>,
     /// The proxy's address inside the namespace (IPv4 loopback).
     address: std::net::SocketAddr,
     /// What each result's notes say about the network.
@@ -154,6 +160,53 @@ impl std::fmt::Debug for Executor {
             .field("enabled", &self.enabled)
             .finish_non_exhaustive()
     }
+}
+
+/// The egress proxy's report of each connection to the executor's audit
+/// sink (the one set when the connection ends): `op` `connect`, `path`
+/// the host and port the command asked for (`host:port`, an IPv6 literal
+/// in brackets; empty when it never said), `size` the bytes relayed both
+/// ways, `outcome` `OK` when the target was admitted and connected to,
+/// else `E_NET_DENIED`. Never a path, header or byte of the traffic, nor
+/// the proxy's reason.
+/// Nothing is reported once `reporting` is closed, and the sink is called
+/// with both locks held: neither `dispose` nor `set_audit_sink` returns
+/// while a report is under way, so the caller may free the callback it
+/// replaced or the executor's (a C caller's user data) at once.
+fn connection_audit(
+    audit: Arc<Mutex<Option<AuditSink>>>,
+    reporting: Arc<Mutex<bool>>,
+) -> sandgate_proxy::RecordSink {
+    Arc::new(move |r: &NetAuditRecord| {
+        let open = reporting.lock().unwrap_or_else(|e| e.into_inner());
+        if !*open {
+            return;
+        }
+        let sink = audit.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(sink) = sink.as_ref() else {
+            return;
+        };
+        let path = match (r.host.as_str(), r.port) {
+            ("", 0) => String::new(),
+            (host, port) if host.contains(':') && !host.starts_with('[') => {
+                format!("[{host}]:{port}")
+            }
+            (host, port) => format!("{host}:{port}"),
+        };
+        sink(&AuditEvent {
+            op: "connect",
+            path,
+            size: r.allowed.then(|| r.bytes_up + r.bytes_down),
+            time: std::time::SystemTime::now(),
+            outcome: if r.allowed {
+                ErrorCode::Ok
+            } else {
+                ErrorCode::NetDenied
+            },
+            exit_code: None,
+            limit: None,
+        });
+    })
 }
 
 /// The executor's error, or `E_NOT_STARTED` for an executor that was
@@ -528,7 +581,7 @@ impl Executor {
                 resolver: Mutex::new(Arc::new(SystemResolver)),
                 served: Mutex::new(None),
             }),
-            audit: Mutex::new(None),
+            audit: Arc::new(Mutex::new(None)),
             placeholders: protection.map(|p| (p, placeholder_dirs(policy))),
         })
     }
@@ -666,6 +719,11 @@ impl Executor {
         })?;
         let mut config = sandgate_proxy::ProxyConfig::new(net.rules.clone());
         config.resolver = Arc::clone(&net.resolver.lock().unwrap_or_else(|e| e.into_inner()));
+        let reporting = Arc::new(Mutex::new(true));
+        config.on_record = Some(connection_audit(
+            Arc::clone(&self.audit),
+            Arc::clone(&reporting),
+        ));
         let mut ca_vars = Vec::new();
         if let Some((intercept, bundle)) = intercept {
             for name in [
@@ -732,6 +790,7 @@ impl Executor {
         self.inner.set_child_env(vars);
         *served = Some(Served {
             proxy,
+            reporting,
             address,
             notes,
         });
@@ -1046,8 +1105,13 @@ impl Executor {
     /// an [`AuditEvent`] with `op` `exec` (or `git` for confined git), the
     /// working directory as asked, the bytes of output, the exit code and
     /// the limit that stopped the command. Never the command's text or
-    /// output. A sandbox and an executor of one policy usually share one
-    /// sink.
+    /// output. Each connection a command makes through the egress proxy
+    /// is reported too, as it ends: `op` `connect`, `path` the `host:port`
+    /// asked for, `size` the bytes relayed, `outcome` `OK` or
+    /// `E_NET_DENIED`; never its path, query or bytes. Those reports come
+    /// from the proxy's threads; none is made once [`dispose`](Self::dispose)
+    /// (or drop) has returned, and this call waits for one under way. A
+    /// sandbox and an executor of one policy usually share one sink.
     pub fn set_audit_sink(&self, sink: Option<AuditSink>) {
         *self.audit.lock().unwrap_or_else(|e| e.into_inner()) = sink;
     }
@@ -1254,6 +1318,9 @@ impl Executor {
         if let Some(net) = &self.net {
             if let Some(s) = net.served.lock().unwrap_or_else(|e| e.into_inner()).take() {
                 s.proxy.stop();
+                // A connection's thread can still be ending: it reports
+                // nothing from here on, and one reporting now is waited for.
+                *s.reporting.lock().unwrap_or_else(|e| e.into_inner()) = false;
             }
         }
     }

@@ -901,3 +901,133 @@ fn https_through_the_tunnel_reaches_a_granted_name() {
         "{audit:?}"
     );
 }
+
+/// Every connection the proxy admits or refuses reaches the executor's
+/// audit sink (the one `sandgate mcp --audit` writes), not only the
+/// in-memory log: host and port as asked, bytes relayed, the outcome,
+/// and never the request's path or query.
+#[test]
+fn the_audit_sink_hears_of_each_proxied_connection() {
+    let a = server("127.0.0.2", 0, "granted");
+    let b = server("127.0.0.3", a.addr.port(), "other");
+    let Some(f) = executor(
+        "connection audit",
+        &[lit(a.addr)],
+        true,
+        SecurityMode::Restricted,
+        None,
+    ) else {
+        return;
+    };
+    let events: Arc<Mutex<Vec<sandgate::AuditEvent>>> = Arc::default();
+    let seen = Arc::clone(&events);
+    f.ex.set_audit_sink(Some(Arc::new(move |e: &sandgate::AuditEvent| {
+        seen.lock().unwrap().push(e.clone());
+    })));
+    let r = run(
+        &f,
+        &format!(
+            "{CURL} -sS --max-time 20 'http://{}/x?token=SECRET1'",
+            a.addr
+        ),
+    );
+    assert_eq!(r.exit_code, 0, "{}", text(&r));
+    let r = run(
+        &f,
+        &format!(
+            "{CURL} -sS --max-time 20 -o /dev/null -w '%{{http_code}}' 'http://{}/y?token=SECRET2'",
+            b.addr
+        ),
+    );
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "403", "{}", text(&r));
+    assert_eq!(b.hits(), 0);
+    // A connection is recorded as its relay ends.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let connects = loop {
+        let connects: Vec<sandgate::AuditEvent> = events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.op == "connect")
+            .cloned()
+            .collect();
+        if connects.len() >= 2 || Instant::now() > deadline {
+            break connects;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let all = format!("{:?}", events.lock().unwrap());
+    assert!(
+        connects.iter().any(|e| e.path == a.addr.to_string()
+            && e.outcome == sandgate::ErrorCode::Ok
+            && e.size.is_some_and(|n| n > 0)),
+        "no admitted connection to {} in {all}",
+        a.addr
+    );
+    assert!(
+        connects
+            .iter()
+            .any(|e| e.path == b.addr.to_string() && e.outcome == sandgate::ErrorCode::NetDenied),
+        "no refused connection to {} in {all}",
+        b.addr
+    );
+    assert!(!all.contains("SECRET"), "{all}");
+}
+
+/// The proxy's connection threads outlive `stop` by a moment, and each
+/// reports its connection as it ends: once `dispose` (and so `Drop`, and
+/// the C ABI's `sg_executor_free`) has returned, no report may reach the
+/// audit sink, whose callback and user data the caller may free then.
+#[test]
+fn no_connection_is_reported_after_the_executor_is_disposed() {
+    // A target that accepts and never answers: the relay is under way
+    // when the executor is disposed.
+    let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (accepted_tx, accepted) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            held.push(conn);
+            let _ = accepted_tx.send(());
+        }
+    });
+    let Some(f) = executor(
+        "no report after dispose",
+        &[lit(addr)],
+        true,
+        SecurityMode::Restricted,
+        None,
+    ) else {
+        return;
+    };
+    let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let late: Arc<Mutex<Vec<sandgate::AuditEvent>>> = Arc::default();
+    let (g, l) = (Arc::clone(&gone), Arc::clone(&late));
+    f.ex.set_audit_sink(Some(Arc::new(move |e: &sandgate::AuditEvent| {
+        // The exec itself, still in its call on the other thread, ends
+        // after dispose as any call in flight does.
+        if g.load(Ordering::SeqCst) && e.op == "connect" {
+            l.lock().unwrap().push(e.clone());
+        }
+    })));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _ = f.ex.exec(
+                &format!("{CURL} -sS --max-time 30 http://{addr}/"),
+                ExecOptions::default(),
+            );
+        });
+        accepted
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the command's connection never reached the target");
+        f.ex.dispose();
+        gone.store(true, Ordering::SeqCst);
+    });
+    // The connection's thread ends once its sockets are shut; give a late
+    // report time to arrive.
+    std::thread::sleep(Duration::from_millis(500));
+    let late = late.lock().unwrap();
+    assert!(late.is_empty(), "reported after dispose returned: {late:?}");
+}
