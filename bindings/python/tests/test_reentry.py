@@ -136,3 +136,21 @@ def test_bind9_close_from_another_thread_while_a_command_runs(tmp_path):
         """,
     )
     assert out.split("\n")[:2] == ["after E_CLOSED", "exec 0 b'done\\n'"], out
+
+
+def test_bind9_host_directories_with_a_nul_are_refused_naming_it(tmp_path):
+    """A NUL in a host directory answered E_IO "Invalid argument"; it is
+    E_PATH_INVALID naming the NUL, as in a name beneath a root."""
+    import pytest
+
+    import sandgate
+
+    d = str(tmp_path)
+    for bad in (d + "\0", d + "\0/../x", d + "/\0"):
+        for open_ in (
+            lambda: sandgate.Root(bad),
+            lambda: sandgate.Sandbox(read_roots=[bad]),
+            lambda: sandgate.Sandbox(write_root=bad),
+        ):
+            with pytest.raises(sandgate.PathInvalidError, match="NUL"):
+                open_()
