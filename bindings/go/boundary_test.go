@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sandgate-dev/sandgate/bindings/go"
@@ -88,5 +89,42 @@ func TestNonUTF8StringsSentAsJSONAreRefused(t *testing.T) {
 	defer sb.Close()
 	if m, err := sb.GrepFiles("x", sandgate.GrepGlob("\xff.txt")); !errors.Is(err, sandgate.ErrRequest) {
 		t.Errorf("grep glob: %v %v, want E_REQUEST", m, err)
+	}
+}
+
+// A host directory with a NUL byte names no directory: it is refused as
+// E_PATH_INVALID naming the NUL, not cut at it (which would open the
+// directory before it) nor answered as an I/O error.
+func TestBind9HostDirectoriesWithANulAreRefusedNamingIt(t *testing.T) {
+	dir := t.TempDir()
+	for name, open := range map[string]func(string) error{
+		"OpenRoot": func(d string) error {
+			r, err := sandgate.OpenRoot(d)
+			if err == nil {
+				r.Close()
+			}
+			return err
+		},
+		"WithReadRoots": func(d string) error {
+			sb, err := sandgate.NewSandbox(sandgate.WithReadRoots(d))
+			if err == nil {
+				sb.Close()
+			}
+			return err
+		},
+		"WithWriteRoot": func(d string) error {
+			sb, err := sandgate.NewSandbox(sandgate.WithWriteRoot(d))
+			if err == nil {
+				sb.Close()
+			}
+			return err
+		},
+	} {
+		for _, d := range []string{dir + "\x00", dir + "\x00/../x", dir + "/\x00"} {
+			err := open(d)
+			if !errors.Is(err, sandgate.ErrPathInvalid) || !strings.Contains(err.Error(), "NUL") {
+				t.Errorf("%s(%q): %v, want E_PATH_INVALID naming the NUL byte", name, d, err)
+			}
+		}
 	}
 }

@@ -25,8 +25,8 @@ import (
 // Executor runs shell commands as a policy grants (docs/reference/executor.md). Exec may be
 // called from several goroutines at once.
 type Executor struct {
-	mu    sync.RWMutex
-	ptr   *C.sg_executor
+	calls inflight
+	ptr   *C.sg_executor // set once; freed by the last to leave calls
 	audit cgo.Handle
 }
 
@@ -40,9 +40,10 @@ type executorConfig struct {
 // WithExecAudit sets the executor's audit sink, called synchronously once
 // per Exec (refused ones too) on the goroutine that ran it, with the exit
 // code and the limit that stopped the command; never the command's text or
-// output. It must not call back into the same executor, Close included:
-// Close waits for the Exec the callback runs in, so it would wait forever.
-// A panic in it is recovered and dropped.
+// output. It may call back into the same executor, Close included: Close
+// from the callback refuses later calls at once, and the executor is
+// disposed of and freed when the Exec the callback runs in returns. A
+// panic in it is recovered and dropped.
 func WithExecAudit(f func(AuditEvent)) ExecutorOption {
 	return func(c *executorConfig) { c.audit = f }
 }
@@ -84,16 +85,37 @@ func (x *Executor) with(f func(p *C.sg_executor, e **C.sg_error) C.sg_status) er
 	if x == nil {
 		return requestError("executor is nil")
 	}
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	if x.ptr == nil {
+	if x.ptr == nil { // a zero Executor, never built
 		return closedError("executor")
 	}
+	ok, free := x.calls.enter()
+	if free {
+		x.free()
+	}
+	if !ok {
+		return closedError("executor")
+	}
+	defer x.leave()
 	var e *C.sg_error
 	if st := f(x.ptr, &e); st != C.SG_OK {
 		return takeError(st, e)
 	}
 	return nil
+}
+
+// leave counts a call (or Close) out, freeing the executor when it was the
+// last one out after Close.
+func (x *Executor) leave() {
+	if x.calls.leave() {
+		x.free()
+	}
+}
+
+func (x *Executor) free() {
+	C.sg_executor_free(x.ptr)
+	if x.audit != 0 {
+		x.audit.Delete()
+	}
 }
 
 // Start creates the private temporary directory and prepares confinement
@@ -113,23 +135,17 @@ func (x *Executor) Dispose() error {
 	})
 }
 
-// Close disposes of the executor and frees it, waiting for running
-// commands. Later calls answer E_CLOSED. Closing twice is fine.
+// Close closes the executor: every later call answers E_CLOSED. It does
+// not wait: commands already running run to their end, and the executor is
+// disposed of (its temporary directory removed) and freed when the last of
+// them returns, at once when none runs. So it may be called from an audit
+// callback, or while another goroutine's Exec runs. Closing twice is fine.
 func (x *Executor) Close() error {
-	if x == nil {
+	if x == nil || x.ptr == nil || !x.calls.close() {
 		return nil
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.ptr != nil {
-		C.sg_executor_free(x.ptr)
-		x.ptr = nil
-		if x.audit != 0 {
-			x.audit.Delete()
-			x.audit = 0
-		}
-		runtime.SetFinalizer(x, nil)
-	}
+	runtime.SetFinalizer(x, nil)
+	x.leave()
 	return nil
 }
 

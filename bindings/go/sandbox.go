@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"runtime"
 	"runtime/cgo"
-	"sync"
 	"unicode/utf8"
 )
 
@@ -129,10 +128,10 @@ func WithFSOpsBudget(n uint64) Option {
 }
 
 // WithAudit sets the audit sink, called synchronously after every
-// operation (refused ones too) on the goroutine that ran it. It must not
-// call back into the same sandbox, Close included: Close waits for the
-// call the callback runs in, so it would wait forever (and every later
-// call on the sandbox with it). A panic in it is recovered and dropped.
+// operation (refused ones too) on the goroutine that ran it. It may call
+// back into the same sandbox, Close included: Close from the callback
+// refuses later calls at once, and the sandbox is freed when the call the
+// callback runs in returns. A panic in it is recovered and dropped.
 func WithAudit(f func(AuditEvent)) Option {
 	return func(c *config) { c.audit = f }
 }
@@ -141,8 +140,8 @@ func WithAudit(f func(AuditEvent)) Option {
 // and checked (docs/reference/names.md), nothing is granted unless configured. It is safe
 // for concurrent use. Errors are *Error.
 type Sandbox struct {
-	mu    sync.RWMutex
-	ptr   *C.sg_sandbox
+	calls inflight
+	ptr   *C.sg_sandbox // set once; freed by the last to leave calls
 	audit cgo.Handle
 }
 
@@ -201,41 +200,56 @@ func build(o *C.sg_sandbox_options, opts []Option) (*Sandbox, error) {
 	return s, nil
 }
 
-// Close releases the sandbox; later calls answer E_CLOSED. It waits for
-// calls in progress. Closing twice is fine.
+// Close closes the sandbox: every later call answers E_CLOSED. It does not
+// wait: calls in progress finish (an operation already past its closed
+// check completes), and the sandbox is freed when the last of them
+// returns, at once when none is in progress. So it may be called from an
+// audit callback, or while another goroutine's call runs. Closing twice is
+// fine.
 func (s *Sandbox) Close() error {
-	if s == nil {
+	if s == nil || s.ptr == nil || !s.calls.close() {
 		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ptr == nil {
-		return nil
-	}
-	var e *C.sg_error
-	st := C.sg_sandbox_close(s.ptr, &e)
-	C.sg_sandbox_free(s.ptr)
-	s.ptr = nil
-	if s.audit != 0 {
-		s.audit.Delete()
-		s.audit = 0
 	}
 	runtime.SetFinalizer(s, nil)
+	var e *C.sg_error
+	st := C.sg_sandbox_close(s.ptr, &e)
+	s.leave()
 	if st != C.SG_OK {
 		return takeError(st, e)
 	}
 	return nil
 }
 
+// leave counts a call (or Close) out, freeing the sandbox when it was the
+// last one out after Close.
+func (s *Sandbox) leave() {
+	if s.calls.leave() {
+		s.free()
+	}
+}
+
+func (s *Sandbox) free() {
+	C.sg_sandbox_free(s.ptr)
+	if s.audit != 0 {
+		s.audit.Delete()
+	}
+}
+
 func (s *Sandbox) with(f func(p *C.sg_sandbox, e **C.sg_error) C.sg_status) error {
 	if s == nil {
 		return requestError("sandbox is nil")
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.ptr == nil {
+	if s.ptr == nil { // a zero Sandbox, never built
 		return closedError("sandbox")
 	}
+	ok, free := s.calls.enter()
+	if free {
+		s.free()
+	}
+	if !ok {
+		return closedError("sandbox")
+	}
+	defer s.leave()
 	var e *C.sg_error
 	if st := f(s.ptr, &e); st != C.SG_OK {
 		return takeError(st, e)

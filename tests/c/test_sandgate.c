@@ -693,6 +693,58 @@ static void *abort_soon(void *arg) {
   return NULL;
 }
 
+/* ----- re-entrant audit ----- */
+
+/* A callback that calls back into the sandbox it reports on: on its first
+ * event (the outer read) a stat of the same sandbox (reported too, one level
+ * deeper), then sg_sandbox_close. The library holds no lock while it runs,
+ * so neither deadlocks, and the handle stays valid until sg_sandbox_free,
+ * which the caller makes once the outer call has returned. */
+struct reentry {
+  sg_sandbox *sb;
+  int events;
+  sg_status nested_stat;
+  sg_status close;
+};
+
+static void on_audit_reenter(void *user, const sg_audit_event *e) {
+  struct reentry *r = user;
+  sg_stat st;
+  (void)e;
+  if (++r->events != 1) {
+    return;
+  }
+  r->nested_stat = sg_sandbox_stat(r->sb, S("hello.txt"), &st, NULL);
+  r->close = sg_sandbox_close(r->sb, NULL);
+}
+
+static void test_reentrant_audit(void) {
+  sg_sandbox_options *o = sg_sandbox_options_new();
+  sg_error *err = NULL;
+  sg_bytes b = {NULL, 0};
+  struct reentry r;
+
+  memset(&r, 0, sizeof r);
+  r.nested_stat = r.close = SG_E_INTERNAL;
+  EXPECT(sg_sandbox_options_add_read_root(o, at("r/sub"), strlen(at("r/sub")),
+                                          &err),
+         SG_OK, err);
+  EXPECT(sg_sandbox_options_set_audit(o, on_audit_reenter, &r, &err), SG_OK,
+         err);
+  EXPECT(sg_sandbox_new(o, &r.sb, &err), SG_OK, err);
+  sg_sandbox_options_free(o);
+
+  EXPECT(sg_sandbox_read(r.sb, S("hello.txt"), &b, &err), SG_OK, err);
+  CHECK(bytes_eq(&b, "hello\n"));
+  sg_bytes_free(&b);
+  CHECK(r.events == 2); /* the read, and the callback's own stat */
+  CHECK(r.nested_stat == SG_OK);
+  CHECK(r.close == SG_OK);
+  EXPECT(sg_sandbox_read(r.sb, S("hello.txt"), &b, &err), SG_E_CLOSED, err);
+  CHECK(r.events == 3);
+  sg_sandbox_free(r.sb);
+}
+
 static void test_executor(const sg_policy *p) {
   sg_executor *ex = NULL;
   sg_error *err = NULL;
@@ -894,6 +946,7 @@ int main(void) {
   test_policy(&p);
   test_sandbox(p);
   test_options();
+  test_reentrant_audit();
   test_executor(p);
   test_fetch();
   sg_policy_free(p);

@@ -201,6 +201,11 @@ impl Root {
     /// Opens `dir` as a root with the given resolver.
     pub fn open_with_resolver(dir: impl AsRef<Path>, resolver: Resolver) -> Result<Root> {
         let dir = dir.as_ref();
+        if bytes(dir).contains(&0) {
+            // No directory's path holds one; the kernel would answer a bare
+            // EINVAL (an I/O error) for it.
+            return Err(error::invalid(bytes(dir), "path contains a NUL byte"));
+        }
         let fd = rfs::open(
             dir,
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,

@@ -859,8 +859,9 @@ class Sandbox(_Handle):
     restricted=False, resolver="auto", fs_ops_budget=None, audit=None)``
     grants exactly what it is given; :meth:`from_policy` what a policy
     grants. ``audit`` is a callable taking an :class:`AuditEvent`; it runs on
-    the thread that made the call and must not call back into the sandbox.
-    Exceptions it raises are logged and kept in ``audit_errors``.
+    the thread that made the call and may call back into the sandbox,
+    ``close()`` included (the sandbox is then freed once the call it reports
+    on returns). Exceptions it raises are logged and kept in ``audit_errors``.
     """
 
     _what = "sandbox"
