@@ -220,6 +220,27 @@ impl Keeper {
         }
     }
 
+    /// Continues the keeper if something stopped it: without signal
+    /// scoping the command can (`kill -STOP $PPID`), and a stopped keeper
+    /// neither reports, nor reaps, nor sweeps. Harmless when it runs (it
+    /// keeps `SIGCONT` blocked and never reads it). Never sent once it is
+    /// reaped.
+    pub fn resume(&self) {
+        if self.status.is_some() {
+            return;
+        }
+        match &self.pidfd {
+            Some(fd) => {
+                let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::CONT);
+            }
+            None => {
+                // Our child, not yet reaped: the pid is still its own.
+                // SAFETY: a raw call on integers.
+                let _ = unsafe { syscalls::syscall!(Sysno::kill, self.pid, libc::SIGCONT) };
+            }
+        }
+    }
+
     /// Blocks until the keeper exits (it is about to).
     fn wait(&mut self) {
         let _ = self.waitpid(WaitOptions::empty());
@@ -429,6 +450,7 @@ pub(crate) fn spawn(
     cwd: Option<BorrowedFd<'_>>,
     in_ns: Option<InNamespaces<'_>>,
     placement: Placement,
+    deadline: std::time::Instant,
 ) -> io::Result<Spawned> {
     let (path, args) = program.parts()?;
     // In the view the working directory is found by its path (the same as
@@ -575,10 +597,28 @@ pub(crate) fn spawn(
         status: None,
     };
 
-    // The start report (raw reads: the keeper may write `errno`).
+    // The start report (raw reads: the keeper may write `errno`). On the
+    // floor the shell can stop its keeper before the keeper reports
+    // (`kill -STOP $PPID` right away): the wait looks again every
+    // [`START_STEP_MS`], continuing the keeper each time, and past the
+    // call's deadline, finding it stopped still, kills the command's tree,
+    // so that nothing is left to stop the keeper again and the wait ends.
+    // (A slow start that is not stopped, such as a view being built, is
+    // waited for as before: the run then answers the timeout.)
     let mut report = [0u8; 8];
     let mut got = 0;
     while got < report.len() {
+        if !readable(&status_r, START_STEP_MS) {
+            keeper.resume();
+            let stopped =
+                || crate::proctree::stat_of(keeper.pid()).is_some_and(|st| st.state == b'T');
+            if std::time::Instant::now() >= deadline && stopped() {
+                for p in crate::proctree::subtree(keeper.pid()) {
+                    crate::proctree::signal(&p, rustix::process::Signal::KILL);
+                }
+            }
+            continue;
+        }
         match rustix::io::read(status_r.as_fd(), &mut report[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
@@ -1297,6 +1337,9 @@ unsafe fn keep(shell: i32, status: RawFd, cleanup_ms: Option<u32>) -> ! {
         exit(code & 0xff)
     }
 }
+
+/// How often the wait for the start report looks again (see [`spawn`]).
+const START_STEP_MS: i32 = 10;
 
 /// The floor keeper's parent-death signal (`SIGRTMAX`: sent by nothing
 /// else, and queued, so never lost).
