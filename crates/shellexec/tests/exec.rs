@@ -1573,7 +1573,10 @@ fn a_keeper_stopped_before_its_start_report_does_not_hang_the_call() {
             .into_iter()
             .filter(|(_, s)| *s == 'T')
             .collect();
-        assert!(stopped.is_empty(), "round {round}: stopped keepers {stopped:?}");
+        assert!(
+            stopped.is_empty(),
+            "round {round}: stopped keepers {stopped:?}"
+        );
     }
 }
 
