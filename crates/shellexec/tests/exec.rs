@@ -256,6 +256,34 @@ fn the_cached_environment_plan_is_per_executor_and_still_redacts() {
     }
 }
 
+/// Where a file size limit is in force, `limit` names it whenever the
+/// command ends with 128 + `SIGXFSZ`: a command that exits 153 itself, or
+/// sends itself `SIGXFSZ`, reads as stopped by that limit (pinned: the
+/// exit status alone cannot tell them apart). Without the limit, neither
+/// names it.
+#[test]
+fn a_command_exiting_153_itself_reads_as_the_file_size_limit() {
+    use sandgate_shellexec::limits::Limit;
+    let limited = started(ExecConfig {
+        confine: ConfineSpec {
+            max_file_size: Some(1 << 20),
+            ..ConfineSpec::default()
+        },
+        ..config()
+    });
+    for cmd in ["exit 153", "kill -XFSZ $$"] {
+        let r = run(&limited, cmd);
+        assert_eq!(r.exit_code, 153, "{cmd}");
+        assert_eq!(r.limit, Some(Limit::FileSize), "{cmd}");
+    }
+    let free = started(config());
+    for cmd in ["exit 153", "kill -XFSZ $$"] {
+        let r = run(&free, cmd);
+        assert_eq!(r.exit_code, 153, "{cmd}");
+        assert_eq!(r.limit, None, "{cmd}");
+    }
+}
+
 #[test]
 fn a_missing_shell_gives_127() {
     let ex = started(ExecConfig {
