@@ -1366,7 +1366,15 @@ fn run(
         status,
         notify,
         binds_skipped,
+        held,
     } = spawned;
+    if held {
+        result.confined.notes.push(
+            "the command kept its keeper stopped (SIGSTOP) before the keeper could report \
+             that it started, and was killed for it"
+                .to_owned(),
+        );
+    }
     if let Some(planned) = planned_binds {
         let held = crate::binds::applied(planned, binds_skipped);
         if held.floor > planned.floor {

@@ -161,6 +161,9 @@ pub(crate) struct Spawned {
     pub notify: Option<OwnedFd>,
     /// What PID 1 could not bind ([`binds::pack_skipped`]).
     pub binds_skipped: u32,
+    /// The command kept its keeper stopped before the keeper could report
+    /// the start, and was killed for it.
+    pub held: bool,
 }
 
 /// The keeper process: our child until it is reaped.
@@ -599,24 +602,29 @@ pub(crate) fn spawn(
 
     // The start report (raw reads: the keeper may write `errno`). On the
     // floor the shell can stop its keeper before the keeper reports
-    // (`kill -STOP $PPID` right away): the wait looks again every
-    // [`START_STEP_MS`], continuing the keeper each time, and past the
-    // call's deadline, finding it stopped still, kills the command's tree,
-    // so that nothing is left to stop the keeper again and the wait ends.
-    // (A slow start that is not stopped, such as a view being built, is
-    // waited for as before: the run then answers the timeout.)
+    // (`kill -STOP $PPID` right away), and while this waits nothing
+    // watches the command (no abort, no resource sample): the wait looks
+    // again every [`START_STEP_MS`] and continues a stopped keeper, which
+    // then reports at once; a keeper found stopped again at the next look
+    // (or still at the call's deadline) was stopped on purpose, and the
+    // command's tree is killed, so that nothing is left to stop the keeper
+    // and the wait ends. (A slow start that is not stopped, such as a view
+    // being built, is waited for as before: the run answers the timeout.)
     let mut report = [0u8; 8];
     let mut got = 0;
+    let mut was_stopped = false;
+    let mut held = false;
     while got < report.len() {
         if !readable(&status_r, START_STEP_MS) {
-            keeper.resume();
-            let stopped =
-                || crate::proctree::stat_of(keeper.pid()).is_some_and(|st| st.state == b'T');
-            if std::time::Instant::now() >= deadline && stopped() {
+            let stopped = crate::proctree::stat_of(keeper.pid()).is_some_and(|st| st.state == b'T');
+            if stopped && (was_stopped || std::time::Instant::now() >= deadline) {
+                held = true;
                 for p in crate::proctree::subtree(keeper.pid()) {
                     crate::proctree::signal(&p, rustix::process::Signal::KILL);
                 }
             }
+            was_stopped = stopped;
+            keeper.resume();
             continue;
         }
         match rustix::io::read(status_r.as_fd(), &mut report[got..]) {
@@ -667,6 +675,7 @@ pub(crate) fn spawn(
         status: status_r,
         notify,
         binds_skipped: errno as u32,
+        held,
     })
 }
 
