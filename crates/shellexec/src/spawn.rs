@@ -444,7 +444,10 @@ impl Drop for Stacks {
 
 /// Starts the keeper and, through it, `program`. An error means nothing
 /// runs: the program could not be started (with the kernel's reason), or
-/// its path or an argument holds a NUL byte.
+/// its path or an argument holds a NUL byte. `deadline` is the call's:
+/// past it, a keeper the command holds stopped before its start report
+/// ends the wait (see the start report below).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn(
     program: Program<'_>,
     envp: &[CString],
