@@ -909,6 +909,62 @@ fn every_exec_door_spends_the_exec_ops_budget_alike() {
     assert_eq!(got, [Ok(()), Ok(()), Err("E_DENIED".to_owned())], "mcp");
 }
 
+/// A working directory refused before anything runs (outside the root,
+/// missing, a file, a link out) spends no `exec_ops`, at any door: with a
+/// budget of one, the command after those refusals still runs.
+#[test]
+fn a_refused_cwd_spends_no_exec_ops_at_any_door() {
+    let fx = Fixture::new(|o| o.budgets.exec_ops = Some(1));
+    fs::write(fx.ws().join("plain.txt"), "x").unwrap();
+    let refused = ["..", "missing", "plain.txt", "out", "/etc"];
+
+    let ex = Executor::from_policy(&fx.policy()).unwrap();
+    for cwd in refused {
+        let opts = ExecOptions {
+            cwd: Some(cwd.to_owned()),
+            ..ExecOptions::default()
+        };
+        assert!(ex.exec("touch ran", opts).is_err(), "rust: {cwd} ran");
+    }
+    let r = ex.exec("true", ExecOptions::default());
+    assert!(
+        r.is_ok(),
+        "rust: the refusals spent the budget: {:?}",
+        r.err()
+    );
+    ex.dispose();
+
+    let mut reqs: Vec<Value> = refused
+        .iter()
+        .map(|c| json!({"op":"exec","command":"touch ran","cwd":c}))
+        .collect();
+    reqs.push(json!({"op":"exec","command":"true"}));
+    let answers = tool_session(&fx, &reqs);
+    for (i, cwd) in refused.iter().enumerate() {
+        assert_eq!(
+            answers[i]["ok"],
+            json!(false),
+            "tool: {cwd}: {}",
+            answers[i]
+        );
+    }
+    assert_eq!(
+        answers[refused.len()]["ok"],
+        json!(true),
+        "tool: the refusals spent the budget: {}",
+        answers[refused.len()]
+    );
+
+    let mut m = Mcp::start(&fx);
+    for cwd in refused {
+        let got = m.call("exec", json!({"command":"touch ran","cwd":cwd}));
+        assert!(got.is_err(), "mcp: {cwd} ran: {got:?}");
+    }
+    let got = m.call("exec", json!({"command":"true"}));
+    assert!(got.is_ok(), "mcp: the refusals spent the budget: {got:?}");
+    assert!(!fx.ws().join("ran").exists() && !fx.base().join("ran").exists());
+}
+
 /// With `[exec]` off and nothing in `process_allow`, no door runs a
 /// program: the library and the JSON endpoint refuse with `E_DENIED`, the
 /// MCP server lists no `exec` and answers a call to it as an unknown tool;

@@ -1093,6 +1093,7 @@ impl Executor {
             Run::Shell(command) => command,
         };
         let result = self.call_options(opts).and_then(|(run, note)| {
+            self.spend()?;
             let mut result = self.inner.exec(&command, run).map_err(run_error)?;
             self.net_notes(&mut result);
             Ok(with_note(result, note))
@@ -1180,6 +1181,7 @@ impl Executor {
             return Err(Error::request("the program's argv is empty"));
         };
         let (run, note) = self.call_options(opts)?;
+        self.spend()?;
         let mut result = self
             .inner
             .exec_argv(std::path::Path::new(program), args, run)
@@ -1188,10 +1190,13 @@ impl Executor {
         Ok(with_note(result, note))
     }
 
-    /// Checks the timeout, starts the executor, spends one `exec_ops` and
-    /// resolves `cwd` beneath the root by descriptor. Answers the run's
-    /// options and, when the caller asked for more time than the policy
-    /// grants, the note saying so.
+    /// Checks the timeout, starts the executor and resolves `cwd` beneath
+    /// the root by descriptor. Answers the run's options and, when the
+    /// caller asked for more time than the policy grants, the note saying
+    /// so. Spends no budget: a call refused here runs nothing ([`spend`]
+    /// comes last, right before the command runs).
+    ///
+    /// [`spend`]: Self::spend
     fn call_options(&self, opts: ExecOptions) -> Result<(RunOptions, Option<String>), Error> {
         if opts.timeout_ms == Some(0) {
             return Err(Error::request("timeout_ms must be at least 1"));
@@ -1200,10 +1205,6 @@ impl Executor {
         // kernel lacking a required part answers E_CONFINE_UNAVAILABLE for
         // each request and runs nothing.
         self.start_all()?;
-        if let Some(left) = &self.exec_ops {
-            left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .map_err(|_| Error::denied("the exec_ops budget is spent"))?;
-        }
         let cwd: Option<OwnedFd> = match (&self.cwd_root, opts.cwd.as_deref()) {
             (None, _) => None,
             (Some(root), None) => Some(root.try_clone().map_err(Error::from)?.into_fd()),
@@ -1254,6 +1255,17 @@ impl Executor {
         ))
     }
 
+    /// Spends one `exec_ops`: called once everything that can refuse a
+    /// call before it runs has passed, so that only commands that run (or
+    /// that the executor then fails to start) count.
+    fn spend(&self) -> Result<(), Error> {
+        if let Some(left) = &self.exec_ops {
+            left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .map_err(|_| Error::denied("the exec_ops budget is spent"))?;
+        }
+        Ok(())
+    }
+
     /// The hardened git invocation `words` plan to (refused as exec
     /// would refuse it).
     fn git_plan(&self, words: &[String]) -> Result<git::GitInvocation, Error> {
@@ -1293,6 +1305,7 @@ impl Executor {
             within.push(std::fs::File::open(git_dir).map_err(Error::from)?.into());
         }
         let prepared = self.git_prepared(&inv)?;
+        self.spend()?;
         let mut result = self
             .inner
             .exec_program(&inv.program, &inv.args, &inv.env, &prepared, run)

@@ -26,7 +26,7 @@ fn executor(dir: &Path, exec_extra: &str) -> (Executor, Arc<Mutex<Vec<Seen>>>) {
         "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n\
          [exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 20000\n\
          process_allow = [\"git:status\"]\n{exec_extra}\n\
-         [budgets]\nexec_ops = 6\n"
+         [budgets]\nexec_ops = 5\n"
     );
     let policy = Policy::from_bytes(toml.as_bytes(), dir, None).unwrap();
     let ex = Executor::from_policy(&policy).unwrap();
@@ -86,7 +86,7 @@ fn every_exec_is_audited_with_its_exit_code_and_limit() {
     ex.exec_argv(&["true".into()], ExecOptions::default())
         .unwrap();
     let git = ex.exec("git status", ExecOptions::default());
-    // The budget (6) is spent now: refused.
+    // The budget (5: the refused cwd spent none) is spent now: refused.
     let spent = ex.exec("true", ExecOptions::default()).unwrap_err();
     assert_eq!(spent.code(), ErrorCode::Denied);
 

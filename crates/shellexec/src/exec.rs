@@ -72,7 +72,11 @@
 //!   `scoped`), it may SIGKILL its keeper (`kill -9 $PPID`): the shell then
 //!   dies too (`PR_SET_PDEATHSIG`), but what it started in the background
 //!   re-parents past the keeper and is no longer found. With scoping the
-//!   kill is refused.
+//!   kill is refused. It may also stop its keeper (`kill -STOP $PPID`),
+//!   which then neither reports nor reaps: the call ends at its timeout,
+//!   and the executor continues the keeper (at each wait for the start
+//!   report, at each scan while the tree is ended) so that it is reaped
+//!   before the call returns.
 //! - If the executor process itself dies abruptly, nothing ends the
 //!   command: the keeper and the command run until they end by themselves.
 //! - A descendant that hands an output pipe to an unrelated process (over a
@@ -1334,7 +1338,14 @@ fn run(
     }
     let view = in_ns.is_some();
     let spawned = match spawn::spawn(
-        program, &env.envp, env_owner, prepared, cwd, in_ns, placement,
+        program,
+        &env.envp,
+        env_owner,
+        prepared,
+        cwd,
+        in_ns,
+        placement,
+        later(began, timeout),
     ) {
         Ok(spawned) => spawned,
         Err(e) => {
@@ -1355,7 +1366,15 @@ fn run(
         status,
         notify,
         binds_skipped,
+        held,
     } = spawned;
+    if held {
+        result.confined.notes.push(
+            "the command kept its keeper stopped (SIGSTOP) before the keeper could report \
+             that it started, and was killed for it"
+                .to_owned(),
+        );
+    }
     if let Some(planned) = planned_binds {
         let held = crate::binds::applied(planned, binds_skipped);
         if held.floor > planned.floor {

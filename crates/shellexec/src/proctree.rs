@@ -96,6 +96,8 @@ impl Killer {
             return;
         }
         self.next_scan = now + KILL_SCAN;
+        // A keeper the command stopped would reap nothing and never exit.
+        keeper.resume();
         if fresh && after_exit && keeper_gone(keeper) {
             self.reap = Reap::Done;
             return;
@@ -188,8 +190,13 @@ pub(crate) fn reap_later(mut keeper: Keeper) {
                 for p in subtree(keeper.pid()) {
                     signal(&p, Signal::KILL);
                 }
+                keeper.resume();
                 match keeper.try_wait() {
-                    Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+                    Ok(None) => await_exit(
+                        keeper.pidfd(),
+                        Duration::from_millis(100),
+                        Duration::from_millis(100),
+                    ),
                     _ => return,
                 }
             }

@@ -161,6 +161,9 @@ pub(crate) struct Spawned {
     pub notify: Option<OwnedFd>,
     /// What PID 1 could not bind ([`binds::pack_skipped`]).
     pub binds_skipped: u32,
+    /// The command kept its keeper stopped before the keeper could report
+    /// the start, and was killed for it.
+    pub held: bool,
 }
 
 /// The keeper process: our child until it is reaped.
@@ -216,6 +219,27 @@ impl Keeper {
                 // Our child, not yet reaped: the pid is still its own.
                 // SAFETY: a raw call on integers.
                 let _ = unsafe { syscalls::syscall!(Sysno::kill, self.pid, SWEEP) };
+            }
+        }
+    }
+
+    /// Continues the keeper if something stopped it: without signal
+    /// scoping the command can (`kill -STOP $PPID`), and a stopped keeper
+    /// neither reports, nor reaps, nor sweeps. Harmless when it runs (it
+    /// keeps `SIGCONT` blocked and never reads it). Never sent once it is
+    /// reaped.
+    pub fn resume(&self) {
+        if self.status.is_some() {
+            return;
+        }
+        match &self.pidfd {
+            Some(fd) => {
+                let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::CONT);
+            }
+            None => {
+                // Our child, not yet reaped: the pid is still its own.
+                // SAFETY: a raw call on integers.
+                let _ = unsafe { syscalls::syscall!(Sysno::kill, self.pid, libc::SIGCONT) };
             }
         }
     }
@@ -420,7 +444,10 @@ impl Drop for Stacks {
 
 /// Starts the keeper and, through it, `program`. An error means nothing
 /// runs: the program could not be started (with the kernel's reason), or
-/// its path or an argument holds a NUL byte.
+/// its path or an argument holds a NUL byte. `deadline` is the call's:
+/// past it, a keeper the command holds stopped before its start report
+/// ends the wait (see the start report below).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn(
     program: Program<'_>,
     envp: &[CString],
@@ -429,6 +456,7 @@ pub(crate) fn spawn(
     cwd: Option<BorrowedFd<'_>>,
     in_ns: Option<InNamespaces<'_>>,
     placement: Placement,
+    deadline: std::time::Instant,
 ) -> io::Result<Spawned> {
     let (path, args) = program.parts()?;
     // In the view the working directory is found by its path (the same as
@@ -575,10 +603,33 @@ pub(crate) fn spawn(
         status: None,
     };
 
-    // The start report (raw reads: the keeper may write `errno`).
+    // The start report (raw reads: the keeper may write `errno`). On the
+    // floor the shell can stop its keeper before the keeper reports
+    // (`kill -STOP $PPID` right away), and while this waits nothing
+    // watches the command (no abort, no resource sample): the wait looks
+    // again every [`START_STEP_MS`] and continues a stopped keeper, which
+    // then reports at once; a keeper found stopped again at the next look
+    // (or still at the call's deadline) was stopped on purpose, and the
+    // command's tree is killed, so that nothing is left to stop the keeper
+    // and the wait ends. (A slow start that is not stopped, such as a view
+    // being built, is waited for as before: the run answers the timeout.)
     let mut report = [0u8; 8];
     let mut got = 0;
+    let mut was_stopped = false;
+    let mut held = false;
     while got < report.len() {
+        if !readable(&status_r, START_STEP_MS) {
+            let stopped = crate::proctree::stat_of(keeper.pid()).is_some_and(|st| st.state == b'T');
+            if stopped && (was_stopped || std::time::Instant::now() >= deadline) {
+                held = true;
+                for p in crate::proctree::subtree(keeper.pid()) {
+                    crate::proctree::signal(&p, rustix::process::Signal::KILL);
+                }
+            }
+            was_stopped = stopped;
+            keeper.resume();
+            continue;
+        }
         match rustix::io::read(status_r.as_fd(), &mut report[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
@@ -627,6 +678,7 @@ pub(crate) fn spawn(
         status: status_r,
         notify,
         binds_skipped: errno as u32,
+        held,
     })
 }
 
@@ -1297,6 +1349,9 @@ unsafe fn keep(shell: i32, status: RawFd, cleanup_ms: Option<u32>) -> ! {
         exit(code & 0xff)
     }
 }
+
+/// How often the wait for the start report looks again (see [`spawn`]).
+const START_STEP_MS: i32 = 10;
 
 /// The floor keeper's parent-death signal (`SIGRTMAX`: sent by nothing
 /// else, and queued, so never lost).

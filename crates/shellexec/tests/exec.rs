@@ -256,6 +256,34 @@ fn the_cached_environment_plan_is_per_executor_and_still_redacts() {
     }
 }
 
+/// Where a file size limit is in force, `limit` names it whenever the
+/// command ends with 128 + `SIGXFSZ`: a command that exits 153 itself, or
+/// sends itself `SIGXFSZ`, reads as stopped by that limit (pinned: the
+/// exit status alone cannot tell them apart). Without the limit, neither
+/// names it.
+#[test]
+fn a_command_exiting_153_itself_reads_as_the_file_size_limit() {
+    use sandgate_shellexec::limits::Limit;
+    let limited = started(ExecConfig {
+        confine: ConfineSpec {
+            max_file_size: Some(1 << 20),
+            ..ConfineSpec::default()
+        },
+        ..config()
+    });
+    for cmd in ["exit 153", "kill -XFSZ $$"] {
+        let r = run(&limited, cmd);
+        assert_eq!(r.exit_code, 153, "{cmd}");
+        assert_eq!(r.limit, Some(Limit::FileSize), "{cmd}");
+    }
+    let free = started(config());
+    for cmd in ["exit 153", "kill -XFSZ $$"] {
+        let r = run(&free, cmd);
+        assert_eq!(r.exit_code, 153, "{cmd}");
+        assert_eq!(r.limit, None, "{cmd}");
+    }
+}
+
 #[test]
 fn a_missing_shell_gives_127() {
     let ex = started(ExecConfig {
@@ -1470,6 +1498,128 @@ fn a_scoped_command_cannot_kill_its_keeper() {
     assert_eq!(text(&r.stdout), "refused\n");
     assert_eq!(r.exit_code, 0);
     assert_none_survive(&m);
+}
+
+/// The state letter of `/proc/<pid>/stat` (`None`: no such process).
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].chars().next()
+}
+
+/// Processes whose parent is `pid`, zombies included.
+fn children_of(pid: u32) -> Vec<(u32, char)> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let mut f = stat[close + 2..].split(' ');
+        let state = f.next().and_then(|s| s.chars().next()).unwrap_or('?');
+        if f.next().and_then(|s| s.parse::<u32>().ok()) == Some(pid) {
+            out.push((p, state));
+        }
+    }
+    out
+}
+
+/// Without signal scoping the command can stop its keeper (`kill -STOP
+/// $PPID`): a stopped keeper can neither reap nor report. The timeout
+/// still ends the call, the tree is killed, and the keeper is continued,
+/// so that it reaps what it holds and is itself reaped before exec
+/// returns: no stopped keeper, no zombie and no reaper thread are left.
+#[test]
+fn a_command_that_stops_its_keeper_leaves_nothing_behind() {
+    let ex = started(config());
+    let m = marker(8);
+    let cmd = format!("echo $PPID; sleep {m} & kill -STOP $PPID; wait");
+    let r = with_timeout(&ex, &cmd, Duration::from_millis(500));
+    assert_eq!(r.exit_code, 124, "{}", text(&r.stderr));
+    assert!(r.timed_out);
+    let keeper: u32 = text(&r.stdout).trim().parse().expect("the keeper's pid");
+    assert_none_survive(&m);
+    let left = children_of(keeper);
+    let state = proc_state(keeper);
+    // Let a leftover keeper go, so the test leaves nothing behind either.
+    if state.is_some() {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &keeper.to_string()])
+            .status();
+    }
+    assert_eq!(
+        state, None,
+        "the keeper {keeper} is still there (state {state:?}), holding {left:?}"
+    );
+}
+
+/// The shell can stop its keeper before the keeper has even reported that
+/// it started the shell, and keep stopping it (`while kill -STOP $PPID`).
+/// Each call still returns by its backstop with the timeout, and leaves
+/// no keeper behind: where the keeper was held before its report, the
+/// command is killed at once (and the report says why), otherwise the
+/// timeout ends it. (The race is won only some of the time: hence the
+/// rounds.)
+#[test]
+fn a_keeper_stopped_before_its_start_report_does_not_hang_the_call() {
+    let ex = Arc::new(started(config()));
+    let timeout = Duration::from_millis(200);
+    let mut held_rounds = 0;
+    for round in 0..12 {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let runner = {
+            let ex = Arc::clone(&ex);
+            thread::spawn(move || {
+                let cmd = "echo $PPID; while kill -STOP $PPID; do :; done";
+                let _ = tx.send(with_timeout(&ex, cmd, timeout));
+            })
+        };
+        let bound = timeout + Duration::from_millis(500) + BACKSTOP_MARGIN;
+        let r = match rx.recv_timeout(bound + Duration::from_secs(10)) {
+            Ok(r) => r,
+            Err(_) => {
+                // Free the hung call's keeper (a child of this process).
+                for (pid, state) in children_of(std::process::id()) {
+                    if state == 'T' {
+                        let _ = std::process::Command::new("kill")
+                            .args(["-CONT", &pid.to_string()])
+                            .status();
+                    }
+                }
+                panic!("round {round}: the call did not return by its backstop");
+            }
+        };
+        runner.join().unwrap();
+        let held = r
+            .confined
+            .notes
+            .iter()
+            .any(|n| n.contains("kept its keeper stopped"));
+        if held {
+            // Stopped before its start report, and again once continued:
+            // killed at once (the shell's status says SIGKILL).
+            assert_eq!(r.exit_code, 128 + 9, "round {round}: {}", text(&r.stderr));
+        } else {
+            assert_eq!(r.exit_code, 124, "round {round}: {}", text(&r.stderr));
+            assert!(r.timed_out);
+        }
+        held_rounds += usize::from(held);
+        let keeper: u32 = text(&r.stdout).trim().parse().expect("the keeper's pid");
+        assert_eq!(
+            proc_state(keeper),
+            None,
+            "round {round}: keeper {keeper} left"
+        );
+    }
+    eprintln!("{held_rounds} of 12 rounds stopped the keeper before its start report");
 }
 
 #[test]
