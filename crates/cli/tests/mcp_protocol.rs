@@ -3932,3 +3932,63 @@ fn mcp9_exec_stdout_cannot_forge_the_stderr_split() {
         assert!(schema["properties"][field].is_object(), "{field}: {schema}");
     }
 }
+
+/// The `--http` token file is removed when the server is ended by SIGTERM,
+/// SIGINT or SIGHUP (the server then exits 128 + n), so no token of
+/// a server that is gone is left for anyone to read. A file or link that
+/// was at the path before the start is refused and left in place, and a
+/// file put at the path while the server ran (the token file removed and
+/// replaced) is not removed.
+#[test]
+fn mcp9_http_token_file_is_removed_at_a_signal_and_only_if_its_own() {
+    let dir = policy_dir();
+    let tok = dir.path().join("tok");
+    for sig in [rustix::process::Signal::TERM, rustix::process::Signal::INT, rustix::process::Signal::HUP] {
+        let (mut child, port, token) = start_http(dir.path());
+        assert!(http_initialize_answers(port, &token));
+        assert_eq!(fs::read_to_string(&tok).unwrap(), token);
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, sig).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(128 + sig.as_raw()), "{sig:?}: {status:?}");
+        assert!(
+            !tok.exists() && fs::symlink_metadata(&tok).is_err(),
+            "{sig:?}: the token file was left at exit"
+        );
+    }
+    // Replaced while the server ran: what is there then is not its own.
+    let (mut child, port, token) = start_http(dir.path());
+    assert!(http_initialize_answers(port, &token));
+    fs::remove_file(&tok).unwrap();
+    fs::write(&tok, "someone else's\n").unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let _ = child.wait();
+    assert_eq!(fs::read_to_string(&tok).unwrap(), "someone else's\n");
+    fs::remove_file(&tok).unwrap();
+    // Planted before the start: refused, and left as it was.
+    let start = || {
+        Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(["mcp", "--policy"])
+            .arg(dir.path().join("policy.toml"))
+            .args(["--http", "127.0.0.1:0", "--token-file"])
+            .arg(&tok)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    fs::write(&tok, "planted\n").unwrap();
+    let out = start();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("token file"), "{out:?}");
+    assert_eq!(fs::read_to_string(&tok).unwrap(), "planted\n");
+    fs::remove_file(&tok).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &tok).unwrap();
+    let out = start();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(fs::symlink_metadata(&tok).unwrap().file_type().is_symlink());
+    assert!(!dir.path().join("nowhere").exists());
+}

@@ -303,6 +303,70 @@ fn authorized<B>(req: &Request<B>, token: &str) -> bool {
         .is_some_and(|(_, t)| same(t.trim_start_matches(' ').as_bytes(), token.as_bytes()))
 }
 
+/// The token file this process created: its path and the identity
+/// (device, inode) of the file it made there, so that only that file is
+/// ever removed. The file is held open, so its inode number cannot be
+/// given to another file while this process runs (a file put at the path
+/// after the token file was removed could otherwise have the same one).
+struct TokenFile {
+    path: std::path::PathBuf,
+    dev: u64,
+    ino: u64,
+    _held: std::fs::File,
+}
+
+impl TokenFile {
+    fn created(path: &Path, f: &std::fs::File) -> std::io::Result<TokenFile> {
+        use std::os::unix::fs::MetadataExt;
+        let m = f.metadata()?;
+        Ok(TokenFile {
+            path: path.to_owned(),
+            dev: m.dev(),
+            ino: m.ino(),
+            _held: f.try_clone()?,
+        })
+    }
+
+    /// Removes the file at the path when it is still the one this process
+    /// created (not a link, nor a file put there since).
+    fn remove(&self) {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
+            if m.file_type().is_file() && m.dev() == self.dev && m.ino() == self.ino {
+                let _ = std::fs::remove_file(&self.path);
+            }
+        }
+    }
+}
+
+/// Removes the token file when dropped (the server returning).
+struct RemoveOnDrop(Arc<TokenFile>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        self.0.remove();
+    }
+}
+
+/// Makes SIGTERM, SIGINT and SIGHUP remove the token file before they end
+/// the process: a thread waits for one, removes the file, and ends the
+/// process with `128 + n` for signal `n`, as `sandgate run` does (any
+/// command running is ended as a killed server's are). A signal the
+/// process inherited as ignored stays ignored.
+fn remove_at_signals(own: Arc<TokenFile>) -> std::io::Result<()> {
+    let caught = sandgate::exec::AbortSignal::new();
+    caught.on_signals(&[libc::SIGHUP, libc::SIGINT, libc::SIGTERM])?;
+    std::thread::Builder::new()
+        .name("token-file".into())
+        .spawn(move || {
+            caught.wait();
+            own.remove();
+            let sig = sandgate::exec::AbortSignal::caught_signal().unwrap_or(libc::SIGTERM);
+            std::process::exit(128 + sig);
+        })?;
+    Ok(())
+}
+
 /// Checks that `addr` is a loopback address: any other would hand the
 /// policy's authority to the network.
 pub fn check_loopback(addr: &SocketAddr) -> Result<(), String> {
@@ -350,6 +414,11 @@ pub async fn serve_http(
                 ),
             )
         })?;
+    // Removed at every exit this process makes in order: an error return
+    // (the guard) and SIGTERM, SIGINT or SIGHUP (the thread below).
+    let own = Arc::new(TokenFile::created(token_file, &f)?);
+    let _remove_at_return = RemoveOnDrop(Arc::clone(&own));
+    remove_at_signals(Arc::clone(&own))?;
     f.write_all(token.as_bytes())?;
     drop(f);
     let port = addr.port();
