@@ -3943,14 +3943,22 @@ fn mcp9_exec_stdout_cannot_forge_the_stderr_split() {
 fn mcp9_http_token_file_is_removed_at_a_signal_and_only_if_its_own() {
     let dir = policy_dir();
     let tok = dir.path().join("tok");
-    for sig in [rustix::process::Signal::TERM, rustix::process::Signal::INT, rustix::process::Signal::HUP] {
+    for sig in [
+        rustix::process::Signal::TERM,
+        rustix::process::Signal::INT,
+        rustix::process::Signal::HUP,
+    ] {
         let (mut child, port, token) = start_http(dir.path());
         assert!(http_initialize_answers(port, &token));
         assert_eq!(fs::read_to_string(&tok).unwrap(), token);
         let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
         rustix::process::kill_process(pid, sig).unwrap();
         let status = child.wait().unwrap();
-        assert_eq!(status.code(), Some(128 + sig.as_raw()), "{sig:?}: {status:?}");
+        assert_eq!(
+            status.code(),
+            Some(128 + sig.as_raw()),
+            "{sig:?}: {status:?}"
+        );
         assert!(
             !tok.exists() && fs::symlink_metadata(&tok).is_err(),
             "{sig:?}: the token file was left at exit"
@@ -3983,7 +3991,10 @@ fn mcp9_http_token_file_is_removed_at_a_signal_and_only_if_its_own() {
     fs::write(&tok, "planted\n").unwrap();
     let out = start();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("token file"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("token file"),
+        "{out:?}"
+    );
     assert_eq!(fs::read_to_string(&tok).unwrap(), "planted\n");
     fs::remove_file(&tok).unwrap();
     std::os::unix::fs::symlink(dir.path().join("nowhere"), &tok).unwrap();
@@ -3991,4 +4002,127 @@ fn mcp9_http_token_file_is_removed_at_a_signal_and_only_if_its_own() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(fs::symlink_metadata(&tok).unwrap().file_type().is_symlink());
     assert!(!dir.path().join("nowhere").exists());
+}
+
+/// `sandgate mcp --unix` on `dir`'s policy at `dir/mcp.sock`: the child
+/// and the socket's path, once it is there.
+fn start_unix(dir: &Path) -> (Child, std::path::PathBuf) {
+    let sock = dir.join("mcp.sock");
+    let child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(10, || sock.exists()), "no socket");
+    (child, sock)
+}
+
+/// A `--unix` connection that sends nothing is closed once it has sent
+/// nothing for 10 s (as an HTTP connection that sends no request head),
+/// so 64 silent connections hold the session places for no longer: the
+/// next connection opens a session. Before, each held its place for as
+/// long as it stayed open.
+#[test]
+fn mcp9_unix_a_silent_connection_is_closed_and_frees_its_place() {
+    use std::os::unix::net::UnixStream;
+    let dir = policy_dir();
+    let (mut child, sock) = start_unix(dir.path());
+    let silent: Vec<UnixStream> = (0..64)
+        .map(|_| {
+            let s = UnixStream::connect(&sock).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(40))).unwrap();
+            s
+        })
+        .collect();
+    let mut ends = Vec::new();
+    for mut s in &silent {
+        let mut b = [0u8; 64];
+        let got = s.read(&mut b);
+        let closed = matches!(got, Ok(0));
+        ends.push(closed);
+        if !closed {
+            break;
+        }
+    }
+    let s = UnixStream::connect(&sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = writeln!(
+        &s,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+    );
+    let mut line = String::new();
+    let _ = BufReader::new(&s).read_line(&mut line);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        ends.len() == 64 && ends.iter().all(|c| *c),
+        "a silent connection was not closed: {ends:?}"
+    );
+    assert!(line.contains("protocolVersion"), "no place freed: {line}");
+}
+
+/// A `--unix` session whose client sends calls and never reads the answers
+/// is closed once an answer has waited 10 s to be written (as on HTTP),
+/// and the server then holds no more descriptors than before it. Before,
+/// it held its descriptor, task and place forever.
+#[test]
+fn mcp9_unix_a_session_that_never_reads_its_answers_is_closed() {
+    use std::os::unix::net::UnixStream;
+    let dir = policy_dir();
+    fs::write(dir.path().join("ws/big.txt"), "x".repeat(256 * 1024)).unwrap();
+    let (mut child, sock) = start_unix(dir.path());
+    let pid = child.id();
+    let fds = || fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let base = fds();
+    let s = UnixStream::connect(&sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    writeln!(
+        &s,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+    )
+    .unwrap();
+    let mut r = BufReader::new(&s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.contains("protocolVersion"), "{line}");
+    writeln!(
+        &s,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    // The server stops reading once its answers back up: these writes
+    // may then wait, and are given up after a while.
+    s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    for id in 2..200 {
+        let sent = writeln!(
+            &s,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "read_text_file", "arguments": {"path": "big.txt"}}})
+        );
+        if sent.is_err() {
+            break;
+        }
+    }
+    let held = fds() > base;
+    let closed = eventually(40, || fds() == base);
+    let after = fds();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(held, "the session was never open");
+    assert!(
+        closed,
+        "a session that never reads was kept: {after} descriptors, {base} before"
+    );
 }
