@@ -4126,3 +4126,92 @@ fn mcp9_unix_a_session_that_never_reads_its_answers_is_closed() {
         "a session that never reads was kept: {after} descriptors, {base} before"
     );
 }
+
+/// `--http` judges `Host` and `Origin` by what they name, not how it is
+/// spelled: the server's own address and `localhost` in any case, with the
+/// server's port, are served; a trailing dot, a port left out (which means
+/// port 80), another port, another name, `Origin: null` and an origin in
+/// another scheme are refused 403.
+#[test]
+fn mcp9_http_host_and_origin_spellings() {
+    let dir = policy_dir();
+    let (mut child, port, token) = start_http(dir.path());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let auth = format!("Bearer {token}");
+    // One request with `host` as the Host header and `origin` if any.
+    let status = |host: &str, origin: Option<&str>| {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut req = format!(
+            "POST / HTTP/1.1\r\nHost: {host}\r\nAuthorization: {auth}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\nConnection: close\r\n",
+            init.len()
+        );
+        if let Some(o) = origin {
+            req.push_str(&format!("Origin: {o}\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(&init);
+        c.write_all(req.as_bytes()).unwrap();
+        let out = rest_of(&mut c);
+        out.get(9..12)
+            .and_then(|s| s.parse::<u16>().ok())
+            .unwrap_or(0)
+    };
+    let p = port;
+    let cases: Vec<(String, Option<String>, u16)> = vec![
+        (format!("127.0.0.1:{p}"), None, 200),
+        (format!("LOCALHOST:{p}"), None, 200),
+        (
+            format!("localhost:{p}"),
+            Some(format!("HTTP://LocalHost:{p}")),
+            200,
+        ),
+        (
+            format!("127.0.0.1:{p}"),
+            Some(format!("http://127.0.0.1:{p}")),
+            200,
+        ),
+        (format!("localhost.:{p}"), None, 403),
+        (format!("127.0.0.1.:{p}"), None, 403),
+        ("127.0.0.1".into(), None, 403),
+        ("localhost".into(), None, 403),
+        (format!("127.0.0.1:{}", p.wrapping_add(1)), None, 403),
+        (format!("evil.example:{p}"), None, 403),
+        (format!("[::1]:{p}"), None, 403),
+        (format!("127.0.0.1:{p}"), Some("null".into()), 403),
+        (
+            format!("127.0.0.1:{p}"),
+            Some("http://localhost".into()),
+            403,
+        ),
+        (
+            format!("127.0.0.1:{p}"),
+            Some(format!("http://localhost.:{p}")),
+            403,
+        ),
+        (
+            format!("127.0.0.1:{p}"),
+            Some(format!("https://127.0.0.1:{p}")),
+            403,
+        ),
+        (
+            format!("127.0.0.1:{p}"),
+            Some(format!("http://evil.example:{p}")),
+            403,
+        ),
+    ];
+    let got: Vec<u16> = cases
+        .iter()
+        .map(|(h, o, _)| status(h, o.as_deref()))
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    for ((h, o, want), got) in cases.iter().zip(got) {
+        assert_eq!(got, *want, "Host: {h}, Origin: {o:?}");
+    }
+}
