@@ -620,7 +620,7 @@ fn a_long_call_reports_progress_when_asked_and_only_then() {
     };
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     assert!(
-        answer["result"]["content"][0]["text"]
+        answer["result"]["structuredContent"]["stdout"]
             .as_str()
             .unwrap()
             .contains("done"),
@@ -2309,7 +2309,7 @@ fn many_pipelined_long_calls_run_a_bounded_number_at_a_time() {
     let failed: Vec<&Value> = answers
         .values()
         .filter(|v| {
-            !v["result"]["content"][0]["text"]
+            !v["result"]["structuredContent"]["stdout"]
                 .as_str()
                 .is_some_and(|t| t.contains("ran"))
                 && v["id"] != json!(5)
@@ -2993,7 +2993,7 @@ impl Sleepers {
 fn assert_ran(answer: Option<Value>, what: &str) {
     let answer = answer.unwrap_or_else(|| panic!("{what}"));
     assert!(
-        answer["result"]["content"][0]["text"]
+        answer["result"]["structuredContent"]["stdout"]
             .as_str()
             .is_some_and(|t| t.contains("fair")),
         "{answer}"
