@@ -337,17 +337,25 @@ impl Mcp {
             .collect()
     }
 
-    /// A tool call's outcome: `Ok(text)`, or `Err` with the refusal's
-    /// code (a tool error) or `RPC` (a protocol error: unknown tool).
+    /// A tool call's outcome: `Ok(text)` (its text blocks joined by
+    /// newlines: `exec` answers the exit code, stdout and stderr apart),
+    /// or `Err` with the refusal's code (a tool error) or `RPC` (a
+    /// protocol error: unknown tool).
     fn call(&mut self, name: &str, args: Value) -> Result<String, String> {
         let v = self.request("tools/call", json!({"name":name,"arguments":args}));
         if v.get("error").is_some() {
             return Err("RPC".into());
         }
-        let text = v["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned();
+        let text = v["result"]["content"]
+            .as_array()
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .filter_map(|b| b["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
         if v["result"]["isError"] == json!(true) {
             Err(text.split(':').next().unwrap().to_owned())
         } else {

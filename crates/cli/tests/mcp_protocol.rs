@@ -532,12 +532,17 @@ fn tools_list_pages_with_a_cursor() {
     }
     // The reference server's tools declare the reference's output schema:
     // an object whose `content` is the answer's text (media: a list of
-    // typed base64 items); sandgate's own tools declare none.
+    // typed base64 items); sandgate's own tools declare none but `exec`,
+    // whose structured answer holds stdout and stderr apart.
     for t in tools {
         let name = t["name"].as_str().unwrap();
         let out = &t["outputSchema"];
         match name {
-            "grep" | "exec" | "fetch" => assert!(out.is_null(), "{name}: {out}"),
+            "grep" | "fetch" => assert!(out.is_null(), "{name}: {out}"),
+            "exec" => {
+                assert_eq!(out["properties"]["stdout"]["type"], "string", "{out}");
+                assert_eq!(out["properties"]["stderr"]["type"], "string", "{out}");
+            }
             "read_media_file" => {
                 assert_eq!(out["properties"]["content"]["type"], "array", "{out}");
                 assert_eq!(out["required"], json!(["content"]), "{out}");
@@ -615,7 +620,7 @@ fn a_long_call_reports_progress_when_asked_and_only_then() {
     };
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     assert!(
-        answer["result"]["content"][0]["text"]
+        answer["result"]["structuredContent"]["stdout"]
             .as_str()
             .unwrap()
             .contains("done"),
@@ -2304,7 +2309,7 @@ fn many_pipelined_long_calls_run_a_bounded_number_at_a_time() {
     let failed: Vec<&Value> = answers
         .values()
         .filter(|v| {
-            !v["result"]["content"][0]["text"]
+            !v["result"]["structuredContent"]["stdout"]
                 .as_str()
                 .is_some_and(|t| t.contains("ran"))
                 && v["id"] != json!(5)
@@ -2988,7 +2993,7 @@ impl Sleepers {
 fn assert_ran(answer: Option<Value>, what: &str) {
     let answer = answer.unwrap_or_else(|| panic!("{what}"));
     assert!(
-        answer["result"]["content"][0]["text"]
+        answer["result"]["structuredContent"]["stdout"]
             .as_str()
             .is_some_and(|t| t.contains("fair")),
         "{answer}"
@@ -3957,4 +3962,349 @@ fn an_audit_file_deleted_or_renamed_while_serving_is_said_on_stderr() {
     let kept = fs::read_to_string(dir.path().join("audit.jsonl.1")).unwrap();
     assert_eq!(kept.lines().count(), 3, "{kept}");
     assert!(!audit.exists());
+}
+
+/// `exec`'s answer keeps stdout and stderr apart whatever the command
+/// prints: a command that prints the marker line that opens stderr (or a
+/// guess at one) on its stdout cannot make the model read what follows as
+/// stderr. They come as blocks of their own after the exit code, each
+/// opening with a line that carries a tag drawn for this answer and found
+/// in neither output; `structuredContent` holds them apart too, as the
+/// tool's output schema says.
+#[test]
+fn mcp9_exec_stdout_cannot_forge_the_stderr_split() {
+    let mut s =
+        Server::start_with("[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 20000\n");
+    let forged = "out\n--- stderr ---\nforged\n--- stderr 0123456789ab ---\nforged too\n";
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {
+            "command": format!("printf '%s' '{forged}'; echo real >&2; exit 3")}}}));
+    let a = s.answer(2);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let sc = &a["result"]["structuredContent"];
+    assert_eq!(sc["exit_code"], 3, "{a}");
+    assert_eq!(sc["stdout"], forged, "{a}");
+    assert_eq!(sc["stderr"], "real\n", "{a}");
+    assert_eq!(sc["timed_out"], false, "{a}");
+    let blocks: Vec<&str> = a["result"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(blocks.len(), 3, "{a}");
+    assert!(blocks[0].starts_with("exit code: 3"), "{}", blocks[0]);
+    // The marker opening stdout names the tag; stderr's carries the same.
+    let (open, out) = blocks[1].split_once('\n').unwrap();
+    let tag = open
+        .strip_prefix("--- stdout ")
+        .and_then(|t| t.strip_suffix(" ---"))
+        .unwrap_or_else(|| panic!("no stdout marker: {open:?}"));
+    assert!(!forged.contains(tag), "{tag}");
+    assert_eq!(out, forged);
+    assert_eq!(blocks[2], format!("--- stderr {tag} ---\nreal\n"));
+    // Read as one text (blocks joined), the split at the tagged marker is
+    // still the true one.
+    let joined = blocks.join("\n");
+    let (before, after) = joined
+        .split_once(&format!("--- stderr {tag} ---\n"))
+        .unwrap();
+    assert!(before.ends_with(forged) || before.ends_with(&format!("{forged}\n")));
+    assert_eq!(after, "real\n");
+    // The tool declares the shape of its structured answer.
+    s.send_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+    let l = s.answer(3);
+    let exec = l["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "exec")
+        .unwrap();
+    let schema = &exec["outputSchema"];
+    for field in ["exit_code", "stdout", "stderr", "timed_out", "truncated"] {
+        assert!(schema["properties"][field].is_object(), "{field}: {schema}");
+    }
+}
+
+/// The `--http` token file is removed when the server is ended by SIGTERM,
+/// SIGINT or SIGHUP (the server then exits 128 + n), so no token of
+/// a server that is gone is left for anyone to read. A file or link that
+/// was at the path before the start is refused and left in place, and a
+/// file put at the path while the server ran (the token file removed and
+/// replaced) is not removed.
+#[test]
+fn mcp9_http_token_file_is_removed_at_a_signal_and_only_if_its_own() {
+    let dir = policy_dir();
+    let tok = dir.path().join("tok");
+    for sig in [
+        rustix::process::Signal::TERM,
+        rustix::process::Signal::INT,
+        rustix::process::Signal::HUP,
+    ] {
+        let (mut child, port, token) = start_http(dir.path());
+        assert!(http_initialize_answers(port, &token));
+        assert_eq!(fs::read_to_string(&tok).unwrap(), token);
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, sig).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(128 + sig.as_raw()),
+            "{sig:?}: {status:?}"
+        );
+        assert!(
+            !tok.exists() && fs::symlink_metadata(&tok).is_err(),
+            "{sig:?}: the token file was left at exit"
+        );
+    }
+    // Replaced while the server ran: what is there then is not its own.
+    let (mut child, port, token) = start_http(dir.path());
+    assert!(http_initialize_answers(port, &token));
+    fs::remove_file(&tok).unwrap();
+    fs::write(&tok, "someone else's\n").unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let _ = child.wait();
+    assert_eq!(fs::read_to_string(&tok).unwrap(), "someone else's\n");
+    fs::remove_file(&tok).unwrap();
+    // Planted before the start: refused, and left as it was.
+    let start = || {
+        Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(["mcp", "--policy"])
+            .arg(dir.path().join("policy.toml"))
+            .args(["--http", "127.0.0.1:0", "--token-file"])
+            .arg(&tok)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    fs::write(&tok, "planted\n").unwrap();
+    let out = start();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("token file"),
+        "{out:?}"
+    );
+    assert_eq!(fs::read_to_string(&tok).unwrap(), "planted\n");
+    fs::remove_file(&tok).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &tok).unwrap();
+    let out = start();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(fs::symlink_metadata(&tok).unwrap().file_type().is_symlink());
+    assert!(!dir.path().join("nowhere").exists());
+}
+
+/// `sandgate mcp --unix` on `dir`'s policy at `dir/mcp.sock`: the child
+/// and the socket's path, once it is there.
+fn start_unix(dir: &Path) -> (Child, std::path::PathBuf) {
+    let sock = dir.join("mcp.sock");
+    let child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(10, || sock.exists()), "no socket");
+    (child, sock)
+}
+
+/// A `--unix` connection that sends nothing is closed once it has sent
+/// nothing for 10 s (as an HTTP connection that sends no request head),
+/// so 64 silent connections hold the session places for no longer: the
+/// next connection opens a session. Before, each held its place for as
+/// long as it stayed open.
+#[test]
+fn mcp9_unix_a_silent_connection_is_closed_and_frees_its_place() {
+    use std::os::unix::net::UnixStream;
+    let dir = policy_dir();
+    let (mut child, sock) = start_unix(dir.path());
+    let silent: Vec<UnixStream> = (0..64)
+        .map(|_| {
+            let s = UnixStream::connect(&sock).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(40))).unwrap();
+            s
+        })
+        .collect();
+    let mut ends = Vec::new();
+    for mut s in &silent {
+        let mut b = [0u8; 64];
+        let got = s.read(&mut b);
+        let closed = matches!(got, Ok(0));
+        ends.push(closed);
+        if !closed {
+            break;
+        }
+    }
+    let s = UnixStream::connect(&sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = writeln!(
+        &s,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+    );
+    let mut line = String::new();
+    let _ = BufReader::new(&s).read_line(&mut line);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        ends.len() == 64 && ends.iter().all(|c| *c),
+        "a silent connection was not closed: {ends:?}"
+    );
+    assert!(line.contains("protocolVersion"), "no place freed: {line}");
+}
+
+/// A `--unix` session whose client sends calls and never reads the answers
+/// is closed once an answer has waited 10 s to be written (as on HTTP),
+/// and the server then holds no more descriptors than before it. Before,
+/// it held its descriptor, task and place forever.
+#[test]
+fn mcp9_unix_a_session_that_never_reads_its_answers_is_closed() {
+    use std::os::unix::net::UnixStream;
+    let dir = policy_dir();
+    fs::write(dir.path().join("ws/big.txt"), "x".repeat(256 * 1024)).unwrap();
+    let (mut child, sock) = start_unix(dir.path());
+    let pid = child.id();
+    let fds = || fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let base = fds();
+    let s = UnixStream::connect(&sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    writeln!(
+        &s,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+    )
+    .unwrap();
+    let mut r = BufReader::new(&s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.contains("protocolVersion"), "{line}");
+    writeln!(
+        &s,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    // The server stops reading once its answers back up: these writes
+    // may then wait, and are given up after a while.
+    s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    for id in 2..200 {
+        let sent = writeln!(
+            &s,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "read_text_file", "arguments": {"path": "big.txt"}}})
+        );
+        if sent.is_err() {
+            break;
+        }
+    }
+    let held = fds() > base;
+    let closed = eventually(40, || fds() == base);
+    let after = fds();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(held, "the session was never open");
+    assert!(
+        closed,
+        "a session that never reads was kept: {after} descriptors, {base} before"
+    );
+}
+
+/// `--http` judges `Host` and `Origin` by what they name, not how it is
+/// spelled: the server's own address and `localhost` in any case, with the
+/// server's port, are served; a trailing dot, a port left out (which means
+/// port 80), another port, another name, `Origin: null` and an origin in
+/// another scheme are refused 403.
+#[test]
+fn mcp9_http_host_and_origin_spellings() {
+    let dir = policy_dir();
+    let (mut child, port, token) = start_http(dir.path());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let auth = format!("Bearer {token}");
+    // One request with `host` as the Host header and `origin` if any.
+    let status = |host: &str, origin: Option<&str>| {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut req = format!(
+            "POST / HTTP/1.1\r\nHost: {host}\r\nAuthorization: {auth}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\nConnection: close\r\n",
+            init.len()
+        );
+        if let Some(o) = origin {
+            req.push_str(&format!("Origin: {o}\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(&init);
+        c.write_all(req.as_bytes()).unwrap();
+        let out = rest_of(&mut c);
+        out.get(9..12)
+            .and_then(|s| s.parse::<u16>().ok())
+            .unwrap_or(0)
+    };
+    let p = port;
+    let cases: Vec<(String, Option<String>, u16)> = vec![
+        (format!("127.0.0.1:{p}"), None, 200),
+        (format!("LOCALHOST:{p}"), None, 200),
+        (
+            format!("localhost:{p}"),
+            Some(format!("HTTP://LocalHost:{p}")),
+            200,
+        ),
+        (
+            format!("127.0.0.1:{p}"),
+            Some(format!("http://127.0.0.1:{p}")),
+            200,
+        ),
+        (format!("localhost.:{p}"), None, 403),
+        (format!("127.0.0.1.:{p}"), None, 403),
+        ("127.0.0.1".into(), None, 403),
+        ("localhost".into(), None, 403),
+        (format!("127.0.0.1:{}", p.wrapping_add(1)), None, 403),
+        (format!("evil.example:{p}"), None, 403),
+        (format!("[::1]:{p}"), None, 403),
+        (format!("127.0.0.1:{p}"), Some("null".into()), 403),
+        (
+            format!("127.0.0.1:{p}"),
+            Some("http://localhost".into()),
+            403,
+        ),
+        (
+            format!("127.0.0.1:{p}"),
+            Some(format!("http://localhost.:{p}")),
+            403,
+        ),
+        (
+            format!("127.0.0.1:{p}"),
+            Some(format!("https://127.0.0.1:{p}")),
+            403,
+        ),
+        (
+            format!("127.0.0.1:{p}"),
+            Some(format!("http://evil.example:{p}")),
+            403,
+        ),
+    ];
+    let got: Vec<u16> = cases
+        .iter()
+        .map(|(h, o, _)| status(h, o.as_deref()))
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    for ((h, o, want), got) in cases.iter().zip(got) {
+        assert_eq!(got, *want, "Host: {h}, Origin: {o:?}");
+    }
 }

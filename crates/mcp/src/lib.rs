@@ -1173,8 +1173,8 @@ impl ServerHandler for Server {
 /// with `isError` set.
 pub(crate) fn tool_result(tool: Option<&Tool>, answer: tools::Answer) -> CallToolResult {
     match answer {
-        Ok(content) => {
-            let structured = tool.and_then(|t| tools::structured(t, &content));
+        Ok(mut content) => {
+            let structured = tool.and_then(|t| tools::structured(t, &mut content));
             let mut r = CallToolResult::success(content);
             r.structured_content = structured;
             r

@@ -361,10 +361,11 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
         tools.push(
             Tool::new(
                 "exec",
-                "Run a shell command confined by the policy (filesystem and limits enforced by the kernel). Answers the exit code, stdout and stderr.",
+                "Run a shell command confined by the policy (filesystem and limits enforced by the kernel). Answers the exit code, then stdout and stderr as blocks of their own, each opened by a marker line whose tag the command's output cannot contain.",
                 schema::<Exec>(),
             )
             .with_title("Execute Command")
+            .with_output_schema::<ExecOutput>()
             .with_annotations(ann(false, true, false, true)),
         );
     }
@@ -393,6 +394,39 @@ pub struct TextOutput {
     /// `max_read_bytes`): the same text as the second content block.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// The structured answer of `exec`: the same as its content blocks, with
+/// stdout and stderr apart.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ExecOutput {
+    /// The command's exit code (`128 + n` for signal `n`; 124 when the
+    /// timeout ended it).
+    pub exit_code: i32,
+    /// The timeout ended the command.
+    pub timed_out: bool,
+    /// Output past the policy's `max_output_bytes` was dropped.
+    pub truncated: bool,
+    /// The limit that stopped the command, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+    /// Changes the command made to protected paths, and what was done.
+    pub protected_changes: Vec<ExecProtectedChange>,
+    /// The command's standard output.
+    pub stdout: String,
+    /// The command's standard error.
+    pub stderr: String,
+}
+
+/// One change a command made to a protected path.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ExecProtectedChange {
+    /// The path beneath the write root.
+    pub path: String,
+    /// The deny-write pattern protecting it.
+    pub pattern: String,
+    /// What was done about it.
+    pub action: String,
 }
 
 /// What kind of data a [`MediaItem`] holds.
@@ -430,8 +464,15 @@ pub struct MediaOutput {
 /// The structured form of a successful answer, for the tools that declare
 /// an output schema: the same text, or the same media, as the content
 /// blocks. `None` for the tools without one.
-pub(crate) fn structured(tool: &Tool, content: &[ContentBlock]) -> Option<serde_json::Value> {
+pub(crate) fn structured(tool: &Tool, content: &mut [ContentBlock]) -> Option<serde_json::Value> {
     tool.output_schema.as_ref()?;
+    if tool.name == "exec" {
+        let ContentBlock::Text(head) = content.first_mut()? else {
+            return None;
+        };
+        let mut meta = head.meta.take()?;
+        return meta.0.remove(EXEC_STRUCTURED);
+    }
     if tool.name == "read_media_file" {
         let items = content
             .iter()
@@ -1287,13 +1328,78 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
             c.path, c.pattern, c.action
         );
     }
-    let _ = write!(
-        out,
-        "--- stdout ---\n{}\n--- stderr ---\n{}",
-        lossy(r.stdout),
-        lossy(r.stderr)
+    // Each output in a block of its own, opened by a marker line whose
+    // tag is drawn now, after the command ended, and occurs in neither
+    // output: a command cannot print the marker that opens stderr, so the
+    // split stays true even for a client that joins the blocks into one
+    // text.
+    let stdout = lossy(r.stdout);
+    let stderr = lossy(r.stderr);
+    let tag = output_tag(&stdout, &stderr);
+    let structured = ExecOutput {
+        exit_code: r.exit_code,
+        timed_out: r.timed_out,
+        truncated: r.truncated,
+        limit: r.limit.map(|l| l.as_str().to_owned()),
+        protected_changes: r
+            .protected_changes
+            .iter()
+            .map(|c| ExecProtectedChange {
+                path: c.path.clone(),
+                pattern: c.pattern.clone(),
+                action: c.action.to_string(),
+            })
+            .collect(),
+        stdout,
+        stderr,
+    };
+    let head = ContentBlock::Text(
+        rmcp::model::TextContent::new(out.trim_end_matches('\n')).with_meta(
+            rmcp::model::MetaObject(
+                std::iter::once((
+                    EXEC_STRUCTURED.to_owned(),
+                    serde_json::to_value(&structured).unwrap_or_default(),
+                ))
+                .collect(),
+            ),
+        ),
     );
-    text(out)
+    Ok(vec![
+        head,
+        ContentBlock::text(format!("--- stdout {tag} ---\n{}", structured.stdout)),
+        ContentBlock::text(format!("--- stderr {tag} ---\n{}", structured.stderr)),
+    ])
+}
+
+/// The key under which `exec` hands its structured answer to
+/// [`structured`] (in its first block's `_meta`, taken out before the
+/// answer is sent).
+const EXEC_STRUCTURED: &str = "sandgate/exec";
+
+/// A tag for the marker lines of one `exec` answer: 12 hex digits from the
+/// kernel's random source, drawn again while either output contains it.
+fn output_tag(stdout: &str, stderr: &str) -> String {
+    loop {
+        let mut bytes = [0u8; 6];
+        if getrandom(&mut bytes).is_err() {
+            // No random source: a tag made from the clock, still checked
+            // against both outputs below.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos();
+            bytes.copy_from_slice(&t.to_le_bytes()[..6]);
+        }
+        let tag: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        if !stdout.contains(&tag) && !stderr.contains(&tag) {
+            return tag;
+        }
+    }
+}
+
+fn getrandom(buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read as _;
+    std::fs::File::open("/dev/urandom")?.read_exact(buf)
 }
 
 pub(crate) fn fetch(s: &Shared, a: Fetch, cancel: Arc<std::sync::atomic::AtomicBool>) -> Answer {

@@ -9,7 +9,10 @@
 //! each holds memory (about 50 KiB on HTTP, with its tasks and channels)
 //! for as long as it lasts: on HTTP until the client ends it (`DELETE`)
 //! or it has been idle for the SDK's five minutes, on the UNIX socket
-//! until the connection closes. One more is refused, naming the cap: on
+//! until the connection closes, it has sent nothing within 10 s of
+//! connecting, or it has been quiet both ways for five minutes (the
+//! connection is then closed, as the SDK ends an idle HTTP session).
+//! One more is refused, naming the cap: on
 //! HTTP a request that would open a session (a `POST` without
 //! `Mcp-Session-Id`) is answered 503 (one whose `Mcp-Session-Id` is not
 //! text, which the SDK would read as none, is answered 400 whatever the
@@ -30,7 +33,8 @@
 //! connection whose answer has waited `WRITE_TIMEOUT` (10 s) to be written,
 //! its client taking none of it, is closed too: else a client that sends
 //! requests (with or without the token) and never reads the answers would
-//! hold a descriptor and a task for as long as it likes.
+//! hold a descriptor and a task for as long as it likes. A UNIX socket
+//! session whose answer has waited `WRITE_TIMEOUT` is closed the same way.
 
 use std::convert::Infallible;
 use std::fs::OpenOptions;
@@ -40,7 +44,7 @@ use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -303,6 +307,70 @@ fn authorized<B>(req: &Request<B>, token: &str) -> bool {
         .is_some_and(|(_, t)| same(t.trim_start_matches(' ').as_bytes(), token.as_bytes()))
 }
 
+/// The token file this process created: its path and the identity
+/// (device, inode) of the file it made there, so that only that file is
+/// ever removed. The file is held open, so its inode number cannot be
+/// given to another file while this process runs (a file put at the path
+/// after the token file was removed could otherwise have the same one).
+struct TokenFile {
+    path: std::path::PathBuf,
+    dev: u64,
+    ino: u64,
+    _held: std::fs::File,
+}
+
+impl TokenFile {
+    fn created(path: &Path, f: &std::fs::File) -> std::io::Result<TokenFile> {
+        use std::os::unix::fs::MetadataExt;
+        let m = f.metadata()?;
+        Ok(TokenFile {
+            path: path.to_owned(),
+            dev: m.dev(),
+            ino: m.ino(),
+            _held: f.try_clone()?,
+        })
+    }
+
+    /// Removes the file at the path when it is still the one this process
+    /// created (not a link, nor a file put there since).
+    fn remove(&self) {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
+            if m.file_type().is_file() && m.dev() == self.dev && m.ino() == self.ino {
+                let _ = std::fs::remove_file(&self.path);
+            }
+        }
+    }
+}
+
+/// Removes the token file when dropped (the server returning).
+struct RemoveOnDrop(Arc<TokenFile>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        self.0.remove();
+    }
+}
+
+/// Makes SIGTERM, SIGINT and SIGHUP remove the token file before they end
+/// the process: a thread waits for one, removes the file, and ends the
+/// process with `128 + n` for signal `n`, as `sandgate run` does (any
+/// command running is ended as a killed server's are). A signal the
+/// process inherited as ignored stays ignored.
+fn remove_at_signals(own: Arc<TokenFile>) -> std::io::Result<()> {
+    let caught = sandgate::exec::AbortSignal::new();
+    caught.on_signals(&[libc::SIGHUP, libc::SIGINT, libc::SIGTERM])?;
+    std::thread::Builder::new()
+        .name("token-file".into())
+        .spawn(move || {
+            caught.wait();
+            own.remove();
+            let sig = sandgate::exec::AbortSignal::caught_signal().unwrap_or(libc::SIGTERM);
+            std::process::exit(128 + sig);
+        })?;
+    Ok(())
+}
+
 /// Checks that `addr` is a loopback address: any other would hand the
 /// policy's authority to the network.
 pub fn check_loopback(addr: &SocketAddr) -> Result<(), String> {
@@ -350,6 +418,11 @@ pub async fn serve_http(
                 ),
             )
         })?;
+    // Removed at every exit this process makes in order: an error return
+    // (the guard) and SIGTERM, SIGINT or SIGHUP (the thread below).
+    let own = Arc::new(TokenFile::created(token_file, &f)?);
+    let _remove_at_return = RemoveOnDrop(Arc::clone(&own));
+    remove_at_signals(Arc::clone(&own))?;
     f.write_all(token.as_bytes())?;
     drop(f);
     let port = addr.port();
@@ -508,12 +581,183 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
         tokio::spawn(async move {
             let _place = place;
             let (r, w) = stream.into_split();
+            let activity = Arc::new(Activity::new());
+            let r = Quiet::new(r, Arc::clone(&activity));
+            let w = Heard(Stalls::new(w), activity);
             let inline: Arc<dyn crate::lines::Inline> = Arc::new(server.clone());
             let t = crate::lines::LineTransport::with_inline(r, w, inline);
             if let Ok(running) = server.serve(t).await {
                 let _ = running.waiting().await;
             }
         });
+    }
+}
+
+/// How long a UNIX socket connection may take to send its first bytes
+/// before it is closed: as long as an HTTP connection has for its first
+/// request's head. Each connection holds one of the [`MAX_SESSIONS`]
+/// places from the moment it is taken.
+const FIRST_BYTES_TIMEOUT: Duration = HEADER_TIMEOUT;
+
+/// How long a UNIX socket session may pass with nothing read from its
+/// client and nothing written to it before it is closed: the time the SDK
+/// gives an idle HTTP session (five minutes).
+const SESSION_IDLE: Duration = Duration::from_secs(300);
+
+/// What a UNIX socket connection last did, shared by its two halves: when
+/// it last read or wrote anything, whether its client has sent anything
+/// yet, and whether its output failed (then its input ends too).
+struct Activity {
+    start: tokio::time::Instant,
+    /// Milliseconds from `start` to the last read or write.
+    last: AtomicU64,
+    heard: std::sync::atomic::AtomicBool,
+    broken: std::sync::atomic::AtomicBool,
+    /// The reader waiting for input, woken when the output fails.
+    reader: std::sync::Mutex<Option<std::task::Waker>>,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            start: tokio::time::Instant::now(),
+            last: AtomicU64::new(0),
+            heard: std::sync::atomic::AtomicBool::new(false),
+            broken: std::sync::atomic::AtomicBool::new(false),
+            reader: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.fetch_max(ms, Ordering::AcqRel);
+    }
+
+    /// When the input is ended unless something happens before.
+    fn due(&self) -> tokio::time::Instant {
+        let quiet = if self.heard.load(Ordering::Acquire) {
+            SESSION_IDLE
+        } else {
+            FIRST_BYTES_TIMEOUT
+        };
+        self.start + Duration::from_millis(self.last.load(Ordering::Acquire)) + quiet
+    }
+
+    /// The output failed: the input ends, so the session does.
+    fn break_off(&self) {
+        self.broken.store(true, Ordering::Release);
+        let waker = self.reader.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// A UNIX socket connection's input, ended (read as end of input, so the
+/// session ends and gives back its place) when its client has sent nothing
+/// within [`FIRST_BYTES_TIMEOUT`] of connecting, when the connection has
+/// been quiet both ways for [`SESSION_IDLE`], or when its output failed.
+struct Quiet<R> {
+    inner: R,
+    activity: Arc<Activity>,
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<R> Quiet<R> {
+    fn new(inner: R, activity: Arc<Activity>) -> Self {
+        let timer = Box::pin(tokio::time::sleep_until(activity.due()));
+        Quiet {
+            inner,
+            activity,
+            timer,
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Quiet<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.activity.broken.load(Ordering::Acquire) {
+            return Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    this.activity.heard.store(true, Ordering::Release);
+                    this.activity.touch();
+                }
+                return Poll::Ready(Ok(()));
+            }
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => {}
+        }
+        *this
+            .activity
+            .reader
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(cx.waker().clone());
+        if this.activity.broken.load(Ordering::Acquire) {
+            return Poll::Ready(Ok(()));
+        }
+        loop {
+            let due = this.activity.due();
+            if tokio::time::Instant::now() >= due {
+                return Poll::Ready(Ok(()));
+            }
+            this.timer.as_mut().reset(due);
+            if this.timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+/// A UNIX socket connection's output: each write that makes progress
+/// counts as activity, and one that fails (after [`WRITE_TIMEOUT`]
+/// without progress, through [`Stalls`]) ends the input too.
+struct Heard<W>(Stalls<W>, Arc<Activity>);
+
+impl<W> Heard<W> {
+    fn seen<T>(
+        &self,
+        r: Poll<std::io::Result<T>>,
+        progress: impl Fn(&T) -> bool,
+    ) -> Poll<std::io::Result<T>> {
+        match &r {
+            Poll::Ready(Ok(v)) if progress(v) => self.1.touch(),
+            Poll::Ready(Err(_)) => self.1.break_off(),
+            _ => {}
+        }
+        r
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Heard<W> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.0).poll_write(cx, buf);
+        this.seen(r, |n| *n > 0)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.0).poll_flush(cx);
+        this.seen(r, |_| false)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.0).poll_shutdown(cx);
+        this.seen(r, |_| false)
     }
 }
 

@@ -92,7 +92,14 @@ OWN_TOOLS = {"grep", "exec", "fetch"}
 async def ok(s, name, args):
     res = await s.call_tool(name, args)
     assert not res.is_error, f"{name} {args}: {text_of(res)}"
-    if name in OWN_TOOLS:
+    if name == "exec":
+        # stdout and stderr apart, the text blocks after the exit code's.
+        sc = res.structured_content
+        assert isinstance(sc["exit_code"], int), sc
+        blocks = [c.text for c in res.content]
+        assert blocks[1].split("\n", 1)[1] == sc["stdout"], (blocks, sc)
+        assert blocks[2].split("\n", 1)[1] == sc["stderr"], (blocks, sc)
+    elif name in OWN_TOOLS:
         assert res.structured_content is None
     else:
         assert res.structured_content == {"content": text_of(res)}
