@@ -4308,3 +4308,49 @@ fn mcp9_http_host_and_origin_spellings() {
         assert_eq!(got, *want, "Host: {h}, Origin: {o:?}");
     }
 }
+
+/// A `--unix` session that has spoken is not closed for being quiet: a
+/// host keeps its session open between a model's turns, and a command may
+/// run as long as the policy's timeout allows. Quiet past the 10 s a
+/// silent connection gets, it is still served.
+#[test]
+fn a_unix_session_that_has_spoken_is_not_closed_for_being_quiet() {
+    use std::os::unix::net::UnixStream;
+    let dir = policy_dir();
+    let (mut child, sock) = start_unix(dir.path());
+    let s = UnixStream::connect(&sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    writeln!(
+        &s,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+    )
+    .unwrap();
+    let mut r = BufReader::new(&s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.contains("protocolVersion"), "{line}");
+    writeln!(
+        &s,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(12));
+    writeln!(
+        &s,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+    )
+    .unwrap();
+    line.clear();
+    let got = r.read_line(&mut line);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        matches!(got, Ok(n) if n > 0) && line.contains("\"id\":2"),
+        "a quiet session was closed: {got:?} {line:?}"
+    );
+}

@@ -9,9 +9,10 @@
 //! each holds memory (about 50 KiB on HTTP, with its tasks and channels)
 //! for as long as it lasts: on HTTP until the client ends it (`DELETE`)
 //! or it has been idle for the SDK's five minutes, on the UNIX socket
-//! until the connection closes, it has sent nothing within 10 s of
-//! connecting, or it has been quiet both ways for five minutes (the
-//! connection is then closed, as the SDK ends an idle HTTP session).
+//! until the connection closes or it has sent nothing within 10 s of
+//! connecting. (A session that has spoken is never closed for being
+//! idle: a host keeps its session open between a model's turns, and a
+//! command may run for as long as the policy's timeout allows.)
 //! One more is refused, naming the cap: on
 //! HTTP a request that would open a session (a `POST` without
 //! `Mcp-Session-Id`) is answered 503 (one whose `Mcp-Session-Id` is not
@@ -44,7 +45,7 @@ use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -599,18 +600,11 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
 /// places from the moment it is taken.
 const FIRST_BYTES_TIMEOUT: Duration = HEADER_TIMEOUT;
 
-/// How long a UNIX socket session may pass with nothing read from its
-/// client and nothing written to it before it is closed: the time the SDK
-/// gives an idle HTTP session (five minutes).
-const SESSION_IDLE: Duration = Duration::from_secs(300);
-
-/// What a UNIX socket connection last did, shared by its two halves: when
-/// it last read or wrote anything, whether its client has sent anything
-/// yet, and whether its output failed (then its input ends too).
+/// What a UNIX socket connection did, shared by its two halves: whether
+/// its client has sent anything yet, and whether its output failed (then
+/// its input ends too).
 struct Activity {
     start: tokio::time::Instant,
-    /// Milliseconds from `start` to the last read or write.
-    last: AtomicU64,
     heard: std::sync::atomic::AtomicBool,
     broken: std::sync::atomic::AtomicBool,
     /// The reader waiting for input, woken when the output fails.
@@ -621,26 +615,16 @@ impl Activity {
     fn new() -> Activity {
         Activity {
             start: tokio::time::Instant::now(),
-            last: AtomicU64::new(0),
             heard: std::sync::atomic::AtomicBool::new(false),
             broken: std::sync::atomic::AtomicBool::new(false),
             reader: std::sync::Mutex::new(None),
         }
     }
 
-    fn touch(&self) {
-        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last.fetch_max(ms, Ordering::AcqRel);
-    }
-
-    /// When the input is ended unless something happens before.
-    fn due(&self) -> tokio::time::Instant {
-        let quiet = if self.heard.load(Ordering::Acquire) {
-            SESSION_IDLE
-        } else {
-            FIRST_BYTES_TIMEOUT
-        };
-        self.start + Duration::from_millis(self.last.load(Ordering::Acquire)) + quiet
+    /// When the input is ended unless the client speaks before: only
+    /// until its first bytes (never once it has spoken).
+    fn due(&self) -> Option<tokio::time::Instant> {
+        (!self.heard.load(Ordering::Acquire)).then(|| self.start + FIRST_BYTES_TIMEOUT)
     }
 
     /// The output failed: the input ends, so the session does.
@@ -655,8 +639,7 @@ impl Activity {
 
 /// A UNIX socket connection's input, ended (read as end of input, so the
 /// session ends and gives back its place) when its client has sent nothing
-/// within [`FIRST_BYTES_TIMEOUT`] of connecting, when the connection has
-/// been quiet both ways for [`SESSION_IDLE`], or when its output failed.
+/// within [`FIRST_BYTES_TIMEOUT`] of connecting, or when its output failed.
 struct Quiet<R> {
     inner: R,
     activity: Arc<Activity>,
@@ -665,7 +648,8 @@ struct Quiet<R> {
 
 impl<R> Quiet<R> {
     fn new(inner: R, activity: Arc<Activity>) -> Self {
-        let timer = Box::pin(tokio::time::sleep_until(activity.due()));
+        let first = activity.start + FIRST_BYTES_TIMEOUT;
+        let timer = Box::pin(tokio::time::sleep_until(first));
         Quiet {
             inner,
             activity,
@@ -689,7 +673,6 @@ impl<R: AsyncRead + Unpin> AsyncRead for Quiet<R> {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
                     this.activity.heard.store(true, Ordering::Release);
-                    this.activity.touch();
                 }
                 return Poll::Ready(Ok(()));
             }
@@ -705,7 +688,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for Quiet<R> {
             return Poll::Ready(Ok(()));
         }
         loop {
-            let due = this.activity.due();
+            let Some(due) = this.activity.due() else {
+                return Poll::Pending;
+            };
             if tokio::time::Instant::now() >= due {
                 return Poll::Ready(Ok(()));
             }
@@ -717,21 +702,15 @@ impl<R: AsyncRead + Unpin> AsyncRead for Quiet<R> {
     }
 }
 
-/// A UNIX socket connection's output: each write that makes progress
-/// counts as activity, and one that fails (after [`WRITE_TIMEOUT`]
-/// without progress, through [`Stalls`]) ends the input too.
+/// A UNIX socket connection's output: one that fails (after
+/// [`WRITE_TIMEOUT`] without progress, through [`Stalls`]) ends the input
+/// too.
 struct Heard<W>(Stalls<W>, Arc<Activity>);
 
 impl<W> Heard<W> {
-    fn seen<T>(
-        &self,
-        r: Poll<std::io::Result<T>>,
-        progress: impl Fn(&T) -> bool,
-    ) -> Poll<std::io::Result<T>> {
-        match &r {
-            Poll::Ready(Ok(v)) if progress(v) => self.1.touch(),
-            Poll::Ready(Err(_)) => self.1.break_off(),
-            _ => {}
+    fn seen<T>(&self, r: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        if let Poll::Ready(Err(_)) = &r {
+            self.1.break_off();
         }
         r
     }
@@ -745,19 +724,19 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Heard<W> {
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.0).poll_write(cx, buf);
-        this.seen(r, |n| *n > 0)
+        this.seen(r)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.0).poll_flush(cx);
-        this.seen(r, |_| false)
+        this.seen(r)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.0).poll_shutdown(cx);
-        this.seen(r, |_| false)
+        this.seen(r)
     }
 }
 
