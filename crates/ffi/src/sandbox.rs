@@ -868,8 +868,9 @@ pub unsafe extern "C" fn sg_sandbox_read_lines_cancellable(
         } else {
             usize::try_from(limit).unwrap_or(usize::MAX)
         };
-        // SAFETY: the caller's contract.
         let never = std::sync::atomic::AtomicBool::new(false);
+        // SAFETY: `signal` is NULL or a live abort signal (the caller's
+        // contract).
         let cancel = unsafe { signal.as_ref() }.map_or(&never, |a| &a.cancel);
         let r = s
             .sandbox
