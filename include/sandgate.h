@@ -28,7 +28,8 @@
 #define SANDGATE_ABI_MINOR 2
 
 // An abort signal: trigger it from any thread to end the commands it was
-// passed to (they answer exit code 130). Free with `sg_abort_free`.
+// passed to (they answer exit code 130) and the ranged reads it was passed
+// to (`SG_E_ABORTED`). Free with `sg_abort_free`.
 typedef struct sg_abort sg_abort;
 
 // An error object: code, message and, when known, the root-relative path,
@@ -600,7 +601,8 @@ void sg_exec_result_free(struct sg_exec_result *result);
 sg_status sg_abort_new(struct sg_abort **out, struct sg_error **err);
 
 // Triggers the signal: every command running with it ends (exit code
-// 130), and later commands given it end at once. Idempotent.
+// 130), and later commands given it end at once; so do ranged reads
+// (`SG_E_ABORTED`). Idempotent.
 //
 // # Return value
 //
@@ -1465,6 +1467,36 @@ sg_status sg_sandbox_read_lines(const struct sg_sandbox *sandbox,
                                 struct sg_bytes *content,
                                 struct sg_lines *info,
                                 struct sg_error **err);
+
+// `sg_sandbox_read_lines`, stopped with `SG_E_ABORTED` once `signal` is
+// triggered (`sg_abort_trigger`, from any thread). A ranged read counts
+// every line of the file, so its time grows with the file's data, not
+// with the range; the signal is looked at every 64 KiB read. `signal`
+// NULL is `sg_sandbox_read_lines`.
+//
+// # Return value
+//
+// `SG_OK` with `*content` set to the lines served, owned by the caller and
+// freed with `sg_bytes_free`, and `*info` filled (plain values); otherwise
+// the code of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a
+// malformed argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new
+// error object that the caller frees with `sg_error_free` (when `err` is not
+// NULL) and the outputs left as they were. `*err` is set to NULL on success.
+//
+// # Safety
+//
+// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
+// `signal` is NULL or a live abort signal; `content` and `info` are valid
+// for writes; `err` is NULL or valid for writes.
+sg_status sg_sandbox_read_lines_cancellable(const struct sg_sandbox *sandbox,
+                                            const char *path,
+                                            size_t path_len,
+                                            uint64_t offset,
+                                            uint64_t limit,
+                                            const struct sg_abort *signal,
+                                            struct sg_bytes *content,
+                                            struct sg_lines *info,
+                                            struct sg_error **err);
 
 // Writes `data` to `path` atomically and durably: a new file, or, when
 // `overwrite` is true and the sandbox allows overwriting, a replacement.

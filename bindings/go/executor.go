@@ -206,34 +206,13 @@ func (x *Executor) Exec(ctx context.Context, command string, opts ExecOptions) (
 	if opts.Timeout > 0 {
 		timeoutMS = uint64((opts.Timeout + time.Millisecond - 1) / time.Millisecond)
 	}
-	var abort *C.sg_abort
-	if ctx.Done() != nil {
-		var e *C.sg_error
-		if st := C.sg_abort_new(&abort, &e); st != C.SG_OK {
-			return nil, takeError(st, e)
-		}
-		defer C.sg_abort_free(abort)
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case <-ctx.Done():
-				var e *C.sg_error
-				if C.sg_abort_trigger(abort, &e) != C.SG_OK {
-					C.sg_error_free(e)
-				}
-			case <-stop:
-			}
-		}()
-		// Runs before sg_abort_free: the watcher is gone before the
-		// signal is freed.
-		defer wg.Wait()
-		defer close(stop)
+	abort, release, err := abortOn(ctx)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	var r C.sg_exec_result
-	err := x.with(func(p *C.sg_executor, e **C.sg_error) C.sg_status {
+	err = x.with(func(p *C.sg_executor, e **C.sg_error) C.sg_status {
 		c, cn := cstr(command)
 		var cwd *C.char
 		var cwdn C.size_t
@@ -264,4 +243,45 @@ func (x *Executor) Exec(ctx context.Context, command string, opts ExecOptions) (
 		_ = json.Unmarshal(conf, &res.Confinement)
 	}
 	return res, nil
+}
+
+// abortOn is an abort signal triggered when ctx is done (nil when ctx can
+// never be), and the function that stops watching ctx and frees it.
+func abortOn(ctx context.Context) (*C.sg_abort, func(), error) {
+	if ctx.Done() == nil {
+		return nil, func() {}, nil
+	}
+	var abort *C.sg_abort
+	var e *C.sg_error
+	if st := C.sg_abort_new(&abort, &e); st != C.SG_OK {
+		return nil, nil, takeError(st, e)
+	}
+	trigger := func() {
+		var e *C.sg_error
+		if C.sg_abort_trigger(abort, &e) != C.SG_OK {
+			C.sg_error_free(e)
+		}
+	}
+	// Done already: triggered before the call, not whenever the watcher
+	// runs (a short call would be over by then).
+	if ctx.Err() != nil {
+		trigger()
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-ctx.Done():
+			trigger()
+		case <-stop:
+		}
+	}()
+	return abort, func() {
+		close(stop)
+		// The watcher is gone before the signal is freed.
+		wg.Wait()
+		C.sg_abort_free(abort)
+	}, nil
 }

@@ -14,6 +14,7 @@ static sg_status sandgate_set_audit(sg_sandbox_options *o, uintptr_t handle, sg_
 import "C"
 
 import (
+	"context"
 	"encoding/json"
 	"runtime"
 	"runtime/cgo"
@@ -336,18 +337,33 @@ type Lines struct {
 // ReadLines reads limit lines from line offset (1-based). offset and limit
 // must be at least 1 (E_REQUEST otherwise); limit is at most MaxRangeLines.
 func (s *Sandbox) ReadLines(path string, offset, limit int) (*Lines, error) {
+	return s.ReadLinesContext(context.Background(), path, offset, limit)
+}
+
+// ReadLinesContext is ReadLines, stopped with ErrAborted once ctx is done.
+// A ranged read counts every line of the file, so its time grows with the
+// file's data, not with the range.
+func (s *Sandbox) ReadLinesContext(ctx context.Context, path string, offset, limit int) (*Lines, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if offset < 1 {
 		return nil, requestError("offset must be at least 1")
 	}
 	if limit < 1 {
 		return nil, requestError("limit must be at least 1")
 	}
+	abort, release, err := abortOn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	var l Lines
-	err := s.with(func(p *C.sg_sandbox, e **C.sg_error) C.sg_status {
+	err = s.with(func(p *C.sg_sandbox, e **C.sg_error) C.sg_status {
 		var b C.sg_bytes
 		var info C.sg_lines
 		ps, pn := cstr(path)
-		st := C.sg_sandbox_read_lines(p, ps, pn, C.uint64_t(offset), C.uint64_t(limit), &b, &info, e)
+		st := C.sg_sandbox_read_lines_cancellable(p, ps, pn, C.uint64_t(offset), C.uint64_t(limit), abort, &b, &info, e)
 		if st == C.SG_OK {
 			l.Content = takeBytes(&b)
 			l.Offset, l.Lines, l.TotalLines = uint64(info.offset), uint64(info.lines), uint64(info.total_lines)

@@ -976,3 +976,30 @@ func TestGrep8GrepCountsBinaryFilesPassedOver(t *testing.T) {
 		t.Errorf("no binary file: %+v %v", cut, err)
 	}
 }
+
+// A ranged read stops with ErrAborted once its ctx is done; a ctx never
+// done (or a live one) is served.
+func TestRanged9ReadLinesContextStopsOnceCancelled(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "r9.txt"), []byte("one\ntwo\nthree\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := sandgate.NewSandbox(sandgate.WithReadRoots(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := sb.ReadLinesContext(ctx, "r9.txt", 2, 1)
+	if err != nil || string(l.Content) != "two\n" || l.TotalLines != 3 {
+		t.Fatalf("live ctx: %+v %v", l, err)
+	}
+	cancel()
+	_, err = sb.ReadLinesContext(ctx, "r9.txt", 1, 1)
+	if !errors.Is(err, sandgate.ErrAborted) {
+		t.Fatalf("cancelled ctx: want E_ABORTED, got %v", err)
+	}
+	if l, err := sb.ReadLines("r9.txt", 1, 1); err != nil || string(l.Content) != "one\n" {
+		t.Fatalf("plain: %+v %v", l, err)
+	}
+}

@@ -434,6 +434,31 @@ static void test_sandbox(const sg_policy *p) {
         !lines.truncated);
   sg_bytes_free(&b);
 
+  /* A ranged read given an abort signal: served while it is untriggered
+     (or NULL), refused with SG_E_ABORTED once it is triggered. */
+  {
+    sg_abort *stop = NULL;
+    EXPECT(sg_abort_new(&stop, &err), SG_OK, err);
+    EXPECT(sg_sandbox_read_lines_cancellable(sb, S("notes.txt"), 2, 1, stop, &b,
+                                             &lines, &err),
+           SG_OK, err);
+    CHECK(bytes_eq(&b, "two\n") && lines.total_lines == 3);
+    sg_bytes_free(&b);
+    EXPECT(sg_sandbox_read_lines_cancellable(sb, S("notes.txt"), 1, 1, NULL, &b,
+                                             &lines, &err),
+           SG_OK, err);
+    CHECK(bytes_eq(&b, "one\n"));
+    sg_bytes_free(&b);
+    EXPECT(sg_abort_trigger(stop, &err), SG_OK, err);
+    CHECK(sg_sandbox_read_lines_cancellable(sb, S("notes.txt"), 1, 1, stop, &b,
+                                            &lines, &err) == SG_E_ABORTED);
+    CHECK(err != NULL && sg_error_path(err) != NULL &&
+          strcmp(sg_error_path(err), "notes.txt") == 0);
+    sg_error_free(err);
+    err = NULL;
+    sg_abort_free(stop);
+  }
+
   EXPECT(sg_sandbox_write(sb, S("out/new.txt"), B("hi\n"), false, &n, &err),
          SG_OK, err);
   CHECK(n == 3);

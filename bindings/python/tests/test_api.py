@@ -852,6 +852,20 @@ def test_executor_abort_from_another_thread_is_130(tree):
         assert ex.exec("sleep 10", abort=sig).exit_code == 130
 
 
+def test_ranged9_a_ranged_read_stops_once_its_abort_signal_is_triggered(tree):
+    ws = tree / "ws"
+    (ws / "r9.txt").write_text("one\ntwo\nthree\n")
+    with Sandbox(read_roots=[ws]) as sb, AbortSignal() as sig:
+        r = sb.read_lines("r9.txt", 2, 1, abort=sig)
+        assert (r.content, r.total_lines) == (b"two\n", 3)
+        sig.abort()
+        with pytest.raises(sandgate.AbortedError) as e:
+            sb.read_lines("r9.txt", 1, 1, abort=sig)
+        assert e.value.path == "r9.txt"
+        # without the signal, the same read is served
+        assert sb.read_lines("r9.txt", 1, 1).content == b"one\n"
+
+
 def test_executor_refusals(tree):
     with Policy.parse('[fs]\nread_roots = ["ws"]\n', str(tree)) as p, Executor(p) as ex:
         with pytest.raises(sandgate.DeniedError):

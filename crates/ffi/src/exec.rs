@@ -18,9 +18,12 @@ pub struct sg_executor {
 }
 
 /// An abort signal: trigger it from any thread to end the commands it was
-/// passed to (they answer exit code 130). Free with `sg_abort_free`.
+/// passed to (they answer exit code 130) and the ranged reads it was passed
+/// to (`SG_E_ABORTED`). Free with `sg_abort_free`.
 pub struct sg_abort {
     signal: AbortSignal,
+    /// Set with `signal`: the flag a ranged read looks at.
+    pub(crate) cancel: std::sync::atomic::AtomicBool,
 }
 
 /// What one command did. Free its buffers with `sg_exec_result_free`.
@@ -336,6 +339,7 @@ pub unsafe extern "C" fn sg_abort_new(
             out,
             into_handle(sg_abort {
                 signal: AbortSignal::new(),
+                cancel: std::sync::atomic::AtomicBool::new(false),
             }),
         );
         Ok(())
@@ -343,7 +347,8 @@ pub unsafe extern "C" fn sg_abort_new(
 }
 
 /// Triggers the signal: every command running with it ends (exit code
-/// 130), and later commands given it end at once. Idempotent.
+/// 130), and later commands given it end at once; so do ranged reads
+/// (`SG_E_ABORTED`). Idempotent.
 ///
 /// # Return value
 ///
@@ -364,7 +369,9 @@ pub unsafe extern "C" fn sg_abort_trigger(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        unsafe { handle(signal, "signal")? }.signal.abort();
+        let a = unsafe { handle(signal, "signal")? };
+        a.cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+        a.signal.abort();
         Ok(())
     })
 }

@@ -819,6 +819,79 @@ pub unsafe extern "C" fn sg_sandbox_read_lines(
     })
 }
 
+/// `sg_sandbox_read_lines`, stopped with `SG_E_ABORTED` once `signal` is
+/// triggered (`sg_abort_trigger`, from any thread). A ranged read counts
+/// every line of the file, so its time grows with the file's data, not
+/// with the range; the signal is looked at every 64 KiB read. `signal`
+/// NULL is `sg_sandbox_read_lines`.
+///
+/// # Return value
+///
+/// `SG_OK` with `*content` set to the lines served, owned by the caller and
+/// freed with `sg_bytes_free`, and `*info` filled (plain values); otherwise
+/// the code of the refusal or failure (`SG_E_REQUEST` for a NULL handle or a
+/// malformed argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new
+/// error object that the caller frees with `sg_error_free` (when `err` is not
+/// NULL) and the outputs left as they were. `*err` is set to NULL on success.
+///
+/// # Safety
+///
+/// `sandbox` is NULL or a live sandbox; `path` points to `path_len` bytes;
+/// `signal` is NULL or a live abort signal; `content` and `info` are valid
+/// for writes; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_read_lines_cancellable(
+    sandbox: *const sg_sandbox,
+    path: *const c_char,
+    path_len: usize,
+    offset: u64,
+    limit: u64,
+    signal: *const crate::exec::sg_abort,
+    content: *mut sg_bytes,
+    info: *mut sg_lines,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let (s, path, content, info) = unsafe {
+            (
+                handle(sandbox, "sandbox")?,
+                arg_str(path, path_len, "path")?,
+                out_ptr(content, "content")?,
+                out_ptr(info, "info")?,
+            )
+        };
+        let offset = if offset == 0 {
+            1
+        } else {
+            usize::try_from(offset).unwrap_or(usize::MAX)
+        };
+        let limit = if limit == 0 {
+            facade::MAX_RANGE_LINES
+        } else {
+            usize::try_from(limit).unwrap_or(usize::MAX)
+        };
+        let never = std::sync::atomic::AtomicBool::new(false);
+        // SAFETY: `signal` is NULL or a live abort signal (the caller's
+        // contract).
+        let cancel = unsafe { signal.as_ref() }.map_or(&never, |a| &a.cancel);
+        let r = s
+            .sandbox
+            .read_lines_cancellable(path, offset, limit, cancel)?;
+        put(
+            info,
+            sg_lines {
+                offset: r.offset as u64,
+                lines: r.lines as u64,
+                total_lines: r.total_lines as u64,
+                truncated: r.truncated,
+            },
+        );
+        put(content, sg_bytes::from_vec(r.content));
+        Ok(())
+    })
+}
+
 /// Writes `data` to `path` atomically and durably: a new file, or, when
 /// `overwrite` is true and the sandbox allows overwriting, a replacement.
 /// Missing parent directories are created. `size` (may be NULL) receives

@@ -3,6 +3,7 @@
 //! budgeted and audited.
 
 use std::io::{BufRead, BufReader, Read, Seek};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -742,9 +743,10 @@ impl Sandbox {
 
     /// [`Sandbox::read_lines`], stopped with `E_ABORTED` once `cancel` is
     /// set (from another thread). A ranged read counts every line of the
-    /// file, so its time grows with the file's size, not with the range:
-    /// hours for a sparse file of terabytes. The flag is looked at every
-    /// 64 KiB read.
+    /// file, so its time grows with the file's data, not with the range
+    /// (the holes of a sparse file, which hold no newline, are passed over
+    /// unread where the filesystem reports them). The flag is looked at
+    /// every 64 KiB read.
     pub fn read_lines_cancellable(
         &self,
         path: &str,
@@ -2148,12 +2150,19 @@ impl std::error::Error for ReadCancelled {}
 
 /// Consumes one line without keeping it; returns the bytes consumed. Fails
 /// with [`ReadCancelled`] once `cancel` is set (looked at before each
-/// buffer is filled): one line may be terabytes of a sparse file.
-fn skip_line(reader: &mut impl BufRead, cancel: &AtomicBool) -> std::io::Result<usize> {
-    let mut n = 0;
+/// buffer is filled): one line may be terabytes. The holes of a sparse
+/// file are passed over unread ([`pass_hole`]).
+fn skip_line<F: Read + AsFd>(
+    reader: &mut BufReader<F>,
+    cancel: &AtomicBool,
+) -> std::io::Result<usize> {
+    let mut n = 0usize;
     loop {
         if cancel.load(Ordering::Relaxed) {
             return Err(std::io::Error::other(ReadCancelled));
+        }
+        if reader.buffer().is_empty() {
+            n = n.saturating_add(pass_hole(reader.get_ref().as_fd())?);
         }
         let buf = match reader.fill_buf() {
             Ok(buf) => buf,
@@ -2175,6 +2184,29 @@ fn skip_line(reader: &mut impl BufRead, cancel: &AtomicBool) -> std::io::Result<
             }
         }
     }
+}
+
+/// Moves `fd`, a regular file read from its offset, past the hole it
+/// stands in (a run the filesystem does not store, read as zeros), all but
+/// the hole's last byte: a hole holds no newline, and the byte left to read
+/// keeps a line made only of a hole from looking like the end of the file.
+/// Returns the bytes passed (0 outside a hole, and where the filesystem
+/// cannot tell: `EINVAL`, `SEEK_DATA` not supported, means read it all).
+/// `ENXIO` from `SEEK_DATA` means no data from the offset on: a hole up to
+/// the end of the file, or an offset at or past it.
+fn pass_hole(fd: BorrowedFd<'_>) -> std::io::Result<usize> {
+    use rustix::fs::{seek, SeekFrom};
+    let pos = seek(fd, SeekFrom::Current(0))?;
+    let data = match seek(fd, SeekFrom::Data(pos)) {
+        Ok(data) => data,
+        Err(rustix::io::Errno::NXIO) => seek(fd, SeekFrom::End(0))?,
+        Err(_) => return Ok(0),
+    };
+    // `data` is past `pos` in a hole; else (the file shrank under the
+    // read, or `pos` is in data) the read goes on from `pos`.
+    let to = if data > pos { data - 1 } else { pos };
+    seek(fd, SeekFrom::Start(to))?;
+    Ok(usize::try_from(to - pos).unwrap_or(usize::MAX))
 }
 
 fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {

@@ -2404,6 +2404,30 @@ fn mcp6_a_grep_line_cut_at_1000_bytes_says_so() {
     assert!(answers[0].get("unreadable").is_none(), "{}", answers[0]);
 }
 
+/// A match that starts past the line's first 1,000 bytes is answered (its
+/// path and line number, `text_cut`), but its text is not in `text`, which
+/// is always the line's first 1,000 bytes: the caller reads the line with
+/// a ranged read to see the match. Pinned as documented (the endpoint's
+/// reference, grep).
+#[test]
+fn ranged9_a_match_past_the_line_cut_is_answered_without_its_text() {
+    let fx = Fx::new();
+    fx.put(
+        "in/late.txt",
+        &format!("{}needle{}\n", "a".repeat(1500), "b".repeat(10)),
+    );
+    let sb = fx.builder().build().unwrap();
+    let ms = sb.grep("needle", None, None).unwrap();
+    assert_eq!(
+        ms.iter()
+            .map(|m| (m.path.as_str(), m.line, m.text.len(), m.text_cut))
+            .collect::<Vec<_>>(),
+        vec![("late.txt", 1, 1000, true)]
+    );
+    assert!(!ms[0].text.contains("needle"));
+    assert!(ms[0].text.bytes().all(|b| b == b'a'));
+}
+
 /// Context lines cut at 1,000 bytes are marked as the matching line is:
 /// the endpoint names the cut ones by index (`before_truncated`,
 /// `after_truncated`), and an answer whose context is whole has no such

@@ -978,8 +978,12 @@ class Sandbox(_Handle):
     def read_text(self, path: str, encoding: str = "utf-8", errors: str = "strict") -> str:
         return self.read(path).decode(encoding, errors)
 
-    def read_lines(self, path: str, offset: int = 1, limit: int = MAX_RANGE_LINES) -> Lines:
-        """``limit`` lines (1..2000) from line ``offset`` (1-based)."""
+    def read_lines(
+        self, path: str, offset: int = 1, limit: int = MAX_RANGE_LINES, abort: AbortSignal | None = None
+    ) -> Lines:
+        """``limit`` lines (1..2000) from line ``offset`` (1-based). The read
+        counts every line of the file; ``abort``, once triggered (from any
+        thread), stops it with :class:`AbortedError`."""
         offset, limit = int(offset), int(limit)
         if offset < 1:
             raise RequestError(f"offset must be at least 1 (got {offset})", code="E_REQUEST")
@@ -989,9 +993,14 @@ class Sandbox(_Handle):
         content, info, err = sg_bytes(), sg_lines(), c_void_p()
         h = self._acquire()
         try:
-            st = lib.sg_sandbox_read_lines(
-                h, p, len(p), min(offset, _U64_MAX), min(limit, _U64_MAX), byref(content), byref(info), byref(err)
-            )
+            a = abort._acquire() if abort is not None else None
+            try:
+                st = lib.sg_sandbox_read_lines_cancellable(
+                    h, p, len(p), min(offset, _U64_MAX), min(limit, _U64_MAX), a, byref(content), byref(info), byref(err)
+                )
+            finally:
+                if abort is not None:
+                    abort._release()
         finally:
             self._release()
         if st:

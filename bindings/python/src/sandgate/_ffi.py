@@ -202,6 +202,10 @@ PROTOTYPES: dict[str, tuple[object, list[object]]] = {
         _ST,
         [_P, _S, c_size_t, c_uint64, c_uint64, _B, POINTER(sg_lines), _PP],
     ),
+    "sg_sandbox_read_lines_cancellable": (
+        _ST,
+        [_P, _S, c_size_t, c_uint64, c_uint64, _P, _B, POINTER(sg_lines), _PP],
+    ),
     "sg_sandbox_write": (
         _ST,
         [_P, _S, c_size_t, _S, c_size_t, c_bool, POINTER(c_uint64), _PP],
