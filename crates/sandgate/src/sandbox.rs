@@ -2205,7 +2205,9 @@ fn pass_hole(fd: BorrowedFd<'_>) -> std::io::Result<usize> {
     // `data` is past `pos` in a hole; else (the file shrank under the
     // read, or `pos` is in data) the read goes on from `pos`.
     let to = if data > pos { data - 1 } else { pos };
-    seek(fd, SeekFrom::Start(to))?;
+    if to != data {
+        seek(fd, SeekFrom::Start(to))?;
+    }
     Ok(usize::try_from(to - pos).unwrap_or(usize::MAX))
 }
 
