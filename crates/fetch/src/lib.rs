@@ -72,6 +72,11 @@
 //! fetch, since behind a proxy the destination address cannot be checked
 //! or pinned; trusted_host mode connects directly and ignores it.
 //!
+//! **Audit.** [`Fetcher::set_audit_sink`] reports every fetch, refused
+//! ones included, as an [`AuditEvent`] with `op` `fetch` and `path` the
+//! origins of its hops ([`audit_path`]); never the URL's user, password,
+//! path or query, nor a header or body.
+//!
 //! **Budgets.** [`FetcherBuilder::net_ops`] (a policy's `[budgets]
 //! net_ops`) counts fetches (a fetch and all its
 //! redirect hops are one operation); a refused fetch spends one too, as
