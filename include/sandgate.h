@@ -25,7 +25,7 @@
 
 // The ABI's minor version: bumped when functions are added or fields are
 // appended to a struct the library allocates.
-#define SANDGATE_ABI_MINOR 2
+#define SANDGATE_ABI_MINOR 3
 
 // An abort signal: trigger it from any thread to end the commands it was
 // passed to (they answer exit code 130) and the ranged reads it was passed
@@ -111,12 +111,12 @@ typedef struct sg_audit_event {
 
 // An audit callback. It is called on the thread that ran the operation,
 // possibly from several threads at once (so it must be thread-safe), with
-// the `user_data` given to `sg_sandbox_options_set_audit` or
-// `sg_executor_set_audit`, and no lock of the library held. It may call
-// back into the same sandbox or executor (each call it makes reports an
-// event of its own, so it must not recurse without end), `sg_sandbox_close`
-// included, but never free it: the call it reports on is still in
-// progress. A sandbox's callback may be called until `sg_sandbox_free`
+// the `user_data` given to `sg_sandbox_options_set_audit`,
+// `sg_executor_set_audit` or `sg_fetcher_set_audit`, and no lock of the
+// library held. It may call back into the same sandbox, executor or
+// fetcher (each call it makes reports an event of its own, so it must not
+// recurse without end), `sg_sandbox_close` included, but never free it:
+// the call it reports on is still in progress. A sandbox's callback may be called until `sg_sandbox_free`
 // returns (calls refused after `sg_sandbox_close` are reported too), never
 // after.
 typedef void (*sg_audit_fn)(void *user_data, const struct sg_audit_event *event);
@@ -659,6 +659,36 @@ void sg_abort_free(struct sg_abort *signal);
 sg_status sg_fetcher_new(const struct sg_policy *policy,
                          struct sg_fetcher **out,
                          struct sg_error **err);
+
+// Sets the fetcher's audit callback (NULL removes it). Every later
+// `sg_fetcher_fetch` call, refused ones included (a request that does not
+// parse, a URL that does not, a host the policy does not grant, a
+// redirect refused, the `net_ops` budget spent, a timeout), reports one
+// event: `op` `"fetch"`, `path` the origin (`scheme://host:port`) of
+// every hop taken, `" -> "` between them (the origin of the URL asked
+// for when no hop was taken; empty when it does not parse), `size` the
+// bytes of body returned, `outcome`. The URL's user, password, path and
+// query, the headers and the bodies are never part of an event. See
+// `sg_audit_fn`. Added in ABI 2.3.
+//
+// # Return value
+//
+// `SG_OK` on success, the callback replaced; otherwise the code of the
+// refusal or failure (`SG_E_REQUEST` for a NULL handle or a malformed
+// argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new error
+// object that the caller frees with `sg_error_free` (when `err` is not
+// NULL). `*err` is set to NULL on success.
+//
+// # Safety
+//
+// `fetcher` is NULL or a live fetcher; `callback` and `user_data` stay
+// valid until the callback is replaced or removed and no call that could
+// still report to it is in progress, or until the fetcher is freed;
+// `err` is NULL or valid for writes.
+sg_status sg_fetcher_set_audit(const struct sg_fetcher *fetcher,
+                               sg_audit_fn callback,
+                               void *user_data,
+                               struct sg_error **err);
 
 // Frees a fetcher. NULL is accepted.
 //

@@ -1,7 +1,15 @@
 package sandgate
 
 /*
+#include <stdint.h>
 #include "sandgate.h"
+
+// The exported Go audit callback (audit.go), set on a fetcher with the
+// cgo.Handle as user data (no Go-side uintptr -> pointer conversion).
+extern void sandgateGoAudit(void *user, struct sg_audit_event *event);
+static sg_status sandgate_fetcher_set_audit(const sg_fetcher *f, uintptr_t handle, sg_error **err) {
+	return sg_fetcher_set_audit(f, (sg_audit_fn)sandgateGoAudit, (void *)handle, err);
+}
 */
 import "C"
 
@@ -11,10 +19,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"runtime"
+	"runtime/cgo"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -27,13 +35,44 @@ import (
 // proxy set in the environment, such as HTTPS_PROXY, refuses every fetch).
 // Fetch may be called from several goroutines at once.
 type Fetcher struct {
-	mu  sync.RWMutex
-	ptr *C.sg_fetcher
+	calls   inflight
+	ptr     *C.sg_fetcher // set once; freed by the last to leave calls
+	audit   cgo.Handle
+	auditFn func(AuditEvent)
 }
 
-// NewFetcher is the fetcher p grants. A policy without [net] grants no
-// destination: every fetch is refused with E_NET_DENIED.
-func NewFetcher(p *Policy) (*Fetcher, error) {
+// FetcherOption configures a Fetcher (NewFetcher).
+type FetcherOption func(*fetcherConfig)
+
+type fetcherConfig struct {
+	audit func(AuditEvent)
+}
+
+// WithFetchAudit sets the fetcher's audit sink, called synchronously once
+// per Fetch (refused ones too: a host not granted, a URL that does not
+// parse, a redirect refused, the net_ops budget spent, a timeout) on the
+// goroutine that ran it, after the fetch ended: Op "fetch", Path the
+// origin (scheme://host:port) of every hop taken, " -> " between them
+// ("" for a URL that does not parse), Size the bytes of body returned.
+// Never the URL's user, password, path or query, nor a header or body. A
+// Fetch refused by the binding before the library sees it (a negative
+// Timeout or MaxBytes, a ctx already done, text that is not UTF-8) is
+// reported too, with an empty Path. It may call back into the same
+// fetcher, Close included: Close from the callback refuses later calls at
+// once, and the fetcher is freed when the Fetch the callback runs in
+// returns. A panic in it is recovered and dropped.
+func WithFetchAudit(f func(AuditEvent)) FetcherOption {
+	return func(c *fetcherConfig) { c.audit = f }
+}
+
+// NewFetcher is the fetcher p grants, configured by opts (e.g.
+// WithFetchAudit). A policy without [net] grants no destination: every
+// fetch is refused with E_NET_DENIED.
+func NewFetcher(p *Policy, opts ...FetcherOption) (*Fetcher, error) {
+	var c fetcherConfig
+	for _, opt := range opts {
+		opt(&c)
+	}
 	var out *C.sg_fetcher
 	err := p.with(func(pp *C.sg_policy) error {
 		var e *C.sg_error
@@ -45,26 +84,59 @@ func NewFetcher(p *Policy) (*Fetcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fetcher{ptr: out}
+	f := &Fetcher{ptr: out, auditFn: c.audit}
+	if c.audit != nil {
+		f.audit = cgo.NewHandle(c.audit)
+		var e *C.sg_error
+		if st := C.sandgate_fetcher_set_audit(out, C.uintptr_t(f.audit), &e); st != C.SG_OK {
+			C.sg_fetcher_free(out)
+			f.audit.Delete()
+			return nil, takeError(st, e)
+		}
+	}
 	runtime.SetFinalizer(f, (*Fetcher).Close)
 	return f, nil
 }
 
-// Close frees the fetcher, waiting for fetches in progress (each ends by
-// its timeout at the latest). Later calls answer E_CLOSED. Closing twice
-// is fine.
+// Close closes the fetcher: every later call answers E_CLOSED. It does
+// not wait: fetches already running run to their end (their timeout at
+// the latest), and the fetcher is freed when the last of them returns, at
+// once when none runs. So it may be called from an audit callback, or
+// while another goroutine's Fetch runs. Closing twice is fine.
 func (f *Fetcher) Close() error {
-	if f == nil {
+	if f == nil || f.ptr == nil || !f.calls.close() {
 		return nil
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.ptr != nil {
-		C.sg_fetcher_free(f.ptr)
-		f.ptr = nil
-		runtime.SetFinalizer(f, nil)
-	}
+	runtime.SetFinalizer(f, nil)
+	f.leave()
 	return nil
+}
+
+// leave counts a call (or Close) out, freeing the fetcher when it was the
+// last one out after Close.
+func (f *Fetcher) leave() {
+	if f.calls.leave() {
+		f.free()
+	}
+}
+
+func (f *Fetcher) free() {
+	C.sg_fetcher_free(f.ptr)
+	if f.audit != 0 {
+		f.audit.Delete()
+	}
+}
+
+// refused reports a Fetch the binding refused before the library saw it
+// to the audit sink, with an empty Path, and answers err.
+func (f *Fetcher) refused(err *FetchError) *FetchError {
+	if f != nil && f.auditFn != nil && f.ptr != nil && !f.calls.closed() {
+		func() {
+			defer func() { _ = recover() }()
+			f.auditFn(AuditEvent{Op: "fetch", Outcome: err.Err.Code, Time: time.Now()})
+		}()
+	}
+	return err
 }
 
 // FetchOptions are the per-fetch settings. The zero value is a GET with
@@ -216,17 +288,23 @@ func hops(js []hopJSON) []Hop {
 
 func fetchErr(e *Error) *FetchError { return &FetchError{Err: e} }
 
-// call runs sg_fetcher_fetch under the read lock: the answer's bytes and,
+// call runs sg_fetcher_fetch, counted in flight: the answer's bytes and,
 // unless the status is SG_OK, the error (both freed here).
 func (f *Fetcher) call(req []byte) ([]byte, *Error) {
 	if f == nil {
 		return nil, requestError("fetcher is nil")
 	}
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if f.ptr == nil {
+	if f.ptr == nil { // a zero Fetcher, never built
 		return nil, closedError("fetcher")
 	}
+	ok, free := f.calls.enter()
+	if free {
+		f.free()
+	}
+	if !ok {
+		return nil, closedError("fetcher")
+	}
+	defer f.leave()
 	var answer C.sg_bytes
 	var e *C.sg_error
 	r, rn := cbytes(req)
@@ -257,13 +335,13 @@ func (f *Fetcher) Fetch(ctx context.Context, url string, opts FetchOptions) (*Fe
 		ctx = context.Background()
 	}
 	if opts.Timeout < 0 {
-		return nil, fetchErr(requestError("timeout must not be negative"))
+		return nil, f.refused(fetchErr(requestError("timeout must not be negative")))
 	}
 	if opts.MaxBytes < 0 {
-		return nil, fetchErr(requestError("max_bytes must not be negative"))
+		return nil, f.refused(fetchErr(requestError("max_bytes must not be negative")))
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, &FetchError{Err: &Error{Code: CodeAborted, Message: "the context was done before the fetch started: " + err.Error()}, ctx: err}
+		return nil, f.refused(&FetchError{Err: &Error{Code: CodeAborted, Message: "the context was done before the fetch started: " + err.Error()}, ctx: err})
 	}
 	timeout := opts.Timeout
 	deadline, hasDeadline := ctx.Deadline()
@@ -271,14 +349,14 @@ func (f *Fetcher) Fetch(ctx context.Context, url string, opts FetchOptions) (*Fe
 	if hasDeadline {
 		left := time.Until(deadline)
 		if left <= 0 {
-			return nil, &FetchError{Err: &Error{Code: CodeAborted, Message: "the context was done before the fetch started: " + context.DeadlineExceeded.Error()}, ctx: context.DeadlineExceeded}
+			return nil, f.refused(&FetchError{Err: &Error{Code: CodeAborted, Message: "the context was done before the fetch started: " + context.DeadlineExceeded.Error()}, ctx: context.DeadlineExceeded})
 		}
 		if timeout == 0 || left < timeout {
 			timeout, byCtx = left, true
 		}
 	}
 	if !utf8.ValidString(url) || !utf8.ValidString(opts.Method) {
-		return nil, fetchErr(requestError("the URL and the method must be valid UTF-8"))
+		return nil, f.refused(fetchErr(requestError("the URL and the method must be valid UTF-8")))
 	}
 	req := fetchRequest{URL: url, Method: opts.Method, MaxBytes: uint64(opts.MaxBytes)}
 	if timeout > 0 {
@@ -299,7 +377,7 @@ func (f *Fetcher) Fetch(ctx context.Context, url string, opts FetchOptions) (*Fe
 			ck := http.CanonicalHeaderKey(k)
 			v := strings.Join(vs, ", ")
 			if !utf8.ValidString(ck) || !utf8.ValidString(v) {
-				return nil, fetchErr(requestError("the header " + strconv.Quote(k) + " is not valid UTF-8"))
+				return nil, f.refused(fetchErr(requestError("the header " + strconv.Quote(k) + " is not valid UTF-8")))
 			}
 			if prev, ok := req.Headers[ck]; ok {
 				v = prev + ", " + v
@@ -318,7 +396,7 @@ func (f *Fetcher) Fetch(ctx context.Context, url string, opts FetchOptions) (*Fe
 	}
 	reqJSON, err := json.Marshal(req)
 	if err != nil {
-		return nil, fetchErr(requestError("fetch request: " + err.Error()))
+		return nil, f.refused(fetchErr(requestError("fetch request: " + err.Error())))
 	}
 
 	raw, cerr := f.call(reqJSON)

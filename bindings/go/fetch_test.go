@@ -351,3 +351,107 @@ func TestFetcherClosed(t *testing.T) {
 		t.Errorf("fetcher from a closed policy: %v", err)
 	}
 }
+
+// The fetcher's audit sink: one event per Fetch, made or refused (a URL
+// that does not parse, credentials in the URL, a host not granted, a
+// redirect refused, a ctx already done, the budget spent), by the origins
+// of its hops; the string SECRET, in the URL's query, user or a header,
+// never reaches it. The callback may call back into its fetcher, Close
+// included, and the fetcher is freed when the Fetch it ran in returns.
+func TestFetchAuditRecordsEveryFetchWithoutItsSecrets(t *testing.T) {
+	noProxy(t)
+	srv := newLoopbackServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/meta" {
+			http.Redirect(w, r, "http://169.254.169.254/SECRET7?k=SECRET8", http.StatusFound)
+			return
+		}
+		io.WriteString(w, "hello")
+	})
+	here := "http://127.0.0.1:" + srv.port
+	p, err := sandgate.ParsePolicy([]byte(loopbackPolicy(srv.port, "[budgets]\nnet_ops = 6\n")), tmp(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var (
+		mu     sync.Mutex
+		events []sandgate.AuditEvent
+		f      *sandgate.Fetcher
+		nested error
+	)
+	audit := func(e sandgate.AuditEvent) {
+		mu.Lock()
+		events = append(events, e)
+		n := len(events)
+		mu.Unlock()
+		switch {
+		case n == 1: // a fetch of its own, reported one level deeper
+			_, nested = f.Fetch(context.Background(), "", sandgate.FetchOptions{})
+		case e.Outcome == sandgate.CodeDenied: // the budget spent: close
+			f.Close()
+		}
+	}
+	f, err = sandgate.NewFetcher(p, sandgate.WithFetchAudit(audit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	secret := sandgate.FetchOptions{Header: http.Header{"Authorization": {"Bearer SECRET1"}}, Timeout: 10 * time.Second}
+	if _, err := f.Fetch(context.Background(), here+"/p/SECRET2?token=SECRET3", secret); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(nested, sandgate.ErrRequest) {
+		t.Errorf("the callback's own fetch: %v", nested)
+	}
+	for _, c := range []struct {
+		url  string
+		want error
+	}{
+		{"not a url SECRET4", sandgate.ErrRequest},
+		{"http://me:SECRET5@127.0.0.1:" + srv.port + "/", sandgate.ErrRequest},
+		{"http://not-granted.invalid/?token=SECRET6", sandgate.ErrNetDenied},
+		{here + "/meta", sandgate.ErrNetDenied},
+	} {
+		if _, err := f.Fetch(context.Background(), c.url, secret); !errors.Is(err, c.want) {
+			t.Errorf("%s: want %v, got %v", c.url, c.want, err)
+		}
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := f.Fetch(done, here+"/?token=SECRET9", secret); !errors.Is(err, sandgate.ErrAborted) {
+		t.Errorf("a ctx already done: %v", err)
+	}
+	if _, err := f.Fetch(context.Background(), here+"/?token=SECRET10", secret); !errors.Is(err, sandgate.ErrDenied) {
+		t.Errorf("the budget spent: %v", err)
+	}
+	if _, err := f.Fetch(context.Background(), here+"/", secret); !errors.Is(err, sandgate.ErrClosed) {
+		t.Errorf("closed from the callback: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if s := fmt.Sprintf("%+v", events); bytes.Contains([]byte(s), []byte("SECRET")) {
+		t.Errorf("a secret reached the sink: %s", s)
+	}
+	type row struct {
+		op, path string
+		size     uint64
+		outcome  sandgate.Code
+	}
+	var got []row
+	for _, e := range events {
+		got = append(got, row{e.Op, e.Path, e.Size, e.Outcome})
+	}
+	want := []row{
+		{"fetch", here, 5, "OK"},
+		{"fetch", "", 0, sandgate.CodeRequest},
+		{"fetch", "", 0, sandgate.CodeRequest},
+		{"fetch", "", 0, sandgate.CodeRequest},
+		{"fetch", "http://not-granted.invalid:80", 0, sandgate.CodeNetDenied},
+		{"fetch", here + " -> http://169.254.169.254:80", 0, sandgate.CodeNetDenied},
+		{"fetch", "", 0, sandgate.CodeAborted},
+		{"fetch", here, 0, sandgate.CodeDenied},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events:\n got %v\nwant %v", got, want)
+	}
+}

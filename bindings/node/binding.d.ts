@@ -64,8 +64,11 @@ export declare class Executor {
  * with the sandbox's `…Async` calls and `Executor.exec`).
  */
 export declare class Fetcher {
-  /** The fetcher `policy` grants (`[net]`, `[budgets] net_ops`). */
-  constructor(policy: Policy)
+  /**
+   * The fetcher `policy` grants (`[net]`, `[budgets] net_ops`), with an
+   * optional audit callback.
+   */
+  constructor(policy: Policy, options?: FetcherOptions | undefined | null)
   /**
    * Fetches `url` on the calling thread (blocking it). Returns the
    * response whatever its HTTP status; throws when refused (`E_NET_DENIED`
@@ -412,6 +415,19 @@ export interface ExecutorOptions {
    * Called with an `AuditEvent` after every `exec`, refused ones too:
    * `op` `'exec'`, the working directory as asked, the output's size,
    * `exitCode` and `limit`; never the command's text or output.
+   */
+  audit?: (event: AuditEvent) => void
+}
+
+/** Options of `new Fetcher(policy, options)`. */
+export interface FetcherOptions {
+  /**
+   * Called with an `AuditEvent` after every `fetch` and `fetchAsync`,
+   * refused ones too: `op` `'fetch'`, `path` the origin
+   * (`scheme://host:port`) of every hop taken, `' -> '` between them
+   * (`''` for a URL that does not parse), `size` the body's bytes;
+   * never the URL's user, password, path or query, nor a header or
+   * body.
    */
   audit?: (event: AuditEvent) => void
 }

@@ -888,7 +888,43 @@ static void *serve_once(void *arg) {
   return NULL;
 }
 
+/* A fetcher's audit: every path reported, and whether a secret ever was.
+ * On its first event the callback calls back into the fetcher (a request
+ * refused at once, reported one level deeper): no lock is held. `secrets`
+ * counts events that were not `fetch` or whose path held SECRET. */
+struct fetch_log {
+  sg_fetcher *f;
+  int events;
+  int secrets;
+  sg_status nested;
+  char paths[1024];
+  char outcomes[256];
+};
+
+static void on_fetch_audit(void *user, const sg_audit_event *e) {
+  struct fetch_log *log = user;
+  size_t used = strlen(log->paths);
+  log->events++;
+  if (strcmp(e->op, "fetch") != 0) {
+    log->secrets++;
+  }
+  snprintf(log->paths + used, sizeof log->paths - used, "%.*s|",
+           (int)e->path_len, e->path);
+  if (strstr(log->paths, "SECRET") != NULL) {
+    log->secrets++;
+  }
+  used = strlen(log->outcomes);
+  snprintf(log->outcomes + used, sizeof log->outcomes - used, "%s|",
+           sg_code_name(e->outcome));
+  if (log->events == 1) {
+    sg_bytes answer = {NULL, 0};
+    log->nested = sg_fetcher_fetch(log->f, S("{}"), &answer, NULL);
+    sg_bytes_free(&answer);
+  }
+}
+
 static void test_fetch(void) {
+  struct fetch_log log;
   sg_policy *p = NULL;
   sg_fetcher *f = NULL;
   sg_error *err = NULL;
@@ -915,10 +951,18 @@ static void test_fetch(void) {
                          &err),
          SG_OK, err);
   EXPECT(sg_fetcher_new(p, &f, &err), SG_OK, err);
+  memset(&log, 0, sizeof log);
+  log.f = f;
+  EXPECT(sg_fetcher_set_audit(f, on_fetch_audit, &log, &err), SG_OK, err);
+  EXPECT(sg_fetcher_set_audit(NULL, on_fetch_audit, &log, &err), SG_E_REQUEST,
+         err);
 
   CHECK(pthread_create(&t, NULL, serve_once, &listener) == 0);
   n = snprintf(request, sizeof request,
-               "{\"url\": \"http://127.0.0.1:%d/x\", \"max_bytes\": 100}", port);
+               "{\"url\": \"http://127.0.0.1:%d/x?token=SECRET1\", "
+               "\"headers\": {\"Authorization\": \"Bearer SECRET2\"}, "
+               "\"max_bytes\": 100}",
+               port);
   EXPECT(sg_fetcher_fetch(f, request, (size_t)n, &answer, &err), SG_OK, err);
   pthread_join(t, NULL);
   CHECK(bytes_contains(&answer, "\"status\":200"));
@@ -940,7 +984,28 @@ static void test_fetch(void) {
                           &err),
          SG_E_REQUEST, err);
   sg_bytes_free(&answer);
+  EXPECT(sg_fetcher_fetch(f, S("{\"url\": \"http://me:SECRET3@127.0.0.1/\"}"),
+                          &answer, &err),
+         SG_E_REQUEST, err);
+  sg_bytes_free(&answer);
   EXPECT(sg_fetcher_fetch(NULL, S("{}"), &answer, &err), SG_E_REQUEST, err);
+  /* Every call on the fetcher reported once, its own nested one too, by
+   * origins only; NULL removes the callback. */
+  n = snprintf(text, sizeof text,
+               "http://127.0.0.1:%d||http://127.0.0.1:%d|"
+               "http://169.254.169.254:80|||",
+               port, port == 65535 ? 1 : port + 1);
+  if (strcmp(log.paths, text) != 0) {
+    fprintf(stderr, "audit paths: %s\nexpected:    %s\n", log.paths, text);
+  }
+  CHECK(strcmp(log.paths, text) == 0);
+  CHECK(strcmp(log.outcomes, "OK|E_REQUEST|E_NET_DENIED|E_NET_DENIED|"
+                             "E_REQUEST|E_REQUEST|") == 0);
+  CHECK(log.events == 6 && log.secrets == 0 && log.nested == SG_E_REQUEST);
+  EXPECT(sg_fetcher_set_audit(f, NULL, NULL, &err), SG_OK, err);
+  EXPECT(sg_fetcher_fetch(f, S("{}"), &answer, &err), SG_E_REQUEST, err);
+  sg_bytes_free(&answer);
+  CHECK(log.events == 6);
   EXPECT(sg_fetcher_new(NULL, &f, &err), SG_E_REQUEST, err);
 
   close(listener);

@@ -22,7 +22,24 @@ use sandgate::fetch::{FetchError, FetchOptions as NativeOptions, FetchResponse, 
 use sandgate::ErrorCode;
 
 use crate::policy::Policy;
+use crate::sandbox::{audit_sink, AuditFn};
 use crate::{class_arg, js_error_with, json_of, options_of, request_error, str_arg, to_count};
+
+/// Options of `new Fetcher(policy, options)`.
+#[napi(object, object_to_js = false)]
+pub struct FetcherOptions {
+    /// Called with an `AuditEvent` after every `fetch` and `fetchAsync`,
+    /// refused ones too: `op` `'fetch'`, `path` the origin
+    /// (`scheme://host:port`) of every hop taken, `' -> '` between them
+    /// (`''` for a URL that does not parse), `size` the body's bytes;
+    /// never the URL's user, password, path or query, nor a header or
+    /// body.
+    #[napi(ts_type = "(event: AuditEvent) => void")]
+    pub audit: Option<AuditFn>,
+}
+
+/// The keys of [`FetcherOptions`] as JavaScript spells them.
+const FETCHER_OPTIONS: &[&str] = &["audit"];
 
 /// Options of `fetch`. An absent option means the library's default.
 #[napi(object, object_to_js = false)]
@@ -225,7 +242,11 @@ impl Task for FetchJob {
     fn compute(&mut self) -> napi::Result<Self::Output> {
         let opts = match self.options.take() {
             Some(Ok(opts)) => opts,
-            Some(Err(e)) => return Ok(Err(Failure::Other(e))),
+            Some(Err(e)) => {
+                // Refused before the fetcher saw it; reported as its own.
+                self.fetcher.audit_refusal(Some(&self.url), e.code());
+                return Ok(Err(Failure::Other(e)));
+            }
             None => return Err(napi::Error::from_reason("the job already ran")),
         };
         let (fetcher, url) = (&self.fetcher, &self.url);
@@ -258,16 +279,24 @@ pub struct Fetcher {
 
 #[napi]
 impl Fetcher {
-    /// The fetcher `policy` grants (`[net]`, `[budgets] net_ops`).
+    /// The fetcher `policy` grants (`[net]`, `[budgets] net_ops`), with an
+    /// optional audit callback.
     #[napi(constructor)]
     pub fn new(
         env: &Env,
         #[napi(ts_arg_type = "Policy")] policy: Unknown<'_>,
+        #[napi(ts_arg_type = "FetcherOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<Self> {
         let policy = class_arg::<Policy>(&policy, "policy", "Policy")
             .map_err(|e| failure_error(env, &Failure::Other(e)))?;
+        let options: Option<FetcherOptions> = options_of(env, options, "options", FETCHER_OPTIONS)?
+            .map_err(|e| failure_error(env, &Failure::Other(e)))?;
+        let inner = sandgate::fetch::from_policy(&policy.inner);
+        if let Some(f) = options.and_then(|o| o.audit) {
+            inner.set_audit_sink(Some(Arc::new(audit_sink(f))));
+        }
         Ok(Fetcher {
-            inner: Arc::new(sandgate::fetch::from_policy(&policy.inner)),
+            inner: Arc::new(inner),
         })
     }
 
@@ -283,10 +312,15 @@ impl Fetcher {
         #[napi(ts_arg_type = "string")] url: Unknown<'_>,
         #[napi(ts_arg_type = "FetchOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<FetchResult> {
-        let url = str_arg(url, "url").map_err(|e| failure_error(env, &Failure::Other(e)))?;
+        // A refusal before the fetcher sees the call is reported as its own.
+        let refused = |e: sandgate::Error, url: Option<&str>| {
+            self.inner.audit_refusal(url, e.code());
+            failure_error(env, &Failure::Other(e))
+        };
+        let url = str_arg(url, "url").map_err(|e| refused(e, None))?;
         let opts = options_arg(env, options)?
             .and_then(native_options)
-            .map_err(|e| failure_error(env, &Failure::Other(e)))?;
+            .map_err(|e| refused(e, Some(&url)))?;
         self.inner
             .fetch(&url, &opts)
             .map(result_of)

@@ -134,6 +134,52 @@ describe('Fetcher', () => {
     assert.equal(cut.truncated, true)
   })
 
+  test('the audit option reports each fetch, refused ones too, never a secret', async () => {
+    const here = `http://127.0.0.1:${port}`
+    const events = []
+    let f
+    const audit = (e) => {
+      events.push(e)
+      if (events.length === 1) {
+        // The callback may call back into its fetcher (reported too).
+        assert.throws(() => f.fetch('', T), (err) => err.code === 'E_REQUEST')
+      }
+    }
+    f = new Fetcher(policyWith(granted() + '[budgets]\nnet_ops = 6\n'), { audit })
+    const secret = { headers: { Authorization: 'Bearer SECRET1' }, ...T }
+    assert.equal(f.fetch(`${here}/p/SECRET2?token=SECRET3`, secret).status, 201)
+    throwsCode(() => f.fetch('not a url SECRET4', secret), 'E_REQUEST')
+    throwsCode(() => f.fetch(`http://me:SECRET5@127.0.0.1:${port}/`, secret), 'E_REQUEST')
+    throwsCode(() => f.fetch('http://not-granted.invalid/?token=SECRET6', secret), 'E_NET_DENIED')
+    await rejectsCode(f.fetchAsync(`${here}/redirect`, secret), 'E_NET_DENIED')
+    throwsCode(() => f.fetch(`${here}/?token=SECRET8`, { headers: { A: 5 } }), 'E_REQUEST')
+    await rejectsCode(f.fetchAsync(`${here}/?token=SECRET9`, { timeoutMs: -1 }), 'E_REQUEST')
+    // The nested fetch (run by the first event's callback, at the first
+    // await) spent the sixth: the budget is spent; malformed options
+    // spend none.
+    throwsCode(() => f.fetch(`${here}/?token=SECRET10`, secret), 'E_DENIED')
+    // Events arrive on a later turn of the event loop.
+    for (let i = 0; i < 100 && events.length < 9; i++) await new Promise((r) => setTimeout(r, 10))
+    assert.ok(!JSON.stringify(events).includes('SECRET'), JSON.stringify(events))
+    // The nested fetch's event lands among the others: compared as a set.
+    const sorted = (xs) => xs.map((x) => JSON.stringify(x)).sort()
+    assert.deepEqual(
+      sorted(events.map((e) => [e.op, e.path, e.size ?? null, e.outcome])),
+      sorted([
+        ['fetch', here, 'GET /p/SECRET2?token=SECRET3 '.length, 'OK'],
+        ['fetch', '', undefined, 'E_REQUEST'],
+        ['fetch', '', undefined, 'E_REQUEST'],
+        ['fetch', 'http://not-granted.invalid:80', undefined, 'E_NET_DENIED'],
+        ['fetch', '', undefined, 'E_REQUEST'],
+        ['fetch', `${here} -> http://169.254.169.254:80`, undefined, 'E_NET_DENIED'],
+        ['fetch', here, undefined, 'E_REQUEST'],
+        ['fetch', here, undefined, 'E_REQUEST'],
+        ['fetch', here, undefined, 'E_DENIED'],
+      ].map(([op, p, size, outcome]) => [op, p, size ?? null, outcome])),
+    )
+    assert.throws(() => new Fetcher(policyWith(granted()), { audit: 5 }), (e) => e.code === 'E_REQUEST')
+  })
+
   test('an ungranted port is refused with hops', async () => {
     const f = new Fetcher(policyWith(granted()))
     const e = throwsCode(() => f.fetch(`http://127.0.0.1:${port + 1 === 65536 ? 1 : port + 1}/`), 'E_NET_DENIED')

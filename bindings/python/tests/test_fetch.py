@@ -220,3 +220,48 @@ def test_concurrent_fetches(tmp_path, server):
         for t in ts:
             t.join(30)
         assert sorted(results) == sorted(f"GET /t{i} " for i in range(6))
+
+
+def test_fetch_audit_records_every_fetch_without_its_secrets(tmp_path, server):
+    """The fetcher's audit callback: one event per fetch, made or refused
+    (a URL that does not parse, credentials in the URL, a host not granted,
+    a redirect refused, the budget spent), by the origins of its hops;
+    the string SECRET, in the URL's query, user or a header, never reaches it.
+    The callback may call back into its fetcher, close() included."""
+    port = server.server_address[1]
+    here = f"http://127.0.0.1:{port}"
+    events: list[sandgate.AuditEvent] = []
+    holder: dict = {}
+
+    def audit(e: sandgate.AuditEvent) -> None:
+        events.append(e)
+        if e.outcome == "E_DENIED":  # the last: close from the callback
+            holder["f"].close()
+
+    secret = {"Authorization": "Bearer SECRET1"}
+    with _policy(tmp_path, _granted(port, "\n[budgets]\nnet_ops = 5\n")) as policy:
+        f = Fetcher(policy, audit=audit)
+        holder["f"] = f
+        assert f.fetch(f"{here}/p/SECRET2?token=SECRET3", headers=secret, timeout_ms=T).status == 201
+        for url, err in (
+            ("not a url SECRET4", sandgate.RequestError),
+            (f"http://me:SECRET5@127.0.0.1:{port}/", sandgate.RequestError),
+            ("http://not-granted.invalid/?token=SECRET6", sandgate.NetDeniedError),
+            (f"{here}/redirect", sandgate.NetDeniedError),
+            (f"{here}/?token=SECRET7", sandgate.DeniedError),
+        ):
+            with pytest.raises(err):
+                f.fetch(url, headers=secret, timeout_ms=T)
+        assert f.closed
+        with pytest.raises(sandgate.ClosedError):
+            f.fetch(here)
+    assert f.audit_errors == []
+    assert "SECRET" not in repr(events)
+    assert [(e.op, e.path, e.size, e.outcome) for e in events] == [
+        ("fetch", here, len(f"GET /p/SECRET2?token=SECRET3 "), "OK"),
+        ("fetch", "", None, "E_REQUEST"),
+        ("fetch", "", None, "E_REQUEST"),
+        ("fetch", "http://not-granted.invalid:80", None, "E_NET_DENIED"),
+        ("fetch", f"{here} -> http://169.254.169.254:80", None, "E_NET_DENIED"),
+        ("fetch", here, None, "E_DENIED"),
+    ]

@@ -14,6 +14,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod audit;
+
 use core::fmt;
 use core::str::FromStr;
 

@@ -72,6 +72,11 @@
 //! fetch, since behind a proxy the destination address cannot be checked
 //! or pinned; trusted_host mode connects directly and ignores it.
 //!
+//! **Audit.** [`Fetcher::set_audit_sink`] reports every fetch, refused
+//! ones included, as an [`AuditEvent`] with `op` `fetch` and `path` the
+//! origins of its hops ([`audit_path`]); never the URL's user, password,
+//! path or query, nor a header or body.
+//!
 //! **Budgets.** [`FetcherBuilder::net_ops`] (a policy's `[budgets]
 //! net_ops`) counts fetches (a fetch and all its
 //! redirect hops are one operation); a refused fetch spends one too, as
@@ -86,9 +91,10 @@ use std::fmt;
 use std::io::{self, Read};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use sandgate_codes::audit::{AuditEvent, AuditSink};
 pub use sandgate_codes::ErrorCode;
 #[cfg(doc)]
 use sandgate_netguard::Admitted;
@@ -470,8 +476,28 @@ impl FetcherBuilder {
             max_timeout: self.max_timeout,
             max_bytes: self.max_bytes,
             max_redirects: self.max_redirects,
+            audit: Mutex::new(None),
         }
     }
+}
+
+/// What an audit event of a fetch of `url` says as its `path`: the origin
+/// (`scheme://host:port`, the host as written, the port always given) of
+/// every hop taken, ` -> ` between them; the origin of `url` when no hop
+/// was taken (refused before any: the budget, the request); empty when
+/// `url` does not parse. Never the URL's user, password, path, query or
+/// fragment: secrets travel there.
+pub fn audit_path(url: &str, hops: &[Hop]) -> String {
+    let origin = |u: &str| {
+        Target::parse(u)
+            .map(|t| format!("{}://{}:{}", t.scheme(), t.host(), t.effective_port()))
+            .ok()
+    };
+    let mut origins: Vec<String> = hops.iter().filter_map(|h| origin(&h.url)).collect();
+    if origins.is_empty() {
+        origins.extend(origin(url));
+    }
+    origins.join(" -> ")
 }
 
 /// The client's settings: no redirects, no proxy, statuses are answers.
@@ -500,6 +526,8 @@ pub struct Fetcher {
     max_bytes: u64,
     max_redirects: usize,
     net_ops: Option<AtomicU64>,
+    /// Where each fetch is reported ([`Fetcher::set_audit_sink`]).
+    audit: Mutex<Option<AuditSink>>,
 }
 
 impl fmt::Debug for Fetcher {
@@ -539,9 +567,70 @@ impl Fetcher {
         self.net_ops.as_ref().map(|n| n.load(Ordering::SeqCst))
     }
 
+    /// Sets where each fetch is reported, refused ones included (the
+    /// budget spent, a URL that does not parse, a host not granted, a
+    /// redirect refused, too many redirects, a timeout, a cancel): an
+    /// [`AuditEvent`] with `op` `fetch`, `path` the origin of every hop
+    /// taken ([`audit_path`]), `size` the bytes of body returned,
+    /// `outcome` `OK` or the refusal's code. Never the URL's user,
+    /// password, path or query, nor a header or body. The sink is called
+    /// on the thread that fetched, after the fetch ended, with no lock
+    /// held: it may call back into this fetcher (its own fetches report
+    /// too). A sandbox, an executor and a fetcher of one policy usually
+    /// share one sink.
+    pub fn set_audit_sink(&self, sink: Option<AuditSink>) {
+        *self.audit.lock().unwrap_or_else(|e| e.into_inner()) = sink;
+    }
+
+    /// Reports a fetch refused before it reached [`Fetcher::fetch`] (a
+    /// request its caller could not read: a JSON request that does not
+    /// parse, a header that is not a string) to the audit sink, as
+    /// [`Fetcher::fetch`] reports its own: `path` the origin of `url`
+    /// when there is one that parses, else empty; `outcome` `code`.
+    pub fn audit_refusal(&self, url: Option<&str>, code: ErrorCode) {
+        self.report(
+            url.map_or_else(String::new, |u| audit_path(u, &[])),
+            None,
+            code,
+        );
+    }
+
+    fn report(&self, path: String, size: Option<u64>, outcome: ErrorCode) {
+        let sink = self.audit.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(sink) = sink {
+            sink(&AuditEvent {
+                op: "fetch",
+                path,
+                size,
+                time: std::time::SystemTime::now(),
+                outcome,
+                exit_code: None,
+                limit: None,
+            });
+        }
+    }
+
     /// Fetches `url`: the authorizer on every hop, pinned connections, the
-    /// body cut at `max_bytes`, one deadline for everything.
+    /// body cut at `max_bytes`, one deadline for everything. Reported to
+    /// the audit sink, if any ([`Fetcher::set_audit_sink`]).
     pub fn fetch(&self, url: &str, opts: &FetchOptions) -> Result<FetchResponse, FetchError> {
+        let result = self.fetch_unaudited(url, opts);
+        if self
+            .audit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+        {
+            let (hops, size, outcome) = match &result {
+                Ok(r) => (&r.hops, Some(r.body.len() as u64), ErrorCode::Ok),
+                Err(e) => (&e.hops, None, e.code),
+            };
+            self.report(audit_path(url, hops), size, outcome);
+        }
+        result
+    }
+
+    fn fetch_unaudited(&self, url: &str, opts: &FetchOptions) -> Result<FetchResponse, FetchError> {
         let start = Instant::now();
         if let Some(left) = &self.net_ops {
             left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))

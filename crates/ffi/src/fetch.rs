@@ -2,12 +2,15 @@
 //! network authorizer on the first request and every redirect hop, names
 //! resolved by sandgate and every connection pinned to a checked address.
 
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
+use std::sync::Arc;
 
 use facade::fetch::Fetcher;
+use facade::AuditEvent;
 
 use crate::error::*;
 use crate::policy::sg_policy;
+use crate::sandbox::{deliver, sg_audit_fn, UserData};
 
 /// The fetcher a policy grants (its `[net]` section, `[budgets] net_ops`,
 /// and a proxy set in the environment, which restricted mode refuses).
@@ -42,6 +45,52 @@ pub unsafe extern "C" fn sg_fetcher_new(
         let (p, out) = unsafe { (handle(policy, "policy")?, out_ptr(out, "out")?) };
         let fetcher = facade::fetch::from_policy(&p.policy);
         put(out, into_handle(sg_fetcher { fetcher }));
+        Ok(())
+    })
+}
+
+/// Sets the fetcher's audit callback (NULL removes it). Every later
+/// `sg_fetcher_fetch` call, refused ones included (a request that does not
+/// parse, a URL that does not, a host the policy does not grant, a
+/// redirect refused, the `net_ops` budget spent, a timeout), reports one
+/// event: `op` `"fetch"`, `path` the origin (`scheme://host:port`) of
+/// every hop taken, `" -> "` between them (the origin of the URL asked
+/// for when no hop was taken; empty when it does not parse), `size` the
+/// bytes of body returned, `outcome`. The URL's user, password, path and
+/// query, the headers and the bodies are never part of an event. See
+/// `sg_audit_fn`. Added in ABI 2.3.
+///
+/// # Return value
+///
+/// `SG_OK` on success, the callback replaced; otherwise the code of the
+/// refusal or failure (`SG_E_REQUEST` for a NULL handle or a malformed
+/// argument, `SG_E_INTERNAL` for a bug), with `*err` set to a new error
+/// object that the caller frees with `sg_error_free` (when `err` is not
+/// NULL). `*err` is set to NULL on success.
+///
+/// # Safety
+///
+/// `fetcher` is NULL or a live fetcher; `callback` and `user_data` stay
+/// valid until the callback is replaced or removed and no call that could
+/// still report to it is in progress, or until the fetcher is freed;
+/// `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn sg_fetcher_set_audit(
+    fetcher: *const sg_fetcher,
+    callback: sg_audit_fn,
+    user_data: *mut c_void,
+    err: *mut *mut sg_error,
+) -> sg_status {
+    boundary(err, || {
+        // SAFETY: the caller's contract.
+        let f = unsafe { handle(fetcher, "fetcher")? };
+        let user = UserData(user_data);
+        f.fetcher.set_audit_sink(callback.map(|cb| {
+            Arc::new(move |ev: &AuditEvent| {
+                let user = user;
+                deliver(cb, user, ev)
+            }) as facade::AuditSink
+        }));
         Ok(())
     })
 }

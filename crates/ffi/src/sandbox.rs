@@ -61,12 +61,12 @@ pub struct sg_audit_event {
 
 /// An audit callback. It is called on the thread that ran the operation,
 /// possibly from several threads at once (so it must be thread-safe), with
-/// the `user_data` given to `sg_sandbox_options_set_audit` or
-/// `sg_executor_set_audit`, and no lock of the library held. It may call
-/// back into the same sandbox or executor (each call it makes reports an
-/// event of its own, so it must not recurse without end), `sg_sandbox_close`
-/// included, but never free it: the call it reports on is still in
-/// progress. A sandbox's callback may be called until `sg_sandbox_free`
+/// the `user_data` given to `sg_sandbox_options_set_audit`,
+/// `sg_executor_set_audit` or `sg_fetcher_set_audit`, and no lock of the
+/// library held. It may call back into the same sandbox, executor or
+/// fetcher (each call it makes reports an event of its own, so it must not
+/// recurse without end), `sg_sandbox_close` included, but never free it:
+/// the call it reports on is still in progress. A sandbox's callback may be called until `sg_sandbox_free`
 /// returns (calls refused after `sg_sandbox_close` are reported too), never
 /// after.
 pub type sg_audit_fn =

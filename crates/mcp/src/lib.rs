@@ -97,53 +97,6 @@ impl Core {
         }
         e
     }
-
-    /// Reports a `fetch` call to the audit sink: `op` `fetch`, `path` the
-    /// origin (`scheme://host:port`) of every hop taken, ` -> ` between
-    /// them, `size` the body's bytes returned. Never the path, the query,
-    /// a user or password of the URL, or a header or body, where secrets
-    /// travel; a URL that does not parse is recorded as empty.
-    pub(crate) fn fetched(&self, url: &str, answer: &serde_json::Value, outcome: ErrorCode) {
-        let Some(sink) = &self.audit else {
-            return;
-        };
-        let origin = |u: &str| {
-            sandgate::netguard::Target::parse(u)
-                .map(|t| format!("{}://{}:{}", t.scheme(), t.host(), t.effective_port()))
-                .ok()
-        };
-        let hops = answer
-            .get("hops")
-            .or_else(|| answer.get("error").and_then(|e| e.get("hops")))
-            .and_then(|h| h.as_array());
-        let mut origins: Vec<String> = hops
-            .into_iter()
-            .flatten()
-            .filter_map(|h| h.get("url").and_then(|u| u.as_str()).and_then(origin))
-            .collect();
-        if origins.is_empty() {
-            origins.extend(origin(url));
-        }
-        let size = answer
-            .get("body")
-            .and_then(|b| b.as_str())
-            .map(|b| b.len() as u64)
-            .or_else(|| {
-                answer
-                    .get("body_base64")
-                    .and_then(|b| b.as_str())
-                    .map(|b| (b.len() / 4 * 3) as u64)
-            });
-        sink(&sandgate::AuditEvent {
-            op: "fetch",
-            path: origins.join(" -> "),
-            size,
-            time: std::time::SystemTime::now(),
-            outcome,
-            exit_code: None,
-            limit: None,
-        });
-    }
 }
 
 /// The most long calls one session holds at once, running or waiting for
@@ -666,6 +619,11 @@ impl Server {
         let executor = executor.runs_anything().then_some(executor);
         let fetcher =
             (!policy.net_allow().is_empty()).then(|| sandgate::fetch::from_policy(policy));
+        // Each fetch call is reported by the fetcher itself, made or
+        // refused, by its hops' origins (never a secret of the URL).
+        if let Some(f) = &fetcher {
+            f.set_audit_sink(audit.clone());
+        }
         let mut dirs: Vec<GrantedDir> = Vec::new();
         let mut read_roots = Vec::new();
         for (i, r) in policy.read_roots().iter().enumerate() {

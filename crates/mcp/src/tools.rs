@@ -1406,7 +1406,6 @@ pub(crate) fn fetch(s: &Shared, a: Fetch, cancel: Arc<std::sync::atomic::AtomicB
     let Some(fetcher) = &s.fetcher else {
         return Err(Error::new(ErrorCode::Denied, "the policy grants no fetch"));
     };
-    let url = a.url.clone();
     let mut req = serde_json::Map::new();
     req.insert("url".into(), a.url.into());
     if let Some(m) = a.method {
@@ -1432,11 +1431,6 @@ pub(crate) fn fetch(s: &Shared, a: Fetch, cancel: Arc<std::sync::atomic::AtomicB
         fetcher,
         &serde_json::Value::Object(req).to_string(),
         Some(sandgate::fetch::CancelFlag::from_arc(cancel)),
-    );
-    s.fetched(
-        &url,
-        &answer,
-        err.as_ref().map_or(ErrorCode::Ok, Error::code),
     );
     if let Some(e) = err {
         return Err(e);

@@ -16,8 +16,8 @@
 use sandgate_policy::Policy;
 
 pub use sandgate_fetch::{
-    CancelFlag, FetchError, FetchOptions, FetchResponse, Fetcher, FetcherBuilder, Hop, Resolve,
-    SystemResolver, CROSS_ORIGIN_KEPT, DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT, MAX_REDIRECTS,
+    audit_path, CancelFlag, FetchError, FetchOptions, FetchResponse, Fetcher, FetcherBuilder, Hop,
+    Resolve, SystemResolver, CROSS_ORIGIN_KEPT, DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT, MAX_REDIRECTS,
     MAX_TIMEOUT, PROXY_VARIABLES,
 };
 

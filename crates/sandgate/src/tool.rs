@@ -571,7 +571,7 @@ pub fn fetch_json_cancellable(
     request: &str,
     cancel: Option<crate::fetch::CancelFlag>,
 ) -> (Value, Option<Error>) {
-    let request = serde_json::from_str::<StrictObject>(request)
+    let parsed = serde_json::from_str::<StrictObject>(request)
         .map_err(|e| bad(format!("not a valid fetch request: {e}")))
         .and_then(StrictObject::into_fields)
         .and_then(|map| {
@@ -580,12 +580,22 @@ pub fn fetch_json_cancellable(
                 map,
             })
         });
-    match request {
+    match parsed {
         Ok((url, mut opts)) => {
             opts.cancel = cancel;
             fetch_answer(fetcher, &url, &opts)
         }
-        Err(e) => (error_answer(&e), Some(e)),
+        Err(e) => {
+            // Refused before the fetcher saw it: reported as it reports
+            // its own refusals, by the origin of a `url` it could read.
+            let value = serde_json::from_str::<Value>(request).ok();
+            let url = value
+                .as_ref()
+                .and_then(|v| v.get("url"))
+                .and_then(Value::as_str);
+            fetcher.audit_refusal(url, e.code());
+            (error_answer(&e), Some(e))
+        }
     }
 }
 

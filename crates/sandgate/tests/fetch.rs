@@ -145,3 +145,156 @@ fn fetch_budget_and_a_session_without_fetcher() {
     let a = call(&bare, json!({"op": "fetch", "url": url}));
     assert_eq!(a["error"]["code"], "E_DENIED", "{a}");
 }
+
+/// A fetcher's audit sink records every fetch, made or refused (the
+/// budget spent, a URL that does not parse, credentials in the URL, a host
+/// not granted before any name is resolved, a redirect hop refused, a
+/// cancel, a request the endpoint could not read), by the origin of each
+/// hop, and never a secret of the URL, a header or the body.
+#[test]
+fn the_fetchers_audit_sink_records_every_fetch_without_its_secrets() {
+    use sandgate::fetch::{CancelFlag, FetchOptions};
+    use sandgate::AuditEvent;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    fn answer(path: &str, _port: u16) -> Vec<u8> {
+        if path.starts_with("/meta") {
+            return b"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/SECRET7?k=SECRET8\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec();
+        }
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_vec()
+    }
+    let port = serve(answer);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.toml");
+    std::fs::write(
+        &path,
+        format!("[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n"),
+    )
+    .unwrap();
+    let policy = Policy::load(&path).unwrap();
+    let resolved = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&resolved);
+    let fetcher = sandgate::fetch::builder(&policy)
+        .resolver(move |_: &str, _: u16, _: Duration| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            Err(std::io::Error::other("no names here"))
+        })
+        .build();
+    let events: Arc<Mutex<Vec<AuditEvent>>> = Arc::default();
+    let log = Arc::clone(&events);
+    fetcher.set_audit_sink(Some(Arc::new(move |e: &AuditEvent| {
+        log.lock().unwrap().push(e.clone())
+    })));
+    let secret = FetchOptions::new().header("Authorization", "Bearer SECRET1");
+    let here = format!("http://127.0.0.1:{port}");
+
+    let made = fetcher.fetch(&format!("{here}/p/SECRET2?token=SECRET3"), &secret);
+    if made.as_ref().is_err_and(|e| e.message().contains("proxy")) {
+        eprintln!("a proxy is set: restricted mode refuses fetches; skipped");
+        return;
+    }
+    assert_eq!(made.unwrap().body, b"hello");
+    let _ = fetcher.fetch("not a url SECRET4", &secret);
+    let _ = fetcher.fetch(&format!("http://me:SECRET5@127.0.0.1:{port}/"), &secret);
+    let _ = fetcher.fetch("http://not-granted.invalid/x?token=SECRET6", &secret);
+    let _ = fetcher.fetch(&format!("{here}/meta?token=SECRET9"), &secret);
+    let cancel = CancelFlag::new();
+    cancel.cancel();
+    let _ = fetcher.fetch(
+        &format!("{here}/?token=SECRET10"),
+        &secret.clone().cancel(cancel),
+    );
+    let (_, err) = sandgate::tool::fetch_json(
+        &fetcher,
+        &json!({"url": format!("{here}/?token=SECRET11"), "headers": {"Authorization": 5}})
+            .to_string(),
+    );
+    assert_eq!(err.unwrap().code(), sandgate::ErrorCode::Request);
+    let (_, err) = sandgate::tool::fetch_json(&fetcher, "{\"url\": \"SECRET12");
+    assert_eq!(err.unwrap().code(), sandgate::ErrorCode::Request);
+    assert_eq!(resolved.load(Ordering::SeqCst), 0, "a name was resolved");
+
+    let spent = sandgate::fetch::builder(&policy).net_ops(Some(0)).build();
+    spent.set_audit_sink(fetcher_sink(&events));
+    let _ = spent.fetch(&format!("{here}/?token=SECRET13"), &secret);
+
+    let events = events.lock().unwrap().clone();
+    let text = format!("{events:?}");
+    assert!(
+        !text.contains("SECRET"),
+        "a secret reached the sink: {text}"
+    );
+    let got: Vec<(&str, &str, Option<u64>, &str)> = events
+        .iter()
+        .map(|e| (e.op, e.path.as_str(), e.size, e.outcome.as_str()))
+        .collect();
+    let meta = format!("{here} -> http://169.254.169.254:80");
+    assert_eq!(
+        got,
+        [
+            ("fetch", here.as_str(), Some(5), "OK"),
+            ("fetch", "", None, "E_REQUEST"),
+            ("fetch", "", None, "E_REQUEST"),
+            (
+                "fetch",
+                "http://not-granted.invalid:80",
+                None,
+                "E_NET_DENIED"
+            ),
+            ("fetch", meta.as_str(), None, "E_NET_DENIED"),
+            ("fetch", here.as_str(), None, "E_ABORTED"),
+            ("fetch", here.as_str(), None, "E_REQUEST"),
+            ("fetch", "", None, "E_REQUEST"),
+            ("fetch", here.as_str(), None, "E_DENIED"),
+        ],
+        "{text}"
+    );
+}
+
+fn fetcher_sink(
+    events: &std::sync::Arc<std::sync::Mutex<Vec<sandgate::AuditEvent>>>,
+) -> Option<sandgate::AuditSink> {
+    let log = std::sync::Arc::clone(events);
+    Some(std::sync::Arc::new(move |e: &sandgate::AuditEvent| {
+        log.lock().unwrap().push(e.clone())
+    }))
+}
+
+/// The sink is called with no lock held: it may call back into its
+/// fetcher, removing itself included, and the fetch it reports on ends.
+#[test]
+fn a_fetchers_audit_sink_may_call_back_into_its_fetcher() {
+    use std::sync::{Arc, Mutex, OnceLock};
+    let port = serve(reply);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.toml");
+    std::fs::write(
+        &path,
+        format!("[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n"),
+    )
+    .unwrap();
+    let policy = Policy::load(&path).unwrap();
+    let fetcher = Arc::new(sandgate::fetch::from_policy(&policy));
+    let weak: Arc<OnceLock<std::sync::Weak<sandgate::fetch::Fetcher>>> = Arc::default();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (w, log) = (Arc::clone(&weak), Arc::clone(&seen));
+    let once = std::sync::atomic::AtomicBool::new(false);
+    fetcher.set_audit_sink(Some(Arc::new(move |e: &sandgate::AuditEvent| {
+        log.lock().unwrap().push(e.outcome.as_str());
+        if once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        if let Some(f) = w.get().and_then(std::sync::Weak::upgrade) {
+            // A fetch of its own (refused: no URL), then the sink removed.
+            let _ = f.fetch("", &sandgate::fetch::FetchOptions::new());
+            f.set_audit_sink(None);
+        }
+    })));
+    weak.set(Arc::downgrade(&fetcher)).unwrap();
+    let _ = fetcher.fetch(&format!("http://127.0.0.1:{port}/"), &Default::default());
+    let _ = fetcher.fetch(&format!("http://127.0.0.1:{port}/"), &Default::default());
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[1], "E_REQUEST", "{seen:?}");
+}

@@ -439,7 +439,12 @@ class AuditEvent:
     ``size``, the command's ``exit_code`` when it ran, and ``limit``
     (``"memory"``, ``"tasks"``, ``"cpu"``, ``"output"``, ``"timeout"`` or ``"file_size"``)
     when one of those stopped it; never the command's text or output. Both
-    are None for file operations and refused calls."""
+    are None for file operations and refused calls.
+
+    A fetcher's event (``op`` ``"fetch"``) has the origin
+    (``scheme://host:port``) of every hop taken in ``path``, ``" -> "``
+    between them, and the bytes of body returned in ``size``; never the
+    URL's user, password, path or query, nor a header or body."""
 
     op: str
     path: str
@@ -1207,6 +1212,23 @@ class AbortSignal(_Handle):
     is_aborted = aborted
 
 
+def _set_handle_audit(handle: "_Handle", set_fn, audit) -> None:
+    """Sets ``audit`` as the callback of an executor or fetcher (``set_fn``
+    its ``sg_*_set_audit``); closes the handle if that fails."""
+    handle.audit_errors = []
+    # Kept on the object: the C library holds only the pointer, which
+    # must outlive the handle.
+    handle._audit_cb = None
+    if audit is None:
+        return
+    handle._audit_cb = _make_audit(audit, handle.audit_errors)
+    try:
+        handle._call(set_fn, handle._audit_cb, None)
+    except BaseException:
+        handle.close()
+        raise
+
+
 class Executor(_Handle):
     """The shell executor ``policy`` grants (docs/reference/executor.md). Thread-safe:
     :meth:`exec` may run on several threads at once. ``start()`` is optional
@@ -1252,18 +1274,7 @@ class Executor(_Handle):
         return cls(policy, audit=audit)
 
     def _set_audit(self, audit) -> None:
-        self.audit_errors: list[BaseException] = []
-        # Kept on the object: the C library holds only the pointer, which
-        # must outlive the handle.
-        self._audit_cb = None
-        if audit is None:
-            return
-        self._audit_cb = _make_audit(audit, self.audit_errors)
-        try:
-            self._call(lib.sg_executor_set_audit, self._audit_cb, None)
-        except BaseException:
-            self.close()
-            raise
+        _set_handle_audit(self, lib.sg_executor_set_audit, audit)
 
     def start(self) -> None:
         self._call(lib.sg_executor_start)
@@ -1419,8 +1430,22 @@ class Fetcher(_Handle):
     _what = "fetcher"
     _free_name = "sg_fetcher_free"
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, audit: Callable[[AuditEvent], Any] | None = None) -> None:
+        """``audit`` is a callable taking an :class:`AuditEvent`, called
+        once per :meth:`fetch`, refused ones included (a host not granted,
+        a URL that does not parse, a redirect refused, the ``net_ops``
+        budget spent, a timeout), on the thread that made the call, after
+        it ended: ``op`` ``"fetch"``, ``path`` the origin
+        (``scheme://host:port``) of every hop taken, ``" -> "`` between
+        them (``""`` for a URL that does not parse), ``size`` the bytes of
+        body returned. Never the URL's user, password, path or query, nor a
+        header or body. It may call back into the fetcher, ``close()``
+        included. Exceptions it raises are logged and kept in
+        ``audit_errors``."""
+        if audit is not None and not callable(audit):
+            raise _type_error("audit", "callable", audit)
         super().__init__(_policy(policy)._out(lib.sg_fetcher_new))
+        _set_handle_audit(self, lib.sg_fetcher_set_audit, audit)
 
     def fetch(
         self,

@@ -31,7 +31,7 @@ from ._codes import CODE_NAMES  # noqa: F401
 #: The ABI major this binding was written against (``SANDGATE_ABI_MAJOR``).
 EXPECTED_ABI_MAJOR = 2
 #: The least ABI minor this binding needs (``SANDGATE_ABI_MINOR``).
-EXPECTED_ABI_MINOR = 2
+EXPECTED_ABI_MINOR = 3
 
 LIBRARY_ENV = "SANDGATE_LIBRARY"
 _LIB_NAME = "libsandgate.so"
@@ -228,6 +228,8 @@ PROTOTYPES: dict[str, tuple[object, list[object]]] = {
         _ST,
         [_P, _S, c_size_t, _S, c_size_t, _S, c_size_t, _B, _PP],
     ),
+    # ABI 2.3
+    "sg_fetcher_set_audit": (_ST, [_P, sg_audit_fn, c_void_p, _PP]),
     # ABI 2.2
     "sg_sandbox_glob_found": (_ST, [_P, _S, c_size_t, _S, c_size_t, _B, _PP]),
     "sg_sandbox_grep_found": (
