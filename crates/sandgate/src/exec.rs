@@ -144,10 +144,10 @@ struct NetState {
 struct Served {
     proxy: sandgate_proxy::Proxy,
     /// Whether the proxy's connections may still report to the audit
-    /// sink: closed by [`Executor::dispose`] once the proxy stopped, and
-    /// held while a report is made, so that none reaches the sink once
-    /// dispose (or drop) has returned.
-    reporting: Arc<Mutex<bool>>,
+    /// sink, and the reports under way: closed by [`Executor::dispose`]
+    /// once the proxy stopped, so that none reaches the sink once dispose
+    /// (or drop) has returned.
+    reporting: Arc<ReportGate>,
     /// The proxy's address inside the namespace (IPv4 loopback).
     address: std::net::SocketAddr,
     /// What each result's notes say about the network.
@@ -169,21 +169,22 @@ impl std::fmt::Debug for Executor {
 /// ways, `outcome` `OK` when the target was admitted and connected to,
 /// else `E_NET_DENIED`. Never a path, header or byte of the traffic, nor
 /// the proxy's reason.
-/// Nothing is reported once `reporting` is closed, and the sink is called
-/// with both locks held: neither `dispose` nor `set_audit_sink` returns
-/// while a report is under way, so the caller may free the callback it
-/// replaced or the executor's (a C caller's user data) at once.
+/// Nothing is reported once `reporting` is closed, and neither `dispose`
+/// nor `set_audit_sink` returns while a report is under way on another
+/// thread, so the caller may free the callback it replaced or the
+/// executor's (a C caller's user data) at once. No lock is held while the
+/// sink runs: it may call back into the executor, `dispose` and
+/// `set_audit_sink` included (those then do not wait for the report they
+/// are called from).
 fn connection_audit(
     audit: Arc<Mutex<Option<AuditSink>>>,
-    reporting: Arc<Mutex<bool>>,
+    reporting: Arc<ReportGate>,
 ) -> sandgate_proxy::RecordSink {
     Arc::new(move |r: &NetAuditRecord| {
-        let open = reporting.lock().unwrap_or_else(|e| e.into_inner());
-        if !*open {
+        let Some(_report) = reporting.enter() else {
             return;
-        }
-        let sink = audit.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(sink) = sink.as_ref() else {
+        };
+        let Some(sink) = audit.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
             return;
         };
         let path = match (r.host.as_str(), r.port) {
@@ -207,6 +208,72 @@ fn connection_audit(
             limit: None,
         });
     })
+}
+
+/// The reports of one proxy's connections to the audit sink: whether they
+/// may still be made, and how many are under way, so that `dispose` and
+/// `set_audit_sink` can wait for them without a lock held across the sink.
+#[derive(Default)]
+struct ReportGate {
+    /// Closed, and the reports under way.
+    state: Mutex<(bool, usize)>,
+    ended: std::sync::Condvar,
+}
+
+thread_local! {
+    /// The gates (by address) this thread is making a report through: a
+    /// sink that calls back in is not waited for by its own thread.
+    static REPORTING: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A report under way ([`ReportGate::enter`]); ended when dropped.
+struct Report<'a>(&'a ReportGate);
+
+impl ReportGate {
+    fn key(&self) -> usize {
+        self as *const ReportGate as usize
+    }
+
+    /// Counts a report in, unless the gate is closed.
+    fn enter(&self) -> Option<Report<'_>> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.0 {
+            return None;
+        }
+        state.1 += 1;
+        REPORTING.with(|r| r.borrow_mut().push(self.key()));
+        Some(Report(self))
+    }
+
+    /// Waits until no report is under way but this thread's own.
+    fn wait_idle(&self) {
+        let own = REPORTING.with(|r| r.borrow().iter().filter(|k| **k == self.key()).count());
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while state.1 > own {
+            state = self.ended.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Lets no more reports in, and waits for those under way.
+    fn close(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).0 = true;
+        self.wait_idle();
+    }
+}
+
+impl Drop for Report<'_> {
+    fn drop(&mut self) {
+        let key = self.0.key();
+        REPORTING.with(|r| {
+            let mut r = r.borrow_mut();
+            if let Some(i) = r.iter().rposition(|k| *k == key) {
+                r.remove(i);
+            }
+        });
+        let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.1 -= 1;
+        self.0.ended.notify_all();
+    }
 }
 
 /// The executor's error, or `E_NOT_STARTED` for an executor that was
@@ -719,7 +786,7 @@ impl Executor {
         })?;
         let mut config = sandgate_proxy::ProxyConfig::new(net.rules.clone());
         config.resolver = Arc::clone(&net.resolver.lock().unwrap_or_else(|e| e.into_inner()));
-        let reporting = Arc::new(Mutex::new(true));
+        let reporting = Arc::new(ReportGate::default());
         config.on_record = Some(connection_audit(
             Arc::clone(&self.audit),
             Arc::clone(&reporting),
@@ -1115,6 +1182,13 @@ impl Executor {
     /// sandbox and an executor of one policy usually share one sink.
     pub fn set_audit_sink(&self, sink: Option<AuditSink>) {
         *self.audit.lock().unwrap_or_else(|e| e.into_inner()) = sink;
+        let gate = self.net.as_ref().and_then(|net| {
+            let served = net.served.lock().unwrap_or_else(|e| e.into_inner());
+            served.as_ref().map(|s| Arc::clone(&s.reporting))
+        });
+        if let Some(gate) = gate {
+            gate.wait_idle();
+        }
     }
 
     /// Reports `result` to the audit sink, if any, and hands it back.
@@ -1329,11 +1403,14 @@ impl Executor {
     pub fn dispose(&self) {
         let _ = self.inner.dispose();
         if let Some(net) = &self.net {
-            if let Some(s) = net.served.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            // Taken out first: a report waited for below may call back
+            // into the executor, which looks at `served`.
+            let served = net.served.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(s) = served {
                 s.proxy.stop();
                 // A connection's thread can still be ending: it reports
                 // nothing from here on, and one reporting now is waited for.
-                *s.reporting.lock().unwrap_or_else(|e| e.into_inner()) = false;
+                s.reporting.close();
             }
         }
     }

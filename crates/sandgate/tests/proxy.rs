@@ -1031,3 +1031,52 @@ fn no_connection_is_reported_after_the_executor_is_disposed() {
     let late = late.lock().unwrap();
     assert!(late.is_empty(), "reported after dispose returned: {late:?}");
 }
+
+/// A sink told of a connection may call back into its executor, as the C
+/// ABI's contract allows: run a command (whose own report goes to the
+/// sink) and change the sink. Before, the connection's report held the
+/// executor's audit lock while the sink ran, and either call waited for
+/// it forever on the proxy's thread.
+#[test]
+fn a_connection_report_may_call_back_into_its_executor() {
+    let a = server("127.0.0.2", 0, "granted");
+    let Some(Fixture { _dir, ex }) = executor(
+        "connection report calls back",
+        &[lit(a.addr)],
+        true,
+        SecurityMode::Restricted,
+        None,
+    ) else {
+        return;
+    };
+    // The sink needs the executor; it outlives the test's threads.
+    let ex: &'static Executor = Box::leak(Box::new(ex));
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let done_tx = Mutex::new(Some(done_tx));
+    ex.set_audit_sink(Some(Arc::new(move |e: &sandgate::AuditEvent| {
+        if e.op != "connect" {
+            return;
+        }
+        let Some(tx) = done_tx.lock().unwrap().take() else {
+            return;
+        };
+        let inner = ex.exec("echo inner", ExecOptions::default());
+        ex.set_audit_sink(None);
+        let _ = tx.send(inner.map(|r| r.stdout));
+    })));
+    // On a thread of its own: a sink that never returns may hold it too.
+    let url = format!("http://{}/x", a.addr);
+    let outer = std::thread::spawn(move || {
+        ex.exec(
+            &format!("{CURL} -sS --max-time 20 {url}"),
+            ExecOptions::default(),
+        )
+    });
+    let inner = done
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the sink that called back into its executor never returned");
+    assert_eq!(inner.unwrap(), b"inner\n");
+    let r = outer.join().unwrap().unwrap();
+    assert_eq!(r.exit_code, 0, "{}", text(&r));
+    ex.dispose();
+}
