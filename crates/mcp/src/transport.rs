@@ -510,6 +510,7 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
             let (r, w) = stream.into_split();
             let inline: Arc<dyn crate::lines::Inline> = Arc::new(server.clone());
             let t = crate::lines::LineTransport::with_inline(r, w, inline);
+            server.watch_output(&t);
             if let Ok(running) = server.serve(t).await {
                 let _ = running.waiting().await;
             }
