@@ -4356,3 +4356,111 @@ fn a_unix_session_that_has_spoken_is_not_closed_for_being_quiet() {
         "a quiet session was closed: {got:?} {line:?}"
     );
 }
+
+/// The server's user and system CPU time so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Waits until the server has used no CPU for three seconds in a row (at
+/// most two minutes): it has done all it will do while its client reads
+/// nothing.
+fn until_idle(pid: u32) {
+    let mut last = cpu_ticks(pid);
+    let mut still = 0;
+    for _ in 0..120 {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = cpu_ticks(pid);
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
+        if still == 3 {
+            return;
+        }
+    }
+}
+
+/// A client that sends 256 long calls with big answers (heads of 2,000
+/// lines of 1 KiB, run on the blocking pool) and reads nothing: the
+/// server starts no more calls once its output holds 4 MiB, so it holds
+/// the answers of the calls that were running then and no more (before,
+/// every call ran and its answer was queued: 256 answers of 2 MiB grew
+/// the server past 700 MiB). Once the client reads, every call is
+/// answered exactly once, and the server serves on.
+#[test]
+fn backpressure10_a_client_that_reads_nothing_holds_no_more_than_the_running_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("ws")).unwrap();
+    let line = format!("{}\n", "x".repeat(1023));
+    fs::write(dir.path().join("ws/big.txt"), line.repeat(2000)).unwrap();
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Read only when the test says so: nothing takes the server's output
+    // meanwhile.
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut next = || {
+        let mut l = String::new();
+        assert!(out.read_line(&mut l).unwrap() > 0, "the server ended");
+        serde_json::from_str::<Value>(&l).unwrap()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    assert_eq!(next()["id"], 0);
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    const CALLS: i64 = 256;
+    let mut batch = String::new();
+    for i in 0..CALLS {
+        batch.push_str(
+            &json!({"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call",
+                "params": {"name": "read_text_file",
+                    "arguments": {"path": "big.txt", "head": 2000}}})
+            .to_string(),
+        );
+        batch.push('\n');
+    }
+    stdin.write_all(batch.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    until_idle(child.id());
+    let peak = peak_kib(child.id());
+    let mut seen = std::collections::BTreeSet::new();
+    while (seen.len() as i64) < CALLS {
+        let v = next();
+        let Some(id) = v["id"].as_i64() else { continue };
+        let text = v["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(text.len(), 2000 * 1024, "call {id}: {:.200}", v.to_string());
+        assert!(seen.insert(id), "call {id} was answered twice");
+    }
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 5, "method": "ping"})
+    )
+    .unwrap();
+    assert_eq!(next(), json!({"jsonrpc": "2.0", "id": 5, "result": {}}));
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert!(peak < 250 * 1024, "the server grew to {peak} KiB");
+}

@@ -183,6 +183,25 @@ pub(crate) struct Shared {
     alone: bool,
     /// How many places this session's calls run in now.
     busy: AtomicUsize,
+    /// The room left in the output of this session's transport, where it
+    /// is a [`lines::LineTransport`] (stdio, the UNIX socket).
+    room: std::sync::OnceLock<lines::OutputRoom>,
+}
+
+impl Shared {
+    /// Whether the transport's output holds more answers than it queues
+    /// before the session stops starting calls (the client is not taking
+    /// them).
+    fn output_full(&self) -> bool {
+        self.room.get().is_some_and(lines::OutputRoom::full)
+    }
+
+    /// Waits until the transport's output is not full.
+    async fn output_room(&self) {
+        if let Some(room) = self.room.get() {
+            room.wait().await;
+        }
+    }
 }
 
 /// Counts a session's long call from the moment it asks for a place
@@ -692,6 +711,7 @@ impl Server {
                 share: tokio::sync::Semaphore::new(MAX_RUNNING),
                 alone: true,
                 busy: AtomicUsize::new(0),
+                room: std::sync::OnceLock::new(),
             }),
             tools: Arc::new(tools),
             instructions,
@@ -716,6 +736,7 @@ impl Server {
                 share: tokio::sync::Semaphore::new(MAX_SESSION_RUNNING),
                 alone: false,
                 busy: AtomicUsize::new(0),
+                room: std::sync::OnceLock::new(),
             }),
             tools: Arc::clone(&self.tools),
             instructions: self.instructions.clone(),
@@ -778,12 +799,18 @@ impl Server {
     /// Serves MCP on stdin and stdout until stdin closes.
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
         let inline: Arc<dyn lines::Inline> = Arc::new(self.clone());
-        let running = self
-            .serve(lines::LineTransport::stdio_with(Some(inline)))
-            .await
-            .map_err(std::io::Error::other)?;
+        let transport = lines::LineTransport::stdio_with(Some(inline));
+        self.watch_output(&transport);
+        let running = self.serve(transport).await.map_err(std::io::Error::other)?;
         running.waiting().await.map_err(std::io::Error::other)?;
         Ok(())
+    }
+
+    /// Makes this session's long calls wait for room in `transport`'s
+    /// output before they start, and its progress notifications skip
+    /// while it is full.
+    pub fn watch_output(&self, transport: &lines::LineTransport) {
+        let _ = self.shared.room.set(transport.room());
     }
 
     /// Runs one tool call to its answer. `cancel` stops a long search or
@@ -906,6 +933,12 @@ impl Server {
                 }
                 _ = tick.tick(), if progress.is_some() => {
                     ticks += 1;
+                    // A client taking none of its output gets no more
+                    // notifications queued for it (the next one says
+                    // how many ticks have passed).
+                    if self.shared.output_full() {
+                        continue;
+                    }
                     if let Some(token) = &progress {
                         let _ = context.peer.notify_progress(
                             ProgressNotificationParam::new(token.clone(), f64::from(ticks))
@@ -1084,7 +1117,12 @@ impl ServerHandler for Server {
         } else {
             let closing = |_| ErrorData::internal_error("the server is closing", None);
             tokio::select! {
-                p = async {
+                p = async { loop {
+                    // A call starts only while the client takes its
+                    // answers: its own answer and those of the calls
+                    // that run with it are then all that is queued past
+                    // the output's high water.
+                    self.shared.output_room().await;
                     // Counted before it waits: calls a session sends at
                     // once are not each taken for its first, so one
                     // session takes at most one reserved place.
@@ -1103,8 +1141,12 @@ impl ServerHandler for Server {
                         self.shared.running.acquire().await
                     }
                     .map_err(closing)?;
-                    Ok::<_, ErrorData>((share, place, busy))
-                } => Some(p?),
+                    // The output filled while this call waited for its
+                    // place: the place goes back while it waits for room.
+                    if !self.shared.output_full() {
+                        break Ok::<_, ErrorData>((share, place, busy));
+                    }
+                }} => Some(p?),
                 _ = context.ct.cancelled() => {
                     return Err(ErrorData::internal_error("the call was cancelled", None));
                 }

@@ -18,6 +18,7 @@
 
 use std::borrow::Cow;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -98,6 +99,9 @@ struct Outbox {
     wake_writer: Notify,
     /// The writer took what was queued (or failed).
     drained: Notify,
+    /// The bytes of the batch the writer is writing now (taken out of
+    /// the queue, not yet taken by the peer).
+    writing: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -164,6 +168,27 @@ impl Outbox {
         .map(drop)
     }
 
+    /// Whether more than [`OUTPUT_HIGH_WATER`] bytes wait to be written,
+    /// counting the batch the writer is writing (the output has not
+    /// failed).
+    fn full(&self) -> bool {
+        let st = self.lock();
+        !st.failed && st.buf.len() + self.writing.load(Ordering::Acquire) > OUTPUT_HIGH_WATER
+    }
+
+    /// Waits while [`Outbox::full`].
+    async fn room(&self) {
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if !self.full() {
+                return;
+            }
+            drained.await;
+        }
+    }
+
     /// Waits while more than [`OUTPUT_HIGH_WATER`] bytes wait to be written.
     async fn below_high_water(&self) {
         loop {
@@ -193,6 +218,7 @@ async fn write_out<W: AsyncWrite + Unpin>(mut w: W, out: Arc<Outbox>) {
         let closing = {
             let mut st = out.lock();
             std::mem::swap(&mut st.buf, &mut chunk);
+            out.writing.store(chunk.len(), Ordering::Release);
             st.closing
         };
         if chunk.is_empty() {
@@ -208,6 +234,7 @@ async fn write_out<W: AsyncWrite + Unpin>(mut w: W, out: Arc<Outbox>) {
         }
         .await;
         chunk.clear();
+        out.writing.store(0, Ordering::Release);
         if written.is_err() {
             let mut st = out.lock();
             st.failed = true;
@@ -352,6 +379,29 @@ fn poll_stdout(restore: &mut RestoreFlags) -> Option<BoxWrite> {
     taken.map_err(|_| restore.undo_last()).ok()
 }
 
+/// The room left in a [`LineTransport`]'s output, for a server to wait
+/// on before it starts work whose answer will be queued there: a client
+/// that sends calls and never reads its answers then leaves at most
+/// [`OUTPUT_HIGH_WATER`] bytes queued, and the answers of the calls that
+/// were running when the output filled, rather than the answers of every
+/// call it has sent.
+#[derive(Clone)]
+pub struct OutputRoom(Arc<Outbox>);
+
+impl OutputRoom {
+    /// Whether more than [`OUTPUT_HIGH_WATER`] bytes of answers wait for
+    /// the client to take them (never once the output has failed: what
+    /// is sent then is dropped).
+    pub fn full(&self) -> bool {
+        self.0.full()
+    }
+
+    /// Waits until the output is not [`full`](OutputRoom::full).
+    pub async fn wait(&self) {
+        self.0.room().await
+    }
+}
+
 /// A transport over a reader and a writer of newline-delimited JSON-RPC.
 /// Lines are read by a task of their own, so a receive that the service
 /// abandons never loses part of a line; answers are queued and written by
@@ -430,6 +480,13 @@ impl LineTransport {
         let read = poll_stdin(&mut restore).unwrap_or_else(|| Box::new(tokio::io::stdin()));
         let write = poll_stdout(&mut restore).unwrap_or_else(|| Box::new(tokio::io::stdout()));
         Self::with_restore(read, write, restore, inline)
+    }
+}
+
+impl LineTransport {
+    /// The room left in this transport's output.
+    pub fn room(&self) -> OutputRoom {
+        OutputRoom(Arc::clone(&self.out))
     }
 }
 

@@ -587,6 +587,7 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
             let w = Heard(Stalls::new(w), activity);
             let inline: Arc<dyn crate::lines::Inline> = Arc::new(server.clone());
             let t = crate::lines::LineTransport::with_inline(r, w, inline);
+            server.watch_output(&t);
             if let Ok(running) = server.serve(t).await {
                 let _ = running.waiting().await;
             }
