@@ -959,3 +959,58 @@ fn an_absolute_path_in_a_write_root_inside_a_read_root_is_written_there() {
     assert!(!base.join("ws/a.txt").exists());
     assert_eq!(fs::read(base.join("top.txt")).unwrap(), b"top\n");
 }
+
+/// `directory_tree` walks what glob walks: a subdirectory that cannot be
+/// listed by name (one no tool can name: a `:`, a Windows device name, a
+/// name that is not UTF-8; or, for an unprivileged server, one whose
+/// permissions refuse it) is shown without `children` and said in a
+/// second block, and the rest of the tree is answered. Before, one such
+/// directory anywhere below failed the whole call (`E_PATH_INVALID:
+/// Windows drive path`) while glob over the same tree answered.
+#[test]
+fn a_directory_tree_answers_around_a_directory_it_cannot_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path();
+    let ws = base.join("ws");
+    for d in ["ok", "a:b/in", "con/in", "shut/in"] {
+        fs::create_dir_all(ws.join(d)).unwrap();
+    }
+    fs::create_dir(ws.join(std::ffi::OsStr::from_bytes(b"bad\xffdir"))).unwrap();
+    fs::write(ws.join("ok/f.txt"), "f\n").unwrap();
+    fs::write(
+        base.join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
+    )
+    .unwrap();
+    for p in walk(base) {
+        let _ = fs::set_permissions(&p, fs::Permissions::from_mode(0o755));
+    }
+    // Unlistable for an unprivileged server (root lists it anyway).
+    fs::set_permissions(ws.join("shut"), fs::Permissions::from_mode(0o311)).unwrap();
+    let mut m = Mcp::start(&base.join("policy.toml"));
+    let v = m.request(
+        "tools/call",
+        json!({"name":"directory_tree","arguments":{"path":"."}}),
+    );
+    let _ = fs::set_permissions(ws.join("shut"), fs::Permissions::from_mode(0o755));
+    assert_eq!(v["result"]["isError"], json!(false), "{v}");
+    let blocks = v["result"]["content"].as_array().unwrap();
+    let tree: Value = serde_json::from_str(blocks[0]["text"].as_str().unwrap()).unwrap();
+    let names: Vec<&str> = tree
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a:b", "bad\\xffdir", "con", "ok", "shut"], "{tree}");
+    let ok = tree.as_array().unwrap().iter().find(|e| e["name"] == "ok");
+    assert_eq!(ok.unwrap()["children"][0]["name"], "f.txt", "{tree}");
+    for name in ["a:b", "bad\\xffdir", "con"] {
+        let e = tree.as_array().unwrap().iter().find(|e| e["name"] == name);
+        assert!(e.unwrap().get("children").is_none(), "{name}: {tree}");
+    }
+    let said = blocks[1..]
+        .iter()
+        .any(|b| b["text"].as_str().unwrap().contains("could not be listed"));
+    assert!(said, "{v}");
+}
