@@ -6,7 +6,9 @@
 //! spelled in a random way (`./a`, `a/`, `a//b`, `a/.`, `x/../a`, and for
 //! the MCP server and the Rust host-name mapping the absolute host path),
 //! run on fresh copies of the tree through the Rust `Sandbox`, the JSON
-//! endpoint (`sandgate tool`) and the MCP server (`sandgate mcp`). Every
+//! endpoint (`sandgate tool`), the MCP server (`sandgate mcp`) and, when
+//! the C library is built beside the binary (`cargo build -p
+//! sandgate-ffi`), the C ABI through the Python binding. Every
 //! operation must answer the same code through every door (MCP's
 //! `isError` text starts with it), the same result where the doors'
 //! answers carry the same data, and the trees must be byte-identical
@@ -505,28 +507,7 @@ fn b64_decode(s: &str) -> Vec<u8> {
 }
 
 fn tool_door(copy: &Copy, ops: &[Op]) -> Vec<Answer> {
-    let s = |n: &Name| copy.spell(n, false);
-    let reqs: Vec<Value> = ops
-        .iter()
-        .map(|op| match op {
-            Op::Read(n) => json!({"op":"read","path":s(n)}),
-            Op::Write(n, c, o) => match std::str::from_utf8(CONTENTS[*c]) {
-                Ok(t) => json!({"op":"write","path":s(n),"content":t,"overwrite":o}),
-                Err(_) => json!({"op":"write","path":s(n),
-                    "content_base64":b64_encode(CONTENTS[*c]),"overwrite":o}),
-            },
-            Op::Edit(n, o, w, all) => {
-                json!({"op":"edit","path":s(n),"old":EDIT_OLD[*o],"new":EDIT_NEW[*w],"all":all})
-            }
-            Op::List(n) => json!({"op":"list","path":s(n)}),
-            Op::Stat(n) => json!({"op":"stat","path":s(n)}),
-            Op::Mkdir(n) => json!({"op":"mkdir","path":s(n)}),
-            Op::Delete(n) => json!({"op":"delete","path":s(n)}),
-            Op::Rename(a, b) => json!({"op":"rename","from":s(a),"to":s(b)}),
-            Op::Glob(g, n) => json!({"op":"glob","pattern":GLOBS[*g],"path":s(n)}),
-            Op::Grep(g, n) => json!({"op":"grep","pattern":GREPS[*g],"path":s(n)}),
-        })
-        .collect();
+    let reqs = requests(copy, ops, false);
     let mut input = String::new();
     for r in &reqs {
         input.push_str(&r.to_string());
@@ -558,6 +539,143 @@ fn tool_door(copy: &Copy, ops: &[Op]) -> Vec<Answer> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    parse_answers(ops, answers)
+}
+
+/// The ops as JSON endpoint requests, names spelled relative or (`host`)
+/// as absolute host paths where a name asks for it.
+fn requests(copy: &Copy, ops: &[Op], host: bool) -> Vec<Value> {
+    let s = |n: &Name| copy.spell(n, host);
+    ops.iter()
+        .map(|op| match op {
+            Op::Read(n) => json!({"op":"read","path":s(n)}),
+            Op::Write(n, c, o) => match std::str::from_utf8(CONTENTS[*c]) {
+                Ok(t) => json!({"op":"write","path":s(n),"content":t,"overwrite":o}),
+                Err(_) => json!({"op":"write","path":s(n),
+                    "content_base64":b64_encode(CONTENTS[*c]),"overwrite":o}),
+            },
+            Op::Edit(n, o, w, all) => {
+                json!({"op":"edit","path":s(n),"old":EDIT_OLD[*o],"new":EDIT_NEW[*w],"all":all})
+            }
+            Op::List(n) => json!({"op":"list","path":s(n)}),
+            Op::Stat(n) => json!({"op":"stat","path":s(n)}),
+            Op::Mkdir(n) => json!({"op":"mkdir","path":s(n)}),
+            Op::Delete(n) => json!({"op":"delete","path":s(n)}),
+            Op::Rename(a, b) => json!({"op":"rename","from":s(a),"to":s(b)}),
+            Op::Glob(g, n) => json!({"op":"glob","pattern":GLOBS[*g],"path":s(n)}),
+            Op::Grep(g, n) => json!({"op":"grep","pattern":GREPS[*g],"path":s(n)}),
+        })
+        .collect()
+}
+
+/// The C ABI door, through the Python binding: the same requests, an
+/// absolute host path mapped with `Sandbox.host_name` (the C ABI's
+/// `sg_sandbox_host_name`) as the Rust door maps it, answers in the JSON
+/// endpoint's shape.
+const C_ABI_DOOR: &str = r#"
+import base64, json, sys
+import sandgate
+reqs = json.load(sys.stdin)
+sb = sandgate.Sandbox.from_policy(sandgate.Policy.load(sys.argv[1]))
+WRITES = {"write", "edit", "mkdir", "delete", "rename"}
+def name(r, key):
+    p = r[key]
+    return sb.host_name(p, write=r["op"] in WRITES) if p.startswith("/") else p
+def answer(r):
+    op = r["op"]
+    if op == "read":
+        return {"content_base64": base64.b64encode(sb.read(name(r, "path"))).decode()}
+    if op == "write":
+        data = r["content"].encode() if "content" in r else base64.b64decode(r["content_base64"])
+        return {"size": sb.write(name(r, "path"), data, overwrite=r["overwrite"])}
+    if op == "edit":
+        return {"replacements": sb.edit(name(r, "path"), r["old"], r["new"], all=r["all"])}
+    if op == "list":
+        return {"entries": [{"name": e.name, "kind": e.kind, "size": e.size} for e in sb.list(name(r, "path"))]}
+    if op == "stat":
+        st = sb.stat(name(r, "path"))
+        return {"kind": st.kind, "size": st.size, "mode": st.mode}
+    if op == "mkdir":
+        return sb.mkdir(name(r, "path")) or {}
+    if op == "delete":
+        return sb.delete(name(r, "path")) or {}
+    if op == "rename":
+        src = name(r, "from")
+        return sb.rename(src, name(r, "to")) or {}
+    if op == "glob":
+        return {"paths": list(sb.glob(r["pattern"], name(r, "path")))}
+    if op == "grep":
+        return {"matches": [{"path": m.path, "line": m.line, "text": m.text}
+                            for m in sb.grep(r["pattern"], name(r, "path"))]}
+    raise ValueError(op)
+out = []
+for r in reqs:
+    try:
+        a = answer(r)
+        a["ok"] = True
+    except sandgate.SandgateError as e:
+        a = {"ok": False, "error": {"code": e.code}}
+    out.append(a)
+json.dump(out, sys.stdout)
+"#;
+
+/// The Python binding over the C library built in this target directory,
+/// when both are there (`cargo build -p sandgate-ffi`); `None` otherwise,
+/// and then `SANDGATE_DIFF_C_ABI=1` makes its absence a failure.
+fn c_abi_env() -> Option<(PathBuf, PathBuf)> {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_sandgate"));
+    let lib = exe.parent().unwrap().join("libsandgate.so");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bindings/python/src");
+    let there = lib.is_file()
+        && src.is_dir()
+        && Command::new("python3")
+            .arg("-c")
+            .arg("import sandgate")
+            .env("PYTHONPATH", &src)
+            .env("SANDGATE_LIBRARY", &lib)
+            .status()
+            .is_ok_and(|s| s.success());
+    assert!(
+        there || std::env::var_os("SANDGATE_DIFF_C_ABI").is_none(),
+        "SANDGATE_DIFF_C_ABI is set, but the Python binding cannot load {}",
+        lib.display()
+    );
+    there.then_some((lib, src))
+}
+
+fn c_abi_door(copy: &Copy, ops: &[Op], (lib, src): &(PathBuf, PathBuf)) -> Vec<Answer> {
+    let reqs = requests(copy, ops, true);
+    let script = copy.base().join("door.py");
+    fs::write(&script, C_ABI_DOOR).unwrap();
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .arg(copy.policy())
+        .env("PYTHONPATH", src)
+        .env("SANDGATE_LIBRARY", lib)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(Value::from(reqs).to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let _ = fs::remove_file(&script);
+    let answers: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the C ABI door answered no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    parse_answers(ops, answers)
+}
+
+/// Answers in the JSON endpoint's shape, as each door's `detail`.
+fn parse_answers(ops: &[Op], answers: Vec<Value>) -> Vec<Answer> {
     ops.iter()
         .zip(answers)
         .map(|(op, a)| {
@@ -766,8 +884,12 @@ fn mcp_door(copy: &Copy, ops: &[Op]) -> Vec<Answer> {
 
 /// Runs `case` through every door on fresh copies and names the first
 /// difference.
-fn differ(case: &Case, seen: &Mutex<BTreeMap<String, u32>>) -> Result<(), String> {
-    let copies: Vec<Copy> = (0..3).map(|_| Copy::new(case)).collect();
+fn differ(
+    case: &Case,
+    seen: &Mutex<BTreeMap<String, u32>>,
+    c_abi: Option<&(PathBuf, PathBuf)>,
+) -> Result<(), String> {
+    let copies: Vec<Copy> = (0..4).map(|_| Copy::new(case)).collect();
     let rust = rust_door(&copies[0], &case.ops);
     {
         let mut seen = seen.lock().unwrap();
@@ -779,6 +901,7 @@ fn differ(case: &Case, seen: &Mutex<BTreeMap<String, u32>>) -> Result<(), String
     }
     let tool = tool_door(&copies[1], &case.ops);
     let mcp = case.mcp.then(|| mcp_door(&copies[2], &case.ops));
+    let c = c_abi.map(|env| c_abi_door(&copies[3], &case.ops, env));
     for (i, op) in case.ops.iter().enumerate() {
         let (r, t) = (&rust[i], &tool[i]);
         if (&r.code, &r.detail) != (&t.code, &t.detail) {
@@ -786,6 +909,15 @@ fn differ(case: &Case, seen: &Mutex<BTreeMap<String, u32>>) -> Result<(), String
                 "op {i} {op:?} ({:?}): rust {r:?}, tool {t:?}",
                 copies[1].spell(op_name(op), false)
             ));
+        }
+        if let Some(c) = &c {
+            let c = &c[i];
+            if (&r.code, &r.detail) != (&c.code, &c.detail) {
+                return Err(format!(
+                    "op {i} {op:?} ({:?}): rust {r:?}, C ABI {c:?}",
+                    copies[3].spell(op_name(op), true)
+                ));
+            }
         }
         if let Some(mcp) = &mcp {
             let m = &mcp[i];
@@ -802,8 +934,15 @@ fn differ(case: &Case, seen: &Mutex<BTreeMap<String, u32>>) -> Result<(), String
         }
     }
     let want = copies[0].snapshot();
-    let doors = if case.mcp { 3 } else { 2 };
-    for (door, copy) in ["tool", "mcp"].iter().zip(&copies[1..doors]) {
+    let doors = [
+        ("tool", true),
+        ("mcp", case.mcp),
+        ("C ABI", c_abi.is_some()),
+    ];
+    for ((door, ran), copy) in doors.iter().zip(&copies[1..]) {
+        if !ran {
+            continue;
+        }
         let got = copy.snapshot();
         if got != want {
             return Err(format!(
@@ -849,17 +988,23 @@ fn every_door_answers_a_random_sequence_alike() {
     };
     let checked = std::sync::atomic::AtomicU32::new(0);
     let seen = Mutex::new(BTreeMap::new());
+    let c_abi = c_abi_env();
     let result = runner.run(&case(), |c| {
         checked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        differ(&c, &seen).map_err(TestCaseError::fail)
+        differ(&c, &seen, c_abi.as_ref()).map_err(TestCaseError::fail)
     });
     if let Err(e) = result {
         panic!("{e}");
     }
     let seen = seen.into_inner().unwrap();
     eprintln!(
-        "differential: {} cases checked; operations by outcome: {seen:?}",
-        checked.load(std::sync::atomic::Ordering::Relaxed)
+        "differential: {} cases checked (doors: rust, tool, mcp{}); operations by outcome: {seen:?}",
+        checked.load(std::sync::atomic::Ordering::Relaxed),
+        if c_abi.is_some() {
+            ", C ABI"
+        } else {
+            "; no C ABI: build sandgate-ffi"
+        }
     );
     // The sequences reach both sides of the doors: every kind of operation
     // succeeded somewhere, and refusals came from names, patterns and the
