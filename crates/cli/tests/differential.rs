@@ -84,6 +84,7 @@ const TARGETS: &[&str] = &[
 /// Names the operations use (besides every UTF-8 place above).
 const EXTRA_NAMES: &[&str] = &[
     "new.txt",
+    "b.txt",
     "dir/new.txt",
     "nodir/f",
     "MAKEFILE",
@@ -151,6 +152,8 @@ enum Op {
 struct Case {
     tree: Vec<Node>,
     overwrite: bool,
+    /// The write root `ws` inside the read root `.` (else `ws` is both).
+    nested: bool,
     mcp: bool,
     ops: Vec<Op>,
 }
@@ -172,17 +175,39 @@ fn name() -> impl Strategy<Value = Name> {
     })
 }
 
+/// A name that is usually not there yet: a rename's destination.
+fn fresh() -> impl Strategy<Value = Name> {
+    let all = names();
+    let fresh: Vec<usize> = [
+        "new.txt",
+        "dir/new.txt",
+        "conf/new.txt",
+        "dir/sub/new",
+        "b.txt",
+    ]
+    .iter()
+    .filter_map(|f| all.iter().position(|n| n == f))
+    .collect();
+    (proptest::sample::select(fresh), 0u8..14, any::<bool>()).prop_map(
+        |(which, spelling, absolute)| Name {
+            which,
+            spelling,
+            absolute,
+        },
+    )
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         2 => name().prop_map(Op::Read),
         3 => (name(), 0..CONTENTS.len(), any::<bool>()).prop_map(|(n, c, o)| Op::Write(n, c, o)),
         2 => (name(), 0..EDIT_OLD.len(), 0..EDIT_NEW.len(), any::<bool>())
             .prop_map(|(n, o, w, a)| Op::Edit(n, o, w, a)),
-        1 => name().prop_map(Op::List),
-        1 => name().prop_map(Op::Stat),
+        2 => name().prop_map(Op::List),
+        2 => name().prop_map(Op::Stat),
         2 => name().prop_map(Op::Mkdir),
         2 => name().prop_map(Op::Delete),
-        3 => (name(), name()).prop_map(|(a, b)| Op::Rename(a, b)),
+        3 => (name(), prop_oneof![name(), fresh()]).prop_map(|(a, b)| Op::Rename(a, b)),
         1 => (0..GLOBS.len(), name()).prop_map(|(g, n)| Op::Glob(g, n)),
         1 => (0..GREPS.len(), name()).prop_map(|(g, n)| Op::Grep(g, n)),
     ]
@@ -191,11 +216,12 @@ fn op() -> impl Strategy<Value = Op> {
 fn case() -> impl Strategy<Value = Case> {
     (
         proptest::collection::vec(node(), SLOTS.len()),
+        prop_oneof![1 => Just(false), 3 => Just(true)],
         any::<bool>(),
         any::<bool>(),
         proptest::collection::vec(op(), 1..12),
     )
-        .prop_map(|(tree, overwrite, mcp, mut ops)| {
+        .prop_map(|(tree, overwrite, nested, mcp, mut ops)| {
             if mcp {
                 // Only what the MCP server can say: no delete, every write
                 // may replace, an edit replaces one occurrence.
@@ -218,6 +244,7 @@ fn case() -> impl Strategy<Value = Case> {
             Case {
                 tree,
                 overwrite,
+                nested,
                 mcp,
                 ops,
             }
@@ -228,6 +255,7 @@ fn case() -> impl Strategy<Value = Case> {
 /// nothing) and the policy.
 struct Copy {
     dir: tempfile::TempDir,
+    nested: bool,
 }
 
 impl Copy {
@@ -258,7 +286,8 @@ impl Copy {
         fs::write(
             base.join("policy.toml"),
             format!(
-                "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\nallow_overwrite = {}\ndeny_write = [{}]\n",
+                "[fs]\nread_roots = [\"{}\"]\nwrite_root = \"ws\"\nallow_overwrite = {}\ndeny_write = [{}]\n",
+                if case.nested { "." } else { "ws" },
                 case.overwrite,
                 deny.join(", ")
             ),
@@ -269,7 +298,10 @@ impl Copy {
                 let _ = fs::set_permissions(&p, fs::Permissions::from_mode(0o755));
             }
         }
-        Copy { dir }
+        Copy {
+            dir,
+            nested: case.nested,
+        }
     }
 
     fn base(&self) -> &Path {
@@ -280,9 +312,11 @@ impl Copy {
         self.base().join("policy.toml")
     }
 
-    /// The name `n` as spelled: relative, or (`host`) the absolute host
-    /// path when the name asks for it.
-    fn spell(&self, n: &Name, host: bool) -> String {
+    /// The name `n` as spelled for a read-side or a (`write`) write-side
+    /// operation: relative to the root that takes it (in the nested layout
+    /// reads name `ws/…` in the read root `.`), or (`host`) the absolute
+    /// host path when the name asks for it.
+    fn spell(&self, n: &Name, host: bool, write: bool) -> String {
         let p = names()[n.which].clone();
         let rel = match n.spelling {
             8 => format!("./{p}"),
@@ -295,6 +329,8 @@ impl Copy {
         };
         if host && n.absolute {
             format!("{}/ws/{rel}", self.base().display())
+        } else if self.nested && !write {
+            format!("ws/{rel}")
         } else {
             rel
         }
@@ -391,7 +427,7 @@ fn rust_door(copy: &Copy, ops: &[Op]) -> Vec<Answer> {
     // An absolute host path goes through the host-name mapping first, as a
     // host holding such a path does.
     let read_name = |n: &Name| -> Result<String, sandgate::Error> {
-        let s = copy.spell(n, true);
+        let s = copy.spell(n, true, false);
         if n.absolute {
             sb.host_read_name(&s)
         } else {
@@ -399,7 +435,7 @@ fn rust_door(copy: &Copy, ops: &[Op]) -> Vec<Answer> {
         }
     };
     let write_name = |n: &Name| -> Result<String, sandgate::Error> {
-        let s = copy.spell(n, true);
+        let s = copy.spell(n, true, true);
         if n.absolute {
             sb.host_write_name(&s)
         } else {
@@ -545,23 +581,24 @@ fn tool_door(copy: &Copy, ops: &[Op]) -> Vec<Answer> {
 /// The ops as JSON endpoint requests, names spelled relative or (`host`)
 /// as absolute host paths where a name asks for it.
 fn requests(copy: &Copy, ops: &[Op], host: bool) -> Vec<Value> {
-    let s = |n: &Name| copy.spell(n, host);
+    let s = |n: &Name| copy.spell(n, host, false);
+    let w = |n: &Name| copy.spell(n, host, true);
     ops.iter()
         .map(|op| match op {
             Op::Read(n) => json!({"op":"read","path":s(n)}),
             Op::Write(n, c, o) => match std::str::from_utf8(CONTENTS[*c]) {
-                Ok(t) => json!({"op":"write","path":s(n),"content":t,"overwrite":o}),
-                Err(_) => json!({"op":"write","path":s(n),
+                Ok(t) => json!({"op":"write","path":w(n),"content":t,"overwrite":o}),
+                Err(_) => json!({"op":"write","path":w(n),
                     "content_base64":b64_encode(CONTENTS[*c]),"overwrite":o}),
             },
-            Op::Edit(n, o, w, all) => {
-                json!({"op":"edit","path":s(n),"old":EDIT_OLD[*o],"new":EDIT_NEW[*w],"all":all})
+            Op::Edit(n, o, nw, all) => {
+                json!({"op":"edit","path":w(n),"old":EDIT_OLD[*o],"new":EDIT_NEW[*nw],"all":all})
             }
             Op::List(n) => json!({"op":"list","path":s(n)}),
             Op::Stat(n) => json!({"op":"stat","path":s(n)}),
-            Op::Mkdir(n) => json!({"op":"mkdir","path":s(n)}),
-            Op::Delete(n) => json!({"op":"delete","path":s(n)}),
-            Op::Rename(a, b) => json!({"op":"rename","from":s(a),"to":s(b)}),
+            Op::Mkdir(n) => json!({"op":"mkdir","path":w(n)}),
+            Op::Delete(n) => json!({"op":"delete","path":w(n)}),
+            Op::Rename(a, b) => json!({"op":"rename","from":w(a),"to":w(b)}),
             Op::Glob(g, n) => json!({"op":"glob","pattern":GLOBS[*g],"path":s(n)}),
             Op::Grep(g, n) => json!({"op":"grep","pattern":GREPS[*g],"path":s(n)}),
         })
@@ -645,7 +682,9 @@ fn c_abi_env() -> Option<(PathBuf, PathBuf)> {
 
 fn c_abi_door(copy: &Copy, ops: &[Op], (lib, src): &(PathBuf, PathBuf)) -> Vec<Answer> {
     let reqs = requests(copy, ops, true);
-    let script = copy.base().join("door.py");
+    // Outside the copy, which a read root may hold whole.
+    let script_dir = tempfile::tempdir().unwrap();
+    let script = script_dir.path().join("door.py");
     fs::write(&script, C_ABI_DOOR).unwrap();
     let mut child = Command::new("python3")
         .arg(&script)
@@ -664,7 +703,6 @@ fn c_abi_door(copy: &Copy, ops: &[Op], (lib, src): &(PathBuf, PathBuf)) -> Vec<A
         .write_all(Value::from(reqs).to_string().as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    let _ = fs::remove_file(&script);
     let answers: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "the C ABI door answered no JSON ({e}): {}",
@@ -859,23 +897,24 @@ impl Drop for Mcp {
 
 fn mcp_door(copy: &Copy, ops: &[Op]) -> Vec<Answer> {
     let mut m = Mcp::start(&copy.policy());
-    let s = |n: &Name| copy.spell(n, true);
+    let s = |n: &Name| copy.spell(n, true, false);
+    let w = |n: &Name| copy.spell(n, true, true);
     ops.iter()
         .map(|op| match op {
             Op::Read(n) => m.call("read_text_file", json!({"path":s(n)})),
             Op::Write(n, c, _) => m.call(
                 "write_file",
-                json!({"path":s(n),"content":String::from_utf8_lossy(CONTENTS[*c])}),
+                json!({"path":w(n),"content":String::from_utf8_lossy(CONTENTS[*c])}),
             ),
-            Op::Edit(n, o, w, _) => m.call(
+            Op::Edit(n, o, nw, _) => m.call(
                 "edit_file",
-                json!({"path":s(n),"edits":[{"oldText":EDIT_OLD[*o],"newText":EDIT_NEW[*w]}]}),
+                json!({"path":w(n),"edits":[{"oldText":EDIT_OLD[*o],"newText":EDIT_NEW[*nw]}]}),
             ),
             Op::List(n) => m.call("list_directory", json!({"path":s(n)})),
             Op::Stat(n) => m.call("get_file_info", json!({"path":s(n)})),
-            Op::Mkdir(n) => m.call("create_directory", json!({"path":s(n)})),
+            Op::Mkdir(n) => m.call("create_directory", json!({"path":w(n)})),
             Op::Delete(_) => unreachable!("the MCP server has no delete tool"),
-            Op::Rename(a, b) => m.call("move_file", json!({"source":s(a),"destination":s(b)})),
+            Op::Rename(a, b) => m.call("move_file", json!({"source":w(a),"destination":w(b)})),
             Op::Glob(g, n) => m.call("search_files", json!({"path":s(n),"pattern":GLOBS[*g]})),
             Op::Grep(g, n) => m.call("grep", json!({"pattern":GREPS[*g],"path":s(n)})),
         })
@@ -907,7 +946,7 @@ fn differ(
         if (&r.code, &r.detail) != (&t.code, &t.detail) {
             return Err(format!(
                 "op {i} {op:?} ({:?}): rust {r:?}, tool {t:?}",
-                copies[1].spell(op_name(op), false)
+                copies[1].spell(op_name(op), false, false)
             ));
         }
         if let Some(c) = &c {
@@ -915,7 +954,7 @@ fn differ(
             if (&r.code, &r.detail) != (&c.code, &c.detail) {
                 return Err(format!(
                     "op {i} {op:?} ({:?}): rust {r:?}, C ABI {c:?}",
-                    copies[3].spell(op_name(op), true)
+                    copies[3].spell(op_name(op), true, false)
                 ));
             }
         }
@@ -928,7 +967,7 @@ fn differ(
             if r.code != m.code || text_differs {
                 return Err(format!(
                     "op {i} {op:?} ({:?}): rust {r:?}, mcp {m:?}",
-                    copies[2].spell(op_name(op), true)
+                    copies[2].spell(op_name(op), true, false)
                 ));
             }
         }
