@@ -594,7 +594,7 @@ impl Shared {
 
     /// [`Shared::write_name`] without auditing a refusal.
     pub(crate) fn map_write(&self, given: &str) -> Result<String, Error> {
-        let m = paths::map(&self.dirs, given)?;
+        let m = paths::map_for_write(&self.dirs, given)?;
         self.within_client_roots(&m, Side::Write)?;
         if let Some(i) = m.dir {
             if !self.dirs[i].is_write {

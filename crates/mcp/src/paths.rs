@@ -2,4 +2,4 @@
 //! ([`sandgate::hostpath`]), which compares an absolute path with each
 //! granted directory component by component, never by string prefix.
 
-pub use sandgate::hostpath::{map, GrantedDir, Mapped};
+pub use sandgate::hostpath::{map, map_for_write, GrantedDir, Mapped};

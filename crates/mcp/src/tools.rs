@@ -941,6 +941,13 @@ fn tree_deep() -> String {
     )
 }
 
+/// The block that follows a tree with subdirectories it could not list.
+fn tree_unlisted() -> &'static str {
+    "[directories that could not be listed (a name no tool can take, such as one with ':', \
+     a device name or bytes that are not UTF-8, or permissions that refuse the server) are \
+     shown without children]"
+}
+
 /// Directories a `directory_tree` showed without entering them, and why.
 #[derive(Default)]
 struct LeftOut {
@@ -948,6 +955,8 @@ struct LeftOut {
     deep: bool,
     /// The `fs_ops` budget was spent.
     spent: bool,
+    /// A subdirectory could not be listed.
+    unlisted: bool,
 }
 
 pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
@@ -1006,11 +1015,21 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
                     left.spent = true;
                     serde_json::json!({"name": e.name, "type": "directory"})
                 }
-                FileKind::Dir => serde_json::json!({
-                    "name": e.name,
-                    "type": "directory",
-                    "children": build(s, &path, &sub, ex, budget, cut, level + 1, left)?,
-                }),
+                // A subdirectory that cannot be listed (a name no tool
+                // can take, `a:b` or `con`, or one not UTF-8; permissions
+                // that refuse the server) is shown without children, as
+                // glob and grep pass it over; before, it failed the tree.
+                FileKind::Dir => match build(s, &path, &sub, ex, budget, cut, level + 1, left) {
+                    Ok(children) => serde_json::json!({
+                        "name": e.name,
+                        "type": "directory",
+                        "children": children,
+                    }),
+                    Err(_) => {
+                        left.unlisted = true;
+                        serde_json::json!({"name": e.name, "type": "directory"})
+                    }
+                },
                 FileKind::Symlink => serde_json::json!({"name": e.name, "type": "symlink"}),
                 _ => serde_json::json!({"name": e.name, "type": "file"}),
             });
@@ -1029,6 +1048,9 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
     }
     if left.spent {
         blocks.push(ContentBlock::text(tree_spent()));
+    }
+    if left.unlisted {
+        blocks.push(ContentBlock::text(tree_unlisted()));
     }
     Ok(blocks)
 }

@@ -83,13 +83,36 @@ fn must_be_dir(given: &str) -> bool {
 /// is refused without naming it, so a refusal never echoes a host path
 /// outside the roots.
 pub fn map(dirs: &[GrantedDir], given: &str) -> Result<Mapped, Error> {
+    map_where(dirs, given, |_| true)
+}
+
+/// Maps one client-supplied path for a write-side operation: as [`map`],
+/// except that an absolute path inside the write root is mapped to its
+/// name there even when another granted directory listed before it holds
+/// the write root (a read root `.` with the write root `./out`): the
+/// write root is where writes go, and the name relative to the outer
+/// directory (`out/f`) would be refused as a path in a read-only root.
+pub fn map_for_write(dirs: &[GrantedDir], given: &str) -> Result<Mapped, Error> {
+    match map_where(dirs, given, |d| d.is_write) {
+        Ok(m) => Ok(m),
+        Err(_) => map(dirs, given),
+    }
+}
+
+/// [`map`] over the directories `keep` accepts (indices stay those of
+/// `dirs`).
+fn map_where(
+    dirs: &[GrantedDir],
+    given: &str,
+    keep: impl Fn(&GrantedDir) -> bool,
+) -> Result<Mapped, Error> {
     if !given.starts_with('/') {
         return Ok(Mapped {
             rel: given.to_owned(),
             dir: None,
         });
     }
-    for (i, d) in dirs.iter().enumerate() {
+    for (i, d) in dirs.iter().enumerate().filter(|(_, d)| keep(d)) {
         for prefix in [&d.spelled, &d.resolved] {
             if let Some(rest) = below(given, prefix) {
                 let mut rel = String::with_capacity(given.len());

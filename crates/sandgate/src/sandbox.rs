@@ -701,7 +701,7 @@ impl Sandbox {
     /// for one inside a read root that is not the write root.
     pub fn host_write_name(&self, path: &str) -> Result<String, Error> {
         let inner = self.current()?;
-        let m = hostpath::map(&inner.dirs, path)?;
+        let m = hostpath::map_for_write(&inner.dirs, path)?;
         match m.dir {
             Some(i) if !inner.dirs[i].is_write => Err(Error::denied(
                 "this path is in a read-only root; writes go to the write root",
