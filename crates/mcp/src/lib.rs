@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+mod edits;
 mod inline;
 pub mod lines;
 pub mod paths;

@@ -25,9 +25,9 @@ use crate::Shared;
 pub struct ReadTextFile {
     /// The file: a name relative to the root, or an absolute path inside an allowed directory.
     pub path: String,
-    /// If provided, returns only the last N lines of the file.
+    /// If provided, returns only the last N lines of the file (0: the whole file).
     pub tail: Option<usize>,
-    /// If provided, returns only the first N lines of the file.
+    /// If provided, returns only the first N lines of the file (0: the whole file).
     pub head: Option<usize>,
 }
 
@@ -72,7 +72,8 @@ pub struct WriteFile {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct EditOperation {
-    /// Text to search for - must match exactly, and once.
+    /// Text to search for - must occur once, exactly or line by line with
+    /// leading and trailing whitespace ignored.
     pub old_text: String,
     /// Text to replace with.
     pub new_text: String,
@@ -279,7 +280,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
         .with_annotations(ann(false, true, true, false)),
         Tool::new(
             "edit_file",
-            "Replace exact text in a file: each edit's oldText must occur exactly once. All edits apply or none. Answers a git-style diff; with dryRun nothing is written.",
+            "Make line-based edits to a text file: each edit's oldText must occur once, exactly or else line by line with leading and trailing whitespace ignored (the replacement then takes the indentation of the lines it replaces). Edits apply in order; all apply or none. Answers a git-style diff; with dryRun nothing is written.",
             schema::<EditFile>(),
         )
         .with_title("Edit File")
@@ -335,7 +336,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
         .with_annotations(ro()),
         Tool::new(
             "get_file_info",
-            "Metadata of a file or directory: type, size, permissions.",
+            "Metadata of a file or directory: size, modified time, isDirectory, isFile, permissions and type.",
             schema::<OnePath>(),
         )
         .with_title("Get File Info")
@@ -548,13 +549,16 @@ fn kind_tag(k: FileKind) -> &'static str {
 pub(crate) fn read_text_file(s: &Shared, a: ReadTextFile, cancel: &AtomicBool) -> Answer {
     let rel = s.read_name("read", &a.path)?;
     let sb = &s.sandbox;
-    match (a.head, a.tail) {
+    // A head or tail of 0 is no head or tail, as the reference server
+    // reads it: the whole file, not an empty answer the model would take
+    // for an empty file (models fill optional numbers with 0).
+    let (head, tail) = (a.head.filter(|&n| n > 0), a.tail.filter(|&n| n > 0));
+    match (head, tail) {
         (Some(_), Some(_)) => Err(s.refused(
             "read",
             &rel,
             Error::new(ErrorCode::Request, "give head or tail, not both"),
         )),
-        (Some(0), None) | (None, Some(0)) => text(""),
         // A ranged read counts every line of the file, however few it
         // answers: stopped when the client cancels.
         (Some(n), None) if n <= MAX_RANGE_LINES => {
@@ -727,10 +731,6 @@ pub(crate) fn write_file(s: &Shared, a: WriteFile) -> Answer {
     text(format!("Successfully wrote {n} bytes to {}", a.path))
 }
 
-/// How long `edit_file` looks for the smallest diff before it answers a
-/// larger one.
-const DIFF_TIME: std::time::Duration = std::time::Duration::from_secs(1);
-
 pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
     let rel = s.write_name("edit", &a.path)?;
     let edits: Vec<(&str, &str)> = a
@@ -745,7 +745,20 @@ pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
             Error::new(ErrorCode::Request, "edits must hold at least one edit"),
         ));
     }
-    let p = s.sandbox.edit_many(&rel, &edits, a.dry_run)?;
+    let request_ok = || match edits.iter().position(|(old, _)| old.is_empty()) {
+        Some(i) => Err(Error::new(
+            ErrorCode::Request,
+            format!("edit #{}: old text must not be empty", i + 1),
+        )),
+        None => Ok(()),
+    };
+    // Matched as the reference server matches (crate::edits), with every
+    // check of the sandbox's own edit.
+    let p = s
+        .sandbox
+        .edit_by(&rel, a.dry_run, request_ok, |text, resolved| {
+            crate::edits::apply(text, &edits, resolved)
+        })?;
     let (Some(before), Some(after)) = (p.before, p.after) else {
         // The file tools may not read this file (the write root is no read
         // root, or an earlier read root answers for the name), and the
@@ -765,20 +778,18 @@ pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
             edits.len()
         ));
     };
-    let before = lossy(before);
-    let after = lossy(after);
-    // Bounded in time: the diff of two texts that share few lines is
-    // quadratic in their lines (hours for a file of max_read_bytes), and
-    // past the deadline `similar` answers a correct diff that is not the
-    // smallest (the rest as deleted, then inserted).
-    let diff = similar::TextDiff::configure()
-        .timeout(DIFF_TIME)
-        .diff_lines(&before, &after)
-        .unified_diff()
-        .context_radius(3)
-        .header(&format!("a/{rel}"), &format!("b/{rel}"))
-        .to_string();
-    text(format!("```diff\n{diff}```\n"))
+    // The file's host path, as the reference names it in the diff.
+    let host = s
+        .dirs
+        .iter()
+        .find(|d| d.is_write)
+        .map(|d| d.resolved.join(rel.trim_start_matches("./")))
+        .map_or_else(|| rel.clone(), |p| p.display().to_string());
+    text(crate::edits::diff_answer(
+        &host,
+        &lossy(before),
+        &lossy(after),
+    ))
 }
 
 pub(crate) fn create_directory(s: &Shared, a: OnePath) -> Answer {
@@ -959,6 +970,25 @@ struct LeftOut {
     unlisted: bool,
 }
 
+/// One entry of a `directory_tree`, its keys in the reference's order:
+/// `name`, `type`, then `children` for a directory that was entered.
+#[derive(Serialize)]
+struct TreeEntry {
+    name: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    children: Option<Vec<TreeEntry>>,
+}
+
+fn tree_entry(name: String, kind: &'static str, children: Option<Vec<TreeEntry>>) -> TreeEntry {
+    TreeEntry {
+        name,
+        kind,
+        children,
+    }
+}
+
 pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
     let rel = s.read_name("list", &a.path)?;
     let ex = Excludes::new(&a.exclude_patterns)?;
@@ -977,7 +1007,7 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
         cut: &mut bool,
         level: usize,
         left: &mut LeftOut,
-    ) -> Result<Vec<serde_json::Value>, Error> {
+    ) -> Result<Vec<TreeEntry>, Error> {
         let mut out = Vec::new();
         let (entries, more) = s.sandbox.list_max(dir, *budget)?;
         // The directory was read no further than the entries left.
@@ -1009,29 +1039,25 @@ pub(crate) fn directory_tree(s: &Shared, a: DirectoryTree) -> Answer {
                         || path.len() >= sandgate::relpath::MAX_NAME_BYTES =>
                 {
                     left.deep = true;
-                    serde_json::json!({"name": e.name, "type": "directory"})
+                    tree_entry(e.name, "directory", None)
                 }
                 FileKind::Dir if s.sandbox.fs_ops_remaining() == Some(0) => {
                     left.spent = true;
-                    serde_json::json!({"name": e.name, "type": "directory"})
+                    tree_entry(e.name, "directory", None)
                 }
                 // A subdirectory that cannot be listed (a name no tool
                 // can take, `a:b` or `con`, or one not UTF-8; permissions
                 // that refuse the server) is shown without children, as
                 // glob and grep pass it over; before, it failed the tree.
                 FileKind::Dir => match build(s, &path, &sub, ex, budget, cut, level + 1, left) {
-                    Ok(children) => serde_json::json!({
-                        "name": e.name,
-                        "type": "directory",
-                        "children": children,
-                    }),
+                    Ok(children) => tree_entry(e.name, "directory", Some(children)),
                     Err(_) => {
                         left.unlisted = true;
-                        serde_json::json!({"name": e.name, "type": "directory"})
+                        tree_entry(e.name, "directory", None)
                     }
                 },
-                FileKind::Symlink => serde_json::json!({"name": e.name, "type": "symlink"}),
-                _ => serde_json::json!({"name": e.name, "type": "file"}),
+                FileKind::Symlink => tree_entry(e.name, "symlink", None),
+                _ => tree_entry(e.name, "file", None),
             });
         }
         Ok(out)
@@ -1139,13 +1165,47 @@ pub(crate) fn get_file_info(s: &Shared, a: OnePath) -> Answer {
         FileKind::Symlink => "symlink",
         _ => "other",
     };
+    // The reference's fields, in its order and its time format (but
+    // no creation or access time, which the sandbox does not read), then
+    // the type.
     text(format!(
-        "type: {kind}\nsize: {}\npermissions: {:o}\nisDirectory: {}\nisFile: {}",
+        "size: {}\nmodified: {}\nisDirectory: {}\nisFile: {}\npermissions: {:03o}\ntype: {kind}",
         st.size,
-        st.mode & 0o7777,
+        js_date(st.mtime),
         st.kind == FileKind::Dir,
-        st.kind == FileKind::File
+        st.kind == FileKind::File,
+        st.mode & 0o777
     ))
+}
+
+/// `secs` since the Unix epoch as JavaScript's `Date.prototype.toString`
+/// writes it in UTC (`Sun Dec 06 2026 05:52:39 GMT+0000 (Coordinated
+/// Universal Time)`), as the reference server's `get_file_info` does.
+fn js_date(secs: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{} {} {day:02} {year:04} {:02}:{:02}:{:02} GMT+0000 (Coordinated Universal Time)",
+        DAYS[days.rem_euclid(7) as usize],
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }
 
 pub(crate) fn list_allowed_directories(s: &Shared, _: NoArgs) -> Answer {
@@ -1495,7 +1555,26 @@ pub fn describe(e: &Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{first_lines_len, last_lines_start};
+    use super::{first_lines_len, js_date, last_lines_start};
+
+    /// As JavaScript's `new Date(ms).toString()` writes them under TZ=UTC.
+    #[test]
+    fn dates_are_written_as_javascript_writes_them() {
+        let utc = " GMT+0000 (Coordinated Universal Time)";
+        assert_eq!(js_date(0), format!("Thu Jan 01 1970 00:00:00{utc}"));
+        assert_eq!(
+            js_date(1_700_000_000),
+            format!("Tue Nov 14 2023 22:13:20{utc}")
+        );
+        assert_eq!(
+            js_date(951_782_400),
+            format!("Tue Feb 29 2000 00:00:00{utc}")
+        );
+        assert_eq!(
+            js_date(-86_400 * 400),
+            format!("Wed Nov 27 1968 00:00:00{utc}")
+        );
+    }
 
     /// Lines as the sandbox's ranged read counts them: each up to and
     /// including its break, and a last one without a break.

@@ -482,6 +482,8 @@ pub struct StatInfo {
     pub size: u64,
     /// Permission bits.
     pub mode: u32,
+    /// Last modification time, in seconds since the Unix epoch.
+    pub mtime: i64,
 }
 
 /// What [`Sandbox::explain_read`] and [`Sandbox::explain_write`] answer
@@ -914,13 +916,7 @@ impl Sandbox {
             ))),
             None => Ok(()),
         };
-        let mut before = Vec::new();
-        let mut shown = false;
-        let after = self.edit_file(path, dry_run, request_ok, |inner, rel, text, resolved| {
-            shown = inner.reads_from_write_root(rel);
-            if shown {
-                before = text.to_vec();
-            }
+        self.edit_by(path, dry_run, request_ok, |text, resolved| {
             let mut cur = text.to_vec();
             for (i, (old, new)) in edits.iter().enumerate() {
                 match count_places(&cur, old.as_bytes()) {
@@ -945,6 +941,33 @@ impl Sandbox {
                 }
             }
             Ok(cur)
+        })
+    }
+
+    /// [`edit_many`](Self::edit_many) with the change made by `change`: it
+    /// gets the file's bytes and the root-relative name the file was found
+    /// at (for its errors), and answers the new bytes or a refusal. Every
+    /// check of [`edit_many`](Self::edit_many) runs first, in its order
+    /// (`request_ok` after the write root and before the write checks),
+    /// the file is replaced once unless `dry_run`, and the preview is shown
+    /// where [`edit_many`](Self::edit_many) would show it. For a caller
+    /// whose matching rules differ from an exact, unique string (the MCP
+    /// server's `edit_file`, which matches as the reference server does).
+    pub fn edit_by(
+        &self,
+        path: &str,
+        dry_run: bool,
+        request_ok: impl FnOnce() -> Result<(), Error>,
+        change: impl FnOnce(&[u8], &str) -> Result<Vec<u8>, Error>,
+    ) -> Result<EditPreview, Error> {
+        let mut before = Vec::new();
+        let mut shown = false;
+        let after = self.edit_file(path, dry_run, request_ok, |inner, rel, text, resolved| {
+            shown = inner.reads_from_write_root(rel);
+            if shown {
+                before = text.to_vec();
+            }
+            change(text, resolved)
         })?;
         Ok(match shown {
             true => EditPreview {
@@ -1087,6 +1110,7 @@ impl Sandbox {
                 kind: meta.kind(),
                 size: meta.len(),
                 mode: meta.mode(),
+                mtime: meta.mtime().0,
             })
         })
     }

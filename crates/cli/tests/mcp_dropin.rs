@@ -1,0 +1,267 @@
+//! `sandgate mcp DIR` as a drop-in for the reference filesystem server:
+//! the answers a host or a model acts on are the reference's (edit_file's
+//! matching and diff, get_file_info's fields, directory_tree's JSON), each
+//! expected text taken from the reference server (2026.8.31) run on the
+//! same files. Driven over stdio as a host drives it; the server binary can
+//! be replaced with `SANDGATE_MCP_BIN` (to run these against another build).
+
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use serde_json::{json, Value};
+
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next: i64,
+}
+
+impl Server {
+    /// `sandgate mcp DIR`, the reference server's form, initialized.
+    fn start(dir: &Path) -> Server {
+        let bin = std::env::var_os("SANDGATE_MCP_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_sandgate").into());
+        let mut child = Command::new(bin)
+            .arg("mcp")
+            .arg(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut s = Server {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            next: 1,
+        };
+        s.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "dropin", "version": "1"}}),
+        );
+        writeln!(
+            s.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .unwrap();
+        s
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        writeln!(
+            self.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+        .unwrap();
+        self.stdin.flush().unwrap();
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "the server ended"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+
+    /// A tool's answer: whether it is an error, and its first text block
+    /// (which structuredContent.content repeats when it is not).
+    fn call(&mut self, tool: &str, args: Value) -> (bool, String) {
+        let v = self.request("tools/call", json!({"name": tool, "arguments": args}));
+        let r = &v["result"];
+        let text = r["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let is_error = r["isError"] == json!(true);
+        if !is_error {
+            assert_eq!(r["structuredContent"]["content"], json!(text), "{v}");
+        }
+        (is_error, text)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn project() -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap().join("proj");
+    fs::create_dir(&dir).unwrap();
+    (tmp, dir)
+}
+
+const RULE: &str = "===================================================================";
+
+/// An `oldText` that is not in the file as given but is line by line with
+/// leading and trailing whitespace ignored is applied, re-indented as the
+/// reference re-indents it; a file with CRLF line breaks is matched by an
+/// `oldText` with LF (and keeps its CRLF); the diff is the reference's,
+/// with its `Index:` header, tab-labelled file lines and counted ranges.
+#[test]
+fn edit_file_matches_and_diffs_as_the_reference_server() {
+    let (_tmp, dir) = project();
+    let code = "def f():\n    x = 1\n    y = 2\n    return x\n";
+    fs::write(dir.join("code.py"), code).unwrap();
+    fs::write(dir.join("crlf.txt"), "one\r\ntwo\r\nthree\r\n").unwrap();
+    let mut s = Server::start(&dir);
+    let p = dir.join("code.py").display().to_string();
+
+    // The model left the indentation out.
+    let (err, text) = s.call(
+        "edit_file",
+        json!({"path": p, "dryRun": true,
+               "edits": [{"oldText": "x = 1\ny = 2", "newText": "x = 10\ny = 20"}]}),
+    );
+    assert!(!err, "{text}");
+    assert_eq!(
+        text,
+        format!(
+            "```diff\nIndex: {p}\n{RULE}\n--- {p}\toriginal\n+++ {p}\tmodified\n\
+             @@ -1,4 +1,4 @@\n def f():\n-    x = 1\n-    y = 2\n+    x = 10\n+y = 20\n     return x\n```\n\n"
+        )
+    );
+    assert_eq!(fs::read_to_string(dir.join("code.py")).unwrap(), code);
+
+    // Trailing whitespace in oldText, relative indentation in newText.
+    let (err, text) = s.call(
+        "edit_file",
+        json!({"path": "code.py",
+               "edits": [{"oldText": "  x = 1   \n  y = 2", "newText": "x = 1\n    if x:"}]}),
+    );
+    assert!(!err, "{text}");
+    assert_eq!(
+        fs::read_to_string(dir.join("code.py")).unwrap(),
+        "def f():\n    x = 1\n      if x:\n    return x\n"
+    );
+
+    // A one-line change: ranges carry their count, as the reference's do.
+    let c = dir.join("crlf.txt").display().to_string();
+    let (err, text) = s.call(
+        "edit_file",
+        json!({"path": c, "edits": [{"oldText": "two\nthree", "newText": "TWO\nTHREE"}]}),
+    );
+    assert!(!err, "{text}");
+    assert_eq!(
+        text,
+        format!(
+            "```diff\nIndex: {c}\n{RULE}\n--- {c}\toriginal\n+++ {c}\tmodified\n\
+             @@ -1,3 +1,3 @@\n one\n-two\n-three\n+TWO\n+THREE\n```\n\n"
+        )
+    );
+    assert_eq!(
+        fs::read(dir.join("crlf.txt")).unwrap(),
+        b"one\r\nTWO\r\nTHREE\r\n"
+    );
+
+    // A diff holding ``` is fenced with more backticks.
+    let (err, text) = s.call(
+        "edit_file",
+        json!({"path": "crlf.txt", "dryRun": true,
+               "edits": [{"oldText": "one", "newText": "```x```"}]}),
+    );
+    assert!(!err, "{text}");
+    assert!(text.starts_with("````diff\nIndex: "), "{text}");
+    assert!(text.ends_with("\n````\n\n"), "{text}");
+
+    // Two places that match with whitespace ignored: refused, as an exact
+    // text found twice is, rather than the first one replaced.
+    fs::write(dir.join("two.txt"), " a\n\ta\n").unwrap();
+    let (err, text) = s.call(
+        "edit_file",
+        json!({"path": "two.txt", "edits": [{"oldText": "a ", "newText": "b"}]}),
+    );
+    assert!(err, "{text}");
+    assert!(text.starts_with("E_EDIT_AMBIGUOUS: edit #1:"), "{text}");
+    assert_eq!(
+        fs::read_to_string(dir.join("two.txt")).unwrap(),
+        " a\n\ta\n"
+    );
+}
+
+/// get_file_info answers the reference's fields in its order, the
+/// modification time as the reference writes it (JavaScript's Date in
+/// UTC), and the permissions as three octal digits.
+#[test]
+fn get_file_info_answers_the_reference_fields() {
+    let (_tmp, dir) = project();
+    let f = dir.join("a.txt");
+    fs::write(&f, "hello\n").unwrap();
+    let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+    fs::File::options()
+        .write(true)
+        .open(&f)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o640)).unwrap();
+    let mut s = Server::start(&dir);
+    let (err, text) = s.call("get_file_info", json!({"path": f.display().to_string()}));
+    assert!(!err, "{text}");
+    assert_eq!(
+        text,
+        "size: 6\nmodified: Tue Nov 14 2023 22:13:20 GMT+0000 (Coordinated Universal Time)\n\
+         isDirectory: false\nisFile: true\npermissions: 640\ntype: file"
+    );
+}
+
+/// directory_tree's entries have their keys in the reference's order:
+/// name, type, then children (JSON.stringify's order, which a model reads).
+#[test]
+fn directory_tree_keys_are_in_the_reference_order() {
+    let (_tmp, dir) = project();
+    fs::create_dir_all(dir.join("d/e")).unwrap();
+    fs::write(dir.join("d/f.txt"), "x").unwrap();
+    let mut s = Server::start(&dir);
+    let (err, text) = s.call("directory_tree", json!({"path": "d"}));
+    assert!(!err, "{text}");
+    assert_eq!(
+        text,
+        "[\n  {\n    \"name\": \"e\",\n    \"type\": \"directory\",\n    \"children\": []\n  },\n  \
+         {\n    \"name\": \"f.txt\",\n    \"type\": \"file\"\n  }\n]"
+    );
+}
+
+/// A head or tail of 0 is read as absent, as the reference reads it (a
+/// model filling optional numbers with 0 gets the file, not an empty
+/// answer it would take for an empty file).
+#[test]
+fn read_text_file_head_or_tail_0_is_the_whole_file() {
+    let (_tmp, dir) = project();
+    fs::write(dir.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    let mut s = Server::start(&dir);
+    for args in [
+        json!({"path": "a.txt", "head": 0}),
+        json!({"path": "a.txt", "tail": 0}),
+        json!({"path": "a.txt", "head": 0, "tail": 0}),
+    ] {
+        assert_eq!(
+            s.call("read_text_file", args.clone()),
+            (false, "one\ntwo\nthree\n".to_owned()),
+            "{args}"
+        );
+    }
+    assert_eq!(
+        s.call(
+            "read_text_file",
+            json!({"path": "a.txt", "head": 0, "tail": 1})
+        ),
+        (false, "three\n".to_owned())
+    );
+}
