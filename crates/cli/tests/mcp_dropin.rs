@@ -108,13 +108,14 @@ fn project() -> (tempfile::TempDir, std::path::PathBuf) {
 
 const RULE: &str = "===================================================================";
 
-/// An `oldText` that is not in the file as given but is line by line with
-/// leading and trailing whitespace ignored is applied, re-indented as the
-/// reference re-indents it; a file with CRLF line breaks is matched by an
-/// `oldText` with LF (and keeps its CRLF); the diff is the reference's,
-/// with its `Index:` header, tab-labelled file lines and counted ranges.
+/// `edit_file`'s diff is the reference's, with its `Index:` header,
+/// tab-labelled file lines and counted ranges, in a fence longer than any
+/// run of backticks it holds. The edits are the sandbox's: an `oldText`
+/// that occurs only with other whitespace, or with LF where the file has
+/// CRLF, is not found (the reference would match it line by line; an edit
+/// replaces an exact string), and one found twice is refused.
 #[test]
-fn edit_file_matches_and_diffs_as_the_reference_server() {
+fn edit_file_diffs_as_the_reference_server_and_matches_exactly() {
     let (_tmp, dir) = project();
     let code = "def f():\n    x = 1\n    y = 2\n    return x\n";
     fs::write(dir.join("code.py"), code).unwrap();
@@ -122,51 +123,49 @@ fn edit_file_matches_and_diffs_as_the_reference_server() {
     let mut s = Server::start(&dir);
     let p = dir.join("code.py").display().to_string();
 
-    // The model left the indentation out.
     let (err, text) = s.call(
         "edit_file",
         json!({"path": p, "dryRun": true,
-               "edits": [{"oldText": "x = 1\ny = 2", "newText": "x = 10\ny = 20"}]}),
+               "edits": [{"oldText": "    x = 1\n    y = 2", "newText": "    x = 10\n    y = 20"}]}),
     );
     assert!(!err, "{text}");
     assert_eq!(
         text,
         format!(
             "```diff\nIndex: {p}\n{RULE}\n--- {p}\toriginal\n+++ {p}\tmodified\n\
-             @@ -1,4 +1,4 @@\n def f():\n-    x = 1\n-    y = 2\n+    x = 10\n+y = 20\n     return x\n```\n\n"
+             @@ -1,4 +1,4 @@\n def f():\n-    x = 1\n-    y = 2\n+    x = 10\n+    y = 20\n     return x\n```\n\n"
         )
     );
     assert_eq!(fs::read_to_string(dir.join("code.py")).unwrap(), code);
 
-    // Trailing whitespace in oldText, relative indentation in newText.
-    let (err, text) = s.call(
-        "edit_file",
-        json!({"path": "code.py",
-               "edits": [{"oldText": "  x = 1   \n  y = 2", "newText": "x = 1\n    if x:"}]}),
-    );
-    assert!(!err, "{text}");
-    assert_eq!(
-        fs::read_to_string(dir.join("code.py")).unwrap(),
-        "def f():\n    x = 1\n      if x:\n    return x\n"
-    );
+    // The indentation left out, or LF for the file's CRLF: not found.
+    for (path, old) in [("code.py", "x = 1\ny = 2"), ("crlf.txt", "two\nthree")] {
+        let (err, text) = s.call(
+            "edit_file",
+            json!({"path": path, "edits": [{"oldText": old, "newText": "z"}]}),
+        );
+        assert!(err, "{text}");
+        assert!(text.starts_with("E_EDIT_NO_MATCH: edit #1:"), "{text}");
+    }
+    assert_eq!(fs::read_to_string(dir.join("code.py")).unwrap(), code);
 
     // A one-line change: ranges carry their count, as the reference's do.
     let c = dir.join("crlf.txt").display().to_string();
     let (err, text) = s.call(
         "edit_file",
-        json!({"path": c, "edits": [{"oldText": "two\nthree", "newText": "TWO\nTHREE"}]}),
+        json!({"path": c, "edits": [{"oldText": "two", "newText": "TWO"}]}),
     );
     assert!(!err, "{text}");
     assert_eq!(
         text,
         format!(
             "```diff\nIndex: {c}\n{RULE}\n--- {c}\toriginal\n+++ {c}\tmodified\n\
-             @@ -1,3 +1,3 @@\n one\n-two\n-three\n+TWO\n+THREE\n```\n\n"
+             @@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n```\n\n"
         )
     );
     assert_eq!(
         fs::read(dir.join("crlf.txt")).unwrap(),
-        b"one\r\nTWO\r\nTHREE\r\n"
+        b"one\r\nTWO\r\nthree\r\n"
     );
 
     // A diff holding ``` is fenced with more backticks.
@@ -179,19 +178,15 @@ fn edit_file_matches_and_diffs_as_the_reference_server() {
     assert!(text.starts_with("````diff\nIndex: "), "{text}");
     assert!(text.ends_with("\n````\n\n"), "{text}");
 
-    // Two places that match with whitespace ignored: refused, as an exact
-    // text found twice is, rather than the first one replaced.
-    fs::write(dir.join("two.txt"), " a\n\ta\n").unwrap();
+    // Found twice: refused, rather than the first one replaced.
+    fs::write(dir.join("two.txt"), "a\na\n").unwrap();
     let (err, text) = s.call(
         "edit_file",
-        json!({"path": "two.txt", "edits": [{"oldText": "a ", "newText": "b"}]}),
+        json!({"path": "two.txt", "edits": [{"oldText": "a", "newText": "b"}]}),
     );
     assert!(err, "{text}");
     assert!(text.starts_with("E_EDIT_AMBIGUOUS: edit #1:"), "{text}");
-    assert_eq!(
-        fs::read_to_string(dir.join("two.txt")).unwrap(),
-        " a\n\ta\n"
-    );
+    assert_eq!(fs::read_to_string(dir.join("two.txt")).unwrap(), "a\na\n");
 }
 
 /// get_file_info answers the reference's fields in its order, the

@@ -72,8 +72,7 @@ pub struct WriteFile {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct EditOperation {
-    /// Text to search for - must occur once, exactly or line by line with
-    /// leading and trailing whitespace ignored.
+    /// Text to search for - must match exactly, and once.
     pub old_text: String,
     /// Text to replace with.
     pub new_text: String,
@@ -280,7 +279,7 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
         .with_annotations(ann(false, true, true, false)),
         Tool::new(
             "edit_file",
-            "Make line-based edits to a text file: each edit's oldText must occur once, exactly or else line by line with leading and trailing whitespace ignored (the replacement then takes the indentation of the lines it replaces). Edits apply in order; all apply or none. Answers a git-style diff; with dryRun nothing is written.",
+            "Replace exact text in a file: each edit's oldText must occur exactly once. Edits apply in order; all apply or none. Answers a git-style diff; with dryRun nothing is written.",
             schema::<EditFile>(),
         )
         .with_title("Edit File")
@@ -745,20 +744,7 @@ pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
             Error::new(ErrorCode::Request, "edits must hold at least one edit"),
         ));
     }
-    let request_ok = || match edits.iter().position(|(old, _)| old.is_empty()) {
-        Some(i) => Err(Error::new(
-            ErrorCode::Request,
-            format!("edit #{}: old text must not be empty", i + 1),
-        )),
-        None => Ok(()),
-    };
-    // Matched as the reference server matches (crate::edits), with every
-    // check of the sandbox's own edit.
-    let p = s
-        .sandbox
-        .edit_by(&rel, a.dry_run, request_ok, |text, resolved| {
-            crate::edits::apply(text, &edits, resolved)
-        })?;
+    let p = s.sandbox.edit_many(&rel, &edits, a.dry_run)?;
     let (Some(before), Some(after)) = (p.before, p.after) else {
         // The file tools may not read this file (the write root is no read
         // root, or an earlier read root answers for the name), and the

@@ -953,7 +953,7 @@ impl Sandbox {
     /// where [`edit_many`](Self::edit_many) would show it. For a caller
     /// whose matching rules differ from an exact, unique string (the MCP
     /// server's `edit_file`, which matches as the reference server does).
-    pub fn edit_by(
+    fn edit_by(
         &self,
         path: &str,
         dry_run: bool,
