@@ -889,12 +889,26 @@ fn an_audit_fifo_without_a_reader_is_refused_at_once() {
     assert_eq!(status.code(), Some(2), "{err}");
     assert!(err.contains("audit.fifo") && err.contains("FIFO"), "{err}");
 
-    // With a reader, the records arrive through the FIFO.
-    let reader = {
-        let fifo = fifo.clone();
-        std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
-    };
+    // With a reader, the records arrive through the FIFO. The read end is
+    // open before the server starts (a reader thread still on its way to
+    // its open would have the server refuse the FIFO), and read once the
+    // server holds the write end (before, a read would find no writer and
+    // end at once).
+    let read_end = fs::File::from(
+        rustix::fs::open(
+            &fifo,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap(),
+    );
     let mut server = Stepped::start(mcp_audited(dir.path(), &fifo));
+    let reader = std::thread::spawn(move || {
+        rustix::fs::fcntl_setfl(&read_end, rustix::fs::OFlags::RDONLY).unwrap();
+        let mut records = String::new();
+        (&read_end).read_to_string(&mut records).unwrap();
+        records
+    });
     let read = server.call(2, "read_text_file", json!({"path": "a.txt"}));
     assert_eq!(read["isError"], false, "{read}");
     server.finish();
