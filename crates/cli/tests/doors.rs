@@ -14,17 +14,22 @@
 //! `sandgate` binary itself; the library doors are reached through the
 //! `sandgate` crate the binary is built on.
 
+mod mcp_support;
+
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use sandgate::fileguard::{Guard, GuardBuilder};
 use sandgate::policy::SecurityMode;
 use sandgate::{ExecOptions, Executor, Policy, PolicyOptions, Sandbox, WriteOptions};
 use serde_json::{json, Value};
+
+use mcp_support::McpSession;
 
 const DENY: &[&str] = &[
     "Makefile",
@@ -267,65 +272,18 @@ fn tool_session(fx: &Fixture, reqs: &[Value]) -> Vec<Value> {
 }
 
 /// A `sandgate mcp` session over the fixture's policy.
-struct Mcp {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next: u64,
-}
+struct Mcp(McpSession);
 
 impl Mcp {
     fn start(fx: &Fixture) -> Mcp {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-            .args(["mcp", "--policy"])
-            .arg(fx.policy_file())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut m = Mcp {
-            child,
-            stdin,
-            stdout,
-            next: 1,
-        };
-        m.request(
-            "initialize",
-            json!({"protocolVersion":"2025-06-18","capabilities":{},
-                   "clientInfo":{"name":"doors","version":"1"}}),
-        );
-        writeln!(
-            m.stdin,
-            "{}",
-            json!({"jsonrpc":"2.0","method":"notifications/initialized"})
-        )
-        .unwrap();
-        m
+        Mcp(McpSession::start(
+            [OsStr::new("--policy"), fx.policy_file().as_os_str()],
+            "doors",
+        ))
     }
 
     fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        writeln!(
-            self.stdin,
-            "{}",
-            json!({"jsonrpc":"2.0","id":id,"method":method,"params":params})
-        )
-        .unwrap();
-        loop {
-            let mut line = String::new();
-            assert!(
-                self.stdout.read_line(&mut line).unwrap() > 0,
-                "server ended"
-            );
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v["id"] == json!(id) {
-                return v;
-            }
-        }
+        self.0.request(method, params)
     }
 
     fn tools(&mut self) -> Vec<String> {
@@ -361,13 +319,6 @@ impl Mcp {
         } else {
             Ok(text)
         }
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -1,78 +1,29 @@
 //! `sandgate mcp DIR` as a drop-in for the reference filesystem server:
 //! the answers a host or a model acts on are the reference's (edit_file's
-//! matching and diff, get_file_info's fields, directory_tree's JSON), each
+//! diff, get_file_info's fields, directory_tree's JSON), each
 //! expected text taken from the reference server (2026.8.31) run on the
 //! same files. Driven over stdio as a host drives it; the server binary can
 //! be replaced with `SANDGATE_MCP_BIN` (to run these against another build).
 
+mod mcp_support;
+
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde_json::{json, Value};
 
-struct Server {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next: i64,
-}
+use mcp_support::McpSession;
+
+struct Server(McpSession);
 
 impl Server {
     /// `sandgate mcp DIR`, the reference server's form, initialized.
     fn start(dir: &Path) -> Server {
-        let bin = std::env::var_os("SANDGATE_MCP_BIN")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_sandgate").into());
-        let mut child = Command::new(bin)
-            .arg("mcp")
-            .arg(dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut s = Server {
-            stdin: child.stdin.take().unwrap(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
-            child,
-            next: 1,
-        };
-        s.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "dropin", "version": "1"}}),
-        );
-        writeln!(
-            s.stdin,
-            "{}",
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        )
-        .unwrap();
-        s
+        Server(McpSession::start([dir], "dropin"))
     }
 
     fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        writeln!(
-            self.stdin,
-            "{}",
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-        )
-        .unwrap();
-        self.stdin.flush().unwrap();
-        loop {
-            let mut line = String::new();
-            assert!(
-                self.stdout.read_line(&mut line).unwrap() > 0,
-                "the server ended"
-            );
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v["id"] == json!(id) {
-                return v;
-            }
-        }
+        self.0.request(method, params)
     }
 
     /// A tool's answer: whether it is an error, and its first text block
@@ -89,13 +40,6 @@ impl Server {
             assert_eq!(r["structuredContent"]["content"], json!(text), "{v}");
         }
         (is_error, text)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

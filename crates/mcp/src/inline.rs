@@ -144,10 +144,11 @@ impl Inline for Server {
 }
 
 /// The text of an answer that is one text block, from a tool other than
-/// `read_media_file` (whose structured copy has another shape).
+/// `read_media_file` and `exec` (whose structured copies have other
+/// shapes).
 fn single_text<'a>(tool: Option<&Tool>, answer: &'a tools::Answer) -> Option<&'a str> {
     let tool = tool?;
-    if tool.name == "read_media_file" {
+    if tool.name == "read_media_file" || tool.name == "exec" {
         return None;
     }
     match answer.as_ref().ok()?.as_slice() {

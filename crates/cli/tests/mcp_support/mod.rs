@@ -1,0 +1,89 @@
+//! A `sandgate mcp` session over stdio for the CLI's test suites that
+//! drive the MCP door with raw JSON-RPC: started, initialized, asked one
+//! request at a time, killed when dropped.
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use serde_json::{json, Value};
+
+/// An initialized `sandgate mcp` session.
+pub struct McpSession {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next: u64,
+}
+
+impl McpSession {
+    /// Starts `sandgate mcp ARGS…` (the binary under test, or
+    /// `SANDGATE_MCP_BIN` to run a suite against another build) and
+    /// initializes it as the client `client`.
+    pub fn start<I, S>(args: I, client: &str) -> McpSession
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let bin = std::env::var_os("SANDGATE_MCP_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_sandgate").into());
+        let mut child = Command::new(bin)
+            .arg("mcp")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut m = McpSession {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            next: 1,
+        };
+        m.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": client, "version": "1"}}),
+        );
+        writeln!(
+            m.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .unwrap();
+        m
+    }
+
+    /// Sends one request and answers the response with its id (passing
+    /// over notifications).
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        writeln!(
+            self.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+        .unwrap();
+        self.stdin.flush().unwrap();
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "the server ended"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+}
+
+impl Drop for McpSession {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
