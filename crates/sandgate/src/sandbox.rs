@@ -950,9 +950,7 @@ impl Sandbox {
     /// check of [`edit_many`](Self::edit_many) runs first, in its order
     /// (`request_ok` after the write root and before the write checks),
     /// the file is replaced once unless `dry_run`, and the preview is shown
-    /// where [`edit_many`](Self::edit_many) would show it. For a caller
-    /// whose matching rules differ from an exact, unique string (the MCP
-    /// server's `edit_file`, which matches as the reference server does).
+    /// where [`edit_many`](Self::edit_many) would show it.
     fn edit_by(
         &self,
         path: &str,
