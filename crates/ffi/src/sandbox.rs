@@ -784,39 +784,21 @@ pub unsafe extern "C" fn sg_sandbox_read_lines(
     info: *mut sg_lines,
     err: *mut *mut sg_error,
 ) -> sg_status {
-    boundary(err, || {
-        // SAFETY: the caller's contract.
-        let (s, path, content, info) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(path, path_len, "path")?,
-                out_ptr(content, "content")?,
-                out_ptr(info, "info")?,
-            )
-        };
-        let offset = if offset == 0 {
-            1
-        } else {
-            usize::try_from(offset).unwrap_or(usize::MAX)
-        };
-        let limit = if limit == 0 {
-            facade::MAX_RANGE_LINES
-        } else {
-            usize::try_from(limit).unwrap_or(usize::MAX)
-        };
-        let r = s.sandbox.read_lines(path, offset, limit)?;
-        put(
+    // SAFETY: the caller's contract, which is the cancellable form's with
+    // no signal.
+    unsafe {
+        sg_sandbox_read_lines_cancellable(
+            sandbox,
+            path,
+            path_len,
+            offset,
+            limit,
+            std::ptr::null(),
+            content,
             info,
-            sg_lines {
-                offset: r.offset as u64,
-                lines: r.lines as u64,
-                total_lines: r.total_lines as u64,
-                truncated: r.truncated,
-            },
-        );
-        put(content, sg_bytes::from_vec(r.content));
-        Ok(())
-    })
+            err,
+        )
+    }
 }
 
 /// `sg_sandbox_read_lines`, stopped with `SG_E_ABORTED` once `signal` is
