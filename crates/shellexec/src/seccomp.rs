@@ -44,13 +44,13 @@
 //! action). Two checks it cannot express are a short program written here:
 //! the x32 number range (seccompiler compares system call numbers for
 //! equality only) and the user-notification answer for `listen` (it has no
-//! such action). A third is a search in front of each compiled filter:
-//! seccompiler compares a call's number with each number it names in
-//! turn, and the kernel runs every new filter for every system call
-//! number when it installs it (to learn which calls it always allows),
-//! which through the 80 refused calls cost about 0.15 ms of each
-//! command's start; the search (see `with_dispatch`) answers the same in
-//! a tenth of the steps. Arguments are compared as the kernel reads them:
+//! such action). The compiled filters and that program are then joined
+//! into one program, installed with one system call (see `merge`): the
+//! kernel runs each new filter for every system call number when it
+//! installs it, and six filters, the first comparing a number with 80
+//! named calls one by one, cost about 0.25 ms of each command's start
+//! where one program behind a search over the named numbers costs a
+//! fraction of it. Arguments are compared as the kernel reads them:
 //! `int` arguments on their low 32 bits, flags words whole.
 //!
 //! # References
@@ -77,20 +77,18 @@ pub struct SeccompSpec {
 
 /// Filters ready to install in a child.
 pub(crate) struct Filters {
-    /// Installed in order, without a listener.
-    plain: Vec<BpfProgram>,
-    /// `plain` for a command in a network namespace of its own: UDP
+    /// The program for [`Listen::Supervised`]; installed with a listener
+    /// when `notify` is set (else `listen` answers `ENOSYS`).
+    supervised: Vec<sock_filter>,
+    /// The program when nobody supervises: `listen` answers `ENOSYS`.
+    unsupervised: Vec<sock_filter>,
+    /// The program for a command in a network namespace of its own: UDP
     /// sockets refused whatever the spec (only loopback is there; name
-    /// resolution goes through the executor's proxy).
-    plain_own_network: Vec<BpfProgram>,
-    /// Installed last; with a listener when `notify` is set.
-    last: Vec<sock_filter>,
-    /// Installed last when nobody supervises: `listen` answers `ENOSYS`.
-    last_unsupervised: Vec<sock_filter>,
-    /// Installed last in a network namespace of the command's own, where
-    /// only its own loopback can be listened on: `listen` is allowed.
-    last_own_network: Vec<sock_filter>,
-    /// Whether `last` answers `listen` with a user notification.
+    /// resolution goes through the executor's proxy), System V IPC
+    /// allowed (the namespace has its own), and `listen` allowed (only
+    /// its own loopback can be listened on).
+    own_network: Vec<sock_filter>,
+    /// Whether `supervised` answers `listen` with a user notification.
     notify: bool,
 }
 
@@ -294,11 +292,6 @@ fn rule(conds: Vec<Cond>) -> SeccompRule {
     SeccompRule::new(conds).expect("a rule with conditions")
 }
 
-fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> io::Result<BpfProgram> {
-    let (numbers, program) = compile_linear(rules, errno)?;
-    Ok(with_dispatch(&numbers, program))
-}
-
 /// What seccompiler makes of `rules`, and the numbers they name (sorted:
 /// the map is ordered; every one a native system call number, positive
 /// and below 2^31).
@@ -363,40 +356,74 @@ fn dispatch(numbers: &[u32], out: &mut Vec<sock_filter>, inside: usize, outside:
     dispatch(high, out, inside, outside);
 }
 
-/// `program` behind a prologue that allows at once, for this filter's
-/// architecture, every system call number it names no rule for; the rest
-/// (and every other architecture) runs `program` from its start.
+/// The stacked filters as one program: the compiled `parts` in the order
+/// they would be installed, then `last`.
 ///
-/// `program` is what seccompiler compiles: for the right architecture, a
-/// comparison of the number against every named call in turn, then
-/// `allow`. The kernel, when it installs a filter, runs it for every
-/// system call number (about 460 on x86_64) to learn which are allowed
-/// whatever their arguments, so that those calls skip the filters later;
-/// through a list of 80 calls that took about 0.2 ms of every command's
-/// start. The search answers the same in about a tenth of the steps. The
-/// answer for a named number is the program's, unchanged, and the
-/// prologue's answer for any other is the one the program gives it
-/// (seccompiler's action for a call it names no rule for is `allow`).
-fn with_dispatch(numbers: &[u32], program: BpfProgram) -> BpfProgram {
+/// The kernel, when it installs a filter, runs it for every system call
+/// number (about 460 on x86_64) to learn which are allowed whatever their
+/// arguments, so that those calls skip the filters later. Six filters,
+/// the first comparing a number with 80 named calls in turn (as
+/// seccompiler compiles them), took about 0.25 ms of every confined
+/// command's start that way, with each filter's own setup. One program
+/// is set up once, and a search over every number any part names sends
+/// the others to `allow` in about 25 steps.
+///
+/// What the program answers is what the stack answers: a call of this
+/// architecture below the x32 range whose number no part names (nor
+/// `listen`, which `last` judges) is allowed by every part and by `last`,
+/// and is allowed at once; anything else runs the parts in order, each
+/// unchanged except that its `allow` continues with the next, then
+/// `last`, so that the first refusal is the answer. The kernel would
+/// instead take the most severe of all the stack's answers. The two agree
+/// while no call is refused by two parts for the same arguments (the
+/// parts name different calls, but for `socket`, which two parts refuse
+/// for disjoint families); the unit tests check the agreement for every
+/// number and a sweep of arguments.
+fn merge(parts: Vec<(Vec<u32>, BpfProgram)>, last: &[sock_filter]) -> io::Result<Vec<sock_filter>> {
     const LD_W_ABS: u16 = 0x20;
     const JEQ_K: u16 = 0x15;
+    const JGE_K: u16 = 0x35;
     const JA: u16 = 0x05;
     const RET_K: u16 = 0x06;
     let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
-    // arch check (2), jump to the program (1), number load (1), the
-    // search, then `allow`.
-    let outside = 4 + dispatch_len(numbers.len());
-    let inside = outside + 1;
-    let mut out = Vec::with_capacity(inside + program.len());
+    let mut named: Vec<u32> = parts.iter().flat_map(|(n, _)| n.iter().copied()).collect();
+    named.push(libc::SYS_listen as u32);
+    named.sort_unstable();
+    named.dedup();
+    // The architecture (3), the x32 range (3), the search, `allow`.
+    let allow = 6 + dispatch_len(named.len());
+    let chain = allow + 1;
+    let mut out =
+        Vec::with_capacity(chain + parts.iter().map(|(_, p)| p.len()).sum::<usize>() + last.len());
     out.push(ins(LD_W_ABS, 0, 0, 4));
     out.push(ins(JEQ_K, 1, 0, AUDIT_ARCH));
-    out.push(ins(JA, 0, 0, (inside - 3) as u32));
+    out.push(ins(JA, 0, 0, (chain - 3) as u32));
     out.push(ins(LD_W_ABS, 0, 0, 0));
-    dispatch(numbers, &mut out, inside, outside);
-    debug_assert_eq!(out.len(), outside);
+    out.push(ins(JGE_K, 0, 1, X32_BIT));
+    out.push(ins(JA, 0, 0, (chain - 6) as u32));
+    dispatch(&named, &mut out, chain, allow);
+    debug_assert_eq!(out.len(), allow);
     out.push(ins(RET_K, 0, 0, SECCOMP_RET_ALLOW));
-    out.extend(program);
-    out
+    for (_, program) in parts {
+        let next = out.len() + program.len();
+        for i in program {
+            if i.code == RET_K && i.k == SECCOMP_RET_ALLOW {
+                let at = out.len();
+                out.push(ins(JA, 0, 0, (next - at - 1) as u32));
+            } else {
+                out.push(i);
+            }
+        }
+    }
+    out.extend_from_slice(last);
+    // BPF_MAXINSNS.
+    if out.len() > 4096 {
+        return Err(io::Error::other(format!(
+            "the seccomp program has {} instructions, more than the kernel takes",
+            out.len()
+        )));
+    }
+    Ok(out)
 }
 
 /// Allowed `type` words of a TCP socket: `SOCK_STREAM` with or without
@@ -596,38 +623,42 @@ fn last_filter(listen: Listen) -> Vec<sock_filter> {
     ]
 }
 
+/// The compiled filters, in the order they are stacked (before the
+/// hand-written one), with the numbers each names. `own_ipc`: the command
+/// has an IPC namespace of its own.
+fn parts(spec: SeccompSpec, own_ipc: bool) -> io::Result<Vec<(Vec<u32>, BpfProgram)>> {
+    Ok(vec![
+        compile_linear(refused_rules(own_ipc), libc::EPERM)?,
+        compile_linear(
+            BTreeMap::from([
+                (libc::SYS_clone3, Vec::new()),
+                (SYS_FILE_SETATTR, Vec::new()),
+            ]),
+            libc::ENOSYS,
+        )?,
+        compile_linear(socket_family_rules(), libc::EAFNOSUPPORT)?,
+        compile_linear(socket_protocol_rules(spec), libc::EPROTONOSUPPORT)?,
+        compile_linear(fallocate_rules(), libc::EOPNOTSUPP)?,
+    ])
+}
+
 impl Filters {
     /// Builds every filter for `spec`; `notify` when the kernel can hand
     /// `listen` to a supervisor ([`notify_available`]).
     pub(crate) fn build(spec: SeccompSpec, notify: bool) -> io::Result<Filters> {
-        let plain_for = |spec: SeccompSpec, own_ipc: bool| -> io::Result<Vec<BpfProgram>> {
-            Ok(vec![
-                compile(refused_rules(own_ipc), libc::EPERM)?,
-                compile(
-                    BTreeMap::from([
-                        (libc::SYS_clone3, Vec::new()),
-                        (SYS_FILE_SETATTR, Vec::new()),
-                    ]),
-                    libc::ENOSYS,
-                )?,
-                compile(socket_family_rules(), libc::EAFNOSUPPORT)?,
-                compile(socket_protocol_rules(spec), libc::EPROTONOSUPPORT)?,
-                compile(fallocate_rules(), libc::EOPNOTSUPP)?,
-            ])
+        let merged = |spec: SeccompSpec, own_ipc: bool, listen: Listen| {
+            merge(parts(spec, own_ipc)?, &last_filter(listen))
         };
-        let plain = plain_for(spec, false)?;
-        // In namespaces: no UDP, and an IPC namespace of the command's own.
-        let plain_own_network = plain_for(SeccompSpec { udp: false }, true)?;
+        let unsupervised = merged(spec, false, Listen::Refused)?;
         Ok(Filters {
-            plain,
-            plain_own_network,
-            last: last_filter(if notify {
-                Listen::Supervised
+            supervised: if notify {
+                merged(spec, false, Listen::Supervised)?
             } else {
-                Listen::Refused
-            }),
-            last_unsupervised: last_filter(Listen::Refused),
-            last_own_network: last_filter(Listen::OwnNetwork),
+                unsupervised.clone()
+            },
+            unsupervised,
+            // In namespaces: no UDP, and an IPC namespace of the command's own.
+            own_network: merged(SeccompSpec { udp: false }, true, Listen::OwnNetwork)?,
             notify,
         })
     }
@@ -637,32 +668,24 @@ impl Filters {
         self.notify
     }
 
-    /// Installs every filter in the calling process; returns the listener
-    /// of the last one (when `listen` is supervised and the kernel can
+    /// Installs the program for `listen` in the calling process; returns
+    /// its listener (when `listen` is supervised and the kernel can
     /// notify), close-on-exec.
     ///
     /// Raw system calls only: no allocation and no `errno`, so a child
     /// sharing the executor's memory may call it. No_new_privs must be set.
     pub(crate) fn install_raw(&self, listen: Listen) -> Result<Option<RawFd>, Errno> {
-        let plain = if listen == Listen::OwnNetwork {
-            &self.plain_own_network
-        } else {
-            &self.plain
-        };
-        for prog in plain {
-            install(prog, 0)?;
-        }
         match listen {
             Listen::Supervised if self.notify => {
-                let fd = install(&self.last, SECCOMP_FILTER_FLAG_NEW_LISTENER)?;
+                let fd = install(&self.supervised, SECCOMP_FILTER_FLAG_NEW_LISTENER)?;
                 Ok(Some(fd as RawFd))
             }
             Listen::OwnNetwork => {
-                install(&self.last_own_network, 0)?;
+                install(&self.own_network, 0)?;
                 Ok(None)
             }
             _ => {
-                install(&self.last_unsupervised, 0)?;
+                install(&self.unsupervised, 0)?;
                 Ok(None)
             }
         }
@@ -941,11 +964,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_filter_compiles_within_the_kernels_limit() {
+    fn every_program_is_within_the_kernels_limit() {
         for udp in [false, true] {
-            let f = Filters::build(SeccompSpec { udp }, true).unwrap();
-            for p in &f.plain {
-                assert!(!p.is_empty() && p.len() < 4096);
+            for notify in [false, true] {
+                let f = Filters::build(SeccompSpec { udp }, notify).unwrap();
+                for p in [&f.supervised, &f.unsupervised, &f.own_network] {
+                    assert!(p.len() > 100 && p.len() <= 4096, "{}", p.len());
+                }
             }
         }
     }
@@ -987,28 +1012,40 @@ mod tests {
         d
     }
 
-    /// Every rule set the filters are built from, with its errno.
-    fn rule_sets() -> Vec<(BTreeMap<i64, Vec<SeccompRule>>, i32)> {
-        let mut sets = Vec::new();
-        for own_ipc in [false, true] {
-            sets.push((refused_rules(own_ipc), libc::EPERM));
+    /// What the kernel answers for a stack of filters, installed in
+    /// order: the most severe answer (`ACTION_ONLY`, compared signed), the
+    /// newest filter's among equals.
+    fn stacked(filters: &[Vec<sock_filter>], d: &[u8; 64]) -> u32 {
+        let severity = |r: u32| (r & 0xffff_0000) as i32;
+        let mut answer = SECCOMP_RET_ALLOW;
+        for f in filters {
+            let r = run(f, d);
+            if severity(r) <= severity(answer) {
+                answer = r;
+            }
         }
-        sets.push((
-            BTreeMap::from([
-                (libc::SYS_clone3, Vec::new()),
-                (SYS_FILE_SETATTR, Vec::new()),
-            ]),
-            libc::ENOSYS,
-        ));
-        sets.push((socket_family_rules(), libc::EAFNOSUPPORT));
-        for udp in [false, true] {
-            sets.push((
-                socket_protocol_rules(SeccompSpec { udp }),
-                libc::EPROTONOSUPPORT,
-            ));
+        answer
+    }
+
+    /// Every merged program beside the stack it stands for.
+    fn programs() -> Vec<(Vec<sock_filter>, Vec<Vec<sock_filter>>)> {
+        let mut out = Vec::new();
+        for (spec, own_ipc, listen) in [
+            (SeccompSpec { udp: false }, false, Listen::Supervised),
+            (SeccompSpec { udp: true }, false, Listen::Supervised),
+            (SeccompSpec { udp: true }, false, Listen::Refused),
+            (SeccompSpec { udp: false }, true, Listen::OwnNetwork),
+        ] {
+            let last = last_filter(listen);
+            let mut stack: Vec<Vec<sock_filter>> = parts(spec, own_ipc)
+                .unwrap()
+                .into_iter()
+                .map(|(_, p)| p)
+                .collect();
+            stack.push(last.clone());
+            out.push((merge(parts(spec, own_ipc).unwrap(), &last).unwrap(), stack));
         }
-        sets.push((fallocate_rules(), libc::EOPNOTSUPP));
-        sets
+        out
     }
 
     /// Argument words worth trying: the edges, and every constant the
@@ -1032,96 +1069,113 @@ mod tests {
         u64::MAX,
     ];
 
-    /// The dispatch prologue answers every system call as the program
-    /// behind it does: for every number up to well past the last one
-    /// (and the x32 range, and another architecture) with every
-    /// argument word above in each position the rules read.
+    /// The merged program answers every system call as the stack of
+    /// filters would: every number up to well past the last one, the x32
+    /// range, other architectures, with every argument word above in each
+    /// position the rules read, one at a time and all at once.
     #[test]
-    fn the_dispatch_answers_as_the_linear_program() {
-        for (rules, errno) in rule_sets() {
-            let (numbers, linear) = compile_linear(rules, errno).unwrap();
-            let fast = with_dispatch(&numbers, linear.clone());
-            assert!(fast.len() < 4096);
+    fn the_merged_program_answers_as_the_stack() {
+        for (merged, stack) in programs() {
             let mut nrs: Vec<u32> = (0..1024).collect();
-            nrs.extend(numbers.iter().map(|n| n | X32_BIT));
-            nrs.extend([X32_BIT, u32::MAX]);
+            nrs.extend((0..1024).map(|n| n | X32_BIT));
+            nrs.push(u32::MAX);
             for arch in [AUDIT_ARCH, 0x4000_0003, 0] {
                 for &nr in &nrs {
                     let mut args = [0u64; 6];
-                    // A sweep of each argument position on its own, the
-                    // others zero, then all of them at once.
                     for pos in 0..4 {
                         for &v in &ARGS {
                             args[pos] = v;
                             let d = data(nr, arch, args);
-                            assert_eq!(run(&fast, &d), run(&linear, &d), "nr {nr} args {args:?}");
+                            assert_eq!(
+                                run(&merged, &d),
+                                stacked(&stack, &d),
+                                "nr {nr} args {args:?}"
+                            );
                         }
                         args[pos] = 0;
                     }
                     for &v in &ARGS {
                         let d = data(nr, arch, [v; 6]);
-                        assert_eq!(run(&fast, &d), run(&linear, &d), "nr {nr} all {v:#x}");
+                        assert_eq!(run(&merged, &d), stacked(&stack, &d), "nr {nr} all {v:#x}");
                     }
                 }
             }
         }
     }
 
-    /// The same with random arguments on the named numbers, where the
-    /// rules read them.
+    /// The same with random arguments, for every number some filter
+    /// reads arguments of.
     #[test]
-    fn the_dispatch_answers_as_the_linear_program_for_random_arguments() {
+    fn the_merged_program_answers_as_the_stack_for_random_arguments() {
         use proptest::prelude::*;
-        let programs: Vec<(Vec<u32>, BpfProgram, BpfProgram)> = rule_sets()
-            .into_iter()
-            .map(|(rules, errno)| {
-                let (numbers, linear) = compile_linear(rules, errno).unwrap();
-                let fast = with_dispatch(&numbers, linear.clone());
-                (numbers, linear, fast)
-            })
-            .collect();
+        let programs = programs();
+        let numbers: Vec<u32> = [
+            libc::SYS_socket,
+            libc::SYS_socketpair,
+            libc::SYS_clone,
+            libc::SYS_sendto,
+            libc::SYS_sendmsg,
+            libc::SYS_sendmmsg,
+            libc::SYS_prlimit64,
+            libc::SYS_sched_setscheduler,
+            libc::SYS_sched_setparam,
+            libc::SYS_sched_setattr,
+            libc::SYS_sched_setaffinity,
+            libc::SYS_setpriority,
+            libc::SYS_ioprio_set,
+            libc::SYS_fallocate,
+            libc::SYS_listen,
+        ]
+        .iter()
+        .map(|&n| n as u32)
+        .collect();
         proptest!(|(set in 0..programs.len(), pick in any::<prop::sample::Index>(),
                     args in any::<[u64; 6]>(), small in 0u64..0x20)| {
-            let (numbers, linear, fast) = &programs[set];
+            let (merged, stack) = &programs[set];
             let nr = numbers[pick.index(numbers.len())];
             for args in [args, args.map(|a| a & 0xffff), [small; 6]] {
                 let d = data(nr, AUDIT_ARCH, args);
-                prop_assert_eq!(run(fast, &d), run(linear, &d));
+                prop_assert_eq!(run(merged, &d), stacked(stack, &d));
             }
         });
     }
 
-    /// The point of the dispatch: the kernel's walk of a filter for a
-    /// system call it names no rule for (to learn that it is always
-    /// allowed) is short, whatever the number of rules.
+    /// The point of the merge: the kernel's walk of the program for a
+    /// system call no filter names (to learn that it is always allowed)
+    /// is short, however many calls the filters name.
     #[test]
     fn an_unnamed_call_is_allowed_in_a_few_steps() {
-        let (rules, errno) = (refused_rules(false), libc::EPERM);
-        let (numbers, linear) = compile_linear(rules, errno).unwrap();
-        assert!(numbers.len() > 60, "{}", numbers.len());
-        let fast = with_dispatch(&numbers, linear);
-        let steps = |nr: u32| {
-            let d = data(nr, AUDIT_ARCH, [0; 6]);
-            let (mut a, mut pc, mut n) = (0u32, 0usize, 0);
-            loop {
-                let i = &fast[pc];
-                pc += 1;
-                n += 1;
-                let jump = |t: bool| usize::from(if t { i.jt } else { i.jf });
-                match i.code {
-                    0x20 => a = u32::from_ne_bytes(d[i.k as usize..][..4].try_into().unwrap()),
-                    0x05 => pc += i.k as usize,
-                    0x15 => pc += jump(a == i.k),
-                    0x35 => pc += jump(a >= i.k),
-                    0x06 => return (n, i.k),
-                    code => panic!("{code:#x} before the dispatch answered"),
+        let named: Vec<u32> = parts(SeccompSpec { udp: true }, false)
+            .unwrap()
+            .iter()
+            .flat_map(|(n, _)| n.iter().copied())
+            .chain([libc::SYS_listen as u32])
+            .collect();
+        assert!(named.len() > 80, "{}", named.len());
+        for (merged, _) in programs() {
+            let steps = |nr: u32| {
+                let d = data(nr, AUDIT_ARCH, [0; 6]);
+                let (mut a, mut pc, mut n) = (0u32, 0usize, 0);
+                loop {
+                    let i = &merged[pc];
+                    pc += 1;
+                    n += 1;
+                    let jump = |t: bool| usize::from(if t { i.jt } else { i.jf });
+                    match i.code {
+                        0x20 => a = u32::from_ne_bytes(d[i.k as usize..][..4].try_into().unwrap()),
+                        0x05 => pc += i.k as usize,
+                        0x15 => pc += jump(a == i.k),
+                        0x35 => pc += jump(a >= i.k),
+                        0x06 => return (n, i.k),
+                        code => panic!("{code:#x} before the search answered"),
+                    }
                 }
+            };
+            for nr in (0..512).filter(|nr| !named.contains(nr)) {
+                let (n, answer) = steps(nr);
+                assert_eq!(answer, SECCOMP_RET_ALLOW);
+                assert!(n <= 30, "{n} steps for {nr}");
             }
-        };
-        for nr in (0..512).filter(|nr| !numbers.contains(nr)) {
-            let (n, answer) = steps(nr);
-            assert_eq!(answer, SECCOMP_RET_ALLOW);
-            assert!(n <= 24, "{n} steps for {nr}");
         }
     }
 
