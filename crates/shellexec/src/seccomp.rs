@@ -49,7 +49,8 @@
 //! kernel runs each new filter for every system call number when it
 //! installs it, and six filters, the first comparing a number with 80
 //! named calls one by one, cost about 0.25 ms of each command's start
-//! where one program behind a search over the named numbers costs a
+//! where one program behind a search over the named numbers (which
+//! answers at once the calls refused whatever their arguments) costs a
 //! fraction of it. Arguments are compared as the kernel reads them:
 //! `int` arguments on their low 32 bits, flags words whole.
 //!
@@ -292,14 +293,10 @@ fn rule(conds: Vec<Cond>) -> SeccompRule {
     SeccompRule::new(conds).expect("a rule with conditions")
 }
 
-/// What seccompiler makes of `rules`, and the numbers they name (sorted:
-/// the map is ordered; every one a native system call number, positive
-/// and below 2^31).
-fn compile_linear(
-    rules: BTreeMap<i64, Vec<SeccompRule>>,
-    errno: i32,
-) -> io::Result<(Vec<u32>, BpfProgram)> {
-    let numbers: Vec<u32> = rules.keys().map(|&nr| nr as u32).collect();
+/// What seccompiler makes of `rules`: `errno` for a call they name whose
+/// conditions hold, `allow` for the rest, and the process killed for
+/// another architecture.
+fn compile_linear(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> io::Result<BpfProgram> {
     let arch = TargetArch::try_from(std::env::consts::ARCH)
         .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.to_string()))?;
     let filter = SeccompFilter::new(
@@ -309,8 +306,7 @@ fn compile_linear(
         arch,
     )
     .map_err(|e| io::Error::other(e.to_string()))?;
-    let program = BpfProgram::try_from(filter).map_err(|e| io::Error::other(e.to_string()))?;
-    Ok((numbers, program))
+    BpfProgram::try_from(filter).map_err(|e| io::Error::other(e.to_string()))
 }
 
 /// Keys a leaf of the dispatch tree compares one by one.
@@ -326,11 +322,12 @@ fn dispatch_len(n: usize) -> usize {
     }
 }
 
-/// Appends a search over the sorted `numbers`: the loaded system call
-/// number jumps to `inside` (an index in the finished program) when it is
-/// one of them, to `outside` when not. Long jumps are `JA`, whose offset is
-/// 32 bits wide; the conditional jumps skip one instruction at most.
-fn dispatch(numbers: &[u32], out: &mut Vec<sock_filter>, inside: usize, outside: usize) {
+/// Appends a search over `entries` (number, target), sorted by number:
+/// the loaded system call number jumps to its entry's target (an index in
+/// the finished program), or to `outside` when no entry has it. Long jumps
+/// are `JA`, whose offset is 32 bits wide; the conditional jumps skip one
+/// instruction at most.
+fn dispatch(entries: &[(u32, usize)], out: &mut Vec<sock_filter>, outside: usize) {
     const JEQ_K: u16 = 0x15;
     const JGE_K: u16 = 0x35;
     const JA: u16 = 0x05;
@@ -340,24 +337,25 @@ fn dispatch(numbers: &[u32], out: &mut Vec<sock_filter>, inside: usize, outside:
         let offset = to - out.len() - 1;
         out.push(ins(JA, 0, 0, offset as u32));
     };
-    if numbers.len() <= LEAF {
-        for &nr in numbers {
+    if entries.len() <= LEAF {
+        for &(nr, target) in entries {
             out.push(ins(JEQ_K, 0, 1, nr));
-            ja(out, inside);
+            ja(out, target);
         }
         ja(out, outside);
         return;
     }
-    let (low, high) = numbers.split_at(numbers.len() / 2);
+    let (low, high) = entries.split_at(entries.len() / 2);
     // At or above the high half's first number: over the low half's code.
-    out.push(ins(JGE_K, 0, 1, high[0]));
+    out.push(ins(JGE_K, 0, 1, high[0].0));
     out.push(ins(JA, 0, 0, dispatch_len(low.len()) as u32));
-    dispatch(low, out, inside, outside);
-    dispatch(high, out, inside, outside);
+    dispatch(low, out, outside);
+    dispatch(high, out, outside);
 }
 
-/// The stacked filters as one program: the compiled `parts` in the order
-/// they would be installed, then `last`.
+/// The stacked filters as one program: the filters compiled from
+/// `rules` (each map with the errno it answers), in the order they would
+/// be installed, then `last`.
 ///
 /// The kernel, when it installs a filter, runs it for every system call
 /// number (about 460 on x86_64) to learn which are allowed whatever their
@@ -365,46 +363,90 @@ fn dispatch(numbers: &[u32], out: &mut Vec<sock_filter>, inside: usize, outside:
 /// the first comparing a number with 80 named calls in turn (as
 /// seccompiler compiles them), took about 0.25 ms of every confined
 /// command's start that way, with each filter's own setup. One program
-/// is set up once, and a search over every number any part names sends
-/// the others to `allow` in about 25 steps.
+/// is set up once, and a search over every number any map names answers
+/// most calls in about 25 steps.
 ///
-/// What the program answers is what the stack answers: a call of this
-/// architecture below the x32 range whose number no part names (nor
-/// `listen`, which `last` judges) is allowed by every part and by `last`,
-/// and is allowed at once; anything else runs the parts in order, each
-/// unchanged except that its `allow` continues with the next, then
-/// `last`, so that the first refusal is the answer. The kernel would
-/// instead take the most severe of all the stack's answers. The two agree
-/// while no call is refused by two parts for the same arguments (the
-/// parts name different calls, but for `socket`, which two parts refuse
-/// for disjoint families); the unit tests check the agreement for every
-/// number and a sweep of arguments.
-fn merge(parts: Vec<(Vec<u32>, BpfProgram)>, last: &[sock_filter]) -> io::Result<Vec<sock_filter>> {
+/// What the program answers is what the stack answers:
+///
+/// - another architecture, or a number in the x32 range: the filters in
+///   order (they kill the former; `last` refuses the latter);
+/// - a number no map names, nor `listen` (which `last` judges): allowed
+///   by every filter, so allowed at once;
+/// - a number one map alone names with no condition: that map's errno at
+///   once (every other filter allows it);
+/// - the rest (calls refused for some arguments only, `listen`): the
+///   filters compiled from those calls' rules, in order, each unchanged
+///   except that its `allow` continues with the next, then `last`, so the
+///   first refusal is the answer.
+///
+/// The kernel would instead take the most severe of all the stack's
+/// answers. The two agree while no call is refused by two filters for the
+/// same arguments (the maps name different calls, but for `socket`, which
+/// two refuse for disjoint families); the unit tests check the agreement
+/// for every number and a sweep of arguments.
+fn merge(
+    rules: Vec<(BTreeMap<i64, Vec<SeccompRule>>, i32)>,
+    last: &[sock_filter],
+) -> io::Result<Vec<sock_filter>> {
     const LD_W_ABS: u16 = 0x20;
     const JEQ_K: u16 = 0x15;
     const JGE_K: u16 = 0x35;
     const JA: u16 = 0x05;
     const RET_K: u16 = 0x06;
     let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
-    let mut named: Vec<u32> = parts.iter().flat_map(|(n, _)| n.iter().copied()).collect();
-    named.push(libc::SYS_listen as u32);
-    named.sort_unstable();
-    named.dedup();
-    // The architecture (3), the x32 range (3), the search, `allow`.
+    let listen = libc::SYS_listen as u32;
+    let mut named: BTreeMap<u32, usize> = BTreeMap::new();
+    for (map, _) in &rules {
+        for &nr in map.keys() {
+            *named.entry(nr as u32).or_default() += 1;
+        }
+    }
+    // Refused whatever the arguments, by one map alone: answered by the
+    // search. The rest of each map is compiled, in order.
+    let mut direct: BTreeMap<u32, i32> = BTreeMap::new();
+    let mut programs: Vec<BpfProgram> = Vec::new();
+    for (mut map, errno) in rules {
+        map.retain(|&nr, conditions| {
+            let alone = named[&(nr as u32)] == 1 && nr as u32 != listen;
+            if conditions.is_empty() && alone {
+                direct.insert(nr as u32, errno);
+                false
+            } else {
+                true
+            }
+        });
+        if !map.is_empty() {
+            programs.push(compile_linear(map, errno)?);
+        }
+    }
+    named.insert(listen, 1);
+    let mut errnos: Vec<i32> = direct.values().copied().collect();
+    errnos.sort_unstable();
+    errnos.dedup();
+    // The architecture (3), the x32 range (3), the search, `allow`, one
+    // `ret` per errno answered at once, then the chain.
     let allow = 6 + dispatch_len(named.len());
-    let chain = allow + 1;
+    let chain = allow + 1 + errnos.len();
+    let refuse = |errno: i32| allow + 1 + errnos.binary_search(&errno).unwrap_or(0);
+    let entries: Vec<(u32, usize)> = named
+        .keys()
+        .map(|nr| (*nr, direct.get(nr).map_or(chain, |&e| refuse(e))))
+        .collect();
     let mut out =
-        Vec::with_capacity(chain + parts.iter().map(|(_, p)| p.len()).sum::<usize>() + last.len());
+        Vec::with_capacity(chain + programs.iter().map(Vec::len).sum::<usize>() + last.len());
     out.push(ins(LD_W_ABS, 0, 0, 4));
     out.push(ins(JEQ_K, 1, 0, AUDIT_ARCH));
     out.push(ins(JA, 0, 0, (chain - 3) as u32));
     out.push(ins(LD_W_ABS, 0, 0, 0));
     out.push(ins(JGE_K, 0, 1, X32_BIT));
     out.push(ins(JA, 0, 0, (chain - 6) as u32));
-    dispatch(&named, &mut out, chain, allow);
+    dispatch(&entries, &mut out, allow);
     debug_assert_eq!(out.len(), allow);
     out.push(ins(RET_K, 0, 0, SECCOMP_RET_ALLOW));
-    for (_, program) in parts {
+    for &errno in &errnos {
+        out.push(ins(RET_K, 0, 0, SECCOMP_RET_ERRNO | errno as u32));
+    }
+    for program in programs {
         let next = out.len() + program.len();
         for i in program {
             if i.code == RET_K && i.k == SECCOMP_RET_ALLOW {
@@ -623,23 +665,23 @@ fn last_filter(listen: Listen) -> Vec<sock_filter> {
     ]
 }
 
-/// The compiled filters, in the order they are stacked (before the
-/// hand-written one), with the numbers each names. `own_ipc`: the command
-/// has an IPC namespace of its own.
-fn parts(spec: SeccompSpec, own_ipc: bool) -> io::Result<Vec<(Vec<u32>, BpfProgram)>> {
-    Ok(vec![
-        compile_linear(refused_rules(own_ipc), libc::EPERM)?,
-        compile_linear(
+/// The rules of the filters, in the order they are stacked (before the
+/// hand-written one), each with the errno it answers. `own_ipc`: the
+/// command has an IPC namespace of its own.
+fn rule_maps(spec: SeccompSpec, own_ipc: bool) -> Vec<(BTreeMap<i64, Vec<SeccompRule>>, i32)> {
+    vec![
+        (refused_rules(own_ipc), libc::EPERM),
+        (
             BTreeMap::from([
                 (libc::SYS_clone3, Vec::new()),
                 (SYS_FILE_SETATTR, Vec::new()),
             ]),
             libc::ENOSYS,
-        )?,
-        compile_linear(socket_family_rules(), libc::EAFNOSUPPORT)?,
-        compile_linear(socket_protocol_rules(spec), libc::EPROTONOSUPPORT)?,
-        compile_linear(fallocate_rules(), libc::EOPNOTSUPP)?,
-    ])
+        ),
+        (socket_family_rules(), libc::EAFNOSUPPORT),
+        (socket_protocol_rules(spec), libc::EPROTONOSUPPORT),
+        (fallocate_rules(), libc::EOPNOTSUPP),
+    ]
 }
 
 impl Filters {
@@ -647,7 +689,7 @@ impl Filters {
     /// `listen` to a supervisor ([`notify_available`]).
     pub(crate) fn build(spec: SeccompSpec, notify: bool) -> io::Result<Filters> {
         let merged = |spec: SeccompSpec, own_ipc: bool, listen: Listen| {
-            merge(parts(spec, own_ipc)?, &last_filter(listen))
+            merge(rule_maps(spec, own_ipc), &last_filter(listen))
         };
         let unsupervised = merged(spec, false, Listen::Refused)?;
         Ok(Filters {
@@ -1037,13 +1079,12 @@ mod tests {
             (SeccompSpec { udp: false }, true, Listen::OwnNetwork),
         ] {
             let last = last_filter(listen);
-            let mut stack: Vec<Vec<sock_filter>> = parts(spec, own_ipc)
-                .unwrap()
+            let mut stack: Vec<Vec<sock_filter>> = rule_maps(spec, own_ipc)
                 .into_iter()
-                .map(|(_, p)| p)
+                .map(|(rules, errno)| compile_linear(rules, errno).unwrap())
                 .collect();
             stack.push(last.clone());
-            out.push((merge(parts(spec, own_ipc).unwrap(), &last).unwrap(), stack));
+            out.push((merge(rule_maps(spec, own_ipc), &last).unwrap(), stack));
         }
         out
     }
@@ -1145,10 +1186,9 @@ mod tests {
     /// is short, however many calls the filters name.
     #[test]
     fn an_unnamed_call_is_allowed_in_a_few_steps() {
-        let named: Vec<u32> = parts(SeccompSpec { udp: true }, false)
-            .unwrap()
+        let named: Vec<u32> = rule_maps(SeccompSpec { udp: true }, false)
             .iter()
-            .flat_map(|(n, _)| n.iter().copied())
+            .flat_map(|(map, _)| map.keys().map(|&nr| nr as u32))
             .chain([libc::SYS_listen as u32])
             .collect();
         assert!(named.len() > 80, "{}", named.len());
@@ -1174,6 +1214,18 @@ mod tests {
             for nr in (0..512).filter(|nr| !named.contains(nr)) {
                 let (n, answer) = steps(nr);
                 assert_eq!(answer, SECCOMP_RET_ALLOW);
+                assert!(n <= 30, "{n} steps for {nr}");
+            }
+            // And a call refused whatever its arguments is refused as
+            // soon.
+            for (nr, errno) in [
+                (libc::SYS_ptrace, libc::EPERM),
+                (libc::SYS_mount, libc::EPERM),
+                (libc::SYS_fanotify_init, libc::EPERM),
+                (libc::SYS_clone3, libc::ENOSYS),
+            ] {
+                let (n, answer) = steps(nr as u32);
+                assert_eq!(answer, SECCOMP_RET_ERRNO | errno as u32, "{nr}");
                 assert!(n <= 30, "{n} steps for {nr}");
             }
         }
