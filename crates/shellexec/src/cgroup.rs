@@ -600,6 +600,9 @@ impl Pool {
         let Some(slot) = lease.slot.take() else {
             return;
         };
+        // Opened by name each time: a cgroup v1 `cgroup.procs` kept open
+        // answers from a list the kernel made at an earlier read and keeps
+        // for a second, so a process that joined since would not be seen.
         let empty = || {
             slot.dirs.iter().all(|d| {
                 fs::read(d.join("cgroup.procs"))

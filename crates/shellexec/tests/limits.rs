@@ -320,6 +320,49 @@ fn cgroups_are_pooled_and_removed() {
     );
 }
 
+/// A slot that still holds a process when its exec is over is not leased
+/// again: here a process of the test's own, moved into the slot's memory
+/// cgroup between two commands (a command cannot leave one behind: the
+/// keeper ends its whole tree).
+#[test]
+fn a_cgroup_that_still_holds_a_process_is_not_reused() {
+    if !(is_root() && cgroup_v1()) {
+        eprintln!("note: a_cgroup_that_still_holds_a_process skipped: needs root and cgroup v1");
+        return;
+    }
+    let ex = started(ResourceLimits {
+        max_memory_bytes: Some(256 * MIB),
+        ..ResourceLimits::default()
+    });
+    let memory_cgroup = |ex: &LocalShellExecutor| {
+        let r = run(ex, "cat /proc/self/cgroup", Duration::from_secs(10));
+        let text = String::from_utf8_lossy(&r.stdout).into_owned();
+        text.lines()
+            .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_owned()))
+            .unwrap_or_else(|| panic!("no memory cgroup in {text}"))
+    };
+    let first = memory_cgroup(&ex);
+    assert_eq!(first, memory_cgroup(&ex), "sequential execs reuse a slot");
+    let mut squatter = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let procs = Path::new("/sys/fs/cgroup/memory")
+        .join(first.trim_start_matches('/'))
+        .join("cgroup.procs");
+    fs::write(&procs, squatter.id().to_string()).unwrap();
+    // The next exec gets the slot and, when it is over, finds the
+    // squatter in it: the slot is kept aside, and the one after that runs
+    // in another.
+    let second = memory_cgroup(&ex);
+    let third = memory_cgroup(&ex);
+    squatter.kill().unwrap();
+    squatter.wait().unwrap();
+    assert_eq!(second, first, "the free slot is leased");
+    assert_ne!(third, first, "a slot holding a process was leased again");
+    assert_eq!(third, memory_cgroup(&ex), "the new slot is reused");
+}
+
 /// A host process that ends without dropping its executor (killed, or a
 /// binding whose objects are never finalized) leaves its cgroups behind;
 /// the next executor removes those of processes that are gone, and leaves
