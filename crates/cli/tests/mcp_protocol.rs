@@ -4478,3 +4478,58 @@ fn backpressure10_a_client_that_reads_nothing_holds_no_more_than_the_running_ans
     assert!(child.wait().unwrap().success());
     assert!(peak < 250 * 1024, "the server grew to {peak} KiB");
 }
+
+/// The `--http` token is drawn with `getrandom(2)`, not read from
+/// `/dev/urandom`: a container or chroot without that file still gets a
+/// server. Here the file is an empty one (`/dev/null` bound over it in a
+/// mount namespace of the server's own); a server that read the file
+/// could make no token and did not start.
+#[test]
+fn http_token_needs_no_dev_urandom() {
+    let dir = policy_dir();
+    let probe = Command::new("unshare")
+        .args(["-rm", "true"])
+        .stderr(Stdio::null())
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("note: http_token_needs_no_dev_urandom skipped: no mount namespace here");
+        return;
+    }
+    let script = "mount --bind /dev/null /dev/urandom && exec \"$0\" \"$@\"";
+    let mut child = Command::new("unshare")
+        .args([
+            "-rm",
+            "sh",
+            "-c",
+            script,
+            env!("CARGO_BIN_EXE_sandgate"),
+            "mcp",
+            "--policy",
+        ])
+        .arg(dir.path().join("policy.toml"))
+        .args(["--http", "127.0.0.1:0", "--token-file"])
+        .arg(dir.path().join("tok"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let port: Option<u16> = line
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok());
+    let token = fs::read_to_string(dir.path().join("tok")).unwrap_or_default();
+    let answered = port.is_some_and(|p| http_initialize_answers(p, token.trim()));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(port.is_some(), "the server did not start: {line}");
+    assert_eq!(token.trim().len(), 64, "{token:?}");
+    assert!(
+        token.trim().bytes().all(|b| b.is_ascii_hexdigit()),
+        "{token:?}"
+    );
+    assert!(answered, "the token was not accepted");
+}

@@ -1449,7 +1449,7 @@ const EXEC_STRUCTURED: &str = "sandgate/exec";
 fn output_tag(stdout: &str, stderr: &str) -> String {
     loop {
         let mut bytes = [0u8; 6];
-        if getrandom(&mut bytes).is_err() {
+        if crate::transport::random_bytes(&mut bytes).is_err() {
             // No random source: a tag made from the clock, still checked
             // against both outputs below.
             let t = std::time::SystemTime::now()
@@ -1463,11 +1463,6 @@ fn output_tag(stdout: &str, stderr: &str) -> String {
             return tag;
         }
     }
-}
-
-fn getrandom(buf: &mut [u8]) -> std::io::Result<()> {
-    use std::io::Read as _;
-    std::fs::File::open("/dev/urandom")?.read_exact(buf)
 }
 
 pub(crate) fn fetch(s: &Shared, a: Fetch, cancel: Arc<std::sync::atomic::AtomicBool>) -> Answer {

@@ -40,7 +40,7 @@
 use std::convert::Infallible;
 use std::fs::OpenOptions;
 use std::future::Future as _;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
@@ -261,8 +261,23 @@ fn new_token() -> std::io::Result<String> {
 /// `N` bytes from the kernel's random source, as hex.
 fn random_hex<const N: usize>() -> std::io::Result<String> {
     let mut bytes = [0u8; N];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    random_bytes(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Fills `buf` from the kernel's random source (`getrandom(2)`, which
+/// needs no `/dev/urandom` in the file system: a container or chroot may
+/// have none).
+pub(crate) fn random_bytes(buf: &mut [u8]) -> std::io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Makes a private directory (mode 0700) in `parent` to stage the socket
