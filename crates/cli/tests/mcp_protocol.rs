@@ -1063,12 +1063,7 @@ fn http_connections_that_fill_the_descriptor_table_never_end_the_server() {
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
-    let port: u16 = line
-        .split("http://127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    let port = http_port(&line).unwrap_or_else(|| panic!("no port in {line:?}"));
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
     let token = fs::read_to_string(dir.path().join("tok")).unwrap();
     assert!(http_initialize_answers(port, &token));
@@ -1567,15 +1562,18 @@ fn start_http(dir: &Path) -> (Child, u16, String) {
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
-    let port: u16 = line
-        .split("http://127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    let port = http_port(&line).unwrap_or_else(|| panic!("no port in {line:?}"));
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
     let token = fs::read_to_string(dir.join("tok")).unwrap();
     (child, port, token)
+}
+
+/// The port of the URL `--http` prints on its first line to stderr.
+fn http_port(line: &str) -> Option<u16> {
+    line.split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok())
 }
 
 /// One HTTP/1.1 request (`Connection: close`) to `port`: the status and
@@ -4516,11 +4514,7 @@ fn http_token_needs_no_dev_urandom() {
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
-    let port: Option<u16> = line
-        .split("http://127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .and_then(|p| p.parse().ok());
+    let port = http_port(&line);
     let token = fs::read_to_string(dir.path().join("tok")).unwrap_or_default();
     let answered = port.is_some_and(|p| http_initialize_answers(p, token.trim()));
     let _ = child.kill();
