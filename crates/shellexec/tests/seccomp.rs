@@ -1,8 +1,11 @@
 //! The seccomp filter under the executor, with real sockets and system
 //! calls: protocols and families Landlock cannot judge, `listen` judged by
 //! the executor, and the calls no command needs. Each refusal is checked
-//! against a control run without confinement that succeeds, so that the
-//! refusal can only come from the filter.
+//! against a control run without confinement that succeeds (or, for a
+//! call no test may let succeed, such as `reboot`, that the kernel
+//! answers with another error for the same arguments), so that the
+//! refusal can only come from the filter; where the kernel would answer
+//! as the filter does, the test says so.
 //!
 //! Run as root and as an unprivileged user (`cargo xtask test` does both).
 
@@ -1724,4 +1727,239 @@ fn a_command_cannot_reach_the_host_users_keys_or_a_terminal() {
              request_key=EPERM proc_keys=EACCES"
         )]
     );
+}
+
+/// Makes raw system calls given as `name=nr,arg,…` (an argument `s:text`
+/// passes a pointer to that text, any other an integer) and prints
+/// `name=` with the errno name (or `ok`) for each.
+const NAMED_SYSCALL_PROBE: &str = r#"
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def arg(a):
+    if a.startswith("s:"):
+        return ctypes.c_char_p(a[2:].encode())
+    return ctypes.c_long(int(a, 0))
+for spec in sys.argv[1:]:
+    name, _, rest = spec.partition("=")
+    ctypes.set_errno(0)
+    r = libc.syscall(*[arg(a) for a in rest.split(",")])
+    e = ctypes.get_errno()
+    print(name + "=" + ("ok" if r >= 0 else errno.errorcode.get(e, str(e))), flush=True)
+"#;
+
+/// Calls the filter refuses whatever their arguments, each with arguments
+/// the kernel rejects before it checks any capability (bad flags, a NULL
+/// pointer, an out-of-range level): unconfined they change nothing, for
+/// root as for anyone, and answer `EINVAL`, `EFAULT` or (a kernel built
+/// without the call) `ENOSYS`, never the filter's `EPERM`.
+fn argument_checked_calls() -> Vec<String> {
+    let mut calls = vec![
+        // flags must be 0
+        format!(
+            "process_vm_readv={},0,0,0,0,0,1",
+            libc::SYS_process_vm_readv
+        ),
+        format!(
+            "process_vm_writev={},0,0,0,0,0,1",
+            libc::SYS_process_vm_writev
+        ),
+        // unknown flags
+        format!(
+            "perf_event_open={},0,0,-1,-1,0xffffffff",
+            libc::SYS_perf_event_open
+        ),
+        // the key type at NULL
+        format!("add_key={},0,0,0,0,0", libc::SYS_add_key),
+        format!("request_key={},0,0,0,0", libc::SYS_request_key),
+        // unknown flags, on a path that does not exist
+        format!(
+            "umount2={},s:/nonexistent-sandgate,0x100",
+            libc::SYS_umount2
+        ),
+        // FSCONFIG_SET_FLAG without a key
+        format!("fsconfig={},-1,0,0,0,0", libc::SYS_fsconfig),
+        // unknown flags
+        format!(
+            "mount_setattr={},-1,0,0xffffffff,0,0",
+            libc::SYS_mount_setattr
+        ),
+        // unknown swap flags, the path at NULL
+        format!("swapon={},0,0xffffffff", libc::SYS_swapon),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([
+        // levels go up to 3
+        format!("iopl={},4", libc::SYS_iopl),
+        // an empty range
+        format!("ioperm={},0,0,1", libc::SYS_ioperm),
+    ]);
+    calls
+}
+
+/// Calls the filter refuses whatever their arguments, for which the
+/// kernel checks a capability first (`CAP_SYS_ADMIN`, `CAP_SYS_BOOT`,
+/// `CAP_SYS_PACCT`, `CAP_SYS_MODULE`; `CAP_DAC_READ_SEARCH` for
+/// `open_by_handle_at` before Linux 6.12 or so), then arguments it
+/// rejects: a NULL path, bad reboot magic, a path that does not exist,
+/// unknown flags, too many kexec segments, an empty module image.
+fn capability_checked_calls() -> Vec<String> {
+    vec![
+        format!("move_mount={},-1,0,-1,0,0xffffffff", libc::SYS_move_mount),
+        format!("fsmount={},-1,0xff,0", libc::SYS_fsmount),
+        format!("fspick={},-1,0,0xffffffff", libc::SYS_fspick),
+        format!("pivot_root={},0,0", libc::SYS_pivot_root),
+        format!("swapoff={},0", libc::SYS_swapoff),
+        format!("reboot={},0,0,0,0", libc::SYS_reboot),
+        format!("acct={},s:/nonexistent-sandgate/acct", libc::SYS_acct),
+        format!("kexec_load={},0,1000,0,0x100", libc::SYS_kexec_load),
+        format!(
+            "kexec_file_load={},-1,-1,0,0,0x40000000",
+            libc::SYS_kexec_file_load
+        ),
+        format!("init_module={},0,0,0", libc::SYS_init_module),
+        format!("finit_module={},-1,0,0xffff", libc::SYS_finit_module),
+        format!("delete_module={},0,0", libc::SYS_delete_module),
+        format!("open_by_handle_at={},-1,0,0", libc::SYS_open_by_handle_at),
+    ]
+}
+
+/// The entries of the filter's list no other test here makes: the rest of
+/// the mount family, `process_vm_*` with no process to reach,
+/// `perf_event_open`, `add_key`/`request_key`, module and kexec loading,
+/// `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot` and `acct`. Each
+/// is made unconfined (the control) and confined, with arguments the
+/// kernel rejects, so that even as root the control changes nothing.
+///
+/// Where the kernel checks the arguments before any capability
+/// ([`argument_checked_calls`]), the control answers something other than
+/// `EPERM` for every user, and the confined `EPERM` can only be the
+/// filter's. Where it checks a capability first
+/// ([`capability_checked_calls`]), an unprivileged control answers
+/// `EPERM` already, and a command run as root on the floor has lost
+/// `CAP_SYS_*` (so the kernel would answer `EPERM` there too): this test
+/// cannot tell the filter from the kernel for those, unless the kernel is
+/// built without the call (`ENOSYS` unconfined: kexec and modules on a
+/// kernel without them). The unit test
+/// `the_program_alone_refuses_what_root_could_otherwise_do` runs them as
+/// root under the program alone, with every capability kept.
+#[test]
+fn the_rest_of_the_listed_calls_are_refused() {
+    if !usable("the_rest_of_the_listed_calls_are_refused") {
+        return;
+    }
+    let f = fixture();
+    let first = argument_checked_calls();
+    let second = capability_checked_calls();
+    let calls: Vec<String> = first.iter().chain(&second).cloned().collect();
+    let names: Vec<&str> = calls.iter().map(|c| c.split('=').next().unwrap()).collect();
+    let control = python(
+        &executor(&f, ConfineMode::Off, &[], false),
+        NAMED_SYSCALL_PROBE,
+        &calls,
+    );
+    let confined = python(
+        &executor(&f, ConfineMode::BestEffort, &[], false),
+        NAMED_SYSCALL_PROBE,
+        &calls,
+    );
+    let refused: Vec<String> = names.iter().map(|n| format!("{n}=EPERM")).collect();
+    assert_eq!(confined, refused, "confined");
+    for (i, answer) in control.iter().enumerate() {
+        assert!(answer.starts_with(&format!("{}=", names[i])), "{control:?}");
+        let kernel_refuses = answer.ends_with("=EPERM");
+        if i < first.len() {
+            assert!(
+                !kernel_refuses && !answer.ends_with("=ok"),
+                "control {answer}: the kernel must reject these arguments itself"
+            );
+        } else if kernel_refuses {
+            eprintln!(
+                "note: {answer} unconfined (no capability): the filter cannot be told from the kernel"
+            );
+        } else {
+            assert!(
+                !answer.ends_with("=ok"),
+                "control {answer}: changed something"
+            );
+        }
+    }
+    if rustix::process::geteuid().is_root() {
+        // Root holds every capability the calls check: each reaches the
+        // argument check (or the kernel does not have it).
+        assert!(
+            control.iter().all(|a| !a.ends_with("=EPERM")),
+            "control as root: {control:?}"
+        );
+    }
+}
+
+/// `int 0x80` from a 64-bit process makes a 32-bit system call (i386
+/// `getpid`, 20, here): its numbers are another table, where the
+/// filter's own mean other calls, so the filter kills the process
+/// (`SIGSYS`) for any call of another architecture. Unconfined the same
+/// code answers the process's pid.
+#[cfg(target_arch = "x86_64")]
+const INT80_PROBE: &str = r#"
+import ctypes, mmap, os
+code = b"\xb8\x14\x00\x00\x00\xcd\x80\xc3"  # mov eax, 20; int 0x80; ret
+m = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+m.write(code)
+call = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(m)))
+print("called", flush=True)
+print("getpid=" + ("same" if call() == os.getpid() else "other"), flush=True)
+"#;
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_call_of_another_architecture_kills_the_command() {
+    if !usable("a_call_of_another_architecture_kills_the_command") {
+        return;
+    }
+    let f = fixture();
+    let quoted = INT80_PROBE.replace('\'', r"'\''");
+    let command = format!("{PYTHON} -c '{quoted}'; echo \"status $?\"");
+    let control = stdout_of(&f, ConfineMode::Off, &command);
+    if control != "called\ngetpid=same\nstatus 0\n" {
+        eprintln!(
+            "note: a_call_of_another_architecture_kills_the_command skipped: \
+             this kernel runs no 32-bit call ({control:?} unconfined)"
+        );
+        return;
+    }
+    // 128 + SIGSYS (31), as the shell reports a child a signal ended.
+    let confined = stdout_of(&f, ConfineMode::BestEffort, &command);
+    assert_eq!(confined, "called\nstatus 159\n");
+}
+
+/// An x32 system call number (`__X32_SYSCALL_BIT` | 39, x32 `getpid`)
+/// answers `ENOSYS` confined. Most kernels are built without the x32 ABI
+/// and answer `ENOSYS` unconfined as well: there the answer cannot tell
+/// the filter from the kernel (the unit tests check that the program
+/// answers the range itself); where the kernel runs x32 calls, the
+/// control answers `ok` and the refusal is the filter's.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn an_x32_call_answers_enosys() {
+    if !usable("an_x32_call_answers_enosys") {
+        return;
+    }
+    let f = fixture();
+    let call = [format!("x32_getpid={}", 0x4000_0000 | libc::SYS_getpid)];
+    let control = python(
+        &executor(&f, ConfineMode::Off, &[], false),
+        NAMED_SYSCALL_PROBE,
+        &call,
+    );
+    if control == ["x32_getpid=ENOSYS"] {
+        eprintln!("note: this kernel has no x32 calls: the filter cannot be told from it");
+    } else {
+        assert_eq!(control, ["x32_getpid=ok"]);
+    }
+    let confined = python(
+        &executor(&f, ConfineMode::BestEffort, &[], false),
+        NAMED_SYSCALL_PROBE,
+        &call,
+    );
+    assert_eq!(confined, ["x32_getpid=ENOSYS"]);
 }
