@@ -316,14 +316,21 @@ impl Root {
                 // ELOOP is either more than 40 links, a magic link, or (with
                 // O_NOFOLLOW) a final symlink. Rare, so let the walk say which:
                 // it classifies each exactly. It must not succeed where the
-                // kernel refused; if it does, the kernel's refusal stands.
+                // kernel refused; if it does, the kernel's refusal stands,
+                // unless the kernel's own restart explains it. The kernel's
+                // lookup starts in RCU mode and, when it cannot finish there
+                // (a mount or unmount anywhere on the host changed the count
+                // it checks), starts again keeping the links the first pass
+                // counted: a path of 21 to 40 links can then fail with ELOOP
+                // although it resolves. When the walk resolved it through
+                // more than 20 links, its answer is the one the rules give.
                 Err(Errno::LOOP) => {
-                    return Err(Openat2Error::Err(
-                        match walk::resolve(self.fd.as_fd(), path, fin) {
-                            Err(e) => e,
-                            Ok(_) => error::loop_error(path),
-                        },
-                    ))
+                    let (walked, links) = walk::resolve_counting(self.fd.as_fd(), path, fin);
+                    return match walked {
+                        Err(e) => Err(Openat2Error::Err(e)),
+                        Ok(r) if 2 * links > walk::MAX_SYMLINKS => Ok(r),
+                        Ok(_) => Err(Openat2Error::Err(error::loop_error(path))),
+                    };
                 }
                 Err(e @ (Errno::NOSYS | Errno::PERM)) => {
                     // EPERM is also a real answer (e.g. an immutable file):

@@ -94,6 +94,15 @@ struct Walker<'a> {
 /// Resolves `path` (already checked: relative, non-empty, no NUL) beneath
 /// `root` by walking descriptors.
 pub(crate) fn resolve(root: BorrowedFd<'_>, path: &[u8], fin: Final) -> Result<Resolved> {
+    resolve_counting(root, path, fin).0
+}
+
+/// [`resolve`], with the number of symbolic links it followed.
+pub(crate) fn resolve_counting(
+    root: BorrowedFd<'_>,
+    path: &[u8],
+    fin: Final,
+) -> (Result<Resolved>, u32) {
     let mut w = Walker {
         root,
         path,
@@ -105,7 +114,8 @@ pub(crate) fn resolve(root: BorrowedFd<'_>, path: &[u8], fin: Final) -> Result<R
         retries: 0,
     };
     w.push_components(INPUT, path);
-    w.run(fin)
+    let answer = w.run(fin);
+    (answer, w.links)
 }
 
 impl<'a> Walker<'a> {
@@ -195,7 +205,7 @@ impl<'a> Walker<'a> {
         }
     }
 
-    fn run(mut self, fin: Final) -> Result<Resolved> {
+    fn run(&mut self, fin: Final) -> Result<Resolved> {
         while let Some(c) = self.pending.pop() {
             let last = self.pending.is_empty();
             let name = self.bytes(c);

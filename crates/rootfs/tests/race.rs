@@ -422,3 +422,86 @@ fn exchange_race_walk_absolute_link() {
 fn exchange_race_walk_relative_link() {
     race(Resolver::Walk, false);
 }
+
+/// A chain of 30 symbolic links resolves while mounts change elsewhere on
+/// the host. The kernel's lookup starts in RCU mode and, when a mount or
+/// unmount anywhere changed the count it checks, starts again keeping the
+/// links the first pass counted, so a bare `openat2` of a path of 21 to
+/// 40 links sometimes answers ELOOP although it resolves (seen in CI,
+/// while other suites made mount namespaces). `Root` must still answer.
+/// The mounts come from `unshare -rm` in a loop; the test runs until the
+/// bare `openat2` has said ELOOP at least 3 times (or 20 s, then it says it
+/// could not show the quirk here) and asserts `Root` never did.
+#[test]
+fn a_long_link_chain_resolves_while_the_hosts_mounts_change() {
+    if !openat2_or_note() {
+        return;
+    }
+    let probe = std::process::Command::new("unshare")
+        .args(["-rm", "true"])
+        .stderr(std::process::Stdio::null())
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("note: no mount namespace here: the mount churn cannot be made");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("f"), b"end").unwrap();
+    const LINKS: usize = 30;
+    for i in 0..LINKS {
+        let target = if i + 1 == LINKS {
+            "f".to_owned()
+        } else {
+            format!("c{}", i + 1)
+        };
+        symlink(target, dir.path().join(format!("c{i}"))).unwrap();
+    }
+    let root = Root::open(dir.path())
+        .unwrap()
+        .with_resolver(Resolver::Openat2);
+    let churn = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "while :; do unshare -rm sh -c 'mount -t tmpfs none /mnt'; done",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _churn = Kill(churn);
+    let dirfd = fs::File::open(dir.path()).unwrap();
+    let (mut bare_loops, mut calls) = (0u32, 0u64);
+    let started = Instant::now();
+    while bare_loops < 3 && started.elapsed() < Duration::from_secs(20) {
+        calls += 1;
+        let bare = rustix::fs::openat2(
+            &dirfd,
+            "c0",
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+            rustix::fs::ResolveFlags::BENEATH | rustix::fs::ResolveFlags::NO_MAGICLINKS,
+        );
+        match bare {
+            Ok(_) => {}
+            Err(rustix::io::Errno::LOOP) => bare_loops += 1,
+            Err(e) => panic!("bare openat2: {e}"),
+        }
+        let md = root
+            .stat("c0")
+            .unwrap_or_else(|e| panic!("call {calls}: {e} (bare ELOOP {bare_loops} times)"));
+        assert_eq!(md.len(), 3);
+    }
+    eprintln!(
+        "{calls} resolutions of {LINKS} links; the bare openat2 said ELOOP {bare_loops} times"
+    );
+    if bare_loops == 0 {
+        eprintln!("note: the kernel's ELOOP after a restarted lookup was not seen here in 20 s");
+    }
+}
