@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal};
 
 use crate::spawn::Keeper;
-use crate::sys::{await_exit, pidfd_open};
+use crate::sys::{await_exit, pidfd_open, readable};
 
 /// How often the subtree is scanned while it is being killed.
 pub(crate) const KILL_SCAN: Duration = Duration::from_millis(10);
@@ -91,7 +91,13 @@ impl Killer {
     /// proves the subtree empty and spares a scan of all of /proc.
     pub fn step(&mut self, now: Instant, keeper: &mut Keeper, after_exit: bool) {
         let fresh = matches!(self.reap, Reap::Term(since) if since == now);
-        let scan = now >= self.next_scan || fresh;
+        // A keeper that has exited (not reaped yet, so its pid is still
+        // its own) makes a scan due at once: the next one would otherwise
+        // hold the answer up to `KILL_SCAN`, as it does whenever the
+        // keeper takes longer than `keeper_gone`'s moment (PID 1 ending
+        // its namespaces on a busy host).
+        let exited = || keeper.pidfd().is_some_and(|fd| readable(fd, 0));
+        let scan = now >= self.next_scan || fresh || (self.active() && exited());
         if !scan || !self.active() {
             return;
         }

@@ -112,6 +112,9 @@ enum Role {
     Status,
     Notify,
     Abort,
+    /// The keeper's pidfd, polled while its subtree is being ended: its
+    /// exit makes a scan due at once ([`Killer::step`]).
+    Keeper,
 }
 
 impl Run {
@@ -266,8 +269,8 @@ impl Run {
             timeout_ms = timeout_ms.min(KILL_SCAN.as_millis() as i32);
         }
 
-        let mut roles: Vec<Role> = Vec::with_capacity(6);
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(6);
+        let mut roles: Vec<Role> = Vec::with_capacity(7);
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(7);
         for (i, s) in self.capture.streams.iter().enumerate() {
             if let Some(fd) = &s.fd {
                 fds.push(PollFd::new(fd, PollFlags::IN));
@@ -289,6 +292,12 @@ impl Run {
             }
             fds.push(PollFd::new(self.internal.event(), PollFlags::IN));
             roles.push(Role::Abort);
+        }
+        if self.killer.active() {
+            if let Some(fd) = self.keeper.pidfd() {
+                fds.push(PollFd::new(fd, PollFlags::IN));
+                roles.push(Role::Keeper);
+            }
         }
         // EINTR or a transient ENOMEM: the next step tries again (the
         // backstop bounds the loop); returning would leave the command
@@ -325,6 +334,8 @@ impl Run {
                 }
                 // Seen at the next step's limit check.
                 Role::Abort => {}
+                // Seen at the next step's scan.
+                Role::Keeper => {}
             }
         }
     }
