@@ -18,6 +18,9 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
 
+mod seccomp_support;
+use seccomp_support::{capability_checked_calls, NAMED_SYSCALL_PROBE};
+
 use sandgate_shellexec::confine::{self, ConfineMode, ConfineSpec};
 use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
 
@@ -1729,25 +1732,6 @@ fn a_command_cannot_reach_the_host_users_keys_or_a_terminal() {
     );
 }
 
-/// Makes raw system calls given as `name=nr,arg,…` (an argument `s:text`
-/// passes a pointer to that text, any other an integer) and prints
-/// `name=` with the errno name (or `ok`) for each.
-const NAMED_SYSCALL_PROBE: &str = r#"
-import ctypes, errno, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-def arg(a):
-    if a.startswith("s:"):
-        return ctypes.c_char_p(a[2:].encode())
-    return ctypes.c_long(int(a, 0))
-for spec in sys.argv[1:]:
-    name, _, rest = spec.partition("=")
-    ctypes.set_errno(0)
-    r = libc.syscall(*[arg(a) for a in rest.split(",")])
-    e = ctypes.get_errno()
-    print(name + "=" + ("ok" if r >= 0 else errno.errorcode.get(e, str(e))), flush=True)
-"#;
-
 /// Calls the filter refuses whatever their arguments, each with arguments
 /// the kernel rejects before it checks any capability (bad flags, a NULL
 /// pointer, an out-of-range level): unconfined they change nothing, for
@@ -1795,33 +1779,6 @@ fn argument_checked_calls() -> Vec<String> {
         format!("ioperm={},0,0,1", libc::SYS_ioperm),
     ]);
     calls
-}
-
-/// Calls the filter refuses whatever their arguments, for which the
-/// kernel checks a capability first (`CAP_SYS_ADMIN`, `CAP_SYS_BOOT`,
-/// `CAP_SYS_PACCT`, `CAP_SYS_MODULE`; `CAP_DAC_READ_SEARCH` for
-/// `open_by_handle_at` before Linux 6.12 or so), then arguments it
-/// rejects: a NULL path, bad reboot magic, a path that does not exist,
-/// unknown flags, too many kexec segments, an empty module image.
-fn capability_checked_calls() -> Vec<String> {
-    vec![
-        format!("move_mount={},-1,0,-1,0,0xffffffff", libc::SYS_move_mount),
-        format!("fsmount={},-1,0xff,0", libc::SYS_fsmount),
-        format!("fspick={},-1,0,0xffffffff", libc::SYS_fspick),
-        format!("pivot_root={},0,0", libc::SYS_pivot_root),
-        format!("swapoff={},0", libc::SYS_swapoff),
-        format!("reboot={},0,0,0,0", libc::SYS_reboot),
-        format!("acct={},s:/nonexistent-sandgate/acct", libc::SYS_acct),
-        format!("kexec_load={},0,1000,0,0x100", libc::SYS_kexec_load),
-        format!(
-            "kexec_file_load={},-1,-1,0,0,0x40000000",
-            libc::SYS_kexec_file_load
-        ),
-        format!("init_module={},0,0,0", libc::SYS_init_module),
-        format!("finit_module={},-1,0,0xffff", libc::SYS_finit_module),
-        format!("delete_module={},0,0", libc::SYS_delete_module),
-        format!("open_by_handle_at={},-1,0,0", libc::SYS_open_by_handle_at),
-    ]
 }
 
 /// The entries of the filter's list no other test here makes: the rest of
