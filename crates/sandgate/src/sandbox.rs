@@ -916,7 +916,13 @@ impl Sandbox {
             ))),
             None => Ok(()),
         };
-        self.edit_by(path, dry_run, request_ok, |text, resolved| {
+        let mut before = Vec::new();
+        let mut shown = false;
+        let after = self.edit_file(path, dry_run, request_ok, |inner, rel, text, resolved| {
+            shown = inner.reads_from_write_root(rel);
+            if shown {
+                before = text.to_vec();
+            }
             let mut cur = text.to_vec();
             for (i, (old, new)) in edits.iter().enumerate() {
                 match count_places(&cur, old.as_bytes()) {
@@ -941,31 +947,6 @@ impl Sandbox {
                 }
             }
             Ok(cur)
-        })
-    }
-
-    /// [`edit_many`](Self::edit_many) with the change made by `change`: it
-    /// gets the file's bytes and the root-relative name the file was found
-    /// at (for its errors), and answers the new bytes or a refusal. Every
-    /// check of [`edit_many`](Self::edit_many) runs first, in its order
-    /// (`request_ok` after the write root and before the write checks),
-    /// the file is replaced once unless `dry_run`, and the preview is shown
-    /// where [`edit_many`](Self::edit_many) would show it.
-    fn edit_by(
-        &self,
-        path: &str,
-        dry_run: bool,
-        request_ok: impl FnOnce() -> Result<(), Error>,
-        change: impl FnOnce(&[u8], &str) -> Result<Vec<u8>, Error>,
-    ) -> Result<EditPreview, Error> {
-        let mut before = Vec::new();
-        let mut shown = false;
-        let after = self.edit_file(path, dry_run, request_ok, |inner, rel, text, resolved| {
-            shown = inner.reads_from_write_root(rel);
-            if shown {
-                before = text.to_vec();
-            }
-            change(text, resolved)
         })?;
         Ok(match shown {
             true => EditPreview {
