@@ -763,11 +763,11 @@ impl Sandbox {
             check_range_limit(limit)?;
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
-            let file = inner.open_read(&rel)?;
+            let mut file = inner.open_read(&rel)?;
             if !file.metadata().map_err(|e| io_error(&rel, e))?.is_file() {
                 return Err(not_file(&rel));
             }
-            let r = read_range(inner, &rel, file, offset, limit, cancel)?;
+            let r = read_range(inner, &rel, &mut file, offset, limit, cancel)?;
             ctx.size = Some(r.content.len() as u64);
             Ok(r)
         })
@@ -807,7 +807,16 @@ impl Sandbox {
             file.seek(std::io::SeekFrom::Start(0))
                 .map_err(|e| io_error(&rel, e))?;
             let offset = total.saturating_sub(limit) + 1;
-            let r = read_range(inner, &rel, file, offset, limit, cancel)?;
+            let mut r = read_range(inner, &rel, &mut file, offset, limit, cancel)?;
+            // The file lost lines between the count and the read (cut
+            // meanwhile): its last lines are those the read counted, so
+            // it is read once more from there rather than answered empty.
+            if r.total_lines < total && r.offset > r.total_lines {
+                file.seek(std::io::SeekFrom::Start(0))
+                    .map_err(|e| io_error(&rel, e))?;
+                let offset = r.total_lines.saturating_sub(limit) + 1;
+                r = read_range(inner, &rel, &mut file, offset, limit, cancel)?;
+            }
             ctx.size = Some(r.content.len() as u64);
             Ok(r)
         })
@@ -2064,7 +2073,7 @@ fn check_range_limit(limit: usize) -> Result<(), Error> {
 fn read_range(
     inner: &Inner,
     rel: &RelPath,
-    file: std::fs::File,
+    file: &mut std::fs::File,
     offset: usize,
     limit: usize,
     cancel: &AtomicBool,
