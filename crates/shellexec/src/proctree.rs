@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal};
 
 use crate::spawn::Keeper;
-use crate::sys::{await_exit, pidfd_open, readable};
+use crate::sys::{await_exit, pidfd_open};
 
 /// How often the subtree is scanned while it is being killed.
 pub(crate) const KILL_SCAN: Duration = Duration::from_millis(10);
@@ -89,15 +89,21 @@ impl Killer {
     /// the command's own process exited normally: then the keeper usually
     /// exits at once (it exits only when it has no child left), which
     /// proves the subtree empty and spares a scan of all of /proc.
-    pub fn step(&mut self, now: Instant, keeper: &mut Keeper, after_exit: bool) {
+    /// `keeper_exited` says the run's poll found the keeper exited (not
+    /// reaped yet, so its pid is still its own): that makes a scan due at
+    /// once, where the next one would otherwise hold the answer up to
+    /// `KILL_SCAN`, as it does whenever the keeper takes longer than
+    /// `keeper_gone`'s moment (PID 1 ending its namespaces on a busy
+    /// host).
+    pub fn step(
+        &mut self,
+        now: Instant,
+        keeper: &mut Keeper,
+        after_exit: bool,
+        keeper_exited: bool,
+    ) {
         let fresh = matches!(self.reap, Reap::Term(since) if since == now);
-        // A keeper that has exited (not reaped yet, so its pid is still
-        // its own) makes a scan due at once: the next one would otherwise
-        // hold the answer up to `KILL_SCAN`, as it does whenever the
-        // keeper takes longer than `keeper_gone`'s moment (PID 1 ending
-        // its namespaces on a busy host).
-        let exited = || keeper.pidfd().is_some_and(|fd| readable(fd, 0));
-        let scan = now >= self.next_scan || fresh || (self.active() && exited());
+        let scan = now >= self.next_scan || fresh || keeper_exited;
         if !scan || !self.active() {
             return;
         }

@@ -88,6 +88,8 @@ pub(crate) struct Run {
     /// An abort was seen (its descriptors are no longer polled).
     abort_noted: bool,
     killer: Killer,
+    /// The last poll found the keeper's pidfd readable (it has exited).
+    keeper_exited: bool,
     phase: Phase,
     /// Why it is ending or ended, once known (kept past `Ending`).
     why: Option<End>,
@@ -113,7 +115,7 @@ enum Role {
     Notify,
     Abort,
     /// The keeper's pidfd, polled while its subtree is being ended: its
-    /// exit makes a scan due at once ([`Killer::step`]).
+    /// exit makes a scan due at once ([`Killer::step`]'s `keeper_exited`).
     Keeper,
 }
 
@@ -149,6 +151,7 @@ impl Run {
             internal,
             abort_noted: false,
             killer: Killer::new(keeper_pid, grace, began),
+            keeper_exited: false,
             phase: Phase::Running,
             why: None,
             timed_out: false,
@@ -194,7 +197,8 @@ impl Run {
         self.check_limits(now);
         self.check_resources(now);
         let after_exit = self.phase == Phase::Ending(End::Exited);
-        self.killer.step(now, &mut self.keeper, after_exit);
+        self.killer
+            .step(now, &mut self.keeper, after_exit, self.keeper_exited);
 
         let status_known = self.exited.is_some() || self.status.fd.is_none();
         if status_known && self.killer.done() && !self.capture.open() {
@@ -317,6 +321,7 @@ impl Run {
                 }
             };
         drop(fds);
+        self.keeper_exited = false;
         for (role, revents) in ready {
             match role {
                 Role::Output(i) => self.capture.drain(i),
@@ -334,8 +339,8 @@ impl Run {
                 }
                 // Seen at the next step's limit check.
                 Role::Abort => {}
-                // Seen at the next step's scan.
-                Role::Keeper => {}
+                // A scan at the next step.
+                Role::Keeper => self.keeper_exited = true,
             }
         }
     }
