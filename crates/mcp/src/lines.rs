@@ -178,28 +178,27 @@ impl Outbox {
 
     /// Waits while [`Outbox::full`].
     async fn room(&self) {
-        loop {
-            let drained = self.drained.notified();
-            tokio::pin!(drained);
-            drained.as_mut().enable();
-            if !self.full() {
-                return;
-            }
-            drained.await;
-        }
+        self.wait_while(Outbox::full).await
     }
 
     /// Waits while more than [`OUTPUT_HIGH_WATER`] bytes wait to be written.
     async fn below_high_water(&self) {
+        self.wait_while(|out| {
+            let st = out.lock();
+            !st.failed && st.buf.len() > OUTPUT_HIGH_WATER
+        })
+        .await
+    }
+
+    /// Waits until `busy` is false, looking again each time the writer
+    /// has taken what was queued.
+    async fn wait_while(&self, busy: impl Fn(&Outbox) -> bool) {
         loop {
             let drained = self.drained.notified();
             tokio::pin!(drained);
             drained.as_mut().enable();
-            {
-                let st = self.lock();
-                if st.failed || st.buf.len() <= OUTPUT_HIGH_WATER {
-                    return;
-                }
+            if !busy(self) {
+                return;
             }
             drained.await;
         }
@@ -481,9 +480,7 @@ impl LineTransport {
         let write = poll_stdout(&mut restore).unwrap_or_else(|| Box::new(tokio::io::stdout()));
         Self::with_restore(read, write, restore, inline)
     }
-}
 
-impl LineTransport {
     /// The room left in this transport's output.
     pub fn room(&self) -> OutputRoom {
         OutputRoom(Arc::clone(&self.out))

@@ -1168,29 +1168,12 @@ pub(crate) fn get_file_info(s: &Shared, a: OnePath) -> Answer {
 /// writes it in UTC (`Sun Dec 06 2026 05:52:39 GMT+0000 (Coordinated
 /// Universal Time)`), as the reference server's `get_file_info` does.
 fn js_date(secs: i64) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Days to a civil date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{} {} {day:02} {year:04} {:02}:{:02}:{:02} GMT+0000 (Coordinated Universal Time)",
-        DAYS[days.rem_euclid(7) as usize],
-        MONTHS[(month - 1) as usize],
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
+    chrono::DateTime::from_timestamp(secs, 0).map_or_else(
+        || format!("{secs} seconds since 1970"),
+        |t| {
+            t.format("%a %b %d %Y %H:%M:%S GMT+0000 (Coordinated Universal Time)")
+                .to_string()
+        },
     )
 }
 
@@ -1458,7 +1441,7 @@ fn output_tag(stdout: &str, stderr: &str) -> String {
                 .as_nanos();
             bytes.copy_from_slice(&t.to_le_bytes()[..6]);
         }
-        let tag: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let tag = crate::transport::hex(&bytes);
         if !stdout.contains(&tag) && !stderr.contains(&tag) {
             return tag;
         }

@@ -262,7 +262,12 @@ fn new_token() -> std::io::Result<String> {
 fn random_hex<const N: usize>() -> std::io::Result<String> {
     let mut bytes = [0u8; N];
     random_bytes(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex(&bytes))
+}
+
+/// `bytes` as lowercase hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Fills `buf` from the kernel's random source (`getrandom(2)`, which
