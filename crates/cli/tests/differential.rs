@@ -35,7 +35,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRu
 use sandgate::{EditOptions, Policy, Sandbox, WriteOptions};
 use serde_json::{json, Value};
 
-use mcp_support::McpSession;
+use mcp_support::{tool_session, McpSession};
 
 /// The tree's places, parents before children; each is absent, a file, a
 /// directory or a symlink in a generated tree.
@@ -548,39 +548,10 @@ fn b64_decode(s: &str) -> Vec<u8> {
 }
 
 fn tool_door(copy: &Copy, ops: &[Op]) -> Vec<Answer> {
-    let reqs = requests(copy, ops, false);
-    let mut input = String::new();
-    for r in &reqs {
-        input.push_str(&r.to_string());
-        input.push('\n');
-    }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-        .args(["tool", "--policy"])
-        .arg(copy.policy())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let answers: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(
-        answers.len(),
-        reqs.len(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    parse_answers(ops, answers)
+    parse_answers(
+        ops,
+        tool_session(&copy.policy(), &requests(copy, ops, false)),
+    )
 }
 
 /// The ops as JSON endpoint requests, names spelled relative or (`host`)

@@ -19,17 +19,16 @@ mod mcp_support;
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use sandgate::fileguard::{Guard, GuardBuilder};
 use sandgate::policy::SecurityMode;
 use sandgate::{ExecOptions, Executor, Policy, PolicyOptions, Sandbox, WriteOptions};
 use serde_json::{json, Value};
 
-use mcp_support::McpSession;
+use mcp_support::{tool_session, McpSession};
 
 const DENY: &[&str] = &[
     "Makefile",
@@ -223,7 +222,7 @@ fn tool_door(fx: &Fixture, ops: &[Op]) -> Vec<Outcome> {
             Op::Read(p) => json!({"op":"read","path":p}),
         })
         .collect();
-    tool_session(fx, &reqs)
+    tool_session(&fx.policy_file(), &reqs)
         .into_iter()
         .map(|a| {
             if a["ok"] == json!(true) {
@@ -233,42 +232,6 @@ fn tool_door(fx: &Fixture, ops: &[Op]) -> Vec<Outcome> {
             }
         })
         .collect()
-}
-
-/// Answers of one `sandgate tool` session to `reqs`.
-fn tool_session(fx: &Fixture, reqs: &[Value]) -> Vec<Value> {
-    let mut input = String::new();
-    for r in reqs {
-        input.push_str(&r.to_string());
-        input.push('\n');
-    }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-        .args(["tool", "--policy"])
-        .arg(fx.policy_file())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let answers: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(
-        answers.len(),
-        reqs.len(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    answers
 }
 
 /// A `sandgate mcp` session over the fixture's policy.
@@ -818,7 +781,7 @@ fn every_file_door_spends_the_fs_ops_budget_alike() {
     );
     ex.dispose();
     let a = tool_session(
-        &fx,
+        &fx.policy_file(),
         &[
             json!({"op":"exec","command":"mkdir e; echo x > e/f"}),
             json!({"op":"mkdir","path":"q"}),
@@ -854,7 +817,10 @@ fn every_exec_door_spends_the_exec_ops_budget_alike() {
     assert_eq!(r.code().as_str(), "E_DENIED");
     ex.dispose();
 
-    let answers = tool_session(&fx, &vec![json!({"op":"exec","command":"true"}); 3]);
+    let answers = tool_session(
+        &fx.policy_file(),
+        &vec![json!({"op":"exec","command":"true"}); 3],
+    );
     let codes: Vec<&str> = answers
         .iter()
         .map(|a| a["error"]["code"].as_str().unwrap_or("OK"))
@@ -898,7 +864,7 @@ fn a_refused_cwd_spends_no_exec_ops_at_any_door() {
         .map(|c| json!({"op":"exec","command":"touch ran","cwd":c}))
         .collect();
     reqs.push(json!({"op":"exec","command":"true"}));
-    let answers = tool_session(&fx, &reqs);
+    let answers = tool_session(&fx.policy_file(), &reqs);
     for (i, cwd) in refused.iter().enumerate() {
         assert_eq!(
             answers[i]["ok"],
@@ -940,7 +906,7 @@ fn with_exec_off_no_door_runs_a_program() {
     let e = ex.exec_argv(&argv, ExecOptions::default()).unwrap_err();
     assert_eq!(e.code().as_str(), "E_DENIED");
 
-    let a = tool_session(&fx, &[json!({"op":"exec","command":command})]);
+    let a = tool_session(&fx.policy_file(), &[json!({"op":"exec","command":command})]);
     assert_eq!(a[0]["error"]["code"], "E_DENIED", "{}", a[0]);
 
     let mut m = Mcp::start(&fx);
@@ -1034,7 +1000,7 @@ fn with_exec_off_confined_git_runs_no_program_through_any_door() {
         .iter()
         .map(|c| json!({"op":"exec","command":c}))
         .collect();
-    for a in tool_session(&fx, &reqs) {
+    for a in tool_session(&fx.policy_file(), &reqs) {
         assert_eq!(a["exit_code"], 0, "tool: {a}");
     }
     let mut m = Mcp::start(&fx);
@@ -1069,7 +1035,7 @@ fn with_network_off_no_door_reaches_a_listener() {
     let fx = Fixture::new(|o| {
         o.exec.process_allow = vec!["git:status".into()];
     });
-    let a = tool_session(&fx, &[json!({"op":"fetch","url":url})]);
+    let a = tool_session(&fx.policy_file(), &[json!({"op":"fetch","url":url})]);
     assert_eq!(a[0]["ok"], false, "{}", a[0]);
     let mut m = Mcp::start(&fx);
     assert!(!m.tools().iter().any(|t| t == "fetch"));
@@ -1086,7 +1052,7 @@ fn with_network_off_no_door_reaches_a_listener() {
         run(&ex, &probe);
         ex.dispose();
     }
-    let a = tool_session(&fx, &[json!({"op":"exec","command":probe})]);
+    let a = tool_session(&fx.policy_file(), &[json!({"op":"exec","command":probe})]);
     assert_eq!(a[0]["ok"], true, "{}", a[0]);
     let mut m = Mcp::start(&fx);
     assert!(m.call("exec", json!({"command":probe})).is_ok());
@@ -1125,7 +1091,10 @@ fn every_exec_door_takes_a_working_directory_in_the_first_read_root() {
         assert_eq!(String::from_utf8_lossy(&r.stdout).trim(), abs, "rust {cwd}");
     }
     ex.dispose();
-    let a = tool_session(&fx, &[json!({"op":"exec","command":"pwd","cwd":"rsub"})]);
+    let a = tool_session(
+        &fx.policy_file(),
+        &[json!({"op":"exec","command":"pwd","cwd":"rsub"})],
+    );
     assert_eq!(
         a[0]["stdout"].as_str().unwrap().trim(),
         abs,
@@ -1264,7 +1233,7 @@ fn the_endpoints_shells_leave_what_the_policy_guards_as_it_was() {
                 .replace("{out}", &fx.base().join("outside").display().to_string());
             let before = fx.snapshot();
             let reported = if door == "tool" {
-                let a = tool_session(&fx, &[json!({"op":"exec","command":command})]);
+                let a = tool_session(&fx.policy_file(), &[json!({"op":"exec","command":command})]);
                 a[0]["protected_changes"].as_array().map_or(0, Vec::len)
             } else {
                 let mut m = Mcp::start(&fx);
@@ -1436,7 +1405,7 @@ fn no_door_shows_a_write_only_file() {
     }
 
     let answers = tool_session(
-        &fx,
+        &fx.policy_file(),
         &[
             json!({"op":"read","path":"wo.txt","offset":1,"limit":5}),
             json!({"op":"stat","path":"wo.txt"}),

@@ -1,9 +1,11 @@
-//! A `sandgate mcp` session over stdio for the CLI's test suites that
-//! drive the MCP door with raw JSON-RPC: started, initialized, asked one
-//! request at a time, killed when dropped.
+//! Sessions of sandgate's doors for the CLI's test suites that drive
+//! them with raw JSON: a `sandgate mcp` session over stdio (started,
+//! initialized, asked one request at a time, killed when dropped), and one
+//! `sandgate tool` session given every request at once.
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde_json::{json, Value};
@@ -86,4 +88,42 @@ impl Drop for McpSession {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The answers of one `sandgate tool --policy POLICY` session to `reqs`,
+/// sent at once; one answer per request.
+#[allow(dead_code)] // Not every suite drives the JSON endpoint.
+pub fn tool_session(policy: &Path, reqs: &[Value]) -> Vec<Value> {
+    let mut input = String::new();
+    for r in reqs {
+        input.push_str(&r.to_string());
+        input.push('\n');
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["tool", "--policy"])
+        .arg(policy)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let answers: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        answers.len(),
+        reqs.len(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    answers
 }
