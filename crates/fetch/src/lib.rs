@@ -80,7 +80,8 @@
 //! **Budgets.** [`FetcherBuilder::net_ops`] (a policy's `[budgets]
 //! net_ops`) counts fetches (a fetch and all its
 //! redirect hops are one operation); a refused fetch spends one too, as
-//! refused file operations do.
+//! refused file operations do. A fetch whose [`CancelFlag`] is already set
+//! when it is called answers `E_ABORTED` and spends none.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -632,6 +633,10 @@ impl Fetcher {
 
     fn fetch_unaudited(&self, url: &str, opts: &FetchOptions) -> Result<FetchResponse, FetchError> {
         let start = Instant::now();
+        // A fetch cancelled before it starts spends no budget.
+        if opts.cancel.as_ref().is_some_and(CancelFlag::is_cancelled) {
+            return Err(aborted_error());
+        }
         if let Some(left) = &self.net_ops {
             left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .map_err(|_| FetchError::new(ErrorCode::Denied, "the net_ops budget is spent"))?;

@@ -903,6 +903,25 @@ fn net_ops_budget_counts_fetches_refused_ones_included() {
 }
 
 #[test]
+fn a_fetch_cancelled_before_it_starts_spends_no_budget_and_connects_nowhere() {
+    let s = serve("127.0.0.1", |_| ok("a"));
+    let p = http_rules(&[format!("127.0.0.1:{}", s.port)]);
+    let f = Fetcher::builder(p).net_ops(Some(1)).build();
+    let flag = sandgate_fetch::CancelFlag::new();
+    flag.cancel();
+    let url = format!("http://127.0.0.1:{}/", s.port);
+    let e = f
+        .fetch(&url, &FetchOptions::new().cancel(flag))
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Aborted, "{e}");
+    assert_eq!(f.net_ops_left(), Some(1));
+    assert_eq!(s.hits(), 0);
+    // The budget it kept still pays for a fetch.
+    assert_eq!(get(&f, &url).unwrap().status, 200);
+    assert_eq!(f.net_ops_left(), Some(0));
+}
+
+#[test]
 fn restricted_mode_refuses_a_configured_proxy() {
     let s = serve("127.0.0.1", |_| ok("direct"));
     let entry = format!("127.0.0.1:{}", s.port);
