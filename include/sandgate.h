@@ -25,11 +25,11 @@
 
 // The ABI's minor version: bumped when functions are added or fields are
 // appended to a struct the library allocates.
-#define SANDGATE_ABI_MINOR 3
+#define SANDGATE_ABI_MINOR 4
 
 // An abort signal: trigger it from any thread to end the commands it was
-// passed to (they answer exit code 130) and the ranged reads it was passed
-// to (`SG_E_ABORTED`). Free with `sg_abort_free`.
+// passed to (they answer exit code 130) and the ranged reads, greps, globs
+// and fetches it was passed to (`SG_E_ABORTED`). Free with `sg_abort_free`.
 typedef struct sg_abort sg_abort;
 
 // An error object: code, message and, when known, the root-relative path,
@@ -601,8 +601,9 @@ void sg_exec_result_free(struct sg_exec_result *result);
 sg_status sg_abort_new(struct sg_abort **out, struct sg_error **err);
 
 // Triggers the signal: every command running with it ends (exit code
-// 130), and later commands given it end at once; so do ranged reads
-// (`SG_E_ABORTED`). Idempotent.
+// 130), and later commands given it end at once; so do ranged reads,
+// greps, globs and fetches (`SG_E_ABORTED`; one given an already
+// triggered signal does not start and spends no budget). Idempotent.
 //
 // # Return value
 //
@@ -731,6 +732,31 @@ sg_status sg_fetcher_fetch(const struct sg_fetcher *fetcher,
                            size_t request_len,
                            struct sg_bytes *answer,
                            struct sg_error **err);
+
+// `sg_fetcher_fetch`, ended once `signal` is triggered
+// (`sg_abort_trigger`, from any thread): a fetch waiting on the network
+// (name resolution, connect, TLS handshake, upload or download) stops
+// within about 50 ms, its connection closed, and answers `E_ABORTED`.
+// A signal already triggered when the call is made answers `E_ABORTED`
+// at once, spending no `net_ops` budget. `signal` NULL is
+// `sg_fetcher_fetch` (a cancellable fetch runs its connect and name
+// resolution on helper threads, so NULL is the cheaper form).
+//
+// # Return value
+//
+// As for `sg_fetcher_fetch`: `*answer` is set to the JSON answer whatever
+// the outcome (an abort's answer included), except when an argument is
+// refused before the request is read.
+//
+// # Safety
+//
+// As for `sg_fetcher_fetch`; `signal` is NULL or a live abort signal.
+sg_status sg_fetcher_fetch_cancellable(const struct sg_fetcher *fetcher,
+                                       const char *request,
+                                       size_t request_len,
+                                       const struct sg_abort *signal,
+                                       struct sg_bytes *answer,
+                                       struct sg_error **err);
 
 // Loads and checks the policy file at `path` (`E_POLICY` naming the
 // offending key when it is refused). Relative roots resolve against the
@@ -1741,6 +1767,28 @@ sg_status sg_sandbox_glob_found(const struct sg_sandbox *sandbox,
                                 struct sg_bytes *out,
                                 struct sg_error **err);
 
+// `sg_sandbox_glob_found`, stopped with `SG_E_ABORTED` once `signal` is
+// triggered (`sg_abort_trigger`, from any thread); a signal already
+// triggered refuses the call before it starts. `signal` NULL is
+// `sg_sandbox_glob_found`.
+//
+// # Return value
+//
+// `SG_OK` with the JSON in `*out`, or the error's status, as for
+// `sg_sandbox_glob_found`.
+//
+// # Safety
+//
+// As for `sg_sandbox_glob_found`; `signal` is NULL or a live abort signal.
+sg_status sg_sandbox_glob_found_cancellable(const struct sg_sandbox *sandbox,
+                                            const char *pattern,
+                                            size_t pattern_len,
+                                            const char *path,
+                                            size_t path_len,
+                                            const struct sg_abort *signal,
+                                            struct sg_bytes *out,
+                                            struct sg_error **err);
+
 // Lines matching the regular expression `pattern` in files below `path`
 // (NULL: the root), at most `max_results` (0: the default of 100), as
 // JSON: `[{"path","line","text"}]`, a line cut at 1000 bytes carrying
@@ -1832,6 +1880,32 @@ sg_status sg_sandbox_grep_found(const struct sg_sandbox *sandbox,
                                 size_t options_len,
                                 struct sg_bytes *out,
                                 struct sg_error **err);
+
+// `sg_sandbox_grep_found`, stopped with `SG_E_ABORTED` once `signal` is
+// triggered (`sg_abort_trigger`, from any thread): the walk looks at it
+// between entries, and the search every 4,096 lines of a file. A signal already
+// triggered refuses the call before it starts. `signal` NULL is
+// `sg_sandbox_grep_found`.
+//
+// # Return value
+//
+// `SG_OK` with the JSON in `*out`, or the error's status, as for
+// `sg_sandbox_grep_found`.
+//
+// # Safety
+//
+// As for `sg_sandbox_grep_found`; `signal` is NULL or a live abort
+// signal.
+sg_status sg_sandbox_grep_found_cancellable(const struct sg_sandbox *sandbox,
+                                            const char *pattern,
+                                            size_t pattern_len,
+                                            const char *path,
+                                            size_t path_len,
+                                            const char *options,
+                                            size_t options_len,
+                                            const struct sg_abort *signal,
+                                            struct sg_bytes *out,
+                                            struct sg_error **err);
 
 #ifdef __cplusplus
 }  // extern "C"

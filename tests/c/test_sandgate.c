@@ -554,6 +554,45 @@ static void test_sandbox(const sg_policy *p) {
   CHECK(bytes_contains(&b, "d/e/moved.txt"));
   CHECK(bytes_contains(&b, "\"truncated\":false"));
   sg_bytes_free(&b);
+  /* A grep or glob given an abort signal: answered while it is untriggered
+     (or NULL), refused with SG_E_ABORTED, naming the path, once it is
+     triggered, before anything is searched. */
+  {
+    sg_abort *stop = NULL;
+    EXPECT(sg_abort_new(&stop, &err), SG_OK, err);
+    EXPECT(sg_sandbox_grep_found_cancellable(sb, S("o"), S("notes.txt"), NULL,
+                                             0, stop, &b, &err),
+           SG_OK, err);
+    CHECK(bytes_contains(&b, "\"matches\":[{"));
+    sg_bytes_free(&b);
+    EXPECT(sg_sandbox_grep_found_cancellable(sb, S("o"), S("notes.txt"), NULL,
+                                             0, NULL, &b, &err),
+           SG_OK, err);
+    CHECK(bytes_contains(&b, "\"matches\":[{"));
+    sg_bytes_free(&b);
+    EXPECT(sg_sandbox_glob_found_cancellable(sb, S("**/*.txt"), NULL, 0, stop,
+                                             &b, &err),
+           SG_OK, err);
+    CHECK(bytes_contains(&b, "d/e/moved.txt"));
+    sg_bytes_free(&b);
+    EXPECT(sg_abort_trigger(stop, &err), SG_OK, err);
+    CHECK(sg_sandbox_grep_found_cancellable(sb, S("o"), S("notes.txt"), NULL,
+                                            0, stop, &b, &err) ==
+          SG_E_ABORTED);
+    CHECK(b.ptr == NULL);
+    CHECK(err != NULL && sg_error_path(err) != NULL &&
+          strcmp(sg_error_path(err), "notes.txt") == 0);
+    sg_error_free(err);
+    err = NULL;
+    CHECK(sg_sandbox_glob_found_cancellable(sb, S("**/*.txt"), NULL, 0, stop,
+                                            &b, &err) == SG_E_ABORTED);
+    CHECK(b.ptr == NULL);
+    CHECK(err != NULL && sg_error_path(err) != NULL &&
+          strcmp(sg_error_path(err), ".") == 0);
+    sg_error_free(err);
+    err = NULL;
+    sg_abort_free(stop);
+  }
   /* An unknown key is refused by name. */
   CHECK(sg_sandbox_grep_with(sb, S("x"), NULL, 0, S("{\"nope\":1}"), &b, &err) ==
         SG_E_REQUEST);
@@ -923,6 +962,59 @@ static void on_fetch_audit(void *user, const sg_audit_event *e) {
   }
 }
 
+/* A fetch given an abort signal: the listener takes the connection into
+ * its backlog and nobody ever answers, so only the signal (triggered
+ * 200 ms in, from another thread) ends it before its 30 s timeout. A
+ * signal already triggered refuses the fetch before it connects. Run on a
+ * thread of its own: the fetch's first wait gives the calling thread
+ * Rust's per-thread state (48 bytes), which is freed when a thread ends
+ * but not at the process's exit, where valgrind would count it. The main
+ * thread waits in pthread_join meanwhile, so CHECK's counters are not
+ * shared. */
+struct held_fetch {
+  sg_fetcher *f;
+  int port;
+};
+
+static void *fetch_held(void *arg) {
+  struct held_fetch *h = arg;
+  struct aborter a;
+  struct timespec t0, t1;
+  double took;
+  sg_abort *stop = NULL;
+  sg_error *err = NULL;
+  sg_bytes answer = {NULL, 0};
+  char request[256];
+  pthread_t t;
+  int n;
+  CHECK(sg_abort_new(&stop, &err) == SG_OK);
+  a.signal = stop;
+  n = snprintf(request, sizeof request,
+               "{\"url\": \"http://127.0.0.1:%d/held\", \"timeout_ms\": 30000}",
+               h->port);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CHECK(pthread_create(&t, NULL, abort_soon, &a) == 0);
+  CHECK(sg_fetcher_fetch_cancellable(h->f, request, (size_t)n, stop, &answer,
+                                      &err) == SG_E_ABORTED);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  pthread_join(t, NULL);
+  took = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  /* Not a speed claim: only a fetch the signal did not end takes 30 s. */
+  CHECK(took < 10.0);
+  CHECK(bytes_contains(&answer, "\"E_ABORTED\""));
+  CHECK(err != NULL && sg_error_code(err) == SG_E_ABORTED);
+  sg_error_free(err);
+  err = NULL;
+  sg_bytes_free(&answer);
+  CHECK(sg_fetcher_fetch_cancellable(h->f, request, (size_t)n, stop, &answer,
+                                      &err) == SG_E_ABORTED);
+  CHECK(bytes_contains(&answer, "\"E_ABORTED\""));
+  sg_error_free(err);
+  sg_bytes_free(&answer);
+  sg_abort_free(stop);
+  return NULL;
+}
+
 static void test_fetch(void) {
   struct fetch_log log;
   sg_policy *p = NULL;
@@ -1007,6 +1099,13 @@ static void test_fetch(void) {
   sg_bytes_free(&answer);
   CHECK(log.events == 6);
   EXPECT(sg_fetcher_new(NULL, &f, &err), SG_E_REQUEST, err);
+
+  /* A fetch given an abort signal, on a thread of its own (below). */
+  {
+    struct held_fetch h = {f, port};
+    CHECK(pthread_create(&t, NULL, fetch_held, &h) == 0);
+    pthread_join(t, NULL);
+  }
 
   close(listener);
   sg_fetcher_free(f);

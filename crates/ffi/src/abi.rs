@@ -3,4 +3,4 @@
 pub const SANDGATE_ABI_MAJOR: u32 = 2;
 /// The ABI's minor version: bumped when functions are added or fields are
 /// appended to a struct the library allocates.
-pub const SANDGATE_ABI_MINOR: u32 = 3;
+pub const SANDGATE_ABI_MINOR: u32 = 4;

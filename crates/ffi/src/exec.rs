@@ -18,12 +18,36 @@ pub struct sg_executor {
 }
 
 /// An abort signal: trigger it from any thread to end the commands it was
-/// passed to (they answer exit code 130) and the ranged reads it was passed
-/// to (`SG_E_ABORTED`). Free with `sg_abort_free`.
+/// passed to (they answer exit code 130) and the ranged reads, greps, globs
+/// and fetches it was passed to (`SG_E_ABORTED`). Free with `sg_abort_free`.
 pub struct sg_abort {
     signal: AbortSignal,
-    /// Set with `signal`: the flag a ranged read looks at.
-    pub(crate) cancel: std::sync::atomic::AtomicBool,
+    /// Set with `signal`: the flag a ranged read, grep, glob or fetch
+    /// looks at (shared, since a grep and a fetch keep their own handle).
+    pub(crate) cancel: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The abort signal a cancellable call was given: `None` for NULL, and
+/// `SG_E_ABORTED` when it is already triggered, so that the call neither
+/// starts nor spends a budget.
+///
+/// # Safety
+///
+/// `signal` is NULL or a live abort signal.
+pub(crate) unsafe fn abort_arg<'a>(
+    signal: *const sg_abort,
+) -> Result<Option<&'a sg_abort>, facade::Error> {
+    // SAFETY: the caller's contract.
+    let Some(a) = (unsafe { signal.as_ref() }) else {
+        return Ok(None);
+    };
+    if a.cancel.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(facade::Error::new(
+            facade::ErrorCode::Aborted,
+            "the abort signal was triggered before the call started",
+        ));
+    }
+    Ok(Some(a))
 }
 
 /// What one command did. Free its buffers with `sg_exec_result_free`.
@@ -339,7 +363,7 @@ pub unsafe extern "C" fn sg_abort_new(
             out,
             into_handle(sg_abort {
                 signal: AbortSignal::new(),
-                cancel: std::sync::atomic::AtomicBool::new(false),
+                cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             }),
         );
         Ok(())
@@ -347,8 +371,9 @@ pub unsafe extern "C" fn sg_abort_new(
 }
 
 /// Triggers the signal: every command running with it ends (exit code
-/// 130), and later commands given it end at once; so do ranged reads
-/// (`SG_E_ABORTED`). Idempotent.
+/// 130), and later commands given it end at once; so do ranged reads,
+/// greps, globs and fetches (`SG_E_ABORTED`; one given an already
+/// triggered signal does not start and spends no budget). Idempotent.
 ///
 /// # Return value
 ///

@@ -9,6 +9,7 @@ use facade::{AuditEvent, EditOptions, Error, ErrorCode, Sandbox, SandboxBuilder,
 use serde_json::json;
 
 use crate::error::*;
+use crate::exec::{abort_arg, sg_abort};
 use crate::policy::sg_policy;
 use crate::root::{kind_value, resolver_of, sg_resolver, sg_stat};
 
@@ -828,7 +829,7 @@ pub unsafe extern "C" fn sg_sandbox_read_lines_cancellable(
     path_len: usize,
     offset: u64,
     limit: u64,
-    signal: *const crate::exec::sg_abort,
+    signal: *const sg_abort,
     content: *mut sg_bytes,
     info: *mut sg_lines,
     err: *mut *mut sg_error,
@@ -856,7 +857,10 @@ pub unsafe extern "C" fn sg_sandbox_read_lines_cancellable(
         let never = std::sync::atomic::AtomicBool::new(false);
         // SAFETY: `signal` is NULL or a live abort signal (the caller's
         // contract).
-        let cancel = unsafe { signal.as_ref() }.map_or(&never, |a| &a.cancel);
+        let cancel = match unsafe { abort_arg(signal) }.map_err(|e| e.with_path(path))? {
+            Some(a) => &*a.cancel,
+            None => &never,
+        };
         let r = s
             .sandbox
             .read_lines_cancellable(path, offset, limit, cancel)?;
@@ -1314,11 +1318,59 @@ pub unsafe extern "C" fn sg_sandbox_glob_found(
     out: *mut sg_bytes,
     err: *mut *mut sg_error,
 ) -> sg_status {
+    // SAFETY: the caller's contract, which is the cancellable form's with
+    // no signal.
+    unsafe {
+        sg_sandbox_glob_found_cancellable(
+            sandbox,
+            pattern,
+            pattern_len,
+            path,
+            path_len,
+            std::ptr::null(),
+            out,
+            err,
+        )
+    }
+}
+
+/// `sg_sandbox_glob_found`, stopped with `SG_E_ABORTED` once `signal` is
+/// triggered (`sg_abort_trigger`, from any thread); a signal already
+/// triggered refuses the call before it starts. `signal` NULL is
+/// `sg_sandbox_glob_found`.
+///
+/// # Return value
+///
+/// `SG_OK` with the JSON in `*out`, or the error's status, as for
+/// `sg_sandbox_glob_found`.
+///
+/// # Safety
+///
+/// As for `sg_sandbox_glob_found`; `signal` is NULL or a live abort signal.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_glob_found_cancellable(
+    sandbox: *const sg_sandbox,
+    pattern: *const c_char,
+    pattern_len: usize,
+    path: *const c_char,
+    path_len: usize,
+    signal: *const sg_abort,
+    out: *mut sg_bytes,
+    err: *mut *mut sg_error,
+) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
         let (s, pattern, path, out) =
             unsafe { search_args(sandbox, pattern, pattern_len, path, path_len, out)? };
-        let found = s.sandbox.glob_found(pattern, path)?;
+        let never = std::sync::atomic::AtomicBool::new(false);
+        // SAFETY: `signal` is NULL or a live abort signal (the caller's
+        // contract).
+        let cancel =
+            match unsafe { abort_arg(signal) }.map_err(|e| e.with_path(path.unwrap_or(".")))? {
+                Some(a) => &*a.cancel,
+                None => &never,
+            };
+        let found = s.sandbox.glob_found_cancellable(pattern, path, cancel)?;
         let mut answer = json!({"paths": found.results});
         if found.unreadable > 0 {
             answer["unreadable"] = json!(found.unreadable);
@@ -1555,9 +1607,55 @@ pub unsafe extern "C" fn sg_sandbox_grep_found(
     out: *mut sg_bytes,
     err: *mut *mut sg_error,
 ) -> sg_status {
+    // SAFETY: the caller's contract, which is the cancellable form's with
+    // no signal.
+    unsafe {
+        sg_sandbox_grep_found_cancellable(
+            sandbox,
+            pattern,
+            pattern_len,
+            path,
+            path_len,
+            options,
+            options_len,
+            std::ptr::null(),
+            out,
+            err,
+        )
+    }
+}
+
+/// `sg_sandbox_grep_found`, stopped with `SG_E_ABORTED` once `signal` is
+/// triggered (`sg_abort_trigger`, from any thread): the walk looks at it
+/// between entries, and the search every 4,096 lines of a file. A signal already
+/// triggered refuses the call before it starts. `signal` NULL is
+/// `sg_sandbox_grep_found`.
+///
+/// # Return value
+///
+/// `SG_OK` with the JSON in `*out`, or the error's status, as for
+/// `sg_sandbox_grep_found`.
+///
+/// # Safety
+///
+/// As for `sg_sandbox_grep_found`; `signal` is NULL or a live abort
+/// signal.
+#[no_mangle]
+pub unsafe extern "C" fn sg_sandbox_grep_found_cancellable(
+    sandbox: *const sg_sandbox,
+    pattern: *const c_char,
+    pattern_len: usize,
+    path: *const c_char,
+    path_len: usize,
+    options: *const c_char,
+    options_len: usize,
+    signal: *const sg_abort,
+    out: *mut sg_bytes,
+    err: *mut *mut sg_error,
+) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, pattern, path, opts, out) = unsafe {
+        let (s, pattern, path, mut opts, out) = unsafe {
             grep_args(
                 sandbox,
                 (pattern, pattern_len),
@@ -1566,6 +1664,11 @@ pub unsafe extern "C" fn sg_sandbox_grep_found(
                 out,
             )?
         };
+        // SAFETY: `signal` is NULL or a live abort signal (the caller's
+        // contract).
+        opts.cancel = unsafe { abort_arg(signal) }
+            .map_err(|e| e.with_path(path.unwrap_or(".")))?
+            .map(|a| Arc::clone(&a.cancel));
         let found = s.sandbox.grep_found(pattern, path, &opts)?;
         let key = match opts.mode {
             facade::search::GrepMode::Files => "files",
