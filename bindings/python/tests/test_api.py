@@ -866,6 +866,65 @@ def test_ranged9_a_ranged_read_stops_once_its_abort_signal_is_triggered(tree):
         assert sb.read_lines("r9.txt", 1, 1).content == b"one\n"
 
 
+def test_a_grep_or_glob_over_a_large_tree_stops_once_its_abort_signal_is_triggered(tree):
+    ws = tree / "ws"
+    big = ws / "big"
+    for d in range(40):
+        sub = big / f"d{d:02}"
+        sub.mkdir(parents=True)
+        for i in range(500):
+            (sub / f"f{i:03}.txt").write_text("nothing to see\n" * 20)
+    with Sandbox(read_roots=[ws]) as sb:
+        # Unaborted, the same calls answer in full.
+        with AbortSignal() as sig:
+            assert sb.grep("needle", "big", mode="files", abort=sig) == []
+            assert len(sb.glob("big/d00/*.txt", abort=sig)) == 500
+        for call in (
+            lambda s: sb.grep("needle", "big", mode="files", abort=s),
+            lambda s: sb.glob("**/*.md", "big", abort=s),
+        ):
+            # Triggered while the walk runs (20,000 files): it stops with
+            # E_ABORTED, said by the walk ("cancelled"), not by the check
+            # made before a call starts. The trigger races the walk, so a
+            # few tries are allowed; a call that ignored the signal would
+            # answer every time.
+            stopped = None
+            for _ in range(20):
+                with AbortSignal() as sig:
+                    started = threading.Event()
+
+                    def trigger(sig=sig, started=started):
+                        started.wait()
+                        time.sleep(0.002)
+                        sig.abort()
+
+                    t = threading.Thread(target=trigger)
+                    t.start()
+                    started.set()
+                    try:
+                        call(sig)
+                    except sandgate.AbortedError as e:
+                        if "cancelled" in str(e):
+                            stopped = e
+                    finally:
+                        t.join()
+                    if stopped is not None:
+                        break
+            assert stopped is not None and stopped.code == "E_ABORTED"
+            # Already triggered: refused before the walk starts.
+            with AbortSignal() as sig:
+                sig.abort()
+                with pytest.raises(sandgate.AbortedError) as e:
+                    call(sig)
+                assert e.value.path == "big"
+                assert "before the call started" in str(e.value)
+        with pytest.raises(TypeError) as te:
+            sb.grep("x", abort=object())  # type: ignore[arg-type]
+        assert "abort" in str(te.value)
+        with pytest.raises(TypeError):
+            sb.read_lines("big/d00/f000.txt", abort=1)  # type: ignore[arg-type]
+
+
 def test_executor_refusals(tree):
     with Policy.parse('[fs]\nread_roots = ["ws"]\n', str(tree)) as p, Executor(p) as ex:
         with pytest.raises(sandgate.DeniedError):

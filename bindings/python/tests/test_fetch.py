@@ -265,3 +265,36 @@ def test_fetch_audit_records_every_fetch_without_its_secrets(tmp_path, server):
         ("fetch", f"{here} -> http://169.254.169.254:80", None, "E_NET_DENIED"),
         ("fetch", here, None, "E_DENIED"),
     ]
+
+
+def test_a_fetch_held_by_a_silent_server_ends_when_its_abort_signal_is_triggered(tmp_path):
+    # A listener that takes connections into its backlog and never answers:
+    # only the signal ends the fetch before its 30 s timeout.
+    import socket
+    import time
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(8)
+        port = held.getsockname()[1]
+        with _policy(tmp_path, _granted(port, "\n[budgets]\nnet_ops = 2\n")) as policy, Fetcher(
+            policy
+        ) as f, sandgate.AbortSignal() as sig:
+            threading.Timer(0.3, sig.abort).start()
+            t0 = time.monotonic()
+            with pytest.raises(sandgate.AbortedError) as ei:
+                f.fetch(f"http://127.0.0.1:{port}/held", timeout_ms=30_000, abort=sig)
+            # Not a speed claim: a fetch the signal did not end takes 30 s.
+            assert time.monotonic() - t0 < 10
+            assert ei.value.code == "E_ABORTED"
+            # Triggered already: refused before it connects, spending no
+            # budget (one unit is left, and it still pays for a fetch).
+            with pytest.raises(sandgate.AbortedError):
+                f.fetch(f"http://127.0.0.1:{port}/again", timeout_ms=T, abort=sig)
+            with pytest.raises(sandgate.TimedOutError):
+                f.fetch(f"http://127.0.0.1:{port}/last", timeout_ms=200)
+            with pytest.raises(sandgate.DeniedError):
+                f.fetch(f"http://127.0.0.1:{port}/spent", timeout_ms=200)
+            with pytest.raises(TypeError) as te:
+                f.fetch(f"http://127.0.0.1:{port}/", abort="soon")  # type: ignore[arg-type]
+            assert "abort" in str(te.value)

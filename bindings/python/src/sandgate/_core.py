@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import stat as _stat
+from contextlib import contextmanager
 from ctypes import byref, c_int32, c_size_t, c_uint64, c_void_p
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -68,6 +69,22 @@ def _type_error(what: str, expected: str, v: Any) -> RequestTypeError:
     """E_REQUEST for argument ``what`` of the wrong type, naming it (a
     TypeError too), as the other bindings refuse one."""
     return RequestTypeError(f"{what} must be {expected}, not {type(v).__name__}", code="E_REQUEST")
+
+
+@contextmanager
+def _signal(abort: AbortSignal | None):
+    """The handle of ``abort`` (None for None), held while the block runs;
+    anything but an :class:`AbortSignal` is refused by name."""
+    if abort is None:
+        yield None
+        return
+    if not isinstance(abort, AbortSignal):
+        raise _type_error("abort", "an AbortSignal", abort)
+    a = abort._acquire()
+    try:
+        yield a
+    finally:
+        abort._release()
 
 
 def _name(p: str | os.PathLike, what: str = "path") -> bytes:
@@ -242,6 +259,12 @@ class _Handle:
             take_bytes(out)  # frees whatever it handed out (nothing if closed)
             raise
         return take_bytes(out)
+
+    def _bytes_abortable(self, fn, abort: AbortSignal | None, *args) -> bytes:
+        """``fn(handle, *args, signal, &bytes, &err)``, the signal held for
+        the call (NULL when ``abort`` is None)."""
+        with _signal(abort) as a:
+            return self._bytes(fn, *args, a)
 
     def _reap(self) -> None:
         d = self.__dict__
@@ -998,14 +1021,10 @@ class Sandbox(_Handle):
         content, info, err = sg_bytes(), sg_lines(), c_void_p()
         h = self._acquire()
         try:
-            a = abort._acquire() if abort is not None else None
-            try:
+            with _signal(abort) as a:
                 st = lib.sg_sandbox_read_lines_cancellable(
                     h, p, len(p), min(offset, _U64_MAX), min(limit, _U64_MAX), a, byref(content), byref(info), byref(err)
                 )
-            finally:
-                if abort is not None:
-                    abort._release()
         finally:
             self._release()
         if st:
@@ -1033,14 +1052,17 @@ class Sandbox(_Handle):
             return False
         return True
 
-    def glob(self, pattern: str, path: str | None = None) -> Found:
+    def glob(self, pattern: str, path: str | None = None, *, abort: AbortSignal | None = None) -> Found:
         """The paths matching ``pattern`` below ``path``, sorted by name, at
         most 1,000; the answer's ``truncated`` and ``limit`` say whether it
-        was cut (:class:`Found`)."""
+        was cut (:class:`Found`). ``abort``, once triggered (from any
+        thread), stops the walk with :class:`AbortedError`."""
         pt = _name(pattern, "pattern")
         p = None if path is None else _name(path)
         raw = json.loads(
-            self._bytes(lib.sg_sandbox_glob_found, pt, len(pt), p, len(p) if p else 0)
+            self._bytes_abortable(
+                lib.sg_sandbox_glob_found_cancellable, abort, pt, len(pt), p, len(p) if p else 0
+            )
         )
         return Found(raw["paths"], raw["limit"], raw.get("unreadable", 0))
 
@@ -1056,6 +1078,7 @@ class Sandbox(_Handle):
         after: int = 0,
         mode: str = "lines",
         gitignore: bool = False,
+        abort: AbortSignal | None = None,
     ) -> Found:
         """Searches files below ``path`` for the regular expression
         ``pattern``, answering at most ``max_results`` results (default 100,
@@ -1072,7 +1095,8 @@ class Sandbox(_Handle):
         cut, its ``unreadable`` how many files or directories were passed
         over unread, its ``binary`` how many binary files (a NUL in their
         first 8 KiB) were passed over unsearched; a :class:`Match` says which of its lines were cut at
-        1,000 bytes."""
+        1,000 bytes. ``abort``, once triggered (from any thread), stops the
+        search with :class:`AbortedError`."""
         opts: dict = {}
         if max_results is not None:
             m = int(max_results)
@@ -1097,7 +1121,9 @@ class Sandbox(_Handle):
         p = None if path is None else _name(path)
         o = json.dumps(opts).encode("utf-8")
         answer = json.loads(
-            self._bytes(lib.sg_sandbox_grep_found, pt, len(pt), p, len(p) if p else 0, o, len(o))
+            self._bytes_abortable(
+                lib.sg_sandbox_grep_found_cancellable, abort, pt, len(pt), p, len(p) if p else 0, o, len(o)
+            )
         )
         limit = answer["limit"]
         unreadable = answer.get("unreadable", 0)
@@ -1307,12 +1333,8 @@ class Executor(_Handle):
         out, err = sg_exec_result(), c_void_p()
         h = self._acquire()
         try:
-            a = abort._acquire() if abort is not None else None
-            try:
+            with _signal(abort) as a:
                 st = lib.sg_executor_exec(h, c, len(c), d, len(d) if d else 0, t, a, byref(out), byref(err))
-            finally:
-                if abort is not None:
-                    abort._release()
         finally:
             self._release()
         try:
@@ -1456,6 +1478,7 @@ class Fetcher(_Handle):
         body: str | bytes | None = None,
         timeout_ms: int | None = None,
         max_bytes: int | None = None,
+        abort: AbortSignal | None = None,
     ) -> FetchResponse:
         """Fetches ``url`` and returns the response whatever its HTTP status.
 
@@ -1464,6 +1487,9 @@ class Fetcher(_Handle):
         ``Connection``; ``body`` is text (sent as UTF-8) or bytes;
         ``timeout_ms`` is one deadline for the whole fetch (at least 1,
         capped by the library); ``max_bytes`` caps the body kept.
+        ``abort``, once triggered (from any thread), ends the fetch within
+        about 50 ms, its connection closed, with :class:`AbortedError`; one
+        already triggered spends no ``net_ops`` budget.
 
         Raises NetDeniedError for a destination the policy refuses (at any
         hop), DeniedError for a spent ``net_ops`` budget, RequestError for a
@@ -1502,7 +1528,8 @@ class Fetcher(_Handle):
         out, err = sg_bytes(), c_void_p()
         h = self._acquire()
         try:
-            st = lib.sg_fetcher_fetch(h, r, len(r), byref(out), byref(err))
+            with _signal(abort) as a:
+                st = lib.sg_fetcher_fetch_cancellable(h, r, len(r), a, byref(out), byref(err))
         finally:
             self._release()
         raw = take_bytes(out)

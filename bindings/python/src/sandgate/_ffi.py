@@ -31,7 +31,7 @@ from ._codes import CODE_NAMES  # noqa: F401
 #: The ABI major this binding was written against (``SANDGATE_ABI_MAJOR``).
 EXPECTED_ABI_MAJOR = 2
 #: The least ABI minor this binding needs (``SANDGATE_ABI_MINOR``).
-EXPECTED_ABI_MINOR = 3
+EXPECTED_ABI_MINOR = 4
 
 LIBRARY_ENV = "SANDGATE_LIBRARY"
 _LIB_NAME = "libsandgate.so"
@@ -227,6 +227,16 @@ PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "sg_sandbox_grep_with": (
         _ST,
         [_P, _S, c_size_t, _S, c_size_t, _S, c_size_t, _B, _PP],
+    ),
+    # ABI 2.4
+    "sg_fetcher_fetch_cancellable": (_ST, [_P, _S, c_size_t, _P, _B, _PP]),
+    "sg_sandbox_glob_found_cancellable": (
+        _ST,
+        [_P, _S, c_size_t, _S, c_size_t, _P, _B, _PP],
+    ),
+    "sg_sandbox_grep_found_cancellable": (
+        _ST,
+        [_P, _S, c_size_t, _S, c_size_t, _S, c_size_t, _P, _B, _PP],
     ),
     # ABI 2.3
     "sg_fetcher_set_audit": (_ST, [_P, sg_audit_fn, c_void_p, _PP]),
