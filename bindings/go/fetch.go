@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"runtime"
 	"runtime/cgo"
@@ -288,9 +289,10 @@ func hops(js []hopJSON) []Hop {
 
 func fetchErr(e *Error) *FetchError { return &FetchError{Err: e} }
 
-// call runs sg_fetcher_fetch, counted in flight: the answer's bytes and,
-// unless the status is SG_OK, the error (both freed here).
-func (f *Fetcher) call(req []byte) ([]byte, *Error) {
+// call runs sg_fetcher_fetch_cancellable with abort (nil: none), counted
+// in flight: the answer's bytes and, unless the status is SG_OK, the error
+// (both freed here).
+func (f *Fetcher) call(req []byte, abort *C.sg_abort) ([]byte, *Error) {
 	if f == nil {
 		return nil, requestError("fetcher is nil")
 	}
@@ -308,7 +310,7 @@ func (f *Fetcher) call(req []byte) ([]byte, *Error) {
 	var answer C.sg_bytes
 	var e *C.sg_error
 	r, rn := cbytes(req)
-	st := C.sg_fetcher_fetch(f.ptr, (*C.char)(unsafe.Pointer(r)), rn, &answer, &e)
+	st := C.sg_fetcher_fetch_cancellable(f.ptr, (*C.char)(unsafe.Pointer(r)), rn, abort, &answer, &e)
 	raw := takeBytes(&answer)
 	if st != C.SG_OK {
 		return raw, takeError(st, e)
@@ -325,11 +327,12 @@ func (f *Fetcher) call(req []byte) ([]byte, *Error) {
 // fetch spends it too). A response of any HTTP status is a result; an
 // error is always a *FetchError.
 //
-// ctx is checked before the call: a ctx already done answers E_ABORTED
-// without spending budget. The library call itself cannot be cancelled:
-// once started, a fetch runs until it completes or its timeout runs out.
-// A deadline on ctx is passed down as the fetch's timeout when it comes
-// sooner than opts.Timeout, so it bounds the call (E_TIMEOUT).
+// A ctx already done answers E_ABORTED without spending budget. A ctx
+// cancelled during the call ends it within about 50 ms, its connection
+// closed, with E_ABORTED (also matching ctx.Err()). A deadline on ctx is
+// passed down as the fetch's timeout when it comes sooner than
+// opts.Timeout, and a fetch it ends has code E_TIMEOUT (also matching
+// context.DeadlineExceeded).
 func (f *Fetcher) Fetch(ctx context.Context, url string, opts FetchOptions) (*FetchResponse, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -399,7 +402,12 @@ func (f *Fetcher) Fetch(ctx context.Context, url string, opts FetchOptions) (*Fe
 		return nil, f.refused(fetchErr(requestError("fetch request: " + err.Error())))
 	}
 
-	raw, cerr := f.call(reqJSON)
+	abort, release, aerr := abortOn(ctx)
+	if aerr != nil {
+		return nil, f.refused(fetchErr(asError(aerr)))
+	}
+	raw, cerr := f.call(reqJSON, abort)
+	release()
 	if cerr != nil && cerr.Code == CodeClosed && raw == nil {
 		return nil, fetchErr(cerr)
 	}
@@ -437,6 +445,18 @@ func (f *Fetcher) Fetch(ctx context.Context, url string, opts FetchOptions) (*Fe
 		// it caused ends at or after the deadline.
 		if byCtx && cerr.Code == CodeTimeout && !time.Now().Before(deadline) {
 			fe.ctx = context.DeadlineExceeded
+		}
+		if cerr.Code == CodeAborted {
+			switch err := ctx.Err(); {
+			case errors.Is(err, context.DeadlineExceeded):
+				// The deadline's watcher can end the fetch a moment before
+				// the timeout sent with it: the deadline ran out either way.
+				cerr.Code = CodeTimeout
+				cerr.Message = "the context's deadline ran out during the fetch"
+				fe.ctx = context.DeadlineExceeded
+			case err != nil:
+				fe.ctx = err
+			}
 		}
 		return nil, fe
 	}

@@ -332,6 +332,46 @@ func TestFetchContextDeadline(t *testing.T) {
 	t.Logf("%v after %v; hops %+v", err, time.Since(start), fe.Hops)
 }
 
+// A fetch held by a listener that takes the connection into its backlog
+// and never answers: only the ctx's cancel ends it before its 30 s timeout.
+// A ctx already cancelled spends no budget: of the budget of 2, the last
+// unit still pays for a fetch (which times out).
+func TestFetchCancelledDuringTheCallEndsIt(t *testing.T) {
+	noProxy(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	f := newFetcher(t, loopbackPolicy(port, "[budgets]\nnet_ops = 2\n"))
+	url := "http://127.0.0.1:" + port + "/held"
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	_, err = f.Fetch(ctx, url, sandgate.FetchOptions{Timeout: 30 * time.Second})
+	took := time.Since(start)
+	if !errors.Is(err, sandgate.ErrAborted) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("want E_ABORTED and context.Canceled, got %v after %v", err, took)
+	}
+	// Not a speed claim: a fetch the cancel did not end takes 30 s.
+	if took > 10*time.Second {
+		t.Fatalf("the cancel did not end the fetch: %v", took)
+	}
+	if fe := fetchError(t, err); len(fe.Hops) != 1 || !fe.Hops[0].Allowed {
+		t.Errorf("hops: %+v", fe.Hops)
+	}
+	if _, err := f.Fetch(ctx, url, sandgate.FetchOptions{}); !errors.Is(err, sandgate.ErrAborted) {
+		t.Fatalf("a done ctx: want E_ABORTED, got %v", err)
+	}
+	if _, err := f.Fetch(context.Background(), url, sandgate.FetchOptions{Timeout: 200 * time.Millisecond}); !errors.Is(err, sandgate.ErrTimeout) {
+		t.Fatalf("the budget's last unit: want E_TIMEOUT, got %v", err)
+	}
+	if _, err := f.Fetch(context.Background(), url, sandgate.FetchOptions{Timeout: 200 * time.Millisecond}); !errors.Is(err, sandgate.ErrDenied) {
+		t.Fatalf("a spent budget: want E_DENIED, got %v", err)
+	}
+}
+
 func TestFetcherClosed(t *testing.T) {
 	f := newFetcher(t, "[net]\nallow = []\n")
 	f.Close()

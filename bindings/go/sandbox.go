@@ -477,6 +477,13 @@ func (s *Sandbox) Rename(from, to string) error {
 	})
 }
 
+// GlobContext is Glob, stopped with ErrAborted once ctx is done (a ctx
+// already done stops it before the walk starts, spending no budget).
+func (s *Sandbox) GlobContext(ctx context.Context, pattern, path string) ([]string, error) {
+	paths, _, err := s.GlobFoundContext(ctx, pattern, path)
+	return paths, err
+}
+
 // Glob answers the root-relative names matching pattern below path ("" for
 // the root itself) in every read root. Symlinks are never followed.
 func (s *Sandbox) Glob(pattern, path string) ([]string, error) {
@@ -519,10 +526,25 @@ type Cut struct {
 // met (each directory's entries in name order, then its subdirectories),
 // sorted by name.
 func (s *Sandbox) GlobFound(pattern, path string) ([]string, Cut, error) {
+	return s.GlobFoundContext(context.Background(), pattern, path)
+}
+
+// GlobFoundContext is GlobFound, stopped with ErrAborted once ctx is done
+// (a ctx already done stops it before the walk starts, spending no
+// budget).
+func (s *Sandbox) GlobFoundContext(ctx context.Context, pattern, path string) ([]string, Cut, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	abort, release, err := abortOn(ctx)
+	if err != nil {
+		return nil, Cut{}, err
+	}
+	defer release()
 	b, err := s.bytesOp(func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status {
 		ps, pn := cstr(pattern)
 		dir, dn := cstr(path) // nil for ""
-		return C.sg_sandbox_glob_found(p, ps, pn, dir, dn, out, e)
+		return C.sg_sandbox_glob_found_cancellable(p, ps, pn, dir, dn, abort, out, e)
 	})
 	if err != nil {
 		return nil, Cut{}, err
@@ -576,6 +598,7 @@ type grepConfig struct {
 	ignore  bool
 	context bool
 	report  *Cut
+	ctx     context.Context
 }
 
 // GrepIn searches below path instead of the whole root.
@@ -607,6 +630,11 @@ func GrepGitignore() GrepOption { return func(g *grepConfig) { g.ignore = true }
 // GrepReport has Grep, GrepFiles or GrepCount set *cut to whether their
 // answer was cut, and by which cap.
 func GrepReport(cut *Cut) GrepOption { return func(g *grepConfig) { g.report = cut } }
+
+// GrepAbortOn stops the search with ErrAborted once ctx is done: the walk
+// looks between entries, the search every 4,096 lines of a file. A ctx
+// already done stops it before the walk starts, spending no budget.
+func GrepAbortOn(ctx context.Context) GrepOption { return func(g *grepConfig) { g.ctx = ctx } }
 
 // grep runs sg_sandbox_grep_found in mode and decodes its results into
 // into.
@@ -653,6 +681,15 @@ func (s *Sandbox) grep(pattern, mode string, opts []GrepOption, into any) error 
 	if err != nil {
 		return &Error{Code: CodeInternal, Message: "grep: " + err.Error()}
 	}
+	ctx := g.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	abort, release, err := abortOn(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	b, err := s.bytesOp(func(p *C.sg_sandbox, out *C.sg_bytes, e **C.sg_error) C.sg_status {
 		ps, pn := cstr(pattern)
 		var dir *C.char
@@ -661,7 +698,7 @@ func (s *Sandbox) grep(pattern, mode string, opts []GrepOption, into any) error 
 			dir, dn = cstr(g.path)
 		}
 		jp, jn := cstr(string(js))
-		return C.sg_sandbox_grep_found(p, ps, pn, dir, dn, jp, jn, out, e)
+		return C.sg_sandbox_grep_found_cancellable(p, ps, pn, dir, dn, jp, jn, abort, out, e)
 	})
 	if err != nil {
 		return err

@@ -979,6 +979,73 @@ func TestGrep8GrepCountsBinaryFilesPassedOver(t *testing.T) {
 
 // A ranged read stops with ErrAborted once its ctx is done; a ctx never
 // done (or a live one) is served.
+// A grep and a glob over 20,000 files stop once their ctx is cancelled
+// while the walk runs, with the walk's own error (not the check made before
+// a call starts); a ctx already done stops them before they start. The
+// cancel races the walk, so a few tries are allowed: a call that ignored
+// the ctx would answer every time.
+func TestGrepAndGlobStopOnceTheirCtxIsDone(t *testing.T) {
+	dir := t.TempDir()
+	text := []byte(strings.Repeat("nothing to see\n", 20))
+	for d := 0; d < 40; d++ {
+		sub := filepath.Join(dir, "big", fmt.Sprintf("d%02d", d))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 500; i++ {
+			if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%03d.txt", i)), text, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sb, err := sandgate.NewSandbox(sandgate.WithReadRoots(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	live := context.Background()
+	if files, err := sb.GrepFiles("needle", sandgate.GrepIn("big"), sandgate.GrepAbortOn(live)); err != nil || len(files) != 0 {
+		t.Fatalf("live ctx grep: %v %v", files, err)
+	}
+	if paths, err := sb.GlobContext(live, "*.txt", "big/d00"); err != nil || len(paths) != 500 {
+		t.Fatalf("live ctx glob: %d %v", len(paths), err)
+	}
+	calls := map[string]func(ctx context.Context) error{
+		"grep": func(ctx context.Context) error {
+			_, err := sb.GrepFiles("needle", sandgate.GrepIn("big"), sandgate.GrepAbortOn(ctx))
+			return err
+		},
+		"glob": func(ctx context.Context) error {
+			_, _, err := sb.GlobFoundContext(ctx, "**/*.md", "big")
+			return err
+		},
+	}
+	for name, call := range calls {
+		stopped := false
+		for try := 0; try < 20 && !stopped; try++ {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(2*time.Millisecond, cancel)
+			err := call(ctx)
+			cancel()
+			if errors.Is(err, sandgate.ErrAborted) && strings.Contains(err.Error(), "cancelled") {
+				stopped = true
+			} else if err != nil && !errors.Is(err, sandgate.ErrAborted) {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		if !stopped {
+			t.Fatalf("%s: never stopped by a cancel during the walk", name)
+		}
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := call(done)
+		var se *sandgate.Error
+		if !errors.As(err, &se) || se.Code != sandgate.CodeAborted || se.Path != "big" || !strings.Contains(se.Message, "before the call started") {
+			t.Fatalf("%s with a done ctx: %v", name, err)
+		}
+	}
+}
+
 func TestRanged9ReadLinesContextStopsOnceCancelled(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "r9.txt"), []byte("one\ntwo\nthree\n"), 0o644); err != nil {
