@@ -26,6 +26,7 @@ use napi::bindgen_prelude::{
 use napi::{Env, Task};
 use sandgate::ErrorCode;
 
+mod abort;
 mod executor;
 mod fetch;
 mod policy;
