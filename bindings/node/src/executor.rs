@@ -2,20 +2,18 @@
 //! open-multi-agent's `ShellExecutor` (`start()`, `exec(command, {cwd,
 //! timeoutMs, abortSignal})`, `dispose()`, all returning promises).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use napi::bindgen_prelude::{
-    AsyncTask, FnArgs, Function, FunctionRef, JsObjectValue, ObjectRef, Unknown, Utf16String,
-};
+use napi::bindgen_prelude::{AsyncTask, ObjectRef, Unknown, Utf16String};
 use napi::{Env, Task};
 use napi_derive::napi;
 use sandgate::exec::{AbortSignal, ExecResult};
 
+use crate::abort::{connect, Connection};
 use crate::policy::Policy;
 use crate::sandbox::{audit_sink, AuditFn};
 use crate::{
-    class_arg, js_error, options_of, request_error, same, to_count, utf8, utf8_opt, wide_arg, Job,
-    OrThrow,
+    class_arg, js_error, options_of, same, to_count, utf8, utf8_opt, wide_arg, Job, OrThrow,
 };
 
 /// Options of `new Executor(policy, options)` and `Executor.fromOptions`.
@@ -127,16 +125,6 @@ fn output(r: ExecResult) -> ExecOutput {
     }
 }
 
-type Listener = FunctionRef<(), ()>;
-
-/// What the JavaScript `abort` listener aborts; emptied when the exec is
-/// done, so the native signal (an eventfd) is released at once rather than
-/// when the garbage collector finalizes the listener.
-type Slot = Arc<Mutex<Option<AbortSignal>>>;
-
-/// The abort listener, its signal, and the slot it aborts through.
-type Connection = (ObjectRef<false>, Listener, Slot);
-
 /// One `exec` on the libuv pool; removes its abort listener when done.
 pub struct ExecJob {
     executor: Arc<sandgate::Executor>,
@@ -178,65 +166,11 @@ impl Task for ExecJob {
     }
 
     fn finally(self, env: Env) -> napi::Result<()> {
-        if let Some((signal, listener, slot)) = self.listener {
-            slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let removed = remove_listener(&env, &signal, &listener);
-            signal.unref(&env)?;
-            removed?;
+        match self.listener {
+            Some(c) => c.disconnect(&env),
+            None => Ok(()),
         }
-        Ok(())
     }
-}
-
-type ListenerArgs<'a> = FnArgs<(String, Function<'a, (), ()>)>;
-
-fn remove_listener(env: &Env, signal: &ObjectRef<false>, listener: &Listener) -> napi::Result<()> {
-    let obj = signal.get_value(env)?;
-    let remove: Function<ListenerArgs<'_>, Unknown<'_>> =
-        obj.get_named_property("removeEventListener")?;
-    remove.apply(
-        obj,
-        FnArgs::from(("abort".to_owned(), listener.borrow_back(env)?)),
-    )?;
-    Ok(())
-}
-
-/// Connects a JavaScript `AbortSignal` to a native one: already aborted, or
-/// an `abort` listener that aborts the native signal.
-fn connect(
-    env: &Env,
-    signal: &ObjectRef<false>,
-    native: &AbortSignal,
-) -> napi::Result<Option<(Listener, Slot)>> {
-    let obj = signal.get_value(env)?;
-    let aborted: Option<bool> = obj.get_named_property("aborted").ok();
-    let add: Option<Function<ListenerArgs<'_>, Unknown<'_>>> =
-        obj.get_named_property("addEventListener").ok();
-    let (Some(aborted), Some(add)) = (aborted, add) else {
-        return Err(js_error(
-            env,
-            &request_error("`abortSignal` must be an AbortSignal"),
-        ));
-    };
-    if aborted {
-        native.abort();
-        return Ok(None);
-    }
-    let slot: Slot = Arc::new(Mutex::new(Some(native.clone())));
-    let for_listener = Arc::clone(&slot);
-    let listener = env.create_function_from_closure::<(), (), _>("onabort", move |_| {
-        if let Some(s) = for_listener
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            s.abort();
-        }
-        Ok(())
-    })?;
-    let kept = listener.create_ref()?;
-    add.apply(obj, FnArgs::from(("abort".to_owned(), listener)))?;
-    Ok(Some((kept, slot)))
 }
 
 /// The shell executor a policy grants: `[exec]` settings, confinement to
@@ -346,17 +280,9 @@ impl Executor {
             None => (None, None),
             Some(signal) => {
                 let native = AbortSignal::new();
-                match connect(env, &signal, &native) {
-                    Ok(Some((listener, slot))) => (Some(native), Some((signal, listener, slot))),
-                    Ok(None) => {
-                        signal.unref(env)?;
-                        (Some(native), None)
-                    }
-                    Err(e) => {
-                        signal.unref(env)?;
-                        return Err(e);
-                    }
-                }
+                let on_abort = native.clone();
+                let listener = connect(env, signal, move || on_abort.abort())?.or_throw(env)?;
+                (Some(native), listener)
             }
         };
         Ok(AsyncTask::new(ExecJob {

@@ -19,6 +19,8 @@
 //! `pattern`, `key` and `errno` set where the error carries them.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use napi::bindgen_prelude::{
     FromNapiValue, JsObjectValue, JsValue, Object, ToNapiValue, TypeName, Unknown, Utf16String,
@@ -26,6 +28,7 @@ use napi::bindgen_prelude::{
 use napi::{Env, Task};
 use sandgate::ErrorCode;
 
+mod abort;
 mod executor;
 mod fetch;
 mod policy;
@@ -281,7 +284,7 @@ fn kind_of(v: &Unknown<'_>) -> &'static str {
 /// names no argument, unlike every other refusal of a malformed call and
 /// unlike the other bindings: so the methods take their arguments as
 /// JavaScript values and convert them here.
-fn wrong_type(v: &Unknown<'_>, what: &str, expected: &str) -> sandgate::Error {
+pub(crate) fn wrong_type(v: &Unknown<'_>, what: &str, expected: &str) -> sandgate::Error {
     request_error(format!("`{what}` must be {expected}, not {}", kind_of(v)))
 }
 
@@ -455,6 +458,8 @@ type Work<R> = Box<dyn FnOnce() -> Result<R, sandgate::Error> + Send>;
 pub struct Job<R: Send + 'static, T> {
     work: Option<Work<R>>,
     convert: fn(&Env, R) -> napi::Result<T>,
+    /// The `abortSignal` listener to remove when the job ends.
+    connection: Option<abort::Connection>,
 }
 
 impl<R: Send + 'static, T> Job<R, T> {
@@ -465,6 +470,33 @@ impl<R: Send + 'static, T> Job<R, T> {
         Job {
             work: Some(Box::new(work)),
             convert,
+            connection: None,
+        }
+    }
+
+    /// A job that `abort` (an `abortSignal`) can stop: `work` is handed
+    /// its arguments (a malformed one rejects first) and the flag the
+    /// signal sets (one never set without a signal). It is not run at
+    /// all, nor anything spent, when the signal was aborted before the
+    /// job started (`E_ABORTED`) or is not an `AbortSignal`
+    /// (`E_REQUEST`). The signal's listener is removed when the job ends,
+    /// whichever way.
+    pub(crate) fn abortable<A: Send + 'static>(
+        mut abort: abort::Abort,
+        args: Result<A, sandgate::Error>,
+        work: impl FnOnce(A, Arc<AtomicBool>) -> Result<R, sandgate::Error> + Send + 'static,
+        convert: fn(&Env, R) -> napi::Result<T>,
+    ) -> Self {
+        let connection = abort.take_connection();
+        Job {
+            connection,
+            ..Job::new(
+                move || {
+                    let args = args?;
+                    work(args, abort.check()?.unwrap_or_default())
+                },
+                convert,
+            )
         }
     }
 }
@@ -490,6 +522,13 @@ impl<R: Send + 'static, T: ToNapiValue + TypeName> Task for Job<R, T> {
         match output {
             Ok(r) => (self.convert)(&env, r),
             Err(e) => Err(js_error(&env, &e)),
+        }
+    }
+
+    fn finally(self, env: Env) -> napi::Result<()> {
+        match self.connection {
+            Some(c) => c.disconnect(&env),
+            None => Ok(()),
         }
     }
 }

@@ -13,6 +13,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 use napi_derive::napi;
 
+use crate::abort::{abort_arg, Abort, ABORT_SIGNAL};
 use crate::policy::Policy;
 use crate::{
     class_arg, data_arg, opt_num_arg, opt_str_arg, options_of, same, str_arg, to_count, to_usize,
@@ -451,7 +452,9 @@ fn pattern_args(
 }
 
 /// The pattern, base path, options and whether context was asked for, as
-/// `grep`, `grepFound` and their async forms take them.
+/// `grep`, `grepFound` and their async forms take them (`known`: the keys
+/// of the options object, `abortSignal` too for the async forms, which
+/// read it with [`Abort::of_options`]).
 type GrepArgs = (String, Option<String>, sandgate::search::GrepOptions, bool);
 
 /// Reads the arguments of `grep`, `grepFound` and their async forms on the
@@ -465,10 +468,11 @@ fn grep_args(
     path: Option<Unknown<'_>>,
     max_results: Option<Unknown<'_>>,
     options: Option<Unknown<'_>>,
+    known: &[&str],
 ) -> napi::Result<Result<GrepArgs, sandgate::Error>> {
     let args = pattern_args(pattern, path);
     let max_results = opt_num_arg(max_results, "maxResults");
-    let options = options_of(env, options, "options", GREP_OPTIONS)?;
+    let options = options_of(env, options, "options", known)?;
     Ok(args.and_then(|(pattern, path)| {
         let (opts, context) = grep_options(max_results?, options?)?;
         Ok((pattern, path, opts, context))
@@ -495,6 +499,16 @@ const GREP_OPTIONS: &[&str] = &[
     "after",
     "mode",
     "gitignore",
+];
+/// [`GREP_OPTIONS`] and the async forms' `abortSignal`.
+const GREP_ASYNC_OPTIONS: &[&str] = &[
+    "glob",
+    "caseInsensitive",
+    "before",
+    "after",
+    "mode",
+    "gitignore",
+    ABORT_SIGNAL,
 ];
 const FROM_POLICY_OPTIONS: &[&str] = &["audit"];
 
@@ -737,25 +751,26 @@ impl Sandbox {
         lines_result(env, r)
     }
 
-    /// `readLines`, off the main thread.
+    /// `readLines`, off the main thread; aborting `options.abortSignal`
+    /// stops it (`E_ABORTED`).
     #[napi(ts_return_type = "Promise<LinesResult>")]
     pub fn read_lines_async(
         &self,
+        env: &Env,
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
         #[napi(ts_arg_type = "number | undefined | null")] offset: Option<Unknown<'_>>,
         #[napi(ts_arg_type = "number | undefined | null")] limit: Option<Unknown<'_>>,
-    ) -> AsyncTask<Job<sandgate::LinesRead, LinesResult>> {
+        #[napi(ts_arg_type = "AbortOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<Job<sandgate::LinesRead, LinesResult>>> {
         let sb = Arc::clone(&self.inner);
-        let path = str_arg(path, "path");
-        let range = range(offset, limit);
-        AsyncTask::new(Job::new(
-            move || {
-                let path = path?;
-                let (o, l) = range?;
-                sb.read_lines(&path, o, l)
-            },
+        let args = str_arg(path, "path").and_then(|p| Ok((p, range(offset, limit)?)));
+        let abort = abort_arg(env, options)?;
+        Ok(AsyncTask::new(Job::abortable(
+            abort,
+            args,
+            move |(path, (o, l)), cancel| sb.read_lines_cancellable(&path, o, l, &cancel),
             lines_result,
-        ))
+        )))
     }
 
     // ----- write and edit -----
@@ -1004,22 +1019,28 @@ impl Sandbox {
         self.inner.glob(&pattern, path.as_deref()).or_throw(env)
     }
 
-    /// `glob`, off the main thread.
+    /// `glob`, off the main thread; aborting `options.abortSignal` stops
+    /// it (`E_ABORTED`).
     #[napi(ts_return_type = "Promise<Array<string>>")]
     pub fn glob_async(
         &self,
+        env: &Env,
         #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
         #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
-    ) -> AsyncTask<Job<Vec<String>, Vec<String>>> {
+        #[napi(ts_arg_type = "AbortOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<Job<Vec<String>, Vec<String>>>> {
         let sb = Arc::clone(&self.inner);
         let args = pattern_args(pattern, path);
-        AsyncTask::new(Job::new(
-            move || {
-                let (pattern, path) = args?;
-                sb.glob(&pattern, path.as_deref())
+        let abort = abort_arg(env, options)?;
+        Ok(AsyncTask::new(Job::abortable(
+            abort,
+            args,
+            move |(pattern, path), cancel| {
+                sb.glob_found_cancellable(&pattern, path.as_deref(), &cancel)
+                    .map(|f| f.results)
             },
             same,
-        ))
+        )))
     }
 
     /// Searches files below `path` (default: the root) for a regular
@@ -1038,7 +1059,7 @@ impl Sandbox {
         #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<GrepAnswer> {
         let (pattern, path, opts, context) =
-            grep_args(env, pattern, path, max_results, options)?.or_throw(env)?;
+            grep_args(env, pattern, path, max_results, options, GREP_OPTIONS)?.or_throw(env)?;
         let out = self
             .inner
             .grep_with(&pattern, path.as_deref(), &opts)
@@ -1062,22 +1083,27 @@ impl Sandbox {
         glob_found(env, found)
     }
 
-    /// `globFound`, off the main thread.
+    /// `globFound`, off the main thread; aborting `options.abortSignal`
+    /// stops it (`E_ABORTED`).
     #[napi(ts_return_type = "Promise<GlobFound>")]
     pub fn glob_found_async(
         &self,
+        env: &Env,
         #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
         #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
-    ) -> AsyncTask<Job<sandgate::search::Found<Vec<String>>, GlobFound>> {
+        #[napi(ts_arg_type = "AbortOptions | undefined | null")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<Job<sandgate::search::Found<Vec<String>>, GlobFound>>> {
         let sb = Arc::clone(&self.inner);
         let args = pattern_args(pattern, path);
-        AsyncTask::new(Job::new(
-            move || {
-                let (pattern, path) = args?;
-                sb.glob_found(&pattern, path.as_deref())
+        let abort = abort_arg(env, options)?;
+        Ok(AsyncTask::new(Job::abortable(
+            abort,
+            args,
+            move |(pattern, path), cancel| {
+                sb.glob_found_cancellable(&pattern, path.as_deref(), &cancel)
             },
             glob_found,
-        ))
+        )))
     }
 
     /// `grep`, also saying whether a cap cut the answer: the results under
@@ -1092,7 +1118,7 @@ impl Sandbox {
         #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<GrepFound> {
         let (pattern, path, opts, context) =
-            grep_args(env, pattern, path, max_results, options)?.or_throw(env)?;
+            grep_args(env, pattern, path, max_results, options, GREP_OPTIONS)?.or_throw(env)?;
         let found = self
             .inner
             .grep_found(&pattern, path.as_deref(), &opts)
@@ -1100,7 +1126,8 @@ impl Sandbox {
         grep_found(env, (found, context))
     }
 
-    /// `grepFound`, off the main thread.
+    /// `grepFound`, off the main thread; aborting `options.abortSignal`
+    /// stops it (`E_ABORTED`).
     #[napi(ts_return_type = "Promise<GrepFound>")]
     #[allow(clippy::type_complexity)]
     pub fn grep_found_async(
@@ -1109,22 +1136,28 @@ impl Sandbox {
         #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
         #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
         #[napi(ts_arg_type = "number | undefined | null")] max_results: Option<Unknown<'_>>,
-        #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "(GrepOptions & AbortOptions) | undefined | null")] options: Option<
+            Unknown<'_>,
+        >,
     ) -> napi::Result<
         AsyncTask<Job<(sandgate::search::Found<sandgate::search::GrepOutput>, bool), GrepFound>>,
     > {
         let sb = Arc::clone(&self.inner);
-        let args = grep_args(env, pattern, path, max_results, options)?;
-        Ok(AsyncTask::new(Job::new(
-            move || {
-                let (pattern, path, opts, context) = args?;
+        let args = grep_args(env, pattern, path, max_results, options, GREP_ASYNC_OPTIONS)?;
+        let abort = Abort::of_options(env, options)?;
+        Ok(AsyncTask::new(Job::abortable(
+            abort,
+            args,
+            move |(pattern, path, mut opts, context), cancel| {
+                opts.cancel = Some(cancel);
                 Ok((sb.grep_found(&pattern, path.as_deref(), &opts)?, context))
             },
             grep_found,
         )))
     }
 
-    /// `grep`, off the main thread.
+    /// `grep`, off the main thread; aborting `options.abortSignal` stops it
+    /// (`E_ABORTED`).
     #[napi(ts_return_type = "Promise<Array<GrepMatch> | Array<string> | Array<GrepCount>>")]
     pub fn grep_async(
         &self,
@@ -1132,13 +1165,18 @@ impl Sandbox {
         #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
         #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
         #[napi(ts_arg_type = "number | undefined | null")] max_results: Option<Unknown<'_>>,
-        #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
+        #[napi(ts_arg_type = "(GrepOptions & AbortOptions) | undefined | null")] options: Option<
+            Unknown<'_>,
+        >,
     ) -> napi::Result<AsyncTask<Job<(sandgate::search::GrepOutput, bool), GrepAnswer>>> {
         let sb = Arc::clone(&self.inner);
-        let args = grep_args(env, pattern, path, max_results, options)?;
-        Ok(AsyncTask::new(Job::new(
-            move || {
-                let (pattern, path, opts, context) = args?;
+        let args = grep_args(env, pattern, path, max_results, options, GREP_ASYNC_OPTIONS)?;
+        let abort = Abort::of_options(env, options)?;
+        Ok(AsyncTask::new(Job::abortable(
+            abort,
+            args,
+            move |(pattern, path, mut opts, context), cancel| {
+                opts.cancel = Some(cancel);
                 Ok((sb.grep_with(&pattern, path.as_deref(), &opts)?, context))
             },
             grep_answer,
