@@ -57,6 +57,15 @@ function guardedAudit(audit, errors) {
   }
 }
 
+/**
+ * The `abortSignal` of OMA's tool context, as the binding's options take
+ * it: the run's cancellation stops a glob or grep under way.
+ */
+function abortOf(context) {
+  const signal = context && context.abortSignal
+  return signal ? { abortSignal: signal } : {}
+}
+
 /** The sandbox the tools share, from a Sandbox, a Policy or policy keys. */
 function sandboxFor(source, options, audit) {
   const { baseDir } = options
@@ -258,9 +267,11 @@ function makeTools(sandbox, audit) {
       pattern: z.string().optional().describe('Glob such as "*.ts" or "**/*.json"; default every path.'),
       maxFiles: z.number().int().positive().optional().describe(`Most paths to answer (default ${DEFAULT_MAX_FILES}).`),
     }),
-    async execute(input) {
+    async execute(input, context) {
       const shown = input.path ?? '.'
       const maxFiles = input.maxFiles ?? DEFAULT_MAX_FILES
+      // The run's cancellation stops the walk (E_ABORTED).
+      const stop = abortOf(context)
       let found
       // Whether sandgate's own cap may have cut the listing (before the skip filter).
       let full = false
@@ -269,10 +280,10 @@ function makeTools(sandbox, audit) {
         const info = base === '.' ? null : await sandbox.statAsync(base)
         if (info && info.kind !== 'dir') {
           // A file named directly: answered when its name matches.
-          const matched = input.pattern === undefined || (await sandbox.globAsync(globFor(input.pattern), parentOf(base))).includes(base)
+          const matched = input.pattern === undefined || (await sandbox.globAsync(globFor(input.pattern), parentOf(base), stop)).includes(base)
           found = matched ? [base] : []
         } else {
-          const all = await sandbox.globAsync(globFor(input.pattern), base)
+          const all = await sandbox.globAsync(globFor(input.pattern), base, stop)
           full = all.length >= GLOB_CEILING
           found = all.filter((p) => !skipped(base, p))
         }
@@ -306,7 +317,7 @@ function makeTools(sandbox, audit) {
       glob: z.string().optional().describe('Only files matching this glob (e.g. "*.ts", "**/*.json").'),
       maxResults: z.number().int().positive().optional().describe(`Most matching lines to answer (default ${DEFAULT_MAX_RESULTS}).`),
     }),
-    async execute(input) {
+    async execute(input, context) {
       const invalid = { data: `Invalid regular expression: "${input.pattern}"`, isError: true }
       try {
         new RegExp(input.pattern)
@@ -321,7 +332,8 @@ function makeTools(sandbox, audit) {
       let full = false
       try {
         const base = baseOf(sandbox, input.path, 'grep', audit)
-        const options = input.glob !== undefined ? { glob: input.glob } : undefined
+        // The run's cancellation stops the search (E_ABORTED).
+        const options = { ...abortOf(context), ...(input.glob !== undefined ? { glob: input.glob } : {}) }
         let all = await sandbox.grepAsync(input.pattern, base, want, options)
         matches = all.filter((m) => !skipped(base, m.path))
         if (matches.length < want && all.length >= want && want < GREP_CEILING) {

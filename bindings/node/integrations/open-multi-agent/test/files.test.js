@@ -205,6 +205,31 @@ test('grep answers path:line:text, filters by glob, skips node_modules, refuses 
   })
 })
 
+test('the run\'s abortSignal stops glob and grep: an error result, never a rejection', async () => {
+  const { app } = tree()
+  const { glob, grep } = byName(createSandgateFileTools({ write_root: app }))
+  const aborted = AbortSignal.abort()
+  const context = { agent: { name: 't', role: 't', model: 't' }, abortSignal: aborted }
+  for (const [tool, input] of [
+    [glob, { pattern: '*.js' }],
+    [glob, { path: path.join(app, 'src', 'main.js'), pattern: '*.js' }],
+    [grep, { pattern: 'TODO' }],
+    [grep, { pattern: 'console', glob: '*.js' }],
+  ]) {
+    assert.ok(tool.inputSchema.safeParse(input).success)
+    const r = await tool.execute(input, context)
+    assert.equal(r.isError, true, `${tool.name} ${JSON.stringify(input)}: ${r.data}`)
+    assert.match(r.data, /abort/i, r.data)
+  }
+  // A live signal changes nothing.
+  const live = { agent: context.agent, abortSignal: new AbortController().signal }
+  assert.deepEqual(await grep.execute({ pattern: 'TODO' }, live), {
+    data: 'src/lib/util.js:1:export const b = 2 // TODO',
+    isError: false,
+  })
+  assert.equal((await glob.execute({ pattern: '*.js' }, live)).isError, false)
+})
+
 test('a search base spelled with ./, // or a trailing / searches and skips as its plain spelling', async () => {
   const { app } = tree()
   fs.mkdirSync(path.join(app, 'src', 'rebuild'))
