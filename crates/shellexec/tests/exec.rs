@@ -1500,6 +1500,66 @@ fn a_scoped_command_cannot_kill_its_keeper() {
     assert_none_survive(&m);
 }
 
+/// Without signal scoping (Landlock before ABI 6, played here with ABI 5)
+/// a command on the floor reaches every process of its user with a
+/// signal (`kill -9 -1` among them): here the executor's own process, by
+/// its pid and by a thread's id. Probed with signal 0, which delivers
+/// nothing (`kill -0 -1` answers for whichever process the kernel tried
+/// last, so it is not probed). This pins what SECURITY.md
+/// says: the seccomp filter judges no signal, since a process is named by
+/// any of its threads' ids and the filter cannot tell the host's. With
+/// scoping both are refused; in namespaces (`kill_minus_one_ends_only_the_commands_tree`)
+/// the host's processes are not in the command's PID namespace.
+#[test]
+fn without_signal_scoping_a_command_on_the_floor_can_signal_the_executors_process() {
+    if kernel_abi().is_none_or(|a| a < 6) {
+        eprintln!("no Landlock scoping on this kernel to compare with: skipped");
+        return;
+    }
+    let ex = started(ExecConfig {
+        confine_mode: ConfineMode::BestEffort,
+        namespaces: false,
+        ..config()
+    });
+    let host = std::process::id();
+    // A thread of the executor's process: a signal to its id reaches the
+    // whole process too.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let t = std::thread::spawn(move || {
+        tx.send(rustix::thread::gettid().as_raw_nonzero().get())
+            .unwrap();
+        let _ = stop_rx.recv();
+    });
+    let tid = rx.recv().unwrap();
+    let probe = format!(
+        "kill -0 {host} 2>/dev/null && echo host; kill -0 {tid} 2>/dev/null && echo thread; exit 0"
+    );
+    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+    let unscoped = sandgate_shellexec::confine::prepare_with_abi(
+        &ConfineSpec::default(),
+        ConfineMode::BestEffort,
+        Some(5),
+    )
+    .unwrap();
+    assert!(!unscoped.report().scoped && unscoped.report().seccomp);
+    let r = ex
+        .exec_program(
+            Path::new("/bin/sh"),
+            &["-c".into(), probe.clone().into()],
+            &env,
+            &unscoped,
+            ExecOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(text(&r.stdout), "host\nthread\n", "{}", text(&r.stderr));
+    let r = run(&ex, &probe);
+    assert!(r.confined.scoped);
+    assert_eq!(text(&r.stdout), "", "{}", text(&r.stderr));
+    stop_tx.send(()).unwrap();
+    t.join().unwrap();
+}
+
 /// The state letter of `/proc/<pid>/stat` (`None`: no such process).
 fn proc_state(pid: u32) -> Option<char> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
