@@ -623,8 +623,14 @@ pub fn prepare_with_abi(
             None
         }
         _ => Some(
-            Filters::build(SeccompSpec { udp: spec.udp }, seccomp::notify_available())
-                .map_err(ConfineError::kernel)?,
+            // Landlock scopes signals from ABI 6; below (or without it)
+            // the executor judges them.
+            Filters::build(
+                SeccompSpec { udp: spec.udp },
+                seccomp::notify_available(),
+                used_abi.is_none_or(|abi| abi < SCOPE_ABI),
+            )
+            .map_err(ConfineError::kernel)?,
         ),
     };
     let seccomp_spec = SeccompSpec { udp: spec.udp };
@@ -636,7 +642,7 @@ pub fn prepare_with_abi(
             } else {
                 Listen::Refused
             };
-            seccomp::refused_names(seccomp_spec, listen)
+            seccomp::refused_names(seccomp_spec, listen, f.judges_signals())
         })
         .unwrap_or_default();
     // The view needs a network namespace of the command's own, whose only
@@ -1138,7 +1144,7 @@ impl Prepared {
         if r.seccomp {
             // Inside the namespace UDP reaches nothing and is refused.
             r.seccomp_refuses =
-                seccomp::refused_names(SeccompSpec { udp: false }, Listen::OwnNetwork);
+                seccomp::refused_names(SeccompSpec { udp: false }, Listen::OwnNetwork, false);
         }
         r.notes.retain(|n| !n.starts_with("the child runs as root"));
         if !no_tcp {

@@ -25,6 +25,19 @@
 //! | `prlimit64` naming a pid other than 0 (Landlock does not scope it: a command of the executor's user could set the executor's or keeper's limits, e.g. `RLIMIT_CPU` to have it killed) | `EPERM` |
 //! | io_uring, `ptrace`, `process_vm_*`, `pidfd_getfd`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`), `fanotify_init` (its marks and permission events reach files outside every Landlock rule) | `EPERM` |
 //! | on the floor only: System V IPC (`shm*`, `msg*`, `sem*`) and POSIX message queues (`mq_*`), which live in the host's IPC namespace there (in namespaces the command has an IPC namespace of its own, which ends with it) | `EPERM` |
+//! | on the floor where Landlock does not scope signals (before ABI 6): `kill`, `tkill`, `tgkill`, `rt_sigqueueinfo`, `rt_tgsigqueueinfo`, and `fcntl(F_SETOWN)` (which has the kernel signal the owner) | judged by the executor (below) |
+//! | the same: `pidfd_send_signal` | `ENOSYS` (tools fall back to `kill`) |
+//! | the same: the signal owner set through a pointer the filter cannot read (`fcntl(F_SETOWN_EX)`, `ioctl(FIOSETOWN)`, `ioctl(SIOCSPGRP)`) | `EPERM` |
+//!
+//! Without scoping, a command could signal every process of its user: the
+//! executor's own process (by its pid or by any of its threads' ids, which
+//! a filter comparing numbers cannot tell from others), its keepers, its
+//! process group, or all at once (`kill -9 -1`). The executor reads the
+//! target's thread group and parent from `/proc` and refuses (`EPERM`)
+//! the executor's process, its children (every keeper is one), its process
+//! group and `kill(-1)`; the rest runs as the command made it
+//! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`: the target is in the call's
+//! registers, which no other thread can change).
 //!
 //! `listen` goes to the executor through seccomp user notification: a
 //! plain filter sees only the descriptor number, not the socket's family.
@@ -91,6 +104,9 @@ pub(crate) struct Filters {
     own_network: Vec<sock_filter>,
     /// Whether `supervised` answers `listen` with a user notification.
     notify: bool,
+    /// Whether `supervised` also hands signals to the executor
+    /// ([`SIGNAL_CALLS`]): where Landlock does not scope them.
+    signals: bool,
 }
 
 /// `struct sock_fprog`.
@@ -109,6 +125,29 @@ const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
 const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
 /// `__X32_SYSCALL_BIT`.
 const X32_BIT: u32 = 0x4000_0000;
+/// `SECCOMP_USER_NOTIF_FLAG_CONTINUE` (Linux 5.5): the call runs as made.
+const NOTIF_FLAG_CONTINUE: u32 = 1;
+
+/// The calls that send a signal to a process or thread the caller names
+/// by a number, handed to the executor where Landlock does not scope
+/// signals (see [`judge_signal`]).
+const SIGNAL_CALLS: [i64; 5] = [
+    libc::SYS_kill,
+    libc::SYS_tkill,
+    libc::SYS_tgkill,
+    libc::SYS_rt_sigqueueinfo,
+    libc::SYS_rt_tgsigqueueinfo,
+];
+/// `fcntl` commands: the owner that `SIGIO`/`SIGURG` (or the signal
+/// `F_SETSIG` names) go to, as a number, and as a pointer to a
+/// `struct f_owner_ex` the filter cannot read.
+const F_SETOWN: u32 = libc::F_SETOWN as u32;
+/// `F_SETOWN_EX`: 15 on every architecture this module builds for (the
+/// generic `fcntl.h`); not in every libc release.
+const F_SETOWN_EX: u32 = 15;
+/// `ioctl` requests that set the same owner through a pointer.
+const FIOSETOWN: u32 = 0x8901;
+const SIOCSPGRP: u32 = 0x8902;
 
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 0xC000_003E;
@@ -232,8 +271,9 @@ const HOST_IPC: &[i64] = &[
     libc::SYS_mq_getsetattr,
 ];
 
-/// The classes the filters refuse, as the confinement report lists them.
-pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
+/// The classes the filters refuse, as the confinement report lists them;
+/// `signals`: signals are judged by the executor ([`Filters::judges_signals`]).
+pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen, signals: bool) -> Vec<String> {
     let mut out: Vec<String> = vec![
         "foreign-architecture and x32 system calls".into(),
         "sockets other than UNIX, netlink route and TCP (MPTCP, SCTP, raw, packet, vsock…)".into(),
@@ -251,6 +291,15 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen) -> Vec<String> {
             "nothing on listen (the command's own network namespace has only its loopback)".into()
         }
     });
+    if signals {
+        out.push(
+            "signals to the executor's process, its children (the keepers) or its process group, \
+             and to every process at once (kill -1), judged by the executor where Landlock does \
+             not scope signals; pidfd_send_signal (ENOSYS), and a signal owner set through a \
+             pointer (F_SETOWN_EX, FIOSETOWN, SIOCSPGRP)"
+                .into(),
+        );
+    }
     out.push("clone3 (ENOSYS) and clone with namespace flags".into());
     out.push("file_setattr (ENOSYS: inode flags by path, which Landlock does not judge)".into());
     out.push("TCP Fast Open (sends with MSG_FASTOPEN)".into());
@@ -387,6 +436,7 @@ fn dispatch(entries: &[(u32, usize)], out: &mut Vec<sock_filter>, outside: usize
 fn merge(
     rules: Vec<(BTreeMap<i64, Vec<SeccompRule>>, i32)>,
     last: &[sock_filter],
+    last_names: &[u32],
 ) -> io::Result<Vec<sock_filter>> {
     const LD_W_ABS: u16 = 0x20;
     const JEQ_K: u16 = 0x15;
@@ -394,7 +444,6 @@ fn merge(
     const JA: u16 = 0x05;
     const RET_K: u16 = 0x06;
     let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
-    let listen = libc::SYS_listen as u32;
     let mut named: BTreeMap<u32, usize> = BTreeMap::new();
     for (map, _) in &rules {
         for &nr in map.keys() {
@@ -407,7 +456,7 @@ fn merge(
     let mut programs: Vec<BpfProgram> = Vec::new();
     for (mut map, errno) in rules {
         map.retain(|&nr, conditions| {
-            let alone = named[&(nr as u32)] == 1 && nr as u32 != listen;
+            let alone = named[&(nr as u32)] == 1 && !last_names.contains(&(nr as u32));
             if conditions.is_empty() && alone {
                 direct.insert(nr as u32, errno);
                 false
@@ -419,7 +468,9 @@ fn merge(
             programs.push(compile_linear(map, errno)?);
         }
     }
-    named.insert(listen, 1);
+    for &nr in last_names {
+        named.entry(nr).or_insert(1);
+    }
     let mut errnos: Vec<i32> = direct.values().copied().collect();
     errnos.sort_unstable();
     errnos.dedup();
@@ -637,9 +688,15 @@ pub(crate) enum Listen {
     OwnNetwork,
 }
 
-/// The hand-written filter: the architecture, the x32 range, and `listen`
-/// as `listen` says.
-fn last_filter(listen: Listen) -> Vec<sock_filter> {
+/// The hand-written filter: the architecture, the x32 range, `listen` as
+/// `listen` says, and with `signals` (a supervised filter where Landlock
+/// does not scope signals) the calls that signal a process named by a
+/// number handed to the executor too ([`SIGNAL_CALLS`], and `fcntl`'s
+/// `F_SETOWN`), `pidfd_send_signal` answered `ENOSYS` (its descriptor
+/// could be swapped between a judgement and the call; tools fall back to
+/// `kill`), and the owner set through a pointer (`F_SETOWN_EX`,
+/// `FIOSETOWN`, `SIOCSPGRP`) refused with `EPERM`.
+fn last_filter(listen: Listen, signals: bool) -> Vec<sock_filter> {
     const LD_W_ABS: u16 = 0x20;
     const JEQ_K: u16 = 0x15;
     const JGE_K: u16 = 0x35;
@@ -650,7 +707,7 @@ fn last_filter(listen: Listen) -> Vec<sock_filter> {
         Listen::Refused => SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
         Listen::OwnNetwork => SECCOMP_RET_ALLOW,
     };
-    vec![
+    let mut out = vec![
         // seccomp_data.arch
         ins(LD_W_ABS, 0, 0, 4),
         ins(JEQ_K, 1, 0, AUDIT_ARCH),
@@ -661,8 +718,54 @@ fn last_filter(listen: Listen) -> Vec<sock_filter> {
         ins(RET_K, 0, 0, SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
         ins(JEQ_K, 0, 1, libc::SYS_listen as u32),
         ins(RET_K, 0, 0, listen),
-        ins(RET_K, 0, 0, SECCOMP_RET_ALLOW),
-    ]
+    ];
+    if signals {
+        let notify = SECCOMP_RET_USER_NOTIF;
+        let eperm = SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        for nr in SIGNAL_CALLS {
+            out.push(ins(JEQ_K, 0, 1, nr as u32));
+            out.push(ins(RET_K, 0, 0, notify));
+        }
+        out.push(ins(JEQ_K, 0, 1, libc::SYS_pidfd_send_signal as u32));
+        out.push(ins(RET_K, 0, 0, SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
+        // The command word, `args[1]`'s low half (little-endian).
+        let cmd = 16 + 8 + if cfg!(target_endian = "big") { 4 } else { 0 };
+        // fcntl: the nr is in A; its commands, then back to allow.
+        out.push(ins(JEQ_K, 0, 6, libc::SYS_fcntl as u32));
+        out.push(ins(LD_W_ABS, 0, 0, cmd));
+        out.push(ins(JEQ_K, 0, 1, F_SETOWN));
+        out.push(ins(RET_K, 0, 0, notify));
+        out.push(ins(JEQ_K, 0, 1, F_SETOWN_EX));
+        out.push(ins(RET_K, 0, 0, eperm));
+        out.push(ins(RET_K, 0, 0, SECCOMP_RET_ALLOW));
+        out.push(ins(JEQ_K, 0, 6, libc::SYS_ioctl as u32));
+        out.push(ins(LD_W_ABS, 0, 0, cmd));
+        out.push(ins(JEQ_K, 0, 1, FIOSETOWN));
+        out.push(ins(RET_K, 0, 0, eperm));
+        out.push(ins(JEQ_K, 0, 1, SIOCSPGRP));
+        out.push(ins(RET_K, 0, 0, eperm));
+        out.push(ins(RET_K, 0, 0, SECCOMP_RET_ALLOW));
+    }
+    out.push(ins(RET_K, 0, 0, SECCOMP_RET_ALLOW));
+    out
+}
+
+/// The system call numbers [`last_filter`] judges beyond the
+/// architecture: the merged program hands them to it.
+fn last_names(signals: bool) -> Vec<u32> {
+    let mut out = vec![libc::SYS_listen as u32];
+    if signals {
+        out.extend(SIGNAL_CALLS.iter().map(|&nr| nr as u32));
+        out.extend(
+            [
+                libc::SYS_pidfd_send_signal,
+                libc::SYS_fcntl,
+                libc::SYS_ioctl,
+            ]
+            .map(|nr| nr as u32),
+        );
+    }
+    out
 }
 
 /// The rules of the filters, in the order they are stacked (before the
@@ -687,22 +790,36 @@ fn rule_maps(spec: SeccompSpec, own_ipc: bool) -> Vec<(BTreeMap<i64, Vec<Seccomp
 impl Filters {
     /// Builds every filter for `spec`; `notify` when the kernel can hand
     /// `listen` to a supervisor ([`notify_available`]).
-    pub(crate) fn build(spec: SeccompSpec, notify: bool) -> io::Result<Filters> {
-        let merged = |spec: SeccompSpec, own_ipc: bool, listen: Listen| {
-            merge(rule_maps(spec, own_ipc), &last_filter(listen))
+    /// With `signals` (Landlock does not scope signals here) the
+    /// supervised program hands signals to the executor as well.
+    pub(crate) fn build(spec: SeccompSpec, notify: bool, signals: bool) -> io::Result<Filters> {
+        let merged = |spec: SeccompSpec, own_ipc: bool, listen: Listen, signals: bool| {
+            merge(
+                rule_maps(spec, own_ipc),
+                &last_filter(listen, signals),
+                &last_names(signals),
+            )
         };
-        let unsupervised = merged(spec, false, Listen::Refused)?;
+        let unsupervised = merged(spec, false, Listen::Refused, false)?;
+        let signals = signals && notify;
         Ok(Filters {
             supervised: if notify {
-                merged(spec, false, Listen::Supervised)?
+                merged(spec, false, Listen::Supervised, signals)?
             } else {
                 unsupervised.clone()
             },
             unsupervised,
-            // In namespaces: no UDP, and an IPC namespace of the command's own.
-            own_network: merged(SeccompSpec { udp: false }, true, Listen::OwnNetwork)?,
+            // In namespaces: no UDP, and an IPC namespace of the command's
+            // own; its PID namespace keeps signals to its own processes.
+            own_network: merged(SeccompSpec { udp: false }, true, Listen::OwnNetwork, false)?,
             notify,
+            signals,
         })
+    }
+
+    /// Whether the supervised program hands signals to the executor.
+    pub(crate) fn judges_signals(&self) -> bool {
+        self.signals
     }
 
     /// Whether `listen` goes to a supervisor.
@@ -880,6 +997,9 @@ const NOTIF_ID_VALID: rustix::ioctl::Opcode = rustix::ioctl::opcode::write::<u64
 pub(crate) enum Verdict {
     /// A UNIX socket: listened on by the executor.
     Listened,
+    /// A signal that reaches none of the executor's processes: the call
+    /// runs as the command made it.
+    Continued,
     /// Refused with this errno.
     Refused(i32),
     /// Nothing to answer (the caller is gone, or nothing was pending).
@@ -900,12 +1020,20 @@ pub(crate) fn serve_one(listener: &OwnedFd) -> Verdict {
     if got.is_err() {
         return Verdict::Gone;
     }
-    let (val, error, verdict) = judge_listen(listener, &notif);
+    let (val, error, verdict) = if notif.data.nr == libc::SYS_listen as i32 {
+        judge_listen(listener, &notif)
+    } else {
+        judge_signal(&notif.data)
+    };
     let mut resp = NotifResp {
         id: notif.id,
         val,
         error,
-        flags: 0,
+        flags: if verdict == Verdict::Continued {
+            NOTIF_FLAG_CONTINUE
+        } else {
+            0
+        },
     };
     // SAFETY: SECCOMP_IOCTL_NOTIF_SEND reads a `struct seccomp_notif_resp`.
     let sent = unsafe {
@@ -957,6 +1085,80 @@ fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
         )
     }
     .is_ok()
+}
+
+/// Judges a signal call handed over where Landlock does not scope
+/// signals: (return value, negated errno, verdict). Refused with `EPERM`
+/// when it would reach the executor's own process (named by its pid or
+/// any of its threads' ids), a child of it (every command's keeper is
+/// one), or the executor's process group, or every process at once
+/// (`kill(-1)`); anything else runs as made (`Continued`), so a command
+/// still signals its own processes, and others of its user as before.
+///
+/// The numbers are the call's registers, which the caller's other threads
+/// cannot change. A process judged here that ended, and whose pid a new
+/// child or thread of the executor took, before the call ran would be
+/// reached: the kernel hands out pids in turn, so that takes the whole
+/// pid range going round in between.
+fn judge_signal(data: &SeccompData) -> (i64, i32, Verdict) {
+    let refuse = (0, -libc::EPERM, Verdict::Refused(libc::EPERM));
+    let go = (0, 0, Verdict::Continued);
+    let host = rustix::process::getpid().as_raw_nonzero().get();
+    let host_group = rustix::process::getpgrp().as_raw_nonzero().get();
+    // `pid_t` and `int` arguments: the low 32 bits.
+    let arg = |i: usize| data.args[i] as u32 as i32;
+    let nr = i64::from(data.nr);
+    let named = if nr == libc::SYS_kill || nr == libc::SYS_fcntl {
+        let n = if nr == libc::SYS_kill { arg(0) } else { arg(2) };
+        match n {
+            // kill(-1): every process the caller may signal. (For fcntl,
+            // -1 is the process group 1, judged as any group below.)
+            -1 if nr == libc::SYS_kill => return refuse,
+            0 => return go,
+            n if n < 0 => {
+                return if n.unsigned_abs() as i32 == host_group {
+                    refuse
+                } else {
+                    go
+                }
+            }
+            n => n,
+        }
+    } else if SIGNAL_CALLS.contains(&nr) {
+        // tkill's thread, tgkill's and rt_tgsigqueueinfo's thread group,
+        // rt_sigqueueinfo's process; the kernel refuses what is not
+        // positive.
+        match arg(0) {
+            n if n <= 0 => return go,
+            n => n,
+        }
+    } else {
+        return (0, -libc::ENOSYS, Verdict::Refused(libc::ENOSYS));
+    };
+    match owner(named) {
+        Ok(Some((tgid, parent))) if tgid == host || parent == host => refuse,
+        Ok(_) => go,
+        Err(()) => refuse,
+    }
+}
+
+/// The thread group and parent of the process holding thread `id`, from
+/// `/proc/<id>/status`; `None` when there is no such thread (the call
+/// then answers `ESRCH` itself), `Err` when it cannot be told.
+fn owner(id: i32) -> Result<Option<(i32, i32)>, ()> {
+    let status = match std::fs::read_to_string(format!("/proc/{id}/status")) {
+        Ok(s) => s,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(_) => return Err(()),
+    };
+    let field = |name: &str| -> Result<i32, ()> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or(())
+    };
+    Ok(Some((field("Tgid:")?, field("PPid:")?)))
 }
 
 /// Performs or refuses the `listen` in `notif`: (return value, negated
@@ -1014,9 +1216,11 @@ mod tests {
     fn every_program_is_within_the_kernels_limit() {
         for udp in [false, true] {
             for notify in [false, true] {
-                let f = Filters::build(SeccompSpec { udp }, notify).unwrap();
-                for p in [&f.supervised, &f.unsupervised, &f.own_network] {
-                    assert!(p.len() > 100 && p.len() <= 4096, "{}", p.len());
+                for signals in [false, true] {
+                    let f = Filters::build(SeccompSpec { udp }, notify, signals).unwrap();
+                    for p in [&f.supervised, &f.unsupervised, &f.own_network] {
+                        assert!(p.len() > 100 && p.len() <= 4096, "{}", p.len());
+                    }
                 }
             }
         }
@@ -1077,36 +1281,42 @@ mod tests {
     /// Every merged program beside the stack it stands for.
     fn programs() -> Vec<(Vec<sock_filter>, Vec<Vec<sock_filter>>)> {
         let mut out = Vec::new();
-        for (spec, own_ipc, listen) in [
-            (SeccompSpec { udp: false }, false, Listen::Supervised),
-            (SeccompSpec { udp: true }, false, Listen::Supervised),
-            (SeccompSpec { udp: true }, false, Listen::Refused),
-            (SeccompSpec { udp: false }, true, Listen::OwnNetwork),
+        for (spec, own_ipc, listen, signals) in [
+            (SeccompSpec { udp: false }, false, Listen::Supervised, false),
+            (SeccompSpec { udp: true }, false, Listen::Supervised, false),
+            (SeccompSpec { udp: false }, false, Listen::Supervised, true),
+            (SeccompSpec { udp: true }, false, Listen::Supervised, true),
+            (SeccompSpec { udp: true }, false, Listen::Refused, false),
+            (SeccompSpec { udp: false }, true, Listen::OwnNetwork, false),
         ] {
-            let last = last_filter(listen);
+            let last = last_filter(listen, signals);
             let mut stack: Vec<Vec<sock_filter>> = rule_maps(spec, own_ipc)
                 .into_iter()
                 .map(|(rules, errno)| compile_linear(rules, errno).unwrap())
                 .collect();
             stack.push(last.clone());
-            out.push((merge(rule_maps(spec, own_ipc), &last).unwrap(), stack));
+            let merged = merge(rule_maps(spec, own_ipc), &last, &last_names(signals)).unwrap();
+            out.push((merged, stack));
         }
         out
     }
 
     /// Argument words worth trying: the edges, and every constant the
     /// rules compare against (families, types, flags, modes).
-    const ARGS: [u64; 16] = [
+    const ARGS: [u64; 19] = [
         0,
         1,
         2,
         3,
         10,
+        15,
         16,
         0x02 | 0x01,
         0x08,
         0x10,
         0x80,
+        0x8901,
+        0x8902,
         0x2000_0000,
         0x0008_0001,
         0x0000_0801,
@@ -1171,6 +1381,10 @@ mod tests {
             libc::SYS_ioprio_set,
             libc::SYS_fallocate,
             libc::SYS_listen,
+            libc::SYS_kill,
+            libc::SYS_tgkill,
+            libc::SYS_fcntl,
+            libc::SYS_ioctl,
         ]
         .iter()
         .map(|&n| n as u32)
@@ -1194,7 +1408,7 @@ mod tests {
         let named: Vec<u32> = rule_maps(SeccompSpec { udp: true }, false)
             .iter()
             .flat_map(|(map, _)| map.keys().map(|&nr| nr as u32))
-            .chain([libc::SYS_listen as u32])
+            .chain(last_names(true))
             .collect();
         assert!(named.len() > 80, "{}", named.len());
         for (merged, _) in programs() {
@@ -1249,12 +1463,12 @@ mod tests {
     fn the_programs_answer_as_the_table_says() {
         let kill = SECCOMP_RET_KILL_PROCESS;
         let errno = |e: i32| SECCOMP_RET_ERRNO | e as u32;
-        for udp in [false, true] {
-            let f = Filters::build(SeccompSpec { udp }, true).unwrap();
-            for (prog, listen, own_ipc) in [
-                (&f.supervised, SECCOMP_RET_USER_NOTIF, false),
-                (&f.unsupervised, errno(libc::ENOSYS), false),
-                (&f.own_network, SECCOMP_RET_ALLOW, true),
+        for (udp, signals) in [(false, false), (true, false), (false, true), (true, true)] {
+            let f = Filters::build(SeccompSpec { udp }, true, signals).unwrap();
+            for (prog, listen, own_ipc, judged) in [
+                (&f.supervised, SECCOMP_RET_USER_NOTIF, false, signals),
+                (&f.unsupervised, errno(libc::ENOSYS), false, false),
+                (&f.own_network, SECCOMP_RET_ALLOW, true, false),
             ] {
                 for args in [[0; 6], [u64::MAX; 6], [1, 2, 3, 4, 5, 6]] {
                     for nr in 0..1024u32 {
@@ -1280,6 +1494,34 @@ mod tests {
                     assert_eq!(run(prog, &d), listen);
                     let d = data(libc::SYS_getpid as u32, AUDIT_ARCH, args);
                     assert_eq!(run(prog, &d), SECCOMP_RET_ALLOW);
+                    // Signals: handed over, refused or allowed as judged.
+                    let when = |yes: u32| if judged { yes } else { SECCOMP_RET_ALLOW };
+                    for nr in SIGNAL_CALLS {
+                        let d = data(nr as u32, AUDIT_ARCH, args);
+                        assert_eq!(run(prog, &d), when(SECCOMP_RET_USER_NOTIF), "{nr}");
+                    }
+                    let d = data(libc::SYS_pidfd_send_signal as u32, AUDIT_ARCH, args);
+                    assert_eq!(run(prog, &d), when(errno(libc::ENOSYS)));
+                    let with_cmd = |nr: i64, cmd: u32| {
+                        let mut a = args;
+                        a[1] = (a[1] & !0xffff_ffff) | u64::from(cmd);
+                        run(prog, &data(nr as u32, AUDIT_ARCH, a))
+                    };
+                    let fcntl = libc::SYS_fcntl;
+                    assert_eq!(with_cmd(fcntl, F_SETOWN), when(SECCOMP_RET_USER_NOTIF));
+                    assert_eq!(with_cmd(fcntl, F_SETOWN_EX), when(errno(libc::EPERM)));
+                    let f_setfl = libc::F_SETFL as u32;
+                    assert_eq!(with_cmd(fcntl, f_setfl), SECCOMP_RET_ALLOW);
+                    assert_eq!(
+                        with_cmd(libc::SYS_ioctl, FIOSETOWN),
+                        when(errno(libc::EPERM))
+                    );
+                    assert_eq!(
+                        with_cmd(libc::SYS_ioctl, SIOCSPGRP),
+                        when(errno(libc::EPERM))
+                    );
+                    let fionread = libc::FIONREAD as u32;
+                    assert_eq!(with_cmd(libc::SYS_ioctl, fionread), SECCOMP_RET_ALLOW);
                 }
             }
         }
@@ -1355,7 +1597,7 @@ mod tests {
         }
         for udp in [false, true] {
             for notify in [false, true] {
-                let f = Filters::build(SeccompSpec { udp }, notify).unwrap();
+                let f = Filters::build(SeccompSpec { udp }, notify, !udp).unwrap();
                 for p in [&f.supervised, &f.unsupervised, &f.own_network] {
                     let got = python_under(Some(p.clone()), "print(sum(range(4)))", &[]);
                     assert_eq!(got, ["6"]);
@@ -1394,7 +1636,7 @@ mod tests {
                 "control {answer}: {control:?}"
             );
         }
-        let f = Filters::build(SeccompSpec::default(), false).unwrap();
+        let f = Filters::build(SeccompSpec::default(), false, false).unwrap();
         for prog in [&f.unsupervised, &f.own_network] {
             let got = python_under(Some(prog.clone()), NAMED_SYSCALL_PROBE, &calls);
             let refused: Vec<String> = names.iter().map(|n| format!("{n}=EPERM")).collect();

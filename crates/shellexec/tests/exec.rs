@@ -1501,29 +1501,54 @@ fn a_scoped_command_cannot_kill_its_keeper() {
 }
 
 /// Without signal scoping (Landlock before ABI 6, played here with ABI 5)
-/// a command on the floor reaches every process of its user with a
-/// signal (`kill -9 -1` among them): here the executor's own process, by
-/// its pid and by a thread's id. Probed with signal 0, which delivers
-/// nothing (`kill -0 -1` answers for whichever process the kernel tried
-/// last, so it is not probed). This pins what SECURITY.md
-/// says: the seccomp filter judges no signal, since a process is named by
-/// any of its threads' ids and the filter cannot tell the host's. With
-/// scoping both are refused; in namespaces (`kill_minus_one_ends_only_the_commands_tree`)
-/// the host's processes are not in the command's PID namespace.
+/// the executor judges a command's signals: none reaches the executor's
+/// own process (by its pid or a thread's id), its children (the command's
+/// keeper, `$PPID`), its process group, or every process at once; a
+/// command still signals its own processes, and a process of its user
+/// that is none of those. Probed with signal 0, which delivers nothing,
+/// but for the command's own child, which is killed. Before, every probe
+/// succeeded.
 #[test]
-fn without_signal_scoping_a_command_on_the_floor_can_signal_the_executors_process() {
+fn without_signal_scoping_a_command_on_the_floor_cannot_signal_the_executor() {
     if kernel_abi().is_none_or(|a| a < 6) {
         eprintln!("no Landlock scoping on this kernel to compare with: skipped");
         return;
     }
+    let unscoped = sandgate_shellexec::confine::prepare_with_abi(
+        &ConfineSpec::default(),
+        ConfineMode::BestEffort,
+        Some(5),
+    )
+    .unwrap();
+    let report = unscoped.report();
+    assert!(!report.scoped && report.seccomp);
+    // The executor judges signals where it judges `listen`: with seccomp
+    // user notification.
+    if !report
+        .seccomp_refuses
+        .iter()
+        .any(|r| r.contains("judged by the executor") && r.starts_with("listen"))
+    {
+        eprintln!("note: no seccomp user notification here: signals are not judged; skipped");
+        return;
+    }
+    assert!(
+        report
+            .seccomp_refuses
+            .iter()
+            .any(|r| r.starts_with("signals")),
+        "{:?}",
+        report.seccomp_refuses
+    );
     let ex = started(ExecConfig {
         confine_mode: ConfineMode::BestEffort,
         namespaces: false,
         ..config()
     });
     let host = std::process::id();
+    let group = rustix::process::getpgrp().as_raw_nonzero().get();
     // A thread of the executor's process: a signal to its id reaches the
-    // whole process too.
+    // whole process.
     let (tx, rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
     let t = std::thread::spawn(move || {
@@ -1532,32 +1557,124 @@ fn without_signal_scoping_a_command_on_the_floor_can_signal_the_executors_proces
         let _ = stop_rx.recv();
     });
     let tid = rx.recv().unwrap();
+    // A process of the same user that is neither the executor nor a child
+    // of it: a sleep whose parent has exited.
+    let m = marker(11);
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", &format!("sleep {m} >/dev/null 2>&1 & echo $!")])
+        .output()
+        .unwrap();
+    let stranger: u32 = text(&out.stdout).trim().parse().unwrap();
     let probe = format!(
-        "kill -0 {host} 2>/dev/null && echo host; kill -0 {tid} 2>/dev/null && echo thread; exit 0"
+        "for p in {host} {tid} $PPID -{group} -1; do \
+           kill -0 -- $p 2>/dev/null && echo \"reached $p\" || echo \"refused $p\"; done; \
+         kill -0 {stranger} && echo stranger; \
+         sleep 30 & kill $! && wait $!; echo \"own child $?\"; \
+         kill -0 $$ && echo self; exit 0"
     );
     let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
-    let unscoped = sandgate_shellexec::confine::prepare_with_abi(
-        &ConfineSpec::default(),
-        ConfineMode::BestEffort,
-        Some(5),
-    )
-    .unwrap();
-    assert!(!unscoped.report().scoped && unscoped.report().seccomp);
-    let r = ex
-        .exec_program(
+    let exec = |ruleset: &sandgate_shellexec::confine::Prepared, script: &str| {
+        ex.exec_program(
             Path::new("/bin/sh"),
-            &["-c".into(), probe.clone().into()],
+            &["-c".into(), script.into()],
             &env,
-            &unscoped,
+            ruleset,
             ExecOptions::default(),
         )
-        .unwrap();
-    assert_eq!(text(&r.stdout), "host\nthread\n", "{}", text(&r.stderr));
+        .unwrap()
+    };
+    let r = exec(&unscoped, &probe);
+    let want = format!(
+        "refused {host}\nrefused {tid}\nrefused KEEPER\nrefused -{group}\nrefused -1\n\
+         stranger\nown child 143\nself\n"
+    );
+    let got = text(&r.stdout);
+    let keeper = got
+        .lines()
+        .nth(2)
+        .and_then(|l| l.strip_prefix("refused "))
+        .unwrap_or("?")
+        .to_owned();
+    assert_eq!(got, want.replace("KEEPER", &keeper), "{}", text(&r.stderr));
+
+    // The calls beside kill: tkill and tgkill on a thread of the
+    // executor, fcntl's owner set to the executor (by number, and through
+    // a pointer), ioctl's FIOSETOWN on a socket, pidfd_send_signal (which tools
+    // replace with kill). Each also on the command itself, which works.
+    if Path::new("/usr/bin/python3").exists() {
+        let script = format!(
+            "import ctypes, errno, fcntl, os, signal, struct, sys\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             def call(*a):\n\
+             \x20   r = libc.syscall(*a)\n\
+             \x20   return 'ok' if r >= 0 else errno.errorcode[ctypes.get_errno()]\n\
+             me, tid = os.getpid(), {tid}\n\
+             print('tkill', call({tkill}, tid, 0), call({tkill}, me, 0))\n\
+             print('tgkill', call({tgkill}, {host}, tid, 0), call({tgkill}, me, me, 0))\n\
+             r, w = os.pipe()\n\
+             def own(v):\n\
+             \x20   try:\n\
+             \x20       fcntl.fcntl(r, fcntl.F_SETOWN, v); return 'ok'\n\
+             \x20   except OSError as e: return errno.errorcode[e.errno]\n\
+             print('setown', own({host}), own(-{group}), own(me))\n\
+             print('setown_ex', call({fcntl_nr}, r, 15, ctypes.c_char_p(struct.pack('ii', 1, me))))\n\
+             import socket\n\
+             sk, _ = socket.socketpair()\n\
+             print('fiosetown', call({ioctl_nr}, sk.fileno(), 0x8901, ctypes.byref(ctypes.c_int(me))))\n\
+             try:\n\
+             \x20   signal.pidfd_send_signal(os.pidfd_open(me), 0); print('pidfd ok')\n\
+             except OSError as e: print('pidfd', errno.errorcode[e.errno])\n",
+            tkill = libc::SYS_tkill,
+            tgkill = libc::SYS_tgkill,
+            fcntl_nr = libc::SYS_fcntl,
+            ioctl_nr = libc::SYS_ioctl,
+        );
+        let run_py = |ruleset| {
+            ex.exec_program(
+                Path::new("/usr/bin/python3"),
+                &["-c".into(), script.clone().into()],
+                &env,
+                ruleset,
+                ExecOptions::default(),
+            )
+            .unwrap()
+        };
+        let r = run_py(&unscoped);
+        assert_eq!(
+            text(&r.stdout),
+            "tkill EPERM ok\ntgkill EPERM ok\nsetown EPERM EPERM ok\nsetown_ex EPERM\n\
+             fiosetown EPERM\npidfd ENOSYS\n",
+            "{}",
+            text(&r.stderr)
+        );
+        // Unconfined, the same probes reach the executor: the refusals
+        // above come from the judgement.
+        let off = sandgate_shellexec::confine::prepare(&ConfineSpec::default(), ConfineMode::Off)
+            .unwrap();
+        let r = run_py(&off);
+        assert_eq!(
+            text(&r.stdout),
+            "tkill ok ok\ntgkill ok ok\nsetown ok ok ok\nsetown_ex ok\nfiosetown ok\npidfd ok\n",
+            "{}",
+            text(&r.stderr)
+        );
+    }
+
+    // With scoping Landlock refuses the executor and its keeper; nothing
+    // is handed to the executor.
     let r = run(&ex, &probe);
     assert!(r.confined.scoped);
-    assert_eq!(text(&r.stdout), "", "{}", text(&r.stderr));
+    let got = text(&r.stdout);
+    assert!(
+        got.starts_with(&format!("refused {host}\nrefused {tid}\nrefused ")),
+        "{got}"
+    );
+    assert!(got.ends_with("own child 143\nself\n"), "{got}");
     stop_tx.send(()).unwrap();
     t.join().unwrap();
+    let _ = std::process::Command::new("kill")
+        .arg(stranger.to_string())
+        .status();
 }
 
 /// The state letter of `/proc/<pid>/stat` (`None`: no such process).
