@@ -728,23 +728,30 @@ fn last_filter(listen: Listen, signals: bool) -> Vec<sock_filter> {
         }
         out.push(ins(JEQ_K, 0, 1, libc::SYS_pidfd_send_signal as u32));
         out.push(ins(RET_K, 0, 0, SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
-        // The command word, `args[1]`'s low half (little-endian).
+        // The command word, `args[1]`'s low half.
         let cmd = 16 + 8 + if cfg!(target_endian = "big") { 4 } else { 0 };
-        // fcntl: the nr is in A; its commands, then back to allow.
-        out.push(ins(JEQ_K, 0, 6, libc::SYS_fcntl as u32));
-        out.push(ins(LD_W_ABS, 0, 0, cmd));
-        out.push(ins(JEQ_K, 0, 1, F_SETOWN));
-        out.push(ins(RET_K, 0, 0, notify));
-        out.push(ins(JEQ_K, 0, 1, F_SETOWN_EX));
-        out.push(ins(RET_K, 0, 0, eperm));
-        out.push(ins(RET_K, 0, 0, SECCOMP_RET_ALLOW));
-        out.push(ins(JEQ_K, 0, 6, libc::SYS_ioctl as u32));
-        out.push(ins(LD_W_ABS, 0, 0, cmd));
-        out.push(ins(JEQ_K, 0, 1, FIOSETOWN));
-        out.push(ins(RET_K, 0, 0, eperm));
-        out.push(ins(JEQ_K, 0, 1, SIOCSPGRP));
-        out.push(ins(RET_K, 0, 0, eperm));
-        out.push(ins(RET_K, 0, 0, SECCOMP_RET_ALLOW));
+        // A call judged by its command word: the number is in A; past its
+        // block when it is another call.
+        let by_command = |out: &mut Vec<sock_filter>, nr: i64, answers: &[(u32, u32)]| {
+            let block = 2 + 2 * answers.len();
+            out.push(ins(JEQ_K, 0, block as u8, nr as u32));
+            out.push(ins(LD_W_ABS, 0, 0, cmd));
+            for &(command, answer) in answers {
+                out.push(ins(JEQ_K, 0, 1, command));
+                out.push(ins(RET_K, 0, 0, answer));
+            }
+            out.push(ins(RET_K, 0, 0, SECCOMP_RET_ALLOW));
+        };
+        by_command(
+            &mut out,
+            libc::SYS_fcntl,
+            &[(F_SETOWN, notify), (F_SETOWN_EX, eperm)],
+        );
+        by_command(
+            &mut out,
+            libc::SYS_ioctl,
+            &[(FIOSETOWN, eperm), (SIOCSPGRP, eperm)],
+        );
     }
     out.push(ins(RET_K, 0, 0, SECCOMP_RET_ALLOW));
     out
