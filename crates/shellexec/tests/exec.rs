@@ -1500,8 +1500,8 @@ fn a_scoped_command_cannot_kill_its_keeper() {
     assert_none_survive(&m);
 }
 
-/// Without signal scoping (Landlock before ABI 6, played here with ABI 5)
-/// the executor judges a command's signals: none reaches the executor's
+/// Without signal scoping (Landlock before ABI 6, played here with ABI 5,
+/// and with no Landlock at all) the executor judges a command's signals: none reaches the executor's
 /// own process (by its pid or a thread's id), its children (the command's
 /// keeper, `$PPID`), its process group, or every process at once; a
 /// command still signals its own processes, and a process of its user
@@ -1583,19 +1583,28 @@ fn without_signal_scoping_a_command_on_the_floor_cannot_signal_the_executor() {
         )
         .unwrap()
     };
-    let r = exec(&unscoped, &probe);
-    let want = format!(
-        "refused {host}\nrefused {tid}\nrefused KEEPER\nrefused -{group}\nrefused -1\n\
-         stranger\nown child 143\nself\n"
-    );
-    let got = text(&r.stdout);
-    let keeper = got
-        .lines()
-        .nth(2)
-        .and_then(|l| l.strip_prefix("refused "))
-        .unwrap_or("?")
-        .to_owned();
-    assert_eq!(got, want.replace("KEEPER", &keeper), "{}", text(&r.stderr));
+    // The same without Landlock at all (the seccomp floor alone).
+    let no_landlock = sandgate_shellexec::confine::prepare_with_abi(
+        &ConfineSpec::default(),
+        ConfineMode::BestEffort,
+        Some(0),
+    )
+    .unwrap();
+    for ruleset in [&unscoped, &no_landlock] {
+        let r = exec(ruleset, &probe);
+        let want = format!(
+            "refused {host}\nrefused {tid}\nrefused KEEPER\nrefused -{group}\nrefused -1\n\
+             stranger\nown child 143\nself\n"
+        );
+        let got = text(&r.stdout);
+        let keeper = got
+            .lines()
+            .nth(2)
+            .and_then(|l| l.strip_prefix("refused "))
+            .unwrap_or("?")
+            .to_owned();
+        assert_eq!(got, want.replace("KEEPER", &keeper), "{}", text(&r.stderr));
+    }
 
     // The calls beside kill: tkill and tgkill on a thread of the
     // executor, fcntl's owner set to the executor (by number, and through
@@ -1639,14 +1648,16 @@ fn without_signal_scoping_a_command_on_the_floor_cannot_signal_the_executor() {
             )
             .unwrap()
         };
-        let r = run_py(&unscoped);
-        assert_eq!(
-            text(&r.stdout),
-            "tkill EPERM ok\ntgkill EPERM ok\nsetown EPERM EPERM ok\nsetown_ex EPERM\n\
-             fiosetown EPERM\npidfd ENOSYS\n",
-            "{}",
-            text(&r.stderr)
-        );
+        for ruleset in [&unscoped, &no_landlock] {
+            let r = run_py(ruleset);
+            assert_eq!(
+                text(&r.stdout),
+                "tkill EPERM ok\ntgkill EPERM ok\nsetown EPERM EPERM ok\nsetown_ex EPERM\n\
+                 fiosetown EPERM\npidfd ENOSYS\n",
+                "{}",
+                text(&r.stderr)
+            );
+        }
         // Unconfined, the same probes reach the executor: the refusals
         // above come from the judgement.
         let off = sandgate_shellexec::confine::prepare(&ConfineSpec::default(), ConfineMode::Off)
