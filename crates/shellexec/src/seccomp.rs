@@ -419,14 +419,16 @@ fn dispatch(entries: &[(u32, usize)], out: &mut Vec<sock_filter>, outside: usize
 ///
 /// - another architecture, or a number in the x32 range: the filters in
 ///   order (they kill the former; `last` refuses the latter);
-/// - a number no map names, nor `listen` (which `last` judges): allowed
-///   by every filter, so allowed at once;
+/// - a number no map names, nor `last_names` (which `last` judges):
+///   allowed by every filter, so allowed at once;
 /// - a number one map alone names with no condition: that map's errno at
 ///   once (every other filter allows it);
-/// - the rest (calls refused for some arguments only, `listen`): the
-///   filters compiled from those calls' rules, in order, each unchanged
-///   except that its `allow` continues with the next, then `last`, so the
-///   first refusal is the answer.
+/// - a number of `last_names` no map names (`listen`, the signal calls):
+///   `last` at once (every compiled filter allows it);
+/// - the rest (calls refused for some arguments only): the filters
+///   compiled from those calls' rules, in order, each unchanged except
+///   that its `allow` continues with the next, then `last`, so the first
+///   refusal is the answer.
 ///
 /// The kernel would instead take the most severe of all the stack's
 /// answers. The two agree while no call is refused by two filters for the
@@ -468,23 +470,30 @@ fn merge(
             programs.push(compile_linear(map, errno)?);
         }
     }
-    for &nr in last_names {
-        named.entry(nr).or_insert(1);
-    }
+    let mut numbers: Vec<u32> = named.keys().chain(last_names).copied().collect();
+    numbers.sort_unstable();
+    numbers.dedup();
     let mut errnos: Vec<i32> = direct.values().copied().collect();
     errnos.sort_unstable();
     errnos.dedup();
     // The architecture (3), the x32 range (3), the search, `allow`, one
-    // `ret` per errno answered at once, then the chain.
-    let allow = 6 + dispatch_len(named.len());
+    // `ret` per errno answered at once, the chain, then `last`.
+    let allow = 6 + dispatch_len(numbers.len());
     let chain = allow + 1 + errnos.len();
+    let last_at = chain + programs.iter().map(Vec::len).sum::<usize>();
     let refuse = |errno: i32| allow + 1 + errnos.binary_search(&errno).unwrap_or(0);
-    let entries: Vec<(u32, usize)> = named
-        .keys()
-        .map(|nr| (*nr, direct.get(nr).map_or(chain, |&e| refuse(e))))
+    let entries: Vec<(u32, usize)> = numbers
+        .iter()
+        .map(|nr| {
+            let target = match direct.get(nr) {
+                Some(&errno) => refuse(errno),
+                None if !named.contains_key(nr) => last_at,
+                None => chain,
+            };
+            (*nr, target)
+        })
         .collect();
-    let mut out =
-        Vec::with_capacity(chain + programs.iter().map(Vec::len).sum::<usize>() + last.len());
+    let mut out = Vec::with_capacity(last_at + last.len());
     out.push(ins(LD_W_ABS, 0, 0, 4));
     out.push(ins(JEQ_K, 1, 0, AUDIT_ARCH));
     out.push(ins(JA, 0, 0, (chain - 3) as u32));
@@ -508,6 +517,7 @@ fn merge(
             }
         }
     }
+    debug_assert_eq!(out.len(), last_at);
     out.extend_from_slice(last);
     // BPF_MAXINSNS.
     if out.len() > 4096 {
