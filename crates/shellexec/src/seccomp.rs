@@ -1081,12 +1081,7 @@ fn caller_pidfd(tid: i32) -> Option<OwnedFd> {
         Err(_) => {}
     }
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let tgid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))?
-        .trim()
-        .parse()
-        .ok()?;
+    let tgid = status_field(&status, "Tgid:")?;
     pidfd_open(Pid::from_raw(tgid)?, PidfdFlags::empty()).ok()
 }
 
@@ -1168,14 +1163,18 @@ fn owner(id: i32) -> Result<Option<(i32, i32)>, ()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(_) => return Err(()),
     };
-    let field = |name: &str| -> Result<i32, ()> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-            .ok_or(())
-    };
+    let field = |name| status_field(&status, name).ok_or(());
     Ok(Some((field("Tgid:")?, field("PPid:")?)))
+}
+
+/// The number after `name` (`Tgid:`, `PPid:`) in a `/proc/<id>/status`.
+fn status_field(status: &str, name: &str) -> Option<i32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Performs or refuses the `listen` in `notif`: (return value, negated
