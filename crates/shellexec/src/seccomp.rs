@@ -1115,8 +1115,6 @@ fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
 fn judge_signal(data: &SeccompData) -> (i64, i32, Verdict) {
     let refuse = (0, -libc::EPERM, Verdict::Refused(libc::EPERM));
     let go = (0, 0, Verdict::Continued);
-    let host = rustix::process::getpid().as_raw_nonzero().get();
-    let host_group = rustix::process::getpgrp().as_raw_nonzero().get();
     // `pid_t` and `int` arguments: the low 32 bits.
     let arg = |i: usize| data.args[i] as u32 as i32;
     let nr = i64::from(data.nr);
@@ -1128,11 +1126,12 @@ fn judge_signal(data: &SeccompData) -> (i64, i32, Verdict) {
             -1 if nr == libc::SYS_kill => return refuse,
             0 => return go,
             n if n < 0 => {
+                let host_group = rustix::process::getpgrp().as_raw_nonzero().get();
                 return if n.unsigned_abs() as i32 == host_group {
                     refuse
                 } else {
                     go
-                }
+                };
             }
             n => n,
         }
@@ -1147,6 +1146,7 @@ fn judge_signal(data: &SeccompData) -> (i64, i32, Verdict) {
     } else {
         return (0, -libc::ENOSYS, Verdict::Refused(libc::ENOSYS));
     };
+    let host = rustix::process::getpid().as_raw_nonzero().get();
     match owner(named) {
         Ok(Some((tgid, parent))) if tgid == host || parent == host => refuse,
         Ok(_) => go,
