@@ -462,6 +462,47 @@ type GrepArgs = (String, Option<String>, sandgate::search::GrepOptions, bool);
 /// inner error, which the sync forms throw and the async ones reject
 /// with; the outer error is a JavaScript exception reading the options
 /// object raised.
+/// The arguments of an `…Async` grep as JavaScript passes them: pattern,
+/// path, maxResults, options.
+type GrepJsArgs<'a> = (
+    Unknown<'a>,
+    Option<Unknown<'a>>,
+    Option<Unknown<'a>>,
+    Option<Unknown<'a>>,
+);
+
+/// An `…Async` grep on the libuv pool: `run` (a [`sandgate::Sandbox`]
+/// grep) with the options' `abortSignal` stopping it, its answer
+/// converted by `convert`.
+fn grep_job<R: Send + 'static, T>(
+    sb: &Arc<sandgate::Sandbox>,
+    env: &Env,
+    (pattern, path, max_results, options): GrepJsArgs<'_>,
+    run: fn(
+        &sandgate::Sandbox,
+        &str,
+        Option<&str>,
+        &sandgate::search::GrepOptions,
+    ) -> Result<R, sandgate::Error>,
+    convert: fn(&Env, (R, bool)) -> napi::Result<T>,
+) -> napi::Result<AsyncTask<Job<(R, bool), T>>>
+where
+    Job<(R, bool), T>: napi::Task,
+{
+    let sb = Arc::clone(sb);
+    let args = grep_args(env, pattern, path, max_results, options, GREP_ASYNC_OPTIONS)?;
+    let abort = Abort::of_options(env, options)?;
+    Ok(AsyncTask::new(Job::abortable(
+        abort,
+        args,
+        move |(pattern, path, mut opts, context), cancel| {
+            opts.cancel = Some(cancel);
+            Ok((run(&sb, &pattern, path.as_deref(), &opts)?, context))
+        },
+        convert,
+    )))
+}
+
 fn grep_args(
     env: &Env,
     pattern: Unknown<'_>,
@@ -1142,18 +1183,14 @@ impl Sandbox {
     ) -> napi::Result<
         AsyncTask<Job<(sandgate::search::Found<sandgate::search::GrepOutput>, bool), GrepFound>>,
     > {
-        let sb = Arc::clone(&self.inner);
-        let args = grep_args(env, pattern, path, max_results, options, GREP_ASYNC_OPTIONS)?;
-        let abort = Abort::of_options(env, options)?;
-        Ok(AsyncTask::new(Job::abortable(
-            abort,
-            args,
-            move |(pattern, path, mut opts, context), cancel| {
-                opts.cancel = Some(cancel);
-                Ok((sb.grep_found(&pattern, path.as_deref(), &opts)?, context))
-            },
+        let run = sandgate::Sandbox::grep_found;
+        grep_job(
+            &self.inner,
+            env,
+            (pattern, path, max_results, options),
+            run,
             grep_found,
-        )))
+        )
     }
 
     /// `grep`, off the main thread; aborting `options.abortSignal` stops it
@@ -1169,17 +1206,13 @@ impl Sandbox {
             Unknown<'_>,
         >,
     ) -> napi::Result<AsyncTask<Job<(sandgate::search::GrepOutput, bool), GrepAnswer>>> {
-        let sb = Arc::clone(&self.inner);
-        let args = grep_args(env, pattern, path, max_results, options, GREP_ASYNC_OPTIONS)?;
-        let abort = Abort::of_options(env, options)?;
-        Ok(AsyncTask::new(Job::abortable(
-            abort,
-            args,
-            move |(pattern, path, mut opts, context), cancel| {
-                opts.cancel = Some(cancel);
-                Ok((sb.grep_with(&pattern, path.as_deref(), &opts)?, context))
-            },
+        let run = sandgate::Sandbox::grep_with;
+        grep_job(
+            &self.inner,
+            env,
+            (pattern, path, max_results, options),
+            run,
             grep_answer,
-        )))
+        )
     }
 }
