@@ -386,6 +386,9 @@ pub struct Prepared {
     /// A second Landlock layer the caller asked for ([`Prepared::narrowed`]):
     /// its path rules, applied after the plan's own.
     narrow: Option<Arc<[PathRule]>>,
+    /// How many of `narrow`'s rules are the directories asked for (the
+    /// rest are system paths).
+    narrow_dirs: usize,
 }
 
 /// The view's private tmpfs mounts, as the child opens them.
@@ -422,6 +425,8 @@ struct Plan {
     /// paths every command reads.
     paths: Vec<PathRule>,
     roots: usize,
+    /// Which of `paths` are the write roots.
+    write_roots: std::ops::Range<usize>,
     /// Each system path that holds spec directories (as `/usr` holds
     /// `/usr/src/app`): its rule's index in `paths`, the path it opened
     /// and those directories, symbolic links resolved. A narrowing layer
@@ -468,6 +473,8 @@ impl fmt::Debug for Prepared {
 pub const NEWEST_ABI: u32 = 9;
 const NET_ABI: u32 = 4;
 const SCOPE_ABI: u32 = 6;
+/// Landlock judges connecting to a UNIX socket by path.
+const UNIX_ABI: u32 = 9;
 
 // Raw Landlock uapi (include/uapi/linux/landlock.h). The `landlock` crate
 // keeps its own copy private, and the child must not go through an API that
@@ -595,15 +602,12 @@ pub fn prepare_with_abi(
     }
 
     let used_abi = landlock.as_ref().and(available.map(|a| a.min(NEWEST_ABI)));
+    // Before ABI 9 Landlock does not judge UNIX sockets by path: the
+    // executor does, where it supervises the command.
+    let judge_sockets = used_abi.is_some_and(|abi| abi < UNIX_ABI);
     if let Some(abi) = used_abi {
         if abi < 3 {
             notes.push("truncate(2) is not restricted (needs Landlock ABI 3)".to_owned());
-        }
-        if abi < 9 {
-            notes.push(
-                "connecting to a UNIX socket by path is not restricted (needs Landlock ABI 9)"
-                    .to_owned(),
-            );
         }
         notes.push(
             "Landlock does not restrict chmod, chown, extended attributes, timestamps, \
@@ -629,10 +633,18 @@ pub fn prepare_with_abi(
                 SeccompSpec { udp: spec.udp },
                 seccomp::notify_available(),
                 used_abi.is_none_or(|abi| abi < SCOPE_ABI),
+                judge_sockets,
             )
             .map_err(ConfineError::kernel)?,
         ),
     };
+    if judge_sockets && !seccomp.as_ref().is_some_and(Filters::judges_sockets) {
+        notes.push(
+            "connecting to a UNIX socket by path is not restricted (needs Landlock ABI 9, \
+             or seccomp user notification for the executor to judge it)"
+                .to_owned(),
+        );
+    }
     let seccomp_spec = SeccompSpec { udp: spec.udp };
     let seccomp_refuses = seccomp
         .as_ref()
@@ -642,7 +654,7 @@ pub fn prepare_with_abi(
             } else {
                 Listen::Refused
             };
-            seccomp::refused_names(seccomp_spec, listen, f.judges_signals())
+            seccomp::refused_names(seccomp_spec, listen, f.judges_signals(), f.judges_sockets())
         })
         .unwrap_or_default();
     // The view needs a network namespace of the command's own, whose only
@@ -730,6 +742,7 @@ pub fn prepare_with_abi(
             drop_host_caps: mode != ConfineMode::Off,
         }),
         narrow: None,
+        narrow_dirs: 0,
     })
 }
 
@@ -797,11 +810,13 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
         let fd = open_path(dir).map_err(|e| ConfineError::path("read dir", dir, e))?;
         push_rule(&mut paths, fd, rights.read_exec, rights.file);
     }
+    let first_write = paths.len();
     for dir in &spec.write_dirs {
         let fd = open_path(dir).map_err(|e| ConfineError::path("write dir", dir, e))?;
         push_rule(&mut paths, fd, rights.write, rights.file);
     }
     let roots = paths.len();
+    let write_roots = first_write..roots;
     let system = crate::SYSTEM_DIRS
         .iter()
         .map(|p| (*p, rights.read_exec))
@@ -888,6 +903,7 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
         },
         paths,
         roots,
+        write_roots,
         system_holding,
         view_tmp_narrowed: VIEW_TMP.map(|t| {
             let t = Path::new(OsStr::from_bytes(t.to_bytes()));
@@ -1092,6 +1108,7 @@ impl Prepared {
             // (more would fail the command's start with EINVAL).
             push_rule(&mut paths, dup(dir)?, plan.grant_dir, plan.file_access);
         }
+        let narrow_dirs = paths.len();
         for (k, rule) in plan.paths.iter().enumerate().skip(plan.roots) {
             // A system path that holds one of the spec's directories (a
             // workspace at /usr/src/app) would grant the command all of
@@ -1111,7 +1128,33 @@ impl Prepared {
         Ok(Prepared {
             inner: Arc::clone(&self.inner),
             narrow: Some(paths.into()),
+            narrow_dirs,
         })
+    }
+
+    /// What the executor lets the command connect to, where it judges
+    /// `connect` ([`crate::connect`]): `None` where it does not.
+    pub(crate) fn socket_rules(&self) -> Option<crate::connect::SocketRules> {
+        let plan = self.inner.landlock.as_ref()?;
+        if !self.inner.seccomp.as_ref()?.judges_sockets() {
+            return None;
+        }
+        fn fds(rules: &[PathRule]) -> Vec<BorrowedFd<'_>> {
+            rules.iter().map(|r| r.fd.as_fd()).collect()
+        }
+        let write_roots = fds(&plan.paths[plan.write_roots.clone()]);
+        let narrowing = self.narrow.as_deref().map(|n| fds(&n[..self.narrow_dirs]));
+        let tcp_ports = (plan.connect_access != 0).then(|| {
+            plan.connect_ports
+                .iter()
+                .filter_map(|&p| u16::try_from(p).ok())
+                .collect()
+        });
+        Some(crate::connect::SocketRules::new(
+            &write_roots,
+            narrowing.as_deref(),
+            tcp_ports,
+        ))
     }
 
     /// Whether [`Prepared::narrowed`] made this one.
@@ -1143,8 +1186,12 @@ impl Prepared {
         r.net = no_tcp;
         if r.seccomp {
             // Inside the namespace UDP reaches nothing and is refused.
-            r.seccomp_refuses =
-                seccomp::refused_names(SeccompSpec { udp: false }, Listen::OwnNetwork, false);
+            r.seccomp_refuses = seccomp::refused_names(
+                SeccompSpec { udp: false },
+                Listen::OwnNetwork,
+                false,
+                false,
+            );
         }
         r.notes.retain(|n| !n.starts_with("the child runs as root"));
         if !no_tcp {

@@ -1400,6 +1400,7 @@ fn run(
     )
     .with_monitor(monitor, limits.report.max_cpu_ms.is_some())
     .with_file_size_limit(prepared.limits_file_size())
+    .with_socket_rules(prepared.socket_rules())
     .finish();
     // Every process of the command is dead now: undo what it did to
     // protected paths.

@@ -89,6 +89,8 @@ mod cgroup;
 #[cfg(target_os = "linux")]
 pub mod confine;
 #[cfg(target_os = "linux")]
+mod connect;
+#[cfg(target_os = "linux")]
 pub mod env;
 #[cfg(target_os = "linux")]
 pub mod exec;

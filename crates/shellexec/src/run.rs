@@ -17,6 +17,7 @@
 //!   that can be killed is, and the call returns anyway.
 
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
 use std::time::Instant;
 
 use rustix::event::{PollFd, PollFlags};
@@ -81,8 +82,11 @@ pub(crate) struct Run {
     /// The command's exit code, once the keeper reported it.
     exited: Option<i32>,
     /// The seccomp listener for the command's `listen` calls, served while
-    /// anything of the command may still call it.
-    notify: Option<OwnedFd>,
+    /// anything of the command may still call it (shared with the threads
+    /// that perform waiting connects).
+    notify: Option<Arc<OwnedFd>>,
+    /// The command's connects, where the executor judges them.
+    connects: Option<crate::connect::Connects>,
     user_abort: Option<AbortSignal>,
     internal: AbortSignal,
     /// An abort was seen (its descriptors are no longer polled).
@@ -146,7 +150,8 @@ impl Run {
                 buf: Vec::with_capacity(4),
             },
             exited: None,
-            notify,
+            notify: notify.map(Arc::new),
+            connects: None,
             user_abort,
             internal,
             abort_noted: false,
@@ -168,6 +173,13 @@ impl Run {
     pub fn with_monitor(mut self, monitor: Option<Monitor>, cpu_limited: bool) -> Run {
         self.monitor = monitor;
         self.cpu_limited = cpu_limited;
+        self
+    }
+
+    /// Judges the command's connects by `rules` ([`crate::connect`]), where
+    /// its filter hands them to the executor.
+    pub fn with_socket_rules(mut self, rules: Option<crate::connect::SocketRules>) -> Run {
+        self.connects = rules.map(|r| crate::connect::Connects::new(Arc::new(r)));
         self
     }
 
@@ -329,7 +341,7 @@ impl Run {
                 Role::Notify => {
                     if revents.contains(PollFlags::IN) {
                         if let Some(fd) = &self.notify {
-                            crate::seccomp::serve_one(fd);
+                            crate::seccomp::serve_one(fd, self.connects.as_mut());
                         }
                     } else {
                         // Hung up: no process of the command is left
@@ -381,6 +393,7 @@ impl Run {
             limit,
             cpu_limited,
             file_size_limited,
+            connects,
             ..
         } = self;
         let keeper_status = if phase == Phase::Backstop {
@@ -398,6 +411,11 @@ impl Run {
         } else {
             proctree::wait_until(keeper, backstop)
         };
+        // Every process of the command is gone (but past the backstop):
+        // the threads performing its connects end within a slice.
+        if let (Some(c), false) = (connects, phase == Phase::Backstop) {
+            c.finish();
+        }
         let (stdout, stderr, truncated) = capture.finish();
         if exited.is_none() && keeper_status.is_none() && why != Some(End::Abort) {
             // Nothing says how it ended, and the backstop ended the wait.

@@ -28,6 +28,8 @@
 //! | on the floor where Landlock does not scope signals (before ABI 6): `kill`, `tkill`, `tgkill`, `rt_sigqueueinfo`, `rt_tgsigqueueinfo`, and `fcntl(F_SETOWN)` (which has the kernel signal the owner) | judged by the executor (below) |
 //! | the same: `pidfd_send_signal` | `ENOSYS` (tools fall back to `kill`) |
 //! | the same: the signal owner set through a pointer the filter cannot read (`fcntl(F_SETOWN_EX)`, `ioctl(FIOSETOWN)`, `ioctl(SIOCSPGRP)`) | `EPERM` |
+//! | on the floor where Landlock does not judge UNIX sockets by path (before ABI 9): `connect` | performed by the executor (below) |
+//! | the same: `socket` and `socketpair` of `AF_UNIX` with `SOCK_DGRAM` (a datagram can name any socket by path in `sendto`/`sendmsg`, whose address a filter cannot read) | `EPERM` |
 //!
 //! Without scoping, a command could signal every process of its user: the
 //! executor's own process (by its pid or by any of its threads' ids, which
@@ -38,6 +40,16 @@
 //! group and `kill(-1)`; the rest runs as the command made it
 //! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`: the target is in the call's
 //! registers, which no other thread can change).
+//!
+//! Before Landlock ABI 9 nothing in the kernel judges a connect to a UNIX
+//! socket by path. Where the executor supervises, every `connect` is
+//! handed to it, and it performs the call itself on a copy of the
+//! command's socket, with the address copied once from the command's
+//! memory: a UNIX socket by path only beneath a write root, no abstract
+//! name, TCP ports as Landlock judges them (the executor's `connect`
+//! module says how). A UNIX datagram socket names its receiver in
+//! `sendto`'s or `sendmsg`'s address, which no filter can read, so there
+//! the command cannot make one.
 //!
 //! `listen` goes to the executor through seccomp user notification: a
 //! plain filter sees only the descriptor number, not the socket's family.
@@ -107,6 +119,10 @@ pub(crate) struct Filters {
     /// Whether `supervised` also hands signals to the executor
     /// ([`SIGNAL_CALLS`]): where Landlock does not scope them.
     signals: bool,
+    /// Whether `supervised` also hands every `connect` to the executor
+    /// and refuses UNIX datagram sockets: where Landlock does not judge
+    /// UNIX sockets by path.
+    sockets: bool,
 }
 
 /// `struct sock_fprog`.
@@ -272,8 +288,14 @@ const HOST_IPC: &[i64] = &[
 ];
 
 /// The classes the filters refuse, as the confinement report lists them;
-/// `signals`: signals are judged by the executor ([`Filters::judges_signals`]).
-pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen, signals: bool) -> Vec<String> {
+/// `signals`: signals are judged by the executor ([`Filters::judges_signals`]);
+/// `sockets`: so are connects ([`Filters::judges_sockets`]).
+pub(crate) fn refused_names(
+    spec: SeccompSpec,
+    listen: Listen,
+    signals: bool,
+    sockets: bool,
+) -> Vec<String> {
     let mut out: Vec<String> = vec![
         "foreign-architecture and x32 system calls".into(),
         "sockets other than UNIX, netlink route and TCP (MPTCP, SCTP, raw, packet, vsock…)".into(),
@@ -297,6 +319,14 @@ pub(crate) fn refused_names(spec: SeccompSpec, listen: Listen, signals: bool) ->
              and to every process at once (kill -1), judged by the executor where Landlock does \
              not scope signals; pidfd_send_signal (ENOSYS), and a signal owner set through a \
              pointer (F_SETOWN_EX, FIOSETOWN, SIOCSPGRP)"
+                .into(),
+        );
+    }
+    if sockets {
+        out.push(
+            "connect to a UNIX socket by path outside the write roots or by an abstract name, \
+             judged by the executor where Landlock does not judge UNIX sockets (TCP ports \
+             judged as Landlock does); UNIX datagram sockets (socket and socketpair)"
                 .into(),
         );
     }
@@ -706,7 +736,10 @@ pub(crate) enum Listen {
 /// could be swapped between a judgement and the call; tools fall back to
 /// `kill`), and the owner set through a pointer (`F_SETOWN_EX`,
 /// `FIOSETOWN`, `SIOCSPGRP`) refused with `EPERM`.
-fn last_filter(listen: Listen, signals: bool) -> Vec<sock_filter> {
+///
+/// With `sockets` (a supervised filter where Landlock does not judge UNIX
+/// sockets by path) every `connect` is handed to the executor.
+fn last_filter(listen: Listen, signals: bool, sockets: bool) -> Vec<sock_filter> {
     const LD_W_ABS: u16 = 0x20;
     const JEQ_K: u16 = 0x15;
     const JGE_K: u16 = 0x35;
@@ -729,6 +762,10 @@ fn last_filter(listen: Listen, signals: bool) -> Vec<sock_filter> {
         ins(JEQ_K, 0, 1, libc::SYS_listen as u32),
         ins(RET_K, 0, 0, listen),
     ];
+    if sockets {
+        out.push(ins(JEQ_K, 0, 1, libc::SYS_connect as u32));
+        out.push(ins(RET_K, 0, 0, SECCOMP_RET_USER_NOTIF));
+    }
     if signals {
         let notify = SECCOMP_RET_USER_NOTIF;
         let eperm = SECCOMP_RET_ERRNO | libc::EPERM as u32;
@@ -769,8 +806,11 @@ fn last_filter(listen: Listen, signals: bool) -> Vec<sock_filter> {
 
 /// The system call numbers [`last_filter`] judges beyond the
 /// architecture: the merged program hands them to it.
-fn last_names(signals: bool) -> Vec<u32> {
+fn last_names(signals: bool, sockets: bool) -> Vec<u32> {
     let mut out = vec![libc::SYS_listen as u32];
+    if sockets {
+        out.push(libc::SYS_connect as u32);
+    }
     if signals {
         out.extend(SIGNAL_CALLS.iter().map(|&nr| nr as u32));
         out.extend(
@@ -787,9 +827,14 @@ fn last_names(signals: bool) -> Vec<u32> {
 
 /// The rules of the filters, in the order they are stacked (before the
 /// hand-written one), each with the errno it answers. `own_ipc`: the
-/// command has an IPC namespace of its own.
-fn rule_maps(spec: SeccompSpec, own_ipc: bool) -> Vec<(BTreeMap<i64, Vec<SeccompRule>>, i32)> {
-    vec![
+/// command has an IPC namespace of its own; `unix_dgram`: UNIX datagram
+/// sockets are refused ([`unix_dgram_rules`]).
+fn rule_maps(
+    spec: SeccompSpec,
+    own_ipc: bool,
+    unix_dgram: bool,
+) -> Vec<(BTreeMap<i64, Vec<SeccompRule>>, i32)> {
+    let mut out = vec![
         (refused_rules(own_ipc), libc::EPERM),
         (
             BTreeMap::from([
@@ -801,7 +846,25 @@ fn rule_maps(spec: SeccompSpec, own_ipc: bool) -> Vec<(BTreeMap<i64, Vec<Seccomp
         (socket_family_rules(), libc::EAFNOSUPPORT),
         (socket_protocol_rules(spec), libc::EPROTONOSUPPORT),
         (fallocate_rules(), libc::EOPNOTSUPP),
-    ]
+    ];
+    if unix_dgram {
+        out.push((unix_dgram_rules(), libc::EPERM));
+    }
+    out
+}
+
+/// `socket` and `socketpair` of `AF_UNIX` with `SOCK_DGRAM` (whatever its
+/// flags): a datagram names its receiver in `sendto`'s or `sendmsg`'s
+/// address, which a filter cannot read, so where the executor judges
+/// UNIX sockets by path ([`crate::connect`]) the command has none.
+fn unix_dgram_rules() -> BTreeMap<i64, Vec<SeccompRule>> {
+    let dgram = || {
+        vec![rule(vec![
+            cond(0, Len::Dword, Op::Eq, libc::AF_UNIX as u64),
+            cond(1, Len::Dword, Op::MaskedEq(0xf), libc::SOCK_DGRAM as u64),
+        ])]
+    };
+    BTreeMap::from([(libc::SYS_socket, dgram()), (libc::SYS_socketpair, dgram())])
 }
 
 impl Filters {
@@ -809,34 +872,57 @@ impl Filters {
     /// `listen` to a supervisor ([`notify_available`]).
     /// With `signals` (Landlock does not scope signals here) the
     /// supervised program hands signals to the executor as well.
-    pub(crate) fn build(spec: SeccompSpec, notify: bool, signals: bool) -> io::Result<Filters> {
-        let merged = |spec: SeccompSpec, own_ipc: bool, listen: Listen, signals: bool| {
-            merge(
-                rule_maps(spec, own_ipc),
-                &last_filter(listen, signals),
-                &last_names(signals),
-            )
-        };
-        let unsupervised = merged(spec, false, Listen::Refused, false)?;
+    /// With `sockets` (Landlock does not judge UNIX sockets by path here)
+    /// it hands every `connect` to the executor and refuses UNIX datagram
+    /// sockets.
+    pub(crate) fn build(
+        spec: SeccompSpec,
+        notify: bool,
+        signals: bool,
+        sockets: bool,
+    ) -> io::Result<Filters> {
+        let merged =
+            |spec: SeccompSpec, own_ipc: bool, listen: Listen, signals: bool, sockets: bool| {
+                merge(
+                    rule_maps(spec, own_ipc, sockets),
+                    &last_filter(listen, signals, sockets),
+                    &last_names(signals, sockets),
+                )
+            };
+        let unsupervised = merged(spec, false, Listen::Refused, false, false)?;
         let signals = signals && notify;
+        let sockets = sockets && notify;
         Ok(Filters {
             supervised: if notify {
-                merged(spec, false, Listen::Supervised, signals)?
+                merged(spec, false, Listen::Supervised, signals, sockets)?
             } else {
                 unsupervised.clone()
             },
             unsupervised,
             // In namespaces: no UDP, and an IPC namespace of the command's
-            // own; its PID namespace keeps signals to its own processes.
-            own_network: merged(SeccompSpec { udp: false }, true, Listen::OwnNetwork, false)?,
+            // own; its PID namespace keeps signals to its own processes,
+            // and the host's UNIX sockets are not in its view.
+            own_network: merged(
+                SeccompSpec { udp: false },
+                true,
+                Listen::OwnNetwork,
+                false,
+                false,
+            )?,
             notify,
             signals,
+            sockets,
         })
     }
 
     /// Whether the supervised program hands signals to the executor.
     pub(crate) fn judges_signals(&self) -> bool {
         self.signals
+    }
+
+    /// Whether the supervised program hands `connect` to the executor.
+    pub(crate) fn judges_sockets(&self) -> bool {
+        self.sockets
     }
 
     /// Whether `listen` goes to a supervisor.
@@ -978,21 +1064,21 @@ fn listener_installable() -> bool {
 /// `struct seccomp_data`.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
-struct SeccompData {
+pub(crate) struct SeccompData {
     nr: i32,
     arch: u32,
     instruction_pointer: u64,
-    args: [u64; 6],
+    pub(crate) args: [u64; 6],
 }
 
 /// `struct seccomp_notif`.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
-struct Notif {
-    id: u64,
-    pid: u32,
+pub(crate) struct Notif {
+    pub(crate) id: u64,
+    pub(crate) pid: u32,
     flags: u32,
-    data: SeccompData,
+    pub(crate) data: SeccompData,
 }
 
 /// `struct seccomp_notif_resp`.
@@ -1019,12 +1105,19 @@ pub(crate) enum Verdict {
     Continued,
     /// Refused with this errno.
     Refused(i32),
+    /// A connect performed by the executor ([`crate::connect`]), or left
+    /// to one of its threads, which answers it.
+    Connected,
     /// Nothing to answer (the caller is gone, or nothing was pending).
     Gone,
 }
 
-/// Receives one pending notification on `listener` and answers it.
-pub(crate) fn serve_one(listener: &OwnedFd) -> Verdict {
+/// Receives one pending notification on `listener` and answers it;
+/// `connects` judges a `connect` (the filter hands none over without).
+pub(crate) fn serve_one(
+    listener: &std::sync::Arc<OwnedFd>,
+    connects: Option<&mut crate::connect::Connects>,
+) -> Verdict {
     let mut notif = Notif::default();
     // SAFETY: SECCOMP_IOCTL_NOTIF_RECV fills a zeroed `struct
     // seccomp_notif`, which `Updater` passes by pointer.
@@ -1039,18 +1132,37 @@ pub(crate) fn serve_one(listener: &OwnedFd) -> Verdict {
     }
     let (val, error, verdict) = if notif.data.nr == libc::SYS_listen as i32 {
         judge_listen(listener, &notif)
+    } else if notif.data.nr == libc::SYS_connect as i32 {
+        match connects.and_then(|c| c.serve(listener, &notif)) {
+            Some((val, error)) => (val, error, Verdict::Connected),
+            // Left to a thread of the executor, which answers it.
+            None => return Verdict::Connected,
+        }
     } else {
         judge_signal(&notif.data)
     };
-    let mut resp = NotifResp {
-        id: notif.id,
+    if answer(
+        listener,
+        notif.id,
         val,
         error,
-        flags: if verdict == Verdict::Continued {
-            NOTIF_FLAG_CONTINUE
-        } else {
-            0
-        },
+        verdict == Verdict::Continued,
+    ) {
+        verdict
+    } else {
+        Verdict::Gone
+    }
+}
+
+/// Answers notification `id`: `val` and the negated errno `error`, or
+/// with `go_on` the call runs as its caller made it. False when nobody
+/// waits for the answer any more.
+pub(crate) fn answer(listener: &OwnedFd, id: u64, val: i64, error: i32, go_on: bool) -> bool {
+    let mut resp = NotifResp {
+        id,
+        val,
+        error,
+        flags: if go_on { NOTIF_FLAG_CONTINUE } else { 0 },
     };
     // SAFETY: SECCOMP_IOCTL_NOTIF_SEND reads a `struct seccomp_notif_resp`.
     let sent = unsafe {
@@ -1059,10 +1171,7 @@ pub(crate) fn serve_one(listener: &OwnedFd) -> Verdict {
             rustix::ioctl::Updater::<NOTIF_SEND, NotifResp>::new(&mut resp),
         )
     };
-    match sent {
-        Ok(()) => verdict,
-        Err(_) => Verdict::Gone,
-    }
+    sent.is_ok()
 }
 
 /// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that need not lead
@@ -1072,7 +1181,7 @@ const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
 /// A pidfd whose descriptor table is that of thread `tid`: opened on the
 /// thread itself ([`PIDFD_THREAD`]), or, on a kernel without that flag,
 /// on the leader of its thread group (read from `/proc/<tid>/status`).
-fn caller_pidfd(tid: i32) -> Option<OwnedFd> {
+pub(crate) fn caller_pidfd(tid: i32) -> Option<OwnedFd> {
     use rustix::process::{pidfd_open, Pid, PidfdFlags};
     let pid = Pid::from_raw(tid)?;
     match pidfd_open(pid, PidfdFlags::from_bits_retain(PIDFD_THREAD)) {
@@ -1087,7 +1196,7 @@ fn caller_pidfd(tid: i32) -> Option<OwnedFd> {
 
 /// `SECCOMP_IOCTL_NOTIF_ID_VALID`: whether notification `id` is still
 /// pending (its caller alive and waiting).
-fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
+pub(crate) fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
     let mut id = id;
     // SAFETY: SECCOMP_IOCTL_NOTIF_ID_VALID reads one u64.
     unsafe {
@@ -1233,9 +1342,12 @@ mod tests {
         for udp in [false, true] {
             for notify in [false, true] {
                 for signals in [false, true] {
-                    let f = Filters::build(SeccompSpec { udp }, notify, signals).unwrap();
-                    for p in [&f.supervised, &f.unsupervised, &f.own_network] {
-                        assert!(p.len() > 100 && p.len() <= 4096, "{}", p.len());
+                    for sockets in [false, true] {
+                        let f =
+                            Filters::build(SeccompSpec { udp }, notify, signals, sockets).unwrap();
+                        for p in [&f.supervised, &f.unsupervised, &f.own_network] {
+                            assert!(p.len() > 100 && p.len() <= 4096, "{}", p.len());
+                        }
                     }
                 }
             }
@@ -1297,21 +1409,72 @@ mod tests {
     /// Every merged program beside the stack it stands for.
     fn programs() -> Vec<(Vec<sock_filter>, Vec<Vec<sock_filter>>)> {
         let mut out = Vec::new();
-        for (spec, own_ipc, listen, signals) in [
-            (SeccompSpec { udp: false }, false, Listen::Supervised, false),
-            (SeccompSpec { udp: true }, false, Listen::Supervised, false),
-            (SeccompSpec { udp: false }, false, Listen::Supervised, true),
-            (SeccompSpec { udp: true }, false, Listen::Supervised, true),
-            (SeccompSpec { udp: true }, false, Listen::Refused, false),
-            (SeccompSpec { udp: false }, true, Listen::OwnNetwork, false),
+        for (spec, own_ipc, listen, signals, sockets) in [
+            (
+                SeccompSpec { udp: false },
+                false,
+                Listen::Supervised,
+                false,
+                false,
+            ),
+            (
+                SeccompSpec { udp: true },
+                false,
+                Listen::Supervised,
+                false,
+                false,
+            ),
+            (
+                SeccompSpec { udp: false },
+                false,
+                Listen::Supervised,
+                true,
+                false,
+            ),
+            (
+                SeccompSpec { udp: true },
+                false,
+                Listen::Supervised,
+                true,
+                false,
+            ),
+            (
+                SeccompSpec { udp: false },
+                false,
+                Listen::Supervised,
+                false,
+                true,
+            ),
+            (
+                SeccompSpec { udp: true },
+                false,
+                Listen::Supervised,
+                true,
+                true,
+            ),
+            (
+                SeccompSpec { udp: true },
+                false,
+                Listen::Refused,
+                false,
+                false,
+            ),
+            (
+                SeccompSpec { udp: false },
+                true,
+                Listen::OwnNetwork,
+                false,
+                false,
+            ),
         ] {
-            let last = last_filter(listen, signals);
-            let mut stack: Vec<Vec<sock_filter>> = rule_maps(spec, own_ipc)
+            let last = last_filter(listen, signals, sockets);
+            let maps = || rule_maps(spec, own_ipc, sockets);
+            let mut stack: Vec<Vec<sock_filter>> = maps()
                 .into_iter()
                 .map(|(rules, errno)| compile_linear(rules, errno).unwrap())
                 .collect();
             stack.push(last.clone());
-            let merged = merge(rule_maps(spec, own_ipc), &last, &last_names(signals)).unwrap();
+            let merged = merge(maps(), &last, &last_names(signals, sockets)).unwrap();
             out.push((merged, stack));
         }
         out
@@ -1397,6 +1560,7 @@ mod tests {
             libc::SYS_ioprio_set,
             libc::SYS_fallocate,
             libc::SYS_listen,
+            libc::SYS_connect,
             libc::SYS_kill,
             libc::SYS_tgkill,
             libc::SYS_fcntl,
@@ -1421,10 +1585,10 @@ mod tests {
     /// is short, however many calls the filters name.
     #[test]
     fn an_unnamed_call_is_allowed_in_a_few_steps() {
-        let named: Vec<u32> = rule_maps(SeccompSpec { udp: true }, false)
+        let named: Vec<u32> = rule_maps(SeccompSpec { udp: true }, false, true)
             .iter()
             .flat_map(|(map, _)| map.keys().map(|&nr| nr as u32))
-            .chain(last_names(true))
+            .chain(last_names(true, true))
             .collect();
         assert!(named.len() > 80, "{}", named.len());
         for (merged, _) in programs() {
@@ -1474,17 +1638,32 @@ mod tests {
     /// architecture kills, an x32 number answers `ENOSYS`, whatever the
     /// arguments; every call of [`REFUSED`] answers `EPERM`, [`HOST_IPC`]
     /// too but in a network namespace of the command's own; `listen` is
-    /// notified, refused or allowed as the program's [`Listen`] says.
+    /// notified, refused or allowed as the program's [`Listen`] says;
+    /// `connect` is notified and UNIX datagram sockets refused where
+    /// sockets are judged, and both allowed elsewhere.
     #[test]
     fn the_programs_answer_as_the_table_says() {
         let kill = SECCOMP_RET_KILL_PROCESS;
         let errno = |e: i32| SECCOMP_RET_ERRNO | e as u32;
-        for (udp, signals) in [(false, false), (true, false), (false, true), (true, true)] {
-            let f = Filters::build(SeccompSpec { udp }, true, signals).unwrap();
-            for (prog, listen, own_ipc, judged) in [
-                (&f.supervised, SECCOMP_RET_USER_NOTIF, false, signals),
-                (&f.unsupervised, errno(libc::ENOSYS), false, false),
-                (&f.own_network, SECCOMP_RET_ALLOW, true, false),
+        for (udp, signals, sockets) in [
+            (false, false, false),
+            (true, false, false),
+            (false, true, false),
+            (true, true, false),
+            (false, false, true),
+            (true, true, true),
+        ] {
+            let f = Filters::build(SeccompSpec { udp }, true, signals, sockets).unwrap();
+            for (prog, listen, own_ipc, judged, sockets) in [
+                (
+                    &f.supervised,
+                    SECCOMP_RET_USER_NOTIF,
+                    false,
+                    signals,
+                    sockets,
+                ),
+                (&f.unsupervised, errno(libc::ENOSYS), false, false, false),
+                (&f.own_network, SECCOMP_RET_ALLOW, true, false, false),
             ] {
                 for args in [[0; 6], [u64::MAX; 6], [1, 2, 3, 4, 5, 6]] {
                     for nr in 0..1024u32 {
@@ -1510,6 +1689,33 @@ mod tests {
                     assert_eq!(run(prog, &d), listen);
                     let d = data(libc::SYS_getpid as u32, AUDIT_ARCH, args);
                     assert_eq!(run(prog, &d), SECCOMP_RET_ALLOW);
+                    // Connects handed over, UNIX datagram sockets refused,
+                    // where sockets are judged.
+                    let d = data(libc::SYS_connect as u32, AUDIT_ARCH, args);
+                    let connect = if sockets {
+                        SECCOMP_RET_USER_NOTIF
+                    } else {
+                        SECCOMP_RET_ALLOW
+                    };
+                    assert_eq!(run(prog, &d), connect);
+                    let unix = libc::AF_UNIX as u64;
+                    for nr in [libc::SYS_socket, libc::SYS_socketpair] {
+                        for flags in [0, libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC] {
+                            let flags = flags as u64;
+                            let mut a = [unix, libc::SOCK_DGRAM as u64 | flags, 0, 0, 0, 0];
+                            let dgram = if sockets {
+                                errno(libc::EPERM)
+                            } else {
+                                SECCOMP_RET_ALLOW
+                            };
+                            assert_eq!(run(prog, &data(nr as u32, AUDIT_ARCH, a)), dgram);
+                            for kind in [libc::SOCK_STREAM, libc::SOCK_SEQPACKET] {
+                                a[1] = kind as u64 | flags;
+                                let d = data(nr as u32, AUDIT_ARCH, a);
+                                assert_eq!(run(prog, &d), SECCOMP_RET_ALLOW);
+                            }
+                        }
+                    }
                     // Signals: handed over, refused or allowed as judged.
                     let when = |yes: u32| if judged { yes } else { SECCOMP_RET_ALLOW };
                     for nr in SIGNAL_CALLS {
@@ -1613,7 +1819,7 @@ mod tests {
         }
         for udp in [false, true] {
             for notify in [false, true] {
-                let f = Filters::build(SeccompSpec { udp }, notify, !udp).unwrap();
+                let f = Filters::build(SeccompSpec { udp }, notify, !udp, !udp).unwrap();
                 for p in [&f.supervised, &f.unsupervised, &f.own_network] {
                     let got = python_under(Some(p.clone()), "print(sum(range(4)))", &[]);
                     assert_eq!(got, ["6"]);
@@ -1652,7 +1858,7 @@ mod tests {
                 "control {answer}: {control:?}"
             );
         }
-        let f = Filters::build(SeccompSpec::default(), false, false).unwrap();
+        let f = Filters::build(SeccompSpec::default(), false, false, false).unwrap();
         for prog in [&f.unsupervised, &f.own_network] {
             let got = python_under(Some(prog.clone()), NAMED_SYSCALL_PROBE, &calls);
             let refused: Vec<String> = names.iter().map(|n| format!("{n}=EPERM")).collect();

@@ -2327,3 +2327,540 @@ fn rlimit_nproc_counts_the_users_other_processes_on_the_floor() {
         }
     }
 }
+
+/// Accepts every connection on `listener` for good, answering `reply` to
+/// the first bytes each sends.
+fn answer_unix(listener: std::os::unix::net::UnixListener, reply: &'static str) {
+    use std::io::{Read, Write};
+    thread::spawn(move || {
+        for mut c in listener.incoming().flatten() {
+            let mut buf = [0u8; 16];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(reply.as_bytes());
+        }
+    });
+}
+
+fn answer_tcp(listener: std::net::TcpListener, reply: &'static str) {
+    use std::io::{Read, Write};
+    thread::spawn(move || {
+        for mut c in listener.incoming().flatten() {
+            let mut buf = [0u8; 16];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(reply.as_bytes());
+        }
+    });
+}
+
+/// Whether the executor supervises a command run under `prepared` on the
+/// floor (seccomp user notification: it performs `listen`).
+fn supervises(prepared: &sandgate_shellexec::confine::Prepared) -> bool {
+    prepared
+        .report()
+        .seccomp_refuses
+        .iter()
+        .any(|r| r.contains("judged by the executor") && r.starts_with("listen"))
+}
+
+/// The command's side of the UNIX and TCP probes: one line per attempt,
+/// the answer it read or the error's name.
+const CONNECT_PROBE: &str = r#"
+import errno, select, socket, sys
+(outside, inside, relative, inread, link, rel_link, dotdot, abstract,
+ tcp_ok, tcp_no) = sys.argv[1:]
+def attempt(label, fn):
+    try:
+        print(label, fn())
+    except OSError as e:
+        print(label, errno.errorcode.get(e.errno, e.errno))
+def talk(s):
+    s.sendall(b'ping')
+    return s.recv(64).decode()
+def unix(path, block=True):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if block:
+        s.connect(path)
+    else:
+        s.setblocking(False)
+        r = s.connect_ex(path)
+        if r:
+            raise OSError(r, '')
+        s.setblocking(True)
+    return talk(s)
+def tcp(port, block=True):
+    s = socket.socket()
+    if block:
+        s.connect(('127.0.0.1', int(port)))
+    else:
+        s.setblocking(False)
+        r = s.connect_ex(('127.0.0.1', int(port)))
+        if r not in (0, errno.EINPROGRESS):
+            raise OSError(r, '')
+        select.select([], [s], [], 5)
+        e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if e:
+            raise OSError(e, '')
+        s.setblocking(True)
+    return talk(s)
+def pair(kind):
+    a, b = socket.socketpair(socket.AF_UNIX, kind)
+    a.send(b'x')
+    return b.recv(1).decode()
+attempt('outside', lambda: unix(outside))
+attempt('inside', lambda: unix(inside))
+attempt('inside-nb', lambda: unix(inside, False))
+attempt('relative', lambda: unix(relative))
+attempt('read-root', lambda: unix(inread))
+attempt('link', lambda: unix(link))
+attempt('rel-link', lambda: unix(rel_link))
+attempt('dotdot', lambda: unix(dotdot))
+attempt('abstract', lambda: unix('\0' + abstract))
+attempt('dgram', lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) and 'made')
+attempt('dgram-pair', lambda: pair(socket.SOCK_DGRAM))
+attempt('stream-pair', lambda: pair(socket.SOCK_STREAM))
+attempt('seqpacket-pair', lambda: pair(socket.SOCK_SEQPACKET))
+attempt('tcp-granted', lambda: tcp(tcp_ok))
+attempt('tcp-granted-nb', lambda: tcp(tcp_ok, False))
+attempt('tcp-other', lambda: tcp(tcp_no))
+attempt('tcp-other-nb', lambda: tcp(tcp_no, False))
+"#;
+
+/// Before Landlock ABI 9 the kernel does not judge a connect to a UNIX
+/// socket by path: on the floor the executor performs every connect
+/// itself. A socket outside the write roots (in the host's temporary
+/// directory, in a read root, reached through a link or `..` from inside)
+/// and an abstract name are refused, and a UNIX datagram socket cannot be
+/// made, while a socket in the write root (by absolute or relative name,
+/// blocking or not) answers, and TCP ports are judged as Landlock judges
+/// them. Unconfined, the same probes reach every socket: the refusals
+/// come from the judgement. Before, the command reached all of them.
+#[test]
+fn on_the_floor_a_command_connects_to_unix_sockets_beneath_its_write_roots_only() {
+    use std::os::unix::net::UnixListener;
+    let Some(kernel) = kernel_abi() else {
+        eprintln!("no Landlock here: nothing judges paths; skipped");
+        return;
+    };
+    if !Path::new("/usr/bin/python3").exists() {
+        eprintln!("no python3 here: skipped");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let (w, r, o) = (
+        base.path().join("w"),
+        base.path().join("r"),
+        base.path().join("o"),
+    );
+    for d in [&w, &r, &o] {
+        fs::create_dir(d).unwrap();
+    }
+    answer_unix(UnixListener::bind(o.join("s.sock")).unwrap(), "pong-out");
+    answer_unix(UnixListener::bind(w.join("in.sock")).unwrap(), "pong-in");
+    let sub = w.join("sub");
+    fs::create_dir(&sub).unwrap();
+    answer_unix(
+        UnixListener::bind(sub.join("sub.sock")).unwrap(),
+        "pong-sub",
+    );
+    answer_unix(UnixListener::bind(r.join("r.sock")).unwrap(), "pong-read");
+    std::os::unix::fs::symlink(o.join("s.sock"), w.join("link")).unwrap();
+    std::os::unix::fs::symlink("../o/s.sock", w.join("rel-link")).unwrap();
+    let abstract_name = format!("sandgate-test-{}", marker(12));
+    let abstract_addr = {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap()
+    };
+    answer_unix(
+        UnixListener::bind_addr(&abstract_addr).unwrap(),
+        "pong-abstract",
+    );
+    let granted = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (p, q) = (
+        granted.local_addr().unwrap().port(),
+        other.local_addr().unwrap().port(),
+    );
+    answer_tcp(granted, "pong-tcp");
+    answer_tcp(other, "pong-other");
+
+    let ex = started(ExecConfig {
+        confine_mode: ConfineMode::BestEffort,
+        namespaces: false,
+        ..config()
+    });
+    let spec = ConfineSpec {
+        read_dirs: vec![r.clone()],
+        write_dirs: vec![w.clone()],
+        connect_ports: vec![p],
+        udp: true,
+        ..ConfineSpec::default()
+    };
+    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+    let args: Vec<OsString> = [
+        "-c".to_owned(),
+        CONNECT_PROBE.to_owned(),
+        o.join("s.sock").display().to_string(),
+        w.join("in.sock").display().to_string(),
+        "in.sock".to_owned(),
+        r.join("r.sock").display().to_string(),
+        w.join("link").display().to_string(),
+        w.join("rel-link").display().to_string(),
+        w.join("../o/s.sock").display().to_string(),
+        abstract_name.clone(),
+        p.to_string(),
+        q.to_string(),
+    ]
+    .map(OsString::from)
+    .into();
+    let probe = |prepared: &sandgate_shellexec::confine::Prepared| {
+        let cwd = fs::File::open(&w).unwrap();
+        let r = ex
+            .exec_program(
+                Path::new("/usr/bin/python3"),
+                &args,
+                &env,
+                prepared,
+                ExecOptions {
+                    cwd: Some(OwnedFd::from(cwd)),
+                    ..ExecOptions::default()
+                },
+            )
+            .unwrap();
+        (text(&r.stdout), text(&r.stderr), r)
+    };
+
+    // Unconfined: every socket answers.
+    let off = sandgate_shellexec::confine::prepare(&spec, ConfineMode::Off).unwrap();
+    let (got, err, _) = probe(&off);
+    assert_eq!(
+        got,
+        "outside pong-out\ninside pong-in\ninside-nb pong-in\nrelative pong-in\n\
+         read-root pong-read\nlink pong-out\nrel-link pong-out\ndotdot pong-out\n\
+         abstract pong-abstract\ndgram made\ndgram-pair x\nstream-pair x\nseqpacket-pair x\n\
+         tcp-granted pong-tcp\ntcp-granted-nb pong-tcp\ntcp-other pong-other\n\
+         tcp-other-nb pong-other\n",
+        "{err}"
+    );
+
+    // On the floor below ABI 9: the kernel's ABI (at most 8) and ABI 5,
+    // where signals are judged by the same filter.
+    let mut abis = vec![kernel.min(8)];
+    if kernel > 5 {
+        abis.push(5);
+    }
+    for abi in abis {
+        let prepared = sandgate_shellexec::confine::prepare_with_abi(
+            &spec,
+            ConfineMode::BestEffort,
+            Some(abi),
+        )
+        .unwrap();
+        // The executor judges connects where it judges `listen`: with
+        // seccomp user notification.
+        if !supervises(&prepared) {
+            eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+            return;
+        }
+        let (got, err, result) = probe(&prepared);
+        // Without Landlock's TCP rules (ABI 3 and before) no port is
+        // judged.
+        let (other, other_nb) = if abi >= 4 {
+            ("EACCES", "EACCES")
+        } else {
+            ("pong-other", "pong-other")
+        };
+        assert_eq!(
+            got,
+            format!(
+                "outside EACCES\ninside pong-in\ninside-nb pong-in\nrelative pong-in\n\
+                 read-root EACCES\nlink EACCES\nrel-link EACCES\ndotdot EACCES\n\
+                 abstract EPERM\ndgram EPERM\ndgram-pair EPERM\nstream-pair x\n\
+                 seqpacket-pair x\ntcp-granted pong-tcp\ntcp-granted-nb pong-tcp\n\
+                 tcp-other {other}\ntcp-other-nb {other_nb}\n"
+            ),
+            "ABI {abi}: {err}"
+        );
+        assert!(
+            !result
+                .confined
+                .notes
+                .iter()
+                .any(|n| n.starts_with("connecting to a UNIX socket by path is not restricted")),
+            "{:?}",
+            result.confined.notes
+        );
+
+        // Narrowed to a directory of the write root: only sockets beneath
+        // it too.
+        let narrowed = |dir: &Path, path: &Path| {
+            let script = "import errno, socket, sys\n\
+                          s = socket.socket(socket.AF_UNIX)\n\
+                          try:\n    s.connect(sys.argv[1]); s.sendall(b'x'); print(s.recv(64).decode())\n\
+                          except OSError as e:\n    print(errno.errorcode[e.errno])\n";
+            let within = vec![OwnedFd::from(fs::File::open(dir).unwrap())];
+            let r = ex
+                .exec_program(
+                    Path::new("/usr/bin/python3"),
+                    &["-c".into(), script.into(), path.into()],
+                    &env,
+                    &prepared,
+                    ExecOptions {
+                        within: Some(within),
+                        ..ExecOptions::default()
+                    },
+                )
+                .unwrap();
+            (text(&r.stdout), text(&r.stderr))
+        };
+        let (got, err) = narrowed(&sub, &sub.join("sub.sock"));
+        assert_eq!(got, "pong-sub\n", "ABI {abi}: {err}");
+        let (got, err) = narrowed(&sub, &w.join("in.sock"));
+        assert_eq!(got, "EACCES\n", "ABI {abi}: {err}");
+    }
+}
+
+/// A connect on a blocking socket waits in a thread of the executor while
+/// the listener's queue is full, connects once the listener takes the
+/// queued connections, and a command killed while it waits ends on time
+/// (the executor's thread ends with it: the run waits for it).
+#[test]
+fn on_the_floor_a_blocking_unix_connect_waits_for_its_listener_and_ends_with_the_command() {
+    use std::os::unix::net::UnixListener;
+    if kernel_abi().is_none() || !Path::new("/usr/bin/python3").exists() {
+        eprintln!("no Landlock or no python3 here: skipped");
+        return;
+    }
+    let w = tempfile::tempdir().unwrap();
+    let sock = w.path().join("full.sock");
+    let spec = ConfineSpec {
+        write_dirs: vec![w.path().to_owned()],
+        ..ConfineSpec::default()
+    };
+    let prepared = sandgate_shellexec::confine::prepare_with_abi(
+        &spec,
+        ConfineMode::BestEffort,
+        Some(kernel_abi().unwrap().min(8)),
+    )
+    .unwrap();
+    if !supervises(&prepared) {
+        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+        return;
+    }
+    let ex = Arc::new(started(ExecConfig {
+        confine_mode: ConfineMode::BestEffort,
+        namespaces: false,
+        ..config()
+    }));
+    // Fills the queue with connects that do not wait, then waits in one.
+    let script = format!(
+        "import socket, sys\n\
+         held = []\n\
+         while True:\n\
+         \x20   s = socket.socket(socket.AF_UNIX)\n\
+         \x20   s.setblocking(False)\n\
+         \x20   if s.connect_ex({path:?}):\n\
+         \x20       break\n\
+         \x20   held.append(s)\n\
+         print('queued', len(held) > 0, flush=True)\n\
+         s = socket.socket(socket.AF_UNIX)\n\
+         s.connect({path:?})\n\
+         print('connected', flush=True)\n",
+        path = sock.display().to_string()
+    );
+    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+    let exec = |timeout: Duration| {
+        let (ex, prepared, script, env) = (
+            Arc::clone(&ex),
+            prepared.clone(),
+            script.clone(),
+            env.clone(),
+        );
+        thread::spawn(move || {
+            let began = Instant::now();
+            let r = ex
+                .exec_program(
+                    Path::new("/usr/bin/python3"),
+                    &["-c".into(), script.into()],
+                    &env,
+                    &prepared,
+                    ExecOptions {
+                        timeout: Some(timeout),
+                        ..ExecOptions::default()
+                    },
+                )
+                .unwrap();
+            (r, began.elapsed())
+        })
+    };
+
+    // Killed while it waits: ends at its timeout.
+    let listener = UnixListener::bind(&sock).unwrap();
+    let (r, took) = exec(Duration::from_secs(2)).join().unwrap();
+    assert!(r.timed_out, "{}", text(&r.stderr));
+    assert_eq!(text(&r.stdout), "queued True\n", "{}", text(&r.stderr));
+    assert!(took < Duration::from_secs(8), "{took:?}");
+
+    // Let through once the listener takes what is queued.
+    drop(listener);
+    fs::remove_file(&sock).unwrap();
+    let listener = UnixListener::bind(&sock).unwrap();
+    let waiting = exec(Duration::from_secs(20));
+    thread::sleep(Duration::from_millis(1500));
+    // The connect waits in a thread of the executor (this process).
+    let threads: Vec<String> = fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("comm")).ok())
+        .collect();
+    assert!(
+        threads.iter().any(|c| c.trim() == "sandgate-connec"),
+        "{threads:?}"
+    );
+    listener.set_nonblocking(true).unwrap();
+    let mut taken = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !waiting.is_finished() && Instant::now() < deadline {
+        while let Ok((c, _)) = listener.accept() {
+            taken.push(c);
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let (r, _) = waiting.join().unwrap();
+    assert!(!r.timed_out, "{}", text(&r.stderr));
+    assert_eq!(
+        text(&r.stdout),
+        "queued True\nconnected\n",
+        "{}",
+        text(&r.stderr)
+    );
+}
+
+/// The command's side of the race: one thread flips the address buffer
+/// a `connect` reads between a socket inside and one outside, another
+/// swaps a link in the write root between the two, while the main thread
+/// connects through both for two seconds.
+const CONNECT_RACE: &str = r#"
+import ctypes, os, socket, sys, threading, time
+# Threads take turns often: thousands of attempts, not a hundred.
+sys.setswitchinterval(0.0001)
+libc = ctypes.CDLL(None, use_errno=True)
+inside, outside, swap = sys.argv[1:4]
+class Sun(ctypes.Structure):
+    _fields_ = [('family', ctypes.c_ushort), ('path', ctypes.c_char * 108)]
+buf = Sun(socket.AF_UNIX, inside.encode())
+stop = False
+def flip():
+    paths = [inside.encode(), outside.encode()]
+    i = 0
+    while not stop:
+        buf.path = paths[i & 1]
+        i += 1
+def relink():
+    i, tmp = 0, swap + '.tmp'
+    while not stop:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        os.symlink([inside, outside][i & 1], tmp)
+        os.rename(tmp, swap)
+        i += 1
+threads = [threading.Thread(target=flip), threading.Thread(target=relink)]
+for t in threads:
+    t.start()
+seen = {'out': 0, 'in': 0, 'refused': 0}
+deadline = time.time() + 2
+while time.time() < deadline:
+    for how in ('buffer', 'link'):
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            if how == 'buffer':
+                if libc.connect(s.fileno(), ctypes.byref(buf), ctypes.sizeof(buf)):
+                    raise OSError(ctypes.get_errno(), '')
+            else:
+                s.connect(swap)
+            s.sendall(b'x')
+            seen['out' if s.recv(64) == b'pong-out' else 'in'] += 1
+        except OSError:
+            seen['refused'] += 1
+        s.close()
+stop = True
+for t in threads:
+    t.join()
+print('outside', seen['out'], 'inside', seen['in'] > 0, 'refused', seen['refused'] > 0)
+"#;
+
+/// A command that races the executor's judgement (the address changed in
+/// its memory while the connect is judged, a link in the write root
+/// swapped between a socket inside and one outside) never reaches the
+/// socket outside, while it does reach the one inside. Unconfined, the
+/// same race reaches the socket outside.
+#[test]
+fn a_command_racing_its_address_or_a_link_never_connects_outside() {
+    use std::os::unix::net::UnixListener;
+    let Some(kernel) = kernel_abi() else {
+        eprintln!("no Landlock here: skipped");
+        return;
+    };
+    if !Path::new("/usr/bin/python3").exists() {
+        eprintln!("no python3 here: skipped");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let (w, o) = (base.path().join("w"), base.path().join("o"));
+    fs::create_dir(&w).unwrap();
+    fs::create_dir(&o).unwrap();
+    answer_unix(UnixListener::bind(o.join("s.sock")).unwrap(), "pong-out");
+    answer_unix(UnixListener::bind(w.join("in.sock")).unwrap(), "pong-in");
+    let spec = ConfineSpec {
+        write_dirs: vec![w.clone()],
+        ..ConfineSpec::default()
+    };
+    let ex = started(ExecConfig {
+        confine_mode: ConfineMode::BestEffort,
+        namespaces: false,
+        ..config()
+    });
+    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+    let args: Vec<OsString> = [
+        "-c".to_owned(),
+        CONNECT_RACE.to_owned(),
+        w.join("in.sock").display().to_string(),
+        o.join("s.sock").display().to_string(),
+        w.join("swap").display().to_string(),
+    ]
+    .map(OsString::from)
+    .into();
+    let race = |prepared: &sandgate_shellexec::confine::Prepared| {
+        let r = ex
+            .exec_program(
+                Path::new("/usr/bin/python3"),
+                &args,
+                &env,
+                prepared,
+                ExecOptions::default(),
+            )
+            .unwrap();
+        (text(&r.stdout), text(&r.stderr))
+    };
+    let off = sandgate_shellexec::confine::prepare(&spec, ConfineMode::Off).unwrap();
+    let (got, err) = race(&off);
+    let reached: u32 = got
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(reached > 0, "unconfined: {got} {err}");
+    let prepared = sandgate_shellexec::confine::prepare_with_abi(
+        &spec,
+        ConfineMode::BestEffort,
+        Some(kernel.min(8)),
+    )
+    .unwrap();
+    if !supervises(&prepared) {
+        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+        return;
+    }
+    let (got, err) = race(&prepared);
+    assert_eq!(got, "outside 0 inside True refused True\n", "{err}");
+}

@@ -1,0 +1,405 @@
+//! The executor's `connect` on a command's behalf, on the floor where
+//! Landlock does not judge UNIX sockets by path (before ABI 9).
+//!
+//! Without that judgement a command could connect to any UNIX socket its
+//! user may write: a session bus or a user's service manager (which start
+//! programs outside every rule), a container runtime's socket, an SSH or
+//! GPG agent. There the command's seccomp filter hands every `connect` to
+//! the executor ([`crate::seccomp`]). The executor takes a copy of the
+//! command's socket with `pidfd_getfd` (the same open socket, not a new
+//! one), copies the address once from the command's memory, judges that
+//! copy and performs the `connect` itself on the copy of the socket, so
+//! nothing the command changes after the judgement (the address, the
+//! descriptor) reaches the call. It never lets the call continue in the
+//! command.
+//!
+//! | address | answer |
+//! |---|---|
+//! | a UNIX socket by path | connected when the socket lies beneath a write root (and, for a narrowed command, beneath one of the narrowing directories too): where Landlock ABI 9 grants the right; else `EACCES` |
+//! | an abstract UNIX name | `EPERM`: nothing tells whose socket it is |
+//! | TCP | the port judged as Landlock judges it in the command (the executor itself is not under Landlock): `EACCES` outside the granted ports |
+//! | anything else | performed as asked |
+//!
+//! A path is resolved as the command would resolve it: from its working
+//! directory (`/proc/<tid>/cwd`), or from the root when absolute (a
+//! command whose root is not the executor's is refused). The socket file
+//! reached, links followed, is held open (`O_PATH`); its place is the name
+//! the kernel gives that descriptor, confirmed by finding the same inode
+//! under that name in the directory opened there; from that directory the
+//! executor walks up by `..` comparing each directory's device and inode
+//! with the roots', as Landlock ties its rules to inodes. It then connects
+//! through the descriptor (`/proc/self/fd/N`), never through the name
+//! again.
+//!
+//! A connect on a blocking socket may wait (a TCP handshake, a listener
+//! whose queue is full): it is performed on a thread of the executor, in
+//! slices of [`SLICE`] (the socket's send timeout, which the kernel's
+//! connect waits by, set for the slice and put back after), so the thread
+//! ends within a slice once its caller is gone. At most [`MAX_WAITING`]
+//! wait at once per command; one more answers `EAGAIN`.
+//!
+//! What the peer sees differs from a connect made by the command in one
+//! way: a UNIX socket's peer credentials (`SO_PEERCRED`) name the
+//! executor's process (same user and group), not the command's.
+
+use std::ffi::OsStr;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, CWD};
+use rustix::io::Errno;
+use rustix::net::addr::SocketAddrStorage;
+use rustix::net::sockopt::{self, Timeout};
+use rustix::net::{AddressFamily, SocketAddrAny, SocketAddrUnix, SocketType};
+
+use crate::seccomp::{self, Notif};
+
+/// How long one slice of a waiting connect lasts.
+const SLICE: Duration = Duration::from_millis(100);
+
+/// How many connects of one command may wait at once.
+const MAX_WAITING: usize = 64;
+
+/// A directory's identity: device and inode.
+type Id = (u64, u64);
+
+fn id(fd: impl AsFd) -> Option<Id> {
+    rustix::fs::fstat(fd).ok().map(|st| (st.st_dev, st.st_ino))
+}
+
+/// What a command may connect to, from its confinement.
+#[derive(Debug)]
+pub(crate) struct SocketRules {
+    /// The write roots: a UNIX socket beneath one may be connected.
+    write_roots: Vec<Id>,
+    /// A narrowing layer's directories: the socket must lie beneath one of
+    /// these too.
+    narrowing: Option<Vec<Id>>,
+    /// The TCP ports a connect may reach, where Landlock judges TCP in the
+    /// command (ABI 4); `None` where it does not.
+    tcp_ports: Option<Vec<u16>>,
+}
+
+impl SocketRules {
+    pub(crate) fn new(
+        write_roots: &[BorrowedFd<'_>],
+        narrowing: Option<&[BorrowedFd<'_>]>,
+        tcp_ports: Option<Vec<u16>>,
+    ) -> SocketRules {
+        let ids = |fds: &[BorrowedFd<'_>]| fds.iter().filter_map(id).collect();
+        SocketRules {
+            write_roots: ids(write_roots),
+            narrowing: narrowing.map(ids),
+            tcp_ports,
+        }
+    }
+
+    /// Judges the address `bytes` for the socket `sock` of family
+    /// `family`, of the thread `tid`: what to connect to, or the errno.
+    fn judge(
+        &self,
+        tid: i32,
+        family: AddressFamily,
+        sock: &OwnedFd,
+        bytes: &[u8],
+    ) -> Result<Target, i32> {
+        if bytes.len() < 2 {
+            return Err(libc::EINVAL);
+        }
+        let addr_family = u16::from_ne_bytes([bytes[0], bytes[1]]);
+        let any = || {
+            let mut storage = MaybeUninit::<SocketAddrStorage>::zeroed();
+            // SAFETY: `bytes` is at most the storage's size (checked by
+            // the caller) and the storage is zeroed past it.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    storage.as_mut_ptr().cast::<u8>(),
+                    bytes.len(),
+                );
+                SocketAddrAny::new(storage, bytes.len() as u32)
+            }
+        };
+        if family == AddressFamily::UNIX && addr_family == libc::AF_UNIX as u16 {
+            let path = &bytes[2..];
+            match path.first() {
+                // Unnamed: the kernel answers.
+                None => return Ok(Target::Address(any())),
+                Some(0) => return Err(libc::EPERM),
+                Some(_) => {}
+            }
+            let path = &path[..path.iter().position(|&b| b == 0).unwrap_or(path.len())];
+            let file = self.socket_file(tid, path)?;
+            let name = format!("/proc/self/fd/{}", file.as_raw_fd());
+            let addr = SocketAddrUnix::new(name).map_err(|e| e.raw_os_error())?;
+            return Ok(Target::Unix { _file: file, addr });
+        }
+        if let (Some(ports), AddressFamily::INET | AddressFamily::INET6) = (&self.tcp_ports, family)
+        {
+            let tcp = sockopt::socket_type(sock).ok() == Some(SocketType::STREAM)
+                && sockopt::socket_protocol(sock).ok().flatten() == Some(rustix::net::ipproto::TCP);
+            // The port, where the address holds one (as Landlock reads
+            // it: by the address's family, whatever the socket's).
+            let port = match i32::from(addr_family) {
+                libc::AF_INET if bytes.len() >= 16 => {
+                    Some(u16::from_be_bytes([bytes[2], bytes[3]]))
+                }
+                libc::AF_INET6 if bytes.len() >= 24 => {
+                    Some(u16::from_be_bytes([bytes[2], bytes[3]]))
+                }
+                _ => None,
+            };
+            if let (true, Some(port)) = (tcp, port) {
+                if !ports.contains(&port) {
+                    return Err(libc::EACCES);
+                }
+            }
+        }
+        Ok(Target::Address(any()))
+    }
+
+    /// The UNIX socket file `path` names for thread `tid`, held open, when
+    /// it lies beneath the roots.
+    fn socket_file(&self, tid: i32, path: &[u8]) -> Result<OwnedFd, i32> {
+        let o = OFlags::PATH | OFlags::CLOEXEC;
+        let dir = o | OFlags::DIRECTORY;
+        let proc = |what: &str| {
+            rustix::fs::openat(CWD, format!("/proc/{tid}/{what}"), dir, Mode::empty())
+                .map_err(|_| libc::EACCES)
+        };
+        let base = if path.first() == Some(&b'/') {
+            let root = proc("root")?;
+            let ours =
+                rustix::fs::openat(CWD, "/", dir, Mode::empty()).map_err(|_| libc::EACCES)?;
+            if id(&root).is_none() || id(&root) != id(&ours) {
+                return Err(libc::EACCES);
+            }
+            root
+        } else {
+            proc("cwd")?
+        };
+        let file = rustix::fs::openat(&base, OsStr::from_bytes(path), o, Mode::empty())
+            .map_err(|e| e.raw_os_error())?;
+        let st = rustix::fs::fstat(&file).map_err(|e| e.raw_os_error())?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::Socket {
+            return Err(libc::ECONNREFUSED);
+        }
+        // Where the file is: the kernel's name for the descriptor, then
+        // the same inode found under that name.
+        let name = rustix::fs::readlinkat(
+            CWD,
+            format!("/proc/self/fd/{}", file.as_raw_fd()),
+            Vec::new(),
+        )
+        .map_err(|_| libc::EACCES)?;
+        let name = name.as_bytes();
+        if !name.starts_with(b"/") || name.ends_with(b" (deleted)") {
+            return Err(libc::ECONNREFUSED);
+        }
+        let cut = name.iter().rposition(|&b| b == b'/').unwrap_or(0);
+        let (parent, leaf) = (&name[..cut.max(1)], &name[cut + 1..]);
+        let parent = rustix::fs::openat(CWD, OsStr::from_bytes(parent), dir, Mode::empty())
+            .map_err(|_| libc::EACCES)?;
+        let there = rustix::fs::statat(&parent, OsStr::from_bytes(leaf), AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|_| libc::EACCES)?;
+        if (there.st_dev, there.st_ino) != (st.st_dev, st.st_ino) {
+            return Err(libc::EACCES);
+        }
+        if self.beneath(parent) {
+            Ok(file)
+        } else {
+            Err(libc::EACCES)
+        }
+    }
+
+    /// Whether `dir` is, or lies beneath, a write root (and a narrowing
+    /// directory, when narrowed): walked up by `..` to the root.
+    fn beneath(&self, mut dir: OwnedFd) -> bool {
+        let mut write = false;
+        let mut narrow = self.narrowing.is_none();
+        let Some(mut here) = id(&dir) else {
+            return false;
+        };
+        // Deeper than any path the kernel resolves (PATH_MAX / 2).
+        for _ in 0..2048 {
+            write |= self.write_roots.contains(&here);
+            if let Some(n) = &self.narrowing {
+                narrow |= n.contains(&here);
+            }
+            if write && narrow {
+                return true;
+            }
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            let Ok(up) = rustix::fs::openat(&dir, "..", flags, Mode::empty()) else {
+                return false;
+            };
+            match id(&up) {
+                Some(there) if there != here => {
+                    dir = up;
+                    here = there;
+                }
+                _ => return false,
+            }
+        }
+        false
+    }
+}
+
+/// What a judged connect connects to.
+enum Target {
+    Address(SocketAddrAny),
+    /// A UNIX socket file held open (`_file`), and its name through the
+    /// descriptor.
+    Unix {
+        _file: OwnedFd,
+        addr: SocketAddrUnix,
+    },
+}
+
+impl Target {
+    fn connect(&self, sock: &OwnedFd) -> Result<(), Errno> {
+        match self {
+            Target::Address(a) => rustix::net::connect(sock, a),
+            Target::Unix { addr, .. } => rustix::net::connect(sock, addr),
+        }
+    }
+}
+
+/// The connects of one command: its rules, and the threads performing
+/// those that wait.
+pub(crate) struct Connects {
+    rules: Arc<SocketRules>,
+    waiting: Vec<JoinHandle<()>>,
+}
+
+impl Connects {
+    pub(crate) fn new(rules: Arc<SocketRules>) -> Connects {
+        Connects {
+            rules,
+            waiting: Vec::new(),
+        }
+    }
+
+    /// Judges and performs the `connect` in `notif`: (return value,
+    /// negated errno), or `None` when a thread performs it and answers.
+    pub(crate) fn serve(&mut self, listener: &Arc<OwnedFd>, notif: &Notif) -> Option<(i64, i32)> {
+        let refuse = |errno: i32| Some((0, -errno));
+        let tid = notif.pid as i32;
+        // As for `listen`: the calling thread's descriptors, and the
+        // notification still pending once the pidfd names it.
+        let Some(pidfd) = seccomp::caller_pidfd(tid) else {
+            return refuse(libc::EACCES);
+        };
+        if !seccomp::notif_id_valid(listener, notif.id) {
+            return refuse(libc::EACCES);
+        }
+        let [fd, ptr, len, ..] = notif.data.args;
+        let sock = match rustix::process::pidfd_getfd(
+            &pidfd,
+            fd as u32 as i32,
+            rustix::process::PidfdGetfdFlags::empty(),
+        ) {
+            Ok(s) => s,
+            Err(Errno::BADF) => return refuse(libc::EBADF),
+            Err(_) => return refuse(libc::EACCES),
+        };
+        // `socklen_t`, read as the kernel reads it: an `int` no larger
+        // than a `sockaddr_storage`.
+        let len = len as u32 as i32;
+        if len < 0 || len as usize > std::mem::size_of::<SocketAddrStorage>() {
+            return refuse(libc::EINVAL);
+        }
+        let mut bytes = vec![0u8; len as usize];
+        let read = std::fs::File::open(format!("/proc/{tid}/mem"))
+            .and_then(|mem| mem.read_exact_at(&mut bytes, ptr));
+        if read.is_err() {
+            return refuse(libc::EFAULT);
+        }
+        // The thread id still named the caller while its memory was read.
+        if !seccomp::notif_id_valid(listener, notif.id) {
+            return refuse(libc::EACCES);
+        }
+        let family = match sockopt::socket_domain(&sock) {
+            Ok(f) => f,
+            Err(e) => return refuse(e.raw_os_error()),
+        };
+        let target = match self.rules.judge(tid, family, &sock, &bytes) {
+            Ok(t) => t,
+            Err(errno) => return refuse(errno),
+        };
+        let blocking = rustix::fs::fcntl_getfl(&sock).is_ok_and(|f| !f.contains(OFlags::NONBLOCK));
+        if !blocking {
+            return Some(match target.connect(&sock) {
+                Ok(()) => (0, 0),
+                Err(e) => (0, -e.raw_os_error()),
+            });
+        }
+        let (done, running): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(JoinHandle::is_finished);
+        self.waiting = running;
+        for t in done {
+            let _ = t.join();
+        }
+        if self.waiting.len() >= MAX_WAITING {
+            return refuse(libc::EAGAIN);
+        }
+        let listener = Arc::clone(listener);
+        let id = notif.id;
+        let spawned = std::thread::Builder::new()
+            .name("sandgate-connect".into())
+            .spawn(move || wait_connect(&listener, id, &sock, &target));
+        match spawned {
+            Ok(t) => {
+                self.waiting.push(t);
+                None
+            }
+            Err(_) => refuse(libc::EAGAIN),
+        }
+    }
+
+    /// Waits for the threads still performing connects: each ends within
+    /// a slice once its caller is gone.
+    pub(crate) fn finish(self) {
+        for t in self.waiting {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Performs a connect on a blocking socket in slices, while its caller
+/// waits, and answers it.
+fn wait_connect(listener: &OwnedFd, id: u64, sock: &OwnedFd, target: &Target) {
+    let own = sockopt::socket_timeout(sock, Timeout::Send).ok().flatten();
+    let slice = own.map_or(SLICE, |t| t.min(SLICE));
+    let sliced = sockopt::set_socket_timeout(sock, Timeout::Send, Some(slice)).is_ok();
+    let began = Instant::now();
+    let mut first = None;
+    let result = loop {
+        match target.connect(sock) {
+            Err(e) if sliced && [Errno::AGAIN, Errno::INPROGRESS, Errno::ALREADY].contains(&e) => {
+                let first = *first.get_or_insert(e);
+                // The command's own timeout ran out: what the kernel's
+                // first answer would have been.
+                if own.is_some_and(|t| began.elapsed() >= t) {
+                    break Err(first);
+                }
+                if !seccomp::notif_id_valid(listener, id) {
+                    let _ = sockopt::set_socket_timeout(sock, Timeout::Send, own);
+                    return;
+                }
+            }
+            r => break r,
+        }
+    };
+    if sliced {
+        let _ = sockopt::set_socket_timeout(sock, Timeout::Send, own);
+    }
+    let error = result.err().map_or(0, |e| -e.raw_os_error());
+    seccomp::answer(listener, id, 0, error, false);
+}
