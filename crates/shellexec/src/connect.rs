@@ -36,7 +36,12 @@
 //! slices of [`SLICE`] (the socket's send timeout, which the kernel's
 //! connect waits by, set for the slice and put back after), so the thread
 //! ends within a slice once its caller is gone. At most [`MAX_WAITING`]
-//! wait at once per command; one more answers `EAGAIN`.
+//! wait at once per command; one more answers `EAGAIN`. The socket stays
+//! the command's: a thread of the command that makes it non-blocking
+//! meanwhile has the connect answered as it stands, and one that clears
+//! its send timeout between two slices has the next slice wait as the
+//! kernel's connect would (see [`wait_connect`]); the run's end waits at
+//! most [`FINISH_WAIT`] for such a thread.
 //!
 //! What the peer sees differs from a connect made by the command in one
 //! way: a UNIX socket's peer credentials (`SO_PEERCRED`) name the
@@ -61,6 +66,10 @@ use crate::seccomp::{self, Notif};
 
 /// How long one slice of a waiting connect lasts.
 const SLICE: Duration = Duration::from_millis(100);
+
+/// How long the end of a run waits for the threads performing its
+/// connects.
+const FINISH_WAIT: Duration = Duration::from_secs(1);
 
 /// How many connects of one command may wait at once.
 const MAX_WAITING: usize = 64;
@@ -364,26 +373,47 @@ impl Connects {
     }
 
     /// Waits for the threads still performing connects: each ends within
-    /// a slice once its caller is gone.
+    /// a slice once its caller is gone, unless the command cleared the
+    /// slice ([`wait_connect`]): after [`FINISH_WAIT`] such a thread is
+    /// left to end by itself.
     pub(crate) fn finish(self) {
+        let until = Instant::now() + FINISH_WAIT;
         for t in self.waiting {
-            let _ = t.join();
+            while !t.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
         }
     }
 }
 
 /// Performs a connect on a blocking socket in slices, while its caller
 /// waits, and answers it.
+///
+/// The socket is the command's too: its other threads may change it
+/// meanwhile. Made non-blocking, the connect answers at once, as the
+/// kernel would (never a loop that spins); the slice is set again before
+/// each try, and a send timeout the command clears between the two makes
+/// one try wait as the kernel's connect would (for TCP, until the
+/// handshake ends or fails; for a UNIX listener whose queue stays full,
+/// until it takes a connection or closes), so [`Connects::finish`] does
+/// not wait for such a thread without bound.
 fn wait_connect(listener: &OwnedFd, id: u64, sock: &OwnedFd, target: &Target) {
     let own = sockopt::socket_timeout(sock, Timeout::Send).ok().flatten();
     let slice = own.map_or(SLICE, |t| t.min(SLICE));
-    let sliced = sockopt::set_socket_timeout(sock, Timeout::Send, Some(slice)).is_ok();
     let began = Instant::now();
     let mut first = None;
     let result = loop {
+        let sliced = sockopt::set_socket_timeout(sock, Timeout::Send, Some(slice)).is_ok();
         match target.connect(sock) {
             Err(e) if sliced && [Errno::AGAIN, Errno::INPROGRESS, Errno::ALREADY].contains(&e) => {
                 let first = *first.get_or_insert(e);
+                // Made non-blocking meanwhile: answered as it stands.
+                if rustix::fs::fcntl_getfl(sock).is_ok_and(|f| f.contains(OFlags::NONBLOCK)) {
+                    break Err(e);
+                }
                 // The command's own timeout ran out: what the kernel's
                 // first answer would have been.
                 if own.is_some_and(|t| began.elapsed() >= t) {
@@ -397,9 +427,7 @@ fn wait_connect(listener: &OwnedFd, id: u64, sock: &OwnedFd, target: &Target) {
             r => break r,
         }
     };
-    if sliced {
-        let _ = sockopt::set_socket_timeout(sock, Timeout::Send, own);
-    }
+    let _ = sockopt::set_socket_timeout(sock, Timeout::Send, own);
     let error = result.err().map_or(0, |e| -e.raw_os_error());
     seccomp::answer(listener, id, 0, error, false);
 }

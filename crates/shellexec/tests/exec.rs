@@ -2733,6 +2733,46 @@ fn on_the_floor_a_blocking_unix_connect_waits_for_its_listener_and_ends_with_the
         "{}",
         text(&r.stderr)
     );
+
+    // Made non-blocking by another thread while it waits: answered as it
+    // stands, at the next slice (before, the executor's thread tried again
+    // at once, for good, and the command waited until its timeout).
+    let script = format!(
+        "import errno, fcntl, os, socket, threading, time\n\
+         held = []\n\
+         while True:\n\
+         \x20   s = socket.socket(socket.AF_UNIX)\n\
+         \x20   s.setblocking(False)\n\
+         \x20   if s.connect_ex({path:?}):\n\
+         \x20       break\n\
+         \x20   held.append(s)\n\
+         s = socket.socket(socket.AF_UNIX)\n\
+         def later():\n\
+         \x20   time.sleep(0.5)\n\
+         \x20   fl = fcntl.fcntl(s.fileno(), fcntl.F_GETFL)\n\
+         \x20   fcntl.fcntl(s.fileno(), fcntl.F_SETFL, fl | os.O_NONBLOCK)\n\
+         threading.Thread(target=later).start()\n\
+         try:\n\
+         \x20   s.connect({path:?}); print('connected')\n\
+         except OSError as e:\n\
+         \x20   print(errno.errorcode[e.errno])\n",
+        path = sock.display().to_string()
+    );
+    let r = ex
+        .exec_program(
+            Path::new("/usr/bin/python3"),
+            &["-c".into(), script.into()],
+            &env,
+            &prepared,
+            ExecOptions {
+                timeout: Some(Duration::from_secs(10)),
+                ..ExecOptions::default()
+            },
+        )
+        .unwrap();
+    assert!(!r.timed_out, "{}", text(&r.stderr));
+    assert_eq!(text(&r.stdout), "EAGAIN\n", "{}", text(&r.stderr));
+    drop(taken);
 }
 
 /// The command's side of the race: one thread flips the address buffer
