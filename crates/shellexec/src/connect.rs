@@ -22,7 +22,11 @@
 //!
 //! A path is resolved as the command would resolve it: from its working
 //! directory (`/proc/<tid>/cwd`), or from the root when absolute (a
-//! command whose root is not the executor's is refused). The socket file
+//! command whose root is not the executor's is refused), with a leading
+//! `/proc/self/` or `/proc/thread-self/` read as the calling thread's
+//! (a relative path that climbs into `/proc` and names `self` is resolved
+//! as the executor's, and so finds the executor's descriptors: the place
+//! of what it reaches is judged all the same). The socket file
 //! reached, links followed, is held open (`O_PATH`); its place is the name
 //! the kernel gives that descriptor, confirmed by finding the same inode
 //! under that name in the directory opened there; from that directory the
@@ -175,6 +179,19 @@ impl SocketRules {
     /// The UNIX socket file `path` names for thread `tid`, held open, when
     /// it lies beneath the roots.
     fn socket_file(&self, tid: i32, path: &[u8]) -> Result<OwnedFd, i32> {
+        // `/proc/self` is the caller's, not the executor's (a socket named
+        // through a descriptor the command holds).
+        let own;
+        let path = match [&b"/proc/self/"[..], b"/proc/thread-self/"]
+            .iter()
+            .find_map(|p| path.strip_prefix(*p))
+        {
+            Some(rest) => {
+                own = [format!("/proc/{tid}/").as_bytes(), rest].concat();
+                &own[..]
+            }
+            None => path,
+        };
         let o = OFlags::PATH | OFlags::CLOEXEC;
         let dir = o | OFlags::DIRECTORY;
         let proc = |what: &str| {
