@@ -341,7 +341,8 @@ impl Run {
                 Role::Notify => {
                     if revents.contains(PollFlags::IN) {
                         if let Some(fd) = &self.notify {
-                            crate::seccomp::serve_one(fd, self.connects.as_mut());
+                            let keeper = self.keeper.pid();
+                            crate::seccomp::serve_one(fd, keeper, self.connects.as_mut());
                         }
                     } else {
                         // Hung up: no process of the command is left

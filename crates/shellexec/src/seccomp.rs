@@ -34,10 +34,12 @@
 //! Without scoping, a command could signal every process of its user: the
 //! executor's own process (by its pid or by any of its threads' ids, which
 //! a filter comparing numbers cannot tell from others), its keepers, its
-//! process group, or all at once (`kill -9 -1`). The executor reads the
-//! target's thread group and parent from `/proc` and refuses (`EPERM`)
-//! the executor's process, its children (every keeper is one), its process
-//! group and `kill(-1)`; the rest runs as the command made it
+//! process group, the user's other programs, or all at once (`kill -9
+//! -1`). The executor lets through, as scoping would, only what reaches
+//! the command's own processes: a process whose chain of parents in
+//! `/proc` leads to the command's keeper (which adopts the command's
+//! orphans), or a process group with such a member; everything else is
+//! refused (`EPERM`). What it lets through runs as the command made it
 //! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`: the target is in the call's
 //! registers, which no other thread can change).
 //!
@@ -315,9 +317,10 @@ pub(crate) fn refused_names(
     });
     if signals {
         out.push(
-            "signals to the executor's process, its children (the keepers) or its process group, \
-             and to every process at once (kill -1), judged by the executor where Landlock does \
-             not scope signals; pidfd_send_signal (ENOSYS), and a signal owner set through a \
+            "signals to anything but the command's own processes (the executor's process, its \
+             children the keepers, its process group, other processes of the user, every \
+             process at once with kill -1), judged by the executor where Landlock does not \
+             scope signals; pidfd_send_signal (ENOSYS), and a signal owner set through a \
              pointer (F_SETOWN_EX, FIOSETOWN, SIOCSPGRP)"
                 .into(),
         );
@@ -1112,10 +1115,12 @@ pub(crate) enum Verdict {
     Gone,
 }
 
-/// Receives one pending notification on `listener` and answers it;
-/// `connects` judges a `connect` (the filter hands none over without).
+/// Receives one pending notification on `listener` and answers it, for
+/// the command whose keeper is `keeper`; `connects` judges a `connect`
+/// (the filter hands none over without).
 pub(crate) fn serve_one(
     listener: &std::sync::Arc<OwnedFd>,
+    keeper: i32,
     connects: Option<&mut crate::connect::Connects>,
 ) -> Verdict {
     let mut notif = Notif::default();
@@ -1139,7 +1144,7 @@ pub(crate) fn serve_one(
             None => return Verdict::Connected,
         }
     } else {
-        judge_signal(&notif.data)
+        judge_signal(&notif.data, keeper)
     };
     if answer(
         listener,
@@ -1209,19 +1214,24 @@ pub(crate) fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
 }
 
 /// Judges a signal call handed over where Landlock does not scope
-/// signals: (return value, negated errno, verdict). Refused with `EPERM`
-/// when it would reach the executor's own process (named by its pid or
-/// any of its threads' ids), a child of it (every command's keeper is
-/// one), or the executor's process group, or every process at once
-/// (`kill(-1)`); anything else runs as made (`Continued`), so a command
-/// still signals its own processes, and others of its user as before.
+/// signals, for the command whose keeper is `keeper`: (return value,
+/// negated errno, verdict). As scoping would, it lets a command signal
+/// its own processes only: a process (named by its pid or any of its
+/// threads' ids) that descends from the keeper, which adopts every
+/// orphan of the command (it is a subreaper), or a process group one of
+/// whose members does (a group lives in one session, and the command's
+/// sessions hold only its processes). Anything else is refused
+/// (`EPERM`): the executor's process, its children (the keepers), other
+/// processes of the user, every process at once (`kill(-1)`). What it
+/// lets through runs as made (`Continued`); a name that matches no
+/// process runs too, and the kernel answers `ESRCH`.
 ///
 /// The numbers are the call's registers, which the caller's other threads
-/// cannot change. A process judged here that ended, and whose pid a new
-/// child or thread of the executor took, before the call ran would be
-/// reached: the kernel hands out pids in turn, so that takes the whole
-/// pid range going round in between.
-fn judge_signal(data: &SeccompData) -> (i64, i32, Verdict) {
+/// cannot change. A process judged here that ended, and whose pid another
+/// process took, before the call ran would be reached: the kernel hands
+/// out pids in turn, so that takes the whole pid range going round in
+/// between.
+fn judge_signal(data: &SeccompData, keeper: i32) -> (i64, i32, Verdict) {
     let refuse = (0, -libc::EPERM, Verdict::Refused(libc::EPERM));
     let go = (0, 0, Verdict::Continued);
     // `pid_t` and `int` arguments: the low 32 bits.
@@ -1233,15 +1243,8 @@ fn judge_signal(data: &SeccompData) -> (i64, i32, Verdict) {
             // kill(-1): every process the caller may signal. (For fcntl,
             // -1 is the process group 1, judged as any group below.)
             -1 if nr == libc::SYS_kill => return refuse,
+            // The caller's own group; for fcntl, no owner.
             0 => return go,
-            n if n < 0 => {
-                let host_group = rustix::process::getpgrp().as_raw_nonzero().get();
-                return if n.unsigned_abs() as i32 == host_group {
-                    refuse
-                } else {
-                    go
-                };
-            }
             n => n,
         }
     } else if SIGNAL_CALLS.contains(&nr) {
@@ -1255,12 +1258,68 @@ fn judge_signal(data: &SeccompData) -> (i64, i32, Verdict) {
     } else {
         return (0, -libc::ENOSYS, Verdict::Refused(libc::ENOSYS));
     };
-    let host = rustix::process::getpid().as_raw_nonzero().get();
-    match owner(named) {
-        Ok(Some((tgid, parent))) if tgid == host || parent == host => refuse,
-        Ok(_) => go,
-        Err(()) => refuse,
+    let process = if named < 0 {
+        match group_member(named.unsigned_abs() as i32) {
+            Some(p) => p,
+            None => return go,
+        }
+    } else {
+        named
+    };
+    match descends(process, keeper) {
+        Ok(Some(true)) | Ok(None) => go,
+        Ok(Some(false)) | Err(()) => refuse,
     }
+}
+
+/// Whether the process holding thread `id` descends from `keeper`,
+/// read up its chain of parents in `/proc`; `None` when there is no such
+/// thread, `Err` when it cannot be told.
+fn descends(id: i32, keeper: i32) -> Result<Option<bool>, ()> {
+    // An ancestor that ends while the chain is read has its children
+    // adopted meanwhile: read again from the start.
+    for _ in 0..3 {
+        let Some((_, mut parent)) = owner(id)? else {
+            return Ok(None);
+        };
+        // Deeper than any process tree the kernel's pid range allows to
+        // matter here.
+        let mut steps = 0;
+        loop {
+            if parent == keeper {
+                return Ok(Some(true));
+            }
+            if parent <= 1 || steps == 4096 {
+                return Ok(Some(false));
+            }
+            steps += 1;
+            match owner(parent)? {
+                Some((_, up)) => parent = up,
+                None => break,
+            }
+        }
+    }
+    Err(())
+}
+
+/// A process of process group `group`: its leader when it still leads
+/// it, else any member found in `/proc`.
+fn group_member(group: i32) -> Option<i32> {
+    let group_of = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // After the command's name (in parentheses, which it may hold):
+        // state, parent, group.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        rest.split_whitespace().nth(2)?.parse::<i32>().ok()
+    };
+    if group > 0 && group_of(group) == Some(group) {
+        return Some(group);
+    }
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .find(|&pid| group_of(pid) == Some(group))
 }
 
 /// The thread group and parent of the process holding thread `id`, from

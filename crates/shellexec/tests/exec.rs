@@ -1501,13 +1501,16 @@ fn a_scoped_command_cannot_kill_its_keeper() {
 }
 
 /// Without signal scoping (Landlock before ABI 6, played here with ABI 5,
-/// and with no Landlock at all) the executor judges a command's signals: none reaches the executor's
+/// and with no Landlock at all) the executor judges a command's signals,
+/// as scoping would: it reaches its own processes (a child, an orphan the
+/// keeper adopted, a process group of its own), and none of the executor's
 /// own process (by its pid or a thread's id), its children (the command's
-/// keeper, `$PPID`), its process group, or every process at once; a
-/// command still signals its own processes, and a process of its user
-/// that is none of those. Probed with signal 0, which delivers nothing,
-/// but for the command's own child, which is killed. Before, every probe
-/// succeeded.
+/// keeper, `$PPID`), its process group, another process of its user, or
+/// every process at once. Probed with signal 0, which delivers nothing,
+/// but for the command's own child, which is killed; unconfined, every
+/// probe reaches its process. Before, every probe succeeded; before this
+/// judgement refused other processes of the user, the stranger was
+/// reached too.
 #[test]
 fn without_signal_scoping_a_command_on_the_floor_cannot_signal_the_executor() {
     if kernel_abi().is_none_or(|a| a < 6) {
@@ -1566,11 +1569,14 @@ fn without_signal_scoping_a_command_on_the_floor_cannot_signal_the_executor() {
         .unwrap();
     let stranger: u32 = text(&out.stdout).trim().parse().unwrap();
     let probe = format!(
-        "for p in {host} {tid} $PPID -{group} -1; do \
-           kill -0 -- $p 2>/dev/null && echo \"reached $p\" || echo \"refused $p\"; done; \
-         kill -0 {stranger} && echo stranger; \
+        "for p in {host} {tid} $PPID -{group} -1 {stranger}; do \
+           e=$(kill -s 0 -- $p 2>&1) && echo \"reached $p\" || echo \"refused $p: ${{e##*: }}\"; \
+         done; \
          sleep 30 & kill $! && wait $!; echo \"own child $?\"; \
-         kill -0 $$ && echo self; exit 0"
+         o=$(sh -c 'sleep 30 >/dev/null 2>&1 & echo $!'); \
+         kill -s 0 -- $o && echo \"own orphan\"; kill $o; \
+         setsid sh -c 'kill -s 0 -- -$$ && echo \"own group\"'; \
+         kill -s 0 -- $$ && echo self; exit 0"
     );
     let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
     let exec = |ruleset: &sandgate_shellexec::confine::Prepared, script: &str| {
@@ -1590,21 +1596,38 @@ fn without_signal_scoping_a_command_on_the_floor_cannot_signal_the_executor() {
         Some(0),
     )
     .unwrap();
+    let keeper_of = |got: &str| {
+        got.lines()
+            .nth(2)
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or("?")
+            .trim_end_matches(':')
+            .to_owned()
+    };
     for ruleset in [&unscoped, &no_landlock] {
         let r = exec(ruleset, &probe);
+        let no = "Operation not permitted";
         let want = format!(
-            "refused {host}\nrefused {tid}\nrefused KEEPER\nrefused -{group}\nrefused -1\n\
-             stranger\nown child 143\nself\n"
+            "refused {host}: {no}\nrefused {tid}: {no}\nrefused KEEPER: {no}\n\
+             refused -{group}: {no}\nrefused -1: {no}\nrefused {stranger}: {no}\n\
+             own child 143\nown orphan\nown group\nself\n"
         );
         let got = text(&r.stdout);
-        let keeper = got
-            .lines()
-            .nth(2)
-            .and_then(|l| l.strip_prefix("refused "))
-            .unwrap_or("?")
-            .to_owned();
-        assert_eq!(got, want.replace("KEEPER", &keeper), "{}", text(&r.stderr));
+        let want = want.replace("KEEPER", &keeper_of(&got));
+        assert_eq!(got, want, "{}", text(&r.stderr));
     }
+    // Unconfined, every probe reaches its process: the refusals above
+    // come from the judgement.
+    let off =
+        sandgate_shellexec::confine::prepare(&ConfineSpec::default(), ConfineMode::Off).unwrap();
+    let r = exec(&off, &probe);
+    let got = text(&r.stdout);
+    let want = format!(
+        "reached {host}\nreached {tid}\nreached KEEPER\nreached -{group}\nreached -1\n\
+         reached {stranger}\nown child 143\nown orphan\nown group\nself\n"
+    )
+    .replace("KEEPER", &keeper_of(&got));
+    assert_eq!(got, want, "{}", text(&r.stderr));
 
     // The calls beside kill: tkill and tgkill on a thread of the
     // executor, fcntl's owner set to the executor (by number, and through
@@ -1673,14 +1696,19 @@ fn without_signal_scoping_a_command_on_the_floor_cannot_signal_the_executor() {
 
     // With scoping Landlock refuses the executor and its keeper; nothing
     // is handed to the executor.
+    // (`kill(-1)` succeeds there, having reached the command's own
+    // processes only.)
     let r = run(&ex, &probe);
     assert!(r.confined.scoped);
     let got = text(&r.stdout);
-    assert!(
-        got.starts_with(&format!("refused {host}\nrefused {tid}\nrefused ")),
-        "{got}"
-    );
-    assert!(got.ends_with("own child 143\nself\n"), "{got}");
+    let no = "Operation not permitted";
+    let want = format!(
+        "refused {host}: {no}\nrefused {tid}: {no}\nrefused KEEPER: {no}\n\
+         refused -{group}: {no}\nreached -1\nrefused {stranger}: {no}\n\
+         own child 143\nown orphan\nown group\nself\n"
+    )
+    .replace("KEEPER", &keeper_of(&got));
+    assert_eq!(got, want, "{}", text(&r.stderr));
     stop_tx.send(()).unwrap();
     t.join().unwrap();
     let _ = std::process::Command::new("kill")
