@@ -653,6 +653,199 @@ fn cpu_report() {
     }
 }
 
+/// The command's side of [`connect_report`]: per connect, in µs, for
+/// each family (UNIX beneath the write root, TCP on a granted loopback
+/// port) and mode (non-blocking, blocking).
+const CONNECT_LOOP: &str = r#"
+import socket, sys, time
+n = int(sys.argv[3])
+for fam, addr in (('unix', sys.argv[1]), ('tcp', ('127.0.0.1', int(sys.argv[2])))):
+    for mode in ('nonblocking', 'blocking'):
+        kind = socket.AF_UNIX if fam == 'unix' else socket.AF_INET
+        t = time.perf_counter()
+        for i in range(n):
+            s = socket.socket(kind)
+            if mode == 'nonblocking':
+                s.setblocking(False)
+                try:
+                    s.connect(addr)
+                except BlockingIOError:
+                    pass
+            else:
+                s.connect(addr)
+            s.close()
+        print(fam + '_' + mode, (time.perf_counter() - t) / n * 1e9)
+"#;
+
+/// What a `connect` costs a command on the floor where the executor
+/// performs it (before Landlock ABI 9), against the same connects
+/// unconfined, timed inside the command (a Python loop).
+fn connect_report() {
+    const CONNECTS: u32 = 3000;
+    let Some(kernel) = sandgate_shellexec::confine::kernel_abi() else {
+        println!("\nconnect: no Landlock here, nothing judged; skipped");
+        return;
+    };
+    if !Path::new("/usr/bin/python3").exists() {
+        println!("\nconnect: no python3 here; skipped");
+        return;
+    }
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketType};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = dir.path().join("s.sock");
+    // Queues long enough that no connect waits for the accepting thread.
+    let listener = |family, addr: &dyn Fn(&std::os::fd::OwnedFd)| {
+        let fd = rustix::net::socket(family, SocketType::STREAM, None).expect("socket");
+        addr(&fd);
+        rustix::net::listen(&fd, 4096).expect("listen");
+        fd
+    };
+    let unix = std::os::unix::net::UnixListener::from(listener(AddressFamily::UNIX, &|fd| {
+        let at = SocketAddrUnix::new(sock.as_path()).expect("address");
+        rustix::net::bind(fd, &at).expect("bind");
+    }));
+    std::thread::spawn(move || unix.incoming().for_each(drop));
+    let tcp = std::net::TcpListener::from(listener(AddressFamily::INET, &|fd| {
+        let at = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        rustix::net::bind(fd, &at).expect("bind");
+    }));
+    let port = tcp.local_addr().expect("port").port();
+    std::thread::spawn(move || tcp.incoming().for_each(drop));
+    let spec = ConfineSpec {
+        write_dirs: vec![dir.path().to_owned()],
+        connect_ports: vec![port],
+        ..ConfineSpec::default()
+    };
+    let ex = started(ExecConfig {
+        namespaces: false,
+        ..config(ConfineMode::BestEffort, ConfineSpec::default(), 1 << 20)
+    });
+    let judged = sandgate_shellexec::confine::prepare_with_abi(
+        &spec,
+        ConfineMode::BestEffort,
+        Some(kernel.min(8)),
+    )
+    .expect("prepare");
+    if !judged
+        .report()
+        .seccomp_refuses
+        .iter()
+        .any(|r| r.starts_with("connect to a UNIX socket"))
+    {
+        println!("\nconnect: no seccomp user notification here, nothing judged; skipped");
+        return;
+    }
+    let off = sandgate_shellexec::confine::prepare(&spec, ConfineMode::Off).expect("prepare");
+    let env = [(
+        std::ffi::OsString::from("PATH"),
+        std::ffi::OsString::from("/usr/bin:/bin"),
+    )];
+    let args: Vec<std::ffi::OsString> = vec![
+        "-c".into(),
+        CONNECT_LOOP.into(),
+        sock.clone().into(),
+        port.to_string().into(),
+        CONNECTS.to_string().into(),
+    ];
+    let times = |prepared| {
+        let r = ex
+            .exec_program(
+                Path::new("/usr/bin/python3"),
+                &args,
+                &env,
+                prepared,
+                ExecOptions::default(),
+            )
+            .expect("exec");
+        let out = String::from_utf8_lossy(&r.stdout).into_owned();
+        out.lines()
+            .filter_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                Some((k.to_owned(), v.parse::<f64>().ok()?))
+            })
+            .collect::<Vec<_>>()
+    };
+    let (unconfined, performed) = (times(&off), times(&judged));
+    println!("\nconnect on the floor, performed by the executor (Landlock ABI {}), {CONNECTS} connects each:", kernel.min(8));
+    println!(
+        "{:<32} {:>10} {:>12} {:>8}",
+        "variant", "µs/call", "unconfined", "ratio"
+    );
+    for ((name, own), (_, reference)) in performed.iter().zip(&unconfined) {
+        println!(
+            "{:<32} {:>10.1} {:>12.1} {:>8.2}",
+            format!("connect/{name}"),
+            own / 1e3,
+            reference / 1e3,
+            own / reference
+        );
+        println!(
+            "RATIO\tsandgate-shellexec\tconnect_judged/{name}\t{own:.1}\t{reference:.1}\t{:.4}\tthe same connect unconfined",
+            own / reference
+        );
+    }
+}
+
+/// What a signal costs a command on the floor where the executor judges
+/// it (Landlock before ABI 6, played here with ABI 5), against the same
+/// loop where Landlock scopes signals, timed around the whole command.
+fn signal_report() {
+    const KILLS: u32 = 5000;
+    let Some(kernel) = sandgate_shellexec::confine::kernel_abi().filter(|&k| k >= 6) else {
+        println!("\nsignals: no Landlock scoping here to compare with; skipped");
+        return;
+    };
+    let ex = started(ExecConfig {
+        namespaces: false,
+        ..config(ConfineMode::BestEffort, ConfineSpec::default(), 1 << 20)
+    });
+    let script = format!("i=0; while [ $i -lt {KILLS} ]; do kill -0 $$; i=$((i+1)); done");
+    let env = [(
+        std::ffi::OsString::from("PATH"),
+        std::ffi::OsString::from("/usr/bin:/bin"),
+    )];
+    let prepared = |abi| {
+        sandgate_shellexec::confine::prepare_with_abi(
+            &ConfineSpec::default(),
+            ConfineMode::BestEffort,
+            Some(abi),
+        )
+        .expect("prepare")
+    };
+    let (scoped, judged) = (prepared(kernel.min(8)), prepared(5));
+    let mut total = [Duration::ZERO; 2];
+    for _ in 0..3 {
+        for (i, p) in [&scoped, &judged].into_iter().enumerate() {
+            let t = Instant::now();
+            let r = ex
+                .exec_program(
+                    Path::new("/bin/sh"),
+                    &["-c".into(), script.clone().into()],
+                    &env,
+                    p,
+                    ExecOptions::default(),
+                )
+                .expect("exec");
+            assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+            total[i] += t.elapsed();
+        }
+    }
+    let per_kill = |t: Duration| t.as_secs_f64() * 1e9 / f64::from(3 * KILLS);
+    let (own, reference) = (per_kill(total[1]), per_kill(total[0]));
+    println!(
+        "\nsignals on the floor, `kill -0 $$` in a shell loop, {KILLS} × 3 alternating: \
+         {:.1} µs judged (ABI 5), {:.1} µs scoped (ABI {}), ratio {:.2}",
+        own / 1e3,
+        reference / 1e3,
+        kernel.min(8),
+        own / reference
+    );
+    println!(
+        "RATIO\tsandgate-shellexec\tsignal_judged/kill_0\t{own:.1}\t{reference:.1}\t{:.4}\tthe same loop scoped by Landlock",
+        own / reference
+    );
+}
+
 criterion_group!(benches, exec_true, capture);
 
 fn main() {
@@ -666,4 +859,6 @@ fn main() {
     capture_report();
     cpu_report();
     flood_report();
+    connect_report();
+    signal_report();
 }
