@@ -121,14 +121,15 @@ impl SocketRules {
         sock: &OwnedFd,
         bytes: &[u8],
     ) -> Result<Target, i32> {
-        if bytes.len() < 2 {
+        // As the kernel: a family, and no more than a `sockaddr_storage`.
+        if bytes.len() < 2 || bytes.len() > std::mem::size_of::<SocketAddrStorage>() {
             return Err(libc::EINVAL);
         }
         let addr_family = u16::from_ne_bytes([bytes[0], bytes[1]]);
         let any = || {
             let mut storage = MaybeUninit::<SocketAddrStorage>::zeroed();
-            // SAFETY: `bytes` is at most the storage's size (checked by
-            // the caller) and the storage is zeroed past it.
+            // SAFETY: `bytes` is at most the storage's size (checked
+            // above) and the storage is zeroed past it.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     bytes.as_ptr(),
@@ -139,6 +140,10 @@ impl SocketRules {
             }
         };
         if family == AddressFamily::UNIX && addr_family == libc::AF_UNIX as u16 {
+            // No longer than a `sockaddr_un`, as the kernel checks.
+            if bytes.len() > std::mem::size_of::<libc::sockaddr_un>() {
+                return Err(libc::EINVAL);
+            }
             let path = &bytes[2..];
             match path.first() {
                 // Unnamed: the kernel answers.
