@@ -2356,12 +2356,14 @@ fn rlimit_nproc_counts_the_users_other_processes_on_the_floor() {
     }
 }
 
-/// Accepts every connection on `listener` for good, answering `reply` to
-/// the first bytes each sends.
-fn answer_unix(listener: std::os::unix::net::UnixListener, reply: &'static str) {
-    use std::io::{Read, Write};
+/// Answers `reply` to the first bytes of every connection `accept`
+/// takes, for good, on a thread of its own.
+fn answer<S: std::io::Read + std::io::Write>(
+    mut accept: impl FnMut() -> std::io::Result<S> + Send + 'static,
+    reply: &'static str,
+) {
     thread::spawn(move || {
-        for mut c in listener.incoming().flatten() {
+        while let Ok(mut c) = accept() {
             let mut buf = [0u8; 16];
             let _ = c.read(&mut buf);
             let _ = c.write_all(reply.as_bytes());
@@ -2369,15 +2371,43 @@ fn answer_unix(listener: std::os::unix::net::UnixListener, reply: &'static str) 
     });
 }
 
-fn answer_tcp(listener: std::net::TcpListener, reply: &'static str) {
-    use std::io::{Read, Write};
-    thread::spawn(move || {
-        for mut c in listener.incoming().flatten() {
-            let mut buf = [0u8; 16];
-            let _ = c.read(&mut buf);
-            let _ = c.write_all(reply.as_bytes());
-        }
+/// A UNIX listener bound at `path`, answered by [`answer`].
+fn answer_unix(path: &Path, reply: &'static str) {
+    let l = std::os::unix::net::UnixListener::bind(path).unwrap();
+    answer(move || l.accept().map(|(c, _)| c), reply);
+}
+
+/// The kernel's Landlock ABI and an executor that runs commands on the
+/// floor, where the connect tests can run (Landlock and python3 here).
+fn floor_for_python() -> Option<(u32, LocalShellExecutor)> {
+    let Some(kernel) = kernel_abi() else {
+        eprintln!("no Landlock here: nothing judges paths; skipped");
+        return None;
+    };
+    if !Path::new(PYTHON).exists() {
+        eprintln!("no python3 here: skipped");
+        return None;
+    }
+    let ex = started(ExecConfig {
+        confine_mode: ConfineMode::BestEffort,
+        namespaces: false,
+        ..config()
     });
+    Some((kernel, ex))
+}
+
+const PYTHON: &str = "/usr/bin/python3";
+
+/// Runs `python3 args…` under `prepared` on `ex`.
+fn python(
+    ex: &LocalShellExecutor,
+    prepared: &sandgate_shellexec::confine::Prepared,
+    args: &[OsString],
+    opts: ExecOptions,
+) -> ExecResult {
+    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+    ex.exec_program(Path::new(PYTHON), args, &env, prepared, opts)
+        .unwrap()
 }
 
 /// Whether the executor supervises a command run under `prepared` on the
@@ -2466,15 +2496,9 @@ attempt('tcp-other-nb', lambda: tcp(tcp_no, False))
 /// come from the judgement. Before, the command reached all of them.
 #[test]
 fn on_the_floor_a_command_connects_to_unix_sockets_beneath_its_write_roots_only() {
-    use std::os::unix::net::UnixListener;
-    let Some(kernel) = kernel_abi() else {
-        eprintln!("no Landlock here: nothing judges paths; skipped");
+    let Some((kernel, ex)) = floor_for_python() else {
         return;
     };
-    if !Path::new("/usr/bin/python3").exists() {
-        eprintln!("no python3 here: skipped");
-        return;
-    }
     let base = tempfile::tempdir().unwrap();
     let (w, r, o) = (
         base.path().join("w"),
@@ -2484,15 +2508,12 @@ fn on_the_floor_a_command_connects_to_unix_sockets_beneath_its_write_roots_only(
     for d in [&w, &r, &o] {
         fs::create_dir(d).unwrap();
     }
-    answer_unix(UnixListener::bind(o.join("s.sock")).unwrap(), "pong-out");
-    answer_unix(UnixListener::bind(w.join("in.sock")).unwrap(), "pong-in");
+    answer_unix(&o.join("s.sock"), "pong-out");
+    answer_unix(&w.join("in.sock"), "pong-in");
     let sub = w.join("sub");
     fs::create_dir(&sub).unwrap();
-    answer_unix(
-        UnixListener::bind(sub.join("sub.sock")).unwrap(),
-        "pong-sub",
-    );
-    answer_unix(UnixListener::bind(r.join("r.sock")).unwrap(), "pong-read");
+    answer_unix(&sub.join("sub.sock"), "pong-sub");
+    answer_unix(&r.join("r.sock"), "pong-read");
     std::os::unix::fs::symlink(o.join("s.sock"), w.join("link")).unwrap();
     std::os::unix::fs::symlink("../o/s.sock", w.join("rel-link")).unwrap();
     let abstract_name = format!("sandgate-test-{}", marker(12));
@@ -2500,24 +2521,19 @@ fn on_the_floor_a_command_connects_to_unix_sockets_beneath_its_write_roots_only(
         use std::os::linux::net::SocketAddrExt;
         std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap()
     };
-    answer_unix(
-        UnixListener::bind_addr(&abstract_addr).unwrap(),
+    let abstract_listener = std::os::unix::net::UnixListener::bind_addr(&abstract_addr).unwrap();
+    answer(
+        move || abstract_listener.accept().map(|(c, _)| c),
         "pong-abstract",
     );
-    let granted = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let (p, q) = (
-        granted.local_addr().unwrap().port(),
-        other.local_addr().unwrap().port(),
-    );
-    answer_tcp(granted, "pong-tcp");
-    answer_tcp(other, "pong-other");
+    let mut ports = Vec::new();
+    for reply in ["pong-tcp", "pong-other"] {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        ports.push(l.local_addr().unwrap().port());
+        answer(move || l.accept().map(|(c, _)| c), reply);
+    }
+    let (p, q) = (ports[0], ports[1]);
 
-    let ex = started(ExecConfig {
-        confine_mode: ConfineMode::BestEffort,
-        namespaces: false,
-        ..config()
-    });
     let spec = ConfineSpec {
         read_dirs: vec![r.clone()],
         write_dirs: vec![w.clone()],
@@ -2525,7 +2541,6 @@ fn on_the_floor_a_command_connects_to_unix_sockets_beneath_its_write_roots_only(
         udp: true,
         ..ConfineSpec::default()
     };
-    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
     let args: Vec<OsString> = [
         "-c".to_owned(),
         CONNECT_PROBE.to_owned(),
@@ -2543,19 +2558,12 @@ fn on_the_floor_a_command_connects_to_unix_sockets_beneath_its_write_roots_only(
     .map(OsString::from)
     .into();
     let probe = |prepared: &sandgate_shellexec::confine::Prepared| {
-        let cwd = fs::File::open(&w).unwrap();
-        let r = ex
-            .exec_program(
-                Path::new("/usr/bin/python3"),
-                &args,
-                &env,
-                prepared,
-                ExecOptions {
-                    cwd: Some(OwnedFd::from(cwd)),
-                    ..ExecOptions::default()
-                },
-            )
-            .unwrap();
+        let cwd = OwnedFd::from(fs::File::open(&w).unwrap());
+        let opts = ExecOptions {
+            cwd: Some(cwd),
+            ..ExecOptions::default()
+        };
+        let r = python(&ex, prepared, &args, opts);
         (text(&r.stdout), text(&r.stderr), r)
     };
 
@@ -2628,18 +2636,16 @@ fn on_the_floor_a_command_connects_to_unix_sockets_beneath_its_write_roots_only(
                           try:\n    s.connect(sys.argv[1]); s.sendall(b'x'); print(s.recv(64).decode())\n\
                           except OSError as e:\n    print(errno.errorcode[e.errno])\n";
             let within = vec![OwnedFd::from(fs::File::open(dir).unwrap())];
-            let r = ex
-                .exec_program(
-                    Path::new("/usr/bin/python3"),
-                    &["-c".into(), script.into(), path.into()],
-                    &env,
-                    &prepared,
-                    ExecOptions {
-                        within: Some(within),
-                        ..ExecOptions::default()
-                    },
-                )
-                .unwrap();
+            let opts = ExecOptions {
+                within: Some(within),
+                ..ExecOptions::default()
+            };
+            let r = python(
+                &ex,
+                &prepared,
+                &["-c".into(), script.into(), path.into()],
+                opts,
+            );
             (text(&r.stdout), text(&r.stderr))
         };
         let (got, err) = narrowed(&sub, &sub.join("sub.sock"));
@@ -2656,10 +2662,10 @@ fn on_the_floor_a_command_connects_to_unix_sockets_beneath_its_write_roots_only(
 #[test]
 fn on_the_floor_a_blocking_unix_connect_waits_for_its_listener_and_ends_with_the_command() {
     use std::os::unix::net::UnixListener;
-    if kernel_abi().is_none() || !Path::new("/usr/bin/python3").exists() {
-        eprintln!("no Landlock or no python3 here: skipped");
+    let Some((kernel, ex)) = floor_for_python() else {
         return;
-    }
+    };
+    let ex = Arc::new(ex);
     let w = tempfile::tempdir().unwrap();
     let sock = w.path().join("full.sock");
     let spec = ConfineSpec {
@@ -2669,18 +2675,13 @@ fn on_the_floor_a_blocking_unix_connect_waits_for_its_listener_and_ends_with_the
     let prepared = sandgate_shellexec::confine::prepare_with_abi(
         &spec,
         ConfineMode::BestEffort,
-        Some(kernel_abi().unwrap().min(8)),
+        Some(kernel.min(8)),
     )
     .unwrap();
     if !supervises(&prepared) {
         eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
         return;
     }
-    let ex = Arc::new(started(ExecConfig {
-        confine_mode: ConfineMode::BestEffort,
-        namespaces: false,
-        ..config()
-    }));
     // Fills the queue with connects that do not wait, then waits in one.
     let script = format!(
         "import socket, sys\n\
@@ -2697,28 +2698,15 @@ fn on_the_floor_a_blocking_unix_connect_waits_for_its_listener_and_ends_with_the
          print('connected', flush=True)\n",
         path = sock.display().to_string()
     );
-    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
     let exec = |timeout: Duration| {
-        let (ex, prepared, script, env) = (
-            Arc::clone(&ex),
-            prepared.clone(),
-            script.clone(),
-            env.clone(),
-        );
+        let (ex, prepared, script) = (Arc::clone(&ex), prepared.clone(), script.clone());
         thread::spawn(move || {
             let began = Instant::now();
-            let r = ex
-                .exec_program(
-                    Path::new("/usr/bin/python3"),
-                    &["-c".into(), script.into()],
-                    &env,
-                    &prepared,
-                    ExecOptions {
-                        timeout: Some(timeout),
-                        ..ExecOptions::default()
-                    },
-                )
-                .unwrap();
+            let opts = ExecOptions {
+                timeout: Some(timeout),
+                ..ExecOptions::default()
+            };
+            let r = python(&ex, &prepared, &["-c".into(), script.into()], opts);
             (r, began.elapsed())
         })
     };
@@ -2788,18 +2776,11 @@ fn on_the_floor_a_blocking_unix_connect_waits_for_its_listener_and_ends_with_the
          \x20   print(errno.errorcode[e.errno])\n",
         path = sock.display().to_string()
     );
-    let r = ex
-        .exec_program(
-            Path::new("/usr/bin/python3"),
-            &["-c".into(), script.into()],
-            &env,
-            &prepared,
-            ExecOptions {
-                timeout: Some(Duration::from_secs(10)),
-                ..ExecOptions::default()
-            },
-        )
-        .unwrap();
+    let opts = ExecOptions {
+        timeout: Some(Duration::from_secs(10)),
+        ..ExecOptions::default()
+    };
+    let r = python(&ex, &prepared, &["-c".into(), script.into()], opts);
     assert!(!r.timed_out, "{}", text(&r.stderr));
     assert_eq!(text(&r.stdout), "EAGAIN\n", "{}", text(&r.stderr));
     drop(taken);
@@ -2867,31 +2848,19 @@ print('outside', seen['out'], 'inside', seen['in'] > 0, 'refused', seen['refused
 /// same race reaches the socket outside.
 #[test]
 fn a_command_racing_its_address_or_a_link_never_connects_outside() {
-    use std::os::unix::net::UnixListener;
-    let Some(kernel) = kernel_abi() else {
-        eprintln!("no Landlock here: skipped");
+    let Some((kernel, ex)) = floor_for_python() else {
         return;
     };
-    if !Path::new("/usr/bin/python3").exists() {
-        eprintln!("no python3 here: skipped");
-        return;
-    }
     let base = tempfile::tempdir().unwrap();
     let (w, o) = (base.path().join("w"), base.path().join("o"));
     fs::create_dir(&w).unwrap();
     fs::create_dir(&o).unwrap();
-    answer_unix(UnixListener::bind(o.join("s.sock")).unwrap(), "pong-out");
-    answer_unix(UnixListener::bind(w.join("in.sock")).unwrap(), "pong-in");
+    answer_unix(&o.join("s.sock"), "pong-out");
+    answer_unix(&w.join("in.sock"), "pong-in");
     let spec = ConfineSpec {
         write_dirs: vec![w.clone()],
         ..ConfineSpec::default()
     };
-    let ex = started(ExecConfig {
-        confine_mode: ConfineMode::BestEffort,
-        namespaces: false,
-        ..config()
-    });
-    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
     let args: Vec<OsString> = [
         "-c".to_owned(),
         CONNECT_RACE.to_owned(),
@@ -2902,15 +2871,7 @@ fn a_command_racing_its_address_or_a_link_never_connects_outside() {
     .map(OsString::from)
     .into();
     let race = |prepared: &sandgate_shellexec::confine::Prepared| {
-        let r = ex
-            .exec_program(
-                Path::new("/usr/bin/python3"),
-                &args,
-                &env,
-                prepared,
-                ExecOptions::default(),
-            )
-            .unwrap();
+        let r = python(&ex, prepared, &args, ExecOptions::default());
         (text(&r.stdout), text(&r.stderr))
     };
     let off = sandgate_shellexec::confine::prepare(&spec, ConfineMode::Off).unwrap();
