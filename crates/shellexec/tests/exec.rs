@@ -2895,3 +2895,71 @@ fn a_command_racing_its_address_or_a_link_never_connects_outside() {
     let (got, err) = race(&prepared);
     assert_eq!(got, "outside 0 inside True refused True\n", "{err}");
 }
+
+/// The kernel makes `socket(AF_UNIX, SOCK_RAW)` a datagram socket (as BSD
+/// did), and a datagram names its receiver in `sendto`'s address, which
+/// the executor never sees: on the floor such a socket (and such a pair)
+/// is refused as `SOCK_DGRAM` is, so nothing reaches a datagram socket
+/// outside the write roots. Unconfined, the datagram arrives. Before, the
+/// command made the socket and its datagram reached the socket outside.
+#[test]
+fn on_the_floor_a_raw_unix_socket_is_refused_as_a_datagram_socket() {
+    let Some((kernel, ex)) = floor_for_python() else {
+        return;
+    };
+    let base = tempfile::tempdir().unwrap();
+    let (w, o) = (base.path().join("w"), base.path().join("o"));
+    fs::create_dir(&w).unwrap();
+    fs::create_dir(&o).unwrap();
+    let outside = o.join("d.sock");
+    let receiver = std::os::unix::net::UnixDatagram::bind(&outside).unwrap();
+    receiver.set_nonblocking(true).unwrap();
+    let spec = ConfineSpec {
+        write_dirs: vec![w.clone()],
+        ..ConfineSpec::default()
+    };
+    let script = "import errno, socket, sys\n\
+                  for kind in (socket.SOCK_RAW, socket.SOCK_RAW | socket.SOCK_NONBLOCK):\n\
+                  \x20   try:\n\
+                  \x20       s = socket.socket(socket.AF_UNIX, kind)\n\
+                  \x20       s.sendto(b'escaped', sys.argv[1]); print('sent')\n\
+                  \x20   except OSError as e:\n\
+                  \x20       print(errno.errorcode[e.errno])\n\
+                  try:\n\
+                  \x20   a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_RAW)\n\
+                  \x20   a.sendto(b'escaped', sys.argv[1]); print('sent')\n\
+                  except OSError as e:\n\
+                  \x20   print(errno.errorcode[e.errno])\n";
+    let args: Vec<OsString> = vec!["-c".into(), script.into(), outside.clone().into()];
+    let received = || {
+        let mut n = 0;
+        let mut buf = [0u8; 16];
+        while let Ok(k) = receiver.recv(&mut buf) {
+            assert_eq!(&buf[..k], b"escaped");
+            n += 1;
+        }
+        n
+    };
+    let off = sandgate_shellexec::confine::prepare(&spec, ConfineMode::Off).unwrap();
+    let r = python(&ex, &off, &args, ExecOptions::default());
+    assert_eq!(text(&r.stdout), "sent\nsent\nsent\n", "{}", text(&r.stderr));
+    assert_eq!(received(), 3);
+    let prepared = sandgate_shellexec::confine::prepare_with_abi(
+        &spec,
+        ConfineMode::BestEffort,
+        Some(kernel.min(8)),
+    )
+    .unwrap();
+    if !supervises(&prepared) {
+        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+        return;
+    }
+    let r = python(&ex, &prepared, &args, ExecOptions::default());
+    assert_eq!(
+        text(&r.stdout),
+        "EPERM\nEPERM\nEPERM\n",
+        "{}",
+        text(&r.stderr)
+    );
+    assert_eq!(received(), 0);
+}
