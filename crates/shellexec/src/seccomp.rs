@@ -29,7 +29,7 @@
 //! | the same: `pidfd_send_signal` | `ENOSYS` (tools fall back to `kill`) |
 //! | the same: the signal owner set through a pointer the filter cannot read (`fcntl(F_SETOWN_EX)`, `ioctl(FIOSETOWN)`, `ioctl(SIOCSPGRP)`) | `EPERM` |
 //! | on the floor where Landlock does not judge UNIX sockets by path (before ABI 9): `connect` | performed by the executor (below) |
-//! | the same: `socket` and `socketpair` of `AF_UNIX` with `SOCK_DGRAM` (a datagram can name any socket by path in `sendto`/`sendmsg`, whose address a filter cannot read) | `EPERM` |
+//! | the same: `socket` and `socketpair` of `AF_UNIX` with `SOCK_DGRAM` or `SOCK_RAW` (which the kernel makes a datagram socket; a datagram can name any socket by path in `sendto`/`sendmsg`, whose address a filter cannot read) | `EPERM` |
 //!
 //! Without scoping, a command could signal every process of its user: the
 //! executor's own process (by its pid or by any of its threads' ids, which
@@ -856,16 +856,21 @@ fn rule_maps(
     out
 }
 
-/// `socket` and `socketpair` of `AF_UNIX` with `SOCK_DGRAM` (whatever its
-/// flags): a datagram names its receiver in `sendto`'s or `sendmsg`'s
-/// address, which a filter cannot read, so where the executor judges
-/// UNIX sockets by path ([`crate::connect`]) the command has none.
+/// `socket` and `socketpair` of `AF_UNIX` with `SOCK_DGRAM` or `SOCK_RAW`
+/// (whatever its flags; the kernel makes a UNIX `SOCK_RAW` socket a
+/// datagram socket): a datagram names its receiver in `sendto`'s or
+/// `sendmsg`'s address, which a filter cannot read, so where the executor
+/// judges UNIX sockets by path ([`crate::connect`]) the command has none.
 fn unix_dgram_rules() -> BTreeMap<i64, Vec<SeccompRule>> {
     let dgram = || {
-        vec![rule(vec![
-            cond(0, Len::Dword, Op::Eq, libc::AF_UNIX as u64),
-            cond(1, Len::Dword, Op::MaskedEq(0xf), libc::SOCK_DGRAM as u64),
-        ])]
+        [libc::SOCK_DGRAM, libc::SOCK_RAW]
+            .map(|kind| {
+                rule(vec![
+                    cond(0, Len::Dword, Op::Eq, libc::AF_UNIX as u64),
+                    cond(1, Len::Dword, Op::MaskedEq(0xf), kind as u64),
+                ])
+            })
+            .into()
     };
     BTreeMap::from([(libc::SYS_socket, dgram()), (libc::SYS_socketpair, dgram())])
 }
@@ -1761,13 +1766,17 @@ mod tests {
                     for nr in [libc::SYS_socket, libc::SYS_socketpair] {
                         for flags in [0, libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC] {
                             let flags = flags as u64;
-                            let mut a = [unix, libc::SOCK_DGRAM as u64 | flags, 0, 0, 0, 0];
                             let dgram = if sockets {
                                 errno(libc::EPERM)
                             } else {
                                 SECCOMP_RET_ALLOW
                             };
-                            assert_eq!(run(prog, &data(nr as u32, AUDIT_ARCH, a)), dgram);
+                            // SOCK_RAW: a datagram socket to the kernel.
+                            let mut a = [unix, 0, 0, 0, 0, 0];
+                            for kind in [libc::SOCK_DGRAM, libc::SOCK_RAW] {
+                                a[1] = kind as u64 | flags;
+                                assert_eq!(run(prog, &data(nr as u32, AUDIT_ARCH, a)), dgram);
+                            }
                             for kind in [libc::SOCK_STREAM, libc::SOCK_SEQPACKET] {
                                 a[1] = kind as u64 | flags;
                                 let d = data(nr as u32, AUDIT_ARCH, a);
