@@ -2963,3 +2963,123 @@ fn on_the_floor_a_raw_unix_socket_is_refused_as_a_datagram_socket() {
     );
     assert_eq!(received(), 0);
 }
+
+/// The command's side of the flag race: a listener of its own whose
+/// queue is full, a thread flipping `O_NONBLOCK` on the socket the main
+/// thread connects to it, attempt after attempt, for four seconds.
+const NONBLOCK_RACE: &str = r#"
+import ctypes, os, socket, sys, threading, time
+sys.setswitchinterval(0.0001)
+libc = ctypes.CDLL(None, use_errno=True)
+path, pidfile = sys.argv[1:3]
+with open(pidfile, 'w') as f:
+    f.write(str(os.getpid()))
+l = socket.socket(socket.AF_UNIX)
+l.bind(path)
+l.listen(0)
+held = []
+while True:
+    s = socket.socket(socket.AF_UNIX)
+    s.setblocking(False)
+    if s.connect_ex(path):
+        break
+    held.append(s)
+class Sun(ctypes.Structure):
+    _fields_ = [('family', ctypes.c_ushort), ('path', ctypes.c_char * 108)]
+addr = Sun(socket.AF_UNIX, path.encode())
+cur = [-1]
+stop = False
+def toggle():
+    while not stop:
+        fd = cur[0]
+        if fd >= 0:
+            libc.fcntl(fd, 4, os.O_NONBLOCK)
+            libc.fcntl(fd, 4, 0)
+threading.Thread(target=toggle, daemon=True).start()
+n = 0
+deadline = time.time() + 4
+while time.time() < deadline:
+    fd = libc.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0)
+    libc.fcntl(fd, 4, os.O_NONBLOCK)
+    cur[0] = fd
+    libc.connect(fd, ctypes.byref(addr), ctypes.sizeof(addr))
+    cur[0] = -1
+    os.close(fd)
+    n += 1
+stop = True
+time.sleep(0.1)
+print('attempts', n > 0, flush=True)
+"#;
+
+/// A command that flips `O_NONBLOCK` on a socket while the executor
+/// connects it (the flag read as set, then clear when the connect runs)
+/// never has the executor wait in that connect: the run still ends by
+/// itself, or at its timeout. Before, the executor connected a socket it
+/// had read as non-blocking on the thread that runs the command (its
+/// timeout, its output, its kill); the connect then waited, without end,
+/// for a listener of the command's whose queue the command kept full:
+/// the run outlived its timeout until the command was killed from
+/// outside.
+#[test]
+fn a_command_flipping_nonblock_during_its_connect_never_stops_its_run() {
+    let Some((kernel, ex)) = floor_for_python() else {
+        return;
+    };
+    let ex = Arc::new(ex);
+    let w = tempfile::tempdir().unwrap();
+    let (sock, pidfile) = (w.path().join("full.sock"), w.path().join("pid"));
+    let spec = ConfineSpec {
+        write_dirs: vec![w.path().to_owned()],
+        ..ConfineSpec::default()
+    };
+    let prepared = sandgate_shellexec::confine::prepare_with_abi(
+        &spec,
+        ConfineMode::BestEffort,
+        Some(kernel.min(8)),
+    )
+    .unwrap();
+    if !supervises(&prepared) {
+        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+        return;
+    }
+    let args: Vec<OsString> = vec![
+        "-c".into(),
+        NONBLOCK_RACE.into(),
+        sock.clone().into(),
+        pidfile.clone().into(),
+    ];
+    let began = Instant::now();
+    let run = {
+        let ex = Arc::clone(&ex);
+        thread::spawn(move || {
+            let opts = ExecOptions {
+                timeout: Some(Duration::from_secs(8)),
+                ..ExecOptions::default()
+            };
+            python(&ex, &prepared, &args, opts)
+        })
+    };
+    while !run.is_finished() && began.elapsed() < Duration::from_secs(25) {
+        thread::sleep(Duration::from_millis(50));
+    }
+    let stuck = !run.is_finished();
+    if stuck {
+        // Ends the listener's holder, which lets the connect end.
+        let pid: i32 = fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    }
+    let r = run.join().unwrap();
+    assert!(
+        !stuck,
+        "the run outlived its timeout by {:?}",
+        began.elapsed()
+    );
+    assert_eq!(text(&r.stdout), "attempts True\n", "{}", text(&r.stderr));
+}
