@@ -36,7 +36,9 @@
 //! again.
 //!
 //! A connect on a blocking socket may wait (a TCP handshake, a listener
-//! whose queue is full): it is performed on a thread of the executor, in
+//! whose queue is full): every connect is performed on a thread of the
+//! executor (a socket read as non-blocking too: the command can clear the
+//! flag before the call), never on the one that runs the command, in
 //! slices of [`SLICE`] (the socket's send timeout, which the kernel's
 //! connect waits by, set for the slice and put back after), so the thread
 //! ends within a slice once its caller is gone. At most [`MAX_WAITING`]
@@ -316,8 +318,8 @@ impl Connects {
         }
     }
 
-    /// Judges and performs the `connect` in `notif`: (return value,
-    /// negated errno), or `None` when a thread performs it and answers.
+    /// Judges the `connect` in `notif` and has a thread perform it and
+    /// answer (`None`), or refuses it: (return value, negated errno).
     pub(crate) fn serve(&mut self, listener: &Arc<OwnedFd>, notif: &Notif) -> Option<(i64, i32)> {
         let refuse = |errno: i32| Some((0, -errno));
         let tid = notif.pid as i32;
@@ -363,13 +365,11 @@ impl Connects {
             Ok(t) => t,
             Err(errno) => return refuse(errno),
         };
-        let blocking = rustix::fs::fcntl_getfl(&sock).is_ok_and(|f| !f.contains(OFlags::NONBLOCK));
-        if !blocking {
-            return Some(match target.connect(&sock) {
-                Ok(()) => (0, 0),
-                Err(e) => (0, -e.raw_os_error()),
-            });
-        }
+        // Performed on a thread even when the socket reads as
+        // non-blocking: the command shares the socket's flags and can clear
+        // `O_NONBLOCK` between that reading and the call, which would then
+        // wait, without end, on the thread that runs the command (its
+        // timeout, its output, its kill).
         let (done, running): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
             .into_iter()
             .partition(JoinHandle::is_finished);
@@ -411,8 +411,8 @@ impl Connects {
     }
 }
 
-/// Performs a connect on a blocking socket in slices, while its caller
-/// waits, and answers it.
+/// Performs a connect in slices (at once for a non-blocking socket),
+/// while its caller waits, and answers it.
 ///
 /// The socket is the command's too: its other threads may change it
 /// meanwhile. Made non-blocking, the connect answers at once, as the
