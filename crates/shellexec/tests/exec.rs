@@ -3083,3 +3083,86 @@ fn a_command_flipping_nonblock_during_its_connect_never_stops_its_run() {
     );
     assert_eq!(text(&r.stdout), "attempts True\n", "{}", text(&r.stderr));
 }
+
+/// The command's side of the self-connect: a listener of its own whose
+/// queue is full connects to its own name, on a blocking socket, while a
+/// thread clears the socket's send timeout again and again (the slice the
+/// executor sets before each try).
+const SELF_CONNECT: &str = r#"
+import ctypes, os, socket, struct, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+path = sys.argv[1]
+l = socket.socket(socket.AF_UNIX)
+l.bind(path)
+l.listen(0)
+held = []
+while True:
+    s = socket.socket(socket.AF_UNIX)
+    s.setblocking(False)
+    if s.connect_ex(path):
+        break
+    held.append(s)
+print('socket:[%d]' % os.fstat(l.fileno()).st_ino, flush=True)
+def clear():
+    zero = struct.pack('ll', 0, 0)
+    while True:
+        l.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, zero)
+threading.Thread(target=clear, daemon=True).start()
+class Sun(ctypes.Structure):
+    _fields_ = [('family', ctypes.c_ushort), ('path', ctypes.c_char * 108)]
+addr = Sun(socket.AF_UNIX, path.encode())
+libc.connect(l.fileno(), ctypes.byref(addr), ctypes.sizeof(addr))
+"#;
+
+/// A connect the executor performs for a command, whatever the command
+/// does to the socket meanwhile, ends once the command is gone: here a
+/// listener whose queue is full connects to itself (the kernel waits for
+/// room in the queue before it finds the socket is a listener) with its
+/// send timeout cleared between two slices. Before, the executor's copy
+/// of the socket kept the listener open after the command ended, so the
+/// queue never emptied and the executor's thread waited for good,
+/// holding the socket: a thread and a descriptor left behind per run.
+#[test]
+fn a_connect_the_command_left_behind_ends_with_it() {
+    let Some((kernel, ex)) = floor_for_python() else {
+        return;
+    };
+    let w = tempfile::tempdir().unwrap();
+    let sock = w.path().join("self.sock");
+    let spec = ConfineSpec {
+        write_dirs: vec![w.path().to_owned()],
+        ..ConfineSpec::default()
+    };
+    let prepared = sandgate_shellexec::confine::prepare_with_abi(
+        &spec,
+        ConfineMode::BestEffort,
+        Some(kernel.min(8)),
+    )
+    .unwrap();
+    if !supervises(&prepared) {
+        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+        return;
+    }
+    let opts = ExecOptions {
+        timeout: Some(Duration::from_secs(3)),
+        ..ExecOptions::default()
+    };
+    let args: Vec<OsString> = vec!["-c".into(), SELF_CONNECT.into(), sock.into()];
+    let r = python(&ex, &prepared, &args, opts);
+    assert!(r.timed_out, "{}", text(&r.stderr));
+    let name = text(&r.stdout).trim().to_owned();
+    assert!(name.starts_with("socket:["), "{name} {}", text(&r.stderr));
+    // The executor is this process: the socket is no longer among its
+    // descriptors once the run is over (a thread ends within a slice).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let held = || {
+        fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .any(|e| fs::read_link(e.path()).is_ok_and(|l| l.as_os_str() == name.as_str()))
+    };
+    while held() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!held(), "the executor still holds {name}");
+}
