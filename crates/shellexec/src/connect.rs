@@ -46,8 +46,9 @@
 //! the command's: a thread of the command that makes it non-blocking
 //! meanwhile has the connect answered as it stands, and one that clears
 //! its send timeout between two slices has the next slice wait as the
-//! kernel's connect would (see [`wait_connect`]); the run's end waits at
-//! most [`FINISH_WAIT`] for such a thread.
+//! kernel's connect would (see [`wait_connect`]); the run's end wakes
+//! such a thread with a signal ([`wake_signal`]) and waits at most
+//! [`FINISH_WAIT`] for it.
 //!
 //! What the peer sees differs from a connect made by the command in one
 //! way: a UNIX socket's peer credentials (`SO_PEERCRED`) name the
@@ -384,7 +385,10 @@ impl Connects {
         let id = notif.id;
         let spawned = std::thread::Builder::new()
             .name("sandgate-connect".into())
-            .spawn(move || wait_connect(&listener, id, &sock, &target));
+            .spawn(move || {
+                wakeable();
+                wait_connect(&listener, id, &sock, &target)
+            });
         match spawned {
             Ok(t) => {
                 self.waiting.push(t);
@@ -394,20 +398,71 @@ impl Connects {
         }
     }
 
-    /// Waits for the threads still performing connects: each ends within
-    /// a slice once its caller is gone, unless the command cleared the
-    /// slice ([`wait_connect`]): after [`FINISH_WAIT`] such a thread is
-    /// left to end by itself.
+    /// Waits for the threads still performing connects, once every
+    /// process of the command is gone: each ends within a slice, and one
+    /// whose slice the command cleared ([`wait_connect`]) is woken by
+    /// [`wake_signal`] (it could wait for good: a listener whose queue is
+    /// full, connecting to itself, is kept open by the thread's own copy of
+    /// it). After [`FINISH_WAIT`] a thread is left to end by itself.
     pub(crate) fn finish(self) {
+        use std::os::unix::thread::JoinHandleExt;
         let until = Instant::now() + FINISH_WAIT;
+        let wake = wake_signal();
         for t in self.waiting {
             while !t.is_finished() && Instant::now() < until {
+                if let Some(sig) = wake {
+                    // SAFETY: the thread is not joined yet, so its
+                    // `pthread_t` is valid; the handler does nothing.
+                    unsafe { libc::pthread_kill(t.as_pthread_t(), sig) };
+                }
                 std::thread::sleep(Duration::from_millis(5));
             }
             if t.is_finished() {
                 let _ = t.join();
             }
         }
+    }
+}
+
+/// The signal that wakes a thread of [`wait_connect`] out of a connect
+/// that waits without a timeout (the interrupted call answers `EINTR`):
+/// the last real-time signal, given a handler that does nothing and no
+/// `SA_RESTART`, once, when nothing else of the process handles it; `None`
+/// when something does (then such a thread is left to end by itself).
+fn wake_signal() -> Option<i32> {
+    static WAKE: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+    *WAKE.get_or_init(|| {
+        let sig = libc::SIGRTMAX();
+        // SAFETY: zeroed sigactions, read and then filled with a handler
+        // that does nothing.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                || old.sa_sigaction != libc::SIG_DFL
+            {
+                return None;
+            }
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = wake as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut act.sa_mask);
+            (libc::sigaction(sig, &act, std::ptr::null_mut()) == 0).then_some(sig)
+        }
+    })
+}
+
+/// The handler of [`wake_signal`]: nothing, the interruption is all.
+extern "C" fn wake(_: libc::c_int) {}
+
+/// Lets [`wake_signal`] reach the calling thread (it inherits the mask
+/// of the thread that started it, which may block it).
+fn wakeable() {
+    let Some(sig) = wake_signal() else { return };
+    // SAFETY: a signal set on the stack, emptied before use.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
     }
 }
 
@@ -420,8 +475,9 @@ impl Connects {
 /// each try, and a send timeout the command clears between the two makes
 /// one try wait as the kernel's connect would (for TCP, until the
 /// handshake ends or fails; for a UNIX listener whose queue stays full,
-/// until it takes a connection or closes), so [`Connects::finish`] does
-/// not wait for such a thread without bound.
+/// until it takes a connection or closes, which a listener connecting to
+/// itself never does), so [`Connects::finish`] wakes such a thread once
+/// the command is gone, and does not wait for it without bound.
 fn wait_connect(listener: &OwnedFd, id: u64, sock: &OwnedFd, target: &Target) {
     let own = sockopt::socket_timeout(sock, Timeout::Send).ok().flatten();
     let slice = own.map_or(SLICE, |t| t.min(SLICE));
