@@ -3166,3 +3166,117 @@ fn a_connect_the_command_left_behind_ends_with_it() {
     }
     assert!(!held(), "the executor still holds {name}");
 }
+
+/// A process outside every run with a terminal of its own: a `sleep` that
+/// leads the session and the foreground group of a new pty. Prints the
+/// terminal's name, then on a line `write` types a line into it, and
+/// says whether the `sleep` is `alive` or was `killed` (by which signal).
+const OUTSIDE_TTY: &str = r#"
+import fcntl, os, sys, termios, time
+m, s = os.openpty()
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    fcntl.ioctl(s, termios.TIOCSCTTY, 0)
+    os.execvp('sleep', ['sleep', '60'])
+time.sleep(0.2)
+print(os.ttyname(s), flush=True)
+if sys.stdin.readline().strip() == 'write':
+    os.write(m, b'typed\n')
+time.sleep(0.5)
+p, st = os.waitpid(pid, os.WNOHANG)
+if p == 0:
+    print('alive', flush=True)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+else:
+    print('killed', os.WTERMSIG(st) if os.WIFSIGNALED(st) else -1, flush=True)
+"#;
+
+/// The command's side: opens the terminal (read-only, not as its own)
+/// and asks for `SIGIO` on it, by `fcntl(F_SETFL, O_ASYNC)` or by
+/// `ioctl(FIOASYNC)`: a terminal then signals its foreground group.
+const ASYNC_TTY: &str = r#"
+import errno, fcntl, os, struct, sys, termios, time
+tty, ready, how = sys.argv[1:4]
+fd = os.open(tty, os.O_RDONLY | os.O_NOCTTY)
+try:
+    if how == 'fcntl':
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
+    else:
+        fcntl.ioctl(fd, termios.FIOASYNC, struct.pack('i', 1))
+    print('armed', flush=True)
+except OSError as e:
+    print(errno.errorcode[e.errno], flush=True)
+open(ready, 'w').close()
+time.sleep(3)
+"#;
+
+/// Without signal scoping, a command that may read a terminal of another
+/// process (here every file is readable) cannot have the terminal signal
+/// that process: asking for `SIGIO` on a terminal (`O_ASYNC`, `FIOASYNC`)
+/// makes the kernel send it to the terminal's foreground process group,
+/// whose default action for it ends the process, at the next input.
+/// Before, both ways armed the terminal, and a line typed into it killed
+/// the outside process with `SIGIO` (29).
+#[test]
+fn without_signal_scoping_a_command_cannot_have_a_terminal_signal_its_foreground() {
+    use std::io::{BufRead, BufReader, Write};
+    let Some((_, ex)) = floor_for_python() else {
+        return;
+    };
+    let w = tempfile::tempdir().unwrap();
+    let prepared = sandgate_shellexec::confine::prepare_with_abi(
+        &ConfineSpec {
+            read_dirs: vec![PathBuf::from("/")],
+            write_dirs: vec![w.path().to_owned()],
+            ..ConfineSpec::default()
+        },
+        ConfineMode::BestEffort,
+        Some(5),
+    )
+    .unwrap();
+    if !supervises(&prepared) {
+        eprintln!("note: no seccomp user notification here: signals are not judged; skipped");
+        return;
+    }
+    let ex = Arc::new(ex);
+    for how in ["fcntl", "ioctl"] {
+        let mut outside = std::process::Command::new(PYTHON)
+            .args(["-c", OUTSIDE_TTY])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(outside.stdout.take().unwrap()).lines();
+        let tty = lines.next().unwrap().unwrap();
+        let ready = w.path().join(format!("ready-{how}"));
+        let run = {
+            let (ex, prepared) = (Arc::clone(&ex), prepared.clone());
+            let args: Vec<OsString> = vec![
+                "-c".into(),
+                ASYNC_TTY.into(),
+                tty.clone().into(),
+                ready.clone().into(),
+                how.into(),
+            ];
+            thread::spawn(move || python(&ex, &prepared, &args, ExecOptions::default()))
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ready.exists() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(20));
+        }
+        let mut stdin = outside.stdin.take().unwrap();
+        stdin.write_all(b"write\n").unwrap();
+        stdin.flush().unwrap();
+        let fate = lines.next().unwrap().unwrap();
+        outside.wait().unwrap();
+        let r = run.join().unwrap();
+        assert_eq!(
+            (text(&r.stdout).as_str(), fate.as_str()),
+            ("EPERM\n", "alive"),
+            "{how} on {tty}: {}",
+            text(&r.stderr)
+        );
+    }
+}
