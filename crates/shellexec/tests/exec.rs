@@ -3339,3 +3339,79 @@ fn on_the_floor_a_command_that_is_not_dumpable_still_connects() {
         text(&r.stderr)
     );
 }
+
+/// The command's side: a route netlink socket connected to the link
+/// group (sending to a group takes `CAP_NET_ADMIN`, which the command
+/// does not hold on the floor), then a message sent to it.
+const NETLINK_GROUP: &str = r#"
+import errno, socket, struct
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+try:
+    s.connect((0, 1))
+    body = b'sandgate-spoof'
+    s.send(struct.pack('=IHHII', 16 + len(body), 16, 0, 1, 0) + body)
+    print('sent', flush=True)
+except OSError as e:
+    print(errno.errorcode[e.errno], flush=True)
+"#;
+
+/// The executor performs a command's connects with its own credentials:
+/// one the kernel judges by the caller's capabilities is answered as the
+/// command's would be. A route netlink socket connected to a multicast
+/// group (which lets it send fake link events to every listener of the
+/// group) takes `CAP_NET_ADMIN`, which a command on the floor does not
+/// hold: `EPERM`. Before, an executor run as root connected it, and the
+/// command's message reached a listener of the group.
+#[test]
+fn on_the_floor_a_connect_takes_the_commands_privileges_not_the_executors() {
+    let Some((kernel, ex)) = floor_for_python() else {
+        return;
+    };
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("not root: the executor holds no CAP_NET_ADMIN to lend; skipped");
+        return;
+    }
+    let prepared = sandgate_shellexec::confine::prepare_with_abi(
+        &ConfineSpec::default(),
+        ConfineMode::BestEffort,
+        Some(kernel.min(8)),
+    )
+    .unwrap();
+    if !supervises(&prepared) {
+        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+        return;
+    }
+    // A listener of the link group, as a network daemon has.
+    // SAFETY: plain socket calls on a zeroed sockaddr_nl.
+    let listener = unsafe {
+        let fd = libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        );
+        assert!(fd >= 0);
+        let mut addr: libc::sockaddr_nl = std::mem::zeroed();
+        addr.nl_family = libc::AF_NETLINK as u16;
+        addr.nl_groups = 1;
+        let len = std::mem::size_of::<libc::sockaddr_nl>() as u32;
+        assert_eq!(
+            libc::bind(fd, (&addr as *const libc::sockaddr_nl).cast(), len),
+            0
+        );
+        <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+    };
+    let args: Vec<OsString> = vec!["-c".into(), NETLINK_GROUP.into()];
+    let r = python(&ex, &prepared, &args, ExecOptions::default());
+    thread::sleep(Duration::from_millis(100));
+    let mut spoofed = false;
+    let mut buf = [0u8; 65536];
+    while let Ok(n) = rustix::io::read(&listener, &mut buf) {
+        spoofed |= buf[..n].windows(14).any(|w| w == b"sandgate-spoof");
+    }
+    assert_eq!(
+        (text(&r.stdout).as_str(), spoofed),
+        ("EPERM\n", false),
+        "{}",
+        text(&r.stderr)
+    );
+}
