@@ -18,6 +18,7 @@
 //! | a UNIX socket by path | connected when the socket lies beneath a write root (and, for a narrowed command, beneath one of the narrowing directories too): where Landlock ABI 9 grants the right; else `EACCES` |
 //! | an abstract UNIX name | `EPERM`: nothing tells whose socket it is |
 //! | TCP | the port judged as Landlock judges it in the command (the executor itself is not under Landlock): `EACCES` outside the granted ports |
+//! | a netlink multicast group | `EPERM`: it takes `CAP_NET_ADMIN`, which the command does not hold on the floor and the kernel would look for in the executor |
 //! | anything else | performed as asked |
 //!
 //! A path is resolved as the command would resolve it: from its working
@@ -159,6 +160,16 @@ impl SocketRules {
             let name = format!("/proc/self/fd/{}", file.as_raw_fd());
             let addr = SocketAddrUnix::new(name).map_err(|e| e.raw_os_error())?;
             return Ok(Target::Unix { _file: file, addr });
+        }
+        // A netlink multicast group takes `CAP_NET_ADMIN`, which the kernel
+        // would look for in the executor (the caller of the connect): the
+        // command holds none on the floor, so the kernel's answer to it.
+        if family == AddressFamily::NETLINK
+            && addr_family == libc::AF_NETLINK as u16
+            && bytes.len() >= std::mem::size_of::<libc::sockaddr_nl>()
+            && bytes[8..12] != [0; 4]
+        {
+            return Err(libc::EPERM);
         }
         if let (Some(ports), AddressFamily::INET | AddressFamily::INET6) = (&self.tcp_ports, family)
         {
