@@ -18,6 +18,7 @@
 //! | a UNIX socket by path | connected when the socket lies beneath a write root (and, for a narrowed command, beneath one of the narrowing directories too): where Landlock ABI 9 grants the right; else `EACCES` |
 //! | an abstract UNIX name | `EPERM`: nothing tells whose socket it is |
 //! | TCP | the port judged as Landlock judges it in the command (the executor itself is not under Landlock): `EACCES` outside the granted ports |
+//! | a netlink multicast group | `EPERM`: it takes `CAP_NET_ADMIN`, which the command does not hold on the floor and the kernel would look for in the executor |
 //! | anything else | performed as asked |
 //!
 //! A path is resolved as the command would resolve it: from its working
@@ -36,7 +37,9 @@
 //! again.
 //!
 //! A connect on a blocking socket may wait (a TCP handshake, a listener
-//! whose queue is full): it is performed on a thread of the executor, in
+//! whose queue is full): every connect is performed on a thread of the
+//! executor (a socket read as non-blocking too: the command can clear the
+//! flag before the call), never on the one that runs the command, in
 //! slices of [`SLICE`] (the socket's send timeout, which the kernel's
 //! connect waits by, set for the slice and put back after), so the thread
 //! ends within a slice once its caller is gone. At most [`MAX_WAITING`]
@@ -44,8 +47,9 @@
 //! the command's: a thread of the command that makes it non-blocking
 //! meanwhile has the connect answered as it stands, and one that clears
 //! its send timeout between two slices has the next slice wait as the
-//! kernel's connect would (see [`wait_connect`]); the run's end waits at
-//! most [`FINISH_WAIT`] for such a thread.
+//! kernel's connect would (see [`wait_connect`]); the run's end wakes
+//! such a thread with a signal ([`wake_signal`]) and waits at most
+//! [`FINISH_WAIT`] for it.
 //!
 //! What the peer sees differs from a connect made by the command in one
 //! way: a UNIX socket's peer credentials (`SO_PEERCRED`) name the
@@ -156,6 +160,16 @@ impl SocketRules {
             let name = format!("/proc/self/fd/{}", file.as_raw_fd());
             let addr = SocketAddrUnix::new(name).map_err(|e| e.raw_os_error())?;
             return Ok(Target::Unix { _file: file, addr });
+        }
+        // A netlink multicast group takes `CAP_NET_ADMIN`, which the kernel
+        // would look for in the executor (the caller of the connect): the
+        // command holds none on the floor, so the kernel's answer to it.
+        if family == AddressFamily::NETLINK
+            && addr_family == libc::AF_NETLINK as u16
+            && bytes.len() >= std::mem::size_of::<libc::sockaddr_nl>()
+            && bytes[8..12] != [0; 4]
+        {
+            return Err(libc::EPERM);
         }
         if let (Some(ports), AddressFamily::INET | AddressFamily::INET6) = (&self.tcp_ports, family)
         {
@@ -316,8 +330,8 @@ impl Connects {
         }
     }
 
-    /// Judges and performs the `connect` in `notif`: (return value,
-    /// negated errno), or `None` when a thread performs it and answers.
+    /// Judges the `connect` in `notif` and has a thread perform it and
+    /// answer (`None`), or refuses it: (return value, negated errno).
     pub(crate) fn serve(&mut self, listener: &Arc<OwnedFd>, notif: &Notif) -> Option<(i64, i32)> {
         let refuse = |errno: i32| Some((0, -errno));
         let tid = notif.pid as i32;
@@ -363,13 +377,11 @@ impl Connects {
             Ok(t) => t,
             Err(errno) => return refuse(errno),
         };
-        let blocking = rustix::fs::fcntl_getfl(&sock).is_ok_and(|f| !f.contains(OFlags::NONBLOCK));
-        if !blocking {
-            return Some(match target.connect(&sock) {
-                Ok(()) => (0, 0),
-                Err(e) => (0, -e.raw_os_error()),
-            });
-        }
+        // Performed on a thread even when the socket reads as
+        // non-blocking: the command shares the socket's flags and can clear
+        // `O_NONBLOCK` between that reading and the call, which would then
+        // wait, without end, on the thread that runs the command (its
+        // timeout, its output, its kill).
         let (done, running): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
             .into_iter()
             .partition(JoinHandle::is_finished);
@@ -384,7 +396,10 @@ impl Connects {
         let id = notif.id;
         let spawned = std::thread::Builder::new()
             .name("sandgate-connect".into())
-            .spawn(move || wait_connect(&listener, id, &sock, &target));
+            .spawn(move || {
+                wakeable();
+                wait_connect(&listener, id, &sock, &target)
+            });
         match spawned {
             Ok(t) => {
                 self.waiting.push(t);
@@ -394,14 +409,23 @@ impl Connects {
         }
     }
 
-    /// Waits for the threads still performing connects: each ends within
-    /// a slice once its caller is gone, unless the command cleared the
-    /// slice ([`wait_connect`]): after [`FINISH_WAIT`] such a thread is
-    /// left to end by itself.
+    /// Waits for the threads still performing connects, once every
+    /// process of the command is gone: each ends within a slice, and one
+    /// whose slice the command cleared ([`wait_connect`]) is woken by
+    /// [`wake_signal`] (it could wait for good: a listener whose queue is
+    /// full, connecting to itself, is kept open by the thread's own copy of
+    /// it). After [`FINISH_WAIT`] a thread is left to end by itself.
     pub(crate) fn finish(self) {
+        use std::os::unix::thread::JoinHandleExt;
         let until = Instant::now() + FINISH_WAIT;
+        let wake = wake_signal();
         for t in self.waiting {
             while !t.is_finished() && Instant::now() < until {
+                if let Some(sig) = wake {
+                    // SAFETY: the thread is not joined yet, so its
+                    // `pthread_t` is valid; the handler does nothing.
+                    unsafe { libc::pthread_kill(t.as_pthread_t(), sig) };
+                }
                 std::thread::sleep(Duration::from_millis(5));
             }
             if t.is_finished() {
@@ -411,8 +435,50 @@ impl Connects {
     }
 }
 
-/// Performs a connect on a blocking socket in slices, while its caller
-/// waits, and answers it.
+/// The signal that wakes a thread of [`wait_connect`] out of a connect
+/// that waits without a timeout (the interrupted call answers `EINTR`):
+/// the last real-time signal, given a handler that does nothing and no
+/// `SA_RESTART`, once, when nothing else of the process handles it; `None`
+/// when something does (then such a thread is left to end by itself).
+fn wake_signal() -> Option<i32> {
+    static WAKE: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+    *WAKE.get_or_init(|| {
+        let sig = libc::SIGRTMAX();
+        // SAFETY: zeroed sigactions, read and then filled with a handler
+        // that does nothing.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                || old.sa_sigaction != libc::SIG_DFL
+            {
+                return None;
+            }
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = wake as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut act.sa_mask);
+            (libc::sigaction(sig, &act, std::ptr::null_mut()) == 0).then_some(sig)
+        }
+    })
+}
+
+/// The handler of [`wake_signal`]: nothing, the interruption is all.
+extern "C" fn wake(_: libc::c_int) {}
+
+/// Lets [`wake_signal`] reach the calling thread (it inherits the mask
+/// of the thread that started it, which may block it).
+fn wakeable() {
+    let Some(sig) = wake_signal() else { return };
+    // SAFETY: a signal set on the stack, emptied before use.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Performs a connect in slices (at once for a non-blocking socket),
+/// while its caller waits, and answers it.
 ///
 /// The socket is the command's too: its other threads may change it
 /// meanwhile. Made non-blocking, the connect answers at once, as the
@@ -420,8 +486,9 @@ impl Connects {
 /// each try, and a send timeout the command clears between the two makes
 /// one try wait as the kernel's connect would (for TCP, until the
 /// handshake ends or fails; for a UNIX listener whose queue stays full,
-/// until it takes a connection or closes), so [`Connects::finish`] does
-/// not wait for such a thread without bound.
+/// until it takes a connection or closes, which a listener connecting to
+/// itself never does), so [`Connects::finish`] wakes such a thread once
+/// the command is gone, and does not wait for it without bound.
 fn wait_connect(listener: &OwnedFd, id: u64, sock: &OwnedFd, target: &Target) {
     let own = sockopt::socket_timeout(sock, Timeout::Send).ok().flatten();
     let slice = own.map_or(SLICE, |t| t.min(SLICE));

@@ -27,9 +27,9 @@
 //! | on the floor only: System V IPC (`shm*`, `msg*`, `sem*`) and POSIX message queues (`mq_*`), which live in the host's IPC namespace there (in namespaces the command has an IPC namespace of its own, which ends with it) | `EPERM` |
 //! | on the floor where Landlock does not scope signals (before ABI 6): `kill`, `tkill`, `tgkill`, `rt_sigqueueinfo`, `rt_tgsigqueueinfo`, and `fcntl(F_SETOWN)` (which has the kernel signal the owner) | judged by the executor (below) |
 //! | the same: `pidfd_send_signal` | `ENOSYS` (tools fall back to `kill`) |
-//! | the same: the signal owner set through a pointer the filter cannot read (`fcntl(F_SETOWN_EX)`, `ioctl(FIOSETOWN)`, `ioctl(SIOCSPGRP)`) | `EPERM` |
+//! | the same: the signal owner set through a pointer the filter cannot read (`fcntl(F_SETOWN_EX)`, `ioctl(FIOSETOWN)`, `ioctl(SIOCSPGRP)`), and `O_ASYNC` (`fcntl(F_SETFL)` with it, `ioctl(FIOASYNC)`), which on a terminal makes its foreground process group (another process's) the owner | `EPERM` |
 //! | on the floor where Landlock does not judge UNIX sockets by path (before ABI 9): `connect` | performed by the executor (below) |
-//! | the same: `socket` and `socketpair` of `AF_UNIX` with `SOCK_DGRAM` (a datagram can name any socket by path in `sendto`/`sendmsg`, whose address a filter cannot read) | `EPERM` |
+//! | the same: `socket` and `socketpair` of `AF_UNIX` with `SOCK_DGRAM` or `SOCK_RAW` (which the kernel makes a datagram socket; a datagram can name any socket by path in `sendto`/`sendmsg`, whose address a filter cannot read) | `EPERM` |
 //!
 //! Without scoping, a command could signal every process of its user: the
 //! executor's own process (by its pid or by any of its threads' ids, which
@@ -166,6 +166,13 @@ const F_SETOWN_EX: u32 = 15;
 /// `ioctl` requests that set the same owner through a pointer.
 const FIOSETOWN: u32 = 0x8901;
 const SIOCSPGRP: u32 = 0x8902;
+/// `O_ASYNC`, set by `fcntl(F_SETFL)` or `ioctl(FIOASYNC)` (through a
+/// pointer): on a terminal it makes the terminal's foreground process
+/// group (any process's, for a terminal the command may open) the owner
+/// its input signals (`SIGIO`, which ends a process by default).
+const O_ASYNC: u32 = libc::O_ASYNC as u32;
+const F_SETFL: u32 = libc::F_SETFL as u32;
+const FIOASYNC: u32 = libc::FIOASYNC as u32;
 
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 0xC000_003E;
@@ -320,8 +327,9 @@ pub(crate) fn refused_names(
             "signals to anything but the command's own processes (the executor's process, its \
              children the keepers, its process group, other processes of the user, every \
              process at once with kill -1), judged by the executor where Landlock does not \
-             scope signals; pidfd_send_signal (ENOSYS), and a signal owner set through a \
-             pointer (F_SETOWN_EX, FIOSETOWN, SIOCSPGRP)"
+             scope signals; pidfd_send_signal (ENOSYS), a signal owner set through a \
+             pointer (F_SETOWN_EX, FIOSETOWN, SIOCSPGRP), and O_ASYNC (F_SETFL, FIOASYNC), \
+             which has a terminal signal its foreground group"
                 .into(),
         );
     }
@@ -738,7 +746,8 @@ pub(crate) enum Listen {
 /// `F_SETOWN`), `pidfd_send_signal` answered `ENOSYS` (its descriptor
 /// could be swapped between a judgement and the call; tools fall back to
 /// `kill`), and the owner set through a pointer (`F_SETOWN_EX`,
-/// `FIOSETOWN`, `SIOCSPGRP`) refused with `EPERM`.
+/// `FIOSETOWN`, `SIOCSPGRP`) and `O_ASYNC` (`F_SETFL`, `FIOASYNC`)
+/// refused with `EPERM`.
 ///
 /// With `sockets` (a supervised filter where Landlock does not judge UNIX
 /// sockets by path) every `connect` is handed to the executor.
@@ -746,6 +755,7 @@ fn last_filter(listen: Listen, signals: bool, sockets: bool) -> Vec<sock_filter>
     const LD_W_ABS: u16 = 0x20;
     const JEQ_K: u16 = 0x15;
     const JGE_K: u16 = 0x35;
+    const JSET_K: u16 = 0x45;
     const RET_K: u16 = 0x06;
     let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
     let listen = match listen {
@@ -780,27 +790,39 @@ fn last_filter(listen: Listen, signals: bool, sockets: bool) -> Vec<sock_filter>
         out.push(ins(RET_K, 0, 0, SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
         // The command word, `args[1]`'s low half.
         let cmd = 16 + 8 + if cfg!(target_endian = "big") { 4 } else { 0 };
+        // `args[2]`'s low half: `fcntl`'s `int` argument.
+        let arg2 = 32 + if cfg!(target_endian = "big") { 4 } else { 0 };
         // A call judged by its command word: the number is in A; past its
-        // block when it is another call.
-        let by_command = |out: &mut Vec<sock_filter>, nr: i64, answers: &[(u32, u32)]| {
-            let block = 2 + 2 * answers.len();
-            out.push(ins(JEQ_K, 0, block as u8, nr as u32));
-            out.push(ins(LD_W_ABS, 0, 0, cmd));
-            for &(command, answer) in answers {
-                out.push(ins(JEQ_K, 0, 1, command));
-                out.push(ins(RET_K, 0, 0, answer));
-            }
-            out.push(ins(RET_K, 0, 0, SECCOMP_RET_ALLOW));
-        };
+        // block when it is another call. With `setfl`, last, `F_SETFL`
+        // asking for `O_ASYNC` is refused too.
+        let by_command =
+            |out: &mut Vec<sock_filter>, nr: i64, answers: &[(u32, u32)], setfl: bool| {
+                let block = 2 + 2 * answers.len() + if setfl { 4 } else { 0 };
+                out.push(ins(JEQ_K, 0, block as u8, nr as u32));
+                out.push(ins(LD_W_ABS, 0, 0, cmd));
+                for &(command, answer) in answers {
+                    out.push(ins(JEQ_K, 0, 1, command));
+                    out.push(ins(RET_K, 0, 0, answer));
+                }
+                if setfl {
+                    out.push(ins(JEQ_K, 0, 3, F_SETFL));
+                    out.push(ins(LD_W_ABS, 0, 0, arg2));
+                    out.push(ins(JSET_K, 0, 1, O_ASYNC));
+                    out.push(ins(RET_K, 0, 0, eperm));
+                }
+                out.push(ins(RET_K, 0, 0, SECCOMP_RET_ALLOW));
+            };
         by_command(
             &mut out,
             libc::SYS_fcntl,
             &[(F_SETOWN, notify), (F_SETOWN_EX, eperm)],
+            true,
         );
         by_command(
             &mut out,
             libc::SYS_ioctl,
-            &[(FIOSETOWN, eperm), (SIOCSPGRP, eperm)],
+            &[(FIOSETOWN, eperm), (SIOCSPGRP, eperm), (FIOASYNC, eperm)],
+            false,
         );
     }
     out.push(ins(RET_K, 0, 0, SECCOMP_RET_ALLOW));
@@ -856,16 +878,21 @@ fn rule_maps(
     out
 }
 
-/// `socket` and `socketpair` of `AF_UNIX` with `SOCK_DGRAM` (whatever its
-/// flags): a datagram names its receiver in `sendto`'s or `sendmsg`'s
-/// address, which a filter cannot read, so where the executor judges
-/// UNIX sockets by path ([`crate::connect`]) the command has none.
+/// `socket` and `socketpair` of `AF_UNIX` with `SOCK_DGRAM` or `SOCK_RAW`
+/// (whatever its flags; the kernel makes a UNIX `SOCK_RAW` socket a
+/// datagram socket): a datagram names its receiver in `sendto`'s or
+/// `sendmsg`'s address, which a filter cannot read, so where the executor
+/// judges UNIX sockets by path ([`crate::connect`]) the command has none.
 fn unix_dgram_rules() -> BTreeMap<i64, Vec<SeccompRule>> {
     let dgram = || {
-        vec![rule(vec![
-            cond(0, Len::Dword, Op::Eq, libc::AF_UNIX as u64),
-            cond(1, Len::Dword, Op::MaskedEq(0xf), libc::SOCK_DGRAM as u64),
-        ])]
+        [libc::SOCK_DGRAM, libc::SOCK_RAW]
+            .map(|kind| {
+                rule(vec![
+                    cond(0, Len::Dword, Op::Eq, libc::AF_UNIX as u64),
+                    cond(1, Len::Dword, Op::MaskedEq(0xf), kind as u64),
+                ])
+            })
+            .into()
     };
     BTreeMap::from([(libc::SYS_socket, dgram()), (libc::SYS_socketpair, dgram())])
 }
@@ -1761,13 +1788,17 @@ mod tests {
                     for nr in [libc::SYS_socket, libc::SYS_socketpair] {
                         for flags in [0, libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC] {
                             let flags = flags as u64;
-                            let mut a = [unix, libc::SOCK_DGRAM as u64 | flags, 0, 0, 0, 0];
                             let dgram = if sockets {
                                 errno(libc::EPERM)
                             } else {
                                 SECCOMP_RET_ALLOW
                             };
-                            assert_eq!(run(prog, &data(nr as u32, AUDIT_ARCH, a)), dgram);
+                            // SOCK_RAW: a datagram socket to the kernel.
+                            let mut a = [unix, 0, 0, 0, 0, 0];
+                            for kind in [libc::SOCK_DGRAM, libc::SOCK_RAW] {
+                                a[1] = kind as u64 | flags;
+                                assert_eq!(run(prog, &data(nr as u32, AUDIT_ARCH, a)), dgram);
+                            }
                             for kind in [libc::SOCK_STREAM, libc::SOCK_SEQPACKET] {
                                 a[1] = kind as u64 | flags;
                                 let d = data(nr as u32, AUDIT_ARCH, a);
@@ -1791,8 +1822,23 @@ mod tests {
                     let fcntl = libc::SYS_fcntl;
                     assert_eq!(with_cmd(fcntl, F_SETOWN), when(SECCOMP_RET_USER_NOTIF));
                     assert_eq!(with_cmd(fcntl, F_SETOWN_EX), when(errno(libc::EPERM)));
-                    let f_setfl = libc::F_SETFL as u32;
-                    assert_eq!(with_cmd(fcntl, f_setfl), SECCOMP_RET_ALLOW);
+                    // F_SETFL: refused with O_ASYNC (on a terminal it
+                    // signals the foreground group), allowed without.
+                    let setfl = |flags: u64| {
+                        let mut a = args;
+                        a[1] = (a[1] & !0xffff_ffff) | u64::from(F_SETFL);
+                        a[2] = flags;
+                        run(prog, &data(fcntl as u32, AUDIT_ARCH, a))
+                    };
+                    let nonblock = libc::O_NONBLOCK as u64;
+                    assert_eq!(setfl(nonblock), SECCOMP_RET_ALLOW);
+                    assert_eq!(setfl(0xffff_ffff_0000_0000), SECCOMP_RET_ALLOW);
+                    let o_async = u64::from(O_ASYNC);
+                    assert_eq!(setfl(o_async | nonblock), when(errno(libc::EPERM)));
+                    assert_eq!(
+                        with_cmd(libc::SYS_ioctl, FIOASYNC),
+                        when(errno(libc::EPERM))
+                    );
                     assert_eq!(
                         with_cmd(libc::SYS_ioctl, FIOSETOWN),
                         when(errno(libc::EPERM))
