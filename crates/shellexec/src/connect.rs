@@ -60,7 +60,8 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -319,14 +320,34 @@ impl Target {
 /// those that wait.
 pub(crate) struct Connects {
     rules: Arc<SocketRules>,
-    waiting: Vec<JoinHandle<()>>,
+    /// The connects judged and not yet taken by a thread (`None` once the
+    /// run ends, which lets the threads go).
+    jobs: Option<mpsc::Sender<Job>>,
+    queue: Arc<Mutex<mpsc::Receiver<Job>>>,
+    /// Threads waiting for a connect to perform. A thread started for a
+    /// connect stays for the next ones: most connects end at once, and a
+    /// thread costs more to start than a connect takes.
+    idle: Arc<AtomicUsize>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// One judged connect for a thread to perform and answer.
+struct Job {
+    listener: Arc<OwnedFd>,
+    id: u64,
+    sock: OwnedFd,
+    target: Target,
 }
 
 impl Connects {
     pub(crate) fn new(rules: Arc<SocketRules>) -> Connects {
+        let (jobs, queue) = mpsc::channel();
         Connects {
             rules,
-            waiting: Vec::new(),
+            jobs: Some(jobs),
+            queue: Arc::new(Mutex::new(queue)),
+            idle: Arc::new(AtomicUsize::new(0)),
+            threads: Vec::new(),
         }
     }
 
@@ -382,27 +403,35 @@ impl Connects {
         // `O_NONBLOCK` between that reading and the call, which would then
         // wait, without end, on the thread that runs the command (its
         // timeout, its output, its kill).
-        let (done, running): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
-            .into_iter()
-            .partition(JoinHandle::is_finished);
-        self.waiting = running;
-        for t in done {
-            let _ = t.join();
+        let job = Job {
+            listener: Arc::clone(listener),
+            id: notif.id,
+            sock,
+            target,
+        };
+        let jobs = self.jobs.as_ref()?;
+        // A thread that waits for work takes it; else a new one, up to
+        // [`MAX_WAITING`] in all.
+        if self
+            .idle
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return match jobs.send(job) {
+                Ok(()) => None,
+                Err(_) => refuse(libc::EAGAIN),
+            };
         }
-        if self.waiting.len() >= MAX_WAITING {
+        if self.threads.len() >= MAX_WAITING {
             return refuse(libc::EAGAIN);
         }
-        let listener = Arc::clone(listener);
-        let id = notif.id;
+        let (queue, idle) = (Arc::clone(&self.queue), Arc::clone(&self.idle));
         let spawned = std::thread::Builder::new()
             .name("sandgate-connect".into())
-            .spawn(move || {
-                wakeable();
-                wait_connect(&listener, id, &sock, &target)
-            });
+            .spawn(move || perform(job, &queue, &idle));
         match spawned {
             Ok(t) => {
-                self.waiting.push(t);
+                self.threads.push(t);
                 None
             }
             Err(_) => refuse(libc::EAGAIN),
@@ -415,22 +444,50 @@ impl Connects {
     /// [`wake_signal`] (it could wait for good: a listener whose queue is
     /// full, connecting to itself, is kept open by the thread's own copy of
     /// it). After [`FINISH_WAIT`] a thread is left to end by itself.
-    pub(crate) fn finish(self) {
+    ///
+    /// The signal's handler is installed only when a thread is still
+    /// there a few slices after the command ended: a command that never
+    /// clears its send timeout leaves the process's signals as they were.
+    pub(crate) fn finish(mut self) {
         use std::os::unix::thread::JoinHandleExt;
-        let until = Instant::now() + FINISH_WAIT;
-        let wake = wake_signal();
-        for t in self.waiting {
-            while !t.is_finished() && Instant::now() < until {
-                if let Some(sig) = wake {
-                    // SAFETY: the thread is not joined yet, so its
-                    // `pthread_t` is valid; the handler does nothing.
-                    unsafe { libc::pthread_kill(t.as_pthread_t(), sig) };
+        // No more work: idle threads end now, busy ones after their connect.
+        self.jobs = None;
+        let began = Instant::now();
+        let mut wake = None;
+        for t in self.threads {
+            while !t.is_finished() && began.elapsed() < FINISH_WAIT {
+                if began.elapsed() >= 3 * SLICE {
+                    if let Some(sig) = *wake.get_or_insert_with(wake_signal) {
+                        // SAFETY: the thread is not joined yet, so its
+                        // `pthread_t` is valid; the handler does nothing.
+                        unsafe { libc::pthread_kill(t.as_pthread_t(), sig) };
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
             if t.is_finished() {
                 let _ = t.join();
             }
+        }
+    }
+}
+
+/// A thread of [`Connects`]: performs `first`, then each connect the
+/// queue hands it, until the run ends.
+fn perform(first: Job, queue: &Mutex<mpsc::Receiver<Job>>, idle: &AtomicUsize) {
+    wakeable();
+    let mut job = first;
+    loop {
+        wait_connect(&job.listener, job.id, &job.sock, &job.target);
+        drop(job);
+        idle.fetch_add(1, Ordering::AcqRel);
+        let next = match queue.lock() {
+            Ok(q) => q.recv(),
+            Err(_) => return,
+        };
+        match next {
+            Ok(j) => job = j,
+            Err(_) => return,
         }
     }
 }
@@ -465,9 +522,10 @@ fn wake_signal() -> Option<i32> {
 extern "C" fn wake(_: libc::c_int) {}
 
 /// Lets [`wake_signal`] reach the calling thread (it inherits the mask
-/// of the thread that started it, which may block it).
+/// of the thread that started it, which may block it). Nothing else
+/// changes: until the handler is installed the signal keeps its action.
 fn wakeable() {
-    let Some(sig) = wake_signal() else { return };
+    let sig = libc::SIGRTMAX();
     // SAFETY: a signal set on the stack, emptied before use.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
