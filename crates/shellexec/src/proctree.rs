@@ -229,6 +229,8 @@ pub(crate) struct Stat {
     pub pid: i32,
     pub state: u8,
     pub ppid: i32,
+    /// Its process group.
+    pub pgrp: i32,
     /// User and system time, then those of its reaped children, in clock
     /// ticks.
     pub utime: u64,
@@ -256,6 +258,7 @@ pub(crate) fn stat_of(pid: i32) -> Option<Stat> {
         pid,
         state: *fields.first()?.as_bytes().first()?,
         ppid: fields.get(1)?.parse().ok()?,
+        pgrp: fields.get(2)?.parse().ok()?,
         utime: num(14)?,
         stime: num(15)?,
         // Signed in the kernel's format; never negative in practice.

@@ -1247,11 +1247,12 @@ pub(crate) fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
 /// threads' ids) that descends from the keeper, which adopts every
 /// orphan of the command (it is a subreaper), or a process group one of
 /// whose members does (a group lives in one session, and the command's
-/// sessions hold only its processes). Anything else is refused
-/// (`EPERM`): the executor's process, its children (the keepers), other
-/// processes of the user, every process at once (`kill(-1)`). What it
-/// lets through runs as made (`Continued`); a name that matches no
-/// process runs too, and the kernel answers `ESRCH`.
+/// sessions hold only its processes: [`group_is_the_commands`]). Anything
+/// else is refused (`EPERM`): the executor's process, its children (the
+/// keepers), other processes of the user, every process at once
+/// (`kill(-1)`), a group that does not exist. What it lets through runs
+/// as made (`Continued`); a pid that matches no process runs too, and the
+/// kernel answers `ESRCH`.
 ///
 /// The numbers are the call's registers, which the caller's other threads
 /// cannot change. A process judged here that ended, and whose pid another
@@ -1285,15 +1286,15 @@ fn judge_signal(data: &SeccompData, keeper: i32) -> (i64, i32, Verdict) {
     } else {
         return (0, -libc::ENOSYS, Verdict::Refused(libc::ENOSYS));
     };
-    let process = if named < 0 {
-        match group_member(named.unsigned_abs() as i32) {
-            Some(p) => p,
-            None => return go,
-        }
-    } else {
-        named
-    };
-    match descends(process, keeper) {
+    if named < 0 {
+        // A process group (`i32::MIN` names none: the kernel answers).
+        return match named.checked_neg() {
+            Some(group) if group_is_the_commands(group, keeper) => go,
+            Some(_) => refuse,
+            None => go,
+        };
+    }
+    match descends(named, keeper) {
         Ok(Some(true)) | Ok(None) => go,
         Ok(Some(false)) | Err(()) => refuse,
     }
@@ -1329,24 +1330,53 @@ fn descends(id: i32, keeper: i32) -> Result<Option<bool>, ()> {
     Err(())
 }
 
-/// A process of process group `group`: its leader when it still leads
-/// it, else any member found in `/proc`.
-fn group_member(group: i32) -> Option<i32> {
-    let group_of = |pid: i32| {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // After the command's name (in parentheses, which it may hold):
-        // state, parent, group.
-        let rest = &stat[stat.rfind(')')? + 1..];
-        rest.split_whitespace().nth(2)?.parse::<i32>().ok()
-    };
-    if group > 0 && group_of(group) == Some(group) {
-        return Some(group);
+/// Whether process group `group` is the command's: its leader, while it
+/// leads it, descends from `keeper`; or, the leader gone, a member does,
+/// found by walking down from the keeper (`/proc/<pid>/task/<tid>/children`,
+/// so the cost follows the command's processes, not the host's; across
+/// `/proc` where the kernel lists no children). A group with no member
+/// among the command's processes, or none at all, is not.
+fn group_is_the_commands(group: i32, keeper: i32) -> bool {
+    if let Some(leader) = crate::proctree::stat_of(group) {
+        if leader.pgrp == group {
+            return descends(group, keeper) == Ok(Some(true));
+        }
     }
-    std::fs::read_dir("/proc")
+    let Some(mut stack) = children(keeper) else {
+        let (_, tree) = crate::proctree::subtree_stats(keeper);
+        return tree.iter().any(|st| st.pgrp == group);
+    };
+    // Deeper and wider than a command's tree matters for.
+    let mut budget = 100_000;
+    while let Some(pid) = stack.pop() {
+        budget -= 1;
+        if budget == 0 {
+            return false;
+        }
+        if crate::proctree::stat_of(pid).is_some_and(|st| st.pgrp == group) {
+            return true;
+        }
+        stack.extend(children(pid).unwrap_or_default());
+    }
+    false
+}
+
+/// The children of every thread of process `pid`, from `/proc`; `None`
+/// where the kernel does not list them.
+fn children(pid: i32) -> Option<Vec<i32>> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
         .ok()?
         .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .find(|&pid| group_of(pid) == Some(group))
+    {
+        let listed = std::fs::read_to_string(task.path().join("children")).ok()?;
+        out.extend(
+            listed
+                .split_whitespace()
+                .filter_map(|n| n.parse::<i32>().ok()),
+        );
+    }
+    Some(out)
 }
 
 /// The thread group and parent of the process holding thread `id`, from

@@ -1576,6 +1576,8 @@ fn without_signal_scoping_a_command_on_the_floor_cannot_signal_the_executor() {
          o=$(sh -c 'sleep 30 >/dev/null 2>&1 & echo $!'); \
          kill -s 0 -- $o && echo \"own orphan\"; kill $o; \
          setsid sh -c 'kill -s 0 -- -$$ && echo \"own group\"'; \
+         g=$(setsid sh -c 'sleep 30 >/dev/null 2>&1 & echo $$'); \
+         kill -s 0 -- -$g && echo \"own group, its leader gone\"; kill -- -$g; \
          kill -s 0 -- $$ && echo self; exit 0"
     );
     let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
@@ -1610,7 +1612,7 @@ fn without_signal_scoping_a_command_on_the_floor_cannot_signal_the_executor() {
         let want = format!(
             "refused {host}: {no}\nrefused {tid}: {no}\nrefused KEEPER: {no}\n\
              refused -{group}: {no}\nrefused -1: {no}\nrefused {stranger}: {no}\n\
-             own child 143\nown orphan\nown group\nself\n"
+             own child 143\nown orphan\nown group\nown group, its leader gone\nself\n"
         );
         let got = text(&r.stdout);
         let want = want.replace("KEEPER", &keeper_of(&got));
@@ -1624,7 +1626,7 @@ fn without_signal_scoping_a_command_on_the_floor_cannot_signal_the_executor() {
     let got = text(&r.stdout);
     let want = format!(
         "reached {host}\nreached {tid}\nreached KEEPER\nreached -{group}\nreached -1\n\
-         reached {stranger}\nown child 143\nown orphan\nown group\nself\n"
+         reached {stranger}\nown child 143\nown orphan\nown group\nown group, its leader gone\nself\n"
     )
     .replace("KEEPER", &keeper_of(&got));
     assert_eq!(got, want, "{}", text(&r.stderr));
@@ -1705,7 +1707,7 @@ fn without_signal_scoping_a_command_on_the_floor_cannot_signal_the_executor() {
     let want = format!(
         "refused {host}: {no}\nrefused {tid}: {no}\nrefused KEEPER: {no}\n\
          refused -{group}: {no}\nreached -1\nrefused {stranger}: {no}\n\
-         own child 143\nown orphan\nown group\nself\n"
+         own child 143\nown orphan\nown group\nown group, its leader gone\nself\n"
     )
     .replace("KEEPER", &keeper_of(&got));
     assert_eq!(got, want, "{}", text(&r.stderr));
