@@ -16,7 +16,7 @@
 //! | address | answer |
 //! |---|---|
 //! | a UNIX socket by path | connected when the socket lies beneath a write root (and, for a narrowed command, beneath one of the narrowing directories too): where Landlock ABI 9 grants the right; else `EACCES` |
-//! | an abstract UNIX name | `EPERM`: nothing tells whose socket it is |
+//! | an abstract UNIX name | connected when its listener is the command's own (a process of the command holds the listening socket the name is bound to, and once connected the listener's credentials name the executor, which performed its `listen`), as Landlock's scoping would allow; else `EPERM` |
 //! | TCP | the port judged as Landlock judges it in the command (the executor itself is not under Landlock): `EACCES` outside the granted ports |
 //! | a netlink multicast group | `EPERM`: it takes `CAP_NET_ADMIN`, which the command does not hold on the floor and the kernel would look for in the executor |
 //! | anything else | performed as asked |
@@ -118,10 +118,12 @@ impl SocketRules {
     }
 
     /// Judges the address `bytes` for the socket `sock` of family
-    /// `family`, of the thread `tid`: what to connect to, or the errno.
+    /// `family`, of the thread `tid` of the command whose keeper is
+    /// `keeper`: what to connect to, or the errno.
     fn judge(
         &self,
         tid: i32,
+        keeper: i32,
         family: AddressFamily,
         sock: &OwnedFd,
         bytes: &[u8],
@@ -153,6 +155,11 @@ impl SocketRules {
             match path.first() {
                 // Unnamed: the kernel answers.
                 None => return Ok(Target::Address(any())),
+                // An abstract name: the command's own listener only, as
+                // Landlock's scoping would have it.
+                Some(0) if abstract_is_the_commands(path, keeper) => {
+                    return Ok(Target::Abstract(any()));
+                }
                 Some(0) => return Err(libc::EPERM),
                 Some(_) => {}
             }
@@ -299,6 +306,9 @@ impl SocketRules {
 /// What a judged connect connects to.
 enum Target {
     Address(SocketAddrAny),
+    /// An abstract name whose listener was the command's when judged:
+    /// checked again once connected ([`wait_connect`]).
+    Abstract(SocketAddrAny),
     /// A UNIX socket file held open (`_file`), and its name through the
     /// descriptor.
     Unix {
@@ -310,7 +320,7 @@ enum Target {
 impl Target {
     fn connect(&self, sock: &OwnedFd) -> Result<(), Errno> {
         match self {
-            Target::Address(a) => rustix::net::connect(sock, a),
+            Target::Address(a) | Target::Abstract(a) => rustix::net::connect(sock, a),
             Target::Unix { addr, .. } => rustix::net::connect(sock, addr),
         }
     }
@@ -353,7 +363,12 @@ impl Connects {
 
     /// Judges the `connect` in `notif` and has a thread perform it and
     /// answer (`None`), or refuses it: (return value, negated errno).
-    pub(crate) fn serve(&mut self, listener: &Arc<OwnedFd>, notif: &Notif) -> Option<(i64, i32)> {
+    pub(crate) fn serve(
+        &mut self,
+        listener: &Arc<OwnedFd>,
+        notif: &Notif,
+        keeper: i32,
+    ) -> Option<(i64, i32)> {
         let refuse = |errno: i32| Some((0, -errno));
         let tid = notif.pid as i32;
         // As for `listen`: the calling thread's descriptors, and the
@@ -394,7 +409,7 @@ impl Connects {
             Ok(f) => f,
             Err(e) => return refuse(e.raw_os_error()),
         };
-        let target = match self.rules.judge(tid, family, &sock, &bytes) {
+        let target = match self.rules.judge(tid, keeper, family, &sock, &bytes) {
             Ok(t) => t,
             Err(errno) => return refuse(errno),
         };
@@ -575,6 +590,160 @@ fn wait_connect(listener: &OwnedFd, id: u64, sock: &OwnedFd, target: &Target) {
         }
     };
     let _ = sockopt::set_socket_timeout(sock, Timeout::Send, own);
+    let result = match (result, target) {
+        (Ok(()), Target::Abstract(_)) => listened_by_the_executor(sock),
+        (r, _) => r,
+    };
     let error = result.err().map_or(0, |e| -e.raw_os_error());
     seccomp::answer(listener, id, 0, error, false);
+}
+
+/// Whether the abstract name `name` (its first byte the NUL) is bound to a
+/// listening socket that a process of the command (below `keeper`) holds
+/// open: the table of UNIX sockets of the executor's network namespace,
+/// which on the floor is the command's, gives the listener's inode, and
+/// the descriptors of the command's processes are looked through for it.
+/// A name the table cannot show unambiguously (it holds a newline) is
+/// not.
+fn abstract_is_the_commands(name: &[u8], keeper: i32) -> bool {
+    // The table shows every NUL of an abstract name as `@`.
+    let shown: Vec<u8> = name
+        .iter()
+        .map(|&b| if b == 0 { b'@' } else { b })
+        .collect();
+    if shown.contains(&b'\n') {
+        return false;
+    }
+    let Ok(table) = std::fs::read("/proc/net/unix") else {
+        return false;
+    };
+    let Some(inode) = listener_inode(&table, &shown) else {
+        return false;
+    };
+    let held = format!("socket:[{inode}]");
+    crate::proctree::any_below(keeper, |pid| {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            return false;
+        };
+        fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str().as_bytes() == held.as_bytes())
+        })
+    })
+}
+
+/// The inode of the listening socket whose name `/proc/net/unix` shows as
+/// `shown`. Its lines: `Num RefCount Protocol Flags Type St Inode`, then
+/// a space and the name where the socket has one; a listener's flags hold
+/// `__SO_ACCEPTCON` (a connection it accepted shows the same name).
+fn listener_inode(table: &[u8], shown: &[u8]) -> Option<u64> {
+    const ACCEPTCON: u32 = 1 << 16;
+    'lines: for line in table.split(|&b| b == b'\n').skip(1) {
+        let mut rest = line;
+        let mut fields: [&[u8]; 7] = [&[]; 7];
+        for field in &mut fields {
+            let Some(start) = rest.iter().position(|&b| b != b' ') else {
+                continue 'lines;
+            };
+            rest = &rest[start..];
+            let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+            *field = &rest[..end];
+            rest = &rest[end..];
+        }
+        if rest.strip_prefix(b" ") != Some(shown) {
+            continue;
+        }
+        let text = |f: &[u8]| std::str::from_utf8(f).ok().map(str::to_owned);
+        let flags = text(fields[3]).and_then(|f| u32::from_str_radix(&f, 16).ok());
+        if flags.is_some_and(|f| f & ACCEPTCON != 0) {
+            return text(fields[6])?.parse().ok();
+        }
+    }
+    None
+}
+
+/// Checks, once connected, that an abstract listener is one whose
+/// `listen` the executor performed (a command's, on the floor): the name
+/// could have been bound anew between the judgement and the connect. If
+/// not, the socket is shut down both ways, so the command can use the
+/// connection for nothing, and the connect answers `EPERM`.
+fn listened_by_the_executor(sock: &OwnedFd) -> Result<(), Errno> {
+    let ours =
+        sockopt::socket_peercred(sock).is_ok_and(|cred| cred.pid == rustix::process::getpid());
+    if ours {
+        Ok(())
+    } else {
+        let _ = rustix::net::shutdown(sock, rustix::net::Shutdown::Both);
+        Err(Errno::PERM)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The listener's line is found by its exact name, past a connection
+    /// it accepted (same name, no `__SO_ACCEPTCON`), a name that only
+    /// starts the same, and names holding spaces.
+    #[test]
+    fn the_listener_is_found_by_its_exact_name() {
+        let table = b"Num       RefCount Protocol Flags    Type St Inode Path\n\
+            0000000000000000: 00000003 00000000 00000000 0001 03 501 @sg x\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 502 @sg x y\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01  90210 @sg x\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 503 /run/sg x\n\
+            0000000000000000: 00000003 00000000 00000000 0001 03 504\n";
+        assert_eq!(listener_inode(table, b"@sg x"), Some(90210));
+        assert_eq!(listener_inode(table, b"@sg x y"), Some(502));
+        assert_eq!(listener_inode(table, b"@sg"), None);
+        assert_eq!(listener_inode(table, b"/run/sg x"), Some(503));
+        assert_eq!(listener_inode(b"", b"@sg x"), None);
+    }
+
+    /// Once connected, a listener whose `listen` this process made passes;
+    /// one another process listens on does not, and the connection is
+    /// shut down so that nothing can be sent through it.
+    #[test]
+    fn a_listener_another_process_made_is_refused_and_shut_down() {
+        use std::io::{BufRead, Write};
+        use std::os::linux::net::SocketAddrExt;
+        use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+        let name = format!("sandgate-unit-{}", std::process::id());
+        let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let ours = UnixListener::bind_addr(&addr).unwrap();
+        let client = OwnedFd::from(UnixStream::connect_addr(&addr).unwrap());
+        assert_eq!(listened_by_the_executor(&client), Ok(()));
+        drop(ours);
+        // Another process's listener, on another name.
+        let theirs = format!("{name}-theirs");
+        let child = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import socket, sys, time\n\
+                 l = socket.socket(socket.AF_UNIX)\n\
+                 l.bind('\\0' + sys.argv[1])\n\
+                 l.listen(4)\n\
+                 print('ready', flush=True)\n\
+                 time.sleep(30)\n",
+                &theirs,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn();
+        let Ok(mut child) = child else {
+            eprintln!("note: no python3 here: the second half is skipped");
+            return;
+        };
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n");
+        let addr = SocketAddr::from_abstract_name(theirs.as_bytes()).unwrap();
+        let client = UnixStream::connect_addr(&addr).unwrap();
+        let fd = OwnedFd::from(client.try_clone().unwrap());
+        assert_eq!(listened_by_the_executor(&fd), Err(Errno::PERM));
+        let sent = (&client).write(b"x");
+        assert_eq!(sent.map_err(|e| e.raw_os_error()), Err(Some(libc::EPIPE)));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }

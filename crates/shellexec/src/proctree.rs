@@ -319,6 +319,45 @@ pub(crate) fn subtree_stats(root: i32) -> (Option<Stat>, Vec<Stat>) {
     (root_stat, out)
 }
 
+/// Whether `found` holds for some process below `root`, looked for by
+/// walking down from it through the kernel's lists of each thread's
+/// children (`/proc/<pid>/task/<tid>/children`), so that the cost follows
+/// `root`'s own tree rather than every process of the host; where the
+/// kernel lists no children, across `/proc` ([`subtree_stats`]). At most
+/// 100,000 processes are looked at.
+pub(crate) fn any_below(root: i32, mut found: impl FnMut(i32) -> bool) -> bool {
+    let Some(mut stack) = children(root) else {
+        return subtree_stats(root).1.iter().any(|st| found(st.pid));
+    };
+    let mut budget = 100_000;
+    while let Some(pid) = stack.pop() {
+        budget -= 1;
+        if budget == 0 {
+            return false;
+        }
+        if found(pid) {
+            return true;
+        }
+        stack.extend(children(pid).unwrap_or_default());
+    }
+    false
+}
+
+/// The children of every thread of process `pid`; `None` where the kernel
+/// does not list them.
+fn children(pid: i32) -> Option<Vec<i32>> {
+    let mut out = Vec::new();
+    for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        let listed = fs::read_to_string(task.path().join("children")).ok()?;
+        out.extend(
+            listed
+                .split_whitespace()
+                .filter_map(|n| n.parse::<i32>().ok()),
+        );
+    }
+    Some(out)
+}
+
 /// Every process below `root` in the parent/child graph, `root` excluded.
 pub(crate) fn subtree(root: i32) -> Vec<Proc> {
     subtree_stats(root)

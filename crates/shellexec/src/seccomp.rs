@@ -1165,7 +1165,7 @@ pub(crate) fn serve_one(
     let (val, error, verdict) = if notif.data.nr == libc::SYS_listen as i32 {
         judge_listen(listener, &notif)
     } else if notif.data.nr == libc::SYS_connect as i32 {
-        match connects.and_then(|c| c.serve(listener, &notif)) {
+        match connects.and_then(|c| c.serve(listener, &notif, keeper)) {
             Some((val, error)) => (val, error, Verdict::Connected),
             // Left to a thread of the executor, which answers it.
             None => return Verdict::Connected,
@@ -1331,52 +1331,20 @@ fn descends(id: i32, keeper: i32) -> Result<Option<bool>, ()> {
 }
 
 /// Whether process group `group` is the command's: its leader, while it
-/// leads it, descends from `keeper`; or, the leader gone, a member does,
-/// found by walking down from the keeper (`/proc/<pid>/task/<tid>/children`,
-/// so the cost follows the command's processes, not the host's; across
-/// `/proc` where the kernel lists no children). A group with no member
-/// among the command's processes, or none at all, is not.
+/// leads it, descends from `keeper`; or, the leader gone, a member does
+/// ([`crate::proctree::any_below`], whose cost follows the command's
+/// processes, not the host's). A group with no member among the command's
+/// processes, or none at all, is not.
 fn group_is_the_commands(group: i32, keeper: i32) -> bool {
-    if let Some(leader) = crate::proctree::stat_of(group) {
+    use crate::proctree::{any_below, stat_of};
+    if let Some(leader) = stat_of(group) {
         if leader.pgrp == group {
             return descends(group, keeper) == Ok(Some(true));
         }
     }
-    let Some(mut stack) = children(keeper) else {
-        let (_, tree) = crate::proctree::subtree_stats(keeper);
-        return tree.iter().any(|st| st.pgrp == group);
-    };
-    // Deeper and wider than a command's tree matters for.
-    let mut budget = 100_000;
-    while let Some(pid) = stack.pop() {
-        budget -= 1;
-        if budget == 0 {
-            return false;
-        }
-        if crate::proctree::stat_of(pid).is_some_and(|st| st.pgrp == group) {
-            return true;
-        }
-        stack.extend(children(pid).unwrap_or_default());
-    }
-    false
-}
-
-/// The children of every thread of process `pid`, from `/proc`; `None`
-/// where the kernel does not list them.
-fn children(pid: i32) -> Option<Vec<i32>> {
-    let mut out = Vec::new();
-    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .ok()?
-        .flatten()
-    {
-        let listed = std::fs::read_to_string(task.path().join("children")).ok()?;
-        out.extend(
-            listed
-                .split_whitespace()
-                .filter_map(|n| n.parse::<i32>().ok()),
-        );
-    }
-    Some(out)
+    any_below(keeper, |pid| {
+        stat_of(pid).is_some_and(|st| st.pgrp == group)
+    })
 }
 
 /// The thread group and parent of the process holding thread `id`, from

@@ -2425,7 +2425,7 @@ fn supervises(prepared: &sandgate_shellexec::confine::Prepared) -> bool {
 /// The command's side of the UNIX and TCP probes: one line per attempt,
 /// the answer it read or the error's name.
 const CONNECT_PROBE: &str = r#"
-import errno, os, select, socket, sys
+import errno, os, select, socket, sys, threading
 (outside, inside, relative, inread, link, rel_link, dotdot, abstract,
  tcp_ok, tcp_no) = sys.argv[1:]
 def attempt(label, fn):
@@ -2475,6 +2475,17 @@ attempt('link', lambda: unix(link))
 attempt('rel-link', lambda: unix(rel_link))
 attempt('dotdot', lambda: unix(dotdot))
 attempt('abstract', lambda: unix('\0' + abstract))
+def own_abstract():
+    l = socket.socket(socket.AF_UNIX)
+    l.bind('\0sandgate-own-%d' % os.getpid())
+    l.listen(1)
+    def serve():
+        c, _ = l.accept()
+        c.recv(16)
+        c.sendall(b'pong-own')
+    threading.Thread(target=serve, daemon=True).start()
+    return unix(l.getsockname())
+attempt('own-abstract', own_abstract)
 attempt('fd-inside', lambda: unix('/proc/self/fd/%d' % os.open(inside, os.O_PATH)))
 attempt('fd-outside', lambda: unix('/proc/self/fd/%d' % os.open(outside, os.O_PATH)))
 attempt('dgram', lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) and 'made')
@@ -2576,7 +2587,7 @@ fn on_the_floor_a_command_connects_to_unix_sockets_beneath_its_write_roots_only(
         got,
         "outside pong-out\ninside pong-in\ninside-nb pong-in\nrelative pong-in\n\
          read-root pong-read\nlink pong-out\nrel-link pong-out\ndotdot pong-out\n\
-         abstract pong-abstract\nfd-inside pong-in\nfd-outside pong-out\ndgram made\ndgram-pair x\nstream-pair x\nseqpacket-pair x\n\
+         abstract pong-abstract\nown-abstract pong-own\nfd-inside pong-in\nfd-outside pong-out\ndgram made\ndgram-pair x\nstream-pair x\nseqpacket-pair x\n\
          tcp-granted pong-tcp\ntcp-granted-nb pong-tcp\ntcp-other pong-other\n\
          tcp-other-nb pong-other\n",
         "{err}"
@@ -2614,7 +2625,7 @@ fn on_the_floor_a_command_connects_to_unix_sockets_beneath_its_write_roots_only(
             format!(
                 "outside EACCES\ninside pong-in\ninside-nb pong-in\nrelative pong-in\n\
                  read-root EACCES\nlink EACCES\nrel-link EACCES\ndotdot EACCES\n\
-                 abstract EPERM\nfd-inside pong-in\nfd-outside EACCES\ndgram EPERM\ndgram-pair EPERM\nstream-pair x\n\
+                 abstract EPERM\nown-abstract pong-own\nfd-inside pong-in\nfd-outside EACCES\ndgram EPERM\ndgram-pair EPERM\nstream-pair x\n\
                  seqpacket-pair x\ntcp-granted pong-tcp\ntcp-granted-nb pong-tcp\n\
                  tcp-other {other}\ntcp-other-nb {other_nb}\n"
             ),
