@@ -3426,3 +3426,56 @@ fn on_the_floor_a_connect_takes_the_commands_privileges_not_the_executors() {
         text(&r.stderr)
     );
 }
+
+/// Ordinary programs that connect to their own sockets keep working on
+/// the floor where the executor judges every connect: Python's
+/// multiprocessing with a manager process and a forkserver child (their
+/// listeners are bound in the command's private temporary directory, or
+/// under abstract names from Python 3.12).
+#[test]
+fn on_the_floor_pythons_multiprocessing_reaches_its_own_listeners() {
+    let Some((_, _)) = floor_for_python() else {
+        return;
+    };
+    let w = tempfile::tempdir().unwrap();
+    let ex = started(ExecConfig {
+        confine_mode: ConfineMode::BestEffort,
+        namespaces: false,
+        confine: ConfineSpec {
+            write_dirs: vec![w.path().to_owned()],
+            ..ConfineSpec::default()
+        },
+        ..config()
+    });
+    // (A pool is not tried: its locks are POSIX semaphores in `/dev/shm`,
+    // which no rule grants on the floor.)
+    let script = "import multiprocessing as mp\n\
+                  def child(conn):\n\
+                  \x20   conn.send(sum(map(abs, [-1, -2, -3])))\n\
+                  if __name__ == '__main__':\n\
+                  \x20   with mp.Manager() as m:\n\
+                  \x20       d = m.dict(); d['k'] = 41; d['k'] += 1; print('manager', d['k'])\n\
+                  \x20   ctx = mp.get_context('forkserver')\n\
+                  \x20   a, b = ctx.Pipe()\n\
+                  \x20   p = ctx.Process(target=child, args=(b,))\n\
+                  \x20   p.start(); print('forkserver', a.recv()); p.join()\n";
+    let file = w.path().join("mp.py");
+    fs::write(&file, script).unwrap();
+    let command = format!("python3 {}", file.display());
+    let r = with_timeout(&ex, &command, Duration::from_secs(60));
+    assert!(
+        r.confined
+            .seccomp_refuses
+            .iter()
+            .any(|s| s.starts_with("connect to a UNIX socket"))
+            || !r.confined.seccomp,
+        "{:?}",
+        r.confined.seccomp_refuses
+    );
+    assert_eq!(
+        text(&r.stdout),
+        "manager 42\nforkserver 6\n",
+        "{}",
+        text(&r.stderr)
+    );
+}
