@@ -2422,6 +2422,24 @@ fn supervises(prepared: &sandgate_shellexec::confine::Prepared) -> bool {
         .any(|r| r.contains("judged by the executor") && r.starts_with("listen"))
 }
 
+/// `spec` prepared for the floor below Landlock ABI 9 (the kernel's ABI,
+/// at most 8), where the executor judges connects; `None`, with a note,
+/// where it cannot (no seccomp user notification).
+fn judged_floor(spec: &ConfineSpec, kernel: u32) -> Option<sandgate_shellexec::confine::Prepared> {
+    let prepared = sandgate_shellexec::confine::prepare_with_abi(
+        spec,
+        ConfineMode::BestEffort,
+        Some(kernel.min(8)),
+    )
+    .unwrap();
+    if supervises(&prepared) {
+        Some(prepared)
+    } else {
+        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+        None
+    }
+}
+
 /// The command's side of the UNIX and TCP probes: one line per attempt,
 /// the answer it read or the error's name.
 const CONNECT_PROBE: &str = r#"
@@ -2685,16 +2703,9 @@ fn on_the_floor_a_blocking_unix_connect_waits_for_its_listener_and_ends_with_the
         write_dirs: vec![w.path().to_owned()],
         ..ConfineSpec::default()
     };
-    let prepared = sandgate_shellexec::confine::prepare_with_abi(
-        &spec,
-        ConfineMode::BestEffort,
-        Some(kernel.min(8)),
-    )
-    .unwrap();
-    if !supervises(&prepared) {
-        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+    let Some(prepared) = judged_floor(&spec, kernel) else {
         return;
-    }
+    };
     // Fills the queue with connects that do not wait, then waits in one.
     let script = format!(
         "import socket, sys\n\
@@ -2895,16 +2906,9 @@ fn a_command_racing_its_address_or_a_link_never_connects_outside() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     assert!(reached > 0, "unconfined: {got} {err}");
-    let prepared = sandgate_shellexec::confine::prepare_with_abi(
-        &spec,
-        ConfineMode::BestEffort,
-        Some(kernel.min(8)),
-    )
-    .unwrap();
-    if !supervises(&prepared) {
-        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+    let Some(prepared) = judged_floor(&spec, kernel) else {
         return;
-    }
+    };
     let (got, err) = race(&prepared);
     assert_eq!(got, "outside 0 inside True refused True\n", "{err}");
 }
@@ -2957,16 +2961,9 @@ fn on_the_floor_a_raw_unix_socket_is_refused_as_a_datagram_socket() {
     let r = python(&ex, &off, &args, ExecOptions::default());
     assert_eq!(text(&r.stdout), "sent\nsent\nsent\n", "{}", text(&r.stderr));
     assert_eq!(received(), 3);
-    let prepared = sandgate_shellexec::confine::prepare_with_abi(
-        &spec,
-        ConfineMode::BestEffort,
-        Some(kernel.min(8)),
-    )
-    .unwrap();
-    if !supervises(&prepared) {
-        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+    let Some(prepared) = judged_floor(&spec, kernel) else {
         return;
-    }
+    };
     let r = python(&ex, &prepared, &args, ExecOptions::default());
     assert_eq!(
         text(&r.stdout),
@@ -3045,16 +3042,9 @@ fn a_command_flipping_nonblock_during_its_connect_never_stops_its_run() {
         write_dirs: vec![w.path().to_owned()],
         ..ConfineSpec::default()
     };
-    let prepared = sandgate_shellexec::confine::prepare_with_abi(
-        &spec,
-        ConfineMode::BestEffort,
-        Some(kernel.min(8)),
-    )
-    .unwrap();
-    if !supervises(&prepared) {
-        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+    let Some(prepared) = judged_floor(&spec, kernel) else {
         return;
-    }
+    };
     let args: Vec<OsString> = vec![
         "-c".into(),
         NONBLOCK_RACE.into(),
@@ -3146,16 +3136,9 @@ fn a_connect_the_command_left_behind_ends_with_it() {
         write_dirs: vec![w.path().to_owned()],
         ..ConfineSpec::default()
     };
-    let prepared = sandgate_shellexec::confine::prepare_with_abi(
-        &spec,
-        ConfineMode::BestEffort,
-        Some(kernel.min(8)),
-    )
-    .unwrap();
-    if !supervises(&prepared) {
-        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+    let Some(prepared) = judged_floor(&spec, kernel) else {
         return;
-    }
+    };
     let opts = ExecOptions {
         timeout: Some(Duration::from_secs(3)),
         ..ExecOptions::default()
@@ -3318,16 +3301,9 @@ fn on_the_floor_a_command_that_is_not_dumpable_connects_only_under_a_root_execut
         connect_ports: vec![port],
         ..ConfineSpec::default()
     };
-    let prepared = sandgate_shellexec::confine::prepare_with_abi(
-        &spec,
-        ConfineMode::BestEffort,
-        Some(kernel.min(8)),
-    )
-    .unwrap();
-    if !supervises(&prepared) {
-        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+    let Some(prepared) = judged_floor(&spec, kernel) else {
         return;
-    }
+    };
     let script = "import ctypes, errno, socket, sys\n\
                   ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n\
                   for fam, addr in ((socket.AF_UNIX, sys.argv[1]), (socket.AF_INET, ('127.0.0.1', int(sys.argv[2])))):\n\
@@ -3382,16 +3358,9 @@ fn on_the_floor_a_connect_takes_the_commands_privileges_not_the_executors() {
         eprintln!("not root: the executor holds no CAP_NET_ADMIN to lend; skipped");
         return;
     }
-    let prepared = sandgate_shellexec::confine::prepare_with_abi(
-        &ConfineSpec::default(),
-        ConfineMode::BestEffort,
-        Some(kernel.min(8)),
-    )
-    .unwrap();
-    if !supervises(&prepared) {
-        eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+    let Some(prepared) = judged_floor(&ConfineSpec::default(), kernel) else {
         return;
-    }
+    };
     // A listener of the link group, as a network daemon has.
     // SAFETY: plain socket calls on a zeroed sockaddr_nl.
     let listener = unsafe {
