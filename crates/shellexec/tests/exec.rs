@@ -3283,8 +3283,9 @@ fn without_signal_scoping_a_command_cannot_have_a_terminal_signal_its_foreground
 /// socket in its write root or a granted TCP port (`EACCES`): the
 /// executor (of the same user, without `CAP_SYS_PTRACE`) may not read such
 /// a process's memory or take its descriptors, which every connect it
-/// performs needs, and letting the call run would judge nothing. Under a
-/// root executor both connect.
+/// performs needs, and letting the call run would judge nothing; nor can
+/// it `listen`, which the executor performs on a copy of the socket too.
+/// Under a root executor all three work.
 #[test]
 fn on_the_floor_a_command_that_is_not_dumpable_connects_only_under_a_root_executor() {
     let Some((kernel, ex)) = floor_for_python() else {
@@ -3311,18 +3312,27 @@ fn on_the_floor_a_command_that_is_not_dumpable_connects_only_under_a_root_execut
                   \x20   try:\n\
                   \x20       s.connect(addr); s.sendall(b'x'); print(s.recv(64).decode())\n\
                   \x20   except OSError as e:\n\
-                  \x20       print(errno.errorcode[e.errno])\n";
+                  \x20       print(errno.errorcode[e.errno])\n\
+                  l = socket.socket(socket.AF_UNIX)\n\
+                  l.bind(sys.argv[3])\n\
+                  try:\n\
+                  \x20   l.listen(1); print('listening')\n\
+                  except OSError as e:\n\
+                  \x20   print(errno.errorcode[e.errno])\n";
     let args: Vec<OsString> = vec![
         "-c".into(),
         script.into(),
         sock.into(),
         port.to_string().into(),
+        w.path().join("own.sock").into(),
     ];
     let r = python(&ex, &prepared, &args, ExecOptions::default());
+    // `listen`, which the executor performs on a copy of the socket, the
+    // same.
     let want = if rustix::process::geteuid().is_root() {
-        "pong-in\npong-tcp\n"
+        "pong-in\npong-tcp\nlistening\n"
     } else {
-        "EACCES\nEACCES\n"
+        "EACCES\nEACCES\nEACCES\n"
     };
     assert_eq!(text(&r.stdout), want, "{}", text(&r.stderr));
 }
