@@ -1307,7 +1307,7 @@ fn descends(id: i32, keeper: i32) -> Result<Option<bool>, ()> {
     // An ancestor that ends while the chain is read has its children
     // adopted meanwhile: read again from the start.
     for _ in 0..3 {
-        let Some((_, mut parent)) = owner(id)? else {
+        let Some(mut parent) = parent_of(id)? else {
             return Ok(None);
         };
         // Deeper than any process tree the kernel's pid range allows to
@@ -1321,8 +1321,8 @@ fn descends(id: i32, keeper: i32) -> Result<Option<bool>, ()> {
                 return Ok(Some(false));
             }
             steps += 1;
-            match owner(parent)? {
-                Some((_, up)) => parent = up,
+            match parent_of(parent)? {
+                Some(up) => parent = up,
                 None => break,
             }
         }
@@ -1347,17 +1347,16 @@ fn group_is_the_commands(group: i32, keeper: i32) -> bool {
     })
 }
 
-/// The thread group and parent of the process holding thread `id`, from
+/// The parent of the process holding thread `id`, from
 /// `/proc/<id>/status`; `None` when there is no such thread (the call
 /// then answers `ESRCH` itself), `Err` when it cannot be told.
-fn owner(id: i32) -> Result<Option<(i32, i32)>, ()> {
+fn parent_of(id: i32) -> Result<Option<i32>, ()> {
     let status = match std::fs::read_to_string(format!("/proc/{id}/status")) {
         Ok(s) => s,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(_) => return Err(()),
     };
-    let field = |name| status_field(&status, name).ok_or(());
-    Ok(Some((field("Tgid:")?, field("PPid:")?)))
+    status_field(&status, "PPid:").ok_or(()).map(Some)
 }
 
 /// The number after `name` (`Tgid:`, `PPid:`) in a `/proc/<id>/status`.
