@@ -49,6 +49,7 @@ pub(crate) const DROPPED_CAPS: &[u32] = &[
     10, 11, 12, 13, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
 ];
 
+const MS_RDONLY: usize = 1;
 const MS_NOSUID: usize = 2;
 const MS_NODEV: usize = 4;
 const MS_NOEXEC: usize = 8;
@@ -774,13 +775,19 @@ fn run_step(step: &Step) -> Result<(), Errno> {
                 syscalls::syscall!(Sysno::symlinkat, target.as_ptr(), AT_FDCWD, link.as_ptr())?;
             }
             Step::Proc(target) => {
+                // Read-only, as Landlock's rules grant it: without
+                // Landlock, a command could otherwise write PID 1's
+                // `oom_score_adj`, `coredump_filter` or `clear_refs`, which
+                // act on the executor's process or memory (PID 1 shares
+                // it). Writes through `/proc/self/fd/N` reach the file the
+                // link names, on its own mount.
                 let proc = c"proc".as_ptr();
                 syscalls::syscall!(
                     Sysno::mount,
                     proc,
                     target.as_ptr(),
                     proc,
-                    MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                    MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                     null
                 )?;
             }

@@ -9,6 +9,7 @@
 //! skip into a failure.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::fs;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -1019,9 +1020,11 @@ fn exec_python(ex: &LocalShellExecutor, probe: &str, args: &[String]) -> Vec<Str
 /// executor's environment) by Landlock's ptrace rule, PID 1 being outside
 /// the command's domain (`EACCES`), `pidfd_getfd` (`EPERM`) and
 /// `process_madvise` (`EACCES`) by the same rule, and `/proc/1/oom_score_adj`
-/// (whose value would reach the executor, which shares PID 1's memory) by
-/// Landlock's file rules, which grant the view's `/proc` for reading only.
-/// The keeper and the executor are outside the PID namespace.
+/// (whose value would reach the executor, which shares PID 1's memory),
+/// like `/proc/1/mem` opened for writing, by the view's `/proc` being
+/// mounted read-only (`EROFS`), as Landlock's file rules grant it. Then
+/// the same without Landlock. The keeper and the executor are outside the
+/// PID namespace.
 #[test]
 fn a_command_in_namespaces_cannot_reach_pid_1s_memory() {
     if !Path::new(PYTHON).exists() {
@@ -1035,13 +1038,58 @@ fn a_command_in_namespaces_cannot_reach_pid_1s_memory() {
     let mut args = reach_support::memory_args();
     args.push("$PPID:1".into());
     let got = exec_python(&ex, reach_support::MEMORY_PROBE, &args);
-    assert_eq!(
-        got,
-        [reach_support::all_refused(
-            true, "EPERM", "EACCES", "EPERM", "EACCES"
-        )]
-    );
+    // The view's /proc is read-only: opened for writing, `EROFS` comes
+    // before Landlock's answer.
+    let refused = reach_support::all_refused(true, "EPERM", "EACCES", "EPERM", "EACCES")
+        .replace("mem_rw=EACCES", "mem_rw=EROFS")
+        .replace("oom_adj=EACCES", "oom_adj=EROFS");
+    assert_eq!(got, std::slice::from_ref(&refused));
     assert_eq!(out(&exec(&ex, "echo $PPID")), "1\n");
+
+    // Without Landlock (a kernel that lacks it, played), in the same
+    // namespaces: PID 1 keeps every capability of the user namespace and
+    // the command does not, so the kernel's own ptrace check refuses its
+    // memory and environment; the view's /proc is mounted read-only, so
+    // its per-process files refuse writing as Landlock's file rules
+    // would. Before, `/proc/1/oom_score_adj` opened for writing (a value
+    // written there reaches the executor's process, which shares PID 1's
+    // memory), as did `coredump_filter` and `clear_refs`, which act on
+    // that memory.
+    let no_landlock = sandgate_shellexec::confine::prepare_with_abi(
+        &ConfineSpec {
+            write_dirs: vec![f.work.clone()],
+            ..ConfineSpec::default()
+        },
+        ConfineMode::BestEffort,
+        Some(0),
+    )
+    .unwrap();
+    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+    let run = |program: &str, args: Vec<OsString>| {
+        let r = ex
+            .exec_program(
+                Path::new(program),
+                &args,
+                &env,
+                &no_landlock,
+                ExecOptions::default(),
+            )
+            .unwrap();
+        assert!(r.confined.namespaces, "{:?}", r.confined.notes);
+        assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+        String::from_utf8_lossy(&r.stdout).into_owned()
+    };
+    let mut probe: Vec<OsString> = vec!["-c".into(), reach_support::MEMORY_PROBE.into()];
+    probe.extend(reach_support::memory_args().into_iter().map(OsString::from));
+    probe.push("1:1".into());
+    assert_eq!(run(PYTHON, probe), refused + "\n");
+    let writes = "for f in oom_score_adj coredump_filter clear_refs; do \
+                    ( echo 1 > /proc/1/$f ) 2>/dev/null && echo \"wrote $f\" || echo \"refused $f\"; \
+                  done; echo through > /proc/self/fd/1; echo through > /dev/stdout";
+    assert_eq!(
+        run("/bin/sh", vec!["-c".into(), writes.into()]),
+        "refused oom_score_adj\nrefused coredump_filter\nrefused clear_refs\nthrough\nthrough\n"
+    );
 }
 
 /// In namespaces the metadata of a host file outside the roots cannot be
