@@ -1791,8 +1791,10 @@ sg_status sg_sandbox_glob_found_cancellable(const struct sg_sandbox *sandbox,
 
 // Lines matching the regular expression `pattern` in files below `path`
 // (NULL: the root), at most `max_results` (0: the default of 100), as
-// JSON: `[{"path","line","text"}]`, a line cut at 1000 bytes carrying
-// `"line_truncated": true`.
+// JSON: `[{"path","line","text"}]`, a line not answered whole carrying
+// `"line_truncated": true`, and `"text_start"`, the byte offset of `text`
+// in the line, when the line's first match ends past its first 1000
+// bytes (the text is then the 1000 bytes from shortly before the match).
 //
 // # Return value
 //
@@ -1825,9 +1827,10 @@ sg_status sg_sandbox_grep(const struct sg_sandbox *sandbox,
 // and `gitignore` (skip what `.gitignore`/`.ignore` files inside the root
 // exclude). Answers JSON by mode: `lines`,
 // `[{"path","line","text","before":[..],"after":[..]}]` (plus
-// `line_truncated: true` on a line cut at 1000 bytes, and
-// `before_truncated`/`after_truncated`, the indices of context lines cut
-// there, each only when there is one); `files`, an array
+// `line_truncated: true` on a line not answered whole, `text_start` as
+// for `sg_sandbox_grep`, and `before_truncated`/`after_truncated`, the
+// indices of context lines cut at 1000 bytes, each only when there is
+// one); `files`, an array
 // of paths; `count`, `[{"path","count"}]`. An unknown key or a value of
 // the wrong type is refused with `SG_E_REQUEST` naming it.
 //

@@ -563,14 +563,18 @@ func (s *Sandbox) GlobFoundContext(ctx context.Context, pattern, path string) ([
 }
 
 // Match is one line Grep found, with the context lines GrepContext asked
-// for (Before oldest first). Text and each context line hold at most the
-// line's first 1,000 bytes: LineTruncated says Text was cut there,
-// BeforeTruncated and AfterTruncated the indices (into Before and After)
-// of the context lines cut.
+// for (Before oldest first). Text and each context line hold at most
+// 1,000 bytes of their line: LineTruncated says Text is not the whole
+// line, BeforeTruncated and AfterTruncated the indices (into Before and
+// After) of the context lines cut at 1,000 bytes. Text is the line's
+// start, unless the line's first match ends past its first 1,000 bytes:
+// then Text starts shortly before the match, TextStart bytes into the
+// line.
 type Match struct {
 	Path            string   `json:"path"`
 	Line            uint64   `json:"line"`
 	Text            string   `json:"text"`
+	TextStart       int      `json:"text_start,omitempty"`
 	Before          []string `json:"before,omitempty"`
 	After           []string `json:"after,omitempty"`
 	LineTruncated   bool     `json:"line_truncated,omitempty"`

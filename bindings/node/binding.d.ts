@@ -590,8 +590,17 @@ export interface GrepMatch {
   path: string
   /** 1-based line number. */
   line: number
-  /** The line without its ending (lossy UTF-8, at most 1000 bytes). */
+  /**
+   * The line without its ending (lossy UTF-8, at most 1000 bytes): its
+   * start, or the bytes from `textStart` on.
+   */
   text: string
+  /**
+   * Where `text` starts in the line, in bytes, when the line's first
+   * match ends past its first 1000 bytes (`text` then starts shortly
+   * before the match); absent when `text` starts the line.
+   */
+  textStart?: number
   /**
    * The lines just before the match, oldest first (when `before` was
    * asked for).
@@ -599,7 +608,7 @@ export interface GrepMatch {
   before?: Array<string>
   /** The lines just after the match (when `after` was asked for). */
   after?: Array<string>
-  /** `true` when `text` was cut at 1000 bytes; absent when whole. */
+  /** `true` when `text` is not the whole line; absent when whole. */
   lineTruncated?: boolean
   /**
    * The indices into `before` of the lines cut at 1000 bytes; absent

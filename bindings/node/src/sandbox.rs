@@ -163,14 +163,19 @@ pub struct GrepMatch {
     pub path: String,
     /// 1-based line number.
     pub line: u32,
-    /// The line without its ending (lossy UTF-8, at most 1000 bytes).
+    /// The line without its ending (lossy UTF-8, at most 1000 bytes): its
+    /// start, or the bytes from `textStart` on.
     pub text: String,
+    /// Where `text` starts in the line, in bytes, when the line's first
+    /// match ends past its first 1000 bytes (`text` then starts shortly
+    /// before the match); absent when `text` starts the line.
+    pub text_start: Option<u32>,
     /// The lines just before the match, oldest first (when `before` was
     /// asked for).
     pub before: Option<Vec<String>>,
     /// The lines just after the match (when `after` was asked for).
     pub after: Option<Vec<String>>,
-    /// `true` when `text` was cut at 1000 bytes; absent when whole.
+    /// `true` when `text` is not the whole line; absent when whole.
     pub line_truncated: Option<bool>,
     /// The indices into `before` of the lines cut at 1000 bytes; absent
     /// when none was.
@@ -329,9 +334,10 @@ fn grep_answer(
                         path: m.path,
                         line: sat_u32(m.line),
                         text: m.text,
+                        text_start: (m.text_start > 0).then(|| sat_u32(m.text_start)),
                         before: context.then_some(m.before),
                         after: context.then_some(m.after),
-                        line_truncated: m.text_cut.then_some(true),
+                        line_truncated: (m.text_cut || m.text_start > 0).then_some(true),
                         before_truncated: cut(m.before_cut),
                         after_truncated: cut(m.after_cut),
                     }

@@ -236,6 +236,7 @@ async function call(session, req, mode) {
           path: m.path,
           line: m.line,
           text: m.text,
+          ...(m.textStart ? { text_start: m.textStart } : {}),
           ...(m.lineTruncated ? { line_truncated: true } : {}),
         })),
         ...(found.binary ? { binary: found.binary } : {}),

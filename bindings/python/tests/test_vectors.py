@@ -208,7 +208,13 @@ class Session:
         elif op == "grep":
             ms = sb.grep(r["pattern"], r.get("path"), r.get("max_results"))
             out["matches"] = [
-                {"path": m.path, "line": m.line, "text": m.text, **({"line_truncated": True} if m.line_truncated else {})}
+                {
+                    "path": m.path,
+                    "line": m.line,
+                    "text": m.text,
+                    **({"text_start": m.text_start} if m.text_start else {}),
+                    **({"line_truncated": True} if m.line_truncated else {}),
+                }
                 for m in ms
             ]
             if ms.binary:

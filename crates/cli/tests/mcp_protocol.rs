@@ -2738,6 +2738,48 @@ fn mcp6_grep_marks_a_cut_line_and_counts_unreadable_files() {
     );
 }
 
+/// `grep` shows a match past a long line's first 1,000 bytes: the part of
+/// the line from 200 bytes before it, said where it starts and, when the
+/// line goes on, where it is cut. Before, the line's first 1,000 bytes
+/// were shown, without the match.
+#[test]
+fn grep_shows_a_match_past_the_first_1000_bytes_of_its_line() {
+    let mut s = Server::start_with("");
+    let g = s._dir.path().join("ws/late");
+    fs::create_dir(&g).unwrap();
+    fs::write(
+        g.join("min.js"),
+        format!(
+            "{}needle{}\n{}needle end\n",
+            "a".repeat(5000),
+            "b".repeat(3000),
+            "c".repeat(1200)
+        ),
+    )
+    .unwrap();
+    s.send_json(json!({"jsonrpc": "2.0", "id": 22, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "path": "late"}}}));
+    let a = s.answer(22);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "late/min.js:1:[line cut: shown from byte 4800]…{}needle{}…[line cut at byte 5800]",
+                "a".repeat(200),
+                "b".repeat(794)
+            ),
+            format!(
+                "late/min.js:2:[line cut: shown from byte 1000]…{}needle end",
+                "c".repeat(200)
+            ),
+        ],
+        "{text}"
+    );
+}
+
 /// `search_files` passes over a subdirectory the server cannot list (its
 /// permissions refuse the server's uid) and says how many, where one such
 /// directory made the whole search fail with `E_IO`, hiding every match

@@ -1382,8 +1382,10 @@ pub unsafe extern "C" fn sg_sandbox_glob_found_cancellable(
 
 /// Lines matching the regular expression `pattern` in files below `path`
 /// (NULL: the root), at most `max_results` (0: the default of 100), as
-/// JSON: `[{"path","line","text"}]`, a line cut at 1000 bytes carrying
-/// `"line_truncated": true`.
+/// JSON: `[{"path","line","text"}]`, a line not answered whole carrying
+/// `"line_truncated": true`, and `"text_start"`, the byte offset of `text`
+/// in the line, when the line's first match ends past its first 1000
+/// bytes (the text is then the 1000 bytes from shortly before the match).
 ///
 /// # Return value
 ///
@@ -1421,8 +1423,11 @@ pub unsafe extern "C" fn sg_sandbox_grep(
             .into_iter()
             .map(|m| {
                 let mut o = json!({"path": m.path, "line": m.line, "text": m.text});
-                if m.text_cut {
+                if m.text_cut || m.text_start > 0 {
                     o["line_truncated"] = json!(true);
+                }
+                if m.text_start > 0 {
+                    o["text_start"] = json!(m.text_start);
                 }
                 o
             })
@@ -1499,9 +1504,10 @@ fn grep_options(json: Option<&str>) -> Result<facade::search::GrepOptions, Error
 /// and `gitignore` (skip what `.gitignore`/`.ignore` files inside the root
 /// exclude). Answers JSON by mode: `lines`,
 /// `[{"path","line","text","before":[..],"after":[..]}]` (plus
-/// `line_truncated: true` on a line cut at 1000 bytes, and
-/// `before_truncated`/`after_truncated`, the indices of context lines cut
-/// there, each only when there is one); `files`, an array
+/// `line_truncated: true` on a line not answered whole, `text_start` as
+/// for `sg_sandbox_grep`, and `before_truncated`/`after_truncated`, the
+/// indices of context lines cut at 1000 bytes, each only when there is
+/// one); `files`, an array
 /// of paths; `count`, `[{"path","count"}]`. An unknown key or a value of
 /// the wrong type is refused with `SG_E_REQUEST` naming it.
 ///
@@ -1543,10 +1549,11 @@ pub unsafe extern "C" fn sg_sandbox_grep_with(
     })
 }
 
-/// A grep's results as `sg_sandbox_grep_with` answers them: a line cut at
-/// 1000 bytes carries `line_truncated: true`, and `before_truncated` and
-/// `after_truncated` list the indices of context lines cut there, each
-/// only when there is one (as the JSON endpoint answers them).
+/// A grep's results as `sg_sandbox_grep_with` answers them: a line not
+/// answered whole carries `line_truncated: true` (and `text_start` when its
+/// text starts past byte 0), and `before_truncated` and `after_truncated`
+/// list the indices of context lines cut at 1000 bytes, each only when
+/// there is one (as the JSON endpoint answers them).
 fn grep_json(found: facade::search::GrepOutput) -> serde_json::Value {
     match found {
         facade::search::GrepOutput::Lines(ms) => json!(ms
@@ -1554,8 +1561,11 @@ fn grep_json(found: facade::search::GrepOutput) -> serde_json::Value {
             .map(|m| {
                 let mut o = json!({"path": m.path, "line": m.line, "text": m.text,
                                    "before": m.before, "after": m.after});
-                if m.text_cut {
+                if m.text_cut || m.text_start > 0 {
                     o["line_truncated"] = json!(true);
+                }
+                if m.text_start > 0 {
+                    o["text_start"] = json!(m.text_start);
                 }
                 if !m.before_cut.is_empty() {
                     o["before_truncated"] = json!(m.before_cut);

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use sandgate::search::{
     Cut, GrepMode, GrepOptions, GrepOutput, DEFAULT_GREP_RESULTS, MAX_GLOB_RESULTS,
-    MAX_GREP_RESULTS, MAX_WALK_ENTRIES,
+    MAX_GREP_RESULTS, MAX_LINE_TEXT, MAX_WALK_ENTRIES,
 };
 use sandgate::{Error, ErrorCode, FileKind, Limit, MAX_RANGE_LINES};
 
@@ -1252,8 +1252,24 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
                     let cut = mark(m.before_cut.contains(&i));
                     let _ = writeln!(out, "{}-{}-{l}{cut}", m.path, first + i);
                 }
-                let cut = mark(m.text_cut);
-                let _ = writeln!(out, "{}:{}:{}{cut}", m.path, m.line, m.text);
+                if m.text_start > 0 {
+                    // A part of the line around a match past its first
+                    // 1000 bytes: said where it starts, and where it ends
+                    // when the line goes on.
+                    let end = m.text_start + MAX_LINE_TEXT;
+                    let _ = write!(
+                        out,
+                        "{}:{}:[line cut: shown from byte {}]…{}",
+                        m.path, m.line, m.text_start, m.text
+                    );
+                    if m.text_cut {
+                        let _ = write!(out, "…[line cut at byte {end}]");
+                    }
+                    out.push('\n');
+                } else {
+                    let cut = mark(m.text_cut);
+                    let _ = writeln!(out, "{}:{}:{}{cut}", m.path, m.line, m.text);
+                }
                 for (i, l) in m.after.iter().enumerate() {
                     let cut = mark(m.after_cut.contains(&i));
                     let _ = writeln!(out, "{}-{}-{l}{cut}", m.path, m.line + 1 + i);

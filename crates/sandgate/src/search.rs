@@ -43,6 +43,10 @@ pub const MAX_GREP_RESULTS: usize = 1000;
 pub const MAX_WALK_ENTRIES: usize = 200_000;
 /// Longest matched line text returned, in bytes.
 pub const MAX_LINE_TEXT: usize = 1000;
+/// Bytes of a long line shown before its first match, when that match ends
+/// past the line's first [`MAX_LINE_TEXT`] bytes (see
+/// [`GrepMatch::text_start`]).
+pub const MATCH_LEAD: usize = 200;
 /// Most context lines asked for before or after a match.
 pub const MAX_CONTEXT_LINES: usize = 100;
 /// Largest file read whole and screened before it is split into lines; a
@@ -110,9 +114,19 @@ pub struct GrepMatch {
     pub path: String,
     /// 1-based line number.
     pub line: usize,
-    /// The line (lossy UTF-8, without its line ending, cut at 1000 bytes).
+    /// The line (lossy UTF-8, without its line ending), at most
+    /// [`MAX_LINE_TEXT`] bytes of it: its start, or, when the line's first
+    /// match ends past its first [`MAX_LINE_TEXT`] bytes, the bytes from
+    /// [`text_start`](Self::text_start) on, so that the match is shown.
     pub text: String,
-    /// Whether `text` was cut at [`MAX_LINE_TEXT`] bytes.
+    /// The byte offset in the line at which `text` starts: 0, or, for a
+    /// match that ends past the line's first [`MAX_LINE_TEXT`] bytes, up to
+    /// [`MATCH_LEAD`] bytes before the match (at the start of a UTF-8
+    /// character).
+    pub text_start: usize,
+    /// Whether the line goes on past the end of `text` (cut at
+    /// [`MAX_LINE_TEXT`] bytes from `text_start`). With `text_start` above
+    /// 0, `text` is not the whole line either.
     pub text_cut: bool,
     /// Up to [`GrepOptions::before`] lines just before the match, oldest
     /// first, in the same form as `text`.
@@ -654,6 +668,34 @@ fn line_text(raw: &[u8]) -> (String, bool) {
     )
 }
 
+/// A matching line as answered: where its text starts (see
+/// [`GrepMatch::text_start`]), the text, and whether the line goes on past
+/// it.
+fn match_text(re: &regex::bytes::Regex, raw: &[u8]) -> (usize, String, bool) {
+    let text = line_bytes(raw);
+    let start = match re.find(text) {
+        Some(m) if m.end() > MAX_LINE_TEXT => {
+            let mut start = m.start().saturating_sub(MATCH_LEAD);
+            // Not in the middle of a character: back to its first byte
+            // (a continuation byte is 0b10xx_xxxx; a character has at most
+            // three).
+            for _ in 0..3 {
+                if start > 0 && text[start] & 0xc0 == 0x80 {
+                    start -= 1;
+                }
+            }
+            start
+        }
+        _ => 0,
+    };
+    let end = text.len().min(start + MAX_LINE_TEXT);
+    (
+        start,
+        String::from_utf8_lossy(&text[start..end]).into_owned(),
+        end < text.len(),
+    )
+}
+
 /// A line without its ending.
 fn line_bytes(raw: &[u8]) -> &[u8] {
     let text = raw.strip_suffix(b"\n").unwrap_or(raw);
@@ -813,11 +855,15 @@ impl Collector {
             if re.is_match(stripped) {
                 match self.mode {
                     GrepMode::Lines => {
-                        let (text, text_cut) = line_text(&line);
+                        let (text_start, text, text_cut) = match stripped.len() {
+                            0..=MAX_LINE_TEXT => (0, line_text(&line).0, false),
+                            _ => match_text(re, &line),
+                        };
                         self.lines.push(GrepMatch {
                             path: path.to_owned(),
                             line: n,
                             text,
+                            text_start,
                             text_cut,
                             before: recent.iter().map(|(t, _)| t.clone()).collect(),
                             after: Vec::new(),

@@ -707,9 +707,11 @@ fn hops_json(hops: &[crate::fetch::Hop]) -> Value {
 }
 
 /// The grep op's answer fields: `matches` (with `before`/`after` when
-/// context was asked for, `line_truncated: true` on a line cut at 1000
-/// bytes, `before_truncated`/`after_truncated` the indices of context
-/// lines cut there), `files` or `counts` by mode.
+/// context was asked for, `line_truncated: true` on a line not answered
+/// whole, `text_start` where a long line's text starts when its first
+/// match ends past byte 1000, `before_truncated`/`after_truncated` the
+/// indices of context lines cut at 1000 bytes), `files` or `counts` by
+/// mode.
 fn grep_answer(
     out: &mut Map<String, Value>,
     found: crate::search::GrepOutput,
@@ -726,8 +728,11 @@ fn grep_answer(
                     o.insert("line".into(), json!(m.line));
                     o.insert("text".into(), json!(m.text));
                     // Only when cut, so an answer of whole lines reads as before.
-                    if m.text_cut {
+                    if m.text_cut || m.text_start > 0 {
                         o.insert("line_truncated".into(), json!(true));
+                    }
+                    if m.text_start > 0 {
+                        o.insert("text_start".into(), json!(m.text_start));
                     }
                     if opts.before > 0 {
                         o.insert("before".into(), json!(m.before));

@@ -2404,28 +2404,95 @@ fn mcp6_a_grep_line_cut_at_1000_bytes_says_so() {
     assert!(answers[0].get("unreadable").is_none(), "{}", answers[0]);
 }
 
-/// A match that starts past the line's first 1,000 bytes is answered (its
-/// path and line number, `text_cut`), but its text is not in `text`, which
-/// is always the line's first 1,000 bytes: the caller reads the line with
-/// a ranged read to see the match. Pinned as documented (the endpoint's
-/// reference, grep).
+/// A match that ends past the line's first 1,000 bytes is shown: `text`
+/// is the 1,000 bytes of the line from 200 bytes before the match (moved
+/// back to the first byte of a character, never by more than three),
+/// `text_start` says where they start, and `text_cut` whether the line
+/// goes on after them. A match within the first 1,000 bytes of a long line
+/// keeps the line's start. Before, a match past the cut was answered with
+/// the line's first 1,000 bytes, which did not hold it.
 #[test]
-fn ranged9_a_match_past_the_line_cut_is_answered_without_its_text() {
+fn ranged9_a_match_past_the_line_cut_is_shown_with_where_it_starts() {
+    use serde_json::json;
     let fx = Fx::new();
-    fx.put(
-        "in/late.txt",
-        &format!("{}needle{}\n", "a".repeat(1500), "b".repeat(10)),
-    );
+    let mut content = Vec::new();
+    // 1: ASCII; the window ends inside the line.
+    content.extend(format!("{}needle{}\n", "a".repeat(1500), "b".repeat(2000)).bytes());
+    // 2: the window would start on the second byte of a two-byte
+    // character: it starts on the first.
+    content.extend(format!("{}zneedle{}\n", "é".repeat(650), "b".repeat(2000)).bytes());
+    // 3: a match straddling byte 1,000; the window reaches the line's end
+    // (a CRLF ending is not part of it).
+    content.extend(format!("{}needle{}\r\n", "x".repeat(995), "y".repeat(500)).bytes());
+    // 4: bytes that are no character (continuation bytes alone) before the
+    // match: the window moves back three at most, and they read as U+FFFD.
+    content.extend([b'c'; 1100]);
+    content.extend([0x80u8; 300]);
+    content.extend(b"NEEDLE tail\n");
+    // 5: a long line whose match is within its first 1,000 bytes.
+    content.extend(format!("{}needle{}\n", "d".repeat(900), "e".repeat(900)).bytes());
+    fs::write(fx.p("in/late.txt"), &content).unwrap();
     let sb = fx.builder().build().unwrap();
-    let ms = sb.grep("needle", None, None).unwrap();
+    let mut opts = sandgate::search::GrepOptions::default();
+    opts.case_insensitive = true;
+    let sandgate::search::GrepOutput::Lines(ms) = sb.grep_with("needle", None, &opts).unwrap()
+    else {
+        panic!("lines")
+    };
+    let got: Vec<_> = ms
+        .iter()
+        .map(|m| (m.line, m.text_start, m.text.len(), m.text_cut))
+        .collect();
+    // Line 4: 1100 + 300 - 200 = 1200, back three continuation bytes to
+    // 1197; 203 of them (each U+FFFD, three bytes) and 'NEEDLE tail' (11
+    // bytes) to the line's end.
     assert_eq!(
-        ms.iter()
-            .map(|m| (m.path.as_str(), m.line, m.text.len(), m.text_cut))
-            .collect::<Vec<_>>(),
-        vec![("late.txt", 1, 1000, true)]
+        got,
+        [
+            (1, 1300, 1000, true),
+            (2, 1100, 1000, true),
+            (3, 795, 706, false),
+            (4, 1197, 203 * 3 + 11, false),
+            (5, 0, 1000, true),
+        ]
     );
-    assert!(!ms[0].text.contains("needle"));
-    assert!(ms[0].text.bytes().all(|b| b == b'a'));
+    assert_eq!(
+        ms[0].text,
+        format!("{}needle{}", "a".repeat(200), "b".repeat(794))
+    );
+    assert!(ms[1]
+        .text
+        .starts_with(&format!("{}zneedle", "é".repeat(100))));
+    assert_eq!(
+        ms[2].text,
+        format!("{}needle{}", "x".repeat(200), "y".repeat(500))
+    );
+    assert_eq!(ms[3].text, format!("{}NEEDLE tail", "\u{fffd}".repeat(203)));
+    assert!(ms[4].text.starts_with('d') && ms[4].text.contains("needle"));
+    // The endpoint says where the text starts, and that the line is not
+    // whole, for each window; a match shown from the line's start has no
+    // `text_start`.
+    let answers = endpoint(
+        sb,
+        &[json!({"op": "grep", "pattern": "needle", "case_insensitive": true})],
+    );
+    let m = answers[0]["matches"].as_array().unwrap();
+    let fields: Vec<_> = m
+        .iter()
+        .map(|m| (m["text_start"].clone(), m["line_truncated"].clone()))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            (json!(1300), json!(true)),
+            (json!(1100), json!(true)),
+            (json!(795), json!(true)),
+            (json!(1197), json!(true)),
+            (json!(null), json!(true)),
+        ],
+        "{}",
+        answers[0]
+    );
 }
 
 /// Context lines cut at 1,000 bytes are marked as the matching line is:

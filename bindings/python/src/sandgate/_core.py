@@ -378,10 +378,13 @@ class Entry:
 @dataclass(frozen=True)
 class Match:
     """One grep hit, with the context lines asked for (``before``, oldest
-    first, and ``after``). ``text`` and each context line hold at most the
-    line's first 1,000 bytes: ``line_truncated`` says the matching line was
-    cut there, ``before_truncated`` and ``after_truncated`` the indices
-    (into ``before`` and ``after``) of the context lines cut."""
+    first, and ``after``). ``text`` and each context line hold at most
+    1,000 bytes of their line: ``line_truncated`` says ``text`` is not the
+    whole line, ``before_truncated`` and ``after_truncated`` the indices
+    (into ``before`` and ``after``) of the context lines cut at 1,000
+    bytes. ``text`` is the line's start, unless the line's first match ends
+    past its first 1,000 bytes: then it starts shortly before the match,
+    ``text_start`` bytes into the line."""
 
     path: str
     line: int
@@ -391,6 +394,7 @@ class Match:
     line_truncated: bool = False
     before_truncated: tuple[int, ...] = ()
     after_truncated: tuple[int, ...] = ()
+    text_start: int = 0
 
 
 class Found(list):
@@ -1145,6 +1149,7 @@ class Sandbox(_Handle):
                     x.get("line_truncated", False),
                     tuple(x.get("before_truncated", ())),
                     tuple(x.get("after_truncated", ())),
+                    x.get("text_start", 0),
                 )
                 for x in answer["matches"]
             ),
