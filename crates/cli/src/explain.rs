@@ -144,8 +144,44 @@ fn fs_rule(policy: &Policy, op: &str, e: &Error) -> String {
     }
 }
 
+/// A budget of 0, which refuses every call of its kind whatever else
+/// allows it: `(op, key)` of the answer, or `None`.
+fn spent_budget(policy: &Policy, kind: Kind) -> Option<(&'static str, &'static str)> {
+    let budgets = policy.budgets();
+    match kind {
+        Kind::Read if budgets.fs_ops == Some(0) => Some(("read", "fs_ops")),
+        Kind::Write if budgets.fs_ops == Some(0) => Some(("write", "fs_ops")),
+        Kind::Run if budgets.exec_ops == Some(0) => Some(("run", "exec_ops")),
+        // `net_ops` counts fetches, not a command's connections.
+        _ => None,
+    }
+}
+
 /// Answers `kind` about `target` under `policy`.
 pub fn answer(
+    policy: &Policy,
+    sandbox: &Sandbox,
+    executor: &Executor,
+    kind: Kind,
+    target: &str,
+) -> Answer {
+    let answer = answer_by_rules(policy, sandbox, executor, kind, target);
+    // Every file tool call spends `fs_ops` first, refused or not; a command
+    // spends `exec_ops` once everything else admits it.
+    let first = kind != Kind::Run || answer.allowed;
+    match spent_budget(policy, kind) {
+        Some((op, key)) if first => Answer {
+            op,
+            allowed: false,
+            rule: format!("budgets.{key} = 0"),
+            code: Some(ErrorCode::Denied),
+            detail: format!("the policy allows no such call ([budgets] {key} = 0)"),
+        },
+        _ => answer,
+    }
+}
+
+fn answer_by_rules(
     policy: &Policy,
     sandbox: &Sandbox,
     executor: &Executor,

@@ -9,7 +9,9 @@
 //!   `program` (and any refusal that quotes it) is redacted as the
 //!   program's output is — withheld values and token shapes — so that a
 //!   credential on the command line is not printed beside redacted output;
-//! - exit 2 when the policy refuses the run (the decision says why);
+//! - exit 2 when the policy refuses the run (the decision says why; a
+//!   policy with `budgets.exec_ops = 0` is refused there, never after an
+//!   admission that said `"ok":true`);
 //! - exit 3 and `policy-result: {"version":1,"stage":"execute","reason":…}`
 //!   when a limit stopped the program: `timeout`, `output_limit`,
 //!   `memory_limit`, `task_limit`, `cpu_limit` or `file_size_limit` (a
@@ -173,6 +175,15 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
         let e = sandgate::Error::new(
             sandgate::ErrorCode::Denied,
             "exec is not enabled by the policy ([exec] enabled = false)",
+        );
+        return refuse(&mut err, &mut fresh, e, None);
+    }
+    // A budget of none refuses here, in the one decision: refused after
+    // the admission, the run said `"ok":true` and then `"ok":false`.
+    if policy.budgets().exec_ops == Some(0) {
+        let e = sandgate::Error::new(
+            sandgate::ErrorCode::Denied,
+            "the policy allows no command ([budgets] exec_ops = 0)",
         );
         return refuse(&mut err, &mut fresh, e, None);
     }

@@ -256,3 +256,33 @@ fn explain_reads_an_ipv6_connect_target_as_the_policy_does() {
         "{got}"
     );
 }
+
+#[test]
+fn run17_a_budget_of_zero_is_what_explain_answers() {
+    // `budgets.fs_ops = 0` and `budgets.exec_ops = 0` allow no call at all,
+    // yet explain answered "allowed" for a read, a write and a command
+    // that the endpoint then refused with E_DENIED.
+    let tmp = tempfile::tempdir().unwrap();
+    fs::create_dir(tmp.path().join("ws")).unwrap();
+    fs::write(tmp.path().join("ws/a.txt"), "hello\n").unwrap();
+    let policy = tmp.path().join("policy.toml");
+    fs::write(
+        &policy,
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\nallow_overwrite = true\n\
+         [exec]\nenabled = true\n[budgets]\nfs_ops = 0\nexec_ops = 0\n",
+    )
+    .unwrap();
+    for (kind, target, rule) in [
+        ("read", "a.txt", "budgets.fs_ops = 0"),
+        ("write", "new.txt", "budgets.fs_ops = 0"),
+        ("run", "echo hi", "budgets.exec_ops = 0"),
+    ] {
+        let said = explain(&policy, kind, target);
+        let answer = tool(&policy, &request(kind, target));
+        assert_eq!(answer["error"]["code"], "E_DENIED", "{kind}: {answer}");
+        assert_eq!(said["allowed"], false, "{kind} {target}: {said}");
+        assert_eq!(said["code"], "E_DENIED", "{kind} {target}: {said}");
+        assert_eq!(said["rule"], rule, "{kind} {target}: {said}");
+    }
+    assert!(!tmp.path().join("ws/new.txt").exists());
+}

@@ -356,6 +356,49 @@ fn answers_carry_the_request_id() {
 }
 
 #[test]
+fn run17_an_id_is_echoed_exactly_or_refused() {
+    // An integer id past 64 bits was read as a float and came back as
+    // another number (`100000000000000000000001` as `1e+23`): a client
+    // matching answers by id (Python's ints, Go's json.Number) never found
+    // its answer. Such an id is refused now; 64-bit integers and the
+    // fractions that were echoed before are echoed as sent.
+    let fx = Fx::new(RW);
+    let lines: Vec<String> = [
+        r#"{"id":100000000000000000000001,"op":"stat","path":"sub"}"#,
+        r#"{"id":18446744073709551617,"op":"stat","path":"sub"}"#,
+        r#"{"id":-9223372036854775809,"op":"stat","path":"sub"}"#,
+        r#"{"id":18446744073709551615,"op":"stat","path":"sub"}"#,
+        r#"{"id":-9223372036854775808,"op":"stat","path":"sub"}"#,
+        r#"{"id":2.5,"op":"stat","path":"sub"}"#,
+    ]
+    .iter()
+    .map(|l| (*l).to_owned())
+    .collect();
+    let mut input = lines.join("\n");
+    input.push('\n');
+    let out = fx.tool(&input);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let answers: Vec<&str> = text.lines().collect();
+    assert_eq!(answers.len(), lines.len(), "{text}");
+    for (line, answer) in lines.iter().zip(&answers).take(3) {
+        let v: Value = serde_json::from_str(answer).unwrap();
+        assert_eq!(code(&v), "E_REQUEST", "{line}: {answer}");
+        assert!(v.get("id").is_none(), "{line}: {answer}");
+        let message = v["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains("`id`"), "{line}: {answer}");
+    }
+    for (id, answer) in ["18446744073709551615", "-9223372036854775808", "2.5"]
+        .iter()
+        .zip(&answers[3..])
+    {
+        let v: Value = serde_json::from_str(answer).unwrap();
+        assert_eq!(code(&v), "OK", "{answer}");
+        assert!(answer.contains(&format!("\"id\":{id},")), "{id}: {answer}");
+    }
+}
+
+#[test]
 fn a_long_session_is_answered_in_order() {
     const N: usize = 2000;
     let fx = Fx::new(RW);

@@ -114,6 +114,34 @@ fn a_refused_run_exits_2_with_the_decision() {
 }
 
 #[test]
+fn run17_a_budget_of_zero_is_refused_before_the_admission() {
+    // With `budgets.exec_ops = 0` the supervisor wrote `policy: {"ok":true…}`
+    // and then a second `policy: {"ok":false…}`: a host that read the first
+    // line took the run for admitted. The one decision is the refusal.
+    let dir = policy(&format!("{ENABLED}[budgets]\nexec_ops = 0\n"));
+    let out = run(&dir, &["/bin/sh", "-c", "echo ran"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let decisions = contract(&out, "policy");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(decisions.len(), 1, "{stderr}");
+    assert_eq!(decisions[0]["ok"], false, "{stderr}");
+    assert_eq!(decisions[0]["code"], "E_DENIED", "{stderr}");
+    assert!(
+        decisions[0]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("[budgets] exec_ops = 0"),
+        "{stderr}"
+    );
+    // One command is one: a budget of 1 runs it.
+    let dir = policy(&format!("{ENABLED}[budgets]\nexec_ops = 1\n"));
+    let out = run(&dir, &["/bin/sh", "-c", "echo ran"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"ran\n");
+}
+
+#[test]
 fn a_timeout_exits_3_with_the_result_on_a_fresh_line() {
     let dir = policy(&ENABLED.replace("3000", "300"));
     let out = run(

@@ -22,6 +22,10 @@ use crate::{Budgets, ExecPolicy, Inner, Limits, SecurityMode, StatedLimits, CONF
 pub(crate) struct PolicyDirs {
     base: PathBuf,
     protected: Vec<PathBuf>,
+    /// The directories holding a symbolic link that the policy file's path
+    /// goes through (canonical): whoever can replace one of those links
+    /// chooses the file the next load reads.
+    link_dirs: Vec<PathBuf>,
     /// The policy file's device when it has more than one name (a hard
     /// link): another name may lie in any directory of that filesystem.
     linked_on: Option<u64>,
@@ -56,10 +60,17 @@ impl PolicyDirs {
                 protected.push(real_parent.to_path_buf());
             }
         }
+        // So may a link on the way to it, in any directory: the path was
+        // read through it, and is read through it again at the next load.
+        let link_dirs = match policy_path {
+            Some(path) => links_on_the_way(path).map_err(unresolvable)?,
+            None => Vec::new(),
+        };
         let linked_on = links.and_then(|(dev, names)| (names > 1).then_some(dev));
         Ok(PolicyDirs {
             base,
             protected,
+            link_dirs,
             linked_on,
         })
     }
@@ -89,9 +100,74 @@ impl PolicyDirs {
         Ok(PolicyDirs {
             base,
             protected: Vec::new(),
+            link_dirs: Vec::new(),
             linked_on: None,
         })
     }
+}
+
+/// The directories (canonical) that hold a symbolic link resolving `path`
+/// goes through, its directories' links and the file's own included, in
+/// the order met. Resolved as the kernel does: component by component, a
+/// link's target spliced in where it stood (`..` after a link leaves the
+/// directory the link led to), at most 40 links.
+fn links_on_the_way(path: &Path) -> io::Result<Vec<PathBuf>> {
+    use std::ffi::OsString;
+    use std::path::Component;
+    /// What is left to resolve, next first.
+    fn push_front(pending: &mut Vec<Option<OsString>>, path: &Path) {
+        // `None` is `..`; the root and `.` are handled by the caller.
+        let parts: Vec<Option<OsString>> = path
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(Some(n.to_os_string())),
+                Component::ParentDir => Some(None),
+                _ => None,
+            })
+            .collect();
+        pending.extend(parts.into_iter().rev());
+    }
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    };
+    let mut resolved = PathBuf::from("/");
+    let mut pending = Vec::new();
+    push_front(&mut pending, &absolute);
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut hops = 0;
+    while let Some(part) = pending.pop() {
+        let Some(name) = part else {
+            resolved.pop();
+            continue;
+        };
+        let next = resolved.join(&name);
+        let is_link = match std::fs::symlink_metadata(&next) {
+            Ok(meta) => meta.file_type().is_symlink(),
+            // A notional file (`from_bytes`), or one gone since it was
+            // read: nothing further is read through a link.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+            Err(e) => return Err(e),
+        };
+        if !is_link {
+            resolved = next;
+            continue;
+        }
+        hops += 1;
+        if hops > 40 {
+            return Err(rustix::io::Errno::LOOP.into());
+        }
+        if !dirs.contains(&resolved) {
+            dirs.push(resolved.clone());
+        }
+        let target = std::fs::read_link(&next)?;
+        if target.is_absolute() {
+            resolved = PathBuf::from("/");
+        }
+        push_front(&mut pending, &target);
+    }
+    Ok(dirs)
 }
 
 /// A setting with its dotted key and, when it was written, its place.
@@ -333,6 +409,20 @@ pub(crate) fn resolve(
                         "the write root \"{}\" contains the policy file's own directory, so the \
                          agent could rewrite its own policy; choose a directory that does not \
                          hold the policy file (a subdirectory such as \"workspace\")",
+                        root.value.escape_debug()
+                    ),
+                );
+                None
+            }
+            Some((resolved, _)) if dirs.link_dirs.iter().any(|dir| dir.starts_with(&resolved)) => {
+                gate.refuse(
+                    PolicyErrorKind::WriteRootContainsPolicy,
+                    root,
+                    format!(
+                        "the write root \"{}\" holds a symbolic link the policy file's path goes \
+                         through, so the agent could replace the link and choose the policy the \
+                         next load reads; name the policy file by a path whose links lie outside \
+                         the write root",
                         root.value.escape_debug()
                     ),
                 );

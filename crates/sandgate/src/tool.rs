@@ -527,6 +527,19 @@ fn request_id(obj: &StrictObject) -> Result<Option<Value>, Error> {
     }
     match obj.fields.iter().find(|(k, _)| k == "id") {
         None => Ok(None),
+        // Past 64 bits an integer is read as a float, and would come back
+        // as another number (`100000000000000000000001` as `1e+23`): a
+        // client matching answers by id would never find its own.
+        Some((_, Value::Number(n)))
+            if n.is_f64()
+                && n.as_f64()
+                    .is_some_and(|f| f.abs() >= 9_223_372_036_854_775_808.0) =>
+        {
+            Err(bad(
+                "`id` is a number past what a 64-bit integer holds, which would not come \
+                 back as sent: give a string, or an integer of at most 64 bits",
+            ))
+        }
         Some((_, v @ (Value::String(_) | Value::Number(_)))) => Ok(Some(v.clone())),
         Some(_) => Err(bad("`id` must be a string or a number")),
     }

@@ -157,6 +157,40 @@ fn write_root_holding_the_target_of_a_symlinked_policy_is_refused() {
 }
 
 #[test]
+fn run17_a_symlink_the_policy_path_goes_through_may_not_lie_in_the_write_root() {
+    // `project/linked.toml` -> `elsewhere/hop` -> `real/policy.toml`: the
+    // file and the directory it is named from both lie outside the write
+    // root `elsewhere`, but the hop between them does not. An agent that
+    // replaces `hop` (delete it, write a file there) rewrites the policy
+    // the next session loads, so the hop's directory is kept out of the
+    // write root as the file's own is.
+    let fx = Fixture::new();
+    fs::create_dir(fx.path("real")).unwrap();
+    let text = format!("[fs]\nwrite_root = {}\n", toml_str(&fx.path("elsewhere")));
+    fs::write(fx.path("real/policy.toml"), &text).unwrap();
+    symlink(fx.path("real/policy.toml"), fx.path("elsewhere/hop")).unwrap();
+    let link = fx.project().join("linked.toml");
+    symlink("../elsewhere/hop", &link).unwrap();
+    let err = Policy::load(&link).unwrap_err();
+    assert_eq!(err.kind(), K::WriteRootContainsPolicy, "{err}");
+    assert_eq!(err.key(), Some("fs.write_root"), "{err}");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+
+    // The same through a directory of the path: `project/cfg` ->
+    // `elsewhere/cfg` -> `real`.
+    symlink(fx.path("real"), fx.path("elsewhere/cfg")).unwrap();
+    symlink(fx.path("elsewhere/cfg"), fx.project().join("cfg")).unwrap();
+    let err = Policy::load(fx.project().join("cfg/policy.toml")).unwrap_err();
+    assert_eq!(err.kind(), K::WriteRootContainsPolicy, "{err}");
+
+    // Links that stay outside the write root are admitted, as before.
+    fs::create_dir(fx.path("links")).unwrap();
+    symlink(fx.path("real/policy.toml"), fx.path("links/hop")).unwrap();
+    symlink(fx.path("links/hop"), fx.project().join("other.toml")).unwrap();
+    assert!(Policy::load(fx.project().join("other.toml")).is_ok());
+}
+
+#[test]
 fn a_policy_file_with_a_second_name_on_the_write_roots_filesystem_is_refused() {
     // A hard link in the write root would let a command rewrite the policy
     // in place (`>>` keeps the inode), whatever directory it was loaded
