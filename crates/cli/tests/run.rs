@@ -58,6 +58,48 @@ fn admission_first_then_the_programs_own_exit_code() {
     assert!(contract(&out, "policy-result").is_empty(), "{stderr}");
 }
 
+/// The program runs in the write root: a relative name with a `/` is
+/// taken from there, not from the directory `sandgate run` was started
+/// in, and a bare name is searched in the command's `PATH` (README).
+#[test]
+fn a_relative_program_is_taken_from_the_write_root() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = policy(ENABLED);
+    let caller = tempfile::tempdir().unwrap();
+    for (at, says) in [
+        (dir.path().join("ws"), "write root"),
+        (caller.path().to_path_buf(), "caller"),
+    ] {
+        let worker = at.join("worker");
+        fs::write(&worker, format!("#!/bin/sh\necho {says}; pwd\n")).unwrap();
+        fs::set_permissions(&worker, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .current_dir(caller.path())
+        .arg("run")
+        .arg("--policy")
+        .arg(dir.path().join("policy.toml"))
+        .args(["--", "./worker"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let root = fs::canonicalize(dir.path().join("ws")).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("write root\n{}\n", root.display()),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let out = run(&dir, &["true"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn arguments_reach_the_program_verbatim() {
     let dir = policy(ENABLED);
