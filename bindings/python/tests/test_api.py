@@ -1341,3 +1341,17 @@ def test_grep8_grep_counts_binary_files_passed_over(tree):
         assert sb.grep("hit", path="g8", mode="count").binary == 1
         assert sb.grep("hit", path="t8").binary == 0
         assert sb.glob("**/*", path="g8").binary == 0
+
+
+def test_ffi17_a_glob_too_large_to_compile_is_a_request_error_not_internal(tree):
+    # 100,000 `*`: its regular expression is over the matcher's size limit.
+    # Before, the library's matcher panicked on it and the call answered
+    # E_INTERNAL ("a bug in sandgate") with the whole expression as message.
+    huge = "*" * 100_000
+    with Sandbox(read_roots=[tree / "ws"]) as sb:
+        for call in (lambda: sb.glob(huge), lambda: sb.grep("hello", glob=huge)):
+            with pytest.raises(sandgate.RequestError) as ei:
+                call()
+            assert ei.value.code == "E_REQUEST"
+            assert "too complex" in str(ei.value) and len(str(ei.value)) < 300
+        assert list(sb.glob("*.txt")) == ["a.txt"]
