@@ -1355,3 +1355,24 @@ def test_ffi17_a_glob_too_large_to_compile_is_a_request_error_not_internal(tree)
             assert ei.value.code == "E_REQUEST"
             assert "too complex" in str(ei.value) and len(str(ei.value)) < 300
         assert list(sb.glob("*.txt")) == ["a.txt"]
+
+
+def test_ffi17_authorize_refuses_a_lone_surrogate_or_a_non_str_by_name(tree):
+    """A scheme, host or ip with a lone surrogate has no UTF-8 form: E_REQUEST
+    naming it, as every other text argument of the binding and the Go and
+    Node bindings answer (before: str.encode's UnicodeEncodeError, which has
+    no code; bytes for a host raised AttributeError)."""
+    with Policy.from_options(tree, allow=["example.com:443"]) as p:
+        for what, args in (
+            ("scheme", ("https\ud800", "example.com")),
+            ("host", ("https", "example.com\udcff")),
+            ("ip", ("https", "example.com", 443, "93.184.216.34\ud800")),
+        ):
+            with pytest.raises(sandgate.RequestError) as ei:
+                p.authorize(*args)
+            assert ei.value.code == "E_REQUEST" and what in str(ei.value), str(ei.value)
+        for what, args in (("host", ("https", b"example.com")), ("scheme", (None, "example.com"))):
+            with pytest.raises(sandgate.RequestTypeError) as ei:
+                p.authorize(*args)
+            assert what in str(ei.value), str(ei.value)
+        assert p.authorize("https", "example.com")["allowed"] is True
