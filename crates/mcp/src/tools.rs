@@ -872,7 +872,9 @@ pub(crate) fn list_directory_with_sizes(s: &Shared, a: ListWithSizes) -> Answer 
 ///
 /// The forms are one `GlobSet`: globset's single-glob matcher
 /// (`Glob::compile_matcher`) panics on a pattern whose regular expression
-/// is over its size limit, where a set's build answers the error.
+/// is over its size limit, where a set's build answers the error. The set
+/// matches as the single matchers did, but for a path whose last component
+/// is `..`, which no walked name has.
 struct Excludes(globset::GlobSet);
 
 impl Excludes {

@@ -469,7 +469,9 @@ fn below<'p>(base: &RelPath, path: &'p str) -> &'p str {
 /// The matcher of a glob `pattern`, as a set of that one glob:
 /// globset's `Glob::compile_matcher` panics when the regular expression it
 /// builds is over its size limit (a pattern of 100,000 `*`), where a set's
-/// build answers the error, which is the pattern's fault: `E_REQUEST`.
+/// build answers the error, which is the pattern's fault: `E_REQUEST`. The
+/// set matches as the one glob's matcher does, but for a path whose last
+/// component is `..` (`?.` matches `..` alone), which no walked name has.
 fn compile_glob(pattern: &str) -> Result<globset::GlobSet, Error> {
     let glob = globset::GlobBuilder::new(pattern)
         .literal_separator(true)
