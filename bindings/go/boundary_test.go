@@ -128,3 +128,27 @@ func TestBind9HostDirectoriesWithANulAreRefusedNamingIt(t *testing.T) {
 		}
 	}
 }
+
+// A glob too complex for the matcher to compile (100,000 '*') is the
+// pattern's fault: E_REQUEST, as glob's pattern and as Grep's GrepGlob,
+// not E_INTERNAL from a panic in the library's matcher.
+func TestFfi17AGlobTooComplexToCompileIsARequestError(t *testing.T) {
+	ws := filepath.Join(tmp(t), "ws")
+	os.MkdirAll(ws, 0o755)
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hit\n"), 0o644)
+	s, err := sandgate.NewSandbox(sandgate.WithReadRoots(ws))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	huge := strings.Repeat("*", 100_000)
+	if _, err := s.Glob(huge, ""); !errors.Is(err, sandgate.ErrRequest) || len(err.Error()) > 300 {
+		t.Errorf("glob: %.300v, want a short E_REQUEST", err)
+	}
+	if _, err := s.Grep("hit", sandgate.GrepGlob(huge)); !errors.Is(err, sandgate.ErrRequest) {
+		t.Errorf("grep: %.300v, want E_REQUEST", err)
+	}
+	if got, err := s.Glob("*.txt", ""); err != nil || len(got) != 1 || got[0] != "a.txt" {
+		t.Errorf("a glob after it: %v %v", got, err)
+	}
+}

@@ -47,4 +47,35 @@ try {
 } catch (e) {
   throw missingAddon(e)
 }
+
+// A command runs on the libuv pool, and Node joins the pool's threads before
+// it exits, running no native cleanup hook first: a command in flight would
+// hold `process.exit()` until it ended, for as long as the policy's
+// `timeout_ms` lets it. So every executor with a command in flight is
+// disposed on 'exit' (its commands ended, the private TMPDIR removed), and
+// the process exits at once. Only executors running a command are held here,
+// and only while it runs.
+const running = new Map()
+const exec = binding.Executor.prototype.exec
+binding.Executor.prototype.exec = function (...args) {
+  const promise = exec.apply(this, args)
+  running.set(this, (running.get(this) || 0) + 1)
+  const settled = () => {
+    const n = running.get(this) - 1
+    if (n > 0) running.set(this, n)
+    else running.delete(this)
+  }
+  promise.then(settled, settled)
+  return promise
+}
+process.on('exit', () => {
+  for (const executor of running.keys()) {
+    try {
+      executor.disposeSync()
+    } catch {
+      // Exiting: nothing to report to.
+    }
+  }
+})
+
 module.exports = binding

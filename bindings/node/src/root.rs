@@ -394,6 +394,39 @@ impl Root {
     }
 }
 
+/// `name` (an entry's name or a link's target, as stored) as a string, or
+/// `E_PATH_INVALID` when it is not UTF-8: no string holds it exactly, and
+/// its lossy spelling (U+FFFD for each stray byte) can be a real name of
+/// its own, which a caller acting on the answer would reach instead.
+/// `what` words the subject of the message from the name with its stray
+/// bytes shown as `\xNN`.
+fn exact_string(
+    name: &std::ffi::OsStr,
+    what: impl FnOnce(&str) -> String,
+) -> Result<String, sandgate::Error> {
+    use std::fmt::Write;
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = name.as_bytes();
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        return Ok(s.to_owned());
+    }
+    let mut shown = String::with_capacity(bytes.len() * 2);
+    for chunk in bytes.utf8_chunks() {
+        shown.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            let _ = write!(shown, "\\x{b:02x}");
+        }
+    }
+    Err(sandgate::Error::new(
+        ErrorCode::PathInvalid,
+        format!(
+            "{} is not UTF-8, which no JavaScript string holds exactly; \
+             its lossy spelling could name another file",
+            what(&shown)
+        ),
+    ))
+}
+
 #[napi]
 impl Root {
     /// Opens the directory `dir` as a root.
@@ -507,8 +540,11 @@ impl Root {
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> napi::Result<String> {
         let path = str_arg(path, "path").or_throw(env)?;
-        self.with(env, |r| r.readlink(&path))
-            .map(|p| p.to_string_lossy().into_owned())
+        let target = self.with(env, |r| r.readlink(&path))?;
+        exact_string(target.as_os_str(), |shown| {
+            format!("the target of `{path}` (`{shown}`)")
+        })
+        .or_throw(env)
     }
 
     /// Renames `from` to `to`, both beneath the root, replacing an existing
@@ -535,11 +571,17 @@ impl Root {
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> napi::Result<Vec<String>> {
         let path = str_arg(path, "path").or_throw(env)?;
-        let mut names: Vec<String> = self
+        let mut names = self
             .with(env, |r| r.read_dir(&path))?
             .iter()
-            .map(|e| e.name().to_string_lossy().into_owned())
-            .collect();
+            .map(|e| {
+                exact_string(e.name(), |shown| match path.trim_end_matches('/') {
+                    "" | "." => format!("the name `{shown}`"),
+                    dir => format!("the name `{dir}/{shown}`"),
+                })
+            })
+            .collect::<Result<Vec<String>, _>>()
+            .or_throw(env)?;
         names.sort();
         Ok(names)
     }

@@ -770,3 +770,29 @@ describe('host paths', () => {
     throwsCode(() => sb.hostName(path.join(dir, 'link-other', 'a.txt')), 'E_PATH_ESCAPE')
   })
 })
+
+// Node joins the libuv pool's threads before it exits, and runs no native
+// cleanup hook first: a command running on the pool held `process.exit()`
+// until it ended, for as long as the policy's `timeout_ms` let it (here a
+// command of 100,000 s, under a policy of 24 h). The package disposes every executor with a
+// command in flight on 'exit', so the process exits, and its command with it.
+test('ffi17: process.exit() with a command running is not held by it', () => {
+  const { spawnSync } = require('node:child_process')
+  const dir = tempDir()
+  try {
+    const script = `
+      const { Executor } = require(${JSON.stringify(path.join(__dirname, '..'))})
+      const x = Executor.fromOptions({ write_root: ${JSON.stringify(dir)}, enabled: true, timeout_ms: 86400000 })
+      x.exec('echo started > started; exec sleep 100000').then((r) => console.log('settled', r.exitCode))
+      const wait = () => (require('node:fs').existsSync(${JSON.stringify(path.join(dir, 'started'))}) ? process.exit(7) : setTimeout(wait, 20))
+      wait()
+    `
+    // 60 s: the bound of a hang, not of speed (the command would run 100,000 s).
+    const r = spawnSync(process.execPath, ['-e', script], { timeout: 60000, encoding: 'utf8' })
+    assert.equal(r.signal, null, `the child was still running after 60 s (stderr: ${r.stderr})`)
+    assert.equal(r.status, 7, r.stderr)
+    assert.ok(!r.stdout.includes('settled'), r.stdout)
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})

@@ -200,6 +200,39 @@ describe('lone surrogates are refused, not replaced by U+FFFD', () => {
   })
 })
 
+// The other way: a name or a link target on disk that is not UTF-8 has no
+// exact JavaScript string. Its lossy spelling (U+FFFD for each stray byte)
+// can be a real name of its own, which a caller acting on a listing would
+// reach instead: such an answer is E_PATH_INVALID naming the bytes, never
+// the lossy spelling.
+describe('names on disk that are not UTF-8 are not answered lossily', () => {
+  test('Root readdir and readlink', () => {
+    const sub = path.join(ws, 'raw')
+    fs.mkdirSync(sub)
+    const stray = Buffer.concat([Buffer.from(sub + '/a'), Buffer.from([0xff])])
+    fs.writeFileSync(stray, 'not the one')
+    fs.writeFileSync(path.join(sub, 'a\uFFFD'), 'another file')
+    fs.symlinkSync(Buffer.from([0x62, 0xfe]), Buffer.concat([Buffer.from(sub + '/l')]))
+    const root = Root.open(ws)
+    try {
+      for (const [fn, bytes] of [[() => root.readdir('raw'), 'raw/a\\\\xff'], [() => root.readlink('raw/l'), 'b\\\\xfe']]) {
+        assert.throws(fn, (e) => {
+          assert.equal(e.code, 'E_PATH_INVALID', e.message)
+          assert.match(e.message, new RegExp(bytes), e.message)
+          assert.match(e.message, /not UTF-8/, e.message)
+          return true
+        })
+      }
+      fs.rmSync(stray)
+      fs.rmSync(path.join(sub, 'l'))
+      assert.deepEqual(root.readdir('raw'), ['a\uFFFD'])
+    } finally {
+      root.close()
+      fs.rmSync(sub, { recursive: true, force: true })
+    }
+  })
+})
+
 describe('fetch headers with a lone surrogate', () => {
   // Before any connection: a value would be sent with U+FFFD in its place,
   // a name with one would be dropped from the request without a word.

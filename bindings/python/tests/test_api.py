@@ -1341,3 +1341,38 @@ def test_grep8_grep_counts_binary_files_passed_over(tree):
         assert sb.grep("hit", path="g8", mode="count").binary == 1
         assert sb.grep("hit", path="t8").binary == 0
         assert sb.glob("**/*", path="g8").binary == 0
+
+
+def test_ffi17_a_glob_too_large_to_compile_is_a_request_error_not_internal(tree):
+    # 100,000 `*`: its regular expression is over the matcher's size limit.
+    # Before, the library's matcher panicked on it and the call answered
+    # E_INTERNAL ("a bug in sandgate") with the whole expression as message.
+    huge = "*" * 100_000
+    with Sandbox(read_roots=[tree / "ws"]) as sb:
+        for call in (lambda: sb.glob(huge), lambda: sb.grep("hello", glob=huge)):
+            with pytest.raises(sandgate.RequestError) as ei:
+                call()
+            assert ei.value.code == "E_REQUEST"
+            assert "too complex" in str(ei.value) and len(str(ei.value)) < 300
+        assert list(sb.glob("*.txt")) == ["a.txt"]
+
+
+def test_ffi17_authorize_refuses_a_lone_surrogate_or_a_non_str_by_name(tree):
+    """A scheme, host or ip with a lone surrogate has no UTF-8 form: E_REQUEST
+    naming it, as every other text argument of the binding and the Go and
+    Node bindings answer (before: str.encode's UnicodeEncodeError, which has
+    no code; bytes for a host raised AttributeError)."""
+    with Policy.from_options(tree, allow=["example.com:443"]) as p:
+        for what, args in (
+            ("scheme", ("https\ud800", "example.com")),
+            ("host", ("https", "example.com\udcff")),
+            ("ip", ("https", "example.com", 443, "93.184.216.34\ud800")),
+        ):
+            with pytest.raises(sandgate.RequestError) as ei:
+                p.authorize(*args)
+            assert ei.value.code == "E_REQUEST" and what in str(ei.value), str(ei.value)
+        for what, args in (("host", ("https", b"example.com")), ("scheme", (None, "example.com"))):
+            with pytest.raises(sandgate.RequestTypeError) as ei:
+                p.authorize(*args)
+            assert what in str(ei.value), str(ei.value)
+        assert p.authorize("https", "example.com")["allowed"] is True

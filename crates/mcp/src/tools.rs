@@ -869,11 +869,17 @@ pub(crate) fn list_directory_with_sizes(s: &Shared, a: ListWithSizes) -> Answer 
 /// Exclude patterns as the reference server reads them: a pattern with `*`
 /// matches the relative path; one without also matches a name at any depth
 /// and everything below it.
-struct Excludes(Vec<globset::GlobMatcher>);
+///
+/// The forms are one `GlobSet`: globset's single-glob matcher
+/// (`Glob::compile_matcher`) panics on a pattern whose regular expression
+/// is over its size limit, where a set's build answers the error. The set
+/// matches as the single matchers did, but for a path whose last component
+/// is `..`, which no walked name has.
+struct Excludes(globset::GlobSet);
 
 impl Excludes {
     fn new(patterns: &[String]) -> Result<Excludes, Error> {
-        let mut v = Vec::new();
+        let mut set = globset::GlobSetBuilder::new();
         for p in patterns {
             let mut forms = vec![p.clone()];
             if !p.contains('*') {
@@ -887,14 +893,24 @@ impl Excludes {
                     .map_err(|e| {
                         Error::new(ErrorCode::Request, format!("invalid exclude pattern: {e}"))
                     })?;
-                v.push(g.compile_matcher());
+                set.add(g);
             }
         }
-        Ok(Excludes(v))
+        set.build().map(Excludes).map_err(|e| match e.kind() {
+            // Its text holds the whole expression built from the patterns.
+            globset::ErrorKind::Regex(_) => Error::new(
+                ErrorCode::Request,
+                format!(
+                    "invalid exclude pattern: too complex to compile (patterns of {} bytes)",
+                    patterns.iter().map(String::len).sum::<usize>()
+                ),
+            ),
+            _ => Error::new(ErrorCode::Request, format!("invalid exclude pattern: {e}")),
+        })
     }
 
     fn hit(&self, rel: &str) -> bool {
-        self.0.iter().any(|g| g.is_match(rel))
+        self.0.is_match(rel)
     }
 }
 
@@ -1535,7 +1551,24 @@ pub fn describe(e: &Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{first_lines_len, js_date, last_lines_start};
+    use super::{first_lines_len, js_date, last_lines_start, Excludes};
+
+    /// An exclude pattern too complex to compile (100,000 `*`) is the
+    /// request's fault, answered as such; globset's single-glob matcher
+    /// panicked on it (the call answered an internal error, its message the
+    /// half-megabyte expression).
+    #[test]
+    fn ffi17_an_exclude_pattern_too_complex_to_compile_is_a_request_error() {
+        let e = match Excludes::new(&["*".repeat(100_000)]) {
+            Ok(_) => panic!("a pattern over the matcher's size limit was accepted"),
+            Err(e) => e,
+        };
+        assert_eq!(e.code(), sandgate::ErrorCode::Request, "{}", e.message());
+        assert!(e.message().len() < 300, "{}", &e.message()[..300]);
+        let ex = Excludes::new(&["*.log".to_owned(), "target".to_owned()]).unwrap();
+        assert!(ex.hit("a.log") && ex.hit("target") && ex.hit("x/target/y"));
+        assert!(!ex.hit("a.txt") && !ex.hit("d/a.log"));
+    }
 
     /// As JavaScript's `new Date(ms).toString()` writes them under TZ=UTC.
     #[test]

@@ -480,13 +480,29 @@ fn below<'p>(base: &RelPath, path: &'p str) -> &'p str {
     }
 }
 
-fn compile_glob(pattern: &str) -> Result<globset::GlobMatcher, Error> {
-    Ok(globset::GlobBuilder::new(pattern)
+/// The matcher of a glob `pattern`, as a set of that one glob:
+/// globset's `Glob::compile_matcher` panics when the regular expression it
+/// builds is over its size limit (a pattern of 100,000 `*`), where a set's
+/// build answers the error, which is the pattern's fault: `E_REQUEST`. The
+/// set matches as the one glob's matcher does, but for a path whose last
+/// component is `..` (`?.` matches `..` alone), which no walked name has.
+fn compile_glob(pattern: &str) -> Result<globset::GlobSet, Error> {
+    let glob = globset::GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
-        .map_err(|e| Error::request(format!("invalid glob pattern: {e}")))?
-        .compile_matcher())
+        .map_err(|e| Error::request(format!("invalid glob pattern: {e}")))?;
+    globset::GlobSetBuilder::new()
+        .add(glob)
+        .build()
+        .map_err(|e| match e.kind() {
+            // Its text holds the whole expression built from the pattern.
+            globset::ErrorKind::Regex(_) => Error::request(format!(
+                "invalid glob pattern: too complex to compile (a pattern of {} bytes)",
+                pattern.len()
+            )),
+            _ => Error::request(format!("invalid glob pattern: {e}")),
+        })
 }
 
 /// The paths below `base` matching `pattern`, sorted by name: at most
@@ -563,7 +579,7 @@ fn cut_by(more: bool, walk_cut: bool, skipped: bool, long: bool) -> Option<Cut> 
 
 /// The include filter of a grep: a name glob or a path glob.
 struct Include {
-    matcher: globset::GlobMatcher,
+    matcher: globset::GlobSet,
     by_name: bool,
 }
 

@@ -3047,3 +3047,41 @@ fn grep8_a_special_file_as_path_is_not_a_regular_file() {
         answers[0]
     );
 }
+
+/// A glob pattern whose regular expression is over the matcher's size
+/// limit (100,000 `*`, within no other cap) is refused with `E_REQUEST`,
+/// as glob and as grep's `glob` filter, rather than panicking in the
+/// matcher's compiler (which ended a `sandgate tool` session and answered
+/// `E_INTERNAL`, "a bug in sandgate", through the C ABI); the message names
+/// the pattern's size, not the half-megabyte expression built from it.
+#[test]
+fn ffi17_a_glob_too_large_to_compile_is_refused_not_a_panic() {
+    use sandgate::search::GrepOptions;
+    use serde_json::json;
+    let fx = Fx::new();
+    fx.put("in/a.txt", "hit\n");
+    let sb = fx.builder().build().unwrap();
+    let huge = "*".repeat(100_000);
+    let e = sb.glob(&huge, None).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Request, "{}", e.message());
+    assert!(
+        e.message().contains("too complex") && e.message().len() < 300,
+        "{}",
+        &e.message()[..e.message().len().min(300)]
+    );
+    let mut opts = GrepOptions::default();
+    opts.glob = Some(huge.clone());
+    assert_eq!(code(sb.grep_found("hit", None, &opts)), ErrorCode::Request);
+    // The endpoint answers it, and the next request in the session.
+    let answers = endpoint(
+        sb,
+        &[
+            json!({"op": "glob", "pattern": huge}),
+            json!({"op": "grep", "pattern": "hit", "glob": huge}),
+            json!({"op": "glob", "pattern": "*.txt"}),
+        ],
+    );
+    assert_eq!(answers[0]["error"]["code"], json!("E_REQUEST"));
+    assert_eq!(answers[1]["error"]["code"], json!("E_REQUEST"));
+    assert_eq!(answers[2]["paths"], json!(["a.txt"]), "{}", answers[2]);
+}

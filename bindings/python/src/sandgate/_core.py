@@ -821,8 +821,11 @@ class Policy(_Handle):
         another value is a RequestError); returns the decision
         ``{"allowed", "reason", "rule"}``.
         With ``raise_on_deny``, a refusal raises NetDeniedError instead."""
-        s, hs = scheme.encode(), host.encode()
-        i = ip.encode() if ip is not None else None
+        # A non-str or a lone surrogate is E_REQUEST naming the argument,
+        # as the other bindings answer (not AttributeError or
+        # UnicodeEncodeError, which have no code).
+        s, hs = _text(_str(scheme, "scheme"), "scheme"), _text(_str(host, "host"), "host")
+        i = _text(_str(ip, "ip"), "ip") if ip is not None else None
         out, err = sg_bytes(), c_void_p()
         # -1 is the C ABI's "the scheme's default", which None stands for.
         p = -1 if port is None else _c_int(port, 0, 65535, "port")
