@@ -1376,3 +1376,35 @@ def test_ffi17_authorize_refuses_a_lone_surrogate_or_a_non_str_by_name(tree):
                 p.authorize(*args)
             assert what in str(ei.value), str(ei.value)
         assert p.authorize("https", "example.com")["allowed"] is True
+
+
+def test_a_number_that_is_not_an_int_is_refused_by_name(tree):
+    """Offsets, limits, counts, timeouts, ports and sizes take an int (or an
+    integer type of another library): a float, a numeric string or a bool
+    is E_REQUEST naming the argument, as the Go and Node bindings answer.
+    Before, ``int()`` read 1.9 as 1 and "7" as 7."""
+    import fractions
+
+    class Index:
+        def __index__(self):
+            return 2
+
+    with Sandbox(read_roots=[tree / "ws"]) as sb:
+        calls = (
+            ("offset", lambda v: sb.read_lines("a.txt", offset=v)),
+            ("limit", lambda v: sb.read_lines("a.txt", limit=v)),
+            ("max_results", lambda v: sb.grep("hello", max_results=v)),
+            ("before", lambda v: sb.grep("hello", before=v)),
+        )
+        for what, call in calls:
+            for bad in (1.9, 2.0, "2", True, fractions.Fraction(2)):
+                with pytest.raises(sandgate.RequestTypeError) as ei:
+                    call(bad)
+                assert ei.value.code == "E_REQUEST" and what in str(ei.value), (what, bad, str(ei.value))
+            call(Index())
+        assert sb.read_lines("a.txt", offset=Index()).content == b"world\n"
+    with Policy.from_options(tree, allow=["example.com:443"]) as p:
+        with pytest.raises(sandgate.RequestTypeError) as ei:
+            p.authorize("https", "example.com", 443.0)
+        assert "port" in str(ei.value)
+        assert p.authorize("https", "example.com", 443)["allowed"] is True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import operator
 import os
 import stat as _stat
 from contextlib import contextmanager
@@ -134,11 +135,24 @@ def _policy(p: Any) -> "Policy":
     return p
 
 
+def _whole(v: Any, what: str) -> int:
+    """``v`` as an int: an int, or an integer type of another library
+    (``operator.index``); a float, a string, None or a bool is refused by
+    name, as the other bindings refuse them (``int()`` would have cut 1.9
+    to 1 and read "7" as 7)."""
+    if isinstance(v, bool):
+        raise _type_error(what, "an int", v)
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise _type_error(what, "an int", v) from None
+
+
 def _c_int(v: int, lo: int, hi: int, what: str) -> int:
     """``v`` as an int for a C parameter holding ``lo..hi``. ctypes masks an
     int to the parameter's width without a word (2**32 + 443 would arrive
     as 443), so a value outside the range is refused here."""
-    v = int(v)
+    v = _whole(v, what)
     if not lo <= v <= hi:
         raise RequestError(f"{what} must be in {lo}..{hi} (got {v})", code="E_REQUEST")
     return v
@@ -1019,7 +1033,7 @@ class Sandbox(_Handle):
         """``limit`` lines (1..2000) from line ``offset`` (1-based). The read
         counts every line of the file; ``abort``, once triggered (from any
         thread), stops it with :class:`AbortedError`."""
-        offset, limit = int(offset), int(limit)
+        offset, limit = _whole(offset, "offset"), _whole(limit, "limit")
         if offset < 1:
             raise RequestError(f"offset must be at least 1 (got {offset})", code="E_REQUEST")
         if limit < 1:
@@ -1106,7 +1120,7 @@ class Sandbox(_Handle):
         search with :class:`AbortedError`."""
         opts: dict = {}
         if max_results is not None:
-            m = int(max_results)
+            m = _whole(max_results, "max_results")
             if m < 1:
                 raise RequestError(f"max_results must be at least 1 (got {m})", code="E_REQUEST")
             opts["max_results"] = m
@@ -1115,7 +1129,7 @@ class Sandbox(_Handle):
         if case_insensitive:
             opts["case_insensitive"] = True
         for name, n in (("before", before), ("after", after)):
-            n = int(n)
+            n = _whole(n, name)
             if n < 0:
                 raise RequestError(f"{name} must not be negative (got {n})", code="E_REQUEST")
             if n:
@@ -1208,7 +1222,7 @@ class Sandbox(_Handle):
 
 
 def _u64(v: int, what: str) -> int:
-    v = int(v)
+    v = _whole(v, what)
     if v < 0 or v > _U64_MAX:
         raise RequestError(f"{what} must be in 0..2**64-1 (got {v})", code="E_REQUEST")
     return v
@@ -1332,7 +1346,7 @@ class Executor(_Handle):
         if timeout_ms is None:
             t = 0
         else:
-            t = int(timeout_ms)
+            t = _whole(timeout_ms, "timeout_ms")
             if t < 1:
                 raise RequestError(f"timeout_ms must be at least 1 (got {t})", code="E_REQUEST")
             t = min(t, _U64_MAX)
