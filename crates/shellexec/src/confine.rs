@@ -69,7 +69,10 @@
 //!
 //! - Landlock does not restrict `chmod`, `chown`, extended attributes,
 //!   timestamps, UDP, raw sockets, `ptrace` inside the domain, or module
-//!   loading; before ABI 3 it does not restrict `truncate(2)`, before ABI 9
+//!   loading, nor an open for neither reading nor writing (`O_ACCMODE` 3;
+//!   the seccomp filter refuses it on the floor); before ABI 3 it does not
+//!   restrict `truncate(2)` (the filter refuses it on the floor, and an
+//!   open for reading with `O_TRUNC`), before ABI 9
 //!   connecting to a UNIX socket by path (e.g. a daemon's socket under
 //!   `/run`). The report's `notes` say which apply.
 //! - A child running as root can read root-only files under the granted
@@ -605,10 +608,7 @@ pub fn prepare_with_abi(
     // Before ABI 9 Landlock does not judge UNIX sockets by path: the
     // executor does, where it supervises the command.
     let judge_sockets = used_abi.is_some_and(|abi| abi < UNIX_ABI);
-    if let Some(abi) = used_abi {
-        if abi < 3 {
-            notes.push("truncate(2) is not restricted (needs Landlock ABI 3)".to_owned());
-        }
+    if used_abi.is_some() {
         notes.push(
             "Landlock does not restrict chmod, chown, extended attributes, timestamps, \
              UDP or raw sockets"
@@ -634,10 +634,23 @@ pub fn prepare_with_abi(
                 seccomp::notify_available(),
                 used_abi.is_none_or(|abi| abi < SCOPE_ABI),
                 judge_sockets,
+                used_abi.is_some_and(|abi| abi < 3),
             )
             .map_err(ConfineError::kernel)?,
         ),
     };
+    if used_abi.is_some_and(|abi| abi < 3) {
+        // On the floor the filter refuses truncation instead; in the view
+        // only the write root, the private tmpfs mounts and a few devices
+        // are writable.
+        notes.push(if seccomp.is_some() {
+            "Landlock does not judge truncation (needs ABI 3): on the floor truncate(2) \
+             and opens for reading that truncate (O_TRUNC) are refused"
+                .to_owned()
+        } else {
+            "truncate(2) is not restricted (needs Landlock ABI 3)".to_owned()
+        });
+    }
     if judge_sockets && !seccomp.as_ref().is_some_and(Filters::judges_sockets) {
         notes.push(
             "connecting to a UNIX socket by path is not restricted (needs Landlock ABI 9, \
@@ -654,7 +667,13 @@ pub fn prepare_with_abi(
             } else {
                 Listen::Refused
             };
-            seccomp::refused_names(seccomp_spec, listen, f.judges_signals(), f.judges_sockets())
+            seccomp::refused_names(
+                seccomp_spec,
+                listen,
+                f.judges_signals(),
+                f.judges_sockets(),
+                f.refuses_truncation(),
+            )
         })
         .unwrap_or_default();
     // The view needs a network namespace of the command's own, whose only
@@ -1189,6 +1208,7 @@ impl Prepared {
             r.seccomp_refuses = seccomp::refused_names(
                 SeccompSpec { udp: false },
                 Listen::OwnNetwork,
+                false,
                 false,
                 false,
             );
