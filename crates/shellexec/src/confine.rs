@@ -77,7 +77,8 @@
 //!   `/run`). The report's `notes` say which apply.
 //! - A child running as root can read root-only files under the granted
 //!   directories (`/etc/shadow`) and keeps its capabilities but the
-//!   `CAP_NET_*` ones, every `CAP_SYS_*` and `CAP_MKNOD`, which every mode
+//!   `CAP_NET_*` ones, every `CAP_SYS_*`, `CAP_MKNOD` and (on the floor)
+//!   `CAP_LINUX_IMMUTABLE`, which every mode
 //!   but `Off` takes away, as the namespaces do (route netlink, which the
 //!   seccomp filter allows for name lookups, would otherwise change the
 //!   host's network, a process may set its own scheduling, real-time
@@ -411,8 +412,8 @@ struct Inner {
     /// directory (truncate needs ABI 3), and grants none of them beneath
     /// any directory: see [`Prepared::writes_nothing`].
     writes_nothing: bool,
-    /// Take the `CAP_NET_*`, `CAP_SYS_*` and `CAP_MKNOD` capabilities
-    /// away (every mode but `Off`).
+    /// Take the `CAP_NET_*`, `CAP_SYS_*`, `CAP_MKNOD` and
+    /// `CAP_LINUX_IMMUTABLE` capabilities away (every mode but `Off`).
     drop_host_caps: bool,
 }
 
@@ -719,7 +720,7 @@ pub fn prepare_with_abi(
                 .to_owned()
         } else {
             "the child runs as root: it keeps its capabilities but CAP_NET_*, \
-             CAP_SYS_* and CAP_MKNOD, and can read root-only files under the granted \
+             CAP_SYS_*, CAP_MKNOD and CAP_LINUX_IMMUTABLE, and can read root-only files under the granted \
              directories"
                 .to_owned()
         });
@@ -1241,8 +1242,8 @@ impl Prepared {
     /// kernel lacks Landlock, `landlock_create_ruleset`, one
     /// `landlock_add_rule` per granted path and port and for the process's
     /// own `/proc/self`, and `landlock_restrict_self`; unless the mode is
-    /// `Off`, the `CAP_NET_*`, `CAP_SYS_*` and `CAP_MKNOD` capabilities are
-    /// dropped (`prctl`, `capset`) and the seccomp filter installed. Only raw system
+    /// `Off`, the `CAP_NET_*`, `CAP_SYS_*`, `CAP_MKNOD` and
+    /// `CAP_LINUX_IMMUTABLE` capabilities are dropped (`prctl`, `capset`) and the seccomp filter installed. Only raw system
     /// calls: no allocation, no lock, so it is safe between fork and exec.
     /// Meant for `std::os::unix::process::CommandExt::pre_exec`.
     ///

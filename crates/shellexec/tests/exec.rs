@@ -3610,3 +3610,101 @@ fn oldabi17_on_the_floor_no_open_passes_landlock_unjudged() {
         );
     }
 }
+
+/// Sets the append-only flag (`FS_IOC_SETFLAGS`, as `chattr +a` does) on
+/// each file named, opened for reading only; one line per file.
+const APPEND_ONLY_PROBE: &str = r#"
+import errno, fcntl, os, struct, sys
+for path in sys.argv[1:]:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        flags = struct.unpack("l", fcntl.ioctl(fd, 0x80086601, struct.pack("l", 0)))[0]
+        fcntl.ioctl(fd, 0x40086602, struct.pack("l", flags | 0x20))
+        print("ok")
+    except OSError as e:
+        print(errno.errorcode.get(e.errno, e.errno))
+"#;
+
+/// Whether `path` is append-only, and clears the flag (as root).
+fn take_append_only(path: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let file = fs::File::open(path).unwrap();
+    let mut flags: libc::c_long = 0;
+    // SAFETY: FS_IOC_GETFLAGS and FS_IOC_SETFLAGS read or write one long.
+    unsafe {
+        assert_eq!(libc::ioctl(file.as_raw_fd(), 0x8008_6601, &mut flags), 0);
+        let was = flags & 0x20 != 0;
+        flags &= !0x20;
+        assert_eq!(libc::ioctl(file.as_raw_fd(), 0x4008_6602, &flags), 0);
+        was
+    }
+}
+
+/// Landlock does not judge ioctls on regular files, and a command run as
+/// root on the floor kept `CAP_LINUX_IMMUTABLE`: it made a file it may
+/// only read (a read root's; a system directory's, `/etc`, alike)
+/// append-only or immutable with the `chattr` ioctl, at every ABI, which
+/// no process of the host could then rewrite. On the floor the command
+/// now loses that capability, as a command in the namespaces never holds
+/// it (the kernel asks for it in the initial user namespace), so the
+/// ioctl answers `EPERM`, in the write root too; unconfined, the same
+/// call sets the flag. Root only (an unprivileged command never holds
+/// the capability).
+#[test]
+fn oldabi17_a_command_run_as_root_on_the_floor_makes_no_file_append_only() {
+    let Some((kernel, ex)) = floor_for_python() else {
+        return;
+    };
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("note: not root: a command never holds CAP_LINUX_IMMUTABLE; skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (work, read) = (dir.path().join("work"), dir.path().join("read"));
+    fs::create_dir(&work).unwrap();
+    fs::create_dir(&read).unwrap();
+    let files = [read.join("file"), work.join("file")];
+    for file in &files {
+        fs::write(file, "host data").unwrap();
+    }
+    let spec = ConfineSpec {
+        read_dirs: vec![read.clone()],
+        write_dirs: vec![work.clone()],
+        ..ConfineSpec::default()
+    };
+    let args: Vec<OsString> = ["-c", APPEND_ONLY_PROBE]
+        .into_iter()
+        .map(OsString::from)
+        .chain(files.iter().map(|p| p.clone().into_os_string()))
+        .collect();
+    let off = sandgate_shellexec::confine::prepare_with_abi(&spec, ConfineMode::Off, None).unwrap();
+    let r = python(&ex, &off, &args, ExecOptions::default());
+    let set: Vec<bool> = files.iter().map(|f| take_append_only(f)).collect();
+    if text(&r.stdout) != "ok\nok\n" {
+        eprintln!(
+            "note: no inode flags here (unconfined: {}); skipped",
+            text(&r.stdout)
+        );
+        return;
+    }
+    assert_eq!(set, [true, true], "unconfined, the flag is set");
+    let mut abis = vec![1, 2, 3, 4, kernel.min(8)];
+    abis.retain(|&a| a <= kernel);
+    abis.dedup();
+    for abi in abis {
+        let prepared = sandgate_shellexec::confine::prepare_with_abi(
+            &spec,
+            ConfineMode::BestEffort,
+            Some(abi),
+        )
+        .unwrap();
+        let r = python(&ex, &prepared, &args, ExecOptions::default());
+        let set: Vec<bool> = files.iter().map(|f| take_append_only(f)).collect();
+        assert_eq!(
+            (text(&r.stdout), set),
+            ("EPERM\nEPERM\n".to_owned(), vec![false, false]),
+            "ABI {abi}: {}",
+            text(&r.stderr)
+        );
+    }
+}
