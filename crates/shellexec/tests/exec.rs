@@ -3534,13 +3534,16 @@ fn oldabi17_on_the_floor_no_open_passes_landlock_unjudged() {
         .unwrap()
         .to_owned();
     let winsize = || {
-        let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
         use std::os::fd::AsRawFd;
+        let mut ws = libc::winsize {
+            ws_row: 0,
+            ws_col: 0,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
         // SAFETY: TIOCGWINSZ writes one `struct winsize`.
-        assert_eq!(
-            unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) },
-            0
-        );
+        let r = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) };
+        assert_eq!(r, 0);
         (ws.ws_row, ws.ws_col)
     };
     let spec = ConfineSpec {
@@ -3564,13 +3567,16 @@ fn oldabi17_on_the_floor_no_open_passes_landlock_unjudged() {
             .map(|f| fs::metadata(f).unwrap().len())
             .into();
         let size = winsize();
-        // SAFETY: TIOCSWINSZ reads one `struct winsize`.
-        let zero: libc::winsize = unsafe { std::mem::zeroed() };
         use std::os::fd::AsRawFd;
-        assert_eq!(
-            unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &zero) },
-            0
-        );
+        let zero = libc::winsize {
+            ws_row: 0,
+            ws_col: 0,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads one `struct winsize`.
+        let set = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &zero) };
+        assert_eq!(set, 0);
         (text(&r.stdout), sizes, size)
     };
 
