@@ -29,7 +29,7 @@
 //!   permission for the time it takes to move an entry out of it or into
 //!   it, then its mode back;
 //! - immutable and append-only flags (`chattr +i`, `+a`, which a command
-//!   run as root can set) come off what goes to the quarantine, and off a
+//!   run as root with `confine = "off"`, or another process, can set) come off what goes to the quarantine, and off a
 //!   directory only while an entry is moved out of it or into it;
 //! - a recorded directory that lost a read, search or write permission it
 //!   had (`chmod 000 pkg`) gets its recorded permissions back first:

@@ -69,12 +69,16 @@
 //!
 //! - Landlock does not restrict `chmod`, `chown`, extended attributes,
 //!   timestamps, UDP, raw sockets, `ptrace` inside the domain, or module
-//!   loading; before ABI 3 it does not restrict `truncate(2)`, before ABI 9
+//!   loading, nor an open for neither reading nor writing (`O_ACCMODE` 3;
+//!   the seccomp filter refuses it on the floor); before ABI 3 it does not
+//!   restrict `truncate(2)` (the filter refuses it on the floor, and an
+//!   open for reading with `O_TRUNC`), before ABI 9
 //!   connecting to a UNIX socket by path (e.g. a daemon's socket under
 //!   `/run`). The report's `notes` say which apply.
 //! - A child running as root can read root-only files under the granted
 //!   directories (`/etc/shadow`) and keeps its capabilities but the
-//!   `CAP_NET_*` ones, every `CAP_SYS_*` and `CAP_MKNOD`, which every mode
+//!   `CAP_NET_*` ones, every `CAP_SYS_*`, `CAP_MKNOD` and (on the floor)
+//!   `CAP_LINUX_IMMUTABLE`, which every mode
 //!   but `Off` takes away, as the namespaces do (route netlink, which the
 //!   seccomp filter allows for name lookups, would otherwise change the
 //!   host's network, a process may set its own scheduling, real-time
@@ -408,8 +412,8 @@ struct Inner {
     /// directory (truncate needs ABI 3), and grants none of them beneath
     /// any directory: see [`Prepared::writes_nothing`].
     writes_nothing: bool,
-    /// Take the `CAP_NET_*`, `CAP_SYS_*` and `CAP_MKNOD` capabilities
-    /// away (every mode but `Off`).
+    /// Take the `CAP_NET_*`, `CAP_SYS_*`, `CAP_MKNOD` and
+    /// `CAP_LINUX_IMMUTABLE` capabilities away (every mode but `Off`).
     drop_host_caps: bool,
 }
 
@@ -605,10 +609,7 @@ pub fn prepare_with_abi(
     // Before ABI 9 Landlock does not judge UNIX sockets by path: the
     // executor does, where it supervises the command.
     let judge_sockets = used_abi.is_some_and(|abi| abi < UNIX_ABI);
-    if let Some(abi) = used_abi {
-        if abi < 3 {
-            notes.push("truncate(2) is not restricted (needs Landlock ABI 3)".to_owned());
-        }
+    if used_abi.is_some() {
         notes.push(
             "Landlock does not restrict chmod, chown, extended attributes, timestamps, \
              UDP or raw sockets"
@@ -634,10 +635,23 @@ pub fn prepare_with_abi(
                 seccomp::notify_available(),
                 used_abi.is_none_or(|abi| abi < SCOPE_ABI),
                 judge_sockets,
+                used_abi.is_some_and(|abi| abi < 3),
             )
             .map_err(ConfineError::kernel)?,
         ),
     };
+    if used_abi.is_some_and(|abi| abi < 3) {
+        // On the floor the filter refuses truncation instead; in the view
+        // only the write root, the private tmpfs mounts and a few devices
+        // are writable.
+        notes.push(if seccomp.is_some() {
+            "Landlock does not judge truncation (needs ABI 3): on the floor truncate(2) \
+             and opens for reading that truncate (O_TRUNC) are refused"
+                .to_owned()
+        } else {
+            "truncate(2) is not restricted (needs Landlock ABI 3)".to_owned()
+        });
+    }
     if judge_sockets && !seccomp.as_ref().is_some_and(Filters::judges_sockets) {
         notes.push(
             "connecting to a UNIX socket by path is not restricted (needs Landlock ABI 9, \
@@ -654,7 +668,13 @@ pub fn prepare_with_abi(
             } else {
                 Listen::Refused
             };
-            seccomp::refused_names(seccomp_spec, listen, f.judges_signals(), f.judges_sockets())
+            seccomp::refused_names(
+                seccomp_spec,
+                listen,
+                f.judges_signals(),
+                f.judges_sockets(),
+                f.refuses_truncation(),
+            )
         })
         .unwrap_or_default();
     // The view needs a network namespace of the command's own, whose only
@@ -700,7 +720,7 @@ pub fn prepare_with_abi(
                 .to_owned()
         } else {
             "the child runs as root: it keeps its capabilities but CAP_NET_*, \
-             CAP_SYS_* and CAP_MKNOD, and can read root-only files under the granted \
+             CAP_SYS_*, CAP_MKNOD and CAP_LINUX_IMMUTABLE, and can read root-only files under the granted \
              directories"
                 .to_owned()
         });
@@ -1191,6 +1211,7 @@ impl Prepared {
                 Listen::OwnNetwork,
                 false,
                 false,
+                false,
             );
         }
         r.notes.retain(|n| !n.starts_with("the child runs as root"));
@@ -1221,8 +1242,8 @@ impl Prepared {
     /// kernel lacks Landlock, `landlock_create_ruleset`, one
     /// `landlock_add_rule` per granted path and port and for the process's
     /// own `/proc/self`, and `landlock_restrict_self`; unless the mode is
-    /// `Off`, the `CAP_NET_*`, `CAP_SYS_*` and `CAP_MKNOD` capabilities are
-    /// dropped (`prctl`, `capset`) and the seccomp filter installed. Only raw system
+    /// `Off`, the `CAP_NET_*`, `CAP_SYS_*`, `CAP_MKNOD` and
+    /// `CAP_LINUX_IMMUTABLE` capabilities are dropped (`prctl`, `capset`) and the seccomp filter installed. Only raw system
     /// calls: no allocation, no lock, so it is safe between fork and exec.
     /// Meant for `std::os::unix::process::CommandExt::pre_exec`.
     ///

@@ -813,8 +813,15 @@ struct CapData {
 }
 
 /// What a command outside namespaces loses ([`drop_host_caps`]): what a
-/// command in the namespaces loses, [`DROPPED_CAPS`].
-const HOST_CAPS: &[u32] = DROPPED_CAPS;
+/// command in the namespaces loses, [`DROPPED_CAPS`], and
+/// `CAP_LINUX_IMMUTABLE` (9), which a command in the namespaces holds to
+/// no effect (the kernel asks for it in the initial user namespace). On
+/// the floor Landlock does not judge ioctls on regular files, so with it
+/// a command made a file it may only read (a read root's, `/etc`'s)
+/// append-only or immutable with the `chattr` ioctl.
+const HOST_CAPS: &[u32] = &[
+    9, 10, 11, 12, 13, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
+];
 
 /// Outside namespaces, takes [`HOST_CAPS`] away from the calling process
 /// and whatever it execs, as the namespaces take them. A command run as

@@ -24,6 +24,9 @@
 //! | `fallocate` with `FALLOC_FL_KEEP_SIZE` (but for punching a hole), `FALLOC_FL_INSERT_RANGE` or a mode this list does not know: they allocate blocks past a file's end or grow it without the `RLIMIT_FSIZE` check (`fs.max_write_bytes`) the kernel makes where a call sets the size (seen on ext4), so one call took any amount of disk | `EOPNOTSUPP` (what a file system without them answers) |
 //! | `prlimit64` naming a pid other than 0 (Landlock does not scope it: a command of the executor's user could set the executor's or keeper's limits, e.g. `RLIMIT_CPU` to have it killed) | `EPERM` |
 //! | io_uring, `ptrace`, `process_vm_*`, `pidfd_getfd`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`), `fanotify_init` (its marks and permission events reach files outside every Landlock rule) | `EPERM` |
+//! | on the floor only: `open` and `openat` for neither reading nor writing (`O_ACCMODE` 3, which Landlock does not judge: the file gets neither mode) | `EACCES` |
+//! | on the floor only: `openat2` (its flags are in memory a filter cannot read) | `ENOSYS` (callers fall back to `openat`) |
+//! | on the floor before Landlock ABI 3 (no truncate right): `truncate`, and `open` and `openat` with `O_TRUNC` for reading only | `EACCES` |
 //! | on the floor only: System V IPC (`shm*`, `msg*`, `sem*`) and POSIX message queues (`mq_*`), which live in the host's IPC namespace there (in namespaces the command has an IPC namespace of its own, which ends with it) | `EPERM` |
 //! | on the floor where Landlock does not scope signals (before ABI 6): `kill`, `tkill`, `tgkill`, `rt_sigqueueinfo`, `rt_tgsigqueueinfo`, and `fcntl(F_SETOWN)` (which has the kernel signal the owner) | judged by the executor (below) |
 //! | the same: `pidfd_send_signal` | `ENOSYS` (tools fall back to `kill`) |
@@ -125,6 +128,9 @@ pub(crate) struct Filters {
     /// and refuses UNIX datagram sockets: where Landlock does not judge
     /// UNIX sockets by path.
     sockets: bool,
+    /// Whether the floor's programs refuse truncation ([`open_rules`]):
+    /// where Landlock does not judge it.
+    truncate: bool,
 }
 
 /// `struct sock_fprog`.
@@ -304,6 +310,7 @@ pub(crate) fn refused_names(
     listen: Listen,
     signals: bool,
     sockets: bool,
+    truncate: bool,
 ) -> Vec<String> {
     let mut out: Vec<String> = vec![
         "foreign-architecture and x32 system calls".into(),
@@ -366,6 +373,18 @@ pub(crate) fn refused_names(
             .into(),
     );
     if listen != Listen::OwnNetwork {
+        out.push(
+            "opens for neither reading nor writing (O_ACCMODE 3), which Landlock does not \
+             judge, and openat2 (ENOSYS: its flags are in memory the filter cannot read)"
+                .into(),
+        );
+        if truncate {
+            out.push(
+                "truncate(2) and opens that truncate a file opened for reading only \
+                 (O_RDONLY|O_TRUNC): Landlock judges truncation from ABI 3"
+                    .into(),
+            );
+        }
         out.push(
             "System V IPC (shm/msg/sem) and POSIX message queues, which live in the host's IPC \
              namespace"
@@ -854,26 +873,81 @@ fn last_names(signals: bool, sockets: bool) -> Vec<u32> {
 /// hand-written one), each with the errno it answers. `own_ipc`: the
 /// command has an IPC namespace of its own; `unix_dgram`: UNIX datagram
 /// sockets are refused ([`unix_dgram_rules`]).
+///
+/// On the floor (`!own_ipc`) opens Landlock cannot judge are refused
+/// ([`open_rules`]; `truncate`: Landlock does not judge truncation here)
+/// and `openat2`, whose flags are in memory a filter cannot read, answers
+/// `ENOSYS`.
 fn rule_maps(
     spec: SeccompSpec,
     own_ipc: bool,
     unix_dgram: bool,
+    truncate: bool,
 ) -> Vec<(BTreeMap<i64, Vec<SeccompRule>>, i32)> {
+    let mut enosys = BTreeMap::from([
+        (libc::SYS_clone3, Vec::new()),
+        (SYS_FILE_SETATTR, Vec::new()),
+    ]);
+    if !own_ipc {
+        enosys.insert(libc::SYS_openat2, Vec::new());
+    }
     let mut out = vec![
         (refused_rules(own_ipc), libc::EPERM),
-        (
-            BTreeMap::from([
-                (libc::SYS_clone3, Vec::new()),
-                (SYS_FILE_SETATTR, Vec::new()),
-            ]),
-            libc::ENOSYS,
-        ),
+        (enosys, libc::ENOSYS),
         (socket_family_rules(), libc::EAFNOSUPPORT),
         (socket_protocol_rules(spec), libc::EPROTONOSUPPORT),
         (fallocate_rules(), libc::EOPNOTSUPP),
     ];
     if unix_dgram {
         out.push((unix_dgram_rules(), libc::EPERM));
+    }
+    if !own_ipc {
+        out.push((open_rules(truncate), libc::EACCES));
+    }
+    out
+}
+
+/// Opens that Landlock lets past its file rules on the floor, where the
+/// command sees the host's tree:
+///
+/// - an open for neither reading nor writing (`O_ACCMODE` 3, which Linux
+///   takes as "ioctl only"): the file gets neither mode, and Landlock
+///   judges an open by those modes, so it passed whatever the path: a
+///   command opened a host file outside every rule and, run as root, made
+///   it append-only (`FS_IOC_SETFLAGS`), or, before ABI 5 (device ioctls),
+///   opened its user's terminal and changed its settings and size;
+/// - with `truncate` (Landlock before ABI 3, which has no truncate right):
+///   an open that truncates a file opened for reading only
+///   (`O_RDONLY | O_TRUNC`; Landlock grants it wherever it grants reads,
+///   in a read root or a system directory), or for neither (above), and
+///   `truncate(2)` by path, which Landlock does not see at all: a command
+///   emptied files outside its write root. `ftruncate` needs a descriptor
+///   opened for writing, which Landlock judges.
+fn open_rules(truncate: bool) -> BTreeMap<i64, Vec<SeccompRule>> {
+    const ACCMODE: u64 = libc::O_ACCMODE as u64;
+    let trunc = libc::O_TRUNC as u64;
+    let flags_rules = |arg: u8| {
+        let mut rules = vec![rule(vec![cond(
+            arg,
+            Len::Dword,
+            Op::MaskedEq(ACCMODE),
+            ACCMODE,
+        )])];
+        if truncate {
+            rules.push(rule(vec![cond(
+                arg,
+                Len::Dword,
+                Op::MaskedEq(ACCMODE | trunc),
+                trunc,
+            )]));
+        }
+        rules
+    };
+    let mut out = BTreeMap::from([(libc::SYS_openat, flags_rules(2))]);
+    #[cfg(target_arch = "x86_64")]
+    out.insert(libc::SYS_open, flags_rules(1));
+    if truncate {
+        out.insert(libc::SYS_truncate, Vec::new());
     }
     out
 }
@@ -905,16 +979,21 @@ impl Filters {
     /// With `sockets` (Landlock does not judge UNIX sockets by path here)
     /// it hands every `connect` to the executor and refuses UNIX datagram
     /// sockets.
+    ///
+    /// With `truncate` (Landlock does not judge truncation here: before
+    /// ABI 3) the floor's programs also refuse the truncations
+    /// [`open_rules`] names.
     pub(crate) fn build(
         spec: SeccompSpec,
         notify: bool,
         signals: bool,
         sockets: bool,
+        truncate: bool,
     ) -> io::Result<Filters> {
         let merged =
             |spec: SeccompSpec, own_ipc: bool, listen: Listen, signals: bool, sockets: bool| {
                 merge(
-                    rule_maps(spec, own_ipc, sockets),
+                    rule_maps(spec, own_ipc, sockets, truncate),
                     &last_filter(listen, signals, sockets),
                     &last_names(signals, sockets),
                 )
@@ -942,6 +1021,7 @@ impl Filters {
             notify,
             signals,
             sockets,
+            truncate,
         })
     }
 
@@ -953,6 +1033,11 @@ impl Filters {
     /// Whether the supervised program hands `connect` to the executor.
     pub(crate) fn judges_sockets(&self) -> bool {
         self.sockets
+    }
+
+    /// Whether the floor's programs refuse truncation.
+    pub(crate) fn refuses_truncation(&self) -> bool {
+        self.truncate
     }
 
     /// Whether `listen` goes to a supervisor.
@@ -1427,7 +1512,8 @@ mod tests {
                 for signals in [false, true] {
                     for sockets in [false, true] {
                         let f =
-                            Filters::build(SeccompSpec { udp }, notify, signals, sockets).unwrap();
+                            Filters::build(SeccompSpec { udp }, notify, signals, sockets, sockets)
+                                .unwrap();
                         for p in [&f.supervised, &f.unsupervised, &f.own_network] {
                             assert!(p.len() > 100 && p.len() <= 4096, "{}", p.len());
                         }
@@ -1551,7 +1637,7 @@ mod tests {
             ),
         ] {
             let last = last_filter(listen, signals, sockets);
-            let maps = || rule_maps(spec, own_ipc, sockets);
+            let maps = || rule_maps(spec, own_ipc, sockets, signals);
             let mut stack: Vec<Vec<sock_filter>> = maps()
                 .into_iter()
                 .map(|(rules, errno)| compile_linear(rules, errno).unwrap())
@@ -1565,11 +1651,13 @@ mod tests {
 
     /// Argument words worth trying: the edges, and every constant the
     /// rules compare against (families, types, flags, modes).
-    const ARGS: [u64; 19] = [
+    const ARGS: [u64; 21] = [
         0,
         1,
         2,
         3,
+        0x200,
+        0x203,
         10,
         15,
         16,
@@ -1668,7 +1756,7 @@ mod tests {
     /// is short, however many calls the filters name.
     #[test]
     fn an_unnamed_call_is_allowed_in_a_few_steps() {
-        let named: Vec<u32> = rule_maps(SeccompSpec { udp: true }, false, true)
+        let named: Vec<u32> = rule_maps(SeccompSpec { udp: true }, false, true, true)
             .iter()
             .flat_map(|(map, _)| map.keys().map(|&nr| nr as u32))
             .chain(last_names(true, true))
@@ -1736,7 +1824,7 @@ mod tests {
             (false, false, true),
             (true, true, true),
         ] {
-            let f = Filters::build(SeccompSpec { udp }, true, signals, sockets).unwrap();
+            let f = Filters::build(SeccompSpec { udp }, true, signals, sockets, signals).unwrap();
             for (prog, listen, own_ipc, judged, sockets) in [
                 (
                     &f.supervised,
@@ -1772,6 +1860,38 @@ mod tests {
                     assert_eq!(run(prog, &d), listen);
                     let d = data(libc::SYS_getpid as u32, AUDIT_ARCH, args);
                     assert_eq!(run(prog, &d), SECCOMP_RET_ALLOW);
+                    // On the floor: opens Landlock cannot judge refused,
+                    // truncation too where `signals` built it so.
+                    let floor = |yes: u32| if own_ipc { SECCOMP_RET_ALLOW } else { yes };
+                    let truncates = |yes: u32| {
+                        if own_ipc || !signals {
+                            SECCOMP_RET_ALLOW
+                        } else {
+                            yes
+                        }
+                    };
+                    let d = data(libc::SYS_openat2 as u32, AUDIT_ARCH, args);
+                    assert_eq!(run(prog, &d), floor(errno(libc::ENOSYS)));
+                    let d = data(libc::SYS_truncate as u32, AUDIT_ARCH, args);
+                    assert_eq!(run(prog, &d), truncates(errno(libc::EACCES)));
+                    let trunc = libc::O_TRUNC as u64;
+                    let mut opens = vec![(libc::SYS_openat, 2usize)];
+                    #[cfg(target_arch = "x86_64")]
+                    opens.push((libc::SYS_open, 1));
+                    for (nr, at) in opens {
+                        let open = |flags: u64| {
+                            let mut a = args;
+                            a[at] = (a[at] & !0xffff_ffff) | flags;
+                            run(prog, &data(nr as u32, AUDIT_ARCH, a))
+                        };
+                        let cloexec = libc::O_CLOEXEC as u64;
+                        assert_eq!(open(3 | cloexec), floor(errno(libc::EACCES)), "{nr}");
+                        assert_eq!(open(3 | trunc), floor(errno(libc::EACCES)), "{nr}");
+                        assert_eq!(open(trunc | cloexec), truncates(errno(libc::EACCES)));
+                        for allowed in [0, 1, 2, 1 | trunc, 2 | trunc | cloexec, cloexec] {
+                            assert_eq!(open(allowed), SECCOMP_RET_ALLOW, "{nr} {allowed:#x}");
+                        }
+                    }
                     // Connects handed over, UNIX datagram sockets refused,
                     // where sockets are judged.
                     let d = data(libc::SYS_connect as u32, AUDIT_ARCH, args);
@@ -1921,7 +2041,7 @@ mod tests {
         }
         for udp in [false, true] {
             for notify in [false, true] {
-                let f = Filters::build(SeccompSpec { udp }, notify, !udp, !udp).unwrap();
+                let f = Filters::build(SeccompSpec { udp }, notify, !udp, !udp, !udp).unwrap();
                 for p in [&f.supervised, &f.unsupervised, &f.own_network] {
                     let got = python_under(Some(p.clone()), "print(sum(range(4)))", &[]);
                     assert_eq!(got, ["6"]);
@@ -1960,7 +2080,7 @@ mod tests {
                 "control {answer}: {control:?}"
             );
         }
-        let f = Filters::build(SeccompSpec::default(), false, false, false).unwrap();
+        let f = Filters::build(SeccompSpec::default(), false, false, false, false).unwrap();
         for prog in [&f.unsupervised, &f.own_network] {
             let got = python_under(Some(prog.clone()), NAMED_SYSCALL_PROBE, &calls);
             let refused: Vec<String> = names.iter().map(|n| format!("{n}=EPERM")).collect();

@@ -12,8 +12,9 @@
 //! The command had the directory writable, and Landlock does not restrict
 //! `chmod` or inode flags: it can take the owner's permissions away from
 //! the directory itself and from what it made there (`chmod 000`), and a
-//! command run as root on the floor can make entries immutable or
-//! append-only (`chattr +i`, `+a`). Either would make a plain recursive
+//! command run as root with `confine = "off"` can make entries immutable
+//! or append-only (`chattr +i`, `+a`; a confined one holds no
+//! `CAP_LINUX_IMMUTABLE`). Either would make a plain recursive
 //! removal fail and leave the directory, with whatever the command put in
 //! it, on the host after dispose. So when the plain removal fails, the
 //! tree is opened up first: every directory gets the owner's read, write

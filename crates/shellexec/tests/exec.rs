@@ -3458,3 +3458,259 @@ fn on_the_floor_pythons_multiprocessing_reaches_its_own_listeners() {
         text(&r.stderr)
     );
 }
+
+/// The command's side of [`oldabi17_on_the_floor_no_open_passes_landlock_unjudged`]:
+/// one line per attempt, `ok` or the error's name.
+const OPEN_PROBE: &str = r#"
+import errno, fcntl, os, struct, sys, termios
+outside, inread, inwork, tty = sys.argv[1:]
+def attempt(label, fn):
+    try:
+        fn()
+        print(label, "ok")
+    except OSError as e:
+        print(label, errno.errorcode.get(e.errno, e.errno))
+def opened(path, flags):
+    os.close(os.open(path, flags | os.O_NOCTTY))
+def winsize():
+    fd = os.open(tty, 3 | os.O_NOCTTY)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 11, 22, 0, 0))
+attempt("truncate_outside", lambda: os.truncate(outside, 1))
+attempt("rdonly_trunc_read_root", lambda: opened(inread, os.O_RDONLY | os.O_TRUNC))
+attempt("neither_outside", lambda: opened(outside, 3))
+attempt("neither_trunc_read_root", lambda: opened(inread, 3 | os.O_TRUNC))
+attempt("tty_winsize", winsize)
+attempt("wronly_trunc_write_root", lambda: opened(inwork, os.O_WRONLY | os.O_TRUNC))
+"#;
+
+/// Landlock judges an open by the modes the file gets: one for neither
+/// reading nor writing (`O_ACCMODE` 3, "ioctl only") passed every rule, at
+/// every ABI, and before ABI 3 (no truncate right) `truncate(2)` and an
+/// open for reading with `O_TRUNC` passed too. On the floor, where the
+/// command sees the host's tree, a command emptied a file outside its
+/// write root by path and one in a read root by such an open (as root, a
+/// system directory's too) at ABI 1 and 2, opened a host file outside
+/// every rule at every ABI (as root it then set the file append-only with
+/// `FS_IOC_SETFLAGS`), and, before ABI 5 (device ioctls), opened its
+/// user's terminal and changed its size. The filter refuses those opens
+/// (`EACCES`) and, before ABI 3, `truncate(2)` and `O_RDONLY | O_TRUNC`;
+/// `openat2`, whose flags it cannot read, answers `ENOSYS`. Each probe
+/// beside the same one unconfined, which succeeds; an open for writing
+/// with `O_TRUNC` in the write root still works.
+#[test]
+fn oldabi17_on_the_floor_no_open_passes_landlock_unjudged() {
+    let Some((kernel, ex)) = floor_for_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (work, read) = (dir.path().join("work"), dir.path().join("read"));
+    fs::create_dir(&work).unwrap();
+    fs::create_dir(&read).unwrap();
+    let (outside, inread, inwork) = (
+        dir.path().join("outside"),
+        read.join("file"),
+        work.join("file"),
+    );
+    // A terminal of the test's user, outside every rule.
+    // SAFETY: plain libc calls on a descriptor this test owns.
+    let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY) };
+    assert!(master >= 0, "{}", std::io::Error::last_os_error());
+    // SAFETY: `master` is open; `name` outlives the call.
+    let master = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(master) };
+    let mut name = [0u8; 128];
+    // SAFETY: as above.
+    unsafe {
+        use std::os::fd::AsRawFd;
+        assert_eq!(libc::grantpt(master.as_raw_fd()), 0);
+        assert_eq!(libc::unlockpt(master.as_raw_fd()), 0);
+        assert_eq!(
+            libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr().cast(), name.len()),
+            0
+        );
+    }
+    let tty = std::ffi::CStr::from_bytes_until_nul(&name)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let winsize = || {
+        use std::os::fd::AsRawFd;
+        let mut ws = libc::winsize {
+            ws_row: 0,
+            ws_col: 0,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCGWINSZ writes one `struct winsize`.
+        let r = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) };
+        assert_eq!(r, 0);
+        (ws.ws_row, ws.ws_col)
+    };
+    let spec = ConfineSpec {
+        read_dirs: vec![read.clone()],
+        write_dirs: vec![work.clone()],
+        ..ConfineSpec::default()
+    };
+    let args: Vec<OsString> = ["-c", OPEN_PROBE]
+        .into_iter()
+        .map(OsString::from)
+        .chain([&outside, &inread, &inwork].map(|p| p.clone().into_os_string()))
+        .chain([OsString::from(&tty)])
+        .collect();
+    let probe = |prepared: &sandgate_shellexec::confine::Prepared| {
+        for file in [&outside, &inread, &inwork] {
+            fs::write(file, "host data").unwrap();
+        }
+        let r = python(&ex, prepared, &args, ExecOptions::default());
+        assert_eq!(r.exit_code, 0, "{}", text(&r.stderr));
+        let sizes: Vec<u64> = [&outside, &inread]
+            .map(|f| fs::metadata(f).unwrap().len())
+            .into();
+        let size = winsize();
+        use std::os::fd::AsRawFd;
+        let zero = libc::winsize {
+            ws_row: 0,
+            ws_col: 0,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads one `struct winsize`.
+        let set = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &zero) };
+        assert_eq!(set, 0);
+        (text(&r.stdout), sizes, size)
+    };
+
+    let off = sandgate_shellexec::confine::prepare_with_abi(&spec, ConfineMode::Off, None).unwrap();
+    assert_eq!(
+        probe(&off),
+        (
+            "truncate_outside ok\nrdonly_trunc_read_root ok\nneither_outside ok\n\
+             neither_trunc_read_root ok\ntty_winsize ok\nwronly_trunc_write_root ok\n"
+                .to_owned(),
+            vec![1, 0],
+            (11, 22)
+        ),
+        "unconfined, every probe succeeds"
+    );
+    let mut abis: Vec<u32> = vec![1, 2, 3, 4, kernel.min(8)];
+    abis.retain(|&a| a <= kernel);
+    abis.dedup();
+    for abi in abis {
+        let prepared = sandgate_shellexec::confine::prepare_with_abi(
+            &spec,
+            ConfineMode::BestEffort,
+            Some(abi),
+        )
+        .unwrap();
+        assert!(prepared.report().seccomp, "ABI {abi}");
+        assert_eq!(
+            probe(&prepared),
+            (
+                "truncate_outside EACCES\nrdonly_trunc_read_root EACCES\nneither_outside EACCES\n\
+                 neither_trunc_read_root EACCES\ntty_winsize EACCES\nwronly_trunc_write_root ok\n"
+                    .to_owned(),
+                vec![9, 9],
+                (0, 0)
+            ),
+            "ABI {abi}"
+        );
+    }
+}
+
+/// Sets the append-only flag (`FS_IOC_SETFLAGS`, as `chattr +a` does) on
+/// each file named, opened for reading only; one line per file.
+const APPEND_ONLY_PROBE: &str = r#"
+import errno, fcntl, os, struct, sys
+for path in sys.argv[1:]:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        flags = struct.unpack("l", fcntl.ioctl(fd, 0x80086601, struct.pack("l", 0)))[0]
+        fcntl.ioctl(fd, 0x40086602, struct.pack("l", flags | 0x20))
+        print("ok")
+    except OSError as e:
+        print(errno.errorcode.get(e.errno, e.errno))
+"#;
+
+/// Whether `path` is append-only, and clears the flag (as root).
+fn take_append_only(path: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let file = fs::File::open(path).unwrap();
+    let mut flags: libc::c_long = 0;
+    // SAFETY: FS_IOC_GETFLAGS and FS_IOC_SETFLAGS read or write one long.
+    unsafe {
+        assert_eq!(libc::ioctl(file.as_raw_fd(), 0x8008_6601, &mut flags), 0);
+        let was = flags & 0x20 != 0;
+        flags &= !0x20;
+        assert_eq!(libc::ioctl(file.as_raw_fd(), 0x4008_6602, &flags), 0);
+        was
+    }
+}
+
+/// Landlock does not judge ioctls on regular files, and a command run as
+/// root on the floor kept `CAP_LINUX_IMMUTABLE`: it made a file it may
+/// only read (a read root's; a system directory's, `/etc`, alike)
+/// append-only or immutable with the `chattr` ioctl, at every ABI, which
+/// no process of the host could then rewrite. On the floor the command
+/// now loses that capability, as a command in the namespaces never holds
+/// it (the kernel asks for it in the initial user namespace), so the
+/// ioctl answers `EPERM`, in the write root too; unconfined, the same
+/// call sets the flag. Root only (an unprivileged command never holds
+/// the capability).
+#[test]
+fn oldabi17_a_command_run_as_root_on_the_floor_makes_no_file_append_only() {
+    let Some((kernel, ex)) = floor_for_python() else {
+        return;
+    };
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("note: not root: a command never holds CAP_LINUX_IMMUTABLE; skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (work, read) = (dir.path().join("work"), dir.path().join("read"));
+    fs::create_dir(&work).unwrap();
+    fs::create_dir(&read).unwrap();
+    let files = [read.join("file"), work.join("file")];
+    for file in &files {
+        fs::write(file, "host data").unwrap();
+    }
+    let spec = ConfineSpec {
+        read_dirs: vec![read.clone()],
+        write_dirs: vec![work.clone()],
+        ..ConfineSpec::default()
+    };
+    let args: Vec<OsString> = ["-c", APPEND_ONLY_PROBE]
+        .into_iter()
+        .map(OsString::from)
+        .chain(files.iter().map(|p| p.clone().into_os_string()))
+        .collect();
+    let off = sandgate_shellexec::confine::prepare_with_abi(&spec, ConfineMode::Off, None).unwrap();
+    let r = python(&ex, &off, &args, ExecOptions::default());
+    let set: Vec<bool> = files.iter().map(|f| take_append_only(f)).collect();
+    if text(&r.stdout) != "ok\nok\n" {
+        eprintln!(
+            "note: no inode flags here (unconfined: {}); skipped",
+            text(&r.stdout)
+        );
+        return;
+    }
+    assert_eq!(set, [true, true], "unconfined, the flag is set");
+    let mut abis = vec![1, 2, 3, 4, kernel.min(8)];
+    abis.retain(|&a| a <= kernel);
+    abis.dedup();
+    for abi in abis {
+        let prepared = sandgate_shellexec::confine::prepare_with_abi(
+            &spec,
+            ConfineMode::BestEffort,
+            Some(abi),
+        )
+        .unwrap();
+        let r = python(&ex, &prepared, &args, ExecOptions::default());
+        let set: Vec<bool> = files.iter().map(|f| take_append_only(f)).collect();
+        assert_eq!(
+            (text(&r.stdout), set),
+            ("EPERM\nEPERM\n".to_owned(), vec![false, false]),
+            "ABI {abi}: {}",
+            text(&r.stderr)
+        );
+    }
+}

@@ -1172,3 +1172,104 @@ fn a_command_in_namespaces_reads_none_of_the_host_users_keys() {
         assert!(!out(&r).contains(&k.description), "{}", out(&r));
     }
 }
+
+/// Commands of one executor share its network namespace, and with it the
+/// abstract UNIX socket names: where Landlock scopes abstract sockets
+/// (ABI 6) a command reaches only its own listeners, but before that (an
+/// old kernel, played here at ABI 5 and without Landlock) a command
+/// connects to another command's abstract listener while both run. This
+/// pins that documented gap, beside the scoped answer (`EPERM`) where the
+/// kernel has scoping.
+#[test]
+fn oldabi17_before_scoping_concurrent_commands_share_abstract_sockets() {
+    if !Path::new(PYTHON).exists() {
+        eprintln!("note: abstract sockets skipped: no {PYTHON}");
+        return;
+    }
+    let f = fixture();
+    let Some(ex) = in_namespaces("abstract sockets", config(&f, ConfineMode::BestEffort)) else {
+        return;
+    };
+    const LISTEN: &str = r#"
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind("\0" + sys.argv[1])
+s.listen(1)
+open(sys.argv[2], "w").close()
+s.settimeout(0.05)
+for _ in range(200):
+    try:
+        c, _ = s.accept()
+        c.sendall(b"from-a")
+        break
+    except OSError:
+        if os.path.exists(sys.argv[2] + ".done"):
+            break
+"#;
+    const CONNECT: &str = r#"
+import errno, os, socket, sys, time
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("\0" + sys.argv[1])
+    print(s.recv(16).decode())
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))
+open(sys.argv[2] + ".done", "w").close()
+"#;
+    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+    let kernel = sandgate_shellexec::confine::kernel_abi().unwrap_or(0);
+    let mut cases = vec![(0, "from-a"), (5.min(kernel), "from-a")];
+    if kernel >= 6 {
+        cases.push((kernel, "EPERM"));
+    }
+    for (n, (abi, want)) in cases.into_iter().enumerate() {
+        let prepared = sandgate_shellexec::confine::prepare_with_abi(
+            &ConfineSpec {
+                write_dirs: vec![f.work.clone()],
+                ..ConfineSpec::default()
+            },
+            ConfineMode::BestEffort,
+            Some(abi),
+        )
+        .unwrap();
+        let name = format!("sandgate-oldabi17-{}-{n}", std::process::id());
+        let ready = f.work.join(format!("ready-{n}"));
+        let args = |probe: &str| -> Vec<OsString> {
+            vec![
+                "-c".into(),
+                probe.into(),
+                name.clone().into(),
+                ready.clone().into(),
+            ]
+        };
+        let got = std::thread::scope(|s| {
+            let a = s.spawn(|| {
+                ex.exec_program(
+                    Path::new(PYTHON),
+                    &args(LISTEN),
+                    &env,
+                    &prepared,
+                    ExecOptions::default(),
+                )
+                .unwrap()
+            });
+            let b = ex
+                .exec_program(
+                    Path::new(PYTHON),
+                    &args(CONNECT),
+                    &env,
+                    &prepared,
+                    ExecOptions::default(),
+                )
+                .unwrap();
+            let a = a.join().unwrap();
+            assert!(a.confined.namespaces && b.confined.namespaces);
+            assert_eq!(a.exit_code, 0, "{}", String::from_utf8_lossy(&a.stderr));
+            assert_eq!(b.exit_code, 0, "{}", String::from_utf8_lossy(&b.stderr));
+            out(&b)
+        });
+        assert_eq!(got, format!("{want}\n"), "ABI {abi}");
+    }
+}
