@@ -49,6 +49,13 @@ const SUITES: &[(&str, &str)] = &[
     ("cli", "exec"),
     ("cli", "mcp_protocol"),
     ("cli", "doors"),
+    // The file-tool doors against each other on random trees (what a
+    // write root the server cannot list answers, too).
+    ("cli", "differential"),
+    // Two processes protecting one write root take turns.
+    ("protect", "processes"),
+    // A fetcher's audit sink hears of every fetch, without its secrets.
+    ("sandgate", "fetch"),
     // What a policy may not name as a credential's source (a file the
     // command could read, or one with a second name in the write root).
     ("policy", "suite"),
