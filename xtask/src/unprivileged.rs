@@ -299,6 +299,92 @@ pub fn mcp_clients(bin: &Path, venv: &Path) -> Result<(), String> {
     step("mcp clients as uid 65534", "setpriv", &args)
 }
 
+/// Runs the Python, Go and Node bindings' tests again as uid 65534,
+/// against the library `bindings::test` used, from the checkout (read,
+/// never written: every file a test makes goes to `/tmp`). Python runs
+/// from `venv`, the virtual environment [`mcp_clients`] made for that
+/// user (it holds pytest); Go builds into a cache of its own under
+/// `/tmp`, removed afterwards.
+pub fn bindings(venv: &Path) -> Result<(), String> {
+    if !is_root() {
+        eprintln!("note: unprivileged bindings: not root, so they cannot switch user; skipped");
+        return Ok(());
+    }
+    reachable_by_nobody()?;
+    let lib = crate::bindings::lib_dir();
+    let utf8 = |p: &Path| {
+        p.to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{}: not UTF-8", p.display()))
+    };
+    let library = format!("SANDGATE_LIBRARY={}", utf8(&lib.join("libsandgate.so"))?);
+    let path = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
+    let venv_python = venv.join("bin/python");
+    if venv_python.exists() {
+        let vp = utf8(&venv_python)?;
+        let mut args = [AS_NOBODY, NOBODY_HOME].concat();
+        args.extend([
+            library.as_str(),
+            path.as_str(),
+            "PYTHONDONTWRITEBYTECODE=1",
+            vp.as_str(),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "bindings/python/tests",
+        ]);
+        step("python binding as uid 65534", "setpriv", &args)?;
+    } else {
+        eprintln!(
+            "note: unprivileged bindings: no Python with pytest that uid {NOBODY} can run ({} is missing); the Python binding's tests were skipped",
+            venv_python.display()
+        );
+    }
+    let gohome = std::env::temp_dir().join(format!("sandgate-go-nobody-{}", std::process::id()));
+    let (cache, gopath) = (
+        format!("GOCACHE={}", utf8(&gohome.join("cache"))?),
+        format!("GOPATH={}", utf8(&gohome.join("path"))?),
+    );
+    let pkg_config = format!("PKG_CONFIG_PATH={}", utf8(&lib.join("pkgconfig"))?);
+    let mut args = [AS_NOBODY, NOBODY_HOME].concat();
+    args.extend([
+        path.as_str(),
+        cache.as_str(),
+        gopath.as_str(),
+        pkg_config.as_str(),
+        "go",
+        "-C",
+        "bindings/go",
+        "test",
+        "-race",
+        "-count=1",
+        "./...",
+    ]);
+    let go = step("go binding as uid 65534", "setpriv", &args);
+    // Go makes its module cache read-only; root removes it all the same.
+    let _ = std::fs::remove_dir_all(&gohome);
+    go?;
+    let mut args = [AS_NOBODY, NOBODY_HOME].concat();
+    args.extend([path.as_str(), "sh", "-c", "cd bindings/node && node --test"]);
+    step("node binding as uid 65534", "setpriv", &args)
+}
+
+/// Runs the C ABI's test program `exe` again as uid 65534 (without
+/// valgrind, which the root run has), loading the library from `lib`.
+pub fn c_test(exe: &str, lib: &str) -> Result<(), String> {
+    if !is_root() {
+        eprintln!("note: unprivileged C test: not root, so it cannot switch user; skipped");
+        return Ok(());
+    }
+    reachable_by_nobody()?;
+    let library_path = format!("LD_LIBRARY_PATH={lib}");
+    let mut args = [AS_NOBODY, NOBODY_HOME].concat();
+    args.extend([library_path.as_str(), exe]);
+    step("C test as uid 65534", "setpriv", &args)
+}
+
 /// Makes sure uid 65534 can reach the checkout: every directory above it
 /// must let others search it. A checkout in a private temporary directory
 /// (`mktemp -d` makes it 0700) gets that search permission added to the
