@@ -56,6 +56,9 @@ const SUITES: &[(&str, &str)] = &[
     ("protect", "processes"),
     // A fetcher's audit sink hears of every fetch, without its secrets.
     ("sandgate", "fetch"),
+    // The shell's unit tests: the connect supervisor's own (a listener
+    // another process made is refused) and the seccomp programs'.
+    ("shellexec", "lib"),
     // What a policy may not name as a credential's source (a file the
     // command could read, or one with a second name in the write root).
     ("policy", "suite"),
@@ -462,14 +465,24 @@ fn build_plan() -> Result<String, String> {
 /// `crates/<package>` in the build plan (found by the test's source path,
 /// `tests/<test>.rs` or `tests/<test>/main.rs`: cargo spells a package id
 /// without the name when the name is the directory's).
+/// `test` = `lib` names the crate's unit tests (`src/lib.rs`).
 fn find_test(plan: &str, package: &str, test: &str) -> Result<String, String> {
-    let file = format!("/crates/{package}/tests/{test}.rs\"");
-    let dir = format!("/crates/{package}/tests/{test}/main.rs\"");
-    let name = format!("\"name\":\"{test}\"");
+    let lib = test == "lib";
+    let (file, dir, name, kind) = if lib {
+        let src = format!("/crates/{package}/src/lib.rs\"");
+        (src.clone(), src, String::new(), "\"test\":true")
+    } else {
+        (
+            format!("/crates/{package}/tests/{test}.rs\""),
+            format!("/crates/{package}/tests/{test}/main.rs\""),
+            format!("\"name\":\"{test}\""),
+            // The test itself, not a binary target built for it.
+            "\"kind\":[\"test\"]",
+        )
+    };
     plan.lines()
         .filter(|l| l.contains("\"reason\":\"compiler-artifact\""))
-        // The test itself, not a binary target built for it.
-        .filter(|l| l.contains("\"kind\":[\"test\"]"))
+        .filter(|l| l.contains(kind) && l.contains("\"executable\":\""))
         .filter(|l| (l.contains(&file) || l.contains(&dir)) && l.contains(&name))
         .find_map(|l| {
             let at = l.find("\"executable\":\"")? + "\"executable\":\"".len();
@@ -477,4 +490,35 @@ fn find_test(plan: &str, package: &str, test: &str) -> Result<String, String> {
             Some(l[at..at + end].to_owned())
         })
         .ok_or_else(|| format!("unprivileged: no test binary for {package} --test {test}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_test;
+
+    /// Two artifacts as `cargo test --message-format=json` prints them: a
+    /// crate's unit tests and one of its integration tests, beside the
+    /// library built for the latter (no executable).
+    const PLAN: &str = concat!(
+        r#"{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"sandgate_shellexec","src_path":"/w/crates/shellexec/src/lib.rs"},"profile":{"test":false},"executable":null}"#,
+        "\n",
+        r#"{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"sandgate_shellexec","src_path":"/w/crates/shellexec/src/lib.rs"},"profile":{"test":true},"executable":"/w/target/debug/deps/sandgate_shellexec-1"}"#,
+        "\n",
+        r#"{"reason":"compiler-artifact","target":{"kind":["test"],"name":"exec","src_path":"/w/crates/shellexec/tests/exec.rs"},"profile":{"test":true},"executable":"/w/target/debug/deps/exec-2"}"#,
+        "\n",
+    );
+
+    #[test]
+    fn unit_tests_and_integration_tests_are_found_by_their_sources() {
+        assert_eq!(
+            find_test(PLAN, "shellexec", "lib").unwrap(),
+            "/w/target/debug/deps/sandgate_shellexec-1"
+        );
+        assert_eq!(
+            find_test(PLAN, "shellexec", "exec").unwrap(),
+            "/w/target/debug/deps/exec-2"
+        );
+        assert!(find_test(PLAN, "shellexec", "seccomp").is_err());
+        assert!(find_test(PLAN, "rootfs", "lib").is_err());
+    }
 }
