@@ -2,7 +2,8 @@
 //! needs nothing beyond the toolchain.
 //!
 //! Tasks:
-//! - `ci`: formatting check, header check, the import graph, clippy with
+//! - `ci`: formatting check, header check, the import graph, the docs'
+//!   citations of tests and files (see [`citations`]), clippy with
 //!   warnings denied, every test (Rust, then C and the bindings).
 //! - `deps`: prints the workspace's import graph and fails on an edge the
 //!   layering forbids or a cycle (see [`deps`]).
@@ -41,6 +42,7 @@ mod bench;
 mod bench_tool;
 mod bindings;
 mod c_test;
+mod citations;
 mod codegen;
 mod codetables;
 mod deps;
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
         "deps" => deps::run(&args[1..]),
         "bindings" => bindings::run(&args[1..]),
         "c-test" => c_test::run(&args[1..]),
+        "citations" => citations::run(&args[1..]),
         "fuzz" => fuzz::run(&args[1..]),
         "unprivileged" => unprivileged::run(&args[1..]),
         "unprivileged-bindings" => unprivileged::bindings(&target_dir().join("mcp-venv-nobody")),
@@ -78,7 +81,7 @@ fn main() -> ExitCode {
         "install-test" => install_test::run(&args[1..]),
         "help" | "--help" | "-h" => {
             println!(
-                "usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|deps|bindings|c-test|fuzz|man|unprivileged|unprivileged-bindings|mcp-clients|install --prefix DIR|dist|install-test>"
+                "usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|deps|citations|bindings|c-test|fuzz|man|unprivileged|unprivileged-bindings|mcp-clients|install --prefix DIR|dist|install-test>"
             );
             Ok(())
         }
@@ -151,6 +154,7 @@ fn ci() -> Result<(), String> {
     step("fmt", &cargo, &["fmt", "--all", "--check"])?;
     codegen::run(&["--check".to_owned()])?;
     deps::run(&[])?;
+    citations::run(&[])?;
     step(
         "clippy",
         &cargo,
