@@ -59,6 +59,9 @@ const SUITES: &[(&str, &str)] = &[
     // The shell's unit tests: the connect supervisor's own (a listener
     // another process made is refused) and the seccomp programs'.
     ("shellexec", "lib"),
+    // The MCP server's unit tests: a client root's names judged by where
+    // they lead, under both resolvers.
+    ("mcp", "lib"),
     // What a policy may not name as a credential's source (a file the
     // command could read, or one with a second name in the write root).
     ("policy", "suite"),
