@@ -1,7 +1,8 @@
 //! `cargo xtask c-test`: compiles tests/c/test_sandgate.c against the
 //! header with `-std=c11 -Wall -Wextra -Werror -pedantic`, links it to the
 //! shared library in target/lib (see [`crate::bindings`]), and runs it under
-//! valgrind (no error, no leak) when valgrind is installed, else plainly.
+//! valgrind (no error, no leak) when valgrind is installed, else plainly;
+//! then once more as uid 65534 (see [`crate::unprivileged::c_test`]).
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -57,7 +58,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     )?;
     // xtask is single-threaded here; the variable is for the test process.
     std::env::set_var("LD_LIBRARY_PATH", lib_s);
-    if works("valgrind", &["--version"]) {
+    let root_run = if works("valgrind", &["--version"]) {
         // Forked children (the executor's keeper) exit without freeing the
         // parent's heap; only the test process itself is checked.
         step(
@@ -76,5 +77,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     } else {
         eprintln!("valgrind is not installed: running the C test without it");
         step("C test", exe_s, &[])
-    }
+    };
+    root_run?;
+    crate::unprivileged::c_test(exe_s, lib_s)
 }

@@ -2,12 +2,14 @@
 //! needs nothing beyond the toolchain.
 //!
 //! Tasks:
-//! - `ci`: formatting check, header check, the import graph, clippy with
+//! - `ci`: formatting check, header check, the import graph, the docs'
+//!   citations of tests and files (see [`citations`]), clippy with
 //!   warnings denied, every test (Rust, then C and the bindings).
 //! - `deps`: prints the workspace's import graph and fails on an edge the
 //!   layering forbids or a cycle (see [`deps`]).
 //! - `test`: every test (what `ci` runs after the checks), the MCP server
-//!   under the official Python and TypeScript SDK clients included, then
+//!   under the official Python and TypeScript SDK clients included (the C
+//!   test, the bindings and the clients again as uid 65534), then
 //!   `dist` and `install-test`.
 //! - `bench [--quick]`: every benchmark of the project, one table of ratios
 //!   against the in-run baselines (see [`mod@bench`]).
@@ -17,6 +19,9 @@
 //!   [`bindings`]).
 //! - `unprivileged`: the confinement tests again as uid 65534 (see
 //!   [`unprivileged`]).
+//! - `unprivileged-bindings`: the Python, Go and Node bindings' tests
+//!   again as uid 65534 (part of `test`, after `mcp-clients`, whose
+//!   virtual environment for that user gives Python its pytest).
 //! - `mcp-clients`: `sandgate mcp` under the official Python and
 //!   TypeScript SDK clients, as root and again as uid 65534 (part of
 //!   `test`).
@@ -37,6 +42,7 @@ mod bench;
 mod bench_tool;
 mod bindings;
 mod c_test;
+mod citations;
 mod codegen;
 mod codetables;
 mod deps;
@@ -64,8 +70,10 @@ fn main() -> ExitCode {
         "deps" => deps::run(&args[1..]),
         "bindings" => bindings::run(&args[1..]),
         "c-test" => c_test::run(&args[1..]),
+        "citations" => citations::run(&args[1..]),
         "fuzz" => fuzz::run(&args[1..]),
         "unprivileged" => unprivileged::run(&args[1..]),
+        "unprivileged-bindings" => unprivileged::bindings(&target_dir().join("mcp-venv-nobody")),
         "mcp-clients" => mcp_clients(),
         "man" => man::run(&args[1..]),
         "install" => install::run(&args[1..]),
@@ -73,7 +81,7 @@ fn main() -> ExitCode {
         "install-test" => install_test::run(&args[1..]),
         "help" | "--help" | "-h" => {
             println!(
-                "usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|deps|bindings|c-test|fuzz|man|unprivileged|mcp-clients|install --prefix DIR|dist|install-test>"
+                "usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|deps|citations|bindings|c-test|fuzz|man|unprivileged|unprivileged-bindings|mcp-clients|install --prefix DIR|dist|install-test>"
             );
             Ok(())
         }
@@ -146,6 +154,7 @@ fn ci() -> Result<(), String> {
     step("fmt", &cargo, &["fmt", "--all", "--check"])?;
     codegen::run(&["--check".to_owned()])?;
     deps::run(&[])?;
+    citations::run(&[])?;
     step(
         "clippy",
         &cargo,
@@ -177,6 +186,9 @@ fn test() -> Result<(), String> {
     c_test::run(&[])?;
     bindings::test()?;
     mcp_clients()?;
+    // The bindings' tests again as uid 65534, with the Python that
+    // `mcp_clients` made for that user.
+    unprivileged::bindings(&target_dir().join("mcp-venv-nobody"))?;
     // What a user installs, built once in release and installed away from
     // the checkout.
     dist::run(&[])?;

@@ -49,6 +49,19 @@ const SUITES: &[(&str, &str)] = &[
     ("cli", "exec"),
     ("cli", "mcp_protocol"),
     ("cli", "doors"),
+    // The file-tool doors against each other on random trees (what a
+    // write root the server cannot list answers, too).
+    ("cli", "differential"),
+    // Two processes protecting one write root take turns.
+    ("protect", "processes"),
+    // A fetcher's audit sink hears of every fetch, without its secrets.
+    ("sandgate", "fetch"),
+    // The shell's unit tests: the connect supervisor's own (a listener
+    // another process made is refused) and the seccomp programs'.
+    ("shellexec", "lib"),
+    // The MCP server's unit tests: a client root's names judged by where
+    // they lead, under both resolvers.
+    ("mcp", "lib"),
     // What a policy may not name as a credential's source (a file the
     // command could read, or one with a second name in the write root).
     ("policy", "suite"),
@@ -292,6 +305,92 @@ pub fn mcp_clients(bin: &Path, venv: &Path) -> Result<(), String> {
     step("mcp clients as uid 65534", "setpriv", &args)
 }
 
+/// Runs the Python, Go and Node bindings' tests again as uid 65534,
+/// against the library `bindings::test` used, from the checkout (read,
+/// never written: every file a test makes goes to `/tmp`). Python runs
+/// from `venv`, the virtual environment [`mcp_clients`] made for that
+/// user (it holds pytest); Go builds into a cache of its own under
+/// `/tmp`, removed afterwards.
+pub fn bindings(venv: &Path) -> Result<(), String> {
+    if !is_root() {
+        eprintln!("note: unprivileged bindings: not root, so they cannot switch user; skipped");
+        return Ok(());
+    }
+    reachable_by_nobody()?;
+    let lib = crate::bindings::lib_dir();
+    let utf8 = |p: &Path| {
+        p.to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{}: not UTF-8", p.display()))
+    };
+    let library = format!("SANDGATE_LIBRARY={}", utf8(&lib.join("libsandgate.so"))?);
+    let path = format!("PATH={}", std::env::var("PATH").unwrap_or_default());
+    let venv_python = venv.join("bin/python");
+    if venv_python.exists() {
+        let vp = utf8(&venv_python)?;
+        let mut args = [AS_NOBODY, NOBODY_HOME].concat();
+        args.extend([
+            library.as_str(),
+            path.as_str(),
+            "PYTHONDONTWRITEBYTECODE=1",
+            vp.as_str(),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "bindings/python/tests",
+        ]);
+        step("python binding as uid 65534", "setpriv", &args)?;
+    } else {
+        eprintln!(
+            "note: unprivileged bindings: no Python with pytest that uid {NOBODY} can run ({} is missing); the Python binding's tests were skipped",
+            venv_python.display()
+        );
+    }
+    let gohome = std::env::temp_dir().join(format!("sandgate-go-nobody-{}", std::process::id()));
+    let (cache, gopath) = (
+        format!("GOCACHE={}", utf8(&gohome.join("cache"))?),
+        format!("GOPATH={}", utf8(&gohome.join("path"))?),
+    );
+    let pkg_config = format!("PKG_CONFIG_PATH={}", utf8(&lib.join("pkgconfig"))?);
+    let mut args = [AS_NOBODY, NOBODY_HOME].concat();
+    args.extend([
+        path.as_str(),
+        cache.as_str(),
+        gopath.as_str(),
+        pkg_config.as_str(),
+        "go",
+        "-C",
+        "bindings/go",
+        "test",
+        "-race",
+        "-count=1",
+        "./...",
+    ]);
+    let go = step("go binding as uid 65534", "setpriv", &args);
+    // Go makes its module cache read-only; root removes it all the same.
+    let _ = std::fs::remove_dir_all(&gohome);
+    go?;
+    let mut args = [AS_NOBODY, NOBODY_HOME].concat();
+    args.extend([path.as_str(), "sh", "-c", "cd bindings/node && node --test"]);
+    step("node binding as uid 65534", "setpriv", &args)
+}
+
+/// Runs the C ABI's test program `exe` again as uid 65534 (without
+/// valgrind, which the root run has), loading the library from `lib`.
+pub fn c_test(exe: &str, lib: &str) -> Result<(), String> {
+    if !is_root() {
+        eprintln!("note: unprivileged C test: not root, so it cannot switch user; skipped");
+        return Ok(());
+    }
+    reachable_by_nobody()?;
+    let library_path = format!("LD_LIBRARY_PATH={lib}");
+    let mut args = [AS_NOBODY, NOBODY_HOME].concat();
+    args.extend([library_path.as_str(), exe]);
+    step("C test as uid 65534", "setpriv", &args)
+}
+
 /// Makes sure uid 65534 can reach the checkout: every directory above it
 /// must let others search it. A checkout in a private temporary directory
 /// (`mktemp -d` makes it 0700) gets that search permission added to the
@@ -369,14 +468,24 @@ fn build_plan() -> Result<String, String> {
 /// `crates/<package>` in the build plan (found by the test's source path,
 /// `tests/<test>.rs` or `tests/<test>/main.rs`: cargo spells a package id
 /// without the name when the name is the directory's).
+/// `test` = `lib` names the crate's unit tests (`src/lib.rs`).
 fn find_test(plan: &str, package: &str, test: &str) -> Result<String, String> {
-    let file = format!("/crates/{package}/tests/{test}.rs\"");
-    let dir = format!("/crates/{package}/tests/{test}/main.rs\"");
-    let name = format!("\"name\":\"{test}\"");
+    let lib = test == "lib";
+    let (file, dir, name, kind) = if lib {
+        let src = format!("/crates/{package}/src/lib.rs\"");
+        (src.clone(), src, String::new(), "\"test\":true")
+    } else {
+        (
+            format!("/crates/{package}/tests/{test}.rs\""),
+            format!("/crates/{package}/tests/{test}/main.rs\""),
+            format!("\"name\":\"{test}\""),
+            // The test itself, not a binary target built for it.
+            "\"kind\":[\"test\"]",
+        )
+    };
     plan.lines()
         .filter(|l| l.contains("\"reason\":\"compiler-artifact\""))
-        // The test itself, not a binary target built for it.
-        .filter(|l| l.contains("\"kind\":[\"test\"]"))
+        .filter(|l| l.contains(kind) && l.contains("\"executable\":\""))
         .filter(|l| (l.contains(&file) || l.contains(&dir)) && l.contains(&name))
         .find_map(|l| {
             let at = l.find("\"executable\":\"")? + "\"executable\":\"".len();
@@ -384,4 +493,35 @@ fn find_test(plan: &str, package: &str, test: &str) -> Result<String, String> {
             Some(l[at..at + end].to_owned())
         })
         .ok_or_else(|| format!("unprivileged: no test binary for {package} --test {test}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_test;
+
+    /// Two artifacts as `cargo test --message-format=json` prints them: a
+    /// crate's unit tests and one of its integration tests, beside the
+    /// library built for the latter (no executable).
+    const PLAN: &str = concat!(
+        r#"{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"sandgate_shellexec","src_path":"/w/crates/shellexec/src/lib.rs"},"profile":{"test":false},"executable":null}"#,
+        "\n",
+        r#"{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"sandgate_shellexec","src_path":"/w/crates/shellexec/src/lib.rs"},"profile":{"test":true},"executable":"/w/target/debug/deps/sandgate_shellexec-1"}"#,
+        "\n",
+        r#"{"reason":"compiler-artifact","target":{"kind":["test"],"name":"exec","src_path":"/w/crates/shellexec/tests/exec.rs"},"profile":{"test":true},"executable":"/w/target/debug/deps/exec-2"}"#,
+        "\n",
+    );
+
+    #[test]
+    fn unit_tests_and_integration_tests_are_found_by_their_sources() {
+        assert_eq!(
+            find_test(PLAN, "shellexec", "lib").unwrap(),
+            "/w/target/debug/deps/sandgate_shellexec-1"
+        );
+        assert_eq!(
+            find_test(PLAN, "shellexec", "exec").unwrap(),
+            "/w/target/debug/deps/exec-2"
+        );
+        assert!(find_test(PLAN, "shellexec", "seccomp").is_err());
+        assert!(find_test(PLAN, "rootfs", "lib").is_err());
+    }
 }

@@ -1060,6 +1060,43 @@ fn redirect_to_http_is_refused_when_only_https_is_allowed() {
     assert_eq!(s.requests().len(), 1);
 }
 
+/// A redirect from https to http is judged as a first request to that URL
+/// would be: with `net.allow_http` it is followed (to a granted host that
+/// is not loopback, which a redirect never reaches), so a policy that
+/// allows plain http allows the downgrade too.
+#[test]
+fn claims17_a_redirect_from_https_to_http_is_followed_where_allow_http_grants_it() {
+    let Some(ip) = local_public_v4() else {
+        eprintln!(
+            "skipped: this machine has no address outside loopback that restricted mode admits"
+        );
+        return;
+    };
+    let b = serve(&ip.to_string(), |_| ok("plain"));
+    let location = format!("http://b.example:{}/plain", b.port);
+    let (s, pem) = tls_server(move |req| {
+        if req.starts_with("GET /go ") {
+            redirect(301, &location)
+        } else {
+            ok("x")
+        }
+    });
+    let p = http_rules(&[
+        format!("127.0.0.1:{}", s.port),
+        format!("b.example:{}", b.port),
+    ]);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let f = Fetcher::builder(p)
+        .root_certificates_pem(pem.as_bytes())
+        .unwrap()
+        .resolver(fixed(&[&ip.to_string()], calls))
+        .build();
+    let r = get(&f, &format!("https://127.0.0.1:{}/go", s.port)).unwrap();
+    assert_eq!(r.body, b"plain");
+    assert_eq!(r.hops.len(), 2, "{:?}", r.hops);
+    assert_eq!(b.requests().len(), 1);
+}
+
 #[test]
 fn one_fetcher_serves_many_threads_each_pinned_to_its_own_hop() {
     let a = serve("127.0.0.1", |_| ok("a"));

@@ -435,6 +435,43 @@ fn hard_links_are_refused_when_any_rule_exists() {
     assert_eq!(fs::read(fx.p("ws/protected.txt")).unwrap(), b"p");
 }
 
+/// SECURITY.md, "Bind mounts and hard links already inside a root": with
+/// no deny rule (trusted mode, no pattern), a hard link in the write root
+/// to a file outside it is written and edited by replacing the directory
+/// entry, never through the shared inode: the outside file keeps its
+/// content, and the name in the root no longer leads to it.
+#[test]
+fn claims17_without_deny_rules_a_write_to_a_hard_link_replaces_the_entry_not_the_file() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fs::hard_link(fx.p("outside/secret"), fx.p("ws/alias")).unwrap();
+        fs::hard_link(fx.p("outside/secret"), fx.p("ws/alias2")).unwrap();
+        let sb = fx
+            .builder()
+            .restricted(false)
+            .allow_overwrite(true)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        sb.write("alias", b"NEW", WriteOptions::default().overwrite(true))
+            .unwrap();
+        assert_eq!(
+            sb.edit("alias2", "OUTSIDE", "EDITED", EditOptions::default())
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            fs::read_to_string(fx.p("outside/secret")).unwrap(),
+            "OUTSIDE",
+            "{resolver:?}"
+        );
+        assert_eq!(fs::read_to_string(fx.p("ws/alias")).unwrap(), "NEW");
+        assert_eq!(fs::read_to_string(fx.p("ws/alias2")).unwrap(), "EDITED");
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(fs::metadata(fx.p("outside/secret")).unwrap().nlink(), 1);
+    }
+}
+
 #[test]
 fn edit_exactly_once_or_all() {
     let fx = Fx::new();

@@ -124,12 +124,19 @@ fn expand(f: &Fixture, path: &str) -> String {
         .replace("{long}", &"a/".repeat(2048))
 }
 
-fn run_op(root: &Root, op: Op, path: &str) -> Result<Option<String>, ErrorKind> {
+/// Runs `op` on `path`. `host` is the fixture's own directory, which holds
+/// the root and the outside tree: an error's message may echo the caller's
+/// path, and must name nothing else beneath it (wherever the temporary
+/// directory is).
+fn run_op(root: &Root, op: Op, path: &str, host: &str) -> Result<Option<String>, ErrorKind> {
     let e = |e: sandgate_rootfs::Error| {
         assert_eq!(e.code(), e.kind().code());
         // The message may echo the caller's own path, never another host path.
         let msg = e.to_string().replace(path, "");
-        assert!(!msg.contains("/tmp/"), "message leaks a host path: {e}");
+        assert!(
+            !msg.contains(host) && !msg.contains("/tmp/"),
+            "message leaks a host path: {e}"
+        );
         e.kind()
     };
     let kind_name = |k: FileKind| Some(format!("kind:{}", k.as_str()));
@@ -198,7 +205,8 @@ fn run_case(name: &str, op: Op, path: &str, want: Expect) {
         let before = snapshot(&f.outside_path());
         let root = f.root(resolver);
         let path = expand(&f, path);
-        let got = run_op(&root, op, &path);
+        let host = f.tmp.path().to_str().unwrap().to_owned();
+        let got = run_op(&root, op, &path, &host);
         check(name, resolver, &got, want);
         assert_eq!(
             before,
