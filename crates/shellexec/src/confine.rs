@@ -449,6 +449,11 @@ struct Plan {
     grant_dir: u64,
     connect_access: u64,
     connect_ports: Vec<u64>,
+    /// The TCP ports the spec grants (none with `no_tcp`), whatever the
+    /// ABI: what the executor judges a connect by where it judges
+    /// connects ([`Prepared::socket_rules`]), below ABI 4 too, where
+    /// Landlock does not judge TCP.
+    tcp_ports: Vec<u16>,
     /// Rights on the child's own `/proc/<pid>`; 0 when not granted.
     proc_self_access: u64,
     /// Rights on the view's private tmpfs mounts (granted only inside the
@@ -651,6 +656,15 @@ pub fn prepare_with_abi(
         } else {
             "truncate(2) is not restricted (needs Landlock ABI 3)".to_owned()
         });
+    }
+    if used_abi.is_some_and(|abi| abi < NET_ABI)
+        && seccomp.as_ref().is_some_and(Filters::judges_sockets)
+    {
+        notes.push(
+            "Landlock does not judge TCP (needs ABI 4): on the floor the executor judges \
+             every TCP connect by the granted ports instead"
+                .to_owned(),
+        );
     }
     if judge_sockets && !seccomp.as_ref().is_some_and(Filters::judges_sockets) {
         notes.push(
@@ -892,6 +906,13 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
     };
     connect_ports.sort_unstable();
     connect_ports.dedup();
+    let mut tcp_ports = if spec.no_tcp {
+        Vec::new()
+    } else {
+        spec.connect_ports.clone()
+    };
+    tcp_ports.sort_unstable();
+    tcp_ports.dedup();
     let scoped = if abi >= SCOPE_ABI {
         Scope::from_all(landlock_abi).bits()
     } else {
@@ -935,6 +956,7 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
         grant_dir: rights.write | rights.read_exec,
         connect_access,
         connect_ports,
+        tcp_ports,
         proc_self_access,
     })
 }
@@ -1164,16 +1186,13 @@ impl Prepared {
         }
         let write_roots = fds(&plan.paths[plan.write_roots.clone()]);
         let narrowing = self.narrow.as_deref().map(|n| fds(&n[..self.narrow_dirs]));
-        let tcp_ports = (plan.connect_access != 0).then(|| {
-            plan.connect_ports
-                .iter()
-                .filter_map(|&p| u16::try_from(p).ok())
-                .collect()
-        });
+        // Below ABI 4 Landlock does not judge TCP: the executor, which
+        // sees every connect here, judges it by the granted ports as
+        // Landlock would from ABI 4.
         Some(crate::connect::SocketRules::new(
             &write_roots,
             narrowing.as_deref(),
-            tcp_ports,
+            plan.tcp_ports.clone(),
         ))
     }
 

@@ -17,7 +17,7 @@
 //! |---|---|
 //! | a UNIX socket by path | connected when the socket lies beneath a write root (and, for a narrowed command, beneath one of the narrowing directories too): where Landlock ABI 9 grants the right; else `EACCES` |
 //! | an abstract UNIX name | connected when its listener is the command's own (a process of the command holds the listening socket the name is bound to, and once connected the listener's credentials name the executor, which performed its `listen`), as Landlock's scoping would allow; else `EPERM` |
-//! | TCP | the port judged as Landlock judges it in the command (the executor itself is not under Landlock): `EACCES` outside the granted ports |
+//! | TCP | the port judged as Landlock judges it from ABI 4 (the executor itself is not under Landlock, and below ABI 4 Landlock does not judge TCP at all): `EACCES` outside the granted ports |
 //! | a netlink multicast group | `EPERM`: it takes `CAP_NET_ADMIN`, which the command does not hold on the floor and the kernel would look for in the executor |
 //! | anything else | performed as asked |
 //!
@@ -98,16 +98,16 @@ pub(crate) struct SocketRules {
     /// A narrowing layer's directories: the socket must lie beneath one of
     /// these too.
     narrowing: Option<Vec<Id>>,
-    /// The TCP ports a connect may reach, where Landlock judges TCP in the
-    /// command (ABI 4); `None` where it does not.
-    tcp_ports: Option<Vec<u16>>,
+    /// The TCP ports a connect may reach (as Landlock judges them from
+    /// ABI 4; below it, the executor alone does).
+    tcp_ports: Vec<u16>,
 }
 
 impl SocketRules {
     pub(crate) fn new(
         write_roots: &[BorrowedFd<'_>],
         narrowing: Option<&[BorrowedFd<'_>]>,
-        tcp_ports: Option<Vec<u16>>,
+        tcp_ports: Vec<u16>,
     ) -> SocketRules {
         let ids = |fds: &[BorrowedFd<'_>]| fds.iter().filter_map(id).collect();
         SocketRules {
@@ -179,8 +179,8 @@ impl SocketRules {
         {
             return Err(libc::EPERM);
         }
-        if let (Some(ports), AddressFamily::INET | AddressFamily::INET6) = (&self.tcp_ports, family)
-        {
+        if let AddressFamily::INET | AddressFamily::INET6 = family {
+            let ports = &self.tcp_ports;
             let tcp = sockopt::socket_type(sock).ok() == Some(SocketType::STREAM)
                 && sockopt::socket_protocol(sock).ok().flatten() == Some(rustix::net::ipproto::TCP);
             // The port, where the address holds one (as Landlock reads

@@ -3714,3 +3714,80 @@ fn oldabi17_a_command_run_as_root_on_the_floor_makes_no_file_append_only() {
         );
     }
 }
+
+/// Below Landlock ABI 4, which judges TCP by port, Landlock lets a command
+/// connect anywhere: on the floor, where the executor sees every connect
+/// (seccomp user notification), it judges a TCP connect by the granted
+/// ports instead, as Landlock would from ABI 4. A granted port answers
+/// and another is refused (`EACCES`) at ABI 1 and 3, as at the kernel's;
+/// unconfined both answer. Before, at ABI 3 the second port answered too.
+#[test]
+fn below_landlock_abi_4_the_executor_judges_tcp_by_port_on_the_floor() {
+    let Some((kernel, ex)) = floor_for_python() else {
+        return;
+    };
+    let listen = |reply: &'static str| {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        answer(move || l.accept().map(|(c, _)| c), reply);
+        port
+    };
+    let (granted, other) = (listen("pong-granted"), listen("pong-other"));
+    let w = tempfile::tempdir().unwrap();
+    let spec = ConfineSpec {
+        write_dirs: vec![w.path().to_owned()],
+        connect_ports: vec![granted],
+        ..ConfineSpec::default()
+    };
+    let script = "import errno, socket, sys\n\
+                  for port in sys.argv[1:]:\n\
+                  \x20   s = socket.socket()\n\
+                  \x20   try:\n\
+                  \x20       s.connect(('127.0.0.1', int(port))); s.sendall(b'x'); print(s.recv(64).decode())\n\
+                  \x20   except OSError as e:\n\
+                  \x20       print(errno.errorcode[e.errno])\n";
+    let args: Vec<OsString> = vec![
+        "-c".into(),
+        script.into(),
+        granted.to_string().into(),
+        other.to_string().into(),
+    ];
+    for abi in [1, 3, kernel] {
+        let prepared = sandgate_shellexec::confine::prepare_with_abi(
+            &spec,
+            ConfineMode::BestEffort,
+            Some(abi),
+        )
+        .unwrap();
+        if !supervises(&prepared) {
+            eprintln!("note: no seccomp user notification here: connects are not judged; skipped");
+            return;
+        }
+        if abi < 4 {
+            assert!(
+                prepared
+                    .report()
+                    .notes
+                    .iter()
+                    .any(|n| n.contains("the executor judges every TCP connect")),
+                "{:?}",
+                prepared.report().notes
+            );
+        }
+        let r = python(&ex, &prepared, &args, ExecOptions::default());
+        assert_eq!(
+            text(&r.stdout),
+            "pong-granted\nEACCES\n",
+            "ABI {abi}: {}",
+            text(&r.stderr)
+        );
+    }
+    let off = sandgate_shellexec::confine::prepare(&spec, ConfineMode::Off).unwrap();
+    let r = python(&ex, &off, &args, ExecOptions::default());
+    assert_eq!(
+        text(&r.stdout),
+        "pong-granted\npong-other\n",
+        "{}",
+        text(&r.stderr)
+    );
+}
