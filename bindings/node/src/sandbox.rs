@@ -330,6 +330,7 @@ fn grep_answer(
                     let cut = |v: Vec<usize>| {
                         (!v.is_empty()).then(|| v.into_iter().map(sat_u32).collect())
                     };
+                    let line_truncated = m.line_truncated().then_some(true);
                     GrepMatch {
                         path: m.path,
                         line: sat_u32(m.line),
@@ -337,7 +338,7 @@ fn grep_answer(
                         text_start: (m.text_start > 0).then(|| sat_u32(m.text_start)),
                         before: context.then_some(m.before),
                         after: context.then_some(m.after),
-                        line_truncated: (m.text_cut || m.text_start > 0).then_some(true),
+                        line_truncated,
                         before_truncated: cut(m.before_cut),
                         after_truncated: cut(m.after_cut),
                     }

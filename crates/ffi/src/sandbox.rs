@@ -1423,7 +1423,7 @@ pub unsafe extern "C" fn sg_sandbox_grep(
             .into_iter()
             .map(|m| {
                 let mut o = json!({"path": m.path, "line": m.line, "text": m.text});
-                if m.text_cut || m.text_start > 0 {
+                if m.line_truncated() {
                     o["line_truncated"] = json!(true);
                 }
                 if m.text_start > 0 {
@@ -1561,7 +1561,7 @@ fn grep_json(found: facade::search::GrepOutput) -> serde_json::Value {
             .map(|m| {
                 let mut o = json!({"path": m.path, "line": m.line, "text": m.text,
                                    "before": m.before, "after": m.after});
-                if m.text_cut || m.text_start > 0 {
+                if m.line_truncated() {
                     o["line_truncated"] = json!(true);
                 }
                 if m.text_start > 0 {

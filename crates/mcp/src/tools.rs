@@ -870,16 +870,15 @@ pub(crate) fn list_directory_with_sizes(s: &Shared, a: ListWithSizes) -> Answer 
 /// matches the relative path; one without also matches a name at any depth
 /// and everything below it.
 ///
-/// The forms are one `GlobSet`: globset's single-glob matcher
-/// (`Glob::compile_matcher`) panics on a pattern whose regular expression
-/// is over its size limit, where a set's build answers the error. The set
+/// The forms are one set ([`sandgate::search::glob_set`], which answers a
+/// pattern too complex to compile as the request's fault). The set
 /// matches as the single matchers did, but for a path whose last component
 /// is `..`, which no walked name has.
 struct Excludes(globset::GlobSet);
 
 impl Excludes {
     fn new(patterns: &[String]) -> Result<Excludes, Error> {
-        let mut set = globset::GlobSetBuilder::new();
+        let mut globs = Vec::new();
         for p in patterns {
             let mut forms = vec![p.clone()];
             if !p.contains('*') {
@@ -893,20 +892,16 @@ impl Excludes {
                     .map_err(|e| {
                         Error::new(ErrorCode::Request, format!("invalid exclude pattern: {e}"))
                     })?;
-                set.add(g);
+                globs.push(g);
             }
         }
-        set.build().map(Excludes).map_err(|e| match e.kind() {
-            // Its text holds the whole expression built from the patterns.
-            globset::ErrorKind::Regex(_) => Error::new(
-                ErrorCode::Request,
-                format!(
-                    "invalid exclude pattern: too complex to compile (patterns of {} bytes)",
-                    patterns.iter().map(String::len).sum::<usize>()
-                ),
-            ),
-            _ => Error::new(ErrorCode::Request, format!("invalid exclude pattern: {e}")),
-        })
+        let bytes: usize = patterns.iter().map(String::len).sum();
+        sandgate::search::glob_set(
+            globs,
+            "exclude pattern",
+            &format!("patterns of {bytes} bytes"),
+        )
+        .map(Excludes)
     }
 
     fn hit(&self, rel: &str) -> bool {

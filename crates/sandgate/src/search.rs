@@ -141,6 +141,15 @@ pub struct GrepMatch {
     pub after_cut: Vec<usize>,
 }
 
+impl GrepMatch {
+    /// Whether `text` is not the whole line: cut at its end, or starting
+    /// past the line's first byte (what the endpoint, the C ABI and the
+    /// bindings answer as `line_truncated`).
+    pub fn line_truncated(&self) -> bool {
+        self.text_cut || self.text_start > 0
+    }
+}
+
 /// What a grep answers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -480,29 +489,44 @@ fn below<'p>(base: &RelPath, path: &'p str) -> &'p str {
     }
 }
 
-/// The matcher of a glob `pattern`, as a set of that one glob:
-/// globset's `Glob::compile_matcher` panics when the regular expression it
-/// builds is over its size limit (a pattern of 100,000 `*`), where a set's
-/// build answers the error, which is the pattern's fault: `E_REQUEST`. The
-/// set matches as the one glob's matcher does, but for a path whose last
-/// component is `..` (`?.` matches `..` alone), which no walked name has.
+/// The matcher of a glob `pattern`, as a set of that one glob (see
+/// [`glob_set`]). The set matches as the one glob's matcher does, but for
+/// a path whose last component is `..` (`?.` matches `..` alone), which no
+/// walked name has.
 fn compile_glob(pattern: &str) -> Result<globset::GlobSet, Error> {
     let glob = globset::GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
         .map_err(|e| Error::request(format!("invalid glob pattern: {e}")))?;
-    globset::GlobSetBuilder::new()
-        .add(glob)
-        .build()
-        .map_err(|e| match e.kind() {
-            // Its text holds the whole expression built from the pattern.
-            globset::ErrorKind::Regex(_) => Error::request(format!(
-                "invalid glob pattern: too complex to compile (a pattern of {} bytes)",
-                pattern.len()
-            )),
-            _ => Error::request(format!("invalid glob pattern: {e}")),
-        })
+    glob_set(
+        [glob],
+        "glob pattern",
+        &format!("a pattern of {} bytes", pattern.len()),
+    )
+}
+
+/// `globs` built into one set. globset's single-glob matcher
+/// (`Glob::compile_matcher`) panics when the regular expression it builds
+/// is over its size limit (a pattern of 100,000 `*`), where a set's build
+/// answers the error, which is the patterns' fault: `E_REQUEST`, "invalid
+/// {what}: too complex to compile ({size})", never the expression itself,
+/// which the error's text holds whole.
+pub fn glob_set(
+    globs: impl IntoIterator<Item = globset::Glob>,
+    what: &str,
+    size: &str,
+) -> Result<globset::GlobSet, Error> {
+    let mut set = globset::GlobSetBuilder::new();
+    for g in globs {
+        set.add(g);
+    }
+    set.build().map_err(|e| match e.kind() {
+        globset::ErrorKind::Regex(_) => {
+            Error::request(format!("invalid {what}: too complex to compile ({size})"))
+        }
+        _ => Error::request(format!("invalid {what}: {e}")),
+    })
 }
 
 /// The paths below `base` matching `pattern`, sorted by name: at most
@@ -689,7 +713,11 @@ fn line_text(raw: &[u8]) -> (String, bool) {
 /// it.
 fn match_text(re: &regex::bytes::Regex, raw: &[u8]) -> (usize, String, bool) {
     let text = line_bytes(raw);
-    let start = match re.find(text) {
+    // A line that fits is answered whole, without looking for the match.
+    let found = (text.len() > MAX_LINE_TEXT)
+        .then(|| re.find(text))
+        .flatten();
+    let start = match found {
         Some(m) if m.end() > MAX_LINE_TEXT => {
             let mut start = m.start().saturating_sub(MATCH_LEAD);
             // Not in the middle of a character: back to its first byte
@@ -871,10 +899,7 @@ impl Collector {
             if re.is_match(stripped) {
                 match self.mode {
                     GrepMode::Lines => {
-                        let (text_start, text, text_cut) = match stripped.len() {
-                            0..=MAX_LINE_TEXT => (0, line_text(&line).0, false),
-                            _ => match_text(re, &line),
-                        };
+                        let (text_start, text, text_cut) = match_text(re, &line);
                         self.lines.push(GrepMatch {
                             path: path.to_owned(),
                             line: n,

@@ -741,7 +741,7 @@ fn grep_answer(
                     o.insert("line".into(), json!(m.line));
                     o.insert("text".into(), json!(m.text));
                     // Only when cut, so an answer of whole lines reads as before.
-                    if m.text_cut || m.text_start > 0 {
+                    if m.line_truncated() {
                         o.insert("line_truncated".into(), json!(true));
                     }
                     if m.text_start > 0 {
