@@ -447,12 +447,13 @@ struct Plan {
     /// each of its directories (the plan's own layer still decides which
     /// of them the command has there).
     grant_dir: u64,
+    /// `ConnectTcp` from ABI 4, 0 below: then no port rule is added.
     connect_access: u64,
-    connect_ports: Vec<u64>,
-    /// The TCP ports the spec grants (none with `no_tcp`), whatever the
-    /// ABI: what the executor judges a connect by where it judges
-    /// connects ([`Prepared::socket_rules`]), below ABI 4 too, where
-    /// Landlock does not judge TCP.
+    /// The TCP ports the spec grants (none with `no_tcp`), sorted, once
+    /// each, whatever the ABI: Landlock's port rules from ABI 4, and what
+    /// the executor judges a connect by where it judges connects
+    /// ([`Prepared::socket_rules`]), below ABI 4 too, where Landlock does
+    /// not judge TCP.
     tcp_ports: Vec<u16>,
     /// Rights on the child's own `/proc/<pid>`; 0 when not granted.
     proc_self_access: u64,
@@ -472,7 +473,7 @@ impl fmt::Debug for Prepared {
         f.debug_struct("Prepared")
             .field("report", &self.inner.report)
             .field("path_rules", &plan.map(|p| p.paths.len()))
-            .field("connect_ports", &plan.map(|p| &p.connect_ports))
+            .field("tcp_ports", &plan.map(|p| &p.tcp_ports))
             .finish()
     }
 }
@@ -890,22 +891,14 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
         }
     }
 
-    let (handled_access_net, connect_access, mut connect_ports) = if abi >= NET_ABI {
-        let ports = if spec.no_tcp {
-            Vec::new()
-        } else {
-            spec.connect_ports.iter().map(|&p| u64::from(p)).collect()
-        };
+    let (handled_access_net, connect_access) = if abi >= NET_ABI {
         (
             (AccessNet::BindTcp | AccessNet::ConnectTcp).bits(),
             BitFlags::from(AccessNet::ConnectTcp).bits(),
-            ports,
         )
     } else {
-        (0, 0, Vec::new())
+        (0, 0)
     };
-    connect_ports.sort_unstable();
-    connect_ports.dedup();
     let mut tcp_ports = if spec.no_tcp {
         Vec::new()
     } else {
@@ -955,7 +948,6 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
         file_access: rights.file,
         grant_dir: rights.write | rights.read_exec,
         connect_access,
-        connect_ports,
         tcp_ports,
         proc_self_access,
     })
@@ -1457,15 +1449,16 @@ fn build_ruleset(
                 }
             }
         }
-        let ports: &[u64] = if in_view || narrowing {
+        // Below ABI 4 (`connect_access` 0) Landlock takes no port rule.
+        let ports: &[u16] = if in_view || narrowing || plan.connect_access == 0 {
             &[]
         } else {
-            &plan.connect_ports
+            &plan.tcp_ports
         };
         for &port in ports {
             let attr = NetPortAttr {
                 allowed_access: plan.connect_access,
-                port,
+                port: u64::from(port),
             };
             // SAFETY: `ruleset` is ours; `attr` is a live
             // `struct landlock_net_port_attr`; flags 0.
