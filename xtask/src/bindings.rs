@@ -25,27 +25,26 @@ pub fn test() -> Result<(), String> {
     use_pkg_config()?;
     // xtask runs its steps one at a time; the variable is for the children.
     env::set_var("SANDGATE_LIBRARY", &so);
-    step(
-        "python binding",
-        "python3",
-        &[
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "bindings/python/tests",
-        ],
-    )?;
+    step("python binding", "python3", PYTEST)?;
     step("node binding", "bash", &["bindings/node/ci.sh"])?;
     // cgo links target/lib/libsandgate.a, named by sandgate-static.pc.
     step("go vet", "go", &["-C", "bindings/go", "vet", "./..."])?;
-    step(
-        "go binding",
-        "go",
-        &["-C", "bindings/go", "test", "-race", "-count=1", "./..."],
-    )
+    step("go binding", "go", GO_TEST)
 }
+
+/// The Python binding's tests: `python3`'s arguments (the checkout is read,
+/// never written).
+pub(crate) const PYTEST: &[&str] = &[
+    "-m",
+    "pytest",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    "bindings/python/tests",
+];
+
+/// The Go binding's tests, with the race detector: `go`'s arguments.
+pub(crate) const GO_TEST: &[&str] = &["-C", "bindings/go", "test", "-race", "-count=1", "./..."];
 
 /// The directory the bindings load the library from.
 pub fn lib_dir() -> PathBuf {

@@ -334,13 +334,8 @@ pub fn bindings(venv: &Path) -> Result<(), String> {
             path.as_str(),
             "PYTHONDONTWRITEBYTECODE=1",
             vp.as_str(),
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "bindings/python/tests",
         ]);
+        args.extend(crate::bindings::PYTEST);
         step("python binding as uid 65534", "setpriv", &args)?;
     } else {
         eprintln!(
@@ -361,13 +356,8 @@ pub fn bindings(venv: &Path) -> Result<(), String> {
         gopath.as_str(),
         pkg_config.as_str(),
         "go",
-        "-C",
-        "bindings/go",
-        "test",
-        "-race",
-        "-count=1",
-        "./...",
     ]);
+    args.extend(crate::bindings::GO_TEST);
     let go = step("go binding as uid 65534", "setpriv", &args);
     // Go makes its module cache read-only; root removes it all the same.
     let _ = std::fs::remove_dir_all(&gohome);
