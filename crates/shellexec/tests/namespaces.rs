@@ -197,18 +197,51 @@ fn mounts_and_namespace_changes_are_refused() {
     let Some(ex) = in_namespaces("mounts", config(&f, ConfineMode::BestEffort)) else {
         return;
     };
+    // mount(8) and umount(8) refuse anyone but root before asking the
+    // kernel, so the kernel is asked directly.
+    #[cfg(target_arch = "x86_64")]
+    const MOUNT_UMOUNT2: (u32, u32) = (165, 166);
+    #[cfg(target_arch = "aarch64")]
+    const MOUNT_UMOUNT2: (u32, u32) = (40, 39);
+    let (mount, umount2) = MOUNT_UMOUNT2;
+    let call = |what: &str, args: &str| {
+        format!(
+            "perl -e 'my ($s, $t, $y) = (\"none\", \"/usr\", \"tmpfs\"); my ($p, $m) = (\"/proc\", \"/tmp\"); \
+             syscall({args}) == 0 and exit 0; print STDERR \"{what}: $!\\n\"; exit 1'"
+        )
+    };
+    const MS_REMOUNT_BIND: u32 = 32 | 4096;
+    let calls = [
+        // Remount the read-only /usr writable.
+        call(
+            "remount",
+            &format!("{mount}, $s, $t, 0, {MS_REMOUNT_BIND}, 0"),
+        ),
+        // Mount a tmpfs over /tmp.
+        call("mount", &format!("{mount}, $s, $m, $y, 0, 0")),
+        // Unmount /usr, and /proc lazily (MNT_DETACH).
+        call("umount", &format!("{umount2}, $t, 0")),
+        call("umount", &format!("{umount2}, $p, 2")),
+    ];
     for cmd in [
-        "mount -o remount,rw /usr",
-        "mount -t tmpfs none /tmp",
-        "umount /usr",
-        "umount -l /proc",
+        &calls[0][..],
+        &calls[1],
+        &calls[2],
+        &calls[3],
         "unshare -m true",
         "unshare -U true",
         "nsenter -t 1 -m true",
         "nsenter -t 1 -U true",
     ] {
         let r = exec(&ex, cmd);
+        let err = String::from_utf8_lossy(&r.stderr);
         assert_ne!(r.exit_code, 0, "`{cmd}` succeeded");
+        // Refused by the kernel, not failed for want of the program.
+        assert_ne!(r.exit_code, 127, "`{cmd}` did not run: {err}");
+        assert!(
+            err.contains("not permitted") || err.contains("ermission denied"),
+            "`{cmd}` failed for another reason: {err}"
+        );
     }
     // Still read-only, still mounted.
     let r = exec(
