@@ -286,3 +286,37 @@ describe('Sandbox abortSignal', () => {
     assert.throws(() => sb.grepFound('x', 'grep', 1, sync), (e) => e.code === 'E_REQUEST' && /abortSignal/.test(e.message))
   })
 })
+
+// Node joins its pool's threads before it exits: a fetch in flight held
+// `process.exit()` for as long as its timeout (20 s here) before the
+// package aborted every pool call still running on 'exit'.
+test('process.exit() is not held by a fetchAsync in flight, with or without a signal of its own', () => {
+  const { spawnSync } = require('node:child_process')
+  for (const withSignal of [false, true]) {
+    const dir = tempDir()
+    try {
+      const script = `
+        const fs = require('node:fs'), net = require('node:net'), path = require('node:path')
+        const { Policy, Fetcher } = require(${JSON.stringify(path.join(__dirname, '..'))})
+        const server = net.createServer((s) => s.on('data', () => {}))
+        server.listen(0, '127.0.0.1', () => {
+          const port = server.address().port
+          const p = path.join(${JSON.stringify(dir)}, 'p.toml')
+          fs.writeFileSync(p, '[net]\\nallow = ["127.0.0.1:' + port + '"]\\nallow_http = true\\n')
+          const f = new Fetcher(Policy.load(p))
+          const ac = new AbortController()
+          const options = ${withSignal} ? { timeoutMs: 600000, abortSignal: ac.signal } : { timeoutMs: 600000 }
+          f.fetchAsync('http://127.0.0.1:' + port + '/never', options).then(() => console.log('settled'))
+          server.on('connection', () => setTimeout(() => process.exit(7), 100))
+        })
+      `
+      // 60 s: the bound of a hang, not of speed (the fetch would wait 600 s).
+      const r = spawnSync(process.execPath, ['-e', script], { timeout: 60000, encoding: 'utf8' })
+      assert.equal(r.signal, null, `the child was still running after 60 s (stderr: ${r.stderr})`)
+      assert.equal(r.status, 7, r.stderr)
+      assert.ok(!r.stdout.includes('settled'), r.stdout)
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }
+})
