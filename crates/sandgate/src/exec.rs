@@ -936,6 +936,19 @@ impl Executor {
                     raw.len()
                 )));
             }
+            // Servers drop blanks around a header's value (RFC 9110, 5.5):
+            // a host that reflects it would show the value without them,
+            // which is not the value redaction withholds.
+            if raw.first().is_some_and(|&b| b == b' ' || b == b'\t')
+                || raw.last().is_some_and(|&b| b == b' ' || b == b'\t')
+            {
+                return Err(refuse(
+                    "the value begins or ends with a blank (a space or a tab), which servers \
+                     drop from a header's value, so a host that reflects it would show the \
+                     commands a value redaction does not know; remove the blank"
+                        .into(),
+                ));
+            }
             let header_value = c.header_value(&raw);
             let value = Secret::new(header_value.clone()).map_err(refuse)?;
             let name = match &c.source {

@@ -814,3 +814,94 @@ fn a_reflected_credential_is_redacted_with_or_without_its_scheme() {
     assert!(out.contains("token [REDACTED"), "{}", text(&r));
     f.ex.dispose();
 }
+
+/// A value with a blank (space or tab) at either end is refused at start,
+/// naming the source, never the value: servers drop blanks around a
+/// header's value (RFC 9110, 5.5), so a host that reflects the header
+/// showed it without them, which is not the value redaction withholds. A
+/// trailing space (a file written with one) put the whole credential in
+/// the command's output. The value here has no token shape, so only the
+/// withheld value could redact it.
+#[test]
+fn cred18_a_value_with_blanks_at_its_ends_is_refused_at_start() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let plain = "sgCred18PlainValue0123456789abcdef";
+    for (n, value) in [
+        format!("{plain} "),
+        format!("{plain}\t"),
+        format!(" {plain}"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::create_dir(dir.path().join("work")).unwrap();
+        let file = dir.path().join("blank");
+        std::fs::write(&file, format!("{value}\n")).unwrap();
+        let mut b = Executor::builder();
+        b.base_dir(dir.path())
+            .write_root("work")
+            .enabled(true)
+            .timeout_ms(60_000)
+            .security_mode(SecurityMode::TrustedHost)
+            .net_allow("localhost")
+            .net_credential(CredentialOptions {
+                host: Some("localhost".into()),
+                port: Some(port),
+                file: Some(file.to_string_lossy().into_owned()),
+                scheme: Some("Bearer".into()),
+                ..Default::default()
+            });
+        let ex = b.build().unwrap();
+        ex.set_net_resolver(Arc::new(|_: &str, _: u16, _: Duration| {
+            Ok(vec!["127.0.0.2".parse().unwrap()])
+        }));
+        ex.set_net_upstream_roots(&pem);
+        let e = match ex.start() {
+            Err(e) => e,
+            Ok(()) => {
+                let url = format!("https://localhost:{port}");
+                let r = ex
+                    .exec(
+                        &format!(
+                            "export NO_PROXY= no_proxy=; {CURL} -sS --max-time 20 {url}/echo; \
+                             {CURL} -sS --max-time 20 {url}/echo-token"
+                        ),
+                        ExecOptions::default(),
+                    )
+                    .unwrap();
+                ex.dispose();
+                let out = String::from_utf8_lossy(&r.stdout).into_owned();
+                panic!(
+                    "value {n} started; the value reached the output: {}; output: {out}",
+                    out.contains(plain)
+                );
+            }
+        };
+        assert!(ex.exec("true", ExecOptions::default()).is_err());
+        if e.code() == sandgate::ErrorCode::ConfineUnavailable {
+            assert!(
+                std::env::var_os("SANDGATE_REQUIRE_NAMESPACES").is_none(),
+                "namespaces unavailable: {e}"
+            );
+            eprintln!("note: skipped: {e}");
+            return;
+        }
+        let msg = e.to_string();
+        assert_eq!(e.code(), sandgate::ErrorCode::Policy, "{msg}");
+        assert_eq!(e.key(), Some("net.credentials[0]"), "{msg}");
+        assert!(
+            msg.contains(&file.display().to_string()) && msg.contains("blank"),
+            "{msg}"
+        );
+        assert!(!msg.contains(plain), "{msg}");
+    }
+    assert!(up.heads.lock().unwrap().is_empty());
+}
