@@ -945,7 +945,7 @@ impl Executor {
                 return Err(refuse(
                     "the value begins or ends with a blank (a space or a tab), which servers \
                      drop from a header's value, so a host that reflects it would show the \
-                     commands a value redaction does not know; remove the blank"
+                     command a value redaction does not know; remove the blank"
                         .into(),
                 ));
             }
