@@ -1262,6 +1262,22 @@ const METHOD_OVERRIDES: &[&str] = &[
 /// read them (IIS's URL Rewrite sets the first for its backend).
 const PATH_OVERRIDES: &[&str] = &["x-original-url", "x-rewrite-url"];
 
+/// Headers that make a server, or a shared front before it (a CDN, a
+/// multi-tenant reverse proxy, a framework that trusts forwarded headers:
+/// Express's `trust proxy`, Django's `USE_X_FORWARDED_HOST`, Symfony's
+/// trusted headers), take another host than the connection's: the
+/// credential would go with the request to whatever answers under that
+/// name. `forwarded` (RFC 7239) is refused whole, its `host=` being one of
+/// its parameters.
+const HOST_OVERRIDES: &[&str] = &[
+    "x-forwarded-host",
+    "forwarded",
+    "x-host",
+    "x-forwarded-server",
+    "x-http-host-override",
+    "x-original-host",
+];
+
 /// Why a request that names another method in a header or its query is
 /// refused on an intercepted host (`None` when it names none): the rules
 /// and the credential's methods judge the request line's.
@@ -1321,8 +1337,8 @@ fn query_override(target: &str) -> bool {
 
 /// What refuses a request to an intercepted host whatever the rules say:
 /// upgrades (h2c, websocket), a method override (a header or a `_method`
-/// query parameter), a path override header, a body framed two ways, a
-/// malformed length.
+/// query parameter), a path or host override header, a body framed two
+/// ways, a malformed length.
 fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
     if head.header("upgrade").next().is_some() || head.header("http2-settings").next().is_some() {
         return Some((
@@ -1341,6 +1357,16 @@ fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
             format!(
                 "`{h}` is refused on an intercepted host: the server would route by a path the \
                  rules did not judge"
+            ),
+        ));
+    }
+    if let Some(h) = HOST_OVERRIDES.iter().find(|h| head.has_cgi_header(h)) {
+        return Some((
+            403,
+            "Forbidden",
+            format!(
+                "`{h}` is refused on an intercepted host: a server or a front before it would \
+                 route by a host the rules did not judge, with the credential"
             ),
         ));
     }

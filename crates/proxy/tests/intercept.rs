@@ -1929,6 +1929,54 @@ fn a_path_override_header_cannot_escape_the_path_rules() {
     );
 }
 
+/// A server behind a shared front (a CDN, a multi-tenant reverse proxy, a
+/// framework trusting forwarded headers) may route by `X-Forwarded-Host`,
+/// `Forwarded: host=` and their kin rather than by the connection's own
+/// host: a request to the granted host naming another there would carry
+/// the credential to whatever that front serves under the other name.
+/// Such a request is refused on an intercepted host, in any spelling the
+/// CGI convention joins (`X_Forwarded_Host`), with nothing sent.
+#[test]
+fn a_host_override_header_is_refused_on_an_intercepted_host() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_but_secret(port, &pem);
+    for (header, value) in [
+        ("X-Forwarded-Host", "evil.example"),
+        ("x_forwarded_host", "evil.example"),
+        ("Forwarded", "for=10.0.0.1;host=evil.example"),
+        ("X-Host", "evil.example"),
+        ("X-Forwarded-Server", "evil.example"),
+        ("X-HTTP-Host-Override", "evil.example"),
+        ("X-Original-Host", "evil.example"),
+    ] {
+        let mut tls = connect(s.addr, port, &s.ca).unwrap();
+        let (head, body) = request(
+            &mut tls,
+            &format!("GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\n{header}: {value}\r\n\r\n"),
+        );
+        assert!(
+            head.starts_with("HTTP/1.1 403"),
+            "{header}: {head:?}, the upstream got {:?}",
+            up.heads.lock().unwrap()
+        );
+        assert!(
+            body.to_ascii_lowercase()
+                .contains(&header.to_ascii_lowercase().replace('_', "-")),
+            "{body}"
+        );
+    }
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    // The request without one goes through.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-For: 10.0.0.1\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head:?}");
+}
+
 /// Rails, Flask, Express, Django and Go's routers answer `HEAD` with the
 /// `GET` handler: the action runs (and its headers come back), so a deny
 /// rule that names `GET` covers `HEAD` too. An allow rule naming `GET`
