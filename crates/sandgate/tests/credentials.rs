@@ -700,14 +700,19 @@ fn without_namespaces_an_executor_with_credentials_refuses_to_start() {
     assert!(ex.exec("true", ExecOptions::default()).is_err());
 }
 
-#[test]
-fn a_value_too_short_to_redact_is_refused_at_start() {
-    // Redaction passes values under 8 bytes (they would match ordinary
-    // text); a credential that short, reflected by its host, would reach
-    // the command's output as it is.
-    let (pem, cfg) = test_ca();
-    let up = upstream(cfg);
-    let port = up.addr.port();
+/// Starts an executor whose one credential for `localhost:port` is read
+/// from a file holding `content`, and answers the refusal with the file's
+/// path (in a directory that lives as long as the answer), or `None` where
+/// namespaces are unavailable (the test is then skipped). A start that
+/// succeeds fails the test, showing what `/echo` and `/echo-token` reflect
+/// to a command and whether `secret` is in it.
+fn refused_start(
+    port: u16,
+    pem: &str,
+    content: &str,
+    scheme: Option<&str>,
+    secret: &str,
+) -> Option<(sandgate::Error, std::path::PathBuf, tempfile::TempDir)> {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(
         dir.path(),
@@ -715,9 +720,8 @@ fn a_value_too_short_to_redact_is_refused_at_start() {
     )
     .unwrap();
     std::fs::create_dir(dir.path().join("work")).unwrap();
-    let short = "s3cr3t7";
-    let file = dir.path().join("short");
-    std::fs::write(&file, format!("{short}\n")).unwrap();
+    let file = dir.path().join("value");
+    std::fs::write(&file, content).unwrap();
     let mut b = Executor::builder();
     b.base_dir(dir.path())
         .write_root("work")
@@ -729,29 +733,32 @@ fn a_value_too_short_to_redact_is_refused_at_start() {
             host: Some("localhost".into()),
             port: Some(port),
             file: Some(file.to_string_lossy().into_owned()),
+            scheme: scheme.map(Into::into),
             ..Default::default()
         });
     let ex = b.build().unwrap();
     ex.set_net_resolver(Arc::new(|_: &str, _: u16, _: Duration| {
         Ok(vec!["127.0.0.2".parse().unwrap()])
     }));
-    ex.set_net_upstream_roots(&pem);
+    ex.set_net_upstream_roots(pem);
     let e = match ex.start() {
         Err(e) => e,
         Ok(()) => {
+            let url = format!("https://localhost:{port}");
             let r = ex
                 .exec(
                     &format!(
-                        "export NO_PROXY= no_proxy=; \
-                         {CURL} -sS --max-time 20 https://localhost:{port}/echo"
+                        "export NO_PROXY= no_proxy=; {CURL} -sS --max-time 20 {url}/echo; \
+                         {CURL} -sS --max-time 20 {url}/echo-token"
                     ),
                     ExecOptions::default(),
                 )
                 .unwrap();
             ex.dispose();
+            let out = String::from_utf8_lossy(&r.stdout).into_owned();
             panic!(
-                "started; the output shows the value: {}",
-                String::from_utf8_lossy(&r.stdout).trim()
+                "started; the value reached the output: {}; output: {out}",
+                out.contains(secret)
             );
         }
     };
@@ -762,8 +769,24 @@ fn a_value_too_short_to_redact_is_refused_at_start() {
             "namespaces unavailable: {e}"
         );
         eprintln!("note: skipped: {e}");
-        return;
+        return None;
     }
+    Some((e, file, dir))
+}
+
+#[test]
+fn a_value_too_short_to_redact_is_refused_at_start() {
+    // Redaction passes values under 8 bytes (they would match ordinary
+    // text); a credential that short, reflected by its host, would reach
+    // the command's output as it is.
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let short = "s3cr3t7";
+    let Some((e, file, _dir)) = refused_start(port, &pem, &format!("{short}\n"), None, short)
+    else {
+        return;
+    };
     let msg = e.to_string();
     assert_eq!(e.code(), sandgate::ErrorCode::Policy, "{msg}");
     assert_eq!(e.key(), Some("net.credentials[0]"), "{msg}");
@@ -828,74 +851,18 @@ fn cred18_a_value_with_blanks_at_its_ends_is_refused_at_start() {
     let up = upstream(cfg);
     let port = up.addr.port();
     let plain = "sgCred18PlainValue0123456789abcdef";
-    for (n, value) in [
+    for value in [
         format!("{plain} "),
         format!("{plain}\t"),
         format!(" {plain}"),
-    ]
-    .iter()
-    .enumerate()
-    {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .unwrap();
-        std::fs::create_dir(dir.path().join("work")).unwrap();
-        let file = dir.path().join("blank");
-        std::fs::write(&file, format!("{value}\n")).unwrap();
-        let mut b = Executor::builder();
-        b.base_dir(dir.path())
-            .write_root("work")
-            .enabled(true)
-            .timeout_ms(60_000)
-            .security_mode(SecurityMode::TrustedHost)
-            .net_allow("localhost")
-            .net_credential(CredentialOptions {
-                host: Some("localhost".into()),
-                port: Some(port),
-                file: Some(file.to_string_lossy().into_owned()),
-                scheme: Some("Bearer".into()),
-                ..Default::default()
-            });
-        let ex = b.build().unwrap();
-        ex.set_net_resolver(Arc::new(|_: &str, _: u16, _: Duration| {
-            Ok(vec!["127.0.0.2".parse().unwrap()])
-        }));
-        ex.set_net_upstream_roots(&pem);
-        let e = match ex.start() {
-            Err(e) => e,
-            Ok(()) => {
-                let url = format!("https://localhost:{port}");
-                let r = ex
-                    .exec(
-                        &format!(
-                            "export NO_PROXY= no_proxy=; {CURL} -sS --max-time 20 {url}/echo; \
-                             {CURL} -sS --max-time 20 {url}/echo-token"
-                        ),
-                        ExecOptions::default(),
-                    )
-                    .unwrap();
-                ex.dispose();
-                let out = String::from_utf8_lossy(&r.stdout).into_owned();
-                panic!(
-                    "value {n} started; the value reached the output: {}; output: {out}",
-                    out.contains(plain)
-                );
-            }
-        };
-        assert!(ex.exec("true", ExecOptions::default()).is_err());
-        if e.code() == sandgate::ErrorCode::ConfineUnavailable {
-            assert!(
-                std::env::var_os("SANDGATE_REQUIRE_NAMESPACES").is_none(),
-                "namespaces unavailable: {e}"
-            );
-            eprintln!("note: skipped: {e}");
+    ] {
+        let content = format!("{value}\n");
+        let Some((e, file, _dir)) = refused_start(port, &pem, &content, Some("Bearer"), plain)
+        else {
             return;
-        }
+        };
         let msg = e.to_string();
-        assert_eq!(e.code(), sandgate::ErrorCode::Policy, "{msg}");
+        assert_eq!(e.code(), sandgate::ErrorCode::Policy, "{value:?}: {msg}");
         assert_eq!(e.key(), Some("net.credentials[0]"), "{msg}");
         assert!(
             msg.contains(&file.display().to_string()) && msg.contains("blank"),
