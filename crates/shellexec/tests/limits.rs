@@ -129,6 +129,81 @@ fn what_the_private_tmpfs_holds_counts_against_the_memory_limit() {
     );
 }
 
+/// A python command creating up to `n` empty files in `dir`: prints how
+/// many it made, and the error that stopped it if one did.
+fn empty_files(dir: &str, n: u32) -> String {
+    format!(
+        "{PYTHON} -c 'import os, sys\nn = 0\ntry:\n    for i in range({n}):\n        \
+         os.close(os.open(\"{dir}/e%d\" % i, os.O_CREAT | os.O_WRONLY)); n += 1\n\
+         except OSError as e:\n    print(\"error\", os.strerror(e.errno))\nprint(\"made\", n)\n\
+         sys.stdout.flush()'"
+    )
+}
+
+/// An empty file on a tmpfs holds no block, so `statfs`'s used blocks
+/// miss it, but its inode and dentry are kernel memory (about 1 KiB on
+/// Linux 6.18): 150,000 of them are some 145 MiB. In namespaces they count
+/// against the memory limit like the files' contents.
+#[test]
+fn empty_files_on_the_private_tmpfs_count_against_the_memory_limit() {
+    if !python("empty_files_on_the_private_tmpfs_count_against_the_memory_limit") {
+        return;
+    }
+    let ex = started(memory(64 * MIB));
+    let first = run(&ex, "true", Duration::from_secs(30));
+    if !first.confined.namespaces {
+        eprintln!("note: private tmpfs test skipped: no namespaces here");
+        return;
+    }
+    // The guard: 150,000 files at most.
+    let cmd = format!("{}; sleep 2; echo survived", empty_files("/tmp", 150_000));
+    let r = run(&ex, &cmd, Duration::from_secs(60));
+    eprintln!(
+        "memory held by {:?}: exit {}, limit {:?}, stdout {:?}",
+        report(&r).memory,
+        r.exit_code,
+        r.limit,
+        String::from_utf8_lossy(&r.stdout)
+    );
+    assert_eq!(r.limit, Some(Limit::Memory), "{r:?}");
+    assert!(
+        !String::from_utf8_lossy(&r.stdout).contains("survived"),
+        "{r:?}"
+    );
+}
+
+/// Each private tmpfs holds a bounded number of files, whatever the
+/// memory limit (here none): `/dev/shm` (64 MiB) takes at most 65,536
+/// inodes, so its kernel memory is bounded like its contents.
+#[test]
+fn a_private_tmpfs_holds_a_bounded_number_of_files() {
+    if !python("a_private_tmpfs_holds_a_bounded_number_of_files") {
+        return;
+    }
+    let ex = started(ResourceLimits::default());
+    let first = run(&ex, "true", Duration::from_secs(30));
+    if !first.confined.namespaces {
+        eprintln!("note: private tmpfs test skipped: no namespaces here");
+        return;
+    }
+    // The guard: 70,000 files at most.
+    let r = run(
+        &ex,
+        &empty_files("/dev/shm", 70_000),
+        Duration::from_secs(60),
+    );
+    let out = String::from_utf8_lossy(&r.stdout).into_owned();
+    eprintln!("exit {}, stdout {out:?}", r.exit_code);
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    assert!(out.contains("error No space left on device"), "{r:?}");
+    let made: u32 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("made "))
+        .and_then(|n| n.parse().ok())
+        .expect("a count");
+    assert!(made < 65_536, "{made} files on /dev/shm");
+}
+
 #[test]
 fn a_fork_bomb_is_stopped_and_a_concurrent_exec_runs_normally() {
     let ex = started(ResourceLimits {
