@@ -837,6 +837,82 @@ print(\"survived\")'"
     );
 }
 
+/// Memory a command holds in the kernel rather than in a process: System
+/// V shared memory no process attaches (in namespaces, where the command
+/// has an IPC namespace of its own; on the floor `shmget` is refused),
+/// pipes and UNIX socket pairs full of data nobody reads. A cgroup charges
+/// each to the command; the monitor, which sums resident sets, sees none
+/// of them, and a command holds 128 MiB in each under a 64 MiB limit
+/// until its timeout (SECURITY.md lists the gap): this test pins that.
+#[test]
+fn kernel_memory_counts_where_a_cgroup_holds_memory_and_escapes_the_monitor() {
+    if !python("kernel_memory_counts_where_a_cgroup_holds_memory_and_escapes_the_monitor") {
+        return;
+    }
+    let ex = started(memory(64 * MIB));
+    let first = run(&ex, "true", Duration::from_secs(30));
+    // Each holder's guard: 128 MiB, then a pause the limit must not see
+    // the end of.
+    let shm = "import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmdt.argtypes = [ctypes.c_void_p]
+for i in range(8):
+    sid = libc.shmget(0, 16 << 20, 0o1600)
+    assert sid >= 0, ctypes.get_errno()
+    p = libc.shmat(sid, None, 0)
+    ctypes.memset(p, 1, 16 << 20)
+    libc.shmdt(ctypes.c_void_p(p))";
+    let pipes = "import os, fcntl
+total = 0; held = []
+while total < 128 << 20:
+    r, w = os.pipe()
+    try: fcntl.fcntl(w, 1031, 1 << 20)
+    except OSError: pass
+    os.set_blocking(w, False)
+    try:
+        while total < 128 << 20: total += os.write(w, b\"x\" * 65536)
+    except BlockingIOError: pass
+    held.append((r, w))";
+    let sockets = "import socket
+total = 0; held = []
+while total < 128 << 20:
+    a, b = socket.socketpair(); a.setblocking(False)
+    try:
+        while total < 128 << 20: total += a.send(b\"x\" * 65536)
+    except BlockingIOError: pass
+    held.append((a, b))";
+    let mut holders = vec![("pipes", pipes), ("sockets", sockets)];
+    if first.confined.namespaces {
+        holders.push(("shm", shm));
+    }
+    for (name, code) in holders {
+        let cmd = format!(
+            "{PYTHON} -c '{code}
+import time
+print(\"held\", flush=True)
+time.sleep(2)
+print(\"survived\")'"
+        );
+        let r = run(&ex, &cmd, Duration::from_secs(30));
+        let by = report(&r).memory;
+        let out = String::from_utf8_lossy(&r.stdout).into_owned();
+        eprintln!(
+            "{name}: memory held by {by:?}: exit {}, limit {:?}, stdout {out:?}",
+            r.exit_code, r.limit
+        );
+        assert!(!r.timed_out, "{name}: {r:?}");
+        if by == Some(Mechanism::Monitor) {
+            assert_eq!(out, "held\nsurvived\n", "{name}: {r:?}");
+            assert_eq!(r.limit, None, "{name}: {r:?}");
+        } else {
+            assert_eq!(r.limit, Some(Limit::Memory), "{name}: {r:?}");
+            assert!(!out.contains("survived"), "{name}: {r:?}");
+        }
+    }
+}
+
 /// A child whose parent ignores SIGCHLD is reaped by the kernel, and its
 /// CPU time is added to no process: a cgroup counts it, the monitor does
 /// not see children shorter than a sample (SECURITY.md lists the gap).
