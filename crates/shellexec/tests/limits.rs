@@ -913,6 +913,111 @@ print(\"survived\")'"
     }
 }
 
+/// Whatever the host grants, the command's `RLIMIT_RTPRIO` and
+/// `RLIMIT_NICE` are 0, hard and soft, and the report says so (the test
+/// below shows what they would let it do).
+#[test]
+fn the_commands_rtprio_and_nice_limits_are_zero() {
+    let ex = started(cpu(2000));
+    let r = run(
+        &ex,
+        "grep -E \"^Max (realtime|nice) priority\" /proc/self/limits",
+        Duration::from_secs(30),
+    );
+    let out = String::from_utf8_lossy(&r.stdout).into_owned();
+    let limits = &r.confined.rlimits;
+    eprintln!("exit {}, stdout {out:?}, rlimits {limits:?}", r.exit_code);
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    let fields: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(fields.len(), 2, "{out:?}");
+    for f in fields {
+        assert_eq!(f[3..5], ["0", "0"], "{out:?}");
+    }
+    assert!(
+        limits.contains(&("RLIMIT_RTPRIO".to_owned(), 0)),
+        "{limits:?}"
+    );
+    assert!(
+        limits.contains(&("RLIMIT_NICE".to_owned(), 0)),
+        "{limits:?}"
+    );
+}
+
+/// A host may grant its user real-time scheduling or a higher priority
+/// through `RLIMIT_RTPRIO` and `RLIMIT_NICE` (audio groups, services with
+/// `LimitRTPRIO=`); without `CAP_SYS_NICE` those are what let a process
+/// make itself `SCHED_FIFO` or lower its nice value. A command does not
+/// inherit them: a real-time busy loop would starve the host's own work
+/// on its CPUs, whatever its CPU limit.
+#[test]
+fn a_command_cannot_take_real_time_scheduling_or_a_higher_priority_from_the_hosts_rlimits() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    if !python(
+        "a_command_cannot_take_real_time_scheduling_or_a_higher_priority_from_the_hosts_rlimits",
+    ) {
+        return;
+    }
+    for (resource, value) in [(Resource::Rtprio, 10), (Resource::Nice, 30)] {
+        let now = getrlimit(resource);
+        if now.current.is_some_and(|v| v >= value) {
+            continue;
+        }
+        let raised = Rlimit {
+            current: Some(value),
+            maximum: now.maximum.map(|m| m.max(value)),
+        };
+        if let Err(e) = setrlimit(resource, raised) {
+            eprintln!(
+                "note: skipped: the host grants this user no {resource:?} of {value} ({e}); \
+                 run it under `prlimit --rtprio=10 --nice=30`"
+            );
+            return;
+        }
+    }
+    let probe = "import os
+try:
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1)); print(\"fifo granted\")
+except OSError as e:
+    print(\"fifo\", os.strerror(e.errno))
+try:
+    os.setpriority(os.PRIO_PROCESS, 0, -5); print(\"nice granted\")
+except OSError as e:
+    print(\"nice\", os.strerror(e.errno))";
+    // The control: the host's own processes may.
+    let control = std::process::Command::new(PYTHON)
+        .args(["-c", probe])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&control.stdout),
+        "fifo granted\nnice granted\n",
+        "{control:?}"
+    );
+    let ex = started(cpu(2000));
+    let r = run(
+        &ex,
+        &format!("{PYTHON} -c '{probe}'"),
+        Duration::from_secs(30),
+    );
+    let limits = &r.confined.rlimits;
+    assert!(
+        limits.contains(&("RLIMIT_RTPRIO".to_owned(), 0)),
+        "{limits:?}"
+    );
+    assert!(
+        limits.contains(&("RLIMIT_NICE".to_owned(), 0)),
+        "{limits:?}"
+    );
+    let out = String::from_utf8_lossy(&r.stdout).into_owned();
+    eprintln!("exit {}, stdout {out:?}", r.exit_code);
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    assert!(out.starts_with("fifo Operation not permitted\n"), "{r:?}");
+    assert!(out.ends_with("nice Permission denied\n"), "{r:?}");
+}
+
 /// A child whose parent ignores SIGCHLD is reaped by the kernel, and its
 /// CPU time is added to no process: a cgroup counts it, the monitor does
 /// not see children shorter than a sample (SECURITY.md lists the gap).
