@@ -1016,7 +1016,15 @@ fn open_path_with(path: &Path, extra: OFlags) -> io::Result<OwnedFd> {
 }
 
 fn rlimits(spec: &ConfineSpec) -> Vec<(Resource, u64, u64)> {
-    let mut out = vec![(Resource::Core, 0, 0)];
+    // No real-time scheduling and no higher priority than the executor's:
+    // a host may grant its user either through these limits (audio
+    // groups, `LimitRTPRIO=`), and a `SCHED_FIFO` busy loop starves the
+    // host's own work on its CPUs whatever the command's CPU limit.
+    let mut out = vec![
+        (Resource::Core, 0, 0),
+        (Resource::Rtprio, 0, 0),
+        (Resource::Nice, 0, 0),
+    ];
     if let Some(v) = spec.max_file_size {
         out.push((Resource::Fsize, v, v));
     }
@@ -1049,6 +1057,8 @@ fn rlimit_name(resource: Resource) -> &'static str {
         Resource::Nproc => "RLIMIT_NPROC",
         Resource::Data => "RLIMIT_DATA",
         Resource::Cpu => "RLIMIT_CPU",
+        Resource::Rtprio => "RLIMIT_RTPRIO",
+        Resource::Nice => "RLIMIT_NICE",
         _ => "RLIMIT_?",
     }
 }
@@ -1247,8 +1257,9 @@ impl Prepared {
 
     /// Confines the calling process: rlimits, no_new_privs, then Landlock.
     ///
-    /// In order: `prlimit64(0, …)` sets soft and hard RLIMIT_CORE to 0,
-    /// RLIMIT_FSIZE and RLIMIT_NPROC to the spec's values;
+    /// In order: `prlimit64(0, …)` sets soft and hard RLIMIT_CORE,
+    /// RLIMIT_RTPRIO and RLIMIT_NICE to 0, RLIMIT_FSIZE, RLIMIT_NPROC,
+    /// RLIMIT_DATA and RLIMIT_CPU to the spec's values;
     /// `prctl(PR_SET_NO_NEW_PRIVS, 1)`; then, unless the mode is `Off` or the
     /// kernel lacks Landlock, `landlock_create_ruleset`, one
     /// `landlock_add_rule` per granted path and port and for the process's

@@ -14,7 +14,8 @@
 //!   size (pages shared between processes count once per process), plus,
 //!   in namespaces, what the view's private tmpfs mounts hold (`statfs`
 //!   through the namespace's PID 1, the keeper's child: its
-//!   `/proc/<pid>/root` is the view);
+//!   `/proc/<pid>/root` is the view): their used blocks, and 1 KiB for
+//!   each inode in use, which an empty file costs in kernel memory;
 //! - tasks: threads (`num_threads`), so processes and threads;
 //! - CPU time: user and system time of each process and of the children
 //!   it reaped, plus those the keeper reaped (the time of a process that
@@ -170,7 +171,8 @@ impl Monitor {
 }
 
 /// The bytes in use on the private tmpfs mounts of the view whose PID 1
-/// is `pid1` (a mount that cannot be read counts nothing). Nothing while
+/// is `pid1`, its inodes included (a mount that cannot be read counts
+/// nothing). Nothing while
 /// `pid1` has not yet moved into its view: its root is still the
 /// executor's (`own_root`), whose `/tmp` (a tmpfs on many hosts) is not
 /// the command's.
@@ -187,7 +189,9 @@ fn tmpfs_used(pid1: i32, own_root: (u64, u64)) -> u64 {
         .filter_map(|(path, _)| rustix::fs::statfs(format!("{root}{path}")).ok())
         .map(|st| {
             let used = st.f_blocks.saturating_sub(st.f_bfree);
+            let inodes = st.f_files.saturating_sub(st.f_ffree);
             used.saturating_mul(u64::try_from(st.f_bsize).unwrap_or(0))
+                .saturating_add(inodes.saturating_mul(crate::ns::TMPFS_INODE_BYTES))
         })
         .sum()
 }

@@ -32,15 +32,26 @@ use crate::sys::above_stdio;
 /// Device nodes bound from the host into the view's `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
-/// The private tmpfs mounts of every view: path, mode, size. What the
-/// command writes there is memory: it counts against its memory limit
-/// (charged to its cgroup by the kernel, or summed by the monitor).
+/// The private tmpfs mounts of every view: path, mode, size, inodes. What
+/// the command writes there is memory: it counts against its memory limit
+/// (charged to its cgroup by the kernel, or summed by the monitor). So are
+/// its files themselves: an inode and its dentry are about 1 KiB of kernel
+/// memory that holds no block of the mount's `size`, so each mount takes
+/// one inode per KiB of its size (the kernel's default is one per two
+/// pages of the host's RAM, millions, whatever the size), and the monitor
+/// counts each inode in use as [`TMPFS_INODE_BYTES`].
 pub(crate) const PRIVATE_TMPFS: &[(&str, &str)] = &[
-    ("/tmp", "mode=1777,size=256m"),
-    ("/var/tmp", "mode=1777,size=256m"),
-    ("/run", "mode=0755,size=16m"),
-    ("/dev/shm", "mode=1777,size=64m"),
+    ("/tmp", "mode=1777,size=256m,nr_inodes=262144"),
+    ("/var/tmp", "mode=1777,size=256m,nr_inodes=262144"),
+    ("/run", "mode=0755,size=16m,nr_inodes=16384"),
+    ("/dev/shm", "mode=1777,size=64m,nr_inodes=65536"),
 ];
+
+/// What the monitor counts for an inode in use on a private tmpfs: an
+/// empty file's shmem inode and dentry are 944 bytes on Linux 6.18, and
+/// the kernel itself charges 1 KiB per inode to a tmpfs's inode space
+/// (for user extended attributes too, since Linux 6.6).
+pub(crate) const TMPFS_INODE_BYTES: u64 = 1024;
 
 /// Capabilities a root caller loses from its bounding set in the
 /// namespaces: `CAP_NET_*` (10–13), `CAP_SYS_*` (16–26, `CAP_SYS_ADMIN`

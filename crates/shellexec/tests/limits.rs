@@ -129,6 +129,81 @@ fn what_the_private_tmpfs_holds_counts_against_the_memory_limit() {
     );
 }
 
+/// A python command creating up to `n` empty files in `dir`: prints how
+/// many it made, and the error that stopped it if one did.
+fn empty_files(dir: &str, n: u32) -> String {
+    format!(
+        "{PYTHON} -c 'import os, sys\nn = 0\ntry:\n    for i in range({n}):\n        \
+         os.close(os.open(\"{dir}/e%d\" % i, os.O_CREAT | os.O_WRONLY)); n += 1\n\
+         except OSError as e:\n    print(\"error\", os.strerror(e.errno))\nprint(\"made\", n)\n\
+         sys.stdout.flush()'"
+    )
+}
+
+/// An empty file on a tmpfs holds no block, so `statfs`'s used blocks
+/// miss it, but its inode and dentry are kernel memory (about 1 KiB on
+/// Linux 6.18): 150,000 of them are some 145 MiB. In namespaces they count
+/// against the memory limit like the files' contents.
+#[test]
+fn empty_files_on_the_private_tmpfs_count_against_the_memory_limit() {
+    if !python("empty_files_on_the_private_tmpfs_count_against_the_memory_limit") {
+        return;
+    }
+    let ex = started(memory(64 * MIB));
+    let first = run(&ex, "true", Duration::from_secs(30));
+    if !first.confined.namespaces {
+        eprintln!("note: private tmpfs test skipped: no namespaces here");
+        return;
+    }
+    // The guard: 150,000 files at most.
+    let cmd = format!("{}; sleep 2; echo survived", empty_files("/tmp", 150_000));
+    let r = run(&ex, &cmd, Duration::from_secs(60));
+    eprintln!(
+        "memory held by {:?}: exit {}, limit {:?}, stdout {:?}",
+        report(&r).memory,
+        r.exit_code,
+        r.limit,
+        String::from_utf8_lossy(&r.stdout)
+    );
+    assert_eq!(r.limit, Some(Limit::Memory), "{r:?}");
+    assert!(
+        !String::from_utf8_lossy(&r.stdout).contains("survived"),
+        "{r:?}"
+    );
+}
+
+/// Each private tmpfs holds a bounded number of files, whatever the
+/// memory limit (here none): `/dev/shm` (64 MiB) takes at most 65,536
+/// inodes, so its kernel memory is bounded like its contents.
+#[test]
+fn a_private_tmpfs_holds_a_bounded_number_of_files() {
+    if !python("a_private_tmpfs_holds_a_bounded_number_of_files") {
+        return;
+    }
+    let ex = started(ResourceLimits::default());
+    let first = run(&ex, "true", Duration::from_secs(30));
+    if !first.confined.namespaces {
+        eprintln!("note: private tmpfs test skipped: no namespaces here");
+        return;
+    }
+    // The guard: 70,000 files at most.
+    let r = run(
+        &ex,
+        &empty_files("/dev/shm", 70_000),
+        Duration::from_secs(60),
+    );
+    let out = String::from_utf8_lossy(&r.stdout).into_owned();
+    eprintln!("exit {}, stdout {out:?}", r.exit_code);
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    assert!(out.contains("error No space left on device"), "{r:?}");
+    let made: u32 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("made "))
+        .and_then(|n| n.parse().ok())
+        .expect("a count");
+    assert!(made < 65_536, "{made} files on /dev/shm");
+}
+
 #[test]
 fn a_fork_bomb_is_stopped_and_a_concurrent_exec_runs_normally() {
     let ex = started(ResourceLimits {
@@ -760,6 +835,187 @@ print(\"survived\")'"
         !String::from_utf8_lossy(&r.stdout).contains("survived"),
         "{r:?}"
     );
+}
+
+/// Memory a command holds in the kernel rather than in a process: System
+/// V shared memory no process attaches (in namespaces, where the command
+/// has an IPC namespace of its own; on the floor `shmget` is refused),
+/// pipes and UNIX socket pairs full of data nobody reads. A cgroup charges
+/// each to the command; the monitor, which sums resident sets, sees none
+/// of them, and a command holds 128 MiB in each under a 64 MiB limit
+/// until its timeout (SECURITY.md lists the gap): this test pins that.
+#[test]
+fn kernel_memory_counts_where_a_cgroup_holds_memory_and_escapes_the_monitor() {
+    if !python("kernel_memory_counts_where_a_cgroup_holds_memory_and_escapes_the_monitor") {
+        return;
+    }
+    let ex = started(memory(64 * MIB));
+    let first = run(&ex, "true", Duration::from_secs(30));
+    // Each holder's guard: 128 MiB, then a pause the limit must not see
+    // the end of.
+    let shm = "import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmdt.argtypes = [ctypes.c_void_p]
+for i in range(8):
+    sid = libc.shmget(0, 16 << 20, 0o1600)
+    assert sid >= 0, ctypes.get_errno()
+    p = libc.shmat(sid, None, 0)
+    ctypes.memset(p, 1, 16 << 20)
+    libc.shmdt(ctypes.c_void_p(p))";
+    let pipes = "import os, fcntl
+total = 0; held = []
+while total < 128 << 20:
+    r, w = os.pipe()
+    try: fcntl.fcntl(w, 1031, 1 << 20)
+    except OSError: pass
+    os.set_blocking(w, False)
+    try:
+        while total < 128 << 20: total += os.write(w, b\"x\" * 65536)
+    except BlockingIOError: pass
+    held.append((r, w))";
+    let sockets = "import socket
+total = 0; held = []
+while total < 128 << 20:
+    a, b = socket.socketpair(); a.setblocking(False)
+    try:
+        while total < 128 << 20: total += a.send(b\"x\" * 65536)
+    except BlockingIOError: pass
+    held.append((a, b))";
+    let mut holders = vec![("pipes", pipes), ("sockets", sockets)];
+    if first.confined.namespaces {
+        holders.push(("shm", shm));
+    }
+    for (name, code) in holders {
+        let cmd = format!(
+            "{PYTHON} -c '{code}
+import time
+print(\"held\", flush=True)
+time.sleep(2)
+print(\"survived\")'"
+        );
+        let r = run(&ex, &cmd, Duration::from_secs(30));
+        let by = report(&r).memory;
+        let out = String::from_utf8_lossy(&r.stdout).into_owned();
+        eprintln!(
+            "{name}: memory held by {by:?}: exit {}, limit {:?}, stdout {out:?}",
+            r.exit_code, r.limit
+        );
+        assert!(!r.timed_out, "{name}: {r:?}");
+        if by == Some(Mechanism::Monitor) {
+            assert_eq!(out, "held\nsurvived\n", "{name}: {r:?}");
+            assert_eq!(r.limit, None, "{name}: {r:?}");
+        } else {
+            assert_eq!(r.limit, Some(Limit::Memory), "{name}: {r:?}");
+            assert!(!out.contains("survived"), "{name}: {r:?}");
+        }
+    }
+}
+
+/// Whatever the host grants, the command's `RLIMIT_RTPRIO` and
+/// `RLIMIT_NICE` are 0, hard and soft, and the report says so (the test
+/// below shows what they would let it do).
+#[test]
+fn the_commands_rtprio_and_nice_limits_are_zero() {
+    let ex = started(cpu(2000));
+    let r = run(
+        &ex,
+        "grep -E \"^Max (realtime|nice) priority\" /proc/self/limits",
+        Duration::from_secs(30),
+    );
+    let out = String::from_utf8_lossy(&r.stdout).into_owned();
+    let limits = &r.confined.rlimits;
+    eprintln!("exit {}, stdout {out:?}, rlimits {limits:?}", r.exit_code);
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    let fields: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(fields.len(), 2, "{out:?}");
+    for f in fields {
+        assert_eq!(f[3..5], ["0", "0"], "{out:?}");
+    }
+    assert!(
+        limits.contains(&("RLIMIT_RTPRIO".to_owned(), 0)),
+        "{limits:?}"
+    );
+    assert!(
+        limits.contains(&("RLIMIT_NICE".to_owned(), 0)),
+        "{limits:?}"
+    );
+}
+
+/// A host may grant its user real-time scheduling or a higher priority
+/// through `RLIMIT_RTPRIO` and `RLIMIT_NICE` (audio groups, services with
+/// `LimitRTPRIO=`); without `CAP_SYS_NICE` those are what let a process
+/// make itself `SCHED_FIFO` or lower its nice value. A command does not
+/// inherit them: a real-time busy loop would starve the host's own work
+/// on its CPUs, whatever its CPU limit.
+#[test]
+fn a_command_cannot_take_real_time_scheduling_or_a_higher_priority_from_the_hosts_rlimits() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    if !python(
+        "a_command_cannot_take_real_time_scheduling_or_a_higher_priority_from_the_hosts_rlimits",
+    ) {
+        return;
+    }
+    for (resource, value) in [(Resource::Rtprio, 10), (Resource::Nice, 30)] {
+        let now = getrlimit(resource);
+        if now.current.is_some_and(|v| v >= value) {
+            continue;
+        }
+        let raised = Rlimit {
+            current: Some(value),
+            maximum: now.maximum.map(|m| m.max(value)),
+        };
+        if let Err(e) = setrlimit(resource, raised) {
+            eprintln!(
+                "note: skipped: the host grants this user no {resource:?} of {value} ({e}); \
+                 run it under `prlimit --rtprio=10 --nice=30`"
+            );
+            return;
+        }
+    }
+    let probe = "import os
+try:
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1)); print(\"fifo granted\")
+except OSError as e:
+    print(\"fifo\", os.strerror(e.errno))
+try:
+    os.setpriority(os.PRIO_PROCESS, 0, -5); print(\"nice granted\")
+except OSError as e:
+    print(\"nice\", os.strerror(e.errno))";
+    // The control: the host's own processes may.
+    let control = std::process::Command::new(PYTHON)
+        .args(["-c", probe])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&control.stdout),
+        "fifo granted\nnice granted\n",
+        "{control:?}"
+    );
+    let ex = started(cpu(2000));
+    let r = run(
+        &ex,
+        &format!("{PYTHON} -c '{probe}'"),
+        Duration::from_secs(30),
+    );
+    let limits = &r.confined.rlimits;
+    assert!(
+        limits.contains(&("RLIMIT_RTPRIO".to_owned(), 0)),
+        "{limits:?}"
+    );
+    assert!(
+        limits.contains(&("RLIMIT_NICE".to_owned(), 0)),
+        "{limits:?}"
+    );
+    let out = String::from_utf8_lossy(&r.stdout).into_owned();
+    eprintln!("exit {}, stdout {out:?}", r.exit_code);
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    assert!(out.starts_with("fifo Operation not permitted\n"), "{r:?}");
+    assert!(out.ends_with("nice Permission denied\n"), "{r:?}");
 }
 
 /// A child whose parent ignores SIGCHLD is reaped by the kernel, and its
