@@ -1946,3 +1946,79 @@ fn git9_a_killed_processs_private_copy_is_removed_by_the_next() {
     assert!(live_kept, "a live process's copy was removed");
     assert!(!next_dir.exists(), "a dropped invocation's copy stayed");
 }
+
+/// A link beneath `refs` (or `logs`, or a directory of `objects`) that
+/// stays inside `.git` but leads to a directory: git reads the loose refs
+/// beneath it, and that directory (`hooks`, `objects/info`, which the
+/// vetting passes over) may hold links to anywhere and FIFOs. Before,
+/// `refs/heads/evil -> ../../hooks` with `hooks/main` a link to a file
+/// beside the root had `git log evil/main` take that file's commit id as
+/// the branch (a file outside the repository read as its own ref), and a
+/// FIFO in `objects/info` reached the same way held git until the
+/// timeout. A link to a directory is refused: git never makes one there.
+#[test]
+fn git18_a_link_to_a_directory_in_refs_is_refused() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let base = f.root.parent().unwrap().to_path_buf();
+    let first = raw_git(&f.root, &["rev-parse", "HEAD~2"]).stdout;
+    // A file outside the repository whose first line is a commit id.
+    fs::write(base.join("outside-ref"), &first).unwrap();
+    let dot_git = f.root.join(".git");
+    std::os::unix::fs::symlink(base.join("outside-ref"), dot_git.join("hooks/main")).unwrap();
+    std::os::unix::fs::symlink("../../hooks", dot_git.join("refs/heads/evil")).unwrap();
+    let request = "git log --format=%s -n 1 evil/main";
+    match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+        Ok(inv) => {
+            let out = exec_unconfined(&inv);
+            panic!(
+                "a link to .git/hooks beneath refs was admitted: exit {}, stdout {:?}, \
+                 stderr {:?}",
+                out.exit_code,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Err(e) => {
+            assert_eq!(e.kind(), GitErrorKind::Repository, "{e}");
+            assert!(e.message().contains("refs/heads/evil"), "{e}");
+            assert!(e.message().contains("directory"), "{e}");
+        }
+    }
+    fs::remove_file(dot_git.join("refs/heads/evil")).unwrap();
+    // The same through logs, and through a directory of objects, to a
+    // FIFO in objects/info.
+    mkfifo(&dot_git.join("objects/info/fifo"));
+    for (link, target) in [
+        ("refs/tags/evil", "../../objects/info"),
+        ("logs/evil", "../objects/info"),
+        ("objects/pack/evil", "../info"),
+    ] {
+        std::os::unix::fs::symlink(target, dot_git.join(link)).unwrap();
+        for request in ["git log --oneline --decorate -n 1", "git status"] {
+            match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+                Ok(inv) => {
+                    let out = run_with_timeout(&inv, 3);
+                    panic!(
+                        "{request}: a link to a directory at .git/{link} was admitted (held \
+                         until the timeout: {})",
+                        out.limit.is_some()
+                    );
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), GitErrorKind::Repository, "{link}: {e}");
+                    assert!(e.message().contains(link), "{link}: {e}");
+                }
+            }
+        }
+        fs::remove_file(dot_git.join(link)).unwrap();
+    }
+    // Control: the repository without those links runs, and a link to a
+    // file inside .git (an old-style symbolic ref) still does.
+    fs::remove_file(dot_git.join("objects/info/fifo")).unwrap();
+    std::os::unix::fs::symlink("main", dot_git.join("refs/heads/alias")).unwrap();
+    let out = f.run_clean("git log --format=%s -n 1 alias");
+    assert!(out.contains("third"), "{out}");
+}

@@ -607,10 +607,24 @@ fn special_refused(rel: &Path, kind: rustix::fs::FileType) -> GitError {
     ))
 }
 
+/// The message for `.git/<rel>`, a symbolic link beneath `refs`, `logs` or
+/// a directory of `objects` that leads to a directory.
+fn dir_link_refused(rel: &Path) -> GitError {
+    GitError::repository(format!(
+        "confined git refuses the repository: .git/{} is a symbolic link to a directory, and \
+         git would read the refs, reflogs or objects beneath it from a directory that is not \
+         vetted (such as hooks or objects/info, whose entries may lead anywhere); git never \
+         makes such a link, only links to a file (old-style symbolic refs) are admitted there",
+        super::shown(&rel.to_string_lossy())
+    ))
+}
+
 /// Looks through `dir` (`.git/<rel>`: `refs`, `logs`, a directory in
 /// `objects`), which git reads through a link to it, for what would hold
-/// git: a FIFO, socket or device, or a link to one (links are admitted
-/// there: git reads a linked loose ref without echoing it). git opens a
+/// git: a FIFO, socket or device, or a link to one (links to a file are
+/// admitted there: git reads a linked loose ref without echoing it; a
+/// link to a directory is refused, since git would read what lies beneath
+/// it, which this look does not go into). git opens a
 /// loose ref, a reflog, a pack or a loose object blocking, and a FIFO
 /// held it until the timeout. More than [`MAX_STORE_ENTRIES`] entries in
 /// all are refused. (One put there after this look still holds git until
@@ -633,10 +647,14 @@ fn store(git: &OwnedFd, dir: OwnedFd, rel: &Path, seen: &mut usize) -> Result<()
                 FileType::Symlink => {
                     stays_in_dot_git(git, &path)?;
                     match rustix::fs::statat(&dir, name.as_os_str(), rustix::fs::AtFlags::empty()) {
-                        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
-                            FileType::Directory => FileType::RegularFile,
-                            kind => kind,
-                        },
+                        // git reads the loose refs (reflogs) beneath it, in a
+                        // directory this look never goes into: `hooks` or
+                        // `objects/info`, whose entries may be links to
+                        // anywhere or FIFOs.
+                        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                            return Err(dir_link_refused(&path))
+                        }
+                        Ok(st) => FileType::from_raw_mode(st.st_mode),
                         Err(_) => FileType::RegularFile,
                     }
                 }

@@ -189,8 +189,12 @@
 //!   link refused where the kernel has no `openat2`): git follows it, and
 //!   a pack, loose objects and a ref linked to another repository made
 //!   `git log -p` print that repository's commit, as `alternates` would. A
-//!   link that stays inside `.git` (an old-style symbolic ref) is
-//!   admitted;
+//!   link to a file that stays inside `.git` (an old-style symbolic ref) is
+//!   admitted; a link there to a directory is not (git never makes one):
+//!   git would read the refs beneath it from a directory the vetting does
+//!   not look into (`hooks`, `objects/info`), whose entries may lead
+//!   anywhere, so that a file beside the root was read as a branch and a
+//!   FIFO held git until the timeout;
 //! - a FIFO, socket or device in `refs`, `logs` or `objects` (git reads
 //!   them through links to the repository's), or a link there to one: git
 //!   opens a loose ref, a reflog, a pack or a loose object blocking, and a
