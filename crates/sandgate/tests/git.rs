@@ -651,8 +651,10 @@ fn narrowed_git_runs_on_the_root_and_is_refused_beneath_it() {
 
 /// Not protected, pinned: git opens the tree's own `.gitattributes`,
 /// `.gitignore` and `.mailmap` blocking (git 2.39 has no switch to skip
-/// them), so a FIFO under one of those names in the work tree holds
-/// `git status`, `git diff` or `git log` until the call's timeout. The
+/// them), and the `HEAD` of a repository nested in an untracked directory
+/// (to tell whether it is one), so a FIFO under one of those names in the
+/// work tree holds `git status`, `git diff` or `git log` until the call's
+/// timeout. The
 /// call is bounded by that timeout (the policy's `exec.timeout_ms` at
 /// most) and answers that it was ended by it; no FIFO is opened by the
 /// vetting.
@@ -665,10 +667,16 @@ fn git9_a_fifo_in_the_work_tree_holds_git_until_the_timeout() {
         (".gitattributes", "git diff"),
         (".gitignore", "git status --short"),
         (".mailmap", "git log -n 1 --format=%aN"),
+        ("nested/.git/HEAD", "git status --short"),
     ] {
         let w = Workspace::new();
         w.repo(&w.ws);
         fs::write(w.ws.join("f.txt"), "two\n").unwrap();
+        if let Some(git_dir) = name.strip_suffix("/HEAD") {
+            for d in ["objects", "refs"] {
+                fs::create_dir_all(w.ws.join(git_dir).join(d)).unwrap();
+            }
+        }
         mkfifo(&w.ws.join(name));
         let s = w.session("");
         let answer = call(

@@ -1946,3 +1946,192 @@ fn git9_a_killed_processs_private_copy_is_removed_by_the_next() {
     assert!(live_kept, "a live process's copy was removed");
     assert!(!next_dir.exists(), "a dropped invocation's copy stayed");
 }
+
+/// A link beneath `refs` (or `logs`, or a directory of `objects`) that
+/// stays inside `.git` but leads to a directory: git reads the loose refs
+/// beneath it, and that directory (`hooks`, `objects/info`, which the
+/// vetting passes over) may hold links to anywhere and FIFOs. Before,
+/// `refs/heads/evil -> ../../hooks` with `hooks/main` a link to a file
+/// beside the root had `git log evil/main` take that file's commit id as
+/// the branch (a file outside the repository read as its own ref), and a
+/// FIFO in `objects/info` reached the same way held git until the
+/// timeout. A link to a directory is refused: git never makes one there.
+#[test]
+fn git18_a_link_to_a_directory_in_refs_is_refused() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let base = f.root.parent().unwrap().to_path_buf();
+    let first = raw_git(&f.root, &["rev-parse", "HEAD~2"]).stdout;
+    // A file outside the repository whose first line is a commit id.
+    fs::write(base.join("outside-ref"), &first).unwrap();
+    let dot_git = f.root.join(".git");
+    std::os::unix::fs::symlink(base.join("outside-ref"), dot_git.join("hooks/main")).unwrap();
+    std::os::unix::fs::symlink("../../hooks", dot_git.join("refs/heads/evil")).unwrap();
+    let request = "git log --format=%s -n 1 evil/main";
+    match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+        Ok(inv) => {
+            let out = exec_unconfined(&inv);
+            panic!(
+                "a link to .git/hooks beneath refs was admitted: exit {}, stdout {:?}, \
+                 stderr {:?}",
+                out.exit_code,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Err(e) => {
+            assert_eq!(e.kind(), GitErrorKind::Repository, "{e}");
+            assert!(e.message().contains("refs/heads/evil"), "{e}");
+            assert!(e.message().contains("directory"), "{e}");
+        }
+    }
+    fs::remove_file(dot_git.join("refs/heads/evil")).unwrap();
+    // The same through logs, and through a directory of objects, to a
+    // FIFO in objects/info.
+    mkfifo(&dot_git.join("objects/info/fifo"));
+    for (link, target) in [
+        ("refs/tags/evil", "../../objects/info"),
+        ("logs/evil", "../objects/info"),
+        ("objects/pack/evil", "../info"),
+    ] {
+        std::os::unix::fs::symlink(target, dot_git.join(link)).unwrap();
+        for request in ["git log --oneline --decorate -n 1", "git status"] {
+            match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+                Ok(inv) => {
+                    let out = run_with_timeout(&inv, 3);
+                    panic!(
+                        "{request}: a link to a directory at .git/{link} was admitted (held \
+                         until the timeout: {})",
+                        out.limit.is_some()
+                    );
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), GitErrorKind::Repository, "{link}: {e}");
+                    assert!(e.message().contains(link), "{link}: {e}");
+                }
+            }
+        }
+        fs::remove_file(dot_git.join(link)).unwrap();
+    }
+    // Control: the repository without those links runs, and a link to a
+    // file inside .git (an old-style symbolic ref) still does.
+    fs::remove_file(dot_git.join("objects/info/fifo")).unwrap();
+    std::os::unix::fs::symlink("main", dot_git.join("refs/heads/alias")).unwrap();
+    let out = f.run_clean("git log --format=%s -n 1 alias");
+    assert!(out.contains("third"), "{out}");
+}
+
+/// `git status` and `git diff` read the repository of a submodule in the
+/// work tree (`<path>/.git`, a directory or a `gitdir:` file) whatever
+/// `--ignore-submodules` says: to compare a gitlink with the submodule's
+/// `HEAD`, and to tell a tracked file turned into a directory from a
+/// removed one. That repository was not vetted, and git echoes the first
+/// line of its `packed-refs` when it does not parse: before, a
+/// `packed-refs` there linked to a file beside the root (unconfined) or to
+/// `/etc/passwd` (under git's ruleset too) was printed by `git status`.
+/// Now that repository is vetted as the root's is, or refused.
+#[test]
+fn git18_a_submodule_repository_in_the_work_tree_is_vetted() {
+    if !have_git() {
+        return;
+    }
+    let secret_line = "SECRET-LINE token=git18";
+    let check = |f: &Fixture, what: &str, place: &str| {
+        for request in ["git status", "git diff --stat", "git diff --stat HEAD"] {
+            match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+                Ok(inv) => {
+                    let out = exec_unconfined(&inv);
+                    let confined = {
+                        let prepared =
+                            prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+                        exec_planned(&inv, &prepared)
+                    };
+                    panic!(
+                        "{what}: {request} was admitted: unconfined stderr {:?}, under git's \
+                         ruleset stderr {:?}",
+                        String::from_utf8_lossy(&out.stderr),
+                        String::from_utf8_lossy(&confined.stderr)
+                    );
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), GitErrorKind::Repository, "{what}: {e}");
+                    assert!(e.message().contains(place), "{what}: {e}");
+                    assert!(!e.message().contains(secret_line), "{what}: {e}");
+                }
+            }
+        }
+    };
+    // A tracked file turned into a directory holding a `gitdir:` file.
+    for target in ["outside", "/etc/passwd"] {
+        let f = hostile();
+        let base = f.root.parent().unwrap().to_path_buf();
+        fs::write(base.join("outside"), format!("{secret_line}\n")).unwrap();
+        let target = if target == "outside" {
+            base.join("outside")
+        } else {
+            PathBuf::from(target)
+        };
+        fs::remove_file(f.root.join("notes.txt")).unwrap();
+        let fake = f.root.join("notes.txt/fake");
+        fs::create_dir_all(fake.join("refs")).unwrap();
+        fs::create_dir_all(fake.join("objects")).unwrap();
+        fs::write(fake.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::os::unix::fs::symlink(&target, fake.join("packed-refs")).unwrap();
+        fs::write(f.root.join("notes.txt/.git"), "gitdir: fake\n").unwrap();
+        check(
+            &f,
+            &format!("a directory for a tracked file, linked to {target:?}"),
+            "notes.txt/.git",
+        );
+    }
+    // A submodule laid out as git makes one (`gitdir:` into
+    // `.git/modules`), whose packed-refs is then linked out.
+    let f = hostile();
+    let base = f.root.parent().unwrap().to_path_buf();
+    fs::write(base.join("outside"), format!("{secret_line}\n")).unwrap();
+    let modules = f.root.join(".git/modules/sub");
+    fs::create_dir_all(f.root.join(".git/modules")).unwrap();
+    raw_git(
+        &f.root,
+        &[
+            "init",
+            "-q",
+            &format!("--separate-git-dir={}", modules.display()),
+            "sub",
+        ],
+    );
+    fs::write(f.root.join("sub/s"), "s\n").unwrap();
+    raw_git(&f.root.join("sub"), &["add", "s"]);
+    raw_git(&f.root.join("sub"), &["commit", "-q", "-m", "sub"]);
+    raw_git(&f.root.join("sub"), &["pack-refs", "--all"]);
+    raw_git(&f.root, &["add", "sub"]);
+    // (Plain git ran the hostile config's programs just now.)
+    f.clear_sentinels();
+    // Control: the submodule as git made it is admitted, and status runs.
+    let out = f.run_clean("git status --porcelain");
+    assert!(out.contains(" M a.rs"), "{out}");
+    // The relative form `git submodule add` writes is admitted too.
+    fs::write(f.root.join("sub/.git"), "gitdir: ../.git/modules/sub\n").unwrap();
+    let out = f.run_clean("git diff --stat");
+    assert!(out.contains("a.rs"), "{out}");
+    fs::remove_file(modules.join("packed-refs")).unwrap();
+    std::os::unix::fs::symlink(base.join("outside"), modules.join("packed-refs")).unwrap();
+    check(&f, "a submodule's packed-refs linked out", "sub/.git");
+    // A `gitdir:` file naming a repository outside the root.
+    fs::remove_file(modules.join("packed-refs")).unwrap();
+    let other = base.join("other");
+    fs::create_dir(&other).unwrap();
+    raw_git(&other, &["init", "-q", "."]);
+    fs::write(
+        f.root.join("sub/.git"),
+        format!("gitdir: {}\n", other.join(".git").display()),
+    )
+    .unwrap();
+    check(
+        &f,
+        "a gitdir: file naming a repository outside the root",
+        "sub/.git",
+    );
+}

@@ -397,10 +397,240 @@ pub(super) fn inspect_repository(root: &Path) -> Result<Option<Snapshot>, GitErr
         }
     }
     if let Some(bytes) = file("index") {
-        super::index::vet_index(bytes, if sha256 { 32 } else { 20 })?;
+        let names = super::index::vet_index(bytes, if sha256 { 32 } else { 20 })?;
+        vet_work_tree_repositories(root, &names)?;
     }
     snapshot.config = config;
     Ok(Some(snapshot))
+}
+
+/// The message for the repository of a submodule at `<name>/.git` in the
+/// work tree, refused for `why`.
+fn submodule_refused(name: &[u8], why: impl std::fmt::Display) -> GitError {
+    GitError::repository(format!(
+        "confined git refuses the repository: {}/.git in the work tree is the repository of \
+         a submodule (or of a tracked path turned into a directory), which git status and git \
+         diff read (its HEAD, refs and packed-refs, whatever --ignore-submodules says), and {why}",
+        super::shown_bytes(name)
+    ))
+}
+
+/// Vets the repositories git reads in the work tree: for every index
+/// entry whose path is a directory (a gitlink's checked-out submodule, or
+/// a tracked file turned into a directory), git looks for `<path>/.git`
+/// (a directory, or a `gitdir:` file naming one) and resolves that
+/// repository's `HEAD`, whatever `--ignore-submodules` says: reading its
+/// `HEAD`, `commondir`, `config`, loose refs and `packed-refs`, whose
+/// first line that does not parse it prints. So that repository must lie
+/// beneath the root and hold none of what [`walk`] refuses where git reads:
+/// a symbolic link at one of those files (a `packed-refs` linked to a host
+/// file was printed), a FIFO, a `commondir`, a link beneath `refs` that
+/// leads out of it or to a directory. Entries whose path is not a
+/// directory, or is reached through a symbolic link (git never looks
+/// through one), are passed over, as git passes them over.
+fn vet_work_tree_repositories(root: &Path, names: &[Vec<u8>]) -> Result<(), GitError> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    use rustix::io::Errno;
+    use std::os::unix::ffi::OsStrExt;
+    let root_fd = rustix::fs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| GitError::io("cannot open the root", e.into()))?;
+    let mut seen = 0usize;
+    for name in names {
+        if name.ends_with(b"/") {
+            // A sparse directory entry: skip-worktree, never looked at.
+            continue;
+        }
+        let path = std::ffi::OsStr::from_bytes(name);
+        // Most entries are files: one look, then the careful walk for the
+        // few directories.
+        match rustix::fs::statat(&root_fd, path, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {}
+            _ => continue,
+        }
+        // Component by component, never through a link (git's
+        // has_symlink_leading_path and lstat pass such a path over).
+        let mut dir: Option<OwnedFd> = None;
+        let mut reached = true;
+        for part in name.split(|b| *b == b'/') {
+            let at = match &dir {
+                Some(fd) => rustix::fs::openat(
+                    fd,
+                    std::ffi::OsStr::from_bytes(part),
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                ),
+                None => rustix::fs::openat(
+                    &root_fd,
+                    std::ffi::OsStr::from_bytes(part),
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                ),
+            };
+            match at {
+                Ok(fd) => dir = Some(fd),
+                Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP | Errno::ACCESS) => {
+                    reached = false;
+                    break;
+                }
+                Err(e) => {
+                    return Err(GitError::io(
+                        &format!(
+                            "cannot look at {} in the work tree",
+                            super::shown_bytes(name)
+                        ),
+                        e.into(),
+                    ))
+                }
+            }
+        }
+        let Some(dir) = dir.filter(|_| reached) else {
+            continue;
+        };
+        let dot_git = Path::new(".git");
+        let kind = match rustix::fs::statat(&dir, dot_git, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => FileType::from_raw_mode(st.st_mode),
+            Err(Errno::NOENT) => continue,
+            Err(e) => {
+                return Err(GitError::io(
+                    &format!("cannot look at {}/.git", super::shown_bytes(name)),
+                    e.into(),
+                ))
+            }
+        };
+        let gitdir = match kind {
+            FileType::Symlink => {
+                return Err(submodule_refused(
+                    name,
+                    "it is a symbolic link, which git would follow anywhere",
+                ))
+            }
+            FileType::Directory => open_dir(&dir, dot_git, dot_git)?,
+            FileType::RegularFile => match gitfile_target(&root_fd, root, &dir, name)? {
+                Some(fd) => fd,
+                None => continue,
+            },
+            // git finds no repository there.
+            _ => continue,
+        };
+        vet_gitdir(&gitdir, &mut seen).map_err(|e| submodule_refused(name, e))?;
+    }
+    Ok(())
+}
+
+/// The git directory the `gitdir:` file `<name>/.git` (in `dir`) names,
+/// read as git reads it, opened beneath the root; `None` where git would
+/// find no repository (not a `gitdir:` file, nothing there).
+fn gitfile_target(
+    root_fd: &OwnedFd,
+    root: &Path,
+    dir: &OwnedFd,
+    name: &[u8],
+) -> Result<Option<OwnedFd>, GitError> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+    use std::os::unix::ffi::OsStrExt;
+    let Some((bytes, _)) = read_at(dir, Path::new(".git"), 64 * 1024)
+        .map_err(|e| submodule_refused(name, e.message().to_owned()))?
+    else {
+        return Ok(None);
+    };
+    let Some(rest) = bytes.strip_prefix(b"gitdir: ") else {
+        return Ok(None);
+    };
+    let mut end = rest.len();
+    while end > 0 && matches!(rest[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    let target = &rest[..end];
+    if target.is_empty() || target.contains(&0) {
+        return Ok(None);
+    }
+    let target = Path::new(std::ffi::OsStr::from_bytes(target));
+    let rel = if target.is_absolute() {
+        match target.strip_prefix(root) {
+            Ok(rel) => rel.to_path_buf(),
+            Err(_) => {
+                return Err(submodule_refused(
+                    name,
+                    "its `gitdir:` names a git directory outside the root, which is not vetted",
+                ))
+            }
+        }
+    } else {
+        Path::new(std::ffi::OsStr::from_bytes(name)).join(target)
+    };
+    match rustix::fs::openat2(
+        root_fd,
+        &rel,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(Errno::NOENT | Errno::NOTDIR) => Ok(None),
+        Err(Errno::XDEV | Errno::LOOP) => Err(submodule_refused(
+            name,
+            "its `gitdir:` leads out of the root, to a git directory that is not vetted",
+        )),
+        Err(Errno::NOSYS) => Err(submodule_refused(
+            name,
+            "its `gitdir:` may lead out of the root (this kernel has no openat2 to tell)",
+        )),
+        Err(e) => Err(GitError::io(
+            &format!(
+                "cannot open the git directory {}/.git names",
+                super::shown_bytes(name)
+            ),
+            e.into(),
+        )),
+    }
+}
+
+/// Vets a submodule's git directory (open as `gitdir`) for what git reads
+/// of it to resolve its `HEAD`: `HEAD`, `config`, `config.worktree` and
+/// `packed-refs` regular files (or absent), no `commondir`, and `refs` a
+/// directory whose entries [`store`] admits. The reason, if refused.
+fn vet_gitdir(gitdir: &OwnedFd, seen: &mut usize) -> Result<(), String> {
+    use rustix::fs::{AtFlags, FileType};
+    use rustix::io::Errno;
+    let kind = |name: &str| match rustix::fs::statat(gitdir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(FileType::from_raw_mode(st.st_mode))),
+        Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(format!("its {name} cannot be looked at ({e})")),
+    };
+    if kind("commondir")?.is_some() {
+        return Err("it holds a commondir, which names a repository elsewhere".to_owned());
+    }
+    for name in ["HEAD", "config", "config.worktree", "packed-refs"] {
+        match kind(name)? {
+            None | Some(FileType::RegularFile) => {}
+            Some(FileType::Symlink) => {
+                return Err(format!(
+                    "its {name} is a symbolic link, which git would follow (it prints the first \
+                     line of a packed-refs that does not parse)"
+                ))
+            }
+            Some(_) => return Err(format!("its {name} is not a regular file")),
+        }
+    }
+    match kind("refs")? {
+        None => Ok(()),
+        Some(FileType::Directory) => {
+            let refs = open_dir(gitdir, Path::new("refs"), Path::new("refs"))
+                .map_err(|e| e.message().to_owned())?;
+            store(gitdir, refs, Path::new("refs"), seen).map_err(|e| {
+                let m = e.message();
+                m.strip_prefix("confined git refuses the repository: ")
+                    .unwrap_or(m)
+                    .replacen(".git/", "", 1)
+            })
+        }
+        Some(_) => Err("its refs is not a directory".to_owned()),
+    }
 }
 
 /// Refuses a repository that borrows objects: `objects/info/alternates`
@@ -430,7 +660,10 @@ fn refuse_alternates(info: &OwnedFd) -> Result<(), GitError> {
 }
 
 /// What [`walk`] passes over in `.git`: never read by status, diff
-/// or log, and some of it large (`lfs`, `annex`, `svn`, `rr-cache`).
+/// or log through `GIT_DIR`, and some of it large (`lfs`, `annex`, `svn`,
+/// `rr-cache`). (`modules` holds the submodules' repositories, which git
+/// reaches through the work tree's `<path>/.git`: those it reads are
+/// vetted by [`vet_work_tree_repositories`].)
 const NOT_READ: &[&str] = &[
     "hooks",
     "lfs",
@@ -607,10 +840,24 @@ fn special_refused(rel: &Path, kind: rustix::fs::FileType) -> GitError {
     ))
 }
 
+/// The message for `.git/<rel>`, a symbolic link beneath `refs`, `logs` or
+/// a directory of `objects` that leads to a directory.
+fn dir_link_refused(rel: &Path) -> GitError {
+    GitError::repository(format!(
+        "confined git refuses the repository: .git/{} is a symbolic link to a directory, and \
+         git would read the refs, reflogs or objects beneath it from a directory that is not \
+         vetted (such as hooks or objects/info, whose entries may lead anywhere); git never \
+         makes such a link, only links to a file (old-style symbolic refs) are admitted there",
+        super::shown(&rel.to_string_lossy())
+    ))
+}
+
 /// Looks through `dir` (`.git/<rel>`: `refs`, `logs`, a directory in
 /// `objects`), which git reads through a link to it, for what would hold
-/// git: a FIFO, socket or device, or a link to one (links are admitted
-/// there: git reads a linked loose ref without echoing it). git opens a
+/// git: a FIFO, socket or device, or a link to one (links to a file are
+/// admitted there: git reads a linked loose ref without echoing it; a
+/// link to a directory is refused, since git would read what lies beneath
+/// it, which this look does not go into). git opens a
 /// loose ref, a reflog, a pack or a loose object blocking, and a FIFO
 /// held it until the timeout. More than [`MAX_STORE_ENTRIES`] entries in
 /// all are refused. (One put there after this look still holds git until
@@ -633,10 +880,14 @@ fn store(git: &OwnedFd, dir: OwnedFd, rel: &Path, seen: &mut usize) -> Result<()
                 FileType::Symlink => {
                     stays_in_dot_git(git, &path)?;
                     match rustix::fs::statat(&dir, name.as_os_str(), rustix::fs::AtFlags::empty()) {
-                        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
-                            FileType::Directory => FileType::RegularFile,
-                            kind => kind,
-                        },
+                        // git reads the loose refs (reflogs) beneath it, in a
+                        // directory this look never goes into: `hooks` or
+                        // `objects/info`, whose entries may be links to
+                        // anywhere or FIFOs.
+                        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                            return Err(dir_link_refused(&path))
+                        }
+                        Ok(st) => FileType::from_raw_mode(st.st_mode),
                         Err(_) => FileType::RegularFile,
                     }
                 }

@@ -44,9 +44,10 @@ enum Bad {
 
 /// Refuses an index (whose object names are `hash` bytes long) that names
 /// a path outside the work tree, a split index, or one that does not parse.
-pub(super) fn vet_index(bytes: &[u8], hash: usize) -> Result<(), GitError> {
+/// Otherwise, the names of its entries.
+pub(super) fn vet_index(bytes: &[u8], hash: usize) -> Result<Vec<Vec<u8>>, GitError> {
     match check(bytes, hash) {
-        Ok(()) => Ok(()),
+        Ok(names) => Ok(names),
         Err(Bad::Structure) => Err(GitError::repository(
             "confined git refuses the repository: its index does not parse (as git 2.39 reads it)",
         )),
@@ -97,7 +98,7 @@ fn name_ok(name: &[u8]) -> bool {
             .all(|c| !c.is_empty() && c != b"." && c != b".." && !c.eq_ignore_ascii_case(b".git"))
 }
 
-fn check(bytes: &[u8], hash: usize) -> Result<(), Bad> {
+fn check(bytes: &[u8], hash: usize) -> Result<Vec<Vec<u8>>, Bad> {
     const FIXED: usize = 40;
     const NAME_MASK: usize = 0x0FFF;
     const EXTENDED: u16 = 0x4000;
@@ -117,6 +118,7 @@ fn check(bytes: &[u8], hash: usize) -> Result<(), Bad> {
     // index holds entries without names (their names are in the shared
     // index).
     let mut bad: Option<Vec<u8>> = None;
+    let mut names = Vec::new();
     for _ in 0..count {
         let flags_at = at + FIXED + hash;
         let flags = be16(body, flags_at).ok_or(Bad::Structure)?;
@@ -179,6 +181,7 @@ fn check(bytes: &[u8], hash: usize) -> Result<(), Bad> {
         if !name_ok(&previous) {
             bad.get_or_insert_with(|| previous.clone());
         }
+        names.push(previous.clone());
         at = next;
     }
     // Extensions: a four-byte signature and a 32-bit size each.
@@ -195,7 +198,7 @@ fn check(bytes: &[u8], hash: usize) -> Result<(), Bad> {
     match (split, bad) {
         (true, _) => Err(Bad::Split),
         (false, Some(name)) => Err(Bad::Name(name)),
-        (false, None) => Ok(()),
+        (false, None) => Ok(names),
     }
 }
 

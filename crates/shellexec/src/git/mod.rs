@@ -189,8 +189,12 @@
 //!   link refused where the kernel has no `openat2`): git follows it, and
 //!   a pack, loose objects and a ref linked to another repository made
 //!   `git log -p` print that repository's commit, as `alternates` would. A
-//!   link that stays inside `.git` (an old-style symbolic ref) is
-//!   admitted;
+//!   link to a file that stays inside `.git` (an old-style symbolic ref) is
+//!   admitted; a link there to a directory is not (git never makes one):
+//!   git would read the refs beneath it from a directory the vetting does
+//!   not look into (`hooks`, `objects/info`), whose entries may lead
+//!   anywhere, so that a file beside the root was read as a branch and a
+//!   FIFO held git until the timeout;
 //! - a FIFO, socket or device in `refs`, `logs` or `objects` (git reads
 //!   them through links to the repository's), or a link there to one: git
 //!   opens a loose ref, a reflog, a pack or a loose object blocking, and a
@@ -218,7 +222,21 @@
 //! - a `.git` that is a symbolic link or a `gitdir:` file (the indirection
 //!   can name any repository on the host, and only `<root>/.git` itself is
 //!   vetted), or a `.git/commondir` (a linked worktree's repository lives
-//!   elsewhere).
+//!   elsewhere);
+//! - a repository in the work tree that git reads and that does not vet:
+//!   for every index entry whose path is a directory (a checked-out
+//!   submodule, or a tracked file turned into a directory), reached without
+//!   a symbolic link, git resolves the `HEAD` of `<path>/.git` (a directory,
+//!   or a `gitdir:` file naming one) whatever `--ignore-submodules` says,
+//!   and prints the first line of its `packed-refs` that does not parse. So
+//!   that `.git` may not be a symbolic link, a `gitdir:` file must name a
+//!   directory beneath the root (resolved with `openat2(RESOLVE_BENEATH)`;
+//!   refused where the kernel has no `openat2`), and the git directory may
+//!   hold no `commondir`, its `HEAD`, `config`, `config.worktree` and
+//!   `packed-refs` must be regular files (or absent) and its `refs` as
+//!   above for the root's (no link leading out or to a directory, no
+//!   FIFO). A `packed-refs` there linked to `/etc/passwd` was printed by
+//!   `git status`, under git's ruleset too.
 //!
 //! With no `.git` at the root, `status` and `log` run and git answers "not
 //! a git repository" (`GIT_DIR=/dev/null`): neither an enclosing
