@@ -120,5 +120,15 @@ EOF
 if readelf -d go-check | grep -q 'NEEDED.*libsandgate'; then fail "go-check needs libsandgate.so"; fi
 ./go-check "$policy"
 
+section "man: the page installs under a prefix and names this version"
+install -D -m 644 "$dist/man/sandgate.1" "$prefix/share/man/man1/sandgate.1"
+head -n 5 "$prefix/share/man/man1/sandgate.1" | grep -q "^\.TH sandgate 1 .*\"sandgate $v\"" \
+  || fail "the man page does not name sandgate $v"
+if command -v man >/dev/null 2>&1; then
+  [ "$(MANPATH="$prefix/share/man" man -w sandgate)" = "$prefix/share/man/man1/sandgate.1" ] \
+    || fail "man does not find the page under $prefix/share/man"
+  echo "-- man -w sandgate: $prefix/share/man/man1/sandgate.1"
+fi
+
 section done
-echo "install-test: 5 passed, 0 failed"
+echo "install-test: 6 passed, 0 failed"

