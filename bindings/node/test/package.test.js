@@ -58,7 +58,10 @@ test('an installed platform package whose addon fails to load is named with the 
     })
     assert.notEqual(r.status, 0)
     const line = r.stderr.split('\n').find((l) => l.startsWith('Error: ')) || ''
-    assert.match(line, /^Error: sandgate: the native addon for linux-x64-gnu \(the package sandgate-linux-x64-gnu@0\.1\.0\) is installed but failed to load: /)
+    assert.match(
+      line,
+      /^Error: sandgate: the native addon for linux-x64-gnu \(the package sandgate-linux-x64-gnu@0\.1\.0\) is installed but failed to load: /,
+    )
     assert.match(line, /sandgate\.linux-x64-gnu\.node/)
     assert.doesNotMatch(line, /not installed/)
     assert.match(r.stderr, /code: 'ERR_SANDGATE_ADDON_LOAD'/)
