@@ -19,12 +19,53 @@ function platformKey() {
   return key
 }
 
+// When the platform package is installed but its addon does not load (a
+// glibc older than the addon was linked against, a damaged file), what the
+// loader said and the package's version; null when it is not installed.
+function platformLoadFailure(pkg) {
+  let manifest
+  try {
+    manifest = require.resolve(`${pkg}/package.json`)
+  } catch {
+    return null
+  }
+  let installed = '?'
+  try {
+    installed = require(manifest).version
+  } catch {}
+  try {
+    require(pkg)
+    return { installed, error: null }
+  } catch (error) {
+    return { installed, error }
+  }
+}
+
 function missingAddon(cause) {
   const key = platformKey()
   const pkg = PLATFORM_PACKAGES[key]
   const { version } = require('./package.json')
+  const failure = pkg ? platformLoadFailure(pkg) : null
   let message
-  if (pkg) {
+  let code = 'ERR_SANDGATE_ADDON_MISSING'
+  if (failure && failure.error) {
+    code = 'ERR_SANDGATE_ADDON_LOAD'
+    const reason = String(failure.error.message).split('\n')[0]
+    const glibc = /version [`']GLIBC_([0-9.]+)' not found/.exec(reason)
+    message =
+      `sandgate: the native addon for ${key} (the package ${pkg}@${failure.installed}) is installed but ` +
+      `failed to load: ${reason}.` +
+      (glibc
+        ? ` This machine's glibc is older than the addon needs (glibc ${glibc[1]} or later): use a newer ` +
+          `system, or build the addon on this one from a source checkout with ` +
+          `\`npx napi build --platform --release\` in bindings/node.`
+        : '')
+    cause = failure.error
+  } else if (failure && failure.installed !== version) {
+    message =
+      `sandgate: the native addon for ${key} does not match: the package ${pkg} is installed at ` +
+      `${failure.installed}, and this sandgate is ${version}. Install it with \`npm install ${pkg}@${version}\`.`
+  } else if (pkg) {
     message =
       `sandgate: the native addon for ${key} is missing: the package ${pkg}@${version} is not installed ` +
       `(npm skips optional dependencies with --omit=optional or --no-optional, and a lock file made on ` +
@@ -37,7 +78,7 @@ function missingAddon(cause) {
       `\`npx napi build --platform --release\` in bindings/node.`
   }
   const err = new Error(message, { cause })
-  err.code = 'ERR_SANDGATE_ADDON_MISSING'
+  err.code = code
   return err
 }
 

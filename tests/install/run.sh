@@ -80,6 +80,28 @@ cp check.js node-project/
   npm install --offline --no-audit --no-fund --silent "$dist/sandgate-$v.tgz" "$dist/sandgate-linux-x64-gnu-$v.tgz"
   node check.js "$policy"
 )
+# On a machine whose glibc is older than the addon needs, the platform
+# package installs (npm checks the libc's family, not its version) and its
+# addon fails to load: the error says so, naming the loader's reason, and
+# does not claim the package is missing. An older glibc is played here by
+# renaming the newest glibc version the addon needs to one no glibc has.
+cp -a node-project node-old-glibc
+addon=node-old-glibc/node_modules/sandgate-linux-x64-gnu/sandgate.linux-x64-gnu.node
+python3 - "$addon" <<'PY'
+import re, sys
+data = open(sys.argv[1], "rb").read()
+newest = max(set(re.findall(rb"GLIBC_2\.[0-9]{2}\0", data)), key=lambda v: int(v[8:-1]))
+open(sys.argv[1], "wb").write(data.replace(newest, b"GLIBC_2.99\0"))
+PY
+old_glibc="$(cd node-old-glibc && node -e "try { require('sandgate') } catch (e) { console.log(e.code + ': ' + e.message) }")"
+echo "-- an older glibc: $old_glibc"
+case "$old_glibc" in
+  *"not installed"*) fail "an addon that fails to load is reported as not installed: $old_glibc" ;;
+esac
+case "$old_glibc" in
+  ERR_SANDGATE_ADDON_LOAD:*"GLIBC_2.99"*) ;;
+  *) fail "an addon that fails to load is not reported with the loader's reason: $old_glibc" ;;
+esac
 
 section "Go: a module outside the checkout, linked through pkg-config"
 tar -xzf "$dist/sandgate-go-$v.tar.gz" -C "$work"
@@ -98,5 +120,15 @@ EOF
 if readelf -d go-check | grep -q 'NEEDED.*libsandgate'; then fail "go-check needs libsandgate.so"; fi
 ./go-check "$policy"
 
+section "man: the page installs under a prefix and names this version"
+install -D -m 644 "$dist/man/sandgate.1" "$prefix/share/man/man1/sandgate.1"
+head -n 5 "$prefix/share/man/man1/sandgate.1" | grep -q "^\.TH sandgate 1 .*\"sandgate $v\"" \
+  || fail "the man page does not name sandgate $v"
+if command -v man >/dev/null 2>&1; then
+  [ "$(MANPATH="$prefix/share/man" man -w sandgate)" = "$prefix/share/man/man1/sandgate.1" ] \
+    || fail "man does not find the page under $prefix/share/man"
+  echo "-- man -w sandgate: $prefix/share/man/man1/sandgate.1"
+fi
+
 section done
-echo "install-test: 5 passed, 0 failed"
+echo "install-test: 6 passed, 0 failed"

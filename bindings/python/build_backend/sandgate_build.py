@@ -18,6 +18,10 @@ Where the library comes from, first found:
 An sdist holds the Python sources, this backend and ``rust/``: the
 workspace's crates and Cargo.lock, so ``pip install sandgate-X.tar.gz``
 builds the library with cargo where no wheel fits.
+
+From a git checkout, the wheel and the sdist carry only files git tracks
+(``git ls-files``): what else lies in the checkout (a test's node_modules,
+a local .env, scratch files) is never packaged.
 """
 
 from __future__ import annotations
@@ -106,6 +110,27 @@ def _checkout_root() -> Path | None:
     return None
 
 
+def _tracked(root: Path | None) -> set[Path] | None:
+    """The files git tracks in ``root`` when it is a git checkout (None
+    otherwise: an unpacked sdist or an exported tree is packaged whole).
+    A checkout also holds what git does not track (a test's node_modules,
+    a local .env, scratch files); none of that goes into a package."""
+    if root is None or not (root / ".git").exists():
+        return None
+    # safe.directory: a checkout owned by another user is still listed; the
+    # build runs cargo in it anyway, and ls-files runs nothing of its own.
+    cmd = ["git", "-c", f"safe.directory={root}", "-C", str(root), "ls-files", "-z", "--cached"]
+    try:
+        out = subprocess.run(cmd, check=True, capture_output=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        detail = getattr(e, "stderr", b"") or b""
+        raise RuntimeError(
+            f"sandgate build: {root} is a git checkout and `git ls-files` (which names the files "
+            f"to package, leaving out what git does not track) failed: {e} {os.fsdecode(detail).strip()}"
+        ) from e
+    return {root / os.fsdecode(p) for p in out.split(b"\0") if p}
+
+
 def _library(config_settings: dict | None) -> Path:
     given = (config_settings or {}).get("library") or os.environ.get(LIBRARY_ENV)
     if given:
@@ -157,7 +182,10 @@ def _wheel_files(library: Path) -> list[tuple[str, bytes, int]]:
     """(archive name, content, mode) of every file of the package."""
     files = []
     pkg = HERE / "src" / "sandgate"
+    tracked = _tracked(_checkout_root())
     for f in sorted(pkg.iterdir()):
+        if tracked is not None and f not in tracked:
+            continue
         if f.is_file() and (f.suffix == ".py" or f.name == "py.typed"):
             files.append((f"sandgate/{f.name}", f.read_bytes(), 0o644))
     files.append((f"sandgate/{LIB_NAME}", library.read_bytes(), 0o755))
@@ -219,6 +247,7 @@ def _zip_time() -> tuple:
 def _sdist_members(root: Path) -> list[tuple[str, Path]]:
     """(name inside the sdist, source path) of every file it carries."""
     members: list[tuple[str, Path]] = []
+    tracked = _tracked(root)
     for f in ("pyproject.toml", "README.md"):
         members.append((f, HERE / f))
     for lic in LICENSES:
@@ -228,6 +257,8 @@ def _sdist_members(root: Path) -> list[tuple[str, Path]]:
                 break
     for d in ("src", "build_backend"):
         for f in sorted((HERE / d).rglob("*")):
+            if tracked is not None and f not in tracked:
+                continue
             if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".so":
                 members.append((f.relative_to(HERE).as_posix(), f))
     if (HERE / "rust" / "Cargo.toml").is_file():
@@ -241,6 +272,8 @@ def _sdist_members(root: Path) -> list[tuple[str, Path]]:
     for d in RUST_DIRS:
         for f in sorted((root / d).rglob("*")):
             rel = f.relative_to(root)
+            if tracked is not None and f not in tracked:
+                continue
             if f.is_file() and "target" not in rel.parts:
                 members.append((f"rust/{rel.as_posix()}", f))
     return members

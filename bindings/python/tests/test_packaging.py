@@ -72,3 +72,61 @@ def test_sdist_carries_the_rust_workspace(tmp_path):
     # Only the crates the sdist carries are workspace members.
     assert 'members = ["crates/*"]' in manifest and "xtask" not in manifest and "bindings" not in manifest
     assert "[workspace.dependencies]" in manifest
+
+
+def _git(cwd, *args):
+    import subprocess
+
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_sdist_from_a_git_checkout_carries_only_tracked_files(tmp_path):
+    """A checkout holds files git does not track (a test's node_modules, a
+    local .env, an editor's scratch file): the sdist carries what the
+    repository tracks, never those."""
+    import shutil
+
+    co = tmp_path / "checkout"
+    py = co / "bindings" / "python"
+    (py / "build_backend").mkdir(parents=True)
+    shutil.copy(PROJECT / "build_backend" / "sandgate_build.py", py / "build_backend")
+    for f in ("pyproject.toml", "README.md"):
+        shutil.copy(PROJECT / f, py / f)
+    (py / "src" / "sandgate").mkdir(parents=True)
+    (py / "src" / "sandgate" / "__init__.py").write_text("")
+    (co / "crates" / "ffi" / "src").mkdir(parents=True)
+    (co / "Cargo.toml").write_text('[workspace]\nmembers = ["crates/*", "xtask"]\n')
+    (co / "Cargo.lock").write_text("version = 4\n")
+    (co / "crates" / "ffi" / "Cargo.toml").write_text('[package]\nname = "sandgate-ffi"\n')
+    (co / "crates" / "ffi" / "src" / "lib.rs").write_text("\n")
+    (co / ".gitignore").write_text("node_modules/\n.env\n")
+    _git(co, "init", "-q")
+    _git(co, "add", "-A")
+    _git(co, "commit", "-q", "-m", "tracked")
+    # What git does not track: ignored and untracked files, in the crates
+    # and in the Python project.
+    (co / "crates" / "ffi" / "node_modules" / "pkg").mkdir(parents=True)
+    (co / "crates" / "ffi" / "node_modules" / "pkg" / "index.js").write_text("x")
+    (co / "crates" / "ffi" / ".env").write_text("TOKEN=secret\n")
+    (co / "crates" / "ffi" / "src" / "scratch.rs").write_text("\n")
+    (py / "src" / "sandgate" / "scratch.py").write_text("\n")
+    (py / "build_backend" / "notes.txt").write_text("\n")
+
+    spec = importlib.util.spec_from_file_location("sandgate_build_co", py / "build_backend" / "sandgate_build.py")
+    be = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(be)
+    out = tmp_path / "out"
+    out.mkdir()
+    name = be.build_sdist(str(out))
+    with tarfile.open(out / name) as t:
+        names = {n.split("/", 1)[1] for n in t.getnames()}
+    assert {"rust/crates/ffi/Cargo.toml", "rust/crates/ffi/src/lib.rs", "src/sandgate/__init__.py",
+            "build_backend/sandgate_build.py", "rust/Cargo.toml", "rust/Cargo.lock"} <= names, names
+    untracked = {"rust/crates/ffi/node_modules/pkg/index.js", "rust/crates/ffi/.env",
+                 "rust/crates/ffi/src/scratch.rs", "src/sandgate/scratch.py", "build_backend/notes.txt"}
+    assert not (untracked & names), f"the sdist carries files git does not track: {sorted(untracked & names)}"
