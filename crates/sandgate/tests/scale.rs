@@ -419,3 +419,410 @@ fn hundred_executors_run_at_once_and_leave_nothing() {
     }
     assert_eq!(children(), children0, "disposed executors left processes");
 }
+
+/// Lowers the soft descriptor limit for as long as it lives, and puts it
+/// back when dropped (a failing assertion included), so that the other
+/// tests of this file, which wait on the same lock, get theirs back.
+struct NofileLimit(libc::rlimit);
+
+impl NofileLimit {
+    /// Lets the process open descriptors below number `limit` only.
+    fn lower(limit: u64) -> NofileLimit {
+        let mut old = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: old is a valid rlimit for the call to fill.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut old) }, 0);
+        let low = libc::rlimit {
+            rlim_cur: limit,
+            rlim_max: old.rlim_max,
+        };
+        // SAFETY: low holds a soft limit within the hard limit.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) }, 0);
+        NofileLimit(old)
+    }
+}
+
+impl Drop for NofileLimit {
+    fn drop(&mut self) {
+        // SAFETY: self.0 is the limit read before.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &self.0) };
+    }
+}
+
+/// The cgroups the executors of this process made for their commands
+/// (beneath a `sandgate-<pid>-<n>` cgroup, in any hierarchy), by path.
+fn cgroup_slots() -> Vec<PathBuf> {
+    let prefix = format!("sandgate-{}-", std::process::id());
+    let mut found = Vec::new();
+    let mut stack = vec![(PathBuf::from("/sys/fs/cgroup"), 0)];
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                found.extend(
+                    fs::read_dir(&p)
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .filter(|s| s.file_type().is_ok_and(|t| t.is_dir()))
+                        .map(|s| s.path()),
+                );
+            } else if depth < 8 {
+                stack.push((p, depth + 1));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Each descriptor of this process with what it names.
+fn fd_links() -> Vec<(String, String)> {
+    fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let target = fs::read_link(e.path()).ok()?;
+            let target = target.to_string_lossy().into_owned();
+            // The listing's own descriptor.
+            (!target.ends_with("/fd"))
+                .then(|| (e.file_name().to_string_lossy().into_owned(), target))
+        })
+        .collect()
+}
+
+/// The highest descriptor number open in this process, plus one.
+fn fd_ceiling() -> u64 {
+    fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .max()
+        .map_or(0, |n| n + 1)
+}
+
+/// Names in `dir` and beneath it, sorted, with each file's content.
+fn tree(dir: &Path) -> Vec<(String, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                stack.push(p.clone());
+                out.push((name, None));
+            } else {
+                out.push((name, Some(fs::read(&p).unwrap())));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every operation run with the process out of descriptors at each step it
+/// takes (the soft limit raised one descriptor at a time from none free to
+/// enough): each answers or fails with an error naming the shortage, gives
+/// back every descriptor, and leaves the write root as before (a failed
+/// write, edit or rename) or as the call says (one that answered), never a
+/// temporary file or a file half written.
+#[test]
+fn out_of_descriptors_at_each_step_every_operation_fails_cleanly() {
+    let _serial = serial();
+    let base = tempfile::tempdir().unwrap();
+    let (r, w) = roots(base.path(), 0);
+    for i in 0..6 {
+        let d = r.join(format!("g{i}/h{i}"));
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("f.txt"), format!("needle {i}\n")).unwrap();
+    }
+    // The write root's content before each try (the directory itself
+    // stays: the sandbox holds it open).
+    let fill = |w: &Path| {
+        for e in fs::read_dir(w).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                fs::remove_dir_all(&p).unwrap();
+            } else {
+                fs::remove_file(&p).unwrap();
+            }
+        }
+        for i in 0..6 {
+            let d = w.join(format!("d{i}/e{i}"));
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("f.txt"), format!("needle {i}\n")).unwrap();
+        }
+        fs::write(w.join("old.txt"), "old text\n").unwrap();
+    };
+    let sb = Sandbox::builder()
+        .read_root(&r)
+        .write_root(&w)
+        .allow_overwrite(true)
+        .deny_write("*.pem")
+        .build()
+        .unwrap();
+    type Op<'a> = (
+        &'a str,
+        Box<dyn Fn(&Sandbox) -> Result<String, sandgate::Error> + 'a>,
+    );
+    let ops: Vec<Op> = vec![
+        (
+            "read",
+            Box::new(|sb| sb.read("sub/id.txt").map(|b| b.len().to_string())),
+        ),
+        (
+            "write",
+            Box::new(|sb| {
+                sb.write("new.txt", &vec![b'n'; 300_000], WriteOptions::default())
+                    .map(|n| n.to_string())
+            }),
+        ),
+        (
+            "overwrite",
+            Box::new(|sb| {
+                sb.write(
+                    "old.txt",
+                    &vec![b'o'; 300_000],
+                    WriteOptions::default().overwrite(true),
+                )
+                .map(|n| n.to_string())
+            }),
+        ),
+        (
+            "edit",
+            Box::new(|sb| {
+                sb.edit("old.txt", "old", "edited", sandgate::EditOptions::default())
+                    .map(|n| n.to_string())
+            }),
+        ),
+        (
+            "mkdir",
+            Box::new(|sb| sb.mkdir("made/deeper").map(|()| String::new())),
+        ),
+        (
+            "rename",
+            Box::new(|sb| sb.rename("d0", "moved").map(|()| String::new())),
+        ),
+        (
+            "delete",
+            Box::new(|sb| sb.delete("d5/e5/f.txt").map(|()| String::new())),
+        ),
+        (
+            "list",
+            Box::new(|sb| sb.list("g1").map(|l| l.len().to_string())),
+        ),
+        (
+            "glob",
+            Box::new(|sb| sb.glob("**/*.txt", None).map(|l| l.len().to_string())),
+        ),
+        (
+            "grep",
+            Box::new(|sb| {
+                sb.grep_found("needle", None, &sandgate::search::GrepOptions::default())
+                    .map(|f| {
+                        let n = match f.results {
+                            sandgate::search::GrepOutput::Lines(m) => m.len(),
+                            _ => unreachable!(),
+                        };
+                        format!("{n} matches, {} unreadable", f.unreadable)
+                    })
+            }),
+        ),
+    ];
+    for (name, op) in &ops {
+        let mut ok_at = None;
+        for extra in 0..40u64 {
+            fill(&w);
+            let before_fds = open_fds();
+            let before = tree(&w);
+            let answer = {
+                // Every number below the highest open one taken, so that
+                // exactly `extra` descriptors are free.
+                let ceiling = fd_ceiling();
+                let mut plugs = Vec::new();
+                loop {
+                    let f = fs::File::open("/dev/null").unwrap();
+                    let n = std::os::fd::AsRawFd::as_raw_fd(&f) as u64;
+                    if n >= ceiling {
+                        break;
+                    }
+                    plugs.push(f);
+                }
+                let _low = NofileLimit::lower(ceiling + extra);
+                op(&sb)
+            };
+            assert_eq!(
+                open_fds(),
+                before_fds,
+                "{name} with {extra} descriptors free left descriptors open ({answer:?})"
+            );
+            let after = tree(&w);
+            let leftovers: Vec<_> = after
+                .iter()
+                .filter(|(n, _)| n.contains("sandgate-tmp") || n.contains(".tmp"))
+                .collect();
+            assert!(
+                leftovers.is_empty(),
+                "{name} with {extra} descriptors free left {leftovers:?}"
+            );
+            match &answer {
+                Err(e) => {
+                    eprintln!("{name}: {e}: {} with {extra} descriptors free", e.message());
+                    assert_eq!(
+                        after, before,
+                        "{name} failed with {extra} descriptors free ({e}) but changed the write root"
+                    );
+                    let text = format!("{e}: {}", e.message());
+                    assert!(
+                        text.contains("open files") || text.contains("descriptor"),
+                        "{name} with {extra} descriptors free: an error that does not name the shortage: {text} ({:?})",
+                        e.code()
+                    );
+                }
+                Ok(a) => {
+                    eprintln!("{name}: answers {a:?} with {extra} descriptors free");
+                    ok_at = Some(extra);
+                    break;
+                }
+            }
+        }
+        assert!(ok_at.is_some(), "{name} never succeeded");
+    }
+}
+
+/// A command run with the process out of descriptors at each step the
+/// executor takes to start it (pipes, the keeper, the namespaces, the
+/// proxy): each call answers the command's output or an error naming the
+/// shortage, and gives back every descriptor and every process.
+#[test]
+fn out_of_descriptors_at_each_step_an_exec_fails_cleanly() {
+    let _serial = serial();
+    let base = tempfile::tempdir().unwrap();
+    fs::create_dir_all(base.path().join("ws")).unwrap();
+    let path = base.path().join("policy.toml");
+    fs::write(
+        &path,
+        "[fs]\nwrite_root = \"ws\"\ndeny_write = [\"*.pem\"]\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 60000\n[net]\nallow = [\"example.test:443\"]\n",
+    )
+    .unwrap();
+    let ex =
+        sandgate::Executor::from_policy(&sandgate::policy::Policy::load(&path).unwrap()).unwrap();
+    ex.start().unwrap();
+    // The executor's own lasting descriptors (the protected-path watch)
+    // are made by a first command.
+    let r = ex
+        .exec("echo warm", sandgate::ExecOptions::default())
+        .unwrap();
+    assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+    let children0 = children();
+    let slots0 = cgroup_slots();
+    let mut ok_at = None;
+    let fds_warm = open_fds();
+    for extra in 0..200u64 {
+        let before_links = fd_links();
+        let answer = {
+            let ceiling = fd_ceiling();
+            let mut plugs = Vec::new();
+            loop {
+                let f = fs::File::open("/dev/null").unwrap();
+                let n = std::os::fd::AsRawFd::as_raw_fd(&f) as u64;
+                if n >= ceiling {
+                    break;
+                }
+                plugs.push(f);
+            }
+            let _low = NofileLimit::lower(ceiling + extra);
+            ex.exec("echo ran", sandgate::ExecOptions::default())
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while children() != children0 && std::time::Instant::now() < deadline {
+            thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(
+            children(),
+            children0,
+            "an exec with {extra} descriptors free left processes ({answer:?})"
+        );
+        // A cgroup slot the exec could not check may be closed and removed,
+        // and the next exec makes a fresh one, whose files the executor
+        // keeps open (the slots are counted below): no other descriptor may
+        // come, and none at all on the whole.
+        let left: Vec<_> = fd_links()
+            .into_iter()
+            .filter(|l| !before_links.contains(l) && !l.1.starts_with("/sys/fs/cgroup/"))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "an exec with {extra} descriptors free left descriptors open: {left:?} ({})",
+            match &answer {
+                Ok(r) => String::from_utf8_lossy(&r.stderr).into_owned(),
+                Err(e) => e.message().to_owned(),
+            }
+        );
+        match answer {
+            Ok(r) if r.exit_code == 0 && r.stdout == b"ran\n" => {
+                eprintln!("exec: runs with {extra} descriptors free");
+                ok_at = Some(extra);
+                break;
+            }
+            Ok(r) => {
+                let err = String::from_utf8_lossy(&r.stderr).into_owned();
+                eprintln!(
+                    "exec: exit {} with {extra} descriptors free: {err}",
+                    r.exit_code
+                );
+                assert!(
+                    err.contains("open files") || err.contains("descriptor"),
+                    "an exec with {extra} descriptors free failed without naming the shortage: \
+                     exit {}, stdout {:?}, stderr {err}",
+                    r.exit_code,
+                    String::from_utf8_lossy(&r.stdout)
+                );
+            }
+            Err(e) => {
+                eprintln!("exec: {e}: {} with {extra} descriptors free", e.message());
+                let text = format!("{e}: {}", e.message());
+                assert!(
+                    text.contains("open files") || text.contains("descriptor"),
+                    "an exec with {extra} descriptors free: an error that does not name the \
+                     shortage: {text} ({:?})",
+                    e.code()
+                );
+            }
+        }
+    }
+    assert!(ok_at.is_some(), "exec never ran");
+    // No cgroup was lost on the way: each exec that could not start gave
+    // its slot back or removed it.
+    let slots = cgroup_slots();
+    eprintln!("cgroup slots of this process: {slots:?}");
+    assert!(
+        slots.len() <= slots0.len(),
+        "execs out of descriptors left cgroups behind: {slots0:?} before, {slots:?} after"
+    );
+    // And it still runs commands with the limit back, holding what it held
+    // before.
+    let r = ex
+        .exec("echo after", sandgate::ExecOptions::default())
+        .unwrap();
+    assert_eq!(
+        r.stdout,
+        b"after\n",
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(
+        open_fds(),
+        fds_warm,
+        "the executor holds other descriptors than before"
+    );
+    ex.dispose();
+}
