@@ -826,3 +826,98 @@ fn out_of_descriptors_at_each_step_an_exec_fails_cleanly() {
     );
     ex.dispose();
 }
+
+/// A command sees only its own three standard streams, whatever the rest
+/// of the process holds: other sandboxes' roots, other executors (their
+/// proxies, watches and cgroups), and descriptors other threads open and
+/// close without `O_CLOEXEC` while the command is being started.
+#[test]
+fn a_command_inherits_no_descriptor_of_the_host() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _serial = serial();
+    let base = tempfile::tempdir().unwrap();
+    let boxes: Vec<_> = (0..20)
+        .map(|i| {
+            let (r, w) = roots(base.path(), i);
+            build(&r, &w)
+        })
+        .collect();
+    let executors: Vec<_> = (0..3)
+        .map(|i| {
+            let d = base.path().join(format!("x{i}"));
+            fs::create_dir_all(d.join("ws")).unwrap();
+            let path = d.join("policy.toml");
+            fs::write(
+                &path,
+                "[fs]\nwrite_root = \"ws\"\ndeny_write = [\"*.pem\"]\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 60000\n[net]\nallow = [\"example.test:443\"]\n",
+            )
+            .unwrap();
+            let ex = sandgate::Executor::from_policy(
+                &sandgate::policy::Policy::load(&path).unwrap(),
+            )
+            .unwrap();
+            ex.start().unwrap();
+            ex
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    // Threads opening inheritable descriptors all the while.
+    let churn: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    // SAFETY: opens /dev/null without O_CLOEXEC and closes it.
+                    unsafe {
+                        let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+                        if fd >= 0 {
+                            libc::close(fd);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    // A command of another executor running meanwhile.
+    let long = thread::scope(|s| {
+        let other = s.spawn(|| {
+            executors[1]
+                .exec("sleep 2; echo slept", sandgate::ExecOptions::default())
+                .unwrap()
+        });
+        let mut seen = Vec::new();
+        for round in 0..20 {
+            let ex = &executors[round % 2 * 2];
+            let r = ex
+                .exec(
+                    // The shell's descriptors, listed by a child while
+                    // the shell waits for it.
+                    "ls -l /proc/$$/fd",
+                    sandgate::ExecOptions::default(),
+                )
+                .unwrap();
+            assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+            seen.push(String::from_utf8_lossy(&r.stdout).into_owned());
+        }
+        (other.join().unwrap(), seen)
+    });
+    stop.store(true, Ordering::SeqCst);
+    for t in churn {
+        t.join().unwrap();
+    }
+    let (other, seen) = long;
+    assert_eq!(other.stdout, b"slept\n");
+    for listing in &seen {
+        let fds: Vec<&str> = listing
+            .lines()
+            .filter_map(|l| l.split(" -> ").next()?.rsplit(' ').next())
+            .filter(|n| !["0", "1", "2", "total"].contains(n))
+            .collect();
+        assert!(
+            fds.is_empty(),
+            "the command held more than its streams:\n{listing}"
+        );
+    }
+    eprintln!("a command's descriptors:\n{}", seen[0]);
+    drop(boxes);
+}
