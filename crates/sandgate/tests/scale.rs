@@ -921,3 +921,201 @@ fn a_command_inherits_no_descriptor_of_the_host() {
     eprintln!("a command's descriptors:\n{}", seen[0]);
     drop(boxes);
 }
+
+/// Threads of this process now.
+fn threads() -> usize {
+    fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .count()
+}
+
+/// The executors' private temporary directories in the host's.
+fn tmpdirs() -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("sandgate-exec-"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Executors made, started, used (a command that leaves a file in its
+/// `TMPDIR` and a process behind it) and disposed of, one after another
+/// and two at a time, some with a command still running when disposed of
+/// from another thread: neither a thread, a descriptor, a process, a
+/// mount, a temporary directory nor a cgroup is left behind.
+#[test]
+fn executors_made_and_disposed_of_leave_nothing() {
+    const CYCLES: usize = 1000;
+    let _serial = serial();
+    let base = tempfile::tempdir().unwrap();
+    fs::create_dir_all(base.path().join("ws")).unwrap();
+    let path = base.path().join("policy.toml");
+    fs::write(
+        &path,
+        "[fs]\nwrite_root = \"ws\"\ndeny_write = [\"*.pem\"]\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 60000\n[net]\nallow = [\"example.test:443\"]\n",
+    )
+    .unwrap();
+    let policy = sandgate::policy::Policy::load(&path).unwrap();
+    let make = || {
+        let ex = sandgate::Executor::from_policy(&policy).unwrap();
+        ex.start().unwrap();
+        ex
+    };
+    // Warm-up: the process-wide parts (a signal handler's thread, caches).
+    make().dispose();
+    let (threads0, fds0, children0, mounts0) = (threads(), open_fds(), children(), mounts());
+    let (tmp0, slots0) = (tmpdirs(), cgroup_slots());
+    for i in 0..CYCLES {
+        let a = Arc::new(make());
+        let r = a
+            .exec(
+                "echo x > \"$TMPDIR/f\"; (sleep 30 &) ; echo ok",
+                sandgate::ExecOptions::default(),
+            )
+            .unwrap();
+        assert_eq!(r.stdout, b"ok\n", "{}", String::from_utf8_lossy(&r.stderr));
+        if i % 10 == 0 {
+            // Disposed of from another thread while a command runs.
+            let b = Arc::clone(&a);
+            let running =
+                thread::spawn(move || b.exec("sleep 30", sandgate::ExecOptions::default()));
+            thread::sleep(std::time::Duration::from_millis(100));
+            a.dispose();
+            let r = running.join().unwrap();
+            match r {
+                Ok(r) => assert_ne!(r.exit_code, 0, "a command outlived its executor's dispose"),
+                Err(e) => assert_eq!(e.code(), ErrorCode::Closed, "{e}"),
+            }
+        } else {
+            drop(a);
+        }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while (threads() > threads0 || children() != children0) && std::time::Instant::now() < deadline
+    {
+        thread::sleep(std::time::Duration::from_millis(50));
+    }
+    eprintln!(
+        "after {CYCLES} executors: threads {threads0} -> {}, descriptors {fds0} -> {}",
+        threads(),
+        open_fds()
+    );
+    assert_eq!(children(), children0, "disposed executors left processes");
+    assert!(
+        threads() <= threads0,
+        "disposed executors left threads: {threads0} -> {}",
+        threads()
+    );
+    assert_eq!(open_fds(), fds0, "disposed executors left descriptors");
+    assert_eq!(mounts(), mounts0, "disposed executors left mounts");
+    assert_eq!(
+        tmpdirs(),
+        tmp0,
+        "disposed executors left temporary directories"
+    );
+    assert_eq!(cgroup_slots(), slots0, "disposed executors left cgroups");
+}
+
+/// Two executors over one write root (sharing its protected-path watch)
+/// and a third over another, each with a command running: disposing of
+/// one ends neither of the others' commands nor disturbs their check of
+/// the protected paths, and no command reads another's `TMPDIR`.
+#[test]
+fn one_executors_dispose_leaves_the_others_commands_alone() {
+    let _serial = serial();
+    let base = tempfile::tempdir().unwrap();
+    let policy = |dir: &str| {
+        let d = base.path().join(dir);
+        fs::create_dir_all(d.join("ws")).unwrap();
+        let path = d.join("policy.toml");
+        fs::write(
+            &path,
+            "[fs]\nwrite_root = \"ws\"\ndeny_write = [\"*.pem\"]\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 60000\n",
+        )
+        .unwrap();
+        sandgate::policy::Policy::load(&path).unwrap()
+    };
+    let shared = policy("a");
+    let other = policy("b");
+    let make = |p: &sandgate::policy::Policy| {
+        let ex = sandgate::Executor::from_policy(p).unwrap();
+        ex.start().unwrap();
+        Arc::new(ex)
+    };
+    let (x, y, z) = (make(&shared), make(&shared), make(&other));
+    // Each writes a secret in its TMPDIR and says where it is.
+    let where_ = |ex: &sandgate::Executor, tag: &str| {
+        let r = ex
+            .exec(
+                &format!("echo {tag} > \"$TMPDIR/secret\"; printf %s \"$TMPDIR\""),
+                sandgate::ExecOptions::default(),
+            )
+            .unwrap();
+        assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+        String::from_utf8(r.stdout).unwrap()
+    };
+    let (tx, ty, tz) = (where_(&x, "x"), where_(&y, "y"), where_(&z, "z"));
+    eprintln!("TMPDIRs: {tx} {ty} {tz}");
+    let run = |ex: &Arc<sandgate::Executor>, cmd: String| {
+        let ex = Arc::clone(ex);
+        thread::spawn(move || ex.exec(&cmd, sandgate::ExecOptions::default()))
+    };
+    // y and z run for a while, writing a protected file y's check must
+    // undo, while x is disposed of.
+    let ry = run(
+        &y,
+        "sleep 1; echo k > key.pem; sleep 1; cat secret 2>/dev/null; echo y-done".into(),
+    );
+    let rz = run(&z, "sleep 2; echo z-done".into());
+    let rx = run(&x, "sleep 30".into());
+    thread::sleep(std::time::Duration::from_millis(300));
+    x.dispose();
+    let rx = rx.join().unwrap();
+    let ry = ry.join().unwrap().unwrap();
+    let rz = rz.join().unwrap().unwrap();
+    match rx {
+        Ok(r) => assert_ne!(r.exit_code, 0),
+        Err(e) => assert_eq!(e.code(), ErrorCode::Closed, "{e}"),
+    }
+    assert_eq!(ry.exit_code, 0, "{}", String::from_utf8_lossy(&ry.stderr));
+    assert_eq!(
+        ry.stdout,
+        b"y-done\n",
+        "{}",
+        String::from_utf8_lossy(&ry.stderr)
+    );
+    assert!(
+        ry.protected_changes
+            .iter()
+            .any(|c| format!("{c:?}").contains("key.pem")),
+        "y's protected-path check missed its own change: {:?}",
+        ry.protected_changes
+    );
+    assert!(
+        !base.path().join("a/ws/key.pem").exists(),
+        "the protected file y wrote was not undone"
+    );
+    assert_eq!(
+        rz.stdout,
+        b"z-done\n",
+        "{}",
+        String::from_utf8_lossy(&rz.stderr)
+    );
+    // No command reads another executor's TMPDIR (nor lists it).
+    for (ex, own, others) in [(&y, &ty, [&tx, &tz]), (&z, &tz, [&tx, &ty])] {
+        for t in others {
+            let r = ex
+                .exec(
+                    &format!("cat '{t}/secret' || ls '{t}' || echo refused"),
+                    sandgate::ExecOptions::default(),
+                )
+                .unwrap();
+            let out = String::from_utf8_lossy(&r.stdout);
+            assert_eq!(out, "refused\n", "{own} read {t}: {out}");
+        }
+    }
+    y.dispose();
+    z.dispose();
+}
