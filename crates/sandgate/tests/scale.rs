@@ -1119,3 +1119,100 @@ fn one_executors_dispose_leaves_the_others_commands_alone() {
     y.dispose();
     z.dispose();
 }
+
+/// A fetch with the process out of descriptors at each step (its socket,
+/// the name service's, a cancellable fetch's helper): each answers the
+/// body or an error naming the shortage, and gives back every descriptor.
+#[test]
+fn out_of_descriptors_at_each_step_a_fetch_fails_cleanly() {
+    use std::io::{Read, Write};
+    let _serial = serial();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // The server accepts before the limit is lowered for each try: its
+    // descriptors are counted in the "before" of the next.
+    let server = thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut c) = conn else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            if buf.starts_with(b"QUIT") {
+                return;
+            }
+            let _ = c.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+            );
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.toml");
+    fs::write(
+        &path,
+        format!("[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n"),
+    )
+    .unwrap();
+    let fetcher = sandgate::fetch::from_policy(&sandgate::policy::Policy::load(&path).unwrap());
+    let url = format!("http://127.0.0.1:{port}/");
+    for cancellable in [false, true] {
+        let mut ok_at = None;
+        for extra in 0..40u64 {
+            let before = fd_links();
+            let answer = {
+                let ceiling = fd_ceiling();
+                let mut plugs = Vec::new();
+                loop {
+                    let f = fs::File::open("/dev/null").unwrap();
+                    let n = std::os::fd::AsRawFd::as_raw_fd(&f) as u64;
+                    if n >= ceiling {
+                        break;
+                    }
+                    plugs.push(f);
+                }
+                let mut opts = sandgate::fetch::FetchOptions::new();
+                if cancellable {
+                    opts = opts.cancel(sandgate::fetch::CancelFlag::new());
+                }
+                let _low = NofileLimit::lower(ceiling + extra);
+                fetcher.fetch(&url, &opts)
+            };
+            // The server's end of a connection may still be open a moment.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let left = loop {
+                let left: Vec<_> = fd_links()
+                    .into_iter()
+                    .filter(|l| !before.contains(l))
+                    .collect();
+                if left.is_empty() || std::time::Instant::now() > deadline {
+                    break left;
+                }
+                thread::sleep(std::time::Duration::from_millis(10));
+            };
+            assert!(
+                left.is_empty(),
+                "a fetch with {extra} descriptors free left {left:?} ({answer:?})"
+            );
+            match answer {
+                Ok(r) => {
+                    assert_eq!(r.body, b"hello");
+                    eprintln!("fetch (cancellable {cancellable}): answers with {extra} free");
+                    ok_at = Some(extra);
+                    break;
+                }
+                Err(e) => {
+                    // What the caller sees: the message with its causes.
+                    let text = sandgate::Error::from(e).message().to_owned();
+                    eprintln!("fetch (cancellable {cancellable}): {text} with {extra} free");
+                    assert!(
+                        text.contains("open files") || text.contains("descriptor"),
+                        "a fetch with {extra} descriptors free: an error that does not name \
+                         the shortage: {text}"
+                    );
+                }
+            }
+        }
+        assert!(ok_at.is_some(), "the fetch never answered");
+    }
+    let mut quit = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    quit.write_all(b"QUIT").unwrap();
+    server.join().unwrap();
+}
