@@ -1216,3 +1216,98 @@ fn out_of_descriptors_at_each_step_a_fetch_fails_cleanly() {
     quit.write_all(b"QUIT").unwrap();
     server.join().unwrap();
 }
+
+/// The names of this process's threads.
+fn thread_names() -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(|e| fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .map(|s| s.trim_end().to_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// An executor disposed of from another thread while its proxy relays
+/// twenty connections to a target that never answers: its proxy's threads
+/// end and its descriptors are given back (where the host gives
+/// namespaces: elsewhere there is no proxy).
+#[test]
+fn an_executor_disposed_of_while_its_proxy_relays_leaves_no_thread() {
+    let _serial = serial();
+    let listener = std::net::TcpListener::bind(("127.0.0.2", 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (accepted_tx, accepted) = std::sync::mpsc::channel();
+    // The target's ends of the connections, closed by the test once the
+    // proxy's are (they are the test's descriptors, not the executor's).
+    let held: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+    let hold = Arc::clone(&held);
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            hold.lock().unwrap().push(conn);
+            let _ = accepted_tx.send(());
+        }
+    });
+    let base = tempfile::tempdir().unwrap();
+    fs::create_dir_all(base.path().join("ws")).unwrap();
+    let path = base.path().join("policy.toml");
+    fs::write(
+        &path,
+        format!("[fs]\nwrite_root = \"ws\"\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 60000\n[net]\nallow = [\"{addr}\"]\nallow_http = true\n"),
+    )
+    .unwrap();
+    let policy = sandgate::policy::Policy::load(&path).unwrap();
+    // Warm-up of process-wide parts.
+    {
+        let ex = sandgate::Executor::from_policy(&policy).unwrap();
+        ex.start().unwrap();
+        ex.exec("true", sandgate::ExecOptions::default()).unwrap();
+        ex.dispose();
+    }
+    let (names0, fds0) = (thread_names(), open_fds());
+    let ex = Arc::new(sandgate::Executor::from_policy(&policy).unwrap());
+    ex.start().unwrap();
+    let probe = ex.exec("true", sandgate::ExecOptions::default()).unwrap();
+    if !probe.confined.namespaces {
+        eprintln!("no namespaces on this host: no proxy to test");
+        ex.dispose();
+        return;
+    }
+    let runner = {
+        let ex = Arc::clone(&ex);
+        thread::spawn(move || {
+            ex.exec(
+                &format!(
+                    "for i in $(seq 20); do /usr/bin/curl -sS --max-time 50 http://{addr}/ & done; wait"
+                ),
+                sandgate::ExecOptions::default(),
+            )
+        })
+    };
+    for _ in 0..20 {
+        accepted
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a connection never reached the target");
+    }
+    let busy = thread_names();
+    eprintln!(
+        "relaying 20 connections: {} threads (before {})",
+        busy.len(),
+        names0.len()
+    );
+    let disposer = {
+        let ex = Arc::clone(&ex);
+        thread::spawn(move || ex.dispose())
+    };
+    disposer.join().unwrap();
+    let _ = runner.join().unwrap();
+    drop(ex);
+    held.lock().unwrap().clear();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while (thread_names() != names0 || open_fds() != fds0) && std::time::Instant::now() < deadline {
+        thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(thread_names(), names0, "threads left after dispose");
+    assert_eq!(open_fds(), fds0, "descriptors left after dispose");
+}
