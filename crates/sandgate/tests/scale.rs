@@ -1311,3 +1311,160 @@ fn an_executor_disposed_of_while_its_proxy_relays_leaves_no_thread() {
     assert_eq!(thread_names(), names0, "threads left after dispose");
     assert_eq!(open_fds(), fds0, "descriptors left after dispose");
 }
+
+/// Runs `f` on a thread and answers its result, or fails naming `what` if
+/// it has not answered after 60 s (a lock held by another sandbox's
+/// stalled call would hold it for good).
+fn unblocked<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what} waited for another sandbox's stalled call"))
+}
+
+/// One sandbox's, executor's and fetcher's call stalled in the middle (its
+/// audit sink never returns until the test lets it, as a host's slow log
+/// would hold it) holds up no call of another sandbox, executor or
+/// fetcher, whether of the same kind or another, on the same roots or
+/// others.
+#[test]
+fn a_stalled_call_holds_up_no_other_sandbox() {
+    use std::sync::mpsc;
+    let _serial = serial();
+    let base = tempfile::tempdir().unwrap();
+    let (r, w) = roots(base.path(), 0);
+    let (r2, w2) = roots(base.path(), 1);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        use std::io::{Read, Write};
+        for conn in listener.incoming() {
+            let Ok(mut c) = conn else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let _ =
+                c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+    });
+    let policy = |dir: &Path| {
+        let path = dir.join("policy.toml");
+        fs::write(
+            &path,
+            format!(
+                "[fs]\nread_roots = [\"{}\"]\nwrite_root = \"{}\"\ndeny_write = [\"*.pem\"]\n[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 60000\n[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n",
+                r.display(),
+                w.display()
+            ),
+        )
+        .unwrap();
+        sandgate::policy::Policy::load(&path).unwrap()
+    };
+    let pa = policy(base.path());
+    // The stalled party: every sink waits for the release.
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release = Arc::new(Mutex::new(release_rx));
+    let (entered_tx, entered) = mpsc::channel::<&'static str>();
+    let stall = |what: &'static str| {
+        let (release, entered_tx) = (Arc::clone(&release), Mutex::new(entered_tx.clone()));
+        Arc::new(move |_: &sandgate::AuditEvent| {
+            let _ = entered_tx.lock().unwrap().send(what);
+            let _ = release.lock().unwrap().recv();
+        }) as sandgate::AuditSink
+    };
+    let sb_a = Arc::new(
+        Sandbox::builder()
+            .read_root(&r)
+            .write_root(&w)
+            .audit_sink(stall("sandbox"))
+            .build()
+            .unwrap(),
+    );
+    let ex_a = Arc::new(sandgate::Executor::from_policy(&pa).unwrap());
+    ex_a.start().unwrap();
+    ex_a.set_audit_sink(Some(stall("executor")));
+    let fe_a = Arc::new(sandgate::fetch::from_policy(&pa));
+    fe_a.set_audit_sink(Some(stall("fetcher")));
+    let url = format!("http://127.0.0.1:{port}/");
+    let stalled: Vec<thread::JoinHandle<()>> = vec![
+        {
+            let sb = Arc::clone(&sb_a);
+            thread::spawn(move || {
+                let _ = sb.write("stalled.txt", b"x", WriteOptions::default());
+            })
+        },
+        {
+            let ex = Arc::clone(&ex_a);
+            thread::spawn(move || {
+                let _ = ex.exec("echo stalled", sandgate::ExecOptions::default());
+            })
+        },
+        {
+            let (fe, url) = (Arc::clone(&fe_a), url.clone());
+            thread::spawn(move || {
+                let _ = fe.fetch(&url, &sandgate::fetch::FetchOptions::new());
+            })
+        },
+    ];
+    let mut seen: Vec<&str> = (0..3)
+        .map(|_| {
+            entered
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("a stalled call never reached its sink")
+        })
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, ["executor", "fetcher", "sandbox"]);
+
+    // Others, on the same roots and on others, meanwhile.
+    let same = Arc::new(build(&r, &w));
+    let other = Arc::new(build(&r2, &w2));
+    for sb in [same, other] {
+        let got = unblocked("a read", {
+            let sb = Arc::clone(&sb);
+            move || sb.read("sub/id.txt").map(|b| b.len())
+        });
+        assert!(got.is_ok(), "{got:?}");
+        let got = unblocked("a write", {
+            let sb = Arc::clone(&sb);
+            move || sb.write("other.txt", b"y", WriteOptions::default().overwrite(true))
+        });
+        assert!(got.is_ok(), "{got:?}");
+        let got = unblocked("a grep", {
+            let sb = Arc::clone(&sb);
+            move || sb.grep("sandbox", None, None).map(|m| m.len())
+        });
+        assert_eq!(got.unwrap(), 1);
+    }
+    let ex_b = Arc::new(sandgate::Executor::from_policy(&pa).unwrap());
+    ex_b.start().unwrap();
+    let got = unblocked("an exec", {
+        let ex = Arc::clone(&ex_b);
+        move || ex.exec("echo other", sandgate::ExecOptions::default())
+    })
+    .unwrap();
+    assert_eq!(
+        got.stdout,
+        b"other\n",
+        "{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let fe_b = Arc::new(sandgate::fetch::from_policy(&pa));
+    let got = unblocked("a fetch", {
+        let (fe, url) = (Arc::clone(&fe_b), url.clone());
+        move || fe.fetch(&url, &sandgate::fetch::FetchOptions::new())
+    })
+    .unwrap();
+    assert_eq!(got.body, b"ok");
+    // The stalled ones end once let go.
+    for _ in 0..3 {
+        let _ = release_tx.send(());
+    }
+    drop(release_tx);
+    for t in stalled {
+        t.join().unwrap();
+    }
+    ex_a.dispose();
+    ex_b.dispose();
+}
