@@ -1125,26 +1125,32 @@ fn one_executors_dispose_leaves_the_others_commands_alone() {
 /// body or an error naming the shortage, and gives back every descriptor.
 #[test]
 fn out_of_descriptors_at_each_step_a_fetch_fails_cleanly() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let _serial = serial();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    // The server accepts before the limit is lowered for each try: its
-    // descriptors are counted in the "before" of the next.
-    let server = thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut c) = conn else { continue };
-            let mut buf = [0u8; 4096];
-            let _ = c.read(&mut buf);
-            if buf.starts_with(b"QUIT") {
-                return;
-            }
-            let _ = c.write_all(
-                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
-            );
-        }
-    });
+    // The server is another process: the lowered limit, which is this
+    // process's, must not stop it accepting.
     let dir = tempfile::tempdir().unwrap();
+    let port_file = dir.path().join("port");
+    let mut server = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "http_server_of_the_fetch_test", "--nocapture"])
+        .env(SERVER_ENV, &port_file)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let port: u16 = loop {
+        if let Some(p) = fs::read_to_string(&port_file)
+            .ok()
+            .and_then(|s| s.strip_suffix('\n')?.parse().ok())
+        {
+            break p;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never started"
+        );
+        thread::sleep(std::time::Duration::from_millis(20));
+    };
     let path = dir.path().join("policy.toml");
     fs::write(
         &path,
@@ -1214,7 +1220,36 @@ fn out_of_descriptors_at_each_step_a_fetch_fails_cleanly() {
     }
     let mut quit = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     quit.write_all(b"QUIT").unwrap();
-    server.join().unwrap();
+    assert!(server.wait().unwrap().success());
+}
+
+/// Where the fetch test's server, run as a child of the test, writes its
+/// port.
+const SERVER_ENV: &str = "SANDGATE_SCALE_TEST_SERVER_PORT_FILE";
+
+/// The fetch test's server, in a process of its own: answers `hello` to
+/// every request until one says `QUIT`. Does nothing unless run so.
+#[test]
+fn http_server_of_the_fetch_test() {
+    use std::io::{Read, Write};
+    let Some(port_file) = std::env::var_os(SERVER_ENV) else {
+        return;
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let tmp = PathBuf::from(&port_file).with_extension("tmp");
+    fs::write(&tmp, format!("{port}\n")).unwrap();
+    fs::rename(&tmp, &port_file).unwrap();
+    for conn in listener.incoming() {
+        let Ok(mut c) = conn else { continue };
+        let mut buf = [0u8; 4096];
+        let _ = c.read(&mut buf);
+        if buf.starts_with(b"QUIT") {
+            return;
+        }
+        let _ =
+            c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+    }
 }
 
 /// The names of this process's threads.
