@@ -1451,7 +1451,11 @@ impl Record {
                 if meta.size <= MAX_COPY_BYTES
                     && self.copied + meta.size <= MAX_TOTAL_COPY_BYTES =>
             {
-                match read_file(dir, name, &meta) {
+                match read_file(dir, name, &meta)
+                    .inspect_err(|e| self.note(*e))
+                    .ok()
+                    .flatten()
+                {
                     Some(c) => {
                         self.copied += c.len() as u64;
                         Data::Copy(c.into())
@@ -1703,26 +1707,33 @@ impl Record {
 
 /// Reads the regular file `name` of `dir` if it is still the one `meta`
 /// describes.
-fn read_file(dir: &OwnedFd, name: &[u8], meta: &Meta) -> Option<Vec<u8>> {
+fn read_file(dir: &OwnedFd, name: &[u8], meta: &Meta) -> Result<Option<Vec<u8>>, Errno> {
     use std::io::Read;
+    // Only the open's error is answered (a shortage of descriptors the
+    // record must not take for a file it may not copy); a file that
+    // changed or cannot be read is `None`.
     let fd = rfs::openat(
         dir,
         OsStr::from_bytes(name),
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
         Mode::empty(),
-    )
-    .ok()?;
-    let st = rfs::fstat(&fd).ok()?;
+    )?;
+    let Ok(st) = rfs::fstat(&fd) else {
+        return Ok(None);
+    };
     if st.st_ino != meta.ino || st.st_dev != meta.dev {
-        return None;
+        return Ok(None);
     }
     let mut f = std::fs::File::from(fd);
     let mut buf = Vec::with_capacity(meta.size as usize);
-    f.by_ref()
+    if f.by_ref()
         .take(MAX_COPY_BYTES + 1)
         .read_to_end(&mut buf)
-        .ok()?;
-    (buf.len() as u64 <= MAX_COPY_BYTES).then_some(buf)
+        .is_err()
+    {
+        return Ok(None);
+    }
+    Ok((buf.len() as u64 <= MAX_COPY_BYTES).then_some(buf))
 }
 
 /// Where entries are moved aside to.
@@ -2308,7 +2319,7 @@ impl Settle<'_> {
             let verdict = judge(&entry, present.as_ref(), threshold, || {
                 let (parent, name) = parent_of(&rel);
                 let dir = open_dir(self.root_fd(), parent).ok()?;
-                present.and_then(|m| read_file(&dir, name, &m))
+                present.and_then(|m| read_file(&dir, name, &m).ok().flatten())
             });
             let fixed = match verdict {
                 Verdict::Same => continue,
