@@ -1503,3 +1503,76 @@ fn a_stalled_call_holds_up_no_other_sandbox() {
     ex_a.dispose();
     ex_b.dispose();
 }
+
+/// A grep or glob whose walk meets the shortage part way (the descriptor
+/// walk holds one descriptor per directory level of a deep path, up to 64,
+/// so a file 40 levels down needs more than one at the top) fails naming
+/// it, rather than answering what it found with the deep file counted as
+/// unreadable: the file is readable, the process was out of descriptors.
+#[test]
+fn out_of_descriptors_part_way_a_search_fails_naming_the_shortage() {
+    let _serial = serial();
+    let base = tempfile::tempdir().unwrap();
+    let (r, w) = roots(base.path(), 0);
+    let mut deep = r.clone();
+    for i in 0..40 {
+        deep = deep.join(format!("d{i}"));
+    }
+    fs::create_dir_all(&deep).unwrap();
+    fs::write(deep.join("f.txt"), "needle deep\n").unwrap();
+    fs::write(r.join("f.txt"), "needle top\n").unwrap();
+    let sb = Sandbox::builder()
+        .read_root(&r)
+        .write_root(&w)
+        .resolver(sandgate::Resolver::Walk)
+        .build()
+        .unwrap();
+    let grep = |sb: &Sandbox| {
+        sb.grep_found("needle", None, &sandgate::search::GrepOptions::default())
+            .map(|f| {
+                let n = match f.results {
+                    sandgate::search::GrepOutput::Lines(m) => m.len(),
+                    _ => unreachable!(),
+                };
+                (n, f.unreadable)
+            })
+    };
+    let glob = |sb: &Sandbox| {
+        sb.glob_found("**/f.txt", None)
+            .map(|f| (f.results.len(), f.unreadable))
+    };
+    let mut whole = 0;
+    for extra in 0..60u64 {
+        let (g, l) = {
+            let ceiling = fd_ceiling();
+            let mut plugs = Vec::new();
+            loop {
+                let f = fs::File::open("/dev/null").unwrap();
+                if std::os::fd::AsRawFd::as_raw_fd(&f) as u64 >= ceiling {
+                    break;
+                }
+                plugs.push(f);
+            }
+            let _low = NofileLimit::lower(ceiling + extra);
+            (grep(&sb), glob(&sb))
+        };
+        for (what, got) in [("grep", g), ("glob", l)] {
+            match got {
+                Ok((2, 0)) => whole += 1,
+                Ok(other) => panic!(
+                    "a {what} with {extra} descriptors free answered (found, unreadable) = \
+                     {other:?} for a tree whose every file is readable"
+                ),
+                Err(e) => {
+                    let text = format!("{e}: {}", e.message());
+                    assert!(
+                        text.contains("open files"),
+                        "a {what} with {extra} descriptors free: {text}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(whole > 0, "no search answered whole");
+    let _ = fs::remove_dir_all(base.path());
+}
