@@ -870,6 +870,7 @@ impl Checkpoint {
             left: Cell::new(p.entry_cap),
             stopped: Cell::new(false),
             unchecked: RefCell::new(Vec::new()),
+            starved: Cell::new(None),
             root: &p.root,
             quarantine: &p.quarantine,
             changes: Vec::new(),
@@ -1089,6 +1090,17 @@ struct Record {
     /// The last update stopped at that bound: what it did not read is not
     /// recorded (each settle says so).
     short: bool,
+    /// The walk under way failed to open or list something for want of
+    /// descriptors or memory: what it did not read would go unrecorded,
+    /// so the record is not used (see [`starved`]).
+    starved: Option<Errno>,
+}
+
+/// Whether `e` says the process is out of a resource (descriptors, kernel
+/// memory) rather than anything about the entry: a walk that met it did
+/// not see what it should have, and must not be taken for a whole one.
+fn starved(e: Errno) -> bool {
+    matches!(e, Errno::MFILE | Errno::NFILE | Errno::NOMEM)
 }
 
 fn now_ns() -> i128 {
@@ -1239,13 +1251,39 @@ impl Record {
             dirty: BTreeSet::new(),
             left: usize::MAX,
             short: false,
+            starved: None,
         };
         let fd = open_dir(ctx.root, b"")?;
         record.walk_add(ctx, watch, Vec::new(), fd);
+        record.whole()?;
         if !record.dirs.contains_key(&b""[..]) {
             return Err(io::Error::other("cannot read the write root"));
         }
         Ok(record)
+    }
+
+    /// Notes `e`, met by the walk under way, if it says the process is out
+    /// of a resource.
+    fn note(&mut self, e: Errno) {
+        if starved(e) && self.starved.is_none() {
+            self.starved = Some(e);
+        }
+    }
+
+    /// An error when the walk under way was starved: its record misses
+    /// what it could not open or list, and a command checked against it
+    /// would keep its changes there.
+    fn whole(&mut self) -> io::Result<()> {
+        match self.starved.take() {
+            None => Ok(()),
+            Some(e) => Err(io::Error::new(
+                io::Error::from(e).kind(),
+                format!(
+                    "the record of the protected paths could not be completed: {}",
+                    io::Error::from(e)
+                ),
+            )),
+        }
     }
 
     /// Adds the directory `rel` (open as `fd`) and everything beneath it,
@@ -1274,14 +1312,28 @@ impl Record {
                     held -= 1;
                     Some(fd)
                 }
-                None => open_dir(ctx.root, &parent.rel)
-                    .ok()
-                    .filter(|fd| rfs::fstat(fd).is_ok_and(|s| (s.st_dev, s.st_ino) == parent.id)),
+                None => match open_dir(ctx.root, &parent.rel) {
+                    Ok(fd) => Some(fd),
+                    Err(e) => {
+                        self.note(e);
+                        None
+                    }
+                }
+                .filter(|fd| rfs::fstat(fd).is_ok_and(|s| (s.st_dev, s.st_ino) == parent.id)),
             };
             for name in std::mem::take(&mut parent.subdirs) {
-                let sub = fd.as_ref().filter(|_| !self.short).and_then(|fd| {
-                    rfs::openat(fd, OsStr::from_bytes(&name), DIR_FLAGS, Mode::empty()).ok()
-                });
+                let sub = match fd.as_ref().filter(|_| !self.short) {
+                    Some(fd) => {
+                        match rfs::openat(fd, OsStr::from_bytes(&name), DIR_FLAGS, Mode::empty()) {
+                            Ok(sub) => Some(sub),
+                            Err(e) => {
+                                self.note(e);
+                                None
+                            }
+                        }
+                    }
+                    None => None,
+                };
                 let Some(sub) = sub else {
                     // Not opened (or past the bound of an update): not
                     // recorded as a subdirectory. Past the bound, the
@@ -1347,7 +1399,14 @@ impl Record {
             }
             true
         });
-        if !listed.ok()? {
+        let listed = match listed {
+            Ok(listed) => listed,
+            Err(e) => {
+                self.note(e);
+                return None;
+            }
+        };
+        if !listed {
             rec.meta.ctime = i128::MIN;
             self.dirty.insert(rel.clone());
         }
@@ -1392,7 +1451,11 @@ impl Record {
                 if meta.size <= MAX_COPY_BYTES
                     && self.copied + meta.size <= MAX_TOTAL_COPY_BYTES =>
             {
-                match read_file(dir, name, &meta) {
+                match read_file(dir, name, &meta)
+                    .inspect_err(|e| self.note(*e))
+                    .ok()
+                    .flatten()
+                {
                     Some(c) => {
                         self.copied += c.len() as u64;
                         Data::Copy(c.into())
@@ -1452,6 +1515,7 @@ impl Record {
         let t0 = now_ns();
         self.left = cap;
         self.short = false;
+        self.starved = None;
         // Events up to now are in `dirty`; later ones will be next time.
         let watched = watch.is_on();
         let mut moved = Vec::new();
@@ -1507,7 +1571,10 @@ impl Record {
                 Err(_) if rel.is_empty() => {
                     return Err(io::Error::other("cannot read the write root"))
                 }
-                Err(_) => self.drop_subtree(&rel),
+                Err(e) => {
+                    self.note(e);
+                    self.drop_subtree(&rel);
+                }
             }
         }
         // Protected entries whose own metadata changed (a write does not
@@ -1531,7 +1598,10 @@ impl Record {
             let (parent, name) = parent_of(&rel);
             let ok = match open_dir(ctx.root, parent) {
                 Ok(dir) => self.record_entry(&dir, name, rel.clone(), pattern),
-                Err(_) => false,
+                Err(e) => {
+                    self.note(e);
+                    false
+                }
             };
             if !ok {
                 self.drop_entry(&rel);
@@ -1540,6 +1610,7 @@ impl Record {
                 }
             }
         }
+        self.whole()?;
         self.t0 = t0;
         Ok(())
     }
@@ -1582,11 +1653,14 @@ impl Record {
             }
             if e.kind == FileType::Directory {
                 let known = self.dirs.get(&child).map(|d| (d.meta.ino, d.meta.dev));
-                let Ok(sub) =
-                    rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty())
-                else {
-                    return true;
-                };
+                let sub =
+                    match rfs::openat(&fd, OsStr::from_bytes(&e.name), DIR_FLAGS, Mode::empty()) {
+                        Ok(sub) => sub,
+                        Err(e) => {
+                            self.note(e);
+                            return true;
+                        }
+                    };
                 let now = rfs::fstat(&sub).ok().map(|s| (s.st_ino, s.st_dev));
                 rec.subdirs.insert(e.name.clone());
                 if known.is_none() || known != now {
@@ -1599,7 +1673,10 @@ impl Record {
             true
         });
         match listed {
-            Err(_) => return,
+            Err(e) => {
+                self.note(e);
+                return;
+            }
             Ok(true) => {
                 for gone in old.subdirs.iter().filter(|n| !seen.contains(*n)) {
                     self.drop_subtree(&join(rel, gone));
@@ -1630,26 +1707,33 @@ impl Record {
 
 /// Reads the regular file `name` of `dir` if it is still the one `meta`
 /// describes.
-fn read_file(dir: &OwnedFd, name: &[u8], meta: &Meta) -> Option<Vec<u8>> {
+fn read_file(dir: &OwnedFd, name: &[u8], meta: &Meta) -> Result<Option<Vec<u8>>, Errno> {
     use std::io::Read;
+    // Only the open's error is answered (a shortage of descriptors the
+    // record must not take for a file it may not copy); a file that
+    // changed or cannot be read is `None`.
     let fd = rfs::openat(
         dir,
         OsStr::from_bytes(name),
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
         Mode::empty(),
-    )
-    .ok()?;
-    let st = rfs::fstat(&fd).ok()?;
+    )?;
+    let Ok(st) = rfs::fstat(&fd) else {
+        return Ok(None);
+    };
     if st.st_ino != meta.ino || st.st_dev != meta.dev {
-        return None;
+        return Ok(None);
     }
     let mut f = std::fs::File::from(fd);
     let mut buf = Vec::with_capacity(meta.size as usize);
-    f.by_ref()
+    if f.by_ref()
         .take(MAX_COPY_BYTES + 1)
         .read_to_end(&mut buf)
-        .ok()?;
-    (buf.len() as u64 <= MAX_COPY_BYTES).then_some(buf)
+        .is_err()
+    {
+        return Ok(None);
+    }
+    Ok((buf.len() as u64 <= MAX_COPY_BYTES).then_some(buf))
 }
 
 /// Where entries are moved aside to.
@@ -1783,6 +1867,9 @@ struct Settle<'a> {
     /// Directories the command made that could not be opened or read:
     /// what they hold was not checked.
     unchecked: RefCell<Vec<Vec<u8>>>,
+    /// It could not open or list a directory for want of descriptors or
+    /// memory (see [`starved`]): what lies there was not looked at.
+    starved: Cell<Option<Errno>>,
     root: &'a Root,
     quarantine: &'a Quarantine,
     changes: Vec<Change>,
@@ -1831,6 +1918,17 @@ impl Settle<'_> {
                      directory entries, MAX_SETTLE_ENTRIES; protected entries among the \
                      rest were not recorded, and a change to one is not undone)",
                     self.entry_cap
+                ),
+                action: Action::Reported,
+            });
+        }
+        if let Some(e) = self.starved.get() {
+            self.changes.push(Change {
+                path: ".".to_owned(),
+                pattern: format!(
+                    "(none: the check could not open or read every directory that changed \
+                     ({}); changes there were not looked for)",
+                    io::Error::from(e)
                 ),
                 action: Action::Reported,
             });
@@ -1979,6 +2077,11 @@ impl Settle<'_> {
         };
         let fd = match open_dir(self.root_fd(), rel) {
             Ok(fd) => fd,
+            Err(e) if starved(e) => {
+                // Not gone: unseen.
+                self.note(e);
+                return;
+            }
             Err(_) => {
                 scan.missing.insert(rel.to_vec());
                 return;
@@ -2035,7 +2138,8 @@ impl Settle<'_> {
                 }
             }
         });
-        if listed.is_err() {
+        if let Err(e) = listed {
+            self.note(e);
             return;
         }
         // A recorded subdirectory not seen is gone, unless the listing
@@ -2052,6 +2156,13 @@ impl Settle<'_> {
             if listed == Ok(true) || !there {
                 scan.missing.insert(join(rel, gone));
             }
+        }
+    }
+
+    /// Notes `e` if it says the process is out of a resource.
+    fn note(&self, e: Errno) {
+        if starved(e) && self.starved.get().is_none() {
+            self.starved.set(Some(e));
         }
     }
 
@@ -2208,7 +2319,7 @@ impl Settle<'_> {
             let verdict = judge(&entry, present.as_ref(), threshold, || {
                 let (parent, name) = parent_of(&rel);
                 let dir = open_dir(self.root_fd(), parent).ok()?;
-                present.and_then(|m| read_file(&dir, name, &m))
+                present.and_then(|m| read_file(&dir, name, &m).ok().flatten())
             });
             let fixed = match verdict {
                 Verdict::Same => continue,

@@ -388,7 +388,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 8 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 10 passed"), "{stdout}");
 }
 
 /// Set in the child [`inotify_limits_reached_fall_back_to_the_ctime_walk`]
@@ -490,4 +490,80 @@ fn inotify_limits_reached_fall_back_to_the_ctime_walk() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// Set (to `1`) for the child of
+/// [`one_roots_directories_can_take_the_watches_another_root_needs`].
+const SHARE_ENV: &str = "SANDGATE_TEST_INOTIFY_SHARE";
+
+/// The child's part, with at most 64 watches for the user: root `b`,
+/// watched first, and root `a`, whose commands made 60 directories, share
+/// them; `b`'s next directories find none left and `b` falls back to the
+/// ctime walk for as long as it is protected, though `a` is gone since.
+#[test]
+fn child_whose_watches_another_root_took() {
+    if std::env::var_os(SHARE_ENV).is_none() {
+        return;
+    }
+    let max = fs::read_to_string("/proc/sys/user/max_inotify_watches").unwrap();
+    assert_eq!(max.trim(), "64");
+    let (fa, fb) = (fixture(), fixture());
+    let b = protector(&fb.root, &["*.lock"]);
+    assert!(b.begin().unwrap().settle().is_empty());
+    assert_eq!(b.detection(), Detection::Inotify);
+    let a = protector(&fa.root, &["*.lock"]);
+    assert!(a.begin().unwrap().settle().is_empty());
+    // A command of `a` makes 56 directories; its next record watches them.
+    let cp = a.begin().unwrap();
+    for i in 0..56 {
+        fs::create_dir(fa.root.join(format!("d{i}"))).unwrap();
+    }
+    assert!(cp.settle().is_empty());
+    assert!(a.begin().unwrap().settle().is_empty());
+    assert_eq!(a.detection(), Detection::Inotify);
+    // `b`'s command makes two directories: no watch is left for them.
+    let cp = b.begin().unwrap();
+    fs::create_dir_all(fb.root.join("x/y")).unwrap();
+    assert!(cp.settle().is_empty());
+    assert!(b.begin().unwrap().settle().is_empty());
+    let why = "inotify watches exhausted (max_user_watches)";
+    assert_eq!(b.detection(), Detection::CtimeWalk(why));
+    drop(a);
+    assert!(b.begin().unwrap().settle().is_empty());
+    assert_eq!(b.detection(), Detection::CtimeWalk(why));
+    // Still as strict: a change in a directory never watched is undone.
+    let cp = b.begin().unwrap();
+    write(&fb.root.join("x/y/new.lock"), "new\n");
+    assert_eq!(cp.settle(), [change("x/y/new.lock", Action::Quarantined)]);
+}
+
+/// The inotify watches are the user's, not a root's: one write root whose
+/// commands make many directories takes as many watches, and another root
+/// that finds none left uses the ctime walk from then on (as strict, only
+/// slower) even once the first is gone. Pinned in a user namespace of its
+/// own with 64 watches (`unshare -Ur`).
+#[test]
+fn one_roots_directories_can_take_the_watches_another_root_needs() {
+    if std::env::var_os(SHARE_ENV).is_some() || std::env::var_os(LIMIT_ENV).is_some() || forced() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("unshare")
+        .args([
+            "-Ur",
+            "sh",
+            "-c",
+            "echo 64 > /proc/sys/user/max_inotify_watches && exec \"$0\" \"$@\"",
+        ])
+        .arg(&exe)
+        .args(["--exact", "child_whose_watches_another_root_took"])
+        .env(SHARE_ENV, "1")
+        .output()
+        .expect("unshare (util-linux) runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -13,7 +13,8 @@
 
 use std::io;
 use std::net::{IpAddr, ToSocketAddrs};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 /// Turns a DNS name into addresses. A dialer asks once per connection (the
@@ -38,16 +39,47 @@ where
     }
 }
 
+/// The most queries of the [`SystemResolver`] that outlived their timeout
+/// and still run, process wide. Each holds a thread (and what the name
+/// service holds for it) until `getaddrinfo` returns, which a name service
+/// that never answers (a stalled NSS source, a hung file in its path)
+/// makes never. A query asked while this many linger is refused at once.
+pub const MAX_LINGERING_QUERIES: usize = 64;
+
+/// The [`SystemResolver`]'s queries that outlived their timeout and still
+/// run.
+static LINGERING: AtomicUsize = AtomicUsize::new(0);
+
+/// Where one query stands: running with its asker waiting, abandoned by
+/// its asker (counted in [`LINGERING`] until it ends), or done.
+const RUNNING: u8 = 0;
+const ABANDONED: u8 = 1;
+const DONE: u8 = 2;
+
 /// The system resolver (`getaddrinfo`), asked on a helper thread so that
 /// the timeout holds while it waits. A query that outlives its timeout
-/// finishes on that thread and its answer is dropped.
+/// finishes on that thread and its answer is dropped; at most
+/// [`MAX_LINGERING_QUERIES`] such threads run at once in the process, and
+/// while that many do a query is refused at once (an error naming the
+/// bound), so a name service that stalls cannot make the process run out
+/// of threads however often a name is asked for.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemResolver;
 
 impl Resolve for SystemResolver {
     fn resolve(&self, host: &str, port: u16, timeout: Duration) -> io::Result<Vec<IpAddr>> {
+        let lingering = LINGERING.load(Ordering::SeqCst);
+        if lingering >= MAX_LINGERING_QUERIES {
+            return Err(io::Error::other(format!(
+                "resolving {host} refused: {lingering} name queries outlived their timeout and \
+                 are still running (at most {MAX_LINGERING_QUERIES}); the name service is not \
+                 answering"
+            )));
+        }
         let (tx, rx) = mpsc::sync_channel(1);
         let query = (host.to_owned(), port);
+        let state = Arc::new(AtomicU8::new(RUNNING));
+        let theirs = Arc::clone(&state);
         std::thread::Builder::new()
             .name("sandgate-dns".into())
             .spawn(move || {
@@ -55,13 +87,27 @@ impl Resolve for SystemResolver {
                     .to_socket_addrs()
                     .map(|addrs| addrs.map(|a| a.ip()).collect::<Vec<_>>());
                 let _ = tx.send(answer);
+                if theirs.swap(DONE, Ordering::SeqCst) == ABANDONED {
+                    LINGERING.fetch_sub(1, Ordering::SeqCst);
+                }
             })?;
         match rx.recv_timeout(timeout) {
             Ok(answer) => answer,
-            Err(_) => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("resolving {host} timed out after {timeout:?}"),
-            )),
+            Err(_) => {
+                if state
+                    .compare_exchange(RUNNING, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+                {
+                    LINGERING.fetch_add(1, Ordering::SeqCst);
+                } else if let Ok(answer) = rx.try_recv() {
+                    // It answered between the timeout and now.
+                    return answer;
+                }
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("resolving {host} timed out after {timeout:?}"),
+                ))
+            }
         }
     }
 }

@@ -32,6 +32,16 @@ use sandgate_rootfs::{ErrorKind, FileKind, OpenOptions, Root};
 use crate::error::Error;
 use crate::relpath::RelPath;
 
+/// Whether `e` says the process is out of descriptors or memory rather
+/// than anything about the entry: a search that met it must fail, not
+/// count the entry as unreadable and answer without it.
+fn starved(e: &sandgate_rootfs::Error) -> bool {
+    use rustix::io::Errno;
+    [Errno::MFILE, Errno::NFILE, Errno::NOMEM]
+        .iter()
+        .any(|n| e.errno() == Some(n.raw_os_error()))
+}
+
 /// Most paths one glob answers.
 pub const MAX_GLOB_RESULTS: usize = 1000;
 /// Matches one grep answers unless asked otherwise.
@@ -391,13 +401,15 @@ fn walk(
             Ok(e) => e,
             // Removed meanwhile: nothing to list.
             Err(e) if e.kind() == ErrorKind::NotFound && dir != base.as_str() => continue,
-            Err(e) if e.kind() == ErrorKind::Io && dir != base.as_str() => match &mut unlistable {
-                Some(n) => {
-                    **n += 1;
-                    continue;
+            Err(e) if e.kind() == ErrorKind::Io && dir != base.as_str() && !starved(&e) => {
+                match &mut unlistable {
+                    Some(n) => {
+                        **n += 1;
+                        continue;
+                    }
+                    None => return Err(Error::from(e).with_path(dir)),
                 }
-                None => return Err(Error::from(e).with_path(dir)),
-            },
+            }
             Err(e) => return Err(Error::from(e).with_path(dir)),
         };
         // A name that is not UTF-8 is passed over: no agent-facing name can
@@ -1024,6 +1036,9 @@ pub(crate) fn grep(
             };
             let file = match opened {
                 Ok(f) => f,
+                // The file is not at fault: the process is out of
+                // descriptors or memory, and the answer would leave it out.
+                Err(e) if starved(&e) => return Err(Error::from(e).with_path(path)),
                 Err(_) => {
                     unreadable += 1;
                     continue;

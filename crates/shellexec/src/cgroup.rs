@@ -595,7 +595,8 @@ impl Pool {
 
     /// Takes a slot back once its exec is over: what is left in a v2 slot
     /// is killed; the slot is reused when no process is left in it,
-    /// otherwise kept aside (and never reused).
+    /// otherwise kept aside (and never reused). One whose process list
+    /// cannot be read is removed if it is empty, else kept aside.
     pub(crate) fn release(&self, mut lease: Lease) {
         let Some(slot) = lease.slot.take() else {
             return;
@@ -603,20 +604,32 @@ impl Pool {
         // Opened by name each time: a cgroup v1 `cgroup.procs` kept open
         // answers from a list the kernel made at an earlier read and keeps
         // for a second, so a process that joined since would not be seen.
-        let empty = || {
-            slot.dirs.iter().all(|d| {
-                fs::read(d.join("cgroup.procs"))
-                    .is_ok_and(|procs| procs.iter().all(u8::is_ascii_whitespace))
-            })
+        // `None` when a list could not be read (the process out of
+        // descriptors or memory): whether the slot is empty is not known.
+        let empty = || -> Option<bool> {
+            let mut all = true;
+            for d in &slot.dirs {
+                let procs = fs::read(d.join("cgroup.procs")).ok()?;
+                all &= procs.iter().all(u8::is_ascii_whitespace);
+            }
+            Some(all)
         };
-        let mut reusable = empty();
+        let Some(mut reusable) = empty() else {
+            // Removing a cgroup needs no descriptor and succeeds only when
+            // no process is in it: an empty slot is removed, where before
+            // it was set aside unused until the pool was dropped (one more
+            // cgroup for each exec that met the shortage); one with a
+            // process in it is set aside, as below.
+            self.discard(slot);
+            return;
+        };
         if !reusable {
             if let Some(kill) = &slot.kill {
                 let _ = rustix::io::write(kill, b"1");
                 // The kill is asynchronous: give the tree a moment to go.
                 for _ in 0..50 {
                     std::thread::sleep(std::time::Duration::from_millis(2));
-                    if empty() {
+                    if empty() == Some(true) {
                         reusable = true;
                         break;
                     }
