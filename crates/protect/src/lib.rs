@@ -1038,7 +1038,14 @@ struct Entry {
     pattern: String,
     meta: Meta,
     data: Data,
+    /// The extended attributes of a regular file or directory (ACLs among
+    /// them), when they could be read: `None` for other types, or when
+    /// they could not.
+    xattrs: Option<Xattrs>,
 }
+
+/// Extended attributes, name and value, in name order.
+type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
 
 #[derive(Clone, Debug)]
 enum Data {
@@ -1406,12 +1413,14 @@ impl Record {
             },
             _ => Data::None,
         };
+        let xattrs = read_xattrs(dir.as_fd(), name, &meta);
         self.entries.insert(
             rel,
             Entry {
                 pattern,
                 meta,
                 data,
+                xattrs,
             },
         );
         true
@@ -1650,6 +1659,130 @@ fn read_file(dir: &OwnedFd, name: &[u8], meta: &Meta) -> Option<Vec<u8>> {
         .read_to_end(&mut buf)
         .ok()?;
     (buf.len() as u64 <= MAX_COPY_BYTES).then_some(buf)
+}
+
+/// The extended attributes of `name` in `dir` (a regular file or a
+/// directory, still the inode `meta` records), read through an `O_PATH`
+/// descriptor that follows no symlink, so no permission on the entry is
+/// needed and nothing else is read. `None` for other types, or when they
+/// cannot be read (no `/proc`, a filesystem without them answers empty).
+fn read_xattrs(dir: BorrowedFd<'_>, name: &[u8], meta: &Meta) -> Option<Xattrs> {
+    if !matches!(meta.kind(), FileType::RegularFile | FileType::Directory) {
+        return None;
+    }
+    let fd = rfs::openat(
+        dir,
+        OsStr::from_bytes(name),
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let st = rfs::fstat(&fd).ok()?;
+    if st.st_ino != meta.ino || st.st_dev != meta.dev {
+        return None;
+    }
+    xattrs_of(fd.as_fd())
+}
+
+/// The extended attributes of the inode open as `fd` (any descriptor,
+/// `O_PATH` included: read through its `/proc/self/fd` link).
+fn xattrs_of(fd: BorrowedFd<'_>) -> Option<Xattrs> {
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    for _ in 0..4 {
+        let n = match rfs::listxattr_query(link.as_str()) {
+            Ok(n) => n,
+            Err(Errno::NOTSUP) => return Some(Vec::new()),
+            Err(_) => return None,
+        };
+        let mut names = vec![0u8; n];
+        let n = match rfs::listxattr(link.as_str(), &mut names[..]) {
+            Ok(n) => n,
+            // It grew meanwhile: asked again.
+            Err(Errno::RANGE) => continue,
+            Err(_) => return None,
+        };
+        names.truncate(n);
+        let mut out = Vec::new();
+        for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+            let nm = OsStr::from_bytes(name);
+            let value = match rfs::getxattr_query(link.as_str(), nm) {
+                Ok(len) => {
+                    let mut v = vec![0u8; len];
+                    match rfs::getxattr(link.as_str(), nm, &mut v[..]) {
+                        Ok(len) => {
+                            v.truncate(len);
+                            v
+                        }
+                        Err(Errno::NODATA) => continue,
+                        Err(_) => return None,
+                    }
+                }
+                Err(Errno::NODATA) => continue,
+                Err(_) => return None,
+            };
+            out.push((name.to_vec(), value));
+        }
+        out.sort();
+        return Some(out);
+    }
+    None
+}
+
+/// The extended attributes a restore answers for: all but the security
+/// labels the kernel or a security module sets by itself on a new inode
+/// (`security.selinux`, …), which the host's user may not be allowed to
+/// set; file capabilities (`security.capability`) count.
+fn answered(name: &[u8]) -> bool {
+    !name.starts_with(b"security.") || name == b"security.capability"
+}
+
+/// The two sets of attributes are equal in what a restore answers for.
+fn same_xattrs(a: &Xattrs, b: &Xattrs) -> bool {
+    a.iter()
+        .filter(|(n, _)| answered(n))
+        .eq(b.iter().filter(|(n, _)| answered(n)))
+}
+
+/// Gives the inode open as `fd` the recorded extended attributes back:
+/// those it has and the record has not (an ACL the command set, or one
+/// a new inode took from its directory's default ACL) are removed, the
+/// recorded ones set. Fails when it is left with one the record has not,
+/// or with another value; a recorded one that cannot be set (file
+/// capabilities, for a host that is not root) is left out. Setting
+/// `user.*` attributes needs write permission on the inode: the caller
+/// gives its mode back after.
+fn set_xattrs(fd: BorrowedFd<'_>, want: &Xattrs) -> Result<(), Errno> {
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let have = xattrs_of(fd).ok_or(Errno::IO)?;
+    if same_xattrs(&have, want) {
+        return Ok(());
+    }
+    for (name, _) in have.iter().filter(|(n, _)| answered(n)) {
+        if !want.iter().any(|(w, _)| w == name) {
+            let _ = rfs::removexattr(link.as_str(), OsStr::from_bytes(name));
+        }
+    }
+    for (name, value) in want.iter().filter(|(n, _)| answered(n)) {
+        if !have.iter().any(|(h, v)| h == name && v == value) {
+            let _ = rfs::setxattr(
+                link.as_str(),
+                OsStr::from_bytes(name),
+                &value[..],
+                rfs::XattrFlags::empty(),
+            );
+        }
+    }
+    match xattrs_of(fd) {
+        Some(now)
+            if now
+                .iter()
+                .filter(|(n, _)| answered(n))
+                .all(|nv| want.contains(nv)) =>
+        {
+            Ok(())
+        }
+        _ => Err(Errno::PERM),
+    }
 }
 
 /// Where entries are moved aside to.
@@ -2205,14 +2338,24 @@ impl Settle<'_> {
                 lstat(self.root_fd(), &rel).ok()
             }
             .map(|st| Meta::of(&st));
-            let verdict = judge(&entry, present.as_ref(), threshold, || {
-                let (parent, name) = parent_of(&rel);
-                let dir = open_dir(self.root_fd(), parent).ok()?;
-                present.and_then(|m| read_file(&dir, name, &m))
-            });
+            let verdict = judge(
+                &entry,
+                present.as_ref(),
+                threshold,
+                || {
+                    let (parent, name) = parent_of(&rel);
+                    let dir = open_dir(self.root_fd(), parent).ok()?;
+                    present.and_then(|m| read_file(&dir, name, &m))
+                },
+                || {
+                    let (parent, name) = parent_of(&rel);
+                    let dir = open_dir(self.root_fd(), parent).ok()?;
+                    present.and_then(|m| read_xattrs(dir.as_fd(), name, &m))
+                },
+            );
             let fixed = match verdict {
                 Verdict::Same => continue,
-                Verdict::DirMeta => self.fix_dir_meta(&rel, &entry.meta).is_ok(),
+                Verdict::DirMeta => self.fix_dir_meta(&rel, &entry).is_ok(),
                 Verdict::Differs => self.recreate(record, scan, &rel, &entry, present.is_some()),
             };
             let action = if fixed {
@@ -2332,13 +2475,23 @@ impl Settle<'_> {
             && (m.mode, m.uid, m.gid, m.size, m.mtime) == (r.mode, r.uid, r.gid, r.size, r.mtime)
     }
 
-    fn fix_dir_meta(&self, rel: &[u8], meta: &Meta) -> Result<(), Errno> {
+    fn fix_dir_meta(&self, rel: &[u8], entry: &Entry) -> Result<(), Errno> {
+        let meta = &entry.meta;
         let fd = open_dir(self.root_fd(), rel)?;
         let _ = rfs::fchown(
             &fd,
             Some(rfs::Uid::from_raw(meta.uid)),
             Some(rfs::Gid::from_raw(meta.gid)),
         );
+        if let Some(want) = &entry.xattrs {
+            // With the owner's permissions while they are set (`user.*`
+            // needs write permission), then the recorded mode, which the
+            // recorded ACL agrees with.
+            rfs::fchmod(&fd, Mode::from_raw_mode(meta.perm() | 0o700))?;
+            let set = set_xattrs(fd.as_fd(), want);
+            rfs::fchmod(&fd, Mode::from_raw_mode(meta.perm()))?;
+            return set;
+        }
         rfs::fchmod(&fd, Mode::from_raw_mode(meta.perm()))
     }
 
@@ -2557,6 +2710,7 @@ fn judge(
     present: Option<&Meta>,
     threshold: i128,
     content: impl FnOnce() -> Option<Vec<u8>>,
+    xattrs: impl FnOnce() -> Option<Xattrs>,
 ) -> Verdict {
     let Some(m) = present else {
         return Verdict::Differs;
@@ -2566,7 +2720,15 @@ fn judge(
         return Verdict::Differs;
     }
     if r.kind() == FileType::Directory {
-        return if m.mode != r.mode || m.uid != r.uid || m.gid != r.gid {
+        // Its extended attributes (an ACL granting another user write, a
+        // default ACL every file made in it later would take) change its
+        // ctime, which the entries made in it move too: read again then.
+        let xattrs_moved = m.ctime != r.ctime
+            && entry
+                .xattrs
+                .as_ref()
+                .is_some_and(|want| xattrs().is_none_or(|now| !same_xattrs(&now, want)));
+        return if m.mode != r.mode || m.uid != r.uid || m.gid != r.gid || xattrs_moved {
             Verdict::DirMeta
         } else {
             Verdict::Same
@@ -2726,6 +2888,9 @@ fn create_entry(
         rfs::mkdirat(dir, OsStr::from_bytes(name), Mode::from_raw_mode(0o700))?;
         let fd = rfs::openat(dir, OsStr::from_bytes(name), DIR_FLAGS, Mode::empty())?;
         let _ = rfs::fchown(&fd, owner.0, owner.1);
+        if let Some(want) = &entry.xattrs {
+            set_xattrs(fd.as_fd(), want)?;
+        }
         rfs::fchmod(&fd, Mode::from_raw_mode(m.perm()))?;
         return Ok(());
     }
@@ -2751,6 +2916,13 @@ fn create_entry(
                 .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO));
             let finish = written.and_then(|()| {
                 let _ = rfs::fchown(&f, owner.0, owner.1);
+                // Without what the record has not: a default ACL of the
+                // directory it is made in (which the command may have
+                // set) would otherwise come with it. Set while the owner
+                // may still write it; the recorded mode after.
+                if let Some(want) = &entry.xattrs {
+                    set_xattrs(f.as_fd(), want)?;
+                }
                 rfs::fchmod(&f, Mode::from_raw_mode(m.perm()))?;
                 rfs::futimens(&f, &times)
             });

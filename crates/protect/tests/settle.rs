@@ -661,7 +661,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 24 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 25 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -1134,4 +1134,121 @@ fn conc8_a_first_command_under_new_patterns_waits_for_the_root_to_be_idle() {
     );
     assert!(!early, "the second command began while the first ran");
     assert!(changes.is_empty(), "{changes:?}");
+}
+
+/// A POSIX ACL as the kernel stores it in `system.posix_acl_*`: the
+/// owner, the named user `uid`, the owning group, the mask and others.
+fn acl_granting(uid: u32, perm: u16) -> Vec<u8> {
+    const UNDEF: u32 = u32::MAX;
+    let mut a = 2u32.to_le_bytes().to_vec();
+    for (tag, p, id) in [
+        (0x01u16, 7u16, UNDEF),
+        (0x02, perm, uid),
+        (0x04, 5, UNDEF),
+        (0x10, 7, UNDEF),
+        (0x20, 5, UNDEF),
+    ] {
+        a.extend_from_slice(&tag.to_le_bytes());
+        a.extend_from_slice(&p.to_le_bytes());
+        a.extend_from_slice(&id.to_le_bytes());
+    }
+    a
+}
+
+fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 4096];
+    let n = rustix::fs::lgetxattr(path, name, &mut buf[..]).ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
+fn set(path: &Path, name: &str, value: &[u8]) {
+    rustix::fs::lsetxattr(path, name, value, rustix::fs::XattrFlags::empty())
+        .unwrap_or_else(|e| panic!("setxattr {name} on {}: {e}", path.display()));
+}
+
+/// A command can grant another user write to a protected directory, and
+/// to every file made in it later, by an ACL: a named user in the access
+/// ACL (with group write already in the mode, the mode does not move)
+/// and in the default ACL, which the files the restore makes there take
+/// too. Before, the check compared a directory's mode and owner only: the
+/// ACLs and a `user.*` attribute stayed, unreported, and the restored
+/// workflow came back carrying the command's default ACL; a restored
+/// file also lost the host's own attributes. Now a protected entry's
+/// extended attributes are recorded and given back.
+#[test]
+fn protect18_extended_attributes_and_acls_of_protected_entries_come_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join(".github/workflows")).unwrap();
+    fs::write(root.join(".github/workflows/ci.yml"), "on: push\n").unwrap();
+    fs::write(root.join("a.lock"), "v1\n").unwrap();
+    for d in [".github", ".github/workflows"] {
+        fs::set_permissions(root.join(d), fs::Permissions::from_mode(0o775)).unwrap();
+    }
+    for f in [".github/workflows/ci.yml", "a.lock"] {
+        fs::set_permissions(root.join(f), fs::Permissions::from_mode(0o664)).unwrap();
+    }
+    // The host's own attributes, which stay.
+    set(&root.join(".github"), "user.host", b"kept");
+    set(&root.join("a.lock"), "user.host", b"kept");
+    let p = protector(&root, &[".github/**", "*.lock"]);
+    let cp = p.begin().unwrap();
+    // Control: an unprotected directory keeps what the command set.
+    fs::create_dir(root.join("src")).unwrap();
+    set(&root.join("src"), "user.cmd", b"mine");
+    let acl = acl_granting(12345, 7);
+    for d in [".github", ".github/workflows", "."] {
+        set(&root.join(d), "system.posix_acl_access", &acl);
+        set(&root.join(d), "system.posix_acl_default", &acl);
+    }
+    set(&root.join(".github"), "user.cmd", b"x");
+    set(&root.join(".github"), "user.host", b"changed");
+    assert_eq!(
+        fs::metadata(root.join(".github")).unwrap().mode() & 0o7777,
+        0o775
+    );
+    fs::write(root.join(".github/workflows/ci.yml"), "on: evil\n").unwrap();
+    fs::write(root.join("a.lock"), "v2\n").unwrap();
+    assert_eq!(
+        cp.settle(),
+        [
+            change(".github", ".github/**", Action::Restored),
+            change(".github/workflows", ".github/**", Action::Restored),
+            change(".github/workflows/ci.yml", ".github/**", Action::Restored),
+            change("a.lock", "*.lock", Action::Restored),
+        ]
+    );
+    for f in [
+        ".github",
+        ".github/workflows",
+        ".github/workflows/ci.yml",
+        "a.lock",
+    ] {
+        let path = root.join(f);
+        assert_eq!(xattr(&path, "system.posix_acl_access"), None, "{f}");
+        assert_eq!(xattr(&path, "system.posix_acl_default"), None, "{f}");
+        assert_eq!(xattr(&path, "user.cmd"), None, "{f}");
+        let want = if path.is_dir() { 0o775 } else { 0o664 };
+        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o7777, want, "{f}");
+    }
+    assert_eq!(
+        xattr(&root.join(".github"), "user.host").as_deref(),
+        Some(&b"kept"[..])
+    );
+    assert_eq!(
+        xattr(&root.join("a.lock"), "user.host").as_deref(),
+        Some(&b"kept"[..])
+    );
+    assert_eq!(
+        fs::read_to_string(root.join(".github/workflows/ci.yml")).unwrap(),
+        "on: push\n"
+    );
+    // The control stays, and the write root's own default ACL too.
+    assert_eq!(
+        xattr(&root.join("src"), "user.cmd").as_deref(),
+        Some(&b"mine"[..])
+    );
+    assert!(xattr(&root, "system.posix_acl_default").is_some());
+    assert!(p.begin().unwrap().settle().is_empty());
 }
