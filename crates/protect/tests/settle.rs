@@ -685,7 +685,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 26 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 27 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -1275,4 +1275,60 @@ fn protect18_extended_attributes_and_acls_of_protected_entries_come_back() {
     );
     assert!(xattr(&root, "system.posix_acl_default").is_some());
     assert!(p.begin().unwrap().settle().is_empty());
+}
+
+/// Unmounts on the way out, a failed assertion included.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Pins a limit ("What sandgate does not protect"): undoing a change
+/// takes room on the write root's filesystem (a quarantine directory, a
+/// new inode and the recorded content for each entry put back). A command
+/// that leaves that filesystem full, of blocks and inodes, leaves its
+/// changes to protected files in place: the check can only report them.
+/// Needs a small filesystem of its own: a tmpfs, which only root mounts
+/// here (skipped otherwise).
+#[test]
+fn protect18_a_write_root_left_full_keeps_the_change_and_reports_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("m");
+    fs::create_dir(&base).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k,nr_inodes=64", "protect18"])
+        .arg(&base)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: cannot mount a tmpfs here (not root)");
+        return;
+    }
+    let _mounted = Mounted(base.clone());
+    let root = base.join("w");
+    fs::create_dir_all(root.join(".github/workflows")).unwrap();
+    fs::write(root.join(".github/workflows/ci.yml"), "on: push\n").unwrap();
+    fs::write(root.join("a.lock"), "v1\n").unwrap();
+    let p = protector(&root, &[".github/**", "*.lock"]);
+    let cp = p.begin().unwrap();
+    fs::write(root.join("a.lock"), "evil\n").unwrap();
+    fs::write(root.join(".github/workflows/ci.yml"), "on: evil\n").unwrap();
+    // Every inode and block taken.
+    let mut i = 0;
+    while fs::write(root.join(format!("fill{i}")), vec![b'x'; 4096]).is_ok() {
+        i += 1;
+    }
+    assert!(fs::create_dir(root.join("one-more")).is_err());
+    assert_eq!(
+        cp.settle(),
+        [
+            change(".github/workflows/ci.yml", ".github/**", Action::Reported),
+            change("a.lock", "*.lock", Action::Reported),
+        ]
+    );
+    assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "evil\n");
 }
