@@ -1394,12 +1394,16 @@ impl Record {
                 self.copied = self.copied.saturating_sub(c.len() as u64);
             }
         }
+        // A file is recreated only from its copy: its attributes are read
+        // with it, through the descriptor that reads it. A file too large
+        // to copy keeps its own inode, attributes included.
+        let mut xattrs = None;
         let data = match meta.kind() {
             FileType::RegularFile
                 if meta.size <= MAX_COPY_BYTES
                     && self.copied + meta.size <= MAX_TOTAL_COPY_BYTES =>
             {
-                match read_file(dir, name, &meta) {
+                match read_file_with(dir, name, &meta, Some(&mut xattrs)) {
                     Some(c) => {
                         self.copied += c.len() as u64;
                         Data::Copy(c.into())
@@ -1407,13 +1411,16 @@ impl Record {
                     None => Data::None,
                 }
             }
+            FileType::Directory => {
+                xattrs = read_xattrs(dir.as_fd(), name, &meta);
+                Data::None
+            }
             FileType::Symlink => match rfs::readlinkat(dir, OsStr::from_bytes(name), Vec::new()) {
                 Ok(t) => Data::Link(t.into_bytes()),
                 Err(_) => Data::None,
             },
             _ => Data::None,
         };
-        let xattrs = read_xattrs(dir.as_fd(), name, &meta);
         self.entries.insert(
             rel,
             Entry {
@@ -1640,6 +1647,17 @@ impl Record {
 /// Reads the regular file `name` of `dir` if it is still the one `meta`
 /// describes.
 fn read_file(dir: &OwnedFd, name: &[u8], meta: &Meta) -> Option<Vec<u8>> {
+    read_file_with(dir, name, meta, None)
+}
+
+/// [`read_file`], and with `xattrs` its extended attributes too, read
+/// through the same descriptor.
+fn read_file_with(
+    dir: &OwnedFd,
+    name: &[u8],
+    meta: &Meta,
+    xattrs: Option<&mut Option<Xattrs>>,
+) -> Option<Vec<u8>> {
     use std::io::Read;
     let fd = rfs::openat(
         dir,
@@ -1652,6 +1670,9 @@ fn read_file(dir: &OwnedFd, name: &[u8], meta: &Meta) -> Option<Vec<u8>> {
     if st.st_ino != meta.ino || st.st_dev != meta.dev {
         return None;
     }
+    if let Some(x) = xattrs {
+        *x = xattrs_of(fd.as_fd());
+    }
     let mut f = std::fs::File::from(fd);
     let mut buf = Vec::with_capacity(meta.size as usize);
     f.by_ref()
@@ -1661,22 +1682,14 @@ fn read_file(dir: &OwnedFd, name: &[u8], meta: &Meta) -> Option<Vec<u8>> {
     (buf.len() as u64 <= MAX_COPY_BYTES).then_some(buf)
 }
 
-/// The extended attributes of `name` in `dir` (a regular file or a
-/// directory, still the inode `meta` records), read through an `O_PATH`
-/// descriptor that follows no symlink, so no permission on the entry is
-/// needed and nothing else is read. `None` for other types, or when they
-/// cannot be read (no `/proc`, a filesystem without them answers empty).
+/// The extended attributes of the directory `name` in `dir` (still the
+/// inode `meta` records), opened without following a symlink. `None` for
+/// other types, or when they cannot be read.
 fn read_xattrs(dir: BorrowedFd<'_>, name: &[u8], meta: &Meta) -> Option<Xattrs> {
-    if !matches!(meta.kind(), FileType::RegularFile | FileType::Directory) {
+    if meta.kind() != FileType::Directory {
         return None;
     }
-    let fd = rfs::openat(
-        dir,
-        OsStr::from_bytes(name),
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
+    let fd = rfs::openat(dir, OsStr::from_bytes(name), DIR_FLAGS, Mode::empty()).ok()?;
     let st = rfs::fstat(&fd).ok()?;
     if st.st_ino != meta.ino || st.st_dev != meta.dev {
         return None;
@@ -1684,18 +1697,18 @@ fn read_xattrs(dir: BorrowedFd<'_>, name: &[u8], meta: &Meta) -> Option<Xattrs> 
     xattrs_of(fd.as_fd())
 }
 
-/// The extended attributes of the inode open as `fd` (any descriptor,
-/// `O_PATH` included: read through its `/proc/self/fd` link).
+/// The extended attributes of the file or directory open as `fd`, in
+/// name order (none on a filesystem without them). `None` when they
+/// cannot be read.
 fn xattrs_of(fd: BorrowedFd<'_>) -> Option<Xattrs> {
-    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
     for _ in 0..4 {
-        let n = match rfs::listxattr_query(link.as_str()) {
+        let n = match rfs::flistxattr_query(fd) {
             Ok(n) => n,
             Err(Errno::NOTSUP) => return Some(Vec::new()),
             Err(_) => return None,
         };
         let mut names = vec![0u8; n];
-        let n = match rfs::listxattr(link.as_str(), &mut names[..]) {
+        let n = match rfs::flistxattr(fd, &mut names[..]) {
             Ok(n) => n,
             // It grew meanwhile: asked again.
             Err(Errno::RANGE) => continue,
@@ -1705,10 +1718,10 @@ fn xattrs_of(fd: BorrowedFd<'_>) -> Option<Xattrs> {
         let mut out = Vec::new();
         for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
             let nm = OsStr::from_bytes(name);
-            let value = match rfs::getxattr_query(link.as_str(), nm) {
+            let value = match rfs::fgetxattr_query(fd, nm) {
                 Ok(len) => {
                     let mut v = vec![0u8; len];
-                    match rfs::getxattr(link.as_str(), nm, &mut v[..]) {
+                    match rfs::fgetxattr(fd, nm, &mut v[..]) {
                         Ok(len) => {
                             v.truncate(len);
                             v
@@ -1752,20 +1765,19 @@ fn same_xattrs(a: &Xattrs, b: &Xattrs) -> bool {
 /// `user.*` attributes needs write permission on the inode: the caller
 /// gives its mode back after.
 fn set_xattrs(fd: BorrowedFd<'_>, want: &Xattrs) -> Result<(), Errno> {
-    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
     let have = xattrs_of(fd).ok_or(Errno::IO)?;
     if same_xattrs(&have, want) {
         return Ok(());
     }
     for (name, _) in have.iter().filter(|(n, _)| answered(n)) {
         if !want.iter().any(|(w, _)| w == name) {
-            let _ = rfs::removexattr(link.as_str(), OsStr::from_bytes(name));
+            let _ = rfs::fremovexattr(fd, OsStr::from_bytes(name));
         }
     }
     for (name, value) in want.iter().filter(|(n, _)| answered(n)) {
         if !have.iter().any(|(h, v)| h == name && v == value) {
-            let _ = rfs::setxattr(
-                link.as_str(),
+            let _ = rfs::fsetxattr(
+                fd,
                 OsStr::from_bytes(name),
                 &value[..],
                 rfs::XattrFlags::empty(),
