@@ -1275,6 +1275,24 @@ fn protect18_extended_attributes_and_acls_of_protected_entries_come_back() {
     );
     assert!(xattr(&root, "system.posix_acl_default").is_some());
     assert!(p.begin().unwrap().settle().is_empty());
+    // The host's own change between commands is the record from then on:
+    // the next command's check keeps it.
+    set(&root.join(".github"), "system.posix_acl_access", &acl);
+    set(&root.join(".github"), "user.host", b"changed by the host");
+    let cp = p.begin().unwrap();
+    fs::write(root.join(".github/new.yml"), "x").unwrap();
+    assert_eq!(
+        cp.settle(),
+        [change(".github/new.yml", ".github/**", Action::Quarantined)]
+    );
+    assert_eq!(
+        xattr(&root.join(".github"), "system.posix_acl_access"),
+        Some(acl)
+    );
+    assert_eq!(
+        xattr(&root.join(".github"), "user.host").as_deref(),
+        Some(&b"changed by the host"[..])
+    );
 }
 
 /// Unmounts on the way out, a failed assertion included.
