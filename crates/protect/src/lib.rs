@@ -2644,12 +2644,7 @@ impl Settle<'_> {
     fn make_quarantine(&self) -> Result<Root, Errno> {
         let stamp = stamp();
         if let Some(beside) = &self.quarantine.beside {
-            let dir = beside.join(&stamp);
-            let made = std::fs::DirBuilder::new()
-                .recursive(true)
-                .create(&dir)
-                .and_then(|()| Root::open(&dir).map_err(io::Error::other));
-            if let Ok(q) = made {
+            if let Ok(q) = own_dir_beside(beside, &stamp) {
                 // Only usable if renames from the root can reach it.
                 let same_fs = rfs::fstat(&q)
                     .ok()
@@ -2658,7 +2653,7 @@ impl Settle<'_> {
                 if same_fs {
                     return Ok(q);
                 }
-                let _ = std::fs::remove_dir(&dir);
+                let _ = std::fs::remove_dir(beside.join(&stamp));
             }
         }
         // Inside the root, where the command can write too: made one
@@ -2697,6 +2692,36 @@ impl Settle<'_> {
             self.root.name().join(&inside),
         ))
     }
+}
+
+/// This settle's directory `stamp` in the quarantine `beside` the root,
+/// made (mode 0700) or found there, only when it is a directory of this
+/// process's user that no one else may write: beside a write root in a
+/// shared parent (`/tmp`), another user can make that name first (a
+/// directory of theirs, one anyone may write, a symlink), and what went
+/// there would be theirs to read, move or swap. Opened without following
+/// a symlink.
+fn own_dir_beside(beside: &Path, stamp: &str) -> Result<Root, Errno> {
+    let (Some(parent), Some(name)) = (beside.parent(), beside.file_name()) else {
+        return Err(Errno::INVAL);
+    };
+    let parent = rfs::open(
+        parent,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    match rfs::mkdirat(&parent, name, Mode::from_raw_mode(0o700)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(e),
+    }
+    let q = rfs::openat(&parent, name, DIR_FLAGS, Mode::empty())?;
+    let st = rfs::fstat(&q)?;
+    if st.st_uid != rustix::process::geteuid().as_raw() || st.st_mode & 0o002 != 0 {
+        return Err(Errno::PERM);
+    }
+    rfs::mkdirat(&q, stamp, Mode::from_raw_mode(0o700))?;
+    let fd = rfs::openat(&q, stamp, DIR_FLAGS, Mode::empty())?;
+    Ok(Root::from_fd(fd, Resolver::Auto, beside.join(stamp)))
 }
 
 impl Drop for Settle<'_> {

@@ -361,6 +361,77 @@ fn a_new_directory_left_unreadable_is_searched_anyway() {
     }
 }
 
+/// The quarantine beside the root, in a parent others may write (a write
+/// root directly in `/tmp`), made there before by someone else: a
+/// directory of another user (as root here: uid 65534's), one anyone may
+/// write, or a symlink to one. The command's versions of protected files
+/// must not be moved there, out of a write root only its owner may read:
+/// whoever holds that directory could read, move or swap them. Before,
+/// they were: the quarantine went into whatever stood at that name. Now
+/// such a directory is passed over and the quarantine made inside the
+/// root.
+#[test]
+fn protect18_a_quarantine_directory_someone_else_holds_is_not_used() {
+    let me = rustix::process::geteuid().as_raw();
+    for planted in ["other-writable", "foreign-owner", "symlink"] {
+        if planted == "foreign-owner" && me != 0 {
+            continue;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("shared");
+        fs::create_dir(&base).unwrap();
+        // A shared directory like /tmp.
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o1777)).unwrap();
+        let root = base.join("w");
+        fs::create_dir(&root).unwrap();
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o700)).unwrap();
+        fs::write(root.join("a.lock"), "v1\n").unwrap();
+        let held = base.join("held");
+        fs::create_dir(&held).unwrap();
+        fs::set_permissions(&held, fs::Permissions::from_mode(0o777)).unwrap();
+        let q = base.join(".w.sandgate-quarantine");
+        match planted {
+            "symlink" => std::os::unix::fs::symlink(&held, &q).unwrap(),
+            _ => {
+                fs::create_dir(&q).unwrap();
+                fs::set_permissions(&q, fs::Permissions::from_mode(0o777)).unwrap();
+                if planted == "foreign-owner" {
+                    fs::set_permissions(&q, fs::Permissions::from_mode(0o755)).unwrap();
+                    std::os::unix::fs::chown(&q, Some(65534), Some(65534)).unwrap();
+                }
+            }
+        }
+        let p = protector(&root, &["*.lock"]);
+        let cp = p.begin().unwrap();
+        fs::write(root.join("a.lock"), "private\n").unwrap();
+        assert_eq!(
+            cp.settle(),
+            [change("a.lock", "*.lock", Action::Restored)],
+            "{planted}"
+        );
+        assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "v1\n");
+        let outside: Vec<_> = fs::read_dir(&q).unwrap().collect();
+        assert!(
+            outside.is_empty(),
+            "{planted}: the quarantine went into {}",
+            q.display()
+        );
+        assert_eq!(fs::read_dir(&held).unwrap().count(), 0, "{planted}");
+        // It is inside the root instead.
+        let inside = root.join(".sandgate-quarantine");
+        let stamp = fs::read_dir(&inside)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        assert_eq!(
+            fs::read_to_string(stamp.join("a.lock")).unwrap(),
+            "private\n"
+        );
+    }
+}
+
 /// When the quarantine cannot be made beside the root (its parent is not
 /// writable, or the root is a mount point of its own) it is made inside
 /// the root, where the command can write too. Whatever the command put at
@@ -685,7 +756,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 27 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 28 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
