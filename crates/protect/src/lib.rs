@@ -2365,15 +2365,22 @@ impl Settle<'_> {
                     present.and_then(|m| read_xattrs(dir.as_fd(), name, &m))
                 },
             );
-            let fixed = match verdict {
+            let (fixed, replaced) = match verdict {
                 Verdict::Same => continue,
-                Verdict::DirMeta => self.fix_dir_meta(&rel, &entry).is_ok(),
-                Verdict::Differs => self.recreate(record, scan, &rel, &entry, present.is_some()),
+                Verdict::DirMeta => (self.fix_dir_meta(&rel, &entry).is_ok(), false),
+                Verdict::Differs => (
+                    self.recreate(record, scan, &rel, &entry, present.is_some()),
+                    true,
+                ),
             };
             let action = if fixed {
                 Action::Restored
             } else {
-                if entry.meta.kind() == FileType::Directory {
+                // A directory that is not back holds nothing to restore;
+                // one whose mode, owner or attributes could not be given
+                // back is still the recorded one, its entries still
+                // restored.
+                if replaced && entry.meta.kind() == FileType::Directory {
                     lost.push(rel.clone());
                 }
                 Action::Reported
