@@ -1039,7 +1039,14 @@ struct Entry {
     pattern: String,
     meta: Meta,
     data: Data,
+    /// The extended attributes of a regular file or directory (ACLs among
+    /// them), when they could be read: `None` for other types, or when
+    /// they could not.
+    xattrs: Option<Xattrs>,
 }
+
+/// Extended attributes, name and value, in name order.
+type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
 
 #[derive(Clone, Debug)]
 enum Data {
@@ -1446,12 +1453,16 @@ impl Record {
                 self.copied = self.copied.saturating_sub(c.len() as u64);
             }
         }
+        // A file is recreated only from its copy: its attributes are read
+        // with it, through the descriptor that reads it. A file too large
+        // to copy keeps its own inode, attributes included.
+        let mut xattrs = None;
         let data = match meta.kind() {
             FileType::RegularFile
                 if meta.size <= MAX_COPY_BYTES
                     && self.copied + meta.size <= MAX_TOTAL_COPY_BYTES =>
             {
-                match read_file(dir, name, &meta)
+                match read_file_with(dir, name, &meta, Some(&mut xattrs))
                     .inspect_err(|e| self.note(*e))
                     .ok()
                     .flatten()
@@ -1462,6 +1473,13 @@ impl Record {
                     }
                     None => Data::None,
                 }
+            }
+            FileType::Directory => {
+                xattrs = read_xattrs(dir.as_fd(), name, &meta)
+                    .inspect_err(|e| self.note(*e))
+                    .ok()
+                    .flatten();
+                Data::None
             }
             FileType::Symlink => match rfs::readlinkat(dir, OsStr::from_bytes(name), Vec::new()) {
                 Ok(t) => Data::Link(t.into_bytes()),
@@ -1475,6 +1493,7 @@ impl Record {
                 pattern,
                 meta,
                 data,
+                xattrs,
             },
         );
         true
@@ -1708,6 +1727,17 @@ impl Record {
 /// Reads the regular file `name` of `dir` if it is still the one `meta`
 /// describes.
 fn read_file(dir: &OwnedFd, name: &[u8], meta: &Meta) -> Result<Option<Vec<u8>>, Errno> {
+    read_file_with(dir, name, meta, None)
+}
+
+/// [`read_file`], and with `xattrs` its extended attributes too, read
+/// through the same descriptor.
+fn read_file_with(
+    dir: &OwnedFd,
+    name: &[u8],
+    meta: &Meta,
+    xattrs: Option<&mut Option<Xattrs>>,
+) -> Result<Option<Vec<u8>>, Errno> {
     use std::io::Read;
     // Only the open's error is answered (a shortage of descriptors the
     // record must not take for a file it may not copy); a file that
@@ -1724,6 +1754,9 @@ fn read_file(dir: &OwnedFd, name: &[u8], meta: &Meta) -> Result<Option<Vec<u8>>,
     if st.st_ino != meta.ino || st.st_dev != meta.dev {
         return Ok(None);
     }
+    if let Some(x) = xattrs {
+        *x = xattrs_of(fd.as_fd());
+    }
     let mut f = std::fs::File::from(fd);
     let mut buf = Vec::with_capacity(meta.size as usize);
     if f.by_ref()
@@ -1734,6 +1767,125 @@ fn read_file(dir: &OwnedFd, name: &[u8], meta: &Meta) -> Result<Option<Vec<u8>>,
         return Ok(None);
     }
     Ok((buf.len() as u64 <= MAX_COPY_BYTES).then_some(buf))
+}
+
+/// The extended attributes of the directory `name` in `dir` (still the
+/// inode `meta` records), opened without following a symlink. `None` for
+/// other types, or when they cannot be read; only the open's error is
+/// answered (a shortage of descriptors the record must not take for a
+/// directory without attributes to compare).
+fn read_xattrs(dir: BorrowedFd<'_>, name: &[u8], meta: &Meta) -> Result<Option<Xattrs>, Errno> {
+    if meta.kind() != FileType::Directory {
+        return Ok(None);
+    }
+    let fd = rfs::openat(dir, OsStr::from_bytes(name), DIR_FLAGS, Mode::empty())?;
+    let Ok(st) = rfs::fstat(&fd) else {
+        return Ok(None);
+    };
+    if st.st_ino != meta.ino || st.st_dev != meta.dev {
+        return Ok(None);
+    }
+    Ok(xattrs_of(fd.as_fd()))
+}
+
+/// The extended attributes of the file or directory open as `fd`, in
+/// name order (none on a filesystem without them). `None` when they
+/// cannot be read.
+fn xattrs_of(fd: BorrowedFd<'_>) -> Option<Xattrs> {
+    for _ in 0..4 {
+        let n = match rfs::flistxattr_query(fd) {
+            Ok(n) => n,
+            Err(Errno::NOTSUP) => return Some(Vec::new()),
+            Err(_) => return None,
+        };
+        let mut names = vec![0u8; n];
+        let n = match rfs::flistxattr(fd, &mut names[..]) {
+            Ok(n) => n,
+            // It grew meanwhile: asked again.
+            Err(Errno::RANGE) => continue,
+            Err(_) => return None,
+        };
+        names.truncate(n);
+        let mut out = Vec::new();
+        for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+            let nm = OsStr::from_bytes(name);
+            let value = match rfs::fgetxattr_query(fd, nm) {
+                Ok(len) => {
+                    let mut v = vec![0u8; len];
+                    match rfs::fgetxattr(fd, nm, &mut v[..]) {
+                        Ok(len) => {
+                            v.truncate(len);
+                            v
+                        }
+                        Err(Errno::NODATA) => continue,
+                        Err(_) => return None,
+                    }
+                }
+                Err(Errno::NODATA) => continue,
+                Err(_) => return None,
+            };
+            out.push((name.to_vec(), value));
+        }
+        out.sort();
+        return Some(out);
+    }
+    None
+}
+
+/// The extended attributes a restore answers for: all but the security
+/// labels the kernel or a security module sets by itself on a new inode
+/// (`security.selinux`, …), which the host's user may not be allowed to
+/// set; file capabilities (`security.capability`) count.
+fn answered(name: &[u8]) -> bool {
+    !name.starts_with(b"security.") || name == b"security.capability"
+}
+
+/// The two sets of attributes are equal in what a restore answers for.
+fn same_xattrs(a: &Xattrs, b: &Xattrs) -> bool {
+    a.iter()
+        .filter(|(n, _)| answered(n))
+        .eq(b.iter().filter(|(n, _)| answered(n)))
+}
+
+/// Gives the inode open as `fd` the recorded extended attributes back:
+/// those it has and the record has not (an ACL the command set, or one
+/// a new inode took from its directory's default ACL) are removed, the
+/// recorded ones set. Fails when it is left with one the record has not,
+/// or with another value; a recorded one that cannot be set (file
+/// capabilities, for a host that is not root) is left out. Setting
+/// `user.*` attributes needs write permission on the inode: the caller
+/// gives its mode back after.
+fn set_xattrs(fd: BorrowedFd<'_>, want: &Xattrs) -> Result<(), Errno> {
+    let have = xattrs_of(fd).ok_or(Errno::IO)?;
+    if same_xattrs(&have, want) {
+        return Ok(());
+    }
+    for (name, _) in have.iter().filter(|(n, _)| answered(n)) {
+        if !want.iter().any(|(w, _)| w == name) {
+            let _ = rfs::fremovexattr(fd, OsStr::from_bytes(name));
+        }
+    }
+    for (name, value) in want.iter().filter(|(n, _)| answered(n)) {
+        if !have.iter().any(|(h, v)| h == name && v == value) {
+            let _ = rfs::fsetxattr(
+                fd,
+                OsStr::from_bytes(name),
+                &value[..],
+                rfs::XattrFlags::empty(),
+            );
+        }
+    }
+    match xattrs_of(fd) {
+        Some(now)
+            if now
+                .iter()
+                .filter(|(n, _)| answered(n))
+                .all(|nv| want.contains(nv)) =>
+        {
+            Ok(())
+        }
+        _ => Err(Errno::PERM),
+    }
 }
 
 /// Where entries are moved aside to.
@@ -2316,20 +2468,37 @@ impl Settle<'_> {
                 lstat(self.root_fd(), &rel).ok()
             }
             .map(|st| Meta::of(&st));
-            let verdict = judge(&entry, present.as_ref(), threshold, || {
-                let (parent, name) = parent_of(&rel);
-                let dir = open_dir(self.root_fd(), parent).ok()?;
-                present.and_then(|m| read_file(&dir, name, &m).ok().flatten())
-            });
-            let fixed = match verdict {
+            let verdict = judge(
+                &entry,
+                present.as_ref(),
+                threshold,
+                || {
+                    let (parent, name) = parent_of(&rel);
+                    let dir = open_dir(self.root_fd(), parent).ok()?;
+                    present.and_then(|m| read_file(&dir, name, &m).ok().flatten())
+                },
+                || {
+                    let (parent, name) = parent_of(&rel);
+                    let dir = open_dir(self.root_fd(), parent).ok()?;
+                    present.and_then(|m| read_xattrs(dir.as_fd(), name, &m).ok().flatten())
+                },
+            );
+            let (fixed, replaced) = match verdict {
                 Verdict::Same => continue,
-                Verdict::DirMeta => self.fix_dir_meta(&rel, &entry.meta).is_ok(),
-                Verdict::Differs => self.recreate(record, scan, &rel, &entry, present.is_some()),
+                Verdict::DirMeta => (self.fix_dir_meta(&rel, &entry).is_ok(), false),
+                Verdict::Differs => (
+                    self.recreate(record, scan, &rel, &entry, present.is_some()),
+                    true,
+                ),
             };
             let action = if fixed {
                 Action::Restored
             } else {
-                if entry.meta.kind() == FileType::Directory {
+                // A directory that is not back holds nothing to restore;
+                // one whose mode, owner or attributes could not be given
+                // back is still the recorded one, its entries still
+                // restored.
+                if replaced && entry.meta.kind() == FileType::Directory {
                     lost.push(rel.clone());
                 }
                 Action::Reported
@@ -2443,13 +2612,23 @@ impl Settle<'_> {
             && (m.mode, m.uid, m.gid, m.size, m.mtime) == (r.mode, r.uid, r.gid, r.size, r.mtime)
     }
 
-    fn fix_dir_meta(&self, rel: &[u8], meta: &Meta) -> Result<(), Errno> {
+    fn fix_dir_meta(&self, rel: &[u8], entry: &Entry) -> Result<(), Errno> {
+        let meta = &entry.meta;
         let fd = open_dir(self.root_fd(), rel)?;
         let _ = rfs::fchown(
             &fd,
             Some(rfs::Uid::from_raw(meta.uid)),
             Some(rfs::Gid::from_raw(meta.gid)),
         );
+        if let Some(want) = &entry.xattrs {
+            // With the owner's permissions while they are set (`user.*`
+            // needs write permission), then the recorded mode, which the
+            // recorded ACL agrees with.
+            rfs::fchmod(&fd, Mode::from_raw_mode(meta.perm() | 0o700))?;
+            let set = set_xattrs(fd.as_fd(), want);
+            rfs::fchmod(&fd, Mode::from_raw_mode(meta.perm()))?;
+            return set;
+        }
         rfs::fchmod(&fd, Mode::from_raw_mode(meta.perm()))
     }
 
@@ -2590,12 +2769,7 @@ impl Settle<'_> {
     fn make_quarantine(&self) -> Result<Root, Errno> {
         let stamp = stamp();
         if let Some(beside) = &self.quarantine.beside {
-            let dir = beside.join(&stamp);
-            let made = std::fs::DirBuilder::new()
-                .recursive(true)
-                .create(&dir)
-                .and_then(|()| Root::open(&dir).map_err(io::Error::other));
-            if let Ok(q) = made {
+            if let Ok(q) = own_dir_beside(beside, &stamp) {
                 // Only usable if renames from the root can reach it.
                 let same_fs = rfs::fstat(&q)
                     .ok()
@@ -2604,7 +2778,7 @@ impl Settle<'_> {
                 if same_fs {
                     return Ok(q);
                 }
-                let _ = std::fs::remove_dir(&dir);
+                let _ = std::fs::remove_dir(beside.join(&stamp));
             }
         }
         // Inside the root, where the command can write too: made one
@@ -2645,6 +2819,36 @@ impl Settle<'_> {
     }
 }
 
+/// This settle's directory `stamp` in the quarantine `beside` the root,
+/// made (mode 0700) or found there, only when it is a directory of this
+/// process's user that no one else may write: beside a write root in a
+/// shared parent (`/tmp`), another user can make that name first (a
+/// directory of theirs, one anyone may write, a symlink), and what went
+/// there would be theirs to read, move or swap. Opened without following
+/// a symlink.
+fn own_dir_beside(beside: &Path, stamp: &str) -> Result<Root, Errno> {
+    let (Some(parent), Some(name)) = (beside.parent(), beside.file_name()) else {
+        return Err(Errno::INVAL);
+    };
+    let parent = rfs::open(
+        parent,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    match rfs::mkdirat(&parent, name, Mode::from_raw_mode(0o700)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(e),
+    }
+    let q = rfs::openat(&parent, name, DIR_FLAGS, Mode::empty())?;
+    let st = rfs::fstat(&q)?;
+    if st.st_uid != rustix::process::geteuid().as_raw() || st.st_mode & 0o002 != 0 {
+        return Err(Errno::PERM);
+    }
+    rfs::mkdirat(&q, stamp, Mode::from_raw_mode(0o700))?;
+    let fd = rfs::openat(&q, stamp, DIR_FLAGS, Mode::empty())?;
+    Ok(Root::from_fd(fd, Resolver::Auto, beside.join(stamp)))
+}
+
 impl Drop for Settle<'_> {
     fn drop(&mut self) {
         // The next settle gets a directory of its own.
@@ -2668,6 +2872,7 @@ fn judge(
     present: Option<&Meta>,
     threshold: i128,
     content: impl FnOnce() -> Option<Vec<u8>>,
+    xattrs: impl FnOnce() -> Option<Xattrs>,
 ) -> Verdict {
     let Some(m) = present else {
         return Verdict::Differs;
@@ -2677,7 +2882,15 @@ fn judge(
         return Verdict::Differs;
     }
     if r.kind() == FileType::Directory {
-        return if m.mode != r.mode || m.uid != r.uid || m.gid != r.gid {
+        // Its extended attributes (an ACL granting another user write, a
+        // default ACL every file made in it later would take) change its
+        // ctime, which the entries made in it move too: read again then.
+        let xattrs_moved = m.ctime != r.ctime
+            && entry
+                .xattrs
+                .as_ref()
+                .is_some_and(|want| xattrs().is_none_or(|now| !same_xattrs(&now, want)));
+        return if m.mode != r.mode || m.uid != r.uid || m.gid != r.gid || xattrs_moved {
             Verdict::DirMeta
         } else {
             Verdict::Same
@@ -2837,6 +3050,9 @@ fn create_entry(
         rfs::mkdirat(dir, OsStr::from_bytes(name), Mode::from_raw_mode(0o700))?;
         let fd = rfs::openat(dir, OsStr::from_bytes(name), DIR_FLAGS, Mode::empty())?;
         let _ = rfs::fchown(&fd, owner.0, owner.1);
+        if let Some(want) = &entry.xattrs {
+            set_xattrs(fd.as_fd(), want)?;
+        }
         rfs::fchmod(&fd, Mode::from_raw_mode(m.perm()))?;
         return Ok(());
     }
@@ -2862,6 +3078,13 @@ fn create_entry(
                 .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO));
             let finish = written.and_then(|()| {
                 let _ = rfs::fchown(&f, owner.0, owner.1);
+                // Without what the record has not: a default ACL of the
+                // directory it is made in (which the command may have
+                // set) would otherwise come with it. Set while the owner
+                // may still write it; the recorded mode after.
+                if let Some(want) = &entry.xattrs {
+                    set_xattrs(f.as_fd(), want)?;
+                }
                 rfs::fchmod(&f, Mode::from_raw_mode(m.perm()))?;
                 rfs::futimens(&f, &times)
             });

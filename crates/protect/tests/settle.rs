@@ -95,6 +95,30 @@ fn a_file_too_large_to_copy_is_reported_not_undone() {
     assert_eq!(fs::read_to_string(&big).unwrap(), "short\n");
 }
 
+/// Pins a limit ("What sandgate does not protect"): a protected file too
+/// large to copy is recorded by identity only, so once it is moved out of
+/// the write root (or removed) nothing beneath the root holds it, and the
+/// check can only say so. Within the root it comes back by its inode
+/// (`a_file_too_large_to_copy_renamed_away_is_renamed_back`).
+#[test]
+fn protect18_a_file_too_large_to_copy_moved_out_of_the_root_is_only_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir(&root).unwrap();
+    let big = root.join("big.lock");
+    fs::write(&big, vec![b'a'; MAX_COPY_BYTES as usize + 1]).unwrap();
+    let p = protector(&root, &["*.lock"]);
+    let cp = p.begin().unwrap();
+    let away = tmp.path().join("away");
+    fs::rename(&big, &away).unwrap();
+    assert_eq!(
+        cp.settle(),
+        [change("big.lock", "*.lock", Action::Reported)]
+    );
+    assert!(fs::symlink_metadata(&big).is_err());
+    assert_eq!(fs::metadata(&away).unwrap().len(), MAX_COPY_BYTES + 1);
+}
+
 #[test]
 fn a_protected_symlink_gets_back_its_target() {
     let tmp = tempfile::tempdir().unwrap();
@@ -334,6 +358,77 @@ fn a_new_directory_left_unreadable_is_searched_anyway() {
         );
         assert!(!root.join("d/x.lock").exists());
         assert!(!root.join("d/e/y.lock").exists());
+    }
+}
+
+/// The quarantine beside the root, in a parent others may write (a write
+/// root directly in `/tmp`), made there before by someone else: a
+/// directory of another user (as root here: uid 65534's), one anyone may
+/// write, or a symlink to one. The command's versions of protected files
+/// must not be moved there, out of a write root only its owner may read:
+/// whoever holds that directory could read, move or swap them. Before,
+/// they were: the quarantine went into whatever stood at that name. Now
+/// such a directory is passed over and the quarantine made inside the
+/// root.
+#[test]
+fn protect18_a_quarantine_directory_someone_else_holds_is_not_used() {
+    let me = rustix::process::geteuid().as_raw();
+    for planted in ["other-writable", "foreign-owner", "symlink"] {
+        if planted == "foreign-owner" && me != 0 {
+            continue;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("shared");
+        fs::create_dir(&base).unwrap();
+        // A shared directory like /tmp.
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o1777)).unwrap();
+        let root = base.join("w");
+        fs::create_dir(&root).unwrap();
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o700)).unwrap();
+        fs::write(root.join("a.lock"), "v1\n").unwrap();
+        let held = base.join("held");
+        fs::create_dir(&held).unwrap();
+        fs::set_permissions(&held, fs::Permissions::from_mode(0o777)).unwrap();
+        let q = base.join(".w.sandgate-quarantine");
+        match planted {
+            "symlink" => std::os::unix::fs::symlink(&held, &q).unwrap(),
+            _ => {
+                fs::create_dir(&q).unwrap();
+                fs::set_permissions(&q, fs::Permissions::from_mode(0o777)).unwrap();
+                if planted == "foreign-owner" {
+                    fs::set_permissions(&q, fs::Permissions::from_mode(0o755)).unwrap();
+                    std::os::unix::fs::chown(&q, Some(65534), Some(65534)).unwrap();
+                }
+            }
+        }
+        let p = protector(&root, &["*.lock"]);
+        let cp = p.begin().unwrap();
+        fs::write(root.join("a.lock"), "private\n").unwrap();
+        assert_eq!(
+            cp.settle(),
+            [change("a.lock", "*.lock", Action::Restored)],
+            "{planted}"
+        );
+        assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "v1\n");
+        let outside: Vec<_> = fs::read_dir(&q).unwrap().collect();
+        assert!(
+            outside.is_empty(),
+            "{planted}: the quarantine went into {}",
+            q.display()
+        );
+        assert_eq!(fs::read_dir(&held).unwrap().count(), 0, "{planted}");
+        // It is inside the root instead.
+        let inside = root.join(".sandgate-quarantine");
+        let stamp = fs::read_dir(&inside)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        assert_eq!(
+            fs::read_to_string(stamp.join("a.lock")).unwrap(),
+            "private\n"
+        );
     }
 }
 
@@ -661,7 +756,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 24 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 28 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -1134,4 +1229,195 @@ fn conc8_a_first_command_under_new_patterns_waits_for_the_root_to_be_idle() {
     );
     assert!(!early, "the second command began while the first ran");
     assert!(changes.is_empty(), "{changes:?}");
+}
+
+/// A POSIX ACL as the kernel stores it in `system.posix_acl_*`: the
+/// owner, the named user `uid`, the owning group, the mask and others.
+fn acl_granting(uid: u32, perm: u16) -> Vec<u8> {
+    const UNDEF: u32 = u32::MAX;
+    let mut a = 2u32.to_le_bytes().to_vec();
+    for (tag, p, id) in [
+        (0x01u16, 7u16, UNDEF),
+        (0x02, perm, uid),
+        (0x04, 5, UNDEF),
+        (0x10, 7, UNDEF),
+        (0x20, 5, UNDEF),
+    ] {
+        a.extend_from_slice(&tag.to_le_bytes());
+        a.extend_from_slice(&p.to_le_bytes());
+        a.extend_from_slice(&id.to_le_bytes());
+    }
+    a
+}
+
+fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 4096];
+    let n = rustix::fs::lgetxattr(path, name, &mut buf[..]).ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
+fn set(path: &Path, name: &str, value: &[u8]) {
+    rustix::fs::lsetxattr(path, name, value, rustix::fs::XattrFlags::empty())
+        .unwrap_or_else(|e| panic!("setxattr {name} on {}: {e}", path.display()));
+}
+
+/// A command can grant another user write to a protected directory, and
+/// to every file made in it later, by an ACL: a named user in the access
+/// ACL (with group write already in the mode, the mode does not move)
+/// and in the default ACL, which the files the restore makes there take
+/// too. Before, the check compared a directory's mode and owner only: the
+/// ACLs and a `user.*` attribute stayed, unreported, and the restored
+/// workflow came back carrying the command's default ACL; a restored
+/// file also lost the host's own attributes. Now a protected entry's
+/// extended attributes are recorded and given back.
+#[test]
+fn protect18_extended_attributes_and_acls_of_protected_entries_come_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join(".github/workflows")).unwrap();
+    fs::write(root.join(".github/workflows/ci.yml"), "on: push\n").unwrap();
+    fs::write(root.join("a.lock"), "v1\n").unwrap();
+    for d in [".github", ".github/workflows"] {
+        fs::set_permissions(root.join(d), fs::Permissions::from_mode(0o775)).unwrap();
+    }
+    for f in [".github/workflows/ci.yml", "a.lock"] {
+        fs::set_permissions(root.join(f), fs::Permissions::from_mode(0o664)).unwrap();
+    }
+    // The host's own attributes, which stay.
+    set(&root.join(".github"), "user.host", b"kept");
+    set(&root.join("a.lock"), "user.host", b"kept");
+    let p = protector(&root, &[".github/**", "*.lock"]);
+    let cp = p.begin().unwrap();
+    // Control: an unprotected directory keeps what the command set.
+    fs::create_dir(root.join("src")).unwrap();
+    set(&root.join("src"), "user.cmd", b"mine");
+    let acl = acl_granting(12345, 7);
+    for d in [".github", ".github/workflows", "."] {
+        set(&root.join(d), "system.posix_acl_access", &acl);
+        set(&root.join(d), "system.posix_acl_default", &acl);
+    }
+    set(&root.join(".github"), "user.cmd", b"x");
+    set(&root.join(".github"), "user.host", b"changed");
+    assert_eq!(
+        fs::metadata(root.join(".github")).unwrap().mode() & 0o7777,
+        0o775
+    );
+    fs::write(root.join(".github/workflows/ci.yml"), "on: evil\n").unwrap();
+    fs::write(root.join("a.lock"), "v2\n").unwrap();
+    assert_eq!(
+        cp.settle(),
+        [
+            change(".github", ".github/**", Action::Restored),
+            change(".github/workflows", ".github/**", Action::Restored),
+            change(".github/workflows/ci.yml", ".github/**", Action::Restored),
+            change("a.lock", "*.lock", Action::Restored),
+        ]
+    );
+    for f in [
+        ".github",
+        ".github/workflows",
+        ".github/workflows/ci.yml",
+        "a.lock",
+    ] {
+        let path = root.join(f);
+        assert_eq!(xattr(&path, "system.posix_acl_access"), None, "{f}");
+        assert_eq!(xattr(&path, "system.posix_acl_default"), None, "{f}");
+        assert_eq!(xattr(&path, "user.cmd"), None, "{f}");
+        let want = if path.is_dir() { 0o775 } else { 0o664 };
+        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o7777, want, "{f}");
+    }
+    assert_eq!(
+        xattr(&root.join(".github"), "user.host").as_deref(),
+        Some(&b"kept"[..])
+    );
+    assert_eq!(
+        xattr(&root.join("a.lock"), "user.host").as_deref(),
+        Some(&b"kept"[..])
+    );
+    assert_eq!(
+        fs::read_to_string(root.join(".github/workflows/ci.yml")).unwrap(),
+        "on: push\n"
+    );
+    // The control stays, and the write root's own default ACL too.
+    assert_eq!(
+        xattr(&root.join("src"), "user.cmd").as_deref(),
+        Some(&b"mine"[..])
+    );
+    assert!(xattr(&root, "system.posix_acl_default").is_some());
+    assert!(p.begin().unwrap().settle().is_empty());
+    // The host's own change between commands is the record from then on:
+    // the next command's check keeps it.
+    set(&root.join(".github"), "system.posix_acl_access", &acl);
+    set(&root.join(".github"), "user.host", b"changed by the host");
+    let cp = p.begin().unwrap();
+    fs::write(root.join(".github/new.yml"), "x").unwrap();
+    assert_eq!(
+        cp.settle(),
+        [change(".github/new.yml", ".github/**", Action::Quarantined)]
+    );
+    assert_eq!(
+        xattr(&root.join(".github"), "system.posix_acl_access"),
+        Some(acl)
+    );
+    assert_eq!(
+        xattr(&root.join(".github"), "user.host").as_deref(),
+        Some(&b"changed by the host"[..])
+    );
+}
+
+/// Unmounts on the way out, a failed assertion included.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Pins a limit ("What sandgate does not protect"): undoing a change
+/// takes room on the write root's filesystem (a quarantine directory, a
+/// new inode and the recorded content for each entry put back). A command
+/// that leaves that filesystem full, of blocks and inodes, leaves its
+/// changes to protected files in place: the check can only report them.
+/// Needs a small filesystem of its own: a tmpfs, which only root mounts
+/// here (skipped otherwise).
+#[test]
+fn protect18_a_write_root_left_full_keeps_the_change_and_reports_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("m");
+    fs::create_dir(&base).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k,nr_inodes=64", "protect18"])
+        .arg(&base)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: cannot mount a tmpfs here (not root)");
+        return;
+    }
+    let _mounted = Mounted(base.clone());
+    let root = base.join("w");
+    fs::create_dir_all(root.join(".github/workflows")).unwrap();
+    fs::write(root.join(".github/workflows/ci.yml"), "on: push\n").unwrap();
+    fs::write(root.join("a.lock"), "v1\n").unwrap();
+    let p = protector(&root, &[".github/**", "*.lock"]);
+    let cp = p.begin().unwrap();
+    fs::write(root.join("a.lock"), "evil\n").unwrap();
+    fs::write(root.join(".github/workflows/ci.yml"), "on: evil\n").unwrap();
+    // Every inode and block taken.
+    let mut i = 0;
+    while fs::write(root.join(format!("fill{i}")), vec![b'x'; 4096]).is_ok() {
+        i += 1;
+    }
+    assert!(fs::create_dir(root.join("one-more")).is_err());
+    assert_eq!(
+        cp.settle(),
+        [
+            change(".github/workflows/ci.yml", ".github/**", Action::Reported),
+            change("a.lock", "*.lock", Action::Reported),
+        ]
+    );
+    assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "evil\n");
 }

@@ -887,7 +887,7 @@ fn every_attack_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 25 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 26 passed"), "{stdout}");
 }
 
 /// Another process's command holds the write root (its `flock`): a
@@ -1002,6 +1002,62 @@ fn fifos_big_directories_and_planted_links_are_undone_without_following_them() {
                 );
             }
         }
+    }
+}
+
+/// An ACL a command sets on a protected directory: a named user with
+/// write in the access ACL (the directory's mode does not move: its group
+/// already has write) and in the default ACL, which every file made there
+/// later would take. On the floor it is undone after the command (before,
+/// it stayed, unreported); in namespaces the read-only bind refuses it.
+#[test]
+fn protect18_an_acl_set_on_a_protected_directory_is_undone() {
+    if Command::new("/usr/bin/python3").arg("-V").output().is_err() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let attack = "/usr/bin/python3 -c \"import os, struct; \
+        a = struct.pack('<I', 2) + b''.join(struct.pack('<HHI', t, p, i) for t, p, i in \
+        [(1, 7, 0xffffffff), (2, 7, 12345), (4, 7, 0xffffffff), (16, 7, 0xffffffff), (32, 5, 0xffffffff)]); \
+        [os.setxattr(d, n, a) for d in ['.github', '.github/workflows'] \
+        for n in ['system.posix_acl_access', 'system.posix_acl_default']]\" && echo acl-set";
+    for ns in modes() {
+        let fx = fixture(false);
+        for d in [".github", ".github/workflows"] {
+            fs::set_permissions(fx.root.join(d), fs::Permissions::from_mode(0o775)).unwrap();
+        }
+        let ex = executor(&fx, ns, false, PATTERNS);
+        let r = run(&ex, &format!("{CONTROL} && {attack}; exit 0"));
+        assert!(control_ok(&fx.root));
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        // On the floor the command sets it; in the view the bind refuses.
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout).contains("acl-set"),
+            !ns,
+            "ns={ns}: {stderr}"
+        );
+        for d in [".github", ".github/workflows"] {
+            let path = fx.root.join(d);
+            for n in ["system.posix_acl_access", "system.posix_acl_default"] {
+                let mut buf = [0u8; 256];
+                let there = rustix::fs::lgetxattr(&path, n, &mut buf[..]).is_ok();
+                assert!(
+                    !there,
+                    "ns={ns}: {d} keeps the command's {n}; reported {:?}; stderr {stderr}",
+                    r.protected_changes
+                );
+            }
+            assert_eq!(
+                fs::metadata(&path).unwrap().mode() & 0o7777,
+                0o775,
+                "ns={ns} {d}"
+            );
+        }
+        assert!(
+            !r.protected_changes.is_empty() || refused_in_flight(&r),
+            "ns={ns}: neither undone nor refused: {:?} {stderr}",
+            r.protected_changes
+        );
     }
 }
 
