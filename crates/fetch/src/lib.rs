@@ -53,7 +53,10 @@
 //!    body.
 //! 6. The final response's body is read while streaming, up to
 //!    `max_bytes`; one byte more marks it truncated and the connection is
-//!    dropped. One deadline covers resolution, connection, TLS, every hop
+//!    dropped. Over https a body that ends with its connection (no length,
+//!    no chunking) is whole only when the server's TLS `close_notify` ends
+//!    it; a bare TCP close or reset, which anyone on the path can forge,
+//!    fails the fetch with `E_IO` instead. One deadline covers resolution, connection, TLS, every hop
 //!    and the body.
 //!
 //! **Cancelling.** A fetch given a [`CancelFlag`] ([`FetchOptions::cancel`])
@@ -87,6 +90,7 @@
 
 mod cancel;
 mod resolve;
+mod tlsend;
 
 use std::fmt;
 use std::io::{self, Read};
@@ -463,8 +467,11 @@ impl FetcherBuilder {
         let agent = ureq::Agent::with_parts(
             client_config(tls.build()),
             ureq::unversioned::transport::Connector::chain(
-                cancel::SlicedTcp,
-                ureq::unversioned::transport::RustlsConnector::default(),
+                ureq::unversioned::transport::Connector::chain(
+                    cancel::SlicedTcp,
+                    ureq::unversioned::transport::RustlsConnector::default(),
+                ),
+                tlsend::CloseChecked,
             ),
             PinnedResolver,
         );

@@ -966,6 +966,16 @@ fn malformed_requests() {
 // TLS: a loopback https server with a self-signed certificate
 
 fn tls_server(handler: impl Fn(&str) -> Reply + Send + Sync + 'static) -> (Server, String) {
+    tls_server_ending(true, handler)
+}
+
+/// A loopback https server that, after its reply, ends TLS with a
+/// `close_notify` alert (`close_notify`) or only closes the TCP connection
+/// (as an attacker on the path who cuts it would).
+fn tls_server_ending(
+    close_notify: bool,
+    handler: impl Fn(&str) -> Reply + Send + Sync + 'static,
+) -> (Server, String) {
     let key = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
     let pem = key.cert.pem();
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
@@ -1003,8 +1013,11 @@ fn tls_server(handler: impl Fn(&str) -> Reply + Send + Sync + 'static) -> (Serve
                 let reply = handler(&request);
                 r.lock().unwrap().push(request);
                 let _ = write_reply(&mut tls, reply);
-                tls.conn.send_close_notify();
+                if close_notify {
+                    tls.conn.send_close_notify();
+                }
                 let _ = tls.flush();
+                let _ = tls.sock.shutdown(std::net::Shutdown::Both);
             });
         }
     });
@@ -1364,4 +1377,56 @@ fn proxy9_a_307_or_308_body_reaches_only_a_granted_host_and_no_credential_with_i
         before,
         "refused before resolving"
     );
+}
+
+#[test]
+fn fetch18_an_https_body_cut_before_close_notify_is_an_error_not_a_whole_body() {
+    // A body without Content-Length or chunking ends when the connection
+    // does; over TLS only the close_notify alert says the server ended it.
+    // A bare TCP close (or reset) is what an attacker on the path can
+    // forge to cut the body anywhere.
+    let reply = || {
+        Reply::Raw(
+            b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nrm -rf /tmp/build # cut".to_vec(),
+        )
+    };
+    for close_notify in [true, false] {
+        let (s, pem) = tls_server_ending(close_notify, move |_| reply());
+        let p = rules(Mode::Restricted, &[format!("127.0.0.1:{}", s.port)], false);
+        let f = Fetcher::builder(p)
+            .root_certificates_pem(pem.as_bytes())
+            .unwrap()
+            .build();
+        let r = get(&f, &format!("https://127.0.0.1:{}/", s.port));
+        if close_notify {
+            let r = r.unwrap();
+            assert_eq!(r.body, b"rm -rf /tmp/build # cut");
+            assert!(!r.truncated);
+        } else {
+            let e = match r {
+                Ok(r) => panic!(
+                    "a body ended without close_notify was taken as whole: {:?} (truncated: {})",
+                    String::from_utf8_lossy(&r.body),
+                    r.truncated
+                ),
+                Err(e) => e,
+            };
+            assert_eq!(e.code(), ErrorCode::Io, "{e}");
+            let cause = std::error::Error::source(&e).map(|c| c.to_string());
+            assert!(
+                cause.as_deref().is_some_and(|c| c.contains("close_notify")),
+                "{e}: {cause:?}"
+            );
+        }
+    }
+    // A body with a length is read to its end before the connection's
+    // end is seen: a server that never sends close_notify still answers.
+    let (s, pem) = tls_server_ending(false, |_| ok("measured"));
+    let p = rules(Mode::Restricted, &[format!("127.0.0.1:{}", s.port)], false);
+    let f = Fetcher::builder(p)
+        .root_certificates_pem(pem.as_bytes())
+        .unwrap()
+        .build();
+    let r = get(&f, &format!("https://127.0.0.1:{}/", s.port)).unwrap();
+    assert_eq!((r.body.as_slice(), r.truncated), (&b"measured"[..], false));
 }
