@@ -169,7 +169,9 @@ const REFUSED_HEADERS: &[&str] = &[
 #[derive(Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FetchOptions {
-    /// The method (`GET` when absent). `CONNECT` is refused.
+    /// The method (`GET` when absent), in any case: `GET`, `HEAD`, `POST`,
+    /// `PUT`, `DELETE`, `OPTIONS`, `TRACE` or `PATCH`; any other (`CONNECT`,
+    /// `PROPFIND`, …) is refused with `E_REQUEST` before anything is dialled.
     pub method: Option<String>,
     /// Request headers, in order.
     pub headers: Vec<(String, String)>,
@@ -986,6 +988,18 @@ fn read_capped(body: ureq::Body, max_bytes: u64) -> Result<(Vec<u8>, bool), Fetc
     Ok((buf, truncated))
 }
 
+/// The methods the client sends.
+const SENT_METHODS: &[http::Method] = &[
+    http::Method::GET,
+    http::Method::HEAD,
+    http::Method::POST,
+    http::Method::PUT,
+    http::Method::DELETE,
+    http::Method::OPTIONS,
+    http::Method::TRACE,
+    http::Method::PATCH,
+];
+
 fn parse_method(method: Option<&str>) -> Result<http::Method, FetchError> {
     let Some(m) = method else {
         return Ok(http::Method::GET);
@@ -994,6 +1008,15 @@ fn parse_method(method: Option<&str>) -> Result<http::Method, FetchError> {
         .map_err(|_| request_error(format!("`{}` is not an HTTP method", m.escape_debug())))?;
     if m == http::Method::CONNECT {
         return Err(request_error("CONNECT is not a method fetch sends"));
+    }
+    // The client sends the methods HTTP/1.1 defines and no other: refuse
+    // the rest here, as the caller's error, before anything is resolved or
+    // dialled (the client would fail them only once it came to write).
+    if !SENT_METHODS.contains(&m) {
+        return Err(request_error(format!(
+            "`{m}` is not a method fetch sends (GET, HEAD, POST, PUT, DELETE, OPTIONS, TRACE, \
+             PATCH)"
+        )));
     }
     Ok(m)
 }

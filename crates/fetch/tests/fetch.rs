@@ -1430,3 +1430,36 @@ fn fetch18_an_https_body_cut_before_close_notify_is_an_error_not_a_whole_body() 
     let r = get(&f, &format!("https://127.0.0.1:{}/", s.port)).unwrap();
     assert_eq!((r.body.as_slice(), r.truncated), (&b"measured"[..], false));
 }
+
+#[test]
+fn fetch18_a_method_the_client_cannot_send_is_refused_before_connecting() {
+    let s = serve("127.0.0.1", |_| ok("a"));
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
+    let url = format!("http://127.0.0.1:{}/", s.port);
+    for m in ["PROPFIND", "FOO", "QUERY"] {
+        let e = f
+            .fetch(
+                &url,
+                &FetchOptions::new()
+                    .method(m)
+                    .timeout(Duration::from_secs(5)),
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Request, "{m}: {e}");
+        assert!(e.message().contains(m), "{m}: {e}");
+    }
+    assert_eq!(s.hits(), 0, "a connection was made for a method never sent");
+    for m in [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "patch",
+    ] {
+        let r = f
+            .fetch(
+                &url,
+                &FetchOptions::new()
+                    .method(m)
+                    .timeout(Duration::from_secs(5)),
+            )
+            .unwrap();
+        assert_eq!(r.status, 200, "{m}");
+    }
+}
