@@ -158,6 +158,9 @@ const REFUSED_HEADERS: &[&str] = &[
     "trailer",
     "keep-alive",
     "proxy-connection",
+    // `100-continue` makes the client hold the body for an interim answer;
+    // a server that answers at once instead left the fetch waiting.
+    "expect",
 ];
 
 /// What to send. Every field is optional: `GET`, no headers, no body, the

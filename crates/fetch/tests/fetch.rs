@@ -1463,3 +1463,51 @@ fn fetch18_a_method_the_client_cannot_send_is_refused_before_connecting() {
         assert_eq!(r.status, 200, "{m}");
     }
 }
+
+#[test]
+fn fetch18_an_expect_header_is_the_clients_not_the_callers() {
+    // `Expect: 100-continue` changes how the upload is timed: the client
+    // waits for a 100, and a server that answers at once (a 401, a 413)
+    // without reading the body left the fetch waiting to its timeout. It is
+    // refused as the other framing headers are, before anything is dialled.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            h.fetch_add(1, Ordering::SeqCst);
+            thread::spawn(move || {
+                // The head only, then the answer at once; the connection
+                // stays open.
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                let _ =
+                    stream.write_all(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 4\r\n\r\nnope");
+                thread::sleep(Duration::from_secs(10));
+            });
+        }
+    });
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{port}")])).build();
+    let url = format!("http://127.0.0.1:{port}/");
+    let opts = FetchOptions::new()
+        .method("POST")
+        .header("Expect", "100-continue")
+        .body("upload")
+        .timeout(Duration::from_secs(3));
+    let e = f.fetch(&url, &opts).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Request, "{e}");
+    assert!(e.message().contains("expect"), "{e}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+    // Without it the same server's answer arrives.
+    let opts = FetchOptions::new()
+        .method("POST")
+        .body("upload")
+        .timeout(Duration::from_secs(3));
+    let r = f.fetch(&url, &opts).unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (401, &b"nope"[..]));
+}
