@@ -53,7 +53,10 @@
 //!    body.
 //! 6. The final response's body is read while streaming, up to
 //!    `max_bytes`; one byte more marks it truncated and the connection is
-//!    dropped. One deadline covers resolution, connection, TLS, every hop
+//!    dropped. Over https a body that ends with its connection (no length,
+//!    no chunking) is whole only when the server's TLS `close_notify` ends
+//!    it; a bare TCP close or reset, which anyone on the path can forge,
+//!    fails the fetch with `E_IO` instead. One deadline covers resolution, connection, TLS, every hop
 //!    and the body.
 //!
 //! **Cancelling.** A fetch given a [`CancelFlag`] ([`FetchOptions::cancel`])
@@ -87,6 +90,7 @@
 
 mod cancel;
 mod resolve;
+mod tlsend;
 
 use std::fmt;
 use std::io::{self, Read};
@@ -154,6 +158,9 @@ const REFUSED_HEADERS: &[&str] = &[
     "trailer",
     "keep-alive",
     "proxy-connection",
+    // `100-continue` makes the client hold the body for an interim answer;
+    // a server that answers at once instead left the fetch waiting.
+    "expect",
 ];
 
 /// What to send. Every field is optional: `GET`, no headers, no body, the
@@ -165,7 +172,9 @@ const REFUSED_HEADERS: &[&str] = &[
 #[derive(Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FetchOptions {
-    /// The method (`GET` when absent). `CONNECT` is refused.
+    /// The method (`GET` when absent), in any case: `GET`, `HEAD`, `POST`,
+    /// `PUT`, `DELETE`, `OPTIONS`, `TRACE` or `PATCH`; any other (`CONNECT`,
+    /// `PROPFIND`, …) is refused with `E_REQUEST` before anything is dialled.
     pub method: Option<String>,
     /// Request headers, in order.
     pub headers: Vec<(String, String)>,
@@ -463,8 +472,11 @@ impl FetcherBuilder {
         let agent = ureq::Agent::with_parts(
             client_config(tls.build()),
             ureq::unversioned::transport::Connector::chain(
-                cancel::SlicedTcp,
-                ureq::unversioned::transport::RustlsConnector::default(),
+                ureq::unversioned::transport::Connector::chain(
+                    cancel::SlicedTcp,
+                    ureq::unversioned::transport::RustlsConnector::default(),
+                ),
+                tlsend::CloseChecked,
             ),
             PinnedResolver,
         );
@@ -979,6 +991,18 @@ fn read_capped(body: ureq::Body, max_bytes: u64) -> Result<(Vec<u8>, bool), Fetc
     Ok((buf, truncated))
 }
 
+/// The methods the client sends.
+const SENT_METHODS: &[http::Method] = &[
+    http::Method::GET,
+    http::Method::HEAD,
+    http::Method::POST,
+    http::Method::PUT,
+    http::Method::DELETE,
+    http::Method::OPTIONS,
+    http::Method::TRACE,
+    http::Method::PATCH,
+];
+
 fn parse_method(method: Option<&str>) -> Result<http::Method, FetchError> {
     let Some(m) = method else {
         return Ok(http::Method::GET);
@@ -987,6 +1011,15 @@ fn parse_method(method: Option<&str>) -> Result<http::Method, FetchError> {
         .map_err(|_| request_error(format!("`{}` is not an HTTP method", m.escape_debug())))?;
     if m == http::Method::CONNECT {
         return Err(request_error("CONNECT is not a method fetch sends"));
+    }
+    // The client sends the methods HTTP/1.1 defines and no other: refuse
+    // the rest here, as the caller's error, before anything is resolved or
+    // dialled (the client would fail them only once it came to write).
+    if !SENT_METHODS.contains(&m) {
+        return Err(request_error(format!(
+            "`{m}` is not a method fetch sends (GET, HEAD, POST, PUT, DELETE, OPTIONS, TRACE, \
+             PATCH)"
+        )));
     }
     Ok(m)
 }

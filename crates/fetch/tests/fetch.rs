@@ -966,6 +966,16 @@ fn malformed_requests() {
 // TLS: a loopback https server with a self-signed certificate
 
 fn tls_server(handler: impl Fn(&str) -> Reply + Send + Sync + 'static) -> (Server, String) {
+    tls_server_ending(true, handler)
+}
+
+/// A loopback https server that, after its reply, ends TLS with a
+/// `close_notify` alert (`close_notify`) or only closes the TCP connection
+/// (as an attacker on the path who cuts it would).
+fn tls_server_ending(
+    close_notify: bool,
+    handler: impl Fn(&str) -> Reply + Send + Sync + 'static,
+) -> (Server, String) {
     let key = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
     let pem = key.cert.pem();
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
@@ -1003,8 +1013,11 @@ fn tls_server(handler: impl Fn(&str) -> Reply + Send + Sync + 'static) -> (Serve
                 let reply = handler(&request);
                 r.lock().unwrap().push(request);
                 let _ = write_reply(&mut tls, reply);
-                tls.conn.send_close_notify();
+                if close_notify {
+                    tls.conn.send_close_notify();
+                }
                 let _ = tls.flush();
+                let _ = tls.sock.shutdown(std::net::Shutdown::Both);
             });
         }
     });
@@ -1364,4 +1377,137 @@ fn proxy9_a_307_or_308_body_reaches_only_a_granted_host_and_no_credential_with_i
         before,
         "refused before resolving"
     );
+}
+
+#[test]
+fn fetch18_an_https_body_cut_before_close_notify_is_an_error_not_a_whole_body() {
+    // A body without Content-Length or chunking ends when the connection
+    // does; over TLS only the close_notify alert says the server ended it.
+    // A bare TCP close (or reset) is what an attacker on the path can
+    // forge to cut the body anywhere.
+    let reply = || {
+        Reply::Raw(
+            b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nrm -rf /tmp/build # cut".to_vec(),
+        )
+    };
+    for close_notify in [true, false] {
+        let (s, pem) = tls_server_ending(close_notify, move |_| reply());
+        let p = rules(Mode::Restricted, &[format!("127.0.0.1:{}", s.port)], false);
+        let f = Fetcher::builder(p)
+            .root_certificates_pem(pem.as_bytes())
+            .unwrap()
+            .build();
+        let r = get(&f, &format!("https://127.0.0.1:{}/", s.port));
+        if close_notify {
+            let r = r.unwrap();
+            assert_eq!(r.body, b"rm -rf /tmp/build # cut");
+            assert!(!r.truncated);
+        } else {
+            let e = match r {
+                Ok(r) => panic!(
+                    "a body ended without close_notify was taken as whole: {:?} (truncated: {})",
+                    String::from_utf8_lossy(&r.body),
+                    r.truncated
+                ),
+                Err(e) => e,
+            };
+            assert_eq!(e.code(), ErrorCode::Io, "{e}");
+            let cause = std::error::Error::source(&e).map(|c| c.to_string());
+            assert!(
+                cause.as_deref().is_some_and(|c| c.contains("close_notify")),
+                "{e}: {cause:?}"
+            );
+        }
+    }
+    // A body with a length is read to its end before the connection's
+    // end is seen: a server that never sends close_notify still answers.
+    let (s, pem) = tls_server_ending(false, |_| ok("measured"));
+    let p = rules(Mode::Restricted, &[format!("127.0.0.1:{}", s.port)], false);
+    let f = Fetcher::builder(p)
+        .root_certificates_pem(pem.as_bytes())
+        .unwrap()
+        .build();
+    let r = get(&f, &format!("https://127.0.0.1:{}/", s.port)).unwrap();
+    assert_eq!((r.body.as_slice(), r.truncated), (&b"measured"[..], false));
+}
+
+#[test]
+fn fetch18_a_method_the_client_cannot_send_is_refused_before_connecting() {
+    let s = serve("127.0.0.1", |_| ok("a"));
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
+    let url = format!("http://127.0.0.1:{}/", s.port);
+    for m in ["PROPFIND", "FOO", "QUERY"] {
+        let e = f
+            .fetch(
+                &url,
+                &FetchOptions::new()
+                    .method(m)
+                    .timeout(Duration::from_secs(5)),
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Request, "{m}: {e}");
+        assert!(e.message().contains(m), "{m}: {e}");
+    }
+    assert_eq!(s.hits(), 0, "a connection was made for a method never sent");
+    for m in [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "patch",
+    ] {
+        let r = f
+            .fetch(
+                &url,
+                &FetchOptions::new()
+                    .method(m)
+                    .timeout(Duration::from_secs(5)),
+            )
+            .unwrap();
+        assert_eq!(r.status, 200, "{m}");
+    }
+}
+
+#[test]
+fn fetch18_an_expect_header_is_the_clients_not_the_callers() {
+    // `Expect: 100-continue` changes how the upload is timed: the client
+    // waits for a 100, and a server that answers at once (a 401, a 413)
+    // without reading the body left the fetch waiting to its timeout. It is
+    // refused as the other framing headers are, before anything is dialled.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            h.fetch_add(1, Ordering::SeqCst);
+            thread::spawn(move || {
+                // The head only, then the answer at once; the connection
+                // stays open.
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                let _ =
+                    stream.write_all(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 4\r\n\r\nnope");
+                thread::sleep(Duration::from_secs(10));
+            });
+        }
+    });
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{port}")])).build();
+    let url = format!("http://127.0.0.1:{port}/");
+    let opts = FetchOptions::new()
+        .method("POST")
+        .header("Expect", "100-continue")
+        .body("upload")
+        .timeout(Duration::from_secs(3));
+    let e = f.fetch(&url, &opts).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Request, "{e}");
+    assert!(e.message().contains("expect"), "{e}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+    // Without it the same server's answer arrives.
+    let opts = FetchOptions::new()
+        .method("POST")
+        .body("upload")
+        .timeout(Duration::from_secs(3));
+    let r = f.fetch(&url, &opts).unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (401, &b"nope"[..]));
 }
