@@ -26,13 +26,23 @@ impl<In: Transport> Connector<In> for CloseChecked {
         _details: &ConnectionDetails,
         chained: Option<In>,
     ) -> Result<Option<Self::Out>, ureq::Error> {
-        Ok(chained.map(Checked))
+        Ok(chained.map(|inner| Checked {
+            inner,
+            answered: false,
+        }))
     }
 }
 
-/// A connection whose TLS end without `close_notify` is an error.
+/// A connection whose TLS end without `close_notify`, once the answer to
+/// the last request has begun, is an error. An end before any of the
+/// answer (a kept-alive connection the server closed meanwhile) is left as
+/// the client reports it: nothing was cut.
 #[derive(Debug)]
-pub(crate) struct Checked<T>(T);
+pub(crate) struct Checked<T> {
+    inner: T,
+    /// Input has arrived since the last request was sent.
+    answered: bool,
+}
 
 /// The message of a TLS connection ended without `close_notify`.
 pub(crate) const CUT: &str = "the TLS connection ended without the server's close_notify, so \
@@ -40,17 +50,19 @@ pub(crate) const CUT: &str = "the TLS connection ended without the server's clos
 
 impl<T: Transport> Transport for Checked<T> {
     fn buffers(&mut self) -> &mut dyn Buffers {
-        self.0.buffers()
+        self.inner.buffers()
     }
 
     fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
-        self.0.transmit_output(amount, timeout)
+        self.answered = false;
+        self.inner.transmit_output(amount, timeout)
     }
 
     fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
-        match self.0.await_input(timeout) {
+        match self.inner.await_input(timeout) {
             Err(ureq::Error::Io(e))
-                if self.0.is_tls()
+                if self.answered
+                    && self.inner.is_tls()
                     && matches!(
                         e.kind(),
                         io::ErrorKind::UnexpectedEof
@@ -60,15 +72,19 @@ impl<T: Transport> Transport for Checked<T> {
             {
                 Err(io::Error::new(io::ErrorKind::InvalidData, CUT).into())
             }
+            Ok(progress) => {
+                self.answered |= progress;
+                Ok(progress)
+            }
             other => other,
         }
     }
 
     fn is_open(&mut self) -> bool {
-        self.0.is_open()
+        self.inner.is_open()
     }
 
     fn is_tls(&self) -> bool {
-        self.0.is_tls()
+        self.inner.is_tls()
     }
 }
