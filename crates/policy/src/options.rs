@@ -246,6 +246,48 @@ fn section_of(key: &str) -> Option<&'static str> {
         .map(|(section, _)| *section)
 }
 
+/// The deepest key of `value` that alone makes the options refused, and
+/// that refusal: each member or element is tried by itself, in the place
+/// `wrap` puts it (`{"exec": {"timeout_ms": -1}}` for `exec.timeout_ms`).
+fn blame(
+    value: &serde_json::Value,
+    wrap: &dyn Fn(serde_json::Value) -> serde_json::Value,
+    path: &str,
+) -> Option<(String, serde_json::Error)> {
+    use serde_json::Value;
+    let refused = |v: Value| serde_json::from_value::<PolicyOptions>(wrap(v)).err();
+    // A list or a table where the key takes neither: the key itself.
+    let empty = match value {
+        Value::Object(_) => Value::Object(Default::default()),
+        Value::Array(_) => Value::Array(Vec::new()),
+        _ => return None,
+    };
+    if refused(empty).is_some() {
+        return None;
+    }
+    match value {
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            let alone = Value::Object([(k.clone(), v.clone())].into_iter().collect());
+            let e = refused(alone)?;
+            let key = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            let k = k.clone();
+            let inner = move |x: Value| wrap(Value::Object([(k.clone(), x)].into_iter().collect()));
+            Some(blame(v, &inner, &key).unwrap_or((key, e)))
+        }),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| {
+            let e = refused(Value::Array(vec![v.clone()]))?;
+            let key = format!("{path}[{i}]");
+            let inner = |x: Value| wrap(Value::Array(vec![x]));
+            Some(blame(v, &inner, &key).unwrap_or((key, e)))
+        }),
+        _ => None,
+    }
+}
+
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -255,14 +297,41 @@ impl PolicyOptions {
     /// nested objects: `{"fs": {"write_root": "work"}, "exec": {...}}`).
     /// An unknown key or a wrong type is refused, naming it.
     pub fn from_json(json: &str) -> Result<PolicyOptions, PolicyError> {
-        serde_json::from_str(json).map_err(|e| {
-            let kind = if e.to_string().starts_with("unknown field") {
-                PolicyErrorKind::UnknownKey
-            } else {
-                PolicyErrorKind::WrongType
-            };
-            PolicyError::new(kind, None, format!("the policy options are refused: {e}"))
-        })
+        let value: serde_json::Value = serde_json::from_str(json).map_err(|e| {
+            PolicyError::new(
+                PolicyErrorKind::WrongType,
+                None,
+                format!("the policy options are not JSON: {e}"),
+            )
+        })?;
+        Self::from_json_value(value)
+    }
+
+    /// Options from parsed JSON; a refusal names the dotted key to blame
+    /// (`exec.timeout_ms`, `fs.read_roots[1]`, `net.credentials[0].port`),
+    /// as the file's refusals do.
+    fn from_json_value(value: serde_json::Value) -> Result<PolicyOptions, PolicyError> {
+        let e = match serde_json::from_value(value.clone()) {
+            Ok(options) => return Ok(options),
+            Err(e) => e,
+        };
+        let (key, e) = match blame(&value, &|v| v, "") {
+            Some((key, e)) => (Some(key), e),
+            None => (None, e),
+        };
+        let message = e.to_string();
+        let kind = if message.starts_with("unknown field") {
+            PolicyErrorKind::UnknownKey
+        } else if message.starts_with("invalid value") {
+            PolicyErrorKind::InvalidValue
+        } else {
+            PolicyErrorKind::WrongType
+        };
+        Err(PolicyError::new(
+            kind,
+            key,
+            format!("the policy options are refused: {message}"),
+        ))
     }
 
     /// Options from a flat JSON object whose keys are the policy file's

@@ -388,3 +388,49 @@ fn bindings6_exec_refuses_a_cwd_in_another_read_root_as_denied() {
         assert!(!marker.exists(), "{which}: a refused exec ran");
     }
 }
+
+/// Options given as JSON (the C ABI's, Python's, Go's and Node's door):
+/// a value of the wrong type or out of a number's range was refused
+/// without a key ("invalid value: integer `-1`, expected u64 at line 1
+/// column 33"), where the file names `exec.timeout_ms`; the refusal names
+/// the dotted key, as the file's does, inside sections, lists and entries.
+#[test]
+fn hostapi18_options_json_refusals_name_the_key() {
+    use sandgate::policy::PolicyErrorKind;
+    let t = Tree::new();
+    let root = serde_json::to_string(&t.s("app")).unwrap();
+    for (json, key, kind) in [
+        (r#"{"timeout_ms": -1}"#.to_owned(), "exec.timeout_ms", PolicyErrorKind::InvalidValue),
+        (r#"{"timeout_ms": 1.5}"#.to_owned(), "exec.timeout_ms", PolicyErrorKind::WrongType),
+        (r#"{"timeout_ms": "5"}"#.to_owned(), "exec.timeout_ms", PolicyErrorKind::WrongType),
+        (r#"{"exec": {"max_tasks": -3}}"#.to_owned(), "exec.max_tasks", PolicyErrorKind::InvalidValue),
+        (format!(r#"{{"write_root": [{root}]}}"#), "fs.write_root", PolicyErrorKind::WrongType),
+        (format!(r#"{{"read_roots": [{root}, 5]}}"#), "fs.read_roots[1]", PolicyErrorKind::WrongType),
+        (r#"{"fs_ops": 18446744073709551616}"#.to_owned(), "budgets.fs_ops", PolicyErrorKind::WrongType),
+        (
+            r#"{"allow": ["a.example"], "credentials": [{"host": "a.example", "env": "T"}, {"host": "a.example", "port": 70000, "env": "U"}]}"#.to_owned(),
+            "net.credentials[1].port",
+            PolicyErrorKind::InvalidValue,
+        ),
+        (
+            r#"{"net": {"rules": [{"host": "a.example", "action": "allow", "methodz": []}]}}"#.to_owned(),
+            "net.rules[0].methodz",
+            PolicyErrorKind::UnknownKey,
+        ),
+    ] {
+        let e = sandgate::PolicyOptions::from_flat_json(&json).unwrap_err();
+        assert_eq!(e.key(), Some(key), "{json}: {e}");
+        assert_eq!(e.kind(), kind, "{json}: {e}");
+        assert!(!e.message().contains("line 1"), "{json}: {e}");
+    }
+    let e = sandgate::PolicyOptions::from_json(r#"{"exec": {"timeout_ms": -1}}"#).unwrap_err();
+    assert_eq!(e.key(), Some("exec.timeout_ms"), "{e}");
+    // Through the executor's door too: `E_POLICY` with the key.
+    let e = Executor::from_options(
+        &sandgate::PolicyOptions::from_flat_json(r#"{"max_tasks": 0}"#).unwrap(),
+        &t.p("app"),
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Policy);
+    assert_eq!(e.key(), Some("exec.max_tasks"));
+}
