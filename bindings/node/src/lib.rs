@@ -181,7 +181,39 @@ pub(crate) fn json_of(
     // SAFETY: as above.
     match unsafe { find_lone_surrogate(env.raw(), v.raw(), &json, what)? } {
         Some(place) => Ok(Err(lone_surrogate(&place))),
-        None => Ok(Ok(json)),
+        None => {
+            let mut json = json;
+            exact_integers(&mut json);
+            Ok(Ok(json))
+        }
+    }
+}
+
+/// Makes every number that is an exact integer (at most
+/// `Number.MAX_SAFE_INTEGER` from 0) an integer of the JSON. JavaScript
+/// has only doubles, and the conversion keeps those past 32 bits as
+/// floats, which a count or a byte cap refuses (`8 * 2 ** 30` of memory
+/// would be "floating point `8589934592.0`"). Past 2 ** 53 a double may
+/// not be the integer written (`2 ** 53 + 1 === 2 ** 53`): it stays a
+/// float, refused where an integer is wanted; a BigInt states it exactly.
+fn exact_integers(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    const SAFE: f64 = 9_007_199_254_740_991.0;
+    match v {
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
+                if f.trunc() == f && f.abs() <= SAFE {
+                    *n = if f < 0.0 {
+                        (f as i64).into()
+                    } else {
+                        (f as u64).into()
+                    };
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(exact_integers),
+        Value::Object(map) => map.values_mut().for_each(exact_integers),
+        _ => {}
     }
 }
 
