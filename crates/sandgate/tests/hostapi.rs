@@ -434,3 +434,57 @@ fn hostapi18_options_json_refusals_name_the_key() {
     assert_eq!(e.code(), ErrorCode::Policy);
     assert_eq!(e.key(), Some("exec.max_tasks"));
 }
+
+/// A key given twice in the options, flat and in its section
+/// (`{"write_root": "app", "fs": {"write_root": "/"}}`, which Python's
+/// `write_root=..., fs={...}`, Go's `Set` and Node's object all send) or
+/// twice in one JSON object, was merged silently, the last one read
+/// winning (the write root was "/"); the file refuses a key defined twice,
+/// and so do the options now, naming it.
+#[test]
+fn hostapi18_an_option_given_twice_is_refused_naming_it() {
+    use sandgate::policy::PolicyErrorKind;
+    let t = Tree::new();
+    let app = serde_json::to_string(&t.s("app")).unwrap();
+    for (json, key) in [
+        (
+            format!(r#"{{"write_root": {app}, "fs": {{"write_root": "/"}}}}"#),
+            "fs.write_root",
+        ),
+        (
+            format!(r#"{{"fs": {{"write_root": "/"}}, "write_root": {app}}}"#),
+            "fs.write_root",
+        ),
+        (
+            r#"{"timeout_ms": 5, "exec": {"timeout_ms": 9, "enabled": true}}"#.to_owned(),
+            "exec.timeout_ms",
+        ),
+        (
+            format!(r#"{{"write_root": {app}, "write_root": "/"}}"#),
+            "write_root",
+        ),
+        (
+            r#"{"exec": {"enabled": true}, "exec": {"timeout_ms": 1}}"#.to_owned(),
+            "exec",
+        ),
+        (
+            r#"{"net": {"rules": [{"host": "a", "host": "b"}]}}"#.to_owned(),
+            "net.rules[0].host",
+        ),
+    ] {
+        let e = sandgate::PolicyOptions::from_flat_json(&json).unwrap_err();
+        assert_eq!(e.kind(), PolicyErrorKind::DuplicateKey, "{json}: {e}");
+        assert_eq!(e.key(), Some(key), "{json}: {e}");
+    }
+    let e = sandgate::PolicyOptions::from_json(r#"{"exec": {"timeout_ms": 5, "timeout_ms": 6}}"#)
+        .unwrap_err();
+    assert_eq!(e.kind(), PolicyErrorKind::DuplicateKey, "{e}");
+    assert_eq!(e.key(), Some("exec.timeout_ms"), "{e}");
+    // A section and other keys of it, each once, still merge.
+    let o = sandgate::PolicyOptions::from_flat_json(&format!(
+        r#"{{"write_root": {app}, "fs": {{"allow_overwrite": true}}}}"#
+    ))
+    .unwrap();
+    assert!(o.fs.allow_overwrite);
+    assert_eq!(o.fs.write_root.as_deref(), Some(t.p("app").as_path()));
+}
