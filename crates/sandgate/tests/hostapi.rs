@@ -488,3 +488,47 @@ fn hostapi18_an_option_given_twice_is_refused_naming_it() {
     assert!(o.fs.allow_overwrite);
     assert_eq!(o.fs.write_root.as_deref(), Some(t.p("app").as_path()));
 }
+
+/// A policy file always lies under `/`, so the file's gate refuses a write
+/// root of `/` (it holds the policy's directory); options, which have no
+/// file, granted it, handing the agent every file the host user may
+/// write. It is refused from options too, however spelled; a read root of
+/// `/` stays what it is in a file.
+#[test]
+fn hostapi18_options_refuse_the_whole_filesystem_as_write_root() {
+    use sandgate::policy::PolicyErrorKind;
+    let t = Tree::new();
+    symlink("/", t.p("slash")).unwrap();
+    let up = format!("{}/{}", t.s("app"), "../".repeat(64));
+    for root in ["/".to_owned(), "//".to_owned(), up, t.s("slash")] {
+        let options = sandgate::PolicyOptions {
+            fs: sandgate::policy::FsOptions {
+                write_root: Some(root.clone().into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let e = sandgate::Policy::from_options(&options, &t.p("app")).unwrap_err();
+        assert_eq!(e.key(), Some("fs.write_root"), "{root}: {e}");
+        assert_eq!(e.kind(), PolicyErrorKind::InvalidValue, "{root}: {e}");
+        let e = Executor::builder()
+            .base_dir(t.p("app"))
+            .write_root(&root)
+            .enabled(true)
+            .build()
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Policy, "{root}");
+        assert_eq!(e.key(), Some("fs.write_root"), "{root}");
+        // As the flat JSON the bindings send.
+        let json = format!(r#"{{"write_root": {}}}"#, serde_json::to_string(&root).unwrap());
+        let o = sandgate::PolicyOptions::from_flat_json(&json).unwrap();
+        let e = sandgate::Policy::from_options(&o, &t.p("app")).unwrap_err();
+        assert_eq!(e.key(), Some("fs.write_root"), "{root}: {e}");
+    }
+    let p = sandgate::Policy::from_options(
+        &sandgate::PolicyOptions::from_flat_json(r#"{"read_roots": ["/"]}"#).unwrap(),
+        &t.p("app"),
+    )
+    .unwrap();
+    assert_eq!(p.read_roots(), [PathBuf::from("/")]);
+}
