@@ -489,3 +489,28 @@ describe('fromOptions numbers', () => {
     }
   })
 })
+
+// The lone-surrogate check read a string option again, apart from the
+// conversion that is used: a getter answering 'w\uD800' first (converted
+// to 'w\uFFFD' without a word) and 'w\uFFFD' the second time passed the
+// check, and the policy granted the directory 'w\uFFFD', which the value
+// used never named. Each property is now read once, and that read is the
+// one judged and used: its lone surrogate is refused (E_REQUEST naming it).
+describe('fromOptions with a value that changes between reads', () => {
+  test('is read once, and its lone surrogate refused, never granted as U+FFFD', () => {
+    fs.mkdirSync(path.join(ws, '..', 'w\uFFFD'), { recursive: true })
+    for (const make of [
+      (get) => ({ get write_root() { return get() } }),
+      (get) => ({ fs: { get write_root() { return get() } } }),
+      (get) => ({ read_roots: [ws], get write_root() { return get() } }),
+    ]) {
+      let n = 0
+      const get = () => (++n === 1 ? path.join(ws, '..', 'w\uD800') : path.join(ws, '..', 'w\uFFFD'))
+      throwsRequest(() => Policy.fromOptions(make(get), ws), 'write_root')
+      assert.equal(n, 1, 'the getter ran once')
+    }
+    // A value read the same each time is taken.
+    const steady = { get write_root() { return path.join(ws, '..', 'w\uFFFD') } }
+    assert.equal(Policy.fromOptions(steady, ws).summary.write_root, path.join(path.dirname(ws), 'w\uFFFD'))
+  })
+})
