@@ -520,7 +520,10 @@ fn hostapi18_options_refuse_the_whole_filesystem_as_write_root() {
         assert_eq!(e.code(), ErrorCode::Policy, "{root}");
         assert_eq!(e.key(), Some("fs.write_root"), "{root}");
         // As the flat JSON the bindings send.
-        let json = format!(r#"{{"write_root": {}}}"#, serde_json::to_string(&root).unwrap());
+        let json = format!(
+            r#"{{"write_root": {}}}"#,
+            serde_json::to_string(&root).unwrap()
+        );
         let o = sandgate::PolicyOptions::from_flat_json(&json).unwrap();
         let e = sandgate::Policy::from_options(&o, &t.p("app")).unwrap_err();
         assert_eq!(e.key(), Some("fs.write_root"), "{root}: {e}");
