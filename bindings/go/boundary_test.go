@@ -152,3 +152,39 @@ func TestFfi17AGlobTooComplexToCompileIsARequestError(t *testing.T) {
 		t.Errorf("a glob after it: %v %v", got, err)
 	}
 }
+
+// A []byte option value went out as JSON's base64: Set("write_root",
+// []byte("ws")) stated the root "d3M=", a directory the caller did not
+// name (and granted it where one by that name existed). No policy key
+// takes bytes: such a value is refused (E_REQUEST) naming the option, as
+// a string that is not UTF-8 is; the other doors have no bytes to send.
+func TestHostapi18ByteOptionsAreRefusedNotSentAsBase64(t *testing.T) {
+	dir := tmp(t)
+	os.MkdirAll(filepath.Join(dir, "ws"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "d3M="), 0o755)
+	for name, opt := range map[string]sandgate.PolicyOption{
+		"write_root": sandgate.Set("write_root", []byte("ws")),
+		"read_roots": sandgate.Set("read_roots", []any{"ws", []byte("ws")}),
+		"fs":         sandgate.Set("fs", map[string]any{"deny_write": [][]byte{[]byte("*.lock")}}),
+	} {
+		p, err := sandgate.NewPolicy(sandgate.BaseDir(dir), opt)
+		if err == nil {
+			s, _ := p.Summary()
+			p.Close()
+			t.Errorf("%s: granted %v, want E_REQUEST", name, s)
+			continue
+		}
+		if !errors.Is(err, sandgate.ErrRequest) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v, want E_REQUEST naming it", name, err)
+		}
+	}
+	// A number of the wrong kind is E_POLICY naming its key, as in a file.
+	for _, v := range []any{-1, 1.5, "5", true} {
+		_, err := sandgate.NewPolicy(sandgate.BaseDir(dir), sandgate.WriteRoot("ws"),
+			sandgate.ExecEnabled(true), sandgate.Set("timeout_ms", v))
+		var se *sandgate.Error
+		if !errors.As(err, &se) || !errors.Is(err, sandgate.ErrPolicy) || se.Key != "exec.timeout_ms" {
+			t.Errorf("timeout_ms %v: %v, want E_POLICY with key exec.timeout_ms", v, err)
+		}
+	}
+}

@@ -18,7 +18,8 @@ import (
 // NewExecutorWith). Each sets the policy file's key of the same name;
 // keys left out take the file's defaults, and the file's gate rules apply.
 // A key or a string inside a value that is not valid UTF-8 is refused by
-// NewPolicy with E_REQUEST (JSON would alter it).
+// NewPolicy with E_REQUEST (JSON would alter it), and so is a value
+// holding a []byte (JSON would send it as base64 text).
 type PolicyOption func(*policyOptions)
 
 type policyOptions struct {
@@ -112,6 +113,9 @@ func NewPolicy(opts ...PolicyOption) (*Policy, error) {
 		if !utf8.ValidString(k) || !validUTF8(reflect.ValueOf(o.keys[k]), 0) {
 			return nil, requestError("policy option " + strconv.Quote(k) + " is not valid UTF-8 (JSON would alter it)")
 		}
+		if holdsBytes(reflect.ValueOf(o.keys[k]), 0) {
+			return nil, requestError("policy option " + strconv.Quote(k) + " holds a []byte, which JSON would send as base64 text; give a string")
+		}
 	}
 	text, err := json.Marshal(o.keys)
 	if err != nil {
@@ -176,4 +180,42 @@ func validUTF8(v reflect.Value, depth int) bool {
 		}
 	}
 	return true
+}
+
+// holdsBytes reports whether v holds a byte slice or array anywhere (as
+// validUTF8 walks it): encoding/json sends one as base64 text, so
+// Set("write_root", []byte("ws")) would state the root "d3M=" and a deny
+// pattern []byte("*.lock") one that protects nothing. No policy key takes
+// bytes.
+func holdsBytes(v reflect.Value, depth int) bool {
+	if depth > 64 || !v.IsValid() {
+		return false
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		return !v.IsNil() && holdsBytes(v.Elem(), depth+1)
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return true
+		}
+		for i := 0; i < v.Len(); i++ {
+			if holdsBytes(v.Index(i), depth+1) {
+				return true
+			}
+		}
+	case reflect.Map:
+		it := v.MapRange()
+		for it.Next() {
+			if holdsBytes(it.Key(), depth+1) || holdsBytes(it.Value(), depth+1) {
+				return true
+			}
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() && holdsBytes(v.Field(i), depth+1) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -154,109 +154,228 @@ pub(crate) fn utf8_vec(v: Vec<Utf16String>, what: &str) -> Result<Vec<String>, s
     v.iter().map(|s| utf8(s, what)).collect()
 }
 
-/// The JSON value of a JavaScript options object (napi-rs' conversion),
-/// after checking that none of its strings, keys included, holds a lone
-/// surrogate: that conversion writes U+FFFD for one without a word, so a
-/// root or a deny pattern the caller did not write would be granted.
-/// `E_REQUEST` names the place (`options.deny_write.0`).
+/// The JSON value of a JavaScript options object, each value read once.
+///
+/// napi-rs' own conversion writes U+FFFD for a lone surrogate without a
+/// word (a root or a deny pattern the caller did not write would be
+/// granted), keeps an integer past 32 bits as a float, and a check that
+/// read the value again judged a getter's second answer, not the one used.
+/// Here every property is read once, and that read is what is judged and
+/// used: a lone surrogate in a string or a key is `E_REQUEST` naming its
+/// place (`options.deny_write.0`); so is what JSON cannot hold
+/// (`undefined` for a missing argument, a function, a symbol, NaN), named
+/// by the argument. Depth and node count are bounded as napi-rs bounds
+/// them.
 pub(crate) fn json_of(
     env: &Env,
     v: Unknown<'_>,
     what: &str,
 ) -> napi::Result<Result<serde_json::Value, sandgate::Error>> {
-    // The conversion first: it refuses what JSON cannot hold (`undefined`
-    // for a missing argument, a function, a symbol: `E_REQUEST` naming the
-    // argument, not its own `InvalidArg`) and bounds the depth and the
-    // number of nodes, which the walk below then follows.
-    // SAFETY: a live value of this environment.
-    let json = match unsafe { serde_json::Value::from_napi_value(env.raw(), v.raw()) } {
-        Ok(json) => json,
-        Err(e) => {
-            return Ok(Err(request_error(format!(
-                "`{what}` cannot be read as JSON: {}",
-                e.reason
-            ))))
-        }
+    let mut reader = JsonReader {
+        env: env.raw(),
+        what,
+        nodes: JSON_MAX_NODES,
     };
-    // SAFETY: as above.
-    match unsafe { find_lone_surrogate(env.raw(), v.raw(), &json, what)? } {
-        Some(place) => Ok(Err(lone_surrogate(&place))),
-        None => Ok(Ok(json)),
-    }
+    // SAFETY: a live value of this environment.
+    unsafe { reader.read(v.raw(), JSON_MAX_DEPTH, what) }
 }
 
-/// Where in the JavaScript value `v`, whose JSON conversion is `json`, a
-/// string or a key holds a lone surrogate. Only strings whose conversion
-/// holds U+FFFD (what a lone surrogate becomes), and keys, are read again.
-///
-/// # Safety
-///
-/// `env` and `v` are a live environment and one of its values.
-unsafe fn find_lone_surrogate(
+/// napi-rs' bounds on a conversion to JSON (a cycle, a shared DAG).
+const JSON_MAX_DEPTH: u32 = 128;
+const JSON_MAX_NODES: usize = 1_000_000;
+
+struct JsonReader<'a> {
     env: napi::sys::napi_env,
-    v: napi::sys::napi_value,
-    json: &serde_json::Value,
-    place: &str,
-) -> napi::Result<Option<String>> {
-    use napi::sys;
-    use serde_json::Value;
-    let lone = |s: sys::napi_value| -> napi::Result<bool> {
-        // SAFETY: a live value; a non-string is the conversion's error.
-        let wide = unsafe { Utf16String::from_napi_value(env, s)? };
-        Ok(String::from_utf16(&wide).is_err())
-    };
-    let at = |parent: sys::napi_value, key: sys::napi_value| -> napi::Result<sys::napi_value> {
-        let mut out = std::ptr::null_mut();
-        // SAFETY: live values; `out` is a live local.
-        napi::check_status!(unsafe { sys::napi_get_property(env, parent, key, &mut out) })?;
-        Ok(out)
-    };
-    match json {
-        Value::String(s) if s.contains('\u{FFFD}') && lone(v)? => Ok(Some(place.to_owned())),
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                let mut e = std::ptr::null_mut();
-                // SAFETY: `v` is the array `items` came from.
-                napi::check_status!(unsafe { sys::napi_get_element(env, v, i as u32, &mut e) })?;
-                let place = format!("{place}.{i}");
-                // SAFETY: a live element.
-                if let Some(p) = unsafe { find_lone_surrogate(env, e, item, &place)? } {
-                    return Ok(Some(p));
-                }
-            }
-            Ok(None)
+    what: &'a str,
+    nodes: usize,
+}
+
+impl JsonReader<'_> {
+    fn cannot(&self, why: &str) -> sandgate::Error {
+        request_error(format!("`{}` cannot be read as JSON: {why}", self.what))
+    }
+
+    /// # Safety
+    ///
+    /// `v` is a live value of `self.env`.
+    unsafe fn read(
+        &mut self,
+        v: napi::sys::napi_value,
+        depth: u32,
+        place: &str,
+    ) -> napi::Result<Result<serde_json::Value, sandgate::Error>> {
+        use napi::bindgen_prelude::BigInt;
+        use napi::{sys, ValueType};
+        use serde_json::Value;
+        let env = self.env;
+        if self.nodes == 0 {
+            return Ok(Err(self.cannot("Exceeded maximum JSON value count")));
         }
-        Value::Object(map) => {
-            // The keys as JavaScript holds them: napi-rs' conversion looks a
-            // key up again by its lossy UTF-8 and drops one with a lone
-            // surrogate (its value reads as undefined) without a word.
-            let mut names = std::ptr::null_mut();
-            // SAFETY: `v` is the object `map` came from.
-            napi::check_status!(unsafe { sys::napi_get_property_names(env, v, &mut names) })?;
-            let mut n = 0;
-            // SAFETY: `names` is an array.
-            napi::check_status!(unsafe { sys::napi_get_array_length(env, names, &mut n) })?;
-            for i in 0..n {
-                let mut name = std::ptr::null_mut();
-                // SAFETY: `i` is below the length.
-                napi::check_status!(unsafe { sys::napi_get_element(env, names, i, &mut name) })?;
-                // SAFETY: a live key (a string: numbers are given as strings).
-                let wide = unsafe { Utf16String::from_napi_value(env, name)? };
-                let Ok(k) = String::from_utf16(&wide) else {
-                    return Ok(Some(format!("a key of {place}")));
-                };
-                if let Some(item) = map.get(&k) {
-                    let child = at(v, name)?;
-                    let place = format!("{place}.{k}");
-                    // SAFETY: a live property value.
-                    if let Some(p) = unsafe { find_lone_surrogate(env, child, item, &place)? } {
-                        return Ok(Some(p));
+        self.nodes -= 1;
+        let mut ty = 0;
+        // SAFETY: a live value; `ty` is a live local.
+        napi::check_status!(unsafe { sys::napi_typeof(env, v, &mut ty) })?;
+        Ok(Ok(match ValueType::from(ty) {
+            ValueType::Null => Value::Null,
+            ValueType::Boolean => {
+                // SAFETY: a live boolean of this environment.
+                Value::Bool(unsafe { bool::from_napi_value(env, v)? })
+            }
+            ValueType::Number => {
+                // SAFETY: live values of this environment (of the type read); live outputs.
+                let f = unsafe { f64::from_napi_value(env, v)? };
+                match exact_number(f) {
+                    Some(n) => Value::Number(n),
+                    None => {
+                        return Ok(Err(
+                            self.cannot("Failed to convert js number to serde_json::Number")
+                        ))
                     }
                 }
             }
-            Ok(None)
-        }
-        _ => Ok(None),
+            ValueType::String => {
+                // SAFETY: live values of this environment (of the type read); live outputs.
+                let wide = unsafe { Utf16String::from_napi_value(env, v)? };
+                match String::from_utf16(&wide) {
+                    Ok(s) => Value::String(s),
+                    Err(_) => return Ok(Err(lone_surrogate(place))),
+                }
+            }
+            ValueType::BigInt => {
+                // SAFETY: live values of this environment (of the type read); live outputs.
+                let n = unsafe { BigInt::from_napi_value(env, v)? };
+                let (exact, number): (bool, serde_json::Number) = if n.sign_bit {
+                    let (i, lossless) = n.get_i64();
+                    (lossless, i.into())
+                } else {
+                    let (_, u, lossless) = n.get_u64();
+                    (lossless, u.into())
+                };
+                if exact {
+                    Value::Number(number)
+                } else {
+                    let mut text = std::ptr::null_mut();
+                    // SAFETY: live values of this environment (of the type read); live outputs.
+                    napi::check_status!(unsafe { sys::napi_coerce_to_string(env, v, &mut text) })?;
+                    // SAFETY: live values of this environment (of the type read); live outputs.
+                    Value::String(unsafe { String::from_napi_value(env, text)? })
+                }
+            }
+            ValueType::Object => {
+                if depth == 0 {
+                    return Ok(Err(self.cannot("Exceeded maximum JSON nesting depth")));
+                }
+                let mut is_array = false;
+                // SAFETY: live values of this environment (of the type read); live outputs.
+                napi::check_status!(unsafe { sys::napi_is_array(env, v, &mut is_array) })?;
+                if is_array {
+                    let mut len = 0;
+                    // SAFETY: live values of this environment (of the type read); live outputs.
+                    napi::check_status!(unsafe { sys::napi_get_array_length(env, v, &mut len) })?;
+                    let mut items = Vec::with_capacity(len.min(1024) as usize);
+                    for i in 0..len {
+                        let mut e = std::ptr::null_mut();
+                        // SAFETY: live values of this environment (of the type read); live outputs.
+                        napi::check_status!(unsafe { sys::napi_get_element(env, v, i, &mut e) })?;
+                        // SAFETY: live values of this environment (of the type read); live outputs.
+                        match unsafe { self.read(e, depth - 1, &format!("{place}.{i}"))? } {
+                            Ok(item) => items.push(item),
+                            Err(e) => return Ok(Err(e)),
+                        }
+                    }
+                    Value::Array(items)
+                } else {
+                    let mut names = std::ptr::null_mut();
+                    // SAFETY: live values of this environment (of the type read); live outputs.
+                    napi::check_status!(unsafe {
+                        sys::napi_get_property_names(env, v, &mut names)
+                    })?;
+                    let mut n = 0;
+                    // SAFETY: live values of this environment (of the type read); live outputs.
+                    napi::check_status!(unsafe { sys::napi_get_array_length(env, names, &mut n) })?;
+                    let mut map = serde_json::Map::new();
+                    for i in 0..n {
+                        let mut name = std::ptr::null_mut();
+                        // SAFETY: live values of this environment (of the type read); live outputs.
+                        napi::check_status!(unsafe {
+                            sys::napi_get_element(env, names, i, &mut name)
+                        })?;
+                        // A key is a string (numbers are given as strings).
+                        // SAFETY: live values of this environment (of the type read); live outputs.
+                        let wide = unsafe { Utf16String::from_napi_value(env, name)? };
+                        let Ok(key) = String::from_utf16(&wide) else {
+                            return Ok(Err(lone_surrogate(&format!("a key of {place}"))));
+                        };
+                        // The one read of this property: a getter runs once.
+                        let mut value = std::ptr::null_mut();
+                        // SAFETY: live values of this environment (of the type read); live outputs.
+                        napi::check_status!(unsafe {
+                            sys::napi_get_property(env, v, name, &mut value)
+                        })?;
+                        let mut vt = 0;
+                        // SAFETY: live values of this environment (of the type read); live outputs.
+                        napi::check_status!(unsafe { sys::napi_typeof(env, value, &mut vt) })?;
+                        if ValueType::from(vt) == ValueType::Undefined {
+                            continue;
+                        }
+                        let place = format!("{place}.{key}");
+                        // SAFETY: live values of this environment (of the type read); live outputs.
+                        match unsafe { self.read(value, depth - 1, &place)? } {
+                            Ok(item) => {
+                                map.insert(key, item);
+                            }
+                            Err(e) => return Ok(Err(e)),
+                        }
+                    }
+                    Value::Object(map)
+                }
+            }
+            ValueType::Undefined => {
+                return Ok(Err(
+                    self.cannot("undefined cannot be represented as a serde_json::Value")
+                ))
+            }
+            ValueType::Function => {
+                return Ok(Err(self.cannot(
+                    "JS functions cannot be represented as a serde_json::Value",
+                )))
+            }
+            ValueType::Symbol => {
+                return Ok(Err(self.cannot(
+                    "JS symbols cannot be represented as a serde_json::Value",
+                )))
+            }
+            ValueType::External => {
+                return Ok(Err(self.cannot(
+                    "External JS objects cannot be represented as a serde_json::Value",
+                )))
+            }
+            _ => {
+                return Ok(Err(self.cannot(
+                    "Unknown JS variables cannot be represented as a serde_json::Value",
+                )))
+            }
+        }))
+    }
+}
+
+/// A JavaScript number as JSON: an exact integer (at most
+/// `Number.MAX_SAFE_INTEGER` from 0) as an integer, past 32 bits too, so
+/// that a count or a byte cap takes it (`8 * 2 ** 30` of memory was
+/// "floating point `8589934592.0`"); past 2 ** 53 a double may not be the
+/// integer written (`2 ** 53 + 1 === 2 ** 53`): it stays a float, refused
+/// where an integer is wanted (a BigInt states it exactly). `None` for NaN
+/// and the infinities.
+fn exact_number(f: f64) -> Option<serde_json::Number> {
+    const SAFE: f64 = 9_007_199_254_740_991.0;
+    if f.trunc() == f && f.abs() <= SAFE {
+        Some(if f < 0.0 {
+            (f as i64).into()
+        } else {
+            (f as u64).into()
+        })
+    } else {
+        serde_json::Number::from_f64(f)
     }
 }
 

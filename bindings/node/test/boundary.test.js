@@ -453,3 +453,64 @@ describe('fromOptions with options JSON cannot hold', () => {
     assert.match(Policy.fromOptions({ write_root: ws }, ws).digest, /^sha256:/)
   })
 })
+
+// A JavaScript number is a double: napi-rs' JSON conversion made an
+// integer past 2 ** 32 - 1 a float, and the options refused it ("invalid
+// type: floating point `8589934592.0`, expected u64"), where the policy
+// file takes 8 GiB of memory or a budget of 5e9. An integer up to
+// Number.MAX_SAFE_INTEGER is an integer; past it a number may not be the
+// one written (2 ** 53 + 1 === 2 ** 53), and is refused naming the key
+// (a BigInt states it exactly).
+describe('fromOptions numbers', () => {
+  test('an integer past 2 ** 32 is taken as the file takes it', () => {
+    const p = Policy.fromOptions({ write_root: ws, enabled: true, max_memory_bytes: 8 * 2 ** 30, fs_ops: 5e9 }, ws)
+    assert.equal(p.summary.exec.max_memory_bytes, 8 * 2 ** 30)
+    assert.equal(p.summary.budgets.fs_ops, 5e9)
+    const x = Executor.fromOptions({ write_root: ws, enabled: true, max_memory_bytes: Number.MAX_SAFE_INTEGER })
+    assert.equal(x.enabled, true)
+    assert.equal(Policy.fromOptions({ write_root: ws, fs_ops: 2n ** 60n }, ws).summary.budgets.fs_ops, 2n ** 60n)
+  })
+  test('a number that is not an exact integer is refused naming the key', () => {
+    for (const [options, key] of [
+      [{ timeout_ms: 1.5 }, 'exec.timeout_ms'],
+      [{ timeout_ms: -1 }, 'exec.timeout_ms'],
+      [{ max_memory_bytes: 2 ** 53 }, 'exec.max_memory_bytes'],
+      [{ exec: { max_tasks: 1e300 } }, 'exec.max_tasks'],
+      [{ fs_ops: -(2 ** 40) }, 'budgets.fs_ops'],
+    ]) {
+      assert.throws(
+        () => Policy.fromOptions({ write_root: ws, enabled: true, ...options }, ws),
+        (e) => {
+          assert.equal(e.code, 'E_POLICY', e.message)
+          assert.equal(e.key, key, e.message)
+          return true
+        },
+      )
+    }
+  })
+})
+
+// The lone-surrogate check read a string option again, apart from the
+// conversion that is used: a getter answering 'w\uD800' first (converted
+// to 'w\uFFFD' without a word) and 'w\uFFFD' the second time passed the
+// check, and the policy granted the directory 'w\uFFFD', which the value
+// used never named. Each property is now read once, and that read is the
+// one judged and used: its lone surrogate is refused (E_REQUEST naming it).
+describe('fromOptions with a value that changes between reads', () => {
+  test('is read once, and its lone surrogate refused, never granted as U+FFFD', () => {
+    fs.mkdirSync(path.join(ws, '..', 'w\uFFFD'), { recursive: true })
+    for (const make of [
+      (get) => ({ get write_root() { return get() } }),
+      (get) => ({ fs: { get write_root() { return get() } } }),
+      (get) => ({ read_roots: [ws], get write_root() { return get() } }),
+    ]) {
+      let n = 0
+      const get = () => (++n === 1 ? path.join(ws, '..', 'w\uD800') : path.join(ws, '..', 'w\uFFFD'))
+      throwsRequest(() => Policy.fromOptions(make(get), ws), 'write_root')
+      assert.equal(n, 1, 'the getter ran once')
+    }
+    // A value read the same each time is taken.
+    const steady = { get write_root() { return path.join(ws, '..', 'w\uFFFD') } }
+    assert.equal(Policy.fromOptions(steady, ws).summary.write_root, path.join(path.dirname(ws), 'w\uFFFD'))
+  })
+})

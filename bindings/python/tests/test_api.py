@@ -1149,6 +1149,40 @@ def test_policy_options_use_the_file_keys_and_gate(tree):
             Executor(p, enabled=True)
 
 
+def test_hostapi18_options_json_cannot_hold_are_request_errors_naming_them(tree):
+    # Go and Node refuse an option value JSON cannot hold as it is (NaN, a
+    # string with a lone surrogate, bytes that are not UTF-8) with E_REQUEST
+    # naming it; Python sent NaN as `NaN` and a lone surrogate as an escape,
+    # both refused as "not a JSON object" with no key, and raised a bare
+    # TypeError (no code) for bytes.
+    cases = [
+        ({"exec_ops": float("nan")}, "exec_ops"),
+        ({"timeout_ms": float("inf")}, "timeout_ms"),
+        ({"exec": {"max_cpu_ms": float("-inf")}}, "exec"),
+        ({"write_root": "ws\udcff"}, "write_root"),
+        ({"read_roots": ["ws", "x\ud800"]}, "read_roots"),
+        ({"write_root": b"ws\xff"}, "write_root"),
+        ({"deny_write": [Path("a\udcff")]}, "deny_write"),
+    ]
+    for options, name in cases:
+        with pytest.raises(sandgate.RequestError) as ei:
+            Policy.from_options(base_dir=tree, enabled=True, **options)
+        assert ei.value.code == "E_REQUEST", options
+        assert name in str(ei.value), (options, str(ei.value))
+    # UTF-8 bytes and a PathLike are the path they spell.
+    with Policy.from_options(base_dir=tree, write_root=b"ws", read_roots=[tree / "ws"]) as p:
+        assert p.summary()["write_root"] == str(tree / "ws")
+    # A key given twice (flat and in its section) is refused naming it.
+    with pytest.raises(sandgate.PolicyError) as ei:
+        Policy.from_options(base_dir=tree, write_root="ws", fs={"write_root": "/"})
+    assert ei.value.key == "fs.write_root"
+    # A number of the wrong kind names its key.
+    for v in (-1, 1.5, 2**64, True, "5"):
+        with pytest.raises(sandgate.PolicyError) as ei:
+            Policy.from_options(base_dir=tree, write_root="ws", enabled=True, timeout_ms=v)
+        assert ei.value.key == "exec.timeout_ms", v
+
+
 def test_host_name_maps_by_components_never_by_prefix(tree):
     (tree / "ws-secrets").mkdir()
     (tree / "ws-secrets" / "key").write_text("secret")

@@ -441,6 +441,21 @@ pub(crate) fn resolve(
                 );
                 None
             }
+            // A file's gate never gets here with `/` (it holds the file's
+            // directory); a policy stated from code, which has no file,
+            // would grant every file the host user may write.
+            Some((resolved, _)) if resolved == Path::new("/") => {
+                gate.invalid(
+                    root,
+                    format!(
+                        "the write root \"{}\" is the whole filesystem, which holds every \
+                         policy, program and setting of the host; choose a directory for the \
+                         agent's work",
+                        root.value.escape_debug()
+                    ),
+                );
+                None
+            }
             resolved => resolved,
         },
     };

@@ -246,6 +246,160 @@ fn section_of(key: &str) -> Option<&'static str> {
         .map(|(section, _)| *section)
 }
 
+/// The deepest key of `value` that alone makes the options refused, and
+/// that refusal: each member or element is tried by itself, in the place
+/// `wrap` puts it (`{"exec": {"timeout_ms": -1}}` for `exec.timeout_ms`).
+fn blame(
+    value: &serde_json::Value,
+    wrap: &dyn Fn(serde_json::Value) -> serde_json::Value,
+    path: &str,
+) -> Option<(String, serde_json::Error)> {
+    use serde_json::Value;
+    let refused = |v: Value| serde_json::from_value::<PolicyOptions>(wrap(v)).err();
+    // A list or a table where the key takes neither: the key itself.
+    let empty = match value {
+        Value::Object(_) => Value::Object(Default::default()),
+        Value::Array(_) => Value::Array(Vec::new()),
+        _ => return None,
+    };
+    if refused(empty).is_some() {
+        return None;
+    }
+    match value {
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            let alone = Value::Object([(k.clone(), v.clone())].into_iter().collect());
+            let e = refused(alone)?;
+            let key = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            let k = k.clone();
+            let inner = move |x: Value| wrap(Value::Object([(k.clone(), x)].into_iter().collect()));
+            Some(blame(v, &inner, &key).unwrap_or((key, e)))
+        }),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| {
+            let e = refused(Value::Array(vec![v.clone()]))?;
+            let key = format!("{path}[{i}]");
+            let inner = |x: Value| wrap(Value::Array(vec![x]));
+            Some(blame(v, &inner, &key).unwrap_or((key, e)))
+        }),
+        _ => None,
+    }
+}
+
+/// JSON as a value, refusing a key given twice in one object (which
+/// `serde_json` would let the last one win): `Err(Some(dotted key))` for
+/// that, `Err(None)` with the parse error for malformed JSON.
+fn strict_json(json: &str) -> Result<serde_json::Value, (Option<String>, serde_json::Error)> {
+    use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
+    use serde_json::Value;
+    use std::cell::RefCell;
+
+    struct Strict<'a> {
+        path: String,
+        twice: &'a RefCell<Option<String>>,
+    }
+    impl<'de> DeserializeSeed<'de> for Strict<'_> {
+        type Value = Value;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Strict<'_> {
+        type Value = Value;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+            Ok(Value::Bool(v))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+            Ok(v.into())
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+            Ok(v.into())
+        }
+        fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+            Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+            Ok(Value::String(v.to_owned()))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Value, E> {
+            Ok(Value::String(v))
+        }
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            let mut items = Vec::new();
+            loop {
+                let seed = Strict {
+                    path: format!("{}[{}]", self.path, items.len()),
+                    twice: self.twice,
+                };
+                match seq.next_element_seed(seed)? {
+                    Some(v) => items.push(v),
+                    None => return Ok(Value::Array(items)),
+                }
+            }
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            let mut out = serde_json::Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let path = if self.path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{}.{key}", self.path)
+                };
+                if out.contains_key(&key) {
+                    *self.twice.borrow_mut() = Some(path);
+                    return Err(A::Error::custom("a key given twice"));
+                }
+                let value = map.next_value_seed(Strict {
+                    path,
+                    twice: self.twice,
+                })?;
+                out.insert(key, value);
+            }
+            Ok(Value::Object(out))
+        }
+    }
+
+    let twice = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_str(json);
+    let value = Strict {
+        path: String::new(),
+        twice: &twice,
+    }
+    .deserialize(&mut de)
+    .and_then(|v| de.end().map(|()| v));
+    value.map_err(|e| (twice.into_inner(), e))
+}
+
+/// A key the options state twice, refused as the file refuses one.
+fn given_twice(key: String) -> PolicyError {
+    PolicyError::new(
+        PolicyErrorKind::DuplicateKey,
+        Some(key),
+        "given more than once: each option may appear once, flat or in its section \
+         (a second one is refused, never merged)",
+    )
+}
+
+/// Parsed JSON options, or the refusal: a key given twice, or not JSON.
+fn parse_options(json: &str, what: &str) -> Result<serde_json::Value, PolicyError> {
+    strict_json(json).map_err(|(twice, e)| match twice {
+        Some(key) => given_twice(key),
+        None => PolicyError::new(
+            PolicyErrorKind::WrongType,
+            None,
+            format!("the policy options are not {what}: {e}"),
+        ),
+    })
+}
+
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -255,14 +409,34 @@ impl PolicyOptions {
     /// nested objects: `{"fs": {"write_root": "work"}, "exec": {...}}`).
     /// An unknown key or a wrong type is refused, naming it.
     pub fn from_json(json: &str) -> Result<PolicyOptions, PolicyError> {
-        serde_json::from_str(json).map_err(|e| {
-            let kind = if e.to_string().starts_with("unknown field") {
-                PolicyErrorKind::UnknownKey
-            } else {
-                PolicyErrorKind::WrongType
-            };
-            PolicyError::new(kind, None, format!("the policy options are refused: {e}"))
-        })
+        Self::from_json_value(parse_options(json, "JSON")?)
+    }
+
+    /// Options from parsed JSON; a refusal names the dotted key to blame
+    /// (`exec.timeout_ms`, `fs.read_roots[1]`, `net.credentials[0].port`),
+    /// as the file's refusals do.
+    fn from_json_value(value: serde_json::Value) -> Result<PolicyOptions, PolicyError> {
+        let e = match serde_json::from_value(value.clone()) {
+            Ok(options) => return Ok(options),
+            Err(e) => e,
+        };
+        let (key, e) = match blame(&value, &|v| v, "") {
+            Some((key, e)) => (Some(key), e),
+            None => (None, e),
+        };
+        let message = e.to_string();
+        let kind = if message.starts_with("unknown field") {
+            PolicyErrorKind::UnknownKey
+        } else if message.starts_with("invalid value") {
+            PolicyErrorKind::InvalidValue
+        } else {
+            PolicyErrorKind::WrongType
+        };
+        Err(PolicyError::new(
+            kind,
+            key,
+            format!("the policy options are refused: {message}"),
+        ))
     }
 
     /// Options from a flat JSON object whose keys are the policy file's
@@ -272,14 +446,16 @@ impl PolicyOptions {
     /// given whole, as in [`from_json`](Self::from_json). This is the shape
     /// the bindings' keyword arguments and option objects arrive in.
     pub fn from_flat_json(json: &str) -> Result<PolicyOptions, PolicyError> {
-        let flat: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(json).map_err(|e| {
-                PolicyError::new(
+        let flat = match parse_options(json, "a JSON object")? {
+            serde_json::Value::Object(flat) => flat,
+            other => {
+                return Err(PolicyError::new(
                     PolicyErrorKind::WrongType,
                     None,
-                    format!("the policy options are not a JSON object: {e}"),
-                )
-            })?;
+                    format!("the policy options are not a JSON object, found {other}"),
+                ))
+            }
+        };
         let mut nested = serde_json::Map::new();
         for (key, value) in flat {
             let is_section = crate::KNOWN_KEYS.iter().any(|(s, _)| *s == key);
@@ -297,13 +473,18 @@ impl PolicyOptions {
                 }
             };
             let table = nested
-                .entry(section)
+                .entry(section.clone())
                 .or_insert_with(|| serde_json::Value::Object(Default::default()));
             if let serde_json::Value::Object(t) = table {
-                t.extend(entries);
+                for (key, value) in entries {
+                    if t.contains_key(&key) {
+                        return Err(given_twice(format!("{section}.{key}")));
+                    }
+                    t.insert(key, value);
+                }
             }
         }
-        Self::from_json(&serde_json::Value::Object(nested).to_string())
+        Self::from_json_value(serde_json::Value::Object(nested))
     }
 
     /// The policy file these options stand for: what

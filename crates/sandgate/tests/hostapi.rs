@@ -388,3 +388,150 @@ fn bindings6_exec_refuses_a_cwd_in_another_read_root_as_denied() {
         assert!(!marker.exists(), "{which}: a refused exec ran");
     }
 }
+
+/// Options given as JSON (the C ABI's, Python's, Go's and Node's door):
+/// a value of the wrong type or out of a number's range was refused
+/// without a key ("invalid value: integer `-1`, expected u64 at line 1
+/// column 33"), where the file names `exec.timeout_ms`; the refusal names
+/// the dotted key, as the file's does, inside sections, lists and entries.
+#[test]
+fn hostapi18_options_json_refusals_name_the_key() {
+    use sandgate::policy::PolicyErrorKind;
+    let t = Tree::new();
+    let root = serde_json::to_string(&t.s("app")).unwrap();
+    for (json, key, kind) in [
+        (r#"{"timeout_ms": -1}"#.to_owned(), "exec.timeout_ms", PolicyErrorKind::InvalidValue),
+        (r#"{"timeout_ms": 1.5}"#.to_owned(), "exec.timeout_ms", PolicyErrorKind::WrongType),
+        (r#"{"timeout_ms": "5"}"#.to_owned(), "exec.timeout_ms", PolicyErrorKind::WrongType),
+        (r#"{"exec": {"max_tasks": -3}}"#.to_owned(), "exec.max_tasks", PolicyErrorKind::InvalidValue),
+        (format!(r#"{{"write_root": [{root}]}}"#), "fs.write_root", PolicyErrorKind::WrongType),
+        (format!(r#"{{"read_roots": [{root}, 5]}}"#), "fs.read_roots[1]", PolicyErrorKind::WrongType),
+        (r#"{"fs_ops": 18446744073709551616}"#.to_owned(), "budgets.fs_ops", PolicyErrorKind::WrongType),
+        (
+            r#"{"allow": ["a.example"], "credentials": [{"host": "a.example", "env": "T"}, {"host": "a.example", "port": 70000, "env": "U"}]}"#.to_owned(),
+            "net.credentials[1].port",
+            PolicyErrorKind::InvalidValue,
+        ),
+        (
+            r#"{"net": {"rules": [{"host": "a.example", "action": "allow", "methodz": []}]}}"#.to_owned(),
+            "net.rules[0].methodz",
+            PolicyErrorKind::UnknownKey,
+        ),
+    ] {
+        let e = sandgate::PolicyOptions::from_flat_json(&json).unwrap_err();
+        assert_eq!(e.key(), Some(key), "{json}: {e}");
+        assert_eq!(e.kind(), kind, "{json}: {e}");
+        assert!(!e.message().contains("line 1"), "{json}: {e}");
+    }
+    let e = sandgate::PolicyOptions::from_json(r#"{"exec": {"timeout_ms": -1}}"#).unwrap_err();
+    assert_eq!(e.key(), Some("exec.timeout_ms"), "{e}");
+    // Through the executor's door too: `E_POLICY` with the key.
+    let e = Executor::from_options(
+        &sandgate::PolicyOptions::from_flat_json(r#"{"max_tasks": 0}"#).unwrap(),
+        &t.p("app"),
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Policy);
+    assert_eq!(e.key(), Some("exec.max_tasks"));
+}
+
+/// A key given twice in the options, flat and in its section
+/// (`{"write_root": "app", "fs": {"write_root": "/"}}`, which Python's
+/// `write_root=..., fs={...}`, Go's `Set` and Node's object all send) or
+/// twice in one JSON object, was merged silently, the last one read
+/// winning (the write root was "/"); the file refuses a key defined twice,
+/// and so do the options now, naming it.
+#[test]
+fn hostapi18_an_option_given_twice_is_refused_naming_it() {
+    use sandgate::policy::PolicyErrorKind;
+    let t = Tree::new();
+    let app = serde_json::to_string(&t.s("app")).unwrap();
+    for (json, key) in [
+        (
+            format!(r#"{{"write_root": {app}, "fs": {{"write_root": "/"}}}}"#),
+            "fs.write_root",
+        ),
+        (
+            format!(r#"{{"fs": {{"write_root": "/"}}, "write_root": {app}}}"#),
+            "fs.write_root",
+        ),
+        (
+            r#"{"timeout_ms": 5, "exec": {"timeout_ms": 9, "enabled": true}}"#.to_owned(),
+            "exec.timeout_ms",
+        ),
+        (
+            format!(r#"{{"write_root": {app}, "write_root": "/"}}"#),
+            "write_root",
+        ),
+        (
+            r#"{"exec": {"enabled": true}, "exec": {"timeout_ms": 1}}"#.to_owned(),
+            "exec",
+        ),
+        (
+            r#"{"net": {"rules": [{"host": "a", "host": "b"}]}}"#.to_owned(),
+            "net.rules[0].host",
+        ),
+    ] {
+        let e = sandgate::PolicyOptions::from_flat_json(&json).unwrap_err();
+        assert_eq!(e.kind(), PolicyErrorKind::DuplicateKey, "{json}: {e}");
+        assert_eq!(e.key(), Some(key), "{json}: {e}");
+    }
+    let e = sandgate::PolicyOptions::from_json(r#"{"exec": {"timeout_ms": 5, "timeout_ms": 6}}"#)
+        .unwrap_err();
+    assert_eq!(e.kind(), PolicyErrorKind::DuplicateKey, "{e}");
+    assert_eq!(e.key(), Some("exec.timeout_ms"), "{e}");
+    // A section and other keys of it, each once, still merge.
+    let o = sandgate::PolicyOptions::from_flat_json(&format!(
+        r#"{{"write_root": {app}, "fs": {{"allow_overwrite": true}}}}"#
+    ))
+    .unwrap();
+    assert!(o.fs.allow_overwrite);
+    assert_eq!(o.fs.write_root.as_deref(), Some(t.p("app").as_path()));
+}
+
+/// A policy file always lies under `/`, so the file's gate refuses a write
+/// root of `/` (it holds the policy's directory); options, which have no
+/// file, granted it, handing the agent every file the host user may
+/// write. It is refused from options too, however spelled; a read root of
+/// `/` stays what it is in a file.
+#[test]
+fn hostapi18_options_refuse_the_whole_filesystem_as_write_root() {
+    use sandgate::policy::PolicyErrorKind;
+    let t = Tree::new();
+    symlink("/", t.p("slash")).unwrap();
+    let up = format!("{}/{}", t.s("app"), "../".repeat(64));
+    for root in ["/".to_owned(), "//".to_owned(), up, t.s("slash")] {
+        let options = sandgate::PolicyOptions {
+            fs: sandgate::policy::FsOptions {
+                write_root: Some(root.clone().into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let e = sandgate::Policy::from_options(&options, &t.p("app")).unwrap_err();
+        assert_eq!(e.key(), Some("fs.write_root"), "{root}: {e}");
+        assert_eq!(e.kind(), PolicyErrorKind::InvalidValue, "{root}: {e}");
+        let e = Executor::builder()
+            .base_dir(t.p("app"))
+            .write_root(&root)
+            .enabled(true)
+            .build()
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Policy, "{root}");
+        assert_eq!(e.key(), Some("fs.write_root"), "{root}");
+        // As the flat JSON the bindings send.
+        let json = format!(
+            r#"{{"write_root": {}}}"#,
+            serde_json::to_string(&root).unwrap()
+        );
+        let o = sandgate::PolicyOptions::from_flat_json(&json).unwrap();
+        let e = sandgate::Policy::from_options(&o, &t.p("app")).unwrap_err();
+        assert_eq!(e.key(), Some("fs.write_root"), "{root}: {e}");
+    }
+    let p = sandgate::Policy::from_options(
+        &sandgate::PolicyOptions::from_flat_json(r#"{"read_roots": ["/"]}"#).unwrap(),
+        &t.p("app"),
+    )
+    .unwrap();
+    assert_eq!(p.read_roots(), [PathBuf::from("/")]);
+}

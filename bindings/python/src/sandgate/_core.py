@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import operator
 import os
 import stat as _stat
@@ -785,20 +786,38 @@ class Policy(_Handle):
         file's defaults, and the file's gate rules apply: a refusal is a
         PolicyError naming the dotted key. Relative roots resolve against
         ``base_dir`` (default: the current directory). Paths may be
-        ``os.PathLike``."""
-        def plain(v: Any) -> Any:
+        ``os.PathLike`` or UTF-8 ``bytes``. A value JSON cannot hold as it
+        is (NaN, an infinity, a lone surrogate, bytes that are not UTF-8)
+        is a RequestError (``E_REQUEST``) naming the option; a value of the
+        wrong type or range, or a key given twice (flat and in its
+        section), is a PolicyError whose ``key`` names it."""
+        def plain(v: Any, name: str) -> Any:
+            # What JSON cannot hold as it is (NaN, infinities, a lone
+            # surrogate, bytes that are not UTF-8) is E_REQUEST naming the
+            # option, as Go and Node refuse it, never a value it was not.
             if isinstance(v, os.PathLike):
-                return os.fspath(v)
+                v = os.fspath(v)
+            if isinstance(v, bytes):
+                try:
+                    v = v.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise RequestError(f"policy option {name} is not valid UTF-8", code="E_REQUEST") from None
+            if isinstance(v, str):
+                _text(v, f"policy option {name}")
+                return v
+            if isinstance(v, float) and not math.isfinite(v):
+                raise RequestError(f"policy option {name} is {v}, which JSON cannot hold", code="E_REQUEST")
             if isinstance(v, dict):
-                return {k: plain(x) for k, x in v.items()}
+                return {k: plain(x, f"{name}.{k}") for k, x in v.items()}
             if isinstance(v, (list, tuple)):
-                return [plain(x) for x in v]
+                return [plain(x, f"{name}[{i}]") for i, x in enumerate(v)]
             return v
 
         for k in ("read_roots", "deny_write", "env_inherit", "process_allow", "allow"):
-            if isinstance(options.get(k), (str, os.PathLike)):
+            if isinstance(options.get(k), (str, bytes, os.PathLike)):
                 options[k] = [options[k]]
-        j = json.dumps({k: plain(v) for k, v in options.items()}).encode("utf-8")
+        opts = {k: plain(v, _text(k, "policy option name").decode()) for k, v in options.items()}
+        j = json.dumps(opts, allow_nan=False).encode("utf-8")
         b = _name(base_dir if base_dir is not None else os.getcwd(), "base_dir")
         out, err = c_void_p(), c_void_p()
         st = lib.sg_policy_from_options(j, len(j), b, len(b), byref(out), byref(err))
