@@ -9,33 +9,29 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
+use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+
 use sandgate_fileguard::GuardBuilder;
 use sandgate_protect::{Action, Protector};
 
-struct NofileLimit(libc::rlimit);
+struct NofileLimit(Rlimit);
 
 impl NofileLimit {
+    /// Lets the process open descriptors below number `limit` only.
     fn lower(limit: u64) -> NofileLimit {
-        let mut old = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
+        let old = getrlimit(Resource::Nofile);
+        let low = Rlimit {
+            current: Some(limit),
+            maximum: old.maximum,
         };
-        // SAFETY: old is a valid rlimit for the call to fill.
-        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut old) }, 0);
-        let low = libc::rlimit {
-            rlim_cur: limit,
-            rlim_max: old.rlim_max,
-        };
-        // SAFETY: low holds a soft limit within the hard limit.
-        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) }, 0);
+        setrlimit(Resource::Nofile, low).unwrap();
         NofileLimit(old)
     }
 }
 
 impl Drop for NofileLimit {
     fn drop(&mut self) {
-        // SAFETY: self.0 is the limit read before.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &self.0) };
+        let _ = setrlimit(Resource::Nofile, self.0);
     }
 }
 

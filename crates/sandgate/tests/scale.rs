@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 
+use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 use sandgate::{ErrorCode, Sandbox, WriteOptions};
 
 /// Sandboxes alive at once.
@@ -423,31 +424,24 @@ fn hundred_executors_run_at_once_and_leave_nothing() {
 /// Lowers the soft descriptor limit for as long as it lives, and puts it
 /// back when dropped (a failing assertion included), so that the other
 /// tests of this file, which wait on the same lock, get theirs back.
-struct NofileLimit(libc::rlimit);
+struct NofileLimit(Rlimit);
 
 impl NofileLimit {
     /// Lets the process open descriptors below number `limit` only.
     fn lower(limit: u64) -> NofileLimit {
-        let mut old = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
+        let old = getrlimit(Resource::Nofile);
+        let low = Rlimit {
+            current: Some(limit),
+            maximum: old.maximum,
         };
-        // SAFETY: old is a valid rlimit for the call to fill.
-        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut old) }, 0);
-        let low = libc::rlimit {
-            rlim_cur: limit,
-            rlim_max: old.rlim_max,
-        };
-        // SAFETY: low holds a soft limit within the hard limit.
-        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) }, 0);
+        setrlimit(Resource::Nofile, low).unwrap();
         NofileLimit(old)
     }
 }
 
 impl Drop for NofileLimit {
     fn drop(&mut self) {
-        // SAFETY: self.0 is the limit read before.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &self.0) };
+        let _ = setrlimit(Resource::Nofile, self.0);
     }
 }
 
