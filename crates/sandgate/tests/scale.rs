@@ -502,6 +502,24 @@ fn fd_ceiling() -> u64 {
         .map_or(0, |n| n + 1)
 }
 
+/// Runs `f` with exactly `extra` descriptors free: every number below the
+/// highest one open is taken (by `/dev/null`) and the soft limit set
+/// `extra` past it; the numbers and the limit are given back when `f`
+/// returns.
+fn with_free_descriptors<T>(extra: u64, f: impl FnOnce() -> T) -> T {
+    let ceiling = fd_ceiling();
+    let mut plugs = Vec::new();
+    loop {
+        let plug = fs::File::open("/dev/null").unwrap();
+        if std::os::fd::AsRawFd::as_raw_fd(&plug) as u64 >= ceiling {
+            break;
+        }
+        plugs.push(plug);
+    }
+    let _low = NofileLimit::lower(ceiling + extra);
+    f()
+}
+
 /// Names in `dir` and beneath it, sorted, with each file's content.
 fn tree(dir: &Path) -> Vec<(String, Option<Vec<u8>>)> {
     let mut out = Vec::new();
@@ -637,22 +655,7 @@ fn out_of_descriptors_at_each_step_every_operation_fails_cleanly() {
             fill(&w);
             let before_fds = open_fds();
             let before = tree(&w);
-            let answer = {
-                // Every number below the highest open one taken, so that
-                // exactly `extra` descriptors are free.
-                let ceiling = fd_ceiling();
-                let mut plugs = Vec::new();
-                loop {
-                    let f = fs::File::open("/dev/null").unwrap();
-                    let n = std::os::fd::AsRawFd::as_raw_fd(&f) as u64;
-                    if n >= ceiling {
-                        break;
-                    }
-                    plugs.push(f);
-                }
-                let _low = NofileLimit::lower(ceiling + extra);
-                op(&sb)
-            };
+            let answer = with_free_descriptors(extra, || op(&sb));
             assert_eq!(
                 open_fds(),
                 before_fds,
@@ -722,20 +725,9 @@ fn out_of_descriptors_at_each_step_an_exec_fails_cleanly() {
     let fds_warm = open_fds();
     for extra in 0..200u64 {
         let before_links = fd_links();
-        let answer = {
-            let ceiling = fd_ceiling();
-            let mut plugs = Vec::new();
-            loop {
-                let f = fs::File::open("/dev/null").unwrap();
-                let n = std::os::fd::AsRawFd::as_raw_fd(&f) as u64;
-                if n >= ceiling {
-                    break;
-                }
-                plugs.push(f);
-            }
-            let _low = NofileLimit::lower(ceiling + extra);
+        let answer = with_free_descriptors(extra, || {
             ex.exec("echo ran", sandgate::ExecOptions::default())
-        };
+        });
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while children() != children0 && std::time::Instant::now() < deadline {
             thread::sleep(std::time::Duration::from_millis(20));
@@ -1157,24 +1149,11 @@ fn out_of_descriptors_at_each_step_a_fetch_fails_cleanly() {
         let mut ok_at = None;
         for extra in 0..40u64 {
             let before = fd_links();
-            let answer = {
-                let ceiling = fd_ceiling();
-                let mut plugs = Vec::new();
-                loop {
-                    let f = fs::File::open("/dev/null").unwrap();
-                    let n = std::os::fd::AsRawFd::as_raw_fd(&f) as u64;
-                    if n >= ceiling {
-                        break;
-                    }
-                    plugs.push(f);
-                }
-                let mut opts = sandgate::fetch::FetchOptions::new();
-                if cancellable {
-                    opts = opts.cancel(sandgate::fetch::CancelFlag::new());
-                }
-                let _low = NofileLimit::lower(ceiling + extra);
-                fetcher.fetch(&url, &opts)
-            };
+            let mut opts = sandgate::fetch::FetchOptions::new();
+            if cancellable {
+                opts = opts.cancel(sandgate::fetch::CancelFlag::new());
+            }
+            let answer = with_free_descriptors(extra, || fetcher.fetch(&url, &opts));
             // The server's end of a connection may still be open a moment.
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
             let left = loop {
@@ -1537,19 +1516,7 @@ fn out_of_descriptors_part_way_a_search_fails_naming_the_shortage() {
     };
     let mut whole = 0;
     for extra in 0..60u64 {
-        let (g, l) = {
-            let ceiling = fd_ceiling();
-            let mut plugs = Vec::new();
-            loop {
-                let f = fs::File::open("/dev/null").unwrap();
-                if std::os::fd::AsRawFd::as_raw_fd(&f) as u64 >= ceiling {
-                    break;
-                }
-                plugs.push(f);
-            }
-            let _low = NofileLimit::lower(ceiling + extra);
-            (grep(&sb), glob(&sb))
-        };
+        let (g, l) = with_free_descriptors(extra, || (grep(&sb), glob(&sb)));
         for (what, got) in [("grep", g), ("glob", l)] {
             match got {
                 Ok((2, 0)) => whole += 1,
