@@ -1350,25 +1350,25 @@ fn request_refusal(head: &Head) -> Option<(u16, &'static str, String)> {
     if let Some(why) = method_override(head) {
         return Some((403, "Forbidden", why));
     }
-    if let Some(h) = PATH_OVERRIDES.iter().find(|h| head.has_cgi_header(h)) {
-        return Some((
-            403,
-            "Forbidden",
-            format!(
-                "`{h}` is refused on an intercepted host: the server would route by a path the \
-                 rules did not judge"
-            ),
-        ));
-    }
-    if let Some(h) = HOST_OVERRIDES.iter().find(|h| head.has_cgi_header(h)) {
-        return Some((
-            403,
-            "Forbidden",
-            format!(
-                "`{h}` is refused on an intercepted host: a server or a front before it would \
-                 route by a host the rules did not judge, with the credential"
-            ),
-        ));
+    let routed_by = [
+        (
+            PATH_OVERRIDES,
+            "the server would route by a path the rules did not judge",
+        ),
+        (
+            HOST_OVERRIDES,
+            "a server or a front before it would route by a host the rules did not judge, \
+             with the credential",
+        ),
+    ];
+    for (headers, why) in routed_by {
+        if let Some(h) = headers.iter().find(|h| head.has_cgi_header(h)) {
+            return Some((
+                403,
+                "Forbidden",
+                format!("`{h}` is refused on an intercepted host: {why}"),
+            ));
+        }
     }
     let codings: Vec<&str> = head.header("transfer-encoding").collect();
     let lengths: Vec<&str> = head.header("content-length").collect();
