@@ -114,6 +114,16 @@ fn upstream(config: Arc<rustls::ServerConfig>) -> Upstream {
                         // parsed the header would show it.
                         let token = auth.split_once(' ').map_or("", |(_, t)| t);
                         format!("token {token}\n")
+                    } else if path.ends_with("/echo-php") || path.ends_with("/echo-dotnet") {
+                        // The token in a JSON answer, as PHP's and .NET's
+                        // serializers spell it by default.
+                        let token = auth.split_once(' ').map_or("", |(_, t)| t);
+                        let token = if path.ends_with("/echo-php") {
+                            token.replace('/', "\\/")
+                        } else {
+                            token.replace('+', "\\u002B")
+                        };
+                        format!("{{\"token\":\"{token}\"}}\n")
                     } else if auth == format!("Bearer {SECRET}") {
                         "auth ok\n".to_owned()
                     } else if auth.is_empty() {
@@ -835,6 +845,54 @@ fn a_reflected_credential_is_redacted_with_or_without_its_scheme() {
     );
     assert!(out.starts_with("echo [REDACTED"), "{}", text(&r));
     assert!(out.contains("token [REDACTED"), "{}", text(&r));
+    f.ex.dispose();
+}
+
+/// An upstream that echoes the token in a JSON answer, with `/` written
+/// `\/` (PHP) or `+` written `\u002B` (.NET), has it redacted from the
+/// command's output. Before, those spellings reached the command whole.
+#[test]
+fn a_credential_echoed_in_json_is_redacted() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    // This user makes the base64 of `user:value` hold both `/` and `+`.
+    let basic = CredentialOptions {
+        scheme: Some("basic".into()),
+        user: Some("?????>".into()),
+        ..credential(port)
+    };
+    let Some(f) = executor("json", vec![basic], vec![], &pem) else {
+        return;
+    };
+    let url = format!("https://localhost:{port}");
+    let r = run(
+        &f,
+        &format!(
+            "{CURL} -sS --max-time 20 {url}/echo-php && {CURL} -sS --max-time 20 {url}/echo-dotnet"
+        ),
+    );
+    assert_eq!(r.exit_code, 0, "{}", text(&r));
+    let heads = up.heads.lock().unwrap().clone();
+    let encoded = heads[0]
+        .lines()
+        .find_map(|l| l.strip_prefix("Authorization: Basic "))
+        .unwrap_or_else(|| panic!("{heads:?}"))
+        .to_owned();
+    assert!(encoded.contains('/') && encoded.contains('+'), "{encoded}");
+    let out = String::from_utf8_lossy(&r.stdout).into_owned();
+    for spelled in [encoded.replace('/', "\\/"), encoded.replace('+', "\\u002B")] {
+        assert!(
+            !out.contains(&spelled),
+            "the credential reached the command's output: {out}"
+        );
+    }
+    assert_eq!(
+        out.matches(r#"{"token":"[REDACTED"#).count(),
+        2,
+        "{}",
+        text(&r)
+    );
     f.ex.dispose();
 }
 

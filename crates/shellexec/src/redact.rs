@@ -10,7 +10,10 @@
 //! A *secret occurrence* is a range of the output bytes that is one of:
 //!
 //! - a withheld variable's value, [`MIN_VALUE_LEN`] bytes or longer, byte
-//!   for byte (shorter values would hit ordinary text);
+//!   for byte (shorter values would hit ordinary text), or spelled as a
+//!   common JSON serializer spells it inside a string (see
+//!   [`json_spellings`]): a host that echoes a token back in a JSON answer
+//!   may write `/` as `\/` or `+` as `\u002B`;
 //! - `sk-` followed by 20 or more of `[A-Za-z0-9_-]` (so `sk-proj-…` too);
 //! - `ghp_`, `gho_`, `ghu_`, `ghs_` or `ghr_` followed by 20 or more of
 //!   `[A-Za-z0-9]`, or `github_pat_` followed by 20 or more of
@@ -620,6 +623,28 @@ impl Rules {
                 }
             }
         }
+        // Each value's JSON spellings, under the same name; a spelling
+        // that is itself a withheld value keeps that value's name.
+        let spelled: Vec<(Vec<u8>, String)> = by_value
+            .iter()
+            .flat_map(|(value, name)| {
+                json_spellings(value)
+                    .into_iter()
+                    .map(move |spelling| (spelling, name.clone()))
+            })
+            .collect();
+        for (spelling, name) in spelled {
+            if spelling.len() > u32::MAX as usize {
+                continue;
+            }
+            match by_value.get_mut(&spelling) {
+                Some(existing) if existing.as_str() <= name.as_str() => {}
+                Some(existing) => *existing = name,
+                None => {
+                    by_value.insert(spelling, name);
+                }
+            }
+        }
         let mut patterns = Vec::with_capacity(by_value.len());
         let mut markers = Vec::with_capacity(by_value.len());
         for (value, name) in by_value {
@@ -1204,6 +1229,132 @@ impl Cand {
     }
 }
 
+/// How one JSON serializer writes a string: which ASCII bytes it escapes
+/// beyond `"`, `\` and the control bytes, and how it writes what is not
+/// ASCII.
+struct JsonStyle {
+    /// `/` written as `\/`.
+    slash: bool,
+    /// Bytes written as `\u00XX`.
+    unicode: &'static [u8],
+    /// `"` as `\u0022` rather than `\"`.
+    quote_unicode: bool,
+    /// Hex digits in upper case.
+    upper: bool,
+    /// Characters beyond ASCII as `\uXXXX` (UTF-16, surrogate pairs
+    /// above U+FFFF) rather than as they are.
+    ascii_only: bool,
+}
+
+/// The styles of the serializers a host is likely to answer with: the
+/// plain one (JavaScript, serde, Ruby), Python's default (everything
+/// beyond ASCII escaped), PHP's default (`/` escaped too), Go's
+/// `encoding/json` (`<`, `>` and `&` escaped) and .NET's default encoder
+/// (HTML-sensitive bytes, `+`, `` ` `` and everything beyond ASCII
+/// escaped, in upper-case hex).
+const JSON_STYLES: [JsonStyle; 5] = [
+    JsonStyle {
+        slash: false,
+        unicode: b"",
+        quote_unicode: false,
+        upper: false,
+        ascii_only: false,
+    },
+    JsonStyle {
+        slash: false,
+        unicode: b"",
+        quote_unicode: false,
+        upper: false,
+        ascii_only: true,
+    },
+    JsonStyle {
+        slash: true,
+        unicode: b"",
+        quote_unicode: false,
+        upper: false,
+        ascii_only: true,
+    },
+    JsonStyle {
+        slash: false,
+        unicode: b"<>&",
+        quote_unicode: false,
+        upper: false,
+        ascii_only: false,
+    },
+    JsonStyle {
+        slash: false,
+        unicode: b"<>&'+`",
+        quote_unicode: true,
+        upper: true,
+        ascii_only: true,
+    },
+];
+
+/// The spellings of `value` inside a JSON string, as [`JSON_STYLES`] write
+/// it, other than `value` itself, each once. Empty for a value none of them
+/// changes, as most tokens are (letters, digits, `-`, `_`, `.`); a value
+/// that is not UTF-8 gets only its ASCII bytes escaped.
+///
+/// This is why a withheld value is also redacted when a host echoes it in
+/// a JSON answer; it is still an accident guard: a value spelled any other
+/// way (base64, percent-encoded, one byte per line) passes.
+pub(crate) fn json_spellings(value: &[u8]) -> Vec<Vec<u8>> {
+    let text = std::str::from_utf8(value).ok();
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for style in &JSON_STYLES {
+        let hex = |out: &mut Vec<u8>, unit: u32| {
+            let digits = if style.upper {
+                format!("\\u{unit:04X}")
+            } else {
+                format!("\\u{unit:04x}")
+            };
+            out.extend_from_slice(digits.as_bytes());
+        };
+        let mut spelled = Vec::with_capacity(value.len() + 8);
+        let ascii = |spelled: &mut Vec<u8>, b: u8| match b {
+            b'"' if style.quote_unicode => hex(spelled, 0x22),
+            b'"' => spelled.extend_from_slice(b"\\\""),
+            b'\\' => spelled.extend_from_slice(b"\\\\"),
+            b'\n' => spelled.extend_from_slice(b"\\n"),
+            b'\r' => spelled.extend_from_slice(b"\\r"),
+            b'\t' => spelled.extend_from_slice(b"\\t"),
+            0x08 => spelled.extend_from_slice(b"\\b"),
+            0x0c => spelled.extend_from_slice(b"\\f"),
+            0..=0x1f => hex(spelled, u32::from(b)),
+            b'/' if style.slash => spelled.extend_from_slice(b"\\/"),
+            _ if style.unicode.contains(&b) => hex(spelled, u32::from(b)),
+            _ => spelled.push(b),
+        };
+        match text {
+            Some(text) if style.ascii_only => {
+                for c in text.chars() {
+                    if c.is_ascii() {
+                        ascii(&mut spelled, c as u8);
+                    } else {
+                        let mut units = [0u16; 2];
+                        for unit in c.encode_utf16(&mut units) {
+                            hex(&mut spelled, u32::from(*unit));
+                        }
+                    }
+                }
+            }
+            _ => {
+                for &b in value {
+                    if b.is_ascii() {
+                        ascii(&mut spelled, b);
+                    } else {
+                        spelled.push(b);
+                    }
+                }
+            }
+        }
+        if spelled != value && !out.contains(&spelled) {
+            out.push(spelled);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1392,5 +1543,57 @@ mod tests {
         assert_eq!(r.rules.quiet_run(b"zzzzzzzzzzzzzzzs", false), 15);
         let v = Redactor::new([("N", "abcdefgh")]);
         assert_eq!(v.rules.quiet_run(b"xyab", false), 2);
+    }
+
+    #[test]
+    fn json_spellings_are_the_serializers_ones() {
+        assert!(json_spellings(b"ghp_plainToken-0123.xyz").is_empty());
+        let got = json_spellings(b"a/b+c<d\"e");
+        let want: Vec<&[u8]> = vec![
+            br#"a/b+c<d\"e"#,
+            br#"a\/b+c<d\"e"#,
+            br#"a/b+c\u003cd\"e"#,
+            br#"a/b\u002Bc\u003Cd\u0022e"#,
+        ];
+        assert_eq!(got, want.iter().map(|w| w.to_vec()).collect::<Vec<_>>());
+        // Beyond ASCII: Python's lower-case escapes, .NET's upper-case
+        // ones, a surrogate pair above U+FFFF.
+        let got = json_spellings("pä𝄞ss".as_bytes());
+        assert!(got.contains(&br"p\u00e4\ud834\udd1ess".to_vec()), "{got:?}");
+        assert!(got.contains(&br"p\u00E4\uD834\uDD1Ess".to_vec()), "{got:?}");
+        // Not UTF-8: its ASCII escaped, the rest as it is.
+        assert_eq!(json_spellings(b"\xff/\xfe"), vec![b"\xff\\/\xfe".to_vec()]);
+    }
+
+    /// A host that echoes a withheld value in a JSON answer may escape its
+    /// `/` or `+`; before, those spellings passed whole.
+    #[test]
+    fn a_value_echoed_in_json_is_redacted() {
+        let value = "Pz8/Pz8+OmdocF9zYW5kZ2F0ZQ==";
+        let mk = || Redactor::new([("TOKEN", value)]);
+        for echoed in [
+            r#"{"token":"Pz8\/Pz8+OmdocF9zYW5kZ2F0ZQ=="}"#,
+            r#"{"token":"Pz8/Pz8\u002BOmdocF9zYW5kZ2F0ZQ=="}"#,
+            r#"{"token":"Pz8/Pz8+OmdocF9zYW5kZ2F0ZQ=="}"#,
+        ] {
+            for cut in 0..echoed.len() {
+                let mut r = mk();
+                let mut out = r.push(&echoed.as_bytes()[..cut]);
+                out.extend(r.push(&echoed.as_bytes()[cut..]));
+                out.extend(r.finish());
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    r#"{"token":"[REDACTED:TOKEN]"}"#,
+                    "{echoed} cut at {cut}"
+                );
+            }
+        }
+        // A spelling that is another withheld value keeps that value's
+        // name when it sorts first.
+        let r = Redactor::new([("B", r"abcd\/efgh"), ("Z", "abcd/efgh")]);
+        let mut r2 = r.clone();
+        let mut out = r2.push(br"x abcd\/efgh y");
+        out.extend(r2.finish());
+        assert_eq!(out, b"x [REDACTED:B] y");
     }
 }
