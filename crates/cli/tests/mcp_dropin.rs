@@ -204,3 +204,42 @@ fn read_text_file_head_or_tail_0_is_the_whole_file() {
         (false, "three\n".to_owned())
     );
 }
+
+/// `search_files` judges its `excludePatterns` against each match's path
+/// below `path` however `path` is spelled: `./sub`, `sub/.` and `sub//`
+/// leave out what `sub` does. (The matches come back with the name
+/// folded, `sub/x/y.env`; the part cut off before the patterns were
+/// tried was measured on the name as given, so `./sub` cut two bytes too
+/// many and an excluded directory's files were answered.)
+#[test]
+fn mcp19_search_files_excludes_alike_for_every_spelling_of_the_path() {
+    let (_tmp, dir) = project();
+    fs::create_dir_all(dir.join("sub/x")).unwrap();
+    fs::create_dir_all(dir.join("sub/keep")).unwrap();
+    fs::write(dir.join("sub/x/y.env"), "a").unwrap();
+    fs::write(dir.join("sub/keep/y.env"), "b").unwrap();
+    let mut s = Server::start(&dir);
+    let abs = dir.join("sub").display().to_string();
+    let dotted = format!("{}/./sub/.", dir.display());
+    for path in ["sub", "./sub", "sub/.", "sub//", "./sub/./", &abs, &dotted] {
+        for ex in ["x", "x/**", "**/x/**"] {
+            let got = s.call(
+                "search_files",
+                json!({"path": path, "pattern": "**/*.env", "excludePatterns": [ex]}),
+            );
+            assert_eq!(
+                got,
+                (false, "sub/keep/y.env".to_owned()),
+                "path {path:?}, exclude {ex:?}"
+            );
+        }
+    }
+    // The root itself spelled `./`: patterns anchored at the root apply.
+    for path in [".", "./", "./.", ".//"] {
+        let got = s.call(
+            "search_files",
+            json!({"path": path, "pattern": "**/*.env", "excludePatterns": ["sub/x/**"]}),
+        );
+        assert_eq!(got, (false, "sub/keep/y.env".to_owned()), "path {path:?}");
+    }
+}

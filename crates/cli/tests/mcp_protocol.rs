@@ -4365,6 +4365,78 @@ fn mcp9_http_host_and_origin_spellings() {
     }
 }
 
+/// `--http` judges every `Host` and `Origin` header a request carries, not
+/// only the first: a request with two `Host` headers is refused 400 (as
+/// HTTP/1.1 says a server must), and one with two `Origin` headers 403,
+/// whichever comes first. Before, only the first was looked at, so a
+/// second `Origin: http://evil.example` or `Host: evil.example` rode along
+/// on a request that was served.
+#[test]
+fn mcp19_http_a_second_host_or_origin_header_is_refused() {
+    let dir = policy_dir();
+    let (mut child, port, token) = start_http(dir.path());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let auth = format!("Bearer {token}");
+    // One request with these extra header lines after the `Host` given.
+    let status = |host: &str, extra: &[&str]| {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut req = format!(
+            "POST / HTTP/1.1\r\nHost: {host}\r\nAuthorization: {auth}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\nConnection: close\r\n",
+            init.len()
+        );
+        for line in extra {
+            req.push_str(line);
+            req.push_str("\r\n");
+        }
+        req.push_str("\r\n");
+        req.push_str(&init);
+        c.write_all(req.as_bytes()).unwrap();
+        let out = rest_of(&mut c);
+        out.get(9..12)
+            .and_then(|s| s.parse::<u16>().ok())
+            .unwrap_or(0)
+    };
+    let p = port;
+    let ours = format!("127.0.0.1:{p}");
+    let origin = format!("Origin: http://127.0.0.1:{p}");
+    let cases: Vec<(String, Vec<String>, u16)> = vec![
+        // The single-header forms are served, as before.
+        (ours.clone(), vec![], 200),
+        (ours.clone(), vec![origin.clone()], 200),
+        (ours.clone(), vec!["Host: evil.example".into()], 400),
+        (ours.clone(), vec![format!("Host: localhost:{p}")], 400),
+        (
+            ours.clone(),
+            vec![origin.clone(), "Origin: http://evil.example".into()],
+            403,
+        ),
+        (
+            ours.clone(),
+            vec!["Origin: http://evil.example".into(), origin.clone()],
+            403,
+        ),
+        (ours.clone(), vec![origin.clone(), origin.clone()], 403),
+    ];
+    let got: Vec<u16> = cases
+        .iter()
+        .map(|(h, extra, _)| {
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            status(h, &extra)
+        })
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    for ((h, extra, want), got) in cases.iter().zip(got) {
+        assert_eq!(got, *want, "Host: {h}, then {extra:?}");
+    }
+}
+
 /// A `--unix` session that has spoken is not closed for being quiet: a
 /// host keeps its session open between a model's turns, and a command may
 /// run as long as the policy's timeout allows. Quiet past the 10 s a

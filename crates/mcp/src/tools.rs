@@ -1094,7 +1094,17 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
     let rel = s.walk_name("glob", &a.path)?;
     let ex = Excludes::new(&a.exclude_patterns)?;
     let base = if rel == "." { None } else { Some(rel.as_str()) };
-    let prefix_len = base.map_or(0, |b| b.trim_end_matches('/').len() + 1);
+    // The matches come back below the name as the parser folds it (`./sub`,
+    // `sub/.` and `sub//` are `sub`), so the part cut off before the
+    // exclude patterns are tried is measured on that folded name. (A name
+    // the parser refuses is refused by the search below.)
+    let folded = sandgate::RelPath::parse(&rel)
+        .map(|r| r.as_str().trim_end_matches('/').to_owned())
+        .unwrap_or_default();
+    let prefix_len = match folded.as_str() {
+        "" | "." => 0,
+        f => f.len() + 1,
+    };
     let all = s.sandbox.glob_found(&a.pattern, base)?;
     let found: Vec<String> = all
         .results

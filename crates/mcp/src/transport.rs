@@ -328,6 +328,27 @@ fn authorized<B>(req: &Request<B>, token: &str) -> bool {
         .is_some_and(|(_, t)| same(t.trim_start_matches(' ').as_bytes(), token.as_bytes()))
 }
 
+/// The answer refusing `req` when it carries more than one `Host` header
+/// (400, which RFC 9112 §3.2 asks of a server) or more than one `Origin`
+/// header (403, as a disallowed origin is answered); `None` when it
+/// carries at most one of each.
+fn repeated_host_or_origin<B>(req: &Request<B>) -> Option<Response<BoxBody<Bytes, Infallible>>> {
+    let many = |name| req.headers().get_all(name).iter().nth(1).is_some();
+    if many(hyper::header::HOST) {
+        return Some(plain(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: more than one Host header\n".into(),
+        ));
+    }
+    if many(hyper::header::ORIGIN) {
+        return Some(plain(
+            StatusCode::FORBIDDEN,
+            "Forbidden: more than one Origin header\n".into(),
+        ));
+    }
+    None
+}
+
 /// The token file this process created: its path and the identity
 /// (device, inode) of the file it made there, so that only that file is
 /// ever removed. The file is held open, so its inode number cannot be
@@ -498,6 +519,14 @@ pub async fn serve_http(
                             hyper::header::HeaderValue::from_static("Bearer"),
                         );
                         return Ok::<_, Infallible>(resp);
+                    }
+                    // The SDK judges the first `Host` and the first
+                    // `Origin` only, so a second one naming another place
+                    // would ride along on a request it serves: refused
+                    // here, `Host` as HTTP/1.1 says (400), `Origin` as
+                    // the SDK refuses one it does not allow (403).
+                    if let Some(resp) = repeated_host_or_origin(&req) {
+                        return Ok(resp);
                     }
                     // The SDK reads an id that is not text as no id (and
                     // opens a session for it), so the count below would
