@@ -1747,8 +1747,8 @@ sg_status sg_sandbox_glob(const struct sg_sandbox *sandbox,
 // by name); `walk_entries`: the walk stopped at its 200,000 entries, and
 // what lies past them was not searched; `path_length`: a directory whose
 // path is 4,096 bytes or longer was not entered. `unreadable` (absent
-// when none) counts the subdirectories the walk could not list and
-// passed over.
+// when none) counts the subdirectories the walk could not list and the
+// entries whose names are not UTF-8, and passed over.
 //
 // # Return value
 //
@@ -1862,8 +1862,8 @@ sg_status sg_sandbox_grep_with(const struct sg_sandbox *sandbox,
 // than `max_read_bytes` was passed over without being searched;
 // `"path_length"` when a directory whose path is 4,096 bytes or longer
 // was not entered; null when whole), and `unreadable` (how many files
-// grep could not open or read to the end, and subdirectories it could
-// not list; absent when none) and `binary` (how many files grep passed
+// grep could not open or read to the end, subdirectories it could not
+// list and entries whose names are not UTF-8; absent when none) and `binary` (how many files grep passed
 // over unsearched as binary, a NUL in their first 8 KiB; absent when
 // none).
 //

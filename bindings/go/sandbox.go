@@ -510,9 +510,9 @@ func (s *Sandbox) Glob(pattern, path string) ([]string, error) {
 // max_read_bytes without searching it, "path_length" when a directory
 // whose path is 4,096 bytes or longer was not entered, "" when the answer
 // is whole.
-// Unreadable counts the subdirectories the walk could not list (and, for
-// grep, the files it could not open or read to the end), and so passed
-// over. Binary counts the files grep passed over unsearched as binary (a
+// Unreadable counts the subdirectories the walk could not list and the
+// entries whose names are not UTF-8 (and, for grep, the files it could
+// not open or read to the end), and so passed over. Binary counts the files grep passed over unsearched as binary (a
 // NUL in their first 8 KiB); always 0 for glob.
 type Cut struct {
 	Truncated  bool   `json:"truncated"`

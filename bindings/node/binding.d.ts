@@ -535,8 +535,8 @@ export interface GlobFound {
    */
   limit?: string
   /**
-   * How many subdirectories the walk could not list, and so passed
-   * over (0 when none).
+   * How many subdirectories the walk could not list, and entries whose
+   * names are not UTF-8, and so passed over (0 when none).
    */
   unreadable: number
 }
@@ -573,8 +573,9 @@ export interface GrepFound {
    */
   limit?: string
   /**
-   * How many files grep could not open or read to the end, and
-   * subdirectories it could not list, and so passed over (0 when none).
+   * How many files grep could not open or read to the end,
+   * subdirectories it could not list, and entries whose names are not
+   * UTF-8, and so passed over (0 when none).
    */
   unreadable: number
   /**

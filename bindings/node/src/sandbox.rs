@@ -229,8 +229,8 @@ pub struct GlobFound {
     /// stopped at its 200,000 entries) or `path_length` (a directory whose
     /// path is 4,096 bytes or longer was not entered); absent when whole.
     pub limit: Option<String>,
-    /// How many subdirectories the walk could not list, and so passed
-    /// over (0 when none).
+    /// How many subdirectories the walk could not list, and entries whose
+    /// names are not UTF-8, and so passed over (0 when none).
     pub unreadable: u32,
 }
 
@@ -254,8 +254,9 @@ pub struct GrepFound {
     /// was not entered);
     /// absent when whole.
     pub limit: Option<String>,
-    /// How many files grep could not open or read to the end, and
-    /// subdirectories it could not list, and so passed over (0 when none).
+    /// How many files grep could not open or read to the end,
+    /// subdirectories it could not list, and entries whose names are not
+    /// UTF-8, and so passed over (0 when none).
     pub unreadable: u32,
     /// How many files grep passed over unsearched as binary (a NUL in
     /// their first 8 KiB; 0 when none).

@@ -2733,8 +2733,8 @@ fn mcp6_grep_marks_a_cut_line_and_counts_unreadable_files() {
     assert_eq!(lines[1], "g/long.txt:2:needle short");
     assert_eq!(
         lines[2],
-        "[1 file(s) or directories could not be opened, read to the end or listed, and were \
-         not searched whole]"
+        "[1 file(s) or directories could not be opened, read to the end or listed, or had \
+         names that are not UTF-8, and were not searched whole]"
     );
 }
 
@@ -2804,7 +2804,8 @@ fn search_files_passes_over_an_unlistable_directory_and_says_so() {
         lines,
         [
             "g2/b.txt",
-            "[1 directories could not be listed, and were not searched]"
+            "[1 directories could not be listed, or had names that are not UTF-8, and were not \
+             searched]"
         ],
         "{text}"
     );

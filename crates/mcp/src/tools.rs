@@ -1138,7 +1138,8 @@ pub(crate) fn search_files(s: &Shared, a: SearchFiles) -> Answer {
     if all.unreadable > 0 {
         let _ = write!(
             out,
-            "\n[{} directories could not be listed, and were not searched]",
+            "\n[{} directories could not be listed, or had names that are not UTF-8, and \
+             were not searched]",
             all.unreadable
         );
     }
@@ -1332,8 +1333,8 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
     };
     let unreadable = (found.unreadable > 0).then(|| {
         format!(
-            "[{} file(s) or directories could not be opened, read to the end or listed, and were \
-             not searched whole]",
+            "[{} file(s) or directories could not be opened, read to the end or listed, or had \
+             names that are not UTF-8, and were not searched whole]",
             found.unreadable
         )
     });

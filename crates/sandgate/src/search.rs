@@ -107,9 +107,10 @@ pub struct Found<T> {
     /// which cap stopped it.
     pub cut: Option<Cut>,
     /// How many files the search listed but could not open or read to
-    /// their end (a read error part way keeps the matches before it), and
-    /// subdirectories it could not list, and so passed over (glob counts
-    /// only those subdirectories).
+    /// their end (a read error part way keeps the matches before it),
+    /// subdirectories it could not list, and entries whose names are not
+    /// UTF-8 (no answer could name them), and so passed over (glob counts
+    /// only those subdirectories and names).
     pub unreadable: usize,
     /// How many files grep passed over unsearched as binary (a NUL in
     /// their first 8 KiB): a match in one of them is not answered. Always
@@ -379,7 +380,8 @@ fn ignores_above(root: &Root, base: &RelPath) -> Arc<IgnoreChain> {
 /// A subdirectory that cannot be listed (its permissions refuse the
 /// process, an I/O error) is passed over and counted in `unlistable` when
 /// that is given (grep, which says how many it passed over); without it,
-/// or for `base` itself, it is the walk's error.
+/// or for `base` itself, it is the walk's error. An entry whose name is
+/// not UTF-8 is passed over and counted there too.
 fn walk(
     root: &Root,
     base: &RelPath,
@@ -414,11 +416,20 @@ fn walk(
         };
         // A name that is not UTF-8 is passed over: no agent-facing name can
         // reach it, and its lossy spelling could name another entry, which
-        // the walk would then open or enter in its place.
-        let mut names: Vec<(String, FileKind)> = entries
-            .into_iter()
-            .filter_map(|e| Some((e.name().to_str()?.to_owned(), e.kind())))
-            .collect();
+        // the walk would then open or enter in its place. It is counted
+        // with the unlistable, so that an answer without it says that
+        // something was not searched.
+        let mut names: Vec<(String, FileKind)> = Vec::with_capacity(entries.len());
+        for e in entries {
+            match e.name().to_str() {
+                Some(name) => names.push((name.to_owned(), e.kind())),
+                None => {
+                    if let Some(n) = &mut unlistable {
+                        **n += 1;
+                    }
+                }
+            }
+        }
         names.sort();
         // This directory's own ignore files, read only where the listing
         // shows one.

@@ -1967,7 +1967,9 @@ fn replacing_a_file_never_removes_a_protected_entry_at_its_temporary_name() {
 /// its stray bytes escaped (`\xff`), a spelling the name parser refuses, so
 /// acting on what was shown can never reach another file; glob and grep
 /// (which could not be asked about it either) pass it over instead of
-/// reaching the file whose name its lossy spelling is.
+/// reaching the file whose name its lossy spelling is, and count it as
+/// unreadable, so that their answer says something was not searched
+/// (before, grep answered as if the tree held nothing more).
 #[test]
 fn a_name_that_is_not_utf8_is_never_shown_as_another_file() {
     use std::os::unix::ffi::OsStrExt;
@@ -1996,6 +1998,24 @@ fn a_name_that_is_not_utf8_is_never_shown_as_another_file() {
             .map(|m| (m.path.as_str(), m.text.as_str()))
             .collect();
         assert_eq!(hits, [("a\u{FFFD}.txt", "REAL needle")], "{resolver:?}");
+        assert_eq!(
+            sb.glob_found("*.txt", None).unwrap().unreadable,
+            1,
+            "{resolver:?}"
+        );
+        let found = sb.grep_found("needle", None, &Default::default()).unwrap();
+        assert_eq!(found.unreadable, 1, "{resolver:?}");
+        // A directory so named is passed over whole, counted once.
+        fs::create_dir(fx.p("ws").join(std::ffi::OsStr::from_bytes(b"d\xfe"))).unwrap();
+        fs::write(
+            fx.p("ws")
+                .join(std::ffi::OsStr::from_bytes(b"d\xfe"))
+                .join("inner.txt"),
+            "HIDDEN needle\n",
+        )
+        .unwrap();
+        let found = sb.grep_found("needle", None, &Default::default()).unwrap();
+        assert_eq!(found.unreadable, 2, "{resolver:?}");
     }
 }
 

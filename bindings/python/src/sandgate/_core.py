@@ -423,8 +423,9 @@ class Found(list):
     ``"path_length"`` (a directory whose path is 4,096 bytes or longer was
     not entered);
     ``None`` when whole. ``unreadable`` counts the subdirectories the walk
-    could not list (and, for grep, the files it could not open or read to
-    the end), and so passed over; 0 when none. ``binary`` counts the files
+    could not list and the entries whose names are not UTF-8 (and, for
+    grep, the files it could not open or read to the end), and so passed
+    over; 0 when none. ``binary`` counts the files
     grep passed over unsearched as binary (a NUL in their first 8 KiB); 0
     when none, and always for glob."""
 
