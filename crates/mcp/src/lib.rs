@@ -963,10 +963,20 @@ impl Server {
 /// when cancelled.
 pub const INLINE_READ: u64 = 16 * 1024 * 1024;
 
-/// The local path of a `file://` URI (percent-decoded), if it is one.
+/// The local path of a `file://` URI (percent-decoded), if it is one. The
+/// scheme and the host `localhost` are matched in any letter case, as
+/// URIs allow; a `%` not followed by two hex digits makes it none (a root
+/// the client meant is then dropped, which only narrows).
 fn file_uri_path(uri: &str) -> Option<String> {
-    let rest = uri.strip_prefix("file://")?;
-    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+    let scheme = uri.get(..7)?;
+    if !scheme.eq_ignore_ascii_case("file://") {
+        return None;
+    }
+    let rest = &uri[7..];
+    let rest = match rest.get(..9) {
+        Some(host) if host.eq_ignore_ascii_case("localhost") => &rest[9..],
+        _ => rest,
+    };
     if !rest.starts_with('/') {
         return None;
     }
@@ -974,9 +984,10 @@ fn file_uri_path(uri: &str) -> Option<String> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
+        if bytes[i] == b'%' {
+            let digit = |b: Option<&u8>| (*b? as char).to_digit(16);
+            let (hi, lo) = (digit(bytes.get(i + 1))?, digit(bytes.get(i + 2))?);
+            out.push((hi * 16 + lo) as u8);
             i += 3;
         } else {
             out.push(bytes[i]);
@@ -1285,6 +1296,27 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn file_uris_are_read_as_uris_are_written() {
+        use super::file_uri_path as p;
+        assert_eq!(p("file:///srv/app").as_deref(), Some("/srv/app"));
+        // Scheme and host in any letter case (before, these were dropped).
+        assert_eq!(p("FILE:///srv/app").as_deref(), Some("/srv/app"));
+        assert_eq!(p("File://LocalHost/srv/a%20b").as_deref(), Some("/srv/a b"));
+        assert_eq!(p("file://localhost/srv").as_deref(), Some("/srv"));
+        // Strict escapes: a sign is no hex digit, a cut escape is none.
+        assert_eq!(p("file:///a%+1"), None);
+        assert_eq!(p("file:///a%4"), None);
+        assert_eq!(p("file:///a%"), None);
+        assert_eq!(p("file:///a%2F%2e%2E").as_deref(), Some("/a/.."));
+        // Another host, a relative path, another scheme, not UTF-8.
+        assert_eq!(p("file://example.com/srv"), None);
+        assert_eq!(p("file:srv"), None);
+        assert_eq!(p("https:///srv"), None);
+        assert_eq!(p("file:///a%FF"), None);
+        assert_eq!(p("file:/"), None);
+    }
+
     use super::*;
     use sandgate::Resolver;
     use std::os::unix::fs::symlink;
