@@ -427,3 +427,97 @@ fn walk19_a_middle_component_swapped_with_links_out_for_every_op() {
     );
     assert_eq!(listing(&out), before, "the outside directory changed");
 }
+
+/// procfs beneath a root (here the host's `/`): its ordinary links (`self`,
+/// `thread-self`, `mounts`) are followed and its magic links (`fd/N` of a
+/// pipe, a file, a directory; `cwd`, `root`, `exe`, `ns/*`) never are,
+/// alike through both resolvers, for every operation that resolves.
+#[test]
+fn walk19_procfs_links_beneath_a_root_answer_alike() {
+    if !openat2_supported() || !std::path::Path::new("/proc/self/fd").exists() {
+        eprintln!("needs openat2 and procfs");
+        return;
+    }
+    let kernel = Root::open_with_resolver("/", Resolver::Openat2).unwrap();
+    let walk = Root::open_with_resolver("/", Resolver::Walk).unwrap();
+    let (rd, _wr) = rustix::pipe::pipe().unwrap();
+    let dir = fs::File::open("/").unwrap();
+    use std::os::fd::AsRawFd;
+    let mut paths: Vec<String> = [
+        "proc/self",
+        "proc/self/",
+        "proc/self/comm",
+        "proc/self/status",
+        "proc/thread-self/comm",
+        "proc/mounts",
+        "proc/self/cwd",
+        "proc/self/cwd/",
+        "proc/self/root",
+        "proc/self/root/etc",
+        "proc/self/exe",
+        "proc/self/ns/net",
+        "proc/self/ns/",
+        "proc/self/fd",
+        "proc/self/fd/",
+        "proc/self/../self/comm",
+        "proc/self/fd/../comm",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for fd in [rd.as_raw_fd(), dir.as_raw_fd()] {
+        paths.push(format!("proc/self/fd/{fd}"));
+        paths.push(format!("proc/self/fd/{fd}/"));
+        paths.push(format!("proc/self/fd/{fd}/etc"));
+    }
+    let ops = ["stat", "lstat", "read_dir", "open_dir", "resolve_path"];
+    let mut mismatches = Vec::new();
+    let mut escapes = 0;
+    for p in &paths {
+        for op in ops {
+            if op == "read_dir" && p.trim_end_matches('/').ends_with("/fd") {
+                // Lists the descriptors the resolution itself holds.
+                continue;
+            }
+            let want = run(&kernel, op, p);
+            let got = run(&walk, op, p);
+            if matches!(want, Answer::Err(sandgate_rootfs::ErrorKind::Escape, _)) {
+                escapes += 1;
+            }
+            if op == "stat" {
+                // The `Openat2` resolver asks the walk what an ELOOP was:
+                // hold the walk to the bare kernel call as well.
+                use rustix::fs::{Mode, OFlags, ResolveFlags};
+                let bare = rustix::fs::openat2(
+                    &dir,
+                    p.as_str(),
+                    OFlags::PATH | OFlags::CLOEXEC,
+                    Mode::empty(),
+                    ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+                );
+                let ok = match (&bare, &got) {
+                    (Ok(_), Answer::Ok(_)) => true,
+                    (Err(rustix::io::Errno::LOOP), Answer::Err(k, _)) => {
+                        *k == sandgate_rootfs::ErrorKind::Escape
+                    }
+                    (Err(e), Answer::Err(_, n)) => Some(e.raw_os_error()) == *n,
+                    _ => false,
+                };
+                if !ok {
+                    mismatches.push(format!("stat({p:?}): bare openat2 {bare:?}, walk {got:?}"));
+                }
+            }
+            // Answers that name an inode of the procfs of this very thread
+            // are equal: both calls are made from it.
+            if want != got {
+                mismatches.push(format!("{op}({p:?}): openat2 {want:?}, walk {got:?}"));
+            }
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "the walk answers otherwise than openat2:\n{}",
+        mismatches.join("\n")
+    );
+    assert!(escapes > 10, "only {escapes} magic links refused");
+}
