@@ -168,7 +168,8 @@ impl<'a> Walker<'a> {
     }
 
     /// Queues the components of `bytes` so that the first is resolved next.
-    /// A trailing slash becomes a final `.`, which demands a directory.
+    /// A trailing slash becomes an empty component after the last name,
+    /// which makes that name a directory to open.
     fn push_components(&mut self, buf: u32, bytes: &[u8]) {
         let at = self.pending.len();
         let mut start = 0usize;
@@ -191,9 +192,9 @@ impl<'a> Walker<'a> {
         // The stack pops from the end: put the first component there.
         self.pending[at..].reverse();
         if bytes.last() == Some(&b'/') {
-            // "x/" resolves like "x/.": x must be a directory (a symlink x is
-            // followed). The empty component stands for "." and goes below the
-            // new ones, so it is resolved after them.
+            // "x/": x must be a directory (a symlink x is followed), but
+            // unlike "x/." it is not searched. The empty component marks
+            // that and goes below the new ones, so it is resolved after them.
             self.pending.insert(
                 at,
                 Comp {
@@ -213,6 +214,12 @@ impl<'a> Walker<'a> {
                 continue;
             }
             if name == b".." {
+                // The kernel looks `..` up in the current directory like any
+                // name, which takes permission to search it: "d/.." fails
+                // where "d" may not be searched, even though the walk never
+                // opens `..`. Looking "." up there asks the same of it.
+                rfs::statat(self.cur(), c".", rfs::AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(|e| error::from_errno(self.path, e))?;
                 if !self.leave()? {
                     return Err(error::escape(
                         self.path,
@@ -227,11 +234,26 @@ impl<'a> Walker<'a> {
                         return Ok(done);
                     }
                 }
-                _ => self.step_dir(c)?,
+                // The last name, a directory (asked for, or by a trailing
+                // slash): opened from its parent with the final flags, as
+                // the kernel does. Entering it and opening "." there would
+                // take permission to search it, which neither "d" nor "d/"
+                // needs.
+                Final::Dir(flags) | Final::Open { flags, .. } if self.only_slashes_left() => {
+                    if let Some(fd) = self.open_dir(c, flags)? {
+                        return Ok(Resolved { fd, stat: None });
+                    }
+                }
+                _ => {
+                    if let Some(fd) = self.open_dir(c, DIR_STEP)? {
+                        self.enter(c, fd);
+                    }
+                }
             }
         }
-        // Every component consumed and the last one was a directory step (or
-        // "." / ".."): the answer is the current directory.
+        // Every component consumed and the last one was "." or ".." (or there
+        // was none): the answer is the current directory, which the kernel
+        // too would have had to search for that "." or "..".
         let flags = match fin {
             Final::Dir(flags) => flags | OFlags::DIRECTORY,
             Final::Open { flags, .. } => flags,
@@ -241,18 +263,23 @@ impl<'a> Walker<'a> {
         Ok(Resolved { fd, stat: None })
     }
 
-    /// Enters the directory named by `c`, following it if it is a symlink.
-    fn step_dir(&mut self, c: Comp) -> Result<()> {
+    /// Nothing but the marks of a trailing slash is left to resolve.
+    fn only_slashes_left(&self) -> bool {
+        self.pending.iter().all(|p| p.start == p.end)
+    }
+
+    /// Opens the directory named by `c` with `flags` (`O_DIRECTORY`,
+    /// `O_NOFOLLOW` added); `None` when it is a symlink, whose target is
+    /// then queued.
+    fn open_dir(&mut self, c: Comp, flags: OFlags) -> Result<Option<OwnedFd>> {
+        let flags = flags | DIR_STEP.difference(OFlags::PATH);
         for _ in 0..SWAP_RETRIES {
-            match rfs::openat(self.cur(), self.bytes(c), DIR_STEP, Mode::empty()) {
-                Ok(fd) => {
-                    self.enter(c, fd);
-                    return Ok(());
-                }
+            match rfs::openat(self.cur(), self.bytes(c), flags, Mode::empty()) {
+                Ok(fd) => return Ok(Some(fd)),
                 // A symlink opened O_NOFOLLOW|O_DIRECTORY answers ENOTDIR, as
                 // does a regular file: readlinkat tells them apart.
                 Err(Errno::NOTDIR) => match self.read_link_at(c) {
-                    Ok(target) => return self.splice(target),
+                    Ok(target) => return self.splice(target).map(|()| None),
                     // Not a link: a file, or swapped for a directory since
                     // the open by a concurrent rename; look once more.
                     Err(Errno::INVAL) => {
