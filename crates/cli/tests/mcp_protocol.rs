@@ -278,6 +278,28 @@ fn malformed_input_is_answered_and_never_ends_the_server() {
     // An unknown method.
     s.send_json(json!({"jsonrpc": "2.0", "id": 4, "method": "no/such"}));
     assert_eq!(s.answer(4)["error"]["code"], json!(-32601));
+    // A known method whose params do not fit it is invalid params, saying
+    // why (before, -32601 "tools/call", as if the method were unknown).
+    for (id, line) in [
+        (40, br#"{"jsonrpc":"2.0","id":40,"method":"tools/call"}"#.to_vec()),
+        (41, br#"{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":5}}"#.to_vec()),
+        (
+            42,
+            br#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"list_allowed_directories","name":"x","arguments":{}}}"#
+                .to_vec(),
+        ),
+    ] {
+        s.send(&line);
+        let e = s.answer(id);
+        assert_eq!(e["error"]["code"], json!(-32602), "{e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("invalid params for tools/call: "),
+            "{e}"
+        );
+    }
     // A line over the size limit is answered with a parse error naming the
     // limit, and dropped whole: its request is never run.
     let mut huge = br#"{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":""#.to_vec();

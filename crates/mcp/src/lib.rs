@@ -43,6 +43,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 use sandgate::policy::Policy;
 use sandgate::rootfs::{ErrorKind, Root};
@@ -997,6 +998,58 @@ fn file_uri_path(uri: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// The methods a client may call whose params the SDK parses: a request
+/// naming one reaches [`Server::on_custom_request`] only when its params
+/// do not fit.
+const CLIENT_METHODS: &[&str] = &[
+    "ping",
+    "initialize",
+    "server/discover",
+    "completion/complete",
+    "logging/setLevel",
+    "prompts/get",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/directory/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "subscriptions/listen",
+    "tools/call",
+    "tools/list",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "skills/list",
+    "skills/get",
+];
+
+/// The error for a request the SDK parsed as none of the protocol's: the
+/// params of a known method that do not fit it are invalid params, saying
+/// why where it can (a `tools/call` without `name`, or with a `name` that
+/// is not text); any other method is not found.
+fn unparsed_request(method: &str, params: Option<&serde_json::Value>) -> ErrorData {
+    if !CLIENT_METHODS.contains(&method) {
+        return ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: {method}"),
+            None,
+        );
+    }
+    let why = match (method, params) {
+        ("tools/call", None) => "params are missing".to_owned(),
+        ("tools/call", Some(p)) => match CallToolRequestParams::deserialize(p) {
+            Err(e) => e.to_string(),
+            // What the SDK refused parses once the line is a value: a key
+            // given twice (the value keeps the last).
+            Ok(_) => "a key is given twice".to_owned(),
+        },
+        _ => "they do not have the shape the method takes".to_owned(),
+    };
+    ErrorData::invalid_params(format!("invalid params for {method}: {why}"), None)
+}
+
 /// Whether `read_text_file` arguments ask for a head or a tail read by
 /// line range ([`tools::ReadTextFile::counts_lines`]); arguments that do
 /// not parse are answered at once, and say no.
@@ -1067,6 +1120,18 @@ impl ServerHandler for Server {
             page.next_cursor = Some(end.to_string());
         }
         Ok(page)
+    }
+
+    /// A request the SDK could not parse as one of the protocol's: an
+    /// unknown method (-32601, named), or a known one whose params do not
+    /// fit it (-32602, saying why), where the SDK's default answered
+    /// "method not found" for both.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        Err(unparsed_request(&request.method, request.params.as_ref()))
     }
 
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
@@ -1296,6 +1361,32 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
 
 #[cfg(test)]
 mod tests {
+    /// A known method whose params do not fit is invalid params, not an
+    /// unknown method (before, both were -32601 with the bare method name).
+    #[test]
+    fn a_request_the_sdk_could_not_parse_is_answered_by_what_is_wrong() {
+        use serde_json::json;
+        let e = super::unparsed_request("no/such", None);
+        assert_eq!(e.code.0, -32601);
+        assert_eq!(e.message, "method not found: no/such");
+        for (params, why) in [
+            (None, "params are missing"),
+            (Some(json!({"arguments": {}})), "missing field `name`"),
+            (Some(json!({"name": 5})), "invalid type"),
+            (
+                Some(json!({"name": "read_text_file"})),
+                "a key is given twice",
+            ),
+        ] {
+            let e = super::unparsed_request("tools/call", params.as_ref());
+            assert_eq!(e.code.0, -32602, "{params:?}");
+            assert!(e.message.contains(why), "{params:?}: {}", e.message);
+            assert!(e.message.starts_with("invalid params for tools/call: "));
+        }
+        let e = super::unparsed_request("resources/read", Some(&json!({})));
+        assert_eq!(e.code.0, -32602);
+    }
+
     #[test]
     fn file_uris_are_read_as_uris_are_written() {
         use super::file_uri_path as p;
