@@ -875,7 +875,7 @@ impl Sandbox {
             true => Err(Error::request("old text must not be empty")),
             false => Ok(()),
         };
-        self.edit_file(path, false, request_ok, |_, _, text, resolved| {
+        self.edit_file(path, false, request_ok, |inner, _, text, resolved| {
             count = match all {
                 true => count_occurrences(text, old.as_bytes()),
                 // One place to replace: overlapping places count as two.
@@ -894,6 +894,17 @@ impl Sandbox {
                     format!(
                         "the old text occurs {count} times; pass all=true or give more context"
                     ),
+                )
+                .with_path(resolved));
+            }
+            // Measured before it is built: `all` with a short `old` and a
+            // long `new` would otherwise build a result of terabytes (a
+            // 10 MiB file of `a`, each made 1 MiB) only to refuse it after.
+            let size = (text.len() - count * old.len()) as u128 + count as u128 * new.len() as u128;
+            if size > u128::from(inner.max_write_bytes) {
+                return Err(Error::new(
+                    ErrorCode::TooLarge,
+                    format!("the edited file would be {size} bytes, over max_write_bytes"),
                 )
                 .with_path(resolved));
             }
