@@ -971,3 +971,41 @@ fn endpoint19_an_edit_whose_result_is_over_the_write_cap_is_refused_before_it_is
         vec![b'a'; 1 << 20]
     );
 }
+
+/// An edit's search for `old` takes time linear in the file and `old`:
+/// a 4 MiB file of `a` and an `old` of 2 MiB of `a` and one `b` is
+/// answered `E_EDIT_NO_MATCH` at once. Before, each of the file's 2 million
+/// places was compared with the whole of `old` (4 * 10^12 byte
+/// comparisons), and the session, and a signal, waited for minutes (hours
+/// at the default caps).
+#[test]
+fn endpoint19_an_edit_search_is_linear_in_the_file_and_the_old_text() {
+    let fx = Fx::new(RW);
+    fs::write(fx.path("ws/big.txt"), vec![b'a'; 4 << 20]).unwrap();
+    let old = format!("{}b", "a".repeat(2 << 20));
+    let edit = line(json!({"op":"edit","path":"big.txt","old":old,"new":"x"}));
+    let mut child = Command::new(SANDGATE)
+        .args(["tool", "--policy"])
+        .arg(fx.policy())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(format!("{edit}\n").as_bytes()).unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut first);
+        let _ = tx.send(first);
+    });
+    let answer = rx.recv_timeout(Duration::from_secs(20));
+    let _ = child.kill();
+    let _ = child.wait();
+    let answer = answer.expect("the edit was not answered within 20 s");
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(code(&answer), "E_EDIT_NO_MATCH", "{answer}");
+    drop(stdin);
+}
