@@ -928,3 +928,84 @@ fn grep_context_is_capped_at_100_lines() {
     }
     assert_eq!(answers[3]["content"], "hello\n");
 }
+
+/// An edit with `all: true` whose result would be over
+/// `fs.max_write_bytes` is refused (`E_TOO_LARGE`) before the result is
+/// built: a 1 MiB file of `a` with each `a` replaced by 64 KiB would be
+/// 64 GiB. Before, the whole result was built in memory and only then
+/// measured against the cap, so one request made the endpoint allocate
+/// until it was killed. Run under a 1 GiB address-space limit so that the
+/// old behaviour ends in an allocation failure, not in the host's OOM
+/// killer.
+#[test]
+fn endpoint19_an_edit_whose_result_is_over_the_write_cap_is_refused_before_it_is_built() {
+    let fx = Fx::new(RW);
+    fs::write(fx.path("ws/big.txt"), vec![b'a'; 1 << 20]).unwrap();
+    let edit =
+        line(json!({"op":"edit","path":"big.txt","old":"a","new":"x".repeat(64 << 10),"all":true}));
+    let input = format!("{edit}\n{}\n", line(json!({"op":"stat","path":"big.txt"})));
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 1048576 && exec \"$0\" tool --policy \"$1\"")
+        .arg(SANDGATE)
+        .arg(fx.policy())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 2, "exit {}: {}", out.status, stderr(&out));
+    assert_eq!(code(&answers[0]), "E_TOO_LARGE", "{}", answers[0]);
+    assert_eq!(answers[0]["error"]["path"], "big.txt");
+    assert_eq!(answers[1]["size"], 1 << 20, "the file is as it was");
+    assert_eq!(
+        fs::read(fx.path("ws/big.txt")).unwrap(),
+        vec![b'a'; 1 << 20]
+    );
+}
+
+/// An edit's search for `old` takes time linear in the file and `old`:
+/// a 4 MiB file of `a` and an `old` of 2 MiB of `a` and one `b` is
+/// answered `E_EDIT_NO_MATCH` at once. Before, each of the file's 2 million
+/// places was compared with the whole of `old` (4 * 10^12 byte
+/// comparisons), and the session, and a signal, waited for minutes (hours
+/// at the default caps).
+#[test]
+fn endpoint19_an_edit_search_is_linear_in_the_file_and_the_old_text() {
+    let fx = Fx::new(RW);
+    fs::write(fx.path("ws/big.txt"), vec![b'a'; 4 << 20]).unwrap();
+    let old = format!("{}b", "a".repeat(2 << 20));
+    let edit = line(json!({"op":"edit","path":"big.txt","old":old,"new":"x"}));
+    let mut child = Command::new(SANDGATE)
+        .args(["tool", "--policy"])
+        .arg(fx.policy())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(format!("{edit}\n").as_bytes()).unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut first);
+        let _ = tx.send(first);
+    });
+    let answer = rx.recv_timeout(Duration::from_secs(20));
+    let _ = child.kill();
+    let _ = child.wait();
+    let answer = answer.expect("the edit was not answered within 20 s");
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(code(&answer), "E_EDIT_NO_MATCH", "{answer}");
+    drop(stdin);
+}

@@ -311,3 +311,48 @@ fn endpoint8_a_cancelled_session_aborts_long_ops_and_still_writes() {
     assert_eq!(a["ok"], true, "{a}");
     assert_eq!(fs::read(dir.path().join("ws/new.txt")).unwrap(), b"whole");
 }
+
+/// A request line of many distinct keys (here 300,000, under 4 MiB; a
+/// 16 MiB line holds four times as many) is refused (`E_REQUEST`, an
+/// unknown key) in time linear in its length, so SIGTERM sent while it is
+/// handled ends the session promptly. Before, each key was compared with
+/// every key before it to find a duplicate: the endpoint spent minutes
+/// (hours for a full line) on one line while holding off the signal,
+/// since a request in flight other than a read, grep, glob, fetch or exec
+/// finishes first.
+#[test]
+fn endpoint19_a_line_of_many_keys_neither_stalls_the_session_nor_a_signal() {
+    let dir = case("");
+    let mut line = String::from("{\"op\":\"summary\"");
+    for i in 0..300_000 {
+        line.push_str(&format!(",\"k{i}\":0"));
+    }
+    line.push_str("}\n");
+    let mut child = spawn(dir.path());
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let len = line.len() as u64;
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(line.as_bytes());
+        // Kept open: the session must end by the signal, not by EOF.
+        std::thread::sleep(Duration::from_secs(600));
+        drop(stdin);
+    });
+    let t0 = Instant::now();
+    while bytes_read(pid) < len {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the line was never read"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    signal(pid, "TERM");
+    let code = ended_within(
+        &mut child,
+        Duration::from_secs(10),
+        "handling one line of 300,000 distinct keys",
+    );
+    assert_eq!(code, 128 + 15);
+    drop(writer);
+}

@@ -875,7 +875,7 @@ impl Sandbox {
             true => Err(Error::request("old text must not be empty")),
             false => Ok(()),
         };
-        self.edit_file(path, false, request_ok, |_, _, text, resolved| {
+        self.edit_file(path, false, request_ok, |inner, _, text, resolved| {
             count = match all {
                 true => count_occurrences(text, old.as_bytes()),
                 // One place to replace: overlapping places count as two.
@@ -894,6 +894,17 @@ impl Sandbox {
                     format!(
                         "the old text occurs {count} times; pass all=true or give more context"
                     ),
+                )
+                .with_path(resolved));
+            }
+            // Measured before it is built: `all` with a short `old` and a
+            // long `new` would otherwise build a result of terabytes (a
+            // 10 MiB file of `a`, each made 1 MiB) only to refuse it after.
+            let size = (text.len() - count * old.len()) as u128 + count as u128 * new.len() as u128;
+            if size > u128::from(inner.max_write_bytes) {
+                return Err(Error::new(
+                    ErrorCode::TooLarge,
+                    format!("the edited file would be {size} bytes, over max_write_bytes"),
                 )
                 .with_path(resolved));
             }
@@ -2223,19 +2234,46 @@ fn pass_hole(fd: BorrowedFd<'_>) -> std::io::Result<usize> {
     Ok(usize::try_from(to - pos).unwrap_or(usize::MAX))
 }
 
-fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
-    hay.get(from..)?
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .map(|i| i + from)
+/// Calls `found` with where `needle` starts in `hay`, left to right: every
+/// place (`overlapping`), or the places that do not overlap, each taken
+/// after the one before it ends. Knuth-Morris-Pratt: time linear in both,
+/// whatever they hold. (Comparing `needle` at each place was quadratic: a
+/// 4 MiB file of `a` and 2 MiB of `a` then `b` took minutes.)
+fn each_place(hay: &[u8], needle: &[u8], overlapping: bool, mut found: impl FnMut(usize)) {
+    let m = needle.len();
+    if m == 0 || m > hay.len() {
+        return;
+    }
+    // border[i]: the length of the longest proper border of needle[..=i].
+    let mut border = vec![0usize; m];
+    let mut k = 0;
+    for i in 1..m {
+        while k > 0 && needle[i] != needle[k] {
+            k = border[k - 1];
+        }
+        if needle[i] == needle[k] {
+            k += 1;
+        }
+        border[i] = k;
+    }
+    k = 0;
+    for (i, &b) in hay.iter().enumerate() {
+        while k > 0 && b != needle[k] {
+            k = border[k - 1];
+        }
+        if b == needle[k] {
+            k += 1;
+        }
+        if k == m {
+            found(i + 1 - m);
+            k = if overlapping { border[m - 1] } else { 0 };
+        }
+    }
 }
 
 fn count_occurrences(hay: &[u8], needle: &[u8]) -> usize {
-    let (mut n, mut at) = (0, 0);
-    while let Some(i) = find(hay, needle, at) {
-        n += 1;
-        at = i + needle.len();
-    }
+    let mut n = 0;
+    each_place(hay, needle, false, |_| n += 1);
     n
 }
 
@@ -2243,22 +2281,19 @@ fn count_occurrences(hay: &[u8], needle: &[u8]) -> usize {
 /// exactly one occurrence needs exactly one place (`aa` in `aaa` is at
 /// two, though only one of them can be replaced).
 fn count_places(hay: &[u8], needle: &[u8]) -> usize {
-    let (mut n, mut at) = (0, 0);
-    while let Some(i) = find(hay, needle, at) {
-        n += 1;
-        at = i + 1;
-    }
+    let mut n = 0;
+    each_place(hay, needle, true, |_| n += 1);
     n
 }
 
 fn replace_all(hay: &[u8], old: &[u8], new: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(hay.len());
     let mut at = 0;
-    while let Some(i) = find(hay, old, at) {
+    each_place(hay, old, false, |i| {
         out.extend_from_slice(&hay[at..i]);
         out.extend_from_slice(new);
         at = i + old.len();
-    }
+    });
     out.extend_from_slice(&hay[at..]);
     out
 }
@@ -2369,6 +2404,13 @@ mod tests {
         assert_eq!(count_places(b"aaaa", b"aa"), 3);
         assert_eq!(count_places(b"a-a", b"a"), 2);
         assert_eq!(count_places(b"abc", b"x"), 0);
+        // Needles with borders, where a search must fall back within them.
+        assert_eq!(count_places(b"abababa", b"aba"), 3);
+        assert_eq!(count_occurrences(b"abababa", b"aba"), 2);
+        assert_eq!(replace_all(b"abababa", b"aba", b"X"), b"XbX");
+        assert_eq!(count_places(b"aabaabaaab", b"aabaaab"), 1);
+        assert_eq!(count_places(b"ab", b"abc"), 0);
+        assert_eq!(replace_all(b"xaay", b"aa", b""), b"xy");
         assert_eq!(replace_all(b"x-y-x", b"x", b"zz"), b"zz-y-zz");
     }
 

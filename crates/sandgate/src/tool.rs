@@ -53,10 +53,15 @@ impl<'de> Deserialize<'de> for StrictObject {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StrictObject, A::Error> {
                 let mut fields: Vec<(String, Value)> = Vec::new();
+                // Looked up by hash, not by comparing each key with every
+                // earlier one: a line of a million distinct keys fits in
+                // the line cap, and a quadratic check held the session
+                // (and a signal) for hours.
+                let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
                 let mut duplicate = None;
                 while let Some(key) = map.next_key::<String>()? {
                     let value = map.next_value()?;
-                    if fields.iter().any(|(k, _)| *k == key) {
+                    if !seen.insert(key.clone()) {
                         duplicate.get_or_insert(key);
                         continue;
                     }
