@@ -11,9 +11,10 @@
 //!
 //! - a withheld variable's value, [`MIN_VALUE_LEN`] bytes or longer, byte
 //!   for byte (shorter values would hit ordinary text), or spelled as a
-//!   common JSON serializer spells it inside a string (see
-//!   [`json_spellings`]): a host that echoes a token back in a JSON answer
-//!   may write `/` as `\/` or `+` as `\u002B`;
+//!   common JSON serializer spells it inside a string (JavaScript's, serde's
+//!   and Ruby's plain style, Python's, PHP's, Go's and .NET's defaults): a
+//!   host that echoes a token back in a JSON answer may write `/` as `\/`
+//!   or `+` as `\u002B`;
 //! - `sk-` followed by 20 or more of `[A-Za-z0-9_-]` (so `sk-proj-…` too);
 //! - `ghp_`, `gho_`, `ghu_`, `ghs_` or `ghr_` followed by 20 or more of
 //!   `[A-Za-z0-9]`, or `github_pat_` followed by 20 or more of
