@@ -1831,8 +1831,9 @@ sg_status sg_sandbox_grep(const struct sg_sandbox *sandbox,
 // for `sg_sandbox_grep`, and `before_truncated`/`after_truncated`, the
 // indices of context lines cut at 1000 bytes, each only when there is
 // one); `files`, an array
-// of paths; `count`, `[{"path","count"}]`. An unknown key or a value of
-// the wrong type is refused with `SG_E_REQUEST` naming it.
+// of paths; `count`, `[{"path","count"}]`. An unknown key, a key given
+// twice or a value of the wrong type is refused with `SG_E_REQUEST`
+// naming it.
 //
 // # Safety
 //

@@ -599,6 +599,26 @@ static void test_sandbox(const sg_policy *p) {
   CHECK(err && strstr(sg_error_message(err), "nope") != NULL);
   sg_error_free(err);
   err = NULL;
+  /* cabi19: a key given twice is refused by name, as the JSON endpoint and
+   * sg_fetcher_fetch refuse it, not read with the last one winning (a host
+   * that vetted the first `glob` would have had the search run on the
+   * second, `*`, every file). */
+  CHECK(sg_sandbox_grep_with(sb, S("o"), NULL, 0,
+                             S("{\"glob\":\"*.md\",\"glob\":\"*\"}"), &b,
+                             &err) == SG_E_REQUEST);
+  CHECK(err && strstr(sg_error_message(err), "glob") != NULL &&
+        strstr(sg_error_message(err), "twice") != NULL);
+  sg_error_free(err);
+  err = NULL;
+  CHECK(b.ptr == NULL);
+  CHECK(sg_sandbox_grep_found(sb, S("o"), NULL, 0,
+                              S("{\"mode\":\"files\",\"gitignore\":true,"
+                                "\"gitignore\":false}"),
+                              &b, &err) == SG_E_REQUEST);
+  CHECK(err && strstr(sg_error_message(err), "gitignore") != NULL);
+  sg_error_free(err);
+  err = NULL;
+  CHECK(b.ptr == NULL);
   /* NULL with a length is refused, naming the argument, not read as absent. */
   CHECK(sg_sandbox_glob(sb, S("**/*.txt"), NULL, 2, &b, &err) == SG_E_REQUEST);
   CHECK(err && strstr(sg_error_message(err), "path") != NULL);
