@@ -1016,7 +1016,12 @@ impl Sandbox {
                 FileKind::Other
             };
             inner.check_kind_and_links(kind, std::os::unix::fs::MetadataExt::nlink(&opened), &resolved)?;
-            let mut text = Vec::with_capacity(meta.len() as usize);
+            // Memory that cannot be had is an error, not an abort of the
+            // whole process (read_to_end below grows the same way).
+            let mut text = Vec::new();
+            text.try_reserve_exact(meta.len() as usize).map_err(|_| {
+                io_error(&rel, rustix::io::Errno::NOMEM.into())
+            })?;
             // One byte past the cap tells a file that grew; saturating, so
             // a cap of u64::MAX (no cap) does not wrap to reading nothing.
             file.take(inner.max_read_bytes.saturating_add(1))
