@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -852,6 +854,75 @@ static void cabi19_test_read_beyond_memory(void) {
   unlink(at("ws/huge.bin"));
 }
 
+/* cabi19: a ranged read of a line that memory cannot hold (a sparse file of
+ * 15 TiB without a line break, no read cap) answers ENOMEM; it used to
+ * abort the process once the line's buffer could not grow. Run in a child
+ * whose address space is limited, so that memory runs out after a few
+ * hundred MiB whatever the machine has (not under valgrind, whose own
+ * memory the limit would starve). */
+static void cabi19_test_line_beyond_memory(void) {
+  const char *preload = getenv("LD_PRELOAD");
+  struct rlimit lim;
+  FILE *f;
+  long pages = 0;
+  int fd, status = -1;
+  pid_t pid;
+
+  if (preload != NULL && strstr(preload, "vgpreload") != NULL) {
+    printf("skipped cabi19_test_line_beyond_memory: under valgrind\n");
+    return;
+  }
+  fd = open(at("ro/line.bin"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  CHECK(fd >= 0);
+  if (fd < 0 || ftruncate(fd, (off_t)15 << 40) != 0) {
+    printf("skipped cabi19_test_line_beyond_memory: no sparse file of 15 "
+           "TiB here\n");
+    if (fd >= 0) {
+      close(fd);
+    }
+    unlink(at("ro/line.bin"));
+    return;
+  }
+  close(fd);
+  f = fopen("/proc/self/statm", "r");
+  CHECK(f != NULL && fscanf(f, "%ld", &pages) == 1);
+  if (f != NULL) {
+    fclose(f);
+  }
+  fflush(NULL);
+  pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    sg_sandbox_options *o = sg_sandbox_options_new();
+    sg_sandbox *sb = NULL;
+    sg_error *err = NULL;
+    sg_bytes b = {NULL, 0};
+    sg_lines info;
+    sg_status st;
+    lim.rlim_cur = lim.rlim_max =
+        (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)512 << 20);
+    if (setrlimit(RLIMIT_AS, &lim) != 0 ||
+        sg_sandbox_options_add_read_root(o, at("ro"), strlen(at("ro")),
+                                         NULL) != SG_OK ||
+        sg_sandbox_options_set_max_read_bytes(o, UINT64_MAX, NULL) != SG_OK ||
+        sg_sandbox_new(o, &sb, NULL) != SG_OK) {
+      _exit(3);
+    }
+    st = sg_sandbox_read_lines(sb, S("line.bin"), 1, 1, &b, &info, &err);
+    _exit(st == SG_E_IO && err != NULL && sg_error_errno(err) == ENOMEM &&
+                  b.ptr == NULL
+              ? 0
+              : 1);
+  }
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    fprintf(stderr, "the ranged read's child ended with status %#x\n",
+            status);
+  }
+  unlink(at("ro/line.bin"));
+}
+
 static void *abort_soon(void *arg) {
   struct aborter *a = arg;
   struct timespec ts = {0, 200 * 1000 * 1000};
@@ -1239,6 +1310,7 @@ int main(void) {
   test_sandbox(p);
   test_options();
   cabi19_test_read_beyond_memory();
+  cabi19_test_line_beyond_memory();
   test_reentrant_audit();
   test_executor(p);
   test_fetch();

@@ -2110,9 +2110,7 @@ fn read_range(
             // Saturating: a cap of u64::MAX (no cap) must not wrap
             // to a limit of nothing.
             let room = inner.max_read_bytes - content.len() as u64;
-            let n = (&mut reader)
-                .take(room.saturating_add(1))
-                .read_until(b'\n', &mut line)
+            let n = read_line_capped(&mut reader, room.saturating_add(1), &mut line)
                 .map_err(|e| io_error(rel, e))?;
             if n as u64 > room && line.last() != Some(&b'\n') {
                 // The range's first line does not fit: refused at once,
@@ -2136,6 +2134,9 @@ fn read_range(
             if (content.len() + line.len()) as u64 > inner.max_read_bytes {
                 truncated = true;
             } else {
+                content
+                    .try_reserve(line.len())
+                    .map_err(|_| io_error(rel, rustix::io::Errno::NOMEM.into()))?;
                 content.extend_from_slice(&line);
                 lines += 1;
             }
@@ -2151,6 +2152,43 @@ fn read_range(
         total_lines: total,
         truncated,
     })
+}
+
+/// `read_until(b'\n')` over at most `limit` bytes of `reader`, appending
+/// to `buf`, which grows fallibly: a line that memory cannot hold (under a
+/// cap larger than memory, a sparse file of terabytes without a line
+/// break) is `ENOMEM`, where `read_until` would abort the whole process.
+fn read_line_capped<R: BufRead>(
+    reader: &mut R,
+    limit: u64,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    let mut read = 0usize;
+    while (read as u64) < limit {
+        let available = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let left = usize::try_from(limit - read as u64).unwrap_or(usize::MAX);
+        let available = &available[..available.len().min(left)];
+        if available.is_empty() {
+            break;
+        }
+        let (used, ended) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (available.len(), false),
+        };
+        buf.try_reserve(used)
+            .map_err(|_| std::io::Error::from(rustix::io::Errno::NOMEM))?;
+        buf.extend_from_slice(&available[..used]);
+        reader.consume(used);
+        read += used;
+        if ended {
+            break;
+        }
+    }
+    Ok(read)
 }
 
 /// What [`skip_line`] fails with when its read is cancelled.
