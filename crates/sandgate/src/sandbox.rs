@@ -2158,33 +2158,22 @@ fn read_range(
 /// to `buf`, which grows fallibly: a line that memory cannot hold (under a
 /// cap larger than memory, a sparse file of terabytes without a line
 /// break) is `ENOMEM`, where `read_until` would abort the whole process.
-fn read_line_capped<R: BufRead>(
+/// Read in steps of 64 KiB, each with its room reserved first, so that
+/// `read_until` itself never has to grow `buf`.
+pub(crate) fn read_line_capped<R: BufRead>(
     reader: &mut R,
     limit: u64,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<usize> {
+    const STEP: u64 = 64 * 1024;
     let mut read = 0usize;
     while (read as u64) < limit {
-        let available = match reader.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let left = usize::try_from(limit - read as u64).unwrap_or(usize::MAX);
-        let available = &available[..available.len().min(left)];
-        if available.is_empty() {
-            break;
-        }
-        let (used, ended) = match available.iter().position(|&b| b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (available.len(), false),
-        };
-        buf.try_reserve(used)
+        let step = STEP.min(limit - read as u64);
+        buf.try_reserve(step as usize)
             .map_err(|_| std::io::Error::from(rustix::io::Errno::NOMEM))?;
-        buf.extend_from_slice(&available[..used]);
-        reader.consume(used);
-        read += used;
-        if ended {
+        let n = reader.by_ref().take(step).read_until(b'\n', buf)?;
+        read += n;
+        if (n as u64) < step || buf.last() == Some(&b'\n') {
             break;
         }
     }
