@@ -638,8 +638,10 @@ bool sg_abort_is_triggered(const struct sg_abort *signal);
 //
 // # Safety
 //
-// `signal` is NULL or an abort signal from this library, freed once, not
-// in use by a running command.
+// `signal` is NULL or an abort signal from this library, freed once, and
+// not passed to a call still in progress on another thread (a command, a
+// ranged read, a grep, a glob or a fetch: some of them read it until they
+// return).
 void sg_abort_free(struct sg_abort *signal);
 
 // The fetcher `policy` grants.
