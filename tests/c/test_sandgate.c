@@ -939,6 +939,76 @@ static void cabi19_test_line_beyond_memory(void) {
   unlink(at("ro/line.bin"));
 }
 
+/* cabi19: an edit with all=true whose result would be over the write cap
+ * is refused before it is built. It used to be built first: 1 MiB of "a"
+ * with each "a" replaced by 1 MiB of "b" grew toward 1 TiB until an
+ * allocation failed and the process aborted, under the default caps. Run
+ * in a child whose address space is limited (not under valgrind). */
+static void cabi19_test_edit_growth_checked_first(void) {
+  const char *preload = getenv("LD_PRELOAD");
+  struct rlimit lim;
+  FILE *f;
+  long pages = 0;
+  int status = -1;
+  pid_t pid;
+  size_t big = (size_t)1 << 20;
+
+  if (preload != NULL && strstr(preload, "vgpreload") != NULL) {
+    printf("skipped cabi19_test_edit_growth_checked_first: under valgrind\n");
+    return;
+  }
+  f = fopen("/proc/self/statm", "r");
+  CHECK(f != NULL && fscanf(f, "%ld", &pages) == 1);
+  if (f != NULL) {
+    fclose(f);
+  }
+  fflush(NULL);
+  pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    sg_sandbox_options *o = sg_sandbox_options_new();
+    sg_sandbox *sb = NULL;
+    sg_error *err = NULL;
+    char *a = malloc(big), *b = malloc(big);
+    uint64_t n = 0;
+    sg_status st;
+    if (a == NULL || b == NULL) {
+      _exit(3);
+    }
+    memset(a, 'a', big);
+    memset(b, 'b', big);
+    lim.rlim_cur = lim.rlim_max =
+        (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)512 << 20);
+    if (setrlimit(RLIMIT_AS, &lim) != 0 ||
+        sg_sandbox_options_add_read_root(o, at("ws"), strlen(at("ws")),
+                                         NULL) != SG_OK ||
+        sg_sandbox_options_set_write_root(o, at("ws"), strlen(at("ws")),
+                                          NULL) != SG_OK ||
+        sg_sandbox_options_set_allow_overwrite(o, true, NULL) != SG_OK ||
+        sg_sandbox_new(o, &sb, NULL) != SG_OK ||
+        sg_sandbox_write(sb, S("grow.txt"), (const uint8_t *)a, big, true, NULL,
+                         NULL) != SG_OK) {
+      _exit(4);
+    }
+    st = sg_sandbox_edit(sb, S("grow.txt"), S("a"), b, big, true, &n, &err);
+    _exit(st == SG_E_TOO_LARGE && err != NULL && n == 0 &&
+                  sg_error_path(err) != NULL &&
+                  strcmp(sg_error_path(err), "grow.txt") == 0
+              ? 0
+              : 1);
+  }
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    fprintf(stderr, "the edit's child ended with status %#x\n", status);
+  }
+  {
+    struct stat st;
+    CHECK(stat(at("ws/grow.txt"), &st) == 0 && st.st_size == (off_t)big);
+  }
+  unlink(at("ws/grow.txt"));
+}
+
 static void *abort_soon(void *arg) {
   struct aborter *a = arg;
   struct timespec ts = {0, 200 * 1000 * 1000};
@@ -1327,6 +1397,7 @@ int main(void) {
   test_options();
   cabi19_test_read_beyond_memory();
   cabi19_test_line_beyond_memory();
+  cabi19_test_edit_growth_checked_first();
   test_reentrant_audit();
   test_executor(p);
   test_fetch();

@@ -875,7 +875,7 @@ impl Sandbox {
             true => Err(Error::request("old text must not be empty")),
             false => Ok(()),
         };
-        self.edit_file(path, false, request_ok, |_, _, text, resolved| {
+        self.edit_file(path, false, request_ok, |inner, _, text, resolved| {
             count = match all {
                 true => count_occurrences(text, old.as_bytes()),
                 // One place to replace: overlapping places count as two.
@@ -894,6 +894,19 @@ impl Sandbox {
                     format!(
                         "the old text occurs {count} times; pass all=true or give more context"
                     ),
+                )
+                .with_path(resolved));
+            }
+            // The result's size is known before it is built: over the write
+            // cap it is refused here, never built (each of a million
+            // one-byte matches replaced by a megabyte would be a terabyte).
+            let size = (text.len() as u64)
+                .saturating_sub((old.len() as u64).saturating_mul(count as u64))
+                .saturating_add((new.len() as u64).saturating_mul(count as u64));
+            if size > inner.max_write_bytes {
+                return Err(Error::new(
+                    ErrorCode::TooLarge,
+                    format!("the edited file would be {size} bytes, over max_write_bytes"),
                 )
                 .with_path(resolved));
             }
