@@ -638,8 +638,10 @@ bool sg_abort_is_triggered(const struct sg_abort *signal);
 //
 // # Safety
 //
-// `signal` is NULL or an abort signal from this library, freed once, not
-// in use by a running command.
+// `signal` is NULL or an abort signal from this library, freed once, and
+// not passed to a call still in progress on another thread (a command, a
+// ranged read, a grep, a glob or a fetch: some of them read it until they
+// return).
 void sg_abort_free(struct sg_abort *signal);
 
 // The fetcher `policy` grants.
@@ -1831,8 +1833,9 @@ sg_status sg_sandbox_grep(const struct sg_sandbox *sandbox,
 // for `sg_sandbox_grep`, and `before_truncated`/`after_truncated`, the
 // indices of context lines cut at 1000 bytes, each only when there is
 // one); `files`, an array
-// of paths; `count`, `[{"path","count"}]`. An unknown key or a value of
-// the wrong type is refused with `SG_E_REQUEST` naming it.
+// of paths; `count`, `[{"path","count"}]`. An unknown key, a key given
+// twice or a value of the wrong type is refused with `SG_E_REQUEST`
+// naming it.
 //
 // # Safety
 //

@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -599,6 +601,26 @@ static void test_sandbox(const sg_policy *p) {
   CHECK(err && strstr(sg_error_message(err), "nope") != NULL);
   sg_error_free(err);
   err = NULL;
+  /* cabi19: a key given twice is refused by name, as the JSON endpoint and
+   * sg_fetcher_fetch refuse it, not read with the last one winning (a host
+   * that vetted the first `glob` would have had the search run on the
+   * second, `*`, every file). */
+  CHECK(sg_sandbox_grep_with(sb, S("o"), NULL, 0,
+                             S("{\"glob\":\"*.md\",\"glob\":\"*\"}"), &b,
+                             &err) == SG_E_REQUEST);
+  CHECK(err && strstr(sg_error_message(err), "glob") != NULL &&
+        strstr(sg_error_message(err), "twice") != NULL);
+  sg_error_free(err);
+  err = NULL;
+  CHECK(b.ptr == NULL);
+  CHECK(sg_sandbox_grep_found(sb, S("o"), NULL, 0,
+                              S("{\"mode\":\"files\",\"gitignore\":true,"
+                                "\"gitignore\":false}"),
+                              &b, &err) == SG_E_REQUEST);
+  CHECK(err && strstr(sg_error_message(err), "gitignore") != NULL);
+  sg_error_free(err);
+  err = NULL;
+  CHECK(b.ptr == NULL);
   /* NULL with a length is refused, naming the argument, not read as absent. */
   CHECK(sg_sandbox_glob(sb, S("**/*.txt"), NULL, 2, &b, &err) == SG_E_REQUEST);
   CHECK(err && strstr(sg_error_message(err), "path") != NULL);
@@ -748,6 +770,244 @@ static void test_options(void) {
 struct aborter {
   sg_abort *signal;
 };
+
+/* cabi19: a file whose content cannot be held in memory (a sparse file of
+ * 15 TiB) read with no read cap answers an error; it used to abort the
+ * whole process (the library sized its buffer by the file's length, and a
+ * failed allocation is not a panic that the boundary can catch). */
+static void cabi19_test_read_beyond_memory(void) {
+  sg_sandbox_options *o = sg_sandbox_options_new();
+  sg_sandbox *sb = NULL;
+  sg_error *err = NULL;
+  sg_bytes b = {NULL, 0};
+  sg_lines info;
+  FILE *f;
+  int fd, always = 0;
+
+  /* With overcommit_memory = 1 every allocation succeeds, and the read would
+   * go on through 15 TiB of zeros. */
+  f = fopen("/proc/sys/vm/overcommit_memory", "r");
+  if (f != NULL) {
+    always = fgetc(f) == '1';
+    fclose(f);
+  }
+  fd = open(at("ro/huge.bin"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  CHECK(fd >= 0);
+  if (always || fd < 0 || ftruncate(fd, (off_t)15 << 40) != 0) {
+    printf("skipped cabi19_test_read_beyond_memory: %s\n",
+           always ? "vm.overcommit_memory is 1"
+                  : "no sparse file of 15 TiB here");
+    if (fd >= 0) {
+      close(fd);
+    }
+    unlink(at("ro/huge.bin"));
+    sg_sandbox_options_free(o);
+    return;
+  }
+  close(fd);
+  EXPECT(sg_sandbox_options_add_read_root(o, at("ro"), strlen(at("ro")), &err),
+         SG_OK, err);
+  EXPECT(sg_sandbox_options_set_max_read_bytes(o, UINT64_MAX, &err), SG_OK,
+         err);
+  EXPECT(sg_sandbox_new(o, &sb, &err), SG_OK, err);
+  CHECK(sg_sandbox_read(sb, S("huge.bin"), &b, &err) == SG_E_IO);
+  CHECK(err != NULL && sg_error_errno(err) == ENOMEM &&
+        sg_error_path(err) != NULL &&
+        strcmp(sg_error_path(err), "huge.bin") == 0);
+  CHECK(b.ptr == NULL);
+  sg_error_free(err);
+  err = NULL;
+  /* The sandbox still answers. */
+  EXPECT(sg_sandbox_read_lines(sb, S("readme.md"), 1, 1, &b, &info, &err),
+         SG_OK, err);
+  sg_bytes_free(&b);
+  sg_sandbox_free(sb);
+  sg_sandbox_options_free(o);
+  /* An edit reads the whole file too, and leaves it as it was. */
+  {
+    char from[sizeof path_buf];
+    snprintf(from, sizeof from, "%s", at("ro/huge.bin"));
+    CHECK(rename(from, at("ws/huge.bin")) == 0);
+  }
+  o = sg_sandbox_options_new();
+  EXPECT(sg_sandbox_options_add_read_root(o, at("ws"), strlen(at("ws")), &err),
+         SG_OK, err);
+  EXPECT(sg_sandbox_options_set_write_root(o, at("ws"), strlen(at("ws")), &err),
+         SG_OK, err);
+  EXPECT(sg_sandbox_options_set_max_read_bytes(o, UINT64_MAX, &err), SG_OK,
+         err);
+  EXPECT(sg_sandbox_options_set_max_write_bytes(o, UINT64_MAX, &err), SG_OK,
+         err);
+  EXPECT(sg_sandbox_options_set_allow_overwrite(o, true, &err), SG_OK, err);
+  EXPECT(sg_sandbox_new(o, &sb, &err), SG_OK, err);
+  CHECK(sg_sandbox_edit(sb, S("huge.bin"), S("a"), S("b"), false, NULL,
+                        &err) == SG_E_IO);
+  CHECK(err != NULL && sg_error_errno(err) == ENOMEM);
+  sg_error_free(err);
+  err = NULL;
+  {
+    struct stat st;
+    CHECK(stat(at("ws/huge.bin"), &st) == 0 && st.st_size == (off_t)15 << 40);
+  }
+  sg_sandbox_free(sb);
+  sg_sandbox_options_free(o);
+  unlink(at("ws/huge.bin"));
+}
+
+/* cabi19: a ranged read of a line that memory cannot hold (a sparse file of
+ * 15 TiB without a line break, no read cap) answers ENOMEM, and a grep
+ * counts the file as unreadable; both used to abort the process once the
+ * line's buffer could not grow. Run in a child
+ * whose address space is limited, so that memory runs out after a few
+ * hundred MiB whatever the machine has (not under valgrind, whose own
+ * memory the limit would starve). */
+static void cabi19_test_line_beyond_memory(void) {
+  const char *preload = getenv("LD_PRELOAD");
+  struct rlimit lim;
+  FILE *f;
+  long pages = 0;
+  int fd, status = -1;
+  pid_t pid;
+
+  if (preload != NULL && strstr(preload, "vgpreload") != NULL) {
+    printf("skipped cabi19_test_line_beyond_memory: under valgrind\n");
+    return;
+  }
+  fd = open(at("ro/line.bin"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  CHECK(fd >= 0);
+  /* 16 KiB of text first, so that grep, which looks for a NUL in the first
+   * 8 KiB, does not pass it over as binary. */
+  {
+    char text[4096];
+    int i;
+    memset(text, 'a', sizeof text);
+    for (i = 0; fd >= 0 && i < 4; i++) {
+      CHECK(write(fd, text, sizeof text) == (ssize_t)sizeof text);
+    }
+  }
+  if (fd < 0 || ftruncate(fd, (off_t)15 << 40) != 0) {
+    printf("skipped cabi19_test_line_beyond_memory: no sparse file of 15 "
+           "TiB here\n");
+    if (fd >= 0) {
+      close(fd);
+    }
+    unlink(at("ro/line.bin"));
+    return;
+  }
+  close(fd);
+  f = fopen("/proc/self/statm", "r");
+  CHECK(f != NULL && fscanf(f, "%ld", &pages) == 1);
+  if (f != NULL) {
+    fclose(f);
+  }
+  fflush(NULL);
+  pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    sg_sandbox_options *o = sg_sandbox_options_new();
+    sg_sandbox *sb = NULL;
+    sg_error *err = NULL;
+    sg_bytes b = {NULL, 0};
+    sg_lines info;
+    sg_status st;
+    lim.rlim_cur = lim.rlim_max =
+        (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)512 << 20);
+    if (setrlimit(RLIMIT_AS, &lim) != 0 ||
+        sg_sandbox_options_add_read_root(o, at("ro"), strlen(at("ro")),
+                                         NULL) != SG_OK ||
+        sg_sandbox_options_set_max_read_bytes(o, UINT64_MAX, NULL) != SG_OK ||
+        sg_sandbox_new(o, &sb, NULL) != SG_OK) {
+      _exit(3);
+    }
+    st = sg_sandbox_read_lines(sb, S("line.bin"), 1, 1, &b, &info, &err);
+    if (!(st == SG_E_IO && err != NULL && sg_error_errno(err) == ENOMEM &&
+          b.ptr == NULL)) {
+      _exit(1);
+    }
+    sg_error_free(err);
+    err = NULL;
+    /* A grep counts the file as not read to the end and goes on. */
+    st = sg_sandbox_grep_found(sb, S("zzz"), NULL, 0, NULL, 0, &b, &err);
+    _exit(st == SG_OK && bytes_contains(&b, "\"unreadable\":1") ? 0 : 2);
+  }
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    fprintf(stderr, "the ranged read's child ended with status %#x\n",
+            status);
+  }
+  unlink(at("ro/line.bin"));
+}
+
+/* cabi19: an edit with all=true whose result would be over the write cap
+ * is refused before it is built. It used to be built first: 1 MiB of "a"
+ * with each "a" replaced by 1 MiB of "b" grew toward 1 TiB until an
+ * allocation failed and the process aborted, under the default caps. Run
+ * in a child whose address space is limited (not under valgrind). */
+static void cabi19_test_edit_growth_checked_first(void) {
+  const char *preload = getenv("LD_PRELOAD");
+  struct rlimit lim;
+  FILE *f;
+  long pages = 0;
+  int status = -1;
+  pid_t pid;
+  size_t big = (size_t)1 << 20;
+
+  if (preload != NULL && strstr(preload, "vgpreload") != NULL) {
+    printf("skipped cabi19_test_edit_growth_checked_first: under valgrind\n");
+    return;
+  }
+  f = fopen("/proc/self/statm", "r");
+  CHECK(f != NULL && fscanf(f, "%ld", &pages) == 1);
+  if (f != NULL) {
+    fclose(f);
+  }
+  fflush(NULL);
+  pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    sg_sandbox_options *o = sg_sandbox_options_new();
+    sg_sandbox *sb = NULL;
+    sg_error *err = NULL;
+    char *a = malloc(big), *b = malloc(big);
+    uint64_t n = 0;
+    sg_status st;
+    if (a == NULL || b == NULL) {
+      _exit(3);
+    }
+    memset(a, 'a', big);
+    memset(b, 'b', big);
+    lim.rlim_cur = lim.rlim_max =
+        (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)512 << 20);
+    if (setrlimit(RLIMIT_AS, &lim) != 0 ||
+        sg_sandbox_options_add_read_root(o, at("ws"), strlen(at("ws")),
+                                         NULL) != SG_OK ||
+        sg_sandbox_options_set_write_root(o, at("ws"), strlen(at("ws")),
+                                          NULL) != SG_OK ||
+        sg_sandbox_options_set_allow_overwrite(o, true, NULL) != SG_OK ||
+        sg_sandbox_new(o, &sb, NULL) != SG_OK ||
+        sg_sandbox_write(sb, S("grow.txt"), (const uint8_t *)a, big, true, NULL,
+                         NULL) != SG_OK) {
+      _exit(4);
+    }
+    st = sg_sandbox_edit(sb, S("grow.txt"), S("a"), b, big, true, &n, &err);
+    _exit(st == SG_E_TOO_LARGE && err != NULL && n == 0 &&
+                  sg_error_path(err) != NULL &&
+                  strcmp(sg_error_path(err), "grow.txt") == 0
+              ? 0
+              : 1);
+  }
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    fprintf(stderr, "the edit's child ended with status %#x\n", status);
+  }
+  {
+    struct stat st;
+    CHECK(stat(at("ws/grow.txt"), &st) == 0 && st.st_size == (off_t)big);
+  }
+  unlink(at("ws/grow.txt"));
+}
 
 static void *abort_soon(void *arg) {
   struct aborter *a = arg;
@@ -1135,6 +1395,9 @@ int main(void) {
   test_policy(&p);
   test_sandbox(p);
   test_options();
+  cabi19_test_read_beyond_memory();
+  cabi19_test_line_beyond_memory();
+  cabi19_test_edit_growth_checked_first();
   test_reentrant_audit();
   test_executor(p);
   test_fetch();

@@ -184,6 +184,40 @@ def test_root_resolvers_agree(tree):
                 r.stat("out/secret.txt")
 
 
+def test_cabi19_root_open_closes_its_descriptor_once(tree):
+    """A failing open() closes the descriptor exactly once: the built-in
+    open() closes it itself when it fails after wrapping it (an unknown
+    encoding, a bad newline, unbuffered text), so closing it again hit a
+    closed number (EBADF masking the real error) or, in a threaded program,
+    another thread's file that had reused it. A failure before wrapping
+    (binary mode with an encoding) still closes it."""
+    with Root(tree / "ws") as r:
+        before = _fds()
+        with pytest.raises(LookupError):
+            r.open("a.txt", encoding="cabi19-no-such-codec")
+        with pytest.raises(ValueError, match="newline"):
+            r.open("a.txt", newline="bogus")
+        with pytest.raises(ValueError, match="unbuffered"):
+            r.open("a.txt", buffering=0)
+        with pytest.raises(ValueError, match="encoding"):
+            r.open("a.txt", "rb", encoding="utf-8")
+        with pytest.raises(IsADirectoryError):
+            r.open("sub")
+        assert _fds() == before
+        # The descriptor a failed open() had is free again, and closing it
+        # twice would have closed this file.
+        fd = os.open(tree / "ws" / "a.txt", os.O_RDONLY)
+        try:
+            with pytest.raises(LookupError):
+                r.open("a.txt", encoding="cabi19-no-such-codec")
+            assert os.read(fd, 5) == b"hello"
+        finally:
+            os.close(fd)
+        with r.open("a.txt") as f:
+            assert f.read() == "hello\nworld\n"
+        assert _fds() == before
+
+
 def test_root_open_missing_dir():
     with pytest.raises(FileNotFoundError):
         Root("/nonexistent/sandgate/dir")

@@ -424,8 +424,10 @@ pub unsafe extern "C" fn sg_abort_is_triggered(signal: *const sg_abort) -> bool 
 ///
 /// # Safety
 ///
-/// `signal` is NULL or an abort signal from this library, freed once, not
-/// in use by a running command.
+/// `signal` is NULL or an abort signal from this library, freed once, and
+/// not passed to a call still in progress on another thread (a command, a
+/// ranged read, a grep, a glob or a fetch: some of them read it until they
+/// return).
 #[no_mangle]
 pub unsafe extern "C" fn sg_abort_free(signal: *mut sg_abort) {
     // SAFETY: forwarded contract.

@@ -1440,8 +1440,8 @@ pub unsafe extern "C" fn sg_sandbox_grep(
 /// Reads grep options from a JSON object: `glob` (string),
 /// `case_insensitive` (bool), `before` and `after` (context line counts),
 /// `mode` (`"lines"`, `"files"` or `"count"`), `max_results` (count) and
-/// `gitignore` (bool). Any other key, or a value of the wrong type, is
-/// refused by name.
+/// `gitignore` (bool). Any other key, a key given twice, or a value of the
+/// wrong type, is refused by name.
 fn grep_options(json: Option<&str>) -> Result<facade::search::GrepOptions, Error> {
     let mut opts = facade::search::GrepOptions::default();
     let Some(json) = json.filter(|j| !j.trim().is_empty()) else {
@@ -1452,6 +1452,11 @@ fn grep_options(json: Option<&str>) -> Result<facade::search::GrepOptions, Error
     let serde_json::Value::Object(map) = v else {
         return Err(request("options: must be a JSON object"));
     };
+    // A JSON object would keep the last of a key given twice: refused, as
+    // the JSON endpoint and `sg_fetcher_fetch` refuse it.
+    if let Some(key) = facade::tool::duplicated_key(json) {
+        return Err(request(format!("options: the key `{key}` is given twice")));
+    }
     let count = |k: &str, v: &serde_json::Value| {
         v.as_u64()
             .map(|n| n as usize)
@@ -1508,8 +1513,9 @@ fn grep_options(json: Option<&str>) -> Result<facade::search::GrepOptions, Error
 /// for `sg_sandbox_grep`, and `before_truncated`/`after_truncated`, the
 /// indices of context lines cut at 1000 bytes, each only when there is
 /// one); `files`, an array
-/// of paths; `count`, `[{"path","count"}]`. An unknown key or a value of
-/// the wrong type is refused with `SG_E_REQUEST` naming it.
+/// of paths; `count`, `[{"path","count"}]`. An unknown key, a key given
+/// twice or a value of the wrong type is refused with `SG_E_REQUEST`
+/// naming it.
 ///
 /// # Safety
 ///

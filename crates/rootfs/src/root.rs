@@ -1085,8 +1085,12 @@ fn not_file(p: &[u8], mode: u32) -> Error {
 /// Reads a file whose size is known, with the system calls of
 /// `std::fs::read` and no more: `read_to_end` on a `File` would stat and
 /// seek again to size its buffer, which is what `size` already says.
+///
+/// Memory that cannot be had (a sparse file of terabytes under a large
+/// cap) is `ENOMEM`: a failed allocation would abort the whole process.
 fn read_sized(file: &File, size: usize, max: u64) -> std::result::Result<Vec<u8>, Errno> {
-    let mut buf = Vec::with_capacity(size);
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(size).map_err(|_| Errno::NOMEM)?;
     loop {
         if buf.len() as u64 > max {
             // Grew past the cap while being read: stop; the caller refuses.
@@ -1098,7 +1102,10 @@ fn read_sized(file: &File, size: usize, max: u64) -> std::result::Result<Vec<u8>
             let mut probe = [0u8; 32];
             match rustix::io::read(file, &mut probe) {
                 Ok(0) => return Ok(buf),
-                Ok(n) => buf.extend_from_slice(&probe[..n]),
+                Ok(n) => {
+                    buf.try_reserve(n).map_err(|_| Errno::NOMEM)?;
+                    buf.extend_from_slice(&probe[..n]);
+                }
                 Err(Errno::INTR) => {}
                 Err(e) => return Err(e),
             }

@@ -897,11 +897,13 @@ impl Sandbox {
                 )
                 .with_path(resolved));
             }
-            // Measured before it is built: `all` with a short `old` and a
-            // long `new` would otherwise build a result of terabytes (a
-            // 10 MiB file of `a`, each made 1 MiB) only to refuse it after.
-            let size = (text.len() - count * old.len()) as u128 + count as u128 * new.len() as u128;
-            if size > u128::from(inner.max_write_bytes) {
+            // The result's size is known before it is built: over the write
+            // cap it is refused here, never built (each of a million
+            // one-byte matches replaced by a megabyte would be a terabyte).
+            let size = (text.len() as u64)
+                .saturating_sub((old.len() as u64).saturating_mul(count as u64))
+                .saturating_add((new.len() as u64).saturating_mul(count as u64));
+            if size > inner.max_write_bytes {
                 return Err(Error::new(
                     ErrorCode::TooLarge,
                     format!("the edited file would be {size} bytes, over max_write_bytes"),
@@ -1027,7 +1029,12 @@ impl Sandbox {
                 FileKind::Other
             };
             inner.check_kind_and_links(kind, std::os::unix::fs::MetadataExt::nlink(&opened), &resolved)?;
-            let mut text = Vec::with_capacity(meta.len() as usize);
+            // Memory that cannot be had is an error, not an abort of the
+            // whole process (read_to_end below grows the same way).
+            let mut text = Vec::new();
+            text.try_reserve_exact(meta.len() as usize).map_err(|_| {
+                io_error(&rel, rustix::io::Errno::NOMEM.into())
+            })?;
             // One byte past the cap tells a file that grew; saturating, so
             // a cap of u64::MAX (no cap) does not wrap to reading nothing.
             file.take(inner.max_read_bytes.saturating_add(1))
@@ -2116,9 +2123,7 @@ fn read_range(
             // Saturating: a cap of u64::MAX (no cap) must not wrap
             // to a limit of nothing.
             let room = inner.max_read_bytes - content.len() as u64;
-            let n = (&mut reader)
-                .take(room.saturating_add(1))
-                .read_until(b'\n', &mut line)
+            let n = read_line_capped(&mut reader, room.saturating_add(1), &mut line)
                 .map_err(|e| io_error(rel, e))?;
             if n as u64 > room && line.last() != Some(&b'\n') {
                 // The range's first line does not fit: refused at once,
@@ -2142,6 +2147,9 @@ fn read_range(
             if (content.len() + line.len()) as u64 > inner.max_read_bytes {
                 truncated = true;
             } else {
+                content
+                    .try_reserve(line.len())
+                    .map_err(|_| io_error(rel, rustix::io::Errno::NOMEM.into()))?;
                 content.extend_from_slice(&line);
                 lines += 1;
             }
@@ -2157,6 +2165,32 @@ fn read_range(
         total_lines: total,
         truncated,
     })
+}
+
+/// `read_until(b'\n')` over at most `limit` bytes of `reader`, appending
+/// to `buf`, which grows fallibly: a line that memory cannot hold (under a
+/// cap larger than memory, a sparse file of terabytes without a line
+/// break) is `ENOMEM`, where `read_until` would abort the whole process.
+/// Read in steps of 64 KiB, each with its room reserved first, so that
+/// `read_until` itself never has to grow `buf`.
+pub(crate) fn read_line_capped<R: BufRead>(
+    reader: &mut R,
+    limit: u64,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    const STEP: u64 = 64 * 1024;
+    let mut read = 0usize;
+    while (read as u64) < limit {
+        let step = STEP.min(limit - read as u64);
+        buf.try_reserve(step as usize)
+            .map_err(|_| std::io::Error::from(rustix::io::Errno::NOMEM))?;
+        let n = reader.by_ref().take(step).read_until(b'\n', buf)?;
+        read += n;
+        if (n as u64) < step || buf.last() == Some(&b'\n') {
+            break;
+        }
+    }
+    Ok(read)
 }
 
 /// What [`skip_line`] fails with when its read is cancelled.

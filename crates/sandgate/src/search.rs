@@ -873,7 +873,10 @@ impl Collector {
                 return Err(Error::new(ErrorCode::Aborted, "the search was cancelled"));
             }
             line.clear();
-            match reader.read_until(b'\n', &mut line) {
+            // Grown fallibly: a line memory cannot hold (a sparse file
+            // under a cap larger than memory) fails the file's read, as an
+            // I/O error does, rather than abort the process.
+            match crate::sandbox::read_line_capped(&mut reader, u64::MAX, &mut line) {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(_) => {

@@ -74,6 +74,18 @@ impl<'de> Deserialize<'de> for StrictObject {
     }
 }
 
+/// The first key that `text`, a JSON object, gives twice; `None` when it
+/// gives none, or when `text` is not a JSON object (the caller's own parse
+/// says what is wrong with it then). For a host that reads a JSON object of
+/// options itself, such as the C ABI's grep options: a request's keys are
+/// unique, since JSON leaves a repeated key's meaning open and a reader that
+/// kept the first would judge another request than the one that runs.
+pub fn duplicated_key(text: &str) -> Option<String> {
+    serde_json::from_str::<StrictObject>(text)
+        .ok()
+        .and_then(|o| o.duplicate)
+}
+
 /// The fields of one request, consumed key by key; what is left over is an
 /// unknown key.
 struct Fields {

@@ -690,11 +690,28 @@ class Root(_Handle):
         if not follow_symlinks:
             flags |= os.O_NOFOLLOW
         fd = self.open_fd(path, flags, perm)
+        # The built-in open() closes a descriptor it was given when it fails
+        # after wrapping it (an unknown encoding, a bad newline), and leaves
+        # it open when it fails before (binary mode with an encoding): given
+        # through an opener, the descriptor is known to be handed over once
+        # the opener ran, and is closed here only when it did not.
+        handed = False
+
+        def opener(_name, _flags):
+            nonlocal handed
+            handed = True
+            return fd
+
         try:
-            return open(fd, mode, buffering, encoding, errors, newline, closefd=True)
+            f = open("<sandgate>", mode, buffering, encoding, errors, newline, opener=opener)
         except BaseException:
-            os.close(fd)
+            if not handed:
+                os.close(fd)
             raise
+        # Named by its descriptor, as open(fd) names it.
+        raw = getattr(f, "buffer", f)
+        getattr(raw, "raw", raw).name = fd
+        return f
 
     def mkdir(self, path, mode: int = 0o777) -> None:
         mode = _u32(mode, "mode")
