@@ -3,8 +3,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::fold::fold;
-use crate::glob::{Comp, Lit, Name};
+use crate::fold::{fold, is_ignorable};
+use crate::glob::{Comp, Lit, Name, EMPTIED};
 use crate::pattern::{Pattern, PatternError, Shape, Warning};
 
 /// Builds a [`Guard`] from deny-write patterns, in the style of globset's
@@ -546,7 +546,7 @@ impl<'a> Candidate<'a> {
     pub fn new(path: &'a str) -> Candidate<'a> {
         Candidate {
             path,
-            folded: fold(path),
+            folded: fold_path(path),
         }
     }
 
@@ -555,10 +555,37 @@ impl<'a> Candidate<'a> {
         self.path
     }
 
-    /// The path in folded form (see [`fold`](crate::fold())).
+    /// The path in folded form (see [`fold`](crate::fold())), component by
+    /// component: a component that folding would empty or turn into `.` or
+    /// `..` (it is made of ignorable code points, and dots) is kept as a
+    /// name of its own, marked with U+200B ZERO WIDTH SPACE, which no
+    /// other fold holds.
     pub fn folded(&self) -> &str {
         &self.folded
     }
+}
+
+/// Folds a root-relative path for matching. A component made only of
+/// ignorable code points (and dots) names a real entry, yet folds to
+/// nothing, `.` or `..`; judged so, `packages/\u{200b}/package.json` would
+/// lose a component and escape `packages/*/package.json`. Such a component
+/// keeps a place of its own, marked with [`EMPTIED`].
+fn fold_path(path: &str) -> Cow<'_, str> {
+    if path.is_ascii() || !path.chars().any(is_ignorable) {
+        return fold(path);
+    }
+    let mut out = String::with_capacity(path.len() + 8);
+    for (i, comp) in path.split('/').enumerate() {
+        if i > 0 {
+            out.push('/');
+        }
+        let folded = fold(comp);
+        if matches!(&*folded, "" | "." | "..") && comp != folded {
+            out.push(EMPTIED);
+        }
+        out.push_str(&folded);
+    }
+    Cow::Owned(out)
 }
 
 /// The answer of a check.

@@ -325,6 +325,47 @@ fn ancestors_are_protected_on_rename_and_delete() {
     sb.delete("moved").unwrap();
 }
 
+/// A directory whose name is only ignorable code points (a zero-width
+/// space) is a real directory that `*` matches; before, folding emptied the
+/// name, the path lost a component, and `packages/*/package.json` let a
+/// new workspace package be written under `packages/\u{200b}/`.
+#[test]
+fn policy19_a_name_of_only_ignorable_code_points_is_a_component_a_star_matches() {
+    let fx = Fx::new();
+    fx.put("ws/packages/app/package.json", "{}");
+    let sb = fx
+        .builder()
+        .deny_write("packages/*/package.json")
+        .build()
+        .unwrap();
+    sb.mkdir("packages/\u{200b}").unwrap();
+    for name in [
+        "packages/\u{200b}/package.json",
+        "packages/\u{200b}/./package.json",
+    ] {
+        let err = sb
+            .write(name, b"{\"scripts\":{}}", WriteOptions::default())
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::FsProtected, "{name:?}: {err}");
+        assert_eq!(err.pattern(), Some("packages/*/package.json"));
+    }
+    assert!(!fx.p("ws/packages/\u{200b}/package.json").exists());
+    // Renaming a package in under that name is refused as well.
+    sb.mkdir("staging").unwrap();
+    sb.write("staging/package.json", b"{}", WriteOptions::default())
+        .unwrap();
+    assert_eq!(
+        code(sb.rename("staging", "packages/\u{feff}")),
+        ErrorCode::FsProtected
+    );
+    assert!(!fx.p("ws/packages/\u{feff}").exists());
+    // The name is not skipped either: `a/<zwsp>/b` is not `a/b`.
+    let sb = fx.builder().deny_write("a/b").build().unwrap();
+    sb.write("a/\u{200b}/b", b"x", WriteOptions::default())
+        .unwrap();
+    assert_eq!(fs::read(fx.p("ws/a/\u{200b}/b")).unwrap(), b"x");
+}
+
 #[test]
 fn restricted_mode_protects_git_components() {
     let fx = Fx::new();
