@@ -2283,10 +2283,14 @@ fn covers_a_hook(guard: &Guard, hooks_dir: &str) -> bool {
 }
 
 /// The configs that go with the hooks `pattern` protects in the
-/// repositories it names: for each `.git` component (in any spelling that
-/// folds to it) after which the rest of the pattern covers a hook, the
-/// pattern's components before it followed by `.git/config`
-/// (`vendor/lib/.git/hooks/**` gives `vendor/lib/.git/config`).
+/// repositories it names: for each component that can stand for a
+/// repository's `.git` (any spelling that folds to it, a wildcard that
+/// matches it, or `**`) after which the rest of the pattern covers a hook,
+/// the pattern's components before it followed by `.git/config`
+/// (`vendor/lib/.git/hooks/**` gives `vendor/lib/.git/config`,
+/// `vendor/*/hooks/**` gives `vendor/.git/config`), with `**/` before
+/// `.git` when that component is `**` (`vendor/**/hooks/**` gives
+/// `vendor/**/.git/config`).
 fn hook_configs(pattern: &str) -> Vec<String> {
     let mut rest = pattern;
     while let Some(r) = rest.strip_prefix("./") {
@@ -2298,7 +2302,18 @@ fn hook_configs(pattern: &str) -> Vec<String> {
         .collect();
     let mut out = Vec::new();
     for (i, comp) in comps.iter().enumerate() {
-        if sandgate_fileguard::fold(comp) != ".git" {
+        let recursive = *comp == "**";
+        // A `.git` component then `hooks/<hook>`: the tail needs at least
+        // those components, unless `**` stands for all of them.
+        if !recursive && comps.len() - i < 2 {
+            continue;
+        }
+        let is_git = recursive
+            || GuardBuilder::new()
+                .pattern(comp)
+                .build()
+                .is_ok_and(|g| g.check_write(".git", None).is_refused());
+        if !is_git {
             continue;
         }
         let mut tail = comps[i..].join("/");
@@ -2312,6 +2327,9 @@ fn hook_configs(pattern: &str) -> Vec<String> {
             let mut config = comps[..i].join("/");
             if !config.is_empty() {
                 config.push('/');
+            }
+            if recursive {
+                config.push_str("**/");
             }
             config.push_str(".git/config");
             out.push(config);

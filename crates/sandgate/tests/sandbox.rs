@@ -1697,6 +1697,67 @@ fn protecting_any_git_hook_protects_its_repositorys_config() {
     assert!(open.is_empty(), "config left writable: {open:#?}");
 }
 
+/// The same when the pattern reaches the repository's `.git` through a
+/// wildcard rather than spelling it: `repo/**/hooks/**` protects the hooks
+/// of `repo/.git`, so it protects `repo/.git/config` too. Before, only a
+/// literal `.git` component (or a pattern covering the hooks at the root
+/// or under any directory) brought the config along, and `core.hooksPath`
+/// set there pointed those hooks anywhere.
+#[test]
+fn policy19_a_wildcard_in_place_of_dot_git_still_brings_the_config() {
+    let mut open = Vec::new();
+    for pattern in [
+        "repo/**/hooks/**",
+        "repo/*/hooks/**",
+        "repo/.gi?/hooks/*",
+        "repo/[.]git/hooks/pre-commit",
+        "**/repo/**/hooks/*",
+        "repo/*/*/post-checkout",
+        "repo/**",
+    ] {
+        let fx = Fx::new();
+        fx.put("ws/repo/.git/config", "[core]\n");
+        fx.put("ws/repo/.git/hooks/keep", "");
+        let sb = fx
+            .builder()
+            .restricted(false)
+            .allow_overwrite(true)
+            .deny_write(pattern)
+            .build()
+            .unwrap();
+        let written = sb.write(
+            "repo/.git/config",
+            b"[core]\n\thooksPath = /tmp/elsewhere\n",
+            WriteOptions::default().overwrite(true),
+        );
+        if !matches!(&written, Err(e) if e.code() == ErrorCode::FsProtected) {
+            open.push(format!("{pattern}: {written:?}"));
+        }
+        if fs::read_to_string(fx.p("ws/repo/.git/config")).unwrap() != "[core]\n" {
+            open.push(format!("{pattern}: the config was rewritten"));
+        }
+    }
+    assert!(open.is_empty(), "config left writable: {open:#?}");
+    // A pattern that covers no hook adds nothing: `repo/*` holds only
+    // entries directly in `repo`.
+    let fx = Fx::new();
+    fx.put("ws/repo/.git/config", "[core]\n");
+    let sb = fx
+        .builder()
+        .restricted(false)
+        .allow_overwrite(true)
+        .deny_write("repo/*")
+        .deny_write("repo/.git/*/x")
+        .build()
+        .unwrap();
+    sb.write(
+        "repo/.git/config",
+        b"[user]\n",
+        WriteOptions::default().overwrite(true),
+    )
+    .unwrap();
+}
+
 /// An edit reads at most `max_read_bytes + 1` bytes: when the file swapped in
 /// between its size check and its read is larger than the cap, the edit must
 /// be refused, never applied to (and written back as) the first bytes alone.
