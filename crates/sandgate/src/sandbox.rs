@@ -1179,14 +1179,22 @@ impl Sandbox {
                 )
                 .with_path(f.as_str()));
             }
+            // A link holds no entries, but paths beneath its new name lead
+            // wherever it does (and the agent may change what is there):
+            // arriving at a name above protected paths, it would put them
+            // in a directory of the agent's choosing. Its destination gets
+            // the ancestor rule, as a directory's does.
+            let is_link = !is_dir
+                && inner.guard_active
+                && wr.lstat(f.as_str()).is_ok_and(|m| m.is_symlink());
             inner.check_target(f.as_str(), None, is_dir)?;
-            inner.check_target(t.as_str(), None, is_dir)?;
+            inner.check_target(t.as_str(), None, is_dir || is_link)?;
             // A refusal where one name resolved is audited with that name.
             let (fdir, fname, fres) = inner
                 .open_checked(wr, &f, is_dir)
                 .map_err(|e| ctx.refused_as(e, |p| format!("{p} -> {t}")))?;
             let (tdir, tname, tres) = inner
-                .open_checked(wr, &t, is_dir)
+                .open_checked(wr, &t, is_dir || is_link)
                 .map_err(|e| ctx.refused_as(e, |p| format!("{fres} -> {p}")))?;
             ctx.path(|| format!("{fres} -> {tres}"));
             if inner.would_show(&fdir, &tdir) {
@@ -1203,7 +1211,7 @@ impl Sandbox {
             // directory, and after the move require that it is what arrived.
             let checked = if inner.guard_active {
                 let src = fdir.lstat(fname).map_err(|e| at(e, &fres))?;
-                if src.is_dir() != is_dir {
+                if src.is_dir() != is_dir || src.is_symlink() != is_link {
                     return Err(changed_under_rename(&fres));
                 }
                 if is_dir {

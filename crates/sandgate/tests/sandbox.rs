@@ -1589,6 +1589,54 @@ fn directory_rename_over_the_walk_bound_is_refused() {
     assert!(!fx.p("ws/big3").exists());
 }
 
+/// A symbolic link renamed to a name above protected paths would put
+/// those paths wherever the link leads: renaming an in-root link to a
+/// directory the agent writes (a workspace package linked from
+/// `node_modules`, say) to `.claude` made `.claude/settings.json` read the
+/// agent's own file, and `.github/workflows/*.yml` was grafted the same way
+/// once `.github` existed. The destination of a link gets the ancestor
+/// rule, as a directory's does; a link still moves to an ordinary name.
+#[test]
+fn policy19_a_link_is_not_renamed_to_a_name_above_protected_paths() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/packages/pkg/index.js", "")
+            .put("ws/.github/README.md", "");
+        fx.link("ws/pkg_link", "packages/pkg")
+            .link("ws/file_link", "packages/pkg/index.js");
+        let sb = fx
+            .builder()
+            .deny_write(".claude/settings.json")
+            .deny_write(".github/workflows/*.yml")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        for (from, to, pattern) in [
+            ("pkg_link", ".claude", ".claude/settings.json"),
+            ("pkg_link", ".github/workflows", ".github/workflows/*.yml"),
+            ("file_link", ".claude", ".claude/settings.json"),
+        ] {
+            let e = sb.rename(from, to).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::FsProtected, "{from} -> {to}: {e}");
+            assert_eq!(e.pattern(), Some(pattern), "{from} -> {to}");
+            assert!(fs::symlink_metadata(fx.p(&format!("ws/{from}")))
+                .unwrap()
+                .is_symlink());
+            assert!(fs::symlink_metadata(fx.p(&format!("ws/{to}"))).is_err());
+        }
+        sb.write(
+            "packages/pkg/settings.json",
+            b"{\"hooks\":{}}",
+            WriteOptions::default(),
+        )
+        .unwrap();
+        assert!(!fx.p("ws/.claude/settings.json").exists());
+        // A link still moves to, and from, an ordinary name.
+        sb.rename("pkg_link", "pkg_link2").unwrap();
+        sb.rename("pkg_link2", "pkg_link").unwrap();
+    }
+}
+
 /// `link/` where the link leads to a directory names that directory, but
 /// rename and delete act on entries: the link entry is no directory.
 #[test]
