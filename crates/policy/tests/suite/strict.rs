@@ -261,6 +261,38 @@ fn duplicated_key_in_an_inline_table_is_named() {
     );
 }
 
+/// TOML writes integers in hexadecimal, octal and binary too: each is the
+/// number it spells (before, the range check dropped its first two digits,
+/// so `0x10`, `0o7` and `0b1` were refused as "does not fit a 64-bit
+/// signed integer", and one over the range was let through to a second,
+/// vaguer refusal).
+#[test]
+fn policy19_integers_in_every_radix_are_read_as_written() {
+    let p = ok("[fs]\nmax_read_bytes = 0x10\nmax_write_bytes = 0b1\n\
+                [exec]\nenabled = true\ntimeout_ms = 0o7\nmax_output_bytes = 0xff_ff\n");
+    assert_eq!(p.limits().max_read_bytes, 16);
+    assert_eq!(p.limits().max_write_bytes, 1);
+    assert_eq!(p.exec().timeout_ms, 7);
+    assert_eq!(p.exec().max_output_bytes, 0xffff);
+    let p = ok("[fs]\nmax_read_bytes = 0x7fff_ffff_ffff_ffff\n");
+    assert_eq!(p.limits().max_read_bytes, i64::MAX as u64);
+    for big in [
+        "0x8000000000000000",
+        "0xffffffffffffffff",
+        "0o1000000000000000000000",
+    ] {
+        let err = refused(
+            &format!("[fs]\nmax_read_bytes = {big}\n"),
+            K::InvalidValue,
+            "fs.max_read_bytes",
+        );
+        assert!(
+            err.message().contains(&format!("{big} does not fit")),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn duplicated_quoted_key_is_named() {
     refused(
