@@ -261,6 +261,28 @@ fn duplicated_key_in_an_inline_table_is_named() {
     );
 }
 
+/// A quoted key may spell its name with escapes; the second definition is
+/// still named by the key it defines (before, the refusal named no key at
+/// all, since the escaped text was compared with the key names).
+#[test]
+fn policy19_duplicated_key_spelled_with_escapes_is_named() {
+    refused(
+        "[fs]\nwrite_root = \"workspace\"\n\"write\\u005froot\" = \"inputs\"\n",
+        K::DuplicateKey,
+        "fs.write_root",
+    );
+    refused(
+        "[fs]\nmax_read_bytes = 1\n\"max_read\\U0000005Fbytes\" = 2\n",
+        K::DuplicateKey,
+        "fs.max_read_bytes",
+    );
+    refused(
+        "\"\\u0066s\".allow_overwrite = true\nfs.allow_overwrite = false\n",
+        K::DuplicateKey,
+        "fs.allow_overwrite",
+    );
+}
+
 /// TOML writes integers in hexadecimal, octal and binary too: each is the
 /// number it spells (before, the range check dropped its first two digits,
 /// so `0x10`, `0o7` and `0b1` were refused as "does not fit a 64-bit
