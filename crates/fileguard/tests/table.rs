@@ -327,9 +327,10 @@ table! {
     // of its own, not a missing one: `*` must match it, and it must not
     // shorten the path (nor read as `.` when a dot is left).
     policy19_ignorable_only_dir: ["packages/*/package.json"]; write "packages/\u{200b}/package.json" => direct("packages/*/package.json");
-    policy19_ignorable_then_dot_dir: ["packages/*/package.json"]; write "packages/\u{feff}./package.json" => direct("packages/*/package.json");
+    policy19_ignorable_then_dot_dir: ["packages/*/package.json"]; write "packages/\u{feff}./package.json" => traversal;
+    policy19_ignorable_then_dot_dir_under_any_pattern: ["Makefile"]; write "src/\u{200b}./main.rs" => traversal;
     policy19_ignorable_only_name: ["tests/*"]; write "tests/\u{200d}" => direct("tests/*");
-    policy19_ignorable_then_dots_name: ["a/*/x"]; write "a/\u{ad}../x" => direct("a/*/x");
+    policy19_ignorable_then_dots_name: ["a/*/x"]; write "a/\u{ad}../x" => traversal;
     policy19_ignorable_only_dir_is_not_skipped: ["a/b"]; write "a/\u{200b}/b" => allow;
     policy19_ignorable_only_dir_moved: ["packages/*/package.json"]; moved "packages/\u{2060}" => ancestor("packages/*/package.json");
     policy19_ignorable_only_pattern_component: ["a/\u{200b}/x"]; write "a/\u{feff}/x" => direct("a/\u{200b}/x");

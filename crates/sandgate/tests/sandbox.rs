@@ -350,6 +350,17 @@ fn policy19_a_name_of_only_ignorable_code_points_is_a_component_a_star_matches()
         assert_eq!(err.pattern(), Some("packages/*/package.json"));
     }
     assert!(!fx.p("ws/packages/\u{200b}/package.json").exists());
+    // A name of them and a dot, which a volume that folds names may look
+    // up as `.`, is not judged either way: refused.
+    let e = sb
+        .write(
+            "packages/\u{feff}./package.json",
+            b"{}",
+            WriteOptions::default(),
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::FsProtected, "{e}");
+    assert!(!fx.p("ws/packages/\u{feff}.").exists());
     // Renaming a package in under that name is refused as well.
     sb.mkdir("staging").unwrap();
     sb.write("staging/package.json", b"{}", WriteOptions::default())
