@@ -108,7 +108,9 @@ use unicode_normalization::{is_nfc, is_nfc_quick, IsNormalized, UnicodeNormaliza
 ///   f2fs `casefold`) decomposes each of them to nothing before comparing
 ///   names, so there `.g\u{200b}it` *is* `.git`; the set holds the smaller
 ///   one HFS+ leaves out of names (and git's own `.git` check skips). A `?`
-///   never matches a dropped character.
+///   never matches a dropped character. (A path component made only of
+///   such characters is still a name of its own when a guard checks a
+///   path; see [`Candidate::folded`](crate::Candidate::folded).)
 pub fn fold(s: &str) -> Cow<'_, str> {
     if s.is_ascii() {
         return if s.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -164,7 +166,7 @@ pub fn fold(s: &str) -> Cow<'_, str> {
 /// which Linux's casefolding (ext4, f2fs, tmpfs `casefold`) decomposes to
 /// nothing before it compares names. It holds the smaller set HFS+ ignores
 /// (U+200C to U+200F, U+202A to U+202E, U+206A to U+206F, U+FEFF).
-fn is_ignorable(c: char) -> bool {
+pub(crate) fn is_ignorable(c: char) -> bool {
     matches!(
         c,
         '\u{ad}'

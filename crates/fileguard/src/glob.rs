@@ -66,6 +66,13 @@ impl Malformed {
     }
 }
 
+/// Put before the fold of a name that folding emptied or left as `.` or
+/// `..` (a name made of ignorable code points, and dots): such a name is a
+/// real entry of its own, never the directory itself, its parent or no
+/// component at all. Folding drops this code point from every name, so no
+/// other name's fold can hold it.
+pub(crate) const EMPTIED: char = '\u{200b}';
+
 /// A compiled pattern component.
 #[derive(Clone, Debug)]
 pub(crate) enum Comp {
@@ -124,6 +131,9 @@ impl Comp {
         let toks = lex(raw)?;
         Ok(match toks.as_slice() {
             [] => Comp::Literal(Lit::new("")),
+            [Tok::Lit(l)] if matches!(&**l, "" | "." | "..") => {
+                Comp::Literal(Lit::new(&format!("{EMPTIED}{l}")))
+            }
             [Tok::Lit(l)] => Comp::Literal(Lit::new(l)),
             [Tok::Star] => Comp::Star,
             _ if toks.iter().all(|t| !matches!(t, Tok::Unit(_))) => Comp::Stars(stars(&toks)),

@@ -3,8 +3,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::fold::fold;
-use crate::glob::{Comp, Lit, Name};
+use crate::fold::{fold, is_ignorable};
+use crate::glob::{Comp, Lit, Name, EMPTIED};
 use crate::pattern::{Pattern, PatternError, Shape, Warning};
 
 /// Builds a [`Guard`] from deny-write patterns, in the style of globset's
@@ -455,7 +455,7 @@ fn run_states(comps: &[Comp], path: &[Name<'_>]) -> (bool, bool) {
 /// A folded path split into names, with what the special rules need to know.
 struct Split<'a, 'b> {
     names: &'b [Name<'a>],
-    /// A `..` component is present.
+    /// A `..` component is present, or one that folds to `.` or `..`.
     has_parent: bool,
     /// A component is exactly `.git` (the path is folded already).
     has_git: bool,
@@ -477,6 +477,10 @@ fn with_components<R>(path: &str, f: impl FnOnce(&Split<'_, '_>) -> R) -> R {
             "" | "." => continue,
             ".." => has_parent = true,
             ".git" => has_git = true,
+            // Folds to `.` or `..` (see `fold_path`): on a volume that folds
+            // names, a lookup may take it for the directory or its parent,
+            // so it is no more judged than `..`.
+            _ if c.starts_with(EMPTIED) && c.len() > EMPTIED.len_utf8() => has_parent = true,
             _ => {}
         }
         let name = Name::new(c);
@@ -546,7 +550,7 @@ impl<'a> Candidate<'a> {
     pub fn new(path: &'a str) -> Candidate<'a> {
         Candidate {
             path,
-            folded: fold(path),
+            folded: fold_path(path),
         }
     }
 
@@ -555,10 +559,40 @@ impl<'a> Candidate<'a> {
         self.path
     }
 
-    /// The path in folded form (see [`fold`](crate::fold())).
+    /// The path in folded form (see [`fold`](crate::fold())), component by
+    /// component: a component that folding would empty or turn into `.` or
+    /// `..` (it is made of ignorable code points, and dots) is kept as a
+    /// name of its own, marked with U+200B ZERO WIDTH SPACE, which no
+    /// other fold holds.
     pub fn folded(&self) -> &str {
         &self.folded
     }
+}
+
+/// Folds a root-relative path for matching. A component made only of
+/// ignorable code points (and dots) names a real entry, yet folds to
+/// nothing, `.` or `..`; judged so, `packages/\u{200b}/package.json` would
+/// lose a component and escape `packages/*/package.json`. Such a component
+/// keeps a place of its own, marked with [`EMPTIED`]. One that folds to
+/// `.` or `..` (`\u{200b}.`) is a name of its own on most volumes, but a
+/// volume that folds names may look it up as `.` or `..`; the guard
+/// refuses it like `..` ([`Rule::Traversal`]) rather than guess.
+fn fold_path(path: &str) -> Cow<'_, str> {
+    if path.is_ascii() || !path.chars().any(is_ignorable) {
+        return fold(path);
+    }
+    let mut out = String::with_capacity(path.len() + 8);
+    for (i, comp) in path.split('/').enumerate() {
+        if i > 0 {
+            out.push('/');
+        }
+        let folded = fold(comp);
+        if matches!(&*folded, "" | "." | "..") && comp != folded {
+            out.push(EMPTIED);
+        }
+        out.push_str(&folded);
+    }
+    Cow::Owned(out)
 }
 
 /// The answer of a check.
@@ -649,7 +683,10 @@ impl fmt::Display for Refusal<'_> {
                 f.write_str(" is a .git directory or inside one, which restricted mode protects")
             }
             (Rule::Traversal, _) => {
-                f.write_str(" has a `..` component, which deny-write protection cannot judge")
+                f.write_str(
+                    " has a `..` component (or one that folds to `.` or `..`), which deny-write \
+                     protection cannot judge",
+                )
             }
         }
     }
@@ -664,7 +701,9 @@ pub enum Rule<'a> {
     /// Restricted mode's rule: a path component folds to `.git`.
     GitDir,
     /// The path still has a `..` component (it should have been resolved or
-    /// refused before the check); refused because it cannot be judged.
+    /// refused before the check), or a component that folds to `.` or `..`
+    /// (`\u{200b}.`, which a volume that folds names may look up as such);
+    /// refused because it cannot be judged.
     Traversal,
 }
 

@@ -323,6 +323,17 @@ table! {
     git_musical_format: [] restricted; write ".git\u{1d173}/config" => git;
     default_ignorable_in_path: ["Makefile"]; write "Make\u{ad}file" => direct("Makefile");
     default_ignorable_in_dir: [".github/**"]; write ".git\u{200b}hub/workflows/ci.yml" => direct(".github/**");
+    // A component made only of ignorable code points is a real directory
+    // of its own, not a missing one: `*` must match it, and it must not
+    // shorten the path (nor read as `.` when a dot is left).
+    policy19_ignorable_only_dir: ["packages/*/package.json"]; write "packages/\u{200b}/package.json" => direct("packages/*/package.json");
+    policy19_ignorable_then_dot_dir: ["packages/*/package.json"]; write "packages/\u{feff}./package.json" => traversal;
+    policy19_ignorable_then_dot_dir_under_any_pattern: ["Makefile"]; write "src/\u{200b}./main.rs" => traversal;
+    policy19_ignorable_only_name: ["tests/*"]; write "tests/\u{200d}" => direct("tests/*");
+    policy19_ignorable_then_dots_name: ["a/*/x"]; write "a/\u{ad}../x" => traversal;
+    policy19_ignorable_only_dir_is_not_skipped: ["a/b"]; write "a/\u{200b}/b" => allow;
+    policy19_ignorable_only_dir_moved: ["packages/*/package.json"]; moved "packages/\u{2060}" => ancestor("packages/*/package.json");
+    policy19_ignorable_only_pattern_component: ["a/\u{200b}/x"]; write "a/\u{feff}/x" => direct("a/\u{200b}/x");
     git_as_resolved: [] restricted; write "link" via ".git/config" => git @ resolved;
     gitignore_ordinary: [] restricted; write ".gitignore" => allow;
     git_bak_ordinary: [] restricted; write ".git.bak/x" => allow;

@@ -145,7 +145,8 @@ fn blame(
     let before = keys.iter().filter(|(_, k, _)| k.start <= span.start);
     if duplicate {
         let raw = text.get(span.clone()).unwrap_or("");
-        let name = raw.trim_matches(|c| c == '"' || c == '\'');
+        let name = key_name(raw);
+        let name = name.as_str();
         let named = |path: &String| path == name || path.ends_with(&format!(".{name}"));
         let nearest = before
             .filter(|(p, _, _)| named(p))
@@ -162,6 +163,24 @@ fn blame(
         .filter(|(_, k, v)| span.start <= v.end || line_of(text, k.start) == line)
         .max_by_key(|(_, k, _)| k.start)
         .map(|(p, _, _)| p.clone())
+}
+
+/// The name a key segment as written stands for: a quoted key with its
+/// escapes decoded (`"write\u005froot"` is `write_root`), a bare one as it is.
+fn key_name(raw: &str) -> String {
+    let bare = || raw.trim_matches(|c| c == '"' || c == '\'').to_owned();
+    if !raw.starts_with(['"', '\'']) {
+        return bare();
+    }
+    // The parser decodes the quoted text exactly as it does a key's.
+    let line = format!("k = {raw}");
+    let Ok(doc) = DeTable::parse(&line) else {
+        return bare();
+    };
+    match doc.get_ref().get("k").map(|v| v.get_ref()) {
+        Some(toml::de::DeValue::String(s)) => s.to_string(),
+        _ => bare(),
+    }
 }
 
 /// Parses and decodes `text`. `Err` when the file cannot be decoded at all

@@ -186,14 +186,11 @@ fn expected(shape: Shape) -> &'static str {
     }
 }
 
-/// Whether a TOML integer fits the i64 serde will decode it into.
-fn fits_i64(text: &str, radix: u32) -> bool {
-    let digits: String = text.chars().filter(|c| *c != '_').collect();
-    let digits = match radix {
-        10 => digits.as_str(),
-        _ => digits.get(2..).unwrap_or(""),
-    };
-    i64::from_str_radix(digits.trim_start_matches('+'), radix).is_ok()
+/// Whether a TOML integer fits the i64 serde will decode it into. The
+/// parser gives the digits ready for `from_str_radix`: without the radix
+/// prefix (`0x`, `0o`, `0b`) and without underscores.
+fn fits_i64(digits: &str, radix: u32) -> bool {
+    i64::from_str_radix(digits, radix).is_ok()
 }
 
 struct Pass {
@@ -277,7 +274,8 @@ impl Pass {
                 self.problem(
                     PolicyErrorKind::InvalidValue,
                     key.to_owned(),
-                    format!("{} does not fit a 64-bit signed integer", i.as_str()),
+                    // As written, with its radix prefix (`0xffffffffffffffff`).
+                    format!("{i} does not fit a 64-bit signed integer"),
                     span,
                 );
                 false

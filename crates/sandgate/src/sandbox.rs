@@ -1197,14 +1197,22 @@ impl Sandbox {
                 )
                 .with_path(f.as_str()));
             }
+            // A link holds no entries, but paths beneath its new name lead
+            // wherever it does (and the agent may change what is there):
+            // arriving at a name above protected paths, it would put them
+            // in a directory of the agent's choosing. Its destination gets
+            // the ancestor rule, as a directory's does.
+            let is_link = !is_dir
+                && inner.guard_active
+                && wr.lstat(f.as_str()).is_ok_and(|m| m.is_symlink());
             inner.check_target(f.as_str(), None, is_dir)?;
-            inner.check_target(t.as_str(), None, is_dir)?;
+            inner.check_target(t.as_str(), None, is_dir || is_link)?;
             // A refusal where one name resolved is audited with that name.
             let (fdir, fname, fres) = inner
                 .open_checked(wr, &f, is_dir)
                 .map_err(|e| ctx.refused_as(e, |p| format!("{p} -> {t}")))?;
             let (tdir, tname, tres) = inner
-                .open_checked(wr, &t, is_dir)
+                .open_checked(wr, &t, is_dir || is_link)
                 .map_err(|e| ctx.refused_as(e, |p| format!("{fres} -> {p}")))?;
             ctx.path(|| format!("{fres} -> {tres}"));
             if inner.would_show(&fdir, &tdir) {
@@ -1221,7 +1229,7 @@ impl Sandbox {
             // directory, and after the move require that it is what arrived.
             let checked = if inner.guard_active {
                 let src = fdir.lstat(fname).map_err(|e| at(e, &fres))?;
-                if src.is_dir() != is_dir {
+                if src.is_dir() != is_dir || src.is_symlink() != is_link {
                     return Err(changed_under_rename(&fres));
                 }
                 if is_dir {
@@ -2352,10 +2360,14 @@ fn covers_a_hook(guard: &Guard, hooks_dir: &str) -> bool {
 }
 
 /// The configs that go with the hooks `pattern` protects in the
-/// repositories it names: for each `.git` component (in any spelling that
-/// folds to it) after which the rest of the pattern covers a hook, the
-/// pattern's components before it followed by `.git/config`
-/// (`vendor/lib/.git/hooks/**` gives `vendor/lib/.git/config`).
+/// repositories it names: for each component that can stand for a
+/// repository's `.git` (any spelling that folds to it, a wildcard that
+/// matches it, or `**`) after which the rest of the pattern covers a hook,
+/// the pattern's components before it followed by `.git/config`
+/// (`vendor/lib/.git/hooks/**` gives `vendor/lib/.git/config`,
+/// `vendor/*/hooks/**` gives `vendor/.git/config`), with `**/` before
+/// `.git` when that component is `**` (`vendor/**/hooks/**` gives
+/// `vendor/**/.git/config`).
 fn hook_configs(pattern: &str) -> Vec<String> {
     let mut rest = pattern;
     while let Some(r) = rest.strip_prefix("./") {
@@ -2367,7 +2379,18 @@ fn hook_configs(pattern: &str) -> Vec<String> {
         .collect();
     let mut out = Vec::new();
     for (i, comp) in comps.iter().enumerate() {
-        if sandgate_fileguard::fold(comp) != ".git" {
+        let recursive = *comp == "**";
+        // A `.git` component then `hooks/<hook>`: the tail needs at least
+        // those components, unless `**` stands for all of them.
+        if !recursive && comps.len() - i < 2 {
+            continue;
+        }
+        let is_git = recursive
+            || GuardBuilder::new()
+                .pattern(comp)
+                .build()
+                .is_ok_and(|g| g.check_write(".git", None).is_refused());
+        if !is_git {
             continue;
         }
         let mut tail = comps[i..].join("/");
@@ -2381,6 +2404,9 @@ fn hook_configs(pattern: &str) -> Vec<String> {
             let mut config = comps[..i].join("/");
             if !config.is_empty() {
                 config.push('/');
+            }
+            if recursive {
+                config.push_str("**/");
             }
             config.push_str(".git/config");
             out.push(config);

@@ -325,6 +325,58 @@ fn ancestors_are_protected_on_rename_and_delete() {
     sb.delete("moved").unwrap();
 }
 
+/// A directory whose name is only ignorable code points (a zero-width
+/// space) is a real directory that `*` matches; before, folding emptied the
+/// name, the path lost a component, and `packages/*/package.json` let a
+/// new workspace package be written under `packages/\u{200b}/`.
+#[test]
+fn policy19_a_name_of_only_ignorable_code_points_is_a_component_a_star_matches() {
+    let fx = Fx::new();
+    fx.put("ws/packages/app/package.json", "{}");
+    let sb = fx
+        .builder()
+        .deny_write("packages/*/package.json")
+        .build()
+        .unwrap();
+    sb.mkdir("packages/\u{200b}").unwrap();
+    for name in [
+        "packages/\u{200b}/package.json",
+        "packages/\u{200b}/./package.json",
+    ] {
+        let err = sb
+            .write(name, b"{\"scripts\":{}}", WriteOptions::default())
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::FsProtected, "{name:?}: {err}");
+        assert_eq!(err.pattern(), Some("packages/*/package.json"));
+    }
+    assert!(!fx.p("ws/packages/\u{200b}/package.json").exists());
+    // A name of them and a dot, which a volume that folds names may look
+    // up as `.`, is not judged either way: refused.
+    let e = sb
+        .write(
+            "packages/\u{feff}./package.json",
+            b"{}",
+            WriteOptions::default(),
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::FsProtected, "{e}");
+    assert!(!fx.p("ws/packages/\u{feff}.").exists());
+    // Renaming a package in under that name is refused as well.
+    sb.mkdir("staging").unwrap();
+    sb.write("staging/package.json", b"{}", WriteOptions::default())
+        .unwrap();
+    assert_eq!(
+        code(sb.rename("staging", "packages/\u{feff}")),
+        ErrorCode::FsProtected
+    );
+    assert!(!fx.p("ws/packages/\u{feff}").exists());
+    // The name is not skipped either: `a/<zwsp>/b` is not `a/b`.
+    let sb = fx.builder().deny_write("a/b").build().unwrap();
+    sb.write("a/\u{200b}/b", b"x", WriteOptions::default())
+        .unwrap();
+    assert_eq!(fs::read(fx.p("ws/a/\u{200b}/b")).unwrap(), b"x");
+}
+
 #[test]
 fn restricted_mode_protects_git_components() {
     let fx = Fx::new();
@@ -1548,6 +1600,54 @@ fn directory_rename_over_the_walk_bound_is_refused() {
     assert!(!fx.p("ws/big3").exists());
 }
 
+/// A symbolic link renamed to a name above protected paths would put
+/// those paths wherever the link leads: renaming an in-root link to a
+/// directory the agent writes (a workspace package linked from
+/// `node_modules`, say) to `.claude` made `.claude/settings.json` read the
+/// agent's own file, and `.github/workflows/*.yml` was grafted the same way
+/// once `.github` existed. The destination of a link gets the ancestor
+/// rule, as a directory's does; a link still moves to an ordinary name.
+#[test]
+fn policy19_a_link_is_not_renamed_to_a_name_above_protected_paths() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/packages/pkg/index.js", "")
+            .put("ws/.github/README.md", "");
+        fx.link("ws/pkg_link", "packages/pkg")
+            .link("ws/file_link", "packages/pkg/index.js");
+        let sb = fx
+            .builder()
+            .deny_write(".claude/settings.json")
+            .deny_write(".github/workflows/*.yml")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        for (from, to, pattern) in [
+            ("pkg_link", ".claude", ".claude/settings.json"),
+            ("pkg_link", ".github/workflows", ".github/workflows/*.yml"),
+            ("file_link", ".claude", ".claude/settings.json"),
+        ] {
+            let e = sb.rename(from, to).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::FsProtected, "{from} -> {to}: {e}");
+            assert_eq!(e.pattern(), Some(pattern), "{from} -> {to}");
+            assert!(fs::symlink_metadata(fx.p(&format!("ws/{from}")))
+                .unwrap()
+                .is_symlink());
+            assert!(fs::symlink_metadata(fx.p(&format!("ws/{to}"))).is_err());
+        }
+        sb.write(
+            "packages/pkg/settings.json",
+            b"{\"hooks\":{}}",
+            WriteOptions::default(),
+        )
+        .unwrap();
+        assert!(!fx.p("ws/.claude/settings.json").exists());
+        // A link still moves to, and from, an ordinary name.
+        sb.rename("pkg_link", "pkg_link2").unwrap();
+        sb.rename("pkg_link2", "pkg_link").unwrap();
+    }
+}
+
 /// `link/` where the link leads to a directory names that directory, but
 /// rename and delete act on entries: the link entry is no directory.
 #[test]
@@ -1654,6 +1754,67 @@ fn protecting_any_git_hook_protects_its_repositorys_config() {
         }
     }
     assert!(open.is_empty(), "config left writable: {open:#?}");
+}
+
+/// The same when the pattern reaches the repository's `.git` through a
+/// wildcard rather than spelling it: `repo/**/hooks/**` protects the hooks
+/// of `repo/.git`, so it protects `repo/.git/config` too. Before, only a
+/// literal `.git` component (or a pattern covering the hooks at the root
+/// or under any directory) brought the config along, and `core.hooksPath`
+/// set there pointed those hooks anywhere.
+#[test]
+fn policy19_a_wildcard_in_place_of_dot_git_still_brings_the_config() {
+    let mut open = Vec::new();
+    for pattern in [
+        "repo/**/hooks/**",
+        "repo/*/hooks/**",
+        "repo/.gi?/hooks/*",
+        "repo/[.]git/hooks/pre-commit",
+        "**/repo/**/hooks/*",
+        "repo/*/*/post-checkout",
+        "repo/**",
+    ] {
+        let fx = Fx::new();
+        fx.put("ws/repo/.git/config", "[core]\n");
+        fx.put("ws/repo/.git/hooks/keep", "");
+        let sb = fx
+            .builder()
+            .restricted(false)
+            .allow_overwrite(true)
+            .deny_write(pattern)
+            .build()
+            .unwrap();
+        let written = sb.write(
+            "repo/.git/config",
+            b"[core]\n\thooksPath = /tmp/elsewhere\n",
+            WriteOptions::default().overwrite(true),
+        );
+        if !matches!(&written, Err(e) if e.code() == ErrorCode::FsProtected) {
+            open.push(format!("{pattern}: {written:?}"));
+        }
+        if fs::read_to_string(fx.p("ws/repo/.git/config")).unwrap() != "[core]\n" {
+            open.push(format!("{pattern}: the config was rewritten"));
+        }
+    }
+    assert!(open.is_empty(), "config left writable: {open:#?}");
+    // A pattern that covers no hook adds nothing: `repo/*` holds only
+    // entries directly in `repo`.
+    let fx = Fx::new();
+    fx.put("ws/repo/.git/config", "[core]\n");
+    let sb = fx
+        .builder()
+        .restricted(false)
+        .allow_overwrite(true)
+        .deny_write("repo/*")
+        .deny_write("repo/.git/*/x")
+        .build()
+        .unwrap();
+    sb.write(
+        "repo/.git/config",
+        b"[user]\n",
+        WriteOptions::default().overwrite(true),
+    )
+    .unwrap();
 }
 
 /// An edit reads at most `max_read_bytes + 1` bytes: when the file swapped in

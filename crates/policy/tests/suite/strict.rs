@@ -261,6 +261,60 @@ fn duplicated_key_in_an_inline_table_is_named() {
     );
 }
 
+/// A quoted key may spell its name with escapes; the second definition is
+/// still named by the key it defines (before, the refusal named no key at
+/// all, since the escaped text was compared with the key names).
+#[test]
+fn policy19_duplicated_key_spelled_with_escapes_is_named() {
+    refused(
+        "[fs]\nwrite_root = \"workspace\"\n\"write\\u005froot\" = \"inputs\"\n",
+        K::DuplicateKey,
+        "fs.write_root",
+    );
+    refused(
+        "[fs]\nmax_read_bytes = 1\n\"max_read\\U0000005Fbytes\" = 2\n",
+        K::DuplicateKey,
+        "fs.max_read_bytes",
+    );
+    refused(
+        "\"\\u0066s\".allow_overwrite = true\nfs.allow_overwrite = false\n",
+        K::DuplicateKey,
+        "fs.allow_overwrite",
+    );
+}
+
+/// TOML writes integers in hexadecimal, octal and binary too: each is the
+/// number it spells (before, the range check dropped its first two digits,
+/// so `0x10`, `0o7` and `0b1` were refused as "does not fit a 64-bit
+/// signed integer", and one over the range was let through to a second,
+/// vaguer refusal).
+#[test]
+fn policy19_integers_in_every_radix_are_read_as_written() {
+    let p = ok("[fs]\nmax_read_bytes = 0x10\nmax_write_bytes = 0b1\n\
+                [exec]\nenabled = true\ntimeout_ms = 0o7\nmax_output_bytes = 0xff_ff\n");
+    assert_eq!(p.limits().max_read_bytes, 16);
+    assert_eq!(p.limits().max_write_bytes, 1);
+    assert_eq!(p.exec().timeout_ms, 7);
+    assert_eq!(p.exec().max_output_bytes, 0xffff);
+    let p = ok("[fs]\nmax_read_bytes = 0x7fff_ffff_ffff_ffff\n");
+    assert_eq!(p.limits().max_read_bytes, i64::MAX as u64);
+    for big in [
+        "0x8000000000000000",
+        "0xffffffffffffffff",
+        "0o1000000000000000000000",
+    ] {
+        let err = refused(
+            &format!("[fs]\nmax_read_bytes = {big}\n"),
+            K::InvalidValue,
+            "fs.max_read_bytes",
+        );
+        assert!(
+            err.message().contains(&format!("{big} does not fit")),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn duplicated_quoted_key_is_named() {
     refused(
