@@ -3,7 +3,8 @@
 //! A shell command cannot be asked before each write whether a path is
 //! protected, so this crate checks afterwards. Before a command,
 //! [`Protector::begin`] records every *protected entry* beneath the write
-//! root — every entry a deny-write pattern matches, or, in restricted mode,
+//! root — every entry a deny-write pattern matches, every symbolic link at
+//! a name above what an anchored pattern protects, or, in restricted mode,
 //! every `.git` component and what is beneath it — with its identity
 //! (device and inode), metadata (type, mode, owner, link count, size,
 //! times), a copy of its content when it is a small file, and its target
@@ -20,7 +21,9 @@
 //!   that was renamed elsewhere beneath the root is renamed back (found by
 //!   its inode);
 //! - a new protected entry (`touch x.lock`, `mkdir .github`, a nested
-//!   `git init` in restricted mode) is moved into the quarantine;
+//!   `git init` in restricted mode, or a symbolic link at a name above
+//!   what an anchored pattern protects, `ln -s mine .claude`) is moved
+//!   into the quarantine;
 //! - a directory the command made and left without read or search
 //!   permission for the host (`chmod 000 d`) gets the owner's permissions,
 //!   so that it is searched like any other it made;
@@ -974,13 +977,20 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// The rule protecting `rel`, if any.
-    fn protects(&self, rel: &[u8]) -> Option<String> {
+    /// The rule protecting `rel`, an entry of type `kind`, if any: a match
+    /// of a pattern, or, for a symbolic link, a name above what an anchored
+    /// pattern protects (the ancestor rule of a rename): the paths beneath
+    /// it lead wherever it leads, so `ln -s mine .claude` would make
+    /// `.claude/settings.json` a file the command wrote.
+    fn protects(&self, rel: &[u8], kind: FileType) -> Option<String> {
         let text = String::from_utf8_lossy(rel);
-        self.guard
-            .check_write(&text, None)
-            .refusal()
-            .map(|r| r.rule().as_str().to_owned())
+        let rule =
+            |v: sandgate_fileguard::Verdict<'_>| v.refusal().map(|r| r.rule().as_str().to_owned());
+        rule(self.guard.check_write(&text, None)).or_else(|| {
+            (kind == FileType::Symlink)
+                .then(|| rule(self.guard.check_rename_or_delete(&text, None)))
+                .flatten()
+        })
     }
 }
 
@@ -1395,7 +1405,7 @@ impl Record {
                 return false;
             }
             let child = join(&rel, &e.name);
-            if let Some(pattern) = ctx.protects(&child) {
+            if let Some(pattern) = ctx.protects(&child, e.kind) {
                 if self.record_entry(&fd, &e.name, child, pattern) {
                     rec.protected.insert(e.name.clone());
                 }
@@ -1660,7 +1670,7 @@ impl Record {
             if old.subdirs.contains(&e.name) || old.protected.contains(&e.name) {
                 seen.insert(e.name.clone());
             }
-            if let Some(pattern) = ctx.protects(&child) {
+            if let Some(pattern) = ctx.protects(&child, e.kind) {
                 let same = self.entries.get(&child).is_some_and(|r| {
                     r.meta.ino == e.ino && r.meta.kind() == e.kind && r.pattern == pattern
                 });
@@ -2275,7 +2285,7 @@ impl Settle<'_> {
                 }
                 scan.missing.insert(child.clone());
             }
-            if let Some(pattern) = self.ctx.protects(&child) {
+            if let Some(pattern) = self.ctx.protects(&child, e.kind) {
                 if let Some(id) = ident {
                     scan.new_dir(record, id, &child);
                 }
@@ -2370,7 +2380,7 @@ impl Settle<'_> {
                 } else {
                     scan.new_file(record, e.ino, &child);
                 }
-                if let Some(pattern) = self.ctx.protects(&child) {
+                if let Some(pattern) = self.ctx.protects(&child, e.kind) {
                     scan.new_protected.push((child, pattern));
                     return;
                 }

@@ -422,6 +422,60 @@ fn writes_through_a_symlink_the_command_made_are_undone() {
     );
 }
 
+/// A symbolic link the command makes at a name above what an anchored
+/// pattern protects (`.claude` under `.claude/settings.json`,
+/// `.github/workflows` under `.github/workflows/*.yml`) would make the
+/// protected path lead to a file the command wrote: it is quarantined and
+/// reported, while a link elsewhere is kept. Before, both links stayed and
+/// `.claude/settings.json` read the command's file, unreported.
+#[test]
+fn a_link_made_above_protected_paths_is_quarantined() {
+    let patterns = &[".claude/settings.json", ".github/workflows/*.yml"];
+    for ns in modes() {
+        let fx = fixture(false);
+        fs::remove_dir_all(fx.root.join(".github")).unwrap();
+        let ex = executor(&fx, ns, false, patterns);
+        let r = run(
+            &ex,
+            "mkdir x y .github && echo evil > x/settings.json && echo bad > y/ci.yml \
+             && ln -s x .claude && ln -s ../y .github/workflows && ln -s x kept \
+             && cat .claude/settings.json .github/workflows/ci.yml",
+        );
+        let out = String::from_utf8_lossy(&r.stdout);
+        assert_eq!(
+            out,
+            "evil\nbad\n",
+            "ns {ns}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        for link in [".claude", ".github/workflows"] {
+            assert!(
+                fs::symlink_metadata(fx.root.join(link)).is_err(),
+                "ns {ns}: {link} is still there; reported {:?}",
+                r.protected_changes
+            );
+        }
+        // The link elsewhere and the command's own files stay.
+        assert_eq!(fs::read_link(fx.root.join("kept")).unwrap(), Path::new("x"));
+        assert_eq!(
+            fs::read_to_string(fx.root.join("x/settings.json")).unwrap(),
+            "evil\n"
+        );
+        let reported: Vec<&str> = r
+            .protected_changes
+            .iter()
+            .map(|c| c.path.as_str())
+            .collect();
+        assert!(
+            reported.contains(&".claude") && reported.contains(&".github/workflows"),
+            "ns {ns}: {reported:?}"
+        );
+        // A later command finds neither protected path.
+        let r = run(&ex, "cat .claude/settings.json .github/workflows/ci.yml");
+        assert_eq!(String::from_utf8_lossy(&r.stdout), "", "ns {ns}");
+    }
+}
+
 /// `touch -d` sets mtime back; the same-size rewrite keeps the size. ctime
 /// still moves, and the content is compared.
 #[test]
@@ -887,7 +941,7 @@ fn every_attack_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 26 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 27 passed"), "{stdout}");
 }
 
 /// Another process's command holds the write root (its `flock`): a
