@@ -1100,7 +1100,8 @@ impl Drop for Running<'_> {
 /// removing those whose owner process is gone ([`tmpdir::sweep`]).
 fn make_tmpdir() -> Result<PathBuf, ExecError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let base = std::env::temp_dir();
+    let base = crate::tmpdir::base()
+        .map_err(|e| ExecError::io("cannot find the temporary directory", e))?;
     let owner = crate::tmpdir::owner_tag();
     if let Some(owner) = &owner {
         crate::tmpdir::sweep(&base, owner);

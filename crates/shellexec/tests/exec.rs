@@ -1371,6 +1371,94 @@ fn the_private_tmpdir_is_the_childs_and_dispose_removes_it() {
     ex.dispose().unwrap();
 }
 
+const RELATIVE_TMPDIR: &str = "SANDGATE_TEST_RELATIVE_TMPDIR";
+
+/// A host whose `TMPDIR` is a relative name (`TMPDIR=tmp`) still gives
+/// each command its private temporary directory, by an absolute path: the
+/// command runs in another directory (the write root), where a relative
+/// `TMPDIR` would name a directory the executor never made (`mktemp`
+/// failed) or one the command made itself in the workspace. Before, the
+/// command got the relative name. Run in a child process started in a
+/// directory of its own, with the relative `TMPDIR`, on the floor and in
+/// namespaces; the child's dispose removes the directory.
+#[test]
+fn env19_a_relative_host_tmpdir_still_names_the_private_directory() {
+    if std::env::var_os(RELATIVE_TMPDIR).is_some() {
+        let here = std::env::current_dir().unwrap();
+        let work = here.join("work");
+        fs::create_dir(&work).unwrap();
+        for (mode, ns) in [(ConfineMode::Off, false), (ConfineMode::BestEffort, true)] {
+            let ex = started(ExecConfig {
+                confine_mode: mode,
+                confine: ConfineSpec {
+                    write_dirs: vec![work.clone()],
+                    ..ConfineSpec::default()
+                },
+                namespaces: ns,
+                ..config()
+            });
+            let tmp = ex.tmpdir().unwrap();
+            let opts = ExecOptions {
+                cwd: Some(open_dir(&work)),
+                ..ExecOptions::default()
+            };
+            let r = ex
+                .exec("echo \"$TMPDIR|$TMP|$TEMP\"; mktemp", opts)
+                .unwrap();
+            let out = text(&r.stdout);
+            println!(
+                "{mode:?}: tmpdir {} out {out:?} err {:?}",
+                tmp.display(),
+                text(&r.stderr)
+            );
+            assert!(tmp.is_absolute(), "{mode:?}: {}", tmp.display());
+            assert!(
+                tmp.starts_with(here.join("rel")),
+                "{mode:?}: {}",
+                tmp.display()
+            );
+            let t = tmp.to_str().unwrap();
+            let mut lines = out.lines();
+            assert_eq!(
+                lines.next(),
+                Some(format!("{t}|{t}|{t}").as_str()),
+                "{mode:?}: {out}"
+            );
+            let made = PathBuf::from(lines.next().unwrap_or_default());
+            assert!(
+                made.starts_with(&tmp) && made.is_file(),
+                "{mode:?}: {out} {}",
+                text(&r.stderr)
+            );
+            assert_eq!(r.exit_code, 0, "{mode:?}: {}", text(&r.stderr));
+            ex.dispose().unwrap();
+            assert!(!tmp.exists(), "{mode:?}: dispose left {}", tmp.display());
+        }
+        assert_eq!(fs::read_dir(here.join("rel")).unwrap().count(), 0);
+        assert_eq!(fs::read_dir(&work).unwrap().count(), 0);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("rel")).unwrap();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "--nocapture",
+            "env19_a_relative_host_tmpdir_still_names_the_private_directory",
+        ])
+        .current_dir(dir.path())
+        .env(RELATIVE_TMPDIR, "1")
+        .env("TMPDIR", "rel")
+        .output()
+        .unwrap();
+    assert!(
+        child.status.success(),
+        "{}\n{}",
+        text(&child.stdout),
+        text(&child.stderr)
+    );
+}
+
 /// The command owns its TMPDIR while it runs: it can take the owner's
 /// permissions away from it and from what it made in it, and a command
 /// run as root on the floor can make entries immutable or append-only.
