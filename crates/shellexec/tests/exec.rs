@@ -755,6 +755,62 @@ fn debug_prints_no_withheld_value() {
     }
 }
 
+/// What the embedder sets for every command from now on
+/// (`set_withheld_values`, `set_child_env`) holds for every command run
+/// after the call returns, also when another thread was planning the
+/// child's environment meanwhile (an exec, or `redact` for an argv).
+/// Before, that thread stored its plan, made from the values before the
+/// call, as the cached plan once the call had cleared the cache: every
+/// later command ran without the new variables and with output not
+/// redacted of the new withheld value (an egress proxy's credential an
+/// upstream echoed came back whole). Thousands of withheld host values
+/// make a plan take long enough for the calls to land inside it; the
+/// calls are made at several points of it.
+#[test]
+fn env19_a_plan_made_while_the_embedder_changes_the_environment_is_not_kept() {
+    const ADDED: &str = "proxy-credential-0123456789";
+    let mut host = host_env();
+    for i in 0..5000 {
+        host.push((
+            format!("X{i}_TOKEN").into(),
+            format!("host-value-{i:08}-abcdefghijklmnop").into(),
+        ));
+    }
+    let cfg = ExecConfig {
+        host_env: Some(host),
+        ..config()
+    };
+    let probe = started(cfg.clone());
+    let t = Instant::now();
+    probe.redact(b"x");
+    let plan = t.elapsed();
+    probe.dispose().unwrap();
+    let mut seen = Vec::new();
+    for tenths in [3, 5, 6, 7, 8, 9] {
+        let ex = Arc::new(started(cfg.clone()));
+        let planning = {
+            let ex = Arc::clone(&ex);
+            thread::spawn(move || ex.redact(b"x"))
+        };
+        thread::sleep(plan * tenths / 10);
+        ex.set_withheld_values(vec![(
+            "net.credentials[0]".into(),
+            ADDED.as_bytes().to_vec(),
+        )]);
+        ex.set_child_env(vec![("HTTP_PROXY".into(), "http://127.0.0.1:9".into())]);
+        planning.join().unwrap();
+        let r = run(&ex, &format!("echo \"$HTTP_PROXY {ADDED}\""));
+        seen.push((tenths, text(&r.stdout)));
+        ex.dispose().unwrap();
+    }
+    for (tenths, out) in &seen {
+        assert_eq!(
+            out, "http://127.0.0.1:9 [REDACTED:net.credentials[0]]\n",
+            "changed at {tenths}/10 of a {plan:?} plan: {seen:?}"
+        );
+    }
+}
+
 #[test]
 fn env_inherit_is_honoured_and_the_digest_is_stable() {
     let plain = started(config());
