@@ -351,6 +351,118 @@ fn the_shell_starts_with_signals_unblocked_and_at_their_defaults() {
     assert!(r.stdout.is_empty());
 }
 
+/// The scheduling of the thread that calls `exec`: its policy, real-time
+/// priority, nice value and I/O priority (`ioprio_get`), each as the
+/// kernel reports it for this thread.
+fn thread_scheduling() -> (i32, i32, i32) {
+    // SAFETY: plain calls on the calling thread (0 and its tid).
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        (
+            libc::sched_getscheduler(0),
+            libc::getpriority(libc::PRIO_PROCESS, tid),
+            libc::syscall(libc::SYS_ioprio_get, 1, 0) as i32,
+        )
+    }
+}
+
+/// Sets the calling thread's policy (with priority `rt`), nice value and
+/// I/O priority; whether each took.
+fn set_thread_scheduling(policy: i32, rt: i32, nice: i32, ioprio: i32) -> [bool; 3] {
+    // SAFETY: as above; `param` is a live local.
+    unsafe {
+        let param = libc::sched_param { sched_priority: rt };
+        let tid = libc::gettid() as libc::id_t;
+        [
+            libc::sched_setscheduler(0, policy, &param) == 0,
+            libc::setpriority(libc::PRIO_PROCESS, tid, nice) == 0,
+            libc::syscall(libc::SYS_ioprio_set, 1, 0, ioprio) == 0,
+        ]
+    }
+}
+
+/// A host thread that runs real-time (`SCHED_RR`), at a raised priority
+/// (nice -5) or in the real-time I/O class does not hand that to the
+/// commands it runs: the command starts at `SCHED_OTHER`, nice 0 and the
+/// best-effort I/O class, and (its `RLIMIT_RTPRIO` and `RLIMIT_NICE`
+/// being 0, its `CAP_SYS_NICE` gone) cannot take any of them back.
+/// Before, it inherited all three: a real-time busy loop starves the
+/// host's work on its CPU, which the zero limits are there to prevent. The
+/// host's thread is set so only where the test may (root with
+/// `CAP_SYS_NICE`); elsewhere only the command's side is checked.
+#[test]
+fn env19_the_host_threads_real_time_scheduling_and_priority_are_not_inherited() {
+    const IOPRIO_RT: i32 = (1 << 13) | 4;
+    let before = thread_scheduling();
+    let took = set_thread_scheduling(libc::SCHED_RR, 1, -5, IOPRIO_RT);
+    let during = thread_scheduling();
+    let modes = [
+        (ConfineMode::BestEffort, true),
+        (ConfineMode::BestEffort, false),
+        (ConfineMode::Off, false),
+    ];
+    let runs = std::panic::catch_unwind(|| {
+        modes.map(|(mode, namespaces)| {
+            let ex = started(ExecConfig {
+                confine_mode: mode,
+                namespaces,
+                ..config()
+            });
+            let cmd = "read -r l < /proc/$$/stat; echo \"$l\"; ionice -p $$; chrt -r -p 1 $$ 2>/dev/null && echo rt; \
+                       renice -n -5 -p $$ >/dev/null 2>&1 && echo reniced; \
+                       ionice -c 1 -p $$ 2>/dev/null && echo rt-io; exit 0";
+            run(&ex, cmd)
+        })
+    });
+    // Back to what the thread had, in an order each step is allowed in.
+    let restored = set_thread_scheduling(
+        before.0,
+        0,
+        before.1,
+        if before.2 == 0 { 4 << 13 } else { before.2 },
+    );
+    let runs = runs.unwrap();
+    if took != [true; 3] {
+        eprintln!(
+            "note: the host thread's scheduling could not be raised ({took:?}): only the \
+             command is checked"
+        );
+    } else {
+        assert_eq!(
+            during,
+            (libc::SCHED_RR, -5, IOPRIO_RT),
+            "the setup did not take"
+        );
+        assert!(restored[0] && restored[1], "{restored:?}");
+    }
+    for ((mode, namespaces), r) in modes.iter().zip(&runs) {
+        let out = text(&r.stdout);
+        let stat = out.lines().next().unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        // The shell's own (read with a builtin: on the floor only the
+        // first process's `/proc/<pid>` is granted). After the name: field
+        // 3 is the first; nice is 19, rt_priority 40, policy 41.
+        let field = |n: usize| fields.get(n - 3).copied().unwrap_or("?");
+        let what = format!(
+            "{mode:?}, namespaces {namespaces}: {out}{}",
+            text(&r.stderr)
+        );
+        assert_eq!((field(19), field(40), field(41)), ("0", "0", "0"), "{what}");
+        let rest: Vec<&str> = out.lines().skip(1).collect();
+        assert!(
+            rest.first().is_some_and(|l| !l.starts_with("realtime")),
+            "I/O class: {what}"
+        );
+        // Unconfined, root keeps CAP_SYS_NICE and may take them itself.
+        if *mode != ConfineMode::Off {
+            assert_eq!(rest.len(), 1, "the command took back a priority: {what}");
+        }
+    }
+}
+
 #[test]
 fn a_command_not_found_is_the_shells_127() {
     let ex = started(config());
