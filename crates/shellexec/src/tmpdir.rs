@@ -37,13 +37,18 @@ use rustix::fs::{self as rfs, AtFlags, FileType, IFlags, Mode, OFlags};
 pub(crate) const PREFIX: &str = "sandgate-exec-";
 
 /// Where private directories are made: the host's temporary directory
-/// ([`std::env::temp_dir`], so `TMPDIR` where it is set) as an absolute
-/// path. A relative `TMPDIR` is taken from the host process's working
-/// directory now: commands run in another directory, where the relative
-/// name would name a different one (in their workspace), and the host
-/// may change directory before it removes what it made.
+/// ([`std::env::temp_dir`], so `TMPDIR` where it is set and not empty,
+/// else `/tmp`) as an absolute path. A relative `TMPDIR` is taken from the
+/// host process's working directory now: commands run in another
+/// directory, where the relative name would name a different one (in
+/// their workspace), and the host may change directory before it removes
+/// what it made.
 pub(crate) fn base() -> io::Result<std::path::PathBuf> {
-    std::path::absolute(std::env::temp_dir())
+    let dir = std::env::temp_dir();
+    if dir.as_os_str().is_empty() {
+        return Ok(std::path::PathBuf::from("/tmp"));
+    }
+    std::path::absolute(dir)
 }
 
 /// `<pidns>-<pid>-<start>` for this process: the inode of its PID

@@ -1548,11 +1548,19 @@ const RELATIVE_TMPDIR: &str = "SANDGATE_TEST_RELATIVE_TMPDIR";
 /// failed) or one the command made itself in the workspace. Before, the
 /// command got the relative name. Run in a child process started in a
 /// directory of its own, with the relative `TMPDIR`, on the floor and in
-/// namespaces; the child's dispose removes the directory.
+/// namespaces; the child's dispose removes the directory. An empty
+/// `TMPDIR` names no directory and is taken as unset (`/tmp`), where
+/// before the directory was made in the host's working directory.
 #[test]
 fn env19_a_relative_host_tmpdir_still_names_the_private_directory() {
-    if std::env::var_os(RELATIVE_TMPDIR).is_some() {
+    if let Some(given) = std::env::var_os(RELATIVE_TMPDIR) {
         let here = std::env::current_dir().unwrap();
+        // An empty TMPDIR is no directory: the default's.
+        let base = if given.is_empty() {
+            PathBuf::from("/tmp")
+        } else {
+            here.join(given)
+        };
         let work = here.join("work");
         fs::create_dir(&work).unwrap();
         for (mode, ns) in [(ConfineMode::Off, false), (ConfineMode::BestEffort, true)] {
@@ -1580,11 +1588,7 @@ fn env19_a_relative_host_tmpdir_still_names_the_private_directory() {
                 text(&r.stderr)
             );
             assert!(tmp.is_absolute(), "{mode:?}: {}", tmp.display());
-            assert!(
-                tmp.starts_with(here.join("rel")),
-                "{mode:?}: {}",
-                tmp.display()
-            );
+            assert!(tmp.starts_with(&base), "{mode:?}: {}", tmp.display());
             let t = tmp.to_str().unwrap();
             let mut lines = out.lines();
             assert_eq!(
@@ -1606,25 +1610,27 @@ fn env19_a_relative_host_tmpdir_still_names_the_private_directory() {
         assert_eq!(fs::read_dir(&work).unwrap().count(), 0);
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    fs::create_dir(dir.path().join("rel")).unwrap();
-    let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "--nocapture",
-            "env19_a_relative_host_tmpdir_still_names_the_private_directory",
-        ])
-        .current_dir(dir.path())
-        .env(RELATIVE_TMPDIR, "1")
-        .env("TMPDIR", "rel")
-        .output()
-        .unwrap();
-    assert!(
-        child.status.success(),
-        "{}\n{}",
-        text(&child.stdout),
-        text(&child.stderr)
-    );
+    for given in ["rel", ""] {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("rel")).unwrap();
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "--nocapture",
+                "env19_a_relative_host_tmpdir_still_names_the_private_directory",
+            ])
+            .current_dir(dir.path())
+            .env(RELATIVE_TMPDIR, given)
+            .env("TMPDIR", given)
+            .output()
+            .unwrap();
+        assert!(
+            child.status.success(),
+            "TMPDIR={given:?}: {}\n{}",
+            text(&child.stdout),
+            text(&child.stderr)
+        );
+    }
 }
 
 /// The command owns its TMPDIR while it runs: it can take the owner's

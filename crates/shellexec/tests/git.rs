@@ -2144,14 +2144,21 @@ const RELATIVE_TMPDIR: &str = "SANDGATE_TEST_RELATIVE_TMPDIR";
 /// relative name, which git (running in the repository's directory) took
 /// from there: a directory in the workspace, never the one made, so every
 /// request failed ("not a git repository"). Run in a child process
-/// started in a directory of its own with the relative `TMPDIR`.
+/// started in a directory of its own with the relative `TMPDIR`, and with
+/// an empty one, taken as unset (`/tmp`).
 #[test]
 fn env19_a_relative_host_tmpdir_still_gives_git_its_private_directory() {
     if !have_git() {
         return;
     }
-    if std::env::var_os(RELATIVE_TMPDIR).is_some() {
+    if let Some(given) = std::env::var_os(RELATIVE_TMPDIR) {
         let here = std::env::current_dir().unwrap();
+        // An empty TMPDIR is no directory: the default's.
+        let base = if given.is_empty() {
+            PathBuf::from("/tmp")
+        } else {
+            here.join(given)
+        };
         let root = here.join("repo");
         fs::create_dir(&root).unwrap();
         raw_git(&root, &["init", "-q"]);
@@ -2168,11 +2175,7 @@ fn env19_a_relative_host_tmpdir_still_gives_git_its_private_directory() {
             .map(|(_, v)| PathBuf::from(v))
             .unwrap();
         assert!(git_dir.is_absolute(), "GIT_DIR {}", git_dir.display());
-        assert!(
-            git_dir.starts_with(here.join("rel")),
-            "GIT_DIR {}",
-            git_dir.display()
-        );
+        assert!(git_dir.starts_with(&base), "GIT_DIR {}", git_dir.display());
         let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
         let r = exec_planned(&inv, &prepared);
         assert_eq!(
@@ -2183,23 +2186,25 @@ fn env19_a_relative_host_tmpdir_still_gives_git_its_private_directory() {
         );
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    fs::create_dir(dir.path().join("rel")).unwrap();
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "--nocapture",
-            "env19_a_relative_host_tmpdir_still_gives_git_its_private_directory",
-        ])
-        .current_dir(dir.path())
-        .env(RELATIVE_TMPDIR, "1")
-        .env("TMPDIR", "rel")
-        .output()
-        .unwrap();
-    assert!(
-        child.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&child.stdout),
-        String::from_utf8_lossy(&child.stderr)
-    );
+    for given in ["rel", ""] {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("rel")).unwrap();
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "--nocapture",
+                "env19_a_relative_host_tmpdir_still_gives_git_its_private_directory",
+            ])
+            .current_dir(dir.path())
+            .env(RELATIVE_TMPDIR, given)
+            .env("TMPDIR", given)
+            .output()
+            .unwrap();
+        assert!(
+            child.status.success(),
+            "TMPDIR={given:?}: {}\n{}",
+            String::from_utf8_lossy(&child.stdout),
+            String::from_utf8_lossy(&child.stderr)
+        );
+    }
 }
