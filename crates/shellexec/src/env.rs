@@ -106,9 +106,10 @@ const NOT_CREDENTIALS: [&str; 2] = ["PWD", "OLDPWD"];
 /// AZURE_, GOOGLE_, GCP_ or ARM_CLIENT. The exact names `PWD` and `OLDPWD`
 /// (in that case) are not credentials.
 ///
-/// Only `_` and `-` split segments: `githubToken` is one segment and
-/// contains none of the substrings, so it is *not* credential-shaped, while
-/// `MAX_OUTPUT_TOKENS` is (fail closed).
+/// Segments are split at `_` and `-`, and the words of a camelCase name
+/// (split where an ASCII lower-case letter meets an upper-case one) are
+/// segments too: `githubToken` is credential-shaped (its word `Token`),
+/// and so is `MAX_OUTPUT_TOKENS` (fail closed), while `TOKENIZER` is not.
 ///
 /// Case folding: the rules are checked against the ASCII upper-case form of
 /// the name and, when different, against its full Unicode folding

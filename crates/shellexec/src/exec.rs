@@ -516,7 +516,7 @@ pub struct LocalShellExecutor {
     idle: Condvar,
     /// The last child environment planned, reused while the host
     /// environment and the temporary directory are unchanged.
-    child_env: Mutex<Option<Arc<ChildEnv>>>,
+    child_env: Mutex<EnvCache>,
     /// Variables the embedder adds to every shell's environment
     /// ([`LocalShellExecutor::set_child_env`]).
     extra_env: Mutex<Vec<(String, String)>>,
@@ -652,6 +652,17 @@ impl ChildEnv {
     }
 }
 
+/// The cached child environment ([`LocalShellExecutor::child_env`]).
+#[derive(Debug, Default)]
+struct EnvCache {
+    /// Counts the changes of what the embedder adds
+    /// ([`LocalShellExecutor::set_child_env`],
+    /// [`LocalShellExecutor::set_withheld_values`]) and disposals: a plan
+    /// begun before one is never cached.
+    generation: u64,
+    env: Option<Arc<ChildEnv>>,
+}
+
 #[derive(Debug, Default)]
 struct State {
     session: Option<Session>,
@@ -677,7 +688,7 @@ impl LocalShellExecutor {
             config,
             state: Mutex::new(State::default()),
             idle: Condvar::new(),
-            child_env: Mutex::new(None),
+            child_env: Mutex::new(EnvCache::default()),
             extra_env: Mutex::new(Vec::new()),
             extra_withheld: Mutex::new(Vec::new()),
         }
@@ -693,7 +704,15 @@ impl LocalShellExecutor {
             .extra_withheld
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = values;
-        *self.child_env.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.forget_child_env();
+    }
+
+    /// Drops the cached child environment, and keeps a plan under way
+    /// (made from what was set before) from being cached.
+    fn forget_child_env(&self) {
+        let mut cache = self.child_env.lock().unwrap_or_else(|e| e.into_inner());
+        cache.generation = cache.generation.wrapping_add(1);
+        cache.env = None;
     }
 
     /// A redactor for `plan`'s withheld values and the embedder's.
@@ -732,7 +751,7 @@ impl LocalShellExecutor {
     /// proxy listens. Replaces what an earlier call set.
     pub fn set_child_env(&self, vars: Vec<(String, String)>) {
         *self.extra_env.lock().unwrap_or_else(|e| e.into_inner()) = vars;
-        *self.child_env.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.forget_child_env();
     }
 
     /// Whether commands run in the executor's own namespaces (started,
@@ -794,26 +813,34 @@ impl LocalShellExecutor {
             Some(_) => None,
             None => Some(std::env::vars_os().collect()),
         };
-        let cached = self
-            .child_env
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some(env) = cached {
-            if env.host == host && env.tmpdir == tmpdir {
+        loop {
+            let (generation, cached) = {
+                let cache = self.child_env.lock().unwrap_or_else(|e| e.into_inner());
+                (cache.generation, cache.env.clone())
+            };
+            if let Some(env) = cached {
+                if env.host == host && env.tmpdir == tmpdir {
+                    return env;
+                }
+            }
+            let added = self
+                .extra_env
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let mut env = ChildEnv::plan(&self.config, host.clone(), tmpdir, &added);
+            env.redactor = self.redactor_for(&env.plan);
+            let env = Arc::new(env);
+            let mut cache = self.child_env.lock().unwrap_or_else(|e| e.into_inner());
+            // The embedder changed what every command gets while this
+            // plan was made from the earlier values: plan again, so that
+            // neither this exec nor a later one (through the cache) runs
+            // without the change.
+            if cache.generation == generation {
+                cache.env = Some(Arc::clone(&env));
                 return env;
             }
         }
-        let added = self
-            .extra_env
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let mut env = ChildEnv::plan(&self.config, host, tmpdir, &added);
-        env.redactor = self.redactor_for(&env.plan);
-        let env = Arc::new(env);
-        *self.child_env.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&env));
-        env
     }
 }
 
@@ -1064,7 +1091,7 @@ impl ShellExecutor for LocalShellExecutor {
                 .0;
         }
         drop(state);
-        *self.child_env.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.forget_child_env();
         self.extra_env
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -1100,7 +1127,8 @@ impl Drop for Running<'_> {
 /// removing those whose owner process is gone ([`tmpdir::sweep`]).
 fn make_tmpdir() -> Result<PathBuf, ExecError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let base = std::env::temp_dir();
+    let base = crate::tmpdir::base()
+        .map_err(|e| ExecError::io("cannot find the temporary directory", e))?;
     let owner = crate::tmpdir::owner_tag();
     if let Some(owner) = &owner {
         crate::tmpdir::sweep(&base, owner);

@@ -1568,9 +1568,10 @@ extern "C" fn shell_main(arg: *mut libc::c_void) -> libc::c_int {
     exit(EXIT_NOT_STARTED)
 }
 
-/// The shell between `clone` and `execve`: its own session, the caller's
-/// directory, the confinement, inherited descriptors closed on exec, and
-/// signals unblocked.
+/// The shell between `clone` and `execve`: ordinary scheduling
+/// ([`ordinary_scheduling`]), its own session, the caller's directory, the
+/// confinement, inherited descriptors closed on exec, and signals
+/// unblocked.
 ///
 /// # Safety
 ///
@@ -1588,6 +1589,7 @@ unsafe fn prepare_shell(s: &Shared) -> Result<(), Errno> {
         // Into the exec's cgroups (the keeper stays out), before anything
         // of the command runs.
         s.placement.enter()?;
+        ordinary_scheduling()?;
         syscalls::syscall!(Sysno::setsid)?;
         let listen = match s.ns {
             Some(ns) => {
@@ -1622,6 +1624,53 @@ unsafe fn prepare_shell(s: &Shared) -> Result<(), Errno> {
             0,
             8
         )?;
+    }
+    Ok(())
+}
+
+/// Takes back what the calling thread's scheduling would hand the
+/// command: a real-time policy (`SCHED_FIFO`, `SCHED_RR`) becomes
+/// `SCHED_OTHER`, a raised priority (a negative nice value) nice 0, and
+/// the real-time I/O class the best-effort one. Each is a step down, which
+/// needs no privilege; the command's zero `RLIMIT_RTPRIO` and
+/// `RLIMIT_NICE` (and, run as root, the capabilities it loses) keep it
+/// from stepping back up. A lower priority than the default (a positive
+/// nice value, `SCHED_BATCH`, `SCHED_IDLE`, the idle I/O class) is kept.
+///
+/// # Safety
+///
+/// Only in the shell before `execve`.
+unsafe fn ordinary_scheduling() -> Result<(), Errno> {
+    const SCHED_RESET_ON_FORK: usize = 0x4000_0000;
+    const PRIO_PROCESS: usize = 0;
+    const IOPRIO_WHO_PROCESS: usize = 1;
+    const IOPRIO_CLASS_SHIFT: usize = 13;
+    const IOPRIO_CLASS_RT: usize = 1;
+    /// Best effort, at its default level (4).
+    const IOPRIO_BEST_EFFORT: usize = (2 << IOPRIO_CLASS_SHIFT) | 4;
+    // SAFETY: raw calls on integers and on a live local `sched_param`.
+    unsafe {
+        // A call the host's own sandbox refuses tells nothing to take
+        // back; a step down it refuses fails the start.
+        let policy = syscalls::syscall!(Sysno::sched_getscheduler, 0)
+            .map_or(libc::SCHED_OTHER as usize, |p| p & !SCHED_RESET_ON_FORK);
+        if policy == libc::SCHED_FIFO as usize || policy == libc::SCHED_RR as usize {
+            let param = libc::sched_param { sched_priority: 0 };
+            syscalls::syscall!(
+                Sysno::sched_setscheduler,
+                0,
+                libc::SCHED_OTHER,
+                &param as *const libc::sched_param
+            )?;
+        }
+        // The system call answers 20 - nice (1 to 40).
+        if syscalls::syscall!(Sysno::getpriority, PRIO_PROCESS, 0).is_ok_and(|p| p > 20) {
+            syscalls::syscall!(Sysno::setpriority, PRIO_PROCESS, 0, 0)?;
+        }
+        let ioprio = syscalls::syscall!(Sysno::ioprio_get, IOPRIO_WHO_PROCESS, 0).unwrap_or(0);
+        if ioprio >> IOPRIO_CLASS_SHIFT == IOPRIO_CLASS_RT {
+            syscalls::syscall!(Sysno::ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_BEST_EFFORT)?;
+        }
     }
     Ok(())
 }

@@ -36,6 +36,21 @@ use rustix::fs::{self as rfs, AtFlags, FileType, IFlags, Mode, OFlags};
 /// How every session directory's name begins.
 pub(crate) const PREFIX: &str = "sandgate-exec-";
 
+/// Where private directories are made: the host's temporary directory
+/// ([`std::env::temp_dir`], so `TMPDIR` where it is set and not empty,
+/// else `/tmp`) as an absolute path. A relative `TMPDIR` is taken from the
+/// host process's working directory now: commands run in another
+/// directory, where the relative name would name a different one (in
+/// their workspace), and the host may change directory before it removes
+/// what it made.
+pub(crate) fn base() -> io::Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir();
+    if dir.as_os_str().is_empty() {
+        return Ok(std::path::PathBuf::from("/tmp"));
+    }
+    std::path::absolute(dir)
+}
+
 /// `<pidns>-<pid>-<start>` for this process: the inode of its PID
 /// namespace (hex), its pid, and its start time in clock ticks since
 /// boot (field 22 of `/proc/self/stat`). `None` without `/proc`: such

@@ -351,6 +351,118 @@ fn the_shell_starts_with_signals_unblocked_and_at_their_defaults() {
     assert!(r.stdout.is_empty());
 }
 
+/// The scheduling of the thread that calls `exec`: its policy, real-time
+/// priority, nice value and I/O priority (`ioprio_get`), each as the
+/// kernel reports it for this thread.
+fn thread_scheduling() -> (i32, i32, i32) {
+    // SAFETY: plain calls on the calling thread (0 and its tid).
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        (
+            libc::sched_getscheduler(0),
+            libc::getpriority(libc::PRIO_PROCESS, tid),
+            libc::syscall(libc::SYS_ioprio_get, 1, 0) as i32,
+        )
+    }
+}
+
+/// Sets the calling thread's policy (with priority `rt`), nice value and
+/// I/O priority; whether each took.
+fn set_thread_scheduling(policy: i32, rt: i32, nice: i32, ioprio: i32) -> [bool; 3] {
+    // SAFETY: as above; `param` is a live local.
+    unsafe {
+        let param = libc::sched_param { sched_priority: rt };
+        let tid = libc::gettid() as libc::id_t;
+        [
+            libc::sched_setscheduler(0, policy, &param) == 0,
+            libc::setpriority(libc::PRIO_PROCESS, tid, nice) == 0,
+            libc::syscall(libc::SYS_ioprio_set, 1, 0, ioprio) == 0,
+        ]
+    }
+}
+
+/// A host thread that runs real-time (`SCHED_RR`), at a raised priority
+/// (nice -5) or in the real-time I/O class does not hand that to the
+/// commands it runs: the command starts at `SCHED_OTHER`, nice 0 and the
+/// best-effort I/O class, and (its `RLIMIT_RTPRIO` and `RLIMIT_NICE`
+/// being 0, its `CAP_SYS_NICE` gone) cannot take any of them back.
+/// Before, it inherited all three: a real-time busy loop starves the
+/// host's work on its CPU, which the zero limits are there to prevent. The
+/// host's thread is set so only where the test may (root with
+/// `CAP_SYS_NICE`); elsewhere only the command's side is checked.
+#[test]
+fn env19_the_host_threads_real_time_scheduling_and_priority_are_not_inherited() {
+    const IOPRIO_RT: i32 = (1 << 13) | 4;
+    let before = thread_scheduling();
+    let took = set_thread_scheduling(libc::SCHED_RR, 1, -5, IOPRIO_RT);
+    let during = thread_scheduling();
+    let modes = [
+        (ConfineMode::BestEffort, true),
+        (ConfineMode::BestEffort, false),
+        (ConfineMode::Off, false),
+    ];
+    let runs = std::panic::catch_unwind(|| {
+        modes.map(|(mode, namespaces)| {
+            let ex = started(ExecConfig {
+                confine_mode: mode,
+                namespaces,
+                ..config()
+            });
+            let cmd = "read -r l < /proc/$$/stat; echo \"$l\"; ionice -p $$; chrt -r -p 1 $$ 2>/dev/null && echo rt; \
+                       renice -n -5 -p $$ >/dev/null 2>&1 && echo reniced; \
+                       ionice -c 1 -p $$ 2>/dev/null && echo rt-io; exit 0";
+            run(&ex, cmd)
+        })
+    });
+    // Back to what the thread had, in an order each step is allowed in.
+    let restored = set_thread_scheduling(
+        before.0,
+        0,
+        before.1,
+        if before.2 == 0 { 4 << 13 } else { before.2 },
+    );
+    let runs = runs.unwrap();
+    if took != [true; 3] {
+        eprintln!(
+            "note: the host thread's scheduling could not be raised ({took:?}): only the \
+             command is checked"
+        );
+    } else {
+        assert_eq!(
+            during,
+            (libc::SCHED_RR, -5, IOPRIO_RT),
+            "the setup did not take"
+        );
+        assert!(restored[0] && restored[1], "{restored:?}");
+    }
+    for ((mode, namespaces), r) in modes.iter().zip(&runs) {
+        let out = text(&r.stdout);
+        let stat = out.lines().next().unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        // The shell's own (read with a builtin: on the floor only the
+        // first process's `/proc/<pid>` is granted). After the name: field
+        // 3 is the first; nice is 19, rt_priority 40, policy 41.
+        let field = |n: usize| fields.get(n - 3).copied().unwrap_or("?");
+        let what = format!(
+            "{mode:?}, namespaces {namespaces}: {out}{}",
+            text(&r.stderr)
+        );
+        assert_eq!((field(19), field(40), field(41)), ("0", "0", "0"), "{what}");
+        let rest: Vec<&str> = out.lines().skip(1).collect();
+        assert!(
+            rest.first().is_some_and(|l| !l.starts_with("realtime")),
+            "I/O class: {what}"
+        );
+        // Unconfined, root keeps CAP_SYS_NICE and may take them itself.
+        if *mode != ConfineMode::Off {
+            assert_eq!(rest.len(), 1, "the command took back a priority: {what}");
+        }
+    }
+}
+
 #[test]
 fn a_command_not_found_is_the_shells_127() {
     let ex = started(config());
@@ -752,6 +864,62 @@ fn debug_prints_no_withheld_value() {
             );
         }
         run(&ex, "true");
+    }
+}
+
+/// What the embedder sets for every command from now on
+/// (`set_withheld_values`, `set_child_env`) holds for every command run
+/// after the call returns, also when another thread was planning the
+/// child's environment meanwhile (an exec, or `redact` for an argv).
+/// Before, that thread stored its plan, made from the values before the
+/// call, as the cached plan once the call had cleared the cache: every
+/// later command ran without the new variables and with output not
+/// redacted of the new withheld value (an egress proxy's credential an
+/// upstream echoed came back whole). Thousands of withheld host values
+/// make a plan take long enough for the calls to land inside it; the
+/// calls are made at several points of it.
+#[test]
+fn env19_a_plan_made_while_the_embedder_changes_the_environment_is_not_kept() {
+    const ADDED: &str = "proxy-credential-0123456789";
+    let mut host = host_env();
+    for i in 0..5000 {
+        host.push((
+            format!("X{i}_TOKEN").into(),
+            format!("host-value-{i:08}-abcdefghijklmnop").into(),
+        ));
+    }
+    let cfg = ExecConfig {
+        host_env: Some(host),
+        ..config()
+    };
+    let probe = started(cfg.clone());
+    let t = Instant::now();
+    probe.redact(b"x");
+    let plan = t.elapsed();
+    probe.dispose().unwrap();
+    let mut seen = Vec::new();
+    for tenths in [3, 5, 6, 7, 8, 9] {
+        let ex = Arc::new(started(cfg.clone()));
+        let planning = {
+            let ex = Arc::clone(&ex);
+            thread::spawn(move || ex.redact(b"x"))
+        };
+        thread::sleep(plan * tenths / 10);
+        ex.set_withheld_values(vec![(
+            "net.credentials[0]".into(),
+            ADDED.as_bytes().to_vec(),
+        )]);
+        ex.set_child_env(vec![("HTTP_PROXY".into(), "http://127.0.0.1:9".into())]);
+        planning.join().unwrap();
+        let r = run(&ex, &format!("echo \"$HTTP_PROXY {ADDED}\""));
+        seen.push((tenths, text(&r.stdout)));
+        ex.dispose().unwrap();
+    }
+    for (tenths, out) in &seen {
+        assert_eq!(
+            out, "http://127.0.0.1:9 [REDACTED:net.credentials[0]]\n",
+            "changed at {tenths}/10 of a {plan:?} plan: {seen:?}"
+        );
     }
 }
 
@@ -1369,6 +1537,100 @@ fn the_private_tmpdir_is_the_childs_and_dispose_removes_it() {
     assert!(!tmp.exists());
     // Dispose twice is fine.
     ex.dispose().unwrap();
+}
+
+const RELATIVE_TMPDIR: &str = "SANDGATE_TEST_RELATIVE_TMPDIR";
+
+/// A host whose `TMPDIR` is a relative name (`TMPDIR=tmp`) still gives
+/// each command its private temporary directory, by an absolute path: the
+/// command runs in another directory (the write root), where a relative
+/// `TMPDIR` would name a directory the executor never made (`mktemp`
+/// failed) or one the command made itself in the workspace. Before, the
+/// command got the relative name. Run in a child process started in a
+/// directory of its own, with the relative `TMPDIR`, on the floor and in
+/// namespaces; the child's dispose removes the directory. An empty
+/// `TMPDIR` names no directory and is taken as unset (`/tmp`), where
+/// before the directory was made in the host's working directory.
+#[test]
+fn env19_a_relative_host_tmpdir_still_names_the_private_directory() {
+    if let Some(given) = std::env::var_os(RELATIVE_TMPDIR) {
+        let here = std::env::current_dir().unwrap();
+        // An empty TMPDIR is no directory: the default's.
+        let base = if given.is_empty() {
+            PathBuf::from("/tmp")
+        } else {
+            here.join(given)
+        };
+        let work = here.join("work");
+        fs::create_dir(&work).unwrap();
+        for (mode, ns) in [(ConfineMode::Off, false), (ConfineMode::BestEffort, true)] {
+            let ex = started(ExecConfig {
+                confine_mode: mode,
+                confine: ConfineSpec {
+                    write_dirs: vec![work.clone()],
+                    ..ConfineSpec::default()
+                },
+                namespaces: ns,
+                ..config()
+            });
+            let tmp = ex.tmpdir().unwrap();
+            let opts = ExecOptions {
+                cwd: Some(open_dir(&work)),
+                ..ExecOptions::default()
+            };
+            let r = ex
+                .exec("echo \"$TMPDIR|$TMP|$TEMP\"; mktemp", opts)
+                .unwrap();
+            let out = text(&r.stdout);
+            println!(
+                "{mode:?}: tmpdir {} out {out:?} err {:?}",
+                tmp.display(),
+                text(&r.stderr)
+            );
+            assert!(tmp.is_absolute(), "{mode:?}: {}", tmp.display());
+            assert!(tmp.starts_with(&base), "{mode:?}: {}", tmp.display());
+            let t = tmp.to_str().unwrap();
+            let mut lines = out.lines();
+            assert_eq!(
+                lines.next(),
+                Some(format!("{t}|{t}|{t}").as_str()),
+                "{mode:?}: {out}"
+            );
+            let made = PathBuf::from(lines.next().unwrap_or_default());
+            assert!(
+                made.starts_with(&tmp) && made.is_file(),
+                "{mode:?}: {out} {}",
+                text(&r.stderr)
+            );
+            assert_eq!(r.exit_code, 0, "{mode:?}: {}", text(&r.stderr));
+            ex.dispose().unwrap();
+            assert!(!tmp.exists(), "{mode:?}: dispose left {}", tmp.display());
+        }
+        assert_eq!(fs::read_dir(here.join("rel")).unwrap().count(), 0);
+        assert_eq!(fs::read_dir(&work).unwrap().count(), 0);
+        return;
+    }
+    for given in ["rel", ""] {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("rel")).unwrap();
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "--nocapture",
+                "env19_a_relative_host_tmpdir_still_names_the_private_directory",
+            ])
+            .current_dir(dir.path())
+            .env(RELATIVE_TMPDIR, given)
+            .env("TMPDIR", given)
+            .output()
+            .unwrap();
+        assert!(
+            child.status.success(),
+            "TMPDIR={given:?}: {}\n{}",
+            text(&child.stdout),
+            text(&child.stderr)
+        );
+    }
 }
 
 /// The command owns its TMPDIR while it runs: it can take the owner's

@@ -2135,3 +2135,76 @@ fn git18_a_submodule_repository_in_the_work_tree_is_vetted() {
         "sub/.git",
     );
 }
+
+const RELATIVE_TMPDIR: &str = "SANDGATE_TEST_RELATIVE_TMPDIR";
+
+/// A host whose `TMPDIR` is a relative name still gets a working confined
+/// git: git's private git directory is made under the absolute form of
+/// that name, and `GIT_DIR` names it absolutely. Before, `GIT_DIR` was the
+/// relative name, which git (running in the repository's directory) took
+/// from there: a directory in the workspace, never the one made, so every
+/// request failed ("not a git repository"). Run in a child process
+/// started in a directory of its own with the relative `TMPDIR`, and with
+/// an empty one, taken as unset (`/tmp`).
+#[test]
+fn env19_a_relative_host_tmpdir_still_gives_git_its_private_directory() {
+    if !have_git() {
+        return;
+    }
+    if let Some(given) = std::env::var_os(RELATIVE_TMPDIR) {
+        let here = std::env::current_dir().unwrap();
+        // An empty TMPDIR is no directory: the default's.
+        let base = if given.is_empty() {
+            PathBuf::from("/tmp")
+        } else {
+            here.join(given)
+        };
+        let root = here.join("repo");
+        fs::create_dir(&root).unwrap();
+        raw_git(&root, &["init", "-q"]);
+        fs::write(root.join("a.txt"), "one\n").unwrap();
+        raw_git(&root, &["add", "a.txt"]);
+        raw_git(&root, &["commit", "-q", "-m", "one"]);
+        fs::write(root.join("a.txt"), "two\n").unwrap();
+        let words = split_words("git status --short").unwrap();
+        let inv = plan(&words, &ALL, &root).unwrap();
+        let git_dir = inv
+            .env
+            .iter()
+            .find(|(n, _)| n == "GIT_DIR")
+            .map(|(_, v)| PathBuf::from(v))
+            .unwrap();
+        assert!(git_dir.is_absolute(), "GIT_DIR {}", git_dir.display());
+        assert!(git_dir.starts_with(&base), "GIT_DIR {}", git_dir.display());
+        let prepared = prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+        let r = exec_planned(&inv, &prepared);
+        assert_eq!(
+            (r.exit_code, String::from_utf8_lossy(&r.stdout).into_owned()),
+            (0, " M a.txt\n".to_owned()),
+            "{}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        return;
+    }
+    for given in ["rel", ""] {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("rel")).unwrap();
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "--nocapture",
+                "env19_a_relative_host_tmpdir_still_gives_git_its_private_directory",
+            ])
+            .current_dir(dir.path())
+            .env(RELATIVE_TMPDIR, given)
+            .env("TMPDIR", given)
+            .output()
+            .unwrap();
+        assert!(
+            child.status.success(),
+            "TMPDIR={given:?}: {}\n{}",
+            String::from_utf8_lossy(&child.stdout),
+            String::from_utf8_lossy(&child.stderr)
+        );
+    }
+}

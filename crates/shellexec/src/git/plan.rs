@@ -103,7 +103,7 @@ fn private_git_dir(dot_git: &Path, snapshot: &Snapshot) -> Result<PrivateGitDir,
     static NEXT: AtomicU64 = AtomicU64::new(0);
     static OWNER: OnceLock<Option<String>> = OnceLock::new();
     let failed = |e: std::io::Error| GitError::io("cannot make git's private git directory", e);
-    let base = std::env::temp_dir();
+    let base = crate::tmpdir::base().map_err(failed)?;
     // The name carries its owner (PID namespace, pid, start time), as the
     // executor's session directories do: a copy left by a process killed
     // before it could remove it (SIGKILL) is removed by the next process
