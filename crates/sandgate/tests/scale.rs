@@ -916,11 +916,15 @@ fn threads() -> usize {
 }
 
 /// The executors' private temporary directories in the host's.
+/// This process's session directories (`sandgate-exec-<pidns>-<pid>-…`):
+/// other processes' executors come and go in the same temporary directory
+/// (a CI run beside other test runs), and are none of this test's doing.
 fn tmpdirs() -> Vec<String> {
+    let pid = std::process::id().to_string();
     let mut v: Vec<String> = fs::read_dir(std::env::temp_dir())
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with("sandgate-exec-"))
+        .filter(|n| n.starts_with("sandgate-exec-") && n.split('-').nth(3) == Some(pid.as_str()))
         .collect();
     v.sort();
     v
