@@ -519,3 +519,66 @@ fn decomposed_class_members_match_their_composed_characters() {
         );
     }
 }
+
+/// A link's name is judged by what could match beneath it that would not
+/// match beneath its target: a pattern's leading `**` stands for any
+/// prefix, the target's included, so it does not make every name one a
+/// link may not take (`check_rename_or_delete` still treats every name as
+/// an ancestor of `**/x`, for directories). Respelled like the table rows.
+#[test]
+fn links19_a_link_is_judged_by_what_could_match_only_beneath_it() {
+    let g = GuardBuilder::new()
+        .patterns([
+            "**/secrets/*.json",
+            "**/.github/workflows/*",
+            "*.lock",
+            ".claude/settings.json",
+            "**/node_modules/**",
+            "**/x",
+            "pkgs/*/cfg/**",
+            "**/deep/**/*.yml",
+        ])
+        .restricted(true)
+        .build()
+        .unwrap();
+    use Want::*;
+    for (path, want) in [
+        ("secrets", Ancestor("**/secrets/*.json")),
+        ("a/b/SECRETS", Ancestor("**/secrets/*.json")),
+        (".github", Ancestor("**/.github/workflows/*")),
+        ("a/.github/workflows", Ancestor("**/.github/workflows/*")),
+        (".claude", Ancestor(".claude/settings.json")),
+        ("pkgs", Ancestor("pkgs/*/cfg/**")),
+        ("pkgs/p", Ancestor("pkgs/*/cfg/**")),
+        ("pkgs/p/cfg", Direct("pkgs/*/cfg/**")),
+        ("deep", Ancestor("**/deep/**/*.yml")),
+        ("a/deep/b", Ancestor("**/deep/**/*.yml")),
+        ("a", Allow),
+        ("kept", Allow),
+        ("a/b/c", Allow),
+        ("pkg", Allow),
+        (".githubx", Allow),
+        ("y.lock", Direct("*.lock")),
+        ("a/x", Direct("**/x")),
+        ("node_modules", Direct("**/node_modules/**")),
+        ("sub/.git", Git),
+        ("a/../b", Traversal),
+    ] {
+        for spelled in respellings(path) {
+            assert_eq!(want_of(&g.check_link(&spelled, None)), want, "{spelled:?}");
+        }
+        // Never more than the rule for directories refuses.
+        if want != Allow {
+            assert!(g.check_rename_or_delete(path, None).is_refused(), "{path}");
+        }
+    }
+    // A link whose target is protected is refused like its target.
+    let v = g.check_link("ok", Some("a/secrets"));
+    assert_eq!(want_of(&v), Ancestor("**/secrets/*.json"));
+    assert_eq!(v.refusal().unwrap().matched(), Matched::Resolved);
+    // Directories keep the broader rule.
+    assert_eq!(
+        want_of(&g.check_rename_or_delete("kept", None)),
+        Ancestor("**/secrets/*.json")
+    );
+}
