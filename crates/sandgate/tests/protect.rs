@@ -476,6 +476,76 @@ fn a_link_made_above_protected_paths_is_quarantined() {
     }
 }
 
+/// Under patterns with a leading `**` (`**/secrets/*.json`,
+/// `**/.github/workflows/*`), a symbolic link at a name whose paths beneath
+/// would match only there (`ln -s mine secrets` makes `secrets/a.json`
+/// read the command's `mine/a.json`) is a new protected entry; but every
+/// other link, the command's own (`ln -s mine kept`, as package managers
+/// make by the hundred) and the host's (removed by the command), was taken
+/// for one too, quarantined or put back, since a leading `**` makes every
+/// name an ancestor of what it protects. What lies beneath such a link
+/// matches beneath its target alike. (Beneath a target outside the root,
+/// no pattern protects anything: a link to one is kept too, which
+/// SECURITY.md states as a limit.)
+#[test]
+fn links19_a_link_under_a_leading_double_star_is_judged_by_what_lies_beneath() {
+    let patterns = &["**/secrets/*.json", "**/.github/workflows/*"];
+    for ns in modes() {
+        let fx = fixture(false);
+        fs::remove_dir_all(fx.root.join(".github")).unwrap();
+        std::os::unix::fs::symlink("src", fx.root.join("host_link")).unwrap();
+        let ex = executor(&fx, ns, false, patterns);
+        let outside = fx.base.join("outside");
+        let r = run(
+            &ex,
+            &format!(
+                "mkdir -p mine/workflows sub && echo evil > mine/a.json && echo bad > mine/workflows/ci \
+                 && ln -s mine secrets && ln -s ../mine sub/secrets && ln -s mine .github \
+                 && ln -s mine kept && ln -s ../mine sub/kept && rm host_link \
+                 && ln -s {} far \
+                 && cat secrets/a.json sub/secrets/a.json .github/workflows/ci",
+                outside.display()
+            ),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            "evil\nevil\nbad\n",
+            "ns {ns}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        for link in ["secrets", "sub/secrets", ".github"] {
+            assert!(
+                fs::symlink_metadata(fx.root.join(link)).is_err(),
+                "ns {ns}: {link} is still there; reported {:?}",
+                r.protected_changes
+            );
+        }
+        assert_eq!(
+            fs::read_link(fx.root.join("kept")).ok(),
+            Some(PathBuf::from("mine")),
+            "ns {ns}: reported {:?}",
+            r.protected_changes
+        );
+        assert_eq!(
+            fs::read_link(fx.root.join("sub/kept")).ok(),
+            Some(PathBuf::from("../mine")),
+            "ns {ns}"
+        );
+        assert!(
+            fs::symlink_metadata(fx.root.join("host_link")).is_err(),
+            "ns {ns}: the host's ordinary link came back"
+        );
+        assert_eq!(fs::read_link(fx.root.join("far")).ok(), Some(outside));
+        let mut reported: Vec<&str> = r
+            .protected_changes
+            .iter()
+            .map(|c| c.path.as_str())
+            .collect();
+        reported.sort_unstable();
+        assert_eq!(reported, [".github", "secrets", "sub/secrets"], "ns {ns}");
+    }
+}
+
 /// `touch -d` sets mtime back; the same-size rewrite keeps the size. ctime
 /// still moves, and the content is compared.
 #[test]
@@ -941,7 +1011,7 @@ fn every_attack_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 27 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 28 passed"), "{stdout}");
 }
 
 /// Another process's command holds the write root (its `flock`): a
