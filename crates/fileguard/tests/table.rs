@@ -478,6 +478,8 @@ malformed! {
     inner_recursive_fails_closed: "src**/x", "src**" => MisplacedRecursive; "lib/x" => direct("src**/x");
     alternation_fails_closed: "*.{yml,yaml}", "*.{yml,yaml}" => Alternation; "a/b/c.txt" => direct("*.{yml,yaml}");
     malformed_keeps_other_components: "[ab/x", "[ab" => UnclosedClass; "zzz/y" => allow;
+    links19_a_backslash_separator_fails_closed: ".github\\workflows\\*", ".github\\workflows\\*" => BackslashBeforeLetter; ".github/workflows/ci.yml" => direct(".github\\workflows\\*");
+    links19_a_backslash_separator_fails_closed_in_one_component: "ci/a\\b.yml", "a\\b.yml" => BackslashBeforeLetter; "ci/x" => direct("ci/a\\b.yml");
 }
 
 /// A class member written in decomposed form (NFD, as text typed on macOS
@@ -581,4 +583,22 @@ fn links19_a_link_is_judged_by_what_could_match_only_beneath_it() {
         want_of(&g.check_rename_or_delete("kept", None)),
         Ancestor("**/secrets/*.json")
     );
+}
+
+/// A `\` before a letter or a digit escapes nothing that needs it: such a
+/// pattern was written with Windows separators, and read literally it
+/// protected only an odd base name. Escapes of special characters and of
+/// punctuation stay literal, without a warning.
+#[test]
+fn links19_escapes_that_mean_something_stay_literal() {
+    let g = GuardBuilder::new()
+        .patterns(["x\\*.lock", "a/\\.env", "a\\[b\\]", "x\\-y"])
+        .build()
+        .unwrap();
+    assert!(g.warnings().is_empty(), "{:?}", g.warnings());
+    assert!(g.check_write("x*.lock", None).is_refused());
+    assert!(g.check_write("xCargo.lock", None).is_allowed());
+    assert!(g.check_write("a/.env", None).is_refused());
+    assert!(g.check_write("a[b]", None).is_refused());
+    assert!(g.check_write("x-y", None).is_refused());
 }
