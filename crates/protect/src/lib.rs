@@ -2744,23 +2744,30 @@ impl Settle<'_> {
         if current.is_none() {
             *current = Some(self.make_quarantine()?);
         }
-        let Some(q) = current.as_ref() else {
-            return Err(Errno::IO);
-        };
         let (parent, name) = parent_of(rel);
         let from = self.dir_root(parent)?;
         // The same relative path in the quarantine, made and opened one
         // component at a time (it may be longer than one path can name).
-        let mut to = rfs::openat(q, c".", DIR_FLAGS, Mode::empty())?;
-        for comp in parent.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
-            let comp = OsStr::from_bytes(comp);
-            match rfs::mkdirat(&to, comp, Mode::from_raw_mode(0o700)) {
-                Ok(()) | Err(Errno::EXIST) => {}
+        // A component this settle already quarantined as something else
+        // than a directory (a link the command made at `.github`, with the
+        // command's version of `.github/workflows/ci.yml` to go after it)
+        // cannot hold it: such an entry goes to a quarantine directory of
+        // its own, else it stayed where it was and was not restored.
+        let mut fresh = false;
+        let (to, q_name) = loop {
+            let Some(q) = current.as_ref() else {
+                return Err(Errno::IO);
+            };
+            match quarantine_parent(q, parent) {
+                Ok(to) => break (to, q.name().to_path_buf()),
+                Err(Errno::NOTDIR | Errno::LOOP) if !fresh => {
+                    fresh = true;
+                    *current = Some(self.make_quarantine()?);
+                }
                 Err(e) => return Err(e),
             }
-            to = rfs::openat(&to, comp, DIR_FLAGS, Mode::empty())?;
-        }
-        let to = Root::from_fd(to, Resolver::Auto, q.name().join(bytes_path(parent)));
+        };
+        let to = Root::from_fd(to, Resolver::Auto, q_name.join(bytes_path(parent)));
         let rename = || {
             from.rename_to(
                 bytes_path(name),
@@ -3133,6 +3140,21 @@ fn create_entry(
             let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
             e.errno().map_or(Errno::IO, Errno::from_raw_os_error)
         })
+}
+
+/// Makes and opens `parent` (root-relative) beneath the quarantine `q`,
+/// one component at a time, never through a symlink.
+fn quarantine_parent(q: &Root, parent: &[u8]) -> Result<OwnedFd, Errno> {
+    let mut to = rfs::openat(q, c".", DIR_FLAGS, Mode::empty())?;
+    for comp in parent.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
+        let comp = OsStr::from_bytes(comp);
+        match rfs::mkdirat(&to, comp, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(e),
+        }
+        to = rfs::openat(&to, comp, DIR_FLAGS, Mode::empty())?;
+    }
+    Ok(to)
 }
 
 #[cfg(test)]

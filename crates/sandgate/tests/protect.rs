@@ -546,6 +546,73 @@ fn links19_a_link_under_a_leading_double_star_is_judged_by_what_lies_beneath() {
     }
 }
 
+/// Links at a protected file's parent made in other ways: the parent
+/// renamed away and a link to it put in its place, a link changed to
+/// another target in a second command, a chain of links, a link swapped
+/// for a directory and back, and a hard link to a protected file. After
+/// each command the protected state is the host's, and the parent is the
+/// host's directory again.
+#[test]
+fn links19_links_at_a_protected_parent_made_other_ways_are_undone() {
+    let patterns = &[".github/workflows/*.yml", ".claude/settings.json", "*.lock"];
+    for ns in modes() {
+        let fx = fixture(false);
+        write(&fx.root.join(".claude/settings.json"), "{}\n");
+        let ex = executor(&fx, ns, false, patterns);
+        let g = guard(false, patterns);
+        let ino = |p: &str| fs::symlink_metadata(fx.root.join(p)).unwrap().ino();
+        let gh = ino(".github");
+        for attack in [
+            "mv .github gh && ln -s gh .github && echo evil > gh/workflows/ci.yml",
+            "mv .claude cl && mkdir mine && echo evil > mine/settings.json && ln -s mine .claude",
+            "mkdir -p a b && echo 1 > a/settings.json && echo 2 > b/settings.json \
+             && mv .claude old && ln -sfn a .claude",
+            "rm -rf .claude && mkdir -p m && echo evil > m/settings.json && ln -s m l1 && ln -s l1 .claude",
+            "rm -rf .claude && ln -s m .claude && rm .claude && mkdir .claude && echo x > .claude/settings.json",
+            "ln Cargo.lock hard && echo evil > hard",
+        ] {
+            attack_with(&fx, &ex, &g, CONTROL, attack, control_ok);
+            assert_eq!(ino(".github"), gh, "ns {ns}: `{attack}`");
+            assert!(fs::symlink_metadata(fx.root.join(".claude")).unwrap().is_dir());
+            assert_eq!(
+                fs::read_to_string(fx.root.join(".claude/settings.json")).unwrap(),
+                "{}\n",
+                "ns {ns}: `{attack}`"
+            );
+            assert_eq!(
+                fs::read_to_string(fx.root.join(".github/workflows/ci.yml")).unwrap(),
+                "on: push\n",
+                "ns {ns}: `{attack}`"
+            );
+        }
+        // A link the host keeps above protected paths, pointed elsewhere
+        // in one command and again in the next, comes back each time.
+        write(&fx.root.join("conf/vscode/settings.json"), "{}\n");
+        std::os::unix::fs::symlink("conf/vscode", fx.root.join(".vscode")).unwrap();
+        let patterns = &[".vscode/settings.json", "*.lock"];
+        let ex = executor(&fx, ns, false, patterns);
+        let g = guard(false, patterns);
+        for attack in [
+            "mkdir -p a b && echo 1 > a/settings.json && echo 2 > b/settings.json && ln -sfn a .vscode",
+            "ln -sfn b .vscode",
+            "rm .vscode && mkdir .vscode && echo 3 > .vscode/settings.json",
+            "rm .vscode && ln -s l1 .vscode && ln -s a l1",
+        ] {
+            attack_with(&fx, &ex, &g, CONTROL, attack, control_ok);
+            assert_eq!(
+                fs::read_link(fx.root.join(".vscode")).ok(),
+                Some(PathBuf::from("conf/vscode")),
+                "ns {ns}: `{attack}`"
+            );
+            assert_eq!(
+                fs::read_to_string(fx.root.join(".vscode/settings.json")).unwrap(),
+                "{}\n",
+                "ns {ns}: `{attack}`"
+            );
+        }
+    }
+}
+
 /// `touch -d` sets mtime back; the same-size rewrite keeps the size. ctime
 /// still moves, and the content is compared.
 #[test]
@@ -1011,7 +1078,7 @@ fn every_attack_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 28 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 29 passed"), "{stdout}");
 }
 
 /// Another process's command holds the write root (its `flock`): a
