@@ -613,6 +613,42 @@ fn links19_links_at_a_protected_parent_made_other_ways_are_undone() {
     }
 }
 
+/// Pins a limit (SECURITY.md, "What sandgate does not protect"): patterns
+/// judge names, so of a host's chain of links above protected paths
+/// (`.vscode -> l1 -> conf/vscode` under `.vscode/settings.json`) only the
+/// first is a protected entry: a command that points `l1` elsewhere makes
+/// `.vscode/settings.json` read its own file, unreported, as writing
+/// `conf/vscode/settings.json` itself would.
+#[test]
+fn links19_a_link_a_protected_link_leads_through_is_not_protected() {
+    let patterns = &[".vscode/settings.json"];
+    for ns in modes() {
+        let fx = fixture(false);
+        write(&fx.root.join("conf/vscode/settings.json"), "{}\n");
+        std::os::unix::fs::symlink("conf/vscode", fx.root.join("l1")).unwrap();
+        std::os::unix::fs::symlink("l1", fx.root.join(".vscode")).unwrap();
+        let ex = executor(&fx, ns, false, patterns);
+        let r = run(
+            &ex,
+            "mkdir -p evil && echo x > evil/settings.json && ln -sfn evil l1",
+        );
+        assert!(
+            r.protected_changes.is_empty(),
+            "ns {ns}: {:?}",
+            r.protected_changes
+        );
+        assert_eq!(
+            fs::read_to_string(fx.root.join(".vscode/settings.json")).unwrap(),
+            "x\n",
+            "ns {ns}"
+        );
+        assert_eq!(
+            fs::read_link(fx.root.join(".vscode")).unwrap(),
+            Path::new("l1")
+        );
+    }
+}
+
 /// `touch -d` sets mtime back; the same-size rewrite keeps the size. ctime
 /// still moves, and the content is compared.
 #[test]
@@ -1078,7 +1114,7 @@ fn every_attack_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 29 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 30 passed"), "{stdout}");
 }
 
 /// Another process's command holds the write root (its `flock`): a
