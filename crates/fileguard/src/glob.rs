@@ -45,6 +45,11 @@ pub enum Malformed {
     /// Brace alternation (`{yml,yaml}`), which these patterns do not have;
     /// write one pattern per alternative.
     Alternation,
+    /// A `\` before a letter or a digit (`.github\workflows\*`), which
+    /// needs no escape: the pattern was almost certainly written with
+    /// Windows separators, and read literally it would protect only an odd
+    /// name. Separators are `/`.
+    BackslashBeforeLetter,
 }
 
 impl fmt::Display for Malformed {
@@ -62,6 +67,9 @@ impl Malformed {
             Malformed::DanglingEscape => "`\\` at the end escapes nothing",
             Malformed::MisplacedRecursive => "`**` is only special as a whole component",
             Malformed::Alternation => "brace alternation `{a,b}` is not supported",
+            Malformed::BackslashBeforeLetter => {
+                "`\\` before a letter or digit escapes nothing; separate directories with `/`"
+            }
         }
     }
 }
@@ -249,7 +257,10 @@ fn lex(raw: &str) -> Result<Vec<Tok>, Malformed> {
     let mut chars = raw.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
-            '\\' => lit.push(chars.next().ok_or(Malformed::DanglingEscape)?),
+            '\\' => match chars.next().ok_or(Malformed::DanglingEscape)? {
+                c if c.is_alphanumeric() => return Err(Malformed::BackslashBeforeLetter),
+                c => lit.push(c),
+            },
             '*' => {
                 if chars.peek() == Some(&'*') {
                     return Err(Malformed::MisplacedRecursive);
@@ -648,6 +659,7 @@ mod tests {
             ("a\\", Malformed::DanglingEscape),
             ("a**", Malformed::MisplacedRecursive),
             ("*.{yml,yaml}", Malformed::Alternation),
+            ("a\\b", Malformed::BackslashBeforeLetter),
         ] {
             assert_eq!(Comp::compile(pat).unwrap_err(), kind, "{pat}");
         }

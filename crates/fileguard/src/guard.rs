@@ -97,7 +97,7 @@ impl GuardBuilder {
 /// cannot be judged and is refused ([`Rule::Traversal`]) whenever the guard
 /// protects anything.
 ///
-/// # Two flavours of check
+/// # Three flavours of check
 ///
 /// - [`check_write`](Guard::check_write), for writing a file and making a
 ///   directory: refused when the target matches.
@@ -105,6 +105,9 @@ impl GuardBuilder {
 ///   ends of a rename and for deletion: refused also when the target is an
 ///   ancestor of something a pattern could match, since moving or removing
 ///   the directory would move or remove that too.
+/// - [`check_link`](Guard::check_link), for a symbolic link's name (made,
+///   renamed or deleted there): refused also when a pattern could match a
+///   path beneath it that it would not match beneath the link's target.
 ///
 /// # The ancestor rule
 ///
@@ -189,6 +192,7 @@ impl fmt::Debug for Guard {
 enum Op {
     Write,
     RenameOrDelete,
+    Link,
 }
 
 impl Guard {
@@ -242,6 +246,28 @@ impl Guard {
         resolved: Option<&'a str>,
     ) -> Verdict<'a> {
         self.check_str(Op::RenameOrDelete, spelled, resolved)
+    }
+
+    /// Checks a symbolic link entry at `spelled`: made there, renamed or
+    /// moved there, or removed or renamed away from there
+    /// (docs/reference/deny-write.md). Refused when the name is protected,
+    /// or when a pattern could match a path strictly beneath it that it
+    /// would not match beneath every other name: the paths beneath a link
+    /// lead wherever it leads, so `ln -s mine .claude` makes
+    /// `.claude/settings.json` read `mine/settings.json`, and `ln -s mine
+    /// secrets` under `**/secrets/*.json` makes `secrets/a.json` read
+    /// `mine/a.json`.
+    ///
+    /// Unlike [`check_rename_or_delete`](Self::check_rename_or_delete), a
+    /// `**` at the start of a pattern is taken to stand for any prefix, the
+    /// link's target included: under `**/.github/workflows/*` a link named
+    /// `node_modules/pkg` is not refused, since `node_modules/pkg/.github/
+    /// workflows/x` matches exactly where `<target>/.github/workflows/x`
+    /// does. Base-name patterns (`*.lock`) and the restricted-mode `.git`
+    /// rule refuse only a link whose own name they match, for the same
+    /// reason. `resolved` as for [`check_write`](Self::check_write).
+    pub fn check_link<'a>(&'a self, spelled: &'a str, resolved: Option<&'a str>) -> Verdict<'a> {
+        self.check_str(Op::Link, spelled, resolved)
     }
 
     /// [`check_write`](Self::check_write) for prepared candidates.
@@ -311,7 +337,8 @@ impl Guard {
         if path.has_parent {
             return Some((Rule::Traversal, false));
         }
-        let want_ancestor = op == Op::RenameOrDelete;
+        let want_ancestor = op != Op::Write;
+        let any_prefix = op == Op::Link;
         // The lowest-numbered pattern matching directly, and as an ancestor.
         let (mut direct, mut ancestor) = (u32::MAX, u32::MAX);
         let mut run = |i: u32| {
@@ -320,7 +347,7 @@ impl Guard {
             }
             let p = &self.patterns[i as usize];
             let (d, a) = if p.is_anchored() {
-                anchored_match(p, names, want_ancestor && i < ancestor)
+                anchored_match(p, names, want_ancestor && i < ancestor, any_prefix)
             } else {
                 (p.comps[0].matches(last), false)
             };
@@ -357,13 +384,29 @@ impl Guard {
 
 /// Matches an anchored pattern against path components. Returns whether the
 /// path matches, and (when asked) whether something strictly beneath it
-/// could.
-fn anchored_match(p: &Pattern, path: &[Name<'_>], want_ancestor: bool) -> (bool, bool) {
+/// could. With `any_prefix`, a match beneath it counts only when it does
+/// not come from a leading `**` standing for the whole path: the states a
+/// leading `**` reaches before any name are alive after every path, so a
+/// path beneath any other name matches from them alike.
+fn anchored_match(
+    p: &Pattern,
+    path: &[Name<'_>],
+    want_ancestor: bool,
+    any_prefix: bool,
+) -> (bool, bool) {
     // Two common shapes, decided without the state machine. A leading `**`
-    // keeps the first state alive, so every directory is an ancestor.
+    // keeps the first state alive, so every directory is an ancestor; what
+    // it alone keeps alive is alive beneath any name.
     match p.shape() {
-        Shape::AnyName(lit) => return (path.iter().any(|n| lit.eq(n)), want_ancestor),
-        Shape::LastName(lit) => return (path.last().is_some_and(|n| lit.eq(n)), want_ancestor),
+        Shape::AnyName(lit) => {
+            return (path.iter().any(|n| lit.eq(n)), want_ancestor && !any_prefix)
+        }
+        Shape::LastName(lit) => {
+            return (
+                path.last().is_some_and(|n| lit.eq(n)),
+                want_ancestor && !any_prefix,
+            )
+        }
         Shape::General => {}
     }
     let comps = &p.comps;
@@ -377,9 +420,10 @@ fn anchored_match(p: &Pattern, path: &[Name<'_>], want_ancestor: bool) -> (bool,
         }
         return (path.len() == comps.len(), path.len() < comps.len());
     }
+    let ignore_leading = any_prefix && matches!(comps.first(), Some(Comp::Recursive));
     let (end, alive_short_of_end) = match p.recursive_mask() {
-        Some(rec) => run_bits(comps, rec, path),
-        None => run_states(comps, path),
+        Some(rec) => run_bits(comps, rec, path, ignore_leading),
+        None => run_states(comps, path, ignore_leading),
     };
     (end, want_ancestor && alive_short_of_end)
 }
@@ -389,8 +433,9 @@ fn anchored_match(p: &Pattern, path: &[Name<'_>], want_ancestor: bool) -> (bool,
 /// components"; a `**` at `j` (bit `j` of `rec`) may stay at `j` while
 /// consuming a name, or step to `j + 1` without one. Returns whether the end
 /// state is reached, and whether any earlier state is (then a longer path
-/// beneath could still match, since every component can match some name).
-fn run_bits(comps: &[Comp], rec: u64, path: &[Name<'_>]) -> (bool, bool) {
+/// beneath could still match, since every component can match some name),
+/// leaving out, with `ignore_start`, the states alive before any name.
+fn run_bits(comps: &[Comp], rec: u64, path: &[Name<'_>], ignore_start: bool) -> (bool, bool) {
     let n = comps.len();
     let close = |mut s: u64| loop {
         let t = s | ((s & rec) << 1);
@@ -400,6 +445,7 @@ fn run_bits(comps: &[Comp], rec: u64, path: &[Name<'_>]) -> (bool, bool) {
         s = t;
     };
     let mut cur = close(1);
+    let start = if ignore_start { cur } else { 0 };
     for name in path {
         let mut next = cur & rec;
         let mut single = cur & !rec & !(1 << n);
@@ -415,11 +461,11 @@ fn run_bits(comps: &[Comp], rec: u64, path: &[Name<'_>]) -> (bool, bool) {
             return (false, false);
         }
     }
-    (cur & (1 << n) != 0, cur & !(1 << n) != 0)
+    (cur & (1 << n) != 0, cur & !(1 << n) & !start != 0)
 }
 
 /// [`run_bits`] for patterns too long for one word.
-fn run_states(comps: &[Comp], path: &[Name<'_>]) -> (bool, bool) {
+fn run_states(comps: &[Comp], path: &[Name<'_>], ignore_start: bool) -> (bool, bool) {
     let n = comps.len();
     let close = |s: &mut Vec<bool>| {
         for (j, c) in comps.iter().enumerate() {
@@ -431,6 +477,11 @@ fn run_states(comps: &[Comp], path: &[Name<'_>]) -> (bool, bool) {
     let mut cur = vec![false; n + 1];
     cur[0] = true;
     close(&mut cur);
+    let start = if ignore_start {
+        cur.clone()
+    } else {
+        vec![false; n + 1]
+    };
     for name in path {
         let mut next = vec![false; n + 1];
         for (j, c) in comps.iter().enumerate() {
@@ -449,7 +500,7 @@ fn run_states(comps: &[Comp], path: &[Name<'_>]) -> (bool, bool) {
         }
         cur = next;
     }
-    (cur[n], cur[..n].contains(&true))
+    (cur[n], (0..n).any(|j| cur[j] && !start[j]))
 }
 
 /// A folded path split into names, with what the special rules need to know.

@@ -39,8 +39,9 @@
 //!   Leading `./` is dropped (repeatedly), so `./Makefile` becomes the
 //!   base-name pattern `Makefile`, which protects more than the root's
 //!   `Makefile`, never less.
-//! - A malformed component (unclosed `[`, reversed range, dangling `\`, `**`
-//!   inside a component, `{a,b}` alternation) fails closed: it matches like
+//! - A malformed component (unclosed `[`, reversed range, dangling `\`, `\`
+//!   before a letter or digit as in `.github\workflows\*`, `**` inside a
+//!   component, `{a,b}` alternation) fails closed: it matches like
 //!   `*`, and [`Guard::warnings`] reports it.
 //! - In restricted mode every path with a component that folds to `.git` is
 //!   protected (`.gitignore`, `.git.bak` and `a.git` are ordinary names).

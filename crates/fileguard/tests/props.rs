@@ -396,6 +396,37 @@ proptest! {
         prop_assert_eq!(verdict.refusal().map(|r| r.is_ancestor()), expected, "{:?} on {:?}", pattern, dir);
     }
 
+    /// The link rule's definition: a link's name is refused as an ancestor
+    /// exactly when some path beneath it matches while the same path
+    /// beneath another name (the root itself, or a few others) does not.
+    #[test]
+    fn links19_link_rule_matches_its_definition(
+        comps in prop::collection::vec(prop::sample::select(&["a", "b", "*", "**", "[!a]"][..]), 2..5),
+        dir in prop::collection::vec(prop::sample::select(&["a", "b", "c"][..]), 1..4),
+    ) {
+        let pattern = comps.join("/");
+        let g = GuardBuilder::new().pattern(&pattern).build().unwrap();
+        let dir = dir.join("/");
+        let direct = |p: &str| g.check_write(p, None).is_refused();
+        let mut rests: Vec<String> = vec![String::new()];
+        let mut witness = false;
+        for _ in 0..4 {
+            rests = rests
+                .iter()
+                .flat_map(|r| ["a", "b", "c"].map(|n| if r.is_empty() { n.to_owned() } else { format!("{r}/{n}") }))
+                .collect();
+            witness |= rests.iter().any(|r| {
+                direct(&format!("{dir}/{r}"))
+                    && ["", "a", "b", "c", "c/c", "a/b"].iter().any(|t| {
+                        !direct(&if t.is_empty() { r.clone() } else { format!("{t}/{r}") })
+                    })
+            });
+        }
+        let verdict = g.check_link(&dir, None);
+        let expected = if direct(&dir) { Some(false) } else if witness { Some(true) } else { None };
+        prop_assert_eq!(verdict.refusal().map(|r| r.is_ancestor()), expected, "{:?} on {:?}", pattern, dir);
+    }
+
     #[test]
     fn no_panic_on_arbitrary_patterns_and_paths(
         pats in prop::collection::vec(".{0,12}", 0..4),

@@ -478,6 +478,8 @@ malformed! {
     inner_recursive_fails_closed: "src**/x", "src**" => MisplacedRecursive; "lib/x" => direct("src**/x");
     alternation_fails_closed: "*.{yml,yaml}", "*.{yml,yaml}" => Alternation; "a/b/c.txt" => direct("*.{yml,yaml}");
     malformed_keeps_other_components: "[ab/x", "[ab" => UnclosedClass; "zzz/y" => allow;
+    links19_a_backslash_separator_fails_closed: ".github\\workflows\\*", ".github\\workflows\\*" => BackslashBeforeLetter; ".github/workflows/ci.yml" => direct(".github\\workflows\\*");
+    links19_a_backslash_separator_fails_closed_in_one_component: "ci/a\\b.yml", "a\\b.yml" => BackslashBeforeLetter; "ci/x" => direct("ci/a\\b.yml");
 }
 
 /// A class member written in decomposed form (NFD, as text typed on macOS
@@ -518,4 +520,85 @@ fn decomposed_class_members_match_their_composed_characters() {
             "{pattern:?} {path:?}"
         );
     }
+}
+
+/// A link's name is judged by what could match beneath it that would not
+/// match beneath its target: a pattern's leading `**` stands for any
+/// prefix, the target's included, so it does not make every name one a
+/// link may not take (`check_rename_or_delete` still treats every name as
+/// an ancestor of `**/x`, for directories). Respelled like the table rows.
+#[test]
+fn links19_a_link_is_judged_by_what_could_match_only_beneath_it() {
+    let g = GuardBuilder::new()
+        .patterns([
+            "**/secrets/*.json",
+            "**/.github/workflows/*",
+            "*.lock",
+            ".claude/settings.json",
+            "**/node_modules/**",
+            "**/x",
+            "pkgs/*/cfg/**",
+            "**/deep/**/*.yml",
+        ])
+        .restricted(true)
+        .build()
+        .unwrap();
+    use Want::*;
+    for (path, want) in [
+        ("secrets", Ancestor("**/secrets/*.json")),
+        ("a/b/SECRETS", Ancestor("**/secrets/*.json")),
+        (".github", Ancestor("**/.github/workflows/*")),
+        ("a/.github/workflows", Ancestor("**/.github/workflows/*")),
+        (".claude", Ancestor(".claude/settings.json")),
+        ("pkgs", Ancestor("pkgs/*/cfg/**")),
+        ("pkgs/p", Ancestor("pkgs/*/cfg/**")),
+        ("pkgs/p/cfg", Direct("pkgs/*/cfg/**")),
+        ("deep", Ancestor("**/deep/**/*.yml")),
+        ("a/deep/b", Ancestor("**/deep/**/*.yml")),
+        ("a", Allow),
+        ("kept", Allow),
+        ("a/b/c", Allow),
+        ("pkg", Allow),
+        (".githubx", Allow),
+        ("y.lock", Direct("*.lock")),
+        ("a/x", Direct("**/x")),
+        ("node_modules", Direct("**/node_modules/**")),
+        ("sub/.git", Git),
+        ("a/../b", Traversal),
+    ] {
+        for spelled in respellings(path) {
+            assert_eq!(want_of(&g.check_link(&spelled, None)), want, "{spelled:?}");
+        }
+        // Never more than the rule for directories refuses.
+        if want != Allow {
+            assert!(g.check_rename_or_delete(path, None).is_refused(), "{path}");
+        }
+    }
+    // A link whose target is protected is refused like its target.
+    let v = g.check_link("ok", Some("a/secrets"));
+    assert_eq!(want_of(&v), Ancestor("**/secrets/*.json"));
+    assert_eq!(v.refusal().unwrap().matched(), Matched::Resolved);
+    // Directories keep the broader rule.
+    assert_eq!(
+        want_of(&g.check_rename_or_delete("kept", None)),
+        Ancestor("**/secrets/*.json")
+    );
+}
+
+/// A `\` before a letter or a digit escapes nothing that needs it: such a
+/// pattern was written with Windows separators, and read literally it
+/// protected only an odd base name. Escapes of special characters and of
+/// punctuation stay literal, without a warning.
+#[test]
+fn links19_escapes_that_mean_something_stay_literal() {
+    let g = GuardBuilder::new()
+        .patterns(["x\\*.lock", "a/\\.env", "a\\[b\\]", "x\\-y"])
+        .build()
+        .unwrap();
+    assert!(g.warnings().is_empty(), "{:?}", g.warnings());
+    assert!(g.check_write("x*.lock", None).is_refused());
+    assert!(g.check_write("xCargo.lock", None).is_allowed());
+    assert!(g.check_write("a/.env", None).is_refused());
+    assert!(g.check_write("a[b]", None).is_refused());
+    assert!(g.check_write("x-y", None).is_refused());
 }

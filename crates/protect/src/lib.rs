@@ -4,7 +4,9 @@
 //! protected, so this crate checks afterwards. Before a command,
 //! [`Protector::begin`] records every *protected entry* beneath the write
 //! root — every entry a deny-write pattern matches, every symbolic link at
-//! a name above what an anchored pattern protects, or, in restricted mode,
+//! a name beneath which a pattern could match what it would not match
+//! beneath the link's target (`.claude` under `.claude/settings.json`,
+//! `secrets` under `**/secrets/*.json`), or, in restricted mode,
 //! every `.git` component and what is beneath it — with its identity
 //! (device and inode), metadata (type, mode, owner, link count, size,
 //! times), a copy of its content when it is a small file, and its target
@@ -21,8 +23,8 @@
 //!   that was renamed elsewhere beneath the root is renamed back (found by
 //!   its inode);
 //! - a new protected entry (`touch x.lock`, `mkdir .github`, a nested
-//!   `git init` in restricted mode, or a symbolic link at a name above
-//!   what an anchored pattern protects, `ln -s mine .claude`) is moved
+//!   `git init` in restricted mode, or a symbolic link at such a name,
+//!   `ln -s mine .claude`) is moved
 //!   into the quarantine;
 //! - a directory the command made and left without read or search
 //!   permission for the host (`chmod 000 d`) gets the owner's permissions,
@@ -978,19 +980,21 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// The rule protecting `rel`, an entry of type `kind`, if any: a match
-    /// of a pattern, or, for a symbolic link, a name above what an anchored
-    /// pattern protects (the ancestor rule of a rename): the paths beneath
-    /// it lead wherever it leads, so `ln -s mine .claude` would make
-    /// `.claude/settings.json` a file the command wrote.
+    /// of a pattern, or, for a symbolic link, a name beneath which a
+    /// pattern could match what it would not match beneath the link's
+    /// target ([`Guard::check_link`](sandgate_fileguard::Guard::check_link)):
+    /// the paths beneath it lead wherever it leads, so `ln -s mine .claude`
+    /// would make `.claude/settings.json` a file the command wrote, and
+    /// `ln -s mine secrets` would do the same to `secrets/a.json` under
+    /// `**/secrets/*.json`, while `ln -s mine kept` is an ordinary link.
     fn protects(&self, rel: &[u8], kind: FileType) -> Option<String> {
         let text = String::from_utf8_lossy(rel);
-        let rule =
-            |v: sandgate_fileguard::Verdict<'_>| v.refusal().map(|r| r.rule().as_str().to_owned());
-        rule(self.guard.check_write(&text, None)).or_else(|| {
-            (kind == FileType::Symlink)
-                .then(|| rule(self.guard.check_rename_or_delete(&text, None)))
-                .flatten()
-        })
+        let verdict = if kind == FileType::Symlink {
+            self.guard.check_link(&text, None)
+        } else {
+            self.guard.check_write(&text, None)
+        };
+        verdict.refusal().map(|r| r.rule().as_str().to_owned())
     }
 }
 
@@ -2740,23 +2744,30 @@ impl Settle<'_> {
         if current.is_none() {
             *current = Some(self.make_quarantine()?);
         }
-        let Some(q) = current.as_ref() else {
-            return Err(Errno::IO);
-        };
         let (parent, name) = parent_of(rel);
         let from = self.dir_root(parent)?;
         // The same relative path in the quarantine, made and opened one
         // component at a time (it may be longer than one path can name).
-        let mut to = rfs::openat(q, c".", DIR_FLAGS, Mode::empty())?;
-        for comp in parent.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
-            let comp = OsStr::from_bytes(comp);
-            match rfs::mkdirat(&to, comp, Mode::from_raw_mode(0o700)) {
-                Ok(()) | Err(Errno::EXIST) => {}
+        // A component this settle already quarantined as something else
+        // than a directory (a link the command made at `.github`, with the
+        // command's version of `.github/workflows/ci.yml` to go after it)
+        // cannot hold it: such an entry goes to a quarantine directory of
+        // its own, else it stayed where it was and was not restored.
+        let mut fresh = false;
+        let (to, q_name) = loop {
+            let Some(q) = current.as_ref() else {
+                return Err(Errno::IO);
+            };
+            match quarantine_parent(q, parent) {
+                Ok(to) => break (to, q.name().to_path_buf()),
+                Err(Errno::NOTDIR | Errno::LOOP) if !fresh => {
+                    fresh = true;
+                    *current = Some(self.make_quarantine()?);
+                }
                 Err(e) => return Err(e),
             }
-            to = rfs::openat(&to, comp, DIR_FLAGS, Mode::empty())?;
-        }
-        let to = Root::from_fd(to, Resolver::Auto, q.name().join(bytes_path(parent)));
+        };
+        let to = Root::from_fd(to, Resolver::Auto, q_name.join(bytes_path(parent)));
         let rename = || {
             from.rename_to(
                 bytes_path(name),
@@ -3129,6 +3140,21 @@ fn create_entry(
             let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
             e.errno().map_or(Errno::IO, Errno::from_raw_os_error)
         })
+}
+
+/// Makes and opens `parent` (root-relative) beneath the quarantine `q`,
+/// one component at a time, never through a symlink.
+fn quarantine_parent(q: &Root, parent: &[u8]) -> Result<OwnedFd, Errno> {
+    let mut to = rfs::openat(q, c".", DIR_FLAGS, Mode::empty())?;
+    for comp in parent.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
+        let comp = OsStr::from_bytes(comp);
+        match rfs::mkdirat(&to, comp, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(e),
+        }
+        to = rfs::openat(&to, comp, DIR_FLAGS, Mode::empty())?;
+    }
+    Ok(to)
 }
 
 #[cfg(test)]

@@ -1503,8 +1503,9 @@ fn beyond_commands(file: &std::fs::File, path: &Path, roots: &[PathBuf]) -> Resu
 /// The directories a deny-write pattern protects as a whole by name
 /// (`.github/**`, `.github/workflows/**`: a literal path then `/**`), made
 /// when missing so that the view can bind them read-only. Never one
-/// holding a `.git` component: an empty `.git` would change where git
-/// looks for a repository.
+/// holding a component that folds to `.git` (deny-write's fold: `.GIT`,
+/// `.g\u{200b}it`, `.gıt`): an empty `.git` would change where git looks
+/// for a repository, and a volume that folds names takes those for it.
 fn placeholder_dirs(policy: &Policy) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = policy
         .deny_write()
@@ -1516,7 +1517,7 @@ fn placeholder_dirs(policy: &Policy) -> Vec<PathBuf> {
                 && !dir.starts_with('/')
                 && !dir.contains(['*', '?', '[', ']', '{', '}', '\\'])
                 && dir.split('/').all(|c| {
-                    !c.is_empty() && c != "." && c != ".." && !c.eq_ignore_ascii_case(".git")
+                    !c.is_empty() && c != "." && c != ".." && sandgate_fileguard::fold(c) != ".git"
                 });
             literal.then(|| PathBuf::from(dir))
         })

@@ -628,7 +628,7 @@ impl Sandbox {
         let inner = self.current()?;
         let rel = RelPath::parse(path)?;
         let wr = inner.admit_write(&rel, None)?;
-        let (dir, name, resolved) = match inner.open_checked(wr, &rel, false) {
+        let (dir, name, resolved) = match inner.open_checked(wr, &rel, Entry::Other) {
             Ok(found) => found,
             // Missing parents are created by `write`, each checked as
             // spelled (done above) and where it lands (nothing there yet).
@@ -1008,7 +1008,7 @@ impl Sandbox {
                 return Err(file_name_with_slash(wr, &rel));
             }
             let (dir, name, resolved) = inner
-                .open_checked(wr, &rel, false)
+                .open_checked(wr, &rel, Entry::Other)
                 .map_err(|e| ctx.refused_at(e))?;
             ctx.path(|| resolved.clone());
             let meta = dir.lstat(name).map_err(|e| at(e, &resolved))?;
@@ -1154,12 +1154,15 @@ impl Sandbox {
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
             let wr = inner.write_root_for(&rel, "delete")?;
-            // Ancestor protection concerns directories: a file or a symlink
-            // has nothing beneath it.
+            // Ancestor protection concerns directories, and links: a file
+            // has nothing beneath it, but the paths beneath a link go with
+            // it (deleting the host's `.claude -> conf/claude` removes
+            // `.claude/settings.json`).
             let is_dir = inner.entry_is_dir(wr, &rel)?;
-            inner.check_target(rel.as_str(), None, is_dir)?;
+            let kind = inner.entry_kind(wr, &rel, is_dir);
+            inner.check_target(rel.as_str(), None, kind)?;
             let (dir, name, resolved) = inner
-                .open_checked(wr, &rel, is_dir)
+                .open_checked(wr, &rel, kind)
                 .map_err(|e| ctx.refused_at(e))?;
             ctx.path(|| resolved.clone());
             // Remove the kind that was checked: a file swapped for a
@@ -1197,22 +1200,21 @@ impl Sandbox {
                 )
                 .with_path(f.as_str()));
             }
-            // A link holds no entries, but paths beneath its new name lead
+            // A link holds no entries, but paths beneath its name lead
             // wherever it does (and the agent may change what is there):
             // arriving at a name above protected paths, it would put them
-            // in a directory of the agent's choosing. Its destination gets
-            // the ancestor rule, as a directory's does.
-            let is_link = !is_dir
-                && inner.guard_active
-                && wr.lstat(f.as_str()).is_ok_and(|m| m.is_symlink());
-            inner.check_target(f.as_str(), None, is_dir)?;
-            inner.check_target(t.as_str(), None, is_dir || is_link)?;
+            // in a directory of the agent's choosing, and leaving one, it
+            // takes them away. Both its names get the link rule.
+            let kind = inner.entry_kind(wr, &f, is_dir);
+            let is_link = kind == Entry::Link;
+            inner.check_target(f.as_str(), None, kind)?;
+            inner.check_target(t.as_str(), None, kind)?;
             // A refusal where one name resolved is audited with that name.
             let (fdir, fname, fres) = inner
-                .open_checked(wr, &f, is_dir)
+                .open_checked(wr, &f, kind)
                 .map_err(|e| ctx.refused_as(e, |p| format!("{p} -> {t}")))?;
             let (tdir, tname, tres) = inner
-                .open_checked(wr, &t, is_dir || is_link)
+                .open_checked(wr, &t, kind)
                 .map_err(|e| ctx.refused_as(e, |p| format!("{fres} -> {p}")))?;
             ctx.path(|| format!("{fres} -> {tres}"));
             if inner.would_show(&fdir, &tdir) {
@@ -1583,17 +1585,30 @@ impl Inner {
     }
 
     /// The rename/delete check for an entry: with the ancestor rule when it
-    /// is a directory, the target alone otherwise.
+    /// is a directory, the link rule when it is a symbolic link, the target
+    /// alone otherwise.
     fn check_target(
         &self,
         spelled: &str,
         resolved: Option<&str>,
-        is_dir: bool,
+        kind: Entry,
     ) -> Result<(), Error> {
+        match kind {
+            Entry::Dir => self.check_move(spelled, resolved),
+            Entry::Link => self.verdict(self.guard.check_link(spelled, resolved)),
+            Entry::Other => self.check_write(spelled, resolved),
+        }
+    }
+
+    /// Which rename/delete rule `rel`'s final entry (not followed) gets,
+    /// `is_dir` being [`entry_is_dir`](Self::entry_is_dir)'s answer.
+    fn entry_kind(&self, wr: &Root, rel: &RelPath, is_dir: bool) -> Entry {
         if is_dir {
-            self.check_move(spelled, resolved)
+            Entry::Dir
+        } else if self.guard_active && wr.lstat(rel.as_str()).is_ok_and(|m| m.is_symlink()) {
+            Entry::Link
         } else {
-            self.check_write(spelled, resolved)
+            Entry::Other
         }
     }
 
@@ -1763,7 +1778,7 @@ impl Inner {
         &self,
         wr: &Root,
         rel: &'p RelPath,
-        with_ancestors: bool,
+        kind: Entry,
     ) -> Result<(Root, &'p Path, String), Error> {
         // With its trailing slash, if any: `file/` is refused (E_NOT_DIR)
         // here for mkdir, delete and rename alike.
@@ -1777,7 +1792,7 @@ impl Inner {
                 p if p == "." => name.into_owned(),
                 p => format!("{p}/{name}"),
             };
-            self.check_target(rel.as_str(), Some(&resolved), with_ancestors)?;
+            self.check_target(rel.as_str(), Some(&resolved), kind)?;
             resolved
         } else {
             rel.as_str().to_owned()
@@ -1795,11 +1810,11 @@ impl Inner {
         wr: &Root,
         rel: &'p RelPath,
     ) -> Result<(Root, &'p Path, String, MadeDirs), Error> {
-        match self.open_checked(wr, rel, false) {
+        match self.open_checked(wr, rel, Entry::Other) {
             Err(e) if e.code() == ErrorCode::NotFound => {
                 let made = self.ensure_parents(wr, rel)?;
                 // On an error here `made` is dropped: the parents go again.
-                let (dir, name, resolved) = self.open_checked(wr, rel, false)?;
+                let (dir, name, resolved) = self.open_checked(wr, rel, Entry::Other)?;
                 Ok((dir, name, resolved, made))
             }
             r => r.map(|(dir, name, resolved)| (dir, name, resolved, MadeDirs(Vec::new()))),
@@ -1917,7 +1932,7 @@ impl Inner {
                 Err(e) => return Err(at(e, prefix.as_str())),
             }
             self.check_write(prefix.as_str(), None)?;
-            let (dir, name, resolved) = self.open_checked(wr, &prefix, false)?;
+            let (dir, name, resolved) = self.open_checked(wr, &prefix, Entry::Other)?;
             match dir.mkdir(name, 0o777) {
                 Ok(()) => made.0.push((dir, name.to_path_buf())),
                 // Created meanwhile: fine if it is a directory now.
@@ -1997,6 +2012,18 @@ fn shown_name(name: &std::ffi::OsStr) -> String {
 /// Whether two metadata describe the same object (device and inode).
 fn same_object(a: &sandgate_rootfs::Metadata, b: &sandgate_rootfs::Metadata) -> bool {
     a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// What a rename or deletion acts on, for the deny-write rule it gets
+/// ([`Inner::check_target`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Entry {
+    /// A directory: the ancestor rule.
+    Dir,
+    /// A symbolic link: the link rule.
+    Link,
+    /// Anything else, or a name to write: the target alone.
+    Other,
 }
 
 /// A rename's source was swapped for another entry while the rename checked

@@ -414,6 +414,30 @@ fn npm_cannot_replace_a_bound_lock_file() {
     );
 }
 
+/// A pattern naming `.git` in a spelling the deny-write fold takes for it
+/// (`.g\u{200b}it`: the zero-width space is ignorable; `.gıt`: the dotless
+/// i folds with `i`) is no placeholder either: the check compared the
+/// component with `.git` in ASCII case only, so an empty `.g\u{200b}it` was
+/// made in the root, which a volume that folds names looks up as `.git`,
+/// changing where git finds its repository. Other non-ASCII names still get
+/// theirs.
+#[test]
+fn links19_no_placeholder_is_made_for_a_git_spelled_another_way() {
+    let fx = fixture(false);
+    let patterns = &[".g\u{200b}it/hooks/**", ".gıt/**", "cfg.é/**"];
+    let Some(ex) = in_view("placeholder", &fx, false, patterns) else {
+        return;
+    };
+    run(&ex, "true");
+    for dir in [".g\u{200b}it", ".gıt"] {
+        assert!(
+            fs::symlink_metadata(fx.root.join(dir)).is_err(),
+            "{dir:?} was made"
+        );
+    }
+    assert!(fx.root.join("cfg.é").is_dir());
+}
+
 /// A directory a pattern protects whole by name (`.github/**`) that does
 /// not exist is made, empty, before the command and bound read-only like
 /// any protected directory: creating a workflow fails while the command

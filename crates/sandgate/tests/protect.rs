@@ -476,6 +476,179 @@ fn a_link_made_above_protected_paths_is_quarantined() {
     }
 }
 
+/// Under patterns with a leading `**` (`**/secrets/*.json`,
+/// `**/.github/workflows/*`), a symbolic link at a name whose paths beneath
+/// would match only there (`ln -s mine secrets` makes `secrets/a.json`
+/// read the command's `mine/a.json`) is a new protected entry; but every
+/// other link, the command's own (`ln -s mine kept`, as package managers
+/// make by the hundred) and the host's (removed by the command), was taken
+/// for one too, quarantined or put back, since a leading `**` makes every
+/// name an ancestor of what it protects. What lies beneath such a link
+/// matches beneath its target alike. (Beneath a target outside the root,
+/// no pattern protects anything: a link to one is kept too, which
+/// SECURITY.md states as a limit.)
+#[test]
+fn links19_a_link_under_a_leading_double_star_is_judged_by_what_lies_beneath() {
+    let patterns = &["**/secrets/*.json", "**/.github/workflows/*"];
+    for ns in modes() {
+        let fx = fixture(false);
+        fs::remove_dir_all(fx.root.join(".github")).unwrap();
+        std::os::unix::fs::symlink("src", fx.root.join("host_link")).unwrap();
+        let ex = executor(&fx, ns, false, patterns);
+        let outside = fx.base.join("outside");
+        let r = run(
+            &ex,
+            &format!(
+                "mkdir -p mine/workflows sub && echo evil > mine/a.json && echo bad > mine/workflows/ci \
+                 && ln -s mine secrets && ln -s ../mine sub/secrets && ln -s mine .github \
+                 && ln -s mine kept && ln -s ../mine sub/kept && rm host_link \
+                 && ln -s {} far \
+                 && cat secrets/a.json sub/secrets/a.json .github/workflows/ci",
+                outside.display()
+            ),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            "evil\nevil\nbad\n",
+            "ns {ns}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        for link in ["secrets", "sub/secrets", ".github"] {
+            assert!(
+                fs::symlink_metadata(fx.root.join(link)).is_err(),
+                "ns {ns}: {link} is still there; reported {:?}",
+                r.protected_changes
+            );
+        }
+        assert_eq!(
+            fs::read_link(fx.root.join("kept")).ok(),
+            Some(PathBuf::from("mine")),
+            "ns {ns}: reported {:?}",
+            r.protected_changes
+        );
+        assert_eq!(
+            fs::read_link(fx.root.join("sub/kept")).ok(),
+            Some(PathBuf::from("../mine")),
+            "ns {ns}"
+        );
+        assert!(
+            fs::symlink_metadata(fx.root.join("host_link")).is_err(),
+            "ns {ns}: the host's ordinary link came back"
+        );
+        assert_eq!(fs::read_link(fx.root.join("far")).ok(), Some(outside));
+        let mut reported: Vec<&str> = r
+            .protected_changes
+            .iter()
+            .map(|c| c.path.as_str())
+            .collect();
+        reported.sort_unstable();
+        assert_eq!(reported, [".github", "secrets", "sub/secrets"], "ns {ns}");
+    }
+}
+
+/// Links at a protected file's parent made in other ways: the parent
+/// renamed away and a link to it put in its place, a link changed to
+/// another target in a second command, a chain of links, a link swapped
+/// for a directory and back, and a hard link to a protected file. After
+/// each command the protected state is the host's, and the parent is the
+/// host's directory again.
+#[test]
+fn links19_links_at_a_protected_parent_made_other_ways_are_undone() {
+    let patterns = &[".github/workflows/*.yml", ".claude/settings.json", "*.lock"];
+    for ns in modes() {
+        let fx = fixture(false);
+        write(&fx.root.join(".claude/settings.json"), "{}\n");
+        let ex = executor(&fx, ns, false, patterns);
+        let g = guard(false, patterns);
+        let ino = |p: &str| fs::symlink_metadata(fx.root.join(p)).unwrap().ino();
+        let gh = ino(".github");
+        for attack in [
+            "mv .github gh && ln -s gh .github && echo evil > gh/workflows/ci.yml",
+            "mv .claude cl && mkdir mine && echo evil > mine/settings.json && ln -s mine .claude",
+            "mkdir -p a b && echo 1 > a/settings.json && echo 2 > b/settings.json \
+             && mv .claude old && ln -sfn a .claude",
+            "rm -rf .claude && mkdir -p m && echo evil > m/settings.json && ln -s m l1 && ln -s l1 .claude",
+            "rm -rf .claude && ln -s m .claude && rm .claude && mkdir .claude && echo x > .claude/settings.json",
+            "ln Cargo.lock hard && echo evil > hard",
+        ] {
+            attack_with(&fx, &ex, &g, CONTROL, attack, control_ok);
+            assert_eq!(ino(".github"), gh, "ns {ns}: `{attack}`");
+            assert!(fs::symlink_metadata(fx.root.join(".claude")).unwrap().is_dir());
+            assert_eq!(
+                fs::read_to_string(fx.root.join(".claude/settings.json")).unwrap(),
+                "{}\n",
+                "ns {ns}: `{attack}`"
+            );
+            assert_eq!(
+                fs::read_to_string(fx.root.join(".github/workflows/ci.yml")).unwrap(),
+                "on: push\n",
+                "ns {ns}: `{attack}`"
+            );
+        }
+        // A link the host keeps above protected paths, pointed elsewhere
+        // in one command and again in the next, comes back each time.
+        write(&fx.root.join("conf/vscode/settings.json"), "{}\n");
+        std::os::unix::fs::symlink("conf/vscode", fx.root.join(".vscode")).unwrap();
+        let patterns = &[".vscode/settings.json", "*.lock"];
+        let ex = executor(&fx, ns, false, patterns);
+        let g = guard(false, patterns);
+        for attack in [
+            "mkdir -p a b && echo 1 > a/settings.json && echo 2 > b/settings.json && ln -sfn a .vscode",
+            "ln -sfn b .vscode",
+            "rm .vscode && mkdir .vscode && echo 3 > .vscode/settings.json",
+            "rm .vscode && ln -s l1 .vscode && ln -s a l1",
+        ] {
+            attack_with(&fx, &ex, &g, CONTROL, attack, control_ok);
+            assert_eq!(
+                fs::read_link(fx.root.join(".vscode")).ok(),
+                Some(PathBuf::from("conf/vscode")),
+                "ns {ns}: `{attack}`"
+            );
+            assert_eq!(
+                fs::read_to_string(fx.root.join(".vscode/settings.json")).unwrap(),
+                "{}\n",
+                "ns {ns}: `{attack}`"
+            );
+        }
+    }
+}
+
+/// Pins a limit (SECURITY.md, "What sandgate does not protect"): patterns
+/// judge names, so of a host's chain of links above protected paths
+/// (`.vscode -> l1 -> conf/vscode` under `.vscode/settings.json`) only the
+/// first is a protected entry: a command that points `l1` elsewhere makes
+/// `.vscode/settings.json` read its own file, unreported, as writing
+/// `conf/vscode/settings.json` itself would.
+#[test]
+fn links19_a_link_a_protected_link_leads_through_is_not_protected() {
+    let patterns = &[".vscode/settings.json"];
+    for ns in modes() {
+        let fx = fixture(false);
+        write(&fx.root.join("conf/vscode/settings.json"), "{}\n");
+        std::os::unix::fs::symlink("conf/vscode", fx.root.join("l1")).unwrap();
+        std::os::unix::fs::symlink("l1", fx.root.join(".vscode")).unwrap();
+        let ex = executor(&fx, ns, false, patterns);
+        let r = run(
+            &ex,
+            "mkdir -p evil && echo x > evil/settings.json && ln -sfn evil l1",
+        );
+        assert!(
+            r.protected_changes.is_empty(),
+            "ns {ns}: {:?}",
+            r.protected_changes
+        );
+        assert_eq!(
+            fs::read_to_string(fx.root.join(".vscode/settings.json")).unwrap(),
+            "x\n",
+            "ns {ns}"
+        );
+        assert_eq!(
+            fs::read_link(fx.root.join(".vscode")).unwrap(),
+            Path::new("l1")
+        );
+    }
+}
+
 /// `touch -d` sets mtime back; the same-size rewrite keeps the size. ctime
 /// still moves, and the content is compared.
 #[test]
@@ -941,7 +1114,7 @@ fn every_attack_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 27 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 30 passed"), "{stdout}");
 }
 
 /// Another process's command holds the write root (its `flock`): a

@@ -1648,6 +1648,123 @@ fn policy19_a_link_is_not_renamed_to_a_name_above_protected_paths() {
     }
 }
 
+/// Under a pattern with a leading `**` (`**/secrets/*.json`), the rename
+/// rule for a link's destination took every name for one above protected
+/// paths, so a link could not be renamed at all; a link still may not take
+/// a name whose paths beneath would match only there (`secrets`, which
+/// would make `secrets/a.json` read the agent's `mine/a.json`), but moves
+/// to any other name: what lies beneath it there matches beneath its
+/// target too.
+#[test]
+fn links19_a_link_moves_to_an_ordinary_name_under_a_leading_double_star() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/mine/a.json", "{}").put("ws/sub/keep.txt", "");
+        fx.link("ws/mine_link", "mine");
+        let sb = fx
+            .builder()
+            .deny_write("**/secrets/*.json")
+            .deny_write("**/.github/workflows/*")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        for (to, pattern) in [
+            ("secrets", "**/secrets/*.json"),
+            ("sub/secrets", "**/secrets/*.json"),
+            (".github", "**/.github/workflows/*"),
+        ] {
+            let e = sb.rename("mine_link", to).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::FsProtected, "-> {to}: {e}");
+            assert_eq!(e.pattern(), Some(pattern), "-> {to}");
+            assert!(fs::symlink_metadata(fx.p(&format!("ws/{to}"))).is_err());
+        }
+        sb.rename("mine_link", "sub/other").unwrap();
+        assert_eq!(
+            fs::read_link(fx.p("ws/sub/other")).unwrap(),
+            Path::new("mine")
+        );
+        sb.rename("sub/other", "mine_link").unwrap();
+        sb.delete("mine_link").unwrap();
+        assert!(fs::symlink_metadata(fx.p("ws/mine_link")).is_err());
+    }
+}
+
+/// A link the host keeps at a name above protected paths (`.claude ->
+/// conf/claude`, with `conf/claude/settings.json`) carries those paths: the
+/// file tools deleted it, or renamed it away, as any link, and
+/// `.claude/settings.json` was gone. The link's name gets the link rule at
+/// both ends of a rename and on deletion, as the shell's check treats it.
+#[test]
+fn links19_a_link_above_protected_paths_is_not_deleted_or_renamed_away() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/conf/claude/settings.json", "{}");
+        fx.link("ws/.claude", "conf/claude");
+        let sb = fx
+            .builder()
+            .deny_write(".claude/settings.json")
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        let e = sb.delete(".claude").unwrap_err();
+        assert_eq!(e.code(), ErrorCode::FsProtected, "{e}");
+        assert_eq!(e.pattern(), Some(".claude/settings.json"));
+        assert_eq!(e.path(), Some(".claude"));
+        let e = sb.rename(".claude", "elsewhere").unwrap_err();
+        assert_eq!(e.code(), ErrorCode::FsProtected, "{e}");
+        assert_eq!(e.pattern(), Some(".claude/settings.json"));
+        assert_eq!(
+            fs::read_link(fx.p("ws/.claude")).unwrap(),
+            Path::new("conf/claude")
+        );
+        assert!(fs::symlink_metadata(fx.p("ws/elsewhere")).is_err());
+        assert_eq!(
+            fs::read_to_string(fx.p("ws/.claude/settings.json")).unwrap(),
+            "{}"
+        );
+    }
+}
+
+/// Pins a limit (SECURITY.md, "What sandgate does not protect"): a
+/// protected name that is itself a link the host made (`.claude ->
+/// conf/claude`) is protected in that spelling, and the link with it, but
+/// the file it leads to is not protected under its own name: patterns
+/// judge names, and `conf/claude/settings.json` matches none.
+#[test]
+fn links19_a_protected_name_that_is_a_host_link_protects_that_spelling_only() {
+    for resolver in resolvers() {
+        let fx = Fx::new();
+        fx.put("ws/conf/claude/settings.json", "{}");
+        fx.link("ws/.claude", "conf/claude");
+        let sb = fx
+            .builder()
+            .deny_write(".claude/settings.json")
+            .allow_overwrite(true)
+            .resolver(resolver)
+            .build()
+            .unwrap();
+        let e = sb
+            .write(
+                ".claude/settings.json",
+                b"evil",
+                WriteOptions::default().overwrite(true),
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::FsProtected, "{e}");
+        assert_eq!(e.pattern(), Some(".claude/settings.json"));
+        sb.write(
+            "conf/claude/settings.json",
+            b"evil",
+            WriteOptions::default().overwrite(true),
+        )
+        .unwrap();
+        assert_eq!(
+            fs::read_to_string(fx.p("ws/.claude/settings.json")).unwrap(),
+            "evil"
+        );
+    }
+}
+
 /// `link/` where the link leads to a directory names that directory, but
 /// rename and delete act on entries: the link entry is no directory.
 #[test]
