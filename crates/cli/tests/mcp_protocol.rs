@@ -3194,6 +3194,43 @@ fn a_capped_grep_says_so() {
     assert_eq!(a["result"]["content"][0]["text"], "a.txt:1:hello\n", "{a}");
 }
 
+/// Every match carries its own context lines, so a file whose every line
+/// matches, asked with 100 lines before and after, would answer each line
+/// about 200 times: a grep's text is held to what one read may give
+/// (`max_read_bytes`), and an answer stopped there says so.
+#[test]
+fn mcpexec19_grep_context_answers_at_most_what_one_read_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = format!("needle{}\n", "a".repeat(993));
+    fs::create_dir_all(dir.path().join("ws/wide")).unwrap();
+    fs::write(dir.path().join("ws/wide/f.txt"), line.repeat(190)).unwrap();
+    let mut s = Server::start_in(dir, "max_read_bytes = 200000\n", &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "path": "wide",
+            "before": 100, "after": 100, "max_results": 1000}}}));
+    let a = s.answer(1);
+    assert_eq!(a["result"]["isError"], false, "{}", &a.to_string()[..300]);
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    // The text of the lines, plus their `wide/f.txt-N-` prefixes and the
+    // last line saying so.
+    assert!(
+        text.len() < 250_000,
+        "a grep of a 190,000-byte file answered {} bytes",
+        text.len()
+    );
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("max_read_bytes") && !last.contains("needle"),
+        "a grep cut at its answer's size says nothing of the cut: last line {last:?}"
+    );
+    // The matches up to the cut are answered with their context, the
+    // room used rather than the search stopped at nothing.
+    assert!(text.starts_with("wide/f.txt:1:needle"), "{}", &text[..100]);
+    assert!(text.contains("\nwide/f.txt-1-needle"), "{}", &text[..100]);
+    assert!(text.contains("\nwide/f.txt:2:needle"), "{}", &text[..100]);
+    assert!(text.len() > 150_000, "{}", text.len());
+}
+
 /// A `read_text_file` head or tail that `max_read_bytes` cuts says so in a
 /// second block, naming the lines it holds; one that fits has one block.
 #[test]

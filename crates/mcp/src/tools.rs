@@ -1326,6 +1326,12 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
              searched; there may be matches in them: read such a file by head or tail]",
             s.max_read_bytes
         )),
+        Some(Cut::AnswerBytes) => Some(format!(
+            "[the search stopped when its matches and context lines reached max_read_bytes \
+             ({} bytes), the most one answer holds; there may be more matches: ask fewer \
+             context lines (before, after), or narrow the path, the pattern or glob]",
+            s.max_read_bytes
+        )),
         Some(Cut::WalkEntries) => Some(walk_cut()),
         Some(Cut::PathLength) => Some(long_cut()),
         Some(other) => Some(format!("[the search was cut: {}]", other.as_str())),
