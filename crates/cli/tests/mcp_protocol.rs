@@ -772,6 +772,38 @@ fn the_audit_file_records_exec_calls_with_exit_code_and_limit() {
     assert!(!text.contains("secret-words"), "{text}");
 }
 
+/// A command the executor could not start is answered `E_NOT_STARTED`,
+/// and its audit record says the same: not `OK` with the exit code 127 of
+/// a command that ran.
+#[test]
+fn mcpexec19_an_exec_that_cannot_start_is_audited_as_not_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let sh = dir.path().join("not-a-shell");
+    fs::write(&sh, "#!/bin/sh\n").unwrap();
+    let extra = format!(
+        "[exec]\nenabled = true\nshell = \"{}\"\ntimeout_ms = 20000\n",
+        sh.display()
+    );
+    let mut s = Server::start_in(dir, &extra, &["--audit".as_ref(), audit.as_os_str()]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "echo hi"}}}));
+    let a = s.answer(1);
+    let text = a["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.starts_with("E_NOT_STARTED"), "{a}");
+    let log = fs::read_to_string(&audit).unwrap();
+    let execs: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l["op"] == "exec")
+        .collect();
+    assert_eq!(execs.len(), 1, "{log}");
+    assert_eq!(execs[0]["outcome"], "E_NOT_STARTED", "{log}");
+    assert!(execs[0].get("exit_code").is_none(), "{log}");
+}
+
 /// `sandgate mcp` on `dir`'s `policy.toml`, auditing to `audit`.
 fn mcp_audited(dir: &Path, audit: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
