@@ -3263,6 +3263,36 @@ fn mcpexec19_grep_context_answers_at_most_what_one_read_gives() {
     assert!(text.len() > 150_000, "{}", text.len());
 }
 
+/// Each answered line starts with its file's path, which may be 4,000
+/// bytes long: short matching lines below a deep path, with 100 lines of
+/// context each, are held to `max_read_bytes` as answered, paths included.
+#[test]
+fn mcpexec19_grep_context_below_a_deep_path_is_held_to_max_read_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut deep = dir.path().join("ws");
+    for i in 0..19 {
+        deep.push(format!("{i:02}{}", "d".repeat(198)));
+    }
+    fs::create_dir_all(&deep).unwrap();
+    fs::write(deep.join("f.txt"), "needle\n".repeat(300)).unwrap();
+    let top = format!("00{}", "d".repeat(198));
+    let mut s = Server::start_in(dir, "max_read_bytes = 200000\n", &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "path": top,
+            "before": 100, "after": 100, "max_results": 1000}}}));
+    let a = s.answer(1);
+    assert_eq!(a["result"]["isError"], false, "{}", &a.to_string()[..300]);
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.len() < 250_000,
+        "a grep of a 2,100-byte file answered {} bytes",
+        text.len()
+    );
+    let last = text.lines().last().unwrap_or_default();
+    assert!(last.contains("max_read_bytes"), "last line {last:?}");
+    assert!(text.contains("/f.txt:1:needle\n"), "{}", &text[..300]);
+}
+
 /// A `read_text_file` head or tail that `max_read_bytes` cuts says so in a
 /// second block, naming the lines it holds; one that fits has one block.
 #[test]

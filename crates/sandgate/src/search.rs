@@ -83,7 +83,8 @@ pub enum Cut {
     /// may be more.
     PathLength,
     /// A grep's matches and context lines reached `max_read_bytes` of
-    /// text, what one read may give: it stopped there (every match
+    /// text (each line counted with its file's path, as it is answered),
+    /// what one read may give: it stopped there (every match
     /// carries its own context, so without this a file whose every line
     /// matches would be answered some 200 times over), so there may be
     /// more.
@@ -798,8 +799,9 @@ struct Collector {
     content: Vec<u8>,
     /// How many files were passed over as binary.
     binary: usize,
-    /// The most bytes of line text (matches and context) the answer
-    /// holds, and how many it holds.
+    /// The most bytes of line text (matches and context, each line with
+    /// its file's path, as it is answered) the answer holds, and how many
+    /// it holds.
     max_bytes: u64,
     held: u64,
     /// Whether a line did not fit in `max_bytes`: the search stopped.
@@ -931,7 +933,8 @@ impl Collector {
                 let wanting = (self.lines[open_from..].iter())
                     .filter(|m| m.after.len() < self.after)
                     .count();
-                if !self.room(wanting.saturating_mul(text.len())) {
+                // Each line is answered under its file's path.
+                if !self.room(wanting.saturating_mul(path.len() + text.len())) {
                     return Ok(true);
                 }
                 for m in &mut self.lines[open_from..] {
@@ -965,8 +968,10 @@ impl Collector {
                 match self.mode {
                     GrepMode::Lines => {
                         let (text_start, text, text_cut) = match_text(re, &line);
-                        let size = recent.iter().map(|(t, _)| t.len()).sum::<usize>();
-                        if !self.room(size.saturating_add(text.len())) {
+                        let size = (recent.iter())
+                            .map(|(t, _)| path.len() + t.len())
+                            .sum::<usize>();
+                        if !self.room(size.saturating_add(path.len() + text.len())) {
                             return Ok(true);
                         }
                         self.lines.push(GrepMatch {
