@@ -804,6 +804,48 @@ fn mcpexec19_an_exec_that_cannot_start_is_audited_as_not_started() {
     assert!(execs[0].get("exit_code").is_none(), "{log}");
 }
 
+/// A command the client cancelled is recorded as aborted, as a cancelled
+/// `grep` or `fetch` is: not `OK` with an exit code 130 a command could
+/// have exited with itself.
+#[test]
+fn mcpexec19_a_cancelled_exec_is_audited_as_aborted() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let mut s = Server::start_in(
+        dir,
+        "[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n",
+        &["--audit".as_ref(), audit.as_os_str()],
+    );
+    let token = format!("6{}.25", std::process::id());
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}}));
+    assert!(eventually(30, || running_with(&token)), "never started");
+    s.send_json(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "test"}}),
+    );
+    // A command exiting 130 of its own is an ordinary result.
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "exit 130"}}}));
+    s.answer(2);
+    let execs = || -> Vec<Value> {
+        fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|l: &Value| l["op"] == "exec")
+            .collect()
+    };
+    assert!(eventually(30, || execs().len() == 2), "{:?}", execs());
+    let all = execs();
+    let (own, cancelled): (Vec<&Value>, Vec<&Value>) =
+        all.iter().partition(|l| l["outcome"] == "OK");
+    assert_eq!(own.len(), 1, "{all:?}");
+    assert_eq!(own[0]["exit_code"], 130, "{all:?}");
+    assert_eq!(cancelled.len(), 1, "{all:?}");
+    assert_eq!(cancelled[0]["outcome"], "E_ABORTED", "{all:?}");
+}
+
 /// `sandgate mcp` on `dir`'s `policy.toml`, auditing to `audit`.
 fn mcp_audited(dir: &Path, audit: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));

@@ -1224,8 +1224,11 @@ impl Executor {
                 ),
                 Err(_) => (None, None, None),
             };
+            // A command its caller aborted is recorded as a cancelled
+            // search or fetch is, apart from one exiting 130 of its own.
             let outcome = match &result {
                 Ok(r) if r.not_started => ErrorCode::NotStarted,
+                Ok(r) if r.aborted => ErrorCode::Aborted,
                 Ok(_) => ErrorCode::Ok,
                 Err(e) => e.code(),
             };
