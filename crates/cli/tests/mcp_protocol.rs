@@ -585,6 +585,50 @@ fn tools_list_pages_with_a_cursor() {
     assert_eq!(s.answer(2)["error"]["code"], json!(-32602));
 }
 
+/// `fetch` sends any method with a body (`POST`, `DELETE`) to the hosts the
+/// policy allows, so it is not declared read-only: a host that runs
+/// read-only tools without asking would let a model change a remote
+/// service unasked.
+#[test]
+fn mcpexec19_fetch_that_can_post_is_not_declared_read_only() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = c.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            .unwrap();
+        String::from_utf8_lossy(&head).into_owned()
+    });
+    let mut s = Server::start_with(&format!(
+        "[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n"
+    ));
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "fetch", "arguments": {"url": format!("http://127.0.0.1:{port}/items/7"),
+            "method": "DELETE", "body": "x"}}}));
+    let a = s.answer(1);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let head = got.join().unwrap();
+    assert!(head.starts_with("DELETE /items/7 "), "{head}");
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let a = s.answer(2);
+    let tools = a["result"]["tools"].as_array().unwrap();
+    let fetch = tools.iter().find(|t| t["name"] == "fetch").unwrap();
+    let ann = &fetch["annotations"];
+    assert_eq!(ann["readOnlyHint"], false, "{fetch}");
+    assert_eq!(ann["destructiveHint"], true, "{fetch}");
+    assert_eq!(ann["openWorldHint"], true, "{fetch}");
+}
+
 #[test]
 fn a_cancelled_call_leaves_the_server_serving() {
     let mut s = Server::start();

@@ -377,7 +377,10 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
                 schema::<Fetch>(),
             )
             .with_title("Fetch URL")
-            .with_annotations(ann(true, false, false, true)),
+            // Not read-only: it sends any method with a body (`POST`,
+            // `DELETE`) to the hosts the policy allows, and a host may run
+            // a read-only tool without asking its user.
+            .with_annotations(ann(false, true, false, true)),
         );
     }
     tools
