@@ -3379,6 +3379,28 @@ fn mcpexec19_grep_context_below_a_deep_path_is_held_to_max_read_bytes() {
     assert!(text.contains("/f.txt:1:needle\n"), "{}", &text[..300]);
 }
 
+/// A match whose path alone passes a small `max_read_bytes` is not
+/// answered, and the answer does not say there is none.
+#[test]
+fn mcpexec19_a_grep_cut_before_its_first_match_does_not_say_no_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut deep = dir.path().join("ws");
+    for i in 0..19 {
+        deep.push(format!("{i:02}{}", "d".repeat(198)));
+    }
+    fs::create_dir_all(&deep).unwrap();
+    fs::write(deep.join("f.txt"), "needle\n").unwrap();
+    let top = format!("00{}", "d".repeat(198));
+    let mut s = Server::start_in(dir, "max_read_bytes = 1000\n", &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "path": top}}}));
+    let a = s.answer(1);
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(!text.contains("No matches found"), "{text}");
+    assert!(text.starts_with("[the search stopped"), "{text}");
+    assert!(text.contains("max_read_bytes (1000 bytes)"), "{text}");
+}
+
 /// A `read_text_file` head or tail that `max_read_bytes` cuts says so in a
 /// second block, naming the lines it holds; one that fits has one block.
 #[test]

@@ -1312,7 +1312,9 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
             .collect::<Vec<_>>()
             .join("\n"),
     };
-    if out.is_empty() {
+    // A search stopped at its answer's size before its first match found
+    // one: its last line says why none is answered.
+    if out.is_empty() && found.cut != Some(Cut::AnswerBytes) {
         out.push_str("No matches found");
     }
     // Said on a last line, so that the model does not take the answer
@@ -1355,7 +1357,7 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
         )
     });
     for note in [note, unreadable, binary].into_iter().flatten() {
-        if !out.ends_with('\n') {
+        if !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }
         out.push_str(&note);
