@@ -890,6 +890,32 @@ fn mcpexec19_a_cancelled_exec_is_audited_as_aborted() {
     assert_eq!(cancelled[0]["outcome"], "E_ABORTED", "{all:?}");
 }
 
+/// A client may declare a file as a root beside its folders: `exec`
+/// without a `cwd` runs in the first of its roots in the write root that
+/// is a directory, rather than failing every call on the file.
+#[test]
+fn mcpexec19_exec_by_default_runs_in_the_first_client_root_that_is_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = fs::canonicalize(dir.path()).unwrap().join("ws");
+    let mut s = Server::start_as(
+        dir,
+        "[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 20000\n",
+        &[],
+        json!({"roots": {}}),
+    );
+    let req = s.request("roots/list");
+    s.give_roots(&req, &[&ws.join("a.txt"), &ws.join("src")]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "pwd"}}}));
+    let a = s.answer(1);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    assert_eq!(
+        a["result"]["structuredContent"]["stdout"],
+        format!("{}\n", ws.join("src").display()),
+        "{a}"
+    );
+}
+
 /// `sandgate mcp` on `dir`'s `policy.toml`, auditing to `audit`.
 fn mcp_audited(dir: &Path, audit: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));

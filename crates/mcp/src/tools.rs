@@ -204,7 +204,8 @@ pub struct Exec {
     /// beneath them).
     pub command: String,
     /// Working directory: a name below the write root (default: the root,
-    /// or the first of this client's roots that lies in it).
+    /// or the first of this client's roots that lies in it and is a
+    /// directory).
     pub cwd: Option<String>,
     /// Time limit in milliseconds (never more than the policy's).
     pub timeout_ms: Option<u64>,
@@ -1375,12 +1376,20 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
     };
     let cwd = match &a.cwd {
         Some(c) => Some(s.cwd_name(c)?),
-        // Narrowed to the client's roots: their first in the write root,
-        // where the command can work, rather than the whole root.
+        // Narrowed to the client's roots: their first in the write root
+        // that is a directory (a client may declare a file beside its
+        // folders), where the command can work, rather than the whole
+        // root; with none, their first there, which is refused.
         None => s.client_roots().and_then(|roots| {
-            roots
-                .iter()
-                .find(|(d, _, _)| s.dirs[*d].is_write)
+            let mut written = roots.iter().filter(|(d, _, _)| s.dirs[*d].is_write);
+            let is_dir = |d: usize, rel: &str| {
+                s.dir_root(d)
+                    .is_some_and(|r| r.stat(rel).is_ok_and(|m| m.is_dir()))
+            };
+            written
+                .clone()
+                .find(|(d, rel, _)| is_dir(*d, rel))
+                .or_else(|| written.next())
                 .map(|(_, rel, _)| rel.clone())
         }),
     };
