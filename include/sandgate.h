@@ -1864,7 +1864,8 @@ sg_status sg_sandbox_grep_with(const struct sg_sandbox *sandbox,
 // stopped at its 200,000 entries; `"max_read_bytes"` when a file larger
 // than `max_read_bytes` was passed over without being searched;
 // `"path_length"` when a directory whose path is 4,096 bytes or longer
-// was not entered; null when whole), and `unreadable` (how many files
+// was not entered; `"answer_bytes"` when the matches and their context
+// lines, each with its path, reached `max_read_bytes`; null when whole), and `unreadable` (how many files
 // grep could not open or read to the end, subdirectories it could not
 // list and entries whose names are not UTF-8; absent when none) and `binary` (how many files grep passed
 // over unsearched as binary, a NUL in their first 8 KiB; absent when

@@ -508,8 +508,9 @@ func (s *Sandbox) Glob(pattern, path string) ([]string, error) {
 // 200,000 entries and what lies past them was not searched,
 // "max_read_bytes" when a grep passed over a file larger than
 // max_read_bytes without searching it, "path_length" when a directory
-// whose path is 4,096 bytes or longer was not entered, "" when the answer
-// is whole.
+// whose path is 4,096 bytes or longer was not entered, "answer_bytes"
+// when a grep's matches and their context lines, each with its path,
+// reached max_read_bytes, "" when the answer is whole.
 // Unreadable counts the subdirectories the walk could not list and the
 // entries whose names are not UTF-8 (and, for grep, the files it could
 // not open or read to the end), and so passed over. Binary counts the files grep passed over unsearched as binary (a

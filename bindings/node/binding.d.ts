@@ -566,9 +566,10 @@ export interface GrepFound {
    * The cap that cut it: `max_results` (more matched than `maxResults`;
    * an answer of exactly `maxResults` is whole), `walk_entries` (the
    * walk stopped at its 200,000 entries), `max_read_bytes` (a file
-   * larger than `maxReadBytes` was passed over without being searched)
-   * or `path_length` (a directory whose path is 4,096 bytes or longer
-   * was not entered);
+   * larger than `maxReadBytes` was passed over without being searched),
+   * `path_length` (a directory whose path is 4,096 bytes or longer
+   * was not entered) or `answer_bytes` (the matches and their context
+   * lines, each with its path, reached `maxReadBytes`);
    * absent when whole.
    */
   limit?: string

@@ -585,6 +585,50 @@ fn tools_list_pages_with_a_cursor() {
     assert_eq!(s.answer(2)["error"]["code"], json!(-32602));
 }
 
+/// `fetch` sends any method with a body (`POST`, `DELETE`) to the hosts the
+/// policy allows, so it is not declared read-only: a host that runs
+/// read-only tools without asking would let a model change a remote
+/// service unasked.
+#[test]
+fn mcpexec19_fetch_that_can_post_is_not_declared_read_only() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = c.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            .unwrap();
+        String::from_utf8_lossy(&head).into_owned()
+    });
+    let mut s = Server::start_with(&format!(
+        "[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n"
+    ));
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "fetch", "arguments": {"url": format!("http://127.0.0.1:{port}/items/7"),
+            "method": "DELETE", "body": "x"}}}));
+    let a = s.answer(1);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let head = got.join().unwrap();
+    assert!(head.starts_with("DELETE /items/7 "), "{head}");
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let a = s.answer(2);
+    let tools = a["result"]["tools"].as_array().unwrap();
+    let fetch = tools.iter().find(|t| t["name"] == "fetch").unwrap();
+    let ann = &fetch["annotations"];
+    assert_eq!(ann["readOnlyHint"], false, "{fetch}");
+    assert_eq!(ann["destructiveHint"], true, "{fetch}");
+    assert_eq!(ann["openWorldHint"], true, "{fetch}");
+}
+
 #[test]
 fn a_cancelled_call_leaves_the_server_serving() {
     let mut s = Server::start();
@@ -770,6 +814,106 @@ fn the_audit_file_records_exec_calls_with_exit_code_and_limit() {
     assert_eq!(execs[1]["limit"], "timeout", "{text}");
     assert!(lines.iter().any(|l| l["op"] == "read"), "{text}");
     assert!(!text.contains("secret-words"), "{text}");
+}
+
+/// A command the executor could not start is answered `E_NOT_STARTED`,
+/// and its audit record says the same: not `OK` with the exit code 127 of
+/// a command that ran.
+#[test]
+fn mcpexec19_an_exec_that_cannot_start_is_audited_as_not_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let sh = dir.path().join("not-a-shell");
+    fs::write(&sh, "#!/bin/sh\n").unwrap();
+    let extra = format!(
+        "[exec]\nenabled = true\nshell = \"{}\"\ntimeout_ms = 20000\n",
+        sh.display()
+    );
+    let mut s = Server::start_in(dir, &extra, &["--audit".as_ref(), audit.as_os_str()]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "echo hi"}}}));
+    let a = s.answer(1);
+    let text = a["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.starts_with("E_NOT_STARTED"), "{a}");
+    let log = fs::read_to_string(&audit).unwrap();
+    let execs: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l["op"] == "exec")
+        .collect();
+    assert_eq!(execs.len(), 1, "{log}");
+    assert_eq!(execs[0]["outcome"], "E_NOT_STARTED", "{log}");
+    assert!(execs[0].get("exit_code").is_none(), "{log}");
+}
+
+/// A command the client cancelled is recorded as aborted, as a cancelled
+/// `grep` or `fetch` is: not `OK` with an exit code 130 a command could
+/// have exited with itself.
+#[test]
+fn mcpexec19_a_cancelled_exec_is_audited_as_aborted() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let mut s = Server::start_in(
+        dir,
+        "[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 600000\n",
+        &["--audit".as_ref(), audit.as_os_str()],
+    );
+    let token = format!("6{}.25", std::process::id());
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}}));
+    assert!(eventually(30, || running_with(&token)), "never started");
+    s.send_json(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "test"}}),
+    );
+    // A command exiting 130 of its own is an ordinary result.
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "exit 130"}}}));
+    s.answer(2);
+    let execs = || -> Vec<Value> {
+        fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|l: &Value| l["op"] == "exec")
+            .collect()
+    };
+    assert!(eventually(30, || execs().len() == 2), "{:?}", execs());
+    let all = execs();
+    let (own, cancelled): (Vec<&Value>, Vec<&Value>) =
+        all.iter().partition(|l| l["outcome"] == "OK");
+    assert_eq!(own.len(), 1, "{all:?}");
+    assert_eq!(own[0]["exit_code"], 130, "{all:?}");
+    assert_eq!(cancelled.len(), 1, "{all:?}");
+    assert_eq!(cancelled[0]["outcome"], "E_ABORTED", "{all:?}");
+}
+
+/// A client may declare a file as a root beside its folders: `exec`
+/// without a `cwd` runs in the first of its roots in the write root that
+/// is a directory, rather than failing every call on the file.
+#[test]
+fn mcpexec19_exec_by_default_runs_in_the_first_client_root_that_is_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = fs::canonicalize(dir.path()).unwrap().join("ws");
+    let mut s = Server::start_as(
+        dir,
+        "[exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 20000\n",
+        &[],
+        json!({"roots": {}}),
+    );
+    let req = s.request("roots/list");
+    s.give_roots(&req, &[&ws.join("a.txt"), &ws.join("src")]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "pwd"}}}));
+    let a = s.answer(1);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    assert_eq!(
+        a["result"]["structuredContent"]["stdout"],
+        format!("{}\n", ws.join("src").display()),
+        "{a}"
+    );
 }
 
 /// `sandgate mcp` on `dir`'s `policy.toml`, auditing to `audit`.
@@ -3192,6 +3336,95 @@ fn a_capped_grep_says_so() {
         "params": {"name": "grep", "arguments": {"pattern": "hello"}}}));
     let a = s.answer(20);
     assert_eq!(a["result"]["content"][0]["text"], "a.txt:1:hello\n", "{a}");
+}
+
+/// Every match carries its own context lines, so a file whose every line
+/// matches, asked with 100 lines before and after, would answer each line
+/// about 200 times: a grep's text is held to what one read may give
+/// (`max_read_bytes`), and an answer stopped there says so.
+#[test]
+fn mcpexec19_grep_context_answers_at_most_what_one_read_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = format!("needle{}\n", "a".repeat(993));
+    fs::create_dir_all(dir.path().join("ws/wide")).unwrap();
+    fs::write(dir.path().join("ws/wide/f.txt"), line.repeat(190)).unwrap();
+    let mut s = Server::start_in(dir, "max_read_bytes = 200000\n", &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "path": "wide",
+            "before": 100, "after": 100, "max_results": 1000}}}));
+    let a = s.answer(1);
+    assert_eq!(a["result"]["isError"], false, "{}", &a.to_string()[..300]);
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    // The text of the lines, plus their `wide/f.txt-N-` prefixes and the
+    // last line saying so.
+    assert!(
+        text.len() < 250_000,
+        "a grep of a 190,000-byte file answered {} bytes",
+        text.len()
+    );
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("max_read_bytes") && !last.contains("needle"),
+        "a grep cut at its answer's size says nothing of the cut: last line {last:?}"
+    );
+    // The matches up to the cut are answered with their context, the
+    // room used rather than the search stopped at nothing.
+    assert!(text.starts_with("wide/f.txt:1:needle"), "{}", &text[..100]);
+    assert!(text.contains("\nwide/f.txt-1-needle"), "{}", &text[..100]);
+    assert!(text.contains("\nwide/f.txt:2:needle"), "{}", &text[..100]);
+    assert!(text.len() > 150_000, "{}", text.len());
+}
+
+/// Each answered line starts with its file's path, which may be 4,000
+/// bytes long: short matching lines below a deep path, with 100 lines of
+/// context each, are held to `max_read_bytes` as answered, paths included.
+#[test]
+fn mcpexec19_grep_context_below_a_deep_path_is_held_to_max_read_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut deep = dir.path().join("ws");
+    for i in 0..19 {
+        deep.push(format!("{i:02}{}", "d".repeat(198)));
+    }
+    fs::create_dir_all(&deep).unwrap();
+    fs::write(deep.join("f.txt"), "needle\n".repeat(300)).unwrap();
+    let top = format!("00{}", "d".repeat(198));
+    let mut s = Server::start_in(dir, "max_read_bytes = 200000\n", &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "path": top,
+            "before": 100, "after": 100, "max_results": 1000}}}));
+    let a = s.answer(1);
+    assert_eq!(a["result"]["isError"], false, "{}", &a.to_string()[..300]);
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.len() < 250_000,
+        "a grep of a 2,100-byte file answered {} bytes",
+        text.len()
+    );
+    let last = text.lines().last().unwrap_or_default();
+    assert!(last.contains("max_read_bytes"), "last line {last:?}");
+    assert!(text.contains("/f.txt:1:needle\n"), "{}", &text[..300]);
+}
+
+/// A match whose path alone passes a small `max_read_bytes` is not
+/// answered, and the answer does not say there is none.
+#[test]
+fn mcpexec19_a_grep_cut_before_its_first_match_does_not_say_no_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut deep = dir.path().join("ws");
+    for i in 0..19 {
+        deep.push(format!("{i:02}{}", "d".repeat(198)));
+    }
+    fs::create_dir_all(&deep).unwrap();
+    fs::write(deep.join("f.txt"), "needle\n").unwrap();
+    let top = format!("00{}", "d".repeat(198));
+    let mut s = Server::start_in(dir, "max_read_bytes = 1000\n", &[]);
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "grep", "arguments": {"pattern": "needle", "path": top}}}));
+    let a = s.answer(1);
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(!text.contains("No matches found"), "{text}");
+    assert!(text.starts_with("[the search stopped"), "{text}");
+    assert!(text.contains("max_read_bytes (1000 bytes)"), "{text}");
 }
 
 /// A `read_text_file` head or tail that `max_read_bytes` cuts says so in a

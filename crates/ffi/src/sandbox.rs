@@ -1281,8 +1281,8 @@ pub unsafe extern "C" fn sg_sandbox_glob(
 }
 
 /// `truncated` and `limit` of a search's answer: whether it was cut, and
-/// by which cap (`"max_results"`, `"walk_entries"`, `"max_read_bytes"` or
-/// `"path_length"`; null when whole).
+/// by which cap (`"max_results"`, `"walk_entries"`, `"max_read_bytes"`,
+/// `"path_length"` or `"answer_bytes"`; null when whole).
 fn with_cut(mut answer: serde_json::Value, cut: Option<facade::search::Cut>) -> serde_json::Value {
     answer["truncated"] = json!(cut.is_some());
     answer["limit"] = json!(cut.map(|c| c.as_str()));
@@ -1598,7 +1598,8 @@ fn grep_json(found: facade::search::GrepOutput) -> serde_json::Value {
 /// stopped at its 200,000 entries; `"max_read_bytes"` when a file larger
 /// than `max_read_bytes` was passed over without being searched;
 /// `"path_length"` when a directory whose path is 4,096 bytes or longer
-/// was not entered; null when whole), and `unreadable` (how many files
+/// was not entered; `"answer_bytes"` when the matches and their context
+/// lines, each with its path, reached `max_read_bytes`; null when whole), and `unreadable` (how many files
 /// grep could not open or read to the end, subdirectories it could not
 /// list and entries whose names are not UTF-8; absent when none) and `binary` (how many files grep passed
 /// over unsearched as binary, a NUL in their first 8 KiB; absent when

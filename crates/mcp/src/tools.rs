@@ -204,7 +204,8 @@ pub struct Exec {
     /// beneath them).
     pub command: String,
     /// Working directory: a name below the write root (default: the root,
-    /// or the first of this client's roots that lies in it).
+    /// or the first of this client's roots that lies in it and is a
+    /// directory).
     pub cwd: Option<String>,
     /// Time limit in milliseconds (never more than the policy's).
     pub timeout_ms: Option<u64>,
@@ -377,7 +378,10 @@ pub fn definitions(exec: bool, fetch: bool) -> Vec<Tool> {
                 schema::<Fetch>(),
             )
             .with_title("Fetch URL")
-            .with_annotations(ann(true, false, false, true)),
+            // Not read-only: it sends any method with a body (`POST`,
+            // `DELETE`) to the hosts the policy allows, and a host may run
+            // a read-only tool without asking its user.
+            .with_annotations(ann(false, true, false, true)),
         );
     }
     tools
@@ -1309,7 +1313,9 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
             .collect::<Vec<_>>()
             .join("\n"),
     };
-    if out.is_empty() {
+    // A search stopped at its answer's size before its first match found
+    // one: its last line says why none is answered.
+    if out.is_empty() && found.cut != Some(Cut::AnswerBytes) {
         out.push_str("No matches found");
     }
     // Said on a last line, so that the model does not take the answer
@@ -1324,6 +1330,12 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
         Some(Cut::MaxReadBytes) => Some(format!(
             "[files larger than max_read_bytes ({} bytes) were passed over without being \
              searched; there may be matches in them: read such a file by head or tail]",
+            s.max_read_bytes
+        )),
+        Some(Cut::AnswerBytes) => Some(format!(
+            "[the search stopped when its matches and context lines reached max_read_bytes \
+             ({} bytes), the most one answer holds; there may be more matches: ask fewer \
+             context lines (before, after), or narrow the path, the pattern or glob]",
             s.max_read_bytes
         )),
         Some(Cut::WalkEntries) => Some(walk_cut()),
@@ -1346,7 +1358,7 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
         )
     });
     for note in [note, unreadable, binary].into_iter().flatten() {
-        if !out.ends_with('\n') {
+        if !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }
         out.push_str(&note);
@@ -1364,12 +1376,20 @@ pub(crate) fn exec(s: &Shared, a: Exec, abort: sandgate::exec::AbortSignal) -> A
     };
     let cwd = match &a.cwd {
         Some(c) => Some(s.cwd_name(c)?),
-        // Narrowed to the client's roots: their first in the write root,
-        // where the command can work, rather than the whole root.
+        // Narrowed to the client's roots: their first in the write root
+        // that is a directory (a client may declare a file beside its
+        // folders), where the command can work, rather than the whole
+        // root; with none, their first there, which is refused.
         None => s.client_roots().and_then(|roots| {
-            roots
-                .iter()
-                .find(|(d, _, _)| s.dirs[*d].is_write)
+            let mut written = roots.iter().filter(|(d, _, _)| s.dirs[*d].is_write);
+            let is_dir = |d: usize, rel: &str| {
+                s.dir_root(d)
+                    .is_some_and(|r| r.stat(rel).is_ok_and(|m| m.is_dir()))
+            };
+            written
+                .clone()
+                .find(|(d, rel, _)| is_dir(*d, rel))
+                .or_else(|| written.next())
                 .map(|(_, rel, _)| rel.clone())
         }),
     };

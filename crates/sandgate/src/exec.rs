@@ -1213,20 +1213,31 @@ impl Executor {
     ) -> Result<ExecResult, Error> {
         let sink = self.audit.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(sink) = sink {
+            // A command that could not be started did not run: its 127 is
+            // sandgate's, not the command's, and the record says so.
+            let ran = |r: &&ExecResult| !r.not_started;
             let (size, exit_code, limit) = match &result {
                 Ok(r) => (
                     Some((r.stdout.len() + r.stderr.len()) as u64),
-                    Some(r.exit_code),
+                    Some(r).filter(ran).map(|r| r.exit_code),
                     r.limit.map(|l| l.as_str()),
                 ),
                 Err(_) => (None, None, None),
+            };
+            // A command its caller aborted is recorded as a cancelled
+            // search or fetch is, apart from one exiting 130 of its own.
+            let outcome = match &result {
+                Ok(r) if r.not_started => ErrorCode::NotStarted,
+                Ok(r) if r.aborted => ErrorCode::Aborted,
+                Ok(_) => ErrorCode::Ok,
+                Err(e) => e.code(),
             };
             sink(&AuditEvent {
                 op,
                 path: cwd.to_owned(),
                 size,
                 time: std::time::SystemTime::now(),
-                outcome: result.as_ref().err().map_or(ErrorCode::Ok, Error::code),
+                outcome,
                 exit_code,
                 limit,
             });

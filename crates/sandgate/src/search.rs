@@ -82,17 +82,25 @@ pub enum Cut {
     /// the operating system (4,096 bytes) and did not enter it, so there
     /// may be more.
     PathLength,
+    /// A grep's matches and context lines reached `max_read_bytes` of
+    /// text (each line counted with its file's path, as it is answered),
+    /// what one read may give: it stopped there (every match
+    /// carries its own context, so without this a file whose every line
+    /// matches would be answered some 200 times over), so there may be
+    /// more.
+    AnswerBytes,
 }
 
 impl Cut {
     /// The cut's wire name: `max_results`, `walk_entries`,
-    /// `max_read_bytes` or `path_length`.
+    /// `max_read_bytes`, `path_length` or `answer_bytes`.
     pub fn as_str(self) -> &'static str {
         match self {
             Cut::MaxResults => "max_results",
             Cut::WalkEntries => "walk_entries",
             Cut::MaxReadBytes => "max_read_bytes",
             Cut::PathLength => "path_length",
+            Cut::AnswerBytes => "answer_bytes",
         }
     }
 }
@@ -611,7 +619,14 @@ pub(crate) fn glob(
 /// (`skipped`), or whose walk left a directory with too long a path
 /// (`long`), in that order.
 fn cut_by(more: bool, walk_cut: bool, skipped: bool, long: bool) -> Option<Cut> {
-    if more {
+    cut_by_size(false, more, walk_cut, skipped, long)
+}
+
+/// [`cut_by`], with `over`: a grep stopped at its answer's size.
+fn cut_by_size(over: bool, more: bool, walk_cut: bool, skipped: bool, long: bool) -> Option<Cut> {
+    if over {
+        Some(Cut::AnswerBytes)
+    } else if more {
         Some(Cut::MaxResults)
     } else if walk_cut {
         Some(Cut::WalkEntries)
@@ -784,6 +799,13 @@ struct Collector {
     content: Vec<u8>,
     /// How many files were passed over as binary.
     binary: usize,
+    /// The most bytes of line text (matches and context, each line with
+    /// its file's path, as it is answered) the answer holds, and how many
+    /// it holds.
+    max_bytes: u64,
+    held: u64,
+    /// Whether a line did not fit in `max_bytes`: the search stopped.
+    over: bool,
 }
 
 impl Collector {
@@ -794,6 +816,19 @@ impl Collector {
             GrepMode::Count => self.counts.len(),
         };
         n >= self.max
+    }
+
+    /// Takes room for `n` bytes of line text; when there is none, the
+    /// answer is over its size and the search stops (`more` set).
+    fn room(&mut self, n: usize) -> bool {
+        let n = n as u64;
+        if self.held.saturating_add(n) > self.max_bytes {
+            self.over = true;
+            self.more = true;
+            return false;
+        }
+        self.held += n;
+        true
     }
 
     fn finish(self) -> GrepOutput {
@@ -895,6 +930,13 @@ impl Collector {
                 {
                     open_from += 1;
                 }
+                let wanting = (self.lines[open_from..].iter())
+                    .filter(|m| m.after.len() < self.after)
+                    .count();
+                // Each line is answered under its file's path.
+                if !self.room(wanting.saturating_mul(path.len() + text.len())) {
+                    return Ok(true);
+                }
                 for m in &mut self.lines[open_from..] {
                     if m.after.len() < self.after {
                         if cut {
@@ -926,6 +968,12 @@ impl Collector {
                 match self.mode {
                     GrepMode::Lines => {
                         let (text_start, text, text_cut) = match_text(re, &line);
+                        let size = (recent.iter())
+                            .map(|(t, _)| path.len() + t.len())
+                            .sum::<usize>();
+                        if !self.room(size.saturating_add(path.len() + text.len())) {
+                            return Ok(true);
+                        }
                         self.lines.push(GrepMatch {
                             path: path.to_owned(),
                             line: n,
@@ -987,6 +1035,9 @@ pub(crate) fn grep(
         more: false,
         content: Vec::new(),
         binary: 0,
+        max_bytes: max_file_bytes,
+        held: 0,
+        over: false,
     };
     let (mut walk_cut, mut skipped, mut long, mut unreadable) = (false, false, false, 0usize);
     let mut searched = HashSet::new();
@@ -1080,7 +1131,7 @@ pub(crate) fn grep(
             break;
         }
     }
-    let cut = cut_by(out.more, walk_cut, skipped, long);
+    let cut = cut_by_size(out.over, out.more, walk_cut, skipped, long);
     let binary = out.binary;
     Ok(Found {
         results: out.finish(),

@@ -419,9 +419,10 @@ class Found(list):
     matched than the answer holds; an answer of exactly the cap is whole),
     ``"walk_entries"`` (the walk stopped at its 200,000 entries, and what
     lies past them was not searched), ``"max_read_bytes"`` (grep passed
-    over a file larger than ``max_read_bytes`` without searching it) or
+    over a file larger than ``max_read_bytes`` without searching it),
     ``"path_length"`` (a directory whose path is 4,096 bytes or longer was
-    not entered);
+    not entered) or ``"answer_bytes"`` (grep's matches and their context
+    lines, each with its path, reached ``max_read_bytes``);
     ``None`` when whole. ``unreadable`` counts the subdirectories the walk
     could not list and the entries whose names are not UTF-8 (and, for
     grep, the files it could not open or read to the end), and so passed
