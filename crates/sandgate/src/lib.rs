@@ -39,6 +39,7 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+mod bytes;
 mod error;
 pub mod exec;
 pub mod fetch;

@@ -911,7 +911,7 @@ impl Collector {
             // Grown fallibly: a line memory cannot hold (a sparse file
             // under a cap larger than memory) fails the file's read, as an
             // I/O error does, rather than abort the process.
-            match crate::sandbox::read_line_capped(&mut reader, u64::MAX, &mut line) {
+            match crate::bytes::read_line_capped(&mut reader, u64::MAX, &mut line) {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(_) => {

@@ -565,7 +565,13 @@ struct ChildEnv {
 impl ChildEnv {
     /// The environment of a program run without a shell: exactly `env`;
     /// every credential-shaped host variable is withheld, so redacted.
-    fn for_program(config: &ExecConfig, env: &[(OsString, OsString)]) -> Result<Self, ExecError> {
+    /// `redactor` makes the redactor of the plan's withheld values (the
+    /// executor adds the embedder's), built once here.
+    fn for_program(
+        config: &ExecConfig,
+        env: &[(OsString, OsString)],
+        redactor: impl FnOnce(&EnvPlan) -> Redactor,
+    ) -> Result<Self, ExecError> {
         let host: Vec<(OsString, OsString)> = match &config.host_env {
             Some(vars) => vars.clone(),
             None => std::env::vars_os().collect(),
@@ -596,7 +602,7 @@ impl ChildEnv {
             host: None,
             tmpdir: String::new(),
             names_digest: crate::env::names_digest(names),
-            redactor: plan.redactor(),
+            redactor: redactor(&plan),
             plan,
             envp,
         })
@@ -613,11 +619,14 @@ impl fmt::Debug for ChildEnv {
 }
 
 impl ChildEnv {
+    /// The environment of a shell command. `redactor` is as for
+    /// [`ChildEnv::for_program`].
     fn plan(
         config: &ExecConfig,
         host: Option<Vec<(OsString, OsString)>>,
         tmpdir: &str,
         added: &[(String, String)],
+        redactor: impl FnOnce(&EnvPlan) -> Redactor,
     ) -> Self {
         let source: Vec<(OsString, OsString)> = match (&host, &config.host_env) {
             (Some(vars), _) | (None, Some(vars)) => vars.clone(),
@@ -646,7 +655,7 @@ impl ChildEnv {
             host,
             tmpdir: tmpdir.to_owned(),
             names_digest: plan.names_digest(),
-            redactor: plan.redactor(),
+            redactor: redactor(&plan),
             plan,
         }
     }
@@ -828,9 +837,13 @@ impl LocalShellExecutor {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone();
-            let mut env = ChildEnv::plan(&self.config, host.clone(), tmpdir, &added);
-            env.redactor = self.redactor_for(&env.plan);
-            let env = Arc::new(env);
+            let env = Arc::new(ChildEnv::plan(
+                &self.config,
+                host.clone(),
+                tmpdir,
+                &added,
+                |plan| self.redactor_for(plan),
+            ));
             let mut cache = self.child_env.lock().unwrap_or_else(|e| e.into_inner());
             // The embedder changed what every command gets while this
             // plan was made from the earlier values: plan again, so that
@@ -915,9 +928,9 @@ impl LocalShellExecutor {
     ) -> Result<ExecResult, ExecError> {
         let began = Instant::now();
         let argv = argv_of(program, args)?;
-        let mut env = ChildEnv::for_program(&self.config, env)?;
-        env.redactor = self.redactor_for(&env.plan);
-        let env = Arc::new(env);
+        let env = Arc::new(ChildEnv::for_program(&self.config, env, |plan| {
+            self.redactor_for(plan)
+        })?);
         let (running, internal, _, _, namespaces, limits) = self.register()?;
         let result = run(
             &self.config,
