@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::{cargo, step, workspace_root};
+use crate::{cargo, namespaces_possible, step, workspace_root, REQUIRE_NAMESPACES};
 
 /// `(crate directory under crates/, test target)` pairs whose subject is
 /// confinement.
@@ -122,6 +122,27 @@ pub fn run(_args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether [`NOBODY`] may have namespaces here ([`namespaces_possible`]
+/// asked as that user), said once.
+fn nobody_has_namespaces() -> bool {
+    static ASKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ASKED.get_or_init(|| {
+        let prefix: Vec<&str> = std::iter::once("setpriv")
+            .chain(AS_NOBODY.iter().copied())
+            .collect();
+        let possible = namespaces_possible(&prefix);
+        match possible {
+            true => eprintln!(
+                "note: unprivileged: uid {NOBODY} may have namespaces here: tests that need them may not skip"
+            ),
+            false => eprintln!(
+                "note: unprivileged: uid {NOBODY} has no namespaces here (unshare failed): tests that need them skip"
+            ),
+        }
+        possible
+    })
+}
+
 fn run_as_nobody(
     package: &str,
     test: &str,
@@ -145,6 +166,11 @@ fn run_as_nobody(
         .arg("RUST_BACKTRACE=1");
     if let Some(d) = delegated {
         cmd.arg(format!("SANDGATE_CGROUP_PARENT={}", d.dir.display()));
+    }
+    // As for the root run: where this user may have namespaces, the tests
+    // that need them may not skip.
+    if nobody_has_namespaces() {
+        cmd.arg(format!("{REQUIRE_NAMESPACES}=1"));
     }
     let status = cmd
         .arg(exe)
