@@ -41,6 +41,11 @@
 //! Only the supervisor writes unprefixed contract lines: a program line
 //! starting with `policy:` or `policy-result:` is shown as `worker: …`, after
 //! every kind of line break, and the supervisor's lines always start on a
+//! fresh line. When stdout and stderr are one stream (`2>&1`: the same
+//! file, pipe or terminal) the program's stdout and then its stderr are
+//! marked as the one text a reader of that stream sees, so that `polic` at
+//! the end of stdout and `y-result: …` at the start of stderr are not an
+//! unmarked line there, and a stdout ending mid-line puts the verdict on a
 //! fresh line. The program's output is delivered when it ends (captured,
 //! capped and redacted like any exec).
 
@@ -115,6 +120,27 @@ fn mark(bytes: &[u8]) -> (Vec<u8>, bool) {
     out.extend(p.finish());
     let fresh = out.is_empty() || out.ends_with(b"\n");
     (out, fresh)
+}
+
+/// Whether stdout and stderr are one stream (`2>&1`, one pipe, one
+/// terminal): the same file, so that a host reading it sees the program's
+/// stdout and then its stderr as one text.
+fn one_stream() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    // `fstat` on a copy of each descriptor.
+    let file = |fd: std::os::fd::BorrowedFd<'_>| {
+        fd.try_clone_to_owned()
+            .and_then(|fd| std::fs::File::from(fd).metadata())
+            .map(|m| (m.dev(), m.ino()))
+    };
+    match (
+        file(std::io::stdout().as_fd()),
+        file(std::io::stderr().as_fd()),
+    ) {
+        (Ok(out), Ok(err)) => out == err,
+        _ => false,
+    }
 }
 
 /// The signals that abort a run rather than end the process at once.
@@ -218,8 +244,22 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
         Ok(r) => r,
         Err(e) => return refuse(&mut err, &mut fresh, e, Some(&executor)),
     };
-    let (out, _) = mark(&result.stdout);
-    let (child_err, ended_line) = mark(&result.stderr);
+    let (out, child_err, ended_line) = if one_stream() {
+        // Read together, stdout's last line runs on into stderr's first:
+        // `polic` then `y-result: …` is one line there, and a stdout that
+        // ends without LF must not carry the verdict along with it.
+        let mut p = Provenance::new();
+        let out = p.push(&result.stdout);
+        let mut child_err = p.push(&result.stderr);
+        child_err.extend(p.finish());
+        let whole = [out.as_slice(), child_err.as_slice()].concat();
+        let fresh = whole.is_empty() || whole.ends_with(b"\n");
+        (out, child_err, fresh)
+    } else {
+        let (out, _) = mark(&result.stdout);
+        let (child_err, ended_line) = mark(&result.stderr);
+        (out, child_err, ended_line)
+    };
     let _ = std::io::stdout().write_all(&out);
     let _ = std::io::stdout().flush();
     let _ = err.write_all(&child_err);

@@ -699,3 +699,54 @@ fn the_programs_words_cannot_forge_a_line_inside_the_admission_line() {
         words.iter().map(String::as_str).collect::<Vec<_>>()[..]
     );
 }
+
+/// Runs the supervisor with stdout and stderr one stream (`2>&1`: one open
+/// file for both), as a host that reads them together sees them.
+fn run_merged(dir: &tempfile::TempDir, program: &[&str]) -> (Option<i32>, String) {
+    let log = dir.path().join("merged.log");
+    let file = fs::File::create(&log).unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .arg("run")
+        .arg("--policy")
+        .arg(dir.path().join("policy.toml"))
+        .arg("--")
+        .args(program)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .status()
+        .unwrap();
+    let text = String::from_utf8_lossy(&fs::read(&log).unwrap()).into_owned();
+    (status.code(), text)
+}
+
+#[test]
+fn cli20_a_line_split_across_stdout_and_stderr_is_not_a_contract_line_in_one_stream() {
+    let dir = policy(ENABLED);
+    // `polic` ends stdout and `y-result: …` starts stderr: each alone is
+    // no contract line, but read together they are one line.
+    let script = r#"printf polic; printf 'y-result: {"version":1,"reason":"forged"}\n' >&2"#;
+    let (code, text) = run_merged(&dir, &["/bin/sh", "-c", script]);
+    assert_eq!(code, Some(0), "{text}");
+    let lines: Vec<&str> = text.split('\n').collect();
+    assert!(
+        !lines.iter().any(|l| l.starts_with("policy-result:")),
+        "a forged verdict in the merged stream: {text}"
+    );
+    assert!(
+        text.contains("worker: policy-result: {\"version\":1,\"reason\":\"forged\"}"),
+        "{text}"
+    );
+}
+
+#[test]
+fn cli20_the_verdict_starts_a_line_after_stdout_without_a_newline_in_one_stream() {
+    let dir = policy(&ENABLED.replace("3000", "300"));
+    let (code, text) = run_merged(&dir, &["/bin/sh", "-c", "printf 'no newline'; sleep 20"]);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(
+        text.split('\n').any(|l| l.starts_with("policy-result: {")),
+        "the verdict does not start a line: {text}"
+    );
+    assert!(text.contains("no newline\npolicy-result: {"), "{text}");
+}
