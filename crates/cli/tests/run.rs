@@ -750,3 +750,64 @@ fn cli20_the_verdict_starts_a_line_after_stdout_without_a_newline_in_one_stream(
     );
     assert!(text.contains("no newline\npolicy-result: {"), "{text}");
 }
+
+/// A reader that stops reading does not keep a signal from ending the
+/// supervisor: the program's output fills the pipe on stdout, nobody reads
+/// it, and SIGTERM still ends `sandgate run` (and `sandgate exec`) with
+/// 128 + 15 (before, the supervisor stayed blocked in the write until
+/// SIGKILL).
+#[test]
+fn cli20_a_signal_ends_a_supervisor_blocked_on_a_reader_that_stopped_reading() {
+    let dir = policy(&ENABLED.replace("100000", "4000000"));
+    for command in ["run", "exec"] {
+        let done = dir.path().join("ws/done");
+        let _ = fs::remove_file(&done);
+        // 1 MB, far past what a pipe holds, then a mark that it ended.
+        let script = "head -c 1000000 /dev/zero; touch done";
+        let program: &[&str] = match command {
+            "run" => &["/bin/sh", "-c", script],
+            _ => &[script],
+        };
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .arg(command)
+            .arg("--policy")
+            .arg(dir.path().join("policy.toml"))
+            .arg("--")
+            .args(program)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Held open and never read.
+        let _reader = child.stdout.take().unwrap();
+        let t0 = std::time::Instant::now();
+        while !done.exists() {
+            assert!(t0.elapsed().as_secs() < 20, "the program never ended");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // The supervisor is writing the output by now, into a full pipe.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let kill = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let t0 = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if t0.elapsed().as_secs() >= 10 {
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let Some(status) = status else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("sandgate {command} was still running 10 s after SIGTERM");
+        };
+        assert_eq!(status.code(), Some(128 + 15), "sandgate {command}");
+    }
+}
