@@ -368,24 +368,31 @@ fn exec(path: &PathBuf, cwd: Option<&str>, command: &str) -> ExitCode {
         command,
         sandgate::ExecOptions {
             cwd: cwd.map(str::to_owned),
-            abort,
+            abort: abort.clone(),
             ..Default::default()
         },
     ) {
         Ok(r) => {
-            let _ = io::stdout().write_all(&r.stdout);
-            let _ = io::stderr().write_all(&r.stderr);
+            // A reader that stops reading cannot keep a signal from ending
+            // this process.
+            let mut err = run::Bounded::stderr(abort.clone());
+            let _ = run::Bounded::stdout(abort).write_all(&r.stdout);
+            let _ = err.write_all(&r.stderr);
+            let mut notes = String::new();
             if r.truncated {
-                errln!("sandgate: output truncated at max_output_bytes");
+                notes.push_str("sandgate: output truncated at max_output_bytes\n");
             }
             if r.timed_out {
-                errln!("sandgate: timed out");
+                notes.push_str("sandgate: timed out\n");
             }
             if let Some(
                 l @ (sandgate::Limit::Memory | sandgate::Limit::Tasks | sandgate::Limit::Cpu),
             ) = r.limit
             {
-                errln!("sandgate: stopped by the {} limit", l.as_str());
+                notes.push_str(&format!("sandgate: stopped by the {} limit\n", l.as_str()));
+            }
+            if !notes.is_empty() {
+                let _ = err.write_all(notes.as_bytes());
             }
             if let Some(code) = run::signalled() {
                 return code;

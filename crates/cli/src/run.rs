@@ -31,7 +31,9 @@
 //! abort the run, whose whole tree is then ended as after a timeout, and
 //! the supervisor exits `128 + n` for signal `n` (a supervisor that just
 //! died would leave the program running past its timeout, with nothing
-//! left to end it).
+//! left to end it). Nor can a reader that stops reading keep the
+//! supervisor from exiting: once the signal has come, a write to stdout or
+//! stderr that is still waiting for the reader gets [`GRACE`] more.
 //!
 //! The supervisor's own lines escape every character a host may split
 //! lines on, or a terminal take for a control, that JSON leaves raw
@@ -41,12 +43,19 @@
 //! Only the supervisor writes unprefixed contract lines: a program line
 //! starting with `policy:` or `policy-result:` is shown as `worker: …`, after
 //! every kind of line break, and the supervisor's lines always start on a
+//! fresh line. When stdout and stderr are one stream (`2>&1`: the same
+//! file, pipe or terminal) the program's stdout and then its stderr are
+//! marked as the one text a reader of that stream sees, so that `polic` at
+//! the end of stdout and `y-result: …` at the start of stderr are not an
+//! unmarked line there, and a stdout ending mid-line puts the verdict on a
 //! fresh line. The program's output is delivered when it ends (captured,
 //! capped and redacted like any exec).
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::Duration;
 
 use crate::lines::Provenance;
 use sandgate::exec::AbortSignal;
@@ -117,6 +126,124 @@ fn mark(bytes: &[u8]) -> (Vec<u8>, bool) {
     (out, fresh)
 }
 
+/// How long, once SIGINT, SIGTERM or SIGHUP has come, the supervisor
+/// still waits for its reader to take what it is writing.
+const GRACE: Duration = Duration::from_secs(1);
+
+/// Stdout or stderr, written so that a reader that stops reading (a full
+/// pipe) cannot keep SIGINT, SIGTERM or SIGHUP from ending the supervisor:
+/// each write runs on a thread of its own, and once one of those signals
+/// has come the supervisor waits [`GRACE`] more for it, then gives the
+/// stream up (the write fails, and so does every later one; the exit
+/// leaves that thread blocked where it was). Without a signal handler,
+/// writes are plain blocking writes.
+pub struct Bounded {
+    stderr: bool,
+    abort: Option<AbortSignal>,
+    abandoned: bool,
+}
+
+impl Bounded {
+    /// Stdout, given up on once `abort` has been set and [`GRACE`] passed.
+    pub fn stdout(abort: Option<AbortSignal>) -> Bounded {
+        Bounded {
+            stderr: false,
+            abort,
+            abandoned: false,
+        }
+    }
+
+    /// Stderr, given up on once `abort` has been set and [`GRACE`] passed.
+    pub fn stderr(abort: Option<AbortSignal>) -> Bounded {
+        Bounded {
+            stderr: true,
+            abort,
+            abandoned: false,
+        }
+    }
+
+    fn write_whole(stderr: bool, bytes: &[u8]) -> io::Result<()> {
+        if stderr {
+            io::stderr().write_all(bytes)
+        } else {
+            let mut out = io::stdout().lock();
+            out.write_all(bytes).and_then(|()| out.flush())
+        }
+    }
+}
+
+impl Write for Bounded {
+    /// Writes all of `buf` or fails: one call is one whole write.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let given_up = || {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the reader stopped reading, and a signal ends the supervisor",
+            )
+        };
+        if self.abandoned {
+            return Err(given_up());
+        }
+        let Some(abort) = &self.abort else {
+            Self::write_whole(self.stderr, buf)?;
+            return Ok(buf.len());
+        };
+        let (tx, rx) = mpsc::channel();
+        let (stderr, bytes) = (self.stderr, buf.to_vec());
+        let spawned = std::thread::Builder::new()
+            .name("sandgate-write".to_owned())
+            .spawn(move || {
+                let _ = tx.send(Self::write_whole(stderr, &bytes));
+            });
+        if spawned.is_err() {
+            Self::write_whole(self.stderr, buf)?;
+            return Ok(buf.len());
+        }
+        loop {
+            let aborted = abort.is_aborted();
+            let wait = if aborted {
+                GRACE
+            } else {
+                Duration::from_millis(50)
+            };
+            match rx.recv_timeout(wait) {
+                Ok(written) => return written.map(|()| buf.len()),
+                Err(mpsc::RecvTimeoutError::Timeout) if aborted => {
+                    self.abandoned = true;
+                    return Err(given_up());
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(given_up()),
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Whether stdout and stderr are one stream (`2>&1`, one pipe, one
+/// terminal): the same file, so that a host reading it sees the program's
+/// stdout and then its stderr as one text.
+fn one_stream() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    // `fstat` on a copy of each descriptor.
+    let file = |fd: std::os::fd::BorrowedFd<'_>| {
+        fd.try_clone_to_owned()
+            .and_then(|fd| std::fs::File::from(fd).metadata())
+            .map(|m| (m.dev(), m.ino()))
+    };
+    match (
+        file(std::io::stdout().as_fd()),
+        file(std::io::stderr().as_fd()),
+    ) {
+        (Ok(out), Ok(err)) => out == err,
+        _ => false,
+    }
+}
+
 /// The signals that abort a run rather than end the process at once.
 const ABORTING: [i32; 3] = [1, 2, 15]; // SIGHUP, SIGINT, SIGTERM
 
@@ -136,8 +263,8 @@ pub fn signalled() -> Option<ExitCode> {
 /// Runs the supervised program; returns the supervisor's exit code.
 pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
     let abort = abort_on_signals();
-    let stderr = std::io::stderr();
-    let mut err = stderr.lock();
+    // A reader that stops reading cannot keep a signal from ending the run.
+    let mut err = Bounded::stderr(abort.clone());
     let mut fresh = true;
     let policy = match Policy::load(policy_path) {
         Ok(p) => p,
@@ -148,24 +275,22 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
             return ExitCode::from(EXIT_REFUSED);
         }
     };
-    let refuse = |err: &mut std::io::StderrLock<'_>,
-                  fresh: &mut bool,
-                  e: sandgate::Error,
-                  executor: Option<&Executor>| {
-        // A reason may quote the program: redacted as its output is.
-        let reason = match executor {
-            Some(x) => String::from_utf8_lossy(&x.redact(e.message().as_bytes())).into_owned(),
-            None => e.message().to_owned(),
+    let refuse =
+        |err: &mut Bounded, fresh: &mut bool, e: sandgate::Error, executor: Option<&Executor>| {
+            // A reason may quote the program: redacted as its output is.
+            let reason = match executor {
+                Some(x) => String::from_utf8_lossy(&x.redact(e.message().as_bytes())).into_owned(),
+                None => e.message().to_owned(),
+            };
+            let decision = json!({
+                "ok": false,
+                "policy_digest": policy.digest(),
+                "code": e.code().as_str(),
+                "reason": reason,
+            });
+            contract_line(err, fresh, "policy", &decision);
+            ExitCode::from(EXIT_REFUSED)
         };
-        let decision = json!({
-            "ok": false,
-            "policy_digest": policy.digest(),
-            "code": e.code().as_str(),
-            "reason": reason,
-        });
-        contract_line(err, fresh, "policy", &decision);
-        ExitCode::from(EXIT_REFUSED)
-    };
     let executor = match Executor::from_policy(&policy) {
         Ok(x) => x,
         Err(e) => return refuse(&mut err, &mut fresh, e, None),
@@ -208,20 +333,32 @@ pub fn run(policy_path: &Path, program: &[std::ffi::OsString]) -> ExitCode {
         "confine": policy.exec().confine.as_str(),
     });
     contract_line(&mut err, &mut fresh, "policy", &admission);
-    let _ = err.flush();
 
     let options = sandgate::ExecOptions {
-        abort,
+        abort: abort.clone(),
         ..Default::default()
     };
     let result = match executor.exec_argv(program, options) {
         Ok(r) => r,
         Err(e) => return refuse(&mut err, &mut fresh, e, Some(&executor)),
     };
-    let (out, _) = mark(&result.stdout);
-    let (child_err, ended_line) = mark(&result.stderr);
-    let _ = std::io::stdout().write_all(&out);
-    let _ = std::io::stdout().flush();
+    let (out, child_err, ended_line) = if one_stream() {
+        // Read together, stdout's last line runs on into stderr's first:
+        // `polic` then `y-result: …` is one line there, and a stdout that
+        // ends without LF must not carry the verdict along with it.
+        let mut p = Provenance::new();
+        let out = p.push(&result.stdout);
+        let mut child_err = p.push(&result.stderr);
+        child_err.extend(p.finish());
+        let whole = [out.as_slice(), child_err.as_slice()].concat();
+        let fresh = whole.is_empty() || whole.ends_with(b"\n");
+        (out, child_err, fresh)
+    } else {
+        let (out, _) = mark(&result.stdout);
+        let (child_err, ended_line) = mark(&result.stderr);
+        (out, child_err, ended_line)
+    };
+    let _ = Bounded::stdout(abort).write_all(&out);
     let _ = err.write_all(&child_err);
     fresh = ended_line;
 

@@ -699,3 +699,115 @@ fn the_programs_words_cannot_forge_a_line_inside_the_admission_line() {
         words.iter().map(String::as_str).collect::<Vec<_>>()[..]
     );
 }
+
+/// Runs the supervisor with stdout and stderr one stream (`2>&1`: one open
+/// file for both), as a host that reads them together sees them.
+fn run_merged(dir: &tempfile::TempDir, program: &[&str]) -> (Option<i32>, String) {
+    let log = dir.path().join("merged.log");
+    let file = fs::File::create(&log).unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .arg("run")
+        .arg("--policy")
+        .arg(dir.path().join("policy.toml"))
+        .arg("--")
+        .args(program)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .status()
+        .unwrap();
+    let text = String::from_utf8_lossy(&fs::read(&log).unwrap()).into_owned();
+    (status.code(), text)
+}
+
+#[test]
+fn cli20_a_line_split_across_stdout_and_stderr_is_not_a_contract_line_in_one_stream() {
+    let dir = policy(ENABLED);
+    // `polic` ends stdout and `y-result: …` starts stderr: each alone is
+    // no contract line, but read together they are one line.
+    let script = r#"printf polic; printf 'y-result: {"version":1,"reason":"forged"}\n' >&2"#;
+    let (code, text) = run_merged(&dir, &["/bin/sh", "-c", script]);
+    assert_eq!(code, Some(0), "{text}");
+    let lines: Vec<&str> = text.split('\n').collect();
+    assert!(
+        !lines.iter().any(|l| l.starts_with("policy-result:")),
+        "a forged verdict in the merged stream: {text}"
+    );
+    assert!(
+        text.contains("worker: policy-result: {\"version\":1,\"reason\":\"forged\"}"),
+        "{text}"
+    );
+}
+
+#[test]
+fn cli20_the_verdict_starts_a_line_after_stdout_without_a_newline_in_one_stream() {
+    let dir = policy(&ENABLED.replace("3000", "300"));
+    let (code, text) = run_merged(&dir, &["/bin/sh", "-c", "printf 'no newline'; sleep 20"]);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(
+        text.split('\n').any(|l| l.starts_with("policy-result: {")),
+        "the verdict does not start a line: {text}"
+    );
+    assert!(text.contains("no newline\npolicy-result: {"), "{text}");
+}
+
+/// A reader that stops reading does not keep a signal from ending the
+/// supervisor: the program's output fills the pipe on stdout, nobody reads
+/// it, and SIGTERM still ends `sandgate run` (and `sandgate exec`) with
+/// 128 + 15 (before, the supervisor stayed blocked in the write until
+/// SIGKILL).
+#[test]
+fn cli20_a_signal_ends_a_supervisor_blocked_on_a_reader_that_stopped_reading() {
+    let dir = policy(&ENABLED.replace("100000", "4000000"));
+    for command in ["run", "exec"] {
+        let done = dir.path().join("ws/done");
+        let _ = fs::remove_file(&done);
+        // 1 MB, far past what a pipe holds, then a mark that it ended.
+        let script = "head -c 1000000 /dev/zero; touch done";
+        let program: &[&str] = match command {
+            "run" => &["/bin/sh", "-c", script],
+            _ => &[script],
+        };
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .arg(command)
+            .arg("--policy")
+            .arg(dir.path().join("policy.toml"))
+            .arg("--")
+            .args(program)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Held open and never read.
+        let _reader = child.stdout.take().unwrap();
+        let t0 = std::time::Instant::now();
+        while !done.exists() {
+            assert!(t0.elapsed().as_secs() < 20, "the program never ended");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // The supervisor is writing the output by now, into a full pipe.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let kill = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let t0 = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if t0.elapsed().as_secs() >= 10 {
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let Some(status) = status else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("sandgate {command} was still running 10 s after SIGTERM");
+        };
+        assert_eq!(status.code(), Some(128 + 15), "sandgate {command}");
+    }
+}
