@@ -195,6 +195,8 @@ enum Command {
         policy: PathBuf,
         /// Print each request and answer for a person to read. Lines
         /// starting with `#` are shown as narration and not answered.
+        /// Terminal controls in what is shown (escape sequences, bidi
+        /// overrides) are printed escaped, as `\u{1b}`.
         #[arg(long)]
         pretty: bool,
     },
@@ -604,8 +606,46 @@ fn write_answers(stdout: &mut impl Write, out: &mut Vec<u8>) -> Result<(), ExitC
 }
 
 /// Prints one request and its answer for a person. A blank line is skipped
-/// and a comment line shown as a heading; neither gets an answer.
+/// and a comment line shown as a heading; neither gets an answer. What is
+/// printed goes to a terminal, so every control the agent's files, names
+/// or commands could carry is shown escaped ([`terminal_safe`]).
 fn pretty_exchange(
+    session: &ToolSession,
+    policy: &Policy,
+    request: &[u8],
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let mut shown = Vec::new();
+    pretty_exchange_raw(session, policy, request, &mut shown)?;
+    out.write_all(terminal_safe(&String::from_utf8_lossy(&shown)).as_bytes())
+}
+
+/// `text` with every control but line feed and tab, and every
+/// bidirectional embedding, override or isolate, written as `\u{…}`: an
+/// escape sequence in a file's content or name could otherwise set the
+/// terminal's title or clipboard, hide or redraw what is shown, and the
+/// bidirectional controls reorder it.
+fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+fn pretty_exchange_raw(
     session: &ToolSession,
     policy: &Policy,
     request: &[u8],

@@ -1009,3 +1009,43 @@ fn endpoint19_an_edit_search_is_linear_in_the_file_and_the_old_text() {
     assert_eq!(code(&answer), "E_EDIT_NO_MATCH", "{answer}");
     drop(stdin);
 }
+
+/// `--pretty` is for a person at a terminal: a file's content, a listed
+/// name, a command's output or a refusal's message that holds terminal
+/// controls (an escape sequence that sets the clipboard or the title,
+/// hides or rewrites what is shown, or reorders it with bidirectional
+/// overrides) is shown escaped, never passed to the terminal.
+#[test]
+fn pretty_output_shows_terminal_controls_escaped() {
+    let fx = Fx::new(RW);
+    let nasty = "title\u{1b}]0;owned\u{7}clip\u{1b}]52;c;ZXZpbA==\u{7}\r\
+                 hidden\u{1b}[8mcsi\u{9b}31mc1\u{202e}txt.exe\u{2066}\u{7f}\n";
+    fs::write(fx.path("ws/nasty.txt"), nasty).unwrap();
+    fs::write(fx.path("ws/n\u{1b}[2Jame"), "x").unwrap();
+    let input = concat!(
+        "# heading \u{1b}[2J\n",
+        "{\"op\":\"read\",\"path\":\"nasty.txt\"}\n",
+        "{\"op\":\"list\",\"path\":\".\"}\n",
+        "{\"op\":\"read\",\"path\":\"missing\u{1b}[2J\"}\n",
+    );
+    let out = run(&["tool", "--pretty", "--policy"], &fx.policy(), input);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for c in text.chars() {
+        assert!(
+            c == '\n'
+                || c == '\t'
+                || !(c.is_control()
+                    || ('\u{202a}'..='\u{202e}').contains(&c)
+                    || ('\u{2066}'..='\u{2069}').contains(&c)),
+            "a control {:?} reached the terminal: {text:?}",
+            c
+        );
+    }
+    // Shown, escaped, rather than dropped.
+    assert!(text.contains("title\\u{1b}]0;owned\\u{7}clip"), "{text}");
+    assert!(text.contains("\\u{202e}txt.exe\\u{2066}\\u{7f}"), "{text}");
+    assert!(text.contains("n\\u{1b}[2Jame"), "{text}");
+    assert!(text.contains("REFUSED E_"), "{text}");
+    assert_eq!(text.matches("-> ").count(), 3, "{text}");
+}
