@@ -1521,3 +1521,24 @@ def test_bind20_a_flag_that_is_not_a_bool_is_refused_by_name(tree):
         with pytest.raises(sandgate.RequestTypeError) as ei:
             r.open("link", follow_symlinks="false")
         assert "follow_symlinks" in str(ei.value)
+
+
+def test_bind20_grep_glob_and_mode_are_not_stringified(tree):
+    """grep's ``glob`` and ``mode`` are text: bytes, a number or a list is
+    E_REQUEST naming the argument, as the Node binding refuses them. Before,
+    ``str()`` turned ``glob=b"*.txt"`` into the pattern ``"b'*.txt'"``,
+    which matched nothing, and the search answered an empty list as if no
+    file held the text."""
+    with Sandbox(read_roots=[tree / "ws"]) as sb:
+        assert [m.path for m in sb.grep("hello", glob="*.txt")] == ["a.txt"]
+        for what, call in (
+            ("glob", lambda v: sb.grep("hello", glob=v)),
+            ("mode", lambda v: sb.grep("hello", mode=v)),
+        ):
+            for bad in (b"*.txt", 7, ["*.txt"]):
+                with pytest.raises(sandgate.RequestTypeError) as ei:
+                    call(bad)
+                assert ei.value.code == "E_REQUEST" and what in str(ei.value), (what, bad, str(ei.value))
+        with pytest.raises(sandgate.RequestError) as ei:
+            sb.grep("hello", glob="*.t\ud800")
+        assert ei.value.code == "E_REQUEST" and "glob" in str(ei.value), str(ei.value)

@@ -1176,7 +1176,7 @@ class Sandbox(_Handle):
                 raise RequestError(f"max_results must be at least 1 (got {m})", code="E_REQUEST")
             opts["max_results"] = m
         if glob is not None:
-            opts["glob"] = str(glob)
+            opts["glob"] = _text(_str(glob, "glob"), "glob").decode()
         if _flag(case_insensitive, "case_insensitive"):
             opts["case_insensitive"] = True
         for name, n in (("before", before), ("after", after)):
@@ -1186,7 +1186,7 @@ class Sandbox(_Handle):
             if n:
                 opts[name] = n
         if mode != "lines":
-            opts["mode"] = str(mode)
+            opts["mode"] = _str(mode, "mode")
         if _flag(gitignore, "gitignore"):
             opts["gitignore"] = True
         pt = _name(pattern, "pattern")
