@@ -1542,3 +1542,28 @@ def test_bind20_grep_glob_and_mode_are_not_stringified(tree):
         with pytest.raises(sandgate.RequestError) as ei:
             sb.grep("hello", glob="*.t\ud800")
         assert ei.value.code == "E_REQUEST" and "glob" in str(ei.value), str(ei.value)
+
+
+def test_bind20_policy_options_json_cannot_hold_are_refused_by_name(tree):
+    """A policy option value JSON has no form for (a set, an object of
+    another type) or a section key that is not text is RequestTypeError
+    (E_REQUEST) naming the option; a lone surrogate in a section's key is
+    RequestError naming it. Before, the first was json's bare TypeError
+    naming no option and carrying no code, a non-text key was turned into
+    text (``exec={1: 2}`` asked for a key "1"), and the last a PolicyError
+    about a hex escape in JSON text the caller never wrote."""
+    ws = str(tree / "ws")
+    for what, kwargs in (
+        ("read_roots", {"read_roots": {ws}}),
+        ("exec.timeout_ms", {"exec": {"timeout_ms": object()}}),
+        ("exec", {"exec": {1: 2}}),
+    ):
+        with pytest.raises(sandgate.RequestTypeError) as ei:
+            Policy.from_options(tree, write_root=ws, **kwargs)
+        assert ei.value.code == "E_REQUEST" and what in str(ei.value), (what, str(ei.value))
+    with pytest.raises(sandgate.RequestError) as ei:
+        Policy.from_options(tree, write_root=ws, exec={"enabled\ud800": True})
+    assert ei.value.code == "E_REQUEST" and "exec" in str(ei.value), str(ei.value)
+    # What JSON holds is taken as before.
+    with Policy.from_options(tree, write_root=ws, read_roots=(ws,), exec={"enabled": True}) as p:
+        assert p.summary()["read_roots"] == [ws]

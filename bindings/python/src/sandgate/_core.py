@@ -839,10 +839,22 @@ class Policy(_Handle):
             if isinstance(v, float) and not math.isfinite(v):
                 raise RequestError(f"policy option {name} is {v}, which JSON cannot hold", code="E_REQUEST")
             if isinstance(v, dict):
-                return {k: plain(x, f"{name}.{k}") for k, x in v.items()}
+                out = {}
+                for k, x in v.items():
+                    # json.dumps would turn 1, True or None into the text
+                    # of a key the caller did not write.
+                    if not isinstance(k, str):
+                        raise _type_error(f"a key of policy option {name}", "a str", k)
+                    _text(k, f"a key of policy option {name}")
+                    out[k] = plain(x, f"{name}.{k}")
+                return out
             if isinstance(v, (list, tuple)):
                 return [plain(x, f"{name}[{i}]") for i, x in enumerate(v)]
-            return v
+            if v is None or isinstance(v, (bool, int, float)):
+                return v
+            # A set, bytes-like or any other object: json.dumps' TypeError
+            # would name neither the option nor a code.
+            raise _type_error(f"policy option {name}", "a str, bool, number, list, dict or None", v)
 
         for k in ("read_roots", "deny_write", "env_inherit", "process_allow", "allow"):
             if isinstance(options.get(k), (str, bytes, os.PathLike)):
