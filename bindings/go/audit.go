@@ -6,7 +6,9 @@ package sandgate
 import "C"
 
 import (
+	"fmt"
 	"runtime/cgo"
+	"sync"
 	"time"
 	"unsafe"
 )
@@ -34,11 +36,66 @@ type AuditEvent struct {
 	Limit string
 }
 
+// maxAuditErrors is how many of a callback's panics AuditErrors keeps
+// (the last ones), as the Python binding keeps the last 100 exceptions.
+const maxAuditErrors = 100
+
+// auditSink is what an audit callback's cgo.Handle holds: the callback,
+// and the panics it raised, recovered (a panic must not unwind through the
+// library) and kept for AuditErrors rather than dropped.
+type auditSink struct {
+	fn     func(AuditEvent)
+	mu     sync.Mutex
+	errors []error
+}
+
+func newAuditSink(fn func(AuditEvent)) *auditSink {
+	if fn == nil {
+		return nil
+	}
+	return &auditSink{fn: fn}
+}
+
+// call runs the callback, keeping a panic it raises.
+func (s *auditSink) call(e AuditEvent) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.keep(r)
+		}
+	}()
+	s.fn(e)
+}
+
+func (s *auditSink) keep(r any) {
+	var err error
+	if e, ok := r.(error); ok {
+		err = fmt.Errorf("sandgate: the audit callback panicked: %w", e)
+	} else {
+		err = fmt.Errorf("sandgate: the audit callback panicked: %v", r)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errors = append(s.errors, err)
+	if n := len(s.errors); n > maxAuditErrors {
+		s.errors = append(s.errors[:0:0], s.errors[n-maxAuditErrors:]...)
+	}
+}
+
+// kept is a copy of the panics kept (nil for no sink).
+func (s *auditSink) kept() []error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]error(nil), s.errors...)
+}
+
 //export sandgateGoAudit
 func sandgateGoAudit(user unsafe.Pointer, ev *C.struct_sg_audit_event) {
 	defer func() { _ = recover() }() // never unwind through the library
-	f, ok := cgo.Handle(uintptr(user)).Value().(func(AuditEvent))
-	if !ok || ev == nil {
+	sink, ok := cgo.Handle(uintptr(user)).Value().(*auditSink)
+	if !ok || sink == nil || ev == nil {
 		return
 	}
 	e := AuditEvent{
@@ -57,5 +114,5 @@ func sandgateGoAudit(user unsafe.Pointer, ev *C.struct_sg_audit_event) {
 	if ev.path != nil && ev.path_len > 0 {
 		e.Path = string(cView(unsafe.Pointer(ev.path), uint64(ev.path_len)))
 	}
-	f(e)
+	sink.call(e)
 }

@@ -28,6 +28,7 @@ type Executor struct {
 	calls inflight
 	ptr   *C.sg_executor // set once; freed by the last to leave calls
 	audit cgo.Handle
+	sink  *auditSink
 }
 
 // ExecutorOption configures an Executor (NewExecutor).
@@ -43,7 +44,8 @@ type executorConfig struct {
 // output. It may call back into the same executor, Close included: Close
 // from the callback refuses later calls at once, and the executor is
 // disposed of and freed when the Exec the callback runs in returns. A
-// panic in it is recovered and dropped.
+// panic in it is recovered (it must not unwind through the library) and
+// kept for AuditErrors.
 func WithExecAudit(f func(AuditEvent)) ExecutorOption {
 	return func(c *executorConfig) { c.audit = f }
 }
@@ -67,9 +69,9 @@ func NewExecutor(p *Policy, opts ...ExecutorOption) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Executor{ptr: out}
-	if c.audit != nil {
-		x.audit = cgo.NewHandle(c.audit)
+	x := &Executor{ptr: out, sink: newAuditSink(c.audit)}
+	if x.sink != nil {
+		x.audit = cgo.NewHandle(x.sink)
 		var e *C.sg_error
 		if st := C.sandgate_executor_set_audit(out, C.uintptr_t(x.audit), &e); st != C.SG_OK {
 			C.sg_executor_free(out)
@@ -116,6 +118,16 @@ func (x *Executor) free() {
 	if x.audit != 0 {
 		x.audit.Delete()
 	}
+}
+
+// AuditErrors answers the panics the audit callback raised, recovered
+// and kept (the last 100, oldest first), after Close too; nil without a
+// callback.
+func (x *Executor) AuditErrors() []error {
+	if x == nil {
+		return nil
+	}
+	return x.sink.kept()
 }
 
 // Start creates the private temporary directory and prepares confinement

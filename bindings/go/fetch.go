@@ -36,10 +36,10 @@ import (
 // proxy set in the environment, such as HTTPS_PROXY, refuses every fetch).
 // Fetch may be called from several goroutines at once.
 type Fetcher struct {
-	calls   inflight
-	ptr     *C.sg_fetcher // set once; freed by the last to leave calls
-	audit   cgo.Handle
-	auditFn func(AuditEvent)
+	calls inflight
+	ptr   *C.sg_fetcher // set once; freed by the last to leave calls
+	audit cgo.Handle
+	sink  *auditSink
 }
 
 // FetcherOption configures a Fetcher (NewFetcher).
@@ -61,7 +61,8 @@ type fetcherConfig struct {
 // reported too, with an empty Path. It may call back into the same
 // fetcher, Close included: Close from the callback refuses later calls at
 // once, and the fetcher is freed when the Fetch the callback runs in
-// returns. A panic in it is recovered and dropped.
+// returns. A panic in it is recovered (it must not unwind through the
+// library) and kept for AuditErrors.
 func WithFetchAudit(f func(AuditEvent)) FetcherOption {
 	return func(c *fetcherConfig) { c.audit = f }
 }
@@ -85,9 +86,9 @@ func NewFetcher(p *Policy, opts ...FetcherOption) (*Fetcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fetcher{ptr: out, auditFn: c.audit}
-	if c.audit != nil {
-		f.audit = cgo.NewHandle(c.audit)
+	f := &Fetcher{ptr: out, sink: newAuditSink(c.audit)}
+	if f.sink != nil {
+		f.audit = cgo.NewHandle(f.sink)
 		var e *C.sg_error
 		if st := C.sandgate_fetcher_set_audit(out, C.uintptr_t(f.audit), &e); st != C.SG_OK {
 			C.sg_fetcher_free(out)
@@ -97,6 +98,16 @@ func NewFetcher(p *Policy, opts ...FetcherOption) (*Fetcher, error) {
 	}
 	runtime.SetFinalizer(f, (*Fetcher).Close)
 	return f, nil
+}
+
+// AuditErrors answers the panics the audit callback raised, recovered
+// and kept (the last 100, oldest first), after Close too; nil without a
+// callback.
+func (f *Fetcher) AuditErrors() []error {
+	if f == nil {
+		return nil
+	}
+	return f.sink.kept()
 }
 
 // Close closes the fetcher: every later call answers E_CLOSED. It does
@@ -131,11 +142,8 @@ func (f *Fetcher) free() {
 // refused reports a Fetch the binding refused before the library saw it
 // to the audit sink, with an empty Path, and answers err.
 func (f *Fetcher) refused(err *FetchError) *FetchError {
-	if f != nil && f.auditFn != nil && f.ptr != nil && !f.calls.closed() {
-		func() {
-			defer func() { _ = recover() }()
-			f.auditFn(AuditEvent{Op: "fetch", Outcome: err.Err.Code, Time: time.Now()})
-		}()
+	if f != nil && f.sink != nil && f.ptr != nil && !f.calls.closed() {
+		f.sink.call(AuditEvent{Op: "fetch", Outcome: err.Err.Code, Time: time.Now()})
 	}
 	return err
 }

@@ -132,7 +132,8 @@ func WithFSOpsBudget(n uint64) Option {
 // operation (refused ones too) on the goroutine that ran it. It may call
 // back into the same sandbox, Close included: Close from the callback
 // refuses later calls at once, and the sandbox is freed when the call the
-// callback runs in returns. A panic in it is recovered and dropped.
+// callback runs in returns. A panic in it is recovered (it must not unwind
+// through the library) and kept for AuditErrors.
 func WithAudit(f func(AuditEvent)) Option {
 	return func(c *config) { c.audit = f }
 }
@@ -144,6 +145,7 @@ type Sandbox struct {
 	calls inflight
 	ptr   *C.sg_sandbox // set once; freed by the last to leave calls
 	audit cgo.Handle
+	sink  *auditSink
 }
 
 // NewSandbox builds a sandbox that grants only what opts grant.
@@ -181,9 +183,9 @@ func build(o *C.sg_sandbox_options, opts []Option) (*Sandbox, error) {
 			return nil, takeError(st, e)
 		}
 	}
-	s := &Sandbox{}
-	if c.audit != nil {
-		s.audit = cgo.NewHandle(c.audit)
+	s := &Sandbox{sink: newAuditSink(c.audit)}
+	if s.sink != nil {
+		s.audit = cgo.NewHandle(s.sink)
 		var e *C.sg_error
 		if st := C.sandgate_set_audit(o, C.uintptr_t(s.audit), &e); st != C.SG_OK {
 			s.audit.Delete()
@@ -199,6 +201,17 @@ func build(o *C.sg_sandbox_options, opts []Option) (*Sandbox, error) {
 	}
 	runtime.SetFinalizer(s, (*Sandbox).Close)
 	return s, nil
+}
+
+// AuditErrors answers the panics the audit callback raised, recovered
+// and kept (the last 100, oldest first, each an error naming the panic's
+// value and wrapping it when it is an error), after Close too; nil
+// without a callback.
+func (s *Sandbox) AuditErrors() []error {
+	if s == nil {
+		return nil
+	}
+	return s.sink.kept()
 }
 
 // Close closes the sandbox: every later call answers E_CLOSED. It does not

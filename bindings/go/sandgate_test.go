@@ -400,6 +400,80 @@ func TestAuditPanicIsContained(t *testing.T) {
 	}
 }
 
+// A panic in an audit callback is recovered (it must not unwind through
+// the library) but not lost: the sandbox, executor and fetcher keep it,
+// with the panic's value, for AuditErrors, as the Python binding keeps an
+// exception in audit_errors. Before, it was recovered and dropped.
+func TestBind20AuditPanicIsKeptNotDropped(t *testing.T) {
+	dir := tmp(t)
+	boom := errors.New("boom")
+	sb, err := sandgate.NewSandbox(sandgate.WithReadRoots(dir), sandgate.WithAudit(func(e sandgate.AuditEvent) {
+		if e.Outcome == sandgate.CodeNotFound {
+			panic(boom)
+		}
+		panic(fmt.Sprintf("event %s", e.Op))
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if got := sb.AuditErrors(); len(got) != 0 {
+		t.Fatalf("before any call: %v", got)
+	}
+	if _, err := sb.Read("x"); !errors.Is(err, sandgate.ErrNotFound) {
+		t.Errorf("read: %v", err)
+	}
+	if _, err := sb.List("."); err != nil {
+		t.Errorf("list: %v", err)
+	}
+	got := sb.AuditErrors()
+	if len(got) != 2 || !errors.Is(got[0], boom) || !strings.Contains(got[1].Error(), "event list") {
+		t.Fatalf("sandbox audit errors: %v", got)
+	}
+	for i := 0; i < 150; i++ {
+		sb.Read("x")
+	}
+	if n := len(sb.AuditErrors()); n != 100 {
+		t.Errorf("kept %d audit errors, want the last 100", n)
+	}
+	sb.Close()
+	if n := len(sb.AuditErrors()); n != 100 {
+		t.Errorf("after Close: %d audit errors", n)
+	}
+	var none *sandgate.Sandbox
+	if none.AuditErrors() != nil {
+		t.Errorf("nil sandbox has audit errors")
+	}
+
+	x, err := sandgate.NewExecutor(execPolicy(t, ""), sandgate.WithExecAudit(func(sandgate.AuditEvent) { panic("exec boom") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if r, err := x.Exec(context.Background(), "echo hi", sandgate.ExecOptions{}); err != nil || string(r.Stdout) != "hi\n" {
+		t.Fatalf("exec: %+v %v", r, err)
+	}
+	if got := x.AuditErrors(); len(got) != 1 || !strings.Contains(got[0].Error(), "exec boom") {
+		t.Errorf("executor audit errors: %v", got)
+	}
+
+	p, err := sandgate.NewPolicy(sandgate.BaseDir(dir), sandgate.NetAllow("127.0.0.1:1"), sandgate.AllowHTTP(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	f, err := sandgate.NewFetcher(p, sandgate.WithFetchAudit(func(sandgate.AuditEvent) { panic("fetch boom") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Fetch(context.Background(), "http://127.0.0.1:1/", sandgate.FetchOptions{})
+	f.Fetch(context.Background(), "http://127.0.0.1:1/", sandgate.FetchOptions{Timeout: -1})
+	if got := f.AuditErrors(); len(got) != 2 || !strings.Contains(got[0].Error(), "fetch boom") {
+		t.Errorf("fetcher audit errors: %v", got)
+	}
+}
+
 func execPolicy(t *testing.T, extra string) *sandgate.Policy {
 	t.Helper()
 	dir := tmp(t)

@@ -205,9 +205,14 @@ unsafe fn stat_into(
         )
     };
     let short = match std::str::from_utf8(&buf[..n.min(PATH_BUF)]) {
-        // `n == PATH_BUF - 1` may be a truncation, and U+FFFD may stand for
-        // a lone surrogate (Node-API writes one for it): take the long way.
-        Ok(p) if status == sys::Status::napi_ok && n < PATH_BUF - 1 && !p.contains('\u{FFFD}') => {
+        // Node-API writes whole characters only, at most `PATH_BUF - 1`
+        // bytes: a path whose next character (up to 4 bytes) did not fit
+        // comes back up to 3 bytes short of that, so only `n` below
+        // `PATH_BUF - 4` is surely the whole path (before, a path cut
+        // before its last character was taken as whole: the stat of
+        // another file). U+FFFD may stand for a lone surrogate (Node-API
+        // writes one for it). Either way, take the long way.
+        Ok(p) if status == sys::Status::napi_ok && n < PATH_BUF - 4 && !p.contains('\u{FFFD}') => {
             Some(p)
         }
         _ => None,

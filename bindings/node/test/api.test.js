@@ -140,6 +140,35 @@ describe('Root', () => {
     fs.closeSync(fd)
   })
 
+  // The fast stat reads a path of up to about 1 KiB into a stack buffer.
+  // Node-API writes only whole characters into it, so a path whose last
+  // character did not fit came back up to 3 bytes short of the buffer and
+  // was taken as whole: stat('<file>€') answered the metadata of <file>.
+  test('bind20: stat and lstat of a path past the fast buffer by one character are of that path', () => {
+    const ws = path.join(dir, 'ws')
+    const prefix = Array(5).fill('m'.repeat(200)).join('/') + '/'
+    fs.mkdirSync(path.join(ws, prefix), { recursive: true })
+    try {
+      for (const tail of ['\u00e9', '\u20ac', '\u{1F600}', '\u20acxyz', 'x\u20ac']) {
+        for (let pad = 10; pad <= 22; pad++) {
+          const file = prefix + 'f'.repeat(pad)
+          fs.writeFileSync(path.join(ws, file), 'another file\n')
+          const asked = file + tail
+          throwsCode(() => root.stat(asked), 'E_NOT_FOUND')
+          throwsCode(() => root.lstat(asked), 'E_NOT_FOUND')
+          fs.writeFileSync(path.join(ws, asked), 'the asked file, longer\n')
+          assert.equal(root.stat(asked).size, 23, `${Buffer.byteLength(asked)} bytes`)
+          assert.equal(root.lstat(asked).size, 23)
+          assert.equal(root.stat(file).size, 13)
+          fs.rmSync(path.join(ws, asked))
+          fs.rmSync(path.join(ws, file))
+        }
+      }
+    } finally {
+      fs.rmSync(path.join(ws, 'm'.repeat(200)), { recursive: true, force: true })
+    }
+  })
+
   test('opening a missing directory fails with its code', () => {
     throwsCode(() => Root.open(path.join(dir, 'missing')), 'E_NOT_FOUND')
   })

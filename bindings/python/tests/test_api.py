@@ -1476,3 +1476,94 @@ def test_a_number_that_is_not_an_int_is_refused_by_name(tree):
             p.authorize("https", "example.com", 443.0)
         assert "port" in str(ei.value)
         assert p.authorize("https", "example.com", 443)["allowed"] is True
+
+
+def test_bind20_a_flag_that_is_not_a_bool_is_refused_by_name(tree):
+    """Switches take a bool (None: the default): a string such as "false"
+    or "no", a number or a list is E_REQUEST naming the argument, as the
+    Node binding refuses one (and Go's types do). Before, ``bool()`` read
+    ``allow_overwrite="false"`` and ``overwrite="no"`` as True, and a file
+    the caller meant to keep was replaced."""
+    ws = tree / "ws"
+    for what, kwargs in (("allow_overwrite", {"allow_overwrite": "false"}), ("restricted", {"restricted": "no"})):
+        with pytest.raises(sandgate.RequestTypeError) as ei:
+            Sandbox(read_roots=[ws], write_root=ws, **kwargs)
+        assert ei.value.code == "E_REQUEST" and what in str(ei.value), str(ei.value)
+    with Sandbox(read_roots=[ws], write_root=ws, allow_overwrite=True) as sb:
+        calls = (
+            ("overwrite", lambda v: sb.write("a.txt", "replaced\n", overwrite=v)),
+            ("all", lambda v: sb.edit("a.txt", "o", "0", all=v)),
+            ("write", lambda v: sb.host_name(str(ws / "a.txt"), write=v)),
+            ("case_insensitive", lambda v: sb.grep("HELLO", case_insensitive=v)),
+            ("gitignore", lambda v: sb.grep("hello", gitignore=v)),
+        )
+        for what, call in calls:
+            for bad in ("false", "no", 0, 1, [], "True"):
+                with pytest.raises(sandgate.RequestTypeError) as ei:
+                    call(bad)
+                assert ei.value.code == "E_REQUEST" and what in str(ei.value), (what, bad, str(ei.value))
+        # Nothing was written or edited by the refused calls.
+        assert (ws / "a.txt").read_text() == "hello\nworld\n"
+        # A bool, and None for the default, are taken.
+        assert sb.edit("a.txt", "o", "0", all=True) == 2
+        assert sb.write("a.txt", "replaced\n", overwrite=True) == 9
+        assert sb.host_name(str(ws / "a.txt"), write=None) == "a.txt"
+        assert len(sb.grep("REPLACED", case_insensitive=True)) == 1
+    with Policy.from_options(tree, allow=["example.com:443"]) as p:
+        with pytest.raises(sandgate.RequestTypeError) as ei:
+            p.authorize("https", "example.com", redirect="false")
+        assert "redirect" in str(ei.value)
+        with pytest.raises(sandgate.RequestTypeError) as ei:
+            p.authorize("https", "example.org", raise_on_deny="yes")
+        assert "raise_on_deny" in str(ei.value)
+    with Root(ws) as r:
+        os.symlink("a.txt", ws / "link")
+        with pytest.raises(sandgate.RequestTypeError) as ei:
+            r.open("link", follow_symlinks="false")
+        assert "follow_symlinks" in str(ei.value)
+
+
+def test_bind20_grep_glob_and_mode_are_not_stringified(tree):
+    """grep's ``glob`` and ``mode`` are text: bytes, a number or a list is
+    E_REQUEST naming the argument, as the Node binding refuses them. Before,
+    ``str()`` turned ``glob=b"*.txt"`` into the pattern ``"b'*.txt'"``,
+    which matched nothing, and the search answered an empty list as if no
+    file held the text."""
+    with Sandbox(read_roots=[tree / "ws"]) as sb:
+        assert [m.path for m in sb.grep("hello", glob="*.txt")] == ["a.txt"]
+        for what, call in (
+            ("glob", lambda v: sb.grep("hello", glob=v)),
+            ("mode", lambda v: sb.grep("hello", mode=v)),
+        ):
+            for bad in (b"*.txt", 7, ["*.txt"]):
+                with pytest.raises(sandgate.RequestTypeError) as ei:
+                    call(bad)
+                assert ei.value.code == "E_REQUEST" and what in str(ei.value), (what, bad, str(ei.value))
+        with pytest.raises(sandgate.RequestError) as ei:
+            sb.grep("hello", glob="*.t\ud800")
+        assert ei.value.code == "E_REQUEST" and "glob" in str(ei.value), str(ei.value)
+
+
+def test_bind20_policy_options_json_cannot_hold_are_refused_by_name(tree):
+    """A policy option value JSON has no form for (a set, an object of
+    another type) or a section key that is not text is RequestTypeError
+    (E_REQUEST) naming the option; a lone surrogate in a section's key is
+    RequestError naming it. Before, the first was json's bare TypeError
+    naming no option and carrying no code, a non-text key was turned into
+    text (``exec={1: 2}`` asked for a key "1"), and the last a PolicyError
+    about a hex escape in JSON text the caller never wrote."""
+    ws = str(tree / "ws")
+    for what, kwargs in (
+        ("read_roots", {"read_roots": {ws}}),
+        ("exec.timeout_ms", {"exec": {"timeout_ms": object()}}),
+        ("exec", {"exec": {1: 2}}),
+    ):
+        with pytest.raises(sandgate.RequestTypeError) as ei:
+            Policy.from_options(tree, write_root=ws, **kwargs)
+        assert ei.value.code == "E_REQUEST" and what in str(ei.value), (what, str(ei.value))
+    with pytest.raises(sandgate.RequestError) as ei:
+        Policy.from_options(tree, write_root=ws, exec={"enabled\ud800": True})
+    assert ei.value.code == "E_REQUEST" and "exec" in str(ei.value), str(ei.value)
+    # What JSON holds is taken as before.
+    with Policy.from_options(tree, write_root=ws, read_roots=(ws,), exec={"enabled": True}) as p:
+        assert p.summary()["read_roots"] == [ws]

@@ -149,6 +149,18 @@ def _whole(v: Any, what: str) -> int:
         raise _type_error(what, "an int", v) from None
 
 
+def _flag(v: Any, what: str, default: bool = False) -> bool:
+    """A switch: a bool, or None for ``default``. Anything else is refused
+    by name, as the Node binding refuses it (``bool()`` would read
+    ``"false"`` and ``"no"`` as True, granting what the caller meant to
+    withhold)."""
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise _type_error(what, "a bool", v)
+    return v
+
+
 def _c_int(v: int, lo: int, hi: int, what: str) -> int:
     """``v`` as an int for a C parameter holding ``lo..hi``. ctypes masks an
     int to the parameter's width without a word (2**32 + 443 would arrive
@@ -688,7 +700,7 @@ class Root(_Handle):
         object. ``perm`` is the permission bits of a created file (before
         the umask); ``follow_symlinks=False`` refuses a final symlink."""
         flags, mode = _open_flags(mode)
-        if not follow_symlinks:
+        if not _flag(follow_symlinks, "follow_symlinks", True):
             flags |= os.O_NOFOLLOW
         fd = self.open_fd(path, flags, perm)
         # The built-in open() closes a descriptor it was given when it fails
@@ -827,10 +839,22 @@ class Policy(_Handle):
             if isinstance(v, float) and not math.isfinite(v):
                 raise RequestError(f"policy option {name} is {v}, which JSON cannot hold", code="E_REQUEST")
             if isinstance(v, dict):
-                return {k: plain(x, f"{name}.{k}") for k, x in v.items()}
+                out = {}
+                for k, x in v.items():
+                    # json.dumps would turn 1, True or None into the text
+                    # of a key the caller did not write.
+                    if not isinstance(k, str):
+                        raise _type_error(f"a key of policy option {name}", "a str", k)
+                    _text(k, f"a key of policy option {name}")
+                    out[k] = plain(x, f"{name}.{k}")
+                return out
             if isinstance(v, (list, tuple)):
                 return [plain(x, f"{name}[{i}]") for i, x in enumerate(v)]
-            return v
+            if v is None or isinstance(v, (bool, int, float)):
+                return v
+            # A set, bytes-like or any other object: json.dumps' TypeError
+            # would name neither the option nor a code.
+            raise _type_error(f"policy option {name}", "a str, bool, number, list, dict or None", v)
 
         for k in ("read_roots", "deny_write", "env_inherit", "process_allow", "allow"):
             if isinstance(options.get(k), (str, bytes, os.PathLike)):
@@ -878,6 +902,7 @@ class Policy(_Handle):
         # UnicodeEncodeError, which have no code).
         s, hs = _text(_str(scheme, "scheme"), "scheme"), _text(_str(host, "host"), "host")
         i = _text(_str(ip, "ip"), "ip") if ip is not None else None
+        redirect, raise_on_deny = _flag(redirect, "redirect"), _flag(raise_on_deny, "raise_on_deny")
         out, err = sg_bytes(), c_void_p()
         # -1 is the C ABI's "the scheme's default", which None stands for.
         p = -1 if port is None else _c_int(port, 0, 65535, "port")
@@ -994,9 +1019,9 @@ class Sandbox(_Handle):
             if max_write_bytes is not None:
                 check(lib.sg_sandbox_options_set_max_write_bytes(opts, _u64(max_write_bytes, "max_write_bytes"), byref(err)))
             if allow_overwrite is not None:
-                check(lib.sg_sandbox_options_set_allow_overwrite(opts, bool(allow_overwrite), byref(err)))
+                check(lib.sg_sandbox_options_set_allow_overwrite(opts, _flag(allow_overwrite, "allow_overwrite"), byref(err)))
             if restricted is not None:
-                check(lib.sg_sandbox_options_set_restricted(opts, bool(restricted), byref(err)))
+                check(lib.sg_sandbox_options_set_restricted(opts, _flag(restricted, "restricted"), byref(err)))
             if resolver is not None:
                 r = _resolver(resolver)
                 check(lib.sg_sandbox_options_set_resolver(opts, r, byref(err)))
@@ -1053,7 +1078,7 @@ class Sandbox(_Handle):
         name comes back as given. Raises PathEscapeError for an absolute path
         outside every root, DeniedError for one in a root of the other kind."""
         p = _host(path)
-        return self._bytes(lib.sg_sandbox_host_name, p, len(p), bool(write)).decode("utf-8")
+        return self._bytes(lib.sg_sandbox_host_name, p, len(p), _flag(write, "write")).decode("utf-8")
 
     # -- reads --
 
@@ -1163,8 +1188,8 @@ class Sandbox(_Handle):
                 raise RequestError(f"max_results must be at least 1 (got {m})", code="E_REQUEST")
             opts["max_results"] = m
         if glob is not None:
-            opts["glob"] = str(glob)
-        if case_insensitive:
+            opts["glob"] = _text(_str(glob, "glob"), "glob").decode()
+        if _flag(case_insensitive, "case_insensitive"):
             opts["case_insensitive"] = True
         for name, n in (("before", before), ("after", after)):
             n = _whole(n, name)
@@ -1173,8 +1198,8 @@ class Sandbox(_Handle):
             if n:
                 opts[name] = n
         if mode != "lines":
-            opts["mode"] = str(mode)
-        if gitignore:
+            opts["mode"] = _str(mode, "mode")
+        if _flag(gitignore, "gitignore"):
             opts["gitignore"] = True
         pt = _name(pattern, "pattern")
         p = None if path is None else _name(path)
@@ -1224,7 +1249,7 @@ class Sandbox(_Handle):
             data = _data(data, "data")
         p = _name(path)
         size = c_uint64()
-        self._call(lib.sg_sandbox_write, p, len(p), data, len(data), bool(overwrite), byref(size))
+        self._call(lib.sg_sandbox_write, p, len(p), data, len(data), _flag(overwrite, "overwrite"), byref(size))
         return size.value
 
     def edit(self, path: str, old: str, new: str, all: bool = False) -> int:
@@ -1232,7 +1257,7 @@ class Sandbox(_Handle):
         the number of replacements."""
         p, o, n = _name(path), _utf8(_str(old, "old")), _utf8(_str(new, "new"))
         count = c_uint64()
-        self._call(lib.sg_sandbox_edit, p, len(p), o, len(o), n, len(n), bool(all), byref(count))
+        self._call(lib.sg_sandbox_edit, p, len(p), o, len(o), n, len(n), _flag(all, "all"), byref(count))
         return count.value
 
     def mkdir(self, path: str) -> None:
