@@ -1104,11 +1104,14 @@ impl ShellExecutor for LocalShellExecutor {
                 .0;
         }
         drop(state);
-        self.forget_child_env();
+        // The added variables go first, then the cache with a new
+        // generation: a plan made between the two (a `redact` call) saw
+        // the old variables and must not be kept for a later session.
         self.extra_env
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+        self.forget_child_env();
         if let Some(session) = session {
             crate::tmpdir::remove(&session.tmpdir)
                 .map_err(|e| ExecError::io("cannot remove the temporary directory", e))?;
