@@ -416,6 +416,7 @@ fn first_flight(inner: &Inner, c: &mut Client<'_>, cleared: &Cleared) -> Result<
     if !c.need(1) {
         return Err("the tunnel carried nothing before the timeout".into());
     }
+    no_other_tls_record_first(c)?;
     if c.available()[0] != 0x16 {
         if inner.config.rules.allow_http() {
             return Ok(());
@@ -451,11 +452,42 @@ fn opaque_first(
             return Ok(Vec::new());
         }
     }
+    c.deadline = Some(Instant::now() + handshake);
+    no_other_tls_record_first(&mut c)?;
     if c.buf[0] == 0x16 {
-        c.deadline = Some(Instant::now() + handshake);
         check_sni(host, hello_sni(&mut c)?.as_deref())?;
     }
     Ok(c.buf)
+}
+
+/// TLS record types other than a handshake's: change_cipher_spec, alert,
+/// application_data, heartbeat.
+const OTHER_TLS_RECORDS: [u8; 4] = [0x14, 0x15, 0x17, 0x18];
+
+/// Refuses a first flight that begins with a TLS record other than a
+/// handshake (its type, then a major version of 3). The first byte is what
+/// tells a ClientHello, which is judged, from anything else, which is not:
+/// a server that skips such a record before the ClientHello (Go's TLS
+/// server drops a warning alert there) would read a ClientHello behind it
+/// that names another server, never judged.
+fn no_other_tls_record_first(c: &mut Client<'_>) -> Result<(), String> {
+    let first = c.available()[0];
+    if !OTHER_TLS_RECORDS.contains(&first) {
+        return Ok(());
+    }
+    if !c.need(2) {
+        return Err(format!(
+            "the tunnel's first flight stops after a byte that may begin a TLS record (type \
+             {first})"
+        ));
+    }
+    if c.available()[1] == 3 {
+        return Err(format!(
+            "the tunnel starts with a TLS record of type {first}, not a ClientHello (a server \
+             may skip it and read a ClientHello behind it that nothing judged)"
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a TLS ClientHello from `c` (from its unread bytes on, reading

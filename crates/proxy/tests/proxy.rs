@@ -865,3 +865,92 @@ fn proxy9_socks5_names_are_resolved_once_and_every_address_checked() {
     assert_eq!(target.hits.load(Ordering::SeqCst), 1);
     p.stop();
 }
+
+/// A TLS alert record of warning level (`user_canceled`): Go's TLS server
+/// (`crypto/tls`, in Caddy, Traefik and most Go services) drops a warning
+/// alert that comes before the ClientHello and reads the ClientHello
+/// after it, server name and all.
+const WARNING_ALERT: &[u8] = &[0x15, 0x03, 0x01, 0x00, 0x02, 0x01, 0x5a];
+
+/// A tunnel's first flight is judged by its first byte: a ClientHello
+/// (0x16) must name the tunnel's host. A TLS record of another kind before
+/// the ClientHello (a warning alert, which Go's TLS server skips) made the
+/// first byte 0x15, and the ClientHello behind it, naming another server,
+/// reached the target unjudged: on an opaque port, on a web port where
+/// plain text is admitted, and through a forwarder.
+#[test]
+fn proxy20_a_tls_record_before_the_client_hello_cannot_hide_its_server_name() {
+    let mut fronted = WARNING_ALERT.to_vec();
+    fronted.extend(client_hello("evil.example"));
+
+    // An opaque port (an entry naming a port other than 80 and 443).
+    let g = greeter();
+    let (p, addr) = proxy(&[g.addr.to_string()], |_| {});
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "CONNECT {} HTTP/1.1\r\n\r\n", g.addr).unwrap();
+    let mut head = [0u8; 39 + 11];
+    s.read_exact(&mut head).unwrap();
+    assert!(head.starts_with(b"HTTP/1.1 200"));
+    s.write_all(&fronted).unwrap();
+    // Refused, the tunnel ends at once; relayed, it would last until the
+    // server's read timeout: 3 s tell them apart.
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let _ = s.read_to_end(&mut Vec::new());
+    let got = g.got.lock().unwrap().clone();
+    assert!(
+        got.is_empty(),
+        "the opaque port's server got {} bytes of a ClientHello naming evil.example",
+        got.len()
+    );
+    wait_until("the tunnel ended", || p.active() == 0);
+    let last = p.audit().pop().unwrap();
+    assert!(!last.allowed, "{last:?}");
+    p.stop();
+
+    // A web port (a bare loopback literal grants every port as one) with
+    // plain text admitted, by CONNECT and through a forwarder.
+    let target = server("127.0.0.2");
+    let allow = vec![NetEntry::parse("127.0.0.2").unwrap()];
+    let p = Proxy::new(ProxyConfig::new(Rules::new(Mode::TrustedHost, allow, true)));
+    let addr = p
+        .serve(TcpListener::bind("127.0.0.1:0").unwrap().into())
+        .unwrap();
+    let fwd = p
+        .forward(
+            TcpListener::bind("127.0.0.1:0").unwrap().into(),
+            target.addr,
+        )
+        .unwrap();
+    let send = |to: SocketAddr, connect: bool| {
+        let mut s = TcpStream::connect(to).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        if connect {
+            write!(s, "CONNECT {} HTTP/1.1\r\n\r\n", target.addr).unwrap();
+        }
+        s.write_all(&fronted).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
+        let got = target.got.lock().unwrap().len();
+        assert_eq!(
+            got, 0,
+            "a web port's server got {got} bytes of a ClientHello naming evil.example \
+             (connect: {connect})"
+        );
+        wait_until("the connection ended", || p.active() == 0);
+        p.audit().pop().unwrap()
+    };
+    for (to, connect) in [(addr, true), (fwd, false)] {
+        let r = send(to, connect);
+        assert!(!r.allowed, "{r:?}");
+    }
+    // Plain text still passes where it is admitted.
+    let mut s = TcpStream::connect(fwd).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.2\r\n\r\n")
+        .unwrap();
+    let mut answer = [0u8; 12];
+    s.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 200");
+    p.stop();
+}
