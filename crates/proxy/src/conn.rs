@@ -616,7 +616,13 @@ fn socks5(inner: &Inner, id: u64, client: &Arc<TcpStream>, mut c: Client<'_>) ->
     let p = c.take(2);
     r.host = host;
     r.port = u16::from_be_bytes([p[0], p[1]]);
-    if ver != 5 || cmd != 1 {
+    if ver != 5 {
+        // 1: general failure (RFC 1928 has no code for a bad version).
+        SocksReply::code(&c, 1);
+        r.reason = format!("a SOCKS5 request of version {ver} (not 5)");
+        return r;
+    }
+    if cmd != 1 {
         SocksReply::code(&c, 7);
         r.reason = format!("SOCKS5 command {cmd} is not supported (CONNECT only)");
         return r;

@@ -954,3 +954,34 @@ fn proxy20_a_tls_record_before_the_client_hello_cannot_hide_its_server_name() {
     assert_eq!(&answer, b"HTTP/1.1 200");
     p.stop();
 }
+
+/// A SOCKS5 request whose version byte is not 5 is refused with nothing
+/// dialled, and its audit record says so: it used to say that the
+/// `CONNECT` command (1) was not supported, naming the command the proxy
+/// does support as the reason.
+#[test]
+fn proxy20_a_socks5_request_of_another_version_is_audited_as_such() {
+    let target = server("127.0.0.2");
+    let (p, addr) = proxy(&[target.addr.to_string()], |_| {});
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&[5, 1, 0]).unwrap();
+    let mut hello = [0u8; 2];
+    s.read_exact(&mut hello).unwrap();
+    assert_eq!(hello, [5, 0]);
+    let mut req = vec![4, 1, 0, 1, 127, 0, 0, 2];
+    req.extend_from_slice(&target.addr.port().to_be_bytes());
+    s.write_all(&req).unwrap();
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    assert_ne!(reply.get(1), Some(&0), "{reply:?}");
+    wait_until("the connection ended", || p.active() == 0);
+    let r = p.audit().pop().unwrap();
+    assert!(!r.allowed && r.protocol == Protocol::Socks5, "{r:?}");
+    assert!(
+        r.reason.contains("version 4") && !r.reason.contains("command"),
+        "{r:?}"
+    );
+    assert_eq!(target.hits.load(Ordering::SeqCst), 0);
+    p.stop();
+}
