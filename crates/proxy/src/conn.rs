@@ -370,7 +370,7 @@ fn tunnel(
         let (cl, host) = (Arc::clone(client), cleared.host.clone());
         let (handshake, idle) = (inner.config.handshake_timeout, inner.config.idle_timeout);
         let prelude: relay::Prelude =
-            Box::new(move || opaque_first(&cl, pending, &host, handshake, idle));
+            Box::new(move |activity| opaque_first(&cl, pending, &host, handshake, idle, activity));
         let (u, d, refused) = relay::both_after(client, &up, idle, prelude);
         (r.bytes_up, r.bytes_down) = (u, d);
         if let Some(why) = refused {
@@ -432,13 +432,19 @@ fn first_flight(inner: &Inner, c: &mut Client<'_>, cleared: &Cleared) -> Result<
 
 /// The first bytes of an opaque tunnel: nothing to judge unless they start
 /// a TLS handshake, whose ClientHello must then name the tunnel's host.
-/// Waits for them up to `idle` (the server may speak first).
+/// Waits for them as long as the connection lives (the server may speak
+/// first, and go on speaking): they are judged whenever they come. Once
+/// nothing has moved either way for `idle`, the client is shut and nothing
+/// of it is relayed (it used to be waited for one `idle`, after which its
+/// bytes were relayed unjudged even while the server kept the connection
+/// alive).
 fn opaque_first(
     client: &TcpStream,
     pending: Vec<u8>,
     host: &Host,
     handshake: Duration,
     idle: Duration,
+    activity: &relay::Activity,
 ) -> Result<Vec<u8>, String> {
     let mut c = Client {
         s: client,
@@ -447,9 +453,35 @@ fn opaque_first(
         deadline: None,
     };
     if c.buf.is_empty() {
-        let _ = client.set_read_timeout(Some(idle));
-        if !c.fill() {
-            return Ok(Vec::new());
+        let _ = client.set_read_timeout(Some(relay::tick(idle)));
+        let mut chunk = [0u8; 4096];
+        loop {
+            match (&*client).read(&mut chunk) {
+                Ok(0) => return Ok(Vec::new()),
+                Ok(n) => {
+                    c.buf.extend_from_slice(&chunk[..n]);
+                    break;
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted
+                            | io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if activity.idle_for() >= idle {
+                        // Idle: the connection ends, and whatever the
+                        // client sends from now on goes nowhere.
+                        let _ = client.shutdown(Shutdown::Both);
+                        return Ok(Vec::new());
+                    }
+                }
+                Err(_) => {
+                    let _ = client.shutdown(Shutdown::Both);
+                    return Ok(Vec::new());
+                }
+            }
         }
     }
     c.deadline = Some(Instant::now() + handshake);

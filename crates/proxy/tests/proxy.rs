@@ -985,3 +985,60 @@ fn proxy20_a_socks5_request_of_another_version_is_audited_as_such() {
     assert_eq!(target.hits.load(Ordering::SeqCst), 0);
     p.stop();
 }
+
+/// On an opaque port the client's first bytes are judged whenever they
+/// come, however long the server talks first: the proxy used to wait for
+/// them one idle timeout, then relay whatever came after unjudged, so a
+/// client that stayed silent while a server sent something now and then
+/// (a greeting, a keepalive) got a ClientHello naming another server
+/// through.
+#[test]
+fn proxy20_a_client_silent_while_the_server_talks_is_still_judged() {
+    let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
+    let target = listener.local_addr().unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = Arc::clone(&got);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let g = Arc::clone(&g);
+            let talker = conn.try_clone().unwrap();
+            // A tick every 200 ms: the connection is never idle.
+            std::thread::spawn(move || {
+                while (&talker).write_all(b"tick\n").is_ok() {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            });
+            std::thread::spawn(move || {
+                let mut chunk = [0u8; 4096];
+                while let Ok(n @ 1..) = (&conn).read(&mut chunk) {
+                    g.lock().unwrap().extend_from_slice(&chunk[..n]);
+                }
+            });
+        }
+    });
+    let (p, addr) = proxy(&[target.to_string()], |c| {
+        c.idle_timeout = Duration::from_secs(1);
+    });
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "CONNECT {target} HTTP/1.1\r\n\r\n").unwrap();
+    // Silent for more than the idle timeout, reading the server's ticks.
+    let until = Instant::now() + Duration::from_millis(2500);
+    let mut tick = [0u8; 64];
+    while Instant::now() < until {
+        assert!(s.read(&mut tick).unwrap() > 0, "the tunnel ended");
+    }
+    s.write_all(&client_hello("evil.example")).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let n = got.lock().unwrap().len();
+    assert_eq!(
+        n, 0,
+        "the server got {n} bytes of a ClientHello naming evil.example"
+    );
+    let _ = s.shutdown(Shutdown::Both);
+    wait_until("the tunnel ended", || p.active() == 0);
+    let r = p.audit().pop().unwrap();
+    assert!(!r.allowed && r.reason.contains("evil.example"), "{r:?}");
+    p.stop();
+}
