@@ -1512,6 +1512,14 @@ fn forward_one<S: Read + Write>(
             out.push_str("\r\n");
         }
     }
+    if carries_body {
+        // The connection is not used again (see below), and the server is
+        // told: one that ignores this body (a GET's, on an endpoint that
+        // expects none) would otherwise read it as the next request, one
+        // the rules never judged; after `Connection: close` it processes
+        // no further request on the connection (RFC 9112, 9.6).
+        out.push_str("Connection: close\r\n");
+    }
     out.push_str("\r\n");
     let up_err = |e: io::Error| format!("cannot write to {name}: {e}");
     // A request with a body, or whose method is not idempotent, goes on a
