@@ -370,7 +370,7 @@ fn tunnel(
         let (cl, host) = (Arc::clone(client), cleared.host.clone());
         let (handshake, idle) = (inner.config.handshake_timeout, inner.config.idle_timeout);
         let prelude: relay::Prelude =
-            Box::new(move || opaque_first(&cl, pending, &host, handshake, idle));
+            Box::new(move |activity| opaque_first(&cl, pending, &host, handshake, idle, activity));
         let (u, d, refused) = relay::both_after(client, &up, idle, prelude);
         (r.bytes_up, r.bytes_down) = (u, d);
         if let Some(why) = refused {
@@ -416,6 +416,7 @@ fn first_flight(inner: &Inner, c: &mut Client<'_>, cleared: &Cleared) -> Result<
     if !c.need(1) {
         return Err("the tunnel carried nothing before the timeout".into());
     }
+    no_other_tls_record_first(c)?;
     if c.available()[0] != 0x16 {
         if inner.config.rules.allow_http() {
             return Ok(());
@@ -431,13 +432,19 @@ fn first_flight(inner: &Inner, c: &mut Client<'_>, cleared: &Cleared) -> Result<
 
 /// The first bytes of an opaque tunnel: nothing to judge unless they start
 /// a TLS handshake, whose ClientHello must then name the tunnel's host.
-/// Waits for them up to `idle` (the server may speak first).
+/// Waits for them as long as the connection lives (the server may speak
+/// first, and go on speaking): they are judged whenever they come. Once
+/// nothing has moved either way for `idle`, the client is shut and nothing
+/// of it is relayed (it used to be waited for one `idle`, after which its
+/// bytes were relayed unjudged even while the server kept the connection
+/// alive).
 fn opaque_first(
     client: &TcpStream,
     pending: Vec<u8>,
     host: &Host,
     handshake: Duration,
     idle: Duration,
+    activity: &relay::Activity,
 ) -> Result<Vec<u8>, String> {
     let mut c = Client {
         s: client,
@@ -446,16 +453,73 @@ fn opaque_first(
         deadline: None,
     };
     if c.buf.is_empty() {
-        let _ = client.set_read_timeout(Some(idle));
-        if !c.fill() {
-            return Ok(Vec::new());
+        let _ = client.set_read_timeout(Some(relay::tick(idle)));
+        let mut chunk = [0u8; 4096];
+        loop {
+            match (&*client).read(&mut chunk) {
+                Ok(0) => return Ok(Vec::new()),
+                Ok(n) => {
+                    c.buf.extend_from_slice(&chunk[..n]);
+                    break;
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted
+                            | io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if activity.idle_for() >= idle {
+                        // Idle: the connection ends, and whatever the
+                        // client sends from now on goes nowhere.
+                        let _ = client.shutdown(Shutdown::Both);
+                        return Ok(Vec::new());
+                    }
+                }
+                Err(_) => {
+                    let _ = client.shutdown(Shutdown::Both);
+                    return Ok(Vec::new());
+                }
+            }
         }
     }
+    c.deadline = Some(Instant::now() + handshake);
+    no_other_tls_record_first(&mut c)?;
     if c.buf[0] == 0x16 {
-        c.deadline = Some(Instant::now() + handshake);
         check_sni(host, hello_sni(&mut c)?.as_deref())?;
     }
     Ok(c.buf)
+}
+
+/// TLS record types other than a handshake's: change_cipher_spec, alert,
+/// application_data, heartbeat.
+const OTHER_TLS_RECORDS: [u8; 4] = [0x14, 0x15, 0x17, 0x18];
+
+/// Refuses a first flight that begins with a TLS record other than a
+/// handshake (its type, then a major version of 3). The first byte is what
+/// tells a ClientHello, which is judged, from anything else, which is not:
+/// a server that skips such a record before the ClientHello (Go's TLS
+/// server drops a warning alert there) would read a ClientHello behind it
+/// that names another server, never judged.
+fn no_other_tls_record_first(c: &mut Client<'_>) -> Result<(), String> {
+    let first = c.available()[0];
+    if !OTHER_TLS_RECORDS.contains(&first) {
+        return Ok(());
+    }
+    if !c.need(2) {
+        return Err(format!(
+            "the tunnel's first flight stops after a byte that may begin a TLS record (type \
+             {first})"
+        ));
+    }
+    if c.available()[1] == 3 {
+        return Err(format!(
+            "the tunnel starts with a TLS record of type {first}, not a ClientHello (a server \
+             may skip it and read a ClientHello behind it that nothing judged)"
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a TLS ClientHello from `c` (from its unread bytes on, reading
@@ -584,7 +648,13 @@ fn socks5(inner: &Inner, id: u64, client: &Arc<TcpStream>, mut c: Client<'_>) ->
     let p = c.take(2);
     r.host = host;
     r.port = u16::from_be_bytes([p[0], p[1]]);
-    if ver != 5 || cmd != 1 {
+    if ver != 5 {
+        // 1: general failure (RFC 1928 has no code for a bad version).
+        SocksReply::code(&c, 1);
+        r.reason = format!("a SOCKS5 request of version {ver} (not 5)");
+        return r;
+    }
+    if cmd != 1 {
         SocksReply::code(&c, 7);
         r.reason = format!("SOCKS5 command {cmd} is not supported (CONNECT only)");
         return r;
@@ -1441,6 +1511,14 @@ fn forward_one<S: Read + Write>(
             out.push_str(v);
             out.push_str("\r\n");
         }
+    }
+    if carries_body {
+        // The connection is not used again (see below), and the server is
+        // told: one that ignores this body (a GET's, on an endpoint that
+        // expects none) would otherwise read it as the next request, one
+        // the rules never judged; after `Connection: close` it processes
+        // no further request on the connection (RFC 9112, 9.6).
+        out.push_str("Connection: close\r\n");
     }
     out.push_str("\r\n");
     let up_err = |e: io::Error| format!("cannot write to {name}: {e}");

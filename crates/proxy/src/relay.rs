@@ -37,14 +37,14 @@ impl Activity {
         self.last_ms.store(ms, Ordering::Relaxed);
     }
 
-    fn idle_for(&self) -> Duration {
+    pub(crate) fn idle_for(&self) -> Duration {
         let now = self.base.elapsed().as_millis() as u64;
         Duration::from_millis(now.saturating_sub(self.last_ms.load(Ordering::Relaxed)))
     }
 }
 
 /// How often a blocked `splice` wakes to look at the idle clock.
-fn tick(idle: Duration) -> Duration {
+pub(crate) fn tick(idle: Duration) -> Duration {
     idle.clamp(Duration::from_millis(10), Duration::from_secs(1))
 }
 
@@ -57,14 +57,15 @@ pub(crate) fn both(
     upstream: &Arc<TcpStream>,
     idle: Duration,
 ) -> (u64, u64) {
-    let (up, down, _) = both_after(client, upstream, idle, Box::new(|| Ok(Vec::new())));
+    let (up, down, _) = both_after(client, upstream, idle, Box::new(|_| Ok(Vec::new())));
     (up, down)
 }
 
 /// What the upward direction does before relaying: reads and judges the
 /// client's first bytes, and answers those to send on (or why the
-/// connection must end).
-pub(crate) type Prelude = Box<dyn FnOnce() -> Result<Vec<u8>, String> + Send>;
+/// connection must end). It is given the connection's activity, which
+/// the downward direction keeps while it waits.
+pub(crate) type Prelude = Box<dyn FnOnce(&Activity) -> Result<Vec<u8>, String> + Send>;
 
 /// [`both`], the upward direction starting with `prelude` while the
 /// downward one already runs (a server may speak first). When the prelude
@@ -88,7 +89,7 @@ pub(crate) fn both_after(
     let up = std::thread::Builder::new()
         .name("sandgate-proxy-up".into())
         .spawn(move || {
-            let first = match prelude() {
+            let first = match prelude(&a) {
                 Ok(first) => first,
                 Err(why) => {
                     let _ = c.shutdown(Shutdown::Both);

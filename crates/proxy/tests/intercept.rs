@@ -2054,3 +2054,93 @@ fn an_override_header_spelled_with_underscores_is_refused_too() {
     }
     assert_eq!(up.conns.load(Ordering::SeqCst), 0);
 }
+
+/// A server that ignores the body of a request it does not expect one on
+/// (a GET: the "CL.0" desync, seen on static files and redirects) reads
+/// that body as the next request on the connection: a request the rules
+/// never judged (a method or path they refuse, another `Host` for a
+/// shared front). The proxy never sends another request on a connection
+/// that carried a body, and now says so to the server with
+/// `Connection: close` on that request, after which a server processes no
+/// further request on it (RFC 9112, 9.6): the hidden request used to be
+/// acted on.
+#[test]
+fn proxy20_a_request_hidden_in_an_ignored_body_is_not_acted_on() {
+    let (pem, cfg) = test_ca();
+    let config = Arc::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let acted = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = Arc::clone(&acted);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let (config, seen) = (Arc::clone(&config), Arc::clone(&seen));
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                // Every request's body is ignored (left on the
+                // connection), and `Connection: close` honoured.
+                while let Some(head) = next_head(&mut tls, &mut buf) {
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    seen.lock()
+                        .unwrap()
+                        .push(head.lines().next().unwrap_or_default().to_owned());
+                    let close = head.lines().any(|l| {
+                        let l = l.to_ascii_lowercase();
+                        l.starts_with("connection:") && l.contains("close")
+                    });
+                    let _ = write!(tls, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                    let _ = tls.flush();
+                    if close {
+                        tls.conn.send_close_notify();
+                        let _ = tls.flush();
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    // Only GET /a is admitted.
+    let rules = vec![RequestRule {
+        target: target(port, &["GET"], &["/a"]),
+        allow: true,
+        label: "net.rules[0]".into(),
+    }];
+    let s = setup(&pem, vec![], rules);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    // Refused when asked for directly.
+    let (head, _) = request(
+        &mut tls,
+        "DELETE /admin HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let hidden = "DELETE /admin HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let (head, _) = request(
+        &mut tls,
+        &format!(
+            "GET /a HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{hidden}",
+            hidden.len()
+        ),
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // The next request on the client's connection is still served.
+    let (head, body) = request(&mut tls, "GET /a HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200") && body == "ok", "{head}");
+    std::thread::sleep(Duration::from_millis(300));
+    let acted = acted.lock().unwrap().clone();
+    assert!(
+        !acted.iter().any(|l| l.starts_with("DELETE")),
+        "the server acted on a request the rules refuse: {acted:?}"
+    );
+    assert_eq!(acted, ["GET /a HTTP/1.1", "GET /a HTTP/1.1"]);
+}

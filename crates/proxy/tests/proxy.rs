@@ -865,3 +865,180 @@ fn proxy9_socks5_names_are_resolved_once_and_every_address_checked() {
     assert_eq!(target.hits.load(Ordering::SeqCst), 1);
     p.stop();
 }
+
+/// A TLS alert record of warning level (`user_canceled`): Go's TLS server
+/// (`crypto/tls`, in Caddy, Traefik and most Go services) drops a warning
+/// alert that comes before the ClientHello and reads the ClientHello
+/// after it, server name and all.
+const WARNING_ALERT: &[u8] = &[0x15, 0x03, 0x01, 0x00, 0x02, 0x01, 0x5a];
+
+/// A tunnel's first flight is judged by its first byte: a ClientHello
+/// (0x16) must name the tunnel's host. A TLS record of another kind before
+/// the ClientHello (a warning alert, which Go's TLS server skips) made the
+/// first byte 0x15, and the ClientHello behind it, naming another server,
+/// reached the target unjudged: on an opaque port, on a web port where
+/// plain text is admitted, and through a forwarder.
+#[test]
+fn proxy20_a_tls_record_before_the_client_hello_cannot_hide_its_server_name() {
+    let mut fronted = WARNING_ALERT.to_vec();
+    fronted.extend(client_hello("evil.example"));
+
+    // An opaque port (an entry naming a port other than 80 and 443).
+    let g = greeter();
+    let (p, addr) = proxy(&[g.addr.to_string()], |_| {});
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "CONNECT {} HTTP/1.1\r\n\r\n", g.addr).unwrap();
+    let mut head = [0u8; 39 + 11];
+    s.read_exact(&mut head).unwrap();
+    assert!(head.starts_with(b"HTTP/1.1 200"));
+    s.write_all(&fronted).unwrap();
+    // Refused, the tunnel ends at once; relayed, it would last until the
+    // server's read timeout: 3 s tell them apart.
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let _ = s.read_to_end(&mut Vec::new());
+    let got = g.got.lock().unwrap().clone();
+    assert!(
+        got.is_empty(),
+        "the opaque port's server got {} bytes of a ClientHello naming evil.example",
+        got.len()
+    );
+    wait_until("the tunnel ended", || p.active() == 0);
+    let last = p.audit().pop().unwrap();
+    assert!(!last.allowed, "{last:?}");
+    p.stop();
+
+    // A web port (a bare loopback literal grants every port as one) with
+    // plain text admitted, by CONNECT and through a forwarder.
+    let target = server("127.0.0.2");
+    let allow = vec![NetEntry::parse("127.0.0.2").unwrap()];
+    let p = Proxy::new(ProxyConfig::new(Rules::new(Mode::TrustedHost, allow, true)));
+    let addr = p
+        .serve(TcpListener::bind("127.0.0.1:0").unwrap().into())
+        .unwrap();
+    let fwd = p
+        .forward(
+            TcpListener::bind("127.0.0.1:0").unwrap().into(),
+            target.addr,
+        )
+        .unwrap();
+    let send = |to: SocketAddr, connect: bool| {
+        let mut s = TcpStream::connect(to).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        if connect {
+            write!(s, "CONNECT {} HTTP/1.1\r\n\r\n", target.addr).unwrap();
+        }
+        s.write_all(&fronted).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
+        let got = target.got.lock().unwrap().len();
+        assert_eq!(
+            got, 0,
+            "a web port's server got {got} bytes of a ClientHello naming evil.example \
+             (connect: {connect})"
+        );
+        wait_until("the connection ended", || p.active() == 0);
+        p.audit().pop().unwrap()
+    };
+    for (to, connect) in [(addr, true), (fwd, false)] {
+        let r = send(to, connect);
+        assert!(!r.allowed, "{r:?}");
+    }
+    // Plain text still passes where it is admitted.
+    let mut s = TcpStream::connect(fwd).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.2\r\n\r\n")
+        .unwrap();
+    let mut answer = [0u8; 12];
+    s.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 200");
+    p.stop();
+}
+
+/// A SOCKS5 request whose version byte is not 5 is refused with nothing
+/// dialled, and its audit record says so: it used to say that the
+/// `CONNECT` command (1) was not supported, naming the command the proxy
+/// does support as the reason.
+#[test]
+fn proxy20_a_socks5_request_of_another_version_is_audited_as_such() {
+    let target = server("127.0.0.2");
+    let (p, addr) = proxy(&[target.addr.to_string()], |_| {});
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&[5, 1, 0]).unwrap();
+    let mut hello = [0u8; 2];
+    s.read_exact(&mut hello).unwrap();
+    assert_eq!(hello, [5, 0]);
+    let mut req = vec![4, 1, 0, 1, 127, 0, 0, 2];
+    req.extend_from_slice(&target.addr.port().to_be_bytes());
+    s.write_all(&req).unwrap();
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    assert_ne!(reply.get(1), Some(&0), "{reply:?}");
+    wait_until("the connection ended", || p.active() == 0);
+    let r = p.audit().pop().unwrap();
+    assert!(!r.allowed && r.protocol == Protocol::Socks5, "{r:?}");
+    assert!(
+        r.reason.contains("version 4") && !r.reason.contains("command"),
+        "{r:?}"
+    );
+    assert_eq!(target.hits.load(Ordering::SeqCst), 0);
+    p.stop();
+}
+
+/// On an opaque port the client's first bytes are judged whenever they
+/// come, however long the server talks first: the proxy used to wait for
+/// them one idle timeout, then relay whatever came after unjudged, so a
+/// client that stayed silent while a server sent something now and then
+/// (a greeting, a keepalive) got a ClientHello naming another server
+/// through.
+#[test]
+fn proxy20_a_client_silent_while_the_server_talks_is_still_judged() {
+    let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
+    let target = listener.local_addr().unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = Arc::clone(&got);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let g = Arc::clone(&g);
+            let talker = conn.try_clone().unwrap();
+            // A tick every 200 ms: the connection is never idle.
+            std::thread::spawn(move || {
+                while (&talker).write_all(b"tick\n").is_ok() {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            });
+            std::thread::spawn(move || {
+                let mut chunk = [0u8; 4096];
+                while let Ok(n @ 1..) = (&conn).read(&mut chunk) {
+                    g.lock().unwrap().extend_from_slice(&chunk[..n]);
+                }
+            });
+        }
+    });
+    let (p, addr) = proxy(&[target.to_string()], |c| {
+        c.idle_timeout = Duration::from_secs(1);
+    });
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "CONNECT {target} HTTP/1.1\r\n\r\n").unwrap();
+    // Silent for more than the idle timeout, reading the server's ticks.
+    let until = Instant::now() + Duration::from_millis(2500);
+    let mut tick = [0u8; 64];
+    while Instant::now() < until {
+        assert!(s.read(&mut tick).unwrap() > 0, "the tunnel ended");
+    }
+    s.write_all(&client_hello("evil.example")).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let n = got.lock().unwrap().len();
+    assert_eq!(
+        n, 0,
+        "the server got {n} bytes of a ClientHello naming evil.example"
+    );
+    let _ = s.shutdown(Shutdown::Both);
+    wait_until("the tunnel ended", || p.active() == 0);
+    let r = p.audit().pop().unwrap();
+    assert!(!r.allowed && r.reason.contains("evil.example"), "{r:?}");
+    p.stop();
+}
