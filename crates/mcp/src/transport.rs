@@ -99,11 +99,35 @@ impl Drop for Place {
 }
 
 /// How long an HTTP session may go without a request open or made before
-/// it is closed: the SDK's own five minutes.
+/// it is closed, by default: the SDK's own five minutes.
 const HTTP_IDLE: Duration = Duration::from_secs(300);
 
-/// How often the HTTP sessions are looked over for idle ones.
-const IDLE_SWEEP: Duration = Duration::from_secs(10);
+/// The variable that sets [`HTTP_IDLE`] in whole seconds (at least 1).
+pub const HTTP_IDLE_VAR: &str = "SANDGATE_MCP_HTTP_IDLE_SECS";
+
+/// How long an idle HTTP session is kept: [`HTTP_IDLE_VAR`] when set, else
+/// [`HTTP_IDLE`]. A value that is not a whole number of seconds from 1 up
+/// is refused, naming the variable, rather than read as the default.
+fn http_idle() -> std::io::Result<Duration> {
+    match std::env::var_os(HTTP_IDLE_VAR) {
+        None => Ok(HTTP_IDLE),
+        Some(v) => match v.to_str().and_then(|s| s.parse::<u64>().ok()) {
+            Some(secs @ 1..) => Ok(Duration::from_secs(secs)),
+            _ => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{HTTP_IDLE_VAR} is {v:?}: it must be a whole number of seconds, at least 1"
+                ),
+            )),
+        },
+    }
+}
+
+/// How often the HTTP sessions are looked over for idle ones: every 10 s,
+/// or a tenth of a shorter idle time (at least 100 ms).
+fn idle_sweep(idle: Duration) -> Duration {
+    (idle / 10).clamp(Duration::from_millis(100), Duration::from_secs(10))
+}
 
 /// What each HTTP session's requests did: how many are open (their
 /// answer, an SSE stream for a call, not yet ended) and when one last
@@ -112,8 +136,11 @@ const IDLE_SWEEP: Duration = Duration::from_secs(10);
 /// messages that pass, so a session whose client waited on one long call
 /// (an `exec` of six minutes, without progress notifications) was closed
 /// after five, its command cancelled and its answer lost.
-#[derive(Default)]
-struct Requests(std::sync::Mutex<std::collections::HashMap<String, Seen>>);
+struct Requests {
+    seen: std::sync::Mutex<std::collections::HashMap<String, Seen>>,
+    /// How long a session may be idle.
+    idle: Duration,
+}
 
 struct Seen {
     open: usize,
@@ -121,8 +148,15 @@ struct Seen {
 }
 
 impl Requests {
+    fn new(idle: Duration) -> Requests {
+        Requests {
+            seen: std::sync::Mutex::default(),
+            idle,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Seen>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A request of session `id` opens: it counts until the guard drops.
@@ -148,7 +182,7 @@ impl Requests {
                 let s = seen
                     .entry((*id).clone())
                     .or_insert(Seen { open: 0, last: now });
-                s.open == 0 && now.duration_since(s.last) >= HTTP_IDLE
+                s.open == 0 && now.duration_since(s.last) >= self.idle
             })
             .cloned()
             .collect()
@@ -169,10 +203,10 @@ impl Drop for OpenRequest {
 }
 
 /// Closes the HTTP sessions that are idle ([`Requests::idle`]), looking
-/// every [`IDLE_SWEEP`], for as long as the server runs.
+/// every [`idle_sweep`], for as long as the server runs.
 async fn close_idle(sessions: Arc<LocalSessionManager>, requests: Arc<Requests>) {
     use rmcp::transport::streamable_http_server::session::SessionManager as _;
-    let mut tick = tokio::time::interval(IDLE_SWEEP);
+    let mut tick = tokio::time::interval(idle_sweep(requests.idle));
     loop {
         tick.tick().await;
         let ids: Vec<String> = sessions
@@ -528,6 +562,8 @@ pub async fn serve_http(
     token_file: &Path,
 ) -> std::io::Result<()> {
     check_loopback(&addr).map_err(std::io::Error::other)?;
+    // Read before anything is bound or written.
+    let idle = http_idle()?;
     outside_the_policy(
         &server,
         token_file,
@@ -578,7 +614,7 @@ pub async fn serve_http(
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = None;
     let sessions = Arc::new(manager);
-    let requests = Arc::new(Requests::default());
+    let requests = Arc::new(Requests::new(idle));
     tokio::spawn(close_idle(Arc::clone(&sessions), Arc::clone(&requests)));
     let mcp = StreamableHttpService::new(
         move || Ok(server.new_session()),
