@@ -1511,3 +1511,50 @@ fn fetch18_an_expect_header_is_the_clients_not_the_callers() {
     let r = f.fetch(&url, &opts).unwrap();
     assert_eq!((r.status, r.body.as_slice()), (401, &b"nope"[..]));
 }
+
+/// A header line longer than the client writes (a value of 1 MB) is the
+/// caller's error, `E_REQUEST` naming the header, refused before anything
+/// is dialled: before, the client connected, sent the head's first lines
+/// and failed on the long one with `E_IO` ("output too small"), a broken
+/// request left on the server. A long header within the cap is sent whole.
+#[test]
+fn mcphttp20_a_header_over_the_cap_is_refused_before_connecting() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Mutex::new(0usize));
+    let (h, s) = (hits.clone(), seen.clone());
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            h.fetch_add(1, Ordering::SeqCst);
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            let mut head = 0;
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                head += line.len();
+                line.clear();
+            }
+            *s.lock().unwrap() = head;
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+    });
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{port}")])).build();
+    let url = format!("http://127.0.0.1:{port}/");
+    let opts = FetchOptions::new()
+        .header("X-Small", "1")
+        .header("X-Big", "a".repeat(1 << 20))
+        .timeout(Duration::from_secs(5));
+    let e = f.fetch(&url, &opts).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Request, "{e}");
+    assert!(e.message().contains("x-big"), "{e}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "a connection was made");
+    // Under the cap, a long header reaches the server whole.
+    let opts = FetchOptions::new()
+        .header("X-Big", "a".repeat(60 * 1024))
+        .timeout(Duration::from_secs(5));
+    let r = f.fetch(&url, &opts).unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]));
+    assert!(*seen.lock().unwrap() > 60 * 1024);
+}

@@ -8,7 +8,8 @@
 //! Each transport holds at most [`MAX_SESSIONS`] sessions at once, since
 //! each holds memory (about 50 KiB on HTTP, with its tasks and channels)
 //! for as long as it lasts: on HTTP until the client ends it (`DELETE`)
-//! or it has been idle for the SDK's five minutes, on the UNIX socket
+//! or it has been idle for five minutes (no request of it open, none
+//! made: a client waiting on a long call's answer keeps it), on the UNIX socket
 //! until the connection closes or it has sent nothing within 10 s of
 //! connecting. (A session that has spoken is never closed for being
 //! idle: a host keeps its session open between a model's turns, and a
@@ -94,6 +95,130 @@ impl Place {
 impl Drop for Place {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How long an HTTP session may go without a request open or made before
+/// it is closed, by default: the SDK's own five minutes.
+const HTTP_IDLE: Duration = Duration::from_secs(300);
+
+/// The variable that sets [`HTTP_IDLE`] in whole seconds (at least 1).
+pub const HTTP_IDLE_VAR: &str = "SANDGATE_MCP_HTTP_IDLE_SECS";
+
+/// How long an idle HTTP session is kept: [`HTTP_IDLE_VAR`] when set, else
+/// [`HTTP_IDLE`]. A value that is not a whole number of seconds from 1 up
+/// is refused, naming the variable, rather than read as the default.
+fn http_idle() -> std::io::Result<Duration> {
+    match std::env::var_os(HTTP_IDLE_VAR) {
+        None => Ok(HTTP_IDLE),
+        Some(v) => match v.to_str().and_then(|s| s.parse::<u64>().ok()) {
+            Some(secs @ 1..) => Ok(Duration::from_secs(secs)),
+            _ => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{HTTP_IDLE_VAR} is {v:?}: it must be a whole number of seconds, at least 1"
+                ),
+            )),
+        },
+    }
+}
+
+/// How often the HTTP sessions are looked over for idle ones: every 10 s,
+/// or a tenth of a shorter idle time (at least 100 ms).
+fn idle_sweep(idle: Duration) -> Duration {
+    (idle / 10).clamp(Duration::from_millis(100), Duration::from_secs(10))
+}
+
+/// What each HTTP session's requests did: how many are open (their
+/// answer, an SSE stream for a call, not yet ended) and when one last
+/// opened or ended. A session is idle when none is open and none opened
+/// or ended for [`HTTP_IDLE`]. The SDK's own idle timer counts only the
+/// messages that pass, so a session whose client waited on one long call
+/// (an `exec` of six minutes, without progress notifications) was closed
+/// after five, its command cancelled and its answer lost.
+struct Requests {
+    seen: std::sync::Mutex<std::collections::HashMap<String, Seen>>,
+    /// How long a session may be idle.
+    idle: Duration,
+}
+
+struct Seen {
+    open: usize,
+    last: tokio::time::Instant,
+}
+
+impl Requests {
+    fn new(idle: Duration) -> Requests {
+        Requests {
+            seen: std::sync::Mutex::default(),
+            idle,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Seen>> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A request of session `id` opens: it counts until the guard drops.
+    fn open(self: &Arc<Self>, id: &str) -> OpenRequest {
+        let mut seen = self.lock();
+        let s = seen.entry(id.to_owned()).or_insert(Seen {
+            open: 0,
+            last: tokio::time::Instant::now(),
+        });
+        s.open += 1;
+        s.last = tokio::time::Instant::now();
+        OpenRequest(Arc::clone(self), id.to_owned())
+    }
+
+    /// The sessions of `ids` (those the SDK holds) that are idle; entries
+    /// of sessions it no longer holds are forgotten once nothing is open.
+    fn idle(&self, ids: &[String]) -> Vec<String> {
+        let now = tokio::time::Instant::now();
+        let mut seen = self.lock();
+        seen.retain(|id, s| s.open > 0 || ids.contains(id));
+        ids.iter()
+            .filter(|id| {
+                let s = seen
+                    .entry((*id).clone())
+                    .or_insert(Seen { open: 0, last: now });
+                s.open == 0 && now.duration_since(s.last) >= self.idle
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+/// An open request of one HTTP session, counted until dropped (its answer
+/// ended or dropped).
+struct OpenRequest(Arc<Requests>, String);
+
+impl Drop for OpenRequest {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.lock().get_mut(&self.1) {
+            s.open -= 1;
+            s.last = tokio::time::Instant::now();
+        }
+    }
+}
+
+/// Closes the HTTP sessions that are idle ([`Requests::idle`]), looking
+/// every [`idle_sweep`], for as long as the server runs.
+async fn close_idle(sessions: Arc<LocalSessionManager>, requests: Arc<Requests>) {
+    use rmcp::transport::streamable_http_server::session::SessionManager as _;
+    let mut tick = tokio::time::interval(idle_sweep(requests.idle));
+    loop {
+        tick.tick().await;
+        let ids: Vec<String> = sessions
+            .sessions
+            .read()
+            .await
+            .keys()
+            .map(|k| k.to_string())
+            .collect();
+        for id in requests.idle(&ids) {
+            let _ = sessions.close_session(&id.as_str().into()).await;
+        }
     }
 }
 
@@ -437,6 +562,8 @@ pub async fn serve_http(
     token_file: &Path,
 ) -> std::io::Result<()> {
     check_loopback(&addr).map_err(std::io::Error::other)?;
+    // Read before anything is bound or written.
+    let idle = http_idle()?;
     outside_the_policy(
         &server,
         token_file,
@@ -482,7 +609,13 @@ pub async fn serve_http(
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .enforce_origin_validation();
-    let sessions = Arc::new(LocalSessionManager::default());
+    // Sessions are closed for being idle here ([`close_idle`]), not by
+    // the SDK, whose timer does not see a call waiting on its command.
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = None;
+    let sessions = Arc::new(manager);
+    let requests = Arc::new(Requests::new(idle));
+    tokio::spawn(close_idle(Arc::clone(&sessions), Arc::clone(&requests)));
     let mcp = StreamableHttpService::new(
         move || Ok(server.new_session()),
         Arc::clone(&sessions),
@@ -502,12 +635,14 @@ pub async fn serve_http(
         let token = Arc::clone(&token);
         let sessions = Arc::clone(&sessions);
         let opening = Arc::clone(&opening);
+        let requests = Arc::clone(&requests);
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let mut mcp = mcp.clone();
                 let token = Arc::clone(&token);
                 let sessions = Arc::clone(&sessions);
                 let opening = Arc::clone(&opening);
+                let requests = Arc::clone(&requests);
                 async move {
                     if !authorized(&req, &token) {
                         let mut resp = plain(
@@ -566,7 +701,26 @@ pub async fn serve_http(
                         Ok(b) => b,
                         Err(resp) => return Ok(resp),
                     };
-                    mcp.call(Request::from_parts(parts, Full::new(body))).await
+                    // A request of a session keeps it from being idle
+                    // until its answer (a call's stream) ends.
+                    let open = parts
+                        .headers
+                        .get("mcp-session-id")
+                        .and_then(|v| v.to_str().ok())
+                        .map(|id| requests.open(id));
+                    let resp = mcp
+                        .call(Request::from_parts(parts, Full::new(body)))
+                        .await?;
+                    Ok(match open {
+                        Some(open) => resp.map(|b| {
+                            b.map_frame(move |f| {
+                                let _ = &open;
+                                f
+                            })
+                            .boxed()
+                        }),
+                        None => resp,
+                    })
                 }
             });
             let _ = hyper::server::conn::http1::Builder::new()
