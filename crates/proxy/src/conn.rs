@@ -1244,8 +1244,15 @@ fn intercepted(
             return r;
         }
     };
-    r.allowed = true;
-    r.reason = format!("{} (intercepted: TLS ended at the proxy)", cleared.reason);
+    let admitted = format!("{} (intercepted: TLS ended at the proxy)", cleared.reason);
+    // What ended the connection short of the upstream: a refused request,
+    // or a failure before any request reached it (an upstream the roots
+    // do not trust, one that does not answer). The connection counts as
+    // admitted only when requests reached the upstream and none was
+    // refused: its record must not say `OK` where the request log says
+    // refused.
+    let mut refused: Option<String> = None;
+    let mut failed: Option<String> = None;
     let idle = inner.config.idle_timeout;
     let _ = client.set_read_timeout(Some(idle));
     let _ = client.set_write_timeout(Some(idle));
@@ -1258,6 +1265,7 @@ fn intercepted(
             Ok(None) => break,
             Err(why) => {
                 let _ = tls.write_all(&status(400, "Bad Request", &why));
+                refused = Some(why);
                 break;
             }
         };
@@ -1275,6 +1283,7 @@ fn intercepted(
             inner.record_request(rec);
             let _ = tls.write_all(&status(code, text, &why));
             let _ = tls.flush();
+            refused = Some(why);
             break;
         }
         let mut rec = Some(rec);
@@ -1308,6 +1317,7 @@ fn intercepted(
                     let _ = tls.write_all(&status(502, "Bad Gateway", &why));
                     let _ = tls.flush();
                 }
+                failed = Some(why);
                 break;
             }
         }
@@ -1315,6 +1325,19 @@ fn intercepted(
     drop_upstream(inner, id, &mut upstream);
     tls.conn.send_close_notify();
     let _ = tls.flush();
+    // Bytes up are counted once written to the upstream: none, and no
+    // request reached it.
+    let reached = r.bytes_up > 0;
+    (r.allowed, r.reason) = match (refused, failed) {
+        (Some(why), _) => (false, why),
+        (None, Some(why)) if !reached => (false, why),
+        (None, Some(why)) => (true, format!("{admitted}; then: {why}")),
+        (None, None) if !reached => (
+            false,
+            format!("{admitted}; the client sent no request, nothing reached {name}"),
+        ),
+        (None, None) => (true, admitted),
+    };
     r
 }
 

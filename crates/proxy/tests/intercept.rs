@@ -2144,3 +2144,90 @@ fn proxy20_a_request_hidden_in_an_ignored_body_is_not_acted_on() {
     );
     assert_eq!(acted, ["GET /a HTTP/1.1", "GET /a HTTP/1.1"]);
 }
+
+/// The connection records, once `n` of them are kept (a record is made as
+/// its connection's thread ends, after the client saw the answer).
+fn audit20_records(proxy: &Proxy, n: usize) -> Vec<sandgate_proxy::AuditRecord> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let audit = proxy.audit();
+        if audit.len() >= n || std::time::Instant::now() > deadline {
+            return audit;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn audit20_an_intercepted_connection_that_reached_no_upstream_is_not_audited_as_admitted() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_but_secret(port, &pem);
+    // Every request of the connection refused by the rules.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET /repos/org/secret/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    drop(tls);
+    let audit = audit20_records(&s.proxy, 1);
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    assert!(
+        !audit[0].allowed,
+        "a connection whose only request was refused is audited as admitted: {audit:?}"
+    );
+    assert!(audit[0].reason.contains("net.rules[1]"), "{audit:?}");
+    assert_eq!(audit[0].address, None, "nothing was dialled: {audit:?}");
+
+    // An upstream the roots do not trust: nothing was sent to it.
+    let (_, other_cfg) = test_ca();
+    let untrusted = upstream(other_cfg);
+    let port = untrusted.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(&mut tls, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    drop(tls);
+    let audit = audit20_records(&s.proxy, 1);
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert!(
+        !audit[0].allowed,
+        "a connection to an untrusted upstream is audited as admitted: {audit:?}"
+    );
+    assert!(audit[0].reason.contains("certificate"), "{audit:?}");
+    assert_eq!(audit[0].bytes_up, 0, "{audit:?}");
+
+    // One request forwarded, then one refused: the refusal is what the
+    // connection's record says, with the bytes that did move.
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_but_secret(port, &pem);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (head, _) = request(
+        &mut tls,
+        "GET /repos/org/secret/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    drop(tls);
+    let audit = audit20_records(&s.proxy, 1);
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(up.conns.load(Ordering::SeqCst), 1);
+    assert!(
+        !audit[0].allowed && audit[0].reason.contains("net.rules[1]"),
+        "a connection that ended on a refused request is audited as admitted: {audit:?}"
+    );
+    assert!(audit[0].address.is_some(), "{audit:?}");
+    assert!(
+        audit[0].bytes_up > 0 && audit[0].bytes_down > 0,
+        "{audit:?}"
+    );
+}
