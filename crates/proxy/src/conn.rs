@@ -1579,9 +1579,12 @@ fn forward_one<S: Read + Write>(
                 let _ = tls.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
                 let _ = tls.flush();
             }
+            // Counted as it reaches the upstream: a body that breaks off
+            // is audited with what of it went.
             let mut left = body;
             let now = (buf.len() as u64).min(left) as usize;
             utls.write_all(&buf[..now]).map_err(up_err)?;
+            r.bytes_up += now as u64;
             buf.drain(..now);
             left -= now as u64;
             let mut chunk = vec![0u8; 64 * 1024];
@@ -1591,13 +1594,13 @@ fn forward_one<S: Read + Write>(
                     Ok(0) => return Err("the client closed inside its request body".into()),
                     Ok(n) => {
                         utls.write_all(&chunk[..n]).map_err(up_err)?;
+                        r.bytes_up += n as u64;
                         left -= n as u64;
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(read_failure("the client", "the request body", &e, idle)),
                 }
             }
-            r.bytes_up += body;
             utls.flush().map_err(up_err)?;
         } else if chunked {
             if expect && buf.is_empty() {
@@ -1613,10 +1616,10 @@ fn forward_one<S: Read + Write>(
                 idle,
                 trailers: false,
             };
-            let sent = src.relay(Body::Chunked, utls, "the client");
+            let sent = src.relay(Body::Chunked, utls, "the client", &mut r.bytes_up);
             *buf = src.buf;
             match sent {
-                Ok(n) => r.bytes_up += n,
+                Ok(()) => {}
                 Err(BodyError::Framing(why)) => {
                     // The client's framing is at fault, not the upstream:
                     // it is told so, and the upstream connection (holding
@@ -1725,7 +1728,7 @@ fn forward_one<S: Read + Write>(
         idle,
         trailers: true,
     };
-    r.bytes_down += src.relay(framing, tls, name)?;
+    src.relay(framing, tls, name, &mut r.bytes_down)?;
     let framed = framing != Body::UntilEof;
     // Bytes past the answer would be a second answer nobody asked for. A
     // connection that carried a body is not used again either: a server
@@ -1875,14 +1878,22 @@ impl<R: Read> Src<'_, R> {
         }
     }
 
-    /// Copies the body to `out`, exactly as framed. Answers the bytes.
-    fn relay<W: Write>(&mut self, body: Body, out: &mut W, name: &str) -> Result<u64, BodyError> {
+    /// Copies the body to `out`, exactly as framed, adding to `sent` the
+    /// bytes passed on as they go (so that a body that breaks off is
+    /// counted with what of it went).
+    fn relay<W: Write>(
+        &mut self,
+        body: Body,
+        out: &mut W,
+        name: &str,
+        sent: &mut u64,
+    ) -> Result<(), BodyError> {
         let mut chunk = vec![0u8; 64 * 1024];
-        let mut sent = 0u64;
         let mut put = |out: &mut W, bytes: &[u8]| -> Result<(), BodyError> {
-            sent += bytes.len() as u64;
             out.write_all(bytes)
-                .map_err(|e| BodyError::Io(format!("cannot pass a body on: {e}")))
+                .map_err(|e| BodyError::Io(format!("cannot pass a body on: {e}")))?;
+            *sent += bytes.len() as u64;
+            Ok(())
         };
         match body {
             Body::Empty => {}
@@ -1949,7 +1960,7 @@ impl<R: Read> Src<'_, R> {
                 put(out, b"\r\n")?;
             },
         }
-        Ok(sent)
+        Ok(())
     }
 
     fn exact<W: Write>(

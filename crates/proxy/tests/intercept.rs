@@ -2231,3 +2231,77 @@ fn audit20_an_intercepted_connection_that_reached_no_upstream_is_not_audited_as_
         "{audit:?}"
     );
 }
+
+/// A connection's bytes are what moved, also when a body broke off: the
+/// part of a request body written to the upstream before the client went
+/// away, and the part of an answer passed to the client before the
+/// upstream went away, are counted (they reached the other side).
+#[test]
+fn audit20_the_bytes_of_a_body_that_broke_off_are_counted() {
+    // A request body cut short by the client: the upstream got its head
+    // and the body's first 40,000 bytes.
+    let (pem, cfg) = test_ca();
+    let raw = raw_upstream(cfg);
+    let port = raw.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.write_all(b"PUT /x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000\r\n\r\n")
+        .unwrap();
+    tls.write_all(&[b'a'; 40_000]).unwrap();
+    tls.flush().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while raw.got.lock().unwrap().len() < 40_000 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    tls.conn.send_close_notify();
+    let _ = tls.flush();
+    drop(tls);
+    let audit = audit20_records(&s.proxy, 1);
+    let got = raw.got.lock().unwrap().len() as u64;
+    assert!(got > 40_000, "{got}");
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(
+        audit[0].bytes_up, got,
+        "the upstream got {got} bytes, the audit says {}: {audit:?}",
+        audit[0].bytes_up
+    );
+
+    // An answer cut short by the upstream: the client got its head and
+    // the body's first 60,000 bytes.
+    let (pem, cfg) = test_ca();
+    let config = Arc::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let Ok((stream, _)) = listener.accept() else {
+            return;
+        };
+        let conn = rustls::ServerConnection::new(config).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, stream);
+        let mut buf = Vec::new();
+        if next_head(&mut tls, &mut buf).is_none() {
+            return;
+        }
+        let _ = tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
+        let _ = tls.write_all(&[b'b'; 60_000]);
+        tls.conn.send_close_notify();
+        let _ = tls.flush();
+    });
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.write_all(b"GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    tls.flush().unwrap();
+    let mut back = Vec::new();
+    let _ = tls.read_to_end(&mut back);
+    assert!(back.len() > 60_000, "{}", back.len());
+    let audit = audit20_records(&s.proxy, 1);
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(
+        audit[0].bytes_down,
+        back.len() as u64,
+        "the client got {} bytes, the audit says {}: {audit:?}",
+        back.len(),
+        audit[0].bytes_down
+    );
+}
