@@ -2332,6 +2332,66 @@ fn the_audit_file_records_the_tools_own_refusals() {
     assert_eq!(records, want, "{text}");
 }
 
+/// An `edit_file` with `dryRun` writes nothing, and its record says so:
+/// `edit_dry_run`, never `edit` (which an operator reads as a file
+/// changed), its own refusal (no edits) included; a real edit stays
+/// `edit` with the bytes written.
+#[test]
+fn audit20_an_edit_file_dry_run_is_not_recorded_as_an_edit() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n);
+    fs::create_dir(at("ws")).unwrap();
+    fs::write(at("ws/a"), "one two\n").unwrap();
+    fs::write(
+        at("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\nallow_overwrite = true\n",
+    )
+    .unwrap();
+    let call = |id: i64, name: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}})
+    };
+    let edit = json!([{"oldText": "one", "newText": "three"}]);
+    let calls = [
+        call(
+            1,
+            "edit_file",
+            json!({"path": "a", "edits": edit, "dryRun": true}),
+        ),
+        call(
+            2,
+            "edit_file",
+            json!({"path": "a", "edits": [], "dryRun": true}),
+        ),
+    ];
+    let audit = at("audit.jsonl");
+    audited_burst(dir.path(), &audit, &calls);
+    assert_eq!(fs::read_to_string(at("ws/a")).unwrap(), "one two\n");
+    audited_burst(
+        dir.path(),
+        &audit,
+        &[call(3, "edit_file", json!({"path": "a", "edits": edit}))],
+    );
+    assert_eq!(fs::read_to_string(at("ws/a")).unwrap(), "three two\n");
+    let text = fs::read_to_string(&audit).unwrap();
+    let mut records: Vec<(String, String, String, Value)> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+            (s("op"), s("path"), s("outcome"), r["size"].clone())
+        })
+        .collect();
+    records.sort_by(|a, b| (&a.0, &a.2).cmp(&(&b.0, &b.2)));
+    let want = [
+        ("edit", "a", "OK", json!(10)),
+        ("edit_dry_run", "a", "E_REQUEST", Value::Null),
+        ("edit_dry_run", "a", "OK", Value::Null),
+    ]
+    .map(|(o, p, c, n)| (o.to_owned(), p.to_owned(), c.to_owned(), n));
+    assert_eq!(records, want.to_vec(), "{text}");
+}
+
 /// A request whose body never arrives (its head sent with the token, then
 /// one byte of a longer body, then nothing: a stalled or slow-loris
 /// client) is answered 408 once the body is 10 s late and the connection

@@ -994,7 +994,9 @@ impl Sandbox {
         request_ok: impl FnOnce() -> Result<(), Error>,
         change: impl FnOnce(&Inner, &RelPath, &[u8], &str) -> Result<Vec<u8>, Error>,
     ) -> Result<Vec<u8>, Error> {
-        self.op("edit", path, |inner, ctx| {
+        // A dry run writes nothing: its record must not read as an edit.
+        let op = if dry_run { "edit_dry_run" } else { "edit" };
+        self.op(op, path, |inner, ctx| {
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
             let wr = inner.write_root_for(&rel, "edit")?;

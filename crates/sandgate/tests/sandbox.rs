@@ -994,6 +994,43 @@ fn audit_sees_every_operation_and_no_content() {
     assert!(!format!("{ev:?}").contains("SECRET-CONTENT"));
 }
 
+/// A dry run changes nothing, and its record must not say a file was
+/// edited: an operator reading `edit`/`OK` after an incident takes the
+/// file for changed. It is recorded as `edit_dry_run`, with no size
+/// (nothing was written); a real edit stays `edit` with the bytes
+/// written.
+#[test]
+fn audit20_an_edit_dry_run_is_not_recorded_as_an_edit() {
+    let fx = Fx::new();
+    fx.put("ws/e.txt", "one two\n");
+    let events: Arc<Mutex<Vec<AuditEvent>>> = Arc::default();
+    let sink = Arc::clone(&events);
+    let sb = fx
+        .builder()
+        .allow_overwrite(true)
+        .audit(move |e| sink.lock().unwrap().push(e.clone()))
+        .build()
+        .unwrap();
+    sb.edit_many("e.txt", &[("one", "three")], true).unwrap();
+    assert_eq!(fs::read_to_string(fx.p("ws/e.txt")).unwrap(), "one two\n");
+    let _ = sb.edit_many("e.txt", &[("absent", "x")], true);
+    sb.edit_many("e.txt", &[("one", "three")], false).unwrap();
+    assert_eq!(fs::read_to_string(fx.p("ws/e.txt")).unwrap(), "three two\n");
+    let ev = events.lock().unwrap();
+    let got: Vec<(&str, &str, Option<u64>, ErrorCode)> = ev
+        .iter()
+        .map(|e| (e.op, e.path.as_str(), e.size, e.outcome))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("edit_dry_run", "e.txt", None, ErrorCode::Ok),
+            ("edit_dry_run", "e.txt", None, ErrorCode::EditNoMatch),
+            ("edit", "e.txt", Some(10), ErrorCode::Ok),
+        ]
+    );
+}
+
 #[test]
 fn budget_is_exact_under_concurrency() {
     let fx = Fx::new();
