@@ -595,6 +595,20 @@ impl Sandbox {
         result
     }
 
+    /// Reports a call that a door refused before the sandbox saw it (the
+    /// C ABI's refusal of a name that is not UTF-8) as the sandbox reports
+    /// its own refusal of a malformed name: it spends one operation of the
+    /// `fs_ops` budget, and the audit sink hears of it with `op`, `path`
+    /// as given (what is not text replaced) and the refusal's code. A
+    /// spent budget or a closed sandbox answers as for any call. Answers
+    /// the refusal.
+    pub fn audit_refusal(&self, op: &'static str, path: &str, e: Error) -> Error {
+        match self.op(op, path, |_, _| Err::<std::convert::Infallible, Error>(e)) {
+            Err(e) => e,
+            Ok(never) => match never {},
+        }
+    }
+
     /// Whether [`read`](Self::read) of `path` would succeed, and from
     /// which read root, decided by the checks `read` makes (the name, the
     /// granted roots in order, the kind and the byte cap) without reading
