@@ -855,6 +855,21 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// `host:port` or `[v6]:port`, the port required when `default` is None.
+/// The refusal of an authority that carries a user or password
+/// (`user:password@host`): the host and port after it (empty and 0 when
+/// they do not parse) and the reason, neither of which shows what came
+/// before the `@`, since the record goes to the audit and a refusal's text
+/// to logs. `None` when `auth` holds no `@`.
+fn userinfo_refused(auth: &str, default: Option<u16>) -> Option<(String, u16, String)> {
+    let (_, after) = auth.rsplit_once('@')?;
+    let (host, port) = split_authority(after, default).unwrap_or_default();
+    let why = format!(
+        "`…@{}` carries a user or password, which is refused",
+        after.escape_debug()
+    );
+    Some((host, port, why))
+}
+
 fn split_authority(auth: &str, default: Option<u16>) -> Option<(String, u16)> {
     if auth.is_empty() || auth.contains('@') {
         return None;
@@ -898,7 +913,13 @@ fn http(inner: &Inner, id: u64, client: &Arc<TcpStream>, mut c: Client<'_>) -> A
     if head.method.eq_ignore_ascii_case("CONNECT") {
         let mut r = record(Protocol::Connect, &head.target, 0);
         let Some((host, port)) = split_authority(&head.target, None) else {
-            let why = format!("`{}` is not a host:port", head.target.escape_debug());
+            let why = match userinfo_refused(&head.target, None) {
+                Some((host, port, why)) => {
+                    (r.host, r.port) = (host, port);
+                    why
+                }
+                None => format!("`{}` is not a host:port", head.target.escape_debug()),
+            };
             c.send(&status(400, "Bad Request", &why));
             r.reason = why;
             return r;
@@ -948,7 +969,13 @@ fn plain(
         path.to_owned()
     };
     let Some((host, port)) = split_authority(auth, Some(80)) else {
-        let why = format!("`{}` is not a host[:port]", auth.escape_debug());
+        let why = match userinfo_refused(auth, Some(80)) {
+            Some((host, port, why)) => {
+                (r.host, r.port) = (host, port);
+                why
+            }
+            None => format!("`{}` is not a host[:port]", auth.escape_debug()),
+        };
         refuse(&c, &mut r, 400, "Bad Request", why);
         return r;
     };
