@@ -2751,6 +2751,69 @@ fn endpoint(sb: Sandbox, requests: &[serde_json::Value]) -> Vec<serde_json::Valu
     requests.iter().map(|r| session.handle_value(r)).collect()
 }
 
+/// A JSON-endpoint file request whose fields do not fit (a name that is
+/// not a string, an unknown key, a missing name) is refused before the
+/// sandbox sees it, and is audited (and spends the budget) as the
+/// sandbox's own refusal of a bad name: one record per request, with the
+/// name it gave.
+#[test]
+fn audit20_an_endpoint_request_with_bad_fields_is_audited() {
+    use serde_json::json;
+    let fx = Fx::new();
+    fx.put("in/a.txt", "x");
+    let events: Arc<Mutex<Vec<AuditEvent>>> = Arc::default();
+    let sink = Arc::clone(&events);
+    let sb = fx
+        .builder()
+        .fs_ops_budget(Some(5))
+        .audit(move |e| sink.lock().unwrap().push(e.clone()))
+        .build()
+        .unwrap();
+    let answers = endpoint(
+        sb,
+        &[
+            json!({"op": "read", "path": "a.txt", "bogus": 1}),
+            json!({"op": "write", "path": 7, "content": "x"}),
+            json!({"op": "rename", "from": "a.txt"}),
+            json!({"op": "grep", "pattern": "x", "mode": "files", "before": 1}),
+            json!({"op": "stat", "path": "a.txt"}),
+            json!({"op": "read", "path": "a.txt"}),
+        ],
+    );
+    let codes: Vec<&str> = answers
+        .iter()
+        .map(|a| a["error"]["code"].as_str().unwrap_or("OK"))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "E_REQUEST",
+            "E_REQUEST",
+            "E_REQUEST",
+            "E_REQUEST",
+            "OK",
+            "E_DENIED"
+        ],
+        "{answers:?}"
+    );
+    let got: Vec<(&str, String, ErrorCode)> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| (e.op, e.path.clone(), e.outcome))
+        .collect();
+    let want = [
+        ("read", "a.txt", ErrorCode::Request),
+        ("write", "", ErrorCode::Request),
+        ("rename", "a.txt -> ", ErrorCode::Request),
+        ("grep", ".", ErrorCode::Request),
+        ("stat", "a.txt", ErrorCode::Ok),
+        ("read", "a.txt", ErrorCode::Denied),
+    ]
+    .map(|(op, p, c)| (op, p.to_owned(), c));
+    assert_eq!(got, want);
+}
+
 /// A grep that stops at its `max_results` says so (`truncated`, and
 /// `limit: "max_results"`), in every mode; one whose matches are exactly
 /// `max_results` is whole and says that.
