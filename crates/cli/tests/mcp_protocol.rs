@@ -2332,6 +2332,125 @@ fn the_audit_file_records_the_tools_own_refusals() {
     assert_eq!(records, want, "{text}");
 }
 
+/// An `edit_file` with `dryRun` writes nothing, and its record says so:
+/// `edit_dry_run`, never `edit` (which an operator reads as a file
+/// changed), its own refusal (no edits) included; a real edit stays
+/// `edit` with the bytes written.
+#[test]
+fn audit20_an_edit_file_dry_run_is_not_recorded_as_an_edit() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n);
+    fs::create_dir(at("ws")).unwrap();
+    fs::write(at("ws/a"), "one two\n").unwrap();
+    fs::write(
+        at("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\nallow_overwrite = true\n",
+    )
+    .unwrap();
+    let call = |id: i64, name: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}})
+    };
+    let edit = json!([{"oldText": "one", "newText": "three"}]);
+    let calls = [
+        call(
+            1,
+            "edit_file",
+            json!({"path": "a", "edits": edit, "dryRun": true}),
+        ),
+        call(
+            2,
+            "edit_file",
+            json!({"path": "a", "edits": [], "dryRun": true}),
+        ),
+    ];
+    let audit = at("audit.jsonl");
+    audited_burst(dir.path(), &audit, &calls);
+    assert_eq!(fs::read_to_string(at("ws/a")).unwrap(), "one two\n");
+    audited_burst(
+        dir.path(),
+        &audit,
+        &[call(3, "edit_file", json!({"path": "a", "edits": edit}))],
+    );
+    assert_eq!(fs::read_to_string(at("ws/a")).unwrap(), "three two\n");
+    let text = fs::read_to_string(&audit).unwrap();
+    let mut records: Vec<(String, String, String, Value)> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+            (s("op"), s("path"), s("outcome"), r["size"].clone())
+        })
+        .collect();
+    records.sort_by(|a, b| (&a.0, &a.2).cmp(&(&b.0, &b.2)));
+    let want = [
+        ("edit", "a", "OK", json!(10)),
+        ("edit_dry_run", "a", "E_REQUEST", Value::Null),
+        ("edit_dry_run", "a", "OK", Value::Null),
+    ]
+    .map(|(o, p, c, n)| (o.to_owned(), p.to_owned(), c.to_owned(), n));
+    assert_eq!(records, want.to_vec(), "{text}");
+}
+
+/// A tool call whose arguments do not fit the tool (answered with a
+/// JSON-RPC invalid-params error) is recorded too, as the tool's op on the
+/// name it gave, `E_REQUEST`: an agent probing with malformed calls leaves
+/// one record per call like any other refusal. A tool that does not exist
+/// names no operation and is not recorded.
+#[test]
+fn audit20_a_call_with_arguments_that_do_not_fit_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n);
+    fs::create_dir(at("ws")).unwrap();
+    fs::write(at("ws/a"), "x").unwrap();
+    fs::write(
+        at("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n[net]\nallow = [\"example.com\"]\n",
+    )
+    .unwrap();
+    let call = |id: i64, name: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}})
+    };
+    let calls = [
+        call(
+            6,
+            "fetch",
+            json!({"url": "https://example.com/p?token=SECRET", "max_bytes": "x"}),
+        ),
+        call(1, "read_text_file", json!({"path": "a", "head": "x"})),
+        call(2, "write_file", json!({"path": "b"})),
+        call(3, "move_file", json!({"source": "a", "destination": 5})),
+        call(4, "get_file_info", json!({})),
+        call(5, "no_such_tool", json!({"path": "a"})),
+    ];
+    let audit = at("audit.jsonl");
+    audited_burst(dir.path(), &audit, &calls);
+    assert!(!at("ws/b").exists());
+    let text = fs::read_to_string(&audit).unwrap_or_default();
+    let mut records: Vec<(String, String, String)> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+            (s("op"), s("path"), s("outcome"))
+        })
+        .collect();
+    records.sort();
+    let mut want = [
+        ("read", "a", "E_REQUEST"),
+        ("write", "b", "E_REQUEST"),
+        ("rename", "a -> ", "E_REQUEST"),
+        ("stat", "", "E_REQUEST"),
+        ("fetch", "https://example.com:443", "E_REQUEST"),
+    ]
+    .map(|(o, p, c)| (o.to_owned(), p.to_owned(), c.to_owned()))
+    .to_vec();
+    want.sort();
+    assert_eq!(records, want, "{text}");
+    assert!(!text.contains("SECRET"), "{text}");
+}
+
 /// A request whose body never arrives (its head sent with the token, then
 /// one byte of a longer body, then nothing: a stalled or slow-loris
 /// client) is answered 408 once the body is 10 s late and the connection

@@ -731,13 +731,17 @@ pub unsafe extern "C" fn sg_sandbox_read(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, path, out) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(path, path_len, "path")?,
-                out_ptr(out, "out")?,
-            )
-        };
+        let s = unsafe { handle(sandbox, "sandbox")? };
+        let path = audited_args(
+            s,
+            "read",
+            // SAFETY: the caller's contract.
+            || unsafe { shown(path, path_len) },
+            // SAFETY: the caller's contract.
+            || unsafe { arg_str(path, path_len, "path") },
+        )?;
+        // SAFETY: the caller's contract.
+        let out = unsafe { out_ptr(out, "out")? };
         put(out, sg_bytes::from_vec(s.sandbox.read(path)?));
         Ok(())
     })
@@ -836,14 +840,17 @@ pub unsafe extern "C" fn sg_sandbox_read_lines_cancellable(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, path, content, info) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(path, path_len, "path")?,
-                out_ptr(content, "content")?,
-                out_ptr(info, "info")?,
-            )
-        };
+        let s = unsafe { handle(sandbox, "sandbox")? };
+        let path = audited_args(
+            s,
+            "read",
+            // SAFETY: the caller's contract.
+            || unsafe { shown(path, path_len) },
+            // SAFETY: the caller's contract.
+            || unsafe { arg_str(path, path_len, "path") },
+        )?;
+        // SAFETY: the caller's contract.
+        let (content, info) = unsafe { (out_ptr(content, "content")?, out_ptr(info, "info")?) };
         let offset = if offset == 0 {
             1
         } else {
@@ -910,13 +917,20 @@ pub unsafe extern "C" fn sg_sandbox_write(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, path, data) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(path, path_len, "path")?,
-                arg_bytes(data, data_len, "data")?,
-            )
-        };
+        let s = unsafe { handle(sandbox, "sandbox")? };
+        let (path, data) = audited_args(
+            s,
+            "write",
+            // SAFETY: the caller's contract.
+            || unsafe { shown(path, path_len) },
+            // SAFETY: the caller's contract.
+            || unsafe {
+                Ok((
+                    arg_str(path, path_len, "path")?,
+                    arg_bytes(data, data_len, "data")?,
+                ))
+            },
+        )?;
         let n = s
             .sandbox
             .write(path, data, WriteOptions::default().overwrite(overwrite))?;
@@ -960,14 +974,21 @@ pub unsafe extern "C" fn sg_sandbox_edit(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, path, old, new) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(path, path_len, "path")?,
-                arg_str(old, old_len, "old")?,
-                arg_str(new, new_len, "new")?,
-            )
-        };
+        let s = unsafe { handle(sandbox, "sandbox")? };
+        let (path, old, new) = audited_args(
+            s,
+            "edit",
+            // SAFETY: the caller's contract.
+            || unsafe { shown(path, path_len) },
+            // SAFETY: the caller's contract.
+            || unsafe {
+                Ok((
+                    arg_str(path, path_len, "path")?,
+                    arg_str(old, old_len, "old")?,
+                    arg_str(new, new_len, "new")?,
+                ))
+            },
+        )?;
         let n = s
             .sandbox
             .edit(path, old, new, EditOptions::default().replace_all(all))?;
@@ -1005,13 +1026,17 @@ pub unsafe extern "C" fn sg_sandbox_list(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, path, out) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(path, path_len, "path")?,
-                out_ptr(out, "out")?,
-            )
-        };
+        let s = unsafe { handle(sandbox, "sandbox")? };
+        let path = audited_args(
+            s,
+            "list",
+            // SAFETY: the caller's contract.
+            || unsafe { shown(path, path_len) },
+            // SAFETY: the caller's contract.
+            || unsafe { arg_str(path, path_len, "path") },
+        )?;
+        // SAFETY: the caller's contract.
+        let out = unsafe { out_ptr(out, "out")? };
         let entries: Vec<_> = s
             .sandbox
             .list(path)?
@@ -1048,13 +1073,17 @@ pub unsafe extern "C" fn sg_sandbox_stat(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, path, out) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(path, path_len, "path")?,
-                out_ptr(out, "out")?,
-            )
-        };
+        let s = unsafe { handle(sandbox, "sandbox")? };
+        let path = audited_args(
+            s,
+            "stat",
+            // SAFETY: the caller's contract.
+            || unsafe { shown(path, path_len) },
+            // SAFETY: the caller's contract.
+            || unsafe { arg_str(path, path_len, "path") },
+        )?;
+        // SAFETY: the caller's contract.
+        let out = unsafe { out_ptr(out, "out")? };
         let st = s.sandbox.stat(path)?;
         put(
             out,
@@ -1099,12 +1128,15 @@ pub unsafe extern "C" fn sg_sandbox_mkdir(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, path) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(path, path_len, "path")?,
-            )
-        };
+        let s = unsafe { handle(sandbox, "sandbox")? };
+        let path = audited_args(
+            s,
+            "mkdir",
+            // SAFETY: the caller's contract.
+            || unsafe { shown(path, path_len) },
+            // SAFETY: the caller's contract.
+            || unsafe { arg_str(path, path_len, "path") },
+        )?;
         s.sandbox.mkdir(path)
     })
 }
@@ -1133,12 +1165,15 @@ pub unsafe extern "C" fn sg_sandbox_delete(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, path) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(path, path_len, "path")?,
-            )
-        };
+        let s = unsafe { handle(sandbox, "sandbox")? };
+        let path = audited_args(
+            s,
+            "delete",
+            // SAFETY: the caller's contract.
+            || unsafe { shown(path, path_len) },
+            // SAFETY: the caller's contract.
+            || unsafe { arg_str(path, path_len, "path") },
+        )?;
         s.sandbox.delete(path)
     })
 }
@@ -1168,15 +1203,52 @@ pub unsafe extern "C" fn sg_sandbox_rename(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (s, from, to) = unsafe {
-            (
-                handle(sandbox, "sandbox")?,
-                arg_str(from, from_len, "from")?,
-                arg_str(to, to_len, "to")?,
-            )
-        };
+        let s = unsafe { handle(sandbox, "sandbox")? };
+        let (from, to) = audited_args(
+            s,
+            "rename",
+            // SAFETY: the caller's contract.
+            || unsafe { format!("{} -> {}", shown(from, from_len), shown(to, to_len)) },
+            // SAFETY: the caller's contract.
+            || unsafe { Ok((arg_str(from, from_len, "from")?, arg_str(to, to_len, "to")?)) },
+        )?;
         s.sandbox.rename(from, to)
     })
+}
+
+/// The bytes of a `(ptr, len)` argument as an audit record shows them:
+/// what is not UTF-8 replaced (U+FFFD); empty when they cannot be read
+/// (NULL with a length).
+///
+/// # Safety
+///
+/// As [`arg_bytes`].
+unsafe fn shown(ptr: *const c_char, len: usize) -> String {
+    // SAFETY: forwarded contract.
+    match unsafe { arg_bytes(ptr.cast(), len, "") } {
+        Ok(b) => String::from_utf8_lossy(b).into_owned(),
+        Err(_) => String::new(),
+    }
+}
+
+/// The text arguments of a call on a live sandbox (its names, pattern,
+/// old and new text, search options), read by `args`: what the agent
+/// asked for. A refusal of them here (text that is not UTF-8, a NULL
+/// pointer with a length) is reported as the sandbox reports its own
+/// refusal of a malformed name (`Sandbox::audit_refusal`): the audit
+/// callback hears of it as `op` on `shown`, and one operation of the
+/// `fs_ops` budget is spent, so an agent's bytes refused at this boundary
+/// leave the record and cost what they do through the Rust API (a name
+/// holding a NUL byte is passed on, and refused by the sandbox itself). An
+/// out-pointer is the host's own: one that is NULL is refused after, with
+/// no record and nothing spent.
+fn audited_args<T>(
+    s: &sg_sandbox,
+    op: &'static str,
+    shown: impl FnOnce() -> String,
+    args: impl FnOnce() -> Result<T, Error>,
+) -> Result<T, Error> {
+    args().map_err(|e| s.sandbox.audit_refusal(op, &shown(), e))
 }
 
 /// The arguments the search entry points share (`sg_sandbox_glob`,
@@ -1188,6 +1260,7 @@ pub unsafe extern "C" fn sg_sandbox_rename(
 /// As for those functions.
 unsafe fn search_args<'a>(
     sandbox: *const sg_sandbox,
+    op: &'static str,
     pattern: *const c_char,
     pattern_len: usize,
     path: *const c_char,
@@ -1195,13 +1268,35 @@ unsafe fn search_args<'a>(
     out: *mut sg_bytes,
 ) -> Result<(&'a sg_sandbox, &'a str, Option<&'a str>, &'a mut sg_bytes), Error> {
     // SAFETY: forwarded contract.
-    unsafe {
-        Ok((
-            handle(sandbox, "sandbox")?,
-            arg_str(pattern, pattern_len, "pattern")?,
-            arg_opt_str(path, path_len, "path")?,
-            out_ptr(out, "out")?,
-        ))
+    let s = unsafe { handle(sandbox, "sandbox")? };
+    let (pattern, path) = audited_args(
+        s,
+        op,
+        // SAFETY: forwarded contract.
+        || unsafe { shown_base(path, path_len) },
+        // SAFETY: forwarded contract.
+        || unsafe {
+            Ok((
+                arg_str(pattern, pattern_len, "pattern")?,
+                arg_opt_str(path, path_len, "path")?,
+            ))
+        },
+    )?;
+    // SAFETY: forwarded contract.
+    Ok((s, pattern, path, unsafe { out_ptr(out, "out")? }))
+}
+
+/// A search's base path as an audit record shows it: `.` when absent, as
+/// the sandbox records a search of the root.
+///
+/// # Safety
+///
+/// As [`arg_bytes`].
+unsafe fn shown_base(ptr: *const c_char, len: usize) -> String {
+    match ptr.is_null() {
+        true => ".".into(),
+        // SAFETY: forwarded contract.
+        false => unsafe { shown(ptr, len) },
     }
 }
 
@@ -1231,16 +1326,24 @@ unsafe fn grep_args<'a>(
     Error,
 > {
     // SAFETY: forwarded contract.
-    let (s, pattern, path, options, out) = unsafe {
-        (
-            handle(sandbox, "sandbox")?,
-            arg_str(pattern.0, pattern.1, "pattern")?,
-            arg_opt_str(path.0, path.1, "path")?,
-            arg_opt_str(options.0, options.1, "options")?,
-            out_ptr(out, "out")?,
-        )
-    };
-    Ok((s, pattern, path, grep_options(options)?, out))
+    let s = unsafe { handle(sandbox, "sandbox")? };
+    let (pattern, base, options) = audited_args(
+        s,
+        "grep",
+        // SAFETY: forwarded contract.
+        || unsafe { shown_base(path.0, path.1) },
+        // SAFETY: forwarded contract.
+        || unsafe {
+            let (pattern, base, options) = (
+                arg_str(pattern.0, pattern.1, "pattern")?,
+                arg_opt_str(path.0, path.1, "path")?,
+                arg_opt_str(options.0, options.1, "options")?,
+            );
+            Ok((pattern, base, grep_options(options)?))
+        },
+    )?;
+    // SAFETY: forwarded contract.
+    Ok((s, pattern, base, options, unsafe { out_ptr(out, "out")? }))
 }
 
 /// Paths matching the glob `pattern` below `path` (NULL: the root) in every
@@ -1274,7 +1377,7 @@ pub unsafe extern "C" fn sg_sandbox_glob(
     boundary(err, || {
         // SAFETY: the caller's contract.
         let (s, pattern, path, out) =
-            unsafe { search_args(sandbox, pattern, pattern_len, path, path_len, out)? };
+            unsafe { search_args(sandbox, "glob", pattern, pattern_len, path, path_len, out)? };
         put(out, json_bytes(json!(s.sandbox.glob(pattern, path)?)));
         Ok(())
     })
@@ -1361,7 +1464,7 @@ pub unsafe extern "C" fn sg_sandbox_glob_found_cancellable(
     boundary(err, || {
         // SAFETY: the caller's contract.
         let (s, pattern, path, out) =
-            unsafe { search_args(sandbox, pattern, pattern_len, path, path_len, out)? };
+            unsafe { search_args(sandbox, "glob", pattern, pattern_len, path, path_len, out)? };
         let never = std::sync::atomic::AtomicBool::new(false);
         // SAFETY: `signal` is NULL or a live abort signal (the caller's
         // contract).
@@ -1415,7 +1518,7 @@ pub unsafe extern "C" fn sg_sandbox_grep(
     boundary(err, || {
         // SAFETY: the caller's contract.
         let (s, pattern, path, out) =
-            unsafe { search_args(sandbox, pattern, pattern_len, path, path_len, out)? };
+            unsafe { search_args(sandbox, "grep", pattern, pattern_len, path, path_len, out)? };
         let max = (max_results != 0).then_some(max_results as usize);
         let matches: Vec<_> = s
             .sandbox

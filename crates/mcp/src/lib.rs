@@ -824,6 +824,35 @@ impl Server {
         cancel: Cancel,
     ) -> Result<tools::Answer, ErrorData> {
         let s = &*self.shared;
+        // Arguments that do not fit the tool are answered with invalid
+        // params, and recorded as the tool's other refusals are: the name
+        // it gave is taken before they are read (only where a sink hears).
+        let given = s.audit.as_ref().and_then(|_| audit_given(name, &args));
+        // A fetch is recorded by its fetcher, by the URL's origin only.
+        let url = (s.audit.is_some() && name == "fetch")
+            .then(|| args.get("url").and_then(|u| u.as_str()).map(str::to_owned));
+        self.dispatch(name, args, cancel).inspect_err(|e| {
+            if let (Some(url), Some(f)) = (&url, &s.fetcher) {
+                f.audit_refusal(url.as_deref(), sandgate::ErrorCode::Request);
+            }
+            if let Some((op, path)) = &given {
+                s.refused(
+                    op,
+                    path,
+                    sandgate::Error::new(sandgate::ErrorCode::Request, e.message.to_string()),
+                );
+            }
+        })
+    }
+
+    /// [`Server::run`]'s call of the tool, its arguments read.
+    fn dispatch(
+        &self,
+        name: &str,
+        args: serde_json::Value,
+        cancel: Cancel,
+    ) -> Result<tools::Answer, ErrorData> {
+        let s = &*self.shared;
         Ok(match name {
             "read_text_file" => tools::read_text_file(s, parse(args)?, &cancel.flag),
             "read_media_file" => tools::read_media_file(s, parse(args)?),
@@ -1063,6 +1092,34 @@ fn counts_lines(args: &serde_json::Value) -> bool {
 struct Cancel {
     flag: Arc<AtomicBool>,
     abort: Option<sandgate::exec::AbortSignal>,
+}
+
+/// What a call of tool `name` is recorded as when its arguments do not
+/// fit it: the op its sandbox, executor or fetcher call records, and the
+/// name it gave as far as it gave one (`from -> to` for a move). `None`
+/// for a tool that names nothing (or none this server has).
+fn audit_given(name: &str, args: &serde_json::Value) -> Option<(&'static str, String)> {
+    let text = |k: &str| args.get(k).and_then(|v| v.as_str()).unwrap_or_default();
+    let op = match name {
+        "read_text_file" | "read_media_file" | "read_multiple_files" => "read",
+        "write_file" => "write",
+        "edit_file" if args.get("dryRun").and_then(|v| v.as_bool()) == Some(true) => "edit_dry_run",
+        "edit_file" => "edit",
+        "create_directory" => "mkdir",
+        "list_directory" | "list_directory_with_sizes" | "directory_tree" => "list",
+        "move_file" => {
+            return Some((
+                "rename",
+                format!("{} -> {}", text("source"), text("destination")),
+            ))
+        }
+        "search_files" => "glob",
+        "get_file_info" => "stat",
+        "grep" => "grep",
+        "exec" => return Some(("exec", text("cwd").to_owned())),
+        _ => return None,
+    };
+    Some((op, text("path").to_owned()))
 }
 
 fn parse<T: DeserializeOwned>(args: serde_json::Value) -> Result<T, ErrorData> {

@@ -735,7 +735,9 @@ pub(crate) fn write_file(s: &Shared, a: WriteFile) -> Answer {
 }
 
 pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
-    let rel = s.write_name("edit", &a.path)?;
+    // Recorded as the sandbox records it: a dry run is no edit.
+    let op = if a.dry_run { "edit_dry_run" } else { "edit" };
+    let rel = s.write_name(op, &a.path)?;
     let edits: Vec<(&str, &str)> = a
         .edits
         .iter()
@@ -743,7 +745,7 @@ pub(crate) fn edit_file(s: &Shared, a: EditFile) -> Answer {
         .collect();
     if edits.is_empty() {
         return Err(s.refused(
-            "edit",
+            op,
             &rel,
             Error::new(ErrorCode::Request, "edits must hold at least one edit"),
         ));

@@ -855,6 +855,21 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// `host:port` or `[v6]:port`, the port required when `default` is None.
+/// The refusal of an authority that carries a user or password
+/// (`user:password@host`): the host and port after it (empty and 0 when
+/// they do not parse) and the reason, neither of which shows what came
+/// before the `@`, since the record goes to the audit and a refusal's text
+/// to logs. `None` when `auth` holds no `@`.
+fn userinfo_refused(auth: &str, default: Option<u16>) -> Option<(String, u16, String)> {
+    let (_, after) = auth.rsplit_once('@')?;
+    let (host, port) = split_authority(after, default).unwrap_or_default();
+    let why = format!(
+        "`…@{}` carries a user or password, which is refused",
+        after.escape_debug()
+    );
+    Some((host, port, why))
+}
+
 fn split_authority(auth: &str, default: Option<u16>) -> Option<(String, u16)> {
     if auth.is_empty() || auth.contains('@') {
         return None;
@@ -898,7 +913,13 @@ fn http(inner: &Inner, id: u64, client: &Arc<TcpStream>, mut c: Client<'_>) -> A
     if head.method.eq_ignore_ascii_case("CONNECT") {
         let mut r = record(Protocol::Connect, &head.target, 0);
         let Some((host, port)) = split_authority(&head.target, None) else {
-            let why = format!("`{}` is not a host:port", head.target.escape_debug());
+            let why = match userinfo_refused(&head.target, None) {
+                Some((host, port, why)) => {
+                    (r.host, r.port) = (host, port);
+                    why
+                }
+                None => format!("`{}` is not a host:port", head.target.escape_debug()),
+            };
             c.send(&status(400, "Bad Request", &why));
             r.reason = why;
             return r;
@@ -948,7 +969,13 @@ fn plain(
         path.to_owned()
     };
     let Some((host, port)) = split_authority(auth, Some(80)) else {
-        let why = format!("`{}` is not a host[:port]", auth.escape_debug());
+        let why = match userinfo_refused(auth, Some(80)) {
+            Some((host, port, why)) => {
+                (r.host, r.port) = (host, port);
+                why
+            }
+            None => format!("`{}` is not a host[:port]", auth.escape_debug()),
+        };
         refuse(&c, &mut r, 400, "Bad Request", why);
         return r;
     };
@@ -1244,8 +1271,15 @@ fn intercepted(
             return r;
         }
     };
-    r.allowed = true;
-    r.reason = format!("{} (intercepted: TLS ended at the proxy)", cleared.reason);
+    let admitted = format!("{} (intercepted: TLS ended at the proxy)", cleared.reason);
+    // What ended the connection short of the upstream: a refused request,
+    // or a failure before any request reached it (an upstream the roots
+    // do not trust, one that does not answer). The connection counts as
+    // admitted only when requests reached the upstream and none was
+    // refused: its record must not say `OK` where the request log says
+    // refused.
+    let mut refused: Option<String> = None;
+    let mut failed: Option<String> = None;
     let idle = inner.config.idle_timeout;
     let _ = client.set_read_timeout(Some(idle));
     let _ = client.set_write_timeout(Some(idle));
@@ -1258,6 +1292,7 @@ fn intercepted(
             Ok(None) => break,
             Err(why) => {
                 let _ = tls.write_all(&status(400, "Bad Request", &why));
+                refused = Some(why);
                 break;
             }
         };
@@ -1275,6 +1310,7 @@ fn intercepted(
             inner.record_request(rec);
             let _ = tls.write_all(&status(code, text, &why));
             let _ = tls.flush();
+            refused = Some(why);
             break;
         }
         let mut rec = Some(rec);
@@ -1308,6 +1344,7 @@ fn intercepted(
                     let _ = tls.write_all(&status(502, "Bad Gateway", &why));
                     let _ = tls.flush();
                 }
+                failed = Some(why);
                 break;
             }
         }
@@ -1315,6 +1352,19 @@ fn intercepted(
     drop_upstream(inner, id, &mut upstream);
     tls.conn.send_close_notify();
     let _ = tls.flush();
+    // Bytes up are counted once written to the upstream: none, and no
+    // request reached it.
+    let reached = r.bytes_up > 0;
+    (r.allowed, r.reason) = match (refused, failed) {
+        (Some(why), _) => (false, why),
+        (None, Some(why)) if !reached => (false, why),
+        (None, Some(why)) => (true, format!("{admitted}; then: {why}")),
+        (None, None) if !reached => (
+            false,
+            format!("{admitted}; the client sent no request, nothing reached {name}"),
+        ),
+        (None, None) => (true, admitted),
+    };
     r
 }
 
@@ -1556,9 +1606,12 @@ fn forward_one<S: Read + Write>(
                 let _ = tls.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
                 let _ = tls.flush();
             }
+            // Counted as it reaches the upstream: a body that breaks off
+            // is audited with what of it went.
             let mut left = body;
             let now = (buf.len() as u64).min(left) as usize;
             utls.write_all(&buf[..now]).map_err(up_err)?;
+            r.bytes_up += now as u64;
             buf.drain(..now);
             left -= now as u64;
             let mut chunk = vec![0u8; 64 * 1024];
@@ -1568,13 +1621,13 @@ fn forward_one<S: Read + Write>(
                     Ok(0) => return Err("the client closed inside its request body".into()),
                     Ok(n) => {
                         utls.write_all(&chunk[..n]).map_err(up_err)?;
+                        r.bytes_up += n as u64;
                         left -= n as u64;
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(read_failure("the client", "the request body", &e, idle)),
                 }
             }
-            r.bytes_up += body;
             utls.flush().map_err(up_err)?;
         } else if chunked {
             if expect && buf.is_empty() {
@@ -1590,10 +1643,10 @@ fn forward_one<S: Read + Write>(
                 idle,
                 trailers: false,
             };
-            let sent = src.relay(Body::Chunked, utls, "the client");
+            let sent = src.relay(Body::Chunked, utls, "the client", &mut r.bytes_up);
             *buf = src.buf;
             match sent {
-                Ok(n) => r.bytes_up += n,
+                Ok(()) => {}
                 Err(BodyError::Framing(why)) => {
                     // The client's framing is at fault, not the upstream:
                     // it is told so, and the upstream connection (holding
@@ -1702,7 +1755,7 @@ fn forward_one<S: Read + Write>(
         idle,
         trailers: true,
     };
-    r.bytes_down += src.relay(framing, tls, name)?;
+    src.relay(framing, tls, name, &mut r.bytes_down)?;
     let framed = framing != Body::UntilEof;
     // Bytes past the answer would be a second answer nobody asked for. A
     // connection that carried a body is not used again either: a server
@@ -1852,14 +1905,22 @@ impl<R: Read> Src<'_, R> {
         }
     }
 
-    /// Copies the body to `out`, exactly as framed. Answers the bytes.
-    fn relay<W: Write>(&mut self, body: Body, out: &mut W, name: &str) -> Result<u64, BodyError> {
+    /// Copies the body to `out`, exactly as framed, adding to `sent` the
+    /// bytes passed on as they go (so that a body that breaks off is
+    /// counted with what of it went).
+    fn relay<W: Write>(
+        &mut self,
+        body: Body,
+        out: &mut W,
+        name: &str,
+        sent: &mut u64,
+    ) -> Result<(), BodyError> {
         let mut chunk = vec![0u8; 64 * 1024];
-        let mut sent = 0u64;
         let mut put = |out: &mut W, bytes: &[u8]| -> Result<(), BodyError> {
-            sent += bytes.len() as u64;
             out.write_all(bytes)
-                .map_err(|e| BodyError::Io(format!("cannot pass a body on: {e}")))
+                .map_err(|e| BodyError::Io(format!("cannot pass a body on: {e}")))?;
+            *sent += bytes.len() as u64;
+            Ok(())
         };
         match body {
             Body::Empty => {}
@@ -1926,7 +1987,7 @@ impl<R: Read> Src<'_, R> {
                 put(out, b"\r\n")?;
             },
         }
-        Ok(sent)
+        Ok(())
     }
 
     fn exact<W: Write>(

@@ -164,7 +164,10 @@ pub struct AuditRecord {
     /// The address connected to (or that was about to be, when the
     /// connection failed); `None` when nothing was dialled.
     pub address: Option<SocketAddr>,
-    /// Whether the target was admitted and connected to.
+    /// Whether the target was admitted and connected to. For an
+    /// intercepted host: whether requests reached it and none was refused
+    /// (a connection that ended on a refused request, or reached no
+    /// upstream, is not).
     pub allowed: bool,
     /// Why: the entry that admitted it, or what refused it.
     pub reason: String,

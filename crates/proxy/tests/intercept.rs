@@ -2144,3 +2144,164 @@ fn proxy20_a_request_hidden_in_an_ignored_body_is_not_acted_on() {
     );
     assert_eq!(acted, ["GET /a HTTP/1.1", "GET /a HTTP/1.1"]);
 }
+
+/// The connection records, once `n` of them are kept (a record is made as
+/// its connection's thread ends, after the client saw the answer).
+fn audit20_records(proxy: &Proxy, n: usize) -> Vec<sandgate_proxy::AuditRecord> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let audit = proxy.audit();
+        if audit.len() >= n || std::time::Instant::now() > deadline {
+            return audit;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn audit20_an_intercepted_connection_that_reached_no_upstream_is_not_audited_as_admitted() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_but_secret(port, &pem);
+    // Every request of the connection refused by the rules.
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET /repos/org/secret/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    drop(tls);
+    let audit = audit20_records(&s.proxy, 1);
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(up.conns.load(Ordering::SeqCst), 0);
+    assert!(
+        !audit[0].allowed,
+        "a connection whose only request was refused is audited as admitted: {audit:?}"
+    );
+    assert!(audit[0].reason.contains("net.rules[1]"), "{audit:?}");
+    assert_eq!(audit[0].address, None, "nothing was dialled: {audit:?}");
+
+    // An upstream the roots do not trust: nothing was sent to it.
+    let (_, other_cfg) = test_ca();
+    let untrusted = upstream(other_cfg);
+    let port = untrusted.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(&mut tls, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    drop(tls);
+    let audit = audit20_records(&s.proxy, 1);
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert!(
+        !audit[0].allowed,
+        "a connection to an untrusted upstream is audited as admitted: {audit:?}"
+    );
+    assert!(audit[0].reason.contains("certificate"), "{audit:?}");
+    assert_eq!(audit[0].bytes_up, 0, "{audit:?}");
+
+    // One request forwarded, then one refused: the refusal is what the
+    // connection's record says, with the bytes that did move.
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = org_but_secret(port, &pem);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    let (head, _) = request(
+        &mut tls,
+        "GET /repos/org/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (head, _) = request(
+        &mut tls,
+        "GET /repos/org/secret/x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    drop(tls);
+    let audit = audit20_records(&s.proxy, 1);
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(up.conns.load(Ordering::SeqCst), 1);
+    assert!(
+        !audit[0].allowed && audit[0].reason.contains("net.rules[1]"),
+        "a connection that ended on a refused request is audited as admitted: {audit:?}"
+    );
+    assert!(audit[0].address.is_some(), "{audit:?}");
+    assert!(
+        audit[0].bytes_up > 0 && audit[0].bytes_down > 0,
+        "{audit:?}"
+    );
+}
+
+/// A connection's bytes are what moved, also when a body broke off: the
+/// part of a request body written to the upstream before the client went
+/// away, and the part of an answer passed to the client before the
+/// upstream went away, are counted (they reached the other side).
+#[test]
+fn audit20_the_bytes_of_a_body_that_broke_off_are_counted() {
+    // A request body cut short by the client: the upstream got its head
+    // and the body's first 40,000 bytes.
+    let (pem, cfg) = test_ca();
+    let raw = raw_upstream(cfg);
+    let port = raw.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.write_all(b"PUT /x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000\r\n\r\n")
+        .unwrap();
+    tls.write_all(&[b'a'; 40_000]).unwrap();
+    tls.flush().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while raw.got.lock().unwrap().len() < 40_000 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    tls.conn.send_close_notify();
+    let _ = tls.flush();
+    drop(tls);
+    let audit = audit20_records(&s.proxy, 1);
+    let got = raw.got.lock().unwrap().len() as u64;
+    assert!(got > 40_000, "{got}");
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(
+        audit[0].bytes_up, got,
+        "the upstream got {got} bytes, the audit says {}: {audit:?}",
+        audit[0].bytes_up
+    );
+
+    // An answer cut short by the upstream: the client got its head and
+    // the body's first 60,000 bytes.
+    let (pem, cfg) = test_ca();
+    let config = Arc::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let Ok((stream, _)) = listener.accept() else {
+            return;
+        };
+        let conn = rustls::ServerConnection::new(config).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, stream);
+        let mut buf = Vec::new();
+        if next_head(&mut tls, &mut buf).is_none() {
+            return;
+        }
+        let _ = tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
+        let _ = tls.write_all(&[b'b'; 60_000]);
+        tls.conn.send_close_notify();
+        let _ = tls.flush();
+    });
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.write_all(b"GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    tls.flush().unwrap();
+    let mut back = Vec::new();
+    let _ = tls.read_to_end(&mut back);
+    assert!(back.len() > 60_000, "{}", back.len());
+    let audit = audit20_records(&s.proxy, 1);
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(
+        audit[0].bytes_down,
+        back.len() as u64,
+        "the client got {} bytes, the audit says {}: {audit:?}",
+        back.len(),
+        audit[0].bytes_down
+    );
+}

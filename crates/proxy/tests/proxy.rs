@@ -1042,3 +1042,47 @@ fn proxy20_a_client_silent_while_the_server_talks_is_still_judged() {
     assert!(!r.allowed && r.reason.contains("evil.example"), "{r:?}");
     p.stop();
 }
+
+/// A target refused as malformed is audited without the user and password
+/// it carried (`user:pw@host`): the connection's record, kept and handed to
+/// the executor's audit sink, never holds a credential.
+#[test]
+fn audit20_a_refused_target_s_user_and_password_never_reach_the_audit() {
+    let (p, addr) = proxy(&["localhost".to_owned()], |_| {});
+    let answer = exchange(
+        addr,
+        b"CONNECT alice:Pw0rdSecret@localhost:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    let answer = exchange(
+        addr,
+        b"GET http://alice:Pw0rdSecret@localhost/x HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    wait_until("two records", || p.audit().len() == 2);
+    let audit = p.audit();
+    assert!(audit.iter().all(|r| !r.allowed), "{audit:?}");
+    // What was asked for is still named: the host and port after the `@`.
+    assert_eq!(
+        (audit[0].host.as_str(), audit[0].port),
+        ("localhost", 443),
+        "{audit:?}"
+    );
+    assert_eq!(
+        (audit[1].host.as_str(), audit[1].port),
+        ("localhost", 80),
+        "{audit:?}"
+    );
+    assert!(
+        audit.iter().all(|r| r.reason.contains("user or password")),
+        "{audit:?}"
+    );
+    assert!(
+        !format!("{audit:?}").contains("Pw0rdSecret"),
+        "a credential in the audit: {audit:?}"
+    );
+    assert!(
+        !answer.contains("Pw0rdSecret"),
+        "the refusal echoes the credential: {answer}"
+    );
+}

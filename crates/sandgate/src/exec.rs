@@ -197,7 +197,11 @@ fn connection_audit(
         sink(&AuditEvent {
             op: "connect",
             path,
-            size: r.allowed.then(|| r.bytes_up + r.bytes_down),
+            // The bytes relayed, whenever any were: a connection refused
+            // after some moved (an intercepted one ended on a refused
+            // request, an opaque one whose first flight was refused after
+            // the server spoke) is not recorded as if none had.
+            size: (r.allowed || r.bytes_up + r.bytes_down > 0).then(|| r.bytes_up + r.bytes_down),
             time: std::time::SystemTime::now(),
             outcome: if r.allowed {
                 ErrorCode::Ok
@@ -1188,7 +1192,8 @@ impl Executor {
     /// the limit that stopped the command. Never the command's text or
     /// output. Each connection a command makes through the egress proxy
     /// is reported too, as it ends: `op` `connect`, `path` the `host:port`
-    /// asked for, `size` the bytes relayed, `outcome` `OK` or
+    /// asked for, `size` the bytes relayed (also by one refused after
+    /// some moved), `outcome` `OK` or
     /// `E_NET_DENIED`; never its path, query or bytes. Those reports come
     /// from the proxy's threads; none is made once [`dispose`](Self::dispose)
     /// (or drop) has returned, and this call waits for one under way. A

@@ -595,6 +595,20 @@ impl Sandbox {
         result
     }
 
+    /// Reports a call that a door refused before the sandbox saw it (the
+    /// C ABI's refusal of a name that is not UTF-8) as the sandbox reports
+    /// its own refusal of a malformed name: it spends one operation of the
+    /// `fs_ops` budget, and the audit sink hears of it with `op`, `path`
+    /// as given (what is not text replaced) and the refusal's code. A
+    /// spent budget or a closed sandbox answers as for any call. Answers
+    /// the refusal.
+    pub fn audit_refusal(&self, op: &'static str, path: &str, e: Error) -> Error {
+        match self.op(op, path, |_, _| Err::<std::convert::Infallible, Error>(e)) {
+            Err(e) => e,
+            Ok(never) => match never {},
+        }
+    }
+
     /// Whether [`read`](Self::read) of `path` would succeed, and from
     /// which read root, decided by the checks `read` makes (the name, the
     /// granted roots in order, the kind and the byte cap) without reading
@@ -994,7 +1008,9 @@ impl Sandbox {
         request_ok: impl FnOnce() -> Result<(), Error>,
         change: impl FnOnce(&Inner, &RelPath, &[u8], &str) -> Result<Vec<u8>, Error>,
     ) -> Result<Vec<u8>, Error> {
-        self.op("edit", path, |inner, ctx| {
+        // A dry run writes nothing: its record must not read as an edit.
+        let op = if dry_run { "edit_dry_run" } else { "edit" };
+        self.op(op, path, |inner, ctx| {
             let rel = RelPath::parse(path)?;
             ctx.path(|| rel.as_str().to_owned());
             let wr = inner.write_root_for(&rel, "edit")?;

@@ -13,7 +13,9 @@
 //! is bytes: blank lines and lines starting with `#` are skipped without an
 //! answer, and a line that is not UTF-8 is answered with `E_REQUEST`.
 
+use std::cell::Cell;
 use std::fmt;
+use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -91,6 +93,9 @@ pub fn duplicated_key(text: &str) -> Option<String> {
 struct Fields {
     op: String,
     map: Vec<(String, Value)>,
+    /// Set once every field was read ([`Fields::done`]): a refusal after
+    /// that comes from the sandbox, which audited it.
+    read: Rc<Cell<bool>>,
 }
 
 fn bad(message: impl Into<String>) -> Error {
@@ -140,9 +145,49 @@ impl Fields {
     /// Refuses whatever key the op did not take.
     fn done(self) -> Result<(), Error> {
         match self.map.first() {
-            None => Ok(()),
+            None => {
+                self.read.set(true);
+                Ok(())
+            }
             Some((k, _)) => Err(bad(format!("unknown key `{k}` for op `{}`", self.op))),
         }
+    }
+}
+
+/// The sandbox's name for a file request's op (`None` for the others).
+fn file_op(op: &str) -> Option<&'static str> {
+    Some(match op {
+        "read" => "read",
+        "write" => "write",
+        "edit" => "edit",
+        "list" => "list",
+        "stat" => "stat",
+        "mkdir" => "mkdir",
+        "delete" => "delete",
+        "rename" => "rename",
+        "glob" => "glob",
+        "grep" => "grep",
+        _ => return None,
+    })
+}
+
+/// The name a file request gave, as the sandbox records it: `path`
+/// (empty when it is not a string), `from -> to` for a rename, `.` for a
+/// search with no base.
+fn given_name(op: &str, map: &[(String, Value)]) -> String {
+    let text = |k: &str| {
+        map.iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.as_str())
+    };
+    match op {
+        "rename" => format!(
+            "{} -> {}",
+            text("from").unwrap_or_default(),
+            text("to").unwrap_or_default()
+        ),
+        "glob" | "grep" if map.iter().all(|(n, _)| n != "path") => ".".into(),
+        _ => text("path").unwrap_or_default().to_owned(),
     }
 }
 
@@ -298,9 +343,14 @@ impl ToolSession {
             },
             None => return error_answer(&bad("a request needs `op`")),
         };
+        // What a file request names, for the record of one refused before
+        // the sandbox saw it.
+        let given = file_op(&op).map(|op| (op, given_name(op, &map)));
+        let read = Rc::new(Cell::new(false));
         let fields = Fields {
             op: op.clone(),
             map,
+            read: Rc::clone(&read),
         };
         if op == "fetch" {
             return self.fetch(fields);
@@ -310,7 +360,15 @@ impl ToolSession {
                 answer.insert("ok".into(), Value::Bool(true));
                 Value::Object(answer)
             }
-            Err(e) => error_answer(&e),
+            // Fields that do not fit are refused here, before the sandbox
+            // saw the request: it is audited (and spends the budget) as the
+            // sandbox's own refusal of a bad name is.
+            Err(e) => match given {
+                Some((op, name)) if !read.get() => {
+                    error_answer(&self.sandbox.audit_refusal(op, &name, e))
+                }
+                _ => error_answer(&e),
+            },
         }
     }
 
@@ -437,12 +495,12 @@ impl ToolSession {
                     gitignore: f.opt_bool("gitignore")?.unwrap_or(false),
                     cancel: Some(Arc::clone(&self.cancel)),
                 };
-                f.done()?;
                 if opts.mode != crate::search::GrepMode::Lines
                     && (opts.before > 0 || opts.after > 0)
                 {
                     return Err(bad("`before` and `after` apply to mode `lines` only"));
                 }
+                f.done()?;
                 let found = sb.grep_found(&pattern, path.as_deref(), &opts)?;
                 grep_answer(&mut out, found.results, &opts);
                 put_cut(&mut out, found.cut);
@@ -608,6 +666,7 @@ pub fn fetch_json_cancellable(
             fetch_request(Fields {
                 op: "fetch".to_owned(),
                 map,
+                read: Rc::default(),
             })
         });
     match parsed {

@@ -930,3 +930,87 @@ fn cred18_a_value_with_blanks_at_its_ends_is_refused_at_start() {
     }
     assert!(up.heads.lock().unwrap().is_empty());
 }
+
+/// The audit sink's `connect` records of intercepted connections match
+/// what the request log says: one that ended on a refused request is
+/// `E_NET_DENIED`, with the bytes it did relay before the refusal; one
+/// whose only request was refused is `E_NET_DENIED` with nothing relayed.
+#[test]
+fn audit20_a_refused_intercepted_connection_is_audited_refused_with_its_bytes() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let Some(f) = executor(
+        "audit20 refused connection",
+        vec![credential(port)],
+        vec![rule(port, &["GET"], &["/repos/org/"], "allow")],
+        &pem,
+    ) else {
+        return;
+    };
+    let events: Arc<Mutex<Vec<sandgate::AuditEvent>>> = Arc::default();
+    let seen = Arc::clone(&events);
+    f.ex.set_audit_sink(Some(Arc::new(move |e: &sandgate::AuditEvent| {
+        seen.lock().unwrap().push(e.clone());
+    })));
+    let url = format!("https://localhost:{port}");
+    // One connection: a request admitted, then one refused (curl reuses
+    // the connection for the second URL).
+    let r = run(
+        &f,
+        &format!(
+            "{CURL} -s --max-time 20 -w '%{{http_code}}\\n' -o /dev/null -o /dev/null \
+             {url}/repos/org/x {url}/repos/other/x"
+        ),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "200\n403\n",
+        "{}",
+        text(&r)
+    );
+    assert_eq!(up.conns.load(Ordering::SeqCst), 1);
+    let connects = || -> Vec<sandgate::AuditEvent> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let c: Vec<_> = events
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|e| e.op == "connect")
+                .cloned()
+                .collect();
+            if !c.is_empty() || std::time::Instant::now() > deadline {
+                return c;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let c = connects();
+    assert_eq!(c.len(), 1, "{c:?} {:?}", f.ex.net_audit());
+    assert_eq!(c[0].path, format!("localhost:{port}"));
+    assert_eq!(
+        c[0].outcome,
+        sandgate::ErrorCode::NetDenied,
+        "a connection that ended on a refused request is audited as {:?}: {:?}",
+        c[0].outcome,
+        f.ex.net_requests()
+    );
+    assert!(
+        c[0].size.is_some_and(|n| n > 0),
+        "the bytes relayed before the refusal are missing: {c:?}"
+    );
+    // Only a refused request: refused, nothing relayed.
+    events.lock().unwrap().clear();
+    let r = run(
+        &f,
+        &format!("{CURL} -s --max-time 20 -o /dev/null -w '%{{http_code}}\\n' {url}/repos/x"),
+    );
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "403\n", "{}", text(&r));
+    let c = connects();
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].outcome, sandgate::ErrorCode::NetDenied, "{c:?}");
+    assert_eq!(c[0].size, None, "{c:?}");
+    assert_eq!(up.conns.load(Ordering::SeqCst), 1);
+    f.ex.dispose();
+}

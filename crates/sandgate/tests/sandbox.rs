@@ -994,6 +994,43 @@ fn audit_sees_every_operation_and_no_content() {
     assert!(!format!("{ev:?}").contains("SECRET-CONTENT"));
 }
 
+/// A dry run changes nothing, and its record must not say a file was
+/// edited: an operator reading `edit`/`OK` after an incident takes the
+/// file for changed. It is recorded as `edit_dry_run`, with no size
+/// (nothing was written); a real edit stays `edit` with the bytes
+/// written.
+#[test]
+fn audit20_an_edit_dry_run_is_not_recorded_as_an_edit() {
+    let fx = Fx::new();
+    fx.put("ws/e.txt", "one two\n");
+    let events: Arc<Mutex<Vec<AuditEvent>>> = Arc::default();
+    let sink = Arc::clone(&events);
+    let sb = fx
+        .builder()
+        .allow_overwrite(true)
+        .audit(move |e| sink.lock().unwrap().push(e.clone()))
+        .build()
+        .unwrap();
+    sb.edit_many("e.txt", &[("one", "three")], true).unwrap();
+    assert_eq!(fs::read_to_string(fx.p("ws/e.txt")).unwrap(), "one two\n");
+    let _ = sb.edit_many("e.txt", &[("absent", "x")], true);
+    sb.edit_many("e.txt", &[("one", "three")], false).unwrap();
+    assert_eq!(fs::read_to_string(fx.p("ws/e.txt")).unwrap(), "three two\n");
+    let ev = events.lock().unwrap();
+    let got: Vec<(&str, &str, Option<u64>, ErrorCode)> = ev
+        .iter()
+        .map(|e| (e.op, e.path.as_str(), e.size, e.outcome))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("edit_dry_run", "e.txt", None, ErrorCode::Ok),
+            ("edit_dry_run", "e.txt", None, ErrorCode::EditNoMatch),
+            ("edit", "e.txt", Some(10), ErrorCode::Ok),
+        ]
+    );
+}
+
 #[test]
 fn budget_is_exact_under_concurrency() {
     let fx = Fx::new();
@@ -2712,6 +2749,69 @@ fn audit_sees_calls_refused_after_close() {
 fn endpoint(sb: Sandbox, requests: &[serde_json::Value]) -> Vec<serde_json::Value> {
     let session = sandgate::ToolSession::new(sb, serde_json::json!({}));
     requests.iter().map(|r| session.handle_value(r)).collect()
+}
+
+/// A JSON-endpoint file request whose fields do not fit (a name that is
+/// not a string, an unknown key, a missing name) is refused before the
+/// sandbox sees it, and is audited (and spends the budget) as the
+/// sandbox's own refusal of a bad name: one record per request, with the
+/// name it gave.
+#[test]
+fn audit20_an_endpoint_request_with_bad_fields_is_audited() {
+    use serde_json::json;
+    let fx = Fx::new();
+    fx.put("in/a.txt", "x");
+    let events: Arc<Mutex<Vec<AuditEvent>>> = Arc::default();
+    let sink = Arc::clone(&events);
+    let sb = fx
+        .builder()
+        .fs_ops_budget(Some(5))
+        .audit(move |e| sink.lock().unwrap().push(e.clone()))
+        .build()
+        .unwrap();
+    let answers = endpoint(
+        sb,
+        &[
+            json!({"op": "read", "path": "a.txt", "bogus": 1}),
+            json!({"op": "write", "path": 7, "content": "x"}),
+            json!({"op": "rename", "from": "a.txt"}),
+            json!({"op": "grep", "pattern": "x", "mode": "files", "before": 1}),
+            json!({"op": "stat", "path": "a.txt"}),
+            json!({"op": "read", "path": "a.txt"}),
+        ],
+    );
+    let codes: Vec<&str> = answers
+        .iter()
+        .map(|a| a["error"]["code"].as_str().unwrap_or("OK"))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "E_REQUEST",
+            "E_REQUEST",
+            "E_REQUEST",
+            "E_REQUEST",
+            "OK",
+            "E_DENIED"
+        ],
+        "{answers:?}"
+    );
+    let got: Vec<(&str, String, ErrorCode)> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| (e.op, e.path.clone(), e.outcome))
+        .collect();
+    let want = [
+        ("read", "a.txt", ErrorCode::Request),
+        ("write", "", ErrorCode::Request),
+        ("rename", "a.txt -> ", ErrorCode::Request),
+        ("grep", ".", ErrorCode::Request),
+        ("stat", "a.txt", ErrorCode::Ok),
+        ("read", "a.txt", ErrorCode::Denied),
+    ]
+    .map(|(op, p, c)| (op, p.to_owned(), c));
+    assert_eq!(got, want);
 }
 
 /// A grep that stops at its `max_results` says so (`truncated`, and

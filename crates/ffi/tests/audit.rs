@@ -1,0 +1,160 @@
+//! The C ABI's sandbox calls are audited as the Rust API's are, a call
+//! refused at the boundary included: an agent's path that is not UTF-8
+//! reaches the audit callback and spends the `fs_ops` budget, as a path
+//! holding a NUL byte (which the boundary passes on) does through both.
+//!
+//! The shared library is loaded with `dlopen`, as a C host loads it.
+
+use std::ffi::{c_char, c_void, CString};
+use std::sync::Mutex;
+
+use facade::ErrorCode;
+
+#[path = "support/library.rs"]
+mod library;
+
+type Status = u32;
+
+#[repr(C)]
+struct AuditEvent {
+    op: *const c_char,
+    path: *const c_char,
+    path_len: usize,
+    size: u64,
+    has_size: bool,
+    outcome: Status,
+    time_sec: i64,
+    time_nsec: u32,
+    has_exit_code: bool,
+    exit_code: i32,
+    limit: *const c_char,
+}
+
+type AuditFn = unsafe extern "C" fn(*mut c_void, *const AuditEvent);
+
+/// What the callback heard: op, path, outcome.
+static HEARD: Mutex<Vec<(String, String, Status)>> = Mutex::new(Vec::new());
+
+unsafe extern "C" fn on_audit(_user: *mut c_void, e: *const AuditEvent) {
+    // SAFETY: the library passes a valid event for the call's duration.
+    let e = unsafe { &*e };
+    // SAFETY: `op` is NUL-terminated, `path` is `path_len` bytes.
+    let (op, path) = unsafe {
+        (
+            std::ffi::CStr::from_ptr(e.op)
+                .to_string_lossy()
+                .into_owned(),
+            std::slice::from_raw_parts(e.path.cast::<u8>(), e.path_len),
+        )
+    };
+    let path = std::str::from_utf8(path)
+        .expect("an audit event's path is UTF-8")
+        .to_owned();
+    HEARD.lock().unwrap().push((op, path, e.outcome));
+}
+
+/// The library's function `name`, as type `T` (a function pointer).
+unsafe fn sym<T: Copy>(lib: *mut c_void, name: &str) -> T {
+    let c = CString::new(name).unwrap();
+    // SAFETY: `lib` is a live handle from dlopen.
+    let p = unsafe { libc::dlsym(lib, c.as_ptr()) };
+    assert!(!p.is_null(), "{name} is not exported");
+    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: the caller names the function's true type.
+    unsafe { std::mem::transmute_copy(&p) }
+}
+
+#[test]
+fn audit20_a_path_refused_at_the_boundary_is_audited_and_spends_the_budget() {
+    let lib_path = CString::new(library::library().to_str().unwrap()).unwrap();
+    // SAFETY: loading the library under test.
+    let lib = unsafe { libc::dlopen(lib_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!lib.is_null(), "cannot load {lib_path:?}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a"), "content").unwrap();
+    let root = dir.path().to_str().unwrap();
+    type Opts = *mut c_void;
+    type Err = *mut *mut c_void;
+    // SAFETY: the signatures of include/sandgate.h.
+    unsafe {
+        let options_new: unsafe extern "C" fn() -> Opts = sym(lib, "sg_sandbox_options_new");
+        let add_read_root: unsafe extern "C" fn(Opts, *const c_char, usize, Err) -> Status =
+            sym(lib, "sg_sandbox_options_add_read_root");
+        let set_budget: unsafe extern "C" fn(Opts, u64, Err) -> Status =
+            sym(lib, "sg_sandbox_options_set_fs_ops_budget");
+        let set_audit: unsafe extern "C" fn(Opts, Option<AuditFn>, *mut c_void, Err) -> Status =
+            sym(lib, "sg_sandbox_options_set_audit");
+        let options_free: unsafe extern "C" fn(Opts) = sym(lib, "sg_sandbox_options_free");
+        let sandbox_new: unsafe extern "C" fn(Opts, *mut *mut c_void, Err) -> Status =
+            sym(lib, "sg_sandbox_new");
+        let sandbox_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_sandbox_free");
+        let read: unsafe extern "C" fn(
+            *mut c_void,
+            *const u8,
+            usize,
+            *mut [usize; 2],
+            Err,
+        ) -> Status = sym(lib, "sg_sandbox_read");
+        let rename: unsafe extern "C" fn(
+            *mut c_void,
+            *const u8,
+            usize,
+            *const u8,
+            usize,
+            Err,
+        ) -> Status = sym(lib, "sg_sandbox_rename");
+        let bytes_free: unsafe extern "C" fn(*mut [usize; 2]) = sym(lib, "sg_bytes_free");
+        let stat: unsafe extern "C" fn(*mut c_void, *const u8, usize, *mut c_void, Err) -> Status =
+            sym(lib, "sg_sandbox_stat");
+
+        let o = options_new();
+        let null = std::ptr::null_mut();
+        assert_eq!(add_read_root(o, root.as_ptr().cast(), root.len(), null), 0);
+        assert_eq!(set_budget(o, 3, null), 0);
+        assert_eq!(set_audit(o, Some(on_audit), std::ptr::null_mut(), null), 0);
+        let mut sb = std::ptr::null_mut();
+        assert_eq!(sandbox_new(o, &mut sb, null), 0);
+        options_free(o);
+
+        let mut out = [0usize; 2];
+        // Not UTF-8: refused at the boundary.
+        let bad = b"a\xffb";
+        let st = read(sb, bad.as_ptr(), bad.len(), &mut out, null);
+        assert_eq!(st, ErrorCode::Request.value());
+        // A NUL byte: passed on, refused by the sandbox.
+        let nul = b"a\0b";
+        let st = read(sb, nul.as_ptr(), nul.len(), &mut out, null);
+        assert_eq!(st, ErrorCode::PathInvalid.value());
+        // A rename whose source is not UTF-8.
+        let st = rename(sb, bad.as_ptr(), bad.len(), b"c".as_ptr(), 1, null);
+        assert_eq!(st, ErrorCode::Request.value());
+        // A NULL out-pointer is the host's own bug, not an agent's bytes:
+        // refused with no record and nothing spent.
+        let st = stat(sb, b"a".as_ptr(), 1, std::ptr::null_mut(), null);
+        assert_eq!(st, ErrorCode::Request.value());
+        // Three calls spent the budget of three.
+        let st = read(sb, b"a".as_ptr(), 1, &mut out, null);
+        bytes_free(&mut out);
+        sandbox_free(sb);
+        let heard = HEARD.lock().unwrap().clone();
+        assert_eq!(
+            heard,
+            [
+                (
+                    "read".into(),
+                    "a\u{fffd}b".into(),
+                    ErrorCode::Request.value()
+                ),
+                ("read".into(), "a\0b".into(), ErrorCode::PathInvalid.value()),
+                (
+                    "rename".into(),
+                    "a\u{fffd}b -> c".into(),
+                    ErrorCode::Request.value()
+                ),
+                ("read".into(), "a".into(), ErrorCode::Denied.value()),
+            ],
+            "a call refused at the boundary is audited as the sandbox audits its own"
+        );
+        assert_eq!(st, ErrorCode::Denied.value(), "the budget was not spent");
+    }
+}
