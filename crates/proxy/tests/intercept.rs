@@ -2097,6 +2097,13 @@ fn proxy20_a_request_hidden_in_an_ignored_body_is_not_acted_on() {
                     if close {
                         tls.conn.send_close_notify();
                         let _ = tls.flush();
+                        // A lingering close, as servers make it: closed
+                        // with the ignored body still unread, the socket
+                        // would send a reset, which can reach the proxy
+                        // before it has read the answer, and lose it.
+                        let _ = tls.sock.shutdown(std::net::Shutdown::Write);
+                        let mut rest = [0u8; 4096];
+                        while matches!(tls.sock.read(&mut rest), Ok(n) if n > 0) {}
                         return;
                     }
                 }
@@ -2125,14 +2132,14 @@ fn proxy20_a_request_hidden_in_an_ignored_body_is_not_acted_on() {
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
     let hidden = "DELETE /admin HTTP/1.1\r\nHost: localhost\r\n\r\n";
-    let (head, _) = request(
+    let (head, body) = request(
         &mut tls,
         &format!(
             "GET /a HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{hidden}",
             hidden.len()
         ),
     );
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}{body}");
     // The next request on the client's connection is still served.
     let (head, body) = request(&mut tls, "GET /a HTTP/1.1\r\nHost: localhost\r\n\r\n");
     assert!(head.starts_with("HTTP/1.1 200") && body == "ok", "{head}");
