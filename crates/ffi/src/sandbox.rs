@@ -732,14 +732,8 @@ pub unsafe extern "C" fn sg_sandbox_read(
     boundary(err, || {
         // SAFETY: the caller's contract.
         let s = unsafe { handle(sandbox, "sandbox")? };
-        let path = audited_args(
-            s,
-            "read",
-            // SAFETY: the caller's contract.
-            || unsafe { shown(path, path_len) },
-            // SAFETY: the caller's contract.
-            || unsafe { arg_str(path, path_len, "path") },
-        )?;
+        // SAFETY: the caller's contract.
+        let path = unsafe { audited_path(s, "read", path, path_len)? };
         // SAFETY: the caller's contract.
         let out = unsafe { out_ptr(out, "out")? };
         put(out, sg_bytes::from_vec(s.sandbox.read(path)?));
@@ -841,14 +835,8 @@ pub unsafe extern "C" fn sg_sandbox_read_lines_cancellable(
     boundary(err, || {
         // SAFETY: the caller's contract.
         let s = unsafe { handle(sandbox, "sandbox")? };
-        let path = audited_args(
-            s,
-            "read",
-            // SAFETY: the caller's contract.
-            || unsafe { shown(path, path_len) },
-            // SAFETY: the caller's contract.
-            || unsafe { arg_str(path, path_len, "path") },
-        )?;
+        // SAFETY: the caller's contract.
+        let path = unsafe { audited_path(s, "read", path, path_len)? };
         // SAFETY: the caller's contract.
         let (content, info) = unsafe { (out_ptr(content, "content")?, out_ptr(info, "info")?) };
         let offset = if offset == 0 {
@@ -1027,14 +1015,8 @@ pub unsafe extern "C" fn sg_sandbox_list(
     boundary(err, || {
         // SAFETY: the caller's contract.
         let s = unsafe { handle(sandbox, "sandbox")? };
-        let path = audited_args(
-            s,
-            "list",
-            // SAFETY: the caller's contract.
-            || unsafe { shown(path, path_len) },
-            // SAFETY: the caller's contract.
-            || unsafe { arg_str(path, path_len, "path") },
-        )?;
+        // SAFETY: the caller's contract.
+        let path = unsafe { audited_path(s, "list", path, path_len)? };
         // SAFETY: the caller's contract.
         let out = unsafe { out_ptr(out, "out")? };
         let entries: Vec<_> = s
@@ -1074,14 +1056,8 @@ pub unsafe extern "C" fn sg_sandbox_stat(
     boundary(err, || {
         // SAFETY: the caller's contract.
         let s = unsafe { handle(sandbox, "sandbox")? };
-        let path = audited_args(
-            s,
-            "stat",
-            // SAFETY: the caller's contract.
-            || unsafe { shown(path, path_len) },
-            // SAFETY: the caller's contract.
-            || unsafe { arg_str(path, path_len, "path") },
-        )?;
+        // SAFETY: the caller's contract.
+        let path = unsafe { audited_path(s, "stat", path, path_len)? };
         // SAFETY: the caller's contract.
         let out = unsafe { out_ptr(out, "out")? };
         let st = s.sandbox.stat(path)?;
@@ -1129,14 +1105,8 @@ pub unsafe extern "C" fn sg_sandbox_mkdir(
     boundary(err, || {
         // SAFETY: the caller's contract.
         let s = unsafe { handle(sandbox, "sandbox")? };
-        let path = audited_args(
-            s,
-            "mkdir",
-            // SAFETY: the caller's contract.
-            || unsafe { shown(path, path_len) },
-            // SAFETY: the caller's contract.
-            || unsafe { arg_str(path, path_len, "path") },
-        )?;
+        // SAFETY: the caller's contract.
+        let path = unsafe { audited_path(s, "mkdir", path, path_len)? };
         s.sandbox.mkdir(path)
     })
 }
@@ -1166,14 +1136,8 @@ pub unsafe extern "C" fn sg_sandbox_delete(
     boundary(err, || {
         // SAFETY: the caller's contract.
         let s = unsafe { handle(sandbox, "sandbox")? };
-        let path = audited_args(
-            s,
-            "delete",
-            // SAFETY: the caller's contract.
-            || unsafe { shown(path, path_len) },
-            // SAFETY: the caller's contract.
-            || unsafe { arg_str(path, path_len, "path") },
-        )?;
+        // SAFETY: the caller's contract.
+        let path = unsafe { audited_path(s, "delete", path, path_len)? };
         s.sandbox.delete(path)
     })
 }
@@ -1249,6 +1213,27 @@ fn audited_args<T>(
     args: impl FnOnce() -> Result<T, Error>,
 ) -> Result<T, Error> {
     args().map_err(|e| s.sandbox.audit_refusal(op, &shown(), e))
+}
+
+/// [`audited_args`] for a call whose one text argument is `path`.
+///
+/// # Safety
+///
+/// As [`arg_str`].
+unsafe fn audited_path<'a>(
+    s: &sg_sandbox,
+    op: &'static str,
+    path: *const c_char,
+    path_len: usize,
+) -> Result<&'a str, Error> {
+    audited_args(
+        s,
+        op,
+        // SAFETY: forwarded contract.
+        || unsafe { shown(path, path_len) },
+        // SAFETY: forwarded contract.
+        || unsafe { arg_str(path, path_len, "path") },
+    )
 }
 
 /// The arguments the search entry points share (`sg_sandbox_glob`,
