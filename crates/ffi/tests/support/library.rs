@@ -1,6 +1,7 @@
-//! Finds (building it when missing) the shared library of the profile the
-//! running test or bench was built in. Shared by tests/abi.rs and
-//! benches/ffi.rs through `#[path]`.
+//! Finds (building it first, so that it is never older than the sources)
+//! the shared library of the profile the running test or bench was built
+//! in. Shared by tests/abi.rs, tests/audit.rs and benches/ffi.rs through
+//! `#[path]`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,11 +17,44 @@ pub fn library() -> PathBuf {
     // target/<profile>/deps/abi-<hash>
     let profile_dir = exe.parent().and_then(Path::parent).expect("profile dir");
     let lib = profile_dir.join("libsandgate.so");
-    if !lib.exists() {
+    // Built when missing, and when older than a source of the workspace's
+    // crates: a library left from before a change would test the old
+    // code, and pass. (Not every time: `cargo build -p sandgate-ffi`
+    // unifies features apart from the workspace's build, and would
+    // rebuild what that build just made.)
+    if !lib.exists() || older_than_the_sources(&lib) {
         build_library(profile_dir);
     }
     assert!(lib.exists(), "{} was not built", lib.display());
     lib
+}
+
+/// Whether `lib` was built before the newest `.rs` or `Cargo.toml` under
+/// the workspace's `crates/` was written.
+fn older_than_the_sources(lib: &Path) -> bool {
+    fn newest(dir: &Path, best: &mut Option<std::time::SystemTime>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let (path, Ok(kind)) = (e.path(), e.file_type()) else {
+                continue;
+            };
+            if kind.is_dir() && e.file_name() != "target" {
+                newest(&path, best);
+            } else if kind.is_file()
+                && (path.extension().is_some_and(|x| x == "rs") || e.file_name() == "Cargo.toml")
+            {
+                if let Ok(t) = e.metadata().and_then(|m| m.modified()) {
+                    *best = Some(best.map_or(t, |b| b.max(t)));
+                }
+            }
+        }
+    }
+    let mut best = None;
+    newest(&workspace().join("crates"), &mut best);
+    let built = std::fs::metadata(lib).and_then(|m| m.modified());
+    matches!((best, built), (Some(src), Ok(built)) if src > built)
 }
 
 /// Cargo does not build a crate's cdylib for its own integration tests;
