@@ -285,14 +285,11 @@ unsafe fn holder(go: RawFd, ack: RawFd, probe: &ViewPlan, landlock: bool) -> ! {
         // Every other descriptor of the executor's (the parent's end of
         // `go` among them, which must close for `wait` to return, and other
         // execs' pipes, which must not be held open here).
-        let (lo, hi) = (go.min(ack) as u32, go.max(ack) as u32);
-        if lo > 0 {
-            let _ = syscalls::syscall!(Sysno::close_range, 0, lo - 1, 0);
-        }
-        if hi > lo + 1 {
-            let _ = syscalls::syscall!(Sysno::close_range, lo + 1, hi - 1, 0);
-        }
-        let _ = syscalls::syscall!(Sysno::close_range, hi + 1, u32::MAX, 0);
+        // Where `close_range` is refused (a kernel before 5.9, or a
+        // container runtime's seccomp profile older than it), one by one:
+        // before, the parent's end stayed open and the executor's start
+        // waited for this child forever.
+        crate::spawn::close_descriptors(0, &[go, ack]);
         let flags = (libc::CLONE_NEWUSER | libc::CLONE_NEWNET) as usize;
         if let Err(e) = syscalls::syscall!(Sysno::unshare, flags) {
             say(Stage::Unshare, e);

@@ -24,6 +24,7 @@
 //! | `fallocate` with `FALLOC_FL_KEEP_SIZE` (but for punching a hole), `FALLOC_FL_INSERT_RANGE` or a mode this list does not know: they allocate blocks past a file's end or grow it without the `RLIMIT_FSIZE` check (`fs.max_write_bytes`) the kernel makes where a call sets the size (seen on ext4), so one call took any amount of disk | `EOPNOTSUPP` (what a file system without them answers) |
 //! | `prlimit64` naming a pid other than 0 (Landlock does not scope it: a command of the executor's user could set the executor's or keeper's limits, e.g. `RLIMIT_CPU` to have it killed) | `EPERM` |
 //! | io_uring, `ptrace`, `process_vm_*`, `pidfd_getfd`, `bpf`, `userfaultfd`, `perf_event_open`, the keyring calls, the mount family, `unshare`, `setns`, module and kexec loading, `open_by_handle_at`, `iopl`/`ioperm`, swap, `reboot`, `acct`, the host's name, clock and kernel log (`sethostname`, `setdomainname`, `settimeofday`, `clock_settime`, `adjtimex`, `clock_adjtime`, `syslog`), `fanotify_init` (its marks and permission events reach files outside every Landlock rule) | `EPERM` |
+//! | `fcntl(F_SETLEASE)`: a lease, which Landlock does not judge, on a file the command may only read (a read root's, which its user owns; as root any file it may read) held every host process's open of it until the command ended or the kernel's `lease-break-time` passed | `EPERM` |
 //! | on the floor only: `open` and `openat` for neither reading nor writing (`O_ACCMODE` 3, which Landlock does not judge: the file gets neither mode) | `EACCES` |
 //! | on the floor only: `openat2` (its flags are in memory a filter cannot read) | `ENOSYS` (callers fall back to `openat`) |
 //! | on the floor before Landlock ABI 3 (no truncate right): `truncate`, and `open` and `openat` with `O_TRUNC` for reading only | `EACCES` |
@@ -169,6 +170,11 @@ const F_SETOWN: u32 = libc::F_SETOWN as u32;
 /// `F_SETOWN_EX`: 15 on every architecture this module builds for (the
 /// generic `fcntl.h`); not in every libc release.
 const F_SETOWN_EX: u32 = 15;
+/// `fcntl` command that takes a lease on a file: the kernel holds every
+/// other process's open of the file (for writing, or with a write lease
+/// any open) until the holder gives the lease back or the kernel's
+/// `lease-break-time` passes, and Landlock judges no lease.
+const F_SETLEASE: u32 = libc::F_SETLEASE as u32;
 /// `ioctl` requests that set the same owner through a pointer.
 const FIOSETOWN: u32 = 0x8901;
 const SIOCSPGRP: u32 = 0x8902;
@@ -370,6 +376,11 @@ pub(crate) fn refused_names(
          open_by_handle_at, iopl/ioperm, swapon/swapoff, reboot, acct, the host's name, \
          clock and kernel log (sethostname/setdomainname, settimeofday/clock_settime/\
          adjtimex/clock_adjtime, syslog), fanotify_init"
+            .into(),
+    );
+    out.push(
+        "file leases (fcntl F_SETLEASE), which hold other processes' opens of a file the \
+         command may read"
             .into(),
     );
     if listen != Listen::OwnNetwork {
@@ -701,6 +712,22 @@ fn refused_rules(own_ipc: bool) -> BTreeMap<i64, Vec<SeccompRule>> {
     rules.insert(libc::SYS_sendto, flag(3));
     rules.insert(libc::SYS_sendmsg, flag(2));
     rules.insert(libc::SYS_sendmmsg, flag(3));
+    // A lease judges no Landlock rule: on a file a command may only read
+    // (a read root's, which its user owns; as root any file it may read,
+    // `/etc/passwd` too) a write lease held every host process's open of
+    // it, reading or writing, until the command ended or the kernel's
+    // `lease-break-time` (45 s by default) passed, and failed the file
+    // tools' opens, which do not block, with `EWOULDBLOCK`. No command
+    // needs one (file servers do).
+    rules.insert(
+        libc::SYS_fcntl,
+        vec![rule(vec![cond(
+            1,
+            Len::Dword,
+            Op::Eq,
+            u64::from(F_SETLEASE),
+        )])],
+    );
     // Landlock scopes signals, not resource limits: `prlimit64` on another
     // process of the same user (any process, as root) could lower the
     // executor's or the keeper's limits, and `RLIMIT_CPU` or

@@ -1115,7 +1115,7 @@ unsafe fn raw_clone(
 unsafe fn relay(pid1: i32) -> ! {
     // SAFETY: raw calls on integers and locals.
     unsafe {
-        let _ = syscalls::syscall!(Sysno::close_range, 0, u32::MAX, 0);
+        close_descriptors(0, &[]);
         loop {
             let mut st: libc::c_int = 0;
             match syscalls::syscall!(Sysno::wait4, pid1, &mut st as *mut libc::c_int, 0, 0) {
@@ -1613,9 +1613,7 @@ unsafe fn prepare_shell(s: &Shared) -> Result<(), Errno> {
             let _ = syscalls::syscall!(Sysno::close, listener);
             sent?;
         }
-        // Descriptors the embedding program left inheritable do not reach
-        // the command (best effort: CLOSE_RANGE_CLOEXEC needs Linux 5.11).
-        let _ = syscalls::syscall!(Sysno::close_range, 3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
+        close_inherited();
         let empty: u64 = 0;
         syscalls::syscall!(
             Sysno::rt_sigprocmask,
@@ -1626,6 +1624,133 @@ unsafe fn prepare_shell(s: &Shared) -> Result<(), Errno> {
         )?;
     }
     Ok(())
+}
+
+/// Descriptors the embedding program left inheritable never reach the
+/// command: every descriptor from 3 on is marked close-on-exec
+/// (`CLOSE_RANGE_CLOEXEC`, Linux 5.11), else closed now
+/// ([`close_descriptors`]: nothing the shell does from here to `execve`
+/// uses one). Before, a failed `close_range` (an older kernel, or a
+/// container runtime's seccomp profile older than the call) was ignored
+/// and a host file the command could not open was read through `<&7`.
+///
+/// # Safety
+///
+/// Only in the shell before `execve`.
+unsafe fn close_inherited() {
+    // SAFETY: raw calls on integers.
+    unsafe {
+        if syscalls::syscall!(Sysno::close_range, 3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC).is_err() {
+            close_descriptors(3, &[]);
+        }
+    }
+}
+
+/// Closes every descriptor from `from` on but those in `keep`:
+/// `close_range` (Linux 5.9), else, where it is refused (an older kernel,
+/// or a container runtime's seccomp profile older than the call), those
+/// `/proc/self/fd` lists, one by one, and without `/proc` every number
+/// below the descriptor limit. Raw system calls only, no allocation.
+///
+/// # Safety
+///
+/// Only in a child of the executor that holds none of its descriptors
+/// but `keep` from then on.
+pub(crate) unsafe fn close_descriptors(from: u32, keep: &[i32]) {
+    let kept = |fd: usize| keep.iter().any(|&k| k >= 0 && k as usize == fd);
+    // SAFETY: raw calls on integers, a literal path and a local buffer.
+    unsafe {
+        let mut lo = from;
+        let mut ranges_closed = true;
+        loop {
+            // The next kept descriptor at or above `lo`.
+            let next = keep
+                .iter()
+                .filter(|&&k| k >= 0 && k as u32 >= lo)
+                .map(|&k| k as u32)
+                .min();
+            let hi = next.map_or(u32::MAX, |k| k.saturating_sub(1));
+            if next != Some(lo) && syscalls::syscall!(Sysno::close_range, lo, hi, 0).is_err() {
+                ranges_closed = false;
+                break;
+            }
+            match next {
+                Some(k) if k < u32::MAX => lo = k + 1,
+                _ => break,
+            }
+        }
+        if ranges_closed {
+            return;
+        }
+        let listed = syscalls::syscall!(
+            Sysno::openat,
+            libc::AT_FDCWD,
+            c"/proc/self/fd".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            0
+        );
+        if let Ok(dir) = listed {
+            let mut buf = [0u8; 2048];
+            let mut whole = false;
+            // `linux_dirent64`: inode (8 bytes), offset (8), record length
+            // (2), type (1), then the NUL-terminated name. The listing
+            // goes by descriptor number, so closing what was listed
+            // loses nothing of what follows.
+            while let Ok(n) =
+                syscalls::syscall!(Sysno::getdents64, dir, buf.as_mut_ptr(), buf.len())
+            {
+                if n == 0 {
+                    whole = true;
+                    break;
+                }
+                let mut at = 0;
+                while at + 19 < n {
+                    let len = usize::from(u16::from_ne_bytes([buf[at + 16], buf[at + 17]]));
+                    if len == 0 || at + len > n {
+                        break;
+                    }
+                    let mut fd: usize = 0;
+                    let mut digits = 0;
+                    for &b in &buf[at + 19..at + len] {
+                        if b == 0 {
+                            break;
+                        }
+                        if !b.is_ascii_digit() || digits > 10 {
+                            digits = 0;
+                            break;
+                        }
+                        fd = fd * 10 + usize::from(b - b'0');
+                        digits += 1;
+                    }
+                    if digits > 0 && fd >= from as usize && fd != dir && !kept(fd) {
+                        let _ = syscalls::syscall!(Sysno::close, fd);
+                    }
+                    at += len;
+                }
+            }
+            let _ = syscalls::syscall!(Sysno::close, dir);
+            if whole {
+                return;
+            }
+        }
+        // `struct rlimit64`: the soft limit, then the hard one.
+        let mut limit = [0u64; 2];
+        let below = match syscalls::syscall!(
+            Sysno::prlimit64,
+            0,
+            libc::RLIMIT_NOFILE,
+            0,
+            limit.as_mut_ptr()
+        ) {
+            Ok(_) => limit[0].clamp(65_536, 1 << 20) as usize,
+            Err(_) => 65_536,
+        };
+        for fd in from as usize..below {
+            if !kept(fd) {
+                let _ = syscalls::syscall!(Sysno::close, fd);
+            }
+        }
+    }
 }
 
 /// Takes back what the calling thread's scheduling would hand the

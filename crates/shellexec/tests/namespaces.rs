@@ -1206,6 +1206,38 @@ fn a_command_in_namespaces_reads_none_of_the_host_users_keys() {
     }
 }
 
+/// A lease (`fcntl(F_SETLEASE)`) on a file in a read root, which the
+/// view binds read-only: the file is the host's own inode, and a command
+/// that owns it (its user's file; root's user namespace maps root to
+/// root, so as root any file of the view) took a write lease on it,
+/// ignored the `SIGIO` asking for it back, and the host's opens of the
+/// file waited until the command ended (up to the kernel's
+/// `lease-break-time`), or failed with `EWOULDBLOCK` without blocking.
+/// `F_SETLEASE` is refused, as on the floor.
+#[test]
+fn leak20_a_command_in_namespaces_cannot_hold_the_hosts_opens_with_a_lease() {
+    if !Path::new(PYTHON).exists() {
+        eprintln!("note: leases skipped: no {PYTHON}");
+        return;
+    }
+    let f = fixture();
+    let read = f.dir.path().join("read");
+    fs::create_dir(&read).unwrap();
+    let file = read.join("shared.txt");
+    fs::write(&file, "host data").unwrap();
+    let mut c = config(&f, ConfineMode::BestEffort);
+    c.confine.read_dirs = vec![read.clone()];
+    let Some(ex) = in_namespaces("leases", c) else {
+        return;
+    };
+    let (got, nonblocking, took) = reach_support::lease_probe(&ex, &file, &f.work, 3);
+    assert!(
+        took < Duration::from_millis(1500) && nonblocking == "ok",
+        "the host's open took {took:?} (without blocking: {nonblocking}) while the command held {got}"
+    );
+    assert_eq!(got, "refused EPERM", "a lease in the command");
+}
+
 /// Commands of one executor share its network namespace, and with it the
 /// abstract UNIX socket names: where Landlock scopes abstract sockets
 /// (ABI 6) a command reaches only its own listeners, but before that (an

@@ -740,6 +740,60 @@ fn a_command_cannot_hold_the_hosts_opens_with_fanotify() {
     assert_eq!(seen, "refused EPERM", "fanotify in the command");
 }
 
+/// A lease (`fcntl(F_SETLEASE)`) judges no Landlock rule: a command that
+/// may only read a file it owns (a read root's, or as root any file it may
+/// read, `/etc/passwd` too) took a write lease on it, ignored the
+/// `SIGIO` that asks it to give the lease back, and every host process's
+/// open of the file, for reading as for writing, waited for it (up to the
+/// kernel's `lease-break-time`, 45 s by default, or until the command
+/// ended), while an open that does not block, as the file tools open,
+/// failed with `EWOULDBLOCK`. `F_SETLEASE` is refused; unconfined, the
+/// same call takes the lease.
+#[test]
+fn leak20_a_command_on_the_floor_cannot_hold_the_hosts_opens_with_a_lease() {
+    if !usable("leak20_a_command_on_the_floor_cannot_hold_the_hosts_opens_with_a_lease") {
+        return;
+    }
+    let f = fixture();
+    let read = f._dir.path().join("read");
+    fs::create_dir(&read).unwrap();
+    let file = read.join("shared.txt");
+    fs::write(&file, "host data").unwrap();
+    let executor = |mode| {
+        let ex = LocalShellExecutor::new(ExecConfig {
+            shell: PathBuf::from("/bin/sh"),
+            default_timeout: Duration::from_secs(20),
+            confine_mode: mode,
+            confine: ConfineSpec {
+                read_dirs: vec![read.clone()],
+                write_dirs: vec![f.work.clone()],
+                ..ConfineSpec::default()
+            },
+            grace: Duration::from_millis(300),
+            namespaces: false,
+            ..ExecConfig::default()
+        });
+        ex.start().unwrap();
+        ex
+    };
+    // Control: unconfined, the lease is taken and holds the host's opens.
+    let (got, nonblocking, _) =
+        reach_support::lease_probe(&executor(ConfineMode::Off), &file, &f.work, 2);
+    if !got.starts_with("leased") {
+        eprintln!("note: leases unavailable here unconfined ({got}): nothing to refuse");
+        return;
+    }
+    assert_eq!(nonblocking, "EWOULDBLOCK", "unconfined ({got})");
+
+    let (got, nonblocking, took) =
+        reach_support::lease_probe(&executor(ConfineMode::BestEffort), &file, &f.work, 3);
+    assert!(
+        took < Duration::from_millis(1500) && nonblocking == "ok",
+        "the host's open took {took:?} (without blocking: {nonblocking}) while the command held {got}"
+    );
+    assert_eq!(got, "refused EPERM", "a lease in the command");
+}
+
 /// A command run as root on the floor kept `CAP_SYS_NICE`: the filter
 /// lets a process set its own scheduling (pid 0), so it could make itself
 /// real-time (`SCHED_FIFO`), where a busy loop on every CPU leaves the

@@ -308,3 +308,94 @@ impl Drop for HostKey {
         unsafe { libc::syscall(libc::SYS_keyctl, 21 as libc::c_long, self.serial) };
     }
 }
+
+/// Opens the file named by `argv[1]` for reading, ignores `SIGIO` (which
+/// the kernel sends a lease holder when another process opens the file),
+/// asks for a write lease (`F_SETLEASE` with `F_WRLCK`), else a read lease
+/// (`F_RDLCK`), writes `leased wr`, `leased rd` or `refused <errno>` (the
+/// read lease's answer) to `status` in its directory, then holds whatever
+/// it got for `argv[2]` seconds.
+pub const LEASE_PROBE: &str = r#"
+import errno, fcntl, os, signal, sys, time
+signal.signal(signal.SIGIO, signal.SIG_IGN)
+F_SETLEASE = 1024
+def status(text):
+    with open("status.tmp", "w") as f:
+        f.write(text)
+    os.rename("status.tmp", "status")
+fd = os.open(sys.argv[1], os.O_RDONLY)
+got = None
+for kind, name in ((fcntl.F_WRLCK, "wr"), (fcntl.F_RDLCK, "rd")):
+    try:
+        fcntl.fcntl(fd, F_SETLEASE, kind)
+        got = "leased " + name
+        break
+    except OSError as e:
+        got = "refused " + errno.errorcode.get(e.errno, str(e.errno))
+status(got)
+time.sleep(float(sys.argv[2]))
+"#;
+
+/// Runs [`LEASE_PROBE`] in `ex` on `file` (which the command may read)
+/// from `work` (its write root), holding for `secs`; once it said what it
+/// got, the host opens `file` for reading twice, without blocking
+/// (`O_NONBLOCK`: `EWOULDBLOCK` while a lease is held, where the file
+/// tools open that way) and blocking (timed). Answers what the command
+/// got, the non-blocking open's answer (`ok` or the errno name) and how
+/// long the blocking open took.
+pub fn lease_probe(
+    ex: &sandgate_shellexec::exec::LocalShellExecutor,
+    file: &std::path::Path,
+    work: &std::path::Path,
+    secs: u32,
+) -> (String, String, std::time::Duration) {
+    use sandgate_shellexec::exec::{ExecOptions, ShellExecutor};
+    use std::os::unix::fs::OpenOptionsExt;
+    let status = work.join("status");
+    let _ = std::fs::remove_file(&status);
+    let command = format!(
+        "/usr/bin/python3 -c '{}' '{}' {secs}",
+        LEASE_PROBE.replace('\'', r"'\''"),
+        file.display()
+    );
+    let cwd = rustix::fs::open(
+        work,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let opts = ExecOptions {
+        cwd: Some(cwd),
+        ..ExecOptions::default()
+    };
+    std::thread::scope(|s| {
+        let run = s.spawn(|| ex.exec(&command, opts).unwrap());
+        let mut seen = String::new();
+        for _ in 0..1000 {
+            if let Ok(text) = std::fs::read_to_string(&status) {
+                seen = text;
+                break;
+            }
+            if run.is_finished() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let nonblocking = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(file)
+        {
+            Ok(_) => "ok".to_owned(),
+            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => "EWOULDBLOCK".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        let began = std::time::Instant::now();
+        let read = std::fs::read_to_string(file);
+        let took = began.elapsed();
+        assert!(read.is_ok(), "the host's read: {read:?}");
+        let r = run.join().unwrap();
+        assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+        (seen, nonblocking, took)
+    })
+}
