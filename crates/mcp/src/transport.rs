@@ -102,7 +102,8 @@ impl Drop for Place {
 /// it is closed, by default: the SDK's own five minutes.
 const HTTP_IDLE: Duration = Duration::from_secs(300);
 
-/// The variable that sets [`HTTP_IDLE`] in whole seconds (at least 1).
+/// The variable that sets how long an idle HTTP session is kept, in whole
+/// seconds (at least 1; five minutes when it is unset).
 pub const HTTP_IDLE_VAR: &str = "SANDGATE_MCP_HTTP_IDLE_SECS";
 
 /// How long an idle HTTP session is kept: [`HTTP_IDLE_VAR`] when set, else
