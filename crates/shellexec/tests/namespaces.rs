@@ -1338,3 +1338,35 @@ open(sys.argv[2] + ".done", "w").close()
         assert_eq!(got, format!("{want}\n"), "ABI {abi}");
     }
 }
+
+/// In namespaces a command's `/proc/self/net` is its own network
+/// namespace's: the host's listeners are not in its socket table (on the
+/// floor they are: tests/seccomp.rs).
+#[test]
+fn in_namespaces_a_command_does_not_see_the_hosts_socket_table() {
+    let f = fixture();
+    let Some(ex) = in_namespaces(
+        "in_namespaces_a_command_does_not_see_the_hosts_socket_table",
+        config(&f, ConfineMode::BestEffort),
+    ) else {
+        return;
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Read by the shell itself (a program it starts reads its own
+    // `/proc/self`, not the shell's).
+    let r = exec(
+        &ex,
+        "while IFS= read -r l; do printf '%s\\n' \"$l\"; done < /proc/self/net/tcp",
+    );
+    let table = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        table.lines().count() >= 1,
+        "no socket table: {table} {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(
+        !table.contains(&format!(":{port:04X} ")),
+        "the host's listener on {port} is in the command's socket table: {table}"
+    );
+}

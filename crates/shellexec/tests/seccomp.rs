@@ -1974,3 +1974,30 @@ fn an_x32_call_answers_enosys() {
     );
     assert_eq!(confined, ["x32_getpid=ENOSYS"]);
 }
+
+/// What `path` holds, read by the shell itself (a redirection, no child
+/// process): the shell's own `/proc/self` is granted; a program it starts
+/// reads its own, not the shell's.
+const SHELL_READS: &str = "while IFS= read -r l; do printf '%s\\n' \"$l\"; done <";
+
+/// Pinned, documented under "What sandgate does not protect": on the floor
+/// (no network namespace) the shell reads the host network namespace's
+/// socket table through its own `/proc/self/net`, so a command learns
+/// which ports the host listens on (here a listener of the test's own),
+/// though it may connect to none that is not granted. In namespaces it
+/// sees only its own (tests/namespaces.rs).
+#[test]
+fn on_the_floor_a_command_sees_the_hosts_socket_table() {
+    let f = fixture();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let table = stdout_of(
+        &f,
+        ConfineMode::BestEffort,
+        &format!("{SHELL_READS} /proc/self/net/tcp"),
+    );
+    assert!(
+        table.contains(&format!(":{port:04X} ")),
+        "the host's listener on {port} is not in the command's socket table: {table}"
+    );
+}
