@@ -189,6 +189,12 @@ fn connection_audit(
         };
         let path = match (r.host.as_str(), r.port) {
             ("", 0) => String::new(),
+            // A malformed target the proxy refused (`evil.example:abc`,
+            // recorded whole with port 0) as it was given, never
+            // bracketed as if it were an IPv6 address.
+            (host, 0) if host.contains(':') && host.parse::<std::net::Ipv6Addr>().is_err() => {
+                host.to_owned()
+            }
             (host, port) if host.contains(':') && !host.starts_with('[') => {
                 format!("[{host}]:{port}")
             }

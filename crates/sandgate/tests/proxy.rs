@@ -1080,3 +1080,54 @@ fn a_connection_report_may_call_back_into_its_executor() {
     assert_eq!(r.exit_code, 0, "{}", text(&r));
     ex.dispose();
 }
+
+/// The executor's audit sink names a refused CONNECT target as it was
+/// given when it does not parse (`evil.example:abc`, which the proxy
+/// records whole with port 0), not bracketed as if it were an IPv6
+/// address (it read `[evil.example:abc]:0`); an IPv6 address is still
+/// bracketed.
+#[test]
+fn a_malformed_connect_target_is_audited_as_given() {
+    let a = server("127.0.0.2", 0, "granted");
+    let Some(f) = executor(
+        "malformed target audit",
+        &[lit(a.addr)],
+        true,
+        SecurityMode::Restricted,
+        None,
+    ) else {
+        return;
+    };
+    let events: Arc<Mutex<Vec<sandgate::AuditEvent>>> = Arc::default();
+    let seen = Arc::clone(&events);
+    f.ex.set_audit_sink(Some(Arc::new(move |e: &sandgate::AuditEvent| {
+        seen.lock().unwrap().push(e.clone());
+    })));
+    for target in ["evil.example:abc", "[fd00::1]:443"] {
+        let r = python(
+            &f,
+            &raw_proxy_request(&format!(
+                "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n"
+            )),
+        );
+        let line = String::from_utf8_lossy(&r.stdout).into_owned();
+        assert!(line.starts_with("HTTP/1.1 4"), "{target}: {}", text(&r));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let paths = loop {
+        let paths: Vec<String> = events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.op == "connect")
+            .map(|e| e.path.clone())
+            .collect();
+        if paths.len() >= 2 || Instant::now() > deadline {
+            break paths;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(paths.contains(&"evil.example:abc".to_owned()), "{paths:?}");
+    assert!(paths.contains(&"[fd00::1]:443".to_owned()), "{paths:?}");
+    assert_eq!(a.hits(), 0);
+}
