@@ -48,6 +48,9 @@ const SUITES: &[(&str, &str)] = &[
     ("cli", "run"),
     ("cli", "exec"),
     ("cli", "mcp_protocol"),
+    // A client that goes away (HTTP DELETE, a closed socket, stdin)
+    // ends its command's process tree.
+    ("cli", "mcphttp20"),
     ("cli", "doors"),
     // The file-tool doors against each other on random trees (what a
     // write root the server cannot list answers, too).
