@@ -1200,12 +1200,12 @@ unsafe fn shown(ptr: *const c_char, len: usize) -> String {
 /// asked for. A refusal of them here (text that is not UTF-8, a NULL
 /// pointer with a length) is reported as the sandbox reports its own
 /// refusal of a malformed name (`Sandbox::audit_refusal`): the audit
-/// callback hears of it as `op` on `shown`, and one operation of the
-/// `fs_ops` budget is spent, so an agent's bytes refused at this boundary
-/// leave the record and cost what they do through the Rust API (a name
-/// holding a NUL byte is passed on, and refused by the sandbox itself). An
-/// out-pointer is the host's own: one that is NULL is refused after, with
-/// no record and nothing spent.
+/// callback hears of it as `op` on `shown`, so an agent's bytes refused at
+/// this boundary leave the record; like any request refused as malformed
+/// before it reaches the sandbox, it spends no budget (a name holding a
+/// NUL byte is passed on, refused by the sandbox itself, and spends one).
+/// An out-pointer is the host's own: one that is NULL is refused after,
+/// with no record.
 fn audited_args<T>(
     s: &sg_sandbox,
     op: &'static str,

@@ -595,18 +595,26 @@ impl Sandbox {
         result
     }
 
-    /// Reports a call that a door refused before the sandbox saw it (the
-    /// C ABI's refusal of a name that is not UTF-8) as the sandbox reports
-    /// its own refusal of a malformed name: it spends one operation of the
-    /// `fs_ops` budget, and the audit sink hears of it with `op`, `path`
-    /// as given (what is not text replaced) and the refusal's code. A
-    /// spent budget or a closed sandbox answers as for any call. Answers
-    /// the refusal.
+    /// Reports a call that a door refused as malformed before the sandbox
+    /// saw it (the C ABI's refusal of a name that is not UTF-8, the JSON
+    /// endpoint's of a field that does not fit): the audit sink hears of
+    /// it with `op`, `path` as given (what is not text replaced) and the
+    /// refusal's code. Like every request refused as malformed before it
+    /// reaches the sandbox, it spends no budget (the shared vector
+    /// `budget_malformed_requests_are_not_fs_ops`). Answers the refusal.
     pub fn audit_refusal(&self, op: &'static str, path: &str, e: Error) -> Error {
-        match self.op(op, path, |_, _| Err::<std::convert::Infallible, Error>(e)) {
-            Err(e) => e,
-            Ok(never) => match never {},
+        if let Some(sink) = &self.audit {
+            sink(&AuditEvent {
+                op,
+                path: path.to_owned(),
+                size: None,
+                time: SystemTime::now(),
+                outcome: e.code(),
+                exit_code: None,
+                limit: None,
+            });
         }
+        e
     }
 
     /// Whether [`read`](Self::read) of `path` would succeed, and from

@@ -361,8 +361,8 @@ impl ToolSession {
                 Value::Object(answer)
             }
             // Fields that do not fit are refused here, before the sandbox
-            // saw the request: it is audited (and spends the budget) as the
-            // sandbox's own refusal of a bad name is.
+            // saw the request: it is audited, and spends no budget, as a
+            // malformed request never does.
             Err(e) => match given {
                 Some((op, name)) if !read.get() => {
                     error_answer(&self.sandbox.audit_refusal(op, &name, e))
