@@ -1203,11 +1203,14 @@ fn http_initialize_answers(port: u16, token: &str) -> bool {
 /// for, never end `--http`: a failed accept is waited out, and a
 /// connection that sends no request head within the header timeout is
 /// closed, so the server serves again while they are still held open.
+/// The timeout is set to 2 s here (10 s by default): the connections are
+/// all made within milliseconds, so they still fill the table at once.
 #[test]
 fn http_connections_that_fill_the_descriptor_table_never_end_the_server() {
     use std::os::unix::process::CommandExt;
     let dir = policy_dir();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+    stalling(&mut cmd, Some(2));
     cmd.args(["mcp", "--policy"])
         .arg(dir.path().join("policy.toml"))
         .args(["--http", "127.0.0.1:0", "--token-file"])
@@ -1716,7 +1719,16 @@ fn huge_directories_are_listed_without_being_read_whole() {
 /// `sandgate mcp --http 127.0.0.1:0` on `dir`'s policy: the child, its
 /// port and its token.
 fn start_http(dir: &Path) -> (Child, u16, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+    start_http_stalling(dir, None)
+}
+
+/// [`start_http`] with the time a connection may stall set to `stall`
+/// seconds (`SANDGATE_MCP_STALL_SECS`), else its default of 10 s: the
+/// tests of what happens to a stalled connection wait that long.
+fn start_http_stalling(dir: &Path, stall: Option<u64>) -> (Child, u16, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+    stalling(&mut child, stall);
+    let mut child = child
         .args(["mcp", "--policy"])
         .arg(dir.join("policy.toml"))
         .args(["--http", "127.0.0.1:0", "--token-file"])
@@ -1732,6 +1744,14 @@ fn start_http(dir: &Path) -> (Child, u16, String) {
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
     let token = fs::read_to_string(dir.join("tok")).unwrap();
     (child, port, token)
+}
+
+/// Sets `SANDGATE_MCP_STALL_SECS` on `cmd` to `stall`, or removes it.
+fn stalling(cmd: &mut Command, stall: Option<u64>) {
+    match stall {
+        Some(secs) => cmd.env("SANDGATE_MCP_STALL_SECS", secs.to_string()),
+        None => cmd.env_remove("SANDGATE_MCP_STALL_SECS"),
+    };
 }
 
 /// The port of the URL `--http` prints on its first line to stderr.
@@ -2453,13 +2473,14 @@ fn audit20_a_call_with_arguments_that_do_not_fit_is_recorded() {
 
 /// A request whose body never arrives (its head sent with the token, then
 /// one byte of a longer body, then nothing: a stalled or slow-loris
-/// client) is answered 408 once the body is 10 s late and the connection
-/// closed, so 64 of them hold the session places for no longer than that:
-/// a session opens again afterwards.
+/// client) is answered 408 once the body is 10 s late (4 s here, set with
+/// `SANDGATE_MCP_STALL_SECS`: the places are seen held within the first
+/// second) and the connection closed, so 64 of them hold the session
+/// places for no longer than that: a session opens again afterwards.
 #[test]
 fn http_a_body_that_never_arrives_is_answered_408_and_frees_its_place() {
     let dir = policy_dir();
-    let (mut child, port, token) = start_http(dir.path());
+    let (mut child, port, token) = start_http_stalling(dir.path(), Some(4));
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "1"}}})
@@ -2510,14 +2531,16 @@ fn http_a_body_that_never_arrives_is_answered_408_and_frees_its_place() {
 
 /// A connection that sends requests but never takes their answers (here
 /// pipelined requests without the token, until the server stops reading
-/// them) is closed once its answer has waited 10 s to be written, so it
+/// them) is closed once its answer has waited 10 s to be written (4 s
+/// here, set with `SANDGATE_MCP_STALL_SECS`: the connection is seen held
+/// about a second after its answers stalled), so it
 /// cannot hold a descriptor and a task forever. Before, the server waited
 /// on such a write with no end, and connections like it, without the
 /// token, could hold every descriptor it had.
 #[test]
 fn http7_a_connection_that_never_reads_its_answers_is_closed() {
     let dir = policy_dir();
-    let (mut child, port, _token) = start_http(dir.path());
+    let (mut child, port, _token) = start_http_stalling(dir.path(), Some(4));
     let pid = child.id();
     let base = threads_and_fds(pid).1;
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -4528,11 +4551,15 @@ fn mcp9_http_token_file_is_removed_at_a_signal_and_only_if_its_own() {
     assert!(!dir.path().join("nowhere").exists());
 }
 
-/// `sandgate mcp --unix` on `dir`'s policy at `dir/mcp.sock`: the child
-/// and the socket's path, once it is there.
-fn start_unix(dir: &Path) -> (Child, std::path::PathBuf) {
+/// `sandgate mcp --unix` on `dir`'s policy at `dir/mcp.sock`, with the
+/// time a connection may stall set to `stall` seconds, else its default
+/// of 10 s (see [`start_http_stalling`]): the child and the socket's
+/// path, once it is there.
+fn start_unix_stalling(dir: &Path, stall: Option<u64>) -> (Child, std::path::PathBuf) {
     let sock = dir.join("mcp.sock");
-    let child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+    stalling(&mut child, stall);
+    let child = child
         .args(["mcp", "--policy"])
         .arg(dir.join("policy.toml"))
         .arg("--unix")
@@ -4546,7 +4573,8 @@ fn start_unix(dir: &Path) -> (Child, std::path::PathBuf) {
 }
 
 /// A `--unix` connection that sends nothing is closed once it has sent
-/// nothing for 10 s (as an HTTP connection that sends no request head),
+/// nothing for 10 s (2 s here, set with `SANDGATE_MCP_STALL_SECS`; as an
+/// HTTP connection that sends no request head),
 /// so 64 silent connections hold the session places for no longer: the
 /// next connection opens a session. Before, each held its place for as
 /// long as it stayed open.
@@ -4554,7 +4582,7 @@ fn start_unix(dir: &Path) -> (Child, std::path::PathBuf) {
 fn mcp9_unix_a_silent_connection_is_closed_and_frees_its_place() {
     use std::os::unix::net::UnixStream;
     let dir = policy_dir();
-    let (mut child, sock) = start_unix(dir.path());
+    let (mut child, sock) = start_unix_stalling(dir.path(), Some(2));
     let silent: Vec<UnixStream> = (0..64)
         .map(|_| {
             let s = UnixStream::connect(&sock).unwrap();
@@ -4593,7 +4621,8 @@ fn mcp9_unix_a_silent_connection_is_closed_and_frees_its_place() {
 }
 
 /// A `--unix` session whose client sends calls and never reads the answers
-/// is closed once an answer has waited 10 s to be written (as on HTTP),
+/// is closed once an answer has waited 10 s to be written (3 s here, set
+/// with `SANDGATE_MCP_STALL_SECS`; as on HTTP),
 /// and the server then holds no more descriptors than before it. Before,
 /// it held its descriptor, task and place forever.
 #[test]
@@ -4601,7 +4630,7 @@ fn mcp9_unix_a_session_that_never_reads_its_answers_is_closed() {
     use std::os::unix::net::UnixStream;
     let dir = policy_dir();
     fs::write(dir.path().join("ws/big.txt"), "x".repeat(256 * 1024)).unwrap();
-    let (mut child, sock) = start_unix(dir.path());
+    let (mut child, sock) = start_unix_stalling(dir.path(), Some(3));
     let pid = child.id();
     let fds = || fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
     let base = fds();
@@ -4626,8 +4655,10 @@ fn mcp9_unix_a_session_that_never_reads_its_answers_is_closed() {
     )
     .unwrap();
     // The server stops reading once its answers back up: these writes
-    // may then wait, and are given up after a while.
-    s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    // may then wait, and are given up after a while (well within the 3 s
+    // the server gives its own stalled write, so the session is seen
+    // held before it is closed).
+    s.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
     for id in 2..200 {
         let sent = writeln!(
             &s,
@@ -4814,13 +4845,14 @@ fn mcp19_http_a_second_host_or_origin_header_is_refused() {
 
 /// A `--unix` session that has spoken is not closed for being quiet: a
 /// host keeps its session open between a model's turns, and a command may
-/// run as long as the policy's timeout allows. Quiet past the 10 s a
-/// silent connection gets, it is still served.
+/// run as long as the policy's timeout allows. Quiet past the time a
+/// silent connection gets (2 s here, set with `SANDGATE_MCP_STALL_SECS`;
+/// 10 s by default), for twice that, it is still served.
 #[test]
 fn a_unix_session_that_has_spoken_is_not_closed_for_being_quiet() {
     use std::os::unix::net::UnixStream;
     let dir = policy_dir();
-    let (mut child, sock) = start_unix(dir.path());
+    let (mut child, sock) = start_unix_stalling(dir.path(), Some(2));
     let s = UnixStream::connect(&sock).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     writeln!(
@@ -4841,7 +4873,7 @@ fn a_unix_session_that_has_spoken_is_not_closed_for_being_quiet() {
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
     )
     .unwrap();
-    std::thread::sleep(Duration::from_secs(12));
+    std::thread::sleep(Duration::from_secs(4));
     writeln!(
         &s,
         "{}",
@@ -5015,4 +5047,59 @@ fn http_token_needs_no_dev_urandom() {
         "{token:?}"
     );
     assert!(answered, "the token was not accepted");
+}
+
+/// A stall time (`SANDGATE_MCP_STALL_SECS`, which the tests of stalled
+/// connections set short) that is not a whole number of seconds from 1 up
+/// is refused on either transport, naming the variable, before anything
+/// is bound or written: no token file, no socket.
+#[test]
+fn ci20_a_bad_stall_time_is_refused_by_name() {
+    let dir = policy_dir();
+    for bad in ["0", "-1", "1.5", "ten", ""] {
+        for http in [true, false] {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+            cmd.env("SANDGATE_MCP_STALL_SECS", bad)
+                .args(["mcp", "--policy"])
+                .arg(dir.path().join("policy.toml"));
+            if http {
+                cmd.args(["--http", "127.0.0.1:0", "--token-file"])
+                    .arg(dir.path().join("tok"));
+            } else {
+                cmd.arg("--unix").arg(dir.path().join("mcp.sock"));
+            }
+            let mut child = cmd
+                .stdin(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // A server that took the value serves until it is killed.
+            let ended = eventually(10, || child.try_wait().unwrap().is_some());
+            let _ = child.kill();
+            let status = child.wait().unwrap();
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            assert!(
+                ended && !status.success(),
+                "{bad:?} was taken (http: {http}): {err}"
+            );
+            assert!(
+                err.contains("SANDGATE_MCP_STALL_SECS"),
+                "{bad:?} (http: {http}): {err}"
+            );
+            assert!(
+                !dir.path().join("tok").exists(),
+                "{bad:?}: a token was written"
+            );
+            assert!(
+                !dir.path().join("mcp.sock").exists(),
+                "{bad:?}: a socket was made"
+            );
+        }
+    }
 }

@@ -37,6 +37,8 @@
 //! requests (with or without the token) and never reads the answers would
 //! hold a descriptor and a task for as long as it likes. A UNIX socket
 //! session whose answer has waited `WRITE_TIMEOUT` is closed the same way.
+//! These four waits (the socket's first bytes wait as long as a request
+//! head) are one: [`STALL_VAR`] sets another length for all of them.
 
 use std::convert::Infallible;
 use std::fs::OpenOptions;
@@ -110,15 +112,33 @@ pub const HTTP_IDLE_VAR: &str = "SANDGATE_MCP_HTTP_IDLE_SECS";
 /// [`HTTP_IDLE`]. A value that is not a whole number of seconds from 1 up
 /// is refused, naming the variable, rather than read as the default.
 fn http_idle() -> std::io::Result<Duration> {
-    match std::env::var_os(HTTP_IDLE_VAR) {
-        None => Ok(HTTP_IDLE),
+    secs_var(HTTP_IDLE_VAR, HTTP_IDLE)
+}
+
+/// The variable that sets, in whole seconds (at least 1; 10 when it is
+/// unset), how long a connection may stall before it is closed: an HTTP
+/// connection that sends no request head, a request whose body has not
+/// arrived whole after its head (answered 408), a connection on either
+/// transport whose answer waits to be written, and a UNIX socket
+/// connection that sends nothing after connecting.
+pub const STALL_VAR: &str = "SANDGATE_MCP_STALL_SECS";
+
+/// How long a connection may stall: [`STALL_VAR`] when set, else
+/// [`STALL_TIMEOUT`]. A malformed value is refused, naming the variable.
+fn stall() -> std::io::Result<Duration> {
+    secs_var(STALL_VAR, STALL_TIMEOUT)
+}
+
+/// The whole number of seconds, at least 1, that `var` holds, or `default`
+/// when it is unset; any other value is refused, naming `var`.
+fn secs_var(var: &str, default: Duration) -> std::io::Result<Duration> {
+    match std::env::var_os(var) {
+        None => Ok(default),
         Some(v) => match v.to_str().and_then(|s| s.parse::<u64>().ok()) {
             Some(secs @ 1..) => Ok(Duration::from_secs(secs)),
             _ => Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                format!(
-                    "{HTTP_IDLE_VAR} is {v:?}: it must be a whole number of seconds, at least 1"
-                ),
+                format!("{var} is {v:?}: it must be a whole number of seconds, at least 1"),
             )),
         },
     }
@@ -223,33 +243,44 @@ async fn close_idle(sessions: Arc<LocalSessionManager>, requests: Arc<Requests>)
     }
 }
 
-/// How long an HTTP connection may take to send a request's head (the
-/// first, or the next on a kept-alive connection) before it is closed.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long an HTTP connection may leave a write waiting (its client
-/// taking nothing of the answer) before it is closed. A client that reads
-/// takes an answer (or an SSE event) on loopback within milliseconds.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may stall before it is closed, unless
+/// [`STALL_VAR`] sets another length. Each of these waits is this long:
+/// - `HEADER_TIMEOUT`: an HTTP connection sending a request's head (the
+///   first, or the next on a kept-alive connection);
+/// - `BODY_TIMEOUT`: a request's body arriving whole once its head was
+///   read (a JSON-RPC message, at most [`MAX_BODY`], takes milliseconds
+///   on loopback);
+/// - `WRITE_TIMEOUT`: a connection, on either transport, leaving a write
+///   waiting (its client taking nothing of the answer; a client that
+///   reads takes an answer or an SSE event on loopback within
+///   milliseconds);
+/// - `FIRST_BYTES_TIMEOUT`: a UNIX socket connection sending its first
+///   bytes (each holds one of the [`MAX_SESSIONS`] places from the moment
+///   it is taken).
+const STALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connection whose writes fail (`TimedOut`) once one has waited
-/// [`WRITE_TIMEOUT`] without any progress; hyper then closes it.
+/// the stall time ([`STALL_TIMEOUT`] or what [`STALL_VAR`] sets) without any progress;
+/// hyper then closes it.
 struct Stalls<S> {
     inner: S,
+    /// How long a write may wait.
+    after: Duration,
     /// When the write waiting now fails, if one is waiting.
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<S> Stalls<S> {
-    fn new(inner: S) -> Self {
+    fn new(inner: S, after: Duration) -> Self {
         Stalls {
             inner,
+            after,
             deadline: None,
         }
     }
 
     /// Polls a write with `op`: its answer once ready (then the next wait
-    /// starts afresh), `TimedOut` once it has waited [`WRITE_TIMEOUT`].
+    /// starts afresh), `TimedOut` once it has waited the stall time.
     fn timed<T>(
         &mut self,
         cx: &mut Context<'_>,
@@ -259,15 +290,16 @@ impl<S> Stalls<S> {
             self.deadline = None;
             return Poll::Ready(r);
         }
+        let after = self.after;
         let deadline = self
             .deadline
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(WRITE_TIMEOUT)));
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(after)));
         match deadline.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 format!(
                     "the client took nothing of its answer for {} s",
-                    WRITE_TIMEOUT.as_secs()
+                    after.as_secs()
                 ),
             ))),
             Poll::Pending => Poll::Pending,
@@ -318,11 +350,6 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Stalls<S> {
     }
 }
 
-/// How long a request's body may take to arrive whole once its head was
-/// read. A JSON-RPC message, at most [`MAX_BODY`], takes milliseconds on
-/// loopback.
-const BODY_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// The largest request body read: the SDK's own cap (4 MiB), checked here
 /// too since the body is read here, so no body is held beyond it.
 const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -334,13 +361,17 @@ fn plain(status: StatusCode, text: String) -> Response<BoxBody<Bytes, Infallible
     resp
 }
 
-/// Reads `body` whole, at most [`MAX_BODY`] bytes within [`BODY_TIMEOUT`];
-/// else the answer that refuses it: 413 over the cap, 408 when it is late
-/// (the connection is then closed, as hyper does after an answer given
-/// before the body was read), 400 when it cannot be read.
-async fn read_body(body: Incoming) -> Result<Bytes, Response<BoxBody<Bytes, Infallible>>> {
+/// Reads `body` whole, at most [`MAX_BODY`] bytes within `within`
+/// (the stall time, [`STALL_TIMEOUT`] unless [`STALL_VAR`] sets another); else the answer
+/// that refuses it: 413 over the cap, 408 when it is late (the connection
+/// is then closed, as hyper does after an answer given before the body
+/// was read), 400 when it cannot be read.
+async fn read_body(
+    body: Incoming,
+    within: Duration,
+) -> Result<Bytes, Response<BoxBody<Bytes, Infallible>>> {
     let limited = http_body_util::Limited::new(body, MAX_BODY);
-    match tokio::time::timeout(BODY_TIMEOUT, limited.collect()).await {
+    match tokio::time::timeout(within, limited.collect()).await {
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(plain(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -354,7 +385,7 @@ async fn read_body(body: Incoming) -> Result<Bytes, Response<BoxBody<Bytes, Infa
             StatusCode::REQUEST_TIMEOUT,
             format!(
                 "the request body did not arrive whole within {} s of its head\n",
-                BODY_TIMEOUT.as_secs()
+                within.as_secs()
             ),
         )),
     }
@@ -565,6 +596,7 @@ pub async fn serve_http(
     check_loopback(&addr).map_err(std::io::Error::other)?;
     // Read before anything is bound or written.
     let idle = http_idle()?;
+    let stall = stall()?;
     outside_the_policy(
         &server,
         token_file,
@@ -698,7 +730,7 @@ pub async fn serve_http(
                     // The body is read here, in bounded time, so a
                     // stalled one ends with its place given back.
                     let (parts, body) = req.into_parts();
-                    let body = match read_body(body).await {
+                    let body = match read_body(body, stall).await {
                         Ok(b) => b,
                         Err(resp) => return Ok(resp),
                     };
@@ -726,8 +758,8 @@ pub async fn serve_http(
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(Stalls::new(stream)), svc)
+                .header_read_timeout(stall)
+                .serve_connection(TokioIo::new(Stalls::new(stream, stall)), svc)
                 .await;
         });
     }
@@ -742,6 +774,8 @@ pub async fn serve_http(
 /// server that was killed): not a file, a link or a live server's socket.
 /// A `path` inside one of the policy's directories is refused.
 pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
+    // Read before anything is made.
+    let stall = stall()?;
     let parent = outside_the_policy(
         &server,
         path,
@@ -772,7 +806,7 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
                     "code": -32000, "message": too_many_sessions()}});
                 let mut stream = stream;
                 let _ = tokio::time::timeout(
-                    HEADER_TIMEOUT,
+                    stall,
                     tokio::io::AsyncWriteExt::write_all(
                         &mut stream,
                         format!("{line}\n").as_bytes(),
@@ -786,9 +820,9 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
         tokio::spawn(async move {
             let _place = place;
             let (r, w) = stream.into_split();
-            let activity = Arc::new(Activity::new());
+            let activity = Arc::new(Activity::new(stall));
             let r = Quiet::new(r, Arc::clone(&activity));
-            let w = Heard(Stalls::new(w), activity);
+            let w = Heard(Stalls::new(w, stall), activity);
             let inline: Arc<dyn crate::lines::Inline> = Arc::new(server.clone());
             let t = crate::lines::LineTransport::with_inline(r, w, inline);
             server.watch_output(&t);
@@ -799,17 +833,12 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// How long a UNIX socket connection may take to send its first bytes
-/// before it is closed: as long as an HTTP connection has for its first
-/// request's head. Each connection holds one of the [`MAX_SESSIONS`]
-/// places from the moment it is taken.
-const FIRST_BYTES_TIMEOUT: Duration = HEADER_TIMEOUT;
-
 /// What a UNIX socket connection did, shared by its two halves: whether
 /// its client has sent anything yet, and whether its output failed (then
 /// its input ends too).
 struct Activity {
-    start: tokio::time::Instant,
+    /// When the input is ended unless the client speaks before.
+    first_due: tokio::time::Instant,
     heard: std::sync::atomic::AtomicBool,
     broken: std::sync::atomic::AtomicBool,
     /// The reader waiting for input, woken when the output fails.
@@ -817,9 +846,10 @@ struct Activity {
 }
 
 impl Activity {
-    fn new() -> Activity {
+    /// A connection taken now, given `first` to send its first bytes.
+    fn new(first: Duration) -> Activity {
         Activity {
-            start: tokio::time::Instant::now(),
+            first_due: tokio::time::Instant::now() + first,
             heard: std::sync::atomic::AtomicBool::new(false),
             broken: std::sync::atomic::AtomicBool::new(false),
             reader: std::sync::Mutex::new(None),
@@ -829,7 +859,7 @@ impl Activity {
     /// When the input is ended unless the client speaks before: only
     /// until its first bytes (never once it has spoken).
     fn due(&self) -> Option<tokio::time::Instant> {
-        (!self.heard.load(Ordering::Acquire)).then(|| self.start + FIRST_BYTES_TIMEOUT)
+        (!self.heard.load(Ordering::Acquire)).then_some(self.first_due)
     }
 
     /// The output failed: the input ends, so the session does.
@@ -844,7 +874,7 @@ impl Activity {
 
 /// A UNIX socket connection's input, ended (read as end of input, so the
 /// session ends and gives back its place) when its client has sent nothing
-/// within [`FIRST_BYTES_TIMEOUT`] of connecting, or when its output failed.
+/// within the stall time of connecting, or when its output failed.
 struct Quiet<R> {
     inner: R,
     activity: Arc<Activity>,
@@ -853,8 +883,7 @@ struct Quiet<R> {
 
 impl<R> Quiet<R> {
     fn new(inner: R, activity: Arc<Activity>) -> Self {
-        let first = activity.start + FIRST_BYTES_TIMEOUT;
-        let timer = Box::pin(tokio::time::sleep_until(first));
+        let timer = Box::pin(tokio::time::sleep_until(activity.first_due));
         Quiet {
             inner,
             activity,
@@ -908,7 +937,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Quiet<R> {
 }
 
 /// A UNIX socket connection's output: one that fails (after
-/// [`WRITE_TIMEOUT`] without progress, through [`Stalls`]) ends the input
+/// the stall time without progress, through [`Stalls`]) ends the input
 /// too.
 struct Heard<W>(Stalls<W>, Arc<Activity>);
 
