@@ -462,14 +462,7 @@ fn opaque_first(
                     c.buf.extend_from_slice(&chunk[..n]);
                     break;
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::Interrupted
-                            | io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                    ) =>
-                {
+                Err(e) if nothing_yet(&e) => {
                     if activity.idle_for() >= idle {
                         // Idle: the connection ends, and whatever the
                         // client sends from now on goes nowhere.
@@ -1207,16 +1200,19 @@ fn pass_half_close(client: &TcpStream, up: &TcpStream) {
                 return;
             }
             Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::Interrupted
-                        | io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if nothing_yet(&e) => {}
             Err(_) => return,
         }
     }
+}
+
+/// Whether a read failed only because nothing came yet (interrupted, or
+/// the socket's read timeout), so that it may be tried again.
+fn nothing_yet(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 /// Headers never forwarded as the client sent them.

@@ -581,18 +581,35 @@ impl Sandbox {
         let result = self
             .current()
             .and_then(|inner| inner.take_budget().and_then(|()| body(&inner, &mut ctx)));
+        self.record(
+            name,
+            || ctx.path.unwrap_or_else(|| raw.to_owned()),
+            ctx.size,
+            result.as_ref().err().map_or(ErrorCode::Ok, Error::code),
+        );
+        result
+    }
+
+    /// Tells the audit sink, if there is one, of a call: `path` is made
+    /// only when it is.
+    fn record(
+        &self,
+        op: &'static str,
+        path: impl FnOnce() -> String,
+        size: Option<u64>,
+        outcome: ErrorCode,
+    ) {
         if let Some(sink) = &self.audit {
             sink(&AuditEvent {
-                op: name,
-                path: ctx.path.unwrap_or_else(|| raw.to_owned()),
-                size: ctx.size,
+                op,
+                path: path(),
+                size,
                 time: SystemTime::now(),
-                outcome: result.as_ref().err().map_or(ErrorCode::Ok, Error::code),
+                outcome,
                 exit_code: None,
                 limit: None,
             });
         }
-        result
     }
 
     /// Reports a call that a door refused as malformed before the sandbox
@@ -603,17 +620,7 @@ impl Sandbox {
     /// reaches the sandbox, it spends no budget (the shared vector
     /// `budget_malformed_requests_are_not_fs_ops`). Answers the refusal.
     pub fn audit_refusal(&self, op: &'static str, path: &str, e: Error) -> Error {
-        if let Some(sink) = &self.audit {
-            sink(&AuditEvent {
-                op,
-                path: path.to_owned(),
-                size: None,
-                time: SystemTime::now(),
-                outcome: e.code(),
-                exit_code: None,
-                limit: None,
-            });
-        }
+        self.record(op, || path.to_owned(), None, e.code());
         e
     }
 

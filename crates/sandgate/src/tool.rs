@@ -154,21 +154,14 @@ impl Fields {
     }
 }
 
+/// The file requests' ops, named as the sandbox records them.
+const FILE_OPS: [&str; 10] = [
+    "read", "write", "edit", "list", "stat", "mkdir", "delete", "rename", "glob", "grep",
+];
+
 /// The sandbox's name for a file request's op (`None` for the others).
 fn file_op(op: &str) -> Option<&'static str> {
-    Some(match op {
-        "read" => "read",
-        "write" => "write",
-        "edit" => "edit",
-        "list" => "list",
-        "stat" => "stat",
-        "mkdir" => "mkdir",
-        "delete" => "delete",
-        "rename" => "rename",
-        "glob" => "glob",
-        "grep" => "grep",
-        _ => return None,
-    })
+    FILE_OPS.iter().copied().find(|o| *o == op)
 }
 
 /// The name a file request gave, as the sandbox records it: `path`
