@@ -2208,3 +2208,66 @@ fn env19_a_relative_host_tmpdir_still_gives_git_its_private_directory() {
         );
     }
 }
+
+/// The links vetting admits inside `.git` (a ref linked to `../heads/main`,
+/// a submodule's `gitdir: ../.git/modules/sub`) are resolved with
+/// `openat2(RESOLVE_BENEATH)`, which answers `EAGAIN` when any rename on
+/// the host races with a `..` step. Before, that one answer refused the
+/// repository as if the link led out: CI saw `git log` refused while other
+/// tests renamed files. Now a raced resolution is tried again. A thread
+/// renames a file to and fro for the whole test.
+#[test]
+fn ci21_a_rename_elsewhere_on_the_host_does_not_refuse_a_link_inside_dot_git() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    let dot_git = f.root.join(".git");
+    std::os::unix::fs::symlink("../heads/main", dot_git.join("refs/heads/alias")).unwrap();
+    let modules = f.root.join(".git/modules/sub");
+    fs::create_dir_all(f.root.join(".git/modules")).unwrap();
+    raw_git(
+        &f.root,
+        &[
+            "init",
+            "-q",
+            &format!("--separate-git-dir={}", modules.display()),
+            "sub",
+        ],
+    );
+    fs::write(f.root.join("sub/.git"), "gitdir: ../.git/modules/sub\n").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let renamer = {
+        let stop = stop.clone();
+        let dir = tempfile::tempdir().unwrap();
+        std::thread::spawn(move || {
+            let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+            fs::write(&a, "x").unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                fs::rename(&a, &b).unwrap();
+                fs::rename(&b, &a).unwrap();
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    let mut refused = Vec::new();
+    let mut rounds = 0;
+    while started.elapsed() < std::time::Duration::from_secs(3) {
+        for request in ["git log --format=%s -n 1 alias", "git status"] {
+            if let Err(e) = plan(&split_words(request).unwrap(), &ALL, &f.root) {
+                refused.push(format!("{request}: {e}"));
+            }
+        }
+        rounds += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    renamer.join().unwrap();
+    assert!(
+        refused.is_empty(),
+        "{} of {rounds} rounds refused, first: {}",
+        refused.len(),
+        refused[0]
+    );
+}

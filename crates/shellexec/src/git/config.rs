@@ -530,7 +530,7 @@ fn gitfile_target(
     dir: &OwnedFd,
     name: &[u8],
 ) -> Result<Option<OwnedFd>, GitError> {
-    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::fs::OFlags;
     use rustix::io::Errno;
     use std::os::unix::ffi::OsStrExt;
     let Some((bytes, _)) = read_at(dir, Path::new(".git"), 64 * 1024)
@@ -563,12 +563,10 @@ fn gitfile_target(
     } else {
         Path::new(std::ffi::OsStr::from_bytes(name)).join(target)
     };
-    match rustix::fs::openat2(
+    match openat2_beneath(
         root_fd,
         &rel,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
     ) {
         Ok(fd) => Ok(Some(fd)),
         Err(Errno::NOENT | Errno::NOTDIR) => Ok(None),
@@ -916,15 +914,9 @@ fn store(git: &OwnedFd, dir: OwnedFd, rel: &Path, seen: &mut usize) -> Result<()
 /// would stay inside is harmless. Where the kernel has no `openat2`, every
 /// such link is refused.
 fn stays_in_dot_git(git: &OwnedFd, rel: &Path) -> Result<(), GitError> {
-    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::fs::OFlags;
     use rustix::io::Errno;
-    let resolved = rustix::fs::openat2(
-        git,
-        rel,
-        OFlags::PATH | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
-    );
+    let resolved = openat2_beneath(git, rel, OFlags::PATH | OFlags::CLOEXEC);
     match resolved {
         Ok(_) | Err(Errno::NOENT) => Ok(()),
         Err(e) => Err(GitError::repository(format!(
@@ -938,6 +930,35 @@ fn stays_in_dot_git(git: &OwnedFd, rel: &Path) -> Result<(), GitError> {
                 e => format!(" (or may: it could not be resolved, {e})"),
             }
         ))),
+    }
+}
+
+/// How many times a resolution that raced with a rename is tried.
+const EAGAIN_RETRIES: usize = 64;
+
+/// `path` opened beneath `dir` (`RESOLVE_BENEATH`, no magic links). The
+/// kernel answers `EAGAIN` when a rename or mount anywhere on the host
+/// raced with a `..` step; that says nothing of where the path leads, so
+/// the resolution is tried again (a host renaming without pause could
+/// still exhaust the tries: then the caller refuses, as for any error).
+fn openat2_beneath(
+    dir: &OwnedFd,
+    path: &Path,
+    flags: rustix::fs::OFlags,
+) -> rustix::io::Result<OwnedFd> {
+    use rustix::fs::{Mode, ResolveFlags};
+    let mut tries = 0;
+    loop {
+        match rustix::fs::openat2(
+            dir,
+            path,
+            flags,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Err(rustix::io::Errno::AGAIN) if tries < EAGAIN_RETRIES => tries += 1,
+            other => return other,
+        }
     }
 }
 
