@@ -122,6 +122,7 @@ fn write(
     mode: Option<u32>,
     replace: Option<Temp>,
 ) -> Result<(), Errno> {
+    within_file_size_limit(data.len())?;
     let create_mode = Mode::from_bits_truncate(mode.unwrap_or(0o666));
     let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
     // Each attempt uses a fresh unnamed file: once linked and then unlinked
@@ -161,6 +162,21 @@ fn write(
         }
     }
     Err(Errno::AGAIN)
+}
+
+/// Refuses with `EFBIG`, before anything is created, a file longer than
+/// this process's file size limit (`RLIMIT_FSIZE`, soft). A write past
+/// that limit raises `SIGXFSZ`, whose default action ends the whole
+/// process: the program embedding the library, not just this call. The
+/// new file is written from offset 0, so the kernel signals exactly when
+/// `len` exceeds the limit; `EFBIG` is what the write would have answered
+/// were the signal ignored.
+fn within_file_size_limit(len: usize) -> Result<(), Errno> {
+    use rustix::process::{getrlimit, Resource};
+    match getrlimit(Resource::Fsize).current {
+        Some(max) if len as u64 > max => Err(Errno::FBIG),
+        _ => Ok(()),
+    }
 }
 
 fn fill(file: &File, data: &[u8], mode: Option<u32>) -> Result<(), Errno> {
