@@ -145,8 +145,14 @@ fn write(
         let tname = match temp {
             Temp::Reclaim => {
                 let tname = temp_name(name);
-                link_tmpfile(&tmp, dir, &tname, true)?;
-                tname
+                match link_tmpfile(&tmp, dir, &tname, true) {
+                    Ok(()) => tname,
+                    // A directory has the temporary name: no replace leaves
+                    // one, so it is no leftover to reclaim. Go through a
+                    // name of our own and leave it as it is.
+                    Err(Errno::ISDIR) => link_unique(&tmp, dir, name)?,
+                    Err(e) => return Err(e),
+                }
             }
             Temp::Unique => link_unique(&tmp, dir, name)?,
         };
@@ -190,7 +196,8 @@ fn fill(file: &File, data: &[u8], mode: Option<u32>) -> Result<(), Errno> {
 }
 
 /// Gives the unnamed file `tmp` the name `tname` in `dir`; with `reclaim`, a
-/// leftover of an interrupted earlier replace is removed first.
+/// leftover of an interrupted earlier replace is removed first (a directory
+/// there is not removed: `EISDIR`).
 fn link_tmpfile(tmp: &File, dir: BorrowedFd<'_>, tname: &[u8], reclaim: bool) -> Result<(), Errno> {
     for _ in 0..RETRIES {
         let r = match rfs::linkat(tmp, c"", dir, tname, AtFlags::EMPTY_PATH) {

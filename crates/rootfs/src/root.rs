@@ -834,7 +834,10 @@ impl Root {
     /// name is `.<name>.sandgate-tmp` (for a name of more than 241 bytes,
     /// its first bytes and a hash of the whole name, so that no two names
     /// share one): a process killed in the instant between link and rename
-    /// leaves it, and the next replace of the same file reclaims it.
+    /// leaves it, and the next replace of the same file reclaims it. A
+    /// directory at that name is no leftover: it is left as it is, and the
+    /// replace goes through a name of its own, as
+    /// [`replace_unique`](Self::replace_unique) does.
     pub fn replace(&self, path: impl AsRef<Path>, data: &[u8]) -> Result<()> {
         self.write_atomic(path, data, RenameMode::Replace)
     }
@@ -1131,7 +1134,9 @@ fn clear_nonblock(file: &File, p: &[u8]) -> Result<()> {
 /// The temporary name a [`Root::replace`] of the entry `name` links its new
 /// content under before renaming it over `name`: `.<name>.sandgate-tmp`, or
 /// for a name of more than 241 bytes its first bytes and a hash of the
-/// whole name. An entry found there is taken for a leftover and removed.
+/// whole name. An entry found there is taken for a leftover and removed,
+/// but for a directory, which is left (the replace then uses a name of its
+/// own).
 pub fn temp_name(name: &std::ffi::OsStr) -> OsString {
     OsString::from_vec(crate::atomic::temp_name(name.as_bytes()))
 }

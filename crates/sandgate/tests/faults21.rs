@@ -10,6 +10,7 @@
 
 use std::collections::BTreeSet;
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -123,4 +124,416 @@ fn faults21_a_file_size_limit_does_not_kill_the_embedder() {
     );
     assert_eq!(listing(dir), names(&["old.txt", "small.txt"]));
     assert_eq!(fs::read(dir.join("old.txt")).unwrap(), b"old text\n");
+}
+
+// ----- a full filesystem -----
+
+/// Fills the filesystem of `dir` with `dir/filler` until it takes no more.
+fn fill_up(dir: &Path) {
+    use std::io::Write;
+    let mut f = fs::File::create(dir.join("filler")).unwrap();
+    let chunk = vec![b'f'; 4096];
+    loop {
+        match f.write(&chunk) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+            Err(e) => panic!("filling: {e}"),
+        }
+    }
+}
+
+/// In the child only, in a mount namespace of its own: a 256 KiB tmpfs
+/// mounted on the directory, filled up, then every call that needs room
+/// fails with `E_IO` (`ENOSPC`) naming its path, and leaves the old file
+/// byte for byte, no temporary file and no directory it made.
+#[test]
+fn faults21_child_full() {
+    let Some(dir) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    println!("CHILD-STARTED");
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(dir)
+        .status()
+        .unwrap();
+    if !st.success() {
+        println!("SKIP: mounting a tmpfs is not permitted here ({st})");
+        return;
+    }
+    let old = "old text\n".repeat(500);
+    fs::write(dir.join("old.txt"), &old).unwrap();
+    fs::create_dir(dir.join("d")).unwrap();
+    fill_up(dir);
+    let before = names(&["d", "filler", "old.txt"]);
+    assert_eq!(listing(dir), before);
+
+    let sb = sandbox(dir);
+    let data = vec![b'n'; 64 << 10];
+    let e = sb
+        .write("new.txt", &data, WriteOptions::default())
+        .unwrap_err();
+    assert_io(&e, libc::ENOSPC, "new.txt");
+    let e = sb
+        .write("a/b/new.txt", &data, WriteOptions::default())
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Io, "{e:?}");
+    assert_eq!(e.errno(), Some(libc::ENOSPC), "{e:?}");
+    let e = sb
+        .write("old.txt", &data, WriteOptions::default().overwrite(true))
+        .unwrap_err();
+    assert_io(&e, libc::ENOSPC, "old.txt");
+    let e = sb
+        .write("d/new.txt", b"small", WriteOptions::default())
+        .unwrap_err();
+    assert_io(&e, libc::ENOSPC, "d/new.txt");
+    let e = sb
+        .edit(
+            "old.txt",
+            "old",
+            &"grown ".repeat(20_000),
+            EditOptions::default().replace_all(false),
+        )
+        .unwrap_err();
+    assert!(
+        e.code() == ErrorCode::EditAmbiguous,
+        "the edit is ambiguous before it is written: {e:?}"
+    );
+    let e = sb
+        .edit("old.txt", &old, &old.repeat(4), EditOptions::default())
+        .unwrap_err();
+    assert_io(&e, libc::ENOSPC, "old.txt");
+    assert_eq!(listing(dir), before, "after the failed writes and edits");
+    assert_eq!(listing(&dir.join("d")), names(&[]));
+    assert_eq!(fs::read_to_string(dir.join("old.txt")).unwrap(), old);
+
+    // Calls that need no data blocks on tmpfs work, and change only their
+    // own entry.
+    sb.rename("old.txt", "moved.txt").unwrap();
+    sb.rename("moved.txt", "old.txt").unwrap();
+    assert_eq!(listing(dir), before);
+    assert_eq!(fs::read_to_string(dir.join("old.txt")).unwrap(), old);
+
+    // With room again, the same write works: the failures were the room.
+    fs::remove_file(dir.join("filler")).unwrap();
+    sb.write("old.txt", &data, WriteOptions::default().overwrite(true))
+        .unwrap();
+    assert_eq!(listing(dir), names(&["d", "old.txt"]));
+
+    // Out of inodes: one left, which the parent a write creates takes; the
+    // write then fails, and the directory it made is removed again.
+    let ino = dir.join("i");
+    fs::create_dir(&ino).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m,nr_inodes=8", "tmpfs"])
+        .arg(&ino)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    fs::write(ino.join("old"), "old\n").unwrap();
+    let mut n = 0;
+    while fs::write(ino.join(format!("f{n}")), "").is_ok() {
+        n += 1;
+    }
+    fs::remove_file(ino.join("f0")).unwrap();
+    let before = listing(&ino);
+    let e = sb
+        .write("i/a/new.txt", b"new", WriteOptions::default())
+        .unwrap_err();
+    assert_eq!(e.errno(), Some(libc::ENOSPC), "{e:?}");
+    assert_eq!(listing(&ino), before, "after a write out of inodes");
+    fs::write(ino.join("f0"), "").unwrap();
+    let e = sb
+        .write("i/old", b"new", WriteOptions::default().overwrite(true))
+        .unwrap_err();
+    assert_io(&e, libc::ENOSPC, "i/old");
+    let e = sb.mkdir("i/m").unwrap_err();
+    assert_io(&e, libc::ENOSPC, "i/m");
+    assert_eq!(listing(&ino).len(), before.len() + 1);
+    assert_eq!(fs::read(ino.join("old")).unwrap(), b"old\n");
+    println!("FULL-OK");
+}
+
+#[test]
+fn faults21_a_full_filesystem_changes_nothing() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("mnt");
+    fs::create_dir(&dir).unwrap();
+    in_mount_namespace("faults21_child_full", &dir, "FULL-OK");
+    // The tmpfs went with the child's namespace.
+    assert!(listing(&dir).is_empty());
+}
+
+/// Runs the child `test` in a mount namespace of its own (the mounts go
+/// with it; as an unprivileged user, in a user namespace of its own too)
+/// and checks it printed `ok`; skips, saying why, where none can be had.
+fn in_mount_namespace(test: &str, dir: &Path, ok: &str) {
+    let wrap: &[&str] = if rustix::process::geteuid().is_root() {
+        &["unshare", "-m", "--propagation", "private"]
+    } else {
+        &["unshare", "-Urm"]
+    };
+    let out = child(test, dir, wrap);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !stdout.contains("CHILD-STARTED") {
+        eprintln!("SKIP: no mount namespace here ({}): {stderr}", out.status);
+        return;
+    }
+    if let Some(line) = stdout.lines().find(|l| l.starts_with("SKIP")) {
+        eprintln!("{line}");
+        return;
+    }
+    assert!(
+        out.status.success() && stdout.contains(ok),
+        "the child: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+}
+
+// ----- read-only places -----
+
+/// In the child only, in a mount namespace of its own: `ro`, a read-only
+/// bind mount inside the write root, refuses every change with `E_IO`
+/// (`EROFS`) naming the path, and nothing in it changes.
+#[test]
+fn faults21_child_readonly_bind() {
+    let Some(dir) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    println!("CHILD-STARTED");
+    let ro = dir.join("ro");
+    fs::create_dir_all(ro.join("sub")).unwrap();
+    fs::write(ro.join("old.txt"), "old text\n").unwrap();
+    for args in [&["--bind"][..], &["-o", "remount,bind,ro"]] {
+        let st = Command::new("mount")
+            .args(args)
+            .arg(&ro)
+            .arg(&ro)
+            .status()
+            .unwrap();
+        if !st.success() {
+            println!("SKIP: a read-only bind mount is not permitted here ({st})");
+            return;
+        }
+    }
+    let before = listing(&ro);
+    let sb = sandbox(dir);
+    let e = sb
+        .write("ro/new.txt", b"new", WriteOptions::default())
+        .unwrap_err();
+    assert_io(&e, libc::EROFS, "ro/new.txt");
+    let e = sb
+        .write("ro/a/new.txt", b"new", WriteOptions::default())
+        .unwrap_err();
+    assert_eq!(e.errno(), Some(libc::EROFS), "{e:?}");
+    let e = sb
+        .write(
+            "ro/old.txt",
+            b"new",
+            WriteOptions::default().overwrite(true),
+        )
+        .unwrap_err();
+    assert_io(&e, libc::EROFS, "ro/old.txt");
+    let e = sb
+        .edit("ro/old.txt", "old", "new", EditOptions::default())
+        .unwrap_err();
+    assert_io(&e, libc::EROFS, "ro/old.txt");
+    let e = sb.mkdir("ro/m").unwrap_err();
+    assert_io(&e, libc::EROFS, "ro/m");
+    let e = sb.rename("ro/old.txt", "ro/moved.txt").unwrap_err();
+    assert_eq!(e.errno(), Some(libc::EROFS), "{e:?}");
+    let e = sb.delete("ro/old.txt").unwrap_err();
+    assert_io(&e, libc::EROFS, "ro/old.txt");
+    assert_eq!(listing(&ro), before);
+    assert_eq!(fs::read(ro.join("old.txt")).unwrap(), b"old text\n");
+    println!("READONLY-OK");
+}
+
+#[test]
+fn faults21_a_read_only_bind_mount_changes_nothing() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    in_mount_namespace("faults21_child_readonly_bind", tmp.path(), "READONLY-OK");
+}
+
+/// Clears the inode flags it set when the test ends, failed or not.
+struct Chattr(Vec<std::path::PathBuf>);
+
+impl Drop for Chattr {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = Command::new("chattr").arg("-ia").arg(p).status();
+        }
+    }
+}
+
+/// An immutable or append-only file (and an immutable directory) in the
+/// write root: every change is refused with `E_IO` (`EPERM`) naming the
+/// path, the file is left byte for byte, and no temporary file remains.
+/// Root only (`CAP_LINUX_IMMUTABLE`); skipped otherwise.
+#[test]
+fn faults21_immutable_and_append_only_files_are_left_as_they_were() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP: setting the immutable flag needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    fs::create_dir(dir.join("frozen")).unwrap();
+    fs::write(dir.join("frozen/in.txt"), "in\n").unwrap();
+    fs::write(dir.join("imm.txt"), "immutable\n").unwrap();
+    fs::write(dir.join("app.txt"), "append only\n").unwrap();
+    let mut guard = Chattr(Vec::new());
+    for (flag, p) in [("+i", "imm.txt"), ("+a", "app.txt"), ("+i", "frozen")] {
+        let st = Command::new("chattr").arg(flag).arg(dir.join(p)).status();
+        if !st.is_ok_and(|s| s.success()) {
+            eprintln!("SKIP: chattr {flag} is not supported here");
+            return;
+        }
+        guard.0.push(dir.join(p));
+    }
+    let before = listing(dir);
+    let sb = sandbox(dir);
+    for (p, old) in [
+        ("imm.txt", "immutable"),
+        ("app.txt", "append only"),
+        ("frozen/in.txt", "in"),
+    ] {
+        let e = sb
+            .write(p, b"new", WriteOptions::default().overwrite(true))
+            .unwrap_err();
+        assert_io(&e, libc::EPERM, p);
+        let e = sb.edit(p, old, "new", EditOptions::default()).unwrap_err();
+        assert_io(&e, libc::EPERM, p);
+    }
+    let e = sb
+        .write("frozen/new.txt", b"new", WriteOptions::default())
+        .unwrap_err();
+    assert_io(&e, libc::EPERM, "frozen/new.txt");
+    assert_eq!(listing(dir), before);
+    assert_eq!(listing(&dir.join("frozen")), names(&["in.txt"]));
+    assert_eq!(fs::read(dir.join("imm.txt")).unwrap(), b"immutable\n");
+    assert_eq!(fs::read(dir.join("app.txt")).unwrap(), b"append only\n");
+    assert_eq!(fs::read(dir.join("frozen/in.txt")).unwrap(), b"in\n");
+}
+
+// ----- permissions -----
+
+/// A directory of the write root its user cannot write (mode 0555): a
+/// write, overwrite or edit in it fails with `E_IO` (`EACCES`) naming the
+/// path, and no temporary file is made there or anywhere else. Root
+/// passes every permission check, so this runs unprivileged only.
+#[test]
+fn faults21_a_directory_its_user_cannot_write_changes_nothing() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    if rustix::process::geteuid().is_root() {
+        eprintln!("SKIP: root writes a directory of mode 0555 all the same");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let locked = dir.join("locked");
+    fs::create_dir(&locked).unwrap();
+    fs::write(locked.join("old.txt"), "old text\n").unwrap();
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o555)).unwrap();
+    let sb = sandbox(dir);
+    let e = sb
+        .write("locked/new.txt", b"new", WriteOptions::default())
+        .unwrap_err();
+    assert_io(&e, libc::EACCES, "locked/new.txt");
+    let e = sb
+        .write(
+            "locked/old.txt",
+            b"new",
+            WriteOptions::default().overwrite(true),
+        )
+        .unwrap_err();
+    assert_io(&e, libc::EACCES, "locked/old.txt");
+    let e = sb
+        .edit("locked/old.txt", "old", "new", EditOptions::default())
+        .unwrap_err();
+    assert_io(&e, libc::EACCES, "locked/old.txt");
+    assert_eq!(listing(dir), names(&["locked"]));
+    assert_eq!(listing(&locked), names(&["old.txt"]));
+    assert_eq!(fs::read(locked.join("old.txt")).unwrap(), b"old text\n");
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// An overwrite keeps the replaced file's permission bits exactly, under
+/// any umask (a 0600 secret is not widened to 0644), the sticky bit too,
+/// but never setuid or setgid.
+#[test]
+fn faults21_an_overwrite_keeps_the_mode_but_not_setuid() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let sb = sandbox(dir);
+    for (mode, kept) in [
+        (0o600, 0o600),
+        (0o640, 0o640),
+        (0o755, 0o755),
+        (0o400, 0o400),
+        (0o1644, 0o1644),
+        (0o4755, 0o755),
+        (0o2755, 0o755),
+        (0o6777, 0o777),
+    ] {
+        let name = format!("f{mode:o}");
+        let path = dir.join(&name);
+        fs::write(&path, "old\n").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+        sb.write(&name, b"new\n", WriteOptions::default().overwrite(true))
+            .unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"new\n");
+        let got = fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(got, kept, "{name}: mode {got:o}");
+        sb.edit(&name, "new", "newer", EditOptions::default())
+            .unwrap();
+        let got = fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(got, kept, "{name} after an edit: mode {got:o}");
+    }
+    assert!(listing(dir).iter().all(|n| !n.contains("sandgate-tmp")));
+}
+
+/// A directory (or anything but a leftover file) at the temporary name of
+/// a replace is no leftover of an earlier replace: the overwrite goes
+/// through a name of its own and the directory stays as it was.
+#[test]
+fn faults21_a_directory_at_the_temporary_name_does_not_block_an_overwrite() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    fs::write(dir.join("old.txt"), "old text\n").unwrap();
+    fs::create_dir(dir.join(".old.txt.sandgate-tmp")).unwrap();
+    fs::write(dir.join(".old.txt.sandgate-tmp/keep"), "keep").unwrap();
+    let sb = sandbox(dir);
+    sb.write("old.txt", b"new\n", WriteOptions::default().overwrite(true))
+        .unwrap();
+    assert_eq!(fs::read(dir.join("old.txt")).unwrap(), b"new\n");
+    sb.edit("old.txt", "new", "newer", EditOptions::default())
+        .unwrap();
+    assert_eq!(fs::read(dir.join("old.txt")).unwrap(), b"newer\n");
+    assert_eq!(listing(dir), names(&[".old.txt.sandgate-tmp", "old.txt"]));
+    assert_eq!(
+        fs::read(dir.join(".old.txt.sandgate-tmp/keep")).unwrap(),
+        b"keep"
+    );
 }
