@@ -123,6 +123,11 @@ fn write(
     replace: Option<Temp>,
 ) -> Result<(), Errno> {
     within_file_size_limit(data.len())?;
+    let keep = mode.map(|mode| Keep {
+        mode,
+        acl: access_acl(dir, name),
+    });
+    let keep = keep.as_ref();
     let create_mode = Mode::from_bits_truncate(mode.unwrap_or(0o666));
     let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
     // Each attempt uses a fresh unnamed file: once linked and then unlinked
@@ -132,11 +137,11 @@ fn write(
             Ok(fd) => File::from(fd),
             // No O_TMPFILE on this kernel or filesystem.
             Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => {
-                return write_named(dir, name, data, create_mode, mode, replace.is_some())
+                return write_named(dir, name, data, create_mode, keep, replace.is_some())
             }
             Err(e) => return Err(e),
         };
-        fill(&tmp, data, mode)?;
+        fill(&tmp, data, keep)?;
         let Some(temp) = replace else {
             // linkat never replaces: EEXIST if anything has the name.
             link_tmpfile(&tmp, dir, name, false)?;
@@ -185,12 +190,49 @@ fn within_file_size_limit(len: usize) -> Result<(), Errno> {
     }
 }
 
-fn fill(file: &File, data: &[u8], mode: Option<u32>) -> Result<(), Errno> {
+/// What a replace carries over from the file it replaces.
+struct Keep {
+    /// The permission bits.
+    mode: u32,
+    /// The access ACL (`system.posix_acl_access`), or `None` for none.
+    acl: Option<Vec<u8>>,
+}
+
+const ACL_ACCESS: &str = "system.posix_acl_access";
+
+/// The access ACL of the entry `name` in `dir`, if it has one that can be
+/// read. Read by the inode (an `O_PATH` descriptor through procfs), which
+/// needs no permission to read the file. Where it cannot be read the new
+/// file gets none: an ACL only adds access, so that loses none to others.
+fn access_acl(dir: BorrowedFd<'_>, name: &[u8]) -> Option<Vec<u8>> {
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rfs::openat(dir, name, flags, Mode::empty()).ok()?;
+    let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let mut buf = vec![0u8; rfs::getxattr_query(proc.as_str(), ACL_ACCESS).ok()?];
+    let n = rfs::getxattr(proc.as_str(), ACL_ACCESS, &mut buf[..]).ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
+fn fill(file: &File, data: &[u8], keep: Option<&Keep>) -> Result<(), Errno> {
     let mut f = file;
     f.write_all(data).map_err(io_errno)?;
-    if let Some(m) = mode {
+    if let Some(k) = keep {
+        // Created in the directory, the new file took its default ACL,
+        // whose entries (masked by the group bits) could grant users the
+        // old file never granted: it gets the old file's ACL, or none.
+        match &k.acl {
+            Some(acl) => match rfs::fsetxattr(file, ACL_ACCESS, acl, rfs::XattrFlags::empty()) {
+                Ok(()) | Err(Errno::OPNOTSUPP) => {}
+                Err(e) => return Err(e),
+            },
+            None => match rfs::fremovexattr(file, ACL_ACCESS) {
+                Ok(()) | Err(Errno::NODATA | Errno::OPNOTSUPP) => {}
+                Err(e) => return Err(e),
+            },
+        }
         // The creation mode went through the umask; restore the exact bits.
-        rfs::fchmod(file, Mode::from_bits_truncate(m))?;
+        rfs::fchmod(file, Mode::from_bits_truncate(k.mode))?;
     }
     file.sync_all().map_err(io_errno)
 }
@@ -242,7 +284,7 @@ fn write_named(
     name: &[u8],
     data: &[u8],
     create_mode: Mode,
-    mode: Option<u32>,
+    keep: Option<&Keep>,
     replace: bool,
 ) -> Result<(), Errno> {
     let tname = unique_name(name);
@@ -253,7 +295,7 @@ fn write_named(
     } else {
         RenameFlags::NOREPLACE
     };
-    let result = fill(&tmp, data, mode)
+    let result = fill(&tmp, data, keep)
         .and_then(|()| rfs::renameat_with(dir, &tname[..], dir, name, rename))
         .and_then(|()| rfs::fsync(dir));
     if result.is_err() {

@@ -829,7 +829,11 @@ impl Root {
     /// mix; a crash leaves one or the other.
     ///
     /// An existing regular file keeps its permission bits, less setuid and
-    /// setgid (the new content is a new file of the caller's); a final symlink
+    /// setgid (the new content is a new file of the caller's), and its
+    /// access ACL, or none: never the directory's default ACL, which the
+    /// new file takes where it is made and whose entries would grant users
+    /// the old file did not (an ACL that cannot be read, where procfs is
+    /// not mounted, is not carried over, which grants no one more); a final symlink
     /// is replaced as an entry (its target is not written). The temporary
     /// name is `.<name>.sandgate-tmp` (for a name of more than 241 bytes,
     /// its first bytes and a hash of the whole name, so that no two names

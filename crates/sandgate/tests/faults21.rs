@@ -537,3 +537,151 @@ fn faults21_a_directory_at_the_temporary_name_does_not_block_an_overwrite() {
         b"keep"
     );
 }
+
+// ----- access control lists -----
+
+const ACL_ACCESS: &str = "system.posix_acl_access";
+const ACL_DEFAULT: &str = "system.posix_acl_default";
+/// A user no file here belongs to.
+const STRANGER: u32 = 12345;
+
+/// A POSIX ACL in the kernel's extended attribute form: version 2, then
+/// (tag, permission, id) for each entry.
+fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut v = 2u32.to_le_bytes().to_vec();
+    for &(tag, perm, id) in entries {
+        v.extend_from_slice(&tag.to_le_bytes());
+        v.extend_from_slice(&perm.to_le_bytes());
+        v.extend_from_slice(&id.to_le_bytes());
+    }
+    v
+}
+
+fn access_acl(path: &Path) -> Option<Vec<u8>> {
+    let mut buf = [0u8; 1024];
+    match rustix::fs::getxattr(path, ACL_ACCESS, &mut buf[..]) {
+        Ok(n) => Some(buf[..n].to_vec()),
+        Err(rustix::io::Errno::NODATA) => None,
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
+}
+
+/// Whether `STRANGER` can read `path` (root only: as that user).
+fn stranger_reads(path: &Path) -> bool {
+    Command::new("setpriv")
+        .args([
+            &format!("--reuid={STRANGER}"),
+            "--regid=12345",
+            "--clear-groups",
+            "cat",
+        ])
+        .arg(path)
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// A directory whose default ACL grants a user everything, holding a file
+/// of mode 0640 that user may not read: an overwrite or edit keeps the
+/// file's permission bits and grants that user nothing. The new file is
+/// created in the directory, where it took the default ACL, whose entry
+/// for the user (masked by the group bits) let them read the new content.
+/// A file with an access ACL of its own keeps it.
+#[test]
+fn faults21_an_overwrite_takes_no_access_from_the_directory_default_acl() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    const U: u32 = u32::MAX;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let shared = dir.join("shared");
+    fs::create_dir(&shared).unwrap();
+    let secret = shared.join("secret");
+    fs::write(&secret, "secret\n").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o640)).unwrap();
+    let own = shared.join("own");
+    fs::write(&own, "own\n").unwrap();
+    let own_acl = acl(&[
+        (1, 6, U),
+        (2, 4, STRANGER),
+        (4, 4, U),
+        (0x10, 4, U),
+        (0x20, 0, U),
+    ]);
+    let default = acl(&[
+        (1, 7, U),
+        (2, 7, STRANGER),
+        (4, 5, U),
+        (0x10, 7, U),
+        (0x20, 0, U),
+    ]);
+    let set = rustix::fs::setxattr(&own, ACL_ACCESS, &own_acl, rustix::fs::XattrFlags::empty())
+        .and_then(|()| {
+            rustix::fs::setxattr(
+                &shared,
+                ACL_DEFAULT,
+                &default,
+                rustix::fs::XattrFlags::empty(),
+            )
+        });
+    if let Err(e) = set {
+        eprintln!("SKIP: no POSIX ACLs here ({e})");
+        return;
+    }
+    assert_eq!(access_acl(&secret), None);
+    let root = rustix::process::geteuid().is_root();
+    if root {
+        assert!(!stranger_reads(&secret), "the stranger reads the old file");
+    }
+    let sb = sandbox(dir);
+    sb.write(
+        "shared/secret",
+        b"new secret\n",
+        WriteOptions::default().overwrite(true),
+    )
+    .unwrap();
+    assert_eq!(
+        fs::metadata(&secret).unwrap().permissions().mode() & 0o7777,
+        0o640
+    );
+    if root {
+        assert!(
+            !stranger_reads(&secret),
+            "the stranger reads the new content"
+        );
+    }
+    assert_eq!(
+        access_acl(&secret),
+        None,
+        "the overwritten file gained an ACL"
+    );
+    sb.edit("shared/secret", "new", "newer", EditOptions::default())
+        .unwrap();
+    assert_eq!(access_acl(&secret), None, "the edited file gained an ACL");
+
+    sb.write(
+        "shared/own",
+        b"new own\n",
+        WriteOptions::default().overwrite(true),
+    )
+    .unwrap();
+    assert_eq!(
+        access_acl(&own),
+        Some(own_acl),
+        "the file's own ACL was lost"
+    );
+    assert_eq!(
+        fs::metadata(&own).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
+    if root {
+        assert!(stranger_reads(&own), "the file's own ACL no longer holds");
+    }
+    // A new file takes the default ACL, as any file made there does.
+    sb.write("shared/new", b"new\n", WriteOptions::default())
+        .unwrap();
+    assert!(access_acl(&shared.join("new")).is_some());
+    assert!(listing(&shared).iter().all(|n| !n.contains("sandgate-tmp")));
+}
