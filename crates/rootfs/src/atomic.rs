@@ -152,10 +152,14 @@ fn write(
                 let tname = temp_name(name);
                 match link_tmpfile(&tmp, dir, &tname, true) {
                     Ok(()) => tname,
-                    // A directory has the temporary name: no replace leaves
-                    // one, so it is no leftover to reclaim. Go through a
-                    // name of our own and leave it as it is.
-                    Err(Errno::ISDIR) => link_unique(&tmp, dir, name)?,
+                    // What has the temporary name is no leftover this
+                    // replace may reclaim: a directory (no replace leaves
+                    // one), or an entry it may not remove (another user's
+                    // in a sticky directory, an immutable one). Go through
+                    // a name of our own and leave it as it is.
+                    Err(Errno::ISDIR | Errno::PERM | Errno::ACCESS) => {
+                        link_unique(&tmp, dir, name)?
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -239,7 +243,8 @@ fn fill(file: &File, data: &[u8], keep: Option<&Keep>) -> Result<(), Errno> {
 
 /// Gives the unnamed file `tmp` the name `tname` in `dir`; with `reclaim`, a
 /// leftover of an interrupted earlier replace is removed first (a directory
-/// there is not removed: `EISDIR`).
+/// there is not removed: `EISDIR`; nor an entry the caller may not remove:
+/// `EPERM`, `EACCES`).
 fn link_tmpfile(tmp: &File, dir: BorrowedFd<'_>, tname: &[u8], reclaim: bool) -> Result<(), Errno> {
     for _ in 0..RETRIES {
         let r = match rfs::linkat(tmp, c"", dir, tname, AtFlags::EMPTY_PATH) {

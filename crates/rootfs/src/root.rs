@@ -839,7 +839,8 @@ impl Root {
     /// its first bytes and a hash of the whole name, so that no two names
     /// share one): a process killed in the instant between link and rename
     /// leaves it, and the next replace of the same file reclaims it. A
-    /// directory at that name is no leftover: it is left as it is, and the
+    /// directory at that name, or an entry the caller may not remove, is no
+    /// leftover: it is left as it is, and the
     /// replace goes through a name of its own, as
     /// [`replace_unique`](Self::replace_unique) does.
     pub fn replace(&self, path: impl AsRef<Path>, data: &[u8]) -> Result<()> {
@@ -1139,8 +1140,8 @@ fn clear_nonblock(file: &File, p: &[u8]) -> Result<()> {
 /// content under before renaming it over `name`: `.<name>.sandgate-tmp`, or
 /// for a name of more than 241 bytes its first bytes and a hash of the
 /// whole name. An entry found there is taken for a leftover and removed,
-/// but for a directory, which is left (the replace then uses a name of its
-/// own).
+/// but for a directory or an entry the caller may not remove, which is left
+/// (the replace then uses a name of its own).
 pub fn temp_name(name: &std::ffi::OsStr) -> OsString {
     OsString::from_vec(crate::atomic::temp_name(name.as_bytes()))
 }

@@ -685,3 +685,35 @@ fn faults21_an_overwrite_takes_no_access_from_the_directory_default_acl() {
     assert!(access_acl(&shared.join("new")).is_some());
     assert!(listing(&shared).iter().all(|n| !n.contains("sandgate-tmp")));
 }
+
+/// An entry at the temporary name that cannot be removed (immutable here;
+/// in a sticky directory, another user's) is no leftover this replace may
+/// reclaim: the overwrite goes through a name of its own and leaves it.
+/// Root only (the immutable flag); skipped otherwise.
+#[test]
+fn faults21_an_entry_at_the_temporary_name_that_cannot_be_removed_is_gone_around() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP: setting the immutable flag needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    fs::write(dir.join("old.txt"), "old text\n").unwrap();
+    let temp = dir.join(".old.txt.sandgate-tmp");
+    fs::write(&temp, "someone's\n").unwrap();
+    let st = Command::new("chattr").arg("+i").arg(&temp).status();
+    if !st.is_ok_and(|s| s.success()) {
+        eprintln!("SKIP: chattr +i is not supported here");
+        return;
+    }
+    let _guard = Chattr(vec![temp.clone()]);
+    let sb = sandbox(dir);
+    sb.write("old.txt", b"new\n", WriteOptions::default().overwrite(true))
+        .unwrap();
+    assert_eq!(fs::read(dir.join("old.txt")).unwrap(), b"new\n");
+    assert_eq!(listing(dir), names(&[".old.txt.sandgate-tmp", "old.txt"]));
+    assert_eq!(fs::read(&temp).unwrap(), b"someone's\n");
+}
