@@ -123,10 +123,7 @@ fn write(
     replace: Option<Temp>,
 ) -> Result<(), Errno> {
     within_file_size_limit(data.len())?;
-    let keep = mode.map(|mode| Keep {
-        mode,
-        acl: access_acl(dir, name),
-    });
+    let keep = mode.map(|mode| kept(dir, name, mode));
     let keep = keep.as_ref();
     let create_mode = Mode::from_bits_truncate(mode.unwrap_or(0o666));
     let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
@@ -198,24 +195,39 @@ fn within_file_size_limit(len: usize) -> Result<(), Errno> {
 struct Keep {
     /// The permission bits.
     mode: u32,
+    /// The group, where it could be read.
+    gid: Option<u32>,
     /// The access ACL (`system.posix_acl_access`), or `None` for none.
     acl: Option<Vec<u8>>,
 }
 
 const ACL_ACCESS: &str = "system.posix_acl_access";
 
-/// The access ACL of the entry `name` in `dir`, if it has one that can be
-/// read. Read by the inode (an `O_PATH` descriptor through procfs), which
-/// needs no permission to read the file. Where it cannot be read the new
-/// file gets none: an ACL only adds access, so that loses none to others.
-fn access_acl(dir: BorrowedFd<'_>, name: &[u8]) -> Option<Vec<u8>> {
+/// What a replace of the entry `name` in `dir`, whose permission bits are
+/// `mode`, keeps: its group and its access ACL, if it has one that can be
+/// read. Read by the inode (an `O_PATH` descriptor, through procfs for the
+/// ACL), which needs no permission to read the file. An ACL that cannot be
+/// read is not kept: an ACL only adds access, so that grants no one more.
+fn kept(dir: BorrowedFd<'_>, name: &[u8], mode: u32) -> Keep {
     let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rfs::openat(dir, name, flags, Mode::empty()).ok()?;
+    let Ok(fd) = rfs::openat(dir, name, flags, Mode::empty()) else {
+        return Keep {
+            mode,
+            gid: None,
+            acl: None,
+        };
+    };
+    let gid = rfs::fstat(&fd).ok().map(|st| st.st_gid);
     let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    let mut buf = vec![0u8; rfs::getxattr_query(proc.as_str(), ACL_ACCESS).ok()?];
-    let n = rfs::getxattr(proc.as_str(), ACL_ACCESS, &mut buf[..]).ok()?;
-    buf.truncate(n);
-    Some(buf)
+    let acl = rfs::getxattr_query(proc.as_str(), ACL_ACCESS)
+        .ok()
+        .and_then(|len| {
+            let mut buf = vec![0u8; len];
+            let n = rfs::getxattr(proc.as_str(), ACL_ACCESS, &mut buf[..]).ok()?;
+            buf.truncate(n);
+            Some(buf)
+        });
+    Keep { mode, gid, acl }
 }
 
 fn fill(file: &File, data: &[u8], keep: Option<&Keep>) -> Result<(), Errno> {
@@ -235,8 +247,20 @@ fn fill(file: &File, data: &[u8], keep: Option<&Keep>) -> Result<(), Errno> {
                 Err(e) => return Err(e),
             },
         }
+        // Made in the directory, the new file has the caller's group (or
+        // a setgid directory's): the old file's group bits must not go to
+        // another group. Where the caller may not give it the old group
+        // (not a member), the new file grants its group nothing.
+        let mut mode = k.mode;
+        if let Some(gid) = k.gid {
+            match rfs::fchown(file, None, Some(rfs::Gid::from_raw(gid))) {
+                Ok(()) => {}
+                Err(Errno::PERM) => mode &= !0o070,
+                Err(e) => return Err(e),
+            }
+        }
         // The creation mode went through the umask; restore the exact bits.
-        rfs::fchmod(file, Mode::from_bits_truncate(k.mode))?;
+        rfs::fchmod(file, Mode::from_bits_truncate(mode))?;
     }
     file.sync_all().map_err(io_errno)
 }

@@ -829,7 +829,9 @@ impl Root {
     /// mix; a crash leaves one or the other.
     ///
     /// An existing regular file keeps its permission bits, less setuid and
-    /// setgid (the new content is a new file of the caller's), and its
+    /// setgid (the new content is a new file of the caller's), its group
+    /// (where the caller may not give it that group, the new file's group
+    /// gets no permission bits), and its
     /// access ACL, or none: never the directory's default ACL, which the
     /// new file takes where it is made and whose entries would grant users
     /// the old file did not (an ACL that cannot be read, where procfs is

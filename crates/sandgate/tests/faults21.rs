@@ -717,3 +717,133 @@ fn faults21_an_entry_at_the_temporary_name_that_cannot_be_removed_is_gone_around
     assert_eq!(listing(dir), names(&[".old.txt.sandgate-tmp", "old.txt"]));
     assert_eq!(fs::read(&temp).unwrap(), b"someone's\n");
 }
+
+/// An overwrite or edit keeps the replaced file's group. The new file is
+/// made in the directory, where it takes the caller's group, or the
+/// directory's where that is setgid: a file of mode 0640 whose group was
+/// chosen to keep others out became readable by the directory's group.
+/// Root only (a file of another group than the caller's needs it).
+#[test]
+fn faults21_an_overwrite_keeps_the_group() {
+    use std::os::unix::fs::MetadataExt;
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP: a file of a group its user is not in needs root");
+        return;
+    }
+    const DIR_GROUP: u32 = 12347;
+    const FILE_GROUP: u32 = 12346;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let shared = dir.join("shared");
+    fs::create_dir(&shared).unwrap();
+    std::os::unix::fs::chown(&shared, None, Some(DIR_GROUP)).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o2755)).unwrap();
+    let secret = shared.join("secret");
+    fs::write(&secret, "secret\n").unwrap();
+    std::os::unix::fs::chown(&secret, None, Some(FILE_GROUP)).unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o640)).unwrap();
+    // A member of the directory's group, not of the file's.
+    let member_reads = || {
+        Command::new("setpriv")
+            .args([
+                &format!("--reuid={STRANGER}"),
+                &format!("--regid={DIR_GROUP}"),
+                "--clear-groups",
+                "cat",
+            ])
+            .arg(&secret)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(!member_reads(), "the directory's group reads the old file");
+    let sb = sandbox(dir);
+    sb.write(
+        "shared/secret",
+        b"new secret\n",
+        WriteOptions::default().overwrite(true),
+    )
+    .unwrap();
+    assert!(
+        !member_reads(),
+        "the directory's group reads the new content"
+    );
+    assert_eq!(fs::metadata(&secret).unwrap().gid(), FILE_GROUP);
+    sb.edit("shared/secret", "new", "newer", EditOptions::default())
+        .unwrap();
+    assert_eq!(fs::metadata(&secret).unwrap().gid(), FILE_GROUP);
+    assert_eq!(fs::metadata(&secret).unwrap().mode() & 0o7777, 0o640);
+    // A new file takes the directory's group, as any file made there does.
+    sb.write("shared/new", b"new\n", WriteOptions::default())
+        .unwrap();
+    assert_eq!(fs::metadata(shared.join("new")).unwrap().gid(), DIR_GROUP);
+}
+
+/// In the child only, as a user not in the replaced file's group.
+#[test]
+fn faults21_child_foreign_group() {
+    let Some(dir) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let sb = sandbox(Path::new(&dir));
+    sb.write(
+        "secret",
+        b"new secret\n",
+        WriteOptions::default().overwrite(true),
+    )
+    .unwrap();
+    println!("FOREIGN-OK");
+}
+
+/// A file of a group its replacer is not in cannot keep that group: the
+/// new file has the replacer's group and grants it nothing (mode 0640
+/// becomes 0600), never the old group's access. Root only (to make such a
+/// file and run the replace as another user).
+#[test]
+fn faults21_an_overwrite_by_a_user_outside_the_group_grants_its_group_nothing() {
+    use std::os::unix::fs::MetadataExt;
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP: a file of a group its user is not in needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = dir.join("secret");
+    fs::write(&secret, "secret\n").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o640)).unwrap();
+    std::os::unix::fs::chown(dir, Some(65534), Some(65534)).unwrap();
+    std::os::unix::fs::chown(&secret, Some(65534), Some(12346)).unwrap();
+    let out = child(
+        "faults21_child_foreign_group",
+        dir,
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("Permission denied") {
+        eprintln!("SKIP: uid 65534 cannot run this test binary here");
+        return;
+    }
+    assert!(
+        out.status.success() && stdout.contains("FOREIGN-OK"),
+        "the child: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta = fs::metadata(&secret).unwrap();
+    assert_eq!(fs::read(&secret).unwrap(), b"new secret\n");
+    assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
+    assert_eq!(meta.mode() & 0o7777, 0o600);
+}
