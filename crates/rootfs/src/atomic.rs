@@ -318,6 +318,15 @@ fn write_named(
 ) -> Result<(), Errno> {
     let tname = unique_name(name);
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    // The file has a name while it is written, and a descriptor opened
+    // meanwhile keeps its access: for a replace it grants its owner alone
+    // until `fill` gives it the old file's group, ACL and bits (made with
+    // the old bits, it had the caller's group and the directory's default
+    // ACL meanwhile).
+    let create_mode = match keep {
+        Some(_) => create_mode & Mode::from_bits_truncate(0o600),
+        None => create_mode,
+    };
     let tmp = File::from(rfs::openat(dir, &tname[..], flags, create_mode)?);
     let rename = if replace {
         RenameFlags::empty()
