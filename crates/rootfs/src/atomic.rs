@@ -234,12 +234,17 @@ fn fill(file: &File, data: &[u8], keep: Option<&Keep>) -> Result<(), Errno> {
     let mut f = file;
     f.write_all(data).map_err(io_errno)?;
     if let Some(k) = keep {
+        let mut mode = k.mode;
         // Created in the directory, the new file took its default ACL,
         // whose entries (masked by the group bits) could grant users the
         // old file never granted: it gets the old file's ACL, or none.
+        // Where the old ACL cannot be set (an id a user namespace does not
+        // map), the group bits, which were its mask, grant nothing: given
+        // to the group alone they could grant more than the ACL did.
         match &k.acl {
             Some(acl) => match rfs::fsetxattr(file, ACL_ACCESS, acl, rfs::XattrFlags::empty()) {
-                Ok(()) | Err(Errno::OPNOTSUPP) => {}
+                Ok(()) => {}
+                Err(Errno::OPNOTSUPP | Errno::INVAL | Errno::PERM) => mode &= !0o070,
                 Err(e) => return Err(e),
             },
             None => match rfs::fremovexattr(file, ACL_ACCESS) {
@@ -250,12 +255,12 @@ fn fill(file: &File, data: &[u8], keep: Option<&Keep>) -> Result<(), Errno> {
         // Made in the directory, the new file has the caller's group (or
         // a setgid directory's): the old file's group bits must not go to
         // another group. Where the caller may not give it the old group
-        // (not a member), the new file grants its group nothing.
-        let mut mode = k.mode;
+        // (not a member; a group a user namespace does not map), the new
+        // file grants its group nothing.
         if let Some(gid) = k.gid {
             match rfs::fchown(file, None, Some(rfs::Gid::from_raw(gid))) {
                 Ok(()) => {}
-                Err(Errno::PERM) => mode &= !0o070,
+                Err(Errno::PERM | Errno::INVAL) => mode &= !0o070,
                 Err(e) => return Err(e),
             }
         }

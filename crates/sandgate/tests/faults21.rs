@@ -847,3 +847,104 @@ fn faults21_an_overwrite_by_a_user_outside_the_group_grants_its_group_nothing() 
     assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
     assert_eq!(meta.mode() & 0o7777, 0o600);
 }
+
+/// In a user namespace where the replaced file's group has no id (a
+/// rootless container), the overwrite still works: the group cannot be
+/// named, so the new file grants its group nothing. Root only (to make a
+/// file of a group the namespace does not map).
+#[test]
+fn faults21_an_overwrite_in_a_user_namespace_of_a_file_of_an_unmapped_group() {
+    use std::os::unix::fs::MetadataExt;
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP: a file of another group than its user's needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let secret = dir.join("secret");
+    fs::write(&secret, "secret\n").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o640)).unwrap();
+    std::os::unix::fs::chown(&secret, None, Some(12346)).unwrap();
+    let out = child("faults21_child_foreign_group", dir, &["unshare", "-Ur"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.starts_with("unshare:") {
+        eprintln!("SKIP: no user namespace here: {stderr}");
+        return;
+    }
+    assert!(
+        out.status.success() && stdout.contains("FOREIGN-OK"),
+        "the child: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    let meta = fs::metadata(&secret).unwrap();
+    assert_eq!(fs::read(&secret).unwrap(), b"new secret\n");
+    assert_eq!(meta.mode() & 0o7777, 0o600);
+    assert_ne!(meta.gid(), 12346);
+}
+
+/// In a user namespace that does not map the users a file's ACL names, the
+/// ACL cannot be set on the new file: the overwrite still works, and the
+/// new file's group bits (the ACL's mask) grant nothing, so the users the
+/// directory's default ACL names get nothing either. Root only.
+#[test]
+fn faults21_an_overwrite_in_a_user_namespace_of_a_file_with_an_unmapped_acl() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP: running the overwrite in a user namespace of root's needs root");
+        return;
+    }
+    const U: u32 = u32::MAX;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let secret = dir.join("secret");
+    fs::write(&secret, "secret\n").unwrap();
+    let own = acl(&[
+        (1, 6, U),
+        (2, 4, 54321),
+        (4, 0, U),
+        (0x10, 4, U),
+        (0x20, 0, U),
+    ]);
+    let default = acl(&[
+        (1, 7, U),
+        (2, 7, STRANGER),
+        (4, 5, U),
+        (0x10, 7, U),
+        (0x20, 0, U),
+    ]);
+    let set = rustix::fs::setxattr(&secret, ACL_ACCESS, &own, rustix::fs::XattrFlags::empty())
+        .and_then(|()| {
+            rustix::fs::setxattr(dir, ACL_DEFAULT, &default, rustix::fs::XattrFlags::empty())
+        });
+    if let Err(e) = set {
+        eprintln!("SKIP: no POSIX ACLs here ({e})");
+        return;
+    }
+    let out = child("faults21_child_foreign_group", dir, &["unshare", "-Ur"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.starts_with("unshare:") {
+        eprintln!("SKIP: no user namespace here: {stderr}");
+        return;
+    }
+    assert!(
+        out.status.success() && stdout.contains("FOREIGN-OK"),
+        "the child: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert_eq!(fs::read(&secret).unwrap(), b"new secret\n");
+    assert_eq!(
+        fs::metadata(&secret).unwrap().permissions().mode() & 0o070,
+        0
+    );
+    assert!(
+        !stranger_reads(&secret),
+        "the default ACL's user reads the new content"
+    );
+}
