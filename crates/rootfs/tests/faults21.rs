@@ -190,3 +190,71 @@ fn faults21_a_named_temporary_file_grants_nothing_while_written() {
         .collect();
     assert_eq!(names, ["secret"]);
 }
+
+/// In the child only: without `O_TMPFILE`, replaces `big` with 32 MiB
+/// versions until killed.
+#[test]
+fn faults21_child_named_loop() {
+    let Some(dir) = std::env::var_os(CHILD) else {
+        return;
+    };
+    no_tmpfile();
+    let root = Root::open(&dir).unwrap();
+    println!("\nREADY");
+    for k in 0u8.. {
+        root.replace("big", &vec![k; SIZE]).unwrap();
+    }
+}
+
+/// Without `O_TMPFILE`, a writer killed while it writes leaves its named
+/// temporary file (`.<name>.sandgate-tmp.<pid>.<n>`, mode 0600, part of
+/// the new content), and no later replace removes it: the pid in its name
+/// may be another process's by then. The target holds one whole version.
+/// This pins what SECURITY.md says of it.
+#[test]
+fn faults21_a_writer_killed_without_o_tmpfile_leaves_its_named_temporary() {
+    use std::io::BufRead;
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let root = Root::open(dir).unwrap();
+    root.replace("big", &vec![b'o'; SIZE]).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "faults21_child_named_loop", "--nocapture"])
+        .env(CHILD, dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while line.trim_end() != "READY" {
+        line.clear();
+        assert_ne!(out.read_line(&mut line).unwrap(), 0, "the child ended");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let prefix = format!(".big.sandgate-tmp.{}.", child.id());
+    let names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n != "big")
+        .collect();
+    assert!(
+        names.len() <= 1 && names.iter().all(|n| n.starts_with(&prefix)),
+        "left: {names:?}"
+    );
+    let big = fs::read(dir.join("big")).unwrap();
+    assert!(big.len() == SIZE && big.iter().all(|&b| b == big[0]));
+    // A later replace leaves the leftover where it is.
+    root.replace("big", b"last").unwrap();
+    for n in &names {
+        let m = fs::metadata(dir.join(n)).unwrap();
+        assert_eq!(m.mode() & 0o777, 0o600, "{n}");
+    }
+    let after = fs::read_dir(dir).unwrap().count();
+    assert_eq!(after, 1 + names.len());
+    eprintln!("faults21: the kill left {names:?}");
+}
