@@ -197,36 +197,68 @@ struct Keep {
     mode: u32,
     /// The group, where it could be read.
     gid: Option<u32>,
-    /// The access ACL (`system.posix_acl_access`), or `None` for none.
-    acl: Option<Vec<u8>>,
+    /// The access ACL (`system.posix_acl_access`).
+    acl: Acl,
+}
+
+/// The access ACL of a replaced file.
+enum Acl {
+    /// It has none (or its filesystem has no ACLs).
+    None,
+    /// This one.
+    Some(Vec<u8>),
+    /// It could not be read (procfs is not mounted).
+    Unknown,
 }
 
 const ACL_ACCESS: &str = "system.posix_acl_access";
 
 /// What a replace of the entry `name` in `dir`, whose permission bits are
-/// `mode`, keeps: its group and its access ACL, if it has one that can be
-/// read. Read by the inode (an `O_PATH` descriptor, through procfs for the
-/// ACL), which needs no permission to read the file. An ACL that cannot be
-/// read is not kept: an ACL only adds access, so that grants no one more.
+/// `mode`, keeps: its group and its access ACL. The ACL is read through a
+/// descriptor of the file opened for reading, or where the caller may not
+/// read it, through procfs from an `O_PATH` one; where neither can be had
+/// it is [`Acl::Unknown`].
 fn kept(dir: BorrowedFd<'_>, name: &[u8], mode: u32) -> Keep {
-    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let Ok(fd) = rfs::openat(dir, name, flags, Mode::empty()) else {
-        return Keep {
-            mode,
-            gid: None,
-            acl: None,
-        };
+    fn acl_of(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
+        let mut buf = vec![0u8; rfs::fgetxattr_query(fd, ACL_ACCESS)?];
+        let n = rfs::fgetxattr(fd, ACL_ACCESS, &mut buf[..])?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+    fn acl_by_proc(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
+        let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let mut buf = vec![0u8; rfs::getxattr_query(proc.as_str(), ACL_ACCESS)?];
+        let n = rfs::getxattr(proc.as_str(), ACL_ACCESS, &mut buf[..])?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+    let nofollow = OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let readable = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | nofollow;
+    let (fd, read) = match rfs::openat(dir, name, readable, Mode::empty()) {
+        Ok(fd) => {
+            let read = acl_of(fd.as_fd());
+            (fd, read)
+        }
+        Err(_) => match rfs::openat(dir, name, OFlags::PATH | nofollow, Mode::empty()) {
+            Ok(fd) => {
+                let read = acl_by_proc(fd.as_fd());
+                (fd, read)
+            }
+            Err(_) => {
+                return Keep {
+                    mode,
+                    gid: None,
+                    acl: Acl::Unknown,
+                }
+            }
+        },
     };
     let gid = rfs::fstat(&fd).ok().map(|st| st.st_gid);
-    let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    let acl = rfs::getxattr_query(proc.as_str(), ACL_ACCESS)
-        .ok()
-        .and_then(|len| {
-            let mut buf = vec![0u8; len];
-            let n = rfs::getxattr(proc.as_str(), ACL_ACCESS, &mut buf[..]).ok()?;
-            buf.truncate(n);
-            Some(buf)
-        });
+    let acl = match read {
+        Ok(v) => Acl::Some(v),
+        Err(Errno::NODATA | Errno::OPNOTSUPP) => Acl::None,
+        Err(_) => Acl::Unknown,
+    };
     Keep { mode, gid, acl }
 }
 
@@ -238,19 +270,24 @@ fn fill(file: &File, data: &[u8], keep: Option<&Keep>) -> Result<(), Errno> {
         // Created in the directory, the new file took its default ACL,
         // whose entries (masked by the group bits) could grant users the
         // old file never granted: it gets the old file's ACL, or none.
-        // Where the old ACL cannot be set (an id a user namespace does not
-        // map), the group bits, which were its mask, grant nothing: given
-        // to the group alone they could grant more than the ACL did.
-        match &k.acl {
-            Some(acl) => match rfs::fsetxattr(file, ACL_ACCESS, acl, rfs::XattrFlags::empty()) {
-                Ok(()) => {}
-                Err(Errno::OPNOTSUPP | Errno::INVAL | Errno::PERM) => mode &= !0o070,
+        // Where the old ACL cannot be read (no procfs) or set (an id a
+        // user namespace does not map), the group bits, which may have
+        // been its mask, grant nothing: given to the group alone they
+        // could grant more than the ACL did.
+        let narrow = match &k.acl {
+            Acl::Some(acl) => match rfs::fsetxattr(file, ACL_ACCESS, acl, rfs::XattrFlags::empty())
+            {
+                Ok(()) => false,
+                Err(Errno::OPNOTSUPP | Errno::INVAL | Errno::PERM) => true,
                 Err(e) => return Err(e),
             },
-            None => match rfs::fremovexattr(file, ACL_ACCESS) {
-                Ok(()) | Err(Errno::NODATA | Errno::OPNOTSUPP) => {}
+            Acl::None | Acl::Unknown => match rfs::fremovexattr(file, ACL_ACCESS) {
+                Ok(()) | Err(Errno::NODATA | Errno::OPNOTSUPP) => matches!(k.acl, Acl::Unknown),
                 Err(e) => return Err(e),
             },
+        };
+        if narrow {
+            mode &= !0o070;
         }
         // Made in the directory, the new file has the caller's group (or
         // a setgid directory's): the old file's group bits must not go to

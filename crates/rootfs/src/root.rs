@@ -834,8 +834,10 @@ impl Root {
     /// gets no permission bits), and its
     /// access ACL, or none: never the directory's default ACL, which the
     /// new file takes where it is made and whose entries would grant users
-    /// the old file did not (an ACL that cannot be read, where procfs is
-    /// not mounted, is not carried over, which grants no one more); a final symlink
+    /// the old file did not (an ACL that cannot be read, by a caller that
+    /// may not read the file where procfs is not mounted, is not carried
+    /// over, and the new file's group bits, its mask, then grant nothing);
+    /// a final symlink
     /// is replaced as an entry (its target is not written). The temporary
     /// name is `.<name>.sandgate-tmp` (for a name of more than 241 bytes,
     /// its first bytes and a hash of the whole name, so that no two names

@@ -251,6 +251,13 @@ fn faults21_child_full() {
     assert_io(&e, libc::ENOSPC, "i/old");
     let e = sb.mkdir("i/m").unwrap_err();
     assert_io(&e, libc::ENOSPC, "i/m");
+    // One inode free: the first of two directories takes it, the second
+    // fails, and the first is removed again.
+    fs::remove_file(ino.join("f0")).unwrap();
+    let e = sb.mkdir("i/p/q").unwrap_err();
+    assert_eq!(e.errno(), Some(libc::ENOSPC), "{e:?}");
+    assert_eq!(listing(&ino), before, "after a mkdir out of inodes");
+    fs::write(ino.join("f0"), "").unwrap();
     assert_eq!(listing(&ino).len(), before.len() + 1);
     assert_eq!(fs::read(ino.join("old")).unwrap(), b"old\n");
     println!("FULL-OK");
@@ -946,5 +953,89 @@ fn faults21_an_overwrite_in_a_user_namespace_of_a_file_with_an_unmapped_acl() {
     assert!(
         !stranger_reads(&secret),
         "the default ACL's user reads the new content"
+    );
+}
+
+/// In the child only: the replace of the file layer itself, which does
+/// not need procfs as the sandbox's checks do.
+#[test]
+fn faults21_child_root_replace() {
+    let Some(dir) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let root = sandgate_rootfs::Root::open(&dir).unwrap();
+    root.replace("secret", b"new secret\n").unwrap();
+    println!("FOREIGN-OK");
+}
+
+/// Where the replaced file's ACL cannot be read (its user may not read the
+/// file and procfs is not mounted), the new file's group bits, which were
+/// the ACL's mask, grant nothing: without the ACL they would go to the
+/// group, which the ACL gave nothing (`group::---`, mask `rw-`: mode 0060).
+/// Root only (a mount namespace without procfs, then uid 65534).
+#[test]
+fn faults21_an_acl_that_cannot_be_read_is_not_widened_to_the_group() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP: hiding procfs from the replace needs root");
+        return;
+    }
+    const U: u32 = u32::MAX;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let secret = dir.join("secret");
+    fs::write(&secret, "secret\n").unwrap();
+    std::os::unix::fs::chown(dir, Some(65534), Some(65534)).unwrap();
+    std::os::unix::fs::chown(&secret, Some(65534), Some(65534)).unwrap();
+    let own = acl(&[
+        (1, 0, U),
+        (2, 6, STRANGER),
+        (4, 0, U),
+        (0x10, 6, U),
+        (0x20, 0, U),
+    ]);
+    if let Err(e) = rustix::fs::setxattr(&secret, ACL_ACCESS, &own, rustix::fs::XattrFlags::empty())
+    {
+        eprintln!("SKIP: no POSIX ACLs here ({e})");
+        return;
+    }
+    assert_eq!(
+        fs::metadata(&secret).unwrap().permissions().mode() & 0o777,
+        0o060
+    );
+    let script = "mount -t tmpfs none /proc && exec setpriv --reuid=65534 --regid=65534 \
+                  --clear-groups \"$0\" \"$@\"";
+    let out = child(
+        "faults21_child_root_replace",
+        dir,
+        &[
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && stderr.contains("Permission denied") {
+        eprintln!("SKIP: uid 65534 cannot run this test binary here: {stderr}");
+        return;
+    }
+    assert!(
+        out.status.success() && stdout.contains("FOREIGN-OK"),
+        "the child: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert_eq!(fs::read(&secret).unwrap(), b"new secret\n");
+    let mode = fs::metadata(&secret).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode & 0o070,
+        0,
+        "mode {mode:o}: the group gained what the ACL denied it"
     );
 }
