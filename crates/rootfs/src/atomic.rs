@@ -122,6 +122,9 @@ fn write(
     mode: Option<u32>,
     replace: Option<Temp>,
 ) -> Result<(), Errno> {
+    within_file_size_limit(data.len())?;
+    let keep = mode.map(|mode| kept(dir, name, mode));
+    let keep = keep.as_ref();
     let create_mode = Mode::from_bits_truncate(mode.unwrap_or(0o666));
     let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
     // Each attempt uses a fresh unnamed file: once linked and then unlinked
@@ -131,11 +134,11 @@ fn write(
             Ok(fd) => File::from(fd),
             // No O_TMPFILE on this kernel or filesystem.
             Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => {
-                return write_named(dir, name, data, create_mode, mode, replace.is_some())
+                return write_named(dir, name, data, create_mode, keep, replace.is_some())
             }
             Err(e) => return Err(e),
         };
-        fill(&tmp, data, mode)?;
+        fill(&tmp, data, keep)?;
         let Some(temp) = replace else {
             // linkat never replaces: EEXIST if anything has the name.
             link_tmpfile(&tmp, dir, name, false)?;
@@ -144,8 +147,18 @@ fn write(
         let tname = match temp {
             Temp::Reclaim => {
                 let tname = temp_name(name);
-                link_tmpfile(&tmp, dir, &tname, true)?;
-                tname
+                match link_tmpfile(&tmp, dir, &tname, true) {
+                    Ok(()) => tname,
+                    // What has the temporary name is no leftover this
+                    // replace may reclaim: a directory (no replace leaves
+                    // one), or an entry it may not remove (another user's
+                    // in a sticky directory, an immutable one). Go through
+                    // a name of our own and leave it as it is.
+                    Err(Errno::ISDIR | Errno::PERM | Errno::ACCESS) => {
+                        link_unique(&tmp, dir, name)?
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             Temp::Unique => link_unique(&tmp, dir, name)?,
         };
@@ -163,18 +176,141 @@ fn write(
     Err(Errno::AGAIN)
 }
 
-fn fill(file: &File, data: &[u8], mode: Option<u32>) -> Result<(), Errno> {
+/// Refuses with `EFBIG`, before anything is created, a file longer than
+/// this process's file size limit (`RLIMIT_FSIZE`, soft). A write past
+/// that limit raises `SIGXFSZ`, whose default action ends the whole
+/// process: the program embedding the library, not just this call. The
+/// new file is written from offset 0, so the kernel signals exactly when
+/// `len` exceeds the limit; `EFBIG` is what the write would have answered
+/// were the signal ignored.
+fn within_file_size_limit(len: usize) -> Result<(), Errno> {
+    use rustix::process::{getrlimit, Resource};
+    match getrlimit(Resource::Fsize).current {
+        Some(max) if len as u64 > max => Err(Errno::FBIG),
+        _ => Ok(()),
+    }
+}
+
+/// What a replace carries over from the file it replaces.
+struct Keep {
+    /// The permission bits.
+    mode: u32,
+    /// The group, where it could be read.
+    gid: Option<u32>,
+    /// The access ACL (`system.posix_acl_access`).
+    acl: Acl,
+}
+
+/// The access ACL of a replaced file.
+enum Acl {
+    /// It has none (or its filesystem has no ACLs).
+    None,
+    /// This one.
+    Some(Vec<u8>),
+    /// It could not be read (procfs is not mounted).
+    Unknown,
+}
+
+const ACL_ACCESS: &str = "system.posix_acl_access";
+
+/// What a replace of the entry `name` in `dir`, whose permission bits are
+/// `mode`, keeps: its group and its access ACL. The ACL is read through a
+/// descriptor of the file opened for reading, or where the caller may not
+/// read it, through procfs from an `O_PATH` one; where neither can be had
+/// it is [`Acl::Unknown`].
+fn kept(dir: BorrowedFd<'_>, name: &[u8], mode: u32) -> Keep {
+    fn acl_of(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
+        let mut buf = vec![0u8; rfs::fgetxattr_query(fd, ACL_ACCESS)?];
+        let n = rfs::fgetxattr(fd, ACL_ACCESS, &mut buf[..])?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+    fn acl_by_proc(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
+        let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let mut buf = vec![0u8; rfs::getxattr_query(proc.as_str(), ACL_ACCESS)?];
+        let n = rfs::getxattr(proc.as_str(), ACL_ACCESS, &mut buf[..])?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+    let nofollow = OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let readable = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | nofollow;
+    let (fd, read) = match rfs::openat(dir, name, readable, Mode::empty()) {
+        Ok(fd) => {
+            let read = acl_of(fd.as_fd());
+            (fd, read)
+        }
+        Err(_) => match rfs::openat(dir, name, OFlags::PATH | nofollow, Mode::empty()) {
+            Ok(fd) => {
+                let read = acl_by_proc(fd.as_fd());
+                (fd, read)
+            }
+            Err(_) => {
+                return Keep {
+                    mode,
+                    gid: None,
+                    acl: Acl::Unknown,
+                }
+            }
+        },
+    };
+    let gid = rfs::fstat(&fd).ok().map(|st| st.st_gid);
+    let acl = match read {
+        Ok(v) => Acl::Some(v),
+        Err(Errno::NODATA | Errno::OPNOTSUPP) => Acl::None,
+        Err(_) => Acl::Unknown,
+    };
+    Keep { mode, gid, acl }
+}
+
+fn fill(file: &File, data: &[u8], keep: Option<&Keep>) -> Result<(), Errno> {
     let mut f = file;
     f.write_all(data).map_err(io_errno)?;
-    if let Some(m) = mode {
+    if let Some(k) = keep {
+        let mut mode = k.mode;
+        // Created in the directory, the new file took its default ACL,
+        // whose entries (masked by the group bits) could grant users the
+        // old file never granted: it gets the old file's ACL, or none.
+        // Where the old ACL cannot be read (no procfs) or set (an id a
+        // user namespace does not map), the group bits, which may have
+        // been its mask, grant nothing: given to the group alone they
+        // could grant more than the ACL did.
+        let narrow = match &k.acl {
+            Acl::Some(acl) => match rfs::fsetxattr(file, ACL_ACCESS, acl, rfs::XattrFlags::empty())
+            {
+                Ok(()) => false,
+                Err(Errno::OPNOTSUPP | Errno::INVAL | Errno::PERM) => true,
+                Err(e) => return Err(e),
+            },
+            Acl::None | Acl::Unknown => match rfs::fremovexattr(file, ACL_ACCESS) {
+                Ok(()) | Err(Errno::NODATA | Errno::OPNOTSUPP) => matches!(k.acl, Acl::Unknown),
+                Err(e) => return Err(e),
+            },
+        };
+        if narrow {
+            mode &= !0o070;
+        }
+        // Made in the directory, the new file has the caller's group (or
+        // a setgid directory's): the old file's group bits must not go to
+        // another group. Where the caller may not give it the old group
+        // (not a member; a group a user namespace does not map), the new
+        // file grants its group nothing.
+        if let Some(gid) = k.gid {
+            match rfs::fchown(file, None, Some(rfs::Gid::from_raw(gid))) {
+                Ok(()) => {}
+                Err(Errno::PERM | Errno::INVAL) => mode &= !0o070,
+                Err(e) => return Err(e),
+            }
+        }
         // The creation mode went through the umask; restore the exact bits.
-        rfs::fchmod(file, Mode::from_bits_truncate(m))?;
+        rfs::fchmod(file, Mode::from_bits_truncate(mode))?;
     }
     file.sync_all().map_err(io_errno)
 }
 
 /// Gives the unnamed file `tmp` the name `tname` in `dir`; with `reclaim`, a
-/// leftover of an interrupted earlier replace is removed first.
+/// leftover of an interrupted earlier replace is removed first (a directory
+/// there is not removed: `EISDIR`; nor an entry the caller may not remove:
+/// `EPERM`, `EACCES`).
 fn link_tmpfile(tmp: &File, dir: BorrowedFd<'_>, tname: &[u8], reclaim: bool) -> Result<(), Errno> {
     for _ in 0..RETRIES {
         let r = match rfs::linkat(tmp, c"", dir, tname, AtFlags::EMPTY_PATH) {
@@ -219,18 +355,27 @@ fn write_named(
     name: &[u8],
     data: &[u8],
     create_mode: Mode,
-    mode: Option<u32>,
+    keep: Option<&Keep>,
     replace: bool,
 ) -> Result<(), Errno> {
     let tname = unique_name(name);
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    // The file has a name while it is written, and a descriptor opened
+    // meanwhile keeps its access: for a replace it grants its owner alone
+    // until `fill` gives it the old file's group, ACL and bits (made with
+    // the old bits, it had the caller's group and the directory's default
+    // ACL meanwhile).
+    let create_mode = match keep {
+        Some(_) => create_mode & Mode::from_bits_truncate(0o600),
+        None => create_mode,
+    };
     let tmp = File::from(rfs::openat(dir, &tname[..], flags, create_mode)?);
     let rename = if replace {
         RenameFlags::empty()
     } else {
         RenameFlags::NOREPLACE
     };
-    let result = fill(&tmp, data, mode)
+    let result = fill(&tmp, data, keep)
         .and_then(|()| rfs::renameat_with(dir, &tname[..], dir, name, rename))
         .and_then(|()| rfs::fsync(dir));
     if result.is_err() {

@@ -829,12 +829,24 @@ impl Root {
     /// mix; a crash leaves one or the other.
     ///
     /// An existing regular file keeps its permission bits, less setuid and
-    /// setgid (the new content is a new file of the caller's); a final symlink
+    /// setgid (the new content is a new file of the caller's), its group
+    /// (where the caller may not give it that group, the new file's group
+    /// gets no permission bits), and its
+    /// access ACL, or none: never the directory's default ACL, which the
+    /// new file takes where it is made and whose entries would grant users
+    /// the old file did not (an ACL that cannot be read, by a caller that
+    /// may not read the file where procfs is not mounted, is not carried
+    /// over, and the new file's group bits, its mask, then grant nothing);
+    /// a final symlink
     /// is replaced as an entry (its target is not written). The temporary
     /// name is `.<name>.sandgate-tmp` (for a name of more than 241 bytes,
     /// its first bytes and a hash of the whole name, so that no two names
     /// share one): a process killed in the instant between link and rename
-    /// leaves it, and the next replace of the same file reclaims it.
+    /// leaves it, and the next replace of the same file reclaims it. A
+    /// directory at that name, or an entry the caller may not remove, is no
+    /// leftover: it is left as it is, and the
+    /// replace goes through a name of its own, as
+    /// [`replace_unique`](Self::replace_unique) does.
     pub fn replace(&self, path: impl AsRef<Path>, data: &[u8]) -> Result<()> {
         self.write_atomic(path, data, RenameMode::Replace)
     }
@@ -1131,7 +1143,9 @@ fn clear_nonblock(file: &File, p: &[u8]) -> Result<()> {
 /// The temporary name a [`Root::replace`] of the entry `name` links its new
 /// content under before renaming it over `name`: `.<name>.sandgate-tmp`, or
 /// for a name of more than 241 bytes its first bytes and a hash of the
-/// whole name. An entry found there is taken for a leftover and removed.
+/// whole name. An entry found there is taken for a leftover and removed,
+/// but for a directory or an entry the caller may not remove, which is left
+/// (the replace then uses a name of its own).
 pub fn temp_name(name: &std::ffi::OsStr) -> OsString {
     OsString::from_vec(crate::atomic::temp_name(name.as_bytes()))
 }

@@ -151,7 +151,7 @@ fn child_replace_loop() {
 }
 
 /// In the child only: with RLIMIT_FSIZE at 1 MiB, a 4 MiB replace fails
-/// midway (EFBIG after the temporary file holds 1 MiB).
+/// with EFBIG (refused before a byte is written).
 #[test]
 fn child_fsize_limited_replace() {
     let Some(dir) = std::env::var_os(CHILD_ENV) else {
