@@ -214,10 +214,14 @@ enum Acl {
 const ACL_ACCESS: &str = "system.posix_acl_access";
 
 /// What a replace of the entry `name` in `dir`, whose permission bits are
-/// `mode`, keeps: its group and its access ACL. The ACL is read through a
-/// descriptor of the file opened for reading, or where the caller may not
-/// read it, through procfs from an `O_PATH` one; where neither can be had
-/// it is [`Acl::Unknown`].
+/// `mode`, keeps: its group and its access ACL. The entry is opened
+/// `O_PATH`, which opens nothing: a FIFO or a device swapped in at the name
+/// since it was seen to be a regular file is never opened for reading (a
+/// writer blocked on that FIFO would go on). Its ACL is read through
+/// procfs; where procfs is not mounted, through a descriptor opened for
+/// reading by name, used only if it is the same regular file. Where
+/// neither can be had, or the entry is no longer a regular file, the ACL
+/// is [`Acl::Unknown`].
 fn kept(dir: BorrowedFd<'_>, name: &[u8], mode: u32) -> Keep {
     fn acl_of(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
         let mut buf = vec![0u8; rfs::fgetxattr_query(fd, ACL_ACCESS)?];
@@ -232,34 +236,45 @@ fn kept(dir: BorrowedFd<'_>, name: &[u8], mode: u32) -> Keep {
         buf.truncate(n);
         Ok(buf)
     }
-    let nofollow = OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let readable = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | nofollow;
-    let (fd, read) = match rfs::openat(dir, name, readable, Mode::empty()) {
-        Ok(fd) => {
-            let read = acl_of(fd.as_fd());
-            (fd, read)
-        }
-        Err(_) => match rfs::openat(dir, name, OFlags::PATH | nofollow, Mode::empty()) {
-            Ok(fd) => {
-                let read = acl_by_proc(fd.as_fd());
-                (fd, read)
-            }
-            Err(_) => {
-                return Keep {
-                    mode,
-                    gid: None,
-                    acl: Acl::Unknown,
-                }
-            }
-        },
+    let unknown = Keep {
+        mode,
+        gid: None,
+        acl: Acl::Unknown,
     };
-    let gid = rfs::fstat(&fd).ok().map(|st| st.st_gid);
+    let nofollow = OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(fd) = rfs::openat(dir, name, OFlags::PATH | nofollow, Mode::empty()) else {
+        return unknown;
+    };
+    let st = match rfs::fstat(&fd) {
+        Ok(st) if rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::RegularFile => st,
+        _ => return unknown,
+    };
+    let read = match acl_by_proc(fd.as_fd()) {
+        // No procfs: the name opened for reading, if it is the same file.
+        Err(Errno::NOENT | Errno::NOTDIR) => {
+            let readable = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | nofollow;
+            match rfs::openat(dir, name, readable, Mode::empty()) {
+                Ok(again) => match rfs::fstat(&again) {
+                    Ok(s) if (s.st_dev, s.st_ino) == (st.st_dev, st.st_ino) => {
+                        acl_of(again.as_fd())
+                    }
+                    _ => Err(Errno::STALE),
+                },
+                Err(e) => Err(e),
+            }
+        }
+        read => read,
+    };
     let acl = match read {
         Ok(v) => Acl::Some(v),
         Err(Errno::NODATA | Errno::OPNOTSUPP) => Acl::None,
         Err(_) => Acl::Unknown,
     };
-    Keep { mode, gid, acl }
+    Keep {
+        mode,
+        gid: Some(st.st_gid),
+        acl,
+    }
 }
 
 fn fill(file: &File, data: &[u8], keep: Option<&Keep>) -> Result<(), Errno> {

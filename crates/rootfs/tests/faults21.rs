@@ -8,7 +8,7 @@
 //! `O_TMPFILE` fail with `EOPNOTSUPP`, as such a filesystem answers.
 
 use std::fs;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -257,4 +257,89 @@ fn faults21_a_writer_killed_without_o_tmpfile_leaves_its_named_temporary() {
     let after = fs::read_dir(dir).unwrap().count();
     assert_eq!(after, 1 + names.len());
     eprintln!("faults21: the kill left {names:?}");
+}
+
+/// What a replace keeps of the old file (its group and access ACL) is read
+/// from the very entry it saw to be a regular file, opened without read
+/// access. Before, the name was opened again for reading: a FIFO swapped
+/// in at that name meanwhile was opened, which let a writer blocked on the
+/// FIFO go on (a device node would have been opened as well). Here a thread
+/// exchanges the target with a FIFO while replaces run, and another counts
+/// the times a blocked writer of that FIFO was let through.
+#[test]
+fn faults21_a_replace_never_opens_what_was_swapped_in_at_its_name() {
+    use std::os::unix::ffi::OsStrExt;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    fs::write(dir.join("x"), "old").unwrap();
+    let keep = dir.join("keep");
+    let c = std::ffi::CString::new(keep.as_os_str().as_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo_ino = fs::symlink_metadata(&keep).unwrap().ino();
+    let root = Root::open(&dir).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let through = Arc::new(AtomicUsize::new(0));
+    let swapper = {
+        let (stop, dir) = (stop.clone(), dir.clone());
+        std::thread::spawn(move || {
+            let (x, f) = (dir.join("x"), dir.join("f"));
+            let cx = std::ffi::CString::new(x.as_os_str().as_bytes()).unwrap();
+            let cf = std::ffi::CString::new(f.as_os_str().as_bytes()).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                let ino = |p: &Path| fs::symlink_metadata(p).map(|m| m.ino()).ok();
+                // A replace over the FIFO took its name: give it one again.
+                if ino(&x) != Some(fifo_ino) && ino(&f) != Some(fifo_ino) {
+                    let _ = fs::remove_file(&f);
+                    fs::hard_link(dir.join("keep"), &f).unwrap();
+                }
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_renameat2,
+                        libc::AT_FDCWD,
+                        cx.as_ptr(),
+                        libc::AT_FDCWD,
+                        cf.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    );
+                }
+            }
+        })
+    };
+    let writer = {
+        let (stop, through, keep) = (stop.clone(), through.clone(), keep.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                // Blocks until someone opens the FIFO for reading.
+                if fs::OpenOptions::new().write(true).open(&keep).is_ok()
+                    && !stop.load(Ordering::Relaxed)
+                {
+                    through.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    let mut replaces = 0;
+    while started.elapsed() < std::time::Duration::from_secs(2) {
+        // Over a FIFO the replace may fail or replace it; either is fine.
+        let _ = root.replace("x", b"new");
+        replaces += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    // Let the writer out of its last open.
+    let release = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&keep)
+        .unwrap();
+    writer.join().unwrap();
+    drop(release);
+    let n = through.load(Ordering::Relaxed);
+    assert_eq!(
+        n, 0,
+        "in {replaces} replaces, a FIFO swapped in was opened {n} times"
+    );
 }
