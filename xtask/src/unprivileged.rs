@@ -68,6 +68,12 @@ const SUITES: &[(&str, &str)] = &[
     // What a policy may not name as a credential's source (a file the
     // command could read, or one with a second name in the write root).
     ("policy", "suite"),
+    // A replace under faults: a file size limit, a full or read-only
+    // filesystem, a directory's default ACL, a group the caller is not
+    // in, a filesystem without O_TMPFILE (some cases need root and say so
+    // when they skip; one needs a user other than root).
+    ("sandgate", "faults21"),
+    ("rootfs", "faults21"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2
