@@ -276,6 +276,7 @@ fn faults21_a_replace_never_opens_what_was_swapped_in_at_its_name() {
     fs::write(dir.join("x"), "old").unwrap();
     let keep = dir.join("keep");
     let c = std::ffi::CString::new(keep.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let fifo_ino = fs::symlink_metadata(&keep).unwrap().ino();
     let root = Root::open(&dir).unwrap();
@@ -294,6 +295,7 @@ fn faults21_a_replace_never_opens_what_was_swapped_in_at_its_name() {
                     let _ = fs::remove_file(&f);
                     fs::hard_link(dir.join("keep"), &f).unwrap();
                 }
+                // SAFETY: both paths are NUL-terminated and outlive the call.
                 unsafe {
                     libc::syscall(
                         libc::SYS_renameat2,
