@@ -199,3 +199,58 @@ fn eintr21_a_judged_connect_that_waits_is_not_interrupted_by_the_hosts_signals()
         );
     }
 }
+
+/// Children of this process that have exited and are not reaped.
+fn zombies() -> Vec<i32> {
+    let me = std::process::id().to_string();
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid …: the comm may hold blanks, so split after it.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.first() == Some(&"Z") && f.get(1) == Some(&me.as_str()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// An executor started while the host's signals interrupt its waits
+/// leaves no child of its namespace probes unreaped.
+#[test]
+fn eintr21_starting_executors_under_a_signal_storm_leaves_no_zombie() {
+    storm();
+    for _ in 0..20 {
+        let ex = LocalShellExecutor::new(ExecConfig {
+            shell: PathBuf::from("/bin/sh"),
+            default_timeout: Duration::from_secs(20),
+            max_output_bytes: 1 << 20,
+            env_inherit: Vec::new(),
+            confine_mode: ConfineMode::BestEffort,
+            confine: ConfineSpec::default(),
+            limits: Default::default(),
+            grace: Duration::from_millis(500),
+            host_env: Some(vec![("PATH".into(), "/usr/bin:/bin".into())]),
+            namespaces: true,
+            protected: None,
+        });
+        ex.start().unwrap();
+        drop(ex);
+    }
+    thread::sleep(Duration::from_millis(500));
+    let first = zombies();
+    thread::sleep(Duration::from_millis(500));
+    let left: Vec<i32> = zombies()
+        .into_iter()
+        .filter(|p| first.contains(p))
+        .collect();
+    assert!(left.is_empty(), "unreaped children: {left:?}");
+}
