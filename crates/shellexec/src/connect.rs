@@ -586,6 +586,24 @@ fn wait_connect(listener: &OwnedFd, id: u64, sock: &OwnedFd, target: &Target) {
                     return;
                 }
             }
+            // A signal to this thread: the host's (an embedding runtime's
+            // timers, without `SA_RESTART` or, the slice being a timeout,
+            // even with it) or [`wake_signal`] once the run ends. Not the
+            // command's answer: the connect goes on (a retry waits for the
+            // same one) while its caller waits.
+            Err(Errno::INTR) => {
+                if !seccomp::notif_id_valid(listener, id) {
+                    let _ = sockopt::set_socket_timeout(sock, Timeout::Send, own);
+                    return;
+                }
+                if own.is_some_and(|t| began.elapsed() >= t) {
+                    let timed_out = match target {
+                        Target::Unix { .. } | Target::Abstract(_) => Errno::AGAIN,
+                        _ => Errno::INPROGRESS,
+                    };
+                    break Err(first.unwrap_or(timed_out));
+                }
+            }
             r => break r,
         }
     };

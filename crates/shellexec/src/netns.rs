@@ -155,9 +155,7 @@ pub(crate) fn listen_inside(
             }
         }
     }
-    if let Some(p) = rustix::process::Pid::from_raw(pid) {
-        let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::empty());
-    }
+    crate::sys::reap(pid);
     Ok(out)
 }
 

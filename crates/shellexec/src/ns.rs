@@ -176,11 +176,7 @@ impl Namespaces {
                 ))
             }
         };
-        let reap = || {
-            if let Some(p) = rustix::process::Pid::from_raw(pid) {
-                let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::empty());
-            }
-        };
+        let reap = || crate::sys::reap(pid);
         let result = (|| {
             read_stage(&ack_r)?;
             let proc_dir = format!("/proc/{pid}");

@@ -29,6 +29,19 @@ pub(crate) fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
 }
 
+/// Waits for child `pid` to end and reaps it, EINTR retried: a signal the
+/// host's handler takes (one installed without `SA_RESTART`) would
+/// otherwise end the wait and leave the child a zombie for as long as the
+/// host runs.
+pub(crate) fn reap(pid: i32) {
+    let Some(p) = rustix::process::Pid::from_raw(pid) else {
+        return;
+    };
+    while let Err(rustix::io::Errno::INTR) =
+        rustix::process::waitpid(Some(p), rustix::process::WaitOptions::empty())
+    {}
+}
+
 /// `poll(2)` on one descriptor for readability, for at most `ms`
 /// milliseconds (0: do not wait): whether it is readable (or hung up).
 pub(crate) fn readable(fd: impl AsFd, ms: i32) -> bool {
