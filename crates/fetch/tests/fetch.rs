@@ -1177,8 +1177,10 @@ fn assert_cancelled_promptly(
     thread::spawn(move || {
         armed();
         thread::sleep(Duration::from_millis(300));
-        flag2.cancel();
+        // Noted before the flag is set: a fetch that ends on the flag
+        // must find it noted (set after, it raced the fetch's end).
         *set2.lock().unwrap() = Some(Instant::now());
+        flag2.cancel();
     });
     let r = f.fetch(
         url,
