@@ -389,3 +389,89 @@ fn eintr21_an_intercepted_connection_survives_the_hosts_signals() {
         "the storm reached no thread of the proxy"
     );
 }
+
+/// A client transport that sends what it writes a byte at a time, a
+/// millisecond apart, while `slow` is set.
+struct Dribble {
+    s: TcpStream,
+    slow: bool,
+}
+
+impl Read for Dribble {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.s.read(buf)
+    }
+}
+
+impl Write for Dribble {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !self.slow || buf.is_empty() {
+            return self.s.write(buf);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        self.s.write(&buf[..1])
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.s.flush()
+    }
+}
+
+/// A client that sends its ClientHello a byte at a time: the proxy reads
+/// the rest of it after the first byte, while its thread takes the
+/// host's signals. Before, the first EINTR of those reads ended the
+/// connection ("cannot read the TLS ClientHello: Interrupted system
+/// call").
+#[test]
+fn hard21_a_client_hello_sent_a_byte_at_a_time_survives_the_hosts_signals() {
+    let (pem, cfg) = test_ca();
+    let up = upstream(cfg);
+    let port = up.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    storm();
+    for round in 0..3 {
+        let mut sock = TcpStream::connect(s.addr).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            sock,
+            "CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n"
+        )
+        .unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(sock.read(&mut b).unwrap(), 1, "round {round}: {head:?}");
+            head.push(b[0]);
+        }
+        assert!(head.starts_with(b"HTTP/1.1 200"), "round {round}");
+        let config = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots_from_pem(&s.ca))
+            .with_no_client_auth();
+        let mut conn = rustls::ClientConnection::new(
+            Arc::new(config),
+            ServerName::try_from("localhost").unwrap(),
+        )
+        .unwrap();
+        let mut io = Dribble {
+            s: sock,
+            slow: true,
+        };
+        while conn.is_handshaking() {
+            if let Err(e) = conn.complete_io(&mut io) {
+                panic!("round {round}: {e} {:?}", s.proxy.audit());
+            }
+            // Only the first flight, the ClientHello, is dribbled.
+            io.slow = false;
+        }
+        let mut tls = rustls::StreamOwned::new(conn, io);
+        let (head, body) = request(&mut tls, "GET /repos/a HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        assert!(
+            head.starts_with("HTTP/1.1 200"),
+            "round {round}: {head:?} {:?}",
+            s.proxy.audit()
+        );
+        assert_eq!(body, "path /repos/a\n", "round {round}");
+    }
+}
