@@ -475,3 +475,91 @@ fn hard21_a_client_hello_sent_a_byte_at_a_time_survives_the_hosts_signals() {
         assert_eq!(body, "path /repos/a\n", "round {round}");
     }
 }
+
+/// A loopback target that accepts and keeps every connection, never
+/// reading nor writing.
+fn sink() -> (SocketAddr, Arc<Mutex<Vec<TcpStream>>>) {
+    let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let h = Arc::clone(&held);
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            h.lock().unwrap().push(conn);
+        }
+    });
+    (addr, held)
+}
+
+/// A proxy for plain HTTP and tunnels to `allow`, idling out after 300 ms.
+fn plain_proxy(allow: &[String]) -> (Proxy, SocketAddr) {
+    let allow = allow.iter().map(|a| NetEntry::parse(a).unwrap()).collect();
+    let mut config = ProxyConfig::new(Rules::new(Mode::Restricted, allow, true));
+    config.idle_timeout = Duration::from_millis(300);
+    let p = Proxy::new(config);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = p.serve(l.into()).unwrap();
+    (p, addr)
+}
+
+fn wait_for_no_connection(p: &Proxy, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while p.active() != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: the connection still holds its place after 10 s {:?}",
+            p.audit()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A tunnel on which nothing moves is ended after the idle timeout even
+/// while the proxy's threads take the host's signals. The relay retried
+/// an interrupted `splice` without looking at the idle clock, and the
+/// socket's timeout, restarted by each retry, never ran out: the tunnel
+/// and its place under the cap were held for good.
+#[test]
+fn hard21_an_idle_tunnel_is_closed_under_the_hosts_signals() {
+    let (target, _held) = sink();
+    let (p, addr) = plain_proxy(&[target.to_string()]);
+    storm();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // A port other than 80 and 443: an opaque tunnel.
+    write!(s, "CONNECT {target} HTTP/1.1\r\n\r\nhello").unwrap();
+    let mut head = [0u8; 39];
+    s.read_exact(&mut head).unwrap();
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{head:?}");
+    wait_for_no_connection(&p, "an idle tunnel");
+    p.stop();
+}
+
+/// A plain request whose target never reads its body meets the idle
+/// timeout while the proxy's threads take the host's signals: each
+/// interrupted write to the target was retried with the whole timeout
+/// again.
+#[test]
+fn hard21_a_target_that_never_reads_a_body_meets_the_idle_timeout_under_the_hosts_signals() {
+    let (target, _held) = sink();
+    let (p, addr) = plain_proxy(&[target.to_string()]);
+    storm();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "POST http://{target}/up HTTP/1.1\r\nHost: {target}\r\nContent-Length: 1000000000\r\n\r\n"
+    )
+    .unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 64 * 1024];
+        while s.write_all(&chunk).is_ok() {}
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while p.active() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    wait_for_no_connection(&p, "a target that never reads");
+    writer.join().unwrap();
+    p.stop();
+}
