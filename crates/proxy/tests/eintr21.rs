@@ -563,3 +563,54 @@ fn hard21_a_target_that_never_reads_a_body_meets_the_idle_timeout_under_the_host
     writer.join().unwrap();
     p.stop();
 }
+
+/// An intercepted host whose server sends everything, its TLS handshake
+/// and its answer, a byte at a time a millisecond apart, while the
+/// proxy's threads take the host's signals: every one of the proxy's
+/// reads of it may be interrupted, and the client still gets the whole
+/// answer.
+#[test]
+fn hard21_an_upstream_that_dribbles_is_relayed_whole_under_the_hosts_signals() {
+    let (pem, cfg) = test_ca();
+    let config = Arc::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let io = Dribble {
+                    s: stream,
+                    slow: true,
+                };
+                let mut tls = rustls::StreamOwned::new(conn, io);
+                let mut buf = Vec::new();
+                while let Some(head) = next_head(&mut tls, &mut buf) {
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
+                    let body = format!("path {path}\n");
+                    let _ = write!(
+                        tls,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tls.flush();
+                }
+            });
+        }
+    });
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    storm();
+    let mut tls = connect(s.addr, port, &s.ca).unwrap_or_else(|e| panic!("{e}"));
+    for round in 0..2 {
+        let (head, body) = request(&mut tls, "GET /repos/a HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        assert!(
+            head.starts_with("HTTP/1.1 200"),
+            "round {round}: {head:?} {:?}",
+            s.proxy.audit()
+        );
+        assert_eq!(body, "path /repos/a\n", "round {round}");
+    }
+}
