@@ -44,6 +44,88 @@ pub(crate) fn read_by(s: &TcpStream, deadline: Instant) -> io::Result<()> {
     s.set_read_timeout(Some(left))
 }
 
+/// One read of `s` into `buf`, waiting as the socket's read timeout says
+/// however often the thread is interrupted. A signal of the host to this
+/// thread (EINTR, which a socket with a timeout answers even under
+/// `SA_RESTART`) is retried with what is left of the timeout, so that
+/// neither does a signal end the read nor does a storm of them, each
+/// restarting the timeout, keep the read waiting for good. Once the
+/// timeout has passed it answers `EAGAIN`, as the socket does.
+pub(crate) fn read_once(s: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    patiently(s, false, |s| s.read(buf))
+}
+
+/// One write of `buf` to `s`, as [`read_once`] is one read (the write
+/// timeout is the one kept).
+pub(crate) fn write_once(s: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+    patiently(s, true, |s| s.write(buf))
+}
+
+/// Writes all of `bytes` to `s` with [`write_once`]: the write timeout
+/// holds for each write however often the thread is interrupted.
+pub(crate) fn write_all(s: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match write_once(s, bytes)? {
+            0 => return Err(io::ErrorKind::WriteZero.into()),
+            n => bytes = &bytes[n..],
+        }
+    }
+    Ok(())
+}
+
+fn patiently<T>(
+    s: &TcpStream,
+    write: bool,
+    mut op: impl FnMut(&mut &TcpStream) -> io::Result<T>,
+) -> io::Result<T> {
+    let start = Instant::now();
+    // The socket's timeout, looked up at the first interruption and put
+    // back once done.
+    let mut timeout: Option<Option<Duration>> = None;
+    let set = |t: Option<Duration>| {
+        if write {
+            s.set_write_timeout(t)
+        } else {
+            s.set_read_timeout(t)
+        }
+    };
+    let out = loop {
+        match op(&mut &*s) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => break other,
+        }
+        let whole = match timeout {
+            Some(t) => t,
+            None => {
+                let t = if write {
+                    s.write_timeout()
+                } else {
+                    s.read_timeout()
+                };
+                match t {
+                    Ok(t) => *timeout.insert(t),
+                    Err(e) => break Err(e),
+                }
+            }
+        };
+        if let Some(whole) = whole {
+            let left = whole.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                break Err(io::Error::from_raw_os_error(
+                    rustix::io::Errno::AGAIN.raw_os_error(),
+                ));
+            }
+            if let Err(e) = set(Some(left)) {
+                break Err(e);
+            }
+        }
+    };
+    if let Some(Some(whole)) = timeout {
+        let _ = set(Some(whole));
+    }
+    out
+}
+
 impl Client<'_> {
     fn available(&self) -> &[u8] {
         &self.buf[self.pos..]
@@ -57,7 +139,7 @@ impl Client<'_> {
             if self.deadline.is_some_and(|d| read_by(self.s, d).is_err()) {
                 return false;
             }
-            match (&*self.s).read(&mut chunk) {
+            match read_once(self.s, &mut chunk) {
                 Ok(0) => return false,
                 Ok(n) => {
                     self.buf.extend_from_slice(&chunk[..n]);
@@ -93,7 +175,7 @@ impl Client<'_> {
     }
 
     fn send(&self, bytes: &[u8]) {
-        let _ = (&*self.s).write_all(bytes);
+        let _ = write_all(self.s, bytes);
     }
 }
 
@@ -401,7 +483,7 @@ fn tunnel(
     r.reason = cleared.reason;
     let up = Arc::new(up);
     inner.track(id, &up);
-    if !first.is_empty() && (&*up).write_all(&first).is_err() {
+    if !first.is_empty() && write_all(&up, &first).is_err() {
         return r;
     }
     let (u, d) = relay::both(client, &up, inner.config.idle_timeout);
@@ -456,7 +538,7 @@ fn opaque_first(
         let _ = client.set_read_timeout(Some(relay::tick(idle)));
         let mut chunk = [0u8; 4096];
         loop {
-            match (&*client).read(&mut chunk) {
+            match read_once(client, &mut chunk) {
                 Ok(0) => return Ok(Vec::new()),
                 Ok(n) => {
                     c.buf.extend_from_slice(&chunk[..n]);
@@ -1113,13 +1195,13 @@ fn plain(
         out.push_str("Connection: close\r\n\r\n");
     }
     let mut sent = out.len() as u64;
-    if (&*up).write_all(out.as_bytes()).is_err() {
+    if write_all(&up, out.as_bytes()).is_err() {
         r.bytes_up = 0;
         return r;
     }
     if websocket {
         let early = c.rest();
-        if !early.is_empty() && (&*up).write_all(&early).is_err() {
+        if !early.is_empty() && write_all(&up, &early).is_err() {
             return r;
         }
         let (u, d) = relay::both(client, &up, inner.config.idle_timeout);
@@ -1139,7 +1221,7 @@ fn plain(
     let have = c.available().len() as u64;
     let now = have.min(left) as usize;
     let first = c.take(now);
-    if (&*up).write_all(&first).is_err() {
+    if write_all(&up, &first).is_err() {
         return r;
     }
     left -= now as u64;
@@ -1149,13 +1231,13 @@ fn plain(
     let mut ended = false;
     while left > 0 {
         let want = left.min(chunk.len() as u64) as usize;
-        match (&**client).read(&mut chunk[..want]) {
+        match read_once(client, &mut chunk[..want]) {
             Ok(0) => {
                 ended = true;
                 break;
             }
             Ok(n) => {
-                if (&*up).write_all(&chunk[..n]).is_err() {
+                if write_all(&up, &chunk[..n]).is_err() {
                     break;
                 }
                 left -= n as u64;
@@ -1194,7 +1276,7 @@ fn plain(
 fn pass_half_close(client: &TcpStream, up: &TcpStream) {
     let mut sink = [0u8; 4096];
     loop {
-        match (&*client).read(&mut sink) {
+        match read_once(client, &mut sink) {
             Ok(0) => {
                 let _ = up.shutdown(Shutdown::Write);
                 return;

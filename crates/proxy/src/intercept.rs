@@ -660,6 +660,9 @@ const READ_AHEAD: usize = 64 * 1024;
 /// Bytes read from a socket and not yet taken: what rustls's small reads
 /// are served from. A read never waits for more than the socket has, so
 /// nothing is held back from TLS that it could already use.
+/// An interrupted read of the socket (a signal of the host) is retried
+/// within the socket's timeout ([`crate::conn::read_once`]): rustls's
+/// `Acceptor`, which reads the ClientHello, does not retry one itself.
 #[derive(Default)]
 pub(crate) struct ReadAhead {
     buf: Vec<u8>,
@@ -681,12 +684,12 @@ impl ReadAhead {
     fn read(&mut self, src: &TcpStream, out: &mut [u8]) -> io::Result<usize> {
         if self.pos == self.len {
             if out.len() >= READ_AHEAD {
-                return (&*src).read(out);
+                return crate::conn::read_once(src, out);
             }
             if self.buf.len() < READ_AHEAD {
                 self.buf.resize(READ_AHEAD, 0);
             }
-            self.len = (&*src).read(&mut self.buf)?;
+            self.len = crate::conn::read_once(src, &mut self.buf)?;
             self.pos = 0;
         }
         let n = out.len().min(self.len - self.pos);
@@ -719,7 +722,7 @@ impl Read for Prefixed<'_> {
 
 impl Write for Prefixed<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self.s).write(buf)
+        crate::conn::write_once(self.s, buf)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -803,7 +806,7 @@ impl Read for UpSock {
 
 impl Write for UpSock {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self.0).write(buf)
+        crate::conn::write_once(&self.0, buf)
     }
     fn flush(&mut self) -> io::Result<()> {
         (&*self.0).flush()

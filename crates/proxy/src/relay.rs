@@ -3,7 +3,6 @@
 //! One thread per direction; a connection on which neither direction moved
 //! for the idle timeout is shut down.
 
-use std::io::Write;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -99,7 +98,7 @@ pub(crate) fn both_after(
             };
             let _ = c.set_read_timeout(Some(tick(idle)));
             a.touch();
-            if !first.is_empty() && (&*u).write_all(&first).is_err() {
+            if !first.is_empty() && crate::conn::write_all(&u, &first).is_err() {
                 let _ = c.shutdown(Shutdown::Both);
                 let _ = u.shutdown(Shutdown::Both);
                 return (0, None);
@@ -152,8 +151,11 @@ fn one_way(src: &TcpStream, dst: &TcpStream, activity: &Activity, idle: Duration
                 }
                 moved += n as u64;
             }
-            Err(Errno::INTR) => {}
-            Err(Errno::AGAIN) => {
+            // Interrupted (a signal of the host to this thread) or the
+            // socket's timeout: the idle clock decides either way, or a
+            // storm of signals, each restarting the timeout, would keep
+            // an idle connection for good.
+            Err(Errno::INTR | Errno::AGAIN) => {
                 if activity.idle_for() >= idle {
                     abort();
                     return moved;
@@ -176,8 +178,7 @@ fn drain(pr: &OwnedFd, dst: &TcpStream, mut n: usize, activity: &Activity, idle:
                 activity.touch();
                 n -= m;
             }
-            Err(Errno::INTR) => {}
-            Err(Errno::AGAIN) if activity.idle_for() < idle => {}
+            Err(Errno::INTR | Errno::AGAIN) if activity.idle_for() < idle => {}
             Err(_) => return false,
         }
     }

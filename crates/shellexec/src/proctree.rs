@@ -344,16 +344,35 @@ pub(crate) fn any_below(root: i32, mut found: impl FnMut(i32) -> bool) -> bool {
 }
 
 /// The children of every thread of process `pid`; `None` where the kernel
-/// does not list them.
+/// does not list them (or the process is gone).
+///
+/// A thread that ends between the listing of the threads and the read of
+/// its list is no answer about the process: it had none of its children
+/// to show any more (they went to another thread of it, maybe one already
+/// read), so the threads are listed and read again. Before, such a thread
+/// made every child of the process unseen, and the command's own process
+/// group was taken for another's.
 fn children(pid: i32) -> Option<Vec<i32>> {
+    const TRIES: usize = 16;
     let mut out = Vec::new();
-    for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
-        let listed = fs::read_to_string(task.path().join("children")).ok()?;
-        out.extend(
-            listed
-                .split_whitespace()
-                .filter_map(|n| n.parse::<i32>().ok()),
-        );
+    for _ in 0..TRIES {
+        out.clear();
+        let mut raced = false;
+        for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+            match fs::read_to_string(task.path().join("children")) {
+                Ok(listed) => out.extend(
+                    listed
+                        .split_whitespace()
+                        .filter_map(|n| n.parse::<i32>().ok()),
+                ),
+                // The thread has ended since it was listed.
+                Err(_) if !task.path().exists() => raced = true,
+                Err(_) => return None,
+            }
+        }
+        if !raced {
+            break;
+        }
     }
     Some(out)
 }

@@ -2108,6 +2108,106 @@ fn without_signal_scoping_a_command_on_the_floor_cannot_signal_the_executor() {
         .status();
 }
 
+/// A command signalling its own process group whose leader is gone, while
+/// one of its processes starts and ends threads: the executor looks for a
+/// member of the group below the keeper through each thread's list of
+/// children, and a thread that ended between the listing of the threads
+/// and the read of its list made the whole process's children unseen, so
+/// the command's own group was refused (`EPERM`) now and then.
+#[test]
+fn hard21_a_commands_group_is_its_own_while_its_threads_come_and_go() {
+    let python = Path::new("/usr/bin/python3");
+    if !python.exists() {
+        eprintln!("no python3 here; skipped");
+        return;
+    }
+    let unscoped = sandgate_shellexec::confine::prepare_with_abi(
+        &ConfineSpec::default(),
+        ConfineMode::BestEffort,
+        Some(kernel_abi().unwrap_or(0).min(5)),
+    )
+    .unwrap();
+    if !unscoped
+        .report()
+        .seccomp_refuses
+        .iter()
+        .any(|r| r.starts_with("signals") && r.contains("judged by the executor"))
+    {
+        eprintln!(
+            "no judged signals here: {:?}; skipped",
+            unscoped.report().seccomp_refuses
+        );
+        return;
+    }
+    let ex = started(ExecConfig {
+        confine_mode: ConfineMode::BestEffort,
+        namespaces: false,
+        ..config()
+    });
+    // A process of the command (a child subreaper) makes a group whose
+    // leader exits, leaving a member below it, and goes on starting
+    // threads that end at once; meanwhile the command asks 5,000 times
+    // whether it may signal that group.
+    let script = "\
+import ctypes, os, threading, time
+r, w = os.pipe()
+churner = os.fork()
+if churner == 0:
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(36, 1, 0, 0, 0) == 0
+    leader = os.fork()
+    if leader == 0:
+        os.setpgid(0, 0)
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        os._exit(0)
+    os.waitpid(leader, 0)
+    os.write(w, b'%d' % leader)
+    def churn():
+        while True:
+            t = threading.Thread(target=lambda: None)
+            t.start()
+            t.join()
+    for _ in range(3):
+        threading.Thread(target=churn, daemon=True).start()
+    time.sleep(60)
+    os._exit(0)
+leader = int(os.read(r, 64))
+refused = 0
+for i in range(5000):
+    try:
+        os.killpg(leader, 0)
+    except PermissionError:
+        refused += 1
+os.killpg(leader, 9)
+os.kill(churner, 9)
+print('refused', refused)
+";
+    let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+    for round in 0..3 {
+        let r = ex
+            .exec_program(
+                python,
+                &["-c".into(), script.into()],
+                &env,
+                &unscoped,
+                ExecOptions {
+                    timeout: Some(Duration::from_secs(60)),
+                    ..ExecOptions::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            text(&r.stdout),
+            "refused 0\n",
+            "round {round}: exit {}, stderr: {}",
+            r.exit_code,
+            text(&r.stderr)
+        );
+    }
+}
+
 /// The state letter of `/proc/<pid>/stat` (`None`: no such process).
 fn proc_state(pid: u32) -> Option<char> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
