@@ -1,0 +1,314 @@
+//! Helpers shared by the interception tests: a test CA, loopback TLS
+//! upstreams, a proxy set up with injections or rules, and a client that
+//! trusts the proxy's CA.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustls::pki_types::{PrivateKeyDer, ServerName};
+use sandgate_netguard::{Mode, NetEntry, Rules};
+use sandgate_proxy::{
+    roots_from_pem, CertAuthority, Injection, Intercept, Proxy, ProxyConfig, RequestMatch,
+    RequestRule, Secret,
+};
+
+pub const SECRET: &str = "ghp_realSecretValue0123456789";
+
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A test CA and a certificate for `localhost` signed by it.
+pub fn test_ca() -> (String, rustls::ServerConfig) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    (ca_cert.pem(), config)
+}
+
+/// A loopback TLS upstream: counts connections, keeps every request head
+/// it got, answers each with its path as the body.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub conns: Arc<AtomicUsize>,
+    /// Connections whose TLS handshake resumed an earlier session.
+    pub resumed: Arc<AtomicUsize>,
+    /// Connections that negotiated AES-128-GCM.
+    pub aes128: Arc<AtomicUsize>,
+    pub heads: Arc<Mutex<Vec<String>>>,
+}
+
+pub fn upstream(config: rustls::ServerConfig) -> Upstream {
+    upstream_with(config, false)
+}
+
+/// `close_after`: the upstream closes each connection after its first
+/// answer, without saying so (as a server whose keep-alive timer ran out).
+/// The next request head read from `r` into `buf` (without its blank
+/// line, which leaves `buf` with it); `None` when the stream ends first.
+pub fn next_head<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = buf[..end].to_vec();
+            buf.drain(..end + 4);
+            return Some(head);
+        }
+        match r.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+pub fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let resumed = Arc::new(AtomicUsize::new(0));
+    let aes128 = Arc::new(AtomicUsize::new(0));
+    let (c, h, r, a) = (
+        Arc::clone(&conns),
+        Arc::clone(&heads),
+        Arc::clone(&resumed),
+        Arc::clone(&aes128),
+    );
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            c.fetch_add(1, Ordering::SeqCst);
+            let (config, h, r, a) = (
+                Arc::clone(&config),
+                Arc::clone(&h),
+                Arc::clone(&r),
+                Arc::clone(&a),
+            );
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // Whether this connection's first request was seen.
+                let mut seen = false;
+                loop {
+                    let Some(head) = next_head(&mut tls, &mut buf) else {
+                        return;
+                    };
+                    let mut head = String::from_utf8_lossy(&head).into_owned();
+                    if !seen && tls.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                        r.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let suite = tls.conn.negotiated_cipher_suite().map(|s| s.suite());
+                    if !seen && suite == Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256) {
+                        a.fetch_add(1, Ordering::SeqCst);
+                    }
+                    seen = true;
+                    if head
+                        .to_ascii_lowercase()
+                        .contains("transfer-encoding: chunked")
+                    {
+                        // Keep the chunked body (up to its last chunk) with the head.
+                        let end = loop {
+                            if let Some(i) = buf.windows(5).position(|w| w == b"0\r\n\r\n") {
+                                break i + 5;
+                            }
+                            match tls.read(&mut chunk) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        head.push_str("\nBODY:");
+                        head.push_str(&String::from_utf8_lossy(&buf[..end]));
+                        buf.drain(..end);
+                    }
+                    let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
+                    let body = if path == "/big" {
+                        "x".repeat(1 << 20)
+                    } else {
+                        format!("path {path}\n")
+                    };
+                    h.lock().unwrap().push(head);
+                    let _ = write!(
+                        tls,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tls.flush();
+                    if close_after {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    Upstream {
+        addr,
+        conns,
+        resumed,
+        aes128,
+        heads,
+    }
+}
+
+pub fn target(port: u16, methods: &[&str], prefixes: &[&str]) -> RequestMatch {
+    RequestMatch {
+        host: "localhost".into(),
+        port: Some(port),
+        methods: methods.iter().map(|s| (*s).to_owned()).collect(),
+        path_prefixes: prefixes.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+pub struct Setup {
+    pub proxy: Proxy,
+    pub addr: SocketAddr,
+    /// The proxy CA's PEM, which the client trusts.
+    pub ca: String,
+}
+
+pub fn setup(test_ca_pem: &str, injections: Vec<Injection>, rules: Vec<RequestRule>) -> Setup {
+    setup_http(test_ca_pem, injections, rules, false)
+}
+
+pub fn setup_http(
+    test_ca_pem: &str,
+    injections: Vec<Injection>,
+    rules: Vec<RequestRule>,
+    allow_http: bool,
+) -> Setup {
+    setup_tuned(test_ca_pem, injections, rules, allow_http, |_| {})
+}
+
+pub fn setup_tuned(
+    test_ca_pem: &str,
+    injections: Vec<Injection>,
+    rules: Vec<RequestRule>,
+    allow_http: bool,
+    tune: impl FnOnce(&mut ProxyConfig),
+) -> Setup {
+    let authority = Arc::new(CertAuthority::generate(&["localhost".to_owned()]).unwrap());
+    let ca = authority.certificate_pem().to_owned();
+    let intercept = Intercept {
+        authority,
+        upstream_roots: Arc::new(roots_from_pem(test_ca_pem)),
+        injections,
+        rules,
+    };
+    let allow = vec![NetEntry::parse("localhost").unwrap()];
+    let mut config = ProxyConfig::new(Rules::new(Mode::TrustedHost, allow, allow_http));
+    config.resolver =
+        Arc::new(|_: &str, _: u16, _: Duration| Ok(vec!["127.0.0.1".parse().unwrap()]));
+    config.intercept = Some(Arc::new(intercept));
+    tune(&mut config);
+    let proxy = Proxy::new(config);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = proxy.serve(l.into()).unwrap();
+    Setup { proxy, addr, ca }
+}
+
+/// A TLS connection to `localhost:port` through the proxy's CONNECT,
+/// trusting `ca_pem`.
+pub fn connect(
+    proxy: SocketAddr,
+    port: u16,
+    ca_pem: &str,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut b).unwrap() == 0 {
+            return Err(String::from_utf8_lossy(&head).into_owned());
+        }
+        head.push(b[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots_from_pem(ca_pem))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let mut conn =
+        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("localhost").unwrap())
+            .unwrap();
+    while conn.is_handshaking() {
+        conn.complete_io(&mut s).map_err(|e| e.to_string())?;
+    }
+    Ok(rustls::StreamOwned::new(conn, s))
+}
+
+/// Sends one request and reads one response (its head and a
+/// Content-Length body). Answers the status line, head and body.
+pub fn request<S: Read + Write>(s: &mut S, req: &str) -> (String, String) {
+    s.write_all(req.as_bytes()).unwrap();
+    s.flush().unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => return (String::from_utf8_lossy(&head).into_owned(), String::new()),
+        }
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    // The answer to HEAD has no body, whatever its length says.
+    let len: usize = head
+        .lines()
+        .filter(|_| !req.starts_with("HEAD "))
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    (head, String::from_utf8_lossy(&body).into_owned())
+}
+
+pub fn injection(port: u16, methods: &[&str], prefixes: &[&str]) -> Injection {
+    Injection {
+        target: target(port, methods, prefixes),
+        header: "Authorization".into(),
+        value: Secret::new(format!("Bearer {SECRET}").into_bytes()).unwrap(),
+        label: "net.credentials[0]".into(),
+    }
+}
