@@ -1,0 +1,90 @@
+//! The MCP server as a library under a file size limit (`ulimit -f`): a
+//! write past it raises `SIGXFSZ`, whose default action ends the program
+//! embedding the library. Each case runs in a child process (this test
+//! binary re-executed with `SANDGATE_MCP_FSIZE21_CHILD` set to the
+//! directory to work in) whose limit and signal disposition are the
+//! default's but for the limit.
+
+use std::fs;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::SystemTime;
+
+use sandgate::{AuditEvent, ErrorCode};
+
+const CHILD: &str = "SANDGATE_MCP_FSIZE21_CHILD";
+const LIMIT: u64 = 4096;
+
+fn set_limit() {
+    let limit = rustix::process::Rlimit {
+        current: Some(LIMIT),
+        maximum: Some(LIMIT),
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Fsize, limit).unwrap();
+}
+
+fn child(test: &str, dir: &Path) -> Output {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env(CHILD, dir)
+        .output()
+        .unwrap()
+}
+
+fn assert_lived(out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("FSIZE-OK"),
+        "the child (signal {:?}): {}\n{stdout}\n{}",
+        out.status.signal(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn event() -> AuditEvent {
+    AuditEvent {
+        op: "read",
+        path: "a.txt".into(),
+        size: Some(3),
+        time: SystemTime::now(),
+        outcome: ErrorCode::Ok,
+        exit_code: None,
+        limit: None,
+    }
+}
+
+/// In the child only: an audit file already at the limit takes no more
+/// records; each is lost (said on stderr), and the process lives on.
+#[test]
+fn fsize21_child_audit() {
+    let Some(dir) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let path = Path::new(&dir).join("audit.jsonl");
+    let sink = sandgate_mcp::audit::json_lines_file(&path, None).unwrap();
+    set_limit();
+    sink(&event());
+    sink(&event());
+    println!("FSIZE-OK");
+}
+
+/// A record that would pass the file size limit is lost, reported as the
+/// audit file's other lost records are, instead of ending the program with
+/// `SIGXFSZ`; the file is left as it was.
+#[test]
+fn fsize21_an_audit_record_past_the_file_size_limit_does_not_kill_the_embedder() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let full = vec![b'\n'; LIMIT as usize - 10];
+    fs::write(tmp.path().join("audit.jsonl"), &full).unwrap();
+    let out = child("fsize21_child_audit", tmp.path());
+    assert_lived(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("a record was lost"), "{stderr}");
+    assert!(stderr.contains("File too large"), "{stderr}");
+    assert_eq!(fs::read(tmp.path().join("audit.jsonl")).unwrap(), full);
+}
