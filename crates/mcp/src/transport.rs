@@ -606,6 +606,18 @@ pub async fn serve_http(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let token = new_token()?;
+    // A token past the file size limit (`ulimit -f 0`) would raise
+    // `SIGXFSZ`, which ends the program: refused before the file is made.
+    sandgate::rootfs::within_file_size_limit(token.len() as u64).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "the token file {}: {e} (the file size limit, ulimit -f, is below {} bytes)",
+                token_file.display(),
+                token.len()
+            ),
+        )
+    })?;
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)

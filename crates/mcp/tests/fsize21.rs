@@ -88,3 +88,42 @@ fn fsize21_an_audit_record_past_the_file_size_limit_does_not_kill_the_embedder()
     assert!(stderr.contains("File too large"), "{stderr}");
     assert_eq!(fs::read(tmp.path().join("audit.jsonl")).unwrap(), full);
 }
+
+/// In the child only: under a file size limit of 0 (`ulimit -f 0`), the
+/// HTTP server cannot write its token file: it fails naming the file, and
+/// leaves none behind.
+#[test]
+fn fsize21_child_token() {
+    let Some(dir) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    let policy = sandgate_mcp::policy_for_dirs(&[dir.join("ws")]).unwrap();
+    let server = sandgate_mcp::Server::from_policy(&policy, None, Vec::new()).unwrap();
+    let limit = rustix::process::Rlimit {
+        current: Some(0),
+        maximum: Some(LIMIT),
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Fsize, limit).unwrap();
+    let token = dir.join("token");
+    let listen = sandgate_mcp::Listen::Http("127.0.0.1:0".parse().unwrap(), token.clone());
+    let e = server.serve_blocking(listen).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::FileTooLarge, "{e}");
+    assert!(e.to_string().contains(&token.display().to_string()), "{e}");
+    assert!(!token.exists());
+    println!("FSIZE-OK");
+}
+
+/// The HTTP server's token file under a file size limit too small for the
+/// token fails the start with `EFBIG` naming the file, instead of ending
+/// the program with `SIGXFSZ`.
+#[test]
+fn fsize21_a_token_file_past_the_file_size_limit_does_not_kill_the_embedder() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    fs::create_dir(tmp.path().join("ws")).unwrap();
+    assert_lived(&child("fsize21_child_token", tmp.path()));
+    assert!(!tmp.path().join("token").exists());
+}
