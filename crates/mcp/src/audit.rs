@@ -209,10 +209,13 @@ impl Tail {
     /// (`ulimit -f`) is not written (`EFBIG`): one that starts past it
     /// raises `SIGXFSZ`, whose default action ends the program embedding
     /// the library, and one that crosses it is cut. The end is the file's
-    /// size now, where `O_APPEND` puts the record.
+    /// size now, where `O_APPEND` puts the record. The limit bounds
+    /// regular files only: a terminal, a pipe or a device is not checked.
     fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        let size = self.file.metadata()?.len();
-        sandgate::rootfs::within_file_size_limit(size.saturating_add(bytes.len() as u64))?;
+        let m = self.file.metadata()?;
+        if m.file_type().is_file() {
+            sandgate::rootfs::within_file_size_limit(m.len().saturating_add(bytes.len() as u64))?;
+        }
         let n = loop {
             match self.file.write(bytes) {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

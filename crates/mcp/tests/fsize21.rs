@@ -127,3 +127,35 @@ fn fsize21_a_token_file_past_the_file_size_limit_does_not_kill_the_embedder() {
     assert_lived(&child("fsize21_child_token", tmp.path()));
     assert!(!tmp.path().join("token").exists());
 }
+
+/// In the child only: under a file size limit of 0, an audit sink that is
+/// not a regular file (`/dev/null` here; a terminal, a pipe), which the
+/// limit does not bound, still takes every record.
+#[test]
+fn fsize21_child_audit_device() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    let sink = sandgate_mcp::audit::json_lines_file(Path::new("/dev/null"), None).unwrap();
+    let limit = rustix::process::Rlimit {
+        current: Some(0),
+        maximum: Some(LIMIT),
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Fsize, limit).unwrap();
+    sink(&event());
+    println!("FSIZE-OK");
+}
+
+/// The limit bounds regular files only: an audit to a device is not
+/// refused records for it.
+#[test]
+fn fsize21_an_audit_device_is_not_bound_by_the_file_size_limit() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = child("fsize21_child_audit_device", tmp.path());
+    assert_lived(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("lost"), "{stderr}");
+}
