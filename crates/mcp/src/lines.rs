@@ -378,6 +378,51 @@ fn poll_stdout(restore: &mut RestoreFlags) -> Option<BoxWrite> {
     taken.map_err(|_| restore.undo_last()).ok()
 }
 
+/// Standard output that is a regular file (a transcript), kept to the
+/// process's file size limit (`ulimit -f`): a write whose end would pass
+/// it fails with `EFBIG`, writing nothing, where the kernel would cut it
+/// and the next write would raise `SIGXFSZ`, whose default action ends
+/// the program embedding the server. The write before is finished first
+/// (tokio hands each to a thread), so the file's offset is where this one
+/// lands.
+struct WithinFileSizeLimit<W>(W);
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for WithinFileSizeLimit<W> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::task::ready!(std::pin::Pin::new(&mut self.0).poll_flush(cx))?;
+        let stdout = std::io::stdout();
+        let fd = stdout.as_fd();
+        let at = match rustix::fs::fcntl_getfl(fd) {
+            Ok(f) if f.contains(rustix::fs::OFlags::APPEND) => {
+                rustix::fs::fstat(fd).map(|st| st.st_size as u64)
+            }
+            _ => rustix::fs::seek(fd, rustix::fs::SeekFrom::Current(0)),
+        };
+        if let Ok(at) = at {
+            sandgate::rootfs::within_file_size_limit(at.saturating_add(buf.len() as u64))?;
+        }
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
 /// The room left in a [`LineTransport`]'s output, for a server to wait
 /// on before it starts work whose answer will be queued there: a client
 /// that sends calls and never reads its answers then leaves at most
@@ -477,7 +522,15 @@ impl LineTransport {
     pub fn stdio_with(inline: Option<Arc<dyn Inline>>) -> LineTransport {
         let mut restore = RestoreFlags(Vec::new());
         let read = poll_stdin(&mut restore).unwrap_or_else(|| Box::new(tokio::io::stdin()));
-        let write = poll_stdout(&mut restore).unwrap_or_else(|| Box::new(tokio::io::stdout()));
+        let write = poll_stdout(&mut restore).unwrap_or_else(|| {
+            let stdout = std::io::stdout();
+            match rustix::fs::fstat(stdout.as_fd()) {
+                Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode).is_file() => {
+                    Box::new(WithinFileSizeLimit(tokio::io::stdout()))
+                }
+                _ => Box::new(tokio::io::stdout()),
+            }
+        });
         Self::with_restore(read, write, restore, inline)
     }
 

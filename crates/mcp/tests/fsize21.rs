@@ -159,3 +159,62 @@ fn fsize21_an_audit_device_is_not_bound_by_the_file_size_limit() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("lost"), "{stderr}");
 }
+
+/// In the child only (its stdout a regular file, its stdin a pipe holding
+/// one request): with the file size limit at what the file already holds
+/// plus 10 bytes, the stdio server's answer does not fit; serving ends
+/// without the process being ended by `SIGXFSZ`.
+#[test]
+fn fsize21_child_stdio() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    let dir = std::env::var_os(CHILD).unwrap();
+    let dir = Path::new(&dir);
+    let policy = sandgate_mcp::policy_for_dirs(&[dir.join("ws")]).unwrap();
+    let server = sandgate_mcp::Server::from_policy(&policy, None, Vec::new()).unwrap();
+    let at = fs::metadata("/proc/self/fd/1").unwrap().len();
+    let limit = |current| rustix::process::Rlimit {
+        current,
+        maximum: None,
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Fsize, limit(Some(at + 10))).unwrap();
+    let _ = server.serve_blocking(sandgate_mcp::Listen::Stdio);
+    rustix::process::setrlimit(rustix::process::Resource::Fsize, limit(None)).unwrap();
+    eprintln!("FSIZE-OK");
+}
+
+/// The stdio server whose standard output is a regular file (a transcript)
+/// keeps to the file size limit: an answer past it is a failed write, not
+/// a `SIGXFSZ` that ends the program.
+#[test]
+fn fsize21_a_stdio_answer_past_the_file_size_limit_does_not_kill_the_embedder() {
+    use std::io::Write;
+    use std::process::Stdio;
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    fs::create_dir(tmp.path().join("ws")).unwrap();
+    let transcript = fs::File::create(tmp.path().join("out")).unwrap();
+    let mut c = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "fsize21_child_stdio", "--nocapture"])
+        .env(CHILD, tmp.path())
+        .stdin(Stdio::piped())
+        .stdout(transcript)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let mut stdin = c.stdin.take().unwrap();
+    stdin.write_all(format!("{init}\n").as_bytes()).unwrap();
+    drop(stdin);
+    let out = c.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.contains("FSIZE-OK"),
+        "the child (signal {:?}): {}\n{stderr}",
+        out.status.signal(),
+        out.status,
+    );
+}
