@@ -130,7 +130,7 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
         t.notice_gone(&shown);
         match t.append(&bytes) {
             Ok(()) if t.lost > 0 => {
-                eprintln!(
+                say!(
                     "sandgate: the audit file {shown} takes records again; records lost \
                      before this: {}",
                     std::mem::take(&mut t.lost)
@@ -139,7 +139,7 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
             Ok(()) => {}
             Err(err) => {
                 if t.lost == 0 {
-                    eprintln!(
+                    say!(
                         "sandgate: the audit file {shown}: a record was lost ({err}); the \
                          operations still run, and records are lost until it takes them again"
                     );
@@ -190,7 +190,7 @@ impl Tail {
             Err(_) => return,
         };
         w.said = true;
-        eprintln!(
+        say!(
             "sandgate: the audit file {shown} {why} while the server runs; records go on \
              to the file it opened, which that name no longer reaches: restart the server \
              to audit to the name again"

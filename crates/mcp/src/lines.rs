@@ -394,15 +394,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for WithinFileSizeLimit<W> {
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
         std::task::ready!(std::pin::Pin::new(&mut self.0).poll_flush(cx))?;
-        let stdout = std::io::stdout();
-        let fd = stdout.as_fd();
-        let at = match rustix::fs::fcntl_getfl(fd) {
-            Ok(f) if f.contains(rustix::fs::OFlags::APPEND) => {
-                rustix::fs::fstat(fd).map(|st| st.st_size as u64)
-            }
-            _ => rustix::fs::seek(fd, rustix::fs::SeekFrom::Current(0)),
-        };
-        if let Ok(at) = at {
+        if let Some(at) = regular_file_offset(std::io::stdout().as_fd()) {
             sandgate::rootfs::within_file_size_limit(at.saturating_add(buf.len() as u64))?;
         }
         std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
@@ -420,6 +412,21 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for WithinFileSizeLimit<W> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+/// Where the next write to `fd` lands when it is a regular file: its
+/// offset, or its size where it was opened `O_APPEND`. `None` for
+/// anything else (a terminal, a pipe, a device), which the file size limit
+/// does not bound.
+pub(crate) fn regular_file_offset(fd: std::os::fd::BorrowedFd<'_>) -> Option<u64> {
+    let st = rustix::fs::fstat(fd).ok()?;
+    if !rustix::fs::FileType::from_raw_mode(st.st_mode).is_file() {
+        return None;
+    }
+    match rustix::fs::fcntl_getfl(fd) {
+        Ok(f) if f.contains(rustix::fs::OFlags::APPEND) => Some(st.st_size as u64),
+        _ => rustix::fs::seek(fd, rustix::fs::SeekFrom::Current(0)).ok(),
     }
 }
 
@@ -523,12 +530,9 @@ impl LineTransport {
         let mut restore = RestoreFlags(Vec::new());
         let read = poll_stdin(&mut restore).unwrap_or_else(|| Box::new(tokio::io::stdin()));
         let write = poll_stdout(&mut restore).unwrap_or_else(|| {
-            let stdout = std::io::stdout();
-            match rustix::fs::fstat(stdout.as_fd()) {
-                Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode).is_file() => {
-                    Box::new(WithinFileSizeLimit(tokio::io::stdout()))
-                }
-                _ => Box::new(tokio::io::stdout()),
+            match regular_file_offset(std::io::stdout().as_fd()) {
+                Some(_) => Box::new(WithinFileSizeLimit(tokio::io::stdout())),
+                None => Box::new(tokio::io::stdout()),
             }
         });
         Self::with_restore(read, write, restore, inline)

@@ -218,3 +218,48 @@ fn fsize21_a_stdio_answer_past_the_file_size_limit_does_not_kill_the_embedder() 
         out.status,
     );
 }
+
+/// In the child only (its stderr a regular file): with the limit at what
+/// stderr already holds, the audit's record is lost, and the message
+/// saying so cannot be written either; the process lives on.
+#[test]
+fn fsize21_child_stderr() {
+    let Some(dir) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let path = Path::new(&dir).join("audit.jsonl");
+    let sink = sandgate_mcp::audit::json_lines_file(&path, None).unwrap();
+    let at = fs::metadata("/proc/self/fd/2").unwrap().len();
+    let limit = |current| rustix::process::Rlimit {
+        current,
+        maximum: None,
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Fsize, limit(Some(at))).unwrap();
+    sink(&event());
+    rustix::process::setrlimit(rustix::process::Resource::Fsize, limit(None)).unwrap();
+    println!("FSIZE-OK");
+}
+
+/// The server's messages on stderr keep to the file size limit where
+/// stderr is a regular file (a log): one that does not fit is not
+/// written, rather than ending the program with `SIGXFSZ`.
+#[test]
+fn fsize21_a_message_past_the_file_size_limit_does_not_kill_the_embedder() {
+    use std::process::Stdio;
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(tmp.path().join("audit.jsonl"), vec![b'\n'; LIMIT as usize]).unwrap();
+    let log = fs::File::create(tmp.path().join("log")).unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "fsize21_child_stderr", "--nocapture"])
+        .env(CHILD, tmp.path())
+        .stderr(log)
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_lived(&out);
+    let log = fs::read_to_string(tmp.path().join("log")).unwrap();
+    assert!(!log.contains("lost"), "{log}");
+}
