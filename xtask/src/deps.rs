@@ -60,7 +60,9 @@ const LAYERS: &[(&str, Layer)] = &[
 
 /// Edges within one layer that the layering admits: fetch and the shell's
 /// egress proxy enforce netguard's rules and share one resolver, protect enforces fileguard's
-/// patterns through rootfs, and the CLI serves MCP.
+/// patterns through rootfs, the executor checks its own file writes
+/// against the file size limit with rootfs's one check, and the CLI serves
+/// MCP.
 const SIDEWAYS: &[(&str, &str)] = &[
     ("sandgate-fetch", "sandgate-netguard"),
     ("sandgate-proxy", "sandgate-netguard"),
@@ -68,6 +70,7 @@ const SIDEWAYS: &[(&str, &str)] = &[
     ("sandgate-proxy", "sandgate-resolve"),
     ("sandgate-protect", "sandgate-rootfs"),
     ("sandgate-protect", "sandgate-fileguard"),
+    ("sandgate-shellexec", "sandgate-rootfs"),
     ("sandgate-cli", "sandgate-mcp"),
 ];
 

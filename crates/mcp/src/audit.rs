@@ -24,9 +24,11 @@ pub const MAX_PATH_RECORDED: usize = 8192;
 /// lines follow each other whole. A record the file does not take (a full
 /// disk, the file size limit) does not fail the operation, which already
 /// ran; the first lost record is said on stderr, and so is the count once
-/// the file takes records again. A record the file took only part of is
-/// not continued; the next record this sink writes begins with a newline,
-/// so it is a line of its own.
+/// the file takes records again. A record that would pass the file size
+/// limit (`ulimit -f`) is not written at all: one written past it would
+/// end the program with `SIGXFSZ`. A record the file took only part of
+/// (a full disk) is not continued; the next record this sink writes
+/// begins with a newline, so it is a line of its own.
 ///
 /// A file inside `write_root` is refused, however it is named (through a
 /// link, a second name made by a hard link, or a second mount of the
@@ -128,7 +130,7 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
         t.notice_gone(&shown);
         match t.append(&bytes) {
             Ok(()) if t.lost > 0 => {
-                eprintln!(
+                say!(
                     "sandgate: the audit file {shown} takes records again; records lost \
                      before this: {}",
                     std::mem::take(&mut t.lost)
@@ -137,7 +139,7 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
             Ok(()) => {}
             Err(err) => {
                 if t.lost == 0 {
-                    eprintln!(
+                    say!(
                         "sandgate: the audit file {shown}: a record was lost ({err}); the \
                          operations still run, and records are lost until it takes them again"
                     );
@@ -188,7 +190,7 @@ impl Tail {
             Err(_) => return,
         };
         w.said = true;
-        eprintln!(
+        say!(
             "sandgate: the audit file {shown} {why} while the server runs; records go on \
              to the file it opened, which that name no longer reaches: restart the server \
              to audit to the name again"
@@ -202,7 +204,18 @@ impl Tail {
     /// disk filled, or the file reached the process's file size limit)
     /// is not continued, which could land after another process's record;
     /// the piece is ended before the next record instead.
+    ///
+    /// A record whose end would pass the process's file size limit
+    /// (`ulimit -f`) is not written (`EFBIG`): one that starts past it
+    /// raises `SIGXFSZ`, whose default action ends the program embedding
+    /// the library, and one that crosses it is cut. The end is the file's
+    /// size now, where `O_APPEND` puts the record. The limit bounds
+    /// regular files only: a terminal, a pipe or a device is not checked.
     fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        let m = self.file.metadata()?;
+        if m.file_type().is_file() {
+            sandgate::rootfs::within_file_size_limit(m.len().saturating_add(bytes.len() as u64))?;
+        }
         let n = loop {
             match self.file.write(bytes) {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

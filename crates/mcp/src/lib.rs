@@ -20,6 +20,13 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+/// Says a line on stderr through [`say`].
+macro_rules! say {
+    ($($t:tt)*) => {
+        $crate::say(format_args!($($t)*))
+    };
+}
+
 pub mod audit;
 mod edits;
 mod inline;
@@ -1414,6 +1421,25 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
         starter::deny_write_toml()
     );
     Policy::from_bytes(toml.as_bytes(), std::path::Path::new("/"), None).map_err(Error::from)
+}
+
+/// Writes `args` and a newline to stderr, in one write, or nothing: where
+/// stderr is a regular file (a log) that the line would take past the
+/// process's file size limit (`ulimit -f`), it is not written, since the
+/// write would raise `SIGXFSZ`, whose default action ends the program
+/// embedding the server; a failed write is not a panic either, as
+/// `eprintln!`'s is.
+pub(crate) fn say(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    let line = format!("{args}\n");
+    let stderr = std::io::stderr();
+    if let Some(at) = lines::regular_file_offset(stderr.as_fd()) {
+        if sandgate::rootfs::within_file_size_limit(at.saturating_add(line.len() as u64)).is_err() {
+            return;
+        }
+    }
+    let _ = stderr.lock().write_all(line.as_bytes());
 }
 
 #[cfg(test)]

@@ -378,6 +378,58 @@ fn poll_stdout(restore: &mut RestoreFlags) -> Option<BoxWrite> {
     taken.map_err(|_| restore.undo_last()).ok()
 }
 
+/// Standard output that is a regular file (a transcript), kept to the
+/// process's file size limit (`ulimit -f`): a write whose end would pass
+/// it fails with `EFBIG`, writing nothing, where the kernel would cut it
+/// and the next write would raise `SIGXFSZ`, whose default action ends
+/// the program embedding the server. The write before is finished first
+/// (tokio hands each to a thread), so the file's offset is where this one
+/// lands.
+struct WithinFileSizeLimit<W>(W);
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for WithinFileSizeLimit<W> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::task::ready!(std::pin::Pin::new(&mut self.0).poll_flush(cx))?;
+        if let Some(at) = regular_file_offset(std::io::stdout().as_fd()) {
+            sandgate::rootfs::within_file_size_limit(at.saturating_add(buf.len() as u64))?;
+        }
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+/// Where the next write to `fd` lands when it is a regular file: its
+/// offset, or its size where it was opened `O_APPEND`. `None` for
+/// anything else (a terminal, a pipe, a device), which the file size limit
+/// does not bound.
+pub(crate) fn regular_file_offset(fd: std::os::fd::BorrowedFd<'_>) -> Option<u64> {
+    let st = rustix::fs::fstat(fd).ok()?;
+    if !rustix::fs::FileType::from_raw_mode(st.st_mode).is_file() {
+        return None;
+    }
+    match rustix::fs::fcntl_getfl(fd) {
+        Ok(f) if f.contains(rustix::fs::OFlags::APPEND) => Some(st.st_size as u64),
+        _ => rustix::fs::seek(fd, rustix::fs::SeekFrom::Current(0)).ok(),
+    }
+}
+
 /// The room left in a [`LineTransport`]'s output, for a server to wait
 /// on before it starts work whose answer will be queued there: a client
 /// that sends calls and never reads its answers then leaves at most
@@ -477,7 +529,12 @@ impl LineTransport {
     pub fn stdio_with(inline: Option<Arc<dyn Inline>>) -> LineTransport {
         let mut restore = RestoreFlags(Vec::new());
         let read = poll_stdin(&mut restore).unwrap_or_else(|| Box::new(tokio::io::stdin()));
-        let write = poll_stdout(&mut restore).unwrap_or_else(|| Box::new(tokio::io::stdout()));
+        let write = poll_stdout(&mut restore).unwrap_or_else(|| {
+            match regular_file_offset(std::io::stdout().as_fd()) {
+                Some(_) => Box::new(WithinFileSizeLimit(tokio::io::stdout())),
+                None => Box::new(tokio::io::stdout()),
+            }
+        });
         Self::with_restore(read, write, restore, inline)
     }
 

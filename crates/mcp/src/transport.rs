@@ -401,7 +401,7 @@ async fn accept_next<S>(accept: impl AsyncFn() -> std::io::Result<S>) -> S {
             Ok(s) => return s,
             Err(e) => {
                 if !failing {
-                    eprintln!("sandgate: mcp: cannot accept a connection (will keep trying): {e}");
+                    say!("sandgate: mcp: cannot accept a connection (will keep trying): {e}");
                     failing = true;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -606,6 +606,18 @@ pub async fn serve_http(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let token = new_token()?;
+    // A token past the file size limit (`ulimit -f 0`) would raise
+    // `SIGXFSZ`, which ends the program: refused before the file is made.
+    sandgate::rootfs::within_file_size_limit(token.len() as u64).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "the token file {}: {e} (the file size limit, ulimit -f, is below {} bytes)",
+                token_file.display(),
+                token.len()
+            ),
+        )
+    })?;
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -656,11 +668,11 @@ pub async fn serve_http(
     );
     // Requests opening a session that have not yet put it in `sessions`.
     let opening = Arc::new(AtomicUsize::new(0));
-    eprintln!(
+    say!(
         "sandgate: serving MCP on http://{host}:{port}/ (token written to {})",
         token_file.display()
     );
-    eprintln!("sandgate: bearer token: {token}");
+    say!("sandgate: bearer token: {token}");
     let token = Arc::new(token);
     loop {
         let (stream, _) = accept_next(async || listener.accept().await).await;
@@ -793,7 +805,7 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     let _ = std::fs::remove_file(&staged);
     let _ = std::fs::remove_dir(&private);
     let listener = bound?;
-    eprintln!(
+    say!(
         "sandgate: serving MCP on the UNIX socket {}",
         path.display()
     );

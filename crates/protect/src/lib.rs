@@ -138,6 +138,10 @@
 //!   ([`Action::Reported`]), and it is restored only when renamed away
 //!   and found again by its inode. The same holds for protected fifos,
 //!   sockets and devices.
+//! - A saved copy longer than the process's file size limit (`ulimit -f`)
+//!   is not written back (the write would raise `SIGXFSZ`, which ends the
+//!   program embedding the library): the change is reported
+//!   ([`Action::Reported`]) and what the command left stays in place.
 //! - A change made within one timestamp tick of the record to a large file
 //!   that keeps its size, ctime and mtime is not seen (small files are
 //!   compared by content).
@@ -2554,6 +2558,14 @@ impl Settle<'_> {
             return self.rename_back_entry(record, scan, rel, entry, present);
         }
         let (parent, name) = parent_of(rel);
+        // Content past the file size limit cannot be written back (the
+        // write would raise `SIGXFSZ`, ending the embedding program): the
+        // change is reported, and what the command left stays in place.
+        if let Data::Copy(c) = &entry.data {
+            if sandgate_rootfs::within_file_size_limit(c.len() as u64).is_err() {
+                return false;
+            }
+        }
         if self.ensure_dirs(record, parent, &entry.pattern).is_err() {
             return false;
         }
@@ -3086,6 +3098,8 @@ fn create_entry(
     match &entry.data {
         Data::Copy(content) => {
             use std::io::Write;
+            sandgate_rootfs::within_file_size_limit(content.len() as u64)
+                .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::FBIG))?;
             let fd = rfs::openat(
                 dir,
                 OsStr::from_bytes(&tmp),

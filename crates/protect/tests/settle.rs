@@ -756,7 +756,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 28 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 30 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -1420,4 +1420,60 @@ fn protect18_a_write_root_left_full_keeps_the_change_and_reports_it() {
         ]
     );
     assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "evil\n");
+}
+
+const FSIZE21_CHILD: &str = "SANDGATE_PROTECT_FSIZE21_CHILD";
+
+/// In the child only: under a file size limit of 64 KiB, and with the
+/// default disposition of `SIGXFSZ` (which ends the process), a protected
+/// file of 128 KiB the command shortened cannot be written back: the
+/// change is reported, not undone, and the process lives on.
+#[test]
+fn fsize21_child_restore() {
+    let Some(root) = std::env::var_os(FSIZE21_CHILD) else {
+        return;
+    };
+    let root = Path::new(&root);
+    let limit = rustix::process::Rlimit {
+        current: Some(64 << 10),
+        maximum: Some(64 << 10),
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Fsize, limit).unwrap();
+    let p = protector(root, &["*.lock"]);
+    let cp = p.begin().unwrap();
+    fs::write(root.join("a.lock"), "short\n").unwrap();
+    assert_eq!(cp.settle(), [change("a.lock", "*.lock", Action::Reported)]);
+    println!("FSIZE-OK");
+}
+
+/// A protected file's saved content longer than the process's file size
+/// limit is not written back: a write past that limit raises `SIGXFSZ`,
+/// which would end the program embedding the library. The change is
+/// reported, and what the command left is still there.
+#[test]
+fn fsize21_a_file_size_limit_does_not_kill_the_embedder_on_restore() {
+    use std::os::unix::process::ExitStatusExt;
+    if std::env::var_os(FSIZE21_CHILD).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir(&root).unwrap();
+    fs::write(root.join("a.lock"), vec![b'x'; 128 << 10]).unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "fsize21_child_restore", "--nocapture"])
+        .env(FSIZE21_CHILD, &root)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("FSIZE-OK"),
+        "the child (signal {:?}): {}\n{stdout}\n{}",
+        out.status.signal(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "short\n");
+    let left: Vec<_> = fs::read_dir(&root).unwrap().collect();
+    assert_eq!(left.len(), 1, "{left:?}");
 }

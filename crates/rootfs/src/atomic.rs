@@ -177,18 +177,11 @@ fn write(
 }
 
 /// Refuses with `EFBIG`, before anything is created, a file longer than
-/// this process's file size limit (`RLIMIT_FSIZE`, soft). A write past
-/// that limit raises `SIGXFSZ`, whose default action ends the whole
-/// process: the program embedding the library, not just this call. The
-/// new file is written from offset 0, so the kernel signals exactly when
-/// `len` exceeds the limit; `EFBIG` is what the write would have answered
-/// were the signal ignored.
+/// this process's file size limit (see [`crate::within_file_size_limit`]).
+/// The new file is written from offset 0, so its end is `len`.
 fn within_file_size_limit(len: usize) -> Result<(), Errno> {
-    use rustix::process::{getrlimit, Resource};
-    match getrlimit(Resource::Fsize).current {
-        Some(max) if len as u64 > max => Err(Errno::FBIG),
-        _ => Ok(()),
-    }
+    crate::within_file_size_limit(len as u64)
+        .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::FBIG))
 }
 
 /// What a replace carries over from the file it replaces.

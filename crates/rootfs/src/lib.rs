@@ -65,6 +65,27 @@ pub use sandgate_codes::ErrorCode;
 #[cfg(target_os = "linux")]
 pub const MAX_SYMLINKS: u32 = walk::MAX_SYMLINKS;
 
+/// Refuses with `EFBIG` a write whose end (its offset plus its length,
+/// for an append the file's size plus the length) lies past this
+/// process's file size limit (`RLIMIT_FSIZE`, soft; `ulimit -f`). A write
+/// that starts at or past that limit raises `SIGXFSZ`, whose default
+/// action ends the whole process (the program embedding the library, not
+/// just the call), and one that crosses it is cut short; `EFBIG` is what
+/// the write would have answered were the signal ignored. Called before
+/// each write the library makes to a file, so that the limit fails the
+/// call instead of the program. Exact for a single writer: the kernel
+/// signals exactly when a write would start at the limit or be cut by it.
+#[cfg(target_os = "linux")]
+pub fn within_file_size_limit(end: u64) -> std::io::Result<()> {
+    use rustix::process::{getrlimit, Resource};
+    match getrlimit(Resource::Fsize).current {
+        Some(max) if end > max => Err(std::io::Error::from_raw_os_error(
+            rustix::io::Errno::FBIG.raw_os_error(),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Whether this build and kernel can resolve with `openat2`.
 #[cfg(target_os = "linux")]
 pub fn openat2_supported() -> bool {

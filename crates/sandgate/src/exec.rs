@@ -1035,12 +1035,16 @@ impl Executor {
             text.push('\n');
         }
         text.push_str(authority.certificate_pem());
-        std::fs::write(&bundle, text).map_err(|e| {
-            no_roots(format!(
-                "cannot write the CA bundle {}: {e}",
-                bundle.display()
-            ))
-        })?;
+        // A bundle past the file size limit (`ulimit -f`) would raise
+        // `SIGXFSZ`, which ends the program embedding the library.
+        sandgate_rootfs::within_file_size_limit(text.len() as u64)
+            .and_then(|()| std::fs::write(&bundle, text))
+            .map_err(|e| {
+                no_roots(format!(
+                    "cannot write the CA bundle {}: {e}",
+                    bundle.display()
+                ))
+            })?;
         let Some(bundle) = bundle.to_str().map(str::to_owned) else {
             return Err(no_roots("the CA bundle's path is not UTF-8".into()));
         };

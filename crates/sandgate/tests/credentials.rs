@@ -1014,3 +1014,73 @@ fn audit20_a_refused_intercepted_connection_is_audited_refused_with_its_bytes() 
     assert_eq!(up.conns.load(Ordering::SeqCst), 1);
     f.ex.dispose();
 }
+
+const FSIZE21_CHILD: &str = "SANDGATE_CREDENTIALS_FSIZE21_CHILD";
+
+/// In the child only: an executor with a request rule, started under a
+/// file size limit of 16 bytes (shorter than any CA bundle), fails with
+/// `E_IO` naming the CA bundle, and the process lives on.
+#[test]
+fn fsize21_child_ca_bundle() {
+    let Some(dir) = std::env::var_os(FSIZE21_CHILD) else {
+        return;
+    };
+    let mut b = Executor::builder();
+    b.base_dir(Path::new(&dir))
+        .write_root("work")
+        .enabled(true)
+        .security_mode(SecurityMode::TrustedHost)
+        .net_allow("localhost")
+        .net_rule(rule(443, &["GET"], &["/"], "allow"));
+    let ex = b.build().unwrap();
+    let limit = rustix::process::Rlimit {
+        current: Some(16),
+        maximum: None,
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Fsize, limit).unwrap();
+    match ex.start() {
+        Err(e) if e.code() == sandgate::ErrorCode::ConfineUnavailable => {
+            println!("SKIP: {e}");
+        }
+        Err(e) => {
+            assert_eq!(e.code(), sandgate::ErrorCode::Io, "{e}");
+            assert!(e.to_string().contains("CA bundle"), "{e}");
+            assert!(e.to_string().contains("File too large"), "{e}");
+        }
+        Ok(()) => panic!("started with a CA bundle past the file size limit"),
+    }
+    println!("FSIZE-OK");
+}
+
+/// The CA bundle the executor writes for the commands' clients keeps to
+/// the file size limit of the program that embeds it: past it, the start
+/// fails with `E_IO` instead of `SIGXFSZ` ending the program.
+#[test]
+fn fsize21_a_file_size_limit_does_not_kill_the_embedder_writing_the_ca_bundle() {
+    use std::os::unix::process::ExitStatusExt;
+    if std::env::var_os(FSIZE21_CHILD).is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "fsize21_child_ca_bundle", "--nocapture"])
+        .env(FSIZE21_CHILD, dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("FSIZE-OK"),
+        "the child (signal {:?}): {}\n{stdout}\n{}",
+        out.status.signal(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if let Some(skip) = stdout.lines().find(|l| l.starts_with("SKIP")) {
+        assert!(
+            std::env::var_os("SANDGATE_REQUIRE_NAMESPACES").is_none(),
+            "{skip}"
+        );
+        eprintln!("note: {skip}");
+    }
+}

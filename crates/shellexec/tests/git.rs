@@ -2271,3 +2271,64 @@ fn ci21_a_rename_elsewhere_on_the_host_does_not_refuse_a_link_inside_dot_git() {
         refused[0]
     );
 }
+
+const FSIZE21_CHILD: &str = "SANDGATE_GIT_FSIZE21_CHILD";
+
+/// In the child only (its `TMPDIR` the fixture's `tmp`): under a file size
+/// limit of 16 bytes, shorter than `.git/HEAD` and the other control
+/// files, planning a run fails with an I/O error naming the copy, instead of the `SIGXFSZ` that copying the
+/// control files into git's private git directory raised.
+#[test]
+fn fsize21_child_git_plan() {
+    let Some(root) = std::env::var_os(FSIZE21_CHILD) else {
+        return;
+    };
+    let limit = rustix::process::Rlimit {
+        current: Some(16),
+        maximum: None,
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Fsize, limit).unwrap();
+    let words = split_words("git status").unwrap();
+    let e = plan(&words, &ALL, Path::new(&root)).unwrap_err();
+    assert_eq!(e.kind(), GitErrorKind::Io, "{e}");
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    assert_eq!(
+        source.and_then(|s| s.raw_os_error()),
+        Some(libc::EFBIG),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("cannot copy .git/"), "{e}");
+    println!("FSIZE-OK");
+}
+
+/// The executor's own copies of git's control files keep to the file size
+/// limit of the program that embeds it: past it, the plan fails with
+/// `EFBIG` and leaves no private git directory, and the program lives on.
+#[test]
+fn fsize21_a_file_size_limit_does_not_kill_the_embedder_planning_git() {
+    use std::os::unix::process::ExitStatusExt;
+    if !have_git() || std::env::var_os(FSIZE21_CHILD).is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let (root, tmpdir) = (base.join("root"), base.join("tmp"));
+    fs::create_dir(&root).unwrap();
+    fs::create_dir(&tmpdir).unwrap();
+    raw_git(&root, &["init", "-q", "."]);
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "fsize21_child_git_plan", "--nocapture"])
+        .env(FSIZE21_CHILD, &root)
+        .env("TMPDIR", &tmpdir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("FSIZE-OK"),
+        "the child (signal {:?}): {}\n{stdout}\n{}",
+        out.status.signal(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fs::read_dir(&tmpdir).unwrap().count(), 0);
+}

@@ -140,6 +140,17 @@ fn private_git_dir(dot_git: &Path, snapshot: &Snapshot) -> Result<PrivateGitDir,
         mk(rel)?;
     }
     for (rel, bytes, mtime) in &snapshot.files {
+        // A copy past the file size limit (`ulimit -f`) would raise
+        // `SIGXFSZ`, which ends the program embedding the executor.
+        sandgate_rootfs::within_file_size_limit(bytes.len() as u64).map_err(|e| {
+            GitError::io(
+                &format!(
+                    "cannot copy .git/{} into git's private git directory",
+                    rel.display()
+                ),
+                e,
+            )
+        })?;
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
