@@ -188,3 +188,29 @@ func TestHostapi18ByteOptionsAreRefusedNotSentAsBase64(t *testing.T) {
 		}
 	}
 }
+
+// Root.OpenFile and Root.Mkdir take permission bits only; the refusal of
+// any other bit is E_REQUEST naming the mode, as in Python and Node (it
+// was a bare "unsupported file mode" error that no sentinel matched).
+func TestBindcons21RootModesBeyond0o777AreARequestError(t *testing.T) {
+	dir := tmp(t)
+	r, err := sandgate.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, perm := range []os.FileMode{0o4755, os.ModeSetuid | 0o755, os.ModeSetgid | 0o755, os.ModeSticky | 0o777} {
+		if f, err := r.OpenFile("s.txt", os.O_WRONLY|os.O_CREATE, perm); !errors.Is(err, sandgate.ErrRequest) || !strings.Contains(err.Error(), "unsupported file mode") || !strings.Contains(err.Error(), "mode") {
+			if f != nil {
+				f.Close()
+			}
+			t.Errorf("OpenFile perm %v: %v, want E_REQUEST naming the mode", perm, err)
+		}
+		if err := r.Mkdir("s", perm); !errors.Is(err, sandgate.ErrRequest) || !strings.Contains(err.Error(), "unsupported file mode") {
+			t.Errorf("Mkdir perm %v: %v, want E_REQUEST naming the mode", perm, err)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("refused calls created %v", ents)
+	}
+}

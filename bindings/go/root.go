@@ -6,7 +6,6 @@ package sandgate
 import "C"
 
 import (
-	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -115,10 +114,10 @@ func (r *Root) Create(name string) (*os.File, error) {
 // OpenFile opens the named file in the root with os.OpenFile-style flags
 // (O_RDONLY, O_WRONLY, O_RDWR, O_CREATE, O_EXCL, O_TRUNC, O_APPEND; other
 // flags such as O_SYNC, and bits beyond 32, answer E_REQUEST). perm may
-// hold only 0o777 bits.
+// hold only 0o777 bits (any other is E_REQUEST).
 func (r *Root) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 	if perm&0o777 != perm {
-		return nil, &os.PathError{Op: "openat", Path: name, Err: errors.New("unsupported file mode")}
+		return nil, &os.PathError{Op: "openat", Path: name, Err: unsupportedMode(perm)}
 	}
 	if flag != int(int32(flag)) {
 		// C.int32_t(flag) would keep the low 32 bits and drop the rest
@@ -140,6 +139,13 @@ func (r *Root) OpenFile(name string, flag int, perm os.FileMode) (*os.File, erro
 	return os.NewFile(uintptr(fd), joinPath(r.name, name)), nil
 }
 
+// unsupportedMode is the refusal of a perm holding more than the 0o777
+// permission bits (a setuid, setgid or sticky bit, a type bit): E_REQUEST
+// naming it, as the Python and Node bindings refuse it.
+func unsupportedMode(perm os.FileMode) *Error {
+	return requestError("perm " + perm.String() + ": unsupported file mode (only the permission bits 0o777)")
+}
+
 // OpenRoot opens the named directory in the root as a Root of its own.
 func (r *Root) OpenRoot(name string) (*Root, error) {
 	var out *C.sg_root
@@ -158,10 +164,11 @@ func (r *Root) OpenRoot(name string) (*Root, error) {
 }
 
 // Mkdir creates a new directory in the root with the permission bits perm
-// (before the umask). perm may hold only 0o777 bits.
+// (before the umask). perm may hold only 0o777 bits (any other is
+// E_REQUEST).
 func (r *Root) Mkdir(name string, perm os.FileMode) error {
 	if perm&0o777 != perm {
-		return &os.PathError{Op: "mkdirat", Path: name, Err: errors.New("unsupported file mode")}
+		return &os.PathError{Op: "mkdirat", Path: name, Err: unsupportedMode(perm)}
 	}
 	err := r.with(func(p *C.sg_root) error {
 		var e *C.sg_error
