@@ -116,12 +116,15 @@ pub(crate) fn to_usize(v: f64, what: &str) -> Result<usize, sandgate::Error> {
 }
 
 /// Converts a JavaScript number argument to permission bits: an integer
-/// from 0 to 0o7777 (the C ABI's check), else `E_REQUEST`.
+/// from 0 to 0o777 (no setuid, setgid or sticky bit), else `E_REQUEST`.
 pub(crate) fn to_mode(v: f64, what: &str) -> Result<u32, sandgate::Error> {
+    // Permission bits only, as Go's Root allows: the library would set a
+    // setuid, setgid or sticky bit asked for, which a host API that
+    // creates files has no need of.
     match to_count(v, what)? {
-        n @ 0..=0o7777 => Ok(n as u32),
+        n @ 0..=0o777 => Ok(n as u32),
         n => Err(request_error(format!(
-            "`{what}` {n:#o} has bits beyond 07777"
+            "`{what}` {n:#o}: unsupported file mode (only the permission bits 0o777)"
         ))),
     }
 }

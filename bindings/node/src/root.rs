@@ -339,7 +339,7 @@ pub(crate) fn install_fast_stat(env: &Env, exports: &Object<'_>) -> napi::Result
     Ok(())
 }
 
-/// The `mode` argument (an integer from 0 to 0o7777), or `default`.
+/// The `mode` argument (an integer from 0 to 0o777), or `default`.
 fn mode_or(mode: Option<Unknown<'_>>, default: u32) -> Result<u32, sandgate::Error> {
     opt_num_arg(mode, "mode")?.map_or(Ok(default), |m| to_mode(m, "mode"))
 }

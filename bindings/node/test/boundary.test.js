@@ -65,6 +65,24 @@ describe('numbers are not wrapped to 32 bits', () => {
     }
   })
 
+  test('bindcons21: Root modes with setuid, setgid or sticky bits are E_REQUEST, as in Go', () => {
+    const root = Root.open(ws)
+    try {
+      for (const mode of [0o4755, 0o2755, 0o1777, 0o7777]) {
+        const named = new RegExp('mode` 0o' + mode.toString(8) + ': unsupported file mode')
+        throwsRequest(() => root.mkdir('s', mode), named)
+        throwsRequest(() => root.mkdir('s/t', mode, true), named)
+        throwsRequest(() => root.openFile('s.txt', 'w', mode), named)
+      }
+      assert.deepEqual(fs.readdirSync(ws).sort(), ['a.txt'])
+      fs.closeSync(root.openFile('s.txt', 'w', 0o777))
+      assert.equal(fs.statSync(path.join(ws, 's.txt')).mode & 0o7000, 0)
+      fs.rmSync(path.join(ws, 's.txt'))
+    } finally {
+      root.close()
+    }
+  })
+
   test('readLines offset and limit', async () => {
     const sb = new Sandbox({ readRoots: [ws] })
     for (const n of NOT_COUNTS) {

@@ -605,6 +605,27 @@ def test_ints_out_of_a_c_parameters_range_are_refused_not_truncated(tree):
             Sandbox(read_roots=[tree / "ws"], resolver=resolver)
 
 
+def test_bindcons21_root_modes_beyond_0o777_are_refused(tree):
+    """Root.open, open_fd and mkdir take permission bits only (0o777), as
+    Go's Root does: a setuid, setgid or sticky bit is E_REQUEST naming the
+    mode, and nothing is created (the library would set it)."""
+    ws = tree / "ws"
+    with Root(ws) as r:
+        for bits in (0o4755, 0o2755, 0o1777, 0o7777):
+            with pytest.raises(sandgate.RequestError, match=r"perm 0o%o: unsupported file mode" % bits) as e:
+                r.open("s.txt", "w", perm=bits)
+            assert e.value.code == "E_REQUEST"
+            with pytest.raises(sandgate.RequestError, match=r"mode 0o%o: unsupported file mode" % bits):
+                r.open_fd("s.txt", os.O_CREAT | os.O_WRONLY, bits)
+            with pytest.raises(sandgate.RequestError, match=r"mode 0o%o: unsupported file mode" % bits):
+                r.mkdir("s", bits)
+            assert not (ws / "s.txt").exists() and not (ws / "s").exists()
+        with r.open("s.txt", "w", perm=0o777):
+            pass
+        r.mkdir("s", 0o777)
+        assert (ws / "s").is_dir() and (ws / "s.txt").stat().st_mode & 0o7000 == 0
+
+
 def test_lone_surrogates_in_names_are_refused_by_the_library(tree):
     """A name with any lone surrogate is not UTF-8: the library refuses it
     with E_REQUEST, whichever surrogate it is (surrogateescape alone can

@@ -175,6 +175,18 @@ def _u32(v: int, what: str) -> int:
     return _c_int(v, 0, _U32_MAX, what)
 
 
+def _perm(v: int, what: str) -> int:
+    """Permission bits for a created file or directory: 0o777 at most, as
+    Go's Root allows. The library would set a setuid, setgid or sticky bit
+    asked for; a host API that creates files has no need of one."""
+    v = _u32(v, what)
+    if v & ~0o777:
+        raise RequestError(
+            f"{what} 0o{v:o}: unsupported file mode (only the permission bits 0o777)", code="E_REQUEST"
+        )
+    return v
+
+
 def _i32(v: int, what: str) -> int:
     return _c_int(v, -(2**31), 2**31 - 1, what)
 
@@ -677,7 +689,7 @@ class Root(_Handle):
         caller closes it. Supported flags: O_RDONLY, O_WRONLY, O_RDWR,
         O_CREAT, O_EXCL, O_TRUNC, O_APPEND, O_NOFOLLOW, O_CLOEXEC (always
         set)."""
-        flags, mode = _i32(flags, "flags"), _u32(mode, "mode")
+        flags, mode = _i32(flags, "flags"), _perm(mode, "mode")
         p = _host(path)
         fd = c_int32(-1)
         self._call(lib.sg_root_open_file, p, len(p), flags, mode, byref(fd))
@@ -700,6 +712,7 @@ class Root(_Handle):
         object. ``perm`` is the permission bits of a created file (before
         the umask); ``follow_symlinks=False`` refuses a final symlink."""
         flags, mode = _open_flags(mode)
+        perm = _perm(perm, "perm")
         if not _flag(follow_symlinks, "follow_symlinks", True):
             flags |= os.O_NOFOLLOW
         fd = self.open_fd(path, flags, perm)
@@ -727,7 +740,9 @@ class Root(_Handle):
         return f
 
     def mkdir(self, path, mode: int = 0o777) -> None:
-        mode = _u32(mode, "mode")
+        """Creates one directory with the permission bits ``mode`` (before
+        the umask; 0o777 at most)."""
+        mode = _perm(mode, "mode")
         p = _host(path)
         self._call(lib.sg_root_mkdir, p, len(p), mode)
 
