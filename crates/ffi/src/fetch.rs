@@ -180,13 +180,17 @@ pub unsafe extern "C" fn sg_fetcher_fetch_cancellable(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (f, request, answer) = unsafe {
-            (
-                handle(fetcher, "fetcher")?,
-                arg_str(request, request_len, "request")?,
-                out_ptr(answer, "answer")?,
-            )
-        };
+        let f = unsafe { handle(fetcher, "fetcher")? };
+        // A request refused here (not UTF-8, NULL with a length) is
+        // reported as one the fetcher's reader refuses: every fetch call,
+        // refused ones included, leaves a record. An out-pointer is the
+        // host's own: one that is NULL is refused after, with no record.
+        // SAFETY: the caller's contract.
+        let request = unsafe { arg_str(request, request_len, "request") }.inspect_err(|e| {
+            f.fetcher.audit_refusal(None, e.code());
+        })?;
+        // SAFETY: the caller's contract.
+        let answer = unsafe { out_ptr(answer, "answer")? };
         // SAFETY: `signal` is NULL or a live abort signal (the caller's
         // contract). A triggered one is handed to the fetcher, which
         // answers it (and audits it) as every other abort.

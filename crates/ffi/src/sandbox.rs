@@ -1187,7 +1187,7 @@ pub unsafe extern "C" fn sg_sandbox_rename(
 /// # Safety
 ///
 /// As [`arg_bytes`].
-unsafe fn shown(ptr: *const c_char, len: usize) -> String {
+pub(crate) unsafe fn shown(ptr: *const c_char, len: usize) -> String {
     // SAFETY: forwarded contract.
     match unsafe { arg_bytes(ptr.cast(), len, "") } {
         Ok(b) => String::from_utf8_lossy(b).into_owned(),

@@ -163,3 +163,227 @@ fn audit20_a_path_refused_at_the_boundary_is_audited_without_spending_the_budget
         assert_eq!(st, ErrorCode::Denied.value(), "the budget was not spent");
     }
 }
+
+/// What one callback heard (op, path, outcome), kept where its user data
+/// points, so that tests running at once do not mix their records.
+type Heard = Mutex<Vec<(String, String, Status)>>;
+
+unsafe extern "C" fn on_audit_into(user: *mut c_void, e: *const AuditEvent) {
+    // SAFETY: the library passes a valid event for the call's duration.
+    let e = unsafe { &*e };
+    // SAFETY: `op` is NUL-terminated, `path` is `path_len` bytes.
+    let (op, path) = unsafe {
+        (
+            std::ffi::CStr::from_ptr(e.op)
+                .to_string_lossy()
+                .into_owned(),
+            std::slice::from_raw_parts(e.path.cast::<u8>(), e.path_len),
+        )
+    };
+    let path = std::str::from_utf8(path)
+        .expect("an audit event's path is UTF-8")
+        .to_owned();
+    // SAFETY: `user` is the test's `Heard`, alive for the whole test.
+    let heard = unsafe { &*user.cast::<Heard>() };
+    heard.lock().unwrap().push((op, path, e.outcome));
+}
+
+/// The library, loaded, and a policy parsed from `text` in `dir`.
+unsafe fn policy(text: &str, dir: &std::path::Path) -> (*mut c_void, *mut c_void) {
+    let lib_path = CString::new(library::library().to_str().unwrap()).unwrap();
+    // SAFETY: loading the library under test.
+    let lib = unsafe { libc::dlopen(lib_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!lib.is_null(), "cannot load {lib_path:?}");
+    let dir = dir.to_str().unwrap();
+    // SAFETY: the signature of include/sandgate.h.
+    unsafe {
+        let parse: unsafe extern "C" fn(
+            *const u8,
+            usize,
+            *const u8,
+            usize,
+            *mut *mut c_void,
+            *mut *mut c_void,
+        ) -> Status = sym(lib, "sg_policy_parse");
+        let mut p = std::ptr::null_mut();
+        let st = parse(
+            text.as_ptr(),
+            text.len(),
+            dir.as_ptr(),
+            dir.len(),
+            &mut p,
+            std::ptr::null_mut(),
+        );
+        assert_eq!(st, 0, "the policy does not parse");
+        (lib, p)
+    }
+}
+
+#[test]
+fn cabi22_an_exec_refused_at_the_boundary_is_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    let heard: Heard = Mutex::new(Vec::new());
+    let user = std::ptr::from_ref(&heard).cast_mut().cast::<c_void>();
+    type Err = *mut *mut c_void;
+    // SAFETY: the signatures of include/sandgate.h.
+    unsafe {
+        let (lib, p) = policy("[fs]\nread_roots = [\"ws\"]\n", dir.path());
+        let executor_new: unsafe extern "C" fn(*mut c_void, *mut *mut c_void, Err) -> Status =
+            sym(lib, "sg_executor_new");
+        let set_audit: unsafe extern "C" fn(
+            *mut c_void,
+            Option<AuditFn>,
+            *mut c_void,
+            Err,
+        ) -> Status = sym(lib, "sg_executor_set_audit");
+        let exec: unsafe extern "C" fn(
+            *mut c_void,
+            *const u8,
+            usize,
+            *const u8,
+            usize,
+            u64,
+            *mut c_void,
+            *mut [u8; 256],
+            Err,
+        ) -> Status = sym(lib, "sg_executor_exec");
+        let executor_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_executor_free");
+        let policy_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_policy_free");
+        let null: Err = std::ptr::null_mut();
+        let mut ex: *mut c_void = std::ptr::null_mut();
+        assert_eq!(executor_new(p, &mut ex, null), 0);
+        assert_eq!(set_audit(ex, Some(on_audit_into), user, null), 0);
+        let mut out = [0u8; 256];
+        let bad = b"tru\xffe";
+        // A command that is not UTF-8.
+        let st = exec(
+            ex,
+            bad.as_ptr(),
+            bad.len(),
+            null.cast(),
+            0,
+            0,
+            std::ptr::null_mut(),
+            &mut out,
+            null,
+        );
+        assert_eq!(st, ErrorCode::Request.value());
+        // A working directory that is not UTF-8.
+        let st = exec(
+            ex,
+            b"true".as_ptr(),
+            4,
+            bad.as_ptr(),
+            bad.len(),
+            0,
+            std::ptr::null_mut(),
+            &mut out,
+            null,
+        );
+        assert_eq!(st, ErrorCode::Request.value());
+        // A NULL command with a length.
+        let st = exec(
+            ex,
+            std::ptr::null(),
+            3,
+            b"sub".as_ptr(),
+            3,
+            0,
+            std::ptr::null_mut(),
+            &mut out,
+            null,
+        );
+        assert_eq!(st, ErrorCode::Request.value());
+        // The executor's own refusal (exec is not enabled), for comparison.
+        let st = exec(
+            ex,
+            b"true".as_ptr(),
+            4,
+            null.cast(),
+            0,
+            0,
+            std::ptr::null_mut(),
+            &mut out,
+            null,
+        );
+        assert_eq!(st, ErrorCode::Denied.value());
+        executor_free(ex);
+        policy_free(p);
+    }
+    let heard = heard.into_inner().unwrap();
+    assert_eq!(
+        heard,
+        [
+            ("exec".into(), "".into(), ErrorCode::Request.value()),
+            (
+                "exec".into(),
+                "tru\u{fffd}e".into(),
+                ErrorCode::Request.value()
+            ),
+            ("exec".into(), "sub".into(), ErrorCode::Request.value()),
+            ("exec".into(), "".into(), ErrorCode::Denied.value()),
+        ],
+        "every exec call, refused ones included, reports one event"
+    );
+}
+
+#[test]
+fn cabi22_a_fetch_refused_at_the_boundary_is_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    let heard: Heard = Mutex::new(Vec::new());
+    let user = std::ptr::from_ref(&heard).cast_mut().cast::<c_void>();
+    type Err = *mut *mut c_void;
+    // SAFETY: the signatures of include/sandgate.h.
+    unsafe {
+        let (lib, p) = policy("[fs]\nread_roots = [\"ws\"]\n", dir.path());
+        let fetcher_new: unsafe extern "C" fn(*mut c_void, *mut *mut c_void, Err) -> Status =
+            sym(lib, "sg_fetcher_new");
+        let set_audit: unsafe extern "C" fn(
+            *mut c_void,
+            Option<AuditFn>,
+            *mut c_void,
+            Err,
+        ) -> Status = sym(lib, "sg_fetcher_set_audit");
+        let fetch: unsafe extern "C" fn(
+            *mut c_void,
+            *const u8,
+            usize,
+            *mut [usize; 2],
+            Err,
+        ) -> Status = sym(lib, "sg_fetcher_fetch");
+        let fetcher_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_fetcher_free");
+        let bytes_free: unsafe extern "C" fn(*mut [usize; 2]) = sym(lib, "sg_bytes_free");
+        let policy_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_policy_free");
+        let null: Err = std::ptr::null_mut();
+        let mut f: *mut c_void = std::ptr::null_mut();
+        assert_eq!(fetcher_new(p, &mut f, null), 0);
+        assert_eq!(set_audit(f, Some(on_audit_into), user, null), 0);
+        let mut answer = [0usize; 2];
+        // A request that is not UTF-8.
+        let bad = b"{\"url\": \"http://a\xff.test/\"}";
+        let st = fetch(f, bad.as_ptr(), bad.len(), &mut answer, null);
+        assert_eq!(st, ErrorCode::Request.value());
+        // A NULL request with a length.
+        let st = fetch(f, std::ptr::null(), 5, &mut answer, null);
+        assert_eq!(st, ErrorCode::Request.value());
+        // A request that is not JSON: refused by the library's reader,
+        // which reports it, for comparison.
+        let st = fetch(f, b"{".as_ptr(), 1, &mut answer, null);
+        assert_eq!(st, ErrorCode::Request.value());
+        bytes_free(&mut answer);
+        fetcher_free(f);
+        policy_free(p);
+    }
+    let heard = heard.into_inner().unwrap();
+    assert_eq!(
+        heard,
+        [
+            ("fetch".into(), "".into(), ErrorCode::Request.value()),
+            ("fetch".into(), "".into(), ErrorCode::Request.value()),
+            ("fetch".into(), "".into(), ErrorCode::Request.value()),
+        ],
+        "every fetch call, refused ones included, reports one event"
+    );
+}
