@@ -387,3 +387,102 @@ fn cabi22_a_fetch_refused_at_the_boundary_is_audited() {
         "every fetch call, refused ones included, reports one event"
     );
 }
+
+#[test]
+fn cabi22_a_malformed_call_after_close_answers_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a"), "content").unwrap();
+    let root = dir.path().to_str().unwrap();
+    let heard: Heard = Mutex::new(Vec::new());
+    let user = std::ptr::from_ref(&heard).cast_mut().cast::<c_void>();
+    let lib_path = CString::new(library::library().to_str().unwrap()).unwrap();
+    type Opts = *mut c_void;
+    type Err = *mut *mut c_void;
+    // SAFETY: loading the library under test, and the signatures of
+    // include/sandgate.h.
+    unsafe {
+        let lib = libc::dlopen(lib_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+        assert!(!lib.is_null(), "cannot load {lib_path:?}");
+        let options_new: unsafe extern "C" fn() -> Opts = sym(lib, "sg_sandbox_options_new");
+        let add_read_root: unsafe extern "C" fn(Opts, *const c_char, usize, Err) -> Status =
+            sym(lib, "sg_sandbox_options_add_read_root");
+        let set_audit: unsafe extern "C" fn(Opts, Option<AuditFn>, *mut c_void, Err) -> Status =
+            sym(lib, "sg_sandbox_options_set_audit");
+        let options_free: unsafe extern "C" fn(Opts) = sym(lib, "sg_sandbox_options_free");
+        let sandbox_new: unsafe extern "C" fn(Opts, *mut *mut c_void, Err) -> Status =
+            sym(lib, "sg_sandbox_new");
+        let close: unsafe extern "C" fn(*mut c_void, Err) -> Status = sym(lib, "sg_sandbox_close");
+        let sandbox_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_sandbox_free");
+        let read: unsafe extern "C" fn(
+            *mut c_void,
+            *const u8,
+            usize,
+            *mut [usize; 2],
+            Err,
+        ) -> Status = sym(lib, "sg_sandbox_read");
+        let grep_with: unsafe extern "C" fn(
+            *mut c_void,
+            *const u8,
+            usize,
+            *const u8,
+            usize,
+            *const u8,
+            usize,
+            *mut [usize; 2],
+            Err,
+        ) -> Status = sym(lib, "sg_sandbox_grep_with");
+
+        let o = options_new();
+        let null: Err = std::ptr::null_mut();
+        assert_eq!(add_read_root(o, root.as_ptr().cast(), root.len(), null), 0);
+        assert_eq!(set_audit(o, Some(on_audit_into), user, null), 0);
+        let mut sb: *mut c_void = std::ptr::null_mut();
+        assert_eq!(sandbox_new(o, &mut sb, null), 0);
+        options_free(o);
+        assert_eq!(close(sb, null), 0);
+        let mut out = [0usize; 2];
+        // A well-formed call after close, for comparison.
+        let st = read(sb, b"a".as_ptr(), 1, &mut out, null);
+        assert_eq!(st, ErrorCode::Closed.value());
+        // A name that is not UTF-8, after close.
+        let bad = b"a\xffb";
+        let st = read(sb, bad.as_ptr(), bad.len(), &mut out, null);
+        assert_eq!(
+            st,
+            ErrorCode::Closed.value(),
+            "every call after close answers E_CLOSED"
+        );
+        // Search options that are not JSON, after close.
+        let st = grep_with(
+            sb,
+            b"x".as_ptr(),
+            1,
+            std::ptr::null(),
+            0,
+            b"{".as_ptr(),
+            1,
+            &mut out,
+            null,
+        );
+        assert_eq!(
+            st,
+            ErrorCode::Closed.value(),
+            "every call after close answers E_CLOSED"
+        );
+        sandbox_free(sb);
+    }
+    let heard = heard.into_inner().unwrap();
+    assert_eq!(
+        heard,
+        [
+            ("read".into(), "a".into(), ErrorCode::Closed.value()),
+            (
+                "read".into(),
+                "a\u{fffd}b".into(),
+                ErrorCode::Closed.value()
+            ),
+            ("grep".into(), ".".into(), ErrorCode::Closed.value()),
+        ],
+        "a call after close is recorded as refused for the close"
+    );
+}
