@@ -852,7 +852,9 @@ pub unsafe extern "C" fn sg_sandbox_read_lines_cancellable(
         let never = std::sync::atomic::AtomicBool::new(false);
         // SAFETY: `signal` is NULL or a live abort signal (the caller's
         // contract).
-        let cancel = match unsafe { abort_arg(signal) }.map_err(|e| e.with_path(path))? {
+        let cancel = match unsafe { abort_arg(signal) }
+            .map_err(|e| s.sandbox.audit_refusal("read", path, e.with_path(path)))?
+        {
             Some(a) => &*a.cancel,
             None => &never,
         };
@@ -1236,6 +1238,15 @@ unsafe fn audited_path<'a>(
     )
 }
 
+/// A search refused because its abort signal was triggered before it
+/// started: it neither starts nor spends the budget, but is reported as the
+/// sandbox reports a cancelled search (`op` on its base path, `E_ABORTED`),
+/// so that every call leaves a record.
+fn refused_for_signal(s: &sg_sandbox, op: &'static str, path: Option<&str>, e: Error) -> Error {
+    let path = path.unwrap_or(".");
+    s.sandbox.audit_refusal(op, path, e.with_path(path))
+}
+
 /// The arguments the search entry points share (`sg_sandbox_glob`,
 /// `sg_sandbox_glob_found`, `sg_sandbox_grep`), checked in their order:
 /// the sandbox, the pattern, the optional base path, the out-pointer.
@@ -1453,11 +1464,12 @@ pub unsafe extern "C" fn sg_sandbox_glob_found_cancellable(
         let never = std::sync::atomic::AtomicBool::new(false);
         // SAFETY: `signal` is NULL or a live abort signal (the caller's
         // contract).
-        let cancel =
-            match unsafe { abort_arg(signal) }.map_err(|e| e.with_path(path.unwrap_or(".")))? {
-                Some(a) => &*a.cancel,
-                None => &never,
-            };
+        let cancel = match unsafe { abort_arg(signal) }
+            .map_err(|e| refused_for_signal(s, "glob", path, e))?
+        {
+            Some(a) => &*a.cancel,
+            None => &never,
+        };
         let found = s.sandbox.glob_found_cancellable(pattern, path, cancel)?;
         let mut answer = json!({"paths": found.results});
         if found.unreadable > 0 {
@@ -1772,7 +1784,7 @@ pub unsafe extern "C" fn sg_sandbox_grep_found_cancellable(
         // SAFETY: `signal` is NULL or a live abort signal (the caller's
         // contract).
         opts.cancel = unsafe { abort_arg(signal) }
-            .map_err(|e| e.with_path(path.unwrap_or(".")))?
+            .map_err(|e| refused_for_signal(s, "grep", path, e))?
             .map(|a| Arc::clone(&a.cancel));
         let found = s.sandbox.grep_found(pattern, path, &opts)?;
         let key = match opts.mode {

@@ -486,3 +486,139 @@ fn cabi22_a_malformed_call_after_close_answers_closed() {
         "a call after close is recorded as refused for the close"
     );
 }
+
+#[test]
+fn cabi22_a_call_refused_for_a_triggered_signal_is_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a"), "content\n").unwrap();
+    let root = dir.path().to_str().unwrap();
+    let heard: Heard = Mutex::new(Vec::new());
+    let user = std::ptr::from_ref(&heard).cast_mut().cast::<c_void>();
+    let lib_path = CString::new(library::library().to_str().unwrap()).unwrap();
+    type Opts = *mut c_void;
+    type Err = *mut *mut c_void;
+    type P = *mut c_void;
+    // SAFETY: loading the library under test, and the signatures of
+    // include/sandgate.h.
+    unsafe {
+        let lib = libc::dlopen(lib_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+        assert!(!lib.is_null(), "cannot load {lib_path:?}");
+        let options_new: unsafe extern "C" fn() -> Opts = sym(lib, "sg_sandbox_options_new");
+        let add_read_root: unsafe extern "C" fn(Opts, *const c_char, usize, Err) -> Status =
+            sym(lib, "sg_sandbox_options_add_read_root");
+        let set_budget: unsafe extern "C" fn(Opts, u64, Err) -> Status =
+            sym(lib, "sg_sandbox_options_set_fs_ops_budget");
+        let set_audit: unsafe extern "C" fn(Opts, Option<AuditFn>, *mut c_void, Err) -> Status =
+            sym(lib, "sg_sandbox_options_set_audit");
+        let options_free: unsafe extern "C" fn(Opts) = sym(lib, "sg_sandbox_options_free");
+        let sandbox_new: unsafe extern "C" fn(Opts, *mut P, Err) -> Status =
+            sym(lib, "sg_sandbox_new");
+        let sandbox_free: unsafe extern "C" fn(P) = sym(lib, "sg_sandbox_free");
+        let abort_new: unsafe extern "C" fn(*mut P, Err) -> Status = sym(lib, "sg_abort_new");
+        let abort_trigger: unsafe extern "C" fn(P, Err) -> Status = sym(lib, "sg_abort_trigger");
+        let abort_free: unsafe extern "C" fn(P) = sym(lib, "sg_abort_free");
+        let bytes_free: unsafe extern "C" fn(*mut [usize; 2]) = sym(lib, "sg_bytes_free");
+        let read: unsafe extern "C" fn(P, *const u8, usize, *mut [usize; 2], Err) -> Status =
+            sym(lib, "sg_sandbox_read");
+        let read_lines: unsafe extern "C" fn(
+            P,
+            *const u8,
+            usize,
+            u64,
+            u64,
+            P,
+            *mut [usize; 2],
+            *mut [u64; 4],
+            Err,
+        ) -> Status = sym(lib, "sg_sandbox_read_lines_cancellable");
+        let glob_found: unsafe extern "C" fn(
+            P,
+            *const u8,
+            usize,
+            *const u8,
+            usize,
+            P,
+            *mut [usize; 2],
+            Err,
+        ) -> Status = sym(lib, "sg_sandbox_glob_found_cancellable");
+        let grep_found: unsafe extern "C" fn(
+            P,
+            *const u8,
+            usize,
+            *const u8,
+            usize,
+            *const u8,
+            usize,
+            P,
+            *mut [usize; 2],
+            Err,
+        ) -> Status = sym(lib, "sg_sandbox_grep_found_cancellable");
+
+        let o = options_new();
+        let null: Err = std::ptr::null_mut();
+        assert_eq!(add_read_root(o, root.as_ptr().cast(), root.len(), null), 0);
+        assert_eq!(set_budget(o, 1, null), 0);
+        assert_eq!(set_audit(o, Some(on_audit_into), user, null), 0);
+        let mut sb: P = std::ptr::null_mut();
+        assert_eq!(sandbox_new(o, &mut sb, null), 0);
+        options_free(o);
+        let mut signal: P = std::ptr::null_mut();
+        assert_eq!(abort_new(&mut signal, null), 0);
+        assert_eq!(abort_trigger(signal, null), 0);
+        let mut out = [0usize; 2];
+        let mut info = [0u64; 4];
+        let st = read_lines(
+            sb,
+            b"a".as_ptr(),
+            1,
+            0,
+            0,
+            signal,
+            &mut out,
+            &mut info,
+            null,
+        );
+        assert_eq!(st, ErrorCode::Aborted.value());
+        let st = glob_found(
+            sb,
+            b"*".as_ptr(),
+            1,
+            std::ptr::null(),
+            0,
+            signal,
+            &mut out,
+            null,
+        );
+        assert_eq!(st, ErrorCode::Aborted.value());
+        let st = grep_found(
+            sb,
+            b"x".as_ptr(),
+            1,
+            b"sub".as_ptr(),
+            3,
+            std::ptr::null(),
+            0,
+            signal,
+            &mut out,
+            null,
+        );
+        assert_eq!(st, ErrorCode::Aborted.value());
+        // None of them started, so none spent the one operation.
+        let st = read(sb, b"a".as_ptr(), 1, &mut out, null);
+        assert_eq!(st, 0, "a call refused for its signal spent the budget");
+        bytes_free(&mut out);
+        abort_free(signal);
+        sandbox_free(sb);
+    }
+    let heard = heard.into_inner().unwrap();
+    assert_eq!(
+        heard,
+        [
+            ("read".into(), "a".into(), ErrorCode::Aborted.value()),
+            ("glob".into(), ".".into(), ErrorCode::Aborted.value()),
+            ("grep".into(), "sub".into(), ErrorCode::Aborted.value()),
+            ("read".into(), "a".into(), ErrorCode::Ok.value()),
+        ],
+        "a call refused for a triggered signal is audited as the sandbox audits its own"
+    );
+}
