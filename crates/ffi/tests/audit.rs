@@ -622,3 +622,133 @@ fn cabi22_a_call_refused_for_a_triggered_signal_is_audited() {
         "a call refused for a triggered signal is audited as the sandbox audits its own"
     );
 }
+
+/// What the re-entering executor callback needs: the library's calls and
+/// the executor, and how deep it is.
+struct Reenter {
+    exec: unsafe extern "C" fn(
+        *mut c_void,
+        *const u8,
+        usize,
+        *const u8,
+        usize,
+        u64,
+        *mut c_void,
+        *mut [u8; 256],
+        *mut *mut c_void,
+    ) -> Status,
+    set_audit:
+        unsafe extern "C" fn(*mut c_void, Option<AuditFn>, *mut c_void, *mut *mut c_void) -> Status,
+    dispose: unsafe extern "C" fn(*mut c_void, *mut *mut c_void) -> Status,
+    result_free: unsafe extern "C" fn(*mut [u8; 256]),
+    executor: *mut c_void,
+    depth: std::sync::atomic::AtomicUsize,
+    heard: Heard,
+    nested: Mutex<Vec<Status>>,
+}
+
+unsafe extern "C" fn on_audit_reenter(user: *mut c_void, e: *const AuditEvent) {
+    use std::sync::atomic::Ordering;
+    // SAFETY: `user` is the test's `Reenter`, alive for the whole test.
+    let r = unsafe { &*user.cast::<Reenter>() };
+    // SAFETY: the library passes a valid event for the call's duration.
+    let outcome = unsafe { (*e).outcome };
+    r.heard
+        .lock()
+        .unwrap()
+        .push(("exec".into(), String::new(), outcome));
+    if r.depth.fetch_add(1, Ordering::SeqCst) > 0 {
+        return;
+    }
+    let null: *mut *mut c_void = std::ptr::null_mut();
+    let mut out = [0u8; 256];
+    // SAFETY: the signatures of include/sandgate.h; the executor is live.
+    unsafe {
+        let st = (r.exec)(
+            r.executor,
+            b"echo nested".as_ptr(),
+            11,
+            std::ptr::null(),
+            0,
+            0,
+            std::ptr::null_mut(),
+            &mut out,
+            null,
+        );
+        if st == 0 {
+            (r.result_free)(&mut out);
+        }
+        let replaced = (r.set_audit)(r.executor, Some(on_audit_reenter), user, null);
+        let disposed = (r.dispose)(r.executor, null);
+        r.nested.lock().unwrap().extend([st, replaced, disposed]);
+    }
+}
+
+#[test]
+fn cabi22_an_executor_callback_may_call_back_into_its_executor() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = dir.path().to_owned();
+    std::thread::spawn(move || {
+        type Err = *mut *mut c_void;
+        // SAFETY: the signatures of include/sandgate.h.
+        unsafe {
+            let (lib, p) = policy(
+                "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n\n[exec]\nenabled = true\nconfine = \"off\"\ntimeout_ms = 5000\n",
+                &path,
+            );
+            let executor_new: unsafe extern "C" fn(*mut c_void, *mut *mut c_void, Err) -> Status =
+                sym(lib, "sg_executor_new");
+            let executor_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_executor_free");
+            let policy_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_policy_free");
+            let mut ex: *mut c_void = std::ptr::null_mut();
+            assert_eq!(executor_new(p, &mut ex, std::ptr::null_mut()), 0);
+            let r = Reenter {
+                exec: sym(lib, "sg_executor_exec"),
+                set_audit: sym(lib, "sg_executor_set_audit"),
+                dispose: sym(lib, "sg_executor_dispose"),
+                result_free: sym(lib, "sg_exec_result_free"),
+                executor: ex,
+                depth: 0.into(),
+                heard: Mutex::new(Vec::new()),
+                nested: Mutex::new(Vec::new()),
+            };
+            let user = std::ptr::from_ref(&r).cast_mut().cast::<c_void>();
+            assert_eq!(
+                (r.set_audit)(ex, Some(on_audit_reenter), user, std::ptr::null_mut()),
+                0
+            );
+            let mut out = [0u8; 256];
+            let st = (r.exec)(
+                ex,
+                b"echo outer".as_ptr(),
+                10,
+                std::ptr::null(),
+                0,
+                0,
+                std::ptr::null_mut(),
+                &mut out,
+                std::ptr::null_mut(),
+            );
+            if st == 0 {
+                (r.result_free)(&mut out);
+            }
+            executor_free(ex);
+            policy_free(p);
+            let heard = r.heard.into_inner().unwrap();
+            let nested = r.nested.into_inner().unwrap();
+            tx.send((st, heard, nested)).unwrap();
+        }
+    });
+    let (st, heard, nested) = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("a callback calling back into its executor deadlocked");
+    assert_eq!(st, 0, "the outer command");
+    assert_eq!(nested, [0, 0, 0], "the nested exec, set_audit and dispose");
+    assert_eq!(
+        heard.len(),
+        2,
+        "one event each for the outer and nested exec: {heard:?}"
+    );
+}
