@@ -361,8 +361,9 @@ fn cabi22_a_fetch_refused_at_the_boundary_is_audited() {
         assert_eq!(fetcher_new(p, &mut f, null), 0);
         assert_eq!(set_audit(f, Some(on_audit_into), user, null), 0);
         let mut answer = [0usize; 2];
-        // A request that is not UTF-8.
-        let bad = b"{\"url\": \"http://a\xff.test/\"}";
+        // A request that is not UTF-8 (in its body): recorded by the
+        // origin of its URL, as a request the reader refuses is.
+        let bad = b"{\"url\": \"http://a.test/\", \"body\": \"\xff\"}";
         let st = fetch(f, bad.as_ptr(), bad.len(), &mut answer, null);
         assert_eq!(st, ErrorCode::Request.value());
         // A NULL request with a length.
@@ -380,7 +381,11 @@ fn cabi22_a_fetch_refused_at_the_boundary_is_audited() {
     assert_eq!(
         heard,
         [
-            ("fetch".into(), "".into(), ErrorCode::Request.value()),
+            (
+                "fetch".into(),
+                "http://a.test:80".into(),
+                ErrorCode::Request.value()
+            ),
             ("fetch".into(), "".into(), ErrorCode::Request.value()),
             ("fetch".into(), "".into(), ErrorCode::Request.value()),
         ],
