@@ -175,7 +175,8 @@ pub unsafe extern "C" fn sg_sandbox_options_from_policy(
 ///
 /// # Safety
 ///
-/// `options` is NULL or options from this library, freed once.
+/// `options` is NULL or options from this library, freed once, with no
+/// call on them in progress (a sandbox built from them does not need them).
 #[no_mangle]
 pub unsafe extern "C" fn sg_sandbox_options_free(options: *mut sg_sandbox_options) {
     // SAFETY: forwarded contract.
