@@ -1283,14 +1283,15 @@ unsafe fn search_args<'a>(
     Ok((s, pattern, path, unsafe { out_ptr(out, "out")? }))
 }
 
-/// A search's base path as an audit record shows it: `.` when absent, as
-/// the sandbox records a search of the root.
+/// A search's base path as an audit record shows it: `.` when absent
+/// (NULL with length 0), as the sandbox records a search of the root; a
+/// NULL pointer with a length is no base at all, and shows as empty.
 ///
 /// # Safety
 ///
 /// As [`arg_bytes`].
 unsafe fn shown_base(ptr: *const c_char, len: usize) -> String {
-    match ptr.is_null() {
+    match ptr.is_null() && len == 0 {
         true => ".".into(),
         // SAFETY: forwarded contract.
         false => unsafe { shown(ptr, len) },

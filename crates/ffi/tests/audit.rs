@@ -757,3 +757,56 @@ fn cabi22_an_executor_callback_may_call_back_into_its_executor() {
         "one event each for the outer and nested exec: {heard:?}"
     );
 }
+
+#[test]
+fn cabi22_a_search_base_given_as_null_with_a_length_is_not_recorded_as_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let heard: Heard = Mutex::new(Vec::new());
+    let user = std::ptr::from_ref(&heard).cast_mut().cast::<c_void>();
+    let lib_path = CString::new(library::library().to_str().unwrap()).unwrap();
+    type Opts = *mut c_void;
+    type Err = *mut *mut c_void;
+    type P = *mut c_void;
+    // SAFETY: loading the library under test, and the signatures of
+    // include/sandgate.h.
+    unsafe {
+        let lib = libc::dlopen(lib_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+        assert!(!lib.is_null(), "cannot load {lib_path:?}");
+        let options_new: unsafe extern "C" fn() -> Opts = sym(lib, "sg_sandbox_options_new");
+        let add_read_root: unsafe extern "C" fn(Opts, *const c_char, usize, Err) -> Status =
+            sym(lib, "sg_sandbox_options_add_read_root");
+        let set_audit: unsafe extern "C" fn(Opts, Option<AuditFn>, *mut c_void, Err) -> Status =
+            sym(lib, "sg_sandbox_options_set_audit");
+        let options_free: unsafe extern "C" fn(Opts) = sym(lib, "sg_sandbox_options_free");
+        let sandbox_new: unsafe extern "C" fn(Opts, *mut P, Err) -> Status =
+            sym(lib, "sg_sandbox_new");
+        let sandbox_free: unsafe extern "C" fn(P) = sym(lib, "sg_sandbox_free");
+        let glob: unsafe extern "C" fn(
+            P,
+            *const u8,
+            usize,
+            *const u8,
+            usize,
+            *mut [usize; 2],
+            Err,
+        ) -> Status = sym(lib, "sg_sandbox_glob");
+        let o = options_new();
+        let null: Err = std::ptr::null_mut();
+        assert_eq!(add_read_root(o, root.as_ptr().cast(), root.len(), null), 0);
+        assert_eq!(set_audit(o, Some(on_audit_into), user, null), 0);
+        let mut sb: P = std::ptr::null_mut();
+        assert_eq!(sandbox_new(o, &mut sb, null), 0);
+        options_free(o);
+        let mut out = [0usize; 2];
+        let st = glob(sb, b"*".as_ptr(), 1, std::ptr::null(), 5, &mut out, null);
+        assert_eq!(st, ErrorCode::Request.value());
+        sandbox_free(sb);
+    }
+    let heard = heard.into_inner().unwrap();
+    assert_eq!(
+        heard,
+        [("glob".into(), "".into(), ErrorCode::Request.value())],
+        "a base the library could not read is recorded as empty, not as the root"
+    );
+}
