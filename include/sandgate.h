@@ -84,7 +84,7 @@ typedef struct sg_audit_event {
   // The operation (`"read"`, `"write"`, …), NUL-terminated.
   const char *op;
   // The root-relative path (for `rename`, `"from -> to"`), UTF-8, not
-  // NUL-terminated.
+  // NUL-terminated; never NULL (an empty one points to a NUL byte).
   const char *path;
   // Length of `path` in bytes.
   size_t path_len;

@@ -35,7 +35,7 @@ pub struct sg_audit_event {
     /// The operation (`"read"`, `"write"`, …), NUL-terminated.
     pub op: *const c_char,
     /// The root-relative path (for `rename`, `"from -> to"`), UTF-8, not
-    /// NUL-terminated.
+    /// NUL-terminated; never NULL (an empty one points to a NUL byte).
     pub path: *const c_char,
     /// Length of `path` in bytes.
     pub path_len: usize,
@@ -94,9 +94,15 @@ pub(crate) fn deliver(
         Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
         Err(_) => (0, 0),
     };
+    // An empty String's pointer is dangling (0x1): a C host may not pass
+    // it even to `memcpy(dst, path, 0)`. An empty path points to a NUL.
+    let path: &[u8] = match e.path.is_empty() {
+        true => b"\0",
+        false => e.path.as_bytes(),
+    };
     let ev = sg_audit_event {
         op: op.as_ptr().cast(),
-        path: e.path.as_ptr().cast(),
+        path: path.as_ptr().cast(),
         path_len: e.path.len(),
         size: e.size.unwrap_or(0),
         has_size: e.size.is_some(),

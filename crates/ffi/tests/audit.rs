@@ -810,3 +810,78 @@ fn cabi22_a_search_base_given_as_null_with_a_length_is_not_recorded_as_the_root(
         "a base the library could not read is recorded as empty, not as the root"
     );
 }
+
+/// The address of each event's `path`, with its length.
+static PATHS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+unsafe extern "C" fn on_audit_path(_user: *mut c_void, e: *const AuditEvent) {
+    // SAFETY: the library passes a valid event for the call's duration.
+    let e = unsafe { &*e };
+    PATHS.lock().unwrap().push((e.path as usize, e.path_len));
+}
+
+#[test]
+fn cabi22_an_empty_audit_path_points_to_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    type Err = *mut *mut c_void;
+    // SAFETY: the signatures of include/sandgate.h.
+    unsafe {
+        let (lib, p) = policy("[fs]\nread_roots = [\"ws\"]\n", dir.path());
+        let executor_new: unsafe extern "C" fn(*mut c_void, *mut *mut c_void, Err) -> Status =
+            sym(lib, "sg_executor_new");
+        let set_audit: unsafe extern "C" fn(
+            *mut c_void,
+            Option<AuditFn>,
+            *mut c_void,
+            Err,
+        ) -> Status = sym(lib, "sg_executor_set_audit");
+        let exec: unsafe extern "C" fn(
+            *mut c_void,
+            *const u8,
+            usize,
+            *const u8,
+            usize,
+            u64,
+            *mut c_void,
+            *mut [u8; 256],
+            Err,
+        ) -> Status = sym(lib, "sg_executor_exec");
+        let executor_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_executor_free");
+        let policy_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_policy_free");
+        let null: Err = std::ptr::null_mut();
+        let mut ex: *mut c_void = std::ptr::null_mut();
+        assert_eq!(executor_new(p, &mut ex, null), 0);
+        assert_eq!(
+            set_audit(ex, Some(on_audit_path), std::ptr::null_mut(), null),
+            0
+        );
+        let mut out = [0u8; 256];
+        // Refused (exec is not enabled) in the root: an empty path.
+        let st = exec(
+            ex,
+            b"true".as_ptr(),
+            4,
+            std::ptr::null(),
+            0,
+            0,
+            std::ptr::null_mut(),
+            &mut out,
+            null,
+        );
+        assert_eq!(st, ErrorCode::Denied.value());
+        executor_free(ex);
+        policy_free(p);
+    }
+    let paths = PATHS.lock().unwrap().clone();
+    assert_eq!(paths.len(), 1);
+    let (addr, len) = paths[0];
+    assert_eq!(len, 0);
+    // No mapping is ever at the first page: a pointer there (Rust's
+    // dangling pointer of an empty string is 0x1) points to nothing a C
+    // host may pass to memcpy or fwrite, even with a length of 0.
+    assert!(
+        addr >= 4096,
+        "an empty path points to {addr:#x}, not to memory"
+    );
+}
