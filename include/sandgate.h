@@ -84,7 +84,7 @@ typedef struct sg_audit_event {
   // The operation (`"read"`, `"write"`, …), NUL-terminated.
   const char *op;
   // The root-relative path (for `rename`, `"from -> to"`), UTF-8, not
-  // NUL-terminated.
+  // NUL-terminated; never NULL (an empty one points to a NUL byte).
   const char *path;
   // Length of `path` in bytes.
   size_t path_len;
@@ -842,7 +842,8 @@ sg_status sg_policy_from_options(const char *options_json,
 //
 // # Safety
 //
-// `policy` is NULL or a policy from this library, freed once.
+// `policy` is NULL or a policy from this library, freed once, with no
+// call on it in progress (what was made from it does not need it).
 void sg_policy_free(struct sg_policy *policy);
 
 // The policy's digest, `"sha256:<64 hex digits>"` of the file's bytes.
@@ -1188,7 +1189,8 @@ sg_status sg_sandbox_options_from_policy(const struct sg_policy *policy,
 //
 // # Safety
 //
-// `options` is NULL or options from this library, freed once.
+// `options` is NULL or options from this library, freed once, with no
+// call on them in progress (a sandbox built from them does not need them).
 void sg_sandbox_options_free(struct sg_sandbox_options *options);
 
 // Adds a read root (a host directory; the first root holding a name wins).

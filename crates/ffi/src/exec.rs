@@ -9,7 +9,7 @@ use facade::{AuditEvent, ExecOptions, Executor};
 
 use crate::error::*;
 use crate::policy::sg_policy;
-use crate::sandbox::{deliver, sg_audit_fn, UserData};
+use crate::sandbox::{deliver, sg_audit_fn, shown, UserData};
 
 /// The executor a policy grants. Thread-safe: `sg_executor_exec` may run
 /// on several threads at once. Free with `sg_executor_free`.
@@ -266,15 +266,23 @@ pub unsafe extern "C" fn sg_executor_exec(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (e, command, cwd, abort, out) = unsafe {
-            (
-                handle(executor, "executor")?,
-                arg_str(command, command_len, "command")?,
-                arg_opt_str(cwd, cwd_len, "cwd")?,
-                signal.as_ref(),
-                out_ptr(out, "out")?,
-            )
+        let e = unsafe { handle(executor, "executor")? };
+        // The agent's text refused here (not UTF-8, NULL with a length) is
+        // reported as the executor reports its own refusals: every call,
+        // refused ones included, leaves a record. An out-pointer is the
+        // host's own: one that is NULL is refused after, with no record.
+        // SAFETY: the caller's contract.
+        let (command, cwd) = unsafe {
+            (|| {
+                Ok((
+                    arg_str(command, command_len, "command")?,
+                    arg_opt_str(cwd, cwd_len, "cwd")?,
+                ))
+            })()
+            .map_err(|err| e.executor.audit_refusal(&shown(cwd, cwd_len), err))?
         };
+        // SAFETY: the caller's contract.
+        let (abort, out) = unsafe { (signal.as_ref(), out_ptr(out, "out")?) };
         let r = e.executor.exec(
             command,
             ExecOptions {

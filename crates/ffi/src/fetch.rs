@@ -180,13 +180,26 @@ pub unsafe extern "C" fn sg_fetcher_fetch_cancellable(
 ) -> sg_status {
     boundary(err, || {
         // SAFETY: the caller's contract.
-        let (f, request, answer) = unsafe {
-            (
-                handle(fetcher, "fetcher")?,
-                arg_str(request, request_len, "request")?,
-                out_ptr(answer, "answer")?,
-            )
-        };
+        let f = unsafe { handle(fetcher, "fetcher")? };
+        // A request refused here (not UTF-8, NULL with a length) is
+        // reported as one the fetcher's reader refuses, by the origin of a
+        // `url` it could read: every fetch call, refused ones included,
+        // leaves a record. An out-pointer is the host's own: one that is
+        // NULL is refused after, with no record.
+        let (given, given_len) = (request, request_len);
+        // SAFETY: the caller's contract.
+        let request = unsafe { arg_str(given, given_len, "request") }.inspect_err(|e| {
+            // SAFETY: the caller's contract.
+            let text = unsafe { arg_bytes(given.cast(), given_len, "request") }
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default();
+            let url = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("url")?.as_str().map(str::to_owned));
+            f.fetcher.audit_refusal(url.as_deref(), e.code());
+        })?;
+        // SAFETY: the caller's contract.
+        let answer = unsafe { out_ptr(answer, "answer")? };
         // SAFETY: `signal` is NULL or a live abort signal (the caller's
         // contract). A triggered one is handed to the fetcher, which
         // answers it (and audits it) as every other abort.

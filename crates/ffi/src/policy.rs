@@ -147,7 +147,8 @@ pub unsafe extern "C" fn sg_policy_from_options(
 ///
 /// # Safety
 ///
-/// `policy` is NULL or a policy from this library, freed once.
+/// `policy` is NULL or a policy from this library, freed once, with no
+/// call on it in progress (what was made from it does not need it).
 #[no_mangle]
 pub unsafe extern "C" fn sg_policy_free(policy: *mut sg_policy) {
     // SAFETY: forwarded contract.

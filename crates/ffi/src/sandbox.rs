@@ -35,7 +35,7 @@ pub struct sg_audit_event {
     /// The operation (`"read"`, `"write"`, …), NUL-terminated.
     pub op: *const c_char,
     /// The root-relative path (for `rename`, `"from -> to"`), UTF-8, not
-    /// NUL-terminated.
+    /// NUL-terminated; never NULL (an empty one points to a NUL byte).
     pub path: *const c_char,
     /// Length of `path` in bytes.
     pub path_len: usize,
@@ -94,9 +94,15 @@ pub(crate) fn deliver(
         Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
         Err(_) => (0, 0),
     };
+    // An empty String's pointer is dangling (0x1): a C host may not pass
+    // it even to `memcpy(dst, path, 0)`. An empty path points to a NUL.
+    let path: &[u8] = match e.path.is_empty() {
+        true => b"\0",
+        false => e.path.as_bytes(),
+    };
     let ev = sg_audit_event {
         op: op.as_ptr().cast(),
-        path: e.path.as_ptr().cast(),
+        path: path.as_ptr().cast(),
         path_len: e.path.len(),
         size: e.size.unwrap_or(0),
         has_size: e.size.is_some(),
@@ -175,7 +181,8 @@ pub unsafe extern "C" fn sg_sandbox_options_from_policy(
 ///
 /// # Safety
 ///
-/// `options` is NULL or options from this library, freed once.
+/// `options` is NULL or options from this library, freed once, with no
+/// call on them in progress (a sandbox built from them does not need them).
 #[no_mangle]
 pub unsafe extern "C" fn sg_sandbox_options_free(options: *mut sg_sandbox_options) {
     // SAFETY: forwarded contract.
@@ -852,7 +859,9 @@ pub unsafe extern "C" fn sg_sandbox_read_lines_cancellable(
         let never = std::sync::atomic::AtomicBool::new(false);
         // SAFETY: `signal` is NULL or a live abort signal (the caller's
         // contract).
-        let cancel = match unsafe { abort_arg(signal) }.map_err(|e| e.with_path(path))? {
+        let cancel = match unsafe { abort_arg(signal) }
+            .map_err(|e| s.sandbox.audit_refusal("read", path, e.with_path(path)))?
+        {
             Some(a) => &*a.cancel,
             None => &never,
         };
@@ -1187,7 +1196,7 @@ pub unsafe extern "C" fn sg_sandbox_rename(
 /// # Safety
 ///
 /// As [`arg_bytes`].
-unsafe fn shown(ptr: *const c_char, len: usize) -> String {
+pub(crate) unsafe fn shown(ptr: *const c_char, len: usize) -> String {
     // SAFETY: forwarded contract.
     match unsafe { arg_bytes(ptr.cast(), len, "") } {
         Ok(b) => String::from_utf8_lossy(b).into_owned(),
@@ -1236,6 +1245,15 @@ unsafe fn audited_path<'a>(
     )
 }
 
+/// A search refused because its abort signal was triggered before it
+/// started: it neither starts nor spends the budget, but is reported as the
+/// sandbox reports a cancelled search (`op` on its base path, `E_ABORTED`),
+/// so that every call leaves a record.
+fn refused_for_signal(s: &sg_sandbox, op: &'static str, path: Option<&str>, e: Error) -> Error {
+    let path = path.unwrap_or(".");
+    s.sandbox.audit_refusal(op, path, e.with_path(path))
+}
+
 /// The arguments the search entry points share (`sg_sandbox_glob`,
 /// `sg_sandbox_glob_found`, `sg_sandbox_grep`), checked in their order:
 /// the sandbox, the pattern, the optional base path, the out-pointer.
@@ -1271,14 +1289,15 @@ unsafe fn search_args<'a>(
     Ok((s, pattern, path, unsafe { out_ptr(out, "out")? }))
 }
 
-/// A search's base path as an audit record shows it: `.` when absent, as
-/// the sandbox records a search of the root.
+/// A search's base path as an audit record shows it: `.` when absent
+/// (NULL with length 0), as the sandbox records a search of the root; a
+/// NULL pointer with a length is no base at all, and shows as empty.
 ///
 /// # Safety
 ///
 /// As [`arg_bytes`].
 unsafe fn shown_base(ptr: *const c_char, len: usize) -> String {
-    match ptr.is_null() {
+    match ptr.is_null() && len == 0 {
         true => ".".into(),
         // SAFETY: forwarded contract.
         false => unsafe { shown(ptr, len) },
@@ -1453,11 +1472,12 @@ pub unsafe extern "C" fn sg_sandbox_glob_found_cancellable(
         let never = std::sync::atomic::AtomicBool::new(false);
         // SAFETY: `signal` is NULL or a live abort signal (the caller's
         // contract).
-        let cancel =
-            match unsafe { abort_arg(signal) }.map_err(|e| e.with_path(path.unwrap_or(".")))? {
-                Some(a) => &*a.cancel,
-                None => &never,
-            };
+        let cancel = match unsafe { abort_arg(signal) }
+            .map_err(|e| refused_for_signal(s, "glob", path, e))?
+        {
+            Some(a) => &*a.cancel,
+            None => &never,
+        };
         let found = s.sandbox.glob_found_cancellable(pattern, path, cancel)?;
         let mut answer = json!({"paths": found.results});
         if found.unreadable > 0 {
@@ -1772,7 +1792,7 @@ pub unsafe extern "C" fn sg_sandbox_grep_found_cancellable(
         // SAFETY: `signal` is NULL or a live abort signal (the caller's
         // contract).
         opts.cancel = unsafe { abort_arg(signal) }
-            .map_err(|e| e.with_path(path.unwrap_or(".")))?
+            .map_err(|e| refused_for_signal(s, "grep", path, e))?
             .map(|a| Arc::clone(&a.cancel));
         let found = s.sandbox.grep_found(pattern, path, &opts)?;
         let key = match opts.mode {

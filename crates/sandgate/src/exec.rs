@@ -1219,6 +1219,20 @@ impl Executor {
         }
     }
 
+    /// Reports a command refused as malformed before it reached
+    /// [`exec`](Self::exec) (the C ABI's refusal of a command or working
+    /// directory that is not UTF-8) to the audit sink, as `exec` reports
+    /// its own refusals: `op` `exec`, `path` the working directory as
+    /// given (what is not text replaced), `outcome` the refusal's code.
+    /// Like every request refused as malformed, it spends no budget.
+    /// Answers the refusal.
+    pub fn audit_refusal(&self, cwd: &str, e: Error) -> Error {
+        match self.audited("exec", cwd, Err(e)) {
+            Err(e) => e,
+            Ok(_) => unreachable!("a refusal is handed back as given"),
+        }
+    }
+
     /// Reports `result` to the audit sink, if any, and hands it back.
     fn audited(
         &self,

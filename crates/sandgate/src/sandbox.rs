@@ -618,8 +618,14 @@ impl Sandbox {
     /// it with `op`, `path` as given (what is not text replaced) and the
     /// refusal's code. Like every request refused as malformed before it
     /// reaches the sandbox, it spends no budget (the shared vector
-    /// `budget_malformed_requests_are_not_fs_ops`). Answers the refusal.
+    /// `budget_malformed_requests_are_not_fs_ops`). Answers the refusal;
+    /// once the sandbox is closed, `E_CLOSED` instead (recorded so), as
+    /// every operation answers then, malformed or not.
     pub fn audit_refusal(&self, op: &'static str, path: &str, e: Error) -> Error {
+        let e = match self.current() {
+            Ok(_) => e,
+            Err(closed) => closed,
+        };
         self.record(op, || path.to_owned(), None, e.code());
         e
     }
