@@ -24,7 +24,7 @@
 //! again. Directories deeper than [`MAX_DEPTH`] are left as they are
 //! (each level holds a descriptor while its entries are visited).
 
-use std::ffi::OsStr;
+use std::ffi::{CString, OsStr};
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -139,7 +139,7 @@ const PATH_FLAGS: OFlags = OFlags::PATH
 /// Removes the directory `path` and everything beneath it; a missing
 /// directory is not an error.
 pub(crate) fn remove(path: &Path) -> io::Result<()> {
-    match fs::remove_dir_all(path) {
+    match remove_tree(path) {
         Ok(()) => return Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(_) => {}
@@ -148,9 +148,140 @@ pub(crate) fn remove(path: &Path) -> io::Result<()> {
     if let Some(dir) = open_up(top.as_fd()) {
         open_up_beneath(&dir, 1);
     }
-    match fs::remove_dir_all(path) {
+    match remove_tree(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         done => done,
+    }
+}
+
+/// The most directory descriptors [`remove_tree`] holds at a time.
+const HELD: usize = 64;
+
+/// How often [`remove_tree`] lists one directory again when it is still
+/// not empty at the end of its listing (entries made meanwhile).
+const RELISTS: u32 = 8;
+
+/// A directory [`remove_tree`] is in: its listing while it is one of the
+/// last [`HELD`] entered, its identity, and its name in the one above.
+struct Level {
+    dir: Option<rfs::Dir>,
+    dev: u64,
+    ino: u64,
+    name: CString,
+    relists: u32,
+}
+
+const READ_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::CLOEXEC);
+
+/// Removes the directory `path` and everything beneath it, symlinks
+/// removed and never followed, in a loop rather than by recursion, holding
+/// the descriptors of the last [`HELD`] directories only. The command
+/// owned the directory and can make a chain of directories tens of
+/// thousands of levels deep in it (`mkdir d; cd d` in a loop goes past
+/// PATH_MAX): the standard library's recursive removal, a stack frame and
+/// a descriptor per level, overflowed the stack of the thread that
+/// disposed (ending the host process) or failed with EMFILE and left the
+/// directory. A directory whose descriptor was let go is opened again as
+/// `..` of the one below it, and used only when it is the very directory
+/// entered on the way down (same device and inode): one moved meanwhile
+/// fails the removal rather than have entries removed elsewhere.
+fn remove_tree(path: &Path) -> io::Result<()> {
+    let top = rfs::open(path, READ_FLAGS, Mode::empty())?;
+    let st = rfs::fstat(&top)?;
+    let mut levels = vec![Level {
+        dir: Some(rfs::Dir::new(top)?),
+        dev: st.st_dev,
+        ino: st.st_ino,
+        name: CString::default(),
+        relists: 0,
+    }];
+    loop {
+        let cur = levels.last_mut().expect("the top is never left");
+        let dir = cur.dir.as_mut().expect("the deepest level is held");
+        // Everything but a directory is unlinked on the way; the first
+        // subdirectory is entered.
+        let mut sub = None;
+        while let Some(entry) = dir.read() {
+            let entry = entry?;
+            let name = entry.file_name();
+            if name == c"." || name == c".." {
+                continue;
+            }
+            let fd = dir.fd()?;
+            let kind = match entry.file_type() {
+                FileType::Unknown => match rfs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => FileType::from_raw_mode(st.st_mode),
+                    Err(rustix::io::Errno::NOENT) => continue,
+                    Err(e) => return Err(e.into()),
+                },
+                kind => kind,
+            };
+            if kind == FileType::Directory {
+                sub = Some(name.to_owned());
+                break;
+            }
+            match rfs::unlinkat(fd, name, AtFlags::empty()) {
+                Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if let Some(name) = sub {
+            let child = match rfs::openat(dir.fd()?, &name, READ_FLAGS, Mode::empty()) {
+                Ok(child) => child,
+                // Gone, or no longer a directory: listed again.
+                Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let st = rfs::fstat(&child)?;
+            levels.push(Level {
+                dir: Some(rfs::Dir::new(child)?),
+                dev: st.st_dev,
+                ino: st.st_ino,
+                name,
+                relists: 0,
+            });
+            if levels.len() > HELD {
+                let n = levels.len() - HELD - 1;
+                levels[n].dir = None;
+            }
+            continue;
+        }
+        // Listed to its end: empty, but for what was made meanwhile.
+        let Some(done) = levels.pop() else {
+            unreachable!("the top is never left");
+        };
+        let Some(parent) = levels.last_mut() else {
+            drop(done);
+            return fs::remove_dir(path);
+        };
+        if parent.dir.is_none() {
+            let fd = done.dir.as_ref().expect("held").fd()?;
+            let up = rfs::openat(fd, c"..", READ_FLAGS, Mode::empty())?;
+            let st = rfs::fstat(&up)?;
+            if (st.st_dev, st.st_ino) != (parent.dev, parent.ino) {
+                return Err(io::Error::other(
+                    "a directory being removed was moved meanwhile",
+                ));
+            }
+            parent.dir = Some(rfs::Dir::new(up)?);
+        }
+        let pfd = parent.dir.as_ref().expect("held").fd()?;
+        match rfs::unlinkat(pfd, &done.name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(rustix::io::Errno::NOTEMPTY) if done.relists < RELISTS => {
+                // Something was made in it meanwhile: listed again.
+                let mut again = done;
+                again.relists += 1;
+                if let Some(d) = again.dir.as_mut() {
+                    d.rewind();
+                }
+                levels.push(again);
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
