@@ -189,7 +189,17 @@ const READ_FLAGS: OFlags = OFlags::RDONLY
 /// entered on the way down (same device and inode): one moved meanwhile
 /// fails the removal rather than have entries removed elsewhere.
 fn remove_tree(path: &Path) -> io::Result<()> {
-    let top = rfs::open(path, READ_FLAGS, Mode::empty())?;
+    let top = match rfs::open(path, READ_FLAGS, Mode::empty()) {
+        Ok(top) => top,
+        // A link in its place is removed, never followed (as the
+        // standard library's removal does).
+        Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR)
+            if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) =>
+        {
+            return fs::remove_file(path);
+        }
+        Err(e) => return Err(e.into()),
+    };
     let st = rfs::fstat(&top)?;
     let mut levels = vec![Level {
         dir: Some(rfs::Dir::new(top)?),
