@@ -14,21 +14,19 @@
 //! the directory itself and from what it made there (`chmod 000`), and a
 //! command run as root with `confine = "off"` can make entries immutable
 //! or append-only (`chattr +i`, `+a`; a confined one holds no
-//! `CAP_LINUX_IMMUTABLE`). Either would make a plain recursive
-//! removal fail and leave the directory, with whatever the command put in
-//! it, on the host after dispose. So when the plain removal fails, the
-//! tree is opened up first: every directory gets the owner's read, write
-//! and search permission and loses those two flags, every regular file
-//! loses them, each through a descriptor opened without following a
-//! symlink (a symlink is removed, never followed); then it is removed
-//! again. Directories deeper than [`MAX_DEPTH`] are left as they are
-//! (each level holds a descriptor while its entries are visited).
+//! `CAP_LINUX_IMMUTABLE`). Either would make a plain removal fail and
+//! leave the directory, with whatever the command put in it, on the host
+//! after dispose. So the removal opens up what it meets locked, at any
+//! depth: a directory it cannot open or remove from gets the owner's read,
+//! write and search permission and loses those two flags, a regular file
+//! it cannot remove loses them, each through a descriptor opened without
+//! following a symlink (a symlink is removed, never followed); then the
+//! step is tried again.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use rustix::fs::{self as rfs, AtFlags, FileType, IFlags, Mode, OFlags};
@@ -125,11 +123,15 @@ pub(crate) fn sweep_named(base: &Path, prefix: &str, owner: &str) {
     }
 }
 
-/// How deep the opening up goes.
-const MAX_DEPTH: usize = 512;
-
 /// The inode flags that keep entries from being removed, even by root.
 const PINNED: IFlags = IFlags::IMMUTABLE.union(IFlags::APPEND);
+
+/// How a regular file is opened to take its pinning flags off.
+const FILE_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::NOCTTY)
+    .union(OFlags::CLOEXEC);
 
 const PATH_FLAGS: OFlags = OFlags::PATH
     .union(OFlags::NOFOLLOW)
@@ -144,10 +146,10 @@ pub(crate) fn remove(path: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(_) => {}
     }
+    // The top itself, locked: what lies beneath is opened up as the
+    // removal meets it.
     let top = rfs::open(path, PATH_FLAGS, Mode::empty())?;
-    if let Some(dir) = open_up(top.as_fd()) {
-        open_up_beneath(&dir, 1);
-    }
+    drop(open_up(top.as_fd()));
     match remove_tree(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         done => done,
@@ -235,12 +237,32 @@ fn remove_tree(path: &Path) -> io::Result<()> {
             }
             match rfs::unlinkat(fd, name, AtFlags::empty()) {
                 Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                // No write permission on the directory, or the directory
+                // or the file pinned: opened up, then tried again.
+                Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => {
+                    loosen(fd);
+                    if kind == FileType::RegularFile {
+                        if let Ok(file) = rfs::openat(fd, name, FILE_FLAGS, Mode::empty()) {
+                            unpin(&file);
+                        }
+                    }
+                    match rfs::unlinkat(fd, name, AtFlags::empty()) {
+                        Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
                 Err(e) => return Err(e.into()),
             }
         }
         if let Some(name) = sub {
             let child = match rfs::openat(dir.fd()?, &name, READ_FLAGS, Mode::empty()) {
                 Ok(child) => child,
+                // Its permissions taken away: given back, and its pinning
+                // flags taken off.
+                Err(rustix::io::Errno::ACCESS) => {
+                    let at = rfs::openat(dir.fd()?, &name, PATH_FLAGS, Mode::empty())?;
+                    open_up(at.as_fd()).ok_or_else(|| io::Error::from(rustix::io::Errno::ACCESS))?
+                }
                 // Gone, or no longer a directory: listed again.
                 Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => continue,
                 Err(e) => return Err(e.into()),
@@ -279,7 +301,17 @@ fn remove_tree(path: &Path) -> io::Result<()> {
             parent.dir = Some(rfs::Dir::new(up)?);
         }
         let pfd = parent.dir.as_ref().expect("held").fd()?;
-        match rfs::unlinkat(pfd, &done.name, AtFlags::REMOVEDIR) {
+        let mut removed = rfs::unlinkat(pfd, &done.name, AtFlags::REMOVEDIR);
+        if let Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) = removed {
+            // The directory above without write permission, or either
+            // pinned: opened up, then tried again.
+            loosen(pfd);
+            if let Some(d) = done.dir.as_ref() {
+                unpin(d.fd()?);
+            }
+            removed = rfs::unlinkat(pfd, &done.name, AtFlags::REMOVEDIR);
+        }
+        match removed {
             Ok(()) | Err(rustix::io::Errno::NOENT) => {}
             Err(rustix::io::Errno::NOTEMPTY) if done.relists < RELISTS => {
                 // Something was made in it meanwhile: listed again.
@@ -324,50 +356,25 @@ fn open_up(path: BorrowedFd<'_>) -> Option<OwnedFd> {
     Some(dir)
 }
 
+/// Gives the open directory `dir` the owner's permissions and takes the
+/// pinning flags off it (best effort).
+fn loosen(dir: BorrowedFd<'_>) {
+    if let Ok(st) = rfs::fstat(dir) {
+        let mode = st.st_mode & 0o7777;
+        if mode & 0o700 != 0o700 {
+            let _ = rfs::fchmod(dir, Mode::from_raw_mode(mode | 0o700));
+        }
+    }
+    unpin(dir);
+}
+
 /// Takes the immutable and append-only flags off the open file or
 /// directory `fd` (best effort: only root can have set them).
-fn unpin(fd: &OwnedFd) {
+fn unpin(fd: impl AsFd) {
+    let fd = fd.as_fd();
     if let Ok(flags) = rfs::ioctl_getflags(fd) {
         if flags.intersects(PINNED) {
             let _ = rfs::ioctl_setflags(fd, flags - PINNED);
-        }
-    }
-}
-
-/// Opens up every entry beneath the open directory `dir`, at `depth`.
-fn open_up_beneath(dir: &OwnedFd, depth: usize) {
-    let Ok(entries) = rfs::Dir::read_from(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = OsStr::from_bytes(entry.file_name().to_bytes());
-        if name == "." || name == ".." {
-            continue;
-        }
-        let Ok(st) = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
-            continue;
-        };
-        match FileType::from_raw_mode(st.st_mode) {
-            FileType::Directory if depth < MAX_DEPTH => {
-                let Ok(path) = rfs::openat(dir, name, PATH_FLAGS, Mode::empty()) else {
-                    continue;
-                };
-                if let Some(sub) = open_up(path.as_fd()) {
-                    drop(path);
-                    open_up_beneath(&sub, depth + 1);
-                }
-            }
-            FileType::RegularFile => {
-                let flags = OFlags::RDONLY
-                    | OFlags::NOFOLLOW
-                    | OFlags::NONBLOCK
-                    | OFlags::NOCTTY
-                    | OFlags::CLOEXEC;
-                if let Ok(file) = rfs::openat(dir, name, flags, Mode::empty()) {
-                    unpin(&file);
-                }
-            }
-            _ => {}
         }
     }
 }
