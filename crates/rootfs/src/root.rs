@@ -728,27 +728,44 @@ impl Root {
         self.mkdir_all_impl(p, mode)
     }
 
+    /// Goes up from `p` to the first directory that exists (or the root),
+    /// then makes each missing one on the way down, in a loop: a path can
+    /// hold 2,047 components, and a call per level (as it was) overflowed
+    /// a thread's 2 MiB stack.
     fn mkdir_all_impl(&self, p: &[u8], mode: u32) -> Result<()> {
-        match self.resolve(p, Final::Dir(OFlags::PATH)) {
-            Ok(_) => return Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+        let mut missing = Vec::new();
+        let mut cur = p;
+        loop {
+            match self.resolve(cur, Final::Dir(OFlags::PATH)) {
+                Ok(_) => break,
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            missing.push(cur);
+            let s = path::split(cur);
+            if s.parent.is_empty() {
+                break;
+            }
+            cur = s.parent;
         }
-        let s = path::split(p);
-        if !s.parent.is_empty() {
-            self.mkdir_all_impl(s.parent, mode)?;
+        for p in missing.into_iter().rev() {
+            let s = path::split(p);
+            if s.name_is_dot() {
+                self.resolve(p, Final::Dir(OFlags::PATH))?;
+                continue;
+            }
+            let dir = self.parent(p, &s, OFlags::PATH)?;
+            match rfs::mkdirat(&dir, s.name, Mode::from_bits_truncate(mode)) {
+                Ok(()) => {}
+                // Created meanwhile (or a symlink is there): accept only if
+                // it now resolves to a directory.
+                Err(Errno::EXIST) => {
+                    self.resolve(p, Final::Dir(OFlags::PATH))?;
+                }
+                Err(e) => return Err(error::from_errno(p, e)),
+            }
         }
-        if s.name_is_dot() {
-            return self.resolve(p, Final::Dir(OFlags::PATH)).map(drop);
-        }
-        let dir = self.parent(p, &s, OFlags::PATH)?;
-        match rfs::mkdirat(&dir, s.name, Mode::from_bits_truncate(mode)) {
-            Ok(()) => Ok(()),
-            // Created meanwhile (or a symlink is there): accept only if it
-            // now resolves to a directory.
-            Err(Errno::EXIST) => self.resolve(p, Final::Dir(OFlags::PATH)).map(drop),
-            Err(e) => Err(error::from_errno(p, e)),
-        }
+        Ok(())
     }
 
     /// Removes one file, one symlink entry (never its target) or one empty

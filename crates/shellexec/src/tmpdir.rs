@@ -14,21 +14,19 @@
 //! the directory itself and from what it made there (`chmod 000`), and a
 //! command run as root with `confine = "off"` can make entries immutable
 //! or append-only (`chattr +i`, `+a`; a confined one holds no
-//! `CAP_LINUX_IMMUTABLE`). Either would make a plain recursive
-//! removal fail and leave the directory, with whatever the command put in
-//! it, on the host after dispose. So when the plain removal fails, the
-//! tree is opened up first: every directory gets the owner's read, write
-//! and search permission and loses those two flags, every regular file
-//! loses them, each through a descriptor opened without following a
-//! symlink (a symlink is removed, never followed); then it is removed
-//! again. Directories deeper than [`MAX_DEPTH`] are left as they are
-//! (each level holds a descriptor while its entries are visited).
+//! `CAP_LINUX_IMMUTABLE`). Either would make a plain removal fail and
+//! leave the directory, with whatever the command put in it, on the host
+//! after dispose. So the removal opens up what it meets locked, at any
+//! depth: a directory it cannot open or remove from gets the owner's read,
+//! write and search permission and loses those two flags, a regular file
+//! it cannot remove loses them, each through a descriptor opened without
+//! following a symlink (a symlink is removed, never followed); then the
+//! step is tried again.
 
-use std::ffi::OsStr;
+use std::ffi::CString;
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use rustix::fs::{self as rfs, AtFlags, FileType, IFlags, Mode, OFlags};
@@ -125,11 +123,15 @@ pub(crate) fn sweep_named(base: &Path, prefix: &str, owner: &str) {
     }
 }
 
-/// How deep the opening up goes.
-const MAX_DEPTH: usize = 512;
-
 /// The inode flags that keep entries from being removed, even by root.
 const PINNED: IFlags = IFlags::IMMUTABLE.union(IFlags::APPEND);
+
+/// How a regular file is opened to take its pinning flags off.
+const FILE_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::NOCTTY)
+    .union(OFlags::CLOEXEC);
 
 const PATH_FLAGS: OFlags = OFlags::PATH
     .union(OFlags::NOFOLLOW)
@@ -139,18 +141,189 @@ const PATH_FLAGS: OFlags = OFlags::PATH
 /// Removes the directory `path` and everything beneath it; a missing
 /// directory is not an error.
 pub(crate) fn remove(path: &Path) -> io::Result<()> {
-    match fs::remove_dir_all(path) {
+    match remove_tree(path) {
         Ok(()) => return Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(_) => {}
     }
+    // The top itself, locked: what lies beneath is opened up as the
+    // removal meets it.
     let top = rfs::open(path, PATH_FLAGS, Mode::empty())?;
-    if let Some(dir) = open_up(top.as_fd()) {
-        open_up_beneath(&dir, 1);
-    }
-    match fs::remove_dir_all(path) {
+    drop(open_up(top.as_fd()));
+    match remove_tree(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         done => done,
+    }
+}
+
+/// The most directory descriptors [`remove_tree`] holds at a time.
+const HELD: usize = 64;
+
+/// How often [`remove_tree`] lists one directory again when it is still
+/// not empty at the end of its listing (entries made meanwhile).
+const RELISTS: u32 = 8;
+
+/// A directory [`remove_tree`] is in: its listing while it is one of the
+/// last [`HELD`] entered, its identity, and its name in the one above.
+struct Level {
+    dir: Option<rfs::Dir>,
+    dev: u64,
+    ino: u64,
+    name: CString,
+    relists: u32,
+}
+
+const READ_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::CLOEXEC);
+
+/// Removes the directory `path` and everything beneath it, symlinks
+/// removed and never followed, in a loop rather than by recursion, holding
+/// the descriptors of the last [`HELD`] directories only. The command
+/// owned the directory and can make a chain of directories tens of
+/// thousands of levels deep in it (`mkdir d; cd d` in a loop goes past
+/// PATH_MAX): the standard library's recursive removal, a stack frame and
+/// a descriptor per level, overflowed the stack of the thread that
+/// disposed (ending the host process) or failed with EMFILE and left the
+/// directory. A directory whose descriptor was let go is opened again as
+/// `..` of the one below it, and used only when it is the very directory
+/// entered on the way down (same device and inode): one moved meanwhile
+/// fails the removal rather than have entries removed elsewhere.
+fn remove_tree(path: &Path) -> io::Result<()> {
+    let top = match rfs::open(path, READ_FLAGS, Mode::empty()) {
+        Ok(top) => top,
+        // A link in its place is removed, never followed (as the
+        // standard library's removal does).
+        Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR)
+            if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) =>
+        {
+            return fs::remove_file(path);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let st = rfs::fstat(&top)?;
+    let mut levels = vec![Level {
+        dir: Some(rfs::Dir::new(top)?),
+        dev: st.st_dev,
+        ino: st.st_ino,
+        name: CString::default(),
+        relists: 0,
+    }];
+    loop {
+        let cur = levels.last_mut().expect("the top is never left");
+        let dir = cur.dir.as_mut().expect("the deepest level is held");
+        // Everything but a directory is unlinked on the way; the first
+        // subdirectory is entered.
+        let mut sub = None;
+        while let Some(entry) = dir.read() {
+            let entry = entry?;
+            let name = entry.file_name();
+            if name == c"." || name == c".." {
+                continue;
+            }
+            let fd = dir.fd()?;
+            let kind = match entry.file_type() {
+                FileType::Unknown => match rfs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => FileType::from_raw_mode(st.st_mode),
+                    Err(rustix::io::Errno::NOENT) => continue,
+                    Err(e) => return Err(e.into()),
+                },
+                kind => kind,
+            };
+            if kind == FileType::Directory {
+                sub = Some(name.to_owned());
+                break;
+            }
+            match rfs::unlinkat(fd, name, AtFlags::empty()) {
+                Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                // No write permission on the directory, or the directory
+                // or the file pinned: opened up, then tried again.
+                Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => {
+                    loosen(fd);
+                    if kind == FileType::RegularFile {
+                        if let Ok(file) = rfs::openat(fd, name, FILE_FLAGS, Mode::empty()) {
+                            unpin(&file);
+                        }
+                    }
+                    match rfs::unlinkat(fd, name, AtFlags::empty()) {
+                        Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if let Some(name) = sub {
+            let child = match rfs::openat(dir.fd()?, &name, READ_FLAGS, Mode::empty()) {
+                Ok(child) => child,
+                // Its permissions taken away: given back, and its pinning
+                // flags taken off.
+                Err(rustix::io::Errno::ACCESS) => {
+                    let at = rfs::openat(dir.fd()?, &name, PATH_FLAGS, Mode::empty())?;
+                    open_up(at.as_fd()).ok_or_else(|| io::Error::from(rustix::io::Errno::ACCESS))?
+                }
+                // Gone, or no longer a directory: listed again.
+                Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let st = rfs::fstat(&child)?;
+            levels.push(Level {
+                dir: Some(rfs::Dir::new(child)?),
+                dev: st.st_dev,
+                ino: st.st_ino,
+                name,
+                relists: 0,
+            });
+            if levels.len() > HELD {
+                let n = levels.len() - HELD - 1;
+                levels[n].dir = None;
+            }
+            continue;
+        }
+        // Listed to its end: empty, but for what was made meanwhile.
+        let Some(done) = levels.pop() else {
+            unreachable!("the top is never left");
+        };
+        let Some(parent) = levels.last_mut() else {
+            drop(done);
+            return fs::remove_dir(path);
+        };
+        if parent.dir.is_none() {
+            let fd = done.dir.as_ref().expect("held").fd()?;
+            let up = rfs::openat(fd, c"..", READ_FLAGS, Mode::empty())?;
+            let st = rfs::fstat(&up)?;
+            if (st.st_dev, st.st_ino) != (parent.dev, parent.ino) {
+                return Err(io::Error::other(
+                    "a directory being removed was moved meanwhile",
+                ));
+            }
+            parent.dir = Some(rfs::Dir::new(up)?);
+        }
+        let pfd = parent.dir.as_ref().expect("held").fd()?;
+        let mut removed = rfs::unlinkat(pfd, &done.name, AtFlags::REMOVEDIR);
+        if let Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) = removed {
+            // The directory above without write permission, or either
+            // pinned: opened up, then tried again.
+            loosen(pfd);
+            if let Some(d) = done.dir.as_ref() {
+                unpin(d.fd()?);
+            }
+            removed = rfs::unlinkat(pfd, &done.name, AtFlags::REMOVEDIR);
+        }
+        match removed {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(rustix::io::Errno::NOTEMPTY) if done.relists < RELISTS => {
+                // Something was made in it meanwhile: listed again.
+                let mut again = done;
+                again.relists += 1;
+                if let Some(d) = again.dir.as_mut() {
+                    d.rewind();
+                }
+                levels.push(again);
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
@@ -183,50 +356,25 @@ fn open_up(path: BorrowedFd<'_>) -> Option<OwnedFd> {
     Some(dir)
 }
 
+/// Gives the open directory `dir` the owner's permissions and takes the
+/// pinning flags off it (best effort).
+fn loosen(dir: BorrowedFd<'_>) {
+    if let Ok(st) = rfs::fstat(dir) {
+        let mode = st.st_mode & 0o7777;
+        if mode & 0o700 != 0o700 {
+            let _ = rfs::fchmod(dir, Mode::from_raw_mode(mode | 0o700));
+        }
+    }
+    unpin(dir);
+}
+
 /// Takes the immutable and append-only flags off the open file or
 /// directory `fd` (best effort: only root can have set them).
-fn unpin(fd: &OwnedFd) {
+fn unpin(fd: impl AsFd) {
+    let fd = fd.as_fd();
     if let Ok(flags) = rfs::ioctl_getflags(fd) {
         if flags.intersects(PINNED) {
             let _ = rfs::ioctl_setflags(fd, flags - PINNED);
-        }
-    }
-}
-
-/// Opens up every entry beneath the open directory `dir`, at `depth`.
-fn open_up_beneath(dir: &OwnedFd, depth: usize) {
-    let Ok(entries) = rfs::Dir::read_from(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = OsStr::from_bytes(entry.file_name().to_bytes());
-        if name == "." || name == ".." {
-            continue;
-        }
-        let Ok(st) = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
-            continue;
-        };
-        match FileType::from_raw_mode(st.st_mode) {
-            FileType::Directory if depth < MAX_DEPTH => {
-                let Ok(path) = rfs::openat(dir, name, PATH_FLAGS, Mode::empty()) else {
-                    continue;
-                };
-                if let Some(sub) = open_up(path.as_fd()) {
-                    drop(path);
-                    open_up_beneath(&sub, depth + 1);
-                }
-            }
-            FileType::RegularFile => {
-                let flags = OFlags::RDONLY
-                    | OFlags::NOFOLLOW
-                    | OFlags::NONBLOCK
-                    | OFlags::NOCTTY
-                    | OFlags::CLOEXEC;
-                if let Ok(file) = rfs::openat(dir, name, flags, Mode::empty()) {
-                    unpin(&file);
-                }
-            }
-            _ => {}
         }
     }
 }

@@ -1811,6 +1811,139 @@ fn dispose_removes_a_tmpdir_the_command_locked() {
     }
 }
 
+const DEEP_TREE: &str = "SANDGATE_TEST_DEEP22_TREE";
+
+/// A command can fill its TMPDIR with a chain of directories thousands of
+/// levels deep (`mkdir d; cd d` in a loop goes past PATH_MAX). Dispose
+/// removed it with the standard library's recursive removal, a stack frame
+/// and a descriptor per level: a chain of 15,000 overflowed the 2 MiB
+/// stack of the thread that disposed (the host process aborted), and one
+/// deeper than the descriptor limit failed dispose with EMFILE and left the
+/// directory, with what the command put there, on the host. Run in a child
+/// process (an overflow aborts it); the command makes the top of the chain
+/// and the test the rest, as the command would, one `mkdirat` below the
+/// last. The command can also take the permissions away from a directory
+/// deep in the chain (`chmod 000`, or `chmod 500`, no write): that kept
+/// the directory from a host not run as root when it lay deeper than 512
+/// levels, the most the opening up went.
+#[test]
+fn deep22_dispose_removes_a_tmpdir_thousands_of_levels_deep() {
+    use rustix::fs::{Mode, OFlags};
+    if let Some(how) = std::env::var_os(DEEP_TREE) {
+        let how = how.into_string().unwrap();
+        let parts: Vec<usize> = how.split(',').map(|p| p.parse().unwrap()).collect();
+        let (depth, nofile) = (parts[0], parts[1] as u64);
+        // Levels locked once made: no permissions, or no write.
+        let (shut, read_only) = (parts.get(2).copied(), parts.get(3).copied());
+        let mut locked = Vec::new();
+        if nofile > 0 {
+            use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+            let hard = getrlimit(Resource::Nofile).maximum;
+            setrlimit(
+                Resource::Nofile,
+                Rlimit {
+                    current: Some(nofile),
+                    maximum: hard,
+                },
+            )
+            .unwrap();
+        }
+        let ex = started(config());
+        let tmp = ex.tmpdir().unwrap();
+        println!("tmpdir {}", tmp.display());
+        let r = run(
+            &ex,
+            "cd \"$TMPDIR\" && mkdir d && echo x > d/f && echo made",
+        );
+        assert_eq!(text(&r.stdout), "made\n", "{}", text(&r.stderr));
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut dir = rustix::fs::open(tmp.join("d"), flags, Mode::empty()).unwrap();
+        for level in 0..depth {
+            rustix::fs::mkdirat(&dir, "d", Mode::from_raw_mode(0o700)).unwrap();
+            if level % 1000 == 0 {
+                let f = rustix::fs::openat(
+                    &dir,
+                    "f",
+                    OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC,
+                    Mode::from_raw_mode(0o600),
+                )
+                .unwrap();
+                drop(f);
+            }
+            dir = rustix::fs::openat(&dir, "d", flags, Mode::empty()).unwrap();
+            if Some(level) == shut {
+                locked.push((dir.try_clone().unwrap(), 0));
+            }
+            if Some(level) == read_only {
+                locked.push((dir.try_clone().unwrap(), 0o500));
+            }
+        }
+        drop(dir);
+        // Root, as a command run as root with confinement off can, pins
+        // them too (where the filesystem has inode flags), and a file.
+        let pin = |fd: &OwnedFd, flag: rustix::fs::IFlags| {
+            if rustix::process::geteuid().is_root() {
+                if let Ok(flags) = rustix::fs::ioctl_getflags(fd) {
+                    let _ = rustix::fs::ioctl_setflags(fd, flags | flag);
+                }
+            }
+        };
+        if !locked.is_empty() {
+            let f = rustix::fs::open(tmp.join("d/f"), OFlags::RDONLY, Mode::empty()).unwrap();
+            pin(&f, rustix::fs::IFlags::IMMUTABLE);
+        }
+        for (fd, mode) in locked {
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).unwrap();
+            pin(&fd, rustix::fs::IFlags::APPEND);
+        }
+        // A thread's default stack, as a host's worker threads have.
+        let disposed = thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || ex.dispose())
+            .unwrap()
+            .join()
+            .unwrap();
+        let left = tmp.exists();
+        assert!(
+            disposed.is_ok() && !left,
+            "{depth} levels, descriptor limit {nofile}: dispose {disposed:?}, left: {left}"
+        );
+        return;
+    }
+    // The last locks two directories past the depth the opening up went
+    // to (512): they kept a command's TMPDIR from a host not run as root.
+    for how in ["15000,0", "3000,256", "700,0,650,600"] {
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "--nocapture",
+                "deep22_dispose_removes_a_tmpdir_thousands_of_levels_deep",
+            ])
+            .env(DEEP_TREE, how)
+            .output()
+            .unwrap();
+        let out = text(&child.stdout);
+        if let Some(tmp) = out.lines().find_map(|l| l.strip_prefix("tmpdir ")) {
+            // What a failed dispose left, for the next run's sake.
+            if rustix::process::geteuid().is_root() {
+                let _ = std::process::Command::new("chattr")
+                    .args(["-R", "-i", "-a", tmp])
+                    .status();
+            }
+            let _ = std::process::Command::new("chmod")
+                .args(["-R", "u+rwx", tmp])
+                .status();
+            let _ = std::process::Command::new("rm").args(["-rf", tmp]).status();
+        }
+        assert!(
+            child.status.success(),
+            "{how}: {:?}\n{out}\n{}",
+            child.status,
+            text(&child.stderr)
+        );
+    }
+}
+
 #[test]
 fn dispose_ends_running_commands() {
     let ex = Arc::new(started(config()));

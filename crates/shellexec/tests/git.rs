@@ -2332,3 +2332,102 @@ fn fsize21_a_file_size_limit_does_not_kill_the_embedder_planning_git() {
     );
     assert_eq!(fs::read_dir(&tmpdir).unwrap().count(), 0);
 }
+
+const FEW_DESCRIPTORS: &str = "SANDGATE_TEST_DEEP22_REFS";
+
+/// The vetting of `.git` looks through `refs`, `logs` and `objects` (up to
+/// a million entries) and the rest of `.git`; it held a descriptor for
+/// every directory it had yet to look into. A `refs/heads` of 1,000
+/// branch directories (`user/topic` names, or `mkdir` by anyone who can
+/// write the repository), or a chain 400 deep with a sibling at each
+/// level, took 1,000 or 400 descriptors at once: with a descriptor limit
+/// of 256, planning failed with E_IO ("Too many open files") where plain
+/// git answers, and meanwhile every other open of the host failed too.
+/// Run in a child process whose soft descriptor limit is 256; the
+/// confined run must answer as plain git does.
+#[test]
+fn deep22_vetting_a_dot_git_of_many_directories_holds_few_descriptors() {
+    if !have_git() {
+        return;
+    }
+    if let Some(shape) = std::env::var_os(FEW_DESCRIPTORS) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        fs::create_dir(&root).unwrap();
+        raw_git(&root, &["init", "-q"]);
+        fs::write(root.join("a"), "a\n").unwrap();
+        raw_git(&root, &["add", "a"]);
+        raw_git(&root, &["commit", "-q", "-m", "one"]);
+        let head = fs::read(root.join(".git/refs/heads/main")).unwrap();
+        let (top, wide) = match shape.to_str().unwrap() {
+            "refs" => (root.join(".git/refs/heads"), true),
+            "logs" => (root.join(".git/logs/refs/heads"), true),
+            "info" => (root.join(".git/info"), true),
+            "chain" => (root.join(".git/refs/heads"), false),
+            other => panic!("{other}"),
+        };
+        if wide {
+            for i in 0..1000 {
+                let d = top.join(format!("user{i}"));
+                fs::create_dir_all(&d).unwrap();
+                if top.starts_with(root.join(".git/refs")) {
+                    fs::write(d.join("topic"), &head).unwrap();
+                }
+            }
+        } else {
+            // Siblings of other names at each level, so that some come
+            // before the chain in the listing, whatever its order.
+            let mut d = top.join("c");
+            for level in 0..400 {
+                for s in ["a", "b", "s"] {
+                    fs::create_dir_all(d.join(format!("{s}{level}"))).unwrap();
+                }
+                d = d.join("c");
+            }
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("deepest"), &head).unwrap();
+        }
+        use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+        let hard = getrlimit(Resource::Nofile).maximum;
+        setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(256),
+                maximum: hard,
+            },
+        )
+        .unwrap();
+        let words = split_words("git log --oneline").unwrap();
+        let inv = plan(&words, &ALL, &root).unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+        let out = exec_unconfined(&inv);
+        assert_eq!(
+            out.exit_code,
+            0,
+            "{shape:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(" one"),
+            "{shape:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        return;
+    }
+    for shape in ["refs", "logs", "info", "chain"] {
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "--nocapture",
+                "deep22_vetting_a_dot_git_of_many_directories_holds_few_descriptors",
+            ])
+            .env(FEW_DESCRIPTORS, shape)
+            .output()
+            .unwrap();
+        assert!(
+            child.status.success(),
+            "{shape}: {}\n{}",
+            String::from_utf8_lossy(&child.stdout),
+            String::from_utf8_lossy(&child.stderr)
+        );
+    }
+}

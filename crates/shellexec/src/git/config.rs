@@ -728,8 +728,8 @@ fn walk(dot_git: OwnedFd, snapshot: &mut Snapshot) -> Result<(), GitError> {
     let git_fd = dot_git
         .try_clone()
         .map_err(|e| GitError::io("cannot read .git", e))?;
-    let mut pending = vec![(dot_git, PathBuf::new())];
-    while let Some((dir, rel)) = pending.pop() {
+    let mut pending = Pending::new(dot_git, PathBuf::new());
+    while let Some((dir, rel)) = pending.pop(&git_fd)? {
         for (name, kind) in list(&dir, &rel)? {
             seen += 1;
             if seen > MAX_DOT_GIT_ENTRIES {
@@ -749,16 +749,19 @@ fn walk(dot_git: OwnedFd, snapshot: &mut Snapshot) -> Result<(), GitError> {
                 return Err(link_refused(&path));
             }
             if kind == FileType::Directory {
-                let sub = open_dir(&dir, Path::new(&*name), &path)?;
                 match (top, &*name) {
                     (true, "refs" | "logs") => {
+                        let sub = open_dir(&dir, Path::new(&*name), &path)?;
                         store(&git_fd, sub, &path, &mut stored)?;
                         snapshot.linked.push(path);
                     }
-                    (true, "objects") => objects(&git_fd, sub, snapshot, &mut stored)?,
+                    (true, "objects") => {
+                        let sub = open_dir(&dir, Path::new(&*name), &path)?;
+                        objects(&git_fd, sub, snapshot, &mut stored)?
+                    }
                     _ => {
                         snapshot.dirs.push(path.clone());
-                        pending.push((sub, path));
+                        pending.push(&dir, Path::new(&*name), path)?;
                     }
                 }
                 continue;
@@ -862,8 +865,8 @@ fn dir_link_refused(rel: &Path) -> GitError {
 /// the timeout.)
 fn store(git: &OwnedFd, dir: OwnedFd, rel: &Path, seen: &mut usize) -> Result<(), GitError> {
     use rustix::fs::FileType;
-    let mut pending = vec![(dir, rel.to_path_buf())];
-    while let Some((dir, rel)) = pending.pop() {
+    let mut pending = Pending::new(dir, rel.to_path_buf());
+    while let Some((dir, rel)) = pending.pop(git)? {
         for (name, kind) in list(&dir, &rel)? {
             *seen += 1;
             if *seen > MAX_STORE_ENTRIES {
@@ -892,16 +895,98 @@ fn store(git: &OwnedFd, dir: OwnedFd, rel: &Path, seen: &mut usize) -> Result<()
                 kind => kind,
             };
             match kind {
-                FileType::Directory => {
-                    let sub = open_dir(&dir, Path::new(&name), &path)?;
-                    pending.push((sub, path));
-                }
+                FileType::Directory => pending.push(&dir, Path::new(&name), path)?,
                 FileType::RegularFile => {}
                 kind => return Err(special_refused(&path, kind)),
             }
         }
     }
     Ok(())
+}
+
+/// The most directories [`walk`] and [`store`] hold open while they wait
+/// to be looked into.
+const HELD: usize = 64;
+
+/// The directories [`walk`] or [`store`] has yet to look into, last found
+/// first: the first [`HELD`] of them open, the rest named by their path
+/// beneath `.git` and opened when their turn comes. A descriptor for each
+/// (a `refs/heads` of a thousand `user/topic` directories, or a chain with
+/// a sibling at each level) exhausted the process's descriptors, which
+/// failed the vetting with EMFILE and, meanwhile, every other open of the
+/// host.
+struct Pending {
+    dirs: Vec<(Option<OwnedFd>, PathBuf)>,
+    held: usize,
+}
+
+impl Pending {
+    fn new(dir: OwnedFd, rel: PathBuf) -> Pending {
+        Pending {
+            dirs: vec![(Some(dir), rel)],
+            held: 1,
+        }
+    }
+
+    /// Adds the directory `name` of `dir`, `.git/<rel>`.
+    fn push(&mut self, dir: &OwnedFd, name: &Path, rel: PathBuf) -> Result<(), GitError> {
+        if self.held < HELD {
+            self.dirs.push((Some(open_dir(dir, name, &rel)?), rel));
+            self.held += 1;
+        } else {
+            self.dirs.push((None, rel));
+        }
+        Ok(())
+    }
+
+    /// The next directory, open; one not held is opened beneath `git`
+    /// (`.git`) through its path, no link followed.
+    fn pop(&mut self, git: &OwnedFd) -> Result<Option<(OwnedFd, PathBuf)>, GitError> {
+        let Some((dir, rel)) = self.dirs.pop() else {
+            return Ok(None);
+        };
+        let dir = match dir {
+            Some(dir) => {
+                self.held -= 1;
+                dir
+            }
+            None => reopen(git, &rel)?,
+        };
+        Ok(Some((dir, rel)))
+    }
+}
+
+/// The directory `.git/<rel>` opened beneath `git` with no link followed
+/// on the way: in one `openat2` where the kernel has it, else (and for a
+/// path too long for it) one component at a time.
+fn reopen(git: &OwnedFd, rel: &Path) -> Result<OwnedFd, GitError> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut tries = 0;
+    loop {
+        match rustix::fs::openat2(
+            git,
+            rel,
+            flags,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Ok(fd) => return Ok(fd),
+            Err(Errno::AGAIN) if tries < EAGAIN_RETRIES => tries += 1,
+            Err(Errno::NOSYS | Errno::PERM | Errno::NAMETOOLONG | Errno::AGAIN) => break,
+            Err(e) => return Err(open_dir_failed(rel, e)),
+        }
+    }
+    let mut dir = git
+        .try_clone()
+        .map_err(|e| GitError::io("cannot read .git", e))?;
+    let mut walked = PathBuf::new();
+    for part in rel.iter() {
+        walked.push(part);
+        dir = open_dir(&dir, Path::new(part), &walked)?;
+    }
+    Ok(dir)
 }
 
 /// Refuses the link `.git/<rel>` (beneath `refs`, `logs` or a directory
@@ -1004,16 +1089,23 @@ fn open_dir<Fd: std::os::fd::AsFd>(dir: Fd, name: &Path, rel: &Path) -> Result<O
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| match e {
-        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => GitError::repository(format!(
-            "confined git refuses the repository: .git/{} changed while it was vetted",
-            super::shown(&rel.to_string_lossy())
-        )),
+    .map_err(|e| open_dir_failed(rel, e))
+}
+
+/// The error of a directory `.git/<rel>` that could not be opened.
+fn open_dir_failed(rel: &Path, e: rustix::io::Errno) -> GitError {
+    match e {
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR | rustix::io::Errno::XDEV => {
+            GitError::repository(format!(
+                "confined git refuses the repository: .git/{} changed while it was vetted",
+                super::shown(&rel.to_string_lossy())
+            ))
+        }
         e => GitError::io(
             &format!("cannot read .git/{}", super::shown(&rel.to_string_lossy())),
             e.into(),
         ),
-    })
+    }
 }
 
 /// The bytes of the file named by `rel`'s last component in `dir` (at most
