@@ -40,6 +40,8 @@ const SUITES: &[(&str, &str)] = &[
     ("sandgate", "scale"),
     ("sandgate", "sandbox"),
     ("rootfs", "race"),
+    // Creating the longest path a root allows keeps to a small stack.
+    ("rootfs", "deep22"),
     ("proxy", "proxy"),
     ("proxy", "intercept"),
     ("fetch", "fetch"),

@@ -95,9 +95,7 @@ impl Server {
         let ws = dir.path().join("ws");
         fs::create_dir_all(ws.join("src")).unwrap();
         fs::write(ws.join("a.txt"), "hello\n").unwrap();
-        for i in 0..2000 {
-            fs::write(ws.join(format!("src/f{i}.txt")), "needle\n".repeat(50)).unwrap();
-        }
+        needles(&ws.join("src"));
         fs::write(
             dir.path().join("policy.toml"),
             format!("[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n{extra}"),
@@ -724,6 +722,19 @@ fn running_with(token: &str) -> bool {
         fs::read(e.path().join("cmdline"))
             .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == token.as_bytes()))
     })
+}
+
+/// The 2,000 files `f0.txt`… of 50 `needle` lines every test server's
+/// workspace holds in `src`: one file and 1,999 links to it, since a new
+/// file costs up to a millisecond on a loaded ext4, and a link a fiftieth
+/// of that (the fixture took a second a server, near 90 servers a run).
+/// Every call of these tests reads them or replaces them whole, which
+/// leaves the other names as they were.
+fn needles(src: &Path) {
+    fs::write(src.join("f0.txt"), "needle\n".repeat(50)).unwrap();
+    for i in 1..2000 {
+        fs::hard_link(src.join("f0.txt"), src.join(format!("f{i}.txt"))).unwrap();
+    }
 }
 
 /// Waits (up to `secs`) until `cond` holds; answers whether it did.
@@ -1548,9 +1559,7 @@ fn burst_then_close(io: fn() -> Stdio4, calls: &[Value]) -> Vec<Value> {
     let ws = dir.path().join("ws");
     fs::create_dir_all(ws.join("src")).unwrap();
     fs::write(ws.join("big.txt"), "0123456789abcdef\n".repeat(64)).unwrap();
-    for i in 0..2000 {
-        fs::write(ws.join(format!("src/f{i}.txt")), "needle\n".repeat(50)).unwrap();
-    }
+    needles(&ws.join("src"));
     fs::write(
         dir.path().join("policy.toml"),
         "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
