@@ -2818,8 +2818,10 @@ fn a_cut_directory_tree_says_so_and_stays_json() {
     let dir = tempfile::tempdir().unwrap();
     let many = dir.path().join("ws/many");
     fs::create_dir_all(many.join("sub")).unwrap();
-    for i in 0..10_050 {
-        fs::write(many.join(format!("f{i:05}")), "").unwrap();
+    // Links to one empty file (see `needles`).
+    fs::write(many.join("f00000"), "").unwrap();
+    for i in 1..10_050 {
+        fs::hard_link(many.join("f00000"), many.join(format!("f{i:05}"))).unwrap();
     }
     let mut s = Server::start_in(dir, "", &[]);
     s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
