@@ -514,6 +514,10 @@ pub struct LocalShellExecutor {
     config: ExecConfig,
     state: Mutex<State>,
     idle: Condvar,
+    /// Held by a dispose from start to end: a second one at once waits
+    /// for the first's cleanup (the TMPDIR's removal) rather than return
+    /// before it, finding no session.
+    disposal: Mutex<()>,
     /// The last child environment planned, reused while the host
     /// environment and the temporary directory are unchanged.
     child_env: Mutex<EnvCache>,
@@ -697,6 +701,7 @@ impl LocalShellExecutor {
             config,
             state: Mutex::new(State::default()),
             idle: Condvar::new(),
+            disposal: Mutex::new(()),
             child_env: Mutex::new(EnvCache::default()),
             extra_env: Mutex::new(Vec::new()),
             extra_withheld: Mutex::new(Vec::new()),
@@ -1081,6 +1086,7 @@ impl ShellExecutor for LocalShellExecutor {
     }
 
     fn dispose(&self) -> Result<(), ExecError> {
+        let _disposal = self.disposal.lock().unwrap_or_else(|e| e.into_inner());
         let mut state = self.lock();
         let session = state.session.take();
         // What the embedder added is the session's, and goes with it now,

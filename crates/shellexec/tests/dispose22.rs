@@ -136,3 +136,46 @@ fn dispose22_a_session_started_while_dispose_waits_is_left_alone() {
     let err = ex.exec("true", ExecOptions::default()).unwrap_err();
     assert_eq!(err.code(), ErrorCode::NotStarted);
 }
+
+/// Two disposes at once, with a command running that ignores SIGTERM and
+/// leaves many files in the private TMPDIR: neither returns before the
+/// command has ended and the TMPDIR is gone.
+#[test]
+fn dispose22_two_disposes_at_once_both_return_after_the_cleanup() {
+    let ex = Arc::new(started(ExecConfig {
+        grace: Duration::from_millis(300),
+        ..config()
+    }));
+    let tmp = ex.tmpdir().unwrap();
+    let runner = {
+        let ex = Arc::clone(&ex);
+        thread::spawn(move || {
+            run(
+                &ex,
+                "trap '' TERM; cd \"$TMPDIR\" && seq 30000 | xargs touch; sleep 30",
+            )
+        })
+    };
+    assert!(
+        until(Duration::from_secs(60), || tmp.join("30000").exists()),
+        "the command never made its files"
+    );
+    let disposers: Vec<_> = (0..2)
+        .map(|_| {
+            let (ex, tmp) = (Arc::clone(&ex), tmp.clone());
+            thread::spawn(move || {
+                ex.dispose().unwrap();
+                // Right as this dispose returns.
+                tmp.exists()
+            })
+        })
+        .collect();
+    let left: Vec<bool> = disposers.into_iter().map(|d| d.join().unwrap()).collect();
+    let r = runner.join().unwrap();
+    assert!(r.aborted, "{r:?}");
+    assert_eq!(
+        left,
+        [false, false],
+        "a dispose returned while the other was still removing the TMPDIR"
+    );
+}
