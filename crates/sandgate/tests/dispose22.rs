@@ -363,3 +363,73 @@ time.sleep(30)
     }
     assert_eq!(thread_names(), names0, "threads left");
 }
+
+/// Two disposes at once while the audit sink is told of a connection: a
+/// dispose returns only once no report is under way, whichever of the two
+/// stopped the proxy (the caller may free what the sink uses then).
+#[test]
+fn dispose22_two_disposes_at_once_neither_returns_during_a_report() {
+    let _serial = serial();
+    let base = tempfile::tempdir().unwrap();
+    let policy = policy(base.path());
+    let ex = Arc::new(Executor::from_policy(&policy).unwrap());
+    ex.start().unwrap();
+    if ex.proxy_address().is_none() {
+        assert!(
+            std::env::var_os("SANDGATE_REQUIRE_NAMESPACES").is_none(),
+            "no egress proxy: namespaces unavailable"
+        );
+        eprintln!("note: no egress proxy here (namespaces unavailable): skipped");
+        ex.dispose();
+        return;
+    }
+    let in_sink = Arc::new(AtomicBool::new(false));
+    let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
+    let entered_tx = Mutex::new(Some(entered_tx));
+    {
+        let in_sink = Arc::clone(&in_sink);
+        ex.set_audit_sink(Some(Arc::new(move |e: &AuditEvent| {
+            if e.op != "connect" {
+                return;
+            }
+            let Some(tx) = entered_tx.lock().unwrap().take() else {
+                return;
+            };
+            in_sink.store(true, Ordering::SeqCst);
+            let _ = tx.send(());
+            thread::sleep(Duration::from_millis(1500));
+            in_sink.store(false, Ordering::SeqCst);
+        })));
+    }
+    let runner = {
+        let ex = Arc::clone(&ex);
+        thread::spawn(move || {
+            // A refused target: the connection ends, and is reported, at once.
+            ex.exec(
+                "/usr/bin/curl -sS --max-time 5 -x \"$HTTP_PROXY\" http://refused.test/; sleep 30",
+                ExecOptions::default(),
+            )
+        })
+    };
+    entered
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the connection was never reported");
+    let dispose = || {
+        let (ex, in_sink) = (Arc::clone(&ex), Arc::clone(&in_sink));
+        thread::spawn(move || {
+            ex.dispose();
+            in_sink.load(Ordering::SeqCst)
+        })
+    };
+    let first = dispose();
+    thread::sleep(Duration::from_millis(200));
+    let second = dispose();
+    let during = [first.join().unwrap(), second.join().unwrap()];
+    assert_eq!(
+        during,
+        [false, false],
+        "a dispose returned while a connection's report was under way"
+    );
+    let r = runner.join().unwrap().unwrap();
+    assert!(r.aborted, "{r:?}");
+}
