@@ -433,3 +433,53 @@ fn dispose22_two_disposes_at_once_neither_returns_during_a_report() {
     let r = runner.join().unwrap().unwrap();
     assert!(r.aborted, "{r:?}");
 }
+
+/// The audit sink replaced again and again while four threads run
+/// commands: each call reaches exactly one of the sinks, once.
+#[test]
+fn dispose22_a_sink_replaced_while_commands_run_hears_each_call_once() {
+    use std::sync::atomic::AtomicUsize;
+    let _serial = serial();
+    let base = tempfile::tempdir().unwrap();
+    let policy = policy(base.path());
+    let ex = Arc::new(Executor::from_policy(&policy).unwrap());
+    ex.start().unwrap();
+    let counts: Vec<Arc<AtomicUsize>> = (0..2).map(|_| Arc::default()).collect();
+    let sinks: Vec<AuditSink> = counts
+        .iter()
+        .map(|n| {
+            let n = Arc::clone(n);
+            Arc::new(move |e: &AuditEvent| {
+                if e.op == "exec" {
+                    n.fetch_add(1, Ordering::SeqCst);
+                }
+            }) as AuditSink
+        })
+        .collect();
+    ex.set_audit_sink(Some(Arc::clone(&sinks[0])));
+    const CALLS: usize = 40;
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let ex = Arc::clone(&ex);
+            thread::spawn(move || {
+                for _ in 0..CALLS {
+                    let r = ex.exec("true", ExecOptions::default()).unwrap();
+                    assert_eq!(r.exit_code, 0);
+                }
+            })
+        })
+        .collect();
+    let mut i = 0;
+    while !workers.iter().all(|w| w.is_finished()) {
+        i += 1;
+        ex.set_audit_sink(Some(Arc::clone(&sinks[i % 2])));
+        thread::sleep(Duration::from_millis(1));
+    }
+    for w in workers {
+        w.join().unwrap();
+    }
+    let heard: usize = counts.iter().map(|n| n.load(Ordering::SeqCst)).sum();
+    assert_eq!(heard, 4 * CALLS, "after {i} replacements");
+    assert!(counts.iter().all(|n| n.load(Ordering::SeqCst) > 0));
+    ex.dispose();
+}
