@@ -417,8 +417,11 @@ impl Proxy {
 
     /// Stops serving: the listeners stop accepting and are closed, every
     /// live connection is shut down. Returns once the accept threads have
-    /// ended (connection threads end on their own as their sockets fail).
-    /// Stopping twice does nothing.
+    /// ended (connection threads end on their own as their sockets fail),
+    /// but the one it is called from: an accept thread reports a refused
+    /// connection (over the cap) to [`ProxyConfig::on_record`] itself, and
+    /// a sink may stop the proxy there; that thread ends once its report
+    /// returns. Stopping twice does nothing.
     pub fn stop(&self) {
         if self.inner.stopped.swap(true, Ordering::SeqCst) {
             return;
@@ -451,8 +454,13 @@ impl Proxy {
             .unwrap_or_else(|e| e.into_inner())
             .drain(..)
             .collect();
+        let me = std::thread::current().id();
         for t in threads {
-            let _ = t.join();
+            // Joining itself would fail (EDEADLK), which std turns into a
+            // panic: in the sink that stopped the proxy, mid-stop.
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
         }
     }
 }

@@ -139,6 +139,10 @@ struct NetState {
     resolver: Mutex<Arc<dyn NetResolve>>,
     /// The running proxy and what the commands are told about it.
     served: Mutex<Option<Served>>,
+    /// The report gates of proxies a dispose took out of `served` and is
+    /// stopping: another dispose at once finds `served` empty, and waits
+    /// for their reports too before it returns.
+    stopping: Mutex<Vec<Arc<ReportGate>>>,
 }
 
 struct Served {
@@ -657,6 +661,7 @@ impl Executor {
                 upstream_roots: Mutex::new(None),
                 resolver: Mutex::new(Arc::new(SystemResolver)),
                 served: Mutex::new(None),
+                stopping: Mutex::new(Vec::new()),
             }),
             audit: Arc::new(Mutex::new(None)),
             placeholders: protection.map(|p| (p, placeholder_dirs(policy))),
@@ -1458,12 +1463,34 @@ impl Executor {
         if let Some(net) = &self.net {
             // Taken out first: a report waited for below may call back
             // into the executor, which looks at `served`.
-            let served = net.served.lock().unwrap_or_else(|e| e.into_inner()).take();
+            // Taken out and listed as stopping under the one lock, so that
+            // a dispose at once that finds `served` empty finds the gate.
+            let (served, others) = {
+                let mut served = net.served.lock().unwrap_or_else(|e| e.into_inner());
+                let mut stopping = net.stopping.lock().unwrap_or_else(|e| e.into_inner());
+                let others = stopping.clone();
+                let served = served.take();
+                if let Some(s) = &served {
+                    stopping.push(Arc::clone(&s.reporting));
+                }
+                (served, others)
+            };
             if let Some(s) = served {
                 s.proxy.stop();
                 // A connection's thread can still be ending: it reports
                 // nothing from here on, and one reporting now is waited for.
                 s.reporting.close();
+                net.stopping
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .retain(|g| !Arc::ptr_eq(g, &s.reporting));
+            }
+            // Another dispose is stopping a proxy: none of its reports
+            // reaches the sink once this one returns either (closing a gate
+            // twice is harmless; a report this thread makes is not waited
+            // for).
+            for gate in others {
+                gate.close();
             }
         }
     }

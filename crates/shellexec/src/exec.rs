@@ -514,6 +514,10 @@ pub struct LocalShellExecutor {
     config: ExecConfig,
     state: Mutex<State>,
     idle: Condvar,
+    /// Held by a dispose from start to end: a second one at once waits
+    /// for the first's cleanup (the TMPDIR's removal) rather than return
+    /// before it, finding no session.
+    disposal: Mutex<()>,
     /// The last child environment planned, reused while the host
     /// environment and the temporary directory are unchanged.
     child_env: Mutex<EnvCache>,
@@ -697,6 +701,7 @@ impl LocalShellExecutor {
             config,
             state: Mutex::new(State::default()),
             idle: Condvar::new(),
+            disposal: Mutex::new(()),
             child_env: Mutex::new(EnvCache::default()),
             extra_env: Mutex::new(Vec::new()),
             extra_withheld: Mutex::new(Vec::new()),
@@ -1081,8 +1086,24 @@ impl ShellExecutor for LocalShellExecutor {
     }
 
     fn dispose(&self) -> Result<(), ExecError> {
+        let _disposal = self.disposal.lock().unwrap_or_else(|e| e.into_inner());
         let mut state = self.lock();
         let session = state.session.take();
+        // What the embedder added is the session's, and goes with it now,
+        // under the lock: the wait below releases it, and a session
+        // started meanwhile (another thread's `start`, the facade's
+        // proxy variables set for it) is not this dispose's to clear.
+        // The added variables go first, then the cache with a new
+        // generation: a plan made between the two (a `redact` call) saw
+        // the old variables and must not be kept for a later session.
+        self.extra_env
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.forget_child_env();
+        // The execs of this session, aborted and waited for; those of a
+        // session started during the wait are not.
+        let aborted: Vec<u64> = state.running.keys().copied().collect();
         for signal in state.running.values() {
             signal.abort();
         }
@@ -1092,7 +1113,7 @@ impl ShellExecutor for LocalShellExecutor {
             Instant::now(),
             self.config.grace.saturating_add(BACKSTOP_MARGIN * 2),
         );
-        while !state.running.is_empty() {
+        while aborted.iter().any(|id| state.running.contains_key(id)) {
             let now = Instant::now();
             if now >= limit {
                 break;
@@ -1104,14 +1125,6 @@ impl ShellExecutor for LocalShellExecutor {
                 .0;
         }
         drop(state);
-        // The added variables go first, then the cache with a new
-        // generation: a plan made between the two (a `redact` call) saw
-        // the old variables and must not be kept for a later session.
-        self.extra_env
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        self.forget_child_env();
         if let Some(session) = session {
             crate::tmpdir::remove(&session.tmpdir)
                 .map_err(|e| ExecError::io("cannot remove the temporary directory", e))?;
@@ -1130,9 +1143,8 @@ impl Drop for Running<'_> {
     fn drop(&mut self) {
         let mut state = self.executor.lock();
         state.running.remove(&self.id);
-        if state.running.is_empty() {
-            self.executor.idle.notify_all();
-        }
+        // A dispose waits for the execs it aborted, not for all.
+        self.executor.idle.notify_all();
     }
 }
 
