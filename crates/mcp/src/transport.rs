@@ -354,6 +354,17 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Stalls<S> {
 /// too since the body is read here, so no body is held beyond it.
 const MAX_BODY: usize = 4 * 1024 * 1024;
 
+/// The most a connection's read buffer holds, and so the longest request
+/// head read (a longer one is answered 431 and its connection closed):
+/// 16 KiB, twice what a common server takes in one header line, and far
+/// more than an MCP client's head (its token, session id, host and a few
+/// more). The head is read whole before the token can be checked, so this
+/// bounds what anyone who can connect makes the server hold: hyper's own
+/// bound, about 400 KiB a connection, let 400 connections dripping heads
+/// without the token grow the server by 160 MiB for the 10 s a head may
+/// take. A body is read through the same buffer, 16 KiB at a time.
+const MAX_HEAD: usize = 16 * 1024;
+
 /// A plain-text answer with `status`.
 fn plain(status: StatusCode, text: String) -> Response<BoxBody<Bytes, Infallible>> {
     let mut resp = Response::new(Full::new(Bytes::from(text)).boxed());
@@ -771,6 +782,7 @@ pub async fn serve_http(
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(stall)
+                .max_buf_size(MAX_HEAD)
                 .serve_connection(TokioIo::new(Stalls::new(stream, stall)), svc)
                 .await;
         });
