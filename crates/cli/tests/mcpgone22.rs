@@ -155,3 +155,41 @@ fn mcpgone22_unauthenticated_heads_are_not_held_past_a_small_bound() {
     assert_eq!(status, 200, "{out}");
     drop(held);
 }
+
+/// A request whose `Content-Length` says more than the 4 MiB a body may
+/// take is answered 413 at once, whatever of it has arrived: before, the
+/// server waited for a body it would never take, answered 408 ten seconds
+/// later (the client being slow, not too big) and held the session place
+/// such a request takes all that time. A body within the cap, its length
+/// stated, is still read and served.
+#[test]
+fn mcpgone22_a_stated_length_over_the_cap_is_answered_413_at_once() {
+    let dir = policy_dir();
+    let (_server, port, token) = start_http(dir.path());
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\n\r\n{{\"jsonrpc\"",
+        5 * 1024 * 1024
+    );
+    let began = Instant::now();
+    c.write_all(head.as_bytes()).unwrap();
+    let mut out = vec![0u8; 512];
+    let n = c.read(&mut out).unwrap();
+    let out = String::from_utf8_lossy(&out[..n]);
+    assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+    assert!(out.contains("4194304 bytes"), "{out}");
+    assert!(
+        began.elapsed() < Duration::from_secs(3),
+        "answered after {:?}",
+        began.elapsed()
+    );
+    let (status, out) = post(
+        port,
+        &[("Authorization", &format!("Bearer {token}"))],
+        &initialize(),
+    );
+    assert_eq!(status, 200, "{out}");
+}

@@ -374,20 +374,29 @@ fn plain(status: StatusCode, text: String) -> Response<BoxBody<Bytes, Infallible
 
 /// Reads `body` whole, at most [`MAX_BODY`] bytes within `within`
 /// (the stall time, [`STALL_TIMEOUT`] unless [`STALL_VAR`] sets another); else the answer
-/// that refuses it: 413 over the cap, 408 when it is late (the connection
+/// that refuses it: 413 over the cap (at once when its stated length is), 408 when it is late (the connection
 /// is then closed, as hyper does after an answer given before the body
 /// was read), 400 when it cannot be read.
 async fn read_body(
     body: Incoming,
     within: Duration,
 ) -> Result<Bytes, Response<BoxBody<Bytes, Infallible>>> {
+    let too_large = || {
+        plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Payload Too Large: request body exceeds {MAX_BODY} bytes\n"),
+        )
+    };
+    // A `Content-Length` past the cap is refused before any of the body is
+    // waited for: else a client stating more than it sends waited the
+    // stall time for a 408, holding its place.
+    if usize::try_from(hyper::body::Body::size_hint(&body).lower()).map_or(true, |n| n > MAX_BODY) {
+        return Err(too_large());
+    }
     let limited = http_body_util::Limited::new(body, MAX_BODY);
     match tokio::time::timeout(within, limited.collect()).await {
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(plain(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("Payload Too Large: request body exceeds {MAX_BODY} bytes\n"),
-        )),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
         Ok(Err(e)) => Err(plain(
             StatusCode::BAD_REQUEST,
             format!("cannot read the request body: {e}\n"),
