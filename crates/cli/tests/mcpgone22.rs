@@ -193,3 +193,40 @@ fn mcpgone22_a_stated_length_over_the_cap_is_answered_413_at_once() {
     );
     assert_eq!(status, 200, "{out}");
 }
+
+/// A request without the token is answered 401 and its connection closed:
+/// before, the connection was kept alive, so a client without the token
+/// held it (a descriptor and a task of the server) for as long as it liked
+/// by sending a request every few seconds, past the 10 s that a connection
+/// sending nothing is given, and could try tokens on it without end.
+#[test]
+fn mcpgone22_a_request_without_the_token_closes_its_connection() {
+    let dir = policy_dir();
+    let (_server, port, token) = start_http(dir.path());
+    for auth in ["", "Authorization: Bearer not-the-token\r\n"] {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let req = format!(
+            "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Content-Type: application/json\r\n\
+             Content-Length: 2\r\n\r\n{{}}"
+        );
+        c.write_all(req.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let began = Instant::now();
+        let r = c.read_to_end(&mut out);
+        let out = String::from_utf8_lossy(&out);
+        assert!(
+            r.is_ok(),
+            "the connection was still open {:?} after its 401 ({r:?}): {out}",
+            began.elapsed()
+        );
+        assert!(out.starts_with("HTTP/1.1 401"), "{out}");
+    }
+    // The token still opens a session on a kept-alive connection.
+    let (status, out) = post(
+        port,
+        &[("Authorization", &format!("Bearer {token}"))],
+        &initialize(),
+    );
+    assert_eq!(status, 200, "{out}");
+}

@@ -19,8 +19,8 @@
 //! `Mcp-Session-Id`) is answered 503 (one whose `Mcp-Session-Id` is not
 //! text, which the SDK would read as none, is answered 400 whatever the
 //! count); on the socket the connection gets a JSON-RPC error line and is
-//! closed. Requests without the token are answered 401 before any of this
-//! and take no place.
+//! closed. Requests without the token are answered 401 before any of this,
+//! take no place, and end their connection.
 //!
 //! Neither transport ends because of what one connection does: a failed
 //! accept (the descriptor table full, a connection reset before it was
@@ -717,6 +717,15 @@ pub async fn serve_http(
                         resp.headers_mut().insert(
                             hyper::header::WWW_AUTHENTICATE,
                             hyper::header::HeaderValue::from_static("Bearer"),
+                        );
+                        // The connection ends with this answer: kept
+                        // alive, a client without the token held it (a
+                        // descriptor, a task) as long as it liked by
+                        // sending a request every few seconds, and tried
+                        // tokens on it without end.
+                        resp.headers_mut().insert(
+                            hyper::header::CONNECTION,
+                            hyper::header::HeaderValue::from_static("close"),
                         );
                         return Ok::<_, Infallible>(resp);
                     }
