@@ -230,3 +230,128 @@ fn mcpgone22_a_request_without_the_token_closes_its_connection() {
     );
     assert_eq!(status, 200, "{out}");
 }
+
+/// Reads `c` until `needle` has arrived (or the connection ends, or
+/// `secs` have passed): everything read.
+fn read_until(c: &mut TcpStream, needle: &str, secs: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    while !String::from_utf8_lossy(&out).contains(needle) && Instant::now() < deadline {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Connections without the token, as many as the server takes (its
+/// descriptors filled), leave a session's `exec` answered: with a refusal
+/// naming the shortage when the call cannot get the descriptor its
+/// cancel signal needs. Before, making that signal panicked on the
+/// protocol's thread, the call was never answered, and its client waited
+/// for ever: anyone who could connect to the port could hang every
+/// `exec` of the session.
+#[test]
+fn mcpgone22_an_exec_out_of_descriptors_is_answered() {
+    use std::os::unix::process::CommandExt;
+    let dir = policy_dir();
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n\
+         [exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 20000\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+    cmd.env_remove("SANDGATE_MCP_STALL_SECS")
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .args(["--http", "127.0.0.1:0", "--token-file"])
+        .arg(dir.path().join("tok"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: only setrlimit between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = rustix::process::Rlimit {
+                current: Some(128),
+                maximum: Some(128),
+            };
+            rustix::process::setrlimit(rustix::process::Resource::Nofile, lim)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let server = Killed(child);
+    let port: u16 = line
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let token = fs::read_to_string(dir.path().join("tok")).unwrap();
+    // One kept-alive connection carries the session.
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let send = |c: &mut TcpStream, body: &str, sid: Option<&str>| {
+        let sid = sid.map_or(String::new(), |s| format!("Mcp-Session-Id: {s}\r\n"));
+        let req = format!(
+            "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             {sid}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        c.write_all(req.as_bytes()).unwrap();
+    };
+    send(&mut c, &initialize(), None);
+    let out = read_until(&mut c, "\"id\":1,\"result\"", 20);
+    let sid = out
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id in {out}"));
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    send(&mut c, &note, Some(&sid));
+    let out = read_until(&mut c, "202 Accepted", 20);
+    assert!(out.contains("202 Accepted"), "{out}");
+    // Connections until the server takes no more.
+    let mut flood = Vec::new();
+    for _ in 0..300 {
+        match TcpStream::connect_timeout(
+            &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            Duration::from_secs(1),
+        ) {
+            Ok(f) => flood.push(f),
+            Err(_) => break,
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "echo hi"}}})
+    .to_string();
+    send(&mut c, &call, Some(&sid));
+    let out = read_until(&mut c, "\"id\":2", 15);
+    assert!(
+        out.contains("\"id\":2"),
+        "the exec was not answered with {} connections held: {out}",
+        flood.len()
+    );
+    assert!(
+        out.contains("hi") || out.contains("Too many open files"),
+        "{out}"
+    );
+    drop(flood);
+    drop(server);
+}
