@@ -2539,8 +2539,9 @@ fn http_a_body_that_never_arrives_is_answered_408_and_frees_its_place() {
 }
 
 /// A connection that sends requests but never takes their answers (here
-/// pipelined requests without the token, until the server stops reading
-/// them) is closed once its answer has waited 10 s to be written (4 s
+/// pipelined requests with the token that the SDK refuses at once, until
+/// the server stops reading them; one without the token ends its
+/// connection with its 401) is closed once its answer has waited 10 s to be written (4 s
 /// here, set with `SANDGATE_MCP_STALL_SECS`: the connection is seen held
 /// about a second after its answers stalled), so it
 /// cannot hold a descriptor and a task forever. Before, the server waited
@@ -2549,12 +2550,14 @@ fn http_a_body_that_never_arrives_is_answered_408_and_frees_its_place() {
 #[test]
 fn http7_a_connection_that_never_reads_its_answers_is_closed() {
     let dir = policy_dir();
-    let (mut child, port, _token) = start_http_stalling(dir.path(), Some(4));
+    let (mut child, port, token) = start_http_stalling(dir.path(), Some(4));
     let pid = child.id();
     let base = threads_and_fds(pid).1;
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_nonblocking(true).unwrap();
-    let one = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    let one = format!(
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\r\n"
+    );
     let many = one.repeat(1000);
     // Send until neither the server nor the kernel takes more for a
     // second: the server is then stuck writing answers nobody reads.

@@ -1293,9 +1293,31 @@ impl ServerHandler for Server {
                 }
             }
         };
+        // The signal takes a descriptor: out of them, the call is refused
+        // naming the shortage (making it could not fail here: it panicked
+        // and the call was never answered).
+        let abort = if name == "exec" {
+            match sandgate::exec::AbortSignal::try_new() {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    let e = self.shared.refused(
+                        "exec",
+                        "",
+                        Error::new(
+                            ErrorCode::Io,
+                            format!("cannot make the command's cancel signal: {e}"),
+                        ),
+                    );
+                    let tool = self.tools.iter().find(|t| t.name == request_name);
+                    return Ok(tool_result(tool, Err(e)).into());
+                }
+            }
+        } else {
+            None
+        };
         let cancel = Cancel {
             flag: Arc::new(AtomicBool::new(false)),
-            abort: (name == "exec").then(sandgate::exec::AbortSignal::new),
+            abort,
         };
         let answer = if inline {
             // Short work answers on this thread: handing it to another and

@@ -19,8 +19,8 @@
 //! `Mcp-Session-Id`) is answered 503 (one whose `Mcp-Session-Id` is not
 //! text, which the SDK would read as none, is answered 400 whatever the
 //! count); on the socket the connection gets a JSON-RPC error line and is
-//! closed. Requests without the token are answered 401 before any of this
-//! and take no place.
+//! closed. Requests without the token are answered 401 before any of this,
+//! take no place, and end their connection.
 //!
 //! Neither transport ends because of what one connection does: a failed
 //! accept (the descriptor table full, a connection reset before it was
@@ -354,6 +354,17 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Stalls<S> {
 /// too since the body is read here, so no body is held beyond it.
 const MAX_BODY: usize = 4 * 1024 * 1024;
 
+/// The most a connection's read buffer holds, and so the longest request
+/// head read (a longer one is answered 431 and its connection closed):
+/// 16 KiB, twice what a common server takes in one header line, and far
+/// more than an MCP client's head (its token, session id, host and a few
+/// more). The head is read whole before the token can be checked, so this
+/// bounds what anyone who can connect makes the server hold: hyper's own
+/// bound, about 400 KiB a connection, let 400 connections dripping heads
+/// without the token grow the server by 160 MiB for the 10 s a head may
+/// take. A body is read through the same buffer, 16 KiB at a time.
+const MAX_HEAD: usize = 16 * 1024;
+
 /// A plain-text answer with `status`.
 fn plain(status: StatusCode, text: String) -> Response<BoxBody<Bytes, Infallible>> {
     let mut resp = Response::new(Full::new(Bytes::from(text)).boxed());
@@ -363,20 +374,29 @@ fn plain(status: StatusCode, text: String) -> Response<BoxBody<Bytes, Infallible
 
 /// Reads `body` whole, at most [`MAX_BODY`] bytes within `within`
 /// (the stall time, [`STALL_TIMEOUT`] unless [`STALL_VAR`] sets another); else the answer
-/// that refuses it: 413 over the cap, 408 when it is late (the connection
+/// that refuses it: 413 over the cap (at once when its stated length is), 408 when it is late (the connection
 /// is then closed, as hyper does after an answer given before the body
 /// was read), 400 when it cannot be read.
 async fn read_body(
     body: Incoming,
     within: Duration,
 ) -> Result<Bytes, Response<BoxBody<Bytes, Infallible>>> {
+    let too_large = || {
+        plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Payload Too Large: request body exceeds {MAX_BODY} bytes\n"),
+        )
+    };
+    // A `Content-Length` past the cap is refused before any of the body is
+    // waited for: else a client stating more than it sends waited the
+    // stall time for a 408, holding its place.
+    if usize::try_from(hyper::body::Body::size_hint(&body).lower()).map_or(true, |n| n > MAX_BODY) {
+        return Err(too_large());
+    }
     let limited = http_body_util::Limited::new(body, MAX_BODY);
     match tokio::time::timeout(within, limited.collect()).await {
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(plain(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("Payload Too Large: request body exceeds {MAX_BODY} bytes\n"),
-        )),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
         Ok(Err(e)) => Err(plain(
             StatusCode::BAD_REQUEST,
             format!("cannot read the request body: {e}\n"),
@@ -698,6 +718,15 @@ pub async fn serve_http(
                             hyper::header::WWW_AUTHENTICATE,
                             hyper::header::HeaderValue::from_static("Bearer"),
                         );
+                        // The connection ends with this answer: kept
+                        // alive, a client without the token held it (a
+                        // descriptor, a task) as long as it liked by
+                        // sending a request every few seconds, and tried
+                        // tokens on it without end.
+                        resp.headers_mut().insert(
+                            hyper::header::CONNECTION,
+                            hyper::header::HeaderValue::from_static("close"),
+                        );
                         return Ok::<_, Infallible>(resp);
                     }
                     // The SDK judges the first `Host` and the first
@@ -771,6 +800,7 @@ pub async fn serve_http(
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(stall)
+                .max_buf_size(MAX_HEAD)
                 .serve_connection(TokioIo::new(Stalls::new(stream, stall)), svc)
                 .await;
         });

@@ -263,7 +263,9 @@ impl AbortSignal {
         Self::try_new().expect("eventfd for AbortSignal")
     }
 
-    fn try_new() -> io::Result<Self> {
+    /// A fresh, not aborted signal, or the error that stopped the process
+    /// from creating its eventfd (out of descriptors).
+    pub fn try_new() -> io::Result<Self> {
         use rustix::event::EventfdFlags;
         let event = rustix::event::eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
         Ok(AbortSignal {
