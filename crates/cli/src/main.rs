@@ -151,7 +151,8 @@ enum Command {
         dir: PathBuf,
         /// Where to write it (default: `<dir>.sandgate.toml` beside the
         /// directory); an existing file is never replaced, and the policy is
-        /// written whole or not at all.
+        /// written whole or not at all. The path printed is escaped:
+        /// controls as `\u{1b}`, bytes that are not UTF-8 as `\xff`.
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
@@ -643,6 +644,35 @@ fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// How the CLI shows a path it names on a terminal (`init`'s output, its
+/// refusals): every control character (line feed and tab included) and
+/// every bidirectional embedding, override or isolate as `\u{…}`, and each
+/// byte that is not part of valid UTF-8 as `\xNN`, so that a name cannot
+/// drive the terminal, split the one line a script reads, or pass for
+/// another name (the lossy spelling, U+FFFD, can be a real name of its own).
+fn shown(path: impl AsRef<std::path::Path>) -> String {
+    let path = path.as_ref();
+    use std::fmt::Write as _;
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::with_capacity(path.as_os_str().len() + 16);
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control()
+                || ('\u{202a}'..='\u{202e}').contains(&c)
+                || ('\u{2066}'..='\u{2069}').contains(&c)
+            {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
 }
 
 fn pretty_exchange_raw(
