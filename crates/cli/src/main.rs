@@ -43,11 +43,16 @@ macro_rules! out {
 }
 
 /// `eprintln!` that never panics: a closed stderr loses the message, not
-/// the exit code.
+/// the exit code. Every message goes out through [`terminal_safe`]: the
+/// names it quotes (a policy file, an audit file, a directory, a root
+/// written in the policy) are the user's or an agent's, and an escape
+/// sequence or bidirectional override in one would otherwise reach the
+/// terminal as is.
 macro_rules! errln {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
+        let text = format!($($t)*);
+        let _ = writeln!(std::io::stderr(), "{}", $crate::terminal_safe(&text));
     }};
 }
 

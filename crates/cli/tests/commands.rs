@@ -453,3 +453,55 @@ fn the_explain_help_examples_run_on_the_example_policy() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// A name the user passes (a policy file, an audit file, a directory) is
+/// shown on stderr with its controls escaped: a policy named with an
+/// escape sequence that sets the terminal's title reached the terminal
+/// as is in `check`'s, `tool`'s, `exec`'s, `explain`'s and `mcp`'s
+/// refusals, and a bidirectional override reordered what followed it.
+#[test]
+fn cli22_refusals_show_the_names_they_quote_escaped() {
+    let fx = fixture(GOOD);
+    let evil = "t\u{1b}]0;owned\u{7}\u{202e}x";
+    let missing = format!("{evil}.toml");
+    let audit_dir = fx.path().join(evil).join("audit.jsonl");
+    let cases: Vec<Vec<String>> = vec![
+        vec!["check".into(), missing.clone()],
+        vec!["tool".into(), "--policy".into(), missing.clone()],
+        vec![
+            "exec".into(),
+            "--policy".into(),
+            missing.clone(),
+            "--".into(),
+            "true".into(),
+        ],
+        vec!["explain".into(), missing.clone(), "a.txt".into()],
+        vec!["mcp".into(), "--policy".into(), missing.clone()],
+        vec![
+            "mcp".into(),
+            "--policy".into(),
+            "policy.toml".into(),
+            "--audit".into(),
+            audit_dir.to_str().unwrap().into(),
+        ],
+        vec!["mcp".into(), fx.path().join(evil).to_str().unwrap().into()],
+    ];
+    for args in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(fx.path(), &args, None, "");
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        let err = &out.stderr;
+        assert!(
+            !err.contains(&0x1b)
+                && !err.contains(&0x07)
+                && !err.windows(3).any(|w| w == "\u{202e}".as_bytes()),
+            "{args:?}: {:?}",
+            text(err)
+        );
+        let err = text(err);
+        assert!(
+            err.contains("t\\u{1b}]0;owned\\u{7}\\u{202e}x"),
+            "{args:?}: {err}"
+        );
+    }
+}
