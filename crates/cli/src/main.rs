@@ -137,7 +137,10 @@ enum Command {
         command: Vec<String>,
     },
     /// Run a program under supervision: admission line, confinement, limits,
-    /// and a `policy-result:` line when a limit stops it (exit 3).
+    /// and a `policy-result:` line when a limit stops it (exit 3). Exit 2 is
+    /// the program's own after `policy: {"ok":true…}`, a refusal when the
+    /// last `policy:` line says `"ok":false`, a usage error with no
+    /// `policy:` line.
     Run {
         /// The policy file (TOML).
         #[arg(long, env = "SANDGATE_POLICY", value_name = "POLICY")]
