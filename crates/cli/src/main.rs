@@ -63,6 +63,8 @@ mod mcp;
 mod run;
 use sandgate::policy::Policy;
 use sandgate::ToolSession;
+// Terminal controls escaped as `\u{1b}`, in what is shown on a terminal.
+use sandgate_mcp::terminal_safe;
 use serde_json::Value;
 
 #[derive(Parser)]
@@ -627,31 +629,6 @@ fn pretty_exchange(
     let mut shown = Vec::new();
     pretty_exchange_raw(session, policy, request, &mut shown)?;
     out.write_all(terminal_safe(&String::from_utf8_lossy(&shown)).as_bytes())
-}
-
-/// `text` with every control but line feed and tab, and every
-/// bidirectional embedding, override or isolate, written as `\u{…}`: an
-/// escape sequence in a file's content or name could otherwise set the
-/// terminal's title or clipboard, hide or redraw what is shown, and the
-/// bidirectional controls reorder it.
-fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
-            || ('\u{202a}'..='\u{202e}').contains(&c)
-            || ('\u{2066}'..='\u{2069}').contains(&c)
-    };
-    if !text.chars().any(unsafe_char) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if unsafe_char(c) {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
 }
 
 /// How the CLI shows a path it names on a terminal (`init`'s output, its
