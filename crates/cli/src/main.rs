@@ -358,7 +358,9 @@ fn check(path: &PathBuf, json: bool) -> ExitCode {
     if json {
         outln!("{}", summary.to_json());
     } else {
-        out!("{summary}");
+        // Shown to a person deciding whether to trust the policy: a root
+        // or pattern holding an escape sequence could redraw what is shown.
+        out!("{}", terminal_safe(&summary.to_string()));
     }
     ExitCode::SUCCESS
 }

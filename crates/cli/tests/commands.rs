@@ -505,3 +505,53 @@ fn cli22_refusals_show_the_names_they_quote_escaped() {
         );
     }
 }
+
+/// `sandgate check` shows a policy to a person who is deciding whether to
+/// trust it: a policy whose deny pattern or root name holds an escape
+/// sequence could rewrite what the summary shows (`ESC [1A ESC [2K`
+/// erases the line above, so a grant vanishes from the screen), and a
+/// bidirectional override reorders it. Before, the summary printed them
+/// raw; `explain` likewise echoed its target raw.
+#[test]
+fn cli22_check_and_explain_show_what_the_policy_names_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = "w\u{1b}[1A\u{1b}[2Ks";
+    fs::create_dir(tmp.path().join(root)).unwrap();
+    let policy = "[fs]\nread_roots = [\"w\\u001b[1A\\u001b[2Ks\"]\n\
+                  write_root = \"w\\u001b[1A\\u001b[2Ks\"\n\
+                  deny_write = [\"\\u001b]0;pwned\\u0007x\", \"\\u202eabc\"]\n";
+    fs::write(tmp.path().join("policy.toml"), policy).unwrap();
+    let clean = |what: &str, out: &Output| {
+        let bytes = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+        assert!(
+            !bytes.contains(&0x1b)
+                && !bytes.contains(&0x07)
+                && !bytes.windows(3).any(|w| w == "\u{202e}".as_bytes()),
+            "{what}: {:?}",
+            text(&bytes)
+        );
+        text(&out.stdout)
+    };
+    let out = run(tmp.path(), &["check", "policy.toml"], None, "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = clean("check", &out);
+    for escaped in [
+        "w\\u{1b}[1A\\u{1b}[2Ks",
+        "\\u{1b}]0;pwned\\u{7}x",
+        "\\u{202e}abc",
+    ] {
+        assert!(shown.contains(escaped), "{escaped}: {shown}");
+    }
+    // The JSON summary is JSON's own escaping, unchanged.
+    let out = run(tmp.path(), &["check", "--json", "policy.toml"], None, "");
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(summary.to_string().contains("pwned"));
+    let out = run(
+        tmp.path(),
+        &["explain", "policy.toml", "a\u{1b}]0;t\u{7}b"],
+        None,
+        "",
+    );
+    let shown = clean("explain", &out);
+    assert!(shown.contains("a\\u{1b}]0;t\\u{7}b"), "{shown}");
+}
