@@ -555,3 +555,49 @@ fn cli22_check_and_explain_show_what_the_policy_names_escaped() {
     let shown = clean("explain", &out);
     assert!(shown.contains("a\\u{1b}]0;t\\u{7}b"), "{shown}");
 }
+
+/// The tool endpoint's exit statuses, as documented: a stdin that is a
+/// directory cannot be read (1, naming it); a closed stdin is an empty
+/// session (0, nothing answered); a reader gone away ends it quietly (0).
+#[test]
+fn cli22_tool_exit_statuses_for_a_stdin_it_cannot_use() {
+    let fx = fixture(GOOD);
+    let policy = fx.path().join("policy.toml");
+    let dir = fs::File::open(fx.path().join("ws")).unwrap();
+    let out = Command::new(SANDGATE)
+        .args(["tool", "--policy"])
+        .arg(&policy)
+        .stdin(dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("reading stdin") && err.contains("directory"),
+        "{err}"
+    );
+    // fd 0 closed: `sh -c 'exec <&-'` runs sandgate without a stdin.
+    let out = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(r#"exec "$0" tool --policy "$1" <&-"#)
+        .arg(SANDGATE)
+        .arg(&policy)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
+    // Its reader gone: the answers have nowhere to go, and the session
+    // ends with 0, not killed by SIGPIPE.
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(
+            r#"yes '{"op":"summary"}' | head -n 100000 | "$0" tool --policy "$1" | head -c 1 >/dev/null
+               s=("${PIPESTATUS[@]}"); exit "${s[2]}""#,
+        )
+        .arg(SANDGATE)
+        .arg(&policy)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
