@@ -353,17 +353,19 @@ pub fn run(args: &Args) -> ExitCode {
         });
         outln!("{out}");
     } else {
+        // The target and what the rules quote are shown with their
+        // controls escaped, as every other text on a terminal is.
         for a in &answers {
             if a.allowed {
-                outln!("{} {target}: allowed by {} ({})", a.op, a.rule, a.detail);
+                let line = format!("{} {target}: allowed by {} ({})", a.op, a.rule, a.detail);
+                outln!("{}", crate::terminal_safe(&line));
             } else {
                 let code = a.code.map_or("", |c| c.as_str());
-                outln!(
+                let line = format!(
                     "{} {target}: refused ({code}) by {}: {}",
-                    a.op,
-                    a.rule,
-                    a.detail
+                    a.op, a.rule, a.detail
                 );
+                outln!("{}", crate::terminal_safe(&line));
             }
         }
     }

@@ -84,7 +84,7 @@ fn write_new(out: &Path, text: &[u8], root: &Path, beside: bool) -> Result<(), S
         ""
     };
     if out.file_name().is_none() {
-        return Err(format!("{}: not a file name", out.display()));
+        return Err(format!("{}: not a file name", crate::shown(out)));
     }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -100,7 +100,7 @@ fn write_new(out: &Path, text: &[u8], root: &Path, beside: bool) -> Result<(), S
         let _ = std::fs::remove_file(&tmp);
         return Err(format!(
             "{}: {e} (nothing written){elsewhere}",
-            out.display()
+            crate::shown(out)
         ));
     }
     // Checked where it will live (the same directory), before it is there.
@@ -121,21 +121,21 @@ fn write_new(out: &Path, text: &[u8], root: &Path, beside: bool) -> Result<(), S
                 "; every file lies inside /, so grant a narrower directory".to_owned()
             }
             PolicyErrorKind::WriteRootContainsPolicy => {
-                format!("; write it outside {} with -o FILE", root.display())
+                format!("; write it outside {} with -o FILE", crate::shown(root))
             }
             _ => String::new(),
         };
         return Err(format!(
             "the starter policy for {} was refused as {} ({}: {}); nothing written{hint}",
-            root.display(),
-            out.display(),
+            crate::shown(root),
+            crate::shown(out),
             e.code(),
             problems.join("; ")
         ));
     }
     let linked = std::fs::hard_link(&tmp, out);
     let _ = std::fs::remove_file(&tmp);
-    linked.map_err(|e| format!("{}: {e} (nothing written){elsewhere}", out.display()))
+    linked.map_err(|e| format!("{}: {e} (nothing written){elsewhere}", crate::shown(out)))
 }
 
 /// Writes the starter policy for `dir` to `output` (default
@@ -148,16 +148,16 @@ pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
     let root = match std::fs::canonicalize(dir) {
         Ok(r) if r.is_dir() => r,
         Ok(_) => {
-            errln!("sandgate: {}: not a directory", dir.display());
+            errln!("sandgate: {}: not a directory", crate::shown(dir));
             return ExitCode::from(2);
         }
         Err(e) => {
-            errln!("sandgate: {}: {e}", dir.display());
+            errln!("sandgate: {}: {e}", crate::shown(dir));
             return ExitCode::from(2);
         }
     };
     let Some(root_str) = root.to_str() else {
-        errln!("sandgate: {}: the path is not UTF-8", root.display());
+        errln!("sandgate: {}: the path is not UTF-8", crate::shown(&root));
         return ExitCode::from(2);
     };
     if let Some(why) = sandgate_mcp::starter::home_refusal(&root) {
@@ -171,7 +171,7 @@ pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
             "sandgate: {}: the directory is or lies inside `{name}`, which the starter \
              policy keeps from the agent; give the work tree around it (or write a \
              policy by hand to grant it)",
-            root.display()
+            crate::shown(&root)
         );
         return ExitCode::from(2);
     }
@@ -181,11 +181,11 @@ pub fn init(dir: &Path, output: Option<PathBuf>) -> ExitCode {
         errln!("sandgate: {message}");
         return ExitCode::from(2);
     }
-    outln!("{}", out.display());
+    outln!("{}", crate::shown(&out));
     errln!(
         "sandgate: wrote a starter policy for {}; serve it with `sandgate mcp --policy {}`",
-        root.display(),
-        out.display()
+        crate::shown(&root),
+        crate::shown(&out)
     );
     ExitCode::SUCCESS
 }

@@ -43,11 +43,16 @@ macro_rules! out {
 }
 
 /// `eprintln!` that never panics: a closed stderr loses the message, not
-/// the exit code.
+/// the exit code. Every message goes out through [`terminal_safe`]: the
+/// names it quotes (a policy file, an audit file, a directory, a root
+/// written in the policy) are the user's or an agent's, and an escape
+/// sequence or bidirectional override in one would otherwise reach the
+/// terminal as is.
 macro_rules! errln {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
+        let text = format!($($t)*);
+        let _ = writeln!(std::io::stderr(), "{}", $crate::terminal_safe(&text));
     }};
 }
 
@@ -58,6 +63,8 @@ mod mcp;
 mod run;
 use sandgate::policy::Policy;
 use sandgate::ToolSession;
+// Terminal controls escaped as `\u{1b}`, in what is shown on a terminal.
+use sandgate_mcp::terminal_safe;
 use serde_json::Value;
 
 #[derive(Parser)]
@@ -132,7 +139,10 @@ enum Command {
         command: Vec<String>,
     },
     /// Run a program under supervision: admission line, confinement, limits,
-    /// and a `policy-result:` line when a limit stops it (exit 3).
+    /// and a `policy-result:` line when a limit stops it (exit 3). Exit 2 is
+    /// the program's own after `policy: {"ok":true…}`, a refusal when the
+    /// last `policy:` line says `"ok":false`, a usage error with no
+    /// `policy:` line.
     Run {
         /// The policy file (TOML).
         #[arg(long, env = "SANDGATE_POLICY", value_name = "POLICY")]
@@ -151,7 +161,8 @@ enum Command {
         dir: PathBuf,
         /// Where to write it (default: `<dir>.sandgate.toml` beside the
         /// directory); an existing file is never replaced, and the policy is
-        /// written whole or not at all.
+        /// written whole or not at all. The path printed is escaped:
+        /// controls as `\u{1b}`, bytes that are not UTF-8 as `\xff`.
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
@@ -347,7 +358,9 @@ fn check(path: &PathBuf, json: bool) -> ExitCode {
     if json {
         outln!("{}", summary.to_json());
     } else {
-        out!("{summary}");
+        // Shown to a person deciding whether to trust the policy: a root
+        // or pattern holding an escape sequence could redraw what is shown.
+        out!("{}", terminal_safe(&summary.to_string()));
     }
     ExitCode::SUCCESS
 }
@@ -620,29 +633,33 @@ fn pretty_exchange(
     out.write_all(terminal_safe(&String::from_utf8_lossy(&shown)).as_bytes())
 }
 
-/// `text` with every control but line feed and tab, and every
-/// bidirectional embedding, override or isolate, written as `\u{…}`: an
-/// escape sequence in a file's content or name could otherwise set the
-/// terminal's title or clipboard, hide or redraw what is shown, and the
-/// bidirectional controls reorder it.
-fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
-            || ('\u{202a}'..='\u{202e}').contains(&c)
-            || ('\u{2066}'..='\u{2069}').contains(&c)
-    };
-    if !text.chars().any(unsafe_char) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if unsafe_char(c) {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            out.push(c);
+/// How the CLI shows a path it names on a terminal (`init`'s output, its
+/// refusals): every control character (line feed and tab included) and
+/// every bidirectional embedding, override or isolate as `\u{…}`, and each
+/// byte that is not part of valid UTF-8 as `\xNN`, so that a name cannot
+/// drive the terminal, split the one line a script reads, or pass for
+/// another name (the lossy spelling, U+FFFD, can be a real name of its own).
+fn shown(path: impl AsRef<std::path::Path>) -> String {
+    let path = path.as_ref();
+    use std::fmt::Write as _;
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::with_capacity(path.as_os_str().len() + 16);
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control()
+                || ('\u{202a}'..='\u{202e}').contains(&c)
+                || ('\u{2066}'..='\u{2069}').contains(&c)
+            {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
         }
     }
-    std::borrow::Cow::Owned(out)
+    out
 }
 
 fn pretty_exchange_raw(

@@ -11,7 +11,9 @@
 //!   credential on the command line is not printed beside redacted output;
 //! - exit 2 when the policy refuses the run (the decision says why; a
 //!   policy with `budgets.exec_ops = 0` is refused there, never after an
-//!   admission that said `"ok":true`);
+//!   admission that said `"ok":true`); a program's own exit 2 comes after
+//!   an admission that said `"ok":true`, and a usage error (clap's, also
+//!   2) writes no `policy:` line, so the three are told apart on stderr;
 //! - exit 3 and `policy-result: {"version":1,"stage":"execute","reason":…}`
 //!   when a limit stopped the program: `timeout`, `output_limit`,
 //!   `memory_limit`, `task_limit`, `cpu_limit` or `file_size_limit` (a

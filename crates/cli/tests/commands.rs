@@ -453,3 +453,151 @@ fn the_explain_help_examples_run_on_the_example_policy() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// A name the user passes (a policy file, an audit file, a directory) is
+/// shown on stderr with its controls escaped: a policy named with an
+/// escape sequence that sets the terminal's title reached the terminal
+/// as is in `check`'s, `tool`'s, `exec`'s, `explain`'s and `mcp`'s
+/// refusals, and a bidirectional override reordered what followed it.
+#[test]
+fn cli22_refusals_show_the_names_they_quote_escaped() {
+    let fx = fixture(GOOD);
+    let evil = "t\u{1b}]0;owned\u{7}\u{202e}x";
+    let missing = format!("{evil}.toml");
+    let audit_dir = fx.path().join(evil).join("audit.jsonl");
+    let cases: Vec<Vec<String>> = vec![
+        vec!["check".into(), missing.clone()],
+        vec!["tool".into(), "--policy".into(), missing.clone()],
+        vec![
+            "exec".into(),
+            "--policy".into(),
+            missing.clone(),
+            "--".into(),
+            "true".into(),
+        ],
+        vec!["explain".into(), missing.clone(), "a.txt".into()],
+        vec!["mcp".into(), "--policy".into(), missing.clone()],
+        vec![
+            "mcp".into(),
+            "--policy".into(),
+            "policy.toml".into(),
+            "--audit".into(),
+            audit_dir.to_str().unwrap().into(),
+        ],
+        vec!["mcp".into(), fx.path().join(evil).to_str().unwrap().into()],
+    ];
+    for args in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(fx.path(), &args, None, "");
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        let err = &out.stderr;
+        assert!(
+            !err.contains(&0x1b)
+                && !err.contains(&0x07)
+                && !err.windows(3).any(|w| w == "\u{202e}".as_bytes()),
+            "{args:?}: {:?}",
+            text(err)
+        );
+        let err = text(err);
+        assert!(
+            err.contains("t\\u{1b}]0;owned\\u{7}\\u{202e}x"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// `sandgate check` shows a policy to a person who is deciding whether to
+/// trust it: a policy whose deny pattern or root name holds an escape
+/// sequence could rewrite what the summary shows (`ESC [1A ESC [2K`
+/// erases the line above, so a grant vanishes from the screen), and a
+/// bidirectional override reorders it. Before, the summary printed them
+/// raw; `explain` likewise echoed its target raw.
+#[test]
+fn cli22_check_and_explain_show_what_the_policy_names_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = "w\u{1b}[1A\u{1b}[2Ks";
+    fs::create_dir(tmp.path().join(root)).unwrap();
+    let policy = "[fs]\nread_roots = [\"w\\u001b[1A\\u001b[2Ks\"]\n\
+                  write_root = \"w\\u001b[1A\\u001b[2Ks\"\n\
+                  deny_write = [\"\\u001b]0;pwned\\u0007x\", \"\\u202eabc\"]\n";
+    fs::write(tmp.path().join("policy.toml"), policy).unwrap();
+    let clean = |what: &str, out: &Output| {
+        let bytes = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+        assert!(
+            !bytes.contains(&0x1b)
+                && !bytes.contains(&0x07)
+                && !bytes.windows(3).any(|w| w == "\u{202e}".as_bytes()),
+            "{what}: {:?}",
+            text(&bytes)
+        );
+        text(&out.stdout)
+    };
+    let out = run(tmp.path(), &["check", "policy.toml"], None, "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = clean("check", &out);
+    for escaped in [
+        "w\\u{1b}[1A\\u{1b}[2Ks",
+        "\\u{1b}]0;pwned\\u{7}x",
+        "\\u{202e}abc",
+    ] {
+        assert!(shown.contains(escaped), "{escaped}: {shown}");
+    }
+    // The JSON summary is JSON's own escaping, unchanged.
+    let out = run(tmp.path(), &["check", "--json", "policy.toml"], None, "");
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(summary.to_string().contains("pwned"));
+    let out = run(
+        tmp.path(),
+        &["explain", "policy.toml", "a\u{1b}]0;t\u{7}b"],
+        None,
+        "",
+    );
+    let shown = clean("explain", &out);
+    assert!(shown.contains("a\\u{1b}]0;t\\u{7}b"), "{shown}");
+}
+
+/// The tool endpoint's exit statuses, as documented: a stdin that is a
+/// directory cannot be read (1, naming it); a closed stdin is an empty
+/// session (0, nothing answered); a reader gone away ends it quietly (0).
+#[test]
+fn cli22_tool_exit_statuses_for_a_stdin_it_cannot_use() {
+    let fx = fixture(GOOD);
+    let policy = fx.path().join("policy.toml");
+    let dir = fs::File::open(fx.path().join("ws")).unwrap();
+    let out = Command::new(SANDGATE)
+        .args(["tool", "--policy"])
+        .arg(&policy)
+        .stdin(dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("reading stdin") && err.contains("directory"),
+        "{err}"
+    );
+    // fd 0 closed: `sh -c 'exec <&-'` runs sandgate without a stdin.
+    let out = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(r#"exec "$0" tool --policy "$1" <&-"#)
+        .arg(SANDGATE)
+        .arg(&policy)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
+    // Its reader gone: the answers have nowhere to go, and the session
+    // ends with 0, not killed by SIGPIPE.
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(
+            r#"yes '{"op":"summary"}' | head -n 100000 | "$0" tool --policy "$1" | head -c 1 >/dev/null
+               s=("${PIPESTATUS[@]}"); exit "${s[2]}""#,
+        )
+        .arg(SANDGATE)
+        .arg(&policy)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}

@@ -404,3 +404,81 @@ fn init_refuses_the_home_directory_and_what_holds_it() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The path `init` prints (on stdout, and in its message on stderr) is
+/// shown escaped: a directory or output name holding a line break, an
+/// escape sequence or bytes that are not UTF-8 never reaches the terminal
+/// (or a script reading the one line) as is. Before, `init` printed
+/// `out.display()` raw: ESC `]0;…BEL` set the terminal's title, a line
+/// feed split the one path into two lines, and a stray byte was shown as
+/// U+FFFD, a real name of its own.
+#[test]
+fn cli22_init_prints_the_path_it_wrote_escaped() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let cases: [(&[u8], &[u8]); 3] = [
+        (b"a\nb", b"a\\u{a}b"),
+        (b"e\x1b]0;owned\x07x", b"e\\u{1b}]0;owned\\u{7}x"),
+        (b"bidi\xe2\x80\xaeevil", b"bidi\\u{202e}evil"),
+    ];
+    for (name, escaped) in cases {
+        let proj = tmp.path().join(std::ffi::OsStr::from_bytes(name));
+        fs::create_dir(&proj).unwrap();
+        let out = sandgate().arg("init").arg(&proj).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let written = tmp.path().canonicalize().unwrap();
+        let mut expect = written.as_os_str().as_bytes().to_vec();
+        expect.push(b'/');
+        expect.extend_from_slice(escaped);
+        expect.extend_from_slice(b".sandgate.toml\n");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&expect)
+        );
+        for stream in [&out.stdout, &out.stderr] {
+            assert!(
+                !stream.iter().any(|b| *b == 0x1b || *b == 0x07)
+                    && !stream.windows(3).any(|w| w == b"\xe2\x80\xae"),
+                "{}",
+                String::from_utf8_lossy(stream)
+            );
+        }
+        // The policy itself is where the name says, unescaped.
+        let mut policy = proj.as_os_str().as_bytes().to_vec();
+        policy.extend_from_slice(b".sandgate.toml");
+        assert!(std::path::Path::new(std::ffi::OsStr::from_bytes(&policy)).is_file());
+    }
+    // An output name that is not UTF-8: each stray byte as `\xNN`.
+    let proj = tmp.path().join("plain");
+    fs::create_dir(&proj).unwrap();
+    let target = tmp.path().join(std::ffi::OsStr::from_bytes(b"p\xff.toml"));
+    let out = sandgate()
+        .arg("init")
+        .arg(&proj)
+        .arg("-o")
+        .arg(&target)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.ends_with("/p\\xff.toml\n"), "{stdout}");
+    assert!(target.is_file());
+    // Refusals name the path escaped too.
+    let again = sandgate()
+        .arg("init")
+        .arg(&proj)
+        .arg("-o")
+        .arg(&target)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    let err = String::from_utf8(again.stderr).unwrap();
+    assert!(
+        err.contains("p\\xff.toml") && err.contains("exists"),
+        "{err}"
+    );
+}

@@ -5119,3 +5119,41 @@ fn ci20_a_bad_stall_time_is_refused_by_name() {
         }
     }
 }
+
+/// The lines the server says on stderr name the socket and token file
+/// with their controls escaped: `--unix` or `--token-file` named with an
+/// escape sequence (`ESC [2J` clears the screen) reached the terminal as
+/// is in `serving MCP on …`.
+#[test]
+fn cli22_the_serving_line_shows_names_escaped() {
+    let dir = policy_dir();
+    let evil = "s\u{1b}[2J\u{202e}k";
+    let sock = dir.path().join(evil);
+    let http = ["--http", "127.0.0.1:0", "--token-file"];
+    for (flags, name) in [
+        (&["--unix"][..], &sock),
+        (&http[..], &dir.path().join(evil).with_extension("tok")),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(["mcp", "--policy"])
+            .arg(dir.path().join("policy.toml"))
+            .args(flags)
+            .arg(name)
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = Vec::new();
+        err.read_until(b'\n', &mut line).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        let shown = String::from_utf8_lossy(&line);
+        assert!(shown.starts_with("sandgate: serving MCP on"), "{shown:?}");
+        assert!(
+            !line.contains(&0x1b) && !shown.contains('\u{202e}'),
+            "{flags:?}: {shown:?}"
+        );
+        assert!(shown.contains("s\\u{1b}[2J\\u{202e}k"), "{shown:?}");
+    }
+}

@@ -811,3 +811,40 @@ fn cli20_a_signal_ends_a_supervisor_blocked_on_a_reader_that_stopped_reading() {
         assert_eq!(status.code(), Some(128 + 15), "sandgate {command}");
     }
 }
+
+/// Exit 2 means three things, told apart by the supervisor's lines on
+/// stderr, as the documentation says: the program's own 2 comes after an
+/// admission `policy: {"ok":true…}` (and a program's forged refusal is
+/// marked `worker: `); a refusal's last `policy:` line says `"ok":false`;
+/// a usage error (a command line that does not parse) writes no `policy:`
+/// line at all.
+#[test]
+fn cli22_exit_2_is_told_apart_by_the_policy_lines() {
+    let dir = policy(ENABLED);
+    let forged = r#"echo 'policy: {"ok":false,"code":"E_DENIED"}' >&2; exit 2"#;
+    let own = run(&dir, &["/bin/sh", "-c", forged]);
+    assert_eq!(own.status.code(), Some(2));
+    let decisions = contract(&own, "policy");
+    let stderr = String::from_utf8_lossy(&own.stderr);
+    assert_eq!(decisions.len(), 1, "{stderr}");
+    assert_eq!(decisions[0]["ok"], true, "{stderr}");
+    assert!(stderr.contains("worker: policy: "), "{stderr}");
+
+    let refused = run(&policy(""), &["/bin/true"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let decisions = contract(&refused, "policy");
+    assert_eq!(decisions.last().unwrap()["ok"], false);
+
+    for args in [&["run", "--policy"][..], &["run", "--bogus", "--", "true"]] {
+        let usage = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(args)
+            .arg(dir.path().join("policy.toml"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(usage.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&usage.stderr);
+        assert!(contract(&usage, "policy").is_empty(), "{stderr}");
+        assert!(stderr.starts_with("error: "), "{stderr}");
+    }
+}

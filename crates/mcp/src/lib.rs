@@ -1445,16 +1445,46 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
     Policy::from_bytes(toml.as_bytes(), std::path::Path::new("/"), None).map_err(Error::from)
 }
 
+/// `text` with every control but line feed and tab, and every
+/// bidirectional embedding, override or isolate, written as `\u{…}`, for a
+/// terminal: an escape sequence in a file's content or name could
+/// otherwise set the terminal's title or clipboard, hide or redraw what is
+/// shown, and the bidirectional controls reorder it.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Writes `args` and a newline to stderr, in one write, or nothing: where
 /// stderr is a regular file (a log) that the line would take past the
 /// process's file size limit (`ulimit -f`), it is not written, since the
 /// write would raise `SIGXFSZ`, whose default action ends the program
 /// embedding the server; a failed write is not a panic either, as
 /// `eprintln!`'s is.
+///
+/// The line goes out through [`terminal_safe`]: it names files the user or
+/// an agent chose (the socket, the token file, the audit file), and an
+/// escape sequence in one would otherwise reach the terminal as is.
 pub(crate) fn say(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
     use std::os::fd::AsFd;
-    let line = format!("{args}\n");
+    let text = args.to_string();
+    let line = format!("{}\n", terminal_safe(&text));
     let stderr = std::io::stderr();
     if let Some(at) = lines::regular_file_offset(stderr.as_fd()) {
         if sandgate::rootfs::within_file_size_limit(at.saturating_add(line.len() as u64)).is_err() {
