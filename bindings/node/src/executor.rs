@@ -279,7 +279,19 @@ impl Executor {
         let (abort, listener) = match signal {
             None => (None, None),
             Some(signal) => {
-                let native = AbortSignal::new();
+                // Its eventfd takes a descriptor: out of them, the call
+                // rejects naming the shortage rather than panic.
+                let native = match AbortSignal::try_new() {
+                    Ok(native) => native,
+                    Err(e) => {
+                        signal.unref(env)?;
+                        let e = sandgate::Error::new(
+                            sandgate::ErrorCode::Io,
+                            format!("cannot make the command's abort signal: {e}"),
+                        );
+                        return Err(js_error(env, &e));
+                    }
+                };
                 let on_abort = native.clone();
                 let listener = connect(env, signal, move || on_abort.abort())?.or_throw(env)?;
                 (Some(native), listener)

@@ -825,3 +825,36 @@ test('ffi17: process.exit() with a command running is not held by it', () => {
     fs.rmSync(dir, { recursive: true, force: true })
   }
 })
+
+test('an exec whose abort signal cannot be made, out of descriptors, rejects E_IO naming the shortage', () => {
+  // Its native signal takes a descriptor (an eventfd): out of them, the
+  // call panicked. Run in a child under a low limit: the descriptor table
+  // is the process's.
+  const { spawnSync } = require('node:child_process')
+  const dir = tempDir()
+  try {
+    const script = `
+      const fs = require('node:fs')
+      const { Executor } = require(${JSON.stringify(path.join(__dirname, '..'))})
+      const x = Executor.fromOptions({ write_root: ${JSON.stringify(dir)}, enabled: true })
+      x.start()
+      const held = []
+      for (;;) { try { held.push(fs.openSync('/dev/null', 'r')) } catch { break } }
+      let outcome
+      try {
+        x.exec('true', { abortSignal: new AbortController().signal }).then(() => {}, () => {})
+        outcome = 'no throw'
+      } catch (e) {
+        outcome = e.code + ' ' + e.message
+      }
+      for (const fd of held) fs.closeSync(fd)
+      x.dispose()
+      console.log(outcome)
+    `
+    const r = spawnSync('sh', ['-c', 'ulimit -n 256 && exec "$0" -e "$1"', process.execPath, script], { timeout: 60000, encoding: 'utf8' })
+    assert.equal(r.status, 0, r.stderr)
+    assert.match(r.stdout, /^E_IO .*abort signal.*Too many open files/, r.stdout + r.stderr)
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})

@@ -367,10 +367,18 @@ pub unsafe extern "C" fn sg_abort_new(
     boundary(err, || {
         // SAFETY: the caller's contract.
         let out = unsafe { out_ptr(out, "out")? };
+        // Its eventfd takes a descriptor: out of them, the call fails
+        // naming the shortage (it panicked, answered as E_INTERNAL).
+        let signal = AbortSignal::try_new().map_err(|e| {
+            facade::Error::new(
+                facade::ErrorCode::Io,
+                format!("cannot make the abort signal: {e}"),
+            )
+        })?;
         put(
             out,
             into_handle(sg_abort {
-                signal: AbortSignal::new(),
+                signal,
                 cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             }),
         );

@@ -885,3 +885,88 @@ fn cabi22_an_empty_audit_path_points_to_memory() {
         "an empty path points to {addr:#x}, not to memory"
     );
 }
+
+/// Set in the child process of
+/// [`an_abort_signal_out_of_descriptors_is_an_io_error`].
+const NOFILE_CHILD: &str = "SANDGATE_TEST_ABORT_NOFILE_CHILD";
+
+/// `sg_abort_new` with the process out of descriptors (its eventfd takes
+/// one) answers `E_IO` naming the shortage; it panicked, which the
+/// boundary turned into `E_INTERNAL`, a bug's code. Run in a child
+/// process: the descriptor table is the process's.
+#[test]
+fn an_abort_signal_out_of_descriptors_is_an_io_error() {
+    if std::env::var_os(NOFILE_CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "an_abort_signal_out_of_descriptors_is_an_io_error",
+                "--nocapture",
+            ])
+            .env(NOFILE_CHILD, "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let lib_path = CString::new(library::library().to_str().unwrap()).unwrap();
+    // SAFETY: loading the library under test.
+    let lib = unsafe { libc::dlopen(lib_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!lib.is_null(), "cannot load {lib_path:?}");
+    type Err = *mut *mut c_void;
+    // SAFETY: the signatures of include/sandgate.h.
+    unsafe {
+        let abort_new: unsafe extern "C" fn(*mut *mut c_void, Err) -> Status =
+            sym(lib, "sg_abort_new");
+        let abort_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_abort_free");
+        let error_message: unsafe extern "C" fn(*const c_void) -> *const c_char =
+            sym(lib, "sg_error_message");
+        let error_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_error_free");
+        // Made once with descriptors to spare: the call itself works.
+        let mut signal = std::ptr::null_mut();
+        let mut err = std::ptr::null_mut();
+        assert_eq!(abort_new(&mut signal, &mut err), 0);
+        abort_free(signal);
+        // Every descriptor under a low limit taken.
+        let limit = libc::rlimit {
+            rlim_cur: 64,
+            rlim_max: 64,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+        let mut held = Vec::new();
+        loop {
+            let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                break;
+            }
+            held.push(fd);
+        }
+        let mut signal = std::ptr::null_mut();
+        let status = abort_new(&mut signal, &mut err);
+        let message = match err.is_null() {
+            true => String::new(),
+            false => std::ffi::CStr::from_ptr(error_message(err))
+                .to_string_lossy()
+                .into_owned(),
+        };
+        for fd in held {
+            libc::close(fd);
+        }
+        assert_eq!(
+            status,
+            ErrorCode::Io as Status,
+            "sg_abort_new out of descriptors: {message}"
+        );
+        assert!(signal.is_null());
+        assert!(
+            message.contains("abort signal") && message.contains("Too many open files"),
+            "{message}"
+        );
+        error_free(err);
+    }
+}
