@@ -84,6 +84,13 @@ const SUITES: &[(&str, &str)] = &[
     // The MCP server as a library under a file size limit: its audit
     // file and its token file fail the write, not the program.
     ("mcp", "fsize21"),
+    // Executors disposed of while commands start, run and report, twice at
+    // once, and from the proxy's own report.
+    ("shellexec", "dispose22"),
+    ("sandgate", "dispose22"),
+    // The HTTP transport against clients without the token: long heads,
+    // kept-alive connections, a descriptor table filled.
+    ("cli", "mcpgone22"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2
