@@ -546,6 +546,14 @@ impl Unproved {
         self.place.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.of.lock().1.remove(&self.id);
     }
+
+    /// Whether the connection has shown the token.
+    fn is_proven(&self) -> bool {
+        self.place
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    }
 }
 
 impl Drop for Unproved {
@@ -935,9 +943,13 @@ pub async fn serve_http(
                 .max_buf_size(MAX_HEAD)
                 .serve_connection(TokioIo::new(Stalls::new(stream, stall)), svc);
             // Closed (dropped) when a newer connection takes its place
-            // before it showed the token; once it has, never.
+            // before it showed the token; once it has, never (also when
+            // it showed it after the oldest place was taken from it: its
+            // place was given back then; the request that showed it runs
+            // in this same task, so never half way).
+            let gone = Arc::clone(&me);
             let evicted = async move {
-                if closed.await.is_err() {
+                if closed.await.is_err() || gone.is_proven() {
                     std::future::pending::<()>().await;
                 }
             };
