@@ -26,7 +26,12 @@
 //! accept (the descriptor table full, a connection reset before it was
 //! taken) is waited out and the listener kept, since anyone who can
 //! connect (any local user, on the HTTP port, before the token is
-//! checked) could otherwise end the server. On HTTP a connection that
+//! checked) could otherwise end the server. On HTTP the connections that
+//! have not yet sent a request with the token hold at most
+//! a quarter of the descriptor limit's places, at most [`MAX_UNPROVEN`];
+//! one more closes the oldest of them (`Unproven` says why the oldest),
+//! so that they cannot take the descriptors the sessions' calls need.
+//! On HTTP a connection that
 //! sends no request head within `HEADER_TIMEOUT` (10 s) is closed, so idle
 //! connections cannot hold the server's descriptors; a request whose body
 //! has not arrived whole within `BODY_TIMEOUT` (10 s after its head) is
@@ -430,6 +435,133 @@ async fn accept_next<S>(accept: impl AsyncFn() -> std::io::Result<S>) -> S {
     }
 }
 
+/// The most HTTP connections that have not yet shown the token held at
+/// once (a quarter of the descriptor limit when that is lower).
+pub const MAX_UNPROVEN: usize = 256;
+
+/// How many HTTP connections that have not yet shown the token are held
+/// at once: a quarter of the process's descriptor limit (`RLIMIT_NOFILE`,
+/// its soft value), at least 1 and at most [`MAX_UNPROVEN`], so that the
+/// other three quarters stay for the sessions holding the token: their
+/// connections, the files their tools open, the pipes and signals of
+/// their commands.
+fn unproven_cap() -> usize {
+    let cur = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    usize::try_from(cur / 4)
+        .unwrap_or(usize::MAX)
+        .clamp(1, MAX_UNPROVEN)
+}
+
+/// The HTTP connections that have not yet shown the token: each holds one
+/// of [`unproven_cap`] places from the moment it is taken until a request
+/// of it carries the token or it ends. A connection taken when all are
+/// held closes the oldest of them to take its place. Oldest first rather
+/// than refusing the newest: refused, anyone who can connect (before the
+/// token is checked) could hold every place, reopening each connection as
+/// it stalls out, and no client with the token could connect again;
+/// evicted, a client's connection is lost only if that many others arrive
+/// between its connect and its request head (a fraction of a millisecond
+/// on loopback), and the flood holds none of its connections for long.
+struct Unproven {
+    places: Arc<tokio::sync::Semaphore>,
+    /// The connections holding a place, oldest first, with the sender
+    /// that closes each (`send`); dropped unsent, it tells the connection
+    /// it showed the token.
+    waiting: std::sync::Mutex<(
+        u64,
+        std::collections::BTreeMap<u64, tokio::sync::oneshot::Sender<()>>,
+    )>,
+}
+
+/// One HTTP connection's place among the [`Unproven`], until it shows
+/// the token ([`Unproved::proven`]) or ends (dropped, after its
+/// descriptor is closed).
+struct Unproved {
+    of: Arc<Unproven>,
+    id: u64,
+    place: std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+}
+
+impl Unproven {
+    fn new(cap: usize) -> Unproven {
+        Unproven {
+            places: Arc::new(tokio::sync::Semaphore::new(cap)),
+            waiting: std::sync::Mutex::default(),
+        }
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        (
+            u64,
+            std::collections::BTreeMap<u64, tokio::sync::oneshot::Sender<()>>,
+        ),
+    > {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A place for a connection just taken, closing the oldest without
+    /// the token when all are held (its place is given back once its
+    /// descriptor is closed, within milliseconds), and what tells the
+    /// connection to close: a message, or the sender dropped once it
+    /// showed the token.
+    async fn admit(self: &Arc<Self>) -> (Arc<Unproved>, tokio::sync::oneshot::Receiver<()>) {
+        let place = loop {
+            if let Ok(p) = Arc::clone(&self.places).try_acquire_owned() {
+                break p;
+            }
+            if let Some((_, close)) = self.lock().1.pop_first() {
+                let _ = close.send(());
+            }
+            let next = Arc::clone(&self.places).acquire_owned();
+            if let Ok(Ok(p)) = tokio::time::timeout(Duration::from_millis(100), next).await {
+                break p;
+            }
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let id = {
+            let mut w = self.lock();
+            w.0 += 1;
+            let id = w.0;
+            w.1.insert(id, tx);
+            id
+        };
+        let me = Unproved {
+            of: Arc::clone(self),
+            id,
+            place: std::sync::Mutex::new(Some(place)),
+        };
+        (Arc::new(me), rx)
+    }
+}
+
+impl Unproved {
+    /// The connection showed the token: its place is given back and it is
+    /// never closed for the others.
+    fn proven(&self) {
+        self.place.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.of.lock().1.remove(&self.id);
+    }
+
+    /// Whether the connection has shown the token.
+    fn is_proven(&self) -> bool {
+        self.place
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    }
+}
+
+impl Drop for Unproved {
+    fn drop(&mut self) {
+        self.of.lock().1.remove(&self.id);
+    }
+}
+
 /// A fresh bearer token: 32 bytes from the kernel's random source, as hex.
 fn new_token() -> std::io::Result<String> {
     random_hex::<32>()
@@ -694,17 +826,24 @@ pub async fn serve_http(
     );
     say!("sandgate: bearer token: {token}");
     let token = Arc::new(token);
+    let unproven = Arc::new(Unproven::new(unproven_cap()));
     loop {
         let (stream, _) = accept_next(async || listener.accept().await).await;
+        let (me, closed) = unproven.admit().await;
         let mcp = mcp.clone();
         let token = Arc::clone(&token);
         let sessions = Arc::clone(&sessions);
         let opening = Arc::clone(&opening);
         let requests = Arc::clone(&requests);
         tokio::spawn(async move {
+            // Dropped last, after the connection: its place is given back
+            // once its descriptor is closed.
+            let me = me;
+            let proof = Arc::clone(&me);
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let mut mcp = mcp.clone();
                 let token = Arc::clone(&token);
+                let proof = Arc::clone(&proof);
                 let sessions = Arc::clone(&sessions);
                 let opening = Arc::clone(&opening);
                 let requests = Arc::clone(&requests);
@@ -729,6 +868,7 @@ pub async fn serve_http(
                         );
                         return Ok::<_, Infallible>(resp);
                     }
+                    proof.proven();
                     // The SDK judges the first `Host` and the first
                     // `Origin` only, so a second one naming another place
                     // would ride along on a request it serves: refused
@@ -797,12 +937,27 @@ pub async fn serve_http(
                     })
                 }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
+            let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(stall)
                 .max_buf_size(MAX_HEAD)
-                .serve_connection(TokioIo::new(Stalls::new(stream, stall)), svc)
-                .await;
+                .serve_connection(TokioIo::new(Stalls::new(stream, stall)), svc);
+            // Closed (dropped) when a newer connection takes its place
+            // before it showed the token; once it has, never (also when
+            // it showed it after the oldest place was taken from it: its
+            // place was given back then; the request that showed it runs
+            // in this same task, so never half way).
+            let gone = Arc::clone(&me);
+            let evicted = async move {
+                if closed.await.is_err() || gone.is_proven() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                _ = conn => {}
+                () = evicted => {}
+            }
+            drop(me);
         });
     }
 }

@@ -1,0 +1,283 @@
+//! `sandgate mcp --http` under a flood of connections that never show the
+//! token: anyone who can connect to the loopback port could fill the
+//! server's descriptor table with them, so that the calls of a session
+//! holding the token failed for want of a descriptor.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+/// Kills `child` when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `sandgate mcp --http 127.0.0.1:0` on `dir`'s policy, its descriptor
+/// limit set to `nofile`: the child, its port and its token.
+fn start_http(dir: &Path, nofile: u64) -> (Killed, u16, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+    cmd.env_remove("SANDGATE_MCP_STALL_SECS")
+        .args(["mcp", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .args(["--http", "127.0.0.1:0", "--token-file"])
+        .arg(dir.join("tok"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: only setrlimit between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = rustix::process::Rlimit {
+                current: Some(nofile),
+                maximum: Some(nofile),
+            };
+            rustix::process::setrlimit(rustix::process::Resource::Nofile, lim)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let child = Killed(child);
+    let port = line
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let token = fs::read_to_string(dir.join("tok")).unwrap();
+    (child, port, token)
+}
+
+/// A policy with one read and write root holding `a.txt`, and `exec`.
+fn policy_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("ws")).unwrap();
+    fs::write(dir.path().join("ws/a.txt"), "flood22 content\n").unwrap();
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n\
+         [exec]\nenabled = true\nshell = \"/bin/sh\"\ntimeout_ms = 20000\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// Reads `c` until `needle` has arrived (or the connection ends, or
+/// `secs` have passed): everything read.
+fn read_until(c: &mut TcpStream, needle: &str, secs: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    while !String::from_utf8_lossy(&out).contains(needle) && Instant::now() < deadline {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Sends a `POST` of `body` with the token (and the session id, if any)
+/// on `c`, kept alive.
+fn send(c: &mut TcpStream, port: u16, token: &str, body: &str, sid: Option<&str>) {
+    let sid = sid.map_or(String::new(), |s| format!("Mcp-Session-Id: {s}\r\n"));
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         {sid}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    c.write_all(req.as_bytes()).unwrap();
+}
+
+/// An `initialize` request's body.
+fn initialize() -> String {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string()
+}
+
+/// An initialized session on the kept-alive connection `c`: its id.
+fn session(c: &mut TcpStream, port: u16, token: &str) -> String {
+    send(c, port, token, &initialize(), None);
+    let out = read_until(c, "\"id\":1,\"result\"", 20);
+    let sid = out
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id in {out}"));
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    send(c, port, token, &note, Some(&sid));
+    let out = read_until(c, "202 Accepted", 20);
+    assert!(out.contains("202 Accepted"), "{out}");
+    sid
+}
+
+/// Calls tool `name` with `args` as request `id` on the session: the
+/// answer's text as read.
+fn call(
+    c: &mut TcpStream,
+    port: u16,
+    token: &str,
+    sid: &str,
+    id: u64,
+    name: &str,
+    args: serde_json::Value,
+) -> String {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": name, "arguments": args}})
+    .to_string();
+    send(c, port, token, &body, Some(sid));
+    read_until(c, &format!("\"id\":{id}"), 15)
+}
+
+/// Whether a new connection's `initialize` with the token is answered 200
+/// within `secs`.
+fn initialize_answers(port: u16, token: &str, secs: u64) -> Result<(), String> {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    c.set_read_timeout(Some(Duration::from_secs(secs))).unwrap();
+    let body = initialize();
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    c.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).map_err(|e| e.to_string())?;
+    if head.starts_with(b"HTTP/1.1 200") {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&head).into_owned())
+    }
+}
+
+/// Whether the server has closed `c` (end of input or a reset), waiting
+/// at most `within`.
+fn closed(mut c: &TcpStream, within: Duration) -> bool {
+    c.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 256];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) => {
+                return !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                )
+            }
+        }
+    }
+}
+
+/// 400 connections that never show the token (half sending nothing, half
+/// a request head that never ends), against a server whose descriptor
+/// limit is 128, leave a session holding the token able to read a file
+/// and run a command, and a new client with the token able to connect;
+/// the flood's connections beyond the bound are closed at once. Before,
+/// the server took connections until its descriptor table was full, so
+/// the session's `read_text_file` and `exec` failed with "Too many open
+/// files" and a new client was not served until the flood's connections
+/// had stalled out (10 s).
+#[test]
+fn flood22_connections_without_the_token_leave_descriptors_for_sessions() {
+    let dir = policy_dir();
+    let (server, port, token) = start_http(dir.path(), 128);
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let sid = session(&mut c, port, &token);
+    let mut flood = Vec::new();
+    let mut failed = 0;
+    for i in 0..400 {
+        let Ok(mut f) = TcpStream::connect_timeout(
+            &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            Duration::from_secs(1),
+        ) else {
+            failed += 1;
+            if failed == 3 {
+                break;
+            }
+            continue;
+        };
+        if i % 2 == 1 {
+            let _ =
+                f.write_all(format!("POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n").as_bytes());
+        }
+        flood.push(f);
+    }
+    // More than the server has descriptors for (those it has not taken
+    // wait in the listener's backlog).
+    assert!(flood.len() >= 128, "only {} connections made", flood.len());
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        server.0.id() > 0 && fs::metadata(format!("/proc/{}", server.0.id())).is_ok(),
+        "the server ended"
+    );
+    let out = call(
+        &mut c,
+        port,
+        &token,
+        &sid,
+        2,
+        "read_text_file",
+        json!({"path": "a.txt"}),
+    );
+    assert!(
+        out.contains("flood22 content") && !out.contains("\"isError\":true"),
+        "read_text_file during the flood: {out}"
+    );
+    let out = call(
+        &mut c,
+        port,
+        &token,
+        &sid,
+        3,
+        "exec",
+        json!({"command": "echo flood22-ran"}),
+    );
+    assert!(
+        out.contains("flood22-ran") && !out.contains("\"isError\":true"),
+        "exec during the flood: {out}"
+    );
+    // A new client with the token is served while the flood is held.
+    initialize_answers(port, &token, 3)
+        .unwrap_or_else(|e| panic!("a new client with the token during the flood: {e}"));
+    // The flood's connections are closed but for a bound (a quarter of
+    // the descriptor limit), well before the 10 s a head may take.
+    let began = Instant::now();
+    let shut = flood
+        .iter()
+        .filter(|f| closed(f, Duration::from_millis(20)))
+        .count();
+    assert!(
+        shut >= flood.len() - 32,
+        "only {shut} of {} connections without the token were closed after {:?}",
+        flood.len(),
+        began.elapsed()
+    );
+    drop(flood);
+    drop(server);
+}
