@@ -91,6 +91,9 @@ const SUITES: &[(&str, &str)] = &[
     // The HTTP transport against clients without the token: long heads,
     // kept-alive connections, a descriptor table filled.
     ("cli", "mcpgone22"),
+    // A flood of connections without the token leaves descriptors for the
+    // sessions that have it.
+    ("cli", "flood22"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2
