@@ -211,6 +211,16 @@ impl Shared {
             room.wait().await;
         }
     }
+
+    /// Waits until the client is wholly gone (it can take no answer any
+    /// more: see [`lines::OutputRoom::gone`]); never, where the transport
+    /// is not a [`lines::LineTransport`].
+    async fn client_gone(&self) {
+        match self.room.get() {
+            Some(room) => room.gone().await,
+            None => std::future::pending().await,
+        }
+    }
 }
 
 /// Counts a session's long call from the moment it asks for a place
@@ -959,7 +969,15 @@ impl Server {
         let done = loop {
             tokio::select! {
                 r = &mut job => break r,
-                _ = context.ct.cancelled() => {
+                // Cancelled, or nobody can take the answer any more (the
+                // client is gone: it is not given the seconds a client
+                // that still reads has for its last answers).
+                _ = async {
+                    tokio::select! {
+                        _ = context.ct.cancelled() => {}
+                        _ = self.shared.client_gone() => {}
+                    }
+                } => {
                     cancel.flag.store(true, Ordering::Relaxed);
                     if let Some(a) = &cancel.abort {
                         a.abort();
@@ -1290,6 +1308,9 @@ impl ServerHandler for Server {
                 }} => Some(p?),
                 _ = context.ct.cancelled() => {
                     return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+                _ = self.shared.client_gone() => {
+                    return Err(ErrorData::internal_error("the client is gone", None));
                 }
             }
         };
