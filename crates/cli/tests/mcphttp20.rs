@@ -500,6 +500,44 @@ fn early22_a_half_closed_stdio_client_still_gets_its_answers() {
     assert!(all.contains("hello"), "{all}");
 }
 
+/// A stdio client that closes the server's input but still reads its
+/// output gets the answer of a call that asked for progress
+/// notifications and runs past its first one.
+#[test]
+fn early22_a_half_closed_stdio_client_gets_the_answer_of_a_call_with_progress() {
+    let dir = exec_dir();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut r = BufReader::new(child.stdout.take().unwrap());
+    let _child = Killed(child);
+    handshake(&stdin, &mut r);
+    writeln!(
+        &stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "exec", "_meta": {"progressToken": "p1"},
+                "arguments": {"command": "sleep 1.5; echo progressed-answer"}}})
+    )
+    .unwrap();
+    drop(stdin);
+    let t0 = Instant::now();
+    let mut all = String::new();
+    r.read_to_string(&mut all).unwrap();
+    assert!(
+        all.lines()
+            .any(|l| l.contains("\"id\":1") && l.contains("progressed-answer")),
+        "no answer after {:?}: {all}",
+        t0.elapsed()
+    );
+}
+
 /// Reads `c` (an SSE answer) until a `data:` line holds a JSON-RPC message
 /// with `id`, or the stream ends: that message, or everything read.
 fn sse_answer(c: &mut TcpStream, id: u64) -> Result<Value, String> {

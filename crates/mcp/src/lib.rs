@@ -966,6 +966,13 @@ impl Server {
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         tick.tick().await;
         let mut ticks = 0u32;
+        // The progress notification being sent: awaited beside the work
+        // and the cancel, never in their place. Once the input closed, the
+        // SDK takes no more notifications while it waits for the last
+        // answers, and a send awaited here held the call until that wait
+        // ran out: the answer of a client that still reads was lost.
+        let mut notifying: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> =
+            None;
         let done = loop {
             tokio::select! {
                 r = &mut job => break r,
@@ -987,19 +994,27 @@ impl Server {
                     let _ = (&mut job).await;
                     return Err(ErrorData::internal_error("the call was cancelled", None));
                 }
+                _ = async {
+                    if let Some(n) = notifying.as_mut() {
+                        n.await;
+                    }
+                }, if notifying.is_some() => notifying = None,
                 _ = tick.tick(), if progress.is_some() => {
                     ticks += 1;
                     // A client taking none of its output gets no more
-                    // notifications queued for it (the next one says
-                    // how many ticks have passed).
-                    if self.shared.output_full() {
+                    // notifications queued for it, nor one while the last
+                    // is not yet taken (the next one says how many ticks
+                    // have passed).
+                    if self.shared.output_full() || notifying.is_some() {
                         continue;
                     }
                     if let Some(token) = &progress {
-                        let _ = context.peer.notify_progress(
-                            ProgressNotificationParam::new(token.clone(), f64::from(ticks))
-                                .with_message("still running"),
-                        ).await;
+                        let peer = context.peer.clone();
+                        let note = ProgressNotificationParam::new(token.clone(), f64::from(ticks))
+                            .with_message("still running");
+                        notifying = Some(Box::pin(async move {
+                            let _ = peer.notify_progress(note).await;
+                        }));
                     }
                 }
             }
