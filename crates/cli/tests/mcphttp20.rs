@@ -467,6 +467,51 @@ fn early22_a_stdio_client_gone_mid_exec_ends_its_command_at_once() {
     );
 }
 
+/// A stdio client whose reading end of the output is gone while its
+/// input stays open (a host that died while another process still holds
+/// the pipe it wrote to) can take no answer: the command is ended at once.
+#[test]
+fn early22_a_stdio_output_nobody_reads_ends_the_command_at_once() {
+    let dir = exec_dir();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--audit")
+        .arg(dir.path().join("audit.jsonl"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut r = BufReader::new(child.stdout.take().unwrap());
+    let mut child = Killed(child);
+    handshake(&stdin, &mut r);
+    let tok = sleep_token(7);
+    writeln!(&stdin, "{}", exec_sleep(1, &tok)).unwrap();
+    assert!(
+        eventually(30, || running_with(&tok)),
+        "the command never started"
+    );
+    drop(r);
+    let took = ended_within(&tok);
+    assert!(
+        took < Duration::from_millis(1500),
+        "the command of a client that reads nothing any more ran on for {took:?}"
+    );
+    assert!(
+        eventually(10, || audited_aborted(dir.path())),
+        "no exec audited E_ABORTED: {:?}",
+        fs::read_to_string(dir.path().join("audit.jsonl"))
+    );
+    // Its input still open, the server ends all the same.
+    assert!(
+        eventually(10, || child.0.try_wait().unwrap().is_some()),
+        "the server still runs for a client that reads nothing any more"
+    );
+    drop(stdin);
+}
+
 /// A stdio client that closes the server's input but still reads its
 /// output (`printf ... | sandgate mcp`) gets the answers of the calls it
 /// sent.

@@ -497,6 +497,9 @@ pub struct LineTransport {
     out: Arc<Outbox>,
     reader: JoinHandle<()>,
     writer: Option<JoinHandle<()>>,
+    /// Watches an output pipe for its reader going away, whatever the
+    /// input does.
+    pipe_watch: Option<JoinHandle<()>>,
     _restore: RestoreFlags,
 }
 
@@ -571,6 +574,7 @@ impl LineTransport {
             out,
             reader,
             writer,
+            pipe_watch: None,
             _restore: restore,
         }
     }
@@ -597,9 +601,18 @@ impl LineTransport {
             }
         });
         // Standard output, watched for its reader going away once the
-        // input ends.
-        let output = std::io::stdout().as_fd().try_clone_to_owned().ok();
-        Self::with_restore(read, write, restore, inline, output)
+        // input ends; a pipe, from the start (its reader may go while
+        // another process still holds the input open).
+        let stdout = std::io::stdout();
+        let output = stdout.as_fd().try_clone_to_owned().ok();
+        let pipe = matches!(pollable(stdout.as_fd()), Pollable::Pipe)
+            .then(|| stdout.as_fd().try_clone_to_owned().ok())
+            .flatten();
+        let mut t = Self::with_restore(read, write, restore, inline, output);
+        if let Some(pipe) = pipe {
+            t.pipe_watch = Some(tokio::spawn(watch_pipe_reader(pipe, Arc::clone(&t.out))));
+        }
+        t
     }
 
     /// The room left in this transport's output.
@@ -611,6 +624,9 @@ impl LineTransport {
 impl Drop for LineTransport {
     fn drop(&mut self) {
         self.reader.abort();
+        if let Some(w) = &self.pipe_watch {
+            w.abort();
+        }
         if let Some(w) = &self.writer {
             w.abort();
         }
@@ -772,6 +788,34 @@ async fn watch_hangup(output: OwnedFd, out: &Outbox) {
     }
 }
 
+/// Waits, without polling, for the last reader of `pipe` (an output pipe)
+/// to go (the kernel then reports an error on its write end), and says
+/// so to the outbox. A pipe the reactor cannot watch is left to
+/// [`watch_hangup`].
+async fn watch_pipe_reader(pipe: OwnedFd, out: Arc<Outbox>) {
+    use tokio::io::unix::AsyncFd;
+    use tokio::io::Interest;
+    // Deprecated because a type whose descriptor can be closed while
+    // registered would be unsound; the `OwnedFd` here is owned by the
+    // `AsyncFd`, which deregisters it before closing it. Its flags are
+    // left as they are (stdout may share its open file with stderr).
+    #[allow(deprecated)]
+    let registered = AsyncFd::with_interest(pipe, Interest::ERROR);
+    let Ok(fd) = registered else {
+        return;
+    };
+    loop {
+        let Ok(mut ready) = fd.ready(Interest::ERROR).await else {
+            return;
+        };
+        if hung_up(fd.get_ref().as_fd()) {
+            out.set_gone();
+            return;
+        }
+        ready.clear_ready();
+    }
+}
+
 async fn read_lines<R: AsyncRead + Unpin>(
     read: BufReader<R>,
     tx: mpsc::Sender<RxJsonRpcMessage<RoleServer>>,
@@ -799,7 +843,14 @@ async fn read_until_end<R: AsyncRead + Unpin>(
         if out.lock().buf.len() > OUTPUT_HIGH_WATER {
             out.below_high_water().await;
         }
-        let line = match next_line(&mut read, &mut buf).await {
+        // Nobody can take an answer any more: the input ends too, so the
+        // session does (its running calls are stopped meanwhile).
+        let next = tokio::select! {
+            biased;
+            n = next_line(&mut read, &mut buf) => n,
+            _ = out.gone() => return true,
+        };
+        let line = match next {
             Ok(Ok(true)) => {
                 let reply = match (&inline, std::str::from_utf8(trimmed(&buf))) {
                     (Some(inline), Ok(text)) => answer_inline(&**inline, text),
@@ -878,6 +929,9 @@ impl Transport<RoleServer> for LineTransport {
     /// input closes while calls were still running.
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.reader.abort();
+        if let Some(w) = self.pipe_watch.take() {
+            w.abort();
+        }
         self.incoming.close();
         self.out.lock().closing = true;
         self.out.wake_writer.notify_one();
