@@ -478,11 +478,11 @@ impl OutputRoom {
     }
 
     /// Waits until nobody can take an answer any more: the output failed
-    /// (its reader is gone), or the input ended and the output, watched
-    /// for it, shows that its reader is gone too (a socket whose peer
-    /// closed or shut down both ways, a pipe with no reader left). A
-    /// client that closed only its sending side still reads, and never
-    /// makes this end.
+    /// (its reader is gone), standard output is a pipe whose last reader
+    /// is gone, or the input ended and the output, watched for it, shows
+    /// that its reader is gone too (a socket whose peer closed or shut
+    /// down both ways). A client that closed only its sending side still
+    /// reads, and never makes this end. The input then ends too.
     pub async fn gone(&self) {
         self.0.gone().await
     }
