@@ -267,7 +267,9 @@ fn mcphttp20_a_unix_connection_closed_mid_exec_ends_its_command() {
 }
 
 /// A stdio client that closes the server's input while its `exec` runs
-/// has the command ended and the server exit.
+/// has the command ended and the server exit. It still holds the reading
+/// end of the output, so it may still take answers: the command is given
+/// the few seconds the server waits for the last answers.
 #[test]
 fn mcphttp20_stdin_closed_mid_exec_ends_its_command() {
     let dir = exec_dir();
@@ -297,6 +299,287 @@ fn mcphttp20_stdin_closed_mid_exec_ends_its_command() {
     assert!(
         eventually(15, || child.0.try_wait().unwrap().is_some()),
         "the server did not exit"
+    );
+}
+
+/// `sandgate mcp --unix` on `dir`'s policy, writing its audit to
+/// `dir/audit.jsonl`.
+fn start_unix_audited(dir: &Path) -> (Killed, PathBuf) {
+    let sock = dir.join("mcp.sock");
+    let child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .arg("--audit")
+        .arg(dir.join("audit.jsonl"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = Killed(child);
+    assert!(eventually(10, || sock.exists()), "no socket");
+    (child, sock)
+}
+
+/// Waits (up to 15 s) for the command running with `tok` to end: how long
+/// it took.
+fn ended_within(tok: &str) -> Duration {
+    let t0 = Instant::now();
+    assert!(
+        eventually(15, || !running_with(tok)),
+        "the command of a client that is gone still runs"
+    );
+    t0.elapsed()
+}
+
+/// Whether `dir/audit.jsonl` records an `exec` that ended `E_ABORTED`.
+fn audited_aborted(dir: &Path) -> bool {
+    fs::read_to_string(dir.join("audit.jsonl")).is_ok_and(|text| {
+        text.lines().any(|l| {
+            serde_json::from_str::<Value>(l)
+                .is_ok_and(|v| v["op"] == "exec" && v["outcome"] == "E_ABORTED")
+        })
+    })
+}
+
+/// A UNIX-socket client that is wholly gone (its connection closed, or
+/// shut down both ways) while its `exec` runs cannot take any answer: the
+/// command is ended at once, as a cancel would end it, not after the
+/// seconds a client that still reads is given for its last answers.
+/// `gone` ends the client's part, answering the connection where it is
+/// still open on the client's side (kept open until the command ended).
+fn unix_client_gone_mid_exec(
+    n: u32,
+    gone: impl FnOnce(std::os::unix::net::UnixStream) -> Option<std::os::unix::net::UnixStream>,
+) {
+    let dir = exec_dir();
+    let (_server, sock) = start_unix_audited(dir.path());
+    let stream = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut r = BufReader::new(stream.try_clone().unwrap());
+    handshake(&stream, &mut r);
+    let tok = sleep_token(n);
+    writeln!(&stream, "{}", exec_sleep(1, &tok)).unwrap();
+    assert!(
+        eventually(30, || running_with(&tok)),
+        "the command never started"
+    );
+    drop(r);
+    let _kept = gone(stream);
+    let took = ended_within(&tok);
+    assert!(
+        took < Duration::from_millis(1500),
+        "the command of a client that is gone ran on for {took:?}"
+    );
+    assert!(
+        eventually(10, || audited_aborted(dir.path())),
+        "no exec audited E_ABORTED: {:?}",
+        fs::read_to_string(dir.path().join("audit.jsonl"))
+    );
+}
+
+#[test]
+fn early22_a_unix_connection_closed_mid_exec_ends_its_command_at_once() {
+    unix_client_gone_mid_exec(4, |s| {
+        drop(s);
+        None
+    });
+}
+
+#[test]
+fn early22_a_unix_connection_shut_down_mid_exec_ends_its_command_at_once() {
+    unix_client_gone_mid_exec(5, |s| {
+        s.shutdown(std::net::Shutdown::Both).unwrap();
+        // Still open on this side: only the shutdown says it is gone.
+        Some(s)
+    });
+}
+
+/// `exec` of `sleep 0.5; echo TOKEN`, as a JSON-RPC request with `id`.
+fn exec_echo(id: u64, token: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": format!("sleep 0.5; echo {token}")}}})
+}
+
+/// A UNIX-socket client that shuts down only its sending side while its
+/// `exec` runs still reads: it gets the answer.
+#[test]
+fn early22_a_half_closed_unix_client_still_gets_its_answer() {
+    let dir = exec_dir();
+    let (_server, sock) = start_unix_audited(dir.path());
+    let stream = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut r = BufReader::new(stream.try_clone().unwrap());
+    handshake(&stream, &mut r);
+    writeln!(&stream, "{}", exec_echo(1, "half-closed-unix")).unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.contains("half-closed-unix"), "{line:?}");
+}
+
+/// A stdio client that closes the server's input and stops reading its
+/// output (both pipes closed) while its `exec` runs has the command ended
+/// at once, and the server exits.
+#[test]
+fn early22_a_stdio_client_gone_mid_exec_ends_its_command_at_once() {
+    let dir = exec_dir();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--audit")
+        .arg(dir.path().join("audit.jsonl"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut r = BufReader::new(child.stdout.take().unwrap());
+    let mut child = Killed(child);
+    handshake(&stdin, &mut r);
+    let tok = sleep_token(6);
+    writeln!(&stdin, "{}", exec_sleep(1, &tok)).unwrap();
+    assert!(
+        eventually(30, || running_with(&tok)),
+        "the command never started"
+    );
+    drop(r);
+    drop(stdin);
+    let took = ended_within(&tok);
+    assert!(
+        took < Duration::from_millis(1500),
+        "the command of a client that is gone ran on for {took:?}"
+    );
+    assert!(
+        eventually(10, || audited_aborted(dir.path())),
+        "no exec audited E_ABORTED: {:?}",
+        fs::read_to_string(dir.path().join("audit.jsonl"))
+    );
+    assert!(
+        eventually(15, || child.0.try_wait().unwrap().is_some()),
+        "the server did not exit"
+    );
+}
+
+/// A stdio client whose reading end of the output is gone while its
+/// input stays open (a host that died while another process still holds
+/// the pipe it wrote to) can take no answer: the command is ended at once.
+#[test]
+fn early22_a_stdio_output_nobody_reads_ends_the_command_at_once() {
+    let dir = exec_dir();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .arg("--audit")
+        .arg(dir.path().join("audit.jsonl"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut r = BufReader::new(child.stdout.take().unwrap());
+    let mut child = Killed(child);
+    handshake(&stdin, &mut r);
+    let tok = sleep_token(7);
+    writeln!(&stdin, "{}", exec_sleep(1, &tok)).unwrap();
+    assert!(
+        eventually(30, || running_with(&tok)),
+        "the command never started"
+    );
+    drop(r);
+    let took = ended_within(&tok);
+    assert!(
+        took < Duration::from_millis(1500),
+        "the command of a client that reads nothing any more ran on for {took:?}"
+    );
+    assert!(
+        eventually(10, || audited_aborted(dir.path())),
+        "no exec audited E_ABORTED: {:?}",
+        fs::read_to_string(dir.path().join("audit.jsonl"))
+    );
+    // Its input still open, the server ends all the same.
+    assert!(
+        eventually(10, || child.0.try_wait().unwrap().is_some()),
+        "the server still runs for a client that reads nothing any more"
+    );
+    drop(stdin);
+}
+
+/// A stdio client that closes the server's input but still reads its
+/// output (`printf ... | sandgate mcp`) gets the answers of the calls it
+/// sent.
+#[test]
+fn early22_a_half_closed_stdio_client_still_gets_its_answers() {
+    let dir = exec_dir();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut r = BufReader::new(child.stdout.take().unwrap());
+    let _child = Killed(child);
+    handshake(&stdin, &mut r);
+    writeln!(&stdin, "{}", exec_echo(1, "half-closed-stdio")).unwrap();
+    writeln!(
+        &stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}})
+    )
+    .unwrap();
+    drop(stdin);
+    let mut all = String::new();
+    r.read_to_string(&mut all).unwrap();
+    assert!(all.contains("half-closed-stdio"), "{all}");
+    assert!(all.contains("hello"), "{all}");
+}
+
+/// A stdio client that closes the server's input but still reads its
+/// output gets the answer of a call that asked for progress
+/// notifications and runs past its first one.
+#[test]
+fn early22_a_half_closed_stdio_client_gets_the_answer_of_a_call_with_progress() {
+    let dir = exec_dir();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut r = BufReader::new(child.stdout.take().unwrap());
+    let _child = Killed(child);
+    handshake(&stdin, &mut r);
+    writeln!(
+        &stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "exec", "_meta": {"progressToken": "p1"},
+                "arguments": {"command": "sleep 1.5; echo progressed-answer"}}})
+    )
+    .unwrap();
+    drop(stdin);
+    let t0 = Instant::now();
+    let mut all = String::new();
+    r.read_to_string(&mut all).unwrap();
+    assert!(
+        all.lines()
+            .any(|l| l.contains("\"id\":1") && l.contains("progressed-answer")),
+        "no answer after {:?}: {all}",
+        t0.elapsed()
     );
 }
 

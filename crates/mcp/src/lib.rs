@@ -211,6 +211,16 @@ impl Shared {
             room.wait().await;
         }
     }
+
+    /// Waits until the client is wholly gone (it can take no answer any
+    /// more: see [`lines::OutputRoom::gone`]); never, where the transport
+    /// is not a [`lines::LineTransport`].
+    async fn client_gone(&self) {
+        match self.room.get() {
+            Some(room) => room.gone().await,
+            None => std::future::pending().await,
+        }
+    }
 }
 
 /// Counts a session's long call from the moment it asks for a place
@@ -956,10 +966,25 @@ impl Server {
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         tick.tick().await;
         let mut ticks = 0u32;
+        // The progress notification being sent: awaited beside the work
+        // and the cancel, never in their place. Once the input closed, the
+        // SDK takes no more notifications while it waits for the last
+        // answers, and a send awaited here held the call until that wait
+        // ran out: the answer of a client that still reads was lost.
+        let mut notifying: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> =
+            None;
         let done = loop {
             tokio::select! {
                 r = &mut job => break r,
-                _ = context.ct.cancelled() => {
+                // Cancelled, or nobody can take the answer any more (the
+                // client is gone: it is not given the seconds a client
+                // that still reads has for its last answers).
+                _ = async {
+                    tokio::select! {
+                        _ = context.ct.cancelled() => {}
+                        _ = self.shared.client_gone() => {}
+                    }
+                } => {
                     cancel.flag.store(true, Ordering::Relaxed);
                     if let Some(a) = &cancel.abort {
                         a.abort();
@@ -969,19 +994,27 @@ impl Server {
                     let _ = (&mut job).await;
                     return Err(ErrorData::internal_error("the call was cancelled", None));
                 }
+                _ = async {
+                    if let Some(n) = notifying.as_mut() {
+                        n.await;
+                    }
+                }, if notifying.is_some() => notifying = None,
                 _ = tick.tick(), if progress.is_some() => {
                     ticks += 1;
                     // A client taking none of its output gets no more
-                    // notifications queued for it (the next one says
-                    // how many ticks have passed).
-                    if self.shared.output_full() {
+                    // notifications queued for it, nor one while the last
+                    // is not yet taken (the next one says how many ticks
+                    // have passed).
+                    if self.shared.output_full() || notifying.is_some() {
                         continue;
                     }
                     if let Some(token) = &progress {
-                        let _ = context.peer.notify_progress(
-                            ProgressNotificationParam::new(token.clone(), f64::from(ticks))
-                                .with_message("still running"),
-                        ).await;
+                        let peer = context.peer.clone();
+                        let note = ProgressNotificationParam::new(token.clone(), f64::from(ticks))
+                            .with_message("still running");
+                        notifying = Some(Box::pin(async move {
+                            let _ = peer.notify_progress(note).await;
+                        }));
                     }
                 }
             }
@@ -1290,6 +1323,9 @@ impl ServerHandler for Server {
                 }} => Some(p?),
                 _ = context.ct.cancelled() => {
                     return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+                _ = self.shared.client_gone() => {
+                    return Err(ErrorData::internal_error("the client is gone", None));
                 }
             }
         };

@@ -18,7 +18,7 @@
 
 use std::borrow::Cow;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -102,6 +102,11 @@ struct Outbox {
     /// The bytes of the batch the writer is writing now (taken out of
     /// the queue, not yet taken by the peer).
     writing: AtomicUsize,
+    /// Nobody can take an answer any more: the output failed, or the
+    /// input ended and the output's reader is gone too.
+    gone: AtomicBool,
+    /// Woken when `gone` is set.
+    gone_notify: Notify,
 }
 
 #[derive(Default)]
@@ -190,6 +195,25 @@ impl Outbox {
         .await
     }
 
+    /// Says that nobody can take an answer any more.
+    fn set_gone(&self) {
+        self.gone.store(true, Ordering::Release);
+        self.gone_notify.notify_waiters();
+    }
+
+    /// Waits until nobody can take an answer any more.
+    async fn gone(&self) {
+        loop {
+            let woken = self.gone_notify.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.gone.load(Ordering::Acquire) {
+                return;
+            }
+            woken.await;
+        }
+    }
+
     /// Waits until `busy` is false, looking again each time the writer
     /// has taken what was queued.
     async fn wait_while(&self, busy: impl Fn(&Outbox) -> bool) {
@@ -240,6 +264,7 @@ async fn write_out<W: AsyncWrite + Unpin>(mut w: W, out: Arc<Outbox>) {
             st.buf = Vec::new();
             drop(st);
             out.drained.notify_waiters();
+            out.set_gone();
             return;
         }
         out.drained.notify_waiters();
@@ -451,6 +476,16 @@ impl OutputRoom {
     pub async fn wait(&self) {
         self.0.room().await
     }
+
+    /// Waits until nobody can take an answer any more: the output failed
+    /// (its reader is gone), standard output is a pipe whose last reader
+    /// is gone, or the input ended and the output, watched for it, shows
+    /// that its reader is gone too (a socket whose peer closed or shut
+    /// down both ways). A client that closed only its sending side still
+    /// reads, and never makes this end. The input then ends too.
+    pub async fn gone(&self) {
+        self.0.gone().await
+    }
 }
 
 /// A transport over a reader and a writer of newline-delimited JSON-RPC.
@@ -462,6 +497,9 @@ pub struct LineTransport {
     out: Arc<Outbox>,
     reader: JoinHandle<()>,
     writer: Option<JoinHandle<()>>,
+    /// Watches an output pipe for its reader going away, whatever the
+    /// input does.
+    pipe_watch: Option<JoinHandle<()>>,
     _restore: RestoreFlags,
 }
 
@@ -473,7 +511,7 @@ impl LineTransport {
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
-        Self::with_restore(read, write, RestoreFlags(Vec::new()), None)
+        Self::with_restore(read, write, RestoreFlags(Vec::new()), None, None)
     }
 
     /// As [`LineTransport::new`], with `inline` answering the calls it
@@ -483,7 +521,31 @@ impl LineTransport {
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
-        Self::with_restore(read, write, RestoreFlags(Vec::new()), Some(inline))
+        Self::with_restore(read, write, RestoreFlags(Vec::new()), Some(inline), None)
+    }
+
+    /// As [`LineTransport::with_inline`], with `output` (a descriptor of
+    /// the open file `write` writes to) watched once the input ends:
+    /// when it shows its reader gone too, [`OutputRoom::gone`] ends, so
+    /// that the calls still running are stopped at once rather than given
+    /// time to answer a client that can no longer read.
+    pub fn with_inline_watching<R, W>(
+        read: R,
+        write: W,
+        inline: Arc<dyn Inline>,
+        output: OwnedFd,
+    ) -> LineTransport
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        Self::with_restore(
+            read,
+            write,
+            RestoreFlags(Vec::new()),
+            Some(inline),
+            Some(output),
+        )
     }
 
     fn with_restore<R, W>(
@@ -491,6 +553,7 @@ impl LineTransport {
         write: W,
         restore: RestoreFlags,
         inline: Option<Arc<dyn Inline>>,
+        output: Option<OwnedFd>,
     ) -> LineTransport
     where
         R: AsyncRead + Send + Unpin + 'static,
@@ -503,6 +566,7 @@ impl LineTransport {
             tx,
             Arc::clone(&out),
             inline,
+            output,
         ));
         let writer = Some(tokio::spawn(write_out(write, Arc::clone(&out))));
         LineTransport {
@@ -510,6 +574,7 @@ impl LineTransport {
             out,
             reader,
             writer,
+            pipe_watch: None,
             _restore: restore,
         }
     }
@@ -535,7 +600,19 @@ impl LineTransport {
                 None => Box::new(tokio::io::stdout()),
             }
         });
-        Self::with_restore(read, write, restore, inline)
+        // Standard output, watched for its reader going away once the
+        // input ends; a pipe, from the start (its reader may go while
+        // another process still holds the input open).
+        let stdout = std::io::stdout();
+        let output = stdout.as_fd().try_clone_to_owned().ok();
+        let pipe = matches!(pollable(stdout.as_fd()), Pollable::Pipe)
+            .then(|| stdout.as_fd().try_clone_to_owned().ok())
+            .flatten();
+        let mut t = Self::with_restore(read, write, restore, inline, output);
+        if let Some(pipe) = pipe {
+            t.pipe_watch = Some(tokio::spawn(watch_pipe_reader(pipe, Arc::clone(&t.out))));
+        }
+        t
     }
 
     /// The room left in this transport's output.
@@ -547,6 +624,9 @@ impl LineTransport {
 impl Drop for LineTransport {
     fn drop(&mut self) {
         self.reader.abort();
+        if let Some(w) = &self.pipe_watch {
+            w.abort();
+        }
         if let Some(w) = &self.writer {
             w.abort();
         }
@@ -676,18 +756,101 @@ fn answer_inline(inline: &dyn Inline, line: &str) -> Option<Reply> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inline.answer(line))).unwrap_or(None)
 }
 
+/// How often the output is looked at, once the input ended, for its
+/// reader having gone too.
+const HANGUP_POLL: Duration = Duration::from_millis(50);
+
+/// Whether `fd`, an output, shows that nobody reads it any more: a
+/// socket whose peer closed or shut down both ways (`POLLHUP`), a pipe
+/// with no reader left (`POLLERR`).
+fn hung_up(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use rustix::event::{PollFd, PollFlags};
+    let mut fds = [PollFd::new(&fd, PollFlags::OUT)];
+    let zero = rustix::event::Timespec::default();
+    matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+        && fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR)
+}
+
+/// Once the input ended: looks at `output` until its reader is gone (then
+/// says so to the outbox) or the transport closes (this task is then
+/// aborted). The input ending alone is not a client gone: one that
+/// closed its sending side may still read every answer.
+async fn watch_hangup(output: OwnedFd, out: &Outbox) {
+    loop {
+        if out.gone.load(Ordering::Acquire) {
+            return;
+        }
+        if hung_up(output.as_fd()) {
+            out.set_gone();
+            return;
+        }
+        tokio::time::sleep(HANGUP_POLL).await;
+    }
+}
+
+/// Waits, without polling, for the last reader of `pipe` (an output pipe)
+/// to go (the kernel then reports an error on its write end), and says
+/// so to the outbox. A pipe the reactor cannot watch is left to
+/// [`watch_hangup`].
+async fn watch_pipe_reader(pipe: OwnedFd, out: Arc<Outbox>) {
+    use tokio::io::unix::AsyncFd;
+    use tokio::io::Interest;
+    // Deprecated because a type whose descriptor can be closed while
+    // registered would be unsound; the `OwnedFd` here is owned by the
+    // `AsyncFd`, which deregisters it before closing it. Its flags are
+    // left as they are (stdout may share its open file with stderr).
+    #[allow(deprecated)]
+    let registered = AsyncFd::with_interest(pipe, Interest::ERROR);
+    let Ok(fd) = registered else {
+        return;
+    };
+    loop {
+        let Ok(mut ready) = fd.ready(Interest::ERROR).await else {
+            return;
+        };
+        if hung_up(fd.get_ref().as_fd()) {
+            out.set_gone();
+            return;
+        }
+        ready.clear_ready();
+    }
+}
+
 async fn read_lines<R: AsyncRead + Unpin>(
-    mut read: BufReader<R>,
+    read: BufReader<R>,
     tx: mpsc::Sender<RxJsonRpcMessage<RoleServer>>,
     out: Arc<Outbox>,
     inline: Option<Arc<dyn Inline>>,
+    output: Option<OwnedFd>,
 ) {
+    let ended = read_until_end(read, tx, &out, inline).await;
+    if let (true, Some(output)) = (ended, output) {
+        watch_hangup(output, &out).await;
+    }
+}
+
+/// Reads lines until the input ends (answers `true`; the service is then
+/// told, by the channel closing) or nothing more can be sent or queued
+/// (`false`).
+async fn read_until_end<R: AsyncRead + Unpin>(
+    mut read: BufReader<R>,
+    tx: mpsc::Sender<RxJsonRpcMessage<RoleServer>>,
+    out: &Outbox,
+    inline: Option<Arc<dyn Inline>>,
+) -> bool {
     let mut buf = Vec::new();
     loop {
         if out.lock().buf.len() > OUTPUT_HIGH_WATER {
             out.below_high_water().await;
         }
-        let line = match next_line(&mut read, &mut buf).await {
+        // Nobody can take an answer any more: the input ends too, so the
+        // session does (its running calls are stopped meanwhile).
+        let next = tokio::select! {
+            biased;
+            n = next_line(&mut read, &mut buf) => n,
+            _ = out.gone() => return true,
+        };
+        let line = match next {
             Ok(Ok(true)) => {
                 let reply = match (&inline, std::str::from_utf8(trimmed(&buf))) {
                     (Some(inline), Ok(text)) => answer_inline(&**inline, text),
@@ -695,7 +858,7 @@ async fn read_lines<R: AsyncRead + Unpin>(
                 };
                 if let Some(reply) = reply {
                     let Ok(queued) = out.push_reply(reply) else {
-                        return;
+                        return false;
                     };
                     // Answered without a wait, short calls would pile up
                     // until the input buffer is spent (megabytes of
@@ -713,7 +876,7 @@ async fn read_lines<R: AsyncRead + Unpin>(
                 }
                 classify(&buf)
             }
-            Ok(Ok(false)) | Err(_) => return,
+            Ok(Ok(false)) | Err(_) => return true,
             Ok(Err(len)) => Line::Answer(error_line(
                 Value::Null,
                 PARSE_ERROR,
@@ -728,12 +891,12 @@ async fn read_lines<R: AsyncRead + Unpin>(
                     inline.forwarding(&m);
                 }
                 if tx.send(*m).await.is_err() {
-                    return;
+                    return false;
                 }
             }
             Line::Answer(a) => {
                 if out.push(&a).is_err() {
-                    return;
+                    return false;
                 }
             }
             Line::Skip => {}
@@ -766,6 +929,9 @@ impl Transport<RoleServer> for LineTransport {
     /// input closes while calls were still running.
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.reader.abort();
+        if let Some(w) = self.pipe_watch.take() {
+            w.abort();
+        }
         self.incoming.close();
         self.out.lock().closing = true;
         self.out.wake_writer.notify_one();
@@ -790,6 +956,41 @@ mod tests {
             panic!("a bug in the inline path");
         }
         fn forwarding(&self, _message: &RxJsonRpcMessage<RoleServer>) {}
+    }
+
+    /// A transport on one end of a socket pair, its output watched: the
+    /// other end, and the room of the transport's output.
+    fn watched_pair() -> (std::os::unix::net::UnixStream, LineTransport, OutputRoom) {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let watched = ours.as_fd().try_clone_to_owned().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let (r, w) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
+        let t = LineTransport::with_restore(r, w, RestoreFlags(Vec::new()), None, Some(watched));
+        let room = t.room();
+        (theirs, t, room)
+    }
+
+    #[tokio::test]
+    async fn early22_a_peer_shut_down_both_ways_is_gone_and_one_half_closed_is_not() {
+        let (theirs, _t, room) = watched_pair();
+        theirs.shutdown(std::net::Shutdown::Write).unwrap();
+        // It may still read: not gone.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), room.gone())
+                .await
+                .is_err(),
+            "a peer that only stopped sending is taken for gone"
+        );
+        theirs.shutdown(std::net::Shutdown::Read).unwrap();
+        tokio::time::timeout(Duration::from_secs(2), room.gone())
+            .await
+            .expect("a peer shut down both ways is not taken for gone");
+        // Closed at once: gone too.
+        let (theirs, _t, room) = watched_pair();
+        drop(theirs);
+        tokio::time::timeout(Duration::from_secs(2), room.gone())
+            .await
+            .expect("a closed peer is not taken for gone");
     }
 
     #[tokio::test]

@@ -1016,12 +1016,18 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
         let server = server.new_session();
         tokio::spawn(async move {
             let _place = place;
+            // Watched once the input ends: a client that shut down both
+            // ways, or closed, has its running calls stopped at once.
+            let watched = std::os::fd::AsFd::as_fd(&stream).try_clone_to_owned();
             let (r, w) = stream.into_split();
             let activity = Arc::new(Activity::new(stall));
             let r = Quiet::new(r, Arc::clone(&activity));
             let w = Heard(Stalls::new(w, stall), activity);
             let inline: Arc<dyn crate::lines::Inline> = Arc::new(server.clone());
-            let t = crate::lines::LineTransport::with_inline(r, w, inline);
+            let t = match watched {
+                Ok(fd) => crate::lines::LineTransport::with_inline_watching(r, w, inline, fd),
+                Err(_) => crate::lines::LineTransport::with_inline(r, w, inline),
+            };
             server.watch_output(&t);
             if let Ok(running) = server.serve(t).await {
                 let _ = running.waiting().await;
