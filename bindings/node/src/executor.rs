@@ -12,9 +12,7 @@ use sandgate::exec::{AbortSignal, ExecResult};
 use crate::abort::{connect, Connection};
 use crate::policy::Policy;
 use crate::sandbox::{audit_sink, AuditFn};
-use crate::{
-    class_arg, js_error, options_of, same, to_count, utf8, utf8_opt, wide_arg, Job, OrThrow,
-};
+use crate::{class_arg, js_error, options_of, same, to_count, utf8, wide_arg, Job, OrThrow};
 
 /// Options of `new Executor(policy, options)` and `Executor.fromOptions`.
 #[napi(object, object_to_js = false)]
@@ -142,13 +140,22 @@ impl Task for ExecJob {
     type JsValue = ExecOutput;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let command = match utf8(&self.command, "command") {
-            Ok(c) => c,
-            Err(e) => return Ok(Err(e)),
-        };
-        let cwd = match utf8_opt(self.cwd.take(), "cwd") {
-            Ok(c) => c,
-            Err(e) => return Ok(Err(e)),
+        // A command or working directory refused here (a lone surrogate)
+        // is reported as the executor reports its own refusals, as C
+        // reports what it cannot take as text: every call, refused ones
+        // included, leaves a record, its working directory as given (what
+        // is not text replaced).
+        let cwd = self.cwd.take();
+        let args = utf8(&self.command, "command").and_then(|command| {
+            let cwd = cwd.as_ref().map(|c| utf8(c, "cwd")).transpose()?;
+            Ok((command, cwd))
+        });
+        let (command, cwd) = match args {
+            Ok(args) => args,
+            Err(e) => {
+                let shown = cwd.map_or(String::new(), |c| String::from_utf16_lossy(&c));
+                return Ok(Err(self.executor.audit_refusal(&shown, e)));
+            }
         };
         Ok(self.executor.exec(
             &command,

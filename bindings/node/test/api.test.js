@@ -694,6 +694,29 @@ describe('Executor', () => {
     }
   })
 
+  test('leads22: an exec refused at the binding (a lone surrogate) reaches the audit callback', async () => {
+    // C reports a command or cwd it cannot take as text through the
+    // executor's audit; Node refused such a call without a record.
+    const events = []
+    const own = new Executor(policy, { audit: (e) => events.push(e) })
+    try {
+      await rejectsCode(own.exec('echo a\uD800'), 'E_REQUEST')
+      await rejectsCode(own.exec('pwd', { cwd: 'w\uDC00' }), 'E_REQUEST')
+      assert.equal((await own.exec('exit 4')).exitCode, 4)
+      for (let i = 0; i < 100 && events.length < 3; i++) await sleep(10)
+      assert.deepEqual(
+        events.map((e) => [e.op, e.path, e.outcome, e.exitCode, e.size]),
+        [
+          ['exec', '', 'E_REQUEST', undefined, undefined],
+          ['exec', 'w\uFFFD', 'E_REQUEST', undefined, undefined],
+          ['exec', '', 'OK', 4, 0],
+        ],
+      )
+    } finally {
+      await own.dispose()
+    }
+  })
+
   test('exec disabled: E_DENIED', async () => {
     fs.writeFileSync(path.join(dir, 'off.toml'), '[fs]\nread_roots = ["ws"]\n')
     const off = new Executor(Policy.load(path.join(dir, 'off.toml')))

@@ -601,3 +601,44 @@ fn cli22_tool_exit_statuses_for_a_stdin_it_cannot_use() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+/// `sandgate check` shows a root or policy file name holding bytes that
+/// are not UTF-8 with them as `\xNN`, never as U+FFFD (a real name of its
+/// own): the summary's roots, on the page and in `--json`, and a policy
+/// file that cannot be read.
+#[test]
+fn leads22_check_shows_names_not_utf8_as_their_bytes() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let fx = fixture(GOOD);
+    let home = fx.path().join(OsStr::from_bytes(b"d\xfc"));
+    fs::create_dir_all(home.join("ws")).unwrap();
+    fs::write(home.join("policy.toml"), GOOD).unwrap();
+    let check = |args: &[&OsStr]| {
+        Command::new(SANDGATE)
+            .arg("check")
+            .args(args)
+            .current_dir(&home)
+            .env_remove("SANDGATE_POLICY")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let page = check(&[OsStr::new("policy.toml")]);
+    let json = check(&[OsStr::new("--json"), OsStr::new("policy.toml")]);
+    let gone = check(&[OsStr::from_bytes(b"gone\xff.toml")]);
+    for (out, want) in [(&page, "d\\xfc/ws"), (&json, "d\\\\xfc/ws")] {
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            stdout.contains(want) && !stdout.contains('\u{fffd}'),
+            "{stdout}"
+        );
+    }
+    let stderr = text(&gone.stderr);
+    assert_eq!(gone.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("gone\\xff.toml") && !stderr.contains('\u{fffd}'),
+        "{stderr}"
+    );
+}

@@ -1,7 +1,8 @@
 //! `sandgate mcp --http` under a flood of connections that never show the
 //! token: anyone who can connect to the loopback port could fill the
 //! server's descriptor table with them, so that the calls of a session
-//! holding the token failed for want of a descriptor.
+//! holding the token failed for want of a descriptor. And `sandgate mcp
+//! --unix` under a low descriptor limit, whose sessions each hold one.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -280,4 +281,107 @@ fn flood22_connections_without_the_token_leave_descriptors_for_sessions() {
     );
     drop(flood);
     drop(server);
+}
+
+/// `sandgate mcp --unix` at `dir/mcp.sock` on `dir`'s policy, its
+/// descriptor limit set to `nofile`: the child and the socket's path.
+fn start_unix(dir: &Path, nofile: u64) -> (Killed, std::path::PathBuf) {
+    let sock = dir.join("mcp.sock");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+    cmd.env_remove("SANDGATE_MCP_STALL_SECS")
+        .args(["mcp", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: only setrlimit between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = rustix::process::Rlimit {
+                current: Some(nofile),
+                maximum: Some(nofile),
+            };
+            rustix::process::setrlimit(rustix::process::Resource::Nofile, lim)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("UNIX socket"), "{line}");
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    (Killed(child), sock)
+}
+
+/// A connection to `sock` that sent `initialize`: it and the first line
+/// answered (empty if the connection was closed first).
+fn unix_open(sock: &Path) -> (std::os::unix::net::UnixStream, String) {
+    let s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // A connection over the cap is answered and closed at once, so this
+    // write may meet a closed socket: the answer tells what happened.
+    let _ = writeln!(&s, "{}", initialize());
+    let mut line = String::new();
+    let _ = BufReader::new(&s).read_line(&mut line);
+    (s, line)
+}
+
+/// Under a descriptor limit of 96, the UNIX socket holds at most a
+/// quarter of it in sessions (24), refusing the next naming that cap, so
+/// that sessions holding every place and a flood of connections beyond
+/// them leave a session's `exec` served. Before, it held 64 whatever the
+/// limit, and `exec` failed with `E_NOT_STARTED` "Too many open files".
+#[test]
+fn leads22_unix_sessions_scale_with_the_descriptor_limit() {
+    let dir = policy_dir();
+    let (server, sock) = start_unix(dir.path(), 96);
+    let (a, line) = unix_open(&sock);
+    assert!(line.contains("protocolVersion"), "{line}");
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    writeln!(&a, "{note}").unwrap();
+    // Sessions until one is refused.
+    let mut held = Vec::new();
+    let refused = loop {
+        let (s, line) = unix_open(&sock);
+        if !line.contains("protocolVersion") {
+            break line;
+        }
+        held.push(s);
+        assert!(
+            held.len() < 64,
+            "64 more sessions opened under a limit of 96"
+        );
+    };
+    // A flood of connections beyond the cap, held open by their client.
+    let flood: Vec<_> = (0..200)
+        .filter_map(|_| std::os::unix::net::UnixStream::connect(&sock).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "exec", "arguments": {"command": "echo leads22-ran"}}});
+    writeln!(&a, "{call}").unwrap();
+    let mut r = BufReader::new(&a);
+    let mut out = String::new();
+    while !out.contains("\"id\":2") {
+        out.clear();
+        if r.read_line(&mut out).unwrap_or(0) == 0 {
+            break;
+        }
+    }
+    let sessions = held.len() + 1;
+    drop(flood);
+    drop(held);
+    drop(server);
+    assert!(
+        out.contains("leads22-ran") && !out.contains("\"isError\":true"),
+        "exec with every session place held and a flood: {out}"
+    );
+    assert!(
+        refused.contains("\"error\"") && refused.contains("at most 24"),
+        "session {} refused with: {refused}",
+        sessions + 1
+    );
+    assert_eq!(sessions, 24, "sessions held under a limit of 96");
 }

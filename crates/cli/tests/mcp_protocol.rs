@@ -1966,7 +1966,8 @@ fn http7_the_bearer_scheme_is_matched_in_any_case() {
     }
 }
 
-/// `--unix` holds at most 64 sessions (one per connection): the next
+/// `--unix` holds at most 64 sessions (one per connection; fewer only
+/// under a descriptor limit below 256, as `flood22.rs` tests): the next
 /// connection gets a JSON-RPC error naming the cap and is closed, a
 /// closed connection frees its place, and once every one is closed the
 /// server holds no more threads or descriptors than before.

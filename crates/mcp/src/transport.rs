@@ -5,7 +5,9 @@
 //! sandbox, so budgets last for the process's lifetime whatever the number
 //! of clients.
 //!
-//! Each transport holds at most [`MAX_SESSIONS`] sessions at once, since
+//! Each transport holds at most [`MAX_SESSIONS`] sessions at once (the
+//! UNIX socket at most a quarter of the descriptor limit when that is
+//! lower: `unix_session_cap`), since
 //! each holds memory (about 50 KiB on HTTP, with its tasks and channels)
 //! for as long as it lasts: on HTTP until the client ends it (`DELETE`)
 //! or it has been idle for five minutes (no request of it open, none
@@ -74,10 +76,10 @@ use crate::Server;
 /// The most sessions one server holds at once on either transport.
 pub const MAX_SESSIONS: usize = 64;
 
-/// Why a session beyond [`MAX_SESSIONS`] is refused.
-fn too_many_sessions() -> String {
+/// Why a session beyond `cap` (the transport's cap) is refused.
+fn too_many_sessions(cap: usize) -> String {
     format!(
-        "too many MCP sessions: this server holds at most {MAX_SESSIONS} at once; \
+        "too many MCP sessions: this server holds at most {cap} at once; \
          end one (DELETE on HTTP, closing the connection on the socket) or wait for an idle one to expire"
     )
 }
@@ -452,6 +454,22 @@ fn unproven_cap() -> usize {
     usize::try_from(cur / 4)
         .unwrap_or(usize::MAX)
         .clamp(1, MAX_UNPROVEN)
+}
+
+/// How many sessions the UNIX socket holds at once: [`MAX_SESSIONS`], or
+/// a quarter of the process's descriptor limit (`RLIMIT_NOFILE`, its soft
+/// value) when that is lower, at least 1. Each session holds its
+/// connection's descriptor for as long as it lasts, so that under a low
+/// limit the other three quarters stay for what the sessions' calls open
+/// (files, a command's pipes and signals) and for connections refused
+/// beyond the cap.
+fn unix_session_cap() -> usize {
+    let cur = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    usize::try_from(cur / 4)
+        .unwrap_or(usize::MAX)
+        .clamp(1, MAX_SESSIONS)
 }
 
 /// The HTTP connections that have not yet shown the token: each holds one
@@ -901,7 +919,7 @@ pub async fn serve_http(
                             None => {
                                 return Ok(plain(
                                     StatusCode::SERVICE_UNAVAILABLE,
-                                    format!("{}\n", too_many_sessions()),
+                                    format!("{}\n", too_many_sessions(MAX_SESSIONS)),
                                 ))
                             }
                         }
@@ -994,13 +1012,14 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
         "sandgate: serving MCP on the UNIX socket {}",
         path.display()
     );
-    let places = Arc::new(tokio::sync::Semaphore::new(MAX_SESSIONS));
+    let cap = unix_session_cap();
+    let places = Arc::new(tokio::sync::Semaphore::new(cap));
     loop {
         let (stream, _) = accept_next(async || listener.accept().await).await;
         let Ok(place) = Arc::clone(&places).try_acquire_owned() else {
             tokio::spawn(async move {
                 let line = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
-                    "code": -32000, "message": too_many_sessions()}});
+                    "code": -32000, "message": too_many_sessions(cap)}});
                 let mut stream = stream;
                 let _ = tokio::time::timeout(
                     stall,

@@ -196,6 +196,10 @@ impl Problem {
 ///    | ^^^^^^^^^
 /// ```
 ///
+/// A path (the file name, a root) is shown with any bytes that are not
+/// UTF-8 written `\xNN`, never replaced by U+FFFD, which can be a real
+/// name of its own.
+///
 /// Problems are separated by a blank line. [`key`](PolicyError::key),
 /// [`message`](PolicyError::message) and [`kind`](PolicyError::kind)
 /// answer for the first one. Messages never contain a host absolute path
@@ -252,7 +256,7 @@ impl PolicyError {
             problems: vec![Problem::new(
                 PolicyErrorKind::Read,
                 None,
-                format!("cannot read the policy file `{}`", file.display()),
+                format!("cannot read the policy file `{}`", shown(file)),
                 None,
             )],
             file: Some(file.to_path_buf()),
@@ -314,6 +318,24 @@ impl PolicyError {
     }
 }
 
+/// `path` as text for a person: the bytes that are not UTF-8 written
+/// `\xNN`, the rest as it is. Not [`Path::display`], which replaces them
+/// with U+FFFD, a character that can be a real name's own, so that two
+/// different files would be shown alike. (The crate has its own because it
+/// depends on nothing that shows paths.)
+pub(crate) fn shown(path: &Path) -> String {
+    use std::fmt::Write as _;
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::with_capacity(path.as_os_str().len());
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, problem) in self.problems.iter().enumerate() {
@@ -327,7 +349,7 @@ impl fmt::Display for PolicyError {
             let number = at.line.to_string();
             let pad = " ".repeat(number.len());
             match &self.file {
-                Some(file) => write!(f, "\n{pad}--> {}:{}:{}", file.display(), at.line, at.column)?,
+                Some(file) => write!(f, "\n{pad}--> {}:{}:{}", shown(file), at.line, at.column)?,
                 None => write!(f, "\n{pad}--> line {}, column {}", at.line, at.column)?,
             }
             if at.caret_len == 0 {

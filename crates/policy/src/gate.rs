@@ -13,7 +13,7 @@ use crate::decode::{
     DEFAULT_MAX_TASKS, DEFAULT_MAX_WRITE_BYTES, DEFAULT_SHELL, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
     MIN_CPU_MS, MIN_MEMORY_BYTES, MIN_TASKS,
 };
-use crate::error::{PolicyError, PolicyErrorKind, Problem};
+use crate::error::{shown, PolicyError, PolicyErrorKind, Problem};
 use crate::net;
 use crate::{Budgets, ExecPolicy, Inner, Limits, SecurityMode, StatedLimits, CONFINED_GIT};
 
@@ -93,7 +93,7 @@ impl PolicyDirs {
                 None,
                 format!(
                     "cannot resolve the base directory `{}`: {err}",
-                    base_dir.display()
+                    shown(base_dir)
                 ),
             )
         })?;
@@ -297,12 +297,12 @@ impl Gate<'_> {
                 let message = if err.kind() == io::ErrorKind::NotFound {
                     format!(
                         "the root \"{quoted}\" does not exist (looked for {})",
-                        joined.display()
+                        shown(&joined)
                     )
                 } else {
                     format!(
                         "the root \"{quoted}\" ({}) cannot be resolved: {err}",
-                        joined.display()
+                        shown(&joined)
                     )
                 };
                 self.refuse(PolicyErrorKind::RootMissing, root, message);
@@ -318,7 +318,7 @@ impl Gate<'_> {
                 root,
                 format!(
                     "the root \"{quoted}\" ({}) is not a directory",
-                    canonical.display()
+                    shown(&canonical)
                 ),
             );
             return None;

@@ -549,7 +549,7 @@ fn regular_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), PolicyError
         None,
         format!(
             "the policy file `{}` is not a regular file ({what})",
-            path.display()
+            error::shown(path)
         ),
     )
     .in_file(path))

@@ -24,7 +24,9 @@ use crate::{Budgets, Confine, ExecPolicy, Limits, Policy, SecurityMode};
 ///  "digest":"sha256:…"}
 /// ```
 ///
-/// Root paths are shown lossily as UTF-8; a `null` budget is unlimited.
+/// Root paths are shown with any bytes that are not UTF-8 written `\xNN`
+/// (never U+FFFD, which can be a real name of its own); a `null` budget is
+/// unlimited.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     /// `security_mode`.
@@ -93,9 +95,9 @@ impl Summary {
             read_roots: policy
                 .read_roots()
                 .iter()
-                .map(|p| p.display().to_string())
+                .map(|p| crate::error::shown(p))
                 .collect(),
-            write_root: policy.write_root().map(|p| p.display().to_string()),
+            write_root: policy.write_root().map(crate::error::shown),
             deny_write: policy.deny_write().to_vec(),
             limits: policy.limits(),
             exec: policy.exec().clone(),

@@ -147,3 +147,62 @@ fn every_problem_is_reported_in_file_order() {
         .collect();
     assert_eq!(lines, [2, 3, 5]);
 }
+
+/// A policy file name holding bytes that are not UTF-8 is shown with
+/// them as `\xNN`, never as U+FFFD (which can be a real name of its own,
+/// here one lying beside it): in `cannot read the policy file`, in `not a
+/// regular file` and on the `-->` line of a problem in the file.
+#[test]
+fn leads22_a_file_name_not_utf8_is_shown_as_its_bytes() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let fx = Fixture::new();
+    let named = |b: &[u8]| fx.project().join(OsStr::from_bytes(b));
+    // The lossy spellings, real files of their own.
+    for lossy in ["gone\u{fffd}.toml", "dir\u{fffd}.toml", "bad\u{fffd}.toml"] {
+        fs::write(fx.project().join(lossy), "").unwrap();
+    }
+    let gone = sandgate_policy::Policy::load(named(b"gone\xff.toml")).unwrap_err();
+    fs::create_dir(named(b"dir\xfe.toml")).unwrap();
+    let dir = sandgate_policy::Policy::load(named(b"dir\xfe.toml")).unwrap_err();
+    fs::write(named(b"bad\xfd.toml"), "colour = \"blue\"\n").unwrap();
+    let bad = sandgate_policy::Policy::load(named(b"bad\xfd.toml")).unwrap_err();
+    for (err, want) in [
+        (&gone, "cannot read the policy file"),
+        (&dir, "is not a regular file"),
+        (&bad, "-->"),
+    ] {
+        let text = err.to_string();
+        assert!(text.contains(want), "{text}");
+        assert!(!text.contains('\u{fffd}'), "shown lossily: {text}");
+    }
+    assert!(gone.to_string().contains("gone\\xff.toml"), "{gone}");
+    assert!(dir.to_string().contains("dir\\xfe.toml"), "{dir}");
+    assert!(bad.to_string().contains("bad\\xfd.toml:1:1"), "{bad}");
+}
+
+/// A root whose path is not UTF-8 (the policy's own directory's name is
+/// not) is named with those bytes as `\xNN` where it is refused, never as
+/// U+FFFD.
+#[test]
+fn leads22_a_root_path_not_utf8_is_shown_as_its_bytes() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let fx = Fixture::new();
+    let home = fx.project().join(OsStr::from_bytes(b"d\xfc"));
+    fs::create_dir(&home).unwrap();
+    fs::write(home.join("a-file"), "").unwrap();
+    let path = home.join("policy.toml");
+    for (text, want) in [
+        ("[fs]\nread_roots = [\"nope\"]\n", "does not exist"),
+        ("[fs]\nread_roots = [\"a-file\"]\n", "is not a directory"),
+    ] {
+        fs::write(&path, text).unwrap();
+        let err = sandgate_policy::Policy::load(&path)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want), "{err}");
+        assert!(err.contains("d\\xfc/"), "{err}");
+        assert!(!err.contains('\u{fffd}'), "shown lossily: {err}");
+    }
+}

@@ -178,3 +178,29 @@ fn summary_display_says_what_is_off() {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
 }
+
+/// The summary's roots show bytes that are not UTF-8 as `\xNN`, never as
+/// U+FFFD (a real name of its own): on the page and in the JSON.
+#[test]
+fn leads22_summary_roots_not_utf8_are_shown_as_their_bytes() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let fx = Fixture::new();
+    let home = fx.project().join(OsStr::from_bytes(b"d\xfc"));
+    std::fs::create_dir_all(home.join("ws")).unwrap();
+    let path = home.join("policy.toml");
+    std::fs::write(&path, "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n").unwrap();
+    let s = sandgate_policy::Policy::load(&path).unwrap().summary();
+    assert!(s.read_roots[0].ends_with("d\\xfc/ws"), "{:?}", s.read_roots);
+    assert_eq!(s.write_root.as_deref(), Some(s.read_roots[0].as_str()));
+    let page = s.to_string();
+    assert!(
+        page.contains("d\\xfc/ws") && !page.contains('\u{fffd}'),
+        "{page}"
+    );
+    let json = s.to_json();
+    assert!(
+        json.contains("d\\\\xfc/ws") && !json.contains('\u{fffd}'),
+        "{json}"
+    );
+}
