@@ -448,12 +448,18 @@ pub const MAX_UNPROVEN: usize = 256;
 /// connections, the files their tools open, the pipes and signals of
 /// their commands.
 fn unproven_cap() -> usize {
+    quarter_of_the_descriptors(MAX_UNPROVEN)
+}
+
+/// A quarter of the process's descriptor limit (`RLIMIT_NOFILE`, its soft
+/// value), at least 1 and at most `most`.
+fn quarter_of_the_descriptors(most: usize) -> usize {
     let cur = rustix::process::getrlimit(rustix::process::Resource::Nofile)
         .current
         .unwrap_or(u64::MAX);
     usize::try_from(cur / 4)
         .unwrap_or(usize::MAX)
-        .clamp(1, MAX_UNPROVEN)
+        .clamp(1, most)
 }
 
 /// How many sessions the UNIX socket holds at once: [`MAX_SESSIONS`], or
@@ -464,12 +470,7 @@ fn unproven_cap() -> usize {
 /// (files, a command's pipes and signals) and for connections refused
 /// beyond the cap.
 fn unix_session_cap() -> usize {
-    let cur = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-        .current
-        .unwrap_or(u64::MAX);
-    usize::try_from(cur / 4)
-        .unwrap_or(usize::MAX)
-        .clamp(1, MAX_SESSIONS)
+    quarter_of_the_descriptors(MAX_SESSIONS)
 }
 
 /// The HTTP connections that have not yet shown the token: each holds one
