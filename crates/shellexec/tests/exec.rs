@@ -3309,13 +3309,24 @@ fn on_the_floor_a_command_connects_to_unix_sockets_beneath_its_write_roots_only(
     }
 }
 
+/// A listener at `path` whose queue holds two connections: the commands
+/// that fill it make two judged connects rather than a default backlog's
+/// hundreds (each a round trip through the executor, which under a loaded
+/// CI host outlasted a 2 s timeout before the command was ready).
+fn small_listener(path: &Path) -> std::os::unix::net::UnixListener {
+    use rustix::net::{bind, listen, socket, AddressFamily, SocketAddrUnix, SocketType};
+    let fd = socket(AddressFamily::UNIX, SocketType::STREAM, None).unwrap();
+    bind(&fd, &SocketAddrUnix::new(path).unwrap()).unwrap();
+    listen(&fd, 1).unwrap();
+    std::os::unix::net::UnixListener::from(fd)
+}
+
 /// A connect on a blocking socket waits in a thread of the executor while
 /// the listener's queue is full, connects once the listener takes the
 /// queued connections, and a command killed while it waits ends on time
 /// (the executor's thread ends with it: the run waits for it).
 #[test]
 fn on_the_floor_a_blocking_unix_connect_waits_for_its_listener_and_ends_with_the_command() {
-    use std::os::unix::net::UnixListener;
     let Some((kernel, ex)) = floor_for_python() else {
         return;
     };
@@ -3359,7 +3370,7 @@ fn on_the_floor_a_blocking_unix_connect_waits_for_its_listener_and_ends_with_the
     };
 
     // Killed while it waits: ends at its timeout.
-    let listener = UnixListener::bind(&sock).unwrap();
+    let listener = small_listener(&sock);
     let (r, took) = exec(Duration::from_secs(2)).join().unwrap();
     assert!(r.timed_out, "{}", text(&r.stderr));
     assert_eq!(text(&r.stdout), "queued True\n", "{}", text(&r.stderr));
@@ -3368,7 +3379,7 @@ fn on_the_floor_a_blocking_unix_connect_waits_for_its_listener_and_ends_with_the
     // Let through once the listener takes what is queued.
     drop(listener);
     fs::remove_file(&sock).unwrap();
-    let listener = UnixListener::bind(&sock).unwrap();
+    let listener = small_listener(&sock);
     let waiting = exec(Duration::from_secs(20));
     thread::sleep(Duration::from_millis(1500));
     // The connect waits in a thread of the executor (this process).
