@@ -4,8 +4,8 @@
 use sandgate_rootfs::{Resolver, Root};
 
 /// `mkdir_all` of a path of 2,047 components (4,093 bytes, as long as the
-/// kernel takes) in a thread with the default 2 MiB stack and in one of
-/// 256 KiB, with either resolver. It recursed once per missing component,
+/// kernel takes) in a thread with a stack of 256 KiB, with either
+/// resolver. It recursed once per missing component,
 /// and a frame per level overflowed the 2 MiB stack, which aborted the
 /// embedding process; it now goes up to the first directory that exists
 /// and down again in a loop.
@@ -15,7 +15,10 @@ fn deep22_mkdir_all_of_the_longest_path_keeps_to_a_small_stack() {
         if matches!(resolver, Resolver::Openat2) && !sandgate_rootfs::openat2_supported() {
             continue;
         }
-        for stack in [2usize << 20, 256 << 10] {
+        // 256 KiB, an eighth of a thread's default 2 MiB, which the
+        // recursion overflowed: what passes in it passes in the default.
+        let stack = 256usize << 10;
+        {
             let tmp = tempfile::tempdir().unwrap();
             let root = Root::open_with_resolver(tmp.path(), resolver).unwrap();
             let path = vec!["a"; 2047].join("/");
