@@ -567,6 +567,7 @@ fn gitfile_target(
         root_fd,
         &rel,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        rustix::fs::ResolveFlags::empty(),
     ) {
         Ok(fd) => Ok(Some(fd)),
         Err(Errno::NOENT | Errno::NOTDIR) => Ok(None),
@@ -960,23 +961,15 @@ impl Pending {
 /// on the way: in one `openat2` where the kernel has it, else (and for a
 /// path too long for it) one component at a time.
 fn reopen(git: &OwnedFd, rel: &Path) -> Result<OwnedFd, GitError> {
-    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::fs::{OFlags, ResolveFlags};
     use rustix::io::Errno;
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut tries = 0;
-    loop {
-        match rustix::fs::openat2(
-            git,
-            rel,
-            flags,
-            Mode::empty(),
-            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-        ) {
-            Ok(fd) => return Ok(fd),
-            Err(Errno::AGAIN) if tries < EAGAIN_RETRIES => tries += 1,
-            Err(Errno::NOSYS | Errno::PERM | Errno::NAMETOOLONG | Errno::AGAIN) => break,
-            Err(e) => return Err(open_dir_failed(rel, e)),
-        }
+    match openat2_beneath(git, rel, flags, ResolveFlags::NO_SYMLINKS) {
+        Ok(fd) => return Ok(fd),
+        // No `openat2`, a path too long for it, or renames racing it past
+        // the tries: one component at a time.
+        Err(Errno::NOSYS | Errno::PERM | Errno::NAMETOOLONG | Errno::AGAIN) => {}
+        Err(e) => return Err(open_dir_failed(rel, e)),
     }
     let mut dir = git
         .try_clone()
@@ -1001,7 +994,12 @@ fn reopen(git: &OwnedFd, rel: &Path) -> Result<OwnedFd, GitError> {
 fn stays_in_dot_git(git: &OwnedFd, rel: &Path) -> Result<(), GitError> {
     use rustix::fs::OFlags;
     use rustix::io::Errno;
-    let resolved = openat2_beneath(git, rel, OFlags::PATH | OFlags::CLOEXEC);
+    let resolved = openat2_beneath(
+        git,
+        rel,
+        OFlags::PATH | OFlags::CLOEXEC,
+        rustix::fs::ResolveFlags::empty(),
+    );
     match resolved {
         Ok(_) | Err(Errno::NOENT) => Ok(()),
         Err(e) => Err(GitError::repository(format!(
@@ -1021,15 +1019,17 @@ fn stays_in_dot_git(git: &OwnedFd, rel: &Path) -> Result<(), GitError> {
 /// How many times a resolution that raced with a rename is tried.
 const EAGAIN_RETRIES: usize = 64;
 
-/// `path` opened beneath `dir` (`RESOLVE_BENEATH`, no magic links). The
-/// kernel answers `EAGAIN` when a rename or mount anywhere on the host
-/// raced with a `..` step; that says nothing of where the path leads, so
-/// the resolution is tried again (a host renaming without pause could
-/// still exhaust the tries: then the caller refuses, as for any error).
+/// `path` opened beneath `dir` (`RESOLVE_BENEATH`, no magic links, and
+/// the `extra` resolve flags). The kernel answers `EAGAIN` when a rename
+/// or mount anywhere on the host raced with a `..` step; that says
+/// nothing of where the path leads, so the resolution is tried again (a
+/// host renaming without pause could still exhaust the tries: then the
+/// caller refuses, as for any error).
 fn openat2_beneath(
     dir: &OwnedFd,
     path: &Path,
     flags: rustix::fs::OFlags,
+    extra: rustix::fs::ResolveFlags,
 ) -> rustix::io::Result<OwnedFd> {
     use rustix::fs::{Mode, ResolveFlags};
     let mut tries = 0;
@@ -1039,7 +1039,7 @@ fn openat2_beneath(
             path,
             flags,
             Mode::empty(),
-            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS | extra,
         ) {
             Err(rustix::io::Errno::AGAIN) if tries < EAGAIN_RETRIES => tries += 1,
             other => return other,
