@@ -364,8 +364,8 @@ pub fn mcp_clients(bin: &Path, venv: &Path) -> Result<(), String> {
 /// against the library `bindings::test` used, from the checkout (read,
 /// never written: every file a test makes goes to `/tmp`). Python runs
 /// from `venv`, the virtual environment [`mcp_clients`] made for that
-/// user (it holds pytest); Go builds into a cache of its own under
-/// `/tmp`, removed afterwards.
+/// user (it holds pytest); Go's test binary is built as root and run as
+/// that user.
 pub fn bindings(venv: &Path) -> Result<(), String> {
     if !is_root() {
         eprintln!("note: unprivileged bindings: not root, so they cannot switch user; skipped");
@@ -398,25 +398,30 @@ pub fn bindings(venv: &Path) -> Result<(), String> {
             venv_python.display()
         );
     }
-    let gohome = std::env::temp_dir().join(format!("sandgate-go-nobody-{}", std::process::id()));
-    let (cache, gopath) = (
-        format!("GOCACHE={}", utf8(&gohome.join("cache"))?),
-        format!("GOPATH={}", utf8(&gohome.join("path"))?),
-    );
-    let pkg_config = format!("PKG_CONFIG_PATH={}", utf8(&lib.join("pkgconfig"))?);
+    // The race-detector test binary is built as root, from the cache the
+    // root run just warmed (a cache of this user's own started cold and
+    // cost most of a minute and a half), and only run as this user: who
+    // builds it does not matter, who runs it does. `TestStaticLinking`
+    // builds a program with `go build` to see how it links, which is the
+    // same whoever runs it, so only the root run has it.
+    crate::bindings::use_pkg_config()?;
+    let go_test = crate::target_dir().join("go/sandgate-race.test");
+    let go_test = utf8(&go_test)?;
+    step(
+        "go test binary",
+        "go",
+        &["-C", "bindings/go", "test", "-c", "-race", "-o", &go_test],
+    )?;
     let mut args = [AS_NOBODY, NOBODY_HOME].concat();
     args.extend([
         path.as_str(),
-        cache.as_str(),
-        gopath.as_str(),
-        pkg_config.as_str(),
-        "go",
+        "sh",
+        "-c",
+        "cd bindings/go && exec \"$1\" -test.count=1 -test.skip '^TestStaticLinking$'",
+        "sh",
+        go_test.as_str(),
     ]);
-    args.extend(crate::bindings::GO_TEST);
-    let go = step("go binding as uid 65534", "setpriv", &args);
-    // Go makes its module cache read-only; root removes it all the same.
-    let _ = std::fs::remove_dir_all(&gohome);
-    go?;
+    step("go binding as uid 65534", "setpriv", &args)?;
     let mut args = [AS_NOBODY, NOBODY_HOME].concat();
     args.extend([path.as_str(), "sh", "-c", "cd bindings/node && node --test"]);
     step("node binding as uid 65534", "setpriv", &args)
