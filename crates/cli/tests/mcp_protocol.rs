@@ -2543,8 +2543,7 @@ fn http_a_body_that_never_arrives_is_answered_408_and_frees_its_place() {
 /// pipelined requests with the token that the SDK refuses at once, until
 /// the server stops reading them; one without the token ends its
 /// connection with its 401) is closed once its answer has waited 10 s to be written (4 s
-/// here, set with `SANDGATE_MCP_STALL_SECS`: the connection is seen held
-/// about a second after its answers stalled), so it
+/// here, set with `SANDGATE_MCP_STALL_SECS`), so it
 /// cannot hold a descriptor and a task forever. Before, the server waited
 /// on such a write with no end, and connections like it, without the
 /// token, could hold every descriptor it had.
@@ -2562,16 +2561,20 @@ fn http7_a_connection_that_never_reads_its_answers_is_closed() {
     let many = one.repeat(1000);
     // Send until neither the server nor the kernel takes more for a
     // second: the server is then stuck writing answers nobody reads.
+    // The most descriptors the server held meanwhile: on a loaded machine
+    // the server may stall and close the connection before the client
+    // has been idle a second, so one look after the loop could miss it.
     let mut idle_since = Instant::now();
     let start = Instant::now();
+    let mut stuck = base;
     while idle_since.elapsed() < Duration::from_secs(1) && start.elapsed() < Duration::from_secs(30)
     {
         match c.write(many.as_bytes()) {
             Ok(n) if n > 0 => idle_since = Instant::now(),
             _ => std::thread::sleep(Duration::from_millis(20)),
         }
+        stuck = stuck.max(threads_and_fds(pid).1);
     }
-    let stuck = threads_and_fds(pid).1;
     let stalled_at = Instant::now();
     // The server may still be answering the requests it holds (about
     // 4 MiB of answers fill the socket's buffers) when the test stops
@@ -2580,10 +2583,7 @@ fn http7_a_connection_that_never_reads_its_answers_is_closed() {
     let waited = stalled_at.elapsed();
     let _ = child.kill();
     let _ = child.wait();
-    assert!(
-        stuck > base,
-        "the connection was closed before its answers stalled"
-    );
+    assert!(stuck > base, "the server never held the connection");
     assert!(
         closed,
         "a connection whose answers are never read is still held {waited:?} after they stalled"
