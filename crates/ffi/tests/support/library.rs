@@ -65,6 +65,26 @@ fn build_library(profile_dir: &Path) {
         let target_dir = profile_dir.parent().expect("target dir");
         let mut cmd = Command::new(env!("CARGO"));
         cmd.args(["build", "-p", "sandgate-ffi", "--lib"]);
+        // Cargo gives this test the variables of its own package
+        // (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, ...); passed on, build
+        // scripts that watch them (ring's does) see them changed, and the
+        // workspace's next build compiled the TLS stack and everything
+        // above it again (57 s of a CI run, and more for the doctests).
+        for (name, _) in std::env::vars_os() {
+            let Some(name) = name.to_str() else { continue };
+            let cargos_own = [
+                "CARGO_PKG_",
+                "CARGO_MANIFEST_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+            ]
+            .iter()
+            .any(|p| name.starts_with(p))
+                || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"].contains(&name);
+            if cargos_own {
+                cmd.env_remove(name);
+            }
+        }
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
