@@ -728,42 +728,129 @@ impl Root {
         self.mkdir_all_impl(p, mode)
     }
 
-    /// Goes up from `p` to the first directory that exists (or the root),
-    /// then makes each missing one on the way down, in a loop: a path can
-    /// hold 2,047 components, and a call per level (as it was) overflowed
-    /// a thread's 2 MiB stack.
+    /// Finds the deepest directory of `p` that exists, with a few
+    /// resolutions from the root (from the end back, then halving), then
+    /// makes each missing level in the one before, through that level's
+    /// descriptor: `mkdirat` of one plain name, then `openat` of that name
+    /// with `O_NOFOLLOW | O_DIRECTORY`, so a link or a swap raced in at a
+    /// name just made is refused, never followed. A path can hold 2,047
+    /// components: a resolution from the root per level (as it was) cost
+    /// about two million lookups for the deepest one, and a call per level
+    /// (as it was before that) overflowed a thread's 2 MiB stack; this is
+    /// a loop over the components, two system calls for each level made.
     fn mkdir_all_impl(&self, p: &[u8], mode: u32) -> Result<()> {
-        let mut missing = Vec::new();
-        let mut cur = p;
-        loop {
-            match self.resolve(cur, Final::Dir(OFlags::PATH)) {
-                Ok(_) => break,
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-            missing.push(cur);
-            let s = path::split(cur);
-            if s.parent.is_empty() {
-                break;
-            }
-            cur = s.parent;
+        // There already (the usual case): one resolution.
+        match self.resolve(p, Final::Dir(OFlags::PATH)) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
-        for p in missing.into_iter().rev() {
-            let s = path::split(p);
-            if s.name_is_dot() {
-                self.resolve(p, Final::Dir(OFlags::PATH))?;
+        // Where each component starts and ends: prefix i is
+        // `p[..comps[i - 1].1]`.
+        let mut comps: Vec<(usize, usize)> = Vec::new();
+        let mut start = 0;
+        for (i, &b) in p.iter().chain(std::iter::once(&b'/')).enumerate() {
+            if b == b'/' {
+                if i > start {
+                    comps.push((start, i));
+                }
+                start = i + 1;
+            }
+        }
+        // Prefix i resolves only if every shorter one does (resolving it
+        // resolves them on the way), so the deepest existing one is found
+        // by search: `lo` resolves (0, the root, always does), `hi` does
+        // not (the whole path, just seen).
+        let probe = |i: usize| -> Result<Option<OwnedFd>> {
+            match self.resolve(&p[..comps[i - 1].1], Final::Dir(OFlags::PATH)) {
+                Ok(r) => Ok(Some(r.fd)),
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            }
+        };
+        let (mut lo, mut hi) = (0usize, comps.len());
+        let mut base: Option<OwnedFd> = None;
+        // From the end back in growing steps (one or two levels missing is
+        // the usual case), then halving what is left.
+        let mut step = 1;
+        while hi - lo > 1 {
+            let i = if step == 0 {
+                lo + (hi - lo) / 2
+            } else {
+                hi.saturating_sub(step).max(lo + 1)
+            };
+            match probe(i)? {
+                Some(fd) => {
+                    (lo, base) = (i, Some(fd));
+                    step = 0;
+                }
+                None => {
+                    hi = i;
+                    if step != 0 {
+                        step *= 2;
+                    }
+                }
+            }
+        }
+        // Made one level at a time from there. The descriptors of the last
+        // levels made are held for a `..` after them; one above those is
+        // resolved again from the root, as is a name found taken by an
+        // entry that is not a directory (a link beneath the root is
+        // followed there, as any existing component is).
+        const HELD: usize = 64;
+        let mut base = base.map_or(Parent::Root(self.fd.as_fd()), Parent::Dir);
+        let mut held: std::collections::VecDeque<OwnedFd> = std::collections::VecDeque::new();
+        let mut let_go = false;
+        let step_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mode = Mode::from_bits_truncate(mode);
+        for &(start, end) in &comps[lo..] {
+            let name = &p[start..end];
+            let upto = &p[..end];
+            if name == b"." {
                 continue;
             }
-            let dir = self.parent(p, &s, OFlags::PATH)?;
-            match rfs::mkdirat(&dir, s.name, Mode::from_bits_truncate(mode)) {
-                Ok(()) => {}
-                // Created meanwhile (or a symlink is there): accept only if
-                // it now resolves to a directory.
-                Err(Errno::EXIST) => {
-                    self.resolve(p, Final::Dir(OFlags::PATH))?;
+            if name == b".." {
+                if held.len() > 1 || (held.len() == 1 && !let_go) {
+                    held.pop_back();
+                } else {
+                    base = Parent::Dir(self.resolve(upto, Final::Dir(OFlags::PATH))?.fd);
+                    held.clear();
+                    let_go = false;
                 }
-                Err(e) => return Err(error::from_errno(p, e)),
+                continue;
             }
+            let cur = held.back().map_or(base.as_fd(), |fd| fd.as_fd());
+            let made = match rfs::mkdirat(cur, name, mode) {
+                Ok(()) => true,
+                Err(Errno::EXIST) => false,
+                Err(e) => return Err(error::from_errno(upto, e)),
+            };
+            let fd = match rfs::openat(cur, name, step_flags, Mode::empty()) {
+                Ok(fd) => fd,
+                // Just made, and already gone or replaced: refused.
+                Err(e) if made => {
+                    return Err(Error::new(
+                        error::from_errno(upto, e).kind(),
+                        upto,
+                        "the directory just made was replaced or removed before it was entered",
+                    )
+                    .with_errno(e))
+                }
+                // Taken by something else than a directory (a link, a file),
+                // or made by another and gone again: the name is judged as
+                // any existing component, from the root.
+                Err(_) => {
+                    base = Parent::Dir(self.resolve(upto, Final::Dir(OFlags::PATH))?.fd);
+                    held.clear();
+                    let_go = false;
+                    continue;
+                }
+            };
+            if held.len() == HELD {
+                held.pop_front();
+                let_go = true;
+            }
+            held.push_back(fd);
         }
         Ok(())
     }

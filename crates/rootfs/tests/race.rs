@@ -505,3 +505,157 @@ fn a_long_link_chain_resolves_while_the_hosts_mounts_change() {
         eprintln!("note: the kernel's ELOOP after a restarted lookup was not seen here in 20 s");
     }
 }
+
+/// Levels a `mkdir_all` of the swap test makes.
+const MKDIR23_DEPTH: usize = 10;
+
+/// The directory `levels` levels below `top`, reached through directories
+/// only (`O_NOFOLLOW` at each step); `None` where a level is missing or a
+/// link.
+fn real_dir(top: &Path, levels: usize) -> Option<std::os::fd::OwnedFd> {
+    use rustix::fs::{open, openat, Mode, OFlags};
+    let step = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut fd = open(top, step, Mode::empty()).ok()?;
+    for k in 1..=levels {
+        fd = openat(&fd, format!("d{k}").as_str(), step, Mode::empty()).ok()?;
+    }
+    Some(fd)
+}
+
+/// `mkdir_all` of a 10-level path, 300 times over, while another thread
+/// attacks each level as it appears: it exchanges the level (`RENAME_EXCHANGE`)
+/// for a symbolic link out of the root, absolute or climbing with `..` just
+/// past the root, or plants such a link at a level's name before it is
+/// made. Whatever the interleaving, nothing is created or changed outside,
+/// and each call either succeeds or is refused as a name swapped for a link
+/// would be (Escape, NotDir, or the walk's EAGAIN). The test requires
+/// refusals, so that it cannot pass without a race.
+fn mkdir23_swap_race(resolver: Resolver) {
+    const CALLS: usize = 300;
+    let tmp = tempfile::tempdir().unwrap();
+    let root_path = tmp.path().join("root");
+    let outside = tmp.path().join("outside");
+    fs::create_dir_all(&root_path).unwrap();
+    fs::create_dir_all(outside.join("sub")).unwrap();
+    fs::write(outside.join("f"), OUTSIDE).unwrap();
+    let before = snapshot(&outside);
+    let root = Root::open_with_resolver(&root_path, resolver).unwrap();
+    // The call under way: its number, CALLS when done.
+    let current = AtomicU64::new(u64::MAX);
+    let done = AtomicBool::new(false);
+    let swaps = AtomicU64::new(0);
+    let level = |i: u64, j: usize| -> PathBuf {
+        let mut p = root_path.join(format!("t{i}"));
+        for k in 1..=j {
+            p.push(format!("d{k}"));
+        }
+        p
+    };
+    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut n = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                let i = current.load(Ordering::Relaxed);
+                if i == u64::MAX {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                n += 1;
+                let j = (n as usize % MKDIR23_DEPTH) + 1;
+                // The link lives where level j is: j + 1 steps up from
+                // there is the temporary directory, beside the root.
+                let target = match n % 3 {
+                    0 => outside.clone(),
+                    _ => PathBuf::from(format!("{}outside", "../".repeat(j + 1))),
+                };
+                // The attacker never follows a link itself: it reaches
+                // level j's parent through real directories only.
+                let Some(parent) = real_dir(&level(i, 0), j - 1) else {
+                    continue;
+                };
+                let name = format!("d{j}");
+                if n % 2 == 0 {
+                    // Plant a link where the level is about to be made.
+                    if rustix::fs::symlinkat(&target, &parent, name.as_str()).is_ok() {
+                        swaps.fetch_add(1, Ordering::Relaxed);
+                    }
+                } else {
+                    let spare = format!("l{n}");
+                    if rustix::fs::symlinkat(&target, &parent, spare.as_str()).is_err() {
+                        continue;
+                    }
+                    let exchanged = renameat_with(
+                        &parent,
+                        name.as_str(),
+                        &parent,
+                        spare.as_str(),
+                        RenameFlags::EXCHANGE,
+                    );
+                    if exchanged.is_ok() {
+                        swaps.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        let _ = rustix::fs::unlinkat(
+                            &parent,
+                            spare.as_str(),
+                            rustix::fs::AtFlags::empty(),
+                        );
+                    }
+                }
+            }
+        });
+        for i in 0..CALLS as u64 {
+            fs::create_dir(root_path.join(format!("t{i}"))).unwrap();
+            let path = format!(
+                "t{i}/{}",
+                (1..=MKDIR23_DEPTH)
+                    .map(|k| format!("d{k}"))
+                    .collect::<Vec<_>>()
+                    .join("/")
+            );
+            current.store(i, Ordering::Relaxed);
+            let r = root.mkdir_all(&path, 0o755);
+            current.store(u64::MAX, Ordering::Relaxed);
+            let outcome = match &r {
+                Ok(()) => "ok".to_owned(),
+                Err(e) => {
+                    let gave_up = e.kind() == ErrorKind::Io && e.errno() == Some(libc::EAGAIN);
+                    assert!(
+                        matches!(e.kind(), ErrorKind::Escape | ErrorKind::NotDir) || gave_up,
+                        "{resolver:?} mkdir_all {path}: unexpected error {e:?} ({e})"
+                    );
+                    format!("{:?}", e.kind())
+                }
+            };
+            *outcomes.entry(outcome).or_default() += 1;
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    let after = snapshot(&outside);
+    assert!(
+        before == after,
+        "{resolver:?}: mkdir_all changed the outside directory:\nbefore {before:#?}\nafter {after:#?}"
+    );
+    eprintln!(
+        "{resolver:?}: {CALLS} calls, {} swaps or plants: {outcomes:?}",
+        swaps.load(Ordering::Relaxed)
+    );
+    let refused: u64 = outcomes
+        .iter()
+        .filter(|(k, _)| k.as_str() != "ok")
+        .map(|(_, v)| v)
+        .sum();
+    assert!(refused > 0, "no call met a link: no race was tested");
+}
+
+#[test]
+fn mkdir23_a_level_swapped_for_a_link_out_is_never_followed_openat2() {
+    if openat2_or_note() {
+        mkdir23_swap_race(Resolver::Openat2);
+    }
+}
+
+#[test]
+fn mkdir23_a_level_swapped_for_a_link_out_is_never_followed_walk() {
+    mkdir23_swap_race(Resolver::Walk);
+}

@@ -278,6 +278,101 @@ fn mkdir_and_mkdir_all() {
     });
 }
 
+/// The process's umask, from procfs.
+fn mkdir23_umask() -> u32 {
+    let status = fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("Umask:")).unwrap();
+    u32::from_str_radix(line["Umask:".len()..].trim(), 8).unwrap()
+}
+
+/// What `mkdir_all` makes of `.`, `..`, links and files in the path, and
+/// the modes it gives, under every resolver: the levels it makes are made
+/// one in the other, each found again by its descriptor.
+#[test]
+fn mkdir23_mkdir_all_components_links_and_modes() {
+    each(|f, root| {
+        // "." and ".." among the levels made.
+        root.mkdir_all("x/./y/../z/", 0o755).unwrap();
+        assert!(f.p("x/y").is_dir() && f.p("x/z").is_dir());
+        // A ".." above the deepest directory that existed.
+        f.dir("e");
+        root.mkdir_all("e/n/../../w", 0o755).unwrap();
+        assert!(f.p("e/n").is_dir() && f.p("w").is_dir());
+        // Down 70 levels, back up all of them, and one more made beside.
+        let down: Vec<String> = (1..=70).map(|i| format!("a{i}")).collect();
+        let deep = format!("{}/{}z", down.join("/"), "../".repeat(70));
+        root.mkdir_all(&deep, 0o755).unwrap();
+        assert!(f.p(&down.join("/")).is_dir());
+        assert!(f.p("z").is_dir());
+        // Through a link to a directory beneath the root.
+        f.dir("real").link("ld", "real");
+        root.mkdir_all("ld/n/m", 0o755).unwrap();
+        assert!(f.p("real/n/m").is_dir());
+        assert!(fs::symlink_metadata(f.p("ld")).unwrap().is_symlink());
+        // A dangling link is not made through: its target is not created.
+        f.link("dl", "nowhere");
+        assert_eq!(
+            root.mkdir_all("dl/x", 0o755).unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+        assert!(!f.p("nowhere").exists());
+        // A link out, met after levels were made.
+        f.link("out", "../outside");
+        let e = root.mkdir_all("m/../out/new", 0o755).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Escape, "{e}");
+        assert!(!f.outside_path().join("new").exists());
+        let e = root.mkdir_all("k/../../outside/new", 0o755).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Escape, "{e}");
+        assert!(!f.outside_path().join("new").exists());
+        // A file: in the middle, at the end.
+        f.file("d/file", "x");
+        for p in ["d/file/sub/deeper", "d/file", "d/file/"] {
+            let e = root.mkdir_all(p, 0o755).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::NotDir, "{p}: {e}");
+        }
+        assert!(f.p("d/file").is_file());
+        // An existing directory: nothing to do.
+        root.mkdir_all("x/y", 0o755).unwrap();
+        root.mkdir_all("x/y/", 0o755).unwrap();
+        // Every level made takes the mode, less the umask; one that was
+        // there keeps its own.
+        let umask = mkdir23_umask();
+        f.dir("keep");
+        fs::set_permissions(f.p("keep"), fs::Permissions::from_mode(0o755)).unwrap();
+        root.mkdir_all("keep/p1/p2/p3", 0o710).unwrap();
+        for p in ["keep/p1", "keep/p1/p2", "keep/p1/p2/p3"] {
+            let mode = fs::metadata(f.p(p)).unwrap().mode() & 0o7777;
+            assert_eq!(mode, 0o710 & !umask, "{p}");
+        }
+        assert_eq!(fs::metadata(f.p("keep")).unwrap().mode() & 0o7777, 0o755);
+    });
+}
+
+/// Threads that make the same deep path at once all succeed: a level
+/// another made first (EEXIST on a directory) is entered, not an error.
+#[test]
+fn mkdir23_concurrent_mkdir_all_of_one_path_all_succeed() {
+    each(|f, root| {
+        let path: String = (0..40)
+            .map(|i| format!("c{i}"))
+            .collect::<Vec<_>>()
+            .join("/");
+        for round in 0..20 {
+            let p = format!("r{round}/{path}");
+            let barrier = std::sync::Barrier::new(4);
+            std::thread::scope(|s| {
+                for _ in 0..4 {
+                    s.spawn(|| {
+                        barrier.wait();
+                        root.mkdir_all(&p, 0o755).unwrap();
+                    });
+                }
+            });
+            assert!(f.p(&p).is_dir());
+        }
+    });
+}
+
 #[test]
 fn remove_file_link_and_empty_dir_only() {
     each(|f, root| {
