@@ -15,7 +15,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
 
-const { Policy, Sandbox, Fetcher } = require('..')
+const { Policy, Sandbox, Executor, Fetcher } = require('..')
 
 for (const k of ['HTTPS_PROXY', 'HTTP_PROXY', 'ALL_PROXY', 'https_proxy', 'http_proxy', 'all_proxy']) {
   delete process.env[k]
@@ -168,6 +168,44 @@ describe('nodeaudit23: refusals made by the binding are audited', () => {
         ['read', 'a.txt', 'E_CLOSED'],
       ],
     )
+  })
+
+  test('nodeaudit23: each exec refused at the call yields exactly one event', async () => {
+    fs.writeFileSync(path.join(dir, 'policy.toml'), '[fs]\nwrite_root = "ws"\n[exec]\nenabled = true\n')
+    const seen = []
+    const ex = new Executor(Policy.load(path.join(dir, 'policy.toml')), { audit: (e) => seen.push(e) })
+    try {
+      const refused = [
+        [() => ex.exec(5), ''],
+        [() => ex.exec(), ''],
+        [() => ex.exec(5, { cwd: 'sub' }), 'sub'],
+        [() => ex.exec('true', { timeoutMs: -1 }), ''],
+        [() => ex.exec('true', { cwd: 'sub', timeoutMs: 1.5 }), 'sub'],
+        [() => ex.exec('true', { cwd: 'sub', abortSignal: {} }), 'sub'],
+        [() => ex.exec('true', { cwd: 'sub', bogus: 1 }), ''],
+        [() => ex.exec('true', { cwd: 5 }), ''],
+        [() => ex.exec('true', 'sub'), ''],
+      ]
+      const m = mismatches()
+      for (const [call, cwd] of refused) {
+        await sleep(10)
+        seen.length = 0
+        assert.equal(await codeOf(call), 'E_REQUEST', call.toString())
+        assert.equal((await ex.exec('exit 4')).exitCode, 4)
+        await settle(seen, 2)
+        m.check(
+          call.toString(),
+          seen.map((e) => [e.op, e.path, e.outcome, e.exitCode ?? null]),
+          [
+            ['exec', cwd, 'E_REQUEST', null],
+            ['exec', '', 'OK', 4],
+          ],
+        )
+      }
+      m.done()
+    } finally {
+      await ex.dispose()
+    }
   })
 
   test('nodeaudit23: each fetch refused by the binding yields exactly one event', async () => {
