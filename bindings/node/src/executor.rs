@@ -191,6 +191,21 @@ pub struct Executor {
     inner: Arc<sandgate::Executor>,
 }
 
+impl Executor {
+    /// A call `exec` refuses before the executor sees it (a command that
+    /// is not a string, malformed options, an `abortSignal` that is not
+    /// one), reported as the executor reports its own refusals
+    /// ([`sandgate::Executor::audit_refusal`], which C's boundary uses
+    /// too): one audit event `exec` on `cwd` as given (a lone surrogate
+    /// shown as U+FFFD; `''` when absent or when the options could not be
+    /// read), outcome the refusal's code, no budget spent. Answers the
+    /// error to throw.
+    fn refused(&self, env: &Env, cwd: Option<&Utf16String>, e: sandgate::Error) -> napi::Error {
+        let shown = cwd.map_or_else(String::new, |c| String::from_utf16_lossy(c));
+        js_error(env, &self.inner.audit_refusal(&shown, e))
+    }
+}
+
 #[napi]
 impl Executor {
     /// The executor `policy` grants (not started), with an optional audit
@@ -258,30 +273,38 @@ impl Executor {
         #[napi(ts_arg_type = "ExecOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<AsyncTask<ExecJob>> {
         // Thrown at the call, like malformed options; a lone surrogate
-        // rejects (`ExecJob::compute`).
-        let command = wide_arg(command, "command").or_throw(env)?;
-        let options: Option<ExecOptions> = options_of(
+        // rejects (`ExecJob::compute`). Either way the refusal is reported
+        // as the executor reports its own (`refused`).
+        let command = wide_arg(command, "command");
+        let options: Result<Option<ExecOptions>, _> = options_of(
             env,
             options,
             "options",
             &["cwd", "timeoutMs", "abortSignal"],
-        )?
-        .or_throw(env)?;
-        let (cwd, timeout_ms, signal) = match options {
-            Some(o) => (o.cwd, o.timeout_ms, o.abort_signal),
-            None => (None, None, None),
-        };
-        let timeout = match timeout_ms {
-            Some(ms) => match to_count(ms, "timeoutMs") {
-                Ok(ms) => Some(ms),
-                Err(e) => {
-                    if let Some(s) = signal {
-                        s.unref(env)?;
-                    }
-                    return Err(js_error(env, &e));
+        )?;
+        let (command, (cwd, timeout_ms, signal)) = match (command, options) {
+            (Ok(command), Ok(o)) => (
+                command,
+                o.map_or((None, None, None), |o| {
+                    (o.cwd, o.timeout_ms, o.abort_signal)
+                }),
+            ),
+            (Err(e), Ok(Some(o))) => {
+                if let Some(s) = o.abort_signal {
+                    s.unref(env)?;
                 }
-            },
-            None => None,
+                return Err(self.refused(env, o.cwd.as_ref(), e));
+            }
+            (Err(e), _) | (Ok(_), Err(e)) => return Err(self.refused(env, None, e)),
+        };
+        let timeout = match timeout_ms.map(|ms| to_count(ms, "timeoutMs")).transpose() {
+            Ok(ms) => ms,
+            Err(e) => {
+                if let Some(s) = signal {
+                    s.unref(env)?;
+                }
+                return Err(self.refused(env, cwd.as_ref(), e));
+            }
         };
         let (abort, listener) = match signal {
             None => (None, None),
@@ -296,11 +319,12 @@ impl Executor {
                             sandgate::ErrorCode::Io,
                             format!("cannot make the command's abort signal: {e}"),
                         );
-                        return Err(js_error(env, &e));
+                        return Err(self.refused(env, cwd.as_ref(), e));
                     }
                 };
                 let on_abort = native.clone();
-                let listener = connect(env, signal, move || on_abort.abort())?.or_throw(env)?;
+                let listener = connect(env, signal, move || on_abort.abort())?
+                    .map_err(|e| self.refused(env, cwd.as_ref(), e))?;
                 (Some(native), listener)
             }
         };

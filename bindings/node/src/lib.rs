@@ -416,7 +416,7 @@ fn unreadable(e: napi::Error, what: &str) -> sandgate::Error {
 }
 
 /// Whether `v` is `undefined` or `null` (an optional argument left out).
-fn is_nullish(v: &Unknown<'_>) -> bool {
+pub(crate) fn is_nullish(v: &Unknown<'_>) -> bool {
     use napi::bindgen_prelude::ValueType;
     matches!(v.get_type(), Ok(ValueType::Undefined | ValueType::Null))
 }
@@ -603,9 +603,14 @@ impl<R: Send + 'static, T> Job<R, T> {
     /// job started (`E_ABORTED`) or is not an `AbortSignal`
     /// (`E_REQUEST`). The signal's listener is removed when the job ends,
     /// whichever way.
+    ///
+    /// A refusal for the signal (arguments well formed) is handed to
+    /// `refused` with the arguments, which reports it to the audit
+    /// callback; a malformed argument was reported when the call was made.
     pub(crate) fn abortable<A: Send + 'static>(
         mut abort: abort::Abort,
         args: Result<A, sandgate::Error>,
+        refused: impl FnOnce(&A, sandgate::Error) -> sandgate::Error + Send + 'static,
         work: impl FnOnce(A, Arc<AtomicBool>) -> Result<R, sandgate::Error> + Send + 'static,
         convert: fn(&Env, R) -> napi::Result<T>,
     ) -> Self {
@@ -615,7 +620,10 @@ impl<R: Send + 'static, T> Job<R, T> {
             ..Job::new(
                 move || {
                     let args = args?;
-                    work(args, abort.check()?.unwrap_or_default())
+                    match abort.check() {
+                        Ok(flag) => work(args, flag.unwrap_or_default()),
+                        Err(e) => Err(refused(&args, e)),
+                    }
                 },
                 convert,
             )

@@ -16,8 +16,8 @@ use napi_derive::napi;
 use crate::abort::{abort_arg, Abort, ABORT_SIGNAL};
 use crate::policy::Policy;
 use crate::{
-    class_arg, data_arg, opt_num_arg, opt_str_arg, options_of, same, str_arg, to_count, to_usize,
-    utf8, utf8_opt, utf8_vec, Job, OrThrow,
+    class_arg, data_arg, is_nullish, opt_num_arg, opt_str_arg, options_of, same, str_arg, to_count,
+    to_usize, utf8, utf8_opt, utf8_vec, wide_arg, Job, OrThrow,
 };
 
 /// One audit event: what one sandbox operation or one executor command did
@@ -432,7 +432,33 @@ pub(crate) fn audit_sink(f: AuditFn) -> impl Fn(&sandgate::AuditEvent) + Send + 
 // The arguments are taken as JavaScript values and converted by the
 // `*_arg` helpers (lib.rs): a wrong type or a missing argument is
 // `E_REQUEST` naming it, and a lone surrogate too. The `…Async` twins
-// convert on the main thread and reject with the same error.
+// convert on the main thread and reject with the same error. Either way
+// the refusal is reported to the audit callback ([`Sandbox::audited`]),
+// as the sandbox reports its own.
+
+/// How an audit event shows a name argument the binding refused, as C
+/// shows one it cannot take as text: the string as given, each lone
+/// surrogate as U+FFFD; `absent` for `undefined`, `null` or no argument
+/// (`''`, or `'.'` for a search's base, as the sandbox shows one); `''`
+/// for a value that is not a string.
+fn shown(v: Option<Unknown<'_>>, absent: &str) -> String {
+    match v.filter(|v| !is_nullish(v)) {
+        None => absent.to_owned(),
+        Some(v) => wide_arg(v, "").map_or_else(|_| String::new(), |w| String::from_utf16_lossy(&w)),
+    }
+}
+
+/// The `refused` of an abortable job ([`Job::abortable`]): a signal
+/// aborted before the call started (`E_ABORTED`), or one that is not an
+/// `AbortSignal` (`E_REQUEST`), is reported as `op` on `path` (the
+/// arguments were well formed), as C reports it, and names `path`.
+fn signal_refused(
+    sb: &Arc<sandgate::Sandbox>,
+    op: &'static str,
+) -> impl FnOnce(&str, sandgate::Error) -> sandgate::Error + Send + 'static {
+    let sb = Arc::clone(sb);
+    move |path, e| sb.audit_refusal(op, path, e.with_path(path))
+}
 
 /// `edit`'s strings as UTF-8.
 fn edit_args(
@@ -445,6 +471,28 @@ fn edit_args(
         str_arg(old_text, "oldText")?,
         str_arg(new_text, "newText")?,
     ))
+}
+
+/// `write`'s name, content and `overwrite`.
+type WriteArgs = (String, Vec<u8>, bool);
+
+/// `write`'s name, content and `overwrite`, in the order they are
+/// checked (the outer error: a JavaScript exception reading the options).
+fn write_args(
+    env: &Env,
+    path: Unknown<'_>,
+    data: Unknown<'_>,
+    options: Option<Unknown<'_>>,
+) -> napi::Result<Result<WriteArgs, sandgate::Error>> {
+    let args = str_arg(path, "path").and_then(|p| Ok((p, data_arg(data, "data")?)));
+    let overwrite = overwrite_of(env, options)?;
+    Ok(args.and_then(|(p, d)| Ok((p, d, overwrite?))))
+}
+
+/// How an audit event shows `rename`'s names (`from -> to`, as the
+/// sandbox shows them), each as [`shown`].
+fn shown_rename(from: Unknown<'_>, to: Unknown<'_>) -> String {
+    format!("{} -> {}", shown(Some(from), ""), shown(Some(to), ""))
 }
 
 /// `rename`'s names as UTF-8.
@@ -484,7 +532,7 @@ type GrepJsArgs<'a> = (
 /// grep) with the options' `abortSignal` stopping it, its answer
 /// converted by `convert`.
 fn grep_job<R: Send + 'static, T>(
-    sb: &Arc<sandgate::Sandbox>,
+    this: &Sandbox,
     env: &Env,
     (pattern, path, max_results, options): GrepJsArgs<'_>,
     run: fn(
@@ -498,12 +546,15 @@ fn grep_job<R: Send + 'static, T>(
 where
     Job<(R, bool), T>: napi::Task,
 {
-    let sb = Arc::clone(sb);
+    let sb = Arc::clone(&this.inner);
     let args = grep_args(env, pattern, path, max_results, options, GREP_ASYNC_OPTIONS)?;
     let abort = Abort::of_options(env, options)?;
+    let args = this.audited("grep", || shown(path, "."), args);
+    let refused = signal_refused(&this.inner, "grep");
     Ok(AsyncTask::new(Job::abortable(
         abort,
         args,
+        move |(_, path, _, _), e| refused(path.as_deref().unwrap_or("."), e),
         move |(pattern, path, mut opts, context), cancel| {
             opts.cancel = Some(cancel);
             Ok((run(&sb, &pattern, path.as_deref(), &opts)?, context))
@@ -602,6 +653,25 @@ fn range(
 #[napi]
 pub struct Sandbox {
     inner: Arc<sandgate::Sandbox>,
+}
+
+impl Sandbox {
+    /// The one place where a call this binding refuses before the sandbox
+    /// sees it (`args`, its arguments converted) is reported as the
+    /// sandbox reports its own refusals ([`sandgate::Sandbox::audit_refusal`],
+    /// which C's boundary uses too): one audit event, `op` on `shown` (the
+    /// name as given, [`shown`]), outcome the refusal's code, no budget
+    /// spent; on a closed sandbox the refusal is `E_CLOSED`, as every call
+    /// then is. The sync forms throw what it answers, the `…Async` ones
+    /// reject with it.
+    fn audited<T>(
+        &self,
+        op: &'static str,
+        shown: impl FnOnce() -> String,
+        args: Result<T, sandgate::Error>,
+    ) -> Result<T, sandgate::Error> {
+        args.map_err(|e| self.inner.audit_refusal(op, &shown(), e))
+    }
 }
 
 #[napi]
@@ -732,7 +802,9 @@ impl Sandbox {
         env: &Env,
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> napi::Result<Buffer> {
-        let path = str_arg(path, "path").or_throw(env)?;
+        let path = self
+            .audited("read", || shown(Some(path), ""), str_arg(path, "path"))
+            .or_throw(env)?;
         self.inner.read(&path).map(Buffer::from).or_throw(env)
     }
 
@@ -743,7 +815,7 @@ impl Sandbox {
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> AsyncTask<Job<Vec<u8>, Buffer>> {
         let sb = Arc::clone(&self.inner);
-        let path = str_arg(path, "path");
+        let path = self.audited("read", || shown(Some(path), ""), str_arg(path, "path"));
         AsyncTask::new(Job::new(
             move || {
                 let path = path?;
@@ -761,7 +833,9 @@ impl Sandbox {
         env: &Env,
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> napi::Result<String> {
-        let path = str_arg(path, "path").or_throw(env)?;
+        let path = self
+            .audited("read", || shown(Some(path), ""), str_arg(path, "path"))
+            .or_throw(env)?;
         self.inner
             .read(&path)
             .map(|v| String::from_utf8_lossy(&v).into_owned())
@@ -775,7 +849,7 @@ impl Sandbox {
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> AsyncTask<Job<Vec<u8>, String>> {
         let sb = Arc::clone(&self.inner);
-        let path = str_arg(path, "path");
+        let path = self.audited("read", || shown(Some(path), ""), str_arg(path, "path"));
         AsyncTask::new(Job::new(
             move || {
                 let path = path?;
@@ -795,8 +869,10 @@ impl Sandbox {
         #[napi(ts_arg_type = "number | undefined | null")] offset: Option<Unknown<'_>>,
         #[napi(ts_arg_type = "number | undefined | null")] limit: Option<Unknown<'_>>,
     ) -> napi::Result<LinesResult> {
-        let path = str_arg(path, "path").or_throw(env)?;
-        let (o, l) = range(offset, limit).or_throw(env)?;
+        let args = str_arg(path, "path").and_then(|p| Ok((p, range(offset, limit)?)));
+        let (path, (o, l)) = self
+            .audited("read", || shown(Some(path), ""), args)
+            .or_throw(env)?;
         let r = self.inner.read_lines(&path, o, l).or_throw(env)?;
         lines_result(env, r)
     }
@@ -815,9 +891,12 @@ impl Sandbox {
         let sb = Arc::clone(&self.inner);
         let args = str_arg(path, "path").and_then(|p| Ok((p, range(offset, limit)?)));
         let abort = abort_arg(env, options)?;
+        let args = self.audited("read", || shown(Some(path), ""), args);
+        let refused = signal_refused(&self.inner, "read");
         Ok(AsyncTask::new(Job::abortable(
             abort,
             args,
+            move |(path, _), e| refused(path, e),
             move |(path, (o, l)), cancel| sb.read_lines_cancellable(&path, o, l, &cancel),
             lines_result,
         )))
@@ -836,11 +915,12 @@ impl Sandbox {
         #[napi(ts_arg_type = "string | Buffer")] data: Unknown<'_>,
         #[napi(ts_arg_type = "WriteOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<f64> {
-        let path = str_arg(path, "path").or_throw(env)?;
-        let data = data_arg(data, "data").or_throw(env)?;
-        let overwrite = overwrite_of(env, options)?.or_throw(env)?;
+        let args = write_args(env, path, data, options)?;
+        let (name, data, overwrite) = self
+            .audited("write", || shown(Some(path), ""), args)
+            .or_throw(env)?;
         self.inner
-            .write(&path, &data, write_options(overwrite))
+            .write(&name, &data, write_options(overwrite))
             .map(|n| n as f64)
             .or_throw(env)
     }
@@ -855,11 +935,13 @@ impl Sandbox {
         #[napi(ts_arg_type = "WriteOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<AsyncTask<Job<u64, f64>>> {
         let sb = Arc::clone(&self.inner);
-        let path = str_arg(path, "path");
-        let data = data_arg(data, "data");
-        let overwrite = overwrite_of(env, options)?;
+        let args = write_args(env, path, data, options)?;
+        let args = self.audited("write", || shown(Some(path), ""), args);
         Ok(AsyncTask::new(Job::new(
-            move || sb.write(&path?, &data?, write_options(overwrite?)),
+            move || {
+                let (path, data, overwrite) = args?;
+                sb.write(&path, &data, write_options(overwrite))
+            },
             number,
         )))
     }
@@ -876,10 +958,17 @@ impl Sandbox {
         #[napi(ts_arg_type = "string")] new_text: Unknown<'_>,
         #[napi(ts_arg_type = "EditOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<u32> {
-        let (path, old_text, new_text) = edit_args(path, old_text, new_text).or_throw(env)?;
-        let all = all_of(env, options)?.or_throw(env)?;
+        let args = edit_args(path, old_text, new_text);
+        let all = all_of(env, options)?;
+        let ((name, old_text, new_text), all) = self
+            .audited(
+                "edit",
+                || shown(Some(path), ""),
+                args.and_then(|a| Ok((a, all?))),
+            )
+            .or_throw(env)?;
         self.inner
-            .edit(&path, &old_text, &new_text, edit_options(all))
+            .edit(&name, &old_text, &new_text, edit_options(all))
             .map(sat_u32)
             .or_throw(env)
     }
@@ -897,10 +986,15 @@ impl Sandbox {
         let sb = Arc::clone(&self.inner);
         let args = edit_args(path, old_text, new_text);
         let all = all_of(env, options)?;
+        let args = self.audited(
+            "edit",
+            || shown(Some(path), ""),
+            args.and_then(|a| Ok((a, all?))),
+        );
         Ok(AsyncTask::new(Job::new(
             move || {
-                let (path, old_text, new_text) = args?;
-                sb.edit(&path, &old_text, &new_text, edit_options(all?))
+                let ((path, old_text, new_text), all) = args?;
+                sb.edit(&path, &old_text, &new_text, edit_options(all))
             },
             count,
         )))
@@ -915,7 +1009,9 @@ impl Sandbox {
         env: &Env,
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> napi::Result<Vec<ListEntry>> {
-        let path = str_arg(path, "path").or_throw(env)?;
+        let path = self
+            .audited("list", || shown(Some(path), ""), str_arg(path, "path"))
+            .or_throw(env)?;
         let v = self.inner.list(&path).or_throw(env)?;
         list_result(env, v)
     }
@@ -927,7 +1023,7 @@ impl Sandbox {
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> AsyncTask<Job<Vec<sandgate::ListEntry>, Vec<ListEntry>>> {
         let sb = Arc::clone(&self.inner);
-        let path = str_arg(path, "path");
+        let path = self.audited("list", || shown(Some(path), ""), str_arg(path, "path"));
         AsyncTask::new(Job::new(
             move || {
                 let path = path?;
@@ -944,7 +1040,9 @@ impl Sandbox {
         env: &Env,
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> napi::Result<StatResult> {
-        let path = str_arg(path, "path").or_throw(env)?;
+        let path = self
+            .audited("stat", || shown(Some(path), ""), str_arg(path, "path"))
+            .or_throw(env)?;
         let s = self.inner.stat(&path).or_throw(env)?;
         stat_result(env, s)
     }
@@ -956,7 +1054,7 @@ impl Sandbox {
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> AsyncTask<Job<sandgate::StatInfo, StatResult>> {
         let sb = Arc::clone(&self.inner);
-        let path = str_arg(path, "path");
+        let path = self.audited("stat", || shown(Some(path), ""), str_arg(path, "path"));
         AsyncTask::new(Job::new(
             move || {
                 let path = path?;
@@ -975,7 +1073,9 @@ impl Sandbox {
         env: &Env,
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> napi::Result<()> {
-        let path = str_arg(path, "path").or_throw(env)?;
+        let path = self
+            .audited("mkdir", || shown(Some(path), ""), str_arg(path, "path"))
+            .or_throw(env)?;
         self.inner.mkdir(&path).or_throw(env)
     }
 
@@ -986,7 +1086,7 @@ impl Sandbox {
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> AsyncTask<Job<(), ()>> {
         let sb = Arc::clone(&self.inner);
-        let path = str_arg(path, "path");
+        let path = self.audited("mkdir", || shown(Some(path), ""), str_arg(path, "path"));
         AsyncTask::new(Job::new(
             move || {
                 let path = path?;
@@ -1003,7 +1103,9 @@ impl Sandbox {
         env: &Env,
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> napi::Result<()> {
-        let path = str_arg(path, "path").or_throw(env)?;
+        let path = self
+            .audited("delete", || shown(Some(path), ""), str_arg(path, "path"))
+            .or_throw(env)?;
         self.inner.delete(&path).or_throw(env)
     }
 
@@ -1014,7 +1116,7 @@ impl Sandbox {
         #[napi(ts_arg_type = "string")] path: Unknown<'_>,
     ) -> AsyncTask<Job<(), ()>> {
         let sb = Arc::clone(&self.inner);
-        let path = str_arg(path, "path");
+        let path = self.audited("delete", || shown(Some(path), ""), str_arg(path, "path"));
         AsyncTask::new(Job::new(
             move || {
                 let path = path?;
@@ -1032,7 +1134,9 @@ impl Sandbox {
         #[napi(ts_arg_type = "string")] from: Unknown<'_>,
         #[napi(ts_arg_type = "string")] to: Unknown<'_>,
     ) -> napi::Result<()> {
-        let (from, to) = rename_args(from, to).or_throw(env)?;
+        let (from, to) = self
+            .audited("rename", || shown_rename(from, to), rename_args(from, to))
+            .or_throw(env)?;
         self.inner.rename(&from, &to).or_throw(env)
     }
 
@@ -1044,7 +1148,7 @@ impl Sandbox {
         #[napi(ts_arg_type = "string")] to: Unknown<'_>,
     ) -> AsyncTask<Job<(), ()>> {
         let sb = Arc::clone(&self.inner);
-        let args = rename_args(from, to);
+        let args = self.audited("rename", || shown_rename(from, to), rename_args(from, to));
         AsyncTask::new(Job::new(
             move || {
                 let (from, to) = args?;
@@ -1065,8 +1169,10 @@ impl Sandbox {
         #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
         #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
     ) -> napi::Result<Vec<String>> {
-        let (pattern, path) = pattern_args(pattern, path).or_throw(env)?;
-        self.inner.glob(&pattern, path.as_deref()).or_throw(env)
+        let (pattern, base) = self
+            .audited("glob", || shown(path, "."), pattern_args(pattern, path))
+            .or_throw(env)?;
+        self.inner.glob(&pattern, base.as_deref()).or_throw(env)
     }
 
     /// `glob`, off the main thread; aborting `options.abortSignal` stops
@@ -1082,9 +1188,12 @@ impl Sandbox {
         let sb = Arc::clone(&self.inner);
         let args = pattern_args(pattern, path);
         let abort = abort_arg(env, options)?;
+        let args = self.audited("glob", || shown(path, "."), args);
+        let refused = signal_refused(&self.inner, "glob");
         Ok(AsyncTask::new(Job::abortable(
             abort,
             args,
+            move |(_, path), e| refused(path.as_deref().unwrap_or("."), e),
             move |(pattern, path), cancel| {
                 sb.glob_found_cancellable(&pattern, path.as_deref(), &cancel)
                     .map(|f| f.results)
@@ -1108,11 +1217,13 @@ impl Sandbox {
         #[napi(ts_arg_type = "number | undefined | null")] max_results: Option<Unknown<'_>>,
         #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<GrepAnswer> {
-        let (pattern, path, opts, context) =
-            grep_args(env, pattern, path, max_results, options, GREP_OPTIONS)?.or_throw(env)?;
+        let args = grep_args(env, pattern, path, max_results, options, GREP_OPTIONS)?;
+        let (pattern, base, opts, context) = self
+            .audited("grep", || shown(path, "."), args)
+            .or_throw(env)?;
         let out = self
             .inner
-            .grep_with(&pattern, path.as_deref(), &opts)
+            .grep_with(&pattern, base.as_deref(), &opts)
             .or_throw(env)?;
         grep_answer(env, (out, context))
     }
@@ -1125,10 +1236,12 @@ impl Sandbox {
         #[napi(ts_arg_type = "string")] pattern: Unknown<'_>,
         #[napi(ts_arg_type = "string | undefined | null")] path: Option<Unknown<'_>>,
     ) -> napi::Result<GlobFound> {
-        let (pattern, path) = pattern_args(pattern, path).or_throw(env)?;
+        let (pattern, base) = self
+            .audited("glob", || shown(path, "."), pattern_args(pattern, path))
+            .or_throw(env)?;
         let found = self
             .inner
-            .glob_found(&pattern, path.as_deref())
+            .glob_found(&pattern, base.as_deref())
             .or_throw(env)?;
         glob_found(env, found)
     }
@@ -1146,9 +1259,12 @@ impl Sandbox {
         let sb = Arc::clone(&self.inner);
         let args = pattern_args(pattern, path);
         let abort = abort_arg(env, options)?;
+        let args = self.audited("glob", || shown(path, "."), args);
+        let refused = signal_refused(&self.inner, "glob");
         Ok(AsyncTask::new(Job::abortable(
             abort,
             args,
+            move |(_, path), e| refused(path.as_deref().unwrap_or("."), e),
             move |(pattern, path), cancel| {
                 sb.glob_found_cancellable(&pattern, path.as_deref(), &cancel)
             },
@@ -1167,11 +1283,13 @@ impl Sandbox {
         #[napi(ts_arg_type = "number | undefined | null")] max_results: Option<Unknown<'_>>,
         #[napi(ts_arg_type = "GrepOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> napi::Result<GrepFound> {
-        let (pattern, path, opts, context) =
-            grep_args(env, pattern, path, max_results, options, GREP_OPTIONS)?.or_throw(env)?;
+        let args = grep_args(env, pattern, path, max_results, options, GREP_OPTIONS)?;
+        let (pattern, base, opts, context) = self
+            .audited("grep", || shown(path, "."), args)
+            .or_throw(env)?;
         let found = self
             .inner
-            .grep_found(&pattern, path.as_deref(), &opts)
+            .grep_found(&pattern, base.as_deref(), &opts)
             .or_throw(env)?;
         grep_found(env, (found, context))
     }
@@ -1194,7 +1312,7 @@ impl Sandbox {
     > {
         let run = sandgate::Sandbox::grep_found;
         grep_job(
-            &self.inner,
+            self,
             env,
             (pattern, path, max_results, options),
             run,
@@ -1217,7 +1335,7 @@ impl Sandbox {
     ) -> napi::Result<AsyncTask<Job<(sandgate::search::GrepOutput, bool), GrepAnswer>>> {
         let run = sandgate::Sandbox::grep_with;
         grep_job(
-            &self.inner,
+            self,
             env,
             (pattern, path, max_results, options),
             run,
