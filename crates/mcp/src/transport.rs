@@ -22,7 +22,10 @@
 //! text, which the SDK would read as none, is answered 400 whatever the
 //! count); on the socket the connection gets a JSON-RPC error line and is
 //! closed. Requests without the token are answered 401 before any of this,
-//! take no place, and end their connection.
+//! take no place, and end their connection. A request with the token whose
+//! `Mcp-Session-Id` names a session not held (ended, expired, never opened)
+//! is answered 404 with a JSON-RPC error naming it, whatever its method
+//! ([`SESSION_NOT_FOUND`]); the SDK answered `DELETE` of one 202.
 //!
 //! Neither transport ends because of what one connection does: a failed
 //! accept (the descriptor table full, a connection reset before it was
@@ -376,6 +379,28 @@ const MAX_HEAD: usize = 16 * 1024;
 fn plain(status: StatusCode, text: String) -> Response<BoxBody<Bytes, Infallible>> {
     let mut resp = Response::new(Full::new(Bytes::from(text)).boxed());
     *resp.status_mut() = status;
+    resp
+}
+
+/// The JSON-RPC error (-32001) code of a request naming a session this
+/// server does not hold.
+pub const SESSION_NOT_FOUND: i64 = -32001;
+
+/// The answer to a request naming session `id`, which this server does
+/// not hold (ended, closed for being idle, or never opened): 404 with a
+/// JSON-RPC error naming it, so that the client opens a new session.
+fn session_not_found(id: &str) -> Response<BoxBody<Bytes, Infallible>> {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
+    "code": SESSION_NOT_FOUND,
+    "message": format!(
+        "Not Found: this server holds no MCP session {id} (it was ended, closed \
+         for being idle, or never opened); open a new one with initialize"
+    )}});
+    let mut resp = plain(StatusCode::NOT_FOUND, format!("{body}\n"));
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -908,6 +933,15 @@ pub async fn serve_http(
                                 .into(),
                         ));
                     }
+                    // Whether the session a request names is held before
+                    // the SDK sees it: the SDK answers `DELETE` of one it
+                    // does not hold 202, as though it ended something.
+                    let named = id.and_then(|v| v.to_str().ok()).map(str::to_owned);
+                    let method = req.method().clone();
+                    let held = match &named {
+                        Some(id) => sessions.sessions.read().await.contains_key(id.as_str()),
+                        None => true,
+                    };
                     // A POST without a session id may open one: it holds
                     // a place until its session is in `sessions` (the
                     // call returns after the SDK put it there).
@@ -944,6 +978,22 @@ pub async fn serve_http(
                     let resp = mcp
                         .call(Request::from_parts(parts, Full::new(body)))
                         .await?;
+                    // The SDK's own checks (the Host, the Origin, the
+                    // protocol version, the media types) come first; then
+                    // a session not held is answered 404, as streamable
+                    // HTTP asks, so the client knows to open a new one.
+                    if let Some(id) = &named {
+                        let unknown = match resp.status() {
+                            StatusCode::ACCEPTED => method == hyper::Method::DELETE && !held,
+                            StatusCode::NOT_FOUND => {
+                                !sessions.sessions.read().await.contains_key(id.as_str())
+                            }
+                            _ => false,
+                        };
+                        if unknown {
+                            return Ok(session_not_found(id));
+                        }
+                    }
                     Ok(match open {
                         Some(open) => resp.map(|b| {
                             b.map_frame(move |f| {
