@@ -216,3 +216,26 @@ fn mcpedge23_an_unknown_session_without_the_token_is_answered_401() {
         assert_eq!(status, 401, "{method}: {head}");
     }
 }
+
+/// `sandgate mcp` whose standard input is a directory (`< /`) says that
+/// its input cannot be read as a stream and why (the system's words),
+/// and exits non-zero (before, it said only "connection closed").
+#[test]
+fn mcpedge23_stdin_a_directory_is_named_as_the_failure() {
+    let dir = policy_dir();
+    let out = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.path().join("policy.toml"))
+        .stdin(fs::File::open("/").unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("standard input") && err.contains("Is a directory"),
+        "the failure is not named: {err}"
+    );
+    assert!(out.stdout.is_empty(), "wrote {:?}", out.stdout);
+}
