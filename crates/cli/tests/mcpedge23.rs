@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rustix::process::Signal;
 use serde_json::{json, Value};
 
 /// Kills `child` when dropped.
@@ -238,4 +239,94 @@ fn mcpedge23_stdin_a_directory_is_named_as_the_failure() {
         "the failure is not named: {err}"
     );
     assert!(out.stdout.is_empty(), "wrote {:?}", out.stdout);
+}
+
+/// `sandgate mcp --unix` on `dir`'s policy at `dir/mcp.sock`.
+fn start_unix(dir: &Path) -> (Killed, std::path::PathBuf) {
+    let sock = dir.join("mcp.sock");
+    let child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
+        .args(["mcp", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .arg("--unix")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = Killed(child);
+    assert!(
+        eventually(10, || std::os::unix::net::UnixStream::connect(&sock)
+            .is_ok()),
+        "no socket"
+    );
+    (child, sock)
+}
+
+/// Sends `sig` to `child` and waits for it to exit: its status.
+fn signal_and_wait(child: &mut Killed, sig: Signal) -> std::process::ExitStatus {
+    let pid = rustix::process::Pid::from_raw(child.0.id() as i32).unwrap();
+    rustix::process::kill_process(pid, sig).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(st) = child.0.try_wait().unwrap() {
+            return st;
+        }
+        assert!(Instant::now() < deadline, "the server did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGTERM and SIGINT end `--unix` with 128 + n and remove its socket
+/// file, as no server listens on it any more (before, the file stayed
+/// until the next start replaced it).
+#[test]
+fn mcpedge23_unix_socket_is_removed_at_a_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    for sig in [Signal::TERM, Signal::INT] {
+        let dir = policy_dir();
+        let (mut server, sock) = start_unix(dir.path());
+        let st = signal_and_wait(&mut server, sig);
+        assert_eq!(st.code(), Some(128 + sig.as_raw()), "{sig:?}: {st:?}");
+        assert_eq!(st.signal(), None);
+        assert!(
+            fs::symlink_metadata(&sock).is_err(),
+            "{sig:?}: the socket file is left"
+        );
+        // Nothing else is left beside it (the private staging directory).
+        let left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 2, "{sig:?}: {left:?}");
+    }
+}
+
+/// A file put at the socket's path while the server ran (the socket
+/// removed, another file written there) is not the server's: a signal
+/// leaves it as it is.
+#[test]
+fn mcpedge23_unix_a_file_swapped_in_at_the_path_survives_a_signal() {
+    let dir = policy_dir();
+    let (mut server, sock) = start_unix(dir.path());
+    fs::remove_file(&sock).unwrap();
+    fs::write(&sock, "someone else's\n").unwrap();
+    let st = signal_and_wait(&mut server, Signal::TERM);
+    assert_eq!(st.code(), Some(128 + Signal::TERM.as_raw()), "{st:?}");
+    assert_eq!(fs::read_to_string(&sock).unwrap(), "someone else's\n");
+    // A socket swapped in (another listener's) survives too.
+    let (mut server, sock2) = {
+        let d2 = policy_dir();
+        let (s, p) = start_unix(d2.path());
+        (s, (p, d2))
+    };
+    let (sock2, _d2) = sock2;
+    fs::remove_file(&sock2).unwrap();
+    let other = std::os::unix::net::UnixListener::bind(&sock2).unwrap();
+    let st = signal_and_wait(&mut server, Signal::INT);
+    assert_eq!(st.code(), Some(128 + Signal::INT.as_raw()), "{st:?}");
+    assert!(
+        std::os::unix::net::UnixStream::connect(&sock2).is_ok(),
+        "the other listener's socket was removed"
+    );
+    drop(other);
 }

@@ -382,8 +382,8 @@ fn plain(status: StatusCode, text: String) -> Response<BoxBody<Bytes, Infallible
     resp
 }
 
-/// The JSON-RPC error (-32001) code of a request naming a session this
-/// server does not hold.
+/// The JSON-RPC error code (-32001) answering a request that names a
+/// session this server does not hold.
 pub const SESSION_NOT_FOUND: i64 = -32001;
 
 /// The answer to a request naming session `id`, which this server does
@@ -702,44 +702,70 @@ fn repeated_host_or_origin<B>(req: &Request<B>) -> Option<Response<BoxBody<Bytes
     None
 }
 
-/// The token file this process created: its path and the identity
-/// (device, inode) of the file it made there, so that only that file is
-/// ever removed. The file is held open, so its inode number cannot be
-/// given to another file while this process runs (a file put at the path
-/// after the token file was removed could otherwise have the same one).
-struct TokenFile {
+/// A file this process made: its path and the identity (device, inode)
+/// of what it made there, so that only that is ever removed: the token
+/// file, or the `--unix` socket. The inode number cannot be given to
+/// another file while this process runs (a file put at the path after
+/// this one was removed could otherwise have the same one): the token
+/// file is held open, and the socket's inode is held by its listener.
+struct OwnFile {
     path: std::path::PathBuf,
     dev: u64,
     ino: u64,
-    _held: std::fs::File,
+    /// A socket (else a regular file).
+    socket: bool,
+    _held: Option<std::fs::File>,
 }
 
-impl TokenFile {
-    fn created(path: &Path, f: &std::fs::File) -> std::io::Result<TokenFile> {
+impl OwnFile {
+    /// The token file `f`, just created at `path`.
+    fn created(path: &Path, f: &std::fs::File) -> std::io::Result<OwnFile> {
         use std::os::unix::fs::MetadataExt;
         let m = f.metadata()?;
-        Ok(TokenFile {
+        Ok(OwnFile {
             path: path.to_owned(),
             dev: m.dev(),
             ino: m.ino(),
-            _held: f.try_clone()?,
+            socket: false,
+            _held: Some(f.try_clone()?),
+        })
+    }
+
+    /// The socket bound at `staged` (in this process's private
+    /// directory, where nobody else can replace it), to be linked at
+    /// `path`.
+    fn bound(staged: &Path, path: &Path) -> std::io::Result<OwnFile> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(staged)?;
+        Ok(OwnFile {
+            path: path.to_owned(),
+            dev: m.dev(),
+            ino: m.ino(),
+            socket: true,
+            _held: None,
         })
     }
 
     /// Removes the file at the path when it is still the one this process
-    /// created (not a link, nor a file put there since).
+    /// made (not a link, nor a file put there since).
     fn remove(&self) {
-        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
         if let Ok(m) = std::fs::symlink_metadata(&self.path) {
-            if m.file_type().is_file() && m.dev() == self.dev && m.ino() == self.ino {
+            let kind = m.file_type();
+            let same_kind = if self.socket {
+                kind.is_socket()
+            } else {
+                kind.is_file()
+            };
+            if same_kind && m.dev() == self.dev && m.ino() == self.ino {
                 let _ = std::fs::remove_file(&self.path);
             }
         }
     }
 }
 
-/// Removes the token file when dropped (the server returning).
-struct RemoveOnDrop(Arc<TokenFile>);
+/// Removes its file when dropped (the server returning).
+struct RemoveOnDrop(Arc<OwnFile>);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
@@ -747,16 +773,16 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// Makes SIGTERM, SIGINT and SIGHUP remove the token file before they end
-/// the process: a thread waits for one, removes the file, and ends the
-/// process with `128 + n` for signal `n`, as `sandgate run` does (any
-/// command running is ended as a killed server's are). A signal the
-/// process inherited as ignored stays ignored.
-fn remove_at_signals(own: Arc<TokenFile>) -> std::io::Result<()> {
+/// Makes SIGTERM, SIGINT and SIGHUP remove `own` (the token file, the
+/// socket) before they end the process: a thread waits for one, removes
+/// the file, and ends the process with `128 + n` for signal `n`, as
+/// `sandgate run` does (any command running is ended as a killed
+/// server's are). A signal the process inherited as ignored stays ignored.
+fn remove_at_signals(own: Arc<OwnFile>) -> std::io::Result<()> {
     let caught = sandgate::exec::AbortSignal::new();
     caught.on_signals(&[libc::SIGHUP, libc::SIGINT, libc::SIGTERM])?;
     std::thread::Builder::new()
-        .name("token-file".into())
+        .name("remove-at-signal".into())
         .spawn(move || {
             caught.wait();
             own.remove();
@@ -830,7 +856,7 @@ pub async fn serve_http(
         })?;
     // Removed at every exit this process makes in order: an error return
     // (the guard) and SIGTERM, SIGINT or SIGHUP (the thread below).
-    let own = Arc::new(TokenFile::created(token_file, &f)?);
+    let own = Arc::new(OwnFile::created(token_file, &f)?);
     let _remove_at_return = RemoveOnDrop(Arc::clone(&own));
     remove_at_signals(Arc::clone(&own))?;
     f.write_all(token.as_bytes())?;
@@ -1038,7 +1064,11 @@ pub async fn serve_http(
 /// user can connect in between. Nothing already at
 /// `path` is replaced but a socket no server listens on (one left by a
 /// server that was killed): not a file, a link or a live server's socket.
-/// A `path` inside one of the policy's directories is refused.
+/// A `path` inside one of the policy's directories is refused. The
+/// socket file is removed when this returns and when SIGTERM, SIGINT or
+/// SIGHUP ends the process (exit `128 + n`), while what is at `path` is
+/// still the socket bound here (a file or another server's socket put
+/// there since is left).
 pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     // Read before anything is made.
     let stall = stall()?;
@@ -1053,12 +1083,22 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     let bound = (|| {
         let l = tokio::net::UnixListener::bind(&staged)?;
         std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+        let own = OwnFile::bound(&staged, path)?;
         place_socket(&staged, path)?;
-        Ok::<_, std::io::Error>(l)
+        Ok::<_, std::io::Error>((l, own))
     })();
     let _ = std::fs::remove_file(&staged);
     let _ = std::fs::remove_dir(&private);
-    let listener = bound?;
+    let (listener, own) = bound?;
+    // Removed at every exit this process makes in order, as the token
+    // file is: an error return or the future dropped (the guard, dropped
+    // before the listener, which holds the socket's inode meanwhile) and
+    // SIGTERM, SIGINT or SIGHUP (a thread). Only while it is still this
+    // server's socket: a file or another server's socket put at the path
+    // since is left.
+    let own = Arc::new(own);
+    let _remove_at_return = RemoveOnDrop(Arc::clone(&own));
+    remove_at_signals(own)?;
     say!(
         "sandgate: serving MCP on the UNIX socket {}",
         path.display()
