@@ -764,32 +764,74 @@ impl OwnFile {
     }
 }
 
-/// Removes its file when dropped (the server returning).
-struct RemoveOnDrop(Arc<OwnFile>);
+/// The files this process made that a signal removes ([`OwnFile`]: every
+/// transport's token file or socket, however many the process serves),
+/// and whether the signals' handling was installed.
+struct AtSignal {
+    installed: bool,
+    next: u64,
+    files: std::collections::BTreeMap<u64, Arc<OwnFile>>,
+}
 
-impl Drop for RemoveOnDrop {
+static AT_SIGNAL: std::sync::Mutex<AtSignal> = std::sync::Mutex::new(AtSignal {
+    installed: false,
+    next: 0,
+    files: std::collections::BTreeMap::new(),
+});
+
+fn at_signal() -> std::sync::MutexGuard<'static, AtSignal> {
+    AT_SIGNAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A file removed at a signal until dropped (the server returning), when
+/// it is removed too and no signal looks at it any more (its inode
+/// number may then pass to another file).
+struct Removed(u64, Arc<OwnFile>);
+
+impl Drop for Removed {
     fn drop(&mut self) {
-        self.0.remove();
+        at_signal().files.remove(&self.0);
+        self.1.remove();
     }
 }
 
 /// Makes SIGTERM, SIGINT and SIGHUP remove `own` (the token file, the
-/// socket) before they end the process: a thread waits for one, removes
-/// the file, and ends the process with `128 + n` for signal `n`, as
-/// `sandgate run` does (any command running is ended as a killed
-/// server's are). A signal the process inherited as ignored stays ignored.
-fn remove_at_signals(own: Arc<OwnFile>) -> std::io::Result<()> {
-    let caught = sandgate::exec::AbortSignal::new();
-    caught.on_signals(&[libc::SIGHUP, libc::SIGINT, libc::SIGTERM])?;
-    std::thread::Builder::new()
-        .name("remove-at-signal".into())
-        .spawn(move || {
-            caught.wait();
+/// socket) before they end the process: a thread, made for the first such
+/// file, waits for one, removes every file registered then, and ends the
+/// process with `128 + n` for signal `n`, as `sandgate run` does (any
+/// command running is ended as a killed server's are). A signal the
+/// process inherited as ignored stays ignored. Several transports in one
+/// process each register their own file. When the signals cannot be
+/// handled (the embedding program handles them itself), `own` is removed
+/// and the error answered.
+fn remove_at_signals(own: Arc<OwnFile>) -> std::io::Result<Removed> {
+    let mut at = at_signal();
+    if !at.installed {
+        let installed = (|| {
+            let caught = sandgate::exec::AbortSignal::new();
+            caught.on_signals(&[libc::SIGHUP, libc::SIGINT, libc::SIGTERM])?;
+            std::thread::Builder::new()
+                .name("remove-at-signal".into())
+                .spawn(move || {
+                    caught.wait();
+                    for f in at_signal().files.values() {
+                        f.remove();
+                    }
+                    let sig = sandgate::exec::AbortSignal::caught_signal().unwrap_or(libc::SIGTERM);
+                    std::process::exit(128 + sig);
+                })?;
+            Ok::<_, std::io::Error>(())
+        })();
+        if let Err(e) = installed {
             own.remove();
-            let sig = sandgate::exec::AbortSignal::caught_signal().unwrap_or(libc::SIGTERM);
-            std::process::exit(128 + sig);
-        })?;
-    Ok(())
+            return Err(e);
+        }
+        at.installed = true;
+    }
+    at.next += 1;
+    let id = at.next;
+    at.files.insert(id, Arc::clone(&own));
+    Ok(Removed(id, own))
 }
 
 /// Checks that `addr` is a loopback address: any other would hand the
@@ -855,10 +897,9 @@ pub async fn serve_http(
             )
         })?;
     // Removed at every exit this process makes in order: an error return
-    // (the guard) and SIGTERM, SIGINT or SIGHUP (the thread below).
+    // (the guard) and SIGTERM, SIGINT or SIGHUP (a thread).
     let own = Arc::new(OwnFile::created(token_file, &f)?);
-    let _remove_at_return = RemoveOnDrop(Arc::clone(&own));
-    remove_at_signals(Arc::clone(&own))?;
+    let _removed = remove_at_signals(own)?;
     f.write_all(token.as_bytes())?;
     drop(f);
     let port = addr.port();
@@ -1096,9 +1137,7 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     // SIGTERM, SIGINT or SIGHUP (a thread). Only while it is still this
     // server's socket: a file or another server's socket put at the path
     // since is left.
-    let own = Arc::new(own);
-    let _remove_at_return = RemoveOnDrop(Arc::clone(&own));
-    remove_at_signals(own)?;
+    let _removed = remove_at_signals(Arc::new(own))?;
     say!(
         "sandgate: serving MCP on the UNIX socket {}",
         path.display()
