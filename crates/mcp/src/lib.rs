@@ -815,12 +815,25 @@ impl Server {
         });
     }
 
-    /// Serves MCP on stdin and stdout until stdin closes.
+    /// Serves MCP on stdin and stdout until stdin closes. Standard input
+    /// that cannot be read (a directory, a descriptor open only for
+    /// writing) before the session starts is an error naming it and the
+    /// system's reason, not the SDK's "connection closed".
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
         let inline: Arc<dyn lines::Inline> = Arc::new(self.clone());
         let transport = lines::LineTransport::stdio_with(Some(inline));
         self.watch_output(&transport);
-        let running = self.serve(transport).await.map_err(std::io::Error::other)?;
+        let input = transport.input();
+        let running = self
+            .serve(transport)
+            .await
+            .map_err(|e| match input.error() {
+                Some(read) => std::io::Error::new(
+                    read.kind(),
+                    format!("the standard input cannot be read as a stream: {read}"),
+                ),
+                None => std::io::Error::other(e),
+            })?;
         running.waiting().await.map_err(std::io::Error::other)?;
         Ok(())
     }

@@ -107,6 +107,9 @@ struct Outbox {
     gone: AtomicBool,
     /// Woken when `gone` is set.
     gone_notify: Notify,
+    /// Why the input ended, when a read failed (rather than reaching the
+    /// end of input).
+    input_error: Mutex<Option<std::io::Error>>,
 }
 
 #[derive(Default)]
@@ -488,6 +491,23 @@ impl OutputRoom {
     }
 }
 
+/// How a [`LineTransport`]'s input ended: at the end of input, or with a
+/// read that failed (standard input a directory, say).
+#[derive(Clone)]
+pub struct InputEnd(Arc<Outbox>);
+
+impl InputEnd {
+    /// The error of the read that ended the input, if one failed (taken:
+    /// answered once).
+    pub fn error(&self) -> Option<std::io::Error> {
+        self.0
+            .input_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+}
+
 /// A transport over a reader and a writer of newline-delimited JSON-RPC.
 /// Lines are read by a task of their own, so a receive that the service
 /// abandons never loses part of a line; answers are queued and written by
@@ -618,6 +638,11 @@ impl LineTransport {
     /// The room left in this transport's output.
     pub fn room(&self) -> OutputRoom {
         OutputRoom(Arc::clone(&self.out))
+    }
+
+    /// What tells, once the input has ended, whether a read failed.
+    pub fn input(&self) -> InputEnd {
+        InputEnd(Arc::clone(&self.out))
     }
 }
 
@@ -876,7 +901,11 @@ async fn read_until_end<R: AsyncRead + Unpin>(
                 }
                 classify(&buf)
             }
-            Ok(Ok(false)) | Err(_) => return true,
+            Ok(Ok(false)) => return true,
+            Err(e) => {
+                *out.input_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                return true;
+            }
             Ok(Err(len)) => Line::Answer(error_line(
                 Value::Null,
                 PARSE_ERROR,

@@ -22,7 +22,10 @@
 //! text, which the SDK would read as none, is answered 400 whatever the
 //! count); on the socket the connection gets a JSON-RPC error line and is
 //! closed. Requests without the token are answered 401 before any of this,
-//! take no place, and end their connection.
+//! take no place, and end their connection. A request with the token whose
+//! `Mcp-Session-Id` names a session not held (ended, expired, never opened)
+//! is answered 404 with a JSON-RPC error naming it, whatever its method
+//! ([`SESSION_NOT_FOUND`]); the SDK answered `DELETE` of one 202.
 //!
 //! Neither transport ends because of what one connection does: a failed
 //! accept (the descriptor table full, a connection reset before it was
@@ -379,6 +382,28 @@ fn plain(status: StatusCode, text: String) -> Response<BoxBody<Bytes, Infallible
     resp
 }
 
+/// The JSON-RPC error code (-32001) answering a request that names a
+/// session this server does not hold.
+pub const SESSION_NOT_FOUND: i64 = -32001;
+
+/// The answer to a request naming session `id`, which this server does
+/// not hold (ended, closed for being idle, or never opened): 404 with a
+/// JSON-RPC error naming it, so that the client opens a new session.
+fn session_not_found(id: &str) -> Response<BoxBody<Bytes, Infallible>> {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
+    "code": SESSION_NOT_FOUND,
+    "message": format!(
+        "Not Found: this server holds no MCP session {id} (it was ended, closed \
+         for being idle, or never opened); open a new one with initialize"
+    )}});
+    let mut resp = plain(StatusCode::NOT_FOUND, format!("{body}\n"));
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
 /// Reads `body` whole, at most [`MAX_BODY`] bytes within `within`
 /// (the stall time, [`STALL_TIMEOUT`] unless [`STALL_VAR`] sets another); else the answer
 /// that refuses it: 413 over the cap (at once when its stated length is), 408 when it is late (the connection
@@ -677,68 +702,136 @@ fn repeated_host_or_origin<B>(req: &Request<B>) -> Option<Response<BoxBody<Bytes
     None
 }
 
-/// The token file this process created: its path and the identity
-/// (device, inode) of the file it made there, so that only that file is
-/// ever removed. The file is held open, so its inode number cannot be
-/// given to another file while this process runs (a file put at the path
-/// after the token file was removed could otherwise have the same one).
-struct TokenFile {
+/// A file this process made: its path and the identity (device, inode)
+/// of what it made there, so that only that is ever removed: the token
+/// file, or the `--unix` socket. The inode number cannot be given to
+/// another file while this process runs (a file put at the path after
+/// this one was removed could otherwise have the same one): the token
+/// file is held open, and the socket's inode is held by its listener.
+struct OwnFile {
     path: std::path::PathBuf,
     dev: u64,
     ino: u64,
-    _held: std::fs::File,
+    /// A socket (else a regular file).
+    socket: bool,
+    _held: Option<std::fs::File>,
 }
 
-impl TokenFile {
-    fn created(path: &Path, f: &std::fs::File) -> std::io::Result<TokenFile> {
+impl OwnFile {
+    /// The token file `f`, just created at `path`.
+    fn created(path: &Path, f: &std::fs::File) -> std::io::Result<OwnFile> {
         use std::os::unix::fs::MetadataExt;
         let m = f.metadata()?;
-        Ok(TokenFile {
+        Ok(OwnFile {
             path: path.to_owned(),
             dev: m.dev(),
             ino: m.ino(),
-            _held: f.try_clone()?,
+            socket: false,
+            _held: Some(f.try_clone()?),
+        })
+    }
+
+    /// The socket bound at `staged` (in this process's private
+    /// directory, where nobody else can replace it), to be linked at
+    /// `path`.
+    fn bound(staged: &Path, path: &Path) -> std::io::Result<OwnFile> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(staged)?;
+        Ok(OwnFile {
+            path: path.to_owned(),
+            dev: m.dev(),
+            ino: m.ino(),
+            socket: true,
+            _held: None,
         })
     }
 
     /// Removes the file at the path when it is still the one this process
-    /// created (not a link, nor a file put there since).
+    /// made (not a link, nor a file put there since).
     fn remove(&self) {
-        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
         if let Ok(m) = std::fs::symlink_metadata(&self.path) {
-            if m.file_type().is_file() && m.dev() == self.dev && m.ino() == self.ino {
+            let kind = m.file_type();
+            let same_kind = if self.socket {
+                kind.is_socket()
+            } else {
+                kind.is_file()
+            };
+            if same_kind && m.dev() == self.dev && m.ino() == self.ino {
                 let _ = std::fs::remove_file(&self.path);
             }
         }
     }
 }
 
-/// Removes the token file when dropped (the server returning).
-struct RemoveOnDrop(Arc<TokenFile>);
+/// The files this process made that a signal removes ([`OwnFile`]: every
+/// transport's token file or socket, however many the process serves),
+/// and whether the signals' handling was installed.
+struct AtSignal {
+    installed: bool,
+    next: u64,
+    files: std::collections::BTreeMap<u64, Arc<OwnFile>>,
+}
 
-impl Drop for RemoveOnDrop {
+static AT_SIGNAL: std::sync::Mutex<AtSignal> = std::sync::Mutex::new(AtSignal {
+    installed: false,
+    next: 0,
+    files: std::collections::BTreeMap::new(),
+});
+
+fn at_signal() -> std::sync::MutexGuard<'static, AtSignal> {
+    AT_SIGNAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A file removed at a signal until dropped (the server returning), when
+/// it is removed too and no signal looks at it any more (its inode
+/// number may then pass to another file).
+struct Removed(u64, Arc<OwnFile>);
+
+impl Drop for Removed {
     fn drop(&mut self) {
-        self.0.remove();
+        at_signal().files.remove(&self.0);
+        self.1.remove();
     }
 }
 
-/// Makes SIGTERM, SIGINT and SIGHUP remove the token file before they end
-/// the process: a thread waits for one, removes the file, and ends the
+/// Makes SIGTERM, SIGINT and SIGHUP remove `own` (the token file, the
+/// socket) before they end the process: a thread, made for the first such
+/// file, waits for one, removes every file registered then, and ends the
 /// process with `128 + n` for signal `n`, as `sandgate run` does (any
 /// command running is ended as a killed server's are). A signal the
-/// process inherited as ignored stays ignored.
-fn remove_at_signals(own: Arc<TokenFile>) -> std::io::Result<()> {
-    let caught = sandgate::exec::AbortSignal::new();
-    caught.on_signals(&[libc::SIGHUP, libc::SIGINT, libc::SIGTERM])?;
-    std::thread::Builder::new()
-        .name("token-file".into())
-        .spawn(move || {
-            caught.wait();
+/// process inherited as ignored stays ignored. Several transports in one
+/// process each register their own file. When the signals cannot be
+/// handled (the embedding program handles them itself), `own` is removed
+/// and the error answered.
+fn remove_at_signals(own: Arc<OwnFile>) -> std::io::Result<Removed> {
+    let mut at = at_signal();
+    if !at.installed {
+        let installed = (|| {
+            let caught = sandgate::exec::AbortSignal::new();
+            caught.on_signals(&[libc::SIGHUP, libc::SIGINT, libc::SIGTERM])?;
+            std::thread::Builder::new()
+                .name("remove-at-signal".into())
+                .spawn(move || {
+                    caught.wait();
+                    for f in at_signal().files.values() {
+                        f.remove();
+                    }
+                    let sig = sandgate::exec::AbortSignal::caught_signal().unwrap_or(libc::SIGTERM);
+                    std::process::exit(128 + sig);
+                })?;
+            Ok::<_, std::io::Error>(())
+        })();
+        if let Err(e) = installed {
             own.remove();
-            let sig = sandgate::exec::AbortSignal::caught_signal().unwrap_or(libc::SIGTERM);
-            std::process::exit(128 + sig);
-        })?;
-    Ok(())
+            return Err(e);
+        }
+        at.installed = true;
+    }
+    at.next += 1;
+    let id = at.next;
+    at.files.insert(id, Arc::clone(&own));
+    Ok(Removed(id, own))
 }
 
 /// Checks that `addr` is a loopback address: any other would hand the
@@ -804,10 +897,9 @@ pub async fn serve_http(
             )
         })?;
     // Removed at every exit this process makes in order: an error return
-    // (the guard) and SIGTERM, SIGINT or SIGHUP (the thread below).
-    let own = Arc::new(TokenFile::created(token_file, &f)?);
-    let _remove_at_return = RemoveOnDrop(Arc::clone(&own));
-    remove_at_signals(Arc::clone(&own))?;
+    // (the guard) and SIGTERM, SIGINT or SIGHUP (a thread).
+    let own = Arc::new(OwnFile::created(token_file, &f)?);
+    let _removed = remove_at_signals(own)?;
     f.write_all(token.as_bytes())?;
     drop(f);
     let port = addr.port();
@@ -908,6 +1000,15 @@ pub async fn serve_http(
                                 .into(),
                         ));
                     }
+                    // Whether the session a request names is held before
+                    // the SDK sees it: the SDK answers `DELETE` of one it
+                    // does not hold 202, as though it ended something.
+                    let named = id.and_then(|v| v.to_str().ok()).map(str::to_owned);
+                    let method = req.method().clone();
+                    let held = match &named {
+                        Some(id) => sessions.sessions.read().await.contains_key(id.as_str()),
+                        None => true,
+                    };
                     // A POST without a session id may open one: it holds
                     // a place until its session is in `sessions` (the
                     // call returns after the SDK put it there).
@@ -944,6 +1045,22 @@ pub async fn serve_http(
                     let resp = mcp
                         .call(Request::from_parts(parts, Full::new(body)))
                         .await?;
+                    // The SDK's own checks (the Host, the Origin, the
+                    // protocol version, the media types) come first; then
+                    // a session not held is answered 404, as streamable
+                    // HTTP asks, so the client knows to open a new one.
+                    if let Some(id) = &named {
+                        let unknown = match resp.status() {
+                            StatusCode::ACCEPTED => method == hyper::Method::DELETE && !held,
+                            StatusCode::NOT_FOUND => {
+                                !sessions.sessions.read().await.contains_key(id.as_str())
+                            }
+                            _ => false,
+                        };
+                        if unknown {
+                            return Ok(session_not_found(id));
+                        }
+                    }
                     Ok(match open {
                         Some(open) => resp.map(|b| {
                             b.map_frame(move |f| {
@@ -988,7 +1105,11 @@ pub async fn serve_http(
 /// user can connect in between. Nothing already at
 /// `path` is replaced but a socket no server listens on (one left by a
 /// server that was killed): not a file, a link or a live server's socket.
-/// A `path` inside one of the policy's directories is refused.
+/// A `path` inside one of the policy's directories is refused. The
+/// socket file is removed when this returns and when SIGTERM, SIGINT or
+/// SIGHUP ends the process (exit `128 + n`), while what is at `path` is
+/// still the socket bound here (a file or another server's socket put
+/// there since is left).
 pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     // Read before anything is made.
     let stall = stall()?;
@@ -1003,12 +1124,20 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     let bound = (|| {
         let l = tokio::net::UnixListener::bind(&staged)?;
         std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+        let own = OwnFile::bound(&staged, path)?;
         place_socket(&staged, path)?;
-        Ok::<_, std::io::Error>(l)
+        Ok::<_, std::io::Error>((l, own))
     })();
     let _ = std::fs::remove_file(&staged);
     let _ = std::fs::remove_dir(&private);
-    let listener = bound?;
+    let (listener, own) = bound?;
+    // Removed at every exit this process makes in order, as the token
+    // file is: an error return or the future dropped (the guard, dropped
+    // before the listener, which holds the socket's inode meanwhile) and
+    // SIGTERM, SIGINT or SIGHUP (a thread). Only while it is still this
+    // server's socket: a file or another server's socket put at the path
+    // since is left.
+    let _removed = remove_at_signals(Arc::new(own))?;
     say!(
         "sandgate: serving MCP on the UNIX socket {}",
         path.display()
