@@ -642,3 +642,47 @@ fn leads22_check_shows_names_not_utf8_as_their_bytes() {
         "{stderr}"
     );
 }
+
+/// `sandgate check` doubles a literal backslash in a name it shows, so
+/// that a directory or policy file named with the four characters `\xfc`
+/// is not shown as one named with the byte 0xFC: the summary's roots, on
+/// the page and in `--json`, and a policy file that cannot be read.
+#[test]
+fn shown23_check_shows_a_backslash_doubled() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let fx = fixture(GOOD);
+    let run = |dir: &Path, args: &[&OsStr]| {
+        Command::new(SANDGATE)
+            .arg("check")
+            .args(args)
+            .current_dir(dir)
+            .env_remove("SANDGATE_POLICY")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let mut seen = Vec::new();
+    for name in [&b"d\xfc"[..], &b"d\\xfc"[..]] {
+        let home = fx.path().join(OsStr::from_bytes(name));
+        fs::create_dir_all(home.join("ws")).unwrap();
+        fs::write(home.join("policy.toml"), GOOD).unwrap();
+        let page = run(&home, &[OsStr::new("policy.toml")]);
+        let json = run(&home, &[OsStr::new("--json"), OsStr::new("policy.toml")]);
+        for out in [&page, &json] {
+            assert!(out.status.success(), "{}", text(&out.stderr));
+        }
+        seen.push((text(&page.stdout), text(&json.stdout)));
+    }
+    assert_ne!(seen[0].0, seen[1].0, "two roots, one page");
+    assert_ne!(seen[0].1, seen[1].1, "two roots, one JSON");
+    assert!(seen[0].0.contains("/d\\xfc/ws"), "{}", seen[0].0);
+    assert!(seen[1].0.contains("/d\\\\xfc/ws"), "{}", seen[1].0);
+    assert!(seen[1].1.contains("/d\\\\\\\\xfc/ws"), "{}", seen[1].1);
+    let byte = run(fx.path(), &[OsStr::from_bytes(b"gone\xff.toml")]);
+    let bytes = run(fx.path(), &[OsStr::from_bytes(b"gone\\xff.toml")]);
+    let (byte, bytes) = (text(&byte.stderr), text(&bytes.stderr));
+    assert_ne!(byte, bytes, "two files, one refusal");
+    assert!(byte.contains("gone\\xff.toml"), "{byte}");
+    assert!(bytes.contains("gone\\\\xff.toml"), "{bytes}");
+}

@@ -1487,11 +1487,7 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
 /// otherwise set the terminal's title or clipboard, hide or redraw what is
 /// shown, and the bidirectional controls reorder it.
 pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
-            || ('\u{202a}'..='\u{202e}').contains(&c)
-            || ('\u{2066}'..='\u{2069}').contains(&c)
-    };
+    let unsafe_char = |c: char| c != '\n' && c != '\t' && sandgate::policy::terminal_unsafe(c);
     if !text.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(text);
     }

@@ -24,7 +24,7 @@ use crate::{Budgets, Confine, ExecPolicy, Limits, Policy, SecurityMode};
 ///  "digest":"sha256:…"}
 /// ```
 ///
-/// Root paths are shown as [`shown`](crate::shown) shows them: any bytes
+/// Root paths are shown as [`shown`](fn@crate::shown) shows them: any bytes
 /// that are not UTF-8 written `\xNN` (never U+FFFD, which can be a real
 /// name of its own) and a backslash written `\\`; a `null` budget is
 /// unlimited.
