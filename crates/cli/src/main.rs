@@ -73,7 +73,7 @@ use sandgate_mcp::terminal_safe;
 // script reads, or pass for another name (the lossy spelling, U+FFFD, can
 // be a real name of its own; `\xff` written as it is would read as the
 // byte 0xFF). The policy's own, so that both show a name alike.
-use sandgate::policy::shown_on_terminal as shown;
+use sandgate::policy::shown;
 use serde_json::Value;
 
 #[derive(Parser)]

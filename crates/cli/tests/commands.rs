@@ -686,3 +686,44 @@ fn shown23_check_shows_a_backslash_doubled() {
     assert!(byte.contains("gone\\xff.toml"), "{byte}");
     assert!(bytes.contains("gone\\\\xff.toml"), "{bytes}");
 }
+
+/// `sandgate check` shows a root whose path holds a line feed with it as
+/// `\u{a}`, so that the name cannot add a line of its own to the summary
+/// (a forged `write root` line), and a policy file whose name holds one in
+/// its one-line refusal.
+#[test]
+fn shown23_check_shows_a_line_feed_in_a_name_escaped() {
+    let fx = fixture(GOOD);
+    let home = fx.path().join("d\n  write root        /");
+    fs::create_dir_all(home.join("ws")).unwrap();
+    fs::write(home.join("policy.toml"), GOOD).unwrap();
+    let run = |dir: &Path, file: &str| {
+        Command::new(SANDGATE)
+            .args(["check", file])
+            .current_dir(dir)
+            .env_remove("SANDGATE_POLICY")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let page = run(&home, "policy.toml");
+    assert!(page.status.success(), "{}", text(&page.stderr));
+    let page = text(&page.stdout);
+    let writes: Vec<&str> = page
+        .lines()
+        .filter(|l| l.trim_start().starts_with("write root"))
+        .collect();
+    assert_eq!(writes.len(), 1, "{page}");
+    assert!(
+        writes[0].ends_with("/d\\u{a}  write root        /ws"),
+        "{page}"
+    );
+    let gone = run(fx.path(), "gone\nsandgate: all is well.toml");
+    let stderr = text(&gone.stderr);
+    assert_eq!(gone.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("gone\\u{a}sandgate: all is well.toml"),
+        "{stderr}"
+    );
+}

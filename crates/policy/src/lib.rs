@@ -108,7 +108,7 @@ pub use sandgate_netguard::{
     classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost, Rules as NetRules,
 };
 pub use shape::KNOWN_KEYS;
-pub use shown::{shown, shown_on_terminal, terminal_unsafe};
+pub use shown::{shown, terminal_unsafe};
 pub use summary::{Summary, SummaryNet};
 
 /// The largest policy file [`Policy::load`] reads: 1 MiB. A policy is a

@@ -26,8 +26,8 @@ use crate::{Budgets, Confine, ExecPolicy, Limits, Policy, SecurityMode};
 ///
 /// Root paths are shown as [`shown`](fn@crate::shown) shows them: any bytes
 /// that are not UTF-8 written `\xNN` (never U+FFFD, which can be a real
-/// name of its own) and a backslash written `\\`; a `null` budget is
-/// unlimited.
+/// name of its own), a backslash written `\\` and a control character
+/// `\u{…}`; a `null` budget is unlimited.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     /// `security_mode`.

@@ -274,3 +274,32 @@ fn shown23_a_backslash_in_a_name_is_shown_doubled() {
     let plain = load(b"plain-name.toml");
     assert!(plain.contains("/plain-name.toml`"), "{plain}");
 }
+
+/// A control character in a name a refusal shows (a line feed, a tab, an
+/// escape) and a bidirectional control are written `\u{…}`, so that the
+/// name cannot add a line of its own to the message (a forged `-->` line)
+/// nor reorder or hide what follows it.
+#[test]
+fn shown23_a_control_in_a_name_is_shown_escaped() {
+    let fx = Fixture::new();
+    let name = "gone\n--> elsewhere.toml:1:1\t\u{1b}[2J\u{202e}.toml";
+    let err = sandgate_policy::Policy::load(fx.project().join(name))
+        .unwrap_err()
+        .to_string();
+    assert!(!err.contains('\n'), "a line of its own: {err}");
+    assert!(
+        err.contains("gone\\u{a}--> elsewhere.toml:1:1\\u{9}\\u{1b}[2J\\u{202e}.toml`"),
+        "{err}"
+    );
+    // A root in a directory whose name holds a line feed.
+    let home = fx.project().join("d\nx");
+    fs::create_dir(&home).unwrap();
+    let path = home.join("policy.toml");
+    fs::write(&path, "[fs]\nread_roots = [\"nope\"]\n").unwrap();
+    let err = sandgate_policy::Policy::load(&path)
+        .unwrap_err()
+        .to_string();
+    let first = err.lines().next().unwrap();
+    assert!(first.contains("/d\\u{a}x/nope"), "{err}");
+    assert!(err.lines().nth(1).unwrap().contains("-->"), "{err}");
+}

@@ -229,3 +229,20 @@ fn shown23_summary_roots_with_a_backslash_are_shown_doubled() {
     assert!(text.1.contains("/d\\\\xfc/ws"), "{}", text.1);
     assert!(text.2.contains("/d\\\\\\\\xfc/ws"), "{}", text.2);
 }
+
+/// A root whose path holds a line feed is shown with it as `\u{a}` on the
+/// summary's page, so that it cannot add a line of its own (a forged
+/// `write root` line).
+#[test]
+fn shown23_summary_root_with_a_line_feed_is_one_line() {
+    let fx = Fixture::new();
+    let home = fx.project().join("d\n  write root        /");
+    std::fs::create_dir_all(home.join("ws")).unwrap();
+    let path = home.join("policy.toml");
+    std::fs::write(&path, "[fs]\nread_roots = [\"ws\"]\n").unwrap();
+    let s = sandgate_policy::Policy::load(&path).unwrap().summary();
+    let page = s.to_string();
+    assert!(!s.read_roots[0].contains('\n'), "{:?}", s.read_roots);
+    assert!(page.contains("/d\\u{a}  write root        /ws"), "{page}");
+    assert_eq!(page.matches("write root").count(), 2, "{page}");
+}
