@@ -727,3 +727,38 @@ fn shown23_check_shows_a_line_feed_in_a_name_escaped() {
         "{stderr}"
     );
 }
+
+/// `sandgate mcp DIR` names a directory it refuses with a byte that is not
+/// UTF-8 as `\xNN`, never as U+FFFD (a real name of its own), and with a
+/// backslash doubled: one that does not exist, and one whose path is not
+/// UTF-8.
+#[test]
+fn shown23_mcp_dirs_refused_are_named_as_their_bytes() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let mcp = |dir: &[u8]| {
+        let out = Command::new(SANDGATE)
+            .arg("mcp")
+            .arg(tmp.path().join(OsStr::from_bytes(dir)))
+            .env_remove("SANDGATE_POLICY")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_ne!(out.status.code(), Some(0));
+        text(&out.stderr)
+    };
+    let gone = mcp(b"gone\xff");
+    assert!(
+        gone.contains("/gone\\xff:") && !gone.contains('\u{fffd}'),
+        "{gone}"
+    );
+    let gone = mcp(b"gone\\xff");
+    assert!(gone.contains("/gone\\\\xff:"), "{gone}");
+    fs::create_dir(tmp.path().join(OsStr::from_bytes(b"d\xfe"))).unwrap();
+    let bytes = mcp(b"d\xfe");
+    assert!(
+        bytes.contains("/d\\xfe: not UTF-8") && !bytes.contains('\u{fffd}'),
+        "{bytes}"
+    );
+}

@@ -1439,12 +1439,16 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
     }
     let mut roots = Vec::new();
     for d in dirs {
-        let real = std::fs::canonicalize(d)
-            .map_err(|e| Error::new(ErrorCode::NotFound, format!("{}: {e}", d.display())))?;
+        let real = std::fs::canonicalize(d).map_err(|e| {
+            Error::new(
+                ErrorCode::NotFound,
+                format!("{}: {e}", sandgate::policy::shown(d)),
+            )
+        })?;
         let s = real.to_str().ok_or_else(|| {
             Error::new(
                 ErrorCode::PathInvalid,
-                format!("{}: not UTF-8", d.display()),
+                format!("{}: not UTF-8", sandgate::policy::shown(d)),
             )
         })?;
         // A JSON string is a valid TOML basic string once DEL, which JSON
@@ -1464,7 +1468,7 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
                         "{}: the directory is or lies inside `{name}`, which the directory \
                          form keeps from the agent; give the work tree around it (or serve a \
                          policy written by hand with --policy)",
-                        real.display()
+                        sandgate::policy::shown(&real)
                     ),
                 ));
             }
