@@ -200,7 +200,7 @@ fn answer_by_rules(
                     policy
                         .read_roots()
                         .get(root)
-                        .map_or_else(String::new, |p| p.display().to_string())
+                        .map_or_else(String::new, crate::shown)
                 ),
             },
             Ok(_) => unreachable_grant("read"),

@@ -65,6 +65,15 @@ use sandgate::policy::Policy;
 use sandgate::ToolSession;
 // Terminal controls escaped as `\u{1b}`, in what is shown on a terminal.
 use sandgate_mcp::terminal_safe;
+// How the CLI shows a path it names on a terminal (`init`'s output, its
+// refusals): every control character (line feed and tab included) and
+// every bidirectional embedding, override or isolate as `\u{…}`, each
+// byte that is not part of valid UTF-8 as `\xNN` and a backslash as
+// `\\`, so that a name cannot drive the terminal, split the one line a
+// script reads, or pass for another name (the lossy spelling, U+FFFD, can
+// be a real name of its own; `\xff` written as it is would read as the
+// byte 0xFF). The policy's own, so that both show a name alike.
+use sandgate::policy::shown;
 use serde_json::Value;
 
 #[derive(Parser)]
@@ -631,35 +640,6 @@ fn pretty_exchange(
     let mut shown = Vec::new();
     pretty_exchange_raw(session, policy, request, &mut shown)?;
     out.write_all(terminal_safe(&String::from_utf8_lossy(&shown)).as_bytes())
-}
-
-/// How the CLI shows a path it names on a terminal (`init`'s output, its
-/// refusals): every control character (line feed and tab included) and
-/// every bidirectional embedding, override or isolate as `\u{…}`, and each
-/// byte that is not part of valid UTF-8 as `\xNN`, so that a name cannot
-/// drive the terminal, split the one line a script reads, or pass for
-/// another name (the lossy spelling, U+FFFD, can be a real name of its own).
-fn shown(path: impl AsRef<std::path::Path>) -> String {
-    let path = path.as_ref();
-    use std::fmt::Write as _;
-    use std::os::unix::ffi::OsStrExt;
-    let mut out = String::with_capacity(path.as_os_str().len() + 16);
-    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
-        for c in chunk.valid().chars() {
-            if c.is_control()
-                || ('\u{202a}'..='\u{202e}').contains(&c)
-                || ('\u{2066}'..='\u{2069}').contains(&c)
-            {
-                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
-            } else {
-                out.push(c);
-            }
-        }
-        for b in chunk.invalid() {
-            let _ = write!(out, "\\x{b:02x}");
-        }
-    }
-    out
 }
 
 fn pretty_exchange_raw(

@@ -67,8 +67,8 @@ pub fn mcp(
         if same_file(a, p) {
             errln!(
                 "sandgate: the audit file {} is the policy file {}; give the audit a file of its own",
-                a.display(),
-                p.display()
+                sandgate::policy::shown(a),
+                sandgate::policy::shown(p)
             );
             return ExitCode::from(2);
         }

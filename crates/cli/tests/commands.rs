@@ -642,3 +642,123 @@ fn leads22_check_shows_names_not_utf8_as_their_bytes() {
         "{stderr}"
     );
 }
+
+/// `sandgate check` doubles a literal backslash in a name it shows, so
+/// that a directory or policy file named with the four characters `\xfc`
+/// is not shown as one named with the byte 0xFC: the summary's roots, on
+/// the page and in `--json`, and a policy file that cannot be read.
+#[test]
+fn shown23_check_shows_a_backslash_doubled() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let fx = fixture(GOOD);
+    let run = |dir: &Path, args: &[&OsStr]| {
+        Command::new(SANDGATE)
+            .arg("check")
+            .args(args)
+            .current_dir(dir)
+            .env_remove("SANDGATE_POLICY")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let mut seen = Vec::new();
+    for name in [&b"d\xfc"[..], &b"d\\xfc"[..]] {
+        let home = fx.path().join(OsStr::from_bytes(name));
+        fs::create_dir_all(home.join("ws")).unwrap();
+        fs::write(home.join("policy.toml"), GOOD).unwrap();
+        let page = run(&home, &[OsStr::new("policy.toml")]);
+        let json = run(&home, &[OsStr::new("--json"), OsStr::new("policy.toml")]);
+        for out in [&page, &json] {
+            assert!(out.status.success(), "{}", text(&out.stderr));
+        }
+        seen.push((text(&page.stdout), text(&json.stdout)));
+    }
+    assert_ne!(seen[0].0, seen[1].0, "two roots, one page");
+    assert_ne!(seen[0].1, seen[1].1, "two roots, one JSON");
+    assert!(seen[0].0.contains("/d\\xfc/ws"), "{}", seen[0].0);
+    assert!(seen[1].0.contains("/d\\\\xfc/ws"), "{}", seen[1].0);
+    assert!(seen[1].1.contains("/d\\\\\\\\xfc/ws"), "{}", seen[1].1);
+    let byte = run(fx.path(), &[OsStr::from_bytes(b"gone\xff.toml")]);
+    let bytes = run(fx.path(), &[OsStr::from_bytes(b"gone\\xff.toml")]);
+    let (byte, bytes) = (text(&byte.stderr), text(&bytes.stderr));
+    assert_ne!(byte, bytes, "two files, one refusal");
+    assert!(byte.contains("gone\\xff.toml"), "{byte}");
+    assert!(bytes.contains("gone\\\\xff.toml"), "{bytes}");
+}
+
+/// `sandgate check` shows a root whose path holds a line feed with it as
+/// `\u{a}`, so that the name cannot add a line of its own to the summary
+/// (a forged `write root` line), and a policy file whose name holds one in
+/// its one-line refusal.
+#[test]
+fn shown23_check_shows_a_line_feed_in_a_name_escaped() {
+    let fx = fixture(GOOD);
+    let home = fx.path().join("d\n  write root        /");
+    fs::create_dir_all(home.join("ws")).unwrap();
+    fs::write(home.join("policy.toml"), GOOD).unwrap();
+    let run = |dir: &Path, file: &str| {
+        Command::new(SANDGATE)
+            .args(["check", file])
+            .current_dir(dir)
+            .env_remove("SANDGATE_POLICY")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let page = run(&home, "policy.toml");
+    assert!(page.status.success(), "{}", text(&page.stderr));
+    let page = text(&page.stdout);
+    let writes: Vec<&str> = page
+        .lines()
+        .filter(|l| l.trim_start().starts_with("write root"))
+        .collect();
+    assert_eq!(writes.len(), 1, "{page}");
+    assert!(
+        writes[0].ends_with("/d\\u{a}  write root        /ws"),
+        "{page}"
+    );
+    let gone = run(fx.path(), "gone\nsandgate: all is well.toml");
+    let stderr = text(&gone.stderr);
+    assert_eq!(gone.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("gone\\u{a}sandgate: all is well.toml"),
+        "{stderr}"
+    );
+}
+
+/// `sandgate mcp DIR` names a directory it refuses with a byte that is not
+/// UTF-8 as `\xNN`, never as U+FFFD (a real name of its own), and with a
+/// backslash doubled: one that does not exist, and one whose path is not
+/// UTF-8.
+#[test]
+fn shown23_mcp_dirs_refused_are_named_as_their_bytes() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let mcp = |dir: &[u8]| {
+        let out = Command::new(SANDGATE)
+            .arg("mcp")
+            .arg(tmp.path().join(OsStr::from_bytes(dir)))
+            .env_remove("SANDGATE_POLICY")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_ne!(out.status.code(), Some(0));
+        text(&out.stderr)
+    };
+    let gone = mcp(b"gone\xff");
+    assert!(
+        gone.contains("/gone\\xff:") && !gone.contains('\u{fffd}'),
+        "{gone}"
+    );
+    let gone = mcp(b"gone\\xff");
+    assert!(gone.contains("/gone\\\\xff:"), "{gone}");
+    fs::create_dir(tmp.path().join(OsStr::from_bytes(b"d\xfe"))).unwrap();
+    let bytes = mcp(b"d\xfe");
+    assert!(
+        bytes.contains("/d\\xfe: not UTF-8") && !bytes.contains('\u{fffd}'),
+        "{bytes}"
+    );
+}

@@ -286,3 +286,36 @@ fn run17_a_budget_of_zero_is_what_explain_answers() {
     }
     assert!(!tmp.path().join("ws/new.txt").exists());
 }
+
+/// `explain` names the read root that allows a read as the summary does,
+/// with a byte that is not UTF-8 as `\xNN`, never as U+FFFD: a root in
+/// `d` + 0xFC and one in `d` + U+FFFD (two directories) are named apart.
+#[test]
+fn shown23_explain_names_a_root_not_utf8_as_its_bytes() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut seen = Vec::new();
+    for dir in [&b"d\xfc"[..], "d\u{fffd}".as_bytes()] {
+        let home = tmp.path().join(OsStr::from_bytes(dir));
+        fs::create_dir_all(home.join("ws")).unwrap();
+        fs::write(home.join("ws/a.txt"), "x").unwrap();
+        fs::write(home.join("policy.toml"), "[fs]\nread_roots = [\"ws\"]\n").unwrap();
+        // The policy named relative to the directory: the arguments are
+        // text.
+        let out = Command::new(SANDGATE)
+            .args(["explain", "--json", "--as", "read", "policy.toml", "a.txt"])
+            .current_dir(&home)
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let answer = &v["answers"][0];
+        assert_eq!(answer["allowed"], Value::Bool(true), "{answer}");
+        seen.push(answer["detail"].as_str().unwrap().to_owned());
+    }
+    assert_ne!(seen[0], seen[1], "two roots, one name");
+    assert!(seen[0].ends_with("/d\\xfc/ws"), "{}", seen[0]);
+    assert!(seen[1].ends_with("/d\u{fffd}/ws"), "{}", seen[1]);
+}

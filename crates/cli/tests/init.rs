@@ -482,3 +482,70 @@ fn cli22_init_prints_the_path_it_wrote_escaped() {
         "{err}"
     );
 }
+
+/// `init` doubles a literal backslash in the path it prints and names in
+/// its refusals, so that an output file named with the four characters
+/// `\xff` is not shown as one named with the byte 0xFF, nor one named with
+/// the text `\u{1b}` as one holding the escape character.
+#[test]
+fn shown23_init_shows_a_backslash_doubled() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("plain");
+    fs::create_dir(&proj).unwrap();
+    let init = |name: &[u8]| {
+        let target = tmp.path().join(std::ffi::OsStr::from_bytes(name));
+        let out = sandgate()
+            .arg("init")
+            .arg(&proj)
+            .arg("-o")
+            .arg(&target)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(target.is_file());
+        // Again: refused, the file exists.
+        let again = sandgate()
+            .arg("init")
+            .arg(&proj)
+            .arg("-o")
+            .arg(&target)
+            .output()
+            .unwrap();
+        assert_eq!(again.status.code(), Some(2));
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(again.stderr).unwrap(),
+        )
+    };
+    for (byte, text, shown_byte, shown_text) in [
+        (
+            &b"p\xff.toml"[..],
+            &b"p\\xff.toml"[..],
+            "/p\\xff.toml",
+            "/p\\\\xff.toml",
+        ),
+        (
+            &b"q\x1b.toml"[..],
+            &b"q\\u{1b}.toml"[..],
+            "/q\\u{1b}.toml",
+            "/q\\\\u{1b}.toml",
+        ),
+    ] {
+        let (byte, text) = (init(byte), init(text));
+        assert_ne!(byte.0, text.0, "two files, one name");
+        assert_ne!(byte.1, text.1, "two files, one refusal");
+        assert!(byte.0.ends_with(&format!("{shown_byte}\n")), "{}", byte.0);
+        assert!(text.0.ends_with(&format!("{shown_text}\n")), "{}", text.0);
+        assert!(
+            byte.1.contains(shown_byte) && byte.1.contains("exists"),
+            "{}",
+            byte.1
+        );
+        assert!(
+            text.1.contains(shown_text) && text.1.contains("exists"),
+            "{}",
+            text.1
+        );
+    }
+}

@@ -39,13 +39,13 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
     let refuse = |why: String| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
-            format!("the audit file {}: {why}", path.display()),
+            format!("the audit file {}: {why}", sandgate::policy::shown(path)),
         )
     };
     let root = match write_root {
         Some(root) => {
-            let m =
-                std::fs::metadata(root).map_err(|e| refuse(format!("{}: {e}", root.display())))?;
+            let m = std::fs::metadata(root)
+                .map_err(|e| refuse(format!("{}: {e}", sandgate::policy::shown(root))))?;
             Some((m.dev(), m.ino(), root))
         }
         None => None,
@@ -78,7 +78,7 @@ pub fn json_lines_file(path: &Path, write_root: Option<&Path>) -> std::io::Resul
         cut: false,
         watch,
     });
-    let shown = path.display().to_string();
+    let shown = sandgate::policy::shown(path);
     Ok(Arc::new(move |e: &AuditEvent| {
         // A name is at most 4,096 bytes, a rename's two 8,196; what is
         // longer was never a file's name, and is cut so that no call can
@@ -262,7 +262,7 @@ fn open_outside(path: &Path, root: Option<(u64, u64, &Path)>) -> std::io::Result
         std::io::Error::other(format!(
             "it lies inside the write root {}, where the agent could rewrite or erase its own \
              audit; choose a file outside it",
-            root.display()
+            sandgate::policy::shown(root)
         ))
     };
     let fifo = |e: Errno| {
@@ -299,7 +299,7 @@ fn open_outside(path: &Path, root: Option<(u64, u64, &Path)>) -> std::io::Result
                 Mode::empty(),
             ),
         }
-        .map_err(|e| std::io::Error::other(format!("{}: {e}", parent.display())))?;
+        .map_err(|e| std::io::Error::other(format!("{}: {e}", sandgate::policy::shown(parent))))?;
         if let Some((dev, ino, root)) = root {
             if within(&dir, (dev, ino))? {
                 return Err(inside(root));

@@ -1452,12 +1452,16 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
     }
     let mut roots = Vec::new();
     for d in dirs {
-        let real = std::fs::canonicalize(d)
-            .map_err(|e| Error::new(ErrorCode::NotFound, format!("{}: {e}", d.display())))?;
+        let real = std::fs::canonicalize(d).map_err(|e| {
+            Error::new(
+                ErrorCode::NotFound,
+                format!("{}: {e}", sandgate::policy::shown(d)),
+            )
+        })?;
         let s = real.to_str().ok_or_else(|| {
             Error::new(
                 ErrorCode::PathInvalid,
-                format!("{}: not UTF-8", d.display()),
+                format!("{}: not UTF-8", sandgate::policy::shown(d)),
             )
         })?;
         // A JSON string is a valid TOML basic string once DEL, which JSON
@@ -1477,7 +1481,7 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
                         "{}: the directory is or lies inside `{name}`, which the directory \
                          form keeps from the agent; give the work tree around it (or serve a \
                          policy written by hand with --policy)",
-                        real.display()
+                        sandgate::policy::shown(&real)
                     ),
                 ));
             }
@@ -1500,11 +1504,7 @@ pub fn policy_for_dirs(dirs: &[PathBuf]) -> Result<Policy, Error> {
 /// otherwise set the terminal's title or clipboard, hide or redraw what is
 /// shown, and the bidirectional controls reorder it.
 pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
-            || ('\u{202a}'..='\u{202e}').contains(&c)
-            || ('\u{2066}'..='\u{2069}').contains(&c)
-    };
+    let unsafe_char = |c: char| c != '\n' && c != '\t' && sandgate::policy::terminal_unsafe(c);
     if !text.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(text);
     }

@@ -82,6 +82,6 @@ pub fn home_refusal(root: &Path) -> Option<String> {
         "{}: the directory {what}: the agent could write `~/.bashrc`, `~/.profile`, \
          `~/.ssh/` or `~/.config/`, which run unconfined; grant a narrower directory, \
          the project inside it",
-        root.display()
+        sandgate::policy::shown(root)
     ))
 }

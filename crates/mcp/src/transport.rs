@@ -655,7 +655,7 @@ fn private_dir(parent: &Path) -> std::io::Result<std::path::PathBuf> {
                     e.kind(),
                     format!(
                         "cannot make the private directory {}: {e}",
-                        private.display()
+                        sandgate::policy::shown(&private)
                     ),
                 ))
             }
@@ -877,7 +877,7 @@ pub async fn serve_http(
             e.kind(),
             format!(
                 "the token file {}: {e} (the file size limit, ulimit -f, is below {} bytes)",
-                token_file.display(),
+                sandgate::policy::shown(token_file),
                 token.len()
             ),
         )
@@ -892,7 +892,7 @@ pub async fn serve_http(
                 e.kind(),
                 format!(
                     "the token file {}: {e} (remove it first)",
-                    token_file.display()
+                    sandgate::policy::shown(token_file)
                 ),
             )
         })?;
@@ -933,7 +933,7 @@ pub async fn serve_http(
     let opening = Arc::new(AtomicUsize::new(0));
     say!(
         "sandgate: serving MCP on http://{host}:{port}/ (token written to {})",
-        token_file.display()
+        sandgate::policy::shown(token_file)
     );
     say!("sandgate: bearer token: {token}");
     let token = Arc::new(token);
@@ -1140,7 +1140,7 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     let _removed = remove_at_signals(Arc::new(own))?;
     say!(
         "sandgate: serving MCP on the UNIX socket {}",
-        path.display()
+        sandgate::policy::shown(path)
     );
     let cap = unix_session_cap();
     let places = Arc::new(tokio::sync::Semaphore::new(cap));
@@ -1343,8 +1343,12 @@ fn outside_the_policy<'a>(
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let real = std::fs::canonicalize(parent)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{what} {}: {e}", parent.display())))?;
+    let real = std::fs::canonicalize(parent).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("{what} {}: {e}", sandgate::policy::shown(parent)),
+        )
+    })?;
     match server
         .shared
         .dirs
@@ -1355,8 +1359,8 @@ fn outside_the_policy<'a>(
             std::io::ErrorKind::PermissionDenied,
             format!(
                 "{what} {} lies inside {}, a directory of the policy, {why}; put it elsewhere",
-                parent.display(),
-                d.resolved.display()
+                sandgate::policy::shown(parent),
+                sandgate::policy::shown(&d.resolved)
             ),
         )),
         None => Ok(parent),
@@ -1377,7 +1381,7 @@ fn place_socket(staged: &Path, path: &Path) -> std::io::Result<()> {
             ErrorKind::AlreadyExists,
             format!(
                 "{} exists and is {what}; sandgate replaces only a socket no server listens on",
-                path.display()
+                sandgate::policy::shown(path)
             ),
         )
     };
@@ -1401,7 +1405,10 @@ fn place_socket(staged: &Path, path: &Path) -> std::io::Result<()> {
         Ok(_) => {
             return Err(std::io::Error::new(
                 ErrorKind::AddrInUse,
-                format!("a server already listens on {}", path.display()),
+                format!(
+                    "a server already listens on {}",
+                    sandgate::policy::shown(path)
+                ),
             ))
         }
         Err(e) => {

@@ -6,6 +6,7 @@ use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use crate::shown::shown;
 use sandgate_codes::ErrorCode;
 
 /// Why a policy file was refused.
@@ -316,24 +317,6 @@ impl PolicyError {
     pub fn code(&self) -> ErrorCode {
         ErrorCode::Policy
     }
-}
-
-/// `path` as text for a person: the bytes that are not UTF-8 written
-/// `\xNN`, the rest as it is. Not [`Path::display`], which replaces them
-/// with U+FFFD, a character that can be a real name's own, so that two
-/// different files would be shown alike. (The crate has its own because it
-/// depends on nothing that shows paths.)
-pub(crate) fn shown(path: &Path) -> String {
-    use std::fmt::Write as _;
-    use std::os::unix::ffi::OsStrExt;
-    let mut out = String::with_capacity(path.as_os_str().len());
-    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
-        out.push_str(chunk.valid());
-        for b in chunk.invalid() {
-            let _ = write!(out, "\\x{b:02x}");
-        }
-    }
-    out
 }
 
 impl fmt::Display for PolicyError {

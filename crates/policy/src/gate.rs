@@ -13,8 +13,9 @@ use crate::decode::{
     DEFAULT_MAX_TASKS, DEFAULT_MAX_WRITE_BYTES, DEFAULT_SHELL, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
     MIN_CPU_MS, MIN_MEMORY_BYTES, MIN_TASKS,
 };
-use crate::error::{shown, PolicyError, PolicyErrorKind, Problem};
+use crate::error::{PolicyError, PolicyErrorKind, Problem};
 use crate::net;
+use crate::shown::shown;
 use crate::{Budgets, ExecPolicy, Inner, Limits, SecurityMode, StatedLimits, CONFINED_GIT};
 
 /// The directories the write root may not contain: where the policy file

@@ -80,6 +80,7 @@ mod gate;
 mod net;
 mod options;
 mod shape;
+mod shown;
 mod summary;
 
 use std::fs::File;
@@ -107,6 +108,7 @@ pub use sandgate_netguard::{
     classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost, Rules as NetRules,
 };
 pub use shape::KNOWN_KEYS;
+pub use shown::{shown, terminal_unsafe};
 pub use summary::{Summary, SummaryNet};
 
 /// The largest policy file [`Policy::load`] reads: 1 MiB. A policy is a
@@ -549,7 +551,7 @@ fn regular_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), PolicyError
         None,
         format!(
             "the policy file `{}` is not a regular file ({what})",
-            error::shown(path)
+            shown::shown(path)
         ),
     )
     .in_file(path))

@@ -24,9 +24,10 @@ use crate::{Budgets, Confine, ExecPolicy, Limits, Policy, SecurityMode};
 ///  "digest":"sha256:…"}
 /// ```
 ///
-/// Root paths are shown with any bytes that are not UTF-8 written `\xNN`
-/// (never U+FFFD, which can be a real name of its own); a `null` budget is
-/// unlimited.
+/// Root paths are shown as [`shown`](fn@crate::shown) shows them: any bytes
+/// that are not UTF-8 written `\xNN` (never U+FFFD, which can be a real
+/// name of its own), a backslash written `\\` and a control character
+/// `\u{…}`; a `null` budget is unlimited.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     /// `security_mode`.
@@ -95,9 +96,9 @@ impl Summary {
             read_roots: policy
                 .read_roots()
                 .iter()
-                .map(|p| crate::error::shown(p))
+                .map(crate::shown::shown)
                 .collect(),
-            write_root: policy.write_root().map(crate::error::shown),
+            write_root: policy.write_root().map(crate::shown::shown),
             deny_write: policy.deny_write().to_vec(),
             limits: policy.limits(),
             exec: policy.exec().clone(),

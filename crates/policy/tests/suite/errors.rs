@@ -206,3 +206,100 @@ fn leads22_a_root_path_not_utf8_is_shown_as_its_bytes() {
         assert!(!err.contains('\u{fffd}'), "shown lossily: {err}");
     }
 }
+
+/// A policy file or root whose name holds a literal backslash is shown
+/// with it doubled, so that `gone\xff.toml` (the four characters) and
+/// `gone` + the byte 0xFF + `.toml` are never shown alike: in `cannot read
+/// the policy file`, in `not a regular file`, on the `-->` line and where
+/// a root is refused. A name without a backslash is shown as before.
+#[test]
+fn shown23_a_backslash_in_a_name_is_shown_doubled() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let fx = Fixture::new();
+    let named = |b: &[u8]| fx.project().join(OsStr::from_bytes(b));
+    let load = |b: &[u8]| {
+        sandgate_policy::Policy::load(named(b))
+            .unwrap_err()
+            .to_string()
+    };
+    // Missing files.
+    let (byte, text) = (load(b"gone\xff.toml"), load(b"gone\\xff.toml"));
+    assert_ne!(byte, text, "two files, one message");
+    assert!(byte.contains("gone\\xff.toml`"), "{byte}");
+    assert!(text.contains("gone\\\\xff.toml`"), "{text}");
+    // Directories.
+    fs::create_dir(named(b"dir\xfe.toml")).unwrap();
+    fs::create_dir(named(b"dir\\xfe.toml")).unwrap();
+    let (byte, text) = (load(b"dir\xfe.toml"), load(b"dir\\xfe.toml"));
+    assert_ne!(byte, text, "two files, one message");
+    assert!(
+        text.contains("dir\\\\xfe.toml` is not a regular file"),
+        "{text}"
+    );
+    // A problem in the file, on the `-->` line.
+    fs::write(named(b"bad\xfd.toml"), "colour = \"blue\"\n").unwrap();
+    fs::write(named(b"bad\\xfd.toml"), "colour = \"blue\"\n").unwrap();
+    let (byte, text) = (load(b"bad\xfd.toml"), load(b"bad\\xfd.toml"));
+    assert_ne!(byte, text, "two files, one message");
+    assert!(byte.contains("/bad\\xfd.toml:1:1"), "{byte}");
+    assert!(text.contains("/bad\\\\xfd.toml:1:1"), "{text}");
+    // A root refused, in a directory named with a byte or with the text.
+    let mut roots = Vec::new();
+    for dir in [&b"d\xfc"[..], &b"d\\xfc"[..]] {
+        let home = named(dir);
+        fs::create_dir(&home).unwrap();
+        fs::write(home.join("a-file"), "").unwrap();
+        let path = home.join("policy.toml");
+        let mut shown = Vec::new();
+        for text in [
+            "[fs]\nread_roots = [\"nope\"]\n",
+            "[fs]\nread_roots = [\"a-file\"]\n",
+        ] {
+            fs::write(&path, text).unwrap();
+            shown.push(
+                sandgate_policy::Policy::load(&path)
+                    .unwrap_err()
+                    .to_string(),
+            );
+        }
+        roots.push(shown);
+    }
+    for (byte, text) in roots[0].iter().zip(&roots[1]) {
+        assert_ne!(byte, text, "two roots, one message");
+        assert!(byte.contains("/d\\xfc/"), "{byte}");
+        assert!(text.contains("/d\\\\xfc/"), "{text}");
+    }
+    // An ordinary name is shown as it is.
+    let plain = load(b"plain-name.toml");
+    assert!(plain.contains("/plain-name.toml`"), "{plain}");
+}
+
+/// A control character in a name a refusal shows (a line feed, a tab, an
+/// escape) and a bidirectional control are written `\u{…}`, so that the
+/// name cannot add a line of its own to the message (a forged `-->` line)
+/// nor reorder or hide what follows it.
+#[test]
+fn shown23_a_control_in_a_name_is_shown_escaped() {
+    let fx = Fixture::new();
+    let name = "gone\n--> elsewhere.toml:1:1\t\u{1b}[2J\u{202e}.toml";
+    let err = sandgate_policy::Policy::load(fx.project().join(name))
+        .unwrap_err()
+        .to_string();
+    assert!(!err.contains('\n'), "a line of its own: {err}");
+    assert!(
+        err.contains("gone\\u{a}--> elsewhere.toml:1:1\\u{9}\\u{1b}[2J\\u{202e}.toml`"),
+        "{err}"
+    );
+    // A root in a directory whose name holds a line feed.
+    let home = fx.project().join("d\nx");
+    fs::create_dir(&home).unwrap();
+    let path = home.join("policy.toml");
+    fs::write(&path, "[fs]\nread_roots = [\"nope\"]\n").unwrap();
+    let err = sandgate_policy::Policy::load(&path)
+        .unwrap_err()
+        .to_string();
+    let first = err.lines().next().unwrap();
+    assert!(first.contains("/d\\u{a}x/nope"), "{err}");
+    assert!(err.lines().nth(1).unwrap().contains("-->"), "{err}");
+}

@@ -72,3 +72,65 @@ proptest! {
         prop_assert!(!d.reason.is_empty());
     }
 }
+
+/// The name `shown` spells, read back: `\\` a backslash, `\xNN` a byte,
+/// `\u{…}` a character; `None` where the spelling is not one `shown` makes.
+fn shown23_read_back(shown: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut rest = shown;
+    while let Some(c) = rest.chars().next() {
+        rest = &rest[c.len_utf8()..];
+        if c != '\\' {
+            if sandgate_policy::terminal_unsafe(c) {
+                return None;
+            }
+            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+            continue;
+        }
+        if let Some(r) = rest.strip_prefix('\\') {
+            out.push(b'\\');
+            rest = r;
+        } else if let Some(r) = rest.strip_prefix('x') {
+            out.push(u8::from_str_radix(r.get(..2)?, 16).ok()?);
+            rest = &r[2..];
+        } else {
+            let r = rest.strip_prefix("u{")?;
+            let end = r.find('}')?;
+            let c = char::from_u32(u32::from_str_radix(&r[..end], 16).ok()?)?;
+            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+            rest = &r[end + 1..];
+        }
+    }
+    Some(out)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    /// `shown` spells every name one way only: its spelling reads back to
+    /// the very bytes, so no two names are shown alike (the four
+    /// characters `\xff` and the byte 0xFF among them), and it holds no
+    /// character a terminal would act on.
+    #[test]
+    fn shown23_a_shown_name_reads_back_to_its_bytes(
+        parts in proptest::collection::vec(
+            prop_oneof![
+                Just(b"\\".to_vec()),
+                Just(b"\\xff".to_vec()),
+                Just(b"\\u{1b}".to_vec()),
+                Just(vec![0xff]),
+                Just(vec![0x1b]),
+                Just(b"\n".to_vec()),
+                Just("\u{202e}".as_bytes().to_vec()),
+                proptest::collection::vec(any::<u8>(), 0..6),
+                "\\PC{0,6}".prop_map(String::into_bytes),
+            ],
+            0..8,
+        )
+    ) {
+        use std::os::unix::ffi::OsStrExt;
+        let name: Vec<u8> = parts.concat();
+        let shown = sandgate_policy::shown(std::path::Path::new(std::ffi::OsStr::from_bytes(&name)));
+        prop_assert_eq!(shown23_read_back(&shown), Some(name), "{}", shown);
+    }
+}

@@ -204,3 +204,45 @@ fn leads22_summary_roots_not_utf8_are_shown_as_their_bytes() {
         "{json}"
     );
 }
+
+/// The summary's roots double a literal backslash, so that a root named
+/// `d\xfc` (the four characters) and one named `d` + the byte 0xFC are
+/// shown differently, on the page and in the JSON.
+#[test]
+fn shown23_summary_roots_with_a_backslash_are_shown_doubled() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let fx = Fixture::new();
+    let mut seen = Vec::new();
+    for dir in [&b"d\xfc"[..], &b"d\\xfc"[..]] {
+        let home = fx.project().join(OsStr::from_bytes(dir));
+        std::fs::create_dir_all(home.join("ws")).unwrap();
+        let path = home.join("policy.toml");
+        std::fs::write(&path, "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n").unwrap();
+        let s = sandgate_policy::Policy::load(&path).unwrap().summary();
+        seen.push((s.read_roots[0].clone(), s.to_string(), s.to_json()));
+    }
+    let (byte, text) = (&seen[0], &seen[1]);
+    assert_ne!(byte.0, text.0, "two roots, one name");
+    assert!(byte.0.ends_with("/d\\xfc/ws"), "{}", byte.0);
+    assert!(text.0.ends_with("/d\\\\xfc/ws"), "{}", text.0);
+    assert!(text.1.contains("/d\\\\xfc/ws"), "{}", text.1);
+    assert!(text.2.contains("/d\\\\\\\\xfc/ws"), "{}", text.2);
+}
+
+/// A root whose path holds a line feed is shown with it as `\u{a}` on the
+/// summary's page, so that it cannot add a line of its own (a forged
+/// `write root` line).
+#[test]
+fn shown23_summary_root_with_a_line_feed_is_one_line() {
+    let fx = Fixture::new();
+    let home = fx.project().join("d\n  write root        /");
+    std::fs::create_dir_all(home.join("ws")).unwrap();
+    let path = home.join("policy.toml");
+    std::fs::write(&path, "[fs]\nread_roots = [\"ws\"]\n").unwrap();
+    let s = sandgate_policy::Policy::load(&path).unwrap().summary();
+    let page = s.to_string();
+    assert!(!s.read_roots[0].contains('\n'), "{:?}", s.read_roots);
+    assert!(page.contains("/d\\u{a}  write root        /ws"), "{page}");
+    assert_eq!(page.matches("write root").count(), 2, "{page}");
+}
