@@ -298,3 +298,23 @@ def test_a_fetch_held_by_a_silent_server_ends_when_its_abort_signal_is_triggered
             with pytest.raises(TypeError) as te:
                 f.fetch(f"http://127.0.0.1:{port}/", abort="soon")  # type: ignore[arg-type]
             assert "abort" in str(te.value)
+
+
+def test_wire23_a_header_given_in_two_spellings_is_refused(tmp_path, server):
+    # HTTP names are one header whatever their case: `X-Dup` and `x-dup`
+    # would send the header twice, and which value counts would be the
+    # server's choice. Refused before anything is sent, naming it.
+    port = server.server_address[1]
+    url = f"http://127.0.0.1:{port}/dup"
+    with _policy(tmp_path, _granted(port)) as policy, Fetcher(policy) as f:
+        seen = len(server.seen)
+        with pytest.raises(sandgate.RequestError) as ei:
+            f.fetch(url, headers={"X-Dup": "1", "x-dup": "2"}, timeout_ms=T)
+        assert ei.value.code == "E_REQUEST"
+        assert "x-dup" in str(ei.value)
+        assert ei.value.hops == []
+        assert len(server.seen) == seen
+        # Two distinct headers are sent, each once.
+        f.fetch(url, headers={"X-Dup": "1", "X-Other": "2"}, timeout_ms=T)
+        sent = {k.lower(): v for k, v in server.seen[-1][2].items()}
+        assert (sent["x-dup"], sent["x-other"]) == ("1", "2")

@@ -627,6 +627,58 @@ fn mcpexec19_fetch_that_can_post_is_not_declared_read_only() {
     assert_eq!(ann["openWorldHint"], true, "{fetch}");
 }
 
+/// The `fetch` tool's `headers` may not give one header in two spellings
+/// (`X-A` and `x-a` are one HTTP header): the call is refused, naming it,
+/// and nothing is sent; distinct headers are sent.
+#[test]
+fn wire23_fetch_refuses_a_header_given_in_two_spellings() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = c.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            .unwrap();
+        String::from_utf8_lossy(&head).into_owned()
+    });
+    let mut s = Server::start_with(&format!(
+        "[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n"
+    ));
+    let url = format!("http://127.0.0.1:{port}/first");
+    s.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "fetch", "arguments": {"url": url,
+            "headers": {"X-A": "1", "x-a": "2"}}}}));
+    let a = s.answer(1);
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("E_REQUEST") && text.contains("`x-a`"),
+        "{a}"
+    );
+    let url = format!("http://127.0.0.1:{port}/second");
+    s.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "fetch", "arguments": {"url": url,
+            "headers": {"X-A": "1", "X-B": "2"}}}}));
+    let a = s.answer(2);
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    // The first request the server saw is the second call's.
+    let head = got.join().unwrap().to_ascii_lowercase();
+    assert!(head.starts_with("get /second "), "{head}");
+    assert!(
+        head.contains("x-a: 1\r\n") && head.contains("x-b: 2\r\n"),
+        "{head}"
+    );
+}
+
 #[test]
 fn a_cancelled_call_leaves_the_server_serving() {
     let mut s = Server::start();

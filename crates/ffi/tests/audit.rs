@@ -970,3 +970,59 @@ fn an_abort_signal_out_of_descriptors_is_an_io_error() {
         error_free(err);
     }
 }
+
+#[test]
+fn wire23_a_fetch_request_naming_a_header_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    type Err = *mut *mut c_void;
+    // SAFETY: the signatures of include/sandgate.h.
+    unsafe {
+        // No network grant: a request the reader takes is refused by the
+        // policy (`E_NET_DENIED`), one it refuses is `E_REQUEST`.
+        let (lib, p) = policy("[fs]\nread_roots = [\"ws\"]\n", dir.path());
+        let fetcher_new: unsafe extern "C" fn(*mut c_void, *mut *mut c_void, Err) -> Status =
+            sym(lib, "sg_fetcher_new");
+        let fetch: unsafe extern "C" fn(
+            *mut c_void,
+            *const u8,
+            usize,
+            *mut [usize; 2],
+            Err,
+        ) -> Status = sym(lib, "sg_fetcher_fetch");
+        let fetcher_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_fetcher_free");
+        let bytes_free: unsafe extern "C" fn(*mut [usize; 2]) = sym(lib, "sg_bytes_free");
+        let policy_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_policy_free");
+        let null: Err = std::ptr::null_mut();
+        let mut f: *mut c_void = std::ptr::null_mut();
+        assert_eq!(fetcher_new(p, &mut f, null), 0);
+        let call = |request: &str| -> (Status, String) {
+            let mut answer = [0usize; 2];
+            let st = fetch(f, request.as_ptr(), request.len(), &mut answer, null);
+            let text = String::from_utf8(
+                std::slice::from_raw_parts(answer[0] as *const u8, answer[1]).to_vec(),
+            )
+            .unwrap();
+            bytes_free(&mut answer);
+            (st, text)
+        };
+        for (headers, named) in [
+            // The same name twice: JSON leaves which one counts open.
+            (r#"{"X-A": "1", "X-A": "2"}"#, "headers.X-A"),
+            // The same header in two spellings: HTTP names are one header
+            // whatever their case.
+            (r#"{"X-A": "1", "x-a": "2"}"#, "x-a"),
+        ] {
+            let request = format!(r#"{{"url": "http://a.test/", "headers": {headers}}}"#);
+            let (st, answer) = call(&request);
+            assert_eq!(st, ErrorCode::Request.value(), "{request}: {answer}");
+            assert!(answer.contains(named), "{request}: {answer}");
+        }
+        // Two distinct headers are read, and refused by the policy.
+        let (st, answer) =
+            call(r#"{"url": "http://a.test/", "headers": {"X-A": "1", "X-B": "2"}}"#);
+        assert_eq!(st, ErrorCode::NetDenied.value(), "{answer}");
+        fetcher_free(f);
+        policy_free(p);
+    }
+}

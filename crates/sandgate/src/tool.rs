@@ -20,7 +20,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use base64::Engine as _;
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, ErrorCode};
@@ -62,17 +62,126 @@ impl<'de> Deserialize<'de> for StrictObject {
                 let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
                 let mut duplicate = None;
                 while let Some(key) = map.next_key::<String>()? {
-                    let value = map.next_value()?;
+                    let value: StrictValue = map.next_value()?;
                     if !seen.insert(key.clone()) {
                         duplicate.get_or_insert(key);
                         continue;
                     }
-                    fields.push((key, value));
+                    if let Some(inner) = value.duplicate {
+                        duplicate.get_or_insert_with(|| nested_path(&key, &inner));
+                    }
+                    fields.push((key, value.value));
                 }
                 Ok(StrictObject { fields, duplicate })
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+/// A JSON value read as [`Value`] reads one, with the path of the first key
+/// an object inside it gives twice (`a.b`, `a[0].b`): a request's keys are
+/// unique at every depth, since a value such as `fetch`'s `headers` that
+/// kept the last of two would run another request than a reader that kept
+/// the first would judge.
+struct StrictValue {
+    value: Value,
+    duplicate: Option<String>,
+}
+
+impl From<Value> for StrictValue {
+    fn from(value: Value) -> Self {
+        StrictValue {
+            value,
+            duplicate: None,
+        }
+    }
+}
+
+/// `key`'s path joined to the path `inner` of a key inside its value.
+fn nested_path(key: &str, inner: &str) -> String {
+    if inner.starts_with('[') {
+        format!("{key}{inner}")
+    } else {
+        format!("{key}.{inner}")
+    }
+}
+
+impl<'de> Deserialize<'de> for StrictValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StrictValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<StrictValue, E> {
+                Ok(Value::Bool(v).into())
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<StrictValue, E> {
+                Ok(Value::from(v).into())
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<StrictValue, E> {
+                Ok(Value::from(v).into())
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<StrictValue, E> {
+                Ok(Value::from(v).into())
+            }
+            fn visit_str<E>(self, v: &str) -> Result<StrictValue, E> {
+                Ok(Value::String(v.to_owned()).into())
+            }
+            fn visit_string<E>(self, v: String) -> Result<StrictValue, E> {
+                Ok(Value::String(v).into())
+            }
+            fn visit_unit<E>(self) -> Result<StrictValue, E> {
+                Ok(Value::Null.into())
+            }
+            fn visit_none<E>(self) -> Result<StrictValue, E> {
+                Ok(Value::Null.into())
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<StrictValue, A::Error> {
+                let mut items = Vec::new();
+                let mut duplicate = None;
+                while let Some(item) = seq.next_element::<StrictValue>()? {
+                    if let Some(inner) = item.duplicate {
+                        duplicate.get_or_insert_with(|| {
+                            nested_path(&format!("[{}]", items.len()), &inner)
+                        });
+                    }
+                    items.push(item.value);
+                }
+                Ok(StrictValue {
+                    value: Value::Array(items),
+                    duplicate,
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StrictValue, A::Error> {
+                // The map itself says whether a key came before (in
+                // logarithmic time, so a line of a million keys stays
+                // cheap); the first value is the one kept.
+                let mut fields = Map::new();
+                let mut duplicate = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    let value: StrictValue = map.next_value()?;
+                    match fields.entry(key) {
+                        serde_json::map::Entry::Occupied(e) => {
+                            duplicate.get_or_insert_with(|| e.key().clone());
+                        }
+                        serde_json::map::Entry::Vacant(e) => {
+                            if let Some(inner) = value.duplicate {
+                                duplicate.get_or_insert_with(|| nested_path(e.key(), &inner));
+                            }
+                            e.insert(value.value);
+                        }
+                    }
+                }
+                Ok(StrictValue {
+                    value: Value::Object(fields),
+                    duplicate,
+                })
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -732,13 +841,27 @@ fn fetch_request(mut f: Fields) -> Result<(String, crate::fetch::FetchOptions), 
     let method = f.opt_str("method")?;
     let headers = match f.take("headers") {
         None => Vec::new(),
-        Some(Value::Object(m)) => m
-            .into_iter()
-            .map(|(k, v)| match v {
-                Value::String(s) => Ok((k, s)),
-                _ => Err(bad(format!("the header `{k}` must be a string"))),
-            })
-            .collect::<Result<_, _>>()?,
+        Some(Value::Object(m)) => {
+            // HTTP compares header names without regard to ASCII case, so
+            // `A` and `a` are one header given twice: which value a server
+            // (or a proxy on the way) takes is its own choice, not the
+            // caller's.
+            let mut seen = std::collections::HashMap::with_capacity(m.len());
+            let mut headers = Vec::with_capacity(m.len());
+            for (k, v) in m {
+                let Value::String(s) = v else {
+                    return Err(bad(format!("the header `{k}` must be a string")));
+                };
+                if let Some(first) = seen.insert(k.to_ascii_lowercase(), k.clone()) {
+                    return Err(bad(format!(
+                        "`headers` gives the header `{k}` twice (as `{first}` and `{k}`): \
+                         header names are compared without regard to case"
+                    )));
+                }
+                headers.push((k, s));
+            }
+            headers
+        }
         Some(_) => return Err(bad("`headers` must be an object of strings")),
     };
     let text = f.opt_str("body")?;

@@ -298,3 +298,52 @@ fn a_fetchers_audit_sink_may_call_back_into_its_fetcher() {
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert_eq!(seen[1], "E_REQUEST", "{seen:?}");
 }
+
+#[test]
+fn wire23_a_header_given_twice_is_refused_naming_it() {
+    let port = serve(reply);
+    let (_dir, s) = session(port, "");
+    if proxied(&s) {
+        return;
+    }
+    let url = format!("http://127.0.0.1:{port}/");
+    // The same name twice (last-wins would send `2`), and the same header
+    // in two spellings (HTTP names are one header whatever their case):
+    // both refused before anything is sent, the id still echoed.
+    for (headers, named) in [
+        (r#"{"X-A": "1", "X-A": "2"}"#, "`headers.X-A`"),
+        (r#"{"X-A": "1", "x-a": "2"}"#, "`x-a`"),
+    ] {
+        let line = format!(r#"{{"id": 7, "op": "fetch", "url": "{url}", "headers": {headers}}}"#);
+        let a = s.handle_line(&line);
+        assert_eq!(a["error"]["code"], "E_REQUEST", "{line}: {a}");
+        assert_eq!(a["id"], 7, "{a}");
+        let message = a["error"]["message"].as_str().unwrap();
+        assert!(message.contains(named), "{line}: {a}");
+        // The host API's form reads the same request the same way.
+        let (a, err) = sandgate::tool::fetch_json(
+            &s_fetcher(port),
+            &format!(r#"{{"url": "{url}", "headers": {headers}}}"#),
+        );
+        assert_eq!(a["error"]["code"], "E_REQUEST", "{a}");
+        assert!(err.is_some());
+    }
+    // Distinct headers are sent.
+    let line =
+        format!(r#"{{"op": "fetch", "url": "{url}", "headers": {{"X-A": "1", "X-B": "2"}}}}"#);
+    let a = s.handle_line(&line);
+    assert_eq!(a["ok"], true, "{a}");
+}
+
+/// A fetcher for the local server on `port`.
+fn s_fetcher(port: u16) -> sandgate::fetch::Fetcher {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.toml");
+    std::fs::write(
+        &path,
+        format!("[net]\nallow = [\"127.0.0.1:{port}\"]\nallow_http = true\n"),
+    )
+    .unwrap();
+    let policy = Policy::load(&path).unwrap();
+    sandgate::fetch::builder(&policy).build()
+}

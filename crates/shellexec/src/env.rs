@@ -31,7 +31,7 @@ pub const BASE_ALLOWLIST: [&str; 11] = [
 ];
 
 /// Whole `_`/`-`-separated segments that make a name credential-shaped.
-const SEGMENTS: [&str; 21] = [
+const SEGMENTS: [&str; 23] = [
     "KEY",
     "KEYS",
     "TOKEN",
@@ -53,12 +53,14 @@ const SEGMENTS: [&str; 21] = [
     "AUTH",
     "BEARER",
     "SESSION",
+    "PASSPHRASE",
+    "JWT",
 ];
 
 /// Substrings that make a name credential-shaped wherever they occur, so
 /// that camelCase names (`clientSecret`, `accessKeyId`) are caught too.
 /// Upper case: names are compared after folding.
-const SUBSTRINGS: [&str; 15] = [
+const SUBSTRINGS: [&str; 16] = [
     "APIKEY",
     "API_KEY",
     "ACCESSKEY",
@@ -68,6 +70,7 @@ const SUBSTRINGS: [&str; 15] = [
     "SECRET",
     "PASSWORD",
     "PASSWD",
+    "PASSPHRASE",
     "CREDENTIAL",
     "AUTHTOKEN",
     "AUTH_TOKEN",
@@ -98,10 +101,11 @@ const NOT_CREDENTIALS: [&str; 2] = ["PWD", "OLDPWD"];
 /// Case-insensitively, a name is credential-shaped when any of its `_`/`-`
 /// separated segments is one of KEY, KEYS, TOKEN, TOKENS, SECRET, SECRETS,
 /// PASSWORD, PASSWD, PASS, PWD, CREDENTIAL, CREDENTIALS, APIKEY, PAT, DSN,
-/// WEBHOOK, COOKIE, PRIVATE, AUTH, BEARER, SESSION; or it contains apikey,
-/// api_key, accesskey, access_key, privatekey, private_key, secret,
-/// password, passwd, credential, authtoken, auth_token, accesstoken,
-/// refreshtoken or idtoken; or it is SSH_AUTH_SOCK, GIT_ASKPASS,
+/// WEBHOOK, COOKIE, PRIVATE, AUTH, BEARER, SESSION, PASSPHRASE, JWT; or it
+/// contains apikey, api_key, accesskey, access_key, privatekey,
+/// private_key, secret, password, passwd, passphrase, credential,
+/// authtoken, auth_token, accesstoken, refreshtoken or idtoken; or it is
+/// SSH_AUTH_SOCK, GIT_ASKPASS,
 /// SSH_ASKPASS, KUBECONFIG, DOCKER_CONFIG or NETRC; or it starts with AWS_,
 /// AZURE_, GOOGLE_, GCP_ or ARM_CLIENT. The exact names `PWD` and `OLDPWD`
 /// (in that case) are not credentials.
@@ -159,6 +163,62 @@ fn shaped(upper: &str) -> bool {
         || PREFIXES.iter().any(|prefix| upper.starts_with(prefix))
 }
 
+/// The password of `value` when it is a URL carrying one
+/// (`postgres://app:pw@db/app`, `http://user:pw@proxy:3128`): the bytes
+/// between the first `:` of the userinfo and its `@`, which must both lie
+/// before the first `/`, `?` or `#` after `scheme://`. `None` for a URL
+/// without a password (`https://user@host/`) and for what is no URL.
+pub fn url_password(value: &[u8]) -> Option<&[u8]> {
+    let sep = value.windows(3).position(|w| w == b"://")?;
+    let scheme = &value[..sep];
+    if !scheme.first()?.is_ascii_alphabetic()
+        || !scheme
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+    {
+        return None;
+    }
+    let rest = &value[sep + 3..];
+    let authority = &rest[..rest
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+        .unwrap_or(rest.len())];
+    // The last `@` ends the userinfo, as lenient readers take it.
+    let at = authority.iter().rposition(|&b| b == b'@')?;
+    let userinfo = &authority[..at];
+    let colon = userinfo.iter().position(|&b| b == b':')?;
+    let password = &userinfo[colon + 1..];
+    (!password.is_empty()).then_some(password)
+}
+
+/// `bytes` with its `%XX` escapes decoded (a `%` not followed by two hex
+/// digits is kept as it is).
+fn percent_decoded(bytes: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
+}
+
+/// Whether the host entry `name`=`value` is a credential: its name is
+/// credential-shaped ([`is_credential_name`]), or its value is a URL
+/// carrying a password ([`url_password`]), whatever the name
+/// (`DATABASE_URL`, `REDIS_URI`, `HTTP_PROXY`).
+pub fn is_credential(name: &str, value: &OsStr) -> bool {
+    is_credential_name(name) || url_password(value.as_encoded_bytes()).is_some()
+}
+
 /// Whether `name` can be set in a child's environment at all.
 fn settable_name(name: &str) -> bool {
     !name.is_empty() && !name.contains(['=', '\0'])
@@ -185,7 +245,8 @@ impl EnvPlan {
     /// The child receives:
     ///
     /// 1. each [`BASE_ALLOWLIST`] name present in the host, unless
-    ///    [`is_credential_name`] says it is credential-shaped;
+    ///    [`is_credential`] says it is a credential (its name is
+    ///    credential-shaped, or its value is a URL carrying a password);
     /// 2. each `env_inherit` name present in the host, credential-shaped or
     ///    not (the operator chose it); names match case-sensitively;
     /// 3. each `extra` pair, set by the executor itself (say a private
@@ -199,9 +260,11 @@ impl EnvPlan {
     /// (empty, or containing `=` or NUL) and `extra` values containing NUL
     /// are ignored.
     ///
-    /// Withheld: every host entry whose name is credential-shaped and which
-    /// the child does not receive with that same value — dropped, not
-    /// inherited, overridden by `extra`, or a later duplicate. A non-UTF-8
+    /// Withheld: every host entry that is a credential ([`is_credential`])
+    /// and which the child does not receive with that same value — dropped,
+    /// not inherited, overridden by `extra`, or a later duplicate — and,
+    /// for a URL carrying a password, that password under the same name,
+    /// as written and percent-decoded. A non-UTF-8
     /// name is judged (and reported) by its lossy UTF-8 form, so a
     /// credential under a mangled name is still redacted.
     pub fn build(
@@ -232,13 +295,13 @@ impl EnvPlan {
                 Ok(name) => name,
                 Err(raw) => {
                     let lossy = raw.to_string_lossy().into_owned();
-                    if is_credential_name(&lossy) {
+                    if is_credential(&lossy, &value) {
                         credentials.push((lossy, value));
                     }
                     continue;
                 }
             };
-            if is_credential_name(&name) {
+            if is_credential(&name, &value) {
                 credentials.push((name.clone(), value.clone()));
             }
             if settable_name(&name) {
@@ -252,7 +315,9 @@ impl EnvPlan {
                 continue;
             }
             if let Some(value) = host.get(name) {
-                vars.insert(name.to_owned(), value.clone());
+                if !is_credential(name, value) {
+                    vars.insert(name.to_owned(), value.clone());
+                }
             }
         }
         for name in env_inherit {
@@ -270,6 +335,23 @@ impl EnvPlan {
             .into_iter()
             .filter(|(name, value)| vars.get(name) != Some(value))
             .collect();
+        // A URL's password is also redacted on its own, as written and
+        // decoded: a command may find it apart from its URL (a `.pgpass`,
+        // a config file).
+        let passwords: Vec<(String, OsString)> = withheld
+            .iter()
+            .filter_map(|(name, value)| {
+                let password = url_password(value.as_encoded_bytes())?;
+                Some((name, password))
+            })
+            .flat_map(|(name, password)| {
+                let decoded = percent_decoded(password);
+                [password.to_vec(), decoded]
+                    .into_iter()
+                    .map(move |bytes| (name.clone(), os_from_bytes(bytes)))
+            })
+            .collect();
+        withheld.extend(passwords);
         withheld.sort();
         withheld.dedup();
 
@@ -335,6 +417,12 @@ impl EnvPlan {
                 .map(|(name, value)| (name.as_str(), value.as_encoded_bytes())),
         )
     }
+}
+
+/// Bytes taken as an [`OsString`] (on Unix, any bytes are one).
+fn os_from_bytes(bytes: Vec<u8>) -> OsString {
+    use std::os::unix::ffi::OsStringExt;
+    OsString::from_vec(bytes)
 }
 
 /// [`EnvPlan::names_digest`] of `names`, which the caller has sorted

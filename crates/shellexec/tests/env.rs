@@ -91,6 +91,17 @@ const NAMES: &[(&str, bool)] = &[
     // camelCase words are segments too.
     ("githubToken", true),
     ("sessionToken", true),
+    // Passphrases and JSON web tokens (segments; a passphrase also as a
+    // substring, as a password is).
+    ("GPG_PASSPHRASE", true),
+    ("SSH_KEY_PASSPHRASE", true),
+    ("gpgPassphrase", true),
+    ("GPGPASSPHRASE", true),
+    ("CI_JOB_JWT", true),
+    ("CI_JOB_JWT_V2", true),
+    ("ciJobJwt", true),
+    ("JWT", true),
+    ("JWTS_DIR", false), // JWTS is not JWT
 ];
 
 #[test]
@@ -425,4 +436,40 @@ fn the_plans_redactor_hides_withheld_values() {
         String::from_utf8(out).unwrap(),
         "home=/home/u secret=[REDACTED:MY_SECRET] short=abc\n"
     );
+}
+
+/// A variable whose value is a URL carrying a password
+/// (`postgres://app:pw@db/app`) is a credential whatever its name: it is
+/// withheld, and both the URL and its password (as written and decoded)
+/// are redacted. A URL without a password is not; one passed by
+/// `env_inherit` is the operator's choice.
+#[test]
+fn wire23_a_url_carrying_a_password_is_withheld_whatever_its_name() {
+    let url = "postgres://app:hunter2%40long@db.internal:5432/app";
+    let host = os(&[
+        ("DATABASE_URL", url),
+        ("HTTP_PROXY", "http://proxyuser:proxy-password-1@proxy:3128"),
+        ("SERVICE_URL", "https://user@example.com/no-password"),
+        ("HOME", "https://me:home-password@x/"),
+        ("LANG", "C.UTF-8"),
+    ]);
+    let plan = EnvPlan::build(host.clone(), &[], &[]);
+    assert_eq!(names(&plan), ["LANG"]);
+    assert_eq!(
+        plan.withheld_names(),
+        ["DATABASE_URL", "HOME", "HTTP_PROXY"]
+    );
+    let values: Vec<&str> = plan
+        .withheld()
+        .iter()
+        .filter(|(n, _)| n == "DATABASE_URL")
+        .map(|(_, v)| v.to_str().unwrap())
+        .collect();
+    assert!(values.contains(&url), "{values:?}");
+    assert!(values.contains(&"hunter2%40long"), "{values:?}");
+    assert!(values.contains(&"hunter2@long"), "{values:?}");
+    // Inherited on purpose: passed, nothing of it withheld.
+    let plan = EnvPlan::build(host, &["DATABASE_URL".into(), "SERVICE_URL".into()], &[]);
+    assert_eq!(names(&plan), ["DATABASE_URL", "LANG", "SERVICE_URL"]);
+    assert_eq!(plan.withheld_names(), ["HOME", "HTTP_PROXY"]);
 }

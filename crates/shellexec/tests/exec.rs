@@ -841,6 +841,57 @@ fn a_withheld_value_is_redacted() {
     assert_eq!(text(&r.stderr), "[REDACTED:OPENAI_API_KEY]\n");
 }
 
+/// Passphrases, JSON web tokens and URLs carrying a password are
+/// credentials: a command's `env` never shows them, and their values are
+/// redacted from its output when it finds them some other way (here,
+/// printed from the command's own text, as from a file it read). A plain
+/// URL inherited on purpose passes as it is.
+#[test]
+fn wire23_passphrases_jwts_and_password_urls_are_withheld_and_redacted() {
+    const PASSPHRASE: &str = "gpg-passphrase-value-1";
+    const JWT: &str = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjaSJ9.c2lnbmF0dXJl";
+    const DB_PASSWORD: &str = "db-password-value-2";
+    let db_url = format!("postgres://app:{DB_PASSWORD}@db.internal:5432/app");
+    let mut host = host_env();
+    for (k, v) in [
+        ("GPG_PASSPHRASE", PASSPHRASE),
+        ("CI_JOB_JWT", JWT),
+        ("DATABASE_URL", db_url.as_str()),
+        ("SERVICE_URL", "https://example.com/plain"),
+    ] {
+        host.push((OsString::from(k), OsString::from(v)));
+    }
+    let ex = started(ExecConfig {
+        host_env: Some(host),
+        env_inherit: vec!["SERVICE_URL".into()],
+        ..config()
+    });
+    let r = run(
+        &ex,
+        &format!(
+            "env; echo 'p {PASSPHRASE}'; echo 'j {JWT}'; echo 'u {db_url}'; echo 'w {DB_PASSWORD}'"
+        ),
+    );
+    let out = text(&r.stdout);
+    for name in ["GPG_PASSPHRASE", "CI_JOB_JWT", "DATABASE_URL"] {
+        assert!(
+            !out.contains(&format!("{name}=")),
+            "{name} reached the shell: {out}"
+        );
+    }
+    assert!(
+        out.contains("SERVICE_URL=https://example.com/plain\n"),
+        "{out}"
+    );
+    for secret in [PASSPHRASE, JWT, DB_PASSWORD] {
+        assert!(!out.contains(secret), "{secret} was shown: {out}");
+    }
+    assert!(out.contains("p [REDACTED:GPG_PASSPHRASE]\n"), "{out}");
+    assert!(out.contains("j [REDACTED:CI_JOB_JWT]\n"), "{out}");
+    assert!(out.contains("u [REDACTED:DATABASE_URL]\n"), "{out}");
+    assert!(out.contains("w [REDACTED:DATABASE_URL]\n"), "{out}");
+}
+
 /// The executor's `Debug` names what it withholds and never prints a
 /// value: neither a host variable's nor one the embedder added (the
 /// egress proxy's credentials), as text or as bytes, before an exec or
