@@ -111,7 +111,7 @@ impl Monitor {
         if !self.walked.any() {
             return None;
         }
-        let (keeper, tree) = proctree::subtree_stats(self.keeper);
+        let (keeper, tree) = proctree::subtree_stats_walked(self.keeper);
         let w = self.walked;
         // In namespaces, the namespace's PID 1 (the keeper's child) is
         // sandgate's: its resident set is the executor's whole memory.

@@ -319,6 +319,43 @@ pub(crate) fn subtree_stats(root: i32) -> (Option<Stat>, Vec<Stat>) {
     (root_stat, out)
 }
 
+/// As [`subtree_stats`], found by walking down from `root` through the
+/// kernel's lists of each thread's children (as [`any_below`] does), so
+/// that the cost follows `root`'s own tree rather than every process of
+/// the host: the monitor samples every running command's tree 50 times a
+/// second, and reading every process's `stat` each time made 32 commands
+/// running at once cost the executor more than a CPU on a host of a few
+/// hundred processes. Across `/proc` where the kernel lists no children.
+/// At most 100,000 processes are looked at. A process that moves in the
+/// tree while it is walked (its parent ends and the keeper adopts it) may
+/// be missed by one walk and is seen by the next; the kill scans, which
+/// must see everything, read all of `/proc` ([`subtree_stats`]).
+pub(crate) fn subtree_stats_walked(root: i32) -> (Option<Stat>, Vec<Stat>) {
+    let Some(mut stack) = children(root) else {
+        return subtree_stats(root);
+    };
+    let root_stat = stat_of(root);
+    let mut out = Vec::new();
+    let mut seen = HashSet::from([root]);
+    let mut budget = 100_000;
+    while let Some(pid) = stack.pop() {
+        if !seen.insert(pid) {
+            continue;
+        }
+        budget -= 1;
+        if budget == 0 {
+            break;
+        }
+        // Gone since its parent's list was read: nothing to count.
+        let Some(st) = stat_of(pid) else { continue };
+        if st.state != b'X' {
+            out.push(st);
+        }
+        stack.extend(children(pid).unwrap_or_default());
+    }
+    (root_stat, out)
+}
+
 /// Whether `found` holds for some process below `root`, looked for by
 /// walking down from it through the kernel's lists of each thread's
 /// children (`/proc/<pid>/task/<tid>/children`), so that the cost follows
@@ -419,5 +456,58 @@ mod tests {
         assert!(ppid > 0);
         assert!(start > 0);
         assert!(state.is_ascii_uppercase());
+    }
+
+    /// The walk through the children lists finds what the scan of all
+    /// of `/proc` finds: a shell's backgrounded children, a subshell's
+    /// own child, a zombie if the shell has not reaped it yet, and no
+    /// process outside the tree.
+    #[test]
+    fn the_walk_down_finds_the_whole_tree() {
+        let mut sh = std::process::Command::new("/bin/sh")
+            .args([
+                "-c",
+                "sleep 30 & (sleep 30 & wait) & (exit 0) & sleep 30 & echo go; sleep 30",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(sh.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let root = sh.id() as i32;
+        let pids = |(_, v): (Option<Stat>, Vec<Stat>)| {
+            let mut p: Vec<i32> = v.iter().map(|s| s.pid).collect();
+            p.sort_unstable();
+            p
+        };
+        // Settled: the same answer twice from the full scan.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let (mut full, mut walked) = (Vec::new(), vec![-1]);
+        while Instant::now() < deadline {
+            let before = pids(subtree_stats(root));
+            walked = pids(subtree_stats_walked(root));
+            full = pids(subtree_stats(root));
+            if before == full && full == walked && full.len() >= 5 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for p in subtree(root) {
+            signal(&p, Signal::KILL);
+        }
+        let _ = sh.kill();
+        let _ = sh.wait();
+        // The three sleeps, the subshell and the subshell's sleep.
+        assert!(full.len() >= 5, "the tree: {full:?}");
+        assert_eq!(walked, full);
+        assert_eq!(
+            subtree_stats_walked(root).0.map(|s| s.pid),
+            None,
+            "the shell is gone"
+        );
     }
 }
