@@ -884,6 +884,7 @@ impl Sandbox {
                     if !(inner.allow_overwrite && overwrite) {
                         return Err(exists(&resolved, inner.allow_overwrite, overwrite));
                     }
+                    check_may_write(&dir, name, &resolved)?;
                     inner.replace(&dir, name, &rel, &resolved, content)?;
                 }
             }
@@ -1068,6 +1069,8 @@ impl Sandbox {
                 FileKind::Other
             };
             inner.check_kind_and_links(kind, std::os::unix::fs::MetadataExt::nlink(&opened), &resolved)?;
+            // A dry run too: it answers what the edit would do.
+            check_may_write(&dir, name, &resolved)?;
             // Memory that cannot be had is an error, not an abort of the
             // whole process (read_to_end below grows the same way).
             let mut text = Vec::new();
@@ -2093,6 +2096,50 @@ fn file_name_with_slash(wr: &Root, rel: &RelPath) -> Error {
         _ => {
             Error::new(ErrorCode::NotFile, "a file name cannot end in '/'").with_path(rel.as_str())
         }
+    }
+}
+
+/// Refuses to replace the regular file `name` in `dir` (one component,
+/// `resolved` where it is) when the kernel would not let this process open
+/// it for writing: a file made read-only (`chmod a-w`), by its mode, an ACL
+/// or an immutable flag. A replace renames a new file over the old one,
+/// which needs only the directory's write permission, so without this the
+/// file's own permission would be ignored. The kernel answers for this
+/// process's own credentials (`faccessat2` with `AT_EACCESS`, the link not
+/// followed): root, whom the kernel lets write a 0444 file, may replace it
+/// as it may write it. Where `faccessat2` is missing (before Linux 5.8) or
+/// refused by a seccomp filter, opening the file for writing, without
+/// truncating it, answers instead. Only a refusal of permission refuses
+/// here (`E_IO`, its errno kept); any other answer (the entry swapped
+/// meanwhile) is left to the replace, which answers as it does.
+fn check_may_write(dir: &Root, name: &Path, resolved: &str) -> Result<(), Error> {
+    use rustix::fs::{accessat, openat, Access, AtFlags, Mode, OFlags};
+    use rustix::io::Errno;
+    let flags = AtFlags::EACCESS | AtFlags::SYMLINK_NOFOLLOW;
+    let answer = match accessat(dir, name, Access::WRITE_OK, flags) {
+        Err(Errno::NOSYS | Errno::PERM) => {
+            let how = OFlags::WRONLY
+                | OFlags::NOFOLLOW
+                | OFlags::NONBLOCK
+                | OFlags::NOCTTY
+                | OFlags::CLOEXEC;
+            openat(dir, name, how, Mode::empty()).map(drop)
+        }
+        r => r,
+    };
+    match answer {
+        Err(e @ (Errno::ACCESS | Errno::PERM | Errno::ROFS)) => {
+            let os = std::io::Error::from(e);
+            Err(Error::new(
+                ErrorCode::Io,
+                format!(
+                    "this process may not write the file ({os}); replacing it would override its permissions, so it was left as it is"
+                ),
+            )
+            .with_errno(Some(e.raw_os_error()))
+            .with_path(resolved))
+        }
+        _ => Ok(()),
     }
 }
 
