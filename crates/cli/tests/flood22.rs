@@ -9,57 +9,31 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-/// Kills `child` when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod http_support;
+use http_support::{start_http_with, Killed};
 
 /// `sandgate mcp --http 127.0.0.1:0` on `dir`'s policy, its descriptor
 /// limit set to `nofile`: the child, its port and its token.
 fn start_http(dir: &Path, nofile: u64) -> (Killed, u16, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
-    cmd.env_remove("SANDGATE_MCP_STALL_SECS")
-        .args(["mcp", "--policy"])
-        .arg(dir.join("policy.toml"))
-        .args(["--http", "127.0.0.1:0", "--token-file"])
-        .arg(dir.join("tok"))
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped());
-    // SAFETY: only setrlimit between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let lim = rustix::process::Rlimit {
-                current: Some(nofile),
-                maximum: Some(nofile),
-            };
-            rustix::process::setrlimit(rustix::process::Resource::Nofile, lim)?;
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let child = Killed(child);
-    let port = line
-        .split("http://127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    let token = fs::read_to_string(dir.join("tok")).unwrap();
-    (child, port, token)
+    let (child, port, token) = start_http_with(dir, |cmd| {
+        // SAFETY: only setrlimit between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = rustix::process::Rlimit {
+                    current: Some(nofile),
+                    maximum: Some(nofile),
+                };
+                rustix::process::setrlimit(rustix::process::Resource::Nofile, lim)?;
+                Ok(())
+            });
+        }
+    });
+    (Killed(child), port, token)
 }
 
 /// A policy with one read and write root holding `a.txt`, and `exec`.

@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+mod http_support;
+use http_support::{http, http_port, rest_of, start_http_with};
+
 struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -1787,24 +1790,7 @@ fn start_http(dir: &Path) -> (Child, u16, String) {
 /// seconds (`SANDGATE_MCP_STALL_SECS`), else its default of 10 s: the
 /// tests of what happens to a stalled connection wait that long.
 fn start_http_stalling(dir: &Path, stall: Option<u64>) -> (Child, u16, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"));
-    stalling(&mut child, stall);
-    let mut child = child
-        .args(["mcp", "--policy"])
-        .arg(dir.join("policy.toml"))
-        .args(["--http", "127.0.0.1:0", "--token-file"])
-        .arg(dir.join("tok"))
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let port = http_port(&line).unwrap_or_else(|| panic!("no port in {line:?}"));
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    let token = fs::read_to_string(dir.join("tok")).unwrap();
-    (child, port, token)
+    start_http_with(dir, |cmd| stalling(cmd, stall))
 }
 
 /// Sets `SANDGATE_MCP_STALL_SECS` on `cmd` to `stall`, or removes it.
@@ -1813,42 +1799,6 @@ fn stalling(cmd: &mut Command, stall: Option<u64>) {
         Some(secs) => cmd.env("SANDGATE_MCP_STALL_SECS", secs.to_string()),
         None => cmd.env_remove("SANDGATE_MCP_STALL_SECS"),
     };
-}
-
-/// The port of the URL `--http` prints on its first line to stderr.
-fn http_port(line: &str) -> Option<u16> {
-    line.split("http://127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .and_then(|p| p.parse().ok())
-}
-
-/// One HTTP/1.1 request (`Connection: close`) to `port`: the status and
-/// the response as text.
-fn http(port: u16, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut req = format!(
-        "{method} / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    c.write_all(req.as_bytes()).unwrap();
-    let out = rest_of(&mut c);
-    let status = out.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
-    (status, out)
-}
-
-/// What `c` sends until it closes (or its read timeout), as text.
-fn rest_of(c: &mut std::net::TcpStream) -> String {
-    let mut out = Vec::new();
-    let _ = c.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Opens an HTTP session with `token`: the status and the session id.

@@ -3,24 +3,15 @@
 //! as a stream, and the `--unix` socket file at a signal.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 use serde_json::{json, Value};
 
-/// Kills `child` when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod http_support;
+use http_support::{start_http, Killed};
 
 /// A policy with one read and write root, in a fresh directory.
 fn policy_dir() -> tempfile::TempDir {
@@ -46,53 +37,10 @@ fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
-/// `sandgate mcp --http 127.0.0.1:0` on `dir`'s policy: the child, its
-/// port and its token.
-fn start_http(dir: &Path) -> (Killed, u16, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-        .env_remove("SANDGATE_MCP_HTTP_IDLE_SECS")
-        .args(["mcp", "--policy"])
-        .arg(dir.join("policy.toml"))
-        .args(["--http", "127.0.0.1:0", "--token-file"])
-        .arg(dir.join("tok"))
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let port = line
-        .split("http://127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    let token = fs::read_to_string(dir.join("tok")).unwrap();
-    (Killed(child), port, token)
-}
-
 /// One HTTP/1.1 request to `port` on a new connection: the status, the
 /// head and the body.
 fn http(port: u16, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
-    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut req = format!(
-        "{method} / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    c.write_all(req.as_bytes()).unwrap();
-    let mut out = Vec::new();
-    let _ = c.read_to_end(&mut out);
-    let out = String::from_utf8_lossy(&out).into_owned();
-    let status = out.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let (status, out) = http_support::http(port, method, headers, body);
     let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
     (status, head.to_owned(), body.to_owned())
 }

@@ -5,21 +5,13 @@
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-/// Kills `child` when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod http_support;
+use http_support::{start_http, Killed};
 
 /// A policy with one read and write root, in a fresh directory.
 fn policy_dir() -> tempfile::TempDir {
@@ -31,33 +23,6 @@ fn policy_dir() -> tempfile::TempDir {
     )
     .unwrap();
     dir
-}
-
-/// `sandgate mcp --http 127.0.0.1:0` on `dir`'s policy: the child, its
-/// port and its token.
-fn start_http(dir: &Path) -> (Killed, u16, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgate"))
-        .env_remove("SANDGATE_MCP_STALL_SECS")
-        .args(["mcp", "--policy"])
-        .arg(dir.join("policy.toml"))
-        .args(["--http", "127.0.0.1:0", "--token-file"])
-        .arg(dir.join("tok"))
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let port = line
-        .split("http://127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    let token = fs::read_to_string(dir.join("tok")).unwrap();
-    (Killed(child), port, token)
 }
 
 /// The resident memory of process `pid`, in KiB.

@@ -6,10 +6,13 @@ use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+mod http_support;
+use http_support::{http, send_http, start_http, start_http_with, Killed};
 
 /// A policy granting `exec` (a long timeout, so only a cancel ends a
 /// command early) in a fresh directory.
@@ -57,80 +60,15 @@ fn exec_sleep(id: u64, token: &str) -> Value {
         "params": {"name": "exec", "arguments": {"command": format!("sleep {token}")}}})
 }
 
-/// Kills `child` when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `sandgate mcp --http 127.0.0.1:0` on `dir`'s policy: the child, its
-/// port and its token.
-fn start_http(dir: &Path) -> (Killed, u16, String) {
-    start_http_idle(dir, None)
-}
-
-/// [`start_http`], idle HTTP sessions closed after `idle` seconds where
+/// [`http_support::start_http`], idle HTTP sessions closed after `idle` seconds where
 /// given (`SANDGATE_MCP_HTTP_IDLE_SECS`), else the default five minutes.
 fn start_http_idle(dir: &Path, idle: Option<u64>) -> (Killed, u16, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
-    match idle {
-        Some(secs) => cmd.env("SANDGATE_MCP_HTTP_IDLE_SECS", secs.to_string()),
-        None => cmd.env_remove("SANDGATE_MCP_HTTP_IDLE_SECS"),
-    };
-    let mut child = cmd
-        .args(["mcp", "--policy"])
-        .arg(dir.join("policy.toml"))
-        .args(["--http", "127.0.0.1:0", "--token-file"])
-        .arg(dir.join("tok"))
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let port = line
-        .split("http://127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    let token = fs::read_to_string(dir.join("tok")).unwrap();
+    let (child, port, token) = start_http_with(dir, |cmd| {
+        if let Some(secs) = idle {
+            cmd.env("SANDGATE_MCP_HTTP_IDLE_SECS", secs.to_string());
+        }
+    });
     (Killed(child), port, token)
-}
-
-/// Sends one HTTP/1.1 request to `port` on a new connection and answers
-/// the connection (the answer not yet read).
-fn send_http(port: u16, method: &str, headers: &[(&str, &str)], body: &str) -> TcpStream {
-    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut req = format!(
-        "{method} / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    c.write_all(req.as_bytes()).unwrap();
-    c
-}
-
-/// One HTTP/1.1 request to `port`: the status and the whole answer.
-fn http(port: u16, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
-    let mut c = send_http(port, method, headers, body);
-    let mut out = Vec::new();
-    let _ = c.read_to_end(&mut out);
-    let out = String::from_utf8_lossy(&out).into_owned();
-    let status = out.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
-    (status, out)
 }
 
 /// Opens and initializes an HTTP session: its id.

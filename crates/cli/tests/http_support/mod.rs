@@ -1,0 +1,104 @@
+//! `sandgate mcp --http` for the CLI's test suites that drive it with raw
+//! HTTP/1.1: the server started on a loopback port (killed when dropped),
+//! and one request on a connection of its own.
+
+// Each suite uses a part of this.
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Kills the child when dropped.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `sandgate mcp --http 127.0.0.1:0` on `dir`'s `policy.toml`, its token
+/// written to `dir/tok`: the child, its port and its token. The test
+/// knobs `SANDGATE_MCP_STALL_SECS` and `SANDGATE_MCP_HTTP_IDLE_SECS` are
+/// left at their defaults unless `configure` sets them (it may also set
+/// a `pre_exec`).
+pub fn start_http_with(dir: &Path, configure: impl FnOnce(&mut Command)) -> (Child, u16, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgate"));
+    cmd.env_remove("SANDGATE_MCP_STALL_SECS")
+        .env_remove("SANDGATE_MCP_HTTP_IDLE_SECS")
+        .args(["mcp", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .args(["--http", "127.0.0.1:0", "--token-file"])
+        .arg(dir.join("tok"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped());
+    configure(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let _ = err.read_line(&mut line);
+    let port = http_port(&line);
+    let token = fs::read_to_string(dir.join("tok"));
+    let (Some(port), Ok(token)) = (port, token) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "no port in {line:?}, or no token in {}",
+            dir.join("tok").display()
+        );
+    };
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    (child, port, token)
+}
+
+/// [`start_http_with`] as it is, killed when dropped.
+pub fn start_http(dir: &Path) -> (Killed, u16, String) {
+    let (child, port, token) = start_http_with(dir, |_| {});
+    (Killed(child), port, token)
+}
+
+/// The port of the URL `--http` prints on its first line to stderr.
+pub fn http_port(line: &str) -> Option<u16> {
+    line.split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok())
+}
+
+/// Sends one HTTP/1.1 request (`Connection: close`) to `port` on a new
+/// connection and answers the connection, its answer not yet read.
+pub fn send_http(port: u16, method: &str, headers: &[(&str, &str)], body: &str) -> TcpStream {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!(
+        "{method} / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    c.write_all(req.as_bytes()).unwrap();
+    c
+}
+
+/// What is left to read on `c`, as text.
+pub fn rest_of(c: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// One HTTP/1.1 request to `port`: the status and the whole answer.
+pub fn http(port: u16, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    let out = rest_of(&mut send_http(port, method, headers, body));
+    let status = out.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, out)
+}
