@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::{
-    AsyncTask, Buffer, Either, FromNapiValue, JsObjectValue, JsValue, Object, Unknown,
+    AsyncTask, Buffer, Either, FromNapiValue, JsObjectValue, JsValue, Object, Unknown, Utf16String,
 };
 use napi::{Env, Task};
 use napi_derive::napi;
@@ -24,7 +24,9 @@ use sandgate::ErrorCode;
 use crate::abort::{Abort, Connection, ABORT_SIGNAL};
 use crate::policy::Policy;
 use crate::sandbox::{audit_sink, AuditFn};
-use crate::{class_arg, js_error_with, json_of, options_of, request_error, str_arg, to_count};
+use crate::{
+    class_arg, js_error_with, json_of, options_of, request_error, str_arg, to_count, utf8, utf8_opt,
+};
 
 /// Options of `new Fetcher(policy, options)`.
 #[napi(object, object_to_js = false)]
@@ -45,15 +47,18 @@ const FETCHER_OPTIONS: &[&str] = &["audit"];
 /// Options of `fetch`. An absent option means the library's default.
 #[napi(object, object_to_js = false)]
 pub struct FetchOptions {
-    /// The HTTP method (default `'GET'`; `CONNECT` is refused).
-    pub method: Option<String>,
+    /// The HTTP method (default `'GET'`; `CONNECT` is refused; one holding
+    /// a lone surrogate is `E_REQUEST`).
+    pub method: Option<Utf16String>,
     /// Request headers. `Host`, `Content-Length`, `Transfer-Encoding` and
     /// `Connection` belong to the client and are refused (`E_REQUEST`), as
     /// is a name or value holding a lone surrogate.
     #[napi(ts_type = "Record<string, string>")]
     pub headers: Option<serde_json::Value>,
-    /// The request body: a string (sent as UTF-8) or a Buffer.
-    pub body: Option<Either<String, Buffer>>,
+    /// The request body: a string (sent as UTF-8; one holding a lone
+    /// surrogate is `E_REQUEST`, not sent with U+FFFD in its place) or a
+    /// Buffer (sent as given).
+    pub body: Option<Either<Utf16String, Buffer>>,
     /// One deadline for the whole fetch, redirects included, in
     /// milliseconds (at least 1; capped by the library, default 30 s).
     pub timeout_ms: Option<f64>,
@@ -212,7 +217,7 @@ fn native_options(o: Option<FetchOptions>) -> Result<NativeOptions, sandgate::Er
     let Some(o) = o else {
         return Ok(out);
     };
-    out.method = o.method;
+    out.method = utf8_opt(o.method, "method")?;
     match o.headers {
         None | Some(serde_json::Value::Null) => {}
         Some(serde_json::Value::Object(m)) => {
@@ -225,10 +230,11 @@ fn native_options(o: Option<FetchOptions>) -> Result<NativeOptions, sandgate::Er
         }
         Some(_) => return Err(bad("`headers` must be an object of strings")),
     }
-    out.body = o.body.map(|b| match b {
-        Either::A(s) => s.into_bytes(),
-        Either::B(b) => b.to_vec(),
-    });
+    out.body = match o.body {
+        None => None,
+        Some(Either::A(s)) => Some(utf8(&s, "body")?.into_bytes()),
+        Some(Either::B(b)) => Some(b.to_vec()),
+    };
     if let Some(ms) = o.timeout_ms {
         let ms = to_count(ms, "timeoutMs")?;
         if ms == 0 {
