@@ -617,3 +617,45 @@ describe('node2-23: content strings with a lone surrogate', () => {
     assert.equal(f.netOpsRemaining, 5, 'nothing was sent: no net_ops spent')
   })
 })
+
+// The lone-surrogate check of fetch's `headers` read the option a second
+// time, apart from napi-rs' conversion that was sent: a getter answering
+// { 'X-A': 'a\uD800' } first (converted with U+FFFD and sent) and
+// { 'X-A': 'ok' } after (judged) passed the check. `headers` is read once,
+// and that read is the one judged and sent.
+describe('node2-23: fetch headers are read once', () => {
+  test('node2-23_fetch_headers_getter_read_once', async () => {
+    const f = new Fetcher(Policy.parse('[net]\nallow = ["127.0.0.1:9"]\nallow_http = true\n[budgets]\nnet_ops = 5\n', dir))
+    const check = (e) => {
+      assert.equal(e.code, 'E_REQUEST', e.message)
+      assert.match(e.message, /headers/, e.message)
+      assert.deepEqual(e.hops, [])
+      return true
+    }
+    for (const async of [false, true]) {
+      let outer = 0
+      const o = {
+        get headers() {
+          return ++outer === 1 ? { 'X-A': 'a\uD800' } : { 'X-A': 'ok' }
+        },
+        timeoutMs: 2000,
+      }
+      let inner = 0
+      const p = {
+        headers: {
+          get 'X-B'() {
+            return ++inner === 1 ? 'b\uDC00' : 'ok'
+          },
+        },
+        timeoutMs: 2000,
+      }
+      for (const opts of [o, p]) {
+        if (async) await assert.rejects(f.fetchAsync('http://127.0.0.1:9/', opts), check)
+        else assert.throws(() => f.fetch('http://127.0.0.1:9/', opts), check)
+      }
+      assert.equal(outer, 1, 'the headers getter ran once')
+      assert.equal(inner, 1, 'the header value getter ran once')
+    }
+    assert.equal(f.netOpsRemaining, 5, 'nothing was sent')
+  })
+})
