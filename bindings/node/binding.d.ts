@@ -479,7 +479,10 @@ export interface FetchHop {
 
 /** Options of `fetch`. An absent option means the library's default. */
 export interface FetchOptions {
-  /** The HTTP method (default `'GET'`; `CONNECT` is refused). */
+  /**
+   * The HTTP method (default `'GET'`; `CONNECT` is refused; one holding
+   * a lone surrogate is `E_REQUEST`).
+   */
   method?: string
   /**
    * Request headers. `Host`, `Content-Length`, `Transfer-Encoding` and
@@ -487,7 +490,11 @@ export interface FetchOptions {
    * is a name or value holding a lone surrogate.
    */
   headers?: Record<string, string>
-  /** The request body: a string (sent as UTF-8) or a Buffer. */
+  /**
+   * The request body: a string (sent as UTF-8; one holding a lone
+   * surrogate is `E_REQUEST`, not sent with U+FFFD in its place) or a
+   * Buffer (sent as given).
+   */
   body?: string | Buffer
   /**
    * One deadline for the whole fetch, redirects included, in

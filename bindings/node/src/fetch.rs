@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::{
-    AsyncTask, Buffer, Either, FromNapiValue, JsObjectValue, JsValue, Object, Unknown,
+    AsyncTask, Buffer, Either, FromNapiValue, JsObjectValue, TypeName, Unknown, Utf16String,
+    ValidateNapiValue, ValueType,
 };
 use napi::{Env, Task};
 use napi_derive::napi;
@@ -24,7 +25,9 @@ use sandgate::ErrorCode;
 use crate::abort::{Abort, Connection, ABORT_SIGNAL};
 use crate::policy::Policy;
 use crate::sandbox::{audit_sink, AuditFn};
-use crate::{class_arg, js_error_with, json_of, options_of, request_error, str_arg, to_count};
+use crate::{
+    class_arg, js_error_with, json_of, options_of, request_error, str_arg, to_count, utf8, utf8_opt,
+};
 
 /// Options of `new Fetcher(policy, options)`.
 #[napi(object, object_to_js = false)]
@@ -42,18 +45,52 @@ pub struct FetcherOptions {
 /// The keys of [`FetcherOptions`] as JavaScript spells them.
 const FETCHER_OPTIONS: &[&str] = &["audit"];
 
+/// `fetch`'s `headers` as JSON, or the `E_REQUEST` naming what in them
+/// JSON or UTF-8 cannot hold ([`json_of`]: a lone surrogate in a name or a
+/// value). Read by the options' own conversion, once: a check reading
+/// `headers` again, apart from napi-rs' conversion (which writes U+FFFD
+/// for a lone surrogate in a value and drops a name holding one), judged a
+/// getter's second answer, not the one sent.
+pub struct Headers(Result<serde_json::Value, sandgate::Error>);
+
+impl TypeName for Headers {
+    fn type_name() -> &'static str {
+        "Record<string, string>"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ValidateNapiValue for Headers {}
+
+impl FromNapiValue for Headers {
+    unsafe fn from_napi_value(
+        env: napi::sys::napi_env,
+        v: napi::sys::napi_value,
+    ) -> napi::Result<Self> {
+        // SAFETY: a live value of this environment, as the caller's.
+        let value = unsafe { Unknown::from_napi_value(env, v)? };
+        Ok(Headers(json_of(&Env::from_raw(env), value, "headers")?))
+    }
+}
+
 /// Options of `fetch`. An absent option means the library's default.
 #[napi(object, object_to_js = false)]
 pub struct FetchOptions {
-    /// The HTTP method (default `'GET'`; `CONNECT` is refused).
-    pub method: Option<String>,
+    /// The HTTP method (default `'GET'`; `CONNECT` is refused; one holding
+    /// a lone surrogate is `E_REQUEST`).
+    pub method: Option<Utf16String>,
     /// Request headers. `Host`, `Content-Length`, `Transfer-Encoding` and
     /// `Connection` belong to the client and are refused (`E_REQUEST`), as
     /// is a name or value holding a lone surrogate.
     #[napi(ts_type = "Record<string, string>")]
-    pub headers: Option<serde_json::Value>,
-    /// The request body: a string (sent as UTF-8) or a Buffer.
-    pub body: Option<Either<String, Buffer>>,
+    pub headers: Option<Headers>,
+    /// The request body: a string (sent as UTF-8; one holding a lone
+    /// surrogate is `E_REQUEST`, not sent with U+FFFD in its place) or a
+    /// Buffer (sent as given).
+    pub body: Option<Either<Utf16String, Buffer>>,
     /// One deadline for the whole fetch, redirects included, in
     /// milliseconds (at least 1; capped by the library, default 30 s).
     pub timeout_ms: Option<f64>,
@@ -181,30 +218,15 @@ const FETCH_ASYNC_OPTIONS: &[&str] = &[
 
 /// The `options` argument (`known`: its keys): the generated glue's
 /// conversion of `FetchOptions` (and its errors), after refusing an
-/// unknown key or a value that is not an object ([`options_of`]) and
-/// checking `headers` for a lone surrogate, which that conversion would
-/// write as U+FFFD in a value and drop, with its value, in a name.
+/// unknown key or a value that is not an object ([`options_of`]); a lone
+/// surrogate in `headers` is refused from the one read of them
+/// ([`Headers`]), in `native_options`.
 fn options_arg(
     env: &Env,
     options: Option<Unknown<'_>>,
     known: &[&str],
 ) -> napi::Result<Result<Option<FetchOptions>, sandgate::Error>> {
-    let Some(v) = options else {
-        return Ok(Ok(None));
-    };
-    let o: FetchOptions = match options_of(env, Some(v), "options", known)? {
-        Ok(Some(o)) => o,
-        other => return Ok(other),
-    };
-    if o.headers.is_some() {
-        // SAFETY: `v` converted to a `FetchOptions`: an object.
-        let obj = unsafe { Object::from_napi_value(env.raw(), v.raw())? };
-        let headers: Unknown<'_> = obj.get_named_property("headers")?;
-        if let Err(e) = json_of(env, headers, "headers")? {
-            return Ok(Err(e));
-        }
-    }
-    Ok(Ok(Some(o)))
+    options_of(env, options, "options", known)
 }
 
 fn native_options(o: Option<FetchOptions>) -> Result<NativeOptions, sandgate::Error> {
@@ -212,8 +234,8 @@ fn native_options(o: Option<FetchOptions>) -> Result<NativeOptions, sandgate::Er
     let Some(o) = o else {
         return Ok(out);
     };
-    out.method = o.method;
-    match o.headers {
+    out.method = utf8_opt(o.method, "method")?;
+    match o.headers.map(|h| h.0).transpose()? {
         None | Some(serde_json::Value::Null) => {}
         Some(serde_json::Value::Object(m)) => {
             for (k, v) in m {
@@ -225,10 +247,11 @@ fn native_options(o: Option<FetchOptions>) -> Result<NativeOptions, sandgate::Er
         }
         Some(_) => return Err(bad("`headers` must be an object of strings")),
     }
-    out.body = o.body.map(|b| match b {
-        Either::A(s) => s.into_bytes(),
-        Either::B(b) => b.to_vec(),
-    });
+    out.body = match o.body {
+        None => None,
+        Some(Either::A(s)) => Some(utf8(&s, "body")?.into_bytes()),
+        Some(Either::B(b)) => Some(b.to_vec()),
+    };
     if let Some(ms) = o.timeout_ms {
         let ms = to_count(ms, "timeoutMs")?;
         if ms == 0 {

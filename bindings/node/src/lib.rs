@@ -140,7 +140,7 @@ pub(crate) fn utf8(s: &[u16], what: &str) -> Result<String, sandgate::Error> {
 /// The `E_REQUEST` for a string argument holding a lone surrogate.
 pub(crate) fn lone_surrogate(what: &str) -> sandgate::Error {
     request_error(format!(
-        "`{what}` holds a lone surrogate (U+D800..U+DFFF outside a pair), which no UTF-8 name can hold"
+        "`{what}` holds a lone surrogate (U+D800..U+DFFF outside a pair), which UTF-8 cannot encode"
     ))
 }
 
@@ -486,15 +486,15 @@ pub(crate) fn opt_bool_arg(
 }
 
 /// Content to write: a string (as UTF-8) or a `Buffer` (copied); anything
-/// else is `E_REQUEST` naming it.
+/// else is `E_REQUEST` naming it. A string holding a lone surrogate is
+/// `E_REQUEST` too ([`str_arg`]): Node-API's own conversion would write
+/// U+FFFD in its place, bytes the caller did not give; bytes that are not
+/// UTF-8 are written from a `Buffer` or `Uint8Array`.
 pub(crate) fn data_arg(v: Unknown<'_>, what: &str) -> Result<Vec<u8>, sandgate::Error> {
     use napi::bindgen_prelude::{Buffer, ValidateNapiValue, ValueType};
     let env = v.value().env;
     match v.get_type().map_err(|e| unreadable(e, what))? {
-        // SAFETY: a live string of this environment.
-        ValueType::String => unsafe { String::from_napi_value(env, v.raw()) }
-            .map(String::into_bytes)
-            .map_err(|e| unreadable(e, what)),
+        ValueType::String => str_arg(v, what).map(String::into_bytes),
         // SAFETY: a live object of this environment, checked to be a Buffer.
         ValueType::Object if unsafe { Buffer::validate(env, v.raw()) }.is_ok() => {
             // SAFETY: as above.

@@ -320,3 +320,49 @@ test('process.exit() is not held by a fetchAsync in flight, with or without a si
     }
   }
 })
+
+// exec's options are converted by napi-rs, which makes a reference to
+// `abortSignal` when it reaches that field: a call refused after that
+// (a bad `timeoutMs`, a command that is not a string) must release the
+// reference, and no refused call may leave a listener on the signal, or a
+// signal reused for many malformed calls is held (and heard) for ever.
+describe('node2-23: exec refused with an abortSignal holds nothing of it', () => {
+  test('node2-23_exec_refused_signal_released', async () => {
+    const v8 = require('node:v8')
+    const vm = require('node:vm')
+    v8.setFlagsFromString('--expose-gc')
+    const gc = vm.runInNewContext('gc')
+    const { Executor } = require('..')
+    const dir = tempDir()
+    const ex = Executor.fromOptions({ write_root: dir, enabled: true, timeout_ms: 10000 })
+    try {
+      const refs = []
+      const bad = [
+        (signal) => ({ abortSignal: signal, cwd: 5 }),
+        (signal) => ({ cwd: 5, abortSignal: signal }),
+        (signal) => ({ abortSignal: signal, timeoutMs: -1 }),
+        (signal) => ({ abortSignal: signal, timeoutMs: 'x' }),
+        (signal) => ({ abortSignal: signal, bogus: 1 }),
+      ]
+      for (let i = 0; i < 40; i++) {
+        const ac = counted()
+        for (const o of bad) {
+          await assert.rejects(Promise.resolve().then(() => ex.exec('true', o(ac.signal))), (e) => e.code === 'E_REQUEST')
+        }
+        await assert.rejects(Promise.resolve().then(() => ex.exec(5, { abortSignal: ac.signal })), (e) => e.code === 'E_REQUEST')
+        assert.equal(listeners(ac.signal), 0, 'no listener left on the signal')
+        refs.push(new WeakRef(ac.signal))
+      }
+      let alive = refs.length
+      for (let i = 0; i < 20 && alive > 0; i++) {
+        await sleep(10)
+        gc()
+        alive = refs.filter((r) => r.deref() !== undefined).length
+      }
+      assert.equal(alive, 0, 'every signal given to a refused exec can be collected')
+    } finally {
+      await ex.dispose()
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})

@@ -532,3 +532,130 @@ describe('fromOptions with a value that changes between reads', () => {
     assert.equal(Policy.fromOptions(steady, ws).summary.write_root, path.join(path.dirname(ws), 'w\uFFFD'))
   })
 })
+
+// File content and request bodies given as strings. Node-API's UTF-8
+// conversion wrote U+FFFD (ef bf bd) for a lone surrogate without a word:
+// sb.write('s.txt', 'a\uD800b') wrote 61 ef bf bd 62, bytes the caller did
+// not give, while edit refused the same string in its text. Every string
+// the binding turns into file content or request bytes now follows one
+// rule: a lone surrogate is E_REQUEST naming the argument, nothing is
+// written or sent, and the refusal reaches the audit callback once. A
+// Buffer or Uint8Array still writes any bytes.
+describe('node2-23: content strings with a lone surrogate', () => {
+  const LONE = ['a\uD800b', 'a\uDC00', '\uD800', 'x\uDBFF\uDBFFy']
+  const settle = async (events, n) => {
+    for (let i = 0; i < 200 && events.length < n; i++) await new Promise((r) => setTimeout(r, 10))
+    await new Promise((r) => setTimeout(r, 20))
+  }
+
+  test('node2-23_write_content_lone_surrogate_refused', async () => {
+    const events = []
+    const sb = new Sandbox({ readRoots: [ws], writeRoot: ws, allowOverwrite: true, audit: (e) => events.push(e) })
+    fs.writeFileSync(path.join(ws, 'keep.txt'), 'kept')
+    try {
+      for (const bad of LONE) {
+        events.length = 0
+        throwsRequest(() => sb.write('s.txt', bad), 'data')
+        await rejectsRequest(sb.writeAsync('s.txt', bad), 'data')
+        throwsRequest(() => sb.write('keep.txt', bad, { overwrite: true }), 'data')
+        await rejectsRequest(sb.writeAsync('keep.txt', bad, { overwrite: true }), 'data')
+        await settle(events, 4)
+        assert.deepEqual(
+          events.map((e) => [e.op, e.path, e.outcome]),
+          [
+            ['write', 's.txt', 'E_REQUEST'],
+            ['write', 's.txt', 'E_REQUEST'],
+            ['write', 'keep.txt', 'E_REQUEST'],
+            ['write', 'keep.txt', 'E_REQUEST'],
+          ],
+        )
+      }
+      assert.equal(fs.existsSync(path.join(ws, 's.txt')), false, 'nothing written')
+      assert.equal(fs.readFileSync(path.join(ws, 'keep.txt'), 'utf8'), 'kept', 'nothing overwritten')
+      // Bytes are bytes: a Buffer or Uint8Array is written as given, the
+      // encoded surrogate (ed a0 80, not UTF-8) included; a real U+FFFD
+      // and a surrogate pair are ordinary characters.
+      const raw = Buffer.from([0x61, 0xed, 0xa0, 0x80, 0x62])
+      assert.equal(sb.write('b.bin', raw), 5)
+      assert.deepEqual(fs.readFileSync(path.join(ws, 'b.bin')), raw)
+      assert.equal(await sb.writeAsync('u.bin', new Uint8Array(raw)), 5)
+      assert.deepEqual(fs.readFileSync(path.join(ws, 'u.bin')), raw)
+      assert.equal(sb.write('f.txt', 'a\uFFFDb\u{1F600}'), 9)
+      assert.deepEqual([...fs.readFileSync(path.join(ws, 'f.txt'))], [0x61, 0xef, 0xbf, 0xbd, 0x62, 0xf0, 0x9f, 0x98, 0x80])
+      sb.close()
+    } finally {
+      for (const n of ['s.txt', 'keep.txt', 'b.bin', 'u.bin', 'f.txt']) fs.rmSync(path.join(ws, n), { force: true })
+    }
+  })
+
+  test('node2-23_fetch_body_and_method_lone_surrogate_refused', async () => {
+    const events = []
+    const f = new Fetcher(Policy.parse('[net]\nallow = ["127.0.0.1:9"]\nallow_http = true\n[budgets]\nnet_ops = 5\n', dir), {
+      audit: (e) => events.push(e),
+    })
+    for (const bad of LONE) {
+      for (const [o, what] of [[{ method: 'POST', body: bad }, 'body'], [{ method: 'P' + bad }, 'method']]) {
+        events.length = 0
+        const check = (e) => {
+          assert.equal(e.code, 'E_REQUEST', e.message)
+          assert.match(e.message, new RegExp(what), e.message)
+          assert.deepEqual(e.hops, [])
+          return true
+        }
+        assert.throws(() => f.fetch('http://127.0.0.1:9/', { ...o, timeoutMs: 2000 }), check)
+        await assert.rejects(f.fetchAsync('http://127.0.0.1:9/', { ...o, timeoutMs: 2000 }), check)
+        await settle(events, 2)
+        assert.deepEqual(
+          events.map((e) => [e.op, e.path, e.outcome]),
+          [
+            ['fetch', 'http://127.0.0.1:9', 'E_REQUEST'],
+            ['fetch', 'http://127.0.0.1:9', 'E_REQUEST'],
+          ],
+        )
+      }
+    }
+    assert.equal(f.netOpsRemaining, 5, 'nothing was sent: no net_ops spent')
+  })
+})
+
+// The lone-surrogate check of fetch's `headers` read the option a second
+// time, apart from napi-rs' conversion that was sent: a getter answering
+// { 'X-A': 'a\uD800' } first (converted with U+FFFD and sent) and
+// { 'X-A': 'ok' } after (judged) passed the check. `headers` is read once,
+// and that read is the one judged and sent.
+describe('node2-23: fetch headers are read once', () => {
+  test('node2-23_fetch_headers_getter_read_once', async () => {
+    const f = new Fetcher(Policy.parse('[net]\nallow = ["127.0.0.1:9"]\nallow_http = true\n[budgets]\nnet_ops = 5\n', dir))
+    const check = (e) => {
+      assert.equal(e.code, 'E_REQUEST', e.message)
+      assert.match(e.message, /headers/, e.message)
+      assert.deepEqual(e.hops, [])
+      return true
+    }
+    for (const async of [false, true]) {
+      let outer = 0
+      const o = {
+        get headers() {
+          return ++outer === 1 ? { 'X-A': 'a\uD800' } : { 'X-A': 'ok' }
+        },
+        timeoutMs: 2000,
+      }
+      let inner = 0
+      const p = {
+        headers: {
+          get 'X-B'() {
+            return ++inner === 1 ? 'b\uDC00' : 'ok'
+          },
+        },
+        timeoutMs: 2000,
+      }
+      for (const opts of [o, p]) {
+        if (async) await assert.rejects(f.fetchAsync('http://127.0.0.1:9/', opts), check)
+        else assert.throws(() => f.fetch('http://127.0.0.1:9/', opts), check)
+      }
+      assert.equal(outer, 1, 'the headers getter ran once')
+      assert.equal(inner, 1, 'the header value getter ran once')
+    }
+    assert.equal(f.netOpsRemaining, 5, 'nothing was sent')
+  })
+})
