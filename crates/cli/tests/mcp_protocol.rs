@@ -155,7 +155,7 @@ impl Server {
 
     /// The next message whose id is `id`, skipping notifications.
     fn answer(&self, id: i64) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
@@ -169,7 +169,7 @@ impl Server {
     /// The messages whose ids are `ids`, in the order of `ids`, however
     /// they arrive; notifications and other messages are skipped.
     fn answers(&self, ids: std::ops::Range<i64>) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         let mut got = std::collections::BTreeMap::new();
         while got.len() < ids.clone().count() {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -199,7 +199,7 @@ impl Server {
 
     /// The next request the server sends with `method`, skipping the rest.
     fn request(&self, method: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
