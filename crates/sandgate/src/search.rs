@@ -51,6 +51,16 @@ pub const MAX_GREP_RESULTS: usize = 1000;
 /// Most directory entries one walk visits, so a flood of files cannot make a
 /// search unbounded.
 pub const MAX_WALK_ENTRIES: usize = 200_000;
+/// Most checks of an entry against one ignore file that one walk makes
+/// (with `gitignore`). Each entry is checked against the ignore files of
+/// its directory and of every directory above it, nearest first, until
+/// one has a rule for it, as git checks it: a tree a thousand directories
+/// deep with an ignore file at each level costs a thousand checks per
+/// entry below them. Past this many the walk stops, as at
+/// [`MAX_WALK_ENTRIES`], and the answer is cut ([`Cut::WalkEntries`]).
+/// An ordinary tree needs a few checks per entry, far under it even at
+/// [`MAX_WALK_ENTRIES`] entries.
+pub const MAX_IGNORE_CHECKS: usize = 4_000_000;
 /// Longest matched line text returned, in bytes.
 pub const MAX_LINE_TEXT: usize = 1000;
 /// Bytes of a long line shown before its first match, when that match ends
@@ -72,8 +82,9 @@ pub enum Cut {
     /// More matched than the answer holds: it stopped at its result cap
     /// (`max_results` for grep, [`MAX_GLOB_RESULTS`] for glob).
     MaxResults,
-    /// The walk stopped at [`MAX_WALK_ENTRIES`] entries: what lies past
-    /// them was not searched, so there may be more.
+    /// The walk stopped at [`MAX_WALK_ENTRIES`] entries, or (grep with
+    /// `gitignore`) at [`MAX_IGNORE_CHECKS`] checks against ignore files:
+    /// what lies past was not searched, so there may be more.
     WalkEntries,
     /// A grep passed over a file larger than `max_read_bytes` without
     /// searching it, so there may be more.
@@ -287,23 +298,28 @@ struct IgnoreChain {
 
 impl IgnoreChain {
     /// Whether `path` (root-relative) is excluded: the deepest matcher with
-    /// an opinion decides.
-    fn excluded(&self, path: &str, is_dir: bool) -> bool {
+    /// an opinion decides. Each matcher asked counts one in `checks`;
+    /// `None` when that would pass [`MAX_IGNORE_CHECKS`].
+    fn excluded(&self, path: &str, is_dir: bool, checks: &mut usize) -> Option<bool> {
         let virt = virtual_path(path);
         let mut chain = Some(self);
         while let Some(c) = chain {
             for m in &c.matchers {
+                *checks += 1;
+                if *checks > MAX_IGNORE_CHECKS {
+                    return None;
+                }
                 let r = m.matched(&virt, is_dir);
                 if r.is_ignore() {
-                    return true;
+                    return Some(true);
                 }
                 if r.is_whitelist() {
-                    return false;
+                    return Some(false);
                 }
             }
             chain = c.parent.as_deref();
         }
-        false
+        Some(false)
     }
 }
 
@@ -343,11 +359,16 @@ fn load_ignores(root: &Root, dir: &str, parent: Option<Arc<IgnoreChain>>) -> Arc
             // A malformed line is skipped, as git does.
             let _ = b.add_line(None, line);
         }
-        if let Ok(m) = b.build() {
+        // A file without rules (empty, comments only) has no opinion on
+        // anything: it is not asked.
+        if let Some(m) = b.build().ok().filter(|m| !m.is_empty()) {
             matchers.push(m);
         }
     }
-    Arc::new(IgnoreChain { parent, matchers })
+    match parent {
+        Some(parent) if matchers.is_empty() => parent,
+        parent => Arc::new(IgnoreChain { parent, matchers }),
+    }
 }
 
 /// The chain in force just above `base`: the ignore files of the root and
@@ -380,7 +401,8 @@ fn ignores_above(root: &Root, base: &RelPath) -> Arc<IgnoreChain> {
 /// reached through a symlink are never entered. With `gitignore`, entries
 /// the ignore files exclude (and `.git`) are neither visited nor entered.
 /// `visit` returns false to stop. Answers whether the walk stopped at
-/// [`MAX_WALK_ENTRIES`] with entries left unvisited. A directory whose path
+/// [`MAX_WALK_ENTRIES`] (or, with `gitignore`, at [`MAX_IGNORE_CHECKS`])
+/// with entries left unvisited. A directory whose path
 /// is too long for the operating system is visited but not entered (it
 /// cannot be opened by name, and failing would fail the whole search):
 /// `long` is then set.
@@ -400,7 +422,7 @@ fn walk(
 ) -> Result<bool, Error> {
     let start = gitignore.then(|| ignores_above(root, base));
     let mut stack = vec![(base.as_str().to_owned(), start)];
-    let mut seen = 0usize;
+    let (mut seen, mut checks) = (0usize, 0usize);
     while let Some((dir, above)) = stack.pop() {
         // Never more than the walk may still visit, and one over to tell
         // that the bound is reached: a huge directory is not read whole.
@@ -466,8 +488,12 @@ fn walk(
                 format!("{dir}/{name}")
             };
             if let Some(chain) = &ignores {
-                if chain.excluded(&path, kind == FileKind::Dir) {
-                    continue;
+                match chain.excluded(&path, kind == FileKind::Dir, &mut checks) {
+                    Some(true) => continue,
+                    Some(false) => {}
+                    // Past the budget of checks: stopped, as at the
+                    // entry cap.
+                    None => return Ok(true),
                 }
             }
             if !visit(&path, kind) {
