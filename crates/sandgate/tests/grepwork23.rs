@@ -205,3 +205,45 @@ fn grepwork23_deep_gitignore_chain_is_cut_at_the_check_budget() {
     assert_eq!(found.cut, None);
     assert_eq!(files(found.results).len(), 20);
 }
+
+/// Every ignore file a walk reads is compiled into a matcher, at a cost
+/// that grows with its rules (a 1 MiB `.gitignore` of 80,000 rules like
+/// `a*b*c1*d` took 23 s and 560 MB to compile, debug), and one file
+/// hard-linked into many directories costs that in each (1,000 such rules
+/// in 300 directories: 71 s for one grep). A walk compiles at most
+/// `MAX_IGNORE_RULES` rules: past them it stops and says it was cut
+/// (`walk_entries`), rather than search on with rules it did not read.
+#[test]
+fn grepwork23_ignore_rules_one_walk_compiles_are_bounded() {
+    use sandgate::search::MAX_IGNORE_RULES;
+    let per_file = MAX_IGNORE_RULES / 4;
+    let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path();
+    let mut text = String::from("# comments and blank lines are no rules\n\n");
+    for i in 0..per_file {
+        text.push_str(&format!("name{i}.txt\n"));
+    }
+    put(r, "s0/.gitignore", &text);
+    put(r, "s0/hit.txt", "needle\n");
+    put(r, "s0/name7.txt", "needle\n");
+    for k in 1..6 {
+        fs::create_dir(r.join(format!("s{k}"))).unwrap();
+        fs::hard_link(r.join("s0/.gitignore"), r.join(format!("s{k}/.gitignore"))).unwrap();
+        put(r, &format!("s{k}/hit.txt"), "needle\n");
+    }
+    let mut b = Sandbox::builder();
+    b.read_root(r);
+    let sb = b.build().unwrap();
+    let found = sb.grep_found("needle", None, &files_opts(true)).unwrap();
+    assert_eq!(found.cut, Some(Cut::WalkEntries), "{found:?}");
+    let got = files(found.results);
+    assert!(got.contains(&"s0/hit.txt".to_owned()), "{got:?}");
+    assert!(!got.contains(&"s0/name7.txt".to_owned()), "{got:?}");
+    // Four such files are within the bound: the answer is whole.
+    for k in 4..6 {
+        fs::remove_file(r.join(format!("s{k}/.gitignore"))).unwrap();
+    }
+    let found = sb.grep_found("needle", None, &files_opts(true)).unwrap();
+    assert_eq!(found.cut, None);
+    assert_eq!(files(found.results).len(), 6);
+}
