@@ -51,6 +51,23 @@ pub const MAX_GREP_RESULTS: usize = 1000;
 /// Most directory entries one walk visits, so a flood of files cannot make a
 /// search unbounded.
 pub const MAX_WALK_ENTRIES: usize = 200_000;
+/// Most checks of an entry against one ignore file that one walk makes
+/// (with `gitignore`). Each entry is checked against the ignore files of
+/// its directory and of every directory above it, nearest first, until
+/// one has a rule for it, as git checks it: a tree a thousand directories
+/// deep with an ignore file at each level costs a thousand checks per
+/// entry below them. Past this many the walk stops, as at
+/// [`MAX_WALK_ENTRIES`], and the answer is cut ([`Cut::WalkEntries`]).
+/// An ordinary tree needs a few checks per entry, far under it even at
+/// [`MAX_WALK_ENTRIES`] entries.
+pub const MAX_IGNORE_CHECKS: usize = 4_000_000;
+/// Most rules of ignore files one walk compiles (with `gitignore`; blank
+/// lines and comments are no rules). Compiling costs in proportion to the
+/// rules, and one ignore file may be hard-linked into every directory:
+/// past this many the walk stops, as at [`MAX_WALK_ENTRIES`], and the
+/// answer is cut ([`Cut::WalkEntries`]) rather than searched with rules
+/// left unread.
+pub const MAX_IGNORE_RULES: usize = 20_000;
 /// Longest matched line text returned, in bytes.
 pub const MAX_LINE_TEXT: usize = 1000;
 /// Bytes of a long line shown before its first match, when that match ends
@@ -72,8 +89,10 @@ pub enum Cut {
     /// More matched than the answer holds: it stopped at its result cap
     /// (`max_results` for grep, [`MAX_GLOB_RESULTS`] for glob).
     MaxResults,
-    /// The walk stopped at [`MAX_WALK_ENTRIES`] entries: what lies past
-    /// them was not searched, so there may be more.
+    /// The walk stopped at [`MAX_WALK_ENTRIES`] entries, or (grep with
+    /// `gitignore`) at [`MAX_IGNORE_CHECKS`] checks against ignore files
+    /// or [`MAX_IGNORE_RULES`] rules read from them: what lies past was
+    /// not searched, so there may be more.
     WalkEntries,
     /// A grep passed over a file larger than `max_read_bytes` without
     /// searching it, so there may be more.
@@ -287,23 +306,28 @@ struct IgnoreChain {
 
 impl IgnoreChain {
     /// Whether `path` (root-relative) is excluded: the deepest matcher with
-    /// an opinion decides.
-    fn excluded(&self, path: &str, is_dir: bool) -> bool {
+    /// an opinion decides. Each matcher asked counts one in `checks`;
+    /// `None` when that would pass [`MAX_IGNORE_CHECKS`].
+    fn excluded(&self, path: &str, is_dir: bool, spent: &mut Spent) -> Option<bool> {
         let virt = virtual_path(path);
         let mut chain = Some(self);
         while let Some(c) = chain {
             for m in &c.matchers {
+                spent.checks += 1;
+                if spent.checks > MAX_IGNORE_CHECKS {
+                    return None;
+                }
                 let r = m.matched(&virt, is_dir);
                 if r.is_ignore() {
-                    return true;
+                    return Some(true);
                 }
                 if r.is_whitelist() {
-                    return false;
+                    return Some(false);
                 }
             }
             chain = c.parent.as_deref();
         }
-        false
+        Some(false)
     }
 }
 
@@ -318,9 +342,24 @@ fn virtual_path(rel: &str) -> PathBuf {
     }
 }
 
+/// What one walk has spent on ignore files: checks of an entry against one
+/// (at most [`MAX_IGNORE_CHECKS`]) and rules compiled (at most
+/// [`MAX_IGNORE_RULES`]).
+#[derive(Default)]
+struct Spent {
+    checks: usize,
+    rules: usize,
+}
+
 /// Reads `.ignore` and `.gitignore` of directory `dir` in `root` through
-/// no-follow opens, and chains them onto `parent`.
-fn load_ignores(root: &Root, dir: &str, parent: Option<Arc<IgnoreChain>>) -> Arc<IgnoreChain> {
+/// no-follow opens, and chains them onto `parent`. `None` when their rules
+/// would take the walk past [`MAX_IGNORE_RULES`].
+fn load_ignores(
+    root: &Root,
+    dir: &str,
+    parent: Option<Arc<IgnoreChain>>,
+    spent: &mut Spent,
+) -> Option<Arc<IgnoreChain>> {
     let mut matchers = Vec::new();
     for name in [".ignore", ".gitignore"] {
         let path = if dir == "." {
@@ -338,30 +377,43 @@ fn load_ignores(root: &Root, dir: &str, parent: Option<Arc<IgnoreChain>>) -> Arc
         if file.take(MAX_IGNORE_FILE).read_to_end(&mut text).is_err() {
             continue;
         }
+        let text = String::from_utf8_lossy(&text);
+        spent.rules += text
+            .lines()
+            .filter(|l| !l.trim_end().is_empty() && !l.starts_with('#'))
+            .count();
+        if spent.rules > MAX_IGNORE_RULES {
+            return None;
+        }
         let mut b = GitignoreBuilder::new(virtual_path(dir));
-        for line in String::from_utf8_lossy(&text).lines() {
+        for line in text.lines() {
             // A malformed line is skipped, as git does.
             let _ = b.add_line(None, line);
         }
-        if let Ok(m) = b.build() {
+        // A file without rules (empty, comments only) has no opinion on
+        // anything: it is not asked.
+        if let Some(m) = b.build().ok().filter(|m| !m.is_empty()) {
             matchers.push(m);
         }
     }
-    Arc::new(IgnoreChain { parent, matchers })
+    Some(match parent {
+        Some(parent) if matchers.is_empty() => parent,
+        parent => Arc::new(IgnoreChain { parent, matchers }),
+    })
 }
 
 /// The chain in force just above `base`: the ignore files of the root and
 /// of every directory down to `base`'s parent (`base`'s own are read when
-/// the walk lists it).
-fn ignores_above(root: &Root, base: &RelPath) -> Arc<IgnoreChain> {
+/// the walk lists it). `None` past [`MAX_IGNORE_RULES`].
+fn ignores_above(root: &Root, base: &RelPath, spent: &mut Spent) -> Option<Arc<IgnoreChain>> {
     let mut chain = Arc::new(IgnoreChain {
         parent: None,
         matchers: Vec::new(),
     });
     if base.is_root() {
-        return chain;
+        return Some(chain);
     }
-    chain = load_ignores(root, ".", Some(chain));
+    chain = load_ignores(root, ".", Some(chain), spent)?;
     let parts: Vec<&str> = base.as_str().split('/').collect();
     let mut dir = String::new();
     for part in &parts[..parts.len() - 1] {
@@ -369,9 +421,9 @@ fn ignores_above(root: &Root, base: &RelPath) -> Arc<IgnoreChain> {
             dir.push('/');
         }
         dir.push_str(part);
-        chain = load_ignores(root, &dir, Some(chain));
+        chain = load_ignores(root, &dir, Some(chain), spent)?;
     }
-    chain
+    Some(chain)
 }
 
 /// Walks below `base` in `root` depth-first in name order, calling `visit`
@@ -380,7 +432,8 @@ fn ignores_above(root: &Root, base: &RelPath) -> Arc<IgnoreChain> {
 /// reached through a symlink are never entered. With `gitignore`, entries
 /// the ignore files exclude (and `.git`) are neither visited nor entered.
 /// `visit` returns false to stop. Answers whether the walk stopped at
-/// [`MAX_WALK_ENTRIES`] with entries left unvisited. A directory whose path
+/// [`MAX_WALK_ENTRIES`] (or, with `gitignore`, at [`MAX_IGNORE_CHECKS`] or
+/// [`MAX_IGNORE_RULES`]) with entries left unvisited. A directory whose path
 /// is too long for the operating system is visited but not entered (it
 /// cannot be opened by name, and failing would fail the whole search):
 /// `long` is then set.
@@ -398,7 +451,15 @@ fn walk(
     long: &mut bool,
     mut visit: impl FnMut(&str, FileKind) -> bool,
 ) -> Result<bool, Error> {
-    let start = gitignore.then(|| ignores_above(root, base));
+    let mut spent = Spent::default();
+    let start = match gitignore {
+        true => match ignores_above(root, base, &mut spent) {
+            Some(chain) => Some(chain),
+            // Past the budget of rules: stopped, as at the entry cap.
+            None => return Ok(true),
+        },
+        false => None,
+    };
     let mut stack = vec![(base.as_str().to_owned(), start)];
     let mut seen = 0usize;
     while let Some((dir, above)) = stack.pop() {
@@ -441,16 +502,21 @@ fn walk(
         names.sort();
         // This directory's own ignore files, read only where the listing
         // shows one.
-        let ignores = above.map(|chain| {
-            if names
-                .iter()
-                .any(|(n, k)| *k == FileKind::File && (n == ".ignore" || n == ".gitignore"))
+        let ignores = match above {
+            Some(chain)
+                if names.iter().any(|(n, k)| {
+                    *k == FileKind::File && (n == ".ignore" || n == ".gitignore")
+                }) =>
             {
-                load_ignores(root, &dir, Some(chain))
-            } else {
-                chain
+                match load_ignores(root, &dir, Some(chain), &mut spent) {
+                    Some(chain) => Some(chain),
+                    // Past the budget of rules: stopped, as at the
+                    // entry cap.
+                    None => return Ok(true),
+                }
             }
-        });
+            above => above,
+        };
         let mut subdirs = Vec::new();
         for (name, kind) in names {
             seen += 1;
@@ -466,8 +532,12 @@ fn walk(
                 format!("{dir}/{name}")
             };
             if let Some(chain) = &ignores {
-                if chain.excluded(&path, kind == FileKind::Dir) {
-                    continue;
+                match chain.excluded(&path, kind == FileKind::Dir, &mut spent) {
+                    Some(true) => continue,
+                    Some(false) => {}
+                    // Past the budget of checks: stopped, as at the
+                    // entry cap.
+                    None => return Ok(true),
                 }
             }
             if !visit(&path, kind) {
