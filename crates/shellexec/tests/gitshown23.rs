@@ -1,0 +1,105 @@
+//! Confined git's messages spell a name as every sandgate message does: a
+//! backslash doubled, a byte that is not UTF-8 as `\xNN`, a control as
+//! `\u{…}`. Before, git's messages had their own spelling: a backslash
+//! was left single (so the text `\u{1b}` in a word read like the escape
+//! character, and `\xff` like the byte 0xFF), and a name in `.git` that is
+//! not UTF-8 was shown with U+FFFD.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::Command;
+
+use sandgate_shellexec::git::{find_git, plan, split_words, GitErrorKind, GitSubcommand};
+
+const ALL: [GitSubcommand; 3] = GitSubcommand::ALL;
+
+/// A refused word holding the text `\u{1b}` and one holding the escape
+/// character itself are shown apart, and neither reads as the other.
+#[test]
+fn gitshown23_a_refused_word_with_a_backslash_is_not_shown_as_a_control() {
+    let root = Path::new("/nonexistent/root");
+    let text = plan(&split_words(r"git '--a\u{1b}'").unwrap(), &ALL, root).unwrap_err();
+    // The splitter refuses a control; the planner is handed one directly.
+    let words = ["git".to_owned(), "--a\u{1b}".to_owned()];
+    let control = plan(&words, &ALL, root).unwrap_err();
+    assert_eq!(text.kind(), GitErrorKind::Refused, "{text}");
+    assert_eq!(control.kind(), GitErrorKind::Refused, "{control}");
+    assert!(
+        text.message().contains(r"`--a\\u{1b}`"),
+        "the text \\u{{1b}} is shown as {:?}",
+        text.message()
+    );
+    assert!(
+        control.message().contains(r"`--a\u{1b}`"),
+        "the escape character is shown as {:?}",
+        control.message()
+    );
+    assert_ne!(text.message(), control.message());
+    assert!(!control.message().contains('\u{1b}'), "{control}");
+    // A long word is still cut, after its 120th character.
+    let long = format!("git '--{}'", "\\".repeat(200));
+    let err = plan(&split_words(&long).unwrap(), &ALL, root);
+    let err = match err {
+        Err(e) => e,
+        Ok(inv) => panic!("admitted: {inv:?}"),
+    };
+    assert!(
+        err.message()
+            .contains(&format!("`--{}…`", r"\\".repeat(118))),
+        "{err}"
+    );
+}
+
+/// A link in `.git` whose name holds a backslash and a byte that is not
+/// UTF-8 is refused by a name that tells both apart: the byte 0xFF as
+/// `\xff`, the text `\xff` as `\\xff`.
+#[test]
+fn gitshown23_a_refused_name_in_dot_git_keeps_its_bytes_and_backslashes() {
+    let Some(git) = find_git() else {
+        eprintln!("note: no git; skipped");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap().join("root");
+    fs::create_dir(&root).unwrap();
+    let out = Command::new(git)
+        .args(["init", "-q", "."])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let name = OsStr::from_bytes(b"a\xffb\\xff");
+    std::os::unix::fs::symlink("/etc/passwd", root.join(".git").join(name)).unwrap();
+    let err = match plan(&split_words("git status").unwrap(), &ALL, &root) {
+        Err(e) => e,
+        Ok(inv) => panic!("a link in .git was admitted: {inv:?}"),
+    };
+    assert_eq!(err.kind(), GitErrorKind::Repository, "{err}");
+    assert!(
+        err.message()
+            .contains(r".git/a\xffb\\xff is a symbolic link"),
+        "the name is shown as {:?}",
+        err.message()
+    );
+}
+
+/// A shell metacharacter refused in a word is shown as the word around
+/// it is: the refused backslash and those after it doubled, as the
+/// planner's refusals double them.
+#[test]
+fn gitshown23_a_refused_metacharacter_is_shown_as_the_word_around_it() {
+    let err = split_words(r"git log a\b\c").unwrap_err();
+    assert_eq!(err.kind(), GitErrorKind::Syntax, "{err}");
+    assert!(
+        err.message().contains(r"metacharacter `\\` in `a\\b\\c`"),
+        "{:?}",
+        err.message()
+    );
+}
