@@ -103,3 +103,51 @@ fn gitshown23_a_refused_metacharacter_is_shown_as_the_word_around_it() {
         err.message()
     );
 }
+
+/// A directory in `.git` whose name is not UTF-8 is vetted under its own
+/// name: before, the vetting opened it by its lossy spelling (U+FFFD for
+/// the byte), so `git status` in a repository holding `.git/d` + 0xFF was
+/// refused with E_IO (no such directory), where plain git answers, and a
+/// sibling named with U+FFFD was looked into in its stead.
+#[test]
+fn gitshown23_a_directory_in_dot_git_not_utf8_is_vetted_by_its_bytes() {
+    let Some(git) = find_git() else {
+        eprintln!("note: no git; skipped");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap().join("root");
+    fs::create_dir(&root).unwrap();
+    let out = Command::new(git)
+        .args(["init", "-q", "."])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let odd = root.join(".git").join(OsStr::from_bytes(b"d\xff"));
+    fs::create_dir(&odd).unwrap();
+    fs::write(odd.join("f"), "x\n").unwrap();
+    if let Err(e) = plan(&split_words("git status").unwrap(), &ALL, &root) {
+        panic!("refused: {:?} {e}", e.kind());
+    }
+    // With a sibling named with U+FFFD, each is looked into under its own
+    // name: a link in the one that is not UTF-8 is still found.
+    let lossy = root.join(".git").join("d\u{fffd}");
+    fs::create_dir(&lossy).unwrap();
+    fs::write(lossy.join("f"), "y\n").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", odd.join("g")).unwrap();
+    let err = match plan(&split_words("git status").unwrap(), &ALL, &root) {
+        Err(e) => e,
+        Ok(inv) => panic!("a link in .git/d\\xff was admitted: {inv:?}"),
+    };
+    assert_eq!(err.kind(), GitErrorKind::Repository, "{err}");
+    assert!(
+        err.message().contains(r".git/d\xff/g is a symbolic link"),
+        "{err}"
+    );
+}

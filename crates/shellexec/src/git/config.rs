@@ -742,27 +742,30 @@ fn walk(dot_git: OwnedFd, snapshot: &mut Snapshot) -> Result<(), GitError> {
             }
             let top = rel.as_os_str().is_empty();
             let path = rel.join(&name);
-            let name = name.to_string_lossy();
-            if top && NOT_READ.contains(&&*name) {
+            // Matched as text, but opened by its own bytes: the lossy
+            // spelling of a name that is not UTF-8 is another entry's
+            // name (or none), which was looked into in its stead.
+            let text = name.to_str().unwrap_or_default();
+            if top && NOT_READ.contains(&text) {
                 continue;
             }
             if kind == FileType::Symlink {
                 return Err(link_refused(&path));
             }
             if kind == FileType::Directory {
-                match (top, &*name) {
+                match (top, text) {
                     (true, "refs" | "logs") => {
-                        let sub = open_dir(&dir, Path::new(&*name), &path)?;
+                        let sub = open_dir(&dir, Path::new(&name), &path)?;
                         store(&git_fd, sub, &path, &mut stored)?;
                         snapshot.linked.push(path);
                     }
                     (true, "objects") => {
-                        let sub = open_dir(&dir, Path::new(&*name), &path)?;
+                        let sub = open_dir(&dir, Path::new(&name), &path)?;
                         objects(&git_fd, sub, snapshot, &mut stored)?
                     }
                     _ => {
                         snapshot.dirs.push(path.clone());
-                        pending.push(&dir, Path::new(&*name), path)?;
+                        pending.push(&dir, Path::new(&name), path)?;
                     }
                 }
                 continue;
