@@ -151,3 +151,77 @@ fn gitshown23_a_directory_in_dot_git_not_utf8_is_vetted_by_its_bytes() {
         "{err}"
     );
 }
+
+const FSIZE_CHILD: &str = "SANDGATE_GITSHOWN23_FSIZE_CHILD";
+
+/// In the child only: under a file size limit of 4096 bytes, planning
+/// fails copying `.git/info/d` + 0xFF + `\x` (10,000 bytes), named by its
+/// bytes.
+#[test]
+fn gitshown23_child_copy_refused() {
+    let Some(root) = std::env::var_os(FSIZE_CHILD) else {
+        return;
+    };
+    let limit = rustix::process::Rlimit {
+        current: Some(4096),
+        maximum: None,
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Fsize, limit).unwrap();
+    let e = plan(&split_words("git status").unwrap(), &ALL, Path::new(&root)).unwrap_err();
+    assert_eq!(e.kind(), GitErrorKind::Io, "{e}");
+    assert!(
+        e.message()
+            .contains(r"cannot copy .git/info/d\xff\\x into git's private git directory"),
+        "{:?}",
+        e.message()
+    );
+    println!("COPY-NAMED-OK");
+}
+
+/// A file in `.git` that cannot be copied for git (past the file size
+/// limit) is named by its bytes, not lossily.
+#[test]
+fn gitshown23_a_file_in_dot_git_that_cannot_be_copied_is_named_by_its_bytes() {
+    if std::env::var_os(FSIZE_CHILD).is_some() {
+        return;
+    }
+    let Some(git) = find_git() else {
+        eprintln!("note: no git; skipped");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let (root, tmpdir) = (base.join("root"), base.join("tmp"));
+    fs::create_dir(&root).unwrap();
+    fs::create_dir(&tmpdir).unwrap();
+    let out = Command::new(git)
+        .args(["init", "-q", "."])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    fs::create_dir_all(root.join(".git/info")).unwrap();
+    fs::write(
+        root.join(".git/info").join(OsStr::from_bytes(b"d\xff\\x")),
+        vec![b'x'; 10_000],
+    )
+    .unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "gitshown23_child_copy_refused", "--nocapture"])
+        .env(FSIZE_CHILD, &root)
+        .env("TMPDIR", &tmpdir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("COPY-NAMED-OK"),
+        "the child ({}): {stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
