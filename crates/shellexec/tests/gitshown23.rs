@@ -225,3 +225,34 @@ fn gitshown23_a_file_in_dot_git_that_cannot_be_copied_is_named_by_its_bytes() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A directory the confinement cannot open is named as every message
+/// names a path: before, `Path::display` showed the byte 0xFF as U+FFFD
+/// and a line feed raw, splitting the refusal.
+#[test]
+fn gitshown23_a_confined_dir_that_cannot_be_opened_is_named_by_its_bytes() {
+    use sandgate_shellexec::confine::{kernel_abi, prepare, ConfineMode, ConfineSpec};
+    if kernel_abi().is_none() {
+        eprintln!("note: no Landlock; skipped");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join(OsStr::from_bytes(b"d\xff\\x\ny"));
+    let spec = ConfineSpec {
+        read_dirs: vec![missing],
+        ..ConfineSpec::default()
+    };
+    let e = match prepare(&spec, ConfineMode::BestEffort) {
+        Err(e) => e,
+        Ok(_) => panic!("a missing read dir was confined to"),
+    };
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!(
+            "read dir {}/d\\xff\\\\x\\u{{a}}y",
+            tmp.path().display()
+        )),
+        "{msg:?}"
+    );
+    assert!(!msg.contains('\n'), "{msg:?}");
+}
