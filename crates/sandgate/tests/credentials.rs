@@ -663,6 +663,41 @@ fn gitshown23_a_line_feed_in_a_credential_path_keeps_the_refusal_one_line() {
     );
 }
 
+/// A credential file linked into a root after the policy was checked is
+/// refused naming the root as every message names a path: a root in a
+/// directory named with the byte 0xFF and a line feed was shown with
+/// U+FFFD (another directory's name) and the line feed raw.
+#[test]
+fn gitshown23_a_credential_file_inside_a_root_names_the_root_by_its_bytes() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join(OsStr::from_bytes(b"d\xff\\x\ny"));
+    std::fs::create_dir_all(base.join("work")).unwrap();
+    std::fs::create_dir(base.join("ro")).unwrap();
+    std::fs::write(base.join("ro/token"), format!("{SECRET}\n")).unwrap();
+    let link = tmp.path().join("later-link");
+    let c = CredentialOptions {
+        host: Some("localhost".into()),
+        file: Some(link.to_str().unwrap().to_owned()),
+        ..Default::default()
+    };
+    let target = base.join("ro/token");
+    let Some(e) = refused_after(&base, true, c, || {
+        std::os::unix::fs::symlink(&target, &link).unwrap()
+    }) else {
+        return;
+    };
+    let msg = e.to_string();
+    assert_eq!(e.key(), Some("net.credentials[0]"), "{msg}");
+    let root = format!("{}/d\\xff\\\\x\\u{{a}}y/ro", tmp.path().display());
+    assert!(
+        msg.contains(&format!("the file lies inside {root}, which commands")),
+        "{msg:?}"
+    );
+    assert!(!msg.contains('\n'), "{msg:?}");
+}
+
 #[test]
 fn a_variable_every_command_receives_is_refused_as_a_source() {
     // The executor hands a few host variables to every command (HOME,
