@@ -10,11 +10,15 @@
 //! without depending on any other layer. For the same reason it also holds
 //! the one text form of a SHA-256 digest that layers report
 //! ([`sha256_text`]: the policy's digest, the executor's environment names
-//! digest).
+//! digest), and the one way a name is shown to a person ([`shown`]: the
+//! policy's errors, the CLI and confined git's messages spell a name alike).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod audit;
+mod shown;
+
+pub use shown::{shown, terminal_unsafe};
 
 use core::fmt;
 use core::str::FromStr;

@@ -702,7 +702,9 @@ impl Server {
             policy
                 .read_roots()
                 .iter()
-                .map(|p| p.display().to_string())
+                // As every message names a path: never the lossy spelling,
+                // which can be another directory's name.
+                .map(sandgate::policy::shown)
                 .collect::<Vec<_>>()
                 .join(", ")
         );

@@ -1232,7 +1232,11 @@ pub(crate) fn list_allowed_directories(s: &Shared, _: NoArgs) -> Answer {
             (false, false) => continue,
         };
         if seen.insert(path.clone()) {
-            let _ = write!(out, "\n{} ({what})", path.display());
+            // As every message names a path ([`sandgate::policy::shown`]):
+            // a byte that is not UTF-8 as `\xNN` (never U+FFFD, which can be
+            // another directory's name), a backslash doubled, a line break
+            // as `\u{a}` (never a line of its own, read as another root).
+            let _ = write!(out, "\n{} ({what})", sandgate::policy::shown(&path));
         }
     }
     if client.is_some() {

@@ -6,7 +6,7 @@ use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use crate::shown::shown;
+use sandgate_codes::shown;
 use sandgate_codes::ErrorCode;
 
 /// Why a policy file was refused.

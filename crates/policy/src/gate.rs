@@ -15,8 +15,8 @@ use crate::decode::{
 };
 use crate::error::{PolicyError, PolicyErrorKind, Problem};
 use crate::net;
-use crate::shown::shown;
 use crate::{Budgets, ExecPolicy, Inner, Limits, SecurityMode, StatedLimits, CONFINED_GIT};
+use sandgate_codes::shown;
 
 /// The directories the write root may not contain: where the policy file
 /// lives, as named and as resolved.

@@ -80,7 +80,6 @@ mod gate;
 mod net;
 mod options;
 mod shape;
-mod shown;
 mod summary;
 
 use std::fs::File;
@@ -104,11 +103,11 @@ pub use options::{
     BudgetOptions, CredentialOptions, ExecutorOptions, FsOptions, NetOptions, PolicyOptions,
     RequestRuleOptions,
 };
+pub use sandgate_codes::{shown, terminal_unsafe};
 pub use sandgate_netguard::{
     classify, AddrClass, MalformedEntry, NetDecision, NetEntry, NetHost, Rules as NetRules,
 };
 pub use shape::KNOWN_KEYS;
-pub use shown::{shown, terminal_unsafe};
 pub use summary::{Summary, SummaryNet};
 
 /// The largest policy file [`Policy::load`] reads: 1 MiB. A policy is a
@@ -551,7 +550,7 @@ fn regular_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), PolicyError
         None,
         format!(
             "the policy file `{}` is not a regular file ({what})",
-            shown::shown(path)
+            shown(path)
         ),
     )
     .in_file(path))

@@ -58,8 +58,11 @@ pub enum CredentialSource {
 impl std::fmt::Display for CredentialSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CredentialSource::Env(name) => write!(f, "env {name}"),
-            CredentialSource::File(path) => write!(f, "file {}", path.display()),
+            // Shown as every name is: a line feed in either (TOML
+            // allows one in a string) would split a refusal or the
+            // summary, and add a line of its own.
+            CredentialSource::Env(name) => write!(f, "env {}", crate::shown(name)),
+            CredentialSource::File(path) => write!(f, "file {}", crate::shown(path)),
         }
     }
 }

@@ -96,9 +96,9 @@ impl Summary {
             read_roots: policy
                 .read_roots()
                 .iter()
-                .map(crate::shown::shown)
+                .map(sandgate_codes::shown)
                 .collect(),
-            write_root: policy.write_root().map(crate::shown::shown),
+            write_root: policy.write_root().map(sandgate_codes::shown),
             deny_write: policy.deny_write().to_vec(),
             limits: policy.limits(),
             exec: policy.exec().clone(),

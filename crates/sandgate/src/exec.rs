@@ -1551,7 +1551,7 @@ fn beyond_commands(file: &std::fs::File, path: &Path, roots: &[PathBuf]) -> Resu
     {
         return Err(format!(
             "the file lies inside {}, which commands can read; keep the value where they cannot",
-            dir.display()
+            sandgate_policy::shown(&dir)
         ));
     }
     let names = file

@@ -280,7 +280,8 @@ impl SandboxBuilder {
             Root::open_with_resolver(dir, self.resolver).map_err(|e| {
                 Error::from(e)
                     .with_key(what.to_owned())
-                    .with_path(dir.display().to_string())
+                    // Never the lossy spelling, another directory's name.
+                    .with_path(sandgate_policy::shown(dir))
             })
         };
         let read_roots = self

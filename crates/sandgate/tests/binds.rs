@@ -353,6 +353,36 @@ fn protected_symlinks_and_hard_links_are_left_to_the_floor() {
     );
 }
 
+/// The refusal of a protected file with more than one link names it as
+/// every message names a path: a line feed in its name written `\u{a}`
+/// (the refusal stays one line), a byte that is not UTF-8 `\xNN`, a
+/// backslash `\\`. Before, the name was printed with `Path::display`.
+#[test]
+fn gitshown23_a_protected_file_with_two_links_is_named_by_its_bytes() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let fx = fixture(false);
+    if in_view("gitshown23", &fx, false, PATTERNS).is_none() {
+        return;
+    }
+    fs::remove_file(fx.root.join("Cargo.lock")).unwrap();
+    fs::remove_file(fx.root.join("pkg/deep/yarn.lock")).unwrap();
+    let odd = fx
+        .root
+        .join(OsStr::from_bytes(b"a\xff\\x\nforged: line.lock"));
+    write(&odd, "lock\n");
+    fs::hard_link(&odd, fx.root.join("second-name")).unwrap();
+    let ex = build(&fx, false, PATTERNS, Confine::Required);
+    let r = run(&ex, "echo ran > free.txt");
+    assert_eq!(r.exit_code, 127);
+    let err = text(&r.stderr);
+    assert!(
+        err.contains(r"a\xff\\x\u{a}forged: line.lock has 2 hard links"),
+        "{err:?}"
+    );
+    assert!(!err.contains("\nforged"), "{err:?}");
+}
+
 #[test]
 fn required_refuses_a_protected_file_with_more_than_one_link() {
     let fx = fixture(false);

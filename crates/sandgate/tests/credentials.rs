@@ -634,6 +634,70 @@ fn a_file_the_command_could_read_is_refused_as_a_source() {
     assert!(msg.contains("inside"), "{msg}");
 }
 
+/// A credential file's path is shown in a refusal as every name is: a
+/// line feed in it (TOML allows `\n` in a string) is written `\u{a}` and a
+/// backslash `\\`, so the refusal stays one line and cannot forge one of
+/// its own. Before, `Path::display` split the refusal in two.
+#[test]
+fn gitshown23_a_line_feed_in_a_credential_path_keeps_the_refusal_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    let name = "a\nnet.credentials[0]: all is well\\x";
+    // Too short a value: refused when the executor starts, naming the file.
+    std::fs::write(dir.path().join(name), "short\n").unwrap();
+    let c = CredentialOptions {
+        host: Some("localhost".into()),
+        file: Some(dir.path().join(name).to_string_lossy().into_owned()),
+        ..Default::default()
+    };
+    let Some(e) = refused_at_start(dir.path(), false, c) else {
+        return;
+    };
+    let msg = e.to_string();
+    assert_eq!(e.code(), sandgate::ErrorCode::Policy, "{msg}");
+    assert_eq!(e.key(), Some("net.credentials[0]"), "{msg}");
+    assert!(!msg.contains('\n'), "the refusal is split: {msg:?}");
+    assert!(
+        msg.contains(r"/a\u{a}net.credentials[0]: all is well\\x: the value is 5 bytes long"),
+        "{msg:?}"
+    );
+}
+
+/// A credential file linked into a root after the policy was checked is
+/// refused naming the root as every message names a path: a root in a
+/// directory named with the byte 0xFF and a line feed was shown with
+/// U+FFFD (another directory's name) and the line feed raw.
+#[test]
+fn gitshown23_a_credential_file_inside_a_root_names_the_root_by_its_bytes() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join(OsStr::from_bytes(b"d\xff\\x\ny"));
+    std::fs::create_dir_all(base.join("work")).unwrap();
+    std::fs::create_dir(base.join("ro")).unwrap();
+    std::fs::write(base.join("ro/token"), format!("{SECRET}\n")).unwrap();
+    let link = tmp.path().join("later-link");
+    let c = CredentialOptions {
+        host: Some("localhost".into()),
+        file: Some(link.to_str().unwrap().to_owned()),
+        ..Default::default()
+    };
+    let target = base.join("ro/token");
+    let Some(e) = refused_after(&base, true, c, || {
+        std::os::unix::fs::symlink(&target, &link).unwrap()
+    }) else {
+        return;
+    };
+    let msg = e.to_string();
+    assert_eq!(e.key(), Some("net.credentials[0]"), "{msg}");
+    let root = format!("{}/d\\xff\\\\x\\u{{a}}y/ro", tmp.path().display());
+    assert!(
+        msg.contains(&format!("the file lies inside {root}, which commands")),
+        "{msg:?}"
+    );
+    assert!(!msg.contains('\n'), "{msg:?}");
+}
+
 #[test]
 fn a_variable_every_command_receives_is_refused_as_a_source() {
     // The executor hands a few host variables to every command (HOME,

@@ -3531,3 +3531,30 @@ fn ffi17_a_glob_too_large_to_compile_is_refused_not_a_panic() {
     assert_eq!(answers[1]["error"]["code"], json!("E_REQUEST"));
     assert_eq!(answers[2]["paths"], json!(["a.txt"]), "{}", answers[2]);
 }
+
+/// A root that cannot be opened is named in the refusal's path as every
+/// message names one: a byte that is not UTF-8 as `\xNN`, a backslash
+/// doubled, a line feed as `\u{a}`; before, lossily (U+FFFD, the name of
+/// another directory) and with the line feed raw.
+#[test]
+fn gitshown23_a_root_that_cannot_be_opened_is_named_by_its_bytes() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join(OsStr::from_bytes(b"d\xff\\x\ny"));
+    for write in [false, true] {
+        let mut b = Sandbox::builder();
+        if write {
+            b.write_root(&missing);
+        } else {
+            b.read_root(&missing);
+        }
+        let e = match b.build() {
+            Err(e) => e,
+            Ok(_) => panic!("a missing root was opened"),
+        };
+        let want = format!("{}/d\\xff\\\\x\\u{{a}}y", tmp.path().display());
+        assert_eq!(e.path(), Some(want.as_str()), "{e}");
+        assert!(!e.to_string().contains('\n'), "{e:?}");
+    }
+}

@@ -361,7 +361,7 @@ impl ConfineError {
     fn path(what: &str, path: &Path, source: io::Error) -> Self {
         ConfineError {
             kind: ConfineErrorKind::Path,
-            message: format!("cannot open {what} {}", path.display()),
+            message: format!("cannot open {what} {}", sandgate_codes::shown(path)),
             missing: Vec::new(),
             source: Some(source),
         }

@@ -1514,7 +1514,7 @@ fn plan_binds(
             return Err(format!(
                 "the protected file {} has {} hard links: its other names cannot be bound \
                  read-only, and confinement is required (remove the extra links)",
-                e.path.display(),
+                sandgate_codes::shown(&e.path),
                 e.nlink
             ));
         }

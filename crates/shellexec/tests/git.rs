@@ -1064,7 +1064,8 @@ fn shell_syntax_is_refused_by_the_splitter() {
         ("git log --since=~x", "`~`"),
         ("git log !1", "`!`"),
         ("git log # x", "`#`"),
-        ("git log a\\ b", "`\\`"),
+        // A backslash shown as every name shows one: doubled.
+        ("git log a\\ b", "`\\\\`"),
         ("git log {a,b}", "`{`"),
         ("git log (x)", "`(`"),
         ("git status\nid", "control character"),

@@ -357,3 +357,30 @@ fn a_credential_file_inside_a_root_is_refused() {
     fx.load(&policy(outside.to_str().unwrap()))
         .expect("a file outside every root loads");
 }
+
+/// `sandgate check`'s summary shows a credential file's path as every name
+/// is: a line feed in it (TOML allows `\n`) written `\u{a}`, a backslash
+/// `\\`, so the path cannot add a line of its own to the summary.
+#[test]
+fn gitshown23_a_credential_path_with_a_line_feed_is_one_line_in_the_summary() {
+    let p = ok(&format!(
+        "{GRANT}[[net.credentials]]\nhost = \"api.example.com\"\n\
+         file = \"/run/a\\n  write root        /\\\\x\"\n"
+    ));
+    let text = p.summary().to_string();
+    assert!(
+        text.contains(r"(as is, from file /run/a\u{a}  write root        /\\x) on any method"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("write root").count(),
+        2,
+        "only the real write root line and the path: {text}"
+    );
+    assert!(!text.contains("\n  write root        /"), "{text}");
+    let json = p.summary().to_json();
+    assert!(
+        json.contains(r"/run/a\\u{a}  write root        /\\\\x"),
+        "{json}"
+    );
+}

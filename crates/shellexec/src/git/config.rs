@@ -683,7 +683,7 @@ fn link_refused(rel: &Path) -> GitError {
          would read what it leads to (links are admitted only where status, diff and log \
          never read: hooks, lfs, modules, worktrees and the like, and beneath refs, logs \
          and objects but objects/info)",
-        super::shown(&rel.to_string_lossy())
+        sandgate_codes::shown(rel)
     ))
 }
 
@@ -700,7 +700,7 @@ fn kind_refused(rel: &Path, kind: rustix::fs::FileType) -> GitError {
     GitError::repository(format!(
         "confined git refuses the repository: .git/{} is {what}; only a regular file \
          can be vetted",
-        super::shown(&rel.to_string_lossy())
+        sandgate_codes::shown(rel)
     ))
 }
 
@@ -742,27 +742,30 @@ fn walk(dot_git: OwnedFd, snapshot: &mut Snapshot) -> Result<(), GitError> {
             }
             let top = rel.as_os_str().is_empty();
             let path = rel.join(&name);
-            let name = name.to_string_lossy();
-            if top && NOT_READ.contains(&&*name) {
+            // Matched as text, but opened by its own bytes: the lossy
+            // spelling of a name that is not UTF-8 is another entry's
+            // name (or none), which was looked into in its stead.
+            let text = name.to_str().unwrap_or_default();
+            if top && NOT_READ.contains(&text) {
                 continue;
             }
             if kind == FileType::Symlink {
                 return Err(link_refused(&path));
             }
             if kind == FileType::Directory {
-                match (top, &*name) {
+                match (top, text) {
                     (true, "refs" | "logs") => {
-                        let sub = open_dir(&dir, Path::new(&*name), &path)?;
+                        let sub = open_dir(&dir, Path::new(&name), &path)?;
                         store(&git_fd, sub, &path, &mut stored)?;
                         snapshot.linked.push(path);
                     }
                     (true, "objects") => {
-                        let sub = open_dir(&dir, Path::new(&*name), &path)?;
+                        let sub = open_dir(&dir, Path::new(&name), &path)?;
                         objects(&git_fd, sub, snapshot, &mut stored)?
                     }
                     _ => {
                         snapshot.dirs.push(path.clone());
-                        pending.push(&dir, Path::new(&*name), path)?;
+                        pending.push(&dir, Path::new(&name), path)?;
                     }
                 }
                 continue;
@@ -838,7 +841,7 @@ fn special_refused(rel: &Path, kind: rustix::fs::FileType) -> GitError {
         "confined git refuses the repository: .git/{} is {what} (or a link to one), which \
          would hold git until the timeout (git opens what it reads blocking) or answer it \
          anything; only regular files and directories are read",
-        super::shown(&rel.to_string_lossy())
+        sandgate_codes::shown(rel)
     ))
 }
 
@@ -850,7 +853,7 @@ fn dir_link_refused(rel: &Path) -> GitError {
          git would read the refs, reflogs or objects beneath it from a directory that is not \
          vetted (such as hooks or objects/info, whose entries may lead anywhere); git never \
          makes such a link, only links to a file (old-style symbolic refs) are admitted there",
-        super::shown(&rel.to_string_lossy())
+        sandgate_codes::shown(rel)
     ))
 }
 
@@ -1006,7 +1009,7 @@ fn stays_in_dot_git(git: &OwnedFd, rel: &Path) -> Result<(), GitError> {
             "confined git refuses the repository: .git/{} is a symbolic link that leads out \
              of .git{}, and git would read what it leads to as this repository's own (another \
              repository's objects or refs); only links that stay inside .git are admitted there",
-            super::shown(&rel.to_string_lossy()),
+            sandgate_codes::shown(rel),
             match e {
                 Errno::XDEV | Errno::LOOP => String::new(),
                 Errno::NOSYS => " (or may: this kernel has no openat2 to tell)".to_owned(),
@@ -1053,7 +1056,7 @@ fn list(dir: &OwnedFd, rel: &Path) -> Result<Vec<(OsString, rustix::fs::FileType
     use std::os::unix::ffi::OsStrExt;
     let failed = |e: rustix::io::Errno| {
         GitError::io(
-            &format!("cannot read .git/{}", super::shown(&rel.to_string_lossy())),
+            &format!("cannot read .git/{}", sandgate_codes::shown(rel)),
             e.into(),
         )
     };
@@ -1098,11 +1101,11 @@ fn open_dir_failed(rel: &Path, e: rustix::io::Errno) -> GitError {
         rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR | rustix::io::Errno::XDEV => {
             GitError::repository(format!(
                 "confined git refuses the repository: .git/{} changed while it was vetted",
-                super::shown(&rel.to_string_lossy())
+                sandgate_codes::shown(rel)
             ))
         }
         e => GitError::io(
-            &format!("cannot read .git/{}", super::shown(&rel.to_string_lossy())),
+            &format!("cannot read .git/{}", sandgate_codes::shown(rel)),
             e.into(),
         ),
     }
@@ -1122,7 +1125,7 @@ fn read_at(
     use rustix::fs::{FileType, Mode, OFlags};
     use std::io::Read;
     let name = rel.file_name().unwrap_or(rel.as_os_str());
-    let shown = || super::shown(&rel.to_string_lossy());
+    let shown = || sandgate_codes::shown(rel);
     let fd = match rustix::fs::openat(
         dir,
         name,

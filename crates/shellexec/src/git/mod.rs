@@ -449,33 +449,22 @@ impl GitError {
     }
 }
 
-/// A word as shown in a message: control characters escaped, long words
-/// cut.
+/// A word as shown in a message: spelt as every sandgate message spells a
+/// name ([`sandgate_codes::shown`]: a backslash doubled, controls and
+/// bidirectional controls as `\u{…}`, so that the text `\xff` or `\u{1b}`
+/// in a word never reads like the byte or the control), long words cut
+/// after 120 characters and marked `…`.
 fn shown(word: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in word.chars().enumerate() {
-        if i == 120 {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+    match word.char_indices().nth(120) {
+        Some((cut, _)) => format!("{}…", sandgate_codes::shown(&word[..cut])),
+        None => sandgate_codes::shown(word),
     }
-    out
 }
 
-/// Bytes as shown in a message: UTF-8 as [`shown`] shows it, every invalid
-/// byte as `\xNN`.
+/// Bytes (a name git reads: a file in the work tree, an index entry, a
+/// config subsection) as shown in a message: as [`sandgate_codes::shown`]
+/// shows a name, every byte that is not part of valid UTF-8 as `\xNN`.
 fn shown_bytes(bytes: &[u8]) -> String {
-    let mut out = String::new();
-    for chunk in bytes.utf8_chunks() {
-        out.push_str(&shown(chunk.valid()));
-        for b in chunk.invalid() {
-            out.push_str(&format!("\\x{b:02x}"));
-        }
-    }
-    out
+    use std::os::unix::ffi::OsStrExt;
+    sandgate_codes::shown(std::ffi::OsStr::from_bytes(bytes))
 }

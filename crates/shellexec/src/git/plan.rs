@@ -146,7 +146,7 @@ fn private_git_dir(dot_git: &Path, snapshot: &Snapshot) -> Result<PrivateGitDir,
             GitError::io(
                 &format!(
                     "cannot copy .git/{} into git's private git directory",
-                    rel.display()
+                    sandgate_codes::shown(rel)
                 ),
                 e,
             )

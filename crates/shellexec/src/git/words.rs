@@ -78,9 +78,11 @@ pub fn split_words(command: &str) -> Result<Vec<String>, GitError> {
             _ if METACHARS.contains(c) => {
                 let rest: String = chars.clone().take_while(|x| *x != ' ').collect();
                 return Err(GitError::syntax(format!(
-                    "confined git refuses the shell metacharacter `{c}` in `{}{c}{}`: nothing \
+                    "confined git refuses the shell metacharacter `{}` in `{}{}{}`: nothing \
                      may chain, redirect, substitute or glob (quote it if it is literal)",
+                    shown(c.encode_utf8(&mut [0; 4])),
                     shown(&word),
+                    shown(c.encode_utf8(&mut [0; 4])),
                     shown(&rest)
                 )));
             }
