@@ -3063,6 +3063,45 @@ fn mcp6_grep_marks_a_cut_line_and_counts_unreadable_files() {
     );
 }
 
+/// A grep with `.gitignore` filtering cut by the work its ignore files ask
+/// (here six copies of a file of 5,000 rules, past the 20,000 one walk
+/// reads) says that bound, not only the 200,000 entries of the walk it
+/// never reached; the same grep without the filtering is whole.
+#[test]
+fn grepwork23_a_grep_cut_by_its_ignore_files_says_so() {
+    let mut s = Server::start_with("");
+    let g = s._dir.path().join("ws/ign");
+    let mut rules = String::new();
+    for i in 0..5000 {
+        rules.push_str(&format!("name{i}.txt\n"));
+    }
+    for k in 0..6 {
+        let d = g.join(format!("s{k}"));
+        fs::create_dir_all(&d).unwrap();
+        match k {
+            0 => fs::write(d.join(".gitignore"), &rules).unwrap(),
+            _ => fs::hard_link(g.join("s0/.gitignore"), d.join(".gitignore")).unwrap(),
+        }
+        fs::write(d.join("hit.txt"), "needle\n").unwrap();
+    }
+    let grep = |id: i64, gitignore: bool| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "grep", "arguments": {"pattern": "needle", "path": "ign",
+                "mode": "files", "gitignore": gitignore}}})
+    };
+    s.send_json(grep(21, true));
+    let a = s.answer(21);
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains(".gitignore and .ignore files") && text.contains("200000 entries"),
+        "{text}"
+    );
+    s.send_json(grep(22, false));
+    let a = s.answer(22);
+    let text = a["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(text.lines().count(), 6, "{text}");
+}
+
 /// `grep` shows a match past a long line's first 1,000 bytes: the part of
 /// the line from 200 bytes before it, said where it starts and, when the
 /// line goes on, where it is cut. Before, the line's first 1,000 bytes

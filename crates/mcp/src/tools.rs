@@ -1266,6 +1266,7 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
     opts.mode = mode;
     opts.max_results = a.max_results;
     opts.gitignore = a.gitignore;
+    let a_gitignore = a.gitignore;
     opts.cancel = Some(cancel);
     if mode != GrepMode::Lines && (opts.before > 0 || opts.after > 0) {
         return Err(Error::new(
@@ -1343,6 +1344,13 @@ pub(crate) fn grep(s: &Shared, a: Grep, cancel: Arc<std::sync::atomic::AtomicBoo
              ({} bytes), the most one answer holds; there may be more matches: ask fewer \
              context lines (before, after), or narrow the path, the pattern or glob]",
             s.max_read_bytes
+        )),
+        // With .gitignore filtering on, the walk also stops where its
+        // ignore files ask more work than one search may spend.
+        Some(Cut::WalkEntries) if a_gitignore => Some(format!(
+            "[the search stopped at the bound of its walk: {MAX_WALK_ENTRIES} entries, or the \
+             work the .gitignore and .ignore files ask (their rules, or the checks of entries \
+             against a deep chain of them); what lies past it was not searched: narrow the path]"
         )),
         Some(Cut::WalkEntries) => Some(walk_cut()),
         Some(Cut::PathLength) => Some(long_cut()),
