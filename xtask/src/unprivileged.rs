@@ -98,6 +98,10 @@ const SUITES: &[(&str, &str)] = &[
     // the kernel answers for the user that runs them.
     ("sandgate", "readonly23"),
     ("cli", "readonly23"),
+    // Confined git vets a .git directory by the bytes of its names.
+    ("shellexec", "gitshown23"),
+    // A grep with .gitignore filtering keeps to its work bounds.
+    ("sandgate", "grepwork23"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2
