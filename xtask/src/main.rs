@@ -59,6 +59,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 fn main() -> ExitCode {
+    forget_cargos_package_variables();
     let args: Vec<String> = env::args().skip(1).collect();
     let task = args.first().map(String::as_str).unwrap_or("help");
     let result = match task {
@@ -180,6 +181,35 @@ fn works(program: &str, args: &[&str]) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// Drops the variables cargo ran xtask with for xtask's own package
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, ...). Passed on to the cargo
+/// builds xtask starts, they made those builds differ from any started
+/// elsewhere (from a shell, or by the ffi tests, which build the library
+/// without them): build scripts that watch one (ring's watches
+/// `CARGO_MANIFEST_DIR`) ran again, and what stands on them was compiled
+/// again, a minute of every CI run. Called first, while xtask has one
+/// thread.
+fn forget_cargos_package_variables() {
+    let names: Vec<String> = env::vars_os()
+        .filter_map(|(name, _)| name.into_string().ok())
+        .filter(|name| {
+            [
+                "CARGO_PKG_",
+                "CARGO_MANIFEST_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+            ]
+            .iter()
+            .any(|p| name.starts_with(p))
+                || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"]
+                    .contains(&name.as_str())
+        })
+        .collect();
+    for name in names {
+        env::remove_var(name);
+    }
 }
 
 fn cargo() -> String {

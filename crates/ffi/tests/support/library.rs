@@ -70,6 +70,8 @@ fn build_library(profile_dir: &Path) {
         // scripts that watch them (ring's does) see them changed, and the
         // workspace's next build compiled the TLS stack and everything
         // above it again (57 s of a CI run, and more for the doctests).
+        // A build from a shell has none of them, and xtask drops those
+        // cargo gave it before it builds.
         for (name, _) in std::env::vars_os() {
             let Some(name) = name.to_str() else { continue };
             let cargos_own = [
