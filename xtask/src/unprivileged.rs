@@ -102,6 +102,8 @@ const SUITES: &[(&str, &str)] = &[
     ("shellexec", "gitshown23"),
     // A grep with .gitignore filtering keeps to its work bounds.
     ("sandgate", "grepwork23"),
+    // The floor's judged connect under hand-built addresses and races.
+    ("shellexec", "floorsock24"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2

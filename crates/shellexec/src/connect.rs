@@ -24,8 +24,9 @@
 //! A path is resolved as the command would resolve it: from its working
 //! directory (`/proc/<tid>/cwd`), or from the root when absolute (a
 //! command whose root is not the executor's is refused), with a leading
-//! `/proc/self/` or `/proc/thread-self/` read as the calling thread's
-//! (a relative path that climbs into `/proc` and names `self` is resolved
+//! `/proc/self/` or `/proc/thread-self/` read as the calling thread's, in
+//! every spelling the kernel reads the same (`//proc/self/`,
+//! `/proc/./self//`) (a relative path that climbs into `/proc` and names `self` is resolved
 //! as the executor's, and so finds the executor's descriptors: the place
 //! of what it reaches is judged all the same). The socket file
 //! reached, links followed, is held open (`O_PATH`); its place is the name
@@ -209,10 +210,7 @@ impl SocketRules {
         // `/proc/self` is the caller's, not the executor's (a socket named
         // through a descriptor the command holds).
         let own;
-        let path = match [&b"/proc/self/"[..], b"/proc/thread-self/"]
-            .iter()
-            .find_map(|p| path.strip_prefix(*p))
-        {
+        let path = match callers_proc(path) {
             Some(rest) => {
                 own = [format!("/proc/{tid}/").as_bytes(), rest].concat();
                 &own[..]
@@ -695,9 +693,68 @@ fn listened_by_the_executor(sock: &OwnedFd) -> Result<(), Errno> {
     }
 }
 
+/// What follows `/proc/self/` or `/proc/thread-self/` at the start of an
+/// absolute path, in any spelling the kernel reads the same (`//proc/self/`,
+/// `/./proc//thread-self/`): the part the command means in its own
+/// `/proc`. `None` for any other path (a relative one included: see the
+/// module's notes).
+fn callers_proc(path: &[u8]) -> Option<&[u8]> {
+    if path.first() != Some(&b'/') {
+        return None;
+    }
+    let mut rest = path;
+    let mut names = [&b""[..]; 2];
+    let mut found = 0;
+    while found < 2 {
+        let start = rest.iter().position(|&b| b != b'/')?;
+        rest = &rest[start..];
+        let end = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
+        let name = &rest[..end];
+        rest = &rest[end..];
+        if name != b"." {
+            names[found] = name;
+            found += 1;
+        }
+    }
+    // A separator must follow: `/proc/self` alone is a directory.
+    let ours = names[0] == b"proc" && (names[1] == b"self" || names[1] == b"thread-self");
+    let skip = rest.iter().position(|&b| b != b'/')?;
+    (ours && skip > 0).then(|| &rest[skip..])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `/proc/self/` and `/proc/thread-self/` are the caller's in every
+    /// spelling the kernel reads the same, and nothing else is.
+    #[test]
+    fn the_callers_proc_is_found_in_every_spelling() {
+        let cases: [(&[u8], Option<&[u8]>); 14] = [
+            (b"/proc/self/cwd/s", Some(b"cwd/s")),
+            (b"/proc/thread-self/fd/3", Some(b"fd/3")),
+            (b"//proc/self/cwd/s", Some(b"cwd/s")),
+            (b"/proc//self//cwd/s", Some(b"cwd/s")),
+            (b"/./proc/./self/./cwd", Some(b"./cwd")),
+            (b"///proc/thread-self///x", Some(b"x")),
+            (b"/proc/self", None),
+            (b"/proc/self/", None),
+            (b"/proc/selfish/cwd", None),
+            (b"/proc/1/cwd/s", None),
+            (b"/prod/self/cwd", None),
+            (b"proc/self/cwd/s", None),
+            (b"/proc/../proc/self/cwd", None),
+            (b"/tmp/proc/self/s", None),
+        ];
+        for (path, want) in cases {
+            assert_eq!(
+                callers_proc(path),
+                want,
+                "{}",
+                String::from_utf8_lossy(path)
+            );
+        }
+    }
 
     /// The listener's line is found by its exact name, past a connection
     /// it accepted (same name, no `__SO_ACCEPTCON`), a name that only

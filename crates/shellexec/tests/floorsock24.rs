@@ -215,6 +215,9 @@ os.chdir(w)
 # Through /proc: the caller's working directory and descriptors.
 attempt('proc-cwd-in', lambda: path(b'/proc/self/cwd/in.sock'))
 attempt('proc-cwd-out', lambda: path(b'/proc/thread-self/cwd/../o/s.sock'))
+# The same, spelled with doubled slashes and dot components.
+attempt('proc-spelled-in', lambda: path(b'//proc/./self//cwd/in.sock'))
+attempt('proc-spelled-out', lambda: path(b'/./proc//thread-self/cwd/../o/s.sock'))
 sub = os.open(w + b'/sub', os.O_PATH)
 attempt('fd-dotdot-in', lambda: path(b'/proc/self/fd/%d/../in.sock' % sub))
 attempt('fd-dotdot-out', lambda: path(b'/proc/self/fd/%d/../../o/s.sock' % sub))
@@ -295,12 +298,12 @@ fn floorsock24_hand_built_unix_addresses_reach_only_the_write_root() {
     // Unconfined: every socket named answers.
     let off = prepare(&spec, ConfineMode::Off).unwrap();
     let (got, err) = python(&ex, &off, &script, &args, &w);
-    let expect = |outside: [&str; 9]| {
+    let expect = |outside: [&str; 10]| {
         format!(
             "full108-in pong-long-in\nfull108-out {}\nshort-in pong-in\nshort-out {}\n\
              over-sun EINVAL\nover-storage EINVAL\nnegative EINVAL\nunnamed EINVAL\n\
              abstract {}\nrel-in pong-in\nrel-dotdot {}\nrel-out {}\nproc-cwd-in pong-in\n\
-             proc-cwd-out {}\nfd-dotdot-in pong-in\nfd-dotdot-out {}\npid-cwd-out {}\n\
+             proc-cwd-out {}\nproc-spelled-in pong-in\nproc-spelled-out {}\nfd-dotdot-in pong-in\nfd-dotdot-out {}\npid-cwd-out {}\n\
              dirlink-out {}\nread-root pong-read\n",
             outside[0],
             outside[1],
@@ -311,6 +314,7 @@ fn floorsock24_hand_built_unix_addresses_reach_only_the_write_root() {
             outside[6],
             outside[7],
             outside[8],
+            outside[9],
         )
     };
     assert_eq!(
@@ -319,6 +323,7 @@ fn floorsock24_hand_built_unix_addresses_reach_only_the_write_root() {
             "pong-long-out",
             "pong-short",
             "pong-abstract",
+            "pong-out",
             "pong-out",
             "pong-out",
             "pong-out",
@@ -342,6 +347,7 @@ fn floorsock24_hand_built_unix_addresses_reach_only_the_write_root() {
     let (got, err) = python(&ex, &prepared, &script, &args, &w);
     let mut want = expect([
         "EACCES", "EACCES", "EPERM", "EACCES", "EACCES", "EACCES", "EACCES", "EACCES", "EACCES",
+        "EACCES",
     ]);
     want = want.replace("read-root pong-read", "read-root EACCES");
     assert_eq!(got, want, "on the floor: {err}");
