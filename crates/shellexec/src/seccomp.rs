@@ -42,8 +42,10 @@
 //! -1`). The executor lets through, as scoping would, only what reaches
 //! the command's own processes: a process whose chain of parents in
 //! `/proc` leads to the command's keeper (which adopts the command's
-//! orphans), or a process group with such a member; everything else is
-//! refused (`EPERM`). What it lets through runs as the command made it
+//! orphans), or a process group with such a member; a pid no thread
+//! holds is answered `ESRCH` (let through, it could name a thread the
+//! kernel starts before the call runs); everything else is refused
+//! (`EPERM`). What it lets through runs as the command made it
 //! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`: the target is in the call's
 //! registers, which no other thread can change).
 //!
