@@ -1372,9 +1372,12 @@ pub(crate) fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
 ///
 /// The numbers are the call's registers, which the caller's other threads
 /// cannot change. A process judged here that ended, and whose pid another
-/// process took, before the call ran would be reached: the kernel hands
-/// out pids in turn, so that takes the whole pid range going round in
-/// between.
+/// process took, before the call ran would be reached. The kernel hands
+/// out pids in turn, but a command can bring the counter round
+/// beforehand to just below one of its own pids; the call then races
+/// only that process's end and the start of a new thread or process
+/// elsewhere. Only signalling through a pidfd opened before the judgement
+/// would close it.
 fn judge_signal(data: &SeccompData, keeper: i32) -> (i64, i32, Verdict) {
     let refuse = (0, -libc::EPERM, Verdict::Refused(libc::EPERM));
     let go = (0, 0, Verdict::Continued);
