@@ -42,8 +42,10 @@
 //! -1`). The executor lets through, as scoping would, only what reaches
 //! the command's own processes: a process whose chain of parents in
 //! `/proc` leads to the command's keeper (which adopts the command's
-//! orphans), or a process group with such a member; everything else is
-//! refused (`EPERM`). What it lets through runs as the command made it
+//! orphans), or a process group with such a member; a pid no thread
+//! holds is answered `ESRCH` (let through, it could name a thread the
+//! kernel starts before the call runs); everything else is refused
+//! (`EPERM`). What it lets through runs as the command made it
 //! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`: the target is in the call's
 //! registers, which no other thread can change).
 //!
@@ -1363,14 +1365,19 @@ pub(crate) fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
 /// else is refused (`EPERM`): the executor's process, its children (the
 /// keepers), other processes of the user, every process at once
 /// (`kill(-1)`), a group that does not exist. What it lets through runs
-/// as made (`Continued`); a pid that matches no process runs too, and the
-/// kernel answers `ESRCH`.
+/// as made (`Continued`). A pid that matches no thread is answered
+/// `ESRCH` here, as the kernel would: let through, it could name a thread
+/// or process the kernel starts between the look and the call (the next
+/// pids are easily guessed, and the executor starts threads).
 ///
 /// The numbers are the call's registers, which the caller's other threads
 /// cannot change. A process judged here that ended, and whose pid another
-/// process took, before the call ran would be reached: the kernel hands
-/// out pids in turn, so that takes the whole pid range going round in
-/// between.
+/// process took, before the call ran would be reached. The kernel hands
+/// out pids in turn, but a command can bring the counter round
+/// beforehand to just below one of its own pids; the call then races
+/// only that process's end and the start of a new thread or process
+/// elsewhere. Only signalling through a pidfd opened before the judgement
+/// would close it.
 fn judge_signal(data: &SeccompData, keeper: i32) -> (i64, i32, Verdict) {
     let refuse = (0, -libc::EPERM, Verdict::Refused(libc::EPERM));
     let go = (0, 0, Verdict::Continued);
@@ -1407,7 +1414,13 @@ fn judge_signal(data: &SeccompData, keeper: i32) -> (i64, i32, Verdict) {
         };
     }
     match descends(named, keeper) {
-        Ok(Some(true)) | Ok(None) => go,
+        Ok(Some(true)) => go,
+        // No such thread: answered here, never let through. Between this
+        // look and the call the kernel may hand the number to a new
+        // thread or process (of the executor, which starts threads and
+        // keepers, or of another program of the user), which the call
+        // would then reach.
+        Ok(None) => (0, -libc::ESRCH, Verdict::Refused(libc::ESRCH)),
         Ok(Some(false)) | Err(()) => refuse,
     }
 }
@@ -1461,7 +1474,7 @@ fn group_is_the_commands(group: i32, keeper: i32) -> bool {
 
 /// The parent of the process holding thread `id`, from
 /// `/proc/<id>/status`; `None` when there is no such thread (the call
-/// then answers `ESRCH` itself), `Err` when it cannot be told.
+/// is then answered `ESRCH`), `Err` when it cannot be told.
 fn parent_of(id: i32) -> Result<Option<i32>, ()> {
     let status = match std::fs::read_to_string(format!("/proc/{id}/status")) {
         Ok(s) => s,
