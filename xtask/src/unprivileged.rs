@@ -104,6 +104,9 @@ const SUITES: &[(&str, &str)] = &[
     ("sandgate", "grepwork23"),
     // The floor's judged connect under hand-built addresses and races.
     ("shellexec", "floorsock24"),
+    // The floor's signal judgement: a pid nobody holds yet, the
+    // executor's threads, groups, sessions and a file's owner.
+    ("shellexec", "floorsig24"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2
