@@ -107,6 +107,9 @@ const SUITES: &[(&str, &str)] = &[
     // The floor's signal judgement: a pid nobody holds yet, the
     // executor's threads, groups, sessions and a file's owner.
     ("shellexec", "floorsig24"),
+    // Destinations in every spelling, at the fetch and the proxy.
+    ("fetch", "spell24"),
+    ("proxy", "spell24"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2
