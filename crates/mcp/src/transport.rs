@@ -606,6 +606,31 @@ impl Drop for Unproved {
     }
 }
 
+/// The sessions a `DELETE` is ending now.
+type EndingNow = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
+
+/// A `DELETE`'s claim on the session it ends, until its answer is made
+/// (the SDK has taken the session out of its map by then).
+struct Ending(EndingNow, String);
+
+impl Ending {
+    /// Claims session `id`, unless another `DELETE` is ending it.
+    fn claim(now: &EndingNow, id: &str) -> Option<Ending> {
+        let mut set = now.lock().unwrap_or_else(|p| p.into_inner());
+        set.insert(id.to_owned())
+            .then(|| Ending(Arc::clone(now), id.to_owned()))
+    }
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.1);
+    }
+}
+
 /// A fresh bearer token: 32 bytes from the kernel's random source, as hex.
 fn new_token() -> std::io::Result<String> {
     random_hex::<32>()
@@ -671,10 +696,17 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 /// Whether `req` carries `token` as `Authorization: Bearer …`: the scheme
 /// word in any case (HTTP's schemes are case-insensitive, RFC 9110 §11.1)
-/// and one or more spaces before the token, as RFC 6750 writes it.
+/// and one or more spaces before the token, as RFC 6750 writes it. A
+/// request with more than one `Authorization` header is not: which one a
+/// server reads is its own choice, so the right token beside a wrong one
+/// proves nothing about the request.
 fn authorized<B>(req: &Request<B>, token: &str) -> bool {
-    req.headers()
-        .get(hyper::header::AUTHORIZATION)
+    let mut given = req.headers().get_all(hyper::header::AUTHORIZATION).iter();
+    let (first, second) = (given.next(), given.next());
+    if second.is_some() {
+        return false;
+    }
+    first
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
@@ -683,9 +715,11 @@ fn authorized<B>(req: &Request<B>, token: &str) -> bool {
 
 /// The answer refusing `req` when it carries more than one `Host` header
 /// (400, which RFC 9112 §3.2 asks of a server) or more than one `Origin`
-/// header (403, as a disallowed origin is answered); `None` when it
-/// carries at most one of each.
-fn repeated_host_or_origin<B>(req: &Request<B>) -> Option<Response<BoxBody<Bytes, Infallible>>> {
+/// header (403, as a disallowed origin is answered), a `Host` that is not
+/// a host and port (400), an `Origin` that is not an origin (403), or a
+/// request target naming another host than `Host` (400); `None` when it
+/// is none of these (the SDK then judges what they name).
+fn bad_host_or_origin<B>(req: &Request<B>) -> Option<Response<BoxBody<Bytes, Infallible>>> {
     let many = |name| req.headers().get_all(name).iter().nth(1).is_some();
     if many(hyper::header::HOST) {
         return Some(plain(
@@ -698,6 +732,54 @@ fn repeated_host_or_origin<B>(req: &Request<B>) -> Option<Response<BoxBody<Bytes
             StatusCode::FORBIDDEN,
             "Forbidden: more than one Origin header\n".into(),
         ));
+    }
+    // The SDK reads `Host` and `Origin` as URI authorities and judges
+    // only the host and port they name, so `evil.example@127.0.0.1:PORT`
+    // passed as this server's address, and an `Origin` with a path or a
+    // user in it as its origin: neither is what a client sends (RFC 9112
+    // §3.2, RFC 6454 §6.2), so each is refused, naming what is wrong.
+    let text = |name| {
+        req.headers()
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    if let Some(host) = text(hyper::header::HOST) {
+        if host.contains(['@', '/', '?', '#']) {
+            return Some(plain(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "Bad Request: the Host header {host:?} is not a host and port \
+                     (it holds a user, a path or a query)\n"
+                ),
+            ));
+        }
+    }
+    if let Some(origin) = text(hyper::header::ORIGIN) {
+        let rest = origin.split_once("://").map_or("", |(_, r)| r);
+        if rest.contains(['@', '/', '?', '#']) {
+            return Some(plain(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "Forbidden: the Origin header {origin:?} is not an origin \
+                     (scheme://host:port, without a user, a path or a query)\n"
+                ),
+            ));
+        }
+    }
+    // A request target in absolute form (`POST http://host:port/`) names
+    // the host the request is for, before `Host` (RFC 9112 §3.2.2); the
+    // SDK judges `Host` only, so one naming another host is refused.
+    if let Some(target) = req.uri().authority() {
+        let host = text(hyper::header::HOST).unwrap_or_default();
+        if !target.as_str().eq_ignore_ascii_case(host.trim()) {
+            return Some(plain(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "Bad Request: the request target names {:?}, the Host header {host:?}\n",
+                    target.as_str()
+                ),
+            ));
+        }
     }
     None
 }
@@ -938,6 +1020,7 @@ pub async fn serve_http(
     say!("sandgate: bearer token: {token}");
     let token = Arc::new(token);
     let unproven = Arc::new(Unproven::new(unproven_cap()));
+    let ending: EndingNow = Arc::default();
     loop {
         let (stream, _) = accept_next(async || listener.accept().await).await;
         let (me, closed) = unproven.admit().await;
@@ -946,6 +1029,7 @@ pub async fn serve_http(
         let sessions = Arc::clone(&sessions);
         let opening = Arc::clone(&opening);
         let requests = Arc::clone(&requests);
+        let ending = Arc::clone(&ending);
         tokio::spawn(async move {
             // Dropped last, after the connection: its place is given back
             // once its descriptor is closed.
@@ -958,6 +1042,7 @@ pub async fn serve_http(
                 let sessions = Arc::clone(&sessions);
                 let opening = Arc::clone(&opening);
                 let requests = Arc::clone(&requests);
+                let ending = Arc::clone(&ending);
                 async move {
                     if !authorized(&req, &token) {
                         let mut resp = plain(
@@ -985,7 +1070,7 @@ pub async fn serve_http(
                     // would ride along on a request it serves: refused
                     // here, `Host` as HTTP/1.1 says (400), `Origin` as
                     // the SDK refuses one it does not allow (403).
-                    if let Some(resp) = repeated_host_or_origin(&req) {
+                    if let Some(resp) = bad_host_or_origin(&req) {
                         return Ok(resp);
                     }
                     // The SDK reads an id that is not text as no id (and
@@ -1005,6 +1090,21 @@ pub async fn serve_http(
                     // does not hold 202, as though it ended something.
                     let named = id.and_then(|v| v.to_str().ok()).map(str::to_owned);
                     let method = req.method().clone();
+                    // A `DELETE` claims its session first, so that of two
+                    // at once only one ends it: both found it held before
+                    // either had ended it, and both were answered 2xx. The
+                    // other is answered 404 as for an ended session (it
+                    // is being ended); looked up only after the claim, so
+                    // one that comes once the first is done finds none.
+                    let _ending = match &named {
+                        Some(id) if method == hyper::Method::DELETE => {
+                            match Ending::claim(&ending, id) {
+                                Some(e) => Some(e),
+                                None => return Ok(session_not_found(id)),
+                            }
+                        }
+                        _ => None,
+                    };
                     let held = match &named {
                         Some(id) => sessions.sessions.read().await.contains_key(id.as_str()),
                         None => true,
