@@ -110,6 +110,9 @@ const SUITES: &[(&str, &str)] = &[
     // Destinations in every spelling, at the fetch and the proxy.
     ("fetch", "spell24"),
     ("proxy", "spell24"),
+    // The HTTP transport's token, Host, Origin, framing and sessions
+    // against a hostile local client.
+    ("cli", "mcphttp24"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2
