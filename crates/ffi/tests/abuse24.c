@@ -184,6 +184,12 @@ static void policy_calls(sg_policy *p) {
          "base_dir");
   EXPECT(sg_policy_from_options(S("{}"), S("/"), NULL, &E), SG_E_REQUEST,
          "out");
+  /* NULL with length 0 is the empty string: not a JSON object, and no
+   * directory to resolve against. */
+  EXPECT(sg_policy_from_options(NULL, 0, S("/"), &po, &E), SG_E_POLICY,
+         "JSON");
+  EXPECT(sg_policy_from_options(S("{}"), NULL, 0, &po, &E), SG_E_POLICY,
+         "base directory");
   UNTOUCHED(po);
 
   POISON(b);
@@ -464,6 +470,17 @@ static void sandbox_calls(sg_sandbox *sb) {
   EXPECT(sg_sandbox_grep_found_cancellable(sb, S("x"), NULL, 0, NULL, 0, NULL,
                                            NULL, &E),
          SG_E_REQUEST, "out");
+  /* Counts past the documented caps are refused, not clamped. */
+  EXPECT(sg_sandbox_read_lines(sb, S("f"), 1, 2001, &b, &li, &E), SG_E_REQUEST,
+         "2000");
+  EXPECT(sg_sandbox_read_lines(sb, S("f"), UINT64_MAX, UINT64_MAX, &b, &li,
+                               &E),
+         SG_E_REQUEST, "limit");
+  EXPECT(sg_sandbox_grep(sb, S("x"), NULL, 0, 1001, &b, &E), SG_E_REQUEST,
+         "max_results");
+  EXPECT(sg_sandbox_grep_with(sb, S("x"), NULL, 0, S("{\"max_results\":0}"),
+                              &b, &E),
+         SG_E_REQUEST, "max_results");
   UNTOUCHED(b);
   UNTOUCHED(st);
   UNTOUCHED(li);
