@@ -118,7 +118,9 @@ typedef struct sg_audit_event {
 // recurse without end), `sg_sandbox_close` included, but never free it:
 // the call it reports on is still in progress. A sandbox's callback may be called until `sg_sandbox_free`
 // returns (calls refused after `sg_sandbox_close` are reported too), never
-// after.
+// after. It must return normally: leaving it otherwise (a C++ exception,
+// a `longjmp`, a Rust panic unwinding out of it) crosses the library's
+// frames and is undefined behaviour.
 typedef void (*sg_audit_fn)(void *user_data, const struct sg_audit_event *event);
 
 // What one command did. Free its buffers with `sg_exec_result_free`.
@@ -824,8 +826,12 @@ sg_status sg_policy_parse(const uint8_t *text,
 // # Return value
 //
 // `SG_OK` with `*out` set to a new policy (free it with
-// `sg_policy_free`); `SG_E_POLICY` for refused options; `SG_E_REQUEST`
-// for a NULL or non-UTF-8 argument.
+// `sg_policy_free`); `SG_E_POLICY` for refused options (empty text, NULL
+// with length 0 included, is not a JSON object, and an empty `base_dir`
+// cannot be resolved); `SG_E_REQUEST` for a NULL pointer with a length, a
+// NULL `out` or an argument that is not UTF-8. On every code but `SG_OK`,
+// `*err` is set to a new error object (when `err` is not NULL) and `*out`
+// is left as it was.
 sg_status sg_policy_from_options(const char *options_json,
                                  size_t options_json_len,
                                  const char *base_dir,
@@ -1502,8 +1508,9 @@ sg_status sg_sandbox_read(const struct sg_sandbox *sandbox,
                           struct sg_error **err);
 
 // Reads `limit` lines of `path` from line `offset` (1-based); `offset` 0
-// means 1 and `limit` 0 means the most a range may hold. `content`
-// receives the lines with their endings.
+// means 1 and `limit` 0 means the most a range may hold, 2,000 lines (a
+// larger `limit` is `SG_E_REQUEST`). `content` receives the lines with
+// their endings.
 //
 // # Return value
 //
@@ -1794,7 +1801,8 @@ sg_status sg_sandbox_glob_found_cancellable(const struct sg_sandbox *sandbox,
                                             struct sg_error **err);
 
 // Lines matching the regular expression `pattern` in files below `path`
-// (NULL: the root), at most `max_results` (0: the default of 100), as
+// (NULL: the root), at most `max_results` (0: the default of 100; more
+// than 1,000 is `SG_E_REQUEST`), as
 // JSON: `[{"path","line","text"}]`, a line not answered whole carrying
 // `"line_truncated": true`, and `"text_start"`, the byte offset of `text`
 // in the line, when the line's first match ends past its first 1000
@@ -1827,7 +1835,8 @@ sg_status sg_sandbox_grep(const struct sg_sandbox *sandbox,
 // in `options` (NULL or empty: the defaults): `glob` (only files whose
 // name, or path below `path` when the glob has a `/`, matches),
 // `case_insensitive`, `before`/`after` (context lines, mode `lines` only),
-// `mode` (`"lines"`, `"files"` or `"count"`), `max_results` (default 100)
+// `mode` (`"lines"`, `"files"` or `"count"`), `max_results` (default 100,
+// from 1 to 1,000)
 // and `gitignore` (skip what `.gitignore`/`.ignore` files inside the root
 // exclude). Answers JSON by mode: `lines`,
 // `[{"path","line","text","before":[..],"after":[..]}]` (plus

@@ -22,7 +22,8 @@
 //! - A panic never crosses the boundary: it becomes `SG_E_INTERNAL`. A NULL
 //!   handle or out-pointer is answered with `SG_E_REQUEST`, never a crash.
 //! - Handles are thread-safe: `sg_root`, `sg_sandbox`, `sg_policy`,
-//!   `sg_executor` and `sg_abort` may be used from many threads at once.
+//!   `sg_executor`, `sg_abort` and `sg_fetcher` may be used from many
+//!   threads at once.
 //!   An `sg_sandbox_options` is a builder: use it from one thread at a time.
 //!
 //! Generate the header with `cargo xtask codegen`.

@@ -111,8 +111,12 @@ pub unsafe extern "C" fn sg_policy_parse(
 /// # Return value
 ///
 /// `SG_OK` with `*out` set to a new policy (free it with
-/// `sg_policy_free`); `SG_E_POLICY` for refused options; `SG_E_REQUEST`
-/// for a NULL or non-UTF-8 argument.
+/// `sg_policy_free`); `SG_E_POLICY` for refused options (empty text, NULL
+/// with length 0 included, is not a JSON object, and an empty `base_dir`
+/// cannot be resolved); `SG_E_REQUEST` for a NULL pointer with a length, a
+/// NULL `out` or an argument that is not UTF-8. On every code but `SG_OK`,
+/// `*err` is set to a new error object (when `err` is not NULL) and `*out`
+/// is left as it was.
 #[no_mangle]
 pub unsafe extern "C" fn sg_policy_from_options(
     options_json: *const c_char,

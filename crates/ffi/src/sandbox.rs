@@ -69,7 +69,9 @@ pub struct sg_audit_event {
 /// recurse without end), `sg_sandbox_close` included, but never free it:
 /// the call it reports on is still in progress. A sandbox's callback may be called until `sg_sandbox_free`
 /// returns (calls refused after `sg_sandbox_close` are reported too), never
-/// after.
+/// after. It must return normally: leaving it otherwise (a C++ exception,
+/// a `longjmp`, a Rust panic unwinding out of it) crosses the library's
+/// frames and is undefined behaviour.
 pub type sg_audit_fn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, event: *const sg_audit_event)>;
 
@@ -762,8 +764,9 @@ pub struct sg_lines {
 }
 
 /// Reads `limit` lines of `path` from line `offset` (1-based); `offset` 0
-/// means 1 and `limit` 0 means the most a range may hold. `content`
-/// receives the lines with their endings.
+/// means 1 and `limit` 0 means the most a range may hold, 2,000 lines (a
+/// larger `limit` is `SG_E_REQUEST`). `content` receives the lines with
+/// their endings.
 ///
 /// # Return value
 ///
@@ -1489,7 +1492,8 @@ pub unsafe extern "C" fn sg_sandbox_glob_found_cancellable(
 }
 
 /// Lines matching the regular expression `pattern` in files below `path`
-/// (NULL: the root), at most `max_results` (0: the default of 100), as
+/// (NULL: the root), at most `max_results` (0: the default of 100; more
+/// than 1,000 is `SG_E_REQUEST`), as
 /// JSON: `[{"path","line","text"}]`, a line not answered whole carrying
 /// `"line_truncated": true`, and `"text_start"`, the byte offset of `text`
 /// in the line, when the line's first match ends past its first 1000
@@ -1613,7 +1617,8 @@ fn grep_options(json: Option<&str>) -> Result<facade::search::GrepOptions, Error
 /// in `options` (NULL or empty: the defaults): `glob` (only files whose
 /// name, or path below `path` when the glob has a `/`, matches),
 /// `case_insensitive`, `before`/`after` (context lines, mode `lines` only),
-/// `mode` (`"lines"`, `"files"` or `"count"`), `max_results` (default 100)
+/// `mode` (`"lines"`, `"files"` or `"count"`), `max_results` (default 100,
+/// from 1 to 1,000)
 /// and `gitignore` (skip what `.gitignore`/`.ignore` files inside the root
 /// exclude). Answers JSON by mode: `lines`,
 /// `[{"path","line","text","before":[..],"after":[..]}]` (plus

@@ -245,7 +245,7 @@ fn cabi22_an_exec_refused_at_the_boundary_is_audited() {
             usize,
             u64,
             *mut c_void,
-            *mut [u8; 256],
+            *mut [u64; 32],
             Err,
         ) -> Status = sym(lib, "sg_executor_exec");
         let executor_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_executor_free");
@@ -254,7 +254,7 @@ fn cabi22_an_exec_refused_at_the_boundary_is_audited() {
         let mut ex: *mut c_void = std::ptr::null_mut();
         assert_eq!(executor_new(p, &mut ex, null), 0);
         assert_eq!(set_audit(ex, Some(on_audit_into), user, null), 0);
-        let mut out = [0u8; 256];
+        let mut out = [0u64; 32];
         let bad = b"tru\xffe";
         // A command that is not UTF-8.
         let st = exec(
@@ -639,13 +639,13 @@ struct Reenter {
         usize,
         u64,
         *mut c_void,
-        *mut [u8; 256],
+        *mut [u64; 32],
         *mut *mut c_void,
     ) -> Status,
     set_audit:
         unsafe extern "C" fn(*mut c_void, Option<AuditFn>, *mut c_void, *mut *mut c_void) -> Status,
     dispose: unsafe extern "C" fn(*mut c_void, *mut *mut c_void) -> Status,
-    result_free: unsafe extern "C" fn(*mut [u8; 256]),
+    result_free: unsafe extern "C" fn(*mut [u64; 32]),
     executor: *mut c_void,
     depth: std::sync::atomic::AtomicUsize,
     heard: Heard,
@@ -666,7 +666,7 @@ unsafe extern "C" fn on_audit_reenter(user: *mut c_void, e: *const AuditEvent) {
         return;
     }
     let null: *mut *mut c_void = std::ptr::null_mut();
-    let mut out = [0u8; 256];
+    let mut out = [0u64; 32];
     // SAFETY: the signatures of include/sandgate.h; the executor is live.
     unsafe {
         let st = (r.exec)(
@@ -724,7 +724,7 @@ fn cabi22_an_executor_callback_may_call_back_into_its_executor() {
                 (r.set_audit)(ex, Some(on_audit_reenter), user, std::ptr::null_mut()),
                 0
             );
-            let mut out = [0u8; 256];
+            let mut out = [0u64; 32];
             let st = (r.exec)(
                 ex,
                 b"echo outer".as_ptr(),
@@ -844,7 +844,7 @@ fn cabi22_an_empty_audit_path_points_to_memory() {
             usize,
             u64,
             *mut c_void,
-            *mut [u8; 256],
+            *mut [u64; 32],
             Err,
         ) -> Status = sym(lib, "sg_executor_exec");
         let executor_free: unsafe extern "C" fn(*mut c_void) = sym(lib, "sg_executor_free");
@@ -856,7 +856,7 @@ fn cabi22_an_empty_audit_path_points_to_memory() {
             set_audit(ex, Some(on_audit_path), std::ptr::null_mut(), null),
             0
         );
-        let mut out = [0u8; 256];
+        let mut out = [0u64; 32];
         // Refused (exec is not enabled) in the root: an empty path.
         let st = exec(
             ex,
