@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toml::de::DeTable;
 use toml::Spanned;
 
-use crate::error::{PolicyErrorKind, Problem};
+use crate::error::{PolicyErrorKind, Problem, MAX_PROBLEMS};
 use crate::{shape, Confine, SecurityMode};
 
 /// Default `fs.max_read_bytes`: 10 MiB.
@@ -129,10 +129,6 @@ pub(crate) struct Decoded {
     pub(crate) problems: Vec<Problem>,
 }
 
-fn line_of(text: &str, at: usize) -> usize {
-    text.get(..at).map_or(0, |t| t.matches('\n').count())
-}
-
 /// The dotted key a parse error at `span` concerns: for a duplicate, the
 /// earlier definition of the same name nearest before it; otherwise the
 /// key-value whose value holds the error or whose key is on its line.
@@ -146,7 +142,8 @@ fn blame(
     if duplicate {
         let raw = text.get(span.clone()).unwrap_or("");
         let name = key_name(raw);
-        let name = name.as_str();
+        let name = shape::segment(&name);
+        let name = name.as_ref();
         let named = |path: &String| path == name || path.ends_with(&format!(".{name}"));
         let nearest = before
             .filter(|(p, _, _)| named(p))
@@ -158,9 +155,15 @@ fn blame(
                 .map(|(p, _, _)| p.clone())
         });
     }
-    let line = line_of(text, span.start);
+    // A key that starts at or after the start of the error's line, and
+    // not after the error, is on its line (one look at the text, not one
+    // per key: a file can hold a hundred thousand keys).
+    let line_start = text
+        .get(..span.start)
+        .and_then(|t| t.rfind('\n'))
+        .map_or(0, |i| i + 1);
     before
-        .filter(|(_, k, v)| span.start <= v.end || line_of(text, k.start) == line)
+        .filter(|(_, k, v)| span.start <= v.end || k.start >= line_start)
         .max_by_key(|(_, k, _)| k.start)
         .map(|(p, _, _)| p.clone())
 }
@@ -191,7 +194,16 @@ pub(crate) fn decode(text: &str) -> Result<Decoded, Vec<Problem>> {
     let keys = shape::keys(&doc);
     let mut problems = Vec::new();
     let mut syntax = false;
+    // Past the first few, a parse error is only counted: naming its key
+    // means a look through every key and the text before it, and a file
+    // can hold a parse error for nearly each of its bytes.
+    let mut omitted = 0;
     for err in &errors {
+        if problems.len() == MAX_PROBLEMS {
+            syntax |= !err.message().starts_with("duplicate key");
+            omitted += 1;
+            continue;
+        }
         let at = err.span().unwrap_or(0..0);
         let message = err.message().trim_end();
         if message.starts_with("duplicate key") {
@@ -211,6 +223,9 @@ pub(crate) fn decode(text: &str) -> Result<Decoded, Vec<Problem>> {
                 Some(at),
             ));
         }
+    }
+    if omitted > 0 {
+        problems.push(Problem::more(PolicyErrorKind::Syntax, omitted));
     }
     // After a syntax error the parser's recovery is a guess: report what
     // it found and decode nothing more.

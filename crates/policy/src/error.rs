@@ -51,6 +51,16 @@ pub enum PolicyErrorKind {
     NetEntryRefused,
 }
 
+/// The most problems a [`PolicyError`] lists; past them one last problem
+/// says how many more were found. A file of a megabyte can hold a million
+/// mistakes (a line of `}`), and each shown with its line would take
+/// memory the host does not have.
+pub const MAX_PROBLEMS: usize = 50;
+
+/// The most characters of a line a [`Location`] shows: a longer line is
+/// shown as an excerpt around the problem, cut where marked `…`.
+pub const MAX_SHOWN_LINE: usize = 160;
+
 /// Where in the policy file a problem sits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Location {
@@ -58,6 +68,8 @@ pub struct Location {
     column: usize,
     span: Range<usize>,
     source_line: String,
+    /// Characters of `source_line` before the caret.
+    caret_at: usize,
     caret_len: usize,
 }
 
@@ -65,7 +77,8 @@ impl Location {
     /// Locates the byte range `span` of `text`: 1-based line and column (in
     /// characters), the line's text and how many characters of it the span
     /// covers (at least one; a span running over the line's end is cut
-    /// there).
+    /// there). A line over [`MAX_SHOWN_LINE`] characters is kept as an
+    /// excerpt that starts a little before the span.
     fn of(text: &str, span: Range<usize>) -> Location {
         let start = floor_char(text, span.start.min(text.len()));
         let end = floor_char(text, span.end.clamp(start, text.len()));
@@ -73,13 +86,15 @@ impl Location {
         let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
         let source_line = text[line_start..line_end].trim_end_matches('\r');
         let column = text[line_start..start].chars().count() + 1;
-        let covered = text[start..end.min(line_end)].chars().count();
+        let covered = text[start..end.min(line_end)].chars().count().max(1);
+        let (source_line, caret_at, caret_len) = excerpt(source_line, column - 1, covered);
         Location {
             line: text[..start].matches('\n').count() + 1,
             column,
             span: start..end,
-            source_line: source_line.to_owned(),
-            caret_len: covered.max(1),
+            source_line,
+            caret_at,
+            caret_len,
         }
     }
 
@@ -99,7 +114,9 @@ impl Location {
     }
 
     /// The text of the line, without its line break; empty for a problem
-    /// in a `[[net.credentials]]` entry.
+    /// in a `[[net.credentials]]` entry. A line over [`MAX_SHOWN_LINE`]
+    /// characters is an excerpt of at most that many around the problem,
+    /// with `…` where it was cut.
     pub fn source_line(&self) -> &str {
         &self.source_line
     }
@@ -113,6 +130,36 @@ impl Location {
         self.source_line.clear();
         self.caret_len = 0;
     }
+}
+
+/// `line`, or for a long one the excerpt of at most [`MAX_SHOWN_LINE`]
+/// characters shown in its place, with where the caret starts in it and how
+/// many characters it covers (`at` and `len` count characters of `line`).
+fn excerpt(line: &str, at: usize, len: usize) -> (String, usize, usize) {
+    let total = line.chars().count();
+    if total <= MAX_SHOWN_LINE {
+        return (line.to_owned(), at, len);
+    }
+    // Some context before the problem, the rest after it; `…` marks a cut
+    // (one character of the budget on each side that is cut).
+    let before = 40.min(at);
+    let from = at - before;
+    let mut room = MAX_SHOWN_LINE - usize::from(from > 0);
+    let cut_end = from + room < total;
+    if cut_end {
+        room -= 1;
+    }
+    let mut shown = String::new();
+    if from > 0 {
+        shown.push('…');
+    }
+    shown.extend(line.chars().skip(from).take(room));
+    if cut_end {
+        shown.push('…');
+    }
+    let caret_at = before + usize::from(from > 0);
+    let caret_len = len.min(room - before).max(1);
+    (shown, caret_at, caret_len)
 }
 
 fn floor_char(text: &str, mut at: usize) -> usize {
@@ -131,9 +178,31 @@ pub struct Problem {
     message: String,
     span: Option<Range<usize>>,
     location: Option<Location>,
+    /// For the last problem of a list cut at [`MAX_PROBLEMS`]: how many
+    /// were left out (it stands for them all).
+    more: usize,
 }
 
 impl Problem {
+    /// The problem that stands for `count` problems left out, the first of
+    /// them of `kind`.
+    #[cold]
+    pub(crate) fn more(kind: PolicyErrorKind, count: usize) -> Problem {
+        Problem {
+            more: count,
+            ..Problem::new(
+                kind,
+                None,
+                format!(
+                    "{count} more problem{} found and not shown; correct the ones above and \
+                     check the file again",
+                    if count == 1 { " was" } else { "s were" }
+                ),
+                None,
+            )
+        }
+    }
+
     #[cold]
     pub(crate) fn new(
         kind: PolicyErrorKind,
@@ -147,6 +216,7 @@ impl Problem {
             message: message.into(),
             span,
             location: None,
+            more: 0,
         }
     }
 
@@ -177,6 +247,29 @@ impl Problem {
             None => format!("policy: {}", self.message),
         }
     }
+}
+
+/// Keeps the first [`MAX_PROBLEMS`] of `problems`, and in place of the
+/// rest one that says how many they were (counting those an earlier cut
+/// already stood for).
+pub(crate) fn cut(problems: &mut Vec<Problem>) {
+    let marked: usize = problems.iter().map(|p| p.more).sum();
+    if marked == 0 && problems.len() <= MAX_PROBLEMS {
+        return;
+    }
+    let marker_kind = problems.iter().find(|p| p.more > 0).map(|p| p.kind);
+    let mut kept: Vec<Problem> = problems.drain(..).filter(|p| p.more == 0).collect();
+    let dropped = kept.split_off(kept.len().min(MAX_PROBLEMS));
+    let omitted = marked + dropped.len();
+    if omitted > 0 {
+        let kind = dropped
+            .first()
+            .map(|p| p.kind)
+            .or(marker_kind)
+            .unwrap_or(PolicyErrorKind::Syntax);
+        kept.push(Problem::more(kind, omitted));
+    }
+    *problems = kept;
 }
 
 /// A policy file refused at load, with every independent problem found in
@@ -233,7 +326,26 @@ impl PolicyError {
     #[cold]
     pub(crate) fn found(mut problems: Vec<Problem>, text: &str) -> Self {
         debug_assert!(!problems.is_empty());
+        // The parser keeps one of a duplicated key's definitions, the
+        // later one for a table header: what the later passes say of that
+        // key (a wrong type, a missing root) judges a value the file may
+        // not mean, so the duplicate alone is reported there.
+        let duplicated: Vec<String> = problems
+            .iter()
+            .filter(|p| p.kind == PolicyErrorKind::DuplicateKey)
+            .filter_map(|p| p.key.clone())
+            .collect();
+        problems.retain(|p| {
+            p.kind == PolicyErrorKind::DuplicateKey
+                || !p.key.as_deref().is_some_and(|k| {
+                    duplicated.iter().any(|d| {
+                        k.strip_prefix(d.as_str())
+                            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+                    })
+                })
+        });
         problems.sort_by_key(|p| p.span.as_ref().map_or(usize::MAX, |s| s.start));
+        cut(&mut problems);
         for p in &mut problems {
             p.location = p.span.clone().map(|s| Location::of(text, s));
             let credential = p.key.as_deref().is_some_and(|k| {
@@ -347,7 +459,7 @@ impl fmt::Display for PolicyError {
             write!(
                 f,
                 "\n{pad} |\n{number} | {shown}\n{pad} | {}{}",
-                " ".repeat(at.column - 1),
+                " ".repeat(at.caret_at),
                 "^".repeat(at.caret_len)
             )?;
         }

@@ -152,9 +152,36 @@ pub(crate) fn did_you_mean<'k>(word: &str, known: &[&'k str]) -> Option<&'k str>
         .map(|(_, k)| k)
 }
 
+/// A key as it is named in a dotted path: bare when TOML would take it
+/// bare, else quoted as a TOML basic string (`"fs.write_root"`, `""`,
+/// `"a\nb"`), so that a quoted key holding a dot is never shown as the
+/// known key it spells, and one holding a line break, a terminal control
+/// or a bidirectional override cannot redraw the refusal that names it.
+pub(crate) fn segment(key: &str) -> std::borrow::Cow<'_, str> {
+    let bare = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !key.is_empty() && key.chars().all(bare) {
+        return std::borrow::Cow::Borrowed(key);
+    }
+    let mut out = String::with_capacity(key.len() + 2);
+    out.push('"');
+    for c in key.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if sandgate_codes::terminal_unsafe(c) => {
+                out.push_str(&format!("\\u{:04X}", u32::from(c)))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    std::borrow::Cow::Owned(out)
+}
+
 fn join(prefix: &str, key: &str) -> String {
+    let key = segment(key);
     if prefix.is_empty() {
-        key.to_owned()
+        key.into_owned()
     } else {
         format!("{prefix}.{key}")
     }
