@@ -189,6 +189,10 @@ fn key_name(raw: &str) -> String {
 /// Parses and decodes `text`. `Err` when the file cannot be decoded at all
 /// (a syntax error), with every parse problem found.
 pub(crate) fn decode(text: &str) -> Result<Decoded, Vec<Problem>> {
+    // Before the parser, which recurses once per level (see `depth`).
+    if let Some(problem) = crate::depth::check(text) {
+        return Err(vec![problem]);
+    }
     let (doc, errors) = DeTable::parse_recoverable(text);
     let (span, mut doc) = (doc.span(), doc.into_inner());
     let keys = shape::keys(&doc);

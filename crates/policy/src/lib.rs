@@ -75,6 +75,7 @@
 #![deny(missing_docs)]
 
 mod decode;
+mod depth;
 mod error;
 mod gate;
 mod net;
@@ -97,6 +98,7 @@ pub use decode::{
     DEFAULT_MAX_WRITE_BYTES, DEFAULT_SHELL, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_CPU_MS,
     MIN_MEMORY_BYTES, MIN_TASKS,
 };
+pub use depth::MAX_DEPTH;
 pub use error::{Location, PolicyError, PolicyErrorKind, Problem, MAX_PROBLEMS, MAX_SHOWN_LINE};
 pub use net::{CredentialScheme, CredentialSource, NetCredential, NetRequestRule, RuleAction};
 pub use options::{
