@@ -7,7 +7,7 @@
 //!
 //! The shared library is loaded with `dlopen`, as a C host loads it.
 
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::{c_void, CString};
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,32 +16,18 @@ use std::time::{Duration, Instant};
 
 use facade::ErrorCode;
 
+#[path = "support/cabi.rs"]
+mod cabi;
 #[path = "support/library.rs"]
 mod library;
 
-type Status = u32;
+use cabi::{sym, AuditEvent, AuditFn, Status};
+
 type Handle = *mut c_void;
 type Err = *mut *mut c_void;
 type Bytes = [usize; 2];
 
 const OK: Status = 0;
-
-#[repr(C)]
-struct AuditEvent {
-    op: *const c_char,
-    path: *const c_char,
-    path_len: usize,
-    size: u64,
-    has_size: bool,
-    outcome: Status,
-    time_sec: i64,
-    time_nsec: u32,
-    has_exit_code: bool,
-    exit_code: i32,
-    limit: *const c_char,
-}
-
-type AuditFn = unsafe extern "C" fn(*mut c_void, *const AuditEvent);
 
 fn code(c: ErrorCode) -> Status {
     c.value()
@@ -103,17 +89,6 @@ struct Lib {
 unsafe impl Send for Lib {}
 // SAFETY: as above.
 unsafe impl Sync for Lib {}
-
-/// The library's function `name`, as type `T` (a function pointer).
-unsafe fn sym<T: Copy>(lib: *mut c_void, name: &str) -> T {
-    let c = CString::new(name).unwrap();
-    // SAFETY: `lib` is a live handle from dlopen.
-    let p = unsafe { libc::dlsym(lib, c.as_ptr()) };
-    assert!(!p.is_null(), "{name} is not exported");
-    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
-    // SAFETY: the caller names the function's true type.
-    unsafe { std::mem::transmute_copy(&p) }
-}
 
 fn lib() -> Lib {
     let path = CString::new(library::library().to_str().unwrap()).unwrap();
@@ -441,6 +416,19 @@ struct Blocking {
     close_status: Mutex<Option<Status>>,
 }
 
+impl Blocking {
+    /// No sandbox yet; a `block` event waits unless `released`.
+    fn new(lib: Lib, released: bool) -> Blocking {
+        Blocking {
+            lib,
+            sandbox: Mutex::new(Shared(std::ptr::null_mut())),
+            entered: AtomicBool::new(false),
+            release: AtomicBool::new(released),
+            close_status: Mutex::new(None),
+        }
+    }
+}
+
 unsafe extern "C" fn on_block(user: *mut c_void, e: *const AuditEvent) {
     // SAFETY: `user` is the test's `Blocking`, alive for the whole test;
     // the event and its path are valid for the call.
@@ -474,13 +462,7 @@ fn abuse24_a_blocked_callback_holds_up_neither_other_threads_nor_close() {
     let l = lib();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a"), "content").unwrap();
-    let b = Blocking {
-        lib: l,
-        sandbox: Mutex::new(Shared(std::ptr::null_mut())),
-        entered: AtomicBool::new(false),
-        release: AtomicBool::new(false),
-        close_status: Mutex::new(None),
-    };
+    let b = Blocking::new(l, false);
     let user = std::ptr::from_ref(&b).cast_mut().cast::<c_void>();
     // SAFETY: the contracts of include/sandgate.h.
     unsafe {
@@ -521,13 +503,7 @@ fn abuse24_a_callback_may_close_the_sandbox_it_reports_on() {
     let l = lib();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("close"), "last").unwrap();
-    let b = Blocking {
-        lib: l,
-        sandbox: Mutex::new(Shared(std::ptr::null_mut())),
-        entered: AtomicBool::new(false),
-        release: AtomicBool::new(true),
-        close_status: Mutex::new(None),
-    };
+    let b = Blocking::new(l, true);
     let user = std::ptr::from_ref(&b).cast_mut().cast::<c_void>();
     // SAFETY: the contracts of include/sandgate.h.
     unsafe {
