@@ -11,19 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 mod http_support;
-use http_support::{start_http, Killed};
-
-/// A policy with one read and write root, in a fresh directory.
-fn policy_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    fs::create_dir(dir.path().join("ws")).unwrap();
-    fs::write(
-        dir.path().join("policy.toml"),
-        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
-    )
-    .unwrap();
-    dir
-}
+use http_support::{policy_dir, start_http, Killed};
 
 /// The resident memory of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
