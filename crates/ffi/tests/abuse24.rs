@@ -165,6 +165,25 @@ impl Lib {
         }
     }
 
+    /// The policy `text` parsed with `base` as its directory; it must
+    /// parse.
+    unsafe fn policy(&self, text: &str, base: &str) -> Handle {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: the contracts of include/sandgate.h.
+        let st = unsafe {
+            (self.policy_parse)(
+                text.as_ptr(),
+                text.len(),
+                base.as_ptr(),
+                base.len(),
+                &mut p,
+                NULL_ERR,
+            )
+        };
+        assert_eq!(st, OK, "the policy does not parse: {text}");
+        p
+    }
+
     /// Reads `name`, answering the status and, on success, the content.
     unsafe fn read(&self, sb: Handle, name: &str) -> (Status, Vec<u8>) {
         let mut out: Bytes = [0, 0];
@@ -528,18 +547,7 @@ fn abuse24_what_a_policy_made_outlives_it_on_many_threads() {
     // SAFETY: the contracts of include/sandgate.h; every handle is freed
     // once, after the threads using it were joined.
     unsafe {
-        let mut p = std::ptr::null_mut();
-        assert_eq!(
-            (l.policy_parse)(
-                text.as_ptr(),
-                text.len(),
-                base.as_ptr(),
-                base.len(),
-                &mut p,
-                NULL_ERR
-            ),
-            OK
-        );
+        let p = l.policy(text, base);
         let mut options = Vec::new();
         for _ in 0..4 {
             let mut o = std::ptr::null_mut();
@@ -609,18 +617,7 @@ fn abuse24_dispose_on_one_thread_ends_the_commands_of_others() {
     // SAFETY: the contracts of include/sandgate.h; the executor is freed
     // once every thread using it was joined.
     unsafe {
-        let mut p = std::ptr::null_mut();
-        assert_eq!(
-            (l.policy_parse)(
-                text.as_ptr(),
-                text.len(),
-                base.as_ptr(),
-                base.len(),
-                &mut p,
-                NULL_ERR
-            ),
-            OK
-        );
+        let p = l.policy(text, base);
         let mut ex = std::ptr::null_mut();
         assert_eq!((l.executor_new)(p, &mut ex, NULL_ERR), OK);
         (l.policy_free)(p);
