@@ -282,16 +282,19 @@ impl Threads {
 }
 
 /// A process of the same user, started here (outside every command),
-/// that appends each signal it catches to `flag`.
+/// that appends each signal it catches to `flag`, in a [`tempdir`] of
+/// its own (removed after the process is ended).
 struct Sibling {
     child: std::process::Child,
     flag: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl Sibling {
-    fn start(dir: &Path) -> Sibling {
-        let flag = dir.join("sibling-caught");
-        let ready = dir.join("sibling-ready");
+    fn start() -> Sibling {
+        let dir = tempdir();
+        let flag = dir.path().join("sibling-caught");
+        let ready = dir.path().join("sibling-ready");
         let script = "import os, signal, sys, time\n\
             flag = sys.argv[1]\n\
             def caught(n, f):\n\
@@ -315,7 +318,11 @@ impl Sibling {
             );
             thread::sleep(Duration::from_millis(10));
         }
-        Sibling { child, flag }
+        Sibling {
+            child,
+            flag,
+            _dir: dir,
+        }
     }
 
     fn pid(&self) -> i32 {
@@ -472,8 +479,7 @@ fn floorsig24_every_call_by_number_misses_the_executor_its_threads_keeper_and_si
         return;
     }
     watch();
-    let dir = tempdir();
-    let mut sibling = Sibling::start(dir.path());
+    let mut sibling = Sibling::start();
     let threads = Threads::start(3);
     let host = std::process::id() as i32;
     let mut targets = vec![
@@ -723,8 +729,7 @@ fn floorsig24_groups_sessions_and_everyone_stay_out_of_reach() {
         return;
     }
     watch();
-    let dir = tempdir();
-    let mut sibling = Sibling::start(dir.path());
+    let mut sibling = Sibling::start();
     let pgid = rustix::process::getpgrp().as_raw_nonzero().get();
     let sid = rustix::process::getsid(None)
         .unwrap()
@@ -874,8 +879,7 @@ fn floorsig24_a_files_owner_is_the_commands_or_nobody() {
         return;
     }
     watch();
-    let dir = tempdir();
-    let mut sibling = Sibling::start(dir.path());
+    let mut sibling = Sibling::start();
     let host = std::process::id();
     let pgid = rustix::process::getpgrp().as_raw_nonzero().get();
     let cfg = format!(
