@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 mod http_support;
-use http_support::{policy_dir, start_http, Killed};
+use http_support::{policy_dir, session_id, start_http, Killed};
 
 /// The resident memory of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
@@ -267,14 +267,7 @@ fn mcpgone22_an_exec_out_of_descriptors_is_answered() {
     };
     send(&mut c, &initialize(), None);
     let out = read_until(&mut c, "\"id\":1,\"result\"", 20);
-    let sid = out
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_owned())
-        })
-        .unwrap_or_else(|| panic!("no session id in {out}"));
+    let sid = session_id(&out);
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
     send(&mut c, &note, Some(&sid));
     let out = read_until(&mut c, "202 Accepted", 20);

@@ -115,6 +115,18 @@ pub fn policy_dir() -> tempfile::TempDir {
     dir
 }
 
+/// The `Mcp-Session-Id` an answer's head (the first in `out`) names.
+pub fn session_id(out: &str) -> String {
+    let head = out.split_once("\r\n\r\n").map_or(out, |(h, _)| h);
+    head.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id in {out}"))
+}
+
 /// Opens and initializes an HTTP session with `auth` (the whole
 /// `Authorization` value): its id.
 pub fn http_session(port: u16, auth: &str) -> String {
@@ -124,15 +136,7 @@ pub fn http_session(port: u16, auth: &str) -> String {
     .to_string();
     let (status, out) = http(port, "POST", &[("Authorization", auth)], &body);
     assert_eq!(status, 200, "{out}");
-    let head = out.split_once("\r\n\r\n").map_or(out.as_str(), |(h, _)| h);
-    let id = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_owned())
-        })
-        .unwrap_or_else(|| panic!("no session id in {out}"));
+    let id = session_id(&out);
     let note =
         serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
     let (status, out) = http(
