@@ -14,7 +14,7 @@ use sandgate_netguard::{Mode, NetEntry, Rules};
 use sandgate_proxy::{Protocol, Proxy, ProxyConfig};
 
 mod support;
-use support::{exchange, server, socks, wait_until, Server};
+use support::{exchange, serve, server, socks, wait_until, Server};
 
 fn proxy(allow: &[String], tune: impl FnOnce(&mut ProxyConfig)) -> (Proxy, SocketAddr) {
     let allow = allow.iter().map(|a| NetEntry::parse(a).unwrap()).collect();
@@ -186,27 +186,14 @@ fn stop_ends_every_connection() {
 
 /// A server that speaks first (`220 ready`), then keeps what it receives.
 fn greeter() -> Server {
-    let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let (h, g) = (Arc::clone(&hits), Arc::clone(&got));
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            h.fetch_add(1, Ordering::SeqCst);
-            let g = Arc::clone(&g);
-            std::thread::spawn(move || {
-                let _ = conn.write_all(b"220 ready\r\n");
-                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-                let mut chunk = [0u8; 4096];
-                while let Ok(n @ 1..) = conn.read(&mut chunk) {
-                    g.lock().unwrap().extend_from_slice(&chunk[..n]);
-                }
-            });
+    serve("127.0.0.2", |mut conn, got| {
+        let _ = conn.write_all(b"220 ready\r\n");
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut chunk = [0u8; 4096];
+        while let Ok(n @ 1..) = conn.read(&mut chunk) {
+            got.lock().unwrap().extend_from_slice(&chunk[..n]);
         }
-    });
-    Server { addr, hits, got }
+    })
 }
 
 /// The first flight of a TLS client naming `name`.

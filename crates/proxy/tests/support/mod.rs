@@ -333,8 +333,33 @@ impl Server {
     }
 }
 
-/// A [`Server`] listening on `ip`, port chosen by the kernel.
+/// A [`Server`] listening on `ip`, port chosen by the kernel, that
+/// answers each request head with `ok`.
 pub fn server(ip: &str) -> Server {
+    serve(ip, |mut conn, got| {
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut chunk = [0u8; 4096];
+        let mut mine = Vec::new();
+        loop {
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    got.lock().unwrap().extend_from_slice(&chunk[..n]);
+                    mine.extend_from_slice(&chunk[..n]);
+                    if mine.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+                        mine.clear();
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// A [`Server`] listening on `ip`, port chosen by the kernel: each
+/// connection it accepts is counted, then handed to `each` on a thread of
+/// its own with the buffer that keeps what the server received.
+pub fn serve(ip: &str, each: fn(TcpStream, &Mutex<Vec<u8>>)) -> Server {
     let listener = TcpListener::bind((ip, 0)).unwrap();
     let addr = listener.local_addr().unwrap();
     let hits = Arc::new(AtomicUsize::new(0));
@@ -342,28 +367,10 @@ pub fn server(ip: &str) -> Server {
     let (h, g) = (Arc::clone(&hits), Arc::clone(&got));
     std::thread::spawn(move || {
         for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
+            let Ok(conn) = conn else { continue };
             h.fetch_add(1, Ordering::SeqCst);
             let g = Arc::clone(&g);
-            std::thread::spawn(move || {
-                let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-                let mut chunk = [0u8; 4096];
-                let mut mine = Vec::new();
-                loop {
-                    match conn.read(&mut chunk) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            g.lock().unwrap().extend_from_slice(&chunk[..n]);
-                            mine.extend_from_slice(&chunk[..n]);
-                            if mine.windows(4).any(|w| w == b"\r\n\r\n") {
-                                let _ = conn
-                                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
-                                mine.clear();
-                            }
-                        }
-                    }
-                }
-            });
+            std::thread::spawn(move || each(conn, &g));
         }
     });
     Server { addr, hits, got }
