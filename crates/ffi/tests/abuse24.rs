@@ -184,6 +184,25 @@ impl Lib {
         p
     }
 
+    /// Runs `cmd` on executor `ex` (no working directory, no timeout of its
+    /// own, no abort signal, no error object) into `r`: the status.
+    unsafe fn exec(&self, ex: Handle, cmd: &[u8], r: &mut [u64; 32]) -> Status {
+        // SAFETY: the contracts of include/sandgate.h.
+        unsafe {
+            (self.executor_exec)(
+                ex,
+                cmd.as_ptr(),
+                cmd.len(),
+                std::ptr::null(),
+                0,
+                0,
+                std::ptr::null_mut(),
+                r,
+                NULL_ERR,
+            )
+        }
+    }
+
     /// Reads `name`, answering the status and, on success, the content.
     unsafe fn read(&self, sb: Handle, name: &str) -> (Status, Vec<u8>) {
         let mut out: Bytes = [0, 0];
@@ -573,17 +592,7 @@ fn abuse24_what_a_policy_made_outlives_it_on_many_threads() {
                     // The executor and fetcher, shared: refused as the policy
                     // grants neither, never a crash.
                     let mut r = [0u64; 32];
-                    let st = (l.executor_exec)(
-                        ex.0,
-                        b"true".as_ptr(),
-                        4,
-                        std::ptr::null(),
-                        0,
-                        0,
-                        std::ptr::null_mut(),
-                        &mut r,
-                        NULL_ERR,
-                    );
+                    let st = l.exec(ex.0, b"true", &mut r);
                     assert_eq!(st, code(ErrorCode::Denied));
                     let req = br#"{"url":"https://example.com/"}"#;
                     let mut answer: Bytes = [0, 0];
@@ -671,17 +680,7 @@ fn abuse24_dispose_on_one_thread_ends_the_commands_of_others() {
         );
         // A later command starts a new session.
         let mut r = [0u64; 32];
-        let st = (l.executor_exec)(
-            ex.0,
-            b"echo again".as_ptr(),
-            10,
-            std::ptr::null(),
-            0,
-            0,
-            std::ptr::null_mut(),
-            &mut r,
-            NULL_ERR,
-        );
+        let st = l.exec(ex.0, b"echo again", &mut r);
         assert_eq!(st, OK);
         assert_eq!(r[0] as u32 as i32, 0);
         (l.exec_result_free)(&mut r);
@@ -722,17 +721,7 @@ fn abuse24_dispose_on_one_thread_ends_the_commands_of_others() {
         let fds = open_fds();
         for _ in 0..5 {
             let mut r = [0u64; 32];
-            let st = (l.executor_exec)(
-                ex.0,
-                b"true".as_ptr(),
-                4,
-                std::ptr::null(),
-                0,
-                0,
-                std::ptr::null_mut(),
-                &mut r,
-                NULL_ERR,
-            );
+            let st = l.exec(ex.0, b"true", &mut r);
             assert_eq!(st, OK);
             (l.exec_result_free)(&mut r);
             assert_eq!((l.executor_dispose)(ex.0, NULL_ERR), OK);
