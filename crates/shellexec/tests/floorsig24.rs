@@ -78,7 +78,8 @@ fn hits(sig: i32) -> usize {
 /// The floors where the executor judges signals: Landlock at ABI 5 (the
 /// kernel's, at most 5) and no Landlock at all (the seccomp floor alone);
 /// empty, with a note, where it cannot (no Landlock or python3 here, or
-/// no seccomp user notification).
+/// no seccomp user notification). Where there are floors, this process
+/// counts the signals that arrive ([`watch`]) from here on.
 fn judged_floors(name: &str) -> Vec<Prepared> {
     if !Path::new(PYTHON).exists() {
         eprintln!("note: {name}: no python3 here; skipped");
@@ -108,6 +109,7 @@ fn judged_floors(name: &str) -> Vec<Prepared> {
         }
         out.push(prepared);
     }
+    watch();
     out
 }
 
@@ -478,7 +480,6 @@ fn floorsig24_every_call_by_number_misses_the_executor_its_threads_keeper_and_si
     if floors.is_empty() {
         return;
     }
-    watch();
     let mut sibling = Sibling::start();
     let threads = Threads::start(3);
     let host = std::process::id() as i32;
@@ -636,7 +637,6 @@ fn floorsig24_a_pid_nobody_holds_yet_is_not_let_through() {
     if floors.is_empty() {
         return;
     }
-    watch();
     let ex = floor_executor(Duration::from_secs(60));
     let script = format!("{PRELUDE}\n{NEXT_PIDS}");
     let cfg = format!("{{\"nr\": {}, \"secs\": 4}}", numbers());
@@ -728,7 +728,6 @@ fn floorsig24_groups_sessions_and_everyone_stay_out_of_reach() {
     if floors.is_empty() {
         return;
     }
-    watch();
     let mut sibling = Sibling::start();
     let pgid = rustix::process::getpgrp().as_raw_nonzero().get();
     let sid = rustix::process::getsid(None)
@@ -878,7 +877,6 @@ fn floorsig24_a_files_owner_is_the_commands_or_nobody() {
     if floors.is_empty() {
         return;
     }
-    watch();
     let mut sibling = Sibling::start();
     let host = std::process::id();
     let pgid = rustix::process::getpgrp().as_raw_nonzero().get();
