@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 mod http_support;
-use http_support::{start_http_with, Killed};
+use http_support::{session_id, start_http_with, Killed};
 
 /// `sandgate mcp --http 127.0.0.1:0` on `dir`'s policy, its descriptor
 /// limit set to `nofile`: the child, its port and its token.
@@ -95,14 +95,7 @@ fn initialize() -> String {
 fn session(c: &mut TcpStream, port: u16, token: &str) -> String {
     send(c, port, token, &initialize(), None);
     let out = read_until(c, "\"id\":1,\"result\"", 20);
-    let sid = out
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_owned())
-        })
-        .unwrap_or_else(|| panic!("no session id in {out}"));
+    let sid = session_id(&out);
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
     send(c, port, token, &note, Some(&sid));
     let out = read_until(c, "202 Accepted", 20);

@@ -11,19 +11,7 @@ use rustix::process::Signal;
 use serde_json::{json, Value};
 
 mod http_support;
-use http_support::{start_http, Killed};
-
-/// A policy with one read and write root, in a fresh directory.
-fn policy_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    fs::create_dir(dir.path().join("ws")).unwrap();
-    fs::write(
-        dir.path().join("policy.toml"),
-        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
-    )
-    .unwrap();
-    dir
-}
+use http_support::{http_session, policy_dir, start_http, Killed};
 
 /// Waits (up to `secs`) until `cond` holds; answers whether it did.
 fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
@@ -43,33 +31,6 @@ fn http(port: u16, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, 
     let (status, out) = http_support::http(port, method, headers, body);
     let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
     (status, head.to_owned(), body.to_owned())
-}
-
-/// Opens and initializes an HTTP session: its id.
-fn http_session(port: u16, auth: &str) -> String {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"}}})
-    .to_string();
-    let (status, head, out) = http(port, "POST", &[("Authorization", auth)], &body);
-    assert_eq!(status, 200, "{head}\n{out}");
-    let id = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_owned())
-        })
-        .unwrap_or_else(|| panic!("no session id in {head}"));
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
-    let (status, head, _) = http(
-        port,
-        "POST",
-        &[("Authorization", auth), ("Mcp-Session-Id", &id)],
-        &note,
-    );
-    assert_eq!(status, 202, "{head}");
-    id
 }
 
 /// Asserts that an answer is the 404 refusing session `id`: a JSON-RPC

@@ -11,19 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 mod http_support;
-use http_support::{start_http, Killed};
-
-/// A policy with one read and write root, in a fresh directory.
-fn policy_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    fs::create_dir(dir.path().join("ws")).unwrap();
-    fs::write(
-        dir.path().join("policy.toml"),
-        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
-    )
-    .unwrap();
-    dir
-}
+use http_support::{policy_dir, session_id, start_http, Killed};
 
 /// The resident memory of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
@@ -279,14 +267,7 @@ fn mcpgone22_an_exec_out_of_descriptors_is_answered() {
     };
     send(&mut c, &initialize(), None);
     let out = read_until(&mut c, "\"id\":1,\"result\"", 20);
-    let sid = out
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_owned())
-        })
-        .unwrap_or_else(|| panic!("no session id in {out}"));
+    let sid = session_id(&out);
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
     send(&mut c, &note, Some(&sid));
     let out = read_until(&mut c, "202 Accepted", 20);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 mod http_support;
-use http_support::{http, send_http, start_http, start_http_with, Killed};
+use http_support::{http, http_session, send_http, start_http, start_http_with, Killed};
 
 /// A policy granting `exec` (a long timeout, so only a cancel ends a
 /// command early) in a fresh directory.
@@ -71,34 +71,6 @@ fn start_http_idle(dir: &Path, idle: Option<u64>) -> (Killed, u16, String) {
     (Killed(child), port, token)
 }
 
-/// Opens and initializes an HTTP session: its id.
-fn http_session(port: u16, token: &str) -> String {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"}}})
-    .to_string();
-    let auth = format!("Bearer {token}");
-    let (status, out) = http(port, "POST", &[("Authorization", &auth)], &body);
-    assert_eq!(status, 200, "{out}");
-    let id = out
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_owned())
-        })
-        .unwrap_or_else(|| panic!("no session id in {out}"));
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
-    let (status, out) = http(
-        port,
-        "POST",
-        &[("Authorization", &auth), ("Mcp-Session-Id", &id)],
-        &note,
-    );
-    assert_eq!(status, 202, "{out}");
-    id
-}
-
 /// Starts `exec` of `sleep TOKEN` in session `id` over HTTP and waits for
 /// the command to run: the connection its answer would come on.
 fn http_exec(port: u16, auth: &str, id: &str, token: &str) -> TcpStream {
@@ -124,7 +96,7 @@ fn mcphttp20_an_http_session_deleted_mid_exec_ends_its_command() {
     let dir = exec_dir();
     let (_server, port, token) = start_http(dir.path());
     let auth = format!("Bearer {token}");
-    let id = http_session(port, &token);
+    let id = http_session(port, &auth);
     let tok = sleep_token(1);
     let _call = http_exec(port, &auth, &id, &tok);
     let (status, out) = http(
@@ -552,7 +524,7 @@ fn mcphttp20_an_http_stream_dropped_mid_exec_is_resumed_with_its_answer() {
     let dir = exec_dir();
     let (_server, port, token) = start_http(dir.path());
     let auth = format!("Bearer {token}");
-    let id = http_session(port, &token);
+    let id = http_session(port, &auth);
     // A sleep of 3 s no other process runs, found by its argument.
     let tok = format!("3.{}4", std::process::id());
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
@@ -606,7 +578,7 @@ fn mcphttp20_an_http_exec_longer_than_the_idle_time_is_answered() {
     let dir = exec_dir();
     let (_server, port, token) = start_http_idle(dir.path(), Some(IDLE));
     let auth = format!("Bearer {token}");
-    let id = http_session(port, &token);
+    let id = http_session(port, &auth);
     let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "exec", "arguments": {"command": format!("sleep {}; echo done", 3 * IDLE)}}})
     .to_string();
@@ -632,7 +604,7 @@ fn mcphttp20_an_idle_http_session_is_still_closed() {
     let dir = exec_dir();
     let (_server, port, token) = start_http_idle(dir.path(), Some(IDLE));
     let auth = format!("Bearer {token}");
-    let id = http_session(port, &token);
+    let id = http_session(port, &auth);
     let ping = |n: u64| {
         http(
             port,

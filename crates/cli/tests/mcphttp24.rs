@@ -14,19 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 mod http_support;
-use http_support::{http, rest_of, start_http};
-
-/// A policy with one read and write root, `ws`, in a fresh directory.
-fn policy_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    fs::create_dir(dir.path().join("ws")).unwrap();
-    fs::write(
-        dir.path().join("policy.toml"),
-        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
-    )
-    .unwrap();
-    dir
-}
+use http_support::{http, http_session, policy_dir, rest_of, start_http};
 
 /// The head and the body of a raw answer.
 fn split(out: &str) -> (&str, &str) {
@@ -44,28 +32,6 @@ fn header<'a>(out: &'a str, name: &str) -> Option<&'a str> {
         let (k, v) = l.split_once(':')?;
         k.eq_ignore_ascii_case(name).then(|| v.trim())
     })
-}
-
-/// Opens and initializes an HTTP session with `auth`: its id.
-fn session(port: u16, auth: &str) -> String {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"}}})
-    .to_string();
-    let (status, out) = http(port, "POST", &[("Authorization", auth)], &body);
-    assert_eq!(status, 200, "{out}");
-    let id = header(&out, "mcp-session-id")
-        .unwrap_or_else(|| panic!("no session id in {out}"))
-        .to_owned();
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
-    let (status, out) = http(
-        port,
-        "POST",
-        &[("Authorization", auth), ("Mcp-Session-Id", &id)],
-        &note,
-    );
-    assert_eq!(status, 202, "{out}");
-    id
 }
 
 /// A `tools/call` of `write_file`, making `path` hold `content`.
@@ -135,7 +101,7 @@ fn mcphttp24_the_token_in_any_other_spelling_is_401_and_runs_nothing() {
     let dir = policy_dir();
     let (_server, port, token) = start_http(dir.path());
     let auth = format!("Bearer {token}");
-    let id = session(port, &auth);
+    let id = http_session(port, &auth);
     let host = format!("Host: 127.0.0.1:{port}");
     let sid = format!("Mcp-Session-Id: {id}");
     let mut last = token.clone();
@@ -252,7 +218,7 @@ fn mcphttp24_a_forged_host_or_origin_runs_no_tool() {
     let dir = policy_dir();
     let (_server, port, token) = start_http(dir.path());
     let auth = format!("Bearer {token}");
-    let id = session(port, &auth);
+    let id = http_session(port, &auth);
     let p = port;
     let ours = format!("Host: 127.0.0.1:{p}");
     // (what, request line, head lines, expected status)
@@ -383,7 +349,7 @@ fn mcphttp24_of_deletes_at_once_exactly_one_ends_the_session() {
     let (_server, port, token) = start_http(dir.path());
     let auth = format!("Bearer {token}");
     for round in 0..3 {
-        let id = session(port, &auth);
+        let id = http_session(port, &auth);
         let head = format!(
             "DELETE / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: {auth}\r\n\
              Mcp-Session-Id: {id}\r\nContent-Length: 1\r\nConnection: close\r\n\r\n"
@@ -415,7 +381,7 @@ fn mcphttp24_of_deletes_at_once_exactly_one_ends_the_session() {
             assert!(split(a).1.contains(&id), "round {round}: {a}");
         }
     }
-    let id = session(port, &auth);
+    let id = http_session(port, &auth);
     assert_serving(port, &auth, &id);
 }
 
@@ -449,8 +415,8 @@ fn mcphttp24_one_sessions_answers_never_reach_another() {
     fs::write(dir.path().join("ws/b.txt"), "secret-of-b\n").unwrap();
     let (_server, port, token) = start_http(dir.path());
     let auth = format!("Bearer {token}");
-    let a = session(port, &auth);
-    let b = session(port, &auth);
+    let a = http_session(port, &auth);
+    let b = http_session(port, &auth);
     assert_ne!(a, b);
     let get = |id: &str, last: Option<&str>| {
         let mut req = format!(
@@ -548,7 +514,7 @@ fn mcphttp24_framing_tricks_are_refused_and_run_nothing() {
     let dir = policy_dir();
     let (_server, port, token) = start_http(dir.path());
     let auth = format!("Bearer {token}");
-    let id = session(port, &auth);
+    let id = http_session(port, &auth);
     let host = format!("Host: 127.0.0.1:{port}");
     let auth_l = format!("Authorization: {auth}");
     let sid = format!("Mcp-Session-Id: {id}");

@@ -7,7 +7,7 @@
 //!
 //! The shared library is loaded with `dlopen`, as a C host loads it.
 
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::{c_void, CString};
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,32 +16,18 @@ use std::time::{Duration, Instant};
 
 use facade::ErrorCode;
 
+#[path = "support/cabi.rs"]
+mod cabi;
 #[path = "support/library.rs"]
 mod library;
 
-type Status = u32;
+use cabi::{sym, AuditEvent, AuditFn, Status};
+
 type Handle = *mut c_void;
 type Err = *mut *mut c_void;
 type Bytes = [usize; 2];
 
 const OK: Status = 0;
-
-#[repr(C)]
-struct AuditEvent {
-    op: *const c_char,
-    path: *const c_char,
-    path_len: usize,
-    size: u64,
-    has_size: bool,
-    outcome: Status,
-    time_sec: i64,
-    time_nsec: u32,
-    has_exit_code: bool,
-    exit_code: i32,
-    limit: *const c_char,
-}
-
-type AuditFn = unsafe extern "C" fn(*mut c_void, *const AuditEvent);
 
 fn code(c: ErrorCode) -> Status {
     c.value()
@@ -103,17 +89,6 @@ struct Lib {
 unsafe impl Send for Lib {}
 // SAFETY: as above.
 unsafe impl Sync for Lib {}
-
-/// The library's function `name`, as type `T` (a function pointer).
-unsafe fn sym<T: Copy>(lib: *mut c_void, name: &str) -> T {
-    let c = CString::new(name).unwrap();
-    // SAFETY: `lib` is a live handle from dlopen.
-    let p = unsafe { libc::dlsym(lib, c.as_ptr()) };
-    assert!(!p.is_null(), "{name} is not exported");
-    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
-    // SAFETY: the caller names the function's true type.
-    unsafe { std::mem::transmute_copy(&p) }
-}
 
 fn lib() -> Lib {
     let path = CString::new(library::library().to_str().unwrap()).unwrap();
@@ -187,6 +162,44 @@ impl Lib {
             assert_eq!((self.sandbox_new)(o, &mut sb, NULL_ERR), OK);
             (self.options_free)(o);
             sb
+        }
+    }
+
+    /// The policy `text` parsed with `base` as its directory; it must
+    /// parse.
+    unsafe fn policy(&self, text: &str, base: &str) -> Handle {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: the contracts of include/sandgate.h.
+        let st = unsafe {
+            (self.policy_parse)(
+                text.as_ptr(),
+                text.len(),
+                base.as_ptr(),
+                base.len(),
+                &mut p,
+                NULL_ERR,
+            )
+        };
+        assert_eq!(st, OK, "the policy does not parse: {text}");
+        p
+    }
+
+    /// Runs `cmd` on executor `ex` (no working directory, no timeout of its
+    /// own, no abort signal, no error object) into `r`: the status.
+    unsafe fn exec(&self, ex: Handle, cmd: &[u8], r: &mut [u64; 32]) -> Status {
+        // SAFETY: the contracts of include/sandgate.h.
+        unsafe {
+            (self.executor_exec)(
+                ex,
+                cmd.as_ptr(),
+                cmd.len(),
+                std::ptr::null(),
+                0,
+                0,
+                std::ptr::null_mut(),
+                r,
+                NULL_ERR,
+            )
         }
     }
 
@@ -441,6 +454,19 @@ struct Blocking {
     close_status: Mutex<Option<Status>>,
 }
 
+impl Blocking {
+    /// No sandbox yet; a `block` event waits unless `released`.
+    fn new(lib: Lib, released: bool) -> Blocking {
+        Blocking {
+            lib,
+            sandbox: Mutex::new(Shared(std::ptr::null_mut())),
+            entered: AtomicBool::new(false),
+            release: AtomicBool::new(released),
+            close_status: Mutex::new(None),
+        }
+    }
+}
+
 unsafe extern "C" fn on_block(user: *mut c_void, e: *const AuditEvent) {
     // SAFETY: `user` is the test's `Blocking`, alive for the whole test;
     // the event and its path are valid for the call.
@@ -474,13 +500,7 @@ fn abuse24_a_blocked_callback_holds_up_neither_other_threads_nor_close() {
     let l = lib();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a"), "content").unwrap();
-    let b = Blocking {
-        lib: l,
-        sandbox: Mutex::new(Shared(std::ptr::null_mut())),
-        entered: AtomicBool::new(false),
-        release: AtomicBool::new(false),
-        close_status: Mutex::new(None),
-    };
+    let b = Blocking::new(l, false);
     let user = std::ptr::from_ref(&b).cast_mut().cast::<c_void>();
     // SAFETY: the contracts of include/sandgate.h.
     unsafe {
@@ -521,13 +541,7 @@ fn abuse24_a_callback_may_close_the_sandbox_it_reports_on() {
     let l = lib();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("close"), "last").unwrap();
-    let b = Blocking {
-        lib: l,
-        sandbox: Mutex::new(Shared(std::ptr::null_mut())),
-        entered: AtomicBool::new(false),
-        release: AtomicBool::new(true),
-        close_status: Mutex::new(None),
-    };
+    let b = Blocking::new(l, true);
     let user = std::ptr::from_ref(&b).cast_mut().cast::<c_void>();
     // SAFETY: the contracts of include/sandgate.h.
     unsafe {
@@ -552,18 +566,7 @@ fn abuse24_what_a_policy_made_outlives_it_on_many_threads() {
     // SAFETY: the contracts of include/sandgate.h; every handle is freed
     // once, after the threads using it were joined.
     unsafe {
-        let mut p = std::ptr::null_mut();
-        assert_eq!(
-            (l.policy_parse)(
-                text.as_ptr(),
-                text.len(),
-                base.as_ptr(),
-                base.len(),
-                &mut p,
-                NULL_ERR
-            ),
-            OK
-        );
+        let p = l.policy(text, base);
         let mut options = Vec::new();
         for _ in 0..4 {
             let mut o = std::ptr::null_mut();
@@ -589,17 +592,7 @@ fn abuse24_what_a_policy_made_outlives_it_on_many_threads() {
                     // The executor and fetcher, shared: refused as the policy
                     // grants neither, never a crash.
                     let mut r = [0u64; 32];
-                    let st = (l.executor_exec)(
-                        ex.0,
-                        b"true".as_ptr(),
-                        4,
-                        std::ptr::null(),
-                        0,
-                        0,
-                        std::ptr::null_mut(),
-                        &mut r,
-                        NULL_ERR,
-                    );
+                    let st = l.exec(ex.0, b"true", &mut r);
                     assert_eq!(st, code(ErrorCode::Denied));
                     let req = br#"{"url":"https://example.com/"}"#;
                     let mut answer: Bytes = [0, 0];
@@ -633,18 +626,7 @@ fn abuse24_dispose_on_one_thread_ends_the_commands_of_others() {
     // SAFETY: the contracts of include/sandgate.h; the executor is freed
     // once every thread using it was joined.
     unsafe {
-        let mut p = std::ptr::null_mut();
-        assert_eq!(
-            (l.policy_parse)(
-                text.as_ptr(),
-                text.len(),
-                base.as_ptr(),
-                base.len(),
-                &mut p,
-                NULL_ERR
-            ),
-            OK
-        );
+        let p = l.policy(text, base);
         let mut ex = std::ptr::null_mut();
         assert_eq!((l.executor_new)(p, &mut ex, NULL_ERR), OK);
         (l.policy_free)(p);
@@ -698,17 +680,7 @@ fn abuse24_dispose_on_one_thread_ends_the_commands_of_others() {
         );
         // A later command starts a new session.
         let mut r = [0u64; 32];
-        let st = (l.executor_exec)(
-            ex.0,
-            b"echo again".as_ptr(),
-            10,
-            std::ptr::null(),
-            0,
-            0,
-            std::ptr::null_mut(),
-            &mut r,
-            NULL_ERR,
-        );
+        let st = l.exec(ex.0, b"echo again", &mut r);
         assert_eq!(st, OK);
         assert_eq!(r[0] as u32 as i32, 0);
         (l.exec_result_free)(&mut r);
@@ -749,17 +721,7 @@ fn abuse24_dispose_on_one_thread_ends_the_commands_of_others() {
         let fds = open_fds();
         for _ in 0..5 {
             let mut r = [0u64; 32];
-            let st = (l.executor_exec)(
-                ex.0,
-                b"true".as_ptr(),
-                4,
-                std::ptr::null(),
-                0,
-                0,
-                std::ptr::null_mut(),
-                &mut r,
-                NULL_ERR,
-            );
+            let st = l.exec(ex.0, b"true", &mut r);
             assert_eq!(st, OK);
             (l.exec_result_free)(&mut r);
             assert_eq!((l.executor_dispose)(ex.0, NULL_ERR), OK);

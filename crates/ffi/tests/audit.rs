@@ -11,27 +11,12 @@ use std::sync::Mutex;
 
 use facade::ErrorCode;
 
+#[path = "support/cabi.rs"]
+mod cabi;
 #[path = "support/library.rs"]
 mod library;
 
-type Status = u32;
-
-#[repr(C)]
-struct AuditEvent {
-    op: *const c_char,
-    path: *const c_char,
-    path_len: usize,
-    size: u64,
-    has_size: bool,
-    outcome: Status,
-    time_sec: i64,
-    time_nsec: u32,
-    has_exit_code: bool,
-    exit_code: i32,
-    limit: *const c_char,
-}
-
-type AuditFn = unsafe extern "C" fn(*mut c_void, *const AuditEvent);
+use cabi::{sym, AuditEvent, AuditFn, Status};
 
 /// What the callback heard: op, path, outcome.
 static HEARD: Mutex<Vec<(String, String, Status)>> = Mutex::new(Vec::new());
@@ -52,17 +37,6 @@ unsafe extern "C" fn on_audit(_user: *mut c_void, e: *const AuditEvent) {
         .expect("an audit event's path is UTF-8")
         .to_owned();
     HEARD.lock().unwrap().push((op, path, e.outcome));
-}
-
-/// The library's function `name`, as type `T` (a function pointer).
-unsafe fn sym<T: Copy>(lib: *mut c_void, name: &str) -> T {
-    let c = CString::new(name).unwrap();
-    // SAFETY: `lib` is a live handle from dlopen.
-    let p = unsafe { libc::dlsym(lib, c.as_ptr()) };
-    assert!(!p.is_null(), "{name} is not exported");
-    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
-    // SAFETY: the caller names the function's true type.
-    unsafe { std::mem::transmute_copy(&p) }
 }
 
 #[test]

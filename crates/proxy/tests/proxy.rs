@@ -13,48 +13,8 @@ use std::time::{Duration, Instant};
 use sandgate_netguard::{Mode, NetEntry, Rules};
 use sandgate_proxy::{Protocol, Proxy, ProxyConfig};
 
-/// A host loopback server that keeps every byte it received and answers
-/// each request head with a small response.
-struct Server {
-    addr: SocketAddr,
-    hits: Arc<AtomicUsize>,
-    got: Arc<Mutex<Vec<u8>>>,
-}
-
-fn server(ip: &str) -> Server {
-    let listener = TcpListener::bind((ip, 0)).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let (h, g) = (Arc::clone(&hits), Arc::clone(&got));
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            h.fetch_add(1, Ordering::SeqCst);
-            let g = Arc::clone(&g);
-            std::thread::spawn(move || {
-                let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-                let mut chunk = [0u8; 4096];
-                let mut mine = Vec::new();
-                loop {
-                    match conn.read(&mut chunk) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            g.lock().unwrap().extend_from_slice(&chunk[..n]);
-                            mine.extend_from_slice(&chunk[..n]);
-                            if mine.windows(4).any(|w| w == b"\r\n\r\n") {
-                                let _ = conn
-                                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
-                                mine.clear();
-                            }
-                        }
-                    }
-                }
-            });
-        }
-    });
-    Server { addr, hits, got }
-}
+mod support;
+use support::{exchange, serve, server, socks, wait_until, Server};
 
 fn proxy(allow: &[String], tune: impl FnOnce(&mut ProxyConfig)) -> (Proxy, SocketAddr) {
     let allow = allow.iter().map(|a| NetEntry::parse(a).unwrap()).collect();
@@ -64,24 +24,6 @@ fn proxy(allow: &[String], tune: impl FnOnce(&mut ProxyConfig)) -> (Proxy, Socke
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = p.serve(l.into()).unwrap();
     (p, addr)
-}
-
-/// Sends `bytes` and reads until the proxy closes (or 10 s pass).
-fn exchange(proxy: SocketAddr, bytes: &[u8]) -> String {
-    let mut s = TcpStream::connect(proxy).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(bytes).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ok() {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]
@@ -244,27 +186,14 @@ fn stop_ends_every_connection() {
 
 /// A server that speaks first (`220 ready`), then keeps what it receives.
 fn greeter() -> Server {
-    let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let (h, g) = (Arc::clone(&hits), Arc::clone(&got));
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            h.fetch_add(1, Ordering::SeqCst);
-            let g = Arc::clone(&g);
-            std::thread::spawn(move || {
-                let _ = conn.write_all(b"220 ready\r\n");
-                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-                let mut chunk = [0u8; 4096];
-                while let Ok(n @ 1..) = conn.read(&mut chunk) {
-                    g.lock().unwrap().extend_from_slice(&chunk[..n]);
-                }
-            });
+    serve("127.0.0.2", |mut conn, got| {
+        let _ = conn.write_all(b"220 ready\r\n");
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut chunk = [0u8; 4096];
+        while let Ok(n @ 1..) = conn.read(&mut chunk) {
+            got.lock().unwrap().extend_from_slice(&chunk[..n]);
         }
-    });
-    Server { addr, hits, got }
+    })
 }
 
 /// The first flight of a TLS client naming `name`.
@@ -750,27 +679,6 @@ fn local_public_v4() -> Option<std::net::IpAddr> {
         .ok()?;
     let ip = s.local_addr().ok()?.ip();
     (sandgate_netguard::classify(ip) == sandgate_netguard::AddrClass::Public).then_some(ip)
-}
-
-/// A SOCKS5 `CONNECT` (no authentication) to `atyp`/`addr`:`port`;
-/// answers the reply code and the stream.
-fn socks(proxy: SocketAddr, atyp: u8, addr: &[u8], port: u16) -> (u8, TcpStream) {
-    let mut s = TcpStream::connect(proxy).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(&[5, 1, 0]).unwrap();
-    let mut hello = [0u8; 2];
-    s.read_exact(&mut hello).unwrap();
-    assert_eq!(hello, [5, 0]);
-    let mut req = vec![5, 1, 0, atyp];
-    if atyp == 3 {
-        req.push(addr.len() as u8);
-    }
-    req.extend_from_slice(addr);
-    req.extend_from_slice(&port.to_be_bytes());
-    s.write_all(&req).unwrap();
-    let mut reply = [0u8; 10];
-    s.read_exact(&mut reply).unwrap();
-    (reply[1], s)
 }
 
 /// SOCKS5 with remote resolution: the proxy resolves the name once per

@@ -11,65 +11,14 @@
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sandgate_netguard::{Mode, NetEntry, Rules};
 use sandgate_proxy::{Proxy, ProxyConfig};
 
-/// A loopback server that keeps every byte it got and answers each
-/// request head with `ok`.
-struct Server {
-    addr: SocketAddr,
-    hits: Arc<AtomicUsize>,
-    got: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Server {
-    fn hits(&self) -> usize {
-        self.hits.load(Ordering::SeqCst)
-    }
-
-    fn got(&self) -> String {
-        String::from_utf8_lossy(&self.got.lock().unwrap()).into_owned()
-    }
-}
-
-fn server(ip: &str) -> Server {
-    let listener = TcpListener::bind((ip, 0)).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let (h, g) = (Arc::clone(&hits), Arc::clone(&got));
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            h.fetch_add(1, Ordering::SeqCst);
-            let g = Arc::clone(&g);
-            std::thread::spawn(move || {
-                let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-                let mut chunk = [0u8; 4096];
-                let mut mine = Vec::new();
-                loop {
-                    match conn.read(&mut chunk) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            g.lock().unwrap().extend_from_slice(&chunk[..n]);
-                            mine.extend_from_slice(&chunk[..n]);
-                            if mine.windows(4).any(|w| w == b"\r\n\r\n") {
-                                let _ = conn
-                                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
-                                mine.clear();
-                            }
-                        }
-                    }
-                }
-            });
-        }
-    });
-    Server { addr, hits, got }
-}
+mod support;
+use support::{exchange, server, socks, wait_until};
 
 /// The proxy granting `127.0.0.2:PORT` and `granted.example:PORT` in
 /// restricted mode with `allow_http`; its resolver answers 127.0.0.2 for
@@ -101,47 +50,11 @@ fn proxy(port: u16) -> (Proxy, SocketAddr, Arc<Mutex<Vec<String>>>) {
     (p, addr, asked)
 }
 
-/// Sends `bytes` and reads until the proxy closes (or 10 s pass).
-fn exchange(proxy: SocketAddr, bytes: &[u8]) -> String {
-    let mut s = TcpStream::connect(proxy).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(bytes).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// A SOCKS5 `CONNECT` (no authentication) to `atyp`/`addr`:`port`;
-/// answers the reply code and the stream.
-fn socks(proxy: SocketAddr, atyp: u8, addr: &[u8], port: u16) -> (u8, TcpStream) {
-    let mut s = TcpStream::connect(proxy).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(&[5, 1, 0]).unwrap();
-    let mut hello = [0u8; 2];
-    s.read_exact(&mut hello).unwrap();
-    assert_eq!(hello, [5, 0]);
-    let mut req = vec![5, 1, 0, atyp];
-    if atyp == 3 {
-        req.push(u8::try_from(addr.len()).unwrap());
-    }
-    req.extend_from_slice(addr);
-    req.extend_from_slice(&port.to_be_bytes());
-    s.write_all(&req).unwrap();
-    let mut reply = [0u8; 10];
-    s.read_exact(&mut reply).unwrap();
-    (reply[1], s)
-}
-
-fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ok() {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Every refused record of the audit dialled nothing.
-fn assert_nothing_dialled(p: &Proxy) {
+/// No name was looked up (`asked`, from [`proxy`], is empty) and every
+/// refused record of the audit dialled nothing.
+fn assert_nothing_looked_up_or_dialled(p: &Proxy, asked: &Mutex<Vec<String>>) {
+    let names = asked.lock().unwrap().clone();
+    assert!(names.is_empty(), "{names:?}");
     wait_until("the connections ended", || p.active() == 0);
     for r in p.audit() {
         if !r.allowed {
@@ -210,12 +123,7 @@ fn spell24_connect_authorities_spelled_another_way_reach_nothing() {
         );
     }
     assert_eq!(s.hits(), 0);
-    assert!(
-        asked.lock().unwrap().is_empty(),
-        "{:?}",
-        asked.lock().unwrap()
-    );
-    assert_nothing_dialled(&p);
+    assert_nothing_looked_up_or_dialled(&p, &asked);
     // The granted name in upper case is that name: looked up (as the name,
     // lower case), then refused for the loopback address it resolved to.
     let answer = exchange(
@@ -332,12 +240,7 @@ fn spell24_an_absolute_form_request_goes_where_its_url_says_not_its_host_header(
         );
     }
     assert_eq!(s.hits(), hits);
-    assert!(
-        asked.lock().unwrap().is_empty(),
-        "{:?}",
-        asked.lock().unwrap()
-    );
-    assert_nothing_dialled(&p);
+    assert_nothing_looked_up_or_dialled(&p, &asked);
     p.stop();
 }
 
@@ -412,12 +315,7 @@ fn spell24_socks5_names_and_addresses_spelled_another_way_reach_nothing() {
         assert_eq!(code, 2, "{atyp} {} :{port}", host.escape_ascii());
     }
     assert_eq!(s.hits(), 0);
-    assert!(
-        asked.lock().unwrap().is_empty(),
-        "{:?}",
-        asked.lock().unwrap()
-    );
-    assert_nothing_dialled(&p);
+    assert_nothing_looked_up_or_dialled(&p, &asked);
     for (atyp, host) in [(1u8, vec![127, 0, 0, 2]), (3, b"127.0.0.2".to_vec())] {
         let (code, mut c) = socks(addr, atyp, &host, p_);
         assert_eq!(code, 0, "{atyp} {}", host.escape_ascii());

@@ -16,6 +16,9 @@ use std::time::Duration;
 use sandgate_shellexec::confine::{kernel_abi, ConfineMode, ConfineSpec};
 use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
 
+mod floor_support;
+use floor_support::floor_executor;
+
 extern "C" fn on_alarm(_: libc::c_int) {}
 
 fn storm() {
@@ -120,20 +123,7 @@ fn eintr21_a_judged_connect_that_waits_is_not_interrupted_by_the_hosts_signals()
         eprintln!("no seccomp user notification here; skipped");
         return;
     }
-    let ex = LocalShellExecutor::new(ExecConfig {
-        shell: PathBuf::from("/bin/sh"),
-        default_timeout: Duration::from_secs(20),
-        max_output_bytes: 1 << 20,
-        env_inherit: Vec::new(),
-        confine_mode: ConfineMode::BestEffort,
-        confine: ConfineSpec::default(),
-        limits: Default::default(),
-        grace: Duration::from_millis(500),
-        host_env: Some(vec![("PATH".into(), "/usr/bin:/bin".into())]),
-        namespaces: false,
-        protected: None,
-    });
-    ex.start().unwrap();
+    let ex = floor_executor(Duration::from_secs(20));
     storm();
 
     let sock = dir.join("full.sock");

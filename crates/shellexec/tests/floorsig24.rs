@@ -33,13 +33,10 @@ use std::time::{Duration, Instant};
 use sandgate_shellexec::confine::{
     kernel_abi, prepare, prepare_with_abi, ConfineMode, ConfineSpec, Prepared,
 };
-use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
+use sandgate_shellexec::exec::{ExecOptions, LocalShellExecutor};
 
-const PYTHON: &str = "/usr/bin/python3";
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod floor_support;
+use floor_support::{floor_executor, text, PYTHON};
 
 /// Signals that arrived at this process (the executor), by number.
 static HITS: [AtomicUsize; 65] = [const { AtomicUsize::new(0) }; 65];
@@ -78,32 +75,11 @@ fn hits(sig: i32) -> usize {
     HITS[sig as usize].load(Ordering::SeqCst)
 }
 
-/// An executor that runs commands without namespaces.
-fn floor_executor() -> LocalShellExecutor {
-    let ex = LocalShellExecutor::new(ExecConfig {
-        shell: PathBuf::from("/bin/sh"),
-        default_timeout: Duration::from_secs(60),
-        max_output_bytes: 1 << 20,
-        env_inherit: Vec::new(),
-        confine_mode: ConfineMode::BestEffort,
-        confine: ConfineSpec::default(),
-        limits: Default::default(),
-        grace: Duration::from_millis(500),
-        host_env: Some(vec![(
-            OsString::from("PATH"),
-            OsString::from("/usr/bin:/bin"),
-        )]),
-        namespaces: false,
-        protected: None,
-    });
-    ex.start().unwrap();
-    ex
-}
-
 /// The floors where the executor judges signals: Landlock at ABI 5 (the
 /// kernel's, at most 5) and no Landlock at all (the seccomp floor alone);
 /// empty, with a note, where it cannot (no Landlock or python3 here, or
-/// no seccomp user notification).
+/// no seccomp user notification). Where there are floors, this process
+/// counts the signals that arrive ([`watch`]) from here on.
 fn judged_floors(name: &str) -> Vec<Prepared> {
     if !Path::new(PYTHON).exists() {
         eprintln!("note: {name}: no python3 here; skipped");
@@ -133,6 +109,7 @@ fn judged_floors(name: &str) -> Vec<Prepared> {
         }
         out.push(prepared);
     }
+    watch();
     out
 }
 
@@ -173,6 +150,19 @@ fn table(out: &str) -> BTreeMap<String, Vec<(String, String)>> {
             Some((name, pairs))
         })
         .collect()
+}
+
+/// The line `name` of a [`table`] as the probe printed it (`k=v k=v`),
+/// empty when there is none.
+fn pairs(t: &BTreeMap<String, Vec<(String, String)>>, name: &str) -> String {
+    t.get(name)
+        .map(|v| {
+            v.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
 }
 
 /// The system call numbers the probes use, as JSON.
@@ -294,16 +284,19 @@ impl Threads {
 }
 
 /// A process of the same user, started here (outside every command),
-/// that appends each signal it catches to `flag`.
+/// that appends each signal it catches to `flag`, in a [`tempdir`] of
+/// its own (removed after the process is ended).
 struct Sibling {
     child: std::process::Child,
     flag: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl Sibling {
-    fn start(dir: &Path) -> Sibling {
-        let flag = dir.join("sibling-caught");
-        let ready = dir.join("sibling-ready");
+    fn start() -> Sibling {
+        let dir = tempdir();
+        let flag = dir.path().join("sibling-caught");
+        let ready = dir.path().join("sibling-ready");
         let script = "import os, signal, sys, time\n\
             flag = sys.argv[1]\n\
             def caught(n, f):\n\
@@ -327,7 +320,11 @@ impl Sibling {
             );
             thread::sleep(Duration::from_millis(10));
         }
-        Sibling { child, flag }
+        Sibling {
+            child,
+            flag,
+            _dir: dir,
+        }
     }
 
     fn pid(&self) -> i32 {
@@ -483,9 +480,7 @@ fn floorsig24_every_call_by_number_misses_the_executor_its_threads_keeper_and_si
     if floors.is_empty() {
         return;
     }
-    watch();
-    let dir = tempdir();
-    let mut sibling = Sibling::start(dir.path());
+    let mut sibling = Sibling::start();
     let threads = Threads::start(3);
     let host = std::process::id() as i32;
     let mut targets = vec![
@@ -515,7 +510,7 @@ fn floorsig24_every_call_by_number_misses_the_executor_its_threads_keeper_and_si
         "{PRELUDE}\ncfg['targets'] = [(n, t, os.getpid() if tg == 'me' else tg) \
          for n, t, tg in cfg['targets']]\n{TARGETS}"
     );
-    let ex = floor_executor();
+    let ex = floor_executor(Duration::from_secs(60));
     let before = hits(libc::SIGUSR1);
 
     let (out, err) = python(&ex, &unconfined(), &script, &cfg(0));
@@ -642,8 +637,7 @@ fn floorsig24_a_pid_nobody_holds_yet_is_not_let_through() {
     if floors.is_empty() {
         return;
     }
-    watch();
-    let ex = floor_executor();
+    let ex = floor_executor(Duration::from_secs(60));
     let script = format!("{PRELUDE}\n{NEXT_PIDS}");
     let cfg = format!("{{\"nr\": {}, \"secs\": 4}}", numbers());
     let before = hits(libc::SIGCONT);
@@ -734,9 +728,7 @@ fn floorsig24_groups_sessions_and_everyone_stay_out_of_reach() {
     if floors.is_empty() {
         return;
     }
-    watch();
-    let dir = tempdir();
-    let mut sibling = Sibling::start(dir.path());
+    let mut sibling = Sibling::start();
     let pgid = rustix::process::getpgrp().as_raw_nonzero().get();
     let sid = rustix::process::getsid(None)
         .unwrap()
@@ -761,20 +753,10 @@ fn floorsig24_groups_sessions_and_everyone_stay_out_of_reach() {
         )
     };
     let script = format!("{PRELUDE}\n{GROUPS}");
-    let ex = floor_executor();
+    let ex = floor_executor(Duration::from_secs(60));
     let before = hits(libc::SIGWINCH);
     let (out, err) = python(&ex, &unconfined(), &script, &cfg(0));
     let open = table(&out);
-    let pairs = |t: &BTreeMap<String, Vec<(String, String)>>, name: &str| -> String {
-        t.get(name)
-            .map(|v| {
-                v.iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_default()
-    };
     assert_eq!(
         pairs(&open, "executor_group"),
         "kill=ok setown=ok rt_sigqueueinfo=ESRCH",
@@ -895,9 +877,7 @@ fn floorsig24_a_files_owner_is_the_commands_or_nobody() {
     if floors.is_empty() {
         return;
     }
-    watch();
-    let dir = tempdir();
-    let mut sibling = Sibling::start(dir.path());
+    let mut sibling = Sibling::start();
     let host = std::process::id();
     let pgid = rustix::process::getpgrp().as_raw_nonzero().get();
     let cfg = format!(
@@ -906,18 +886,8 @@ fn floorsig24_a_files_owner_is_the_commands_or_nobody() {
         sibling.pid()
     );
     let script = format!("{PRELUDE}\n{OWNERS}");
-    let ex = floor_executor();
+    let ex = floor_executor(Duration::from_secs(60));
     let (io, urg) = (hits(libc::SIGIO), hits(libc::SIGURG));
-    let pairs = |t: &BTreeMap<String, Vec<(String, String)>>, name: &str| -> String {
-        t.get(name)
-            .map(|v| {
-                v.iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_default()
-    };
     for floor in &floors {
         let (out, err) = python(&ex, floor, &script, &cfg);
         let got = table(&out);

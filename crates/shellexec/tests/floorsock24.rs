@@ -14,7 +14,7 @@
 use std::ffi::OsString;
 use std::fs;
 use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -22,35 +22,10 @@ use std::time::Duration;
 
 use sandgate_shellexec::confine::ConfineSpec;
 use sandgate_shellexec::confine::{kernel_abi, prepare, prepare_with_abi, ConfineMode, Prepared};
-use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
+use sandgate_shellexec::exec::{ExecOptions, LocalShellExecutor};
 
-const PYTHON: &str = "/usr/bin/python3";
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// An executor that runs commands on the floor.
-fn floor_executor() -> LocalShellExecutor {
-    let ex = LocalShellExecutor::new(ExecConfig {
-        shell: PathBuf::from("/bin/sh"),
-        default_timeout: Duration::from_secs(30),
-        max_output_bytes: 1 << 20,
-        env_inherit: Vec::new(),
-        confine_mode: ConfineMode::BestEffort,
-        confine: ConfineSpec::default(),
-        limits: Default::default(),
-        grace: Duration::from_millis(500),
-        host_env: Some(vec![(
-            OsString::from("PATH"),
-            OsString::from("/usr/bin:/bin"),
-        )]),
-        namespaces: false,
-        protected: None,
-    });
-    ex.start().unwrap();
-    ex
-}
+mod floor_support;
+use floor_support::{floor_executor, text, PYTHON};
 
 /// The kernel's Landlock ABI, where the probes can run (Landlock and
 /// python3 here); `None` with a note otherwise.
@@ -293,7 +268,7 @@ fn floorsock24_hand_built_unix_addresses_reach_only_the_write_root() {
         ])
         .collect();
     let script = format!("{COMMON}{UNIX_PROBE}");
-    let ex = floor_executor();
+    let ex = floor_executor(Duration::from_secs(30));
 
     // Unconfined: every socket named answers.
     let off = prepare(&spec, ConfineMode::Off).unwrap();
@@ -475,7 +450,7 @@ fn floorsock24_hand_built_tcp_addresses_reach_only_granted_ports() {
     };
     let args = vec![p.to_string(), q.to_string(), w_path.display().to_string()];
     let script = format!("{COMMON}{INET_PROBE}");
-    let ex = floor_executor();
+    let ex = floor_executor(Duration::from_secs(30));
     let expect = |o: [&str; 8]| {
         format!(
             "v4-short EINVAL\nv4-storage-granted pong-tcp\nv4-storage-other {}\nport0 {}\n\
@@ -605,7 +580,7 @@ fn floorsock24_a_racing_address_or_descriptor_never_connects_outside() {
         o.join("s.sock").display().to_string(),
     ];
     let script = format!("{COMMON}{RACE_PROBE}");
-    let ex = floor_executor();
+    let ex = floor_executor(Duration::from_secs(30));
     let counts = || [&inside, &outside, &granted, &other].map(|c| c.load(Ordering::SeqCst));
 
     let off = prepare(&spec, ConfineMode::Off).unwrap();

@@ -102,3 +102,49 @@ pub fn http(port: u16, method: &str, headers: &[(&str, &str)], body: &str) -> (u
     let status = out.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, out)
 }
+
+/// A policy with one read and write root, `ws`, in a fresh directory.
+pub fn policy_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("ws")).unwrap();
+    fs::write(
+        dir.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// The `Mcp-Session-Id` an answer's head (the first in `out`) names.
+pub fn session_id(out: &str) -> String {
+    let head = out.split_once("\r\n\r\n").map_or(out, |(h, _)| h);
+    head.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id in {out}"))
+}
+
+/// Opens and initializes an HTTP session with `auth` (the whole
+/// `Authorization` value): its id.
+pub fn http_session(port: u16, auth: &str) -> String {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let (status, out) = http(port, "POST", &[("Authorization", auth)], &body);
+    assert_eq!(status, 200, "{out}");
+    let id = session_id(&out);
+    let note =
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let (status, out) = http(
+        port,
+        "POST",
+        &[("Authorization", auth), ("Mcp-Session-Id", &id)],
+        &note,
+    );
+    assert_eq!(status, 202, "{out}");
+    id
+}

@@ -1,7 +1,7 @@
 //! Finds (building it first, so that it is never older than the sources)
 //! the shared library of the profile the running test or bench was built
-//! in. Shared by tests/abi.rs, tests/audit.rs and benches/ffi.rs through
-//! `#[path]`.
+//! in. Shared by tests/abi.rs, tests/abuse24.rs, tests/audit.rs and
+//! benches/ffi.rs through `#[path]`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustls::pki_types::{PrivateKeyDer, ServerName};
 use sandgate_netguard::{Mode, NetEntry, Rules};
@@ -310,5 +310,109 @@ pub fn injection(port: u16, methods: &[&str], prefixes: &[&str]) -> Injection {
         header: "Authorization".into(),
         value: Secret::new(format!("Bearer {SECRET}").into_bytes()).unwrap(),
         label: "net.credentials[0]".into(),
+    }
+}
+
+/// A loopback server that keeps every byte it received and answers each
+/// request head with `ok`. Shared by tests/proxy.rs and tests/spell24.rs.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub hits: Arc<AtomicUsize>,
+    pub got: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Server {
+    /// The connections it accepted.
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+
+    /// Every byte it received, as text.
+    pub fn got(&self) -> String {
+        String::from_utf8_lossy(&self.got.lock().unwrap()).into_owned()
+    }
+}
+
+/// A [`Server`] listening on `ip`, port chosen by the kernel, that
+/// answers each request head with `ok`.
+pub fn server(ip: &str) -> Server {
+    serve(ip, |mut conn, got| {
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut chunk = [0u8; 4096];
+        let mut mine = Vec::new();
+        loop {
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    got.lock().unwrap().extend_from_slice(&chunk[..n]);
+                    mine.extend_from_slice(&chunk[..n]);
+                    if mine.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+                        mine.clear();
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// A [`Server`] listening on `ip`, port chosen by the kernel: each
+/// connection it accepts is counted, then handed to `each` on a thread of
+/// its own with the buffer that keeps what the server received.
+pub fn serve(ip: &str, each: fn(TcpStream, &Mutex<Vec<u8>>)) -> Server {
+    let listener = TcpListener::bind((ip, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let (h, g) = (Arc::clone(&hits), Arc::clone(&got));
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            h.fetch_add(1, Ordering::SeqCst);
+            let g = Arc::clone(&g);
+            std::thread::spawn(move || each(conn, &g));
+        }
+    });
+    Server { addr, hits, got }
+}
+
+/// Sends `bytes` to the proxy at `proxy` and reads until it closes (or
+/// 10 s pass).
+pub fn exchange(proxy: SocketAddr, bytes: &[u8]) -> String {
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A SOCKS5 `CONNECT` (no authentication) to `atyp`/`addr`:`port`;
+/// answers the reply code and the stream.
+pub fn socks(proxy: SocketAddr, atyp: u8, addr: &[u8], port: u16) -> (u8, TcpStream) {
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&[5, 1, 0]).unwrap();
+    let mut hello = [0u8; 2];
+    s.read_exact(&mut hello).unwrap();
+    assert_eq!(hello, [5, 0]);
+    let mut req = vec![5, 1, 0, atyp];
+    if atyp == 3 {
+        req.push(u8::try_from(addr.len()).unwrap());
+    }
+    req.extend_from_slice(addr);
+    req.extend_from_slice(&port.to_be_bytes());
+    s.write_all(&req).unwrap();
+    let mut reply = [0u8; 10];
+    s.read_exact(&mut reply).unwrap();
+    (reply[1], s)
+}
+
+/// Waits (10 s at the most) until `ok` holds; panics naming `what`.
+pub fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ok() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
