@@ -239,3 +239,95 @@ fn mcpedge23_unix_a_file_swapped_in_at_the_path_survives_a_signal() {
     );
     drop(other);
 }
+
+/// Starts `sandgate mcp` with `args` on `dir`'s policy and sends `sig` the
+/// moment `file` appears (looked for without a pause), then waits for it
+/// to exit: its status.
+fn signal_when_it_appears(
+    dir: &Path,
+    args: &[&std::ffi::OsStr],
+    file: &Path,
+    sig: Signal,
+) -> std::process::ExitStatus {
+    let mut server = Killed(
+        Command::new(env!("CARGO_BIN_EXE_sandgate"))
+            .args(["mcp", "--policy"])
+            .arg(dir.join("policy.toml"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fs::symlink_metadata(file).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            file.display()
+        );
+        if let Some(st) = server.0.try_wait().unwrap() {
+            panic!(
+                "the server exited before {} appeared: {st:?}",
+                file.display()
+            );
+        }
+        std::hint::spin_loop();
+    }
+    signal_and_wait(&mut server, sig)
+}
+
+/// A signal that comes as soon as the socket or the token file is at its
+/// path still removes it and ends the server with 128 + n. Before, the
+/// socket was put at its path before the signals were handled (and the
+/// token file made before it was registered): a SIGTERM between the two
+/// ended the server by the signal itself and left the file.
+#[test]
+fn mcpedge24_a_signal_the_moment_the_file_appears_removes_it() {
+    use std::os::unix::process::ExitStatusExt;
+    for round in 0..12 {
+        let sig = [Signal::TERM, Signal::INT, Signal::HUP][round % 3];
+        let dir = policy_dir();
+        let sock = dir.path().join("mcp.sock");
+        let st = signal_when_it_appears(
+            dir.path(),
+            &["--unix".as_ref(), sock.as_os_str()],
+            &sock,
+            sig,
+        );
+        assert_eq!(
+            st.signal(),
+            None,
+            "round {round}, socket: ended by {sig:?} itself"
+        );
+        assert_eq!(st.code(), Some(128 + sig.as_raw()), "round {round}: {st:?}");
+        assert!(
+            fs::symlink_metadata(&sock).is_err(),
+            "round {round}: {sig:?} left the socket file"
+        );
+        let dir = policy_dir();
+        let tok = dir.path().join("tok");
+        let st = signal_when_it_appears(
+            dir.path(),
+            &[
+                "--http".as_ref(),
+                "127.0.0.1:0".as_ref(),
+                "--token-file".as_ref(),
+                tok.as_os_str(),
+            ],
+            &tok,
+            sig,
+        );
+        assert_eq!(
+            st.signal(),
+            None,
+            "round {round}, token: ended by {sig:?} itself"
+        );
+        assert_eq!(st.code(), Some(128 + sig.as_raw()), "round {round}: {st:?}");
+        assert!(
+            fs::symlink_metadata(&tok).is_err(),
+            "round {round}: {sig:?} left the token file"
+        );
+    }
+}

@@ -877,43 +877,48 @@ impl Drop for Removed {
     }
 }
 
-/// Makes SIGTERM, SIGINT and SIGHUP remove `own` (the token file, the
-/// socket) before they end the process: a thread, made for the first such
-/// file, waits for one, removes every file registered then, and ends the
-/// process with `128 + n` for signal `n`, as `sandgate run` does (any
-/// command running is ended as a killed server's are). A signal the
-/// process inherited as ignored stays ignored. Several transports in one
-/// process each register their own file. When the signals cannot be
-/// handled (the embedding program handles them itself), `own` is removed
-/// and the error answered.
-fn remove_at_signals(own: Arc<OwnFile>) -> std::io::Result<Removed> {
+/// The files removed at a signal, locked, with the signals' handling
+/// installed: SIGTERM, SIGINT and SIGHUP remove each file registered
+/// ([`register`]: the token file, the socket) before they end the
+/// process. A thread, made the first time, waits for one, removes every
+/// file registered then, and ends the process with `128 + n` for signal
+/// `n`, as `sandgate run` does (any command running is ended as a killed
+/// server's are). A signal the process inherited as ignored stays
+/// ignored. Several transports in one process each register their own
+/// file. When the signals cannot be handled (the embedding program
+/// handles them itself), the error is answered.
+///
+/// A file made while this is held and registered before it is let go is
+/// removed by a signal however soon the signal comes: the thread that
+/// handles it waits for the lock. Before, a socket was put at its path
+/// first and registered after, and a SIGTERM between the two ended the
+/// process by the signal's default action, leaving the socket file.
+fn signals_handled() -> std::io::Result<std::sync::MutexGuard<'static, AtSignal>> {
     let mut at = at_signal();
     if !at.installed {
-        let installed = (|| {
-            let caught = sandgate::exec::AbortSignal::new();
-            caught.on_signals(&[libc::SIGHUP, libc::SIGINT, libc::SIGTERM])?;
-            std::thread::Builder::new()
-                .name("remove-at-signal".into())
-                .spawn(move || {
-                    caught.wait();
-                    for f in at_signal().files.values() {
-                        f.remove();
-                    }
-                    let sig = sandgate::exec::AbortSignal::caught_signal().unwrap_or(libc::SIGTERM);
-                    std::process::exit(128 + sig);
-                })?;
-            Ok::<_, std::io::Error>(())
-        })();
-        if let Err(e) = installed {
-            own.remove();
-            return Err(e);
-        }
+        let caught = sandgate::exec::AbortSignal::new();
+        caught.on_signals(&[libc::SIGHUP, libc::SIGINT, libc::SIGTERM])?;
+        std::thread::Builder::new()
+            .name("remove-at-signal".into())
+            .spawn(move || {
+                caught.wait();
+                for f in at_signal().files.values() {
+                    f.remove();
+                }
+                let sig = sandgate::exec::AbortSignal::caught_signal().unwrap_or(libc::SIGTERM);
+                std::process::exit(128 + sig);
+            })?;
         at.installed = true;
     }
+    Ok(at)
+}
+
+/// Registers `own` to be removed at a signal until the answer is dropped.
+fn register(at: &mut AtSignal, own: Arc<OwnFile>) -> Removed {
     at.next += 1;
     let id = at.next;
     at.files.insert(id, Arc::clone(&own));
-    Ok(Removed(id, own))
+    Removed(id, own)
 }
 
 /// Checks that `addr` is a loopback address: any other would hand the
@@ -964,24 +969,30 @@ pub async fn serve_http(
             ),
         )
     })?;
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(token_file)
-        .map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!(
-                    "the token file {}: {e} (remove it first)",
-                    sandgate::policy::shown(token_file)
-                ),
-            )
-        })?;
     // Removed at every exit this process makes in order: an error return
-    // (the guard) and SIGTERM, SIGINT or SIGHUP (a thread).
-    let own = Arc::new(OwnFile::created(token_file, &f)?);
-    let _removed = remove_at_signals(own)?;
+    // (the guard) and SIGTERM, SIGINT or SIGHUP (a thread). The lock is
+    // held from before the file is made until it is registered, so that
+    // no signal in between leaves it.
+    let (mut f, _removed) = {
+        let mut at = signals_handled()?;
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(token_file)
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "the token file {}: {e} (remove it first)",
+                        sandgate::policy::shown(token_file)
+                    ),
+                )
+            })?;
+        let own = Arc::new(OwnFile::created(token_file, &f)?);
+        let removed = register(&mut at, own);
+        (f, removed)
+    };
     f.write_all(token.as_bytes())?;
     drop(f);
     let port = addr.port();
@@ -1221,23 +1232,28 @@ pub async fn serve_unix(server: Server, path: &Path) -> std::io::Result<()> {
     )?;
     let private = private_dir(parent)?;
     let staged = private.join("sock");
-    let bound = (|| {
-        let l = tokio::net::UnixListener::bind(&staged)?;
-        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
-        let own = OwnFile::bound(&staged, path)?;
-        place_socket(&staged, path)?;
-        Ok::<_, std::io::Error>((l, own))
-    })();
-    let _ = std::fs::remove_file(&staged);
-    let _ = std::fs::remove_dir(&private);
-    let (listener, own) = bound?;
     // Removed at every exit this process makes in order, as the token
     // file is: an error return or the future dropped (the guard, dropped
     // before the listener, which holds the socket's inode meanwhile) and
     // SIGTERM, SIGINT or SIGHUP (a thread). Only while it is still this
     // server's socket: a file or another server's socket put at the path
-    // since is left.
-    let _removed = remove_at_signals(Arc::new(own))?;
+    // since is left. The lock is held from before the socket is put at its
+    // path until it is registered, so that no signal in between leaves it.
+    let (listener, _removed) = {
+        let at = signals_handled();
+        let bound = (|| {
+            let at = at?;
+            let l = tokio::net::UnixListener::bind(&staged)?;
+            std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+            let own = OwnFile::bound(&staged, path)?;
+            place_socket(&staged, path)?;
+            Ok::<_, std::io::Error>((l, own, at))
+        })();
+        let _ = std::fs::remove_file(&staged);
+        let _ = std::fs::remove_dir(&private);
+        let (listener, own, mut at) = bound?;
+        (listener, register(&mut at, Arc::new(own)))
+    };
     say!(
         "sandgate: serving MCP on the UNIX socket {}",
         sandgate::policy::shown(path)
