@@ -738,12 +738,14 @@ fn bad_host_or_origin<B>(req: &Request<B>) -> Option<Response<BoxBody<Bytes, Inf
     // passed as this server's address, and an `Origin` with a path or a
     // user in it as its origin: neither is what a client sends (RFC 9112
     // §3.2, RFC 6454 §6.2), so each is refused, naming what is wrong.
+    // Read in place: a copy is made only where a value is not UTF-8.
     let text = |name| {
         req.headers()
             .get(name)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .map(|v| String::from_utf8_lossy(v.as_bytes()))
     };
-    if let Some(host) = text(hyper::header::HOST) {
+    let host = text(hyper::header::HOST);
+    if let Some(host) = &host {
         if host.contains(['@', '/', '?', '#']) {
             return Some(plain(
                 StatusCode::BAD_REQUEST,
@@ -770,7 +772,7 @@ fn bad_host_or_origin<B>(req: &Request<B>) -> Option<Response<BoxBody<Bytes, Inf
     // the host the request is for, before `Host` (RFC 9112 §3.2.2); the
     // SDK judges `Host` only, so one naming another host is refused.
     if let Some(target) = req.uri().authority() {
-        let host = text(hyper::header::HOST).unwrap_or_default();
+        let host = host.unwrap_or_default();
         if !target.as_str().eq_ignore_ascii_case(host.trim()) {
             return Some(plain(
                 StatusCode::BAD_REQUEST,
