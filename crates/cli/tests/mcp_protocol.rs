@@ -4546,11 +4546,11 @@ fn mcp9_exec_stdout_cannot_forge_the_stderr_split() {
 fn mcp9_http_token_file_is_removed_at_a_signal_and_only_if_its_own() {
     let dir = policy_dir();
     let tok = dir.path().join("tok");
-    for sig in [
+    for sig in http_support::sendable(&[
         rustix::process::Signal::TERM,
         rustix::process::Signal::INT,
         rustix::process::Signal::HUP,
-    ] {
+    ]) {
         let (mut child, port, token) = start_http(dir.path());
         assert!(http_initialize_answers(port, &token));
         assert_eq!(fs::read_to_string(&tok).unwrap(), token);

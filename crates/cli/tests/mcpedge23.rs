@@ -11,7 +11,7 @@ use rustix::process::Signal;
 use serde_json::{json, Value};
 
 mod http_support;
-use http_support::{http_session, policy_dir, start_http, Killed};
+use http_support::{http_session, ignored_here, policy_dir, sendable, start_http, Killed};
 
 /// Waits (up to `secs`) until `cond` holds; answers whether it did.
 fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
@@ -191,7 +191,7 @@ fn signal_and_wait(child: &mut Killed, sig: Signal) -> std::process::ExitStatus 
 #[test]
 fn mcpedge23_unix_socket_is_removed_at_a_signal() {
     use std::os::unix::process::ExitStatusExt;
-    for sig in [Signal::TERM, Signal::INT] {
+    for sig in sendable(&[Signal::TERM, Signal::INT]) {
         let dir = policy_dir();
         let (mut server, sock) = start_unix(dir.path());
         let st = signal_and_wait(&mut server, sig);
@@ -231,8 +231,9 @@ fn mcpedge23_unix_a_file_swapped_in_at_the_path_survives_a_signal() {
     let (sock2, _d2) = sock2;
     fs::remove_file(&sock2).unwrap();
     let other = std::os::unix::net::UnixListener::bind(&sock2).unwrap();
-    let st = signal_and_wait(&mut server, Signal::INT);
-    assert_eq!(st.code(), Some(128 + Signal::INT.as_raw()), "{st:?}");
+    let sig = sendable(&[Signal::INT, Signal::TERM])[0];
+    let st = signal_and_wait(&mut server, sig);
+    assert_eq!(st.code(), Some(128 + sig.as_raw()), "{st:?}");
     assert!(
         std::os::unix::net::UnixStream::connect(&sock2).is_ok(),
         "the other listener's socket was removed"
@@ -286,8 +287,9 @@ fn signal_when_it_appears(
 #[test]
 fn mcpedge24_a_signal_the_moment_the_file_appears_removes_it() {
     use std::os::unix::process::ExitStatusExt;
+    let sigs = sendable(&[Signal::TERM, Signal::INT, Signal::HUP]);
     for round in 0..12 {
-        let sig = [Signal::TERM, Signal::INT, Signal::HUP][round % 3];
+        let sig = sigs[round % sigs.len()];
         let dir = policy_dir();
         let sock = dir.path().join("mcp.sock");
         let st = signal_when_it_appears(
@@ -328,6 +330,69 @@ fn mcpedge24_a_signal_the_moment_the_file_appears_removes_it() {
         assert!(
             fs::symlink_metadata(&tok).is_err(),
             "round {round}: {sig:?} left the token file"
+        );
+    }
+}
+
+/// A signal the server inherited as ignored (`env --ignore-signal`, as a
+/// background job of a script inherits SIGINT) stays ignored: the server
+/// serves on and keeps its token file; SIGTERM then ends it with 143 and
+/// removes the file.
+#[test]
+fn mcpedge25_a_signal_inherited_as_ignored_stays_ignored() {
+    let probe = Command::new("env")
+        .args(["--ignore-signal=INT", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("note: skipped: this env cannot start a program with a signal ignored");
+        return;
+    }
+    if ignored_here(Signal::TERM) {
+        eprintln!("note: skipped: SIGTERM is ignored in this test's process");
+        return;
+    }
+    for (sig, name) in [(Signal::INT, "INT"), (Signal::HUP, "HUP")] {
+        let dir = policy_dir();
+        let tok = dir.path().join("tok");
+        let mut server = Killed(
+            Command::new("env")
+                .arg(format!("--ignore-signal={name}"))
+                .arg(env!("CARGO_BIN_EXE_sandgate"))
+                .args(["mcp", "--policy"])
+                .arg(dir.path().join("policy.toml"))
+                .args(["--http", "127.0.0.1:0", "--token-file"])
+                .arg(&tok)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut err = std::io::BufReader::new(server.0.stderr.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+        let port = http_support::http_port(&line).expect("a port on stderr");
+        let token = fs::read_to_string(&tok).unwrap();
+        let pid = rustix::process::Pid::from_raw(server.0.id() as i32).unwrap();
+        rustix::process::kill_process(pid, sig).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            server.0.try_wait().unwrap(),
+            None,
+            "{name} ended the server"
+        );
+        // It opens a session (asserting the answers) as a live server does.
+        http_session(port, &format!("Bearer {}", token.trim()));
+        assert_eq!(fs::read_to_string(&tok).unwrap(), token, "{name}");
+        let st = signal_and_wait(&mut server, Signal::TERM);
+        assert_eq!(
+            st.code(),
+            Some(128 + Signal::TERM.as_raw()),
+            "{name}: {st:?}"
+        );
+        assert!(
+            fs::symlink_metadata(&tok).is_err(),
+            "{name}: the token file was left"
         );
     }
 }
