@@ -1069,7 +1069,9 @@ sg_status sg_root_mkdir(const struct sg_root *root,
                         struct sg_error **err);
 
 // Describes `path` beneath the root, following a final symlink beneath the
-// root (Go's `Root.Stat`).
+// root (Go's `Root.Stat`). An empty `path` names nothing: `SG_E_NOT_FOUND`
+// (errno `ENOENT`, as `open(2)` answers), here and in every `sg_root_*`
+// call, where `sg_sandbox_*` answers `SG_E_PATH_INVALID`.
 //
 // # Return value
 //
@@ -1461,13 +1463,15 @@ sg_status sg_sandbox_warnings(const struct sg_sandbox *sandbox,
 // the write root) is compared with the root component by component, as
 // the root was spelled and as its symlinks resolve, never by string prefix
 // (`/srv/app-secrets` is not inside `/srv/app`); a relative name comes back
-// as given, for the operation's own name check to judge.
+// as given, for the operation's own name check to judge. A path holding a
+// NUL byte names no file and is refused here, never mapped.
 //
 // # Return value
 //
 // `SG_OK` with `*out` set to the name (UTF-8, not NUL-terminated), owned by
 // the caller and freed with `sg_bytes_free`; otherwise the code of the
-// refusal (`SG_E_PATH_ESCAPE` for an absolute path outside every root,
+// refusal (`SG_E_PATH_INVALID` for a path holding a NUL byte, absolute or
+// relative, `SG_E_PATH_ESCAPE` for an absolute path outside every root,
 // `SG_E_DENIED` for one in a root of the other kind, `SG_E_PATH_INVALID`
 // for one in a later read root whose name an earlier root holds,
 // `SG_E_REQUEST` for a NULL handle or a malformed argument, `SG_E_INTERNAL`

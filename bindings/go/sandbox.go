@@ -307,7 +307,8 @@ func (s *Sandbox) Warnings() ([]string, error) {
 // read root is compared with the root component by component, as the root
 // was spelled and as its symlinks resolve, never by string prefix
 // ("/srv/app-secrets" is not inside "/srv/app"). A relative name comes back
-// as given. E_PATH_ESCAPE for an absolute path outside every root, E_DENIED
+// as given. E_PATH_INVALID for a path holding a NUL byte (it names no
+// file), E_PATH_ESCAPE for an absolute path outside every root, E_DENIED
 // for one only in the write root when that is not a read root.
 func (s *Sandbox) HostName(path string) (string, error) {
 	return s.hostName(path, false)

@@ -214,7 +214,8 @@ export declare class Sandbox {
    * root) is compared with the root component by component, as the root
    * was spelled and as its symlinks resolve, never by string prefix
    * (`/srv/app-secrets` is not inside `/srv/app`); a relative name is
-   * returned as given. Throws `E_PATH_ESCAPE` for an absolute path
+   * returned as given. Throws `E_PATH_INVALID` for a path holding a NUL
+   * byte (it names no file), `E_PATH_ESCAPE` for an absolute path
    * outside every root, `E_DENIED` for one in a root of the other kind.
    * Agent-supplied names never need this.
    */

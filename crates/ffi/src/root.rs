@@ -407,7 +407,9 @@ unsafe fn stat_with(
 }
 
 /// Describes `path` beneath the root, following a final symlink beneath the
-/// root (Go's `Root.Stat`).
+/// root (Go's `Root.Stat`). An empty `path` names nothing: `SG_E_NOT_FOUND`
+/// (errno `ENOENT`, as `open(2)` answers), here and in every `sg_root_*`
+/// call, where `sg_sandbox_*` answers `SG_E_PATH_INVALID`.
 ///
 /// # Return value
 ///

@@ -19,7 +19,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::{Error, ErrorCode};
+use crate::{Error, ErrorCode, RelPathReason};
 
 /// One granted directory: how it may be spelled and what it is.
 #[derive(Clone, Debug)]
@@ -77,11 +77,13 @@ fn must_be_dir(given: &str) -> bool {
     given.ends_with('/') || given.ends_with("/.")
 }
 
-/// Maps one client-supplied path. A relative name is kept as given (the
-/// name parser judges it). An absolute path must lie in a granted
-/// directory, compared component by component; a path outside all of them
-/// is refused without naming it, so a refusal never echoes a host path
-/// outside the roots.
+/// Maps one client-supplied path. A path holding a NUL byte names no file
+/// at all and is refused (`E_PATH_INVALID`) here, where it comes in, so no
+/// caller is handed a name that every operation would then refuse. A
+/// relative name is otherwise kept as given (the name parser judges it).
+/// An absolute path must lie in a granted directory, compared component
+/// by component; a path outside all of them is refused without naming it,
+/// so a refusal never echoes a host path outside the roots.
 pub fn map(dirs: &[GrantedDir], given: &str) -> Result<Mapped, Error> {
     map_where(dirs, given, |_| true)
 }
@@ -106,6 +108,13 @@ fn map_where(
     given: &str,
     keep: impl Fn(&GrantedDir) -> bool,
 ) -> Result<Mapped, Error> {
+    if given.contains('\0') {
+        // Not echoed: it may be a host path outside every root.
+        return Err(Error::new(
+            ErrorCode::PathInvalid,
+            RelPathReason::Nul.describe(),
+        ));
+    }
     if !given.starts_with('/') {
         return Ok(Mapped {
             rel: given.to_owned(),

@@ -697,7 +697,9 @@ impl Sandbox {
     ///
     /// # Errors
     ///
-    /// `E_PATH_ESCAPE` for an absolute path outside every root (the
+    /// `E_PATH_INVALID` for a path holding a NUL byte, which names no file
+    /// (absolute or relative, in a root or not; the message does not
+    /// repeat it); `E_PATH_ESCAPE` for an absolute path outside every root (the
     /// message does not repeat it); `E_DENIED` for one in the write root
     /// when that is not also a read root; `E_PATH_INVALID` for one in a
     /// later read root whose name an earlier root also holds, since
@@ -737,8 +739,9 @@ impl Sandbox {
     ///
     /// # Errors
     ///
-    /// `E_PATH_ESCAPE` for an absolute path outside every root; `E_DENIED`
-    /// for one inside a read root that is not the write root.
+    /// `E_PATH_INVALID` for a path holding a NUL byte; `E_PATH_ESCAPE` for
+    /// an absolute path outside every root; `E_DENIED` for one inside a
+    /// read root that is not the write root.
     pub fn host_write_name(&self, path: &str) -> Result<String, Error> {
         let inner = self.current()?;
         let m = hostpath::map_for_write(&inner.dirs, path)?;

@@ -121,6 +121,56 @@ fn host_paths_keep_each_root_to_its_grant() {
     );
 }
 
+/// A host path holding a NUL byte names no file: it is refused where it
+/// comes in, read side and write side, absolute (inside a root or not) and
+/// relative, rather than mapped to a name that every operation then
+/// refuses. The refusal never repeats the path.
+#[test]
+fn cabi25_a_host_path_holding_a_nul_is_refused_where_it_comes_in() {
+    let t = Tree::new();
+    fs::create_dir_all(t.p("work")).unwrap();
+    fs::write(t.p("work/a.txt"), "work\n").unwrap();
+    let sb = Sandbox::builder()
+        .read_root(t.p("app"))
+        .write_root(t.p("work"))
+        .build()
+        .unwrap();
+    let tmp = t.tmp.path().to_str().unwrap().to_owned();
+    let given = [
+        // The bytes before the NUL name a file that exists.
+        t.s("app/a.txt\0x"),
+        t.s("app\0/a.txt"),
+        t.s("app-secrets/key\0"),
+        "/etc/passwd\0".to_owned(),
+        "a.txt\0x".to_owned(),
+        "\0".to_owned(),
+    ];
+    for (write, sides) in [(false, "read"), (true, "write")] {
+        for g in &given {
+            let g = if write {
+                g.replace("/app", "/work")
+            } else {
+                g.clone()
+            };
+            let r = if write {
+                sb.host_write_name(&g)
+            } else {
+                sb.host_read_name(&g)
+            };
+            let e = r.expect_err(&format!("{sides} {g:?}"));
+            assert_eq!(e.code(), ErrorCode::PathInvalid, "{sides} {g:?}: {e}");
+            assert!(e.message().contains("NUL"), "{sides} {g:?}: {e}");
+            assert!(
+                e.path().is_none() && !e.message().contains(&tmp),
+                "{sides} {g:?}: {e}"
+            );
+        }
+    }
+    // Nothing was written or changed meanwhile.
+    assert_eq!(fs::read(t.p("work/a.txt")).unwrap(), b"work\n");
+    assert_eq!(fs::read(t.p("app/a.txt")).unwrap(), b"inside\n");
+}
+
 fn executor(root: &Path, timeout_ms: u64) -> Executor {
     Executor::builder()
         .write_root(root)

@@ -1090,7 +1090,8 @@ class Sandbox(_Handle):
         the write root), compared with the root component by component, as
         the root was spelled and as its symlinks resolve, never by string
         prefix (``/srv/app-secrets`` is not inside ``/srv/app``). A relative
-        name comes back as given. Raises PathEscapeError for an absolute path
+        name comes back as given. Raises PathInvalidError for a path holding
+        a NUL byte (it names no file), PathEscapeError for an absolute path
         outside every root, DeniedError for one in a root of the other kind."""
         p = _host(path)
         return self._bytes(lib.sg_sandbox_host_name, p, len(p), _flag(write, "write")).decode("utf-8")
