@@ -701,6 +701,10 @@ pub(crate) struct Duplicate {
 /// is a string or a number, the message has a method (a client's response
 /// is not answered with its id), and `id` is not the key given twice.
 pub(crate) fn duplicate_refusal(text: &str) -> Option<Duplicate> {
+    // The cheap scan first: every message is asked, few give a key twice.
+    if !sandgate::tool::gives_a_key_twice(text) {
+        return None;
+    }
     let key = sandgate::tool::duplicated_key(text)?;
     // Read last-wins, but only for what is not the key given twice.
     let value: Value = serde_json::from_str(text).ok()?;
