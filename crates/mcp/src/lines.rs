@@ -11,7 +11,11 @@
 //!   request without a method, an array): `-32600` (invalid request), with
 //!   the request's id when it has a usable one;
 //! - a notification that does not fit (a method without an id): nothing,
-//!   as JSON-RPC says a notification is never answered.
+//!   as JSON-RPC says a notification is never answered;
+//! - JSON that gives a key twice in one object, at any depth (see
+//!   [`duplicate_refusal`]): `-32602` (invalid params) when the key is
+//!   inside `params`, else `-32600`, naming the key, with the request's id
+//!   unless the id is the key given twice; a notification, nothing.
 //!
 //! Blank lines are skipped. Every answer is one valid JSON line, so a peer
 //! that answers errors with errors cannot start a loop with this side.
@@ -38,6 +42,8 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 pub const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC's code for JSON that is not a valid request.
 pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC's code for a request whose params its method cannot take.
+pub const INVALID_PARAMS: i64 = -32602;
 
 /// Answers waiting to be written above which no more input is read until
 /// the peer has taken some (a client that never reads cannot make the
@@ -666,6 +672,77 @@ fn error_line(id: Value, code: i64, message: String) -> Vec<u8> {
     line
 }
 
+/// The refusal of a message that gives a key twice in one object.
+pub(crate) struct Duplicate {
+    /// The JSON-RPC error answering it.
+    pub error: Value,
+    /// Whether it is a notification (a method without an id), which
+    /// JSON-RPC never answers.
+    pub notification: bool,
+}
+
+/// The refusal of `text` when it is a JSON object that gives a key twice
+/// in one object at any depth (in `params`, `arguments`, an edit, `_meta`,
+/// anywhere), keys compared once their escapes are read (`"p\u0061th"` is
+/// `"path"`); `None` when it gives none or is not JSON (the message's own
+/// parse says what is wrong then). The SDK reads such a message keeping
+/// the last value, so a gateway or a log in front of this server that kept
+/// the first would see another call than the one that ran; nothing of it
+/// is run. The scan is the JSON endpoint's ([`sandgate::tool::duplicated_key`]):
+/// one pass, keys looked up by hash, depth bounded by serde_json's
+/// recursion limit (a deeper message is not JSON to the SDK either).
+///
+/// The line is JSON (RFC 8259 allows a name twice), so this is not a parse
+/// error with a `null` id: the message is read, and only its meaning is
+/// refused. A key inside `params` is answered `-32602` (invalid params,
+/// as the SDK answers a struct field given twice there, `params.name`),
+/// any other (`method`, `jsonrpc`, `params` itself) `-32600` (invalid
+/// request). The request's id comes back whenever it is unambiguous: it
+/// is a string or a number, the message has a method (a client's response
+/// is not answered with its id), and `id` is not the key given twice.
+pub(crate) fn duplicate_refusal(text: &str) -> Option<Duplicate> {
+    // The cheap scan first: every message is asked, few give a key twice.
+    if !sandgate::tool::gives_a_key_twice(text) {
+        return None;
+    }
+    let key = sandgate::tool::duplicated_key(text)?;
+    // Read last-wins, but only for what is not the key given twice.
+    let value: Value = serde_json::from_str(text).ok()?;
+    let method = value.get("method").and_then(Value::as_str);
+    let id = value.get("id");
+    let notification = method.is_some() && id.is_none();
+    let id = match id {
+        Some(id @ (Value::String(_) | Value::Number(_))) if method.is_some() && key != "id" => {
+            id.clone()
+        }
+        _ => Value::Null,
+    };
+    let shown = sandgate::policy::shown(&key);
+    let in_params = key
+        .strip_prefix("params")
+        .is_some_and(|rest| rest.starts_with(['.', '[']));
+    let (code, message) = match method {
+        Some(m) if in_params && key != "method" => (
+            INVALID_PARAMS,
+            format!(
+                "invalid params for {}: duplicated key `{shown}` (a key may appear once in \
+                 an object)",
+                sandgate::policy::shown(m)
+            ),
+        ),
+        _ => (
+            INVALID_REQUEST,
+            format!(
+                "Invalid Request: duplicated key `{shown}` (a key may appear once in an object)"
+            ),
+        ),
+    };
+    Some(Duplicate {
+        error: json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+        notification,
+    })
+}
+
 /// What one line asks of the reader.
 enum Line {
     Message(Box<RxJsonRpcMessage<RoleServer>>),
@@ -877,7 +954,20 @@ async fn read_until_end<R: AsyncRead + Unpin>(
         };
         let line = match next {
             Ok(Ok(true)) => {
-                let reply = match (&inline, std::str::from_utf8(trimmed(&buf))) {
+                // Before any parse that would run it: neither the short
+                // path nor the SDK runs a message that gives a key twice.
+                let text = std::str::from_utf8(trimmed(&buf));
+                if let Some(d) = text.ok().and_then(duplicate_refusal) {
+                    if !d.notification {
+                        let mut line = d.error.to_string().into_bytes();
+                        line.push(b'\n');
+                        if out.push(&line).is_err() {
+                            return false;
+                        }
+                    }
+                    continue;
+                }
+                let reply = match (&inline, text) {
                     (Some(inline), Ok(text)) => answer_inline(&**inline, text),
                     _ => None,
                 };

@@ -404,6 +404,25 @@ fn session_not_found(id: &str) -> Response<BoxBody<Bytes, Infallible>> {
     resp
 }
 
+/// The answer refusing a message that gives a key twice: its JSON-RPC
+/// error, as JSON. A request's refusal is its answer (200, as the SDK
+/// answers an invalid call in a session); a notification or a response,
+/// which has none, is answered 400, as streamable HTTP asks for input the
+/// server cannot accept, with the error (its id `null`) as the body.
+fn duplicate_refused(d: crate::lines::Duplicate) -> Response<BoxBody<Bytes, Infallible>> {
+    let status = if d.notification || d.error["id"].is_null() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    let mut resp = plain(status, format!("{}\n", d.error));
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
 /// Reads `body` whole, at most [`MAX_BODY`] bytes within `within`
 /// (the stall time, [`STALL_TIMEOUT`] unless [`STALL_VAR`] sets another); else the answer
 /// that refuses it: 413 over the cap (at once when its stated length is), 408 when it is late (the connection
@@ -1148,6 +1167,14 @@ pub async fn serve_http(
                         Ok(b) => b,
                         Err(resp) => return Ok(resp),
                     };
+                    // A message giving a key twice is refused before the
+                    // SDK reads it (last value kept) or opens a session.
+                    if method == hyper::Method::POST {
+                        let text = std::str::from_utf8(&body).ok();
+                        if let Some(d) = text.and_then(crate::lines::duplicate_refusal) {
+                            return Ok(duplicate_refused(d));
+                        }
+                    }
                     // A request of a session keeps it from being idle
                     // until its answer (a call's stream) ends.
                     let open = parts

@@ -185,6 +185,108 @@ impl<'de> Deserialize<'de> for StrictValue {
     }
 }
 
+/// Whether `text` (JSON) gives a key twice in one object at any depth,
+/// keys compared once their escapes are read; `false` when it is not
+/// JSON. The cheap question [`duplicated_key`] answers in full: nothing is
+/// kept but each object's keys (borrowed from `text` where they hold no
+/// escape), so a server can ask it of every message it reads and build
+/// the key's path only for the rare one that gives one.
+pub fn gives_a_key_twice(text: &str) -> bool {
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde::de::DeserializeSeed::deserialize(KeysOnce, &mut de).is_ok_and(|twice| twice)
+        && de.end().is_ok()
+}
+
+/// A [`serde::de::DeserializeSeed`] reading one JSON value and keeping only
+/// its objects' keys: whether one of them gives a key twice.
+#[derive(Clone, Copy)]
+struct KeysOnce;
+
+impl<'de> serde::de::DeserializeSeed<'de> for KeysOnce {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+/// One object key, borrowed from the input when it has no escape.
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> Visitor<'de> for KeysOnce {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        let mut twice = false;
+        while let Some(t) = seq.next_element_seed(self)? {
+            twice |= t;
+        }
+        Ok(twice)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        // A few keys are compared with each other (no hashing, no
+        // allocation for the usual message); past that, by hash, so a line
+        // of a million keys stays linear.
+        const FEW: usize = 16;
+        let mut few: Vec<Key<'de>> = Vec::new();
+        let mut many: std::collections::HashSet<std::borrow::Cow<'de, str>> =
+            std::collections::HashSet::new();
+        let mut twice = false;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            twice |= map.next_value_seed(self)?;
+            if twice {
+                continue;
+            }
+            if many.is_empty() && few.len() < FEW {
+                twice = few.iter().any(|k| k.0 == key.0);
+                few.push(key);
+            } else {
+                many.extend(few.drain(..).map(|k| k.0));
+                twice = !many.insert(key.0);
+            }
+        }
+        Ok(twice)
+    }
+}
+
 /// The first key that `text`, a JSON object, gives twice; `None` when it
 /// gives none, or when `text` is not a JSON object (the caller's own parse
 /// says what is wrong with it then). For a host that reads a JSON object of
@@ -1145,6 +1247,76 @@ mod tests {
             prop_assert_eq!(String::from_utf8(ours[4..].to_vec()).unwrap(),
                 String::from_utf8(theirs).unwrap());
         }
+    }
+
+    /// JSON text whose objects may give a key twice, at any depth, in
+    /// spellings that read the same (`"a"`, `"\u0061"`) or not (`"A"`).
+    fn text_with_keys() -> impl Strategy<Value = String> {
+        let key = prop_oneof![
+            Just("\"a\""),
+            Just("\"\\u0061\""),
+            Just("\"A\""),
+            Just("\"b\""),
+            Just("\"ab\""),
+        ];
+        let leaf = prop_oneof![
+            Just("null".to_owned()),
+            Just("1".to_owned()),
+            Just("\"x\\\"y\"".to_owned()),
+        ];
+        let tree = leaf.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5)
+                    .prop_map(|items| format!("[{}]", items.join(","))),
+                proptest::collection::vec((key.clone(), inner), 0..20).prop_map(|kv| {
+                    let kv: Vec<String> = kv.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
+                    format!("{{{}}}", kv.join(","))
+                }),
+            ]
+        });
+        proptest::collection::vec(("[a-z]{1,3}", tree), 0..6).prop_map(|kv| {
+            let kv: Vec<String> = kv
+                .into_iter()
+                .map(|(k, v)| format!("\"{k}\":{v}"))
+                .collect();
+            format!("{{{}}}", kv.join(","))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// The cheap scan answers what the full one does.
+        #[test]
+        fn the_cheap_scan_finds_what_the_full_scan_finds(text in text_with_keys()) {
+            prop_assert_eq!(gives_a_key_twice(&text), duplicated_key(&text).is_some(), "{}", text);
+        }
+    }
+
+    #[test]
+    fn the_cheap_scan_at_its_edges() {
+        assert!(!gives_a_key_twice(r#"{"a":1,"b":[{"a":2},{"a":3}]}"#));
+        assert!(gives_a_key_twice(r#"{"a":1,"b":[{"a":2,"a":3}]}"#));
+        assert!(gives_a_key_twice(r#"{"p\u0061th":1,"path":2}"#));
+        assert!(!gives_a_key_twice(r#"{"path":1,"Path":2}"#));
+        // Not JSON, or JSON followed by more: not answered here.
+        assert!(!gives_a_key_twice(r#"{"a":1,"a":2"#));
+        assert!(!gives_a_key_twice(r#"{"a":1,"a":2} x"#));
+        // Past the few keys compared with each other: by hash.
+        let many: Vec<String> = (0..40).map(|i| format!("\"k{i}\":{i}")).collect();
+        assert!(!gives_a_key_twice(&format!("{{{}}}", many.join(","))));
+        for at in [1, 15, 16, 17, 39] {
+            let dup = format!("{{{},\"k{at}\":0}}", many.join(","));
+            assert!(gives_a_key_twice(&dup), "k{at}");
+            let first = format!("{{\"k{at}\":0,{}}}", many.join(","));
+            assert!(gives_a_key_twice(&first), "k{at} first");
+        }
+        // A deep message is refused by the parser's depth bound, not a
+        // stack overflow.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(!gives_a_key_twice(&deep));
+        // A million distinct keys stay cheap.
+        let huge: Vec<String> = (0..1_000_000).map(|i| format!("\"{i}\":0")).collect();
+        assert!(!gives_a_key_twice(&format!("{{{}}}", huge.join(","))));
     }
 
     #[test]

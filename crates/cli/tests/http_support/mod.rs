@@ -180,3 +180,18 @@ pub fn sendable(sigs: &[rustix::process::Signal]) -> Vec<rustix::process::Signal
         })
         .collect()
 }
+
+/// The JSON-RPC message with `id` in `out`, a whole HTTP answer: its body
+/// when that is the message as JSON, else the `data:` line of an SSE
+/// stream that holds it.
+pub fn jsonrpc_answer(out: &str, id: &serde_json::Value) -> Option<serde_json::Value> {
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let whole = serde_json::from_str::<serde_json::Value>(body.trim()).ok();
+    whole
+        .into_iter()
+        .chain(
+            body.lines()
+                .filter_map(|l| serde_json::from_str(l.strip_prefix("data:")?.trim()).ok()),
+        )
+        .find(|v| v["id"] == *id)
+}

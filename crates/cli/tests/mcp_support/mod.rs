@@ -83,6 +83,26 @@ impl McpSession {
     }
 }
 
+#[allow(dead_code)] // Not every suite sends raw lines.
+impl McpSession {
+    /// Sends `line` as it is (it may be JSON no `json!` value can be,
+    /// such as an object giving a key twice), with a newline.
+    pub fn send_line(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next message the server writes, whatever it is.
+    pub fn next_message(&mut self) -> Value {
+        let mut line = String::new();
+        assert!(
+            self.stdout.read_line(&mut line).unwrap() > 0,
+            "the server ended"
+        );
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
 impl Drop for McpSession {
     fn drop(&mut self) {
         let _ = self.child.kill();
