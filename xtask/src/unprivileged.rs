@@ -113,6 +113,11 @@ const SUITES: &[(&str, &str)] = &[
     // The HTTP transport's token, Host, Origin, framing and sessions
     // against a hostile local client.
     ("cli", "mcphttp24"),
+    // The MCP transports' edges: unknown sessions, an unreadable stdin,
+    // the socket and token files at a signal, a signal inherited ignored.
+    ("cli", "mcpedge23"),
+    // A message giving a key twice runs nothing, on stdio and HTTP.
+    ("cli", "mcpdup25"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2
