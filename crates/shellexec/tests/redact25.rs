@@ -226,3 +226,122 @@ fn redact25_held_back_bytes_and_time_stay_bounded() {
         assert!(took < Duration::from_secs(20), "{what}: {took:?}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// Through the real executor: a confined shell prints each shape.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use sandgate_shellexec::confine::{ConfineMode, ConfineSpec};
+use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
+
+/// (printed, shown): each shape as a command prints it, and what the
+/// executor must return.
+const SHAPES: &[(&str, &str)] = &[
+    (
+        "postgres://app:pa/ss@db:5432/x",
+        "postgres://app:[REDACTED]@db:5432/x",
+    ),
+    ("https://u:p@ss@host/", "https://u:[REDACTED]@host/"),
+    (
+        "host=db user=app password=s3cret dbname=x",
+        "host=db user=app password=[REDACTED] dbname=x",
+    ),
+    (
+        "Server=db;Password=s3cret;",
+        "Server=db;Password=[REDACTED];",
+    ),
+    (
+        r"password='a b\'c' dbname=x",
+        "password=[REDACTED] dbname=x",
+    ),
+    ("the password= field", "the password= field"),
+];
+
+fn executor(max_output_bytes: usize) -> LocalShellExecutor {
+    let host_env: Vec<(OsString, OsString)> = [
+        ("HOME", "/tmp"),
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("LANG", "C.UTF-8"),
+    ]
+    .iter()
+    .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+    .collect();
+    let ex = LocalShellExecutor::new(ExecConfig {
+        shell: PathBuf::from("/bin/sh"),
+        default_timeout: Duration::from_secs(20),
+        max_output_bytes,
+        env_inherit: Vec::new(),
+        confine_mode: ConfineMode::BestEffort,
+        confine: ConfineSpec::default(),
+        limits: Default::default(),
+        grace: Duration::from_millis(500),
+        host_env: Some(host_env),
+        namespaces: true,
+        protected: None,
+    });
+    ex.start().unwrap();
+    ex
+}
+
+/// The shell's `printf` of `s` and a newline, to stdout or stderr.
+fn printf(s: &str, stderr: bool) -> String {
+    let quoted = s.replace('\'', r"'\''");
+    format!(
+        "printf '%s\\n' '{quoted}'{}",
+        if stderr { " >&2" } else { "" }
+    )
+}
+
+#[test]
+fn redact25_the_executor_redacts_each_shape_on_both_streams_and_at_every_cap() {
+    let ex = executor(1 << 20);
+    let command: Vec<String> = SHAPES
+        .iter()
+        .flat_map(|(s, _)| [printf(s, false), printf(s, true)])
+        .collect();
+    let r = ex
+        .exec(&command.join("; "), ExecOptions::default())
+        .unwrap();
+    assert_eq!(r.exit_code, 0, "{}", text(&r.stderr));
+    // The shell was confined where the kernel offers Landlock.
+    assert!(
+        r.confined.fs || r.confined.kernel_abi.is_none(),
+        "{:?}",
+        r.confined
+    );
+    let want: String = SHAPES
+        .iter()
+        .map(|(_, shown)| format!("{shown}\n"))
+        .collect();
+    assert_eq!(text(&r.stdout), want);
+    assert_eq!(text(&r.stderr), want);
+    for secret in ["pa/ss", "p@ss", "s3cret", r"a b\'c"] {
+        assert!(!text(&r.stdout).contains(secret), "{secret} shown");
+    }
+
+    // The cap at every offset of a URL and a connection string: what is
+    // returned is always a prefix of the redacted line, never a part of
+    // the password.
+    for (printed, shown) in [SHAPES[0], SHAPES[2]] {
+        let line = format!("{printed}\n");
+        let shown_line = format!("{shown}\n");
+        // Every offset of the printed line and of the redacted one.
+        for cap in 0..=line.len().max(shown_line.len()) {
+            let ex = executor(cap);
+            let r = ex
+                .exec(&printf(printed, false), ExecOptions::default())
+                .unwrap();
+            let out = text(&r.stdout);
+            assert!(
+                shown_line.starts_with(&out),
+                "cap {cap}: {out:?} is not a prefix of {shown:?}"
+            );
+            assert_eq!(r.truncated, cap < shown_line.len(), "cap {cap}");
+            if cap >= shown_line.len() {
+                assert_eq!(out, shown_line);
+            }
+        }
+    }
+}
