@@ -1185,7 +1185,7 @@ pub const URL_PASSWORD_MAX: u16 = 256;
 
 /// Bytes that end a URL as it is written in text: ASCII controls, space,
 /// `"` (never raw inside a JSON string), `<` and `>`.
-fn url_end(b: u8) -> bool {
+pub(crate) fn url_end(b: u8) -> bool {
     b <= b' ' || b == 0x7f || b == b'"' || b == b'<' || b == b'>'
 }
 

@@ -345,3 +345,64 @@ fn redact25_the_executor_redacts_each_shape_on_both_streams_and_at_every_cap() {
         }
     }
 }
+
+/// A variable whose value is a URL with a password written with `/`, `?`,
+/// `#` or `@` unencoded is a credential: withheld, and its password
+/// redacted on its own under its name. Before, `pa/ss…` made the URL look
+/// passwordless (its authority ended at the `/`): the variable was not
+/// withheld (an allowlisted name such as `HOME` reached the command) and
+/// the password, printed on its own, passed.
+#[test]
+fn redact25_a_url_variable_with_reserved_bytes_in_its_password_is_withheld() {
+    const DB_PASSWORD: &str = "pa/ss?wo#rd-1";
+    const HOME_PASSWORD: &str = "home@pass/word";
+    let db_url = format!("postgres://app:{DB_PASSWORD}@db:5432/x");
+    let home = format!("https://me:{HOME_PASSWORD}@x/");
+    let host_env: Vec<(OsString, OsString)> = [
+        ("HOME", home.as_str()),
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("DATABASE_URL", db_url.as_str()),
+        ("SERVICE_URL", "https://user@example.com/no/pass:word"),
+    ]
+    .iter()
+    .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+    .collect();
+    let ex = LocalShellExecutor::new(ExecConfig {
+        shell: PathBuf::from("/bin/sh"),
+        default_timeout: Duration::from_secs(20),
+        max_output_bytes: 1 << 20,
+        env_inherit: vec!["SERVICE_URL".into()],
+        confine_mode: ConfineMode::BestEffort,
+        confine: ConfineSpec::default(),
+        limits: Default::default(),
+        grace: Duration::from_millis(500),
+        host_env: Some(host_env),
+        namespaces: true,
+        protected: None,
+    });
+    ex.start().unwrap();
+    let r = ex
+        .exec(
+            &format!(
+                "env; {}; {}",
+                printf(&format!("d {DB_PASSWORD}"), false),
+                printf(&format!("h {HOME_PASSWORD}"), false)
+            ),
+            ExecOptions::default(),
+        )
+        .unwrap();
+    let out = text(&r.stdout);
+    assert!(
+        !out.contains("HOME=https"),
+        "HOME reached the command: {out}"
+    );
+    assert!(!out.contains("DATABASE_URL="), "{out}");
+    assert!(out.contains("d [REDACTED:DATABASE_URL]\n"), "{out}");
+    assert!(out.contains("h [REDACTED:HOME]\n"), "{out}");
+    // Inherited on purpose, and no `@` follows its first `:`: passed and
+    // shown as it is.
+    assert!(
+        out.contains("SERVICE_URL=https://user@example.com/no/pass:word\n"),
+        "{out}"
+    );
+}
