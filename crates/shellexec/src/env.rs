@@ -164,10 +164,15 @@ fn shaped(upper: &str) -> bool {
 }
 
 /// The password of `value` when it is a URL carrying one
-/// (`postgres://app:pw@db/app`, `http://user:pw@proxy:3128`): the bytes
-/// between the first `:` of the userinfo and its `@`, which must both lie
-/// before the first `/`, `?` or `#` after `scheme://`. `None` for a URL
-/// without a password (`https://user@host/`) and for what is no URL.
+/// (`postgres://app:pw@db/app`, `http://user:pw@proxy:3128`): after
+/// `scheme://`, a user part (no `/`, `?` or `#` in it) and a `:`, the bytes
+/// up to the last `@` of the URL, which ends where output redaction ends
+/// one (a space, a control byte, `"`, `<`, `>`). A person writes `/`, `?`,
+/// `#` and `@` unencoded in a password (`postgres://app:pa/ss@db/x`,
+/// `https://u:p@ss@host/`), so the last `@` ends it, not the first `/`: no
+/// part of it is left out, even if a path holding an `@` makes more of the
+/// URL a password. `None` for a URL without a password
+/// (`https://user@host/`, `http://host:8080/x`) and for what is no URL.
 pub fn url_password(value: &[u8]) -> Option<&[u8]> {
     let sep = value.windows(3).position(|w| w == b"://")?;
     let scheme = &value[..sep];
@@ -179,15 +184,19 @@ pub fn url_password(value: &[u8]) -> Option<&[u8]> {
         return None;
     }
     let rest = &value[sep + 3..];
-    let authority = &rest[..rest
+    let url = &rest[..rest
         .iter()
-        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+        .position(|&b| crate::redact::url_end(b))
         .unwrap_or(rest.len())];
-    // The last `@` ends the userinfo, as lenient readers take it.
-    let at = authority.iter().rposition(|&b| b == b'@')?;
-    let userinfo = &authority[..at];
-    let colon = userinfo.iter().position(|&b| b == b':')?;
-    let password = &userinfo[colon + 1..];
+    let colon = url
+        .iter()
+        .position(|&b| matches!(b, b':' | b'/' | b'?' | b'#'))?;
+    if url[colon] != b':' {
+        return None;
+    }
+    let after = &url[colon + 1..];
+    let at = after.iter().rposition(|&b| b == b'@')?;
+    let password = &after[..at];
     (!password.is_empty()).then_some(password)
 }
 

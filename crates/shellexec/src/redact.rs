@@ -34,9 +34,31 @@
 //!   of `[A-Z0-9 ]`, as in `RSA `, `EC `, `OPENSSH `) through the end of the
 //!   first `-----END <LABEL>PRIVATE KEY-----` after it. A block with no END
 //!   within [`PEM_BLOCK_MAX`] bytes of its BEGIN (a cut-off key, or a stray
-//!   marker) ends there and scanning resumes. Blocks do not nest.
+//!   marker) ends there and scanning resumes. Blocks do not nest;
+//! - a URL's password: after `://`, a user part of up to
+//!   [`URL_USER_MAX`] bytes (anything but `:`, `/`, `?`, `#` and what ends
+//!   a URL; an unencoded `@` is kept in it, as in an e-mail address) and a
+//!   `:`, the bytes up to the *last* `@` of the URL within
+//!   [`URL_PASSWORD_MAX`] bytes. A URL ends at an ASCII control byte, a
+//!   space, `"`, `<` or `>`. A parser would end the userinfo at the last
+//!   `@` before the path, but a person writes `pa/ss` or `p@ss` unencoded,
+//!   so the password may hold `/`, `?`, `#` and `@`: taking the last `@`
+//!   never shows a part of it, at the price of hiding more where the path
+//!   holds an `@` (`https://u:p@host/@me` shows `https://u:[REDACTED]@me`).
+//!   Without an `@` after the `:` (`http://host:8080/x`) nothing is
+//!   replaced; the scheme, the user and the host stay visible;
+//! - a connection-string password (libpq, ODBC, ADO.NET, a command line):
+//!   the value after `password=`, `passwd=` or `pwd=` (ASCII
+//!   case-insensitive, no blank around `=`): a quoted value from its `'`,
+//!   `"` or `{` through its closing `'`, `"` or `}` (a backslash escapes
+//!   the next byte, a doubled closing quote continues the value; an
+//!   unclosed one ends with its line), or else the run of bytes up to a
+//!   space, an ASCII control byte or `;`. The key stays visible. Nothing
+//!   is replaced when no value follows (`the password= field`), for a
+//!   longer key (`--password-file=`, `passwords=`), or for a `pwd` value
+//!   that begins with `/` (`PWD=/home/me` is the shell's directory).
 //!
-//! The token shapes other than PEM and `Authorization:` must not follow an
+//! The token shapes other than PEM, `Authorization:` and URLs must not follow an
 //! ASCII letter or digit (`task-force…` is not an `sk-` key), and the
 //! repeating parts are greedy: the whole run of admitted bytes is covered.
 //!
@@ -54,8 +76,9 @@
 //! read boundaries, the concatenation of what [`Redactor::push`] and
 //! [`Redactor::finish`] return is the same. To get there the redactor holds
 //! back the bytes that could still turn out to be part of a secret — at most
-//! the longest withheld value, or about a hundred bytes for the token
-//! shapes — and emits a marker as soon as a secret is certain. Bytes inside
+//! the longest withheld value, about a hundred bytes for the token shapes,
+//! or [`URL_PASSWORD_MAX`] bytes of a URL whose password is undecided
+//! until the URL ends — and emits a marker as soon as a secret is certain. Bytes inside
 //! a secret are dropped as they arrive, never buffered, so a long token, a
 //! header line or a PEM block costs no memory.
 //!
@@ -254,6 +277,10 @@ impl Redactor {
     /// BEGIN line); an incomplete prefix is plain text.
     pub fn finish(mut self) -> Vec<u8> {
         let mut out = Vec::new();
+        // A URL cut off by the end: its password runs to its last `@`.
+        for (from, to) in self.cands.iter().filter_map(Cand::url_at_end) {
+            cover_range(&mut self.regions, from, to, Label::shape(from));
+        }
         self.cands.clear();
         self.pem_inside = None;
         self.pem_ends.clear();
@@ -263,8 +290,9 @@ impl Redactor {
     }
 
     /// How many input bytes are held back now (neither emitted nor
-    /// dropped). Bounded by the longest withheld value or a PEM marker,
-    /// whichever is longer, plus nothing for secrets being dropped.
+    /// dropped). Bounded by the longest withheld value, a PEM marker or
+    /// [`URL_PASSWORD_MAX`], whichever is longest, plus nothing for secrets
+    /// being dropped.
     pub fn held_back(&self) -> usize {
         self.pending.len()
     }
@@ -341,6 +369,7 @@ impl Redactor {
                         closed = true;
                         false
                     }
+                    Advance::Found { .. } => false,
                 });
             if byte == b'-' {
                 self.pem_ends.push(Cand::new(Kind::PemEnd, p));
@@ -363,6 +392,10 @@ impl Redactor {
                 }
                 cover(regions, from, end, Label::shape(from));
                 !done
+            }
+            Advance::Found { from, to } => {
+                cover_range(regions, from, to, Label::shape(from));
+                false
             }
         });
         if let Some(start) = pem_begun {
@@ -393,6 +426,32 @@ impl Redactor {
     /// one could (same admitted bytes, longer so far). Keeps the candidate
     /// count bounded on input like `sk-sk-sk-…`.
     fn prune(&mut self) {
+        // Quoted values of one key in the same state end together, and the
+        // one that began first covers every byte a later one could: keep
+        // it only (on input like `password='password='…`).
+        if self
+            .cands
+            .iter()
+            .filter(|c| matches!(c.phase, Phase::Quoted { .. }))
+            .nth(1)
+            .is_some()
+        {
+            let mut seen: Vec<(Kind, u8, bool, bool)> = Vec::new();
+            self.cands.retain(|cand| match cand.phase {
+                Phase::Quoted {
+                    close, esc, closed, ..
+                } => {
+                    let state = (cand.kind, close, esc, closed);
+                    if seen.contains(&state) {
+                        false
+                    } else {
+                        seen.push(state);
+                        true
+                    }
+                }
+                _ => true,
+            });
+        }
         let mut best: [Option<u64>; KINDS.len()] = [None; KINDS.len()];
         for cand in &self.cands {
             if let Some(from) = cand.greedy_body_start() {
@@ -497,7 +556,8 @@ fn to_usize(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
 }
 
-/// Adds the secret `[start, end)` (`end` is always the input position) to
+/// Adds the secret `[start, end)` (`end` is the input position, or for
+/// [`cover_range`] before it, with no region at or after it) to
 /// the regions, merging with those it overlaps.
 fn cover(regions: &mut VecDeque<Region>, start: u64, end: u64, label: Label) {
     // The common case, a growing secret: it extends the last region only
@@ -535,6 +595,19 @@ fn cover(regions: &mut VecDeque<Region>, start: u64, end: u64, label: Label) {
         }
     }
     regions.push_back(merged);
+}
+
+/// Adds the secret `[start, end)`, which may end before the input position
+/// (a URL's password, decided where the URL ends), to the regions: merged
+/// with those it overlaps, and kept before those that begin at or after
+/// its end.
+fn cover_range(regions: &mut VecDeque<Region>, start: u64, end: u64, label: Label) {
+    let mut later = Vec::new();
+    while regions.back().is_some_and(|r| r.start >= end) {
+        later.extend(regions.pop_back());
+    }
+    cover(regions, start, end, label);
+    regions.extend(later.into_iter().rev());
 }
 
 /// A merged secret range of the input.
@@ -907,9 +980,13 @@ enum Kind {
     Authorization,
     PemBegin,
     PemEnd,
+    Url,
+    Password,
+    Passwd,
+    Pwd,
 }
 
-const KINDS: [Kind; 9] = [
+const KINDS: [Kind; 13] = [
     Kind::Sk,
     Kind::Gh,
     Kind::GithubPat,
@@ -919,6 +996,10 @@ const KINDS: [Kind; 9] = [
     Kind::Authorization,
     Kind::PemBegin,
     Kind::PemEnd,
+    Kind::Url,
+    Kind::Password,
+    Kind::Passwd,
+    Kind::Pwd,
 ];
 
 /// What follows a shape's fixed prefix.
@@ -933,6 +1014,10 @@ enum After {
     Colon,
     /// A PEM label, then five dashes.
     Label,
+    /// A URL's user, `:`, then its password up to the last `@` of the URL.
+    Url,
+    /// A connection-string value: quoted, or a run of [`conn_body`] bytes.
+    Value,
 }
 
 struct Spec {
@@ -958,6 +1043,10 @@ impl Kind {
             Kind::Authorization => &AUTHORIZATION,
             Kind::PemBegin => &PEM_BEGIN,
             Kind::PemEnd => &PEM_END,
+            Kind::Url => &URL,
+            Kind::Password => &PASSWORD,
+            Kind::Passwd => &PASSWD,
+            Kind::Pwd => &PWD,
         }
     }
 }
@@ -1049,6 +1138,77 @@ static PEM_END: Spec = Spec {
     boundary: false,
 };
 
+static URL: Spec = Spec {
+    prefix: &[b":", b"/", b"/"],
+    after: After::Url,
+    body: |_| false,
+    min: 0,
+    max: None,
+    boundary: false,
+};
+
+static PASSWORD: Spec = Spec {
+    prefix: &[b"pP", b"aA", b"sS", b"sS", b"wW", b"oO", b"rR", b"dD", b"="],
+    after: After::Value,
+    body: conn_body,
+    min: 1,
+    max: None,
+    boundary: true,
+};
+
+static PASSWD: Spec = Spec {
+    prefix: &[b"pP", b"aA", b"sS", b"sS", b"wW", b"dD", b"="],
+    after: After::Value,
+    body: conn_body,
+    min: 1,
+    max: None,
+    boundary: true,
+};
+
+static PWD: Spec = Spec {
+    prefix: &[b"pP", b"wW", b"dD", b"="],
+    after: After::Value,
+    body: conn_body,
+    min: 1,
+    max: None,
+    boundary: true,
+};
+
+/// The most bytes of a URL's user part (between `://` and the `:` before
+/// the password) that are looked at.
+pub const URL_USER_MAX: u16 = 128;
+
+/// The most bytes after a URL's `user:` searched for the `@` that ends its
+/// password: a password is at most this long, and this many bytes of a URL
+/// are held back while it is undecided.
+pub const URL_PASSWORD_MAX: u16 = 256;
+
+/// Bytes that end a URL as it is written in text: ASCII controls, space,
+/// `"` (never raw inside a JSON string), `<` and `>`.
+pub(crate) fn url_end(b: u8) -> bool {
+    b <= b' ' || b == 0x7f || b == b'"' || b == b'<' || b == b'>'
+}
+
+/// Bytes of an unquoted connection-string value: all but ASCII controls,
+/// space and `;`.
+fn conn_body(b: u8) -> bool {
+    !(b <= b' ' || b == 0x7f || b == b';')
+}
+
+/// The closing byte of a quoted connection-string value opened by `b`.
+fn conn_close(b: u8) -> Option<u8> {
+    match b {
+        b'\'' => Some(b'\''),
+        b'"' => Some(b'"'),
+        b'{' => Some(b'}'),
+        _ => None,
+    }
+}
+
+fn is_line_end(b: u8) -> bool {
+    b == b'\n' || b == b'\r'
+}
+
 fn is_blank(b: u8) -> bool {
     b == b' ' || b == b'\t'
 }
@@ -1077,6 +1237,28 @@ enum Phase {
     Label { len: u8, tail: [u8; 17] },
     /// Closing dashes seen.
     Close(u8),
+    /// After a URL's `://`, `len` bytes of its user part so far.
+    UrlUser { len: u16 },
+    /// In a URL's password, which began at `from`: `len` bytes so far, and
+    /// the last `@` among them.
+    UrlPass {
+        from: u64,
+        len: u16,
+        last_at: Option<u64>,
+    },
+    /// After a connection-string key's `=`.
+    ValueStart,
+    /// Right after the opening quote (at `from`) of a quoted value.
+    QuoteOpen { from: u64, close: u8 },
+    /// In a quoted value (from its opening quote at `from`): `esc` after a
+    /// backslash, `closed` right after a closing quote (a second one
+    /// continues the value, as a doubled quote is written).
+    Quoted {
+        from: u64,
+        close: u8,
+        esc: bool,
+        closed: bool,
+    },
 }
 
 /// The outcome of feeding one byte to a candidate.
@@ -1087,6 +1269,12 @@ enum Advance {
     Confirmed {
         from: u64,
         done: bool,
+    },
+    /// The secret `[from, to)`, which ended before this byte, is certain,
+    /// and the candidate is finished.
+    Found {
+        from: u64,
+        to: u64,
     },
 }
 
@@ -1122,9 +1310,86 @@ impl Cand {
                             len: 0,
                             tail: [0; 17],
                         },
+                        After::Url => Phase::UrlUser { len: 0 },
+                        After::Value => Phase::ValueStart,
                     }
                 };
                 Advance::Live
+            }
+            Phase::UrlUser { len } => {
+                if b == b':' {
+                    self.phase = Phase::UrlPass {
+                        from: at + 1,
+                        len: 0,
+                        last_at: None,
+                    };
+                    Advance::Live
+                } else if url_end(b) || matches!(b, b'/' | b'?' | b'#') || len == URL_USER_MAX {
+                    Advance::Dead
+                } else {
+                    self.phase = Phase::UrlUser { len: len + 1 };
+                    Advance::Live
+                }
+            }
+            Phase::UrlPass { from, len, last_at } => {
+                if url_end(b) {
+                    return url_found(from, last_at);
+                }
+                let last_at = if b == b'@' { Some(at) } else { last_at };
+                let len = len + 1;
+                if len == URL_PASSWORD_MAX {
+                    return url_found(from, last_at);
+                }
+                self.phase = Phase::UrlPass { from, len, last_at };
+                Advance::Live
+            }
+            Phase::ValueStart => {
+                if self.kind == Kind::Pwd && b == b'/' {
+                    // `PWD=/home/me`: the shell's directory, not a password.
+                    Advance::Dead
+                } else if let Some(close) = conn_close(b) {
+                    self.phase = Phase::QuoteOpen { from: at, close };
+                    Advance::Live
+                } else if conn_body(b) {
+                    self.phase = Phase::Body { from: at, len: 0 };
+                    self.body_byte(spec)
+                } else {
+                    Advance::Dead
+                }
+            }
+            Phase::QuoteOpen { from, close } => {
+                if b == close || is_line_end(b) || (self.kind == Kind::Pwd && b == b'/') {
+                    return Advance::Dead;
+                }
+                self.phase = Phase::Quoted {
+                    from,
+                    close,
+                    esc: b == b'\\',
+                    closed: false,
+                };
+                Advance::Confirmed { from, done: false }
+            }
+            Phase::Quoted {
+                from,
+                close,
+                esc,
+                closed,
+            } => {
+                if is_line_end(b) || (closed && b != close) {
+                    return Advance::Dead;
+                }
+                let (esc, closed) = if esc || closed {
+                    (false, false)
+                } else {
+                    (b == b'\\', b == close)
+                };
+                self.phase = Phase::Quoted {
+                    from,
+                    close,
+                    esc,
+                    closed,
+                };
+                Advance::Confirmed { from, done: false }
             }
             Phase::Colon { quoted } => {
                 if b == b':' {
@@ -1210,8 +1475,13 @@ impl Cand {
             Phase::Prefix(_) | Phase::Label { .. } | Phase::Close(_) => {
                 (spec.after == After::Body || spec.after == After::Label).then_some(self.start)
             }
-            Phase::Colon { .. } | Phase::Blank { .. } => None,
+            Phase::Colon { .. }
+            | Phase::Blank { .. }
+            | Phase::UrlUser { .. }
+            | Phase::ValueStart
+            | Phase::Quoted { .. } => None,
             Phase::Body { from, len } => (len < spec.min).then_some(from),
+            Phase::UrlPass { from, .. } | Phase::QuoteOpen { from, .. } => Some(from),
         }
     }
 
@@ -1219,6 +1489,20 @@ impl Cand {
     fn is_growing(&self) -> bool {
         let spec = self.kind.spec();
         matches!(self.phase, Phase::Body { len, .. } if len >= spec.min && spec.max.is_none())
+            || matches!(self.phase, Phase::Quoted { .. })
+    }
+
+    /// The URL password this candidate found so far, at the end of the
+    /// stream.
+    fn url_at_end(&self) -> Option<(u64, u64)> {
+        match self.phase {
+            Phase::UrlPass {
+                from,
+                last_at: Some(to),
+                ..
+            } if to > from => Some((from, to)),
+            _ => None,
+        }
     }
 
     /// Where the body began, for a greedy shape in its body.
@@ -1227,6 +1511,15 @@ impl Cand {
             Phase::Body { from, .. } if self.kind.spec().max.is_none() => Some(from),
             _ => None,
         }
+    }
+}
+
+/// The end of a URL's password search: the password runs from `from` to
+/// the last `@` seen, if any came after it.
+fn url_found(from: u64, last_at: Option<u64>) -> Advance {
+    match last_at {
+        Some(to) if to > from => Advance::Found { from, to },
+        _ => Advance::Dead,
     }
 }
 
@@ -1408,6 +1701,18 @@ mod tests {
             b"topsecret",
             b"topsecretvalue",
             b"secretsec",
+            b"://",
+            b"u:",
+            b"@",
+            b"/",
+            b"password=",
+            b"PWD=",
+            b"passwd=",
+            b"'",
+            b"{",
+            b"}",
+            b";",
+            b"\\",
             // Quiet runs longer than SKIP_AFTER, for the vectorised search.
             &[0u8; 64],
             b"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz",

@@ -6,7 +6,9 @@ use proptest::prelude::*;
 use std::sync::OnceLock;
 
 use regex::bytes::Regex;
-use sandgate_shellexec::redact::{Redactor, MIN_VALUE_LEN, PEM_BLOCK_MAX};
+use sandgate_shellexec::redact::{
+    Redactor, MIN_VALUE_LEN, PEM_BLOCK_MAX, URL_PASSWORD_MAX, URL_USER_MAX,
+};
 
 type Values<'a> = &'a [(&'a str, &'a str)];
 
@@ -531,6 +533,19 @@ fn reference(values: Values, input: &[u8]) -> Vec<u8> {
             }
         }
     }
+    for i in 0..input.len() {
+        let boundary_ok = i == 0 || !input[i - 1].is_ascii_alphanumeric();
+        let found = url_password_at(input, i)
+            .or_else(|| boundary_ok.then(|| conn_password_at(input, i)).flatten());
+        if let Some((start, end)) = found {
+            occ.push(Occurrence {
+                start,
+                end,
+                key: (start, 1, 0),
+                marker: b"[REDACTED]".to_vec(),
+            });
+        }
+    }
     let cap = PEM_BLOCK_MAX as usize;
     let mut i = 0;
     while i < input.len() {
@@ -571,6 +586,83 @@ fn reference(values: Values, input: &[u8]) -> Vec<u8> {
     }
     out.extend_from_slice(&input[at..]);
     out
+}
+
+/// A URL password whose `://` is at `i`: after a user of at most
+/// `URL_USER_MAX` bytes (no `/`, `?`, `#`) and a `:`, up to the last `@`
+/// within `URL_PASSWORD_MAX` bytes, before the URL ends.
+fn url_password_at(input: &[u8], i: usize) -> Option<(usize, usize)> {
+    let ends = |b: u8| b <= b' ' || b == 0x7f || b == b'"' || b == b'<' || b == b'>';
+    if !input[i..].starts_with(b"://") {
+        return None;
+    }
+    let user = i + 3;
+    let colon = (user..input.len())
+        .take(usize::from(URL_USER_MAX) + 1)
+        .find(|&k| input[k] == b':' || ends(input[k]) || b"/?#".contains(&input[k]))?;
+    if input[colon] != b':' {
+        return None;
+    }
+    let from = colon + 1;
+    let last = (from..input.len())
+        .take(usize::from(URL_PASSWORD_MAX))
+        .take_while(|&k| !ends(input[k]))
+        .filter(|&k| input[k] == b'@')
+        .last()?;
+    (last > from).then_some((from, last))
+}
+
+/// A connection-string value after `password=`, `passwd=` or `pwd=`
+/// (any case) at `i`: quoted (`'`, `"` or `{`, with backslash escapes
+/// and doubled closing quotes, to its closing quote or the line's end) or
+/// a run of bytes other than controls, space and `;`; a `pwd` value that
+/// begins with `/` is a directory.
+fn conn_password_at(input: &[u8], i: usize) -> Option<(usize, usize)> {
+    static KEY: OnceLock<Regex> = OnceLock::new();
+    let key = KEY.get_or_init(|| Regex::new(r"(?-u)^(?i:password|passwd|pwd)=").unwrap());
+    let m = key.find(&input[i..])?;
+    let pwd = m.len() == 4;
+    let v = i + m.end();
+    let first = *input.get(v)?;
+    let line_end = |b: u8| b == b'\n' || b == b'\r';
+    if pwd && first == b'/' {
+        return None;
+    }
+    let close = match first {
+        b'\'' => b'\'',
+        b'"' => b'"',
+        b'{' => b'}',
+        _ => {
+            let end = (v..input.len())
+                .find(|&k| input[k] <= b' ' || input[k] == 0x7f || input[k] == b';')
+                .unwrap_or(input.len());
+            return (end > v).then_some((v, end));
+        }
+    };
+    let c = *input.get(v + 1)?;
+    if c == close || line_end(c) || (pwd && c == b'/') {
+        return None;
+    }
+    let mut k = v + 1;
+    let end = loop {
+        let Some(&b) = input.get(k) else {
+            break input.len();
+        };
+        if line_end(b) {
+            break k;
+        }
+        if b == b'\\' || b == close {
+            match input.get(k + 1) {
+                None => break input.len(),
+                Some(&n) if b == b'\\' && !line_end(n) => k += 2,
+                Some(&n) if b == close && n == close => k += 2,
+                Some(_) => break k + 1,
+            }
+        } else {
+            k += 1;
+        }
+    };
+    Some((v, end))
 }
 
 #[test]
@@ -623,6 +715,20 @@ const PIECES: &[&str] = &[
     "s3cr3t-s3cr3t",
     "t-s3cr3t-s3cr3t-s3",
     "\u{e9}",
+    "://",
+    "u:",
+    "@",
+    "/",
+    "?",
+    "password=",
+    "PWD=",
+    "Passwd=",
+    "'",
+    "\"",
+    "{",
+    "}",
+    ";",
+    "\\",
 ];
 
 const VALUES: &[(&str, &str)] = &[
@@ -787,5 +893,76 @@ proptest! {
             "{:?} is not a prefix of {:?}", String::from_utf8_lossy(&stopped), String::from_utf8_lossy(&whole)
         );
         prop_assert_eq!(run_stopped(VALUES, &input, input.len(), &cuts), whole);
+    }
+}
+
+/// Pieces dense in URL passwords and connection-string values, so that
+/// they start, nest, overlap and straddle the other shapes often.
+const PASSWORD_PIECES: &[&str] = &[
+    "://",
+    "u:",
+    "me@x",
+    "@",
+    "/",
+    "?",
+    "#",
+    "p",
+    "password=",
+    "PWD=",
+    "pwd=/",
+    "Passwd=",
+    "'",
+    "\"",
+    "{",
+    "}",
+    ";",
+    "\\",
+    " ",
+    "\n",
+    "x",
+    "=",
+    "ab",
+    "sk-",
+    "ABCDEFGHIJ0123456789",
+    ">",
+    "Bearer ",
+    "secret-value-01",
+    "''",
+    "\"\"",
+    "}}",
+    "password='",
+    "PWD={",
+];
+
+fn password_text() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(
+        prop_oneof![
+            8 => prop::sample::select(PASSWORD_PIECES).prop_map(|p| p.as_bytes().to_vec()),
+            1 => prop::collection::vec(any::<u8>(), 0..3),
+        ],
+        0..80,
+    )
+    .prop_map(|parts| parts.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// URL and connection-string passwords: any chunking gives the
+    /// one-chunk output, which matches the model, and a cap anywhere
+    /// shows a prefix of it.
+    #[test]
+    fn password_shapes_agree_with_the_model_however_cut(
+        input in password_text(),
+        stop in any::<usize>(),
+        raw_cuts in prop::collection::vec(any::<usize>(), 0..8),
+    ) {
+        let cuts = cuts_for(input.len(), raw_cuts);
+        let whole = run_cut(VALUES, &input, &[]);
+        prop_assert_eq!(&reference(VALUES, &input), &whole);
+        prop_assert_eq!(&run_cut(VALUES, &input, &cuts), &whole);
+        let stop = stop % (input.len() + 1);
+        let stopped = run_stopped(VALUES, &input, stop, &cuts);
+        prop_assert!(whole.starts_with(&stopped));
     }
 }
