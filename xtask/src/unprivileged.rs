@@ -118,6 +118,9 @@ const SUITES: &[(&str, &str)] = &[
     ("cli", "mcpedge23"),
     // A message giving a key twice runs nothing, on stdio and HTTP.
     ("cli", "mcpdup25"),
+    // URL and connection-string passwords redacted through the confined
+    // shell, at every read split and cap.
+    ("shellexec", "redact25"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2
