@@ -848,7 +848,11 @@ fn parse_head(raw: &[u8]) -> Result<Head, String> {
     else {
         return Err("a malformed request line".into());
     };
-    if !version.starts_with("HTTP/1.")
+    // The version exactly: the proxy writes its own, so anything after
+    // `HTTP/1.1` (a bare LF and a header, to a server that takes a lone LF
+    // as a line end) would be read by a lenient reader of the client's
+    // bytes and never judged.
+    if !(version == "HTTP/1.1" || version == "HTTP/1.0")
         || method.is_empty()
         || !method.bytes().all(|b| b.is_ascii_alphabetic())
     {
