@@ -596,3 +596,42 @@ fn credproxy25_a_hello_without_sni_or_naming_another_host_gets_no_credential() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(up.heads.lock().unwrap()[0].contains(SECRET));
 }
+
+/// An upstream that reflects the request's headers in a body it frames
+/// wrongly (says chunked, sends the headers as they are): the relay stops
+/// at the first line that is no chunk size, and that line, the
+/// credential's header, is not quoted in the refusal the audit keeps (an
+/// embedder shows or logs the audit; the command never had the value).
+#[test]
+fn credproxy25_a_reflected_header_in_a_misframed_answer_is_not_quoted_in_the_audit() {
+    let (pem, cfg) = test_ca();
+    fn reflect(head: &str) -> String {
+        let auth = head
+            .lines()
+            .find(|l| l.starts_with("Authorization"))
+            .unwrap_or("none");
+        format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{auth}\r\n")
+    }
+    let up = answering(cfg, reflect);
+    let port = up.addr.port();
+    let s = setup(&pem, vec![injection(port, &[], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    tls.write_all(b"GET /a HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    tls.flush().unwrap();
+    let mut got = Vec::new();
+    let _ = tls.read_to_end(&mut got);
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert!(!got.contains(SECRET), "{got}");
+    assert!(up.heads.lock().unwrap()[0].contains(SECRET));
+    wait_until("the tunnel is audited", || {
+        s.proxy.audit().iter().any(|r| r.reason.contains("chunk"))
+    });
+    let audit = format!("{:?}{:?}", s.proxy.audit(), s.proxy.requests());
+    assert!(audit.contains("malformed chunk line"), "{audit}");
+    assert!(
+        !audit.contains(SECRET),
+        "the audit quotes the credential: {audit}"
+    );
+}
