@@ -635,3 +635,48 @@ fn credproxy25_a_reflected_header_in_a_misframed_answer_is_not_quoted_in_the_aud
         "the audit quotes the credential: {audit}"
     );
 }
+
+/// TRACE answers with the request, headers included: the credential is
+/// never set on it, even when the entry's methods name it, nor on a
+/// spelling of it a server would take for TRACE.
+#[test]
+fn credproxy25_trace_gets_no_credential_even_when_the_entry_names_it() {
+    let (pem, cfg) = test_ca();
+    fn echo(head: &str) -> String {
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: message/http\r\nContent-Length: {}\r\n\r\n{head}",
+            head.len()
+        )
+    }
+    let up = answering(cfg, echo);
+    let port = up.addr.port();
+    let s = setup(&pem, vec![injection(port, &["TRACE", "GET"], &[])], vec![]);
+    let mut tls = connect(s.addr, port, &s.ca).unwrap();
+    for req in [
+        "TRACE / HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "TRACE /a HTTP/1.1\r\nHost: localhost\r\nMax-Forwards: 0\r\n\r\n",
+        "TRACK / HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer mine\r\n\r\n",
+    ] {
+        let (head, body) = request(&mut tls, req);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(!body.contains(SECRET) && !body.contains("mine"), "{body}");
+    }
+    refused(
+        &s,
+        port,
+        "trace / HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "403",
+    );
+    refused(
+        &s,
+        port,
+        "GET / HTTP/1.1\r\nHost: localhost\r\nX-HTTP-Method-Override: TRACE\r\n\r\n",
+        "403",
+    );
+    let heads = up.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 3, "{heads:?}");
+    assert!(heads.iter().all(|h| !h.contains(SECRET)), "{heads:?}");
+    // The control: GET gets it.
+    let (_, body) = request(&mut tls, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(body.contains(SECRET), "{body}");
+}
