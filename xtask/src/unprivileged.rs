@@ -121,6 +121,9 @@ const SUITES: &[(&str, &str)] = &[
     // URL and connection-string passwords redacted through the confined
     // shell, at every read split and cap.
     ("shellexec", "redact25"),
+    // The credential proxy against the command it serves: other hosts,
+    // header spellings, smuggling framings, paths, SNI and reflection.
+    ("proxy", "credproxy25"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2

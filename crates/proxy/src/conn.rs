@@ -848,7 +848,11 @@ fn parse_head(raw: &[u8]) -> Result<Head, String> {
     else {
         return Err("a malformed request line".into());
     };
-    if !version.starts_with("HTTP/1.")
+    // The version exactly: the proxy writes its own, so anything after
+    // `HTTP/1.1` (a bare LF and a header, to a server that takes a lone LF
+    // as a line end) would be read by a lenient reader of the client's
+    // bytes and never judged.
+    if !(version == "HTTP/1.1" || version == "HTTP/1.0")
         || method.is_empty()
         || !method.bytes().all(|b| b.is_ascii_alphabetic())
     {
@@ -1719,7 +1723,7 @@ fn forward_one<S: Read + Write>(
                 buf: std::mem::take(buf),
                 who: "the client",
                 idle,
-                trailers: false,
+                from_upstream: false,
             };
             let sent = src.relay(Body::Chunked, utls, "the client", &mut r.bytes_up);
             *buf = src.buf;
@@ -1831,7 +1835,7 @@ fn forward_one<S: Read + Write>(
         buf: rbuf,
         who: name,
         idle,
-        trailers: true,
+        from_upstream: true,
     };
     src.relay(framing, tls, name, &mut r.bytes_down)?;
     let framed = framing != Body::UntilEof;
@@ -1952,13 +1956,16 @@ struct Src<'a, R> {
     buf: Vec<u8>,
     who: &'a str,
     idle: Duration,
-    /// Whether a chunked body may end with trailer fields. A request's
-    /// may not: they are header fields that some servers merge into the
-    /// head (Apache's `MergeTrailers`, on by default before 2.4.11,
-    /// CVE-2013-5704; Tomcat's `allowedTrailerHeaders`), where the proxy
-    /// never judged them (a credential's header it removes, a method
-    /// override it refuses).
-    trailers: bool,
+    /// Whether the body is an upstream's answer. Its chunked body may end
+    /// with trailer fields, a request's may not: they are header fields
+    /// that some servers merge into the head (Apache's `MergeTrailers`, on
+    /// by default before 2.4.11, CVE-2013-5704; Tomcat's
+    /// `allowedTrailerHeaders`), where the proxy never judged them (a
+    /// credential's header it removes, a method override it refuses). And
+    /// its lines are never quoted in an error: they may be the request's
+    /// headers reflected, the credential among them, and errors go to the
+    /// audit.
+    from_upstream: bool,
 }
 
 impl<R: Read> Src<'_, R> {
@@ -2015,11 +2022,18 @@ impl<R: Read> Src<'_, R> {
             // takes it (RFC 9112 section 7.1).
             Body::Chunked => loop {
                 let line = self.line(&mut chunk, name)?;
+                // The line is quoted for the client's own bytes only: an
+                // upstream's may be the request's headers reflected, the
+                // credential among them, and the error goes to the audit.
                 let size = chunk_size(&line[..line.len() - 2]).ok_or_else(|| {
-                    BodyError::Framing(format!(
-                        "{name} sent a malformed chunk line \"{}\"",
-                        String::from_utf8_lossy(&line).escape_debug()
-                    ))
+                    BodyError::Framing(if self.from_upstream {
+                        format!("{name} sent a malformed chunk line")
+                    } else {
+                        format!(
+                            "{name} sent a malformed chunk line \"{}\"",
+                            String::from_utf8_lossy(&line).escape_debug()
+                        )
+                    })
                 })?;
                 put(out, &line)?;
                 if size == 0 {
@@ -2030,7 +2044,7 @@ impl<R: Read> Src<'_, R> {
                             put(out, &l)?;
                             break;
                         }
-                        if !self.trailers {
+                        if !self.from_upstream {
                             return Err(BodyError::Framing(format!(
                                 "{name} sent a trailer field, which is refused on an \
                                  intercepted host: a server may merge it into the request's \

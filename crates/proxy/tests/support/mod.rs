@@ -416,3 +416,42 @@ pub fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A loopback TLS upstream that keeps every request head it got (its
+/// body is not read: use it for requests without one) and answers each
+/// with what `answer` makes of the head (a whole response).
+pub fn answering(config: rustls::ServerConfig, answer: fn(&str) -> String) -> Upstream {
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (c, h) = (Arc::clone(&conns), Arc::clone(&heads));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            c.fetch_add(1, Ordering::SeqCst);
+            let (config, h) = (Arc::clone(&config), Arc::clone(&h));
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut buf = Vec::new();
+                while let Some(head) = next_head(&mut tls, &mut buf) {
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let out = answer(&head);
+                    h.lock().unwrap().push(head);
+                    let _ = tls.write_all(out.as_bytes());
+                    let _ = tls.flush();
+                }
+            });
+        }
+    });
+    Upstream {
+        addr,
+        conns,
+        resumed: Arc::new(AtomicUsize::new(0)),
+        aes128: Arc::new(AtomicUsize::new(0)),
+        heads,
+    }
+}
