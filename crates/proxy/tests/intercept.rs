@@ -1296,47 +1296,23 @@ fn a_method_override_in_the_query_cannot_escape_the_method_rules() {
 /// it and then failed, or a keep-alive timer that ran out as it arrived):
 /// answers every other request. Keeps every request head it read.
 fn upstream_dropping_second(config: rustls::ServerConfig) -> Upstream {
-    let config = Arc::new(config);
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let conns = Arc::new(AtomicUsize::new(0));
-    let heads = Arc::new(Mutex::new(Vec::new()));
-    let (c, h) = (Arc::clone(&conns), Arc::clone(&heads));
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            c.fetch_add(1, Ordering::SeqCst);
-            let (config, h) = (Arc::clone(&config), Arc::clone(&h));
-            std::thread::spawn(move || {
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-                let conn = rustls::ServerConnection::new(config).unwrap();
-                let mut tls = rustls::StreamOwned::new(conn, stream);
-                let mut buf = Vec::new();
-                for n in 1.. {
-                    let Some(head) = next_head(&mut tls, &mut buf) else {
-                        return;
-                    };
-                    h.lock()
-                        .unwrap()
-                        .push(String::from_utf8_lossy(&head).into_owned());
-                    if n == 2 {
-                        tls.conn.send_close_notify();
-                        let _ = tls.flush();
-                        return;
-                    }
-                    let _ = write!(tls, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
-                    let _ = tls.flush();
-                }
-            });
+    tls_upstream(config, |tls, buf, h| {
+        for n in 1.. {
+            let Some(head) = next_head(tls, buf) else {
+                return;
+            };
+            h.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&head).into_owned());
+            if n == 2 {
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+                return;
+            }
+            let _ = write!(tls, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+            let _ = tls.flush();
         }
-    });
-    Upstream {
-        addr,
-        conns,
-        resumed: Arc::new(AtomicUsize::new(0)),
-        aes128: Arc::new(AtomicUsize::new(0)),
-        heads,
-    }
+    })
 }
 
 /// A request whose method is not idempotent (a POST or PATCH without a

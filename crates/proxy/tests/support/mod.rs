@@ -85,95 +85,106 @@ pub fn next_head<R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
     }
 }
 
-pub fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
+/// The TLS stream of one connection to a test upstream.
+pub type Tls = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
+
+/// A loopback TLS upstream that counts connections and runs `serve` on
+/// each (in a thread of its own, after a 10 s read timeout is set), with
+/// an empty read buffer and the list of request heads to keep.
+pub fn tls_upstream(
+    config: rustls::ServerConfig,
+    serve: impl Fn(&mut Tls, &mut Vec<u8>, &Mutex<Vec<String>>) + Send + Sync + 'static,
+) -> Upstream {
     let config = Arc::new(config);
+    let serve = Arc::new(serve);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let conns = Arc::new(AtomicUsize::new(0));
     let heads = Arc::new(Mutex::new(Vec::new()));
-    let resumed = Arc::new(AtomicUsize::new(0));
-    let aes128 = Arc::new(AtomicUsize::new(0));
-    let (c, h, r, a) = (
-        Arc::clone(&conns),
-        Arc::clone(&heads),
-        Arc::clone(&resumed),
-        Arc::clone(&aes128),
-    );
+    let (c, h) = (Arc::clone(&conns), Arc::clone(&heads));
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
             c.fetch_add(1, Ordering::SeqCst);
-            let (config, h, r, a) = (
-                Arc::clone(&config),
-                Arc::clone(&h),
-                Arc::clone(&r),
-                Arc::clone(&a),
-            );
+            let (config, h, serve) = (Arc::clone(&config), Arc::clone(&h), Arc::clone(&serve));
             std::thread::spawn(move || {
                 let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
                 let conn = rustls::ServerConnection::new(config).unwrap();
                 let mut tls = rustls::StreamOwned::new(conn, stream);
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                // Whether this connection's first request was seen.
-                let mut seen = false;
-                loop {
-                    let Some(head) = next_head(&mut tls, &mut buf) else {
-                        return;
-                    };
-                    let mut head = String::from_utf8_lossy(&head).into_owned();
-                    if !seen && tls.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
-                        r.fetch_add(1, Ordering::SeqCst);
-                    }
-                    let suite = tls.conn.negotiated_cipher_suite().map(|s| s.suite());
-                    if !seen && suite == Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256) {
-                        a.fetch_add(1, Ordering::SeqCst);
-                    }
-                    seen = true;
-                    if head
-                        .to_ascii_lowercase()
-                        .contains("transfer-encoding: chunked")
-                    {
-                        // Keep the chunked body (up to its last chunk) with the head.
-                        let end = loop {
-                            if let Some(i) = buf.windows(5).position(|w| w == b"0\r\n\r\n") {
-                                break i + 5;
-                            }
-                            match tls.read(&mut chunk) {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        };
-                        head.push_str("\nBODY:");
-                        head.push_str(&String::from_utf8_lossy(&buf[..end]));
-                        buf.drain(..end);
-                    }
-                    let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
-                    let body = if path == "/big" {
-                        "x".repeat(1 << 20)
-                    } else {
-                        format!("path {path}\n")
-                    };
-                    h.lock().unwrap().push(head);
-                    let _ = write!(
-                        tls,
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = tls.flush();
-                    if close_after {
-                        return;
-                    }
-                }
+                serve(&mut tls, &mut Vec::new(), &h);
             });
         }
     });
     Upstream {
         addr,
         conns,
+        resumed: Arc::new(AtomicUsize::new(0)),
+        aes128: Arc::new(AtomicUsize::new(0)),
+        heads,
+    }
+}
+
+pub fn upstream_with(config: rustls::ServerConfig, close_after: bool) -> Upstream {
+    let resumed = Arc::new(AtomicUsize::new(0));
+    let aes128 = Arc::new(AtomicUsize::new(0));
+    let (r, a) = (Arc::clone(&resumed), Arc::clone(&aes128));
+    let up = tls_upstream(config, move |tls, buf, h| {
+        let mut chunk = [0u8; 4096];
+        // Whether this connection's first request was seen.
+        let mut seen = false;
+        loop {
+            let Some(head) = next_head(tls, buf) else {
+                return;
+            };
+            let mut head = String::from_utf8_lossy(&head).into_owned();
+            if !seen && tls.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                r.fetch_add(1, Ordering::SeqCst);
+            }
+            let suite = tls.conn.negotiated_cipher_suite().map(|s| s.suite());
+            if !seen && suite == Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256) {
+                a.fetch_add(1, Ordering::SeqCst);
+            }
+            seen = true;
+            if head
+                .to_ascii_lowercase()
+                .contains("transfer-encoding: chunked")
+            {
+                // Keep the chunked body (up to its last chunk) with the head.
+                let end = loop {
+                    if let Some(i) = buf.windows(5).position(|w| w == b"0\r\n\r\n") {
+                        break i + 5;
+                    }
+                    match tls.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                };
+                head.push_str("\nBODY:");
+                head.push_str(&String::from_utf8_lossy(&buf[..end]));
+                buf.drain(..end);
+            }
+            let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
+            let body = if path == "/big" {
+                "x".repeat(1 << 20)
+            } else {
+                format!("path {path}\n")
+            };
+            h.lock().unwrap().push(head);
+            let _ = write!(
+                tls,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = tls.flush();
+            if close_after {
+                return;
+            }
+        }
+    });
+    Upstream {
         resumed,
         aes128,
-        heads,
+        ..up
     }
 }
 
@@ -421,37 +432,13 @@ pub fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
 /// body is not read: use it for requests without one) and answers each
 /// with what `answer` makes of the head (a whole response).
 pub fn answering(config: rustls::ServerConfig, answer: fn(&str) -> String) -> Upstream {
-    let config = Arc::new(config);
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let conns = Arc::new(AtomicUsize::new(0));
-    let heads = Arc::new(Mutex::new(Vec::new()));
-    let (c, h) = (Arc::clone(&conns), Arc::clone(&heads));
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            c.fetch_add(1, Ordering::SeqCst);
-            let (config, h) = (Arc::clone(&config), Arc::clone(&h));
-            std::thread::spawn(move || {
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-                let conn = rustls::ServerConnection::new(config).unwrap();
-                let mut tls = rustls::StreamOwned::new(conn, stream);
-                let mut buf = Vec::new();
-                while let Some(head) = next_head(&mut tls, &mut buf) {
-                    let head = String::from_utf8_lossy(&head).into_owned();
-                    let out = answer(&head);
-                    h.lock().unwrap().push(head);
-                    let _ = tls.write_all(out.as_bytes());
-                    let _ = tls.flush();
-                }
-            });
+    tls_upstream(config, move |tls, buf, h| {
+        while let Some(head) = next_head(tls, buf) {
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let out = answer(&head);
+            h.lock().unwrap().push(head);
+            let _ = tls.write_all(out.as_bytes());
+            let _ = tls.flush();
         }
-    });
-    Upstream {
-        addr,
-        conns,
-        resumed: Arc::new(AtomicUsize::new(0)),
-        aes128: Arc::new(AtomicUsize::new(0)),
-        heads,
-    }
+    })
 }
