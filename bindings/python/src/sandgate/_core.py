@@ -953,7 +953,7 @@ def _make_audit(callback: Callable[[AuditEvent], Any], errors: list):
     def trampoline(_user, ev_ptr):
         try:
             ev = ev_ptr.contents
-            path = b"" if not ev.path_len else _ffi.ctypes.string_at(ev.path, ev.path_len)
+            path = b"" if not ev.path_len else _ffi.copy_out(ev.path, ev.path_len)
             outcome = CODE_NAMES[ev.outcome] if ev.outcome < len(CODE_NAMES) else str(ev.outcome)
             event = AuditEvent(
                 op=(ev.op or b"").decode("utf-8", "replace"),
