@@ -97,14 +97,31 @@ def _name(p: str | os.PathLike, what: str = "path") -> bytes:
     if isinstance(p, bytes):
         return p
     if isinstance(p, os.PathLike):
-        return os.fsencode(p)
+        return _host(p, what)
     raise _type_error(what, "str, bytes or os.PathLike", p)
 
 
 def _host(p: str | bytes | os.PathLike, what: str = "path") -> bytes:
-    if isinstance(p, (str, bytes, os.PathLike)):
+    """A host path as the file system's bytes (``os.fsencode``). A lone
+    surrogate outside U+DC80..U+DCFF has no such bytes: E_REQUEST naming
+    the argument, rather than UnicodeEncodeError, which has no code; so is
+    an ``__fspath__`` that answers neither str nor bytes."""
+    if not isinstance(p, (str, bytes, os.PathLike)):
+        raise _type_error(what, "str, bytes or os.PathLike", p)
+    try:
+        p = os.fspath(p)
+    except TypeError:
+        raise RequestTypeError(
+            f"{what}: {type(p).__name__}.__fspath__() must return str or bytes", code="E_REQUEST"
+        ) from None
+    try:
         return os.fsencode(p)
-    raise _type_error(what, "str, bytes or os.PathLike", p)
+    except UnicodeEncodeError as e:
+        raise RequestError(
+            f"{what} holds a lone surrogate (U+D800..U+DFFF outside a pair) at index {e.start},"
+            " which names no file",
+            code="E_REQUEST",
+        ) from None
 
 
 def _str(v: Any, what: str) -> str:
@@ -619,7 +636,7 @@ def _stat_method(name, doc):
             try:
                 p = path.encode()  # no error handler to look up for the usual case
             except UnicodeEncodeError:
-                p = path.encode("utf-8", "surrogateescape")
+                p = _host(path)
         else:
             p = _host(path)
         out = StatResult()
@@ -1010,8 +1027,14 @@ class Sandbox(_Handle):
     ) -> None:
         if isinstance(read_roots, (str, bytes, os.PathLike)):
             read_roots = [read_roots]
-        if isinstance(deny_write, str):
+        # bytes too: iterated, they would be refused byte by byte as ints.
+        if isinstance(deny_write, (str, bytes, os.PathLike)):
             deny_write = [deny_write]
+        for what, v in (("read_roots", read_roots), ("deny_write", deny_write)):
+            try:
+                iter(v)
+            except TypeError:
+                raise _type_error(what, "a str, bytes, os.PathLike or an iterable of them", v) from None
         opts = lib.sg_sandbox_options_new()
         try:
             err = c_void_p()
