@@ -9,6 +9,7 @@ import math
 import operator
 import os
 import stat as _stat
+import threading
 from contextlib import contextmanager
 from ctypes import byref, c_int32, c_size_t, c_uint64, c_void_p
 from dataclasses import dataclass, field
@@ -87,6 +88,60 @@ def _signal(abort: AbortSignal | None):
         yield a
     finally:
         abort._release()
+
+
+def _interruptible(abort: AbortSignal | None, call: Callable[[Any], Any]) -> Any:
+    """``call(a)``, one long library call given the abort handle ``a``,
+    made so that a signal handled in Python ends it: Python runs signal
+    handlers on the main thread only, between bytecodes, so a Ctrl-C
+    (KeyboardInterrupt) or a handler that raises would otherwise wait for
+    the call to return, a command's whole timeout. On the main thread the
+    call runs on a helper thread that the main thread waits on; an
+    exception raised meanwhile triggers ``abort`` (the call's own signal
+    when it was given none), waits the call out (it ends within moments:
+    the command's process tree ended, the walk or fetch stopped) and is
+    raised. Elsewhere the call is made directly."""
+    if threading.current_thread() is not threading.main_thread():
+        with _signal(abort) as a:
+            return call(a)
+    own = AbortSignal() if abort is None else None
+    try:
+        with _signal(abort if own is None else own) as a:
+            box: list = []
+            # An Event, not Thread.join: a join interrupted by a signal may
+            # take the thread for ended while it still runs.
+            done = threading.Event()
+
+            def run() -> None:
+                try:
+                    box.append((True, call(a)))
+                except BaseException as e:  # handed to the waiting thread
+                    box.append((False, e))
+                finally:
+                    done.set()
+
+            threading.Thread(target=run, name="sandgate-call", daemon=True).start()
+            try:
+                done.wait()
+            except BaseException:
+                lib.sg_abort_trigger(a, None)
+                while True:
+                    try:
+                        if done.wait():
+                            break
+                    except BaseException:  # another signal: the call is ending already
+                        pass
+                raise
+            ok, v = box[0]
+            if ok:
+                return v
+            try:
+                raise v
+            finally:
+                del v, box
+    finally:
+        if own is not None:
+            own.close()
 
 
 def _name(p: str | os.PathLike, what: str = "path") -> bytes:
@@ -319,8 +374,7 @@ class _Handle:
     def _bytes_abortable(self, fn, abort: AbortSignal | None, *args) -> bytes:
         """``fn(handle, *args, signal, &bytes, &err)``, the signal held for
         the call (NULL when ``abort`` is None)."""
-        with _signal(abort) as a:
-            return self._bytes(fn, *args, a)
+        return _interruptible(abort, lambda a: self._bytes(fn, *args, a))
 
     def _reap(self) -> None:
         d = self.__dict__
@@ -1144,10 +1198,17 @@ class Sandbox(_Handle):
         content, info, err = sg_bytes(), sg_lines(), c_void_p()
         h = self._acquire()
         try:
-            with _signal(abort) as a:
-                st = lib.sg_sandbox_read_lines_cancellable(
+            st = _interruptible(
+                abort,
+                lambda a: lib.sg_sandbox_read_lines_cancellable(
                     h, p, len(p), min(offset, _U64_MAX), min(limit, _U64_MAX), a, byref(content), byref(info), byref(err)
-                )
+                ),
+            )
+        except BaseException:
+            take_bytes(content)
+            if err.value:
+                lib.sg_error_free(err.value)
+            raise
         finally:
             self._release()
         if st:
@@ -1455,13 +1516,19 @@ class Executor(_Handle):
         c = _utf8(_str(command, "command"))
         d = None if cwd is None else _name(cwd, "cwd")
         out, err = sg_exec_result(), c_void_p()
-        h = self._acquire()
         try:
-            with _signal(abort) as a:
-                st = lib.sg_executor_exec(h, c, len(c), d, len(d) if d else 0, t, a, byref(out), byref(err))
-        finally:
-            self._release()
-        try:
+            h = self._acquire()
+            try:
+                st = _interruptible(
+                    abort,
+                    lambda a: lib.sg_executor_exec(h, c, len(c), d, len(d) if d else 0, t, a, byref(out), byref(err)),
+                )
+            except BaseException:
+                if err.value:
+                    lib.sg_error_free(err.value)
+                raise
+            finally:
+                self._release()
             if st:
                 _raise(st, err)
             confinement = take_bytes(out.confinement_json)
@@ -1652,8 +1719,12 @@ class Fetcher(_Handle):
         out, err = sg_bytes(), c_void_p()
         h = self._acquire()
         try:
-            with _signal(abort) as a:
-                st = lib.sg_fetcher_fetch_cancellable(h, r, len(r), a, byref(out), byref(err))
+            st = _interruptible(abort, lambda a: lib.sg_fetcher_fetch_cancellable(h, r, len(r), a, byref(out), byref(err)))
+        except BaseException:
+            take_bytes(out)
+            if err.value:
+                lib.sg_error_free(err.value)
+            raise
         finally:
             self._release()
         raw = take_bytes(out)
