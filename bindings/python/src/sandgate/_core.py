@@ -90,6 +90,42 @@ def _signal(abort: AbortSignal | None):
         abort._release()
 
 
+class _Helper:
+    """The thread that runs the main thread's long calls, one at a time
+    (see :func:`_interruptible`), kept from call to call: starting a thread
+    and making an abort signal for each call cost more than a short call
+    itself. ``signal`` is the calls' own abort signal, kept until one is
+    triggered."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.busy = False
+        self.go = threading.Lock()
+        self.go.acquire()
+        # An Event, not a Lock: a signal handled just after a Lock was
+        # taken would leave the waiter taking it a second time.
+        self.done = threading.Event()
+        self.job: Any = None
+        self.result: Any = None
+        self.signal: AbortSignal | None = None
+        threading.Thread(target=self._serve, name="sandgate-call", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            self.go.acquire()
+            call, a = self.job
+            self.job = None
+            try:
+                self.result = (True, call(a))
+            except BaseException as e:  # handed to the waiting thread
+                self.result = (False, e)
+            del call
+            self.done.set()
+
+
+_helper: _Helper | None = None
+
+
 def _interruptible(abort: AbortSignal | None, call: Callable[[Any], Any]) -> Any:
     """``call(a)``, one long library call given the abort handle ``a``,
     made so that a signal handled in Python ends it: Python runs signal
@@ -100,49 +136,50 @@ def _interruptible(abort: AbortSignal | None, call: Callable[[Any], Any]) -> Any
     exception raised meanwhile triggers ``abort`` (the call's own signal
     when it was given none), waits the call out (it ends within moments:
     the command's process tree ended, the walk or fetch stopped) and is
-    raised. Elsewhere the call is made directly."""
-    if threading.current_thread() is not threading.main_thread():
+    raised. Elsewhere (and for a call made by a signal handler while one
+    runs) the call is made directly."""
+    global _helper
+    h = _helper
+    if threading.current_thread() is not threading.main_thread() or (h is not None and h.busy):
         with _signal(abort) as a:
             return call(a)
-    own = AbortSignal() if abort is None else None
-    try:
-        with _signal(abort if own is None else own) as a:
-            box: list = []
-            # An Event, not Thread.join: a join interrupted by a signal may
-            # take the thread for ended while it still runs.
-            done = threading.Event()
-
-            def run() -> None:
-                try:
-                    box.append((True, call(a)))
-                except BaseException as e:  # handed to the waiting thread
-                    box.append((False, e))
-                finally:
-                    done.set()
-
-            threading.Thread(target=run, name="sandgate-call", daemon=True).start()
+    if h is None or h.pid != os.getpid():  # none yet, or this is a fork's child
+        h = _helper = _Helper()
+    if abort is None:
+        if h.signal is None:
+            h.signal = AbortSignal()
+        abort = h.signal
+    with _signal(abort) as a:
+        h.busy = True
+        try:
+            h.done.clear()
+            h.job = (call, a)
+            h.go.release()
             try:
-                done.wait()
+                h.done.wait()
             except BaseException:
                 lib.sg_abort_trigger(a, None)
                 while True:
                     try:
-                        if done.wait():
+                        if h.done.wait():
                             break
                     except BaseException:  # another signal: the call is ending already
                         pass
+                h.result = None
+                if abort is h.signal:  # triggered: the next call needs another
+                    h.signal.close()
+                    h.signal = None
                 raise
-            ok, v = box[0]
-            if ok:
-                return v
-            try:
-                raise v
-            finally:
-                del v, box
+            ok, v = h.result
+            h.result = None
+        finally:
+            h.busy = False
+    if ok:
+        return v
+    try:
+        raise v
     finally:
-        if own is not None:
-            own.close()
-
+        del v
 
 def _name(p: str | os.PathLike, what: str = "path") -> bytes:
     """An agent-facing name (UTF-8; a lone surrogate makes it invalid, which
