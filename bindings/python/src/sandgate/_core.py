@@ -9,6 +9,7 @@ import math
 import operator
 import os
 import stat as _stat
+import threading
 from contextlib import contextmanager
 from ctypes import byref, c_int32, c_size_t, c_uint64, c_void_p
 from dataclasses import dataclass, field
@@ -89,6 +90,97 @@ def _signal(abort: AbortSignal | None):
         abort._release()
 
 
+class _Helper:
+    """The thread that runs the main thread's long calls, one at a time
+    (see :func:`_interruptible`), kept from call to call: starting a thread
+    and making an abort signal for each call cost more than a short call
+    itself. ``signal`` is the calls' own abort signal, kept until one is
+    triggered."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.busy = False
+        self.go = threading.Lock()
+        self.go.acquire()
+        # An Event, not a Lock: a signal handled just after a Lock was
+        # taken would leave the waiter taking it a second time.
+        self.done = threading.Event()
+        self.job: Any = None
+        self.result: Any = None
+        self.signal: AbortSignal | None = None
+        threading.Thread(target=self._serve, name="sandgate-call", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            self.go.acquire()
+            call, a = self.job
+            self.job = None
+            try:
+                self.result = (True, call(a))
+            except BaseException as e:  # handed to the waiting thread
+                self.result = (False, e)
+            del call
+            self.done.set()
+
+
+_helper: _Helper | None = None
+
+
+def _interruptible(abort: AbortSignal | None, call: Callable[[Any], Any]) -> Any:
+    """``call(a)``, one long library call given the abort handle ``a``,
+    made so that a signal handled in Python ends it: Python runs signal
+    handlers on the main thread only, between bytecodes, so a Ctrl-C
+    (KeyboardInterrupt) or a handler that raises would otherwise wait for
+    the call to return, a command's whole timeout. On the main thread the
+    call runs on a helper thread that the main thread waits on; an
+    exception raised meanwhile triggers ``abort`` (the call's own signal
+    when it was given none), waits the call out (it ends within moments:
+    the command's process tree ended, the walk or fetch stopped) and is
+    raised. Elsewhere (and for a call made by a signal handler while one
+    runs) the call is made directly."""
+    global _helper
+    h = _helper
+    if threading.current_thread() is not threading.main_thread() or (h is not None and h.busy):
+        with _signal(abort) as a:
+            return call(a)
+    if h is None or h.pid != os.getpid():  # none yet, or this is a fork's child
+        h = _helper = _Helper()
+    if abort is None:
+        if h.signal is None:
+            h.signal = AbortSignal()
+        abort = h.signal
+    with _signal(abort) as a:
+        h.busy = True
+        try:
+            h.done.clear()
+            h.job = (call, a)
+            h.go.release()
+            try:
+                h.done.wait()
+            except BaseException:
+                lib.sg_abort_trigger(a, None)
+                while True:
+                    try:
+                        if h.done.wait():
+                            break
+                    except BaseException:  # another signal: the call is ending already
+                        pass
+                h.result = None
+                if abort is h.signal:  # triggered: the next call needs another
+                    h.signal.close()
+                    h.signal = None
+                raise
+            ok, v = h.result
+            h.result = None
+        finally:
+            h.busy = False
+    if ok:
+        return v
+    try:
+        raise v
+    finally:
+        del v
+
 def _name(p: str | os.PathLike, what: str = "path") -> bytes:
     """An agent-facing name (UTF-8; a lone surrogate makes it invalid, which
     the library refuses with E_REQUEST)."""
@@ -97,14 +189,31 @@ def _name(p: str | os.PathLike, what: str = "path") -> bytes:
     if isinstance(p, bytes):
         return p
     if isinstance(p, os.PathLike):
-        return os.fsencode(p)
+        return _host(p, what)
     raise _type_error(what, "str, bytes or os.PathLike", p)
 
 
 def _host(p: str | bytes | os.PathLike, what: str = "path") -> bytes:
-    if isinstance(p, (str, bytes, os.PathLike)):
+    """A host path as the file system's bytes (``os.fsencode``). A lone
+    surrogate outside U+DC80..U+DCFF has no such bytes: E_REQUEST naming
+    the argument, rather than UnicodeEncodeError, which has no code; so is
+    an ``__fspath__`` that answers neither str nor bytes."""
+    if not isinstance(p, (str, bytes, os.PathLike)):
+        raise _type_error(what, "str, bytes or os.PathLike", p)
+    try:
+        p = os.fspath(p)
+    except TypeError:
+        raise RequestTypeError(
+            f"{what}: {type(p).__name__}.__fspath__() must return str or bytes", code="E_REQUEST"
+        ) from None
+    try:
         return os.fsencode(p)
-    raise _type_error(what, "str, bytes or os.PathLike", p)
+    except UnicodeEncodeError as e:
+        raise RequestError(
+            f"{what} holds a lone surrogate (U+D800..U+DFFF outside a pair) at index {e.start},"
+            " which names no file",
+            code="E_REQUEST",
+        ) from None
 
 
 def _str(v: Any, what: str) -> str:
@@ -302,8 +411,7 @@ class _Handle:
     def _bytes_abortable(self, fn, abort: AbortSignal | None, *args) -> bytes:
         """``fn(handle, *args, signal, &bytes, &err)``, the signal held for
         the call (NULL when ``abort`` is None)."""
-        with _signal(abort) as a:
-            return self._bytes(fn, *args, a)
+        return _interruptible(abort, lambda a: self._bytes(fn, *args, a))
 
     def _reap(self) -> None:
         d = self.__dict__
@@ -619,7 +727,7 @@ def _stat_method(name, doc):
             try:
                 p = path.encode()  # no error handler to look up for the usual case
             except UnicodeEncodeError:
-                p = path.encode("utf-8", "surrogateescape")
+                p = _host(path)
         else:
             p = _host(path)
         out = StatResult()
@@ -953,7 +1061,7 @@ def _make_audit(callback: Callable[[AuditEvent], Any], errors: list):
     def trampoline(_user, ev_ptr):
         try:
             ev = ev_ptr.contents
-            path = b"" if not ev.path_len else _ffi.ctypes.string_at(ev.path, ev.path_len)
+            path = b"" if not ev.path_len else _ffi.copy_out(ev.path, ev.path_len)
             outcome = CODE_NAMES[ev.outcome] if ev.outcome < len(CODE_NAMES) else str(ev.outcome)
             event = AuditEvent(
                 op=(ev.op or b"").decode("utf-8", "replace"),
@@ -1010,8 +1118,14 @@ class Sandbox(_Handle):
     ) -> None:
         if isinstance(read_roots, (str, bytes, os.PathLike)):
             read_roots = [read_roots]
-        if isinstance(deny_write, str):
+        # bytes too: iterated, they would be refused byte by byte as ints.
+        if isinstance(deny_write, (str, bytes, os.PathLike)):
             deny_write = [deny_write]
+        for what, v in (("read_roots", read_roots), ("deny_write", deny_write)):
+            try:
+                iter(v)
+            except TypeError:
+                raise _type_error(what, "a str, bytes, os.PathLike or an iterable of them", v) from None
         opts = lib.sg_sandbox_options_new()
         try:
             err = c_void_p()
@@ -1121,10 +1235,17 @@ class Sandbox(_Handle):
         content, info, err = sg_bytes(), sg_lines(), c_void_p()
         h = self._acquire()
         try:
-            with _signal(abort) as a:
-                st = lib.sg_sandbox_read_lines_cancellable(
+            st = _interruptible(
+                abort,
+                lambda a: lib.sg_sandbox_read_lines_cancellable(
                     h, p, len(p), min(offset, _U64_MAX), min(limit, _U64_MAX), a, byref(content), byref(info), byref(err)
-                )
+                ),
+            )
+        except BaseException:
+            take_bytes(content)
+            if err.value:
+                lib.sg_error_free(err.value)
+            raise
         finally:
             self._release()
         if st:
@@ -1432,13 +1553,19 @@ class Executor(_Handle):
         c = _utf8(_str(command, "command"))
         d = None if cwd is None else _name(cwd, "cwd")
         out, err = sg_exec_result(), c_void_p()
-        h = self._acquire()
         try:
-            with _signal(abort) as a:
-                st = lib.sg_executor_exec(h, c, len(c), d, len(d) if d else 0, t, a, byref(out), byref(err))
-        finally:
-            self._release()
-        try:
+            h = self._acquire()
+            try:
+                st = _interruptible(
+                    abort,
+                    lambda a: lib.sg_executor_exec(h, c, len(c), d, len(d) if d else 0, t, a, byref(out), byref(err)),
+                )
+            except BaseException:
+                if err.value:
+                    lib.sg_error_free(err.value)
+                raise
+            finally:
+                self._release()
             if st:
                 _raise(st, err)
             confinement = take_bytes(out.confinement_json)
@@ -1629,8 +1756,12 @@ class Fetcher(_Handle):
         out, err = sg_bytes(), c_void_p()
         h = self._acquire()
         try:
-            with _signal(abort) as a:
-                st = lib.sg_fetcher_fetch_cancellable(h, r, len(r), a, byref(out), byref(err))
+            st = _interruptible(abort, lambda a: lib.sg_fetcher_fetch_cancellable(h, r, len(r), a, byref(out), byref(err)))
+        except BaseException:
+            take_bytes(out)
+            if err.value:
+                lib.sg_error_free(err.value)
+            raise
         finally:
             self._release()
         raw = take_bytes(out)

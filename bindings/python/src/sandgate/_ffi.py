@@ -379,11 +379,24 @@ def preconverted(name: str) -> tuple[ctypes._CFuncPtr, list[object]]:
 # Helpers
 
 
+#: The most bytes ``ctypes.string_at`` copies right: it takes its size as
+#: a C int, so 2 GiB or more arrives negative (SystemError) or wrapped
+#: (4 GiB + 5 bytes copied as 5: a wrong answer, without a word).
+_STRING_AT_MAX = 2**31 - 1
+
+
+def copy_out(ptr: "ctypes._Pointer | int", n: int) -> bytes:
+    """The ``n`` bytes at ``ptr``, whatever ``n``."""
+    if n <= _STRING_AT_MAX:
+        return ctypes.string_at(ptr, n)
+    return (ctypes.c_char * n).from_address(ctypes.cast(ptr, c_void_p).value).raw
+
+
 def take_bytes(b: sg_bytes) -> bytes:
     """Copies `b` out and frees it."""
     try:
         if not b.len or not b.ptr:
             return b""
-        return ctypes.string_at(b.ptr, b.len)
+        return copy_out(b.ptr, b.len)
     finally:
         lib.sg_bytes_free(ctypes.byref(b))
