@@ -13,7 +13,7 @@
 //! - a notification that does not fit (a method without an id): nothing,
 //!   as JSON-RPC says a notification is never answered;
 //! - JSON that gives a key twice in one object, at any depth (see
-//!   [`duplicate_refusal`]): `-32602` (invalid params) when the key is
+//!   `duplicate_refusal`): `-32602` (invalid params) when the key is
 //!   inside `params`, else `-32600`, naming the key, with the request's id
 //!   unless the id is the key given twice; a notification, nothing.
 //!
