@@ -590,11 +590,24 @@ fn below<'p>(base: &RelPath, path: &'p str) -> &'p str {
     }
 }
 
+/// The longest grep or glob pattern taken, in bytes. Longer ones are
+/// refused before they are parsed: an agent's patterns run to a few
+/// hundred bytes, and parsing one of 100 MB held a core for minutes before
+/// the compiled size limit refused it.
+pub const MAX_PATTERN_BYTES: usize = 64 * 1024;
+
 /// The matcher of a glob `pattern`, as a set of that one glob (see
 /// [`glob_set`]). The set matches as the one glob's matcher does, but for
 /// a path whose last component is `..` (`?.` matches `..` alone), which no
 /// walked name has.
 fn compile_glob(pattern: &str) -> Result<globset::GlobSet, Error> {
+    if pattern.len() > MAX_PATTERN_BYTES {
+        return Err(Error::request(format!(
+            "invalid glob pattern: too complex to compile (a pattern of {} bytes, over the \
+             {MAX_PATTERN_BYTES} a pattern may have)",
+            pattern.len()
+        )));
+    }
     let glob = globset::GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
@@ -781,6 +794,13 @@ struct Pattern {
 
 impl Pattern {
     fn new(pattern: &str, case_insensitive: bool) -> Result<Pattern, Error> {
+        if pattern.len() > MAX_PATTERN_BYTES {
+            return Err(Error::request(format!(
+                "invalid regular expression: a pattern of {} bytes, over the \
+                 {MAX_PATTERN_BYTES} a pattern may have",
+                pattern.len()
+            )));
+        }
         let line = regex::bytes::RegexBuilder::new(pattern)
             .case_insensitive(case_insensitive)
             .size_limit(1 << 20)

@@ -3558,3 +3558,47 @@ fn gitshown23_a_root_that_cannot_be_opened_is_named_by_its_bytes() {
         assert!(!e.to_string().contains('\n'), "{e:?}");
     }
 }
+
+/// A grep or glob pattern over `MAX_PATTERN_BYTES` is refused before it
+/// is parsed, naming its length and the cap (a grep pattern of 100 MB was
+/// parsed for minutes before the compiled size limit refused it); one at
+/// the cap is parsed.
+#[test]
+fn pattern25_a_pattern_past_the_cap_is_refused_before_it_is_parsed() {
+    use sandgate::search::{GrepOptions, MAX_PATTERN_BYTES};
+    let fx = Fx::new();
+    fx.put("in/a.txt", "hit\n");
+    let sb = fx.builder().build().unwrap();
+    let opts = GrepOptions::default();
+    for len in [MAX_PATTERN_BYTES + 1, 100 << 20] {
+        let e = sb.grep_found(&"a".repeat(len), None, &opts).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Request);
+        assert_eq!(
+            e.message(),
+            format!(
+                "invalid regular expression: a pattern of {len} bytes, over the \
+                 {MAX_PATTERN_BYTES} a pattern may have"
+            )
+        );
+        let e = sb.glob(&"a".repeat(len), None).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Request);
+        assert!(
+            e.message()
+                .contains(&format!("a pattern of {len} bytes, over the")),
+            "{}",
+            e.message()
+        );
+    }
+    // At the cap, the pattern is parsed and judged by what it is.
+    let at = "a".repeat(MAX_PATTERN_BYTES);
+    if let Err(e) = sb.grep_found(&at, None, &opts) {
+        assert!(!e.message().contains("over the"), "{}", e.message());
+    }
+    if let Err(e) = sb.glob(&at, None) {
+        assert!(!e.message().contains("over the"), "{}", e.message());
+    }
+    assert!(matches!(
+        sb.grep_found("hit", None, &opts).unwrap().results,
+        sandgate::search::GrepOutput::Lines(l) if l.len() == 1
+    ));
+}
