@@ -216,7 +216,7 @@ func (x *Executor) Exec(ctx context.Context, command string, opts ExecOptions) (
 		return nil, requestError("timeout must not be negative")
 	}
 	if opts.Timeout > 0 {
-		timeoutMS = uint64((opts.Timeout + time.Millisecond - 1) / time.Millisecond)
+		timeoutMS = ceilMillis(opts.Timeout)
 	}
 	abort, release, err := abortOn(ctx)
 	if err != nil {
@@ -255,6 +255,18 @@ func (x *Executor) Exec(ctx context.Context, command string, opts ExecOptions) (
 		_ = json.Unmarshal(conf, &res.Confinement)
 	}
 	return res, nil
+}
+
+// ceilMillis is d (positive) in whole milliseconds, rounded up. Adding
+// 999,999 ns before dividing would overflow past math.MaxInt64 - 999,999
+// and send a wrapped count of about 1.8e19 ms (which the library echoes
+// back in its notes) instead of the 9.2e12 asked for.
+func ceilMillis(d time.Duration) uint64 {
+	ms := uint64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
 }
 
 // abortOn is an abort signal triggered when ctx is done (nil when ctx can

@@ -371,7 +371,7 @@ func (f *Fetcher) Fetch(ctx context.Context, url string, opts FetchOptions) (*Fe
 	}
 	req := fetchRequest{URL: url, Method: opts.Method, MaxBytes: uint64(opts.MaxBytes)}
 	if timeout > 0 {
-		req.TimeoutMS = uint64((timeout + time.Millisecond - 1) / time.Millisecond)
+		req.TimeoutMS = ceilMillis(timeout)
 	}
 	if len(opts.Header) > 0 {
 		names := make([]string, 0, len(opts.Header))

@@ -15,7 +15,7 @@ import (
 // directory (or symlink to one beneath the root) is accepted.
 func (r *Root) MkdirAll(name string, perm os.FileMode) error {
 	if perm&0o777 != perm {
-		return &os.PathError{Op: "mkdirat", Path: name, Err: errors.New("unsupported file mode")}
+		return &os.PathError{Op: "mkdirat", Path: name, Err: unsupportedMode(perm)}
 	}
 	parts := strings.Split(name, "/")
 	for i := range parts {
