@@ -32,8 +32,9 @@
 //! SIGINT, SIGTERM and SIGHUP do not end the supervisor on the spot: they
 //! abort the run, whose whole tree is then ended as after a timeout, and
 //! the supervisor exits `128 + n` for signal `n` (a supervisor that just
-//! died would leave the program running past its timeout, with nothing
-//! left to end it). Nor can a reader that stops reading keep the
+//! died would end its tree only through the keeper's parent-death signal,
+//! without the grace period or the protected paths' check; SIGKILL, which
+//! cannot be caught, does that). Nor can a reader that stops reading keep the
 //! supervisor from exiting: once the signal has come, a write to stdout or
 //! stderr that is still waiting for the reader gets [`GRACE`] more.
 //!

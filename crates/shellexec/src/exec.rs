@@ -77,8 +77,12 @@
 //!   and the executor continues the keeper (at each wait for the start
 //!   report, at each scan while the tree is ended) so that it is reaped
 //!   before the call returns.
-//! - If the executor process itself dies abruptly, nothing ends the
-//!   command: the keeper and the command run until they end by themselves.
+//! - If the executor process itself dies abruptly (SIGKILL), the keeper's
+//!   parent-death signal ends the command's tree (see the process layout
+//!   above), unless the command stopped its keeper first, which only a
+//!   command whose signals nothing judges can do: a stopped keeper acts on
+//!   nothing, and with the executor gone nobody continues it, so the tree
+//!   may run on until something sends the keeper `SIGCONT`.
 //! - A descendant that hands an output pipe to an unrelated process (over a
 //!   UNIX socket) can keep the pipe open: the deadline backstop then ends
 //!   the call and marks it timed out.
