@@ -124,6 +124,8 @@ const SUITES: &[(&str, &str)] = &[
     // The credential proxy against the command it serves: other hosts,
     // header spellings, smuggling framings, paths, SNI and reflection.
     ("proxy", "credproxy25"),
+    // Process trees that try to outlive `sandgate run`.
+    ("cli", "runsup25"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2
