@@ -886,6 +886,7 @@ impl Excludes {
     fn new(patterns: &[String]) -> Result<Excludes, Error> {
         let mut globs = Vec::new();
         for p in patterns {
+            sandgate::search::pattern_fits(p, "exclude pattern")?;
             let mut forms = vec![p.clone()];
             if !p.contains('*') {
                 forms.push(format!("**/{p}"));
@@ -1593,13 +1594,15 @@ pub fn describe(e: &Error) -> String {
 mod tests {
     use super::{first_lines_len, js_date, last_lines_start, Excludes};
 
-    /// An exclude pattern too complex to compile (100,000 `*`) is the
+    /// Exclude patterns too complex to compile (two of 60,000 `*`) are the
     /// request's fault, answered as such; globset's single-glob matcher
     /// panicked on it (the call answered an internal error, its message the
     /// half-megabyte expression).
     #[test]
     fn ffi17_an_exclude_pattern_too_complex_to_compile_is_a_request_error() {
-        let e = match Excludes::new(&["*".repeat(100_000)]) {
+        // Each under the cap on one pattern's length, the two together
+        // over the matcher's size limit.
+        let e = match Excludes::new(&vec!["*".repeat(60_000); 2]) {
             Ok(_) => panic!("a pattern over the matcher's size limit was accepted"),
             Err(e) => e,
         };
@@ -1608,6 +1611,31 @@ mod tests {
         let ex = Excludes::new(&["*.log".to_owned(), "target".to_owned()]).unwrap();
         assert!(ex.hit("a.log") && ex.hit("target") && ex.hit("x/target/y"));
         assert!(!ex.hit("a.txt") && !ex.hit("d/a.log"));
+    }
+
+    /// An exclude pattern past the grep and glob patterns' cap is refused
+    /// before it is parsed, naming its length and the cap; one at the cap
+    /// is judged by what it is.
+    #[test]
+    fn pattern26_an_exclude_pattern_past_the_cap_is_refused_before_it_is_parsed() {
+        use sandgate::search::MAX_PATTERN_BYTES;
+        for len in [MAX_PATTERN_BYTES + 1, 100 << 20] {
+            let patterns = ["*.log".to_owned(), "a".repeat(len)];
+            let e = match Excludes::new(&patterns) {
+                Ok(_) => panic!("an exclude pattern of {len} bytes was accepted"),
+                Err(e) => e,
+            };
+            assert_eq!(e.code(), sandgate::ErrorCode::Request);
+            assert_eq!(
+                e.message(),
+                format!(
+                    "invalid exclude pattern: a pattern of {len} bytes, over the \
+                     {MAX_PATTERN_BYTES} a pattern may have"
+                )
+            );
+        }
+        let ex = Excludes::new(&["a".repeat(MAX_PATTERN_BYTES)]).unwrap();
+        assert!(ex.hit(&"a".repeat(MAX_PATTERN_BYTES)) && !ex.hit("a"));
     }
 
     /// As JavaScript's `new Date(ms).toString()` writes them under TZ=UTC.

@@ -596,18 +596,26 @@ fn below<'p>(base: &RelPath, path: &'p str) -> &'p str {
 /// the compiled size limit refused it.
 pub const MAX_PATTERN_BYTES: usize = 64 * 1024;
 
+/// Refuses a `pattern` longer than [`MAX_PATTERN_BYTES`] as an invalid
+/// `what` ("glob pattern", "regular expression", "exclude pattern"),
+/// naming its length and the cap, before anything parses it.
+pub fn pattern_fits(pattern: &str, what: &str) -> Result<(), Error> {
+    if pattern.len() > MAX_PATTERN_BYTES {
+        return Err(Error::request(format!(
+            "invalid {what}: a pattern of {} bytes, over the {MAX_PATTERN_BYTES} a pattern \
+             may have",
+            pattern.len()
+        )));
+    }
+    Ok(())
+}
+
 /// The matcher of a glob `pattern`, as a set of that one glob (see
 /// [`glob_set`]). The set matches as the one glob's matcher does, but for
 /// a path whose last component is `..` (`?.` matches `..` alone), which no
 /// walked name has.
 fn compile_glob(pattern: &str) -> Result<globset::GlobSet, Error> {
-    if pattern.len() > MAX_PATTERN_BYTES {
-        return Err(Error::request(format!(
-            "invalid glob pattern: too complex to compile (a pattern of {} bytes, over the \
-             {MAX_PATTERN_BYTES} a pattern may have)",
-            pattern.len()
-        )));
-    }
+    pattern_fits(pattern, "glob pattern")?;
     let glob = globset::GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
@@ -794,13 +802,7 @@ struct Pattern {
 
 impl Pattern {
     fn new(pattern: &str, case_insensitive: bool) -> Result<Pattern, Error> {
-        if pattern.len() > MAX_PATTERN_BYTES {
-            return Err(Error::request(format!(
-                "invalid regular expression: a pattern of {} bytes, over the \
-                 {MAX_PATTERN_BYTES} a pattern may have",
-                pattern.len()
-            )));
-        }
+        pattern_fits(pattern, "regular expression")?;
         let line = regex::bytes::RegexBuilder::new(pattern)
             .case_insensitive(case_insensitive)
             .size_limit(1 << 20)
