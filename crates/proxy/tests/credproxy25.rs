@@ -8,10 +8,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::Duration;
 
-use rustls::pki_types::ServerName;
 use sandgate_netguard::{Mode, NetEntry, Rules};
 use sandgate_proxy::{Injection, RequestRule, Secret, Verdict};
 
@@ -517,7 +514,7 @@ fn credproxy25_paths_that_normalise_to_a_refused_prefix_reach_no_upstream() {
 }
 
 /// A TLS handshake through a `CONNECT` to `connect_host:port`, naming
-/// `sni` (none when `None`).
+/// `sni` (none when `None`); a refused CONNECT is answered as a failure.
 fn handshake(
     proxy: SocketAddr,
     connect_host: &str,
@@ -525,40 +522,7 @@ fn handshake(
     sni: Option<&str>,
     ca_pem: &str,
 ) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
-    let mut s = TcpStream::connect(proxy).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "CONNECT {connect_host}:{port} HTTP/1.1\r\nHost: {connect_host}:{port}\r\n\r\n"
-    )
-    .unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if s.read(&mut b).unwrap() == 0 {
-            return Err(String::from_utf8_lossy(&head).into_owned());
-        }
-        head.push(b[0]);
-    }
-    if !head.starts_with(b"HTTP/1.1 200") {
-        return Err(String::from_utf8_lossy(&head).into_owned());
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(sandgate_proxy::roots_from_pem(ca_pem))
-        .with_no_client_auth();
-    config.enable_sni = sni.is_some();
-    let name = sni.unwrap_or("localhost");
-    let mut conn = rustls::ClientConnection::new(
-        Arc::new(config),
-        ServerName::try_from(name.to_owned()).unwrap(),
-    )
-    .unwrap();
-    while conn.is_handshaking() {
-        conn.complete_io(&mut s).map_err(|e| e.to_string())?;
-    }
-    Ok(rustls::StreamOwned::new(conn, s))
+    tls_over(tunnel(proxy, connect_host, port)?, sni, ca_pem)
 }
 
 #[test]

@@ -245,40 +245,59 @@ pub fn setup_tuned(
 }
 
 /// A TLS connection to `localhost:port` through the proxy's CONNECT,
-/// trusting `ca_pem`.
+/// trusting `ca_pem`. A refused CONNECT fails the test; a failed
+/// handshake is answered.
 pub fn connect(
     proxy: SocketAddr,
     port: u16,
     ca_pem: &str,
 ) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
+    let s = tunnel(proxy, "localhost", port).unwrap_or_else(|head| panic!("{head}"));
+    tls_over(s, Some("localhost"), ca_pem)
+}
+
+/// A stream through the proxy's `CONNECT host:port`, its answer's head
+/// read; a refusal is answered with that head.
+pub fn tunnel(proxy: SocketAddr, host: &str, port: u16) -> Result<TcpStream, String> {
     let mut s = TcpStream::connect(proxy).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         s,
-        "CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n"
+        "CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n"
     )
     .unwrap();
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         if s.read(&mut b).unwrap() == 0 {
-            return Err(String::from_utf8_lossy(&head).into_owned());
+            break;
         }
         head.push(b[0]);
     }
-    assert!(
-        head.starts_with(b"HTTP/1.1 200"),
-        "{}",
-        String::from_utf8_lossy(&head)
-    );
+    if head.starts_with(b"HTTP/1.1 200") && head.ends_with(b"\r\n\r\n") {
+        Ok(s)
+    } else {
+        Err(String::from_utf8_lossy(&head).into_owned())
+    }
+}
+
+/// A TLS handshake over `s`, naming `sni` (no SNI when `None`, the
+/// certificate then checked for `localhost`), trusting `ca_pem`.
+pub fn tls_over(
+    mut s: TcpStream,
+    sni: Option<&str>,
+    ca_pem: &str,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
     let mut config = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_root_certificates(roots_from_pem(ca_pem))
         .with_no_client_auth();
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.enable_sni = sni.is_some();
+    let name = sni.unwrap_or("localhost").to_owned();
     let mut conn =
-        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("localhost").unwrap())
+        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from(name).unwrap())
             .unwrap();
     while conn.is_handshaking() {
         conn.complete_io(&mut s).map_err(|e| e.to_string())?;
