@@ -666,7 +666,7 @@ impl Fetcher {
         let mut headers = check_headers(&opts.headers)?;
         let mut body = opts.body.clone();
         let mut target = Target::parse(url)
-            .map_err(|m| request_error(format!("`{}` is refused: {m}", url.escape_debug())))?;
+            .map_err(|m| request_error(format!("`{}` is refused: {m}", quoted_url(url))))?;
         if let (Some(proxy), Mode::Restricted) = (&self.proxy, self.rules.mode()) {
             return Err(FetchError::new(
                 ErrorCode::NetDenied,
@@ -704,8 +704,11 @@ impl Fetcher {
             };
             let url = target.to_string();
             let uri: http::Uri = url.parse().map_err(|e| {
-                request_error(format!("`{url}` is not a URL the client takes: {e}"))
-                    .with_hops(&hops)
+                request_error(format!(
+                    "`{}` is not a URL the client takes: {e}",
+                    quoted_url(&url)
+                ))
+                .with_hops(&hops)
             })?;
             hops.push(Hop {
                 url,
@@ -1002,6 +1005,19 @@ const SENT_METHODS: &[http::Method] = &[
     http::Method::TRACE,
     http::Method::PATCH,
 ];
+
+/// `url` as a refusal quotes it: escaped, and past 200 bytes cut to its
+/// first 100 and `…`, so that a flood is not carried into the message.
+fn quoted_url(url: &str) -> String {
+    if url.len() <= 200 {
+        return url.escape_debug().to_string();
+    }
+    let mut cut = 100;
+    while !url.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", url[..cut].escape_debug())
+}
 
 fn parse_method(method: Option<&str>) -> Result<http::Method, FetchError> {
     let Some(m) = method else {

@@ -795,6 +795,42 @@ fn credentials_in_the_url_are_refused() {
 // ---------------------------------------------------------------------------
 // Caps and timeouts
 
+/// A URL over `MAX_URL_BYTES` is refused before it is parsed, its message
+/// naming its length and quoting only its start (a 100 MB URL was parsed
+/// and carried whole into the message); one at the cap is fetched.
+#[test]
+fn url26_a_url_past_the_cap_is_refused_and_not_quoted_whole() {
+    use sandgate_netguard::MAX_URL_BYTES;
+    let s = serve("127.0.0.1", |_| ok("a"));
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
+    let base = format!("http://127.0.0.1:{}/", s.port);
+    for len in [MAX_URL_BYTES + 1, 100 << 20] {
+        let url = format!("{base}{}", "a".repeat(len - base.len()));
+        let m = match get(&f, &url) {
+            Ok(r) => panic!("a URL of {len} bytes was fetched: {}", r.status),
+            Err(e) => {
+                assert_eq!(e.code(), ErrorCode::Request);
+                e.to_string()
+            }
+        };
+        assert!(
+            m.contains(&format!(
+                "a URL of {len} bytes, over the {MAX_URL_BYTES} a URL may have"
+            )),
+            "{}",
+            &m[..m.len().min(400)]
+        );
+        assert!(m.len() < 400, "{}", &m[..400]);
+    }
+    assert_eq!(s.hits(), 0);
+    let url = format!("{base}{}", "a".repeat(MAX_URL_BYTES - base.len()));
+    match get(&f, &url) {
+        Ok(r) => assert_eq!(r.status, 200),
+        Err(e) => panic!("a URL at the cap was refused: {}", &e.to_string()[..300]),
+    }
+    assert_eq!(s.hits(), 1);
+}
+
 #[test]
 fn an_endless_body_stops_at_max_bytes() {
     let s = serve("127.0.0.1", |_| Reply::Endless);

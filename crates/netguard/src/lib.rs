@@ -52,4 +52,4 @@ pub use class::{classify, AddrClass};
 pub use entry::{MalformedEntry, NetEntry, NetHost, RefusedEntry};
 pub use host::{is_dns_name, is_loopback_name, url_literal, Host};
 pub use rules::{Admitted, Hop, Mode, NetDecision, Rules};
-pub use url::{Target, UrlError};
+pub use url::{Target, UrlError, MAX_URL_BYTES};

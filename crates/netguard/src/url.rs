@@ -33,6 +33,12 @@ impl From<String> for UrlError {
     }
 }
 
+/// The longest URL taken, in bytes: 32 KiB. Servers refuse far shorter
+/// ones (a request line of 8 or 16 KiB is a common limit), and the HTTP
+/// client refuses a URI of 64 KiB; a longer one is a mistake or a flood,
+/// and would only be carried into every message.
+pub const MAX_URL_BYTES: usize = 32 * 1024;
+
 /// An absolute URL split into the parts a client uses:
 /// `scheme://host[:port][/path][?query]`, the fragment dropped.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,8 +134,16 @@ impl Target {
         Target::parse(&absolute)
     }
 
-    /// Parses an absolute `scheme://host[:port][/path][?query][#fragment]`.
+    /// Parses an absolute `scheme://host[:port][/path][?query][#fragment]`
+    /// of at most [`MAX_URL_BYTES`].
     pub fn parse(url: &str) -> Result<Target, UrlError> {
+        if url.len() > MAX_URL_BYTES {
+            return Err(format!(
+                "a URL of {} bytes, over the {MAX_URL_BYTES} a URL may have",
+                url.len()
+            )
+            .into());
+        }
         check_chars(url)?;
         if !has_scheme(url) {
             return Err("not an absolute URL (`https://host/path`)".into());
