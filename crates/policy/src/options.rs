@@ -487,6 +487,43 @@ impl PolicyOptions {
         Self::from_json_value(serde_json::Value::Object(nested))
     }
 
+    /// The bytes of the options' text values (roots, patterns, names):
+    /// fewer than [`PolicyOptions::to_toml`] writes, found without writing.
+    fn value_bytes(&self) -> usize {
+        let all = |v: &[String]| v.iter().map(String::len).sum::<usize>();
+        let one = |v: &Option<String>| v.as_ref().map_or(0, String::len);
+        let fs = &self.fs;
+        let exec = &self.exec;
+        let net = &self.net;
+        fs.read_roots
+            .iter()
+            .map(|p| p.as_os_str().len())
+            .sum::<usize>()
+            + fs.write_root.as_ref().map_or(0, |p| p.as_os_str().len())
+            + all(&fs.deny_write)
+            + one(&exec.shell)
+            + all(&exec.env_inherit)
+            + all(&exec.process_allow)
+            + all(&net.allow)
+            + net
+                .credentials
+                .iter()
+                .map(|c| {
+                    [&c.host, &c.header, &c.env, &c.file, &c.scheme, &c.user]
+                        .into_iter()
+                        .map(one)
+                        .sum::<usize>()
+                        + all(&c.methods)
+                        + all(&c.path_prefixes)
+                })
+                .sum::<usize>()
+            + net
+                .rules
+                .iter()
+                .map(|r| one(&r.host) + one(&r.action) + all(&r.methods) + all(&r.path_prefixes))
+                .sum::<usize>()
+    }
+
     /// The policy file these options stand for: what
     /// [`Policy::from_options`] resolves and digests. A host can print it
     /// to show the authority it grants, or save it as a policy file (with
@@ -509,9 +546,32 @@ impl Policy {
     /// problems carry no line: there is no file). Relative roots resolve
     /// against `base_dir`. No policy file exists, so no directory is kept
     /// out of the write root on its account. The digest is taken over that
-    /// text.
+    /// text, which may be at most [`MAX_POLICY_BYTES`](crate::MAX_POLICY_BYTES),
+    /// as a file may.
     pub fn from_options(options: &PolicyOptions, base_dir: &Path) -> Result<Policy, PolicyError> {
+        // As a file over the cap is refused, so is its text: a 100 MB root
+        // was written, parsed for half a minute and quoted whole in the
+        // refusal. The values' own bytes are judged before anything is
+        // written, the text after.
+        let over = |len: usize| {
+            PolicyError::new(
+                PolicyErrorKind::InvalidValue,
+                None,
+                format!(
+                    "the policy stated from code is {len} bytes or more as TOML, over the {} a \
+                     policy may have",
+                    crate::MAX_POLICY_BYTES
+                ),
+            )
+        };
+        let least = options.value_bytes();
+        if least as u64 > crate::MAX_POLICY_BYTES {
+            return Err(over(least));
+        }
         let text = options.to_toml()?;
+        if text.len() as u64 > crate::MAX_POLICY_BYTES {
+            return Err(over(text.len()));
+        }
         let digest = crate::digest_of(text.as_bytes());
         let decoded =
             decode::decode(&text).map_err(|p| PolicyError::found(p, &text).without_locations())?;

@@ -47,6 +47,48 @@ fn options_resolve_like_the_file_they_stand_for() {
     assert_eq!(from_code.digest(), from_file.digest());
 }
 
+/// Options whose text is over the policy file's cap are refused as the
+/// file would be, before they are parsed, without quoting the value (a
+/// 100 MB root was parsed for half a minute and quoted whole).
+#[test]
+fn options26_past_the_files_cap_are_refused_before_they_are_parsed() {
+    let fx = Fixture::new();
+    for len in [sandgate_policy::MAX_POLICY_BYTES as usize + 1, 100 << 20] {
+        let options = PolicyOptions {
+            fs: FsOptions {
+                write_root: Some("a".repeat(len).into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let e = Policy::from_options(&options, &fx.project()).unwrap_err();
+        assert_eq!(e.problems()[0].kind(), K::InvalidValue);
+        let m = e.to_string();
+        assert!(m.len() < 300, "{}", &m[..300]);
+        assert!(m.contains("over the 1048576 a policy may have"), "{m}");
+    }
+    // Many values, each short, are judged by their text.
+    let options = PolicyOptions {
+        fs: FsOptions {
+            deny_write: vec!["\\".into(); 400_000],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let e = Policy::from_options(&options, &fx.project()).unwrap_err();
+    assert!(e.to_string().contains("a policy may have"), "{e}");
+    // Under the cap, the root is judged by what it names.
+    let options = PolicyOptions {
+        fs: FsOptions {
+            write_root: Some("a".repeat(1000).into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let e = Policy::from_options(&options, &fx.project()).unwrap_err();
+    assert_eq!(e.problems()[0].kind(), K::RootMissing, "{e}");
+}
+
 #[test]
 fn default_options_grant_nothing() {
     let fx = Fixture::new();
