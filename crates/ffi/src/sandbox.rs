@@ -1569,7 +1569,10 @@ fn grep_options(json: Option<&str>) -> Result<facade::search::GrepOptions, Error
     // A JSON object would keep the last of a key given twice: refused, as
     // the JSON endpoint and `sg_fetcher_fetch` refuse it.
     if let Some(key) = facade::tool::duplicated_key(json) {
-        return Err(request(format!("options: the key `{key}` is given twice")));
+        return Err(request(format!(
+            "options: the key `{}` is given twice",
+            facade::policy::shown(&key)
+        )));
     }
     let count = |k: &str, v: &serde_json::Value| {
         v.as_u64()

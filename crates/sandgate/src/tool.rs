@@ -38,8 +38,11 @@ impl StrictObject {
     fn into_fields(self) -> Result<Vec<(String, Value)>, Error> {
         match self.duplicate {
             None => Ok(self.fields),
+            // Shown as names are: a key may hold a line break or a
+            // terminal's escape.
             Some(key) => Err(bad(format!(
-                "not a valid request object: duplicated key `{key}`"
+                "not a valid request object: duplicated key `{}`",
+                crate::policy::shown(&key)
             ))),
         }
     }
@@ -1290,6 +1293,27 @@ mod tests {
         fn the_cheap_scan_finds_what_the_full_scan_finds(text in text_with_keys()) {
             prop_assert_eq!(gives_a_key_twice(&text), duplicated_key(&text).is_some(), "{}", text);
         }
+    }
+
+    #[test]
+    fn dupkey26_a_key_given_twice_is_named_as_names_are_shown() {
+        let s = super::ToolSession::new(
+            crate::Sandbox::builder().build().unwrap(),
+            serde_json::json!({}),
+        );
+        let line = r#"{"op":"stat","a\nb\u001b[2J":1,"a\nb\u001b[2J":2,"id":7}"#;
+        let a = s.handle_line(line);
+        assert_eq!(a["error"]["code"], "E_REQUEST", "{a}");
+        assert_eq!(
+            a["error"]["message"],
+            "not a valid request object: duplicated key `a\\u{a}b\\u{1b}[2J`",
+            "{a}"
+        );
+        let a = s.handle_line(r#"{"op":"stat","path":"x","path":"y"}"#);
+        assert_eq!(
+            a["error"]["message"], "not a valid request object: duplicated key `path`",
+            "{a}"
+        );
     }
 
     #[test]
