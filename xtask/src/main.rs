@@ -82,7 +82,7 @@ fn main() -> ExitCode {
         "install-test" => install_test::run(&args[1..]),
         "help" | "--help" | "-h" => {
             println!(
-                "usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|deps|citations|bindings|c-test|fuzz|man|unprivileged|unprivileged-bindings|mcp-clients|install --prefix DIR|dist|install-test>"
+                "usage: cargo xtask <ci|test|bench [--quick]|bench-tool [N]|codegen|deps|citations|bindings|c-test|fuzz|man|unprivileged|unprivileged-bindings|mcp-clients|install --prefix DIR|dist [--dev]|install-test>"
             );
             Ok(())
         }
@@ -269,9 +269,10 @@ fn test() -> Result<(), String> {
     // The bindings' tests again as uid 65534, with the Python that
     // `mcp_clients` made for that user.
     unprivileged::bindings(&target_dir().join("mcp-venv-nobody"))?;
-    // What a user installs, built once in release and installed away from
-    // the checkout.
-    dist::run(&[])?;
+    // What a user installs, packed from the debug build the tests made
+    // (`cargo xtask dist` packs a release build; the packaging is the same)
+    // and installed away from the checkout.
+    dist::run(&["--dev".to_owned()])?;
     install_test::run(&[])
 }
 
