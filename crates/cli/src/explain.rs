@@ -21,7 +21,9 @@ TARGET is guessed from its form unless --as says: HOST:PORT or an IPv6
 literal ([ADDR]:PORT, [ADDR], ADDR) asks about a connection, read as a
 net.allow entry is; anything with a space is a command, anything else a
 path (asked both for read and write). Exit 0 when everything asked is allowed,
-1 when something is refused, 2 when the policy itself is refused.
+1 when something is refused, 2 when the policy itself is refused or the
+answer could not be written (a full disk; a reader that went away, as with
+`| head -1`, keeps the answer's code).
 
 Examples:
   sandgate explain agent-policy.toml notes/todo.md

@@ -1,0 +1,115 @@
+//! The `sandgate` command line given an output it cannot write: a full
+//! disk (`/dev/full`) is an error the exit code says, where a reader that
+//! went away (`| head -c1`) is not.
+
+use std::fs;
+use std::process::{Command, Output, Stdio};
+
+const SANDGATE: &str = env!("CARGO_BIN_EXE_sandgate");
+
+fn fixture() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::create_dir(tmp.path().join("ws")).unwrap();
+    fs::write(tmp.path().join("ws/a.txt"), "hello\n").unwrap();
+    fs::write(
+        tmp.path().join("policy.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n",
+    )
+    .unwrap();
+    tmp
+}
+
+fn run(dir: &std::path::Path, args: &[&str], stdout: Stdio) -> Output {
+    Command::new(SANDGATE)
+        .args(args)
+        .current_dir(dir)
+        .env_remove("SANDGATE_POLICY")
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+fn dev_full() -> Stdio {
+    Stdio::from(
+        fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap(),
+    )
+}
+
+fn closed_pipe() -> Stdio {
+    let (read, write) = rustix::pipe::pipe().unwrap();
+    drop(read);
+    Stdio::from(write)
+}
+
+/// Every command that prints an answer, and the exit code that says its
+/// answer was lost on a full disk: explain's 0 and 1 are its answers, so
+/// it says 2 (it could not answer), the rest 1.
+const PRINTERS: &[(&[&str], i32)] = &[
+    (&["check", "policy.toml"], 1),
+    (&["check", "--json", "policy.toml"], 1),
+    (&["explain", "policy.toml", "a.txt"], 2),
+    (&["explain", "--json", "policy.toml", "a.txt"], 2),
+    (&["explain", "policy.toml", "../a.txt"], 2),
+    (&["--help"], 1),
+    (&["--version"], 1),
+    (&["check", "--help"], 1),
+    (&["help", "explain"], 1),
+    (&["init", "ws", "-o", "new.toml"], 1),
+];
+
+/// `sandgate check P > /dev/full` exited 0 with the summary lost, and so
+/// did `explain` (0: "allowed", with no answer written), `--help`,
+/// `--version` and `init` (its path never printed); `completions` and `man`
+/// already said `writing stdout` and exited 1.
+#[test]
+fn cli26_a_full_stdout_is_an_error_naming_it() {
+    let fx = fixture();
+    let mut problems = Vec::new();
+    for (args, code) in PRINTERS {
+        let _ = fs::remove_file(fx.path().join("new.toml"));
+        let out = run(fx.path(), args, dev_full());
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.code() != Some(*code)
+            || !err.contains("sandgate: writing stdout: No space left on device")
+            || err.contains("panicked")
+        {
+            problems.push(format!("{args:?}: exit {:?}: {err}", out.status.code()));
+        }
+    }
+    // init's policy was written whole even so, and stderr says where.
+    assert!(fs::read_to_string(fx.path().join("new.toml"))
+        .unwrap()
+        .contains("write_root"));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// A reader that went away (`sandgate … | head -c1`) is not an error: the
+/// answer's own exit code stands, nothing panics and nothing is said.
+#[test]
+fn cli26_a_closed_stdout_keeps_the_answers_exit_code() {
+    let fx = fixture();
+    let mut problems = Vec::new();
+    let answers: &[(&[&str], i32)] = &[
+        (&["check", "policy.toml"], 0),
+        (&["explain", "--as", "read", "policy.toml", "a.txt"], 0),
+        (&["explain", "policy.toml", "../a.txt"], 1),
+        (&["--help"], 0),
+        (&["--version"], 0),
+        (&["help", "explain"], 0),
+        (&["init", "ws", "-o", "new.toml"], 0),
+    ];
+    for (args, code) in answers {
+        let _ = fs::remove_file(fx.path().join("new.toml"));
+        let out = run(fx.path(), args, closed_pipe());
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.code() != Some(*code) || err.contains("panicked") || err.contains("writing") {
+            problems.push(format!("{args:?}: exit {:?}: {err}", out.status.code()));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
