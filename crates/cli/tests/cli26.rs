@@ -113,3 +113,42 @@ fn cli26_a_closed_stdout_keeps_the_answers_exit_code() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// `explain`'s POLICY, given before the target, may be any file name, as
+/// `--policy` and `check`'s POLICY may (before, a name that is not UTF-8
+/// was refused by the argument parser: "invalid UTF-8 was detected in one
+/// or more arguments", not saying which); a target that is not UTF-8,
+/// which no agent can name, is refused naming it as its bytes.
+#[test]
+fn cli26_explain_takes_any_policy_name_and_names_a_target_not_utf8() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let fx = fixture();
+    let odd = OsStr::from_bytes(b"p\xff.toml");
+    fs::copy(fx.path().join("policy.toml"), fx.path().join(odd)).unwrap();
+    let explain = |words: &[&OsStr]| {
+        Command::new(SANDGATE)
+            .arg("explain")
+            .args(["--as", "read"])
+            .args(words)
+            .current_dir(fx.path())
+            .env_remove("SANDGATE_POLICY")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = explain(&[odd, OsStr::new("a.txt")]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("read a.txt: allowed"));
+
+    let out = explain(&[OsStr::new("policy.toml"), OsStr::from_bytes(b"a\xff.txt")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(r"the target a\xff.txt is not UTF-8"), "{err}");
+    assert!(out.stdout.is_empty());
+}
