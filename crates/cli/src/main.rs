@@ -1,8 +1,10 @@
 //! `sandgate`: check a policy, or serve an agent's file tools over JSON lines.
 //!
-//! Every subcommand names the policy the same way: `--policy POLICY`, or
-//! the `SANDGATE_POLICY` environment variable when the flag is absent
-//! (`check` also takes it as its one positional argument).
+//! Every subcommand that reads a policy names it the same way: `--policy
+//! POLICY`, or the `SANDGATE_POLICY` environment variable when the flag is
+//! absent (`check` also takes it as its one positional argument, `explain`
+//! before its target). `mcp` alone reads no environment variable: it
+//! serves `--policy POLICY` or the directories named.
 //!
 //! - `sandgate check`: print what the policy grants (`--json`: as JSON), or
 //!   every problem found in it (exit 2, with the `E_POLICY` code, the key,
@@ -82,8 +84,9 @@ use serde_json::Value;
     name = "sandgate",
     version,
     about = "Confined file tools for AI agents, under one policy file.",
-    after_help = "Every subcommand takes the policy as --policy POLICY, or from the \
-                  SANDGATE_POLICY environment variable."
+    after_help = "check, explain, exec, run and tool take the policy as --policy POLICY, \
+                  or from the SANDGATE_POLICY environment variable; mcp only as \
+                  --policy POLICY (or serves the directories named)."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -152,3 +152,31 @@ fn cli26_explain_takes_any_policy_name_and_names_a_target_not_utf8() {
     assert!(err.contains(r"the target a\xff.txt is not UTF-8"), "{err}");
     assert!(out.stdout.is_empty());
 }
+
+/// `mcp` does not read SANDGATE_POLICY (a variable left in an MCP host's
+/// environment must not pick what is served), and says so when it was
+/// the only policy given, where before the refusal left a user of the
+/// other subcommands guessing why the variable went unread.
+#[test]
+fn cli26_mcp_says_it_does_not_read_sandgate_policy() {
+    let fx = fixture();
+    let out = Command::new(SANDGATE)
+        .arg("mcp")
+        .current_dir(fx.path())
+        .env("SANDGATE_POLICY", "policy.toml")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("mcp takes either --policy FILE or one or more directories")
+            && err.contains("mcp does not read SANDGATE_POLICY"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    // The help says which subcommands read it.
+    let help = Command::new(SANDGATE).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("mcp only as --policy POLICY"), "{help}");
+}
