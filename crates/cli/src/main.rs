@@ -173,8 +173,8 @@ enum Command {
         /// The directory the policy grants.
         dir: PathBuf,
         /// Where to write it (default: `<dir>.sandgate.toml` beside the
-        /// directory); an existing file is never replaced, and the policy is
-        /// written whole or not at all. The path printed is escaped:
+        /// directory); an existing file is never replaced, a directory is
+        /// refused, and the policy is written whole or not at all. The path printed is escaped:
         /// controls as `\u{1b}`, bytes that are not UTF-8 as `\xff`.
         #[arg(long, short)]
         output: Option<PathBuf>,

@@ -180,3 +180,33 @@ fn cli26_mcp_says_it_does_not_read_sandgate_policy() {
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(help.contains("mcp only as --policy POLICY"), "{help}");
 }
+
+/// `init -o DIR` and `init -o DIR/` are refused as a directory, naming
+/// it, and write nothing anywhere (before, both said `File exists`, and
+/// the trailing slash made the temporary file beside DIR, not in it).
+#[test]
+fn cli26_init_output_naming_a_directory_is_refused_as_one() {
+    let fx = fixture();
+    fs::create_dir(fx.path().join("out")).unwrap();
+    let before: Vec<_> = fs::read_dir(fx.path()).unwrap().collect();
+    for o in ["out", "out/", "ws/"] {
+        let out = Command::new(SANDGATE)
+            .args(["init", "ws", "-o", o])
+            .current_dir(fx.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{o}: {err}");
+        assert!(
+            err.contains(&format!(
+                "sandgate: {o}: a directory; give the policy file's own name"
+            )),
+            "{o}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{o}");
+    }
+    assert_eq!(fs::read_dir(fx.path()).unwrap().count(), before.len());
+    assert_eq!(fs::read_dir(fx.path().join("out")).unwrap().count(), 0);
+    assert_eq!(fs::read_dir(fx.path().join("ws")).unwrap().count(), 1);
+}
