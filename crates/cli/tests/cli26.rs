@@ -210,3 +210,27 @@ fn cli26_init_output_naming_a_directory_is_refused_as_one() {
     assert_eq!(fs::read_dir(fx.path().join("out")).unwrap().count(), 0);
     assert_eq!(fs::read_dir(fx.path().join("ws")).unwrap().count(), 1);
 }
+
+/// A policy file over the size cap is refused naming it, as a missing,
+/// unreadable or irregular one is (before: "the policy file is over
+/// 1048576 bytes", naming no file, the one refusal of the policy file's
+/// that did not).
+#[test]
+fn cli26_a_huge_policy_is_refused_naming_it() {
+    let fx = fixture();
+    let mut huge = b"[fs]\nread_roots = [\"ws\"]\n".to_vec();
+    huge.resize(2 * 1024 * 1024, b'#');
+    fs::write(fx.path().join("huge.toml"), &huge).unwrap();
+    for args in [
+        &["check", "huge.toml"][..],
+        &["explain", "huge.toml", "a.txt"],
+    ] {
+        let out = run(fx.path(), args, Stdio::piped());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("the policy file `huge.toml` is over 1048576 bytes"),
+            "{args:?}: {err}"
+        );
+    }
+}
