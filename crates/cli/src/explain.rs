@@ -21,7 +21,9 @@ TARGET is guessed from its form unless --as says: HOST:PORT or an IPv6
 literal ([ADDR]:PORT, [ADDR], ADDR) asks about a connection, read as a
 net.allow entry is; anything with a space is a command, anything else a
 path (asked both for read and write). Exit 0 when everything asked is allowed,
-1 when something is refused, 2 when the policy itself is refused.
+1 when something is refused, 2 when the policy itself is refused, TARGET
+is not UTF-8 (no agent can name it), or the answer could not be written (a full disk; a reader that went away, as with
+`| head -1`, keeps the answer's code).
 
 Examples:
   sandgate explain agent-policy.toml notes/todo.md
@@ -46,8 +48,15 @@ pub enum Kind {
 pub struct Args {
     /// `POLICY TARGET`, or `TARGET` alone with --policy or SANDGATE_POLICY.
     /// Quote a command that has spaces.
-    #[arg(value_name = "[POLICY] TARGET", num_args = 1..=2, required = true)]
-    words: Vec<String>,
+    /// (Taken as bytes: the policy may be any file name; a target that is
+    /// not UTF-8 is refused by [`run`], naming it.)
+    #[arg(
+        value_name = "[POLICY] TARGET",
+        num_args = 1..=2,
+        required = true,
+        value_parser = clap::value_parser!(std::ffi::OsString)
+    )]
+    words: Vec<std::ffi::OsString>,
     /// The policy file (TOML).
     #[arg(long, env = "SANDGATE_POLICY", value_name = "POLICY")]
     policy: Option<PathBuf>,
@@ -318,6 +327,16 @@ pub fn run(args: &Args) -> ExitCode {
         [policy, target] => (Some(PathBuf::from(policy)), target),
         [target] => (args.policy.clone(), target),
         _ => unreachable!("clap takes one or two words"),
+    };
+    // An agent names paths, hosts and commands in JSON, which is UTF-8:
+    // no call could ask about this target.
+    let Some(target) = target.to_str() else {
+        errln!(
+            "sandgate: the target {} is not UTF-8: an agent names paths, hosts and commands \
+             in UTF-8, so no call of its can ask about it",
+            crate::shown(target)
+        );
+        return ExitCode::from(2);
     };
     let Some(path) = path else {
         errln!(

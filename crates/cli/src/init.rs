@@ -86,6 +86,16 @@ fn write_new(out: &Path, text: &[u8], root: &Path, beside: bool) -> Result<(), S
     if out.file_name().is_none() {
         return Err(format!("{}: not a file name", crate::shown(out)));
     }
+    // `-o DIR` or `-o DIR/`: said as such, not as the `File exists` the
+    // link would meet (and a trailing slash would put the temporary file
+    // beside DIR rather than in it).
+    let slash = std::os::unix::ffi::OsStrExt::as_bytes(out.as_os_str()).ends_with(b"/");
+    if slash || std::fs::symlink_metadata(out).is_ok_and(|m| m.is_dir()) {
+        return Err(format!(
+            "{}: a directory; give the policy file's own name (-o DIR/NAME.toml); nothing written",
+            crate::shown(out)
+        ));
+    }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());

@@ -1,8 +1,10 @@
 //! `sandgate`: check a policy, or serve an agent's file tools over JSON lines.
 //!
-//! Every subcommand names the policy the same way: `--policy POLICY`, or
-//! the `SANDGATE_POLICY` environment variable when the flag is absent
-//! (`check` also takes it as its one positional argument).
+//! Every subcommand that reads a policy names it the same way: `--policy
+//! POLICY`, or the `SANDGATE_POLICY` environment variable when the flag is
+//! absent (`check` also takes it as its one positional argument, `explain`
+//! before its target). `mcp` alone reads no environment variable: it
+//! serves `--policy POLICY` or the directories named.
 //!
 //! - `sandgate check`: print what the policy grants (`--json`: as JSON), or
 //!   every problem found in it (exit 2, with the `E_POLICY` code, the key,
@@ -25,12 +27,13 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-/// `println!` that never panics: a closed or full stdout (`sandgate check
-/// P | head -1`) loses the rest of the text, not the exit code.
+/// `println!` that never panics: a closed stdout (`sandgate check P |
+/// head -1`) loses the rest of the text, not the exit code; any other
+/// failure (a full disk) is kept for [`finish`] to report.
 macro_rules! outln {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($t)*);
+        $crate::note_stdout(writeln!(std::io::stdout(), $($t)*));
     }};
 }
 
@@ -38,7 +41,7 @@ macro_rules! outln {
 macro_rules! out {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($t)*);
+        $crate::note_stdout(write!(std::io::stdout(), $($t)*));
     }};
 }
 
@@ -81,8 +84,9 @@ use serde_json::Value;
     name = "sandgate",
     version,
     about = "Confined file tools for AI agents, under one policy file.",
-    after_help = "Every subcommand takes the policy as --policy POLICY, or from the \
-                  SANDGATE_POLICY environment variable."
+    after_help = "check, explain, exec, run and tool take the policy as --policy POLICY, \
+                  or from the SANDGATE_POLICY environment variable; mcp only as \
+                  --policy POLICY (or serves the directories named)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -169,8 +173,8 @@ enum Command {
         /// The directory the policy grants.
         dir: PathBuf,
         /// Where to write it (default: `<dir>.sandgate.toml` beside the
-        /// directory); an existing file is never replaced, and the policy is
-        /// written whole or not at all. The path printed is escaped:
+        /// directory); an existing file is never replaced, a directory is
+        /// refused, and the policy is written whole or not at all. The path printed is escaped:
         /// controls as `\u{1b}`, bytes that are not UTF-8 as `\xff`.
         #[arg(long, short)]
         output: Option<PathBuf>,
@@ -239,7 +243,10 @@ fn main() -> ExitCode {
         errln!("sandgate: handling SIGXFSZ: {e}");
         return ExitCode::FAILURE;
     }
-    let matches = Cli::command().get_matches();
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return clap_exit(&e),
+    };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -252,7 +259,14 @@ fn main() -> ExitCode {
         .subcommand_matches("check")
         .or_else(|| matches.subcommand_matches("explain"))
         .is_some_and(|m| m.value_source("policy") == Some(clap::parser::ValueSource::CommandLine));
-    match cli.command {
+    // `explain`'s 0 and 1 are its answers: an answer it could not write
+    // is a 2, as when it cannot answer at all.
+    let unwritten = if matches!(cli.command, Command::Explain(_)) {
+        2
+    } else {
+        1
+    };
+    let code = match cli.command {
         Command::Check { file: Some(_), .. } if flag_given => {
             errln!("sandgate: the policy is given twice: as POLICY and as --policy");
             ExitCode::from(2)
@@ -311,7 +325,51 @@ fn main() -> ExitCode {
                 }
             }
         }
+    };
+    finish(code, unwritten)
+}
+
+/// The first failure to write stdout other than a reader gone away.
+static STDOUT_ERROR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Keeps a failed write to stdout for [`finish`]: a closed pipe (`| head
+/// -c1`) only loses the rest of the text, while a full disk or an I/O
+/// error loses an answer its reader will look for.
+fn note_stdout(written: io::Result<()>) {
+    if let Err(e) = written {
+        if e.kind() != io::ErrorKind::BrokenPipe {
+            let _ = STDOUT_ERROR.set(e.to_string());
+        }
     }
+}
+
+/// `code`, unless what was printed on stdout did not all get there (a
+/// full disk: `sandgate check P > /dev/full`): then the failure is said,
+/// and the exit code is `unwritten` (before, the text was lost and the
+/// exit code said all was well).
+fn finish(code: ExitCode, unwritten: u8) -> ExitCode {
+    note_stdout(io::stdout().flush());
+    match STDOUT_ERROR.get() {
+        Some(e) => {
+            errln!("sandgate: writing stdout: {e}");
+            ExitCode::from(unwritten)
+        }
+        None => code,
+    }
+}
+
+/// Prints clap's help, version or usage error and gives its exit code; help
+/// or a version that cannot be written to stdout is an error (clap's own
+/// `exit` drops the failure and exits 0).
+fn clap_exit(e: &clap::Error) -> ExitCode {
+    let printed = e.print();
+    let code = ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+    if e.use_stderr() {
+        // A usage error: a closed stderr loses the message, not the code.
+        return code;
+    }
+    note_stdout(printed);
+    finish(code, 1)
 }
 
 /// Writes generated text to stdout; a reader that went away is not an

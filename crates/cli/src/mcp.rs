@@ -57,7 +57,14 @@ pub fn mcp(
             }
         },
         _ => {
-            errln!("sandgate: mcp takes either --policy FILE or one or more directories");
+            // A user used to the other subcommands may expect the variable
+            // to name the policy here too: say that it is not read.
+            let unread = if policy.is_none() && std::env::var_os("SANDGATE_POLICY").is_some() {
+                " (mcp does not read SANDGATE_POLICY)"
+            } else {
+                ""
+            };
+            errln!("sandgate: mcp takes either --policy FILE or one or more directories{unread}");
             return ExitCode::from(2);
         }
     };

@@ -316,7 +316,10 @@ impl Policy {
             return Err(PolicyError::new(
                 PolicyErrorKind::Read,
                 None,
-                format!("the policy file is over {MAX_POLICY_BYTES} bytes"),
+                format!(
+                    "the policy file `{}` is over {MAX_POLICY_BYTES} bytes",
+                    shown(path)
+                ),
             )
             .in_file(path));
         }
