@@ -130,18 +130,39 @@ function abortOnExit(cls, method, at) {
       return call.apply(this, args)
     }
     const own = new AbortController()
-    args[at] = { ...options, abortSignal: own.signal }
-    const promise = call.apply(this, args)
     const pass = () => own.abort()
+    // The caller's signal is listened to before the call is made: a
+    // signal whose `addEventListener` throws throws here, before anything
+    // runs. (Added after the call, the throw left the operation running
+    // with nobody holding its Promise, whose rejection was then unhandled
+    // and ended the process.)
     if (given) given.addEventListener('abort', pass, { once: true })
+    let promise
+    try {
+      args[at] = { ...options, abortSignal: own.signal }
+      promise = call.apply(this, args)
+    } catch (e) {
+      if (given) unlisten(given, pass)
+      throw e
+    }
     inFlight.add(own)
     const settled = () => {
       inFlight.delete(own)
-      if (given) given.removeEventListener('abort', pass)
+      if (given) unlisten(given, pass)
     }
     promise.then(settled, settled)
     return promise
   }
+}
+
+// Removes `pass` from the caller's signal. One whose `removeEventListener`
+// throws keeps it (aborting only a call that has ended, it does nothing):
+// thrown from the call's completion, the exception would be an unhandled
+// rejection that ends the process.
+function unlisten(signal, pass) {
+  try {
+    signal.removeEventListener('abort', pass)
+  } catch {}
 }
 abortOnExit(binding.Fetcher, 'fetchAsync', 1)
 abortOnExit(binding.Sandbox, 'readLinesAsync', 3)
