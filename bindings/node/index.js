@@ -171,6 +171,10 @@ abortOnExit(binding.Sandbox, 'globFoundAsync', 2)
 abortOnExit(binding.Sandbox, 'grepFoundAsync', 3)
 abortOnExit(binding.Sandbox, 'grepAsync', 3)
 
+// On the main thread, the executors of every worker thread too: Node stops
+// the workers as it exits and waits for their pool work, a command running
+// in a worker included, and no handler of the worker runs first.
+const { isMainThread } = require('node:worker_threads')
 process.on('exit', () => {
   for (const executor of running.keys()) {
     try {
@@ -178,6 +182,11 @@ process.on('exit', () => {
     } catch {
       // Exiting: nothing to report to.
     }
+  }
+  if (isMainThread) {
+    try {
+      binding.Executor.disposeRunning()
+    } catch {}
   }
   for (const own of inFlight) own.abort()
 })
