@@ -51,6 +51,14 @@ export declare class Executor {
    * handler, where a Promise never settles.
    */
   disposeSync(): void
+  /**
+   * `disposeSync` of every executor with a command in flight, in this
+   * thread or any worker thread: what the package runs on the main
+   * thread's `'exit'`. Exiting, Node stops each worker and waits for the
+   * worker's pool work to end, a command for as long as its timeout
+   * lets it, before the process exits; no hook of the worker runs first.
+   */
+  static disposeRunning(): void
   /** Kills anything still running and removes the private TMPDIR. */
   dispose(): Promise<void>
 }

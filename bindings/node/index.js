@@ -130,18 +130,39 @@ function abortOnExit(cls, method, at) {
       return call.apply(this, args)
     }
     const own = new AbortController()
-    args[at] = { ...options, abortSignal: own.signal }
-    const promise = call.apply(this, args)
     const pass = () => own.abort()
+    // The caller's signal is listened to before the call is made: a
+    // signal whose `addEventListener` throws throws here, before anything
+    // runs. (Added after the call, the throw left the operation running
+    // with nobody holding its Promise, whose rejection was then unhandled
+    // and ended the process.)
     if (given) given.addEventListener('abort', pass, { once: true })
+    let promise
+    try {
+      args[at] = { ...options, abortSignal: own.signal }
+      promise = call.apply(this, args)
+    } catch (e) {
+      if (given) unlisten(given, pass)
+      throw e
+    }
     inFlight.add(own)
     const settled = () => {
       inFlight.delete(own)
-      if (given) given.removeEventListener('abort', pass)
+      if (given) unlisten(given, pass)
     }
     promise.then(settled, settled)
     return promise
   }
+}
+
+// Removes `pass` from the caller's signal. One whose `removeEventListener`
+// throws keeps it (aborting only a call that has ended, it does nothing):
+// thrown from the call's completion, the exception would be an unhandled
+// rejection that ends the process.
+function unlisten(signal, pass) {
+  try {
+    signal.removeEventListener('abort', pass)
+  } catch {}
 }
 abortOnExit(binding.Fetcher, 'fetchAsync', 1)
 abortOnExit(binding.Sandbox, 'readLinesAsync', 3)
@@ -150,6 +171,10 @@ abortOnExit(binding.Sandbox, 'globFoundAsync', 2)
 abortOnExit(binding.Sandbox, 'grepFoundAsync', 3)
 abortOnExit(binding.Sandbox, 'grepAsync', 3)
 
+// On the main thread, the executors of every worker thread too: Node stops
+// the workers as it exits and waits for their pool work, a command running
+// in a worker included, and no handler of the worker runs first.
+const { isMainThread } = require('node:worker_threads')
 process.on('exit', () => {
   for (const executor of running.keys()) {
     try {
@@ -157,6 +182,11 @@ process.on('exit', () => {
     } catch {
       // Exiting: nothing to report to.
     }
+  }
+  if (isMainThread) {
+    try {
+      binding.Executor.disposeRunning()
+    } catch {}
   }
   for (const own of inFlight) own.abort()
 })

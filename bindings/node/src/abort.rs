@@ -54,11 +54,31 @@ pub(crate) struct Connection {
 impl Connection {
     /// Ends the connection: the listener no longer aborts anything, is
     /// removed from the signal, and the signal is no longer held.
+    ///
+    /// A signal whose `removeEventListener` throws (or is not a function)
+    /// keeps the listener, which does nothing any more (its slot is
+    /// emptied first): the exception is dropped. Raised here, from the
+    /// call's completion rather than from anything the caller called, it
+    /// was an uncaught exception that ended the process, and the call's
+    /// Promise never settled.
     pub(crate) fn disconnect(self, env: &Env) -> napi::Result<()> {
         self.slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let removed = remove_listener(env, &self.signal, &self.listener);
-        self.signal.unref(env)?;
-        removed
+        if remove_listener(env, &self.signal, &self.listener).is_err() {
+            clear_exception(env);
+        }
+        self.signal.unref(env)
+    }
+}
+
+/// Drops the JavaScript exception pending in `env`, if any.
+fn clear_exception(env: &Env) {
+    let mut pending = false;
+    // SAFETY: a live environment, on its thread; a live output.
+    let status = unsafe { napi::sys::napi_is_exception_pending(env.raw(), &mut pending) };
+    if status == napi::sys::Status::napi_ok && pending {
+        let mut exception = std::ptr::null_mut();
+        // SAFETY: as above.
+        unsafe { napi::sys::napi_get_and_clear_last_exception(env.raw(), &mut exception) };
     }
 }
 

@@ -2,7 +2,7 @@
 //! open-multi-agent's `ShellExecutor` (`start()`, `exec(command, {cwd,
 //! timeoutMs, abortSignal})`, `dispose()`, all returning promises).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use napi::bindgen_prelude::{AsyncTask, ObjectRef, Unknown, Utf16String};
 use napi::{Env, Task};
@@ -123,6 +123,44 @@ fn output(r: ExecResult) -> ExecOutput {
     }
 }
 
+/// Every executor with a command in flight, in any thread's environment
+/// (the main thread's and each worker's), with the count of its commands:
+/// what `Executor.disposeRunning()` ends.
+static RUNNING: Mutex<Vec<(Weak<sandgate::Executor>, usize)>> = Mutex::new(Vec::new());
+
+/// Holds `executor` in [`RUNNING`] while one command of it runs.
+struct Running(Arc<sandgate::Executor>);
+
+impl Running {
+    fn new(executor: &Arc<sandgate::Executor>) -> Running {
+        let mut all = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|(w, _)| w.strong_count() > 0);
+        match all
+            .iter_mut()
+            .find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(executor)))
+        {
+            Some((_, n)) => *n += 1,
+            None => all.push((Arc::downgrade(executor), 1)),
+        }
+        Running(Arc::clone(executor))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut all = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = all
+            .iter()
+            .position(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.0)))
+        {
+            all[i].1 -= 1;
+            if all[i].1 == 0 {
+                all.swap_remove(i);
+            }
+        }
+    }
+}
+
 /// One `exec` on the libuv pool; removes its abort listener when done.
 pub struct ExecJob {
     executor: Arc<sandgate::Executor>,
@@ -157,6 +195,7 @@ impl Task for ExecJob {
                 return Ok(Err(self.executor.audit_refusal(&shown, e)));
             }
         };
+        let _running = Running::new(&self.executor);
         Ok(self.executor.exec(
             &command,
             sandgate::ExecOptions {
@@ -343,6 +382,24 @@ impl Executor {
     #[napi]
     pub fn dispose_sync(&self) {
         self.inner.dispose();
+    }
+
+    /// `disposeSync` of every executor with a command in flight, in this
+    /// thread or any worker thread: what the package runs on the main
+    /// thread's `'exit'`. Exiting, Node stops each worker and waits for the
+    /// worker's pool work to end, a command for as long as its timeout
+    /// lets it, before the process exits; no hook of the worker runs first.
+    #[napi]
+    pub fn dispose_running() {
+        let all: Vec<Arc<sandgate::Executor>> = RUNNING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|(w, _)| w.upgrade())
+            .collect();
+        for executor in all {
+            executor.dispose();
+        }
     }
 
     /// Kills anything still running and removes the private TMPDIR.

@@ -366,3 +366,87 @@ describe('node2-23: exec refused with an abortSignal holds nothing of it', () =>
     }
   })
 })
+
+// A caller's `AbortSignal` whose `addEventListener` or `removeEventListener`
+// throws. The wrapper (index.js) listened to it only after the call was
+// made: the throw reached the caller, the operation ran on anyway (its
+// budget spent), and its Promise, held by nobody, rejected unhandled,
+// which ends the process. Removing the listener when a call ended threw
+// from the call's completion, not from anything the caller called: an
+// unhandled rejection (the wrapper) or an uncaught exception (exec's own
+// listener), either way the end of the process. Each case runs in a child
+// process, which such an exception would end.
+describe('nodebind26: an abortSignal whose listener methods throw', () => {
+  function runChild(dir, body) {
+    const { spawnSync } = require('node:child_process')
+    const script = `
+      const { Sandbox, Executor } = require(${JSON.stringify(path.join(__dirname, '..'))})
+      const dir = ${JSON.stringify(dir)}
+      process.on('unhandledRejection', (e) => { console.log('unhandled', e && e.code); process.exit(3) })
+      const throwing = (method) => {
+        const s = new AbortController().signal
+        s[method] = () => { throw new Error(method + ' boom') }
+        return s
+      }
+      ;(async () => { ${body} })().then(() => setTimeout(() => console.log('done'), 200))
+    `
+    return spawnSync(process.execPath, ['-e', script], { timeout: 60000, encoding: 'utf8' })
+  }
+
+  test('nodebind26_add_throws_before_the_call_runs', () => {
+    const dir = tempDir()
+    try {
+      const r = runChild(
+        dir,
+        `const sb = new Sandbox({ readRoots: [dir], fsOps: 10 })
+        for (const call of [
+          (s) => sb.grepAsync('x', 'missing', undefined, { abortSignal: s }),
+          (s) => sb.grepFoundAsync('x', 'missing', undefined, { abortSignal: s }),
+          (s) => sb.globAsync('*', 'missing', { abortSignal: s }),
+          (s) => sb.globFoundAsync('*', 'missing', { abortSignal: s }),
+          (s) => sb.readLinesAsync('missing', 1, 1, { abortSignal: s }),
+        ]) {
+          try { call(throwing('addEventListener')); console.log('no throw') } catch (e) { console.log('threw', e.message) }
+        }
+        console.log('remaining', sb.fsOpsRemaining)`,
+      )
+      assert.equal(r.status, 0, r.stdout + r.stderr)
+      assert.deepEqual(r.stdout.trim().split('\n'), [
+        ...Array(5).fill('threw addEventListener boom'),
+        'remaining 10',
+        'done',
+      ])
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('nodebind26_remove_throws_the_call_still_settles', () => {
+    const dir = tempDir()
+    try {
+      fs.writeFileSync(path.join(dir, 'a.txt'), 'x\n')
+      const r = runChild(
+        dir,
+        `const sb = new Sandbox({ readRoots: [dir] })
+        const found = await sb.grepAsync('x', '.', undefined, { abortSignal: throwing('removeEventListener') })
+        console.log('grep', found.length)
+        await sb.globAsync('*', 'missing', { abortSignal: throwing('removeEventListener') }).catch((e) => console.log('glob', e.code))
+        const ex = Executor.fromOptions({ write_root: dir, enabled: true, timeout_ms: 20000 })
+        const out = await ex.exec('echo ran', { abortSignal: throwing('removeEventListener') })
+        console.log('exec', out.exitCode, out.stdout.trim())
+        await ex.exec('true', { cwd: 'missing', abortSignal: throwing('removeEventListener') }).catch((e) => console.log('exec', e.code))
+        await ex.dispose()`,
+      )
+      assert.equal(r.status, 0, r.stdout + r.stderr)
+      assert.deepEqual(r.stdout.trim().split('\n'), [
+        'grep 1',
+        'glob E_NOT_FOUND',
+        'exec 0 ran',
+        'exec E_NOT_FOUND',
+        'done',
+      ])
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})

@@ -887,3 +887,40 @@ test('an exec whose abort signal cannot be made, out of descriptors, rejects E_I
     fs.rmSync(dir, { recursive: true, force: true })
   }
 })
+
+// The same with the command running in a worker thread. Exiting, Node
+// stops each worker and waits for the worker's pool work, its command
+// included, before the process exits, and runs no handler of the worker
+// first: the exit was held for as long as the command's timeout let it.
+// The package's 'exit' handler on the main thread disposes the executors
+// of every thread with a command in flight.
+test('nodebind26: process.exit() with a command running in a worker thread is not held by it', () => {
+  const { spawnSync } = require('node:child_process')
+  const dir = tempDir()
+  try {
+    const mod = JSON.stringify(path.join(__dirname, '..'))
+    const script = `
+      require(${mod})
+      const { Worker } = require('node:worker_threads')
+      const w = new Worker(
+        "const { parentPort, workerData } = require('node:worker_threads');" +
+        "const { Executor } = require(workerData.mod);" +
+        "const x = Executor.fromOptions({ write_root: workerData.dir, enabled: true, timeout_ms: 86400000 });" +
+        "x.exec('echo started > started; exec sleep 100000').then((r) => parentPort.postMessage('settled ' + r.exitCode))",
+        { eval: true, workerData: { mod: ${mod}, dir: ${JSON.stringify(dir)} } },
+      )
+      w.on('message', (m) => console.log(m))
+      const wait = () => (require('node:fs').existsSync(${JSON.stringify(path.join(dir, 'started'))}) ? process.exit(7) : setTimeout(wait, 20))
+      wait()
+    `
+    // 60 s: the bound of a hang, not of speed (the command would run 100,000 s).
+    const t0 = Date.now()
+    const r = spawnSync(process.execPath, ['-e', script], { timeout: 60000, encoding: 'utf8' })
+    assert.equal(r.signal, null, `the child was still running after 60 s (stderr: ${r.stderr})`)
+    assert.equal(r.status, 7, r.stderr)
+    assert.ok(Date.now() - t0 < 30000, `the exit took ${Date.now() - t0} ms`)
+    assert.ok(!r.stdout.includes('settled'), r.stdout)
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
