@@ -2692,19 +2692,30 @@ impl Settle<'_> {
                         rfs::mkdirat(&dir, OsStr::from_bytes(name), Mode::from_raw_mode(mode))
                     })?;
                     if let Some(d) = record.dirs.get(prefix) {
-                        let _ = rfs::chownat(
-                            &dir,
-                            OsStr::from_bytes(name),
-                            Some(rfs::Uid::from_raw(d.meta.uid)),
-                            Some(rfs::Gid::from_raw(d.meta.gid)),
-                            AtFlags::SYMLINK_NOFOLLOW,
-                        );
-                        let _ = rfs::chmodat(
-                            &dir,
-                            OsStr::from_bytes(name),
-                            Mode::from_raw_mode(mode),
-                            AtFlags::empty(),
-                        );
+                        // Owner and mode go to the directory just made,
+                        // held by an `O_PATH` descriptor opened without
+                        // following a link: a process still running on the
+                        // root may swap it for a symlink out of the root
+                        // meanwhile, and a `chmodat` by name followed that
+                        // link and gave the file it leads to this mode.
+                        // (One made without read permission for its
+                        // owner is opened as a path, its mode set through
+                        // /proc.)
+                        let uid = Some(rfs::Uid::from_raw(d.meta.uid));
+                        let gid = Some(rfs::Gid::from_raw(d.meta.gid));
+                        let made = OsStr::from_bytes(name);
+                        match rfs::openat(&dir, made, DIR_FLAGS, Mode::empty()) {
+                            Ok(fd) => {
+                                let _ = rfs::fchown(&fd, uid, gid);
+                                let _ = rfs::fchmod(&fd, Mode::from_raw_mode(mode));
+                            }
+                            Err(Errno::ACCESS) => {
+                                let fd = rfs::openat(&dir, made, PATH_FLAGS, Mode::empty())?;
+                                let _ = rfs::chownat(&fd, c"", uid, gid, AtFlags::EMPTY_PATH);
+                                let _ = chmod_path_fd(fd.as_fd(), mode);
+                            }
+                            Err(e) => return Err(e),
+                        }
                     }
                 }
             }

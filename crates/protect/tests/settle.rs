@@ -756,7 +756,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 30 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 31 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -1476,4 +1476,58 @@ fn fsize21_a_file_size_limit_does_not_kill_the_embedder_on_restore() {
     assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "short\n");
     let left: Vec<_> = fs::read_dir(&root).unwrap().collect();
     assert_eq!(left.len(), 1, "{left:?}");
+}
+
+/// A protected file whose directory the command removed comes back in a
+/// directory made again with the recorded mode. A process still running
+/// on the root (a second command) that swaps that new directory for a
+/// symlink to a file outside the root, over and over while the check
+/// runs, never has the recorded mode set on the file the link leads to:
+/// the mode is set on the directory made, through a descriptor, never by
+/// a name the kernel resolves (before, `chmodat` followed the link and
+/// gave the outside file the directory's mode).
+#[test]
+fn protect26_a_directory_made_again_is_never_chmodded_through_a_swapped_link() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    let out = tmp.path().join("outside.txt");
+    fs::create_dir_all(root.join("d")).unwrap();
+    fs::write(&out, "outside\n").unwrap();
+    fs::set_permissions(&out, fs::Permissions::from_mode(0o600)).unwrap();
+    let p = protector(&root, &["*.lock"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = 300;
+    for round in 0..rounds {
+        fs::write(root.join("d/x.lock"), "x v1\n").unwrap();
+        fs::set_permissions(root.join("d"), fs::Permissions::from_mode(0o751)).unwrap();
+        let cp = p.begin().unwrap();
+        fs::remove_dir_all(root.join("d")).unwrap();
+        stop.store(false, Ordering::SeqCst);
+        let racer = {
+            let (d, out, stop) = (root.join("d"), out.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if fs::remove_dir(&d).is_ok() {
+                        let _ = std::os::unix::fs::symlink(&out, &d);
+                    }
+                }
+            })
+        };
+        let _ = cp.settle();
+        stop.store(true, Ordering::SeqCst);
+        racer.join().unwrap();
+        let mode = fs::metadata(&out).unwrap().mode() & 0o7777;
+        assert_eq!(
+            mode, 0o600,
+            "round {round}: the restore set a mode through a link out of the root"
+        );
+        assert_eq!(fs::read(&out).unwrap(), b"outside\n");
+        // The next round starts from the recorded tree again.
+        let d = root.join("d");
+        if fs::symlink_metadata(&d).is_ok_and(|m| !m.is_dir()) {
+            fs::remove_file(&d).unwrap();
+        }
+        fs::create_dir_all(&d).unwrap();
+    }
 }
