@@ -2776,36 +2776,52 @@ impl Settle<'_> {
         // command's version of `.github/workflows/ci.yml` to go after it)
         // cannot hold it: such an entry goes to a quarantine directory of
         // its own, else it stayed where it was and was not restored.
+        // Nor can one where this settle already put an entry of that
+        // name: the directory the command put at `.github` after moving
+        // the host's away, with a `workflows/ci.yml` of its own, went
+        // there before the command's version of the host's
+        // `.github/workflows/ci.yml` (the host's directory renamed back
+        // around it); the rename refused to replace it, and the command's
+        // version stayed in place, only reported.
         let mut fresh = false;
-        let (to, q_name) = loop {
-            let Some(q) = current.as_ref() else {
-                return Err(Errno::IO);
+        loop {
+            let (to, q_name) = loop {
+                let Some(q) = current.as_ref() else {
+                    return Err(Errno::IO);
+                };
+                match quarantine_parent(q, parent) {
+                    Ok(to) => break (to, q.name().to_path_buf()),
+                    Err(Errno::NOTDIR | Errno::LOOP) if !fresh => {
+                        fresh = true;
+                        *current = Some(self.make_quarantine()?);
+                    }
+                    Err(e) => return Err(e),
+                }
             };
-            match quarantine_parent(q, parent) {
-                Ok(to) => break (to, q.name().to_path_buf()),
-                Err(Errno::NOTDIR | Errno::LOOP) if !fresh => {
+            let to = Root::from_fd(to, Resolver::Auto, q_name.join(bytes_path(parent)));
+            let rename = || {
+                from.rename_to(
+                    bytes_path(name),
+                    &to,
+                    bytes_path(name),
+                    RenameMode::NoReplace,
+                )
+                .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
+            };
+            let done = in_dir(from.as_fd(), || match rename() {
+                // An immutable or append-only entry cannot be moved: it
+                // goes to the quarantine without those flags.
+                Err(Errno::PERM) if unpin(from.as_fd(), name) => rename(),
+                done => done,
+            });
+            match done {
+                Err(Errno::EXIST | Errno::NOTEMPTY) if !fresh => {
                     fresh = true;
                     *current = Some(self.make_quarantine()?);
                 }
-                Err(e) => return Err(e),
+                done => return done,
             }
-        };
-        let to = Root::from_fd(to, Resolver::Auto, q_name.join(bytes_path(parent)));
-        let rename = || {
-            from.rename_to(
-                bytes_path(name),
-                &to,
-                bytes_path(name),
-                RenameMode::NoReplace,
-            )
-            .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
-        };
-        in_dir(from.as_fd(), || match rename() {
-            // An immutable or append-only entry cannot be moved: it goes to
-            // the quarantine without those flags.
-            Err(Errno::PERM) if unpin(from.as_fd(), name) => rename(),
-            done => done,
-        })
+        }
     }
 
     /// This settle's quarantine directory: beside the root when possible,

@@ -756,7 +756,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 31 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 32 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -1530,4 +1530,75 @@ fn protect26_a_directory_made_again_is_never_chmodded_through_a_swapped_link() {
         }
         fs::create_dir_all(&d).unwrap();
     }
+}
+
+/// The files under `dir`, by path relative to it, with their content.
+fn files_under(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                out.push((rel, fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A protected directory renamed away, a lookalike put in its place (the
+/// same names, the host's content) and the host's file written at its new
+/// place (`mv .github gh && cp -r gh .github && echo evil >
+/// gh/workflows/ci.yml`): the host's directory is renamed back and its
+/// file restored, and both the lookalike and the command's version are
+/// kept in the quarantine. Before, the lookalike went to the quarantine
+/// first, the command's version of `.github/workflows/ci.yml` could not
+/// go to the same place beside the lookalike's, and it stayed: the host's
+/// file read `evil`, only reported.
+#[test]
+fn protect26_a_lookalike_of_a_renamed_protected_directory_does_not_keep_a_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join(".github/workflows")).unwrap();
+    fs::write(root.join(".github/workflows/ci.yml"), "ci v1\n").unwrap();
+    let p = protector(&root, &[".github/**"]);
+    let cp = p.begin().unwrap();
+    // A control: an ordinary file the command writes is kept.
+    fs::write(root.join("notes.txt"), "mine\n").unwrap();
+    fs::rename(root.join(".github"), root.join("gh")).unwrap();
+    fs::create_dir_all(root.join(".github/workflows")).unwrap();
+    fs::write(root.join(".github/workflows/ci.yml"), "ci v1\n").unwrap();
+    fs::write(root.join("gh/workflows/ci.yml"), "evil\n").unwrap();
+    let changes = cp.settle();
+    assert_eq!(
+        fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "mine\n"
+    );
+    assert_eq!(
+        fs::read_to_string(root.join(".github/workflows/ci.yml")).unwrap(),
+        "ci v1\n",
+        "{changes:?}"
+    );
+    assert!(!root.join("gh").exists());
+    assert_eq!(
+        changes,
+        [
+            change(".github", ".github/**", Action::Restored),
+            change(".github/workflows/ci.yml", ".github/**", Action::Restored),
+        ]
+    );
+    // Nothing is lost: the lookalike and the command's version are both
+    // in the quarantine beside the root.
+    let kept = files_under(&tmp.path().join(".w.sandgate-quarantine"));
+    let mut contents: Vec<&str> = kept.iter().map(|(_, c)| c.as_str()).collect();
+    contents.sort();
+    assert_eq!(contents, ["ci v1\n", "evil\n"], "{kept:?}");
+    assert!(kept
+        .iter()
+        .all(|(p, _)| p.ends_with(".github/workflows/ci.yml")));
 }
