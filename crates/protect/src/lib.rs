@@ -3127,12 +3127,36 @@ fn create_entry(
             use std::io::Write;
             sandgate_rootfs::within_file_size_limit(content.len() as u64)
                 .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::FBIG))?;
-            let fd = rfs::openat(
+            // Made without a name where the filesystem allows it, and
+            // linked in at `name` when complete: a temporary name in a
+            // directory the command can write could be replaced by a
+            // process still running on the root (a second command) while
+            // the content was written and synced, and the rename then put
+            // that process's file at the protected name, reported as
+            // restored.
+            let unnamed = rfs::openat(
                 dir,
-                OsStr::from_bytes(&tmp),
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                c".",
+                OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC,
                 Mode::from_raw_mode(0o600),
-            )?;
+            );
+            let (fd, named) = match unnamed {
+                Ok(fd) => (fd, false),
+                Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOENT) => (
+                    rfs::openat(
+                        dir,
+                        OsStr::from_bytes(&tmp),
+                        OFlags::WRONLY
+                            | OFlags::CREATE
+                            | OFlags::EXCL
+                            | OFlags::NOFOLLOW
+                            | OFlags::CLOEXEC,
+                        Mode::from_raw_mode(0o600),
+                    )?,
+                    true,
+                ),
+                Err(e) => return Err(e),
+            };
             let mut f = std::fs::File::from(fd);
             let written = f
                 .write_all(content)
@@ -3151,9 +3175,41 @@ fn create_entry(
                 rfs::futimens(&f, &times)
             });
             if let Err(e) = finish {
-                let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
+                if named {
+                    let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
+                }
                 return Err(e);
             }
+            if !named {
+                // Linking fails if `name` is taken, as the rename below
+                // would.
+                let me = format!("/proc/self/fd/{}", f.as_raw_fd());
+                return rfs::linkat(
+                    rfs::CWD,
+                    me.as_str(),
+                    dir,
+                    OsStr::from_bytes(name),
+                    AtFlags::SYMLINK_FOLLOW,
+                );
+            }
+            let mine = rfs::fstat(&f)?;
+            let dup = rustix::io::fcntl_dupfd_cloexec(dir, 0)?;
+            let droot = Root::from_fd(dup, Resolver::Auto, root.name().join(bytes_path(parent)));
+            droot
+                .rename(bytes_path(&tmp), bytes_path(name), RenameMode::NoReplace)
+                .map_err(|e| {
+                    let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
+                    e.errno().map_or(Errno::IO, Errno::from_raw_os_error)
+                })?;
+            // What was renamed in must be the file written here, not one
+            // put at the temporary name meanwhile: otherwise the change
+            // is reported, not said to be undone.
+            let now = rfs::statat(dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW)?;
+            return if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino) {
+                Ok(())
+            } else {
+                Err(Errno::EXIST)
+            };
         }
         Data::Link(target) => {
             rfs::symlinkat(OsStr::from_bytes(target), dir, OsStr::from_bytes(&tmp))?;

@@ -756,7 +756,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 32 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 33 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -1601,4 +1601,62 @@ fn protect26_a_lookalike_of_a_renamed_protected_directory_does_not_keep_a_write(
     assert!(kept
         .iter()
         .all(|(p, _)| p.ends_with(".github/workflows/ci.yml")));
+}
+
+/// A protected file put back is made without a name and linked in whole:
+/// a process still running on the root (a second command) that watches
+/// the directory and renames a file of its own over every temporary name
+/// it sees there never has its file put at the protected name. Before,
+/// the content was written and synced under a temporary name, and the
+/// rename that followed moved the other process's file into place,
+/// reported as restored.
+#[test]
+fn protect26_a_file_swapped_in_at_the_restores_temporary_name_is_never_put_in_place() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join("d")).unwrap();
+    fs::write(root.join("d/a.lock"), "v1\n").unwrap();
+    let p = protector(&root, &["*.lock"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    for round in 0..200 {
+        let cp = p.begin().unwrap();
+        fs::write(root.join("d/a.lock"), "changed\n").unwrap();
+        stop.store(false, Ordering::SeqCst);
+        let racer = {
+            let (d, stop) = (root.join("d"), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok(entries) = fs::read_dir(&d) else {
+                        continue;
+                    };
+                    for e in entries.flatten() {
+                        let name = e.file_name();
+                        if name.to_string_lossy().contains("sandgate-restore") {
+                            n += 1;
+                            let evil = d.join(format!("evil{n}"));
+                            fs::write(&evil, "evil\n").unwrap();
+                            let _ = fs::rename(&evil, d.join(&name));
+                        }
+                    }
+                }
+            })
+        };
+        let changes = cp.settle();
+        stop.store(true, Ordering::SeqCst);
+        racer.join().unwrap();
+        let now = fs::read_to_string(root.join("d/a.lock")).unwrap();
+        assert_eq!(now, "v1\n", "round {round}: {changes:?}");
+        assert_eq!(
+            changes,
+            [change("d/a.lock", "*.lock", Action::Restored)],
+            "round {round}"
+        );
+        for e in fs::read_dir(root.join("d")).unwrap().flatten() {
+            if e.file_name() != "a.lock" {
+                fs::remove_file(e.path()).unwrap();
+            }
+        }
+    }
 }
