@@ -2692,19 +2692,30 @@ impl Settle<'_> {
                         rfs::mkdirat(&dir, OsStr::from_bytes(name), Mode::from_raw_mode(mode))
                     })?;
                     if let Some(d) = record.dirs.get(prefix) {
-                        let _ = rfs::chownat(
-                            &dir,
-                            OsStr::from_bytes(name),
-                            Some(rfs::Uid::from_raw(d.meta.uid)),
-                            Some(rfs::Gid::from_raw(d.meta.gid)),
-                            AtFlags::SYMLINK_NOFOLLOW,
-                        );
-                        let _ = rfs::chmodat(
-                            &dir,
-                            OsStr::from_bytes(name),
-                            Mode::from_raw_mode(mode),
-                            AtFlags::empty(),
-                        );
+                        // Owner and mode go to the directory just made,
+                        // held by an `O_PATH` descriptor opened without
+                        // following a link: a process still running on the
+                        // root may swap it for a symlink out of the root
+                        // meanwhile, and a `chmodat` by name followed that
+                        // link and gave the file it leads to this mode.
+                        // (One made without read permission for its
+                        // owner is opened as a path, its mode set through
+                        // /proc.)
+                        let uid = Some(rfs::Uid::from_raw(d.meta.uid));
+                        let gid = Some(rfs::Gid::from_raw(d.meta.gid));
+                        let made = OsStr::from_bytes(name);
+                        match rfs::openat(&dir, made, DIR_FLAGS, Mode::empty()) {
+                            Ok(fd) => {
+                                let _ = rfs::fchown(&fd, uid, gid);
+                                let _ = rfs::fchmod(&fd, Mode::from_raw_mode(mode));
+                            }
+                            Err(Errno::ACCESS) => {
+                                let fd = rfs::openat(&dir, made, PATH_FLAGS, Mode::empty())?;
+                                let _ = rfs::chownat(&fd, c"", uid, gid, AtFlags::EMPTY_PATH);
+                                let _ = chmod_path_fd(fd.as_fd(), mode);
+                            }
+                            Err(e) => return Err(e),
+                        }
                     }
                 }
             }
@@ -2765,36 +2776,52 @@ impl Settle<'_> {
         // command's version of `.github/workflows/ci.yml` to go after it)
         // cannot hold it: such an entry goes to a quarantine directory of
         // its own, else it stayed where it was and was not restored.
+        // Nor can one where this settle already put an entry of that
+        // name: the directory the command put at `.github` after moving
+        // the host's away, with a `workflows/ci.yml` of its own, went
+        // there before the command's version of the host's
+        // `.github/workflows/ci.yml` (the host's directory renamed back
+        // around it); the rename refused to replace it, and the command's
+        // version stayed in place, only reported.
         let mut fresh = false;
-        let (to, q_name) = loop {
-            let Some(q) = current.as_ref() else {
-                return Err(Errno::IO);
+        loop {
+            let (to, q_name) = loop {
+                let Some(q) = current.as_ref() else {
+                    return Err(Errno::IO);
+                };
+                match quarantine_parent(q, parent) {
+                    Ok(to) => break (to, q.name().to_path_buf()),
+                    Err(Errno::NOTDIR | Errno::LOOP) if !fresh => {
+                        fresh = true;
+                        *current = Some(self.make_quarantine()?);
+                    }
+                    Err(e) => return Err(e),
+                }
             };
-            match quarantine_parent(q, parent) {
-                Ok(to) => break (to, q.name().to_path_buf()),
-                Err(Errno::NOTDIR | Errno::LOOP) if !fresh => {
+            let to = Root::from_fd(to, Resolver::Auto, q_name.join(bytes_path(parent)));
+            let rename = || {
+                from.rename_to(
+                    bytes_path(name),
+                    &to,
+                    bytes_path(name),
+                    RenameMode::NoReplace,
+                )
+                .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
+            };
+            let done = in_dir(from.as_fd(), || match rename() {
+                // An immutable or append-only entry cannot be moved: it
+                // goes to the quarantine without those flags.
+                Err(Errno::PERM) if unpin(from.as_fd(), name) => rename(),
+                done => done,
+            });
+            match done {
+                Err(Errno::EXIST | Errno::NOTEMPTY) if !fresh => {
                     fresh = true;
                     *current = Some(self.make_quarantine()?);
                 }
-                Err(e) => return Err(e),
+                done => return done,
             }
-        };
-        let to = Root::from_fd(to, Resolver::Auto, q_name.join(bytes_path(parent)));
-        let rename = || {
-            from.rename_to(
-                bytes_path(name),
-                &to,
-                bytes_path(name),
-                RenameMode::NoReplace,
-            )
-            .map_err(|e| e.errno().map_or(Errno::IO, Errno::from_raw_os_error))
-        };
-        in_dir(from.as_fd(), || match rename() {
-            // An immutable or append-only entry cannot be moved: it goes to
-            // the quarantine without those flags.
-            Err(Errno::PERM) if unpin(from.as_fd(), name) => rename(),
-            done => done,
-        })
+        }
     }
 
     /// This settle's quarantine directory: beside the root when possible,
@@ -3100,12 +3127,36 @@ fn create_entry(
             use std::io::Write;
             sandgate_rootfs::within_file_size_limit(content.len() as u64)
                 .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::FBIG))?;
-            let fd = rfs::openat(
+            // Made without a name where the filesystem allows it, and
+            // linked in at `name` when complete: a temporary name in a
+            // directory the command can write could be replaced by a
+            // process still running on the root (a second command) while
+            // the content was written and synced, and the rename then put
+            // that process's file at the protected name, reported as
+            // restored.
+            let unnamed = rfs::openat(
                 dir,
-                OsStr::from_bytes(&tmp),
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                c".",
+                OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC,
                 Mode::from_raw_mode(0o600),
-            )?;
+            );
+            let (fd, named) = match unnamed {
+                Ok(fd) => (fd, false),
+                Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOENT) => (
+                    rfs::openat(
+                        dir,
+                        OsStr::from_bytes(&tmp),
+                        OFlags::WRONLY
+                            | OFlags::CREATE
+                            | OFlags::EXCL
+                            | OFlags::NOFOLLOW
+                            | OFlags::CLOEXEC,
+                        Mode::from_raw_mode(0o600),
+                    )?,
+                    true,
+                ),
+                Err(e) => return Err(e),
+            };
             let mut f = std::fs::File::from(fd);
             let written = f
                 .write_all(content)
@@ -3124,9 +3175,41 @@ fn create_entry(
                 rfs::futimens(&f, &times)
             });
             if let Err(e) = finish {
-                let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
+                if named {
+                    let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
+                }
                 return Err(e);
             }
+            if !named {
+                // Linking fails if `name` is taken, as the rename below
+                // would.
+                let me = format!("/proc/self/fd/{}", f.as_raw_fd());
+                return rfs::linkat(
+                    rfs::CWD,
+                    me.as_str(),
+                    dir,
+                    OsStr::from_bytes(name),
+                    AtFlags::SYMLINK_FOLLOW,
+                );
+            }
+            let mine = rfs::fstat(&f)?;
+            let dup = rustix::io::fcntl_dupfd_cloexec(dir, 0)?;
+            let droot = Root::from_fd(dup, Resolver::Auto, root.name().join(bytes_path(parent)));
+            droot
+                .rename(bytes_path(&tmp), bytes_path(name), RenameMode::NoReplace)
+                .map_err(|e| {
+                    let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
+                    e.errno().map_or(Errno::IO, Errno::from_raw_os_error)
+                })?;
+            // What was renamed in must be the file written here, not one
+            // put at the temporary name meanwhile: otherwise the change
+            // is reported, not said to be undone.
+            let now = rfs::statat(dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW)?;
+            return if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino) {
+                Ok(())
+            } else {
+                Err(Errno::EXIST)
+            };
         }
         Data::Link(target) => {
             rfs::symlinkat(OsStr::from_bytes(target), dir, OsStr::from_bytes(&tmp))?;

@@ -756,7 +756,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 30 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 33 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -1476,4 +1476,187 @@ fn fsize21_a_file_size_limit_does_not_kill_the_embedder_on_restore() {
     assert_eq!(fs::read_to_string(root.join("a.lock")).unwrap(), "short\n");
     let left: Vec<_> = fs::read_dir(&root).unwrap().collect();
     assert_eq!(left.len(), 1, "{left:?}");
+}
+
+/// A protected file whose directory the command removed comes back in a
+/// directory made again with the recorded mode. A process still running
+/// on the root (a second command) that swaps that new directory for a
+/// symlink to a file outside the root, over and over while the check
+/// runs, never has the recorded mode set on the file the link leads to:
+/// the mode is set on the directory made, through a descriptor, never by
+/// a name the kernel resolves (before, `chmodat` followed the link and
+/// gave the outside file the directory's mode).
+#[test]
+fn protect26_a_directory_made_again_is_never_chmodded_through_a_swapped_link() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    let out = tmp.path().join("outside.txt");
+    fs::create_dir_all(root.join("d")).unwrap();
+    fs::write(&out, "outside\n").unwrap();
+    fs::set_permissions(&out, fs::Permissions::from_mode(0o600)).unwrap();
+    let p = protector(&root, &["*.lock"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = 300;
+    for round in 0..rounds {
+        fs::write(root.join("d/x.lock"), "x v1\n").unwrap();
+        fs::set_permissions(root.join("d"), fs::Permissions::from_mode(0o751)).unwrap();
+        let cp = p.begin().unwrap();
+        fs::remove_dir_all(root.join("d")).unwrap();
+        stop.store(false, Ordering::SeqCst);
+        let racer = {
+            let (d, out, stop) = (root.join("d"), out.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if fs::remove_dir(&d).is_ok() {
+                        let _ = std::os::unix::fs::symlink(&out, &d);
+                    }
+                }
+            })
+        };
+        let _ = cp.settle();
+        stop.store(true, Ordering::SeqCst);
+        racer.join().unwrap();
+        let mode = fs::metadata(&out).unwrap().mode() & 0o7777;
+        assert_eq!(
+            mode, 0o600,
+            "round {round}: the restore set a mode through a link out of the root"
+        );
+        assert_eq!(fs::read(&out).unwrap(), b"outside\n");
+        // The next round starts from the recorded tree again.
+        let d = root.join("d");
+        if fs::symlink_metadata(&d).is_ok_and(|m| !m.is_dir()) {
+            fs::remove_file(&d).unwrap();
+        }
+        fs::create_dir_all(&d).unwrap();
+    }
+}
+
+/// The files under `dir`, by path relative to it, with their content.
+fn files_under(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                out.push((rel, fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A protected directory renamed away, a lookalike put in its place (the
+/// same names, the host's content) and the host's file written at its new
+/// place (`mv .github gh && cp -r gh .github && echo evil >
+/// gh/workflows/ci.yml`): the host's directory is renamed back and its
+/// file restored, and both the lookalike and the command's version are
+/// kept in the quarantine. Before, the lookalike went to the quarantine
+/// first, the command's version of `.github/workflows/ci.yml` could not
+/// go to the same place beside the lookalike's, and it stayed: the host's
+/// file read `evil`, only reported.
+#[test]
+fn protect26_a_lookalike_of_a_renamed_protected_directory_does_not_keep_a_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join(".github/workflows")).unwrap();
+    fs::write(root.join(".github/workflows/ci.yml"), "ci v1\n").unwrap();
+    let p = protector(&root, &[".github/**"]);
+    let cp = p.begin().unwrap();
+    // A control: an ordinary file the command writes is kept.
+    fs::write(root.join("notes.txt"), "mine\n").unwrap();
+    fs::rename(root.join(".github"), root.join("gh")).unwrap();
+    fs::create_dir_all(root.join(".github/workflows")).unwrap();
+    fs::write(root.join(".github/workflows/ci.yml"), "ci v1\n").unwrap();
+    fs::write(root.join("gh/workflows/ci.yml"), "evil\n").unwrap();
+    let changes = cp.settle();
+    assert_eq!(
+        fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "mine\n"
+    );
+    assert_eq!(
+        fs::read_to_string(root.join(".github/workflows/ci.yml")).unwrap(),
+        "ci v1\n",
+        "{changes:?}"
+    );
+    assert!(!root.join("gh").exists());
+    assert_eq!(
+        changes,
+        [
+            change(".github", ".github/**", Action::Restored),
+            change(".github/workflows/ci.yml", ".github/**", Action::Restored),
+        ]
+    );
+    // Nothing is lost: the lookalike and the command's version are both
+    // in the quarantine beside the root.
+    let kept = files_under(&tmp.path().join(".w.sandgate-quarantine"));
+    let mut contents: Vec<&str> = kept.iter().map(|(_, c)| c.as_str()).collect();
+    contents.sort();
+    assert_eq!(contents, ["ci v1\n", "evil\n"], "{kept:?}");
+    assert!(kept
+        .iter()
+        .all(|(p, _)| p.ends_with(".github/workflows/ci.yml")));
+}
+
+/// A protected file put back is made without a name and linked in whole:
+/// a process still running on the root (a second command) that watches
+/// the directory and renames a file of its own over every temporary name
+/// it sees there never has its file put at the protected name. Before,
+/// the content was written and synced under a temporary name, and the
+/// rename that followed moved the other process's file into place,
+/// reported as restored.
+#[test]
+fn protect26_a_file_swapped_in_at_the_restores_temporary_name_is_never_put_in_place() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join("d")).unwrap();
+    fs::write(root.join("d/a.lock"), "v1\n").unwrap();
+    let p = protector(&root, &["*.lock"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    for round in 0..200 {
+        let cp = p.begin().unwrap();
+        fs::write(root.join("d/a.lock"), "changed\n").unwrap();
+        stop.store(false, Ordering::SeqCst);
+        let racer = {
+            let (d, stop) = (root.join("d"), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok(entries) = fs::read_dir(&d) else {
+                        continue;
+                    };
+                    for e in entries.flatten() {
+                        let name = e.file_name();
+                        if name.to_string_lossy().contains("sandgate-restore") {
+                            n += 1;
+                            let evil = d.join(format!("evil{n}"));
+                            fs::write(&evil, "evil\n").unwrap();
+                            let _ = fs::rename(&evil, d.join(&name));
+                        }
+                    }
+                }
+            })
+        };
+        let changes = cp.settle();
+        stop.store(true, Ordering::SeqCst);
+        racer.join().unwrap();
+        let now = fs::read_to_string(root.join("d/a.lock")).unwrap();
+        assert_eq!(now, "v1\n", "round {round}: {changes:?}");
+        assert_eq!(
+            changes,
+            [change("d/a.lock", "*.lock", Action::Restored)],
+            "round {round}"
+        );
+        for e in fs::read_dir(root.join("d")).unwrap().flatten() {
+            if e.file_name() != "a.lock" {
+                fs::remove_file(e.path()).unwrap();
+            }
+        }
+    }
 }
