@@ -126,6 +126,8 @@ const SUITES: &[(&str, &str)] = &[
     ("proxy", "credproxy25"),
     // Process trees that try to outlive `sandgate run`.
     ("cli", "runsup25"),
+    // The CLI's stdout on a full disk, `init -o DIR`, names not UTF-8.
+    ("cli", "cli26"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2
