@@ -458,9 +458,22 @@ fn exec(path: &PathBuf, cwd: Option<&str>, command: &str) -> ExitCode {
             // A reader that stops reading cannot keep a signal from ending
             // this process.
             let mut err = run::Bounded::stderr(abort.clone());
-            let _ = run::Bounded::stdout(abort).write_all(&r.stdout);
+            let written = run::Bounded::stdout(abort).write_all(&r.stdout);
             let _ = err.write_all(&r.stderr);
             let mut notes = String::new();
+            // The exit code stays the command's (its own 1 or 2 could not
+            // be told from ours), but a lost output is said: a full disk,
+            // not a reader that went away or one given up on at a signal.
+            if let Err(e) = &written {
+                if !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::TimedOut
+                ) {
+                    notes.push_str(&format!(
+                        "sandgate: writing stdout: {e}; the command's output is lost\n"
+                    ));
+                }
+            }
             if r.truncated {
                 notes.push_str("sandgate: output truncated at max_output_bytes\n");
             }

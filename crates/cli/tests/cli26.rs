@@ -234,3 +234,30 @@ fn cli26_a_huge_policy_is_refused_naming_it() {
         );
     }
 }
+
+/// `sandgate exec -- CMD > /dev/full` lost the command's output with no
+/// word of it; it now says so on stderr and keeps the command's exit code
+/// (its own 1 or 2 could not be told from sandgate's). A reader that went
+/// away is said nothing of.
+#[test]
+fn cli26_exec_says_a_lost_output_and_keeps_the_commands_code() {
+    let fx = fixture();
+    fs::write(
+        fx.path().join("exec.toml"),
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n[exec]\nenabled = true\nconfine = \"off\"\n",
+    )
+    .unwrap();
+    let args = ["exec", "--policy", "exec.toml", "--", "echo hi; exit 3"];
+    let out = run(fx.path(), &args, dev_full());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("sandgate: writing stdout: No space left on device")
+            && err.contains("the command's output is lost"),
+        "{err}"
+    );
+    let out = run(fx.path(), &args, closed_pipe());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(!err.contains("writing stdout"), "{err}");
+}
