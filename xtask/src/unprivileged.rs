@@ -121,6 +121,9 @@ const SUITES: &[(&str, &str)] = &[
     // URL and connection-string passwords redacted through the confined
     // shell, at every read split and cap.
     ("shellexec", "redact25"),
+    // Long URL passwords, blanks in `;`-separated values, `&`, YAML and
+    // JSON password keys, through the confined shell and at every cap.
+    ("shellexec", "redact26"),
     // The credential proxy against the command it serves: other hosts,
     // header spellings, smuggling framings, paths, SNI and reflection.
     ("proxy", "credproxy25"),

@@ -46,17 +46,30 @@
 //!   never shows a part of it, at the price of hiding more where the path
 //!   holds an `@` (`https://u:p@host/@me` shows `https://u:[REDACTED]@me`).
 //!   Without an `@` after the `:` (`http://host:8080/x`) nothing is
-//!   replaced; the scheme, the user and the host stay visible;
-//! - a connection-string password (libpq, ODBC, ADO.NET, a command line):
-//!   the value after `password=`, `passwd=` or `pwd=` (ASCII
-//!   case-insensitive, no blank around `=`): a quoted value from its `'`,
-//!   `"` or `{` through its closing `'`, `"` or `}` (a backslash escapes
-//!   the next byte, a doubled closing quote continues the value; an
-//!   unclosed one ends with its line), or else the run of bytes up to a
-//!   space, an ASCII control byte or `;`. The key stays visible. Nothing
-//!   is replaced when no value follows (`the password= field`), for a
-//!   longer key (`--password-file=`, `passwords=`), or for a `pwd` value
-//!   that begins with `/` (`PWD=/home/me` is the shell's directory).
+//!   replaced; the scheme, the user and the host stay visible. A URL that
+//!   has not ended within the window is hidden from the password's start
+//!   to its end: a longer password is never shown in part;
+//! - a password after a key `password`, `passwd` or `pwd` (ASCII
+//!   case-insensitive, not after a letter or digit); the key stays
+//!   visible:
+//!   - after `=` (libpq, ODBC, ADO.NET, `.env`, a command line; no blank
+//!     around `=`): a quoted value from its `'`, `"` or `{` through its
+//!     closing `'`, `"` or `}` (a backslash escapes the next byte, a
+//!     doubled closing quote continues the value; an unclosed one ends
+//!     with its line), or else a run up to a control byte or `;` that, in
+//!     a query string (after `?` or `&`), ends at `&` or a blank; after a
+//!     `;` on its line (ODBC) takes blanks in; elsewhere ends at `&` when
+//!     `key=` follows it (a form body) and at a blank unless a `;` comes
+//!     within [`CONN_GAP_MAX`] bytes before a line end or a `key=`
+//!     (libpq accepts no blank in an unquoted value: its next item is a
+//!     `key=`). Nothing is replaced when no value follows
+//!     (`the password= field`), for a longer key (`--password-file=`,
+//!     `passwords=`), or for a `pwd` value that begins with `/`
+//!     (`PWD=/home/me` is the shell's directory);
+//!   - after a closing quote and `:` (JSON): a quoted value as above;
+//!   - after `:` and a blank, where the key begins its line after blanks,
+//!     `-` and key bytes (YAML: `  - db_password: x`): a quoted value, or
+//!     the rest of the line. Elsewhere `password:` is prose.
 //!
 //! The token shapes other than PEM, `Authorization:` and URLs must not follow an
 //! ASCII letter or digit (`task-force…` is not an `sk-` key), and the
@@ -78,7 +91,9 @@
 //! back the bytes that could still turn out to be part of a secret — at most
 //! the longest withheld value, about a hundred bytes for the token shapes,
 //! or [`URL_PASSWORD_MAX`] bytes of a URL whose password is undecided
-//! until the URL ends — and emits a marker as soon as a secret is certain. Bytes inside
+//! until the URL ends, or [`CONN_GAP_MAX`] bytes after a blank or an `&` in
+//! an unquoted password value — and emits a marker as soon as a secret is
+//! certain. Bytes inside
 //! a secret are dropped as they arrive, never buffered, so a long token, a
 //! header line or a PEM block costs no memory.
 //!
@@ -142,6 +157,11 @@ pub struct Redactor {
     /// Nothing from this input offset on is emitted
     /// ([`Redactor::stop_emitting`]); `u64::MAX` until then.
     limit: u64,
+    /// The line so far: `LINE_INDENT` (only blanks and `-`), `LINE_KEY`
+    /// (then only key bytes, as in `  - db_`) or `LINE_OTHER`.
+    line: u8,
+    /// A `;` since the last line end.
+    line_semi: bool,
 }
 
 impl Redactor {
@@ -166,6 +186,8 @@ impl Redactor {
             done: 0,
             regions: VecDeque::new(),
             limit: u64::MAX,
+            line: LINE_INDENT,
+            line_semi: false,
         }
     }
 
@@ -208,6 +230,7 @@ impl Redactor {
             self.pos += quiet as u64;
             self.done += quiet as u64;
             self.prev = Some(bytes[quiet - 1]);
+            self.note_run(&bytes[..quiet]);
         }
         quiet
     }
@@ -244,6 +267,7 @@ impl Redactor {
                     }
                     self.pos += quiet as u64;
                     self.prev = Some(run[quiet - 1]);
+                    self.note_run(run);
                     rest = &rest[quiet..];
                     continue;
                 }
@@ -278,7 +302,8 @@ impl Redactor {
     pub fn finish(mut self) -> Vec<u8> {
         let mut out = Vec::new();
         // A URL cut off by the end: its password runs to its last `@`.
-        for (from, to) in self.cands.iter().filter_map(Cand::url_at_end) {
+        let pos = self.pos;
+        for (from, to) in self.cands.iter().filter_map(|c| c.at_end(pos)) {
             cover_range(&mut self.regions, from, to, Label::shape(from));
         }
         self.cands.clear();
@@ -336,6 +361,43 @@ impl Redactor {
     /// starts nothing changes nothing but the position.
     fn idle(&self) -> bool {
         self.ac_state == 0 && self.cands.is_empty() && self.pem_inside.is_none()
+    }
+
+    /// Updates what is known of the current line after a run of bytes
+    /// that was not stepped through: only its tail matters.
+    fn note_run(&mut self, run: &[u8]) {
+        let tail = match memchr::memrchr2(b'\n', b'\r', run) {
+            Some(k) => {
+                self.line = LINE_INDENT;
+                self.line_semi = false;
+                &run[k + 1..]
+            }
+            None => run,
+        };
+        if !self.line_semi && memchr::memchr(b';', tail).is_some() {
+            self.line_semi = true;
+        }
+        for &b in tail {
+            if self.line == LINE_OTHER {
+                break;
+            }
+            self.line = line_next(self.line, b);
+        }
+    }
+
+    /// The context a key starting at the current byte is in.
+    fn ctx(&self) -> u8 {
+        let mut ctx = 0;
+        if matches!(self.prev, Some(b'?' | b'&')) {
+            ctx |= CTX_QUERY;
+        }
+        if self.line != LINE_OTHER {
+            ctx |= CTX_LINE_START;
+        }
+        if self.line_semi {
+            ctx |= CTX_SEMI;
+        }
+        ctx
     }
 
     /// Consumes one input byte.
@@ -403,6 +465,7 @@ impl Redactor {
             self.pem_inside = Some(start);
         }
         let boundary = !self.prev.is_some_and(|b| b.is_ascii_alphanumeric());
+        let ctx = self.ctx();
         let mut starts = rules.starts[usize::from(byte)];
         while starts != 0 {
             let kind = KINDS[starts.trailing_zeros() as usize];
@@ -413,12 +476,21 @@ impl Redactor {
             if kind == Kind::PemBegin && (was_inside || self.pem_inside.is_some()) {
                 continue;
             }
-            self.cands.push(Cand::new(kind, p));
+            let mut cand = Cand::new(kind, p);
+            cand.ctx = ctx;
+            self.cands.push(cand);
         }
         if self.cands.len() > 1 {
             self.prune();
         }
         self.prev = Some(byte);
+        if is_line_end(byte) {
+            self.line = LINE_INDENT;
+            self.line_semi = false;
+        } else {
+            self.line = line_next(self.line, byte);
+            self.line_semi |= byte == b';';
+        }
     }
 
     /// Drops token candidates that another one of the same kind dominates:
@@ -426,6 +498,22 @@ impl Redactor {
     /// one could (same admitted bytes, longer so far). Keeps the candidate
     /// count bounded on input like `sk-sk-sk-…`.
     fn prune(&mut self) {
+        // A URL whose password window overflowed hides the rest of the
+        // URL: every other URL candidate began after its password did
+        // (an earlier one would have died at its `//` or overflowed
+        // first), and ends with it, so it covers them.
+        if let Some(first) = self
+            .cands
+            .iter()
+            .position(|c| matches!(c.phase, Phase::UrlRest { .. }))
+        {
+            let mut i = 0;
+            self.cands.retain(|c| {
+                let keep = c.kind != Kind::Url || i == first;
+                i += 1;
+                keep
+            });
+        }
         // Quoted values of one key in the same state end together, and the
         // one that began first covers every byte a later one could: keep
         // it only (on input like `password='password='…`).
@@ -452,10 +540,10 @@ impl Redactor {
                 _ => true,
             });
         }
-        let mut best: [Option<u64>; KINDS.len()] = [None; KINDS.len()];
+        let mut best: [Option<u64>; KINDS.len() * 8] = [None; KINDS.len() * 8];
         for cand in &self.cands {
             if let Some(from) = cand.greedy_body_start() {
-                let slot = &mut best[cand.kind as usize];
+                let slot = &mut best[cand.greedy_slot()];
                 *slot = Some(slot.map_or(from, |b| b.min(from)));
             }
         }
@@ -468,11 +556,11 @@ impl Redactor {
         {
             return;
         }
-        let mut kept: [bool; KINDS.len()] = [false; KINDS.len()];
+        let mut kept: [bool; KINDS.len() * 8] = [false; KINDS.len() * 8];
         self.cands.retain(|cand| match cand.greedy_body_start() {
             None => true,
             Some(from) => {
-                let k = cand.kind as usize;
+                let k = cand.greedy_slot();
                 if kept[k] || best[k] != Some(from) {
                     false
                 } else {
@@ -519,7 +607,10 @@ impl Redactor {
                     let stop = region.end.min(frontier);
                     self.pending.drain(..to_usize(stop - self.done));
                     self.done = stop;
-                    if region.end <= frontier && !(open && last) {
+                    // While a match is open, a region ending at the
+                    // frontier may still be extended (a connection-string
+                    // value whose blank is undecided): keep it.
+                    if region.end <= frontier && !(open && (last || region.end == frontier)) {
                         self.regions.pop_front();
                     }
                 }
@@ -1016,8 +1107,10 @@ enum After {
     Label,
     /// A URL's user, `:`, then its password up to the last `@` of the URL.
     Url,
-    /// A connection-string value: quoted, or a run of [`conn_body`] bytes.
-    Value,
+    /// A password key's end: `=` and a connection-string value (quoted,
+    /// or a run of [`conn_body`] bytes), a quote and `:` (JSON), or `:`
+    /// at the start of a line (YAML).
+    Key,
 }
 
 struct Spec {
@@ -1148,8 +1241,8 @@ static URL: Spec = Spec {
 };
 
 static PASSWORD: Spec = Spec {
-    prefix: &[b"pP", b"aA", b"sS", b"sS", b"wW", b"oO", b"rR", b"dD", b"="],
-    after: After::Value,
+    prefix: &[b"pP", b"aA", b"sS", b"sS", b"wW", b"oO", b"rR", b"dD"],
+    after: After::Key,
     body: conn_body,
     min: 1,
     max: None,
@@ -1157,8 +1250,8 @@ static PASSWORD: Spec = Spec {
 };
 
 static PASSWD: Spec = Spec {
-    prefix: &[b"pP", b"aA", b"sS", b"sS", b"wW", b"dD", b"="],
-    after: After::Value,
+    prefix: &[b"pP", b"aA", b"sS", b"sS", b"wW", b"dD"],
+    after: After::Key,
     body: conn_body,
     min: 1,
     max: None,
@@ -1166,8 +1259,8 @@ static PASSWD: Spec = Spec {
 };
 
 static PWD: Spec = Spec {
-    prefix: &[b"pP", b"wW", b"dD", b"="],
-    after: After::Value,
+    prefix: &[b"pP", b"wW", b"dD"],
+    after: After::Key,
     body: conn_body,
     min: 1,
     max: None,
@@ -1182,6 +1275,49 @@ pub const URL_USER_MAX: u16 = 128;
 /// password: a password is at most this long, and this many bytes of a URL
 /// are held back while it is undecided.
 pub const URL_PASSWORD_MAX: u16 = 256;
+
+/// A key's context: it follows `?` or `&` (a query string).
+const CTX_QUERY: u8 = 1;
+/// A key's context: only blanks and `-` before it on its line, then key
+/// bytes (`  - db_password:`).
+const CTX_LINE_START: u8 = 2;
+
+/// The start of a line: blanks and `-` so far.
+const LINE_INDENT: u8 = 0;
+/// The start of a line, then key bytes.
+const LINE_KEY: u8 = 1;
+/// Anything else.
+const LINE_OTHER: u8 = 2;
+
+/// The line state after `b` (not a line end).
+fn line_next(line: u8, b: u8) -> u8 {
+    match line {
+        LINE_INDENT if is_blank(b) || b == b'-' => LINE_INDENT,
+        LINE_INDENT | LINE_KEY if is_key_byte(b) => LINE_KEY,
+        _ => LINE_OTHER,
+    }
+}
+/// A key's context: a `;` before it on its line.
+const CTX_SEMI: u8 = 4;
+
+/// The most bytes after the first blank of an unquoted
+/// connection-string value that are held back to see whether a `;` ends
+/// the value there (`Password=my pass;`).
+pub const CONN_GAP_MAX: u16 = 256;
+
+/// The longest key (`dbname`, `--host`) whose `key=` after a blank ends an
+/// unquoted value there.
+const KEY_MAX: u16 = 64;
+
+/// Bytes of a key in `key=`: ASCII letters, digits, `_` and `-`.
+fn is_key_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// A byte that ends a line-long value: an ASCII control other than tab.
+fn is_control(b: u8) -> bool {
+    (b < b' ' && b != b'\t') || b == 0x7f
+}
 
 /// Bytes that end a URL as it is written in text: ASCII controls, space,
 /// `"` (never raw inside a JSON string), `<` and `>`.
@@ -1220,6 +1356,8 @@ struct Cand {
     /// Offset of the prefix's first byte.
     start: u64,
     phase: Phase,
+    /// What came before the key (`CTX_*` bits).
+    ctx: u8,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -1246,8 +1384,34 @@ enum Phase {
         len: u16,
         last_at: Option<u64>,
     },
+    /// Past a URL's password window: the rest of the URL (from `from`) is
+    /// hidden.
+    UrlRest { from: u64 },
+    /// After a password key, before `=`, `:` or a closing quote.
+    KeyEnd,
+    /// After a quoted key (JSON): `colon` once its `:` was seen.
+    JsonColon { colon: bool },
+    /// After `key:` at the start of a line (YAML): `ready` after a blank.
+    YamlColon { ready: bool },
+    /// A YAML plain value, from `from` to the end of its line.
+    ToLine { from: u64 },
     /// After a connection-string key's `=`.
     ValueStart,
+    /// An unquoted value (from `from`) met a blank at `gap`: it ends there
+    /// unless a `;` comes before the line ends or a `key=` follows. `len`
+    /// bytes since `gap`; `word` bytes of the current word (0 among
+    /// blanks), `key` while they could be a key.
+    ConnGap {
+        from: u64,
+        gap: u64,
+        len: u16,
+        word: u16,
+        key: bool,
+    },
+    /// An unquoted value (from `from`) met `&` at `amp`: it ends there if
+    /// a `key=` follows (a form body), else the `&` is part of it. `word`
+    /// key bytes since the `&`.
+    AmpGap { from: u64, amp: u64, word: u16 },
     /// Right after the opening quote (at `from`) of a quoted value.
     QuoteOpen { from: u64, close: u8 },
     /// In a quoted value (from its opening quote at `from`): `esc` after a
@@ -1285,6 +1449,7 @@ impl Cand {
             kind,
             start,
             phase: Phase::Prefix(1),
+            ctx: 0,
         }
     }
 
@@ -1311,7 +1476,7 @@ impl Cand {
                             tail: [0; 17],
                         },
                         After::Url => Phase::UrlUser { len: 0 },
-                        After::Value => Phase::ValueStart,
+                        After::Key => Phase::KeyEnd,
                     }
                 };
                 Advance::Live
@@ -1338,9 +1503,125 @@ impl Cand {
                 let last_at = if b == b'@' { Some(at) } else { last_at };
                 let len = len + 1;
                 if len == URL_PASSWORD_MAX {
-                    return url_found(from, last_at);
+                    // Undecided past the window: hiding the rest of the
+                    // URL never shows a part of a long password.
+                    self.phase = Phase::UrlRest { from };
+                    return Advance::Confirmed { from, done: false };
                 }
                 self.phase = Phase::UrlPass { from, len, last_at };
+                Advance::Live
+            }
+            Phase::UrlRest { from } => {
+                if url_end(b) {
+                    Advance::Dead
+                } else {
+                    Advance::Confirmed { from, done: false }
+                }
+            }
+            Phase::KeyEnd => match b {
+                b'=' => {
+                    self.phase = Phase::ValueStart;
+                    Advance::Live
+                }
+                b'"' | b'\'' => {
+                    self.phase = Phase::JsonColon { colon: false };
+                    Advance::Live
+                }
+                b':' if self.ctx & CTX_LINE_START != 0 => {
+                    self.phase = Phase::YamlColon { ready: false };
+                    Advance::Live
+                }
+                _ => Advance::Dead,
+            },
+            Phase::JsonColon { colon } => {
+                if is_blank(b) {
+                    Advance::Live
+                } else if b == b':' && !colon {
+                    self.phase = Phase::JsonColon { colon: true };
+                    Advance::Live
+                } else if colon && (b == b'"' || b == b'\'') {
+                    self.phase = Phase::QuoteOpen { from: at, close: b };
+                    Advance::Live
+                } else {
+                    Advance::Dead
+                }
+            }
+            Phase::YamlColon { ready } => {
+                if is_blank(b) {
+                    self.phase = Phase::YamlColon { ready: true };
+                    Advance::Live
+                } else if !ready
+                    || is_control(b)
+                    || b == b'#'
+                    || (self.kind == Kind::Pwd && b == b'/')
+                {
+                    Advance::Dead
+                } else if b == b'"' || b == b'\'' {
+                    self.phase = Phase::QuoteOpen { from: at, close: b };
+                    Advance::Live
+                } else {
+                    self.phase = Phase::ToLine { from: at };
+                    Advance::Confirmed {
+                        from: at,
+                        done: false,
+                    }
+                }
+            }
+            Phase::ToLine { from } => {
+                if is_control(b) {
+                    Advance::Dead
+                } else {
+                    Advance::Confirmed { from, done: false }
+                }
+            }
+            Phase::AmpGap { from, amp, word } => {
+                if b == b'=' && word > 0 {
+                    // `password=x&ssl=1`: the next item of a form body.
+                    Advance::Dead
+                } else if is_key_byte(b) && word < KEY_MAX {
+                    self.phase = Phase::AmpGap {
+                        from,
+                        amp,
+                        word: word + 1,
+                    };
+                    Advance::Live
+                } else if conn_body(b) && b != b'&' {
+                    // Not a key: the `&` and what follows are the value's.
+                    self.phase = Phase::Body { from, len: 1 };
+                    Advance::Confirmed { from, done: false }
+                } else {
+                    // The value ended after the `&` and its key bytes.
+                    Advance::Found { from, to: at }
+                }
+            }
+            Phase::ConnGap {
+                from,
+                gap,
+                len,
+                word,
+                key,
+            } => {
+                if b == b';' {
+                    return Advance::Found { from, to: at };
+                }
+                if is_control(b) || len == CONN_GAP_MAX || (b == b'=' && word > 0 && key) {
+                    // The value ended at the blank: a line end (libpq, a
+                    // command line), a `key=` (libpq's next item), or
+                    // too far to tell.
+                    return Advance::Dead;
+                }
+                let (word, key) = if is_blank(b) {
+                    (0, true)
+                } else {
+                    (word + 1, key && is_key_byte(b) && word < KEY_MAX)
+                };
+                self.phase = Phase::ConnGap {
+                    from,
+                    gap,
+                    len: len + 1,
+                    word,
+                    key,
+                };
                 Advance::Live
             }
             Phase::ValueStart => {
@@ -1349,6 +1630,18 @@ impl Cand {
                     Advance::Dead
                 } else if let Some(close) = conn_close(b) {
                     self.phase = Phase::QuoteOpen { from: at, close };
+                    Advance::Live
+                } else if b == b'&' && self.ctx & CTX_QUERY != 0 {
+                    // `?password=&x=1`: no value.
+                    Advance::Dead
+                } else if b == b'&' && self.ctx & CTX_SEMI == 0 {
+                    // `password=&user=me`: no value, unless no `key=`
+                    // follows.
+                    self.phase = Phase::AmpGap {
+                        from: at,
+                        amp: at,
+                        word: 0,
+                    };
                     Advance::Live
                 } else if conn_body(b) {
                     self.phase = Phase::Body { from: at, len: 0 };
@@ -1408,6 +1701,45 @@ impl Cand {
                 } else if ready && (spec.body)(b) {
                     self.phase = Phase::Body { from: at, len: 0 };
                     self.body_byte(spec)
+                } else {
+                    Advance::Dead
+                }
+            }
+            Phase::Body { from, .. } if spec.after == After::Key => {
+                // A connection-string value: in a query string it ends at
+                // `&` or a blank; after a `;` on its line (ODBC, ADO.NET)
+                // it runs to the next `;` or the line's end; otherwise a
+                // blank leaves it undecided.
+                if self.ctx & CTX_QUERY != 0 {
+                    if conn_body(b) && b != b'&' {
+                        self.body_byte(spec)
+                    } else {
+                        Advance::Dead
+                    }
+                } else if self.ctx & CTX_SEMI != 0 {
+                    if b != b';' && !is_control(b) {
+                        self.body_byte(spec)
+                    } else {
+                        Advance::Dead
+                    }
+                } else if b == b'&' {
+                    self.phase = Phase::AmpGap {
+                        from,
+                        amp: at,
+                        word: 0,
+                    };
+                    Advance::Live
+                } else if conn_body(b) {
+                    self.body_byte(spec)
+                } else if is_blank(b) {
+                    self.phase = Phase::ConnGap {
+                        from,
+                        gap: at,
+                        len: 1,
+                        word: 0,
+                        key: true,
+                    };
+                    Advance::Live
                 } else {
                     Advance::Dead
                 }
@@ -1478,8 +1810,15 @@ impl Cand {
             Phase::Colon { .. }
             | Phase::Blank { .. }
             | Phase::UrlUser { .. }
+            | Phase::UrlRest { .. }
+            | Phase::KeyEnd
+            | Phase::JsonColon { .. }
+            | Phase::YamlColon { .. }
+            | Phase::ToLine { .. }
             | Phase::ValueStart
             | Phase::Quoted { .. } => None,
+            Phase::ConnGap { gap, .. } => Some(gap),
+            Phase::AmpGap { amp, .. } => Some(amp),
             Phase::Body { from, len } => (len < spec.min).then_some(from),
             Phase::UrlPass { from, .. } | Phase::QuoteOpen { from, .. } => Some(from),
         }
@@ -1489,13 +1828,23 @@ impl Cand {
     fn is_growing(&self) -> bool {
         let spec = self.kind.spec();
         matches!(self.phase, Phase::Body { len, .. } if len >= spec.min && spec.max.is_none())
-            || matches!(self.phase, Phase::Quoted { .. })
+            || matches!(
+                self.phase,
+                Phase::Quoted { .. }
+                    | Phase::UrlRest { .. }
+                    | Phase::ToLine { .. }
+                    | Phase::ConnGap { .. }
+                    | Phase::AmpGap { .. }
+            )
     }
 
     /// The URL password this candidate found so far, at the end of the
     /// stream.
-    fn url_at_end(&self) -> Option<(u64, u64)> {
+    fn at_end(&self, pos: u64) -> Option<(u64, u64)> {
         match self.phase {
+            // `password=x&ssl` at the end: no `key=` came, so `&ssl` is
+            // part of the value.
+            Phase::AmpGap { from, .. } => Some((from, pos)),
             Phase::UrlPass {
                 from,
                 last_at: Some(to),
@@ -1503,6 +1852,12 @@ impl Cand {
             } if to > from => Some((from, to)),
             _ => None,
         }
+    }
+
+    /// The prune slot of a greedy candidate: its kind and context (a
+    /// connection-string value's end depends on its context).
+    fn greedy_slot(&self) -> usize {
+        self.kind as usize * 8 + usize::from(self.ctx & 7)
     }
 
     /// Where the body began, for a greedy shape in its body.
@@ -1708,6 +2063,13 @@ mod tests {
             b"password=",
             b"PWD=",
             b"passwd=",
+            b"password: ",
+            b"\"password\":\"",
+            b"  - db_",
+            b"&",
+            b"?",
+            b"k=",
+            b"\t",
             b"'",
             b"{",
             b"}",

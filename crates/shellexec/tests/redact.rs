@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use regex::bytes::Regex;
 use sandgate_shellexec::redact::{
-    Redactor, MIN_VALUE_LEN, PEM_BLOCK_MAX, URL_PASSWORD_MAX, URL_USER_MAX,
+    Redactor, CONN_GAP_MAX, MIN_VALUE_LEN, PEM_BLOCK_MAX, URL_PASSWORD_MAX, URL_USER_MAX,
 };
 
 type Values<'a> = &'a [(&'a str, &'a str)];
@@ -590,7 +590,8 @@ fn reference(values: Values, input: &[u8]) -> Vec<u8> {
 
 /// A URL password whose `://` is at `i`: after a user of at most
 /// `URL_USER_MAX` bytes (no `/`, `?`, `#`) and a `:`, up to the last `@`
-/// within `URL_PASSWORD_MAX` bytes, before the URL ends.
+/// before the URL ends, when it ends within `URL_PASSWORD_MAX` bytes;
+/// otherwise everything from there to the URL's end.
 fn url_password_at(input: &[u8], i: usize) -> Option<(usize, usize)> {
     let ends = |b: u8| b <= b' ' || b == 0x7f || b == b'"' || b == b'<' || b == b'>';
     if !input[i..].starts_with(b"://") {
@@ -604,46 +605,44 @@ fn url_password_at(input: &[u8], i: usize) -> Option<(usize, usize)> {
         return None;
     }
     let from = colon + 1;
-    let last = (from..input.len())
-        .take(usize::from(URL_PASSWORD_MAX))
-        .take_while(|&k| !ends(input[k]))
-        .filter(|&k| input[k] == b'@')
-        .last()?;
+    let end = (from..input.len())
+        .find(|&k| ends(input[k]))
+        .unwrap_or(input.len());
+    if end - from >= usize::from(URL_PASSWORD_MAX) {
+        return Some((from, end));
+    }
+    let last = (from..end).rev().find(|&k| input[k] == b'@')?;
     (last > from).then_some((from, last))
 }
 
-/// A connection-string value after `password=`, `passwd=` or `pwd=`
-/// (any case) at `i`: quoted (`'`, `"` or `{`, with backslash escapes
-/// and doubled closing quotes, to its closing quote or the line's end) or
-/// a run of bytes other than controls, space and `;`; a `pwd` value that
-/// begins with `/` is a directory.
-fn conn_password_at(input: &[u8], i: usize) -> Option<(usize, usize)> {
-    static KEY: OnceLock<Regex> = OnceLock::new();
-    let key = KEY.get_or_init(|| Regex::new(r"(?-u)^(?i:password|passwd|pwd)=").unwrap());
-    let m = key.find(&input[i..])?;
-    let pwd = m.len() == 4;
-    let v = i + m.end();
-    let first = *input.get(v)?;
+const CONN_KEY_MAX: usize = 64;
+
+fn blank(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+fn control(b: u8) -> bool {
+    (b < b' ' && b != b'\t') || b == 0x7f
+}
+
+fn conn_body(b: u8) -> bool {
+    !(b <= b' ' || b == 0x7f || b == b';')
+}
+
+fn key_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// A quoted value whose opening quote is at `q` (closed by `close`): with
+/// backslash escapes and doubled closing quotes, to its closing quote or
+/// the line's end; a `pwd` value that begins with `/` is a directory.
+fn quoted_at(input: &[u8], q: usize, close: u8, pwd: bool) -> Option<(usize, usize)> {
     let line_end = |b: u8| b == b'\n' || b == b'\r';
-    if pwd && first == b'/' {
-        return None;
-    }
-    let close = match first {
-        b'\'' => b'\'',
-        b'"' => b'"',
-        b'{' => b'}',
-        _ => {
-            let end = (v..input.len())
-                .find(|&k| input[k] <= b' ' || input[k] == 0x7f || input[k] == b';')
-                .unwrap_or(input.len());
-            return (end > v).then_some((v, end));
-        }
-    };
-    let c = *input.get(v + 1)?;
+    let c = *input.get(q + 1)?;
     if c == close || line_end(c) || (pwd && c == b'/') {
         return None;
     }
-    let mut k = v + 1;
+    let mut k = q + 1;
     let end = loop {
         let Some(&b) = input.get(k) else {
             break input.len();
@@ -662,7 +661,167 @@ fn conn_password_at(input: &[u8], i: usize) -> Option<(usize, usize)> {
             k += 1;
         }
     };
-    Some((v, end))
+    Some((q, end))
+}
+
+/// An unquoted connection-string value from `v`: in a query string to `&`
+/// or a byte outside [`conn_body`]; after a `;` on its line to the next
+/// `;` or control byte; otherwise to a byte outside it, where `&` then
+/// `key=` ends it (a form body) and a blank ends it unless a `;` comes
+/// first (before a line end, a `key=` or `CONN_GAP_MAX` bytes).
+fn unquoted_at(input: &[u8], v: usize, query: bool, semi: bool) -> (usize, usize) {
+    let len = input.len();
+    if query {
+        let end = (v..len)
+            .find(|&k| !conn_body(input[k]) || input[k] == b'&')
+            .unwrap_or(len);
+        return (v, end);
+    }
+    if semi {
+        let end = (v..len)
+            .find(|&k| input[k] == b';' || control(input[k]))
+            .unwrap_or(len);
+        return (v, end);
+    }
+    let mut k = v;
+    loop {
+        let Some(&b) = input.get(k) else {
+            return (v, len);
+        };
+        if b == b'&' {
+            let amp = k;
+            let mut j = k + 1;
+            loop {
+                let Some(&c) = input.get(j) else {
+                    return (v, len);
+                };
+                let word = j - (amp + 1);
+                if c == b'=' && word > 0 {
+                    return (v, amp);
+                } else if key_byte(c) && word < CONN_KEY_MAX {
+                    j += 1;
+                } else if conn_body(c) && c != b'&' {
+                    break;
+                } else {
+                    return (v, j);
+                }
+            }
+            k = j + 1;
+        } else if conn_body(b) {
+            k += 1;
+        } else if blank(b) {
+            let gap = k;
+            let (mut word, mut key) = (0usize, true);
+            for (j, &c) in input.iter().enumerate().skip(gap + 1) {
+                if c == b';' {
+                    return (v, j);
+                }
+                if control(c)
+                    || j - gap == usize::from(CONN_GAP_MAX)
+                    || (c == b'=' && word > 0 && key)
+                {
+                    return (v, gap);
+                }
+                if blank(c) {
+                    (word, key) = (0, true);
+                } else {
+                    key = key && key_byte(c) && word < CONN_KEY_MAX;
+                    word += 1;
+                }
+            }
+            return (v, gap);
+        } else {
+            return (v, k);
+        }
+    }
+}
+
+/// A password after `password`, `passwd` or `pwd` (any case) at `i`:
+/// `=` and a connection-string value (quoted, or [`unquoted_at`]); a
+/// quote, `:` and a quoted value (JSON); or, at the start of a line
+/// (after blanks, `-` and key bytes), `:`, a blank and a quoted value or
+/// the rest of the line (YAML). A `pwd` value that begins with `/` is a
+/// directory.
+fn conn_password_at(input: &[u8], i: usize) -> Option<(usize, usize)> {
+    static KEY: OnceLock<Regex> = OnceLock::new();
+    let key = KEY.get_or_init(|| Regex::new(r"(?-u)^(?i:password|passwd|pwd)").unwrap());
+    let m = key.find(&input[i..])?;
+    let pwd = m.len() == 3;
+    let k = i + m.end();
+    let prev = i.checked_sub(1).map(|p| input[p]);
+    let query = matches!(prev, Some(b'?' | b'&'));
+    let line_start = input[..i]
+        .iter()
+        .rposition(|&b| b == b'\n' || b == b'\r')
+        .map_or(0, |p| p + 1);
+    let line = &input[line_start..i];
+    let semi = line.contains(&b';');
+    let lead = line
+        .iter()
+        .position(|&b| !(blank(b) || b == b'-'))
+        .unwrap_or(line.len());
+    let yaml = line[lead..].iter().all(|&b| key_byte(b));
+    let close_of = |b: u8| match b {
+        b'\'' => Some(b'\''),
+        b'"' => Some(b'"'),
+        b'{' => Some(b'}'),
+        _ => None,
+    };
+    match *input.get(k)? {
+        b'=' => {
+            let v = k + 1;
+            let first = *input.get(v)?;
+            if pwd && first == b'/' {
+                return None;
+            }
+            if let Some(close) = close_of(first) {
+                return quoted_at(input, v, close, pwd);
+            }
+            if !conn_body(first) || (query && first == b'&') {
+                return None;
+            }
+            Some(unquoted_at(input, v, query, semi)).filter(|&(a, b)| b > a)
+        }
+        b'"' | b'\'' => {
+            let mut j = k + 1;
+            while input.get(j).is_some_and(|&b| blank(b)) {
+                j += 1;
+            }
+            if input.get(j) != Some(&b':') {
+                return None;
+            }
+            j += 1;
+            while input.get(j).is_some_and(|&b| blank(b)) {
+                j += 1;
+            }
+            let q = *input.get(j)?;
+            if q != b'"' && q != b'\'' {
+                return None;
+            }
+            quoted_at(input, j, q, pwd)
+        }
+        b':' if yaml => {
+            let mut j = k + 1;
+            if !input.get(j).is_some_and(|&b| blank(b)) {
+                return None;
+            }
+            while input.get(j).is_some_and(|&b| blank(b)) {
+                j += 1;
+            }
+            let first = *input.get(j)?;
+            if control(first) || first == b'#' || (pwd && first == b'/') {
+                return None;
+            }
+            if first == b'"' || first == b'\'' {
+                return quoted_at(input, j, first, pwd);
+            }
+            let end = (j..input.len())
+                .find(|&e| control(input[e]))
+                .unwrap_or(input.len());
+            Some((j, end))
+        }
+        _ => None,
+    }
 }
 
 #[test]
@@ -932,6 +1091,20 @@ const PASSWORD_PIECES: &[&str] = &[
     "}}",
     "password='",
     "PWD={",
+    "password",
+    "db_password: ",
+    "\"password\": \"",
+    "'pwd' :'",
+    ": ",
+    ":",
+    "-",
+    "&",
+    "?",
+    "&k=",
+    " k=",
+    "\t",
+    ";Pwd=a b",
+    "\r",
 ];
 
 fn password_text() -> impl Strategy<Value = Vec<u8>> {

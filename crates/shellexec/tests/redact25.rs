@@ -160,7 +160,8 @@ fn redact25_connection_string_passwords_are_redacted() {
         ("MYSQL_PWD=s3cret mysql", "MYSQL_PWD=[REDACTED] mysql"),
         (
             "?user=a&password=s3cret&ssl=1 x",
-            "?user=a&password=[REDACTED] x",
+            // In a query string the value ends at `&` (redact26).
+            "?user=a&password=[REDACTED]&ssl=1 x",
         ),
         // A quote that does not close ends with its line.
         ("password='abc\nnext", "password=[REDACTED]\nnext"),
@@ -183,7 +184,8 @@ fn redact25_prose_and_other_keys_are_untouched() {
         "OLDPWD=/tmp",
         "declare -x PWD=\"/work\"",
         "cat /etc/passwd",
-        "password: not this form",
+        // Not at the start of a line: prose, not YAML (redact26).
+        "the password: not this form",
     ] {
         assert_eq!(every_way(plain), plain);
     }
