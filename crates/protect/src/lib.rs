@@ -3205,38 +3205,58 @@ fn create_entry(
             // put at the temporary name meanwhile: otherwise the change
             // is reported, not said to be undone.
             let now = rfs::statat(dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW)?;
-            return if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino) {
+            if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino) {
                 Ok(())
             } else {
                 Err(Errno::EXIST)
-            };
+            }
         }
         Data::Link(target) => {
             rfs::symlinkat(OsStr::from_bytes(target), dir, OsStr::from_bytes(&tmp))?;
-            let _ = rfs::chownat(
+            // Owner and times go to the link through a descriptor of it,
+            // checked to be a link to the recorded target: a process still
+            // running on the root could put something else at the
+            // temporary name meanwhile (a hard link to a file of the
+            // host's, which a `chown` by name would have given the link's
+            // owner), and what is renamed in must be this link.
+            let undo = |e: Errno| {
+                let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
+                e
+            };
+            let link = rfs::openat(
                 dir,
                 OsStr::from_bytes(&tmp),
-                owner.0,
-                owner.1,
-                AtFlags::SYMLINK_NOFOLLOW,
-            );
-            let _ = rfs::utimensat(
-                dir,
-                OsStr::from_bytes(&tmp),
-                &times,
-                AtFlags::SYMLINK_NOFOLLOW,
-            );
+                OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(undo)?;
+            let mine = rfs::fstat(&link).map_err(undo)?;
+            let says = rfs::readlinkat(&link, c"", Vec::new()).map_err(undo)?;
+            if FileType::from_raw_mode(mine.st_mode) != FileType::Symlink
+                || says.as_bytes() != &target[..]
+            {
+                return Err(Errno::EXIST);
+            }
+            let _ = rfs::chownat(&link, c"", owner.0, owner.1, AtFlags::EMPTY_PATH);
+            let _ = rfs::utimensat(&link, c"", &times, AtFlags::EMPTY_PATH);
+            let dup = rustix::io::fcntl_dupfd_cloexec(dir, 0).map_err(undo)?;
+            let droot = Root::from_fd(dup, Resolver::Auto, root.name().join(bytes_path(parent)));
+            droot
+                .rename(bytes_path(&tmp), bytes_path(name), RenameMode::NoReplace)
+                .map_err(|e| undo(e.errno().map_or(Errno::IO, Errno::from_raw_os_error)))?;
+            // A link cannot be made without a name: what was put at the
+            // temporary name after the check is renamed in as well. Only
+            // this link (held open, so its inode is not another's) is said
+            // to be restored; anything else there is reported.
+            let now = rfs::statat(dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW)?;
+            if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino) {
+                Ok(())
+            } else {
+                Err(Errno::EXIST)
+            }
         }
-        Data::None => return Err(Errno::NOENT),
+        Data::None => Err(Errno::NOENT),
     }
-    let dup = rustix::io::fcntl_dupfd_cloexec(dir, 0)?;
-    let droot = Root::from_fd(dup, Resolver::Auto, root.name().join(bytes_path(parent)));
-    droot
-        .rename(bytes_path(&tmp), bytes_path(name), RenameMode::NoReplace)
-        .map_err(|e| {
-            let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
-            e.errno().map_or(Errno::IO, Errno::from_raw_os_error)
-        })
 }
 
 /// Makes and opens `parent` (root-relative) beneath the quarantine `q`,

@@ -756,7 +756,7 @@ fn every_test_here_also_holds_with_the_ctime_walk_forced() {
         "with the ctime walk forced:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("test result: ok. 33 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 34 passed"), "{stdout}");
 }
 
 /// A new protected entry deeper than the kernel can name in one path
@@ -1659,4 +1659,127 @@ fn protect26_a_file_swapped_in_at_the_restores_temporary_name_is_never_put_in_pl
             }
         }
     }
+}
+
+/// The same for a protected symlink, which cannot be made without a name:
+/// a process still running on the root (a second command) that renames
+/// its own entry over the restore's temporary name never has it put at
+/// the protected name and reported restored, and never has its entry's
+/// owner changed. Half of the time the racer's entry is a symlink out of
+/// the root, half of the time a hard link to a file outside it; as root,
+/// the recorded link is owned by another user, so a `chown` by the
+/// temporary name would have given that file its owner. A restore that
+/// lost the race says so (`reported`); one that says `restored` put the
+/// recorded link there, with the recorded owner.
+#[test]
+fn protect26b_a_link_swapped_in_at_the_restores_temporary_name_is_never_put_in_place() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    fs::create_dir_all(root.join("d")).unwrap();
+    let host = tmp.path().join("host");
+    fs::write(&host, "host\n").unwrap();
+    fs::set_permissions(&host, fs::Permissions::from_mode(0o644)).unwrap();
+    let was = fs::metadata(&host).unwrap();
+    let link = root.join("d/a.lock");
+    std::os::unix::fs::symlink("good", &link).unwrap();
+    let root_user = rustix::process::geteuid().is_root();
+    if root_user {
+        std::os::unix::fs::lchown(&link, Some(4321), Some(4321)).unwrap();
+    }
+    let owner = fs::symlink_metadata(&link).unwrap();
+    let (uid, gid) = (owner.uid(), owner.gid());
+    let p = protector(&root, &["*.lock"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapped = Arc::new(AtomicUsize::new(0));
+    let (mut restored, mut reported) = (0, 0);
+    for round in 0..200 {
+        // What the next record takes as the host's: the recorded link.
+        let want = fs::symlink_metadata(&link).unwrap();
+        let cp = p.begin().unwrap();
+        fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink("changed", &link).unwrap();
+        stop.store(false, Ordering::SeqCst);
+        let racer = {
+            let (d, host, stop, swapped) =
+                (root.join("d"), host.clone(), stop.clone(), swapped.clone());
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok(entries) = fs::read_dir(&d) else {
+                        continue;
+                    };
+                    for e in entries.flatten() {
+                        let name = e.file_name();
+                        if name.to_string_lossy().contains("sandgate-restore") {
+                            n += 1;
+                            let evil = d.join(format!("evil{n}"));
+                            let made = if n % 2 == 0 {
+                                std::os::unix::fs::symlink("/etc/passwd", &evil)
+                            } else {
+                                fs::hard_link(&host, &evil)
+                            };
+                            if made.is_ok() && fs::rename(&evil, d.join(&name)).is_ok() {
+                                swapped.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                    }
+                }
+            })
+        };
+        let changes = cp.settle();
+        stop.store(true, Ordering::SeqCst);
+        racer.join().unwrap();
+        let now = fs::symlink_metadata(&link);
+        let host_now = fs::metadata(&host).unwrap();
+        assert_eq!(
+            (host_now.uid(), host_now.gid(), host_now.mode()),
+            (was.uid(), was.gid(), was.mode()),
+            "round {round}: the file outside the root was changed: {changes:?}"
+        );
+        if changes == [change("d/a.lock", "*.lock", Action::Restored)] {
+            restored += 1;
+            let now = now.unwrap();
+            assert!(now.file_type().is_symlink(), "round {round}: {now:?}");
+            assert_eq!(
+                fs::read_link(&link).unwrap(),
+                Path::new("good"),
+                "round {round}: said restored, holds another link"
+            );
+            assert_eq!(
+                (now.uid(), now.gid(), now.mtime(), now.mtime_nsec()),
+                (uid, gid, want.mtime(), want.mtime_nsec()),
+                "round {round}: owner and times of the restored link"
+            );
+        } else {
+            assert_eq!(
+                changes,
+                [change("d/a.lock", "*.lock", Action::Reported)],
+                "round {round}"
+            );
+            reported += 1;
+            // Not undone, as reported: the next record would take what is
+            // there as the host's, so the recorded link is put back here.
+            if now.is_ok() {
+                fs::remove_file(&link).unwrap();
+            }
+            std::os::unix::fs::symlink("good", &link).unwrap();
+            if root_user {
+                std::os::unix::fs::lchown(&link, Some(uid), Some(gid)).unwrap();
+            }
+        }
+        for e in fs::read_dir(root.join("d")).unwrap().flatten() {
+            if e.file_name() != "a.lock" {
+                fs::remove_file(e.path()).unwrap();
+            }
+        }
+    }
+    assert!(
+        swapped.load(Ordering::SeqCst) > 0,
+        "the racer never swapped: {restored} restored, {reported} reported"
+    );
+    eprintln!(
+        "{restored} restored, {reported} reported, {} swapped",
+        swapped.load(Ordering::SeqCst)
+    );
 }
