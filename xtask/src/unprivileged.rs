@@ -131,6 +131,8 @@ const SUITES: &[(&str, &str)] = &[
     ("cli", "runsup25"),
     // The CLI's stdout on a full disk, `init -o DIR`, names not UTF-8.
     ("cli", "cli26"),
+    // Deny-write spellings at the file tools, the JSON endpoint and the shell.
+    ("sandgate", "denyglob26"),
 ];
 
 /// Suites run once more as the unprivileged user inside a cgroup v2
