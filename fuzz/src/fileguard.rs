@@ -150,14 +150,17 @@ pub fn check_case(
         Ok(g) => g,
         Err(e) => {
             // Refused only for the load rules: empty (nothing but `.`
-            // components and slashes), absolute, `..`, a NUL byte.
+            // components and slashes), absolute, `..`, a NUL byte or
+            // another control character, white space at either end.
             let p = e.pattern();
             assert!(
                 p.split('/').all(|c| c.is_empty() || c == ".")
                     || p.starts_with('/')
                     || p.starts_with('\\')
                     || p.split('/').any(|c| c == "..")
-                    || p.contains('\0'),
+                    || p.chars().any(char::is_control)
+                    || p.starts_with(char::is_whitespace)
+                    || p.ends_with(char::is_whitespace),
                 "pattern {p:?} refused: {e}"
             );
             let _ = e.to_string();
@@ -168,6 +171,14 @@ pub fn check_case(
         assert!(!p.is_empty() && !p.starts_with('/') && !p.starts_with('\\'));
         assert!(!p.split('/').any(|c| c == ".."), "pattern {p:?} accepted");
         assert!(!p.contains('\0'), "pattern {p:?} with a NUL accepted");
+        assert!(
+            !p.chars().any(char::is_control),
+            "pattern {p:?} with a control character accepted"
+        );
+        assert!(
+            !p.starts_with(char::is_whitespace) && !p.ends_with(char::is_whitespace),
+            "pattern {p:?} with white space at an end accepted"
+        );
     }
     for w in g.warnings() {
         let _ = w.to_string();

@@ -77,6 +77,12 @@ impl Pattern {
         if written.contains('\0') {
             return Err(refuse(PatternErrorKind::Nul));
         }
+        if written.chars().any(char::is_control) {
+            return Err(refuse(PatternErrorKind::Control));
+        }
+        if written.starts_with(char::is_whitespace) || written.ends_with(char::is_whitespace) {
+            return Err(refuse(PatternErrorKind::Blank));
+        }
         let mut rest = written;
         while let Some(r) = rest.strip_prefix("./") {
             rest = r;
@@ -136,10 +142,25 @@ impl Pattern {
 
 /// A pattern refused at load (docs/reference/deny-write.md): the guard is not built.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("deny-write pattern `{pattern}` is refused: {kind}")]
+#[error("deny-write pattern `{}` is refused: {kind}", shown(pattern))]
 pub struct PatternError {
     pattern: String,
     kind: PatternErrorKind,
+}
+
+/// `pattern` with its control characters written `\u{…}`, so that a
+/// refusal cannot break its message's line or drive a terminal; every
+/// other character, the backslashes of escapes included, as written.
+fn shown(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    for c in pattern.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 impl PatternError {
@@ -168,6 +189,14 @@ pub enum PatternErrorKind {
     /// The pattern holds a NUL byte, which no name can: it would protect
     /// nothing while seeming to protect something.
     Nul,
+    /// The pattern holds another control character (a line break, a tab):
+    /// a pattern read with its line's end (`"Makefile\n"`) protected only
+    /// that odd name, leaving `Makefile` writable. `?` matches one.
+    Control,
+    /// The pattern begins or ends with white space (`" Makefile"`), which
+    /// protected only a name with that space, leaving `Makefile`
+    /// writable. `[ ]` matches a space a name really has there.
+    Blank,
 }
 
 impl fmt::Display for PatternErrorKind {
@@ -180,6 +209,14 @@ impl fmt::Display for PatternErrorKind {
             PatternErrorKind::ParentComponent => "it has a `..` component",
             PatternErrorKind::Nul => {
                 "it holds a NUL byte, which no name can hold, so it would protect nothing"
+            }
+            PatternErrorKind::Control => {
+                "it holds a control character (a line break, a tab), so it would protect only a \
+                 name holding one; write `?` to match one"
+            }
+            PatternErrorKind::Blank => {
+                "it begins or ends with white space, so it would protect only a name with that \
+                 space; write `[ ]` to match a space a name has there"
             }
         })
     }

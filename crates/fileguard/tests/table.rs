@@ -452,6 +452,43 @@ refused_at_load! {
     refuse_bare_parent: ".." => ParentComponent;
     refuse_parent_after_dot_slash: "./../x" => ParentComponent;
     refuse_trailing_parent: "a/.." => ParentComponent;
+    refuse26_leading_space: " Makefile" => Blank;
+    refuse26_trailing_space: "Makefile " => Blank;
+    refuse26_trailing_nbsp: "*.lock\u{a0}" => Blank;
+}
+
+/// A pattern with a control character or white space at either end
+/// protected only that odd name: `"Makefile\n"` (a line read with its
+/// end) left `Makefile` writable. Refused, the pattern shown with its
+/// controls escaped so the message keeps to its line.
+#[test]
+fn refuse26_a_control_character_or_outer_blank_is_refused_and_shown_escaped() {
+    for (pat, kind, shown) in [
+        ("Makefile\n", PatternErrorKind::Control, "Makefile\\u{a}"),
+        ("a\tb/**", PatternErrorKind::Control, "a\\u{9}b/**"),
+        ("x\u{1b}[2J", PatternErrorKind::Control, "x\\u{1b}[2J"),
+        ("\u{85}x", PatternErrorKind::Control, "\\u{85}x"),
+        ("\tx", PatternErrorKind::Control, "\\u{9}x"),
+    ] {
+        let err = GuardBuilder::new().pattern(pat).build().unwrap_err();
+        assert_eq!(err.kind(), kind, "{pat:?}");
+        assert_eq!(err.pattern(), pat);
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("`{shown}`")), "{msg}");
+        assert!(!msg.chars().any(char::is_control), "{msg:?}");
+    }
+    // Inner spaces and a bracketed one are names as written.
+    let g = GuardBuilder::new()
+        .pattern("my file.txt")
+        .pattern("Makefile[ ]")
+        .build()
+        .unwrap();
+    assert!(g.check_write("my file.txt", None).refusal().is_some());
+    assert!(g.check_write("Makefile ", None).refusal().is_some());
+    assert!(g.check_write("Makefile", None).refusal().is_none());
+    // An escape's backslash is shown as written.
+    let err = GuardBuilder::new().pattern("a\\*\n").build().unwrap_err();
+    assert!(err.to_string().contains("`a\\*\\u{a}`"), "{err}");
 }
 
 macro_rules! malformed {
