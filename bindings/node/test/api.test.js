@@ -606,6 +606,19 @@ describe('Executor', () => {
     assert.deepEqual(rs.map((r) => r.stdout), ['1\n', '2\n', '3\n'])
   })
 
+  // Each exec has a thread of its own: twenty 2 s commands run at once.
+  // On the libuv pool (4 threads unless UV_THREADPOOL_SIZE says more) they
+  // ran four at a time, 10 s in all.
+  test('nodeworker26: twenty concurrent execs run at once, each with its own output', async () => {
+    const n = Array.from({ length: 20 }, (_, i) => i)
+    const t0 = Date.now()
+    const rs = await Promise.all(n.map((i) => ex.exec(`sleep 2; echo ${i}`)))
+    const took = Date.now() - t0
+    assert.deepEqual(rs.map((r) => r.stdout), n.map((i) => `${i}\n`))
+    assert.ok(rs.every((r) => r.exitCode === 0))
+    assert.ok(took < 8000, `twenty 2 s commands took ${took} ms`)
+  })
+
   test('timeout is exit code 124', async () => {
     const t0 = Date.now()
     const r = await ex.exec('sleep 10', { timeoutMs: 200 })
