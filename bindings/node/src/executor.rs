@@ -13,7 +13,7 @@ use napi::JsDeferred;
 use napi_derive::napi;
 use sandgate::exec::{AbortSignal, ExecResult};
 
-use crate::abort::connect;
+use crate::abort::{connect, Connection};
 use crate::policy::Policy;
 use crate::sandbox::{audit_sink, AuditFn};
 use crate::{class_arg, js_error, options_of, same, to_count, utf8, wide_arg, Job, OrThrow};
@@ -170,7 +170,32 @@ type Settle = Box<dyn FnOnce(Env) -> napi::Result<ExecOutput> + Send>;
 
 /// What one `exec` undoes on its environment's thread when it settles:
 /// its teardown hook and its `abort` listener.
-type Finish = Box<dyn FnOnce(&Env) -> napi::Result<()> + Send>;
+struct Finish {
+    teardown: Arc<Teardown>,
+    listener: Option<Connection>,
+}
+
+impl Finish {
+    /// On the environment's thread, the environment alive.
+    fn run(mut self, env: &Env) -> napi::Result<()> {
+        self.teardown.unregister(env);
+        match self.listener.take() {
+            Some(c) => c.disconnect(env),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Finish {
+    /// Not run: the environment went away first, and this is dropped on
+    /// the command's thread. The listener's references into the freed
+    /// environment are let go without a call into it.
+    fn drop(&mut self) {
+        if let Some(c) = self.listener.take() {
+            c.abandon();
+        }
+    }
+}
 
 /// On the command's thread: runs `call`, then hands its result to the
 /// environment's thread to settle the Promise with (`finish` first).
@@ -182,7 +207,7 @@ fn run_and_settle(call: ExecCall, deferred: JsDeferred<ExecOutput, Settle>, fini
         ))
     });
     deferred.resolve(Box::new(move |env: Env| {
-        finish(&env)?;
+        finish.run(&env)?;
         out.map(output).map_err(|e| js_error(&env, &e))
     }));
 }
@@ -523,17 +548,11 @@ impl Executor {
         // first, napi drops that unrun (on the command's thread): nothing
         // then touches the freed environment, and the hook has already
         // ended the command.
-        let finish: Finish = Box::new(move |env: &Env| {
-            teardown.unregister(env);
-            match listener {
-                Some(c) => c.disconnect(env),
-                None => Ok(()),
-            }
-        });
+        let finish = Finish { teardown, listener };
         // The thread is waiting for this, and ends only once it has it.
         if let Err(mpsc::SendError((_, deferred, finish))) = send.send((call, deferred, finish)) {
             deferred.resolve(Box::new(move |env: Env| {
-                finish(&env)?;
+                finish.run(&env)?;
                 Err(napi::Error::from_reason("the command's thread ended early"))
             }));
         }

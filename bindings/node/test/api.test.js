@@ -988,21 +988,25 @@ test('nodeworker26: worker.terminate() with a command running is not held by it,
         "const { parentPort, workerData } = require('node:worker_threads');" +
         "const { Executor } = require(workerData.mod);" +
         "const x = Executor.fromOptions({ write_root: workerData.dir, enabled: true, timeout_ms: 86400000 });" +
-        "x.exec(workerData.command).then((r) => parentPort.postMessage('settled ' + r.exitCode), (e) => parentPort.postMessage('rejected ' + e.code))",
+        // One with an abort listener to let go of, one without.
+        "const ac = new AbortController();" +
+        "const report = (p) => p.then((r) => parentPort.postMessage('settled ' + r.exitCode), (e) => parentPort.postMessage('rejected ' + e.code));" +
+        "report(x.exec('echo > started1; ' + workerData.command, { abortSignal: ac.signal }));" +
+        "report(x.exec('echo > started2; ' + workerData.command))",
         {
           eval: true,
           workerData: {
             mod: ${JSON.stringify(path.join(__dirname, '..'))},
             dir: ${JSON.stringify(dir)},
-            command: ${JSON.stringify(`echo started > started; ${marker} & exec ${marker}`)},
+            command: ${JSON.stringify(`${marker} & exec ${marker}`)},
           },
         },
       )
       w.on('message', (m) => console.log(m))
-      const started = ${JSON.stringify(path.join(dir, 'started'))}
+      const started = [1, 2].map((n) => ${JSON.stringify(dir)} + '/started' + n)
       const wait = async () => {
-        while (!fs.existsSync(started)) await new Promise((r) => setTimeout(r, 20))
-        // Both sleeps are up: the shell has reached its exec.
+        while (!started.every((f) => fs.existsSync(f))) await new Promise((r) => setTimeout(r, 20))
+        // The sleeps are up: each shell has reached its exec.
         await new Promise((r) => setTimeout(r, 300))
         console.log('running ' + processesWith(${JSON.stringify(marker)}).length)
         const t0 = Date.now()
@@ -1029,9 +1033,9 @@ test('nodeworker26: worker.terminate() with a command running is not held by it,
         try {
           assert.equal(signal, null, `the child was still running after 60 s (stdout: ${out}, stderr: ${err})`)
           assert.equal(code, 0, err)
-          // The shell's exec'd sleep and its background one (the child's
+          // Each shell's exec'd sleep and its background one (the child's
           // own command line holds the marker too).
-          assert.ok(Number(/running (\d+)/.exec(out)?.[1]) >= 3, `the command and its child were running: ${out}`)
+          assert.ok(Number(/running (\d+)/.exec(out)?.[1]) >= 5, `the commands and their children were running: ${out}`)
           const took = Number(/terminated (\d+)/.exec(out)?.[1])
           assert.ok(took < 5000, `terminate() took ${took} ms (${out})`)
           assert.ok(out.includes('alive'), out)
