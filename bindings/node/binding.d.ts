@@ -13,9 +13,12 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
  * The shell executor a policy grants: `[exec]` settings, confinement to
  * the policy's roots, the `exec_ops` budget and confined git.
  *
- * `exec` may be called concurrently; each call runs on the libuv thread
- * pool (so at most `UV_THREADPOOL_SIZE`, default 4, run at once, shared
- * with the sandbox's `…Async` calls).
+ * `exec` may be called concurrently; each call runs on a thread of its
+ * own, not on the libuv pool (so `UV_THREADPOOL_SIZE` does not bound how
+ * many run at once, and they do not queue behind the sandbox's `…Async`
+ * calls). When the calling thread's environment goes away with a command
+ * running (a worker ended by `worker.terminate()`), the command and
+ * everything it started are ended and its Promise is never settled.
  */
 export declare class Executor {
   /**
@@ -54,9 +57,9 @@ export declare class Executor {
   /**
    * `disposeSync` of every executor with a command in flight, in this
    * thread or any worker thread: what the package runs on the main
-   * thread's `'exit'`. Exiting, Node stops each worker and waits for the
-   * worker's pool work to end, a command for as long as its timeout
-   * lets it, before the process exits; no hook of the worker runs first.
+   * thread's `'exit'`. (A worker's commands are also ended when Node
+   * stops the worker as the process exits, by its environment's
+   * teardown.)
    */
   static disposeRunning(): void
   /** Kills anything still running and removes the private TMPDIR. */

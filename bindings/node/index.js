@@ -89,13 +89,11 @@ try {
   throw missingAddon(e)
 }
 
-// A command runs on the libuv pool, and Node joins the pool's threads before
-// it exits, running no native cleanup hook first: a command in flight would
-// hold `process.exit()` until it ended, for as long as the policy's
-// `timeout_ms` lets it. So every executor with a command in flight is
-// disposed on 'exit' (its commands ended, the private TMPDIR removed), and
-// the process exits at once. Only executors running a command are held here,
-// and only while it runs.
+// A command runs on a thread of the addon's own, which Node does not wait
+// for: on 'exit' every executor with a command in flight is disposed (its
+// commands and everything they started ended, the private TMPDIR removed),
+// so that no command runs on past the process that asked for it. Only
+// executors running a command are held here, and only while it runs.
 const running = new Map()
 const exec = binding.Executor.prototype.exec
 binding.Executor.prototype.exec = function (...args) {
@@ -171,9 +169,10 @@ abortOnExit(binding.Sandbox, 'globFoundAsync', 2)
 abortOnExit(binding.Sandbox, 'grepFoundAsync', 3)
 abortOnExit(binding.Sandbox, 'grepAsync', 3)
 
-// On the main thread, the executors of every worker thread too: Node stops
-// the workers as it exits and waits for their pool work, a command running
-// in a worker included, and no handler of the worker runs first.
+// On the main thread, the executors of every worker thread too. A worker's
+// commands also end with the worker's environment (the addon's teardown
+// hook), which Node tears down as it stops the worker: this ends them
+// before then.
 const { isMainThread } = require('node:worker_threads')
 process.on('exit', () => {
   for (const executor of running.keys()) {

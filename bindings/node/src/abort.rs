@@ -70,6 +70,18 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// Ends the connection without its environment, which went away
+    /// first: what the listener would call is dropped (an executor's
+    /// eventfd closed), and the references into the freed environment are
+    /// let go without a call into it (its teardown reclaimed them).
+    pub(crate) fn abandon(self) {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        std::mem::forget(self.listener);
+        std::mem::forget(self.signal);
+    }
+}
+
 /// Drops the JavaScript exception pending in `env`, if any.
 fn clear_exception(env: &Env) {
     let mut pending = false;

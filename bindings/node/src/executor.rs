@@ -2,10 +2,14 @@
 //! open-multi-agent's `ShellExecutor` (`start()`, `exec(command, {cwd,
 //! timeoutMs, abortSignal})`, `dispose()`, all returning promises).
 
-use std::sync::{Arc, Mutex, Weak};
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex, Weak};
 
-use napi::bindgen_prelude::{AsyncTask, ObjectRef, Unknown, Utf16String};
-use napi::{Env, Task};
+use napi::bindgen_prelude::{AsyncTask, Object, ObjectRef, Unknown, Utf16String};
+use napi::Env;
+use napi::JsDeferred;
 use napi_derive::napi;
 use sandgate::exec::{AbortSignal, ExecResult};
 
@@ -161,60 +165,174 @@ impl Drop for Running {
     }
 }
 
-/// One `exec` on the libuv pool; removes its abort listener when done.
-pub struct ExecJob {
-    executor: Arc<sandgate::Executor>,
-    /// The command and working directory as JavaScript gave them, made
-    /// UTF-8 in `compute` (a lone surrogate rejects with `E_REQUEST`).
-    command: Utf16String,
-    cwd: Option<Utf16String>,
-    timeout_ms: Option<u64>,
-    abort: Option<AbortSignal>,
+/// What settles one `exec`'s Promise, on its environment's thread.
+type Settle = Box<dyn FnOnce(Env) -> napi::Result<ExecOutput> + Send>;
+
+/// What one `exec` undoes on its environment's thread when it settles:
+/// its teardown hook and its `abort` listener.
+struct Finish {
+    teardown: Arc<Teardown>,
     listener: Option<Connection>,
 }
 
-impl Task for ExecJob {
-    type Output = Result<ExecResult, sandgate::Error>;
-    type JsValue = ExecOutput;
+impl Finish {
+    /// On the environment's thread, the environment alive.
+    fn run(mut self, env: &Env) -> napi::Result<()> {
+        self.teardown.unregister(env);
+        match self.listener.take() {
+            Some(c) => c.disconnect(env),
+            None => Ok(()),
+        }
+    }
+}
 
-    fn compute(&mut self) -> napi::Result<Self::Output> {
+impl Drop for Finish {
+    /// Not run: the environment went away first, and this is dropped on
+    /// the command's thread. The listener's references into the freed
+    /// environment are let go without a call into it.
+    fn drop(&mut self) {
+        if let Some(c) = self.listener.take() {
+            c.abandon();
+        }
+    }
+}
+
+/// On the command's thread: runs `call`, then hands its result to the
+/// environment's thread to settle the Promise with (`finish` first).
+fn run_and_settle(call: ExecCall, deferred: JsDeferred<ExecOutput, Settle>, finish: Finish) {
+    let out = catch_unwind(AssertUnwindSafe(|| call.run())).unwrap_or_else(|_| {
+        Err(sandgate::Error::new(
+            sandgate::ErrorCode::Internal,
+            "a panic in the native operation (a bug)",
+        ))
+    });
+    deferred.resolve(Box::new(move |env: Env| {
+        finish.run(&env)?;
+        out.map(output).map_err(|e| js_error(&env, &e))
+    }));
+}
+
+/// One `exec`, run on a thread of its own ([`Executor::exec`]).
+struct ExecCall {
+    executor: Arc<sandgate::Executor>,
+    /// The command and working directory as JavaScript gave them, made
+    /// UTF-8 on the command's thread (a lone surrogate rejects with
+    /// `E_REQUEST`).
+    command: Utf16String,
+    cwd: Option<Utf16String>,
+    timeout_ms: Option<u64>,
+    abort: AbortSignal,
+}
+
+impl ExecCall {
+    fn run(self) -> Result<ExecResult, sandgate::Error> {
         // A command or working directory refused here (a lone surrogate)
         // is reported as the executor reports its own refusals, as C
         // reports what it cannot take as text: every call, refused ones
         // included, leaves a record, its working directory as given (what
         // is not text replaced).
-        let cwd = self.cwd.take();
         let args = utf8(&self.command, "command").and_then(|command| {
-            let cwd = cwd.as_ref().map(|c| utf8(c, "cwd")).transpose()?;
+            let cwd = self.cwd.as_ref().map(|c| utf8(c, "cwd")).transpose()?;
             Ok((command, cwd))
         });
         let (command, cwd) = match args {
             Ok(args) => args,
             Err(e) => {
-                let shown = cwd.map_or(String::new(), |c| String::from_utf16_lossy(&c));
-                return Ok(Err(self.executor.audit_refusal(&shown, e)));
+                let shown = self
+                    .cwd
+                    .as_ref()
+                    .map_or(String::new(), |c| String::from_utf16_lossy(c));
+                return Err(self.executor.audit_refusal(&shown, e));
             }
         };
         let _running = Running::new(&self.executor);
-        Ok(self.executor.exec(
+        self.executor.exec(
             &command,
             sandgate::ExecOptions {
                 cwd,
                 timeout_ms: self.timeout_ms,
-                abort: self.abort.clone(),
+                abort: Some(self.abort),
                 ..Default::default()
             },
-        ))
+        )
+    }
+}
+
+/// Ends one `exec`'s command when its environment goes away first: a
+/// worker thread ended by `worker.terminate()` (or stopped as the process
+/// exits) runs its environment's cleanup hooks, and none of its
+/// JavaScript, before it is freed.
+///
+/// The hook holds one strong count of this, given back exactly once, on
+/// the environment's thread: by the hook when it runs, or by
+/// [`Teardown::unregister`] when the call settles first.
+struct Teardown {
+    executor: Arc<sandgate::Executor>,
+    abort: AbortSignal,
+    /// The hook is registered and has not run.
+    registered: AtomicBool,
+}
+
+unsafe extern "C" fn on_teardown(data: *mut c_void) {
+    // SAFETY: the count `Teardown::register` leaked for the hook; the hook
+    // runs once, and only while `registered` (cleared here, or by
+    // `unregister`, which removes the hook first: both on this thread).
+    let teardown = unsafe { Arc::from_raw(data.cast::<Teardown>().cast_const()) };
+    teardown.registered.store(false, Ordering::SeqCst);
+    // The abort ends the command and everything it started, one that is
+    // only starting too (an aborted signal runs nothing); `dispose` kills
+    // what is left of the session and removes its private TMPDIR.
+    teardown.abort.abort();
+    teardown.executor.dispose();
+}
+
+impl Teardown {
+    fn register(
+        env: &Env,
+        executor: &Arc<sandgate::Executor>,
+        abort: &AbortSignal,
+    ) -> napi::Result<Arc<Teardown>> {
+        let teardown = Arc::new(Teardown {
+            executor: Arc::clone(executor),
+            abort: abort.clone(),
+            registered: AtomicBool::new(true),
+        });
+        let data = Arc::into_raw(Arc::clone(&teardown));
+        // SAFETY: a live environment, on its thread; `data` is unique to
+        // this call, so the pair is registered once.
+        let status = unsafe {
+            napi::sys::napi_add_env_cleanup_hook(
+                env.raw(),
+                Some(on_teardown),
+                data.cast_mut().cast(),
+            )
+        };
+        if status != napi::sys::Status::napi_ok {
+            // SAFETY: not registered: the count is still ours.
+            drop(unsafe { Arc::from_raw(data) });
+            return Err(napi::Error::from_reason(
+                "cannot register the command's environment cleanup hook",
+            ));
+        }
+        Ok(teardown)
     }
 
-    fn resolve(&mut self, env: Env, out: Self::Output) -> napi::Result<ExecOutput> {
-        out.map(output).map_err(|e| js_error(&env, &e))
-    }
-
-    fn finally(self, env: Env) -> napi::Result<()> {
-        match self.listener {
-            Some(c) => c.disconnect(&env),
-            None => Ok(()),
+    /// The call settled while its environment is alive: the hook is
+    /// removed and its count given back. On the environment's thread.
+    fn unregister(&self, env: &Env) {
+        if self.registered.swap(false, Ordering::SeqCst) {
+            let data = std::ptr::from_ref(self);
+            // SAFETY: a live environment, on its thread; the pair was
+            // registered and has not run (`registered`), so its count is
+            // given back here, once.
+            unsafe {
+                napi::sys::napi_remove_env_cleanup_hook(
+                    env.raw(),
+                    Some(on_teardown),
+                    data.cast_mut().cast(),
+                );
+                drop(Arc::from_raw(data));
+            }
         }
     }
 }
@@ -222,9 +340,12 @@ impl Task for ExecJob {
 /// The shell executor a policy grants: `[exec]` settings, confinement to
 /// the policy's roots, the `exec_ops` budget and confined git.
 ///
-/// `exec` may be called concurrently; each call runs on the libuv thread
-/// pool (so at most `UV_THREADPOOL_SIZE`, default 4, run at once, shared
-/// with the sandbox's `…Async` calls).
+/// `exec` may be called concurrently; each call runs on a thread of its
+/// own, not on the libuv pool (so `UV_THREADPOOL_SIZE` does not bound how
+/// many run at once, and they do not queue behind the sandbox's `…Async`
+/// calls). When the calling thread's environment goes away with a command
+/// running (a worker ended by `worker.terminate()`), the command and
+/// everything it started are ended and its Promise is never settled.
 #[napi]
 pub struct Executor {
     inner: Arc<sandgate::Executor>,
@@ -305,14 +426,14 @@ impl Executor {
     /// ran (`E_DENIED`, `E_PATH_*`, `E_REQUEST`, `E_CONFINE_UNAVAILABLE`,
     /// a spent budget).
     #[napi(ts_return_type = "Promise<ExecOutput>")]
-    pub fn exec(
+    pub fn exec<'env>(
         &self,
-        env: &Env,
+        env: &'env Env,
         #[napi(ts_arg_type = "string")] command: Unknown<'_>,
         #[napi(ts_arg_type = "ExecOptions | undefined | null")] options: Option<Unknown<'_>>,
-    ) -> napi::Result<AsyncTask<ExecJob>> {
+    ) -> napi::Result<Object<'env>> {
         // Thrown at the call, like malformed options; a lone surrogate
-        // rejects (`ExecJob::compute`). Either way the refusal is reported
+        // rejects (`ExecCall::run`). Either way the refusal is reported
         // as the executor reports its own (`refused`).
         let command = wide_arg(command, "command");
         let options: Result<Option<ExecOptions>, _> = options_of(
@@ -345,36 +466,97 @@ impl Executor {
                 return Err(self.refused(env, cwd.as_ref(), e));
             }
         };
-        let (abort, listener) = match signal {
-            None => (None, None),
-            Some(signal) => {
-                // Its eventfd takes a descriptor: out of them, the call
-                // rejects naming the shortage rather than panic.
-                let native = match AbortSignal::try_new() {
-                    Ok(native) => native,
-                    Err(e) => {
-                        signal.unref(env)?;
-                        let e = sandgate::Error::new(
-                            sandgate::ErrorCode::Io,
-                            format!("cannot make the command's abort signal: {e}"),
-                        );
-                        return Err(self.refused(env, cwd.as_ref(), e));
-                    }
-                };
-                let on_abort = native.clone();
-                let listener = connect(env, signal, move || on_abort.abort())?
-                    .map_err(|e| self.refused(env, cwd.as_ref(), e))?;
-                (Some(native), listener)
+        // Every command has a native abort: the caller's `abortSignal`
+        // fires it, and so does its environment's teardown (`Teardown`).
+        // Its eventfd takes a descriptor: out of them, the call throws
+        // naming the shortage rather than panic.
+        let abort = match AbortSignal::try_new() {
+            Ok(abort) => abort,
+            Err(e) => {
+                if let Some(s) = signal {
+                    s.unref(env)?;
+                }
+                let e = sandgate::Error::new(
+                    sandgate::ErrorCode::Io,
+                    format!("cannot make the command's abort signal: {e}"),
+                );
+                return Err(self.refused(env, cwd.as_ref(), e));
             }
         };
-        Ok(AsyncTask::new(ExecJob {
+        // The command runs on a thread of its own, not as work on the
+        // libuv pool: a worker's teardown waits for the pool work it
+        // started (a command for as long as its timeout lets it), and no
+        // hook of the worker runs first. The thread waits for its call:
+        // when it cannot start (out of threads), nothing has been handed
+        // to it and the call throws naming the shortage.
+        let (send, receive) = mpsc::channel::<(ExecCall, JsDeferred<ExecOutput, Settle>, Finish)>();
+        let started = std::thread::Builder::new()
+            .name("sandgate-exec".to_owned())
+            .spawn(move || {
+                if let Ok((call, deferred, finish)) = receive.recv() {
+                    run_and_settle(call, deferred, finish);
+                }
+            });
+        if let Err(e) = started {
+            if let Some(s) = signal {
+                s.unref(env)?;
+            }
+            let e = sandgate::Error::new(
+                sandgate::ErrorCode::Io,
+                format!("cannot start the command's thread: {e}"),
+            );
+            return Err(self.refused(env, cwd.as_ref(), e));
+        }
+        // From here an early return drops `send`, and the thread ends
+        // without running anything.
+        let listener = match signal {
+            None => None,
+            Some(signal) => {
+                let on_abort = abort.clone();
+                connect(env, signal, move || on_abort.abort())?
+                    .map_err(|e| self.refused(env, cwd.as_ref(), e))?
+            }
+        };
+        let teardown = match Teardown::register(env, &self.inner, &abort) {
+            Ok(teardown) => teardown,
+            Err(e) => {
+                if let Some(c) = listener {
+                    c.disconnect(env)?;
+                }
+                return Err(e);
+            }
+        };
+        let (deferred, promise) = match env.create_deferred::<ExecOutput, Settle>() {
+            Ok(created) => created,
+            Err(e) => {
+                teardown.unregister(env);
+                if let Some(c) = listener {
+                    c.disconnect(env)?;
+                }
+                return Err(e);
+            }
+        };
+        let call = ExecCall {
             executor: Arc::clone(&self.inner),
             command,
             cwd,
             timeout_ms: timeout,
             abort,
-            listener,
-        }))
+        };
+        // The Promise is settled on this thread, once it takes the result
+        // the command's thread hands it. When the environment went away
+        // first, napi drops that unrun (on the command's thread): nothing
+        // then touches the freed environment, and the hook has already
+        // ended the command.
+        let finish = Finish { teardown, listener };
+        // The thread is waiting for this, and ends only once it has it.
+        if let Err(mpsc::SendError((_, deferred, finish))) = send.send((call, deferred, finish)) {
+            deferred.resolve(Box::new(move |env: Env| {
+                finish.run(&env)?;
+                Err(napi::Error::from_reason("the command's thread ended early"))
+            }));
+        }
+        Ok(promise)
     }
 
     /// `dispose` on the calling thread: for a `process.on('exit')`
@@ -386,9 +568,9 @@ impl Executor {
 
     /// `disposeSync` of every executor with a command in flight, in this
     /// thread or any worker thread: what the package runs on the main
-    /// thread's `'exit'`. Exiting, Node stops each worker and waits for the
-    /// worker's pool work to end, a command for as long as its timeout
-    /// lets it, before the process exits; no hook of the worker runs first.
+    /// thread's `'exit'`. (A worker's commands are also ended when Node
+    /// stops the worker as the process exits, by its environment's
+    /// teardown.)
     #[napi]
     pub fn dispose_running() {
         let all: Vec<Arc<sandgate::Executor>> = RUNNING

@@ -606,6 +606,19 @@ describe('Executor', () => {
     assert.deepEqual(rs.map((r) => r.stdout), ['1\n', '2\n', '3\n'])
   })
 
+  // Each exec has a thread of its own: twenty 2 s commands run at once.
+  // On the libuv pool (4 threads unless UV_THREADPOOL_SIZE says more) they
+  // ran four at a time, 10 s in all.
+  test('nodeworker26: twenty concurrent execs run at once, each with its own output', async () => {
+    const n = Array.from({ length: 20 }, (_, i) => i)
+    const t0 = Date.now()
+    const rs = await Promise.all(n.map((i) => ex.exec(`sleep 2; echo ${i}`)))
+    const took = Date.now() - t0
+    assert.deepEqual(rs.map((r) => r.stdout), n.map((i) => `${i}\n`))
+    assert.ok(rs.every((r) => r.exitCode === 0))
+    assert.ok(took < 8000, `twenty 2 s commands took ${took} ms`)
+  })
+
   test('timeout is exit code 124', async () => {
     const t0 = Date.now()
     const r = await ex.exec('sleep 10', { timeoutMs: 200 })
@@ -920,6 +933,163 @@ test('nodebind26: process.exit() with a command running in a worker thread is no
     assert.equal(r.status, 7, r.stderr)
     assert.ok(Date.now() - t0 < 30000, `the exit took ${Date.now() - t0} ms`)
     assert.ok(!r.stdout.includes('settled'), r.stdout)
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+// The processes whose command line holds `marker`, read from /proc (a
+// process that ends between the listing and the read is not one).
+function processesWith(marker) {
+  const found = []
+  for (const pid of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue
+    let cmdline
+    try {
+      cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ')
+    } catch {
+      continue
+    }
+    if (cmdline.includes(marker)) found.push(`${pid}: ${cmdline}`)
+  }
+  return found
+}
+
+async function untilNone(marker, ms) {
+  const end = Date.now() + ms
+  let left = processesWith(marker)
+  while (left.length > 0 && Date.now() < end) {
+    await sleep(50)
+    left = processesWith(marker)
+  }
+  return left
+}
+
+// A worker ended by `worker.terminate()` with a command running. Run on
+// the libuv pool, the command held the worker's teardown (Node waits for a
+// worker's pool work before freeing its environment, and runs none of its
+// JavaScript first): `terminate()` resolved only when the command ended,
+// up to its timeout. Now the command runs on a thread of the addon's own,
+// and the environment's teardown ends it with everything it started. Run
+// in a child, which then lives on past the moment the command's thread
+// finishes: its result, settled after the environment is gone, is dropped
+// rather than delivered into the freed environment.
+test('nodeworker26: worker.terminate() with a command running is not held by it, and ends the command', () => {
+  const dir = tempDir()
+  // Fractional seconds: a sleep of about 30 s whose command line is this
+  // test's own.
+  const marker = `sleep 30.${process.pid}${Date.now() % 100000}`
+  try {
+    const script = `
+      const fs = require('node:fs')
+      ${processesWith.toString()}
+      const { Worker } = require('node:worker_threads')
+      const w = new Worker(
+        "const { parentPort, workerData } = require('node:worker_threads');" +
+        "const { Executor } = require(workerData.mod);" +
+        "const x = Executor.fromOptions({ write_root: workerData.dir, enabled: true, timeout_ms: 86400000 });" +
+        // One with an abort listener to let go of, one without.
+        "const ac = new AbortController();" +
+        "const report = (p) => p.then((r) => parentPort.postMessage('settled ' + r.exitCode), (e) => parentPort.postMessage('rejected ' + e.code));" +
+        "report(x.exec('echo > started1; ' + workerData.command, { abortSignal: ac.signal }));" +
+        "report(x.exec('echo > started2; ' + workerData.command))",
+        {
+          eval: true,
+          workerData: {
+            mod: ${JSON.stringify(path.join(__dirname, '..'))},
+            dir: ${JSON.stringify(dir)},
+            command: ${JSON.stringify(`${marker} & exec ${marker}`)},
+          },
+        },
+      )
+      w.on('message', (m) => console.log(m))
+      const started = [1, 2].map((n) => ${JSON.stringify(dir)} + '/started' + n)
+      const wait = async () => {
+        while (!started.every((f) => fs.existsSync(f))) await new Promise((r) => setTimeout(r, 20))
+        // The sleeps are up: each shell has reached its exec.
+        await new Promise((r) => setTimeout(r, 300))
+        console.log('running ' + processesWith(${JSON.stringify(marker)}).length)
+        const t0 = Date.now()
+        await w.terminate()
+        console.log('terminated ' + (Date.now() - t0))
+        // Past the command thread's end: a settle into the freed
+        // environment would crash here.
+        await new Promise((r) => setTimeout(r, 1500))
+        console.log('alive')
+      }
+      wait()
+    `
+    const t0 = Date.now()
+    const child = require('node:child_process').spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    let err = ''
+    child.stdout.setEncoding('utf8').on('data', (d) => (out += d))
+    child.stderr.setEncoding('utf8').on('data', (d) => (err += d))
+    return new Promise((resolve, reject) => {
+      // 60 s: the bound of a hang, not of speed.
+      const bound = setTimeout(() => child.kill('SIGKILL'), 60000)
+      child.on('exit', async (code, signal) => {
+        clearTimeout(bound)
+        try {
+          assert.equal(signal, null, `the child was still running after 60 s (stdout: ${out}, stderr: ${err})`)
+          assert.equal(code, 0, err)
+          // Each shell's exec'd sleep and its background one (the child's
+          // own command line holds the marker too).
+          assert.ok(Number(/running (\d+)/.exec(out)?.[1]) >= 5, `the commands and their children were running: ${out}`)
+          const took = Number(/terminated (\d+)/.exec(out)?.[1])
+          assert.ok(took < 5000, `terminate() took ${took} ms (${out})`)
+          assert.ok(out.includes('alive'), out)
+          assert.ok(!out.includes('settled') && !out.includes('rejected'), out)
+          assert.deepEqual(await untilNone(marker, 3000), [], 'no process of the command is left')
+          assert.ok(Date.now() - t0 < 30000, `the child took ${Date.now() - t0} ms`)
+          resolve()
+        } catch (e) {
+          reject(e)
+        }
+      })
+    }).finally(() => fs.rmSync(dir, { recursive: true, force: true }))
+  } catch (e) {
+    fs.rmSync(dir, { recursive: true, force: true })
+    throw e
+  }
+})
+
+// The main thread does not load the package, so it has no 'exit' handler
+// of the package's: a worker's command was ended only by the worker's own
+// teardown, which waited for it.
+test('nodeworker26: process.exit() is not held by a worker command when only the worker loads the package', async () => {
+  const { spawnSync } = require('node:child_process')
+  const dir = tempDir()
+  const marker = `sleep 30.${process.pid}${(Date.now() + 7) % 100000}`
+  try {
+    const script = `
+      const { Worker } = require('node:worker_threads')
+      const w = new Worker(
+        "const { parentPort, workerData } = require('node:worker_threads');" +
+        "const { Executor } = require(workerData.mod);" +
+        "const x = Executor.fromOptions({ write_root: workerData.dir, enabled: true, timeout_ms: 86400000 });" +
+        "x.exec(workerData.command).then((r) => parentPort.postMessage('settled ' + r.exitCode))",
+        {
+          eval: true,
+          workerData: {
+            mod: ${JSON.stringify(path.join(__dirname, '..'))},
+            dir: ${JSON.stringify(dir)},
+            command: ${JSON.stringify(`echo started > started; ${marker} & exec ${marker}`)},
+          },
+        },
+      )
+      w.on('message', (m) => console.log(m))
+      const started = ${JSON.stringify(path.join(dir, 'started'))}
+      const wait = () => (require('node:fs').existsSync(started) ? setTimeout(() => process.exit(7), 300) : setTimeout(wait, 20))
+      wait()
+    `
+    const t0 = Date.now()
+    const r = spawnSync(process.execPath, ['-e', script], { timeout: 60000, encoding: 'utf8' })
+    assert.equal(r.signal, null, `the child was still running after 60 s (stderr: ${r.stderr})`)
+    assert.equal(r.status, 7, r.stderr)
+    assert.ok(Date.now() - t0 < 10000, `the exit took ${Date.now() - t0} ms`)
+    assert.ok(!r.stdout.includes('settled'), r.stdout)
+    assert.deepEqual(await untilNone(marker, 3000), [], 'no process of the command is left')
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
   }
