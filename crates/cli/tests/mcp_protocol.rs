@@ -4954,18 +4954,23 @@ fn cpu_ticks(pid: u32) -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
-/// Waits until the server has used no CPU for three seconds in a row (at
-/// most two minutes): it has done all it will do while its client reads
-/// nothing.
+/// Waits until the server has used no CPU for three seconds (at most two
+/// minutes): it has done all it will do while its client reads nothing.
+/// Sampled every 250 ms over a sliding window of three seconds, in which
+/// one tick (10 ms, a timer's wake-up) still counts as idle: the server at
+/// work uses tens of ticks a second even on a loaded machine. Before, whole
+/// seconds were counted and a lone tick started the count again, which
+/// doubled the wait (about 6 s instead of 3).
 fn until_idle(pid: u32) {
-    let mut last = cpu_ticks(pid);
-    let mut still = 0;
-    for _ in 0..120 {
-        std::thread::sleep(Duration::from_secs(1));
-        let now = cpu_ticks(pid);
-        still = if now == last { still + 1 } else { 0 };
-        last = now;
-        if still == 3 {
+    const WINDOW: usize = 12; // 12 samples 250 ms apart: 3 s
+    let mut seen = std::collections::VecDeque::from([cpu_ticks(pid)]);
+    for _ in 0..480 {
+        std::thread::sleep(Duration::from_millis(250));
+        seen.push_back(cpu_ticks(pid));
+        if seen.len() > WINDOW + 1 {
+            seen.pop_front();
+        }
+        if seen.len() == WINDOW + 1 && seen[WINDOW] - seen[0] <= 1 {
             return;
         }
     }

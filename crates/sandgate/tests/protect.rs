@@ -1303,10 +1303,16 @@ fn a_background_process_cannot_race_the_restore() {
         let ex = executor(&fx, ns, false, PATTERNS);
         let g = guard(false, PATTERNS);
         let before = state(&fx.root, &g);
+        // The processes left behind write once the test makes `go`, after
+        // the command's call has answered (its restore done): a survivor
+        // writes within one 10 ms poll of it, and the test looks 500 ms
+        // later. Before, they slept 1 s and the test 2.5 s, which both
+        // cost the time and let a slow call's restore come after the
+        // survivors' writes.
         let r = run(
             &ex,
-            "setsid sh -c 'trap \"\" HUP TERM; sleep 1; echo late > Cargo.lock; echo late > new.lock' </dev/null >/dev/null 2>&1 & \
-             nohup sh -c 'trap \"\" HUP TERM; sleep 1; echo late2 > pkg/deep/yarn.lock' </dev/null >/dev/null 2>&1 & \
+            "setsid sh -c 'trap \"\" HUP TERM; while [ ! -e go ]; do sleep 0.01; done; echo late > Cargo.lock; echo late > new.lock' </dev/null >/dev/null 2>&1 & \
+             nohup sh -c 'trap \"\" HUP TERM; while [ ! -e go ]; do sleep 0.01; done; echo late2 > pkg/deep/yarn.lock' </dev/null >/dev/null 2>&1 & \
              echo evil > Cargo.lock; exit 0",
         );
         assert!(
@@ -1314,7 +1320,8 @@ fn a_background_process_cannot_race_the_restore() {
             "ns={ns}: the write was neither undone nor refused: {}",
             String::from_utf8_lossy(&r.stderr)
         );
-        std::thread::sleep(std::time::Duration::from_millis(2500));
+        fs::write(fx.root.join("go"), "").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
         assert_eq!(
             before,
             state(&fx.root, &g),

@@ -970,13 +970,29 @@ fn executors_made_and_disposed_of_leave_nothing() {
             .unwrap();
         assert_eq!(r.stdout, b"ok\n", "{}", String::from_utf8_lossy(&r.stderr));
         if i % 4 == 0 {
-            // Disposed of from another thread while a command runs.
+            // Disposed of from another thread while a command runs: once
+            // the command has written its marker in the write root, so
+            // that the dispose meets a running command every time without
+            // a fixed pause (100 ms each, 10 s of the test's time, where a
+            // command starts in about 35 ms).
             let b = Arc::clone(&a);
-            let running =
-                thread::spawn(move || b.exec("sleep 30", sandgate::ExecOptions::default()));
-            thread::sleep(std::time::Duration::from_millis(100));
+            let marker = base.path().join("ws/running");
+            let running = thread::spawn(move || {
+                b.exec(
+                    "touch running && sleep 30",
+                    sandgate::ExecOptions::default(),
+                )
+            });
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while !marker.exists() && !running.is_finished() && std::time::Instant::now() < deadline
+            {
+                thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let started = marker.exists();
             a.dispose();
             let r = running.join().unwrap();
+            assert!(started, "cycle {i}: the command never started ({r:?})");
+            fs::remove_file(&marker).unwrap();
             match r {
                 Ok(r) => assert_ne!(r.exit_code, 0, "a command outlived its executor's dispose"),
                 // The dispose took the session between the call's start
@@ -1057,16 +1073,34 @@ fn one_executors_dispose_leaves_the_others_commands_alone() {
         let ex = Arc::clone(ex);
         thread::spawn(move || ex.exec(&cmd, sandgate::ExecOptions::default()))
     };
-    // y and z run for a while, writing a protected file y's check must
-    // undo, while x is disposed of.
+    // y and z run while x is disposed of, and go on after it (y writing a
+    // protected file its check must undo). Each command marks in its write
+    // root that it runs and waits for a `go` the test makes once x is
+    // disposed of: the order is certain, not left to fixed pauses.
     let ry = run(
         &y,
-        "sleep 1; echo k > key.pem; sleep 1; cat secret 2>/dev/null; echo y-done".into(),
+        "touch y-up; while [ ! -e go ]; do sleep 0.01; done; echo k > key.pem; \
+         cat secret 2>/dev/null; echo y-done"
+            .into(),
     );
-    let rz = run(&z, "sleep 2; echo z-done".into());
-    let rx = run(&x, "sleep 30".into());
-    thread::sleep(std::time::Duration::from_millis(300));
+    let rz = run(
+        &z,
+        "touch z-up; while [ ! -e go ]; do sleep 0.01; done; echo z-done".into(),
+    );
+    let rx = run(&x, "touch x-up; sleep 30".into());
+    let up = ["a/ws/y-up", "b/ws/z-up", "a/ws/x-up"].map(|p| base.path().join(p));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !up.iter().all(|p| p.exists()) && std::time::Instant::now() < deadline {
+        thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(
+        up.iter().all(|p| p.exists()),
+        "the commands never started: {up:?}"
+    );
     x.dispose();
+    for d in ["a", "b"] {
+        fs::write(base.path().join(d).join("ws/go"), "").unwrap();
+    }
     let rx = rx.join().unwrap();
     let ry = ry.join().unwrap().unwrap();
     let rz = rz.join().unwrap().unwrap();

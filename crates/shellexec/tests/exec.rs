@@ -698,11 +698,17 @@ fn a_command_that_closes_its_output_and_exits_normally() {
 fn a_zombie_leader_with_live_threads_is_killed() {
     let dir = tempfile::tempdir().unwrap();
     let flag = dir.path().join("still-alive");
+    // The thread writes its flag once the test makes `go`, after the call
+    // has answered: a thread that outlived the call writes within one
+    // 10 ms poll of it, and the test looks 500 ms later. Before, it slept
+    // 1.5 s and the test waited 1.8 s from the call's start, twice.
+    let go = dir.path().join("go");
     let script = format!(
-        "import threading, time, ctypes\n\
-         def late():\n    time.sleep(1.5)\n    open('{}', 'w').write('x')\n\
+        "import threading, time, ctypes, os\n\
+         def late():\n    while not os.path.exists('{}'): time.sleep(0.01)\n    open('{}', 'w').write('x')\n\
          threading.Thread(target=late).start()\n\
          ctypes.CDLL(None).pthread_exit(None)\n",
+        go.display(),
         flag.display()
     );
     fs::write(dir.path().join("z.py"), script).unwrap();
@@ -726,8 +732,10 @@ fn a_zombie_leader_with_live_threads_is_killed() {
         assert_eq!(r.exit_code, code, "{}", text(&r.stderr));
         assert!(!r.timed_out || code == 124);
         assert!(took < Duration::from_millis(1400), "took {took:?}");
-        thread::sleep(Duration::from_millis(1800).saturating_sub(took));
+        fs::write(&go, "").unwrap();
+        thread::sleep(Duration::from_millis(500));
         assert!(!flag.exists(), "the thread outlived the call");
+        fs::remove_file(&go).unwrap();
     }
 }
 
