@@ -50,8 +50,8 @@
 //!   has not ended within the window is hidden from the password's start
 //!   to its end: a longer password is never shown in part;
 //! - a password after a key `password`, `passwd` or `pwd` (ASCII
-//!   case-insensitive, not after a letter or digit); the key stays
-//!   visible:
+//!   case-insensitive, also glued to a word: `PGPASSWORD`, `userPassword`,
+//!   `db_password`); the key stays visible:
 //!   - after `=` (libpq, ODBC, ADO.NET, `.env`, a command line; no blank
 //!     around `=`): a quoted value from its `'`, `"` or `{` through its
 //!     closing `'`, `"` or `}` (a backslash escapes the next byte, a
@@ -64,15 +64,24 @@
 //!     (libpq accepts no blank in an unquoted value: its next item is a
 //!     `key=`). Nothing is replaced when no value follows
 //!     (`the password= field`), for a longer key (`--password-file=`,
-//!     `passwords=`), or for a `pwd` value that begins with `/`
-//!     (`PWD=/home/me` is the shell's directory);
+//!     `passwords=`, `passwordless=`), or for a `pwd` value that begins
+//!     with `/` (`PWD=/home/me`, `OLDPWD=/tmp` are the shell's
+//!     directories);
+//!   - after `=` with a blank before or after it, where the key begins
+//!     its line after blanks, `-` and key bytes or `.` (INI, TOML:
+//!     `password = x`, `db.password = "x"`): a `'` or `"` quoted value as
+//!     above, or else the rest of the line; nothing when a comment (`#`,
+//!     `;`) or the line's end comes first. Elsewhere (`if password = x`)
+//!     it is prose;
 //!   - after a closing quote and `:` (JSON): a quoted value as above;
 //!   - after `:` and a blank, where the key begins its line after blanks,
 //!     `-` and key bytes (YAML: `  - db_password: x`): a quoted value, or
-//!     the rest of the line. Elsewhere `password:` is prose.
+//!     the rest of the line. Elsewhere `password:` is prose. A block
+//!     scalar (`password: |`) is such a line: its indicator is hidden,
+//!     the indented lines after it are not looked at.
 //!
-//! The token shapes other than PEM, `Authorization:` and URLs must not follow an
-//! ASCII letter or digit (`task-force…` is not an `sk-` key), and the
+//! The token shapes other than PEM, `Authorization:`, URLs and password
+//! keys must not follow an ASCII letter or digit (`task-force…` is not an `sk-` key), and the
 //! repeating parts are greedy: the whole run of admitted bytes is covered.
 //!
 //! Occurrences that overlap are merged, so that no byte of any occurrence
@@ -1246,7 +1255,7 @@ static PASSWORD: Spec = Spec {
     body: conn_body,
     min: 1,
     max: None,
-    boundary: true,
+    boundary: false,
 };
 
 static PASSWD: Spec = Spec {
@@ -1255,7 +1264,7 @@ static PASSWD: Spec = Spec {
     body: conn_body,
     min: 1,
     max: None,
-    boundary: true,
+    boundary: false,
 };
 
 static PWD: Spec = Spec {
@@ -1264,7 +1273,7 @@ static PWD: Spec = Spec {
     body: conn_body,
     min: 1,
     max: None,
-    boundary: true,
+    boundary: false,
 };
 
 /// The most bytes of a URL's user part (between `://` and the `:` before
@@ -1279,7 +1288,7 @@ pub const URL_PASSWORD_MAX: u16 = 256;
 /// A key's context: it follows `?` or `&` (a query string).
 const CTX_QUERY: u8 = 1;
 /// A key's context: only blanks and `-` before it on its line, then key
-/// bytes (`  - db_password:`).
+/// bytes and `.` (`  - db_password:`, `db.password =`).
 const CTX_LINE_START: u8 = 2;
 
 /// The start of a line: blanks and `-` so far.
@@ -1293,7 +1302,7 @@ const LINE_OTHER: u8 = 2;
 fn line_next(line: u8, b: u8) -> u8 {
     match line {
         LINE_INDENT if is_blank(b) || b == b'-' => LINE_INDENT,
-        LINE_INDENT | LINE_KEY if is_key_byte(b) => LINE_KEY,
+        LINE_INDENT | LINE_KEY if is_key_byte(b) || b == b'.' => LINE_KEY,
         _ => LINE_OTHER,
     }
 }
@@ -1389,6 +1398,12 @@ enum Phase {
     UrlRest { from: u64 },
     /// After a password key, before `=`, `:` or a closing quote.
     KeyEnd,
+    /// After a key at the start of a line and a blank (INI, TOML:
+    /// `password = x`): blanks, then `=`.
+    IniKey,
+    /// After `=` with a blank around it, at the start of a line: blanks,
+    /// then a quoted value or the rest of the line.
+    IniValue,
     /// After a quoted key (JSON): `colon` once its `:` was seen.
     JsonColon { colon: bool },
     /// After `key:` at the start of a line (YAML): `ready` after a blank.
@@ -1519,6 +1534,10 @@ impl Cand {
                 }
             }
             Phase::KeyEnd => match b {
+                b' ' | b'\t' if self.ctx & CTX_LINE_START != 0 => {
+                    self.phase = Phase::IniKey;
+                    Advance::Live
+                }
                 b'=' => {
                     self.phase = Phase::ValueStart;
                     Advance::Live
@@ -1533,6 +1552,35 @@ impl Cand {
                 }
                 _ => Advance::Dead,
             },
+            Phase::IniKey => match b {
+                b' ' | b'\t' => Advance::Live,
+                b'=' => {
+                    self.phase = Phase::IniValue;
+                    Advance::Live
+                }
+                _ => Advance::Dead,
+            },
+            Phase::IniValue => {
+                if is_blank(b) {
+                    Advance::Live
+                } else if is_control(b)
+                    || b == b'#'
+                    || b == b';'
+                    || (self.kind == Kind::Pwd && b == b'/')
+                {
+                    // No value, or a comment.
+                    Advance::Dead
+                } else if b == b'"' || b == b'\'' {
+                    self.phase = Phase::QuoteOpen { from: at, close: b };
+                    Advance::Live
+                } else {
+                    self.phase = Phase::ToLine { from: at };
+                    Advance::Confirmed {
+                        from: at,
+                        done: false,
+                    }
+                }
+            }
             Phase::JsonColon { colon } => {
                 if is_blank(b) {
                     Advance::Live
@@ -1630,6 +1678,10 @@ impl Cand {
                     Advance::Dead
                 } else if let Some(close) = conn_close(b) {
                     self.phase = Phase::QuoteOpen { from: at, close };
+                    Advance::Live
+                } else if is_blank(b) && self.ctx & CTX_LINE_START != 0 {
+                    // `password= x` at the start of a line: INI.
+                    self.phase = Phase::IniValue;
                     Advance::Live
                 } else if b == b'&' && self.ctx & CTX_QUERY != 0 {
                     // `?password=&x=1`: no value.
@@ -1812,6 +1864,8 @@ impl Cand {
             | Phase::UrlUser { .. }
             | Phase::UrlRest { .. }
             | Phase::KeyEnd
+            | Phase::IniKey
+            | Phase::IniValue
             | Phase::JsonColon { .. }
             | Phase::YamlColon { .. }
             | Phase::ToLine { .. }
@@ -2066,6 +2120,10 @@ mod tests {
             b"password: ",
             b"\"password\":\"",
             b"  - db_",
+            b"password = ",
+            b" = ",
+            b"PGPASSWORD=",
+            b"a.b",
             b"&",
             b"?",
             b"k=",

@@ -534,9 +534,7 @@ fn reference(values: Values, input: &[u8]) -> Vec<u8> {
         }
     }
     for i in 0..input.len() {
-        let boundary_ok = i == 0 || !input[i - 1].is_ascii_alphanumeric();
-        let found = url_password_at(input, i)
-            .or_else(|| boundary_ok.then(|| conn_password_at(input, i)).flatten());
+        let found = url_password_at(input, i).or_else(|| conn_password_at(input, i));
         if let Some((start, end)) = found {
             occ.push(Occurrence {
                 start,
@@ -760,14 +758,43 @@ fn conn_password_at(input: &[u8], i: usize) -> Option<(usize, usize)> {
         .iter()
         .position(|&b| !(blank(b) || b == b'-'))
         .unwrap_or(line.len());
-    let yaml = line[lead..].iter().all(|&b| key_byte(b));
+    let yaml = line[lead..].iter().all(|&b| key_byte(b) || b == b'.');
     let close_of = |b: u8| match b {
         b'\'' => Some(b'\''),
         b'"' => Some(b'"'),
         b'{' => Some(b'}'),
         _ => None,
     };
+    // INI, TOML: blanks around `=`, then a quoted value or the rest of
+    // the line (a comment or nothing is no value).
+    let ini = |mut j: usize| {
+        while input.get(j).is_some_and(|&b| blank(b)) {
+            j += 1;
+        }
+        let first = *input.get(j)?;
+        if control(first) || first == b'#' || first == b';' || (pwd && first == b'/') {
+            return None;
+        }
+        if first == b'"' || first == b'\'' {
+            return quoted_at(input, j, first, pwd);
+        }
+        let end = (j..input.len())
+            .find(|&e| control(input[e]))
+            .unwrap_or(input.len());
+        Some((j, end))
+    };
     match *input.get(k)? {
+        b'=' if yaml && input.get(k + 1).is_some_and(|&b| blank(b)) => ini(k + 1),
+        b' ' | b'\t' if yaml => {
+            let mut j = k;
+            while input.get(j).is_some_and(|&b| blank(b)) {
+                j += 1;
+            }
+            if input.get(j) != Some(&b'=') {
+                return None;
+            }
+            ini(j + 1)
+        }
         b'=' => {
             let v = k + 1;
             let first = *input.get(v)?;
@@ -1104,6 +1131,15 @@ const PASSWORD_PIECES: &[&str] = &[
     " k=",
     "\t",
     ";Pwd=a b",
+    "password = ",
+    " =",
+    "= ",
+    "PGPASSWORD=",
+    "MYPWD",
+    "db.password",
+    "passwordless=",
+    "[db]\n",
+    "#",
     "\r",
 ];
 
