@@ -77,8 +77,11 @@
 //!   - after `:` and a blank, where the key begins its line after blanks,
 //!     `-` and key bytes (YAML: `  - db_password: x`): a quoted value, or
 //!     the rest of the line. Elsewhere `password:` is prose. A block
-//!     scalar (`password: |`) is such a line: its indicator is hidden,
-//!     the indented lines after it are not looked at.
+//!     scalar (`password: |`, `password: >-`) runs from its indicator
+//!     through its last line: the lines after it go on while the next
+//!     one with text is indented more than the key (blanks and `-` before
+//!     it) and its text begins within [`BLOCK_GAP_MAX`] bytes of the line
+//!     end before it; the line end that ends the block stays visible.
 //!
 //! The token shapes other than PEM, `Authorization:`, URLs and password
 //! keys must not follow an ASCII letter or digit (`task-force…` is not an `sk-` key), and the
@@ -101,7 +104,8 @@
 //! the longest withheld value, about a hundred bytes for the token shapes,
 //! or [`URL_PASSWORD_MAX`] bytes of a URL whose password is undecided
 //! until the URL ends, or [`CONN_GAP_MAX`] bytes after a blank or an `&` in
-//! an unquoted password value — and emits a marker as soon as a secret is
+//! an unquoted password value, or [`BLOCK_GAP_MAX`] bytes after a line of
+//! a YAML block scalar — and emits a marker as soon as a secret is
 //! certain. Bytes inside
 //! a secret are dropped as they arrive, never buffered, so a long token, a
 //! header line or a PEM block costs no memory.
@@ -171,6 +175,8 @@ pub struct Redactor {
     line: u8,
     /// A `;` since the last line end.
     line_semi: bool,
+    /// Bytes of the line's indentation (blanks and `-`) so far.
+    line_indent: u32,
 }
 
 impl Redactor {
@@ -197,6 +203,7 @@ impl Redactor {
             limit: u64::MAX,
             line: LINE_INDENT,
             line_semi: false,
+            line_indent: 0,
         }
     }
 
@@ -379,6 +386,7 @@ impl Redactor {
             Some(k) => {
                 self.line = LINE_INDENT;
                 self.line_semi = false;
+                self.line_indent = 0;
                 &run[k + 1..]
             }
             None => run,
@@ -390,7 +398,7 @@ impl Redactor {
             if self.line == LINE_OTHER {
                 break;
             }
-            self.line = line_next(self.line, b);
+            self.next_line_state(b);
         }
     }
 
@@ -487,6 +495,7 @@ impl Redactor {
             }
             let mut cand = Cand::new(kind, p);
             cand.ctx = ctx;
+            cand.indent = self.line_indent;
             self.cands.push(cand);
         }
         if self.cands.len() > 1 {
@@ -496,10 +505,21 @@ impl Redactor {
         if is_line_end(byte) {
             self.line = LINE_INDENT;
             self.line_semi = false;
+            self.line_indent = 0;
         } else {
-            self.line = line_next(self.line, byte);
+            self.next_line_state(byte);
             self.line_semi |= byte == b';';
         }
+    }
+
+    /// The line state after `b` (not a line end), with the indentation
+    /// counted.
+    fn next_line_state(&mut self, b: u8) {
+        let next = line_next(self.line, b);
+        if self.line == LINE_INDENT && next == LINE_INDENT {
+            self.line_indent = self.line_indent.saturating_add(1);
+        }
+        self.line = next;
     }
 
     /// Drops token candidates that another one of the same kind dominates:
@@ -521,6 +541,27 @@ impl Redactor {
                 let keep = c.kind != Kind::Url || i == first;
                 i += 1;
                 keep
+            });
+        }
+        // A YAML block scalar that began first covers every later one: a
+        // later key is on one of its lines, indented more, so its block
+        // ends no later.
+        if self
+            .cands
+            .iter()
+            .filter(|c| c.block_from().is_some())
+            .nth(1)
+            .is_some()
+        {
+            let first = self.cands.iter().filter_map(Cand::block_from).min();
+            let mut kept = false;
+            self.cands.retain(|c| match c.block_from() {
+                Some(from) if !kept && Some(from) == first => {
+                    kept = true;
+                    true
+                }
+                Some(_) => false,
+                None => true,
             });
         }
         // Quoted values of one key in the same state end together, and the
@@ -1314,6 +1355,11 @@ const CTX_SEMI: u8 = 4;
 /// the value there (`Password=my pass;`).
 pub const CONN_GAP_MAX: u16 = 256;
 
+/// The most bytes after a line end in a YAML block scalar (blank lines
+/// and the next line's indentation) that are held back to see whether the
+/// block goes on; past them it ended at the line end.
+pub const BLOCK_GAP_MAX: u16 = 256;
+
 /// The longest key (`dbname`, `--host`) whose `key=` after a blank ends an
 /// unquoted value there.
 const KEY_MAX: u16 = 64;
@@ -1367,6 +1413,8 @@ struct Cand {
     phase: Phase,
     /// What came before the key (`CTX_*` bits).
     ctx: u8,
+    /// The indentation of the key's line (blanks and `-` before it).
+    indent: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -1410,6 +1458,18 @@ enum Phase {
     YamlColon { ready: bool },
     /// A YAML plain value, from `from` to the end of its line.
     ToLine { from: u64 },
+    /// A YAML block scalar (from its `|` or `>` at `from`): in its header
+    /// line or one of its lines.
+    Block { from: u64 },
+    /// A YAML block scalar after a line end at `gap`: `len` bytes since,
+    /// `col` blanks on the current line. It goes on if a line indented
+    /// more than the key comes, else it ended at `gap`.
+    BlockGap {
+        from: u64,
+        gap: u64,
+        len: u16,
+        col: u32,
+    },
     /// After a connection-string key's `=`.
     ValueStart,
     /// An unquoted value (from `from`) met a blank at `gap`: it ends there
@@ -1465,6 +1525,7 @@ impl Cand {
             start,
             phase: Phase::Prefix(1),
             ctx: 0,
+            indent: 0,
         }
     }
 
@@ -1607,6 +1668,12 @@ impl Cand {
                 } else if b == b'"' || b == b'\'' {
                     self.phase = Phase::QuoteOpen { from: at, close: b };
                     Advance::Live
+                } else if b == b'|' || b == b'>' {
+                    self.phase = Phase::Block { from: at };
+                    Advance::Confirmed {
+                        from: at,
+                        done: false,
+                    }
                 } else {
                     self.phase = Phase::ToLine { from: at };
                     Advance::Confirmed {
@@ -1614,6 +1681,50 @@ impl Cand {
                         done: false,
                     }
                 }
+            }
+            Phase::Block { from } => {
+                if is_line_end(b) {
+                    self.phase = Phase::BlockGap {
+                        from,
+                        gap: at,
+                        len: 1,
+                        col: 0,
+                    };
+                    Advance::Live
+                } else if is_control(b) {
+                    Advance::Dead
+                } else {
+                    Advance::Confirmed { from, done: false }
+                }
+            }
+            Phase::BlockGap {
+                from,
+                gap,
+                len,
+                col,
+            } => {
+                if len == BLOCK_GAP_MAX {
+                    return Advance::Dead;
+                }
+                let col = if is_line_end(b) {
+                    0
+                } else if is_blank(b) {
+                    col.saturating_add(1)
+                } else if is_control(b) || col <= self.indent {
+                    // The block ended at `gap`: a line indented no more
+                    // than its key, or no text.
+                    return Advance::Dead;
+                } else {
+                    self.phase = Phase::Block { from };
+                    return Advance::Confirmed { from, done: false };
+                };
+                self.phase = Phase::BlockGap {
+                    from,
+                    gap,
+                    len: len + 1,
+                    col,
+                };
+                Advance::Live
             }
             Phase::ToLine { from } => {
                 if is_control(b) {
@@ -1869,9 +1980,10 @@ impl Cand {
             | Phase::JsonColon { .. }
             | Phase::YamlColon { .. }
             | Phase::ToLine { .. }
+            | Phase::Block { .. }
             | Phase::ValueStart
             | Phase::Quoted { .. } => None,
-            Phase::ConnGap { gap, .. } => Some(gap),
+            Phase::ConnGap { gap, .. } | Phase::BlockGap { gap, .. } => Some(gap),
             Phase::AmpGap { amp, .. } => Some(amp),
             Phase::Body { from, len } => (len < spec.min).then_some(from),
             Phase::UrlPass { from, .. } | Phase::QuoteOpen { from, .. } => Some(from),
@@ -1887,6 +1999,8 @@ impl Cand {
                 Phase::Quoted { .. }
                     | Phase::UrlRest { .. }
                     | Phase::ToLine { .. }
+                    | Phase::Block { .. }
+                    | Phase::BlockGap { .. }
                     | Phase::ConnGap { .. }
                     | Phase::AmpGap { .. }
             )
@@ -1904,6 +2018,14 @@ impl Cand {
                 last_at: Some(to),
                 ..
             } if to > from => Some((from, to)),
+            _ => None,
+        }
+    }
+
+    /// Where a YAML block scalar's secret began, while in one.
+    fn block_from(&self) -> Option<u64> {
+        match self.phase {
+            Phase::Block { from } | Phase::BlockGap { from, .. } => Some(from),
             _ => None,
         }
     }
@@ -2124,6 +2246,8 @@ mod tests {
             b" = ",
             b"PGPASSWORD=",
             b"a.b",
+            b"password: |",
+            b"\n   ",
             b"&",
             b"?",
             b"k=",

@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 
 use regex::bytes::Regex;
 use sandgate_shellexec::redact::{
-    Redactor, CONN_GAP_MAX, MIN_VALUE_LEN, PEM_BLOCK_MAX, URL_PASSWORD_MAX, URL_USER_MAX,
+    Redactor, BLOCK_GAP_MAX, CONN_GAP_MAX, MIN_VALUE_LEN, PEM_BLOCK_MAX, URL_PASSWORD_MAX,
+    URL_USER_MAX,
 };
 
 type Values<'a> = &'a [(&'a str, &'a str)];
@@ -845,9 +846,47 @@ fn conn_password_at(input: &[u8], i: usize) -> Option<(usize, usize)> {
             let end = (j..input.len())
                 .find(|&e| control(input[e]))
                 .unwrap_or(input.len());
+            if first == b'|' || first == b'>' {
+                return Some(block_at(input, j, end, lead));
+            }
             Some((j, end))
         }
         _ => None,
+    }
+}
+
+/// A YAML block scalar from its indicator at `j`, whose header line ends
+/// at `end`, under a key indented `indent` bytes: its lines run on while
+/// the next line with text is indented more (blanks and blank lines
+/// between, at most `BLOCK_GAP_MAX` bytes after a line end).
+fn block_at(input: &[u8], j: usize, mut end: usize, indent: usize) -> (usize, usize) {
+    let line_end = |b: u8| b == b'\n' || b == b'\r';
+    loop {
+        if end == input.len() || !line_end(input[end]) {
+            return (j, end);
+        }
+        let gap = end;
+        let mut col = 0;
+        let mut k = gap + 1;
+        loop {
+            if k == input.len() || k - gap == usize::from(BLOCK_GAP_MAX) {
+                return (j, gap);
+            }
+            let b = input[k];
+            if line_end(b) {
+                col = 0;
+            } else if blank(b) {
+                col += 1;
+            } else if control(b) || col <= indent {
+                return (j, gap);
+            } else {
+                break;
+            }
+            k += 1;
+        }
+        end = (k..input.len())
+            .find(|&e| control(input[e]))
+            .unwrap_or(input.len());
     }
 }
 
@@ -1138,6 +1177,11 @@ const PASSWORD_PIECES: &[&str] = &[
     "MYPWD",
     "db.password",
     "passwordless=",
+    "password: |",
+    "password: >-\n",
+    "\n  ",
+    "  ",
+    "- x: |\n",
     "[db]\n",
     "#",
     "\r",

@@ -1,7 +1,8 @@
 //! Output redaction of the password spellings redact26 left open: INI and
 //! TOML `password = x` (blanks around `=`, the key at the start of its
 //! line), keys glued to a word as environment dumps print them
-//! (`PGPASSWORD=x`, `export PGPASSWORD=x`, `"userPassword": "x"`), and a
+//! (`PGPASSWORD=x`, `export PGPASSWORD=x`, `"userPassword": "x"`), YAML
+//! block scalars (`password: |` and its indented lines), and a
 //! URL password longer than the redactor's window in a host variable,
 //! which the environment plan withholds whole — at every read boundary,
 //! never a prefix at the output cap, prose untouched, bounded hold-back
@@ -9,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use sandgate_shellexec::redact::{Redactor, CONN_GAP_MAX, URL_PASSWORD_MAX};
+use sandgate_shellexec::redact::{Redactor, BLOCK_GAP_MAX, CONN_GAP_MAX, URL_PASSWORD_MAX};
 
 /// `input` cut at `cuts`, emitting stopped after its first `stop` bytes
 /// (the rest still fed, as the executor does at its output cap).
@@ -160,8 +161,7 @@ fn redact26b_keys_glued_to_a_word_are_redacted() {
 
 /// What stays as it is: prose with `password =` inside a line, keys that
 /// only begin with a password key, comments and empty values, the shell's
-/// directories, and YAML block scalars (their lines are not looked at: the
-/// indicator alone is hidden).
+/// directories.
 #[test]
 fn redact26b_prose_longer_keys_and_empty_values_are_untouched() {
     for plain in [
@@ -184,11 +184,61 @@ fn redact26b_prose_longer_keys_and_empty_values_are_untouched() {
     ] {
         assert_eq!(every_way(plain), plain);
     }
-    // A block scalar: the indicator is the line's value, the block's
-    // lines pass (documented).
+}
+
+/// Before, only a block scalar's indicator was hidden (`password: |` was
+/// a one-line value) and its lines passed.
+#[test]
+fn redact26b_yaml_block_scalars_are_redacted_through_their_last_line() {
+    table(
+        &[
+            ("password: |\n  s3cret\n", "password: [REDACTED]\n"),
+            (
+                "password: >-\n  s3\n  cret\nnext: x\n",
+                "password: [REDACTED]\nnext: x\n",
+            ),
+            (
+                "  db_password: |\n    s3cret\n\n   \n    cret\n  user: x",
+                "  db_password: [REDACTED]\n  user: x",
+            ),
+            (
+                "- password: |\n    s3cret\n- x",
+                "- password: [REDACTED]\n- x",
+            ),
+            (
+                "password: |\r\n  s3cret\r\nuser: x",
+                "password: [REDACTED]\r\nuser: x",
+            ),
+            ("password: |\n\ts3cret", "password: [REDACTED]"),
+            ("password: |\nuser: x", "password: [REDACTED]\nuser: x"),
+            (
+                "outer: |\n  password: |2\n    s3cret\n  tail\nend",
+                "outer: |\n  password: [REDACTED]\n  tail\nend",
+            ),
+            (
+                "password: |\n  a\n  password: |\n    s3cret\n  b\nc",
+                "password: [REDACTED]\nc",
+            ),
+        ],
+        &["s3cret", "cret", "s3\n"],
+    );
+    // A line indented no more than the key (here its `- `) is not the
+    // block's (a YAML parser refuses it).
     assert_eq!(
-        every_way("password: |\n  s3cret\n"),
-        "password: [REDACTED]\n  s3cret\n"
+        every_way("- password: |\n  s3cret\n- x"),
+        "- password: [REDACTED]\n  s3cret\n- x"
+    );
+    // A block's next line must show text fewer than BLOCK_GAP_MAX bytes
+    // after the line end before it (so much is held back): here the
+    // header's line end, 1 + blank lines + 2 blanks before `s3cret`.
+    let at = |newlines: usize| format!("password: |\n{}  s3cret", "\n".repeat(newlines));
+    let max = usize::from(BLOCK_GAP_MAX);
+    assert_eq!(every_way(&at(max - 4)), "password: [REDACTED]");
+    // One byte further the block ended at the header's line end.
+    let far = at(max - 3);
+    assert_eq!(
+        every_way(&far),
+        format!("password: [REDACTED]{}", &far["password: |".len()..])
     );
 }
 
@@ -209,6 +259,27 @@ fn redact26b_held_back_bytes_and_time_stay_bounded() {
         ("glued values", b"XPWD=a b XPASSWORD=".repeat(50_000)),
         ("quoted ini", b"pwd = \"pwd = \"".repeat(70_000)),
         ("dotted", b"a.b.password ".repeat(80_000)),
+        ("blocks", b"password: |\n  x\n".repeat(60_000)),
+        ("block blanks", {
+            let mut v = b"password: |\n  x\n".to_vec();
+            v.extend(b" \n".repeat(500_000));
+            v
+        }),
+        ("nested blocks", {
+            let mut v = Vec::new();
+            // Keys nested as deep as a line end and indentation can be
+            // held back, then long lines inside all of their blocks.
+            for i in 0..250 {
+                v.extend(b" ".repeat(i));
+                v.extend(b"password: |\n");
+            }
+            for _ in 0..500 {
+                v.extend(b" ".repeat(251));
+                v.extend(b"x".repeat(2000));
+                v.push(b'\n');
+            }
+            v
+        }),
     ];
     for (what, input) in inputs {
         let mut r = Redactor::shapes_only();
@@ -279,6 +350,10 @@ fn redact26b_the_executor_redacts_ini_and_glued_keys_on_both_streams_and_at_ever
         ("export PGPASSWORD=s3cret", "export PGPASSWORD=[REDACTED]"),
         ("passwordless=true", "passwordless=true"),
         ("if password = wrong then", "if password = wrong then"),
+        (
+            "password: |\n  s3 cret\n  s3cret\nuser: x",
+            "password: [REDACTED]\nuser: x",
+        ),
     ];
     let ex = executor(1 << 20, Vec::new());
     let command: Vec<String> = shapes
@@ -304,9 +379,9 @@ fn redact26b_the_executor_redacts_ini_and_glued_keys_on_both_streams_and_at_ever
         assert!(!text(out).contains("s3"), "shown: {}", text(out));
     }
 
-    // The cap at every offset of the INI and the glued line: always a
-    // prefix of the redacted line.
-    for (printed, shown) in [shapes[1], shapes[3]] {
+    // The cap at every offset of the INI line, the glued line and the
+    // block: always a prefix of the redacted text.
+    for (printed, shown) in [shapes[1], shapes[3], shapes[6]] {
         let line = format!("{printed}\n");
         let shown_line = format!("{shown}\n");
         for cap in 0..=line.len().max(shown_line.len()) {
@@ -319,7 +394,12 @@ fn redact26b_the_executor_redacts_ini_and_glued_keys_on_both_streams_and_at_ever
                 shown_line.starts_with(&out),
                 "cap {cap}: {out:?} is not a prefix of {shown:?}"
             );
-            assert_eq!(r.truncated, cap < shown_line.len(), "cap {cap}");
+            // Truncated when the cap cuts what was read or what is shown.
+            assert_eq!(
+                r.truncated,
+                cap < line.len().max(shown_line.len()),
+                "cap {cap}"
+            );
         }
     }
 }
