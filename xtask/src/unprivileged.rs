@@ -124,6 +124,9 @@ const SUITES: &[(&str, &str)] = &[
     // Long URL passwords, blanks in `;`-separated values, `&`, YAML and
     // JSON password keys, through the confined shell and at every cap.
     ("shellexec", "redact26"),
+    // INI/TOML `password = x`, keys glued to a word (`PGPASSWORD=`), a
+    // long URL password in a withheld variable, through the confined shell.
+    ("shellexec", "redact26b"),
     // The credential proxy against the command it serves: other hosts,
     // header spellings, smuggling framings, paths, SNI and reflection.
     ("proxy", "credproxy25"),

@@ -50,8 +50,8 @@
 //!   has not ended within the window is hidden from the password's start
 //!   to its end: a longer password is never shown in part;
 //! - a password after a key `password`, `passwd` or `pwd` (ASCII
-//!   case-insensitive, not after a letter or digit); the key stays
-//!   visible:
+//!   case-insensitive, also glued to a word: `PGPASSWORD`, `userPassword`,
+//!   `db_password`); the key stays visible:
 //!   - after `=` (libpq, ODBC, ADO.NET, `.env`, a command line; no blank
 //!     around `=`): a quoted value from its `'`, `"` or `{` through its
 //!     closing `'`, `"` or `}` (a backslash escapes the next byte, a
@@ -64,15 +64,27 @@
 //!     (libpq accepts no blank in an unquoted value: its next item is a
 //!     `key=`). Nothing is replaced when no value follows
 //!     (`the password= field`), for a longer key (`--password-file=`,
-//!     `passwords=`), or for a `pwd` value that begins with `/`
-//!     (`PWD=/home/me` is the shell's directory);
+//!     `passwords=`, `passwordless=`), or for a `pwd` value that begins
+//!     with `/` (`PWD=/home/me`, `OLDPWD=/tmp` are the shell's
+//!     directories);
+//!   - after `=` with a blank before or after it, where the key begins
+//!     its line after blanks, `-` and key bytes or `.` (INI, TOML:
+//!     `password = x`, `db.password = "x"`): a `'` or `"` quoted value as
+//!     above, or else the rest of the line; nothing when a comment (`#`,
+//!     `;`) or the line's end comes first. Elsewhere (`if password = x`)
+//!     it is prose;
 //!   - after a closing quote and `:` (JSON): a quoted value as above;
 //!   - after `:` and a blank, where the key begins its line after blanks,
 //!     `-` and key bytes (YAML: `  - db_password: x`): a quoted value, or
-//!     the rest of the line. Elsewhere `password:` is prose.
+//!     the rest of the line. Elsewhere `password:` is prose. A block
+//!     scalar (`password: |`, `password: >-`) runs from its indicator
+//!     through its last line: the lines after it go on while the next
+//!     one with text is indented more than the key (blanks and `-` before
+//!     it) and its text begins within [`BLOCK_GAP_MAX`] bytes of the line
+//!     end before it; the line end that ends the block stays visible.
 //!
-//! The token shapes other than PEM, `Authorization:` and URLs must not follow an
-//! ASCII letter or digit (`task-force…` is not an `sk-` key), and the
+//! The token shapes other than PEM, `Authorization:`, URLs and password
+//! keys must not follow an ASCII letter or digit (`task-force…` is not an `sk-` key), and the
 //! repeating parts are greedy: the whole run of admitted bytes is covered.
 //!
 //! Occurrences that overlap are merged, so that no byte of any occurrence
@@ -92,7 +104,8 @@
 //! the longest withheld value, about a hundred bytes for the token shapes,
 //! or [`URL_PASSWORD_MAX`] bytes of a URL whose password is undecided
 //! until the URL ends, or [`CONN_GAP_MAX`] bytes after a blank or an `&` in
-//! an unquoted password value — and emits a marker as soon as a secret is
+//! an unquoted password value, or [`BLOCK_GAP_MAX`] bytes after a line of
+//! a YAML block scalar — and emits a marker as soon as a secret is
 //! certain. Bytes inside
 //! a secret are dropped as they arrive, never buffered, so a long token, a
 //! header line or a PEM block costs no memory.
@@ -162,6 +175,8 @@ pub struct Redactor {
     line: u8,
     /// A `;` since the last line end.
     line_semi: bool,
+    /// Bytes of the line's indentation (blanks and `-`) so far.
+    line_indent: u32,
 }
 
 impl Redactor {
@@ -188,6 +203,7 @@ impl Redactor {
             limit: u64::MAX,
             line: LINE_INDENT,
             line_semi: false,
+            line_indent: 0,
         }
     }
 
@@ -370,6 +386,7 @@ impl Redactor {
             Some(k) => {
                 self.line = LINE_INDENT;
                 self.line_semi = false;
+                self.line_indent = 0;
                 &run[k + 1..]
             }
             None => run,
@@ -381,7 +398,7 @@ impl Redactor {
             if self.line == LINE_OTHER {
                 break;
             }
-            self.line = line_next(self.line, b);
+            self.next_line_state(b);
         }
     }
 
@@ -478,6 +495,7 @@ impl Redactor {
             }
             let mut cand = Cand::new(kind, p);
             cand.ctx = ctx;
+            cand.indent = self.line_indent;
             self.cands.push(cand);
         }
         if self.cands.len() > 1 {
@@ -487,10 +505,21 @@ impl Redactor {
         if is_line_end(byte) {
             self.line = LINE_INDENT;
             self.line_semi = false;
+            self.line_indent = 0;
         } else {
-            self.line = line_next(self.line, byte);
+            self.next_line_state(byte);
             self.line_semi |= byte == b';';
         }
+    }
+
+    /// The line state after `b` (not a line end), with the indentation
+    /// counted.
+    fn next_line_state(&mut self, b: u8) {
+        let next = line_next(self.line, b);
+        if self.line == LINE_INDENT && next == LINE_INDENT {
+            self.line_indent = self.line_indent.saturating_add(1);
+        }
+        self.line = next;
     }
 
     /// Drops token candidates that another one of the same kind dominates:
@@ -512,6 +541,27 @@ impl Redactor {
                 let keep = c.kind != Kind::Url || i == first;
                 i += 1;
                 keep
+            });
+        }
+        // A YAML block scalar that began first covers every later one: a
+        // later key is on one of its lines, indented more, so its block
+        // ends no later.
+        if self
+            .cands
+            .iter()
+            .filter(|c| c.block_from().is_some())
+            .nth(1)
+            .is_some()
+        {
+            let first = self.cands.iter().filter_map(Cand::block_from).min();
+            let mut kept = false;
+            self.cands.retain(|c| match c.block_from() {
+                Some(from) if !kept && Some(from) == first => {
+                    kept = true;
+                    true
+                }
+                Some(_) => false,
+                None => true,
             });
         }
         // Quoted values of one key in the same state end together, and the
@@ -1246,7 +1296,7 @@ static PASSWORD: Spec = Spec {
     body: conn_body,
     min: 1,
     max: None,
-    boundary: true,
+    boundary: false,
 };
 
 static PASSWD: Spec = Spec {
@@ -1255,7 +1305,7 @@ static PASSWD: Spec = Spec {
     body: conn_body,
     min: 1,
     max: None,
-    boundary: true,
+    boundary: false,
 };
 
 static PWD: Spec = Spec {
@@ -1264,7 +1314,7 @@ static PWD: Spec = Spec {
     body: conn_body,
     min: 1,
     max: None,
-    boundary: true,
+    boundary: false,
 };
 
 /// The most bytes of a URL's user part (between `://` and the `:` before
@@ -1279,7 +1329,7 @@ pub const URL_PASSWORD_MAX: u16 = 256;
 /// A key's context: it follows `?` or `&` (a query string).
 const CTX_QUERY: u8 = 1;
 /// A key's context: only blanks and `-` before it on its line, then key
-/// bytes (`  - db_password:`).
+/// bytes and `.` (`  - db_password:`, `db.password =`).
 const CTX_LINE_START: u8 = 2;
 
 /// The start of a line: blanks and `-` so far.
@@ -1293,7 +1343,7 @@ const LINE_OTHER: u8 = 2;
 fn line_next(line: u8, b: u8) -> u8 {
     match line {
         LINE_INDENT if is_blank(b) || b == b'-' => LINE_INDENT,
-        LINE_INDENT | LINE_KEY if is_key_byte(b) => LINE_KEY,
+        LINE_INDENT | LINE_KEY if is_key_byte(b) || b == b'.' => LINE_KEY,
         _ => LINE_OTHER,
     }
 }
@@ -1304,6 +1354,11 @@ const CTX_SEMI: u8 = 4;
 /// connection-string value that are held back to see whether a `;` ends
 /// the value there (`Password=my pass;`).
 pub const CONN_GAP_MAX: u16 = 256;
+
+/// The most bytes after a line end in a YAML block scalar (blank lines
+/// and the next line's indentation) that are held back to see whether the
+/// block goes on; past them it ended at the line end.
+pub const BLOCK_GAP_MAX: u16 = 256;
 
 /// The longest key (`dbname`, `--host`) whose `key=` after a blank ends an
 /// unquoted value there.
@@ -1358,6 +1413,8 @@ struct Cand {
     phase: Phase,
     /// What came before the key (`CTX_*` bits).
     ctx: u8,
+    /// The indentation of the key's line (blanks and `-` before it).
+    indent: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -1389,12 +1446,30 @@ enum Phase {
     UrlRest { from: u64 },
     /// After a password key, before `=`, `:` or a closing quote.
     KeyEnd,
+    /// After a key at the start of a line and a blank (INI, TOML:
+    /// `password = x`): blanks, then `=`.
+    IniKey,
+    /// After `=` with a blank around it, at the start of a line: blanks,
+    /// then a quoted value or the rest of the line.
+    IniValue,
     /// After a quoted key (JSON): `colon` once its `:` was seen.
     JsonColon { colon: bool },
     /// After `key:` at the start of a line (YAML): `ready` after a blank.
     YamlColon { ready: bool },
     /// A YAML plain value, from `from` to the end of its line.
     ToLine { from: u64 },
+    /// A YAML block scalar (from its `|` or `>` at `from`): in its header
+    /// line or one of its lines.
+    Block { from: u64 },
+    /// A YAML block scalar after a line end at `gap`: `len` bytes since,
+    /// `col` blanks on the current line. It goes on if a line indented
+    /// more than the key comes, else it ended at `gap`.
+    BlockGap {
+        from: u64,
+        gap: u64,
+        len: u16,
+        col: u32,
+    },
     /// After a connection-string key's `=`.
     ValueStart,
     /// An unquoted value (from `from`) met a blank at `gap`: it ends there
@@ -1450,6 +1525,7 @@ impl Cand {
             start,
             phase: Phase::Prefix(1),
             ctx: 0,
+            indent: 0,
         }
     }
 
@@ -1519,6 +1595,10 @@ impl Cand {
                 }
             }
             Phase::KeyEnd => match b {
+                b' ' | b'\t' if self.ctx & CTX_LINE_START != 0 => {
+                    self.phase = Phase::IniKey;
+                    Advance::Live
+                }
                 b'=' => {
                     self.phase = Phase::ValueStart;
                     Advance::Live
@@ -1533,6 +1613,35 @@ impl Cand {
                 }
                 _ => Advance::Dead,
             },
+            Phase::IniKey => match b {
+                b' ' | b'\t' => Advance::Live,
+                b'=' => {
+                    self.phase = Phase::IniValue;
+                    Advance::Live
+                }
+                _ => Advance::Dead,
+            },
+            Phase::IniValue => {
+                if is_blank(b) {
+                    Advance::Live
+                } else if is_control(b)
+                    || b == b'#'
+                    || b == b';'
+                    || (self.kind == Kind::Pwd && b == b'/')
+                {
+                    // No value, or a comment.
+                    Advance::Dead
+                } else if b == b'"' || b == b'\'' {
+                    self.phase = Phase::QuoteOpen { from: at, close: b };
+                    Advance::Live
+                } else {
+                    self.phase = Phase::ToLine { from: at };
+                    Advance::Confirmed {
+                        from: at,
+                        done: false,
+                    }
+                }
+            }
             Phase::JsonColon { colon } => {
                 if is_blank(b) {
                     Advance::Live
@@ -1559,6 +1668,12 @@ impl Cand {
                 } else if b == b'"' || b == b'\'' {
                     self.phase = Phase::QuoteOpen { from: at, close: b };
                     Advance::Live
+                } else if b == b'|' || b == b'>' {
+                    self.phase = Phase::Block { from: at };
+                    Advance::Confirmed {
+                        from: at,
+                        done: false,
+                    }
                 } else {
                     self.phase = Phase::ToLine { from: at };
                     Advance::Confirmed {
@@ -1566,6 +1681,50 @@ impl Cand {
                         done: false,
                     }
                 }
+            }
+            Phase::Block { from } => {
+                if is_line_end(b) {
+                    self.phase = Phase::BlockGap {
+                        from,
+                        gap: at,
+                        len: 1,
+                        col: 0,
+                    };
+                    Advance::Live
+                } else if is_control(b) {
+                    Advance::Dead
+                } else {
+                    Advance::Confirmed { from, done: false }
+                }
+            }
+            Phase::BlockGap {
+                from,
+                gap,
+                len,
+                col,
+            } => {
+                if len == BLOCK_GAP_MAX {
+                    return Advance::Dead;
+                }
+                let col = if is_line_end(b) {
+                    0
+                } else if is_blank(b) {
+                    col.saturating_add(1)
+                } else if is_control(b) || col <= self.indent {
+                    // The block ended at `gap`: a line indented no more
+                    // than its key, or no text.
+                    return Advance::Dead;
+                } else {
+                    self.phase = Phase::Block { from };
+                    return Advance::Confirmed { from, done: false };
+                };
+                self.phase = Phase::BlockGap {
+                    from,
+                    gap,
+                    len: len + 1,
+                    col,
+                };
+                Advance::Live
             }
             Phase::ToLine { from } => {
                 if is_control(b) {
@@ -1630,6 +1789,10 @@ impl Cand {
                     Advance::Dead
                 } else if let Some(close) = conn_close(b) {
                     self.phase = Phase::QuoteOpen { from: at, close };
+                    Advance::Live
+                } else if is_blank(b) && self.ctx & CTX_LINE_START != 0 {
+                    // `password= x` at the start of a line: INI.
+                    self.phase = Phase::IniValue;
                     Advance::Live
                 } else if b == b'&' && self.ctx & CTX_QUERY != 0 {
                     // `?password=&x=1`: no value.
@@ -1812,12 +1975,15 @@ impl Cand {
             | Phase::UrlUser { .. }
             | Phase::UrlRest { .. }
             | Phase::KeyEnd
+            | Phase::IniKey
+            | Phase::IniValue
             | Phase::JsonColon { .. }
             | Phase::YamlColon { .. }
             | Phase::ToLine { .. }
+            | Phase::Block { .. }
             | Phase::ValueStart
             | Phase::Quoted { .. } => None,
-            Phase::ConnGap { gap, .. } => Some(gap),
+            Phase::ConnGap { gap, .. } | Phase::BlockGap { gap, .. } => Some(gap),
             Phase::AmpGap { amp, .. } => Some(amp),
             Phase::Body { from, len } => (len < spec.min).then_some(from),
             Phase::UrlPass { from, .. } | Phase::QuoteOpen { from, .. } => Some(from),
@@ -1833,6 +1999,8 @@ impl Cand {
                 Phase::Quoted { .. }
                     | Phase::UrlRest { .. }
                     | Phase::ToLine { .. }
+                    | Phase::Block { .. }
+                    | Phase::BlockGap { .. }
                     | Phase::ConnGap { .. }
                     | Phase::AmpGap { .. }
             )
@@ -1850,6 +2018,14 @@ impl Cand {
                 last_at: Some(to),
                 ..
             } if to > from => Some((from, to)),
+            _ => None,
+        }
+    }
+
+    /// Where a YAML block scalar's secret began, while in one.
+    fn block_from(&self) -> Option<u64> {
+        match self.phase {
+            Phase::Block { from } | Phase::BlockGap { from, .. } => Some(from),
             _ => None,
         }
     }
@@ -2066,6 +2242,12 @@ mod tests {
             b"password: ",
             b"\"password\":\"",
             b"  - db_",
+            b"password = ",
+            b" = ",
+            b"PGPASSWORD=",
+            b"a.b",
+            b"password: |",
+            b"\n   ",
             b"&",
             b"?",
             b"k=",

@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 
 use regex::bytes::Regex;
 use sandgate_shellexec::redact::{
-    Redactor, CONN_GAP_MAX, MIN_VALUE_LEN, PEM_BLOCK_MAX, URL_PASSWORD_MAX, URL_USER_MAX,
+    Redactor, BLOCK_GAP_MAX, CONN_GAP_MAX, MIN_VALUE_LEN, PEM_BLOCK_MAX, URL_PASSWORD_MAX,
+    URL_USER_MAX,
 };
 
 type Values<'a> = &'a [(&'a str, &'a str)];
@@ -534,9 +535,7 @@ fn reference(values: Values, input: &[u8]) -> Vec<u8> {
         }
     }
     for i in 0..input.len() {
-        let boundary_ok = i == 0 || !input[i - 1].is_ascii_alphanumeric();
-        let found = url_password_at(input, i)
-            .or_else(|| boundary_ok.then(|| conn_password_at(input, i)).flatten());
+        let found = url_password_at(input, i).or_else(|| conn_password_at(input, i));
         if let Some((start, end)) = found {
             occ.push(Occurrence {
                 start,
@@ -760,14 +759,43 @@ fn conn_password_at(input: &[u8], i: usize) -> Option<(usize, usize)> {
         .iter()
         .position(|&b| !(blank(b) || b == b'-'))
         .unwrap_or(line.len());
-    let yaml = line[lead..].iter().all(|&b| key_byte(b));
+    let yaml = line[lead..].iter().all(|&b| key_byte(b) || b == b'.');
     let close_of = |b: u8| match b {
         b'\'' => Some(b'\''),
         b'"' => Some(b'"'),
         b'{' => Some(b'}'),
         _ => None,
     };
+    // INI, TOML: blanks around `=`, then a quoted value or the rest of
+    // the line (a comment or nothing is no value).
+    let ini = |mut j: usize| {
+        while input.get(j).is_some_and(|&b| blank(b)) {
+            j += 1;
+        }
+        let first = *input.get(j)?;
+        if control(first) || first == b'#' || first == b';' || (pwd && first == b'/') {
+            return None;
+        }
+        if first == b'"' || first == b'\'' {
+            return quoted_at(input, j, first, pwd);
+        }
+        let end = (j..input.len())
+            .find(|&e| control(input[e]))
+            .unwrap_or(input.len());
+        Some((j, end))
+    };
     match *input.get(k)? {
+        b'=' if yaml && input.get(k + 1).is_some_and(|&b| blank(b)) => ini(k + 1),
+        b' ' | b'\t' if yaml => {
+            let mut j = k;
+            while input.get(j).is_some_and(|&b| blank(b)) {
+                j += 1;
+            }
+            if input.get(j) != Some(&b'=') {
+                return None;
+            }
+            ini(j + 1)
+        }
         b'=' => {
             let v = k + 1;
             let first = *input.get(v)?;
@@ -818,9 +846,47 @@ fn conn_password_at(input: &[u8], i: usize) -> Option<(usize, usize)> {
             let end = (j..input.len())
                 .find(|&e| control(input[e]))
                 .unwrap_or(input.len());
+            if first == b'|' || first == b'>' {
+                return Some(block_at(input, j, end, lead));
+            }
             Some((j, end))
         }
         _ => None,
+    }
+}
+
+/// A YAML block scalar from its indicator at `j`, whose header line ends
+/// at `end`, under a key indented `indent` bytes: its lines run on while
+/// the next line with text is indented more (blanks and blank lines
+/// between, at most `BLOCK_GAP_MAX` bytes after a line end).
+fn block_at(input: &[u8], j: usize, mut end: usize, indent: usize) -> (usize, usize) {
+    let line_end = |b: u8| b == b'\n' || b == b'\r';
+    loop {
+        if end == input.len() || !line_end(input[end]) {
+            return (j, end);
+        }
+        let gap = end;
+        let mut col = 0;
+        let mut k = gap + 1;
+        loop {
+            if k == input.len() || k - gap == usize::from(BLOCK_GAP_MAX) {
+                return (j, gap);
+            }
+            let b = input[k];
+            if line_end(b) {
+                col = 0;
+            } else if blank(b) {
+                col += 1;
+            } else if control(b) || col <= indent {
+                return (j, gap);
+            } else {
+                break;
+            }
+            k += 1;
+        }
+        end = (k..input.len())
+            .find(|&e| control(input[e]))
+            .unwrap_or(input.len());
     }
 }
 
@@ -1104,6 +1170,20 @@ const PASSWORD_PIECES: &[&str] = &[
     " k=",
     "\t",
     ";Pwd=a b",
+    "password = ",
+    " =",
+    "= ",
+    "PGPASSWORD=",
+    "MYPWD",
+    "db.password",
+    "passwordless=",
+    "password: |",
+    "password: >-\n",
+    "\n  ",
+    "  ",
+    "- x: |\n",
+    "[db]\n",
+    "#",
     "\r",
 ];
 

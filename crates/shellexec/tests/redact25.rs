@@ -178,7 +178,8 @@ fn redact25_prose_and_other_keys_are_untouched() {
         "password=;",
         "password=''",
         "--password-file=/x",
-        "mypassword=x",
+        // `mypassword=x` is a key glued to a word: redacted since redact26b.
+        "mypassword",
         "passwords=x",
         "PWD=/home/me",
         "OLDPWD=/tmp",
