@@ -657,10 +657,16 @@ impl Redactor {
                     let stop = region.end.min(frontier);
                     self.pending.drain(..to_usize(stop - self.done));
                     self.done = stop;
-                    // While a match is open, a region ending at the
-                    // frontier may still be extended (a connection-string
-                    // value whose blank is undecided): keep it.
-                    if region.end <= frontier && !(open && (last || region.end == frontier)) {
+                    // While a match is open, the last region, or one ending
+                    // at the frontier, may still be extended (a
+                    // connection-string value whose blank is undecided):
+                    // keep it, but only while it reaches the frontier.
+                    // One that ends before it is done with (the bytes up to
+                    // the frontier are decided), and kept, it would stop
+                    // this loop from moving past its end: the loop spun
+                    // for ever on such input.
+                    let extendable = open && (last || region.end == frontier);
+                    if region.end < frontier || (region.end == frontier && !extendable) {
                         self.regions.pop_front();
                     }
                 }

@@ -1219,3 +1219,27 @@ proptest! {
         prop_assert!(whole.starts_with(&stopped));
     }
 }
+
+/// An input the model proptest found at 20,000 cases (case 8,002 of the
+/// deterministic runner): the output loop kept a region that ended before
+/// the decided frontier while a match was still open, and spun for ever
+/// (the executor's capture of such output would never have finished).
+/// Run on a thread of its own, so that a hang fails the test instead of
+/// holding the run.
+#[test]
+fn hang26_a_region_ending_before_the_frontier_does_not_stop_the_output() {
+    let input: &[u8] = b"secret-value-01Passwd=&passwordsk-- x: |\n= \x8fL\r  \"password\": \"password xPasswd=  #\n  ?- x: |\n- x: |\n?{p\\me@x;Pwd=a b\x11= password='\t?db_password: K''password='==://passwordless=u:=  k=#pwd=/''ab";
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let whole = run_cut(VALUES, input, &[]);
+        let cut = run_cut(VALUES, input, &[24, 176]);
+        let stopped = run_stopped(VALUES, input, 34, &[24, 176]);
+        let _ = tx.send((whole, cut, stopped));
+    });
+    let (whole, cut, stopped) = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the redactor did not finish (or panicked) on this input");
+    assert_eq!(reference(VALUES, input), whole);
+    assert_eq!(cut, whole);
+    assert!(whole.starts_with(&stopped));
+}
