@@ -481,9 +481,16 @@ impl Redactor {
             self.cands.retain(|cand| cand.kind != Kind::PemBegin);
             self.pem_inside = Some(start);
         }
-        let boundary = !self.prev.is_some_and(|b| b.is_ascii_alphanumeric());
-        let ctx = self.ctx();
         let mut starts = rules.starts[usize::from(byte)];
+        // Asked only where something may start: most bytes start nothing.
+        let (boundary, ctx) = if starts != 0 {
+            (
+                !self.prev.is_some_and(|b| b.is_ascii_alphanumeric()),
+                self.ctx(),
+            )
+        } else {
+            (false, 0)
+        };
         while starts != 0 {
             let kind = KINDS[starts.trailing_zeros() as usize];
             starts &= starts - 1;
