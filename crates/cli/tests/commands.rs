@@ -519,7 +519,7 @@ fn cli22_check_and_explain_show_what_the_policy_names_escaped() {
     fs::create_dir(tmp.path().join(root)).unwrap();
     let policy = "[fs]\nread_roots = [\"w\\u001b[1A\\u001b[2Ks\"]\n\
                   write_root = \"w\\u001b[1A\\u001b[2Ks\"\n\
-                  deny_write = [\"\\u001b]0;pwned\\u0007x\", \"\\u202eabc\"]\n";
+                  deny_write = [\"\\u202eabc\"]\n";
     fs::write(tmp.path().join("policy.toml"), policy).unwrap();
     let clean = |what: &str, out: &Output| {
         let bytes = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
@@ -535,17 +535,29 @@ fn cli22_check_and_explain_show_what_the_policy_names_escaped() {
     let out = run(tmp.path(), &["check", "policy.toml"], None, "");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shown = clean("check", &out);
-    for escaped in [
-        "w\\u{1b}[1A\\u{1b}[2Ks",
-        "\\u{1b}]0;pwned\\u{7}x",
-        "\\u{202e}abc",
-    ] {
+    for escaped in ["w\\u{1b}[1A\\u{1b}[2Ks", "\\u{202e}abc"] {
         assert!(shown.contains(escaped), "{escaped}: {shown}");
     }
+    // A deny pattern holding a control character is refused at load (it
+    // would protect only a name holding one), and the refusal shows it
+    // escaped too.
+    fs::write(
+        tmp.path().join("controls.toml"),
+        "[fs]\ndeny_write = [\"\\u001b]0;pwned\\u0007x\"]\n",
+    )
+    .unwrap();
+    let out = run(tmp.path(), &["check", "controls.toml"], None, "");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    clean("check of a control character", &out);
+    assert!(
+        text(&out.stderr).contains("\\u{1b}]0;pwned\\u{7}x"),
+        "{}",
+        text(&out.stderr)
+    );
     // The JSON summary is JSON's own escaping, unchanged.
     let out = run(tmp.path(), &["check", "--json", "policy.toml"], None, "");
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(summary.to_string().contains("pwned"));
+    assert!(summary.to_string().contains("[2Ks"), "{summary}");
     let out = run(
         tmp.path(),
         &["explain", "policy.toml", "a\u{1b}]0;t\u{7}b"],
