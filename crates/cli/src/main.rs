@@ -266,6 +266,15 @@ fn main() -> ExitCode {
     } else {
         1
     };
+    // Commands that stream a program's or a session's output write it
+    // themselves, giving up on a reader that stopped reading once a
+    // signal came: a last flush of stdout here would wait on that reader
+    // (and on the writer still blocked in it, which holds stdout's lock)
+    // for ever.
+    let streams = matches!(
+        cli.command,
+        Command::Exec { .. } | Command::Run { .. } | Command::Tool { .. } | Command::Mcp { .. }
+    );
     let code = match cli.command {
         Command::Check { file: Some(_), .. } if flag_given => {
             errln!("sandgate: the policy is given twice: as POLICY and as --policy");
@@ -326,6 +335,9 @@ fn main() -> ExitCode {
             }
         }
     };
+    if streams {
+        return code;
+    }
     finish(code, unwritten)
 }
 
