@@ -3192,24 +3192,11 @@ fn create_entry(
                     AtFlags::SYMLINK_FOLLOW,
                 );
             }
-            let mine = rfs::fstat(&f)?;
-            let dup = rustix::io::fcntl_dupfd_cloexec(dir, 0)?;
-            let droot = Root::from_fd(dup, Resolver::Auto, root.name().join(bytes_path(parent)));
-            droot
-                .rename(bytes_path(&tmp), bytes_path(name), RenameMode::NoReplace)
-                .map_err(|e| {
-                    let _ = rfs::unlinkat(dir, OsStr::from_bytes(&tmp), AtFlags::empty());
-                    e.errno().map_or(Errno::IO, Errno::from_raw_os_error)
-                })?;
             // What was renamed in must be the file written here, not one
             // put at the temporary name meanwhile: otherwise the change
             // is reported, not said to be undone.
-            let now = rfs::statat(dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW)?;
-            if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino) {
-                Ok(())
-            } else {
-                Err(Errno::EXIST)
-            }
+            let mine = rfs::fstat(&f)?;
+            rename_in(dir, root, parent, &tmp, name, &mine)
         }
         Data::Link(target) => {
             rfs::symlinkat(OsStr::from_bytes(target), dir, OsStr::from_bytes(&tmp))?;
@@ -3239,23 +3226,44 @@ fn create_entry(
             }
             let _ = rfs::chownat(&link, c"", owner.0, owner.1, AtFlags::EMPTY_PATH);
             let _ = rfs::utimensat(&link, c"", &times, AtFlags::EMPTY_PATH);
-            let dup = rustix::io::fcntl_dupfd_cloexec(dir, 0).map_err(undo)?;
-            let droot = Root::from_fd(dup, Resolver::Auto, root.name().join(bytes_path(parent)));
-            droot
-                .rename(bytes_path(&tmp), bytes_path(name), RenameMode::NoReplace)
-                .map_err(|e| undo(e.errno().map_or(Errno::IO, Errno::from_raw_os_error)))?;
             // A link cannot be made without a name: what was put at the
             // temporary name after the check is renamed in as well. Only
             // this link (held open, so its inode is not another's) is said
             // to be restored; anything else there is reported.
-            let now = rfs::statat(dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW)?;
-            if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino) {
-                Ok(())
-            } else {
-                Err(Errno::EXIST)
-            }
+            rename_in(dir, root, parent, &tmp, name, &mine)
         }
         Data::None => Err(Errno::NOENT),
+    }
+}
+
+/// Renames `tmp` to `name` in `dir` (`parent`, root-relative, of `root`)
+/// without replacing anything there, then checks that what stands at
+/// `name` is `mine`: a process still running on the root may have put
+/// something else at the temporary name. On a failed rename `tmp` is
+/// removed; something other than `mine` renamed in is `EXIST`, for the
+/// caller to report rather than call restored.
+fn rename_in(
+    dir: &OwnedFd,
+    root: &Root,
+    parent: &[u8],
+    tmp: &[u8],
+    name: &[u8],
+    mine: &rfs::Stat,
+) -> Result<(), Errno> {
+    let undo = |e: Errno| {
+        let _ = rfs::unlinkat(dir, OsStr::from_bytes(tmp), AtFlags::empty());
+        e
+    };
+    let dup = rustix::io::fcntl_dupfd_cloexec(dir, 0).map_err(undo)?;
+    let droot = Root::from_fd(dup, Resolver::Auto, root.name().join(bytes_path(parent)));
+    droot
+        .rename(bytes_path(tmp), bytes_path(name), RenameMode::NoReplace)
+        .map_err(|e| undo(e.errno().map_or(Errno::IO, Errno::from_raw_os_error)))?;
+    let now = rfs::statat(dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW)?;
+    if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino) {
+        Ok(())
+    } else {
+        Err(Errno::EXIST)
     }
 }
 
