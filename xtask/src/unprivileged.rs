@@ -15,8 +15,11 @@
 //! [`mcp_clients`] does the same for `sandgate mcp` under the official MCP
 //! SDK clients (their attack classes are confinement tests too).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::{cargo, namespaces_possible, step, workspace_root, REQUIRE_NAMESPACES};
@@ -170,12 +173,53 @@ pub fn run(_args: &[String]) -> Result<(), String> {
         eprintln!("note: unprivileged: not root, so the tests cannot switch user; skipped");
         return Ok(());
     }
-    reachable_by_nobody()?;
     let plan = build_plan()?;
+    suites(&plan, &Output::Inherit, &AtomicBool::new(false))
+}
+
+/// What `ci` runs beside the root test run: the same suites on a thread of
+/// their own, each suite's output kept in a file under `target/` and shown
+/// whole when it fails (a line with its time and count when it passes), so
+/// that it does not interleave with the root run's. The root run and this
+/// one are different users, so neither's processes count against the
+/// other's `RLIMIT_NPROC`; the suites themselves still run one at a time,
+/// as the same user they would. `plan` is [`build_plan`]'s (the tests
+/// built); `stop` set makes the lane start no further suite.
+pub fn start(plan: String, stop: Arc<AtomicBool>) -> Option<JoinHandle<Result<(), String>>> {
+    if !is_root() {
+        eprintln!("note: unprivileged: not root, so the tests cannot switch user; skipped");
+        return None;
+    }
+    let logs = crate::target_dir().join("unprivileged-logs");
+    Some(std::thread::spawn(move || {
+        reachable_by_nobody()?;
+        std::fs::create_dir_all(&logs)
+            .map_err(|e| format!("unprivileged: cannot make {}: {e}", logs.display()))?;
+        suites(&plan, &Output::Files(logs), &stop)
+    }))
+}
+
+/// Where a suite's output goes.
+enum Output {
+    /// The caller's stdout and stderr, as the suite writes them.
+    Inherit,
+    /// A file per suite in this directory, shown whole on failure.
+    Files(PathBuf),
+}
+
+/// Every suite of [`SUITES`] as [`NOBODY`], then the [`DELEGATED`] ones in
+/// a delegated cgroup where the host has cgroup v2; stops at the first
+/// failure.
+fn suites(plan: &str, out: &Output, stop: &AtomicBool) -> Result<(), String> {
+    if matches!(out, Output::Inherit) {
+        reachable_by_nobody()?;
+    }
     for (package, test) in SUITES {
-        let exe = find_test(&plan, package, test)?;
-        eprintln!("==> unprivileged: {package} --test {test} as uid {NOBODY}");
-        run_as_nobody(package, test, &exe, None)?;
+        if stop.load(Ordering::Relaxed) {
+            return Err("unprivileged: stopped, the root run failed".to_owned());
+        }
+        let exe = find_test(plan, package, test)?;
+        run_as_nobody(package, test, &exe, None, out)?;
     }
     let Some(mount) = cgroup2_mount() else {
         eprintln!("note: unprivileged: no cgroup2 mount, so no delegated cgroup v2 run");
@@ -183,12 +227,11 @@ pub fn run(_args: &[String]) -> Result<(), String> {
     };
     let delegated = Delegated::make(&mount)?;
     for (package, test) in DELEGATED {
-        let exe = find_test(&plan, package, test)?;
-        eprintln!(
-            "==> unprivileged: {package} --test {test} as uid {NOBODY} in the delegated cgroup {}",
-            delegated.dir.display()
-        );
-        run_as_nobody(package, test, &exe, Some(&delegated))?;
+        if stop.load(Ordering::Relaxed) {
+            return Err("unprivileged: stopped, the root run failed".to_owned());
+        }
+        let exe = find_test(plan, package, test)?;
+        run_as_nobody(package, test, &exe, Some(&delegated), out)?;
     }
     Ok(())
 }
@@ -219,7 +262,25 @@ fn run_as_nobody(
     test: &str,
     exe: &str,
     delegated: Option<&Delegated>,
+    out: &Output,
 ) -> Result<(), String> {
+    let what = match delegated {
+        Some(d) => format!(
+            "{package} --test {test} as uid {NOBODY} in the delegated cgroup {}",
+            d.dir.display()
+        ),
+        None => format!("{package} --test {test} as uid {NOBODY}"),
+    };
+    let log = match out {
+        Output::Inherit => {
+            eprintln!("==> unprivileged: {what}");
+            None
+        }
+        Output::Files(dir) => {
+            let cg = if delegated.is_some() { "-delegated" } else { "" };
+            Some(dir.join(format!("{package}-{test}{cg}.log")))
+        }
+    };
     let start = Instant::now();
     let mut cmd = Command::new("sh");
     cmd.arg("-c");
@@ -243,15 +304,41 @@ fn run_as_nobody(
     if nobody_has_namespaces() {
         cmd.arg(format!("{REQUIRE_NAMESPACES}=1"));
     }
+    cmd.arg(exe).current_dir("/tmp");
+    if let Some(log) = &log {
+        let file = std::fs::File::create(log)
+            .map_err(|e| format!("unprivileged: cannot make {}: {e}", log.display()))?;
+        let twin = file
+            .try_clone()
+            .map_err(|e| format!("unprivileged: {}: {e}", log.display()))?;
+        cmd.stdin(Stdio::null()).stdout(file).stderr(twin);
+    }
     let status = cmd
-        .arg(exe)
-        .current_dir("/tmp")
         .status()
         .map_err(|e| format!("unprivileged: cannot run setpriv: {e}"))?;
-    eprintln!(
-        "<== unprivileged {test}: {status} in {:.1}s",
-        start.elapsed().as_secs_f64()
-    );
+    let took = start.elapsed().as_secs_f64();
+    match &log {
+        None => eprintln!("<== unprivileged {test}: {status} in {took:.1}s"),
+        Some(log) => {
+            let text = std::fs::read(log).unwrap_or_default();
+            let text = String::from_utf8_lossy(&text);
+            if status.success() {
+                let counts: Vec<&str> = text
+                    .lines()
+                    .filter(|l| l.starts_with("test result:"))
+                    .map(|l| l.trim_start_matches("test result: "))
+                    .collect();
+                eprintln!(
+                    "<== unprivileged: {what}: {status} in {took:.1}s ({})",
+                    counts.join("; ")
+                );
+            } else {
+                eprintln!(
+                    "<== unprivileged: {what}: {status} in {took:.1}s; its output:\n{text}\n<== end of the output of {what}"
+                );
+            }
+        }
+    }
     if !status.success() {
         return Err(format!(
             "unprivileged: {package} --test {test} failed as uid {NOBODY}{}",
@@ -537,7 +624,7 @@ fn is_root() -> bool {
 /// cargo's JSON messages for the workspace's tests, as `cargo test
 /// --workspace --all-targets` builds them (the same features, so nothing
 /// is rebuilt after that command).
-fn build_plan() -> Result<String, String> {
+pub fn build_plan() -> Result<String, String> {
     let out = Command::new(cargo())
         .args([
             "test",
