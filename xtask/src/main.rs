@@ -268,7 +268,10 @@ fn test() -> Result<(), String> {
     eprintln!("==> build tests: {cargo} test --workspace --all-targets --no-run");
     let start = Instant::now();
     let plan = unprivileged::build_plan()?;
-    eprintln!("<== build tests: built in {:.1}s", start.elapsed().as_secs_f64());
+    eprintln!(
+        "<== build tests: built in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let lane = unprivileged::start(plan, Arc::clone(&stop));
     let root = step("test", &cargo, &["test", "--workspace", "--all-targets"]);

@@ -277,7 +277,11 @@ fn run_as_nobody(
             None
         }
         Output::Files(dir) => {
-            let cg = if delegated.is_some() { "-delegated" } else { "" };
+            let cg = if delegated.is_some() {
+                "-delegated"
+            } else {
+                ""
+            };
             Some(dir.join(format!("{package}-{test}{cg}.log")))
         }
     };

@@ -5,6 +5,11 @@
 // Each suite uses a part of this.
 #![allow(dead_code)]
 
+#[path = "../support/mod.rs"]
+mod support;
+#[allow(unused_imports)]
+pub use support::{ignored_here, sendable};
+
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -147,38 +152,6 @@ pub fn http_session(port: u16, auth: &str) -> String {
     );
     assert_eq!(status, 202, "{out}");
     id
-}
-
-/// Whether this test process inherited signal `sig` as ignored (a
-/// background job of a non-interactive shell ignores SIGINT, `nohup`
-/// SIGHUP): the server it starts inherits that too and, as it should,
-/// keeps it ignored, so a test sending it would wait for an exit that
-/// never comes. Read from `SigIgn` in `/proc/self/status`.
-pub fn ignored_here(sig: rustix::process::Signal) -> bool {
-    let status = fs::read_to_string("/proc/self/status").unwrap();
-    let mask = status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigIgn:"))
-        .map(|m| u64::from_str_radix(m.trim(), 16).unwrap())
-        .unwrap();
-    mask & (1 << (sig.as_raw() - 1)) != 0
-}
-
-/// The signals among `sigs` this process did not inherit as ignored
-/// ([`ignored_here`]); each left out is said on stderr.
-pub fn sendable(sigs: &[rustix::process::Signal]) -> Vec<rustix::process::Signal> {
-    sigs.iter()
-        .copied()
-        .filter(|&s| {
-            let ignored = ignored_here(s);
-            if ignored {
-                eprintln!(
-                    "note: {s:?} is ignored in this test's process, so in the server's too: not sent"
-                );
-            }
-            !ignored
-        })
-        .collect()
 }
 
 /// The JSON-RPC message with `id` in `out`, a whole HTTP answer: its body
