@@ -743,7 +743,10 @@ impl Fetcher {
                     .map_err(|m| {
                         FetchError::new(
                             ErrorCode::NetDenied,
-                            format!("the redirect from {target} is refused: its Location {m}"),
+                            format!(
+                                "the redirect from {} is refused: its Location {m}",
+                                quoted_url(&target.to_string())
+                            ),
                         )
                         .with_hops(&hops)
                     })?;
@@ -796,7 +799,11 @@ impl Fetcher {
         let denied = |d: NetDecision, what: String| {
             let mut err = FetchError::new(
                 ErrorCode::NetDenied,
-                format!("{what}{t} is refused: {}", d.reason),
+                format!(
+                    "{what}{} is refused: {}",
+                    quoted_url(&t.to_string()),
+                    d.reason
+                ),
             );
             err.rule = d.rule.clone();
             (err, Some(d.reason))
