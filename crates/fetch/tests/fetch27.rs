@@ -642,3 +642,48 @@ fn fetch27_an_environment_proxy_is_never_dialled() {
     );
     assert_eq!(dialled.load(Ordering::SeqCst), 0);
 }
+
+/// A caller's method or header name that is refused is quoted escaped and,
+/// past 200 bytes, by its first 100 and `…`: before, a method or header
+/// name of a megabyte (one the HTTP grammar refuses, or a valid token of
+/// 60,000 bytes) came back whole in the message.
+#[test]
+fn fetch27_a_long_method_or_header_name_is_quoted_by_its_start() {
+    let f = Fetcher::builder(rules(&["127.0.0.1:9"])).build();
+    let big = "a".repeat(1_000_000);
+    for (opts, says) in [
+        (
+            FetchOptions::new().method(format!("{big} x")),
+            "is not an HTTP method",
+        ),
+        (
+            FetchOptions::new().method(big.clone()),
+            "is not a method fetch sends",
+        ),
+        (
+            FetchOptions::new().header(format!("{big} x"), "v"),
+            "is not a header name",
+        ),
+        (
+            FetchOptions::new().header("x".repeat(60_000), "v".repeat(10_000)),
+            "bytes long (name and value)",
+        ),
+        (
+            FetchOptions::new().header("x".repeat(60_000), "v\n"),
+            "is not a valid value",
+        ),
+    ] {
+        let e = f.fetch("http://127.0.0.1:9/", &opts).expect_err("refused");
+        assert_eq!(e.code(), ErrorCode::Request, "{}", &e.message()[..200]);
+        assert_short(&e, says);
+        assert!(e.message().contains('…'), "{}", e.message());
+    }
+    // Short ones are quoted whole, their controls escaped.
+    let e = f
+        .fetch(
+            "http://127.0.0.1:9/",
+            &FetchOptions::new().header("X\u{1b}[31m", "v"),
+        )
+        .expect_err("refused");
+    assert_eq!(e.message(), "`X\\u{1b}[31m` is not a header name");
+}
