@@ -687,3 +687,35 @@ fn fetch27_a_long_method_or_header_name_is_quoted_by_its_start() {
         .expect_err("refused");
     assert_eq!(e.message(), "`X\\u{1b}[31m` is not a header name");
 }
+
+/// A server that takes the connection and never answers the TLS
+/// ClientHello meets the fetch's total timeout (`E_TIMEOUT`), not a
+/// handshake of its own choosing.
+#[test]
+fn fetch27_a_server_that_never_answers_tls_meets_the_total_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    let f = Fetcher::builder(Rules::new(
+        Mode::Restricted,
+        vec![NetEntry::parse(&format!("127.0.0.1:{port}")).unwrap()],
+        false,
+    ))
+    .build();
+    let started = Instant::now();
+    let e = f
+        .fetch(
+            &format!("https://127.0.0.1:{port}/"),
+            &FetchOptions::new().timeout(Duration::from_millis(800)),
+        )
+        .expect_err("never answered");
+    let took = started.elapsed();
+    assert_eq!(e.code(), ErrorCode::Timeout, "{e}");
+    assert!(took >= Duration::from_millis(700), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+}
