@@ -48,6 +48,9 @@ const SUITES: &[(&str, &str)] = &[
     ("proxy", "proxy"),
     ("proxy", "intercept"),
     ("fetch", "fetch"),
+    // Hostile servers and long URLs against the fetch: refusals quote a
+    // long URL by its start, heads, drips, bombs, cancels, proxies.
+    ("fetch", "fetch27"),
     ("protect", "settle"),
     ("protect", "watch"),
     ("cli", "run"),

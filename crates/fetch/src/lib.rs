@@ -743,7 +743,10 @@ impl Fetcher {
                     .map_err(|m| {
                         FetchError::new(
                             ErrorCode::NetDenied,
-                            format!("the redirect from {target} is refused: its Location {m}"),
+                            format!(
+                                "the redirect from {} is refused: its Location {m}",
+                                quoted_url(&target.to_string())
+                            ),
                         )
                         .with_hops(&hops)
                     })?;
@@ -796,7 +799,11 @@ impl Fetcher {
         let denied = |d: NetDecision, what: String| {
             let mut err = FetchError::new(
                 ErrorCode::NetDenied,
-                format!("{what}{t} is refused: {}", d.reason),
+                format!(
+                    "{what}{} is refused: {}",
+                    quoted_url(&t.to_string()),
+                    d.reason
+                ),
             );
             err.rule = d.rule.clone();
             (err, Some(d.reason))
@@ -1006,17 +1013,23 @@ const SENT_METHODS: &[http::Method] = &[
     http::Method::PATCH,
 ];
 
-/// `url` as a refusal quotes it: escaped, and past 200 bytes cut to its
-/// first 100 and `…`, so that a flood is not carried into the message.
+/// `url` as a refusal quotes it: [`quoted`].
 fn quoted_url(url: &str) -> String {
-    if url.len() <= 200 {
-        return url.escape_debug().to_string();
+    quoted(url)
+}
+
+/// What a caller or a server gave (a URL, a method, a header name) as a
+/// refusal quotes it: escaped, and past 200 bytes cut to its first 100 and
+/// `…`, so that a flood is not carried into the message.
+fn quoted(text: &str) -> String {
+    if text.len() <= 200 {
+        return text.escape_debug().to_string();
     }
     let mut cut = 100;
-    while !url.is_char_boundary(cut) {
+    while !text.is_char_boundary(cut) {
         cut -= 1;
     }
-    format!("{}…", url[..cut].escape_debug())
+    format!("{}…", text[..cut].escape_debug())
 }
 
 fn parse_method(method: Option<&str>) -> Result<http::Method, FetchError> {
@@ -1024,7 +1037,7 @@ fn parse_method(method: Option<&str>) -> Result<http::Method, FetchError> {
         return Ok(http::Method::GET);
     };
     let m = http::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
-        .map_err(|_| request_error(format!("`{}` is not an HTTP method", m.escape_debug())))?;
+        .map_err(|_| request_error(format!("`{}` is not an HTTP method", quoted(m))))?;
     if m == http::Method::CONNECT {
         return Err(request_error("CONNECT is not a method fetch sends"));
     }
@@ -1033,8 +1046,9 @@ fn parse_method(method: Option<&str>) -> Result<http::Method, FetchError> {
     // dialled (the client would fail them only once it came to write).
     if !SENT_METHODS.contains(&m) {
         return Err(request_error(format!(
-            "`{m}` is not a method fetch sends (GET, HEAD, POST, PUT, DELETE, OPTIONS, TRACE, \
-             PATCH)"
+            "`{}` is not a method fetch sends (GET, HEAD, POST, PUT, DELETE, OPTIONS, TRACE, \
+             PATCH)",
+            quoted(m.as_str())
         )));
     }
     Ok(m)
@@ -1051,9 +1065,8 @@ fn check_headers(headers: &[(String, String)]) -> Result<Vec<(String, String)>, 
     headers
         .iter()
         .map(|(k, v)| {
-            let name = http::HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
-                request_error(format!("`{}` is not a header name", k.escape_debug()))
-            })?;
+            let name = http::HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| request_error(format!("`{}` is not a header name", quoted(k))))?;
             if REFUSED_HEADERS.contains(&name.as_str()) {
                 return Err(request_error(format!(
                     "the header `{name}` is set by the client, not the caller"
@@ -1062,12 +1075,16 @@ fn check_headers(headers: &[(String, String)]) -> Result<Vec<(String, String)>, 
             let line = name.as_str().len() + 2 + v.len();
             if line > MAX_HEADER_LINE {
                 return Err(request_error(format!(
-                    "the header `{name}` is {line} bytes long (name and value); a header may \
-                     take at most {MAX_HEADER_LINE}"
+                    "the header `{}` is {line} bytes long (name and value); a header may take \
+                     at most {MAX_HEADER_LINE}",
+                    quoted(name.as_str())
                 )));
             }
             http::HeaderValue::from_str(v).map_err(|_| {
-                request_error(format!("the value of header `{name}` is not a valid value"))
+                request_error(format!(
+                    "the value of header `{}` is not a valid value",
+                    quoted(name.as_str())
+                ))
             })?;
             Ok((name.as_str().to_owned(), v.clone()))
         })

@@ -200,7 +200,7 @@ impl Rules {
                 return Err(NetDecision::deny(
                     format!(
                         "{} is plain text and net.allow_http is false",
-                        scheme.unwrap_or_default().escape_debug()
+                        quoted(scheme.unwrap_or_default())
                     ),
                     None,
                 ))
@@ -210,7 +210,7 @@ impl Rules {
                     format!(
                         "the scheme \"{}\" is not admitted (https, wss; http and ws with \
                          net.allow_http)",
-                        scheme.unwrap_or_default().escape_debug()
+                        quoted(scheme.unwrap_or_default())
                     ),
                     None,
                 ))
@@ -220,7 +220,7 @@ impl Rules {
             return Err(NetDecision::deny(
                 format!(
                     "\"{}\" is neither a valid DNS name nor an IP literal",
-                    host.escape_debug()
+                    quoted(host)
                 ),
                 None,
             ));
@@ -344,6 +344,24 @@ impl Admitted<'_> {
     }
 }
 
+/// The longest host or scheme a reason quotes whole: a DNS name is at
+/// most 253 bytes, so every valid one is shown as it is.
+const QUOTED_WHOLE: usize = 255;
+
+/// `text` as a reason quotes it: escaped, and past [`QUOTED_WHOLE`] bytes
+/// cut to its first 100 and `…`, so that a host or scheme of a long URL
+/// (or a proxy's request line) is not carried into every message whole.
+fn quoted(text: &str) -> String {
+    if text.len() <= QUOTED_WHOLE {
+        return text.escape_debug().to_string();
+    }
+    let mut cut = 100;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", text[..cut].escape_debug())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -465,5 +483,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn fetch27_a_long_host_or_scheme_is_quoted_by_its_start() {
+        let rules = Rules::new(Mode::Restricted, Vec::new(), false);
+        let long = "a".repeat(30_000);
+        for (scheme, host, says) in [
+            (
+                "https",
+                format!("{long}.example"),
+                "is neither a valid DNS name",
+            ),
+            (long.as_str(), "a.example".to_owned(), "is not admitted"),
+        ] {
+            let d = rules.authorize(Hop::First, scheme, &host, None, None);
+            assert!(!d.allowed);
+            assert!(d.reason.contains(says), "{}", &d.reason[..200]);
+            assert!(d.reason.len() < 300, "{} bytes", d.reason.len());
+            assert!(d.reason.contains(&format!("\"{}…\"", "a".repeat(100))));
+        }
+        // A name of the longest a name may be is quoted whole; controls
+        // are escaped.
+        let name = format!("{}.x", "b".repeat(251));
+        let d = rules.authorize(Hop::First, "https", &format!("{name}!"), None, None);
+        assert!(d.reason.contains(&format!("\"{name}!\"")), "{}", d.reason);
+        let d = rules.authorize(Hop::First, "https", "a\u{1b}[31m", None, None);
+        assert!(d.reason.contains("\"a\\u{1b}[31m\""), "{}", d.reason);
     }
 }

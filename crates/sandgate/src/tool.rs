@@ -42,7 +42,7 @@ impl StrictObject {
             // terminal's escape.
             Some(key) => Err(bad(format!(
                 "not a valid request object: duplicated key `{}`",
-                crate::policy::shown(&key)
+                shown_key(&key)
             ))),
         }
     }
@@ -316,6 +316,21 @@ fn bad(message: impl Into<String>) -> Error {
     Error::new(ErrorCode::Request, message)
 }
 
+/// A key, op or header name a request gave, as a refusal quotes it: shown
+/// as names are (controls and a terminal's escapes written out), and past
+/// 200 bytes by its first 100 and `…`, so that neither an escape sequence
+/// nor a megabyte-long key is carried into the message.
+fn shown_key(key: &str) -> String {
+    if key.len() <= 200 {
+        return crate::policy::shown(key);
+    }
+    let mut cut = 100;
+    while !key.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", crate::policy::shown(&key[..cut]))
+}
+
 impl Fields {
     fn take(&mut self, key: &str) -> Option<Value> {
         let i = self.map.iter().position(|(k, _)| k == key)?;
@@ -363,7 +378,11 @@ impl Fields {
                 self.read.set(true);
                 Ok(())
             }
-            Some((k, _)) => Err(bad(format!("unknown key `{k}` for op `{}`", self.op))),
+            Some((k, _)) => Err(bad(format!(
+                "unknown key `{}` for op `{}`",
+                shown_key(k),
+                shown_key(&self.op)
+            ))),
         }
     }
 }
@@ -763,7 +782,8 @@ impl ToolSession {
             }
             other => {
                 return Err(bad(format!(
-                    "unknown op `{other}` (ops: {})",
+                    "unknown op `{}` (ops: {})",
+                    shown_key(other),
                     OPS.join(", ")
                 )))
             }
@@ -955,12 +975,18 @@ fn fetch_request(mut f: Fields) -> Result<(String, crate::fetch::FetchOptions), 
             let mut headers = Vec::with_capacity(m.len());
             for (k, v) in m {
                 let Value::String(s) = v else {
-                    return Err(bad(format!("the header `{k}` must be a string")));
+                    return Err(bad(format!(
+                        "the header `{}` must be a string",
+                        shown_key(&k)
+                    )));
                 };
                 if let Some(first) = seen.insert(k.to_ascii_lowercase(), k.clone()) {
                     return Err(bad(format!(
-                        "`headers` gives the header `{k}` twice (as `{first}` and `{k}`): \
-                         header names are compared without regard to case"
+                        "`headers` gives the header `{}` twice (as `{}` and `{}`): header names \
+                         are compared without regard to case",
+                        shown_key(&k),
+                        shown_key(&first),
+                        shown_key(&k)
                     )));
                 }
                 headers.push((k, s));

@@ -347,3 +347,50 @@ fn s_fetcher(port: u16) -> sandgate::fetch::Fetcher {
     let policy = Policy::load(&path).unwrap();
     sandgate::fetch::builder(&policy).build()
 }
+
+/// A `fetch` request's key that is refused (a header whose value is not a
+/// string, a header given in two letter cases, a key the op does not take)
+/// is shown as names are, its controls escaped, and past 200 bytes by its
+/// first 100 and `…`: before, a key holding a terminal's escape came back
+/// raw in the message, and one of a megabyte came back whole.
+#[test]
+fn fetch27_a_refused_key_is_shown_escaped_and_cut() {
+    let port = serve(reply);
+    let (_dir, s) = session(port, "");
+    let url = format!("http://127.0.0.1:{port}/");
+    let long = "k".repeat(1_000_000);
+    for (key, shown) in [
+        ("x-\u{1b}[2j".to_owned(), "x-\\u{1b}[2j".to_owned()),
+        (long.clone(), format!("{}…", "k".repeat(100))),
+    ] {
+        let upper = key.to_ascii_uppercase();
+        for (req, says) in [
+            (
+                json!({"op": "fetch", "url": url, "headers": {key.clone(): 1}}),
+                "must be a string",
+            ),
+            (
+                json!({"op": "fetch", "url": url, "headers": {key.clone(): "1", upper.clone(): "2"}}),
+                "twice",
+            ),
+            (
+                json!({"op": "fetch", "url": url, key.clone(): 1}),
+                "unknown key",
+            ),
+            (json!({"op": key.clone(), "url": url}), "unknown op"),
+        ] {
+            let a = call(&s, req);
+            assert_eq!(a["error"]["code"], "E_REQUEST", "{}", &a.to_string()[..300]);
+            let m = a["error"]["message"].as_str().unwrap();
+            assert!(
+                m.len() < 600,
+                "a message of {} bytes: {}…",
+                m.len(),
+                &m[..300]
+            );
+            assert!(m.contains(says), "{m}");
+            assert!(m.contains(&shown), "{shown} not in {m}");
+            assert!(!m.contains('\u{1b}'), "{m:?}");
+        }
+    }
+}
