@@ -5,12 +5,14 @@
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
 use sandgate_fileguard::GuardBuilder;
-use sandgate_protect::{Action, Change, Detection, Protector, DETECTION_ENV, MAX_COPY_BYTES};
+use sandgate_protect::{
+    Action, Change, Checkpoint, Detection, Protector, DETECTION_ENV, MAX_COPY_BYTES,
+};
 
 fn forced() -> bool {
     std::env::var_os(DETECTION_ENV).is_some_and(|v| v == "ctime")
@@ -1104,7 +1106,6 @@ fn protect6_a_directory_bound_beneath_the_root_is_checked_under_every_name() {
 /// root, and takes the directory only if it is the one listed.
 #[test]
 fn protect6_a_directory_reopened_by_the_check_is_never_one_swapped_for_a_symlink() {
-    use std::sync::atomic::{AtomicBool, Ordering};
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("w");
     let out = tmp.path().join("out");
@@ -1112,7 +1113,6 @@ fn protect6_a_directory_reopened_by_the_check_is_never_one_swapped_for_a_symlink
     fs::create_dir_all(&out).unwrap();
     fs::write(out.join("evil.lock"), "outside\n").unwrap();
     let p = protector(&root, &["*.lock"]);
-    let stop = Arc::new(AtomicBool::new(false));
     let rounds = 60;
     let wide = 48;
     for round in 0..rounds {
@@ -1122,36 +1122,33 @@ fn protect6_a_directory_reopened_by_the_check_is_never_one_swapped_for_a_symlink
             fs::create_dir_all(n.join(format!("d{k}"))).unwrap();
             fs::write(n.join(format!("d{k}/x.lock")), "").unwrap();
         }
-        stop.store(false, Ordering::SeqCst);
-        let racer = {
-            let (n, out, stop) = (n.clone(), out.clone(), stop.clone());
-            std::thread::spawn(move || {
-                // Half of the time each directory is a symlink out.
-                let name =
-                    |k: usize, aside: bool| n.join(format!("{}d{k}", if aside { "." } else { "" }));
-                while !stop.load(Ordering::SeqCst) {
-                    for k in 0..wide {
-                        if fs::rename(name(k, false), name(k, true)).is_ok() {
-                            let _ = std::os::unix::fs::symlink(&out, name(k, false));
-                        }
-                    }
-                    for k in 0..wide {
-                        if fs::remove_file(name(k, false)).is_ok() {
-                            let _ = fs::rename(name(k, true), name(k, false));
-                        }
+        let name = {
+            let n = n.clone();
+            move |k: usize, aside: bool| n.join(format!("{}d{k}", if aside { "." } else { "" }))
+        };
+        // Half of the time each directory is a symlink out.
+        let changes = settle_racing(cp, {
+            let (name, out) = (name.clone(), out.clone());
+            move || {
+                for k in 0..wide {
+                    if fs::rename(name(k, false), name(k, true)).is_ok() {
+                        let _ = std::os::unix::fs::symlink(&out, name(k, false));
                     }
                 }
                 for k in 0..wide {
-                    if fs::symlink_metadata(name(k, true)).is_ok() {
-                        let _ = fs::remove_file(name(k, false));
+                    if fs::remove_file(name(k, false)).is_ok() {
                         let _ = fs::rename(name(k, true), name(k, false));
                     }
                 }
-            })
-        };
-        let changes = cp.settle();
-        stop.store(true, Ordering::SeqCst);
-        racer.join().unwrap();
+            }
+        });
+        // The racer stopped: each directory back under its own name.
+        for k in 0..wide {
+            if fs::symlink_metadata(name(k, true)).is_ok() {
+                let _ = fs::remove_file(name(k, false));
+                let _ = fs::rename(name(k, true), name(k, false));
+            }
+        }
         assert!(
             !changes.iter().any(|c| c.path.contains("evil.lock")),
             "the check read through a symlink out of the root: {changes:?}"
@@ -1488,7 +1485,6 @@ fn fsize21_a_file_size_limit_does_not_kill_the_embedder_on_restore() {
 /// gave the outside file the directory's mode).
 #[test]
 fn protect26_a_directory_made_again_is_never_chmodded_through_a_swapped_link() {
-    use std::sync::atomic::{AtomicBool, Ordering};
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("w");
     let out = tmp.path().join("outside.txt");
@@ -1496,27 +1492,18 @@ fn protect26_a_directory_made_again_is_never_chmodded_through_a_swapped_link() {
     fs::write(&out, "outside\n").unwrap();
     fs::set_permissions(&out, fs::Permissions::from_mode(0o600)).unwrap();
     let p = protector(&root, &["*.lock"]);
-    let stop = Arc::new(AtomicBool::new(false));
     let rounds = 300;
     for round in 0..rounds {
         fs::write(root.join("d/x.lock"), "x v1\n").unwrap();
         fs::set_permissions(root.join("d"), fs::Permissions::from_mode(0o751)).unwrap();
         let cp = p.begin().unwrap();
         fs::remove_dir_all(root.join("d")).unwrap();
-        stop.store(false, Ordering::SeqCst);
-        let racer = {
-            let (d, out, stop) = (root.join("d"), out.clone(), stop.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::SeqCst) {
-                    if fs::remove_dir(&d).is_ok() {
-                        let _ = std::os::unix::fs::symlink(&out, &d);
-                    }
-                }
-            })
-        };
-        let _ = cp.settle();
-        stop.store(true, Ordering::SeqCst);
-        racer.join().unwrap();
+        let (d, outside) = (root.join("d"), out.clone());
+        let _ = settle_racing(cp, move || {
+            if fs::remove_dir(&d).is_ok() {
+                let _ = std::os::unix::fs::symlink(&outside, &d);
+            }
+        });
         let mode = fs::metadata(&out).unwrap().mode() & 0o7777;
         assert_eq!(
             mode, 0o600,
@@ -1529,6 +1516,68 @@ fn protect26_a_directory_made_again_is_never_chmodded_through_a_swapped_link() {
             fs::remove_file(&d).unwrap();
         }
         fs::create_dir_all(&d).unwrap();
+    }
+}
+
+/// `cp` settled while a second command on the root, a thread, runs
+/// `step` over and over until the settle returns; the changes it made.
+fn settle_racing(cp: Checkpoint, mut step: impl FnMut() + Send + 'static) -> Vec<Change> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let racer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                step();
+            }
+        })
+    };
+    let changes = cp.settle();
+    stop.store(true, Ordering::SeqCst);
+    racer.join().unwrap();
+    changes
+}
+
+/// `cp` settled while a second command on the root watches `dir` and
+/// renames an entry of its own over every name of a restore's temporary
+/// it sees there: `evil1`, `evil2`, … in `dir`, each made by `make` (given
+/// its path and number). The changes, and how many of its entries took a
+/// temporary's name.
+fn settle_swapping_restore_temporaries(
+    cp: Checkpoint,
+    dir: PathBuf,
+    make: impl Fn(&Path, usize) -> std::io::Result<()> + Send + 'static,
+) -> (Vec<Change>, usize) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let swapped = Arc::new(AtomicUsize::new(0));
+    let mut n = 0;
+    let changes = settle_racing(cp, {
+        let swapped = swapped.clone();
+        move || {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                return;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name();
+                if name.to_string_lossy().contains("sandgate-restore") {
+                    n += 1;
+                    let evil = dir.join(format!("evil{n}"));
+                    if make(&evil, n).is_ok() && fs::rename(&evil, dir.join(&name)).is_ok() {
+                        swapped.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }
+        }
+    });
+    (changes, swapped.load(Ordering::SeqCst))
+}
+
+/// Removes every entry of `dir` but `keep`, for the next round.
+fn remove_all_but(dir: &Path, keep: &str) {
+    for e in fs::read_dir(dir).unwrap().flatten() {
+        if e.file_name() != keep {
+            fs::remove_file(e.path()).unwrap();
+        }
     }
 }
 
@@ -1612,40 +1661,18 @@ fn protect26_a_lookalike_of_a_renamed_protected_directory_does_not_keep_a_write(
 /// reported as restored.
 #[test]
 fn protect26_a_file_swapped_in_at_the_restores_temporary_name_is_never_put_in_place() {
-    use std::sync::atomic::{AtomicBool, Ordering};
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("w");
     fs::create_dir_all(root.join("d")).unwrap();
     fs::write(root.join("d/a.lock"), "v1\n").unwrap();
     let p = protector(&root, &["*.lock"]);
-    let stop = Arc::new(AtomicBool::new(false));
     for round in 0..200 {
         let cp = p.begin().unwrap();
         fs::write(root.join("d/a.lock"), "changed\n").unwrap();
-        stop.store(false, Ordering::SeqCst);
-        let racer = {
-            let (d, stop) = (root.join("d"), stop.clone());
-            std::thread::spawn(move || {
-                let mut n = 0;
-                while !stop.load(Ordering::SeqCst) {
-                    let Ok(entries) = fs::read_dir(&d) else {
-                        continue;
-                    };
-                    for e in entries.flatten() {
-                        let name = e.file_name();
-                        if name.to_string_lossy().contains("sandgate-restore") {
-                            n += 1;
-                            let evil = d.join(format!("evil{n}"));
-                            fs::write(&evil, "evil\n").unwrap();
-                            let _ = fs::rename(&evil, d.join(&name));
-                        }
-                    }
-                }
-            })
-        };
-        let changes = cp.settle();
-        stop.store(true, Ordering::SeqCst);
-        racer.join().unwrap();
+        let (changes, _) = settle_swapping_restore_temporaries(cp, root.join("d"), |evil, _| {
+            fs::write(evil, "evil\n").unwrap();
+            Ok(())
+        });
         let now = fs::read_to_string(root.join("d/a.lock")).unwrap();
         assert_eq!(now, "v1\n", "round {round}: {changes:?}");
         assert_eq!(
@@ -1653,11 +1680,7 @@ fn protect26_a_file_swapped_in_at_the_restores_temporary_name_is_never_put_in_pl
             [change("d/a.lock", "*.lock", Action::Restored)],
             "round {round}"
         );
-        for e in fs::read_dir(root.join("d")).unwrap().flatten() {
-            if e.file_name() != "a.lock" {
-                fs::remove_file(e.path()).unwrap();
-            }
-        }
+        remove_all_but(&root.join("d"), "a.lock");
     }
 }
 
@@ -1673,7 +1696,6 @@ fn protect26_a_file_swapped_in_at_the_restores_temporary_name_is_never_put_in_pl
 /// recorded link there, with the recorded owner.
 #[test]
 fn protect26b_a_link_swapped_in_at_the_restores_temporary_name_is_never_put_in_place() {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("w");
     fs::create_dir_all(root.join("d")).unwrap();
@@ -1690,46 +1712,23 @@ fn protect26b_a_link_swapped_in_at_the_restores_temporary_name_is_never_put_in_p
     let owner = fs::symlink_metadata(&link).unwrap();
     let (uid, gid) = (owner.uid(), owner.gid());
     let p = protector(&root, &["*.lock"]);
-    let stop = Arc::new(AtomicBool::new(false));
-    let swapped = Arc::new(AtomicUsize::new(0));
-    let (mut restored, mut reported) = (0, 0);
+    let (mut restored, mut reported, mut swapped) = (0, 0, 0);
     for round in 0..200 {
         // What the next record takes as the host's: the recorded link.
         let want = fs::symlink_metadata(&link).unwrap();
         let cp = p.begin().unwrap();
         fs::remove_file(&link).unwrap();
         std::os::unix::fs::symlink("changed", &link).unwrap();
-        stop.store(false, Ordering::SeqCst);
-        let racer = {
-            let (d, host, stop, swapped) =
-                (root.join("d"), host.clone(), stop.clone(), swapped.clone());
-            std::thread::spawn(move || {
-                let mut n = 0;
-                while !stop.load(Ordering::SeqCst) {
-                    let Ok(entries) = fs::read_dir(&d) else {
-                        continue;
-                    };
-                    for e in entries.flatten() {
-                        let name = e.file_name();
-                        if name.to_string_lossy().contains("sandgate-restore") {
-                            n += 1;
-                            let evil = d.join(format!("evil{n}"));
-                            let made = if n % 2 == 0 {
-                                std::os::unix::fs::symlink("/etc/passwd", &evil)
-                            } else {
-                                fs::hard_link(&host, &evil)
-                            };
-                            if made.is_ok() && fs::rename(&evil, d.join(&name)).is_ok() {
-                                swapped.fetch_add(1, Ordering::SeqCst);
-                            }
-                        }
-                    }
+        let outside = host.clone();
+        let (changes, took) =
+            settle_swapping_restore_temporaries(cp, root.join("d"), move |evil, n| {
+                if n % 2 == 0 {
+                    std::os::unix::fs::symlink("/etc/passwd", evil)
+                } else {
+                    fs::hard_link(&outside, evil)
                 }
-            })
-        };
-        let changes = cp.settle();
-        stop.store(true, Ordering::SeqCst);
-        racer.join().unwrap();
+            });
+        swapped += took;
         let now = fs::symlink_metadata(&link);
         let host_now = fs::metadata(&host).unwrap();
         assert_eq!(
@@ -1768,18 +1767,11 @@ fn protect26b_a_link_swapped_in_at_the_restores_temporary_name_is_never_put_in_p
                 std::os::unix::fs::lchown(&link, Some(uid), Some(gid)).unwrap();
             }
         }
-        for e in fs::read_dir(root.join("d")).unwrap().flatten() {
-            if e.file_name() != "a.lock" {
-                fs::remove_file(e.path()).unwrap();
-            }
-        }
+        remove_all_but(&root.join("d"), "a.lock");
     }
     assert!(
-        swapped.load(Ordering::SeqCst) > 0,
+        swapped > 0,
         "the racer never swapped: {restored} restored, {reported} reported"
     );
-    eprintln!(
-        "{restored} restored, {reported} reported, {} swapped",
-        swapped.load(Ordering::SeqCst)
-    );
+    eprintln!("{restored} restored, {reported} reported, {swapped} swapped");
 }

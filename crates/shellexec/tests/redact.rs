@@ -767,23 +767,8 @@ fn conn_password_at(input: &[u8], i: usize) -> Option<(usize, usize)> {
         _ => None,
     };
     // INI, TOML: blanks around `=`, then a quoted value or the rest of
-    // the line (a comment or nothing is no value).
-    let ini = |mut j: usize| {
-        while input.get(j).is_some_and(|&b| blank(b)) {
-            j += 1;
-        }
-        let first = *input.get(j)?;
-        if control(first) || first == b'#' || first == b';' || (pwd && first == b'/') {
-            return None;
-        }
-        if first == b'"' || first == b'\'' {
-            return quoted_at(input, j, first, pwd);
-        }
-        let end = (j..input.len())
-            .find(|&e| control(input[e]))
-            .unwrap_or(input.len());
-        Some((j, end))
-    };
+    // the line (a `#` or `;` comment or nothing is no value).
+    let ini = |j: usize| line_value_at(input, j, b"#;", pwd, None);
     match *input.get(k)? {
         b'=' if yaml && input.get(k + 1).is_some_and(|&b| blank(b)) => ini(k + 1),
         b' ' | b'\t' if yaml => {
@@ -828,30 +813,46 @@ fn conn_password_at(input: &[u8], i: usize) -> Option<(usize, usize)> {
             }
             quoted_at(input, j, q, pwd)
         }
+        // YAML: a blank after `:`, then a quoted value, a block scalar or
+        // the rest of the line (a `#` comment or nothing is no value).
         b':' if yaml => {
-            let mut j = k + 1;
-            if !input.get(j).is_some_and(|&b| blank(b)) {
+            if !input.get(k + 1).is_some_and(|&b| blank(b)) {
                 return None;
             }
-            while input.get(j).is_some_and(|&b| blank(b)) {
-                j += 1;
-            }
-            let first = *input.get(j)?;
-            if control(first) || first == b'#' || (pwd && first == b'/') {
-                return None;
-            }
-            if first == b'"' || first == b'\'' {
-                return quoted_at(input, j, first, pwd);
-            }
-            let end = (j..input.len())
-                .find(|&e| control(input[e]))
-                .unwrap_or(input.len());
-            if first == b'|' || first == b'>' {
-                return Some(block_at(input, j, end, lead));
-            }
-            Some((j, end))
+            line_value_at(input, k + 1, b"#", pwd, Some(lead))
         }
         _ => None,
+    }
+}
+
+/// The value after blanks from `j` on its line: a quoted value, or the
+/// rest of the line. None where the line ends there or goes on with a
+/// comment (a byte of `comments`), nor where a `pwd` value begins with
+/// `/` (a directory). Under a YAML key indented `block` bytes, `|` or `>`
+/// begins a block scalar ([`block_at`]).
+fn line_value_at(
+    input: &[u8],
+    mut j: usize,
+    comments: &[u8],
+    pwd: bool,
+    block: Option<usize>,
+) -> Option<(usize, usize)> {
+    while input.get(j).is_some_and(|&b| blank(b)) {
+        j += 1;
+    }
+    let first = *input.get(j)?;
+    if control(first) || comments.contains(&first) || (pwd && first == b'/') {
+        return None;
+    }
+    if first == b'"' || first == b'\'' {
+        return quoted_at(input, j, first, pwd);
+    }
+    let end = (j..input.len())
+        .find(|&e| control(input[e]))
+        .unwrap_or(input.len());
+    match block {
+        Some(indent) if first == b'|' || first == b'>' => Some(block_at(input, j, end, indent)),
+        _ => Some((j, end)),
     }
 }
 

@@ -6,93 +6,10 @@
 //! read boundary, never a prefix at the output cap, prose untouched,
 //! bounded hold-back and linear time on long adversarial input.
 
-use std::time::{Duration, Instant};
+use sandgate_shellexec::redact::{CONN_GAP_MAX, URL_PASSWORD_MAX};
 
-use sandgate_shellexec::redact::{Redactor, CONN_GAP_MAX, URL_PASSWORD_MAX};
-
-/// `input` cut at `cuts`, emitting stopped after its first `stop` bytes
-/// (the rest still fed, as the executor does at its output cap).
-fn run(input: &[u8], cuts: &[usize], stop: Option<usize>) -> Vec<u8> {
-    let mut r = Redactor::shapes_only();
-    let mut out = Vec::new();
-    let mut at = 0;
-    let mut points: Vec<usize> = cuts.to_vec();
-    points.extend(stop);
-    points.push(input.len());
-    points.sort_unstable();
-    for cut in points {
-        out.extend(r.push(&input[at..cut]));
-        at = cut;
-        if stop == Some(cut) {
-            r.stop_emitting();
-        }
-    }
-    out.extend(r.finish());
-    out
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// The one-chunk output of `input`, checked to be the same at every split
-/// point and one byte at a time, and, with the cap at every offset (for
-/// every split of a short sample), a prefix of it.
-fn every_way(input: &str) -> String {
-    let bytes = input.as_bytes();
-    let whole = run(bytes, &[], None);
-    let ones: Vec<usize> = (1..bytes.len()).collect();
-    assert_eq!(
-        text(&run(bytes, &ones, None)),
-        text(&whole),
-        "{input:?} in 1-byte chunks"
-    );
-    for cut in 0..=bytes.len() {
-        assert_eq!(
-            text(&run(bytes, &[cut], None)),
-            text(&whole),
-            "{input:?} split at {cut}"
-        );
-        // Every cap for every split on short samples; on long ones (cubic
-        // work) the cap at the split and at every offset in one chunk.
-        let stops: Vec<usize> = if bytes.len() <= 120 {
-            (0..=bytes.len()).collect()
-        } else {
-            vec![cut, bytes.len() - cut]
-        };
-        for stop in stops {
-            let capped = run(bytes, &[cut], Some(stop));
-            assert!(
-                whole.starts_with(&capped),
-                "{input:?} split at {cut}, capped at {stop}: {:?} is not a prefix of {:?}",
-                text(&capped),
-                text(&whole)
-            );
-        }
-    }
-    for stop in 0..=bytes.len() {
-        let capped = run(bytes, &[], Some(stop));
-        assert!(
-            whole.starts_with(&capped),
-            "{input:?} capped at {stop}: {:?} is not a prefix of {:?}",
-            text(&capped),
-            text(&whole)
-        );
-    }
-    text(&whole)
-}
-
-/// Each input gives its expected output every way, and no output (capped
-/// or not) holds any of `secrets`.
-fn table(cases: &[(&str, &str)], secrets: &[&str]) {
-    for &(input, want) in cases {
-        let got = every_way(input);
-        assert_eq!(got, want, "input {input:?}");
-        for secret in secrets {
-            assert!(!got.contains(secret), "{secret:?} shown in {got:?}");
-        }
-    }
-}
+mod redact_support;
+use redact_support::{bounded, every_way, executor_caps, executor_shows, table};
 
 /// Before, a password longer than the 256-byte window was not found: the
 /// URL was emitted as it was, the password whole.
@@ -297,65 +214,11 @@ fn redact26_held_back_bytes_and_time_stay_bounded() {
         ("json", b"\"password\": \"password\":'".repeat(50_000)),
         ("lines", b"- db_password: x\n".repeat(60_000)),
     ];
-    for (what, input) in inputs {
-        let mut r = Redactor::shapes_only();
-        let start = Instant::now();
-        let mut out = 0;
-        for chunk in input.chunks(4096) {
-            out += r.push(chunk).len();
-            assert!(r.held_back() <= bound, "{what}: {} held", r.held_back());
-        }
-        out += r.finish().len();
-        // Markers may outgrow short values, but nothing piles up.
-        assert!(out <= 2 * input.len() + 16, "{what}: {out} out");
-        let took = start.elapsed();
-        assert!(took < Duration::from_secs(20), "{what}: {took:?}");
-    }
+    bounded(inputs, bound, 2);
 }
 
 // ---------------------------------------------------------------------------
 // Through the real executor: a confined shell prints each new shape.
-
-use std::ffi::OsString;
-use std::path::PathBuf;
-
-use sandgate_shellexec::confine::{ConfineMode, ConfineSpec};
-use sandgate_shellexec::exec::{ExecConfig, ExecOptions, LocalShellExecutor, ShellExecutor};
-
-fn executor(max_output_bytes: usize) -> LocalShellExecutor {
-    let host_env: Vec<(OsString, OsString)> = [
-        ("HOME", "/tmp"),
-        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        ("LANG", "C.UTF-8"),
-    ]
-    .iter()
-    .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-    .collect();
-    let ex = LocalShellExecutor::new(ExecConfig {
-        shell: PathBuf::from("/bin/sh"),
-        default_timeout: Duration::from_secs(20),
-        max_output_bytes,
-        env_inherit: Vec::new(),
-        confine_mode: ConfineMode::BestEffort,
-        confine: ConfineSpec::default(),
-        limits: Default::default(),
-        grace: Duration::from_millis(500),
-        host_env: Some(host_env),
-        namespaces: true,
-        protected: None,
-    });
-    ex.start().unwrap();
-    ex
-}
-
-/// The shell's `printf` of `s` and a newline, to stdout or stderr.
-fn printf(s: &str, stderr: bool) -> String {
-    let quoted = s.replace('\'', r"'\''");
-    format!(
-        "printf '%s\\n' '{quoted}'{}",
-        if stderr { " >&2" } else { "" }
-    )
-}
 
 #[test]
 fn redact26_the_executor_redacts_the_new_shapes_on_both_streams_and_at_every_cap() {
@@ -381,47 +244,12 @@ fn redact26_the_executor_redacts_the_new_shapes_on_both_streams_and_at_every_cap
             "the password: field is required",
         ),
     ];
-    let ex = executor(1 << 20);
-    let command: Vec<String> = shapes
-        .iter()
-        .flat_map(|(s, _)| [printf(s, false), printf(s, true)])
-        .collect();
-    let r = ex
-        .exec(&command.join("; "), ExecOptions::default())
-        .unwrap();
-    assert_eq!(r.exit_code, 0, "{}", text(&r.stderr));
-    assert!(
-        r.confined.fs || r.confined.kernel_abi.is_none(),
-        "{:?}",
-        r.confined
-    );
-    let want: String = shapes
-        .iter()
-        .map(|(_, shown)| format!("{shown}\n"))
-        .collect();
-    assert_eq!(text(&r.stdout), want);
-    assert_eq!(text(&r.stderr), want);
-    for secret in ["QQQ", "my pass", "s3cret", r#"a\"b"#, "x y z"] {
-        assert!(!text(&r.stdout).contains(secret), "{secret} shown");
-        assert!(!text(&r.stderr).contains(secret), "{secret} shown");
-    }
+    let shapes: Vec<(&str, &str)> = shapes.iter().map(|(s, w)| (s.as_str(), *w)).collect();
+    executor_shows(&shapes, &["QQQ", "my pass", "s3cret", r#"a\"b"#, "x y z"]);
 
     // The cap at every offset of the ODBC line and the YAML line (printed
     // and redacted lengths): always a prefix of the redacted line.
-    for (printed, shown) in [&shapes[1], &shapes[3]] {
-        let line = format!("{printed}\n");
-        let shown_line = format!("{shown}\n");
-        for cap in 0..=line.len().max(shown_line.len()) {
-            let ex = executor(cap);
-            let r = ex
-                .exec(&printf(printed, false), ExecOptions::default())
-                .unwrap();
-            let out = text(&r.stdout);
-            assert!(
-                shown_line.starts_with(&out),
-                "cap {cap}: {out:?} is not a prefix of {shown:?}"
-            );
-            assert_eq!(r.truncated, cap < shown_line.len(), "cap {cap}");
-        }
+    for (printed, shown) in [shapes[1], shapes[3]] {
+        executor_caps(printed, shown);
     }
 }
