@@ -18,7 +18,7 @@
 pub mod audit;
 mod shown;
 
-pub use shown::{shown, terminal_unsafe};
+pub use shown::{clipped, quoted, shown, terminal_unsafe};
 
 use core::fmt;
 use core::str::FromStr;
@@ -171,6 +171,23 @@ pub fn sha256_text(digest: &[u8; 32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A text at the bound is whole; one byte past it is cut to `keep`
+    /// bytes, never inside a character; the quoted form escapes controls
+    /// and marks the cut.
+    #[test]
+    fn clipped_cuts_past_the_bound_at_a_character() {
+        let at = "a".repeat(200);
+        assert_eq!(clipped(&at, 200, 100), (at.as_str(), false));
+        let past = "a".repeat(201);
+        assert_eq!(clipped(&past, 200, 100), (&past[..100], true));
+        // `é` is two bytes: 99 `a`s then `é` straddles byte 100.
+        let straddle = format!("{}é{}", "a".repeat(99), "b".repeat(200));
+        assert_eq!(clipped(&straddle, 200, 100), (&straddle[..99], true));
+        assert_eq!(quoted("a\u{1b}b", 200), "a\\u{1b}b");
+        assert_eq!(quoted("a\nb", 200), "a\\nb");
+        assert_eq!(quoted(&past, 200), format!("{}…", "a".repeat(100)));
+    }
 
     #[test]
     fn sha256_text_is_prefixed_lower_hex() {

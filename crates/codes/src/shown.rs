@@ -44,3 +44,31 @@ pub fn terminal_unsafe(c: char) -> bool {
         || ('\u{202a}'..='\u{202e}').contains(&c)
         || ('\u{2066}'..='\u{2069}').contains(&c)
 }
+
+/// `text` cut for a message that quotes it: `(text, false)` when it is at
+/// most `whole` bytes long, else its first `keep` bytes (fewer when a
+/// character would be split there) and `true`, for the caller to escape
+/// its own way and follow with `…`. So a megabyte of caller input is not
+/// carried into a refusal that names it.
+pub fn clipped(text: &str, whole: usize, keep: usize) -> (&str, bool) {
+    if text.len() <= whole {
+        return (text, false);
+    }
+    let mut cut = keep.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    (&text[..cut], true)
+}
+
+/// `text` as a refusal quotes what a caller or a server gave (a URL, a
+/// method, a host): escaped as Rust's `escape_debug` does, and past
+/// `whole` bytes cut to its first 100 and `…` ([`clipped`]).
+pub fn quoted(text: &str, whole: usize) -> String {
+    let (head, cut) = clipped(text, whole, 100);
+    let mut out = head.escape_debug().to_string();
+    if cut {
+        out.push('…');
+    }
+    out
+}

@@ -666,7 +666,7 @@ impl Fetcher {
         let mut headers = check_headers(&opts.headers)?;
         let mut body = opts.body.clone();
         let mut target = Target::parse(url)
-            .map_err(|m| request_error(format!("`{}` is refused: {m}", quoted_url(url))))?;
+            .map_err(|m| request_error(format!("`{}` is refused: {m}", quoted(url))))?;
         if let (Some(proxy), Mode::Restricted) = (&self.proxy, self.rules.mode()) {
             return Err(FetchError::new(
                 ErrorCode::NetDenied,
@@ -706,7 +706,7 @@ impl Fetcher {
             let uri: http::Uri = url.parse().map_err(|e| {
                 request_error(format!(
                     "`{}` is not a URL the client takes: {e}",
-                    quoted_url(&url)
+                    quoted(&url)
                 ))
                 .with_hops(&hops)
             })?;
@@ -745,7 +745,7 @@ impl Fetcher {
                             ErrorCode::NetDenied,
                             format!(
                                 "the redirect from {} is refused: its Location {m}",
-                                quoted_url(&target.to_string())
+                                quoted(&target.to_string())
                             ),
                         )
                         .with_hops(&hops)
@@ -799,11 +799,7 @@ impl Fetcher {
         let denied = |d: NetDecision, what: String| {
             let mut err = FetchError::new(
                 ErrorCode::NetDenied,
-                format!(
-                    "{what}{} is refused: {}",
-                    quoted_url(&t.to_string()),
-                    d.reason
-                ),
+                format!("{what}{} is refused: {}", quoted(&t.to_string()), d.reason),
             );
             err.rule = d.rule.clone();
             (err, Some(d.reason))
@@ -1013,23 +1009,11 @@ const SENT_METHODS: &[http::Method] = &[
     http::Method::PATCH,
 ];
 
-/// `url` as a refusal quotes it: [`quoted`].
-fn quoted_url(url: &str) -> String {
-    quoted(url)
-}
-
 /// What a caller or a server gave (a URL, a method, a header name) as a
 /// refusal quotes it: escaped, and past 200 bytes cut to its first 100 and
 /// `…`, so that a flood is not carried into the message.
 fn quoted(text: &str) -> String {
-    if text.len() <= 200 {
-        return text.escape_debug().to_string();
-    }
-    let mut cut = 100;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}…", text[..cut].escape_debug())
+    sandgate_codes::quoted(text, 200)
 }
 
 fn parse_method(method: Option<&str>) -> Result<http::Method, FetchError> {

@@ -352,14 +352,7 @@ const QUOTED_WHOLE: usize = 255;
 /// cut to its first 100 and `…`, so that a host or scheme of a long URL
 /// (or a proxy's request line) is not carried into every message whole.
 fn quoted(text: &str) -> String {
-    if text.len() <= QUOTED_WHOLE {
-        return text.escape_debug().to_string();
-    }
-    let mut cut = 100;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}…", text[..cut].escape_debug())
+    sandgate_codes::quoted(text, QUOTED_WHOLE)
 }
 
 #[cfg(test)]

@@ -321,14 +321,10 @@ fn bad(message: impl Into<String>) -> Error {
 /// 200 bytes by its first 100 and `…`, so that neither an escape sequence
 /// nor a megabyte-long key is carried into the message.
 fn shown_key(key: &str) -> String {
-    if key.len() <= 200 {
-        return crate::policy::shown(key);
+    match sandgate_codes::clipped(key, 200, 100) {
+        (key, false) => crate::policy::shown(key),
+        (head, true) => format!("{}…", crate::policy::shown(head)),
     }
-    let mut cut = 100;
-    while !key.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}…", crate::policy::shown(&key[..cut]))
 }
 
 impl Fields {
