@@ -9,27 +9,61 @@
 use std::env;
 use std::fs;
 use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use crate::install::{pc_path, pc_static_at, write_atomic, Versions};
-use crate::{cargo, step, target_dir, workspace_root};
+use crate::{cargo, step, step_logged, target_dir, workspace_root};
 
-/// Runs every binding's tests against the installed library: Python
-/// (pytest), Node (napi build + `node --test`), Go (`go vet`, `go test
-/// -race`).
-pub fn test() -> Result<(), String> {
+/// Builds and installs the library the bindings load (where it is not
+/// installed yet) and names it for every step after this one
+/// (`SANDGATE_LIBRARY`, and `PKG_CONFIG_PATH` for Go): called while xtask
+/// has one thread, since it sets its own environment.
+pub fn prepare() -> Result<(), String> {
     let lib = lib_dir();
     if !lib.join("libsandgate.so").exists() {
         run(&[])?;
     }
-    let so = lib.join("libsandgate.so");
     use_pkg_config()?;
-    // xtask runs its steps one at a time; the variable is for the children.
-    env::set_var("SANDGATE_LIBRARY", &so);
-    step("python binding", "python3", PYTEST)?;
-    step("node binding", "bash", &["bindings/node/ci.sh"])?;
-    // cgo links target/lib/libsandgate.a, named by sandgate-static.pc.
-    step("go vet", "go", &["-C", "bindings/go", "vet", "./..."])?;
-    step("go binding", "go", GO_TEST)
+    // xtask has one thread here; the variable is for the children.
+    env::set_var("SANDGATE_LIBRARY", lib.join("libsandgate.so"));
+    Ok(())
+}
+
+/// The bindings' steps that need nothing the Rust tests make, run on a
+/// thread of their own beside them: the Node addon's build (its tests
+/// come later, [`node_tests`]), the Python binding's tests and Go's (`go
+/// vet`, `go test -race`), each step's output kept in a file under `logs`
+/// (see [`step_logged`]). [`prepare`] first. `stop` set makes the lane
+/// start no further step.
+pub fn start(logs: PathBuf, stop: Arc<AtomicBool>) -> JoinHandle<Result<(), String>> {
+    std::thread::spawn(move || {
+        fs::create_dir_all(&logs)
+            .map_err(|e| format!("bindings: cannot make {}: {e}", logs.display()))?;
+        let steps: [(&str, &str, &[&str]); 4] = [
+            ("node addon", "bash", &["bindings/node/ci.sh", "build"]),
+            ("python binding", "python3", PYTEST),
+            // cgo links target/lib/libsandgate.a, named by sandgate-static.pc.
+            ("go vet", "go", &["-C", "bindings/go", "vet", "./..."]),
+            ("go binding", "go", GO_TEST),
+        ];
+        for (name, program, args) in steps {
+            if stop.load(Ordering::Relaxed) {
+                return Err(format!("{name}: not started, a step beside it failed"));
+            }
+            let mut cmd = Command::new(program);
+            cmd.args(args);
+            step_logged(name, &mut cmd, &logs.join(format!("{name}.log")))?;
+        }
+        Ok(())
+    })
+}
+
+/// The Node binding's tests, against the addon [`start`] built.
+pub fn node_tests() -> Result<(), String> {
+    step("node binding", "bash", &["bindings/node/ci.sh", "test"])
 }
 
 /// The Python binding's tests: `python3`'s arguments (the checkout is read,

@@ -128,6 +128,54 @@ fn step(name: &str, program: &str, args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// Runs `cmd` as the step `name` with its stdout and stderr kept in `log`
+/// rather than shown, for a step that runs beside another (their output
+/// would interleave); from the workspace unless `cmd` names a directory.
+/// Says one line when it ends, with its time and its tests' counts
+/// (cargo's `test result:` lines, else the output's last line); a step
+/// that fails has its whole output shown.
+fn step_logged(name: &str, cmd: &mut Command, log: &Path) -> Result<(), String> {
+    let file = std::fs::File::create(log)
+        .map_err(|e| format!("{name}: cannot make {}: {e}", log.display()))?;
+    let twin = file
+        .try_clone()
+        .map_err(|e| format!("{name}: {}: {e}", log.display()))?;
+    if cmd.get_current_dir().is_none() {
+        cmd.current_dir(workspace_root());
+    }
+    cmd.stdin(Stdio::null()).stdout(file).stderr(twin);
+    let start = Instant::now();
+    let status = cmd
+        .status()
+        .map_err(|e| format!("{name}: cannot run {:?}: {e}", cmd.get_program()))?;
+    let took = start.elapsed().as_secs_f64();
+    let text = std::fs::read(log).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    if status.success() {
+        let counts: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("test result: "))
+            .collect();
+        let summary = match counts.is_empty() {
+            true => text
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+            false => counts.join("; "),
+        };
+        eprintln!("<== {name}: {status} in {took:.1}s ({summary})");
+        Ok(())
+    } else {
+        eprintln!(
+            "<== {name}: {status} in {took:.1}s; its output:\n{text}\n<== end of the output of {name}"
+        );
+        Err(format!("{name} failed ({status})"))
+    }
+}
+
 /// The target directory cargo builds into: `$CARGO_TARGET_DIR` (relative
 /// to the workspace when relative), else the workspace's `target/`.
 fn target_dir() -> PathBuf {
@@ -261,10 +309,13 @@ fn test() -> Result<(), String> {
             "note: this host gives no namespaces (unshare failed): tests that need them skip"
         ),
     }
-    // The tests are built first, then run twice at once: as root here, and
-    // as the unprivileged user on a lane of their own (most of either run
-    // waits on processes, sockets, timers and the kernel rather than on
-    // the CPU, so the two overlap well).
+    // The tests are built first, then run as root here while two lanes
+    // run beside them: the same suites as the unprivileged user, and the
+    // bindings' steps that need nothing the tests make (the Node addon's
+    // build, Python's and Go's tests). Most of the tests wait on
+    // processes, sockets, timers and the kernel rather than on the CPU,
+    // so the three overlap well. What each lane runs is shown as a line
+    // when it ends, and whole if it fails.
     eprintln!("==> build tests: {cargo} test --workspace --all-targets --no-run");
     let start = Instant::now();
     let plan = unprivileged::build_plan()?;
@@ -272,32 +323,49 @@ fn test() -> Result<(), String> {
         "<== build tests: built in {:.1}s",
         start.elapsed().as_secs_f64()
     );
+    bindings::prepare()?;
     let stop = Arc::new(AtomicBool::new(false));
-    let lane = unprivileged::start(plan, Arc::clone(&stop));
+    let lanes = [
+        (
+            "the unprivileged lane",
+            unprivileged::start(plan, Arc::clone(&stop)),
+        ),
+        (
+            "the bindings lane",
+            Some(bindings::start(
+                target_dir().join("ci-logs"),
+                Arc::clone(&stop),
+            )),
+        ),
+    ];
     let root = step("test", &cargo, &["test", "--workspace", "--all-targets"]);
     if root.is_err() {
         stop.store(true, Ordering::Relaxed);
     }
-    let unprivileged = match lane {
-        Some(lane) => {
-            let start = Instant::now();
-            let done = lane
-                .join()
-                .unwrap_or_else(|_| Err("unprivileged: the lane panicked".to_owned()));
-            eprintln!(
-                "note: the unprivileged lane ended {:.1}s after the root run",
-                start.elapsed().as_secs_f64()
-            );
-            done
+    let start = Instant::now();
+    let mut failed = Vec::new();
+    for (name, lane) in lanes {
+        let Some(lane) = lane else { continue };
+        let done = lane
+            .join()
+            .unwrap_or_else(|_| Err(format!("{name} panicked")));
+        eprintln!(
+            "note: {name} ended {:.1}s after the root run",
+            start.elapsed().as_secs_f64()
+        );
+        if let Err(e) = done {
+            stop.store(true, Ordering::Relaxed);
+            failed.push(e);
         }
-        None => Ok(()),
-    };
+    }
     root?;
-    unprivileged?;
+    if !failed.is_empty() {
+        return Err(failed.join("; "));
+    }
     step("doctest", &cargo, &["test", "--workspace", "--doc"])?;
-    // The C ABI and the bindings, against the library built once here.
+    // The C ABI against the library built once here.
     c_test::run(&[])?;
-    bindings::test()?;
+    bindings::node_tests()?;
     mcp_clients(Build::AsTheTests)?;
     // The bindings' tests again as uid 65534, with the Python that
     // `mcp_clients` made for that user.

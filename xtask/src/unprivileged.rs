@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crate::{cargo, namespaces_possible, step, workspace_root, REQUIRE_NAMESPACES};
+use crate::{cargo, namespaces_possible, step, step_logged, workspace_root, REQUIRE_NAMESPACES};
 
 /// `(crate directory under crates/, test target)` pairs whose subject is
 /// confinement.
@@ -267,28 +267,6 @@ fn run_as_nobody(
     delegated: Option<&Delegated>,
     out: &Output,
 ) -> Result<(), String> {
-    let what = match delegated {
-        Some(d) => format!(
-            "{package} --test {test} as uid {NOBODY} in the delegated cgroup {}",
-            d.dir.display()
-        ),
-        None => format!("{package} --test {test} as uid {NOBODY}"),
-    };
-    let log = match out {
-        Output::Inherit => {
-            eprintln!("==> unprivileged: {what}");
-            None
-        }
-        Output::Files(dir) => {
-            let cg = if delegated.is_some() {
-                "-delegated"
-            } else {
-                ""
-            };
-            Some(dir.join(format!("{package}-{test}{cg}.log")))
-        }
-    };
-    let start = Instant::now();
     let mut cmd = Command::new("sh");
     cmd.arg("-c");
     match delegated {
@@ -312,51 +290,42 @@ fn run_as_nobody(
         cmd.arg(format!("{REQUIRE_NAMESPACES}=1"));
     }
     cmd.arg(exe).current_dir("/tmp");
-    if let Some(log) = &log {
-        let file = std::fs::File::create(log)
-            .map_err(|e| format!("unprivileged: cannot make {}: {e}", log.display()))?;
-        let twin = file
-            .try_clone()
-            .map_err(|e| format!("unprivileged: {}: {e}", log.display()))?;
-        cmd.stdin(Stdio::null()).stdout(file).stderr(twin);
-    }
-    let status = cmd
-        .status()
-        .map_err(|e| format!("unprivileged: cannot run setpriv: {e}"))?;
-    let took = start.elapsed().as_secs_f64();
-    match &log {
-        None => eprintln!("<== unprivileged {test}: {status} in {took:.1}s"),
-        Some(log) => {
-            let text = std::fs::read(log).unwrap_or_default();
-            let text = String::from_utf8_lossy(&text);
-            if status.success() {
-                let counts: Vec<&str> = text
-                    .lines()
-                    .filter(|l| l.starts_with("test result:"))
-                    .map(|l| l.trim_start_matches("test result: "))
-                    .collect();
-                eprintln!(
-                    "<== unprivileged: {what}: {status} in {took:.1}s ({})",
-                    counts.join("; ")
-                );
+    let what = match delegated {
+        Some(d) => format!(
+            "unprivileged: {package} --test {test} as uid {NOBODY} in the delegated cgroup {}",
+            d.dir.display()
+        ),
+        None => format!("unprivileged: {package} --test {test} as uid {NOBODY}"),
+    };
+    match out {
+        Output::Files(dir) => {
+            let cg = if delegated.is_some() {
+                "-delegated"
             } else {
-                eprintln!(
-                    "<== unprivileged: {what}: {status} in {took:.1}s; its output:\n{text}\n<== end of the output of {what}"
-                );
+                ""
+            };
+            step_logged(
+                &what,
+                &mut cmd,
+                &dir.join(format!("{package}-{test}{cg}.log")),
+            )
+        }
+        Output::Inherit => {
+            eprintln!("==> {what}");
+            let start = Instant::now();
+            let status = cmd
+                .status()
+                .map_err(|e| format!("unprivileged: cannot run setpriv: {e}"))?;
+            eprintln!(
+                "<== {what}: {status} in {:.1}s",
+                start.elapsed().as_secs_f64()
+            );
+            match status.success() {
+                true => Ok(()),
+                false => Err(format!("{what} failed ({status})")),
             }
         }
     }
-    if !status.success() {
-        return Err(format!(
-            "unprivileged: {package} --test {test} failed as uid {NOBODY}{}",
-            if delegated.is_some() {
-                " in a delegated cgroup"
-            } else {
-                ""
-            }
-        ));
-    }
-    Ok(())
 }
 
 /// Where the whole cgroup v2 hierarchy is mounted.
