@@ -2137,6 +2137,118 @@ fn git18_a_submodule_repository_in_the_work_tree_is_vetted() {
     );
 }
 
+/// A `gitdir:` file in the work tree is read as git reads it: git drops
+/// the line breaks at the end of the file, then takes the path as a C
+/// string, which ends at the first NUL. Before, the vetting passed over a
+/// file whose path held a NUL (`gitdir: fake\0`) as naming nothing, and
+/// one naming the root by its absolute path (no entry is named ""), while
+/// git read the git directory each named, unvetted: `git status` printed
+/// the first line of its `packed-refs`, linked to a file beside the root
+/// or to `/etc/hostname`, under git's ruleset too. Now each names the
+/// directory git reads, which is vetted (and refused here).
+#[test]
+fn git27_a_gitdir_file_is_read_up_to_its_nul_as_git_reads_it() {
+    if !have_git() {
+        return;
+    }
+    // Where the directory git reads lies, and the `.git` file's bytes.
+    type GitFileAt = fn(&Path) -> (PathBuf, Vec<u8>);
+    let secret_line = "SECRET-LINE token=git27";
+    // `dir` made a git directory git accepts, its `packed-refs` linked to
+    // `target`.
+    let fake_git_dir = |dir: &Path, target: &Path| {
+        fs::create_dir_all(dir.join("refs")).unwrap();
+        fs::create_dir_all(dir.join("objects")).unwrap();
+        fs::write(dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::os::unix::fs::symlink(target, dir.join("packed-refs")).unwrap();
+    };
+    let check = |f: &Fixture, what: &str, leaked: &str| {
+        for request in ["git status", "git diff --stat", "git diff --stat HEAD"] {
+            match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+                Ok(inv) => {
+                    let out = exec_unconfined(&inv);
+                    let confined = {
+                        let prepared =
+                            prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+                        exec_planned(&inv, &prepared)
+                    };
+                    let (out, confined) = (
+                        String::from_utf8_lossy(&out.stderr).into_owned(),
+                        String::from_utf8_lossy(&confined.stderr).into_owned(),
+                    );
+                    panic!(
+                        "{what}: {request} was admitted (the file's first line shown: \
+                         unconfined {}, under git's ruleset {}): unconfined stderr {out:?}, \
+                         under git's ruleset stderr {confined:?}",
+                        out.contains(leaked),
+                        confined.contains(leaked),
+                    );
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), GitErrorKind::Repository, "{what}: {e}");
+                    assert!(e.message().contains("notes.txt/.git"), "{what}: {e}");
+                    assert!(e.message().contains("packed-refs"), "{what}: {e}");
+                    assert!(!e.message().contains(leaked), "{what}: {e}");
+                }
+            }
+        }
+    };
+    let hostname = fs::read_to_string("/etc/hostname").unwrap_or_default();
+    let hostname_line = hostname.lines().next().unwrap_or_default().to_owned();
+    for (target, leaked) in [("outside", secret_line), ("/etc/hostname", &*hostname_line)] {
+        if leaked.is_empty() {
+            eprintln!("note: no /etc/hostname line; that target skipped");
+            continue;
+        }
+        // The forms git reads as a git directory in the work tree: the
+        // path before a NUL (relative, empty: the directory of the `.git`
+        // file itself, absolute), and the root by its absolute path.
+        let forms: [(&str, GitFileAt); 4] = [
+            ("`gitdir: fake\\0`", |root| {
+                (root.join("notes.txt/fake"), b"gitdir: fake\0\n".to_vec())
+            }),
+            ("`gitdir: \\0`", |root| {
+                (root.join("notes.txt"), b"gitdir: \0\n".to_vec())
+            }),
+            ("`gitdir: <absolute>\\0junk`", |root| {
+                let dir = root.join("notes.txt/fake");
+                let mut bytes = b"gitdir: ".to_vec();
+                bytes.extend_from_slice(dir.as_os_str().as_bytes());
+                bytes.extend_from_slice(b"\0junk\n");
+                (dir, bytes)
+            }),
+            ("`gitdir: <the root>`", |root| {
+                let mut bytes = b"gitdir: ".to_vec();
+                bytes.extend_from_slice(root.as_os_str().as_bytes());
+                bytes.push(b'\n');
+                (root.to_path_buf(), bytes)
+            }),
+        ];
+        for (form, make) in forms {
+            let f = hostile();
+            let base = f.root.parent().unwrap().to_path_buf();
+            fs::write(base.join("outside"), format!("{secret_line}\n")).unwrap();
+            let target = if target == "outside" {
+                base.join("outside")
+            } else {
+                PathBuf::from(target)
+            };
+            // A tracked file turned into a directory holding the `gitdir:`
+            // file.
+            fs::remove_file(f.root.join("notes.txt")).unwrap();
+            fs::create_dir(f.root.join("notes.txt")).unwrap();
+            let (dir, bytes) = make(&f.root);
+            fake_git_dir(&dir, &target);
+            fs::write(f.root.join("notes.txt/.git"), bytes).unwrap();
+            check(
+                &f,
+                &format!("{form}, packed-refs linked to {target:?}"),
+                leaked,
+            );
+        }
+    }
+}
+
 const RELATIVE_TMPDIR: &str = "SANDGATE_TEST_RELATIVE_TMPDIR";
 
 /// A host whose `TMPDIR` is a relative name still gets a working confined

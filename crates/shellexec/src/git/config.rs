@@ -541,17 +541,29 @@ fn gitfile_target(
     let Some(rest) = bytes.strip_prefix(b"gitdir: ") else {
         return Ok(None);
     };
+    // git (`read_gitfile_gently`) strips the line breaks at the end of the
+    // whole file, finds no path when nothing is left after `gitdir: `,
+    // and then takes the path as a C string: it ends at the first NUL.
+    // So `gitdir: fake\0` names `fake`, and `gitdir: \0` the directory
+    // holding the `.git` file (before, such a file was passed over as
+    // naming nothing, and git read the unvetted git directory it named).
     let mut end = rest.len();
     while end > 0 && matches!(rest[end - 1], b'\n' | b'\r') {
         end -= 1;
     }
     let target = &rest[..end];
-    if target.is_empty() || target.contains(&0) {
+    if target.is_empty() {
         return Ok(None);
     }
+    let target = match target.iter().position(|b| *b == 0) {
+        Some(nul) => &target[..nul],
+        None => target,
+    };
     let target = Path::new(std::ffi::OsStr::from_bytes(target));
     let rel = if target.is_absolute() {
         match target.strip_prefix(root) {
+            // The root itself: `openat2` would find no entry named "".
+            Ok(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
             Ok(rel) => rel.to_path_buf(),
             Err(_) => {
                 return Err(submodule_refused(

@@ -231,7 +231,10 @@
 //!   and prints the first line of its `packed-refs` that does not parse. So
 //!   that `.git` may not be a symbolic link, a `gitdir:` file must name a
 //!   directory beneath the root (resolved with `openat2(RESOLVE_BENEATH)`;
-//!   refused where the kernel has no `openat2`), and the git directory may
+//!   refused where the kernel has no `openat2`; its path read as git reads
+//!   it: up to the first NUL byte, so `gitdir: fake\0` names `fake` and
+//!   `gitdir: \0` the directory holding the file, and the root's own
+//!   absolute path names the root), and the git directory may
 //!   hold no `commondir`, its `HEAD`, `config`, `config.worktree` and
 //!   `packed-refs` must be regular files (or absent) and its `refs` as
 //!   above for the root's (no link leading out or to a directory, no
