@@ -2249,6 +2249,119 @@ fn git27_a_gitdir_file_is_read_up_to_its_nul_as_git_reads_it() {
     }
 }
 
+/// `git diff --cached` shows a staged blob from the work tree instead of
+/// the object store when the index entry's stat data still matches the
+/// file there (git's `reuse_worktree_file`), and it finds that file with
+/// `lstat`, which follows a symbolic link on the way. So an index entry
+/// `lnk/<name>`, with `lnk` a link out of the root and the entry's stat
+/// data that of the file it leads to (with `core.checkStat = minimal` and
+/// `core.fileMode = false` in the repository config, its mtime in seconds
+/// and its size: the same on every host for a file a package installs),
+/// made `git diff --cached` print that file: one beside the root, and
+/// `/etc/hostname` under git's ruleset too. Now an index entry whose
+/// directory in the work tree leads out of the root refuses the
+/// repository, naming the entry.
+#[test]
+fn git27_an_index_entry_beyond_a_link_out_of_the_root_is_refused() {
+    if !have_git() {
+        return;
+    }
+    let secret_line = "SECRET-LINE token=git27b";
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    let hostname = fs::read_to_string("/etc/hostname").unwrap_or_default();
+    for target in ["outside", "/etc/hostname"] {
+        if target == "/etc/hostname" && hostname.trim().is_empty() {
+            eprintln!("note: no /etc/hostname to read; that target skipped");
+            continue;
+        }
+        let f = hostile();
+        let base = f.root.parent().unwrap().to_path_buf();
+        let (target, leaked) = if target == "outside" {
+            let dir = base.join("outside");
+            fs::create_dir(&dir).unwrap();
+            let file = dir.join("secret.txt");
+            fs::write(&file, format!("{secret_line}\n")).unwrap();
+            // Old, so that the index written now does not make the entry
+            // racily clean (git would compare the contents then).
+            fs::File::options()
+                .write(true)
+                .open(&file)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+            (file, secret_line.to_owned())
+        } else {
+            (
+                PathBuf::from(target),
+                hostname.lines().next().unwrap().to_owned(),
+            )
+        };
+        let name = target.file_name().unwrap().to_str().unwrap().to_owned();
+        let meta = fs::metadata(&target).unwrap();
+        // Staged: a blob of the target's size, with the target's mtime.
+        let staged = f.root.join("lnk").join(&name);
+        fs::create_dir(f.root.join("lnk")).unwrap();
+        fs::write(&staged, "Z".repeat(meta.len() as usize)).unwrap();
+        fs::File::options()
+            .write(true)
+            .open(&staged)
+            .unwrap()
+            .set_modified(meta.modified().unwrap())
+            .unwrap();
+        raw_git(&f.root, &["add", &format!("lnk/{name}")]);
+        f.config("core.checkStat", "minimal");
+        f.config("core.fileMode", "false");
+        fs::remove_dir_all(f.root.join("lnk")).unwrap();
+        std::os::unix::fs::symlink(target.parent().unwrap(), f.root.join("lnk")).unwrap();
+        f.clear_sentinels();
+        for request in [
+            "git diff --cached",
+            "git diff --staged --stat",
+            "git diff --cached HEAD",
+            "git status",
+        ] {
+            match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+                Ok(inv) => {
+                    let out = exec_unconfined(&inv);
+                    let confined = {
+                        let prepared =
+                            prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+                        exec_planned(&inv, &prepared)
+                    };
+                    let (out, confined) = (
+                        String::from_utf8_lossy(&out.stdout).into_owned(),
+                        String::from_utf8_lossy(&confined.stdout).into_owned(),
+                    );
+                    panic!(
+                        "lnk -> {:?}: {request} was admitted (the file shown: unconfined {}, \
+                         under git's ruleset {}): unconfined stdout {out:?}, under git's \
+                         ruleset stdout {confined:?}",
+                        target.parent().unwrap(),
+                        out.contains(&leaked),
+                        confined.contains(&leaked),
+                    );
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), GitErrorKind::Repository, "{request}: {e}");
+                    assert!(
+                        e.message().contains(&format!("lnk/{name}")),
+                        "{request}: {e}"
+                    );
+                    assert!(!e.message().contains(&leaked), "{request}: {e}");
+                }
+            }
+        }
+        // Control: a link that stays inside the root is admitted, and
+        // git shows what the root holds.
+        fs::remove_file(f.root.join("lnk")).unwrap();
+        fs::create_dir(f.root.join("inside")).unwrap();
+        fs::write(f.root.join("inside").join(&name), "inside\n").unwrap();
+        std::os::unix::fs::symlink("inside", f.root.join("lnk")).unwrap();
+        let out = f.run_clean("git diff --cached --stat");
+        assert!(out.contains(&format!("lnk/{name}")), "{out}");
+    }
+}
+
 const RELATIVE_TMPDIR: &str = "SANDGATE_TEST_RELATIVE_TMPDIR";
 
 /// A host whose `TMPDIR` is a relative name still gets a working confined

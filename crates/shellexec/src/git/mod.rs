@@ -204,8 +204,17 @@
 //!   whose name git's own `verify_path` would refuse: absolute, or with a
 //!   `..`, `.`, `.git` or empty component. git takes the names as they are
 //!   when it reads the index, so `../../etc/passwd` there would make
-//!   `git diff` print that file. Also a split index (its shared index is not
-//!   vetted) and an index that does not parse;
+//!   `git diff` print that file. Also an entry whose directory in the work
+//!   tree leads out of the root through a symbolic link (`lnk/f` with
+//!   `lnk -> /etc`; resolved with `openat2(RESOLVE_BENEATH)`, any link on
+//!   the way refused where the kernel has no `openat2`): git mostly passes
+//!   such an entry over, but `git diff --cached` reads a staged blob from
+//!   the work tree, through `lstat`, which follows the link, when the
+//!   entry's stat data matches the file there (with the repository's
+//!   `core.checkStat = minimal` and `core.fileMode = false`, only its
+//!   mtime and size: a file a package installs has the same on every
+//!   host). Also a split index (its shared index is not vetted) and an
+//!   index that does not parse;
 //! - a symbolic link anywhere in `.git` where git reads (all of it but
 //!   `hooks`, `lfs`, `modules`, `worktrees`, `annex`, `svn`, `rr-cache`,
 //!   the contents of `refs` and `logs`, what the directories in `objects`
