@@ -2362,6 +2362,75 @@ fn git27_an_index_entry_beyond_a_link_out_of_the_root_is_refused() {
     }
 }
 
+/// git's ruleset grants the system directories but `/etc`, of which it
+/// grants only what git reads (`ld.so.cache`, `localtime`): every leak a
+/// vetting miss opened (a `packed-refs` line, a staged file read from the
+/// work tree) reached `/etc/hostname` or `/etc/passwd` through git's
+/// messages or output, under the ruleset too. A driver git is handed
+/// reads neither; git still runs, with the host's time zone.
+#[test]
+fn git27_git_reads_no_host_file_in_etc() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    fs::write(f.root.join(".gitattributes"), "*.dat filter=late\n").unwrap();
+    let driver = f.root.join(".git/driver.sh");
+    script(
+        &driver,
+        "echo DRIVER-RAN >&2\n\
+         for file in /etc/hostname /etc/passwd /etc/ld.so.cache; do\n\
+         if head -c 1 \"$file\" >/dev/null 2>&1; then echo \"READ $file\" >&2; \
+         else echo \"NOT-READ $file\" >&2; fi\n\
+         done\n\
+         cat",
+    );
+    let mut inv = plan(&split_words("git status --short").unwrap(), &ALL, &f.root).unwrap();
+    let handed = format!("filter.late.clean={}", driver.display());
+    inv.args.splice(0..0, ["-c".into(), handed.into()]);
+    let present: Vec<&str> = ["/etc/hostname", "/etc/passwd"]
+        .into_iter()
+        .filter(|p| fs::File::open(p).is_ok())
+        .collect();
+    // Control: with no ruleset the driver reads them.
+    let out = exec_unconfined(&inv);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(stderr.contains("DRIVER-RAN"), "{stderr}");
+    for file in &present {
+        assert!(stderr.contains(&format!("READ {file}\n")), "{stderr}");
+    }
+    let out = run_with_timeout(&inv, 20);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(stderr.contains("DRIVER-RAN"), "{stderr}");
+    if out.confined.landlock_abi.is_none() {
+        eprintln!("note: no Landlock; /etc not checked");
+        return;
+    }
+    for file in &present {
+        assert!(
+            stderr.contains(&format!("NOT-READ {file}\n")),
+            "under git's ruleset: {stderr:?} {:?}",
+            out.confined
+        );
+    }
+    // git itself still runs as it did, in the host's time zone.
+    for request in [
+        "git log -n 1 --date=local --format=%ad",
+        "git diff --stat HEAD~1",
+        "git status --short",
+    ] {
+        let inv = plan(&split_words(request).unwrap(), &ALL, &f.root).unwrap();
+        let plain = exec_unconfined(&inv);
+        let confined = run_with_timeout(&inv, 20);
+        assert_eq!(
+            (confined.exit_code, &confined.stdout, &confined.stderr),
+            (0, &plain.stdout, &plain.stderr),
+            "{request} under git's ruleset: {}",
+            String::from_utf8_lossy(&confined.stderr)
+        );
+    }
+}
+
 const RELATIVE_TMPDIR: &str = "SANDGATE_TEST_RELATIVE_TMPDIR";
 
 /// A host whose `TMPDIR` is a relative name still gets a working confined

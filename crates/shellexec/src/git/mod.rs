@@ -273,7 +273,9 @@
 //!   names, or swap the root's `.git` for another repository whose refs
 //!   and objects git then reads (under git's read-only ruleset
 //!   ([`GitInvocation::confine_spec`]), which reads the root and the
-//!   system directories). A driver git would start is only ever named by
+//!   system directories but `/etc`, of which only the dynamic linker's
+//!   cache and the time zone: a host file git was led to echo is never
+//!   one of `/etc`). A driver git would start is only ever named by
 //!   the copied config, so none the vetting did not neutralize runs; the
 //!   ruleset holds anything git starts regardless: it writes no file and
 //!   opens no TCP connection, but its output reaches the caller.
@@ -300,7 +302,7 @@ mod plan;
 mod schema;
 mod words;
 
-pub use plan::{find_git, plan, GitInvocation, CONFIG_OVERRIDES, GIT_CANDIDATES};
+pub use plan::{find_git, plan, GitInvocation, CONFIG_OVERRIDES, GIT_CANDIDATES, GIT_ETC_FILES};
 pub use schema::is_revision;
 pub use words::split_words;
 
