@@ -2431,6 +2431,59 @@ fn git27_git_reads_no_host_file_in_etc() {
     }
 }
 
+/// git's format placeholders take one modifier between `%` and the
+/// placeholder (`%-x` drops the line feeds before an empty expansion, `% x`
+/// adds a space before a non-empty one, `%+x` a line feed). The schema
+/// refused `%(` and `%G` as written, so `%-(describe)` (which starts `git
+/// describe` for every commit) and `%-GG` (which has git verify the
+/// signature: it made a temporary file for gpg, refused only by git's
+/// ruleset) were admitted. Now a modifier before `(` or `G` is refused
+/// too, while one before any other placeholder still works.
+#[test]
+fn git27_a_format_modifier_never_reaches_describe_or_gpg() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    raw_git(
+        &f.root,
+        &["tag", "-a", "v27-from-describe", "-m", "t", "HEAD~1"],
+    );
+    f.clear_sentinels();
+    for format in [
+        "%-(describe)",
+        "% (describe)",
+        "x%-(describe)y",
+        "%-(trailers)",
+        "%-GG",
+        "% GK",
+        "%-G?",
+        "%h%-GS",
+    ] {
+        for flag in ["--format", "--pretty"] {
+            let request = format!("git log -n 1 '{flag}={format}'");
+            match plan(&split_words(&request).unwrap(), &ALL, &f.root) {
+                Ok(inv) => {
+                    let out = exec_unconfined(&inv);
+                    panic!(
+                        "{request} was admitted: stdout {:?}, stderr {:?}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), GitErrorKind::Refused, "{request}: {e}");
+                    assert!(e.message().contains(format), "{request}: {e}");
+                }
+            }
+        }
+    }
+    // A modifier before any other placeholder is git's own formatting.
+    let out = f.run_clean("git log -n 2 '--format=%h%-s% an%n'");
+    assert!(out.contains("third") && out.contains("Fixture"), "{out}");
+    assert!(!out.contains("v27-from-describe"), "{out}");
+}
+
 const RELATIVE_TMPDIR: &str = "SANDGATE_TEST_RELATIVE_TMPDIR";
 
 /// A host whose `TMPDIR` is a relative name still gets a working confined

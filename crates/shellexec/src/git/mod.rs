@@ -52,7 +52,8 @@
 //!   string (containing `%`, or prefixed `format:`/`tformat:`) of the
 //!   characters `A-Z a-z 0-9 % < > ( ) . _ : , -`, space and `|`, without
 //!   `%G` (signature atoms run gpg) and without `%(` (the atoms that call
-//!   into other machinery). A bare name that is not built in would be a
+//!   into other machinery), also behind one of the modifiers git reads
+//!   between `%` and a placeholder (`%-(describe)`, `% GG`). A bare name that is not built in would be a
 //!   `pretty.<name>` alias from the repository config: refused.
 //! - `--date`: `relative`, `local`, `iso`, `iso8601`, `iso-strict`,
 //!   `iso8601-strict`, `rfc`, `rfc2822`, `short`, `raw`, `unix`, `human`,
