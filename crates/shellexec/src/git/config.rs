@@ -425,8 +425,9 @@ fn refuse_entries_beyond_links_out(root_fd: &OwnedFd, names: &[Vec<u8>]) -> Resu
     let refused = |name: &[u8], how: &str| {
         GitError::repository(format!(
             "confined git refuses the repository: its index names `{}`, whose directory in \
-             the work tree is a symbolic link that leads out of the root{how}, and git diff \
-             --cached would read the file there as the staged one",
+             the work tree goes through a symbolic link that leads out of the root (absolute, \
+             or climbing out){how}, and git diff --cached would read the file there as the \
+             staged one",
             shown_bytes(name)
         ))
     };
