@@ -1445,7 +1445,8 @@ impl Executor {
         result.confined.notes.insert(
             0,
             "confined git runs under a ruleset of its own: it may read the root and the \
-             system directories, write no file, and connect to or bind no TCP port"
+             system directories but /etc (of which only ld.so.cache and localtime), write no \
+             file, and connect to or bind no TCP port"
                 .to_owned(),
         );
         Ok(with_note(result, note))

@@ -21,7 +21,7 @@
 //! | object | rights |
 //! |---|---|
 //! | each `read_dirs` entry | read files, list directories, execute |
-//! | `/usr`, `/bin`, `/sbin`, `/lib`, `/lib32`, `/lib64`, `/libx32`, `/etc` (those that exist) | read files, list directories, execute |
+//! | `/usr`, `/bin`, `/sbin`, `/lib`, `/lib32`, `/lib64`, `/libx32`, `/etc` (those that exist; with `etc_files_only`, of `/etc` only the files it names) | read files, list directories, execute |
 //! | each `write_dirs` entry | the above, and write, truncate, create regular files, directories, symlinks, fifos and sockets, remove, rename or link across directories, connect to UNIX sockets there (ABI 9); **never** create device nodes, **never** device ioctls |
 //! | `/dev/null` | read, write and truncate (shells redirect to it with `O_TRUNC`) |
 //! | `/dev/zero`, `/dev/urandom` | read |
@@ -160,6 +160,12 @@ pub struct ConfineSpec {
     /// let it reach whatever the shell is granted. `connect_ports` must be
     /// empty.
     pub no_tcp: bool,
+    /// Grant of `/etc` only these files (read), not the directory: for a
+    /// child that needs none of the host's configuration, so that nothing
+    /// it prints (a line of a file it was tricked into reading) can be
+    /// one of `/etc/passwd` or `/etc/hostname`. A file that does not exist
+    /// is passed over. `None`: `/etc` as every other system directory.
+    pub etc_files_only: Option<Vec<PathBuf>>,
 }
 
 /// What was in force for one run, reported with every result.
@@ -852,13 +858,20 @@ fn plan(spec: &ConfineSpec, abi: u32) -> Result<Plan, ConfineError> {
     }
     let roots = paths.len();
     let write_roots = first_write..roots;
+    let etc_files = spec
+        .etc_files_only
+        .iter()
+        .flatten()
+        .map(|p| (p.as_path(), read));
     let system = crate::SYSTEM_DIRS
         .iter()
-        .map(|p| (*p, rights.read_exec))
+        .filter(|p| spec.etc_files_only.is_none() || **p != "/etc")
+        .map(|p| (Path::new(*p), rights.read_exec))
+        .chain(etc_files)
         .chain([
-            ("/dev/null", read_write),
-            ("/dev/zero", read),
-            ("/dev/urandom", read),
+            (Path::new("/dev/null"), read_write),
+            (Path::new("/dev/zero"), read),
+            (Path::new("/dev/urandom"), read),
         ]);
     // The spec's directories as the host names them (symbolic links
     // resolved where they can be).

@@ -2137,6 +2137,353 @@ fn git18_a_submodule_repository_in_the_work_tree_is_vetted() {
     );
 }
 
+/// A `gitdir:` file in the work tree is read as git reads it: git drops
+/// the line breaks at the end of the file, then takes the path as a C
+/// string, which ends at the first NUL. Before, the vetting passed over a
+/// file whose path held a NUL (`gitdir: fake\0`) as naming nothing, and
+/// one naming the root by its absolute path (no entry is named ""), while
+/// git read the git directory each named, unvetted: `git status` printed
+/// the first line of its `packed-refs`, linked to a file beside the root
+/// or to `/etc/hostname`, under git's ruleset too. Now each names the
+/// directory git reads, which is vetted (and refused here).
+#[test]
+fn git27_a_gitdir_file_is_read_up_to_its_nul_as_git_reads_it() {
+    if !have_git() {
+        return;
+    }
+    // Where the directory git reads lies, and the `.git` file's bytes.
+    type GitFileAt = fn(&Path) -> (PathBuf, Vec<u8>);
+    let secret_line = "SECRET-LINE token=git27";
+    // `dir` made a git directory git accepts, its `packed-refs` linked to
+    // `target`.
+    let fake_git_dir = |dir: &Path, target: &Path| {
+        fs::create_dir_all(dir.join("refs")).unwrap();
+        fs::create_dir_all(dir.join("objects")).unwrap();
+        fs::write(dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::os::unix::fs::symlink(target, dir.join("packed-refs")).unwrap();
+    };
+    let check = |f: &Fixture, what: &str, leaked: &str| {
+        for request in ["git status", "git diff --stat", "git diff --stat HEAD"] {
+            match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+                Ok(inv) => {
+                    let out = exec_unconfined(&inv);
+                    let confined = {
+                        let prepared =
+                            prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+                        exec_planned(&inv, &prepared)
+                    };
+                    let (out, confined) = (
+                        String::from_utf8_lossy(&out.stderr).into_owned(),
+                        String::from_utf8_lossy(&confined.stderr).into_owned(),
+                    );
+                    panic!(
+                        "{what}: {request} was admitted (the file's first line shown: \
+                         unconfined {}, under git's ruleset {}): unconfined stderr {out:?}, \
+                         under git's ruleset stderr {confined:?}",
+                        out.contains(leaked),
+                        confined.contains(leaked),
+                    );
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), GitErrorKind::Repository, "{what}: {e}");
+                    assert!(e.message().contains("notes.txt/.git"), "{what}: {e}");
+                    assert!(e.message().contains("packed-refs"), "{what}: {e}");
+                    assert!(!e.message().contains(leaked), "{what}: {e}");
+                }
+            }
+        }
+    };
+    let hostname = fs::read_to_string("/etc/hostname").unwrap_or_default();
+    let hostname_line = hostname.lines().next().unwrap_or_default().to_owned();
+    for (target, leaked) in [("outside", secret_line), ("/etc/hostname", &*hostname_line)] {
+        if leaked.is_empty() {
+            eprintln!("note: no /etc/hostname line; that target skipped");
+            continue;
+        }
+        // The forms git reads as a git directory in the work tree: the
+        // path before a NUL (relative, empty: the directory of the `.git`
+        // file itself, absolute), and the root by its absolute path.
+        let forms: [(&str, GitFileAt); 4] = [
+            ("`gitdir: fake\\0`", |root| {
+                (root.join("notes.txt/fake"), b"gitdir: fake\0\n".to_vec())
+            }),
+            ("`gitdir: \\0`", |root| {
+                (root.join("notes.txt"), b"gitdir: \0\n".to_vec())
+            }),
+            ("`gitdir: <absolute>\\0junk`", |root| {
+                let dir = root.join("notes.txt/fake");
+                let mut bytes = b"gitdir: ".to_vec();
+                bytes.extend_from_slice(dir.as_os_str().as_bytes());
+                bytes.extend_from_slice(b"\0junk\n");
+                (dir, bytes)
+            }),
+            ("`gitdir: <the root>`", |root| {
+                let mut bytes = b"gitdir: ".to_vec();
+                bytes.extend_from_slice(root.as_os_str().as_bytes());
+                bytes.push(b'\n');
+                (root.to_path_buf(), bytes)
+            }),
+        ];
+        for (form, make) in forms {
+            let f = hostile();
+            let base = f.root.parent().unwrap().to_path_buf();
+            fs::write(base.join("outside"), format!("{secret_line}\n")).unwrap();
+            let target = if target == "outside" {
+                base.join("outside")
+            } else {
+                PathBuf::from(target)
+            };
+            // A tracked file turned into a directory holding the `gitdir:`
+            // file.
+            fs::remove_file(f.root.join("notes.txt")).unwrap();
+            fs::create_dir(f.root.join("notes.txt")).unwrap();
+            let (dir, bytes) = make(&f.root);
+            fake_git_dir(&dir, &target);
+            fs::write(f.root.join("notes.txt/.git"), bytes).unwrap();
+            check(
+                &f,
+                &format!("{form}, packed-refs linked to {target:?}"),
+                leaked,
+            );
+        }
+    }
+}
+
+/// `git diff --cached` shows a staged blob from the work tree instead of
+/// the object store when the index entry's stat data still matches the
+/// file there (git's `reuse_worktree_file`), and it finds that file with
+/// `lstat`, which follows a symbolic link on the way. So an index entry
+/// `lnk/<name>`, with `lnk` a link out of the root and the entry's stat
+/// data that of the file it leads to (with `core.checkStat = minimal` and
+/// `core.fileMode = false` in the repository config, its mtime in seconds
+/// and its size: the same on every host for a file a package installs),
+/// made `git diff --cached` print that file: one beside the root, and
+/// `/etc/hostname` under git's ruleset too. Now an index entry whose
+/// directory in the work tree leads out of the root refuses the
+/// repository, naming the entry.
+#[test]
+fn git27_an_index_entry_beyond_a_link_out_of_the_root_is_refused() {
+    if !have_git() {
+        return;
+    }
+    let secret_line = "SECRET-LINE token=git27b";
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    let hostname = fs::read_to_string("/etc/hostname").unwrap_or_default();
+    for target in ["outside", "/etc/hostname"] {
+        if target == "/etc/hostname" && hostname.trim().is_empty() {
+            eprintln!("note: no /etc/hostname to read; that target skipped");
+            continue;
+        }
+        let f = hostile();
+        let base = f.root.parent().unwrap().to_path_buf();
+        let (target, leaked) = if target == "outside" {
+            let dir = base.join("outside");
+            fs::create_dir(&dir).unwrap();
+            let file = dir.join("secret.txt");
+            fs::write(&file, format!("{secret_line}\n")).unwrap();
+            // Old, so that the index written now does not make the entry
+            // racily clean (git would compare the contents then).
+            fs::File::options()
+                .write(true)
+                .open(&file)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+            (file, secret_line.to_owned())
+        } else {
+            (
+                PathBuf::from(target),
+                hostname.lines().next().unwrap().to_owned(),
+            )
+        };
+        let name = target.file_name().unwrap().to_str().unwrap().to_owned();
+        let meta = fs::metadata(&target).unwrap();
+        // Staged: a blob of the target's size, with the target's mtime.
+        let staged = f.root.join("lnk").join(&name);
+        fs::create_dir(f.root.join("lnk")).unwrap();
+        fs::write(&staged, "Z".repeat(meta.len() as usize)).unwrap();
+        fs::File::options()
+            .write(true)
+            .open(&staged)
+            .unwrap()
+            .set_modified(meta.modified().unwrap())
+            .unwrap();
+        raw_git(&f.root, &["add", &format!("lnk/{name}")]);
+        f.config("core.checkStat", "minimal");
+        f.config("core.fileMode", "false");
+        fs::remove_dir_all(f.root.join("lnk")).unwrap();
+        std::os::unix::fs::symlink(target.parent().unwrap(), f.root.join("lnk")).unwrap();
+        f.clear_sentinels();
+        for request in [
+            "git diff --cached",
+            "git diff --staged --stat",
+            "git diff --cached HEAD",
+            "git status",
+        ] {
+            match plan(&split_words(request).unwrap(), &ALL, &f.root) {
+                Ok(inv) => {
+                    let out = exec_unconfined(&inv);
+                    let confined = {
+                        let prepared =
+                            prepare(&inv.confine_spec(), ConfineMode::BestEffort).unwrap();
+                        exec_planned(&inv, &prepared)
+                    };
+                    let (out, confined) = (
+                        String::from_utf8_lossy(&out.stdout).into_owned(),
+                        String::from_utf8_lossy(&confined.stdout).into_owned(),
+                    );
+                    panic!(
+                        "lnk -> {:?}: {request} was admitted (the file shown: unconfined {}, \
+                         under git's ruleset {}): unconfined stdout {out:?}, under git's \
+                         ruleset stdout {confined:?}",
+                        target.parent().unwrap(),
+                        out.contains(&leaked),
+                        confined.contains(&leaked),
+                    );
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), GitErrorKind::Repository, "{request}: {e}");
+                    assert!(
+                        e.message().contains(&format!("lnk/{name}")),
+                        "{request}: {e}"
+                    );
+                    assert!(!e.message().contains(&leaked), "{request}: {e}");
+                }
+            }
+        }
+        // Control: a link that stays inside the root is admitted, and
+        // git shows what the root holds.
+        fs::remove_file(f.root.join("lnk")).unwrap();
+        fs::create_dir(f.root.join("inside")).unwrap();
+        fs::write(f.root.join("inside").join(&name), "inside\n").unwrap();
+        std::os::unix::fs::symlink("inside", f.root.join("lnk")).unwrap();
+        let out = f.run_clean("git diff --cached --stat");
+        assert!(out.contains(&format!("lnk/{name}")), "{out}");
+    }
+}
+
+/// git's ruleset grants the system directories but `/etc`, of which it
+/// grants only what git reads (`ld.so.cache`, `localtime`): every leak a
+/// vetting miss opened (a `packed-refs` line, a staged file read from the
+/// work tree) reached `/etc/hostname` or `/etc/passwd` through git's
+/// messages or output, under the ruleset too. A driver git is handed
+/// reads neither; git still runs, with the host's time zone.
+#[test]
+fn git27_git_reads_no_host_file_in_etc() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    fs::write(f.root.join(".gitattributes"), "*.dat filter=late\n").unwrap();
+    let driver = f.root.join(".git/driver.sh");
+    script(
+        &driver,
+        "echo DRIVER-RAN >&2\n\
+         for file in /etc/hostname /etc/passwd /etc/ld.so.cache; do\n\
+         if head -c 1 \"$file\" >/dev/null 2>&1; then echo \"READ $file\" >&2; \
+         else echo \"NOT-READ $file\" >&2; fi\n\
+         done\n\
+         cat",
+    );
+    let mut inv = plan(&split_words("git status --short").unwrap(), &ALL, &f.root).unwrap();
+    let handed = format!("filter.late.clean={}", driver.display());
+    inv.args.splice(0..0, ["-c".into(), handed.into()]);
+    let present: Vec<&str> = ["/etc/hostname", "/etc/passwd"]
+        .into_iter()
+        .filter(|p| fs::File::open(p).is_ok())
+        .collect();
+    // Control: with no ruleset the driver reads them.
+    let out = exec_unconfined(&inv);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(stderr.contains("DRIVER-RAN"), "{stderr}");
+    for file in &present {
+        assert!(stderr.contains(&format!("READ {file}\n")), "{stderr}");
+    }
+    let out = run_with_timeout(&inv, 20);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(stderr.contains("DRIVER-RAN"), "{stderr}");
+    if out.confined.landlock_abi.is_none() {
+        eprintln!("note: no Landlock; /etc not checked");
+        return;
+    }
+    for file in &present {
+        assert!(
+            stderr.contains(&format!("NOT-READ {file}\n")),
+            "under git's ruleset: {stderr:?} {:?}",
+            out.confined
+        );
+    }
+    // git itself still runs as it did, in the host's time zone.
+    for request in [
+        "git log -n 1 --date=local --format=%ad",
+        "git diff --stat HEAD~1",
+        "git status --short",
+    ] {
+        let inv = plan(&split_words(request).unwrap(), &ALL, &f.root).unwrap();
+        let plain = exec_unconfined(&inv);
+        let confined = run_with_timeout(&inv, 20);
+        assert_eq!(
+            (confined.exit_code, &confined.stdout, &confined.stderr),
+            (0, &plain.stdout, &plain.stderr),
+            "{request} under git's ruleset: {}",
+            String::from_utf8_lossy(&confined.stderr)
+        );
+    }
+}
+
+/// git's format placeholders take one modifier between `%` and the
+/// placeholder (`%-x` drops the line feeds before an empty expansion, `% x`
+/// adds a space before a non-empty one, `%+x` a line feed). The schema
+/// refused `%(` and `%G` as written, so `%-(describe)` (which starts `git
+/// describe` for every commit) and `%-GG` (which has git verify the
+/// signature: it made a temporary file for gpg, refused only by git's
+/// ruleset) were admitted. Now a modifier before `(` or `G` is refused
+/// too, while one before any other placeholder still works.
+#[test]
+fn git27_a_format_modifier_never_reaches_describe_or_gpg() {
+    if !have_git() {
+        return;
+    }
+    let f = hostile();
+    raw_git(
+        &f.root,
+        &["tag", "-a", "v27-from-describe", "-m", "t", "HEAD~1"],
+    );
+    f.clear_sentinels();
+    for format in [
+        "%-(describe)",
+        "% (describe)",
+        "x%-(describe)y",
+        "%-(trailers)",
+        "%-GG",
+        "% GK",
+        "%-G?",
+        "%h%-GS",
+    ] {
+        for flag in ["--format", "--pretty"] {
+            let request = format!("git log -n 1 '{flag}={format}'");
+            match plan(&split_words(&request).unwrap(), &ALL, &f.root) {
+                Ok(inv) => {
+                    let out = exec_unconfined(&inv);
+                    panic!(
+                        "{request} was admitted: stdout {:?}, stderr {:?}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), GitErrorKind::Refused, "{request}: {e}");
+                    assert!(e.message().contains(format), "{request}: {e}");
+                }
+            }
+        }
+    }
+    // A modifier before any other placeholder is git's own formatting.
+    let out = f.run_clean("git log -n 2 '--format=%h%-s% an%n'");
+    assert!(out.contains("third") && out.contains("Fixture"), "{out}");
+    assert!(!out.contains("v27-from-describe"), "{out}");
+}
+
 const RELATIVE_TMPDIR: &str = "SANDGATE_TEST_RELATIVE_TMPDIR";
 
 /// A host whose `TMPDIR` is a relative name still gets a working confined

@@ -404,6 +404,89 @@ pub(super) fn inspect_repository(root: &Path) -> Result<Option<Snapshot>, GitErr
     Ok(Some(snapshot))
 }
 
+/// Refuses an index entry whose directory in the work tree leads out of
+/// the root through a symbolic link (`lnk/secret` with `lnk -> /etc`).
+/// git mostly passes such an entry over (it looks for a link on the way
+/// first), but `git diff --cached` shows a staged blob from the work tree
+/// instead of the object store when the entry's stat data matches the
+/// file there (`reuse_worktree_file`), and it finds that file with
+/// `lstat`, which follows the link: with `core.checkStat = minimal` and
+/// `core.fileMode = false` in the repository config, an entry carrying the
+/// mtime and size of a host file (the same on every host for one a package
+/// installs) made git print that file. Each directory is resolved beneath
+/// the root with `openat2(RESOLVE_BENEATH)`: one that leads out (or an
+/// absolute link, wherever it leads) is refused; one that does not exist,
+/// or is not a directory, is harmless (git finds no file there). Where the
+/// kernel has no `openat2`, any link on the way is refused.
+fn refuse_entries_beyond_links_out(root_fd: &OwnedFd, names: &[Vec<u8>]) -> Result<(), GitError> {
+    use rustix::fs::{AtFlags, FileType, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+    use std::os::unix::ffi::OsStrExt;
+    let refused = |name: &[u8], how: &str| {
+        GitError::repository(format!(
+            "confined git refuses the repository: its index names `{}`, whose directory in \
+             the work tree goes through a symbolic link that leads out of the root (absolute, \
+             or climbing out){how}, and git diff --cached would read the file there as the \
+             staged one",
+            shown_bytes(name)
+        ))
+    };
+    let mut looked: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    for name in names {
+        let path = name.strip_suffix(b"/").unwrap_or(name);
+        let Some(slash) = path.iter().rposition(|b| *b == b'/') else {
+            continue;
+        };
+        let dir = &path[..slash];
+        if !looked.insert(dir) {
+            continue;
+        }
+        let dir_path = Path::new(std::ffi::OsStr::from_bytes(dir));
+        match openat2_beneath(
+            root_fd,
+            dir_path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            ResolveFlags::empty(),
+        ) {
+            // git, running as this process's user with paths relative to
+            // the root, reaches no file there either.
+            Ok(_)
+            | Err(
+                Errno::NOENT | Errno::NOTDIR | Errno::LOOP | Errno::ACCESS | Errno::NAMETOOLONG,
+            ) => {}
+            Err(Errno::XDEV) => return Err(refused(name, "")),
+            Err(Errno::NOSYS) => {
+                // One component at a time: any link on the way is refused.
+                let mut walked = Vec::new();
+                for part in dir.split(|b| *b == b'/') {
+                    if !walked.is_empty() {
+                        walked.push(b'/');
+                    }
+                    walked.extend_from_slice(part);
+                    let at = std::ffi::OsStr::from_bytes(&walked);
+                    match rustix::fs::statat(root_fd, at, AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+                            return Err(refused(
+                                name,
+                                " (or may: this kernel has no openat2 to tell)",
+                            ))
+                        }
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                }
+            }
+            Err(e) => {
+                return Err(GitError::io(
+                    &format!("cannot look at {} in the work tree", shown_bytes(dir)),
+                    e.into(),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The message for the repository of a submodule at `<name>/.git` in the
 /// work tree, refused for `why`.
 fn submodule_refused(name: &[u8], why: impl std::fmt::Display) -> GitError {
@@ -438,6 +521,7 @@ fn vet_work_tree_repositories(root: &Path, names: &[Vec<u8>]) -> Result<(), GitE
         Mode::empty(),
     )
     .map_err(|e| GitError::io("cannot open the root", e.into()))?;
+    refuse_entries_beyond_links_out(&root_fd, names)?;
     let mut seen = 0usize;
     for name in names {
         if name.ends_with(b"/") {
@@ -541,17 +625,29 @@ fn gitfile_target(
     let Some(rest) = bytes.strip_prefix(b"gitdir: ") else {
         return Ok(None);
     };
+    // git (`read_gitfile_gently`) strips the line breaks at the end of the
+    // whole file, finds no path when nothing is left after `gitdir: `,
+    // and then takes the path as a C string: it ends at the first NUL.
+    // So `gitdir: fake\0` names `fake`, and `gitdir: \0` the directory
+    // holding the `.git` file (before, such a file was passed over as
+    // naming nothing, and git read the unvetted git directory it named).
     let mut end = rest.len();
     while end > 0 && matches!(rest[end - 1], b'\n' | b'\r') {
         end -= 1;
     }
     let target = &rest[..end];
-    if target.is_empty() || target.contains(&0) {
+    if target.is_empty() {
         return Ok(None);
     }
+    let target = match target.iter().position(|b| *b == 0) {
+        Some(nul) => &target[..nul],
+        None => target,
+    };
     let target = Path::new(std::ffi::OsStr::from_bytes(target));
     let rel = if target.is_absolute() {
         match target.strip_prefix(root) {
+            // The root itself: `openat2` would find no entry named "".
+            Ok(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
             Ok(rel) => rel.to_path_buf(),
             Err(_) => {
                 return Err(submodule_refused(

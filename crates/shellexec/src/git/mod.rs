@@ -52,7 +52,8 @@
 //!   string (containing `%`, or prefixed `format:`/`tformat:`) of the
 //!   characters `A-Z a-z 0-9 % < > ( ) . _ : , -`, space and `|`, without
 //!   `%G` (signature atoms run gpg) and without `%(` (the atoms that call
-//!   into other machinery). A bare name that is not built in would be a
+//!   into other machinery), also behind one of the modifiers git reads
+//!   between `%` and a placeholder (`%-(describe)`, `% GG`). A bare name that is not built in would be a
 //!   `pretty.<name>` alias from the repository config: refused.
 //! - `--date`: `relative`, `local`, `iso`, `iso8601`, `iso-strict`,
 //!   `iso8601-strict`, `rfc`, `rfc2822`, `short`, `raw`, `unix`, `human`,
@@ -204,8 +205,17 @@
 //!   whose name git's own `verify_path` would refuse: absolute, or with a
 //!   `..`, `.`, `.git` or empty component. git takes the names as they are
 //!   when it reads the index, so `../../etc/passwd` there would make
-//!   `git diff` print that file. Also a split index (its shared index is not
-//!   vetted) and an index that does not parse;
+//!   `git diff` print that file. Also an entry whose directory in the work
+//!   tree leads out of the root through a symbolic link (`lnk/f` with
+//!   `lnk -> /etc`; resolved with `openat2(RESOLVE_BENEATH)`, any link on
+//!   the way refused where the kernel has no `openat2`): git mostly passes
+//!   such an entry over, but `git diff --cached` reads a staged blob from
+//!   the work tree, through `lstat`, which follows the link, when the
+//!   entry's stat data matches the file there (with the repository's
+//!   `core.checkStat = minimal` and `core.fileMode = false`, only its
+//!   mtime and size: a file a package installs has the same on every
+//!   host). Also a split index (its shared index is not vetted) and an
+//!   index that does not parse;
 //! - a symbolic link anywhere in `.git` where git reads (all of it but
 //!   `hooks`, `lfs`, `modules`, `worktrees`, `annex`, `svn`, `rr-cache`,
 //!   the contents of `refs` and `logs`, what the directories in `objects`
@@ -231,7 +241,10 @@
 //!   and prints the first line of its `packed-refs` that does not parse. So
 //!   that `.git` may not be a symbolic link, a `gitdir:` file must name a
 //!   directory beneath the root (resolved with `openat2(RESOLVE_BENEATH)`;
-//!   refused where the kernel has no `openat2`), and the git directory may
+//!   refused where the kernel has no `openat2`; its path read as git reads
+//!   it: up to the first NUL byte, so `gitdir: fake\0` names `fake` and
+//!   `gitdir: \0` the directory holding the file, and the root's own
+//!   absolute path names the root), and the git directory may
 //!   hold no `commondir`, its `HEAD`, `config`, `config.worktree` and
 //!   `packed-refs` must be regular files (or absent) and its `refs` as
 //!   above for the root's (no link leading out or to a directory, no
@@ -261,7 +274,9 @@
 //!   names, or swap the root's `.git` for another repository whose refs
 //!   and objects git then reads (under git's read-only ruleset
 //!   ([`GitInvocation::confine_spec`]), which reads the root and the
-//!   system directories). A driver git would start is only ever named by
+//!   system directories but `/etc`, of which only the dynamic linker's
+//!   cache and the time zone: a host file git was led to echo is never
+//!   one of `/etc`). A driver git would start is only ever named by
 //!   the copied config, so none the vetting did not neutralize runs; the
 //!   ruleset holds anything git starts regardless: it writes no file and
 //!   opens no TCP connection, but its output reaches the caller.
@@ -288,7 +303,7 @@ mod plan;
 mod schema;
 mod words;
 
-pub use plan::{find_git, plan, GitInvocation, CONFIG_OVERRIDES, GIT_CANDIDATES};
+pub use plan::{find_git, plan, GitInvocation, CONFIG_OVERRIDES, GIT_CANDIDATES, GIT_ETC_FILES};
 pub use schema::is_revision;
 pub use words::split_words;
 

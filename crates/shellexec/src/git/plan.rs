@@ -14,6 +14,10 @@ use crate::confine::ConfineSpec;
 /// Where git is looked for, in order. Never `PATH`.
 pub const GIT_CANDIDATES: [&str; 3] = ["/usr/bin/git", "/usr/local/bin/git", "/bin/git"];
 
+/// The files of `/etc` git's ruleset grants (read), when they exist: the
+/// dynamic linker's cache and the time zone. Nothing else of `/etc`.
+pub const GIT_ETC_FILES: [&str; 2] = ["/etc/ld.so.cache", "/etc/localtime"];
+
 /// A vetted git run: program, argv, environment and directory. Run it
 /// without a shell, through the executor's argv entry point
 /// ([`crate::exec::LocalShellExecutor::exec_program`]) in
@@ -41,7 +45,7 @@ pub struct GitInvocation {
 impl GitInvocation {
     /// What git may touch when confined (a ruleset of its own, not the
     /// shell's): read and execute beneath the root and the system
-    /// directories, write nothing (no write directory at all; `/dev/null`
+    /// directories but `/etc` (of which only [`GIT_ETC_FILES`]), write nothing (no write directory at all; `/dev/null`
     /// only), connect to and bind no TCP port, and `RLIMIT_FSIZE` 0 so that
     /// even without Landlock no regular file gains a byte. git needs no more
     /// for `status`, `diff` and `log` with `--no-optional-locks`: it writes
@@ -59,6 +63,12 @@ impl GitInvocation {
             // In the executor's namespaces too, where its forwarders and
             // proxy would reach what the shell is granted.
             no_tcp: true,
+            // git reads none of the host's configuration (the system
+            // config and attributes are off): of `/etc`, only the dynamic
+            // linker's cache and the time zone (`--date=local`). A line of
+            // a host file that git was tricked into reading and echoes
+            // (as a vetting miss did) is never one of `/etc`.
+            etc_files_only: Some(GIT_ETC_FILES.iter().map(PathBuf::from).collect()),
             ..ConfineSpec::default()
         }
     }

@@ -199,7 +199,41 @@ fn format_ok(fmt: &str) -> bool {
         return true;
     }
     let is_custom = fmt.contains('%') || fmt.starts_with("format:") || fmt.starts_with("tformat:");
-    is_custom && charset_ok(fmt, 500, "%<>()._:,- |") && !fmt.contains("%G") && !fmt.contains("%(")
+    is_custom
+        && charset_ok(fmt, 500, "%<>()._:,- |")
+        && !fmt.contains("%G")
+        && !fmt.contains("%(")
+        && !refused_placeholder(fmt)
+}
+
+/// Whether `fmt` holds a `%G…` placeholder (signature atoms: git verifies
+/// the signature, with gpg) or a `%(…)` one (atoms that call into other
+/// machinery: `%(describe)` starts `git describe` for every commit), also
+/// behind the one modifier git reads between `%` and the placeholder
+/// (`%-x`, `%+x`, `% x`): `%-(describe)` and `%-GG` are those atoms. `%%`
+/// is a literal `%`.
+fn refused_placeholder(fmt: &str) -> bool {
+    let b = fmt.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        let mut at = i + 1;
+        if b.get(at) == Some(&b'%') {
+            i = at + 1;
+            continue;
+        }
+        if matches!(b.get(at), Some(b'+' | b'-' | b' ')) {
+            at += 1;
+        }
+        if matches!(b.get(at), Some(b'G' | b'(')) {
+            return true;
+        }
+        i = at;
+    }
+    false
 }
 
 /// What a flag word did, if the schema admits it.
