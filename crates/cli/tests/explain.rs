@@ -319,3 +319,52 @@ fn shown23_explain_names_a_root_not_utf8_as_its_bytes() {
     assert!(seen[0].ends_with("/d\\xfc/ws"), "{}", seen[0]);
     assert!(seen[1].ends_with("/d\u{fffd}/ws"), "{}", seen[1]);
 }
+
+/// Explaining a confined git command vets it as running it would (the
+/// schema, the repository) but makes no private copy of the repository,
+/// which running it does: explaining writes nothing. With `TMPDIR` naming
+/// a directory that does not exist, where no copy could be made, the
+/// command is still explained as allowed (before, explain made the copy,
+/// and answered `E_IO`), and nothing is made there; a refused flag is
+/// still refused.
+#[test]
+fn explain27_a_git_command_is_vetted_without_copying_the_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    fs::create_dir(&ws).unwrap();
+    let init = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&ws)
+        .status();
+    if !init.is_ok_and(|s| s.success()) {
+        eprintln!("note: skipped: git cannot make a repository here");
+        return;
+    }
+    let policy = dir.path().join("policy.toml");
+    fs::write(
+        &policy,
+        "[fs]\nread_roots = [\"ws\"]\nwrite_root = \"ws\"\n\n[exec]\nprocess_allow = [\"git:status\"]\n",
+    )
+    .unwrap();
+    let missing = dir.path().join("missing");
+    let ask = |command: &str| {
+        let out = Command::new(SANDGATE)
+            .args(["explain", "--json", "--as", "run"])
+            .arg(&policy)
+            .arg(command)
+            .env("TMPDIR", &missing)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{command}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), v["answers"][0].clone())
+    };
+    let (code, answer) = ask("git status");
+    assert_eq!(code, Some(0), "{answer}");
+    assert_eq!(answer["allowed"], true, "{answer}");
+    assert_eq!(answer["rule"], "exec.process_allow \"git:status\"");
+    assert!(!missing.exists(), "explain made {}", missing.display());
+    let (code, answer) = ask("git status --output=x");
+    assert_eq!(code, Some(1), "{answer}");
+    assert_eq!(answer["allowed"], false, "{answer}");
+}

@@ -1095,7 +1095,14 @@ impl Executor {
     /// grant admits it). Budgets and the kernel's confinement are not
     /// consulted.
     pub fn explain(&self, command: &str) -> Result<ExecGrant, Error> {
-        self.admit(command).map(|a| a.grant)
+        let admitted = self.admit(command)?;
+        if let Run::Git(words) = &admitted.run {
+            // Everything exec would check, without the private copy of the
+            // repository exec makes: explaining writes nothing.
+            let root = self.git_root()?;
+            git::vet(words, &self.git, root)?;
+        }
+        Ok(admitted.grant)
     }
 
     /// The decision [`exec`](Self::exec) and [`explain`](Self::explain)
@@ -1117,9 +1124,8 @@ impl Executor {
         };
         let admitted = match (&git_words, self.enabled) {
             (Some(words), _) => {
-                // The same planning exec does: a refused flag or pathspec
-                // is refused here too.
-                self.git_plan(words)?;
+                // Planned (or, to explain, vetted) by the caller: a refused
+                // flag or pathspec is refused there.
                 let entry = words
                     .get(1)
                     .and_then(|sub| {
@@ -1188,7 +1194,14 @@ impl Executor {
             Err(e) => return self.audited("exec", &cwd, Err(e)),
         };
         let command = match command {
-            Run::Git(words) => return self.audited("git", &cwd, self.exec_git(&words, opts)),
+            Run::Git(words) => {
+                // Planned once: the repository vetted and copied once.
+                let inv = match self.git_plan(&words) {
+                    Ok(inv) => inv,
+                    Err(e) => return self.audited("exec", &cwd, Err(e)),
+                };
+                return self.audited("git", &cwd, self.exec_git(&inv, opts));
+            }
             Run::Shell(command) => command,
         };
         let result = self.call_options(opts).and_then(|(run, note)| {
@@ -1401,17 +1414,20 @@ impl Executor {
     /// The hardened git invocation `words` plan to (refused as exec
     /// would refuse it).
     fn git_plan(&self, words: &[String]) -> Result<git::GitInvocation, Error> {
-        let root = self
-            .git_root
-            .as_deref()
-            .ok_or_else(|| Error::denied("confined git needs a root to run in"))?;
-        git::plan(words, &self.git, root).map_err(Error::from)
+        git::plan(words, &self.git, self.git_root()?).map_err(Error::from)
     }
 
-    /// Runs the hardened git invocation `words` plans, from its argv (no
-    /// shell), under git's own read-only ruleset rather than the shell's.
-    fn exec_git(&self, words: &[String], opts: ExecOptions) -> Result<ExecResult, Error> {
-        let inv = self.git_plan(words)?;
+    /// The root confined git runs in.
+    fn git_root(&self) -> Result<&Path, Error> {
+        self.git_root
+            .as_deref()
+            .ok_or_else(|| Error::denied("confined git needs a root to run in"))
+    }
+
+    /// Runs the hardened git invocation `inv` ([`Self::git_plan`]), from
+    /// its argv (no shell), under git's own read-only ruleset rather than
+    /// the shell's.
+    fn exec_git(&self, inv: &git::GitInvocation, opts: ExecOptions) -> Result<ExecResult, Error> {
         if let (Some(dirs), Some(root)) = (opts.within.as_deref(), self.git_root.as_deref()) {
             // Narrowed to directories that do not hold the repository's
             // root, git could read nothing of it and would only say "not a
@@ -1436,7 +1452,7 @@ impl Executor {
             // root: narrowed, git still reads it.
             within.push(std::fs::File::open(git_dir).map_err(Error::from)?.into());
         }
-        let prepared = self.git_prepared(&inv)?;
+        let prepared = self.git_prepared(inv)?;
         self.spend()?;
         let mut result = self
             .inner

@@ -303,7 +303,9 @@ mod plan;
 mod schema;
 mod words;
 
-pub use plan::{find_git, plan, GitInvocation, CONFIG_OVERRIDES, GIT_CANDIDATES, GIT_ETC_FILES};
+pub use plan::{
+    find_git, plan, vet, GitInvocation, CONFIG_OVERRIDES, GIT_CANDIDATES, GIT_ETC_FILES,
+};
 pub use schema::is_revision;
 pub use words::split_words;
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::config::{inspect_repository, Snapshot};
-use super::schema::{check_args, refuse_flag, DANGEROUS_LONG, DANGEROUS_SHORT};
+use super::schema::{check_args, refuse_flag, Checked, DANGEROUS_LONG, DANGEROUS_SHORT};
 use super::{shown, GitError, GitErrorKind, GitSubcommand};
 use crate::confine::ConfineSpec;
 
@@ -250,18 +250,27 @@ pub const CONFIG_OVERRIDES: &[&str] = &[
     "format.pretty=medium",
 ];
 
-/// Plans a confined git run from a request split by [`super::split_words`].
-///
-/// `words[0]` must be `git`, `words[1]` a confined subcommand that is in
-/// `allowed`; the rest must fit the subcommand's schema (see the module
-/// documentation). `root` is the directory git runs in (the policy's root);
-/// its repository is inspected (`.git` must be a plain directory whose
-/// config can be vetted, or absent). Refusals name the refused word.
-pub fn plan(
-    words: &[String],
-    allowed: &[GitSubcommand],
-    root: &Path,
-) -> Result<GitInvocation, GitError> {
+/// Vets a confined git request as [`plan`] does (the words against the
+/// schema, git's executable, the root and its repository) without copying
+/// the repository or building the invocation: for a caller that only asks
+/// whether the request would run (`sandgate explain`), which reads the
+/// repository but writes nothing.
+pub fn vet(words: &[String], allowed: &[GitSubcommand], root: &Path) -> Result<(), GitError> {
+    vetted(words, allowed, root).map(drop)
+}
+
+/// A request [`vetted`]: what [`plan`] builds the invocation from.
+struct Vetted {
+    sub: GitSubcommand,
+    checked: Checked,
+    program: PathBuf,
+    root: PathBuf,
+    parent: PathBuf,
+    repo: Option<Snapshot>,
+}
+
+/// The checks [`plan`] and [`vet`] share.
+fn vetted(words: &[String], allowed: &[GitSubcommand], root: &Path) -> Result<Vetted, GitError> {
     match words.first() {
         Some(w) if w == "git" => {}
         Some(w) => {
@@ -336,6 +345,37 @@ pub fn plan(
              outside one git diff compares arbitrary paths",
         ));
     }
+    Ok(Vetted {
+        sub,
+        checked,
+        program,
+        root,
+        parent,
+        repo,
+    })
+}
+
+/// Plans a confined git run from a request split by [`super::split_words`].
+///
+/// `words[0]` must be `git`, `words[1]` a confined subcommand that is in
+/// `allowed`; the rest must fit the subcommand's schema (see the module
+/// documentation). `root` is the directory git runs in (the policy's root);
+/// its repository is inspected (`.git` must be a plain directory whose
+/// config can be vetted, or absent) and copied to a private git directory
+/// that git is pinned to. Refusals name the refused word.
+pub fn plan(
+    words: &[String],
+    allowed: &[GitSubcommand],
+    root: &Path,
+) -> Result<GitInvocation, GitError> {
+    let Vetted {
+        sub,
+        checked,
+        program,
+        root,
+        parent,
+        repo,
+    } = vetted(words, allowed, root)?;
     // git is pinned to the vetted repository: with GIT_DIR set it never
     // searches from its working directory, so a repository nested beneath
     // the root (or planted there after this check) is never the one it
