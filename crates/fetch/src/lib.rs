@@ -664,7 +664,9 @@ impl Fetcher {
         let max_bytes = opts.max_bytes.unwrap_or(self.max_bytes).min(self.max_bytes);
         let mut method = parse_method(opts.method.as_deref())?;
         let mut headers = check_headers(&opts.headers)?;
-        let mut body = opts.body.clone();
+        // Borrowed for every hop: a body is never copied (it may be as
+        // large as the transport allowed).
+        let mut body = opts.body.as_deref();
         let mut target = Target::parse(url)
             .map_err(|m| request_error(format!("`{}` is refused: {m}", quoted(url))))?;
         if let (Some(proxy), Mode::Restricted) = (&self.proxy, self.rules.mode()) {
@@ -725,7 +727,7 @@ impl Fetcher {
                     uri,
                     &method,
                     &headers,
-                    body.as_deref(),
+                    body,
                     &checked.addrs,
                     deadline,
                 )
@@ -922,7 +924,7 @@ impl Fetcher {
         let bad = |e: http::Error| request_error(format!("the request cannot be built: {e}"));
         let result = match body {
             Some(b) => {
-                let req = builder.body(b.to_vec()).map_err(bad)?;
+                let req = builder.body(b).map_err(bad)?;
                 let req = self
                     .agent
                     .configure_request(req)
@@ -947,12 +949,12 @@ impl Fetcher {
 /// The method and body of the request that follows a redirect: 303 (but
 /// for HEAD), and 301/302 after a POST, become a GET without a body (and
 /// without `Content-Type`); 307 and 308 keep both.
-fn redirect_request(
+fn redirect_request<'b>(
     status: u16,
     method: http::Method,
-    body: Option<Vec<u8>>,
+    body: Option<&'b [u8]>,
     headers: &mut Vec<(String, String)>,
-) -> (http::Method, Option<Vec<u8>>) {
+) -> (http::Method, Option<&'b [u8]>) {
     let to_get = (status == 303 && method != http::Method::HEAD)
         || (matches!(status, 301 | 302) && method == http::Method::POST);
     if to_get {
@@ -1201,9 +1203,9 @@ mod tests {
     fn redirect_methods() {
         let post = http::Method::POST;
         let mut h = vec![("content-type".to_owned(), "text/plain".to_owned())];
-        let (m, b) = redirect_request(307, post.clone(), Some(b"x".to_vec()), &mut h);
-        assert_eq!((m, b, h.len()), (post.clone(), Some(b"x".to_vec()), 1));
-        let (m, b) = redirect_request(302, post.clone(), Some(b"x".to_vec()), &mut h);
+        let (m, b) = redirect_request(307, post.clone(), Some(b"x"), &mut h);
+        assert_eq!((m, b, h.len()), (post.clone(), Some(&b"x"[..]), 1));
+        let (m, b) = redirect_request(302, post.clone(), Some(b"x"), &mut h);
         assert_eq!((m, b, h.len()), (http::Method::GET, None, 0));
         let (m, _) = redirect_request(303, http::Method::HEAD, None, &mut h);
         assert_eq!(m, http::Method::HEAD);
