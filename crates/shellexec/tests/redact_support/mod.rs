@@ -79,6 +79,7 @@ pub fn every_way(input: &str) -> String {
                 text(&capped),
                 text(&whole)
             );
+            untouched_stops_at(bytes, &whole, &capped, stop);
         }
     }
     for stop in 0..=bytes.len() {
@@ -89,8 +90,24 @@ pub fn every_way(input: &str) -> String {
             text(&capped),
             text(&whole)
         );
+        untouched_stops_at(bytes, &whole, &capped, stop);
     }
     text(&whole)
+}
+
+/// Where the redactor leaves `input` as it is (`whole` is `input`), what
+/// it emits once told to stop at `stop` is exactly the input before that
+/// point: nothing from the stop on, not a byte more (a prefix check alone
+/// would pass a redactor that ran a few bytes past its cap).
+fn untouched_stops_at(input: &[u8], whole: &[u8], capped: &[u8], stop: usize) {
+    if whole == input {
+        assert_eq!(
+            text(capped),
+            text(&input[..stop]),
+            "{:?} stopped at {stop}",
+            text(input)
+        );
+    }
 }
 
 /// Each input gives its expected output every way, and no output (capped
