@@ -17,23 +17,20 @@ use std::thread::JoinHandle;
 use crate::install::{pc_path, pc_static_at, write_atomic, Versions};
 use crate::{cargo, step, step_logged, target_dir, workspace_root};
 
-/// Builds and installs the library the bindings load (where it is not
-/// installed yet) and names it for every step after this one
-/// (`SANDGATE_LIBRARY`, and `PKG_CONFIG_PATH` for Go): called while xtask
-/// has one thread, since it sets its own environment.
+/// Names the library the bindings load for every step after this one
+/// (`SANDGATE_LIBRARY`, and `PKG_CONFIG_PATH` for Go; [`start`] builds and
+/// installs it): called while xtask has one thread, since it sets its own
+/// environment.
 pub fn prepare() -> Result<(), String> {
-    let lib = lib_dir();
-    if !lib.join("libsandgate.so").exists() {
-        run(&[])?;
-    }
     use_pkg_config()?;
     // xtask has one thread here; the variable is for the children.
-    env::set_var("SANDGATE_LIBRARY", lib.join("libsandgate.so"));
+    env::set_var("SANDGATE_LIBRARY", lib_dir().join("libsandgate.so"));
     Ok(())
 }
 
 /// The bindings' steps that need nothing the Rust tests make, run on a
-/// thread of their own beside them: the Node addon's build (its tests
+/// thread of their own beside them: the library's build and install
+/// ([`prepare`] named it), the Node addon's build (its tests
 /// come later, [`node_tests`]), the Python binding's tests and Go's (`go
 /// vet`, `go test -race`), each step's output kept in a file under `logs`
 /// (see [`step_logged`]). [`prepare`] first. `stop` set makes the lane
@@ -42,6 +39,7 @@ pub fn start(logs: PathBuf, stop: Arc<AtomicBool>) -> JoinHandle<Result<(), Stri
     std::thread::spawn(move || {
         fs::create_dir_all(&logs)
             .map_err(|e| format!("bindings: cannot make {}: {e}", logs.display()))?;
+        install(false, Some(&logs))?;
         let steps: [(&str, &str, &[&str]); 4] = [
             ("node addon", "bash", &["bindings/node/ci.sh", "build"]),
             ("python binding", "python3", PYTEST),
@@ -93,11 +91,27 @@ pub fn run(args: &[String]) -> Result<(), String> {
         [a] if a == "--release" => true,
         _ => return Err("usage: cargo xtask bindings [--release]".into()),
     };
+    install(release, None)?;
+    use_pkg_config()?;
+    eprintln!("libsandgate installed in {}", lib_dir().display());
+    Ok(())
+}
+
+/// Builds libsandgate and copies it to the lib dir; the build's output
+/// shown, or kept in a file under `logs` ([`step_logged`]).
+fn install(release: bool, logs: Option<&std::path::Path>) -> Result<(), String> {
     let mut build = vec!["build", "-p", "sandgate-ffi"];
     if release {
         build.push("--release");
     }
-    step("build libsandgate", &cargo(), &build)?;
+    match logs {
+        None => step("build libsandgate", &cargo(), &build)?,
+        Some(logs) => step_logged(
+            "build libsandgate",
+            Command::new(cargo()).args(&build),
+            &logs.join("build libsandgate.log"),
+        )?,
+    }
     let from = target_dir().join(if release { "release" } else { "debug" });
     let to = lib_dir();
     fs::create_dir_all(&to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
@@ -109,8 +123,6 @@ pub fn run(args: &[String]) -> Result<(), String> {
         fs::copy(&src, &tmp).map_err(|e| format!("cannot copy {}: {e}", src.display()))?;
         fs::rename(&tmp, &dst).map_err(|e| format!("cannot install {}: {e}", dst.display()))?;
     }
-    use_pkg_config()?;
-    eprintln!("libsandgate installed in {}", to.display());
     Ok(())
 }
 
