@@ -12,10 +12,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use sandgate_fetch::{ErrorCode, FetchError, FetchOptions, FetchResponse, Fetcher};
-use sandgate_netguard::{Mode, NetEntry, Rules};
+use sandgate_netguard::Mode;
 
 mod support;
-use support::full_listener;
+use support::{full_listener, get, http_rules, local_public_v4, rules};
 
 // ---------------------------------------------------------------------------
 // Local servers
@@ -162,27 +162,6 @@ fn write_reply(stream: &mut impl Write, reply: Reply) -> io::Result<()> {
 // ---------------------------------------------------------------------------
 // Rules and fetchers
 
-/// Rules as a policy would grant them: each entry well-formed and, in
-/// restricted mode, one that restricted mode admits.
-fn rules<S: AsRef<str>>(mode: Mode, allow: &[S], allow_http: bool) -> Rules {
-    let allow = allow
-        .iter()
-        .map(|raw| {
-            let entry = NetEntry::parse(raw.as_ref()).expect("the test entry parses");
-            if mode == Mode::Restricted {
-                entry.check_restricted().expect("restricted mode admits it");
-            }
-            entry
-        })
-        .collect();
-    Rules::new(mode, allow, allow_http)
-}
-
-/// Restricted rules with `allow_http`.
-fn http_rules<S: AsRef<str>>(allow: &[S]) -> Rules {
-    rules(Mode::Restricted, allow, true)
-}
-
 /// A resolver that must not be asked.
 fn no_dns(host: &str, _: u16, _: Duration) -> io::Result<Vec<IpAddr>> {
     panic!("the resolver was asked for {host}")
@@ -195,10 +174,6 @@ fn fixed(ips: &[&str], calls: Arc<AtomicUsize>) -> impl sandgate_fetch::Resolve 
         calls.fetch_add(1, Ordering::SeqCst);
         Ok(ips.clone())
     }
-}
-
-fn get(f: &Fetcher, url: &str) -> Result<FetchResponse, FetchError> {
-    f.fetch(url, &FetchOptions::new().timeout(Duration::from_secs(10)))
 }
 
 fn denied(r: Result<FetchResponse, FetchError>) -> FetchError {
@@ -419,18 +394,6 @@ fn redirect_reports_every_hop_when_it_succeeds_and_caps_the_count() {
     assert_eq!(e.code(), ErrorCode::Io, "{e}");
     assert!(e.message().contains("redirects"), "{e}");
     assert_eq!(e.hops().len(), 1);
-}
-
-/// An address of this machine outside loopback that restricted mode
-/// admits: the source address of the route towards a public address (a
-/// UDP `connect` sends nothing). `None` when there is no such route.
-fn local_public_v4() -> Option<IpAddr> {
-    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
-    s.connect("192.0.2.1:9")
-        .or_else(|_| s.connect("8.8.8.8:53"))
-        .ok()?;
-    let ip = s.local_addr().ok()?.ip();
-    (sandgate_netguard::classify(ip) == sandgate_netguard::AddrClass::Public).then_some(ip)
 }
 
 /// A redirect to another granted host carries none of the caller's

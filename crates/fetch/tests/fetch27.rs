@@ -9,8 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sandgate_fetch::{ErrorCode, FetchError, FetchOptions, FetchResponse, Fetcher};
+use sandgate_fetch::{ErrorCode, FetchError, FetchOptions, Fetcher};
 use sandgate_netguard::{Mode, NetEntry, Rules, MAX_URL_BYTES};
+
+mod support;
+use support::{get, http_rules, local_public_v4};
 
 // ---------------------------------------------------------------------------
 // A scripted server: reads each request's head, then runs its script on
@@ -67,36 +70,6 @@ fn reply(bytes: impl AsRef<[u8]>) -> impl Fn(&str, &mut TcpStream) + Send + Sync
     }
 }
 
-/// Restricted rules with `allow_http`, the entries as a policy grants them.
-fn rules<S: AsRef<str>>(allow: &[S]) -> Rules {
-    let allow = allow
-        .iter()
-        .map(|raw| {
-            let e = NetEntry::parse(raw.as_ref()).expect("the test entry parses");
-            e.check_restricted().expect("restricted mode admits it");
-            e
-        })
-        .collect();
-    Rules::new(Mode::Restricted, allow, true)
-}
-
-fn fetch(f: &Fetcher, url: &str) -> Result<FetchResponse, FetchError> {
-    f.fetch(url, &FetchOptions::new().timeout(Duration::from_secs(10)))
-}
-
-/// An address of this machine outside loopback that restricted mode
-/// admits (a redirect to loopback is always refused, so a followed
-/// redirect needs one). `None` when there is no route out to take one
-/// from.
-fn local_public_v4() -> Option<IpAddr> {
-    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
-    s.connect("192.0.2.1:9")
-        .or_else(|_| s.connect("8.8.8.8:53"))
-        .ok()?;
-    let ip = s.local_addr().ok()?.ip();
-    (sandgate_netguard::classify(ip) == sandgate_netguard::AddrClass::Public).then_some(ip)
-}
-
 /// Writes `bytes` one at a time, `gap` apart, until done or the client
 /// goes.
 fn drip(s: &mut TcpStream, bytes: &[u8], gap: Duration) {
@@ -122,7 +95,7 @@ fn assert_short(e: &FetchError, says: &str) {
         m.len() < SHORT,
         "a refusal of {} bytes: {}…",
         m.len(),
-        &m[..m.floor_char_boundary_compat(400)]
+        sandgate_codes::clipped(m, 400, 400).0
     );
     assert!(m.contains(says), "{says:?} not in {m}");
     for hop in e.hops() {
@@ -130,22 +103,8 @@ fn assert_short(e: &FetchError, says: &str) {
             hop.reason.len() < SHORT,
             "a hop's reason of {} bytes: {}…",
             hop.reason.len(),
-            &hop.reason[..400]
+            sandgate_codes::clipped(&hop.reason, 400, 400).0
         );
-    }
-}
-
-trait FloorCompat {
-    fn floor_char_boundary_compat(&self, at: usize) -> usize;
-}
-
-impl FloorCompat for str {
-    fn floor_char_boundary_compat(&self, at: usize) -> usize {
-        let mut at = at.min(self.len());
-        while !self.is_char_boundary(at) {
-            at -= 1;
-        }
-        at
     }
 }
 
@@ -160,7 +119,7 @@ fn fetch27_a_long_url_refused_at_any_hop_is_quoted_by_its_start() {
     let long = "a".repeat(30_000);
     const { assert!(30_000 < MAX_URL_BYTES) };
     let s = serve(|_, _| ());
-    let f = Fetcher::builder(rules(&[format!("127.0.0.1:{}", s.port)])).build();
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
 
     // The first hop: an ungranted host, an invalid host, a scheme.
     for (url, says) in [
@@ -177,7 +136,7 @@ fn fetch27_a_long_url_refused_at_any_hop_is_quoted_by_its_start() {
             "is not admitted (https, wss; http and ws with net.allow_http)",
         ),
     ] {
-        let e = fetch(&f, &url).expect_err("refused");
+        let e = get(&f, &url).expect_err("refused");
         assert_eq!(e.code(), ErrorCode::NetDenied, "{}", &e.message()[..200]);
         assert_short(&e, says);
         assert!(e.message().contains('…'), "{}", e.message());
@@ -210,8 +169,8 @@ fn fetch27_a_long_url_refused_at_any_hop_is_quoted_by_its_start() {
              close\r\n\r\n"
         );
         let s = serve(reply(head));
-        let f = Fetcher::builder(rules(&[format!("127.0.0.1:{}", s.port)])).build();
-        let e = fetch(&f, &format!("http://127.0.0.1:{}{path}", s.port)).expect_err("refused");
+        let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
+        let e = get(&f, &format!("http://127.0.0.1:{}{path}", s.port)).expect_err("refused");
         assert_eq!(e.code(), ErrorCode::NetDenied, "{}", &e.message()[..200]);
         assert_short(&e, says);
         assert_eq!(s.requests.lock().unwrap().len(), 1);
@@ -247,9 +206,9 @@ fn fetch27_a_response_head_flood_fails_the_fetch_at_its_bound() {
         let _ = s.write_all(b"\r\nContent-Length: 2\r\n\r\nhi");
     });
     for (s, cause) in [(flood, "too many headers"), (long, "too big")] {
-        let f = Fetcher::builder(rules(&[format!("127.0.0.1:{}", s.port)])).build();
+        let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
         let started = Instant::now();
-        let e = fetch(&f, &format!("http://127.0.0.1:{}/", s.port)).expect_err("refused");
+        let e = get(&f, &format!("http://127.0.0.1:{}/", s.port)).expect_err("refused");
         assert_eq!(e.code(), ErrorCode::Io, "{e}");
         let source = std::error::Error::source(&e).map(ToString::to_string);
         assert!(
@@ -278,7 +237,7 @@ fn fetch27_a_server_dripping_bytes_meets_the_total_timeout() {
         drip(s, &[b'x'; 100], Duration::from_millis(100));
     });
     for (s, status) in [(head, None), (body, Some(200))] {
-        let f = Fetcher::builder(rules(&[format!("127.0.0.1:{}", s.port)])).build();
+        let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
         let started = Instant::now();
         let e = f
             .fetch(
@@ -303,7 +262,7 @@ fn fetch27_a_server_dripping_bytes_meets_the_total_timeout() {
             b"HTTP/1.1 302 Found\r\nLocation: /again\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
         );
     });
-    let f = Fetcher::builder(rules(&[format!("b.example:{}", s.port)]))
+    let f = Fetcher::builder(http_rules(&[format!("b.example:{}", s.port)]))
         .resolver(move |_: &str, _: u16, _: Duration| Ok(vec![ip]))
         .build();
     let started = Instant::now();
@@ -340,7 +299,7 @@ fn fetch27_a_compressed_body_is_answered_as_sent_never_inflated() {
         .into_bytes();
         head.extend_from_slice(&bomb);
         let s = serve(reply(head));
-        let f = Fetcher::builder(rules(&[format!("127.0.0.1:{}", s.port)])).build();
+        let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
         let r = f
             .fetch(
                 &format!("http://127.0.0.1:{}/", s.port),
@@ -369,7 +328,7 @@ fn fetch27_chunk_sizes_and_interim_answers() {
         let stop = Instant::now() + Duration::from_secs(10);
         while Instant::now() < stop && s.write_all(&chunk).is_ok() {}
     });
-    let f = Fetcher::builder(rules(&[format!("127.0.0.1:{}", huge.port)])).build();
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", huge.port)])).build();
     let r = f
         .fetch(
             &format!("http://127.0.0.1:{}/", huge.port),
@@ -384,8 +343,8 @@ fn fetch27_chunk_sizes_and_interim_answers() {
     let over = serve(reply(
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n1ffffffffffffffff\r\nabc",
     ));
-    let f = Fetcher::builder(rules(&[format!("127.0.0.1:{}", over.port)])).build();
-    let e = fetch(&f, &format!("http://127.0.0.1:{}/", over.port)).expect_err("refused");
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", over.port)])).build();
+    let e = get(&f, &format!("http://127.0.0.1:{}/", over.port)).expect_err("refused");
     assert_eq!(e.code(), ErrorCode::Io, "{e}");
 
     for interim in [
@@ -395,8 +354,8 @@ fn fetch27_chunk_sizes_and_interim_answers() {
         let s = serve(reply(format!(
             "HTTP/1.1 {interim}\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nfinal"
         )));
-        let f = Fetcher::builder(rules(&[format!("127.0.0.1:{}", s.port)])).build();
-        let r = fetch(&f, &format!("http://127.0.0.1:{}/", s.port)).unwrap();
+        let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
+        let r = get(&f, &format!("http://127.0.0.1:{}/", s.port)).unwrap();
         assert_eq!(
             (r.status, r.body.as_slice()),
             (200, &b"final"[..]),
@@ -451,7 +410,7 @@ fn fetch27_a_trusted_certificate_for_another_name_is_refused_before_the_request(
     .root_certificates_pem(key.cert.pem().as_bytes())
     .unwrap()
     .build();
-    let e = fetch(&f, &format!("https://127.0.0.1:{port}/")).expect_err("refused");
+    let e = get(&f, &format!("https://127.0.0.1:{port}/")).expect_err("refused");
     assert_eq!(e.code(), ErrorCode::Io, "{e}");
     let source = std::error::Error::source(&e).map(ToString::to_string);
     assert!(
@@ -482,7 +441,7 @@ fn fetch27_a_cancel_mid_body_ends_the_fetch_and_closes_its_connection() {
         }
         let _ = closed_tx.lock().unwrap().send(started.elapsed());
     });
-    let f = Fetcher::builder(rules(&[format!("127.0.0.1:{}", s.port)])).build();
+    let f = Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build();
     let flag = sandgate_fetch::CancelFlag::new();
     let setter = flag.clone();
     let set_at = Arc::new(Mutex::new(None));
@@ -541,12 +500,12 @@ fn fetch27_concurrent_fetches_leave_at_most_the_pool_open_and_none_once_dropped(
         }
         open2.fetch_sub(1, Ordering::SeqCst);
     });
-    let f = Arc::new(Fetcher::builder(rules(&[format!("127.0.0.1:{}", s.port)])).build());
+    let f = Arc::new(Fetcher::builder(http_rules(&[format!("127.0.0.1:{}", s.port)])).build());
     let url = format!("http://127.0.0.1:{}/", s.port);
     let threads: Vec<_> = (0..64)
         .map(|_| {
             let (f, url) = (f.clone(), url.clone());
-            thread::spawn(move || fetch(&f, &url).map(|r| r.body))
+            thread::spawn(move || get(&f, &url).map(|r| r.body))
         })
         .collect();
     for t in threads {
@@ -583,16 +542,16 @@ fn fetch27_child_environment_proxy() {
     let entry = NetEntry::parse(&format!("127.0.0.1:{}", s.port)).unwrap();
     for mode in [Mode::Restricted, Mode::TrustedHost] {
         let f = Fetcher::builder(Rules::new(mode, vec![entry.clone()], true)).build();
-        assert_eq!(fetch(&f, &url).unwrap().body, b"direct", "{mode:?}");
+        assert_eq!(get(&f, &url).unwrap().body, b"direct", "{mode:?}");
     }
     let f = Fetcher::builder(Rules::new(Mode::TrustedHost, vec![entry.clone()], true))
         .proxy_from_env()
         .build();
-    assert_eq!(fetch(&f, &url).unwrap().body, b"direct");
+    assert_eq!(get(&f, &url).unwrap().body, b"direct");
     let f = Fetcher::builder(Rules::new(Mode::Restricted, vec![entry], true))
         .proxy_from_env()
         .build();
-    let e = fetch(&f, &url).expect_err("refused");
+    let e = get(&f, &url).expect_err("refused");
     assert_eq!(e.code(), ErrorCode::NetDenied, "{e}");
     assert!(e.message().contains("_PROXY"), "{e}");
     assert_eq!(s.requests.lock().unwrap().len(), 3);
@@ -649,7 +608,7 @@ fn fetch27_an_environment_proxy_is_never_dialled() {
 /// 60,000 bytes) came back whole in the message.
 #[test]
 fn fetch27_a_long_method_or_header_name_is_quoted_by_its_start() {
-    let f = Fetcher::builder(rules(&["127.0.0.1:9"])).build();
+    let f = Fetcher::builder(http_rules(&["127.0.0.1:9"])).build();
     let big = "a".repeat(1_000_000);
     for (opts, says) in [
         (
